@@ -1,0 +1,39 @@
+"""Exception types of synthtrace, defined once and caught once at the CLI edge.
+
+Every error a user can cause derives from :class:`SynthtraceError`; the CLI turns it into one line
+and an exit code (2 for bad input). Layers above tracelib subclass these, never ``Exception``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SynthtraceError(Exception):
+    """Base of every error synthtrace reports to a user."""
+
+    exit_code: int = 1
+
+
+class BadInputError(SynthtraceError):
+    """The user gave input that cannot be used (exit code 2)."""
+
+    exit_code = 2
+
+
+class TraceFormatError(BadInputError):
+    """A trace file breaks its format: names the file, the 1-based line and the reason."""
+
+    def __init__(self, path: str | Path, line: int | None, reason: str):
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+class TruncatedTraceError(TraceFormatError):
+    """The trace ends mid-record (a killed job); ``--salvage`` keeps its complete records."""
+
+
+class MissingCompanionWarning(UserWarning):
+    """A ``.pcf`` or ``.row`` file is missing; the trace is still usable."""

@@ -1,0 +1,142 @@
+"""The first line of a ``.prv`` file: date, duration, resource model, applications, communicators.
+
+``#Paraver (dd/mm/yy at hh:mm):END[_ns|_us]:NODES(cpus,...):N_APPL:NTASKS(threads:node,...)...[,N_COMM]``.
+The resource part may be a bare ``0`` when the tracer did not record nodes. A duration without a unit is
+in microseconds (Paraver's historical default); all times are converted to nanoseconds.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tracelib.errors import TraceFormatError
+
+_HEADER = re.compile(r"^#Paraver \((?P<date>[^)]*)\):(?P<rest>.*)$")
+_DURATION = re.compile(r"^(?P<value>\d+)(?:_(?P<unit>ns|us|ms|s))?$")
+_COUNTED = re.compile(r"^(?P<n>\d+)(?:\((?P<items>[^)]*)\))?$")
+_UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, None: 1_000}
+
+
+@dataclass(frozen=True)
+class ParaverHeader:
+    """Resource model of a Paraver trace. Times in ns; tasks and threads 1-based as in the trace."""
+
+    started_at: datetime | None
+    duration_ns: int
+    time_scale: int  # ns per trace time unit
+    cpus_per_node: tuple[int, ...]  # empty when the trace carries no resource information
+    threads_per_task: tuple[tuple[int, ...], ...]  # [appl-1][task-1] -> number of threads
+    node_of_task: tuple[tuple[int, ...], ...]  # [appl-1][task-1] -> 1-based node
+    n_communicators: int = 0
+    raw: str = field(default="", repr=False)
+
+    @property
+    def n_cpus(self) -> int:
+        return sum(self.cpus_per_node)
+
+    @property
+    def n_appl(self) -> int:
+        return len(self.threads_per_task)
+
+
+def _split_top_level(text: str, sep: str) -> list[str]:
+    """Split at ``sep`` outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _parse_date(text: str) -> datetime | None:
+    for fmt in ("%d/%m/%y at %H:%M", "%d/%m/%Y at %H:%M", "%d/%m/%y at %H:%M:%S", "%d/%m/%Y at %H:%M:%S"):
+        try:
+            return datetime.strptime(text.strip(), fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
+    """Parse the header line of a ``.prv`` file; raises :class:`TraceFormatError` naming line 1."""
+
+    def bad(reason: str) -> TraceFormatError:
+        return TraceFormatError(path, 1, f"broken Paraver header: {reason}")
+
+    m = _HEADER.match(line.rstrip("\r\n"))
+    if not m:
+        raise TraceFormatError(path, 1, "no Paraver header (the file must start with '#Paraver (')")
+    tokens = _split_top_level(m["rest"], ":")
+    if len(tokens) < 4:
+        raise bad("expected END:RESOURCES:N_APPL:APPLICATIONS")
+    dur = _DURATION.match(tokens[0])
+    if not dur:
+        raise bad(f"duration {tokens[0]!r} is not an integer with an optional _ns/_us unit")
+    scale = _UNIT_NS[dur["unit"]]
+
+    res = _COUNTED.match(tokens[1])
+    if not res:
+        raise bad(f"resource model {tokens[1]!r} is not NODES(cpus,...)")
+    cpus: tuple[int, ...] = ()
+    if res["items"] is not None:
+        try:
+            cpus = tuple(int(x) for x in res["items"].split(","))
+        except ValueError:
+            raise bad(f"cpu counts {res['items']!r} are not integers") from None
+        if len(cpus) != int(res["n"]):
+            raise bad(f"{res['n']} nodes declared but {len(cpus)} cpu counts given")
+
+    if not tokens[2].isdigit():
+        raise bad(f"number of applications {tokens[2]!r} is not an integer")
+    n_appl = int(tokens[2])
+    # Applications are separated by ':' (Paraver's specification) or ',' (what Extrae writes); a trailing
+    # bare integer is the number of communicator ('c:') lines that follow the header.
+    appl_tokens = [t for tok in tokens[3:] for t in _split_top_level(tok, ",")]
+    n_comm = 0
+    if appl_tokens and appl_tokens[-1].isdigit() and len(appl_tokens) == n_appl + 1:
+        n_comm = int(appl_tokens.pop())
+    threads, nodes = [], []
+    for k, tok in enumerate(appl_tokens, start=1):
+        am = _COUNTED.match(tok)
+        if not am or am["items"] is None:
+            raise bad(f"application {k} {tok!r} is not NTASKS(threads:node,...)")
+        pairs = am["items"].split(",")
+        if len(pairs) != int(am["n"]):
+            raise bad(f"application {k} declares {am['n']} tasks but describes {len(pairs)}")
+        try:
+            tn = [tuple(int(v) for v in p.split(":")) for p in pairs]
+        except ValueError:
+            raise bad(f"application {k} task list {am['items']!r} is not threads:node pairs") from None
+        if any(len(p) != 2 for p in tn):
+            raise bad(f"application {k} task list {am['items']!r} is not threads:node pairs")
+        threads.append(tuple(p[0] for p in tn))
+        nodes.append(tuple(p[1] for p in tn))
+    return ParaverHeader(
+        started_at=_parse_date(m["date"]),
+        duration_ns=int(dur["value"]) * scale,
+        time_scale=scale,
+        cpus_per_node=cpus,
+        threads_per_task=tuple(threads),
+        node_of_task=tuple(nodes),
+        n_communicators=n_comm,
+        raw=line.rstrip("\r\n"),
+    )
+
+
+def format_header(header: ParaverHeader) -> str:
+    """The header line for ``header`` (times written in ns)."""
+    date = header.started_at.strftime("%d/%m/%y at %H:%M") if header.started_at else "01/01/70 at 00:00"
+    res = f"{len(header.cpus_per_node)}({','.join(map(str, header.cpus_per_node))})" if header.cpus_per_node else "0"
+    appls = ",".join(
+        f"{len(t)}({','.join(f'{n}:{node}' for n, node in zip(t, nd))})"
+        for t, nd in zip(header.threads_per_task, header.node_of_task)
+    )
+    comm = f",{header.n_communicators}"
+    return f"#Paraver ({date}):{header.duration_ns}_ns:{res}:{header.n_appl}:{appls}{comm}"

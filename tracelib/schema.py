@@ -1,0 +1,81 @@
+"""Column names and types of the tidy tables every trace reader produces (DESIGN §3, §5).
+
+Times are integer nanoseconds from the start of the trace; counters are integer counts per burst.
+Paraver's 1-based appl/task/thread numbering is kept as it is in the trace.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+THREAD_KEYS: list[str] = ["appl", "task", "thread"]
+BURST_KEYS: list[str] = ["run_id", *THREAD_KEYS, "burst_seq"]
+CALL_KEYS: list[str] = ["run_id", *THREAD_KEYS, "call_seq"]
+
+#: Fixed columns of the bursts table; one Int64 column per counter follows, named after the counter.
+BURST_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "appl": pl.Int32(),
+    "task": pl.Int32(),
+    "thread": pl.Int32(),
+    "burst_seq": pl.Int64(),
+    "cpu": pl.Int32(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "duration_ns": pl.Int64(),
+    "mpi_call": pl.String(),  # the MPI call whose entry closes the burst (NULL at the end of a thread)
+    "call_site": pl.String(),  # caller of that MPI call, "function (file:line)" when the .pcf resolves it
+}
+
+MPI_CALL_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "appl": pl.Int32(),
+    "task": pl.Int32(),
+    "thread": pl.Int32(),
+    "call_seq": pl.Int64(),
+    "cpu": pl.Int32(),
+    "mpi_call": pl.String(),
+    "mpi_kind": pl.String(),  # point_to_point | collective | other
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "duration_ns": pl.Int64(),
+    "bytes_sent": pl.Int64(),  # bytes
+    "bytes_recv": pl.Int64(),  # bytes
+    "peer": pl.Int32(),  # task of the first message partner (point-to-point) or NULL
+    "n_messages": pl.Int32(),
+    "comm": pl.Int64(),
+    "root": pl.Int32(),
+    "tag": pl.Int64(),
+    "call_site": pl.String(),
+}
+
+RUN_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "run_name": pl.String(),
+    "experiment": pl.String(),
+    "app": pl.String(),
+    "started_at": pl.Datetime("us"),
+    "format": pl.String(),
+    "source_path": pl.String(),
+    "source_bytes": pl.Int64(),
+    "n_appl": pl.Int32(),
+    "n_tasks": pl.Int32(),
+    "n_threads": pl.Int32(),
+    "n_nodes": pl.Int32(),
+    "duration_ns": pl.Int64(),
+    "counters": pl.List(pl.String()),
+    "n_bursts": pl.Int64(),
+    "n_mpi_calls": pl.Int64(),
+    "warnings": pl.List(pl.String()),
+    "ingested_at": pl.Datetime("us", "UTC"),
+}
+
+
+def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """An empty frame with the given schema."""
+    return pl.DataFrame(schema=schema)
+
+
+def counter_columns(bursts: pl.DataFrame | pl.LazyFrame) -> list[str]:
+    """Names of the counter columns of a bursts table (every column that is not a fixed one)."""
+    names = bursts.collect_schema().names() if isinstance(bursts, pl.LazyFrame) else bursts.columns
+    return [c for c in names if c not in BURST_SCHEMA]
