@@ -13,7 +13,7 @@ bounded:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -43,6 +43,19 @@ class RecordBatch:
     messages: pl.DataFrame
 
 
+@dataclass
+class ReadSummary:
+    """What reading a trace found, beyond the tables."""
+
+    n_records: dict[int, int] = field(default_factory=dict)
+    counters: list[str] = field(default_factory=list)
+    n_bursts: int = 0
+    n_calls: int = 0
+    last_time_ns: int = 0
+    warnings: list[str] = field(default_factory=list)
+    messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGE_SCHEMA))
+
+
 def _empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
@@ -69,14 +82,13 @@ class BurstAssembler:
         intervals = pl.concat([self._intervals, batch.intervals.select(INTERVAL_SCHEMA.keys())])
         samples = pl.concat([self._samples, batch.samples.select(SAMPLE_SCHEMA.keys())])
         mpi = pl.concat([self._mpi, batch.mpi.select(MPI_EVENT_SCHEMA.keys())])
-        for c in batch.samples.get_column("counter").unique(maintain_order=True).to_list():
-            if c not in self.counters:
-                self.counters.append(c)
         calls, open_mpi = self._pair_calls(mpi, horizon)
         bursts, open_intervals, open_samples = self._close_bursts(intervals, samples, mpi, horizon)
         self._intervals, self._samples, self._mpi = open_intervals, open_samples, open_mpi
         bursts = self._number(bursts, "burst_seq", "_burst_seq")
-        bursts = bursts.select(*BURST_SCHEMA, *[c for c in bursts.columns if c not in BURST_SCHEMA])
+        counters = [c for c in bursts.columns if c not in BURST_SCHEMA]
+        self.counters.extend(c for c in counters if c not in self.counters)
+        bursts = bursts.select(*BURST_SCHEMA, *counters)
         calls = self._number(calls, "call_seq", "_call_seq").select(list(MPI_CALL_SCHEMA))
         return bursts, calls
 

@@ -9,12 +9,11 @@ import hashlib
 import re
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from tracelib.bursts import (MESSAGE_SCHEMA, MPI_EVENT_SCHEMA, SAMPLE_SCHEMA, BurstAssembler, RecordBatch,
+from tracelib.bursts import (MPI_EVENT_SCHEMA, SAMPLE_SCHEMA, BurstAssembler, ReadSummary, RecordBatch,
                              attach_messages)
 from tracelib.errors import MissingCompanionWarning, TraceFormatError, TruncatedTraceError
 from tracelib.paraver.header import ParaverHeader, parse_header
@@ -50,19 +49,6 @@ def content_hash(path: str | Path, block: int = 8 * 1024 * 1024) -> str:
 
 def companion(prv: Path, suffix: str) -> Path:
     return prv.with_suffix(suffix)
-
-
-@dataclass
-class ReadSummary:
-    """What reading a trace found, beyond the tables."""
-
-    n_records: dict[int, int] = field(default_factory=dict)
-    counters: list[str] = field(default_factory=list)
-    n_bursts: int = 0
-    n_calls: int = 0
-    last_time_ns: int = 0
-    warnings: list[str] = field(default_factory=list)
-    messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGE_SCHEMA))
 
 
 class ParaverTrace:
@@ -103,6 +89,22 @@ class ParaverTrace:
             self.warnings.append(msg)
             return default
         return reader(path)
+
+    format = "paraver"
+
+    @property
+    def started_at(self):
+        return self.header.started_at
+
+    @property
+    def resources(self) -> dict[str, int]:
+        h = self.header
+        return {"n_appl": h.n_appl, "n_tasks": sum(len(t) for t in h.threads_per_task),
+                "n_threads": sum(sum(t) for t in h.threads_per_task),
+                "n_nodes": len(h.cpus_per_node), "duration_ns": h.duration_ns}
+
+    def content_files(self) -> list[Path]:
+        return [self.path]
 
     # ------------------------------------------------------------------ streaming
     def _chunks(self) -> Iterator[tuple[bytes, int]]:

@@ -1,0 +1,1 @@
+"""Learning: features, archetypes, predictors, regression detection, model registry."""

@@ -1,0 +1,137 @@
+"""``synthtrace ingest``, ``runs`` and ``sql``: getting traces in and asking questions of them."""
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+from pipelines.cli import WarehouseOption, console, err_console
+from tracelib.errors import BadInputError, SynthtraceError, TraceFormatError
+from tracelib.formats import find_traces
+from warehouse import Warehouse
+from warehouse.ingest import ingest_trace
+from warehouse.sql import query
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                    TimeRemainingColumn(), console=err_console, transient=True)
+
+
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files (.prv, OTF2 .otf2 anchors) or folders (searched recursively).")],
+    warehouse: WarehouseOption = Path("warehouse"),
+    experiment: Annotated[str | None, typer.Option(help="Experiment name (default: the folder holding each trace).")] = None,
+    app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).")] = None,
+    date: Annotated[datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")] = None,
+    salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
+) -> None:
+    """Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."""
+    for p in paths:
+        if not p.exists():
+            raise BadInputError(f"{p}: no such file or folder")
+    files = find_traces(paths)
+    if not files:
+        raise BadInputError(f"no traces (.prv or .otf2) under {', '.join(map(str, paths))}")
+    wh = Warehouse(warehouse)
+    failures: list[SynthtraceError] = []
+    total = sum(f.stat().st_size for f in files)
+    with _progress() as bar:
+        task = bar.add_task("ingest", total=total)
+        for f in files:
+            bar.update(task, description=f"ingest {f.name}")
+            done_before = bar.tasks[0].completed
+            try:
+                res = ingest_trace(wh, f, experiment=experiment, app=app, date=date, salvage=salvage,
+                                   progress=lambda n: bar.advance(task, n))
+            except TraceFormatError as exc:
+                failures.append(exc)
+                err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+                continue
+            finally:
+                bar.update(task, completed=done_before + f.stat().st_size)
+            if res.status == "already":
+                console.print(f"{f}: already ingested as {res.run_name} (run {res.run_id}, experiment {res.experiment})", highlight=False, soft_wrap=True)
+            else:
+                console.print(f"{f}: ingested as {res.run_name} (run {res.run_id}, experiment {res.experiment}): "
+                              f"{res.n_bursts} bursts, {res.n_mpi_calls} MPI calls", highlight=False, soft_wrap=True)
+    if failures:
+        raise typer.Exit(failures[0].exit_code)
+
+
+def runs(warehouse: WarehouseOption = Path("warehouse")) -> None:
+    """List the runs in the warehouse."""
+    table = query(warehouse, """
+        SELECT run_name, experiment, app, started_at, n_tasks, round(duration_ns / 1e9, 3) AS duration_s,
+               n_bursts, len(counters) AS n_counters, run_id
+        FROM runs ORDER BY experiment, run_name""")
+    _print_table(table, title=f"runs in {warehouse}")
+
+
+def sql(
+    statement: Annotated[str, typer.Argument(metavar="QUERY", help="A SELECT over the views runs, bursts, mpi_calls, merged_bursts, ...")],
+    warehouse: WarehouseOption = Path("warehouse"),
+    format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
+) -> None:
+    """Answer a read-only SQL query (statements that would modify anything are refused)."""
+    table = query(warehouse, statement)
+    if format is OutputFormat.parquet:
+        if output is None:
+            raise BadInputError("--format parquet needs --output FILE")
+        pq.write_table(table, output)
+        return
+    if format is OutputFormat.table and output is None:
+        _print_table(table)
+        return
+    text = _render(table, format)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text)
+
+
+def _render(table: pa.Table, fmt: OutputFormat) -> str:
+    if fmt is OutputFormat.csv:
+        buf = io.BytesIO()
+        pacsv.write_csv(table, buf)
+        return buf.getvalue().decode()
+    if fmt is OutputFormat.json:
+        return json.dumps(table.to_pylist(), default=str, indent=None) + "\n"
+    lines = ["\t".join(table.column_names)]
+    lines += ["\t".join("" if v is None else str(v) for v in row.values()) for row in table.to_pylist()]
+    return "\n".join(lines) + "\n"
+
+
+def _print_table(table: pa.Table, title: str | None = None, limit: int = 200) -> None:
+    t = Table(title=title, show_lines=False)
+    for name in table.column_names:
+        t.add_column(name, overflow="fold")
+    for row in table.slice(0, limit).to_pylist():
+        t.add_row(*("" if v is None else str(v) for v in row.values()))
+    console.print(t)
+    if table.num_rows > limit:
+        console.print(f"({table.num_rows} rows, first {limit} shown; use --format csv for all)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(ingest)
+    app.command()(runs)
+    app.command()(sql)

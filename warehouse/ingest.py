@@ -1,0 +1,105 @@
+"""Ingest one trace into the warehouse: atomic per run, idempotent by content hash (DESIGN §5, §11)."""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from tracelib.bursts import ReadSummary, attach_messages
+from tracelib.formats import TraceSource, open_trace
+from tracelib.schema import RUN_SCHEMA
+from warehouse.layout import Warehouse
+
+RUN_ID_CHARS = 16  # hex characters of the SHA-256 of the trace's files kept as run_id
+
+
+@dataclass
+class IngestResult:
+    """What happened to one trace."""
+
+    path: Path
+    run_id: str
+    run_name: str
+    experiment: str
+    status: str  # "ingested" | "already"
+    n_bursts: int = 0
+    n_mpi_calls: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_identity(source: TraceSource) -> str:
+    """The run_id: a hash of the bytes of the trace's files (so renames and re-drops are recognised)."""
+    h = hashlib.sha256()
+    for f in source.content_files():
+        with open(f, "rb") as fh:
+            while block := fh.read(8 * 1024 * 1024):
+                h.update(block)
+    return h.hexdigest()[:RUN_ID_CHARS]
+
+
+def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[str, str, str]:
+    """(run_name, app, experiment) per DESIGN §3: file stem, stem up to its first dot, holding folder."""
+    run_name = path.stem if path.suffix != ".otf2" or path.stem != "traces" else path.parent.name
+    return run_name, app or run_name.split(".")[0], experiment or path.resolve().parent.name
+
+
+def existing_run(wh: Warehouse, run_id: str) -> dict | None:
+    """The stored runs row of ``run_id``, or None."""
+    f = wh.run_dir(run_id) / "run.parquet"
+    return pl.read_parquet(f).row(0, named=True) if f.is_file() else None
+
+
+def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = None, app: str | None = None,
+                 date: datetime | None = None, salvage: bool = False,
+                 progress: Callable[[int], None] | None = None) -> IngestResult:
+    """Read a trace and commit it as one run directory. Re-ingesting the same content does nothing.
+
+    Raises :class:`~tracelib.errors.TraceFormatError` for a broken trace; the warehouse is then unchanged.
+    """
+    path = Path(path)
+    source = open_trace(path, salvage=salvage)
+    run_id = run_identity(source)
+    run_name, app_name, exp_name = default_names(path, experiment, app)
+    wh.ensure()
+    if (row := existing_run(wh, run_id)) is not None:
+        return IngestResult(path, run_id, row["run_name"], row["experiment"], "already",
+                            row["n_bursts"], row["n_mpi_calls"])
+
+    summary = ReadSummary()
+    with wh.staged(wh.run_dir(run_id)) as stage:
+        (stage / "bursts").mkdir()
+        calls_parts = stage / "_calls"
+        calls_parts.mkdir()
+        for i, (bursts, calls) in enumerate(source.iter_tables(run_id, progress=progress, summary=summary)):
+            if bursts.height:
+                bursts.write_parquet(stage / "bursts" / f"part-{i:05d}.parquet", statistics=True)
+            if calls.height:
+                calls.write_parquet(calls_parts / f"part-{i:05d}.parquet")
+        parts = sorted(calls_parts.glob("*.parquet"))
+        if parts:
+            calls_lf = pl.scan_parquet(parts)
+            attach_messages(calls_lf, summary.messages).sort(["appl", "task", "thread", "call_seq"]).sink_parquet(
+                stage / "mpi_calls.parquet")
+        for p in parts:
+            p.unlink()
+        calls_parts.rmdir()
+        res = source.resources
+        run = pl.DataFrame([{
+            "run_id": run_id, "run_name": run_name, "experiment": exp_name, "app": app_name,
+            "started_at": date or source.started_at, "format": source.format,
+            "source_path": str(path.resolve()), "source_bytes": sum(f.stat().st_size for f in source.content_files()),
+            "n_appl": res["n_appl"], "n_tasks": res["n_tasks"], "n_threads": res["n_threads"],
+            "n_nodes": res["n_nodes"], "duration_ns": res["duration_ns"], "counters": summary.counters,
+            "n_bursts": summary.n_bursts, "n_mpi_calls": summary.n_calls, "warnings": summary.warnings,
+            "ingested_at": datetime.now(UTC),
+        }], schema=RUN_SCHEMA)
+        run.write_parquet(stage / "run.parquet")
+    return IngestResult(path, run_id, run_name, exp_name, "ingested", summary.n_bursts, summary.n_calls,
+                        list(summary.warnings))
+
+

@@ -1,0 +1,138 @@
+"""Where things live under a warehouse folder, and the staging-then-rename commit that makes writes atomic.
+
+::
+
+    WAREHOUSE/
+      runs/<run_id>/run.parquet            one row of the runs view
+      runs/<run_id>/bursts/part-*.parquet  the run's computation bursts
+      runs/<run_id>/mpi_calls.parquet      the run's MPI calls
+      experiments/<name>/...               merged data of one experiment (written by the merge)
+      .staging/                            directories being written; never read
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from warehouse.errors import WarehouseError
+
+MARKER = "synthtrace-warehouse"
+
+
+class Warehouse:
+    """A warehouse folder. Creating the object does not touch the disk; :meth:`ensure` does."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def experiments_dir(self) -> Path:
+        return self.root / "experiments"
+
+    @property
+    def staging_dir(self) -> Path:
+        return self.root / ".staging"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / run_id
+
+    def experiment_dir(self, name: str) -> Path:
+        return self.experiments_dir / name
+
+    def has_run(self, run_id: str) -> bool:
+        return (self.run_dir(run_id) / "run.parquet").is_file()
+
+    # ------------------------------------------------------------------ writing
+    def ensure(self) -> Warehouse:
+        """Create the folder layout and clear staging left by killed writers."""
+        if self.root.exists() and not self.root.is_dir():
+            raise WarehouseError(f"{self.root}: exists and is not a folder")
+        try:
+            for d in (self.runs_dir, self.experiments_dir, self.staging_dir):
+                d.mkdir(parents=True, exist_ok=True)
+            (self.root / MARKER).touch(exist_ok=True)
+        except OSError as exc:
+            raise WarehouseError(f"{self.root}: cannot create the warehouse ({exc.strerror})") from None
+        self._clear_stale_staging()
+        return self
+
+    def _clear_stale_staging(self) -> None:
+        """Remove staging directories whose writer process is gone (a killed ingest)."""
+        for d in self.staging_dir.iterdir():
+            pid = d.name.split(".")[-1]
+            if pid.isdigit() and _alive(int(pid)):
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def staged(self, target: Path, *, replace: bool = False) -> Iterator[Path]:
+        """Write into a staging directory; on success it is renamed to ``target`` in one step.
+
+        On any error the staging directory is removed and ``target`` is left as it was. With ``replace`` an
+        existing ``target`` is swapped out (renamed aside, then deleted), so readers see old or new, never a mix.
+        """
+        stage = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}"
+        stage.mkdir(parents=True)
+        try:
+            yield stage
+            _fsync_tree(stage)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                if not replace:
+                    shutil.rmtree(stage)  # someone committed the same content meanwhile
+                    return
+                old = self.staging_dir / f"{target.name}.old.{uuid.uuid4().hex[:8]}.{os.getpid()}"
+                os.rename(target, old)
+                os.rename(stage, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(stage, target)
+            _fsync_dir(target.parent)
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+
+    def remove(self, target: Path) -> None:
+        """Remove a run or experiment directory whole (renamed aside first, so it disappears at once)."""
+        if target.exists():
+            gone = self.staging_dir / f"{target.name}.rm.{uuid.uuid4().hex[:8]}.{os.getpid()}"
+            os.rename(target, gone)
+            shutil.rmtree(gone, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
