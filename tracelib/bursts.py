@@ -86,8 +86,8 @@ class BurstAssembler:
         bursts, open_intervals, open_samples = self._close_bursts(intervals, samples, mpi, horizon)
         self._intervals, self._samples, self._mpi = open_intervals, open_samples, open_mpi
         bursts = self._number(bursts, "burst_seq", "_burst_seq")
-        counters = [c for c in bursts.columns if c not in BURST_SCHEMA]
-        self.counters.extend(c for c in counters if c not in self.counters)
+        counters = sorted(c for c in bursts.columns if c not in BURST_SCHEMA)
+        self.counters = sorted(set(self.counters) | set(counters))
         bursts = bursts.select(*BURST_SCHEMA, *counters)
         calls = self._number(calls, "call_seq", "_call_seq").select(list(MPI_CALL_SCHEMA))
         return bursts, calls

@@ -45,6 +45,7 @@ class PcfCatalog:
     event_labels: dict[int, str] = field(default_factory=dict)
     event_values: dict[int, dict[int, str]] = field(default_factory=dict)
     event_gradient: dict[int, int] = field(default_factory=dict)
+    event_lines: dict[int, int] = field(default_factory=dict)  # 1-based line of each event type's label
 
     def counter_name(self, event_type: int) -> str:
         """Counter column name: the ``.pcf`` name, else the numeric type as text."""
@@ -88,6 +89,7 @@ def read_pcf(path: str | Path) -> PcfCatalog:
                 etype = int(parts[1])
                 cat.event_labels[etype] = parts[2] if len(parts) > 2 else ""
                 cat.event_gradient[etype] = int(parts[0])
+                cat.event_lines[etype] = lineno
                 types_in_block.append(etype)
             elif section == "VALUES":
                 parts = line.split(None, 1)
@@ -95,4 +97,16 @@ def read_pcf(path: str | Path) -> PcfCatalog:
                     raise TraceFormatError(path, lineno, f"expected '<value> <label>' in VALUES, got {line!r}")
                 for etype in types_in_block:
                     cat.event_values.setdefault(etype, {})[int(parts[0])] = parts[1] if len(parts) > 1 else ""
+    _check_counter_names(cat, path)
     return cat
+
+
+def _check_counter_names(cat: PcfCatalog, path: str | Path) -> None:
+    """Two counter types with one name would fold two counters into one column."""
+    seen: dict[str, int] = {}
+    for etype in sorted(t for t in cat.event_labels if is_counter_type(t)):
+        name = cat.counter_name(etype)
+        if name in seen and not (is_absolute_counter(etype) != is_absolute_counter(seen[name])):
+            raise TraceFormatError(path, cat.event_lines[etype],
+                                   f"counter name {name!r} given to event types {seen[name]} and {etype}")
+        seen.setdefault(name, etype)

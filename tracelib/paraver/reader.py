@@ -79,6 +79,17 @@ class ParaverTrace:
             raise TraceFormatError(self.path, 1, "header is not text") from None
         self.pcf = self._companion(".pcf", read_pcf, PcfCatalog())
         self.row = self._companion(".row", read_row, RowNames())
+        self._check_row()
+
+    def _check_row(self) -> None:
+        """The ``.row`` file must describe the same resources as the header."""
+        h = self.header
+        expected = {"CPU": h.n_cpus, "NODE": len(h.cpus_per_node), "THREAD": self.resources["n_threads"]}
+        for level, n in expected.items():
+            names = self.row.levels.get(level)
+            if names is not None and n and len(names) != n:
+                raise TraceFormatError(companion(self.path, ".row"), self.row.level_lines[level],
+                                       f"LEVEL {level} lists {len(names)} names but the .prv header has {n}")
 
     def _companion(self, suffix: str, reader: Callable, default):
         path = companion(self.path, suffix)
@@ -154,7 +165,7 @@ class ParaverTrace:
         summary = summary if summary is not None else ReadSummary()
         parser = RecordParser(self.header, self.path)
         assembler = BurstAssembler(run_id)
-        converter = _EventConverter(self.pcf)
+        converter = _EventConverter(self.pcf, self.path)
         messages = []
         for buf, first_line in self._chunks():
             chunk = parser.parse(buf, first_line)
@@ -195,8 +206,9 @@ class ParaverTrace:
 class _EventConverter:
     """Turns Paraver's numbered events into the generic samples / MPI events / messages frames."""
 
-    def __init__(self, pcf: PcfCatalog):
+    def __init__(self, pcf: PcfCatalog, path: Path):
         self.pcf = pcf
+        self.path = path
         self._names: dict[int, str] = {}
         self._last_absolute = pl.DataFrame(schema={**dict.fromkeys(THREAD_KEYS, pl.Int32), "type": pl.Int64, "value": pl.Int64})
 
@@ -208,9 +220,13 @@ class _EventConverter:
                             schema={"type": pl.Int64, "counter": pl.String})
 
     def _call_names(self, pairs: pl.DataFrame) -> pl.DataFrame:
+        """Names of MPI calls (type, value, first line); a value the ``.pcf`` does not list is an error."""
         rows = []
-        for t, v in pairs.iter_rows():
-            name = self.pcf.value_name(t, v) or (EXTRAE_MPI_CALLS.get(v) if not self.pcf.event_values.get(t) else None)
+        for t, v, line in pairs.iter_rows():
+            listed = self.pcf.event_values.get(t)
+            if listed and v not in listed:
+                raise TraceFormatError(self.path, line, f"MPI call id {v} of event type {t} is not listed in the .pcf")
+            name = self.pcf.value_name(t, v) or (EXTRAE_MPI_CALLS.get(v) if not listed else None)
             rows.append((t, v, name or f"MPI_call_{v}"))
         return pl.DataFrame(rows, schema={"type": pl.Int64, "value": pl.Int64, "call": pl.String}, orient="row")
 
@@ -239,7 +255,7 @@ class _EventConverter:
 
         mpi = ev.filter(pl.col("type").is_in(MPI_EVENT_TYPES)).with_columns(pl.col("value").cast(pl.Int64))
         entries = mpi.filter(pl.col("value") != 0)
-        names = self._call_names(entries.select("type", "value").unique())
+        names = self._call_names(entries.group_by("type", "value").agg(pl.col("line").min()).sort("line"))
         mpi = mpi.join(names, on=["type", "value"], how="left").with_columns(
             pl.col("type").replace_strict(MPI_KIND, return_dtype=pl.String).alias("kind"))
         info = (ev.filter(pl.col("type").is_in([*COLLECTIVE_INFO_TYPES, CALLER_TYPE, CALLER_LINE_TYPE]))

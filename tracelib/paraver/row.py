@@ -12,6 +12,7 @@ class RowNames:
     """Names per level (``CPU``, ``NODE``, ``THREAD``, ...), in the trace's order."""
 
     levels: dict[str, list[str]] = field(default_factory=dict)
+    level_lines: dict[str, int] = field(default_factory=dict)  # 1-based line of each LEVEL statement
 
     def names(self, level: str) -> list[str]:
         return self.levels.get(level.upper(), [])
@@ -20,6 +21,7 @@ class RowNames:
 def read_row(path: str | Path) -> RowNames:
     """Read a ``.row`` file; a level whose names are fewer than its SIZE is a format error."""
     levels: dict[str, list[str]] = {}
+    level_lines: dict[str, int] = {}
     current: tuple[str, int, int] | None = None  # level, expected size, line of the LEVEL statement
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, raw in enumerate(fh, start=1):
@@ -34,13 +36,14 @@ def read_row(path: str | Path) -> RowNames:
                     raise TraceFormatError(path, lineno, "expected 'LEVEL <name> SIZE <n>'")
                 current = (parts[1].upper(), int(parts[3]), lineno)
                 levels[current[0]] = []
+                level_lines[current[0]] = lineno
             elif current is None:
                 raise TraceFormatError(path, lineno, "name before any 'LEVEL ... SIZE ...' line")
             else:
                 levels[current[0]].append(line)
     if current and len(levels[current[0]]) < current[1]:
         raise TraceFormatError(path, current[2], f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}")
-    return RowNames(levels)
+    return RowNames(levels, level_lines)
 
 
 def format_row(levels: dict[str, list[str]]) -> str:
