@@ -102,6 +102,8 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     n_comm = 0
     if appl_tokens and appl_tokens[-1].isdigit() and len(appl_tokens) == n_appl + 1:
         n_comm = int(appl_tokens.pop())
+    if len(appl_tokens) != n_appl:
+        raise bad(f"{n_appl} applications declared but {len(appl_tokens)} described")
     threads, nodes = [], []
     for k, tok in enumerate(appl_tokens, start=1):
         am = _COUNTED.match(tok)

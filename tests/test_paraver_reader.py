@@ -1,0 +1,177 @@
+"""The Paraver reader on the real traces: counts against a naive scan, hand-checked bursts, round-trip safety."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import ALL_PARAVER, JACOBI, LULESH_A, LULESH_B, PRIME, copy_trace
+from tests.naive_paraver import naive_bursts
+from tracelib.errors import TraceFormatError
+from tracelib.paraver.header import format_header, parse_header
+from tracelib.paraver.reader import ParaverTrace
+
+pytestmark = pytest.mark.real_traces
+TOT_INS = 42_000_050
+
+
+@pytest.mark.parametrize("prv", ALL_PARAVER, ids=lambda p: p.stem)
+@pytest.mark.parametrize("chunk_bytes", [1 << 25, 4096])
+def test_bursts_and_instructions_match_a_naive_scan(prv, chunk_bytes):
+    bursts, _, _ = ParaverTrace(prv, chunk_bytes=chunk_bytes).read_tables("r")
+    ours = (bursts.group_by("appl", "task", "thread")
+            .agg(pl.len().alias("n"), pl.col("PAPI_TOT_INS").fill_null(0).sum().alias("ins")))
+    got = {(r["appl"], r["task"], r["thread"]): (r["n"], r["ins"]) for r in ours.iter_rows(named=True)}
+    assert got == naive_bursts(prv, TOT_INS)
+
+
+def test_burst_seq_is_dense_and_in_time_order():
+    bursts, calls, _ = ParaverTrace(LULESH_A, chunk_bytes=8192).read_tables("r")
+    for frame, seq in ((bursts, "burst_seq"), (calls, "call_seq")):
+        per = frame.group_by("appl", "task", "thread").agg(
+            (pl.col(seq) == pl.int_range(pl.len())).all().alias("dense"),
+            pl.col("start_ns").is_sorted().alias("sorted"))
+        assert per["dense"].all() and per["sorted"].all()
+
+
+def _burst(bursts: pl.DataFrame, task: int, seq: int) -> dict:
+    return bursts.filter((pl.col("appl") == 1) & (pl.col("task") == task) & (pl.col("thread") == 1)
+                         & (pl.col("burst_seq") == seq)).row(0, named=True)
+
+
+def test_hand_checked_lulesh_bursts():
+    bursts, calls, summary = ParaverTrace(LULESH_A).read_tables("r")
+    b0 = _burst(bursts, 1, 0)  # .prv lines 38 and 502
+    assert (b0["start_ns"], b0["end_ns"], b0["duration_ns"]) == (6890, 151092712, 151085822)
+    assert b0["PAPI_TOT_INS"] == 1247911355 and b0["PAPI_TOT_CYC"] == 460985705
+    assert b0["LONGEST_LAT_CACHE:MISS"] == 4242230 and b0["PAPI_REF_CYC"] == 295986908
+    assert b0["mpi_call"] == "MPI_Comm_rank"
+    b1 = _burst(bursts, 1, 1)  # lines 505-510: Running 151110973-151144868, closed by MPI_Isend
+    assert (b1["start_ns"], b1["end_ns"], b1["PAPI_TOT_INS"], b1["mpi_call"]) == (151110973, 151144868, 249997, "MPI_Isend")
+    assert b1["call_site"].startswith("CommSend")
+    # the exit counters at 151150479 (a separate line) belong to the MPI call, not to burst 2
+    b2 = _burst(bursts, 1, 2)
+    assert (b2["start_ns"], b2["PAPI_TOT_INS"]) == (151150479, 252901)
+    assert summary.counters == ["LONGEST_LAT_CACHE:MISS", "PAPI_REF_CYC", "PAPI_TOT_CYC", "PAPI_TOT_INS"]
+    # the uncore readers (appl 2) have no Running state: no bursts
+    assert bursts.filter(pl.col("appl") == 2).height == 0
+
+
+def test_hand_checked_lulesh_messages():
+    _, calls, _ = ParaverTrace(LULESH_A).read_tables("r")
+    # .prv line 985: task 8 sends 209088 bytes to task 4 (tag 2048) from the Isend entered at 163080875
+    send = calls.filter((pl.col("task") == 8) & (pl.col("start_ns") == 163080875)).row(0, named=True)
+    assert (send["mpi_call"], send["bytes_sent"], send["peer"], send["tag"]) == ("MPI_Isend", 209088, 4, 2048)
+    recv = calls.filter((pl.col("task") == 4) & (pl.col("start_ns") <= 151864175) & (pl.col("end_ns") >= 151864175)
+                        & (pl.col("mpi_call") == "MPI_Irecv")).row(0, named=True)
+    assert recv["bytes_recv"] >= 209088 and recv["peer"] == 8
+    # every byte of the type-3 records is attributed once on each side
+    total = sum(int(line.split(":")[13]) for line in LULESH_A.read_text().splitlines() if line.startswith("3:"))
+    assert calls["bytes_recv"].sum() - calls.filter(pl.col("mpi_kind") == "collective")["bytes_recv"].sum() == total
+    assert calls["bytes_sent"].sum() - calls.filter(pl.col("mpi_kind") == "collective")["bytes_sent"].sum() == total
+
+
+def test_hand_checked_prime_bursts():
+    bursts, calls, _ = ParaverTrace(PRIME).read_tables("r")
+    b0 = _burst(bursts, 1, 0)  # lines 44 and 113
+    assert (b0["start_ns"], b0["end_ns"], b0["mpi_call"]) == (15144257, 535118827, "MPI_Init")
+    assert (b0["PAPI_TOT_INS"], b0["PAPI_TOT_CYC"], b0["PAPI_L1_DCM"], b0["RESOURCE_STALLS"]) == (66791502, 78760277, 254116, 15616747)
+    b1 = _burst(bursts, 1, 1)  # lines 114 and 159
+    assert (b1["start_ns"], b1["end_ns"], b1["mpi_call"], b1["PAPI_TOT_INS"], b1["PAPI_BR_MSP"]) == (
+        535154914, 535233133, "MPI_Comm_size", 41330, 418)
+    collectives = calls.filter(pl.col("mpi_kind") == "collective")
+    assert set(collectives["mpi_call"].unique()) == {"MPI_Bcast", "MPI_Reduce"}
+    assert collectives["comm"].is_not_null().all()
+
+
+def test_openmp_threads_keep_their_numbers():
+    bursts, calls, _ = ParaverTrace(JACOBI).read_tables("r")
+    assert calls.height == 0
+    assert bursts["task"].unique().to_list() == [1]
+    assert bursts["thread"].n_unique() > 1
+
+
+def test_header_round_trips_for_every_real_trace():
+    for prv in ALL_PARAVER:
+        line = prv.open().readline()
+        h = parse_header(line, str(prv))
+        assert parse_header(format_header(h)) == parse_header(format_header(h))
+        h2 = parse_header(format_header(h))
+        assert (h2.threads_per_task, h2.cpus_per_node, h2.duration_ns, h2.n_communicators) == (
+            h.threads_per_task, h.cpus_per_node, h.duration_ns, h.n_communicators)
+
+
+@pytest.mark.parametrize("header,reason", [
+    ("#Paraver (01/01/20 at 10:00):1000_us:1(4):1:2(1:1,1:1)", None),
+    ("#Paraver (01/01/2020 at 10:00):1000:0:1:2(2:1,1:1)", None),
+    ("#Paraver (01/01/20 at 10:00):1000_ns:2(2,2):2:1(1:1):1(1:2),3", None),
+    ("#Paraver (01/01/20 at 10:00):10x:1(4):1:2(1:1,1:1)", "duration"),
+    ("#Paraver (01/01/20 at 10:00):1000_ns:1(4):2:2(1:1,1:1)", "applications"),
+    ("#Paraver (01/01/20 at 10:00):1000_ns:1(4):1:3(1:1,1:1)", "tasks"),
+    ("Paraver 1000", "no Paraver header"),
+])
+def test_header_forms(header, reason):
+    if reason is None:
+        h = parse_header(header)
+        assert h.n_appl >= 1 and h.duration_ns > 0
+    else:
+        with pytest.raises(TraceFormatError, match=reason):
+            parse_header(header)
+
+
+def test_microsecond_traces_are_converted_to_ns(tmp_path):
+    prv = tmp_path / "us.prv"
+    prv.write_text("#Paraver (01/01/20 at 10:00):100_us:1(1):1:1(1:1),0\n"
+                   "1:1:1:1:1:0:10:1\n2:1:1:1:1:10:50000001:3:42000050:500\n2:1:1:1:1:12:50000001:0\n")
+    bursts, calls, _ = ParaverTrace(prv).read_tables("r")
+    assert bursts.row(0, named=True)["end_ns"] == 10_000
+    assert calls.row(0, named=True)["duration_ns"] == 2_000
+    assert bursts["42000050"].to_list() == [500]  # no .pcf: numeric name
+
+
+def test_absolute_counters_become_deltas(tmp_path):
+    prv = tmp_path / "abs.prv"
+    prv.write_text("#Paraver (01/01/20 at 10:00):100_ns:1(1):1:1(1:1),0\n"
+                   "1:1:1:1:1:0:10:1\n2:1:1:1:1:0:43000050:1000\n2:1:1:1:1:10:50000001:3:43000050:1500\n"
+                   "2:1:1:1:1:12:50000001:0:43000050:1600\n1:1:1:1:1:12:30:1\n2:1:1:1:1:30:50000001:3:43000050:2000\n")
+    bursts, _, _ = ParaverTrace(prv).read_tables("r")
+    assert bursts["43000050"].to_list() == [500, 400]
+
+
+LINES = [ln for ln in LULESH_B.read_text().splitlines()[15:400] if ln[:1] in "123"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mutated_lines_give_only_format_errors(tmp_path_factory, data):
+    """Any mutation of real records either parses or raises TraceFormatError, never another exception."""
+    lines = list(LINES)
+    i = data.draw(st.integers(0, len(lines) - 1))
+    fields = lines[i].split(":")
+    op = data.draw(st.sampled_from(["replace_field", "drop_field", "add_field", "truncate", "garbage", "swap"]))
+    if op == "replace_field":
+        k = data.draw(st.integers(0, len(fields) - 1))
+        fields[k] = data.draw(st.sampled_from(["", "-1", "x", "1e3", "99999999999999999999999", "0", "4294967296", " 7"]))
+        lines[i] = ":".join(fields)
+    elif op == "drop_field":
+        fields.pop(data.draw(st.integers(0, len(fields) - 1)))
+        lines[i] = ":".join(fields)
+    elif op == "add_field":
+        lines[i] += ":" + str(data.draw(st.integers(0, 2**64)))
+    elif op == "truncate":
+        lines[i] = lines[i][: data.draw(st.integers(0, len(lines[i])))]
+    elif op == "garbage":
+        lines[i] = data.draw(st.text(max_size=30).filter(lambda s: "\n" not in s and "\r" not in s))
+    else:
+        j = data.draw(st.integers(0, len(lines) - 1))
+        lines[i], lines[j] = lines[j], lines[i]
+    d = tmp_path_factory.mktemp("mut")
+    prv = copy_trace(LULESH_B, d)
+    header = LULESH_B.read_text().splitlines()[:15]
+    prv.write_text("\n".join(header + lines) + "\n", encoding="utf-8", errors="surrogateescape")
+    try:
+        ParaverTrace(prv).read_tables("r")
+    except TraceFormatError as exc:
+        assert exc.line is None or exc.line >= 1
+        assert str(prv) in str(exc)
