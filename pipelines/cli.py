@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     _register_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        # with standalone_mode=False click returns the code of a typer.Exit instead of raising it
+        result = app(args=argv, standalone_mode=False)
     except SynthtraceError as exc:
         err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         return exc.exit_code
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return 2
         raise
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

@@ -115,7 +115,8 @@ class ParaverTrace:
                 "n_nodes": len(h.cpus_per_node), "duration_ns": h.duration_ns}
 
     def content_files(self) -> list[Path]:
-        return [self.path]
+        """The .prv and, when present, the .pcf and .row (names change the tables, so they are identity too)."""
+        return [self.path] + [p for p in (companion(self.path, ".pcf"), companion(self.path, ".row")) if p.is_file()]
 
     # ------------------------------------------------------------------ streaming
     def _chunks(self) -> Iterator[tuple[bytes, int]]:

@@ -1,0 +1,234 @@
+"""`synthtrace ingest`, `runs` and `sql` as a user runs them, including every kind of bad input."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import ALL_PARAVER, LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
+
+pytestmark = pytest.mark.real_traces
+
+
+@pytest.fixture
+def warehouse(tmp_path, run_cli) -> Path:
+    """A warehouse holding the prime trace."""
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", PRIME, "--warehouse", wh)
+    assert code == 0, err
+    return wh
+
+
+def test_ingest_all_real_traces_and_list_them(tmp_path, run_cli):
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", PRIME.parent, "-w", wh, "--experiment", "real")
+    assert code == 0, err
+    assert out.count("ingested as") == len(ALL_PARAVER)
+    code, out, _ = run_cli("sql", "SELECT run_name, experiment, app, n_bursts FROM runs ORDER BY run_name", "-w", wh, "-f", "json")
+    rows = json.loads(out)
+    assert [r["run_name"] for r in rows] == sorted(p.stem for p in ALL_PARAVER)
+    assert {r["experiment"] for r in rows} == {"real"}
+    assert {r["app"] for r in rows} >= {"prime_v0", "lulesh_4+4_with_uncores_sockets1+2"}
+    code, out, _ = run_cli("runs", "-w", wh)
+    assert code == 0 and "prime_v0" in out
+
+
+def test_reingest_is_idempotent_even_when_renamed(tmp_path, warehouse, run_cli):
+    before = tree_digest(warehouse)
+    renamed = copy_trace(PRIME, tmp_path / "drop", "prime_again")
+    code, out, _ = run_cli("ingest", renamed, "-w", warehouse)
+    assert code == 0 and "already ingested as prime_v0" in out
+    assert tree_digest(warehouse) == before
+
+
+def test_experiment_defaults_to_folder_and_app_to_stem(tmp_path, run_cli):
+    prv = copy_trace(LULESH_B, tmp_path / "lulesh-exp", "lulesh.run1")
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", prv, "-w", wh, "--date", "2024-03-01T02:00:00")[0] == 0
+    code, out, _ = run_cli("sql", "SELECT experiment, app, run_name, started_at FROM runs", "-w", wh, "-f", "csv")
+    assert out.splitlines()[1] == '"lulesh-exp","lulesh","lulesh.run1",2024-03-01 02:00:00.000000'
+
+
+def test_sql_formats(tmp_path, warehouse, run_cli):
+    q = "SELECT task, count(*) AS n, sum(PAPI_TOT_INS) AS ins FROM bursts GROUP BY task ORDER BY task"
+    code, out, _ = run_cli("sql", q, "-w", warehouse, "--format", "csv")
+    assert code == 0 and out.splitlines()[0] == '"task","n","ins"' and len(out.splitlines()) == 17
+    code, out, _ = run_cli("sql", q, "-w", warehouse, "--format", "json")
+    assert len(json.loads(out)) == 16
+    code, out, _ = run_cli("sql", q, "-w", warehouse)
+    assert code == 0 and "ins" in out
+    target = tmp_path / "out.parquet"
+    code, _, _ = run_cli("sql", q, "-w", warehouse, "--format", "parquet", "--output", target)
+    assert code == 0 and pq.read_table(target).num_rows == 16
+    code, _, err = run_cli("sql", q, "-w", warehouse, "--format", "parquet")
+    assert code == 2 and "--output" in err
+
+
+@pytest.mark.parametrize("statement", [
+    "DROP VIEW bursts", "CREATE TABLE t AS SELECT 1", "DELETE FROM bursts", "INSERT INTO bursts SELECT * FROM bursts",
+    "UPDATE bursts SET task = 0", "COPY bursts FROM 'x.csv'", "COPY (SELECT 1) TO 'x.csv'", "ATTACH 'x.db' AS x",
+    "SELECT 1; DROP VIEW runs", "INSTALL httpfs", "EXPORT DATABASE 'dump'",
+])
+def test_sql_refuses_writes(tmp_path, warehouse, run_cli, statement, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = tree_digest(warehouse)
+    code, out, err = run_cli("sql", statement, "-w", warehouse)
+    assert code == 2
+    assert "read-only" in err and len(err.strip().splitlines()) == 1
+    assert tree_digest(warehouse) == before
+    assert not (tmp_path / "x.csv").exists() and not (tmp_path / "dump").exists()
+
+
+def test_sql_error_is_one_line(warehouse, run_cli):
+    code, _, err = run_cli("sql", "SELECT nope FROM bursts", "-w", warehouse)
+    assert code == 2 and "query failed" in err and len(err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- bad input
+def _edit(prv: Path, fn) -> None:
+    lines = prv.read_text().splitlines(keepends=True)
+    prv.write_text("".join(fn(lines)))
+
+
+def _body_index(lines: list[str], prefix: str = "1:") -> int:
+    return next(i for i, ln in enumerate(lines) if ln.startswith(prefix))
+
+
+def _replace_field(k: int, value: str, prefix: str = "1:"):
+    def fn(lines):
+        i = _body_index(lines, prefix)
+        f = lines[i].rstrip("\n").split(":")
+        f[k] = value
+        lines[i] = ":".join(f) + "\n"
+        return lines
+    return fn
+
+
+def _insert_line(text: str):
+    def fn(lines):
+        i = _body_index(lines)
+        return lines[: i + 1] + [text + "\n"] + lines[i + 1:]
+    return fn
+
+
+def _swap_same_thread(lines):
+    i = _body_index(lines, "1:1:1:1:1:")
+    j = next(k for k in range(len(lines) - 1, i, -1) if lines[k].startswith("1:1:1:1:1:"))
+    lines[i], lines[j] = lines[j], lines[i]
+    return lines
+
+
+BAD = {
+    "non_numeric_field": (_replace_field(5, "12a4"), "is not a non-negative integer"),
+    "unknown_record_type": (_insert_line("7:1:1:1:1:100:200:1"), "unknown record type"),
+    "task_outside_model": (_replace_field(3, "99"), "outside the header's resource model"),
+    "thread_outside_model": (_replace_field(4, "3"), "outside the header's resource model"),
+    "cpu_outside_model": (_replace_field(1, "999"), "cpu 999 outside"),
+    "record_too_short": (_insert_line("1:1:1:1:1:100"), "record too short"),
+    "empty_field": (_insert_line("2:1:1:1:1::42000050:5"), "is empty"),
+    "out_of_time_order": (_swap_same_thread, "out of time order"),
+    "no_header": (lambda lines: lines[1:], "no Paraver header"),
+    "broken_header": (lambda lines: ["#Paraver (21/01/22 at 16:37):abc_ns:1(20):2:8(1:1)\n"] + lines[1:], "broken Paraver header"),
+    "beyond_trace_end": (_insert_line("2:1:1:1:1:99999999999:42000050:1"), "beyond the trace end"),
+    "truncated_mid_record": (lambda lines: lines[:-1] + [lines[-1][: len(lines[-1]) // 2]], "cut off mid-record"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_bad_trace_is_refused_with_file_line_reason(tmp_path, warehouse, run_cli, kind):
+    edit, reason = BAD[kind]
+    prv = copy_trace(LULESH_A, tmp_path / "bad")
+    _edit(prv, edit)
+    before = tree_digest(warehouse)
+    code, out, err = run_cli("ingest", prv, "-w", warehouse)
+    assert code == 2
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, err
+    assert f"{prv}:" in lines[0] and reason in lines[0]
+    if kind not in ("no_header", "broken_header"):
+        assert f"{prv}:1:" not in lines[0]  # names the offending record's line, not the header
+    assert tree_digest(warehouse) == before
+    assert not list((warehouse / ".staging").iterdir())
+
+
+def test_error_names_the_exact_line(tmp_path, warehouse, run_cli):
+    prv = copy_trace(LULESH_A, tmp_path / "bad")
+    lines = prv.read_text().splitlines(keepends=True)
+    target = len(lines) - 40
+    f = lines[target].split(":")
+    f[1] = "x"
+    lines[target] = ":".join(f)
+    prv.write_text("".join(lines))
+    code, _, err = run_cli("ingest", prv, "-w", warehouse)
+    assert code == 2 and f"{prv}:{target + 1}: field 2 'x'" in err
+
+
+@pytest.mark.parametrize("content,reason", [(b"", "empty file"), (b"\x00\x01\x02PK\x03\x04" * 100, "binary file")])
+def test_empty_and_binary_files(tmp_path, warehouse, run_cli, content, reason):
+    prv = tmp_path / "x.prv"
+    prv.write_bytes(content)
+    before = tree_digest(warehouse)
+    code, _, err = run_cli("ingest", prv, "-w", warehouse)
+    assert code == 2 and reason in err and str(prv) in err
+    assert tree_digest(warehouse) == before
+
+
+def test_salvage_keeps_complete_records(tmp_path, run_cli):
+    prv = copy_trace(LULESH_A, tmp_path / "cut")
+    data = prv.read_bytes()
+    prv.write_bytes(data[: len(data) // 2])  # a killed job: cut in the middle of a line
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", prv, "-w", wh)[0] == 2
+    code, out, err = run_cli("ingest", prv, "-w", wh, "--salvage")
+    assert code == 0 and "incomplete last record" in err
+    code, out, _ = run_cli("sql", "SELECT n_bursts FROM runs", "-w", wh, "-f", "csv")
+    assert 0 < int(out.splitlines()[1]) < 2140
+
+
+def test_row_contradicting_prv(tmp_path, warehouse, run_cli):
+    prv = copy_trace(LULESH_A, tmp_path / "bad")
+    row = prv.with_suffix(".row")
+    row.write_text(row.read_text().replace("LEVEL CPU SIZE 20", "LEVEL CPU SIZE 19").replace("20.epeec04\n", ""))
+    code, _, err = run_cli("ingest", prv, "-w", warehouse)
+    assert code == 2 and f"{row}:1: LEVEL CPU lists 19 names but the .prv header has 20" in err
+
+
+def test_pcf_contradicting_prv(tmp_path, warehouse, run_cli):
+    prv = copy_trace(PRIME, tmp_path / "bad")
+    pcf = prv.with_suffix(".pcf")
+    pcf.write_text(pcf.read_text().replace("31   MPI_Init\n", ""))
+    code, _, err = run_cli("ingest", prv, "-w", warehouse)
+    assert code == 2 and "MPI call id 31 of event type 50000003 is not listed in the .pcf" in err
+    pcf.write_text(PRIME.with_suffix(".pcf").read_text().replace("PAPI_L2_DCM", "PAPI_L1_DCM"))
+    code, _, err = run_cli("ingest", prv, "-w", warehouse)
+    assert code == 2 and f"{pcf}:" in err and "given to event types" in err
+
+
+def test_missing_pcf_and_row_is_a_warning(tmp_path, run_cli):
+    prv = copy_trace(PRIME, tmp_path / "bare")
+    prv.with_suffix(".pcf").unlink()
+    prv.with_suffix(".row").unlink()
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and "no .pcf file" in err and "no .row file" in err
+    code, out, _ = run_cli("sql", 'SELECT sum("42000050") AS ins, count(mpi_call) FROM bursts', "-w", wh, "-f", "csv")
+    assert int(out.splitlines()[1].split(",")[0]) > 0
+
+
+def test_one_bad_file_does_not_stop_the_others(tmp_path, run_cli):
+    drop = tmp_path / "drop"
+    good = copy_trace(PRIME, drop)
+    bad = copy_trace(LULESH_A, drop)
+    _edit(bad, _replace_field(3, "99"))
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", drop, "-w", wh)
+    assert code == 2 and "ingested as prime_v0" in out and str(bad) in err
+    code, out, _ = run_cli("sql", "SELECT count(*) FROM runs", "-w", wh, "-f", "csv")
+    assert out.splitlines()[1] == "1"
+
+
+def test_missing_path_is_bad_input(tmp_path, run_cli):
+    code, _, err = run_cli("ingest", tmp_path / "nope.prv", "-w", tmp_path / "wh")
+    assert code == 2 and "no such file" in err
