@@ -104,13 +104,8 @@ class RecordParser:
         self.path = str(path)
         self._width = 16
         self._last_time = pl.DataFrame(schema={"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64})
-        rows = [
-            (a + 1, t + 1, th + 1)
-            for a, tasks in enumerate(header.threads_per_task)
-            for t, n in enumerate(tasks)
-            for th in range(n)
-        ]
-        self._threads = pl.DataFrame(rows, schema={"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32}, orient="row")
+        self._thread_count = {(a + 1) * (1 << 24) + t + 1: n
+                              for a, tasks in enumerate(header.threads_per_task) for t, n in enumerate(tasks)}
 
     @property
     def horizon(self) -> pl.DataFrame:
@@ -118,25 +113,6 @@ class RecordParser:
         return self._last_time
 
     # ------------------------------------------------------------------ helpers
-    def _fail(self, df: pl.DataFrame, mask: pl.Expr, reason: pl.Expr | str) -> None:
-        bad = df.filter(mask)
-        if bad.height:
-            row = bad.row(0, named=True)
-            text = reason if isinstance(reason, str) else bad.select(reason.alias("r")).item(0, "r")
-            raise TraceFormatError(self.path, int(row["line"]), text)
-
-    def _check_resources(self, df: pl.DataFrame, prefix: str = "") -> None:
-        a, t, th, cpu = (pl.col(prefix + c) for c in ("appl", "task", "thread", "cpu"))
-        if self.header.n_cpus:
-            self._fail(df, (cpu > self.header.n_cpus), pl.format(
-                "cpu {} outside the header's resource model ({} cpus)", cpu, pl.lit(self.header.n_cpus)))
-        keyed = df.select(a.alias("appl"), t.alias("task"), th.alias("thread"), "line")
-        unknown = keyed.join(self._threads, on=_THREAD, how="anti")
-        if unknown.height:
-            r = unknown.row(0, named=True)
-            raise TraceFormatError(self.path, int(r["line"]),
-                f"appl {r['appl']} task {r['task']} thread {r['thread']} outside the header's resource model")
-
     # ------------------------------------------------------------------ main
     def parse(self, buf: bytes, first_line: int) -> ParsedChunk:
         """Parse whole lines ``buf`` whose first line is line number ``first_line`` of the file."""
@@ -154,60 +130,96 @@ class RecordParser:
         else:
             line_no = pl.int_range(first_line, first_line + df.height, dtype=pl.Int64, eager=True).alias("line")
         df = df.with_columns(line_no)
-        return self._split(df)
+        has_empty = b"::" in buf or b":\n" in buf or b"\n:" in buf or buf.startswith(b":")
+        return self._split(df, has_empty)
 
-    def _split(self, df: pl.DataFrame) -> ParsedChunk:
+    def _checks(self, df: pl.DataFrame, has_empty: bool) -> list[tuple[pl.Expr, pl.Expr | str]]:
+        """(condition that marks a bad row, reason) in the order they are reported."""
         width = self._width
-        c = [pl.col(f"c{i}") for i in range(width)]
-        n_fields = pl.sum_horizontal(*(x.is_not_null() for x in c))
-        last_field = pl.max_horizontal(*(pl.when(x.is_not_null()).then(pl.lit(i + 1)) for i, x in enumerate(c)))
-        df = df.with_columns(n_fields.alias("_nf"), last_field.alias("_last"))
-        self._fail(df, pl.col("_nf") != pl.col("_last"), pl.format("field {} is empty", pl.col("_nf") + 1))
-        self._fail(df, ~pl.col("c0").is_in([1, 2, 3, 4]), pl.format(
-            "unknown record type {} (expected 1, 2, 3 or 4)", pl.col("c0")))
-        rtype = pl.col("c0")
-        nf = pl.col("_nf")
-        self._fail(df, (rtype == 1) & (nf < 8), pl.format("record too short: {} fields, a state record needs 8", nf))
-        self._fail(df, (rtype == 1) & (nf > 8), pl.format("record too long: {} fields, a state record has 8", nf))
-        self._fail(df, (rtype == 2) & (nf < 8), pl.format("record too short: {} fields, an event record needs 8", nf))
-        self._fail(df, (rtype == 2) & ((nf - 6) % 2 == 1), "event record with a type and no value (odd number of fields)")
-        self._fail(df, (rtype == 3) & (nf < 15), pl.format("record too short: {} fields, a communication record needs 15", nf))
-        self._fail(df, (rtype == 3) & (nf > 15), pl.format("record too long: {} fields, a communication record has 15", nf))
+        rtype, nf = pl.col("c0"), pl.col("_nf")
+        scale, end_ns, n_cpus = self.header.time_scale, self.header.duration_ns, self.header.n_cpus
+        checks: list[tuple[pl.Expr, pl.Expr | str]] = []
+        if has_empty:
+            last = pl.max_horizontal(*(pl.when(pl.col(f"c{i}").is_not_null()).then(pl.lit(i + 1)) for i in range(width)))
+            checks.append((nf != last, pl.format("field {} is empty", nf + 1)))
+        checks += [
+            (~rtype.is_in([1, 2, 3, 4]), pl.format("unknown record type {} (expected 1, 2, 3 or 4)", rtype)),
+            ((rtype == 1) & (nf < 8), pl.format("record too short: {} fields, a state record needs 8", nf)),
+            ((rtype == 1) & (nf > 8), pl.format("record too long: {} fields, a state record has 8", nf)),
+            ((rtype == 2) & (nf < 8), pl.format("record too short: {} fields, an event record needs 8", nf)),
+            ((rtype == 2) & ((nf - 6) % 2 == 1), "event record with a type and no value (odd number of fields)"),
+            ((rtype == 3) & (nf < 15), pl.format("record too short: {} fields, a communication record needs 15", nf)),
+            ((rtype == 3) & (nf > 15), pl.format("record too long: {} fields, a communication record has 15", nf)),
+            ((rtype <= 2) & (pl.col("c5") * scale > end_ns),
+             pl.format("time {} is beyond the trace end in the header ({} ns)", pl.col("c5") * scale, pl.lit(end_ns))),
+            ((rtype == 1) & (pl.col("c6") * scale > end_ns),
+             pl.format("state ends at {} ns, beyond the trace end in the header ({} ns)", pl.col("c6") * scale, pl.lit(end_ns))),
+            ((rtype == 1) & (pl.col("c6") < pl.col("c5")), "state record ends before it begins"),
+        ]
+        sides = [("c1", "c2", "c3", "c4", rtype <= 3)] + ([("c7", "c8", "c9", "c10", rtype == 3)] if width > 10 else [])
+        for cpu, appl, task, thread, applies in sides:
+            if n_cpus:
+                checks.append((applies & (pl.col(cpu) > n_cpus),
+                               pl.format("cpu {} outside the header's resource model ({} cpus)", pl.col(cpu), pl.lit(n_cpus))))
+            n_threads = (pl.col(appl) * (1 << 24) + pl.col(task)).replace_strict(
+                self._thread_count, default=0, return_dtype=pl.UInt64)
+            checks.append((applies & ((pl.col(thread) > n_threads) | (pl.col(thread) < 1)),
+                           pl.format("appl {} task {} thread {} outside the header's resource model",
+                                     pl.col(appl), pl.col(task), pl.col(thread))))
+        return checks
+
+    def _validate(self, df: pl.DataFrame, has_empty: bool) -> None:
+        """One pass over the chunk in the common case; names the first bad line and its reason otherwise."""
+        checks = self._checks(df, has_empty)
+        flags = df.select(*(cond.fill_null(False).alias(f"_k{i}") for i, (cond, _) in enumerate(checks)), "line")
+        bad = flags.filter(pl.any_horizontal(pl.exclude("line")))
+        if bad.height == 0:
+            return
+        line = bad.item(0, "line")
+        row = df.filter(pl.col("line") == line)
+        for i, (cond, reason) in enumerate(checks):
+            if bad.item(0, f"_k{i}"):
+                text = reason if isinstance(reason, str) else row.select(reason.alias("r")).item(0, "r")
+                raise TraceFormatError(self.path, int(line), text)
+
+    def _split(self, df: pl.DataFrame, has_empty: bool) -> ParsedChunk:
+        width = self._width
+        df = df.with_columns(pl.sum_horizontal(*(pl.col(f"c{i}").is_not_null() for i in range(width))).alias("_nf"))
+        self._validate(df, has_empty)
         counts = dict(df.group_by("c0").len().iter_rows())
 
         scale = self.header.time_scale
-        end_ns = self.header.duration_ns
         keys = [pl.col("c2").cast(pl.Int32).alias("appl"), pl.col("c3").cast(pl.Int32).alias("task"),
                 pl.col("c4").cast(pl.Int32).alias("thread"), pl.col("c1").cast(pl.Int32).alias("cpu")]
-        timed = df.filter(rtype <= 2)
-        self._fail(timed, pl.col("c5") * scale > end_ns, pl.format(
-            "time {} is beyond the trace end in the header ({} ns)", pl.col("c5") * scale, pl.lit(end_ns)))
-        timed = timed.select(*keys, (pl.col("c5") * scale).cast(pl.Int64).alias("time_ns"), "line", "c0", "c6", "c7",
-                             *[f"c{i}" for i in range(8, width)])
-        self._check_resources(timed)
+        rtype = pl.col("c0")
+        timed = df.filter(rtype <= 2).select(*keys, (pl.col("c5") * scale).cast(pl.Int64).alias("time_ns"), "line",
+                                             "c0", "c6", "c7", *[f"c{i}" for i in range(8, width)])
         self._check_order(timed)
 
-        states = timed.filter(pl.col("c0") == 1)
-        self._fail(states, pl.col("c6") * scale > end_ns, pl.format(
-            "state ends at {} ns, beyond the trace end in the header ({} ns)", pl.col("c6") * scale, pl.lit(end_ns)))
-        self._fail(states, pl.col("c6").cast(pl.Int64) * scale < pl.col("time_ns"), "state record ends before it begins")
-        running = states.filter(pl.col("c7") == STATE_RUNNING).select(
+        running = timed.filter((pl.col("c0") == 1) & (pl.col("c7") == STATE_RUNNING)).select(
             *_THREAD, "cpu", pl.col("time_ns").alias("start_ns"), (pl.col("c6") * scale).cast(pl.Int64).alias("end_ns"), "line")
 
-        ev = timed.filter(pl.col("c0") == 2)
-        pairs = []
-        for k in range((width - 6) // 2):
-            tcol, vcol = f"c{6 + 2 * k}", f"c{7 + 2 * k}"
-            typ = pl.col(tcol)
-            keep = typ.is_in(KEPT_EVENT_TYPES) | ((typ >= COUNTER_TYPE_MIN) & (typ < COUNTER_TYPE_MAX))
-            pairs.append(ev.filter(keep).select(
-                *_THREAD, "cpu", "time_ns", typ.cast(pl.Int64).alias("type"), pl.col(vcol).alias("value"), "line"))
-        events = pl.concat(pairs) if pairs else pl.DataFrame()
+        ev = timed.filter(pl.col("c0") == 2).lazy()
+        pairs = [ev.select(*_THREAD, "cpu", "time_ns", pl.col(f"c{6 + 2 * k}").cast(pl.Int64).alias("type"),
+                           pl.col(f"c{7 + 2 * k}").alias("value"), "line")
+                 for k in range((width - 6) // 2)]
+        typ = pl.col("type")
+        keep = typ.is_in(KEPT_EVENT_TYPES) | ((typ >= COUNTER_TYPE_MIN) & (typ < COUNTER_TYPE_MAX))
+        events = pl.concat(pairs).filter(keep).collect()
         comms = self._comms(df.filter(rtype == 3), scale)
         return ParsedChunk(running=running, events=events, comms=comms, n_records=counts)
 
     def _check_order(self, timed: pl.DataFrame) -> None:
         """Records of one thread must come in time order (Paraver sorts by time)."""
+        if timed.height == 0:
+            return
+        t = timed.get_column("time_ns")
+        newest = self._last_time.get_column("time_ns").max()
+        if t.is_sorted() and (newest is None or t[0] >= newest):
+            # globally sorted (the usual case) implies sorted per thread
+            per = timed.group_by(_THREAD).agg(pl.col("time_ns").last())
+            self._last_time = pl.concat([self._last_time.join(per, on=_THREAD, how="anti"), per])
+            return
         seq = pl.concat([
             self._last_time.with_columns(pl.lit(0, pl.Int64).alias("line")),
             timed.select(*_THREAD, "time_ns", "line"),
@@ -230,6 +242,4 @@ class RecordParser:
 
         comms = df.select(*side("s_", 1), *side("r_", 7), pl.col("c13").cast(pl.Int64).alias("size"),
                           pl.col("c14").cast(pl.Int64).alias("tag"), "line")
-        self._check_resources(comms, "s_")
-        self._check_resources(comms, "r_")
         return comms
