@@ -120,17 +120,15 @@ class RecordParser:
             df, self._width = _read_fields(buf, self._width)
         except pl.exceptions.PolarsError:
             raise _diagnose(buf.split(b"\n")[:-1], first_line, self.path, self.header) from None
-        if b"\n\n" in buf or buf.startswith(b"\n") or b"#" in buf:
-            # line numbers must skip comment lines and find blank ones: map rows to lines explicitly
+        if b"#" in buf:
+            # Polars skips comment lines (blank lines stay as all-null rows): map rows to lines explicitly
             lines = buf.split(b"\n")[:-1]
             kept = [i for i, ln in enumerate(lines) if not ln.startswith(b"#")]
-            if any(not lines[i].strip() for i in kept):
-                raise _diagnose(lines, first_line, self.path, self.header)
             line_no = pl.Series("line", np.asarray(kept, dtype=np.int64) + first_line)
         else:
             line_no = pl.int_range(first_line, first_line + df.height, dtype=pl.Int64, eager=True).alias("line")
         df = df.with_columns(line_no)
-        has_empty = b"::" in buf or b":\n" in buf or b"\n:" in buf or buf.startswith(b":")
+        has_empty = b"::" in buf or b":\n" in buf  # a line starting with ':' shows as a null record type
         return self._split(df, has_empty)
 
     def _checks(self, df: pl.DataFrame, has_empty: bool) -> list[tuple[pl.Expr, pl.Expr | str]]:
@@ -143,6 +141,8 @@ class RecordParser:
             last = pl.max_horizontal(*(pl.when(pl.col(f"c{i}").is_not_null()).then(pl.lit(i + 1)) for i in range(width)))
             checks.append((nf != last, pl.format("field {} is empty", nf + 1)))
         checks += [
+            (nf == 0, "empty line"),
+            (rtype.is_null(), "field 1 is empty"),
             (~rtype.is_in([1, 2, 3, 4]), pl.format("unknown record type {} (expected 1, 2, 3 or 4)", rtype)),
             ((rtype == 1) & (nf < 8), pl.format("record too short: {} fields, a state record needs 8", nf)),
             ((rtype == 1) & (nf > 8), pl.format("record too long: {} fields, a state record has 8", nf)),
