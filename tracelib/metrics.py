@@ -25,6 +25,9 @@ CALL_ID_COLUMNS = ("experiment", "run_id", "appl", "task", "thread", "call_seq",
                    "end_ns", "duration_ns", "comm", "peer", "root", "call_site", "phase")
 #: columns that identify one trace inside a frame holding several (a merged experiment, or runs of one)
 SOURCE_KEYS = ("experiment", "run_id")
+#: roles whose absence :func:`burst_metrics` records per burst in ``missing_roles``
+MISSING_ROLES = ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm", "l1_icm", "itlb_miss", "br_ins", "br_msp", "fp_ins",
+                 "vec_ins", "flops", "dram")
 
 
 class MetricsInputError(BadInputError):
@@ -79,7 +82,8 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
       (FLOP/byte), ``ins_per_byte`` (instructions per DRAM byte);
     - ``attainable_flop_rate`` (FLOP/s, cache-aware: the lowest roof over the levels measured), ``bound_by``
       (``compute``/``dram``/``l3``/``l2``), ``roof_fraction`` (achieved / attainable) and ``roof_distance``
-      (decades below the roof, log10(attainable / achieved)).
+      (decades below the roof, log10(attainable / achieved));
+    - ``missing_roles``: the counter roles (see :mod:`tracelib.counters`) NULL or absent on the burst.
     """
     _require(bursts, ["duration_ns"], "bursts")
     lf = bursts.lazy()
@@ -148,6 +152,11 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
         _safe_div(pl.col("flop_rate"), pl.col("attainable_flop_rate")).alias("roof_fraction"),
         pl.when(pl.col("flop_rate") > 0).then((pl.col("attainable_flop_rate") / pl.col("flop_rate")).log10()).alias("roof_distance"),
     )
+    # which counters each burst lacks (roles; ``flops``/``dram`` stand for any way of obtaining them)
+    missing = [pl.when(pl.col(f"_{r}").is_null()).then(pl.lit(r)) for r in MISSING_ROLES if r not in ("flops", "dram")]
+    missing += [pl.when(pl.col("flops").is_null()).then(pl.lit("flops")),
+                pl.when(pl.col("dram_bytes").is_null()).then(pl.lit("dram"))]
+    lf = lf.with_columns(pl.concat_list(missing).list.drop_nulls().alias("missing_roles"))
     return lf.drop([f"_{r}" for r in roles]).collect()
 
 
