@@ -52,7 +52,7 @@ def _register_commands() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     warnings.simplefilter("default")
-    warnings.showwarning = lambda message, category, *a, **k: err_console.print(f"[yellow]warning:[/] {message}", highlight=False)
+    warnings.showwarning = lambda message, category, *a, **k: err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     _register_commands()
     try:

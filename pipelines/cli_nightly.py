@@ -1,0 +1,85 @@
+"""``synthtrace nightly``, ``serve`` and ``demo``: the nightly flow once, on a schedule, and on a sample campaign."""
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.cli import WarehouseOption, console
+from tracelib.errors import BadInputError
+
+DropOption = Annotated[Path, typer.Option("--drop", help="Folder that cluster jobs drop traces into.")]
+MachineOption = Annotated[Path | None, typer.Option("--machine", help="Machine profile (TOML) for roofline metrics.")]
+
+
+class Runner(str, Enum):
+    thread = "thread"
+    dask = "dask"
+
+
+def nightly(
+    drop: DropOption,
+    warehouse: WarehouseOption = Path("warehouse"),
+    machine: MachineOption = None,
+    runner: Annotated[Runner, typer.Option(help="Task runner: threads in this process, or a Dask cluster.")] = Runner.thread,
+    dask_address: Annotated[str | None, typer.Option(help="Scheduler of an existing Dask cluster (tcp://host:8786); "
+                                                           "a temporary local cluster when omitted.")] = None,
+) -> None:
+    """Run the nightly flow once (ephemeral Prefect, no server needed)."""
+    from pipelines.nightly import run_night
+    _check_drop(drop)
+    summary = run_night(drop, warehouse, machine=str(machine) if machine else None, runner=runner.value,
+                        dask_address=dask_address)
+    _print_summary(summary)
+
+
+def serve(
+    drop: DropOption,
+    warehouse: WarehouseOption = Path("warehouse"),
+    cron: Annotated[str, typer.Option(help="Cron schedule of the night.")] = "0 2 * * *",
+    timezone: Annotated[str, typer.Option(help="Time zone of the cron schedule (IANA name).")] = "UTC",
+    machine: MachineOption = None,
+) -> None:
+    """Register the nightly deployment on a Prefect server and serve it on its schedule (PREFECT_API_URL)."""
+    from prefect import serve as prefect_serve
+    from prefect.client.schemas.schedules import CronSchedule
+
+    from pipelines.nightly import DEPLOYMENT_NAME, nightly_flow
+    _check_drop(drop)
+    try:
+        schedule = CronSchedule(cron=cron, timezone=timezone)
+    except ValueError as exc:
+        raise BadInputError(f"bad --cron/--timezone: {str(exc).splitlines()[0]}") from None
+    deployment = nightly_flow.to_deployment(
+        name=DEPLOYMENT_NAME, schedules=[schedule],
+        parameters={"drop": str(drop.resolve()), "warehouse": str(warehouse.resolve()),
+                    "machine": str(machine.resolve()) if machine else None})
+    console.print(f"serving {nightly_flow.name}/{DEPLOYMENT_NAME} on '{cron}' ({timezone}); Ctrl-C stops", highlight=False)
+    prefect_serve(deployment, pause_on_shutdown=False, print_starting_message=False)
+
+
+def _check_drop(drop: Path) -> None:
+    if drop.exists() and not drop.is_dir():
+        raise BadInputError(f"{drop}: --drop must be a folder")
+
+
+def _print_summary(summary) -> None:
+    console.print(f"[bold]night:[/] {summary.message()}", highlight=False)
+    for q in summary.quarantined:
+        console.print(f"  quarantined {q['path']}: {q['reason']}", highlight=False, soft_wrap=True)
+    for exp, mix in summary.archetypes.items():
+        top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:5])
+        console.print(f"  archetypes of {exp}: {top}", highlight=False)
+    for a in summary.alerts[:10]:
+        console.print(f"  alert: {a}", highlight=False, soft_wrap=True)
+    if summary.report:
+        console.print(f"  report: {summary.report}", highlight=False)
+    if summary.skipped_steps:
+        console.print(f"  steps not available yet: {', '.join(summary.skipped_steps)}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(nightly)
+    app.command()(serve)

@@ -1,0 +1,141 @@
+"""The nightly Prefect flow (DESIGN §9): discover new traces, ingest them, merge the experiments that changed,
+classify archetypes, publish a summary and the report.
+
+Every task is a thin wrapper around a plain library function; nothing in the inner loops knows Prefect.
+A broken trace is quarantined with its reason and the night goes on.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.states import Completed
+
+from tracelib.errors import SynthtraceError
+from warehouse import Warehouse
+from warehouse.drop import discover, quarantine
+from warehouse.ingest import ingest_trace
+
+FLOW_NAME = "synthtrace-nightly"
+DEPLOYMENT_NAME = "nightly"
+
+
+@dataclass
+class NightSummary:
+    """What one night did; the flow's result and the source of its artifacts."""
+
+    drop: str
+    warehouse: str
+    ingested: list[dict[str, Any]] = field(default_factory=list)
+    quarantined: list[dict[str, str]] = field(default_factory=list)
+    merged: list[dict[str, Any]] = field(default_factory=list)
+    archetypes: dict[str, dict[str, float]] = field(default_factory=dict)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    report: str | None = None
+    skipped_steps: list[str] = field(default_factory=list)
+
+    def message(self) -> str:
+        return (f"{len(self.ingested)} runs ingested, {len(self.quarantined)} quarantined, "
+                f"{len(self.merged)} experiments merged, {len(self.alerts)} alerts")
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+@task(name="discover")
+def discover_task(drop: str, warehouse: str) -> list[dict[str, Any]]:
+    found = discover(Path(drop), Warehouse(warehouse).ensure())
+    return [{"path": str(d.path), "run_id": d.run_id} for d in found]
+
+
+@task(name="ingest", retries=0)
+def ingest_task(item: dict[str, Any], drop: str, warehouse: str) -> dict[str, Any]:
+    """Ingest one trace; a broken one is quarantined and reported instead of failing the night."""
+    path = Path(item["path"])
+    try:
+        res = ingest_trace(Warehouse(warehouse), path)
+    except SynthtraceError as exc:
+        quarantine(Path(drop), path, str(exc))
+        get_run_logger().warning("quarantined %s: %s", path.name, exc)
+        return {"status": "quarantined", "path": str(path), "reason": str(exc)}
+    return {"status": res.status, "path": str(path), "run_id": res.run_id, "run_name": res.run_name,
+            "experiment": res.experiment, "n_bursts": res.n_bursts}
+
+
+def _optional_steps() -> dict[str, Any]:
+    """The later stages that exist in this installation (absent ones are reported as skipped, never faked)."""
+    from pipelines import night_steps
+    return night_steps.available()
+
+
+# ---------------------------------------------------------------------------------------------- flow
+@flow(name=FLOW_NAME, log_prints=False, validate_parameters=True)
+def nightly_flow(drop: str, warehouse: str = "warehouse", machine: str | None = None) -> NightSummary:
+    """One night: ingest what cluster jobs dropped, merge and analyse what changed, publish the results."""
+    summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
+    Path(drop).mkdir(parents=True, exist_ok=True)
+    found = discover_task(drop, warehouse)
+    results = ingest_task.map(found, drop=drop, warehouse=warehouse).result() if found else []
+    for r in results:
+        if r["status"] == "quarantined":
+            summary.quarantined.append({"path": r["path"], "reason": r["reason"]})
+        elif r["status"] == "ingested":
+            summary.ingested.append(r)
+    changed = sorted({r["experiment"] for r in summary.ingested})
+
+    steps = _optional_steps()
+    for name in ("merge", "archetypes", "detect", "retrain", "report"):
+        if name not in steps:
+            summary.skipped_steps.append(name)
+    if "merge" in steps and changed:
+        merged = task(name="merge")(steps["merge"]).map(changed, warehouse=warehouse).result()
+        summary.merged = [m for m in merged if m]
+    if "archetypes" in steps and changed:
+        mixes = task(name="archetypes")(steps["archetypes"]).map(changed, warehouse=warehouse, machine=machine).result()
+        summary.archetypes = {e: m for e, m in zip(changed, mixes) if m}
+    if "detect" in steps:
+        summary.alerts = task(name="detect")(steps["detect"])(warehouse=warehouse)
+    if "retrain" in steps:
+        task(name="retrain")(steps["retrain"])(warehouse=warehouse)
+    if "report" in steps:
+        summary.report = task(name="report")(steps["report"])(warehouse=warehouse)
+    _publish(summary)
+    return Completed(message=summary.message(), data=summary)
+
+
+def _publish(summary: NightSummary) -> None:
+    lines = [f"# synthtrace night: {summary.message()}", "",
+             f"- drop folder: `{summary.drop}`", f"- warehouse: `{summary.warehouse}`"]
+    if summary.report:
+        lines.append(f"- report: `{summary.report}`")
+    if summary.quarantined:
+        lines += ["", "## Quarantined", *[f"- `{q['path']}`: {q['reason']}" for q in summary.quarantined]]
+    if summary.archetypes:
+        lines += ["", "## Archetype mix (share of time)"]
+        for exp, mix in summary.archetypes.items():
+            top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:5])
+            lines.append(f"- {exp}: {top}")
+    if summary.skipped_steps:
+        lines += ["", f"Steps not available in this installation: {', '.join(summary.skipped_steps)}"]
+    create_markdown_artifact("\n".join(lines), key="night-summary", description="synthtrace nightly summary")
+    create_table_artifact(summary.alerts or [{"alert": "none"}], key="night-alerts", description="regression alerts")
+
+
+def run_night(drop: str | Path, warehouse: str | Path, machine: str | None = None,
+              runner: str = "thread", dask_address: str | None = None) -> NightSummary:
+    """Run the flow once in this process (ephemeral Prefect, no server needed)."""
+    f = nightly_flow
+    if runner == "dask":
+        from prefect_dask import DaskTaskRunner
+        f = nightly_flow.with_options(task_runner=DaskTaskRunner(address=dask_address) if dask_address
+                                      else DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
+                                                                          "processes": True}))
+    state = f(drop=str(drop), warehouse=str(warehouse), machine=machine, return_state=True)
+    if state.is_failed():
+        state.result()  # raises the flow's exception
+    return state.result()
+
+
+def summary_dict(summary: NightSummary) -> dict[str, Any]:
+    return asdict(summary)
