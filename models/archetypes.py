@@ -280,7 +280,7 @@ def apply_rules(frame: pl.DataFrame, rules: list[Rule], *, fallback: str | None 
     else:
         label = label.otherwise(pl.lit(fallback))
         conf = conf.otherwise(0.5 + 0.5 * (-best_margin).clip(0.0, 1.0))
-        evid = evid.otherwise(pl.concat_str([pl.lit(f"{fallback}: no rule fired; nearest rule "), nearest_ev]))
+        evid = evid.otherwise(pl.concat_str([pl.lit(f"{fallback}: "), nearest_ev]))
     # provisional: first rule that fires among the decidable ones (what an undecided unit most likely is)
     prov = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
     for r, h in zip(rules, holds):

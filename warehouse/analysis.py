@@ -1,0 +1,145 @@
+"""Inputs and outputs of the analysis stage: what to classify per experiment, and the atomic commit of
+``burst_metrics``, ``mpi_metrics``, ``phase_metrics`` and ``archetypes`` (DESIGN §5, §7).
+
+What an experiment's analysis reads:
+
+- a **merged** experiment (``experiments/<name>/merged_bursts.parquet`` exists): the merged bursts, with the MPI
+  calls of the merge's reference run (the merged bursts are that run's bursts);
+- otherwise every **single run** of the experiment with its own bursts and MPI calls, told apart by ``run_id``.
+
+The four outputs are written together: the experiment directory is rebuilt in staging (the files other stages
+wrote there, such as ``merged_bursts.parquet``, are hard-linked in unchanged) and swapped in by one rename, so a
+reader sees the old analysis or the new one, never a mix.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from warehouse.errors import UnknownExperimentError, WarehouseError
+from warehouse.layout import Warehouse
+
+ANALYSIS_FILES: tuple[str, ...] = ("burst_metrics", "mpi_metrics", "phase_metrics", "archetypes")
+MERGED_FILE = "merged_bursts.parquet"
+#: merged_bursts columns that may name the reference run the merge kept (first one present wins)
+REFERENCE_COLUMNS = ("run_id", "reference_run_id", "ref_run_id")
+
+
+@dataclass
+class ExperimentInput:
+    """What the analysis of one experiment works on."""
+
+    experiment: str
+    source: str  # "merged" | "runs"
+    bursts: pl.DataFrame  # with experiment and run_id columns
+    calls: pl.DataFrame | None  # with experiment and run_id columns, or None (no MPI)
+    run_names: dict[str, str] = field(default_factory=dict)  # run_id -> run_name
+    n_nodes: dict[str, int] = field(default_factory=dict)  # run_id -> nodes
+
+
+def runs_table(wh: Warehouse) -> pl.DataFrame:
+    """The runs view as a frame (empty when nothing was ingested)."""
+    files = sorted(wh.runs_dir.glob("*/run.parquet")) if wh.runs_dir.is_dir() else []
+    if not files:
+        return pl.DataFrame(schema={"run_id": pl.String, "run_name": pl.String, "experiment": pl.String,
+                                    "n_nodes": pl.Int32})
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+
+
+def experiments(wh: Warehouse) -> list[str]:
+    """Names of the experiments that have runs or merged data, sorted."""
+    names = set(runs_table(wh)["experiment"].drop_nulls().to_list())
+    if wh.experiments_dir.is_dir():
+        names |= {d.name for d in wh.experiments_dir.iterdir() if (d / MERGED_FILE).is_file()}
+    return sorted(names)
+
+
+def _read_bursts(wh: Warehouse, run_id: str) -> pl.DataFrame:
+    files = sorted((wh.run_dir(run_id) / "bursts").glob("*.parquet"))
+    if not files:
+        return pl.DataFrame()
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+
+
+def _read_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:
+    f = wh.run_dir(run_id) / "mpi_calls.parquet"
+    return pl.read_parquet(f) if f.is_file() else None
+
+
+def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
+    """Read what the analysis of ``experiment`` needs; raises :class:`UnknownExperimentError`."""
+    runs = runs_table(wh).filter(pl.col("experiment") == experiment).sort("run_name")
+    run_names = dict(zip(runs["run_id"].to_list(), runs["run_name"].to_list()))
+    n_nodes = {r: int(n) for r, n in zip(runs["run_id"].to_list(), runs["n_nodes"].to_list()) if n is not None}
+    merged = wh.experiment_dir(experiment) / MERGED_FILE
+    if merged.is_file():
+        bursts = pl.read_parquet(merged)
+        ref = next((c for c in REFERENCE_COLUMNS if c in bursts.columns), None)
+        ref_id = None
+        if ref is not None and bursts[ref].n_unique() == 1:
+            ref_id = bursts[ref][0]
+        elif runs.height:
+            ref_id = runs["run_id"][0]  # the merge's default reference: first run by name
+        if ref is not None and ref != "run_id":
+            bursts = bursts.drop(ref)
+        bursts = bursts.drop("run_id", strict=False).with_columns(
+            pl.lit(experiment).alias("experiment"), pl.lit(ref_id, pl.String).alias("run_id"))
+        calls = _read_calls(wh, ref_id) if ref_id else None
+        if calls is not None:
+            calls = calls.with_columns(pl.lit(experiment).alias("experiment"))
+        return ExperimentInput(experiment, "merged", bursts, calls, run_names, n_nodes)
+    if runs.height == 0:
+        known = experiments(wh)
+        raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
+                                     + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
+    parts = [_read_bursts(wh, r) for r in runs["run_id"].to_list()]
+    bursts = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) else pl.DataFrame()
+    if bursts.height == 0:
+        raise WarehouseError(f"experiment {experiment!r}: its runs have no computation bursts")
+    bursts = bursts.with_columns(pl.lit(experiment).alias("experiment"))
+    cparts = [c for c in (_read_calls(wh, r) for r in runs["run_id"].to_list()) if c is not None and c.height]
+    calls = pl.concat(cparts, how="diagonal_relaxed").with_columns(pl.lit(experiment).alias("experiment")) if cparts else None
+    return ExperimentInput(experiment, "runs", bursts, calls, run_names, n_nodes)
+
+
+def write_analysis(wh: Warehouse, experiment: str, frames: dict[str, pl.DataFrame]) -> Path:
+    """Commit the analysis frames of one experiment atomically; returns the experiment directory.
+
+    ``frames`` maps names of :data:`ANALYSIS_FILES` to frames. Other files of the experiment directory are kept.
+    """
+    unknown = set(frames) - set(ANALYSIS_FILES)
+    if unknown:
+        raise ValueError(f"not analysis outputs: {sorted(unknown)}")
+    wh.ensure()
+    target = wh.experiment_dir(experiment)
+    mine = {f"{n}.parquet" for n in ANALYSIS_FILES}
+    with wh.staged(target, replace=True) as stage:
+        if target.is_dir():
+            for entry in target.iterdir():
+                if entry.name in mine:
+                    continue
+                dst = stage / entry.name
+                if entry.is_dir():
+                    shutil.copytree(entry, dst, copy_function=_link_or_copy)
+                else:
+                    _link_or_copy(entry, dst)
+        for name, df in frames.items():
+            df.write_parquet(stage / f"{name}.parquet", statistics=True)
+    return target
+
+
+def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def read_analysis(wh: Warehouse, experiment: str, name: str) -> pl.DataFrame | None:
+    """One stored analysis frame of an experiment, or None if the analysis has not run."""
+    f = wh.experiment_dir(experiment) / f"{name}.parquet"
+    return pl.read_parquet(f) if f.is_file() else None
