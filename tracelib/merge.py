@@ -49,7 +49,7 @@ DEFAULT_RESCALE = True
 FEATURE_PRIORITY = ("PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_REF_CYC", "INST_RETIRED:ANY", "CPU_CLK_UNHALTED")
 MAX_FEATURES = 2
 RATIO_CLIP = (0.25, 4.0)
-BASE_COLUMNS = [*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"]
+BASE_COLUMNS = [*THREAD_KEYS, "burst_seq", "cpu", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"]
 KEYS = [*THREAD_KEYS, "burst_seq"]
 
 QUALITY_SCHEMA: dict[str, pl.DataType] = {
@@ -114,7 +114,7 @@ class MergeOptions:
     rescale: bool = DEFAULT_RESCALE
     estimate_unmatched: bool = False
     allow_timing_only: bool = False
-    min_match_rate: float = 0.5  # share of the reference's bursts a run must match to count as the same program
+    min_match_rate: float = 0.5  # share of the shorter run's bursts that must match to count as the same program
     min_error_duration_ns: int = 10_000  # bursts shorter than this are left out of error statistics (ns)
     align: AlignConfig = field(default_factory=AlignConfig)
 
@@ -240,10 +240,13 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         m = align_runs(ref_seq, o_seq, feats, cfg)
         matched = m.get_column("other_seq").is_not_null()
         rate = float(matched.mean()) if n_ref else 0.0
-        if rate < options.min_match_rate:
+        # chopped traces cover different windows: judge the structure on the shorter of the two runs
+        shorter = min(n_ref, o.bursts.height)
+        same = int(matched.sum()) / shorter if shorter else 0.0
+        if same < options.min_match_rate:
             raise NotSameProgramError(
-                f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {rate:.0%} of the "
-                f"reference's bursts align by MPI structure (calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
+                f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the "
+                f"bursts of the shorter run align by MPI structure (calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
                 f"of {o.run_name}: {_call_histogram(o.mpi_calls)})")
         comm = float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None
         per_run[o.run_id] = {"run": o, "matches": m, "common": common, "features": feats, "rate": rate,

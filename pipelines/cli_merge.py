@@ -1,0 +1,100 @@
+"""``synthtrace merge``: align an experiment's runs and merge their counters into one synthetic trace (DESIGN §6)."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from pipelines.cli import WarehouseOption, console, err_console
+from tracelib.errors import BadInputError, SynthtraceError
+from tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
+from warehouse import Warehouse
+from warehouse.merged import experiment_runs, export_merged, merge_experiment
+
+
+class ExportUnavailableError(SynthtraceError):
+    """The Paraver writer (``tracelib.paraver.writer``) is not part of this installation."""
+
+
+def merge(
+    experiment: Annotated[str, typer.Argument(help="Experiment whose runs to merge (see `synthtrace runs`).")],
+    warehouse: WarehouseOption = Path("warehouse"),
+    reference: Annotated[str | None, typer.Option("--reference", help="Run (name or id) whose bursts the merged "
+                                                  "trace keeps; default: the first run by name.")] = None,
+    export_prv: Annotated[Path | None, typer.Option("--export-prv", metavar="OUT_STEM", help="Also write the merged "
+                                                    "trace as Paraver OUT_STEM.prv/.pcf/.row.")] = None,
+    rescale: Annotated[bool, typer.Option("--rescale/--no-rescale", help="Rescale transferred counters by the "
+                                          "reference-counter ratio of the matched bursts.")] = DEFAULT_RESCALE,
+    estimate_unmatched: Annotated[bool, typer.Option("--estimate-unmatched", help="Give unmatched bursts an "
+                                                     "estimate flagged in the `estimated` column instead of NULL.")] = False,
+    allow_timing_only: Annotated[bool, typer.Option("--allow-timing-only", help="Merge runs that share no counter, "
+                                                    "matched by MPI structure and timing alone (lower scores).")] = False,
+) -> None:
+    """Merge the counters of an experiment's runs into its reference run's bursts; print the quality per counter."""
+    if export_prv is not None and not export_prv.parent.is_dir():
+        raise BadInputError(f"--export-prv {export_prv}: folder {export_prv.parent} does not exist")
+    if export_prv is not None:
+        _writer()  # fail before merging when the export cannot be done
+    opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
+                        allow_timing_only=allow_timing_only)
+    wh = Warehouse(warehouse)
+    with err_console.status(f"merging {experiment}"):
+        result = merge_experiment(wh, experiment, opts)
+    print_quality(result)
+    console.print(f"merged {result.merged.height} bursts of {result.reference_run} into "
+                  f"{wh.experiment_dir(experiment)}", highlight=False, soft_wrap=True)
+    if export_prv is not None:
+        prv = export_merged(wh, result, export_prv)
+        console.print(f"exported the merged trace to {prv} (.pcf, .row beside it)", highlight=False, soft_wrap=True)
+
+
+def print_quality(result: MergeResult) -> None:
+    """The quality table: per counter its source run, coverage and estimated error."""
+    t = Table(title=f"merge of {result.experiment} (reference run {result.reference_run})")
+    for name in ("counter", "source run", "method", "coverage", "est. error (median)", "est. error (p95)",
+                 "cross-run diff", "match score"):
+        t.add_column(name, overflow="fold")
+
+    def pct(v: Any) -> str:
+        return "" if v is None else f"{100 * v:.1f}%"
+
+    for q in result.quality.iter_rows(named=True):
+        method = q["method"] + (f" by {q['rescaled_by']}" if q["rescaled_by"] else "")
+        t.add_row(q["counter"], q["source_run"], method, pct(q["coverage"]), pct(q["estimated_error"]),
+                  pct(q["estimated_error_p95"]), pct(q["cross_run_diff"]),
+                  "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}")
+    console.print(t)
+    for w in result.warnings:
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+
+
+def _writer():
+    try:
+        writer = importlib.import_module("tracelib.paraver.writer")  # optional until the writer lands
+    except ModuleNotFoundError as exc:
+        if exc.name != "tracelib.paraver.writer":
+            raise
+        raise ExportUnavailableError("--export-prv: the Paraver writer (tracelib.paraver.writer) is not part of "
+                                     "this installation") from None
+    return writer
+
+
+def merge_step(experiment: str, warehouse: str | Path = "warehouse") -> dict[str, Any] | None:
+    """The nightly flow's merge stage: merge ``experiment`` if it has two runs or more, else do nothing.
+
+    Returns a summary (experiment, reference run, bursts, counters with their coverage) or None when there was
+    nothing to merge. Bad input raises as on the command line.
+    """
+    wh = Warehouse(warehouse)
+    if experiment_runs(wh, experiment).height < 2:
+        return None
+    result = merge_experiment(wh, experiment)
+    return {"experiment": experiment, "reference_run": result.reference_run, "n_bursts": result.merged.height,
+            "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list()))}
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(merge)

@@ -1,0 +1,134 @@
+"""Storage of merged experiments: read an experiment's runs, merge them, commit the result atomically (DESIGN §5, §6).
+
+::
+
+    WAREHOUSE/experiments/<name>/merged_bursts.parquet   one row per burst of the reference run, every counter
+    WAREHOUSE/experiments/<name>/merge_quality.parquet   one row per counter: source run, coverage, estimated error
+    WAREHOUSE/experiments/<name>/merge_matches.parquet   reference burst -> matched burst of each other run
+
+The three files are written together: the experiment directory is rebuilt in staging (files that other stages
+wrote there, such as ``burst_metrics.parquet``, are hard-linked in unchanged) and swapped in by one rename with
+:meth:`Warehouse.staged` (``replace=True``), so re-merging replaces the merged data whole and a reader sees the
+old merge or the new one, never a mix. When the merge fails nothing is written.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+
+from tracelib.errors import SynthtraceError
+from tracelib.merge import MergeOptions, MergeResult, RunTables, merge_runs
+from warehouse.errors import UnknownExperimentError
+from warehouse.layout import Warehouse
+
+MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches")
+
+
+def experiment_runs(wh: Warehouse, experiment: str) -> pl.DataFrame:
+    """The runs rows of ``experiment`` sorted by run name; raises :class:`UnknownExperimentError` if none."""
+    files = sorted(wh.runs_dir.glob("*/run.parquet")) if wh.runs_dir.is_dir() else []
+    runs = (pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed") if files
+            else pl.DataFrame(schema={"run_id": pl.String, "run_name": pl.String, "experiment": pl.String}))
+    mine = runs.filter(pl.col("experiment") == experiment).sort("run_name", "run_id")
+    if mine.height == 0:
+        known = sorted(set(runs.get_column("experiment").drop_nulls().to_list()))
+        raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
+                                     + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
+    return mine
+
+
+def load_runs(wh: Warehouse, experiment: str) -> list[RunTables]:
+    """Every run of ``experiment`` with its bursts and MPI calls, sorted by run name."""
+    out = []
+    for run_id, run_name in experiment_runs(wh, experiment).select("run_id", "run_name").iter_rows():
+        d = wh.run_dir(run_id)
+        parts = sorted((d / "bursts").glob("*.parquet"))
+        bursts = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed") if parts else pl.DataFrame()
+        calls_file = d / "mpi_calls.parquet"
+        calls = pl.read_parquet(calls_file) if calls_file.is_file() else pl.DataFrame()
+        if bursts.height:
+            bursts = bursts.sort("appl", "task", "thread", "burst_seq")
+        out.append(RunTables(run_id, run_name, bursts, calls))
+    return out
+
+
+def write_merge(wh: Warehouse, result: MergeResult) -> Path:
+    """Commit a merge result as the experiment's merged data (replacing any earlier merge); returns the folder."""
+    wh.ensure()
+    target = wh.experiment_dir(result.experiment)
+    mine = {f"{n}.parquet" for n in MERGE_FILES}
+    with wh.staged(target, replace=True) as stage:
+        if target.is_dir():
+            for entry in target.iterdir():
+                if entry.name in mine:
+                    continue
+                if entry.is_dir():
+                    shutil.copytree(entry, stage / entry.name, copy_function=_link_or_copy)
+                else:
+                    _link_or_copy(entry, stage / entry.name)
+        result.merged.write_parquet(stage / "merged_bursts.parquet", statistics=True)
+        result.quality.write_parquet(stage / "merge_quality.parquet")
+        result.matches.write_parquet(stage / "merge_matches.parquet", statistics=True)
+    return target
+
+
+def merge_experiment(wh: Warehouse, experiment: str, options: MergeOptions = MergeOptions()) -> MergeResult:
+    """Load, merge and commit one experiment. On any error the warehouse is left as it was."""
+    runs = load_runs(wh, experiment)
+    result = merge_runs(runs, options, experiment=experiment)
+    write_merge(wh, result)
+    return result
+
+
+def export_merged(wh: Warehouse, result: MergeResult, out_stem: str | Path) -> Path:
+    """Write the merged trace as Paraver ``OUT_STEM.prv/.pcf/.row``; returns the ``.prv`` path.
+
+    The bursts are the merged bursts with every counter; the MPI calls are the reference run's. Resources, date,
+    communicators and ``.row`` names come from the reference run's own trace when it is a Paraver file still on
+    disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where readable.
+    """
+    from tracelib.paraver.reader import ParaverTrace  # noqa: PLC0415 - only the export needs them
+    from tracelib.paraver.writer import TraceMeta, write_paraver  # noqa: PLC0415
+
+    runs = experiment_runs(wh, result.experiment)
+    paths = dict(zip(runs.get_column("run_id").to_list(), runs.get_column("source_path").to_list()))
+    metas = {}
+    for run_id, path in paths.items():
+        if path and Path(path).suffix == ".prv" and Path(path).is_file():
+            try:
+                metas[run_id] = TraceMeta.from_trace(ParaverTrace(path))
+            except SynthtraceError:
+                continue
+    meta = metas.get(result.reference_run_id) or _meta_from_bursts(result.merged, TraceMeta)
+    for m in metas.values():  # counter types of counters the reference run did not record
+        for name, etype in m.counter_types.items():
+            meta.counter_types.setdefault(name, etype)
+        for name, label in m.counter_labels.items():
+            meta.counter_labels.setdefault(name, label)
+    calls_file = wh.run_dir(result.reference_run_id) / "mpi_calls.parquet"
+    calls = pl.read_parquet(calls_file) if calls_file.is_file() else pl.DataFrame()
+    counters = [c for c in result.quality.get_column("counter").to_list() if c in result.merged.columns]
+    return write_paraver(out_stem, result.merged, calls, meta, counters=counters)
+
+
+def _meta_from_bursts(bursts: pl.DataFrame, meta_type):
+    """Paraver resources fitted to the bursts: every appl/task/thread seen, one cpu per thread on one node."""
+    layout = bursts.group_by("appl", "task").agg(pl.col("thread").max()).sort("appl", "task")
+    n_appl = int(layout.get_column("appl").max())
+    threads = []
+    for a in range(1, n_appl + 1):
+        t = dict(layout.filter(pl.col("appl") == a).select("task", "thread").iter_rows())
+        threads.append(tuple(int(t.get(k, 1)) for k in range(1, (max(t) if t else 1) + 1)))
+    n_cpus = max(int(bursts.get_column("cpu").max() or 1), sum(sum(t) for t in threads))
+    return meta_type(cpus_per_node=(n_cpus,), threads_per_task=tuple(threads),
+                     node_of_task=tuple(tuple([1] * len(t)) for t in threads))
+
+
+def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
