@@ -7,7 +7,15 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import tempfile
+
 import pytest
+
+# Prefect must never write to the user's home, phone home, or chat on the console during tests.
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="synthtrace-prefect-"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = Path(os.environ.get("SYNTHTRACE_TRACES", ROOT.parent / "shared" / "traces"))
@@ -57,3 +65,12 @@ def run_cli(capsys) -> Callable[..., tuple[int, str, str]]:
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One temporary Prefect backend for every flow test of the session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
