@@ -156,5 +156,5 @@ def analyse_experiment(root: str, experiment: str, *, machine: Machine | None = 
     inp = load_experiment(wh, experiment)
     result = analyse_input(inp, machine=machine, thresholds=thresholds, discover=discover)
     if store:
-        write_analysis(wh, experiment, result.frames())
+        write_analysis(wh, experiment, result.frames(), {"archetype_discovery": result.discovery})
     return inp, result

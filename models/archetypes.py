@@ -306,7 +306,8 @@ def apply_rules(frame: pl.DataFrame, rules: list[Rule], *, fallback: str | None 
                              prov.alias("provisional"), missing.alias("_missing_roles"))
     # role -> counter name (vectorised via replace on the exploded list)
     mapping = {k: v for k, v in labels.items()}
-    out = out.with_columns(pl.col("_missing_roles").list.eval(pl.element().replace(mapping)).alias("missing_counters"))
+    out = out.with_columns(pl.col("_missing_roles").list.eval(pl.element().replace(mapping)).list.unique(maintain_order=True)
+                           .alias("missing_counters"))
     return out.with_columns(
         pl.when(pl.col("archetype") == INSUFFICIENT).then(pl.concat_str([
             pl.lit("needs "), pl.col("missing_counters").list.join(", "),
@@ -348,6 +349,8 @@ class ArchetypeRules:
         labels = dict(ROLE_LABELS)
         if self.counter_map is not None:
             labels.update({r: self.counter_map.name(r) for r in self.counter_map.columns})
+            if self.counter_map.has("dram_cas") or self.counter_map.has("l3_tcm"):
+                labels["dram"] = self.counter_map.name("dram_cas" if self.counter_map.has("dram_cas") else "l3_tcm")
         self.role_labels_ = labels
         return self
 

@@ -13,6 +13,7 @@ reader sees the old analysis or the new one, never a mix.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -106,17 +107,19 @@ def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
     return ExperimentInput(experiment, "runs", bursts, calls, run_names, n_nodes)
 
 
-def write_analysis(wh: Warehouse, experiment: str, frames: dict[str, pl.DataFrame]) -> Path:
+def write_analysis(wh: Warehouse, experiment: str, frames: dict[str, pl.DataFrame],
+                   documents: dict[str, dict] | None = None) -> Path:
     """Commit the analysis frames of one experiment atomically; returns the experiment directory.
 
-    ``frames`` maps names of :data:`ANALYSIS_FILES` to frames. Other files of the experiment directory are kept.
+    ``frames`` maps names of :data:`ANALYSIS_FILES` to frames; ``documents`` (name -> JSON-able dict, e.g.
+    ``archetype_discovery``) are written beside them as ``<name>.json``. Other files of the directory are kept.
     """
     unknown = set(frames) - set(ANALYSIS_FILES)
     if unknown:
         raise ValueError(f"not analysis outputs: {sorted(unknown)}")
     wh.ensure()
     target = wh.experiment_dir(experiment)
-    mine = {f"{n}.parquet" for n in ANALYSIS_FILES}
+    mine = {f"{n}.parquet" for n in ANALYSIS_FILES} | {f"{n}.json" for n in (documents or {})}
     with wh.staged(target, replace=True) as stage:
         if target.is_dir():
             for entry in target.iterdir():
@@ -129,6 +132,8 @@ def write_analysis(wh: Warehouse, experiment: str, frames: dict[str, pl.DataFram
                     _link_or_copy(entry, dst)
         for name, df in frames.items():
             df.write_parquet(stage / f"{name}.parquet", statistics=True)
+        for name, doc in (documents or {}).items():
+            (stage / f"{name}.json").write_text(json.dumps(doc, indent=1, default=str))
     return target
 
 

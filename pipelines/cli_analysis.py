@@ -1,0 +1,111 @@
+"""``synthtrace archetypes`` and ``synthtrace report``: metrics, the 13 archetypes and the HTML report (DESIGN §7)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+from rich.table import Table
+
+from pipelines.cli import WarehouseOption, console, err_console
+from tracelib.errors import BadInputError
+from tracelib.machine import Machine, load_machine
+
+MachineOption = Annotated[str | None, typer.Option(
+    "--machine", help="Machine profile: a TOML file or a preset (marenostrum5-gpp, generic). Default: marenostrum5-gpp.")]
+ThresholdsOption = Annotated[Path | None, typer.Option(
+    "--thresholds", help="TOML file overriding archetype thresholds (see models/archetypes.py Thresholds).")]
+
+
+def _machine(spec: str | None) -> Machine:
+    return load_machine(spec)
+
+
+def _thresholds(path: Path | None):
+    from models.archetypes import Thresholds
+    if path is None:
+        return None
+    if not path.is_file():
+        raise BadInputError(f"{path}: no such thresholds file")
+    return Thresholds.from_toml(path)
+
+
+def archetype_mix(experiment: str, warehouse: str | Path, machine: str | None = None) -> dict[str, float]:
+    """Analyse and store one experiment; returns archetype -> share of burst time (for the nightly flow)."""
+    from models.analysis import analyse_experiment, mix
+    _, res = analyse_experiment(str(warehouse), experiment, machine=_machine(machine))
+    m = mix(res.archetypes).filter(pl.col("unit") == "burst")
+    return dict(zip(m["archetype"].to_list(), m["time_share"].to_list()))
+
+
+def report_file(warehouse: str | Path, out: str | Path | None = None, machine: str | None = None) -> str:
+    """Build the HTML report of a warehouse (default ``WAREHOUSE/report.html``); returns its path (nightly flow)."""
+    from pipelines.report import build_report
+    out = Path(out) if out else Path(warehouse) / "report.html"
+    return str(build_report(warehouse, out, machine=_machine(machine)))
+
+
+def archetypes(
+    experiment: Annotated[str | None, typer.Argument(help="Experiment to analyse (default: every experiment).")] = None,
+    warehouse: WarehouseOption = Path("warehouse"),
+    machine: MachineOption = None,
+    thresholds: ThresholdsOption = None,
+    discover: Annotated[bool, typer.Option(help="Also cluster bursts and report agreement (kappa) and stability (ARI).")] = True,
+) -> None:
+    """Compute metrics and the 13 archetypes of an experiment, store them and print the mix."""
+    from models.analysis import analyse_experiment, mix
+    from warehouse.analysis import experiments
+    from warehouse.layout import Warehouse
+    m = _machine(machine)
+    th = _thresholds(thresholds)
+    names = [experiment] if experiment else experiments(Warehouse(warehouse))
+    if not names:
+        raise BadInputError(f"{warehouse}: no experiments (ingest traces first)")
+    for name in names:
+        inp, res = analyse_experiment(str(warehouse), name, machine=m, thresholds=th, discover=discover)
+        t = Table(title=f"archetypes of {name} ({inp.source}: {len(inp.run_names) if inp.source == 'runs' else 1} "
+                        f"{'run(s)' if inp.source == 'runs' else 'merged trace'}; machine {m.name})")
+        for col in ("unit", "archetype", "count", "time (s)", "time share"):
+            t.add_column(col, justify="left" if col in ("unit", "archetype") else "right")
+        for r in mix(res.archetypes).iter_rows(named=True):
+            t.add_row(r["unit"], r["archetype"], str(r["count"]), f"{r['time_s']:.4g}", f"{r['time_share']:.1%}")
+        console.print(t)
+        ins = res.archetypes.filter(pl.col("archetype") == "insufficient_counters")
+        if ins.height:
+            need = ins.explode("missing_counters").group_by("missing_counters").len().sort("len", descending=True)
+            console.print(f"{ins.height} bursts lack counters to decide; recording these would decide them: "
+                          + ", ".join(f"{c} ({n})" for c, n in need.iter_rows() if c), highlight=False, soft_wrap=True)
+        d = res.discovery
+        if "kappa" in d:
+            console.print(f"discovery: {d['n_clusters']} clusters on {len(d['features'])} features; "
+                          f"kappa vs rules {d['kappa']:.3f} ({d['n_compared']} bursts), bootstrap ARI {d['stability_ari']:.3f}",
+                          highlight=False)
+        elif "skipped" in d:
+            err_console.print(f"discovery skipped: {d['skipped']}", highlight=False)
+
+
+def report(
+    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("synthtrace-report.html"),
+    experiment: Annotated[str | None, typer.Option(help="Only this experiment (default: all).")] = None,
+    warehouse: WarehouseOption = Path("warehouse"),
+    machine: MachineOption = None,
+    thresholds: ThresholdsOption = None,
+    plots: Annotated[Path | None, typer.Option(help="Also save the PNG plots in this folder.")] = None,
+) -> None:
+    """Write a self-contained HTML report (archetype mix, roofline, Ridgeline, timeline, merge quality, alerts)."""
+    from pipelines.report import build_report
+    from warehouse.analysis import experiments
+    from warehouse.layout import Warehouse
+    if experiment and experiment not in experiments(Warehouse(warehouse)):
+        raise BadInputError(f"no experiment {experiment!r} in {warehouse}")
+    if plots:
+        plots.mkdir(parents=True, exist_ok=True)
+    path = build_report(warehouse, out, experiment=experiment, machine=_machine(machine),
+                        thresholds=_thresholds(thresholds), plot_dir=plots)
+    console.print(f"report written to {path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(archetypes)
+    app.command()(report)

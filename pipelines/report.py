@@ -1,0 +1,409 @@
+"""Plots and the self-contained HTML report of an analysed warehouse (DESIGN §7, §9).
+
+Plots (matplotlib, Agg backend; every function returns the Figure and the number of points it drew, so tests can
+check the artists before anything is saved):
+
+- :func:`plot_roofline` — cache-aware roofline, one panel per memory level measured (L2, L3, DRAM), bursts
+  coloured by archetype and sized by time; an *instruction* roofline (instructions/s vs instructions per DRAM
+  byte) when the trace has no FP counters;
+- :func:`plot_ridgeline` — the Ridgeline plane of phases: operational intensity (work per DRAM byte) against
+  communication intensity (work per network byte), with the compute / memory / network regions of the machine;
+- :func:`plot_timeline` — ranks x time coloured by archetype with the phase strip and, below, the phases'
+  use of compute, memory and network against their roofs (campaign-diagram style).
+
+:func:`build_report` writes one HTML file with the PNGs embedded as base64: it needs no network and no other file.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from models.analysis import analyse_input, mix  # noqa: E402
+from models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds  # noqa: E402
+from tracelib.machine import Machine, load_machine  # noqa: E402
+from warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
+from warehouse.layout import Warehouse  # noqa: E402
+
+_PALETTE = plt.get_cmap("tab20").colors
+#: one fixed colour per archetype, the same in every plot
+COLORS: dict[str, tuple] = {a: _PALETTE[i % len(_PALETTE)] for i, a in enumerate(ARCHETYPES)}
+COLORS[INSUFFICIENT] = (0.72, 0.72, 0.72)
+COLORS[BALANCED] = (0.85, 0.93, 0.85)
+MAX_POINTS = 20_000  # largest bursts drawn in a roofline panel
+MAX_RANKS = 64  # ranks drawn in the timeline
+
+
+def _color(name: str | None) -> tuple:
+    return COLORS.get(name or INSUFFICIENT, (0.5, 0.5, 0.5))
+
+
+def _sizes(seconds: np.ndarray) -> np.ndarray:
+    """Marker areas (pt^2) growing with the square root of a burst's share of the time shown."""
+    total = float(np.nansum(seconds)) or 1.0
+    return 6.0 + 600.0 * np.sqrt(np.clip(seconds / total, 0.0, 1.0))
+
+
+@dataclass
+class PlotInfo:
+    """What a plot function drew: the figure, points per panel, and the work unit (``flop`` or ``instruction``)."""
+
+    figure: Figure
+    points: dict[str, int]
+    unit: str = "flop"
+
+    @property
+    def n_points(self) -> int:
+        return sum(self.points.values())
+
+
+# ============================================================================ roofline
+def roofline_points(bm: pl.DataFrame, x: str, y: str, max_points: int = MAX_POINTS) -> pl.DataFrame:
+    """The bursts a roofline panel draws: finite positive coordinates, the ``max_points`` longest."""
+    df = bm.filter(pl.col(x).is_finite() & pl.col(y).is_finite() & (pl.col(x) > 0) & (pl.col(y) > 0))
+    if df.height > max_points:
+        df = df.sort("duration_s", descending=True).head(max_points)
+    return df
+
+
+def plot_roofline(bm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float | None = None,
+                  label_column: str = "archetype", max_points: int = MAX_POINTS) -> PlotInfo:
+    """Cache-aware roofline of bursts (one panel per level with traffic measured). ``bm`` is burst metrics joined
+    with a label column (default ``archetype``)."""
+    has_flops = "flops" in bm.columns and bm["flops"].drop_nulls().len() > 0 and (bm["flops"].fill_null(0) > 0).any()
+    if has_flops:
+        unit, rate = "flop", "flop_rate"
+        panels = [(lvl, col, bw) for lvl, col, bw in (
+            ("L2", "oi_l2", machine.cache_bw_core("l2")), ("L3", "oi_l3", machine.cache_bw_core("l3")),
+            ("DRAM", "oi_dram", machine.dram_share(ranks_per_socket)))
+            if col in bm.columns and bm[col].drop_nulls().len() and bw]
+        peak = machine.peak_flops_core()
+        ceilings = {isa: machine.peak_flops_core(isa) for isa in machine.peak_flops_per_cycle}
+    else:
+        unit, rate = "instruction", "_ips"
+        bm = bm.with_columns((pl.col("instructions") / pl.col("duration_s")).alias("_ips"))
+        panels = [("DRAM", "ins_per_byte", machine.dram_share(ranks_per_socket))]
+        peak = machine.peak_ips_core(4.0)
+        ceilings = {"4 IPC": peak, "1 IPC": machine.peak_ips_core(1.0)}
+    if not panels:
+        panels = [("DRAM", "oi_dram", machine.dram_share(ranks_per_socket))]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False)
+    points: dict[str, int] = {}
+    for ax, (level, col, bw) in zip(axes[0], panels):
+        pts = roofline_points(bm, col, rate, max_points)
+        points[level] = pts.height
+        xs = pts[col].to_numpy() if pts.height else np.array([1.0])
+        ridge = peak / bw
+        lo = min(ridge / 100, float(np.nanmin(xs)) / 2)
+        hi = max(ridge * 100, float(np.nanmax(xs)) * 2)
+        grid = np.logspace(math.log10(lo), math.log10(hi), 200)
+        ax.plot(grid, np.minimum(grid * bw, peak) / 1e9, color="black", lw=1.6,
+                label=f"{level} {bw / 1e9:.3g} GB/s")
+        for name, c in ceilings.items():
+            if c < peak:
+                ax.plot(grid, np.minimum(grid * bw, c) / 1e9, color="black", lw=0.7, ls="--")
+                ax.text(hi / 1.5, c / 1e9 * 1.05, name, fontsize=7, ha="right")
+        # undecided bursts are drawn hollow, in the colour of their provisional archetype
+        lab = pl.col(label_column).fill_null(INSUFFICIENT)
+        prov = pl.col("provisional") if "provisional" in pts.columns else pl.lit(None, pl.String)
+        pts = pts.with_columns(lab.alias("_lab"), (lab == INSUFFICIENT).alias("_undecided"),
+                               pl.when(lab == INSUFFICIENT).then(prov.fill_null(INSUFFICIENT)).otherwise(lab).alias("_col"))
+        total_s = float(pts["duration_s"].sum() or 1.0) if pts.height else 1.0
+        for (name, undecided), sel in sorted(pts.group_by("_col", "_undecided"), key=lambda kv: (kv[0][1], kv[0][0])):
+            area = 6.0 + 600.0 * np.sqrt(np.clip(sel["duration_s"].to_numpy() / total_s, 0.0, 1.0))
+            ax.scatter(sel[col].to_numpy(), sel[rate].to_numpy() / 1e9, s=area,
+                       facecolors="none" if undecided else [_color(name)], edgecolors=[_color(name)],
+                       linewidths=0.9 if undecided else 0.0, alpha=0.7,
+                       label=f"{name} (provisional)" if undecided else name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_xlabel(f"{'operational' if unit == 'flop' else 'instruction'} intensity ({unit}s / {level} byte)")
+        ax.set_ylabel("GFLOP/s per rank" if unit == "flop" else "G instructions/s per rank")
+        ax.set_title(f"{level} roofline ({pts.height} bursts)")
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return PlotInfo(fig, points, unit)
+
+
+# ============================================================================ Ridgeline
+def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float | None = None) -> PlotInfo:
+    """Phases on the Ridgeline plane (per rank). Phases without network traffic sit on the top edge (▲)."""
+    has_flops = "flops" in pm.columns and (pm["flops"].fill_null(0) > 0).any()
+    oi, ci = ("oi", "ci") if has_flops else ("oi_ins", "ci_ins")
+    unit = "flop" if has_flops else "instruction"
+    rps = ranks_per_socket or float(machine.cores_per_socket)
+    peak = machine.peak_flops_core() if has_flops else machine.peak_ips_core(4.0)
+    bm, bn = machine.dram_share(ranks_per_socket), machine.link_bw() * machine.links_per_node / (rps * machine.sockets)
+    pts = pm.filter(pl.col(oi).is_finite() & (pl.col(oi) > 0))
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
+    xr, yr = peak / bm, peak / bn
+    xs = pts[oi].to_numpy() if pts.height else np.array([xr])
+    ys_f = pts[ci].to_numpy() if pts.height else np.array([yr])
+    finite_y = ys_f[np.isfinite(ys_f) & (ys_f > 0)]
+    lo_x, hi_x = min(xr / 100, np.nanmin(xs) / 3), max(xr * 100, np.nanmax(xs) * 3)
+    lo_y = min(yr / 100, np.nanmin(finite_y) / 3) if finite_y.size else yr / 100
+    hi_y = max(yr * 100, np.nanmax(finite_y) * 3) if finite_y.size else yr * 100
+    # regions: compute (both intensities past their ridges), memory, network
+    ax.fill([xr, hi_x, hi_x, xr], [yr, yr, hi_y, hi_y], color="#e8f0fb", label="compute bound")
+    ax.fill([lo_x, xr, xr, lo_x], [lo_x * bm / bn, yr, hi_y, hi_y], color="#fdf1e0", label="memory bound")
+    ax.fill([lo_x, xr, hi_x, hi_x, lo_x], [lo_x * bm / bn, yr, yr, lo_y, lo_y], color="#f6e3ea", label="network bound")
+    ax.plot([xr, xr], [yr, hi_y], color="black", lw=1)
+    ax.plot([xr, hi_x], [yr, yr], color="black", lw=1)
+    ax.plot([lo_x, xr], [lo_x * bm / bn, yr], color="black", lw=1)
+    n = 0
+    if pts.height:
+        y_plot = np.where(np.isfinite(ys_f) & (ys_f > 0), ys_f, hi_y / 1.5)
+        pts = pts.with_columns(pl.Series("_y", y_plot), pl.Series("_top", ~(np.isfinite(ys_f) & (ys_f > 0))))
+        for name in sorted(set(pts["archetype"].fill_null(BALANCED).to_list())):
+            for top, marker in ((False, "o"), (True, "^")):
+                sel = pts.filter((pl.col("archetype").fill_null(BALANCED) == name) & (pl.col("_top") == top))
+                if sel.height:
+                    ax.scatter(sel[oi].to_numpy(), sel["_y"].to_numpy(), s=_sizes(sel["elapsed_s"].to_numpy()),
+                               marker=marker, color=_color(name) if name != BALANCED else "#4c9a4c", alpha=0.75,
+                               edgecolors="black", linewidths=0.3, label=name if not top else None)
+                    n += sel.height
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo_x, hi_x)
+    ax.set_ylim(lo_y, hi_y)
+    ax.set_xlabel(f"operational intensity ({unit}s / DRAM byte)")
+    ax.set_ylabel(f"communication intensity ({unit}s / network byte)")
+    ax.set_title(f"Ridgeline plane: {n} phases (▲ no network traffic)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return PlotInfo(fig, {"phases": n}, unit)
+
+
+# ============================================================================ timeline
+def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine, *,
+                  ranks_per_socket: float | None = None, max_ranks: int = MAX_RANKS) -> PlotInfo:
+    """Ranks x time coloured by archetype (bursts; MPI units hatched), phase strip on top and, below, each
+    phase's use of compute, DRAM and network relative to its roofs (campaign diagram)."""
+    bursts = arch.filter(pl.col("unit") == "burst")
+    calls = arch.filter(pl.col("unit") == "mpi")
+    ranks = (bursts.select("task", "thread").unique().sort("task", "thread").head(max_ranks)
+             .with_row_index("_y"))
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 6.4), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]})
+    t0 = float(arch["start_ns"].min() or 0)
+    n = 0
+    drawn: set[str] = set()
+    undecided_drawn = False
+    for unit_df, hatch in ((bursts, None), (calls, "///")):
+        d = unit_df.join(ranks, on=["task", "thread"]).with_columns(
+            pl.when(pl.col("archetype") == INSUFFICIENT).then(pl.col("provisional")).otherwise(pl.col("archetype")).alias("_lab"),
+            (pl.col("archetype") == INSUFFICIENT).alias("_insuff"))
+        for (name, insuff), g in d.group_by("_lab", "_insuff"):
+            xr = np.column_stack([(g["start_ns"].to_numpy() - t0) * 1e-9, g["duration_ns"].to_numpy() * 1e-9])
+            ys = g["_y"].to_numpy()
+            for y in np.unique(ys):
+                sel = xr[ys == y]
+                ax.broken_barh([tuple(r) for r in sel], (float(y) - 0.4, 0.8), facecolors=_color(name),
+                               edgecolor="none", hatch=hatch or ("..." if insuff else None), alpha=0.55 if insuff else 1.0)
+            n += g.height
+            drawn.add(name or INSUFFICIENT)
+            undecided_drawn = undecided_drawn or bool(insuff)
+    labels = [f"{t}.{th}" for t, th in zip(ranks["task"].to_list(), ranks["thread"].to_list())]
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=6 if len(labels) > 16 else 8)
+    ax.set_ylabel("task.thread")
+    ax.invert_yaxis()
+    handles = [Patch(color=_color(a), label=a) for a in sorted(drawn)]
+    if undecided_drawn:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="...", label="dotted: insufficient counters,\nprovisional archetype"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(f"timeline: {n} bursts and MPI calls of {len(labels)} ranks, coloured by archetype")
+    if pm is not None and pm.height:
+        p = pm.with_columns(((pl.col("start_ns") - t0) * 1e-9).alias("_s"), ((pl.col("end_ns") - t0) * 1e-9).alias("_e"))
+        for s, e, a in zip(p["_s"].to_list(), p["_e"].to_list(), p["archetype"].to_list()):
+            ax.axvspan(s, e, ymin=0.985, ymax=1.0, color=_color(a) if a != BALANCED else "#4c9a4c")
+            ax.axvline(s, color="black", lw=0.3, alpha=0.25)
+        rps = ranks_per_socket or float(machine.cores_per_socket)
+        share = machine.dram_share(ranks_per_socket)
+        net = machine.link_bw() * machine.links_per_node / (rps * machine.sockets)
+        has_flops = (p["flops"].fill_null(0) > 0).any() if "flops" in p.columns else False
+        work = (pl.col("flops") / (pl.col("elapsed_s") * pl.col("n_ranks")) / machine.peak_flops_core()) if has_flops else \
+            (pl.col("instructions") / (pl.col("elapsed_s") * pl.col("n_ranks")) / machine.peak_ips_core(4.0))
+        u = p.with_columns(work.alias("compute"),
+                           (pl.col("dram_bytes") / (pl.col("elapsed_s") * pl.col("n_ranks")) / share).alias("memory"),
+                           (pl.col("network_bytes") / (pl.col("elapsed_s") * pl.col("n_ranks")) / net).alias("network"))
+        for col, color in (("compute", "#1f77b4"), ("memory", "#ff7f0e"), ("network", "#d62728")):
+            # one segment per phase (phases of different ranks may overlap in time: no connecting lines)
+            ax2.hlines(u[col].fill_null(0.0).fill_nan(0.0).to_numpy(), u["_s"].to_numpy(), u["_e"].to_numpy(),
+                       color=color, lw=1.6, label=f"{col} / roof")
+        ax2.axhline(1.0, color="black", lw=0.6, ls="--")
+        ax2.set_yscale("symlog", linthresh=0.01)
+        ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax2.set_ylabel("use of roof")
+    ax2.set_xlabel("time (s)")
+    fig.tight_layout()
+    return PlotInfo(fig, {"units": n})
+
+
+def figure_png(fig: Figure, path: Path | None = None, dpi: int = 110) -> bytes:
+    """Render a figure to PNG bytes (and to ``path`` when given); closes the figure."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    data = buf.getvalue()
+    if path is not None:
+        Path(path).write_bytes(data)
+    return data
+
+
+# ============================================================================ report
+_CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1250px}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;margin-top:28px}h3{font-size:15px}
+table{border-collapse:collapse;font-size:12px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
+th{background:#f2f2f2}td.l,th.l{text-align:left}.bar{display:inline-block;height:9px;background:#4878a8}
+.note{color:#666;font-size:12px}img{max-width:100%;border:1px solid #eee;margin:6px 0}.alert{color:#a40000}"""
+
+
+def _table(df: pl.DataFrame, *, bars: str | None = None, max_rows: int = 50) -> str:
+    if df.height == 0:
+        return "<p class='note'>(none)</p>"
+    head = "".join(f"<th class='l'>{html.escape(c)}</th>" if df[c].dtype == pl.String else f"<th>{html.escape(c)}</th>"
+                   for c in df.columns)
+    rows = []
+    for r in df.head(max_rows).iter_rows(named=True):
+        cells = []
+        for c, v in r.items():
+            if isinstance(v, float):
+                txt = "" if v is None or math.isnan(v) else (f"{v:.1%}" if c.endswith("share") else f"{v:.4g}")
+                if c == bars and not math.isnan(v):
+                    txt = f"<span class='bar' style='width:{max(1, int(v * 120))}px'></span> {txt}"
+                cells.append(f"<td>{txt}</td>")
+            else:
+                s = "" if v is None else (", ".join(map(str, v)) if isinstance(v, list) else str(v))
+                cells.append(f"<td class='l'>{html.escape(s)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = f"<p class='note'>{df.height - max_rows} more rows not shown</p>" if df.height > max_rows else ""
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>{more}"
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+
+
+def _top_consumers(bm: pl.DataFrame, arch: pl.DataFrame, n: int = 15) -> pl.DataFrame:
+    b = arch.filter(pl.col("unit") == "burst").select("run_id", "appl", "task", "thread", "burst_seq", "archetype")
+    keys = ["run_id", "appl", "task", "thread", "burst_seq"]
+    site = bm.select(*keys, pl.coalesce(pl.col("call_site") if "call_site" in bm.columns else pl.lit(None, pl.String),
+                                        pl.col("mpi_call") if "mpi_call" in bm.columns else pl.lit(None, pl.String),
+                                        pl.lit("(end of thread)")).alias("closed_by"), "duration_s", "ipc")
+    j = site.join(b, on=keys, how="left")
+    total = float(j["duration_s"].sum() or 1.0)
+    return (j.group_by("closed_by", "archetype").agg(pl.len().alias("bursts"), pl.col("duration_s").sum().alias("time_s"),
+                                                     pl.col("ipc").mean().alias("mean_ipc"))
+            .with_columns((pl.col("time_s") / total).alias("time_share")).sort("time_s", descending=True).head(n))
+
+
+def _optional_view(wh: Warehouse, pattern: str) -> pl.DataFrame | None:
+    files = sorted(wh.root.glob(pattern))
+    if not files:
+        return None
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+
+
+def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None = None,
+                       plot_dir: Path | None = None) -> tuple[str, dict]:
+    """HTML of one experiment (computing the analysis in memory when it was not stored)."""
+    arch = read_analysis(wh, name, "archetypes")
+    bm = read_analysis(wh, name, "burst_metrics")
+    pm = read_analysis(wh, name, "phase_metrics")
+    discovery = {}
+    disc_file = wh.experiment_dir(name) / "archetype_discovery.json"
+    if disc_file.is_file():
+        discovery = json.loads(disc_file.read_text())
+    inp: ExperimentInput | None = None
+    if arch is None or bm is None or pm is None:
+        inp = load_experiment(wh, name)
+        res = analyse_input(inp, machine=machine, thresholds=thresholds)
+        arch, bm, pm, discovery = res.archetypes, res.burst_metrics, res.phase_metrics, res.discovery
+    parts = [f"<h2>Experiment {html.escape(name)}</h2>"]
+    mq = wh.experiment_dir(name) / "merge_quality.parquet"
+    if mq.is_file():
+        q = pl.read_parquet(mq)
+        cols = [c for c in ("counter", "source_run", "method", "coverage", "estimated_error", "estimated_error_p95",
+                            "cross_run_diff", "match_rate") if c in q.columns]
+        parts += ["<h3>Merge quality</h3>", _table(q.select(cols))]
+    parts += ["<h3>Archetype mix</h3>", _table(mix(arch), bars="time_share")]
+    insuff = arch.filter(pl.col("archetype") == INSUFFICIENT)
+    if insuff.height:
+        need = (insuff.explode("missing_counters").group_by("missing_counters").agg(pl.len().alias("bursts"))
+                .sort("bursts", descending=True).rename({"missing_counters": "counter that would decide"}))
+        prov = (insuff.group_by("provisional").agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
+                .sort("time_s", descending=True))
+        parts += [f"<p class='note'>{insuff.height} bursts are <b>insufficient_counters</b>: the counters below would "
+                  "decide them (record them in another run and merge).</p>", _table(need),
+                  "<p class='note'>Their provisional archetypes (first rule that fires among those the counters decide):</p>",
+                  _table(prov)]
+    if discovery and "kappa" in discovery:
+        parts.append(f"<p class='note'>Unsupervised discovery: {discovery.get('n_clusters')} duration-weighted "
+                     f"clusters on {', '.join(discovery.get('features', []))}; Cohen's kappa vs rules "
+                     f"{discovery.get('kappa', float('nan')):.3f} on {discovery.get('n_compared')} bursts, bootstrap ARI "
+                     f"{discovery.get('stability_ari', float('nan')):.3f}.</p>")
+    by_run = bm.partition_by("run_id", as_dict=True) if "run_id" in bm.columns else {(None,): bm}
+    for (rid,), b in by_run.items():
+        a = arch.filter(pl.col("run_id") == rid) if rid is not None else arch
+        p = pm.filter(pl.col("run_id") == rid) if rid is not None and "run_id" in pm.columns else pm
+        label = f"run {rid}" if len(by_run) > 1 else ""
+        keys = ["run_id", "appl", "task", "thread", "burst_seq"]
+        ab = b.join(a.filter(pl.col("unit") == "burst").select(*keys, "archetype", "provisional"), on=keys, how="left")
+        from tracelib.metrics import ranks_per_socket
+        rps = ranks_per_socket(b, machine)
+        pa = p.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
+                    on=["run_id", "appl", "phase"], how="left") if "archetype" not in p.columns else p
+        stem = f"{name}.{rid}" if rid else name
+        plots = [("roofline", plot_roofline(ab, machine, ranks_per_socket=rps)),
+                 ("ridgeline", plot_ridgeline(pa, machine, ranks_per_socket=rps)),
+                 ("timeline", plot_timeline(a, pa, machine, ranks_per_socket=rps))]
+        if label:
+            parts.append(f"<h3>{html.escape(label)}</h3>")
+        for kind, info in plots:
+            png = figure_png(info.figure, (plot_dir / f"{stem}.{kind}.png") if plot_dir else None)
+            parts.append(_img(png, f"{kind} of {stem}"))
+        parts += ["<h3>Top time consumers (closing MPI call site x archetype)</h3>", _table(_top_consumers(b, a), bars="time_share")]
+    return "\n".join(parts), discovery
+
+
+def build_report(root: str | Path, out: str | Path, *, experiment: str | None = None, machine: Machine | None = None,
+                 thresholds: Thresholds | None = None, plot_dir: Path | None = None) -> Path:
+    """Write the self-contained HTML report of the warehouse at ``root`` (one experiment or all)."""
+    wh = Warehouse(root)
+    machine = machine or load_machine()
+    names = [experiment] if experiment else experiments(wh)
+    body = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · machine "
+            f"{html.escape(machine.name)} · generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>"]
+    alerts = _optional_view(wh, "regressions/*.parquet")
+    body.append("<h2>Alerts</h2>")
+    if alerts is not None and alerts.height:
+        body.append("<div class='alert'>" + _table(alerts) + "</div>")
+    else:
+        body.append("<p class='note'>No regression alerts" + (" (detector has not run)." if alerts is None else ".") + "</p>")
+    if not names:
+        body.append("<p>The warehouse holds no experiment yet.</p>")
+    for n in names:
+        section, _ = experiment_section(wh, n, machine, thresholds, plot_dir)
+        body.append(section)
+    doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>synthtrace report</title>"
+           f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(doc, encoding="utf-8")
+    return out
