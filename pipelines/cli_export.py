@@ -1,0 +1,42 @@
+"""``synthtrace export``: the merged trace for the tools users already have."""
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.cli import WarehouseOption, console
+from tracelib.exports import perfetto_json, pipit_events
+from warehouse import Warehouse
+from warehouse.exports import load_export_tables
+
+
+class ExportFormat(str, Enum):
+    perfetto = "perfetto"
+    pipit = "pipit"
+    csv = "csv"
+
+
+def export(
+    experiment: Annotated[str, typer.Argument(help="Experiment to export (its merged trace, or its only run).")],
+    format: Annotated[ExportFormat, typer.Option("--format", "-f", help="perfetto: Chrome/Perfetto JSON; pipit: "
+                                                  "Pipit-style events table (CSV); csv: one row per burst.")] = ExportFormat.perfetto,
+    output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")] = Path("trace.json"),
+    warehouse: WarehouseOption = Path("warehouse"),
+) -> None:
+    """Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV."""
+    bursts, calls = load_export_tables(Warehouse(warehouse), experiment)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if format is ExportFormat.perfetto:
+        output.write_text(perfetto_json(bursts, calls, name=experiment))
+    elif format is ExportFormat.pipit:
+        pipit_events(bursts, calls).write_csv(output)
+    else:
+        bursts.write_csv(output)
+    console.print(f"wrote {output} ({format.value}, {bursts.height} bursts)", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(export)

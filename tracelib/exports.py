@@ -1,0 +1,95 @@
+"""The merged trace in the formats other tools read: Chrome/Perfetto trace JSON, a Pipit-style events table,
+plain CSV. Pure functions of burst (and MPI call) frames; times in ns in, in each format's unit out."""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from tracelib.schema import BURST_SCHEMA, THREAD_KEYS
+
+#: Chrome trace viewer's reserved colour names, one per archetype (the viewer accepts no free colours)
+ARCHETYPE_COLOURS: dict[str, str] = {
+    "fine_grain": "grey",
+    "compute_vector": "good",
+    "compute_scalar": "olive",
+    "core_bound": "yellow",
+    "cache_bound": "rail_animation",
+    "dram_bandwidth": "bad",
+    "dram_latency": "terrible",
+    "frontend_bound": "rail_load",
+    "bad_speculation": "rail_idle",
+    "comm_latency": "thread_state_iowait",
+    "comm_bandwidth": "thread_state_running",
+    "load_imbalance": "thread_state_uninterruptible",
+    "serialization": "thread_state_sleeping",
+    "insufficient_counters": "generic_work",
+}
+MPI_COLOUR = "thread_state_runnable"
+_FIXED = set(BURST_SCHEMA) | {"experiment", "match_score", "estimated", "archetype", "confidence"}
+
+
+def _counters(bursts: pl.DataFrame) -> list[str]:
+    return [c for c, t in bursts.schema.items() if c not in _FIXED and t.is_numeric()]
+
+
+def _json_rows(df: pl.DataFrame) -> str:
+    """The rows of ``df`` as comma-separated JSON objects (no brackets); '' for an empty frame."""
+    return df.write_json()[1:-1] if df.height else ""
+
+
+def perfetto_json(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, name: str = "synthtrace") -> str:
+    """Chrome trace-event JSON (loads in Perfetto and chrome://tracing): one process per rank, one track per
+    thread, a complete event per burst coloured by its ``archetype`` column (when present) with its counters as
+    args, and a complete event per MPI call. Timestamps in µs (the format's unit) with ns precision."""
+    counters = _counters(bursts)
+    pid = (pl.col("appl") * 100_000 + pl.col("task")).alias("pid")
+    arch = pl.col("archetype") if "archetype" in bursts.columns else pl.lit(None, pl.String)
+    procs = bursts.select("appl", "task").unique().sort("appl", "task")
+    meta = procs.select(pl.lit("M").alias("ph"), pl.lit("process_name").alias("name"), pid,
+                        pl.struct(pl.format("rank {} (appl {} task {})", pl.col("task") - 1, "appl", "task").alias("name")).alias("args"))
+    args = [pl.col("burst_seq"), pl.col("mpi_call"), *[pl.col(c) for c in counters]]
+    if "match_score" in bursts.columns:
+        args.append(pl.col("match_score"))
+    burst_events = bursts.sort([*THREAD_KEYS, "start_ns"]).select(
+        pl.lit("X").alias("ph"), arch.fill_null("burst").alias("name"), pl.lit("burst").alias("cat"), pid,
+        pl.col("thread").alias("tid"), (pl.col("start_ns") / 1000).alias("ts"), (pl.col("duration_ns") / 1000).alias("dur"),
+        arch.replace_strict(ARCHETYPE_COLOURS, default="generic_work", return_dtype=pl.String).alias("cname"),
+        pl.struct(args).alias("args"))
+    parts = [_json_rows(meta), _json_rows(burst_events)]
+    if calls is not None and calls.height:
+        call_events = calls.sort([*THREAD_KEYS, "start_ns"]).select(
+            pl.lit("X").alias("ph"), pl.col("mpi_call").alias("name"), pl.lit("mpi").alias("cat"), pid,
+            pl.col("thread").alias("tid"), (pl.col("start_ns") / 1000).alias("ts"), (pl.col("duration_ns") / 1000).alias("dur"),
+            pl.lit(MPI_COLOUR).alias("cname"),
+            pl.struct("bytes_sent", "bytes_recv", "peer", "tag", "comm", "call_site").alias("args"))
+        parts.append(_json_rows(call_events))
+    body = ",".join(p for p in parts if p)
+    return ('{"traceEvents":[' + body + '],"displayTimeUnit":"ns","otherData":{"generator":"synthtrace","trace":'
+            + json.dumps(name) + "}}")
+
+
+def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Pipit's events-table shape: ``Timestamp (ns)``, ``Event Type`` (Enter/Leave), ``Name``, ``Thread``,
+    ``Process`` (0-based rank), then one column per counter. A burst is an Enter/Leave pair named
+    ``Computation`` whose counters sit on its Leave row (they are the burst's deltas); MPI calls are Enter/Leave
+    pairs named after the call with their bytes on the Leave row."""
+    counters = _counters(bursts)
+    base = bursts.select(
+        pl.col("task").sub(1).alias("Process"), pl.col("thread").sub(1).alias("Thread"),
+        "start_ns", "end_ns", pl.lit("Computation").alias("Name"), *counters)
+    parts = [
+        base.select(pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), "Name", "Thread", "Process"),
+        base.select(pl.col("end_ns").alias("Timestamp (ns)"), pl.lit("Leave").alias("Event Type"), "Name", "Thread", "Process", *counters),
+    ]
+    if calls is not None and calls.height:
+        c = calls.select(pl.col("task").sub(1).alias("Process"), pl.col("thread").sub(1).alias("Thread"),
+                         "start_ns", "end_ns", pl.col("mpi_call").alias("Name"), "bytes_sent", "bytes_recv")
+        parts += [
+            c.select(pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), "Name", "Thread", "Process"),
+            c.select(pl.col("end_ns").alias("Timestamp (ns)"), pl.lit("Leave").alias("Event Type"), "Name", "Thread", "Process",
+                     "bytes_sent", "bytes_recv"),
+        ]
+    order = pl.col("Event Type").replace_strict({"Leave": 0, "Enter": 1}, return_dtype=pl.Int8)
+    return (pl.concat(parts, how="diagonal_relaxed")
+            .sort(["Timestamp (ns)", "Process", "Thread", order], maintain_order=True))

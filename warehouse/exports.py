@@ -1,0 +1,45 @@
+"""What an export reads: an experiment's merged bursts (or its only run's bursts), the MPI calls of the run
+they come from, and the burst archetypes when the analysis has run."""
+from __future__ import annotations
+
+import polars as pl
+
+from tracelib.schema import THREAD_KEYS
+from warehouse.errors import UnknownExperimentError
+from warehouse.layout import Warehouse
+from warehouse.merged import experiment_runs
+
+BURST_KEYS = [*THREAD_KEYS, "burst_seq"]
+
+
+def _run_tables(wh: Warehouse, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    d = wh.run_dir(run_id)
+    parts = sorted((d / "bursts").glob("*.parquet"))
+    bursts = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed") if parts else pl.DataFrame()
+    calls = pl.read_parquet(d / "mpi_calls.parquet") if (d / "mpi_calls.parquet").is_file() else None
+    return bursts, calls
+
+
+def load_export_tables(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(bursts with an ``archetype`` column when known, MPI calls) of the experiment's synthetic trace."""
+    exp_dir = wh.experiment_dir(experiment)
+    merged_file = exp_dir / "merged_bursts.parquet"
+    if merged_file.is_file():
+        bursts = pl.read_parquet(merged_file)
+        quality = pl.read_parquet(exp_dir / "merge_quality.parquet")
+        ref_id = quality.get_column("reference_run_id").drop_nulls()
+        ref = ref_id[0] if ref_id.len() else experiment_runs(wh, experiment).get_column("run_id")[0]
+        _, calls = _run_tables(wh, ref)
+    else:
+        runs = experiment_runs(wh, experiment)
+        if runs.height != 1:
+            raise UnknownExperimentError(
+                f"experiment {experiment!r} has {runs.height} runs and no merged trace yet: run `synthtrace merge {experiment}` first")
+        bursts, calls = _run_tables(wh, runs.get_column("run_id")[0])
+    arch_file = exp_dir / "archetypes.parquet"
+    if arch_file.is_file():
+        arch = (pl.read_parquet(arch_file).filter(pl.col("unit") == "burst")
+                .select(*BURST_KEYS, "archetype").unique(subset=BURST_KEYS, keep="first"))
+        bursts = bursts.join(arch.with_columns(pl.col(k).cast(bursts.schema[k]) for k in BURST_KEYS),
+                             on=BURST_KEYS, how="left")
+    return bursts.sort(BURST_KEYS), calls
