@@ -154,8 +154,9 @@ class ArchetypeDiscovery:
         raw_np = raw.to_numpy().astype(float)
         raw_np = raw_np[np.isfinite(raw_np).all(axis=1)]
         self.center_ = np.median(raw_np, axis=0)
-        iqr = np.subtract(*np.percentile(raw_np, [75, 25], axis=0))
-        self.scale_ = np.where(iqr > 1e-9, iqr, np.maximum(raw_np.std(axis=0), 1e-3))
+        # features are already in comparable natural units (IPC, log10 MPKI, shares); standardise by the spread,
+        # floored so a nearly constant feature is not blown up into noise
+        self.scale_ = np.maximum(raw_np.std(axis=0), 0.1)
         x, rows = self._matrix(cand)
         if len(rows) < 2:
             raise DiscoveryError("fewer than 2 bursts have every clustering feature")

@@ -296,9 +296,9 @@ def apply_rules(frame: pl.DataFrame, rules: list[Rule], *, fallback: str | None 
                          .otherwise(pl.lit([], dtype=pl.List(pl.String))))
             no_true_yet = no_true_yet & ~h.fill_null(False)
         missing = pl.concat_list(parts).list.unique(maintain_order=True)
-        # FLOPs follow from FP and vector instruction counts: do not ask for a third counter besides them
+        # FLOPs follow from FP and vector instruction counts: when those are asked for, do not also ask for FLOPs
         both = pl.lit(["fp_ins", "vec_ins"], dtype=pl.List(pl.String))
-        missing = pl.when(missing.list.set_intersection(both).list.len() == 2).then(
+        missing = pl.when(missing.list.set_intersection(both).list.len() >= 1).then(
             missing.list.set_difference(pl.lit(["flops"], dtype=pl.List(pl.String)))).otherwise(missing)
     else:
         missing = pl.lit([], dtype=pl.List(pl.String))
