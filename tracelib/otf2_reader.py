@@ -802,7 +802,8 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
         pl.col("s_task").cast(pl.Int32), pl.col("s_thread").cast(pl.Int32), pl.col("t").alias("s_time_ns").cast(pl.Int64),
         pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
         pl.col("r_task").cast(pl.Int32), pl.col("r_thread").cast(pl.Int32), pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
-        pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"), pl.col("tag").cast(pl.Int64))
+        pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"), pl.col("tag").cast(pl.Int64),
+    ).sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
 
 
 # ---------------------------------------------------------------------------------------------------- the trace

@@ -1,0 +1,471 @@
+"""OTF2 reader: the real Score-P ping-pong runs against a naive reading, a trace written here with the ``otf2``
+writer read back exactly, chunking that changes nothing, and broken archives that give a clear error."""
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import otf2
+import polars as pl
+import pytest
+from otf2.enums import (Base, CollectiveOp, GroupType, LocationGroupType, LocationType, MetricMode,
+                        MetricOccurrence, MetricType, Paradigm, RecorderKind, RegionRole, Type)
+from polars.testing import assert_frame_equal
+
+from tests.conftest import TRACES
+from tracelib.errors import BadInputError, TraceFormatError, TruncatedTraceError
+from tracelib.formats import open_trace
+from tracelib.otf2_reader import Otf2Trace, mpi_kind
+
+OTF2_DIR = TRACES / "otf2"
+PING = OTF2_DIR / "ping-pong-otf2" / "traces.otf2"
+PING_PAPI = OTF2_DIR / "ping-pong-otf2-papi" / "traces.otf2"
+PAPI = ["PAPI_BR_MSP", "PAPI_L2_TCM", "PAPI_TOT_CYC"]
+real = pytest.mark.skipif(not PING.is_file(), reason=f"real OTF2 traces not found under {OTF2_DIR}")
+
+
+# ---------------------------------------------------------------------------------------------- naive reading
+def naive_read(anchor: Path) -> dict:
+    """An independent, deliberately simple reading with the otf2 wheel's own event objects.
+
+    Per location: bursts between MPI regions (counter = last reading inside the burst minus the last reading at
+    or before its start, 0 before the first reading), and the bytes of the send / receive records.
+    """
+    with otf2.reader.open(str(anchor)) as tr:
+        clock = tr.definitions.clock_properties
+        events = defaultdict(list)
+        for loc, ev in tr.events:
+            events[loc._ref].append(ev)
+        names = [m.name for m in tr.definitions.metric_members]
+    to_ns = lambda t: (t - clock.global_offset) * 10**9 // clock.timer_resolution  # noqa: E731
+    out = {"bursts": {}, "sent": 0, "recv": 0}
+    for ref, evs in events.items():
+        bursts, depth, start, reading = [], 0, to_ns(evs[0].time), dict.fromkeys(names, 0)
+        at_start = dict(reading)
+        for ev in evs:
+            kind = type(ev).__name__
+            if kind == "Metric":
+                reading.update(zip([m.name for m in ev.metric.members], ev.values))
+            elif kind in ("MpiSend", "MpiIsend"):
+                out["sent"] += ev.msg_length
+            elif kind in ("MpiRecv", "MpiIrecv"):
+                out["recv"] += ev.msg_length
+            elif kind == "Enter" and ev.region.paradigm == Paradigm.MPI:
+                if depth == 0:
+                    bursts.append((start, to_ns(ev.time), ev.region.name, {n: reading[n] - at_start[n] for n in names}))
+                depth += 1
+            elif kind == "Leave" and ev.region.paradigm == Paradigm.MPI:
+                depth -= 1
+                if depth == 0:
+                    start, at_start = to_ns(ev.time), dict(reading)
+        bursts.append((start, to_ns(evs[-1].time), None, {n: reading[n] - at_start[n] for n in names}))
+        out["bursts"][ref] = bursts
+    return out
+
+
+@real
+@pytest.mark.parametrize("anchor", [PING, PING_PAPI], ids=["plain", "papi"])
+def test_real_ping_pong_matches_naive_reading(anchor):
+    trace = open_trace(anchor)
+    assert isinstance(trace, Otf2Trace) and trace.format == "otf2"
+    bursts, calls, summary = trace.read_tables("run")
+    naive = naive_read(anchor)
+    assert trace.resources["n_tasks"] == 2 and trace.resources["n_threads"] == 2
+    assert bursts.height == sum(len(b) for b in naive["bursts"].values()) == 42
+    assert calls.height == 40 and summary.n_bursts == 42 and summary.n_calls == 40
+    for task, ref in ((1, 0), (2, 1)):
+        mine = bursts.filter(pl.col("task") == task).sort("burst_seq")
+        expected = naive["bursts"][ref]
+        assert mine["start_ns"].to_list() == [b[0] for b in expected]
+        assert mine["end_ns"].to_list() == [b[1] for b in expected]
+        assert mine["mpi_call"].to_list() == [b[2] for b in expected]
+        for counter in summary.counters:
+            assert mine[counter].to_list() == [b[3][counter] for b in expected]
+    # every burst of the run, summed, equals the naive sums
+    if anchor == PING_PAPI:
+        assert summary.counters == PAPI
+        assert sum(bursts[c].null_count() for c in PAPI) == 0
+        for c in PAPI:
+            assert bursts[c].sum() == sum(b[3][c] for bs in naive["bursts"].values() for b in bs)
+        assert bursts.filter(pl.col("task") == 1)["PAPI_TOT_CYC"].head(2).to_list() == [122765, 88017448 - 87997941]
+    else:
+        assert summary.counters == []
+    # ping-pong: 8 message sizes 16 KiB .. 2 MiB each way, 16 messages in all
+    assert summary.messages.height == 16
+    assert calls["bytes_sent"].sum() == calls["bytes_recv"].sum() == naive["sent"] == naive["recv"] == 2 * (2**22 - 2**14)
+    sends = calls.filter(pl.col("mpi_call") == "MPI_Send")
+    assert sends.height == 16 and set(sends["peer"]) == {1, 2} and set(sends["tag"]) == {10, 20}
+    assert (sends["peer"] != sends["task"]).all() and (sends["n_messages"] == 1).all()
+    assert sorted(sends.filter(pl.col("task") == 1)["bytes_sent"]) == [2**k for k in range(14, 22)]
+    assert set(calls["mpi_kind"]) == {"point_to_point", "other"}
+    assert calls["call_site"].str.starts_with("int main(int, char**) (ping-pong.c:5)").all()
+
+
+@real
+def test_real_runs_share_their_structure():
+    """The two runs are the same program: the same MPI call sequence and message sizes per rank."""
+    a, ca, _ = Otf2Trace(PING).read_tables()
+    b, cb, _ = Otf2Trace(PING_PAPI).read_tables()
+    cols = ["task", "call_seq", "mpi_call", "peer", "bytes_sent", "bytes_recv", "tag"]
+    assert_frame_equal(ca.select(cols), cb.select(cols))
+    assert a["mpi_call"].to_list() == b["mpi_call"].to_list()
+
+
+@real
+def test_ingest_and_merge_the_real_ping_pong_pair(tmp_path, run_cli):
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", PING, PING_PAPI, "-w", wh, "--experiment", "pingpong")
+    assert code == 0, err
+    assert out.count("ingested as") == 2 and "42 bursts, 40 MPI calls" in out
+    code, out, err = run_cli("sql", "SELECT format, n_tasks, counters FROM runs ORDER BY run_name", "-w", wh, "-f", "json")
+    assert code == 0 and json.loads(out) == [{"format": "otf2", "n_tasks": 2, "counters": []},
+                                             {"format": "otf2", "n_tasks": 2, "counters": PAPI}]
+    code, out, err = run_cli("sql", "SELECT sum(bytes_sent) AS s FROM mpi_calls", "-w", wh, "-f", "csv")
+    assert out.splitlines()[1] == str(2 * 2 * (2**22 - 2**14))
+    # the plain run has no counter in common with the PAPI run: match on MPI structure and timing
+    code, out, err = run_cli("merge", "pingpong", "-w", wh, "--allow-timing-only")
+    assert code == 0, err
+    code, out, err = run_cli("sql", "SELECT count(*) AS n, count(PAPI_TOT_CYC) AS cyc FROM merged_bursts "
+                             "WHERE experiment = 'pingpong'", "-w", wh, "-f", "json")
+    assert json.loads(out) == [{"n": 42, "cyc": 42}]
+
+
+# ---------------------------------------------------------------------------------------------- a written trace
+RES = 2_000_000_000  # timer ticks per second: 2 ticks per ns
+T0 = 4_000  # ticks of the first event (the global offset)
+WORLD_TAG = "MPI_COMM_WORLD"
+
+
+class _Timeline:
+    """Writes one location's events from a script and remembers what the reader must find.
+
+    ``compute(ns, ins, cyc, dcm, nxt)`` advances the clock while counters grow; ``read()`` writes the Metric
+    records (cumulative PAPI_TOT_INS / PAPI_TOT_CYC / FP_ENERGY as doubles, PAPI_L1_DCM as a delta since the last
+    reading, NEXT_CNT as the count up to the next reading, planned ahead); MPI calls are entered and left with
+    readings, as Score-P does.
+    """
+
+    def __init__(self, writer, regions, metrics, comm):
+        self.w, self.regions, self.metrics, self.comm = writer, regions, metrics, comm
+        self.t = T0
+        self.total = {"PAPI_TOT_INS": 0, "PAPI_TOT_CYC": 0, "FP_ENERGY": 0}
+        self.dcm_since_read = 0
+        self.script: list[tuple] = []
+
+    # script building (two passes so NEXT_CNT can look ahead)
+    def compute(self, ns, ins, dcm=0, nxt=0):
+        self.script.append(("compute", ns, ins, dcm, nxt))
+
+    def op(self, *args):
+        self.script.append(args)
+
+    def write(self):
+        next_amounts = []  # NEXT_CNT of each reading: what is computed until the following reading
+        acc = 0
+        for step in reversed(self.script):
+            if step[0] == "compute":
+                acc += step[4]
+            elif step[0] in ("enter", "leave", "read"):
+                next_amounts.append(acc)
+                acc = 0
+        next_amounts.reverse()
+        reading = 0
+        cls_a, cls_b = self.metrics
+        for step in self.script:
+            kind = step[0]
+            if kind == "compute":
+                _, ns, ins, dcm, _ = step
+                self.t += 2 * ns
+                self.total["PAPI_TOT_INS"] += ins
+                self.total["PAPI_TOT_CYC"] += 2 * ins
+                self.total["FP_ENERGY"] += 3 * ins
+                self.dcm_since_read += dcm
+                continue
+            if kind in ("enter", "leave", "read"):
+                t = self.t
+                self.w.metric(t, cls_a, [self.total["PAPI_TOT_INS"], self.total["PAPI_TOT_CYC"], float(self.total["FP_ENERGY"])])
+                self.w.metric(t, cls_b, [self.dcm_since_read, next_amounts[reading]])
+                self.dcm_since_read = 0
+                reading += 1
+                if kind != "read":
+                    getattr(self.w, kind)(t, self.regions[step[1]])
+            elif kind == "begin":
+                self.w.program_begin(self.t, "synthetic", [])
+            elif kind == "end":
+                self.w.program_end(self.t, 0)
+            elif kind == "send":
+                self.w.mpi_send(self.t + 2, step[1], self.comm, step[2], step[3])
+            elif kind == "recv":
+                self.w.mpi_recv(self.t + 2, step[1], self.comm, step[2], step[3])
+            elif kind == "isend":
+                self.w.mpi_isend(self.t + 2, step[1], self.comm, step[2], step[3], step[4])
+            elif kind == "irecv_request":
+                self.w.mpi_irecv_request(self.t + 2, step[1])
+            elif kind == "irecv":
+                self.w.mpi_irecv(self.t + 2, step[1], self.comm, step[2], step[3], step[4])
+            elif kind == "coll":
+                _, op, root, sent, recv = step
+                self.w.mpi_collective_begin(self.t + 1)
+                self.w.mpi_collective_end(self.t + 2, op, self.comm, root, sent, recv)
+
+
+def write_synthetic(root: Path) -> Path:
+    """A 2-rank trace (rank 0 with a second thread) with known bursts, counters, calls and messages."""
+    with otf2.writer.open(str(root), timer_resolution=RES) as w:
+        d = w.definitions
+        node = d.system_tree_node("node0")
+        groups = [d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
+                                   system_tree_parent=node) for r in range(2)]
+        masters = [d.location("Master thread", type=LocationType.CPU_THREAD, group=g) for g in groups]
+        worker = d.location("OMP thread 1", type=LocationType.CPU_THREAD, group=groups[0])
+        d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=masters)
+        world = d.comm(WORLD_TAG, d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=[0, 1]))
+        regions = {"main": d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER,
+                                    source_file="src/synthetic.c", begin_line_number=10),
+                   "exchange": d.region("exchange", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER,
+                                        source_file="src/synthetic.c", begin_line_number=42),
+                   "omp_work": d.region("omp_work", region_role=RegionRole.FUNCTION, paradigm=Paradigm.OPENMP)}
+        for name, role in (("MPI_Init", RegionRole.FUNCTION), ("MPI_Send", RegionRole.POINT2POINT),
+                           ("MPI_Recv", RegionRole.POINT2POINT), ("MPI_Isend", RegionRole.POINT2POINT),
+                           ("MPI_Irecv", RegionRole.POINT2POINT), ("MPI_Wait", RegionRole.POINT2POINT),
+                           ("MPI_Allreduce", RegionRole.COLL_ALL2ALL), ("MPI_Bcast", RegionRole.COLL_ONE2ALL),
+                           ("MPI_Barrier", RegionRole.BARRIER), ("MPI_Finalize", RegionRole.FUNCTION)):
+            regions[name] = d.region(name, region_role=role, paradigm=Paradigm.MPI)
+        member = lambda name, mode, vtype: d.metric_member(name, "", MetricType.PAPI, mode, vtype, Base.DECIMAL, 0, "#")  # noqa: E731
+        cls_a = d.metric_class([member("PAPI_TOT_INS", MetricMode.ACCUMULATED_START, Type.UINT64),
+                                member("PAPI_TOT_CYC", MetricMode.ACCUMULATED_START, Type.UINT64),
+                                member("FP_ENERGY", MetricMode.ACCUMULATED_START, Type.DOUBLE)],
+                               MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+        cls_b = d.metric_class([member("PAPI_L1_DCM", MetricMode.ACCUMULATED_LAST, Type.INT64),
+                                member("NEXT_CNT", MetricMode.ACCUMULATED_NEXT, Type.UINT64)],
+                               MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+        for rank in (0, 1):
+            tl = _Timeline(w.event_writer_from_location(masters[rank]), regions, (cls_a, cls_b), world)
+            peer = 1 - rank
+            tl.op("begin")
+            tl.compute(5, 50, dcm=1, nxt=0)
+            tl.op("enter", "main")
+            for k, (call, records) in enumerate(_CALLS[rank]):
+                b = _BURSTS[rank][k]
+                if call == "MPI_Allreduce":  # called from inside exchange(): a different call site
+                    tl.compute(b[0] // 2, b[1] // 2, dcm=b[2] // 2, nxt=b[3] // 2)
+                    tl.op("enter", "exchange")
+                    tl.compute(b[0] - b[0] // 2, b[1] - b[1] // 2, dcm=b[2] - b[2] // 2, nxt=b[3] - b[3] // 2)
+                else:
+                    tl.compute(b[0], b[1], dcm=b[2], nxt=b[3])
+                tl.op("enter", call)
+                for rec in records:
+                    tl.op(*[peer if isinstance(x, str) and x == "PEER" else x for x in rec])
+                if call == "MPI_Finalize":  # an MPI call inside an MPI call is part of the outer one
+                    tl.compute(10, 7, dcm=3, nxt=2)
+                    tl.op("enter", "MPI_Barrier")
+                    tl.compute(5, 1)
+                    tl.op("leave", "MPI_Barrier")
+                tl.compute(40, 7, dcm=3, nxt=2)
+                tl.op("leave", call)
+                if call == "MPI_Allreduce":
+                    tl.compute(4, 4, dcm=0, nxt=1)  # still outside MPI: part of the next burst
+                    tl.op("leave", "exchange")
+            b = _BURSTS[rank][-1]
+            tl.compute(b[0], b[1], dcm=b[2], nxt=b[3])
+            tl.op("leave", "main")
+            tl.compute(6, 0)
+            tl.op("end")
+            tl.write()
+        # rank 0's worker thread: no MPI, one burst from its first to its last event
+        tl = _Timeline(w.event_writer_from_location(worker), regions, (cls_a, cls_b), world)
+        tl.t = T0 + 2 * 300
+        tl.op("enter", "omp_work")
+        tl.compute(250, 900, dcm=9, nxt=4)
+        tl.op("leave", "omp_work")
+        tl.write()
+    return root / "traces.otf2"
+
+
+# bursts per rank: (ns, instructions, L1 misses, NEXT_CNT count), the last one after MPI_Finalize
+_BURSTS = {
+    0: [(100, 1000, 10, 5), (200, 2000, 20, 6), (300, 3000, 30, 7), (400, 4000, 40, 8), (500, 5000, 50, 9),
+        (600, 6000, 60, 10), (700, 7000, 70, 11), (80, 800, 8, 12)],
+    1: [(110, 1100, 11, 1), (220, 2200, 22, 2), (330, 3300, 33, 3), (440, 4400, 44, 4), (550, 5500, 55, 5),
+        (660, 6600, 66, 6), (770, 7700, 77, 7), (90, 900, 9, 8)],
+}
+# MPI calls per rank with the records inside them ("PEER" = the other rank)
+_CALLS = {
+    0: [("MPI_Init", []), ("MPI_Send", [("send", "PEER", 5, 1024)]), ("MPI_Isend", [("isend", "PEER", 6, 2048, 1)]),
+        ("MPI_Wait", []), ("MPI_Allreduce", [("coll", CollectiveOp.ALLREDUCE, 0xFFFFFFFF, 8, 8)]),
+        ("MPI_Bcast", [("coll", CollectiveOp.BCAST, 0, 64, 0)]), ("MPI_Finalize", [])],
+    1: [("MPI_Init", []), ("MPI_Recv", [("recv", "PEER", 5, 1024)]), ("MPI_Irecv", [("irecv_request", 7)]),
+        ("MPI_Wait", [("irecv", "PEER", 6, 2048, 7)]), ("MPI_Allreduce", [("coll", CollectiveOp.ALLREDUCE, 0xFFFFFFFF, 8, 8)]),
+        ("MPI_Bcast", [("coll", CollectiveOp.BCAST, 0, 0, 64)]), ("MPI_Finalize", [])],
+}
+
+
+def expected_bursts() -> pl.DataFrame:
+    """The bursts the script above describes, derived by hand from its durations and counts."""
+    rows = []
+    for rank in (0, 1):
+        t = 0  # ns from the global offset; both ranks start at T0
+        calls = [c for c, _ in _CALLS[rank]] + [None]
+        for k, (ns, ins, dcm, nxt) in enumerate(_BURSTS[rank]):
+            first, last = k == 0, k == len(_BURSTS[rank]) - 1
+            start = t
+            dur = ns + (5 if first else 0) + (4 if calls[k] == "MPI_Bcast" else 0)
+            extra_ins = 50 if first else 4 if calls[k] == "MPI_Bcast" else 0
+            end = t + dur + (6 if last else 0)  # the last burst runs to ProgramEnd, 6 ns after the last reading
+            rows.append({
+                "task": rank + 1, "thread": 1, "burst_seq": k, "start_ns": start, "end_ns": end,
+                "duration_ns": end - start, "mpi_call": calls[k],
+                "call_site": None if last else "exchange (synthetic.c:42)" if calls[k] == "MPI_Allreduce" else "main (synthetic.c:10)",
+                "PAPI_TOT_INS": ins + extra_ins, "PAPI_TOT_CYC": 2 * (ins + extra_ins), "FP_ENERGY": 3 * (ins + extra_ins),
+                "PAPI_L1_DCM": dcm + (1 if first else 0),
+                # NEXT_CNT: the count after the burst's first reading; the first burst starts before any reading
+                "NEXT_CNT": nxt + (1 if calls[k] == "MPI_Bcast" else 0),
+            })
+            t = end + (40 + (15 if calls[k] == "MPI_Finalize" else 0) if not last else 0)
+    rows.append({"task": 1, "thread": 2, "burst_seq": 0, "start_ns": 300, "end_ns": 550, "duration_ns": 250,
+                 "mpi_call": None, "call_site": None, "PAPI_TOT_INS": 900, "PAPI_TOT_CYC": 1800, "FP_ENERGY": 2700,
+                 "PAPI_L1_DCM": 9, "NEXT_CNT": 4})
+    return pl.DataFrame(rows).with_columns(pl.col("task", "thread").cast(pl.Int32))
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> Path:
+    return write_synthetic(tmp_path_factory.mktemp("otf2") / "synthetic")
+
+
+def test_written_trace_bursts_read_back_exactly(synthetic):
+    trace = Otf2Trace(synthetic)
+    bursts, calls, summary = trace.read_tables("run")
+    assert trace.resources == {"n_appl": 1, "n_tasks": 2, "n_threads": 3, "n_nodes": 1, "duration_ns": trace.resources["duration_ns"]}
+    assert trace.started_at is not None  # the otf2 writer records the wall-clock start
+    assert summary.counters == sorted(["PAPI_TOT_INS", "PAPI_TOT_CYC", "FP_ENERGY", "PAPI_L1_DCM", "NEXT_CNT"])
+    exp = expected_bursts()
+    got = bursts.select(exp.columns).sort("task", "thread", "burst_seq")
+    exp = exp.sort("task", "thread", "burst_seq")
+    assert_frame_equal(got, exp, check_dtypes=False)
+    assert (bursts["run_id"] == "run").all() and bursts["cpu"].is_null().all()
+
+
+def test_written_trace_calls_and_messages_read_back_exactly(synthetic):
+    _, calls, summary = Otf2Trace(synthetic).read_tables("run")
+    cols = ["task", "call_seq", "mpi_call", "mpi_kind", "bytes_sent", "bytes_recv", "peer", "n_messages", "comm", "root", "tag"]
+    got = calls.select(cols).rows()
+    world = 0
+    assert got == [
+        (1, 0, "MPI_Init", "other", 0, 0, None, 0, None, None, None),
+        (1, 1, "MPI_Send", "point_to_point", 1024, 0, 2, 1, world, None, 5),
+        (1, 2, "MPI_Isend", "point_to_point", 2048, 0, 2, 1, world, None, 6),
+        (1, 3, "MPI_Wait", "point_to_point", 0, 0, None, 0, None, None, None),
+        (1, 4, "MPI_Allreduce", "collective", 8, 8, None, 0, world, None, None),
+        (1, 5, "MPI_Bcast", "collective", 64, 0, None, 0, world, 0, None),
+        (1, 6, "MPI_Finalize", "other", 0, 0, None, 0, None, None, None),
+        (2, 0, "MPI_Init", "other", 0, 0, None, 0, None, None, None),
+        (2, 1, "MPI_Recv", "point_to_point", 0, 1024, 1, 1, world, None, 5),
+        (2, 2, "MPI_Irecv", "point_to_point", 0, 2048, 1, 1, None, None, 6),  # the logical receive
+        (2, 3, "MPI_Wait", "point_to_point", 0, 0, None, 0, world, None, None),
+        (2, 4, "MPI_Allreduce", "collective", 8, 8, None, 0, world, None, None),
+        (2, 5, "MPI_Bcast", "collective", 0, 64, None, 0, world, 0, None),
+        (2, 6, "MPI_Finalize", "other", 0, 0, None, 0, None, None, None),
+    ]
+    assert calls.filter(pl.col("mpi_call") == "MPI_Finalize")["duration_ns"].to_list() == [55, 55]
+    assert (calls["duration_ns"].filter(calls["mpi_call"] != "MPI_Finalize") == 40).all()
+    assert summary.messages.select("s_task", "r_task", "size", "tag").rows() == [(1, 2, 1024, 5), (1, 2, 2048, 6)]
+    assert summary.n_records[3] == 5 and summary.n_records[4] == 4
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13])
+def test_chunk_size_changes_nothing(synthetic, chunk):
+    ref_b, ref_c, ref_s = Otf2Trace(synthetic).read_tables("r")
+    b, c, s = Otf2Trace(synthetic, chunk_events=chunk).read_tables("r")
+    assert_frame_equal(b.select(ref_b.columns), ref_b)
+    assert_frame_equal(c, ref_c)
+    assert_frame_equal(s.messages, ref_s.messages)
+
+
+def test_streaming_parts_and_progress(synthetic):
+    trace = Otf2Trace(synthetic, chunk_events=4)
+    seen: list[int] = []
+    parts = list(trace.iter_tables("r", progress=seen.append))
+    assert len(parts) > 3
+    evt_bytes = sum(p.stat().st_size for p in synthetic.with_suffix("").glob("*.evt"))
+    assert sum(seen) == evt_bytes and all(n >= 0 for n in seen)
+    files = trace.content_files()
+    assert files[0] == synthetic and files[1] == synthetic.with_suffix(".def") and len(files) == 2 + 6
+
+
+def test_mpi_kind_classes():
+    assert mpi_kind("MPI_Waitall", None) == "point_to_point"
+    assert mpi_kind("MPI_Iallreduce", None) == "collective"
+    assert mpi_kind("MPI_Comm_split", None) == "other"
+    assert mpi_kind("MPI_Foo", 25) == "collective"
+
+
+# ---------------------------------------------------------------------------------------------- broken archives
+def _copy(src: Path, dest: Path) -> Path:
+    shutil.copytree(src.parent, dest)
+    return dest / src.name
+
+
+def _break(anchor: Path, how: str) -> Path:
+    evt_dir = anchor.with_suffix("")
+    if how == "no_def":
+        anchor.with_suffix(".def").unlink()
+    elif how == "no_folder":
+        shutil.rmtree(evt_dir)
+    elif how == "no_evt":
+        (evt_dir / "1.evt").unlink()
+    elif how == "no_local_def":
+        (evt_dir / "0.def").unlink()
+    elif how == "truncated_evt":
+        f = evt_dir / "0.evt"
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    elif how == "truncated_def":
+        f = anchor.with_suffix(".def")
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    elif how == "garbage_anchor":
+        anchor.write_bytes(b"this is not an OTF2 anchor file\n")
+    elif how == "empty_anchor":
+        anchor.write_bytes(b"")
+    elif how == "garbage_def":
+        anchor.with_suffix(".def").write_bytes(b"\x03" + bytes(range(256)) * 4)
+    elif how == "empty_evt":
+        (evt_dir / "0.evt").write_bytes(b"")
+    return anchor
+
+
+BREAKS = ["no_def", "no_folder", "no_evt", "no_local_def", "truncated_evt", "truncated_def", "garbage_anchor",
+          "empty_anchor", "garbage_def", "empty_evt"]
+
+
+@pytest.mark.parametrize("how", BREAKS)
+def test_broken_archive_gives_trace_format_error(synthetic, tmp_path, how):
+    anchor = _break(_copy(synthetic, tmp_path / "broken"), how)
+    with pytest.raises(TraceFormatError) as err:
+        Otf2Trace(anchor).read_tables()
+    assert isinstance(err.value, BadInputError) and err.value.exit_code == 2
+    assert str(tmp_path / "broken") in str(err.value) and err.value.reason
+    if how == "truncated_evt":
+        assert isinstance(err.value, TruncatedTraceError) and err.value.path.endswith("0.evt")
+
+
+def test_missing_anchor_and_folder_without_anchor(tmp_path):
+    with pytest.raises(TraceFormatError, match="no such file"):
+        Otf2Trace(tmp_path / "nothing.otf2")
+    with pytest.raises(TraceFormatError, match="no single OTF2 anchor"):
+        Otf2Trace(tmp_path)
+
+
+def test_folder_is_read_through_its_anchor(synthetic):
+    assert Otf2Trace(synthetic.parent).path == synthetic
+
+
+@pytest.mark.parametrize("how", ["truncated_evt", "garbage_anchor", "no_evt"])
+def test_ingest_of_broken_archive_exits_2_and_leaves_warehouse_alone(synthetic, tmp_path, run_cli, how):
+    anchor = _break(_copy(synthetic, tmp_path / "broken"), how)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", anchor, "-w", wh)
+    assert code == 2
+    assert "error" in err and str(tmp_path / "broken") in err.replace("\n", "")
+    assert not list((wh / "runs").glob("*")) if (wh / "runs").exists() else True
