@@ -73,7 +73,7 @@ def _diagnose(lines: list[bytes], first_line: int, path: str, header: ParaverHea
 
 
 def _read_fields(buf: bytes, width: int) -> tuple[pl.DataFrame, int]:
-    """Parse ``buf`` into columns c0..c{width-1}; widens when a line has more fields."""
+    """Parse ``buf`` into columns c0..c{width-1}; widens to the longest line when a line has more fields."""
     while True:
         try:
             df = pl.read_csv(
@@ -83,13 +83,12 @@ def _read_fields(buf: bytes, width: int) -> tuple[pl.DataFrame, int]:
             return df, width
         except (pl.exceptions.SchemaError, pl.exceptions.ComputeError) as exc:
             text = str(exc)
-            m = _EXTRA_COLUMNS.search(text)
-            if m:
-                width += int(m[1])
-            elif "more fields than defined" in text and width < _MAX_FIELDS:
-                width *= 2
-            else:
+            if not (_EXTRA_COLUMNS.search(text) or "more fields than defined" in text):
                 raise
+            longest = max(line.count(b":") for line in buf.split(b"\n")) + 1
+            if longest <= width or longest > _MAX_FIELDS:
+                raise
+            width = longest
 
 
 class RecordParser:
