@@ -1,0 +1,92 @@
+"""Plots carry the right points, and the HTML report is one self-contained file."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tests.analysis_helpers import RPS, TEST_MACHINE, case_bursts
+from tests.conftest import LULESH_A, PRIME
+from tests.test_metrics import _two_rank_program
+from models.analysis import analyse
+from pipelines.report import build_report, figure_png, plot_ridgeline, plot_roofline, plot_timeline
+
+
+def _offsets(fig) -> int:
+    """Points drawn by every scatter of a figure (from the artists, before saving)."""
+    return sum(len(c.get_offsets()) for ax in fig.axes for c in ax.collections if c.__class__.__name__ == "PathCollection")
+
+
+def _labelled(res) -> pl.DataFrame:
+    keys = ["run_id", "appl", "task", "thread", "burst_seq"]
+    a = res.archetypes.filter(pl.col("unit") == "burst").select(*keys, "archetype", "provisional")
+    return res.burst_metrics.join(a, on=keys, how="left")
+
+
+def test_roofline_points_match_bursts(tmp_path):
+    b, _ = case_bursts()
+    res = analyse(b, None, machine=TEST_MACHINE, discover=False)
+    bm = _labelled(res)
+    info = plot_roofline(bm, TEST_MACHINE, ranks_per_socket=RPS)
+    assert info.unit == "flop"
+    # one panel per level with traffic (L2, L3, DRAM); each draws the bursts with positive FLOPs and traffic
+    drawable = {lvl: bm.filter((pl.col(c) > 0) & pl.col(c).is_finite() & (pl.col("flop_rate") > 0)).height
+                for lvl, c in (("L2", "oi_l2"), ("L3", "oi_l3"), ("DRAM", "oi_dram"))}
+    assert info.points == drawable and drawable["DRAM"] == 1  # only the vector burst does FLOPs
+    assert _offsets(info.figure) == sum(drawable.values())
+    png = figure_png(info.figure, tmp_path / "roof.png")
+    assert (tmp_path / "roof.png").stat().st_size > 1000 and png[:4] == b"\x89PNG"
+
+
+def test_instruction_roofline_without_fp_counters():
+    b, _ = case_bursts()
+    res = analyse(b.drop("PAPI_FP_INS", "PAPI_VEC_INS"), None, machine=TEST_MACHINE, discover=False)
+    info = plot_roofline(_labelled(res), TEST_MACHINE, ranks_per_socket=RPS)
+    assert info.unit == "instruction"
+    assert info.points == {"DRAM": len(b)} and _offsets(info.figure) == len(b)
+    # undecided bursts are drawn hollow in their provisional colour
+    labels = {t.get_text() for t in info.figure.axes[0].get_legend().get_texts()}
+    assert any("(provisional)" in t for t in labels)
+
+
+def test_ridgeline_and_timeline_points():
+    b, c = _two_rank_program()
+    res = analyse(b, c, machine=TEST_MACHINE, discover=False)
+    pm = res.phase_metrics.join(res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
+                                on=["run_id", "appl", "phase"])
+    info = plot_ridgeline(pm, TEST_MACHINE, ranks_per_socket=2)
+    expected = pm.filter(pl.col("oi_ins").is_finite() & (pl.col("oi_ins") > 0)).height
+    assert expected == 3 and info.n_points == expected and _offsets(info.figure) == expected
+    tl = plot_timeline(res.archetypes, pm, TEST_MACHINE, ranks_per_socket=2)
+    bars = sum(len(coll.get_paths()) for coll in tl.figure.axes[0].collections)
+    units = res.archetypes.filter(pl.col("unit").is_in(["burst", "mpi"])).height
+    assert tl.n_points == units == bars
+    figure_png(tl.figure)
+
+
+@pytest.mark.real_traces
+def test_report_is_self_contained(tmp_path, run_cli):
+    from warehouse.ingest import ingest_trace
+    from warehouse.layout import Warehouse
+    wh = Warehouse(tmp_path / "wh")
+    ingest_trace(wh, PRIME, experiment="prime")
+    ingest_trace(wh, LULESH_A, experiment="lulesh")
+    code, _, err = run_cli("archetypes", "lulesh", "--warehouse", str(wh.root), "--no-discover")
+    assert code == 0, err
+    out = tmp_path / "r.html"
+    plots = tmp_path / "plots"
+    code, _, err = run_cli("report", "--out", str(out), "--warehouse", str(wh.root), "--plots", str(plots),
+                           "--machine", "generic")
+    assert code == 0, err
+    text = out.read_text()
+    assert "<html" in text and "Archetype mix" in text and "Top time consumers" in text
+    assert not re.search(r"""(src|href)\s*=\s*['"]?(https?:)?//""", text)  # nothing to fetch
+    assert "http://" not in text and "https://" not in text
+    imgs = re.findall(r"data:image/png;base64,", text)
+    assert len(imgs) == 6  # roofline, Ridgeline, timeline for each of the two experiments
+    pngs = sorted(plots.glob("*.png"))
+    assert len(pngs) == 6 and all(p.stat().st_size > 5000 for p in pngs)
+    code, _, err = run_cli("report", "--out", str(out), "--warehouse", str(wh.root), "--experiment", "nope")
+    assert code == 2 and "nope" in err
