@@ -1,0 +1,58 @@
+"""``synthtrace plan``: the fewest runs that record every wanted hardware counter (issue 8, tracelib.counter_plan)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pipelines.cli import WarehouseOption, console
+from tracelib.counter_plan import (DEFAULT_FIXED, FORMATS, CounterPlan, parse_counter_list, plan_counters,
+                                   read_conflicts, render)
+from tracelib.errors import BadInputError
+
+
+def plan(
+    counters: Annotated[str, typer.Option("--counters", "-c", help="Counters to record, comma-separated "
+                                          "(PAPI presets or native names).")],
+    slots: Annotated[int, typer.Option("--slots", "-s", help="Hardware counters the PMU reads at once.")],
+    fixed: Annotated[str, typer.Option("--fixed", help="Reference counters every run carries, comma-separated "
+                                       "(\"\" for none).")] = ",".join(DEFAULT_FIXED),
+    conflicts: Annotated[Path | None, typer.Option("--conflicts", help="Pairs or groups of counters that cannot "
+                                                   "share a run: one per line (names separated by commas or "
+                                                   "blanks), or TOML `conflicts = [[\"A\", \"B\"], ...]`.")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="table | json | extrae (an Extrae <counters> "
+                                        "fragment) | scorep (a SCOREP_METRIC_PAPI= line per run).")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
+    warehouse: WarehouseOption = Path("warehouse"),  # noqa: ARG001 - every command takes it; plan needs no warehouse
+) -> None:
+    """Plan the fewest runs that record every counter, each run carrying the fixed reference counters."""
+    if format not in FORMATS:
+        raise BadInputError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
+    if output is not None and not output.parent.is_dir():
+        raise BadInputError(f"--output {output}: folder {output.parent} does not exist")
+    groups = read_conflicts(conflicts) if conflicts is not None else []
+    result = plan_counters(parse_counter_list(counters), parse_counter_list(fixed), slots, groups)
+    if output is not None:
+        output.write_text(render(result, format))
+        console.print(f"{result.n_runs} run(s) written to {output}", highlight=False, soft_wrap=True)
+    elif format == "table":
+        _print_table(result)
+    else:
+        typer.echo(render(result, format), nl=False)
+
+
+def _print_table(result: CounterPlan) -> None:
+    t = Table(title=f"{result.n_runs} run(s), {result.slots} slots each")
+    t.add_column("run", justify="right")
+    t.add_column("fixed")
+    t.add_column("counters")
+    for i, run in enumerate(result.runs, start=1):
+        t.add_row(str(i), ", ".join(result.fixed), ", ".join(run[len(result.fixed):]))
+    console.print(t, width=max(console.width, 40 + sum(len(c) + 2 for c in max(result.runs, key=len))))
+    console.print(render(result, "table").splitlines()[-1], highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(plan)

@@ -1,0 +1,276 @@
+"""Counter-set planner: proven-minimal plans (known optima, brute force on random instances), unsatisfiable
+requests, the conflicts file, every output format and the ``synthtrace plan`` command."""
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from itertools import combinations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracelib.counter_plan import (ConflictsFileError, CounterPlan, UnsatisfiableCountersError, parse_counter_list,
+                                   plan_counters, read_conflicts, render)
+from tracelib.errors import BadInputError
+
+FIXED = ["PAPI_TOT_INS", "PAPI_TOT_CYC"]
+
+
+def assert_valid(plan: CounterPlan, wanted, fixed, slots, conflicts) -> None:
+    """Every wanted counter in exactly one run, fixed counters in every run, slots and conflicts respected."""
+    pairs = {frozenset(p) for g in conflicts for p in combinations(g, 2)}
+    seen = []
+    for run in plan.runs:
+        assert run[: len(fixed)] == list(fixed) and len(run) <= slots
+        extra = run[len(fixed):]
+        assert extra, "a run without a new counter is wasted"
+        seen += extra
+        for a, b in combinations(extra, 2):
+            assert frozenset((a, b)) not in pairs, (a, b)
+    assert sorted(seen) == sorted(c for c in dict.fromkeys(wanted) if c not in fixed)
+
+
+def brute_force_min_runs(names: list[str], cap: int, conflicts: list[tuple[str, str]]) -> int:
+    """The fewest runs by enumerating every partition of the counters (restricted growth strings)."""
+    bad = {frozenset(p) for p in conflicts}
+    n, best = len(names), len(names)
+
+    def ok(block: list[str]) -> bool:
+        return len(block) <= cap and all(frozenset(p) not in bad for p in combinations(block, 2))
+
+    def grow(i: int, blocks: list[list[str]]) -> None:
+        nonlocal best
+        if len(blocks) >= best:
+            return
+        if i == n:
+            best = len(blocks)
+            return
+        for b in blocks:
+            b.append(names[i])
+            if ok(b):
+                grow(i + 1, blocks)
+            b.pop()
+        blocks.append([names[i]])
+        grow(i + 1, blocks)
+        blocks.pop()
+
+    grow(0, [])
+    return best
+
+
+# ---------------------------------------------------------------------------------------------- known optima
+def test_no_conflicts_needs_ceil_n_over_free_slots():
+    wanted = [f"C{i}" for i in range(7)]
+    plan = plan_counters(wanted, FIXED, slots=4)
+    assert plan.n_runs == 4 == math.ceil(7 / 2) and plan.optimal and plan.lower_bound == 4
+    assert_valid(plan, wanted, FIXED, 4, [])
+
+
+def test_a_conflict_clique_needs_one_run_each():
+    wanted = ["A", "B", "C", "D", "E"]
+    conflicts = [("A", "B", "C", "D")]
+    plan = plan_counters(wanted, FIXED, slots=6, conflicts=conflicts)
+    assert plan.n_runs == 4 and plan.optimal  # E joins one of the four
+    assert_valid(plan, wanted, FIXED, 6, conflicts)
+
+
+def test_hub_conflicting_with_everything_runs_alone():
+    """Neither bound is tight: ceil(6/2) = 3 and the largest clique is 2, yet 4 runs are needed."""
+    wanted = ["HUB", "B", "C", "D", "E", "F"]
+    conflicts = [("HUB", x) for x in "BCDEF"]
+    plan = plan_counters(wanted, FIXED, slots=4, conflicts=conflicts)
+    assert plan.n_runs == 4 and plan.optimal
+    assert ["PAPI_TOT_INS", "PAPI_TOT_CYC", "HUB"] in plan.runs
+
+
+def test_odd_cycle_needs_three_runs():
+    wanted = [f"C{i}" for i in range(5)]
+    conflicts = [(wanted[i], wanted[(i + 1) % 5]) for i in range(5)]
+    plan = plan_counters(wanted, [], slots=5, conflicts=conflicts)
+    assert plan.n_runs == 3 and plan.optimal
+
+
+def test_triangle_free_graph_needing_four_runs_is_proven():
+    """The Grötzsch graph: no three counters pairwise in conflict, yet no 3 runs suffice (chromatic number 4)."""
+    u = [f"U{i}" for i in range(5)]
+    w = [f"W{i}" for i in range(5)]
+    conflicts = [(u[i], u[(i + 1) % 5]) for i in range(5)]
+    conflicts += [(w[i], u[(i - 1) % 5]) for i in range(5)] + [(w[i], u[(i + 1) % 5]) for i in range(5)]
+    conflicts += [("Z", x) for x in w]
+    plan = plan_counters(u + w + ["Z"], [], slots=11, conflicts=conflicts)
+    assert plan.n_runs == 4 and plan.optimal
+    assert_valid(plan, u + w + ["Z"], [], 11, conflicts)
+    # a search budget too small to prove it says so
+    rough = plan_counters(u + w + ["Z"], [], slots=11, conflicts=conflicts, node_budget=5)
+    assert rough.n_runs >= 4 and not rough.optimal and rough.lower_bound == 2
+    assert "not proven minimal" in render(rough, "table")
+
+
+def test_forty_counters_are_planned_fast_and_exactly():
+    wanted = [f"N{i:02d}" for i in range(40)]
+    conflicts = [(wanted[i], wanted[j]) for i in range(40) for j in range(i + 1, 40) if (i * 7 + j * 3) % 11 == 0]
+    plan = plan_counters(wanted, FIXED, slots=6, conflicts=conflicts)
+    assert plan.optimal and plan.n_runs == 10
+    assert_valid(plan, wanted, FIXED, 6, conflicts)
+
+
+def test_fixed_and_duplicate_counters_are_not_planned_twice():
+    plan = plan_counters(["PAPI_TOT_INS", "A", "A", "B"], FIXED, slots=3)
+    assert plan.runs == [FIXED + ["A"], FIXED + ["B"]]
+    only_fixed = plan_counters(["PAPI_TOT_CYC"], FIXED, slots=2)
+    assert only_fixed.runs == [FIXED] and only_fixed.optimal
+
+
+def test_no_fixed_counters():
+    assert plan_counters(["A", "B", "C"], [], slots=2).n_runs == 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_minimal_on_random_instances_against_brute_force(data):
+    n = data.draw(st.integers(1, 8), label="counters")
+    names = [f"K{i}" for i in range(n)]
+    cap = data.draw(st.integers(1, 4), label="free slots")
+    all_pairs = list(combinations(names, 2))
+    conflicts = data.draw(st.lists(st.sampled_from(all_pairs), unique=True), label="conflicts") if all_pairs else []
+    n_fixed = data.draw(st.integers(0, 2), label="fixed")
+    fixed = FIXED[:n_fixed]
+    plan = plan_counters(names, fixed, slots=cap + n_fixed, conflicts=conflicts)
+    assert plan.optimal
+    assert plan.n_runs == brute_force_min_runs(names, cap, conflicts)
+    assert_valid(plan, names, fixed, cap + n_fixed, conflicts)
+
+
+# ---------------------------------------------------------------------------------------------- unsatisfiable
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"wanted": ["A", "B"], "conflicts": [("B", "PAPI_TOT_CYC")]}, "B conflicts with the fixed counter PAPI_TOT_CYC"),
+    ({"wanted": ["A"], "fixed": ["X", "Y", "Z"], "slots": 2}, "3 fixed counters (X, Y, Z) do not fit in 2 slot(s)"),
+    ({"wanted": ["A"], "slots": 2}, "fill all 2 slot(s): no room for A"),
+    ({"wanted": ["A", "B"], "conflicts": [("A", "A")]}, "A is declared in conflict with itself"),
+    ({"wanted": ["A"], "conflicts": [("PAPI_TOT_INS", "PAPI_TOT_CYC")]}, "fixed counters PAPI_TOT_CYC and PAPI_TOT_INS conflict"),
+    ({"wanted": ["A"], "slots": 0}, "--slots must be at least 1"),
+    ({"wanted": []}, "no counters to plan"),
+])
+def test_unsatisfiable_requests(kwargs, message):
+    args = {"fixed": FIXED, "slots": 4, "conflicts": (), **kwargs}
+    with pytest.raises(UnsatisfiableCountersError) as err:
+        plan_counters(args["wanted"], args["fixed"], args["slots"], args["conflicts"])
+    assert isinstance(err.value, BadInputError) and err.value.exit_code == 2
+    assert message in str(err.value)
+
+
+def test_conflicts_with_unrequested_counters_are_ignored():
+    plan = plan_counters(["A", "B"], FIXED, slots=4, conflicts=[("A", "PAPI_L3_TCM"), ("Q", "Q")])
+    assert plan.n_runs == 1 and plan.conflicts == []
+
+
+# ---------------------------------------------------------------------------------------------- conflicts file
+def test_conflicts_text_file(tmp_path):
+    f = tmp_path / "conflicts.txt"
+    f.write_text("# same hardware counter\nPAPI_L1_DCM PAPI_L1_ICM\n\nPAPI_FP_OPS, PAPI_VEC_SP,PAPI_VEC_DP  # one group\n")
+    assert read_conflicts(f) == [("PAPI_L1_DCM", "PAPI_L1_ICM"), ("PAPI_FP_OPS", "PAPI_VEC_SP", "PAPI_VEC_DP")]
+
+
+def test_conflicts_toml_file(tmp_path):
+    f = tmp_path / "conflicts.toml"
+    f.write_text('conflicts = [["A", "B"], ["C", "D", "E"]]\n')
+    assert read_conflicts(f) == [("A", "B"), ("C", "D", "E")]
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("c.txt", "A B\nLONELY\n", "c.txt:2: 'LONELY' alone"),
+    ("c.toml", "conflicts = [[\"A\"]]\n", "conflicts[0] names 1 counter(s)"),
+    ("c.toml", "conflicts = 3\n", "expected `conflicts = "),
+    ("c.toml", "conflicts = [[\n", "not valid TOML"),
+])
+def test_bad_conflicts_files(tmp_path, name, text, message):
+    f = tmp_path / name
+    f.write_text(text)
+    with pytest.raises(ConflictsFileError) as err:
+        read_conflicts(f)
+    assert message in str(err.value)
+
+
+def test_missing_conflicts_file(tmp_path):
+    with pytest.raises(ConflictsFileError, match="no such file"):
+        read_conflicts(tmp_path / "nope.txt")
+
+
+def test_parse_counter_list():
+    assert parse_counter_list(" A, B,,C  A ") == ["A", "B", "C"]
+    assert parse_counter_list("") == []
+
+
+# ---------------------------------------------------------------------------------------------- formats
+@pytest.fixture
+def example() -> CounterPlan:
+    return plan_counters(["PAPI_L1_DCM", "PAPI_L2_DCM", "PAPI_L3_TCM", "PAPI_BR_MSP", "PAPI_FP_OPS"], FIXED, slots=4,
+                         conflicts=[("PAPI_L1_DCM", "PAPI_L2_DCM")])
+
+
+def test_json_format(example):
+    data = json.loads(render(example, "json"))
+    assert data["n_runs"] == 3 and data["optimal"] and data["lower_bound"] == 3
+    assert [r["counters"][:2] for r in data["runs"]] == [FIXED] * 3
+    assert data["conflicts"] == [["PAPI_L1_DCM", "PAPI_L2_DCM"]]
+
+
+def test_extrae_format_is_a_counters_fragment(example):
+    root = ET.fromstring(render(example, "extrae"))
+    assert root.tag == "counters" and root.get("enabled") == "yes"
+    cpu = root.find("cpu")
+    assert cpu.get("enabled") == "yes" and cpu.get("starting-set-distribution") == "1"
+    sets = cpu.findall("set")
+    assert [s.text.split(",") for s in sets] == example.runs
+    assert all(s.get("domain") == "all" and s.get("changeat-time") == "0" and s.get("enabled") == "yes" for s in sets)
+
+
+def test_scorep_format_one_line_per_run(example):
+    lines = render(example, "scorep").splitlines()
+    assert lines == [f"SCOREP_METRIC_PAPI={','.join(r)}" for r in example.runs]
+
+
+def test_table_format(example):
+    text = render(example, "table")
+    assert "3 run(s) for 5 counter(s) + 2 fixed in 4 slot(s): minimal (proven)" in text
+    assert text.splitlines()[1].split() == ["1", *", ".join(example.runs[0]).split()]
+    with pytest.raises(BadInputError, match="unknown format"):
+        render(example, "yaml")
+
+
+# ---------------------------------------------------------------------------------------------- the command
+def test_plan_command_formats(tmp_path, run_cli):
+    conflicts = tmp_path / "conflicts.txt"
+    conflicts.write_text("PAPI_L1_DCM PAPI_L2_DCM\n")
+    args = ["plan", "--counters", "PAPI_L1_DCM,PAPI_L2_DCM,PAPI_BR_MSP", "--slots", "4", "--conflicts", conflicts]
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    assert "PAPI_L1_DCM" in out and "minimal (proven)" in out
+    code, out, _ = run_cli(*args, "--format", "scorep")
+    assert code == 0 and out.count("SCOREP_METRIC_PAPI=PAPI_TOT_INS,PAPI_TOT_CYC,") == 2
+    code, out, _ = run_cli(*args, "-f", "json", "--fixed", "PAPI_TOT_CYC")
+    assert code == 0 and json.loads(out)["fixed"] == ["PAPI_TOT_CYC"] and json.loads(out)["n_runs"] == 2
+    target = tmp_path / "counters.xml"
+    code, out, _ = run_cli(*args, "-f", "extrae", "-o", target)
+    assert code == 0 and ET.parse(target).getroot().tag == "counters"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--counters", "A,PAPI_TOT_CYC_X", "--slots", "2"], "fill all 2 slot(s)"),
+    (["--counters", "A", "--slots", "1"], "do not fit in 1 slot(s)"),
+    (["--counters", "A", "--slots", "4", "--format", "yaml"], "--format 'yaml'"),
+    (["--counters", "A", "--slots", "4", "--conflicts", "/nonexistent/c.txt"], "no such file"),
+    (["--counters", "A", "--slots", "4", "--fixed", "", "-o", "/nonexistent/dir/x.xml"], "does not exist"),
+])
+def test_plan_command_bad_input_exits_2(run_cli, extra, message):
+    code, out, err = run_cli("plan", *extra)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_plan_command_conflict_with_fixed(tmp_path, run_cli):
+    conflicts = tmp_path / "c.toml"
+    conflicts.write_text('conflicts = [["PAPI_TOT_CYC", "PAPI_REF_CYC"]]\n')
+    code, _, err = run_cli("plan", "--counters", "PAPI_REF_CYC,PAPI_L1_DCM", "--slots", "4", "--conflicts", conflicts)
+    assert code == 2 and "PAPI_REF_CYC conflicts with the fixed counter PAPI_TOT_CYC" in err

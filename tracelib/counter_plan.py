@@ -1,0 +1,307 @@
+"""Counter-set planner: the fewest runs that record every wanted hardware counter (DESIGN §1, issue 8).
+
+A PMU reads ``slots`` counters at once. Every run carries the ``fixed`` reference counters (they validate the
+merge), so each run has ``slots - len(fixed)`` free slots; counters declared in conflict (they need the same
+hardware counter, or the PMU refuses them together) cannot share a run. Finding the fewest runs is colouring the
+conflict graph with colour classes of bounded size (bin packing with conflicts, NP-hard in general).
+
+The search is exact: a DSATUR-ordered branch and bound (always place the counter with the fewest runs it may
+still join; try every run it fits, then one new run) pruned by the lower bound
+``max(runs so far + ceil(unplaced overflow / free slots), ceil(n / free slots), largest conflict clique found)``.
+It stops as soon as a plan meets the global lower bound, so realistic requests (tens of counters, a few slots)
+are proven optimal in milliseconds. Why not an ILP: ``scipy.optimize.milp`` (HiGHS) is present through
+scikit-learn, but the assignment formulation is symmetric in its runs and proves infeasibility of ``k - 1`` runs
+slowly, while this search needs no dependency and no solver tolerance. A node budget guards against pathological
+inputs; a plan found within it but not proven minimal says so (``CounterPlan.optimal``).
+
+Conflicts file (``--conflicts FILE``), either plain text, one pair or group per line (names separated by commas
+and/or blanks; every two names on a line conflict; ``#`` starts a comment)::
+
+    PAPI_L1_DCM PAPI_L1_ICM
+    PAPI_FP_OPS, PAPI_VEC_SP, PAPI_VEC_DP
+
+or, for a ``.toml`` file, ``conflicts = [["PAPI_L1_DCM", "PAPI_L1_ICM"], ["PAPI_FP_OPS", "PAPI_VEC_SP"]]``.
+Names are matched exactly (after trimming); conflicts naming counters that are not requested are ignored.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from tracelib.errors import BadInputError
+
+DEFAULT_FIXED = ("PAPI_TOT_INS", "PAPI_TOT_CYC")
+DEFAULT_NODE_BUDGET = 2_000_000
+FORMATS = ("table", "json", "extrae", "scorep")
+
+
+class UnsatisfiableCountersError(BadInputError):
+    """No set of runs can record the requested counters under the given slots and conflicts."""
+
+
+class ConflictsFileError(BadInputError):
+    """The conflicts file cannot be read: names the file, the 1-based line and the reason."""
+
+    def __init__(self, path: str | Path, line: int | None, reason: str):
+        self.path, self.line, self.reason = str(path), line, reason
+        super().__init__(f"{path}:{line}: {reason}" if line is not None else f"{path}: {reason}")
+
+
+@dataclass(frozen=True)
+class CounterPlan:
+    """Runs (each a list of counter names, fixed ones first) that together record every wanted counter."""
+
+    runs: list[list[str]]
+    fixed: list[str]
+    wanted: list[str]
+    slots: int
+    lower_bound: int  # no plan can have fewer runs
+    optimal: bool  # True when len(runs) is proven minimal
+    nodes: int = 0  # search nodes explored
+    conflicts: list[tuple[str, str]] = field(default_factory=list)  # the pairs that applied
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+    def to_dict(self) -> dict:
+        return {"n_runs": self.n_runs, "optimal": self.optimal, "lower_bound": self.lower_bound,
+                "slots": self.slots, "fixed": self.fixed, "counters": self.wanted,
+                "runs": [{"run": i + 1, "counters": r} for i, r in enumerate(self.runs)],
+                "conflicts": [list(p) for p in self.conflicts]}
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+_SPLIT = re.compile(r"[,\s]+")
+
+
+def parse_counter_list(text: str | None) -> list[str]:
+    """``"A, B,C"`` -> ``["A", "B", "C"]`` (empty items dropped, order kept, duplicates removed)."""
+    return list(dict.fromkeys(x for x in _SPLIT.split(text or "") if x))
+
+
+def read_conflicts(path: str | Path) -> list[tuple[str, ...]]:
+    """Conflict groups from a text or TOML file (see the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConflictsFileError(path, None, "no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConflictsFileError(path, None, "not a text file") from None
+    if path.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConflictsFileError(path, getattr(exc, "lineno", None), f"not valid TOML ({exc})") from None
+        groups = data.get("conflicts")
+        if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(x, str) for x in g)
+                                                   for g in groups):
+            raise ConflictsFileError(path, None, "expected `conflicts = [[\"A\", \"B\"], ...]` (lists of counter names)")
+        out = []
+        for i, g in enumerate(groups):
+            names = tuple(x.strip() for x in g if x.strip())
+            if len(names) < 2:
+                raise ConflictsFileError(path, None, f"conflicts[{i}] names {len(names)} counter(s); a conflict needs two or more")
+            out.append(names)
+        return out
+    out = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        names = tuple(x for x in _SPLIT.split(line.split("#", 1)[0]) if x)
+        if not names:
+            continue
+        if len(names) < 2:
+            raise ConflictsFileError(path, lineno, f"'{names[0]}' alone: a conflict line needs two or more counters")
+        out.append(names)
+    return out
+
+
+def _pairs(groups: Iterable[Sequence[str]]) -> set[tuple[str, str]]:
+    pairs: set[tuple[str, str]] = set()
+    for g in groups:
+        for i, a in enumerate(g):
+            for b in g[i + 1:]:
+                pairs.add((a, b) if a <= b else (b, a))
+    return pairs
+
+
+# ---------------------------------------------------------------------------------------------- planning
+def plan_counters(wanted: Sequence[str], fixed: Sequence[str] = DEFAULT_FIXED, slots: int = 4,
+                  conflicts: Iterable[Sequence[str]] = (), *, node_budget: int = DEFAULT_NODE_BUDGET) -> CounterPlan:
+    """The fewest runs that record every counter of ``wanted``, each run carrying ``fixed`` in ``slots`` slots.
+
+    Raises :class:`UnsatisfiableCountersError` when no plan exists (a wanted counter that conflicts with a fixed
+    one or with itself, fixed counters that conflict with each other or outnumber the slots).
+    """
+    fixed = list(dict.fromkeys(fixed))
+    wanted_all = list(dict.fromkeys(wanted))
+    if slots < 1:
+        raise UnsatisfiableCountersError(f"--slots must be at least 1 (got {slots})")
+    if not wanted_all:
+        raise UnsatisfiableCountersError("no counters to plan: give --counters A,B,...")
+    if len(fixed) > slots:
+        raise UnsatisfiableCountersError(
+            f"{len(fixed)} fixed counters ({', '.join(fixed)}) do not fit in {slots} slot(s); every run must carry them all")
+    todo = [c for c in wanted_all if c not in fixed]
+    requested = set(fixed) | set(todo)
+    pairs = _pairs(conflicts)
+    applied = sorted(p for p in pairs if p[0] in requested and p[1] in requested)
+    for a, b in applied:
+        if a == b:
+            raise UnsatisfiableCountersError(f"{a} is declared in conflict with itself: no run can record it")
+        if a in fixed and b in fixed:
+            raise UnsatisfiableCountersError(f"fixed counters {a} and {b} conflict, but every run must carry both")
+        if a in fixed or b in fixed:
+            f, c = (a, b) if a in fixed else (b, a)
+            raise UnsatisfiableCountersError(
+                f"{c} conflicts with the fixed counter {f}: no run can record it, since every run carries {f}")
+    if not todo:
+        return CounterPlan([list(fixed)], fixed, wanted_all, slots, 1, True, 0, applied)
+    cap = slots - len(fixed)
+    if cap < 1:
+        raise UnsatisfiableCountersError(
+            f"the {len(fixed)} fixed counters fill all {slots} slot(s): no room for {', '.join(todo)}")
+    index = {c: i for i, c in enumerate(todo)}
+    adj = [0] * len(todo)
+    for a, b in applied:
+        adj[index[a]] |= 1 << index[b]
+        adj[index[b]] |= 1 << index[a]
+    groups, lb, optimal, nodes = _search(adj, cap, node_budget)
+    runs = [list(fixed) + [todo[i] for i in sorted(g)] for g in sorted(groups, key=min)]
+    return CounterPlan(runs, fixed, wanted_all, slots, lb, optimal, nodes, applied)
+
+
+def _greedy_clique(adj: list[int]) -> int:
+    """Size of a large clique of the conflict graph (a lower bound on the runs)."""
+    n = len(adj)
+    best = 1 if n else 0
+    order = sorted(range(n), key=lambda v: -adj[v].bit_count())
+    for v in order[: min(n, 64)]:
+        clique, cand = 1, adj[v]
+        while cand:
+            # the candidate with most neighbours among the remaining candidates
+            u = max((u for u in range(n) if cand >> u & 1), key=lambda u: (adj[u] & cand).bit_count())
+            clique += 1
+            cand &= adj[u]
+        best = max(best, clique)
+    return best
+
+
+def _search(adj: list[int], cap: int, node_budget: int) -> tuple[list[list[int]], int, bool, int]:
+    """Exact DSATUR branch and bound; returns (runs as vertex lists, lower bound, proven optimal, nodes)."""
+    n = len(adj)
+    global_lb = max(math.ceil(n / cap), _greedy_clique(adj))
+    degree = [a.bit_count() for a in adj]
+    best: list[list[int]] = []
+    best_k = n + 1
+    members: list[int] = []  # bitmask of each open run
+    counts: list[int] = []
+    assign = [-1] * n
+    nodes = 0
+    exhausted = False
+    node_budget = max(node_budget, 2 * n + 2)  # the first descent (a greedy plan) always completes
+
+    def place(v: int, r: int) -> None:
+        members[r] |= 1 << v
+        counts[r] += 1
+        assign[v] = r
+
+    def unplace(v: int, r: int) -> None:
+        members[r] &= ~(1 << v)
+        counts[r] -= 1
+        assign[v] = -1
+
+    def recurse(placed: int) -> bool:
+        """Returns True to stop the whole search (proven optimum or budget spent)."""
+        nonlocal best, best_k, nodes, exhausted
+        nodes += 1
+        if nodes > node_budget:
+            exhausted = True
+            return True
+        k = len(members)
+        if placed == n:
+            if k < best_k:
+                best_k = k
+                best = [[v for v in range(n) if assign[v] == r] for r in range(k)]
+            return best_k <= global_lb
+        free = sum(cap - c for c in counts)
+        if k + max(0, math.ceil((n - placed - free) / cap)) >= best_k:
+            return False
+        # DSATUR: the unplaced counter that can join the fewest open runs; ties: most conflicts, then first
+        choice, choice_key, choice_fits = -1, None, []
+        for v in range(n):
+            if assign[v] != -1:
+                continue
+            fits = [r for r in range(k) if counts[r] < cap and not (members[r] & adj[v])]
+            key = (len(fits), -degree[v], v)
+            if choice_key is None or key < choice_key:
+                choice, choice_key, choice_fits = v, key, fits
+                if not fits:
+                    break
+        for r in choice_fits:
+            place(choice, r)
+            stop = recurse(placed + 1)
+            unplace(choice, r)
+            if stop:
+                return True
+        if k + 1 < best_k:
+            members.append(0)
+            counts.append(0)
+            place(choice, k)
+            stop = recurse(placed + 1)
+            assign[choice] = -1
+            members.pop()
+            counts.pop()
+            if stop:
+                return True
+        return False
+
+    recurse(0)
+    optimal = not exhausted or best_k <= global_lb
+    return best, (best_k if optimal else global_lb), optimal, nodes
+
+
+# ---------------------------------------------------------------------------------------------- output
+def render(plan: CounterPlan, fmt: str) -> str:
+    """The plan as ``table`` (plain text), ``json``, an Extrae ``<counters>`` fragment or Score-P lines."""
+    if fmt == "json":
+        return json.dumps(plan.to_dict(), indent=2) + "\n"
+    if fmt == "scorep":
+        return "".join(f"SCOREP_METRIC_PAPI={','.join(run)}\n" for run in plan.runs)
+    if fmt == "extrae":
+        return render_extrae(plan)
+    if fmt == "table":
+        return render_table(plan)
+    raise BadInputError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+
+
+def render_extrae(plan: CounterPlan) -> str:
+    """An Extrae ``<counters>`` fragment with one counter set per run (set k is run k's ``starting-set-distribution``)."""
+    lines = ["<counters enabled=\"yes\">",
+             f"  <!-- {plan.n_runs} run(s); for run k set starting-set-distribution=\"k\" -->",
+             "  <cpu enabled=\"yes\" starting-set-distribution=\"1\">"]
+    for i, run in enumerate(plan.runs, start=1):
+        lines.append(f"    <!-- run {i} -->")
+        lines.append(f"    <set enabled=\"yes\" domain=\"all\" changeat-time=\"0\">{escape(','.join(run))}</set>")
+    lines += ["  </cpu>", "  <network enabled=\"no\" />", "  <resource-usage enabled=\"no\" />",
+              "  <memory-usage enabled=\"no\" />", "</counters>"]
+    return "\n".join(lines) + "\n"
+
+
+def render_table(plan: CounterPlan) -> str:
+    """A plain-text table: one line per run, then whether the count is proven minimal."""
+    width = max(len("run"), len(str(plan.n_runs)))
+    out = [f"{'run':>{width}}  counters"]
+    for i, run in enumerate(plan.runs, start=1):
+        out.append(f"{i:>{width}}  {', '.join(run)}")
+    proof = ("minimal (proven)" if plan.optimal else
+             f"not proven minimal (search budget spent; no plan has fewer than {plan.lower_bound})")
+    n_new = len([c for c in plan.wanted if c not in plan.fixed])
+    out.append(f"{plan.n_runs} run(s) for {n_new} counter(s) + {len(plan.fixed)} fixed in {plan.slots} slot(s): {proof}")
+    return "\n".join(out) + "\n"
