@@ -171,12 +171,14 @@ def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: floa
         y_plot = np.where(np.isfinite(ys_f) & (ys_f > 0), ys_f, hi_y / 1.5)
         pts = pts.with_columns(pl.Series("_y", y_plot), pl.Series("_top", ~(np.isfinite(ys_f) & (ys_f > 0))))
         for name in sorted(set(pts["archetype"].fill_null(BALANCED).to_list())):
+            labelled = False
             for top, marker in ((False, "o"), (True, "^")):
                 sel = pts.filter((pl.col("archetype").fill_null(BALANCED) == name) & (pl.col("_top") == top))
                 if sel.height:
                     ax.scatter(sel[oi].to_numpy(), sel["_y"].to_numpy(), s=_sizes(sel["elapsed_s"].to_numpy()),
                                marker=marker, color=_color(name) if name != BALANCED else "#4c9a4c", alpha=0.75,
-                               edgecolors="black", linewidths=0.3, label=name if not top else None)
+                               edgecolors="black", linewidths=0.3, label=None if labelled else name)
+                    labelled = True
                     n += sel.height
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -322,7 +324,7 @@ def _optional_view(wh: Warehouse, pattern: str) -> pl.DataFrame | None:
 
 def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None = None,
                        plot_dir: Path | None = None) -> tuple[str, dict]:
-    """HTML of one experiment (computing the analysis in memory when it was not stored)."""
+    """HTML of one experiment (computing the analysis in memory, without discovery, when it was not stored)."""
     arch = read_analysis(wh, name, "archetypes")
     bm = read_analysis(wh, name, "burst_metrics")
     pm = read_analysis(wh, name, "phase_metrics")
@@ -333,7 +335,7 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     inp: ExperimentInput | None = None
     if arch is None or bm is None or pm is None:
         inp = load_experiment(wh, name)
-        res = analyse_input(inp, machine=machine, thresholds=thresholds)
+        res = analyse_input(inp, machine=machine, thresholds=thresholds, discover=False)
         arch, bm, pm, discovery = res.archetypes, res.burst_metrics, res.phase_metrics, res.discovery
     parts = [f"<h2>Experiment {html.escape(name)}</h2>"]
     mq = wh.experiment_dir(name) / "merge_quality.parquet"

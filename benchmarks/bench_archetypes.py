@@ -1,0 +1,141 @@
+"""Archetype benchmark (DESIGN §7, issue 6): accuracy on simulated campaigns and a plausibility run on real traces.
+
+    /work/venv/bin/python benchmarks/bench_archetypes.py [--out benchmarks/results/archetypes.md] [--quick]
+
+1. **Simulated campaign** (needs ``tracelib.simulator``): for each application the simulator writes several runs
+   with different counter sets plus ground truth (archetype of every burst, MPI call and phase of the reference
+   run). We ingest, merge (``tracelib.merge``, when present) and classify; macro-F1 over the 13 archetypes is
+   computed for (a) the merged trace, (b) the simulator's full ground-truth counters, (c) each single run's own
+   counter set — a burst the counters cannot decide counts as wrong (``insufficient_counters`` is not an
+   archetype). Discovery: Cohen's kappa against the rules and bootstrap ARI on the full counters.
+2. **Real traces** (``../shared/traces/paraver``): archetype mix and the roofline / Ridgeline / timeline plots
+   (PNGs in ``benchmarks/results/figures/``) for a plausibility review.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+from sklearn.metrics import f1_score
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from models.analysis import analyse, analyse_experiment, mix  # noqa: E402
+from models.archetypes import ARCHETYPES, INSUFFICIENT  # noqa: E402
+from tracelib.machine import load_machine  # noqa: E402
+
+TRACES = ROOT.parent / "shared" / "traces" / "paraver"
+REAL = {"lulesh": "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv", "lulesh71": "lulesh_7+1_with_uncores_sockets1+2.chop8.prv",
+        "prime": "prime_v0.prv", "jacobi": "jacobi-2d-imper_v0.prv"}
+
+
+def macro_f1(truth: pl.Series, pred: pl.Series) -> float:
+    """Macro-F1 over the archetypes present in the truth (undecided predictions count as errors)."""
+    labels = sorted(set(truth.drop_nulls().to_list()) & set(ARCHETYPES))
+    return float(f1_score(truth.to_list(), pred.fill_null(INSUFFICIENT).to_list(), labels=labels, average="macro",
+                          zero_division=0))
+
+
+# ------------------------------------------------------------------------------------------------ simulated
+def simulated_section(quick: bool) -> list[str]:
+    try:
+        from benchmarks.sim_archetypes import run_campaign  # noqa: PLC0415
+    except ImportError as exc:
+        return ["## Simulated campaigns", "", f"Not run: the simulator is not available here ({exc}).", ""]
+    t0 = time.perf_counter()
+    rows, disc = run_campaign(quick=quick)
+    lines = ["## Simulated campaigns", "",
+             "Macro-F1 over the archetypes present in the ground truth (bursts, MPI calls and phases of the reference "
+             "run); a unit the counters cannot decide (`insufficient_counters`) counts as an error.", "",
+             "| app | units | merged | full counters | " + " | ".join(f"run {i}" for i in range(max(len(r["single"]) for r in rows))) + " |",
+             "|---|---|---|---|" + "---|" * max(len(r["single"]) for r in rows)]
+    for r in rows:
+        lines.append(f"| {r['app']} | {r['units']} | {r['merged']:.3f} | {r['full']:.3f} | "
+                     + " | ".join(f"{v:.3f}" for v in r["single"]) + " |")
+    lines += ["", f"Discovery on the full counters: Cohen's kappa vs rules **{disc['kappa']:.3f}** "
+              f"({disc['n_compared']} bursts), bootstrap ARI **{disc['stability_ari']:.3f}** "
+              f"(raw cluster ids {disc['stability_ari_clusters']:.3f}), {disc['n_clusters']} clusters.",
+              f"", f"Wall time {time.perf_counter() - t0:.1f} s.", ""]
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------ real traces
+def real_section(fig_dir: Path, machine_name: str) -> list[str]:
+    from pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline  # noqa: PLC0415
+    from tracelib.metrics import ranks_per_socket  # noqa: PLC0415
+    from warehouse.ingest import ingest_trace  # noqa: PLC0415
+    from warehouse.layout import Warehouse  # noqa: PLC0415
+    machine = load_machine(machine_name)
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["## Real traces", "", f"Machine profile: `{machine_name}` ({machine.name}).", ""]
+    with tempfile.TemporaryDirectory() as tmp:
+        wh = Warehouse(tmp)
+        for exp, f in REAL.items():
+            ingest_trace(wh, TRACES / f, experiment=exp)
+        for exp in REAL:
+            t0 = time.perf_counter()
+            inp, res = analyse_experiment(tmp, exp, machine=machine)
+            dt = time.perf_counter() - t0
+            a = res.archetypes
+            m = mix(a)
+            lines += [f"### {exp} ({inp.bursts.height} bursts, analysed in {dt:.2f} s)", "",
+                      "| unit | archetype | count | time (s) | time share |", "|---|---|---|---|---|"]
+            lines += [f"| {r['unit']} | {r['archetype']} | {r['count']} | {r['time_s']:.4g} | {r['time_share']:.1%} |"
+                      for r in m.iter_rows(named=True)]
+            ins = a.filter(pl.col("archetype") == INSUFFICIENT)
+            if ins.height:
+                prov = (ins.group_by("provisional").agg((pl.col("duration_ns").sum() * 1e-9).alias("t"))
+                        .with_columns(pl.col("t") / pl.col("t").sum()).sort("t", descending=True))
+                need = ins.explode("missing_counters").group_by("missing_counters").len().sort("len", descending=True)
+                lines += ["", "Undecided bursts, provisional archetype by time: "
+                          + ", ".join(f"{p} {t:.0%}" for p, t in prov.iter_rows()) + ".",
+                          "Counters that would decide them: " + ", ".join(f"{c} ({n})" for c, n in need.iter_rows() if c) + "."]
+            d = res.discovery
+            if "kappa" in d:
+                lines.append(f"Discovery: {d['n_clusters']} clusters on {', '.join(d['features'])}; bootstrap ARI "
+                             f"{d['stability_ari']:.3f}; kappa {d['kappa']:.3f} on {d['n_compared']} rule-decided bursts.")
+            pm = res.phase_metrics
+            lines.append(f"Phases: {pm.height}; load balance median {pm['load_balance'].median():.2f}, "
+                         f"communication efficiency median {pm['comm_efficiency'].median():.2f}.")
+            bm = res.burst_metrics
+            keys = ["run_id", "appl", "task", "thread", "burst_seq"]
+            ab = bm.join(a.filter(pl.col("unit") == "burst").select(*keys, "archetype", "provisional"), on=keys)
+            pa = pm.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
+                         on=["run_id", "appl", "phase"])
+            rps = ranks_per_socket(bm, machine)
+            for kind, info in (("roofline", plot_roofline(ab, machine, ranks_per_socket=rps)),
+                               ("ridgeline", plot_ridgeline(pa, machine, ranks_per_socket=rps)),
+                               ("timeline", plot_timeline(a, pa, machine, ranks_per_socket=rps))):
+                figure_png(info.figure, fig_dir / f"{exp}.{kind}.png", dpi=80)
+            lines += [f"", f"Plots: `figures/{exp}.roofline.png`, `figures/{exp}.ridgeline.png`, `figures/{exp}.timeline.png`.", ""]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "archetypes.md")
+    ap.add_argument("--machine", default="generic", help="machine profile for the real traces")
+    ap.add_argument("--quick", action="store_true", help="smaller simulated campaign")
+    ap.add_argument("--skip-sim", action="store_true")
+    ap.add_argument("--skip-real", action="store_true")
+    args = ap.parse_args()
+    body = ["# Archetypes benchmark", "", f"Command: `/work/venv/bin/python benchmarks/bench_archetypes.py{' --quick' if args.quick else ''}`", ""]
+    if not args.skip_sim:
+        body += simulated_section(args.quick)
+    if not args.skip_real and TRACES.is_dir():
+        body += real_section(args.out.parent / "figures", args.machine)
+    text = "\n".join(body)
+    print(text)
+    raw = args.out.with_suffix(".generated.md")
+    raw.write_text(text + "\n")
+    print(f"\n(written to {raw}; the reviewed results live in {args.out})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
