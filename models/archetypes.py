@@ -112,6 +112,7 @@ class Node:
     """A condition tree over metric columns, evaluated with Kleene logic (NULL = undecided)."""
 
     def holds(self) -> pl.Expr: ...
+    def support(self) -> pl.Expr: ...  # some measured condition of the tree holds
     def margin(self) -> pl.Expr: ...
     def evidence(self) -> list[pl.Expr]: ...
     def roles(self) -> list[str]: ...
@@ -132,6 +133,9 @@ class Cond(Node):
 
     def holds(self) -> pl.Expr:
         return self._x() < self.threshold if self.op == "<" else self._x() >= self.threshold
+
+    def support(self) -> pl.Expr:
+        return self.holds().fill_null(False)
 
     def margin(self) -> pl.Expr:
         x, t = self._x(), self.threshold
@@ -156,6 +160,9 @@ class All(Node):
     def holds(self) -> pl.Expr:
         return pl.all_horizontal(*[p.holds() for p in self.parts])
 
+    def support(self) -> pl.Expr:
+        return pl.any_horizontal(*[p.support() for p in self.parts])
+
     def margin(self) -> pl.Expr:
         return pl.min_horizontal(*[p.margin() for p in self.parts])
 
@@ -172,6 +179,9 @@ class Any(Node):
 
     def holds(self) -> pl.Expr:
         return pl.any_horizontal(*[p.holds() for p in self.parts])
+
+    def support(self) -> pl.Expr:
+        return pl.any_horizontal(*[p.support() for p in self.parts])
 
     def margin(self) -> pl.Expr:
         return pl.max_horizontal(*[p.margin() for p in self.parts])
@@ -281,10 +291,11 @@ def apply_rules(frame: pl.DataFrame, rules: list[Rule], *, fallback: str | None 
         label = label.otherwise(pl.lit(fallback))
         conf = conf.otherwise(0.5 + 0.5 * (-best_margin).clip(0.0, 1.0))
         evid = evid.otherwise(pl.concat_str([pl.lit(f"{fallback}: "), nearest_ev]))
-    # provisional: first rule that fires among the decidable ones (what an undecided unit most likely is)
+    # provisional: first rule not ruled out by what is measured and backed by at least one measured condition
+    # (what an undecided unit most likely is; a rule with nothing measured is skipped)
     prov = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
     for r, h in zip(rules, holds):
-        prov = prov.when(h.fill_null(False)).then(pl.lit(r.archetype))
+        prov = prov.when(h.fill_null(True) & r.condition.support()).then(pl.lit(r.archetype))
     prov = prov.otherwise(nearest if fallback is None else pl.lit(fallback))
     # counters that would decide: missing roles of every undecided rule before the first true one
     if has_missing:
