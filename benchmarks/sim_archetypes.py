@@ -1,0 +1,106 @@
+"""Simulated multi-run counter campaigns for the archetype benchmark and acceptance test.
+
+Built on the simulator's counter model (:mod:`tracelib.simulator.counter_model`) and PMU constraint
+(:mod:`tracelib.simulator.pmu`): every kernel of the simulated applications runs as bursts of many sizes; each
+logical burst is executed in ``n_runs`` runs (independent run-to-run noise), and each run records the fixed
+counters plus its own programmable group. Ground truth is what the rules say on the burst's noise-free counters
+(the simulator's convention: its labels are the rules applied to its counters, with margins built in).
+
+Counter sets compared:
+
+- ``full``: the reference run's every counter (what no real PMU can record at once);
+- ``merged``: each counter from the run that recorded it (the reference run's own counters, the others
+  transferred from their run: an ideal one-to-one match, so only run-to-run noise separates it from ``full``);
+- ``run k``: run k's own counters only.
+
+A burst whose counters cannot decide it is ``insufficient_counters``: an error for the F1 score.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from sklearn.metrics import f1_score
+
+from models.archetype_discovery import ArchetypeDiscovery
+from models.archetypes import BURST_ARCHETYPES, INSUFFICIENT, ArchetypeRules
+from tracelib.counters import resolve
+from tracelib.machine import Machine, load_machine
+from tracelib.metrics import burst_metrics
+from tracelib.simulator.counter_model import COUNTERS, CounterModel, draw_noise_sizes
+from tracelib.simulator.kernels import KERNELS
+from tracelib.simulator.pmu import assign_counter_sets, runs_needed
+
+RANKS_PER_SOCKET = 56.0
+
+
+def _frame(counts: np.ndarray, dur: np.ndarray, keep: list[str] | None = None) -> pl.DataFrame:
+    cols = {"run_id": "sim", "appl": 1, "task": 1, "thread": 1}
+    df = pl.DataFrame({"burst_seq": np.arange(len(dur), dtype=np.int64), "start_ns": np.cumsum(dur) - dur,
+                       "duration_ns": dur.astype(np.int64)}).with_columns(
+        *[pl.lit(v).alias(k) for k, v in cols.items()])
+    df = df.with_columns(pl.col("start_ns").cast(pl.Int64), (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"))
+    names = keep if keep is not None else list(COUNTERS)
+    return df.with_columns(pl.Series(n, counts[:, COUNTERS.index(n)]) for n in names)
+
+
+def classify(frame: pl.DataFrame, machine: Machine) -> pl.Series:
+    """Rule archetypes of a simulated bursts frame."""
+    rules = ArchetypeRules(machine, ranks_per_socket=RANKS_PER_SOCKET, counter_map=resolve(frame)).fit()
+    return rules.classify_bursts(burst_metrics(frame, machine, ranks_per_socket=RANKS_PER_SOCKET))["archetype"]
+
+
+def macro_f1(truth: pl.Series, pred: pl.Series) -> float:
+    labels = sorted(set(truth.to_list()) - {INSUFFICIENT})
+    return float(f1_score(truth.to_list(), pred.fill_null(INSUFFICIENT).to_list(), labels=labels, average="macro",
+                          zero_division=0))
+
+
+def simulate(n_per_kernel: int = 400, seed: int = 0, slots: int = 4, machine: Machine | None = None) -> dict:
+    """One campaign: truth labels, and per counter set (full, merged, run k) the frame to classify."""
+    machine = machine or load_machine()
+    rng = np.random.default_rng(seed)
+    n_runs = runs_needed(slots)
+    kernel = np.repeat(np.arange(len(KERNELS) - 1), n_per_kernel)  # every kernel but MPI's own code
+    ins = np.exp(rng.uniform(np.log(2e3), np.log(3e7), kernel.size))
+    share = machine.dram_share(RANKS_PER_SOCKET)
+    clean_model = CounterModel(machine, share, machine.frequency_ghz * 1e9, np.zeros(len(COUNTERS)))
+    clean, clean_dur = clean_model.counts(kernel, ins, None)
+    runs = []
+    for r in range(n_runs):
+        freq = machine.frequency_ghz * 1e9 * (1 + rng.normal(0, 0.004))
+        model = CounterModel(machine, share, freq, draw_noise_sizes(rng))
+        runs.append(model.counts(kernel, ins, rng))
+    sets = assign_counter_sets(n_runs, slots, rng)
+    ref_counts, ref_dur = runs[0]
+    merged = ref_counts.copy()
+    for r in range(1, n_runs):  # counters the reference did not record come from the run that did
+        for name in sets[r]:
+            if name not in sets[0]:
+                merged[:, COUNTERS.index(name)] = runs[r][0][:, COUNTERS.index(name)]
+    recorded = sorted({c for s in sets for c in s}, key=COUNTERS.index)
+    frames = {"full": _frame(ref_counts, ref_dur), "merged": _frame(merged, ref_dur, recorded)}
+    for r in range(n_runs):
+        frames[f"run {r}"] = _frame(runs[r][0], runs[r][1], sets[r])
+    truth = classify(_frame(clean, clean_dur), machine)
+    return {"truth": truth, "frames": frames, "sets": sets, "machine": machine,
+            "intent": [KERNELS[k].intent for k in kernel]}
+
+
+def run_campaign(quick: bool = False, seed: int = 0) -> tuple[list[dict], dict]:
+    """Scores for the benchmark: one row per campaign seed, and discovery figures on the full counters."""
+    rows = []
+    disc: dict = {}
+    for s in ([seed] if quick else [seed, seed + 1, seed + 2]):
+        camp = simulate(n_per_kernel=150 if quick else 400, seed=s)
+        m = camp["machine"]
+        truth = camp["truth"]
+        scores = {name: macro_f1(truth, classify(f, m)) for name, f in camp["frames"].items()}
+        rows.append({"app": f"kernels (seed {s})", "units": truth.len(), "merged": scores["merged"],
+                     "full": scores["full"], "single": [scores[k] for k in scores if k.startswith("run ")],
+                     "labels": sorted(set(truth.to_list()) & set(BURST_ARCHETYPES))})
+        if not disc:
+            bm = burst_metrics(camp["frames"]["full"], m, ranks_per_socket=RANKS_PER_SOCKET)
+            d = ArchetypeDiscovery(n_clusters=24, machine=m, ranks_per_socket=RANKS_PER_SOCKET,
+                                   n_bootstrap=3 if quick else 10, random_state=s).fit(bm)
+            disc = d.summary()
+    return rows, disc
