@@ -79,6 +79,7 @@ class AlignConfig:
     gap_base: float = 0.1
     gap_size: float = 1.0
     gap_half_ns: float = 10_000.0
+    trim_tol: float = 0.3  # leading/trailing pairs of a segment costing at most this (+ bonus) match directly
     band: int = 32  # half-width of the DP band beyond the length difference of a segment (bursts)
     max_cells: int = 20_000_000  # DP cells per segment before the band is narrowed
     # timing-only matching (no reference counter in common): duration weighs more, scores are lowered
@@ -100,9 +101,60 @@ def world_communicators(calls: pl.DataFrame) -> pl.DataFrame:
             .join(n_tasks, on="appl").filter(pl.col("_k") == pl.col("_n")).select("appl", "comm"))
 
 
+def thread_id(appl: pl.Expr | str = "appl", task: pl.Expr | str = "task", thread: pl.Expr | str = "thread") -> pl.Expr:
+    """One Int64 per (appl, task, thread) that sorts like the triple (appl < 2^20, task and thread < 2^21)."""
+    def col(x):
+        return pl.col(x) if isinstance(x, str) else x
+    return ((col(appl).cast(pl.Int64) * (1 << 42)) + (col(task).cast(pl.Int64) * (1 << 21))
+            + col(thread).cast(pl.Int64)).alias("_tid")
+
+
+def _sorted_by_thread(df: pl.DataFrame, seq: str) -> pl.DataFrame:
+    """``df`` sorted by (``_tid``, ``seq``); a frame already in that order is returned as it is (no sort)."""
+    tid = df.get_column("_tid").to_numpy()
+    sq = df.get_column(seq).to_numpy()
+    if df.height < 2 or bool(np.all((tid[1:] > tid[:-1]) | ((tid[1:] == tid[:-1]) & (sq[1:] > sq[:-1])))):
+        return df
+    return df.sort("_tid", seq, maintain_order=True)
+
+
+def _closing_rows(b_tid: np.ndarray, b_end: np.ndarray, c_tid: np.ndarray, c_start: np.ndarray) -> np.ndarray:
+    """For each burst (thread id, end time), the row of the first call of that thread starting at that time, or -1.
+
+    Both inputs are sorted by thread then time; a call's position is found by binary search on (thread, time).
+    """
+    if c_tid.size == 0:
+        return np.full(b_tid.size, -1, np.int64)
+    order = np.lexsort((c_start, c_tid))  # calls by (thread, start); stable, so the first call_seq wins ties
+    ct, cs = c_tid[order], c_start[order]
+    threads = np.unique(np.r_[ct, b_tid])
+    ci = np.searchsorted(threads, ct)
+    bi = np.searchsorted(threads, b_tid)
+    lo = int(min(cs.min(), b_end.min()))
+    span = int(max(cs.max(), b_end.max())) - lo + 1
+    if span * max(len(threads), 1) < 2**62:
+        ck = ci.astype(np.int64) * span + (cs - lo)
+        bk = bi.astype(np.int64) * span + (b_end - lo)
+        pos = np.searchsorted(ck, bk, "left")
+        ok = pos < ck.size
+        ok[ok] = ck[pos[ok]] == bk[ok]
+    else:  # times too far apart for one key: search thread by thread
+        pos = np.full(b_tid.size, 0, np.int64)
+        ok = np.zeros(b_tid.size, bool)
+        for t in range(len(threads)):
+            cl, ch = np.searchsorted(ci, [t, t + 1])
+            bl, bh = np.searchsorted(bi, [t, t + 1])
+            p = np.searchsorted(cs[cl:ch], b_end[bl:bh], "left")
+            hit = p < ch - cl
+            hit[hit] = cs[cl:ch][p[hit]] == b_end[bl:bh][hit]
+            pos[bl:bh] = p + cl
+            ok[bl:bh] = hit
+    return np.where(ok, order[np.minimum(pos, order.size - 1)], -1).astype(np.int64)
+
+
 def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence[str],
                    config: AlignConfig = AlignConfig()) -> pl.DataFrame:
-    """One run's bursts prepared for alignment, sorted by thread and ``burst_seq``.
+    """One run's bursts prepared for alignment, sorted by thread and ``burst_seq`` (a sorted input keeps its order).
 
     Columns: appl, task, thread, burst_seq, start_ns, end_ns, duration_ns (ns), mpi_call, peer, bytes_sent,
     bytes_recv (bytes), sig, lsig (UInt64 signature hashes), anchor (closed by a world collective), phase (number
@@ -118,42 +170,63 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         raise AlignmentInputError(f"bursts table lacks counters {missing}")
     call_cols = {"mpi_kind": pl.String, "peer": pl.Int32, "bytes_sent": pl.Int64, "bytes_recv": pl.Int64,
                  "comm": pl.Int64}
-    if calls.height:
-        closing = (calls.sort([*THREAD_KEYS, "call_seq"])
-                   .unique(subset=[*THREAD_KEYS, "start_ns"], keep="first", maintain_order=True)
-                   .select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], pl.col("start_ns").alias("end_ns"),
-                           *[pl.col(c).cast(t) for c, t in call_cols.items()]))
-        world = world_communicators(calls)
-    else:
-        closing = pl.DataFrame(schema={**dict.fromkeys(THREAD_KEYS, pl.Int32), "end_ns": pl.Int64, **call_cols})
-        world = pl.DataFrame(schema={"appl": pl.Int32, "comm": pl.Int64})
-    work = pl.col("_c_0").cast(pl.Float64) if features else pl.col("duration_ns") / 1e3
     thr = THREAD_KEYS
     b = (bursts.select(*[pl.col(k).cast(pl.Int32) for k in thr], "burst_seq", "start_ns", "end_ns", "duration_ns",
                        "mpi_call", "call_site", *[pl.col(f).alias(f"_c_{i}") for i, f in enumerate(features)])
-         .sort([*thr, "burst_seq"])
-         .join(closing, on=[*thr, "end_ns"], how="left", maintain_order="left")
-         .with_columns(pl.col("comm").fill_null(-1).alias("_wcomm"))
-         .join(world.select("appl", pl.col("comm").alias("_wcomm"), pl.lit(True).alias("_world")),
-               on=["appl", "_wcomm"], how="left", maintain_order="left")
-         .with_columns(
-             pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv").hash(SIG_SEED).alias("sig"),
-             pl.struct("mpi_call", "call_site", "comm").hash(SIG_SEED).alias("lsig"),
-             ((pl.col("mpi_kind") == "collective") & pl.col("_world").fill_null(False)).fill_null(False).alias("anchor"),
-         )
-         .with_columns((pl.col("anchor").cast(pl.Int64).cum_sum() - pl.col("anchor").cast(pl.Int64)).over(thr).alias("phase")))
-    ph = [*thr, "phase"]
-    t0 = pl.col("start_ns").min().over(ph)
-    t1 = pl.col("end_ns").max().over(ph)
+         .with_columns(thread_id()))
+    b = _sorted_by_thread(b, "burst_seq")
+    # the MPI call closing each burst: same thread, call start == burst end (first such call)
+    if calls.height:
+        c = _sorted_by_thread(calls.select(thread_id(), "call_seq", "start_ns", "appl",
+                                           *[pl.col(k).cast(t) for k, t in call_cols.items()]), "call_seq")
+        rows = _closing_rows(b.get_column("_tid").to_numpy(), b.get_column("end_ns").to_numpy(),
+                             c.get_column("_tid").to_numpy(), c.get_column("start_ns").to_numpy())
+        idx = pl.Series(rows).scatter(np.flatnonzero(rows < 0), None)
+        b = b.with_columns(c.select(pl.col(k).gather(idx) for k in call_cols))
+        world = world_communicators(calls)
+    else:
+        b = b.with_columns(pl.lit(None, t).alias(k) for k, t in call_cols.items())
+        world = pl.DataFrame(schema={"appl": pl.Int32, "comm": pl.Int64})
+    wkey = (pl.col("appl").cast(pl.Int64) * (1 << 40) + pl.col("comm").fill_null(-1))
+    world_keys = world.select(wkey.alias("k")).get_column("k")
     b = b.with_columns(
-        ((pl.col("start_ns") - t0) / (t1 - t0).clip(lower_bound=1)).cast(pl.Float64).alias("pos"),
-        (pl.col("duration_ns").cast(pl.Float64) / 1e3).log1p().alias("ldur"),
-        (config.gap_base + config.gap_size * pl.col("duration_ns") / (pl.col("duration_ns") + config.gap_half_ns)).alias("gap"),
-        pl.len().over(ph).cast(pl.Float64).log1p().alias("seg_n"),
-        work.sum().over(ph).log1p().alias("seg_work"),
+        pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv").hash(SIG_SEED).alias("sig"),
+        pl.struct("mpi_call", "call_site", "comm").hash(SIG_SEED).alias("lsig"),
+        ((pl.col("mpi_kind") == "collective") & wkey.is_in(world_keys.implode())).fill_null(False).alias("anchor"),
+    )
+    # phases: contiguous runs of a thread's bursts ending at an anchor (numpy segment reductions, no group-by)
+    n = b.height
+    tid = b.get_column("_tid").to_numpy()
+    anchor = b.get_column("anchor").to_numpy()
+    start = b.get_column("start_ns").to_numpy().astype(np.float64)
+    end = b.get_column("end_ns").to_numpy().astype(np.float64)
+    dur = b.get_column("duration_ns").to_numpy().astype(np.float64)
+    work = (b.get_column("_c_0").cast(pl.Float64).fill_null(0.0).to_numpy() if features else dur / 1e3)
+    new_thread = np.ones(n, bool)
+    new_thread[1:] = tid[1:] != tid[:-1]
+    first = new_thread.copy()
+    first[1:] |= anchor[:-1]
+    seg = np.cumsum(first) - 1
+    idx = np.flatnonzero(first)
+    if n:
+        t0 = np.minimum.reduceat(start, idx)[seg]
+        t1 = np.maximum.reduceat(end, idx)[seg]
+        seg_n = np.log1p(np.diff(np.r_[idx, n]).astype(np.float64))[seg]
+        seg_work = np.log1p(np.add.reduceat(work, idx))[seg]
+        thread_first_seg = np.maximum.accumulate(np.where(new_thread, seg, 0))
+        phase = seg - thread_first_seg
+    else:
+        t0 = t1 = seg_n = seg_work = np.zeros(0)
+        phase = np.zeros(0, np.int64)
+    pos = (start - t0) / np.maximum(t1 - t0, 1.0)
+    b = b.with_columns(
+        pl.Series("phase", phase, pl.Int64), pl.Series("pos", pos, pl.Float64),
+        pl.Series("ldur", np.log1p(dur / 1e3), pl.Float64),
+        pl.Series("gap", config.gap_base + config.gap_size * dur / (dur + config.gap_half_ns), pl.Float64),
+        pl.Series("seg_n", seg_n, pl.Float64), pl.Series("seg_work", seg_work, pl.Float64),
         *[pl.col(f"_c_{i}").cast(pl.Float64).log1p().fill_null(float("nan")).alias(f"f_{f}") for i, f in enumerate(features)],
     )
-    return b.drop("_world", "_wcomm", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site", "mpi_kind")
+    return b.drop(*[f"_c_{i}" for i in range(len(features))], "comm", "call_site", "mpi_kind")
 
 
 # --------------------------------------------------------------------------------------------- kernel
@@ -187,11 +260,13 @@ def _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm):
 
 
 @njit(cache=True, nogil=True)
-def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, mode, band, max_cells, prm, out):
+def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, mode, band, max_cells, prm, out,
+        ws_u8, ws_i, ws_f):
     """Banded alignment of reference items (r*) to other items (o*); writes matched other index or -1 to ``out``.
 
     ``mode`` places the band: 0 along the proportional diagonal (both ends anchored), 1 along the diagonal ending
     at the bottom-right corner (free start), 2 along the diagonal starting at the top-left corner (free end).
+    ``ws_*`` are scratch buffers reused between calls (a larger one is allocated when they are too small).
     Returns the optimal cost.
     """
     n = rs.shape[0]
@@ -204,8 +279,14 @@ def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, m
     if (n + 1) * (2 * w + 1) > max_cells:
         w = max(max_cells // (n + 1) // 2, band, m // n + 2)
     width = 2 * w + 1
-    lo = np.empty(n + 1, np.int64)
-    hi = np.empty(n + 1, np.int64)
+    if ws_i.shape[0] < 2 * (n + 1):
+        ws_i = np.empty(2 * (n + 1), np.int64)
+    if ws_u8.shape[0] < (n + 1) * width:
+        ws_u8 = np.empty((n + 1) * width, np.uint8)
+    if ws_f.shape[0] < 2 * width:
+        ws_f = np.empty(2 * width)
+    lo = ws_i[:n + 1]
+    hi = ws_i[n + 1:2 * (n + 1)]
     for i in range(n + 1):
         if mode == 0:
             c = (i * m) // n
@@ -216,9 +297,11 @@ def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, m
         c = min(max(c, 0), m)
         lo[i] = max(0, c - w)
         hi[i] = min(m, c + w)
-    ptr = np.full((n + 1, width), 255, np.uint8)
-    prev = np.full(width, _INF)
-    cur = np.full(width, _INF)
+    ptr = ws_u8[:(n + 1) * width].reshape((n + 1, width))
+    prev = ws_f[:width]
+    cur = ws_f[width:2 * width]
+    for x in range(width):
+        prev[x] = _INF
     end_best = _INF  # best cost ending on column m before the last row (free end: the rest of ref is skipped)
     end_i = -1
     for i in range(n + 1):
@@ -297,28 +380,46 @@ def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, m
 
 @njit(cache=True, nogil=True)
 def _align_segment(a0, a1, b0, b1, rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og,
-                   free_start, free_end, mode, band, max_cells, prm, out):
-    """Align reference rows [a0, a1) to other rows [b0, b1); ``out`` gets absolute other indices or -1."""
-    n = a1 - a0
-    m = b1 - b0
-    if n <= 0:
+                   free_start, free_end, mode, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc):
+    """Align reference rows [a0, a1) to other rows [b0, b1); ``out`` gets absolute other indices or -1.
+
+    Leading and trailing pairs with the same signature and near-identical behaviour (pair cost within
+    ``prm[7]`` of the best possible) are matched directly, unless that end of the segment is free; the DP only
+    sees what lies between.
+    """
+    if a1 - a0 <= 0:
         return
-    if n == m:
+    if a1 - a0 == b1 - b0:
         same = True
-        for k in range(n):
+        for k in range(a1 - a0):
             if rs[a0 + k] != os_[b0 + k]:
                 same = False
                 break
         if same:
-            for k in range(n):
+            for k in range(a1 - a0):
                 out[a0 + k] = b0 + k
             return
-    if m <= 0:
+    tol = prm[7] - prm[0]
+    if not free_start:
+        while a0 < a1 and b0 < b1 and rs[a0] == os_[b0] and \
+                _pair_cost(a0, b0, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm) <= tol:
+            out[a0] = b0
+            a0 += 1
+            b0 += 1
+    if not free_end:
+        while a1 > a0 and b1 > b0 and rs[a1 - 1] == os_[b1 - 1] and \
+                _pair_cost(a1 - 1, b1 - 1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm) <= tol:
+            out[a1 - 1] = b1 - 1
+            a1 -= 1
+            b1 -= 1
+    n = a1 - a0
+    m = b1 - b0
+    if n <= 0 or m <= 0:
         return
-    loc = np.empty(n, np.int64)
+    loc = ws_loc[:n] if ws_loc.shape[0] >= n else np.empty(n, np.int64)
     _dp(rs[a0:a1], rl[a0:a1], rf[a0:a1], rd[a0:a1], rp[a0:a1], rg[a0:a1],
         os_[b0:b1], ol[b0:b1], of[b0:b1], od[b0:b1], op[b0:b1], og[b0:b1],
-        free_start, free_end, mode, band, max_cells, prm, loc)
+        free_start, free_end, mode, band, max_cells, prm, loc, ws_u8, ws_i, ws_f)
     for k in range(n):
         out[a0 + k] = b0 + loc[k] if loc[k] >= 0 else -1
 
@@ -342,6 +443,10 @@ def _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, 
             out[i] = -1
         if n == 0 or m == 0:
             continue
+        ws_u8 = np.empty(1 << 16, np.uint8)
+        ws_i = np.empty(4096, np.int64)
+        ws_f = np.empty(4096)
+        ws_loc = np.empty(2048, np.int64)
         if n == m:
             same = True
             for k in range(n):
@@ -391,7 +496,7 @@ def _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, 
                 go = np.full(nb, anchor_gap)
                 loc = np.empty(na, np.int64)
                 _dp(rs[ia], rl[ia], rseg[ia], zr, zr, gr, os_[ib], ol[ib], oseg[ib], zo, zo, go,
-                    True, True, 0, band, max_cells, aprm, loc)
+                    True, True, 0, band, max_cells, aprm, loc, ws_u8, ws_i, ws_f)
                 for k in range(na):
                     if loc[k] >= 0:
                         pair[k] = ib[loc[k]]
@@ -403,22 +508,42 @@ def _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, 
             if pair[k] < 0:
                 continue
             _align_segment(pa + 1, ia[k], pb + 1, pair[k], rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og,
-                           first, False, 1 if first else 0, band, max_cells, prm, out)
+                           first, False, 1 if first else 0, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc)
             out[ia[k]] = pair[k]
             pa = ia[k]
             pb = pair[k]
             first = False
         _align_segment(pa + 1, a1, pb + 1, b1, rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og,
-                       first, True, 0 if first else 2, band, max_cells, prm, out)
+                       first, True, 0 if first else 2, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc)
+
+
+@njit(cache=True, parallel=True)
+def _score_kernel(out, rs, rl, rf, rd, rp, os_, ol, of, od, op, w_feat, w_dur, w_pos, peer_score, factor):
+    """Match score of every reference row (see :class:`AlignConfig`) and whether the signatures agree."""
+    n = out.shape[0]
+    score = np.zeros(n)
+    same = np.zeros(n, np.bool_)
+    nf = rf.shape[1]
+    for i in prange(n):
+        j = out[i]
+        if j < 0:
+            continue
+        tot = 0.0
+        k = 0
+        for f in range(nf):
+            a = rf[i, f]
+            b = of[j, f]
+            if a == a and b == b:
+                tot += abs(a - b)
+                k += 1
+        cost = w_feat * (tot / k if k > 0 else 0.0) + w_dur * abs(rd[i] - od[j]) + w_pos * abs(rp[i] - op[j])
+        same[i] = rs[i] == os_[j]
+        st = 1.0 if same[i] else (peer_score if rl[i] == ol[j] else 0.3)
+        score[i] = min(1.0, max(0.0, st * np.exp(-cost) * factor))
+    return score, same
 
 
 # --------------------------------------------------------------------------------------------- driver
-def _thread_offsets(keys: pl.DataFrame, threads: pl.DataFrame) -> np.ndarray:
-    """Row offsets of each of ``threads`` (in order) in ``keys`` (sorted by thread), as int64[len(threads)+1]."""
-    counts = threads.join(keys.group_by(THREAD_KEYS).len(), on=THREAD_KEYS, how="left", maintain_order="left")
-    return np.concatenate([[0], np.cumsum(counts.get_column("len").fill_null(0).to_numpy())]).astype(np.int64)
-
-
 def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
     feats = (t.select([f"f_{f}" for f in features]).to_numpy().astype(np.float64, copy=False)
              if features else np.zeros((t.height, 0)))
@@ -429,6 +554,12 @@ def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
             np.ascontiguousarray(t.select("seg_n", "seg_work").to_numpy().astype(np.float64)))
 
 
+def sort_bursts(bursts: pl.DataFrame) -> pl.DataFrame:
+    """``bursts`` in the row order :func:`sequence_table` uses (thread, then ``burst_seq``); no copy if already so."""
+    b = _sorted_by_thread(bursts.with_columns(thread_id()), "burst_seq")
+    return b.drop("_tid")
+
+
 def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
                config: AlignConfig = AlignConfig()) -> pl.DataFrame:
     """Match the bursts of ``other`` to those of ``ref`` (both from :func:`sequence_table` with ``features``).
@@ -436,54 +567,52 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     ``features`` are the reference counters recorded by both runs; when empty, matching uses structure and timing
     only and every score is multiplied by ``config.timing_only_factor``.
 
-    Returns one row per reference burst: appl, task, thread, burst_seq, other_seq (NULL when unmatched),
-    match_score (Float64 in [0, 1], NULL when unmatched), same_sig (the two closing calls agree on call, site,
-    communicator, peer and bytes; NULL when unmatched).
+    Returns one row per reference burst, in the row order of ``ref``: appl, task, thread, burst_seq, other_seq
+    (NULL when unmatched), other_row (the matched row's index in ``other``, NULL when unmatched), match_score
+    (Float64 in [0, 1], NULL when unmatched), same_sig (the two closing calls agree on call, site, communicator,
+    peer and bytes; NULL when unmatched).
     """
     timing_only = len(features) == 0
-    threads = ref.select(THREAD_KEYS).unique(maintain_order=True)
-    # only threads present in both runs are aligned; the rest stays unmatched
-    o_threads = other.select(THREAD_KEYS).unique()
-    threads = threads.join(o_threads, on=THREAD_KEYS, how="semi", maintain_order="left")
-    r = ref.join(threads, on=THREAD_KEYS, how="semi", maintain_order="left")
-    o = other.join(threads, on=THREAD_KEYS, how="semi", maintain_order="left")
-    r_off = _thread_offsets(r, threads)
-    o_off = _thread_offsets(o, threads)
-    rs, rl, ra, rf, rd, rp, rg, rseg = _arrays(r, features)
-    os_, ol, oa, of, od, op, og, oseg = _arrays(o, features)
+    r_tid = ref.get_column("_tid").to_numpy()
+    o_tid = other.get_column("_tid").to_numpy()
+    threads = np.intersect1d(np.unique(r_tid), np.unique(o_tid))
+    # every thread's rows are contiguous (sorted tables), so threads present in only one run are simply skipped:
+    # their reference rows keep -1
+    r_bounds = np.c_[np.searchsorted(r_tid, threads, "left"), np.searchsorted(r_tid, threads, "right")]
+    o_bounds = np.c_[np.searchsorted(o_tid, threads, "left"), np.searchsorted(o_tid, threads, "right")]
+    r_keep = np.zeros(ref.height, bool)
+    for lo, hi in r_bounds:  # one iteration per thread, not per row
+        r_keep[lo:hi] = True
+    o_keep = np.zeros(other.height, bool)
+    for lo, hi in o_bounds:
+        o_keep[lo:hi] = True
+    r_rows = np.flatnonzero(r_keep)
+    o_rows = np.flatnonzero(o_keep)
+    r_off = np.r_[0, np.cumsum(r_bounds[:, 1] - r_bounds[:, 0])].astype(np.int64)
+    o_off = np.r_[0, np.cumsum(o_bounds[:, 1] - o_bounds[:, 0])].astype(np.int64)
+    R = _arrays(ref, features)
+    O = _arrays(other, features)
+    rs, rl, ra, rf, rd, rp, rg, rseg = R if r_rows.size == ref.height else (x[r_rows] for x in R)
+    os_, ol, oa, of, od, op, og, oseg = O if o_rows.size == other.height else (x[o_rows] for x in O)
     w_dur = config.w_dur_timing_only if timing_only else config.w_dur
     prm = np.array([config.bonus, config.w_peer, config.w_feat, w_dur, config.w_pos, config.reject_feat,
-                    config.reject_dur], np.float64)
-    aprm = np.array([config.anchor_bonus, config.w_peer, 1.0, 0.0, 0.0, _INF, _INF], np.float64)
-    out = np.empty(r.height, np.int64)
+                    config.reject_dur, config.trim_tol], np.float64)
+    aprm = np.array([config.anchor_bonus, config.w_peer, 1.0, 0.0, 0.0, _INF, _INF, 0.0], np.float64)
+    out = np.empty(r_rows.size, np.int64)
     _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, of, od, op, og, oseg,
                    config.band, config.max_cells, prm, aprm, config.anchor_gap, out)
-    o_seq = o.get_column("burst_seq").to_numpy()
-    other_seq = np.where(out >= 0, o_seq[np.maximum(out, 0)], -1)
-    hit = pl.Series(out >= 0)
-    matched = r.select(*THREAD_KEYS, "burst_seq").with_columns(
-        pl.when(hit).then(pl.Series(other_seq)).alias("other_seq"), pl.when(hit).then(pl.Series(out)).alias("_o"))
-    scored = _score(r, o, matched, features, config, timing_only)
-    full = ref.select(*THREAD_KEYS, "burst_seq").join(scored, on=[*THREAD_KEYS, "burst_seq"], how="left",
-                                                      maintain_order="left")
-    return full
-
-
-def _score(r: pl.DataFrame, o: pl.DataFrame, matched: pl.DataFrame, features: Sequence[str], config: AlignConfig,
-           timing_only: bool) -> pl.DataFrame:
-    """Match score in [0, 1]: structural factor times exp(-behaviour cost) (see :class:`AlignConfig`)."""
-    cols = ["sig", "lsig", "ldur", "pos", *[f"f_{f}" for f in features]]
-    oo = o.select(cols).with_row_index("_o").with_columns(pl.col("_o").cast(pl.Int64))
-    j = pl.concat([matched, r.select(cols)], how="horizontal").join(
-        oo, on="_o", how="left", suffix="_o", maintain_order="left")
-    w_dur = config.w_dur_timing_only if timing_only else config.w_dur
-    d_feat = (pl.mean_horizontal([(pl.col(f"f_{f}") - pl.col(f"f_{f}_o")).abs().fill_nan(None) for f in features])
-              .fill_null(0.0) if features else pl.lit(0.0))
-    cost = (config.w_feat * d_feat + w_dur * (pl.col("ldur") - pl.col("ldur_o")).abs()
-            + config.w_pos * (pl.col("pos") - pl.col("pos_o")).abs())
-    same = pl.col("sig") == pl.col("sig_o")
-    struct = pl.when(same).then(1.0).when(pl.col("lsig") == pl.col("lsig_o")).then(config.peer_score).otherwise(0.3)
-    factor = config.timing_only_factor if timing_only else 1.0
-    score = pl.when(pl.col("_o").is_null()).then(None).otherwise((struct * (-cost).exp() * factor).clip(0.0, 1.0))
-    return j.select(*THREAD_KEYS, "burst_seq", "other_seq", score.alias("match_score"),
-                    pl.when(pl.col("_o").is_null()).then(None).otherwise(same).alias("same_sig"))
+    other_row = np.full(ref.height, -1, np.int64)
+    other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
+    rs, rl, _, rf, rd, rp, _, _ = R
+    os_, ol, _, of, od, op, _, _ = O
+    score, same = _score_kernel(other_row, rs, rl, rf, rd, rp, os_, ol, of, od, op, config.w_feat, w_dur,
+                                config.w_pos, config.peer_score,
+                                config.timing_only_factor if timing_only else 1.0)
+    hit = other_row >= 0
+    safe = np.maximum(other_row, 0)
+    o_seq = other.get_column("burst_seq").to_numpy()[safe]
+    return ref.select(*THREAD_KEYS, "burst_seq").with_columns(
+        pl.Series("other_seq", o_seq, pl.Int64).scatter(np.flatnonzero(~hit), None),
+        pl.Series("other_row", other_row, pl.Int64).scatter(np.flatnonzero(~hit), None),
+        pl.Series("match_score", score, pl.Float64).scatter(np.flatnonzero(~hit), None),
+        pl.Series("same_sig", same, pl.Boolean).scatter(np.flatnonzero(~hit), None))

@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 import polars as pl
 
-from tracelib.align import AlignConfig, align_runs, sequence_table
+from tracelib.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from tracelib.errors import BadInputError
 from tracelib.schema import THREAD_KEYS, counter_columns
 
@@ -144,11 +145,20 @@ def choose_reference(runs: Sequence[RunTables], reference: str | None) -> int:
     raise UnknownReferenceError(f"reference run {reference!r} is not in the experiment (runs: {names})")
 
 
+def _layout(r: RunTables) -> pl.DataFrame:
+    """The distinct (appl, task, thread) of a run's bursts (bursts sorted as by :func:`sort_bursts`)."""
+    k = r.bursts.select(*THREAD_KEYS)
+    if k.height == 0:
+        return k
+    cols = [k.get_column(c).to_numpy() for c in THREAD_KEYS]
+    new = np.ones(k.height, bool)
+    new[1:] = np.any([c[1:] != c[:-1] for c in cols], axis=0)
+    return k.filter(pl.Series(new))
+
+
 def check_same_layout(ref: RunTables, other: RunTables) -> None:
     """Raise :class:`NotSameProgramError` when the two runs do not have the same tasks and threads."""
-    def layout(r: RunTables) -> pl.DataFrame:
-        return r.bursts.select(*THREAD_KEYS).unique()
-    a, b = layout(ref), layout(other)
+    a, b = _layout(ref), _layout(other)
     ta = a.select("appl", "task").unique().height
     tb = b.select("appl", "task").unique().height
     if ta != tb:
@@ -205,6 +215,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     """
     if len(runs) < 2:
         raise TooFewRunsError(f"experiment {experiment!r} has {len(runs)} run(s); merging needs at least two")
+    # every frame below shares the row order of its run's sorted bursts: values move by row index, not by joins
+    runs = [replace(r, bursts=sort_bursts(r.bursts)) for r in runs]
     ri = choose_reference(runs, options.reference)
     ref = runs[ri]
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
@@ -221,9 +233,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
 
     cfg = options.align
     ref_seq = sequence_table(ref.bursts, ref.mpi_calls, ref_counters, cfg)
-    base = ref.bursts.select(BASE_COLUMNS).sort(KEYS)
+    base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
-    long_ref = ref_seq.select(*KEYS, (pl.col("duration_ns") >= options.min_error_duration_ns).alias("_long"))
+    long_ref = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
 
     # ---- align every other run to the reference
     per_run: dict[str, dict] = {}
@@ -249,7 +261,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                 f"bursts of the shorter run align by MPI structure (calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
                 f"of {o.run_name}: {_call_histogram(o.mpi_calls)})")
         comm = float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None
-        per_run[o.run_id] = {"run": o, "matches": m, "common": common, "features": feats, "rate": rate,
+        per_run[o.run_id] = {"run": o, "matches": m, "seq": o_seq, "common": common, "features": feats, "rate": rate,
                              "mean_score": float(m.get_column("match_score").mean() or 0.0), "comm": comm}
         match_parts.append(m.with_columns(pl.lit(o.run_id).alias("other_run_id"), pl.lit(o.run_name).alias("other_run")))
 
@@ -257,7 +269,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     all_counters: list[str] = list(ref_counters)
     for o in others:
         all_counters += [c for c in counters_of[o.run_id] if c not in all_counters]
-    merged = base.join(ref.bursts.select(*KEYS, *ref_counters), on=KEYS, how="left", maintain_order="left")
+    merged = pl.concat([base, ref.bursts.select(ref_counters)], how="horizontal")
     quality_rows = []
     flags: list[pl.Expr] = []  # per transferred counter: estimated?
     score_cols: dict[str, str] = {}
@@ -277,7 +289,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         src = max(sources, key=lambda o: per_run[o.run_id]["rate"])  # first by name among the best
         info = per_run[src.run_id]
         rescale_by = (_best_correlated(src.bursts, c, info["common"]) if options.rescale else None)
-        values, est = _transfer(ref, src, info["matches"], c, rescale_by, options, ref_seq)
+        values, est = _transfer(ref, src, info["matches"], c, rescale_by, options, ref_seq, info["seq"])
         merged = merged.with_columns(values.alias(c))
         if options.estimate_unmatched:
             merged = merged.with_columns(est.alias(f"_est_{c}"))
@@ -318,11 +330,11 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
 
 
 def _source_values(src: RunTables, matches: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
-    """For each reference burst (row order of ``matches``), the matched source burst's ``cols`` (NULL if none)."""
-    sb = src.bursts.select(*THREAD_KEYS, pl.col("burst_seq").alias("other_seq"),
-                           *[pl.col(c).alias(f"_src_{c}") for c in dict.fromkeys(cols)])
-    return matches.select(*KEYS, "other_seq").join(sb, on=[*THREAD_KEYS, "other_seq"], how="left",
-                                                   maintain_order="left")
+    """For each reference burst (row order of ``matches``), the matched source burst's ``cols`` as ``_src_<col>``
+    (NULL where unmatched), plus ``other_seq``."""
+    idx = matches.get_column("other_row")
+    return src.bursts.select(*[pl.col(c).gather(idx).alias(f"_src_{c}") for c in dict.fromkeys(cols)]).with_columns(
+        matches.get_column("other_seq"))
 
 
 def _ratio(ref_val: pl.Expr, src_val: pl.Expr) -> pl.Expr:
@@ -332,19 +344,18 @@ def _ratio(ref_val: pl.Expr, src_val: pl.Expr) -> pl.Expr:
 
 
 def _transfer(ref: RunTables, src: RunTables, matches: pl.DataFrame, counter: str, rescale_by: str | None,
-              options: MergeOptions, ref_seq: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
-    """Values of ``counter`` for the reference bursts (sorted by keys) and whether each one is an estimate."""
+              options: MergeOptions, ref_seq: pl.DataFrame, src_seq: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+    """Values of ``counter`` for the reference bursts (row order of the run) and whether each one is an estimate."""
     cols = [counter] + ([rescale_by] if rescale_by else [])
     sv = _source_values(src, matches, cols)
     val = pl.col(f"_src_{counter}").cast(pl.Float64)
     if rescale_by:
-        sv = sv.join(ref.bursts.select(*KEYS, pl.col(rescale_by).alias("_ref_r")), on=KEYS, how="left",
-                     maintain_order="left")
+        sv = sv.with_columns(ref.bursts.get_column(rescale_by).alias("_ref_r"))
         val = val * _ratio(pl.col("_ref_r"), pl.col(f"_src_{rescale_by}"))
     out = sv.select(val.round().cast(pl.Int64).alias(counter), pl.col("other_seq").is_null().alias("_unmatched"))
     if not options.estimate_unmatched:
         return out.get_column(counter), pl.Series(counter, [False] * out.height, pl.Boolean)
-    est = _estimates(ref, src, counter, rescale_by, ref_seq, options)
+    est = _estimates(ref, src, counter, rescale_by, ref_seq, src_seq)
     filled = out.with_columns(est.alias("_est")).select(
         pl.when(pl.col("_unmatched")).then(pl.col("_est")).otherwise(pl.col(counter)).alias(counter),
         (pl.col("_unmatched") & pl.col("_est").is_not_null()).alias("_flag"))
@@ -352,15 +363,15 @@ def _transfer(ref: RunTables, src: RunTables, matches: pl.DataFrame, counter: st
 
 
 def _estimates(ref: RunTables, src: RunTables, counter: str, rescale_by: str | None, ref_seq: pl.DataFrame,
-               options: MergeOptions) -> pl.Series:
+               src_seq: pl.DataFrame) -> pl.Series:
     """A flagged estimate of ``counter`` for every reference burst, from source bursts closed by the same call.
 
     With a rescaling counter r: median of counter / r over the source bursts of the same thread and loose
     signature, times the reference burst's r; without: the median of counter over those bursts. Falls back to the
     same loose signature on any thread, then to the thread's median.
     """
-    src_seq = sequence_table(src.bursts, src.mpi_calls, [], options.align).select(*KEYS, "lsig")
-    s = src.bursts.select(*KEYS, counter, *([rescale_by] if rescale_by else [])).join(src_seq, on=KEYS)
+    use = [counter, *([rescale_by] if rescale_by else [])]
+    s = pl.concat([src_seq.select(*THREAD_KEYS, "lsig"), src.bursts.select(use)], how="horizontal")
     if rescale_by:
         s = s.with_columns((pl.col(counter).cast(pl.Float64) / pl.col(rescale_by).cast(pl.Float64)
                             .replace(0, None)).alias("_v"))
@@ -369,8 +380,7 @@ def _estimates(ref: RunTables, src: RunTables, counter: str, rescale_by: str | N
     by_thread_sig = s.group_by(*THREAD_KEYS, "lsig").agg(pl.col("_v").median().alias("_a"))
     by_sig = s.group_by("appl", "lsig").agg(pl.col("_v").median().alias("_b"))
     by_thread = s.group_by(*THREAD_KEYS).agg(pl.col("_v").median().alias("_c"))
-    r = ref_seq.select(*KEYS, "lsig").join(ref.bursts.select(*KEYS, *([rescale_by] if rescale_by else [])), on=KEYS,
-                                          how="left", maintain_order="left")
+    r = pl.concat([ref_seq.select(*THREAD_KEYS, "lsig"), ref.bursts.select(use[1:])], how="horizontal")
     r = (r.join(by_thread_sig, on=[*THREAD_KEYS, "lsig"], how="left", maintain_order="left")
          .join(by_sig, on=["appl", "lsig"], how="left", maintain_order="left")
          .join(by_thread, on=THREAD_KEYS, how="left", maintain_order="left"))
@@ -380,18 +390,22 @@ def _estimates(ref: RunTables, src: RunTables, counter: str, rescale_by: str | N
     return r.select(v.round().cast(pl.Int64).alias("_est")).get_column("_est")
 
 
-def _cross_run_diff(ref: RunTables, partner: dict, counter: str, long_ref: pl.DataFrame) -> float | None:
+def _errors(pred: pl.Expr, true: pl.Series, frame: pl.DataFrame, long_ref: pl.Series) -> pl.Series:
+    """Relative errors |pred - true| / true over long reference bursts with a prediction and true > 0."""
+    e = frame.with_columns(true.cast(pl.Float64).alias("_true"), long_ref.alias("_long")).filter(
+        pl.col("_long") & (pl.col("_true") > 0) & pred.is_not_null()).select(_rel_err(pred, pl.col("_true")).alias("e"))
+    return e.get_column("e")
+
+
+def _cross_run_diff(ref: RunTables, partner: dict, counter: str, long_ref: pl.Series) -> float | None:
     """Median relative difference of ``counter`` between the reference and a run that also recorded it."""
-    sv = _source_values(partner["run"], partner["matches"], [counter]).join(
-        ref.bursts.select(*KEYS, pl.col(counter).alias("_true")), on=KEYS, how="left", maintain_order="left"
-    ).join(long_ref, on=KEYS, how="left", maintain_order="left")
-    e = sv.filter(pl.col("_long") & (pl.col("_true") > 0) & pl.col(f"_src_{counter}").is_not_null()).select(
-        _rel_err(pl.col(f"_src_{counter}").cast(pl.Float64), pl.col("_true").cast(pl.Float64)).median())
-    return e.item() if e.height else None
+    sv = _source_values(partner["run"], partner["matches"], [counter])
+    e = _errors(pl.col(f"_src_{counter}").cast(pl.Float64), ref.bursts.get_column(counter), sv, long_ref)
+    return float(e.median()) if e.len() else None
 
 
 def _leave_one_out(ref: RunTables, info: dict, options: MergeOptions,
-                   long_ref: pl.DataFrame) -> tuple[float | None, float | None]:
+                   long_ref: pl.Series) -> tuple[float | None, float | None]:
     """Estimated (median, p95) relative error of counters transferred from one source run (see module doc)."""
     src: RunTables = info["run"]
     common: list[str] = info["common"]
@@ -401,17 +415,15 @@ def _leave_one_out(ref: RunTables, info: dict, options: MergeOptions,
     for c in common:
         others = [x for x in common if x != c]
         r = _best_correlated(src.bursts, c, others) if options.rescale else None
-        sv = _source_values(src, info["matches"], [c] + ([r] if r else [])).join(
-            ref.bursts.select(*KEYS, pl.col(c).alias("_true"), *([pl.col(r).alias("_ref_r")] if r else [])),
-            on=KEYS, how="left", maintain_order="left").join(long_ref, on=KEYS, how="left", maintain_order="left")
+        sv = _source_values(src, info["matches"], [c] + ([r] if r else []))
         pred = pl.col(f"_src_{c}").cast(pl.Float64)
         if r:
+            sv = sv.with_columns(ref.bursts.get_column(r).alias("_ref_r"))
             pred = pred * _ratio(pl.col("_ref_r"), pl.col(f"_src_{r}"))
-        e = sv.filter(pl.col("_long") & (pl.col("_true") > 0) & pl.col(f"_src_{c}").is_not_null()).select(
-            _rel_err(pred, pl.col("_true").cast(pl.Float64)).alias("e"))
-        if e.height:
-            medians.append(float(e.get_column("e").median()))
-            p95s.append(float(e.get_column("e").quantile(0.95)))
+        e = _errors(pred, ref.bursts.get_column(c), sv, long_ref)
+        if e.len():
+            medians.append(float(e.median()))
+            p95s.append(float(e.quantile(0.95)))
     if not medians:
         return None, None
     return max(medians), max(p95s)

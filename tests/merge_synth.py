@@ -1,0 +1,181 @@
+"""Synthetic multi-run burst tables with ground truth, for the merge tests and ``benchmarks/bench_merge.py``.
+
+Builds the bursts and MPI calls of several runs of one SPMD program directly as tables (vectorised numpy, so a
+million bursts per run take a second), together with the **logical identity** of every burst, so that a merge can
+be scored against the truth. Each iteration of each task runs this template (call sites fixed per position):
+
+====  ==============  ===================================================================================
+pos   closing call    variation between runs
+====  ==============  ===================================================================================
+0,1   MPI_Irecv       —
+2,3   MPI_Isend       —
+4     MPI_Test        polling loop: the compute burst is followed by 0..``max_polls`` tiny polling bursts,
+                      a different number in every run
+5     MPI_Waitall     —
+6,7   MPI_Recv        ``MPI_ANY_SOURCE``: the two messages (different peers and sizes) arrive in either order
+8     MPI_Iprobe      an optional progress probe, missing in some runs (``p_missing``)
+9     MPI_Allreduce   world collective (the alignment's anchor)
+====  ==============  ===================================================================================
+
+and with probability ``p_extra`` an extra burst closed by ``MPI_Comm_rank`` appears (present in one run only).
+Every counter of every burst exists in the truth; each run keeps only its own counter set (``counter_sets``).
+Counters vary between runs around the logical burst's base values: the burst's speed varies by a factor ``d``
+(lognormal, ``time_noise``) shared by cycles (fully), misses (partly) and duration; instructions vary very little.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+ALL_COUNTERS = ["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_L1_DCM", "PAPI_L2_DCM", "PAPI_L3_TCM", "PAPI_BR_INS",
+                "PAPI_BR_MSP", "PAPI_FP_OPS", "PAPI_VEC_INS", "PAPI_LD_INS"]
+DEFAULT_SETS = [["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_L1_DCM", "PAPI_L2_DCM"],
+                ["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_L3_TCM", "PAPI_BR_MSP"],
+                ["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_BR_INS", "PAPI_FP_OPS"],
+                ["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_VEC_INS", "PAPI_LD_INS"]]
+# per counter: (log10 of events per instruction, exponent of the speed factor d, noise sigma)
+_COUNTER_MODEL = {"PAPI_L1_DCM": (-1.6, 0.5, 0.04), "PAPI_L2_DCM": (-2.3, 0.6, 0.06),
+                  "PAPI_L3_TCM": (-3.0, 0.8, 0.08), "PAPI_BR_INS": (-0.8, 0.0, 0.002),
+                  "PAPI_BR_MSP": (-2.5, 0.3, 0.05), "PAPI_FP_OPS": (-0.5, 0.0, 0.004),
+                  "PAPI_VEC_INS": (-0.9, 0.0, 0.004), "PAPI_LD_INS": (-0.5, 0.0, 0.003)}
+# template: closing call, kind, call site, peer rule, bytes, log10 mean instructions of the compute burst
+_TEMPLATE = [("MPI_Irecv", "point_to_point", "exchange (halo.c:10)", "left", 8192, 4.0),
+             ("MPI_Irecv", "point_to_point", "exchange (halo.c:11)", "right", 8192, 3.8),
+             ("MPI_Isend", "point_to_point", "exchange (halo.c:20)", "left", 8192, 5.5),
+             ("MPI_Isend", "point_to_point", "exchange (halo.c:21)", "right", 8192, 5.3),
+             ("MPI_Test", "point_to_point", "exchange (halo.c:40)", None, 0, 6.6),
+             ("MPI_Waitall", "point_to_point", "exchange (halo.c:50)", None, 0, 5.0),
+             ("MPI_Recv", "point_to_point", "gather (red.c:12)", "any", 0, 5.8),
+             ("MPI_Recv", "point_to_point", "gather (red.c:12)", "any", 0, 5.9),
+             ("MPI_Iprobe", "point_to_point", "progress (main.c:70)", None, 0, 4.5),
+             ("MPI_Allreduce", "collective", "solve (main.c:99)", None, 8, 6.9)]
+POLL_POS, ANY_POS, OPTIONAL_POS, EXTRA_POS = 4, (6, 7), 8, -1
+WORLD_COMM = 1
+
+
+@dataclass
+class SynthRun:
+    """One synthetic run: tables as a reader returns them, plus the truth."""
+
+    run_id: str
+    run_name: str
+    bursts: pl.DataFrame  # BURST_SCHEMA + this run's counters
+    mpi_calls: pl.DataFrame  # MPI_CALL_SCHEMA
+    truth: pl.DataFrame  # appl, task, thread, burst_seq, logical (Int64 id, unique per logical burst), every counter
+    counters: list[str]
+
+
+def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int = 0, max_polls: int = 6,
+              p_swap: float = 0.5, p_missing: float = 0.2, p_extra: float = 0.02, time_noise: float = 0.08,
+              work_spread: float = 0.6, counter_sets: list[list[str]] | None = None) -> list[SynthRun]:
+    """``n_runs`` runs of one program of ``n_tasks`` single-threaded tasks and ``n_iters`` iterations."""
+    rng = np.random.default_rng(seed)
+    sets = counter_sets or [DEFAULT_SETS[i % len(DEFAULT_SETS)] for i in range(n_runs)]
+    n_pos = len(_TEMPLATE)
+    tasks = np.repeat(np.arange(1, n_tasks + 1), n_iters * n_pos)
+    iters = np.tile(np.repeat(np.arange(n_iters), n_pos), n_tasks)
+    pos = np.tile(np.arange(n_pos), n_tasks * n_iters)
+    n_logical = tasks.size
+    # base behaviour of every logical compute burst (same in all runs)
+    mean_log_ins = np.array([t[5] for t in _TEMPLATE])[pos]
+    base_ins = 10 ** (mean_log_ins + rng.normal(0, work_spread / 2.3, n_logical))
+    base_ipc = np.clip(rng.normal(1.6, 0.5, n_logical), 0.3, 3.5)
+    rates = {c: 10 ** (m + rng.normal(0, 0.4, n_logical)) for c, (m, _, _) in _COUNTER_MODEL.items()}
+    optional_present = np.ones(n_logical, bool)
+    runs = []
+    for r in range(n_runs):
+        rr = np.random.default_rng(seed * 1000 + r + 1)
+        # how many bursts each logical position produces in this run: polling adds tiny bursts
+        n_poll = np.where(pos == POLL_POS, rr.integers(0, max_polls + 1, n_logical), 0)
+        present = optional_present.copy()
+        if r > 0:
+            present &= ~((pos == OPTIONAL_POS) & (rr.random(n_logical) < p_missing))
+        reps = np.where(present, 1 + n_poll, 0)
+        idx = np.repeat(np.arange(n_logical), reps)
+        rep = np.arange(idx.size) - np.repeat(np.cumsum(reps) - reps, reps)  # 0 = compute burst, k = k-th poll
+        # extra bursts of this run only: inserted before a random logical burst
+        extra_mask = rr.random(n_logical) < p_extra
+        ex_idx = np.flatnonzero(extra_mask)
+        idx = np.concatenate([idx, ex_idx])
+        rep = np.concatenate([rep, np.full(ex_idx.size, -1)])
+        order = np.lexsort((np.where(rep < 0, -1, rep), idx))  # extra first, then compute, then polls
+        idx, rep = idx[order], rep[order]
+        n = idx.size
+        is_poll = rep > 0
+        is_extra = rep < 0
+        task = tasks[idx]
+        p = pos[idx]
+        # behaviour in this run
+        d = np.exp(rr.normal(0, time_noise, n))
+        ins = base_ins[idx] * np.exp(rr.normal(0, 0.001, n))
+        ins = np.where(is_poll, rr.uniform(800, 2500, n), ins)
+        ins = np.where(is_extra, rr.uniform(2e3, 2e5, n), ins)
+        cyc = ins / base_ipc[idx] * d * np.exp(rr.normal(0, 0.01, n))
+        values = {"PAPI_TOT_INS": ins, "PAPI_TOT_CYC": cyc}
+        for c, (_, expo, sig) in _COUNTER_MODEL.items():
+            values[c] = ins * rates[c][idx] * d ** expo * np.exp(rr.normal(0, sig, n))
+        dur = np.maximum(cyc / 2.5, 200.0)  # 2.5 GHz -> ns
+        # closing calls
+        call = np.array([t[0] for t in _TEMPLATE], dtype=object)[p]
+        kind = np.array([t[1] for t in _TEMPLATE], dtype=object)[p]
+        site = np.array([t[2] for t in _TEMPLATE], dtype=object)[p]
+        left = (task - 2) % n_tasks + 1
+        right = task % n_tasks + 1
+        rule = np.array([t[3] or "" for t in _TEMPLATE], dtype=object)[p]
+        peer = np.where(rule == "left", left, np.where(rule == "right", right, 0))
+        nbytes = np.array([t[4] for t in _TEMPLATE])[p]
+        # ANY_SOURCE: the first receive gets the left or the right neighbour's message, per run at random
+        swap = rr.random(n_logical) < p_swap
+        first_any = p == ANY_POS[0]
+        got_left = np.where(first_any, ~swap[idx], swap[np.maximum(idx - 1, 0)])  # the pair shares one draw
+        any_rows = np.isin(p, ANY_POS)
+        peer = np.where(any_rows, np.where(got_left, left, right), peer)
+        nbytes = np.where(any_rows, np.where(got_left, 4096, 16384), nbytes)
+        call = np.where(is_extra, "MPI_Comm_rank", call)
+        kind = np.where(is_extra, "other", kind)
+        site = np.where(is_extra, "setup (main.c:5)", site)
+        peer = np.where(is_extra, 0, peer)
+        nbytes = np.where(is_extra, 0, nbytes)
+        call_dur = np.where(kind == "collective", rr.uniform(20e3, 200e3, n), rr.uniform(1e3, 8e3, n))
+        call_dur = np.where(is_poll | (call == "MPI_Test"), rr.uniform(300, 900, n), call_dur)
+        # times: per task, bursts and calls alternate
+        step = dur + call_dur
+        start = np.cumsum(step) - step
+        task_first = np.r_[0, np.flatnonzero(np.diff(task)) + 1]
+        offset = np.repeat(start[task_first], np.diff(np.r_[task_first, n]))
+        start = (start - offset).astype(np.int64) + 1000
+        end = start + dur.astype(np.int64)
+        cend = end + call_dur.astype(np.int64)
+        seq = np.arange(n) - np.repeat(task_first, np.diff(np.r_[task_first, n]))
+        logical = np.where(is_extra, -(np.arange(n) + 1) - r * 10_000_000_000, idx * 100 + np.maximum(rep, 0))
+        run_id = f"synth{r}"
+        i32 = pl.Int32
+        keys = {"appl": np.ones(n, np.int32), "task": task.astype(np.int32), "thread": np.ones(n, np.int32)}
+        truth = pl.DataFrame({**keys, "burst_seq": seq, "logical": logical, "duration_ns": end - start,
+                              **{c: np.round(v).astype(np.int64) for c, v in values.items()}})
+        bursts = pl.DataFrame({
+            "run_id": [run_id] * n, **keys, "burst_seq": seq, "cpu": task.astype(np.int32), "start_ns": start,
+            "end_ns": end, "duration_ns": end - start, "mpi_call": call.astype(str), "call_site": site.astype(str),
+            **{c: np.round(values[c]).astype(np.int64) for c in sets[r]}})
+        calls = pl.DataFrame({
+            "run_id": [run_id] * n, **keys, "call_seq": seq, "cpu": task.astype(np.int32),
+            "mpi_call": call.astype(str), "mpi_kind": kind.astype(str), "start_ns": end, "end_ns": cend,
+            "duration_ns": cend - end,
+            "bytes_sent": np.where(np.isin(call, ["MPI_Isend", "MPI_Allreduce"]), nbytes, 0).astype(np.int64),
+            "bytes_recv": np.where(np.isin(call, ["MPI_Irecv", "MPI_Recv", "MPI_Allreduce"]), nbytes, 0).astype(np.int64),
+            "peer": pl.Series(peer.astype(np.int32)).replace(0, None),
+            "n_messages": (peer > 0).astype(np.int32),
+            "comm": pl.Series(np.where(kind == "collective", WORLD_COMM, 0)).replace(0, None),
+            "root": pl.Series([None] * n, dtype=i32), "tag": pl.Series([None] * n, dtype=pl.Int64),
+            "call_site": site.astype(str)})
+        runs.append(SynthRun(run_id, f"synth.run{r}", bursts, calls, truth, list(sets[r])))
+    return runs
+
+
+def true_matches(ref: SynthRun, other: SynthRun) -> pl.DataFrame:
+    """For every reference burst, the other run's burst with the same logical identity (NULL if it has none)."""
+    o = other.truth.select("appl", "task", "thread", pl.col("burst_seq").alias("true_seq"), "logical")
+    return ref.truth.select("appl", "task", "thread", "burst_seq", "logical", "duration_ns").join(
+        o, on=["appl", "task", "thread", "logical"], how="left", maintain_order="left")
