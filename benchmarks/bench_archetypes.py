@@ -51,8 +51,12 @@ def simulated_section(quick: bool) -> list[str]:
     t0 = time.perf_counter()
     rows, disc = run_campaign(quick=quick)
     lines = ["## Simulated campaigns", "",
-             "Macro-F1 over the archetypes present in the ground truth (bursts, MPI calls and phases of the reference "
-             "run); a unit the counters cannot decide (`insufficient_counters`) counts as an error.", "",
+             "Campaigns of `benchmarks/sim_archetypes.py`: every kernel of the simulated applications as bursts of "
+             "2e3-3e7 instructions, each executed in 5 runs (simulator counter model, run-to-run noise), each run "
+             "recording the 3 fixed counters + 4 programmable ones (simulator PMU constraint). Macro-F1 over the "
+             "burst archetypes of the ground truth (rules on noise-free counters); a burst the counters cannot "
+             "decide (`insufficient_counters`) counts as an error. `merged` takes every counter from the run that "
+             "recorded it (ideal matching: run-to-run noise only).", "",
              "| app | units | merged | full counters | " + " | ".join(f"run {i}" for i in range(max(len(r["single"]) for r in rows))) + " |",
              "|---|---|---|---|" + "---|" * max(len(r["single"]) for r in rows)]
     for r in rows:
@@ -132,7 +136,8 @@ def main() -> None:
         body += real_section(args.out.parent / "figures", args.machine)
     text = "\n".join(body)
     print(text)
-    raw = args.out.with_suffix(".generated.md")
+    raw = ROOT / "benchmarks" / "out" / "archetypes.generated.md"
+    raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(text + "\n")
     print(f"\n(written to {raw}; the reviewed results live in {args.out})", file=sys.stderr)
 
