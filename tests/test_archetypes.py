@@ -216,3 +216,23 @@ def test_archetypes_view_and_cli(real_warehouse, run_cli):
     assert code == 2 and "nope" in err
     code, _, err = run_cli("archetypes", "prime", "--warehouse", str(real_warehouse), "--machine", "/no/such.toml")
     assert code == 2 and "machine profile" in err
+
+
+def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
+    from warehouse.analysis import load_experiment, read_analysis
+    from warehouse.layout import Warehouse
+    wh = Warehouse(tmp_path).ensure()
+    b, expected = case_bursts()
+    d = wh.experiment_dir("m")
+    d.mkdir(parents=True)
+    b.with_columns(pl.lit("m").alias("experiment"), pl.lit(0.9).alias("match_score")).write_parquet(d / "merged_bursts.parquet")
+    pl.DataFrame({"counter": ["PAPI_L1_DCM"], "coverage": [1.0]}).write_parquet(d / "merge_quality.parquet")
+    before = (d / "merge_quality.parquet").read_bytes()
+    assert load_experiment(wh, "m").source == "merged"
+    for _ in range(2):  # re-analysing replaces the analysis, never the merge's files
+        _, res = analyse_experiment(str(tmp_path), "m", machine=TEST_MACHINE, discover=False)
+    assert (d / "merge_quality.parquet").read_bytes() == before and (d / "merged_bursts.parquet").is_file()
+    stored = read_analysis(wh, "m", "archetypes").filter(pl.col("unit") == "burst").sort("task", "burst_seq")
+    assert stored["experiment"].unique().to_list() == ["m"] and stored["run_id"].unique().to_list() == ["r0"]
+    assert sorted(stored["archetype"].to_list()) != [] and (d / "archetype_discovery.json").is_file()
+    assert not list(wh.staging_dir.iterdir())
