@@ -54,7 +54,8 @@ def merge(
 def print_quality(result: MergeResult) -> None:
     """The quality table: per counter its source run, coverage and estimated error."""
     t = Table(title=f"merge of {result.experiment} (reference run {result.reference_run})")
-    for name in ("counter", "source run", "method", "coverage", "est. error (median)", "est. error (p95)",
+    t.add_column("counter", no_wrap=True)
+    for name in ("source run", "method", "coverage", "est. error (median)", "est. error (p95)",
                  "cross-run diff", "match score"):
         t.add_column(name, overflow="fold")
 

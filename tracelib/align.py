@@ -518,8 +518,13 @@ def _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, 
 
 
 @njit(cache=True, parallel=True)
-def _score_kernel(out, rs, rl, rf, rd, rp, os_, ol, of, od, op, w_feat, w_dur, w_pos, peer_score, factor):
-    """Match score of every reference row (see :class:`AlignConfig`) and whether the signatures agree."""
+def _score_kernel(out, rs, rl, rf, rd, rp, os_, ol, of, od, op, w_feat, w_dur, w_pos, peer_score, factor,
+                  rej_feat, rej_dur):
+    """Match score of every reference row (see :class:`AlignConfig`) and whether the signatures agree.
+
+    Pairs that the fast paths matched by signature alone are checked here too: one whose reference counters or
+    duration are implausibly far apart is unmatched (``out[i] = -1``).
+    """
     n = out.shape[0]
     score = np.zeros(n)
     same = np.zeros(n, np.bool_)
@@ -536,7 +541,12 @@ def _score_kernel(out, rs, rl, rf, rd, rp, os_, ol, of, od, op, w_feat, w_dur, w
             if a == a and b == b:
                 tot += abs(a - b)
                 k += 1
-        cost = w_feat * (tot / k if k > 0 else 0.0) + w_dur * abs(rd[i] - od[j]) + w_pos * abs(rp[i] - op[j])
+        d_feat = tot / k if k > 0 else 0.0
+        d_dur = abs(rd[i] - od[j])
+        if d_feat > rej_feat or d_dur > rej_dur:
+            out[i] = -1
+            continue
+        cost = w_feat * d_feat + w_dur * d_dur + w_pos * abs(rp[i] - op[j])
         same[i] = rs[i] == os_[j]
         st = 1.0 if same[i] else (peer_score if rl[i] == ol[j] else 0.3)
         score[i] = min(1.0, max(0.0, st * np.exp(-cost) * factor))
@@ -607,7 +617,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     os_, ol, _, of, od, op, _, _ = O
     score, same = _score_kernel(other_row, rs, rl, rf, rd, rp, os_, ol, of, od, op, config.w_feat, w_dur,
                                 config.w_pos, config.peer_score,
-                                config.timing_only_factor if timing_only else 1.0)
+                                config.timing_only_factor if timing_only else 1.0, config.reject_feat,
+                                config.reject_dur)
     hit = other_row >= 0
     safe = np.maximum(other_row, 0)
     o_seq = other.get_column("burst_seq").to_numpy()[safe]
