@@ -52,22 +52,26 @@ def merge(
 
 
 def print_quality(result: MergeResult) -> None:
-    """The quality table: per counter its source run, coverage and estimated error."""
-    t = Table(title=f"merge of {result.experiment} (reference run {result.reference_run})")
+    """The quality table: per counter its source run, coverage and estimated error (relative, median and p95)."""
+    t = Table(title=f"merge of {result.experiment} into {result.reference_run}", title_justify="left")
     t.add_column("counter", no_wrap=True)
-    for name in ("source run", "method", "coverage", "est. error (median)", "est. error (p95)",
-                 "cross-run diff", "match score"):
-        t.add_column(name, overflow="fold")
+    t.add_column("source run", overflow="fold")
+    for name in ("coverage", "error", "p95", "x-run", "score"):
+        t.add_column(name, justify="right", no_wrap=True)
 
     def pct(v: Any) -> str:
         return "" if v is None else f"{100 * v:.1f}%"
 
     for q in result.quality.iter_rows(named=True):
-        method = q["method"] + (f" by {q['rescaled_by']}" if q["rescaled_by"] else "")
-        t.add_row(q["counter"], q["source_run"], method, pct(q["coverage"]), pct(q["estimated_error"]),
-                  pct(q["estimated_error_p95"]), pct(q["cross_run_diff"]),
-                  "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}")
+        src = "reference" if q["method"] == "recorded" else q["source_run"]
+        if q["rescaled_by"]:
+            src += f" (x {q['rescaled_by']} ratio)"
+        t.add_row(q["counter"], src, pct(q["coverage"]), pct(q["estimated_error"]), pct(q["estimated_error_p95"]),
+                  pct(q["cross_run_diff"]), "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}")
     console.print(t)
+    console.print("error, p95: estimated relative error (leave-one-out on the reference counters); x-run: median "
+                  "difference between runs of a counter both recorded; score: mean match score", highlight=False,
+                  style="dim")
     for w in result.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
 
