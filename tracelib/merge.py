@@ -199,6 +199,37 @@ def _best_correlated(bursts: pl.DataFrame, target: str, candidates: Sequence[str
     return cands[min(scored)[1]]
 
 
+def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str], min_corr: float = 0.3) -> str | None:
+    """The reference counter to rescale ``target`` by, chosen on the source run's own bursts.
+
+    First the candidate whose ``log1p`` values correlate best with the target's (the measure of work, usually
+    instructions). Then, with that work measure regressed out of every log counter, the candidate whose residual
+    correlates best with the target's residual, if that correlation reaches ``min_corr``: a counter whose
+    per-instruction rate moves with the target's (cycles for reference cycles or cache misses of memory-bound
+    bursts) carries the run-to-run variation the target shares. Otherwise the work measure.
+    """
+    primary = _best_correlated(bursts, target, candidates)
+    rest = [c for c in candidates if c not in (target, primary)]
+    if primary is None or not rest:
+        return primary
+    logs = bursts.select(pl.col(c).cast(pl.Float64).log1p().alias(f"_{i}")
+                         for i, c in enumerate([target, primary, *rest])).drop_nulls()
+    if logs.height < 8:
+        return primary
+    x = logs.to_numpy()
+    work = x[:, 1]
+    design = np.c_[np.ones_like(work), work]
+    coef, *_ = np.linalg.lstsq(design, x, rcond=None)
+    resid = x - design @ coef
+    sd = resid.std(axis=0)
+    if sd[0] == 0:
+        return primary
+    corr = [float((resid[:, 0] * resid[:, k]).mean() / (sd[0] * sd[k])) if sd[k] > 0 else 0.0
+            for k in range(2, x.shape[1])]
+    best = int(np.argmax(corr))
+    return rest[best] if corr[best] >= min_corr else primary
+
+
 def _rel_err(pred: pl.Expr, true: pl.Expr) -> pl.Expr:
     return (pred - true).abs() / true
 
@@ -288,7 +319,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         sources = [o for o in others if c in counters_of[o.run_id]]
         src = max(sources, key=lambda o: per_run[o.run_id]["rate"])  # first by name among the best
         info = per_run[src.run_id]
-        rescale_by = (_best_correlated(src.bursts, c, info["common"]) if options.rescale else None)
+        rescale_by = rescale_counter(src.bursts, c, info["common"]) if options.rescale else None
         values, est = _transfer(ref, src, info["matches"], c, rescale_by, options, ref_seq, info["seq"])
         merged = merged.with_columns(values.alias(c))
         if options.estimate_unmatched:
@@ -414,7 +445,7 @@ def _leave_one_out(ref: RunTables, info: dict, options: MergeOptions,
     medians, p95s = [], []
     for c in common:
         others = [x for x in common if x != c]
-        r = _best_correlated(src.bursts, c, others) if options.rescale else None
+        r = rescale_counter(src.bursts, c, others) if options.rescale else None
         sv = _source_values(src, info["matches"], [c] + ([r] if r else []))
         pred = pl.col(f"_src_{c}").cast(pl.Float64)
         if r:
