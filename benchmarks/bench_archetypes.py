@@ -14,32 +14,24 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import polars as pl
-from sklearn.metrics import f1_score
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from models.analysis import analyse, analyse_experiment, mix  # noqa: E402
-from models.archetypes import ARCHETYPES, INSUFFICIENT  # noqa: E402
+from models.analysis import analyse_experiment, mix  # noqa: E402
+from models.archetypes import INSUFFICIENT  # noqa: E402
 from tracelib.machine import load_machine  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "paraver"
 REAL = {"lulesh": "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv", "lulesh71": "lulesh_7+1_with_uncores_sockets1+2.chop8.prv",
         "prime": "prime_v0.prv", "jacobi": "jacobi-2d-imper_v0.prv"}
 
-
-def macro_f1(truth: pl.Series, pred: pl.Series) -> float:
-    """Macro-F1 over the archetypes present in the truth (undecided predictions count as errors)."""
-    labels = sorted(set(truth.drop_nulls().to_list()) & set(ARCHETYPES))
-    return float(f1_score(truth.to_list(), pred.fill_null(INSUFFICIENT).to_list(), labels=labels, average="macro",
-                          zero_division=0))
 
 
 # ------------------------------------------------------------------------------------------------ simulated
@@ -65,7 +57,7 @@ def simulated_section(quick: bool) -> list[str]:
     lines += ["", f"Discovery on the full counters: Cohen's kappa vs rules **{disc['kappa']:.3f}** "
               f"({disc['n_compared']} bursts), bootstrap ARI **{disc['stability_ari']:.3f}** "
               f"(raw cluster ids {disc['stability_ari_clusters']:.3f}), {disc['n_clusters']} clusters.",
-              f"", f"Wall time {time.perf_counter() - t0:.1f} s.", ""]
+              "", f"Wall time {time.perf_counter() - t0:.1f} s.", ""]
     return lines
 
 
@@ -117,7 +109,7 @@ def real_section(fig_dir: Path, machine_name: str) -> list[str]:
                                ("ridgeline", plot_ridgeline(pa, machine, ranks_per_socket=rps)),
                                ("timeline", plot_timeline(a, pa, machine, ranks_per_socket=rps))):
                 figure_png(info.figure, fig_dir / f"{exp}.{kind}.png", dpi=80)
-            lines += [f"", f"Plots: `figures/{exp}.roofline.png`, `figures/{exp}.ridgeline.png`, `figures/{exp}.timeline.png`.", ""]
+            lines += ["", f"Plots: `figures/{exp}.roofline.png`, `figures/{exp}.ridgeline.png`, `figures/{exp}.timeline.png`.", ""]
     return lines
 
 

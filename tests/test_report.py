@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import polars as pl
 import pytest
 
@@ -11,7 +10,7 @@ from tests.analysis_helpers import RPS, TEST_MACHINE, case_bursts
 from tests.conftest import LULESH_A, PRIME
 from tests.test_metrics import _two_rank_program
 from models.analysis import analyse
-from pipelines.report import build_report, figure_png, plot_ridgeline, plot_roofline, plot_timeline
+from pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline
 
 
 def _offsets(fig) -> int:
