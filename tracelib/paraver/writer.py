@@ -52,7 +52,8 @@ EXTRAE_MPI_IDS: dict[str, int] = {name: v for v, name in EXTRAE_MPI_CALLS.items(
     "MPI_Comm_create": 21, "MPI_Comm_dup": 22, "MPI_Comm_split": 23, "MPI_Scan": 30, "MPI_Bsend": 33,
     "MPI_Ssend": 34, "MPI_Rsend": 35, "MPI_Ibsend": 36, "MPI_Issend": 37, "MPI_Irsend": 38, "MPI_Test": 39,
     "MPI_Cancel": 40, "MPI_Sendrecv": 41, "MPI_Sendrecv_replace": 42, "MPI_Waitany": 59, "MPI_Waitsome": 60,
-    "MPI_Probe": 61, "MPI_Iprobe": 62, "MPI_Reduce_scatter": 80,
+    "MPI_Probe": 61, "MPI_Iprobe": 62, "MPI_Reduce_scatter": 80, "MPI_Testall": 125, "MPI_Testany": 126,
+    "MPI_Testsome": 128,
 }
 _P2P = {"MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Wait", "MPI_Waitall", "MPI_Bsend", "MPI_Ssend",
         "MPI_Rsend", "MPI_Ibsend", "MPI_Issend", "MPI_Irsend", "MPI_Test", "MPI_Testall", "MPI_Testany",
@@ -306,6 +307,25 @@ def block(t: pl.Expr, a: pl.Expr, k: pl.Expr, h: pl.Expr, o: int, line: pl.Expr)
 
 
 # ----------------------------------------------------------------------------------------------- streaming file
+def _copy_rest(src, dst) -> None:
+    """Append the rest of file ``src`` to ``dst`` (in the kernel when the OS allows)."""
+    dst.flush()
+    try:
+        size = os.fstat(src.fileno()).st_size
+        off = src.tell()
+        while off < size:
+            n = os.copy_file_range(src.fileno(), dst.fileno(), size - off, off)
+            if n == 0:
+                break
+            off += n
+        if off >= size:
+            return
+        src.seek(off)
+    except (AttributeError, OSError):
+        src.seek(0)
+    shutil.copyfileobj(src, dst, 16 << 20)
+
+
 class ParaverWriter:
     """Streams one ``.prv`` (plus its ``.pcf``/``.row`` at :meth:`close`).
 
@@ -358,10 +378,9 @@ class ParaverWriter:
             raise WriterError(f"{self.prv}: record at {first} ns written after one at {self.last_time_ns} ns "
                               "(a block came in earlier than the previous watermark promised)")
         self.last_time_ns = int(df.item(df.height - 1, "t"))
-        text = df.get_column("line").str.join("\n").item()
-        data = text.encode() + b"\n"
-        self._fh.write(data)
-        self.bytes_written += len(data)
+        before = self._fh.tell()
+        df.select("line").write_csv(self._fh, include_header=False, quote_style="never")
+        self.bytes_written += self._fh.tell() - before
 
     def close(self, pcf: PcfSpec, duration_ns: int | None = None) -> Path:
         """Write what is left, the header (if deferred), the ``.pcf`` and ``.row``; returns the ``.prv`` path."""
@@ -371,7 +390,7 @@ class ParaverWriter:
         if self._known_duration is None:
             with open(self.prv, "wb") as out, open(self._body_path, "rb") as body:
                 out.write(self._head(end))
-                shutil.copyfileobj(body, out, 16 << 20)
+                _copy_rest(body, out)
             os.unlink(self._body_path)
         elif end > self._known_duration:
             raise WriterError(f"{self.prv}: records reach {end} ns, beyond the declared duration {self._known_duration} ns")

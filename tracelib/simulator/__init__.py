@@ -1,0 +1,1 @@
+"""Simulator of multi-run hardware-counter campaigns (placeholder docstring; see below)."""

@@ -1,0 +1,406 @@
+"""Generates one experiment: the runs of one application instance, streamed block by block to Paraver and Parquet.
+
+All runs of an experiment advance together, one block of iterations at a time: the block's logical program
+(work sizes, heavy ranks) is drawn once from the experiment seed, each run adds its own variation (placement,
+clock, counter noise, OS noise, polling, housekeeping), its pairs become Paraver records (written up to a
+watermark time, so the file stays globally time-sorted with bounded memory) and ground-truth rows. Fixed seed
+and configuration give byte-identical traces.
+"""
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from tracelib.errors import BadInputError
+from tracelib.machine import Machine, load_machine
+from tracelib.metrics import burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
+from tracelib.paraver.counter_types import catalogue
+from tracelib.paraver.writer import (CallSites, Communicator, PcfSpec, ParaverWriter, TraceMeta, mpi_call_ids,
+                                     mpi_kind_of, mpi_state_of)
+from tracelib.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
+from tracelib.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
+from tracelib.simulator.kernels import KERNELS, Kernel
+from tracelib.simulator.network import Network
+from tracelib.simulator.patterns import PATTERNS, AppParams
+from tracelib.simulator.patterns.base import WORLD_COMM, epilogue, prologue
+from tracelib.simulator.pmu import DEFAULT_SLOTS, assign_counter_sets, runs_needed
+from tracelib.simulator.records import RecordTables, pair_records
+from tracelib.simulator.truth import OracleAccumulator, TruthStore
+from tracelib.simulator.variation import Variation, node_count, place, run_clock
+
+DEFAULT_DATE = datetime(2026, 1, 5, 2, 0)
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """One application instance and its runs. Regressions act through ``work`` (kernel -> instruction factor),
+    ``kernels`` (replacement kernel behaviour), ``msg_scale``, ``imbalance`` (task index, factor) and
+    ``net_slowdown``."""
+
+    app: str
+    pattern: str
+    ranks: int = 8
+    iterations: int = 20
+    runs: int | None = None  # None: enough runs to record every counter once
+    seed: int = 0
+    counters_per_run: int = DEFAULT_SLOTS
+    machine: str | None = None  # machine profile preset or TOML path (None: the default preset)
+    ranks_per_node: int | None = None  # None: as many as the node has cores
+    started_at: datetime = DEFAULT_DATE
+    experiment: str | None = None  # folder of the traces (default: the app name)
+    night: int = 0
+    scale: float = 1.0
+    work: dict[str, float] = field(default_factory=dict)
+    kernels: dict[str, Kernel] = field(default_factory=dict)
+    msg_scale: float = 1.0
+    imbalance: tuple[int, float] | None = None
+    net_slowdown: float = 1.0
+    variation: Variation = field(default_factory=Variation)
+    block_pairs: int = 40_000  # about this many bursts per block and run
+
+    @property
+    def name(self) -> str:
+        return self.experiment or self.app
+
+    def n_runs(self) -> int:
+        return self.runs if self.runs is not None else runs_needed(self.counters_per_run)
+
+    def validate(self) -> None:
+        if self.pattern not in PATTERNS:
+            raise BadInputError(f"unknown pattern {self.pattern!r} (known: {', '.join(PATTERNS)})")
+        if not 1 <= self.ranks <= 4095:
+            raise BadInputError(f"--ranks must be between 1 and 4095 (got {self.ranks})")
+        if self.iterations < 1:
+            raise BadInputError(f"--iterations must be at least 1 (got {self.iterations})")
+        if not self.app or "." in self.app or "/" in self.app:
+            raise BadInputError(f"app name {self.app!r} must be non-empty without '.' or '/'")
+        if self.n_runs() < 1 or self.counters_per_run < 1:
+            raise BadInputError("--runs and --counters-per-run must be at least 1")
+
+    def block_iterations(self) -> int:
+        probe = PATTERNS[self.pattern](AppParams(self.ranks), np.random.default_rng(0))
+        return max(1, self.block_pairs // max(1, probe.pairs_per_iteration()))
+
+    def n_blocks(self) -> int:
+        """Blocks per run (prologue and epilogue included): the unit of progress."""
+        return 2 + math.ceil(self.iterations / self.block_iterations())
+
+
+@dataclass(frozen=True)
+class Labeller:
+    """Archetype rules supplied by a higher layer (tracelib does not know them). Each callable takes the metric
+    frame of :mod:`tracelib.metrics` (bursts / MPI calls / phases, with a ``_row`` column) and returns it with an
+    ``archetype`` column; calls and phases may come back with fewer rows (units the rules do not cover)."""
+
+    bursts: Callable[[pl.DataFrame], pl.DataFrame]
+    calls: Callable[[pl.DataFrame], pl.DataFrame]
+    phases: Callable[[pl.DataFrame], pl.DataFrame]
+
+
+@dataclass
+class ExperimentResult:
+    experiment: str
+    app: str
+    traces: list[Path]
+    bytes: int
+    seconds: float
+    n_bursts: list[int]
+
+
+def _seed(*parts: int | str) -> np.random.Generator:
+    return np.random.default_rng([p if isinstance(p, int) else zlib.crc32(p.encode()) for p in parts])
+
+
+@dataclass
+class _Run:
+    """State of one run while its blocks are generated."""
+
+    index: int
+    name: str
+    counters: list[str]
+    ctx: RunContext
+    writer: ParaverWriter
+    tables: RecordTables
+    placement: object
+    freq_hz: float
+    t0: float = 0.0
+    start: np.ndarray | None = None
+    burst_seq: np.ndarray | None = None
+    call_seq: np.ndarray | None = None
+    phase: np.ndarray | None = None
+    n_bursts: int = 0
+    n_polls: int = 0
+    n_housekeeping: int = 0
+    n_outliers: int = 0
+
+
+def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthStore, *,
+                        labeller: Labeller | None = None, progress: Callable[[int], None] | None = None) -> ExperimentResult:
+    """Write ``OUT_DIR/<experiment>/<app>.run<k>.prv/.pcf/.row`` for every run and the experiment's ground truth."""
+    spec.validate()
+    began = time.perf_counter()
+    machine: Machine = load_machine(spec.machine)
+    P, n_runs = spec.ranks, spec.n_runs()
+    rpn = spec.ranks_per_node or min(P, machine.cores_per_node)
+    n_nodes = node_count(P, rpn)
+    units = pl.DataFrame({"appl": [1] * P, "task": list(range(1, P + 1)), "thread": [1] * P})
+    rps = ranks_per_socket(units, machine, n_nodes)
+    share = machine.dram_share(rps)
+    exp_rng = _seed(spec.seed, spec.app, "experiment")
+    sigma = draw_noise_sizes(exp_rng, spec.variation.noise_scale)
+    counter_sets = assign_counter_sets(n_runs, spec.counters_per_run, exp_rng)
+    kernels = tuple(spec.kernels.get(k.name, k) for k in KERNELS)
+    params = AppParams(P, scale=spec.scale, work=dict(spec.work), msg_scale=spec.msg_scale, imbalance=spec.imbalance)
+    pattern = PATTERNS[spec.pattern](params, _seed(spec.seed, spec.app, "setup"))
+    infos = catalogue(COUNTERS)
+    ctype = {c.name: c.event_type for c in infos}
+    ids = mpi_call_ids([(mpi_kind_of(n), n) for n in CALLS])
+    sites = CallSites(binary=spec.app)
+    site_names = [f"{f} ({file}:{line})" for f, file, line in pattern.all_sites()]
+    sites.add(site_names)
+    site_ids = np.array([sites.ids(s) for s in site_names], dtype=np.int64)
+    exp_dir = Path(out_dir) / spec.name
+    exp_dir.mkdir(parents=True, exist_ok=True)
+
+    runs: list[_Run] = []
+    for r in range(n_runs):
+        rng = _seed(spec.seed, spec.app, spec.night, r, "run")
+        placement = place(P, rpn, machine.cores_per_node, rng)
+        freq = run_clock(machine.frequency_ghz * 1e9, spec.variation.freq_jitter, rng)
+        model = CounterModel(machine, share, freq, sigma, kernels)
+        net = Network.from_machine(machine, placement.node_of_task, spec.net_slowdown)
+        meta = TraceMeta(cpus_per_node=placement.cpus_per_node, threads_per_task=(tuple([1] * P),),
+                         node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),), started_at=spec.started_at,
+                         communicators=(Communicator(1, WORLD_COMM, tuple(range(1, P + 1))),
+                                        *[Communicator(1, WORLD_COMM + 1 + i, (i + 1,)) for i in range(P)]),
+                         node_names=placement.node_names, binary=spec.app)
+        name = f"{spec.app}.run{r}"
+        idx = np.array([COUNTERS.index(c) for c in counter_sets[r]], dtype=np.int64)
+        tables = RecordTables(
+            call_type=np.array([ids[(mpi_kind_of(n), n)][0] for n in CALLS]),
+            call_value=np.array([ids[(mpi_kind_of(n), n)][1] for n in CALLS]),
+            call_state=np.array([mpi_state_of(n) for n in CALLS]), site_func=site_ids[:, 0], site_line=site_ids[:, 1],
+            counter_idx=idx, counter_types=tuple(ctype[c] for c in counter_sets[r]), cpu_of_task=placement.cpu_of_task)
+        begin = rng.uniform(5_000, 80_000, size=P)
+        runs.append(_Run(r, name, counter_sets[r], RunContext(r, model, net, spec.variation),
+                         ParaverWriter(exp_dir / name, meta), tables, placement, freq, 0.0, begin,
+                         np.zeros(P, np.int64), np.zeros(P, np.int64), np.zeros(P, np.int64)))
+
+    oracle = OracleAccumulator(n_runs)
+    b_it = spec.block_iterations()
+    blocks = [(-1, 1, "prologue")] + [(i, min(b_it, spec.iterations - i), "body") for i in range(0, spec.iterations, b_it)]
+    blocks.append((spec.iterations, 1, "epilogue"))
+    labels = _Labels(machine, rps, labeller)
+    try:
+        for bi, (it0, n_it, kind) in enumerate(blocks):
+            ref_ids = ref_counters = None
+            for run in runs:
+                base = _seed(spec.seed, spec.app, "block", bi)
+                b = BlockBuilder(it0, n_it, P, run.ctx, _seed(spec.seed, spec.app, spec.night, run.index, "block", bi),
+                                 run.t0, run.start)
+                if kind == "prologue":
+                    prologue(b, base, params)
+                elif kind == "epilogue":
+                    epilogue(b, base, params)
+                else:
+                    pattern.block(b, base)
+                begin = np.rint(run.start).astype(np.int64) if kind == "prologue" else None
+                pb, run.t0, run.start = b.finish()
+                records = pair_records(pb, run.tables, begin=begin)
+                last = np.zeros(P, np.int64)
+                np.maximum.at(last, pb.cols["task"], pb.cols["c_exit"])
+                watermark = None if kind == "epilogue" else int(last.min())
+                run.writer.add(records, watermark)
+                ids_run = logical_id(pb.cols["it"], pb.cols["task"] + 1, pb.cols["slot"], pb.cols["sub"])
+                if run.index == 0:
+                    ref_ids, ref_counters = ids_run, pb.counters
+                else:
+                    oracle.add(run.index, ref_ids, ref_counters, ids_run, pb.counters)
+                _truth_block(truth, spec, run, pb, ids_run, kind, pattern.all_sites(), kernels, labels)
+                if progress:
+                    progress(1)
+    except BaseException:
+        for run in runs:
+            run.writer.abort()
+        truth.close_experiment(spec.name)
+        raise
+    mpi_values: dict[int, dict[int, str]] = {}
+    for (_, n), (t, v) in ids.items():
+        mpi_values.setdefault(t, {})[v] = n
+    funcs, lines = sites.pcf_labels()
+    traces, total = [], 0
+    for run in runs:
+        pcf = PcfSpec(mpi_values=mpi_values, counters=[i for i in infos if i.name in run.counters], callers=funcs,
+                      caller_lines=lines, application_events=True)
+        traces.append(run.writer.close(pcf))
+        total += traces[-1].stat().st_size
+    truth.close_experiment(spec.name)
+    _truth_tables(truth, spec, runs, traces, machine, rps, sigma, oracle)
+    return ExperimentResult(spec.name, spec.app, traces, total, time.perf_counter() - began, [r.n_bursts for r in runs])
+
+
+def _first_of_task(task: np.ndarray) -> np.ndarray:
+    """Index of each task's first row in a task-sorted array."""
+    return np.flatnonzero(np.r_[True, task[1:] != task[:-1]])
+
+
+def _cum_within(values: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """Exclusive cumulative sum of ``values`` within each task's rows (rows sorted by task)."""
+    if task.size == 0:
+        return values.copy()
+    cs = np.cumsum(values) - values
+    firsts = _first_of_task(task)
+    first_of_row = np.repeat(firsts, np.diff(np.r_[firsts, task.size]))
+    return cs - cs[first_of_row]
+
+
+class _Labels:
+    """Archetype labels of truth rows from the metrics of :mod:`tracelib.metrics` and a :class:`Labeller`."""
+
+    def __init__(self, machine: Machine, rps: float, labeller: Labeller | None):
+        self.machine, self.rps, self.labeller = machine, rps, labeller
+
+    def bursts(self, frame: pl.DataFrame) -> pl.Series:
+        if self.labeller is None:
+            return pl.Series("archetype", [None] * frame.height, pl.String)
+        m = burst_metrics(frame, self.machine, ranks_per_socket=self.rps).with_row_index("_row")
+        return self.labeller.bursts(m).sort("_row").get_column("archetype")
+
+    def calls(self, calls: pl.DataFrame) -> pl.Series:
+        if self.labeller is None or calls.height == 0:
+            return pl.Series("archetype", [None] * calls.height, pl.String)
+        m = mpi_metrics(calls, self.machine).with_row_index("_row")
+        lab = self.labeller.calls(m).select("_row", "archetype")
+        return m.select("_row").join(lab, on="_row", how="left").sort("_row").get_column("archetype")
+
+    def phases(self, bursts: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+        p = phase_metrics(bursts, calls, self.machine, ranks_per_socket=self.rps)
+        if self.labeller is None:
+            return p.with_columns(pl.lit(None, pl.String).alias("archetype"))
+        m = p.with_row_index("_row")
+        lab = self.labeller.phases(m).select("_row", "archetype")
+        return m.join(lab, on="_row", how="left").sort("_row").drop("_row")
+
+
+def _names(names: list[str | None], codes: np.ndarray) -> pl.Series:
+    """Strings by code (``codes`` index ``names``), without Python objects per row."""
+    return pl.Series(names, dtype=pl.String).gather(codes)
+
+
+def _truth_block(truth: TruthStore, spec: ExperimentSpec, run: _Run, pb: PairBlock, ids: np.ndarray, kind: str,
+                 sites: list[tuple[str, str, int]], kernels: tuple[Kernel, ...], labels: _Labels) -> None:
+    """Ground-truth rows of one block of one run: bursts, MPI calls and the phases the block closes."""
+    c = pb.cols
+    P = spec.ranks
+    task = c["task"]
+    has_call = c["call"] != NO_CALL
+    burst_seq = run.burst_seq[task] + _cum_within(np.ones(pb.n, np.int64), task)
+    run.burst_seq += np.bincount(task, minlength=P)
+    call_seq = run.call_seq[task[has_call]] + _cum_within(np.ones(int(has_call.sum()), np.int64), task[has_call])
+    run.call_seq += np.bincount(task[has_call], minlength=P)
+    world = pb.world.astype(np.int64)
+    phase = run.phase[task] + _cum_within(world, task)
+    run.phase += np.bincount(task, weights=world, minlength=P).astype(np.int64)
+    run.n_bursts += pb.n
+    run.n_polls += int((c["role"] == 1).sum())
+    run.n_housekeeping += int((c["role"] == 2).sum())
+    run.n_outliers += int(pb.outlier.sum())
+
+    site_str = [f"{f} ({file}:{line})" for f, file, line in sites]
+    call_codes = np.where(has_call, c["call"], len(CALLS))
+    ones = np.ones(pb.n, np.int32)
+    b = pl.DataFrame([
+        pl.Series("run_name", [run.name]).gather(np.zeros(pb.n, np.int64)), pl.Series("appl", ones),
+        pl.Series("task", (task + 1).astype(np.int32)), pl.Series("thread", ones), pl.Series("burst_seq", burst_seq),
+        pl.Series("logical_id", ids), pl.Series("iteration", c["it"]), pl.Series("slot", c["slot"]),
+        pl.Series("sub", c["sub"]), _names(list(ROLES), c["role"]).alias("role"),
+        _names([k.name for k in kernels], c["kernel"]).alias("kernel"),
+        _names([k.intent for k in kernels], c["kernel"]).alias("intent"), pl.Series("phase", phase),
+        pl.Series("os_noise", pb.outlier), pl.Series("start_ns", c["b_start"]), pl.Series("end_ns", c["b_end"]),
+        pl.Series("duration_ns", c["b_end"] - c["b_start"]), _names([*CALLS, None], call_codes).alias("mpi_call"),
+        _names([*site_str, None], np.where(has_call, c["site"], len(site_str))).alias("call_site"),
+    ])
+    counters = pl.DataFrame(pb.counters, schema=list(COUNTERS), orient="row")
+    if labels.labeller is not None:
+        b = b.with_columns(labels.bursts(pl.concat([b, counters], how="horizontal")).alias("archetype"))
+    else:
+        b = b.with_columns(pl.lit(None, pl.String).alias("archetype"))
+    if run.index == 0:
+        truth.append("bursts", spec.name, pl.concat([b, counters], how="horizontal"))
+    else:
+        truth.append("bursts", spec.name, b.with_columns([pl.lit(None, pl.Int64).alias(n) for n in COUNTERS]))
+
+    sel = has_call
+    n = int(sel.sum())
+    coll = c["coll_send"] >= 0
+    kinds = sorted({mpi_kind_of(x) for x in CALLS})
+    kind_code = np.array([kinds.index(mpi_kind_of(x)) for x in CALLS])
+    calls = pl.DataFrame([
+        pl.Series("run_name", [run.name]).gather(np.zeros(n, np.int64)), pl.Series("appl", np.ones(n, np.int32)),
+        pl.Series("task", (task[sel] + 1).astype(np.int32)), pl.Series("thread", np.ones(n, np.int32)),
+        pl.Series("call_seq", call_seq), pl.Series("logical_id", ids[sel]),
+        _names(list(CALLS), c["call"][sel]).alias("mpi_call"), _names(kinds, kind_code[c["call"][sel]]).alias("mpi_kind"),
+        pl.Series("start_ns", c["b_end"][sel]), pl.Series("end_ns", c["c_exit"][sel]),
+        pl.Series("duration_ns", (c["c_exit"] - c["b_end"])[sel]),
+        pl.Series("bytes_sent", (np.where(coll, c["coll_send"], 0) + c["bytes_sent"])[sel]),
+        pl.Series("bytes_recv", (np.where(coll, c["coll_recv"], 0) + c["bytes_recv"])[sel]),
+        pl.Series("peer", np.where(c["peer"] >= 0, c["peer"] + 1, -1)[sel]),
+        pl.Series("n_messages", c["n_msgs"][sel].astype(np.int32)),
+        pl.Series("comm", np.where(coll, c["comm"], -1)[sel]),
+        pl.Series("root", np.where(coll & (c["root"] >= 0), c["root"], -1)[sel]), pl.Series("tag", c["tag"][sel]),
+        _names(site_str, c["site"][sel]).alias("call_site"), pl.Series("phase", phase[sel]),
+    ])
+    calls = calls.with_columns([pl.when(pl.col(k) >= 0).then(pl.col(k)).alias(k) for k in ("peer", "comm", "root", "tag")])
+    calls = calls.with_columns(pl.col("peer").cast(pl.Int32), pl.col("root").cast(pl.Int32))
+    calls = calls.with_columns(labels.calls(calls).alias("archetype"))
+    truth.append("mpi_calls", spec.name, calls)
+
+    # phases closed in this block (the open one after the last world collective ends with the trace)
+    x = pb.counters
+    work = pl.DataFrame({"flops": x[:, COUNTERS.index("PAPI_DP_OPS")].astype(np.float64),
+                         "instructions": x[:, COUNTERS.index("PAPI_TOT_INS")].astype(np.float64),
+                         "dram_bytes": x[:, COUNTERS.index("PAPI_L3_TCM")] * float(labels.machine.line_bytes)})
+    pb_frame = pl.concat([b.select(pl.col("run_name").alias("run_id"), "appl", "task", "thread", "phase", "start_ns",
+                                   "end_ns", "duration_ns"), work], how="horizontal")
+    ph = labels.phases(pb_frame, calls.rename({"run_name": "run_id"}))
+    closed = pl.Series(np.isin(ph.get_column("phase").to_numpy(), np.unique(phase[pb.world])))
+    ph = ph.rename({"run_id": "run_name"}).with_columns(closed.alias("closed"), pl.lit(spec.name).alias("experiment"))
+    truth.append("phases", spec.name, ph)
+
+
+def _truth_tables(truth: TruthStore, spec: ExperimentSpec, runs: list[_Run], traces: list[Path], machine: Machine,
+                  rps: float, sigma: np.ndarray, oracle: OracleAccumulator) -> None:
+    name = spec.name
+    truth.add("experiments", pl.DataFrame([{
+        "experiment": name, "app": spec.app, "pattern": spec.pattern, "ranks": spec.ranks,
+        "iterations": spec.iterations, "runs": len(runs), "seed": spec.seed, "counters_per_run": spec.counters_per_run,
+        "night": spec.night, "started_at": spec.started_at, "machine": machine.name, "ranks_per_socket": rps,
+        "dram_share_bytes_per_s": machine.dram_share(rps), "reference_run": runs[0].name,
+        "scale": spec.scale, "msg_scale": spec.msg_scale, "net_slowdown": spec.net_slowdown,
+        "work_factors": str(dict(spec.work)) if spec.work else None,
+        "imbalance": str(spec.imbalance) if spec.imbalance else None,
+        "changed_kernels": sorted(spec.kernels) or None,
+    }]))
+    truth.add("runs", pl.DataFrame([{
+        "experiment": name, "run_name": r.name, "run_index": r.index, "is_reference": r.index == 0,
+        "trace": str(t), "trace_bytes": t.stat().st_size, "counters": r.counters, "freq_hz": r.freq_hz,
+        "node_names": list(r.placement.node_names), "cpu_of_task": r.placement.cpu_of_task.tolist(),
+        "node_of_task": (r.placement.node_of_task + 1).tolist(), "n_bursts": r.n_bursts, "n_polls": r.n_polls,
+        "n_housekeeping": r.n_housekeeping, "n_os_noise": r.n_outliers,
+    } for r, t in zip(runs, traces)]))
+    truth.add("noise", pl.DataFrame({"experiment": name, "counter": list(COUNTERS),
+                                     "noise_class": [NOISE_CLASS[c] for c in COUNTERS], "sigma": sigma}))
+    truth.add("oracle", oracle.frame(name, [r.name for r in runs], [r.counters for r in runs]))
+
+
+def with_changes(spec: ExperimentSpec, **changes) -> ExperimentSpec:
+    """A copy of ``spec`` with some fields changed."""
+    return replace(spec, **changes)
