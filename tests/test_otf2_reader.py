@@ -216,9 +216,10 @@ def write_synthetic(root: Path) -> Path:
     with otf2.writer.open(str(root), timer_resolution=RES) as w:
         d = w.definitions
         node = d.system_tree_node("node0")
+        # rank 1 defined first: ranks come from the MPI COMM_LOCATIONS group, not from definition order
         groups = [d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
-                                   system_tree_parent=node) for r in range(2)]
-        masters = [d.location("Master thread", type=LocationType.CPU_THREAD, group=g) for g in groups]
+                                   system_tree_parent=node) for r in (1, 0)][::-1]
+        masters = [d.location("Master thread", type=LocationType.CPU_THREAD, group=g) for g in groups[::-1]][::-1]
         worker = d.location("OMP thread 1", type=LocationType.CPU_THREAD, group=groups[0])
         d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=masters)
         world = d.comm(WORLD_TAG, d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=[0, 1]))

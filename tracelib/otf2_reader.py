@@ -63,7 +63,6 @@ _CUM_ZERO, _CUM, _DELTA_LAST, _DELTA_NEXT = 0, 1, 2, 3
 
 _COLLECTIVE_ROLES = {15, 16, 23, 24, 25, 26}  # BARRIER, IMPLICIT_BARRIER, COLL_ONE2ALL/ALL2ONE/ALL2ALL/OTHER
 _P2P_ROLE = 28
-_MPI_PARADIGM = 5  # OTF2_PARADIGM_MPI
 _COLLECTIVE_NAMES = {
     "barrier", "bcast", "reduce", "allreduce", "alltoall", "alltoallv", "alltoallw", "gather", "gatherv",
     "scatter", "scatterv", "allgather", "allgatherv", "reduce_scatter", "reduce_scatter_block", "scan", "exscan",
@@ -185,6 +184,8 @@ def _metric_semantics(mode_value: int) -> int:
 
 def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - otf2.reader.Reader
     """Turn the otf2 wheel's definition registry into :class:`_Definitions` (raises TraceFormatError)."""
+    from otf2.enums import GroupType, LocationType, Paradigm  # noqa: PLC0415 - with the wheel, like the reader
+
     defs = reader.definitions
     clock = defs.clock_properties
     if clock is None or not clock.timer_resolution:
@@ -195,11 +196,11 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - o
     # ranks: the MPI COMM_LOCATIONS group lists one location per rank, in rank order
     group_rank: dict[int, int] = {}
     for g in defs.groups:
-        if g.group_type.value == 1 and g.paradigm.value == _MPI_PARADIGM:  # COMM_LOCATIONS
+        if g.group_type == GroupType.COMM_LOCATIONS and g.paradigm == Paradigm.MPI:
             for rank, loc in enumerate(g.members):
                 group_rank.setdefault(loc.group._ref, rank)
             break
-    cpu_locs = [loc for loc in defs.locations if loc.type.value in (0, 1)]  # UNKNOWN, CPU_THREAD
+    cpu_locs = [loc for loc in defs.locations if loc.type in (LocationType.CPU_THREAD, LocationType.UNKNOWN)]
     skipped = len(list(defs.locations)) - len(cpu_locs)
     if skipped:
         warns.append(f"{anchor}: skipped {skipped} non-CPU locations (GPU streams, metric recorders)")
@@ -232,7 +233,7 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - o
         name = str(r.name or r.canonical_name or f"region_{r._ref}")
         names[r._ref] = name
         role = r.region_role.value if r.region_role is not None else None
-        mpi = (r.paradigm is not None and r.paradigm.value == _MPI_PARADIGM) or name.upper().startswith("MPI_")
+        mpi = r.paradigm == Paradigm.MPI or name.upper().startswith("MPI_")
         is_mpi[r._ref] = mpi
         if mpi:
             kinds[r._ref] = mpi_kind(name, role)
@@ -274,7 +275,7 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - o
         group = comm.group
         if group is None:
             continue
-        if group.group_type.value == 3:  # COMM_SELF
+        if group.group_type == GroupType.COMM_SELF:
             self_comms.add(comm._ref)
             continue
         for rank, member in enumerate(group.members):
@@ -336,7 +337,7 @@ _BASE = (_u64, _u64, _u64, _vp, _vp)  # location, time, event position, user dat
 _FP_REGION = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32)  # Enter / Leave (region)
 _FP_BEGIN = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _vp)  # ProgramBegin
 _FP_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, ctypes.c_int64)  # ProgramEnd
-_FP_METRIC = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u8, _vp, _vp)
+_FP_METRIC = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u8, _vp, ctypes.POINTER(_u64))  # values as raw 64-bit words
 _FP_SEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64)  # peer, comm, tag, length
 _FP_ISEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64, _u64)  # ... request id
 _FP_IRECV_REQ = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u64)
@@ -352,7 +353,7 @@ class _EventBuffer:
     def clear(self) -> None:
         self.r_kind, self.r_time, self.r_ref, self.r_pos = array("B"), array("Q"), array("I"), array("Q")
         self.m_time, self.m_ref, self.m_n, self.m_pos = array("Q"), array("I"), array("B"), array("Q")
-        self.m_vals = bytearray()
+        self.m_vals = array("Q")
         self.p_kind, self.p_time, self.p_peer, self.p_comm = array("B"), array("Q"), array("I"), array("I")
         self.p_tag, self.p_len, self.p_req, self.p_pos = array("I"), array("Q"), array("Q"), array("Q")
         self.c_time, self.c_comm, self.c_root, self.c_pos = array("Q"), array("I"), array("I"), array("Q")
@@ -366,7 +367,6 @@ class _EventBuffer:
         pg, pl_, pq, pp = self.p_tag.append, self.p_len.append, self.p_req.append, self.p_pos.append
         ct, cc, cr, cp = self.c_time.append, self.c_comm.append, self.c_root.append, self.c_pos.append
         cs, cv = self.c_sent.append, self.c_recv.append
-        string_at = ctypes.string_at
 
         def enter(_l, t, pos, _u, _a, region):  # noqa: ANN001
             rk(0); rt(t); rr(region); rp(pos)  # noqa: E702
@@ -385,7 +385,7 @@ class _EventBuffer:
             return 0
 
         def metric(_l, t, pos, _u, _a, ref, n, _types, values):  # noqa: ANN001
-            mt(t); mr(ref); mn(n); mp(pos); mv(string_at(values, 8 * n))  # noqa: E702
+            mt(t); mr(ref); mn(n); mp(pos); mv(values[:n])  # noqa: E702
             return 0
 
         def p2p(kind: int):
@@ -416,7 +416,7 @@ def _np(a: array, dtype: type) -> np.ndarray:
 def _clear(buf: _EventBuffer) -> None:
     """Empty the buffer's arrays in place (the callbacks hold their bound ``append`` methods)."""
     for name, value in vars(buf).items():
-        if isinstance(value, (array, bytearray)):
+        if isinstance(value, array):
             del value[:]
 
 
@@ -498,7 +498,7 @@ class _LocationConverter:
             for c in cols:
                 a[f"{g}_{c}"] = _np(getattr(buf, f"{g}_{c}"), _DTYPES[c]).copy()
             a[f"{g}_ns"] = self.defs.to_ns(a[f"{g}_time"])
-        a["m_vals"] = np.frombuffer(bytes(buf.m_vals), dtype=np.uint64) if buf.m_vals else np.zeros(0, np.uint64)
+        a["m_vals"] = _np(buf.m_vals, np.uint64).copy()
         all_ns = np.concatenate([a[f"{g}_ns"] for g in _GROUPS])
         all_pos = np.concatenate([a[f"{g}_pos"] for g in _GROUPS])
         by_pos = np.argsort(all_pos, kind="stable")
