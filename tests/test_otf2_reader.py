@@ -470,3 +470,55 @@ def test_ingest_of_broken_archive_exits_2_and_leaves_warehouse_alone(synthetic, 
     assert code == 2
     assert "error" in err and str(tmp_path / "broken") in err.replace("\n", "")
     assert not list((wh / "runs").glob("*")) if (wh / "runs").exists() else True
+
+
+# ---------------------------------------------------------------------------------------------- units
+def test_messages_match_in_order_and_keep_unmatched_halves():
+    from tracelib.otf2_reader import _P2P_SCHEMA, _RECV, _SEND, match_messages
+
+    # task, thread, kind, time, pos, peer rank, comm, tag, size, request
+    p2p = pl.DataFrame([(1, 1, _SEND, 100, 5, 1, 0, 7, 64, 0), (1, 1, _SEND, 120, 6, 1, 0, 7, 16, 0),
+                        (1, 1, _SEND, 300, 9, 1, 0, 8, 32, 0),
+                        (2, 1, _RECV, 150, 3, 0, 0, 7, 64, 0), (2, 1, _RECV, 180, 4, 0, 0, 7, 16, 0),
+                        (2, 1, _RECV, 400, 8, 0, 0, 9, 8, 0)], schema=_P2P_SCHEMA, orient="row")
+    ranks = pl.DataFrame({"comm": [0, 0], "rank": [0, 1], "task": [1, 2], "thread": [1, 1]},
+                         schema={"comm": pl.Int64, "rank": pl.Int64, "task": pl.Int32, "thread": pl.Int32})
+    m = match_messages(p2p, ranks, set())
+    assert m.select("s_task", "s_time_ns", "r_task", "r_time_ns", "size", "tag").rows() == [
+        (1, 100, 2, 150, 64, 7), (1, 120, 2, 180, 16, 7),  # same ranks, comm and tag: in order
+        (1, 300, 2, None, 32, 8),  # a send nobody received
+        (1, None, 2, 400, 8, 9),  # a receive without its send: the peer is still known
+    ]
+
+
+def test_records_out_of_time_order_are_taken_by_timestamp(tmp_path):
+    """The OTF2 writer refuses a timestamp before the previous one, but clock-offset correction at read time can
+    produce one: the reader then orders the chunk by (timestamp, record order) and says so."""
+    from tracelib.bursts import BurstAssembler
+    from tracelib.otf2_reader import _EventBuffer, _LocationConverter
+
+    with otf2.writer.open(str(tmp_path / "t"), timer_resolution=10**9) as w:
+        d = w.definitions
+        g = d.location_group("MPI Rank 0", location_group_type=LocationGroupType.PROCESS,
+                             system_tree_parent=d.system_tree_node("n"))
+        loc = d.location("Master thread", type=LocationType.CPU_THREAD, group=g)
+        d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.USER)
+        d.region("MPI_Barrier", region_role=RegionRole.BARRIER, paradigm=Paradigm.MPI)
+        mc = d.metric_class([d.metric_member("PAPI_TOT_INS", "", MetricType.PAPI, MetricMode.ACCUMULATED_START,
+                                             Type.UINT64, Base.DECIMAL, 0, "#")],
+                            MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+        w.event_writer_from_location(loc).metric(0, mc, [0])
+    trace = Otf2Trace(tmp_path / "t" / "traces.otf2")
+    conv = _LocationConverter(trace.defs, trace.defs.locations[0], trace.path)
+    buf = _EventBuffer()
+    for kind, t, ref, pos in ((0, 10, 0, 1), (0, 100, 1, 3), (1, 200, 1, 5), (1, 300, 0, 7)):
+        buf.r_kind.append(kind), buf.r_time.append(t), buf.r_ref.append(ref), buf.r_pos.append(pos)
+    for t, value, pos in ((100, 100, 2), (200, 150, 4), (150, 120, 6), (300, 400, 8)):  # 150 comes late
+        buf.m_time.append(t), buf.m_ref.append(0), buf.m_n.append(1), buf.m_pos.append(pos), buf.m_vals.append(value)
+    batch, _, horizon = conv.convert(buf, final=True)
+    h = pl.DataFrame({"appl": [1], "task": [1], "thread": [1], "time_ns": [horizon]},
+                     schema={"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64})
+    bursts, calls = BurstAssembler("r").feed(batch, h)
+    assert bursts.select("start_ns", "end_ns", "PAPI_TOT_INS").rows() == [(10, 100, 100), (200, 300, 250)]
+    assert calls.select("mpi_call", "start_ns", "end_ns").rows() == [("MPI_Barrier", 100, 200)]
+    assert conv.n_out_of_order == 1
