@@ -522,3 +522,25 @@ def test_records_out_of_time_order_are_taken_by_timestamp(tmp_path):
     assert bursts.select("start_ns", "end_ns", "PAPI_TOT_INS").rows() == [(10, 100, 100), (200, 300, 250)]
     assert calls.select("mpi_call", "start_ns", "end_ns").rows() == [("MPI_Barrier", 100, 200)]
     assert conv.n_out_of_order == 1
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_mutated_archives_read_or_raise_trace_format_error(synthetic, tmp_path, seed):
+    """Random byte changes or cuts in any file of the archive: the trace reads, or fails with TraceFormatError."""
+    import random
+
+    anchor = _copy(synthetic, tmp_path / "mutated")
+    rnd = random.Random(seed)
+    files = sorted(p for p in anchor.parent.rglob("*") if p.is_file())
+    target = rnd.choice(files)
+    data = bytearray(target.read_bytes())
+    if rnd.random() < 0.3:
+        data = data[: rnd.randrange(len(data))]
+    else:
+        for _ in range(rnd.randint(1, 6)):
+            data[rnd.randrange(len(data))] = rnd.randrange(256)
+    target.write_bytes(bytes(data))
+    try:
+        Otf2Trace(anchor).read_tables()
+    except TraceFormatError as exc:
+        assert exc.reason
