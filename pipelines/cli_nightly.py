@@ -66,7 +66,7 @@ def _check_drop(drop: Path) -> None:
 
 
 def _print_summary(summary) -> None:
-    console.print(f"[bold]night:[/] {summary.message()}", highlight=False)
+    console.print(f"[bold]night:[/] {summary.message()}", highlight=False, soft_wrap=True)
     for q in summary.quarantined:
         console.print(f"  quarantined {q['path']}: {q['reason']}", highlight=False, soft_wrap=True)
     for exp, mix in summary.archetypes.items():
@@ -74,6 +74,8 @@ def _print_summary(summary) -> None:
         console.print(f"  archetypes of {exp}: {top}", highlight=False)
     for a in summary.alerts[:10]:
         console.print(f"  alert: {a}", highlight=False, soft_wrap=True)
+    for e in summary.errors:
+        console.print(f"  [red]{e['stage']} failed[/] {' '.join(e['args'])}: {e['error']}", highlight=False, soft_wrap=True)
     if summary.report:
         console.print(f"  report: {summary.report}", highlight=False)
     if summary.skipped_steps:

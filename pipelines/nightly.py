@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed
 
@@ -36,10 +37,12 @@ class NightSummary:
     alerts: list[dict[str, Any]] = field(default_factory=list)
     report: str | None = None
     skipped_steps: list[str] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
 
     def message(self) -> str:
         return (f"{len(self.ingested)} runs ingested, {len(self.quarantined)} quarantined, "
-                f"{len(self.merged)} experiments merged, {len(self.alerts)} alerts")
+                f"{len(self.merged)} experiments merged, {len(self.alerts)} alerts"
+                + (f", {len(self.errors)} stage errors" if self.errors else ""))
 
 
 # ---------------------------------------------------------------------------------------------- tasks
@@ -61,6 +64,16 @@ def ingest_task(item: dict[str, Any], drop: str, warehouse: str) -> dict[str, An
         return {"status": "quarantined", "path": str(path), "reason": str(exc)}
     return {"status": res.status, "path": str(path), "run_id": res.run_id, "run_name": res.run_name,
             "experiment": res.experiment, "n_bursts": res.n_bursts}
+
+
+@task(name="stage")
+def stage_task(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one later stage; bad input in one experiment is reported, not allowed to end the night."""
+    try:
+        return fn(*args, **kwargs)
+    except SynthtraceError as exc:
+        get_run_logger().warning("%s failed: %s", getattr(fn, "__name__", "stage"), exc)
+        return {"error": str(exc), "stage": getattr(fn, "__name__", "stage"), "args": [str(a) for a in args]}
 
 
 def _optional_steps() -> dict[str, Any]:
@@ -85,21 +98,26 @@ def nightly_flow(drop: str, warehouse: str = "warehouse", machine: str | None = 
     changed = sorted({r["experiment"] for r in summary.ingested})
 
     steps = _optional_steps()
-    for name in ("merge", "archetypes", "detect", "retrain", "report"):
-        if name not in steps:
-            summary.skipped_steps.append(name)
+    summary.skipped_steps = [n for n in ("merge", "archetypes", "detect", "retrain", "report") if n not in steps]
     if "merge" in steps and changed:
-        merged = task(name="merge")(steps["merge"]).map(changed, warehouse=warehouse).result()
-        summary.merged = [m for m in merged if m]
+        merged = stage_task.with_options(name="merge").map(
+            unmapped(steps["merge"]), changed, warehouse=warehouse).result()
+        summary.merged = [m for m in merged if m and "error" not in m]
+        summary.errors += [m for m in merged if m and "error" in m]
     if "archetypes" in steps and changed:
-        mixes = task(name="archetypes")(steps["archetypes"]).map(changed, warehouse=warehouse, machine=machine).result()
-        summary.archetypes = {e: m for e, m in zip(changed, mixes) if m}
-    if "detect" in steps:
-        summary.alerts = task(name="detect")(steps["detect"])(warehouse=warehouse)
-    if "retrain" in steps:
-        task(name="retrain")(steps["retrain"])(warehouse=warehouse)
-    if "report" in steps:
-        summary.report = task(name="report")(steps["report"])(warehouse=warehouse)
+        mixes = stage_task.with_options(name="archetypes").map(
+            unmapped(steps["archetypes"]), changed, warehouse=warehouse, machine=machine).result()
+        summary.archetypes = {e: m for e, m in zip(changed, mixes) if m and "error" not in m}
+        summary.errors += [m for m in mixes if m and "error" in m]
+    for name, kwargs in (("detect", {}), ("retrain", {}), ("report", {"machine": machine})):
+        if name in steps:
+            out = stage_task.with_options(name=name)(steps[name], warehouse=warehouse, **kwargs)
+            if isinstance(out, dict) and "error" in out:
+                summary.errors.append(out)
+            elif name == "detect":
+                summary.alerts = list(out or [])
+            elif name == "report":
+                summary.report = out
     _publish(summary)
     return Completed(message=summary.message(), data=summary)
 
@@ -116,6 +134,8 @@ def _publish(summary: NightSummary) -> None:
         for exp, mix in summary.archetypes.items():
             top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:5])
             lines.append(f"- {exp}: {top}")
+    if summary.errors:
+        lines += ["", "## Stage errors", *[f"- {e['stage']} {' '.join(e['args'])}: {e['error']}" for e in summary.errors]]
     if summary.skipped_steps:
         lines += ["", f"Steps not available in this installation: {', '.join(summary.skipped_steps)}"]
     create_markdown_artifact("\n".join(lines), key="night-summary", description="synthtrace nightly summary")
