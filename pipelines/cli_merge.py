@@ -56,7 +56,7 @@ def print_quality(result: MergeResult) -> None:
     t = Table(title=f"merge of {result.experiment} into {result.reference_run}", title_justify="left")
     t.add_column("counter", no_wrap=True)
     t.add_column("source run", overflow="fold")
-    for name in ("coverage", "error", "p95", "x-run", "score"):
+    for name in ("coverage", ">=10us", "error", "p95", "x-run", "score"):
         t.add_column(name, justify="right", no_wrap=True)
 
     def pct(v: Any) -> str:
@@ -66,10 +66,12 @@ def print_quality(result: MergeResult) -> None:
         src = "reference" if q["method"] == "recorded" else q["source_run"]
         if q["rescaled_by"]:
             src += f" (x {q['rescaled_by']} ratio)"
-        t.add_row(q["counter"], src, pct(q["coverage"]), pct(q["estimated_error"]), pct(q["estimated_error_p95"]),
+        t.add_row(q["counter"], src, pct(q["coverage"]), pct(q["coverage_long"]), pct(q["estimated_error"]),
+                  pct(q["estimated_error_p95"]),
                   pct(q["cross_run_diff"]), "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}")
     console.print(t)
-    console.print("error, p95: estimated relative error (leave-one-out on the reference counters); x-run: median "
+    console.print("coverage: share of the reference's bursts with a value (>=10us: of those lasting 10 us or more); "
+                  "error, p95: estimated relative error (leave-one-out on the reference counters); x-run: median "
                   "difference between runs of a counter both recorded; score: mean match score", highlight=False,
                   style="dim")
     for w in result.warnings:

@@ -22,7 +22,9 @@ had more cycles, more stalls, more misses) and adds that counter's own noise whe
 ``benchmarks/bench_merge.py`` measures both ways; see ``benchmarks/results/merge.md`` for why the default is what
 it is (:data:`DEFAULT_RESCALE`).
 
-**Quality.** ``coverage`` is the share of reference bursts that got a matched (not estimated) value.
+**Quality.** ``coverage`` is the share of reference bursts that got a matched (not estimated) value,
+``coverage_long`` the same among bursts of at least ``min_error_duration_ns`` (polling iterations that one run
+repeated more often than the other have no counterpart, so ``coverage`` is lower where polling differs).
 ``estimated_error`` is a leave-one-out estimate: each counter that the reference and the source run both recorded
 is transferred from the source run exactly as an unknown counter would be (rescaled by another common counter when
 rescaling) and compared with what the reference run recorded; the median relative error over matched bursts of at
@@ -50,12 +52,14 @@ DEFAULT_RESCALE = True
 FEATURE_PRIORITY = ("PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_REF_CYC", "INST_RETIRED:ANY", "CPU_CLK_UNHALTED")
 MAX_FEATURES = 2
 RATIO_CLIP = (0.25, 4.0)
+CHOICE_SAMPLE = 100_000  # bursts looked at to choose a rescaling counter
 BASE_COLUMNS = [*THREAD_KEYS, "burst_seq", "cpu", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"]
 KEYS = [*THREAD_KEYS, "burst_seq"]
 
 QUALITY_SCHEMA: dict[str, pl.DataType] = {
     "experiment": pl.String(), "counter": pl.String(), "source_run": pl.String(), "source_run_id": pl.String(),
     "reference_run": pl.String(), "method": pl.String(), "rescaled_by": pl.String(), "coverage": pl.Float64(),
+    "coverage_long": pl.Float64(),
     "estimated_share": pl.Float64(), "estimated_error": pl.Float64(), "estimated_error_p95": pl.Float64(),
     "cross_run_diff": pl.Float64(), "match_rate": pl.Float64(), "mean_match_score": pl.Float64(),
     "comm_agreement": pl.Float64(), "n_bursts": pl.Int64(),
@@ -208,6 +212,8 @@ def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str]
     per-instruction rate moves with the target's (cycles for reference cycles or cache misses of memory-bound
     bursts) carries the run-to-run variation the target shares. Otherwise the work measure.
     """
+    if bursts.height > CHOICE_SAMPLE:  # a choice, not an estimate: a regular sample of bursts is plenty
+        bursts = bursts.gather_every(bursts.height // CHOICE_SAMPLE + 1)
     primary = _best_correlated(bursts, target, candidates)
     rest = [c for c in candidates if c not in (target, primary)]
     if primary is None or not rest:
@@ -309,10 +315,12 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     for c in all_counters:
         if c in ref_counters:
             cov = float(merged.get_column(c).is_not_null().mean()) if n_ref else 0.0
+            cov_long = _share(merged.get_column(c).is_not_null(), long_ref)
             partner = next((per_run[o.run_id] for o in others if c in per_run[o.run_id]["common"]), None)
             cross = _cross_run_diff(ref, partner, c, long_ref) if partner else None
             quality_rows.append({"counter": c, "source_run": ref.run_name, "source_run_id": ref.run_id,
-                                 "method": "recorded", "rescaled_by": None, "coverage": cov, "estimated_share": 0.0,
+                                 "method": "recorded", "rescaled_by": None, "coverage": cov,
+                                 "coverage_long": cov_long, "estimated_share": 0.0,
                                  "estimated_error": 0.0, "estimated_error_p95": 0.0, "cross_run_diff": cross,
                                  "match_rate": 1.0, "mean_match_score": 1.0, "comm_agreement": 1.0})
             continue
@@ -334,6 +342,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             "counter": c, "source_run": src.run_name, "source_run_id": src.run_id,
             "method": "transferred_rescaled" if rescale_by else "transferred", "rescaled_by": rescale_by,
             "coverage": float(info["matches"].get_column("other_seq").is_not_null().mean() if n_ref else 0.0),
+            "coverage_long": _share(info["matches"].get_column("other_seq").is_not_null(), long_ref),
             "estimated_share": n_est / n_ref if n_ref else 0.0, "estimated_error": err,
             "estimated_error_p95": err95, "cross_run_diff": None, "match_rate": info["rate"],
             "mean_match_score": info["mean_score"], "comm_agreement": info["comm"]})
@@ -358,6 +367,12 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         pl.lit(experiment).alias("experiment"), pl.lit(ref.run_id).alias("run_id"), *KEYS, "other_run_id",
         "other_run", "other_seq", "match_score", "same_sig")
     return MergeResult(experiment, ref.run_id, ref.run_name, merged, quality, matches, notes)
+
+
+def _share(flags: pl.Series, among: pl.Series) -> float | None:
+    """Share of True ``flags`` among the rows where ``among`` is True (None when there are none)."""
+    k = int(among.sum())
+    return float((flags & among).sum()) / k if k else None
 
 
 def _source_values(src: RunTables, matches: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
