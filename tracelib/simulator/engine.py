@@ -65,6 +65,7 @@ class ExperimentSpec:
     net_slowdown: float = 1.0
     variation: Variation = field(default_factory=Variation)
     block_pairs: int = 40_000  # about this many bursts per block and run
+    truth_counters: str = "reference"  # counters in the bursts truth: "reference" run only, or "all" runs
 
     @property
     def name(self) -> str:
@@ -84,6 +85,8 @@ class ExperimentSpec:
             raise BadInputError(f"app name {self.app!r} must be non-empty without '.' or '/'")
         if self.n_runs() < 1 or self.counters_per_run < 1:
             raise BadInputError("--runs and --counters-per-run must be at least 1")
+        if self.truth_counters not in ("reference", "all"):
+            raise BadInputError(f"truth counters must be 'reference' or 'all' (got {self.truth_counters!r})")
 
     def block_iterations(self) -> int:
         probe = PATTERNS[self.pattern](AppParams(self.ranks), np.random.default_rng(0))
@@ -103,6 +106,10 @@ class Labeller:
     bursts: Callable[[pl.DataFrame], pl.DataFrame]
     calls: Callable[[pl.DataFrame], pl.DataFrame]
     phases: Callable[[pl.DataFrame], pl.DataFrame]
+
+
+#: builds the :class:`Labeller` for a machine and the ranks sharing one socket (its DRAM share)
+LabellerFactory = Callable[[Machine, float], Labeller]
 
 
 @dataclass
@@ -143,8 +150,13 @@ class _Run:
 
 
 def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthStore, *,
-                        labeller: Labeller | None = None, progress: Callable[[int], None] | None = None) -> ExperimentResult:
-    """Write ``OUT_DIR/<experiment>/<app>.run<k>.prv/.pcf/.row`` for every run and the experiment's ground truth."""
+                        labeller: Labeller | LabellerFactory | None = None,
+                        progress: Callable[[int], None] | None = None) -> ExperimentResult:
+    """Write ``OUT_DIR/<experiment>/<app>.run<k>.prv/.pcf/.row`` for every run and the experiment's ground truth.
+
+    ``labeller``: the archetype rules (a :class:`Labeller`, or a factory taking the machine and the ranks per
+    socket); without one the truth's ``archetype`` columns are NULL. ``progress`` gets 1 per block and run.
+    """
     spec.validate()
     began = time.perf_counter()
     machine: Machine = load_machine(spec.machine)
@@ -198,7 +210,10 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     b_it = spec.block_iterations()
     blocks = [(-1, 1, "prologue")] + [(i, min(b_it, spec.iterations - i), "body") for i in range(0, spec.iterations, b_it)]
     blocks.append((spec.iterations, 1, "epilogue"))
+    if labeller is not None and not isinstance(labeller, Labeller):
+        labeller = labeller(machine, rps)
     labels = _Labels(machine, rps, labeller)
+    buffer = _TruthBuffer(truth, spec.name, None if spec.truth_counters == "all" else runs[0].name, labels)
     try:
         for bi, (it0, n_it, kind) in enumerate(blocks):
             ref_ids = ref_counters = None
@@ -224,7 +239,7 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
                     ref_ids, ref_counters = ids_run, pb.counters
                 else:
                     oracle.add(run.index, ref_ids, ref_counters, ids_run, pb.counters)
-                _truth_block(truth, spec, run, pb, ids_run, kind, pattern.all_sites(), kernels, labels)
+                _truth_block(buffer, spec, run, pb, ids_run, pattern.all_sites(), kernels, labels)
                 if progress:
                     progress(1)
     except BaseException:
@@ -232,6 +247,7 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
             run.writer.abort()
         truth.close_experiment(spec.name)
         raise
+    buffer.flush()
     mpi_values: dict[int, dict[int, str]] = {}
     for (_, n), (t, v) in ids.items():
         mpi_values.setdefault(t, {})[v] = n
@@ -295,9 +311,9 @@ def _names(names: list[str | None], codes: np.ndarray) -> pl.Series:
     return pl.Series(names, dtype=pl.String).gather(codes)
 
 
-def _truth_block(truth: TruthStore, spec: ExperimentSpec, run: _Run, pb: PairBlock, ids: np.ndarray, kind: str,
+def _truth_block(buffer: _TruthBuffer, spec: ExperimentSpec, run: _Run, pb: PairBlock, ids: np.ndarray,
                  sites: list[tuple[str, str, int]], kernels: tuple[Kernel, ...], labels: _Labels) -> None:
-    """Ground-truth rows of one block of one run: bursts, MPI calls and the phases the block closes."""
+    """Ground-truth rows of one block of one run (bursts, MPI calls), handed to ``buffer``."""
     c = pb.cols
     P = spec.ranks
     task = c["task"]
@@ -329,14 +345,10 @@ def _truth_block(truth: TruthStore, spec: ExperimentSpec, run: _Run, pb: PairBlo
         _names([*site_str, None], np.where(has_call, c["site"], len(site_str))).alias("call_site"),
     ])
     counters = pl.DataFrame(pb.counters, schema=list(COUNTERS), orient="row")
-    if labels.labeller is not None:
-        b = b.with_columns(labels.bursts(pl.concat([b, counters], how="horizontal")).alias("archetype"))
-    else:
-        b = b.with_columns(pl.lit(None, pl.String).alias("archetype"))
-    if run.index == 0:
-        truth.append("bursts", spec.name, pl.concat([b, counters], how="horizontal"))
-    else:
-        truth.append("bursts", spec.name, b.with_columns([pl.lit(None, pl.Int64).alias(n) for n in COUNTERS]))
+    x = pb.counters
+    work = pl.DataFrame({"flops": x[:, COUNTERS.index("PAPI_DP_OPS")].astype(np.float64),
+                         "instructions": x[:, COUNTERS.index("PAPI_TOT_INS")].astype(np.float64),
+                         "dram_bytes": x[:, COUNTERS.index("PAPI_L3_TCM")] * float(labels.machine.line_bytes)})
 
     sel = has_call
     n = int(sel.sum())
@@ -357,23 +369,51 @@ def _truth_block(truth: TruthStore, spec: ExperimentSpec, run: _Run, pb: PairBlo
         pl.Series("comm", np.where(coll, c["comm"], -1)[sel]),
         pl.Series("root", np.where(coll & (c["root"] >= 0), c["root"], -1)[sel]), pl.Series("tag", c["tag"][sel]),
         _names(site_str, c["site"][sel]).alias("call_site"), pl.Series("phase", phase[sel]),
+        pl.Series("_world", pb.world[sel]),
     ])
     calls = calls.with_columns([pl.when(pl.col(k) >= 0).then(pl.col(k)).alias(k) for k in ("peer", "comm", "root", "tag")])
     calls = calls.with_columns(pl.col("peer").cast(pl.Int32), pl.col("root").cast(pl.Int32))
-    calls = calls.with_columns(labels.calls(calls).alias("archetype"))
-    truth.append("mpi_calls", spec.name, calls)
+    buffer.add(pl.concat([b, counters, work], how="horizontal"), calls)
 
-    # phases closed in this block (the open one after the last world collective ends with the trace)
-    x = pb.counters
-    work = pl.DataFrame({"flops": x[:, COUNTERS.index("PAPI_DP_OPS")].astype(np.float64),
-                         "instructions": x[:, COUNTERS.index("PAPI_TOT_INS")].astype(np.float64),
-                         "dram_bytes": x[:, COUNTERS.index("PAPI_L3_TCM")] * float(labels.machine.line_bytes)})
-    pb_frame = pl.concat([b.select(pl.col("run_name").alias("run_id"), "appl", "task", "thread", "phase", "start_ns",
-                                   "end_ns", "duration_ns"), work], how="horizontal")
-    ph = labels.phases(pb_frame, calls.rename({"run_name": "run_id"}))
-    closed = pl.Series(np.isin(ph.get_column("phase").to_numpy(), np.unique(phase[pb.world])))
-    ph = ph.rename({"run_id": "run_name"}).with_columns(closed.alias("closed"), pl.lit(spec.name).alias("experiment"))
-    truth.append("phases", spec.name, ph)
+
+class _TruthBuffer:
+    """Truth rows waiting to be labelled (the rules cost per call, so rows of several blocks and runs go together)."""
+
+    def __init__(self, truth: TruthStore, experiment: str, reference: str | None, labels: _Labels,
+                 max_rows: int = 300_000):
+        self.truth, self.experiment, self.reference, self.labels, self.max_rows = truth, experiment, reference, labels, max_rows
+        self.bursts: list[pl.DataFrame] = []
+        self.calls: list[pl.DataFrame] = []
+        self.rows = 0
+
+    def add(self, bursts: pl.DataFrame, calls: pl.DataFrame) -> None:
+        self.bursts.append(bursts)
+        self.calls.append(calls)
+        self.rows += bursts.height
+        if self.rows >= self.max_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Label the pending rows (blocks hold whole phases) and append them to the truth tables."""
+        if not self.bursts:
+            return
+        b, c = pl.concat(self.bursts), pl.concat(self.calls)
+        self.bursts, self.calls, self.rows = [], [], 0
+        b = b.with_columns(self.labels.bursts(b).alias("archetype"))
+        ref = pl.lit(True) if self.reference is None else pl.col("run_name") == self.reference
+        out = b.select(*[x for x in b.columns if x not in COUNTERS and x not in ("flops", "instructions", "dram_bytes")],
+                       *[pl.when(ref).then(pl.col(n)).alias(n) for n in COUNTERS])
+        self.truth.append("bursts", self.experiment, out)
+        calls = c.drop("_world")
+        self.truth.append("mpi_calls", self.experiment, calls.with_columns(self.labels.calls(calls).alias("archetype")))
+        ph = self.labels.phases(b.select(pl.col("run_name").alias("run_id"), "appl", "task", "thread", "phase", "start_ns",
+                                         "end_ns", "duration_ns", "flops", "instructions", "dram_bytes"),
+                                calls.rename({"run_name": "run_id"}))
+        closed = c.filter(pl.col("_world")).select(pl.col("run_name").alias("run_id"), "appl", "phase").unique().with_columns(
+            pl.lit(True).alias("closed"))
+        ph = (ph.join(closed, on=["run_id", "appl", "phase"], how="left").with_columns(pl.col("closed").fill_null(False))
+              .rename({"run_id": "run_name"}).with_columns(pl.lit(self.experiment).alias("experiment")))
+        self.truth.append("phases", self.experiment, ph)
 
 
 def _truth_tables(truth: TruthStore, spec: ExperimentSpec, runs: list[_Run], traces: list[Path], machine: Machine,

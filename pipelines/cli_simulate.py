@@ -1,0 +1,119 @@
+"""``synthtrace simulate``: write simulated multi-run campaigns (Paraver traces + Parquet ground truth)."""
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from models.archetypes import ArchetypeRules
+from pipelines.cli import WarehouseOption, console, err_console
+from tracelib.errors import BadInputError
+from tracelib.machine import Machine, load_machine
+from tracelib.simulator import PATTERNS, ExperimentSpec, Labeller, TruthStore, Variation, simulate_experiment
+from tracelib.simulator.campaign import parse_injection, random_injections, simulate_campaign
+from tracelib.simulator.engine import DEFAULT_DATE
+from tracelib.simulator.pmu import DEFAULT_SLOTS
+from tracelib.simulator.truth import TRUTH_DIR
+
+
+def rule_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
+    """The project's archetype rules (DESIGN §7, :mod:`models.archetypes`) as the simulator's labeller."""
+    rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
+    return Labeller(bursts=rules.classify_bursts, calls=rules.classify_mpi, phases=rules.classify_phases)
+
+
+def _apps(app: str | None, pattern: str) -> dict[str, str]:
+    """app name -> pattern for the requested pattern(s)."""
+    patterns = list(PATTERNS) if pattern == "all" else [pattern]
+    if pattern != "all" and pattern not in PATTERNS:
+        raise BadInputError(f"--pattern {pattern!r}: unknown (known: all, {', '.join(PATTERNS)})")
+    if app is None:
+        return {p: p for p in patterns}
+    if len(patterns) == 1:
+        return {app: patterns[0]}
+    return {f"{app}_{p}": p for p in patterns}
+
+
+def simulate(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the traces (<experiment>/<app>.run<k>.prv) and ground_truth/ into.")],
+    app: Annotated[str | None, typer.Option(help="Application name (default: the pattern's name; a prefix with --pattern all).")] = None,
+    pattern: Annotated[str, typer.Option(help=f"Communication pattern: all, {', '.join(PATTERNS)}.")] = "all",
+    ranks: Annotated[int, typer.Option(help="MPI ranks per run.")] = 8,
+    iterations: Annotated[int, typer.Option(help="Iterations (time steps, rounds, sweeps) per run.")] = 20,
+    runs: Annotated[int | None, typer.Option(help="Runs per experiment (default: enough to record every counter once).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed and options give byte-identical traces.")] = 0,
+    counters_per_run: Annotated[int, typer.Option(help="Programmable PMU slots per run (plus the 3 fixed counters).")] = DEFAULT_SLOTS,
+    nights: Annotated[int, typer.Option(help="Campaign mode: nightly histories of this many nights (0: one experiment per app).")] = 0,
+    inject: Annotated[list[str] | None, typer.Option(help="Regression KIND:APP:NIGHT[:SIZE] (repeatable); 'random' (default with --nights) or 'none'.")] = None,
+    machine: Annotated[str | None, typer.Option(help="Machine profile preset (marenostrum5-gpp, generic) or TOML file.")] = None,
+    ranks_per_node: Annotated[int | None, typer.Option(help="Ranks per node (default: as many as a node has cores).")] = None,
+    scale: Annotated[float, typer.Option(help="Problem size factor (work per burst).")] = 1.0,
+    date: Annotated[datetime | None, typer.Option(help="Start date of the runs (the first night in campaign mode).")] = None,
+    labels: Annotated[bool, typer.Option(help="Label bursts, MPI calls and phases with the archetype rules.")] = True,
+    truth_counters: Annotated[str, typer.Option(help="Burst counters in the ground truth: 'reference' run only or 'all' runs.")] = "reference",
+    warehouse: WarehouseOption = Path("warehouse"),
+) -> None:
+    """Simulate multi-run hardware-counter traces of MPI applications with ground truth (not ingested: see ``ingest``)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInputError(f"{out_dir}: exists and is not a folder")
+    if scale <= 0:
+        raise BadInputError("--scale must be positive")
+    apps = _apps(app, pattern)
+    template = ExperimentSpec(app="app", pattern=next(iter(apps.values())), ranks=ranks, iterations=iterations, runs=runs,
+                              seed=seed, counters_per_run=counters_per_run, machine=machine, ranks_per_node=ranks_per_node,
+                              scale=scale, started_at=date or DEFAULT_DATE, variation=Variation(),
+                              truth_counters=truth_counters)
+    specs = [ExperimentSpec(**{**template.__dict__, "app": a, "pattern": p}) for a, p in apps.items()]
+    for s in specs:
+        s.validate()
+    choice = [s.strip() for s in (inject or ["random" if nights else "none"])]
+    if nights < 0:
+        raise BadInputError("--nights must not be negative")
+    if not nights and choice not in (["none"], []):
+        raise BadInputError("--inject needs --nights (regressions are injected into nightly histories)")
+    if choice == ["random"]:
+        injections = random_injections(apps, nights, np.random.default_rng([seed, 4242]))
+    elif choice == ["none"]:
+        injections = []
+    else:
+        injections = [parse_injection(s) for s in choice]
+    total = sum(s.n_blocks() * s.n_runs() for s in specs) * max(nights, 1)
+    truth = TruthStore(out_dir / TRUTH_DIR)
+    labeller = rule_labeller if labels else None
+    began = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("simulate", total=total)
+        step = lambda n: bar.advance(task, n)  # noqa: E731
+        if nights:
+            results = simulate_campaign(out_dir, template, apps, nights, injections, truth, labeller=labeller,
+                                        progress=step)
+        else:
+            results = []
+            for s in specs:
+                bar.update(task, description=f"simulate {s.app}")
+                results.append(simulate_experiment(out_dir, s, truth, labeller=labeller, progress=step))
+    truth.close(machine=_machine_dict(specs[0]))
+    elapsed = time.perf_counter() - began
+    table = Table("experiment", "runs", "bursts (run 0)", "MB", title=f"simulated into {out_dir}")
+    for r in results[:40]:
+        table.add_row(r.experiment, str(len(r.traces)), str(r.n_bursts[0]), f"{r.bytes / 1e6:.1f}")
+    console.print(table)
+    size = sum(r.bytes for r in results)
+    console.print(f"{len(results)} experiment(s), {sum(len(r.traces) for r in results)} traces, {size / 1e6:.1f} MB "
+                  f"in {elapsed:.1f} s; ground truth in {out_dir / TRUTH_DIR}"
+                  + (f"; {len(injections)} injected regression(s)" if nights else ""), highlight=False, soft_wrap=True)
+
+
+def _machine_dict(spec: ExperimentSpec) -> dict:
+    return load_machine(spec.machine).as_dict()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate)
