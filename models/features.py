@@ -1,0 +1,259 @@
+"""Features and targets for burst performance predictors (DESIGN §8).
+
+A predictor learns a burst's **target** (``ipc``: instructions per cycle; ``tpi``: time per instruction in ns)
+from **features** that are counter rates per instruction, FP and vector shares, misses per 1000 instructions
+(MPKI), the burst's size, a target-blind archetype and its MPI context. A feature never contains the target:
+every target names the quantities it is made of (its *ingredients*: cycles and time for both targets, since
+time per instruction = cycles per instruction / frequency), and no feature uses an ingredient. Counters that
+are not in the catalogue of :mod:`tracelib.counters` become generic ``rate:<counter>`` features (events per
+instruction) unless their name says they count cycles or time.
+
+Features are computed from any bursts-like frame (one run's ``bursts`` or an experiment's ``merged_bursts``);
+``counters=`` restricts them to a counter set (what one run of a multi-run campaign recorded), which is how the
+merged counter set is compared with each single-run set. Missing counters give NaN features (the estimators
+handle them: gradient boosting and random forests natively, the linear baseline by imputation + indicators).
+
+>>> table = build_features(merged_bursts, "ipc")
+>>> table.X.shape, table.y.shape
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from tracelib.counters import ROLES, canonical, resolve
+from tracelib.errors import BadInputError
+from tracelib.schema import BURST_SCHEMA
+
+#: fixed (non-counter) columns that a bursts-like frame may carry besides BURST_SCHEMA
+NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | {
+    "experiment", "run_name", "match_score", "estimated", "phase", "app", "end_ns", "start_ns"}
+
+#: counter roles made of cycles or of time: ingredients of both targets
+CYCLE_ROLES: frozenset[str] = frozenset({"cyc", "ref_cyc", "stall_cyc"})
+#: a non-catalogue counter whose name matches this counts cycles or time (never a feature)
+_CYCLE_NAME = re.compile(r"CYC|CLK|CYCLE|STALL|TIME|TSC", re.IGNORECASE)
+
+#: target name -> (description with unit, ingredient roles). Both targets exclude cycles and time.
+TARGETS: dict[str, tuple[str, frozenset[str]]] = {
+    "ipc": ("instructions per cycle (PAPI_TOT_INS / PAPI_TOT_CYC)", CYCLE_ROLES),
+    "tpi": ("time per instruction in ns (duration_ns / PAPI_TOT_INS)", CYCLE_ROLES),
+}
+
+#: per-instruction features of catalogued roles: name -> (numerator role, denominator role | None = ins, scale)
+ROLE_FEATURES: dict[str, tuple[str, str | None, float]] = {
+    "l1_mpki": ("l1_dcm", None, 1000.0),
+    "l2_mpki": ("l2_dcm", None, 1000.0),
+    "l3_mpki": ("l3_tcm", None, 1000.0),
+    "icache_mpki": ("l1_icm", None, 1000.0),
+    "itlb_mpki": ("itlb_miss", None, 1000.0),
+    "dtlb_mpki": ("dtlb_miss", None, 1000.0),
+    "br_per_ins": ("br_ins", None, 1.0),
+    "br_mpki": ("br_msp", None, 1000.0),
+    "br_misp_rate": ("br_msp", "br_ins", 1.0),
+    "ld_per_ins": ("ld_ins", None, 1.0),
+    "sr_per_ins": ("sr_ins", None, 1.0),
+    "fp_share": ("fp_ins", None, 1.0),
+    "vec_share": ("vec_ins", "fp_ins", 1.0),
+    "flops_per_ins": ("fp_ops", None, 1.0),
+    "dram_bytes_per_ins": ("dram_cas", None, 64.0),
+}
+
+#: MPI context: the closing call's family (one-hot, fixed vocabulary so train and predict agree)
+MPI_FAMILIES: dict[str, tuple[str, ...]] = {
+    "collective": ("MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Barrier", "MPI_Alltoall", "MPI_Alltoallv",
+                   "MPI_Allgather", "MPI_Allgatherv", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv",
+                   "MPI_Reduce_scatter", "MPI_Scan", "MPI_Exscan"),
+    "blocking_p2p": ("MPI_Send", "MPI_Recv", "MPI_Sendrecv", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend",
+                     "MPI_Sendrecv_replace", "MPI_Probe"),
+    "nonblocking_p2p": ("MPI_Isend", "MPI_Irecv", "MPI_Issend", "MPI_Ibsend", "MPI_Irsend"),
+    "completion": ("MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test", "MPI_Testall",
+                   "MPI_Testany", "MPI_Testsome", "MPI_Iprobe"),
+}
+#: archetype one-hot vocabulary (target-blind rules; see :func:`blind_archetypes`)
+ARCHETYPE_VOCAB: tuple[str, ...] = ("fine_grain", "compute_vector", "compute_scalar", "core_bound", "cache_bound",
+                                    "dram_bandwidth", "dram_latency", "frontend_bound", "bad_speculation")
+#: bursts with fewer instructions are left out of training and evaluation (their rates are noise)
+MIN_INSTRUCTIONS: float = 1e4
+
+
+class UnknownTargetError(BadInputError):
+    """A target that is not one of :data:`TARGETS`."""
+
+
+class NoTrainingDataError(BadInputError):
+    """No burst has what the target needs (instructions and cycles or time), or no usable feature."""
+
+
+@dataclass
+class FeatureTable:
+    """Features, target and bookkeeping of a set of bursts.
+
+    ``X``: float64 matrix (rows = bursts, columns = ``features``, NaN where a counter is missing);
+    ``y``: the target per burst (NaN when its ingredients are missing; :meth:`trainable` drops those);
+    ``keys``: identity of every row (experiment, run_id, appl, task, thread, burst_seq where present);
+    ``groups``: the application of every row (for folds that keep a workload out of training).
+    """
+
+    target: str
+    features: list[str]
+    X: np.ndarray
+    y: np.ndarray
+    keys: pl.DataFrame
+    groups: np.ndarray
+    counters: list[str] = field(default_factory=list)
+
+    def trainable_mask(self, min_instructions: float = MIN_INSTRUCTIONS) -> np.ndarray:
+        """Rows with a finite positive target and at least ``min_instructions`` instructions."""
+        ok = np.isfinite(self.y) & (self.y > 0)
+        if "log10_ins" in self.features:
+            li = self.X[:, self.features.index("log10_ins")]
+            ok &= np.nan_to_num(li, nan=-1.0) >= np.log10(min_instructions)
+        return ok
+
+    def trainable(self, min_instructions: float = MIN_INSTRUCTIONS) -> FeatureTable:
+        """The rows of :meth:`trainable_mask`."""
+        return self.subset(self.trainable_mask(min_instructions))
+
+    def subset(self, mask: np.ndarray) -> FeatureTable:
+        idx = np.flatnonzero(mask)
+        return FeatureTable(self.target, list(self.features), self.X[idx], self.y[idx],
+                            self.keys[idx], self.groups[idx], list(self.counters))
+
+    def select(self, features: list[str]) -> np.ndarray:
+        """The matrix of ``features`` in that order (absent features are NaN columns)."""
+        cols = [self.X[:, self.features.index(f)] if f in self.features else np.full(self.X.shape[0], np.nan)
+                for f in features]
+        return np.column_stack(cols) if cols else np.empty((self.X.shape[0], 0))
+
+
+def check_target(target: str) -> None:
+    """Raise :class:`UnknownTargetError` unless ``target`` is one of :data:`TARGETS`."""
+    if target not in TARGETS:
+        raise UnknownTargetError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
+
+
+def counter_columns(frame: pl.DataFrame) -> list[str]:
+    """The counter columns of a bursts-like frame (numeric columns that are not identity/time columns)."""
+    return [c for c, t in frame.schema.items() if c not in NON_COUNTER_COLUMNS and t.is_numeric()
+            and not c.startswith("_")]
+
+
+def is_cycle_counter(counter: str) -> bool:
+    """True if ``counter`` counts cycles or time (an ingredient of every target)."""
+    role = canonical(counter)
+    if role is not None:
+        return role in CYCLE_ROLES
+    return bool(_CYCLE_NAME.search(counter))
+
+
+def _safe_ratio(num: pl.Expr, den: pl.Expr, scale: float = 1.0) -> pl.Expr:
+    return pl.when(den > 0).then(num * scale / den).otherwise(None)
+
+
+def _target_expr(target: str, cmap) -> pl.Expr:
+    ins = cmap.expr("ins")
+    if target == "ipc":
+        return _safe_ratio(ins, cmap.expr("cyc")) if cmap.has("cyc") else pl.lit(None, pl.Float64)
+    return _safe_ratio(pl.col("duration_ns").cast(pl.Float64), ins)
+
+
+def _mpi_family_exprs(frame: pl.DataFrame) -> list[pl.Expr]:
+    if "mpi_call" not in frame.columns:
+        return [pl.lit(np.nan).alias(f"mpi_{fam}") for fam in (*MPI_FAMILIES, "other", "none")]
+    call = pl.col("mpi_call")
+    out = [call.is_in(list(names)).cast(pl.Float64).alias(f"mpi_{fam}") for fam, names in MPI_FAMILIES.items()]
+    known = [n for names in MPI_FAMILIES.values() for n in names]
+    out.append((call.is_not_null() & ~call.is_in(known)).cast(pl.Float64).alias("mpi_other"))
+    out.append(call.is_null().cast(pl.Float64).alias("mpi_none"))
+    return out
+
+
+def blind_archetypes(frame: pl.DataFrame, counters: list[str]) -> pl.Series:
+    """Rule archetype of every burst computed without cycles or time (so it cannot carry either target).
+
+    Cycle counters are dropped and each burst's duration is replaced by a nominal 1 ns per instruction; rules
+    that need IPC or a real duration are then undecided, and such bursts get the rules' provisional label.
+    """
+    from models.archetypes import ArchetypeRules  # noqa: PLC0415 - heavy, only when archetypes are wanted
+    from tracelib.machine import load_machine  # noqa: PLC0415
+    from tracelib.metrics import burst_metrics  # noqa: PLC0415
+
+    keep = [c for c in counters if not is_cycle_counter(c)]
+    cmap = resolve(keep)
+    if not cmap.has("ins") or frame.height == 0:
+        return pl.Series("archetype", [None] * frame.height, dtype=pl.String)
+    ins = cmap.expr("ins")
+    blind = frame.select(*keep).with_columns(
+        pl.when(ins > 0).then(ins).otherwise(1.0).round().cast(pl.Int64).alias("duration_ns"))
+    machine = load_machine()
+    bm = burst_metrics(blind, machine, cmap=cmap)
+    labelled = ArchetypeRules(machine, counter_map=cmap).fit().classify_bursts(bm)
+    return labelled.select(pl.when(pl.col("archetype") == "insufficient_counters").then(pl.col("provisional"))
+                           .otherwise(pl.col("archetype")).alias("archetype")).to_series()
+
+
+def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | None = None,
+                   groups: str = "app", archetype: bool = True) -> FeatureTable:
+    """Features and target of every burst of a bursts-like ``frame``.
+
+    ``counters``: only these counters may feed features (default: every counter column); the target is always
+    computed from the frame's own instructions/cycles/time. ``groups``: column holding the workload of each row
+    (application; falls back to ``experiment``, then one group). Raises :class:`UnknownTargetError`.
+    """
+    check_target(target)
+    all_counters = counter_columns(frame)
+    use = [c for c in (all_counters if counters is None else counters) if c in all_counters]
+    allowed = [c for c in use if not is_cycle_counter(c)]
+    cmap = resolve(allowed)
+    ins = cmap.expr("ins")
+    exprs: list[pl.Expr] = [
+        pl.when(ins > 0).then(ins.log10()).otherwise(None).alias("log10_ins") if cmap.has("ins")
+        else pl.lit(None, pl.Float64).alias("log10_ins")]
+    for name, (num, den, scale) in ROLE_FEATURES.items():
+        if cmap.has(num) and (den is None and cmap.has("ins") or den is not None and cmap.has(den)):
+            denom = ins if den is None else cmap.expr(den)
+            exprs.append(_safe_ratio(cmap.expr(num), denom, scale).alias(name))
+        else:
+            exprs.append(pl.lit(None, pl.Float64).alias(name))
+    catalogued = {c for cols in cmap.columns.values() for c in cols} | set(cmap.fp_arith)
+    generic = sorted(c for c in allowed if c not in catalogued and canonical(c) is None)
+    for c in generic:
+        exprs.append(_safe_ratio(pl.col(c).cast(pl.Float64), ins).alias(f"rate:{c}") if cmap.has("ins")
+                     else pl.lit(None, pl.Float64).alias(f"rate:{c}"))
+    exprs += _mpi_family_exprs(frame)
+    feats = frame.select(exprs)
+    if archetype:
+        arch = blind_archetypes(frame, allowed)
+        feats = feats.with_columns([(arch == a).cast(pl.Float64).fill_null(np.nan).alias(f"arch_{a}")
+                                    for a in ARCHETYPE_VOCAB])
+    # a feature that no row has is dropped (it would only carry NaN)
+    names = [c for c in feats.columns if feats[c].is_not_null().any() and not feats[c].is_nan().all()]
+    X = feats.select(names).cast(pl.Float64).to_numpy() if names else np.empty((frame.height, 0))
+    full = resolve(all_counters)
+    y = frame.select(_target_expr(target, full).alias("y")).to_series().cast(pl.Float64).fill_null(np.nan).to_numpy()
+    key_cols = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
+    keys = frame.select(key_cols)
+    gcol = next((c for c in (groups, "app", "experiment") if c in frame.columns), None)
+    g = frame[gcol].cast(pl.String).fill_null("?").to_numpy() if gcol else np.full(frame.height, "all", dtype=object)
+    return FeatureTable(target, names, np.asarray(X, dtype=np.float64), y, keys, g, use)
+
+
+def counter_sets(runs: pl.DataFrame) -> dict[str, list[str]]:
+    """Single-run counter sets of a campaign: ``run<k>`` -> counters of the k-th run (by name) of each experiment.
+
+    ``runs`` is the runs view (experiment, run_name, counters). Experiments are merged from runs recorded with
+    different counter sets; the k-th run's set is taken from the first experiment that has a k-th run (campaigns
+    repeat their counter plan). Returns an empty dict when no run has counters.
+    """
+    if runs.height == 0 or "counters" not in runs.columns:
+        return {}
+    ranked = runs.sort("experiment", "run_name").with_columns(
+        pl.int_range(pl.len()).over("experiment").alias("_k"))
+    out: dict[str, list[str]] = {}
+    for k, cnt in ranked.select("_k", "counters").iter_rows():
+        out.setdefault(f"run{k}", list(cnt or []))
+    return dict(sorted(out.items()))

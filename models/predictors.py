@@ -1,0 +1,158 @@
+"""Burst performance predictors: estimators, training, evaluation on unseen workloads (DESIGN §8).
+
+Three estimator kinds, all scikit-learn, all deterministic for a given seed:
+
+- ``hgb`` (default): :class:`~sklearn.ensemble.HistGradientBoostingRegressor` (NaN handled natively);
+- ``rf``: :class:`~sklearn.ensemble.RandomForestRegressor` (single-threaded so the seed fixes the result);
+- ``linear``: the baseline, ridge regression on standardised features with median imputation + missing flags.
+
+Every estimator learns the logarithm of the target (targets are positive ratios spanning decades; errors are
+judged relatively) through :class:`~sklearn.compose.TransformedTargetRegressor`.
+
+Evaluation keeps workloads out of training: :class:`~sklearn.model_selection.GroupKFold` with the application
+as group, so each fold predicts applications the model never saw. Scores: R² and MAPE (mean absolute
+percentage error, as a fraction). :func:`compare_counter_sets` puts the merged counter set beside every
+single-run counter set and the best single set in one table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from sklearn.base import RegressorMixin, clone
+from sklearn.compose import TransformedTargetRegressor
+from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import Ridge
+from sklearn.metrics import mean_absolute_percentage_error, r2_score
+from sklearn.model_selection import GroupKFold
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from models.features import MIN_INSTRUCTIONS, FeatureTable, NoTrainingDataError, build_features
+from tracelib.errors import BadInputError
+
+MODEL_KINDS: dict[str, str] = {
+    "hgb": "histogram gradient boosting (scikit-learn HistGradientBoostingRegressor)",
+    "rf": "random forest (scikit-learn RandomForestRegressor)",
+    "linear": "ridge regression on standardised features (baseline)",
+}
+
+
+class UnknownModelKindError(BadInputError):
+    """A model kind that is not one of :data:`MODEL_KINDS`."""
+
+
+def make_estimator(kind: str = "hgb", seed: int = 0) -> RegressorMixin:
+    """An unfitted estimator of ``kind`` that learns log(target); raises :class:`UnknownModelKindError`."""
+    if kind == "hgb":
+        base = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.08, max_leaf_nodes=31,
+                                             min_samples_leaf=20, l2_regularization=1e-3,
+                                             early_stopping=False, random_state=seed)
+    elif kind == "rf":
+        base = RandomForestRegressor(n_estimators=150, min_samples_leaf=3, max_features=0.6, n_jobs=1,
+                                     random_state=seed)
+    elif kind == "linear":
+        base = Pipeline([("impute", SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True)),
+                         ("scale", StandardScaler()), ("ridge", Ridge(alpha=1.0))])
+    else:
+        raise UnknownModelKindError(f"unknown model kind {kind!r} (known: {', '.join(MODEL_KINDS)})")
+    return TransformedTargetRegressor(regressor=base, func=np.log, inverse_func=np.exp, check_inverse=False)
+
+
+def scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
+    """R² and MAPE (fraction) of predictions; NaN when there are fewer than two rows."""
+    if y_true.size < 2:
+        return {"r2": float("nan"), "mape": float("nan"), "n": int(y_true.size)}
+    return {"r2": float(r2_score(y_true, y_pred)), "mape": float(mean_absolute_percentage_error(y_true, y_pred)),
+            "n": int(y_true.size)}
+
+
+@dataclass
+class CrossValidation:
+    """Out-of-fold predictions and scores of grouped cross-validation."""
+
+    y_true: np.ndarray
+    y_pred: np.ndarray
+    groups: np.ndarray
+    n_splits: int
+
+    @property
+    def scores(self) -> dict[str, float]:
+        ok = np.isfinite(self.y_pred)
+        return {**scores(self.y_true[ok], self.y_pred[ok]), "folds": self.n_splits}
+
+    def per_group(self) -> pl.DataFrame:
+        """Scores per held-out application."""
+        rows = []
+        for g in sorted(set(self.groups.tolist())):
+            m = (self.groups == g) & np.isfinite(self.y_pred)
+            rows.append({"group": str(g), **scores(self.y_true[m], self.y_pred[m])})
+        return pl.DataFrame(rows)
+
+
+def cross_validate(table: FeatureTable, kind: str = "hgb", seed: int = 0, n_splits: int = 5,
+                   features: list[str] | None = None) -> CrossValidation:
+    """Grouped K-fold (group = application): every row is predicted by a model that never saw its application.
+
+    Needs at least two applications; raises :class:`NoTrainingDataError` otherwise.
+    """
+    groups = table.groups
+    n_groups = len(set(groups.tolist()))
+    if n_groups < 2:
+        raise NoTrainingDataError(f"evaluation on unseen workloads needs at least two applications, got {n_groups}")
+    k = min(n_splits, n_groups)
+    X = table.select(features) if features is not None else table.X
+    pred = np.full(table.y.shape, np.nan)
+    est = make_estimator(kind, seed)
+    for train, test in GroupKFold(n_splits=k).split(X, table.y, groups):
+        m = clone(est).fit(X[train], table.y[train])
+        pred[test] = m.predict(X[test])
+    return CrossValidation(table.y, pred, groups, k)
+
+
+def fit(table: FeatureTable, kind: str = "hgb", seed: int = 0) -> RegressorMixin:
+    """An estimator of ``kind`` fitted on every row of ``table`` (already filtered with ``trainable``)."""
+    if table.X.shape[0] < 10 or table.X.shape[1] == 0:
+        raise NoTrainingDataError(f"too little to train a {table.target} predictor: {table.X.shape[0]} bursts, "
+                                  f"{table.X.shape[1]} usable features")
+    return make_estimator(kind, seed).fit(table.X, table.y)
+
+
+def compare_counter_sets(frame: pl.DataFrame, target: str, sets: dict[str, list[str]], *,
+                         kinds: tuple[str, ...] = ("hgb",), seed: int = 0, n_splits: int = 5,
+                         min_instructions: float = MIN_INSTRUCTIONS) -> pl.DataFrame:
+    """The merged counter set against each single-run counter set and the best single set, in one table.
+
+    ``frame``: merged bursts with an ``app`` column; ``sets``: name -> counters of that single-run set. Every
+    set is evaluated on the same bursts (those whose target is known) with grouped cross-validation. Rows:
+    counter_set (``merged``, each set, ``best single (<name>)``), model, n_features, r2, mape, and
+    ``mape_cut_vs_best_single`` (1 - merged MAPE / best single MAPE, on the merged rows).
+    """
+    full = build_features(frame, target)
+    mask = full.trainable_mask(min_instructions)
+    merged = full.subset(mask)
+    rows = []
+    for kind in kinds:
+        results = {"merged": (merged, cross_validate(merged, kind, seed, n_splits).scores)}
+        for name, counters in sets.items():
+            t = build_features(frame, target, counters=counters).subset(mask)
+            results[name] = (t, cross_validate(t, kind, seed, n_splits).scores)
+        singles = {k: v for k, v in results.items() if k != "merged"}
+        best = min(singles, key=lambda k: singles[k][1]["mape"]) if singles else None
+        for name, (t, s) in results.items():
+            rows.append({"counter_set": name, "model": kind, "n_features": len(t.features),
+                         "r2": s["r2"], "mape": s["mape"], "n": s["n"]})
+        if best is not None:
+            t, s = singles[best]
+            m = results["merged"][1]["mape"]
+            rows.append({"counter_set": f"best single ({best})", "model": kind, "n_features": len(t.features),
+                         "r2": s["r2"], "mape": s["mape"], "n": s["n"]})
+            for r in rows:
+                if r["model"] == kind and r["counter_set"] == "merged":
+                    r["mape_cut_vs_best_single"] = 1.0 - m / s["mape"] if s["mape"] > 0 else None
+    return pl.DataFrame(rows, schema={"counter_set": pl.String, "model": pl.String, "n_features": pl.Int64,
+                                      "r2": pl.Float64, "mape": pl.Float64, "n": pl.Int64,
+                                      "mape_cut_vs_best_single": pl.Float64})
+

@@ -1,0 +1,192 @@
+"""The model registry: train, record, load safely, and apply burst performance predictors (DESIGN §8).
+
+Every trained version is kept (``models`` view; storage in :mod:`warehouse.model_store`) with what it saw
+(experiments, applications, run ids, row count and a SHA-256 of its feature matrix and target), its features,
+its cross-validated and in-sample metrics, its parameters and the versions of the libraries that built it.
+
+Loading is safe by construction: the artifact's SHA-256 must match the record, and the skops file may only hold
+types from :data:`TRUSTED_TYPES` (beyond skops' own defaults) — nothing is unpickled.
+
+Reproducibility: the same seed and the same data give the same model. skops archives name their members after
+object ids, so the artifact bytes differ between two saves of the same model; the record therefore also keeps a
+``fingerprint``: the SHA-256 of the model's predictions on its own training matrix, identical for identical models.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import skops.io as sio
+from threadpoolctl import threadpool_limits
+
+from models.features import FeatureTable, NoTrainingDataError, build_features, check_target
+from models.predictors import cross_validate, fit, scores
+from warehouse.layout import Warehouse
+from warehouse.model_store import (
+    ArtifactIntegrityError, load_bursts, model_record, read_artifact, write_model, write_predictions)
+
+#: the only types beyond skops' defaults that a model artifact may contain (what hgb, rf and linear need)
+TRUSTED_TYPES: tuple[str, ...] = (
+    "numpy.dtype",
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "sklearn.tree._tree.Tree",
+)
+LIBRARIES: tuple[str, ...] = ("scikit-learn", "numpy", "scipy", "skops", "polars", "synthtrace")
+
+
+@dataclass
+class TrainedModel:
+    """A fitted estimator with its registry record."""
+
+    estimator: object
+    record: dict
+
+    @property
+    def model_id(self) -> str:
+        return self.record["model_id"]
+
+    @property
+    def features(self) -> list[str]:
+        return list(self.record["features"])
+
+
+def library_versions() -> dict[str, str]:
+    out = {}
+    for lib in LIBRARIES:
+        try:
+            out[lib] = version(lib)
+        except PackageNotFoundError:
+            out[lib] = "unknown"
+    return out
+
+
+def data_hash(table: FeatureTable) -> str:
+    """SHA-256 of the feature names, feature matrix and target (row order as given)."""
+    h = hashlib.sha256()
+    h.update(json.dumps([table.target, table.features]).encode())
+    h.update(np.ascontiguousarray(table.X, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(table.y, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+def fingerprint(estimator, X: np.ndarray) -> str:
+    """SHA-256 of the model's predictions on ``X`` (identical models give identical fingerprints)."""
+    with threadpool_limits(1):
+        return hashlib.sha256(np.ascontiguousarray(estimator.predict(X), dtype=np.float64).tobytes()).hexdigest()
+
+
+def _sorted_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    keys = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
+    return frame.sort(keys) if keys else frame
+
+
+def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experiments: list[str] | None = None,
+          seed: int = 0, n_splits: int = 5, evaluate: bool = True, now: datetime | None = None) -> TrainedModel:
+    """Train a ``kind`` predictor of ``target`` on the warehouse's bursts and commit it as a new version.
+
+    Raises :class:`~models.features.UnknownTargetError`, :class:`~models.predictors.UnknownModelKindError`,
+    :class:`~warehouse.errors.UnknownExperimentError` and :class:`~models.features.NoTrainingDataError`.
+    """
+    check_target(target)
+    from models.predictors import make_estimator  # noqa: PLC0415 - validates kind before reading data
+    make_estimator(kind, seed)
+    wh = Warehouse(root)
+    frame, info = load_bursts(wh, experiments)
+    if frame.height == 0:
+        raise NoTrainingDataError(f"no bursts to learn from in {wh.root}"
+                                  + (f" (experiments {', '.join(info['experiments'])})" if info["experiments"] else
+                                     " (ingest and merge traces first)"))
+    frame = _sorted_rows(frame)
+    table = build_features(frame, target).trainable()
+    if table.X.shape[0] == 0:
+        raise NoTrainingDataError(f"no burst of {', '.join(info['experiments'])} has what target {target!r} needs "
+                                  f"({'instructions and cycles' if target == 'ipc' else 'instructions and time'}, "
+                                  ">= 1e4 instructions)")
+    with threadpool_limits(1):
+        est = fit(table, kind, seed)
+        pred = est.predict(table.X)
+        cv = None
+        if evaluate and len(set(table.groups.tolist())) >= 2:
+            cv = cross_validate(table, kind, seed, n_splits)
+    insample = scores(table.y, pred)
+    metrics = {"train": insample}
+    if cv is not None:
+        metrics["cv"] = cv.scores
+        metrics["cv_per_app"] = cv.per_group().to_dicts()
+    else:
+        metrics["cv"] = {"skipped": "evaluation on unseen workloads needs two applications or more"}
+    created = now or datetime.now(UTC)
+    model_id = f"{target}-{kind}-{created:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    artifact = sio.dumps(est)
+    record = {
+        "model_id": model_id, "target": target, "kind": kind, "seed": seed, "created_at": created,
+        "experiments": info["experiments"], "apps": sorted(set(table.groups.tolist())), "run_ids": info["run_ids"],
+        "n_rows": int(table.X.shape[0]), "data_hash": data_hash(table), "features": table.features,
+        "counters": sorted(table.counters),
+        "cv_r2": cv.scores["r2"] if cv else None, "cv_mape": cv.scores["mape"] if cv else None,
+        "cv_folds": cv.n_splits if cv else None, "train_r2": insample["r2"], "train_mape": insample["mape"],
+        "metrics": json.dumps(metrics, default=float), "params": json.dumps(est.get_params(deep=True), default=repr),
+        "library_versions": json.dumps(library_versions()), "fingerprint": fingerprint(est, table.X),
+    }
+    write_model(wh, record, artifact)
+    return TrainedModel(est, model_record(wh, model_id))
+
+
+def load(root: str | Path, model_id: str | None = None, target: str | None = None) -> TrainedModel:
+    """A registered model (``model_id``, else the newest, of ``target`` if given), loaded safely.
+
+    Raises :class:`~warehouse.model_store.UnknownModelError` and
+    :class:`~warehouse.model_store.ArtifactIntegrityError` (hash mismatch, or a type outside the trusted list).
+    """
+    wh = Warehouse(root)
+    record = model_record(wh, model_id, target)
+    data = read_artifact(wh, record)
+    try:
+        untrusted = sio.get_untrusted_types(data=data)
+    except Exception as exc:  # noqa: BLE001 - any parse failure of a foreign file is a refusal
+        raise ArtifactIntegrityError(f"model {record['model_id']}: artifact is not a skops file ({exc})") from None
+    extra = sorted(set(untrusted) - set(TRUSTED_TYPES))
+    if extra:
+        raise ArtifactIntegrityError(f"model {record['model_id']}: artifact holds untrusted types "
+                                     f"{', '.join(extra)}; refusing to load it")
+    estimator = sio.loads(data, trusted=list(untrusted))
+    return TrainedModel(estimator, record)
+
+
+def predict_frame(model: TrainedModel, frame: pl.DataFrame) -> pl.DataFrame:
+    """Predictions of ``model`` for every burst of a bursts-like frame: keys, predicted, actual (NaN if unknown)."""
+    table = build_features(frame, model.record["target"])
+    X = table.select(model.features)
+    with threadpool_limits(1):
+        pred = model.estimator.predict(X) if X.shape[0] else np.empty(0)
+    keys = table.keys
+    out = keys.with_columns(pl.Series("predicted", pred, dtype=pl.Float64),
+                            pl.Series("actual", table.y, dtype=pl.Float64).fill_nan(None))
+    return out
+
+
+def predict(root: str | Path, experiment: str, model_id: str | None = None, *, target: str | None = None,
+            store: bool = True, now: datetime | None = None) -> tuple[TrainedModel, pl.DataFrame]:
+    """Apply a model to one experiment's bursts and (``store``) write them to the predictions view."""
+    model = load(root, model_id, target)
+    wh = Warehouse(root)
+    frame, _ = load_bursts(wh, [experiment])
+    if frame.height == 0:
+        raise NoTrainingDataError(f"experiment {experiment!r} has no bursts to predict")
+    out = predict_frame(model, _sorted_rows(frame))
+    out = out.with_columns(pl.lit(model.model_id).alias("model_id"), pl.lit(model.record["target"]).alias("target"),
+                           pl.lit(experiment).alias("experiment"), pl.lit(now or datetime.now(UTC)).alias("predicted_at"))
+    for c, t in (("run_id", pl.String), ("appl", pl.Int32), ("task", pl.Int32), ("thread", pl.Int32),
+                 ("burst_seq", pl.Int64)):
+        if c not in out.columns:
+            out = out.with_columns(pl.lit(None, t).alias(c))
+    if store:
+        write_predictions(wh, model.model_id, experiment, out)
+    return model, out

@@ -1,0 +1,205 @@
+"""Storage of trained models and their predictions (DESIGN §5, §8).
+
+::
+
+    WAREHOUSE/models/<model_id>/model.parquet          one row of the ``models`` view (what the model saw, metrics)
+    WAREHOUSE/models/<model_id>/model.skops            the fitted estimator (skops format; never pickle)
+    WAREHOUSE/predictions/<model_id>/<experiment>.parquet  one row per burst of the experiment
+
+A model directory appears whole (written in staging, renamed in one step) and is never rewritten: every
+trained version stays. The artifact's SHA-256 is recorded in ``model.parquet`` and checked before the artifact
+is read; reading it with an explicit list of trusted types is the job of :mod:`models.registry`.
+A model's predictions directory is rebuilt in staging (other experiments' files hard-linked in) and swapped in
+by one rename, so a reader sees an experiment's old predictions or its new ones, never a mix.
+
+This module also reads what training needs: merged bursts (or, for experiments not merged, their runs'
+bursts) with the application of every row.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+
+from warehouse.analysis import MERGED_FILE, runs_table
+from warehouse.errors import UnknownExperimentError, WarehouseError
+from warehouse.layout import Warehouse
+
+ARTIFACT = "model.skops"
+RECORD = "model.parquet"
+
+#: columns of the ``models`` view (lists and JSON documents where a model has many values)
+MODEL_SCHEMA: dict[str, pl.DataType] = {
+    "model_id": pl.String(), "target": pl.String(), "kind": pl.String(), "seed": pl.Int64(),
+    "created_at": pl.Datetime("us", "UTC"), "experiments": pl.List(pl.String()), "apps": pl.List(pl.String()),
+    "run_ids": pl.List(pl.String()), "n_rows": pl.Int64(), "data_hash": pl.String(),
+    "features": pl.List(pl.String()), "counters": pl.List(pl.String()),
+    "cv_r2": pl.Float64(), "cv_mape": pl.Float64(), "cv_folds": pl.Int64(), "train_r2": pl.Float64(),
+    "train_mape": pl.Float64(), "metrics": pl.String(), "params": pl.String(), "library_versions": pl.String(),
+    "artifact": pl.String(), "artifact_sha256": pl.String(), "fingerprint": pl.String(),
+}
+PREDICTION_SCHEMA: dict[str, pl.DataType] = {
+    "model_id": pl.String(), "target": pl.String(), "experiment": pl.String(), "run_id": pl.String(),
+    "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(), "burst_seq": pl.Int64(),
+    "predicted": pl.Float64(), "actual": pl.Float64(), "predicted_at": pl.Datetime("us", "UTC"),
+}
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class UnknownModelError(UnknownExperimentError):
+    """A model id that is not in the registry (or no model at all)."""
+
+
+class ArtifactIntegrityError(WarehouseError):
+    """A model artifact is missing, altered since it was written, or holds types outside the trusted list."""
+
+
+def models_dir(wh: Warehouse) -> Path:
+    return wh.root / "models"
+
+
+def predictions_dir(wh: Warehouse) -> Path:
+    return wh.root / "predictions"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_model(wh: Warehouse, record: dict, artifact: bytes) -> Path:
+    """Commit a new model version (record row + artifact) in one rename; returns its directory.
+
+    ``record`` holds the :data:`MODEL_SCHEMA` columns except ``artifact``/``artifact_sha256``, filled in here.
+    """
+    model_id = record["model_id"]
+    if not _ID.match(model_id):
+        raise WarehouseError(f"invalid model id {model_id!r}")
+    wh.ensure()
+    target = models_dir(wh) / model_id
+    if target.exists():
+        raise WarehouseError(f"model {model_id} already exists in {wh.root}")
+    row = {**record, "artifact": ARTIFACT, "artifact_sha256": sha256(artifact)}
+    with wh.staged(target) as stage:
+        (stage / ARTIFACT).write_bytes(artifact)
+        pl.DataFrame([row], schema=MODEL_SCHEMA).write_parquet(stage / RECORD)
+    return target
+
+
+def read_models(wh: Warehouse) -> pl.DataFrame:
+    """The models view as a frame, oldest first (empty, typed, when no model was trained)."""
+    files = sorted(models_dir(wh).glob(f"*/{RECORD}")) if models_dir(wh).is_dir() else []
+    if not files:
+        return pl.DataFrame(schema=MODEL_SCHEMA)
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed").sort("created_at", "model_id")
+
+
+def model_record(wh: Warehouse, model_id: str | None = None, target: str | None = None) -> dict:
+    """One model's row: ``model_id``, else the newest model (of ``target`` if given); raises UnknownModelError."""
+    models = read_models(wh)
+    if model_id is not None:
+        hit = models.filter(pl.col("model_id") == model_id)
+        if hit.height == 0:
+            known = models["model_id"].to_list()[-5:]
+            raise UnknownModelError(f"no model {model_id!r} in {wh.root}"
+                                    + (f" (newest: {', '.join(known)})" if known else " (no model trained yet)"))
+        return hit.row(0, named=True)
+    if target is not None:
+        models = models.filter(pl.col("target") == target)
+    if models.height == 0:
+        what = f" for target {target!r}" if target else ""
+        raise UnknownModelError(f"no model{what} in {wh.root} (train one with `synthtrace train`)")
+    return models.row(models.height - 1, named=True)
+
+
+def read_artifact(wh: Warehouse, record: dict) -> bytes:
+    """The artifact bytes of a model, after checking their SHA-256 against the record."""
+    path = models_dir(wh) / record["model_id"] / record["artifact"]
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ArtifactIntegrityError(f"{path}: cannot read the model artifact ({exc.strerror})") from None
+    if sha256(data) != record["artifact_sha256"]:
+        raise ArtifactIntegrityError(f"{path}: artifact does not match its recorded SHA-256 (altered since it was "
+                                     "written); refusing to load it")
+    return data
+
+
+def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.DataFrame) -> Path:
+    """Replace one experiment's predictions of a model atomically; returns the file."""
+    wh.ensure()
+    target = predictions_dir(wh) / model_id
+    name = f"{_file_name(experiment)}.parquet"
+    with wh.staged(target, replace=True) as stage:
+        if target.is_dir():
+            for entry in target.iterdir():
+                if entry.name != name and entry.is_file():
+                    _link_or_copy(entry, stage / entry.name)
+        frame.select(list(PREDICTION_SCHEMA)).cast(PREDICTION_SCHEMA).write_parquet(stage / name)
+    return target / name
+
+
+def _file_name(name: str) -> str:
+    """A file name for an experiment or app name (path separators and odd characters replaced)."""
+    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+    return safe if safe.strip(".") else "_"
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+# ------------------------------------------------------------------------------------------ training data
+def experiment_apps(wh: Warehouse) -> dict[str, str]:
+    """experiment -> application (the app of its first run by name; the experiment name if it has no runs)."""
+    runs = runs_table(wh)
+    out: dict[str, str] = {}
+    if runs.height and "app" in runs.columns:
+        for exp, app in runs.sort("run_name").select("experiment", "app").iter_rows():
+            out.setdefault(exp, app or exp)
+    if wh.experiments_dir.is_dir():
+        for d in wh.experiments_dir.iterdir():
+            if (d / MERGED_FILE).is_file():
+                out.setdefault(d.name, d.name)
+    return out
+
+
+def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl.DataFrame, dict]:
+    """Bursts to learn from, with ``experiment`` and ``app`` columns, and what they came from.
+
+    An experiment's merged bursts when it was merged, else the bursts of each of its runs (each with its own
+    counters). Returns (frame, info) with info = {experiments, run_ids, merged: [experiments read merged]}.
+    Raises :class:`~warehouse.errors.UnknownExperimentError` for a named experiment that does not exist.
+    """
+    apps = experiment_apps(wh)
+    names = sorted(apps) if experiments is None else list(dict.fromkeys(experiments))
+    missing = [e for e in names if e not in apps]
+    if missing:
+        raise UnknownExperimentError(f"no experiment {', '.join(map(repr, missing))} in {wh.root}"
+                                     + (f" (experiments: {', '.join(sorted(apps))})" if apps else " (nothing ingested)"))
+    runs = runs_table(wh)
+    parts, run_ids, merged = [], [], []
+    for exp in names:
+        mf = wh.experiment_dir(exp) / MERGED_FILE
+        if mf.is_file():
+            df = pl.read_parquet(mf)
+            merged.append(exp)
+            if "run_id" in df.columns:
+                run_ids += [r for r in df["run_id"].unique().to_list() if r]
+            run_ids += runs.filter(pl.col("experiment") == exp)["run_id"].to_list() if runs.height else []
+        else:
+            ids = runs.filter(pl.col("experiment") == exp).sort("run_name")["run_id"].to_list() if runs.height else []
+            files = [f for r in ids for f in sorted((wh.run_dir(r) / "bursts").glob("*.parquet"))]
+            if not files:
+                continue
+            df = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+            run_ids += ids
+        parts.append(df.with_columns(pl.lit(exp).alias("experiment"), pl.lit(apps[exp]).alias("app")))
+    frame = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+    return frame, {"experiments": names, "run_ids": sorted(set(run_ids)), "merged": merged}
