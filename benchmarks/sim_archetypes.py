@@ -104,3 +104,90 @@ def run_campaign(quick: bool = False, seed: int = 0) -> tuple[list[dict], dict]:
                                    n_bootstrap=3 if quick else 10, random_state=s).fit(bm)
             disc = d.summary()
     return rows, disc
+
+
+# ------------------------------------------------------------------------------------------- end to end
+def _pairs(truth_b: pl.DataFrame, truth_c: pl.DataFrame, truth_p: pl.DataFrame, arch: pl.DataFrame) -> pl.DataFrame:
+    """(unit, truth, pred) for every burst, MPI call and phase the truth or the prediction labels."""
+    kb, kc = ["task", "thread", "burst_seq"], ["task", "thread", "call_seq"]
+    b = truth_b.select(*kb, pl.col("archetype").alias("truth")).join(
+        arch.filter(pl.col("unit") == "burst").select(*kb, pl.col("archetype").alias("pred")), on=kb, how="left")
+    c = truth_c.filter(pl.col("archetype").is_not_null()).select(*kc, pl.col("archetype").alias("truth")).join(
+        arch.filter(pl.col("unit") == "mpi").select(*kc, pl.col("archetype").alias("pred")), on=kc, how="full", coalesce=True)
+    p = truth_p.select("phase", pl.col("archetype").alias("truth")).join(
+        arch.filter(pl.col("unit") == "phase").select("phase", pl.col("archetype").alias("pred")), on="phase",
+        how="full", coalesce=True)
+    return pl.concat([b.select(pl.lit("burst").alias("unit"), "truth", "pred"),
+                      c.select(pl.lit("mpi").alias("unit"), "truth", "pred"),
+                      p.select(pl.lit("phase").alias("unit"), "truth", "pred")])
+
+
+def f1_13(pairs: pl.DataFrame) -> float:
+    """Macro-F1 over the 13 archetypes present in the truth (missing and undecided predictions are errors)."""
+    from models.archetypes import ARCHETYPES  # noqa: PLC0415
+    t = pairs["truth"].fill_null("none").to_list()
+    labels = sorted(set(t) & set(ARCHETYPES))
+    return float(f1_score(t, pairs["pred"].fill_null("none").to_list(), labels=labels, average="macro", zero_division=0))
+
+
+def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "master_worker", "wavefront", "transpose"),
+                      ranks: int = 8, iterations: int = 4, seed: int = 1) -> dict:
+    """Simulate Paraver traces of several apps (simulator with these rules as labeller), ingest them, merge
+    each experiment, classify, and score against the ground truth.
+
+    Returns ``{"pairs": {counter set: frame of (unit, truth, pred)}, "n_runs": runs per app}``; counter sets are
+    ``merged``, ``full`` (the reference run's every counter, from the ground truth) and ``run k``.
+    """
+    from pathlib import Path  # noqa: PLC0415
+
+    from models.analysis import analyse, analyse_experiment  # noqa: PLC0415
+    from tracelib.simulator.engine import ExperimentSpec, Labeller, simulate_experiment  # noqa: PLC0415
+    from tracelib.simulator.truth import TruthStore  # noqa: PLC0415
+    from tracelib.simulator.variation import node_count  # noqa: PLC0415
+    from tracelib.metrics import ranks_per_socket  # noqa: PLC0415
+    from warehouse.analysis import runs_table  # noqa: PLC0415
+    from warehouse.ingest import ingest_trace  # noqa: PLC0415
+    from warehouse.layout import Warehouse  # noqa: PLC0415
+    from warehouse.merged import merge_experiment  # noqa: PLC0415
+
+    base = Path(root)
+    m = load_machine()
+    units = pl.DataFrame({"appl": [1] * ranks, "task": list(range(1, ranks + 1)), "thread": [1] * ranks})
+    rps = ranks_per_socket(units, m, node_count(ranks, min(ranks, m.cores_per_node)))
+    rules = ArchetypeRules(m, ranks_per_socket=rps).fit()
+    labeller = Labeller(rules.classify_bursts, rules.classify_mpi, rules.classify_phases)
+    truth = TruthStore(base / "sim" / "ground_truth")
+    wh = Warehouse(base / "wh")
+    results = {}
+    for pat in patterns:
+        results[pat] = simulate_experiment(base / "sim", ExperimentSpec(app=pat, pattern=pat, ranks=ranks,
+                                           iterations=iterations, seed=seed), truth, labeller=labeller)
+    truth.close()
+    pairs: dict[str, list[pl.DataFrame]] = {}
+    gt = base / "sim" / "ground_truth"
+    n_runs = 0
+    for pat, res in results.items():
+        for f in res.traces:
+            ingest_trace(wh, f, experiment=pat)
+        merge_experiment(wh, pat)
+        tb = pl.read_parquet(gt / "bursts" / f"{pat}.parquet")
+        tc = pl.read_parquet(gt / "mpi_calls" / f"{pat}.parquet")
+        tp = pl.read_parquet(gt / "phases" / f"{pat}.parquet")
+        runs = runs_table(wh).filter(pl.col("experiment") == pat).sort("run_name")
+        n_runs = max(n_runs, runs.height)
+        ref = runs["run_name"][0]
+        sel = lambda df, name: df.filter(pl.col("run_name") == name)  # noqa: E731
+        _, merged = analyse_experiment(str(wh.root), pat, discover=False)
+        pairs.setdefault("merged", []).append(_pairs(sel(tb, ref), sel(tc, ref), sel(tp, ref), merged.archetypes))
+        # the reference run with every counter it would have recorded with an unlimited PMU
+        ref_calls = pl.read_parquet(wh.run_dir(runs["run_id"][0]) / "mpi_calls.parquet")
+        full_b = sel(tb, ref).drop("archetype", "phase").with_columns(pl.lit(runs["run_id"][0]).alias("run_id"))
+        full = analyse(full_b, ref_calls, machine=m, discover=False)
+        pairs.setdefault("full", []).append(_pairs(sel(tb, ref), sel(tc, ref), sel(tp, ref), full.archetypes))
+        for i, (rid, name) in enumerate(zip(runs["run_id"].to_list(), runs["run_name"].to_list())):
+            rb = pl.concat([pl.read_parquet(p) for p in sorted((wh.run_dir(rid) / "bursts").glob("*.parquet"))],
+                           how="diagonal_relaxed")
+            rc = pl.read_parquet(wh.run_dir(rid) / "mpi_calls.parquet")
+            single = analyse(rb, rc, machine=m, discover=False)
+            pairs.setdefault(f"run {i}", []).append(_pairs(sel(tb, name), sel(tc, name), sel(tp, name), single.archetypes))
+    return {"pairs": {k: pl.concat(v) for k, v in pairs.items()}, "n_runs": n_runs}

@@ -1,45 +1,59 @@
-"""Acceptance on simulated multi-run counter campaigns (the simulator's counter model and PMU constraint).
+"""Acceptance on simulated multi-run campaigns (issue 6).
 
-Macro-F1 of the rules with merged (and full) counters against the simulator's ground truth, the same score for
-each single run's counter set beside it, and discovery's agreement (kappa) and stability (ARI).
+End to end: the simulator writes Paraver traces of five applications (5 runs each, 3 fixed + 4 programmable
+counters per run) with these rules as its labeller; we ingest, merge, classify and score macro-F1 over the 13
+archetypes against its ground truth — merged counters >= 0.95, each single run's counter set beside it. Discovery's
+agreement with the rules (kappa) and bootstrap stability (ARI) >= 0.8 on a campaign of the simulator's kernels.
 """
 from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("tracelib.simulator.counter_model")
+pytest.importorskip("tracelib.simulator.engine")
+pytest.importorskip("warehouse.merged")
 
-from benchmarks.sim_archetypes import RANKS_PER_SOCKET, classify, macro_f1, simulate  # noqa: E402
+from benchmarks.sim_archetypes import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate  # noqa: E402
 from models.archetype_discovery import ArchetypeDiscovery  # noqa: E402
-from models.archetypes import BURST_ARCHETYPES, INSUFFICIENT  # noqa: E402
+from models.archetypes import ARCHETYPES, BURST_ARCHETYPES, INSUFFICIENT  # noqa: E402
 from tracelib.metrics import burst_metrics  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def campaign():
+def campaign(tmp_path_factory):
+    return pipeline_campaign(str(tmp_path_factory.mktemp("campaign")), iterations=3, seed=1)
+
+
+def test_campaign_covers_the_13_archetypes(campaign):
+    assert set(campaign["pairs"]["merged"]["truth"].drop_nulls()) >= set(ARCHETYPES)
+
+
+def test_merged_traces_reach_macro_f1_and_single_runs_do_not(campaign):
+    scores = {name: f1_13(p) for name, p in campaign["pairs"].items()}
+    assert scores["merged"] >= 0.95, scores
+    assert scores["full"] >= 0.95, scores
+    singles = [v for k, v in scores.items() if k.startswith("run ")]
+    assert len(singles) == campaign["n_runs"] >= 4
+    assert max(singles) < scores["merged"] - 0.3, scores  # what merging buys
+    undecided = (campaign["pairs"]["run 1"]["pred"] == INSUFFICIENT).sum()
+    assert undecided > 0
+
+
+@pytest.fixture(scope="module")
+def kernel_campaign():
     return simulate(n_per_kernel=120, seed=7)
 
 
-def test_campaign_covers_the_burst_archetypes(campaign):
-    assert set(campaign["truth"].to_list()) == set(BURST_ARCHETYPES)
+def test_kernel_campaign_merged_vs_single(kernel_campaign):
+    m, truth = kernel_campaign["machine"], kernel_campaign["truth"]
+    assert set(truth.to_list()) == set(BURST_ARCHETYPES)
+    scores = {name: macro_f1(truth, classify(f, m)) for name, f in kernel_campaign["frames"].items()}
+    assert scores["merged"] >= 0.95 and scores["full"] >= 0.95
+    assert max(v for k, v in scores.items() if k.startswith("run ")) < scores["merged"] - 0.3
 
 
-def test_merged_counters_score_and_single_runs_beside_them(campaign):
-    m, truth = campaign["machine"], campaign["truth"]
-    scores = {name: macro_f1(truth, classify(f, m)) for name, f in campaign["frames"].items()}
-    assert scores["full"] >= 0.95
-    assert scores["merged"] >= 0.95
-    singles = [v for k, v in scores.items() if k.startswith("run ")]
-    assert len(singles) >= 4
-    # no single run's counters decide every archetype: merging is what gets the score
-    assert max(singles) < scores["merged"] - 0.3
-    undecided = (classify(campaign["frames"]["run 1"], m) == INSUFFICIENT).mean()
-    assert undecided > 0.3
-
-
-def test_discovery_kappa_and_stability(campaign):
-    m = campaign["machine"]
-    bm = burst_metrics(campaign["frames"]["full"], m, ranks_per_socket=RANKS_PER_SOCKET)
+def test_discovery_kappa_and_stability(kernel_campaign):
+    m = kernel_campaign["machine"]
+    bm = burst_metrics(kernel_campaign["frames"]["full"], m, ranks_per_socket=RANKS_PER_SOCKET)
     d = ArchetypeDiscovery(n_clusters=24, machine=m, ranks_per_socket=RANKS_PER_SOCKET, n_bootstrap=4,
                            random_state=1).fit(bm)
     assert d.kappa_ >= 0.8, d.summary()
