@@ -54,8 +54,8 @@ def merge(
 def print_quality(result: MergeResult) -> None:
     """The quality table: per counter its source run, coverage and estimated error (relative, median and p95)."""
     t = Table(title=f"merge of {result.experiment} into {result.reference_run}", title_justify="left")
-    t.add_column("counter", no_wrap=True)
-    t.add_column("source run", overflow="fold")
+    t.add_column("counter", overflow="fold", min_width=12)
+    t.add_column("source run", overflow="fold", min_width=10)
     for name in ("coverage", ">=10us", "error", "p95", "x-run", "score"):
         t.add_column(name, justify="right", no_wrap=True)
 
