@@ -141,7 +141,8 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     from pathlib import Path  # noqa: PLC0415
 
     from models.analysis import analyse, analyse_experiment  # noqa: PLC0415
-    from tracelib.simulator.engine import ExperimentSpec, Labeller, simulate_experiment  # noqa: PLC0415
+    from models.archetypes import simulator_labeller  # noqa: PLC0415
+    from tracelib.simulator.engine import ExperimentSpec, simulate_experiment  # noqa: PLC0415
     from tracelib.simulator.truth import TruthStore  # noqa: PLC0415
     from tracelib.simulator.variation import node_count  # noqa: PLC0415
     from tracelib.metrics import ranks_per_socket  # noqa: PLC0415
@@ -154,8 +155,7 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     m = load_machine()
     units = pl.DataFrame({"appl": [1] * ranks, "task": list(range(1, ranks + 1)), "thread": [1] * ranks})
     rps = ranks_per_socket(units, m, node_count(ranks, min(ranks, m.cores_per_node)))
-    rules = ArchetypeRules(m, ranks_per_socket=rps).fit()
-    labeller = Labeller(rules.classify_bursts, rules.classify_mpi, rules.classify_phases)
+    labeller = simulator_labeller(m, ranks_per_socket=rps)
     truth = TruthStore(base / "sim" / "ground_truth")
     wh = Warehouse(base / "wh")
     results = {}

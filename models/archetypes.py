@@ -402,3 +402,14 @@ def log2_margin(value: float, threshold: float) -> float:
     if value <= 0 or threshold <= 0:
         return -_MARGIN_CAP if value <= 0 else _MARGIN_CAP
     return max(-_MARGIN_CAP, min(_MARGIN_CAP, math.log2(value / threshold)))
+
+
+def simulator_labeller(machine: Machine | None = None, thresholds: Thresholds | None = None,
+                       ranks_per_socket: float | None = None) -> object:
+    """These rules as the simulator's ground-truth :class:`~tracelib.simulator.engine.Labeller`.
+
+    ``ranks_per_socket`` must be the simulated experiment's (it sets the DRAM share and the ridge point).
+    """
+    from tracelib.simulator.engine import Labeller  # noqa: PLC0415 - optional heavy import
+    rules = ArchetypeRules(machine, thresholds, ranks_per_socket=ranks_per_socket).fit()
+    return Labeller(rules.classify_bursts, rules.classify_mpi, rules.classify_phases)
