@@ -11,7 +11,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from models.archetypes import ArchetypeRules
+import polars as pl
+
+from models.archetypes import ArchetypeRules, burst_rules
 from pipelines.cli import WarehouseOption, console, err_console
 from tracelib.errors import BadInputError
 from tracelib.machine import Machine, load_machine
@@ -25,7 +27,23 @@ from tracelib.simulator.truth import TRUTH_DIR
 def rule_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
     """The project's archetype rules (DESIGN §7, :mod:`models.archetypes`) as the simulator's labeller."""
     rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
-    return Labeller(bursts=rules.classify_bursts, calls=rules.classify_mpi, phases=rules.classify_phases)
+    ordered = burst_rules(rules.thresholds_, rules.ridge_)
+
+    def bursts(metrics: pl.DataFrame) -> pl.DataFrame:
+        """Label = the first rule that holds when every earlier one is decided false (the rules' own conditions);
+        the other bursts (an undecided rule, or none holds) go through the full classifier."""
+        label = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
+        for r in ordered:
+            h = r.condition.holds()
+            label = label.when(h.is_null()).then(pl.lit(None, pl.String)).when(h).then(pl.lit(r.archetype))
+        out = metrics.with_columns(label.otherwise(pl.lit(None, pl.String)).alias("archetype"))
+        rest = out.filter(pl.col("archetype").is_null())
+        if rest.height == 0:
+            return out
+        slow = rules.classify_bursts(rest.drop("archetype")).select("_row", pl.col("archetype").alias("_slow"))
+        return out.join(slow, on="_row", how="left").with_columns(pl.coalesce("archetype", "_slow").alias("archetype")).drop("_slow")
+
+    return Labeller(bursts=bursts, calls=rules.classify_mpi, phases=rules.classify_phases)
 
 
 def _apps(app: str | None, pattern: str) -> dict[str, str]:

@@ -287,7 +287,8 @@ class _Labels:
     def bursts(self, frame: pl.DataFrame) -> pl.Series:
         if self.labeller is None:
             return pl.Series("archetype", [None] * frame.height, pl.String)
-        m = burst_metrics(frame, self.machine, ranks_per_socket=self.rps).with_row_index("_row")
+        # every counter is known here: without missing_roles the rules skip naming missing counters (costly)
+        m = burst_metrics(frame, self.machine, ranks_per_socket=self.rps).drop("missing_roles").with_row_index("_row")
         return self.labeller.bursts(m).sort("_row").get_column("archetype")
 
     def calls(self, calls: pl.DataFrame) -> pl.Series:
@@ -380,7 +381,7 @@ class _TruthBuffer:
     """Truth rows waiting to be labelled (the rules cost per call, so rows of several blocks and runs go together)."""
 
     def __init__(self, truth: TruthStore, experiment: str, reference: str | None, labels: _Labels,
-                 max_rows: int = 300_000):
+                 max_rows: int = 150_000):
         self.truth, self.experiment, self.reference, self.labels, self.max_rows = truth, experiment, reference, labels, max_rows
         self.bursts: list[pl.DataFrame] = []
         self.calls: list[pl.DataFrame] = []
