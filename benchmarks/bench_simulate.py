@@ -13,15 +13,16 @@ Writes benchmarks/results/simulate.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.bench_ingest import _machine, _run  # noqa: E402  (subprocess runner, machine description)
+
 RESULTS = ROOT / "benchmarks" / "results" / "simulate.md"
 
 CHILD = """
@@ -47,28 +48,14 @@ print(json.dumps({"seconds": dt, "bytes": sum(r.bytes for r in res), "largest": 
 
 def run_child(patterns: str, ranks: int, iterations: int, runs: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_sim_") as tmp:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        out = subprocess.run([sys.executable, "-c", CHILD, tmp, patterns, str(ranks), str(iterations), runs],
-                             capture_output=True, text=True, env=env, check=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        return _run(CHILD, tmp, patterns, str(ranks), str(iterations), runs)
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     import numpy
     import polars
-    load = os.getloadavg()
-    return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}; "
-            f"Python {platform.python_version()}, Polars {polars.__version__}, NumPy {numpy.__version__}; "
-            f"load average at start {load[0]:.1f} (the machine is shared with other jobs)")
+    return (f"{_machine()}, {platform.system()} {platform.release()}; Polars {polars.__version__}, "
+            f"NumPy {numpy.__version__}; load average at start {os.getloadavg()[0]:.1f} (the machine is shared)")
 
 
 def main() -> None:

@@ -198,3 +198,17 @@ def test_cli_errors(tmp_path, run_cli):
     assert code == 2 and "--nights" in err
     code, _, err = run_cli("simulate", tmp_path / "x", "--nights", "3", "--inject", "bogus:cg:1")
     assert code == 2 and "unknown kind" in err
+
+
+def test_fast_labels_equal_the_rule_classifier(sim):
+    from models.archetypes import ArchetypeRules
+    from tracelib.machine import load_machine
+    from tracelib.metrics import burst_metrics
+
+    m = load_machine()
+    rps = float(sim["experiments"]["ranks_per_socket"][0])
+    b = sim["bursts"].filter(pl.col("run_name").str.ends_with("run1"))
+    bm = burst_metrics(b, m, ranks_per_socket=rps).drop("missing_roles").with_row_index("_row")
+    fast = rule_labeller(m, rps).bursts(bm).sort("_row")["archetype"]
+    full = ArchetypeRules(machine=m, ranks_per_socket=rps).fit().classify_bursts(bm)["archetype"]
+    assert fast.to_list() == full.to_list() == b["archetype"].to_list()

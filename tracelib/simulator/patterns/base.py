@@ -57,10 +57,12 @@ class Pattern:
     description: str = ""
     main_kernel: str = ""
     sites: tuple[tuple[str, str, int], ...] = ()
+    message_bytes: int = 0  # the pattern's main message size (scaled by ``AppParams.msg_scale`` into ``self.m``)
 
     def __init__(self, params: AppParams, rng: np.random.Generator):
         self.params = params
         self.P = params.n_tasks
+        self.m = params.msg(self.message_bytes)
 
     def site(self, index: int) -> int:
         """Global call-site id of this pattern's ``index``-th site."""

@@ -21,11 +21,12 @@ class CG(Pattern):
     sites = (("spmv_exchange", "cg.c", 142), ("spmv_exchange", "cg.c", 149), ("spmv_exchange", "cg.c", 158),
              ("dot", "blas.c", 33), ("norm2", "blas.c", 61), ("precondition", "pc.c", 210))
 
+    message_bytes = HALO_BYTES
+
     def __init__(self, params: AppParams, rng: np.random.Generator):
         super().__init__(params, rng)
         r = np.arange(self.P)
         self.nb = np.stack([(r - 1) % self.P, (r + 1) % self.P], axis=1) if self.P > 1 else np.zeros((1, 0), np.int64)
-        self.msg = params.msg(HALO_BYTES)
 
     def pairs_per_iteration(self) -> int:
         return self.P * 9
@@ -39,13 +40,13 @@ class CG(Pattern):
         for j in range(nn):
             w = b.work(kid("poll"), 900.0 if j == 0 else 400.0)
             t = b.pair(w, t, call=CALL["MPI_Irecv"], slot=10 + j, site=self.site(0),
-                       p2p=(0, self.msg, self.nb[:, j][None, :], TAG, 1))
+                       p2p=(0, self.m, self.nb[:, j][None, :], TAG, 1))
             irecv_exit.append(t)
         for j in range(nn):
             w = b.work(kid("pack_halo"), 3000.0)
             isend_entry.append(t + w.dur)
             t = b.pair(w, t, call=CALL["MPI_Isend"], slot=20 + j, site=self.site(1),
-                       p2p=(self.msg, 0, self.nb[:, j][None, :], TAG, 1))
+                       p2p=(self.m, 0, self.nb[:, j][None, :], TAG, 1))
             isend_exit.append(t)
         # the product overlaps the exchange; Waitall then blocks until both neighbours' data arrived
         w = b.work(kid("spmv"), p.ins("spmv", 1.2e6 * jitter(base, shape, 0.03), main=self.main_kernel))
@@ -55,7 +56,7 @@ class CG(Pattern):
         for j in range(nn):
             src = self.nb[:, j]
             k = 1 - j  # the neighbour sends to us from its opposite slot
-            a = np.maximum(isend_entry[k][:, src], irecv_exit[j]) + net.p2p(src[None, :], task[None, :], self.msg)
+            a = np.maximum(isend_entry[k][:, src], irecv_exit[j]) + net.p2p(src[None, :], task[None, :], self.m)
             arrivals.append(a)
             ready = np.maximum(ready, a)
         done = np.maximum(entry + net.call_ns, ready + 200.0)
@@ -64,7 +65,7 @@ class CG(Pattern):
             src = self.nb[:, j]
             k = 1 - j
             b.message(src[None, :], task[None, :], isend_entry[k][:, src], isend_exit[k][:, src], irecv_exit[j], done,
-                      self.msg, TAG)
+                      self.m, TAG)
         # dot product and its reduction
         w = b.work(kid("dot"), 6000.0 * jitter(base, shape, 0.05))
         exit = b.close(t + w.dur, net.allreduce(8, P))

@@ -46,10 +46,11 @@ class Halo(Pattern):
     sites = (("exchange_halo", "halo.c", 88), ("exchange_halo", "halo.c", 97), ("wait_halo", "halo.c", 131),
              ("residual", "solver.c", 57))
 
+    message_bytes = FACE_BYTES
+
     def __init__(self, params: AppParams, rng: np.random.Generator):
         super().__init__(params, rng)
         self.nb, self.opp = neighbours(self.P)
-        self.face = params.msg(FACE_BYTES)
 
     def pairs_per_iteration(self) -> int:
         return self.P * (3 + 2 * self.nb.shape[1] + 4)
@@ -71,7 +72,7 @@ class Halo(Pattern):
             w = b.work(kid("pack_halo") if j == 0 else kid("poll"), 6000.0 if j == 0 else 500.0)
             src = self.nb[:, j]
             t = b.pair(w, t, call=CALL["MPI_Irecv"], slot=10 + j, site=self.site(0),
-                       p2p=(0, self.face, src[None, :], TAG0 + self.opp[j], 1))
+                       p2p=(0, self.m, src[None, :], TAG0 + self.opp[j], 1))
             irecv_exit.append(t)
         # boundary, then send the faces
         w = b.work(kid("stencil_boundary"), p.ins("stencil_boundary", 4.0e5 * jitter(base, shape, 0.06)))
@@ -80,7 +81,7 @@ class Halo(Pattern):
                 w = b.work(kid("poll"), 500.0)
             isend_entry.append(t + w.dur)
             t = b.pair(w, t, call=CALL["MPI_Isend"], slot=20 + j, site=self.site(1),
-                       p2p=(self.face, 0, self.nb[:, j][None, :], TAG0 + j, 1))
+                       p2p=(self.m, 0, self.nb[:, j][None, :], TAG0 + j, 1))
             isend_exit.append(t)
         t = b.housekeeping(t, slot=30, site=SITE_CONTROL)
         # a short corner update, then poll until every face has arrived
@@ -89,7 +90,7 @@ class Halo(Pattern):
         if nn:
             arrival = np.stack([
                 np.maximum(isend_entry[self.opp[j]][:, self.nb[:, j]], irecv_exit[j])
-                + net.p2p(self.nb[:, j][None, :], task[None, :], self.face) for j in range(nn)], axis=0)
+                + net.p2p(self.nb[:, j][None, :], task[None, :], self.m) for j in range(nn)], axis=0)
             ready = arrival.max(axis=0)
         else:
             ready = entry
@@ -99,7 +100,7 @@ class Halo(Pattern):
         for j in range(nn):
             src = self.nb[:, j]
             b.message(src[None, :], task[None, :], isend_entry[self.opp[j]][:, src], isend_exit[self.opp[j]][:, src],
-                      irecv_exit[j], done, self.face, TAG0 + self.opp[j])
+                      irecv_exit[j], done, self.m, TAG0 + self.opp[j])
         # interior (the refined rank works longer), then the residual reduction closes the iteration
         ins = p.ins("stencil_interior", 2.5e6 * jitter(base, shape, 0.02) * refine, main=self.main_kernel)
         w = b.work(kid("stencil_interior"), ins)

@@ -27,10 +27,12 @@ class MasterWorker(Pattern):
     sites = (("distribute", "farm.c", 64), ("collect", "farm.c", 88), ("collect", "farm.c", 91),
              ("worker_loop", "farm.c", 140), ("worker_loop", "farm.c", 152), ("end_round", "farm.c", 110))
 
+    message_bytes = RESULT_BYTES
+
     def __init__(self, params: AppParams, rng: np.random.Generator):
         super().__init__(params, rng)
         self.task_bytes = params.msg(TASK_BYTES)
-        self.result_bytes = params.msg(RESULT_BYTES)
+        self.result_bytes = self.m
 
     def pairs_per_iteration(self) -> int:
         return 4 * self.P + 3 * self.P

@@ -8,7 +8,7 @@ import numpy as np
 
 from tracelib.simulator.builder import CALL, BlockBuilder
 from tracelib.simulator.kernels import kid
-from tracelib.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, AppParams, Pattern, jitter
+from tracelib.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, Pattern, jitter
 
 BLOCK_BYTES = 256 * 1024  # per peer
 
@@ -17,11 +17,9 @@ class Transpose(Pattern):
     name = "transpose"
     description = "FFT-like: local FFT, MPI_Alltoall transpose, strided pack, Alltoall, twiddle, Allreduce"
     main_kernel = "fft_local"
+    message_bytes = BLOCK_BYTES
     sites = (("fft_forward", "fft.c", 203), ("transpose", "fft.c", 251), ("energy", "fft.c", 300))
 
-    def __init__(self, params: AppParams, rng: np.random.Generator):
-        super().__init__(params, rng)
-        self.m = params.msg(BLOCK_BYTES)
 
     def pairs_per_iteration(self) -> int:
         return self.P * 4

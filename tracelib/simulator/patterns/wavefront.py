@@ -8,7 +8,7 @@ import numpy as np
 
 from tracelib.simulator.builder import CALL, BlockBuilder
 from tracelib.simulator.kernels import kid
-from tracelib.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, AppParams, Pattern, jitter
+from tracelib.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, Pattern, jitter
 
 CHUNK_BYTES = 32 * 1024
 CHUNKS = 6
@@ -19,11 +19,9 @@ class Wavefront(Pattern):
     name = "wavefront"
     description = "pipeline sweep: MPI_Recv from upstream, compute a chunk, MPI_Send downstream; Allreduce per sweep"
     main_kernel = "sweep_chunk"
+    message_bytes = CHUNK_BYTES
     sites = (("sweep", "sweep.c", 71), ("sweep", "sweep.c", 84), ("converged", "sweep.c", 120))
 
-    def __init__(self, params: AppParams, rng: np.random.Generator):
-        super().__init__(params, rng)
-        self.m = params.msg(CHUNK_BYTES)
 
     def pairs_per_iteration(self) -> int:
         return self.P * (2 * CHUNKS + 2)
