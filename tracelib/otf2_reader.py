@@ -46,7 +46,7 @@ from tracelib.bursts import (INTERVAL_SCHEMA, MESSAGE_SCHEMA, MPI_EVENT_SCHEMA, 
 from tracelib.errors import TraceFormatError, TruncatedTraceError
 from tracelib.schema import THREAD_KEYS
 
-DEFAULT_CHUNK_EVENTS = 500_000
+DEFAULT_CHUNK_EVENTS = 200_000
 _NEVER = 2**62  # a horizon beyond any trace (same meaning as in tracelib.bursts)
 _UNDEFINED_U32 = 0xFFFFFFFF
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
@@ -776,26 +776,32 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
     """
     if p2p.height == 0:
         return pl.DataFrame(schema=MESSAGE_SCHEMA)
-    ranks = comm_ranks.select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
-    self_list = pl.Series(sorted(self_comms), dtype=pl.Int64)
-    p2p = p2p.join(ranks, on=["comm", "peer"], how="left").with_columns(
-        pl.when(pl.col("comm").is_in(self_list.implode())).then(pl.col("task")).otherwise(pl.col("peer_task"))
-        .cast(pl.Int32).alias("peer_task"))
-    requests = (p2p.filter(pl.col("kind") == _IRECV_REQ)
+    ranks = comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
+    self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
+    lf = p2p.lazy()
+    requests = (lf.filter(pl.col("kind") == _IRECV_REQ)
                 .select("task", "thread", "req", "pos", pl.col("time_ns").alias("req_ns")).sort("pos"))
-    recvs = (p2p.filter(pl.col("kind").is_in([_RECV, _IRECV])).sort("pos")
-             .join_asof(requests, on="pos", by=["task", "thread", "req"], strategy="backward", check_sortedness=False)
-             .with_columns(pl.when((pl.col("kind") == _IRECV) & pl.col("req_ns").is_not_null())
-                           .then(pl.col("req_ns")).otherwise(pl.col("time_ns")).alias("t")))
-    sends = p2p.filter(pl.col("kind").is_in([_SEND, _ISEND])).with_columns(pl.col("time_ns").alias("t"))
+
+    def with_peer(kinds: list[int]) -> pl.LazyFrame:
+        return (lf.filter(pl.col("kind").is_in(kinds)).drop("req" if _IRECV not in kinds else [])
+                .join(ranks, on=["comm", "peer"], how="left")
+                .with_columns(pl.when(pl.col("comm").is_in(self_list)).then(pl.col("task"))
+                              .otherwise(pl.col("peer_task")).cast(pl.Int32).alias("peer_task")))
+
     key = ["s_task", "r_task", "comm", "tag"]
-    sends = (sends.select(pl.col("task").alias("s_task"), pl.col("thread").alias("s_thread"),
-                          pl.col("peer_task").alias("r_task"), "comm", "tag", "t", "pos", pl.col("size").alias("s_size"))
-             .sort("t", "pos").with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
-    recvs = (recvs.select(pl.col("peer_task").alias("s_task"), pl.col("task").alias("r_task"),
-                          pl.col("thread").alias("r_thread"), "comm", "tag", pl.col("t").alias("r_t"),
-                          pl.col("pos").alias("r_pos"), pl.col("size").alias("r_size"))
-             .sort("r_t", "r_pos").with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
+    sends = (with_peer([_SEND, _ISEND])
+             .select(pl.col("task").alias("s_task"), pl.col("thread").alias("s_thread"),
+                     pl.col("peer_task").alias("r_task"), "comm", "tag", pl.col("time_ns").alias("t"), "pos",
+                     pl.col("size").alias("s_size"))
+             .sort([*key, "t", "pos"]).with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
+    recvs = (with_peer([_RECV, _IRECV]).sort("pos")
+             .join_asof(requests, on="pos", by=["task", "thread", "req"], strategy="backward", check_sortedness=False)
+             .select(pl.col("peer_task").alias("s_task"), pl.col("task").alias("r_task"),
+                     pl.col("thread").alias("r_thread"), "comm", "tag",
+                     pl.when((pl.col("kind") == _IRECV) & pl.col("req_ns").is_not_null())
+                     .then(pl.col("req_ns")).otherwise(pl.col("time_ns")).alias("r_t"),
+                     pl.col("pos").alias("r_pos"), pl.col("size").alias("r_size"))
+             .sort([*key, "r_t", "r_pos"]).with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
     m = sends.join(recvs, on=[*key, "_k"], how="full", coalesce=True, nulls_equal=False)
     return m.select(
         pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
@@ -803,7 +809,7 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
         pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
         pl.col("r_task").cast(pl.Int32), pl.col("r_thread").cast(pl.Int32), pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
         pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"), pl.col("tag").cast(pl.Int64),
-    ).sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
+    ).sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True).collect(engine="streaming")
 
 
 # ---------------------------------------------------------------------------------------------------- the trace
