@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,7 @@ from rich.table import Table
 
 import polars as pl
 
-from models.archetypes import ArchetypeRules, burst_rules
+from models.archetypes import ArchetypeRules, Rule, burst_rules, mpi_rules
 from pipelines.cli import WarehouseOption, console, err_console
 from tracelib.errors import BadInputError
 from tracelib.machine import Machine, load_machine
@@ -24,26 +25,37 @@ from tracelib.simulator.pmu import DEFAULT_SLOTS
 from tracelib.simulator.truth import TRUTH_DIR
 
 
-def rule_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
-    """The project's archetype rules (DESIGN §7, :mod:`models.archetypes`) as the simulator's labeller."""
-    rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
-    ordered = burst_rules(rules.thresholds_, rules.ridge_)
+def _first_rule(rules: list[Rule], slow: Callable[[pl.DataFrame], pl.DataFrame]) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    """Label = the first rule that holds when every earlier one is decided false (the rules' own conditions, no
+    evidence strings); the rows where a rule is undecided or none holds go through the full classifier ``slow``."""
 
-    def bursts(metrics: pl.DataFrame) -> pl.DataFrame:
-        """Label = the first rule that holds when every earlier one is decided false (the rules' own conditions);
-        the other bursts (an undecided rule, or none holds) go through the full classifier."""
+    def classify(metrics: pl.DataFrame) -> pl.DataFrame:
         label = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
-        for r in ordered:
+        for r in rules:
             h = r.condition.holds()
             label = label.when(h.is_null()).then(pl.lit(None, pl.String)).when(h).then(pl.lit(r.archetype))
         out = metrics.with_columns(label.otherwise(pl.lit(None, pl.String)).alias("archetype"))
         rest = out.filter(pl.col("archetype").is_null())
         if rest.height == 0:
             return out
-        slow = rules.classify_bursts(rest.drop("archetype")).select("_row", pl.col("archetype").alias("_slow"))
-        return out.join(slow, on="_row", how="left").with_columns(pl.coalesce("archetype", "_slow").alias("archetype")).drop("_slow")
+        done = slow(rest.drop("archetype")).select("_row", pl.col("archetype").alias("_slow"))
+        return out.join(done, on="_row", how="left").with_columns(pl.coalesce("archetype", "_slow").alias("archetype")).drop("_slow")
 
-    return Labeller(bursts=bursts, calls=rules.classify_mpi, phases=rules.classify_phases)
+    return classify
+
+
+def rule_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
+    """The project's archetype rules (DESIGN §7, :mod:`models.archetypes`) as the simulator's labeller."""
+    rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
+    t = rules.thresholds_
+    per_burst = _first_rule(burst_rules(t, rules.ridge_), rules.classify_bursts)
+    per_call = _first_rule(mpi_rules(t), rules.classify_mpi)
+
+    def calls(metrics: pl.DataFrame) -> pl.DataFrame:
+        # the calls ArchetypeRules.classify_mpi takes as units: those moving data, and collectives
+        return per_call(metrics.filter((pl.col("bytes") >= t.mpi_min_bytes) | (pl.col("mpi_kind") == "collective")))
+
+    return Labeller(bursts=per_burst, calls=calls, phases=rules.classify_phases)
 
 
 def _apps(app: str | None, pattern: str) -> dict[str, str]:

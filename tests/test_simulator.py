@@ -212,3 +212,17 @@ def test_fast_labels_equal_the_rule_classifier(sim):
     fast = rule_labeller(m, rps).bursts(bm).sort("_row")["archetype"]
     full = ArchetypeRules(machine=m, ranks_per_socket=rps).fit().classify_bursts(bm)["archetype"]
     assert fast.to_list() == full.to_list() == b["archetype"].to_list()
+
+
+def test_fast_call_labels_equal_the_rule_classifier(sim):
+    from models.archetypes import ArchetypeRules
+    from tracelib.machine import load_machine
+    from tracelib.metrics import mpi_metrics
+
+    m = load_machine()
+    rps = float(sim["experiments"]["ranks_per_socket"][0])
+    c = sim["calls"].filter(pl.col("run_name").str.ends_with("run1"))
+    cm = mpi_metrics(c, m).with_row_index("_row")
+    fast = rule_labeller(m, rps).calls(cm).sort("_row").select("_row", "archetype")
+    full = ArchetypeRules(machine=m, ranks_per_socket=rps).fit().classify_mpi(cm).sort("_row").select("_row", "archetype")
+    assert fast.equals(full) and fast.height < c.height

@@ -332,7 +332,8 @@ class ParaverWriter:
     ``add(block, watermark_ns)`` takes a record block (:data:`BLOCK_SCHEMA`); records earlier than the watermark
     are sorted and written, later ones wait for the next call (the caller promises every future record is at or
     after the watermark). When the duration is not known up front the body goes to a temporary file and the
-    header is written in front of it at :meth:`close`.
+    header is written in front of it at :meth:`close`. The ``.prv`` appears (by rename) only when complete, after
+    its ``.pcf`` and ``.row``: a folder watcher never picks up half a trace.
     """
 
     def __init__(self, stem: str | Path, meta: TraceMeta, *, duration_ns: int | None = None):
@@ -341,7 +342,8 @@ class ParaverWriter:
         self.meta = meta
         self.prv.parent.mkdir(parents=True, exist_ok=True)
         self._known_duration = duration_ns
-        self._body_path = self.prv.with_name(self.prv.name + ".body.tmp") if duration_ns is None else self.prv
+        self._part = self.prv.with_name(self.prv.name + ".part")
+        self._body_path = self.prv.with_name(self.prv.name + ".body.part") if duration_ns is None else self._part
         self._fh = open(self._body_path, "wb")
         if duration_ns is not None:
             self._fh.write(self._head(duration_ns))
@@ -388,21 +390,23 @@ class ParaverWriter:
         self._fh.close()
         end = max(duration_ns or 0, self.last_time_ns, self.meta.duration_ns)
         if self._known_duration is None:
-            with open(self.prv, "wb") as out, open(self._body_path, "rb") as body:
+            with open(self._part, "wb") as out, open(self._body_path, "rb") as body:
                 out.write(self._head(end))
                 _copy_rest(body, out)
             os.unlink(self._body_path)
         elif end > self._known_duration:
+            self.abort()
             raise WriterError(f"{self.prv}: records reach {end} ns, beyond the declared duration {self._known_duration} ns")
         self.prv.with_suffix(".pcf").write_text(format_pcf(pcf))
         self.prv.with_suffix(".row").write_text(format_row(self.meta.row_levels()))
+        os.replace(self._part, self.prv)
         self.closed = True
         return self.prv
 
     def abort(self) -> None:
         """Close and remove the partial output."""
         self._fh.close()
-        for p in {self._body_path, self.prv}:
+        for p in {self._body_path, self._part}:
             if p.exists():
                 p.unlink()
 
