@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracelib.simulator.counter_model import COUNTERS, CounterModel
-from tracelib.simulator.kernels import MPI_KERNEL, kid
+from tracelib.simulator.kernels import kid
 from tracelib.simulator.network import Network
 from tracelib.simulator.variation import Variation
 
@@ -78,13 +78,12 @@ class Work:
 class PairBlock:
     """Finished pairs of one block of one run, absolute times (ns, int64), sorted by (task, start).
 
-    ``counters``/``mpi_counters``: one column per :data:`~tracelib.simulator.counter_model.COUNTERS` (the burst's
-    counts / the counts measured inside its closing call). ``messages``: logical and physical send/receive times.
+    ``counters``: one column per :data:`~tracelib.simulator.counter_model.COUNTERS` (the burst's counts).
+    ``messages``: logical and physical send/receive times.
     """
 
     cols: dict[str, np.ndarray]
     counters: np.ndarray
-    mpi_counters: np.ndarray
     messages: dict[str, np.ndarray]
     outlier: np.ndarray
     world: np.ndarray
@@ -283,15 +282,11 @@ class BlockBuilder:
         cols = {k: p[k].astype(np.int64) for k in _INT_FIELDS}
         cols.update({k: p[k] for k in _FLOAT_FIELDS})
         cols["it"] = cols["it"] + self.it0
-        has_call = cols["call"] != NO_CALL
-        mpi = np.zeros_like(p["counters"])
-        if has_call.any():
-            mpi[has_call] = self.ctx.model.in_mpi(cols["c_exit"][has_call] - cols["b_end"][has_call], MPI_KERNEL)
         msgs: dict[str, np.ndarray] = {}
         if self._msgs:
             q = {k: np.concatenate([x[k] for x in self._msgs]) for k in self._msgs[0]}
             moff = base[q["it"], q["seg"]]
             msgs = {k: (np.rint(q[k] + moff).astype(np.int64) if k in ("s_l", "s_p", "r_l", "r_p") else q[k].astype(np.int64))
                     for k in MSG_FIELDS}
-        block = PairBlock(cols, p["counters"], mpi, msgs, p["outlier"], p["world"], self.n_polls)
+        block = PairBlock(cols, p["counters"], msgs, p["outlier"], p["world"], self.n_polls)
         return block, t_end, self._carry_skew

@@ -129,10 +129,8 @@ class CounterModel:
         for name in ("PAPI_LD_INS", "PAPI_SR_INS", "PAPI_BR_INS", "PAPI_FP_INS"):
             cap(name, ins)
 
-    def in_mpi(self, duration_ns: np.ndarray, kernel: int) -> np.ndarray:
-        """Counters measured inside MPI calls: the busy progress loop of ``kernel`` for ``duration_ns`` (no noise;
-        these counts belong to no burst)."""
-        if not hasattr(self, "_mpi_rate") or self._mpi_rate[0] != kernel:
-            probe, dur = self.counts(np.array([kernel]), np.array([1.0e6]), None)
-            self._mpi_rate = (kernel, probe[0] / max(int(dur[0]), 1))
-        return np.rint(np.asarray(duration_ns, dtype=np.float64)[:, None] * self._mpi_rate[1][None, :]).astype(np.int64)
+    def mpi_rates(self, kernel: int) -> np.ndarray:
+        """Counts per ns of every counter inside MPI calls: the busy progress loop of ``kernel`` (no noise; these
+        counts belong to no burst). Counters inside a call = its duration x these rates."""
+        probe, dur = self.counts(np.array([kernel]), np.array([1.0e6]), None)
+        return probe[0] / max(int(dur[0]), 1)

@@ -27,7 +27,7 @@ from tracelib.paraver.writer import (CallSites, Communicator, PcfSpec, ParaverWr
                                      mpi_kind_of, mpi_state_of)
 from tracelib.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
 from tracelib.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
-from tracelib.simulator.kernels import KERNELS, Kernel
+from tracelib.simulator.kernels import KERNELS, MPI_KERNEL, Kernel
 from tracelib.simulator.network import Network
 from tracelib.simulator.patterns import PATTERNS, AppParams
 from tracelib.simulator.patterns.base import WORLD_COMM, epilogue, prologue
@@ -200,7 +200,8 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
             call_type=np.array([ids[(mpi_kind_of(n), n)][0] for n in CALLS]),
             call_value=np.array([ids[(mpi_kind_of(n), n)][1] for n in CALLS]),
             call_state=np.array([mpi_state_of(n) for n in CALLS]), site_func=site_ids[:, 0], site_line=site_ids[:, 1],
-            counter_idx=idx, counter_types=tuple(ctype[c] for c in counter_sets[r]), cpu_of_task=placement.cpu_of_task)
+            counter_idx=idx, counter_types=tuple(ctype[c] for c in counter_sets[r]),
+            mpi_rates=model.mpi_rates(MPI_KERNEL)[idx], cpu_of_task=placement.cpu_of_task)
         begin = rng.uniform(5_000, 80_000, size=P)
         runs.append(_Run(r, name, counter_sets[r], RunContext(r, model, net, spec.variation),
                          ParaverWriter(exp_dir / name, meta), tables, placement, freq, 0.0, begin,

@@ -23,7 +23,8 @@ from tracelib.simulator.builder import NO_CALL, PairBlock
 @dataclass(frozen=True)
 class RecordTables:
     """Lookups for one run: call id -> (event type, value, state); site id -> (function, line) caller values;
-    the recorded counters (indices into the model's counters) and their Extrae event types; cpu per task index."""
+    the recorded counters (indices into the model's counters), their Extrae event types and their counts per ns
+    inside MPI calls; cpu per task index."""
 
     call_type: np.ndarray
     call_value: np.ndarray
@@ -32,6 +33,7 @@ class RecordTables:
     site_line: np.ndarray
     counter_idx: np.ndarray
     counter_types: tuple[int, ...]
+    mpi_rates: np.ndarray
     cpu_of_task: np.ndarray
 
 
@@ -63,34 +65,42 @@ def pair_records(pb: PairBlock, tabs: RecordTables, *, begin: np.ndarray | None 
     }
     k = len(tabs.counter_types)
     sel = pb.counters[:, tabs.counter_idx]
-    msel = pb.mpi_counters[:, tabs.counter_idx]
+    msel = np.rint((c["c_exit"] - c["b_end"]).astype(np.float64)[:, None] * tabs.mpi_rates[None, :]).astype(np.int64)
     for i in range(k):
         data[f"c{i}"] = sel[:, i]
         data[f"m{i}"] = msel[:, i]
     df = pl.DataFrame(data)
-    cpu, task, one = pl.col("cpu"), pl.col("task"), pl.lit(1)
-    head = lambda t: [pl.lit("2"), cpu, one, task, one, t]  # noqa: E731
+    task, one = pl.col("task"), pl.lit(1)
+    # each number is turned into text once, then lines are glued from text columns
+    df = df.with_columns(
+        pl.concat_str([pl.col("cpu"), one, task, one], separator=":").alias("_pfx"),
+        pl.col("b_start").cast(pl.String).alias("_bs"), pl.col("b_end").cast(pl.String).alias("_be"),
+        pl.col("c_exit").cast(pl.String).alias("_cx"), pl.col("ctype").cast(pl.String).alias("_ct"),
+        *([pl.concat_str(_counter_pieces("c", tabs.counter_types), separator=":").alias("_cnt"),
+           pl.concat_str(_counter_pieces("m", tabs.counter_types), separator=":").alias("_mcnt")] if k else
+          [pl.lit(None, pl.String).alias("_cnt"), pl.lit(None, pl.String).alias("_mcnt")]))
+    pfx, bs, be, cx = pl.col("_pfx"), pl.col("_bs"), pl.col("_be"), pl.col("_cx")
     coll_part = pl.when(pl.col("cs") >= 0).then(pl.concat_str([
         pl.lit(f"{COLLECTIVE_INFO_TYPES[0]}"), pl.col("cs"), pl.lit(f"{COLLECTIVE_INFO_TYPES[1]}"), pl.col("cr"),
         pl.when(pl.col("root") >= 0).then(pl.concat_str([pl.lit(f"{COLLECTIVE_INFO_TYPES[2]}"), pl.col("root")], separator=":")),
         pl.lit(f"{COLLECTIVE_INFO_TYPES[3]}"), pl.col("comm")], separator=":", ignore_nulls=True))
     callers = pl.when(pl.col("has_call")).then(pl.concat_str(
         [pl.lit(str(CALLER_TYPE)), pl.col("func"), pl.lit(str(CALLER_LINE_TYPE)), pl.col("line")], separator=":"))
-    entry = pl.concat_str([*head(pl.col("b_end")), pl.col("ctype"), pl.col("cval"), coll_part,
-                           *_counter_pieces("c", tabs.counter_types), callers], separator=":", ignore_nulls=True)
+    entry = pl.concat_str([pl.lit("2"), pfx, be, pl.col("_ct"), pl.col("cval"), coll_part, pl.col("_cnt"), callers],
+                          separator=":", ignore_nulls=True)
     calls = df.filter(pl.col("has_call"))
     parts = [
         df.select(block(pl.col("b_start"), one, task, one, ORDER_STATE,
-                        state_line(cpu, one, task, one, pl.col("b_start"), pl.col("b_end"), pl.lit(STATE_RUNNING)))),
+                        pl.concat_str([pl.lit("1"), pfx, bs, be, pl.lit(str(STATE_RUNNING))], separator=":"))),
         df.select(block(pl.col("b_end"), one, task, one, ORDER_ENTRY, entry)),
         calls.select(block(pl.col("b_end"), one, task, one, ORDER_STATE,
-                           state_line(cpu, one, task, one, pl.col("b_end"), pl.col("c_exit"), pl.col("state")))),
+                           pl.concat_str([pl.lit("1"), pfx, be, cx, pl.col("state")], separator=":"))),
         calls.select(block(pl.col("c_exit"), one, task, one, ORDER_EXIT,
-                           pl.concat_str([*head(pl.col("c_exit")), pl.col("ctype"), pl.lit("0")], separator=":"))),
+                           pl.concat_str([pl.lit("2"), pfx, cx, pl.col("_ct"), pl.lit("0")], separator=":"))),
     ]
     if k:
-        parts.append(calls.select(block(pl.col("c_exit"), one, task, one, ORDER_EXIT_COUNTERS, pl.concat_str(
-            [*head(pl.col("c_exit")), *_counter_pieces("m", tabs.counter_types)], separator=":"))))
+        parts.append(calls.select(block(pl.col("c_exit"), one, task, one, ORDER_EXIT_COUNTERS,
+                                        pl.concat_str([pl.lit("2"), pfx, cx, pl.col("_mcnt")], separator=":"))))
     m = pb.messages
     if m and m["s_task"].size:
         md = pl.DataFrame({"s_cpu": tabs.cpu_of_task[m["s_task"]], "s_task": m["s_task"] + 1, "s_l": m["s_l"],
