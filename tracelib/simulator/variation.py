@@ -27,7 +27,7 @@ class Variation:
     os_noise_stretch: tuple[float, float] = (1.3, 4.0)  # duration factor of a stretched burst
     housekeeping_p: float = 0.03  # probability of an extra MPI_Iprobe burst per rank and iteration
     freq_jitter: float = 0.004  # relative spread of the run's clock
-    poll_ins: float = 900.0  # instructions of one polling-loop iteration
+    poll_ins: float = 2500.0  # instructions of one polling-loop iteration
     exit_skew_ns: float = 400.0  # spread of the exit times of a collective over ranks
 
     def __post_init__(self) -> None:
