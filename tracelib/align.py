@@ -160,7 +160,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     bytes_recv (bytes), sig, lsig (UInt64 signature hashes), anchor (closed by a world collective), phase (number
     of anchors before the burst on its thread), pos (relative start position in the phase, 0..1), ldur
     (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), seg_n / seg_work (``log1p`` of the number of
-    bursts and of the work — the first feature counter, else microseconds — of the phase that an anchor closes),
+    bursts and of the microseconds of computation of the phase that an anchor closes),
     and ``f_<counter>`` = ``log1p(counter)`` (NaN when not recorded) for each of ``features``.
     """
     need = {*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"}
@@ -177,20 +177,28 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     b = _sorted_by_thread(b, "burst_seq")
     # the MPI call closing each burst: same thread, call start == burst end (first such call)
     if calls.height:
-        c = _sorted_by_thread(calls.select(thread_id(), "call_seq", "start_ns", "appl",
+        c = _sorted_by_thread(calls.select(thread_id(), "call_seq", "start_ns", "end_ns", "appl",
                                            *[pl.col(k).cast(t) for k, t in call_cols.items()]), "call_seq")
-        rows = _closing_rows(b.get_column("_tid").to_numpy(), b.get_column("end_ns").to_numpy(),
-                             c.get_column("_tid").to_numpy(), c.get_column("start_ns").to_numpy())
+        b_tid, c_tid = b.get_column("_tid").to_numpy(), c.get_column("_tid").to_numpy()
+        rows = _closing_rows(b_tid, b.get_column("end_ns").to_numpy(), c_tid, c.get_column("start_ns").to_numpy())
         idx = pl.Series(rows).scatter(np.flatnonzero(rows < 0), None)
         b = b.with_columns(c.select(pl.col(k).gather(idx) for k in call_cols))
+        # the call that opened the burst (exit == burst start): its partner and size tell which message the
+        # burst processes after an MPI_ANY_SOURCE receive or MPI_Waitany
+        rows = _closing_rows(b_tid, b.get_column("start_ns").to_numpy(), c_tid, c.get_column("end_ns").to_numpy())
+        idx = pl.Series(rows).scatter(np.flatnonzero(rows < 0), None)
+        b = b.with_columns(c.select(pl.col("peer").gather(idx).alias("open_peer"),
+                                    pl.col("bytes_recv").gather(idx).alias("open_bytes")))
         world = world_communicators(calls)
     else:
-        b = b.with_columns(pl.lit(None, t).alias(k) for k, t in call_cols.items())
+        b = b.with_columns(*[pl.lit(None, t).alias(k) for k, t in call_cols.items()],
+                           pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"))
         world = pl.DataFrame(schema={"appl": pl.Int32, "comm": pl.Int64})
     wkey = (pl.col("appl").cast(pl.Int64) * (1 << 40) + pl.col("comm").fill_null(-1))
     world_keys = world.select(wkey.alias("k")).get_column("k")
     b = b.with_columns(
-        pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv").hash(SIG_SEED).alias("sig"),
+        pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv", "open_peer", "open_bytes")
+        .hash(SIG_SEED).alias("sig"),
         pl.struct("mpi_call", "call_site", "comm").hash(SIG_SEED).alias("lsig"),
         ((pl.col("mpi_kind") == "collective") & wkey.is_in(world_keys.implode())).fill_null(False).alias("anchor"),
     )
@@ -201,7 +209,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     start = b.get_column("start_ns").to_numpy().astype(np.float64)
     end = b.get_column("end_ns").to_numpy().astype(np.float64)
     dur = b.get_column("duration_ns").to_numpy().astype(np.float64)
-    work = (b.get_column("_c_0").cast(pl.Float64).fill_null(0.0).to_numpy() if features else dur / 1e3)
+    work = dur / 1e3  # microseconds: the same measure in every run, whatever counters it recorded
     new_thread = np.ones(n, bool)
     new_thread[1:] = tid[1:] != tid[:-1]
     first = new_thread.copy()
@@ -226,7 +234,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         pl.Series("seg_n", seg_n, pl.Float64), pl.Series("seg_work", seg_work, pl.Float64),
         *[pl.col(f"_c_{i}").cast(pl.Float64).log1p().fill_null(float("nan")).alias(f"f_{f}") for i, f in enumerate(features)],
     )
-    return b.drop(*[f"_c_{i}" for i in range(len(features))], "comm", "call_site", "mpi_kind")
+    return b.drop("open_peer", "open_bytes", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site", "mpi_kind")
 
 
 # --------------------------------------------------------------------------------------------- kernel
@@ -379,6 +387,89 @@ def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, m
 
 
 @njit(cache=True, nogil=True)
+def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, out):
+    """Re-pair bursts of one segment by exact signature where the order differs between runs.
+
+    ``MPI_ANY_SOURCE`` receives and ``MPI_Waitany`` complete messages in a run-dependent order, and the burst
+    after each one processes that message: the logical burst follows the message (its partner and size are in the
+    signature, through the opening call), not the position, which a monotone alignment cannot follow. Reference
+    rows of [a0, a1) that are unmatched or matched with a differing signature each take the first free other row
+    of [b0, b1) with their exact signature (free: unmatched or matched with a differing signature); the others keep
+    their match if its partner is still free. The new pairing is kept when its total cost (pair costs minus match
+    bonuses) is no worse than before (+0.05 per row), so behaviour decides where it disagrees.
+    """
+    m = b1 - b0
+    if a1 - a0 < 2 or m < 2:
+        return
+    inv = np.full(m, -1, np.int64)
+    for i in range(a0, a1):
+        if out[i] >= b0 and out[i] < b1:
+            inv[out[i] - b0] = i
+    nr = 0
+    for i in range(a0, a1):
+        if out[i] < 0 or rs[i] != os_[out[i]]:
+            nr += 1
+    no = 0
+    for j in range(m):
+        if inv[j] < 0 or rs[inv[j]] != os_[b0 + j]:
+            no += 1
+    if nr < 1 or no < 1 or nr > 2048 or no > 2048:
+        return
+    ref_i = np.empty(nr, np.int64)
+    oth_j = np.empty(no, np.int64)
+    k = 0
+    for i in range(a0, a1):
+        if out[i] < 0 or rs[i] != os_[out[i]]:
+            ref_i[k] = i
+            k += 1
+    k = 0
+    for j in range(m):
+        if inv[j] < 0 or rs[inv[j]] != os_[b0 + j]:
+            oth_j[k] = b0 + j
+            k += 1
+    beh = prm.copy()  # behaviour alone judges the re-pairing: the signatures already chose the candidates
+    beh[1] = 0.0
+    new = np.full(nr, -1, np.int64)
+    used = np.zeros(no, np.bool_)
+    found = 0
+    for x in range(nr):
+        best = _INF
+        by = -1
+        for y in range(no):
+            if not used[y] and os_[oth_j[y]] == rs[ref_i[x]]:
+                c = _pair_cost(ref_i[x], oth_j[y], rs, rl, rf, rd, rp, os_, ol, of, od, op, beh)
+                if c < best:
+                    best = c
+                    by = y
+        if by >= 0:
+            new[x] = oth_j[by]
+            used[by] = True
+            found += 1
+    if found == 0:
+        return
+    for x in range(nr):  # the rest keep their old partner when it is still free
+        if new[x] < 0 and out[ref_i[x]] >= 0:
+            for y in range(no):
+                if oth_j[y] == out[ref_i[x]]:
+                    if not used[y]:
+                        new[x] = oth_j[y]
+                        used[y] = True
+                    break
+    old_cost = 0.0
+    new_cost = 0.0
+    for x in range(nr):
+        if out[ref_i[x]] >= 0:
+            c = _pair_cost(ref_i[x], out[ref_i[x]], rs, rl, rf, rd, rp, os_, ol, of, od, op, beh)
+            old_cost += c if c < _INF else 0.0
+        if new[x] >= 0:
+            c = _pair_cost(ref_i[x], new[x], rs, rl, rf, rd, rp, os_, ol, of, od, op, beh)
+            new_cost += c if c < _INF else 0.0
+    if new_cost <= old_cost + 0.02 * nr:
+        for x in range(nr):
+            out[ref_i[x]] = new[x]
+
+
+@njit(cache=True, nogil=True)
 def _align_segment(a0, a1, b0, b1, rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og,
                    free_start, free_end, mode, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc):
     """Align reference rows [a0, a1) to other rows [b0, b1); ``out`` gets absolute other indices or -1.
@@ -399,6 +490,7 @@ def _align_segment(a0, a1, b0, b1, rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, 
             for k in range(a1 - a0):
                 out[a0 + k] = b0 + k
             return
+    seg0, seg1, segb0, segb1 = a0, a1, b0, b1
     tol = prm[7] - prm[0]
     if not free_start:
         while a0 < a1 and b0 < b1 and rs[a0] == os_[b0] and \
@@ -414,14 +506,14 @@ def _align_segment(a0, a1, b0, b1, rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, 
             b1 -= 1
     n = a1 - a0
     m = b1 - b0
-    if n <= 0 or m <= 0:
-        return
-    loc = ws_loc[:n] if ws_loc.shape[0] >= n else np.empty(n, np.int64)
-    _dp(rs[a0:a1], rl[a0:a1], rf[a0:a1], rd[a0:a1], rp[a0:a1], rg[a0:a1],
-        os_[b0:b1], ol[b0:b1], of[b0:b1], od[b0:b1], op[b0:b1], og[b0:b1],
-        free_start, free_end, mode, band, max_cells, prm, loc, ws_u8, ws_i, ws_f)
-    for k in range(n):
-        out[a0 + k] = b0 + loc[k] if loc[k] >= 0 else -1
+    if n > 0 and m > 0:
+        loc = ws_loc[:n] if ws_loc.shape[0] >= n else np.empty(n, np.int64)
+        _dp(rs[a0:a1], rl[a0:a1], rf[a0:a1], rd[a0:a1], rp[a0:a1], rg[a0:a1],
+            os_[b0:b1], ol[b0:b1], of[b0:b1], od[b0:b1], op[b0:b1], og[b0:b1],
+            free_start, free_end, mode, band, max_cells, prm, loc, ws_u8, ws_i, ws_f)
+        for k in range(n):
+            out[a0 + k] = b0 + loc[k] if loc[k] >= 0 else -1
+    _repair_order(seg0, seg1, segb0, segb1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, out)
 
 
 @njit(cache=True, parallel=True)
@@ -483,7 +575,7 @@ def _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, 
             same = na == nb
             if same:
                 for k in range(na):
-                    if rs[ia[k]] != os_[ib[k]]:
+                    if rl[ia[k]] != ol[ib[k]]:
                         same = False
                         break
             if same:
