@@ -226,12 +226,13 @@ def main() -> None:
         f"time of the whole read (definitions included); best of {args.repeat} interleaved runs (1-min load average "
         f"during the runs {min(load):.1f}-{max(load):.1f}: the machine is shared, so compare the rows of one run).",
         "",
-        "| reader | events/s | wall (s) | peak RSS (MiB) | vs plain loop |",
-        "|---|---:|---:|---:|---:|",
+        "| reader | events/s (best) | every run (events/s) | wall (s) | peak RSS (MiB) | vs plain loop |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
         rate = r["events"] / r["seconds"]
-        lines.append(f"| {name} | {rate:,.0f} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
+        every = ", ".join(f"{x['events'] / x['seconds']:,.0f}" for x in runs[name])
+        lines.append(f"| {name} | {rate:,.0f} | {every} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
                      f"{rate / (plain['events'] / plain['seconds']):.2f}x |")
     lines += [
         "",

@@ -23,9 +23,10 @@ Model of an OTF2 run (``Otf2Trace``):
 
 Times are integer ns from the trace's global offset (clock properties: resolution in ticks/s). Records of a
 location are taken in (timestamp, record order). Events are read per location through the OTF2 C library with
-thin ctypes callbacks (the ``otf2`` wheel's own event objects cost ~10x more, see benchmarks/bench_otf2.py),
-``chunk_events`` at a time, and handed to the :class:`~tracelib.bursts.BurstAssembler` chunk by chunk, so memory
-stays bounded by the chunk size, not by the trace.
+thin ctypes callbacks registered directly on its event reader (the ``otf2`` wheel's own event objects make a bare
+loop over the events ~3x slower than this whole reader, see benchmarks/results/otf2.md), ``chunk_events`` at a
+time, and handed to the :class:`~tracelib.bursts.BurstAssembler` chunk by chunk, so the tables' memory is bounded
+by the chunk size; only the point-to-point records wait for the end (message halves live on two locations).
 """
 from __future__ import annotations
 
@@ -42,9 +43,9 @@ import numpy as np
 import polars as pl
 
 from tracelib.bursts import (INTERVAL_SCHEMA, MESSAGE_SCHEMA, MPI_EVENT_SCHEMA, SAMPLE_SCHEMA, BurstAssembler,
-                             ReadSummary, RecordBatch, attach_messages)
+                             ReadSummary, RecordBatch)
 from tracelib.errors import TraceFormatError, TruncatedTraceError
-from tracelib.schema import THREAD_KEYS
+from tracelib.paraver.reader import ParaverTrace
 
 DEFAULT_CHUNK_EVENTS = 200_000
 _NEVER = 2**62  # a horizon beyond any trace (same meaning as in tracelib.bursts)
@@ -996,13 +997,6 @@ class Otf2Trace:
             self.warnings.append(f"{loc.evt_file}: rank {loc.task - 1} ends inside {conv.dropped_open_call}; "
                                  "that call was dropped")
 
-    def read_tables(self, run_id: str = "") -> tuple[pl.DataFrame, pl.DataFrame, ReadSummary]:
-        """The whole trace in memory: (bursts, mpi_calls with messages attached, summary). For small traces and tests."""
-        summary = ReadSummary()
-        parts = list(self.iter_tables(run_id, summary=summary))
-        bursts = pl.concat([b for b, _ in parts], how="diagonal_relaxed") if parts else pl.DataFrame()
-        calls = pl.concat([c for _, c in parts], how="diagonal_relaxed") if parts else pl.DataFrame()
-        if calls.height:
-            calls = attach_messages(calls.lazy(), summary.messages).collect()
-        return (bursts.sort([*THREAD_KEYS, "burst_seq"]) if bursts.height else bursts,
-                calls.sort([*THREAD_KEYS, "call_seq"]) if calls.height else calls, summary)
+    #: (bursts, mpi_calls with messages attached, summary) in memory, for small traces and tests: the same
+    #: assembly of the streamed parts as the Paraver reader's.
+    read_tables = ParaverTrace.read_tables
