@@ -51,7 +51,7 @@ DEFAULT_CHUNK_EVENTS = 200_000
 _NEVER = 2**62  # a horizon beyond any trace (same meaning as in tracelib.bursts)
 _UNDEFINED_U32 = 0xFFFFFFFF
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
-_ROOTS_NONE = {0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD}  # OTF2 collective roots NONE / SELF / THIS_GROUP
+_ROOT_SPECIAL = 0xFFFFFFFD  # collective roots from here up are OTF2's THIS_GROUP / SELF / NONE, not ranks
 _FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events)
 
 # region record kinds
@@ -370,19 +370,19 @@ class _EventBuffer:
         cs, cv = self.c_sent.append, self.c_recv.append
 
         def enter(_l, t, pos, _u, _a, region):  # noqa: ANN001
-            rk(0); rt(t); rr(region); rp(pos)  # noqa: E702
+            rk(_ENTER); rt(t); rr(region); rp(pos)  # noqa: E702
             return 0
 
         def leave(_l, t, pos, _u, _a, region):  # noqa: ANN001
-            rk(1); rt(t); rr(region); rp(pos)  # noqa: E702
+            rk(_LEAVE); rt(t); rr(region); rp(pos)  # noqa: E702
             return 0
 
         def begin(_l, t, pos, _u, _a, _name, _n, _args):  # noqa: ANN001
-            rk(2); rt(t); rr(0); rp(pos)  # noqa: E702
+            rk(_BEGIN); rt(t); rr(0); rp(pos)  # noqa: E702
             return 0
 
         def end(_l, t, pos, _u, _a, _status):  # noqa: ANN001
-            rk(3); rt(t); rr(0); rp(pos)  # noqa: E702
+            rk(_END); rt(t); rr(0); rp(pos)  # noqa: E702
             return 0
 
         def metric(_l, t, pos, _u, _a, ref, n, _types, values):  # noqa: ANN001
@@ -653,7 +653,7 @@ class _LocationConverter:
                 info[row] = np.where(touched, np.where(info[row] >= 0, info[row], 0) + add, info[row])
             _first_per_slot(k, a["c_comm"][inside].astype(np.int64), info[0])
             root = a["c_root"][inside].astype(np.int64)
-            has_root = root < 0xFFFFFFFD
+            has_root = root < _ROOT_SPECIAL
             _first_per_slot(k[has_root], root[has_root], info[1])
         p2p = a["p_kind"] != _IRECV_REQ
         k, inside = owner(a["p_pos"][p2p])
