@@ -544,3 +544,33 @@ def test_mutated_archives_read_or_raise_trace_format_error(synthetic, tmp_path, 
         Otf2Trace(anchor).read_tables()
     except TraceFormatError as exc:
         assert exc.reason
+
+
+def test_location_ending_inside_an_mpi_call(tmp_path):
+    """A killed job: the last call has no Leave. Its burst stays (unnamed), the call is dropped with a warning."""
+    with otf2.writer.open(str(tmp_path / "t"), timer_resolution=10**9) as w:
+        d = w.definitions
+        g = d.location_group("MPI Rank 0", location_group_type=LocationGroupType.PROCESS,
+                             system_tree_parent=d.system_tree_node("n"))
+        ev = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD, group=g))
+        main = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.USER)
+        barrier = d.region("MPI_Barrier", region_role=RegionRole.BARRIER, paradigm=Paradigm.MPI)
+        mc = d.metric_class([d.metric_member("PAPI_TOT_INS", "", MetricType.PAPI, MetricMode.ACCUMULATED_START,
+                                             Type.UINT64, Base.DECIMAL, 0, "#")],
+                            MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+        ev.program_begin(100, "killed", [])
+        ev.metric(150, mc, [10])
+        ev.enter(150, main)
+        for t0 in (200, 400):
+            ev.metric(t0, mc, [t0])
+            ev.enter(t0, barrier)
+            if t0 == 200:
+                ev.metric(t0 + 50, mc, [t0 + 5])
+                ev.leave(t0 + 50, barrier)
+    for chunk in (1, 3, 100):
+        trace = Otf2Trace(tmp_path / "t" / "traces.otf2", chunk_events=chunk)
+        bursts, calls, summary = trace.read_tables()
+        assert bursts.select("start_ns", "end_ns", "mpi_call", "PAPI_TOT_INS").rows() == [
+            (0, 100, "MPI_Barrier", 200), (150, 300, None, 400 - 205)]
+        assert calls.select("mpi_call", "start_ns", "end_ns").rows() == [("MPI_Barrier", 100, 150)]
+        assert any("ends inside MPI_Barrier" in w for w in summary.warnings)

@@ -601,6 +601,9 @@ class _LocationConverter:
         if st.depth > 0 and entries.size and ends.size:  # the last entry opened the call still open
             st.pending = (int(starts[-1]), int(ends[-1]))
             starts, ends = starts[:-1], ends[:-1]
+        if final and st.pending is not None:  # the location ends inside that call: the burst stays, unnamed
+            starts, ends = np.append(starts, st.pending[0]), np.append(ends, st.pending[1])
+            st.pending = None
         if final and st.open_start is not None:
             starts, ends = np.append(starts, st.open_start), np.append(ends, st.last_ns)
             st.open_start = None
@@ -898,6 +901,7 @@ class Otf2Trace:
         import _otf2  # noqa: PLC0415
 
         summary = summary if summary is not None else ReadSummary()
+        self.warnings = list(self.defs.warnings)  # what reading adds is found again on every read
         assembler = BurstAssembler(run_id)
         p2p_parts: list[pl.DataFrame] = []
         n_records = {1: 0, 2: 0, 3: 0, 4: 0}
