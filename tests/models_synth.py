@@ -11,7 +11,7 @@ Counter model of one kernel (per instruction; consistent across counters):
   i-cache misses; cycles per instruction = a core part (FP/vector mix) + a stall part per miss level, per
   mispredicted branch and per i-cache miss (fixed penalties, L3 misses overlapped by memory-level parallelism);
 - noise: instructions 0.2 %, cycles 1.5 % per burst, misses 3 %; duration = cycles / 2.2 GHz, now and then a
-  burst stretched by OS noise (its counts unchanged);
+  burst (0.5 %) stretched by OS noise (its counts unchanged);
 - MPI: each call costs latency + bytes / bandwidth + the wait for the slowest rank (every call synchronises its
   ranks), with 5 % noise.
 
@@ -108,11 +108,14 @@ class NightNoise:
 
 def simulate_run(kernels: list[Kernel], rng: np.random.Generator, *, run_id: str, counters: list[str],
                  n_ranks: int = 4, n_iters: int = 5, noise: NightNoise = NightNoise(),
-                 kernel_jitter: float = 0.12) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+                 kernel_jitter: float = 0.12, structure_seed: int | None = None
+                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """One run: (bursts with ``counters``, MPI calls, truth with every counter).
 
     Each rank runs ``n_iters`` iterations of the kernels in order; each burst's rates vary around its kernel's
     by ``kernel_jitter`` (lognormal), so bursts of one kernel differ (what a per-burst predictor can learn).
+    That variation belongs to the program and its input: it is drawn from ``structure_seed`` when given (the
+    same in every run of the program), else from ``rng``; measurement noise always comes from ``rng``.
     """
     nk = len(kernels)
     rank = np.repeat(np.arange(1, n_ranks + 1), n_iters * nk)
@@ -121,7 +124,8 @@ def simulate_run(kernels: list[Kernel], rng: np.random.Generator, *, run_id: str
     n = k.size
     attr = {f: np.array([getattr(kk, f) for kk in kernels])[k] for f in
             ("ins", "fp", "vec", "l1", "l2", "l3", "br", "misp", "icm", "bytes", "imbalance", "bw_gbs")}
-    jit = lambda: np.exp(rng.normal(0, kernel_jitter, n))  # noqa: E731
+    srng = rng if structure_seed is None else np.random.default_rng(structure_seed)
+    jit = lambda: np.exp(srng.normal(0, kernel_jitter, n))  # noqa: E731
     ins = attr["ins"] * jit() * np.where(rank == n_ranks, 1 + attr["imbalance"], 1.0) * np.exp(rng.normal(0, 0.002, n))
     fp = np.clip(attr["fp"] * jit(), 0, 0.9)
     vec = np.clip(attr["vec"] * jit(), 0, 1)
@@ -132,7 +136,7 @@ def simulate_run(kernels: list[Kernel], rng: np.random.Generator, *, run_id: str
            + (l1 * 5 + l2 * 14 + l3 * 60 + br * misp * 1000 * 16 + icm * 9) / 1000)
     cyc = ins * cpi * noise.speed * np.exp(rng.normal(0, 0.015, n))
     dur = cyc / GHZ * noise.stretch
-    os_noise = rng.random(n) < 0.01
+    os_noise = rng.random(n) < 0.005
     dur = np.where(os_noise, dur * rng.uniform(1.5, 4.0, n), dur)
     miss = lambda x: ins * x / 1000 * np.exp(rng.normal(0, 0.03, n))  # noqa: E731
     values = {"PAPI_TOT_INS": ins, "PAPI_TOT_CYC": cyc, "PAPI_L1_DCM": miss(l1), "PAPI_L2_DCM": miss(l2),
@@ -231,7 +235,8 @@ def predictor_campaign(root: str | Path, *, n_apps: int = 6, n_kernels: int = 6,
         for r, counters in enumerate(plan):
             run_id = f"{app}r{r}s{seed}"
             bursts, calls, truth = simulate_run(kernels, np.random.default_rng([seed, a, r]), run_id=run_id,
-                                                counters=counters, n_ranks=n_ranks, n_iters=n_iters)
+                                                counters=counters, n_ranks=n_ranks, n_iters=n_iters,
+                                                structure_seed=seed * 100_003 + a)
             write_run(wh, run_id=run_id, run_name=f"{app}.run{r}", experiment=exp, app=app,
                       started_at=datetime(2026, 1, 1, 2, r), bursts=bursts, calls=calls)
             if r == 0:
@@ -297,10 +302,12 @@ _SIZES = {"more_instructions": (0.06, 0.3), "lost_vectorisation": (0.3, 0.9), "w
 def regression_campaign(root: str | Path, *, n_apps: int = 8, n_nights: int = 30, n_kernels: int = 6,
                         n_ranks: int = 4, n_iters: int = 4, seed: int = 0, p_regression: float = 0.75,
                         kinds: tuple[str, ...] = KINDS, first_night: int | None = None,
-                        p_bad_night: float = 0.05, night_sigma: float = 0.015,
+                        p_bad_night: float = 0.05, night_sigma: float = 0.015, min_effect: float = 0.03,
                         plan: list[list[str]] | None = None) -> pl.DataFrame:
     """Nightly histories of ``n_apps`` apps written into a warehouse; returns the labels.
 
+    A regression's kernel and size are drawn until its true effect on the site's time per visit is between
+    ``min_effect`` and 50 % (a communication site is made heavier when needed).
     Labels: one row per (app, call_site) series with kind (NULL = unchanged), night (index of the first night
     after the change), changed_at (started_at of that night's first run), size, and effect (true relative
     change of the series' time per visit, from the noise-free model).
@@ -316,10 +323,17 @@ def regression_campaign(root: str | Path, *, n_apps: int = 8, n_nights: int = 30
         inj = None
         if rng.random() < p_regression:
             kind = kinds[int(rng.integers(len(kinds)))]
-            ki = _pick(rng, kernels, kind)
-            lo, hi = _SIZES[kind]
             night = first_night if first_night is not None else int(rng.integers(n_nights // 2, n_nights - 6))
-            inj = Injection(app, ki, kernels[ki].call_site, kind, night, float(np.exp(rng.uniform(np.log(lo), np.log(hi)))))
+            lo, hi = _SIZES[kind]
+            for _ in range(200):  # a regression worth reporting: its true effect on the site's time is 3-50 %
+                ki = _pick(rng, kernels, kind)
+                size = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+                eff = _visit_time(inject(kernels[ki], kind, size), n_ranks) / _visit_time(kernels[ki], n_ranks) - 1
+                if min_effect <= eff <= 0.5:
+                    break
+                if kind in ("more_mpi_bytes", "network_slowdown"):  # make the site communication-heavy enough
+                    kernels[ki] = replace(kernels[ki], bytes=kernels[ki].bytes * 3)
+            inj = Injection(app, ki, kernels[ki].call_site, kind, night, size)
         after = [inject(kk, inj.kind, inj.size) if inj and i == inj.kernel else kk for i, kk in enumerate(kernels)]
         for night in range(n_nights):
             nrng = np.random.default_rng([seed, 11, a, night])
@@ -331,7 +345,8 @@ def regression_campaign(root: str | Path, *, n_apps: int = 8, n_nights: int = 30
             for r, counters in enumerate(plan):
                 run_id = f"{app}n{night:03d}r{r}s{seed}"
                 bursts, calls, _ = simulate_run(ks, np.random.default_rng([seed, 13, a, night, r]), run_id=run_id,
-                                                counters=counters, n_ranks=n_ranks, n_iters=n_iters, noise=noise)
+                                                counters=counters, n_ranks=n_ranks, n_iters=n_iters, noise=noise,
+                                                structure_seed=seed * 100_003 + a)
                 write_run(wh, run_id=run_id, run_name=f"{app}.n{night:03d}.run{r}", experiment=f"{app}.n{night:03d}",
                           app=app, started_at=t0 + timedelta(days=night, minutes=r), bursts=bursts, calls=calls)
         for i, kk in enumerate(kernels):

@@ -1,0 +1,356 @@
+"""Multi-signal performance regression detection over nightly histories (DESIGN §8).
+
+Input: the history of :func:`warehouse.history.site_history` — one row per (app, configuration, night, call
+site) with the site's time per visit and the signals that can explain it (instructions, IPC, misses per level,
+FP and vector shares, MPI bytes and bandwidth, load balance), ordered by ``started_at``.
+
+Per series (app, configuration, call site):
+
+1. every signal is put on a log scale (shares and balance stay linear) and its night-to-night noise is
+   estimated robustly (MAD of first differences);
+2. **candidates**: change points of each standardised, median-filtered signal found with ruptures (PELT, L2
+   cost, penalty proportional to log n) — time itself and every explaining signal, so a small change in time
+   is localised by a precise counter;
+3. **test**: around each candidate, medians before/after (local windows bounded by the time signal's own change
+   points) give each signal's change and a z-score against its noise. An alert needs time to rise (relative
+   change >= ``min_rel_time``, z >= ``z_time``, lowered to ``z_time_confirmed`` when an explaining signal moved
+   strongly), to stay up (a share ``persistence`` of the nights after the change are above the midpoint), and to
+   be **confirmed**: at least one explaining signal moved in the direction that slows code down (z >=
+   ``z_signal`` and beyond its own minimum relative change), or the site's archetype shifted. Unexplained
+   changes of time (OS noise, a busy machine) are not reported;
+4. ``magnitude`` = relative change of time per visit; ``score`` in (0, 1] grows with the evidence of time and
+   of the strongest explaining signal.
+
+:func:`label_archetypes` gives every (night, site) its archetype by the rules of :mod:`models.archetypes`
+applied to the site's aggregated counters; a shift of the label at the change is itself evidence.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import polars as pl
+import ruptures as rpt
+from scipy.ndimage import median_filter
+
+from models.archetypes import ArchetypeRules
+from tracelib.machine import Machine, load_machine
+from tracelib.metrics import burst_metrics
+
+
+@dataclass(frozen=True)
+class Signal:
+    """How a signal is read: log scale or linear, which direction slows code down, smallest change that counts."""
+
+    log: bool
+    bad: int  # +1: an increase is bad; -1: a decrease is bad; 0: either way is a change of the code
+    min_change: float  # relative (log signals) or absolute (linear) change below which the signal did not move
+    confirms: bool  # can explain a change of time
+    floor: float  # noise floor (log units or absolute)
+    z_min: float | None = None  # evidence needed to count as an explanation (None: DetectorParams.z_signal)
+
+
+SIGNALS: dict[str, Signal] = {
+    "time_ns": Signal(True, +1, 0.02, False, 0.003),
+    "compute_ns": Signal(True, +1, 0.02, False, 0.003),
+    "mpi_ns": Signal(True, +1, 0.10, True, 0.01, 6.0),  # time itself: noisier evidence, asks for more
+    "instructions": Signal(True, +1, 0.01, True, 0.001),
+    "ipc": Signal(True, -1, 0.02, True, 0.003),
+    "l1_mpki": Signal(True, +1, 0.1, True, 0.01),
+    "l2_mpki": Signal(True, +1, 0.1, True, 0.01),
+    "l3_mpki": Signal(True, +1, 0.1, True, 0.01),
+    "br_mpki": Signal(True, +1, 0.1, True, 0.01),
+    "icache_mpki": Signal(True, +1, 0.1, True, 0.01),
+    "fp_share": Signal(True, 0, 0.05, True, 0.003),
+    "vec_share": Signal(False, -1, 0.05, True, 0.005),
+    "mpi_bytes": Signal(True, +1, 0.02, True, 0.001),
+    "mpi_bw": Signal(True, -1, 0.1, True, 0.01, 6.0),
+    "load_balance": Signal(False, -1, 0.03, True, 0.005),
+}
+SERIES_KEYS: tuple[str, ...] = ("app", "config", "call_site")
+
+REGRESSION_SCHEMA: dict[str, pl.DataType] = {
+    "app": pl.String(), "config": pl.String(), "call_site": pl.String(), "kernel": pl.String(),
+    "archetype_before": pl.String(), "archetype_after": pl.String(),
+    "changed_at": pl.Datetime("us"), "run_id": pl.String(), "point": pl.String(), "night": pl.Int64(),
+    "signals": pl.List(pl.Struct({"name": pl.String(), "before": pl.Float64(), "after": pl.Float64(),
+                                  "z": pl.Float64()})),
+    "explained_by": pl.List(pl.String()), "magnitude": pl.Float64(), "score": pl.Float64(),
+    "time_before_ns": pl.Float64(), "time_after_ns": pl.Float64(), "n_before": pl.Int64(), "n_after": pl.Int64(),
+    "detected_at": pl.Datetime("us", "UTC"),
+}
+
+
+@dataclass(frozen=True)
+class DetectorParams:
+    """Thresholds of the detector (defaults used by ``synthtrace detect`` and the benchmark)."""
+
+    min_size: int = 3  # shortest segment between change points (nights)
+    min_before: int = 4  # nights needed before a change
+    min_after: int = 3  # nights needed after a change before it is reported
+    window: int = 12  # at most this many nights on each side are compared
+    penalty: float = 3.0  # PELT penalty = penalty x log(n) (standardised, filtered signals)
+    min_rel_time: float = 0.02  # smallest relative rise of time per visit reported
+    z_time: float = 3.0  # evidence needed on time alone ...
+    z_time_confirmed: float = 2.0  # ... or when an explaining signal moved with z >= z_strong
+    z_strong: float = 8.0
+    z_signal: float = 4.0  # evidence for an explaining signal to count
+    persistence: float = 0.7  # share of the nights after the change above the before/after midpoint
+    merge_within: int = 3  # alerts closer than this (nights) in one series are one change
+    signals: tuple[str, ...] = field(default_factory=lambda: tuple(SIGNALS))
+
+
+def robust_sigma(x: np.ndarray) -> float:
+    """Noise of one point estimated from first differences: 1.4826 x MAD(diff) / sqrt(2) (NaN-free input)."""
+    if x.size < 3:
+        return float("nan")
+    d = np.diff(x)
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
+def _prepare(values: np.ndarray, spec: Signal) -> np.ndarray:
+    v = values.astype(np.float64)
+    if spec.log:
+        v = np.where(v > 0, np.log(np.where(v > 0, v, 1.0)), np.nan)
+    return v
+
+
+def _fill(v: np.ndarray) -> np.ndarray:
+    """NaN filled from the previous value (the next one at the start)."""
+    ok = np.isfinite(v)
+    if ok.all() or not ok.any():
+        return v
+    idx = np.where(ok, np.arange(v.size), 0)
+    np.maximum.accumulate(idx, out=idx)
+    out = v[idx]
+    first = int(np.argmax(ok))
+    out[:first] = v[first]
+    return out
+
+
+def change_points(z: np.ndarray, penalty: float, min_size: int) -> list[int]:
+    """Indices where a new segment starts, by PELT (ruptures, L2 cost) on a median-filtered standardised signal.
+
+    ``z`` is in units of the signal's noise; the penalty per change point is ``penalty x log(n)`` (the filter
+    shrinks the noise, so this is conservative for noise and still finds shifts of ~2 noise units).
+    """
+    n = z.size
+    if n < 2 * min_size:
+        return []
+    zf = median_filter(z, size=3, mode="nearest")
+    algo = rpt.Pelt(model="l2", min_size=min_size, jump=1).fit(zf.reshape(-1, 1))
+    bkps = algo.predict(pen=penalty * math.log(n))
+    return [b for b in bkps if 0 < b < n]
+
+
+@dataclass
+class _Stat:
+    before: float
+    after: float
+    change: float  # relative (log signals) or absolute
+    z: float
+
+
+def _compare(v: np.ndarray, sigma: float, spec: Signal, lo: int, k: int, hi: int) -> _Stat | None:
+    b, a = v[lo:k], v[k:hi]
+    b, a = b[np.isfinite(b)], a[np.isfinite(a)]
+    if b.size < 2 or a.size < 2:
+        return None
+    mb, ma = float(np.median(b)), float(np.median(a))
+    se = 1.2533 * sigma * math.sqrt(1 / b.size + 1 / a.size)
+    z = (ma - mb) / se if se > 0 else 0.0
+    if spec.log:
+        return _Stat(math.exp(mb), math.exp(ma), math.exp(ma - mb) - 1, z)
+    return _Stat(mb, ma, ma - mb, z)
+
+
+def _mode(labels: list[str | None]) -> tuple[str | None, float]:
+    vals = [x for x in labels if x]
+    if not vals:
+        return None, 0.0
+    u, c = np.unique(np.array(vals, dtype=object), return_counts=True)
+    i = int(np.argmax(c))
+    return str(u[i]), float(c[i] / len(vals))
+
+
+def detect_series(series: pl.DataFrame, params: DetectorParams = DetectorParams()) -> list[dict]:
+    """Alerts of one series (rows of one app/configuration/call site sorted by ``started_at``)."""
+    n = series.height
+    if n < params.min_before + params.min_after:
+        return []
+    names = [s for s in params.signals if s in series.columns and series[s].is_not_null().sum() >= n // 2]
+    if "time_ns" not in names:
+        return []
+    vals, sig = {}, {}
+    for s in names:
+        v = _prepare(series[s].cast(pl.Float64).fill_null(np.nan).to_numpy(), SIGNALS[s])
+        if np.isfinite(v).sum() < params.min_before + params.min_after:
+            continue
+        sigma = robust_sigma(_fill(v)[np.isfinite(_fill(v))])
+        vals[s], sig[s] = v, max(sigma if np.isfinite(sigma) else 0.0, SIGNALS[s].floor)
+    if "time_ns" not in vals:
+        return []
+    t = _fill(vals["time_ns"])
+    time_cps = change_points((t - np.median(t)) / sig["time_ns"], params.penalty, params.min_size)
+    candidates: set[int] = set(time_cps)
+    for s, v in vals.items():
+        if s != "time_ns" and SIGNALS[s].confirms:
+            f = _fill(v)
+            candidates.update(change_points((f - np.median(f)) / sig[s], params.penalty, params.min_size))
+    labels = series["archetype"].to_list() if "archetype" in series.columns else [None] * n
+    starts = series["started_at"].to_list()
+    run_ids = series["run_id"].to_list() if "run_id" in series.columns else [None] * n
+    points = series["point"].to_list() if "point" in series.columns else [None] * n
+    ctx = _Context(vals, sig, time_cps, labels, n, params)
+    found = []
+    for k in sorted(candidates):
+        a = ctx.evaluate(k)
+        if a is None:
+            continue
+        k2 = ctx.refine(k, a)
+        if k2 != k:
+            a = ctx.evaluate(k2) or a
+        a.update({"changed_at": starts[a["night"]], "run_id": run_ids[a["night"]], "point": points[a["night"]]})
+        found.append(a)
+    found.sort(key=lambda a: -a.pop("_evidence"))
+    kept: list[dict] = []
+    for a in found:
+        if all(abs(a["night"] - b["night"]) >= params.merge_within for b in kept):
+            kept.append(a)
+    return sorted(kept, key=lambda a: a["night"])
+
+
+class _Context:
+    """One series' prepared signals, and the test of a change at a given night."""
+
+    def __init__(self, vals: dict[str, np.ndarray], sig: dict[str, float], time_cps: list[int],
+                 labels: list[str | None], n: int, params: DetectorParams):
+        self.vals, self.sig, self.time_cps, self.labels, self.n, self.p = vals, sig, time_cps, labels, n, params
+
+    def window(self, k: int) -> tuple[int, int]:
+        """Nights compared around ``k``: bounded by the time signal's other change points (those far enough)."""
+        p = self.p
+        lo = max([c for c in self.time_cps if c <= k - p.min_before] + [0, k - p.window])
+        hi = min([c for c in self.time_cps if c >= k + p.min_after] + [self.n, k + p.window])
+        return lo, hi
+
+    def evaluate(self, k: int) -> dict | None:
+        """The alert for a change starting at night ``k``, or None if the evidence is not there."""
+        p, n = self.p, self.n
+        if k < p.min_before or n - k < p.min_after:
+            return None
+        lo, hi = self.window(k)
+        if k - lo < p.min_before or hi - k < p.min_after:
+            return None
+        st = _compare(self.vals["time_ns"], self.sig["time_ns"], SIGNALS["time_ns"], lo, k, hi)
+        if st is None or st.change < p.min_rel_time:
+            return None
+        mid = (math.log(st.before) + math.log(st.after)) / 2
+        after = self.vals["time_ns"][k:hi]
+        if np.mean(after[np.isfinite(after)] > mid) < p.persistence:
+            return None
+        moved, stats = [], {"time_ns": st}
+        for s, v in self.vals.items():
+            if s == "time_ns":
+                continue
+            spec = SIGNALS[s]
+            x = _compare(v, self.sig[s], spec, lo, k, hi)
+            if x is None:
+                continue
+            stats[s] = x
+            direction_ok = spec.bad == 0 or np.sign(x.change) == spec.bad
+            z_min = p.z_signal if spec.z_min is None else max(spec.z_min, p.z_signal)
+            if spec.confirms and direction_ok and abs(x.z) >= z_min and abs(x.change) >= spec.min_change:
+                moved.append(s)
+        arch_before, share_b = _mode(self.labels[lo:k])
+        arch_after, share_a = _mode(self.labels[k:hi])
+        shifted = (arch_before is not None and arch_after is not None and arch_before != arch_after
+                   and share_b >= 0.6 and share_a >= 0.6)
+        strongest = max([abs(stats[s].z) for s in moved], default=0.0)
+        need = p.z_time_confirmed if strongest >= p.z_strong else p.z_time
+        if st.z < need or not (moved or shifted):
+            return None
+        score = 1 - math.exp(-0.08 * (min(st.z, 25.0) + min(strongest, 25.0) + (5.0 if shifted else 0.0)))
+        shown = ["time_ns", "compute_ns", "mpi_ns", *moved]
+        sigs = [{"name": s, "before": stats[s].before, "after": stats[s].after, "z": float(stats[s].z)}
+                for s in dict.fromkeys(shown) if s in stats]
+        return {"night": k, "archetype_before": arch_before, "archetype_after": arch_after, "signals": sigs,
+                "explained_by": moved + (["archetype"] if shifted else []), "magnitude": st.change, "score": score,
+                "time_before_ns": st.before, "time_after_ns": st.after, "n_before": k - lo, "n_after": hi - k,
+                "_evidence": st.z + sum(abs(stats[s].z) for s in moved)}
+
+    def refine(self, k: int, alert: dict, radius: int = 2) -> int:
+        """The night near ``k`` that best splits the signals that moved (largest between-segment sum of squares)."""
+        names = [s for s in alert["explained_by"] if s in self.vals] or ["time_ns"]
+        lo, hi = self.window(k)
+        best, best_k = -1.0, k
+        for j in range(max(lo + 2, k - radius), min(hi - 2, k + radius) + 1):
+            ss = 0.0
+            for s in names:
+                v = _fill(self.vals[s][lo:hi]) / self.sig[s]
+                b, a = v[: j - lo], v[j - lo:]
+                ss += b.size * a.size / (b.size + a.size) * (a.mean() - b.mean()) ** 2
+            if ss > best:
+                best, best_k = ss, j
+        return best_k
+
+
+def label_archetypes(history: pl.DataFrame, machine: Machine | None = None) -> pl.DataFrame:
+    """``history`` with an ``archetype`` column: the rules applied to each (night, site)'s aggregated counters.
+
+    Each row becomes one burst-like row (per-visit duration and counters rebuilt from the rates); the DRAM
+    share assumes the configuration's tasks spread over the sockets of one node (see :mod:`tracelib.metrics`).
+    """
+    if history.height == 0:
+        return history.with_columns(pl.lit(None, pl.String).alias("archetype"))
+    machine = machine or load_machine()
+    ins = pl.col("instructions")
+    frame = history.select(
+        pl.col("compute_ns").round().cast(pl.Int64).clip(lower_bound=1).alias("duration_ns"),
+        ins.alias("PAPI_TOT_INS"),
+        (ins / pl.col("ipc")).alias("PAPI_TOT_CYC"),
+        (pl.col("l1_mpki") * ins / 1000).alias("PAPI_L1_DCM"),
+        (pl.col("l2_mpki") * ins / 1000).alias("PAPI_L2_DCM"),
+        (pl.col("l3_mpki") * ins / 1000).alias("PAPI_L3_TCM"),
+        (pl.col("br_mpki") * ins / 1000).alias("PAPI_BR_MSP"),
+        (pl.col("br_mpki") * ins / 1000 / pl.col("br_misp_rate")).alias("PAPI_BR_INS"),
+        (pl.col("icache_mpki") * ins / 1000).alias("PAPI_L1_ICM"),
+        (pl.col("fp_share") * ins).alias("PAPI_FP_INS"),
+        (pl.col("vec_share") * pl.col("fp_share") * ins).alias("PAPI_VEC_INS"),
+        pl.col("config").str.split("x").list.first().cast(pl.Int64, strict=False).alias("_tasks"),
+    )
+    out = []
+    for tasks, part in frame.with_row_index("_i").group_by("_tasks", maintain_order=True):
+        rps = float(min(machine.cores_per_socket, max(1, (tasks[0] or 1) // max(1, machine.sockets))))
+        bm = burst_metrics(part.drop("_tasks"), machine, ranks_per_socket=rps)
+        lab = ArchetypeRules(machine, ranks_per_socket=rps).fit().classify_bursts(bm)
+        out.append(part.select("_i").with_columns(
+            pl.when(lab["archetype"] == "insufficient_counters").then(lab["provisional"])
+            .otherwise(lab["archetype"]).alias("archetype")))
+    labels = pl.concat(out).sort("_i")["archetype"]
+    return history.with_columns(labels.alias("archetype"))
+
+
+def detect(history: pl.DataFrame, params: DetectorParams = DetectorParams(), *, archetypes: bool = True,
+           now: datetime | None = None) -> pl.DataFrame:
+    """Alerts of every series of a history, as a frame with :data:`REGRESSION_SCHEMA` columns."""
+    if history.height == 0:
+        return pl.DataFrame(schema=REGRESSION_SCHEMA)
+    if archetypes and "archetype" not in history.columns:
+        history = label_archetypes(history)
+    rows = []
+    for key, part in history.sort(*SERIES_KEYS, "started_at").group_by(*SERIES_KEYS, maintain_order=True):
+        for a in detect_series(part, params):
+            site = key[2]
+            rows.append({"app": key[0], "config": key[1], "call_site": site,
+                         "kernel": site.split(" (")[0] if site else None, **a})
+    stamp = now or datetime.now(UTC)
+    if not rows:
+        return pl.DataFrame(schema=REGRESSION_SCHEMA)
+    return pl.DataFrame([{**r, "detected_at": stamp} for r in rows], schema=REGRESSION_SCHEMA)
+
+
+def params_dict(params: DetectorParams) -> dict:
+    return asdict(params)
