@@ -65,7 +65,7 @@ def print_quality(result: MergeResult) -> None:
     for q in result.quality.iter_rows(named=True):
         src = "reference" if q["method"] == "recorded" else q["source_run"]
         if q["rescaled_by"]:
-            src += f" (x {q['rescaled_by']} ratio)"
+            src += f" (x ratio of {q['rescaled_by']})"
         t.add_row(q["counter"], src, pct(q["coverage"]), pct(q["coverage_long"]), pct(q["estimated_error"]),
                   pct(q["estimated_error_p95"]),
                   pct(q["cross_run_diff"]), "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}")
