@@ -26,7 +26,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -723,7 +723,3 @@ def _table_records(bursts: pl.DataFrame, ending: pl.DataFrame, calls: pl.DataFra
     out = pl.concat(parts, how="vertical_relaxed")
     return out.filter(pl.col("line").is_not_null())
 
-
-def copy_meta(meta: TraceMeta, **changes) -> TraceMeta:
-    """A copy of ``meta`` with some fields changed."""
-    return replace(meta, **changes)

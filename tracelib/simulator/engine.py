@@ -12,7 +12,7 @@ import math
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -182,30 +182,12 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     exp_dir = Path(out_dir) / spec.name
     exp_dir.mkdir(parents=True, exist_ok=True)
 
-    runs: list[_Run] = []
-    for r in range(n_runs):
-        rng = _seed(spec.seed, spec.app, spec.night, r, "run")
-        placement = place(P, rpn, machine.cores_per_node, rng)
-        freq = run_clock(machine.frequency_ghz * 1e9, spec.variation.freq_jitter, rng)
-        model = CounterModel(machine, share, freq, sigma, kernels)
-        net = Network.from_machine(machine, placement.node_of_task, spec.net_slowdown)
-        meta = TraceMeta(cpus_per_node=placement.cpus_per_node, threads_per_task=(tuple([1] * P),),
-                         node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),), started_at=spec.started_at,
-                         communicators=(Communicator(1, WORLD_COMM, tuple(range(1, P + 1))),
-                                        *[Communicator(1, WORLD_COMM + 1 + i, (i + 1,)) for i in range(P)]),
-                         node_names=placement.node_names, binary=spec.app)
-        name = f"{spec.app}.run{r}"
-        idx = np.array([COUNTERS.index(c) for c in counter_sets[r]], dtype=np.int64)
-        tables = RecordTables(
-            call_type=np.array([ids[(mpi_kind_of(n), n)][0] for n in CALLS]),
-            call_value=np.array([ids[(mpi_kind_of(n), n)][1] for n in CALLS]),
-            call_state=np.array([mpi_state_of(n) for n in CALLS]), site_func=site_ids[:, 0], site_line=site_ids[:, 1],
-            counter_idx=idx, counter_types=tuple(ctype[c] for c in counter_sets[r]),
-            mpi_rates=model.mpi_rates(MPI_KERNEL)[idx], cpu_of_task=placement.cpu_of_task)
-        begin = rng.uniform(5_000, 80_000, size=P)
-        runs.append(_Run(r, name, counter_sets[r], RunContext(r, model, net, spec.variation),
-                         ParaverWriter(exp_dir / name, meta), tables, placement, freq, 0.0, begin,
-                         np.zeros(P, np.int64), np.zeros(P, np.int64), np.zeros(P, np.int64)))
+    tables = {"call_type": np.array([ids[(mpi_kind_of(n), n)][0] for n in CALLS]),
+              "call_value": np.array([ids[(mpi_kind_of(n), n)][1] for n in CALLS]),
+              "call_state": np.array([mpi_state_of(n) for n in CALLS]), "site_func": site_ids[:, 0],
+              "site_line": site_ids[:, 1]}
+    runs = [_new_run(spec, r, machine, rpn, CounterModel(machine, share, 0.0, sigma, kernels), counter_sets[r], ctype,
+                     tables, exp_dir) for r in range(n_runs)]
 
     oracle = OracleAccumulator(n_runs)
     b_it = spec.block_iterations()
@@ -262,6 +244,28 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     truth.close_experiment(spec.name)
     _truth_tables(truth, spec, runs, traces, machine, rps, sigma, oracle)
     return ExperimentResult(spec.name, spec.app, traces, total, time.perf_counter() - began, [r.n_bursts for r in runs])
+
+
+def _new_run(spec: ExperimentSpec, r: int, machine: Machine, rpn: int, model: CounterModel, counters: list[str],
+             ctype: dict[str, int], tables: dict[str, np.ndarray], exp_dir: Path) -> _Run:
+    """Run ``r``: its placement, clock, network, counter set, Paraver writer and start times."""
+    P = spec.ranks
+    rng = _seed(spec.seed, spec.app, spec.night, r, "run")
+    placement = place(P, rpn, machine.cores_per_node, rng)
+    model.freq_hz = run_clock(machine.frequency_ghz * 1e9, spec.variation.freq_jitter, rng)
+    net = Network.from_machine(machine, placement.node_of_task, spec.net_slowdown)
+    meta = TraceMeta(cpus_per_node=placement.cpus_per_node, threads_per_task=(tuple([1] * P),),
+                     node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),), started_at=spec.started_at,
+                     communicators=(Communicator(1, WORLD_COMM, tuple(range(1, P + 1))),
+                                    *[Communicator(1, WORLD_COMM + 1 + i, (i + 1,)) for i in range(P)]),
+                     node_names=placement.node_names, binary=spec.app)
+    name = f"{spec.app}.run{r}"
+    idx = np.array([COUNTERS.index(c) for c in counters], dtype=np.int64)
+    rec = RecordTables(**tables, counter_idx=idx, counter_types=tuple(ctype[c] for c in counters),
+                       mpi_rates=model.mpi_rates(MPI_KERNEL)[idx], cpu_of_task=placement.cpu_of_task)
+    begin = rng.uniform(5_000, 80_000, size=P)  # processes start at slightly different times (ns)
+    return _Run(r, name, counters, RunContext(r, model, net, spec.variation), ParaverWriter(exp_dir / name, meta), rec,
+                placement, model.freq_hz, 0.0, begin, np.zeros(P, np.int64), np.zeros(P, np.int64), np.zeros(P, np.int64))
 
 
 def _first_of_task(task: np.ndarray) -> np.ndarray:
@@ -442,7 +446,3 @@ def _truth_tables(truth: TruthStore, spec: ExperimentSpec, runs: list[_Run], tra
                                      "noise_class": [NOISE_CLASS[c] for c in COUNTERS], "sigma": sigma}))
     truth.add("oracle", oracle.frame(name, [r.name for r in runs], [r.counters for r in runs]))
 
-
-def with_changes(spec: ExperimentSpec, **changes) -> ExperimentSpec:
-    """A copy of ``spec`` with some fields changed."""
-    return replace(spec, **changes)
