@@ -17,12 +17,33 @@ import duckdb
 import polars as pl
 
 from tracelib.counters import ROLES
+from warehouse.analysis import runs_table
 from warehouse.catalog import connect
+from warehouse.errors import UnknownExperimentError
+from warehouse.layout import Warehouse
 
 #: hardware quantities the history keeps (role -> column name in the history)
 HISTORY_ROLES: tuple[str, ...] = ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm", "br_ins", "br_msp", "fp_ins", "vec_ins",
                                   "l1_icm")
 END_OF_THREAD = "(end of thread)"
+
+
+class UnknownAppError(UnknownExperimentError):
+    """An application named by the user has no runs in the warehouse."""
+
+
+def apps(root: str | Path) -> list[str]:
+    """Applications with runs in the warehouse, sorted."""
+    runs = runs_table(Warehouse(root))
+    return sorted(runs["app"].drop_nulls().unique().to_list()) if "app" in runs.columns else []
+
+
+def check_app(root: str | Path, app: str) -> None:
+    """Raise :class:`UnknownAppError` unless ``app`` has runs in the warehouse."""
+    known = apps(root)
+    if app not in known:
+        raise UnknownAppError(f"no application {app!r} in {root}"
+                              + (f" (applications: {', '.join(known)})" if known else " (nothing ingested)"))
 
 
 def _quote(name: str) -> str:

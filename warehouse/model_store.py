@@ -132,7 +132,7 @@ def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.D
     """Replace one experiment's predictions of a model atomically; returns the file."""
     wh.ensure()
     target = predictions_dir(wh) / model_id
-    name = f"{_file_name(experiment)}.parquet"
+    name = f"{file_name(experiment)}.parquet"
     with wh.staged(target, replace=True) as stage:
         if target.is_dir():
             for entry in target.iterdir():
@@ -142,7 +142,7 @@ def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.D
     return target / name
 
 
-def _file_name(name: str) -> str:
+def file_name(name: str) -> str:
     """A file name for an experiment or app name (path separators and odd characters replaced)."""
     safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
     return safe if safe.strip(".") else "_"
