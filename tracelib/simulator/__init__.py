@@ -49,9 +49,10 @@ Run 0 of every experiment is the reference run. Keys use the reader's numbering 
 ``ground_truth/noise.parquet`` — experiment, counter, noise_class (instructions | cycles | misses), sigma
     (relative noise size per run).
 ``ground_truth/oracle.parquet`` — experiment, counter, run_name (every non-reference run), recorded (whether that
-    run recorded the counter), n_bursts (logical bursts matched with the reference), mean_abs_rel_error,
-    rms_rel_error, log_ratio_std: the run-to-run difference for the same logical burst, which no merge can beat
-    on average (compare a merge's error for a counter with the rows ``recorded = true``).
+    run recorded the counter), min_duration_ns (10 µs: shorter reference bursts are left out), n_bursts (logical
+    bursts matched with the reference), mean_abs_rel_error, rms_rel_error, log_ratio_std: the run-to-run
+    difference for the same logical burst, which no merge can beat on average (compare a merge's error for a
+    counter with the rows ``recorded = true``).
 ``ground_truth/regressions.parquet`` (campaign mode) — app, pattern, kind, size, night, date, experiment (the
     first night affected), target (kernel, ``messages``, ``network``, or a kernel ``on one rank``).
 ``ground_truth/machine.json`` — the machine profile used (:meth:`tracelib.machine.Machine.as_dict`).

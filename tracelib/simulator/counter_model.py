@@ -47,11 +47,20 @@ PEN_BRANCH, PEN_ICACHE, PEN_ITLB, PEN_DTLB = 17.0, 10.0, 30.0, 25.0
 LINE = 64.0
 
 
+#: counters that follow another one within a run (same clock / same misses): their noise is the parent's
+TRACKS: dict[str, str] = {"PAPI_REF_CYC": "PAPI_TOT_CYC", "LONGEST_LAT_CACHE:MISS": "PAPI_L3_TCM"}
+TRACK_JITTER = 0.002  # independent relative noise left between a counter and the one it tracks
+
+
 def draw_noise_sizes(rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
-    """One relative noise size per counter, uniform in its class range (times ``scale``)."""
+    """One relative noise size per counter, uniform in its class range (times ``scale``); a counter that tracks
+    another (:data:`TRACKS`) gets its parent's size."""
     lo = np.array([NOISE_RANGES[NOISE_CLASS[c]][0] for c in COUNTERS])
     hi = np.array([NOISE_RANGES[NOISE_CLASS[c]][1] for c in COUNTERS])
-    return rng.uniform(lo, hi) * scale
+    sigma = rng.uniform(lo, hi) * scale
+    for child, parent in TRACKS.items():
+        sigma[C[child]] = sigma[C[parent]]
+    return sigma
 
 
 @dataclass
@@ -106,8 +115,11 @@ class CounterModel:
         for name, col in cols.items():
             x[:, C[name]] = col
         if rng is not None and n:
+            noisy = x[:, [C[p] for p in TRACKS.values()]] / np.maximum(x[:, [C[c] for c in TRACKS]], 1e-300)
             x *= np.exp(rng.standard_normal((n, len(COUNTERS)), dtype=np.float32) * self.sigma[None, :].astype(np.float32))
             self._bound(x)
+            for j, (child, parent) in enumerate(TRACKS.items()):  # same clock / same misses: the parent's noise
+                x[:, C[child]] = x[:, C[parent]] / noisy[:, j] * np.exp(TRACK_JITTER * rng.standard_normal(n))
         out = np.rint(x).astype(np.int64)
         dur = np.maximum(np.rint(out[:, C["PAPI_TOT_CYC"]] / self.freq_hz * 1e9), 1).astype(np.int64)
         return out, dur

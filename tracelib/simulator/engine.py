@@ -199,7 +199,7 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     buffer = _TruthBuffer(truth, spec.name, None if spec.truth_counters == "all" else runs[0].name, labels)
     try:
         for bi, (it0, n_it, kind) in enumerate(blocks):
-            ref_ids = ref_counters = None
+            ref_ids = ref_counters = ref_ns = None
             for run in runs:
                 base = _seed(spec.seed, spec.app, "block", bi)
                 b = BlockBuilder(it0, n_it, P, run.ctx, _seed(spec.seed, spec.app, spec.night, run.index, "block", bi),
@@ -219,9 +219,9 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
                 run.writer.add(records, watermark)
                 ids_run = logical_id(pb.cols["it"], pb.cols["task"] + 1, pb.cols["slot"], pb.cols["sub"])
                 if run.index == 0:
-                    ref_ids, ref_counters = ids_run, pb.counters
+                    ref_ids, ref_counters, ref_ns = ids_run, pb.counters, pb.cols["b_end"] - pb.cols["b_start"]
                 else:
-                    oracle.add(run.index, ref_ids, ref_counters, ids_run, pb.counters)
+                    oracle.add(run.index, ref_ids, ref_counters, ref_ns, ids_run, pb.counters)
                 _truth_block(buffer, spec, run, pb, ids_run, pattern.all_sites(), kernels, labels)
                 if progress:
                     progress(1)

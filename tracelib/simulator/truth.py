@@ -64,8 +64,12 @@ class TruthStore:
             (self.root / "machine.json").write_text(json.dumps(machine, indent=2, sort_keys=True) + "\n")
 
 
+ORACLE_MIN_NS = 10_000  # bursts shorter than this (fine-grain, counts of a few units) are left out of the oracle
+
+
 class OracleAccumulator:
-    """Per (run, counter): mean absolute and RMS relative difference to the reference run's same logical burst."""
+    """Per (run, counter): mean absolute and RMS relative difference to the reference run's same logical burst,
+    over the logical bursts that last at least :data:`ORACLE_MIN_NS` in the reference run."""
 
     def __init__(self, n_runs: int):
         c = len(COUNTERS)
@@ -75,8 +79,12 @@ class OracleAccumulator:
         self.log = np.zeros((n_runs, c))
         self.log2 = np.zeros((n_runs, c))
 
-    def add(self, run: int, ref_ids: np.ndarray, ref: np.ndarray, ids: np.ndarray, x: np.ndarray) -> None:
-        """Match a run's bursts (logical ids, counters) with the reference's and accumulate the differences."""
+    def add(self, run: int, ref_ids: np.ndarray, ref: np.ndarray, ref_ns: np.ndarray, ids: np.ndarray,
+            x: np.ndarray) -> None:
+        """Match a run's bursts (logical ids, counters) with the reference's (ids, counters, durations in ns) and
+        accumulate the differences."""
+        long = ref_ns >= ORACLE_MIN_NS
+        ref_ids, ref = ref_ids[long], ref[long]
         _, i_ref, i_run = np.intersect1d(ref_ids, ids, assume_unique=True, return_indices=True)
         a, b = ref[i_ref].astype(np.float64), x[i_run].astype(np.float64)
         ok = (a > 0) & (b > 0)
@@ -96,10 +104,11 @@ class OracleAccumulator:
                 mean_log = self.log[r, j] / n if n else None
                 rows.append({
                     "experiment": experiment, "counter": counter, "run_name": name, "recorded": counter in recorded[r],
+                    "min_duration_ns": ORACLE_MIN_NS,
                     "n_bursts": int(n), "mean_abs_rel_error": self.abs[r, j] / n if n else None,
                     "rms_rel_error": float(np.sqrt(self.sq[r, j] / n)) if n else None,
                     "log_ratio_std": float(np.sqrt(max(self.log2[r, j] / n - mean_log ** 2, 0.0))) if n else None,
                 })
         return pl.DataFrame(rows, schema={"experiment": pl.String, "counter": pl.String, "run_name": pl.String,
-                                          "recorded": pl.Boolean, "n_bursts": pl.Int64, "mean_abs_rel_error": pl.Float64,
+                                          "recorded": pl.Boolean, "min_duration_ns": pl.Int64, "n_bursts": pl.Int64, "mean_abs_rel_error": pl.Float64,
                                           "rms_rel_error": pl.Float64, "log_ratio_std": pl.Float64})
