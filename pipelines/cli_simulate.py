@@ -19,7 +19,7 @@ from pipelines.cli import WarehouseOption, console, err_console
 from tracelib.errors import BadInputError
 from tracelib.machine import Machine, load_machine
 from tracelib.simulator import PATTERNS, ExperimentSpec, Labeller, TruthStore, Variation, simulate_experiment
-from tracelib.simulator.campaign import parse_injection, random_injections, simulate_campaign
+from tracelib.simulator.campaign import REGRESSION_KINDS, parse_injection, random_injections, simulate_campaign
 from tracelib.simulator.engine import DEFAULT_DATE
 from tracelib.simulator.pmu import DEFAULT_SLOTS
 from tracelib.simulator.truth import TRUTH_DIR
@@ -80,7 +80,7 @@ def simulate(
     seed: Annotated[int, typer.Option(help="Random seed: the same seed and options give byte-identical traces.")] = 0,
     counters_per_run: Annotated[int, typer.Option(help="Programmable PMU slots per run (plus the 3 fixed counters).")] = DEFAULT_SLOTS,
     nights: Annotated[int, typer.Option(help="Campaign mode: nightly histories of this many nights (0: one experiment per app).")] = 0,
-    inject: Annotated[list[str] | None, typer.Option(help="Regression KIND:APP:NIGHT[:SIZE] (repeatable); 'random' (default with --nights) or 'none'.")] = None,
+    inject: Annotated[list[str] | None, typer.Option(help=f"Regression KIND:APP:NIGHT[:SIZE] (repeatable; KIND: {', '.join(REGRESSION_KINDS)}); 'random' (default with --nights) or 'none'.")] = None,
     machine: Annotated[str | None, typer.Option(help="Machine profile preset (marenostrum5-gpp, generic) or TOML file.")] = None,
     ranks_per_node: Annotated[int | None, typer.Option(help="Ranks per node (default: as many as a node has cores).")] = None,
     scale: Annotated[float, typer.Option(help="Problem size factor (work per burst).")] = 1.0,
@@ -89,7 +89,10 @@ def simulate(
     truth_counters: Annotated[str, typer.Option(help="Burst counters in the ground truth: 'reference' run only or 'all' runs.")] = "reference",
     warehouse: WarehouseOption = Path("warehouse"),
 ) -> None:
-    """Simulate multi-run hardware-counter traces of MPI applications with ground truth (not ingested: see ``ingest``)."""
+    """Simulate multi-run hardware-counter traces of MPI applications, with their ground truth as Parquet.
+
+    The traces are written, not ingested: run `synthtrace ingest OUT_DIR` (or drop them where the nightly flow looks).
+    """
     if out_dir.exists() and not out_dir.is_dir():
         raise BadInputError(f"{out_dir}: exists and is not a folder")
     if scale <= 0:
