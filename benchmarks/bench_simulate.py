@@ -47,8 +47,10 @@ print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "bytes": sum(r.bytes for r 
 
 
 def run_child(patterns: str, ranks: int, iterations: int, runs: str) -> dict:
+    """One measurement in a fresh process; adds the machine's 1-minute load average when it started."""
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_sim_") as tmp:
-        return _run(CHILD, tmp, patterns, str(ranks), str(iterations), runs)
+        return {**_run(CHILD, tmp, patterns, str(ranks), str(iterations), runs), "load": load}
 
 
 def machine() -> str:
@@ -81,15 +83,17 @@ def main() -> None:
              "temporary folder deleted afterwards). What is timed is what `synthtrace simulate` does: Paraver traces",
              "(.prv/.pcf/.row), ground truth as Parquet, archetype labels by the project's rules.", "",
              f"Machine: {desc}.", "",
-             "| configuration | traces | trace MB (largest) | total MB | bursts | ground truth MB | wall s | MB/s | CPU s | MB per CPU s | peak RSS MB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| configuration | traces | trace MB (largest) | total MB | bursts | ground truth MB | wall s | MB/s | CPU s | MB per CPU s | peak RSS MB | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows:
         lines.append(f"| {name} | {r['traces']} | {r['largest'] / 1e6:.0f} | {r['bytes'] / 1e6:.0f} | {r['bursts']:,} | "
                      f"{r['truth_bytes'] / 1e6:.0f} | {r['seconds']:.1f} | {r['bytes'] / 1e6 / r['seconds']:.1f} | "
-                     f"{r['cpu_seconds']:.1f} | {r['bytes'] / 1e6 / r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} |")
+                     f"{r['cpu_seconds']:.1f} | {r['bytes'] / 1e6 / r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
+                     f"{r['load']:.1f} |")
     lines += ["", "MB/s counts trace bytes (.prv) written per second of wall time, ground truth included in the time;",
               "CPU s is the process's CPU time (user + system, all threads), a measure other jobs on the machine",
-              "do not inflate.",
+              "do not inflate; load is the machine's 1-minute load average when the measurement started (2 cores:",
+              "above 2, other jobs took CPU time from this one and the wall-clock MB/s understates the generator).",
               "Peak RSS is the child's maximum resident set size; memory is bounded by one block of iterations",
               "(about 40,000 bursts per run) and the batch of ground-truth rows waiting for labels (150,000), not by",
               "the trace size."]
