@@ -39,7 +39,7 @@ def _first_rule(rules: list[Rule], slow: Callable[[pl.DataFrame], pl.DataFrame])
         if rest.height == 0:
             return out
         done = slow(rest.drop("archetype")).select("_row", pl.col("archetype").alias("_slow"))
-        return out.join(done, on="_row", how="left").with_columns(pl.coalesce("archetype", "_slow").alias("archetype")).drop("_slow")
+        return out.join(done, on="_row", how="left", maintain_order="left").with_columns(pl.coalesce("archetype", "_slow").alias("archetype")).drop("_slow")
 
     return classify
 

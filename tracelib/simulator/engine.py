@@ -12,6 +12,7 @@ import math
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -228,9 +229,10 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     except BaseException:
         for run in runs:
             run.writer.abort()
+        buffer.abort()
         truth.close_experiment(spec.name)
         raise
-    buffer.flush()
+    buffer.close()
     mpi_values: dict[int, dict[int, str]] = {}
     for (_, n), (t, v) in ids.items():
         mpi_values.setdefault(t, {})[v] = n
@@ -383,7 +385,11 @@ def _truth_block(buffer: _TruthBuffer, spec: ExperimentSpec, run: _Run, pb: Pair
 
 
 class _TruthBuffer:
-    """Truth rows waiting to be labelled (the rules cost per call, so rows of several blocks and runs go together)."""
+    """Truth rows waiting to be labelled (the rules cost per call, so rows of several blocks and runs go together).
+
+    Labelling and Parquet writing run on one background thread (Polars and Arrow release the GIL), overlapping
+    the generation of the next blocks; :meth:`close` waits for them and re-raises their errors.
+    """
 
     def __init__(self, truth: TruthStore, experiment: str, reference: str | None, labels: _Labels,
                  max_rows: int = 150_000):
@@ -391,6 +397,8 @@ class _TruthBuffer:
         self.bursts: list[pl.DataFrame] = []
         self.calls: list[pl.DataFrame] = []
         self.rows = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="truth")
+        self._pending: Future | None = None
 
     def add(self, bursts: pl.DataFrame, calls: pl.DataFrame) -> None:
         self.bursts.append(bursts)
@@ -400,11 +408,33 @@ class _TruthBuffer:
             self.flush()
 
     def flush(self) -> None:
-        """Label the pending rows (blocks hold whole phases) and append them to the truth tables."""
+        """Hand the pending rows (blocks hold whole phases) to the background writer (one batch in flight)."""
         if not self.bursts:
             return
         b, c = pl.concat(self.bursts), pl.concat(self.calls)
         self.bursts, self.calls, self.rows = [], [], 0
+        if self._pending is not None:
+            self._pending.result()
+        self._pending = self._pool.submit(self._write, b, c)
+
+    def close(self) -> None:
+        """Write what is left and wait for the background writer."""
+        try:
+            self.flush()
+            if self._pending is not None:
+                self._pending.result()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def abort(self) -> None:
+        """Drop what is pending (after an error elsewhere): wait for the writer, ignore its outcome."""
+        self.bursts, self.calls, self.rows = [], [], 0
+        if self._pending is not None:
+            self._pending.exception()
+        self._pool.shutdown(wait=True)
+
+    def _write(self, b: pl.DataFrame, c: pl.DataFrame) -> None:
+        """Label a batch and append it to the truth tables."""
         b = b.with_columns(self.labels.bursts(b).alias("archetype"))
         ref = pl.lit(True) if self.reference is None else pl.col("run_name") == self.reference
         out = b.select(*[x for x in b.columns if x not in COUNTERS and x not in ("flops", "instructions", "dram_bytes")],
@@ -417,7 +447,7 @@ class _TruthBuffer:
                                 calls.rename({"run_name": "run_id"}))
         closed = c.filter(pl.col("_world")).select(pl.col("run_name").alias("run_id"), "appl", "phase").unique().with_columns(
             pl.lit(True).alias("closed"))
-        ph = (ph.join(closed, on=["run_id", "appl", "phase"], how="left").with_columns(pl.col("closed").fill_null(False))
+        ph = (ph.join(closed, on=["run_id", "appl", "phase"], how="left", maintain_order="left").with_columns(pl.col("closed").fill_null(False))
               .rename({"run_id": "run_name"}).with_columns(pl.lit(self.experiment).alias("experiment")))
         self.truth.append("phases", self.experiment, ph)
 
