@@ -1,0 +1,142 @@
+"""``synthtrace train / models / predict / detect`` on small simulated warehouses, bad input, and the nightly steps."""
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipelines.cli_models import detect_step, retrain_step
+from tests.conftest import tree_digest
+from tests.models_synth import (
+    ALL_COUNTERS, predictor_campaign, random_app, regression_campaign, simulate_run, write_run)
+from warehouse.layout import Warehouse
+from warehouse.model_store import models_dir, read_models
+from warehouse.sql import query
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli-base")
+    predictor_campaign(root, n_apps=3, n_kernels=4, n_iters=3, seed=5)
+    regression_campaign(root, n_apps=2, n_nights=14, n_kernels=3, n_iters=3, first_night=8, p_regression=1.0,
+                        kinds=("more_instructions",), seed=5)
+    return root
+
+
+@pytest.fixture
+def wh(base, tmp_path):
+    root = tmp_path / "wh"
+    shutil.copytree(base, root)
+    return root
+
+
+def sql(root, text: str) -> pl.DataFrame:
+    return pl.from_arrow(query(root, text))
+
+
+def test_train_models_predict(run_cli, wh):
+    code, out, err = run_cli("train", "--target", "ipc", "--model", "linear", "--experiments", "app0-exp,app1-exp",
+                             "--experiments", "app2-exp", "--seed", "3", "--compare", "-w", wh)
+    assert code == 0, err
+    assert "MAPE (unseen apps)" in out and "best single" in out
+    models = sql(wh, "SELECT model_id, target, kind, seed, experiments, n_rows, cv_mape FROM models")
+    assert models.height == 1 and models["kind"][0] == "linear" and models["seed"][0] == 3
+    assert sorted(models["experiments"][0]) == ["app0-exp", "app1-exp", "app2-exp"]
+    mid = models["model_id"][0]
+    code, out, _ = run_cli("models", "-w", wh)
+    assert code == 0 and mid[:7] in out
+    code, out, err = run_cli("predict", "--experiment", "app1-exp", "-w", wh)
+    assert code == 0, err
+    assert "MAPE" in out
+    p = sql(wh, f"SELECT count(*) AS n, count(predicted) AS k FROM predictions WHERE model_id = '{mid}'")
+    assert p["n"][0] == p["k"][0] > 0
+    # a second target and an explicit model id
+    assert run_cli("train", "--target", "tpi", "--model", "rf", "--experiments", "app0-exp,app1-exp,app2-exp",
+                   "--folds", "2", "-w", wh)[0] == 0
+    assert run_cli("predict", "--experiment", "app0-exp", "--model", mid, "-w", wh)[0] == 0
+    assert sql(wh, "SELECT DISTINCT target FROM models ORDER BY 1")["target"].to_list() == ["ipc", "tpi"]
+    assert run_cli("predict", "--experiment", "app0-exp", "--target", "tpi", "-w", wh)[0] == 0
+    assert sql(wh, "SELECT DISTINCT target FROM predictions ORDER BY 1")["target"].to_list() == ["ipc", "tpi"]
+
+
+def test_detect_writes_the_regressions_view(run_cli, wh):
+    code, out, err = run_cli("detect", "-w", wh)
+    assert code == 0, err
+    alerts = sql(wh, "SELECT app, call_site, changed_at, run_id, magnitude, score, explained_by, signals, "
+                     "archetype_before, archetype_after FROM regressions ORDER BY app")
+    assert alerts["app"].to_list() == ["app000", "app001"]
+    assert all("instructions" in e for e in alerts["explained_by"].to_list())
+    assert alerts["changed_at"].dt.day().to_list() == [9, 9]  # night 8 of a campaign starting on the 1st
+    assert alerts["signals"][0][0]["name"] == "time_ns"
+    assert "2 regression(s)" in out
+    code, out, _ = run_cli("detect", "--app", "app0", "-w", wh)  # a predictor app: one night, nothing to find
+    assert code == 0 and "no regressions" in out
+    assert sql(wh, "SELECT count(*) AS n FROM regressions")["n"][0] == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--target", "flops"], "unknown target 'flops'"),
+    (["train", "--model", "svm"], "unknown model kind 'svm'"),
+    (["train", "--experiments", "nope"], "no experiment 'nope'"),
+    (["train", "--folds", "1"], "--folds"),
+    (["predict", "--experiment", "app0-exp"], "no model"),
+    (["predict", "--experiment", "app0-exp", "--target", "foo"], "unknown target"),
+    (["detect", "--app", "nope"], "no application 'nope'"),
+])
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(run_cli, wh, args, message):
+    before = tree_digest(wh)
+    code, out, err = run_cli(*args, "-w", wh)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (code, err)
+    assert tree_digest(wh) == before
+
+
+def test_empty_warehouse(run_cli, tmp_path):
+    assert run_cli("train", "-w", tmp_path / "none")[0] == 2
+    assert run_cli("detect", "-w", tmp_path / "none")[0] == 2
+    code, out, _ = run_cli("models", "-w", tmp_path / "none")
+    assert code == 0 and "no models" in out
+
+
+def test_predict_refuses_a_tampered_model(run_cli, wh):
+    assert run_cli("train", "--model", "linear", "--experiments", "app0-exp,app1-exp", "-w", wh)[0] == 0
+    mid = read_models(Warehouse(wh))["model_id"][0]
+    art = models_dir(Warehouse(wh)) / mid / "model.skops"
+    art.write_bytes(art.read_bytes() + b"\0")
+    before = tree_digest(wh)
+    code, _, err = run_cli("predict", "--experiment", "app0-exp", "-w", wh)
+    assert code == 1 and "SHA-256" in err and "refusing" in err
+    assert tree_digest(wh) == before
+
+
+def test_nightly_steps(wh):
+    first = retrain_step(wh, kind="linear")
+    assert first is not None and first["target"] == "ipc" and first["n_rows"] > 0
+    assert retrain_step(wh, kind="linear") is None  # nothing new since
+    new = detect_step(wh)
+    assert {a["app"] for a in new} == {"app000", "app001"} and isinstance(new[0]["changed_at"], str)
+    assert detect_step(wh) == []  # the same alerts are not new the next night
+    rng = np.random.default_rng(0)  # a new experiment appears
+    bursts, calls, _ = simulate_run(random_app(rng, "new", 3), rng, run_id="newrun", counters=ALL_COUNTERS, n_iters=3)
+    write_run(Warehouse(wh), run_id="newrun", run_name="new.run0", experiment="new-exp", app="new",
+              started_at=datetime(2026, 3, 1), bursts=bursts, calls=calls)
+    again = retrain_step(wh, kind="linear")
+    assert again is not None and again["new_experiments"] and len(read_models(Warehouse(wh))) == 2
+
+
+def test_simulated_campaign_end_to_end(run_cli, tmp_path):
+    """The project's simulator -> ingest -> detect finds the injected regression on its night."""
+    sim, w = tmp_path / "sim", tmp_path / "wh"
+    code, _, err = run_cli("simulate", sim, "--nights", "10", "--ranks", "4", "--iterations", "4", "--pattern", "cg",
+                           "--inject", "more_instructions:cg:6:0.3", "--seed", "1")
+    assert code == 0, err
+    assert run_cli("ingest", sim, "-w", w)[0] == 0
+    code, out, err = run_cli("detect", "-w", w)
+    assert code == 0, err
+    truth = pl.read_parquet(sim / "ground_truth" / "regressions.parquet")
+    alerts = sql(w, "SELECT call_site, changed_at, explained_by FROM regressions ORDER BY score DESC")
+    assert alerts.height >= 1
+    top = alerts.row(0, named=True)
+    assert top["changed_at"].date() == truth["date"][0] and "instructions" in top["explained_by"]

@@ -1,0 +1,163 @@
+"""Predictors: features without the target's ingredients, grouped evaluation, the registry's safety and repeatability."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+import skops.io as sio
+
+from models.features import (
+    ARCHETYPE_VOCAB, NoTrainingDataError, UnknownTargetError, build_features, counter_sets, is_cycle_counter)
+from models.predictors import UnknownModelKindError, compare_counter_sets, cross_validate, make_estimator
+from models.registry import TRUSTED_TYPES, load, predict, train
+from tests.models_synth import PREDICT_PLAN, predictor_campaign
+from warehouse.analysis import runs_table
+from warehouse.errors import UnknownExperimentError
+from warehouse.layout import Warehouse
+from warehouse.model_store import ArtifactIntegrityError, UnknownModelError, load_bursts, models_dir, sha256
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    root = tmp_path_factory.mktemp("predictors")
+    predictor_campaign(root, n_apps=3, n_kernels=4, n_iters=4, seed=3)
+    frame, info = load_bursts(Warehouse(root))
+    return root, frame.filter(pl.col("experiment").is_in(info["merged"]))
+
+
+@pytest.fixture(scope="module")
+def trained(campaign):
+    root, _ = campaign
+    return train(root, "ipc", "hgb", seed=7)
+
+
+def test_features_never_contain_the_target(campaign):
+    _, frame = campaign
+    frame = frame.with_columns((pl.col("PAPI_TOT_CYC") * 2).alias("CPU_CLK_UNHALTED:REF_TSC"),
+                               (pl.col("PAPI_TOT_INS") // 7).alias("MY_EVENT"))
+    for target in ("ipc", "tpi"):
+        t = build_features(frame, target)
+        assert not [f for f in t.features if "CYC" in f or "CLK" in f or "duration" in f], t.features
+        assert "rate:MY_EVENT" in t.features and "l3_mpki" in t.features and "vec_share" in t.features
+    assert is_cycle_counter("PAPI_TOT_CYC") and is_cycle_counter("PAPI_REF_CYC") and is_cycle_counter("SOME_STALL_CYCLES")
+    assert not is_cycle_counter("PAPI_L3_TCM")
+
+
+def test_targets_are_computed_from_the_frame(campaign):
+    _, frame = campaign
+    ipc = build_features(frame, "ipc").y
+    tpi = build_features(frame, "tpi").y
+    np.testing.assert_allclose(ipc, (frame["PAPI_TOT_INS"] / frame["PAPI_TOT_CYC"]).to_numpy())
+    np.testing.assert_allclose(tpi, (frame["duration_ns"] / frame["PAPI_TOT_INS"]).to_numpy())
+    with pytest.raises(UnknownTargetError):
+        build_features(frame, "flops")
+
+
+def test_counter_set_restricts_features_and_archetype_is_one_hot(campaign):
+    _, frame = campaign
+    full = build_features(frame, "ipc")
+    one = build_features(frame, "ipc", counters=PREDICT_PLAN[0])
+    assert "l1_mpki" in one.features and "l3_mpki" not in one.features and "vec_share" not in one.features
+    np.testing.assert_array_equal(full.y, one.y)
+    arch = full.select([f"arch_{a}" for a in ARCHETYPE_VOCAB])
+    assert np.all(np.nansum(arch, axis=1) <= 1)
+
+
+def test_grouped_cross_validation_needs_two_applications(campaign):
+    _, frame = campaign
+    t = build_features(frame, "ipc").trainable()
+    cv = cross_validate(t, "linear", seed=0, n_splits=5)
+    assert cv.n_splits == 3 and np.isfinite(cv.y_pred).all()
+    assert set(cv.per_group()["group"].to_list()) == {"app0", "app1", "app2"}
+    with pytest.raises(NoTrainingDataError):
+        cross_validate(t.subset(t.groups == "app0"), "linear")
+    with pytest.raises(UnknownModelKindError):
+        make_estimator("svm")
+
+
+def test_merged_counters_beat_every_single_run_set(campaign):
+    root, frame = campaign
+    sets = counter_sets(runs_table(Warehouse(root)))
+    assert list(sets) == ["run0", "run1", "run2"]
+    table = compare_counter_sets(frame, "ipc", sets, kinds=("linear",), n_splits=3)
+    assert table["counter_set"].to_list() == ["merged", "run0", "run1", "run2", "best single (run0)"] or \
+        table["counter_set"][-1].startswith("best single")
+    merged = table.filter(pl.col("counter_set") == "merged").row(0, named=True)
+    singles = table.filter(pl.col("counter_set").str.starts_with("run"))["mape"]
+    assert merged["mape"] < singles.min()
+    assert merged["mape_cut_vs_best_single"] > 0
+
+
+def test_registry_records_what_the_model_saw(campaign, trained):
+    root, _ = campaign
+    r = trained.record
+    assert r["target"] == "ipc" and r["kind"] == "hgb" and r["seed"] == 7
+    assert sorted(r["experiments"]) == ["app0-exp", "app1-exp", "app2-exp"] and len(r["run_ids"]) == 9
+    assert r["n_rows"] > 100 and len(r["data_hash"]) == 64 and r["features"]
+    assert {"scikit-learn", "skops", "numpy"} <= set(json.loads(r["library_versions"]))
+    assert r["cv_folds"] == 3 and np.isfinite(r["cv_mape"])
+    assert (models_dir(Warehouse(root)) / r["model_id"] / "model.skops").is_file()
+
+
+def test_same_seed_and_data_give_the_same_model(campaign, trained):
+    root, frame = campaign
+    again = train(root, "ipc", "hgb", seed=7)
+    assert again.model_id != trained.model_id  # every version is kept
+    assert again.record["data_hash"] == trained.record["data_hash"]
+    assert again.record["fingerprint"] == trained.record["fingerprint"]
+    X = build_features(frame, "ipc").select(trained.features)
+    np.testing.assert_array_equal(load(root, again.model_id).estimator.predict(X), trained.estimator.predict(X))
+    # the seed matters where the estimator draws random numbers (bootstrap samples of a random forest)
+    rf1, rf2 = train(root, "ipc", "rf", seed=1, evaluate=False), train(root, "ipc", "rf", seed=2, evaluate=False)
+    assert rf1.record["fingerprint"] != rf2.record["fingerprint"]
+
+
+def test_load_refuses_a_tampered_artifact(campaign, trained, tmp_path):
+    root, _ = campaign
+    path = models_dir(Warehouse(root)) / trained.model_id / "model.skops"
+    good = path.read_bytes()
+    try:
+        path.write_bytes(good[:-10] + b"0123456789")
+        with pytest.raises(ArtifactIntegrityError, match="SHA-256"):
+            load(root, trained.model_id)
+    finally:
+        path.write_bytes(good)
+    assert load(root, trained.model_id).model_id == trained.model_id
+
+
+class Payload:
+    """A type no model may contain."""
+
+
+def test_load_refuses_untrusted_types_even_with_a_matching_hash(campaign, trained):
+    root, _ = campaign
+    wh = Warehouse(root)
+    d = models_dir(wh) / trained.model_id
+    evil = sio.dumps({"model": Payload()})
+    assert set(sio.get_untrusted_types(data=evil)) - set(TRUSTED_TYPES)
+    good_art, good_rec = (d / "model.skops").read_bytes(), (d / "model.parquet").read_bytes()
+    try:
+        (d / "model.skops").write_bytes(evil)
+        pl.read_parquet(d / "model.parquet").with_columns(pl.lit(sha256(evil)).alias("artifact_sha256")).write_parquet(
+            d / "model.parquet")
+        with pytest.raises(ArtifactIntegrityError, match="untrusted"):
+            load(root, trained.model_id)
+    finally:
+        (d / "model.skops").write_bytes(good_art)
+        (d / "model.parquet").write_bytes(good_rec)
+
+
+def test_predict_writes_the_predictions_view(campaign, trained):
+    root, _ = campaign
+    from warehouse.sql import query
+    _, out = predict(root, "app1-exp", trained.model_id)
+    assert out.height and out["predicted"].is_not_null().all()
+    rows = pl.from_arrow(query(root, f"SELECT count(*) AS n, avg(abs(predicted - actual) / actual) AS mape "
+                                     f"FROM predictions WHERE model_id = '{trained.model_id}' AND experiment = 'app1-exp'"))
+    assert rows["n"][0] == out.height and rows["mape"][0] < 0.2
+    with pytest.raises(UnknownModelError):
+        load(root, "no-such-model")
+    with pytest.raises(UnknownExperimentError):
+        predict(root, "no-such-experiment", trained.model_id)

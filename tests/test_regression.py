@@ -1,0 +1,141 @@
+"""Regression detection: change points on time confirmed by explaining signals, on hand-made series and a small campaign."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from models.regression import REGRESSION_SCHEMA, DetectorParams, detect, detect_series, label_archetypes, robust_sigma
+from tests.models_synth import regression_campaign
+from warehouse.history import UnknownAppError, apps, check_app, site_history
+from warehouse.layout import Warehouse
+from warehouse.regressions import read_alerts, write_alerts
+
+N = 30
+
+
+def series(change_at: int | None = None, *, time_step: float = 0.0, ins_step: float = 0.0, seed: int = 0,
+           outliers: tuple[int, ...] = (), archetypes: tuple[str, str] | None = None) -> pl.DataFrame:
+    """One call site's nightly signals: 2 % noise on time, 0.2 % on instructions, steps from ``change_at`` on."""
+    rng = np.random.default_rng(seed)
+    step = np.zeros(N) if change_at is None else (np.arange(N) >= change_at).astype(float)
+    time = 1e6 * np.exp(rng.normal(0, 0.02, N)) * (1 + time_step * step)
+    time[list(outliers)] *= 1.5
+    ins = 2e6 * np.exp(rng.normal(0, 0.002, N)) * (1 + ins_step * step)
+    ipc = 1.2 * np.exp(rng.normal(0, 0.01, N))
+    arch = ["core_bound"] * N if archetypes is None else [archetypes[int(s)] for s in step]
+    return pl.DataFrame({"app": "a", "config": "4x4", "call_site": "solve (s.c:1)",
+                         "started_at": [datetime(2026, 1, 1) + timedelta(days=i) for i in range(N)],
+                         "run_id": [f"r{i}" for i in range(N)], "point": [f"e{i}" for i in range(N)],
+                         "time_ns": time, "compute_ns": time - 1e5, "mpi_ns": 1e5 * np.exp(rng.normal(0, 0.05, N)),
+                         "instructions": ins,
+                         "ipc": ipc, "l1_mpki": 5 * np.exp(rng.normal(0, 0.03, N)),
+                         "mpi_bytes": np.full(N, 4096.0), "load_balance": 0.95 + rng.normal(0, 0.003, N),
+                         "archetype": arch})
+
+
+def test_confirmed_step_is_found_where_it_happens():
+    alerts = detect_series(series(18, time_step=0.10, ins_step=0.10))
+    assert len(alerts) == 1
+    a = alerts[0]
+    assert a["night"] == 18 and a["run_id"] == "r18" and a["changed_at"] == datetime(2026, 1, 19)
+    assert "instructions" in a["explained_by"] and a["magnitude"] == pytest.approx(0.10, abs=0.03)
+    names = {s["name"]: s for s in a["signals"]}
+    assert names["instructions"]["after"] / names["instructions"]["before"] == pytest.approx(1.10, abs=0.01)
+    assert 0 < a["score"] <= 1
+
+
+def test_small_time_change_is_found_thanks_to_a_precise_counter():
+    # 4 % on time with 2 % noise is weak evidence alone; instructions (0.2 % noise) confirm it strongly
+    alerts = detect_series(series(17, time_step=0.04, ins_step=0.04, seed=3))
+    assert [a["night"] for a in alerts] == [17]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"time_step": 0.10},  # time alone moved: OS noise, a busy machine; nothing explains it
+    {"ins_step": 0.10},  # instructions moved but time did not
+    {"outliers": (12, 20)},  # single bad nights
+    {"outliers": (15, 16)},  # a two-night bump that goes away
+    {},
+])
+def test_no_alert_without_an_explained_lasting_rise(kwargs):
+    change = 15 if kwargs.get("time_step") or kwargs.get("ins_step") else None
+    assert detect_series(series(change, **kwargs)) == []
+
+
+def test_archetype_shift_is_evidence():
+    alerts = detect_series(series(16, time_step=0.15, archetypes=("core_bound", "dram_latency")))
+    assert len(alerts) == 1 and alerts[0]["explained_by"] == ["archetype"]
+    assert (alerts[0]["archetype_before"], alerts[0]["archetype_after"]) == ("core_bound", "dram_latency")
+
+
+def test_improvements_and_short_histories_are_not_alerts():
+    assert detect_series(series(15, time_step=-0.2, ins_step=-0.2)) == []
+    assert detect_series(series(15, time_step=0.2, ins_step=0.2).head(6)) == []
+    assert detect_series(series(N - 2, time_step=0.2, ins_step=0.2), DetectorParams(min_after=3)) == []
+
+
+def test_robust_sigma_ignores_a_step():
+    rng = np.random.default_rng(1)
+    x = rng.normal(0, 1, 200) + np.r_[np.zeros(100), np.full(100, 50.0)]
+    assert robust_sigma(x) == pytest.approx(1.0, rel=0.2)
+
+
+def test_detect_frame_has_the_view_schema():
+    hist = pl.concat([series(18, time_step=0.1, ins_step=0.1),
+                      series(None, seed=5).with_columns(pl.lit("other (s.c:9)").alias("call_site"))])
+    out = detect(hist, archetypes=False)
+    assert out.schema == pl.Schema(REGRESSION_SCHEMA)
+    assert out["call_site"].to_list() == ["solve (s.c:1)"] and out["kernel"].to_list() == ["solve"]
+    assert detect(hist.head(0)).height == 0
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nightly")
+    labels = regression_campaign(root, n_apps=3, n_nights=16, n_kernels=4, n_iters=3, first_night=9,
+                                 p_regression=1.0, kinds=("more_instructions", "worse_locality", "more_mpi_bytes"),
+                                 seed=4)
+    return root, labels
+
+
+def test_site_history_combines_the_runs_of_a_night(nightly):
+    root, _ = nightly
+    h = site_history(root, "app000")
+    assert h.height == 16 * 4 and set(h["runs"].to_list()) == {2}
+    row = h.row(0, named=True)
+    # counters of both runs of the night: caches from run 0, FP from run 1
+    assert row["l1_mpki"] > 0 and row["fp_share"] is not None and row["ipc"] > 0
+    assert row["time_ns"] == pytest.approx(row["compute_ns"] + row["mpi_ns"])
+    assert 0 < row["load_balance"] <= 1 and row["mpi_bytes"] > 0
+    assert h["started_at"].is_sorted() or h.group_by("call_site").agg(pl.col("started_at").is_sorted())["started_at"].all()
+    lab = label_archetypes(h)
+    assert lab["archetype"].is_not_null().all()
+    assert apps(root) == ["app000", "app001", "app002"]
+    with pytest.raises(UnknownAppError):
+        check_app(root, "nope")
+
+
+def test_detect_finds_the_injected_regressions(nightly):
+    root, labels = nightly
+    out = detect(site_history(root))
+    truth = labels.filter(pl.col("kind").is_not_null())
+    hits = out.join(truth, on=["app", "call_site"], how="inner")
+    assert hits.height == truth.height  # each injected change found ...
+    assert (hits["night"] - hits["night_right"]).abs().max() <= 1  # ... where it happened
+    assert out.height == truth.height  # and nothing else
+    expected = {"more_instructions": {"instructions"}, "worse_locality": {"l1_mpki", "l2_mpki", "l3_mpki", "ipc"},
+                "more_mpi_bytes": {"mpi_bytes"}}
+    for kind, why in zip(hits["kind"].to_list(), hits["explained_by"].to_list()):
+        assert expected[kind] & set(why), (kind, why)
+
+
+def test_alert_files_are_replaced_per_app(tmp_path):
+    wh = Warehouse(tmp_path)
+    a = detect(series(18, time_step=0.1, ins_step=0.1), archetypes=False)
+    write_alerts(wh, "a", a)
+    assert read_alerts(wh, "a").height == 1
+    write_alerts(wh, "a", a.head(0))
+    assert read_alerts(wh).height == 0 and not list(wh.staging_dir.iterdir())
