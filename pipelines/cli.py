@@ -39,7 +39,8 @@ WarehouseOption = Annotated[
 def _register_commands() -> None:
     from pipelines import cli_warehouse
     cli_warehouse.register(app)
-    for name in ("cli_simulate", "cli_plan", "cli_merge", "cli_nightly", "cli_analysis", "cli_models", "cli_export"):
+    for name in ("cli_simulate", "cli_plan", "cli_merge", "cli_nightly", "cli_demo", "cli_analysis", "cli_models",
+                 "cli_export"):
         try:
             module = __import__(f"pipelines.{name}", fromlist=["register"])
         except ModuleNotFoundError as exc:
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("default")
     warnings.showwarning = lambda message, category, *a, **k: err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # the CLI prints its own summary
     _register_commands()
     try:
         # with standalone_mode=False click returns the code of a typer.Exit instead of raising it

@@ -67,8 +67,9 @@ def ingest_task(item: dict[str, Any], drop: str, warehouse: str) -> dict[str, An
 
 
 @task(name="stage")
-def stage_task(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run one later stage; bad input in one experiment is reported, not allowed to end the night."""
+def stage_task(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Run one later stage ``fn(*args, **kwargs)``; bad input in one experiment is reported, not allowed to end
+    the night."""
     try:
         return fn(*args, **kwargs)
     except SynthtraceError as exc:
@@ -101,17 +102,18 @@ def nightly_flow(drop: str, warehouse: str = "warehouse", machine: str | None = 
     summary.skipped_steps = [n for n in ("merge", "archetypes", "detect", "retrain", "report") if n not in steps]
     if "merge" in steps and changed:
         merged = stage_task.with_options(name="merge").map(
-            unmapped(steps["merge"]), changed, warehouse=warehouse).result()
+            unmapped(steps["merge"]), [[e] for e in changed], unmapped({"warehouse": warehouse})).result()
         summary.merged = [m for m in merged if m and "error" not in m]
         summary.errors += [m for m in merged if m and "error" in m]
     if "archetypes" in steps and changed:
         mixes = stage_task.with_options(name="archetypes").map(
-            unmapped(steps["archetypes"]), changed, warehouse=warehouse, machine=machine).result()
+            unmapped(steps["archetypes"]), [[e] for e in changed],
+            unmapped({"warehouse": warehouse, "machine": machine})).result()
         summary.archetypes = {e: m for e, m in zip(changed, mixes) if m and "error" not in m}
         summary.errors += [m for m in mixes if m and "error" in m]
     for name, kwargs in (("detect", {}), ("retrain", {}), ("report", {"machine": machine})):
         if name in steps:
-            out = stage_task.with_options(name=name)(steps[name], warehouse=warehouse, **kwargs)
+            out = stage_task.with_options(name=name)(steps[name], [], {"warehouse": warehouse, **kwargs})
             if isinstance(out, dict) and "error" in out:
                 summary.errors.append(out)
             elif name == "detect":

@@ -36,7 +36,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from models.analysis import analyse_input, mix  # noqa: E402
 from models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds  # noqa: E402
 from tracelib.machine import Machine, load_machine  # noqa: E402
-from warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
+from warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis, runs_table  # noqa: E402
 from warehouse.layout import Warehouse  # noqa: E402
 
 _PALETTE = plt.get_cmap("tab20").colors
@@ -384,12 +384,35 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     return "\n".join(parts), discovery
 
 
+def experiment_overview(wh: Warehouse) -> pl.DataFrame:
+    """One row per experiment: app, first start, runs, whether it was merged, newest first."""
+    runs = runs_table(wh)
+    if runs.height == 0:
+        return runs
+    return (runs.group_by("experiment").agg(pl.col("app").first(), pl.col("started_at").min(), pl.len().alias("runs"))
+            .with_columns(pl.col("experiment").map_elements(
+                lambda e: (wh.experiment_dir(e) / "merged_bursts.parquet").is_file(), return_dtype=pl.Boolean).alias("merged"))
+            .sort("started_at", "experiment", descending=True, nulls_last=True))
+
+
+def latest_per_app(wh: Warehouse) -> list[str]:
+    """The newest experiment (by its runs' start) of every application, sorted by app."""
+    runs = runs_table(wh)
+    if runs.height == 0:
+        return experiments(wh)
+    newest = (runs.group_by("app", "experiment").agg(pl.col("started_at").min())
+              .sort("started_at", "experiment", nulls_last=True).group_by("app", maintain_order=True).last().sort("app"))
+    return newest["experiment"].to_list()
+
+
 def build_report(root: str | Path, out: str | Path, *, experiment: str | None = None, machine: Machine | None = None,
                  thresholds: Thresholds | None = None, plot_dir: Path | None = None) -> Path:
-    """Write the self-contained HTML report of the warehouse at ``root`` (one experiment or all)."""
+    """Write the self-contained HTML report of the warehouse at ``root``: one experiment, or an overview of all
+    with full sections (plots) for the newest experiment of each application — a nightly report stays readable
+    and quick to build however long the history grows."""
     wh = Warehouse(root)
     machine = machine or load_machine()
-    names = [experiment] if experiment else experiments(wh)
+    names = [experiment] if experiment else latest_per_app(wh)
     body = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · machine "
             f"{html.escape(machine.name)} · generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>"]
     alerts = _optional_view(wh, "regressions/*.parquet")
@@ -400,6 +423,8 @@ def build_report(root: str | Path, out: str | Path, *, experiment: str | None = 
         body.append("<p class='note'>No regression alerts" + (" (detector has not run)." if alerts is None else ".") + "</p>")
     if not names:
         body.append("<p>The warehouse holds no experiment yet.</p>")
+    elif not experiment:
+        body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
     for n in names:
         section, _ = experiment_section(wh, n, machine, thresholds, plot_dir)
         body.append(section)

@@ -1,0 +1,81 @@
+"""``synthtrace demo``: a small simulated campaign through the nightly flow, on the embedded default (a local
+warehouse folder, ephemeral Prefect, no server)."""
+from __future__ import annotations
+
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.panel import Panel
+
+from pipelines.cli import console, err_console
+from tracelib.errors import BadInputError
+
+DEMO_APPS = {"stencil": "halo", "solver": "cg"}
+DEMO_REGRESSION = "lost_vectorisation:stencil:5:0.8"
+
+
+def demo(
+    out: Annotated[Path, typer.Option("--out", help="Folder for the demo's drop folder, warehouse and report.")] = Path("synthtrace-demo"),
+    nights: Annotated[int, typer.Option(help="Nights of history to simulate (detection needs 7 or more).")] = 8,
+    seed: Annotated[int, typer.Option(help="Random seed of the simulated campaign.")] = 7,
+    fresh: Annotated[bool, typer.Option(help="Delete an earlier demo in --out first.")] = True,
+) -> None:
+    """Simulate a small campaign (2 apps, several counter sets, a few nights, one injected regression), run the
+    nightly flow over it and say where to look."""
+    from pipelines.cli_simulate import rule_labeller
+    from pipelines.nightly import run_night
+    from tracelib.simulator import ExperimentSpec, TruthStore, parse_injection, simulate_campaign
+    from tracelib.simulator.truth import TRUTH_DIR
+
+    if nights < 1:
+        raise BadInputError("--nights must be at least 1")
+    if fresh and out.exists():
+        if not (out / "warehouse").exists() and any(out.iterdir()):
+            raise BadInputError(f"{out} exists and is not a synthtrace demo folder; choose another --out")
+        shutil.rmtree(out)
+    drop, wh, truth_dir = out / "drop", out / "warehouse", out / "simulated"
+    began = time.perf_counter()
+    with console.status("simulating the campaign ...", spinner="dots"):
+        template = ExperimentSpec(app="demo", pattern="halo", ranks=8, iterations=12, seed=seed,
+                                  started_at=datetime(2026, 11, 1, 2, 0))
+        injection = parse_injection(DEMO_REGRESSION)
+        truth = TruthStore(truth_dir / TRUTH_DIR)
+        results = simulate_campaign(drop, template, DEMO_APPS, nights, [injection] if nights > injection.night else [],
+                                    truth, labeller=rule_labeller)
+        truth.close()
+    n_traces = sum(len(r.traces) for r in results)
+    console.print(f"simulated {len(DEMO_APPS)} apps x {nights} nights: {len(results)} experiments, {n_traces} traces "
+                  f"({sum(r.bytes for r in results) / 1e6:.0f} MB) in {time.perf_counter() - began:.0f} s", highlight=False)
+    with console.status("running the nightly flow ...", spinner="dots"):
+        summary = run_night(drop, wh)
+    console.print(f"night: {summary.message()}", highlight=False, soft_wrap=True)
+    mix: dict[str, float] = {}
+    for m in summary.archetypes.values():
+        for k, v in m.items():
+            mix[k] = mix.get(k, 0.0) + v / max(len(summary.archetypes), 1)
+    top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:6])
+    alerts = "\n".join(f"  - {a.get('app')} {a.get('call_site') or ''}: {a.get('summary') or a.get('magnitude')}"
+                       for a in summary.alerts[:5]) or "  (none)"
+    w = f"-w {wh}"
+    console.print(Panel.fit(
+        f"runs ingested        {len(summary.ingested)}\n"
+        f"experiments merged   {len(summary.merged)}\n"
+        f"archetype mix        {top or '(not computed)'}\n"
+        f"alerts               {len(summary.alerts)} (injected: {DEMO_REGRESSION})\n{alerts}\n"
+        f"report               {summary.report or '(not built)'}\n"
+        f"warehouse            {wh}\n\n"
+        f"try:  synthtrace runs {w}\n"
+        f"      synthtrace sql \"SELECT counter, source_run, coverage, estimated_error FROM merge_quality LIMIT 10\" {w}\n"
+        f"      synthtrace archetypes {results[0].experiment} {w}\n"
+        f"      synthtrace detect {w}",
+        title=f"synthtrace demo ({time.perf_counter() - began:.0f} s)"), highlight=False)
+    for e in summary.errors:
+        err_console.print(f"[yellow]warning:[/] {e['stage']} {' '.join(e['args'])}: {e['error']}", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)
