@@ -17,7 +17,7 @@ from rich.table import Table
 
 from pipelines.cli import WarehouseOption, console, err_console
 from tracelib.errors import BadInputError, SynthtraceError, TraceFormatError
-from tracelib.formats import find_traces
+from tracelib.formats import find_traces, trace_bytes
 from warehouse import Warehouse
 from warehouse.ingest import ingest_trace
 from warehouse.sql import query
@@ -52,7 +52,7 @@ def ingest(
         raise BadInputError(f"no traces (.prv or .otf2) under {', '.join(map(str, paths))}")
     wh = Warehouse(warehouse)
     failures: list[SynthtraceError] = []
-    total = sum(f.stat().st_size for f in files)
+    total = sum(trace_bytes(f) for f in files)
     with _progress() as bar:
         task = bar.add_task("ingest", total=total)
         for f in files:
@@ -66,7 +66,7 @@ def ingest(
                 err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
                 continue
             finally:
-                bar.update(task, completed=done_before + f.stat().st_size)
+                bar.update(task, completed=done_before + trace_bytes(f))
             if res.status == "already":
                 console.print(f"{f}: already ingested as {res.run_name} (run {res.run_id}, experiment {res.experiment})", highlight=False, soft_wrap=True)
             else:
@@ -108,8 +108,19 @@ def sql(
         output.write_text(text)
 
 
+def _flat(table: pa.Table) -> pa.Table:
+    """Nested columns (lists, structs) as JSON text, for formats that only hold scalars."""
+    cols = []
+    for name, col in zip(table.column_names, table.columns):
+        if pa.types.is_nested(col.type):
+            col = pa.array([None if v is None else json.dumps(v, default=str) for v in col.to_pylist()], pa.string())
+        cols.append(col)
+    return pa.table(cols, names=table.column_names)
+
+
 def _render(table: pa.Table, fmt: OutputFormat) -> str:
     if fmt is OutputFormat.csv:
+        table = _flat(table)
         buf = io.BytesIO()
         pacsv.write_csv(table, buf)
         return buf.getvalue().decode()

@@ -175,3 +175,15 @@ def test_mutated_lines_give_only_format_errors(tmp_path_factory, data):
     except TraceFormatError as exc:
         assert exc.line is None or exc.line >= 1
         assert str(prv) in str(exc)
+
+
+def test_zero_length_mpi_call_separates_bursts(tmp_path):
+    prv = tmp_path / "zero.prv"
+    prv.write_text("#Paraver (01/01/20 at 10:00):100_ns:1(1):1:1(1:1),0\n"
+                   "1:1:1:1:1:0:10:1\n2:1:1:1:1:10:50000002:8:42000050:100\n2:1:1:1:1:10:50000002:0\n"
+                   "1:1:1:1:1:10:20:1\n2:1:1:1:1:20:50000001:3:42000050:50\n2:1:1:1:1:25:50000001:0\n")
+    for chunk in (1 << 20, 40, 60):  # chunk ends falling on the call's entry and exit lines too
+        bursts, calls, _ = ParaverTrace(prv, chunk_bytes=chunk).read_tables("r")
+        assert bursts.select("start_ns", "end_ns", "mpi_call", "42000050").rows() == [
+            (0, 10, "MPI_Barrier", 100), (10, 20, "MPI_Isend", 50)], chunk
+        assert calls["duration_ns"].to_list() == [0, 5]

@@ -75,6 +75,7 @@ class BurstAssembler:
         self._mpi = _empty(MPI_EVENT_SCHEMA)
         self._burst_seq = pl.DataFrame(schema={**dict.fromkeys(THREAD_KEYS, pl.Int32), "next_seq": pl.Int64})
         self._call_seq = self._burst_seq.clone()
+        self._recent_entries = _empty({k: MPI_EVENT_SCHEMA[k] for k in (*THREAD_KEYS, "time_ns", "call", "call_site")})
         self.counters: list[str] = []
 
     # ------------------------------------------------------------------ public
@@ -114,10 +115,15 @@ class BurstAssembler:
 
     def _close_bursts(self, intervals: pl.DataFrame, samples: pl.DataFrame, mpi: pl.DataFrame,
                       horizon: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        # merge adjacent Running intervals into maximal bursts
-        iv = intervals.sort([*THREAD_KEYS, "start_ns"]).with_columns(
-            (pl.col("start_ns") != pl.col("end_ns").shift(1).over(THREAD_KEYS)).fill_null(True)
-            .cum_sum().over(THREAD_KEYS).alias("_grp"))
+        # merge adjacent Running intervals into maximal bursts, unless an MPI call (even one of 0 ns) sits between
+        entries = self._entries(mpi)
+        iv = (intervals.sort([*THREAD_KEYS, "start_ns"])
+              .join(entries.select(*THREAD_KEYS, pl.col("time_ns").alias("start_ns"), pl.lit(True).alias("_call_at_start")),
+                    on=[*THREAD_KEYS, "start_ns"], how="left")
+              .with_columns(((pl.col("start_ns") != pl.col("end_ns").shift(1).over(THREAD_KEYS))
+                             | pl.col("_call_at_start").fill_null(False)).fill_null(True)
+                            .cum_sum().over(THREAD_KEYS).alias("_grp"))
+              .drop("_call_at_start"))
         bursts = iv.group_by([*THREAD_KEYS, "_grp"], maintain_order=True).agg(
             pl.col("cpu").first(), pl.col("start_ns").first(), pl.col("end_ns").last())
         bursts = bursts.join(horizon.rename({"time_ns": "_horizon"}), on=THREAD_KEYS, how="left").with_columns(
@@ -136,9 +142,11 @@ class BurstAssembler:
                 .pivot(on="counter", index=[*THREAD_KEYS, "start_ns"], values="value"))
 
         final = bursts.filter(pl.col("_final")).drop("_grp", "_horizon", "_final")
-        closing = mpi.filter(pl.col("call").is_not_null()).select(
-            *THREAD_KEYS, pl.col("time_ns").alias("end_ns"), pl.col("call").alias("mpi_call"), "call_site"
-        ).unique(subset=[*THREAD_KEYS, "end_ns"], keep="first", maintain_order=True)
+        closing = entries.select(*THREAD_KEYS, pl.col("time_ns").alias("end_ns"), pl.col("call").alias("mpi_call"), "call_site")
+        # entries at or after an open burst's end may close it in a later chunk, even once their call is paired
+        open_ends = bursts.filter(~pl.col("_final")).group_by(THREAD_KEYS).agg(pl.col("end_ns").min().alias("_first_open_end"))
+        self._recent_entries = entries.join(open_ends, on=THREAD_KEYS).filter(
+            pl.col("time_ns") >= pl.col("_first_open_end")).drop("_first_open_end")
         final = (final.join(closing, on=[*THREAD_KEYS, "end_ns"], how="left")
                  .join(sums, on=[*THREAD_KEYS, "start_ns"], how="left")
                  .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
@@ -147,6 +155,12 @@ class BurstAssembler:
         final = final.select([pl.col(k).cast(v) for k, v in BURST_SCHEMA.items() if k != "burst_seq"]
                              + [pl.col(c).cast(pl.Int64) for c in counters])
         return final, open_intervals, open_samples
+
+    def _entries(self, mpi: pl.DataFrame) -> pl.DataFrame:
+        """MPI entries (one per thread and time) of this feed and those kept for still-open bursts."""
+        cols = [*THREAD_KEYS, "time_ns", "call", "call_site"]
+        return (pl.concat([self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(cols)])
+                .unique(subset=[*THREAD_KEYS, "time_ns"], keep="first", maintain_order=True))
 
     def _pair_calls(self, mpi: pl.DataFrame, horizon: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Pair each MPI entry with the next exit of the same kind on its thread."""

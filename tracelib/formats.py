@@ -52,3 +52,12 @@ def find_traces(paths: list[Path]) -> list[Path]:
         else:
             found.append(p)
     return found
+
+
+def trace_bytes(path: Path) -> int:
+    """Bytes a reader will go through for the trace at ``path`` (an OTF2 anchor counts its whole archive)."""
+    if path.suffix == ".otf2":
+        folder, defs = path.with_suffix(""), path.with_suffix(".def")
+        events = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
+        return path.stat().st_size + (defs.stat().st_size if defs.is_file() else 0) + events
+    return path.stat().st_size

@@ -43,9 +43,15 @@ def run_identity(source: TraceSource) -> str:
 
 
 def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[str, str, str]:
-    """(run_name, app, experiment) per DESIGN §3: file stem, stem up to its first dot, holding folder."""
-    run_name = path.stem if path.suffix != ".otf2" or path.stem != "traces" else path.parent.name
-    return run_name, app or run_name.split(".")[0], experiment or path.resolve().parent.name
+    """(run_name, app, experiment) per DESIGN §3: the trace's stem, the stem up to its first dot, the folder
+    holding the trace. An OTF2 archive is a folder of its own (``<run>/traces.otf2``): its run name is that
+    folder's name and its experiment the folder holding the archive."""
+    path = path.resolve()
+    holder = path.parent
+    run_name = path.stem
+    if path.suffix == ".otf2":
+        run_name, holder = (path.parent.name, path.parent.parent) if path.stem == "traces" else (path.stem, path.parent)
+    return run_name, app or run_name.split(".")[0], experiment or holder.name
 
 
 def existing_run(wh: Warehouse, run_id: str) -> dict | None:
