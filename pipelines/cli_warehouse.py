@@ -136,11 +136,12 @@ def _print_table(table: pa.Table, title: str | None = None, limit: int = 200) ->
     rows = [["" if v is None else str(v) for v in row.values()] for row in table.slice(0, limit).to_pylist()]
     widths = [max([len(name), *(len(r[i]) for r in rows)]) for i, name in enumerate(table.column_names)]
     for name in table.column_names:
-        t.add_column(name, no_wrap=True)
+        t.add_column(name, overflow="fold")
     for r in rows:
         t.add_row(*r)
-    # never squeeze a table into a narrow pipe: it is read, copied and grepped
-    console.print(t, width=max(console.width, sum(widths) + 3 * len(widths) + 1))
+    if not console.is_terminal:  # never squeeze a table into a narrow pipe: it is read, copied and grepped
+        console.width = max(console.width, sum(widths) + 3 * len(widths) + 1)
+    console.print(t)
     if table.num_rows > limit:
         console.print(f"({table.num_rows} rows, first {limit} shown; use --format csv for all)")
 
