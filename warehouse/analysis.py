@@ -13,9 +13,6 @@ reader sees the old analysis or the new one, never a mix.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,31 +114,7 @@ def write_analysis(wh: Warehouse, experiment: str, frames: dict[str, pl.DataFram
     unknown = set(frames) - set(ANALYSIS_FILES)
     if unknown:
         raise ValueError(f"not analysis outputs: {sorted(unknown)}")
-    wh.ensure()
-    target = wh.experiment_dir(experiment)
-    mine = {f"{n}.parquet" for n in ANALYSIS_FILES} | {f"{n}.json" for n in (documents or {})}
-    with wh.staged(target, replace=True) as stage:
-        if target.is_dir():
-            for entry in target.iterdir():
-                if entry.name in mine:
-                    continue
-                dst = stage / entry.name
-                if entry.is_dir():
-                    shutil.copytree(entry, dst, copy_function=_link_or_copy)
-                else:
-                    _link_or_copy(entry, dst)
-        for name, df in frames.items():
-            df.write_parquet(stage / f"{name}.parquet", statistics=True)
-        for name, doc in (documents or {}).items():
-            (stage / f"{name}.json").write_text(json.dumps(doc, indent=1, default=str))
-    return target
-
-
-def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+    return wh.update_dir(wh.experiment_dir(experiment), frames, documents)
 
 
 def read_analysis(wh: Warehouse, experiment: str, name: str) -> pl.DataFrame | None:

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from tracelib.bursts import ReadSummary, attach_messages
 from tracelib.formats import TraceSource, open_trace

@@ -12,11 +12,15 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+import polars as pl
 
 from warehouse.errors import WarehouseError
 
@@ -101,12 +105,45 @@ class Warehouse:
             shutil.rmtree(stage, ignore_errors=True)
             raise
 
+    def update_dir(self, target: Path, frames: dict[str, pl.DataFrame],
+                   documents: dict[str, dict] | None = None) -> Path:
+        """Replace some files of a directory (``<name>.parquet`` per frame, ``<name>.json`` per document) and keep
+        the others, in one atomic swap: the directory is rebuilt in staging (kept files hard-linked) and renamed
+        into place. Writers of the same directory take turns (a lock file), so none loses another's files."""
+        self.ensure()
+        mine = {f"{n}.parquet" for n in frames} | {f"{n}.json" for n in (documents or {})}
+        lock_dir = self.staging_dir.parent / ".locks"
+        lock_dir.mkdir(exist_ok=True)
+        with open(lock_dir / f"{target.parent.name}.{target.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            with self.staged(target, replace=True) as stage:
+                if target.is_dir():
+                    for entry in target.iterdir():
+                        if entry.name in mine:
+                            continue
+                        if entry.is_dir():
+                            shutil.copytree(entry, stage / entry.name, copy_function=_link_or_copy)
+                        else:
+                            _link_or_copy(entry, stage / entry.name)
+                for name, df in frames.items():
+                    df.write_parquet(stage / f"{name}.parquet", statistics=True)
+                for name, doc in (documents or {}).items():
+                    (stage / f"{name}.json").write_text(json.dumps(doc, indent=1, default=str))
+        return target
+
     def remove(self, target: Path) -> None:
         """Remove a run or experiment directory whole (renamed aside first, so it disappears at once)."""
         if target.exists():
             gone = self.staging_dir / f"{target.name}.rm.{uuid.uuid4().hex[:8]}.{os.getpid()}"
             os.rename(target, gone)
             shutil.rmtree(gone, ignore_errors=True)
+
+
+def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _alive(pid: int) -> bool:

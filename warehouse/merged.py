@@ -13,8 +13,6 @@ old merge or the new one, never a mix. When the merge fails nothing is written.
 """
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import polars as pl
@@ -57,22 +55,8 @@ def load_runs(wh: Warehouse, experiment: str) -> list[RunTables]:
 
 def write_merge(wh: Warehouse, result: MergeResult) -> Path:
     """Commit a merge result as the experiment's merged data (replacing any earlier merge); returns the folder."""
-    wh.ensure()
-    target = wh.experiment_dir(result.experiment)
-    mine = {f"{n}.parquet" for n in MERGE_FILES}
-    with wh.staged(target, replace=True) as stage:
-        if target.is_dir():
-            for entry in target.iterdir():
-                if entry.name in mine:
-                    continue
-                if entry.is_dir():
-                    shutil.copytree(entry, stage / entry.name, copy_function=_link_or_copy)
-                else:
-                    _link_or_copy(entry, stage / entry.name)
-        result.merged.write_parquet(stage / "merged_bursts.parquet", statistics=True)
-        result.quality.write_parquet(stage / "merge_quality.parquet")
-        result.matches.write_parquet(stage / "merge_matches.parquet", statistics=True)
-    return target
+    return wh.update_dir(wh.experiment_dir(result.experiment), {
+        "merged_bursts": result.merged, "merge_quality": result.quality, "merge_matches": result.matches})
 
 
 def merge_experiment(wh: Warehouse, experiment: str, options: MergeOptions = MergeOptions()) -> MergeResult:
@@ -125,10 +109,3 @@ def _meta_from_bursts(bursts: pl.DataFrame, meta_type):
     n_cpus = max(int(bursts.get_column("cpu").max() or 1), sum(sum(t) for t in threads))
     return meta_type(cpus_per_node=(n_cpus,), threads_per_task=tuple(threads),
                      node_of_task=tuple(tuple([1] * len(t)) for t in threads))
-
-
-def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
