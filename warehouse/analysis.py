@@ -20,6 +20,7 @@ import polars as pl
 
 from warehouse.errors import UnknownExperimentError, WarehouseError
 from warehouse.layout import Warehouse
+from warehouse.runs import run_bursts, run_calls, runs_table
 
 ANALYSIS_FILES: tuple[str, ...] = ("burst_metrics", "mpi_metrics", "phase_metrics", "archetypes")
 MERGED_FILE = "merged_bursts.parquet"
@@ -39,33 +40,12 @@ class ExperimentInput:
     n_nodes: dict[str, int] = field(default_factory=dict)  # run_id -> nodes
 
 
-def runs_table(wh: Warehouse) -> pl.DataFrame:
-    """The runs view as a frame (empty when nothing was ingested)."""
-    files = sorted(wh.runs_dir.glob("*/run.parquet")) if wh.runs_dir.is_dir() else []
-    if not files:
-        return pl.DataFrame(schema={"run_id": pl.String, "run_name": pl.String, "experiment": pl.String,
-                                    "n_nodes": pl.Int32})
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
-
-
 def experiments(wh: Warehouse) -> list[str]:
     """Names of the experiments that have runs or merged data, sorted."""
     names = set(runs_table(wh)["experiment"].drop_nulls().to_list())
     if wh.experiments_dir.is_dir():
         names |= {d.name for d in wh.experiments_dir.iterdir() if (d / MERGED_FILE).is_file()}
     return sorted(names)
-
-
-def _read_bursts(wh: Warehouse, run_id: str) -> pl.DataFrame:
-    files = sorted((wh.run_dir(run_id) / "bursts").glob("*.parquet"))
-    if not files:
-        return pl.DataFrame()
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
-
-
-def _read_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:
-    f = wh.run_dir(run_id) / "mpi_calls.parquet"
-    return pl.read_parquet(f) if f.is_file() else None
 
 
 def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
@@ -86,7 +66,7 @@ def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
             bursts = bursts.drop(ref)
         bursts = bursts.drop("run_id", strict=False).with_columns(
             pl.lit(experiment).alias("experiment"), pl.lit(ref_id, pl.String).alias("run_id"))
-        calls = _read_calls(wh, ref_id) if ref_id else None
+        calls = run_calls(wh, ref_id) if ref_id else None
         if calls is not None:
             calls = calls.with_columns(pl.lit(experiment).alias("experiment"))
         return ExperimentInput(experiment, "merged", bursts, calls, run_names, n_nodes)
@@ -94,12 +74,12 @@ def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
         known = experiments(wh)
         raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
                                      + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
-    parts = [_read_bursts(wh, r) for r in runs["run_id"].to_list()]
+    parts = [run_bursts(wh, r) for r in runs["run_id"].to_list()]
     bursts = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) else pl.DataFrame()
     if bursts.height == 0:
         raise WarehouseError(f"experiment {experiment!r}: its runs have no computation bursts")
     bursts = bursts.with_columns(pl.lit(experiment).alias("experiment"))
-    cparts = [c for c in (_read_calls(wh, r) for r in runs["run_id"].to_list()) if c is not None and c.height]
+    cparts = [c for c in (run_calls(wh, r) for r in runs["run_id"].to_list()) if c is not None and c.height]
     calls = pl.concat(cparts, how="diagonal_relaxed").with_columns(pl.lit(experiment).alias("experiment")) if cparts else None
     return ExperimentInput(experiment, "runs", bursts, calls, run_names, n_nodes)
 

@@ -7,17 +7,13 @@ import polars as pl
 from tracelib.schema import THREAD_KEYS
 from warehouse.errors import UnknownExperimentError
 from warehouse.layout import Warehouse
-from warehouse.merged import experiment_runs
+from warehouse.runs import experiment_runs, run_bursts, run_calls
 
 BURST_KEYS = [*THREAD_KEYS, "burst_seq"]
 
 
 def _run_tables(wh: Warehouse, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    d = wh.run_dir(run_id)
-    parts = sorted((d / "bursts").glob("*.parquet"))
-    bursts = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed") if parts else pl.DataFrame()
-    calls = pl.read_parquet(d / "mpi_calls.parquet") if (d / "mpi_calls.parquet").is_file() else None
-    return bursts, calls
+    return run_bursts(wh, run_id), run_calls(wh, run_id)
 
 
 def load_export_tables(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:

@@ -19,37 +19,18 @@ import polars as pl
 
 from tracelib.errors import SynthtraceError
 from tracelib.merge import MergeOptions, MergeResult, RunTables, merge_runs
-from warehouse.errors import UnknownExperimentError
 from warehouse.layout import Warehouse
+from warehouse.runs import experiment_runs, run_bursts, run_calls
 
 MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches")
-
-
-def experiment_runs(wh: Warehouse, experiment: str) -> pl.DataFrame:
-    """The runs rows of ``experiment`` sorted by run name; raises :class:`UnknownExperimentError` if none."""
-    files = sorted(wh.runs_dir.glob("*/run.parquet")) if wh.runs_dir.is_dir() else []
-    runs = (pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed") if files
-            else pl.DataFrame(schema={"run_id": pl.String, "run_name": pl.String, "experiment": pl.String}))
-    mine = runs.filter(pl.col("experiment") == experiment).sort("run_name", "run_id")
-    if mine.height == 0:
-        known = sorted(set(runs.get_column("experiment").drop_nulls().to_list()))
-        raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
-                                     + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
-    return mine
 
 
 def load_runs(wh: Warehouse, experiment: str) -> list[RunTables]:
     """Every run of ``experiment`` with its bursts and MPI calls, sorted by run name."""
     out = []
     for run_id, run_name in experiment_runs(wh, experiment).select("run_id", "run_name").iter_rows():
-        d = wh.run_dir(run_id)
-        parts = sorted((d / "bursts").glob("*.parquet"))
-        bursts = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed") if parts else pl.DataFrame()
-        calls_file = d / "mpi_calls.parquet"
-        calls = pl.read_parquet(calls_file) if calls_file.is_file() else pl.DataFrame()
-        if bursts.height:
-            bursts = bursts.sort("appl", "task", "thread", "burst_seq")
-        out.append(RunTables(run_id, run_name, bursts, calls))
+        calls = run_calls(wh, run_id)
+        out.append(RunTables(run_id, run_name, run_bursts(wh, run_id), calls if calls is not None else pl.DataFrame()))
     return out
 
 

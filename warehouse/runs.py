@@ -1,0 +1,41 @@
+"""Reading the ingested runs back: the runs table and one run's bursts and MPI calls, straight from Parquet."""
+from __future__ import annotations
+
+import polars as pl
+
+from tracelib.schema import RUN_SCHEMA
+from warehouse.errors import UnknownExperimentError
+from warehouse.layout import Warehouse
+
+
+def runs_table(wh: Warehouse) -> pl.DataFrame:
+    """Every run's row of the runs view (typed and empty when nothing was ingested)."""
+    files = sorted(wh.runs_dir.glob("*/run.parquet")) if wh.runs_dir.is_dir() else []
+    if not files:
+        return pl.DataFrame(schema=RUN_SCHEMA)
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+
+
+def experiment_runs(wh: Warehouse, experiment: str) -> pl.DataFrame:
+    """The runs of ``experiment`` sorted by run name; raises :class:`UnknownExperimentError` if it has none."""
+    runs = runs_table(wh)
+    mine = runs.filter(pl.col("experiment") == experiment).sort("run_name", "run_id")
+    if mine.height == 0:
+        known = sorted(set(runs.get_column("experiment").drop_nulls().to_list()))
+        raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
+                                     + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
+    return mine
+
+
+def run_bursts(wh: Warehouse, run_id: str) -> pl.DataFrame:
+    """The bursts of one run (its parts unioned by name), sorted by thread and burst_seq; empty if none."""
+    parts = sorted((wh.run_dir(run_id) / "bursts").glob("*.parquet"))
+    if not parts:
+        return pl.DataFrame()
+    return pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed").sort("appl", "task", "thread", "burst_seq")
+
+
+def run_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:
+    """The MPI calls of one run, or None when it has none."""
+    f = wh.run_dir(run_id) / "mpi_calls.parquet"
+    return pl.read_parquet(f) if f.is_file() else None
