@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.machine import machine_description  # noqa: E402
+
 SOURCE = ROOT.parent / "shared" / "traces" / "paraver" / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv"
 
 CHILD_INGEST = """
@@ -82,13 +84,6 @@ def _tiled(tmp: Path, mb: int) -> Path:
     return tile_trace(SOURCE, tmp / f"lulesh.x{copies}.prv", copies)
 
 
-def _machine() -> str:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor())
-    mem = int(next(ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal"))) / 2**20
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, Python {platform.python_version()}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[250, 500, 1000])
@@ -117,7 +112,7 @@ def main() -> None:
             trace.unlink()
     lines = [
         "## Ingest (issue 2)", "",
-        f"Machine: {_machine()}. Command: `python benchmarks/bench_ingest.py`. Input: the real LULESH trace",
+        f"Machine: {machine_description()}. Command: `python benchmarks/bench_ingest.py`. Input: the real LULESH trace",
         "(Extrae, 8 ranks + 12 uncore readers) tiled in time; end-to-end = hash, parse, bursts and MPI calls,",
         "Parquet commit into a fresh warehouse, each run in its own process.", "",
         "| trace size | time | throughput | peak RSS | bursts | MPI calls |", "|---|---|---|---|---|---|",
