@@ -242,18 +242,22 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
     return FeatureTable(target, names, np.asarray(X, dtype=np.float64), y, keys, g, use)
 
 
-def counter_sets(runs: pl.DataFrame) -> dict[str, list[str]]:
-    """Single-run counter sets of a campaign: ``run<k>`` -> counters of the k-th run (by name) of each experiment.
+def counter_sets(runs: pl.DataFrame, *, per_experiment: bool = False) -> dict[str, list[str] | dict[str, list[str]]]:
+    """Single-run counter sets of a campaign: ``run<k>`` -> counters of the k-th run (by name) of the experiments.
 
-    ``runs`` is the runs view (experiment, run_name, counters). Experiments are merged from runs recorded with
-    different counter sets; the k-th run's set is taken from the first experiment that has a k-th run (campaigns
-    repeat their counter plan). Returns an empty dict when no run has counters.
+    ``runs`` is the runs view (experiment, run_name, counters). With ``per_experiment`` each set maps experiment
+    -> counters of that experiment's k-th run (campaigns whose experiments split the counters differently);
+    otherwise the k-th run's set is taken from the first experiment that has a k-th run (campaigns that repeat
+    their counter plan). Returns an empty dict when no run has counters.
     """
     if runs.height == 0 or "counters" not in runs.columns:
         return {}
     ranked = runs.sort("experiment", "run_name").with_columns(
         pl.int_range(pl.len()).over("experiment").alias("_k"))
-    out: dict[str, list[str]] = {}
-    for k, cnt in ranked.select("_k", "counters").iter_rows():
-        out.setdefault(f"run{k}", list(cnt or []))
+    out: dict = {}
+    for exp, k, cnt in ranked.select("experiment", "_k", "counters").iter_rows():
+        if per_experiment:
+            out.setdefault(f"run{k}", {})[exp] = list(cnt or [])
+        else:
+            out.setdefault(f"run{k}", list(cnt or []))
     return dict(sorted(out.items()))

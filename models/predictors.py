@@ -4,7 +4,8 @@ Three estimator kinds, all scikit-learn, all deterministic for a given seed:
 
 - ``hgb`` (default): :class:`~sklearn.ensemble.HistGradientBoostingRegressor` (NaN handled natively);
 - ``rf``: :class:`~sklearn.ensemble.RandomForestRegressor` (single-threaded so the seed fixes the result);
-- ``linear``: the baseline, ridge regression on standardised features with median imputation + missing flags.
+- ``linear``: the baseline, ridge regression on standardised arcsinh-compressed features with median imputation +
+  missing flags.
 
 Every estimator learns the logarithm of the target (targets are positive ratios spanning decades; errors are
 judged relatively) through :class:`~sklearn.compose.TransformedTargetRegressor`.
@@ -28,7 +29,7 @@ from sklearn.linear_model import Ridge
 from sklearn.metrics import mean_absolute_percentage_error, r2_score
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from models.features import MIN_INSTRUCTIONS, FeatureTable, NoTrainingDataError, build_features
 from tracelib.errors import BadInputError
@@ -54,8 +55,14 @@ def make_estimator(kind: str = "hgb", seed: int = 0) -> RegressorMixin:
         base = RandomForestRegressor(n_estimators=150, min_samples_leaf=3, max_features=0.6, n_jobs=1,
                                      random_state=seed)
     elif kind == "linear":
+        # rates span decades: compress them (sign-preserving log1p) so a linear model neither ignores small rates
+        # nor extrapolates wildly on an unseen workload's large ones
         base = Pipeline([("impute", SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True)),
-                         ("scale", StandardScaler()), ("ridge", Ridge(alpha=1.0))])
+                         ("compress", FunctionTransformer(np.arcsinh)),
+                         ("scale", StandardScaler()),
+                         # a feature nearly constant in training can be far off on an unseen workload: bound it
+                         ("bound", FunctionTransformer(np.clip, kw_args={"a_min": -5.0, "a_max": 5.0})),
+                         ("ridge", Ridge(alpha=1.0))])
     else:
         raise UnknownModelKindError(f"unknown model kind {kind!r} (known: {', '.join(MODEL_KINDS)})")
     return TransformedTargetRegressor(regressor=base, func=np.log, inverse_func=np.exp, check_inverse=False)
@@ -92,6 +99,22 @@ class CrossValidation:
         return pl.DataFrame(rows)
 
 
+def informative(X: np.ndarray) -> np.ndarray:
+    """Columns with at least two distinct finite values (the others carry nothing, and trip binning)."""
+    if X.shape[0] == 0:
+        return np.zeros(X.shape[1], dtype=bool)
+    lo = np.nanmin(np.where(np.isfinite(X), X, np.nan), axis=0, initial=np.inf, where=np.isfinite(X))
+    hi = np.nanmax(np.where(np.isfinite(X), X, np.nan), axis=0, initial=-np.inf, where=np.isfinite(X))
+    return np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+
+
+def drop_uninformative(table: FeatureTable) -> FeatureTable:
+    """``table`` without the columns :func:`informative` rejects."""
+    keep = informative(table.X)
+    return FeatureTable(table.target, [f for f, k in zip(table.features, keep) if k], table.X[:, keep], table.y,
+                        table.keys, table.groups, table.counters)
+
+
 def cross_validate(table: FeatureTable, kind: str = "hgb", seed: int = 0, n_splits: int = 5,
                    features: list[str] | None = None) -> CrossValidation:
     """Grouped K-fold (group = application): every row is predicted by a model that never saw its application.
@@ -107,25 +130,48 @@ def cross_validate(table: FeatureTable, kind: str = "hgb", seed: int = 0, n_spli
     pred = np.full(table.y.shape, np.nan)
     est = make_estimator(kind, seed)
     for train, test in GroupKFold(n_splits=k).split(X, table.y, groups):
-        m = clone(est).fit(X[train], table.y[train])
-        pred[test] = m.predict(X[test])
+        cols = informative(X[train])
+        m = clone(est).fit(X[train][:, cols], table.y[train])
+        pred[test] = m.predict(X[test][:, cols])
     return CrossValidation(table.y, pred, groups, k)
 
 
 def fit(table: FeatureTable, kind: str = "hgb", seed: int = 0) -> RegressorMixin:
-    """An estimator of ``kind`` fitted on every row of ``table`` (already filtered with ``trainable``)."""
+    """An estimator of ``kind`` fitted on every row of ``table`` (filtered with ``trainable`` and
+    :func:`drop_uninformative`)."""
     if table.X.shape[0] < 10 or table.X.shape[1] == 0:
         raise NoTrainingDataError(f"too little to train a {table.target} predictor: {table.X.shape[0]} bursts, "
                                   f"{table.X.shape[1]} usable features")
     return make_estimator(kind, seed).fit(table.X, table.y)
 
 
-def compare_counter_sets(frame: pl.DataFrame, target: str, sets: dict[str, list[str]], *,
+def _set_features(frame: pl.DataFrame, target: str, counters: list[str] | dict[str, list[str]]) -> FeatureTable:
+    """Features of ``frame`` limited to a counter set: one list, or one list per experiment (``experiment`` column)."""
+    if not isinstance(counters, dict):
+        return build_features(frame, target, counters=counters)
+    idx = frame.with_row_index("_row")
+    parts = [(g["_row"].to_numpy(), build_features(g.drop("_row"), target, counters=counters.get(str(exp[0]), [])))
+             for exp, g in idx.group_by("experiment", maintain_order=True)]
+    names = list(dict.fromkeys(f for _, t in parts for f in t.features))
+    X = np.full((frame.height, len(names)), np.nan)
+    y = np.full(frame.height, np.nan)
+    groups = np.empty(frame.height, dtype=object)
+    for rows, t in parts:
+        X[rows] = t.select(names)
+        y[rows] = t.y
+        groups[rows] = t.groups
+    keys = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
+    used = sorted({c for v in counters.values() for c in v})
+    return FeatureTable(target, names, X, y, frame.select(keys), groups, used)
+
+
+def compare_counter_sets(frame: pl.DataFrame, target: str, sets: dict[str, list[str] | dict[str, list[str]]], *,
                          kinds: tuple[str, ...] = ("hgb",), seed: int = 0, n_splits: int = 5,
                          min_instructions: float = MIN_INSTRUCTIONS) -> pl.DataFrame:
     """The merged counter set against each single-run counter set and the best single set, in one table.
 
-    ``frame``: merged bursts with an ``app`` column; ``sets``: name -> counters of that single-run set. Every
+    ``frame``: merged bursts with an ``app`` column; ``sets``: name -> counters of that single-run set (one list,
+    or experiment -> list when each experiment recorded its k-th run with its own counters). Every
     set is evaluated on the same bursts (those whose target is known) with grouped cross-validation. Rows:
     counter_set (``merged``, each set, ``best single (<name>)``), model, n_features, r2, mape, and
     ``mape_cut_vs_best_single`` (1 - merged MAPE / best single MAPE, on the merged rows).
@@ -137,7 +183,7 @@ def compare_counter_sets(frame: pl.DataFrame, target: str, sets: dict[str, list[
     for kind in kinds:
         results = {"merged": (merged, cross_validate(merged, kind, seed, n_splits).scores)}
         for name, counters in sets.items():
-            t = build_features(frame, target, counters=counters).subset(mask)
+            t = _set_features(frame, target, counters).subset(mask)
             results[name] = (t, cross_validate(t, kind, seed, n_splits).scores)
         singles = {k: v for k, v in results.items() if k != "merged"}
         best = min(singles, key=lambda k: singles[k][1]["mape"]) if singles else None

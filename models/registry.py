@@ -27,7 +27,7 @@ import skops.io as sio
 from threadpoolctl import threadpool_limits
 
 from models.features import FeatureTable, NoTrainingDataError, build_features, check_target
-from models.predictors import cross_validate, fit, scores
+from models.predictors import cross_validate, drop_uninformative, fit, scores
 from warehouse.layout import Warehouse
 from warehouse.model_store import (
     ArtifactIntegrityError, load_bursts, model_record, read_artifact, write_model, write_predictions)
@@ -104,7 +104,7 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
                                   + (f" (experiments {', '.join(info['experiments'])})" if info["experiments"] else
                                      " (ingest and merge traces first)"))
     frame = _sorted_rows(frame)
-    table = build_features(frame, target).trainable()
+    table = drop_uninformative(build_features(frame, target).trainable())
     if table.X.shape[0] == 0:
         raise NoTrainingDataError(f"no burst of {', '.join(info['experiments'])} has what target {target!r} needs "
                                   f"({'instructions and cycles' if target == 'ipc' else 'instructions and time'}, "

@@ -14,7 +14,8 @@ Per series (app, configuration, call site):
 3. **test**: around each candidate, medians before/after (local windows bounded by the time signal's own change
    points) give each signal's change and a z-score against its noise. An alert needs time to rise (relative
    change >= ``min_rel_time``, z >= ``z_time``, lowered to ``z_time_confirmed`` when an explaining signal moved
-   strongly), to stay up (a share ``persistence`` of the nights after the change are above the midpoint), and to
+   strongly), to stay up (a share ``persistence`` of the nights after the change are above the midpoint, and
+   time does not come back down after the next change point of time: a passing disturbance), and to
    be **confirmed**: at least one explaining signal moved in the direction that slows code down (z >=
    ``z_signal`` and beyond its own minimum relative change), or the site's archetype shifted. Unexplained
    changes of time (OS noise, a busy machine) are not reported;
@@ -250,6 +251,10 @@ class _Context:
         mid = (math.log(st.before) + math.log(st.after)) / 2
         after = self.vals["time_ns"][k:hi]
         if np.mean(after[np.isfinite(after)] > mid) < p.persistence:
+            return None
+        later = self.vals["time_ns"][hi:hi + p.window]
+        later = later[np.isfinite(later)]
+        if later.size >= p.min_after and np.median(later) < mid:  # time came back down: a passing disturbance
             return None
         moved, stats = [], {"time_ns": st}
         for s, v in self.vals.items():
