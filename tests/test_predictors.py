@@ -161,3 +161,15 @@ def test_predict_writes_the_predictions_view(campaign, trained):
         load(root, "no-such-model")
     with pytest.raises(UnknownExperimentError):
         predict(root, "no-such-experiment", trained.model_id)
+
+
+@pytest.mark.parametrize("kind", ["hgb", "rf", "linear"])
+def test_every_estimator_kind_loads_with_the_trusted_list(kind):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    X[::5, 2] = np.nan
+    est = make_estimator(kind, 0).fit(X, np.exp(0.3 * X[:, 0]))
+    data = sio.dumps(est)
+    assert set(sio.get_untrusted_types(data=data)) <= set(TRUSTED_TYPES)
+    back = sio.loads(data, trusted=list(TRUSTED_TYPES))
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
