@@ -21,7 +21,8 @@ detector, run on the history up to that night, reports it (online).
 Run::
 
     /work/venv/bin/pip install --no-deps --target /work/otava-lib "apache-otava~=0.8.0"
-    PYTHONPATH=/work/otava-lib:. /work/venv/bin/python benchmarks/bench_regression.py --out benchmarks/results/regression.md
+    PYTHONPATH=/work/otava-lib:. /work/venv/bin/python benchmarks/bench_regression.py --seeds 2026,7 \\
+        --out benchmarks/results/regression.md
 
 (``--no-deps``: apache-otava 0.8 pins numpy 2.2 / scipy < 1.17 for its command-line tool; its change-point module
 needs only numpy and scipy and runs with the project's versions.)
@@ -30,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +42,8 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import machine_description  # noqa: E402
 
 from models.regression import DetectorParams, detect, detect_series, label_archetypes  # noqa: E402
 from tests.models_synth import regression_campaign  # noqa: E402
@@ -130,18 +131,10 @@ def delays(series: dict[tuple, pl.DataFrame], labels: pl.DataFrame, run: Callabl
 
 
 def machine() -> str:
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    try:
-        mem = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal")) / 2**20
-    except (OSError, StopIteration):
-        mem = float("nan")
-    import os
-    return (f"{cpu}, {os.cpu_count()} cores (shared with other jobs), {mem:.1f} GiB RAM; {platform.system()} "
-            f"{platform.release()}; Python {platform.python_version()}, numpy {np.__version__}, polars {pl.__version__}, "
-            f"ruptures {version('ruptures')}, scipy {version('scipy')}, apache-otava {_otava_version()}")
+    """The shared machine line plus the libraries that matter here."""
+    return (machine_description() + " (shared with other jobs)"
+            f"; numpy {np.__version__}, polars {pl.__version__}, ruptures {version('ruptures')}, scipy {version('scipy')}, "
+            f"apache-otava {_otava_version()}")
 
 
 def _otava_version() -> str:
@@ -155,31 +148,19 @@ def _otava_version() -> str:
             return "not installed"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--apps", type=int, default=80)
-    ap.add_argument("--kernels", type=int, default=4)
-    ap.add_argument("--nights", type=int, default=48)
-    ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--tolerance", type=int, default=2, help="nights between alert and injected night")
-    ap.add_argument("--max-delay", type=int, default=16)
-    ap.add_argument("--warehouse", type=Path, default=None, help="keep the simulated warehouse here")
-    ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args(argv)
+def evaluate(seed: int, args: argparse.Namespace) -> tuple[list[dict], list[dict], dict]:
+    """One simulated campaign scored for every detector: (rows, recall counts per kind/effect, campaign facts)."""
     t0 = time.perf_counter()
-    root = args.warehouse or Path(tempfile.mkdtemp(prefix="bench-regression-"))
+    root = (args.warehouse / f"seed{seed}") if args.warehouse else Path(tempfile.mkdtemp(prefix="bench-regression-"))
     labels = regression_campaign(root, n_apps=args.apps, n_nights=args.nights, n_kernels=args.kernels,
-                                 seed=args.seed, p_regression=0.85)
-    labels = labels.with_columns(pl.col("night"))
+                                 seed=seed, p_regression=0.85)
     t_gen = time.perf_counter() - t0
     t1 = time.perf_counter()
     history = site_history(root)
     t_hist = time.perf_counter() - t1
     history = label_archetypes(history)
-    series = {k: g.sort("started_at") for k, g in history.group_by(KEYS, maintain_order=True)}
-    series = {(k[0], k[1]): v for k, v in series.items()}
-    n_nights = {k: v.height for k, v in series.items()}
-    assert set(n_nights.values()) == {args.nights}, "every series has one point per night"
+    series = {(k[0], k[1]): g.sort("started_at") for k, g in history.group_by(KEYS, maintain_order=True)}
+    assert {v.height for v in series.values()} == {args.nights}, "every series has one point per night"
 
     detectors: dict[str, Callable[[pl.DataFrame], list[int]]] = {
         "synthtrace (multi-signal)": lambda s: [a["night"] for a in detect_series(s, DetectorParams())],
@@ -190,13 +171,17 @@ def main(argv: list[str] | None = None) -> int:
         "t-test, time alone (12-24 vs 6, t>=5)": lambda s: ttest_alerts(s["time_ns"].to_numpy(), fore=6, threshold=5),
     }
     try:
-        import otava  # noqa: F401
+        import otava  # noqa: F401, PLC0415
     except ImportError:
         detectors = {k: v for k, v in detectors.items() if not k.startswith("Otava")}
         print("apache-otava not importable: Otava baselines skipped (see the module docstring)", file=sys.stderr)
 
-    rows, per_kind, timings = [], [], {}
+    rows, per_kind = [], []
     positives = labels.filter(pl.col("kind").is_not_null())
+    groups = [(kind, positives.filter(pl.col("kind") == kind)) for kind in sorted(positives["kind"].unique().to_list())]
+    for lo, hi in [(0.03, 0.06), (0.06, 0.12), (0.12, 0.25), (0.25, 10.0)]:
+        groups.append((f"effect {lo:.0%}-{hi:.0%}" if hi < 1 else f"effect >= {lo:.0%}",
+                       positives.filter(pl.col("effect").is_between(lo, hi, closed="left"))))
     for name, run in detectors.items():
         t = time.perf_counter()
         if name.startswith("synthtrace"):
@@ -206,76 +191,111 @@ def main(argv: list[str] | None = None) -> int:
                 alerts.setdefault((r["app"], r["call_site"]), []).append(r["night"])
         else:
             alerts = {k: run(s) for k, s in series.items()}
-        timings[name] = time.perf_counter() - t
+        seconds = time.perf_counter() - t
         sc = score(alerts, labels, args.tolerance)
         d = delays(series, labels, run, args.tolerance, args.max_delay)
         found = [v for v in d.values() if v is not None]
-        rows.append({"detector": name, **{k: v for k, v in sc.items() if k != "detected"},
-                     "delay_median": float(np.median(found)) if found else float("nan"),
-                     "delay_mean": float(np.mean(found)) if found else float("nan"),
-                     "online_found": len(found), "seconds": timings[name]})
-        for kind in sorted(positives["kind"].unique().to_list()):
-            sub = positives.filter(pl.col("kind") == kind)
+        rows.append({"seed": seed, "detector": name, **{k: v for k, v in sc.items() if k != "detected"},
+                     "positives": positives.height, "unchanged": labels.height - positives.height,
+                     "quiet": round(sc["no_alarm"] * (labels.height - positives.height)),
+                     "delays": found, "seconds": seconds})
+        for label, sub in groups:
             keys = [(a, c) for a, c in sub.select(KEYS).iter_rows()]
-            per_kind.append({"detector": name, "kind": kind, "series": len(keys),
-                             "recall": sum(k in sc["detected"] for k in keys) / len(keys)})
-        bins = [(0.03, 0.06), (0.06, 0.12), (0.12, 0.25), (0.25, 10.0)]
-        for lo, hi in bins:
-            sub = positives.filter(pl.col("effect").is_between(lo, hi, closed="left"))
-            keys = [(a, c) for a, c in sub.select(KEYS).iter_rows()]
-            if keys:
-                per_kind.append({"detector": name, "kind": f"effect {lo:.0%}-{hi:.0%}" if hi < 1 else f"effect >= {lo:.0%}",
-                                 "series": len(keys), "recall": sum(k in sc["detected"] for k in keys) / len(keys)})
-        print(f"{name}: F1 {sc['f1']:.3f} P {sc['precision']:.3f} R {sc['recall']:.3f} "
-              f"no-alarm {sc['no_alarm']:.3f} ({timings[name]:.1f} s)", file=sys.stderr)
+            per_kind.append({"detector": name, "kind": label, "series": len(keys),
+                             "detected": sum(k in sc["detected"] for k in keys)})
+        print(f"seed {seed} {name}: F1 {sc['f1']:.3f} P {sc['precision']:.3f} R {sc['recall']:.3f} "
+              f"no-alarm {sc['no_alarm']:.3f} ({seconds:.1f} s)", file=sys.stderr)
+    facts = {"seed": seed, "series": labels.height, "positives": positives.height, "t_gen": t_gen, "t_hist": t_hist,
+             "kinds": dict(positives.group_by("kind").len().sort("kind").iter_rows())}
+    return rows, per_kind, facts
 
-    table = pl.DataFrame(rows)
-    kinds = pl.DataFrame(per_kind)
-    ours = table.row(0, named=True)
-    best_base = table.slice(1).sort("f1", descending=True).row(0, named=True) if table.height > 1 else None
-    n_series, n_pos = labels.height, positives.height
+
+def _row(r: dict, label: str) -> str:
+    d = r["delays"]
+    med, mean = (float(np.median(d)), float(np.mean(d))) if d else (float("nan"), float("nan"))
+    return (f"| {label} | {r['alerts']} | {r['tp']} | {r['fp']} | {r['precision']:.3f} | {r['recall']:.3f} | "
+            f"**{r['f1']:.3f}** | {r['no_alarm']:.1%} | {med:.0f} / {mean:.1f} | {len(d)} | {r['seconds']:.1f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--apps", type=int, default=80)
+    ap.add_argument("--kernels", type=int, default=4)
+    ap.add_argument("--nights", type=int, default=48)
+    ap.add_argument("--seeds", default="2026", help="comma-separated seeds: one campaign each, pooled at the end")
+    ap.add_argument("--tolerance", type=int, default=2, help="nights between alert and injected night")
+    ap.add_argument("--max-delay", type=int, default=16)
+    ap.add_argument("--warehouse", type=Path, default=None, help="keep the simulated warehouses under this folder")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    seeds = [int(x) for x in args.seeds.split(",")]
+    all_rows, all_kinds, facts = [], [], []
+    for seed in seeds:
+        rows, kinds, f = evaluate(seed, args)
+        all_rows += rows
+        all_kinds += kinds
+        facts.append(f)
+    names = list(dict.fromkeys(r["detector"] for r in all_rows))
+    pooled = []
+    for name in names:
+        rs = [r for r in all_rows if r["detector"] == name]
+        tp, fp = sum(r["tp"] for r in rs), sum(r["fp"] for r in rs)
+        pos, unch, quiet = sum(r["positives"] for r in rs), sum(r["unchanged"] for r in rs), sum(r["quiet"] for r in rs)
+        p, rc = (tp / (tp + fp) if tp + fp else 0.0), tp / pos
+        pooled.append({"detector": name, "alerts": tp + fp, "tp": tp, "fp": fp, "precision": p, "recall": rc,
+                       "f1": 2 * p * rc / (p + rc) if p + rc else 0.0, "no_alarm": quiet / unch,
+                       "delays": [d for r in rs for d in r["delays"]], "seconds": sum(r["seconds"] for r in rs)})
+    n_series = sum(f["series"] for f in facts)
+    n_pos = sum(f["positives"] for f in facts)
+    kinds_total: dict[str, int] = {}
+    for f in facts:
+        for k, v in f["kinds"].items():
+            kinds_total[k] = kinds_total.get(k, 0) + v
+    head = ("| detector | alerts | TP | FP | precision | recall | F1 | no alarm on unchanged | "
+            "delay median / mean (nights, online) | found online | time (s) |")
     lines = [
-        "# Regression detection benchmark",
-        "",
-        f"Machine: {machine()}.",
-        "",
-        "Reproduce:",
-        "",
-        "```",
+        "# Regression detection benchmark", "", f"Machine: {machine()}.", "", "Reproduce:", "", "```",
         "/work/venv/bin/pip install --no-deps --target /work/otava-lib \"apache-otava~=0.8.0\"",
         f"PYTHONPATH=/work/otava-lib:. /work/venv/bin/python benchmarks/bench_regression.py --apps {args.apps} "
-        f"--kernels {args.kernels} --nights {args.nights} --seed {args.seed} --out benchmarks/results/regression.md",
-        "```",
-        "",
-        f"Data: {args.apps} simulated apps x {args.kernels} call sites = **{n_series} series** of {args.nights} nights "
-        f"(2 runs a night, different counter sets); **{n_pos} series with an injected regression** "
-        f"({', '.join(f'{k}: {v}' for k, v in positives.group_by('kind').len().sort('kind').iter_rows())}), "
-        f"{n_series - n_pos} unchanged series. True effect on the site's time per visit 3-50 % (nominal for "
-        "imbalance, which is partly hidden by the ranks' own variation). Noise: machine speed 1.5 % per night, "
-        "instructions 0.2 %, cycles 1.5 %, misses 3 % per burst, 0.5 % of bursts stretched 1.5-4x by OS noise, "
-        "5 % of nights disturbed (network contention 1.3-2.5x or all bursts stretched 5-30 %), MPI time 5 %. "
-        f"Alert = true positive within {args.tolerance} nights of the injected night. Generation {t_gen:.0f} s, "
-        f"history query {t_hist:.1f} s.",
-        "",
-        "| detector | alerts | TP | FP | precision | recall | F1 | no alarm on unchanged | delay median / mean (nights, online) | found online | time (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in table.iter_rows(named=True):
-        lines.append(f"| {r['detector']} | {r['alerts']} | {r['tp']} | {r['fp']} | {r['precision']:.3f} | "
-                     f"{r['recall']:.3f} | **{r['f1']:.3f}** | {r['no_alarm']:.1%} | {r['delay_median']:.0f} / "
-                     f"{r['delay_mean']:.1f} | {r['online_found']} | {r['seconds']:.1f} |")
-    lines += ["", "Recall per kind and per true effect size:", "",
-              "| detector | " + " | ".join(kinds.filter(pl.col("detector") == ours["detector"])["kind"].to_list()) + " |",
-              "|---|" + "---|" * kinds.filter(pl.col("detector") == ours["detector"]).height]
-    for name in table["detector"].to_list():
-        k = kinds.filter(pl.col("detector") == name)
-        lines.append(f"| {name} | " + " | ".join(f"{v:.2f} ({n})" for v, n in zip(k["recall"], k["series"])) + " |")
+        f"--kernels {args.kernels} --nights {args.nights} --seeds {args.seeds} --out benchmarks/results/regression.md",
+        "```", "",
+        f"Data: {len(seeds)} campaign(s) (seeds {args.seeds}) of {args.apps} simulated apps x {args.kernels} call sites, "
+        f"**{n_series} series** of {args.nights} nights in all (2 runs a night, different counter sets); "
+        f"**{n_pos} series with an injected regression** "
+        f"({', '.join(f'{k}: {v}' for k, v in sorted(kinds_total.items()))}), {n_series - n_pos} unchanged series. "
+        "True effect on the site's time per visit 3-50 % (nominal for imbalance, which the ranks' own variation "
+        "partly hides). Noise: machine speed 1.5 % per night, instructions 0.2 %, cycles 1.5 %, misses 3 % per "
+        "burst, 0.5 % of bursts stretched 1.5-4x by OS noise, 5 % of nights disturbed (network contention "
+        "1.3-2.5x or every burst stretched 5-30 %), MPI time 5 %. An alert is a true positive within "
+        f"{args.tolerance} nights of the injected night (once per series); any other alert is a false positive. "
+        "Delay: nights after the change until the detector, run on the history up to that night, reports it "
+        f"(an alert up to {args.tolerance} nights early counts as 0). Simulation "
+        f"{sum(f['t_gen'] for f in facts):.0f} s, history query {sum(f['t_hist'] for f in facts):.1f} s.",
+        "", "## All campaigns pooled", "", head, "|---|---|---|---|---|---|---|---|---|---|---|",
+        *[_row(r, r["detector"]) for r in pooled]]
+    if len(seeds) > 1:
+        lines += ["", "## Per campaign", "", head.replace("| detector |", "| seed: detector |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|",
+                  *[_row(r, f"{r['seed']}: {r['detector']}") for r in all_rows]]
+    kinds = pl.DataFrame(all_kinds).group_by("detector", "kind", maintain_order=True).agg(
+        pl.col("series").sum(), pl.col("detected").sum())
+    seen = list(dict.fromkeys(kinds["kind"].to_list()))
+    labels_order = sorted(x for x in seen if not x.startswith("effect")) + [x for x in seen if x.startswith("effect")]
+    lines += ["", "## Recall per kind and per true effect size (pooled)", "",
+              "| detector | " + " | ".join(labels_order) + " |", "|---|" + "---|" * len(labels_order)]
+    for name in names:
+        k = {r["kind"]: r for r in kinds.filter(pl.col("detector") == name).iter_rows(named=True)}
+        cells = [f"{k[x]['detected'] / k[x]['series']:.2f} ({k[x]['series']})" if x in k and k[x]["series"] else ""
+                 for x in labels_order]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    ours, bases = pooled[0], sorted(pooled[1:], key=lambda r: -r["f1"])
     lines += ["", "Targets (issue 7): F1 >= 0.9; no alarm on >= 98 % of unchanged series; F1 >= best baseline + 0.1.", ""]
-    if best_base is not None:
-        ok = [ours["f1"] >= 0.9, ours["no_alarm"] >= 0.98, ours["f1"] >= best_base["f1"] + 0.1]
-        lines.append(f"Result: F1 {ours['f1']:.3f} ({'met' if ok[0] else 'MISSED'}); no alarm on "
+    if bases:
+        b = bases[0]
+        ok = [ours["f1"] >= 0.9, ours["no_alarm"] >= 0.98, ours["f1"] >= b["f1"] + 0.1]
+        lines.append(f"Result (pooled): F1 {ours['f1']:.3f} ({'met' if ok[0] else 'MISSED'}); no alarm on "
                      f"{ours['no_alarm']:.1%} of unchanged series ({'met' if ok[1] else 'MISSED'}); best baseline "
-                     f"{best_base['detector']} F1 {best_base['f1']:.3f}, margin {ours['f1'] - best_base['f1']:+.3f} "
+                     f"{b['detector']} F1 {b['f1']:.3f}, margin {ours['f1'] - b['f1']:+.3f} "
                      f"({'met' if ok[2] else 'MISSED'}).")
     text = "\n".join(lines) + "\n"
     print(text)

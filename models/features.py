@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from tracelib.counters import ROLES, canonical, resolve
+from tracelib.counters import canonical, resolve
 from tracelib.errors import BadInputError
 from tracelib.schema import BURST_SCHEMA
 
