@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.bench_ingest import _machine, _run  # noqa: E402  (subprocess runner, machine description)
+from benchmarks.bench_ingest import _run  # noqa: E402  (the subprocess runner)
+from benchmarks.machine import machine_description  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "simulate.md"
 
@@ -56,7 +57,7 @@ def run_child(patterns: str, ranks: int, iterations: int, runs: str) -> dict:
 def machine() -> str:
     import numpy
     import polars
-    return (f"{_machine()}, {platform.system()} {platform.release()}; Polars {polars.__version__}, "
+    return (f"{machine_description()}, {platform.system()} {platform.release()}; Polars {polars.__version__}, "
             f"NumPy {numpy.__version__}; load average at start {os.getloadavg()[0]:.1f} (the machine is shared)")
 
 
