@@ -82,14 +82,16 @@ def test_killed_night_leaves_no_partial_run_and_next_night_completes(tmp_path, b
     shutil.copytree(big_drop, drop)
     wh = tmp_path / "wh"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
-    proc = subprocess.Popen(_night_cmd(drop, wh), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # its own session, so the kill takes the flow's ephemeral Prefect server (a child process) with it
+    proc = subprocess.Popen(_night_cmd(drop, wh), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
         if (wh / ".staging").exists() and list((wh / ".staging").glob("*/bursts/part-*")):
             break
         time.sleep(0.02)
     assert proc.poll() is None, "the night ended before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert _count(wh, "SELECT count(*) FROM runs") == 0
     done = subprocess.run(_night_cmd(drop, wh), env=env, capture_output=True, text=True, timeout=600)
