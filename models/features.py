@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from tracelib.counters import canonical, resolve
+from tracelib.counters import ROLES, canonical, resolve
 from tracelib.errors import BadInputError
 from tracelib.schema import BURST_SCHEMA
 
@@ -150,6 +150,25 @@ def is_cycle_counter(counter: str) -> bool:
     return bool(_CYCLE_NAME.search(counter))
 
 
+def unify_aliases(frame: pl.DataFrame, counters: list[str]) -> tuple[pl.DataFrame, list[str]]:
+    """One column per hardware quantity: where several aliases of a role are among ``counters`` (experiments that
+    recorded ``PAPI_L3_TCM`` and others ``LONGEST_LAT_CACHE:MISS``, read together), the preferred alias becomes
+    their coalesce and the others are dropped. Summed roles (uncore CAS of several controllers) are left alone.
+    Returns the frame and the remaining counters."""
+    drop: list[str] = []
+    exprs: list[pl.Expr] = []
+    for role in ROLES.values():
+        if role.summed:
+            continue
+        hits = [a for a in role.aliases if a in counters]
+        if len(hits) > 1:
+            exprs.append(pl.coalesce([pl.col(h).cast(pl.Float64) for h in hits]).alias(hits[0]))
+            drop += hits[1:]
+    if not exprs:
+        return frame, counters
+    return frame.with_columns(exprs).drop(drop), [c for c in counters if c not in drop]
+
+
 def _safe_ratio(num: pl.Expr, den: pl.Expr, scale: float = 1.0) -> pl.Expr:
     return pl.when(den > 0).then(num * scale / den).otherwise(None)
 
@@ -207,7 +226,7 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
     check_target(target)
     all_counters = counter_columns(frame)
     use = [c for c in (all_counters if counters is None else counters) if c in all_counters]
-    allowed = [c for c in use if not is_cycle_counter(c)]
+    fframe, allowed = unify_aliases(frame, [c for c in use if not is_cycle_counter(c)])
     cmap = resolve(allowed)
     ins = cmap.expr("ins")
     exprs: list[pl.Expr] = [
@@ -225,16 +244,16 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
         exprs.append(_safe_ratio(pl.col(c).cast(pl.Float64), ins).alias(f"rate:{c}") if cmap.has("ins")
                      else pl.lit(None, pl.Float64).alias(f"rate:{c}"))
     exprs += _mpi_family_exprs(frame)
-    feats = frame.select(exprs)
+    feats = fframe.select(exprs)
     if archetype:
-        arch = blind_archetypes(frame, allowed)
+        arch = blind_archetypes(fframe, allowed)
         feats = feats.with_columns([(arch == a).cast(pl.Float64).fill_null(np.nan).alias(f"arch_{a}")
                                     for a in ARCHETYPE_VOCAB])
     # a feature that no row has is dropped (it would only carry NaN)
     names = [c for c in feats.columns if feats[c].is_not_null().any() and not feats[c].is_nan().all()]
     X = feats.select(names).cast(pl.Float64).to_numpy() if names else np.empty((frame.height, 0))
-    full = resolve(all_counters)
-    y = frame.select(_target_expr(target, full).alias("y")).to_series().cast(pl.Float64).fill_null(np.nan).to_numpy()
+    tframe, tcounters = unify_aliases(frame, all_counters)
+    y = tframe.select(_target_expr(target, resolve(tcounters)).alias("y")).to_series().cast(pl.Float64).fill_null(np.nan).to_numpy()
     key_cols = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
     keys = frame.select(key_cols)
     gcol = next((c for c in (groups, "app", "experiment") if c in frame.columns), None)

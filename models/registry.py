@@ -34,6 +34,7 @@ from warehouse.model_store import (
 
 #: the only types beyond skops' defaults that a model artifact may contain (what hgb, rf and linear need)
 TRUSTED_TYPES: tuple[str, ...] = (
+    "models.predictors.bounded_exp",  # the inverse of every model's log-target (our own function)
     "numpy.clip",  # the linear baseline bounds its standardised features
     "numpy.dtype",
     "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",

@@ -45,6 +45,16 @@ def test_features_never_contain_the_target(campaign):
     assert not is_cycle_counter("PAPI_L3_TCM")
 
 
+def test_aliases_of_one_counter_are_one_feature():
+    # experiments read together: one recorded PAPI_L3_TCM, the other LONGEST_LAT_CACHE:MISS
+    f = pl.DataFrame({"PAPI_TOT_INS": [1e5, 2e5, 3e5, 4e5], "PAPI_TOT_CYC": [1e5, 1e5, 2e5, 2e5],
+                      "PAPI_L3_TCM": [10, None, None, None], "LONGEST_LAT_CACHE:MISS": [None, 20, 30, 40],
+                      "duration_ns": [100_000] * 4, "app": ["a", "a", "b", "b"]})
+    t = build_features(f, "ipc", archetype=False)
+    np.testing.assert_allclose(t.X[:, t.features.index("l3_mpki")], [0.1, 0.1, 0.1, 0.1])
+    np.testing.assert_allclose(t.y, [1.0, 2.0, 1.5, 2.0])
+
+
 def test_targets_are_computed_from_the_frame(campaign):
     _, frame = campaign
     ipc = build_features(frame, "ipc").y
