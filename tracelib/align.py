@@ -88,8 +88,20 @@ class AlignConfig:
     # anchors: cost of pairing two collectives = w_peer * [signatures differ] + |segment size log diffs|
     anchor_bonus: float = 3.0
     anchor_gap: float = 0.5
-    # score of a match: struct factor (1 same signature, peer_score same loose signature) * exp(-behaviour cost)
+    # score of a match: struct factor (1 same signature, peer_score same loose signature, sub_score a substitution)
+    # * exp(-behaviour cost)
     peer_score: float = 0.8
+    # re-pairing passes (after the DP, per segment): position weighs less there (the order is what differs)
+    w_pos_repair: float = 0.2
+    # substitution: a pair whose closing calls differ but whose opening calls are the same message (call, site,
+    # partner, size; see ``osig``) costs ``w_sub`` instead of being forbidden, if at least one reference counter
+    # is compared and the mean reference-counter log difference is at most ``sub_feat`` and the duration log
+    # difference at most ``sub_dur``
+    w_sub: float = 0.5
+    sub_feat: float = math.log(1.25)
+    sub_dur: float = math.log(1.6)
+    sub_score: float = 0.7
+    carry_ns: float = 10_000.0  # a burst shorter than this (ns) passes its opening message on (see ``osig``)
 
 
 # --------------------------------------------------------------------------------------------- preparation
@@ -157,7 +169,9 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     """One run's bursts prepared for alignment, sorted by thread and ``burst_seq`` (a sorted input keeps its order).
 
     Columns: appl, task, thread, burst_seq, start_ns, end_ns, duration_ns (ns), mpi_call, peer, bytes_sent,
-    bytes_recv (bytes), sig, lsig (UInt64 signature hashes), anchor (closed by a world collective), phase (number
+    bytes_recv (bytes), sig, lsig (UInt64 signature hashes), osig (UInt64 hash of the opening call, its partner
+    and the bytes it received, when that call has a partner; else the ``osig`` the previous burst got from its own
+    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), anchor (closed by a world collective), phase (number
     of anchors before the burst on its thread), pos (relative start position in the phase, 0..1), ldur
     (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), seg_n / seg_work (``log1p`` of the number of
     bursts and of the microseconds of computation of the phase that an anchor closes),
@@ -178,7 +192,9 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     # the MPI call closing each burst: same thread, call start == burst end (first such call)
     if calls.height:
         c = _sorted_by_thread(calls.select(thread_id(), "call_seq", "start_ns", "end_ns", "appl",
-                                           *[pl.col(k).cast(t) for k, t in call_cols.items()]), "call_seq")
+                                           *[pl.col(k).cast(t) for k, t in call_cols.items()],
+                                           pl.struct("mpi_call", "call_site").hash(SIG_SEED).alias("_csig")),
+                              "call_seq")
         b_tid, c_tid = b.get_column("_tid").to_numpy(), c.get_column("_tid").to_numpy()
         rows = _closing_rows(b_tid, b.get_column("end_ns").to_numpy(), c_tid, c.get_column("start_ns").to_numpy())
         idx = pl.Series(rows).scatter(np.flatnonzero(rows < 0), None)
@@ -188,11 +204,13 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         rows = _closing_rows(b_tid, b.get_column("start_ns").to_numpy(), c_tid, c.get_column("end_ns").to_numpy())
         idx = pl.Series(rows).scatter(np.flatnonzero(rows < 0), None)
         b = b.with_columns(c.select(pl.col("peer").gather(idx).alias("open_peer"),
-                                    pl.col("bytes_recv").gather(idx).alias("open_bytes")))
+                                    pl.col("bytes_recv").gather(idx).alias("open_bytes"),
+                                    pl.col("_csig").gather(idx).alias("open_call")))
         world = world_communicators(calls)
     else:
         b = b.with_columns(*[pl.lit(None, t).alias(k) for k, t in call_cols.items()],
-                           pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"))
+                           pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"),
+                           pl.lit(None, pl.UInt64).alias("open_call"))
         world = pl.DataFrame(schema={"appl": pl.Int32, "comm": pl.Int64})
     wkey = (pl.col("appl").cast(pl.Int64) * (1 << 40) + pl.col("comm").fill_null(-1))
     world_keys = world.select(wkey.alias("k")).get_column("k")
@@ -200,6 +218,10 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv", "open_peer", "open_bytes")
         .hash(SIG_SEED).alias("sig"),
         pl.struct("mpi_call", "call_site", "comm").hash(SIG_SEED).alias("lsig"),
+        # the message a burst starts with: only for an opening call with a partner; 0 = none
+        pl.when(pl.col("open_peer").is_not_null())
+        .then(pl.struct("open_call", "open_peer", "open_bytes").hash(SIG_SEED).replace(0, 1)).otherwise(0)
+        .cast(pl.UInt64).alias("osig"),
         ((pl.col("mpi_kind") == "collective") & wkey.is_in(world_keys.implode())).fill_null(False).alias("anchor"),
     )
     # phases: contiguous runs of a thread's bursts ending at an anchor (numpy segment reductions, no group-by)
@@ -227,17 +249,38 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         t0 = t1 = seg_n = seg_work = np.zeros(0)
         phase = np.zeros(0, np.int64)
     pos = (start - t0) / np.maximum(t1 - t0, 1.0)
+    # a burst opened by a call without a partner right after a short burst (a housekeeping probe between a
+    # receive and the work on its message) starts with that short burst's message (one step, not along a chain)
+    osig = b.get_column("osig").to_numpy()
+    carry = np.zeros(n, bool)
+    carry[1:] = (osig[1:] == 0) & ~new_thread[1:] & (dur[:-1] < config.carry_ns)
+    osig = np.where(carry, np.roll(osig, 1), osig)
     b = b.with_columns(
+        pl.Series("osig", osig, pl.UInt64),
         pl.Series("phase", phase, pl.Int64), pl.Series("pos", pos, pl.Float64),
         pl.Series("ldur", np.log1p(dur / 1e3), pl.Float64),
         pl.Series("gap", config.gap_base + config.gap_size * dur / (dur + config.gap_half_ns), pl.Float64),
         pl.Series("seg_n", seg_n, pl.Float64), pl.Series("seg_work", seg_work, pl.Float64),
         *[pl.col(f"_c_{i}").cast(pl.Float64).log1p().fill_null(float("nan")).alias(f"f_{f}") for i, f in enumerate(features)],
     )
-    return b.drop("open_peer", "open_bytes", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site", "mpi_kind")
+    return b.drop("open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site", "mpi_kind")
 
 
 # --------------------------------------------------------------------------------------------- kernel
+@njit(cache=True, nogil=True)
+def _feat_dist(i, j, rf, of):
+    """Mean ``|log1p`` difference| of the reference counters both items recorded, and how many there were."""
+    tot = 0.0
+    k = 0
+    for f in range(rf.shape[1]):
+        a = rf[i, f]
+        b = of[j, f]
+        if a == a and b == b:  # both not NaN
+            tot += abs(a - b)
+            k += 1
+    return (tot / k if k > 0 else 0.0), k
+
+
 @njit(cache=True, nogil=True)
 def _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm):
     """Cost of matching reference item i with other item j (``_INF`` when not allowed); see AlignConfig."""
@@ -245,26 +288,35 @@ def _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm):
         return _INF
     bonus, w_peer, w_feat, w_dur, w_pos, rej_feat, rej_dur = prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6]
     c = 0.0 if rs[i] == os_[j] else w_peer
-    nf = rf.shape[1]
-    if nf > 0:
-        tot = 0.0
-        k = 0
-        for f in range(nf):
-            a = rf[i, f]
-            b = of[j, f]
-            if a == a and b == b:  # both not NaN
-                tot += abs(a - b)
-                k += 1
-        if k > 0:
-            d = tot / k
-            if d > rej_feat:
-                return _INF
-            c += w_feat * d
+    d, k = _feat_dist(i, j, rf, of)
+    if k > 0:
+        if d > rej_feat:
+            return _INF
+        c += w_feat * d
     dd = abs(rd[i] - od[j])
     if dd > rej_dur:
         return _INF
     c += w_dur * dd + w_pos * abs(rp[i] - op[j])
     return c - bonus
+
+
+@njit(cache=True, nogil=True)
+def _any_cost(i, j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm):
+    """Cost of a pair of any kind: :func:`_pair_cost` when the loose signatures agree, else a substitution.
+
+    A substitution (closing calls differ) needs the same opening message (``ro[i] == oo[j] != 0``), at least one
+    reference counter compared, a mean counter log difference of at most ``prm[10]`` and a duration log difference
+    of at most ``prm[11]``; it costs ``prm[9]`` plus the behaviour cost, minus the bonus. ``_INF`` otherwise.
+    """
+    if rl[i] == ol[j]:
+        return _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm)
+    if ro[i] == 0 or ro[i] != oo[j]:
+        return _INF
+    d, k = _feat_dist(i, j, rf, of)
+    dd = abs(rd[i] - od[j])
+    if k == 0 or d > prm[10] or dd > prm[11]:
+        return _INF
+    return prm[9] + prm[2] * d + prm[3] * dd + prm[4] * abs(rp[i] - op[j]) - prm[0]
 
 
 @njit(cache=True, nogil=True)
@@ -396,7 +448,8 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
     rows of [a0, a1) that are unmatched or matched with a differing signature each take the first free other row
     of [b0, b1) with their exact signature (free: unmatched or matched with a differing signature); the others keep
     their match if its partner is still free. The new pairing is kept when its total cost (pair costs minus match
-    bonuses) is no worse than before (+0.05 per row), so behaviour decides where it disagrees.
+    bonuses, position weighted by ``prm[8]``) is no worse than before (+0.02 per row), so behaviour decides
+    where it disagrees.
     """
     m = b1 - b0
     if a1 - a0 < 2 or m < 2:
@@ -429,6 +482,7 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
             k += 1
     beh = prm.copy()  # behaviour alone judges the re-pairing: the signatures already chose the candidates
     beh[1] = 0.0
+    beh[4] = prm[8]  # position matters less: the order is what differs
     new = np.full(nr, -1, np.int64)
     used = np.zeros(no, np.bool_)
     found = 0
@@ -470,15 +524,132 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
 
 
 @njit(cache=True, nogil=True)
-def _align_segment(a0, a1, b0, b1, rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og,
+def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out):
+    """Re-pair bursts of one segment by their opening message where their closing calls differ between runs.
+
+    The burst that processes a message received from ``MPI_ANY_SOURCE`` ends at whatever call comes next, and
+    that depends on the order of arrival: the last result of a master-worker round is processed before the
+    round's collective in one run and before the next ``MPI_Iprobe`` in the other. ``[a0, a1)`` and ``[b0, b1)``
+    include the anchor that closes the segment (a collective, paired by position), so such bursts can change
+    places with it. Reference rows with an opening message (``ro != 0``) that are unmatched or matched with a
+    differing signature take, in order, the free other row with the same opening message of lowest
+    :func:`_any_cost`, if that is below 0 (the cost of staying unmatched); free: unmatched, or matched with a
+    differing signature to such a reference row. The others keep their partner if it is still free. The changes
+    form chains (x takes the old partner of x', which takes that of x'', ...); a chain is kept only when it
+    lowers the total cost of its pairs (structure included: ``w_peer`` for a differing signature, ``w_sub`` for a
+    substitution; position not counted), so behaviour decides where closing call and opening message disagree, and a substitution never displaces a pair with the same signature.
+    """
+    m = b1 - b0
+    if a1 - a0 < 1 or m < 1:
+        return
+    inv = np.full(m, -1, np.int64)
+    for i in range(a0, a1):
+        if out[i] >= b0 and out[i] < b1:
+            inv[out[i] - b0] = i
+    nr = 0
+    for i in range(a0, a1):
+        if ro[i] != 0 and (out[i] < 0 or rs[i] != os_[out[i]]):
+            nr += 1
+    no = 0
+    for j in range(m):
+        if oo[b0 + j] != 0 and (inv[j] < 0 or (rs[inv[j]] != os_[b0 + j] and ro[inv[j]] != 0)):
+            no += 1
+    if nr < 1 or no < 1 or nr > 2048 or no > 2048:
+        return
+    ref_i = np.empty(nr, np.int64)
+    oth_j = np.empty(no, np.int64)
+    k = 0
+    for i in range(a0, a1):
+        if ro[i] != 0 and (out[i] < 0 or rs[i] != os_[out[i]]):
+            ref_i[k] = i
+            k += 1
+    k = 0
+    for j in range(m):
+        if oo[b0 + j] != 0 and (inv[j] < 0 or (rs[inv[j]] != os_[b0 + j] and ro[inv[j]] != 0)):
+            oth_j[k] = b0 + j
+            k += 1
+    beh = prm.copy()
+    beh[4] = 0.0  # no position: a burst that changes places with the anchor changes its position in the phase
+    new = np.full(nr, -1, np.int64)
+    used = np.zeros(no, np.bool_)
+    found = 0
+    for x in range(nr):
+        i = ref_i[x]
+        best = 0.0  # unmatched
+        by = -1
+        for y in range(no):
+            if not used[y] and oo[oth_j[y]] == ro[i]:
+                c = _any_cost(i, oth_j[y], rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh)
+                if c < best:
+                    best = c
+                    by = y
+        if by >= 0:
+            new[x] = oth_j[by]
+            used[by] = True
+            if oth_j[by] != out[i]:
+                found += 1
+    if found == 0:
+        return
+    owner = np.full(m, -1, np.int64)  # x whose old partner each other row was
+    for x in range(nr):
+        j = out[ref_i[x]]
+        if j >= b0 and j < b1:
+            owner[j - b0] = x
+    for x in range(nr):  # the rest keep their old partner when it is still free
+        j = out[ref_i[x]]
+        if new[x] < 0 and j >= 0:
+            free = True
+            for y in range(no):
+                if oth_j[y] == j:
+                    free = not used[y]
+                    used[y] = True
+                    break
+            if free:
+                new[x] = j
+    # the changes form chains (x takes the old partner of x', x' that of x'', ...): each chain is kept or
+    # undone as a whole, by its total cost
+    root = np.arange(nr)
+    for x in range(nr):
+        if new[x] >= 0 and owner[new[x] - b0] >= 0:
+            u = x
+            while root[u] != u:
+                u = root[u]
+            v = owner[new[x] - b0]
+            while root[v] != v:
+                v = root[v]
+            root[max(u, v)] = min(u, v)
+    gain = np.zeros(nr)
+    for x in range(nr):
+        u = x
+        while root[u] != u:
+            u = root[u]
+        root[x] = u
+        i = ref_i[x]
+        if out[i] >= 0:
+            c = _any_cost(i, out[i], rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh)
+            gain[u] += c if c < _INF else 0.0
+        if new[x] >= 0:
+            c = _any_cost(i, new[x], rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh)
+            gain[u] -= c if c < _INF else 0.0
+    for x in range(nr):
+        if gain[root[x]] > 1e-9:
+            out[ref_i[x]] = new[x]
+
+
+@njit(cache=True, nogil=True)
+def _align_segment(a0, a1, b0, b1, ea1, eb1, rs, rl, ro, rf, rd, rp, rg, os_, ol, oo, of, od, op, og,
                    free_start, free_end, mode, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc):
     """Align reference rows [a0, a1) to other rows [b0, b1); ``out`` gets absolute other indices or -1.
 
     Leading and trailing pairs with the same signature and near-identical behaviour (pair cost within
     ``prm[7]`` of the best possible) are matched directly, unless that end of the segment is free; the DP only
-    sees what lies between.
+    sees what lies between. Then :func:`_repair_order` re-pairs by exact signature and
+    :func:`_repair_substitutions` by opening message over [a0, ea1) x [b0, eb1): the segment plus the paired
+    anchor that closes it (``ea1 = a1 + 1``, ``eb1 = b1 + 1``, that pair already in ``out``; ``a1``, ``b1`` when
+    the segment ends the thread).
     """
     if a1 - a0 <= 0:
+        _repair_substitutions(a0, ea1, b0, eb1, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out)
         return
     if a1 - a0 == b1 - b0:
         same = True
@@ -514,10 +685,11 @@ def _align_segment(a0, a1, b0, b1, rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, 
         for k in range(n):
             out[a0 + k] = b0 + loc[k] if loc[k] >= 0 else -1
     _repair_order(seg0, seg1, segb0, segb1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, out)
+    _repair_substitutions(seg0, ea1, segb0, eb1, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out)
 
 
 @njit(cache=True, parallel=True)
-def _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, of, od, op, og, oseg,
+def _align_threads(r_off, o_off, rs, rl, ra, ro, rf, rd, rp, rg, rseg, os_, ol, oa, oo, of, od, op, og, oseg,
                    band, max_cells, prm, aprm, anchor_gap, out):
     """Align every thread t: reference rows r_off[t]:r_off[t+1] to other rows o_off[t]:o_off[t+1].
 
@@ -599,19 +771,24 @@ def _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, 
         for k in range(na):
             if pair[k] < 0:
                 continue
-            _align_segment(pa + 1, ia[k], pb + 1, pair[k], rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og,
-                           first, False, 1 if first else 0, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc)
             out[ia[k]] = pair[k]
+            mode = 1 if first else 0
+            a_end = ia[k]
+            b_end = pair[k]
+            _align_segment(pa + 1, a_end, pb + 1, b_end, a_end + 1, b_end + 1, rs, rl, ro, rf, rd, rp, rg,
+                           os_, ol, oo, of, od, op, og, first, False, mode, band, max_cells, prm, out,
+                           ws_u8, ws_i, ws_f, ws_loc)
             pa = ia[k]
             pb = pair[k]
             first = False
-        _align_segment(pa + 1, a1, pb + 1, b1, rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og,
-                       first, True, 0 if first else 2, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc)
+        mode = 0 if first else 2
+        _align_segment(pa + 1, a1, pb + 1, b1, a1, b1, rs, rl, ro, rf, rd, rp, rg, os_, ol, oo, of, od, op, og,
+                       first, True, mode, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc)
 
 
 @njit(cache=True, parallel=True)
-def _score_kernel(out, rs, rl, rf, rd, rp, os_, ol, of, od, op, w_feat, w_dur, w_pos, peer_score, factor,
-                  rej_feat, rej_dur):
+def _score_kernel(out, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, w_feat, w_dur, w_pos, peer_score, sub_score,
+                  factor, rej_feat, rej_dur):
     """Match score of every reference row (see :class:`AlignConfig`) and whether the signatures agree.
 
     Pairs that the fast paths matched by signature alone are checked here too: one whose reference counters or
@@ -620,27 +797,23 @@ def _score_kernel(out, rs, rl, rf, rd, rp, os_, ol, of, od, op, w_feat, w_dur, w
     n = out.shape[0]
     score = np.zeros(n)
     same = np.zeros(n, np.bool_)
-    nf = rf.shape[1]
     for i in prange(n):
         j = out[i]
         if j < 0:
             continue
-        tot = 0.0
-        k = 0
-        for f in range(nf):
-            a = rf[i, f]
-            b = of[j, f]
-            if a == a and b == b:
-                tot += abs(a - b)
-                k += 1
-        d_feat = tot / k if k > 0 else 0.0
+        d_feat, _ = _feat_dist(i, j, rf, of)
         d_dur = abs(rd[i] - od[j])
         if d_feat > rej_feat or d_dur > rej_dur:
             out[i] = -1
             continue
         cost = w_feat * d_feat + w_dur * d_dur + w_pos * abs(rp[i] - op[j])
         same[i] = rs[i] == os_[j]
-        st = 1.0 if same[i] else (peer_score if rl[i] == ol[j] else 0.3)
+        if same[i]:
+            st = 1.0
+        elif rl[i] == ol[j]:
+            st = peer_score
+        else:  # a substitution (same opening message, different closing call)
+            st = sub_score if ro[i] != 0 and ro[i] == oo[j] else 0.3
         score[i] = min(1.0, max(0.0, st * np.exp(-cost) * factor))
     return score, same
 
@@ -650,7 +823,8 @@ def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
     feats = (t.select([f"f_{f}" for f in features]).to_numpy().astype(np.float64, copy=False)
              if features else np.zeros((t.height, 0)))
     return (t.get_column("sig").to_numpy().view(np.int64), t.get_column("lsig").to_numpy().view(np.int64),
-            t.get_column("anchor").to_numpy(), np.ascontiguousarray(feats),
+            t.get_column("anchor").to_numpy(), t.get_column("osig").to_numpy().view(np.int64),
+            np.ascontiguousarray(feats),
             t.get_column("ldur").to_numpy().astype(np.float64), t.get_column("pos").to_numpy().astype(np.float64),
             t.get_column("gap").to_numpy().astype(np.float64),
             np.ascontiguousarray(t.select("seg_n", "seg_work").to_numpy().astype(np.float64)))
@@ -694,21 +868,23 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     o_off = np.r_[0, np.cumsum(o_bounds[:, 1] - o_bounds[:, 0])].astype(np.int64)
     R = _arrays(ref, features)
     O = _arrays(other, features)
-    rs, rl, ra, rf, rd, rp, rg, rseg = R if r_rows.size == ref.height else (x[r_rows] for x in R)
-    os_, ol, oa, of, od, op, og, oseg = O if o_rows.size == other.height else (x[o_rows] for x in O)
+    rs, rl, ra, ro, rf, rd, rp, rg, rseg = R if r_rows.size == ref.height else (x[r_rows] for x in R)
+    os_, ol, oa, oo, of, od, op, og, oseg = O if o_rows.size == other.height else (x[o_rows] for x in O)
     w_dur = config.w_dur_timing_only if timing_only else config.w_dur
     prm = np.array([config.bonus, config.w_peer, config.w_feat, w_dur, config.w_pos, config.reject_feat,
-                    config.reject_dur, config.trim_tol], np.float64)
-    aprm = np.array([config.anchor_bonus, config.w_peer, 1.0, 0.0, 0.0, _INF, _INF, 0.0], np.float64)
+                    config.reject_dur, config.trim_tol, config.w_pos_repair, config.w_sub, config.sub_feat,
+                    config.sub_dur], np.float64)
+    aprm = np.array([config.anchor_bonus, config.w_peer, 1.0, 0.0, 0.0, _INF, _INF, 0.0, 0.0, _INF, 0.0, 0.0],
+                    np.float64)
     out = np.empty(r_rows.size, np.int64)
-    _align_threads(r_off, o_off, rs, rl, ra, rf, rd, rp, rg, rseg, os_, ol, oa, of, od, op, og, oseg,
+    _align_threads(r_off, o_off, rs, rl, ra, ro, rf, rd, rp, rg, rseg, os_, ol, oa, oo, of, od, op, og, oseg,
                    config.band, config.max_cells, prm, aprm, config.anchor_gap, out)
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
-    rs, rl, _, rf, rd, rp, _, _ = R
-    os_, ol, _, of, od, op, _, _ = O
-    score, same = _score_kernel(other_row, rs, rl, rf, rd, rp, os_, ol, of, od, op, config.w_feat, w_dur,
-                                config.w_pos, config.peer_score,
+    rs, rl, _, ro, rf, rd, rp, _, _ = R
+    os_, ol, _, oo, of, od, op, _, _ = O
+    score, same = _score_kernel(other_row, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, config.w_feat, w_dur,
+                                config.w_pos, config.peer_score, config.sub_score,
                                 config.timing_only_factor if timing_only else 1.0, config.reject_feat,
                                 config.reject_dur)
     hit = other_row >= 0
