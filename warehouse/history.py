@@ -63,10 +63,12 @@ def _role_sql(role: str, columns: list[str]) -> str:
 
 
 def site_rank_table(root: str | Path, app: str | None = None) -> pl.DataFrame:
-    """Per (run, call site, rank): visits, compute and MPI time (ns), MPI bytes and calls, summed counters.
+    """Per (run, call site, thread): visits, compute and MPI time (ns), MPI bytes and calls, summed counters.
 
-    Columns: app, experiment, run_id, started_at, n_tasks, n_threads, call_site, task, visits, compute_ns, mpi_ns,
+    Columns: app, experiment, run_id, started_at, n_tasks, n_threads, call_site, appl, task, thread, visits,
+    compute_ns (sum), compute_med_ns (median per visit), mpi_ns, mpi_med_ns,
     mpi_calls, mpi_bytes and one column per role of :data:`HISTORY_ROLES`. Empty when nothing is ingested.
+    A thread of any application of the trace (``appl``) is one unit; "rank" below means such a unit.
     """
     con = connect(root)
     try:
@@ -77,27 +79,30 @@ def site_rank_table(root: str | Path, app: str | None = None) -> pl.DataFrame:
         site = f"coalesce(b.call_site, b.mpi_call, {_literal(END_OF_THREAD)})"
         csite = "coalesce(c.call_site, c.mpi_call)"
         calls_cte = (f"""c AS (
-  SELECT c.run_id, {csite} AS call_site, c.task, count(*) AS mpi_calls, sum(c.duration_ns)::DOUBLE AS mpi_ns,
+  SELECT c.run_id, {csite} AS call_site, c.appl, c.task, c.thread, count(*) AS mpi_calls, sum(c.duration_ns)::DOUBLE AS mpi_ns,
          median(c.duration_ns)::DOUBLE AS mpi_med_ns,
          sum(coalesce(c.bytes_sent, 0) + coalesce(c.bytes_recv, 0))::DOUBLE AS mpi_bytes
   FROM mpi_calls c JOIN r USING (run_id) GROUP BY ALL)""" if has_calls else
-                     "c AS (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS call_site, NULL::INTEGER AS task, "
+                     "c AS (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS call_site, NULL::INTEGER AS appl, "
+                     "NULL::INTEGER AS task, NULL::INTEGER AS thread, "
                      "NULL::BIGINT AS mpi_calls, NULL::DOUBLE AS mpi_ns, NULL::DOUBLE AS mpi_med_ns, NULL::DOUBLE AS mpi_bytes "
                      "WHERE false)")
         sql = f"""
 WITH r AS (SELECT run_id, app, experiment, started_at, n_tasks, n_threads FROM runs {where}),
 b AS (
-  SELECT b.run_id, {site} AS call_site, b.task, count(*) AS visits, sum(b.duration_ns)::DOUBLE AS compute_ns,
+  SELECT b.run_id, {site} AS call_site, b.appl, b.task, b.thread, count(*) AS visits, sum(b.duration_ns)::DOUBLE AS compute_ns,
   median(b.duration_ns)::DOUBLE AS compute_med_ns,
   {roles}
   FROM bursts b JOIN r USING (run_id) GROUP BY ALL),
 {calls_cte}
-SELECT r.app, r.experiment, r.run_id, r.started_at, r.n_tasks, r.n_threads, b.call_site, b.task, b.visits,
+SELECT r.app, r.experiment, r.run_id, r.started_at, r.n_tasks, r.n_threads, b.call_site, b.appl, b.task, b.thread,
+       b.visits,
        b.compute_ns, b.compute_med_ns, coalesce(c.mpi_ns, 0) AS mpi_ns, coalesce(c.mpi_med_ns, 0) AS mpi_med_ns,
        coalesce(c.mpi_calls, 0) AS mpi_calls,
        coalesce(c.mpi_bytes, 0) AS mpi_bytes, {', '.join('b.' + r for r in HISTORY_ROLES)}
-FROM b JOIN r USING (run_id) LEFT JOIN c ON c.run_id = b.run_id AND c.call_site = b.call_site AND c.task = b.task
-ORDER BY r.app, r.started_at, r.run_id, b.call_site, b.task"""
+FROM b JOIN r USING (run_id) LEFT JOIN c ON c.run_id = b.run_id AND c.call_site = b.call_site AND c.appl = b.appl
+     AND c.task = b.task AND c.thread = b.thread
+ORDER BY r.app, r.started_at, r.run_id, b.call_site, b.appl, b.task, b.thread"""
         return pl.from_arrow(con.sql(sql).to_arrow_table())
     except duckdb.CatalogException:  # no bursts view: nothing ingested
         return pl.DataFrame()
