@@ -91,8 +91,6 @@ class AlignConfig:
     # score of a match: struct factor (1 same signature, peer_score same loose signature, sub_score a substitution)
     # * exp(-behaviour cost)
     peer_score: float = 0.8
-    # re-pairing passes (after the DP, per segment): position weighs less there (the order is what differs)
-    w_pos_repair: float = 0.2
     # substitution: a pair whose closing calls differ but whose opening calls are the same message (call, site,
     # partner, size; see ``osig``) costs ``w_sub`` instead of being forbidden, if at least one reference counter
     # is compared and the mean reference-counter log difference is at most ``sub_feat`` and the duration log
@@ -305,8 +303,8 @@ def _any_cost(i, j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm):
     """Cost of a pair of any kind: :func:`_pair_cost` when the loose signatures agree, else a substitution.
 
     A substitution (closing calls differ) needs the same opening message (``ro[i] == oo[j] != 0``), at least one
-    reference counter compared, a mean counter log difference of at most ``prm[10]`` and a duration log difference
-    of at most ``prm[11]``; it costs ``prm[9]`` plus the behaviour cost, minus the bonus. ``_INF`` otherwise.
+    reference counter compared, a mean counter log difference of at most ``prm[9]`` and a duration log difference
+    of at most ``prm[10]``; it costs ``prm[8]`` plus the behaviour cost, minus the bonus. ``_INF`` otherwise.
     """
     if rl[i] == ol[j]:
         return _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm)
@@ -314,9 +312,9 @@ def _any_cost(i, j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm):
         return _INF
     d, k = _feat_dist(i, j, rf, of)
     dd = abs(rd[i] - od[j])
-    if k == 0 or d > prm[10] or dd > prm[11]:
+    if k == 0 or d > prm[9] or dd > prm[10]:
         return _INF
-    return prm[9] + prm[2] * d + prm[3] * dd + prm[4] * abs(rp[i] - op[j]) - prm[0]
+    return prm[8] + prm[2] * d + prm[3] * dd + prm[4] * abs(rp[i] - op[j]) - prm[0]
 
 
 @njit(cache=True, nogil=True)
@@ -448,8 +446,7 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
     rows of [a0, a1) that are unmatched or matched with a differing signature each take the first free other row
     of [b0, b1) with their exact signature (free: unmatched or matched with a differing signature); the others keep
     their match if its partner is still free. The new pairing is kept when its total cost (pair costs minus match
-    bonuses, position weighted by ``prm[8]``) is no worse than before (+0.02 per row), so behaviour decides
-    where it disagrees.
+    bonuses) is no worse than before (+0.02 per row), so behaviour decides where it disagrees.
     """
     m = b1 - b0
     if a1 - a0 < 2 or m < 2:
@@ -482,7 +479,6 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
             k += 1
     beh = prm.copy()  # behaviour alone judges the re-pairing: the signatures already chose the candidates
     beh[1] = 0.0
-    beh[4] = prm[8]  # position matters less: the order is what differs
     new = np.full(nr, -1, np.int64)
     used = np.zeros(no, np.bool_)
     found = 0
@@ -872,10 +868,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     os_, ol, oa, oo, of, od, op, og, oseg = O if o_rows.size == other.height else (x[o_rows] for x in O)
     w_dur = config.w_dur_timing_only if timing_only else config.w_dur
     prm = np.array([config.bonus, config.w_peer, config.w_feat, w_dur, config.w_pos, config.reject_feat,
-                    config.reject_dur, config.trim_tol, config.w_pos_repair, config.w_sub, config.sub_feat,
-                    config.sub_dur], np.float64)
-    aprm = np.array([config.anchor_bonus, config.w_peer, 1.0, 0.0, 0.0, _INF, _INF, 0.0, 0.0, _INF, 0.0, 0.0],
-                    np.float64)
+                    config.reject_dur, config.trim_tol, config.w_sub, config.sub_feat, config.sub_dur], np.float64)
+    aprm = np.array([config.anchor_bonus, config.w_peer, 1.0, 0.0, 0.0, _INF, _INF, 0.0, _INF, 0.0, 0.0], np.float64)
     out = np.empty(r_rows.size, np.int64)
     _align_threads(r_off, o_off, rs, rl, ra, ro, rf, rd, rp, rg, rseg, os_, ol, oa, oo, of, od, op, og, oseg,
                    config.band, config.max_cells, prm, aprm, config.anchor_gap, out)
