@@ -12,6 +12,16 @@ from tracelib.errors import BadInputError
 
 DropOption = Annotated[Path, typer.Option("--drop", help="Folder that cluster jobs drop traces into.")]
 MachineOption = Annotated[Path | None, typer.Option("--machine", help="Machine profile (TOML) for roofline metrics.")]
+SkipOption = Annotated[list[str] | None, typer.Option("--skip", help="A later stage not to run (merge, archetypes, "
+                                                      "detect, retrain, report); repeatable.")]
+
+
+def _check_skip(skip: list[str] | None) -> list[str]:
+    from pipelines.nightly import STAGES
+    bad = [s for s in skip or [] if s not in STAGES]
+    if bad:
+        raise BadInputError(f"--skip {bad[0]!r}: not a stage (stages: {', '.join(STAGES)})")
+    return list(skip or [])
 
 
 class Runner(str, Enum):
@@ -26,12 +36,13 @@ def nightly(
     runner: Annotated[Runner, typer.Option(help="Task runner: threads in this process, or a Dask cluster.")] = Runner.thread,
     dask_address: Annotated[str | None, typer.Option(help="Scheduler of an existing Dask cluster (tcp://host:8786); "
                                                            "a temporary local cluster when omitted.")] = None,
+    skip: SkipOption = None,
 ) -> None:
     """Run the nightly flow once (ephemeral Prefect, no server needed)."""
     from pipelines.nightly import run_night
     _check_drop(drop)
     summary = run_night(drop, warehouse, machine=str(machine) if machine else None, runner=runner.value,
-                        dask_address=dask_address)
+                        dask_address=dask_address, skip=_check_skip(skip))
     _print_summary(summary)
 
 
@@ -41,6 +52,7 @@ def serve(
     cron: Annotated[str, typer.Option(help="Cron schedule of the night.")] = "0 2 * * *",
     timezone: Annotated[str, typer.Option(help="Time zone of the cron schedule (IANA name).")] = "UTC",
     machine: MachineOption = None,
+    skip: SkipOption = None,
 ) -> None:
     """Register the nightly deployment on a Prefect server and serve it on its schedule (PREFECT_API_URL)."""
     from prefect import serve as prefect_serve
@@ -55,7 +67,7 @@ def serve(
     deployment = nightly_flow.to_deployment(
         name=DEPLOYMENT_NAME, schedules=[schedule],
         parameters={"drop": str(drop.resolve()), "warehouse": str(warehouse.resolve()),
-                    "machine": str(machine.resolve()) if machine else None})
+                    "machine": str(machine.resolve()) if machine else None, "skip": _check_skip(skip)})
     console.print(f"serving {nightly_flow.name}/{DEPLOYMENT_NAME} on '{cron}' ({timezone}); Ctrl-C stops", highlight=False)
     prefect_serve(deployment, pause_on_shutdown=False, print_starting_message=False)
 
@@ -79,7 +91,7 @@ def _print_summary(summary) -> None:
     if summary.report:
         console.print(f"  report: {summary.report}", highlight=False)
     if summary.skipped_steps:
-        console.print(f"  steps not available yet: {', '.join(summary.skipped_steps)}", highlight=False)
+        console.print(f"  stages not run: {', '.join(summary.skipped_steps)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

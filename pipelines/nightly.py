@@ -21,6 +21,7 @@ from warehouse.drop import discover, quarantine
 from warehouse.ingest import ingest_trace
 
 FLOW_NAME = "synthtrace-nightly"
+STAGES = ("merge", "archetypes", "detect", "retrain", "report")
 DEPLOYMENT_NAME = "nightly"
 
 
@@ -85,8 +86,10 @@ def _optional_steps() -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- flow
 @flow(name=FLOW_NAME, log_prints=False, validate_parameters=True)
-def nightly_flow(drop: str, warehouse: str = "warehouse", machine: str | None = None) -> NightSummary:
-    """One night: ingest what cluster jobs dropped, merge and analyse what changed, publish the results."""
+def nightly_flow(drop: str, warehouse: str = "warehouse", machine: str | None = None,
+                 skip: list[str] | None = None) -> NightSummary:
+    """One night: ingest what cluster jobs dropped, merge and analyse what changed, publish the results.
+    ``skip`` names later stages not to run tonight (merge, archetypes, detect, retrain, report)."""
     summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
     Path(drop).mkdir(parents=True, exist_ok=True)
     found = discover_task(drop, warehouse)
@@ -98,8 +101,8 @@ def nightly_flow(drop: str, warehouse: str = "warehouse", machine: str | None = 
             summary.ingested.append(r)
     changed = sorted({r["experiment"] for r in summary.ingested})
 
-    steps = _optional_steps()
-    summary.skipped_steps = [n for n in ("merge", "archetypes", "detect", "retrain", "report") if n not in steps]
+    steps = {k: v for k, v in _optional_steps().items() if k not in set(skip or ())}
+    summary.skipped_steps = [n for n in STAGES if n not in steps]
     if "merge" in steps and changed:
         merged = stage_task.with_options(name="merge").map(
             unmapped(steps["merge"]), [[e] for e in changed], unmapped({"warehouse": warehouse})).result()
@@ -139,13 +142,13 @@ def _publish(summary: NightSummary) -> None:
     if summary.errors:
         lines += ["", "## Stage errors", *[f"- {e['stage']} {' '.join(e['args'])}: {e['error']}" for e in summary.errors]]
     if summary.skipped_steps:
-        lines += ["", f"Steps not available in this installation: {', '.join(summary.skipped_steps)}"]
+        lines += ["", f"Stages not run: {', '.join(summary.skipped_steps)}"]
     create_markdown_artifact("\n".join(lines), key="night-summary", description="synthtrace nightly summary")
     create_table_artifact(summary.alerts or [{"alert": "none"}], key="night-alerts", description="regression alerts")
 
 
 def run_night(drop: str | Path, warehouse: str | Path, machine: str | None = None,
-              runner: str = "thread", dask_address: str | None = None) -> NightSummary:
+              runner: str = "thread", dask_address: str | None = None, skip: list[str] | None = None) -> NightSummary:
     """Run the flow once in this process (ephemeral Prefect, no server needed)."""
     f = nightly_flow
     if runner == "dask":
@@ -153,7 +156,7 @@ def run_night(drop: str | Path, warehouse: str | Path, machine: str | None = Non
         f = nightly_flow.with_options(task_runner=DaskTaskRunner(address=dask_address) if dask_address
                                       else DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
                                                                           "processes": True}))
-    state = f(drop=str(drop), warehouse=str(warehouse), machine=machine, return_state=True)
+    state = f(drop=str(drop), warehouse=str(warehouse), machine=machine, skip=list(skip or []), return_state=True)
     if state.is_failed():
         state.result()  # raises the flow's exception
     return state.result()
