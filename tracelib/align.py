@@ -94,8 +94,10 @@ class AlignConfig:
     # substitution: a pair whose closing calls differ but whose opening calls are the same message (call, site,
     # partner, size; see ``osig``) costs ``w_sub`` instead of being forbidden, if at least one reference counter
     # is compared and the mean reference-counter log difference is at most ``sub_feat`` and the duration log
-    # difference at most ``sub_dur``
-    w_sub: float = 0.5
+    # difference at most ``sub_dur``. ``w_sub < w_peer``: when closing call and opening message disagree and
+    # behaviour cannot tell, the message wins (the work of a burst is that of the message it starts with; the call
+    # that ends it is whatever comes next, which the arrival order decides)
+    w_sub: float = 0.3
     sub_feat: float = math.log(1.25)
     sub_dur: float = math.log(1.6)
     sub_score: float = 0.7
