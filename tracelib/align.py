@@ -4,8 +4,11 @@ For every thread (appl, task, thread) the bursts of the *other* run are matched 
 run. A burst is described by
 
 - its **signature**: the MPI call that closes it (call name, call site, communicator, peer, bytes sent/received),
-  from the bursts joined with the MPI calls on (thread, burst end == call start); the **loose signature** drops
-  peer and bytes (an ``MPI_ANY_SOURCE`` receive or ``MPI_Waitany`` completes messages in a run-dependent order);
+  from the bursts joined with the MPI calls on (thread, burst end == call start), and the partner and size of the
+  call that opened it; the **loose signature** drops peer and bytes (an ``MPI_ANY_SOURCE`` receive or
+  ``MPI_Waitany`` completes messages in a run-dependent order);
+- its **opening message** (``osig``): the call that opened it with its partner and size, when it has a partner —
+  what the burst works on after an ``MPI_ANY_SOURCE`` receive, whatever call happens to end it;
 - its **behaviour**: ``log1p`` of the reference counters (counters recorded by both runs, e.g. PAPI_TOT_INS),
   ``log1p`` of its duration in microseconds, and its relative position (0..1) in its phase — the bursts between
   two collectives on the world communicator.
@@ -23,7 +26,13 @@ The alignment works in three levels so its cost stays near-linear in the number 
    per-burst gap cost that is small for tiny bursts (polling iterations of ``MPI_Test``/``MPI_Iprobe`` loops) and
    large for long ones, a match bonus, and a hard rejection of implausible pairs (reference counters or duration
    too far apart). The first and last segments of a thread have free end gaps: chopped traces start and end at
-   different points of the execution.
+   different points of the execution. Two re-pairing passes follow the DP of each segment: by exact signature
+   (messages completed in another order, :func:`_repair_order`), then by opening message over the segment *and
+   the anchor that closes it* (:func:`_repair_substitutions`): a pair whose closing calls differ is allowed there
+   when the opening messages agree and the reference counters and duration agree closely (a **substitution**,
+   cost ``w_sub``), e.g. the last result of a master-worker round, processed before the round's collective in one
+   run and before the next ``MPI_Iprobe`` in the other. Changes are kept chain by chain when they lower the cost,
+   so a substitution never displaces a pair with the same signature.
 
 Why the dynamic programme is hand-written (compiled with Numba): the general-purpose aligners on PyPI (edlib,
 parasail, rapidfuzz's Levenshtein) score symbols with a fixed substitution matrix and uniform gaps; they cannot
@@ -63,9 +72,10 @@ class AlignConfig:
     A pair (reference burst i, other burst j) with equal loose signatures costs
     ``w_peer * [signatures differ] + w_feat * mean_k |f_ik - f_jk| + w_dur * |ldur_i - ldur_j|
     + w_pos * |pos_i - pos_j| - bonus`` where ``f`` are ``log1p`` reference counters, ``ldur`` is
-    ``log1p(duration / 1 us)`` and ``pos`` the relative position (0..1) in the phase. A pair whose loose signatures
-    differ, whose mean reference-counter log difference exceeds ``reject_feat`` or whose duration log difference
-    exceeds ``reject_dur`` is never matched. Leaving a burst unmatched costs
+    ``log1p(duration / 1 us)`` and ``pos`` the relative position (0..1) in the phase. A pair whose mean
+    reference-counter log difference exceeds ``reject_feat`` or whose duration log difference exceeds
+    ``reject_dur`` is never matched, nor is a pair whose loose signatures differ, except as a substitution in the
+    re-pairing by opening message (see ``w_sub``). Leaving a burst unmatched costs
     ``gap_base + gap_size * d / (d + gap_half_ns)`` for a burst of duration ``d`` (ns).
     """
 
