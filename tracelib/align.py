@@ -539,13 +539,16 @@ def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, o
     that depends on the order of arrival: the last result of a master-worker round is processed before the
     round's collective in one run and before the next ``MPI_Iprobe`` in the other. ``[a0, a1)`` and ``[b0, b1)``
     include the anchor that closes the segment (a collective, paired by position), so such bursts can change
-    places with it. Reference rows with an opening message (``ro != 0``) that are unmatched or matched with a
-    differing signature take, in order, the free other row with the same opening message of lowest
-    :func:`_any_cost`, if that is below 0 (the cost of staying unmatched); free: unmatched, or matched with a
-    differing signature to such a reference row. The others keep their partner if it is still free. The changes
-    form chains (x takes the old partner of x', which takes that of x'', ...); a chain is kept only when it
-    lowers the total cost of its pairs (structure included: ``w_peer`` for a differing signature, ``w_sub`` for a
-    substitution; position not counted), so behaviour decides where closing call and opening message disagree, and a substitution never displaces a pair with the same signature.
+    places with it. Eligible are the reference rows with an opening message (``ro != 0``) that are unmatched or
+    matched to a burst that starts with a *different* message (both known: a pair whose other burst starts with
+    no known message, e.g. after a call of one run only, is left alone), and the other rows with an opening
+    message that are unmatched or matched to an eligible reference row. Each eligible reference row, in order,
+    takes the eligible other row with the same opening message of lowest :func:`_any_cost` if that is below 0
+    (the cost of staying unmatched); the others keep their partner if it is still free. The changes form chains
+    (x takes the old partner of x', which takes that of x'', ...); a chain is kept only when it lowers the total
+    cost of its pairs (structure included: ``w_peer`` for a differing signature, ``w_sub`` for a substitution;
+    position not counted): behaviour decides where closing call and opening message disagree, a tie goes to the
+    opening message (``w_sub < w_peer``), and a substitution never displaces a pair with the same signature.
     """
     m = b1 - b0
     if a1 - a0 < 1 or m < 1:
@@ -556,11 +559,11 @@ def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, o
             inv[out[i] - b0] = i
     nr = 0
     for i in range(a0, a1):
-        if ro[i] != 0 and (out[i] < 0 or rs[i] != os_[out[i]]):
+        if ro[i] != 0 and (out[i] < 0 or (oo[out[i]] != 0 and oo[out[i]] != ro[i])):
             nr += 1
     no = 0
     for j in range(m):
-        if oo[b0 + j] != 0 and (inv[j] < 0 or (rs[inv[j]] != os_[b0 + j] and ro[inv[j]] != 0)):
+        if oo[b0 + j] != 0 and (inv[j] < 0 or (ro[inv[j]] != 0 and ro[inv[j]] != oo[b0 + j])):
             no += 1
     if nr < 1 or no < 1 or nr > 2048 or no > 2048:
         return
@@ -568,12 +571,12 @@ def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, o
     oth_j = np.empty(no, np.int64)
     k = 0
     for i in range(a0, a1):
-        if ro[i] != 0 and (out[i] < 0 or rs[i] != os_[out[i]]):
+        if ro[i] != 0 and (out[i] < 0 or (oo[out[i]] != 0 and oo[out[i]] != ro[i])):
             ref_i[k] = i
             k += 1
     k = 0
     for j in range(m):
-        if oo[b0 + j] != 0 and (inv[j] < 0 or (rs[inv[j]] != os_[b0 + j] and ro[inv[j]] != 0)):
+        if oo[b0 + j] != 0 and (inv[j] < 0 or (ro[inv[j]] != 0 and ro[inv[j]] != oo[b0 + j])):
             oth_j[k] = b0 + j
             k += 1
     beh = prm.copy()
