@@ -21,8 +21,8 @@ detector, run on the history up to that night, reports it (online).
 Run::
 
     /work/venv/bin/pip install --no-deps --target /work/otava-lib "apache-otava~=0.8.0"
-    PYTHONPATH=/work/otava-lib:. /work/venv/bin/python benchmarks/bench_regression.py --seeds 2026,7 \\
-        --out benchmarks/results/regression.md
+    PYTHONPATH=/work/otava-lib:. /work/venv/bin/python benchmarks/bench_regression.py --seeds 2026,31 \\
+        --sim-seeds 3,4,5,n6 --out benchmarks/results/regression.md
 
 (``--no-deps``: apache-otava 0.8 pins numpy 2.2 / scipy < 1.17 for its command-line tool; its change-point module
 needs only numpy and scipy and runs with the project's versions.)
@@ -148,6 +148,30 @@ def _otava_version() -> str:
             return "not installed"
 
 
+NOTES = """
+## Reading the results
+
+- The baselines see only time per visit. Their false alarms are disturbed nights (network contention, stretched
+  bursts) and small shifts of the machine's speed; their misses are small regressions (3-12 %) within
+  night-to-night noise. synthtrace asks time to rise *and* something to explain it (more instructions, lower IPC,
+  more misses, a lost vector share, more bytes, slower communication, a worse load balance, an archetype shift),
+  so a disturbance that moves no explaining signal is not reported and a small change in time is localised and
+  confirmed by a precise counter (instructions vary 0.2 %, time 2-3 %).
+- Delays: synthtrace needs 3 nights after a change (``min_after``) to report it and checks that time stays up;
+  Otava reports as soon as a point looks different (delay 0 counts alerts up to the tolerance early, and comes
+  with its false alarms); the Perfherder-style t-test needs its full forward window (12 or 6 nights).
+- synthtrace's misses are mostly new imbalance (its true effect is smaller than the nominal one once the ranks'
+  own variation is counted), network slowdown and more MPI bytes with true effects of 3-6 % on
+  communication-dominated sites. In the project's simulator, more MPI bytes on non-blocking sends often changes
+  the time of the completing wait by well under 2 % (the smallest rise reported): not found, by design.
+- Honesty: the detector's thresholds were set while developing on smaller campaigns of seeds 1-7 of the same
+  generator, which its author also wrote; seeds 2026 and 31 were not looked at before these runs. The project's
+  simulator (issue 3, written independently) is the check against fitting one's own noise model.
+- Every series here has one configuration and one regression at most; a second change in the same series is
+  handled (each change point is tested on its own window) but not scored.
+"""
+
+
 def evaluate(seed: int, args: argparse.Namespace) -> tuple[list[dict], list[dict], dict]:
     """One simulated campaign scored for every detector: (rows, recall counts per kind/effect, campaign facts)."""
     t0 = time.perf_counter()
@@ -162,19 +186,7 @@ def evaluate(seed: int, args: argparse.Namespace) -> tuple[list[dict], list[dict
     series = {(k[0], k[1]): g.sort("started_at") for k, g in history.group_by(KEYS, maintain_order=True)}
     assert {v.height for v in series.values()} == {args.nights}, "every series has one point per night"
 
-    detectors: dict[str, Callable[[pl.DataFrame], list[int]]] = {
-        "synthtrace (multi-signal)": lambda s: [a["night"] for a in detect_series(s, DetectorParams())],
-        "Otava, time alone (window 50, p<=0.001)": lambda s: otava_alerts(s["time_ns"].to_numpy()),
-        "Otava, time alone (window 30, p<=0.01)": lambda s: otava_alerts(s["time_ns"].to_numpy(), window=30,
-                                                                         max_pvalue=0.01),
-        "t-test, time alone (12-24 vs 12, t>=7)": lambda s: ttest_alerts(s["time_ns"].to_numpy()),
-        "t-test, time alone (12-24 vs 6, t>=5)": lambda s: ttest_alerts(s["time_ns"].to_numpy(), fore=6, threshold=5),
-    }
-    try:
-        import otava  # noqa: F401, PLC0415
-    except ImportError:
-        detectors = {k: v for k, v in detectors.items() if not k.startswith("Otava")}
-        print("apache-otava not importable: Otava baselines skipped (see the module docstring)", file=sys.stderr)
+    detectors = _detectors()
 
     rows, per_kind = [], []
     positives = labels.filter(pl.col("kind").is_not_null())
@@ -210,6 +222,68 @@ def evaluate(seed: int, args: argparse.Namespace) -> tuple[list[dict], list[dict
     return rows, per_kind, facts
 
 
+def simulator_campaign(seed: int, nights: int, inject: bool, tmp: Path, tolerance: int) -> list[dict]:
+    """The project's simulator (``synthtrace simulate --nights``, every pattern an app) -> ingest -> every detector.
+
+    Its labels name the app and night of each injected regression (the kernel or "messages"/"network", not a call
+    site), so scoring is per app: a change is found when any of the app's call sites alerts within ``tolerance``
+    nights of it; alert nights of an app that match no change (alerts within ``tolerance`` of each other counted
+    once) are false alarms.
+    """
+    from pipelines.cli import main as cli  # noqa: PLC0415
+    sim, wh = tmp / f"sim{seed}", tmp / f"simwh{seed}"
+    args = ["simulate", sim, "--nights", nights, "--ranks", 4, "--iterations", 6, "--seed", seed]
+    if not inject:
+        args += ["--inject", "none"]
+    for a in (args, ["ingest", sim, "-w", wh]):
+        if cli([str(x) for x in a]) != 0:
+            raise SystemExit(f"synthtrace {a[0]} failed")
+    truth = pl.read_parquet(sim / "ground_truth" / "regressions.parquet") if inject else pl.DataFrame(
+        schema={"app": pl.String, "night": pl.Int64, "kind": pl.String})
+    history = label_archetypes(site_history(wh))
+    series = {(k[0], k[1]): g.sort("started_at") for k, g in history.group_by(KEYS, maintain_order=True)}
+    apps = sorted({k[0] for k in series})
+    rows = []
+    for name, run in _detectors().items():
+        if name.startswith("synthtrace"):
+            out = detect(history, DetectorParams())
+            nights_of = {a: out.filter(pl.col("app") == a)["night"].to_list() for a in apps}
+        else:
+            nights_of = {a: [n for k, s in series.items() if k[0] == a for n in run(s)] for a in apps}
+        tp = fp = 0
+        for a in apps:
+            every = truth.filter(pl.col("app") == a)["night"].to_list()
+            # a change in the last nights cannot be confirmed yet by anyone: not scored, its alerts ignored
+            late = [c for c in every if c > nights - 1 - DetectorParams().min_after]
+            changes = [c for c in every if c not in late]
+            alerts = sorted(n for n in nights_of[a] if not any(abs(n - c) <= tolerance for c in late))
+            tp += sum(any(abs(n - c) <= tolerance for n in alerts) for c in changes)
+            stray = [n for n in alerts if not any(abs(n - c) <= tolerance for c in changes)]
+            clusters = [n for i, n in enumerate(stray) if i == 0 or n - stray[i - 1] > tolerance]
+            fp += len(clusters)
+        n_scored = truth.filter(pl.col("night") <= nights - 1 - DetectorParams().min_after).height
+        rows.append({"seed": seed, "detector": name, "changes": n_scored, "tp": tp, "fp": fp,
+                     "apps": len(apps), "quiet_apps": None})
+    return rows
+
+
+def _detectors() -> dict[str, Callable[[pl.DataFrame], list[int]]]:
+    d: dict[str, Callable[[pl.DataFrame], list[int]]] = {
+        "synthtrace (multi-signal)": lambda s: [a["night"] for a in detect_series(s, DetectorParams())],
+        "Otava, time alone (window 50, p<=0.001)": lambda s: otava_alerts(s["time_ns"].to_numpy()),
+        "Otava, time alone (window 30, p<=0.01)": lambda s: otava_alerts(s["time_ns"].to_numpy(), window=30,
+                                                                         max_pvalue=0.01),
+        "t-test, time alone (12-24 vs 12, t>=7)": lambda s: ttest_alerts(s["time_ns"].to_numpy()),
+        "t-test, time alone (12-24 vs 6, t>=5)": lambda s: ttest_alerts(s["time_ns"].to_numpy(), fore=6, threshold=5),
+    }
+    try:
+        import otava  # noqa: F401, PLC0415
+    except ImportError:
+        d = {k: v for k, v in d.items() if not k.startswith("Otava")}
+        print("apache-otava not importable: Otava baselines skipped (see the module docstring)", file=sys.stderr)
+    return d
+
+
 def _row(r: dict, label: str) -> str:
     d = r["delays"]
     med, mean = (float(np.median(d)), float(np.mean(d))) if d else (float("nan"), float("nan"))
@@ -226,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=int, default=2, help="nights between alert and injected night")
     ap.add_argument("--max-delay", type=int, default=16)
     ap.add_argument("--warehouse", type=Path, default=None, help="keep the simulated warehouses under this folder")
+    ap.add_argument("--sim-seeds", default="", help="also: the project's simulator campaigns with these seeds "
+                    "(every pattern an app, random injections); a seed prefixed with 'n' injects nothing")
+    ap.add_argument("--sim-nights", type=int, default=24)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     seeds = [int(x) for x in args.seeds.split(",")]
@@ -257,7 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         "# Regression detection benchmark", "", f"Machine: {machine()}.", "", "Reproduce:", "", "```",
         "/work/venv/bin/pip install --no-deps --target /work/otava-lib \"apache-otava~=0.8.0\"",
         f"PYTHONPATH=/work/otava-lib:. /work/venv/bin/python benchmarks/bench_regression.py --apps {args.apps} "
-        f"--kernels {args.kernels} --nights {args.nights} --seeds {args.seeds} --out benchmarks/results/regression.md",
+        f"--kernels {args.kernels} --nights {args.nights} --seeds {args.seeds}"
+        + (f" --sim-seeds {args.sim_seeds} --sim-nights {args.sim_nights}" if args.sim_seeds else "")
+        + " --out benchmarks/results/regression.md",
         "```", "",
         f"Data: {len(seeds)} campaign(s) (seeds {args.seeds}) of {args.apps} simulated apps x {args.kernels} call sites, "
         f"**{n_series} series** of {args.nights} nights in all (2 runs a night, different counter sets); "
@@ -288,6 +367,28 @@ def main(argv: list[str] | None = None) -> int:
         cells = [f"{k[x]['detected'] / k[x]['series']:.2f} ({k[x]['series']})" if x in k and k[x]["series"] else ""
                  for x in labels_order]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if args.sim_seeds:
+        sim_rows = []
+        with tempfile.TemporaryDirectory(prefix="bench-regression-sim-") as d:
+            for tok in args.sim_seeds.split(","):
+                sim_rows += simulator_campaign(int(tok.lstrip("n")), args.sim_nights, not tok.startswith("n"),
+                                               Path(d), args.tolerance)
+        lines += ["", "## The project's simulator", "",
+                  f"`synthtrace simulate OUT --nights {args.sim_nights} --ranks 4 --iterations 6 --seed S` (five apps, one "
+                  "per communication pattern, five runs a night with the simulator's PMU plan; random injections, one "
+                  "per app; seeds marked n: `--inject none`), ingested with `synthtrace ingest`, the same detectors on "
+                  "the same history. Scored per app (its labels name app and night, not a call site): a change is "
+                  f"found when any call site of the app alerts within {args.tolerance} nights; other alert nights of "
+                  "an app are false alarms. Changes injected in the last 3 nights (too recent for anyone to confirm) "
+                  "are not scored and alerts near them are ignored.", "",
+                  "| detector | seeds | changes | found | false alarms | precision | recall | F1 |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name in names:
+            rs = [r for r in sim_rows if r["detector"] == name]
+            ch, tp, fp = sum(r["changes"] for r in rs), sum(r["tp"] for r in rs), sum(r["fp"] for r in rs)
+            p, rc = (tp / (tp + fp) if tp + fp else 0.0), (tp / ch if ch else 0.0)
+            f1 = 2 * p * rc / (p + rc) if p + rc else 0.0
+            lines.append(f"| {name} | {args.sim_seeds} | {ch} | {tp} | {fp} | {p:.3f} | {rc:.3f} | **{f1:.3f}** |")
     ours, bases = pooled[0], sorted(pooled[1:], key=lambda r: -r["f1"])
     lines += ["", "Targets (issue 7): F1 >= 0.9; no alarm on >= 98 % of unchanged series; F1 >= best baseline + 0.1.", ""]
     if bases:
@@ -297,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{ours['no_alarm']:.1%} of unchanged series ({'met' if ok[1] else 'MISSED'}); best baseline "
                      f"{b['detector']} F1 {b['f1']:.3f}, margin {ours['f1'] - b['f1']:+.3f} "
                      f"({'met' if ok[2] else 'MISSED'}).")
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n" + NOTES
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
