@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine_description  # noqa: E402
+from benchmarks.results_io import emit  # noqa: E402
 
 from models.features import counter_sets  # noqa: E402
 from models.predictors import compare_counter_sets  # noqa: E402
@@ -189,11 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                      ("Real traces, folds by MPI rank within one application", c2)):
         if t.height:
             lines += [f"## {title}", "", *markdown(t), ""]
-    text = "\n".join(lines) + "\n" + NOTES
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    emit("\n".join(lines) + "\n" + NOTES, args.out)
     return 0
 
 

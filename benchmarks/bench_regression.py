@@ -44,6 +44,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import machine_description  # noqa: E402
+from benchmarks.results_io import emit  # noqa: E402
 
 from models.regression import DetectorParams, detect, detect_series, label_archetypes  # noqa: E402
 from tests.models_synth import regression_campaign  # noqa: E402
@@ -398,11 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{ours['no_alarm']:.1%} of unchanged series ({'met' if ok[1] else 'MISSED'}); best baseline "
                      f"{b['detector']} F1 {b['f1']:.3f}, margin {ours['f1'] - b['f1']:+.3f} "
                      f"({'met' if ok[2] else 'MISSED'}).")
-    text = "\n".join(lines) + "\n" + NOTES
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    emit("\n".join(lines) + "\n" + NOTES, args.out)
     return 0
 
 
