@@ -10,12 +10,16 @@ Methods compared, on the same runs and the same bursts:
   source run (raw values);
 - ``cluster-mean``: bursts of both runs clustered on log10(instructions) x IPC with DBSCAN (the BSC Clustering
   tool's features, normalised to [0, 1]); every reference burst gets the mean of each counter over the source-run
-  bursts of its cluster (nearest source burst's cluster for noise points);
+  bursts of its cluster (nearest source burst's cluster for noise points); ``cluster-mean per ins``: the cluster's
+  mean per-instruction rate times the burst's own instructions;
 - ``oracle``: the true logical matching (synthetic data only), raw values — the error floor of any aligner.
 
 Errors are relative, |estimate - truth| / truth, over reference bursts of at least 10 us with truth > 0; a burst
 without an estimate counts as not covered (and is left out of the error). Synthetic campaigns come from
-``tests/merge_synth.py`` (4 runs, 8 tasks, polling loops, ANY_SOURCE order, missing and extra bursts).
+``tests/merge_synth.py`` (4 runs, 8 tasks, polling loops, ANY_SOURCE order, missing and extra bursts); simulated
+experiments from ``synthtrace simulate`` (every pattern, three seeds, scored against the ground truth's logical
+burst ids and the acceptance thresholds of issue 4); real data from the two LULESH runs; speed on 8 synthetic
+runs of up to 1M bursts each.
 """
 from __future__ import annotations
 
@@ -203,12 +207,24 @@ def lulesh_accuracy() -> pl.DataFrame | None:
 
 
 # ----------------------------------------------------------------------------------------------- simulator
-def simulator_accuracy(out: Path, ranks: int = 8, iterations: int = 15, runs: int = 4) -> pl.DataFrame | None:
-    """``synthtrace simulate`` experiments (every pattern), merged from their Paraver traces, against the truth.
+SIM_SEEDS = (7, 8, 9)
+SIM_SIZE = {"ranks": 8, "iterations": 15, "runs": 4}
+#: acceptance of issue 4 on simulated experiments
+ACCEPT = {"matched right": 0.995, "coverage": 0.99, "median / oracle": 1.1, "p95 / oracle": 1.5}
+SIM_METHODS = ("merge", "positional", "cluster-mean", "cluster-mean per ins")
 
-    Per experiment and non-reference run: long bursts (>= 10 us) with a counterpart in that run matched to it;
-    per transferred counter: coverage, median / p95 relative error, and the oracle's (the source run's value of the
-    same logical burst, from ``--truth-counters all``).
+
+def simulator_accuracy(out: Path, seeds: tuple[int, ...] = SIM_SEEDS, ranks: int = SIM_SIZE["ranks"],
+                       iterations: int = SIM_SIZE["iterations"], runs: int = SIM_SIZE["runs"]) -> pl.DataFrame | None:
+    """``synthtrace simulate`` experiments (every pattern, each seed), merged from their Paraver traces, against the
+    ground truth, beside the two baselines on the same bursts.
+
+    Scored: reference bursts >= 10 us that have a counterpart (same logical id) in the other run. ``matched right``:
+    share of them matched to it (positional: the i-th burst of the thread is it), pooled over runs and seeds, and
+    the lowest over seeds. Per transferred counter (source run: the merge's choice, for every method): coverage,
+    median and p95 relative error against the reference run's true value, each divided by the oracle's (the source
+    run's own value of the same logical burst, from ``--truth-counters all``); ``worst``: the largest over counters
+    and seeds.
     """
     try:
         import tracelib.simulator  # noqa: F401
@@ -216,51 +232,87 @@ def simulator_accuracy(out: Path, ranks: int = 8, iterations: int = 15, runs: in
         return None
     from pipelines.cli import main as cli
     from tracelib.paraver.reader import ParaverTrace
-    if cli(["simulate", str(out), "--ranks", str(ranks), "--iterations", str(iterations), "--runs", str(runs),
-            "--seed", "7", "--no-labels", "--truth-counters", "all"]) != 0:
-        return None
-    rows = []
-    for exp_dir in sorted(p for p in out.iterdir() if p.is_dir() and p.name != "ground_truth"):
-        exp = exp_dir.name
-        truth = pl.read_parquet(out / "ground_truth" / "bursts" / f"{exp}.parquet")
-        tables = []
-        for prv in sorted(exp_dir.glob("*.prv")):
-            b, c, _ = ParaverTrace(prv).read_tables(prv.stem)
-            tables.append(RunTables(prv.stem, prv.stem, b, c))
-        res = merge_runs(tables, experiment=exp)
-        ref = tables[0].run_name
-        ids = truth.select("run_name", *KEYS, "logical_id", "duration_ns")
-        rid = ids.filter(pl.col("run_name") == ref).drop("run_name")
-        right, n_long = 0, 0
-        for o in tables[1:]:
-            oid = ids.filter(pl.col("run_name") == o.run_name).select(
-                "appl", "task", "thread", pl.col("burst_seq").alias("other_seq"), pl.col("logical_id").alias("_olid"))
-            has = oid.select(pl.col("_olid").alias("logical_id")).with_columns(pl.lit(True).alias("_has"))
-            m = (res.matches.filter(pl.col("other_run") == o.run_name).join(rid, on=KEYS)
-                 .join(oid, on=["appl", "task", "thread", "other_seq"], how="left")
-                 .join(has, on="logical_id", how="left")
-                 .filter((pl.col("duration_ns") >= MIN_NS) & pl.col("_has").fill_null(False)))
-            n_long += m.height
-            right += int((m.get_column("_olid") == m.get_column("logical_id")).fill_null(False).sum())
-        ref_truth = truth.filter(pl.col("run_name") == ref).sort(KEYS)
-        merged = res.merged.sort(KEYS)
-        for q in res.quality.filter(pl.col("method") != "recorded").iter_rows(named=True):
-            c = q["counter"]
-            src_truth = truth.filter(pl.col("run_name") == q["source_run"]).select("logical_id", pl.col(c).alias("_o"))
-            oracle = ref_truth.select("logical_id").join(src_truth, on="logical_id", how="left",
-                                                         maintain_order="left").get_column("_o")
-            e = errors(merged.get_column(c), ref_truth.get_column(c), ref_truth.get_column("duration_ns"))
-            o_e = errors(oracle, ref_truth.get_column(c), ref_truth.get_column("duration_ns"))
-            rows.append({"experiment": exp, "matched right": right / n_long if n_long else None,
-                         "counter": c, "rescaled by": q["rescaled_by"], "coverage": e["coverage"],
-                         "median": e["median"], "oracle median": o_e["median"], "p95": e["p95"],
-                         "oracle p95": o_e["p95"]})
-    df = pl.DataFrame(rows)
-    return df.group_by("experiment", maintain_order=True).agg(
-        pl.col("matched right").first(), pl.len().alias("counters"), pl.col("coverage").min().alias("min coverage"),
-        (pl.col("median") / pl.col("oracle median").clip(lower_bound=1e-4)).median().alias("median err / oracle (median over counters)"),
-        (pl.col("median") / pl.col("oracle median").clip(lower_bound=1e-4)).max().alias("worst median / oracle"),
-        (pl.col("p95") / pl.col("oracle p95").clip(lower_bound=1e-4)).max().alias("worst p95 / oracle"))
+    match_rows = []  # per seed, experiment, other run, method: bursts scored and matched right
+    rows = []  # per seed, experiment, transferred counter, method: coverage and errors relative to the oracle
+    for seed in seeds:
+        d = out / f"seed{seed}"
+        if cli(["simulate", str(d), "--ranks", str(ranks), "--iterations", str(iterations), "--runs", str(runs),
+                "--seed", str(seed), "--no-labels", "--truth-counters", "all"]) != 0:
+            return None
+        for exp_dir in sorted(p for p in d.iterdir() if p.is_dir() and p.name != "ground_truth"):
+            exp = exp_dir.name
+            truth = pl.read_parquet(d / "ground_truth" / "bursts" / f"{exp}.parquet")
+            tables = []
+            for prv in sorted(exp_dir.glob("*.prv")):
+                b, c, _ = ParaverTrace(prv).read_tables(prv.stem)
+                tables.append(RunTables(prv.stem, prv.stem, b.sort(KEYS), c))
+            res = merge_runs(tables, experiment=exp)
+            ref = tables[0]
+            ids = truth.select("run_name", *KEYS, "logical_id")
+            ref_truth = truth.filter(pl.col("run_name") == ref.run_name)
+            long_ref = ref_truth.filter(pl.col("duration_ns") >= MIN_NS).select(*KEYS, "logical_id")
+            for o in tables[1:]:
+                oid = ids.filter(pl.col("run_name") == o.run_name).drop("run_name")
+                scored = long_ref.join(oid.select("logical_id"), on="logical_id", how="semi")
+                m = (scored.join(res.matches.filter(pl.col("other_run") == o.run_name).select(*KEYS, "other_seq"),
+                                 on=KEYS, how="left")
+                     .join(oid.rename({"burst_seq": "other_seq", "logical_id": "_merge"}),
+                           on=["appl", "task", "thread", "other_seq"], how="left")
+                     .join(oid.rename({"logical_id": "_positional"}), on=KEYS, how="left"))
+                for method in ("merge", "positional"):
+                    ok = int((m.get_column(f"_{method}") == m.get_column("logical_id")).fill_null(False).sum())
+                    match_rows.append({"experiment": exp, "method": method, "seed": seed, "right": ok, "n": m.height})
+            ref_b = ref.bursts
+            by_name = {t.run_name: t for t in tables}
+            for q in res.quality.filter(pl.col("method") != "recorded").iter_rows(named=True):
+                c = q["counter"]
+                src_b = by_name[q["source_run"]].bursts
+                oracle = (ids.filter(pl.col("run_name") == q["source_run"]).drop("run_name")
+                          .join(src_b.select(*KEYS, pl.col(c).alias("_oracle")), on=KEYS).drop(KEYS))
+                base = (long_ref.join(ref_truth.select(*KEYS, pl.col(c).alias("_true")), on=KEYS)
+                        .join(oracle, on="logical_id")  # inner: bursts with a counterpart in the source run
+                        .filter((pl.col("_true") > 0) & (pl.col("_oracle") > 0)))
+                if base.height == 0:
+                    continue
+                est = {"merge": res.merged.select(*KEYS, pl.col(c).alias("_est")),
+                       "positional": ref_b.select(KEYS).with_columns(positional(ref_b, src_b, c).alias("_est")),
+                       "cluster-mean": ref_b.select(KEYS).with_columns(cluster_mean(ref_b, src_b, c).alias("_est")),
+                       "cluster-mean per ins": ref_b.select(KEYS).with_columns(
+                           cluster_mean(ref_b, src_b, c, per_instruction=True).alias("_est"))}
+                rel = ((pl.col("_est").cast(pl.Float64) - pl.col("_true")).abs() / pl.col("_true"))
+                o_rel = ((pl.col("_oracle").cast(pl.Float64) - pl.col("_true")).abs() / pl.col("_true"))
+                o = base.select(o_rel.median().alias("m"), o_rel.quantile(0.95).alias("p")).row(0, named=True)
+                for method, frame in est.items():
+                    j = base.join(frame, on=KEYS, how="left")
+                    e = j.drop_nulls("_est").select(rel.median().alias("m"), rel.quantile(0.95).alias("p")).row(
+                        0, named=True)
+                    rows.append({"experiment": exp, "method": method, "seed": seed, "counter": c,
+                                 "coverage": j.get_column("_est").is_not_null().mean(),
+                                 "median / oracle": (e["m"] / o["m"]) if o["m"] and e["m"] is not None else None,
+                                 "p95 / oracle": (e["p"] / o["p"]) if o["p"] and e["p"] is not None else None})
+    per_counter = pl.DataFrame(rows)
+    right = (pl.DataFrame(match_rows).group_by("experiment", "method", "seed").agg(pl.col("right", "n").sum())
+             .group_by("experiment", "method").agg((pl.col("right").sum() / pl.col("n").sum()).alias("matched right"),
+                                                   (pl.col("right") / pl.col("n")).min().alias("lowest seed")))
+    table = (per_counter.group_by("experiment", "method", maintain_order=True).agg(
+        pl.col("counter").n_unique().alias("counters"),
+        pl.col("coverage").min().alias("min coverage"),
+        pl.col("median / oracle").median().alias("median / oracle (median over counters)"),
+        pl.col("median / oracle").max().alias("worst median / oracle"),
+        pl.col("p95 / oracle").max().alias("worst p95 / oracle"))
+        .join(right, on=["experiment", "method"], how="left"))
+    meets = ((pl.col("matched right") >= ACCEPT["matched right"]) & (pl.col("lowest seed") >= ACCEPT["matched right"])
+             & (pl.col("min coverage") >= ACCEPT["coverage"])
+             & (pl.col("worst median / oracle") <= ACCEPT["median / oracle"])
+             & (pl.col("worst p95 / oracle") <= ACCEPT["p95 / oracle"]))
+    order = {m: i for i, m in enumerate(SIM_METHODS)}
+    return (table.with_columns(pl.when(pl.col("method") == "merge").then(meets.fill_null(False))
+                               .otherwise(None).alias("meets acceptance"),
+                               pl.col("method").replace_strict(order).alias("_o"))
+            .sort("experiment", "_o").drop("_o")
+            .select("experiment", "method", "matched right", pl.col("lowest seed").alias("matched right, lowest seed"),
+                    "counters", "min coverage", "median / oracle (median over counters)", "worst median / oracle",
+                    "worst p95 / oracle", "meets acceptance"))
 
 
 # ----------------------------------------------------------------------------------------------- speed
@@ -285,6 +337,21 @@ def speed(sizes: list[int], n_runs: int = 8, n_tasks: int = 64) -> pl.DataFrame:
 
 
 # ----------------------------------------------------------------------------------------------- report
+def sim_note(sim: pl.DataFrame | None) -> str:
+    """What the per-instruction cluster mean shows on the simulated experiments (numbers from ``sim``)."""
+    if sim is None:
+        return ""
+    c = sim.filter(pl.col("method") == "cluster-mean per ins")
+    m = c.get_column("median / oracle (median over counters)")
+    return ("- `cluster-mean per ins` has typical errors below the oracle's on some patterns (median over counters "
+            f"{m.min():.2f}-{m.max():.2f} of the oracle): averaging a counter's per-instruction rate over a cluster "
+            "removes the source run's own noise, which the oracle (one run's value) carries, when the bursts of a "
+            "cluster share their rate; where they do not, it is far off (worst counter "
+            f"{c.get_column('worst median / oracle').max():.1f}x the oracle in median, worst p95 "
+            f"{c.get_column('worst p95 / oracle').max():.0f}x), while the merge stays at the oracle for every "
+            "counter. Shrinking the matched value towards such an average is a possible refinement, not done here.")
+
+
 def machine() -> str:
     cpu = "?"
     try:
@@ -300,14 +367,17 @@ def machine() -> str:
 
 
 def md_table(df: pl.DataFrame, floats: str = "{:.3g}") -> str:
-    def fmt(v):
+    """``df`` as a Markdown table; shares of bursts matched right as percentages with two decimals."""
+    def fmt(v, col: str):
         if v is None:
             return ""
         if isinstance(v, float):
-            return "" if v != v else floats.format(v)
+            if v != v:
+                return ""
+            return f"{100 * v:.2f} %" if col.startswith("matched right") else floats.format(v)
         return str(v)
     lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.iter_rows()]
+    lines += ["| " + " | ".join(fmt(v, c) for v, c in zip(row, df.columns)) + " |" for row in df.iter_rows()]
     return "\n".join(lines)
 
 
@@ -351,12 +421,20 @@ def main() -> None:
         "",
         md_table(lul) if lul is not None else "(real traces not found)",
         "",
-        "## Simulated experiments (`synthtrace simulate --ranks 8 --iterations 15 --runs 4 --seed 7`)",
+        f"## Simulated experiments (`synthtrace simulate --ranks {SIM_SIZE['ranks']} --iterations "
+        f"{SIM_SIZE['iterations']} --runs {SIM_SIZE['runs']} --seed S`, S = {', '.join(map(str, SIM_SEEDS))})",
         "",
         "The simulator's five patterns (halo: Testall polling; cg: three Allreduces per iteration; master_worker: "
-        "Iprobe polling and MPI_ANY_SOURCE receives; wavefront; transpose), merged from their Paraver traces and "
-        "scored against the ground truth's logical burst ids; errors relative to the oracle (the source run's value "
-        "of the same logical burst), per transferred counter.",
+        "Iprobe polling and MPI_ANY_SOURCE receives; wavefront; transpose) with its default run-to-run variation "
+        "(polling loops of different lengths, arrival order, housekeeping bursts present in some runs only, OS "
+        "noise), merged from their Paraver traces and scored against the ground truth's logical burst ids, beside "
+        "the baselines on the same bursts. Scored: reference bursts >= 10 us that have a counterpart in the other "
+        "run; `matched right` pooled over the non-reference runs and seeds, and the lowest seed. Per transferred "
+        "counter (source run: the merge's choice, for every method): coverage and median / p95 relative error "
+        "divided by the oracle's (the source run's own value of the same logical burst); median over counters, "
+        "worst over counters and seeds. `meets acceptance` (issue 4): matched right >= "
+        f"{ACCEPT['matched right']:.1%} pooled and in every seed, coverage >= {ACCEPT['coverage']:.0%}, every "
+        f"counter's median error <= {ACCEPT['median / oracle']}x and p95 <= {ACCEPT['p95 / oracle']}x the oracle's.",
         "",
         md_table(sim) if sim is not None else "(simulator not available in this installation)",
         "",
@@ -378,6 +456,14 @@ def main() -> None:
         "- Cluster-mean extrapolation does not depend on the alignment but cannot know what distinguishes bursts of "
         "similar instructions and IPC; its errors are orders of magnitude above the merge's on the synthetic "
         "campaigns and 1.6-2.2x the merge's median errors on LULESH.",
+        "- master_worker: the master processes each result right after receiving it from MPI_ANY_SOURCE, so the "
+        "last result of a round is processed before the round's MPI_Bcast in one run and before the next "
+        "MPI_Iprobe in another. The aligner pairs such bursts by the message they start with (a substitution "
+        "between different closing calls, allowed when the opening message agrees and the reference counters and "
+        "duration agree closely, and only where it lowers the total cost). With closing calls required to agree, "
+        "master_worker had 98.9 % matched right on seed 7 (previous version of this file); the other patterns "
+        "were already at 100 % and stay there.",
+        sim_note(sim),
         "- Coverage below 1 in `missing + extra bursts` is the share of long reference bursts that have a "
         "counterpart at all (the oracle's coverage is the same): the merge leaves the others NULL (or gives a "
         "flagged estimate with `--estimate-unmatched`) instead of pairing them with a neighbour.",
