@@ -1,6 +1,8 @@
 """The Paraver reader on the real traces: counts against a naive scan, hand-checked bursts, round-trip safety."""
 from __future__ import annotations
 
+import functools
+
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -139,14 +141,16 @@ def test_absolute_counters_become_deltas(tmp_path):
     assert bursts["43000050"].to_list() == [500, 400]
 
 
-LINES = [ln for ln in LULESH_B.read_text().splitlines()[15:400] if ln[:1] in "123"]
+@functools.cache
+def _real_lines() -> tuple[str, ...]:
+    return tuple(ln for ln in LULESH_B.read_text().splitlines()[15:400] if ln[:1] in "123")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_lines_give_only_format_errors(tmp_path_factory, data):
     """Any mutation of real records either parses or raises TraceFormatError, never another exception."""
-    lines = list(LINES)
+    lines = list(_real_lines())
     i = data.draw(st.integers(0, len(lines) - 1))
     fields = lines[i].split(":")
     op = data.draw(st.sampled_from(["replace_field", "drop_field", "add_field", "truncate", "garbage", "swap"]))
