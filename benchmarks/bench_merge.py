@@ -318,7 +318,8 @@ def simulator_accuracy(out: Path, seeds: tuple[int, ...] = SIM_SEEDS, ranks: int
 # ----------------------------------------------------------------------------------------------- speed
 def speed(sizes: list[int], n_runs: int = 8, n_tasks: int = 64, repeat: int = 2) -> pl.DataFrame:
     """``merge_runs`` time (s) on ``n_runs`` synthetic runs of each size: the best of ``repeat`` (the machine is
-    shared), with every repetition's time and the highest 1-minute load average seen before them."""
+    shared), with every repetition's time, the CPU time of the process (all threads; what the work costs whatever
+    the load) and the highest 1-minute load average seen before them."""
     rows = []
     for target in sizes:
         n_iters = max(1, round(target / n_tasks / 13.0))
@@ -327,18 +328,19 @@ def speed(sizes: list[int], n_runs: int = 8, n_tasks: int = 64, repeat: int = 2)
         tables = [RunTables(r.run_id, r.run_name, r.bursts, r.mpi_calls) for r in runs]
         del runs
         merge_runs([RunTables(t.run_id, t.run_name, t.bursts.head(2000), t.mpi_calls.head(2000)) for t in tables[:2]])
-        times, loads = [], []
+        times, cpu, loads = [], [], []
         for _ in range(repeat):
             loads.append(os.getloadavg()[0])
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = merge_runs(tables)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         dt = min(times)
         n = sum(t.bursts.height for t in tables)
         q = res.quality.filter(pl.col("counter") == "PAPI_L3_TCM")
         rows.append({"runs": n_runs, "bursts/run": n // n_runs, "total bursts": n, "seconds": dt,
                      "us/burst": dt / n * 1e6, "seconds, each run": " / ".join(f"{x:.2f}" for x in times),
-                     "load avg": max(loads), "coverage (all bursts)": q["coverage"].item(),
+                     "CPU s (all threads)": min(cpu), "load avg": max(loads), "coverage (all bursts)": q["coverage"].item(),
                      "coverage (>= 10 us)": q["coverage_long"].item()})
     return pl.DataFrame(rows)
 
@@ -449,7 +451,8 @@ def main() -> None:
         "",
         "Synthetic runs of 64 tasks with every kind of variation; `seconds` is `merge_runs` alone (tables in "
         "memory, Numba kernels already compiled and cached), the best of the repetitions listed beside it (the "
-        "machine is shared: `load avg` is the highest 1-minute load average seen before them). Coverage of a "
+        "machine is shared: `load avg` is the highest 1-minute load average seen before them; `CPU s` is the "
+        "process's CPU time over all threads, which the load does not inflate). Coverage of a "
         "transferred counter: over all reference bursts (the reference's surplus polling iterations have no "
         "counterpart) and over bursts >= 10 us.",
         "",
