@@ -10,13 +10,21 @@ bounded:
 - ``mpi``: appl, task, thread, cpu, time_ns, kind, call (NULL at exit), bytes_sent, bytes_recv, root, comm,
   call_site — MPI entries and exits; collective sizes ride on the entry row;
 - ``messages``: s_appl, s_task, s_thread, s_time_ns, r_appl, r_task, r_thread, r_time_ns, size, tag.
+
+A reader that already holds its records as arrays (the Paraver tokenizer) may hand intervals and samples over
+as :class:`IntervalArrays` / :class:`SampleArrays` in an :class:`ArrayBatch`, with thread ids of the assembler
+and counter codes from :meth:`BurstAssembler.counter_code`; both kinds of batch give the same tables. Merging
+intervals into bursts and summing samples into them runs in one Numba kernel per chunk.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
+from tracelib.paraver.tokenizer import cached_njit
 from tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
@@ -29,8 +37,13 @@ MPI_EVENT_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu
 MESSAGE_SCHEMA = {"s_appl": pl.Int32, "s_task": pl.Int32, "s_thread": pl.Int32, "s_time_ns": pl.Int64,
                   "r_appl": pl.Int32, "r_task": pl.Int32, "r_thread": pl.Int32, "r_time_ns": pl.Int64,
                   "size": pl.Int64, "tag": pl.Int64}
+MPI_KINDS = ("point_to_point", "collective", "other")
 HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64}
 _NEVER = 2**62  # a horizon beyond any trace: everything is final
+_MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
+_NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
+_TID = "_tid"  # thread id column the assembler adds to MPI events
+_ENTRY_SCHEMA = {_TID: pl.Int32, "time_ns": pl.Int64, "call": pl.String, "call_site": pl.String}
 
 
 @dataclass
@@ -41,6 +54,62 @@ class RecordBatch:
     samples: pl.DataFrame
     mpi: pl.DataFrame
     messages: pl.DataFrame
+
+
+@dataclass
+class IntervalArrays:
+    """Running intervals: thread id (int32), cpu (int32, ``-2**31`` for none), start and end (int64 ns)."""
+
+    thread: np.ndarray
+    cpu: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+    @classmethod
+    def empty(cls) -> IntervalArrays:
+        return cls(np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64))
+
+    def take(self, idx: np.ndarray) -> IntervalArrays:
+        return IntervalArrays(self.thread[idx], self.cpu[idx], self.start_ns[idx], self.end_ns[idx])
+
+    def concat(self, other: IntervalArrays) -> IntervalArrays:
+        if not self.thread.size:
+            return other
+        return IntervalArrays(*(np.concatenate([a, b]) for a, b in zip(
+            (self.thread, self.cpu, self.start_ns, self.end_ns), (other.thread, other.cpu, other.start_ns, other.end_ns))))
+
+
+@dataclass
+class SampleArrays:
+    """Counter samples: thread id (int32), time (int64 ns), counter code (int32), value (int64 count)."""
+
+    thread: np.ndarray
+    time_ns: np.ndarray
+    counter: np.ndarray
+    value: np.ndarray
+
+    @classmethod
+    def empty(cls) -> SampleArrays:
+        return cls(np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int64))
+
+    def take(self, idx: np.ndarray) -> SampleArrays:
+        return SampleArrays(self.thread[idx], self.time_ns[idx], self.counter[idx], self.value[idx])
+
+    def concat(self, other: SampleArrays) -> SampleArrays:
+        if not self.thread.size:
+            return other
+        return SampleArrays(*(np.concatenate([a, b]) for a, b in zip(
+            (self.thread, self.time_ns, self.counter, self.value), (other.thread, other.time_ns, other.counter, other.value))))
+
+
+@dataclass
+class ArrayBatch:
+    """A chunk whose intervals and samples are arrays over the assembler's thread ids and counter codes."""
+
+    intervals: IntervalArrays
+    samples: SampleArrays
+    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    messages: pl.DataFrame  # MESSAGE_SCHEMA
 
 
 @dataclass
@@ -60,127 +129,491 @@ def _empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
+def _cpu_series(cpu: np.ndarray) -> pl.Series:
+    """cpu column from int32 values where ``_NULL_CPU`` stands for null."""
+    s = pl.Series("cpu", cpu)
+    absent = np.flatnonzero(cpu == _NULL_CPU)
+    return s.scatter(absent, None) if absent.size else s
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+@cached_njit
+def _filled(n: int, value: int) -> np.ndarray:
+    """An int64 array of ``n`` times ``value`` (a loop: slice assignment costs seconds of compile time)."""
+    a = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        a[i] = value
+    return a
+
+
+@cached_njit
+def _group_by_thread(th: np.ndarray, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stable counting sort by thread id: (permutation, offsets [n_threads + 1])."""
+    off = np.zeros(n_threads + 1, dtype=np.int64)
+    for i in range(th.shape[0]):
+        off[th[i] + 1] += 1
+    for t in range(n_threads):
+        off[t + 1] += off[t]
+    nxt = np.empty(n_threads, dtype=np.int64)
+    for t in range(n_threads):
+        nxt[t] = off[t]
+    perm = np.empty(th.shape[0], dtype=np.int64)
+    for i in range(th.shape[0]):
+        t = th[i]
+        perm[nxt[t]] = i
+        nxt[t] += 1
+    return perm, off
+
+
+@cached_njit
+def _merge_sort(idx: np.ndarray, key: np.ndarray) -> None:
+    """Order the indices ``idx`` by ``key[idx]``, stable (bottom-up merge sort, in place)."""
+    n = idx.shape[0]
+    src = idx.copy()
+    dst = np.empty(n, dtype=idx.dtype)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if key[src[j]] < key[src[i]]:
+                    dst[k] = src[j]
+                    j += 1
+                else:
+                    dst[k] = src[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+        src, dst = dst, src
+        width *= 2
+    for i in range(n):
+        idx[i] = src[i]
+
+
+@cached_njit
+def _sort_segments(perm: np.ndarray, off: np.ndarray, key: np.ndarray) -> None:
+    """Order each thread's segment of ``perm`` by ``key`` (stable), when it is not ordered already."""
+    for t in range(off.shape[0] - 1):
+        a, b = off[t], off[t + 1]
+        for i in range(a + 1, b):
+            if key[perm[i]] < key[perm[i - 1]]:
+                _merge_sort(perm[a:b], key)
+                break
+
+
+@cached_njit
+def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t, sm_c, sm_v, n_codes, en_th, en_t,
+              horizon, next_seq):
+    """Merge intervals into bursts, sum samples into the final ones, number them; see BurstAssembler._close."""
+    ip, ioff = _group_by_thread(iv_th, n_threads)
+    _sort_segments(ip, ioff, iv_t0)
+    ep, eoff = _group_by_thread(en_th, n_threads)
+    _sort_segments(ep, eoff, en_t)
+    # entries, one per thread and time (the first given)
+    ek = np.empty(ep.shape[0], dtype=np.int64)
+    et = np.empty(ep.shape[0], dtype=np.int64)
+    doff = np.zeros(n_threads + 1, dtype=np.int64)
+    m = 0
+    for t in range(n_threads):
+        doff[t] = m
+        for i in range(eoff[t], eoff[t + 1]):
+            j = ep[i]
+            if m > doff[t] and en_t[j] == et[m - 1]:
+                continue
+            ek[m] = j
+            et[m] = en_t[j]
+            m += 1
+    doff[n_threads] = m
+    # bursts: adjacent intervals merge unless an MPI entry sits at the junction
+    n_iv = ip.shape[0]
+    b_th = np.empty(n_iv, dtype=np.int32)
+    b_cpu = np.empty(n_iv, dtype=np.int32)
+    b_t0 = np.empty(n_iv, dtype=np.int64)
+    b_t1 = np.empty(n_iv, dtype=np.int64)
+    b_first = np.empty(n_iv + 1, dtype=np.int64)
+    boff = np.zeros(n_threads + 1, dtype=np.int64)
+    nb = 0
+    for t in range(n_threads):
+        boff[t] = nb
+        ecur = doff[t]
+        for i in range(ioff[t], ioff[t + 1]):
+            j = ip[i]
+            s = iv_t0[j]
+            while ecur < doff[t + 1] and et[ecur] < s:
+                ecur += 1
+            at_call = ecur < doff[t + 1] and et[ecur] == s
+            if i == ioff[t] or s != iv_t1[ip[i - 1]] or at_call:
+                b_th[nb] = t
+                b_cpu[nb] = iv_cpu[j]
+                b_t0[nb] = s
+                b_t1[nb] = iv_t1[j]
+                b_first[nb] = i
+                nb += 1
+            else:
+                b_t1[nb - 1] = iv_t1[j]
+    boff[n_threads] = nb
+    b_first[nb] = n_iv
+    final = np.empty(nb, dtype=np.bool_)
+    for b in range(nb):
+        final[b] = b_t1[b] < horizon[b_th[b]]
+    # final bursts in output order (threads by key, bursts by start), numbered per thread
+    fidx = _filled(nb, -1)
+    nf = 0
+    for t in thread_order:
+        for b in range(boff[t], boff[t + 1]):
+            if final[b]:
+                fidx[b] = nf
+                nf += 1
+    o_th = np.empty(nf, dtype=np.int32)
+    o_cpu = np.empty(nf, dtype=np.int32)
+    o_t0 = np.empty(nf, dtype=np.int64)
+    o_t1 = np.empty(nf, dtype=np.int64)
+    o_seq = np.empty(nf, dtype=np.int64)
+    o_entry = _filled(nf, -1)
+    for t in thread_order:
+        for b in range(boff[t], boff[t + 1]):
+            r = fidx[b]
+            if r < 0:
+                continue
+            o_th[r] = t
+            o_cpu[r] = b_cpu[b]
+            o_t0[r] = b_t0[b]
+            o_t1[r] = b_t1[b]
+            o_seq[r] = next_seq[t]
+            next_seq[t] += 1
+            lo, hi = doff[t], doff[t + 1]
+            while lo < hi:  # entry at the burst's end: the call that closes it
+                mid = (lo + hi) // 2
+                if et[mid] < b_t1[b]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < doff[t + 1] and et[lo] == b_t1[b]:
+                o_entry[r] = ek[lo]
+    # samples: each goes to the first burst of its thread ending at or after it, if that burst starts before it
+    bp = np.arange(nb)
+    _sort_segments(bp, boff, b_t1)
+    sums = np.zeros((nf, n_codes), dtype=np.int64)
+    has = np.zeros((nf, n_codes), dtype=np.uint8)
+    carry_sm = np.empty(sm_th.shape[0], dtype=np.int64)
+    n_carry_sm = 0
+    cur = np.empty(n_threads, dtype=np.int64)
+    for t in range(n_threads):
+        cur[t] = boff[t]
+    last = _filled(n_threads, _MIN_I64)
+    for i in range(sm_th.shape[0]):
+        t = sm_th[i]
+        x = sm_t[i]
+        lo, hi = boff[t], boff[t + 1]
+        if lo == hi:
+            continue
+        if x >= last[t]:
+            c = cur[t]
+            while c < hi and b_t1[bp[c]] < x:
+                c += 1
+        else:
+            c, h2 = lo, hi
+            while c < h2:
+                mid = (c + h2) // 2
+                if b_t1[bp[mid]] < x:
+                    c = mid + 1
+                else:
+                    h2 = mid
+        cur[t] = c
+        last[t] = x
+        if c == hi:
+            continue
+        b = bp[c]
+        if b_t0[b] < x:
+            if final[b]:
+                r = fidx[b]
+                sums[r, sm_c[i]] += sm_v[i]
+                has[r, sm_c[i]] = 1
+            else:
+                carry_sm[n_carry_sm] = i
+                n_carry_sm += 1
+    # what stays: intervals of open bursts, entries at or after the first open end of their thread
+    carry_iv = np.empty(n_iv, dtype=np.int64)
+    n_carry_iv = 0
+    first_open_end = _filled(n_threads, _MAX_I64)
+    for b in range(nb):
+        if not final[b]:
+            for i in range(b_first[b], b_first[b + 1]):
+                carry_iv[n_carry_iv] = ip[i]
+                n_carry_iv += 1
+            t = b_th[b]
+            if b_t1[b] < first_open_end[t]:
+                first_open_end[t] = b_t1[b]
+    kept = np.zeros(en_th.shape[0], dtype=np.bool_)
+    n_keep = 0
+    for t in range(n_threads):
+        for i in range(doff[t], doff[t + 1]):
+            if et[i] >= first_open_end[t]:
+                kept[ek[i]] = True
+                n_keep += 1
+    keep = np.empty(n_keep, dtype=np.int64)
+    n_keep = 0
+    for i in range(kept.shape[0]):
+        if kept[i]:
+            keep[n_keep] = i
+            n_keep += 1
+    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, sums, has, carry_iv[:n_carry_iv], carry_sm[:n_carry_sm], keep)
+
+
+@cached_njit
+def _pair(n_threads, thread_order, th, kind, is_entry, t, horizon, never):
+    """Pair each MPI entry with the next event of the same kind on its thread (time order, ties in row order).
+
+    Returns (entry rows of the calls, their end times) ordered by thread key and start, and the entries still
+    waiting for their exit (threads whose horizon is not ``never``).
+    """
+    perm, off = _group_by_thread(th, n_threads)
+    _sort_segments(perm, off, t)
+    n = th.shape[0]
+    slot_row = np.empty(n, dtype=np.int64)
+    slot_end = _filled(n, -1)
+    waits = np.zeros(n, dtype=np.bool_)
+    n_wait = 0
+    ns = 0
+    pend = _filled(3, -1)
+    for tt in thread_order:
+        for k in range(3):
+            pend[k] = -1
+        for i in range(off[tt], off[tt + 1]):
+            j = perm[i]
+            k = kind[j]
+            if pend[k] >= 0:
+                slot_end[pend[k]] = t[j]
+                pend[k] = -1
+            if is_entry[j]:
+                slot_row[ns] = j
+                pend[k] = ns
+                ns += 1
+        if horizon[tt] < never:
+            for k in range(3):
+                if pend[k] >= 0:
+                    waits[slot_row[pend[k]]] = True
+                    n_wait += 1
+    m = 0
+    for i in range(ns):
+        if slot_end[i] >= 0:
+            slot_row[m] = slot_row[i]
+            slot_end[m] = slot_end[i]
+            m += 1
+    waiting = np.empty(n_wait, dtype=np.int64)
+    n_wait = 0
+    for i in range(n):
+        if waits[i]:
+            waiting[n_wait] = i
+            n_wait += 1
+    return slot_row[:m], slot_end[:m], waiting
+
+
+# ---------------------------------------------------------------------------------------------- assembler
 class BurstAssembler:
     """Turns record batches into finished bursts and MPI calls of one run.
 
     ``feed(batch, horizon)`` returns ``(bursts, calls)`` that are final: every record at or before their end
     has been seen, which holds for a thread once a later record of it has been read (``horizon``: the last
-    time seen per thread). ``finish()`` returns the rest. Counter columns are named after the counters.
+    time seen per thread, a frame appl, task, thread, time_ns or an array over thread ids with -1 for none).
+    ``finish()`` returns the rest. Counter columns are named after the counters.
+
+    ``threads`` registers (appl, task, thread) triples up front: thread id i is the i-th triple (the Paraver
+    reader passes the header's threads so that its ids are the assembler's).
     """
 
-    def __init__(self, run_id: str):
+    def __init__(self, run_id: str, threads: Sequence[tuple[int, int, int]] | None = None):
         self.run_id = run_id
-        self._intervals = _empty(INTERVAL_SCHEMA)
-        self._samples = _empty(SAMPLE_SCHEMA)
-        self._mpi = _empty(MPI_EVENT_SCHEMA)
-        self._burst_seq = pl.DataFrame(schema={**dict.fromkeys(THREAD_KEYS, pl.Int32), "next_seq": pl.Int64})
-        self._call_seq = self._burst_seq.clone()
-        self._recent_entries = _empty({k: MPI_EVENT_SCHEMA[k] for k in (*THREAD_KEYS, "time_ns", "call", "call_site")})
+        self._key_to_id: dict[int, int] = {}
+        self._appl = np.empty(0, np.int32)
+        self._task = np.empty(0, np.int32)
+        self._thread = np.empty(0, np.int32)
+        self._sorted_keys = np.empty(0, np.int64)  # registered keys in key order ...
+        self._sorted_ids = np.empty(0, np.int64)  # ... and their ids
+        self._burst_next = np.zeros(0, np.int64)
+        self._call_next = np.zeros(0, np.int64)
+        self._names: list[str] = []
+        self._name_code: dict[str, int] = {}
+        self._intervals = IntervalArrays.empty()
+        self._samples = SampleArrays.empty()
+        self._mpi = _empty({**MPI_EVENT_SCHEMA, _TID: pl.Int32})
+        self._recent_entries = _empty(_ENTRY_SCHEMA)
         self.counters: list[str] = []
+        if threads:
+            t = np.asarray(threads, dtype=np.int64).reshape(-1, 3)
+            self._register(t[:, 0], t[:, 1], t[:, 2])
+
+    # ------------------------------------------------------------------ ids
+    @property
+    def n_threads(self) -> int:
+        return int(self._appl.size)
+
+    @staticmethod
+    def _keys(appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        return (appl.astype(np.int64) << 42) | (task.astype(np.int64) << 21) | thread.astype(np.int64)
+
+    def _register(self, appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> None:
+        for a, k, h in zip(appl.tolist(), task.tolist(), thread.tolist()):
+            key = (a << 42) | (k << 21) | h
+            if key not in self._key_to_id:
+                self._key_to_id[key] = len(self._key_to_id)
+                self._appl = np.append(self._appl, np.int32(a))
+                self._task = np.append(self._task, np.int32(k))
+                self._thread = np.append(self._thread, np.int32(h))
+        keys = self._keys(self._appl, self._task, self._thread)
+        order = np.argsort(keys, kind="stable")
+        self._sorted_keys, self._sorted_ids = keys[order], order.astype(np.int64)
+        grow = self.n_threads - self._burst_next.size
+        self._burst_next = np.concatenate([self._burst_next, np.zeros(grow, np.int64)])
+        self._call_next = np.concatenate([self._call_next, np.zeros(grow, np.int64)])
+
+    def _thread_order(self) -> np.ndarray:
+        """Thread ids in (appl, task, thread) order."""
+        return self._sorted_ids
+
+    def thread_ids(self, appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        """Ids (int32) of (appl, task, thread) rows, registering threads seen for the first time."""
+        if appl.size == 0:
+            return np.empty(0, np.int32)
+        keys = self._keys(appl, task, thread)
+        pos = np.searchsorted(self._sorted_keys, keys)
+        pos[pos >= self._sorted_keys.size] = 0
+        known = self._sorted_keys[pos] == keys if self._sorted_keys.size else np.zeros(keys.size, bool)
+        if not known.all():
+            new = np.unique(keys[~known])
+            self._register(new >> 42, (new >> 21) & ((1 << 21) - 1), new & ((1 << 21) - 1))
+            return self.thread_ids(appl, task, thread)
+        return self._sorted_ids[pos].astype(np.int32)
+
+    def counter_code(self, name: str) -> int:
+        """Code of a counter name in :class:`SampleArrays` (registered on first use)."""
+        code = self._name_code.get(name)
+        if code is None:
+            code = self._name_code[name] = len(self._names)
+            self._names.append(name)
+        return code
+
+    def _frame_ids(self, df: pl.DataFrame) -> np.ndarray:
+        return self.thread_ids(*(df.get_column(c).to_numpy() for c in THREAD_KEYS))
+
+    def _to_arrays(self, batch: RecordBatch) -> ArrayBatch:
+        iv = batch.intervals
+        intervals = IntervalArrays(self._frame_ids(iv), iv.get_column("cpu").cast(pl.Int32).fill_null(_NULL_CPU).to_numpy(),
+                                   iv.get_column("start_ns").cast(pl.Int64).to_numpy(),
+                                   iv.get_column("end_ns").cast(pl.Int64).to_numpy())
+        sm = batch.samples
+        names = sm.get_column("counter").unique().to_list()
+        mapping = {n: self.counter_code(n) for n in names}
+        codes = sm.get_column("counter").replace_strict(mapping, return_dtype=pl.Int32).to_numpy() if sm.height \
+            else np.empty(0, np.int32)
+        samples = SampleArrays(self._frame_ids(sm), sm.get_column("time_ns").cast(pl.Int64).to_numpy(), codes,
+                               sm.get_column("value").cast(pl.Int64).to_numpy())
+        return ArrayBatch(intervals, samples, batch.mpi, batch.messages)
+
+    def _horizon(self, horizon: pl.DataFrame | np.ndarray) -> np.ndarray:
+        if isinstance(horizon, np.ndarray):
+            h = np.full(self.n_threads, -1, dtype=np.int64)
+            h[: horizon.size] = horizon[: self.n_threads]
+            return h
+        ids = self._frame_ids(horizon)
+        h = np.full(self.n_threads, -1, dtype=np.int64)
+        h[ids] = horizon.get_column("time_ns").cast(pl.Int64).to_numpy()
+        return h
 
     # ------------------------------------------------------------------ public
-    def feed(self, batch: RecordBatch, horizon: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        intervals = pl.concat([self._intervals, batch.intervals.select(INTERVAL_SCHEMA.keys())])
-        samples = pl.concat([self._samples, batch.samples.select(SAMPLE_SCHEMA.keys())])
-        mpi = pl.concat([self._mpi, batch.mpi.select(MPI_EVENT_SCHEMA.keys())])
-        calls, open_mpi = self._pair_calls(mpi, horizon)
-        bursts, open_intervals, open_samples = self._close_bursts(intervals, samples, mpi, horizon)
-        self._intervals, self._samples, self._mpi = open_intervals, open_samples, open_mpi
-        bursts = self._number(bursts, "burst_seq", "_burst_seq")
-        counters = sorted(c for c in bursts.columns if c not in BURST_SCHEMA)
-        self.counters = sorted(set(self.counters) | set(counters))
-        bursts = bursts.select(*BURST_SCHEMA, *counters)
-        calls = self._number(calls, "call_seq", "_call_seq").select(list(MPI_CALL_SCHEMA))
+    def feed(self, batch: RecordBatch | ArrayBatch, horizon: pl.DataFrame | np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if isinstance(batch, RecordBatch):
+            batch = self._to_arrays(batch)
+        new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
+        new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
+        h = self._horizon(horizon)
+        mpi = pl.concat([self._mpi, new_mpi])
+        intervals = self._intervals.concat(batch.intervals)
+        samples = self._samples.concat(batch.samples)
+        calls, self._mpi = self._pair_calls(mpi, h)
+        bursts = self._close_bursts(intervals, samples, mpi, h)
         return bursts, calls
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        horizon = self._intervals.select(*THREAD_KEYS).unique().with_columns(pl.lit(_NEVER, pl.Int64).alias("time_ns"))
-        horizon = pl.concat([horizon, self._mpi.select(*THREAD_KEYS).unique().with_columns(pl.lit(_NEVER, pl.Int64).alias("time_ns"))]).unique()
-        empty = RecordBatch(_empty(INTERVAL_SCHEMA), _empty(SAMPLE_SCHEMA), _empty(MPI_EVENT_SCHEMA), _empty(MESSAGE_SCHEMA))
-        return self.feed(empty, horizon)
+        empty = ArrayBatch(IntervalArrays.empty(), SampleArrays.empty(), _empty(MPI_EVENT_SCHEMA), _empty(MESSAGE_SCHEMA))
+        return self.feed(empty, np.full(self.n_threads, _NEVER, dtype=np.int64))
 
     # ------------------------------------------------------------------ steps
-    def _number(self, df: pl.DataFrame, seq_col: str, attr: str) -> pl.DataFrame:
-        """Number rows per thread from 0 in time order, continuing across chunks."""
-        if df.height == 0:
-            return df.with_columns(pl.lit(None, pl.Int64).alias(seq_col))
-        start = getattr(self, attr)
-        df = (df.sort([*THREAD_KEYS, "start_ns"])
-              .join(start, on=THREAD_KEYS, how="left")
-              .with_columns((pl.col("next_seq").fill_null(0) + pl.int_range(pl.len()).over(THREAD_KEYS)).alias(seq_col))
-              .drop("next_seq"))
-        nxt = df.group_by(THREAD_KEYS).agg((pl.col(seq_col).max() + 1).alias("next_seq"))
-        setattr(self, attr, pl.concat([start.join(nxt, on=THREAD_KEYS, how="anti"), nxt]))
-        return df
+    def _numbered(self, tid: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+        """Sequence numbers of rows grouped by thread (in order), continuing each thread's count."""
+        n = tid.size
+        if n == 0:
+            return np.empty(0, np.int64)
+        starts = np.flatnonzero(np.concatenate([[True], tid[1:] != tid[:-1]]))
+        rank = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+        seq = nxt[tid] + rank
+        nxt[tid[starts]] += np.diff(np.append(starts, n))
+        return seq
 
-    def _close_bursts(self, intervals: pl.DataFrame, samples: pl.DataFrame, mpi: pl.DataFrame,
-                      horizon: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        # merge adjacent Running intervals into maximal bursts, unless an MPI call (even one of 0 ns) sits between
-        entries = self._entries(mpi)
-        iv = (intervals.sort([*THREAD_KEYS, "start_ns"])
-              .join(entries.select(*THREAD_KEYS, pl.col("time_ns").alias("start_ns"), pl.lit(True).alias("_call_at_start")),
-                    on=[*THREAD_KEYS, "start_ns"], how="left")
-              .with_columns(((pl.col("start_ns") != pl.col("end_ns").shift(1).over(THREAD_KEYS))
-                             | pl.col("_call_at_start").fill_null(False)).fill_null(True)
-                            .cum_sum().over(THREAD_KEYS).alias("_grp"))
-              .drop("_call_at_start"))
-        bursts = iv.group_by([*THREAD_KEYS, "_grp"], maintain_order=True).agg(
-            pl.col("cpu").first(), pl.col("start_ns").first(), pl.col("end_ns").last())
-        bursts = bursts.join(horizon.rename({"time_ns": "_horizon"}), on=THREAD_KEYS, how="left").with_columns(
-            (pl.col("end_ns") < pl.col("_horizon").fill_null(-1)).alias("_final"))
-        iv = iv.join(bursts.select(*THREAD_KEYS, "_grp", "_final"), on=[*THREAD_KEYS, "_grp"])
-        open_intervals = iv.filter(~pl.col("_final")).select(INTERVAL_SCHEMA.keys())
+    def _close_bursts(self, intervals: IntervalArrays, samples: SampleArrays, mpi: pl.DataFrame,
+                      h: np.ndarray) -> pl.DataFrame:
+        entries = pl.concat([self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(_ENTRY_SCHEMA.keys())])
+        order = self._thread_order()
+        n_codes = max(len(self._names), 1)
+        (th, cpu, t0, t1, seq, entry, sums, has, carry_iv, carry_sm, keep) = _assemble(
+            self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
+            samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
+            entries.get_column(_TID).to_numpy(), entries.get_column("time_ns").to_numpy(), h, self._burst_next)
+        self._intervals = intervals.take(carry_iv)
+        self._samples = samples.take(carry_sm)
+        self._recent_entries = entries[keep]
+        closing = entries.select("call", "call_site")[np.where(entry >= 0, entry, 0)] if entries.height and entry.size \
+            else pl.DataFrame({"call": [None] * entry.size, "call_site": [None] * entry.size},
+                              schema={"call": pl.String, "call_site": pl.String})
+        missing = entry < 0
+        if missing.any():
+            closing = closing.with_columns(pl.when(pl.Series(~missing)).then(pl.col(c)).alias(c) for c in ("call", "call_site"))
+        present = np.flatnonzero(has.any(axis=0)) if th.size else np.empty(0, np.int64)
+        names = sorted((self._names[c], c) for c in present)
+        cols: dict[str, pl.Series] = {
+            "run_id": pl.Series("run_id", [self.run_id], pl.String).extend_constant(self.run_id, th.size - 1)
+            if th.size else pl.Series("run_id", [], pl.String),
+            "appl": pl.Series(self._appl[th]), "task": pl.Series(self._task[th]),
+            "thread": pl.Series(self._thread[th]), "burst_seq": pl.Series(seq),
+            "cpu": _cpu_series(cpu), "start_ns": pl.Series(t0), "end_ns": pl.Series(t1),
+            "duration_ns": pl.Series(t1 - t0), "mpi_call": closing.get_column("call"),
+            "call_site": closing.get_column("call_site"),
+        }
+        for name, c in names:
+            s = pl.Series(name, np.ascontiguousarray(sums[:, c]))
+            absent = np.flatnonzero(has[:, c] == 0)
+            cols[name] = s.scatter(absent, None) if absent.size else s
+        bursts = pl.DataFrame({k: v.alias(k) for k, v in cols.items()}).cast(
+            {k: v for k, v in BURST_SCHEMA.items()} | {n: pl.Int64 for n, _ in names})
+        self.counters = sorted(set(self.counters) | {n for n, _ in names})
+        return bursts
 
-        # assign each sample to the burst with start < t <= end
-        b_sorted = bursts.select(*THREAD_KEYS, "start_ns", "end_ns", "_final").sort("end_ns")
-        s = samples.sort("time_ns").join_asof(
-            b_sorted, left_on="time_ns", right_on="end_ns", by=THREAD_KEYS, strategy="forward", check_sortedness=False)
-        inside = pl.col("start_ns").is_not_null() & (pl.col("start_ns") < pl.col("time_ns"))
-        open_samples = s.filter(inside & ~pl.col("_final")).select(SAMPLE_SCHEMA.keys())
-        done = s.filter(inside & pl.col("_final"))
-        sums = (done.group_by([*THREAD_KEYS, "start_ns", "counter"]).agg(pl.col("value").sum())
-                .pivot(on="counter", index=[*THREAD_KEYS, "start_ns"], values="value"))
-
-        final = bursts.filter(pl.col("_final")).drop("_grp", "_horizon", "_final")
-        closing = entries.select(*THREAD_KEYS, pl.col("time_ns").alias("end_ns"), pl.col("call").alias("mpi_call"), "call_site")
-        # entries at or after an open burst's end may close it in a later chunk, even once their call is paired
-        open_ends = bursts.filter(~pl.col("_final")).group_by(THREAD_KEYS).agg(pl.col("end_ns").min().alias("_first_open_end"))
-        self._recent_entries = entries.join(open_ends, on=THREAD_KEYS).filter(
-            pl.col("time_ns") >= pl.col("_first_open_end")).drop("_first_open_end")
-        final = (final.join(closing, on=[*THREAD_KEYS, "end_ns"], how="left")
-                 .join(sums, on=[*THREAD_KEYS, "start_ns"], how="left")
-                 .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
-                               pl.lit(self.run_id).alias("run_id")))
-        counters = [c for c in final.columns if c not in BURST_SCHEMA]
-        final = final.select([pl.col(k).cast(v) for k, v in BURST_SCHEMA.items() if k != "burst_seq"]
-                             + [pl.col(c).cast(pl.Int64) for c in counters])
-        return final, open_intervals, open_samples
-
-    def _entries(self, mpi: pl.DataFrame) -> pl.DataFrame:
-        """MPI entries (one per thread and time) of this feed and those kept for still-open bursts."""
-        cols = [*THREAD_KEYS, "time_ns", "call", "call_site"]
-        return (pl.concat([self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(cols)])
-                .unique(subset=[*THREAD_KEYS, "time_ns"], keep="first", maintain_order=True))
-
-    def _pair_calls(self, mpi: pl.DataFrame, horizon: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Pair each MPI entry with the next exit of the same kind on its thread."""
-        ev = mpi.sort([*THREAD_KEYS, "kind", "time_ns"], maintain_order=True).with_columns(
-            pl.col("time_ns").shift(-1).over([*THREAD_KEYS, "kind"]).alias("_next_t"),
-            pl.col("call").shift(-1).over([*THREAD_KEYS, "kind"]).alias("_next_call"),
-        )
-        entries = ev.filter(pl.col("call").is_not_null())
-        paired = entries.filter(pl.col("_next_t").is_not_null())
-        # an entry with nothing after it yet stays open for the next chunk (or the end of the trace)
-        open_entries = entries.filter(pl.col("_next_t").is_null()).join(
-            horizon.rename({"time_ns": "_h"}), on=THREAD_KEYS, how="left").filter(pl.col("_h").fill_null(0) < _NEVER)
-        calls = paired.with_columns(pl.col("_next_t").alias("end_ns")).select(
-            pl.lit(self.run_id).alias("run_id"), *THREAD_KEYS, "cpu", pl.col("call").alias("mpi_call"),
-            pl.col("kind").alias("mpi_kind"), pl.col("time_ns").alias("start_ns"), "end_ns",
-            (pl.col("_next_t") - pl.col("time_ns")).alias("duration_ns"), "bytes_sent", "bytes_recv",
-            pl.lit(None, pl.Int32).alias("peer"), pl.lit(0, pl.Int32).alias("n_messages"), "comm", "root",
-            pl.lit(None, pl.Int64).alias("tag"), "call_site")
-        calls = calls.select([pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items() if k != "call_seq"])
-        return calls, open_entries.select(MPI_EVENT_SCHEMA.keys())
+    def _pair_calls(self, mpi: pl.DataFrame, h: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Pair each MPI entry with the next exit of the same kind on its thread; (calls, still open entries)."""
+        kind = mpi.get_column("kind").replace_strict({k: i for i, k in enumerate(MPI_KINDS)}, default=len(MPI_KINDS) - 1,
+                                                     return_dtype=pl.Int8).to_numpy()
+        rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.get_column(_TID).to_numpy(), kind,
+                                   mpi.get_column("call").is_not_null().to_numpy(),
+                                   mpi.get_column("time_ns").to_numpy(), h, _NEVER)
+        tid = mpi.get_column(_TID).to_numpy()[rows]
+        seq = self._numbered(tid, self._call_next)
+        calls = mpi[rows].select(
+            pl.lit(self.run_id).alias("run_id"), *THREAD_KEYS, pl.Series("call_seq", seq, pl.Int64), "cpu",
+            pl.col("call").alias("mpi_call"), pl.col("kind").alias("mpi_kind"), pl.col("time_ns").alias("start_ns"),
+            pl.Series("end_ns", end, pl.Int64), (pl.Series(end) - pl.col("time_ns")).alias("duration_ns"),
+            "bytes_sent", "bytes_recv", pl.lit(None, pl.Int32).alias("peer"), pl.lit(0, pl.Int32).alias("n_messages"),
+            "comm", "root", pl.lit(None, pl.Int64).alias("tag"), "call_site")
+        calls = calls.select([pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items()])
+        return calls, mpi[waiting]
 
 
 def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:

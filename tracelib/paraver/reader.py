@@ -6,20 +6,24 @@ size and the per-thread tails the :class:`~tracelib.bursts.BurstAssembler` keeps
 from __future__ import annotations
 
 import hashlib
+import queue
 import re
+import threading
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+import numpy as np
 import polars as pl
 
-from tracelib.bursts import (MPI_EVENT_SCHEMA, SAMPLE_SCHEMA, BurstAssembler, ReadSummary, RecordBatch,
-                             attach_messages)
+from tracelib.bursts import MPI_EVENT_SCHEMA, ArrayBatch, BurstAssembler, ReadSummary, SampleArrays, attach_messages
 from tracelib.errors import MissingCompanionWarning, TraceFormatError, TruncatedTraceError
 from tracelib.paraver.header import ParaverHeader, parse_header
-from tracelib.paraver.pcf import PcfCatalog, is_absolute_counter, read_pcf
-from tracelib.paraver.records import (CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES, MPI_EVENT_TYPES,
-                                      ParsedChunk, RecordParser)
+from tracelib.paraver.pcf import PcfCatalog, read_pcf
+from tracelib.paraver import tokenizer as tk
+from tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, EventArrays, ParsedChunk, RecordParser
 from tracelib.paraver.row import RowNames, read_row
 from tracelib.schema import THREAD_KEYS
 
@@ -49,6 +53,68 @@ def content_hash(path: str | Path, block: int = 8 * 1024 * 1024) -> str:
 
 def companion(prv: Path, suffix: str) -> Path:
     return prv.with_suffix(suffix)
+
+
+@dataclass
+class _Prepared:
+    """A parsed chunk with its MPI events named, the parser's horizon after it and its counter slot types."""
+
+    chunk: ParsedChunk
+    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    messages: pl.DataFrame  # MESSAGE_SCHEMA
+    horizon: np.ndarray  # last time (ns) per thread id, -1: none
+    counter_types: np.ndarray  # event type of each counter slot
+    n_bytes: int
+
+
+_T = TypeVar("_T")
+_END = object()
+
+
+def read_ahead(items: Iterator[_T], depth: int = 1) -> Iterator[_T]:
+    """Iterate ``items`` in a background thread, at most ``depth`` items ahead of the consumer.
+
+    Items and the exception that ends them arrive in order. When the consumer stops early, the thread stops
+    after the item it is working on.
+    """
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(x: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(x, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for x in items:
+                if not put((x, None)):
+                    return
+            put((_END, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            put((_END, exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    worker = threading.Thread(target=work, name="synthtrace-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            x, exc = q.get()
+            if x is _END:
+                if exc is not None:
+                    raise exc
+                return
+            yield x
+    finally:
+        stop.set()
+        worker.join()
 
 
 class ParaverTrace:
@@ -119,68 +185,94 @@ class ParaverTrace:
         return [self.path] + [p for p in (companion(self.path, ".pcf"), companion(self.path, ".row")) if p.is_file()]
 
     # ------------------------------------------------------------------ streaming
-    def _chunks(self) -> Iterator[tuple[bytes, int]]:
-        """Yield (whole lines, number of their first line) of the body after the header block."""
+    def _body_start(self) -> tuple[int, int]:
+        """(byte offset, line number) of the first record line: after the header, its communicator lines and
+        the comments that directly follow it."""
         with open(self.path, "rb") as fh:
             lineno = 1
             fh.readline()
-            pending = b""
-            # communicator definitions and comments directly after the header
             while True:
                 pos = fh.tell()
                 line = fh.readline()
-                if line.startswith((b"c:", b"#")):
-                    lineno += 1
-                    continue
-                fh.seek(pos)
-                break
-            first = lineno + 1
+                if not line.startswith((b"c:", b"#")):
+                    return pos, lineno + 1
+                lineno += 1
+
+    def _chunks(self, offset: int) -> Iterator[tuple[np.ndarray, bool]]:
+        """Yield (block, whole) from ``offset`` on: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
+        (``whole`` True), then the bytes after the last newline if any (``whole`` False). The array is a view of
+        a buffer reused for the next block: consume it before asking for the next."""
+        buf = bytearray(self.chunk_bytes + 1)
+        filled = 0
+        with open(self.path, "rb") as fh:
+            fh.seek(offset)
             while True:
-                block = fh.read(self.chunk_bytes)
-                if not block:
+                if filled == len(buf):  # a line longer than the buffer
+                    bigger = bytearray(2 * len(buf))
+                    bigger[:filled] = buf[:filled]
+                    buf = bigger
+                with memoryview(buf) as view:
+                    n = fh.readinto(view[filled:])
+                if not n:
                     break
-                buf = pending + block
-                cut = buf.rfind(b"\n")
+                filled += n
+                cut = buf.rfind(b"\n", 0, filled)
                 if cut < 0:
-                    pending = buf
                     continue
-                body, pending = buf[: cut + 1], buf[cut + 1:]
-                yield body, first
-                first += body.count(b"\n")
-            if pending:
+                yield np.frombuffer(buf, dtype=np.uint8, count=cut + 1), True
+                tail = filled - cut - 1
+                buf[:tail] = buf[cut + 1: filled]
+                filled = tail
+        if filled:
+            yield np.frombuffer(buf, dtype=np.uint8, count=filled), False
+
+    def _prepared(self, parser: RecordParser, converter: _EventConverter) -> Iterator[_Prepared | str]:
+        """Parse the body chunk by chunk and name its MPI events; for a salvaged truncated trace the warning
+        text comes last."""
+        offset, line = self._body_start()
+        for block, whole in self._chunks(offset):
+            if not whole:
                 if not self.salvage:
-                    raise TruncatedTraceError(self.path, first,
+                    raise TruncatedTraceError(self.path, line,
                         "trace cut off mid-record (no newline at the end of the last line); --salvage keeps the complete records")
-                msg = f"{self.path}:{first}: dropped the incomplete last record (--salvage)"
-                warnings.warn(msg, UserWarning, stacklevel=2)
-                self.warnings.append(msg)
+                yield f"{self.path}:{line}: dropped the incomplete last record (--salvage)"
+                return
+            chunk = parser.parse(block, line)
+            line += chunk.n_lines
+            yield _Prepared(chunk, converter.mpi_frame(chunk.events), converter.messages(chunk.comms),
+                            parser.last_time.copy(), parser.counter_types.copy(), block.size)
 
     def iter_tables(self, run_id: str, progress: Callable[[int], None] | None = None,
                     summary: ReadSummary | None = None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
         """Yield (bursts, mpi_calls) parts in file order; ``progress`` gets bytes consumed.
 
-        MPI calls carry collective sizes but not yet point-to-point bytes: those come from communication
-        records that may appear later in the file; apply :func:`~tracelib.bursts.attach_messages` with
-        ``summary.messages`` once the iteration is over.
+        Parsing runs one chunk ahead in a background thread (the tokenizer releases the GIL), assembling in
+        the caller's thread. MPI calls carry collective sizes but not yet point-to-point bytes: those come from
+        communication records that may appear later in the file; apply :func:`~tracelib.bursts.attach_messages`
+        with ``summary.messages`` once the iteration is over.
         """
         summary = summary if summary is not None else ReadSummary()
         parser = RecordParser(self.header, self.path)
-        assembler = BurstAssembler(run_id)
-        converter = _EventConverter(self.pcf, self.path)
+        assembler = BurstAssembler(run_id, threads=parser.threads)
+        converter = _EventConverter(self.pcf, self.path, assembler, parser)
         messages = []
-        for buf, first_line in self._chunks():
-            chunk = parser.parse(buf, first_line)
-            for k, v in chunk.n_records.items():
+        last_time = parser.last_time
+        for item in read_ahead(self._prepared(parser, converter)):
+            if isinstance(item, str):
+                warnings.warn(item, UserWarning, stacklevel=2)
+                self.warnings.append(item)
+                break
+            for k, v in item.chunk.n_records.items():
                 summary.n_records[k] = summary.n_records.get(k, 0) + v
-            batch = converter.convert(chunk)
-            messages.append(batch.messages)
-            bursts, calls = assembler.feed(batch, parser.horizon)
+            messages.append(item.messages)
+            last_time = item.horizon
+            bursts, calls = assembler.feed(converter.batch(item), last_time)
             summary.n_bursts += bursts.height
             summary.n_calls += calls.height
             if bursts.height or calls.height:
                 yield bursts, calls
             if progress:
-                progress(len(buf))
+                progress(item.n_bytes)
         bursts, calls = assembler.finish()
         summary.n_bursts += bursts.height
         summary.n_calls += calls.height
@@ -188,7 +280,7 @@ class ParaverTrace:
             yield bursts, calls
         summary.counters = list(assembler.counters)
         summary.messages = pl.concat(messages) if messages else summary.messages
-        summary.last_time_ns = int(parser.horizon.get_column("time_ns").max() or 0)
+        summary.last_time_ns = max(int(last_time.max(initial=0)), 0)
         summary.warnings = self.warnings
 
     def read_tables(self, run_id: str = "") -> tuple[pl.DataFrame, pl.DataFrame, ReadSummary]:
@@ -204,32 +296,50 @@ class ParaverTrace:
                 calls.sort([*sort, "call_seq"]) if calls.height else calls, summary)
 
 
-class _EventConverter:
-    """Turns Paraver's numbered events into the generic samples / MPI events / messages frames."""
+def _nullable(name: str, values: np.ndarray, valid: np.ndarray, dtype: pl.DataType) -> pl.Series:
+    """A Series of ``values`` with nulls where ``valid`` is False."""
+    s = pl.Series(name, values).cast(dtype, strict=False)
+    absent = np.flatnonzero(~valid)
+    return s.scatter(absent, None) if absent.size else s
 
-    def __init__(self, pcf: PcfCatalog, path: Path):
+
+def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """Distinct (a, b) pairs, the index of each pair's first row, and each row's pair index."""
+    if a.size == 0:
+        return [], np.empty(0, np.int64), np.empty(0, np.int64)
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    lo, hi = int(b.min()), int(b.max())
+    if a.min() >= 0 and a.max() < 1 << 30 and hi - lo < 1 << 32:  # the usual case: pack into one int64
+        _, first, inv = np.unique((a << 32) | (b - lo), return_index=True, return_inverse=True)
+    else:
+        rec = np.rec.fromarrays([a, b], names="a,b")
+        _, first, inv = np.unique(rec, return_index=True, return_inverse=True)
+    return list(zip(a[first].tolist(), b[first].tolist())), first, inv.reshape(-1)
+
+
+class _EventConverter:
+    """Turns the parser's records into the assembler's batch: counter slots become named counter codes, MPI
+    events get call names, kinds, collective sizes and call sites, communication records become messages."""
+
+    def __init__(self, pcf: PcfCatalog, path: Path, assembler: BurstAssembler, parser: RecordParser):
         self.pcf = pcf
         self.path = path
-        self._names: dict[int, str] = {}
-        self._last_absolute = pl.DataFrame(schema={**dict.fromkeys(THREAD_KEYS, pl.Int32), "type": pl.Int64, "value": pl.Int64})
+        self.assembler = assembler
+        self.parser = parser
+        self._slot_code = np.empty(0, dtype=np.int32)  # counter slot -> assembler counter code
+        self._names: dict[tuple[int, int], str] = {}
+        self._sites: dict[tuple[int, int], str] = {}
 
-    def _counter_names(self, types: list[int]) -> pl.DataFrame:
-        for t in types:
-            if t not in self._names:
-                self._names[t] = self.pcf.counter_name(t)
-        return pl.DataFrame({"type": types, "counter": [self._names[t] for t in types]},
-                            schema={"type": pl.Int64, "counter": pl.String})
-
-    def _call_names(self, pairs: pl.DataFrame) -> pl.DataFrame:
-        """Names of MPI calls (type, value, first line); a value the ``.pcf`` does not list is an error."""
-        rows = []
-        for t, v, line in pairs.iter_rows():
+    def _call_name(self, t: int, v: int, line: int) -> str:
+        """Name of MPI call id ``v`` of event type ``t``; a value the ``.pcf`` does not list is an error."""
+        name = self._names.get((t, v))
+        if name is None:
             listed = self.pcf.event_values.get(t)
             if listed and v not in listed:
                 raise TraceFormatError(self.path, line, f"MPI call id {v} of event type {t} is not listed in the .pcf")
-            name = self.pcf.value_name(t, v) or (EXTRAE_MPI_CALLS.get(v) if not listed else None)
-            rows.append((t, v, name or f"MPI_call_{v}"))
-        return pl.DataFrame(rows, schema={"type": pl.Int64, "value": pl.Int64, "call": pl.String}, orient="row")
+            name = self.pcf.value_name(t, v) or (EXTRAE_MPI_CALLS.get(v) if not listed else None) or f"MPI_call_{v}"
+            self._names[(t, v)] = name
+        return name
 
     def _call_site(self, func: int | None, line: int | None) -> str | None:
         if func is None:
@@ -244,56 +354,59 @@ class _EventConverter:
             return fname
         return f"{fname} ({m['file']}:{m['line']})" if m else f"{fname} (line {line})"
 
-    def convert(self, chunk: ParsedChunk) -> RecordBatch:
-        ev = chunk.events
-        is_counter = (pl.col("type") >= 42_000_000) & (pl.col("type") < 48_000_000)
-        cnt = ev.filter(is_counter).with_columns(pl.col("value").cast(pl.Int64))
-        types = cnt.get_column("type").unique().sort().to_list()
-        absolute = [t for t in types if is_absolute_counter(t)]
-        if absolute:
-            cnt = self._absolute_to_delta(cnt, absolute)
-        samples = cnt.join(self._counter_names(types), on="type").select(SAMPLE_SCHEMA.keys())
-
-        mpi = ev.filter(pl.col("type").is_in(MPI_EVENT_TYPES)).with_columns(pl.col("value").cast(pl.Int64))
-        entries = mpi.filter(pl.col("value") != 0)
-        names = self._call_names(entries.group_by("type", "value").agg(pl.col("line").min()).sort("line"))
-        mpi = mpi.join(names, on=["type", "value"], how="left").with_columns(
-            pl.col("type").replace_strict(MPI_KIND, return_dtype=pl.String).alias("kind"))
-        info = (ev.filter(pl.col("type").is_in([*COLLECTIVE_INFO_TYPES, CALLER_TYPE, CALLER_LINE_TYPE]))
-                .with_columns(pl.col("value").cast(pl.Int64))
-                .pivot(on="type", index=[*THREAD_KEYS, "time_ns"], values="value", aggregate_function="first"))
-        rename = {str(COLLECTIVE_INFO_TYPES[0]): "bytes_sent", str(COLLECTIVE_INFO_TYPES[1]): "bytes_recv",
-                  str(COLLECTIVE_INFO_TYPES[2]): "root", str(COLLECTIVE_INFO_TYPES[3]): "comm",
-                  str(CALLER_TYPE): "_func", str(CALLER_LINE_TYPE): "_line"}
-        info = info.rename({k: v for k, v in rename.items() if k in info.columns})
-        for col in rename.values():
-            if col not in info.columns:
-                info = info.with_columns(pl.lit(None, pl.Int64).alias(col))
-        sites = info.select("_func", "_line").unique().filter(pl.col("_func").is_not_null())
-        site_map = pl.DataFrame(
-            [(f, ln, self._call_site(f, ln)) for f, ln in sites.iter_rows()],
-            schema={"_func": pl.Int64, "_line": pl.Int64, "call_site": pl.String}, orient="row")
-        info = info.join(site_map, on=["_func", "_line"], how="left", nulls_equal=True)
-        mpi = mpi.join(info, on=[*THREAD_KEYS, "time_ns"], how="left")
-        on_entry = pl.col("call").is_not_null()
-        mpi = mpi.with_columns(*[pl.when(on_entry).then(pl.col(c)).alias(c) for c in ("bytes_sent", "bytes_recv", "root", "comm", "call_site")])
-        mpi = mpi.select([pl.col(k).cast(v) for k, v in MPI_EVENT_SCHEMA.items()])
-
-        cm = chunk.comms
-        messages = cm.select(
+    @staticmethod
+    def messages(comms: pl.DataFrame) -> pl.DataFrame:
+        """Communication records as the assembler's messages (MESSAGE_SCHEMA)."""
+        return comms.select(
             pl.col("s_appl"), pl.col("s_task"), pl.col("s_thread"), pl.col("s_logical_ns").alias("s_time_ns"),
             pl.col("r_appl"), pl.col("r_task"), pl.col("r_thread"), pl.col("r_logical_ns").alias("r_time_ns"),
             "size", "tag")
-        return RecordBatch(intervals=chunk.running.drop("line"), samples=samples, mpi=mpi, messages=messages)
 
-    def _absolute_to_delta(self, cnt: pl.DataFrame, absolute: list[int]) -> pl.DataFrame:
-        """Cumulative readings become deltas since the previous reading of the same thread and counter."""
-        key = [*THREAD_KEYS, "type"]
-        absr = cnt.filter(pl.col("type").is_in(absolute))
-        seq = pl.concat([self._last_absolute.with_columns(pl.lit(-1, pl.Int64).alias("time_ns"), pl.lit(True).alias("_carry")),
-                         absr.select(*key, "time_ns", "value").with_columns(pl.lit(False).alias("_carry"))], how="diagonal_relaxed")
-        seq = seq.with_columns((pl.col("value") - pl.col("value").shift(1).over(key)).alias("_delta"))
-        self._last_absolute = seq.group_by(key).agg(pl.col("value").last())
-        deltas = seq.filter(~pl.col("_carry")).select(*key, "time_ns", pl.col("_delta").alias("value")).drop_nulls("value")
-        rel = cnt.filter(~pl.col("type").is_in(absolute)).select(*key, "time_ns", "value")
-        return pl.concat([rel, deltas])
+    def batch(self, item: _Prepared) -> ArrayBatch:
+        """The assembler's batch of a prepared chunk: counter slots become the assembler's counter codes."""
+        counter_types = item.counter_types
+        if counter_types.size > self._slot_code.size:
+            new = [self.assembler.counter_code(self.pcf.counter_name(int(t))) for t in counter_types[self._slot_code.size:]]
+            self._slot_code = np.concatenate([self._slot_code, np.asarray(new, dtype=np.int32)])
+        sm = item.chunk.samples
+        samples = SampleArrays(sm.thread, sm.time_ns, self._slot_code[sm.counter], sm.value)
+        return ArrayBatch(intervals=item.chunk.running, samples=samples, mpi=item.mpi, messages=item.messages)
+
+    def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
+        """MPI entries and exits (MPI_EVENT_SCHEMA); entries carry the sizes and call site of their time."""
+        rows, info, has = tk.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
+        typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
+        entry = val != 0
+        # call names, checked against the .pcf in the order of their first line
+        e_idx = np.flatnonzero(entry)
+        pairs, first, inv = _unique_pairs(typ[e_idx], val[e_idx])
+        order = np.argsort(line[e_idx][first], kind="stable")
+        names = [""] * len(pairs)
+        for i in order.tolist():
+            names[i] = self._call_name(*pairs[i], int(line[e_idx[first[i]]]))
+        call_idx = np.zeros(rows.size, np.int64)
+        call_idx[e_idx] = inv
+        # call sites of entries whose time has a caller event
+        with_site = entry & (has & 16 > 0)
+        s_idx = np.flatnonzero(with_site)
+        f_line = np.where(has[s_idx] & 32 > 0, info[s_idx, 5], -1)
+        spairs, _, sinv = _unique_pairs(info[s_idx, 4], f_line)
+        sites = []
+        for f, ln in spairs:
+            if (f, ln) not in self._sites:
+                self._sites[(f, ln)] = self._call_site(f, None if ln < 0 else ln)
+            sites.append(self._sites[(f, ln)])
+        site_idx = np.zeros(rows.size, np.int64)
+        site_idx[s_idx] = sinv
+        appl, task, thread = self.parser.thread_columns(ev.thread[rows])
+        kind = pl.Series("kind", [MPI_KIND[t] for t in MPI_EVENT_TYPES], pl.String).gather(typ - MPI_EVENT_TYPES[0])
+        call = pl.Series("call", names or [""], pl.String).gather(call_idx)
+        site = pl.Series("call_site", sites or [""], pl.String).gather(site_idx)
+        return pl.DataFrame([
+            pl.Series("appl", appl), pl.Series("task", task), pl.Series("thread", thread),
+            pl.Series("cpu", ev.cpu[rows]), pl.Series("time_ns", ev.time_ns[rows]), kind,
+            call.scatter(np.flatnonzero(~entry), None) if (~entry).any() else call,
+            *(_nullable(name, info[:, c], entry & (has & (1 << c) > 0), MPI_EVENT_SCHEMA[name])
+              for c, name in enumerate(("bytes_sent", "bytes_recv", "root", "comm"))),
+            site.scatter(np.flatnonzero(~with_site), None) if (~with_site).any() else site,
+        ])
