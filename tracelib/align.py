@@ -448,6 +448,95 @@ def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, m
     return best
 
 
+_MAX_REPAIR = 2048  # re-pairing candidates per side and segment beyond which a pass is skipped (O(n * m) pass)
+
+
+@njit(cache=True, nogil=True)
+def _candidates(a0, a1, b0, b1, rs, os_, ro, oo, out, by_message, min_rows):
+    """Rows a re-pairing pass may change: (reference rows of [a0, a1), other rows of [b0, b1)), absolute indices;
+    none when either range has fewer than ``min_rows`` rows or either side more than ``_MAX_REPAIR`` candidates.
+
+    ``by_message`` False (exact signature): reference rows unmatched or matched with a differing signature ``rs`` /
+    ``os_``, and other rows unmatched or matched so. True (opening message): reference rows with a message
+    (``ro != 0``) unmatched or matched to a row that starts with a different known message, and other rows with a
+    message unmatched or matched to such a reference row.
+    """
+    none = np.empty(0, np.int64)
+    if a1 - a0 < min_rows or b1 - b0 < min_rows:
+        return none, none
+    inv = np.full(b1 - b0, -1, np.int64)  # the reference row matched to each other row
+    for i in range(a0, a1):
+        if out[i] >= b0 and out[i] < b1:
+            inv[out[i] - b0] = i
+    r_ok = np.empty(a1 - a0, np.bool_)
+    for i in range(a0, a1):
+        j = out[i]
+        if by_message:
+            r_ok[i - a0] = ro[i] != 0 and (j < 0 or (oo[j] != 0 and oo[j] != ro[i]))
+        else:
+            r_ok[i - a0] = j < 0 or rs[i] != os_[j]
+    o_ok = np.empty(b1 - b0, np.bool_)
+    for j in range(b0, b1):
+        i = inv[j - b0]
+        if by_message:
+            o_ok[j - b0] = oo[j] != 0 and (i < 0 or (ro[i] != 0 and ro[i] != oo[j]))
+        else:
+            o_ok[j - b0] = i < 0 or rs[i] != os_[j]
+    ref_i = np.flatnonzero(r_ok) + a0
+    oth_j = np.flatnonzero(o_ok) + b0
+    if ref_i.shape[0] == 0 or oth_j.shape[0] == 0 or ref_i.shape[0] > _MAX_REPAIR or oth_j.shape[0] > _MAX_REPAIR:
+        return none, none
+    return ref_i, oth_j
+
+
+@njit(cache=True, nogil=True)
+def _pick(ref_i, oth_j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out, by_message):
+    """New partners of the candidate rows of a re-pairing pass (see :func:`_candidates`) and how many changed.
+
+    In order, each reference row ``ref_i[x]`` takes the not yet taken row of ``oth_j`` with the same key (``ro`` /
+    ``oo``: the exact signature, or with ``by_message`` the opening message) of lowest cost (:func:`_pair_cost`,
+    or :func:`_any_cost` below 0, the cost of staying unmatched, with ``by_message``); the rows that get none keep
+    their old partner when nobody took it. Returns (new partner per x or -1, rows whose partner changed).
+    """
+    nr = ref_i.shape[0]
+    no = oth_j.shape[0]
+    new = np.full(nr, -1, np.int64)
+    used = np.zeros(no, np.bool_)
+    found = 0
+    for x in range(nr):
+        i = ref_i[x]
+        best = 0.0 if by_message else _INF
+        by = -1
+        for y in range(no):
+            if not used[y] and oo[oth_j[y]] == ro[i]:
+                if by_message:
+                    c = _any_cost(i, oth_j[y], rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm)
+                else:
+                    c = _pair_cost(i, oth_j[y], rs, rl, rf, rd, rp, os_, ol, of, od, op, prm)
+                if c < best:
+                    best = c
+                    by = y
+        if by >= 0:
+            new[x] = oth_j[by]
+            used[by] = True
+            if oth_j[by] != out[i]:
+                found += 1
+    if found == 0:
+        return new, found
+    for x in range(nr):  # the rest keep their old partner when nobody took it
+        j = out[ref_i[x]]
+        if new[x] < 0 and j >= 0:
+            free = True
+            for y in range(no):
+                if oth_j[y] == j:
+                    free = not used[y]
+                    used[y] = True
+                    break
+            if free:
+                new[x] = j
+    return new, found
+
+
 @njit(cache=True, nogil=True)
 def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, out):
     """Re-pair bursts of one segment by exact signature where the order differs between runs.
@@ -460,63 +549,15 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
     their match if its partner is still free. The new pairing is kept when its total cost (pair costs minus match
     bonuses) is no worse than before (+0.02 per row), so behaviour decides where it disagrees.
     """
-    m = b1 - b0
-    if a1 - a0 < 2 or m < 2:
+    ref_i, oth_j = _candidates(a0, a1, b0, b1, rs, os_, rs, os_, out, False, 2)
+    nr = ref_i.shape[0]
+    if nr == 0:
         return
-    inv = np.full(m, -1, np.int64)
-    for i in range(a0, a1):
-        if out[i] >= b0 and out[i] < b1:
-            inv[out[i] - b0] = i
-    nr = 0
-    for i in range(a0, a1):
-        if out[i] < 0 or rs[i] != os_[out[i]]:
-            nr += 1
-    no = 0
-    for j in range(m):
-        if inv[j] < 0 or rs[inv[j]] != os_[b0 + j]:
-            no += 1
-    if nr < 1 or no < 1 or nr > 2048 or no > 2048:
-        return
-    ref_i = np.empty(nr, np.int64)
-    oth_j = np.empty(no, np.int64)
-    k = 0
-    for i in range(a0, a1):
-        if out[i] < 0 or rs[i] != os_[out[i]]:
-            ref_i[k] = i
-            k += 1
-    k = 0
-    for j in range(m):
-        if inv[j] < 0 or rs[inv[j]] != os_[b0 + j]:
-            oth_j[k] = b0 + j
-            k += 1
     beh = prm.copy()  # behaviour alone judges the re-pairing: the signatures already chose the candidates
     beh[1] = 0.0
-    new = np.full(nr, -1, np.int64)
-    used = np.zeros(no, np.bool_)
-    found = 0
-    for x in range(nr):
-        best = _INF
-        by = -1
-        for y in range(no):
-            if not used[y] and os_[oth_j[y]] == rs[ref_i[x]]:
-                c = _pair_cost(ref_i[x], oth_j[y], rs, rl, rf, rd, rp, os_, ol, of, od, op, beh)
-                if c < best:
-                    best = c
-                    by = y
-        if by >= 0:
-            new[x] = oth_j[by]
-            used[by] = True
-            found += 1
+    new, found = _pick(ref_i, oth_j, rs, rl, rs, rf, rd, rp, os_, ol, os_, of, od, op, beh, out, False)
     if found == 0:
         return
-    for x in range(nr):  # the rest keep their old partner when it is still free
-        if new[x] < 0 and out[ref_i[x]] >= 0:
-            for y in range(no):
-                if oth_j[y] == out[ref_i[x]]:
-                    if not used[y]:
-                        new[x] = oth_j[y]
-                        used[y] = True
-                    break
     old_cost = 0.0
     new_cost = 0.0
     for x in range(nr):
@@ -550,78 +591,25 @@ def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, o
     position not counted): behaviour decides where closing call and opening message disagree, a tie goes to the
     opening message (``w_sub < w_peer``), and a substitution never displaces a pair with the same signature.
     """
-    m = b1 - b0
-    if a1 - a0 < 1 or m < 1:
+    ref_i, oth_j = _candidates(a0, a1, b0, b1, rs, os_, ro, oo, out, True, 1)
+    nr = ref_i.shape[0]
+    if nr == 0:
         return
-    inv = np.full(m, -1, np.int64)
-    for i in range(a0, a1):
-        if out[i] >= b0 and out[i] < b1:
-            inv[out[i] - b0] = i
-    nr = 0
-    for i in range(a0, a1):
-        if ro[i] != 0 and (out[i] < 0 or (oo[out[i]] != 0 and oo[out[i]] != ro[i])):
-            nr += 1
-    no = 0
-    for j in range(m):
-        if oo[b0 + j] != 0 and (inv[j] < 0 or (ro[inv[j]] != 0 and ro[inv[j]] != oo[b0 + j])):
-            no += 1
-    if nr < 1 or no < 1 or nr > 2048 or no > 2048:
-        return
-    ref_i = np.empty(nr, np.int64)
-    oth_j = np.empty(no, np.int64)
-    k = 0
-    for i in range(a0, a1):
-        if ro[i] != 0 and (out[i] < 0 or (oo[out[i]] != 0 and oo[out[i]] != ro[i])):
-            ref_i[k] = i
-            k += 1
-    k = 0
-    for j in range(m):
-        if oo[b0 + j] != 0 and (inv[j] < 0 or (ro[inv[j]] != 0 and ro[inv[j]] != oo[b0 + j])):
-            oth_j[k] = b0 + j
-            k += 1
     beh = prm.copy()
     beh[4] = 0.0  # no position: a burst that changes places with the anchor changes its position in the phase
-    new = np.full(nr, -1, np.int64)
-    used = np.zeros(no, np.bool_)
-    found = 0
-    for x in range(nr):
-        i = ref_i[x]
-        best = 0.0  # unmatched
-        by = -1
-        for y in range(no):
-            if not used[y] and oo[oth_j[y]] == ro[i]:
-                c = _any_cost(i, oth_j[y], rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh)
-                if c < best:
-                    best = c
-                    by = y
-        if by >= 0:
-            new[x] = oth_j[by]
-            used[by] = True
-            if oth_j[by] != out[i]:
-                found += 1
+    new, found = _pick(ref_i, oth_j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh, out, True)
     if found == 0:
         return
-    owner = np.full(m, -1, np.int64)  # x whose old partner each other row was
+    owner = np.full(b1 - b0, -1, np.int64)  # x whose old partner each other row was
     for x in range(nr):
         j = out[ref_i[x]]
         if j >= b0 and j < b1:
             owner[j - b0] = x
-    for x in range(nr):  # the rest keep their old partner when it is still free
-        j = out[ref_i[x]]
-        if new[x] < 0 and j >= 0:
-            free = True
-            for y in range(no):
-                if oth_j[y] == j:
-                    free = not used[y]
-                    used[y] = True
-                    break
-            if free:
-                new[x] = j
     # the changes form chains (x takes the old partner of x', x' that of x'', ...): each chain is kept or
     # undone as a whole, by its total cost
     root = np.arange(nr)
     for x in range(nr):
-        if new[x] >= 0 and owner[new[x] - b0] >= 0:
+        if new[x] >= b0 and new[x] < b1 and owner[new[x] - b0] >= 0:
             u = x
             while root[u] != u:
                 u = root[u]
