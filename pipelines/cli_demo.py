@@ -15,7 +15,7 @@ from pipelines.cli import console, err_console
 from tracelib.errors import BadInputError
 
 DEMO_APPS = {"stencil": "halo", "solver": "cg"}
-DEMO_REGRESSION = "lost_vectorisation:stencil:5:0.8"
+DEMO_REGRESSION = "more_instructions:stencil:4:0.3"  # the main kernel does 30 % more work from night 4
 
 
 def demo(
@@ -58,8 +58,10 @@ def demo(
         for k, v in m.items():
             mix[k] = mix.get(k, 0.0) + v / max(len(summary.archetypes), 1)
     top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:6])
-    alerts = "\n".join(f"  - {a.get('app')} {a.get('call_site') or ''}: {a.get('summary') or a.get('magnitude')}"
-                       for a in summary.alerts[:5]) or "  (none)"
+    alerts = "\n".join(
+        f"  - {a.get('app')} at {a.get('call_site') or a.get('kernel')}: time {a.get('magnitude', 0):+.0%} from "
+        f"{str(a.get('changed_at', ''))[:10]}, explained by {', '.join(a.get('explained_by') or []) or 'an archetype shift'}"
+        for a in summary.alerts[:5]) or "  (none)"
     w = f"-w {wh}"
     console.print(Panel.fit(
         f"runs ingested        {len(summary.ingested)}\n"
