@@ -131,9 +131,14 @@ def _empty(schema: dict) -> pl.DataFrame:
 
 def _cpu_series(cpu: np.ndarray) -> pl.Series:
     """cpu column from int32 values where ``_NULL_CPU`` stands for null."""
-    s = pl.Series("cpu", cpu)
-    absent = np.flatnonzero(cpu == _NULL_CPU)
-    return s.scatter(absent, None) if absent.size else s
+    return pl.Series("cpu", np.ma.masked_array(cpu, mask=cpu == _NULL_CPU))
+
+
+def null_unless(s: pl.Series, keep: np.ndarray, name: str) -> pl.Series:
+    """``s`` named ``name`` with nulls where ``keep`` is False."""
+    if keep.all():
+        return s.alias(name)
+    return pl.select(pl.when(pl.Series(keep)).then(s).alias(name)).to_series()
 
 
 # ---------------------------------------------------------------------------------------------- kernels
@@ -302,15 +307,15 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     # samples: each goes to the first burst of its thread ending at or after it, if that burst starts before it
     bp = np.arange(nb)
     _sort_segments(bp, boff, b_t1)
-    sums = np.zeros((nf, n_codes), dtype=np.int64)
-    has = np.zeros((nf, n_codes), dtype=np.uint8)
-    carry_sm = np.empty(sm_th.shape[0], dtype=np.int64)
+    dest = np.empty(sm_th.shape[0], dtype=np.int64)  # final burst row of each sample, -1 none, -2 carried
+    used = np.zeros(n_codes, dtype=np.bool_)
     n_carry_sm = 0
     cur = np.empty(n_threads, dtype=np.int64)
     for t in range(n_threads):
         cur[t] = boff[t]
     last = _filled(n_threads, _MIN_I64)
     for i in range(sm_th.shape[0]):
+        dest[i] = -1
         t = sm_th[i]
         x = sm_t[i]
         lo, hi = boff[t], boff[t + 1]
@@ -335,12 +340,35 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
         b = bp[c]
         if b_t0[b] < x:
             if final[b]:
-                r = fidx[b]
-                sums[r, sm_c[i]] += sm_v[i]
-                has[r, sm_c[i]] = 1
+                dest[i] = fidx[b]
+                used[sm_c[i]] = True
             else:
-                carry_sm[n_carry_sm] = i
+                dest[i] = -2
                 n_carry_sm += 1
+    # sums per counter present (rows: counters in code order, columns: final bursts); has: a sample was seen
+    col = _filled(n_codes, -1)
+    n_used = 0
+    for c in range(n_codes):
+        if used[c]:
+            col[c] = n_used
+            n_used += 1
+    codes = np.empty(n_used, dtype=np.int64)
+    for c in range(n_codes):
+        if used[c]:
+            codes[col[c]] = c
+    sums = np.zeros((n_used, nf), dtype=np.int64)
+    has = np.zeros((n_used, nf), dtype=np.bool_)
+    carry_sm = np.empty(n_carry_sm, dtype=np.int64)
+    n_carry_sm = 0
+    for i in range(sm_th.shape[0]):
+        r = dest[i]
+        if r >= 0:
+            k = col[sm_c[i]]
+            sums[k, r] += sm_v[i]
+            has[k, r] = True
+        elif r == -2:
+            carry_sm[n_carry_sm] = i
+            n_carry_sm += 1
     # what stays: intervals of open bursts, entries at or after the first open end of their thread
     carry_iv = np.empty(n_iv, dtype=np.int64)
     n_carry_iv = 0
@@ -366,7 +394,7 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
         if kept[i]:
             keep[n_keep] = i
             n_keep += 1
-    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, sums, has, carry_iv[:n_carry_iv], carry_sm[:n_carry_sm], keep)
+    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, carry_iv[:n_carry_iv], carry_sm, keep)
 
 
 @cached_njit
@@ -564,81 +592,121 @@ class BurstAssembler:
         entries = pl.concat([self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(_ENTRY_SCHEMA.keys())])
         order = self._thread_order()
         n_codes = max(len(self._names), 1)
-        (th, cpu, t0, t1, seq, entry, sums, has, carry_iv, carry_sm, keep) = _assemble(
+        (th, cpu, t0, t1, seq, entry, codes, sums, has, carry_iv, carry_sm, keep) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
             samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
             entries.get_column(_TID).to_numpy(), entries.get_column("time_ns").to_numpy(), h, self._burst_next)
         self._intervals = intervals.take(carry_iv)
         self._samples = samples.take(carry_sm)
         self._recent_entries = entries[keep]
-        closing = entries.select("call", "call_site")[np.where(entry >= 0, entry, 0)] if entries.height and entry.size \
-            else pl.DataFrame({"call": [None] * entry.size, "call_site": [None] * entry.size},
-                              schema={"call": pl.String, "call_site": pl.String})
-        missing = entry < 0
-        if missing.any():
-            closing = closing.with_columns(pl.when(pl.Series(~missing)).then(pl.col(c)).alias(c) for c in ("call", "call_site"))
-        present = np.flatnonzero(has.any(axis=0)) if th.size else np.empty(0, np.int64)
-        names = sorted((self._names[c], c) for c in present)
-        cols: dict[str, pl.Series] = {
-            "run_id": pl.Series("run_id", [self.run_id], pl.String).extend_constant(self.run_id, th.size - 1)
-            if th.size else pl.Series("run_id", [], pl.String),
-            "appl": pl.Series(self._appl[th]), "task": pl.Series(self._task[th]),
-            "thread": pl.Series(self._thread[th]), "burst_seq": pl.Series(seq),
-            "cpu": _cpu_series(cpu), "start_ns": pl.Series(t0), "end_ns": pl.Series(t1),
-            "duration_ns": pl.Series(t1 - t0), "mpi_call": closing.get_column("call"),
-            "call_site": closing.get_column("call_site"),
-        }
-        for name, c in names:
-            s = pl.Series(name, np.ascontiguousarray(sums[:, c]))
-            absent = np.flatnonzero(has[:, c] == 0)
-            cols[name] = s.scatter(absent, None) if absent.size else s
-        bursts = pl.DataFrame({k: v.alias(k) for k, v in cols.items()}).cast(
-            {k: v for k, v in BURST_SCHEMA.items()} | {n: pl.Int64 for n, _ in names})
+        closed = entry >= 0
+        pick = np.where(closed, entry, 0)
+        closing = [null_unless(entries.get_column(c).gather(pick) if entries.height else
+                                pl.Series(c, [None] * entry.size, pl.String), closed, name)
+                   for c, name in (("call", "mpi_call"), ("call_site", "call_site"))]
+        names = sorted((self._names[c], i) for i, c in enumerate(codes.tolist()))
+        bursts = pl.DataFrame([
+            pl.repeat(self.run_id, th.size, dtype=pl.String, eager=True).alias("run_id"),
+            pl.Series("appl", self._appl[th]), pl.Series("task", self._task[th]), pl.Series("thread", self._thread[th]),
+            pl.Series("burst_seq", seq), _cpu_series(cpu), pl.Series("start_ns", t0), pl.Series("end_ns", t1),
+            pl.Series("duration_ns", t1 - t0), *closing,
+            *(pl.Series(name, np.ma.masked_array(sums[i], mask=~has[i])) for name, i in names),
+        ])
         self.counters = sorted(set(self.counters) | {n for n, _ in names})
         return bursts
 
     def _pair_calls(self, mpi: pl.DataFrame, h: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Pair each MPI entry with the next exit of the same kind on its thread; (calls, still open entries)."""
-        kind = mpi.get_column("kind").replace_strict({k: i for i, k in enumerate(MPI_KINDS)}, default=len(MPI_KINDS) - 1,
-                                                     return_dtype=pl.Int8).to_numpy()
+        k = pl.col("kind")
+        kind = mpi.select(pl.when(k == MPI_KINDS[0]).then(0).when(k == MPI_KINDS[1]).then(1).otherwise(2)
+                          .cast(pl.Int8)).to_series().to_numpy()
         rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.get_column(_TID).to_numpy(), kind,
                                    mpi.get_column("call").is_not_null().to_numpy(),
                                    mpi.get_column("time_ns").to_numpy(), h, _NEVER)
         tid = mpi.get_column(_TID).to_numpy()[rows]
         seq = self._numbered(tid, self._call_next)
-        calls = mpi[rows].select(
-            pl.lit(self.run_id).alias("run_id"), *THREAD_KEYS, pl.Series("call_seq", seq, pl.Int64), "cpu",
-            pl.col("call").alias("mpi_call"), pl.col("kind").alias("mpi_kind"), pl.col("time_ns").alias("start_ns"),
-            pl.Series("end_ns", end, pl.Int64), (pl.Series(end) - pl.col("time_ns")).alias("duration_ns"),
-            "bytes_sent", "bytes_recv", pl.lit(None, pl.Int32).alias("peer"), pl.lit(0, pl.Int32).alias("n_messages"),
-            "comm", "root", pl.lit(None, pl.Int64).alias("tag"), "call_site")
-        calls = calls.select([pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items()])
+        g = mpi.select("cpu", "call", "kind", "time_ns", "bytes_sent", "bytes_recv", "comm", "root", "call_site")[rows]
+        n = rows.size
+        start = g.get_column("time_ns").to_numpy()
+        calls = pl.DataFrame([
+            pl.repeat(self.run_id, n, dtype=pl.String, eager=True).alias("run_id"),
+            pl.Series("appl", self._appl[tid]), pl.Series("task", self._task[tid]), pl.Series("thread", self._thread[tid]),
+            pl.Series("call_seq", seq, pl.Int64), g.get_column("cpu"), g.get_column("call").alias("mpi_call"),
+            g.get_column("kind").alias("mpi_kind"), pl.Series("start_ns", start, pl.Int64), pl.Series("end_ns", end, pl.Int64),
+            pl.Series("duration_ns", end - start, pl.Int64), g.get_column("bytes_sent"), g.get_column("bytes_recv"),
+            pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("peer"),
+            pl.repeat(0, n, dtype=pl.Int32, eager=True).alias("n_messages"), g.get_column("comm"), g.get_column("root"),
+            pl.repeat(None, n, dtype=pl.Int64, eager=True).alias("tag"), g.get_column("call_site"),
+        ]).cast(MPI_CALL_SCHEMA)
         return calls, mpi[waiting]
+
+
+@cached_njit
+def _containing_call(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray, mk: np.ndarray, mt: np.ndarray) -> np.ndarray:
+    """For each (thread key, time) of ``mk``/``mt``, the index of the call (sorted by thread key, then start) of
+    that thread that started last at or before the time and ends at or after it; -1 if none."""
+    n = ck.shape[0]
+    out = np.empty(mk.shape[0], dtype=np.int64)
+    for i in range(mk.shape[0]):
+        k = mk[i]
+        t = mt[i]
+        lo, hi = 0, n
+        while lo < hi:  # first call after (k, t)
+            mid = (lo + hi) // 2
+            if ck[mid] < k or (ck[mid] == k and cs[mid] <= t):
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo - 1
+        out[i] = j if j >= 0 and ck[j] == k and t <= ce[j] else -1
+    return out
+
+
+def _packed(appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    return (appl.astype(np.int64) << 42) | (task.astype(np.int64) << 21) | thread.astype(np.int64)
 
 
 def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:
     """Add point-to-point bytes, peer, tag and message counts to MPI calls.
 
     A message's send side belongs to the sender's call that contains its logical send time, its receive side
-    to the receiver's call that contains its logical receive time (times at call boundaries count as inside).
-    Collective sizes already on the calls are kept and added to.
+    to the receiver's call that contains its logical receive time (times at call boundaries count as inside;
+    among calls starting at the same time, the last one). Collective sizes already on the calls are kept and
+    added to. Only the calls' thread and time columns are read to place the messages.
     """
-    keys = [*THREAD_KEYS, "start_ns"]
-    spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns").sort("start_ns")
+    calls = calls.with_row_index("_row")
+    spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns").collect()
+    ck = _packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
+    cs = spans.get_column("start_ns").to_numpy()
+    ce = spans.get_column("end_ns").to_numpy()
+    order = np.argsort(ck, kind="stable")  # calls come grouped by thread in start order: runs, cheap
+    ck, cs, ce = ck[order], cs[order], ce[order]
+    if ck.size > 1 and not bool(np.all((ck[1:] > ck[:-1]) | ((ck[1:] == ck[:-1]) & (cs[1:] >= cs[:-1])))):
+        order = np.lexsort((spans.get_column("start_ns").to_numpy(), _packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))))
+        ck, cs, ce = _packed(*(spans.get_column(c).to_numpy()[order] for c in THREAD_KEYS)), \
+            spans.get_column("start_ns").to_numpy()[order], spans.get_column("end_ns").to_numpy()[order]
+    del spans
 
-    def side(prefix: str, peer_prefix: str, col: str) -> pl.LazyFrame:
-        m = messages.lazy().select(
-            pl.col(f"{prefix}appl").alias("appl"), pl.col(f"{prefix}task").alias("task"),
-            pl.col(f"{prefix}thread").alias("thread"), pl.col(f"{prefix}time_ns").alias("t"),
-            pl.col(f"{peer_prefix}task").alias("peer"), "size", "tag").sort("t")
-        hit = m.join_asof(spans, left_on="t", right_on="start_ns", by=THREAD_KEYS, strategy="backward",
-                          check_sortedness=False).filter(pl.col("t") <= pl.col("end_ns"))
-        return hit.group_by(keys).agg(pl.col("size").sum().alias(col), pl.col("peer").sort_by("t").first().alias(f"{col}_peer"),
-                                      pl.col("tag").sort_by("t").first().alias(f"{col}_tag"), pl.len().alias(f"{col}_n"))
+    def side(prefix: str, peer_prefix: str, col: str) -> pl.DataFrame:
+        m = messages
+        pos = _containing_call(ck, cs, ce, _packed(*(m.get_column(f"{prefix}{c}").to_numpy() for c in THREAD_KEYS)),
+                               m.get_column(f"{prefix}time_ns").to_numpy())
+        hit = pos >= 0
+        return (pl.DataFrame({"_row": order[pos[hit]].astype(np.uint32 if order.size < 2**32 else np.uint64),
+                              "t": m.get_column(f"{prefix}time_ns").to_numpy()[hit],
+                              "peer": m.get_column(f"{peer_prefix}task").to_numpy()[hit],
+                              "size": m.get_column("size").to_numpy()[hit], "tag": m.get_column("tag").to_numpy()[hit]})
+                .group_by("_row").agg(pl.col("size").sum().alias(col), pl.col("peer").sort_by("t").first().alias(f"{col}_peer"),
+                                      pl.col("tag").sort_by("t").first().alias(f"{col}_tag"), pl.len().alias(f"{col}_n")))
 
-    sent = side("s_", "r_", "_sent")
-    recv = side("r_", "s_", "_recv")
-    return (calls.join(sent, on=keys, how="left").join(recv, on=keys, how="left").with_columns(
+    if messages.height and ck.size:
+        per_call = side("s_", "r_", "_sent").join(side("r_", "s_", "_recv"), on="_row", how="full", coalesce=True)
+    else:
+        per_call = pl.DataFrame(schema={"_row": pl.UInt32, "_sent": pl.Int64, "_sent_peer": pl.Int32, "_sent_tag": pl.Int64,
+                                        "_sent_n": pl.UInt32, "_recv": pl.Int64, "_recv_peer": pl.Int32,
+                                        "_recv_tag": pl.Int64, "_recv_n": pl.UInt32})
+    per_call = per_call.with_columns(pl.col("_row").cast(pl.UInt32 if ck.size < 2**32 else pl.UInt64))
+    return (calls.join(per_call.lazy(), on="_row", how="left").with_columns(
         (pl.col("bytes_sent").fill_null(0) + pl.col("_sent").fill_null(0)).alias("bytes_sent"),
         (pl.col("bytes_recv").fill_null(0) + pl.col("_recv").fill_null(0)).alias("bytes_recv"),
         pl.coalesce("_sent_peer", "_recv_peer").cast(pl.Int32).alias("peer"),

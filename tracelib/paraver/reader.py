@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
-from tracelib.bursts import MPI_EVENT_SCHEMA, ArrayBatch, BurstAssembler, ReadSummary, SampleArrays, attach_messages
+from tracelib.bursts import ArrayBatch, BurstAssembler, ReadSummary, SampleArrays, null_unless, attach_messages
 from tracelib.errors import MissingCompanionWarning, TraceFormatError, TruncatedTraceError
 from tracelib.paraver.header import ParaverHeader, parse_header
 from tracelib.paraver.pcf import PcfCatalog, read_pcf
@@ -117,6 +117,48 @@ def read_ahead(items: Iterator[_T], depth: int = 1) -> Iterator[_T]:
         worker.join()
 
 
+_WARM_UP_LOCK = threading.Lock()
+_warm_up_thread: threading.Thread | None = None
+_WARM_UP_RECORDS = (b"1:1:1:1:1:0:10:1\n2:1:1:1:1:10:42000050:5:43000050:9:50000002:8:50100001:4:70000001:1:80000001:2\n"
+                    b"2:1:1:1:1:12:50000002:0\n3:1:1:1:1:10:10:2:1:2:1:12:12:4:1\n1:1:1:1:1:12:20:1\n1:1:1:2:1:0:20:1\n"
+                    b"2:1:1:1:1:20:42000050:7:43000050:12:50000001:3\n2:1:1:2:1:20:50000001:3\n2:1:1:2:1:22:50000001:0\n"
+                    b"4:1:2\n2:1:1:1:1:25:50000001:0\n")
+
+
+def _warm_up() -> None:
+    """Run a tiny trace through every Numba kernel of the reader, so that they are compiled (or loaded from
+    the cache) before the first real chunk needs them."""
+    header = parse_header("#Paraver (01/01/20 at 00:00):100_ns:1(2):1:2(1:1,1:1),0", "<warm-up>")
+    parser = RecordParser(header, "<warm-up>")
+    assembler = BurstAssembler("warm-up", threads=parser.threads)
+    converter = _EventConverter(PcfCatalog(), Path("<warm-up>"), assembler, parser)
+    block = bytearray(_WARM_UP_RECORDS)
+    chunk = parser.parse(np.frombuffer(block, dtype=np.uint8), 2)
+    item = _Prepared(chunk, converter.mpi_frame(chunk.events), converter.messages(chunk.comms),
+                     parser.last_time.copy(), parser.counter_types.copy(), len(block))
+    _, calls = assembler.feed(converter.batch(item), item.horizon)
+    _, more = assembler.finish()
+    attach_messages(pl.concat([calls, more]).lazy(), item.messages).collect()
+
+
+def start_warm_up() -> None:
+    """Start :func:`_warm_up` in a background thread, once per process. Opening a trace calls it: the kernels
+    then load while the caller hashes the trace's files. A failure there is left to the real read to report."""
+    global _warm_up_thread
+    with _WARM_UP_LOCK:
+        if _warm_up_thread is not None:
+            return
+
+        def run() -> None:
+            try:
+                _warm_up()
+            except Exception:  # noqa: BLE001 - the real read meets the same problem and reports it
+                pass
+
+        _warm_up_thread = threading.Thread(target=run, name="synthtrace-numba-warm-up", daemon=True)
+        _warm_up_thread.start()
+
+
 class ParaverTrace:
     """One Paraver trace on disk: its header, names and resource labels, and a streaming table reader.
 
@@ -146,6 +188,7 @@ class ParaverTrace:
         self.pcf = self._companion(".pcf", read_pcf, PcfCatalog())
         self.row = self._companion(".row", read_row, RowNames())
         self._check_row()
+        start_warm_up()
 
     def _check_row(self) -> None:
         """The ``.row`` file must describe the same resources as the header."""
@@ -296,25 +339,10 @@ class ParaverTrace:
                 calls.sort([*sort, "call_seq"]) if calls.height else calls, summary)
 
 
-def _nullable(name: str, values: np.ndarray, valid: np.ndarray, dtype: pl.DataType) -> pl.Series:
-    """A Series of ``values`` with nulls where ``valid`` is False."""
-    s = pl.Series(name, values).cast(dtype, strict=False)
-    absent = np.flatnonzero(~valid)
-    return s.scatter(absent, None) if absent.size else s
-
-
 def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
-    """Distinct (a, b) pairs, the index of each pair's first row, and each row's pair index."""
-    if a.size == 0:
-        return [], np.empty(0, np.int64), np.empty(0, np.int64)
-    a, b = a.astype(np.int64), b.astype(np.int64)
-    lo, hi = int(b.min()), int(b.max())
-    if a.min() >= 0 and a.max() < 1 << 30 and hi - lo < 1 << 32:  # the usual case: pack into one int64
-        _, first, inv = np.unique((a << 32) | (b - lo), return_index=True, return_inverse=True)
-    else:
-        rec = np.rec.fromarrays([a, b], names="a,b")
-        _, first, inv = np.unique(rec, return_index=True, return_inverse=True)
-    return list(zip(a[first].tolist(), b[first].tolist())), first, inv.reshape(-1)
+    """Distinct (a, b) pairs in order of first appearance, the first row of each, and each row's pair index."""
+    codes, first = tk.factorize_pairs(a.astype(np.int64), b.astype(np.int64))
+    return list(zip(a[first].tolist(), b[first].tolist())), first, codes
 
 
 class _EventConverter:
@@ -402,11 +430,13 @@ class _EventConverter:
         kind = pl.Series("kind", [MPI_KIND[t] for t in MPI_EVENT_TYPES], pl.String).gather(typ - MPI_EVENT_TYPES[0])
         call = pl.Series("call", names or [""], pl.String).gather(call_idx)
         site = pl.Series("call_site", sites or [""], pl.String).gather(site_idx)
+        root = info[:, 2]
+        root_ok = (root >= -(2**31)) & (root < 2**31)  # a root beyond 32 bits is no rank: left null
         return pl.DataFrame([
             pl.Series("appl", appl), pl.Series("task", task), pl.Series("thread", thread),
             pl.Series("cpu", ev.cpu[rows]), pl.Series("time_ns", ev.time_ns[rows]), kind,
-            call.scatter(np.flatnonzero(~entry), None) if (~entry).any() else call,
-            *(_nullable(name, info[:, c], entry & (has & (1 << c) > 0), MPI_EVENT_SCHEMA[name])
+            null_unless(call, entry, "call"),
+            *(pl.Series(name, np.ma.masked_array(info[:, c], mask=~(entry & (has & (1 << c) > 0) & (root_ok if c == 2 else True))))
               for c, name in enumerate(("bytes_sent", "bytes_recv", "root", "comm"))),
-            site.scatter(np.flatnonzero(~with_site), None) if (~with_site).any() else site,
-        ])
+            null_unless(site, with_site, "call_site"),
+        ]).cast({"root": pl.Int32})

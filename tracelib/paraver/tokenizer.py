@@ -619,3 +619,35 @@ def mpi_rows(th: np.ndarray, t: np.ndarray, ty: np.ndarray, val: np.ndarray, n_t
     for k in range(n_threads):
         _flush_group(head[k], nxt, g_info, g_has[k], k, info, has)
     return rows[:m], info[:m], has[:m]
+
+
+@cached_njit
+def factorize_pairs(a: np.ndarray, b: np.ndarray):
+    """Distinct (a, b) pairs in order of first appearance: (code of each row, first row of each pair)."""
+    n = a.shape[0]
+    cap = 64
+    while cap < 2 * n:
+        cap *= 2
+    mask = cap - 1
+    ka = np.empty(cap, dtype=np.int64)
+    kb = np.empty(cap, dtype=np.int64)
+    kc = np.empty(cap, dtype=np.int64)
+    for i in range(cap):
+        kc[i] = -1
+    codes = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        x = a[i]
+        y = b[i]
+        h = ((x * 2654435761) ^ (y * 40503)) & mask
+        while kc[h] >= 0 and (ka[h] != x or kb[h] != y):
+            h = (h + 1) & mask
+        if kc[h] < 0:
+            ka[h] = x
+            kb[h] = y
+            kc[h] = m
+            first[m] = i
+            m += 1
+        codes[i] = kc[h]
+    return codes, first[:m]
