@@ -129,6 +129,18 @@ def _empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
+_KEY_BITS = 21
+_KEY_MASK = (1 << _KEY_BITS) - 1
+
+
+def _packed(appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """(appl, task, thread) as one int64 that sorts like the triple (each part in [0, 2**21))."""
+    a, k, h = (np.asarray(x).astype(np.int64) for x in (appl, task, thread))
+    if a.size and (min(a.min(), k.min(), h.min()) < 0 or max(a.max(), k.max(), h.max()) > _KEY_MASK):
+        raise ValueError(f"appl, task and thread numbers must lie in [0, {_KEY_MASK}]")
+    return (a << (2 * _KEY_BITS)) | (k << _KEY_BITS) | h
+
+
 def _cpu_series(cpu: np.ndarray) -> pl.Series:
     """cpu column from int32 values where ``_NULL_CPU`` stands for null."""
     return pl.Series("cpu", np.ma.masked_array(cpu, mask=cpu == _NULL_CPU))
@@ -485,19 +497,19 @@ class BurstAssembler:
     def n_threads(self) -> int:
         return int(self._appl.size)
 
-    @staticmethod
-    def _keys(appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> np.ndarray:
-        return (appl.astype(np.int64) << 42) | (task.astype(np.int64) << 21) | thread.astype(np.int64)
-
     def _register(self, appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> None:
-        for a, k, h in zip(appl.tolist(), task.tolist(), thread.tolist()):
-            key = (a << 42) | (k << 21) | h
+        """Give ids to threads not seen yet, in the order given."""
+        new = []
+        for key in _packed(appl, task, thread).tolist():
             if key not in self._key_to_id:
                 self._key_to_id[key] = len(self._key_to_id)
-                self._appl = np.append(self._appl, np.int32(a))
-                self._task = np.append(self._task, np.int32(k))
-                self._thread = np.append(self._thread, np.int32(h))
-        keys = self._keys(self._appl, self._task, self._thread)
+                new.append(key)
+        if new:
+            k = np.asarray(new, dtype=np.int64)
+            parts = (k >> (2 * _KEY_BITS), (k >> _KEY_BITS) & _KEY_MASK, k & _KEY_MASK)
+            self._appl, self._task, self._thread = (np.concatenate([old, p.astype(np.int32)]) for old, p in
+                                                    zip((self._appl, self._task, self._thread), parts))
+        keys = _packed(self._appl, self._task, self._thread)
         order = np.argsort(keys, kind="stable")
         self._sorted_keys, self._sorted_ids = keys[order], order.astype(np.int64)
         grow = self.n_threads - self._burst_next.size
@@ -512,13 +524,13 @@ class BurstAssembler:
         """Ids (int32) of (appl, task, thread) rows, registering threads seen for the first time."""
         if appl.size == 0:
             return np.empty(0, np.int32)
-        keys = self._keys(appl, task, thread)
+        keys = _packed(appl, task, thread)
         pos = np.searchsorted(self._sorted_keys, keys)
         pos[pos >= self._sorted_keys.size] = 0
         known = self._sorted_keys[pos] == keys if self._sorted_keys.size else np.zeros(keys.size, bool)
         if not known.all():
             new = np.unique(keys[~known])
-            self._register(new >> 42, (new >> 21) & ((1 << 21) - 1), new & ((1 << 21) - 1))
+            self._register(new >> (2 * _KEY_BITS), (new >> _KEY_BITS) & _KEY_MASK, new & _KEY_MASK)
             return self.thread_ids(appl, task, thread)
         return self._sorted_ids[pos].astype(np.int32)
 
@@ -662,8 +674,45 @@ def _containing_call(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray, mk: np.ndar
     return out
 
 
-def _packed(appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> np.ndarray:
-    return (appl.astype(np.int64) << 42) | (task.astype(np.int64) << 21) | thread.astype(np.int64)
+@cached_njit
+def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, peer_r, tag_r, size_r):
+    """Per call: bytes sent and received by its messages, their number, and the peer and tag of its first
+    message (the earliest sent one, else the earliest received one; ``side`` 0: no message)."""
+    add_s = np.zeros(n_calls, dtype=np.int64)
+    add_r = np.zeros(n_calls, dtype=np.int64)
+    n_msg = np.zeros(n_calls, dtype=np.int32)
+    peer = np.zeros(n_calls, dtype=np.int32)
+    tag = np.zeros(n_calls, dtype=np.int64)
+    side = np.zeros(n_calls, dtype=np.uint8)
+    best = np.empty(n_calls, dtype=np.int64)
+    for r in range(n_calls):
+        best[r] = _MAX_I64
+    for i in range(row_s.shape[0]):
+        r = row_s[i]
+        if r < 0:
+            continue
+        add_s[r] += size_s[i]
+        n_msg[r] += 1
+        if t_s[i] < best[r]:
+            best[r] = t_s[i]
+            peer[r] = peer_s[i]
+            tag[r] = tag_s[i]
+            side[r] = 1
+    for r in range(n_calls):
+        if side[r] != 1:
+            best[r] = _MAX_I64
+    for i in range(row_r.shape[0]):
+        r = row_r[i]
+        if r < 0:
+            continue
+        add_r[r] += size_r[i]
+        n_msg[r] += 1
+        if side[r] != 1 and t_r[i] < best[r]:
+            best[r] = t_r[i]
+            peer[r] = peer_r[i]
+            tag[r] = tag_r[i]
+            side[r] = 2
+    return add_s, add_r, n_msg, peer, tag, side
 
 
 def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:
@@ -672,44 +721,39 @@ def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame
     A message's send side belongs to the sender's call that contains its logical send time, its receive side
     to the receiver's call that contains its logical receive time (times at call boundaries count as inside;
     among calls starting at the same time, the last one). Collective sizes already on the calls are kept and
-    added to. Only the calls' thread and time columns are read to place the messages.
+    added to. Only the calls' thread and time columns are read to place the messages; the new columns are
+    added in the calls' row order.
     """
-    calls = calls.with_row_index("_row")
     spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns").collect()
+    n = spans.height
     ck = _packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
     cs = spans.get_column("start_ns").to_numpy()
     ce = spans.get_column("end_ns").to_numpy()
     order = np.argsort(ck, kind="stable")  # calls come grouped by thread in start order: runs, cheap
     ck, cs, ce = ck[order], cs[order], ce[order]
-    if ck.size > 1 and not bool(np.all((ck[1:] > ck[:-1]) | ((ck[1:] == ck[:-1]) & (cs[1:] >= cs[:-1])))):
-        order = np.lexsort((spans.get_column("start_ns").to_numpy(), _packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))))
-        ck, cs, ce = _packed(*(spans.get_column(c).to_numpy()[order] for c in THREAD_KEYS)), \
-            spans.get_column("start_ns").to_numpy()[order], spans.get_column("end_ns").to_numpy()[order]
+    if n > 1 and not bool(np.all((ck[1:] > ck[:-1]) | ((ck[1:] == ck[:-1]) & (cs[1:] >= cs[:-1])))):
+        resort = np.lexsort((cs, ck))
+        order, ck, cs, ce = order[resort], ck[resort], cs[resort], ce[resort]
     del spans
+    m = messages
 
-    def side(prefix: str, peer_prefix: str, col: str) -> pl.DataFrame:
-        m = messages
+    def rows(prefix: str) -> np.ndarray:
+        """Row (in ``calls``) of the call holding each message's ``prefix`` side, -1 for none."""
+        if not n or not m.height:
+            return np.full(m.height, -1, dtype=np.int64)
         pos = _containing_call(ck, cs, ce, _packed(*(m.get_column(f"{prefix}{c}").to_numpy() for c in THREAD_KEYS)),
                                m.get_column(f"{prefix}time_ns").to_numpy())
-        hit = pos >= 0
-        return (pl.DataFrame({"_row": order[pos[hit]].astype(np.uint32 if order.size < 2**32 else np.uint64),
-                              "t": m.get_column(f"{prefix}time_ns").to_numpy()[hit],
-                              "peer": m.get_column(f"{peer_prefix}task").to_numpy()[hit],
-                              "size": m.get_column("size").to_numpy()[hit], "tag": m.get_column("tag").to_numpy()[hit]})
-                .group_by("_row").agg(pl.col("size").sum().alias(col), pl.col("peer").sort_by("t").first().alias(f"{col}_peer"),
-                                      pl.col("tag").sort_by("t").first().alias(f"{col}_tag"), pl.len().alias(f"{col}_n")))
+        return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
-    if messages.height and ck.size:
-        per_call = side("s_", "r_", "_sent").join(side("r_", "s_", "_recv"), on="_row", how="full", coalesce=True)
-    else:
-        per_call = pl.DataFrame(schema={"_row": pl.UInt32, "_sent": pl.Int64, "_sent_peer": pl.Int32, "_sent_tag": pl.Int64,
-                                        "_sent_n": pl.UInt32, "_recv": pl.Int64, "_recv_peer": pl.Int32,
-                                        "_recv_tag": pl.Int64, "_recv_n": pl.UInt32})
-    per_call = per_call.with_columns(pl.col("_row").cast(pl.UInt32 if ck.size < 2**32 else pl.UInt64))
-    return (calls.join(per_call.lazy(), on="_row", how="left").with_columns(
-        (pl.col("bytes_sent").fill_null(0) + pl.col("_sent").fill_null(0)).alias("bytes_sent"),
-        (pl.col("bytes_recv").fill_null(0) + pl.col("_recv").fill_null(0)).alias("bytes_recv"),
-        pl.coalesce("_sent_peer", "_recv_peer").cast(pl.Int32).alias("peer"),
-        pl.coalesce("_sent_tag", "_recv_tag").alias("tag"),
-        (pl.col("_sent_n").fill_null(0) + pl.col("_recv_n").fill_null(0)).cast(pl.Int32).alias("n_messages"),
-    ).select(list(MPI_CALL_SCHEMA)))
+    col = {c: m.get_column(c).cast(pl.Int64).to_numpy() for c in ("s_time_ns", "r_time_ns", "s_task", "r_task", "size", "tag")}
+    add_s, add_r, n_msg, peer, tag, side = _message_columns(
+        n, rows("s_"), col["s_time_ns"], col["r_task"], col["tag"], col["size"],
+        rows("r_"), col["r_time_ns"], col["s_task"], col["tag"], col["size"])
+    none = side == 0
+    return calls.with_columns(
+        (pl.col("bytes_sent").fill_null(0) + pl.Series(add_s)).alias("bytes_sent"),
+        (pl.col("bytes_recv").fill_null(0) + pl.Series(add_r)).alias("bytes_recv"),
+        pl.Series("peer", np.ma.masked_array(peer, mask=none)),
+        pl.Series("tag", np.ma.masked_array(tag, mask=none)),
+        pl.Series("n_messages", n_msg),
+    ).select([pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items()])

@@ -101,7 +101,7 @@ class TokenizerState:
     slot_type: np.ndarray = field(init=False)  # int64 [MAX_SLOTS]: counter type of each slot
     slot_abs: np.ndarray = field(init=False)  # int32 [MAX_SLOTS]: index into abs_last or -1
     counts: np.ndarray = field(init=False)  # int64 [4]: slots used, absolute counters used, spare
-    abs_last: np.ndarray = field(init=False)  # int64 [n_threads, MAX_ABSOLUTE]
+    abs_last: np.ndarray = field(init=False)  # int64 [n_threads, MAX_ABSOLUTE], allocated on first need
 
     def __post_init__(self) -> None:
         n_threads = int(self.task_first_thread[-1])
@@ -111,7 +111,7 @@ class TokenizerState:
         self.slot_type = np.zeros(MAX_SLOTS, dtype=np.int64)
         self.slot_abs = np.full(MAX_SLOTS, -1, dtype=np.int32)
         self.counts = np.zeros(4, dtype=np.int64)
-        self.abs_last = np.full((max(n_threads, 1), MAX_ABSOLUTE), -1, dtype=np.int64)
+        self.abs_last = np.full((0, MAX_ABSOLUTE), -1, dtype=np.int64)
 
     @property
     def n_slots(self) -> int:
@@ -508,7 +508,7 @@ def _grown(a: np.ndarray, n: int) -> np.ndarray:
 
 
 def tokenize(buf: np.ndarray, first_line: int, state: TokenizerState, capacity: tuple[int, int, int, int]) -> Tokens:
-    """Tokenize a block of whole lines (uint8 array ending with ``\n``) whose first line is ``first_line``.
+    """Tokenize a block of whole lines (uint8 array ending with a newline) whose first line is ``first_line``.
 
     ``capacity`` is the initial size of the (state, counter sample, other event, comm) arrays; they grow as
     needed.
@@ -542,6 +542,8 @@ def tokenize(buf: np.ndarray, first_line: int, state: TokenizerState, capacity: 
             cm = _grown(cm, n_cm)
     n_st, n_cn, n_ev, n_cm = (int(x) for x in fill)
     if status == _DONE and s.counts[1]:
+        if s.abs_last.shape[0] < s.last_time.shape[0]:
+            s.abs_last = np.full((s.last_time.shape[0], MAX_ABSOLUTE), -1, dtype=np.int64)
         n_cn = _absolute_deltas(cn[0][:n_cn], cn[2][:n_cn], cn[3][:n_cn], cn[1][:n_cn], s.slot_abs, s.abs_last)
     return Tokens(st[0][:n_st], st[1][:n_st], st[2][:n_st], st[3][:n_st], cn[0][:n_cn], cn[1][:n_cn], cn[2][:n_cn],
                   cn[3][:n_cn], *(a[:n_ev] for a in ev), cm[:n_cm], n_rec, int(cursor[1]) - first_line + 1, err)
