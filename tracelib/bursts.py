@@ -19,13 +19,14 @@ intervals into bursts and summing samples into them runs in one Numba kernel per
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, TypeVar
 
 import numpy as np
 import polars as pl
 
 from tracelib.paraver.tokenizer import cached_njit
-from tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS
+from tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
                    "start_ns": pl.Int64, "end_ns": pl.Int64}
@@ -56,50 +57,50 @@ class RecordBatch:
     messages: pl.DataFrame
 
 
+_Cols = TypeVar("_Cols", bound="_Columns")
+
+
+class _Columns:
+    """Equal-length numpy columns (the dataclass fields, in order) with row selection and concatenation."""
+
+    _DTYPES: ClassVar[tuple[type, ...]] = ()
+
+    @classmethod
+    def empty(cls: type[_Cols]) -> _Cols:
+        return cls(*(np.empty(0, dt) for dt in cls._DTYPES))
+
+    def _columns(self) -> list[np.ndarray]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def take(self: _Cols, idx: np.ndarray) -> _Cols:
+        return type(self)(*(c[idx] for c in self._columns()))
+
+    def concat(self: _Cols, other: _Cols) -> _Cols:
+        if not self._columns()[0].size:
+            return other
+        return type(self)(*(np.concatenate([a, b]) for a, b in zip(self._columns(), other._columns())))
+
+
 @dataclass
-class IntervalArrays:
+class IntervalArrays(_Columns):
     """Running intervals: thread id (int32), cpu (int32, ``-2**31`` for none), start and end (int64 ns)."""
 
     thread: np.ndarray
     cpu: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
-
-    @classmethod
-    def empty(cls) -> IntervalArrays:
-        return cls(np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64))
-
-    def take(self, idx: np.ndarray) -> IntervalArrays:
-        return IntervalArrays(self.thread[idx], self.cpu[idx], self.start_ns[idx], self.end_ns[idx])
-
-    def concat(self, other: IntervalArrays) -> IntervalArrays:
-        if not self.thread.size:
-            return other
-        return IntervalArrays(*(np.concatenate([a, b]) for a, b in zip(
-            (self.thread, self.cpu, self.start_ns, self.end_ns), (other.thread, other.cpu, other.start_ns, other.end_ns))))
+    _DTYPES: ClassVar[tuple[type, ...]] = (np.int32, np.int32, np.int64, np.int64)
 
 
 @dataclass
-class SampleArrays:
+class SampleArrays(_Columns):
     """Counter samples: thread id (int32), time (int64 ns), counter code (int32), value (int64 count)."""
 
     thread: np.ndarray
     time_ns: np.ndarray
     counter: np.ndarray
     value: np.ndarray
-
-    @classmethod
-    def empty(cls) -> SampleArrays:
-        return cls(np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int64))
-
-    def take(self, idx: np.ndarray) -> SampleArrays:
-        return SampleArrays(self.thread[idx], self.time_ns[idx], self.counter[idx], self.value[idx])
-
-    def concat(self, other: SampleArrays) -> SampleArrays:
-        if not self.thread.size:
-            return other
-        return SampleArrays(*(np.concatenate([a, b]) for a, b in zip(
-            (self.thread, self.time_ns, self.counter, self.value), (other.thread, other.time_ns, other.counter, other.value))))
+    _DTYPES: ClassVar[tuple[type, ...]] = (np.int32, np.int64, np.int32, np.int64)
 
 
 @dataclass
