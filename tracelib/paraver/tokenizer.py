@@ -187,6 +187,18 @@ def _slot_of(ctype: int, slot_keys: np.ndarray, slot_index: np.ndarray, slot_typ
     return n
 
 
+@cached_njit
+def _parse_u64(buf: np.ndarray, a: int, b: int) -> tuple[np.uint64, bool]:
+    """The digits ``buf[a:b]`` as an unsigned 64-bit integer, and whether they overflow it."""
+    u = np.uint64(0)
+    for i in range(a, b):
+        d = np.uint64(buf[i] - 48)
+        if u > _U64_TENTH or (u == _U64_TENTH and d > np.uint64(5)):
+            return u, True
+        u = u * _U64_TEN + d
+    return u, False
+
+
 _DONE, _ERROR = 0, -1  # other statuses: bit mask of full outputs (1 states, 2 samples, 4 events, 8 comms)
 
 
@@ -258,28 +270,19 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
         while buf[pos] == 58:  # ':'
             pos += 1
             u = np.uint64(0)
-            nd = 0
-            over = False
-            nondigit = False
+            fs = pos
             while True:
-                c = buf[pos]
-                d = np.int64(c) - 48
+                d = np.int64(buf[pos]) - 48
                 if 0 <= d <= 9:
-                    if nd >= 19 and (u > _U64_TENTH or (u == _U64_TENTH and d > 5)):
-                        over = True
-                    else:
-                        u = u * _U64_TEN + np.uint64(d)
-                    nd += 1
+                    u = u * _U64_TEN + np.uint64(d)  # wraps past 19 digits: redone exactly below
                     pos += 1
-                    continue
-                if c == 58 or c == 10:
+                else:
                     break
-                if c == 13 and buf[pos + 1] == 10:
-                    pos += 1  # CR of a CRLF line end
-                    break
-                nondigit = True
-                break
-            if nondigit:
+            nd = pos - fs
+            c = buf[pos]
+            if c == 13 and buf[pos + 1] == 10:
+                pos += 1  # CR of a CRLF line end
+            elif c != 58 and c != 10:
                 bad = E_NOT_DIGIT
                 bad_k = nf + 1
                 break
@@ -287,10 +290,12 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
                 bad = E_FIELD_EMPTY
                 bad_k = nf + 1
                 break
-            if over:
-                bad = E_NOT_64BIT
-                bad_k = nf + 1
-                break
+            if nd >= 20:
+                u, over = _parse_u64(buf, fs, fs + nd)
+                if over:
+                    bad = E_NOT_64BIT
+                    bad_k = nf + 1
+                    break
             big = u > _U64_INT64_MAX
             v = _INT64_MAX if big else np.int64(u)
             if nf < 16:
