@@ -68,9 +68,9 @@ import json, sys, time, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
 import polars as pl
-from tracelib.bursts import ReadSummary, attach_messages
+from tracelib.bursts import ReadSummary
 from tracelib.formats import open_trace
-from warehouse.ingest import run_identity
+from warehouse.ingest import run_identity, write_mpi_calls
 """ + _USAGE + """
 out = Path(sys.argv[2]); (out / "bursts").mkdir(parents=True); (out / "_calls").mkdir()
 ph = {}
@@ -90,8 +90,8 @@ ph["parse + bursts + calls (iter_tables, parsing one chunk ahead in a 2nd thread
 ph["write burst and call parts (Parquet)"] = write
 t = time.perf_counter()
 parts = sorted((out / "_calls").glob("*.parquet"))
-attach_messages(pl.scan_parquet(parts), summary.messages).sort(["appl", "task", "thread", "call_seq"]).sink_parquet(out / "mpi_calls.parquet")
-ph["attach messages to calls, sort and write mpi_calls.parquet"] = time.perf_counter() - t
+write_mpi_calls(parts, summary, out / "mpi_calls.parquet")
+ph["attach messages to calls and write mpi_calls.parquet (one part at a time)"] = time.perf_counter() - t
 print(json.dumps({**usage(t0), "phases": ph}))
 """
 

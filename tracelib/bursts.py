@@ -716,8 +716,9 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     return add_s, add_r, n_msg, peer, tag, side
 
 
-def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:
-    """Add point-to-point bytes, peer, tag and message counts to MPI calls.
+def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """Point-to-point columns for MPI calls given by their thread keys, start_ns and end_ns (``spans``), one row
+    per call in the order of ``spans``: ``_add_sent``, ``_add_recv`` (bytes), ``peer``, ``tag``, ``n_messages``.
 
     A message's send side belongs to the sender's call that contains its logical send time, its receive side
     to the receiver's call that contains its logical receive time (times at call boundaries count as inside;
@@ -725,7 +726,6 @@ def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame
     added to. Only the calls' thread and time columns are read to place the messages; the new columns are
     added in the calls' row order.
     """
-    spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns").collect()
     n = spans.height
     ck = _packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
     cs = spans.get_column("start_ns").to_numpy()
@@ -751,10 +751,21 @@ def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame
         n, rows("s_"), col["s_time_ns"], col["r_task"], col["tag"], col["size"],
         rows("r_"), col["r_time_ns"], col["s_task"], col["tag"], col["size"])
     none = side == 0
+    return pl.DataFrame({"_add_sent": add_s, "_add_recv": add_r,
+                         "peer": np.ma.masked_array(peer, mask=none), "tag": np.ma.masked_array(tag, mask=none),
+                         "n_messages": n_msg})
+
+
+def with_message_columns(calls: pl.DataFrame | pl.LazyFrame, columns: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:
+    """``calls`` with the rows of :func:`message_columns` (same row order) applied, in MPI_CALL_SCHEMA."""
     return calls.with_columns(
-        (pl.col("bytes_sent").fill_null(0) + pl.Series(add_s)).alias("bytes_sent"),
-        (pl.col("bytes_recv").fill_null(0) + pl.Series(add_r)).alias("bytes_recv"),
-        pl.Series("peer", np.ma.masked_array(peer, mask=none)),
-        pl.Series("tag", np.ma.masked_array(tag, mask=none)),
-        pl.Series("n_messages", n_msg),
+        (pl.col("bytes_sent").fill_null(0) + columns.get_column("_add_sent")).alias("bytes_sent"),
+        (pl.col("bytes_recv").fill_null(0) + columns.get_column("_add_recv")).alias("bytes_recv"),
+        columns.get_column("peer"), columns.get_column("tag"), columns.get_column("n_messages"),
     ).select([pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items()])
+
+
+def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:
+    """Add point-to-point bytes, peer, tag and message counts to MPI calls (see :func:`message_columns`)."""
+    spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns").collect()
+    return with_message_columns(calls, message_columns(spans, messages))

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import polars as pl
 
-from tracelib.bursts import ReadSummary, attach_messages
+import pyarrow.parquet as pq
+
+from tracelib.bursts import ReadSummary, message_columns, with_message_columns
 from tracelib.formats import TraceSource, open_trace
 from tracelib.schema import RUN_SCHEMA
 from warehouse.layout import Warehouse
@@ -53,6 +55,25 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     return run_name, app or run_name.split(".")[0], experiment or holder.name
 
 
+def write_mpi_calls(parts: list[Path], summary: ReadSummary, target: Path) -> None:
+    """One ``mpi_calls.parquet`` from the per-chunk parts, point-to-point columns added, one part in memory at a
+    time (the calls stay in chunk order; readers sort by thread and call_seq)."""
+    spans = pl.scan_parquet(parts).select("appl", "task", "thread", "start_ns", "end_ns").collect()
+    columns = message_columns(spans, summary.messages)
+    del spans
+    writer, offset = None, 0
+    try:
+        for part in parts:
+            calls = pl.read_parquet(part)
+            table = with_message_columns(calls, columns.slice(offset, calls.height)).to_arrow()
+            offset += calls.height
+            writer = writer or pq.ParquetWriter(target, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
 def existing_run(wh: Warehouse, run_id: str) -> dict | None:
     """The stored runs row of ``run_id``, or None."""
     f = wh.run_dir(run_id) / "run.parquet"
@@ -87,9 +108,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                 calls.write_parquet(calls_parts / f"part-{i:05d}.parquet")
         parts = sorted(calls_parts.glob("*.parquet"))
         if parts:
-            calls_lf = pl.scan_parquet(parts)
-            attach_messages(calls_lf, summary.messages).sort(["appl", "task", "thread", "call_seq"]).sink_parquet(
-                stage / "mpi_calls.parquet")
+            write_mpi_calls(parts, summary, stage / "mpi_calls.parquet")
         for p in parts:
             p.unlink()
         calls_parts.rmdir()

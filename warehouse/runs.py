@@ -36,6 +36,6 @@ def run_bursts(wh: Warehouse, run_id: str) -> pl.DataFrame:
 
 
 def run_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:
-    """The MPI calls of one run, or None when it has none."""
+    """The MPI calls of one run sorted by thread and call_seq, or None when it has none."""
     f = wh.run_dir(run_id) / "mpi_calls.parquet"
-    return pl.read_parquet(f) if f.is_file() else None
+    return pl.read_parquet(f).sort("appl", "task", "thread", "call_seq") if f.is_file() else None
