@@ -191,3 +191,16 @@ def test_zero_length_mpi_call_separates_bursts(tmp_path):
         assert bursts.select("start_ns", "end_ns", "mpi_call", "42000050").rows() == [
             (0, 10, "MPI_Barrier", 100), (10, 20, "MPI_Isend", 50)], chunk
         assert calls["duration_ns"].to_list() == [0, 5]
+
+
+def test_caller_names_keep_their_brackets(tmp_path):
+    prv = tmp_path / "call.prv"
+    prv.write_text("#Paraver (01/01/20 at 10:00):100_ns:1(1):1:1(1:1),0\n"
+                   "1:1:1:1:1:0:10:1\n2:1:1:1:1:10:50000001:3:42000050:5:70000001:3:80000001:4\n2:1:1:1:1:12:50000001:0\n")
+    prv.with_suffix(".pcf").write_text(
+        "EVENT_TYPE\n7  42000050 PAPI_TOT_INS [Instr completed]\n\n"
+        "EVENT_TYPE\n9   50000001    MPI Point-to-point\nVALUES\n3   MPI_Isend\n0   Outside MPI\n\n"
+        "EVENT_TYPE\n0    70000001    Caller at level 1\nVALUES\n3 operator[] [std::vector<int>::operator[]]\n\n"
+        "EVENT_TYPE\n0    80000001    Caller line at level 1\nVALUES\n4 42 (vec.h, app)\n\n")
+    bursts, _, _ = ParaverTrace(prv).read_tables("r")
+    assert bursts["call_site"].to_list() == ["std::vector<int>::operator[] (vec.h:42)"]

@@ -373,7 +373,8 @@ class _EventConverter:
         if func is None:
             return None
         fname = self.pcf.value_name(CALLER_TYPE, func) or f"caller_{func}"
-        fname = fname.split(" [", 1)[-1].rstrip("]") if " [" in fname else fname
+        if " [" in fname and fname.endswith("]"):  # "short [full name]": the full name, brackets in it kept
+            fname = fname[fname.index(" [") + 2:-1]
         if not line:
             return fname
         lname = self.pcf.value_name(CALLER_LINE_TYPE, line)
