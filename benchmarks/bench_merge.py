@@ -37,6 +37,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
+from benchmarks.results_io import emit  # noqa: E402
 
 from merge_synth import make_runs, true_matches  # noqa: E402
 from tracelib.merge import MergeOptions, RunTables, merge_runs  # noqa: E402
@@ -226,10 +227,6 @@ def simulator_accuracy(out: Path, seeds: tuple[int, ...] = SIM_SEEDS, ranks: int
     run's own value of the same logical burst, from ``--truth-counters all``); ``worst``: the largest over counters
     and seeds.
     """
-    try:
-        import tracelib.simulator  # noqa: F401
-    except ImportError:
-        return None
     from pipelines.cli import main as cli
     from tracelib.paraver.reader import ParaverTrace
     match_rows = []  # per seed, experiment, other run, method: bursts scored and matched right
@@ -487,9 +484,7 @@ def main() -> None:
         "Measured both ways, hence off by default.",
         "",
     ]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(text))
-    print(f"wrote {args.out}")
+    emit("\n".join(text), args.out)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.results_io import emit  # noqa: E402
 
 CHILD_OURS = """
 import json, resource, sys, time
@@ -259,9 +261,7 @@ def main() -> None:
         "bindings; going lower would need a compiled extension or our own `.evt` decoder.",
         "",
     ]
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text("\n".join(lines))
-    print(f"wrote {args.output}")
+    emit("\n".join(lines), args.output)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from benchmarks.results_io import emit  # noqa: E402
 from models.features import counter_sets  # noqa: E402
 from models.predictors import compare_counter_sets  # noqa: E402
 from tests.models_synth import predictor_campaign  # noqa: E402
-from warehouse.analysis import runs_table  # noqa: E402
+from warehouse.runs import runs_table  # noqa: E402
 from warehouse.layout import Warehouse  # noqa: E402
 from warehouse.model_store import load_bursts  # noqa: E402
 

@@ -146,7 +146,7 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     from tracelib.simulator.truth import TruthStore  # noqa: PLC0415
     from tracelib.simulator.variation import node_count  # noqa: PLC0415
     from tracelib.metrics import ranks_per_socket  # noqa: PLC0415
-    from warehouse.analysis import runs_table  # noqa: PLC0415
+    from warehouse.runs import runs_table  # noqa: PLC0415
     from warehouse.ingest import ingest_trace  # noqa: PLC0415
     from warehouse.layout import Warehouse  # noqa: PLC0415
     from warehouse.merged import merge_experiment  # noqa: PLC0415

@@ -73,7 +73,7 @@ def _print_comparison(warehouse: Path, target: str, kind: str, experiments: list
                       folds: int) -> None:
     from models.features import counter_sets
     from models.predictors import compare_counter_sets
-    from warehouse.analysis import runs_table
+    from warehouse.runs import runs_table
     from warehouse.layout import Warehouse
     from warehouse.model_store import load_bursts
     wh = Warehouse(warehouse)

@@ -36,7 +36,8 @@ from matplotlib.patches import Patch  # noqa: E402
 from models.analysis import analyse_input, mix  # noqa: E402
 from models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds  # noqa: E402
 from tracelib.machine import Machine, load_machine  # noqa: E402
-from warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis, runs_table  # noqa: E402
+from warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
+from warehouse.runs import runs_table  # noqa: E402
 from warehouse.layout import Warehouse  # noqa: E402
 
 _PALETTE = plt.get_cmap("tab20").colors

@@ -13,7 +13,7 @@ from models.features import (
 from models.predictors import UnknownModelKindError, compare_counter_sets, cross_validate, make_estimator
 from models.registry import TRUSTED_TYPES, load, predict, train
 from tests.models_synth import PREDICT_PLAN, predictor_campaign
-from warehouse.analysis import runs_table
+from warehouse.runs import runs_table
 from warehouse.errors import UnknownExperimentError
 from warehouse.layout import Warehouse
 from warehouse.model_store import ArtifactIntegrityError, UnknownModelError, load_bursts, models_dir, sha256

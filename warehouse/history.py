@@ -17,7 +17,7 @@ import duckdb
 import polars as pl
 
 from tracelib.counters import ROLES
-from warehouse.analysis import runs_table
+from warehouse.runs import runs_table
 from warehouse.catalog import connect
 from warehouse.errors import UnknownExperimentError
 from warehouse.layout import Warehouse

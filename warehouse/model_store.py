@@ -25,7 +25,8 @@ from pathlib import Path
 
 import polars as pl
 
-from warehouse.analysis import MERGED_FILE, runs_table
+from warehouse.analysis import MERGED_FILE
+from warehouse.runs import run_bursts, runs_table
 from warehouse.errors import UnknownExperimentError, WarehouseError
 from warehouse.layout import Warehouse
 
@@ -195,10 +196,10 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl
             run_ids += runs.filter(pl.col("experiment") == exp)["run_id"].to_list() if runs.height else []
         else:
             ids = runs.filter(pl.col("experiment") == exp).sort("run_name")["run_id"].to_list() if runs.height else []
-            files = [f for r in ids for f in sorted((wh.run_dir(r) / "bursts").glob("*.parquet"))]
-            if not files:
+            frames = [b for b in (run_bursts(wh, r) for r in ids) if b.height]
+            if not frames:
                 continue
-            df = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+            df = pl.concat(frames, how="diagonal_relaxed")
             run_ids += ids
         parts.append(df.with_columns(pl.lit(exp).alias("experiment"), pl.lit(apps[exp]).alias("app")))
     frame = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
