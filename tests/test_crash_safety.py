@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LULESH_A, tree_digest
+from tests.conftest import LULESH_A
 from tracelib.paraver.tile import tile_trace
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
@@ -66,4 +66,4 @@ def test_reader_during_ingest_never_sees_half_a_run(tmp_path, big_trace):
         time.sleep(0.05)
     assert proc.returncode == 0
     assert seen <= {0, 2140 * 150}
-    assert tree_digest(wh)  # something was written
+    assert (wh / "runs").is_dir() and len(list((wh / "runs").iterdir())) == 1
