@@ -23,6 +23,7 @@ from tracelib.simulator.campaign import REGRESSION_KINDS, parse_injection, rando
 from tracelib.simulator.engine import DEFAULT_DATE
 from tracelib.simulator.pmu import DEFAULT_SLOTS
 from tracelib.simulator.truth import TRUTH_DIR
+from tracelib.simulator.variants import DEFAULT_SPREAD, app_variants
 
 
 def _first_rule(rules: list[Rule], slow: Callable[[pl.DataFrame], pl.DataFrame]) -> Callable[[pl.DataFrame], pl.DataFrame]:
@@ -58,16 +59,23 @@ def rule_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
     return Labeller(bursts=per_burst, calls=calls, phases=rules.classify_phases)
 
 
-def _apps(app: str | None, pattern: str) -> dict[str, str]:
-    """app name -> pattern for the requested pattern(s)."""
+def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:
+    """app name -> pattern for the requested pattern(s); ``per_pattern`` > 1 numbers the applications of each
+    pattern (``halo_1``, ``halo_2``, ...)."""
     patterns = list(PATTERNS) if pattern == "all" else [pattern]
     if pattern != "all" and pattern not in PATTERNS:
         raise BadInputError(f"--pattern {pattern!r}: unknown (known: all, {', '.join(PATTERNS)})")
+    if per_pattern < 1:
+        raise BadInputError(f"--apps-per-pattern must be at least 1 (got {per_pattern})")
     if app is None:
-        return {p: p for p in patterns}
-    if len(patterns) == 1:
-        return {app: patterns[0]}
-    return {f"{app}_{p}": p for p in patterns}
+        names = {p: p for p in patterns}
+    elif len(patterns) == 1:
+        names = {app: patterns[0]}
+    else:
+        names = {f"{app}_{p}": p for p in patterns}
+    if per_pattern == 1:
+        return names
+    return {f"{name}_{i}": p for name, p in names.items() for i in range(1, per_pattern + 1)}
 
 
 def simulate(
@@ -87,6 +95,8 @@ def simulate(
     date: Annotated[datetime | None, typer.Option(help="Start date of the runs (the first night in campaign mode).")] = None,
     labels: Annotated[bool, typer.Option(help="Label bursts, MPI calls and phases with the archetype rules.")] = True,
     truth_counters: Annotated[str, typer.Option(help="Burst counters in the ground truth: 'reference' run only or 'all' runs.")] = "reference",
+    apps_per_pattern: Annotated[int, typer.Option(help="Applications per pattern (halo_1, halo_2, ...): same code structure, kernels that behave differently (inputs, compilers, data layouts).")] = 1,
+    kernel_spread: Annotated[float | None, typer.Option(help=f"How much the applications' kernels differ from the base ones: log standard deviation of their miss rates (default {DEFAULT_SPREAD:g} with --apps-per-pattern > 1, else 0: the base kernels).")] = None,
     warehouse: WarehouseOption = Path("warehouse"),
 ) -> None:
     """Simulate multi-run hardware-counter traces of MPI applications, with their ground truth as Parquet.
@@ -97,12 +107,15 @@ def simulate(
         raise BadInputError(f"{out_dir}: exists and is not a folder")
     if scale <= 0:
         raise BadInputError("--scale must be positive")
-    apps = _apps(app, pattern)
+    apps = _apps(app, pattern, apps_per_pattern)
+    spread = kernel_spread if kernel_spread is not None else (DEFAULT_SPREAD if apps_per_pattern > 1 else 0.0)
+    variants = app_variants(apps, seed, spread)
     template = ExperimentSpec(app="app", pattern=next(iter(apps.values())), ranks=ranks, iterations=iterations, runs=runs,
                               seed=seed, counters_per_run=counters_per_run, machine=machine, ranks_per_node=ranks_per_node,
                               scale=scale, started_at=date or DEFAULT_DATE, variation=Variation(),
                               truth_counters=truth_counters)
-    specs = [ExperimentSpec(**{**template.__dict__, "app": a, "pattern": p}) for a, p in apps.items()]
+    specs = [ExperimentSpec(**{**template.__dict__, "app": a, "pattern": p, "app_kernels": variants[a]})
+             for a, p in apps.items()]
     for s in specs:
         s.validate()
     choice = [s.strip() for s in (inject or ["random" if nights else "none"])]
@@ -126,7 +139,7 @@ def simulate(
         step = lambda n: bar.advance(task, n)  # noqa: E731
         if nights:
             results = simulate_campaign(out_dir, template, apps, nights, injections, truth, labeller=labeller,
-                                        progress=step)
+                                        progress=step, app_kernels=variants)
         else:
             results = []
             for s in specs:

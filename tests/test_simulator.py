@@ -12,7 +12,8 @@ from models.archetypes import ARCHETYPES
 from pipelines.cli_simulate import rule_labeller
 from tracelib.paraver.reader import ParaverTrace
 from tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
-from tracelib.simulator.campaign import KERNELS, KERNEL_INDEX, _devectorised, parse_injection
+from tracelib.simulator.campaign import _devectorised, parse_injection
+from tracelib.simulator.kernels import KERNEL_INDEX, KERNELS
 from tracelib.simulator.counter_model import FIXED_COUNTERS, NOISE_RANGES, PROGRAMMABLE_COUNTERS
 from tracelib.simulator.pmu import runs_needed
 

@@ -6,7 +6,9 @@ Recv from MPI_ANY_SOURCE), ``wavefront`` (pipeline sweep: serialisation) and ``t
 Their kernels (:mod:`.kernels`) cover the 13 archetypes of DESIGN §7; the counter model (:mod:`.counter_model`)
 derives every counter consistently from a kernel and an instruction count; each run records the fixed counters
 plus N programmable ones (:mod:`.pmu`); runs differ as real ones do (:mod:`.variation`); :mod:`.campaign` writes
-nightly histories with injected regressions. Traces are real Paraver files written with
+nightly histories with injected regressions; :mod:`.variants` gives a pattern several applications whose kernels
+behave differently (``--apps-per-pattern``: ``halo_1``, ``halo_2``, ...; inputs, compilers and data layouts change
+miss rates, instruction mix and core efficiency). Traces are real Paraver files written with
 :mod:`tracelib.paraver.writer`, streamed block by block (:mod:`.engine`).
 
 Output layout (``synthtrace simulate OUT_DIR``)::
@@ -42,7 +44,15 @@ Run 0 of every experiment is the reference run. Keys use the reader's numbering 
     (False for the tail after the last world collective), experiment.
 ``ground_truth/experiments.parquet`` — experiment, app, pattern, ranks, iterations, runs, seed,
     counters_per_run, night, started_at, machine, ranks_per_socket, dram_share_bytes_per_s, reference_run,
-    scale, msg_scale, net_slowdown, work_factors, imbalance, changed_kernels (the injected changes in force).
+    scale, msg_scale, net_slowdown, work_factors, imbalance, changed_kernels (the injected changes in force),
+    variant_kernels (the application's own kernels that differ from the base ones of :mod:`.kernels`; NULL for
+    none).
+``ground_truth/kernels.parquet`` — one row per (experiment, kernel its application runs): experiment, app, pattern,
+    night, kernel, intent (of the base kernel: a variant may show another archetype), ``own`` (the application's
+    code; False for MPI's and the runtime's kernels, never varied), ``variant`` (its parameters differ from the
+    base kernel's), ``injected`` (changed by a regression in force), then the parameters as simulated: ld, sr, br,
+    fp (per instruction), vec, fma (shares of FP), l1_mpki, l2_mpki, l3_mpki, l1i_mpki, itlb_mpki, dtlb_mpki
+    (per 1000 instructions), br_misp (per branch), cpi_base (cycles per instruction), mlp, stream_eff.
 ``ground_truth/runs.parquet`` — experiment, run_name, run_index, is_reference, trace, trace_bytes, counters
     (recorded, list), freq_hz, node_names, cpu_of_task, node_of_task (placement), n_bursts, n_polls,
     n_housekeeping, n_os_noise.
@@ -61,7 +71,8 @@ from tracelib.simulator.campaign import Injection, parse_injection, simulate_cam
 from tracelib.simulator.engine import ExperimentResult, ExperimentSpec, Labeller, simulate_experiment
 from tracelib.simulator.patterns import PATTERNS
 from tracelib.simulator.truth import TruthStore
+from tracelib.simulator.variants import app_variants, variant_kernels
 from tracelib.simulator.variation import Variation
 
 __all__ = ["ExperimentSpec", "ExperimentResult", "Labeller", "simulate_experiment", "simulate_campaign", "Injection",
-           "parse_injection", "PATTERNS", "TruthStore", "Variation"]
+           "parse_injection", "PATTERNS", "TruthStore", "Variation", "variant_kernels", "app_variants"]

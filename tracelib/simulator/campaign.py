@@ -25,7 +25,7 @@ import polars as pl
 from tracelib.errors import BadInputError
 from tracelib.machine import load_machine
 from tracelib.simulator.engine import ExperimentResult, ExperimentSpec, LabellerFactory, simulate_experiment
-from tracelib.simulator.kernels import KERNELS, KERNEL_INDEX, Kernel
+from tracelib.simulator.kernels import Kernel
 from tracelib.simulator.patterns import PATTERNS
 from tracelib.simulator.truth import TruthStore
 
@@ -108,7 +108,8 @@ def _devectorised(k: Kernel, lost: float, lanes: float) -> tuple[Kernel, float]:
 
 
 def apply_injections(spec: ExperimentSpec, injections: list[Injection], night: int) -> tuple[ExperimentSpec, list[Injection]]:
-    """``spec`` with every regression of its app injected at or before ``night``; returns the active ones too."""
+    """``spec`` with every regression of its app injected at or before ``night``; returns the active ones too.
+    Kernel changes act on the application's own kernels (its variants, ``spec.app_kernels``)."""
     active = [i for i in injections if i.app == spec.app and i.night <= night]
     pattern = PATTERNS[spec.pattern]
     main = pattern.main_kernel
@@ -121,11 +122,11 @@ def apply_injections(spec: ExperimentSpec, injections: list[Injection], night: i
             work[main] = work.get(main, 1.0) * (1 + s)
         elif inj.kind == "lost_vectorisation" and pattern.name in VECTOR_KERNEL:
             name = VECTOR_KERNEL[pattern.name]
-            k, grow = _devectorised(kernels.get(name, KERNELS[KERNEL_INDEX[name]]), s, lanes)
+            k, grow = _devectorised(kernels.get(name) or spec.app_kernel(name), s, lanes)
             kernels[name] = k
             work[name] = work.get(name, 1.0) * grow
         elif inj.kind == "worse_locality":
-            k = kernels.get(main, KERNELS[KERNEL_INDEX[main]])
+            k = kernels.get(main) or spec.app_kernel(main)
             kernels[main] = k.scaled(l1_mpki=1 + s, l2_mpki=1 + s, l3_mpki=1 + s)
         elif inj.kind == "more_mpi_bytes":
             msg *= 1 + s
@@ -155,8 +156,10 @@ def regression_labels(injections: list[Injection], apps: dict[str, str], start: 
 
 def simulate_campaign(out_dir, template: ExperimentSpec, apps: dict[str, str], nights: int, injections: list[Injection],
                       truth: TruthStore, *, start: datetime | None = None, labeller: LabellerFactory | None = None,
-                      progress: Callable[[int], None] | None = None) -> list[ExperimentResult]:
-    """Nightly experiments of every app (``apps``: app -> pattern) for ``nights`` nights, regressions injected."""
+                      progress: Callable[[int], None] | None = None,
+                      app_kernels: dict[str, dict[str, Kernel]] | None = None) -> list[ExperimentResult]:
+    """Nightly experiments of every app (``apps``: app -> pattern) for ``nights`` nights, regressions injected.
+    ``app_kernels``: app -> its own kernels where they differ from the base ones (:mod:`.variants`)."""
     unknown = sorted({i.app for i in injections} - set(apps))
     if unknown:
         raise BadInputError(f"--inject names app(s) not simulated: {', '.join(unknown)} (apps: {', '.join(apps)})")
@@ -169,7 +172,7 @@ def simulate_campaign(out_dir, template: ExperimentSpec, apps: dict[str, str], n
         day = start + timedelta(days=night)
         for k, (app, pattern) in enumerate(apps.items()):
             spec = replace(template, app=app, pattern=pattern, night=night, experiment=f"{app}_{day:%Y%m%d}",
-                           started_at=day + timedelta(minutes=7 * k))
+                           started_at=day + timedelta(minutes=7 * k), app_kernels=(app_kernels or {}).get(app, {}))
             spec, _ = apply_injections(spec, injections, night)
             results.append(simulate_experiment(f"{out_dir}/{day:%Y-%m-%d}", spec, truth, labeller=labeller,
                                                progress=progress))

@@ -28,7 +28,7 @@ from tracelib.paraver.writer import (CallSites, Communicator, PcfSpec, ParaverWr
                                      mpi_kind_of, mpi_state_of)
 from tracelib.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
 from tracelib.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
-from tracelib.simulator.kernels import KERNELS, MPI_KERNEL, Kernel
+from tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel
 from tracelib.simulator.network import Network
 from tracelib.simulator.patterns import PATTERNS, AppParams
 from tracelib.simulator.patterns.base import WORLD_COMM, epilogue, prologue
@@ -42,9 +42,10 @@ DEFAULT_DATE = datetime(2026, 1, 5, 2, 0)
 
 @dataclass(frozen=True)
 class ExperimentSpec:
-    """One application instance and its runs. Regressions act through ``work`` (kernel -> instruction factor),
-    ``kernels`` (replacement kernel behaviour), ``msg_scale``, ``imbalance`` (task index, factor) and
-    ``net_slowdown``."""
+    """One application instance and its runs. ``app_kernels``: the application's own kernel behaviour where it
+    differs from :data:`~.kernels.KERNELS` (variants, :mod:`.variants`). Regressions act through ``work``
+    (kernel -> instruction factor), ``kernels`` (replacement kernel behaviour, over ``app_kernels``),
+    ``msg_scale``, ``imbalance`` (task index, factor) and ``net_slowdown``."""
 
     app: str
     pattern: str
@@ -67,10 +68,19 @@ class ExperimentSpec:
     variation: Variation = field(default_factory=Variation)
     block_pairs: int = 40_000  # about this many bursts per block and run
     truth_counters: str = "reference"  # counters in the bursts truth: "reference" run only, or "all" runs
+    app_kernels: dict[str, Kernel] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.experiment or self.app
+
+    def app_kernel(self, name: str) -> Kernel:
+        """The application's own kernel ``name`` (its variant, else the base kernel), before any regression."""
+        return self.app_kernels.get(name) or KERNELS[KERNEL_INDEX[name]]
+
+    def kernel(self, name: str) -> Kernel:
+        """Kernel ``name`` as this experiment runs it: a regression's replacement, else the application's own."""
+        return self.kernels.get(name) or self.app_kernel(name)
 
     def n_runs(self) -> int:
         return self.runs if self.runs is not None else runs_needed(self.counters_per_run)
@@ -88,6 +98,9 @@ class ExperimentSpec:
             raise BadInputError("--runs and --counters-per-run must be at least 1")
         if self.truth_counters not in ("reference", "all"):
             raise BadInputError(f"truth counters must be 'reference' or 'all' (got {self.truth_counters!r})")
+        unknown = sorted((set(self.kernels) | set(self.app_kernels)) - set(KERNEL_INDEX))
+        if unknown:
+            raise BadInputError(f"unknown kernel(s) {', '.join(unknown)} (known: {', '.join(KERNEL_INDEX)})")
 
     def block_iterations(self) -> int:
         probe = PATTERNS[self.pattern](AppParams(self.ranks), np.random.default_rng(0))
@@ -170,7 +183,7 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     exp_rng = _seed(spec.seed, spec.app, "experiment")
     sigma = draw_noise_sizes(exp_rng, spec.variation.noise_scale)
     counter_sets = assign_counter_sets(n_runs, spec.counters_per_run, exp_rng)
-    kernels = tuple(spec.kernels.get(k.name, k) for k in KERNELS)
+    kernels = tuple(spec.kernel(k.name) for k in KERNELS)
     params = AppParams(P, scale=spec.scale, work=dict(spec.work), msg_scale=spec.msg_scale, imbalance=spec.imbalance)
     pattern = PATTERNS[spec.pattern](params, _seed(spec.seed, spec.app, "setup"))
     infos = catalogue(COUNTERS)
@@ -464,7 +477,9 @@ def _truth_tables(truth: TruthStore, spec: ExperimentSpec, runs: list[_Run], tra
         "work_factors": str(dict(spec.work)) if spec.work else None,
         "imbalance": str(spec.imbalance) if spec.imbalance else None,
         "changed_kernels": sorted(spec.kernels) or None,
+        "variant_kernels": sorted(k for k, v in spec.app_kernels.items() if v != KERNELS[KERNEL_INDEX[k]]) or None,
     }]))
+    truth.add("kernels", _kernel_rows(spec))
     truth.add("runs", pl.DataFrame([{
         "experiment": name, "run_name": r.name, "run_index": r.index, "is_reference": r.index == 0,
         "trace": str(t), "trace_bytes": t.stat().st_size, "counters": r.counters, "freq_hz": r.freq_hz,
@@ -476,3 +491,21 @@ def _truth_tables(truth: TruthStore, spec: ExperimentSpec, runs: list[_Run], tra
                                      "noise_class": [NOISE_CLASS[c] for c in COUNTERS], "sigma": sigma}))
     truth.add("oracle", oracle.frame(name, [r.name for r in runs], [r.counters for r in runs]))
 
+
+
+def _kernel_rows(spec: ExperimentSpec) -> pl.DataFrame:
+    """One row per kernel the experiment's application runs: its parameters as simulated, whether it is the
+    application's own code (else MPI's or the runtime's, never varied), a variant of the base kernel, or changed
+    by an injected regression."""
+    names = [*PATTERNS[spec.pattern].kernels, *SHARED_KERNELS]
+    used = [spec.kernel(n) for n in names]
+    base = [KERNELS[KERNEL_INDEX[n]] for n in names]
+    n = len(names)
+    return pl.DataFrame({
+        "experiment": [spec.name] * n, "app": [spec.app] * n, "pattern": [spec.pattern] * n,
+        "night": pl.Series("night", [spec.night] * n, pl.Int64), "kernel": names,
+        "intent": [k.intent for k in used], "own": [n not in SHARED_KERNELS for n in names],
+        "variant": [spec.app_kernel(n) != b for n, b in zip(names, base)],
+        "injected": [k != spec.app_kernel(n) for n, k in zip(names, used)],
+        **{p: pl.Series(p, [float(getattr(k, p)) for k in used], pl.Float64) for p in PARAMS},
+    })

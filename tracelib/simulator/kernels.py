@@ -84,6 +84,8 @@ KERNELS: tuple[Kernel, ...] = (
 )
 KERNEL_INDEX: dict[str, int] = {k.name: i for i, k in enumerate(KERNELS)}
 MPI_KERNEL = KERNEL_INDEX["mpi"]
+#: kernels of MPI's own code and of the runtime's start-up / shut-down: the same in every application
+SHARED_KERNELS: tuple[str, ...] = ("startup", "poll", "finalize", "mpi")
 
 #: numeric parameters as arrays indexed by kernel id (vectorised lookups)
 PARAMS = ("ld", "sr", "br", "fp", "vec", "fma", "l1_mpki", "l2_mpki", "l3_mpki", "l1i_mpki", "itlb_mpki",

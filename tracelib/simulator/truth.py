@@ -1,7 +1,7 @@
 """Ground truth of a simulation as Parquet (layout in :mod:`tracelib.simulator`'s docstring).
 
 Per-row tables (``bursts``, ``mpi_calls``, ``phases``) are streamed one file per experiment, one row group per
-block; the small tables (experiments, runs, noise, oracle, regressions) are collected and written at the end.
+block; the small tables (experiments, kernels, runs, noise, oracle, regressions) are collected and written at the end.
 :class:`OracleAccumulator` measures, per counter, how much the same logical burst differs between a run and
 the reference run — the error no merge can beat on average.
 """
@@ -19,7 +19,7 @@ from tracelib.simulator.counter_model import COUNTERS
 
 TRUTH_DIR = "ground_truth"
 STREAMED = ("bursts", "mpi_calls", "phases")
-SMALL = ("experiments", "runs", "noise", "oracle", "regressions")
+SMALL = ("experiments", "kernels", "runs", "noise", "oracle", "regressions")
 
 
 class TruthStore:

@@ -47,7 +47,8 @@ class AppParams:
 
 
 class Pattern:
-    """One communication pattern. Subclasses set ``name``, ``main_kernel``, ``sites`` and implement :meth:`block`.
+    """One communication pattern. Subclasses set ``name``, ``main_kernel``, ``kernels`` (the application's own
+    computation kernels: not MPI's poll loop, start-up or shut-down), ``sites`` and implement :meth:`block`.
 
     ``block(b, base)`` writes iterations ``b.it0 ..`` into the builder ``b``; ``base`` draws the logical
     program (work sizes, who is heavy) and is the same for every run of an experiment.
@@ -56,6 +57,7 @@ class Pattern:
     name: str = ""
     description: str = ""
     main_kernel: str = ""
+    kernels: tuple[str, ...] = ()
     sites: tuple[tuple[str, str, int], ...] = ()
     message_bytes: int = 0  # the pattern's main message size (scaled by ``AppParams.msg_scale`` into ``self.m``)
 

@@ -18,6 +18,7 @@ class CG(Pattern):
     name = "cg"
     description = "CG-like solver: SpMV with ring exchange and Waitall, three Allreduces per iteration"
     main_kernel = "spmv"
+    kernels = ("spmv", "pack_halo", "dot", "axpy", "precond")
     sites = (("spmv_exchange", "cg.c", 142), ("spmv_exchange", "cg.c", 149), ("spmv_exchange", "cg.c", 158),
              ("dot", "blas.c", 33), ("norm2", "blas.c", 61), ("precondition", "pc.c", 210))
 

@@ -43,6 +43,7 @@ class Halo(Pattern):
     name = "halo"
     description = "halo-exchange stencil: Irecv/Isend with neighbours, MPI_Testall polling, Allreduce"
     main_kernel = "stencil_interior"
+    kernels = ("stencil_interior", "pack_halo", "stencil_boundary", "dot")
     sites = (("exchange_halo", "halo.c", 88), ("exchange_halo", "halo.c", 97), ("wait_halo", "halo.c", 131),
              ("residual", "solver.c", 57))
 

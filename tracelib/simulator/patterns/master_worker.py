@@ -24,6 +24,7 @@ class MasterWorker(Pattern):
     name = "master_worker"
     description = "task farm: MPI_Send tasks, MPI_Iprobe(ANY_SOURCE) polling and MPI_Recv results, Bcast per round"
     main_kernel = "interpret"
+    kernels = ("interpret", "branchy_search", "reduce_results")
     sites = (("distribute", "farm.c", 64), ("collect", "farm.c", 88), ("collect", "farm.c", 91),
              ("worker_loop", "farm.c", 140), ("worker_loop", "farm.c", 152), ("end_round", "farm.c", 110))
 

@@ -17,6 +17,7 @@ class Transpose(Pattern):
     name = "transpose"
     description = "FFT-like: local FFT, MPI_Alltoall transpose, strided pack, Alltoall, twiddle, Allreduce"
     main_kernel = "fft_local"
+    kernels = ("fft_local", "pack_transpose", "twiddle")
     message_bytes = BLOCK_BYTES
     sites = (("fft_forward", "fft.c", 203), ("transpose", "fft.c", 251), ("energy", "fft.c", 300))
 

@@ -19,6 +19,7 @@ class Wavefront(Pattern):
     name = "wavefront"
     description = "pipeline sweep: MPI_Recv from upstream, compute a chunk, MPI_Send downstream; Allreduce per sweep"
     main_kernel = "sweep_chunk"
+    kernels = ("sweep_chunk",)
     message_bytes = CHUNK_BYTES
     sites = (("sweep", "sweep.c", 71), ("sweep", "sweep.c", 84), ("converged", "sweep.c", 120))
 
