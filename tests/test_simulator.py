@@ -227,3 +227,13 @@ def test_fast_call_labels_equal_the_rule_classifier(sim):
     fast = rule_labeller(m, rps).calls(cm).sort("_row").select("_row", "archetype")
     full = ArchetypeRules(machine=m, ranks_per_socket=rps).fit().classify_mpi(cm).sort("_row").select("_row", "archetype")
     assert fast.equals(full) and fast.height < c.height
+
+
+def test_patterns_declare_the_kernels_their_bursts_run(sim):
+    """``Pattern.kernels`` (what application variants perturb) is exactly the app's own code in the bursts."""
+    from tracelib.simulator.kernels import SHARED_KERNELS
+
+    ran = sim["bursts"].with_columns(pl.col("run_name").str.split(".").list.first().alias("app")).group_by("app").agg(
+        pl.col("kernel").unique())
+    for app, kernels in ran.iter_rows():
+        assert set(kernels) - set(SHARED_KERNELS) == set(PATTERNS[app].kernels), app

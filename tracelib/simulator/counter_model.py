@@ -45,6 +45,8 @@ NOISE_CLASS: dict[str, str] = {
 LAT_L2, LAT_L3, LAT_DRAM = 14.0, 45.0, 260.0
 PEN_BRANCH, PEN_ICACHE, PEN_ITLB, PEN_DTLB = 17.0, 10.0, 30.0, 25.0
 LINE = 64.0
+#: at most this share of a level's accesses miss (L2: of L1 data + instruction misses; L3: of L2 misses)
+MAX_L2_MISS_RATIO, MAX_L3_MISS_RATIO = 0.95, 0.98
 
 
 #: counters that follow another one within a run (same clock / same misses): their noise is the parent's
@@ -95,8 +97,8 @@ class CounterModel:
         l1 = np.minimum(ins * k["l1_mpki"] * 1e-3, ld + sr)
         l1i = ins * k["l1i_mpki"] * 1e-3
         l2a = l1 + l1i
-        l2 = np.minimum(ins * k["l2_mpki"] * 1e-3, 0.95 * l2a)
-        l3 = np.minimum(ins * k["l3_mpki"] * 1e-3, 0.98 * l2)
+        l2 = np.minimum(ins * k["l2_mpki"] * 1e-3, MAX_L2_MISS_RATIO * l2a)
+        l3 = np.minimum(ins * k["l3_mpki"] * 1e-3, MAX_L3_MISS_RATIO * l2)
         itlb, dtlb = ins * k["itlb_mpki"] * 1e-3, ins * k["dtlb_mpki"] * 1e-3
         brm = br * k["br_misp"]
         core = ins * k["cpi_base"]

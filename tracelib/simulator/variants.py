@@ -16,8 +16,9 @@ mix and the memory-level parallelism, 1/5 for the base CPI. ``mlp`` and ``cpi_ba
 (only cycle counters do, and they are ingredients of every predictor target), so their spread is an error floor
 no counter set can remove; they vary less. Then the physics is re-imposed: loads + stores + branches <= 0.95 of
 the instructions (scaled down together), FP <= 0.95 - branches, L1 data misses <= 0.98 x (loads + stores),
-L1 >= L2 >= L3 (by construction: ratios <= 1), ``mlp`` >= 1. ``stream_eff`` (the prefetchers' share of the DRAM
-bandwidth, a machine property) and ``intent`` (the base kernel's design, not a promise for the variant) stay.
+L1 >= L2 >= L3 (local miss ratios at most the counter model's 0.95 and 0.98, so the counts follow the parameters
+exactly), ``mlp`` >= 1. ``stream_eff`` (the prefetchers' share of the DRAM bandwidth, a machine property) and
+``intent`` (the base kernel's design, not a promise for the variant) stay.
 
 MPI's own code (``poll``, ``mpi``) and the runtime's start-up and shut-down (:data:`~.kernels.SHARED_KERNELS`)
 are the same library in every application and are never varied (the polling loop also keeps the MPI side's
@@ -34,6 +35,7 @@ from dataclasses import replace
 import numpy as np
 
 from tracelib.errors import BadInputError
+from tracelib.simulator.counter_model import MAX_L2_MISS_RATIO, MAX_L3_MISS_RATIO
 from tracelib.simulator.kernels import KERNELS, Kernel
 from tracelib.simulator.patterns import PATTERNS
 
@@ -85,8 +87,8 @@ def perturb(base: Kernel, z: np.ndarray, spread: float) -> Kernel:
             v[n] *= MAX_MIX / mix
     v["fp"] = min(v["fp"], MAX_MIX - v["br"])
     l1 = min(v["l1_mpki"], MAX_L1_PER_ACCESS * 1000.0 * (v["ld"] + v["sr"]))
-    l2 = l1 * min(v.pop("l2_ratio"), 1.0)
-    l3 = l2 * min(v.pop("l3_ratio"), 1.0)
+    l2 = l1 * min(v.pop("l2_ratio"), MAX_L2_MISS_RATIO)
+    l3 = l2 * min(v.pop("l3_ratio"), MAX_L3_MISS_RATIO)
     return replace(base, **{**v, "l1_mpki": l1, "l2_mpki": l2, "l3_mpki": l3, "mlp": max(v["mlp"], 1.0)})
 
 
