@@ -5,7 +5,6 @@ size and the per-thread tails the :class:`~tracelib.bursts.BurstAssembler` keeps
 """
 from __future__ import annotations
 
-import hashlib
 import queue
 import re
 import threading
@@ -40,15 +39,6 @@ EXTRAE_MPI_CALLS = {
     32: "MPI_Finalize",
 }
 _CALLER_LINE = re.compile(r"^(?P<line>\d+) \((?P<file>[^,)]+)")
-
-
-def content_hash(path: str | Path, block: int = 8 * 1024 * 1024) -> str:
-    """SHA-256 of a file's bytes (hex): the identity of a run."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(block):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def companion(prv: Path, suffix: str) -> Path:
