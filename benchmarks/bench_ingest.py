@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -156,10 +157,25 @@ def _run(code: str, *args: str, env: dict | None = None, root: Path = ROOT) -> d
     return res
 
 
+def _best(repeat: int, code: str, trace: Path, out: Path | None = None) -> dict:
+    """The fastest of ``repeat`` runs of ``code`` on ``trace`` (each ingest into a fresh folder under ``out``):
+    the shared machine only ever adds time, so the minimum is the closest to the code's own cost."""
+    runs = []
+    for k in range(repeat):
+        args = [str(trace)] + ([str(out / f"try-{k}")] if out is not None else [])
+        runs.append(_run(code, *args))
+        print(f"  {Path(trace).name}: {runs[-1]['seconds']:.2f} s", file=sys.stderr)
+        if out is not None:
+            shutil.rmtree(out / f"try-{k}", ignore_errors=True)
+    return min(runs, key=lambda r: r["seconds"])
+
+
 def _tiled(tmp: Path, mb: int) -> Path:
     from tracelib.paraver.tile import tile_trace
     copies = max(1, round(mb * 1e6 / SOURCE.stat().st_size))
-    return tile_trace(SOURCE, tmp / f"lulesh.x{copies}.prv", copies)
+    trace = tile_trace(SOURCE, tmp / f"lulesh.x{copies}.prv", copies)
+    os.sync()  # the tiled file's write-back must not run during the measurements
+    return trace
 
 
 def _load(r: dict) -> str:
@@ -172,6 +188,7 @@ def main() -> None:
     ap.add_argument("--compare-mb", type=int, default=500, help="size of the trace compared with the line-by-line parser (one of --sizes-mb)")
     ap.add_argument("--memory-mb", type=int, default=2000, help="size of the trace for the peak-memory run (0: skip)")
     ap.add_argument("--phases-mb", type=int, default=1000, help="size of the trace for the per-phase breakdown (0: skip)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest is reported (all parsers alike)")
     ap.add_argument("--before-rev", help="also ingest the smallest trace with the code of this commit")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ingest.md")
     args = ap.parse_args()
@@ -189,17 +206,17 @@ def main() -> None:
             trace = _tiled(tmp, size)
             mb = trace.stat().st_size / 1e6
             if size in args.sizes_mb or size == args.memory_mb:
-                r = _run(CHILD_INGEST, str(trace), str(tmp / f"wh-{size}"))
+                r = _best(args.repeat, CHILD_INGEST, trace, tmp / f"wh-{size}")
                 print(f"{mb:.0f} MB: {r['seconds']:.1f} s, {mb / r['seconds']:.1f} MB/s, cpu {r['cpu']:.1f} s, "
                       f"peak RSS {r['peak_rss_mb']:.0f} MB, load {_load(r)}")
                 if size == args.memory_mb:
-                    memory = (mb, r, _run(CHILD_READ, str(trace)))
+                    memory = (mb, r, _best(args.repeat, CHILD_READ, trace))
                 if size in args.sizes_mb:
                     rows.append((mb, r))
             if size == args.compare_mb:
                 ours = next(r for m, r in rows if m == mb)
-                read = _run(CHILD_READ, str(trace))
-                line = _run(CHILD_BASELINE, str(trace))
+                read = _best(args.repeat, CHILD_READ, trace)
+                line = _best(args.repeat, CHILD_BASELINE, trace)
                 assert read["bursts"] == line["bursts"] == ours["bursts"], (read, line, ours)
                 base = (mb, ours, read, line)
                 if args.before_rev:
@@ -223,7 +240,8 @@ def main() -> None:
         "each run is in the tables; above 2 the runs compete for the two cores).",
         "Command: `python benchmarks/bench_ingest.py`. Input: the real LULESH trace (Extrae, 8 ranks + 12 uncore "
         "readers) tiled in time. End to end = `ingest_trace`: hash, parse, bursts and MPI calls, Parquet commit into "
-        "a fresh warehouse; each run in its own process (Numba kernels loaded from the cache).", "",
+        "a fresh warehouse; each run in its own process (Numba kernels loaded from the cache); every time is the "
+        f"fastest of {args.repeat} runs, for the line-by-line parser too.", "",
         "| trace size | time | throughput | CPU time (all threads) | peak RSS | bursts | MPI calls | load avg |",
         "|---|---|---|---|---|---|---|---|",
         *[f"| {mb:.0f} MB | {r['seconds']:.1f} s | {mb / r['seconds']:.1f} MB/s | {r['cpu']:.1f} s | "
