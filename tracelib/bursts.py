@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from tracelib.paraver.tokenizer import cached_njit
-from tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS
+from tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
                    "start_ns": pl.Int64, "end_ns": pl.Int64}
@@ -124,6 +124,8 @@ class ReadSummary:
     last_time_ns: int = 0
     warnings: list[str] = field(default_factory=list)
     messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGE_SCHEMA))
+    uncore: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNCORE_SCHEMA))  # UNCORE_SCHEMA
+    thread_nodes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=THREAD_NODE_SCHEMA))
 
 
 def _empty(schema: dict) -> pl.DataFrame:

@@ -79,3 +79,22 @@ def counter_columns(bursts: pl.DataFrame | pl.LazyFrame) -> list[str]:
     """Names of the counter columns of a bursts table (every column that is not a fixed one)."""
     names = bursts.collect_schema().names() if isinstance(bursts, pl.LazyFrame) else bursts.columns
     return [c for c in names if c not in BURST_SCHEMA]
+
+#: Uncore counter samples (memory-controller CAS counts ...) read by tracer threads that run no application code
+#: (Extrae's uncore readers, appl 2 of the LULESH traces): one row per sample and counter. ``value`` counts
+#: events since the same thread's previous sample of that counter; ``node`` is the 1-based node of the reading
+#: task (NULL when the trace has no resource information).
+UNCORE_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "appl": pl.Int32(),
+    "task": pl.Int32(),
+    "thread": pl.Int32(),
+    "node": pl.Int32(),
+    "time_ns": pl.Int64(),
+    "counter": pl.String(),
+    "value": pl.Int64(),
+}
+
+#: Node of every thread of a run (1-based; NULL without resource information).
+THREAD_NODE_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
+                                              "node": pl.Int32()}

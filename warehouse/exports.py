@@ -13,7 +13,7 @@ BURST_KEYS = [*THREAD_KEYS, "burst_seq"]
 
 
 def _run_tables(wh: Warehouse, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    return run_bursts(wh, run_id), run_calls(wh, run_id)
+    return run_bursts(wh, run_id, dram_from_uncore=False), run_calls(wh, run_id)
 
 
 def load_export_tables(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:

@@ -116,6 +116,9 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         for p in parts:
             p.unlink()
         calls_parts.rmdir()
+        if summary.uncore.height:  # memory-controller samples: per-burst DRAM traffic is derived on read
+            summary.uncore.write_parquet(stage / "uncore.parquet")
+            summary.thread_nodes.write_parquet(stage / "threads.parquet")
         res = source.resources
         run = pl.DataFrame([{
             "run_id": run_id, "run_name": run_name, "experiment": exp_name, "app": app_name,

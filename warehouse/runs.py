@@ -4,6 +4,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracelib.schema import RUN_SCHEMA
+from tracelib.uncore import attribute_dram_cas
 from warehouse.errors import UnknownExperimentError
 from warehouse.layout import Warehouse
 
@@ -27,12 +28,21 @@ def experiment_runs(wh: Warehouse, experiment: str) -> pl.DataFrame:
     return mine
 
 
-def run_bursts(wh: Warehouse, run_id: str) -> pl.DataFrame:
-    """The bursts of one run (its parts unioned by name), sorted by thread and burst_seq; empty if none."""
-    parts = sorted((wh.run_dir(run_id) / "bursts").glob("*.parquet"))
+def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> pl.DataFrame:
+    """The bursts of one run (its parts unioned by name), sorted by thread and burst_seq; empty if none.
+
+    With ``dram_from_uncore`` and uncore memory-controller samples stored with the run, a ``DRAM_CAS`` column
+    is added: the node's measured CAS counts apportioned to its bursts (:mod:`tracelib.uncore`).
+    """
+    run_dir = wh.run_dir(run_id)
+    parts = sorted((run_dir / "bursts").glob("*.parquet"))
     if not parts:
         return pl.DataFrame()
-    return pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed").sort("appl", "task", "thread", "burst_seq")
+    bursts = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed").sort("appl", "task", "thread", "burst_seq")
+    if dram_from_uncore and (run_dir / "uncore.parquet").is_file():
+        bursts = attribute_dram_cas(bursts, pl.read_parquet(run_dir / "uncore.parquet"),
+                                    pl.read_parquet(run_dir / "threads.parquet"))
+    return bursts
 
 
 def run_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:

@@ -24,7 +24,8 @@ from tracelib.paraver.pcf import PcfCatalog, read_pcf
 from tracelib.paraver import tokenizer as tk
 from tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, EventArrays, ParsedChunk, RecordParser
 from tracelib.paraver.row import RowNames, read_row
-from tracelib.schema import THREAD_KEYS
+from tracelib.paraver.counter_types import UNCORE_BASE
+from tracelib.schema import THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 
@@ -288,7 +289,7 @@ class ParaverTrace:
         parser = RecordParser(self.header, self.path)
         assembler = BurstAssembler(run_id, threads=parser.threads)
         converter = _EventConverter(self.pcf, self.path, assembler, parser)
-        messages = []
+        messages, uncore = [], []
         last_time = parser.last_time
         for item in read_ahead(self._prepared(parser, converter)):
             if isinstance(item, str):
@@ -298,6 +299,7 @@ class ParaverTrace:
             for k, v in item.chunk.n_records.items():
                 summary.n_records[k] = summary.n_records.get(k, 0) + v
             messages.append(item.messages)
+            uncore.append(converter.uncore_samples(item, run_id))
             last_time = item.horizon
             bursts, calls = assembler.feed(converter.batch(item), last_time)
             summary.n_bursts += bursts.height
@@ -313,6 +315,8 @@ class ParaverTrace:
             yield bursts, calls
         summary.counters = list(assembler.counters)
         summary.messages = pl.concat(messages) if messages else summary.messages
+        summary.uncore = pl.concat([summary.uncore, *uncore])
+        summary.thread_nodes = converter.thread_nodes()
         summary.last_time_ns = max(int(last_time.max(initial=0)), 0)
         summary.warnings = self.warnings
 
@@ -347,6 +351,7 @@ class _EventConverter:
         self._slot_code = np.empty(0, dtype=np.int32)  # counter slot -> assembler counter code
         self._names: dict[tuple[int, int], str] = {}
         self._sites: dict[tuple[int, int], str] = {}
+        self._nodes: pl.DataFrame | None = None
 
     def _call_name(self, t: int, v: int, line: int) -> str:
         """Name of MPI call id ``v`` of event type ``t``; a value the ``.pcf`` does not list is an error."""
@@ -390,6 +395,34 @@ class _EventConverter:
         sm = item.chunk.samples
         samples = SampleArrays(sm.thread, sm.time_ns, self._slot_code[sm.counter], sm.value)
         return ArrayBatch(intervals=item.chunk.running, samples=samples, mpi=item.mpi, messages=item.messages)
+
+    def thread_nodes(self) -> pl.DataFrame:
+        """Node of every thread of the trace (THREAD_NODE_SCHEMA; NULL nodes without resource information)."""
+        if self._nodes is not None:
+            return self._nodes
+        ids = np.asarray(self.parser.threads, dtype=np.int32).reshape(-1, 3)
+        nodes = self.parser.header.node_of_task
+        node = [nodes[a - 1][t - 1] if nodes and nodes[a - 1] else None for a, t, _ in self.parser.threads]
+        self._nodes = pl.DataFrame({"appl": ids[:, 0], "task": ids[:, 1], "thread": ids[:, 2], "node": node},
+                                   schema=THREAD_NODE_SCHEMA)
+        return self._nodes
+
+    def uncore_samples(self, item: _Prepared, run_id: str) -> pl.DataFrame:
+        """The chunk's samples of uncore counters (event types 46xxxxxx), UNCORE_SCHEMA. Tracer threads that read
+        them run no application code, so these counts belong to no burst; they are kept as a time series."""
+        sm = item.chunk.samples
+        types = item.counter_types[sm.counter] if sm.counter.size else np.empty(0, dtype=np.int64)
+        keep = (types >= UNCORE_BASE) & (types < UNCORE_BASE + 1_000_000)
+        if not keep.any():
+            return pl.DataFrame(schema=UNCORE_SCHEMA)
+        ids = np.asarray(self.parser.threads, dtype=np.int32).reshape(-1, 3)[sm.thread[keep]]
+        slot_names = [self.pcf.counter_name(int(t)) for t in item.counter_types]
+        nodes = self.thread_nodes().get_column("node")
+        return pl.DataFrame({
+            "run_id": run_id, "appl": ids[:, 0], "task": ids[:, 1], "thread": ids[:, 2],
+            "node": nodes.gather(sm.thread[keep]), "time_ns": sm.time_ns[keep],
+            "counter": pl.Series(slot_names, dtype=pl.String).gather(sm.counter[keep]), "value": sm.value[keep],
+        }, schema=UNCORE_SCHEMA)
 
     def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
         """MPI entries and exits (MPI_EVENT_SCHEMA); entries carry the sizes and call site of their time."""
