@@ -18,7 +18,7 @@ intervals into bursts and summing samples into them runs in one Numba kernel per
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, TypeVar
 
@@ -124,7 +124,10 @@ class ReadSummary:
     last_time_ns: int = 0
     warnings: list[str] = field(default_factory=list)
     messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGE_SCHEMA))
-    uncore: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNCORE_SCHEMA))  # UNCORE_SCHEMA
+    #: uncore counter samples (UNCORE_SCHEMA), unless ``uncore_sink`` takes them chunk by chunk (bounded memory)
+    uncore: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNCORE_SCHEMA))
+    uncore_sink: Callable[[pl.DataFrame], None] | None = None
+    n_uncore: int = 0
     thread_nodes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=THREAD_NODE_SCHEMA))
 
 

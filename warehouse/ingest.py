@@ -1,6 +1,8 @@
 """Ingest one trace into the warehouse: atomic per run, idempotent by content hash (DESIGN §5, §11)."""
 from __future__ import annotations
 
+import itertools
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -103,11 +105,14 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         return IngestResult(path, run_id, row["run_name"], row["experiment"], "already",
                             row["n_bursts"], row["n_mpi_calls"])
 
-    summary = ReadSummary()
     with wh.staged(wh.run_dir(run_id)) as stage:
         (stage / "bursts").mkdir()
-        calls_parts = stage / "_calls"
+        calls_parts, uncore_parts = stage / "_calls", stage / "_uncore"
         calls_parts.mkdir()
+        uncore_parts.mkdir()
+        n_uncore_parts = itertools.count()
+        summary = ReadSummary(uncore_sink=lambda samples: samples.write_parquet(
+            uncore_parts / f"part-{next(n_uncore_parts):05d}.parquet", compression="uncompressed", statistics=False))
         for i, (bursts, calls) in enumerate(source.iter_tables(run_id, progress=progress, summary=summary)):
             write_chunk(stage, i, bursts, calls)
         parts = sorted(calls_parts.glob("*.parquet"))
@@ -116,9 +121,10 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         for p in parts:
             p.unlink()
         calls_parts.rmdir()
-        if summary.uncore.height:  # memory-controller samples: per-burst DRAM traffic is derived on read
-            summary.uncore.write_parquet(stage / "uncore.parquet")
+        if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
+            pl.scan_parquet(sorted(uncore_parts.glob("*.parquet"))).sink_parquet(stage / "uncore.parquet")
             summary.thread_nodes.write_parquet(stage / "threads.parquet")
+        shutil.rmtree(uncore_parts)
         res = source.resources
         run = pl.DataFrame([{
             "run_id": run_id, "run_name": run_name, "experiment": exp_name, "app": app_name,

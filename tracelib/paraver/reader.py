@@ -299,7 +299,9 @@ class ParaverTrace:
             for k, v in item.chunk.n_records.items():
                 summary.n_records[k] = summary.n_records.get(k, 0) + v
             messages.append(item.messages)
-            uncore.append(converter.uncore_samples(item, run_id))
+            if (samples := converter.uncore_samples(item, run_id)).height:
+                summary.n_uncore += samples.height
+                (summary.uncore_sink or uncore.append)(samples)
             last_time = item.horizon
             bursts, calls = assembler.feed(converter.batch(item), last_time)
             summary.n_bursts += bursts.height
