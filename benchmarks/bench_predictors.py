@@ -11,14 +11,20 @@ Campaigns:
    runs of two programmable counters each (+ instructions and cycles), merged by synthtrace's merge;
 2. **the project's simulator** (``synthtrace simulate --pattern all``): its five communication patterns, each an
    application with its own kernels, recorded with the simulator's PMU plan (five runs), merged by synthtrace;
-3. **real traces** (``../shared/traces/paraver``): the two LULESH runs (one application) and prime; each trace
+   leaving one application out leaves its pattern's kernels out: the hard case;
+3. **the project's simulator with several applications per pattern** (``--apps-per-pattern K``, default kernel
+   spread, see :mod:`tracelib.simulator.variants`): 5K applications that share their pattern's code structure and
+   whose kernels differ as inputs, compilers and data layouts make them differ; same path (simulate, ingest,
+   merge), folds by application; for the largest K also folds by pattern (unseen code structure);
+4. **real traces** (``../shared/traces/paraver``): the two LULESH runs (one application) and prime; each trace
    recorded all its counters in one run, so single-run sets are emulated by splitting its programmable counters
    the way a PMU with few slots would (fixed instructions and cycles in every set). Two applications only, so
    "unseen workload" means training on one and predicting the other; a second table folds by MPI rank instead.
 
-Run::
+Run (about 12 minutes on the 2-core sandbox)::
 
-    /work/venv/bin/python benchmarks/bench_predictors.py --out benchmarks/results/predictors.md
+    /work/venv/bin/python benchmarks/bench_predictors.py --apps 16 --apps-per-pattern 4,8 --pattern-fold-models hgb \
+        --models hgb,rf,linear --out benchmarks/results/predictors.md
 """
 from __future__ import annotations
 
@@ -49,6 +55,9 @@ from warehouse.model_store import load_bursts  # noqa: E402
 
 TRACES = Path(os.environ.get("SYNTHTRACE_TRACES", ROOT.parent / "shared" / "traces")) / "paraver"
 TARGETS = ("ipc", "tpi")
+#: iterations per run of the variant campaigns (what matters there is how many applications share a kernel, not
+#: how many bursts each has; 3 keeps the benchmark short)
+VARIANT_ITERATIONS = 3
 
 
 def machine() -> str:
@@ -86,15 +95,36 @@ def random_workloads(tmp: Path, n_apps: int, kinds: tuple[str, ...]) -> pl.DataF
                      f"random workloads ({n_apps} apps)")
 
 
-def simulator(tmp: Path, kinds: tuple[str, ...]) -> pl.DataFrame:
-    sim, root = tmp / "sim", tmp / "simwh"
-    cli("simulate", sim, "--pattern", "all", "--ranks", "8", "--iterations", "10", "--seed", "1")
+def simulated(tmp: Path, name: str, *options: str) -> tuple[pl.DataFrame, dict, Path]:
+    """``synthtrace simulate`` (8 ranks, seed 1, ``options``) -> ingest -> merge every experiment; returns the merged
+    bursts, the single-run counter sets and the ground-truth folder."""
+    sim, root = tmp / name, tmp / f"{name}wh"
+    cli("simulate", sim, "--pattern", "all", "--ranks", "8", "--seed", "1", *options)
     cli("ingest", sim, "-w", root)
     for exp in sorted(runs_table(Warehouse(root))["experiment"].unique().to_list()):
         cli("merge", exp, "-w", root)
     frame, _ = merged_frame(root)
-    return run_table(frame, counter_sets(runs_table(Warehouse(root)), per_experiment=True), kinds, 5,
-                     "project simulator (5 patterns)")
+    return frame, counter_sets(runs_table(Warehouse(root)), per_experiment=True), sim / "ground_truth"
+
+
+def simulator(tmp: Path, kinds: tuple[str, ...]) -> pl.DataFrame:
+    frame, sets, _ = simulated(tmp, "sim", "--iterations", "10")
+    return run_table(frame, sets, kinds, 5, "project simulator (5 patterns)")
+
+
+def simulator_variants(tmp: Path, per_pattern: int, kinds: tuple[str, ...],
+                       pattern_kinds: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``per_pattern`` applications per pattern (kernel variants, :mod:`tracelib.simulator.variants`): folds by
+    application, and (models ``pattern_kinds``) folds by pattern."""
+    frame, sets, truth = simulated(tmp, f"simvar{per_pattern}", "--iterations", str(VARIANT_ITERATIONS),
+                                   "--apps-per-pattern", str(per_pattern))
+    name = f"project simulator ({per_pattern} apps per pattern, {5 * per_pattern} apps)"
+    by_app = run_table(frame, sets, kinds, 5, f"{name}, folds by application")
+    if not pattern_kinds:
+        return by_app, pl.DataFrame()
+    pattern = pl.read_parquet(truth / "experiments.parquet").select("app", "pattern").unique()
+    by_pattern = frame.join(pattern, on="app", how="left", maintain_order="left").with_columns(pl.col("pattern").alias("app"))
+    return by_app, run_table(by_pattern.drop("pattern"), sets, pattern_kinds, 5, f"{name}, folds by pattern")
 
 
 #: emulated PMU plans of the real traces: fixed instructions + cycles, two programmable counters per run
@@ -153,40 +183,71 @@ def markdown(table: pl.DataFrame) -> list[str]:
     return lines
 
 
+def timed(label: str, log: list[dict], fn, *args):
+    """``fn(*args)``, its wall time and the 1-minute load average before and after it appended to ``log``."""
+    before, t0 = os.getloadavg()[0], time.perf_counter()
+    out = fn(*args)
+    log.append({"campaign": label, "seconds": time.perf_counter() - t0, "load": (before, os.getloadavg()[0])})
+    print(label, out, file=sys.stderr)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", type=int, default=16, help="applications of the random-workload campaign")
+    ap.add_argument("--apps-per-pattern", default="4,8",
+                    help="applications per pattern of the project simulator's variant campaigns (comma-separated)")
+    ap.add_argument("--pattern-fold-models", default="hgb",
+                    help="models evaluated with folds by pattern on the largest variant campaign ('' for none)")
     ap.add_argument("--models", default="hgb,rf,linear")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     kinds = tuple(args.models.split(","))
+    per_pattern = [int(x) for x in args.apps_per_pattern.split(",") if x.strip()]
+    pattern_kinds = tuple(k for k in args.pattern_fold_models.split(",") if k)
+    log: list[dict] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-predictors-") as d, threadpool_limits(1):
         tmp = Path(d)
-        a = random_workloads(tmp, args.apps, kinds)
-        print(a, file=sys.stderr)
-        b = simulator(tmp, kinds)
-        print(b, file=sys.stderr)
-        c, c2 = real_traces(tmp, kinds) if TRACES.is_dir() else (pl.DataFrame(), pl.DataFrame())
+        a = timed(f"random workloads ({args.apps} apps)", log, random_workloads, tmp, args.apps, kinds)
+        b = timed("project simulator (5 patterns)", log, simulator, tmp, kinds)
+        variants, by_pattern = [], pl.DataFrame()
+        for k in per_pattern:
+            pk = pattern_kinds if k == max(per_pattern) else ()
+            v, vp = timed(f"project simulator ({k} apps per pattern)", log, simulator_variants, tmp, k, kinds, pk)
+            variants.append(v)
+            by_pattern = vp if vp.height else by_pattern
+        v = pl.concat(variants) if variants else pl.DataFrame()
+        c, c2 = (timed("real traces", log, real_traces, tmp, kinds) if TRACES.is_dir()
+                 else (pl.DataFrame(), pl.DataFrame()))
     elapsed = time.perf_counter() - t0
-    summary = pl.concat([x for x in (a, b, c) if x.height]).filter(pl.col("counter_set") == "merged")
+    pattern_models = args.pattern_fold_models or "''"
+    summary = pl.concat([x for x in (a, b, v, by_pattern, c) if x.height]).filter(pl.col("counter_set") == "merged")
     lines = ["# Predictor benchmark: merged counter set vs single-run counter sets", "",
              f"Machine: {machine()}.", "",
              "Reproduce:", "", "```",
-             f"/work/venv/bin/python benchmarks/bench_predictors.py --apps {args.apps} --models {args.models} "
+             f"/work/venv/bin/python benchmarks/bench_predictors.py --apps {args.apps} --apps-per-pattern "
+             f"{args.apps_per_pattern} --pattern-fold-models {pattern_models} --models {args.models} "
              "--out benchmarks/results/predictors.md", "```", "",
-             f"Every number is out-of-fold: grouped K-fold cross-validation (group = application, 5 folds or one per "
-             f"application when fewer), on the same bursts (>= 1e4 instructions, target known) for every counter set. "
-             f"MAPE cut = 1 - MAPE(merged) / MAPE(best single-run set). Targets: ipc (instructions per cycle) and tpi "
-             f"(time per instruction, ns); features never contain cycles or time. Total time {elapsed:.0f} s.", "",
-             "## Summary (merged set)", "",
-             "| campaign | target | model | R² | MAPE | MAPE cut vs best single |", "|---|---|---|---|---|---|"]
+             f"Every number is out-of-fold: grouped K-fold cross-validation (group = application unless the campaign "
+             f"says otherwise, 5 folds or one per group when fewer), on the same bursts (>= 1e4 instructions, target "
+             f"known) for every counter set. MAPE cut = 1 - MAPE(merged) / MAPE(best single-run set). Targets: ipc "
+             f"(instructions per cycle) and tpi (time per instruction, ns); features never contain cycles or time. "
+             f"Total time {elapsed:.0f} s.", "",
+             "| campaign | time | 1-min load average before → after |", "|---|---|---|"]
+    for r in log:
+        lines.append(f"| {r['campaign']} | {r['seconds']:.0f} s | {r['load'][0]:.2f} → {r['load'][1]:.2f} |")
+    lines += ["", "## Summary (merged set)", "",
+              "| campaign | target | model | R² | MAPE | MAPE cut vs best single |", "|---|---|---|---|---|---|"]
     for r in summary.iter_rows(named=True):
         lines.append(f"| {r['campaign']} | {r['target']} | {r['model']} | {r['r2']:.3f} | {r['mape']:.1%} | "
                      f"{r['mape_cut_vs_best_single']:+.0%} |")
     lines += ["", "Target (issue 7): on simulated campaigns, merged features cut MAPE by >= 30 % against the best "
               "single-run set.", ""]
-    for title, t in (("Random workloads", a), ("Project simulator", b), ("Real traces, folds by application", c),
+    for title, t in (("Random workloads", a), ("Project simulator, one application per pattern", b),
+                     ("Project simulator, several applications per pattern (kernel variants)", v),
+                     ("Project simulator, several applications per pattern, folds by pattern", by_pattern),
+                     ("Real traces, folds by application", c),
                      ("Real traces, folds by MPI rank within one application", c2)):
         if t.height:
             lines += [f"## {title}", "", *markdown(t), ""]
