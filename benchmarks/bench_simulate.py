@@ -29,14 +29,14 @@ RESULTS = ROOT / "benchmarks" / "results" / "simulate.md"
 CHILD = """
 import json, resource, shutil, sys, time
 from pathlib import Path
-from pipelines.cli_simulate import rule_labeller
+from models.archetypes import simulator_labeller
 from tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
 out, patterns, ranks, iterations, runs = Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 truth = TruthStore(out / "ground_truth")
 t, cpu = time.perf_counter(), time.process_time()
 res = [simulate_experiment(out, ExperimentSpec(app=p, pattern=p, ranks=ranks, iterations=iterations,
                                                runs=None if runs == "auto" else int(runs), seed=1),
-                           truth, labeller=rule_labeller) for p in patterns]
+                           truth, labeller=simulator_labeller) for p in patterns]
 truth.close()
 dt, cpu = time.perf_counter() - t, time.process_time() - cpu
 traces = [t for r in res for t in r.traces]

@@ -16,8 +16,10 @@ ratio to the threshold) the weakest deciding condition clears its threshold.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 import tomllib
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import polars as pl
@@ -25,6 +27,9 @@ import polars as pl
 from tracelib.counters import PREFERRED, CounterMap
 from tracelib.errors import BadInputError
 from tracelib.machine import Machine, load_machine
+
+if TYPE_CHECKING:
+    from tracelib.simulator.engine import Labeller
 
 BURST_ARCHETYPES: tuple[str, ...] = ("fine_grain", "compute_vector", "compute_scalar", "core_bound", "cache_bound",
                                      "dram_bandwidth", "dram_latency", "frontend_bound", "bad_speculation")
@@ -404,12 +409,37 @@ def log2_margin(value: float, threshold: float) -> float:
     return max(-_MARGIN_CAP, min(_MARGIN_CAP, math.log2(value / threshold)))
 
 
-def simulator_labeller(machine: Machine | None = None, thresholds: Thresholds | None = None,
-                       ranks_per_socket: float | None = None) -> object:
-    """These rules as the simulator's ground-truth :class:`~tracelib.simulator.engine.Labeller`.
+def _first_rule(rules: list[Rule], slow: Callable[[pl.DataFrame], pl.DataFrame]) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    """Label = the first rule that holds when every earlier one is decided false (the rules' own conditions, no
+    evidence strings); the rows where a rule is undecided or none holds go through the full classifier ``slow``."""
 
-    ``ranks_per_socket`` must be the simulated experiment's (it sets the DRAM share and the ridge point).
-    """
-    from tracelib.simulator.engine import Labeller  # noqa: PLC0415 - optional heavy import
-    rules = ArchetypeRules(machine, thresholds, ranks_per_socket=ranks_per_socket).fit()
-    return Labeller(rules.classify_bursts, rules.classify_mpi, rules.classify_phases)
+    def classify(metrics: pl.DataFrame) -> pl.DataFrame:
+        label = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
+        for r in rules:
+            h = r.condition.holds()
+            label = label.when(h.is_null()).then(pl.lit(None, pl.String)).when(h).then(pl.lit(r.archetype))
+        out = metrics.with_columns(label.otherwise(pl.lit(None, pl.String)).alias("archetype"))
+        rest = out.filter(pl.col("archetype").is_null())
+        if rest.height == 0:
+            return out
+        done = slow(rest.drop("archetype")).select("_row", pl.col("archetype").alias("_slow"))
+        return out.join(done, on="_row", how="left", maintain_order="left").with_columns(pl.coalesce("archetype", "_slow").alias("archetype")).drop("_slow")
+
+    return classify
+
+
+def simulator_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
+    """These rules as the simulator's ground-truth labeller (a :data:`~tracelib.simulator.engine.LabellerFactory`:
+    ``ranks_per_socket`` is the simulated experiment's; it sets the DRAM share and the ridge point). Labels equal
+    :class:`ArchetypeRules`' classifiers, decided per rule on whole columns first."""
+    from tracelib.simulator.engine import Labeller  # noqa: PLC0415 - the simulator is heavy; only its users pay
+    rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
+    t = rules.thresholds_
+    per_burst = _first_rule(burst_rules(t, rules.ridge_), rules.classify_bursts)
+    per_call = _first_rule(mpi_rules(t), rules.classify_mpi)
+
+    def calls(metrics: pl.DataFrame) -> pl.DataFrame:
+        # the calls ArchetypeRules.classify_mpi takes as units: those moving data, and collectives
+        return per_call(metrics.filter((pl.col("bytes") >= t.mpi_min_bytes) | (pl.col("mpi_kind") == "collective")))
+
+    return Labeller(bursts=per_burst, calls=calls, phases=rules.classify_phases)

@@ -26,7 +26,7 @@ def demo(
 ) -> None:
     """Simulate a small campaign (2 apps, several counter sets, a few nights, one injected regression), run the
     nightly flow over it and say where to look."""
-    from pipelines.cli_simulate import rule_labeller
+    from models.archetypes import simulator_labeller
     from pipelines.nightly import run_night
     from tracelib.simulator import ExperimentSpec, TruthStore, parse_injection, simulate_campaign
     from tracelib.simulator.truth import TRUTH_DIR
@@ -45,7 +45,7 @@ def demo(
         injection = parse_injection(DEMO_REGRESSION)
         truth = TruthStore(truth_dir / TRUTH_DIR)
         results = simulate_campaign(drop, template, DEMO_APPS, nights, [injection] if nights > injection.night else [],
-                                    truth, labeller=rule_labeller)
+                                    truth, labeller=simulator_labeller)
         truth.close()
     n_traces = sum(len(r.traces) for r in results)
     console.print(f"simulated {len(DEMO_APPS)} apps x {nights} nights: {len(results)} experiments, {n_traces} traces "

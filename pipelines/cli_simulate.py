@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -12,51 +11,17 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-import polars as pl
 
-from models.archetypes import ArchetypeRules, Rule, burst_rules, mpi_rules
+from models.archetypes import simulator_labeller
 from pipelines.cli import WarehouseOption, console, err_console
 from tracelib.errors import BadInputError
-from tracelib.machine import Machine, load_machine
-from tracelib.simulator import PATTERNS, ExperimentSpec, Labeller, TruthStore, Variation, simulate_experiment
+from tracelib.machine import load_machine
+from tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
 from tracelib.simulator.campaign import REGRESSION_KINDS, parse_injection, random_injections, simulate_campaign
 from tracelib.simulator.engine import DEFAULT_DATE
 from tracelib.simulator.pmu import DEFAULT_SLOTS
 from tracelib.simulator.truth import TRUTH_DIR
 from tracelib.simulator.variants import DEFAULT_SPREAD, app_variants
-
-
-def _first_rule(rules: list[Rule], slow: Callable[[pl.DataFrame], pl.DataFrame]) -> Callable[[pl.DataFrame], pl.DataFrame]:
-    """Label = the first rule that holds when every earlier one is decided false (the rules' own conditions, no
-    evidence strings); the rows where a rule is undecided or none holds go through the full classifier ``slow``."""
-
-    def classify(metrics: pl.DataFrame) -> pl.DataFrame:
-        label = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
-        for r in rules:
-            h = r.condition.holds()
-            label = label.when(h.is_null()).then(pl.lit(None, pl.String)).when(h).then(pl.lit(r.archetype))
-        out = metrics.with_columns(label.otherwise(pl.lit(None, pl.String)).alias("archetype"))
-        rest = out.filter(pl.col("archetype").is_null())
-        if rest.height == 0:
-            return out
-        done = slow(rest.drop("archetype")).select("_row", pl.col("archetype").alias("_slow"))
-        return out.join(done, on="_row", how="left", maintain_order="left").with_columns(pl.coalesce("archetype", "_slow").alias("archetype")).drop("_slow")
-
-    return classify
-
-
-def rule_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
-    """The project's archetype rules (DESIGN §7, :mod:`models.archetypes`) as the simulator's labeller."""
-    rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
-    t = rules.thresholds_
-    per_burst = _first_rule(burst_rules(t, rules.ridge_), rules.classify_bursts)
-    per_call = _first_rule(mpi_rules(t), rules.classify_mpi)
-
-    def calls(metrics: pl.DataFrame) -> pl.DataFrame:
-        # the calls ArchetypeRules.classify_mpi takes as units: those moving data, and collectives
-        return per_call(metrics.filter((pl.col("bytes") >= t.mpi_min_bytes) | (pl.col("mpi_kind") == "collective")))
-
-    return Labeller(bursts=per_burst, calls=calls, phases=rules.classify_phases)
 
 
 def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:
@@ -131,7 +96,7 @@ def simulate(
         injections = [parse_injection(s) for s in choice]
     total = sum(s.n_blocks() * s.n_runs() for s in specs) * max(nights, 1)
     truth = TruthStore(out_dir / TRUTH_DIR)
-    labeller = rule_labeller if labels else None
+    labeller = simulator_labeller if labels else None
     began = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=err_console, transient=True) as bar:

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from models.archetypes import ARCHETYPES
-from pipelines.cli_simulate import rule_labeller
+from models.archetypes import simulator_labeller
 from tracelib.paraver.reader import ParaverTrace
 from tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
 from tracelib.simulator.campaign import _devectorised, parse_injection
@@ -26,7 +26,7 @@ def sim(tmp_path_factory):
     out = tmp_path_factory.mktemp("sim")
     truth = TruthStore(out / "ground_truth")
     results = {p: simulate_experiment(out, ExperimentSpec(app=p, pattern=p, ranks=6, iterations=8, runs=RUNS, seed=11,
-                                                          truth_counters="all"), truth, labeller=rule_labeller)
+                                                          truth_counters="all"), truth, labeller=simulator_labeller)
                for p in PATTERNS}
     truth.close()
     gt = out / "ground_truth"
@@ -210,7 +210,7 @@ def test_fast_labels_equal_the_rule_classifier(sim):
     rps = float(sim["experiments"]["ranks_per_socket"][0])
     b = sim["bursts"].filter(pl.col("run_name").str.ends_with("run1"))
     bm = burst_metrics(b, m, ranks_per_socket=rps).drop("missing_roles").with_row_index("_row")
-    fast = rule_labeller(m, rps).bursts(bm).sort("_row")["archetype"]
+    fast = simulator_labeller(m, rps).bursts(bm).sort("_row")["archetype"]
     full = ArchetypeRules(machine=m, ranks_per_socket=rps).fit().classify_bursts(bm)["archetype"]
     assert fast.to_list() == full.to_list() == b["archetype"].to_list()
 
@@ -224,7 +224,7 @@ def test_fast_call_labels_equal_the_rule_classifier(sim):
     rps = float(sim["experiments"]["ranks_per_socket"][0])
     c = sim["calls"].filter(pl.col("run_name").str.ends_with("run1"))
     cm = mpi_metrics(c, m).with_row_index("_row")
-    fast = rule_labeller(m, rps).calls(cm).sort("_row").select("_row", "archetype")
+    fast = simulator_labeller(m, rps).calls(cm).sort("_row").select("_row", "archetype")
     full = ArchetypeRules(machine=m, ranks_per_socket=rps).fit().classify_mpi(cm).sort("_row").select("_row", "archetype")
     assert fast.equals(full) and fast.height < c.height
 
