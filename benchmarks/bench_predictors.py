@@ -123,8 +123,9 @@ def simulator_variants(tmp: Path, per_pattern: int, kinds: tuple[str, ...],
     if not pattern_kinds:
         return by_app, pl.DataFrame()
     pattern = pl.read_parquet(truth / "experiments.parquet").select("app", "pattern").unique()
-    by_pattern = frame.join(pattern, on="app", how="left", maintain_order="left").with_columns(pl.col("pattern").alias("app"))
-    return by_app, run_table(by_pattern.drop("pattern"), sets, pattern_kinds, 5, f"{name}, folds by pattern")
+    by_pattern = (frame.join(pattern, on="app", how="left", maintain_order="left")
+                  .with_columns(pl.col("pattern").alias("app")).drop("pattern"))
+    return by_app, run_table(by_pattern, sets, pattern_kinds, 5, f"{name}, folds by pattern")
 
 
 #: emulated PMU plans of the real traces: fixed instructions + cycles, two programmable counters per run

@@ -112,7 +112,8 @@ def test_same_seed_same_apps_and_default_unchanged(tmp_path, run_cli):
     assert ka.equals(pl.read_parquet(tmp_path / "b" / "ground_truth" / "kernels.parquet"))
     assert not ka["l1_mpki"].equals(kc["l1_mpki"])
     # one app per pattern (the default) runs the base kernels, and asking for it explicitly changes nothing
-    assert _files(tmp_path / "d") == _files(tmp_path / "e") and list({k.split("/")[0] for k in _files(tmp_path / "d")}) == ["wavefront"]
+    d = _files(tmp_path / "d")
+    assert d == _files(tmp_path / "e") and {k.split("/")[0] for k in d} == {"wavefront"}
     kd = pl.read_parquet(tmp_path / "d" / "ground_truth" / "kernels.parquet")
     assert not kd["variant"].any()
     assert kd.filter(pl.col("kernel") == "sweep_chunk")["l1_mpki"][0] == KERNELS[KERNEL_INDEX["sweep_chunk"]].l1_mpki
