@@ -65,7 +65,7 @@ def test_lulesh_bursts_get_measured_dram_traffic(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     res = ingest_trace(wh, LULESH_A)
     run_dir = wh.run_dir(res.run_id)
-    samples = pl.read_parquet(run_dir / "uncore.parquet")
+    samples = pl.read_parquet(run_dir / "uncore")
     assert samples.height == sum(n for n, _ in naive_uncore(LULESH_A).values())
     bursts = run_bursts(wh, res.run_id)
     cas = bursts.get_column(DRAM_CAS_COLUMN)
@@ -94,6 +94,6 @@ def test_uncore_samples_view_and_no_double_count(tmp_path, run_cli):
     run_dir = next(Warehouse(wh).runs_dir.iterdir())
     bursts = run_bursts(Warehouse(wh), run_dir.name)
     assert bursts[DRAM_CAS_COLUMN].sum() > 0
-    again = attribute_dram_cas(bursts, pl.read_parquet(run_dir / "uncore.parquet"),
+    again = attribute_dram_cas(bursts, pl.read_parquet(run_dir / "uncore"),
                                pl.read_parquet(run_dir / "threads.parquet"))
     assert again.equals(bursts)  # bursts that already measure DRAM CAS are left as they are

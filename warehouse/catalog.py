@@ -20,7 +20,7 @@ VIEW_FILES: dict[str, str] = {
     "runs": "runs/*/run.parquet",
     "bursts": "runs/*/bursts/*.parquet",
     "mpi_calls": "runs/*/mpi_calls.parquet",
-    "uncore_samples": "runs/*/uncore.parquet",
+    "uncore_samples": "runs/*/uncore/*.parquet",
     "merged_bursts": "experiments/*/merged_bursts.parquet",
     "merge_quality": "experiments/*/merge_quality.parquet",
     "burst_metrics": "experiments/*/burst_metrics.parquet",

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,13 +76,53 @@ def write_mpi_calls(parts: list[Path], summary: ReadSummary, target: Path) -> No
     with_message_columns(calls, columns).sink_parquet(target, statistics=True)
 
 
-def write_chunk(stage: Path, i: int, bursts: pl.DataFrame, calls: pl.DataFrame) -> None:
+class PartWriter:
+    """Writes Parquet parts of a run being staged, in one background thread (Polars releases the GIL while it
+    encodes) so the reading thread goes on with the next chunk. At most ``backlog`` frames wait (bounded memory);
+    a failed write is raised by the next :meth:`write` or by :meth:`close`. ``background=False`` writes inline."""
+
+    def __init__(self, backlog: int = 3, background: bool = True):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="synthtrace-part-writer") if background else None
+        self._pending: deque[Future] = deque()
+        self._backlog = backlog
+
+    def write(self, frame: pl.DataFrame, path: Path, **options) -> None:
+        if self._pool is None:
+            frame.write_parquet(path, **options)
+            return
+        while len(self._pending) >= self._backlog:
+            self._pending.popleft().result()
+        self._pending.append(self._pool.submit(frame.write_parquet, path, **options))
+
+    def close(self) -> None:
+        """Wait for every write; raise the first failure."""
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> PartWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        for f in self._pending:  # the staging folder is about to go: let the writes end, their errors matter less
+            f.exception()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+def write_chunk(writer: PartWriter, stage: Path, i: int, bursts: pl.DataFrame, calls: pl.DataFrame) -> None:
     """Write chunk ``i`` of a run being staged: its bursts as ``bursts/part-<i>.parquet`` (final), its calls as a
     part under ``_calls/`` (read back once by :func:`write_mpi_calls`, so left uncompressed)."""
     if bursts.height:
-        bursts.write_parquet(stage / "bursts" / f"part-{i:05d}.parquet", statistics=True)
+        writer.write(bursts, stage / "bursts" / f"part-{i:05d}.parquet", statistics=True)
     if calls.height:
-        calls.write_parquet(stage / "_calls" / f"part-{i:05d}.parquet", compression="uncompressed", statistics=False)
+        writer.write(calls, stage / "_calls" / f"part-{i:05d}.parquet", compression="uncompressed", statistics=False)
 
 
 def existing_run(wh: Warehouse, run_id: str) -> dict | None:
@@ -106,25 +148,22 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                             row["n_bursts"], row["n_mpi_calls"])
 
     with wh.staged(wh.run_dir(run_id)) as stage:
-        (stage / "bursts").mkdir()
-        calls_parts, uncore_parts = stage / "_calls", stage / "_uncore"
-        calls_parts.mkdir()
-        uncore_parts.mkdir()
-        n_uncore_parts = itertools.count()
-        summary = ReadSummary(uncore_sink=lambda samples: samples.write_parquet(
-            uncore_parts / f"part-{next(n_uncore_parts):05d}.parquet", compression="uncompressed", statistics=False))
-        for i, (bursts, calls) in enumerate(source.iter_tables(run_id, progress=progress, summary=summary)):
-            write_chunk(stage, i, bursts, calls)
-        parts = sorted(calls_parts.glob("*.parquet"))
+        for sub in ("bursts", "_calls", "uncore"):
+            (stage / sub).mkdir()
+        with PartWriter() as writer:
+            n_uncore_parts = itertools.count()
+            summary = ReadSummary(uncore_sink=lambda samples: writer.write(
+                samples, stage / "uncore" / f"part-{next(n_uncore_parts):05d}.parquet"))
+            for i, (bursts, calls) in enumerate(source.iter_tables(run_id, progress=progress, summary=summary)):
+                write_chunk(writer, stage, i, bursts, calls)
+        parts = sorted((stage / "_calls").glob("*.parquet"))
         if parts:
             write_mpi_calls(parts, summary, stage / "mpi_calls.parquet")
-        for p in parts:
-            p.unlink()
-        calls_parts.rmdir()
+        shutil.rmtree(stage / "_calls")
         if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
-            pl.scan_parquet(sorted(uncore_parts.glob("*.parquet"))).sink_parquet(stage / "uncore.parquet")
             summary.thread_nodes.write_parquet(stage / "threads.parquet")
-        shutil.rmtree(uncore_parts)
+        else:
+            (stage / "uncore").rmdir()
         res = source.resources
         run = pl.DataFrame([{
             "run_id": run_id, "run_name": run_name, "experiment": exp_name, "app": app_name,

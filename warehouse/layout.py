@@ -6,8 +6,8 @@
       runs/<run_id>/run.parquet            one row of the runs view
       runs/<run_id>/bursts/part-*.parquet  the run's computation bursts
       runs/<run_id>/mpi_calls.parquet      the run's MPI calls
-      runs/<run_id>/uncore.parquet         uncore counter samples (memory controllers), when the trace has them
-      runs/<run_id>/threads.parquet        node of every thread (beside uncore.parquet)
+      runs/<run_id>/uncore/part-*.parquet  uncore counter samples (memory controllers), when the trace has them
+      runs/<run_id>/threads.parquet        node of every thread (beside uncore/)
       experiments/<name>/...               merged data of one experiment (written by the merge)
       .staging/                            directories being written; never read
 """

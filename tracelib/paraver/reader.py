@@ -354,6 +354,8 @@ class _EventConverter:
         self._names: dict[tuple[int, int], str] = {}
         self._sites: dict[tuple[int, int], str] = {}
         self._nodes: pl.DataFrame | None = None
+        self._uncore_slots = np.zeros(0, dtype=bool)  # counter slot -> is an uncore counter
+        self._slot_names = pl.Series([], dtype=pl.String)
 
     def _call_name(self, t: int, v: int, line: int) -> str:
         """Name of MPI call id ``v`` of event type ``t``; a value the ``.pcf`` does not list is an error."""
@@ -412,19 +414,21 @@ class _EventConverter:
     def uncore_samples(self, item: _Prepared, run_id: str) -> pl.DataFrame:
         """The chunk's samples of uncore counters (event types 46xxxxxx), UNCORE_SCHEMA. Tracer threads that read
         them run no application code, so these counts belong to no burst; they are kept as a time series."""
+        types = item.counter_types
+        if types.size != self._uncore_slots.size:  # new counters seen: which slots are uncore, and their names
+            self._uncore_slots = (types >= UNCORE_BASE) & (types < UNCORE_BASE + 1_000_000)
+            self._slot_names = pl.Series([self.pcf.counter_name(int(t)) for t in types], dtype=pl.String)
         sm = item.chunk.samples
-        types = item.counter_types[sm.counter] if sm.counter.size else np.empty(0, dtype=np.int64)
-        keep = (types >= UNCORE_BASE) & (types < UNCORE_BASE + 1_000_000)
-        if not keep.any():
+        if not self._uncore_slots.any() or not sm.counter.size:
             return pl.DataFrame(schema=UNCORE_SCHEMA)
-        ids = np.asarray(self.parser.threads, dtype=np.int32).reshape(-1, 3)[sm.thread[keep]]
-        slot_names = [self.pcf.counter_name(int(t)) for t in item.counter_types]
-        nodes = self.thread_nodes().get_column("node")
+        rows = np.flatnonzero(self._uncore_slots[sm.counter])
+        th = sm.thread[rows]
+        nodes = self.thread_nodes()
         return pl.DataFrame({
-            "run_id": run_id, "appl": ids[:, 0], "task": ids[:, 1], "thread": ids[:, 2],
-            "node": nodes.gather(sm.thread[keep]), "time_ns": sm.time_ns[keep],
-            "counter": pl.Series(slot_names, dtype=pl.String).gather(sm.counter[keep]), "value": sm.value[keep],
-        }, schema=UNCORE_SCHEMA)
+            "run_id": pl.repeat(run_id, rows.size, dtype=pl.String, eager=True),
+            **{c: nodes.get_column(c).gather(th) for c in ("appl", "task", "thread", "node")},
+            "time_ns": sm.time_ns[rows], "counter": self._slot_names.gather(sm.counter[rows]), "value": sm.value[rows],
+        })
 
     def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
         """MPI entries and exits (MPI_EVENT_SCHEMA); entries carry the sizes and call site of their time."""
