@@ -1,6 +1,6 @@
 """Archetype benchmark (DESIGN §7, issue 6): accuracy on simulated campaigns and a plausibility run on real traces.
 
-    /work/venv/bin/python benchmarks/bench_archetypes.py [--out benchmarks/results/archetypes.md] [--quick]
+    python benchmarks/bench_archetypes.py [--out benchmarks/results/archetypes.md] [--quick]
 
 1. **Simulated campaign** (needs ``tracelib.simulator``): for each application the simulator writes several runs
    with different counter sets plus ground truth (archetype of every burst, MPI call and phase of the reference
@@ -156,7 +156,7 @@ def main() -> None:
     ap.add_argument("--skip-sim", action="store_true")
     ap.add_argument("--skip-real", action="store_true")
     args = ap.parse_args()
-    body = ["# Archetypes benchmark", "", f"Command: `/work/venv/bin/python benchmarks/bench_archetypes.py{' --quick' if args.quick else ''}`", ""]
+    body = ["# Archetypes benchmark", "", f"Command: `python benchmarks/bench_archetypes.py{' --quick' if args.quick else ''}`", ""]
     if not args.skip_sim:
         body += pipeline_section(args.quick)
         body += simulated_section(args.quick)

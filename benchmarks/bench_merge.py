@@ -1,7 +1,7 @@
 """Accuracy and speed of the multi-run merge against two baselines, measured in the same run (DESIGN §6, issue 4).
 
-    /work/venv/bin/python benchmarks/bench_merge.py                # everything, writes benchmarks/results/merge.md
-    /work/venv/bin/python benchmarks/bench_merge.py --quick        # smaller speed sizes
+    python benchmarks/bench_merge.py                # everything, writes benchmarks/results/merge.md
+    python benchmarks/bench_merge.py --quick        # smaller speed sizes
 
 Methods compared, on the same runs and the same bursts:
 
@@ -408,7 +408,7 @@ def main() -> None:
     text = [
         "# Merge: accuracy against baselines, real LULESH data, speed",
         "",
-        f"Reproduce: `/work/venv/bin/python benchmarks/bench_merge.py` ({time.perf_counter() - t_all:.0f} s in all).",
+        f"Reproduce: `python benchmarks/bench_merge.py` ({time.perf_counter() - t_all:.0f} s in all).",
         f"Machine: {machine()}.",
         "",
         "## Synthetic campaigns (4 runs x 8 tasks x 40 iterations, ground truth known)",

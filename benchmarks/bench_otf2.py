@@ -217,7 +217,7 @@ def main() -> None:
     lines = [
         "# OTF2 reading speed (issue 8)",
         "",
-        f"Reproduce: `/work/venv/bin/python benchmarks/bench_otf2.py --events {args.events} --ranks {args.ranks}"
+        f"Reproduce: `python benchmarks/bench_otf2.py --events {args.events} --ranks {args.ranks}"
         f" --repeat {args.repeat}`",
         "",
         f"Machine: {machine()}.",

@@ -23,7 +23,7 @@ Campaigns:
 
 Run (about 13 minutes on the 2-core sandbox, 7 of them for the 40-application campaign)::
 
-    /work/venv/bin/python benchmarks/bench_predictors.py --apps 16 --apps-per-pattern 4,8 --pattern-fold-models hgb \
+    python benchmarks/bench_predictors.py --apps 16 --apps-per-pattern 4,8 --pattern-fold-models hgb \
         --models hgb,rf,linear --out benchmarks/results/predictors.md
 """
 from __future__ import annotations
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["# Predictor benchmark: merged counter set vs single-run counter sets", "",
              f"Machine: {machine()}.", "",
              "Reproduce:", "", "```",
-             f"/work/venv/bin/python benchmarks/bench_predictors.py --apps {args.apps} --apps-per-pattern "
+             f"python benchmarks/bench_predictors.py --apps {args.apps} --apps-per-pattern "
              f"{args.apps_per_pattern} --pattern-fold-models {pattern_models} --models {args.models} "
              "--out benchmarks/results/predictors.md", "```", "",
              f"Every number is out-of-fold: grouped K-fold cross-validation (group = application unless the campaign "

@@ -20,8 +20,8 @@ detector, run on the history up to that night, reports it (online).
 
 Run::
 
-    /work/venv/bin/pip install --no-deps --target /work/otava-lib "apache-otava~=0.8.0"
-    PYTHONPATH=/work/otava-lib:. /work/venv/bin/python benchmarks/bench_regression.py --seeds 2026,31 \\
+    pip install --no-deps --target otava-lib "apache-otava~=0.8.0"
+    PYTHONPATH=otava-lib:. python benchmarks/bench_regression.py --seeds 2026,31 \\
         --sim-seeds 3,4,5,n6 --out benchmarks/results/regression.md
 
 (``--no-deps``: apache-otava 0.8 pins numpy 2.2 / scipy < 1.17 for its command-line tool; its change-point module
@@ -333,8 +333,8 @@ def main(argv: list[str] | None = None) -> int:
             "delay median / mean (nights, online) | found online | time (s) |")
     lines = [
         "# Regression detection benchmark", "", f"Machine: {machine()}.", "", "Reproduce:", "", "```",
-        "/work/venv/bin/pip install --no-deps --target /work/otava-lib \"apache-otava~=0.8.0\"",
-        f"PYTHONPATH=/work/otava-lib:. /work/venv/bin/python benchmarks/bench_regression.py --apps {args.apps} "
+        "pip install --no-deps --target otava-lib \"apache-otava~=0.8.0\"",
+        f"PYTHONPATH=otava-lib:. python benchmarks/bench_regression.py --apps {args.apps} "
         f"--kernels {args.kernels} --nights {args.nights} --seeds {args.seeds}"
         + (f" --sim-seeds {args.sim_seeds} --sim-nights {args.sim_nights}" if args.sim_seeds else "")
         + " --out benchmarks/results/regression.md",

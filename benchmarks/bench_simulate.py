@@ -80,7 +80,7 @@ def main() -> None:
     rows.append((f"5 apps, 16 ranks, {args.mixed_iterations} iterations, 5 runs each", r))
     print(rows[-1], flush=True)
     lines = ["# Simulator: generation speed and memory (issue 3)", "",
-             "Reproduce: `/work/venv/bin/python benchmarks/bench_simulate.py` (each size in a fresh process, output in a",
+             "Reproduce: `python benchmarks/bench_simulate.py` (each size in a fresh process, output in a",
              "temporary folder deleted afterwards). What is timed is what `synthtrace simulate` does: Paraver traces",
              "(.prv/.pcf/.row), ground truth as Parquet, archetype labels by the project's rules.", "",
              f"Machine: {desc}.", "",
