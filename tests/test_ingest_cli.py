@@ -232,3 +232,19 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path, run_cli):
 def test_missing_path_is_bad_input(tmp_path, run_cli):
     code, _, err = run_cli("ingest", tmp_path / "nope.prv", "-w", tmp_path / "wh")
     assert code == 2 and "no such file" in err
+
+
+def test_part_writer_raises_a_failed_background_write(tmp_path):
+    """Parts are written in a background thread: a write that fails must not be lost (ingest then leaves no run)."""
+    import polars as pl
+
+    from warehouse.ingest import PartWriter
+
+    frame = pl.DataFrame({"a": [1, 2, 3]})
+    writer = PartWriter(backlog=1)
+    writer.write(frame, tmp_path / "ok.parquet")
+    writer.write(frame, tmp_path / "missing" / "part.parquet")
+    with pytest.raises(OSError):
+        writer.write(frame, tmp_path / "later.parquet")  # the backlog waits on the failed write
+        writer.close()
+    assert pl.read_parquet(tmp_path / "ok.parquet").equals(frame)

@@ -764,12 +764,12 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame
 def with_message_columns(calls: pl.DataFrame | pl.LazyFrame, columns: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:
     """``calls`` with the rows of :func:`message_columns` (same row order) applied, in MPI_CALL_SCHEMA. Lazy calls
     stay lazy (and stream: the columns are concatenated side by side, not broadcast as literals)."""
-    added = columns.select(pl.all().name.prefix("_msg"))
+    added = columns.select(pl.all().name.prefix("msg."))  # side by side with the calls' own peer/tag/n_messages
     both = pl.concat([calls, added.lazy() if isinstance(calls, pl.LazyFrame) else added], how="horizontal")
     return both.with_columns(
-        (pl.col("bytes_sent").fill_null(0) + pl.col("_msg_add_sent")).alias("bytes_sent"),
-        (pl.col("bytes_recv").fill_null(0) + pl.col("_msg_add_recv")).alias("bytes_recv"),
-        pl.col("_msgpeer").alias("peer"), pl.col("_msgtag").alias("tag"), pl.col("_msgn_messages").alias("n_messages"),
+        (pl.col("bytes_sent").fill_null(0) + pl.col("msg._add_sent")).alias("bytes_sent"),
+        (pl.col("bytes_recv").fill_null(0) + pl.col("msg._add_recv")).alias("bytes_recv"),
+        pl.col("msg.peer").alias("peer"), pl.col("msg.tag").alias("tag"), pl.col("msg.n_messages").alias("n_messages"),
     ).select([pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items()])
 
 

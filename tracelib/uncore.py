@@ -71,12 +71,12 @@ def attribute_dram_cas(bursts: pl.DataFrame, samples: pl.DataFrame, thread_nodes
     """``bursts`` with a :data:`DRAM_CAS_COLUMN` (Int64 counts) apportioned from the run's uncore ``samples``
     (UNCORE_SCHEMA) over the bursts of each node (``thread_nodes``: appl, task, thread, node). Returned
     unchanged when the bursts already measure DRAM CAS or the samples hold no CAS counter."""
-    if bursts.height == 0 or samples.height == 0 or resolve(bursts).has("dram_cas"):
+    cmap = resolve(bursts)
+    if bursts.height == 0 or samples.height == 0 or cmap.has("dram_cas"):
         return bursts
     pieces = cas_rate_pieces(samples)
     if pieces.height == 0:
         return bursts
-    cmap = resolve(bursts)
     weight = cmap.expr("l3_tcm") if cmap.has("l3_tcm") else pl.col("duration_ns").cast(pl.Float64)
     frame = (bursts.with_row_index("_row")
              .join(thread_nodes.select("appl", "task", "thread", pl.col("node").fill_null(0)),

@@ -28,7 +28,7 @@ from tracelib.paraver.writer import (CallSites, Communicator, PcfSpec, ParaverWr
                                      mpi_kind_of, mpi_state_of)
 from tracelib.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
 from tracelib.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
-from tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel
+from tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel, base_kernel
 from tracelib.simulator.network import Network
 from tracelib.simulator.patterns import PATTERNS, AppParams
 from tracelib.simulator.patterns.base import WORLD_COMM, epilogue, prologue
@@ -76,7 +76,7 @@ class ExperimentSpec:
 
     def app_kernel(self, name: str) -> Kernel:
         """The application's own kernel ``name`` (its variant, else the base kernel), before any regression."""
-        return self.app_kernels.get(name) or KERNELS[KERNEL_INDEX[name]]
+        return self.app_kernels.get(name) or base_kernel(name)
 
     def kernel(self, name: str) -> Kernel:
         """Kernel ``name`` as this experiment runs it: a regression's replacement, else the application's own."""
@@ -477,7 +477,7 @@ def _truth_tables(truth: TruthStore, spec: ExperimentSpec, runs: list[_Run], tra
         "work_factors": str(dict(spec.work)) if spec.work else None,
         "imbalance": str(spec.imbalance) if spec.imbalance else None,
         "changed_kernels": sorted(spec.kernels) or None,
-        "variant_kernels": sorted(k for k, v in spec.app_kernels.items() if v != KERNELS[KERNEL_INDEX[k]]) or None,
+        "variant_kernels": sorted(k for k, v in spec.app_kernels.items() if v != base_kernel(k)) or None,
     }]))
     truth.add("kernels", _kernel_rows(spec))
     truth.add("runs", pl.DataFrame([{
@@ -491,21 +491,18 @@ def _truth_tables(truth: TruthStore, spec: ExperimentSpec, runs: list[_Run], tra
                                      "noise_class": [NOISE_CLASS[c] for c in COUNTERS], "sigma": sigma}))
     truth.add("oracle", oracle.frame(name, [r.name for r in runs], [r.counters for r in runs]))
 
-
-
 def _kernel_rows(spec: ExperimentSpec) -> pl.DataFrame:
     """One row per kernel the experiment's application runs: its parameters as simulated, whether it is the
     application's own code (else MPI's or the runtime's, never varied), a variant of the base kernel, or changed
     by an injected regression."""
     names = [*PATTERNS[spec.pattern].kernels, *SHARED_KERNELS]
     used = [spec.kernel(n) for n in names]
-    base = [KERNELS[KERNEL_INDEX[n]] for n in names]
     n = len(names)
     return pl.DataFrame({
         "experiment": [spec.name] * n, "app": [spec.app] * n, "pattern": [spec.pattern] * n,
         "night": pl.Series("night", [spec.night] * n, pl.Int64), "kernel": names,
         "intent": [k.intent for k in used], "own": [n not in SHARED_KERNELS for n in names],
-        "variant": [spec.app_kernel(n) != b for n, b in zip(names, base)],
+        "variant": [spec.app_kernel(n) != base_kernel(n) for n in names],
         "injected": [k != spec.app_kernel(n) for n, k in zip(names, used)],
         **{p: pl.Series(p, [float(getattr(k, p)) for k in used], pl.Float64) for p in PARAMS},
     })

@@ -100,3 +100,8 @@ def kernel_table(kernels: tuple[Kernel, ...] = KERNELS) -> dict[str, np.ndarray]
 def kid(name: str) -> int:
     """Kernel id of a kernel name."""
     return KERNEL_INDEX[name]
+
+
+def base_kernel(name: str) -> Kernel:
+    """The kernel ``name`` as :data:`KERNELS` defines it (before application variants or regressions)."""
+    return KERNELS[KERNEL_INDEX[name]]
