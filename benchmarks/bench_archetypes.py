@@ -2,9 +2,9 @@
 
     python benchmarks/bench_archetypes.py [--out benchmarks/results/archetypes.md] [--quick]
 
-1. **Simulated campaign** (needs ``tracelib.simulator``): for each application the simulator writes several runs
+1. **Simulated campaign** (needs ``synthtrace.tracelib.simulator``): for each application the simulator writes several runs
    with different counter sets plus ground truth (archetype of every burst, MPI call and phase of the reference
-   run). We ingest, merge (``tracelib.merge``, when present) and classify; macro-F1 over the 13 archetypes is
+   run). We ingest, merge (``synthtrace.tracelib.merge``, when present) and classify; macro-F1 over the 13 archetypes is
    computed for (a) the merged trace, (b) the simulator's full ground-truth counters, (c) each single run's own
    counter set — a burst the counters cannot decide counts as wrong (``insufficient_counters`` is not an
    archetype). Discovery: Cohen's kappa against the rules and bootstrap ARI on the full counters.
@@ -24,9 +24,9 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from models.analysis import analyse_experiment, mix  # noqa: E402
-from models.archetypes import INSUFFICIENT  # noqa: E402
-from tracelib.machine import load_machine  # noqa: E402
+from synthtrace.models.analysis import analyse_experiment, mix  # noqa: E402
+from synthtrace.models.archetypes import INSUFFICIENT  # noqa: E402
+from synthtrace.tracelib.machine import load_machine  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "paraver"
 REAL = {"lulesh": "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv", "lulesh71": "lulesh_7+1_with_uncores_sockets1+2.chop8.prv",
@@ -98,10 +98,10 @@ def simulated_section(quick: bool) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ real traces
 def real_section(fig_dir: Path, machine_name: str) -> list[str]:
-    from pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline  # noqa: PLC0415
-    from tracelib.metrics import ranks_per_socket  # noqa: PLC0415
-    from warehouse.ingest import ingest_trace  # noqa: PLC0415
-    from warehouse.layout import Warehouse  # noqa: PLC0415
+    from synthtrace.pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline  # noqa: PLC0415
+    from synthtrace.tracelib.metrics import ranks_per_socket  # noqa: PLC0415
+    from synthtrace.warehouse.ingest import ingest_trace  # noqa: PLC0415
+    from synthtrace.warehouse.layout import Warehouse  # noqa: PLC0415
     machine = load_machine(machine_name)
     fig_dir.mkdir(parents=True, exist_ok=True)
     lines = ["## Real traces", "", f"Machine profile: `{machine_name}` ({machine.name}).", ""]

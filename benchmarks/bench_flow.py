@@ -23,10 +23,10 @@ DIRECT = """
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from pipelines import night_steps
-from warehouse import Warehouse
-from warehouse.drop import discover
-from warehouse.ingest import ingest_trace
+from synthtrace.pipelines import night_steps
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.drop import discover
+from synthtrace.warehouse.ingest import ingest_trace
 drop, wh = Path(sys.argv[1]), sys.argv[2]
 steps = night_steps.available()
 found = discover(drop, Warehouse(wh).ensure())
@@ -44,7 +44,7 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "runs": len(found), "expe
 FLOW = """
 import json, sys, time
 t0 = time.perf_counter()
-from pipelines.nightly import run_night
+from synthtrace.pipelines.nightly import run_night
 s = run_night(sys.argv[1], sys.argv[2])
 print(json.dumps({"seconds": time.perf_counter() - t0, "runs": len(s.ingested), "experiments": len(s.merged)}))
 """
@@ -70,7 +70,7 @@ def main() -> None:
                "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         for name, opts in NIGHTS.items():
             drop = tmp / f"drop-{name}"
-            subprocess.run([sys.executable, "-m", "pipelines.cli", "simulate", str(drop), "--seed", "3", *opts],
+            subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", "simulate", str(drop), "--seed", "3", *opts],
                            check=True, capture_output=True, cwd=ROOT, env=env)
             mb = sum(f.stat().st_size for f in drop.rglob("*.prv")) / 1e6
             direct = _run(DIRECT, str(drop), str(tmp / f"wh-direct-{name}"), env=env)

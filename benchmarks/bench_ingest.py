@@ -44,8 +44,8 @@ def usage(t0):
 CHILD_INGEST = """
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
-from warehouse import Warehouse
-from warehouse.ingest import ingest_trace
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.ingest import ingest_trace
 """ + _USAGE + """
 t0 = time.perf_counter()
 res = ingest_trace(Warehouse(sys.argv[2]), sys.argv[1])
@@ -56,7 +56,7 @@ print(json.dumps({**usage(t0), "bursts": res.n_bursts, "calls": res.n_mpi_calls}
 CHILD_READ = """
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
-from tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.paraver.reader import ParaverTrace
 """ + _USAGE + """
 t0 = time.perf_counter()
 n_b = n_c = 0
@@ -72,9 +72,9 @@ import json, sys, time, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
 import polars as pl
-from tracelib.bursts import ReadSummary
-from tracelib.formats import open_trace
-from warehouse.ingest import PartWriter, run_identity, write_chunk, write_mpi_calls
+from synthtrace.tracelib.bursts import ReadSummary
+from synthtrace.tracelib.formats import open_trace
+from synthtrace.warehouse.ingest import PartWriter, run_identity, write_chunk, write_mpi_calls
 """ + _USAGE + """
 out = Path(sys.argv[2]); (out / "bursts").mkdir(parents=True); (out / "_calls").mkdir()
 ph = {}
@@ -136,7 +136,7 @@ CHILD_FIRST_READ = """
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 t0 = time.perf_counter()
-from tracelib.paraver.reader import ParaverTrace, _warm_up
+from synthtrace.tracelib.paraver.reader import ParaverTrace, _warm_up
 t1 = time.perf_counter()
 _warm_up()
 t2 = time.perf_counter()
@@ -171,7 +171,7 @@ def _best(repeat: int, code: str, trace: Path, out: Path | None = None) -> dict:
 
 
 def _tiled(tmp: Path, mb: int) -> Path:
-    from tracelib.paraver.tile import tile_trace
+    from synthtrace.tracelib.paraver.tile import tile_trace
     copies = max(1, round(mb * 1e6 / SOURCE.stat().st_size))
     trace = tile_trace(SOURCE, tmp / f"lulesh.x{copies}.prv", copies)
     os.sync()  # the tiled file's write-back must not run during the measurements

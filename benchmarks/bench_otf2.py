@@ -33,8 +33,8 @@ from benchmarks.results_io import emit  # noqa: E402
 
 CHILD_OURS = """
 import json, resource, sys, time
-from tracelib.bursts import ReadSummary
-from tracelib.otf2_reader import Otf2Trace
+from synthtrace.tracelib.bursts import ReadSummary
+from synthtrace.tracelib.otf2_reader import Otf2Trace
 t = time.perf_counter()
 trace = Otf2Trace(sys.argv[1])
 summary = ReadSummary()
@@ -63,7 +63,7 @@ print(json.dumps({"seconds": dt, "events": n, "peak_rss_mb": resource.getrusage(
 CHILD_RAW = """
 import json, resource, sys, time
 import _otf2
-from tracelib.otf2_reader import Otf2Trace, _EventBuffer, _callback_setter, _clear
+from synthtrace.tracelib.otf2_reader import Otf2Trace, _EventBuffer, _callback_setter, _clear
 t = time.perf_counter()
 trace = Otf2Trace(sys.argv[1])
 import otf2

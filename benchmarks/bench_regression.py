@@ -6,9 +6,9 @@ with network contention or stretched bursts) with one regression injected into o
 kind (more instructions, lost vectorisation, worse locality, more MPI bytes, new imbalance, network slowdown),
 of known size and night. A series is one (app, call site); the other call sites of an app are series with no change.
 
-All detectors read the same per-visit time series from the warehouse (:func:`warehouse.history.site_history`):
+All detectors read the same per-visit time series from the warehouse (:func:`synthtrace.warehouse.history.site_history`):
 
-- **synthtrace**: :func:`models.regression.detect` (change points on time confirmed by explaining signals);
+- **synthtrace**: :func:`synthtrace.models.regression.detect` (change points on time confirmed by explaining signals);
 - **Otava**: ``otava.analysis.compute_change_points`` on time alone (its defaults: window 50, p <= 0.001; and a
   looser variant), change points where the mean rises;
 - **t-test**: Perfherder style on time alone — Welch t of the next ``fore`` nights against the previous 12–24,
@@ -46,9 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.machine import machine_description  # noqa: E402
 from benchmarks.results_io import emit  # noqa: E402
 
-from models.regression import DetectorParams, detect, detect_series, label_archetypes  # noqa: E402
+from synthtrace.models.regression import DetectorParams, detect, detect_series, label_archetypes  # noqa: E402
 from tests.models_synth import regression_campaign  # noqa: E402
-from warehouse.history import site_history  # noqa: E402
+from synthtrace.warehouse.history import site_history  # noqa: E402
 
 KEYS = ["app", "call_site"]
 
@@ -231,7 +231,7 @@ def simulator_campaign(seed: int, nights: int, inject: bool, tmp: Path, toleranc
     nights of it; alert nights of an app that match no change (alerts within ``tolerance`` of each other counted
     once) are false alarms.
     """
-    from pipelines.cli import main as cli  # noqa: PLC0415
+    from synthtrace.pipelines.cli import main as cli  # noqa: PLC0415
     sim, wh = tmp / f"sim{seed}", tmp / f"simwh{seed}"
     args = ["simulate", sim, "--nights", nights, "--ranks", 4, "--iterations", 6, "--seed", seed]
     if not inject:

@@ -1,7 +1,7 @@
 """Simulated multi-run counter campaigns for the archetype benchmark and acceptance test.
 
-Built on the simulator's counter model (:mod:`tracelib.simulator.counter_model`) and PMU constraint
-(:mod:`tracelib.simulator.pmu`): every kernel of the simulated applications runs as bursts of many sizes; each
+Built on the simulator's counter model (:mod:`synthtrace.tracelib.simulator.counter_model`) and PMU constraint
+(:mod:`synthtrace.tracelib.simulator.pmu`): every kernel of the simulated applications runs as bursts of many sizes; each
 logical burst is executed in ``n_runs`` runs (independent run-to-run noise), and each run records the fixed
 counters plus its own programmable group. Ground truth is what the rules say on the burst's noise-free counters
 (the simulator's convention: its labels are the rules applied to its counters, with margins built in).
@@ -21,14 +21,14 @@ import numpy as np
 import polars as pl
 from sklearn.metrics import f1_score
 
-from models.archetype_discovery import ArchetypeDiscovery
-from models.archetypes import BURST_ARCHETYPES, INSUFFICIENT, ArchetypeRules
-from tracelib.counters import resolve
-from tracelib.machine import Machine, load_machine
-from tracelib.metrics import burst_metrics
-from tracelib.simulator.counter_model import COUNTERS, CounterModel, draw_noise_sizes
-from tracelib.simulator.kernels import KERNELS
-from tracelib.simulator.pmu import assign_counter_sets, runs_needed
+from synthtrace.models.archetype_discovery import ArchetypeDiscovery
+from synthtrace.models.archetypes import BURST_ARCHETYPES, INSUFFICIENT, ArchetypeRules
+from synthtrace.tracelib.counters import resolve
+from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.metrics import burst_metrics
+from synthtrace.tracelib.simulator.counter_model import COUNTERS, CounterModel, draw_noise_sizes
+from synthtrace.tracelib.simulator.kernels import KERNELS
+from synthtrace.tracelib.simulator.pmu import assign_counter_sets, runs_needed
 
 RANKS_PER_SOCKET = 56.0
 
@@ -124,7 +124,7 @@ def _pairs(truth_b: pl.DataFrame, truth_c: pl.DataFrame, truth_p: pl.DataFrame, 
 
 def f1_13(pairs: pl.DataFrame) -> float:
     """Macro-F1 over the 13 archetypes present in the truth (missing and undecided predictions are errors)."""
-    from models.archetypes import ARCHETYPES  # noqa: PLC0415
+    from synthtrace.models.archetypes import ARCHETYPES  # noqa: PLC0415
     t = pairs["truth"].fill_null("none").to_list()
     labels = sorted(set(t) & set(ARCHETYPES))
     return float(f1_score(t, pairs["pred"].fill_null("none").to_list(), labels=labels, average="macro", zero_division=0))
@@ -140,16 +140,16 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     """
     from pathlib import Path  # noqa: PLC0415
 
-    from models.analysis import analyse, analyse_experiment  # noqa: PLC0415
-    from models.archetypes import simulator_labeller  # noqa: PLC0415
-    from tracelib.simulator.engine import ExperimentSpec, simulate_experiment  # noqa: PLC0415
-    from tracelib.simulator.truth import TruthStore  # noqa: PLC0415
-    from tracelib.simulator.variation import node_count  # noqa: PLC0415
-    from tracelib.metrics import ranks_per_socket  # noqa: PLC0415
-    from warehouse.runs import runs_table  # noqa: PLC0415
-    from warehouse.ingest import ingest_trace  # noqa: PLC0415
-    from warehouse.layout import Warehouse  # noqa: PLC0415
-    from warehouse.merged import merge_experiment  # noqa: PLC0415
+    from synthtrace.models.analysis import analyse, analyse_experiment  # noqa: PLC0415
+    from synthtrace.models.archetypes import simulator_labeller  # noqa: PLC0415
+    from synthtrace.tracelib.simulator.engine import ExperimentSpec, simulate_experiment  # noqa: PLC0415
+    from synthtrace.tracelib.simulator.truth import TruthStore  # noqa: PLC0415
+    from synthtrace.tracelib.simulator.variation import node_count  # noqa: PLC0415
+    from synthtrace.tracelib.metrics import ranks_per_socket  # noqa: PLC0415
+    from synthtrace.warehouse.runs import runs_table  # noqa: PLC0415
+    from synthtrace.warehouse.ingest import ingest_trace  # noqa: PLC0415
+    from synthtrace.warehouse.layout import Warehouse  # noqa: PLC0415
+    from synthtrace.warehouse.merged import merge_experiment  # noqa: PLC0415
 
     base = Path(root)
     m = load_machine()

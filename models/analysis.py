@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
-from models.archetypes import ArchetypeRules, Thresholds
-from tracelib.counters import resolve
-from tracelib.machine import Machine, load_machine
-from tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket, source_keys
-from warehouse.analysis import ExperimentInput, load_experiment, write_analysis
-from warehouse.layout import Warehouse
+from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
+from synthtrace.models.archetypes import ArchetypeRules, Thresholds
+from synthtrace.tracelib.counters import resolve
+from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket, source_keys
+from synthtrace.warehouse.analysis import ExperimentInput, load_experiment, write_analysis
+from synthtrace.warehouse.layout import Warehouse
 
 ARCHETYPE_COLUMNS: dict[str, pl.DataType] = {
     "experiment": pl.String(), "run_id": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
@@ -141,7 +141,7 @@ def analyse(bursts: pl.DataFrame, calls: pl.DataFrame | None, *, machine: Machin
 
 def analyse_input(inp: ExperimentInput, *, machine: Machine | None = None, thresholds: Thresholds | None = None,
                   discover: bool = True) -> AnalysisResult:
-    """:func:`analyse` on what :func:`warehouse.analysis.load_experiment` read."""
+    """:func:`analyse` on what :func:`synthtrace.warehouse.analysis.load_experiment` read."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
         return analyse(inp.bursts, inp.calls, machine=machine, thresholds=thresholds, n_nodes=inp.n_nodes,

@@ -18,9 +18,9 @@ import polars as pl
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score, cohen_kappa_score
 
-from tracelib.errors import BadInputError
-from tracelib.machine import Machine, load_machine
-from models.archetypes import INSUFFICIENT, Thresholds, apply_rules, burst_rules, ridge_point
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.models.archetypes import INSUFFICIENT, Thresholds, apply_rules, burst_rules, ridge_point
 
 #: feature name -> expression over burst-metric columns (all dimensionless)
 def _features(ridge: float) -> dict[str, pl.Expr]:
@@ -65,7 +65,7 @@ class ArchetypeDiscovery:
     """Duration-weighted k-means on scale-free burst features, clusters named by the archetype rules.
 
     Parameters: ``n_clusters`` (k; more clusters than archetypes is fine, several map to one name),
-    ``machine``/``thresholds``/``ranks_per_socket`` as for :class:`~models.archetypes.ArchetypeRules`,
+    ``machine``/``thresholds``/``ranks_per_socket`` as for :class:`~synthtrace.models.archetypes.ArchetypeRules`,
     ``n_bootstrap`` resamples for stability, ``max_fit_rows`` (bursts sampled, by duration, to fit),
     ``min_feature_coverage`` (a feature is used when non-NULL on at least this share of bursts),
     ``random_state``.
@@ -138,7 +138,7 @@ class ArchetypeDiscovery:
     # ------------------------------------------------------------------ API
     def fit(self, metrics: pl.DataFrame, y: pl.Series | None = None) -> ArchetypeDiscovery:
         """Cluster the bursts of a burst-metrics frame; ``y`` (optional) are rule labels for kappa
-        (computed with :func:`~models.archetypes.apply_rules` when not given)."""
+        (computed with :func:`~synthtrace.models.archetypes.apply_rules` when not given)."""
         self.machine_ = self.machine or load_machine()
         self.thresholds_ = self.thresholds or Thresholds()
         self.ridge_ = self.thresholds_.ridge_flop_per_byte or ridge_point(self.machine_, self.ranks_per_socket)

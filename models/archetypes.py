@@ -1,7 +1,7 @@
 """The 13 performance archetypes of DESIGN §7 as ordered rules with configurable thresholds.
 
 Bursts (rules 1–9), MPI calls (10–11) and phases (12–13) are classified from the metric frames of
-:mod:`tracelib.metrics`. Rules are evaluated in order with three-valued logic: a rule whose inputs are NULL is
+:mod:`synthtrace.tracelib.metrics`. Rules are evaluated in order with three-valued logic: a rule whose inputs are NULL is
 *undecided*; a unit whose first non-false rule is undecided is ``insufficient_counters`` and
 ``missing_counters`` names the counters that would decide it (what merging runs fixes). A unit where no rule
 fires gets the nearest archetype (largest margin) with a confidence below 0.5; a phase where neither phase rule
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import polars as pl
 
-from tracelib.counters import PREFERRED, CounterMap
-from tracelib.errors import BadInputError
-from tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.counters import PREFERRED, CounterMap
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import Machine, load_machine
 
 if TYPE_CHECKING:
-    from tracelib.simulator.engine import Labeller
+    from synthtrace.tracelib.simulator.engine import Labeller
 
 BURST_ARCHETYPES: tuple[str, ...] = ("fine_grain", "compute_vector", "compute_scalar", "core_bound", "cache_bound",
                                      "dram_bandwidth", "dram_latency", "frontend_bound", "bad_speculation")
@@ -206,7 +206,7 @@ class Rule:
 
 
 def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
-    """Rules 1–9 over :func:`tracelib.metrics.burst_metrics` columns, in evaluation order."""
+    """Rules 1–9 over :func:`synthtrace.tracelib.metrics.burst_metrics` columns, in evaluation order."""
     ipc = ("ins", "cyc")
     return [
         Rule(1, "fine_grain", Any((Cond("duration_s", "<", t.fine_grain_max_us, (), 1e6),
@@ -236,7 +236,7 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
 
 
 def mpi_rules(t: Thresholds) -> list[Rule]:
-    """Rules 10–11 over :func:`tracelib.metrics.mpi_metrics` columns."""
+    """Rules 10–11 over :func:`synthtrace.tracelib.metrics.mpi_metrics` columns."""
     return [
         Rule(10, "comm_latency", All((Cond("mean_message_bytes", "<", t.latency_max_message_bytes),
                                       Cond("link_fraction", "<", t.latency_max_link_fraction)))),
@@ -246,7 +246,7 @@ def mpi_rules(t: Thresholds) -> list[Rule]:
 
 
 def phase_rules(t: Thresholds) -> list[Rule]:
-    """Rules 12–13 over :func:`tracelib.metrics.phase_metrics` columns."""
+    """Rules 12–13 over :func:`synthtrace.tracelib.metrics.phase_metrics` columns."""
     return [
         Rule(12, "load_imbalance", Cond("load_balance", "<", t.imbalance_max_load_balance)),
         Rule(13, "serialization", All((Cond("load_balance", ">=", t.imbalance_max_load_balance),
@@ -380,19 +380,19 @@ class ArchetypeRules:
 
     # the three units ---------------------------------------------------------------------
     def classify_bursts(self, metrics: pl.DataFrame) -> pl.DataFrame:
-        """Rules 1–9 on :func:`tracelib.metrics.burst_metrics` output."""
+        """Rules 1–9 on :func:`synthtrace.tracelib.metrics.burst_metrics` output."""
         self._fitted()
         return apply_rules(metrics, burst_rules(self.thresholds_, self.ridge_), role_labels=self.role_labels_)
 
     def classify_mpi(self, metrics: pl.DataFrame) -> pl.DataFrame:
-        """Rules 10–11 on :func:`tracelib.metrics.mpi_metrics` output (calls that move data, and collectives)."""
+        """Rules 10–11 on :func:`synthtrace.tracelib.metrics.mpi_metrics` output (calls that move data, and collectives)."""
         self._fitted()
         t = self.thresholds_
         units = metrics.filter((pl.col("bytes") >= t.mpi_min_bytes) | (pl.col("mpi_kind") == "collective"))
         return apply_rules(units, mpi_rules(t))
 
     def classify_phases(self, metrics: pl.DataFrame) -> pl.DataFrame:
-        """Rules 12–13 on :func:`tracelib.metrics.phase_metrics` output; other phases are ``balanced``."""
+        """Rules 12–13 on :func:`synthtrace.tracelib.metrics.phase_metrics` output; other phases are ``balanced``."""
         self._fitted()
         return apply_rules(metrics, phase_rules(self.thresholds_), fallback=BALANCED)
 
@@ -429,10 +429,10 @@ def _first_rule(rules: list[Rule], slow: Callable[[pl.DataFrame], pl.DataFrame])
 
 
 def simulator_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
-    """These rules as the simulator's ground-truth labeller (a :data:`~tracelib.simulator.engine.LabellerFactory`:
+    """These rules as the simulator's ground-truth labeller (a :data:`~synthtrace.tracelib.simulator.engine.LabellerFactory`:
     ``ranks_per_socket`` is the simulated experiment's; it sets the DRAM share and the ridge point). Labels equal
     :class:`ArchetypeRules`' classifiers, decided per rule on whole columns first."""
-    from tracelib.simulator.engine import Labeller  # noqa: PLC0415 - the simulator is heavy; only its users pay
+    from synthtrace.tracelib.simulator.engine import Labeller  # noqa: PLC0415 - the simulator is heavy; only its users pay
     rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
     t = rules.thresholds_
     per_burst = _first_rule(burst_rules(t, rules.ridge_), rules.classify_bursts)

@@ -5,7 +5,7 @@ from **features** that are counter rates per instruction, FP and vector shares, 
 (MPKI), the burst's size, a target-blind archetype and its MPI context. A feature never contains the target:
 every target names the quantities it is made of (its *ingredients*: cycles and time for both targets, since
 time per instruction = cycles per instruction / frequency), and no feature uses an ingredient. Counters that
-are not in the catalogue of :mod:`tracelib.counters` become generic ``rate:<counter>`` features (events per
+are not in the catalogue of :mod:`synthtrace.tracelib.counters` become generic ``rate:<counter>`` features (events per
 instruction) unless their name says they count cycles or time.
 
 Features are computed from any bursts-like frame (one run's ``bursts`` or an experiment's ``merged_bursts``);
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from tracelib.counters import ROLES, canonical, resolve
-from tracelib.errors import BadInputError
-from tracelib.schema import BURST_SCHEMA
+from synthtrace.tracelib.counters import ROLES, canonical, resolve
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.schema import BURST_SCHEMA
 
 #: fixed (non-counter) columns that a bursts-like frame may carry besides BURST_SCHEMA
 NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | {
@@ -197,9 +197,9 @@ def blind_archetypes(frame: pl.DataFrame, counters: list[str]) -> pl.Series:
     Cycle counters are dropped and each burst's duration is replaced by a nominal 1 ns per instruction; rules
     that need IPC or a real duration are then undecided, and such bursts get the rules' provisional label.
     """
-    from models.archetypes import ArchetypeRules  # noqa: PLC0415 - heavy, only when archetypes are wanted
-    from tracelib.machine import load_machine  # noqa: PLC0415
-    from tracelib.metrics import burst_metrics  # noqa: PLC0415
+    from synthtrace.models.archetypes import ArchetypeRules  # noqa: PLC0415 - heavy, only when archetypes are wanted
+    from synthtrace.tracelib.machine import load_machine  # noqa: PLC0415
+    from synthtrace.tracelib.metrics import burst_metrics  # noqa: PLC0415
 
     keep = [c for c in counters if not is_cycle_counter(c)]
     cmap = resolve(keep)

@@ -31,8 +31,8 @@ from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from models.features import MIN_INSTRUCTIONS, FeatureTable, NoTrainingDataError, build_features
-from tracelib.errors import BadInputError
+from synthtrace.models.features import MIN_INSTRUCTIONS, FeatureTable, NoTrainingDataError, build_features
+from synthtrace.tracelib.errors import BadInputError
 
 MODEL_KINDS: dict[str, str] = {
     "hgb": "histogram gradient boosting (scikit-learn HistGradientBoostingRegressor)",

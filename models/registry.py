@@ -1,6 +1,6 @@
 """The model registry: train, record, load safely, and apply burst performance predictors (DESIGN §8).
 
-Every trained version is kept (``models`` view; storage in :mod:`warehouse.model_store`) with what it saw
+Every trained version is kept (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`) with what it saw
 (experiments, applications, run ids, row count and a SHA-256 of its feature matrix and target), its features,
 its cross-validated and in-sample metrics, its parameters and the versions of the libraries that built it.
 
@@ -26,15 +26,15 @@ import polars as pl
 import skops.io as sio
 from threadpoolctl import threadpool_limits
 
-from models.features import FeatureTable, NoTrainingDataError, build_features, check_target
-from models.predictors import cross_validate, drop_uninformative, fit, scores
-from warehouse.layout import Warehouse
-from warehouse.model_store import (
+from synthtrace.models.features import FeatureTable, NoTrainingDataError, build_features, check_target
+from synthtrace.models.predictors import cross_validate, drop_uninformative, fit, scores
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.model_store import (
     ArtifactIntegrityError, load_bursts, model_record, read_artifact, write_model, write_predictions)
 
 #: the only types beyond skops' defaults that a model artifact may contain (what hgb, rf and linear need)
 TRUSTED_TYPES: tuple[str, ...] = (
-    "models.predictors.bounded_exp",  # the inverse of every model's log-target (our own function)
+    "synthtrace.models.predictors.bounded_exp",  # the inverse of every model's log-target (our own function)
     "numpy.clip",  # the linear baseline bounds its standardised features
     "numpy.dtype",
     "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
@@ -93,11 +93,11 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
           seed: int = 0, n_splits: int = 5, evaluate: bool = True, now: datetime | None = None) -> TrainedModel:
     """Train a ``kind`` predictor of ``target`` on the warehouse's bursts and commit it as a new version.
 
-    Raises :class:`~models.features.UnknownTargetError`, :class:`~models.predictors.UnknownModelKindError`,
-    :class:`~warehouse.errors.UnknownExperimentError` and :class:`~models.features.NoTrainingDataError`.
+    Raises :class:`~synthtrace.models.features.UnknownTargetError`, :class:`~synthtrace.models.predictors.UnknownModelKindError`,
+    :class:`~synthtrace.warehouse.errors.UnknownExperimentError` and :class:`~synthtrace.models.features.NoTrainingDataError`.
     """
     check_target(target)
-    from models.predictors import make_estimator  # noqa: PLC0415 - validates kind before reading data
+    from synthtrace.models.predictors import make_estimator  # noqa: PLC0415 - validates kind before reading data
     make_estimator(kind, seed)
     wh = Warehouse(root)
     frame, info = load_bursts(wh, experiments)
@@ -144,8 +144,8 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
 def load(root: str | Path, model_id: str | None = None, target: str | None = None) -> TrainedModel:
     """A registered model (``model_id``, else the newest, of ``target`` if given), loaded safely.
 
-    Raises :class:`~warehouse.model_store.UnknownModelError` and
-    :class:`~warehouse.model_store.ArtifactIntegrityError` (hash mismatch, or a type outside the trusted list).
+    Raises :class:`~synthtrace.warehouse.model_store.UnknownModelError` and
+    :class:`~synthtrace.warehouse.model_store.ArtifactIntegrityError` (hash mismatch, or a type outside the trusted list).
     """
     wh = Warehouse(root)
     record = model_record(wh, model_id, target)

@@ -1,6 +1,6 @@
 """Multi-signal performance regression detection over nightly histories (DESIGN §8).
 
-Input: the history of :func:`warehouse.history.site_history` — one row per (app, configuration, night, call
+Input: the history of :func:`synthtrace.warehouse.history.site_history` — one row per (app, configuration, night, call
 site) with the site's time per visit and the signals that can explain it (instructions, IPC, misses per level,
 FP and vector shares, MPI bytes and bandwidth, load balance), ordered by ``started_at``.
 
@@ -22,7 +22,7 @@ Per series (app, configuration, call site):
 4. ``magnitude`` = relative change of time per visit; ``score`` in (0, 1] grows with the evidence of time and
    of the strongest explaining signal.
 
-:func:`label_archetypes` gives every (night, site) its archetype by the rules of :mod:`models.archetypes`
+:func:`label_archetypes` gives every (night, site) its archetype by the rules of :mod:`synthtrace.models.archetypes`
 applied to the site's aggregated counters; a shift of the label at the change is itself evidence.
 """
 from __future__ import annotations
@@ -36,9 +36,9 @@ import polars as pl
 import ruptures as rpt
 from scipy.ndimage import median_filter
 
-from models.archetypes import ArchetypeRules
-from tracelib.machine import Machine, load_machine
-from tracelib.metrics import burst_metrics
+from synthtrace.models.archetypes import ArchetypeRules
+from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.metrics import burst_metrics
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ def label_archetypes(history: pl.DataFrame, machine: Machine | None = None) -> p
     """``history`` with an ``archetype`` column: the rules applied to each (night, site)'s aggregated counters.
 
     Each row becomes one burst-like row (per-visit duration and counters rebuilt from the rates); the DRAM
-    share assumes the configuration's tasks spread over the sockets of one node (see :mod:`tracelib.metrics`).
+    share assumes the configuration's tasks spread over the sockets of one node (see :mod:`synthtrace.tracelib.metrics`).
     """
     if history.height == 0:
         return history.with_columns(pl.lit(None, pl.String).alias("archetype"))

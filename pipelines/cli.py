@@ -1,7 +1,7 @@
 """The ``synthtrace`` command line (DESIGN §10).
 
 Each command group lives in its own ``pipelines/cli_*.py`` module with a ``register(app)`` function; this module
-assembles them and is the one place where :class:`~tracelib.errors.SynthtraceError` becomes one line on stderr
+assembles them and is the one place where :class:`~synthtrace.tracelib.errors.SynthtraceError` becomes one line on stderr
 and an exit code (2 for bad input), never a traceback.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from tracelib.errors import SynthtraceError
+from synthtrace import DEFAULT_WAREHOUSE
+from synthtrace.tracelib.errors import SynthtraceError
 
 app = typer.Typer(
     name="synthtrace",
@@ -27,8 +28,6 @@ app = typer.Typer(
 console = Console()
 err_console = Console(stderr=True)
 
-DEFAULT_WAREHOUSE = "warehouse"
-
 WarehouseOption = Annotated[
     Path,
     typer.Option("--warehouse", "-w", envvar="SYNTHTRACE_WAREHOUSE",
@@ -37,14 +36,14 @@ WarehouseOption = Annotated[
 
 
 def _register_commands() -> None:
-    from pipelines import cli_warehouse
+    from synthtrace.pipelines import cli_warehouse
     cli_warehouse.register(app)
     for name in ("cli_simulate", "cli_plan", "cli_merge", "cli_nightly", "cli_demo", "cli_analysis", "cli_models",
                  "cli_export"):
         try:
-            module = __import__(f"pipelines.{name}", fromlist=["register"])
+            module = __import__(f"synthtrace.pipelines.{name}", fromlist=["register"])
         except ModuleNotFoundError as exc:
-            if exc.name != f"pipelines.{name}":
+            if exc.name != f"synthtrace.pipelines.{name}":
                 raise
             continue
         module.register(app)

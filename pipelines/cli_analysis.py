@@ -8,9 +8,9 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from pipelines.cli import WarehouseOption, console, err_console
-from tracelib.errors import BadInputError
-from tracelib.machine import Machine, load_machine
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import Machine, load_machine
 
 MachineOption = Annotated[str | None, typer.Option(
     "--machine", help="Machine profile: a TOML file or a preset (marenostrum5-gpp, generic). Default: marenostrum5-gpp.")]
@@ -23,7 +23,7 @@ def _machine(spec: str | None) -> Machine:
 
 
 def _thresholds(path: Path | None):
-    from models.archetypes import Thresholds
+    from synthtrace.models.archetypes import Thresholds
     if path is None:
         return None
     if not path.is_file():
@@ -33,7 +33,7 @@ def _thresholds(path: Path | None):
 
 def archetype_mix(experiment: str, warehouse: str | Path, machine: str | None = None) -> dict[str, float]:
     """Analyse and store one experiment; returns archetype -> share of burst time (for the nightly flow)."""
-    from models.analysis import analyse_experiment, mix
+    from synthtrace.models.analysis import analyse_experiment, mix
     _, res = analyse_experiment(str(warehouse), experiment, machine=_machine(machine))
     m = mix(res.archetypes).filter(pl.col("unit") == "burst")
     return dict(zip(m["archetype"].to_list(), m["time_share"].to_list()))
@@ -41,22 +41,22 @@ def archetype_mix(experiment: str, warehouse: str | Path, machine: str | None = 
 
 def report_file(warehouse: str | Path, out: str | Path | None = None, machine: str | None = None) -> str:
     """Build the HTML report of a warehouse (default ``WAREHOUSE/report.html``); returns its path (nightly flow)."""
-    from pipelines.report import build_report
+    from synthtrace.pipelines.report import build_report
     out = Path(out) if out else Path(warehouse) / "report.html"
     return str(build_report(warehouse, out, machine=_machine(machine)))
 
 
 def archetypes(
     experiment: Annotated[str | None, typer.Argument(help="Experiment to analyse (default: every experiment).")] = None,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,
     discover: Annotated[bool, typer.Option(help="Also cluster bursts and report agreement (kappa) and stability (ARI).")] = True,
 ) -> None:
     """Compute metrics and the 13 archetypes of an experiment, store them and print the mix."""
-    from models.analysis import analyse_experiment, mix
-    from warehouse.analysis import experiments
-    from warehouse.layout import Warehouse
+    from synthtrace.models.analysis import analyse_experiment, mix
+    from synthtrace.warehouse.analysis import experiments
+    from synthtrace.warehouse.layout import Warehouse
     m = _machine(machine)
     th = _thresholds(thresholds)
     names = [experiment] if experiment else experiments(Warehouse(warehouse))
@@ -88,15 +88,15 @@ def archetypes(
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("synthtrace-report.html"),
     experiment: Annotated[str | None, typer.Option(help="Only this experiment (default: all).")] = None,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,
     plots: Annotated[Path | None, typer.Option(help="Also save the PNG plots in this folder.")] = None,
 ) -> None:
     """Write a self-contained HTML report (archetype mix, roofline, Ridgeline, timeline, merge quality, alerts)."""
-    from pipelines.report import build_report
-    from warehouse.analysis import experiments
-    from warehouse.layout import Warehouse
+    from synthtrace.pipelines.report import build_report
+    from synthtrace.warehouse.analysis import experiments
+    from synthtrace.warehouse.layout import Warehouse
     if experiment and experiment not in experiments(Warehouse(warehouse)):
         raise BadInputError(f"no experiment {experiment!r} in {warehouse}")
     if plots:

@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 from rich.panel import Panel
 
-from pipelines.cli import console, err_console
-from tracelib.errors import BadInputError
+from synthtrace.pipelines.cli import console, err_console
+from synthtrace.tracelib.errors import BadInputError
 
 DEMO_APPS = {"stencil": "halo", "solver": "cg"}
 DEMO_REGRESSION = "more_instructions:stencil:4:0.3"  # the main kernel does 30 % more work from night 4
@@ -26,10 +26,10 @@ def demo(
 ) -> None:
     """Simulate a small campaign (2 apps, several counter sets, a few nights, one injected regression), run the
     nightly flow over it and say where to look."""
-    from models.archetypes import simulator_labeller
-    from pipelines.nightly import run_night
-    from tracelib.simulator import ExperimentSpec, TruthStore, parse_injection, simulate_campaign
-    from tracelib.simulator.truth import TRUTH_DIR
+    from synthtrace.models.archetypes import simulator_labeller
+    from synthtrace.pipelines.nightly import run_night
+    from synthtrace.tracelib.simulator import ExperimentSpec, TruthStore, parse_injection, simulate_campaign
+    from synthtrace.tracelib.simulator.truth import TRUTH_DIR
 
     if nights < 1:
         raise BadInputError("--nights must be at least 1")

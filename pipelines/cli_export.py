@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli import WarehouseOption, console
-from tracelib.exports import perfetto_json, pipit_events
-from warehouse import Warehouse
-from warehouse.exports import load_export_tables
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console
+from synthtrace.tracelib.exports import perfetto_json, pipit_events
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.exports import load_export_tables
 
 
 class ExportFormat(str, Enum):
@@ -24,7 +24,7 @@ def export(
     format: Annotated[ExportFormat, typer.Option("--format", "-f", help="perfetto: Chrome/Perfetto JSON; pipit: "
                                                   "Pipit-style events table (CSV); csv: one row per burst.")] = ExportFormat.perfetto,
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")] = Path("trace.json"),
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV."""
     bursts, calls = load_export_tables(Warehouse(warehouse), experiment)

@@ -8,20 +8,20 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from pipelines.cli import WarehouseOption, console, err_console
-from tracelib.errors import BadInputError, SynthtraceError
-from tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
-from warehouse import Warehouse
-from warehouse.merged import experiment_runs, export_merged, merge_experiment
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+from synthtrace.tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.merged import experiment_runs, export_merged, merge_experiment
 
 
 class ExportUnavailableError(SynthtraceError):
-    """The Paraver writer (``tracelib.paraver.writer``) is not part of this installation."""
+    """The Paraver writer (``synthtrace.tracelib.paraver.writer``) is not part of this installation."""
 
 
 def merge(
     experiment: Annotated[str, typer.Argument(help="Experiment whose runs to merge (see `synthtrace runs`).")],
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     reference: Annotated[str | None, typer.Option("--reference", help="Run (name or id) whose bursts the merged "
                                                   "trace keeps; default: the first run by name.")] = None,
     export_prv: Annotated[Path | None, typer.Option("--export-prv", metavar="OUT_STEM", help="Also write the merged "
@@ -80,16 +80,16 @@ def print_quality(result: MergeResult) -> None:
 
 def _writer():
     try:
-        writer = importlib.import_module("tracelib.paraver.writer")  # optional until the writer lands
+        writer = importlib.import_module("synthtrace.tracelib.paraver.writer")  # optional until the writer lands
     except ModuleNotFoundError as exc:
-        if exc.name != "tracelib.paraver.writer":
+        if exc.name != "synthtrace.tracelib.paraver.writer":
             raise
         raise ExportUnavailableError("--export-prv: the Paraver writer (tracelib.paraver.writer) is not part of "
                                      "this installation") from None
     return writer
 
 
-def merge_step(experiment: str, warehouse: str | Path = "warehouse") -> dict[str, Any] | None:
+def merge_step(experiment: str, warehouse: str | Path) -> dict[str, Any] | None:
     """The nightly flow's merge stage: merge ``experiment`` if it has two runs or more, else do nothing.
 
     Returns a summary (experiment, reference run, bursts, counters with their coverage) or None when there was

@@ -15,8 +15,8 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from pipelines.cli import WarehouseOption, console, err_console
-from tracelib.errors import BadInputError
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.tracelib.errors import BadInputError
 
 TargetOption = Annotated[str, typer.Option("--target", help="What to predict: ipc (instructions per cycle) or tpi "
                                            "(time per instruction, ns).")]
@@ -42,10 +42,10 @@ def train(
     seed: Annotated[int, typer.Option(help="Random seed (same seed and data give the same model).")] = 0,
     folds: Annotated[int, typer.Option(help="Folds of the evaluation grouped by application.")] = 5,
     compare: Annotated[bool, typer.Option(help="Also compare the merged counter set with each single-run set.")] = False,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Train a burst performance predictor, evaluate it on unseen applications and register it."""
-    from models.registry import train as train_model
+    from synthtrace.models.registry import train as train_model
     if folds < 2:
         raise BadInputError("--folds must be at least 2")
     with err_console.status(f"training a {model} predictor of {target}"):
@@ -71,11 +71,11 @@ def train(
 
 def _print_comparison(warehouse: Path, target: str, kind: str, experiments: list[str] | None, seed: int,
                       folds: int) -> None:
-    from models.features import counter_sets
-    from models.predictors import compare_counter_sets
-    from warehouse.runs import runs_table
-    from warehouse.layout import Warehouse
-    from warehouse.model_store import load_bursts
+    from synthtrace.models.features import counter_sets
+    from synthtrace.models.predictors import compare_counter_sets
+    from synthtrace.warehouse.runs import runs_table
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.model_store import load_bursts
     wh = Warehouse(warehouse)
     frame, info = load_bursts(wh, experiments)
     runs = runs_table(wh).filter(pl.col("experiment").is_in(info["experiments"]))
@@ -97,11 +97,11 @@ def _print_comparison(warehouse: Path, target: str, kind: str, experiments: list
 
 def models(
     target: Annotated[str | None, typer.Option("--target", help="Only models of this target.")] = None,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """List every registered model version, oldest first."""
-    from warehouse.layout import Warehouse
-    from warehouse.model_store import read_models
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.model_store import read_models
     ms = read_models(Warehouse(warehouse))
     if target is not None:
         ms = ms.filter(pl.col("target") == target)
@@ -121,14 +121,14 @@ def predict(
     experiment: Annotated[str, typer.Option("--experiment", help="Experiment whose bursts to predict.")],
     model: Annotated[str | None, typer.Option("--model", help="Model id (default: the newest model).")] = None,
     target: Annotated[str | None, typer.Option("--target", help="With no --model: the newest model of this target.")] = None,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Predict every burst of an experiment with a registered model; writes the predictions view."""
-    from models.features import check_target
-    from models.predictors import scores
-    from models.registry import predict as predict_experiment
-    from warehouse.layout import Warehouse
-    from warehouse.model_store import predictions_dir
+    from synthtrace.models.features import check_target
+    from synthtrace.models.predictors import scores
+    from synthtrace.models.registry import predict as predict_experiment
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.model_store import predictions_dir
     if target is not None:
         check_target(target)
     m, out = predict_experiment(warehouse, experiment, model, target=target)
@@ -143,10 +143,10 @@ def predict(
 
 def run_detection(warehouse: str | Path, app: str | None = None, now: datetime | None = None) -> pl.DataFrame:
     """Detect regressions in the history of ``app`` (default: every app); rewrite their alerts; return them."""
-    from models.regression import REGRESSION_SCHEMA, detect as detect_alerts
-    from warehouse.history import apps, check_app, site_history
-    from warehouse.layout import Warehouse
-    from warehouse.regressions import write_alerts
+    from synthtrace.models.regression import REGRESSION_SCHEMA, detect as detect_alerts
+    from synthtrace.warehouse.history import apps, check_app, site_history
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.regressions import write_alerts
     if app is not None:
         check_app(warehouse, app)
     names = [app] if app is not None else apps(warehouse)
@@ -162,7 +162,7 @@ def run_detection(warehouse: str | Path, app: str | None = None, now: datetime |
 
 def detect(
     app: Annotated[str | None, typer.Option("--app", help="Only this application (default: every application).")] = None,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Find performance regressions in the nightly history of each application; writes the regressions view."""
     with err_console.status("detecting regressions"):
@@ -190,15 +190,15 @@ def _describe(name: str, s: dict | None) -> str:
     return f"{name} {s['after'] / s['before'] - 1:+.0%}"
 
 
-def detect_step(warehouse: str | Path = "warehouse") -> list[dict]:
+def detect_step(warehouse: str | Path) -> list[dict]:
     """The nightly flow's detection stage: rewrite the regressions view; return the alerts that are new.
 
     New = not among the alerts stored before this run (same app, configuration, call site and change date).
     Each alert is a JSON-friendly dict (dates as ISO strings). Returns [] when nothing is ingested.
     """
-    from warehouse.history import apps
-    from warehouse.layout import Warehouse
-    from warehouse.regressions import read_alerts
+    from synthtrace.warehouse.history import apps
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.regressions import read_alerts
     if not apps(warehouse):
         return []
     before = read_alerts(Warehouse(warehouse))
@@ -211,17 +211,17 @@ def detect_step(warehouse: str | Path = "warehouse") -> list[dict]:
     return [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in r.items()} for r in new]
 
 
-def retrain_step(warehouse: str | Path = "warehouse", target: str = "ipc", kind: str = "hgb",
+def retrain_step(warehouse: str | Path, target: str = "ipc", kind: str = "hgb",
                  seed: int = 0) -> dict | None:
     """The nightly flow's retraining stage: train a new ``target`` model when experiments appeared since the newest.
 
     Returns a summary (model_id, target, kind, n_rows, cv_r2, cv_mape, new experiments) or None when no
     retraining was due or there is nothing to learn from.
     """
-    from models.features import NoTrainingDataError
-    from models.registry import train as train_model
-    from warehouse.layout import Warehouse
-    from warehouse.model_store import experiment_apps, read_models
+    from synthtrace.models.features import NoTrainingDataError
+    from synthtrace.models.registry import train as train_model
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.model_store import experiment_apps, read_models
     wh = Warehouse(warehouse)
     available = set(experiment_apps(wh))
     if not available:

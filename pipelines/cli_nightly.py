@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli import WarehouseOption, console
-from tracelib.errors import BadInputError
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console
+from synthtrace.tracelib.errors import BadInputError
 
 DropOption = Annotated[Path, typer.Option("--drop", help="Folder that cluster jobs drop traces into.")]
 MachineOption = Annotated[Path | None, typer.Option("--machine", help="Machine profile (TOML) for roofline metrics.")]
@@ -17,7 +17,7 @@ SkipOption = Annotated[list[str] | None, typer.Option("--skip", help="A later st
 
 
 def _check_skip(skip: list[str] | None) -> list[str]:
-    from pipelines.nightly import STAGES
+    from synthtrace.pipelines.nightly import STAGES
     bad = [s for s in skip or [] if s not in STAGES]
     if bad:
         raise BadInputError(f"--skip {bad[0]!r}: not a stage (stages: {', '.join(STAGES)})")
@@ -31,7 +31,7 @@ class Runner(str, Enum):
 
 def nightly(
     drop: DropOption,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     runner: Annotated[Runner, typer.Option(help="Task runner: threads in this process, or a Dask cluster.")] = Runner.thread,
     dask_address: Annotated[str | None, typer.Option(help="Scheduler of an existing Dask cluster (tcp://host:8786); "
@@ -39,7 +39,7 @@ def nightly(
     skip: SkipOption = None,
 ) -> None:
     """Run the nightly flow once (ephemeral Prefect, no server needed)."""
-    from pipelines.nightly import run_night
+    from synthtrace.pipelines.nightly import run_night
     _check_drop(drop)
     summary = run_night(drop, warehouse, machine=str(machine) if machine else None, runner=runner.value,
                         dask_address=dask_address, skip=_check_skip(skip))
@@ -48,7 +48,7 @@ def nightly(
 
 def serve(
     drop: DropOption,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     cron: Annotated[str, typer.Option(help="Cron schedule of the night.")] = "0 2 * * *",
     timezone: Annotated[str, typer.Option(help="Time zone of the cron schedule (IANA name).")] = "UTC",
     machine: MachineOption = None,
@@ -58,7 +58,7 @@ def serve(
     from prefect import serve as prefect_serve
     from prefect.client.schemas.schedules import CronSchedule
 
-    from pipelines.nightly import DEPLOYMENT_NAME, nightly_flow
+    from synthtrace.pipelines.nightly import DEPLOYMENT_NAME, nightly_flow
     _check_drop(drop)
     try:
         schedule = CronSchedule(cron=cron, timezone=timezone)

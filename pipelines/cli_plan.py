@@ -7,10 +7,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pipelines.cli import WarehouseOption, console
-from tracelib.counter_plan import (DEFAULT_FIXED, FORMATS, CounterPlan, parse_counter_list, plan_counters,
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console
+from synthtrace.tracelib.counter_plan import (DEFAULT_FIXED, FORMATS, CounterPlan, parse_counter_list, plan_counters,
                                    read_conflicts, render)
-from tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError
 
 
 def plan(
@@ -25,7 +25,7 @@ def plan(
     format: Annotated[str, typer.Option("--format", "-f", help="table | json | extrae (an Extrae <counters> "
                                         "fragment) | scorep (a SCOREP_METRIC_PAPI= line per run).")] = "table",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
-    warehouse: WarehouseOption = Path("warehouse"),  # noqa: ARG001 - every command takes it; plan needs no warehouse
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,  # noqa: ARG001 - every command takes it; plan needs no warehouse
 ) -> None:
     """Plan the fewest runs that record every counter, each run carrying the fixed reference counters."""
     if format not in FORMATS:

@@ -12,16 +12,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 
-from models.archetypes import simulator_labeller
-from pipelines.cli import WarehouseOption, console, err_console
-from tracelib.errors import BadInputError
-from tracelib.machine import load_machine
-from tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
-from tracelib.simulator.campaign import REGRESSION_KINDS, parse_injection, random_injections, simulate_campaign
-from tracelib.simulator.engine import DEFAULT_DATE
-from tracelib.simulator.pmu import DEFAULT_SLOTS
-from tracelib.simulator.truth import TRUTH_DIR
-from tracelib.simulator.variants import DEFAULT_SPREAD, app_variants
+from synthtrace.models.archetypes import simulator_labeller
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import load_machine
+from synthtrace.tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
+from synthtrace.tracelib.simulator.campaign import REGRESSION_KINDS, parse_injection, random_injections, simulate_campaign
+from synthtrace.tracelib.simulator.engine import DEFAULT_DATE
+from synthtrace.tracelib.simulator.pmu import DEFAULT_SLOTS
+from synthtrace.tracelib.simulator.truth import TRUTH_DIR
+from synthtrace.tracelib.simulator.variants import DEFAULT_SPREAD, app_variants
 
 
 def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:
@@ -62,7 +62,7 @@ def simulate(
     truth_counters: Annotated[str, typer.Option(help="Burst counters in the ground truth: 'reference' run only or 'all' runs.")] = "reference",
     apps_per_pattern: Annotated[int, typer.Option(help="Applications per pattern (halo_1, halo_2, ...): same code structure, kernels that behave differently (inputs, compilers, data layouts).")] = 1,
     kernel_spread: Annotated[float | None, typer.Option(help=f"How much the applications' kernels differ from the base ones: log standard deviation of their miss rates (default {DEFAULT_SPREAD:g} with --apps-per-pattern > 1, else 0: the base kernels).")] = None,
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Simulate multi-run hardware-counter traces of MPI applications, with their ground truth as Parquet.
 

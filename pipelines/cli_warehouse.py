@@ -15,12 +15,12 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from pipelines.cli import WarehouseOption, console, err_console
-from tracelib.errors import BadInputError, SynthtraceError, TraceFormatError
-from tracelib.formats import find_traces, trace_bytes
-from warehouse import Warehouse
-from warehouse.ingest import ingest_trace
-from warehouse.sql import query
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceFormatError
+from synthtrace.tracelib.formats import find_traces, trace_bytes
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.ingest import ingest_trace
+from synthtrace.warehouse.sql import query
 
 
 class OutputFormat(str, Enum):
@@ -37,7 +37,7 @@ def _progress() -> Progress:
 
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files (.prv, OTF2 .otf2 anchors) or folders (searched recursively).")],
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     experiment: Annotated[str | None, typer.Option(help="Experiment name (default: the folder holding each trace).")] = None,
     app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).")] = None,
     date: Annotated[datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")] = None,
@@ -76,7 +76,7 @@ def ingest(
         raise typer.Exit(failures[0].exit_code)
 
 
-def runs(warehouse: WarehouseOption = Path("warehouse")) -> None:
+def runs(warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> None:
     """List the runs in the warehouse."""
     table = query(warehouse, """
         SELECT run_name, experiment, app, started_at, n_tasks, round(duration_ns / 1e9, 3) AS duration_s,
@@ -87,7 +87,7 @@ def runs(warehouse: WarehouseOption = Path("warehouse")) -> None:
 
 def sql(
     statement: Annotated[str, typer.Argument(metavar="QUERY", help="A SELECT over the views runs, bursts, mpi_calls, merged_bursts, ...")],
-    warehouse: WarehouseOption = Path("warehouse"),
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
 ) -> None:

@@ -12,11 +12,11 @@ from typing import Any
 
 #: stage -> (module, function) implementing it
 STAGES: dict[str, tuple[str, str]] = {
-    "merge": ("pipelines.cli_merge", "merge_step"),
-    "archetypes": ("pipelines.cli_analysis", "archetype_mix"),
-    "detect": ("pipelines.cli_models", "detect_step"),
-    "retrain": ("pipelines.cli_models", "retrain_step"),
-    "report": ("pipelines.cli_analysis", "report_file"),
+    "merge": ("synthtrace.pipelines.cli_merge", "merge_step"),
+    "archetypes": ("synthtrace.pipelines.cli_analysis", "archetype_mix"),
+    "detect": ("synthtrace.pipelines.cli_models", "detect_step"),
+    "retrain": ("synthtrace.pipelines.cli_models", "retrain_step"),
+    "report": ("synthtrace.pipelines.cli_analysis", "report_file"),
 }
 
 

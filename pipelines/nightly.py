@@ -15,10 +15,10 @@ from prefect import flow, get_run_logger, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed
 
-from tracelib.errors import SynthtraceError
-from warehouse import Warehouse
-from warehouse.drop import discover, quarantine
-from warehouse.ingest import ingest_trace
+from synthtrace.tracelib.errors import SynthtraceError
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.drop import discover, quarantine
+from synthtrace.warehouse.ingest import ingest_trace
 
 FLOW_NAME = "synthtrace-nightly"
 STAGES = ("merge", "archetypes", "detect", "retrain", "report")
@@ -80,13 +80,13 @@ def stage_task(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) 
 
 def _optional_steps() -> dict[str, Any]:
     """The later stages that exist in this installation (absent ones are reported as skipped, never faked)."""
-    from pipelines import night_steps
+    from synthtrace.pipelines import night_steps
     return night_steps.available()
 
 
 # ---------------------------------------------------------------------------------------------- flow
 @flow(name=FLOW_NAME, log_prints=False, validate_parameters=True)
-def nightly_flow(drop: str, warehouse: str = "warehouse", machine: str | None = None,
+def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
                  skip: list[str] | None = None) -> NightSummary:
     """One night: ingest what cluster jobs dropped, merge and analyse what changed, publish the results.
     ``skip`` names later stages not to run tonight (merge, archetypes, detect, retrain, report)."""

@@ -33,12 +33,12 @@ import polars as pl  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from models.analysis import analyse_input, mix  # noqa: E402
-from models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds  # noqa: E402
-from tracelib.machine import Machine, load_machine  # noqa: E402
-from warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
-from warehouse.runs import runs_table  # noqa: E402
-from warehouse.layout import Warehouse  # noqa: E402
+from synthtrace.models.analysis import analyse_input, mix  # noqa: E402
+from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds  # noqa: E402
+from synthtrace.tracelib.machine import Machine, load_machine  # noqa: E402
+from synthtrace.warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
+from synthtrace.warehouse.runs import runs_table  # noqa: E402
+from synthtrace.warehouse.layout import Warehouse  # noqa: E402
 
 _PALETTE = plt.get_cmap("tab20").colors
 #: one fixed colour per archetype, the same in every plot
@@ -368,7 +368,7 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
         label = f"run {rid}" if len(by_run) > 1 else ""
         keys = ["run_id", "appl", "task", "thread", "burst_seq"]
         ab = b.join(a.filter(pl.col("unit") == "burst").select(*keys, "archetype", "provisional"), on=keys, how="left")
-        from tracelib.metrics import ranks_per_socket
+        from synthtrace.tracelib.metrics import ranks_per_socket
         rps = ranks_per_socket(b, machine)
         pa = p.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
                     on=["run_id", "appl", "phase"], how="left") if "archetype" not in p.columns else p

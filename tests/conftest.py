@@ -57,7 +57,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 @pytest.fixture
 def run_cli(capsys) -> Callable[..., tuple[int, str, str]]:
     """Run ``synthtrace ARGS`` in-process; returns (exit code, stdout, stderr)."""
-    from pipelines.cli import main
+    from synthtrace.pipelines.cli import main
 
     def run(*args: str) -> tuple[int, str, str]:
         code = main([str(a) for a in args])

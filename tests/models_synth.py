@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
-from warehouse.layout import Warehouse
+from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
+from synthtrace.warehouse.layout import Warehouse
 
 GHZ = 2.2
 VECTOR_LANES = 8
@@ -244,7 +244,7 @@ def predictor_campaign(root: str | Path, *, n_apps: int = 6, n_kernels: int = 6,
         if merge == "truth":
             write_merged(wh, exp, *ref)
         elif merge == "real":
-            from warehouse.merged import merge_experiment
+            from synthtrace.warehouse.merged import merge_experiment
             merge_experiment(wh, exp)
         names.append(exp)
     return names

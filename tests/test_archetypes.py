@@ -8,11 +8,11 @@ import pytest
 from tests.analysis_helpers import BASE, CASES, RPS, TEST_MACHINE, bursts, calls, case_bursts
 from tests.conftest import JACOBI, LULESH_A, PRIME
 from tests.test_metrics import _two_rank_program
-from models.analysis import analyse, analyse_experiment, mix
-from models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
-from models.archetypes import (ARCHETYPES, BALANCED, INSUFFICIENT, ArchetypeRules, Thresholds, ThresholdsError)
-from tracelib.counters import resolve
-from tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics
+from synthtrace.models.analysis import analyse, analyse_experiment, mix
+from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
+from synthtrace.models.archetypes import (ARCHETYPES, BALANCED, INSUFFICIENT, ArchetypeRules, Thresholds, ThresholdsError)
+from synthtrace.tracelib.counters import resolve
+from synthtrace.tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics
 
 
 def classify(b: pl.DataFrame, thresholds: Thresholds | None = None) -> pl.DataFrame:
@@ -178,8 +178,8 @@ def test_discovery_refuses_when_nothing_to_cluster():
 # ------------------------------------------------------------------ real traces lacking counters
 @pytest.fixture(scope="module")
 def real_warehouse(tmp_path_factory):
-    from warehouse.ingest import ingest_trace
-    from warehouse.layout import Warehouse
+    from synthtrace.warehouse.ingest import ingest_trace
+    from synthtrace.warehouse.layout import Warehouse
     root = tmp_path_factory.mktemp("wh")
     wh = Warehouse(root)
     for prv, exp in ((JACOBI, "jacobi"), (PRIME, "prime"), (LULESH_A, "lulesh")):
@@ -219,8 +219,8 @@ def test_archetypes_view_and_cli(real_warehouse, run_cli):
 
 
 def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
-    from warehouse.analysis import load_experiment, read_analysis
-    from warehouse.layout import Warehouse
+    from synthtrace.warehouse.analysis import load_experiment, read_analysis
+    from synthtrace.warehouse.layout import Warehouse
     wh = Warehouse(tmp_path).ensure()
     b, expected = case_bursts()
     d = wh.experiment_dir("m")

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("tracelib.simulator.engine")
-pytest.importorskip("warehouse.merged")
+pytest.importorskip("synthtrace.tracelib.simulator.engine")
+pytest.importorskip("synthtrace.warehouse.merged")
 
 from benchmarks.sim_archetypes import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate  # noqa: E402
-from models.archetype_discovery import ArchetypeDiscovery  # noqa: E402
-from models.archetypes import ARCHETYPES, BURST_ARCHETYPES, INSUFFICIENT  # noqa: E402
-from tracelib.metrics import burst_metrics  # noqa: E402
+from synthtrace.models.archetype_discovery import ArchetypeDiscovery  # noqa: E402
+from synthtrace.models.archetypes import ARCHETYPES, BURST_ARCHETYPES, INSUFFICIENT  # noqa: E402
+from synthtrace.tracelib.metrics import burst_metrics  # noqa: E402
 
 
 @pytest.fixture(scope="module")

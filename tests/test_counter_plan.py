@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracelib.counter_plan import (ConflictsFileError, CounterPlan, UnsatisfiableCountersError, parse_counter_list,
+from synthtrace.tracelib.counter_plan import (ConflictsFileError, CounterPlan, UnsatisfiableCountersError, parse_counter_list,
                                    plan_counters, read_conflicts, render)
-from tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError
 
 FIXED = ["PAPI_TOT_INS", "PAPI_TOT_CYC"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LULESH_A
-from tracelib.paraver.tile import tile_trace
+from synthtrace.tracelib.paraver.tile import tile_trace
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 
@@ -43,7 +43,7 @@ def test_killed_ingest_leaves_no_partial_run(tmp_path, big_trace):
     assert not list((wh / "runs").iterdir()), "a killed ingest must not leave a run behind"
 
     # a reader sees an empty warehouse, not half a run
-    from warehouse.sql import query
+    from synthtrace.warehouse.sql import query
     assert query(wh, "SELECT count(*) AS n FROM bursts").column("n")[0].as_py() == 0
 
     done = subprocess.run(_ingest_cmd(big_trace, wh), capture_output=True, text=True, timeout=600)
@@ -56,7 +56,7 @@ def test_killed_ingest_leaves_no_partial_run(tmp_path, big_trace):
 
 def test_reader_during_ingest_never_sees_half_a_run(tmp_path, big_trace):
     wh = tmp_path / "wh"
-    from warehouse.sql import query
+    from synthtrace.warehouse.sql import query
     proc = subprocess.Popen(_ingest_cmd(big_trace, wh), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     seen = set()
     while proc.poll() is None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from warehouse.sql import query
+from synthtrace.warehouse.sql import query
 
 pytestmark = pytest.mark.slow
 

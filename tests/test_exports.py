@@ -46,7 +46,7 @@ def test_pipit_table_loads_with_pandas(tmp_path, wh, run_cli):
     assert (df["Event Type"] == "Enter").sum() == (df["Event Type"] == "Leave").sum() == 704 + 672
     assert df["Timestamp (ns)"].is_monotonic_increasing
     comp = df[(df["Name"] == "Computation") & (df["Event Type"] == "Leave")]
-    from warehouse.sql import query
+    from synthtrace.warehouse.sql import query
     assert comp["PAPI_TOT_INS"].sum() == query(wh, "SELECT sum(PAPI_TOT_INS) FROM bursts").column(0)[0].as_py()
 
 

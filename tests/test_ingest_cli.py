@@ -238,7 +238,7 @@ def test_part_writer_raises_a_failed_background_write(tmp_path):
     """Parts are written in a background thread: a write that fails must not be lost (ingest then leaves no run)."""
     import polars as pl
 
-    from warehouse.ingest import PartWriter
+    from synthtrace.warehouse.ingest import PartWriter
 
     frame = pl.DataFrame({"a": [1, 2, 3]})
     writer = PartWriter(backlog=1)

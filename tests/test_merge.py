@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tracelib.align import AlignConfig, align_runs, sequence_table
-from tracelib.merge import (MergeOptions, NoCommonCounterError, NotSameProgramError, RunTables, TimingOnlyWarning,
+from synthtrace.tracelib.align import AlignConfig, align_runs, sequence_table
+from synthtrace.tracelib.merge import (MergeOptions, NoCommonCounterError, NotSameProgramError, RunTables, TimingOnlyWarning,
                             TooFewRunsError, UnknownReferenceError, merge_runs)
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -74,14 +74,14 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 def run_cli(capsys, *args) -> tuple[int, str, str]:
-    from pipelines.cli import main
+    from synthtrace.pipelines.cli import main
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()
     return code, out, err
 
 
 def read_lulesh(path: Path, run_id: str) -> RunTables:
-    from tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.paraver.reader import ParaverTrace
     b, c, _ = ParaverTrace(path).read_tables(run_id)
     return RunTables(run_id, path.stem, b, c)
 
@@ -248,7 +248,7 @@ MAX_P95_VS_ORACLE = 1.5
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory) -> tuple[Path, Path]:
     """(simulation folder with ground_truth/, warehouse) for all patterns, every trace ingested."""
-    from pipelines.cli import main
+    from synthtrace.pipelines.cli import main
     root = tmp_path_factory.mktemp("simulated")
     sim, wh = root / "sim", root / "wh"
     assert main(["simulate", str(sim), "--no-labels", *[str(x) for kv in SIM_ARGS.items() for x in kv]]) == 0
@@ -264,8 +264,8 @@ def _logical_ids(truth: pl.DataFrame, run_name: str, seq: str = "burst_seq", lid
 
 @pytest.mark.parametrize("pattern", SIM_PATTERNS)
 def test_simulated_experiment_meets_acceptance(simulated, pattern, capsys):
-    from warehouse import Warehouse
-    from warehouse.runs import experiment_runs, run_bursts
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.runs import experiment_runs, run_bursts
     sim, wh = simulated
     code, _, err = run_cli(capsys, "merge", pattern, "-w", wh)
     assert code == 0, err
@@ -421,7 +421,7 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
     code, out, err = run_cli(capsys, "merge", "lulesh", "-w", lulesh_wh, "--reference", LULESH_B.stem)
     assert code == 0, err
     assert "PAPI_TOT" in out and "100.0%" in out  # the quality table
-    from warehouse.sql import query
+    from synthtrace.warehouse.sql import query
     n = query(lulesh_wh, "select count(*) as n, min(match_score) as s from merged_bursts").to_pylist()[0]
     assert n["n"] == 848 and n["s"] == 1.0  # the reference recorded every counter
     qual = query(lulesh_wh, "select counter, source_run, coverage, estimated_error from merge_quality").to_pylist()
@@ -437,7 +437,7 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
 
 @real
 def test_cli_export_round_trip(lulesh_wh, capsys, tmp_path):
-    pytest.importorskip("tracelib.paraver.writer")
+    pytest.importorskip("synthtrace.tracelib.paraver.writer")
     out = tmp_path / "exp" / "merged"
     out.parent.mkdir()
     code, _, err = run_cli(capsys, "merge", "lulesh", "-w", lulesh_wh, "--reference", LULESH_B.stem,
@@ -445,7 +445,7 @@ def test_cli_export_round_trip(lulesh_wh, capsys, tmp_path):
     assert code == 0, err
     assert out.with_suffix(".prv").is_file() and out.with_suffix(".pcf").is_file() and out.with_suffix(".row").is_file()
     merged = pl.read_parquet(lulesh_wh / "experiments" / "lulesh" / "merged_bursts.parquet")
-    from tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.paraver.reader import ParaverTrace
     back, _, summary = ParaverTrace(out.with_suffix(".prv")).read_tables("x")
     counters = [c for c in merged.columns if c.startswith(("PAPI_", "LONGEST"))]
     assert set(counters) <= set(summary.counters)

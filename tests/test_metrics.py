@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 
 from tests.analysis_helpers import RPS, TEST_MACHINE, bursts, calls
-from tracelib import counters
-from tracelib.machine import MachineProfileError, load_machine, machine_from_dict, presets
-from tracelib.metrics import MetricsInputError, assign_phases, burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
+from synthtrace.tracelib import counters
+from synthtrace.tracelib.machine import MachineProfileError, load_machine, machine_from_dict, presets
+from synthtrace.tracelib.metrics import MetricsInputError, assign_phases, burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
 
 
 # ------------------------------------------------------------------ counter catalogue

@@ -8,13 +8,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines.cli_models import detect_step, retrain_step
+from synthtrace.pipelines.cli_models import detect_step, retrain_step
 from tests.conftest import tree_digest
 from tests.models_synth import (
     ALL_COUNTERS, predictor_campaign, random_app, regression_campaign, simulate_run, write_run)
-from warehouse.layout import Warehouse
-from warehouse.model_store import models_dir, read_models
-from warehouse.sql import query
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.model_store import models_dir, read_models
+from synthtrace.warehouse.sql import query
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LULESH_A, LULESH_B, PRIME, copy_trace
-from tracelib.paraver.tile import tile_trace
-from warehouse.sql import query
+from synthtrace.tracelib.paraver.tile import tile_trace
+from synthtrace.warehouse.sql import query
 
 pytestmark = [pytest.mark.real_traces]
 
@@ -32,7 +32,7 @@ def drop(tmp_path) -> Path:
 
 
 def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, drop):
-    from pipelines.nightly import run_night
+    from synthtrace.pipelines.nightly import run_night
     wh = tmp_path / "wh"
     s = run_night(drop, wh)
     assert {r["run_name"] for r in s.ingested} == {"prime_v0", LULESH_B.stem}
@@ -50,7 +50,7 @@ def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, 
 
 
 def test_flow_final_state_says_what_happened(prefect_harness, tmp_path, drop):
-    from pipelines.nightly import nightly_flow
+    from synthtrace.pipelines.nightly import nightly_flow
     state = nightly_flow(drop=str(drop), warehouse=str(tmp_path / "wh"), return_state=True)
     assert state.is_completed()
     assert state.message.startswith("2 runs ingested, 1 quarantined")
@@ -58,7 +58,7 @@ def test_flow_final_state_says_what_happened(prefect_harness, tmp_path, drop):
 
 def test_dask_runner_on_a_local_cluster(prefect_harness, tmp_path, drop):
     distributed = pytest.importorskip("distributed")
-    from pipelines.nightly import run_night
+    from synthtrace.pipelines.nightly import run_night
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         s = run_night(drop, tmp_path / "wh", runner="dask", dask_address=cluster.scheduler_address)
     assert len(s.ingested) == 2 and len(s.quarantined) == 1

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import ALL_PARAVER, JACOBI, LULESH_A, LULESH_B, PRIME, copy_trace
 from tests.naive_paraver import naive_bursts
-from tracelib.errors import TraceFormatError
-from tracelib.paraver.header import format_header, parse_header
-from tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.paraver.header import format_header, parse_header
+from synthtrace.tracelib.paraver.reader import ParaverTrace
 
 pytestmark = pytest.mark.real_traces
 TOT_INS = 42_000_050

@@ -7,11 +7,11 @@ import polars as pl
 import pytest
 
 from tests.conftest import ALL_PARAVER, LULESH_A, PRIME
-from tracelib.errors import BadInputError
-from tracelib.paraver.counter_types import PAPI_CODE, catalogue, extrae_type
-from tracelib.paraver.pcf import read_pcf
-from tracelib.paraver.reader import ParaverTrace
-from tracelib.paraver.writer import TraceMeta, WriterError, write_paraver
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.paraver.counter_types import PAPI_CODE, catalogue, extrae_type
+from synthtrace.tracelib.paraver.pcf import read_pcf
+from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.paraver.writer import TraceMeta, WriterError, write_paraver
 
 
 def _same(a: pl.DataFrame, b: pl.DataFrame) -> None:

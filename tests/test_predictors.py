@@ -8,15 +8,15 @@ import polars as pl
 import pytest
 import skops.io as sio
 
-from models.features import (
+from synthtrace.models.features import (
     ARCHETYPE_VOCAB, NoTrainingDataError, UnknownTargetError, build_features, counter_sets, is_cycle_counter)
-from models.predictors import UnknownModelKindError, compare_counter_sets, cross_validate, make_estimator
-from models.registry import TRUSTED_TYPES, load, predict, train
+from synthtrace.models.predictors import UnknownModelKindError, compare_counter_sets, cross_validate, make_estimator
+from synthtrace.models.registry import TRUSTED_TYPES, load, predict, train
 from tests.models_synth import PREDICT_PLAN, predictor_campaign
-from warehouse.runs import runs_table
-from warehouse.errors import UnknownExperimentError
-from warehouse.layout import Warehouse
-from warehouse.model_store import ArtifactIntegrityError, UnknownModelError, load_bursts, models_dir, sha256
+from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.errors import UnknownExperimentError
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.model_store import ArtifactIntegrityError, UnknownModelError, load_bursts, models_dir, sha256
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def test_load_refuses_untrusted_types_even_with_a_matching_hash(campaign, traine
 
 def test_predict_writes_the_predictions_view(campaign, trained):
     root, _ = campaign
-    from warehouse.sql import query
+    from synthtrace.warehouse.sql import query
     _, out = predict(root, "app1-exp", trained.model_id)
     assert out.height and out["predicted"].is_not_null().all()
     rows = pl.from_arrow(query(root, f"SELECT count(*) AS n, avg(abs(predicted - actual) / actual) AS mape "

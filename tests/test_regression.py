@@ -7,11 +7,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.regression import REGRESSION_SCHEMA, DetectorParams, detect, detect_series, label_archetypes, robust_sigma
+from synthtrace.models.regression import REGRESSION_SCHEMA, DetectorParams, detect, detect_series, label_archetypes, robust_sigma
 from tests.models_synth import regression_campaign
-from warehouse.history import UnknownAppError, apps, check_app, site_history
-from warehouse.layout import Warehouse
-from warehouse.regressions import read_alerts, write_alerts
+from synthtrace.warehouse.history import UnknownAppError, apps, check_app, site_history
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.regressions import read_alerts, write_alerts
 
 N = 30
 

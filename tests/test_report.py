@@ -9,8 +9,8 @@ import pytest
 from tests.analysis_helpers import RPS, TEST_MACHINE, case_bursts
 from tests.conftest import LULESH_A, PRIME
 from tests.test_metrics import _two_rank_program
-from models.analysis import analyse
-from pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline
+from synthtrace.models.analysis import analyse
+from synthtrace.pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline
 
 
 def _offsets(fig) -> int:
@@ -67,8 +67,8 @@ def test_ridgeline_and_timeline_points():
 
 @pytest.mark.real_traces
 def test_report_is_self_contained(tmp_path, run_cli):
-    from warehouse.ingest import ingest_trace
-    from warehouse.layout import Warehouse
+    from synthtrace.warehouse.ingest import ingest_trace
+    from synthtrace.warehouse.layout import Warehouse
     wh = Warehouse(tmp_path / "wh")
     ingest_trace(wh, PRIME, experiment="prime")
     ingest_trace(wh, LULESH_A, experiment="lulesh")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PRIME, copy_trace
-from warehouse.sql import query
+from synthtrace.warehouse.sql import query
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 

@@ -8,14 +8,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.archetypes import ARCHETYPES
-from models.archetypes import simulator_labeller
-from tracelib.paraver.reader import ParaverTrace
-from tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
-from tracelib.simulator.campaign import _devectorised, parse_injection
-from tracelib.simulator.kernels import KERNEL_INDEX, KERNELS
-from tracelib.simulator.counter_model import FIXED_COUNTERS, NOISE_RANGES, PROGRAMMABLE_COUNTERS
-from tracelib.simulator.pmu import runs_needed
+from synthtrace.models.archetypes import ARCHETYPES
+from synthtrace.models.archetypes import simulator_labeller
+from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
+from synthtrace.tracelib.simulator.campaign import _devectorised, parse_injection
+from synthtrace.tracelib.simulator.kernels import KERNEL_INDEX, KERNELS
+from synthtrace.tracelib.simulator.counter_model import FIXED_COUNTERS, NOISE_RANGES, PROGRAMMABLE_COUNTERS
+from synthtrace.tracelib.simulator.pmu import runs_needed
 
 RUNS = 3
 
@@ -202,9 +202,9 @@ def test_cli_errors(tmp_path, run_cli):
 
 
 def test_fast_labels_equal_the_rule_classifier(sim):
-    from models.archetypes import ArchetypeRules
-    from tracelib.machine import load_machine
-    from tracelib.metrics import burst_metrics
+    from synthtrace.models.archetypes import ArchetypeRules
+    from synthtrace.tracelib.machine import load_machine
+    from synthtrace.tracelib.metrics import burst_metrics
 
     m = load_machine()
     rps = float(sim["experiments"]["ranks_per_socket"][0])
@@ -216,9 +216,9 @@ def test_fast_labels_equal_the_rule_classifier(sim):
 
 
 def test_fast_call_labels_equal_the_rule_classifier(sim):
-    from models.archetypes import ArchetypeRules
-    from tracelib.machine import load_machine
-    from tracelib.metrics import mpi_metrics
+    from synthtrace.models.archetypes import ArchetypeRules
+    from synthtrace.tracelib.machine import load_machine
+    from synthtrace.tracelib.metrics import mpi_metrics
 
     m = load_machine()
     rps = float(sim["experiments"]["ranks_per_socket"][0])
@@ -231,7 +231,7 @@ def test_fast_call_labels_equal_the_rule_classifier(sim):
 
 def test_patterns_declare_the_kernels_their_bursts_run(sim):
     """``Pattern.kernels`` (what application variants perturb) is exactly the app's own code in the bursts."""
-    from tracelib.simulator.kernels import SHARED_KERNELS
+    from synthtrace.tracelib.simulator.kernels import SHARED_KERNELS
 
     ran = sim["bursts"].with_columns(pl.col("run_name").str.split(".").list.first().alias("app")).group_by("app").agg(
         pl.col("kernel").unique())

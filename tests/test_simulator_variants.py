@@ -7,11 +7,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tracelib.simulator import PATTERNS, variant_kernels
-from tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, SHARED_KERNELS
-from tracelib.simulator.variants import DEFAULT_SPREAD, MAX_SPREAD
-from warehouse.layout import Warehouse
-from warehouse.runs import run_bursts, runs_table
+from synthtrace.tracelib.simulator import PATTERNS, variant_kernels
+from synthtrace.tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, SHARED_KERNELS
+from synthtrace.tracelib.simulator.variants import DEFAULT_SPREAD, MAX_SPREAD
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import run_bursts, runs_table
 
 BASE = {k.name: k for k in KERNELS}
 
@@ -60,7 +60,7 @@ def test_variants_keep_the_physics(spread):
 @pytest.fixture(scope="module")
 def halo_apps(tmp_path_factory):
     """Two halo applications (4 ranks, 4 iterations, every counter recorded by some run), ingested."""
-    from pipelines.cli import main
+    from synthtrace.pipelines.cli import main
 
     root = tmp_path_factory.mktemp("variants")
     sim, wh = root / "sim", root / "wh"

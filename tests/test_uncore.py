@@ -6,13 +6,13 @@ import polars as pl
 import pytest
 
 from tests.conftest import LULESH_A, LULESH_B, PRIME
-from tracelib.metrics import burst_metrics
-from tracelib.machine import load_machine
-from tracelib.paraver.reader import ParaverTrace
-from tracelib.uncore import DRAM_CAS_COLUMN, apportion, attribute_dram_cas, cas_rate_pieces
-from warehouse.ingest import ingest_trace
-from warehouse.layout import Warehouse
-from warehouse.runs import run_bursts
+from synthtrace.tracelib.metrics import burst_metrics
+from synthtrace.tracelib.machine import load_machine
+from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.uncore import DRAM_CAS_COLUMN, apportion, attribute_dram_cas, cas_rate_pieces
+from synthtrace.warehouse.ingest import ingest_trace
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import run_bursts
 
 pytestmark = pytest.mark.real_traces
 

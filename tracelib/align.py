@@ -54,8 +54,8 @@ import numpy as np
 import polars as pl
 from numba import njit, prange
 
-from tracelib.errors import BadInputError
-from tracelib.schema import THREAD_KEYS
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.schema import THREAD_KEYS
 
 SIG_SEED = 0x5EED_5167  # seed of the signature hashes (stable within one Polars version, hashes are never stored)
 _INF = 1e300

@@ -25,8 +25,8 @@ from typing import ClassVar, TypeVar
 import numpy as np
 import polars as pl
 
-from tracelib.paraver.tokenizer import cached_njit
-from tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
+from synthtrace.tracelib.paraver.tokenizer import cached_njit
+from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
                    "start_ns": pl.Int64, "end_ns": pl.Int64}

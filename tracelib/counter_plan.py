@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError
 
 DEFAULT_FIXED = ("PAPI_TOT_INS", "PAPI_TOT_CYC")
 DEFAULT_NODE_BUDGET = 2_000_000

@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 
-from tracelib.schema import BURST_SCHEMA, THREAD_KEYS
+from synthtrace.tracelib.schema import BURST_SCHEMA, THREAD_KEYS
 
 #: Chrome trace viewer's reserved colour names, one per archetype (the viewer accepts no free colours)
 ARCHETYPE_COLOURS: dict[str, str] = {

@@ -8,8 +8,8 @@ from typing import Protocol
 
 import polars as pl
 
-from tracelib.bursts import ReadSummary
-from tracelib.errors import TraceFormatError
+from synthtrace.tracelib.bursts import ReadSummary
+from synthtrace.tracelib.errors import TraceFormatError
 
 
 class TraceSource(Protocol):
@@ -35,10 +35,10 @@ def open_trace(path: str | Path, *, salvage: bool = False) -> TraceSource:
     """Open a trace file with the reader for its format."""
     path = Path(path)
     if path.suffix == ".prv":
-        from tracelib.paraver.reader import ParaverTrace
+        from synthtrace.tracelib.paraver.reader import ParaverTrace
         return ParaverTrace(path, salvage=salvage)
     if path.suffix == ".otf2":
-        from tracelib.otf2_reader import Otf2Trace  # noqa: PLC0415 - optional heavy import
+        from synthtrace.tracelib.otf2_reader import Otf2Trace  # noqa: PLC0415 - optional heavy import
         return Otf2Trace(path)
     raise TraceFormatError(path, None, f"unknown trace format {path.suffix!r} (expected .prv or an OTF2 .otf2 anchor)")
 

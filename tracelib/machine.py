@@ -15,7 +15,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError
 
 PRESET_DIR = Path(__file__).with_name("machines")
 DEFAULT_PRESET = "marenostrum5-gpp"

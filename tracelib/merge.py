@@ -42,9 +42,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
-from tracelib.align import AlignConfig, align_runs, sequence_table, sort_bursts
-from tracelib.errors import BadInputError
-from tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.align import AlignConfig, align_runs, sequence_table, sort_bursts
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 
 #: whether transferred counters are rescaled by the reference-counter ratio unless told otherwise (see the module
 #: docstring and benchmarks/results/merge.md: off, because on the simulated campaigns the exact transfer already
@@ -97,7 +97,7 @@ class TimingOnlyWarning(UserWarning):
 # --------------------------------------------------------------------------------------------- inputs
 @dataclass(frozen=True)
 class RunTables:
-    """One run: its identity and its bursts / MPI calls (schemas of :mod:`tracelib.schema`)."""
+    """One run: its identity and its bursts / MPI calls (schemas of :mod:`synthtrace.tracelib.schema`)."""
 
     run_id: str
     run_name: str

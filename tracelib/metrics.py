@@ -2,7 +2,7 @@
 
 Every function takes a bursts-like Polars frame — one run's ``bursts`` or an experiment's ``merged_bursts`` —
 whose counter columns may or may not be there (and may be NULL on some rows of a merged frame). Counters are
-found through :mod:`tracelib.counters`; a metric whose counters are missing is NULL, never a guess. Estimates
+found through :mod:`synthtrace.tracelib.counters`; a metric whose counters are missing is NULL, never a guess. Estimates
 are flagged (``dram_bytes_estimated``, ``flops_estimated``).
 
 Units: times in ns on input, seconds in ``*_s`` columns; rates per second (FLOP/s, bytes/s); MPKI = misses
@@ -14,9 +14,9 @@ import math
 
 import polars as pl
 
-from tracelib.counters import CounterMap, resolve
-from tracelib.errors import BadInputError
-from tracelib.machine import Machine
+from synthtrace.tracelib.counters import CounterMap, resolve
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import Machine
 
 #: identity columns carried from the input into the metric frames when present
 BURST_ID_COLUMNS = ("experiment", "run_id", "appl", "task", "thread", "burst_seq", "cpu", "start_ns", "end_ns",
@@ -83,7 +83,7 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
     - ``attainable_flop_rate`` (FLOP/s, cache-aware: the lowest roof over the levels measured), ``bound_by``
       (``compute``/``dram``/``l3``/``l2``), ``roof_fraction`` (achieved / attainable) and ``roof_distance``
       (decades below the roof, log10(attainable / achieved));
-    - ``missing_roles``: the counter roles (see :mod:`tracelib.counters`) NULL or absent on the burst.
+    - ``missing_roles``: the counter roles (see :mod:`synthtrace.tracelib.counters`) NULL or absent on the burst.
     """
     _require(bursts, ["duration_ns"], "bursts")
     lf = bursts.lazy()

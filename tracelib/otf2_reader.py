@@ -25,7 +25,7 @@ Times are integer ns from the trace's global offset (clock properties: resolutio
 location are taken in (timestamp, record order). Events are read per location through the OTF2 C library with
 thin ctypes callbacks registered directly on its event reader (the ``otf2`` wheel's own event objects make a bare
 loop over the events ~3x slower than this whole reader, see benchmarks/results/otf2.md), ``chunk_events`` at a
-time, and handed to the :class:`~tracelib.bursts.BurstAssembler` chunk by chunk, so the tables' memory is bounded
+time, and handed to the :class:`~synthtrace.tracelib.bursts.BurstAssembler` chunk by chunk, so the tables' memory is bounded
 by the chunk size; only the point-to-point records wait for the end (message halves live on two locations).
 """
 from __future__ import annotations
@@ -42,10 +42,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tracelib.bursts import (INTERVAL_SCHEMA, MESSAGE_SCHEMA, MPI_EVENT_SCHEMA, SAMPLE_SCHEMA, BurstAssembler,
+from synthtrace.tracelib.bursts import (INTERVAL_SCHEMA, MESSAGE_SCHEMA, MPI_EVENT_SCHEMA, SAMPLE_SCHEMA, BurstAssembler,
                              ReadSummary, RecordBatch)
-from tracelib.errors import TraceFormatError, TruncatedTraceError
-from tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
+from synthtrace.tracelib.paraver.reader import ParaverTrace
 
 DEFAULT_CHUNK_EVENTS = 200_000
 _NEVER = 2**62  # a horizon beyond any trace (same meaning as in tracelib.bursts)
@@ -475,7 +475,7 @@ def _first_per_slot(slot: np.ndarray, values: np.ndarray, target: np.ndarray) ->
 
 
 class _LocationConverter:
-    """Turns chunks of one location's raw records into the generic frames of :mod:`tracelib.bursts`."""
+    """Turns chunks of one location's raw records into the generic frames of :mod:`synthtrace.tracelib.bursts`."""
 
     def __init__(self, defs: _Definitions, loc: _Location, path: Path):
         self.defs, self.loc, self.path = defs, loc, path
@@ -896,7 +896,7 @@ class Otf2Trace:
         """Yield (bursts, mpi_calls) parts, location by location; ``progress`` gets bytes of event files read.
 
         MPI calls carry collective sizes; point-to-point bytes come from ``summary.messages`` (filled once the
-        iteration is over) through :func:`~tracelib.bursts.attach_messages`, as for Paraver.
+        iteration is over) through :func:`~synthtrace.tracelib.bursts.attach_messages`, as for Paraver.
         """
         import _otf2  # noqa: PLC0415
 

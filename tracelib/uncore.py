@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracelib.counters import ROLES, resolve
+from synthtrace.tracelib.counters import ROLES, resolve
 
 #: column added to bursts: CAS commands (64 bytes each) apportioned to the burst (an alias of role ``dram_cas``)
 DRAM_CAS_COLUMN = "DRAM_CAS"

@@ -4,6 +4,6 @@ Parquet files are the source of truth; every run is one directory that appears w
 directory, then renamed) and can be removed whole. Readers open an in-memory DuckDB connection whose views
 scan those files, so a writer never blocks a reader and a reader never sees half a run.
 """
-from warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse
 
 __all__ = ["Warehouse"]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import polars as pl
 
-from warehouse.errors import UnknownExperimentError, WarehouseError
-from warehouse.layout import Warehouse
-from warehouse.runs import run_bursts, run_calls, runs_table
+from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import run_bursts, run_calls, runs_table
 
 ANALYSIS_FILES: tuple[str, ...] = ("burst_metrics", "mpi_metrics", "phase_metrics", "archetypes")
 MERGED_FILE = "merged_bursts.parquet"

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
-from warehouse.layout import Warehouse
+from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
+from synthtrace.warehouse.layout import Warehouse
 
 #: view name -> file pattern below the warehouse root. Views of later stages appear once their files exist.
 VIEW_FILES: dict[str, str] = {

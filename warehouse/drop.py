@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tracelib.formats import find_traces
-from tracelib.paraver.reader import companion
-from warehouse.ingest import run_identity
-from warehouse.layout import Warehouse
+from synthtrace.tracelib.formats import find_traces
+from synthtrace.tracelib.paraver.reader import companion
+from synthtrace.warehouse.ingest import run_identity
+from synthtrace.warehouse.layout import Warehouse
 
 QUARANTINE = ".quarantine"
 
@@ -28,8 +28,8 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
 
     Identity is the content hash, so renamed or re-dropped files are not ingested twice.
     """
-    from tracelib.errors import TraceFormatError
-    from tracelib.formats import open_trace
+    from synthtrace.tracelib.errors import TraceFormatError
+    from synthtrace.tracelib.formats import open_trace
 
     out, seen = [], set()
     for path in find_traces([drop]):

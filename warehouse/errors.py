@@ -1,5 +1,5 @@
 """Errors of the storage layer."""
-from tracelib.errors import BadInputError, SynthtraceError
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 
 
 class WarehouseError(SynthtraceError):

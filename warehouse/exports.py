@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracelib.schema import THREAD_KEYS
-from warehouse.errors import UnknownExperimentError
-from warehouse.layout import Warehouse
-from warehouse.runs import experiment_runs, run_bursts, run_calls
+from synthtrace.tracelib.schema import THREAD_KEYS
+from synthtrace.warehouse.errors import UnknownExperimentError
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import experiment_runs, run_bursts, run_calls
 
 BURST_KEYS = [*THREAD_KEYS, "burst_seq"]
 

@@ -3,7 +3,7 @@
 One DuckDB query over the ``runs``, ``bursts`` and ``mpi_calls`` views sums, per (run, call site, rank), the
 compute bursts that end at the call site and the MPI calls made there (the site is the caller of the MPI call;
 where traces do not resolve callers, the MPI call's name stands for it). Counters are summed per hardware
-quantity (any alias a run recorded it under, see :mod:`tracelib.counters`), NULL where the run did not record it.
+quantity (any alias a run recorded it under, see :mod:`synthtrace.tracelib.counters`), NULL where the run did not record it.
 
 Points of a series: runs of the same application, configuration (tasks x threads) and night (``experiment`` and
 the day of ``started_at``) are one point; they were recorded with different counter sets, so each quantity is
@@ -16,11 +16,11 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from tracelib.counters import ROLES
-from warehouse.runs import runs_table
-from warehouse.catalog import connect
-from warehouse.errors import UnknownExperimentError
-from warehouse.layout import Warehouse
+from synthtrace.tracelib.counters import ROLES
+from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.catalog import connect
+from synthtrace.warehouse.errors import UnknownExperimentError
+from synthtrace.warehouse.layout import Warehouse
 
 #: hardware quantities the history keeps (role -> column name in the history)
 HISTORY_ROLES: tuple[str, ...] = ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm", "br_ins", "br_msp", "fp_ins", "vec_ins",

@@ -13,10 +13,10 @@ from pathlib import Path
 import polars as pl
 import xxhash
 
-from tracelib.bursts import ReadSummary, message_columns, with_message_columns
-from tracelib.formats import TraceSource, open_trace
-from tracelib.schema import RUN_SCHEMA
-from warehouse.layout import Warehouse
+from synthtrace.tracelib.bursts import ReadSummary, message_columns, with_message_columns
+from synthtrace.tracelib.formats import TraceSource, open_trace
+from synthtrace.tracelib.schema import RUN_SCHEMA
+from synthtrace.warehouse.layout import Warehouse
 
 RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files kept as run_id
 _HASH_BLOCK = 8 * 1024 * 1024  # bytes read per hash update
@@ -136,7 +136,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                  progress: Callable[[int], None] | None = None) -> IngestResult:
     """Read a trace and commit it as one run directory. Re-ingesting the same content does nothing.
 
-    Raises :class:`~tracelib.errors.TraceFormatError` for a broken trace; the warehouse is then unchanged.
+    Raises :class:`~synthtrace.tracelib.errors.TraceFormatError` for a broken trace; the warehouse is then unchanged.
     """
     path = Path(path)
     source = open_trace(path, salvage=salvage)

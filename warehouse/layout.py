@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from warehouse.errors import WarehouseError
+from synthtrace.warehouse.errors import WarehouseError
 
 MARKER = "synthtrace-warehouse"
 

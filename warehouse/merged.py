@@ -17,10 +17,10 @@ from pathlib import Path
 
 import polars as pl
 
-from tracelib.errors import SynthtraceError
-from tracelib.merge import MergeOptions, MergeResult, RunTables, merge_runs
-from warehouse.layout import Warehouse
-from warehouse.runs import experiment_runs, run_bursts, run_calls
+from synthtrace.tracelib.errors import SynthtraceError
+from synthtrace.tracelib.merge import MergeOptions, MergeResult, RunTables, merge_runs
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import experiment_runs, run_bursts, run_calls
 
 MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches")
 
@@ -55,8 +55,8 @@ def export_merged(wh: Warehouse, result: MergeResult, out_stem: str | Path) -> P
     communicators and ``.row`` names come from the reference run's own trace when it is a Paraver file still on
     disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where readable.
     """
-    from tracelib.paraver.reader import ParaverTrace  # noqa: PLC0415 - only the export needs them
-    from tracelib.paraver.writer import TraceMeta, write_paraver  # noqa: PLC0415
+    from synthtrace.tracelib.paraver.reader import ParaverTrace  # noqa: PLC0415 - only the export needs them
+    from synthtrace.tracelib.paraver.writer import TraceMeta, write_paraver  # noqa: PLC0415
 
     runs = experiment_runs(wh, result.experiment)
     paths = dict(zip(runs.get_column("run_id").to_list(), runs.get_column("source_path").to_list()))

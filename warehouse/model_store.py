@@ -8,7 +8,7 @@
 
 A model directory appears whole (written in staging, renamed in one step) and is never rewritten: every
 trained version stays. The artifact's SHA-256 is recorded in ``model.parquet`` and checked before the artifact
-is read; reading it with an explicit list of trusted types is the job of :mod:`models.registry`.
+is read; reading it with an explicit list of trusted types is the job of :mod:`synthtrace.models.registry`.
 A model's predictions directory is rebuilt in staging (other experiments' files hard-linked in) and swapped in
 by one rename, so a reader sees an experiment's old predictions or its new ones, never a mix.
 
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import polars as pl
 
-from warehouse.analysis import MERGED_FILE
-from warehouse.runs import run_bursts, runs_table
-from warehouse.errors import UnknownExperimentError, WarehouseError
-from warehouse.layout import Warehouse
+from synthtrace.warehouse.analysis import MERGED_FILE
+from synthtrace.warehouse.runs import run_bursts, runs_table
+from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
+from synthtrace.warehouse.layout import Warehouse
 
 ARTIFACT = "model.skops"
 RECORD = "model.parquet"
@@ -176,7 +176,7 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl
 
     An experiment's merged bursts when it was merged, else the bursts of each of its runs (each with its own
     counters). Returns (frame, info) with info = {experiments, run_ids, merged: [experiments read merged]}.
-    Raises :class:`~warehouse.errors.UnknownExperimentError` for a named experiment that does not exist.
+    Raises :class:`~synthtrace.warehouse.errors.UnknownExperimentError` for a named experiment that does not exist.
     """
     apps = experiment_apps(wh)
     names = sorted(apps) if experiments is None else list(dict.fromkeys(experiments))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from warehouse.layout import Warehouse
-from warehouse.model_store import file_name
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.model_store import file_name
 
 
 def regressions_dir(wh: Warehouse) -> Path:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracelib.schema import RUN_SCHEMA
-from tracelib.uncore import attribute_dram_cas
-from warehouse.errors import UnknownExperimentError
-from warehouse.layout import Warehouse
+from synthtrace.tracelib.schema import RUN_SCHEMA
+from synthtrace.tracelib.uncore import attribute_dram_cas
+from synthtrace.warehouse.errors import UnknownExperimentError
+from synthtrace.warehouse.layout import Warehouse
 
 
 def runs_table(wh: Warehouse) -> pl.DataFrame:
@@ -32,7 +32,7 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> 
     """The bursts of one run (its parts unioned by name), sorted by thread and burst_seq; empty if none.
 
     With ``dram_from_uncore`` and uncore memory-controller samples stored with the run, a ``DRAM_CAS`` column
-    is added: the node's measured CAS counts apportioned to its bursts (:mod:`tracelib.uncore`).
+    is added: the node's measured CAS counts apportioned to its bursts (:mod:`synthtrace.tracelib.uncore`).
     """
     run_dir = wh.run_dir(run_id)
     parts = sorted((run_dir / "bursts").glob("*.parquet"))

@@ -6,8 +6,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from warehouse.catalog import connect
-from warehouse.errors import QueryError, ReadOnlyQueryError
+from synthtrace.warehouse.catalog import connect
+from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 
 ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 

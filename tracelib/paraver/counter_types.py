@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError
 
 PRESET_BASE = 42_000_000
 NATIVE_BASE = 44_000_000

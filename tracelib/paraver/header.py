@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tracelib.errors import TraceFormatError
+from synthtrace.tracelib.errors import TraceFormatError
 
 _HEADER = re.compile(r"^#Paraver \((?P<date>[^)]*)\):(?P<rest>.*)$")
 _DURATION = re.compile(r"^(?P<value>\d+)(?:_(?P<unit>ns|us|ms|s))?$")

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracelib.errors import TraceFormatError
+from synthtrace.tracelib.errors import TraceFormatError
 
 COUNTER_TYPE_MIN = 42_000_000
 COUNTER_TYPE_MAX = 48_000_000  # exclusive: 42/43 presets, 44/45 natives, 46/47 uncore

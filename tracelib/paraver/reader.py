@@ -1,7 +1,7 @@
 """Reads a Paraver trace (``.prv`` + ``.pcf`` + ``.row``) into tidy burst and MPI-call tables.
 
 The ``.prv`` file is streamed in chunks of whole lines (``chunk_bytes``), so memory stays bounded by the chunk
-size and the per-thread tails the :class:`~tracelib.bursts.BurstAssembler` keeps, not by the trace size.
+size and the per-thread tails the :class:`~synthtrace.tracelib.bursts.BurstAssembler` keeps, not by the trace size.
 """
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
-from tracelib.bursts import ArrayBatch, BurstAssembler, ReadSummary, SampleArrays, null_unless, attach_messages
-from tracelib.errors import MissingCompanionWarning, TraceFormatError, TruncatedTraceError
-from tracelib.paraver.header import ParaverHeader, parse_header
-from tracelib.paraver.pcf import PcfCatalog, read_pcf
-from tracelib.paraver import tokenizer as tk
-from tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, EventArrays, ParsedChunk, RecordParser
-from tracelib.paraver.row import RowNames, read_row
-from tracelib.paraver.counter_types import UNCORE_BASE
-from tracelib.schema import THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
+from synthtrace.tracelib.bursts import ArrayBatch, BurstAssembler, ReadSummary, SampleArrays, null_unless, attach_messages
+from synthtrace.tracelib.errors import MissingCompanionWarning, TraceFormatError, TruncatedTraceError
+from synthtrace.tracelib.paraver.header import ParaverHeader, parse_header
+from synthtrace.tracelib.paraver.pcf import PcfCatalog, read_pcf
+from synthtrace.tracelib.paraver import tokenizer as tk
+from synthtrace.tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, EventArrays, ParsedChunk, RecordParser
+from synthtrace.tracelib.paraver.row import RowNames, read_row
+from synthtrace.tracelib.paraver.counter_types import UNCORE_BASE
+from synthtrace.tracelib.schema import THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 
@@ -282,7 +282,7 @@ class ParaverTrace:
 
         Parsing runs one chunk ahead in a background thread (the tokenizer releases the GIL), assembling in
         the caller's thread. MPI calls carry collective sizes but not yet point-to-point bytes: those come from
-        communication records that may appear later in the file; apply :func:`~tracelib.bursts.attach_messages`
+        communication records that may appear later in the file; apply :func:`~synthtrace.tracelib.bursts.attach_messages`
         with ``summary.messages`` once the iteration is over.
         """
         summary = summary if summary is not None else ReadSummary()

@@ -1,8 +1,8 @@
 """Chunked parsing of ``.prv`` record lines into arrays and small Polars frames.
 
-A chunk of whole lines goes through the Numba tokenizer (:mod:`tracelib.paraver.tokenizer`) in one pass: it
+A chunk of whole lines goes through the Numba tokenizer (:mod:`synthtrace.tracelib.paraver.tokenizer`) in one pass: it
 checks every line and keeps Running intervals, counter samples, MPI-related events and communication records.
-The first bad line of the file stops the read with a :class:`~tracelib.errors.TraceFormatError` naming the line
+The first bad line of the file stops the read with a :class:`~synthtrace.tracelib.errors.TraceFormatError` naming the line
 and the reason. Times are converted to ns with the header's time scale.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tracelib.bursts import IntervalArrays, SampleArrays
-from tracelib.errors import TraceFormatError
-from tracelib.paraver import tokenizer as tk
-from tracelib.paraver.header import ParaverHeader
+from synthtrace.tracelib.bursts import IntervalArrays, SampleArrays
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.paraver import tokenizer as tk
+from synthtrace.tracelib.paraver.header import ParaverHeader
 
 STATE_RUNNING = 1
 MPI_EVENT_TYPES = (50_000_001, 50_000_002, 50_000_003, 50_000_004, 50_000_005)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracelib.errors import TraceFormatError
+from synthtrace.tracelib.errors import TraceFormatError
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelib.errors import TraceFormatError
-from tracelib.paraver.header import format_header, parse_header
-from tracelib.paraver.reader import companion
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.paraver.header import format_header, parse_header
+from synthtrace.tracelib.paraver.reader import companion
 
 _TIME_FIELDS = {"1": (5, 6), "2": (5,), "3": (5, 6, 11, 12)}
 

@@ -5,7 +5,7 @@ keeps: Running state intervals, counter samples (absolute counters already turne
 events (MPI, collective sizes, callers; with their line number) and communication records. On the way it checks
 every line (digits only, no empty field, field counts, record type, times within the header's duration, the
 resource model, time order per thread) and stops at the first bad line with an error code that
-:func:`tracelib.paraver.records.error_reason` turns into the one-line reason.
+:func:`synthtrace.tracelib.paraver.records.error_reason` turns into the one-line reason.
 
 State that spans chunks (last time per thread, the counter-type table, the last reading of absolute counters)
 lives in a :class:`TokenizerState` and is updated in place.

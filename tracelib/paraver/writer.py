@@ -16,7 +16,7 @@ Conventions (as in the real Extrae traces under ``../shared/traces/paraver``):
   records placed at their physical send time.
 
 Two entry points: :func:`write_paraver` writes a trace from tidy tables (``bursts`` with one column per counter and
-``mpi_calls`` as :class:`~tracelib.paraver.reader.ParaverTrace` returns them, plus a :class:`TraceMeta`), and
+``mpi_calls`` as :class:`~synthtrace.tracelib.paraver.reader.ParaverTrace` returns them, plus a :class:`TraceMeta`), and
 :class:`ParaverWriter` takes pre-formatted record blocks in time order (what the simulator streams). Both keep
 memory bounded by one time window of records.
 """
@@ -33,15 +33,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tracelib.bursts import MESSAGE_SCHEMA, attach_messages
-from tracelib.errors import BadInputError, SynthtraceError
-from tracelib.paraver.counter_types import CounterInfo, catalogue
-from tracelib.paraver.header import ParaverHeader, format_header
-from tracelib.paraver.pcf import is_counter_type
-from tracelib.paraver.reader import EXTRAE_MPI_CALLS, ParaverTrace
-from tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES
-from tracelib.paraver.row import format_row
-from tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS
+from synthtrace.tracelib.bursts import MESSAGE_SCHEMA, attach_messages
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+from synthtrace.tracelib.paraver.counter_types import CounterInfo, catalogue
+from synthtrace.tracelib.paraver.header import ParaverHeader, format_header
+from synthtrace.tracelib.paraver.pcf import is_counter_type
+from synthtrace.tracelib.paraver.reader import EXTRAE_MPI_CALLS, ParaverTrace
+from synthtrace.tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES
+from synthtrace.tracelib.paraver.row import format_row
+from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS
 
 # ----------------------------------------------------------------------------------------------- MPI catalogue
 MPI_TYPES: dict[str, int] = {"point_to_point": 50_000_001, "collective": 50_000_002, "other": 50_000_003}

@@ -22,12 +22,12 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from tracelib.errors import BadInputError
-from tracelib.machine import load_machine
-from tracelib.simulator.engine import ExperimentResult, ExperimentSpec, LabellerFactory, simulate_experiment
-from tracelib.simulator.kernels import Kernel
-from tracelib.simulator.patterns import PATTERNS
-from tracelib.simulator.truth import TruthStore
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import load_machine
+from synthtrace.tracelib.simulator.engine import ExperimentResult, ExperimentSpec, LabellerFactory, simulate_experiment
+from synthtrace.tracelib.simulator.kernels import Kernel
+from synthtrace.tracelib.simulator.patterns import PATTERNS
+from synthtrace.tracelib.simulator.truth import TruthStore
 
 #: kind -> (smallest, largest) size drawn for random injections
 REGRESSION_KINDS: dict[str, tuple[float, float]] = {

@@ -20,22 +20,22 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tracelib.errors import BadInputError
-from tracelib.machine import Machine, load_machine
-from tracelib.metrics import burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
-from tracelib.paraver.counter_types import catalogue
-from tracelib.paraver.writer import (CallSites, Communicator, PcfSpec, ParaverWriter, TraceMeta, mpi_call_ids,
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.metrics import burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
+from synthtrace.tracelib.paraver.counter_types import catalogue
+from synthtrace.tracelib.paraver.writer import (CallSites, Communicator, PcfSpec, ParaverWriter, TraceMeta, mpi_call_ids,
                                      mpi_kind_of, mpi_state_of)
-from tracelib.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
-from tracelib.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
-from tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel, base_kernel
-from tracelib.simulator.network import Network
-from tracelib.simulator.patterns import PATTERNS, AppParams
-from tracelib.simulator.patterns.base import WORLD_COMM, epilogue, prologue
-from tracelib.simulator.pmu import DEFAULT_SLOTS, assign_counter_sets, runs_needed
-from tracelib.simulator.records import RecordTables, pair_records
-from tracelib.simulator.truth import OracleAccumulator, TruthStore
-from tracelib.simulator.variation import Variation, node_count, place, run_clock
+from synthtrace.tracelib.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
+from synthtrace.tracelib.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
+from synthtrace.tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel, base_kernel
+from synthtrace.tracelib.simulator.network import Network
+from synthtrace.tracelib.simulator.patterns import PATTERNS, AppParams
+from synthtrace.tracelib.simulator.patterns.base import WORLD_COMM, epilogue, prologue
+from synthtrace.tracelib.simulator.pmu import DEFAULT_SLOTS, assign_counter_sets, runs_needed
+from synthtrace.tracelib.simulator.records import RecordTables, pair_records
+from synthtrace.tracelib.simulator.truth import OracleAccumulator, TruthStore
+from synthtrace.tracelib.simulator.variation import Variation, node_count, place, run_clock
 
 DEFAULT_DATE = datetime(2026, 1, 5, 2, 0)
 
@@ -114,7 +114,7 @@ class ExperimentSpec:
 @dataclass(frozen=True)
 class Labeller:
     """Archetype rules supplied by a higher layer (tracelib does not know them). Each callable takes the metric
-    frame of :mod:`tracelib.metrics` (bursts / MPI calls / phases, with a ``_row`` column) and returns it with an
+    frame of :mod:`synthtrace.tracelib.metrics` (bursts / MPI calls / phases, with a ``_row`` column) and returns it with an
     ``archetype`` column; calls and phases may come back with fewer rows (units the rules do not cover)."""
 
     bursts: Callable[[pl.DataFrame], pl.DataFrame]
@@ -299,7 +299,7 @@ def _cum_within(values: np.ndarray, task: np.ndarray) -> np.ndarray:
 
 
 class _Labels:
-    """Archetype labels of truth rows from the metrics of :mod:`tracelib.metrics` and a :class:`Labeller`."""
+    """Archetype labels of truth rows from the metrics of :mod:`synthtrace.tracelib.metrics` and a :class:`Labeller`."""
 
     def __init__(self, machine: Machine, rps: float, labeller: Labeller | None):
         self.machine, self.rps, self.labeller = machine, rps, labeller

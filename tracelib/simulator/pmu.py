@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from tracelib.errors import BadInputError
-from tracelib.simulator.counter_model import FIXED_COUNTERS, PROGRAMMABLE_COUNTERS
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.simulator.counter_model import FIXED_COUNTERS, PROGRAMMABLE_COUNTERS
 
 DEFAULT_SLOTS = 4
 

@@ -34,10 +34,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from tracelib.errors import BadInputError
-from tracelib.simulator.counter_model import MAX_L2_MISS_RATIO, MAX_L3_MISS_RATIO
-from tracelib.simulator.kernels import KERNELS, Kernel
-from tracelib.simulator.patterns import PATTERNS
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.simulator.counter_model import MAX_L2_MISS_RATIO, MAX_L3_MISS_RATIO
+from synthtrace.tracelib.simulator.kernels import KERNELS, Kernel
+from synthtrace.tracelib.simulator.patterns import PATTERNS
 
 #: parameter -> (how it moves: "log" multiplies by exp(s z), "logit" shifts the logit by s z; share of the spread).
 #: ``l2_ratio`` = l2_mpki / l1_mpki and ``l3_ratio`` = l3_mpki / l2_mpki (local miss ratios).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError
 
 _RACKS, _ROWS, _BLADES = 8, 4, 12  # node names gs{rack}r{row}b{blade}, like MareNostrum's
 

@@ -1,0 +1,101 @@
+"""synthtrace: merge multi-run hardware-counter traces of MPI applications into one synthetic trace.
+
+The small Python API over the four layers (``synthtrace.tracelib`` formats and merge, ``synthtrace.warehouse``
+storage, ``synthtrace.models`` learning, ``synthtrace.pipelines`` flows and CLI)::
+
+    import synthtrace
+
+    bursts, calls = synthtrace.read_trace("lulesh.run0.prv")        # one trace as two Polars tables
+    wh = synthtrace.open_warehouse("synthtrace-warehouse")         # Parquet + DuckDB views
+    synthtrace.ingest(wh, "traces/lulesh/", experiment="lulesh")    # files or folders
+    result = synthtrace.merge(wh, "lulesh")                          # MergeResult: merged, quality, matches
+    labels = synthtrace.classify(result.merged).archetypes          # the 13 archetypes, one row per unit
+    synthtrace.sql(wh, "SELECT * FROM merge_quality")                # read-only SQL, a Polars frame
+
+Every function imports what it needs when called, so ``import synthtrace`` stays cheap (the CLI starts from it).
+"""
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - names for type checkers only
+    import polars as pl
+
+    from synthtrace.models.analysis import AnalysisResult
+    from synthtrace.tracelib.formats import TraceSource
+    from synthtrace.tracelib.machine import Machine
+    from synthtrace.tracelib.merge import MergeResult
+    from synthtrace.warehouse.ingest import IngestResult
+    from synthtrace.warehouse.layout import Warehouse
+
+try:
+    __version__ = version("synthtrace")
+except PackageNotFoundError:  # pragma: no cover - running from a checkout that was never installed
+    __version__ = "0+unknown"
+
+#: The warehouse folder used when none is given (also the CLI's default, overridden by $SYNTHTRACE_WAREHOUSE).
+DEFAULT_WAREHOUSE = Path("synthtrace-warehouse")
+
+__all__ = ["DEFAULT_WAREHOUSE", "__version__", "classify", "ingest", "merge", "open_trace", "open_warehouse",
+           "read_trace", "sql"]
+
+
+def open_trace(path: str | Path) -> TraceSource:
+    """Open a trace (Paraver ``.prv``/``.prv.gz`` with its ``.pcf``/``.row``, or an OTF2 ``.otf2`` anchor) lazily:
+    header, resources and start date are read; the records only when its tables are asked for."""
+    from synthtrace.tracelib.formats import open_trace as _open
+    return _open(path)
+
+
+def read_trace(path: str | Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A whole trace in memory as ``(bursts, mpi_calls)``: one row per computation burst (times in ns, one column
+    per counter, counts) and one per MPI call (bytes, peer, communicator, tag). For traces that fit in memory;
+    :func:`ingest` streams larger ones into a warehouse."""
+    bursts, calls, _ = open_trace(path).read_tables()
+    return bursts, calls
+
+
+def open_warehouse(root: str | Path = DEFAULT_WAREHOUSE) -> Warehouse:
+    """The warehouse at ``root`` (created on first write)."""
+    from synthtrace.warehouse.layout import Warehouse
+    return Warehouse(root)
+
+
+def _warehouse(wh: Warehouse | str | Path) -> Warehouse:
+    return wh if not isinstance(wh, (str, Path)) else open_warehouse(wh)
+
+
+def ingest(wh: Warehouse | str | Path, *paths: str | Path, experiment: str | None = None) -> list[IngestResult]:
+    """Ingest trace files or folders into the warehouse (idempotent: the same content is stored once)."""
+    from synthtrace.tracelib.formats import find_traces
+    from synthtrace.warehouse.ingest import ingest_trace
+    w = _warehouse(wh)
+    return [ingest_trace(w, p, experiment=experiment) for p in find_traces([Path(p) for p in paths])]
+
+
+def merge(wh: Warehouse | str | Path, experiment: str, *, reference: str | None = None) -> MergeResult:
+    """Align the experiment's runs, merge their counters into the reference run's bursts and commit the result
+    (``merged_bursts``, ``merge_quality``, ``merge_matches``)."""
+    from synthtrace.tracelib.merge import MergeOptions
+    from synthtrace.warehouse.merged import merge_experiment
+    return merge_experiment(_warehouse(wh), experiment, MergeOptions(reference=reference))
+
+
+def classify(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, *,
+             machine: Machine | str | None = None) -> AnalysisResult:
+    """Metrics and the 13 performance archetypes of a bursts table (one run, or a merged experiment) and,
+    when given, its MPI calls; ``machine`` is a profile, a preset name or a TOML path (default preset)."""
+    from synthtrace.models.analysis import analyse
+    from synthtrace.tracelib.machine import Machine, load_machine
+    m = machine if isinstance(machine, Machine) else load_machine(machine)
+    return analyse(bursts, calls, machine=m)
+
+
+def sql(wh: Warehouse | str | Path, query: str) -> pl.DataFrame:
+    """Run a read-only SQL query over the warehouse views; returns a Polars frame."""
+    import polars as pl
+
+    from synthtrace.warehouse.sql import query as _query
+    return pl.from_arrow(_query(_warehouse(wh).root, query))
