@@ -23,7 +23,7 @@ def big_trace(tmp_path_factory) -> Path:
 
 
 def _ingest_cmd(prv: Path, wh: Path) -> list[str]:
-    return [sys.executable, "-c", "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
+    return [sys.executable, "-c", "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
             "ingest", str(prv), "--warehouse", str(wh)]
 
 

@@ -67,7 +67,7 @@ def test_dask_runner_on_a_local_cluster(prefect_harness, tmp_path, drop):
 def _night_cmd(drop: Path, wh: Path) -> list[str]:
     """The night as a separate process, ingest only: these tests are about ingest and readers, not analysis."""
     skip = [a for s in ("merge", "archetypes", "detect", "retrain", "report") for a in ("--skip", s)]
-    return [sys.executable, "-c", "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
+    return [sys.executable, "-c", "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
             "nightly", "--drop", str(drop), "--warehouse", str(wh), *skip]
 
 
