@@ -129,6 +129,9 @@ class ReadSummary:
     uncore_sink: Callable[[pl.DataFrame], None] | None = None
     n_uncore: int = 0
     thread_nodes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=THREAD_NODE_SCHEMA))
+    #: hex content hash of the bytes the reader parsed (:class:`~synthtrace.tracelib.formats.ContentHasher`);
+    #: None when the format's library reads the files itself (OTF2)
+    content_hash: str | None = None
 
 
 def _empty(schema: dict) -> pl.DataFrame:

@@ -35,5 +35,9 @@ class TruncatedTraceError(TraceFormatError):
     """The trace ends mid-record (a killed job); ``--salvage`` keeps its complete records."""
 
 
+class TraceChangedError(TraceFormatError):
+    """The trace's files changed while they were read (a job still writing, a copy in progress): nothing stored."""
+
+
 class MissingCompanionWarning(UserWarning):
     """A ``.pcf`` or ``.row`` file is missing; the trace is still usable."""

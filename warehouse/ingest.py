@@ -11,15 +11,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
-import xxhash
 
 from synthtrace.tracelib.bursts import ReadSummary, message_columns, with_message_columns
-from synthtrace.tracelib.formats import TraceSource, open_trace
+from synthtrace.tracelib.errors import BadInputError, TraceChangedError
+from synthtrace.tracelib.formats import ContentHasher, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import RUN_SCHEMA
+from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.layout import Warehouse
 
 RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files kept as run_id
-_HASH_BLOCK = 8 * 1024 * 1024  # bytes read per hash update
 
 
 @dataclass
@@ -30,27 +30,21 @@ class IngestResult:
     run_id: str
     run_name: str
     experiment: str
-    status: str  # "ingested" | "already"
+    status: str  # "ingested" | "already" (also when a concurrent ingest of the same content committed first)
     n_bursts: int = 0
     n_mpi_calls: int = 0
     warnings: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # run_ids of the same trace ingested before its .pcf
+
+
+class RunConflictError(BadInputError):
+    """A trace is already in the warehouse under another experiment or app than the one asked for."""
 
 
 def run_identity(source: TraceSource) -> str:
-    """The run_id: a hash of the bytes of the trace's files (so renames and re-drops are recognised).
-
-    xxh3-128 rather than SHA-256: the id keeps 64 bits, where a cryptographic hash buys no safety, and xxh3 hashes
-    at memory speed (0.09 s per GB against 0.6 s for SHA-256 on the benchmark machine), which is most of what
-    an ingest spent before parsing.
-    """
-    h = xxhash.xxh3_128()
-    buf = bytearray(_HASH_BLOCK)
-    view = memoryview(buf)
-    for f in source.content_files():
-        with open(f, "rb", buffering=0) as fh:
-            while n := fh.readinto(buf):
-                h.update(view[:n])
-    return h.hexdigest()[:RUN_ID_CHARS]
+    """The run_id: a hash of the bytes of the trace's files (so renames and re-drops are recognised); see
+    :class:`~synthtrace.tracelib.formats.ContentHasher`."""
+    return ContentHasher.of_files(source.content_files())[:RUN_ID_CHARS]
 
 
 def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[str, str, str]:
@@ -59,10 +53,27 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     folder's name and its experiment the folder holding the archive."""
     path = path.resolve()
     holder = path.parent
-    run_name = path.stem
+    run_name = trace_stem(path)
     if path.suffix == ".otf2":
         run_name, holder = (path.parent.name, path.parent.parent) if path.stem == "traces" else (path.stem, path.parent)
     return run_name, app or run_name.split(".")[0], experiment or holder.name
+
+
+def experiment_names(paths: list[Path], app: str | None = None) -> tuple[dict[Path, str], list[str]]:
+    """Default experiment of each trace, and a note per folder that holds traces of several applications.
+
+    A folder of one application's runs is one experiment (named by the folder, DESIGN §3). Unrelated traces in
+    one folder must not become one experiment (merge would mix programs): when a folder holds several apps, each
+    app's traces become an experiment named by the app.
+    """
+    named = {p: default_names(p, None, app) for p in paths}
+    folders: dict[str, set[str]] = {}
+    for _, app_name, folder in named.values():
+        folders.setdefault(folder, set()).add(app_name)
+    mixed = {folder: sorted(apps) for folder, apps in folders.items() if len(apps) > 1}
+    notes = [f"folder {folder} holds traces of {len(apps)} applications ({', '.join(apps)}): each becomes an "
+             "experiment named by its app (--experiment NAME puts them all in one)" for folder, apps in mixed.items()]
+    return {p: app_name if folder in mixed else folder for p, (_, app_name, folder) in named.items()}, notes
 
 
 def write_mpi_calls(parts: list[Path], summary: ReadSummary, target: Path) -> None:
@@ -126,9 +137,46 @@ def write_chunk(writer: PartWriter, stage: Path, i: int, bursts: pl.DataFrame, c
 
 
 def existing_run(wh: Warehouse, run_id: str) -> dict | None:
-    """The stored runs row of ``run_id``, or None."""
+    """The stored runs row of ``run_id``; None when there is none or its ``run.parquet`` is damaged (the run is
+    then ingested again, replacing the damaged directory)."""
     f = wh.run_dir(run_id) / "run.parquet"
-    return pl.read_parquet(f).row(0, named=True) if f.is_file() else None
+    if not f.is_file():
+        return None
+    try:
+        return pl.read_parquet(f).row(0, named=True)
+    except (OSError, pl.exceptions.PolarsError, IndexError):
+        return None
+
+
+def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path) -> list[str]:
+    """Runs of this very trace ingested before its ``.pcf`` was beside it (same source path and .prv/.row bytes,
+    no .pcf then): the run being ingested now supersedes them."""
+    files = source.content_files()
+    if source.format != "paraver" or not any(f.suffix == ".pcf" for f in files) or not wh.runs_dir.is_dir():
+        return []
+    size_without_pcf = sum(f.stat().st_size for f in files if f.suffix != ".pcf")
+    found = []
+    for run_file in wh.runs_dir.glob("*/run.parquet"):
+        row = existing_run(wh, run_file.parent.name)
+        if (row and row["source_path"] == str(path.resolve()) and row["source_bytes"] == size_without_pcf
+                and any("no .pcf file" in w for w in row["warnings"] or [])):
+            found.append(row["run_id"])
+    return found
+
+
+def _check_same_place(row: dict, experiment: str | None, app: str | None, path: Path) -> None:
+    """An explicit ``--experiment``/``--app`` that differs from where the trace already is: refuse, saying how to
+    move the run (silently ignoring the request would leave the user's experiment without it)."""
+    asked = {"experiment": experiment, "app": app}
+    for key, value in asked.items():
+        if value is not None and value != row[key]:
+            raise RunConflictError(
+                f"{path}: already ingested as {row['run_name']} (run {row['run_id']}) in {key} {row[key]!r}, not "
+                f"{value!r}; to move it: synthtrace runs move {row['run_id']} --{key} {value}")
+
+
+def _stat_signature(files: list[Path]) -> list[tuple[int, int]]:
+    return [(f.stat().st_size, f.stat().st_mtime_ns) for f in files]
 
 
 def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = None, app: str | None = None,
@@ -136,46 +184,70 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                  progress: Callable[[int], None] | None = None) -> IngestResult:
     """Read a trace and commit it as one run directory. Re-ingesting the same content does nothing.
 
-    Raises :class:`~synthtrace.tracelib.errors.TraceFormatError` for a broken trace; the warehouse is then unchanged.
+    Raises :class:`~synthtrace.tracelib.errors.TraceFormatError` for a broken trace (and
+    :class:`~synthtrace.tracelib.errors.TraceChangedError` for one that changed while it was read: the run
+    stored is always the content its run_id names), :class:`RunConflictError` when the trace is already in
+    another experiment than ``experiment``; the warehouse is then unchanged.
     """
     path = Path(path)
     source = open_trace(path, salvage=salvage)
+    signature = _stat_signature(source.content_files())
     run_id = run_identity(source)
     run_name, app_name, exp_name = default_names(path, experiment, app)
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
+        _check_same_place(row, experiment, app, path)
         return IngestResult(path, run_id, row["run_name"], row["experiment"], "already",
                             row["n_bursts"], row["n_mpi_calls"])
-
-    with wh.staged(wh.run_dir(run_id)) as stage:
-        for sub in ("bursts", "_calls", "uncore"):
-            (stage / sub).mkdir()
-        with PartWriter() as writer:
-            n_uncore_parts = itertools.count()
-            summary = ReadSummary(uncore_sink=lambda samples: writer.write(
-                samples, stage / "uncore" / f"part-{next(n_uncore_parts):05d}.parquet"))
-            for i, (bursts, calls) in enumerate(source.iter_tables(run_id, progress=progress, summary=summary)):
-                write_chunk(writer, stage, i, bursts, calls)
-        parts = sorted((stage / "_calls").glob("*.parquet"))
-        if parts:
-            write_mpi_calls(parts, summary, stage / "mpi_calls.parquet")
-        shutil.rmtree(stage / "_calls")
-        if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
-            summary.thread_nodes.write_parquet(stage / "threads.parquet")
-        else:
-            (stage / "uncore").rmdir()
-        res = source.resources
-        run = pl.DataFrame([{
-            "run_id": run_id, "run_name": run_name, "experiment": exp_name, "app": app_name,
-            "started_at": date or source.started_at, "format": source.format,
-            "source_path": str(path.resolve()), "source_bytes": sum(f.stat().st_size for f in source.content_files()),
-            "n_appl": res["n_appl"], "n_tasks": res["n_tasks"], "n_threads": res["n_threads"],
-            "n_nodes": res["n_nodes"], "duration_ns": res["duration_ns"], "counters": summary.counters,
-            "n_bursts": summary.n_bursts, "n_mpi_calls": summary.n_calls, "warnings": summary.warnings,
-            "ingested_at": datetime.now(UTC),
-        }], schema=RUN_SCHEMA)
-        run.write_parquet(stage / "run.parquet")
+    superseded = _runs_without_pcf(wh, source, path)
+    ingested_at = datetime.now(UTC)
+    try:
+        with wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists()) as stage:
+            summary = _write_run(source, run_id, stage, progress)
+            if (summary.content_hash or run_id)[:RUN_ID_CHARS] != run_id or \
+                    _stat_signature(source.content_files()) != signature:
+                raise TraceChangedError(path, None, "the trace changed while it was read (a job still writing it, a "
+                                        "copy in progress?); nothing stored: ingest it again once it is complete")
+            res = source.resources
+            pl.DataFrame([{
+                "run_id": run_id, "run_name": run_name, "experiment": exp_name, "app": app_name,
+                "started_at": date or source.started_at, "format": source.format,
+                "source_path": str(path.resolve()), "source_bytes": sum(f.stat().st_size for f in source.content_files()),
+                "n_appl": res["n_appl"], "n_tasks": res["n_tasks"], "n_threads": res["n_threads"],
+                "n_nodes": res["n_nodes"], "duration_ns": res["duration_ns"], "counters": summary.counters,
+                "n_bursts": summary.n_bursts, "n_mpi_calls": summary.n_calls, "warnings": summary.warnings,
+                "ingested_at": ingested_at,
+            }], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
+    except (OSError, pl.exceptions.ComputeError) as exc:  # disk full, quota, permissions: nothing was committed
+        reason = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0]
+        raise WarehouseError(f"{wh.root}: cannot store the run of {path} ({reason}); the warehouse is unchanged") from None
+    row = existing_run(wh, run_id)
+    if row is None or row["ingested_at"] != ingested_at.replace(tzinfo=None) and row["ingested_at"] != ingested_at:
+        # another ingest of the same content committed first: it is that one's run
+        return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
+                            "already", summary.n_bursts, summary.n_calls)
+    for old in superseded:
+        wh.remove(wh.run_dir(old))
     return IngestResult(path, run_id, run_name, exp_name, "ingested", summary.n_bursts, summary.n_calls,
-                        list(summary.warnings))
+                        list(summary.warnings), superseded)
 
 
+def _write_run(source: TraceSource, run_id: str, stage: Path, progress: Callable[[int], None] | None) -> ReadSummary:
+    """Read ``source`` into the staging directory of its run (bursts and uncore parts, mpi_calls.parquet)."""
+    for sub in ("bursts", "_calls", "uncore"):
+        (stage / sub).mkdir()
+    with PartWriter() as writer:
+        n_uncore_parts = itertools.count()
+        summary = ReadSummary(uncore_sink=lambda samples: writer.write(
+            samples, stage / "uncore" / f"part-{next(n_uncore_parts):05d}.parquet"))
+        for i, (bursts, calls) in enumerate(source.iter_tables(run_id, progress=progress, summary=summary)):
+            write_chunk(writer, stage, i, bursts, calls)
+    parts = sorted((stage / "_calls").glob("*.parquet"))
+    if parts:
+        write_mpi_calls(parts, summary, stage / "mpi_calls.parquet")
+    shutil.rmtree(stage / "_calls")
+    if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
+        summary.thread_nodes.write_parquet(stage / "threads.parquet")
+    else:
+        (stage / "uncore").rmdir()
+    return summary

@@ -16,6 +16,10 @@ _HEADER = re.compile(r"^#Paraver \((?P<date>[^)]*)\):(?P<rest>.*)$")
 _DURATION = re.compile(r"^(?P<value>\d+)(?:_(?P<unit>ns|us|ms|s))?$")
 _COUNTED = re.compile(r"^(?P<n>\d+)(?:\((?P<items>[^)]*)\))?$")
 _UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, None: 1_000}
+MAX_DIGITS = 30  # no header number is longer (a 64-bit integer has 20 digits)
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,11 @@ def _split_top_level(text: str, sep: str) -> list[str]:
     return parts
 
 
+def _short(text: str, limit: int = 40) -> str:
+    """``text`` for an error line: at most ``limit`` characters (a header can be megabytes long)."""
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
 def _parse_date(text: str) -> datetime | None:
     for fmt in ("%d/%m/%y at %H:%M", "%d/%m/%Y at %H:%M", "%d/%m/%y at %H:%M:%S", "%d/%m/%Y at %H:%M:%S"):
         try:
@@ -73,29 +82,37 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     m = _HEADER.match(line.rstrip("\r\n"))
     if not m:
         raise TraceFormatError(path, 1, "no Paraver header (the file must start with '#Paraver (')")
+    if (long := _LONG_NUMBER.search(m["rest"])) is not None:
+        raise bad(f"number {_short(long[0])} has more than {MAX_DIGITS} digits")
     tokens = _split_top_level(m["rest"], ":")
     if len(tokens) < 4:
         raise bad("expected END:RESOURCES:N_APPL:APPLICATIONS")
     dur = _DURATION.match(tokens[0])
     if not dur:
-        raise bad(f"duration {tokens[0]!r} is not an integer with an optional _ns/_us unit")
+        raise bad(f"duration {_short(tokens[0])!r} is not an integer with an optional _ns/_us unit")
     scale = _UNIT_NS[dur["unit"]]
+    if int(dur["value"]) * scale > INT64_MAX:
+        raise bad(f"duration {_short(dur['value'])} does not fit in a signed 64-bit integer of ns")
 
     res = _COUNTED.match(tokens[1])
     if not res:
-        raise bad(f"resource model {tokens[1]!r} is not NODES(cpus,...)")
+        raise bad(f"resource model {_short(tokens[1])!r} is not NODES(cpus,...)")
     cpus: tuple[int, ...] = ()
     if res["items"] is not None:
         try:
             cpus = tuple(int(x) for x in res["items"].split(","))
         except ValueError:
-            raise bad(f"cpu counts {res['items']!r} are not integers") from None
+            raise bad(f"cpu counts {_short(res['items'])!r} are not integers") from None
         if len(cpus) != int(res["n"]):
-            raise bad(f"{res['n']} nodes declared but {len(cpus)} cpu counts given")
+            raise bad(f"{_short(res['n'])} nodes declared but {len(cpus)} cpu counts given")
+        if sum(cpus) > INT32_MAX:
+            raise bad(f"{_short(str(sum(cpus)))} cpus do not fit in a 32-bit integer")
 
     if not tokens[2].isdigit():
-        raise bad(f"number of applications {tokens[2]!r} is not an integer")
+        raise bad(f"number of applications {_short(tokens[2])!r} is not an integer")
     n_appl = int(tokens[2])
+    if n_appl == 0:
+        raise bad("no applications declared")
     # Applications are separated by ':' (Paraver's specification) or ',' (what Extrae writes); a trailing
     # bare integer is the number of communicator ('c:') lines that follow the header.
     appl_tokens = [t for tok in tokens[3:] for t in _split_top_level(tok, ",")]
@@ -103,21 +120,32 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     if appl_tokens and appl_tokens[-1].isdigit() and len(appl_tokens) == n_appl + 1:
         n_comm = int(appl_tokens.pop())
     if len(appl_tokens) != n_appl:
-        raise bad(f"{n_appl} applications declared but {len(appl_tokens)} described")
+        raise bad(f"{_short(tokens[2])} applications declared but {len(appl_tokens)} described")
     threads, nodes = [], []
     for k, tok in enumerate(appl_tokens, start=1):
         am = _COUNTED.match(tok)
         if not am or am["items"] is None:
-            raise bad(f"application {k} {tok!r} is not NTASKS(threads:node,...)")
+            raise bad(f"application {k} {_short(tok)!r} is not NTASKS(threads:node,...)")
         pairs = am["items"].split(",")
+        if int(am["n"]) == 0:
+            raise bad(f"application {k} declares no tasks")
         if len(pairs) != int(am["n"]):
-            raise bad(f"application {k} declares {am['n']} tasks but describes {len(pairs)}")
+            raise bad(f"application {k} declares {_short(am['n'])} tasks but describes {len(pairs)}")
         try:
             tn = [tuple(int(v) for v in p.split(":")) for p in pairs]
         except ValueError:
-            raise bad(f"application {k} task list {am['items']!r} is not threads:node pairs") from None
+            raise bad(f"application {k} task list {_short(am['items'])!r} is not threads:node pairs") from None
         if any(len(p) != 2 for p in tn):
-            raise bad(f"application {k} task list {am['items']!r} is not threads:node pairs")
+            raise bad(f"application {k} task list {_short(am['items'])!r} is not threads:node pairs")
+        for task, (n_threads, node) in enumerate(tn, start=1):
+            if not 1 <= n_threads <= INT32_MAX:
+                raise bad(f"application {k} task {task} declares {_short(str(n_threads))} threads "
+                          f"(expected 1 to {INT32_MAX})")
+            if cpus and not 1 <= node <= len(cpus):
+                raise bad(f"application {k} task {task} runs on node {_short(str(node))} "
+                          f"but the header declares {len(cpus)} nodes")
+            if node > INT32_MAX:
+                raise bad(f"application {k} task {task} node {_short(str(node))} does not fit in a 32-bit integer")
         threads.append(tuple(p[0] for p in tn))
         nodes.append(tuple(p[1] for p in tn))
     return ParaverHeader(

@@ -5,6 +5,7 @@ size and the per-thread tails the :class:`~synthtrace.tracelib.bursts.BurstAssem
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import threading
@@ -12,18 +13,19 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.bursts import ArrayBatch, BurstAssembler, ReadSummary, SampleArrays, null_unless, attach_messages
-from synthtrace.tracelib.errors import MissingCompanionWarning, TraceFormatError, TruncatedTraceError
+from synthtrace.tracelib.errors import MissingCompanionWarning, TraceChangedError, TraceFormatError, TruncatedTraceError
+from synthtrace.tracelib.formats import ContentHasher, open_bytes, reading, trace_stem
 from synthtrace.tracelib.paraver.header import ParaverHeader, parse_header
-from synthtrace.tracelib.paraver.pcf import PcfCatalog, read_pcf
+from synthtrace.tracelib.paraver.pcf import PcfCatalog, parse_pcf
 from synthtrace.tracelib.paraver import tokenizer as tk
 from synthtrace.tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, EventArrays, ParsedChunk, RecordParser
-from synthtrace.tracelib.paraver.row import RowNames, read_row
+from synthtrace.tracelib.paraver.row import RowNames, parse_row
 from synthtrace.tracelib.paraver.counter_types import UNCORE_BASE
 from synthtrace.tracelib.schema import THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
@@ -42,8 +44,26 @@ EXTRAE_MPI_CALLS = {
 _CALLER_LINE = re.compile(r"^(?P<line>\d+) \((?P<file>[^,)]+)")
 
 
+#: Longest header line read (a header lists every task: 1,500 tasks take about 6 KB, a million about 4 MB).
+MAX_HEADER_BYTES = 64 * 1024 * 1024
+MIN_RECORD_BYTES = 16  # the shortest record line ("1:1:1:1:1:0:1:1\n")
+MAX_IDLE_THREADS = 1 << 16  # threads a header may declare beyond those its file has room to describe
+MAX_THREADS = 1 << 24
+GZIP_RATIO = 64  # a compressed trace may describe this many times its size in threads
+_PREFIX_STARTS = frozenset([b"c", b"C", b"i", b"I", b"#", b"\n", b"\r"])  # communicator, comment, blank lines
+
+
 def companion(prv: Path, suffix: str) -> Path:
-    return prv.with_suffix(suffix)
+    """The ``.pcf``/``.row`` file of a trace: beside it, named without ``.prv`` (and ``.gz``), as Paraver looks."""
+    return prv.with_name(trace_stem(prv) + suffix)
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[BinaryIO]:
+    """The trace's bytes (see :func:`~synthtrace.tracelib.formats.open_bytes`); a file that cannot be read (or
+    decompressed) is bad input."""
+    with reading(path), open_bytes(path) as fh:
+        yield fh
 
 
 @dataclass
@@ -167,19 +187,67 @@ class ParaverTrace:
         self.size = self.path.stat().st_size
         if self.size == 0:
             raise TraceFormatError(self.path, None, "empty file")
-        with open(self.path, "rb") as fh:
-            head = fh.read(4096)
-        if b"\0" in head:
-            raise TraceFormatError(self.path, 1, "binary file, not a Paraver text trace")
-        first = head.split(b"\n", 1)[0]
-        try:
-            self.header: ParaverHeader = parse_header(first.decode("utf-8"), str(self.path))
-        except UnicodeDecodeError:
-            raise TraceFormatError(self.path, 1, "header is not text") from None
-        self.pcf = self._companion(".pcf", read_pcf, PcfCatalog())
-        self.row = self._companion(".row", read_row, RowNames())
+        self._prefix, self._body_line, header_line = self._read_prefix()
+        self.header: ParaverHeader = parse_header(header_line, str(self.path))
+        self._check_declared_threads()
+        self._companion_bytes: list[bytes] = []
+        self.pcf = self._companion(".pcf", parse_pcf, PcfCatalog())
+        self.row = self._companion(".row", parse_row, RowNames())
+        self._warn_ignored_pcf_lines()
         self._check_row()
         start_warm_up()
+
+    def _read_prefix(self) -> tuple[bytes, int, str]:
+        """(bytes before the first record line, its 1-based line number, the header line): the header (after an
+        optional ``new format`` line, as Paraver reads it), its communicator lines (``c:``/``i:``) and the
+        comments and blank lines that directly follow it. The header may be of any length up to
+        :data:`MAX_HEADER_BYTES`."""
+        lines: list[bytes] = []
+        with _opened(self.path) as fh:
+            if b"\0" in fh.peek(4096)[:4096]:
+                raise TraceFormatError(self.path, 1, "binary file, not a Paraver text trace")
+            first = fh.readline(MAX_HEADER_BYTES + 1)
+            lines.append(first)
+            if first.rstrip(b"\r\n") == b"new format":
+                first = fh.readline(MAX_HEADER_BYTES + 1)
+                lines.append(first)
+            if len(first) > MAX_HEADER_BYTES:
+                raise TraceFormatError(self.path, len(lines), f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
+            size = sum(map(len, lines))
+            while size < MAX_HEADER_BYTES:
+                line = fh.readline(MAX_HEADER_BYTES)
+                if not line or line[:1] not in _PREFIX_STARTS:
+                    break
+                lines.append(line)
+                size += len(line)
+        try:
+            text = first.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TraceFormatError(self.path, len(lines), "header is not text") from None
+        return b"".join(lines), len(lines) + 1, text
+
+    def _check_declared_threads(self) -> None:
+        """Refuse a header whose declared threads the file cannot hold, before anything is allocated for them."""
+        n = self.resources["n_threads"]
+        room = self.size * (GZIP_RATIO if self.path.suffix == ".gz" else 1) // MIN_RECORD_BYTES
+        if n > MAX_THREADS or n > MAX_IDLE_THREADS + room:
+            raise TraceFormatError(self.path, self._header_line, f"header declares {n} threads, more than "
+                                   f"{min(MAX_THREADS, MAX_IDLE_THREADS + room)} a file of {self.size} bytes can describe")
+
+    @property
+    def _header_line(self) -> int:
+        return 2 if self._prefix.startswith(b"new format") else 1
+
+    def _warn_ignored_pcf_lines(self) -> None:
+        """Lines of the ``.pcf`` that Paraver skips are skipped here too, with one warning saying so."""
+        if self.pcf.ignored:
+            line, reason = self.pcf.ignored[0]
+            more = f" ({len(self.pcf.ignored)} lines skipped)" if len(self.pcf.ignored) > 1 else ""
+            self._warn(f"{companion(self.path, '.pcf')}:{line}: skipped: {reason}{more}")
+
+    def _warn(self, message: str) -> None:
+        warnings.warn(message, UserWarning, stacklevel=3)
+        self.warnings.append(message)
 
     def _check_row(self) -> None:
         """The ``.row`` file must describe the same resources as the header."""
@@ -191,15 +259,22 @@ class ParaverTrace:
                 raise TraceFormatError(companion(self.path, ".row"), self.row.level_lines[level],
                                        f"LEVEL {level} lists {len(names)} names but the .prv header has {n}")
 
-    def _companion(self, suffix: str, reader: Callable, default):
+    def _companion(self, suffix: str, parse: Callable[[bytes, Path], _T], default: _T) -> _T:
+        """The parsed ``.pcf``/``.row`` beside the trace (its bytes kept: they are part of the run's content)."""
         path = companion(self.path, suffix)
         if not path.is_file():
             msg = f"{self.path}: no {suffix} file beside the trace" + (
-                "; counters keep their numeric type as name" if suffix == ".pcf" else "")
+                "; counters keep their numeric type as name (copy the .pcf beside it and ingest again: "
+                "the .pcf is part of the run's content, so that makes a new, named run)" if suffix == ".pcf" else "")
             warnings.warn(msg, MissingCompanionWarning, stacklevel=3)
             self.warnings.append(msg)
             return default
-        return reader(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise TraceFormatError(path, None, f"cannot be read ({exc.strerror or exc})") from None
+        self._companion_bytes.append(data)
+        return parse(data, path)
 
     format = "paraver"
 
@@ -219,27 +294,18 @@ class ParaverTrace:
         return [self.path] + [p for p in (companion(self.path, ".pcf"), companion(self.path, ".row")) if p.is_file()]
 
     # ------------------------------------------------------------------ streaming
-    def _body_start(self) -> tuple[int, int]:
-        """(byte offset, line number) of the first record line: after the header, its communicator lines and
-        the comments that directly follow it."""
-        with open(self.path, "rb") as fh:
-            lineno = 1
-            fh.readline()
-            while True:
-                pos = fh.tell()
-                line = fh.readline()
-                if not line.startswith((b"c:", b"#")):
-                    return pos, lineno + 1
-                lineno += 1
-
-    def _chunks(self, offset: int) -> Iterator[tuple[np.ndarray, bool]]:
-        """Yield (block, whole) from ``offset`` on: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
+    def _chunks(self, hasher: ContentHasher) -> Iterator[tuple[np.ndarray, bool]]:
+        """Yield (block, whole) of the body: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
         (``whole`` True), then the bytes after the last newline if any (``whole`` False). The array is a view of
-        a buffer reused for the next block: consume it before asking for the next."""
+        a buffer reused for the next block: consume it before asking for the next. Every byte read goes into
+        ``hasher``, so the run's content id can be checked against the bytes that were parsed."""
         buf = bytearray(self.chunk_bytes + 1)
         filled = 0
-        with open(self.path, "rb") as fh:
-            fh.seek(offset)
+        with _opened(self.path) as fh:
+            prefix = fh.read(len(self._prefix))
+            hasher.update(prefix)
+            if prefix != self._prefix:
+                raise TraceChangedError(self.path, None, "the trace's header changed while it was read")
             while True:
                 if filled == len(buf):  # a line longer than the buffer
                     bigger = bytearray(2 * len(buf))
@@ -247,6 +313,8 @@ class ParaverTrace:
                     buf = bigger
                 with memoryview(buf) as view:
                     n = fh.readinto(view[filled:])
+                    if n:
+                        hasher.update(view[filled: filled + n])
                 if not n:
                     break
                 filled += n
@@ -260,11 +328,12 @@ class ParaverTrace:
         if filled:
             yield np.frombuffer(buf, dtype=np.uint8, count=filled), False
 
-    def _prepared(self, parser: RecordParser, converter: _EventConverter) -> Iterator[_Prepared | str]:
+    def _prepared(self, parser: RecordParser, converter: _EventConverter,
+                  hasher: ContentHasher) -> Iterator[_Prepared | str]:
         """Parse the body chunk by chunk and name its MPI events; for a salvaged truncated trace the warning
         text comes last."""
-        offset, line = self._body_start()
-        for block, whole in self._chunks(offset):
+        line = self._body_line
+        for block, whole in self._chunks(hasher):
             if not whole:
                 if not self.salvage:
                     raise TruncatedTraceError(self.path, line,
@@ -291,7 +360,8 @@ class ParaverTrace:
         converter = _EventConverter(self.pcf, self.path, assembler, parser)
         messages, uncore = [], []
         last_time = parser.last_time
-        for item in read_ahead(self._prepared(parser, converter)):
+        hasher = ContentHasher()
+        for item in read_ahead(self._prepared(parser, converter, hasher)):
             if isinstance(item, str):
                 warnings.warn(item, UserWarning, stacklevel=2)
                 self.warnings.append(item)
@@ -310,11 +380,17 @@ class ParaverTrace:
                 yield bursts, calls
             if progress:
                 progress(item.n_bytes)
+        if not any(summary.n_records.values()):
+            raise TraceFormatError(self.path, self._body_line, "no records after the header (an empty trace body, "
+                                   "which Paraver refuses too)")
         bursts, calls = assembler.finish()
         summary.n_bursts += bursts.height
         summary.n_calls += calls.height
         if bursts.height or calls.height:
             yield bursts, calls
+        for data in self._companion_bytes:
+            hasher.update(data)
+        summary.content_hash = hasher.hexdigest()
         summary.counters = list(assembler.counters)
         summary.messages = pl.concat(messages) if messages else summary.messages
         summary.uncore = pl.concat([summary.uncore, *uncore])

@@ -79,8 +79,8 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
 
     rtype = int(fields[0]) if fields[0] in (b"1", b"2", b"3", b"4") else 0
     scale, end_ns = header.time_scale, header.duration_ns
-    if code == tk.E_EMPTY_LINE:
-        return "empty line"
+    if code == tk.E_COMM_END:
+        return f"communication time {num(k - 1) * scale} ns (field {k}) is beyond the trace end in the header ({end_ns} ns)"
     if code == tk.E_RECORD_TYPE:
         return f"unknown record type {_field_text(line, 1)!r} (expected 1, 2, 3 or 4)"
     if code == tk.E_FIELD_EMPTY:
@@ -110,8 +110,7 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
         return (f"appl {num(base + 2)} task {num(base + 3)} thread {num(base + 4)} "
                 "outside the header's resource model")
     if code == tk.E_NOT_INT64:
-        what = "time" if (rtype == 3 and k in (6, 7, 12, 13)) else "value"
-        return f"field {k} {what} {num(k - 1)} does not fit in a signed 64-bit integer" + (" of ns" if what == "time" else "")
+        return f"field {k} value {num(k - 1)} does not fit in a signed 64-bit integer"
     if code == tk.E_ORDER:
         return (f"record out of time order: {num(5) * scale} ns after {prev_ns} ns on "
                 f"appl {num(2)} task {num(3)} thread {num(4)}")

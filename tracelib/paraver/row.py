@@ -19,28 +19,32 @@ class RowNames:
 
 
 def read_row(path: str | Path) -> RowNames:
-    """Read a ``.row`` file; a level whose names are fewer than its SIZE is a format error."""
+    """Read a ``.row`` file (see :func:`parse_row`)."""
+    return parse_row(Path(path).read_bytes(), path)
+
+
+def parse_row(data: bytes, path: str | Path) -> RowNames:
+    """Parse the bytes of a ``.row`` file; a level whose names are fewer than its SIZE is a format error."""
     levels: dict[str, list[str]] = {}
     level_lines: dict[str, int] = {}
     current: tuple[str, int, int] | None = None  # level, expected size, line of the LEVEL statement
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            line = raw.strip()
-            if not line:
-                continue
-            parts = line.split()
-            if parts[0] == "LEVEL":
-                if current and len(levels[current[0]]) < current[1]:
-                    raise TraceFormatError(path, current[2], f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}")
-                if len(parts) != 4 or parts[2] != "SIZE" or not parts[3].isdigit():
-                    raise TraceFormatError(path, lineno, "expected 'LEVEL <name> SIZE <n>'")
-                current = (parts[1].upper(), int(parts[3]), lineno)
-                levels[current[0]] = []
-                level_lines[current[0]] = lineno
-            elif current is None:
-                raise TraceFormatError(path, lineno, "name before any 'LEVEL ... SIZE ...' line")
-            else:
-                levels[current[0]].append(line)
+    for lineno, raw in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        parts = line.split()
+        if parts[0] == "LEVEL":
+            if current and len(levels[current[0]]) < current[1]:
+                raise TraceFormatError(path, current[2], f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}")
+            if len(parts) != 4 or parts[2] != "SIZE" or not parts[3].isdigit() or len(parts[3]) > 10:
+                raise TraceFormatError(path, lineno, "expected 'LEVEL <name> SIZE <n>'")
+            current = (parts[1].upper(), int(parts[3]), lineno)
+            levels[current[0]] = []
+            level_lines[current[0]] = lineno
+        elif current is None:
+            raise TraceFormatError(path, lineno, "name before any 'LEVEL ... SIZE ...' line")
+        else:
+            levels[current[0]].append(line)
     if current and len(levels[current[0]]) < current[1]:
         raise TraceFormatError(path, current[2], f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}")
     return RowNames(levels, level_lines)

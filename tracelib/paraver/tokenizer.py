@@ -4,7 +4,7 @@
 keeps: Running state intervals, counter samples (absolute counters already turned into deltas), the other kept
 events (MPI, collective sizes, callers; with their line number) and communication records. On the way it checks
 every line (digits only, no empty field, field counts, record type, times within the header's duration, the
-resource model, time order per thread) and stops at the first bad line with an error code that
+resource model, time order per thread); blank lines and comments are skipped and stops at the first bad line with an error code that
 :func:`synthtrace.tracelib.paraver.records.error_reason` turns into the one-line reason.
 
 State that spans chunks (last time per thread, the counter-type table, the last reading of absolute counters)
@@ -25,7 +25,7 @@ from numba import njit
 
 # ---------------------------------------------------------------------------------------------- error codes
 E_NONE = 0
-E_EMPTY_LINE = 1
+E_COMM_END = 1
 E_RECORD_TYPE = 2
 E_FIELD_EMPTY = 3
 E_NOT_DIGIT = 4
@@ -231,13 +231,14 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
         n_cn0 = n_cn
         n_ev0 = n_ev
         c = buf[pos]
-        # ---- record type, empty and comment lines
-        if c == 10 or (c == 13 and buf[pos + 1] == 10):
-            err[0] = E_EMPTY_LINE
-            err[1] = line
-            err[3] = ls
-            status = _ERROR
-            break
+        # ---- record type; blank lines (spaces, tabs, CR) and comments are skipped, as Paraver skips them
+        if c == 10 or c == 13 or c == 32 or c == 9:
+            q = pos
+            while buf[q] == 32 or buf[q] == 9 or buf[q] == 13:
+                q += 1
+            if buf[q] == 10:
+                pos = q + 1
+                continue
         if c == 35:  # '#': comment
             while buf[pos] != 10:
                 pos += 1
@@ -414,8 +415,8 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
                     break
         if code == E_NONE and rtype == 3:
             for f in (5, 6, 11, 12):
-                if fv[f] > _INT64_MAX // scale:
-                    code = E_NOT_INT64
+                if fv[f] > max_raw_time:
+                    code = E_COMM_END
                     k = f + 1
                     break
             if code == E_NONE:
