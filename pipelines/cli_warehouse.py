@@ -16,10 +16,10 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
-from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceFormatError
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.formats import find_traces, trace_bytes
 from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.ingest import ingest_trace
+from synthtrace.warehouse.ingest import experiment_names, ingest_trace
 from synthtrace.warehouse.sql import query
 
 
@@ -36,9 +36,10 @@ def _progress() -> Progress:
 
 
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Trace files (.prv, OTF2 .otf2 anchors) or folders (searched recursively).")],
+    paths: Annotated[list[Path], typer.Argument(help="Trace files (.prv, .prv.gz, OTF2 .otf2 anchors) or folders (searched recursively).")],
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
-    experiment: Annotated[str | None, typer.Option(help="Experiment name (default: the folder holding each trace).")] = None,
+    experiment: Annotated[str | None, typer.Option(help="Experiment name (default: the folder holding each trace; "
+                                                        "its app when the folder holds several apps).")] = None,
     app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).")] = None,
     date: Annotated[datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")] = None,
     salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
@@ -49,8 +50,11 @@ def ingest(
             raise BadInputError(f"{p}: no such file or folder")
     files = find_traces(paths)
     if not files:
-        raise BadInputError(f"no traces (.prv or .otf2) under {', '.join(map(str, paths))}")
+        raise BadInputError(f"no traces (.prv, .prv.gz or .otf2) under {', '.join(map(str, paths))}")
     wh = Warehouse(warehouse)
+    experiments, notes = experiment_names(files, app) if experiment is None else ({}, [])
+    for note in notes:
+        err_console.print(f"note: {note}", markup=False, emoji=False, highlight=False, soft_wrap=True)
     failures: list[SynthtraceError] = []
     total = sum(trace_bytes(f) for f in files)
     with _progress() as bar:
@@ -59,21 +63,26 @@ def ingest(
             bar.update(task, description=f"ingest {f.name}")
             done_before = bar.tasks[0].completed
             try:
-                res = ingest_trace(wh, f, experiment=experiment, app=app, date=date, salvage=salvage,
-                                   progress=lambda n: bar.advance(task, n))
-            except TraceFormatError as exc:
+                res = ingest_trace(wh, f, experiment=experiment or experiments.get(f), app=app, date=date,
+                                   salvage=salvage, progress=lambda n: bar.advance(task, n))
+            except SynthtraceError as exc:  # this trace only: the others are still ingested
                 failures.append(exc)
-                err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+                err_console.print(f"error: {exc}", markup=False, emoji=False, highlight=False, soft_wrap=True)
                 continue
             finally:
                 bar.update(task, completed=done_before + trace_bytes(f))
+            where = f"as {res.run_name} (run {res.run_id}, experiment {res.experiment})"
             if res.status == "already":
-                console.print(f"{f}: already ingested as {res.run_name} (run {res.run_id}, experiment {res.experiment})", highlight=False, soft_wrap=True)
-            else:
-                console.print(f"{f}: ingested as {res.run_name} (run {res.run_id}, experiment {res.experiment}): "
-                              f"{res.n_bursts} bursts, {res.n_mpi_calls} MPI calls", highlight=False, soft_wrap=True)
+                console.print(f"{f}: already ingested {where}", markup=False, emoji=False, highlight=False,
+                              soft_wrap=True)
+                continue
+            console.print(f"{f}: ingested {where}: {res.n_bursts} bursts, {res.n_mpi_calls} MPI calls",
+                          markup=False, emoji=False, highlight=False, soft_wrap=True)
+            for old in res.replaced:
+                console.print(f"{f}: replaces run {old}, ingested before its .pcf was beside it", markup=False,
+                              emoji=False, highlight=False, soft_wrap=True)
     if failures:
-        raise typer.Exit(failures[0].exit_code)
+        raise typer.Exit(max(exc.exit_code for exc in failures))
 
 
 def runs(warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> None:

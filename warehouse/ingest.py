@@ -41,6 +41,12 @@ class RunConflictError(BadInputError):
     """A trace is already in the warehouse under another experiment or app than the one asked for."""
 
 
+class RunStoreError(WarehouseError):
+    """A run could not be written (disk full, quota, permissions); nothing was committed (exit code 2)."""
+
+    exit_code = 2
+
+
 def run_identity(source: TraceSource) -> str:
     """The run_id: a hash of the bytes of the trace's files (so renames and re-drops are recognised); see
     :class:`~synthtrace.tracelib.formats.ContentHasher`."""
@@ -220,7 +226,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
             }], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
     except (OSError, pl.exceptions.ComputeError) as exc:  # disk full, quota, permissions: nothing was committed
         reason = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0]
-        raise WarehouseError(f"{wh.root}: cannot store the run of {path} ({reason}); the warehouse is unchanged") from None
+        raise RunStoreError(f"{wh.root}: cannot store the run of {path} ({reason}); the warehouse is unchanged") from None
     row = existing_run(wh, run_id)
     if row is None or row["ingested_at"] != ingested_at.replace(tzinfo=None) and row["ingested_at"] != ingested_at:
         # another ingest of the same content committed first: it is that one's run

@@ -101,7 +101,7 @@ def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
         elif section is None:
             cat.ignored.append((lineno, f"{_shown(line)!r} before any section (EVENT_TYPE, STATES, ...)"))
     if data and not (cat.states or cat.event_labels or section):
-        cat.ignored.append((1, "no Paraver section (STATES, EVENT_TYPE, ...): not a .pcf file"))
+        cat.ignored[:0] = [(1, "no Paraver section (STATES, EVENT_TYPE, ...): not a .pcf file")]
     _check_counter_names(cat, path)
     return cat
 

@@ -231,8 +231,9 @@ class ParaverTrace:
         n = self.resources["n_threads"]
         room = self.size * (GZIP_RATIO if self.path.suffix == ".gz" else 1) // MIN_RECORD_BYTES
         if n > MAX_THREADS or n > MAX_IDLE_THREADS + room:
-            raise TraceFormatError(self.path, self._header_line, f"header declares {n} threads, more than "
-                                   f"{min(MAX_THREADS, MAX_IDLE_THREADS + room)} a file of {self.size} bytes can describe")
+            raise TraceFormatError(self.path, self._header_line, f"broken Paraver header: header declares {n} threads, "
+                                   f"more than a file of {self.size} bytes can describe "
+                                   f"(at most {min(MAX_THREADS, MAX_IDLE_THREADS + room)})")
 
     @property
     def _header_line(self) -> int:

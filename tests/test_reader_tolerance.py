@@ -1,0 +1,304 @@
+"""What Paraver's paramedir loads, synthtrace loads too; what is truly broken is one line, exit 2, warehouse unchanged.
+
+Every case is a crafted copy of a real trace in ../shared/traces (the originals are never edited). The variants
+follow what paraver-kernel's parsers accept (``utils/traceparser/tracebodyio_v1.cpp``, ``pcffileparser.cpp``,
+``traceheader.h``, ``processmodel.cpp``): blank lines anywhere in the body, any ``.pcf`` section, ``PRECISION``
+lines, comments, tabs and odd spacing, a header of any length, gzip-compressed traces.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import JACOBI, LULESH_A, PRIME, copy_trace, tree_digest
+
+pytestmark = pytest.mark.real_traces
+
+
+def _runs(run_cli, wh: Path) -> list[dict]:
+    code, out, err = run_cli("sql", "SELECT run_id, run_name, experiment, app, n_tasks, n_bursts, n_mpi_calls, counters "
+                             "FROM runs ORDER BY run_name", "-w", wh, "-f", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _ingest_one(run_cli, prv: Path, wh: Path, *extra: str) -> dict:
+    code, out, err = run_cli("ingest", prv, "-w", wh, *extra)
+    assert code == 0, err
+    (row,) = [r for r in _runs(run_cli, wh) if r["run_name"] == prv.name.split(".prv")[0]]
+    return row
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, dict]:
+    """The runs of the unmodified LULESH and prime traces (what every tolerated variant must give)."""
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.ingest import ingest_trace
+
+    wh = Warehouse(tmp_path_factory.mktemp("ref") / "wh")
+    out = {}
+    for prv in (LULESH_A, PRIME):
+        res = ingest_trace(wh, prv)
+        out[prv.name] = {"n_bursts": res.n_bursts, "n_mpi_calls": res.n_mpi_calls, "run_id": res.run_id}
+    return out
+
+
+# --------------------------------------------------------------------------- accepted as paramedir accepts
+def test_blank_lines_in_the_body_are_skipped(tmp_path, run_cli, reference):
+    prv = copy_trace(LULESH_A, tmp_path / "blank")
+    lines = prv.read_text().splitlines(keepends=True)
+    middle = len(lines) // 2
+    lines[middle:middle] = ["\n", "   \t\n", "\r\n"]
+    prv.write_text("".join(lines) + "\n\n")  # trailing empty lines, as test1.prv of the issue ends
+    row = _ingest_one(run_cli, prv, tmp_path / "wh")
+    ref = reference[LULESH_A.name]
+    assert (row["n_bursts"], row["n_mpi_calls"]) == (ref["n_bursts"], ref["n_mpi_calls"])
+
+
+def test_pcf_precision_comments_tabs_and_spacing(tmp_path, run_cli, reference):
+    prv = copy_trace(PRIME, tmp_path / "pcf")
+    pcf = prv.with_suffix(".pcf")
+    text = pcf.read_text()
+    # PROFET writes a PRECISION line inside EVENT_TYPE blocks; Paraver also skips '#' comments, trims lines and
+    # reads tabs as spaces
+    text = re.sub(r"(EVENT_TYPE\n)(\S+\s+42000050[^\n]*\n)", r"\1\2PRECISION 2\n", text, count=1)
+    text = "# written by a tool\n" + text.replace("EVENT_TYPE\n", "  EVENT_TYPE\t\n# a comment\n")
+    text = re.sub(r"\n(\d+)\s+(420000\d\d)\s+", lambda m: f"\n\t{m[1]}\t  {m[2]}   ", text)
+    pcf.write_text(text)
+    assert "PRECISION 2" in text
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and "skipped" not in err, err
+    (row,) = _runs(run_cli, wh)
+    assert {"PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_L2_DCM"} <= set(row["counters"])
+    assert (row["n_bursts"], row["n_mpi_calls"]) == (reference[PRIME.name]["n_bursts"],
+                                                     reference[PRIME.name]["n_mpi_calls"])
+
+    from synthtrace.tracelib.paraver.pcf import read_pcf
+    assert read_pcf(pcf).event_precision[42000050] == 2
+
+
+def test_pcf_lines_paraver_skips_are_skipped_with_a_warning(tmp_path, run_cli):
+    prv = copy_trace(PRIME, tmp_path / "odd")
+    pcf = prv.with_suffix(".pcf")
+    pcf.write_text("garbage before any section\n" + pcf.read_text().replace("EVENT_TYPE\n", "EVENT_TYPE\nnot a type\n", 1))
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 0, err
+    assert f"{pcf}:1: skipped:" in err and "(2 lines skipped)" in err
+
+
+def test_garbage_pcf_is_a_warning_and_counters_keep_numbers(tmp_path, run_cli):
+    prv = copy_trace(PRIME, tmp_path / "garbage")
+    prv.with_suffix(".pcf").write_bytes(bytes(range(1, 256)) * 8)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and "not a .pcf file" in err, err
+    assert "42000050" in _runs(run_cli, wh)[0]["counters"]
+
+
+def test_header_of_1500_tasks(tmp_path, run_cli, reference):
+    """A header line of ~6 KB (1,500 tasks): the 16 tasks with records plus 1,484 idle ones."""
+    prv = copy_trace(PRIME, tmp_path / "wide")
+    prv.with_suffix(".row").unlink()  # its THREAD level names 16 threads
+    lines = prv.read_text().splitlines(keepends=True)
+    head, _, rest = lines[0].rpartition(":16(")
+    tasks = rest.split(")")[0] + "".join(f",1:{1 + k % 4}" for k in range(1484))
+    lines[0] = f"{head}:1500({tasks}){rest.split(')', 1)[1]}"
+    assert len(lines[0]) > 6000
+    prv.write_text("".join(lines))
+    row = _ingest_one(run_cli, prv, tmp_path / "wh")
+    assert row["n_tasks"] == 1500 and row["n_bursts"] == reference[PRIME.name]["n_bursts"]
+
+
+def test_gzip_compressed_trace_is_the_same_run(tmp_path, run_cli, reference):
+    prv = copy_trace(PRIME, tmp_path / "gz")
+    gz = prv.with_name(prv.name + ".gz")
+    with open(prv, "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    prv.unlink()  # only prime_v0.prv.gz, prime_v0.pcf, prime_v0.row remain
+    row = _ingest_one(run_cli, gz, tmp_path / "wh")
+    assert row["run_name"] == "prime_v0" and row["app"] == "prime_v0"
+    assert row["run_id"] == reference[PRIME.name]["run_id"]  # content identity: the decompressed bytes
+    assert row["n_bursts"] == reference[PRIME.name]["n_bursts"] and "PAPI_TOT_INS" in row["counters"]
+
+
+def test_truncated_gzip_is_one_line(tmp_path, run_cli):
+    prv = copy_trace(PRIME, tmp_path / "gzcut")
+    gz = prv.with_name(prv.name + ".gz")
+    gz.write_bytes(gzip.compress(prv.read_bytes())[:20_000])
+    prv.unlink()
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", gz, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{gz}" in err and "gzip" in err, err
+    assert not list((wh / "runs").glob("*"))
+
+
+# --------------------------------------------------------------------------- refused: one line, exit 2
+def _header(prv: Path, new: str) -> None:
+    lines = prv.read_text().splitlines(keepends=True)
+    prv.write_text(new + "\n" + "".join(lines[1:]))
+
+
+PRIME_HEADER = "#Paraver (25/10/2018 at 14:04):1871482775_ns:4(13,1,1,1):1:16({tasks}),17"
+PRIME_TASKS = "1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:2,1:3,1:4"
+HEADERS = {
+    "duration_above_int64": (PRIME_HEADER.replace("1871482775_ns", "9" * 30 + "_ns"), "does not fit in a signed 64-bit"),
+    "duration_31_digits": (PRIME_HEADER.replace("1871482775_ns", "9" * 31 + "_ns"), "more than 30 digits"),
+    "cpu_count_30_digits": (PRIME_HEADER.replace("4(13,", "4(" + "9" * 30 + ","), "do not fit in a 32-bit integer"),
+    "node_beyond_declared": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:5")), "header declares 4 nodes"),
+    "node_above_int32": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:" + "9" * 12)), "node 9999"),
+    "threads_50M": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "50000000:4")), "header declares 50000015 threads"),
+    "no_tasks": (PRIME_HEADER.replace("16({tasks})", "0()"), "declares no tasks"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HEADERS))
+def test_broken_header_is_one_line(tmp_path, run_cli, kind):
+    header, reason = HEADERS[kind]
+    prv = copy_trace(PRIME, tmp_path / kind)
+    _header(prv, header.format(tasks=PRIME_TASKS) if "{tasks}" in header else header)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: {prv}:1: broken Paraver header") and reason in err, err
+    assert not list((wh / "runs").glob("*"))
+
+
+def test_header_only_trace_is_refused(tmp_path, run_cli):
+    prv = copy_trace(PRIME, tmp_path / "empty")
+    prv.write_text(prv.read_text().split("\n1:", 1)[0] + "\n")
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 2 and "no records after the header" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_communication_beyond_the_trace_end_is_refused(tmp_path, run_cli):
+    prv = copy_trace(LULESH_A, tmp_path / "comm")
+    lines = prv.read_text().splitlines(keepends=True)
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("3:"))
+    f = lines[i].split(":")
+    f[12] = "99999999999"  # physical receive time, beyond the header's 1616378951 ns
+    lines[i] = ":".join(f)
+    prv.write_text("".join(lines))
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 2 and f"{prv}:{i + 1}: communication time" in err and "field 13" in err, err
+
+
+def test_unreadable_pcf_is_one_line(tmp_path, run_cli, monkeypatch):
+    prv = copy_trace(PRIME, tmp_path / "perm")
+    pcf = prv.with_suffix(".pcf")
+    real = Path.read_bytes
+
+    def read_bytes(self):  # the tests run as root, where chmod 000 does not stop a read
+        if self == pcf:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 2 and err.strip() == f"error: {pcf}: cannot be read (Permission denied)"
+
+
+# --------------------------------------------------------------------------- ingest semantics
+def test_trace_changed_while_read_is_never_stored_under_the_full_id(tmp_path, run_cli, monkeypatch):
+    """A trace cut at a line boundary between hashing and parsing: refused; the full trace then ingests."""
+    import synthtrace.warehouse.ingest as ingest
+
+    prv = copy_trace(LULESH_A, tmp_path / "growing")
+    full = prv.read_bytes()
+    cut = full[: full.index(b"\n", len(full) // 2) + 1]
+    real = ingest.run_identity
+
+    def identity_then_cut(source):
+        run_id = real(source)
+        prv.write_bytes(cut)
+        return run_id
+
+    monkeypatch.setattr(ingest, "run_identity", identity_then_cut)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 2 and "changed while it was read" in err and len(err.strip().splitlines()) == 1, err
+    assert not list((wh / "runs").glob("*"))
+    monkeypatch.setattr(ingest, "run_identity", real)
+    prv.write_bytes(full)
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and ": ingested as" in out, err
+
+
+def test_ingest_into_another_experiment_is_refused_with_the_move_command(tmp_path, run_cli):
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", PRIME, "-w", wh, "--experiment", "first")[0] == 0
+    before = tree_digest(wh)
+    code, out, err = run_cli("ingest", PRIME, "-w", wh, "--experiment", "second")
+    run_id = _runs(run_cli, wh)[0]["run_id"]
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "in experiment 'first', not 'second'" in err and f"synthtrace runs move {run_id} --experiment second" in err
+    assert tree_digest(wh) == before
+    code, out, err = run_cli("ingest", PRIME, "-w", wh, "--experiment", "first")
+    assert code == 0 and "already ingested" in out
+
+
+def test_pcf_copied_after_the_first_ingest_makes_the_run_named(tmp_path, run_cli):
+    prv = copy_trace(PRIME, tmp_path / "late")
+    pcf = prv.with_suffix(".pcf")
+    pcf.unlink()
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and "no .pcf file" in err and "ingest again" in err
+    (bare,) = _runs(run_cli, wh)
+    assert "42000050" in bare["counters"]
+    shutil.copyfile(PRIME.with_suffix(".pcf"), pcf)
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and f"replaces run {bare['run_id']}" in out, out + err
+    (named,) = _runs(run_cli, wh)
+    assert named["run_id"] != bare["run_id"] and "PAPI_TOT_INS" in named["counters"]
+
+
+def test_folder_mixing_apps_makes_one_experiment_per_app(tmp_path, run_cli):
+    drop = tmp_path / "mixed"
+    copy_trace(PRIME, drop)
+    copy_trace(JACOBI, drop)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", drop, "-w", wh)
+    assert code == 0 and "note: folder mixed holds traces of 2 applications" in err, err
+    assert {(r["run_name"], r["experiment"]) for r in _runs(run_cli, wh)} == {
+        ("prime_v0", "prime_v0"), ("jacobi-2d-imper_v0", "jacobi-2d-imper_v0")}
+
+
+def test_folder_of_one_app_is_one_experiment(tmp_path, run_cli):
+    drop = tmp_path / "prime-16r"
+    copy_trace(PRIME, drop, "prime.run0")
+    copy_trace(PRIME, drop / "more", "prime.run1")  # same bytes: already ingested, same experiment
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", drop / "prime.run0.prv", "-w", wh)
+    assert code == 0 and "note:" not in err
+    assert _runs(run_cli, wh)[0]["experiment"] == "prime-16r"
+
+
+def test_damaged_run_file_is_replaced_by_a_fresh_ingest(tmp_path, run_cli):
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", PRIME, "-w", wh)[0] == 0
+    (run_file,) = (wh / "runs").glob("*/run.parquet")
+    run_file.write_bytes(b"PAR1 not parquet")
+    code, out, err = run_cli("ingest", PRIME, "-w", wh)
+    assert code == 0 and ": ingested as" in out, err
+    assert _runs(run_cli, wh)[0]["run_name"] == "prime_v0"
+
+
+def test_disk_full_during_ingest_is_one_line_and_stores_nothing(tmp_path, run_cli, monkeypatch):
+    import polars as pl
+
+    import synthtrace.warehouse.ingest as ingest
+
+    def full(*args, **kwargs):
+        raise pl.exceptions.ComputeError("failed to write: No space left on device (os error 28)")
+
+    monkeypatch.setattr(ingest, "write_mpi_calls", full)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", PRIME, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "No space left on device" in err, err
+    assert not list((wh / "runs").glob("*")) and not list((wh / ".staging").glob("*"))
