@@ -20,7 +20,7 @@ from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.formats import find_traces, trace_bytes
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.ingest import experiment_names, ingest_trace
-from synthtrace.warehouse.sql import query
+from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query
 
 
 class OutputFormat(str, Enum):
@@ -99,9 +99,10 @@ def sql(
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Stop the query after this many seconds.")] = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Answer a read-only SQL query (statements that would modify anything are refused)."""
-    table = query(warehouse, statement)
+    """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
+    table = query(warehouse, statement, timeout_s=timeout)
     if format is OutputFormat.parquet:
         if output is None:
             raise BadInputError("--format parquet needs --output FILE")

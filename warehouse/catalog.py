@@ -4,6 +4,11 @@ Each reader gets its own in-memory DuckDB connection whose views scan the Parque
 ``union_by_name`` (experiments differ in counters). Nothing holds a database lock, so the nightly writer
 and any number of readers never block each other; since runs appear by directory rename, a query sees a run
 whole or not at all.
+
+The connection is sealed before anyone else sees it (DESIGN §11): every view is bound to the list of files that
+exist when it opens, exactly those files are DuckDB's ``allowed_paths``, then ``enable_external_access`` is
+switched off and the configuration locked. It can read no other file, list no folder, load or install no
+extension, and no ``SET`` gives any of that back.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ VIEW_FILES: dict[str, str] = {
     "uncore_samples": "runs/*/uncore/*.parquet",
     "merged_bursts": "experiments/*/merged_bursts.parquet",
     "merge_quality": "experiments/*/merge_quality.parquet",
+    "merge_matches": "experiments/*/merge_matches.parquet",
     "burst_metrics": "experiments/*/burst_metrics.parquet",
     "mpi_metrics": "experiments/*/mpi_metrics.parquet",
     "phase_metrics": "experiments/*/phase_metrics.parquet",
@@ -45,14 +51,29 @@ def _empty_view_sql(schema: dict[str, pl.DataType]) -> str:
     return f"SELECT {cols} WHERE false"
 
 
-def connect(root: str | Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with one view per warehouse table."""
+def view_files(wh: Warehouse) -> dict[str, list[str]]:
+    """View name -> the regular files it reads now (sorted; links and views without files are left out)."""
+    found = {view: sorted(str(p) for p in wh.root.glob(pattern) if p.is_file() and not p.is_symlink())
+             for view, pattern in VIEW_FILES.items()}
+    return {view: files for view, files in found.items() if files}
+
+
+def connect(root: str | Path, *, temp_directory: str | Path | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one view per warehouse table, sealed: it reads the warehouse's current
+    Parquet files and nothing else. ``temp_directory`` is where DuckDB may spill a large sort or join (default:
+    no spilling)."""
     wh = Warehouse(root)
-    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    for view, pattern in VIEW_FILES.items():
-        if any(wh.root.glob(pattern)):
-            source = f"read_parquet({_sql_literal(str(wh.root / pattern))}, union_by_name = true)"
-            con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM {source}')
-        elif view in EMPTY_SCHEMAS:
-            con.execute(f'CREATE VIEW "{view}" AS {_empty_view_sql(EMPTY_SCHEMAS[view])}')
+    files = view_files(wh)
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+                                             "allow_community_extensions": False})
+    for view, paths in files.items():
+        listing = ", ".join(_sql_literal(p) for p in paths)
+        con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], union_by_name = true)')
+    for view, schema in EMPTY_SCHEMAS.items():
+        if view not in files:
+            con.execute(f'CREATE VIEW "{view}" AS {_empty_view_sql(schema)}')
+    con.execute("SET allowed_paths = $paths", {"paths": [p for paths in files.values() for p in paths]})
+    con.execute("SET temp_directory = $dir", {"dir": str(temp_directory or "")})
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
     return con

@@ -29,6 +29,12 @@ from synthtrace.warehouse.errors import WarehouseError
 MARKER = "synthtrace-warehouse"
 
 
+class MissingWarehouseError(WarehouseError):
+    """The ``--warehouse`` folder to read from does not exist (a typo): bad input."""
+
+    exit_code = 2
+
+
 class Warehouse:
     """A warehouse folder. Creating the object does not touch the disk; :meth:`ensure` does."""
 
@@ -53,6 +59,13 @@ class Warehouse:
 
     def experiment_dir(self, name: str) -> Path:
         return self.experiments_dir / name
+
+    def existing(self) -> Warehouse:
+        """This warehouse, after checking that its folder exists (reading never creates one)."""
+        if not self.root.is_dir():
+            what = "is not a folder" if self.root.exists() else "does not exist"
+            raise MissingWarehouseError(f"{self.root}: no warehouse here (the folder {what}; see --warehouse)")
+        return self
 
     def has_run(self, run_id: str) -> bool:
         return (self.run_dir(run_id) / "run.parquet").is_file()

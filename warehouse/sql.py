@@ -1,6 +1,21 @@
-"""Read-only SQL over the warehouse: only SELECT (and EXPLAIN of one) reaches DuckDB."""
+"""Read-only SQL over the warehouse (DESIGN §11): what reaches DuckDB, what it may touch, and for how long.
+
+Three walls, each enough on its own for what it guards:
+
+1. DuckDB's own parser splits the text into statements; each must be a ``SELECT`` (``FROM``, ``WITH``,
+   ``VALUES``, ``DESCRIBE``, ``SUMMARIZE``, ``SHOW`` parse as one) or an ``EXPLAIN`` without ``ANALYZE`` (which
+   plans, never runs). ``COPY``, ``ATTACH``, ``INSTALL``/``LOAD``, ``SET``, ``PRAGMA``, ``CALL``, DDL and DML
+   are refused before anything runs.
+2. The connection (:func:`synthtrace.warehouse.catalog.connect`) reads the warehouse's Parquet files that
+   existed when it opened and no other file; external access is off and its configuration locked.
+3. A timer interrupts a query that runs longer than its time limit (DuckDB has no statement timeout).
+"""
 from __future__ import annotations
 
+import shutil
+import tempfile
+import threading
+import uuid
 from pathlib import Path
 
 import duckdb
@@ -8,8 +23,28 @@ import pyarrow as pa
 
 from synthtrace.warehouse.catalog import connect
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
+from synthtrace.warehouse.layout import Warehouse
 
 ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+#: EXPLAIN options that execute the statement they explain
+_EXECUTING = {"analyze", "analyse"}
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def _explain_executes(statement: str) -> bool:
+    """True when an EXPLAIN statement carries ANALYZE (as keyword, option or quoted name): it would run."""
+    for start, end in _token_spans(statement):
+        if statement[start:end].strip().strip('"').lower() in _EXECUTING:
+            return True
+    return False
+
+
+def _token_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every non-literal token, from DuckDB's tokenizer."""
+    tokens = duckdb.tokenize(text)
+    ends = [start for start, _ in tokens[1:]] + [len(text)]
+    return [(start, end) for (start, kind), end in zip(tokens, ends)
+            if kind not in (duckdb.token_type.string_const, duckdb.token_type.comment)]
 
 
 def check_read_only(query: str) -> None:
@@ -23,16 +58,45 @@ def check_read_only(query: str) -> None:
     for st in statements:
         if st.type not in ALLOWED:
             kind = st.type.name.replace("_", " ")
-            raise ReadOnlyQueryError(f"refused: {kind} statements are not allowed; synthtrace sql is read-only (SELECT only)")
+            raise ReadOnlyQueryError(f"refused: {kind} statements are not allowed; synthtrace sql is read-only "
+                                     "(SELECT, or EXPLAIN of one)")
+        if st.type is duckdb.StatementType.EXPLAIN and _explain_executes(st.query):
+            raise ReadOnlyQueryError("refused: EXPLAIN ANALYZE runs its statement; use EXPLAIN without ANALYZE")
 
 
-def query(root: str | Path, sql: str) -> pa.Table:
-    """Run a read-only query against the warehouse views; returns an Arrow table."""
+def query(root: str | Path, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> pa.Table:
+    """Run a read-only query against the warehouse views; returns an Arrow table.
+
+    ``timeout_s``: wall-clock limit in seconds (None: none). A file of the warehouse replaced by a concurrent
+    writer between opening and reading (a night re-merging an experiment) is retried once on a fresh listing.
+    """
+    root = Warehouse(root).existing().root
     check_read_only(sql)
-    con = connect(root)
+    spill = Path(tempfile.gettempdir()) / f"synthtrace-sql-{uuid.uuid4().hex}"  # DuckDB creates it only to spill
     try:
-        return con.sql(sql).to_arrow_table()
+        try:
+            return _run(root, sql, timeout_s, spill)
+        except duckdb.IOException:
+            return _run(root, sql, timeout_s, spill)
+    except duckdb.InterruptException:
+        raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
+    except duckdb.PermissionException as exc:
+        raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
+                                 f"({str(exc).splitlines()[0]})") from None
     except duckdb.Error as exc:
         raise QueryError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _run(root: Path, sql: str, timeout_s: float | None, spill: Path) -> pa.Table:
+    con = connect(root, temp_directory=spill)
+    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+    try:
+        if timer:
+            timer.start()
+        return con.sql(sql).to_arrow_table()
+    finally:
+        if timer:
+            timer.cancel()
         con.close()

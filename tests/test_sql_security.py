@@ -1,0 +1,150 @@
+"""`synthtrace sql` attacked: no statement may change a byte under the warehouse, write anywhere else, read a file
+outside the warehouse or run without a time limit (DESIGN §11). Every view stays readable."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import LULESH_A, LULESH_B, copy_trace, tree_digest
+from synthtrace.warehouse.catalog import VIEW_FILES
+
+pytestmark = pytest.mark.real_traces
+
+
+@pytest.fixture(scope="module")
+def sealed_wh(tmp_path_factory) -> Path:
+    """A warehouse with two real runs, and one file at every other view's place (their content is irrelevant
+    here: what is tested is that the sealed connection still reads each view's files)."""
+    from synthtrace.pipelines.cli import main
+
+    root = tmp_path_factory.mktemp("sealed")
+    drop = root / "drop" / "lulesh"
+    copy_trace(LULESH_A, drop)
+    copy_trace(LULESH_B, drop)
+    wh = root / "wh"
+    assert main(["ingest", str(drop), "-w", str(wh)]) == 0
+    sample = pl.read_parquet(next((wh / "runs").glob("*/bursts/*.parquet"))).head(5)
+    for pattern in VIEW_FILES.values():
+        if not any(wh.glob(pattern)):
+            target = wh / pattern.replace("*", "lulesh")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            sample.write_parquet(target)
+    return wh
+
+
+@pytest.fixture
+def outside(tmp_path, monkeypatch) -> Path:
+    """A folder outside the warehouse, also the working directory: nothing may appear in it."""
+    d = tmp_path / "outside"
+    d.mkdir()
+    monkeypatch.chdir(d)
+    return d
+
+
+def _run_parquet(wh: Path) -> Path:
+    return next((wh / "runs").glob("*/run.parquet"))
+
+
+def test_every_view_is_readable(sealed_wh, run_cli):
+    for view, pattern in VIEW_FILES.items():
+        files = [p for p in sealed_wh.glob(pattern) if p.is_file()]
+        expected = sum(pl.scan_parquet(f).select(pl.len()).collect().item() for f in files)
+        code, out, err = run_cli("sql", f'SELECT count(*) AS n FROM "{view}"', "-w", sealed_wh, "-f", "csv")
+        assert code == 0, (view, err)
+        assert int(out.splitlines()[1]) == expected, view
+    code, out, _ = run_cli("sql", "SELECT count(*) FROM bursts b JOIN runs r USING (run_id) WHERE r.n_tasks > 0",
+                           "-w", sealed_wh, "-f", "csv")
+    assert code == 0 and int(out.splitlines()[1]) == 2140 + 848
+
+
+ATTACKS = [
+    # writes, directly and through EXPLAIN ANALYZE (which executes what it explains)
+    "COPY (SELECT 42) TO '{out}/f.csv'",
+    "EXPLAIN ANALYZE COPY (SELECT 42) TO '{out}/f.csv'",
+    "EXPLAIN (ANALYZE) COPY (SELECT 42) TO '{out}/f.csv'",
+    "EXPLAIN ANALYSE COPY (SELECT 42) TO '{out}/f.csv'",
+    "explain   analyze\nCOPY (SELECT 42) TO '{out}/f.csv'",
+    "EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{run}' (FORMAT parquet, USE_TMP_FILE false)",
+    "COPY (SELECT 1 AS x) TO '{run}' (FORMAT parquet, USE_TMP_FILE false)",
+    "EXPLAIN ANALYZE COPY (SELECT 'import os' AS x) TO '{out}/evil.pth' (FORMAT csv, HEADER false)",
+    "EXPORT DATABASE '{out}/dump'", "EXPLAIN COPY (SELECT 42) TO '{out}/f.csv'",
+    "ATTACH '{out}/x.duckdb' AS x",
+    "EXPLAIN ANALYZE ATTACH '{out}/x.duckdb' AS x",
+    "INSTALL httpfs", "LOAD httpfs", "EXPLAIN ANALYZE INSTALL httpfs", "LOAD '{out}/evil.duckdb_extension'",
+    # configuration, pragmas, procedures
+    "SET enable_external_access = true", "RESET enable_external_access", "SET lock_configuration = false",
+    "PRAGMA enable_profiling", "CALL pragma_version()",
+    # several statements: each is checked, the harmless first one does not carry the rest
+    "SELECT 1; DROP VIEW runs", "SELECT 1; SET enable_external_access = true; SELECT * FROM read_text('/etc/passwd')",
+    "SELECT 1; COPY (SELECT 42) TO '{out}/f.csv'", "SELECT 1;\nATTACH '{out}/x.duckdb' AS x",
+    # reading the machine
+    "SELECT * FROM read_text('/etc/passwd')", "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_csv_auto('/etc/passwd', sep = ':')", "SELECT * FROM sniff_csv('/etc/passwd')",
+    "SELECT * FROM read_blob('/etc/passwd')", "SELECT * FROM read_json('/etc/passwd')",
+    "SELECT * FROM glob('/root/*')", "SELECT * FROM glob('{wh}/*')", "SELECT * FROM read_text('/proc/self/environ')",
+    "SELECT * FROM read_text('{wh}/../secret.txt')", "SELECT * FROM read_text('{out}/../secret.txt')",
+    "SELECT * FROM '/etc/passwd'", "SELECT * FROM read_parquet('{out}/../*.parquet')",
+    "SELECT * FROM parquet_metadata('{out}/../planted.parquet')",
+    "WITH t AS (SELECT * FROM read_text('/etc/passwd')) SELECT * FROM t",
+    "SELECT (SELECT content FROM read_text('/etc/passwd'))",
+]
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_attack_changes_nothing_and_reads_nothing(sealed_wh, outside, run_cli, attack):
+    (outside.parent / "secret.txt").write_text("s3cret-marker\n")
+    pl.DataFrame({"s3cret": ["s3cret-marker"]}).write_parquet(outside.parent / "planted.parquet")
+    before = tree_digest(sealed_wh)
+    statement = attack.format(out=outside, run=_run_parquet(sealed_wh), wh=sealed_wh)
+    code, out, err = run_cli("sql", statement, "-w", sealed_wh, "-f", "csv")
+    assert code == 2, (statement, out)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert any(why in err for why in ("refused", "does not parse", "does not exist")), err
+    assert tree_digest(sealed_wh) == before
+    assert list(outside.iterdir()) == []
+    assert "root:" not in out and "s3cret" not in out and "PATH=" not in out
+
+
+def test_symlink_planted_in_the_warehouse_is_not_followed(sealed_wh, tmp_path, run_cli):
+    """A view file that is a link to a file outside is not read (the views list regular files only)."""
+    secret = tmp_path / "secret.parquet"
+    pl.DataFrame({"s3cret": ["s3cret-marker"]}).write_parquet(secret)
+    link = sealed_wh / "regressions" / "planted.parquet"
+    link.symlink_to(secret)
+    try:
+        code, out, err = run_cli("sql", "SELECT * FROM regressions", "-w", sealed_wh, "-f", "csv")
+    finally:
+        link.unlink()
+    assert code == 0, err
+    assert "s3cret" not in out
+
+
+def test_explain_without_analyze_and_read_only_forms_are_answered(sealed_wh, outside, run_cli):
+    for statement in ["EXPLAIN SELECT count(*) FROM bursts", "DESCRIBE bursts", "SUMMARIZE runs",
+                      "FROM runs SELECT run_name", "SHOW TABLES", "VALUES (1, 'analyze')",
+                      "SELECT 'ANALYZE' AS \"analyze\"", f"SELECT count(*) FROM read_parquet('{_run_parquet(sealed_wh)}')"]:
+        code, out, err = run_cli("sql", statement, "-w", sealed_wh, "-f", "csv")
+        assert code == 0, (statement, err)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_long_query_is_stopped_by_its_time_limit(sealed_wh, outside, run_cli):
+    before = tree_digest(sealed_wh)
+    endless = "SELECT sum(a.range * b.range) FROM range(1000000) a, range(1000000) b"
+    code, out, err = run_cli("sql", endless, "-w", sealed_wh, "--timeout", "1")
+    assert code == 2 and "time limit" in err and len(err.strip().splitlines()) == 1, err
+    assert tree_digest(sealed_wh) == before
+    code, out, err = run_cli("sql", "SELECT count(*) FROM bursts", "-w", sealed_wh, "--timeout", "60", "-f", "csv")
+    assert code == 0 and int(out.splitlines()[1]) == 2140 + 848
+
+
+def test_missing_warehouse_is_one_line_and_not_created(tmp_path, run_cli):
+    for wh in (tmp_path / "typo", tmp_path / "a-file"):
+        if wh.name == "a-file":
+            wh.write_text("")
+        code, out, err = run_cli("sql", "SELECT 1", "-w", wh)
+        assert code == 2 and "no warehouse" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "typo").exists()
+
