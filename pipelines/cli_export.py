@@ -7,10 +7,7 @@ from typing import Annotated
 
 import typer
 
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console
-from synthtrace.tracelib.exports import perfetto_json, pipit_events
-from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.exports import load_export_tables
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, ReadWarehouseOption, console, err_console
 
 
 class ExportFormat(str, Enum):
@@ -24,18 +21,28 @@ def export(
     format: Annotated[ExportFormat, typer.Option("--format", "-f", help="perfetto: Chrome/Perfetto JSON; pipit: "
                                                   "Pipit-style events table (CSV); csv: one row per burst.")] = ExportFormat.perfetto,
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")] = Path("trace.json"),
-    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
+    warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV."""
-    bursts, calls = load_export_tables(Warehouse(warehouse), experiment)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    if format is ExportFormat.perfetto:
-        output.write_text(perfetto_json(bursts, calls, name=experiment))
-    elif format is ExportFormat.pipit:
-        pipit_events(bursts, calls).write_csv(output)
-    else:
-        bursts.write_csv(output)
-    console.print(f"wrote {output} ({format.value}, {bursts.height} bursts)", highlight=False)
+    from synthtrace.tracelib.errors import BadInputError
+    from synthtrace.tracelib.exports import perfetto_json, pipit_events
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.exports import load_export_tables
+
+    if output.is_dir():
+        raise BadInputError(f"--output {output}: is a folder; give a file name")
+    with err_console.status(f"reading {experiment}"):
+        bursts, calls = load_export_tables(Warehouse(warehouse), experiment)
+    with err_console.status(f"writing {output} ({format.value})"):
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if format is ExportFormat.perfetto:
+            output.write_text(perfetto_json(bursts, calls, name=experiment))
+        elif format is ExportFormat.pipit:
+            pipit_events(bursts, calls).write_csv(output)
+        else:
+            bursts.write_csv(output)
+    n_calls = calls.height if calls is not None else 0
+    console.print(f"wrote {output} ({format.value}, {bursts.height} bursts, {n_calls} MPI calls)")
 
 
 def register(app: typer.Typer) -> None:

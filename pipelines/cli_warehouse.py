@@ -6,22 +6,17 @@ import json
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-from rich.table import Table
 
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.pipelines.cli import (DEFAULT_WAREHOUSE, ReadWarehouseOption, WarehouseOption, console, err_console,
+                                      existing_warehouse)
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
-from synthtrace.tracelib.formats import find_traces, trace_bytes
-from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.ingest import experiment_names, ingest_trace
-from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from rich.progress import Progress
 
 class OutputFormat(str, Enum):
     table = "table"
@@ -31,6 +26,8 @@ class OutputFormat(str, Enum):
 
 
 def _progress() -> Progress:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                     TimeRemainingColumn(), console=err_console, transient=True)
 
@@ -45,6 +42,11 @@ def ingest(
     salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
 ) -> None:
     """Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."""
+    from synthtrace.tracelib.errors import TraceFormatError
+    from synthtrace.tracelib.formats import find_traces, trace_bytes
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.ingest import experiment_names, ingest_trace
+
     for p in paths:
         if not p.exists():
             raise BadInputError(f"{p}: no such file or folder")
@@ -85,8 +87,17 @@ def ingest(
         raise typer.Exit(max(exc.exit_code for exc in failures))
 
 
-def runs(warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> None:
-    """List the runs in the warehouse."""
+runs_app = typer.Typer(help="List the runs in the warehouse; `runs rm` and `runs move` put them right.")
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(ctx: typer.Context, warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> None:
+    """List the runs in the warehouse; `runs rm` and `runs move` put them right."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from synthtrace.warehouse.sql import query
+
+    existing_warehouse(warehouse)
     table = query(warehouse, """
         SELECT run_name, experiment, app, started_at, n_tasks, round(duration_ns / 1e9, 3) AS duration_s,
                n_bursts, len(counters) AS n_counters, run_id
@@ -94,15 +105,59 @@ def runs(warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> None:
     _print_table(table, title=f"runs in {warehouse}")
 
 
+RunRefs = Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs by id (or unique id prefix) or run name.")]
+
+
+@runs_app.command("rm")
+def runs_rm(run_refs: RunRefs, warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE) -> None:
+    """Remove runs (each removal atomic); their experiments' merged data and analysis are removed too."""
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.run_admin import remove_runs
+
+    res = remove_runs(Warehouse(warehouse), run_refs)
+    for run_id, name, exp in res.runs.select("run_id", "run_name", "experiment").iter_rows():
+        console.print(f"removed run {run_id} ({name}, experiment {exp})", soft_wrap=True)
+    _say_invalidated(res.invalidated)
+
+
+@runs_app.command("move")
+def runs_move(
+    run_refs: RunRefs,
+    experiment: Annotated[str, typer.Option("--experiment", "-e", help="Experiment the runs belong to from now on.")],
+    warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
+) -> None:
+    """Assign runs to another experiment (each move atomic); the experiments they leave and join lose their merge."""
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.run_admin import move_runs
+
+    res = move_runs(Warehouse(warehouse), run_refs, experiment)
+    if res.runs.height == 0:
+        console.print(f"nothing to move: the runs are already in experiment {experiment}", soft_wrap=True)
+    for run_id, name, exp in res.runs.select("run_id", "run_name", "experiment").iter_rows():
+        console.print(f"moved run {run_id} ({name}) from experiment {exp} to {experiment}", soft_wrap=True)
+    _say_invalidated(res.invalidated)
+
+
+def _say_invalidated(names: list[str]) -> None:
+    for name in names:
+        console.print(f"experiment {name}: merged data and analysis removed (its runs changed); "
+                      f"rebuild with `synthtrace merge {name}`", soft_wrap=True)
+
+
 def sql(
     statement: Annotated[str, typer.Argument(metavar="QUERY", help="A SELECT over the views runs, bursts, mpi_calls, merged_bursts, ...")],
-    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
+    warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Stop the query after this many seconds.")] = DEFAULT_TIMEOUT_S,
+    timeout: Annotated[float | None, typer.Option("--timeout", min=0.001, show_default=False, help="Stop the query "
+                                                  "after this many seconds (default: 300).")] = None,
 ) -> None:
     """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
-    table = query(warehouse, statement, timeout_s=timeout)
+    import pyarrow.parquet as pq
+
+    from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query
+
+    table = query(warehouse, statement, timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout)
     if format is OutputFormat.parquet:
         if output is None:
             raise BadInputError("--format parquet needs --output FILE")
@@ -120,6 +175,8 @@ def sql(
 
 def _flat(table: pa.Table) -> pa.Table:
     """Nested columns (lists, structs) as JSON text, for formats that only hold scalars."""
+    import pyarrow as pa
+
     cols = []
     for name, col in zip(table.column_names, table.columns):
         if pa.types.is_nested(col.type):
@@ -130,6 +187,8 @@ def _flat(table: pa.Table) -> pa.Table:
 
 def _render(table: pa.Table, fmt: OutputFormat) -> str:
     if fmt is OutputFormat.csv:
+        import pyarrow.csv as pacsv
+
         table = _flat(table)
         buf = io.BytesIO()
         pacsv.write_csv(table, buf)
@@ -142,6 +201,8 @@ def _render(table: pa.Table, fmt: OutputFormat) -> str:
 
 
 def _print_table(table: pa.Table, title: str | None = None, limit: int = 200) -> None:
+    from rich.table import Table
+
     t = Table(title=title, show_lines=False)
     rows = [["" if v is None else str(v) for v in row.values()] for row in table.slice(0, limit).to_pylist()]
     widths = [max([len(name), *(len(r[i]) for r in rows)]) for i, name in enumerate(table.column_names)]
@@ -158,5 +219,5 @@ def _print_table(table: pa.Table, title: str | None = None, limit: int = 200) ->
 
 def register(app: typer.Typer) -> None:
     app.command()(ingest)
-    app.command()(runs)
+    app.add_typer(runs_app, name="runs")
     app.command()(sql)

@@ -56,3 +56,120 @@ def test_csv_and_unknown_experiment(tmp_path, wh, run_cli):
     assert pl.read_csv(out).height == 704
     code, _, err = run_cli("export", "nope", "-o", out, "-w", wh)
     assert code == 2 and "no experiment 'nope'" in err
+
+
+# ------------------------------------------------------------------ a merged experiment (the LULESH pair)
+@pytest.fixture(scope="module")
+def merged_wh(tmp_path_factory):
+    """The two LULESH runs ingested as one experiment and merged, through the CLI."""
+    from synthtrace.pipelines.cli import main
+
+    from tests.conftest import LULESH_A, LULESH_B
+
+    root = tmp_path_factory.mktemp("merged")
+    for prv in (LULESH_A, LULESH_B):
+        copy_trace(prv, root / "lulesh")
+    w = root / "wh"
+    assert main(["ingest", str(root / "lulesh"), "--experiment", "lulesh-8r", "-w", str(w)]) == 0
+    assert main(["merge", "lulesh-8r", "-w", str(w)]) == 0
+    return w
+
+
+def _reference_run(wh) -> str:
+    from synthtrace.warehouse.sql import query
+
+    return query(wh, "SELECT DISTINCT run_id FROM merged_bursts").column(0)[0].as_py()
+
+
+def test_merged_experiment_perfetto(tmp_path, merged_wh, run_cli):
+    """A merged experiment exports (it failed on `reference_run_id`), with the reference run's MPI calls, in the
+    trace-event structure Perfetto's JSON importer needs: complete events with ph/ts/dur/pid/tid in µs, slices on
+    one thread that nest (never overlap partly), a process_name per rank."""
+    from synthtrace.warehouse.sql import query
+
+    out = tmp_path / "lulesh.json"
+    code, _, err = run_cli("export", "lulesh-8r", "--format", "perfetto", "--output", out, "-w", merged_wh)
+    assert code == 0, err
+    trace = json.loads(out.read_text())
+    assert trace["displayTimeUnit"] in ("ms", "ns")
+    events = trace["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    for e in slices:
+        assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+    ref = _reference_run(merged_wh)
+    n_bursts, n_calls, t0_ns = query(merged_wh, f"SELECT (SELECT count(*) FROM merged_bursts), count(*), min(start_ns) "
+                                                f"FROM mpi_calls WHERE run_id = '{ref}'").to_pylist()[0].values()
+    assert sum(e["cat"] == "burst" for e in slices) == n_bursts
+    assert sum(e["cat"] == "mpi" for e in slices) == n_calls  # the reference run's calls, not the other run's
+    assert min(e["ts"] for e in slices if e["cat"] == "mpi") == pytest.approx(t0_ns / 1000)  # µs
+    merged_counters = {"PAPI_TOT_INS", "PAPI_TOT_CYC", "LONGEST_LAT_CACHE:MISS"}
+    assert merged_counters <= next(e for e in slices if e["cat"] == "burst")["args"].keys()
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert {e["pid"] for e in slices} <= names.keys()
+    by_track: dict = {}
+    for e in slices:
+        by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_track.values():
+        spans.sort()
+        for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
+            assert s1 >= e0 - 1e-3 or e1 <= e0 + 1e-3  # next slice after this one, or inside it
+
+
+def test_merged_experiment_pipit_events(tmp_path, merged_wh, run_cli):
+    """Pipit's events table (the columns of pipit.Trace.from_csv): per (Process, Thread) every Enter has its Leave
+    and they nest, timestamps sorted; merged counters on the Computation Leave rows."""
+    from synthtrace.warehouse.sql import query
+
+    out = tmp_path / "events.csv"
+    code, _, err = run_cli("export", "lulesh-8r", "-f", "pipit", "-o", out, "-w", merged_wh)
+    assert code == 0, err
+    ev = pl.read_csv(out)
+    assert ev.columns[:5] == ["Timestamp (ns)", "Event Type", "Name", "Thread", "Process"]
+    assert ev.get_column("Timestamp (ns)").is_sorted()
+    for (_, _), g in ev.group_by("Process", "Thread"):
+        stack: list[str] = []
+        for kind, name in g.select("Event Type", "Name").iter_rows():
+            if kind == "Enter":
+                stack.append(name)
+            else:
+                assert stack and stack.pop() == name
+        assert not stack
+    ins = ev.filter((pl.col("Name") == "Computation") & (pl.col("Event Type") == "Leave"))["PAPI_TOT_INS"].sum()
+    assert ins == query(merged_wh, "SELECT sum(PAPI_TOT_INS) FROM merged_bursts").column(0)[0].as_py()
+
+
+def test_merged_experiment_csv(tmp_path, merged_wh, run_cli):
+    from synthtrace.warehouse.sql import query
+
+    out = tmp_path / "b.csv"
+    assert run_cli("export", "lulesh-8r", "-f", "csv", "-o", out, "-w", merged_wh)[0] == 0
+    assert pl.read_csv(out).height == query(merged_wh, "SELECT count(*) FROM merged_bursts").column(0)[0].as_py()
+
+
+def test_export_refuses_missing_warehouse(tmp_path, run_cli):
+    code, _, err = run_cli("export", "x", "-o", tmp_path / "t.json", "-w", tmp_path / "typo")
+    assert code == 2 and "no such warehouse" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "typo").exists()
+
+
+def test_pipit_reads_export_like_its_otf2_reader(tmp_path, run_cli):
+    """With Pipit installed: the export of the Score-P ping-pong, read by ``pipit.Trace.from_csv``, has the MPI
+    events Pipit's own OTF2 reader finds in the same archive, at the same times (within 1 ns)."""
+    pipit = pytest.importorskip("pipit")
+    from tests.conftest import TRACES
+
+    archive = TRACES / "otf2" / "ping-pong-otf2-papi"
+    w, out = tmp_path / "wh", tmp_path / "pp.csv"
+    assert run_cli("ingest", archive / "traces.otf2", "--experiment", "pp", "-w", w)[0] == 0
+    assert run_cli("export", "pp", "-f", "pipit", "-o", out, "-w", w)[0] == 0
+    mine = pipit.Trace.from_csv(str(out)).events
+    theirs = pipit.Trace.from_otf2(str(archive)).events
+
+    def mpi(df):
+        df = df[df["Name"].astype(str).str.startswith("MPI_") & df["Event Type"].isin(["Enter", "Leave"])]
+        return sorted(zip(df["Process"].astype(int), df["Name"].astype(str), df["Event Type"].astype(str),
+                          df["Timestamp (ns)"].astype(float)))
+
+    a, b = mpi(mine), mpi(theirs)
+    assert [x[:3] for x in a] == [x[:3] for x in b]
+    assert max(abs(x[3] - y[3]) for x, y in zip(a, b)) <= 1.0

@@ -1,8 +1,8 @@
 """Errors of the storage layer."""
-from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+from synthtrace.tracelib.errors import BadInputError
 
 
-class WarehouseError(SynthtraceError):
+class WarehouseError(BadInputError):
     """The warehouse folder cannot be used (not a warehouse, not writable, ...)."""
 
 

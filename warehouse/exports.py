@@ -12,26 +12,21 @@ from synthtrace.warehouse.runs import experiment_runs, run_bursts, run_calls
 BURST_KEYS = [*THREAD_KEYS, "burst_seq"]
 
 
-def _run_tables(wh: Warehouse, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    return run_bursts(wh, run_id, dram_from_uncore=False), run_calls(wh, run_id)
-
-
 def load_export_tables(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """(bursts with an ``archetype`` column when known, MPI calls) of the experiment's synthetic trace."""
     exp_dir = wh.experiment_dir(experiment)
     merged_file = exp_dir / "merged_bursts.parquet"
     if merged_file.is_file():
         bursts = pl.read_parquet(merged_file)
-        quality = pl.read_parquet(exp_dir / "merge_quality.parquet")
-        ref_id = quality.get_column("reference_run_id").drop_nulls()
-        ref = ref_id[0] if ref_id.len() else experiment_runs(wh, experiment).get_column("run_id")[0]
-        _, calls = _run_tables(wh, ref)
+        # the merged bursts are the reference run's bursts: its MPI calls go with them
+        calls = run_calls(wh, bursts.get_column("run_id")[0]) if bursts.height else None
     else:
         runs = experiment_runs(wh, experiment)
         if runs.height != 1:
             raise UnknownExperimentError(
                 f"experiment {experiment!r} has {runs.height} runs and no merged trace yet: run `synthtrace merge {experiment}` first")
-        bursts, calls = _run_tables(wh, runs.get_column("run_id")[0])
+        run_id = runs.get_column("run_id")[0]
+        bursts, calls = run_bursts(wh, run_id, dram_from_uncore=False), run_calls(wh, run_id)
     arch_file = exp_dir / "archetypes.parquet"
     if arch_file.is_file():
         arch = (pl.read_parquet(arch_file).filter(pl.col("unit") == "burst")

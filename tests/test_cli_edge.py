@@ -1,0 +1,139 @@
+"""The command line's edge: every usage mistake is one line on stderr and exit 2, never a traceback; ``--version``
+and shell completion; literal error text; read commands refuse a warehouse that is not there; the cheap commands
+import neither numba nor the simulator."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PRIME, copy_trace
+
+
+def synthtrace(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``synthtrace ARGS`` in a fresh interpreter, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=300, cwd=cwd, env={**os.environ, "COLUMNS": "100", **(env or {})})
+
+
+def one_error_line(p: subprocess.CompletedProcess) -> str:
+    """The single ``error:`` line a mistake prints (asserting exit 2, nothing more on stderr, no traceback)."""
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory) -> Path:
+    """A warehouse holding the prime trace."""
+    from synthtrace.pipelines.cli import main
+
+    root = tmp_path_factory.mktemp("edge")
+    copy_trace(PRIME, root / "prime")
+    assert main(["ingest", str(root / "prime"), "-w", str(root / "wh")]) == 0
+    return root / "wh"
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["ingets", "x"], "No such command 'ingets'. Did you mean 'ingest'?"),  # unknown command
+    (["ingest"], "Missing argument"),                                        # missing argument
+    (["simulate", "out", "--runs", "many"], "Invalid value for '--runs'"),   # bad option value
+    (["export", "e", "--format", "pdf"], "Invalid value for '--format'"),    # bad choice
+    (["runs", "--bogus"], "No such option: --bogus"),                        # unknown option
+    (["--bogus"], "No such option: --bogus"),                                # unknown option of the root
+    (["runs", "move", "r1"], "Missing option '--experiment'"),               # missing required option
+    (["sql"], "Missing argument 'QUERY'"),
+])
+def test_usage_mistake_is_one_line_exit_2(tmp_path, args, says):
+    line = one_error_line(synthtrace(*args, cwd=tmp_path))
+    assert says in line and "Traceback" not in line
+    assert not (tmp_path / "synthtrace-warehouse").exists()
+
+
+def test_version_and_bare_command(tmp_path):
+    from synthtrace import __version__
+
+    p = synthtrace("--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"synthtrace {__version__}" and not p.stderr
+    bare = synthtrace()
+    assert bare.returncode == 0 and "Usage: synthtrace" in bare.stdout and "ingest" in bare.stdout
+
+
+def test_shell_completion():
+    """typer's completion: the script for a shell, and the completions it asks the program for."""
+    script = synthtrace("--show-completion", "bash")
+    assert script.returncode == 0 and "_SYNTHTRACE_COMPLETE" in script.stdout
+    asked = synthtrace(env={"_SYNTHTRACE_COMPLETE": "complete_bash", "COMP_WORDS": "synthtrace runs r",
+                            "COMP_CWORD": "2"})
+    assert asked.returncode == 0 and asked.stdout.split() == ["rm"]
+    top = synthtrace(env={"_SYNTHTRACE_COMPLETE": "complete_bash", "COMP_WORDS": "synthtrace ex", "COMP_CWORD": "1"})
+    assert top.stdout.split() == ["export"]
+
+
+def test_error_text_is_printed_literally(wh):
+    """rich must not turn ``:100:`` into an emoji nor ``[bold]`` into markup."""
+    line = one_error_line(synthtrace("runs", "rm", "t.prv:100:[bold]x", "-w", wh))
+    assert "'t.prv:100:[bold]x'" in line
+
+
+@pytest.mark.parametrize("command", [["runs"], ["sql", "SELECT 1"], ["export", "e"], ["runs", "rm", "r"],
+                                     ["runs", "move", "r", "-e", "x"]])
+def test_read_commands_refuse_a_missing_or_file_warehouse(tmp_path, command):
+    typo, a_file, not_wh = tmp_path / "typo", tmp_path / "file", tmp_path / "folder"
+    a_file.write_text("x")
+    not_wh.mkdir()
+    assert "no such warehouse" in one_error_line(synthtrace(*command, "-w", typo, cwd=tmp_path))
+    assert "is a file" in one_error_line(synthtrace(*command, "-w", a_file, cwd=tmp_path))
+    assert "not a synthtrace warehouse" in one_error_line(synthtrace(*command, "-w", not_wh, cwd=tmp_path))
+    assert not typo.exists() and list(not_wh.iterdir()) == []
+
+
+def test_warehouse_error_exits_2(tmp_path):
+    """A warehouse that cannot be used (here a file) is a user mistake: exit 2, like every bad input."""
+    a_file = tmp_path / "wh"
+    a_file.write_text("x")
+    copy_trace(PRIME, tmp_path / "t")
+    assert "exists and is not a folder" in one_error_line(synthtrace("ingest", tmp_path / "t", "-w", a_file))
+
+
+_PROBE = """
+import json, sys
+from synthtrace.pipelines.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("numba", "synthtrace"))}))
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["runs"], ["sql", "SELECT 1"], ["runs", "--help"]])
+def test_cheap_commands_import_no_numba_nor_simulator(wh, args):
+    p = subprocess.run([sys.executable, "-c", _PROBE, *args, *(["-w", str(wh)] if args[-1] != "--help" else [])],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0, p.stderr
+    heavy = [m for m in report["modules"] if m == "numba" or m.startswith(("synthtrace.tracelib.simulator",
+                                                                          "synthtrace.tracelib.paraver",
+                                                                          "synthtrace.models"))]
+    assert heavy == []
+
+
+def test_command_table_matches_the_modules():
+    """cli.COMMANDS (what ``--help`` lists without importing) names every command each module registers, with the
+    first paragraph of its help."""
+    import importlib
+
+    import typer
+
+    from synthtrace.pipelines.cli import COMMANDS
+
+    registered = {}
+    for module in sorted({m for m, _ in COMMANDS.values()}):
+        sub = typer.Typer()
+        importlib.import_module(f"synthtrace.pipelines.{module}").register(sub)
+        for name, cmd in typer.main.get_group(sub).commands.items():
+            registered[name] = (module, " ".join((cmd.help or "").strip().split("\n\n")[0].split()))
+    assert registered == COMMANDS

@@ -1,0 +1,118 @@
+"""`synthtrace runs rm` / `runs move`: runs put right on the real LULESH pair, atomically, and no view ever shows a
+merge of runs that are no longer there."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.conftest import LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
+
+pytestmark = pytest.mark.real_traces
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory):
+    """The LULESH pair ingested as experiment lulesh-8r and merged (copied afresh by each test)."""
+    from synthtrace.pipelines.cli import main
+
+    root = tmp_path_factory.mktemp("admin")
+    for prv in (LULESH_A, LULESH_B):
+        copy_trace(prv, root / "lulesh")
+    w = root / "wh"
+    assert main(["ingest", str(root / "lulesh"), "--experiment", "lulesh-8r", "-w", str(w)]) == 0
+    assert main(["merge", "lulesh-8r", "-w", str(w)]) == 0
+    return w
+
+
+@pytest.fixture
+def wh(tmp_path, merged):
+    w = tmp_path / "wh"
+    shutil.copytree(merged, w)
+    return w
+
+
+def _sql(wh, statement: str) -> list[dict]:
+    from synthtrace.warehouse.sql import query
+
+    return query(wh, statement).to_pylist()
+
+
+def _runs(wh) -> dict[str, dict]:
+    return {r["run_name"]: r for r in _sql(wh, "SELECT run_id, run_name, experiment, n_bursts FROM runs")}
+
+
+def test_rm_removes_the_run_and_the_stale_merge(wh, run_cli):
+    before = _runs(wh)
+    gone, kept = before[LULESH_B.stem], before[LULESH_A.stem]
+    code, out, err = run_cli("runs", "rm", gone["run_id"][:8], "-w", wh)  # a unique id prefix names a run
+    assert code == 0, err
+    assert f"removed run {gone['run_id']}" in out and "experiment lulesh-8r: merged data" in out
+    assert set(_runs(wh)) == {LULESH_A.stem}
+    assert _sql(wh, f"SELECT count(*) AS n FROM bursts WHERE run_id = '{gone['run_id']}'") == [{"n": 0}]
+    assert _sql(wh, f"SELECT count(*) AS n FROM bursts WHERE run_id = '{kept['run_id']}'") == [{"n": kept["n_bursts"]}]
+    assert not (wh / "experiments" / "lulesh-8r").exists()
+    code, _, err = run_cli("sql", "SELECT * FROM merged_bursts", "-w", wh)
+    assert code == 2 and "merged_bursts" in err  # the view is gone with the merge, not showing a removed run
+
+
+def test_move_reassigns_and_keeps_the_data(wh, run_cli):
+    b = _runs(wh)[LULESH_B.stem]
+    bursts_before = tree_digest(wh / "runs" / b["run_id"] / "bursts")
+    code, out, err = run_cli("runs", "move", LULESH_B.stem, "--experiment", "lulesh-7+1", "-w", wh)  # by run name
+    assert code == 0, err
+    assert "from experiment lulesh-8r to lulesh-7+1" in out
+    after = _runs(wh)
+    assert after[LULESH_B.stem]["experiment"] == "lulesh-7+1" and after[LULESH_A.stem]["experiment"] == "lulesh-8r"
+    assert tree_digest(wh / "runs" / b["run_id"] / "bursts") == bursts_before
+    assert not (wh / "experiments" / "lulesh-8r").exists()  # its merge used the run that left
+    assert not list((wh / ".staging").iterdir())
+    code, out, _ = run_cli("runs", "move", LULESH_B.stem, "-e", "lulesh-7+1", "-w", wh)
+    assert code == 0 and "nothing to move" in out
+
+
+@pytest.mark.parametrize("args", [
+    ["rm", "no-such-run"],
+    ["rm", LULESH_A.stem, "no-such-run"],          # one bad name: nothing at all is removed
+    ["move", "no-such-run", "-e", "x"],
+    ["move", LULESH_A.stem, "-e", "../escape"],
+    ["move", LULESH_A.stem, "-e", "a/b"],
+])
+def test_bad_reference_changes_nothing(wh, run_cli, args):
+    before = tree_digest(wh)
+    code, _, err = run_cli("runs", *args, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+    assert tree_digest(wh) == before
+
+
+def test_ambiguous_run_name_is_refused(wh, run_cli, tmp_path):
+    """Two runs of one name (other content, other experiment) must be told apart by id."""
+    a = _runs(wh)[LULESH_A.stem]
+    copy_trace(PRIME, tmp_path / "other", stem=LULESH_A.stem)  # other content, same run name
+    assert run_cli("ingest", tmp_path / "other", "--experiment", "other", "-w", wh)[0] == 0
+    before = tree_digest(wh)
+    code, _, err = run_cli("runs", "rm", LULESH_A.stem, "-w", wh)
+    assert code == 2 and "ambiguous" in err and a["run_id"] in err
+    assert tree_digest(wh) == before
+
+
+def test_failed_move_leaves_the_run_as_it_was(wh, monkeypatch):
+    """The new run.parquet is written aside: a failure while writing leaves the old directory untouched."""
+    import polars as pl
+
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.run_admin import move_runs
+
+    run_id = _runs(wh)[LULESH_B.stem]["run_id"]
+    before = tree_digest(wh / "runs")
+
+    def disk_full(self, file, *a, **k):  # half a file written, then the disk is full
+        open(file, "wb").write(b"PAR1")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", disk_full)
+    with pytest.raises(OSError):
+        move_runs(Warehouse(wh), [run_id], "elsewhere")
+    monkeypatch.undo()
+    assert tree_digest(wh / "runs") == before
+    assert _runs(wh)[LULESH_B.stem]["experiment"] == "lulesh-8r"

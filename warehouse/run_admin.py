@@ -1,0 +1,88 @@
+"""Putting runs right: remove runs from the warehouse, or move them to another experiment.
+
+Every run named is resolved before anything changes (an unknown or ambiguous name changes nothing). Each change is
+one atomic step, like an ingest: a removed run's directory is renamed into staging and then deleted; a moved run's
+directory is rebuilt in staging with its new ``run.parquet`` (the other files hard-linked) and swapped into place.
+An experiment whose runs change loses its derived data (merge, metrics, archetypes) first, so no view ever shows a
+merge of runs that are no longer there; ``synthtrace merge`` rebuilds it.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.warehouse.errors import UnknownExperimentError
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import runs_table
+
+
+@dataclass(frozen=True)
+class AdminResult:
+    """What changed: the runs acted on (rows of the runs view, before the change) and the experiments whose derived
+    data was removed."""
+
+    runs: pl.DataFrame
+    invalidated: list[str]
+
+
+def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
+    """The rows of the runs named by ``refs`` (a run id, a unique prefix of one, or a run name that is unique in the
+    warehouse); raises :class:`UnknownExperimentError` naming the first reference that matches no run or several."""
+    runs = runs_table(wh)
+    picked = []
+    for ref in dict.fromkeys(refs):
+        hit = runs.filter((pl.col("run_id") == ref) | (pl.col("run_name") == ref))
+        if hit.height == 0 and ref:
+            hit = runs.filter(pl.col("run_id").str.starts_with(ref))
+        if hit.height == 0:
+            raise UnknownExperimentError(f"no run {ref!r} in {wh.root} (see `synthtrace runs`)")
+        if hit.height > 1:
+            ids = ", ".join(f"{i} ({e})" for i, e in hit.select("run_id", "experiment").iter_rows())
+            raise UnknownExperimentError(f"run {ref!r} is ambiguous: {ids}; name it by run id")
+        picked.append(hit)
+    return pl.concat(picked).unique("run_id", keep="first", maintain_order=True)
+
+
+def invalidate_experiments(wh: Warehouse, names: Sequence[str]) -> list[str]:
+    """Remove the derived data (``experiments/<name>/``) of the experiments named; returns those that had some."""
+    gone = []
+    for name in dict.fromkeys(names):
+        target = wh.experiment_dir(name)
+        if target.is_dir():
+            wh.remove(target)
+            gone.append(name)
+    return gone
+
+
+def remove_runs(wh: Warehouse, refs: Sequence[str]) -> AdminResult:
+    """Remove the runs named (see :func:`resolve_runs`) and the derived data of their experiments."""
+    runs = resolve_runs(wh, refs)
+    invalidated = invalidate_experiments(wh, runs.get_column("experiment").drop_nulls().to_list())
+    for run_id in runs.get_column("run_id"):
+        wh.remove(wh.run_dir(run_id))
+    return AdminResult(runs, invalidated)
+
+
+def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResult:
+    """Assign the runs named to ``experiment``; the derived data of the experiments they leave and join is removed.
+    Runs already in ``experiment`` are left alone."""
+    _check_experiment_name(wh, experiment)
+    runs = resolve_runs(wh, refs).filter(pl.col("experiment").ne_missing(experiment))
+    if runs.height == 0:
+        return AdminResult(runs, [])
+    invalidated = invalidate_experiments(wh, [*runs.get_column("experiment").drop_nulls().to_list(), experiment])
+    for run_id in runs.get_column("run_id"):
+        run_dir = wh.run_dir(run_id)
+        row = pl.read_parquet(run_dir / "run.parquet")
+        wh.update_dir(run_dir, {"run": row.with_columns(pl.lit(experiment, row.schema["experiment"]).alias("experiment"))})
+    return AdminResult(runs, invalidated)
+
+
+def _check_experiment_name(wh: Warehouse, name: str) -> None:
+    """Refuse a name whose folder would not be a direct child of ``experiments/`` (empty, ``.``, ``..``, ``a/b``)."""
+    target = wh.experiment_dir(name)
+    if not name or name in (".", "..") or target.parent != wh.experiments_dir or target.name != name:
+        raise BadInputError(f"--experiment {name!r}: not a valid experiment name (no path separators, not . or ..)")
