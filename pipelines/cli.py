@@ -30,7 +30,7 @@ from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("cli_warehouse", "Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."),
     "runs": ("cli_warehouse", "List the runs in the warehouse; `runs rm` and `runs move` put them right."),
-    "sql": ("cli_warehouse", "Answer a read-only SQL query (statements that would modify anything are refused)."),
+    "sql": ("cli_warehouse", "Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."),
     "simulate": ("cli_simulate", "Simulate multi-run hardware-counter traces of MPI applications, with their ground "
                                  "truth as Parquet."),
     "plan": ("cli_plan", "Plan the fewest runs that record every counter, each run carrying the fixed reference "
