@@ -153,7 +153,8 @@ HEADERS = {
     "node_beyond_declared": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:5")), "header declares 4 nodes"),
     "node_above_int32": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:" + "9" * 12)), "node 9999"),
     "threads_50M": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "50000000:4")), "header declares 50000015 threads"),
-    "no_tasks": (PRIME_HEADER.replace("16({tasks})", "0()"), "declares no tasks"),
+    "no_tasks": (PRIME_HEADER.replace("16({tasks})", "0()"), "declares 0 tasks"),
+    "threads_beyond_keys": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "3000000:4")), "expected 1 to 2097151"),
 }
 
 
