@@ -152,8 +152,11 @@ HEADERS = {
     "cpu_count_30_digits": (PRIME_HEADER.replace("4(13,", "4(" + "9" * 30 + ","), "do not fit in a 32-bit integer"),
     "node_beyond_declared": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:5")), "header declares 4 nodes"),
     "node_above_int32": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:" + "9" * 12)), "node 9999"),
-    "threads_50M": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "50000000:4")), "header declares 50000015 threads"),
-    "no_tasks": (PRIME_HEADER.replace("16({tasks})", "0()"), "declares no tasks"),
+    "threads_50M": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "50000000:4")), "declares 50000000 threads"),
+    "threads_beyond_the_file": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "2000000:4")),
+                                "header declares 2000015 threads, more than a file of"),
+    "no_tasks": (PRIME_HEADER.replace("16({tasks})", "0()"), "declares 0 tasks"),
+    "threads_beyond_keys": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "3000000:4")), "expected 1 to 2097151"),
 }
 
 
@@ -176,7 +179,8 @@ def test_header_only_trace_is_refused(tmp_path, run_cli):
     assert code == 2 and "no records after the header" in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_communication_beyond_the_trace_end_is_refused(tmp_path, run_cli):
+def test_communication_beyond_the_trace_end_is_kept_with_a_warning(tmp_path, run_cli):
+    """paramedir loads a trace whose communication times pass the header's end: kept, and said once."""
     prv = copy_trace(LULESH_A, tmp_path / "comm")
     lines = prv.read_text().splitlines(keepends=True)
     i = next(k for k, ln in enumerate(lines) if ln.startswith("3:"))
@@ -185,7 +189,12 @@ def test_communication_beyond_the_trace_end_is_refused(tmp_path, run_cli):
     lines[i] = ":".join(f)
     prv.write_text("".join(lines))
     code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
-    assert code == 2 and f"{prv}:{i + 1}: communication time" in err and "field 13" in err, err
+    assert code == 0 and f"{prv}: 1 communication records have times beyond the trace end" in err, err
+    f[12] = "9" * 19  # beyond int64 once in ns: refused
+    lines[i] = ":".join(f)
+    prv.write_text("".join(lines))
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh2")
+    assert code == 2 and f"{prv}:{i + 1}: field 13 time" in err, err
 
 
 def test_unreadable_pcf_is_one_line(tmp_path, run_cli, monkeypatch):

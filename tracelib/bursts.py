@@ -25,6 +25,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.paraver.header import ID_BITS
 from synthtrace.tracelib.paraver.tokenizer import cached_njit
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
@@ -138,7 +139,7 @@ def _empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
-_KEY_BITS = 21
+_KEY_BITS = ID_BITS
 _KEY_MASK = (1 << _KEY_BITS) - 1
 
 
@@ -750,8 +751,9 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame
         """Row (in ``calls``) of the call holding each message's ``prefix`` side, -1 for none."""
         if not n or not m.height:
             return np.full(m.height, -1, dtype=np.int64)
-        pos = _containing_call(ck, cs, ce, _packed(*(m.get_column(f"{prefix}{c}").to_numpy() for c in THREAD_KEYS)),
-                               m.get_column(f"{prefix}time_ns").to_numpy())
+        # a half message (its other side unknown: NULL keys) is keyed (0, 0, 0), which no call has
+        keys = (m.get_column(f"{prefix}{c}").fill_null(0).to_numpy() for c in THREAD_KEYS)
+        pos = _containing_call(ck, cs, ce, _packed(*keys), m.get_column(f"{prefix}time_ns").fill_null(0).to_numpy())
         return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
     col = {c: m.get_column(c).cast(pl.Int64).to_numpy() for c in ("s_time_ns", "r_time_ns", "s_task", "r_task", "size", "tag")}

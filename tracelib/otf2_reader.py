@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import os
 from array import array
 from collections.abc import Callable, Iterator
@@ -45,6 +46,7 @@ import polars as pl
 from synthtrace.tracelib.bursts import (INTERVAL_SCHEMA, MESSAGE_SCHEMA, MPI_EVENT_SCHEMA, SAMPLE_SCHEMA, BurstAssembler,
                              ReadSummary, RecordBatch)
 from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
+from synthtrace.tracelib.paraver.header import MAX_ID
 from synthtrace.tracelib.paraver.reader import ParaverTrace
 
 DEFAULT_CHUNK_EVENTS = 200_000
@@ -112,6 +114,20 @@ def _captured_otf2_errors() -> Iterator[list[str]]:
         yield messages
     finally:
         register(previous, None)
+
+
+@contextlib.contextmanager
+def _python_callback_errors(messages: list[str]) -> Iterator[None]:
+    """The otf2 wheel's definition callbacks write the traceback of an exception they meet (an undecodable
+    name, a duplicate definition in a damaged archive) to stderr: capture it, keep its last line as a reason."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            yield
+    finally:
+        lines = [ln.strip() for ln in captured.getvalue().splitlines() if ln.strip()]
+        if lines:
+            messages.append(lines[-1][:200])
 
 
 def _library_reason(exc: BaseException, messages: list[str]) -> str:
@@ -222,6 +238,9 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - o
         locations.append(_Location(loc._ref, str(loc.name), task, thread, int(loc.number_of_events or 0),
                                    evt_dir / f"{loc._ref}.evt", evt_dir / f"{loc._ref}.def"))
     locations.sort(key=lambda x: (x.task, x.thread))
+    if locations and max(max(x.task, x.thread) for x in locations) > MAX_ID:
+        raise TraceFormatError(anchor.with_suffix(".def"), None,
+                               f"more than {MAX_ID} ranks or threads per rank: beyond what synthtrace can key")
     nodes = {loc.group.system_tree_parent._ref for loc in cpu_locs if loc.group.system_tree_parent is not None}
 
     regions = list(defs.regions)
@@ -862,7 +881,8 @@ class Otf2Trace:
         import otf2  # noqa: PLC0415 - the wheel with the C library
 
         try:
-            return otf2.reader.Reader(str(self.path))
+            with _python_callback_errors(messages):
+                return otf2.reader.Reader(str(self.path))
         except Exception as exc:  # the library raises its own errors (and KeyError etc. on garbage)
             raise TraceFormatError(self.path, None, _library_reason(exc, messages)) from None
 
@@ -985,7 +1005,8 @@ class Otf2Trace:
             for loc in self.defs.locations:
                 def_reader = _otf2.Reader_GetDefReader(handle, loc.ref)
                 if def_reader:
-                    _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
+                    with _python_callback_errors(messages):
+                        _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
                     _otf2.Reader_CloseDefReader(handle, def_reader)
             _otf2.Reader_CloseDefFiles(handle)
             _otf2.Reader_OpenEvtFiles(handle)

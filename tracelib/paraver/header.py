@@ -19,6 +19,8 @@ _UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, None: 1_0
 MAX_DIGITS = 30  # no header number is longer (a 64-bit integer has 20 digits)
 _LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
 INT32_MAX = 2**31 - 1
+ID_BITS = 21  # appl, task and thread numbers are kept in 21 bits each (one sortable 64-bit key)
+MAX_ID = (1 << ID_BITS) - 1
 INT64_MAX = 2**63 - 1
 
 
@@ -111,8 +113,8 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     if not tokens[2].isdigit():
         raise bad(f"number of applications {_short(tokens[2])!r} is not an integer")
     n_appl = int(tokens[2])
-    if n_appl == 0:
-        raise bad("no applications declared")
+    if not 1 <= n_appl <= MAX_ID:
+        raise bad(f"{_short(tokens[2])} applications declared (expected 1 to {MAX_ID})")
     # Applications are separated by ':' (Paraver's specification) or ',' (what Extrae writes); a trailing
     # bare integer is the number of communicator ('c:') lines that follow the header.
     appl_tokens = [t for tok in tokens[3:] for t in _split_top_level(tok, ",")]
@@ -127,8 +129,8 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         if not am or am["items"] is None:
             raise bad(f"application {k} {_short(tok)!r} is not NTASKS(threads:node,...)")
         pairs = am["items"].split(",")
-        if int(am["n"]) == 0:
-            raise bad(f"application {k} declares no tasks")
+        if not 1 <= int(am["n"]) <= MAX_ID:
+            raise bad(f"application {k} declares {_short(am['n'])} tasks (expected 1 to {MAX_ID})")
         if len(pairs) != int(am["n"]):
             raise bad(f"application {k} declares {_short(am['n'])} tasks but describes {len(pairs)}")
         try:
@@ -138,9 +140,9 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         if any(len(p) != 2 for p in tn):
             raise bad(f"application {k} task list {_short(am['items'])!r} is not threads:node pairs")
         for task, (n_threads, node) in enumerate(tn, start=1):
-            if not 1 <= n_threads <= INT32_MAX:
+            if not 1 <= n_threads <= MAX_ID:
                 raise bad(f"application {k} task {task} declares {_short(str(n_threads))} threads "
-                          f"(expected 1 to {INT32_MAX})")
+                          f"(expected 1 to {MAX_ID})")
             if cpus and not 1 <= node <= len(cpus):
                 raise bad(f"application {k} task {task} runs on node {_short(str(node))} "
                           f"but the header declares {len(cpus)} nodes")

@@ -381,6 +381,9 @@ class ParaverTrace:
                 yield bursts, calls
             if progress:
                 progress(item.n_bytes)
+        if late := summary.n_records.pop(0, 0):
+            self._warn(f"{self.path}: {late} communication records have times beyond the trace end in the header "
+                       f"({self.header.duration_ns} ns); kept, as Paraver keeps them")
         if not any(summary.n_records.values()):
             raise TraceFormatError(self.path, self._body_line, "no records after the header (an empty trace body, "
                                    "which Paraver refuses too)")

@@ -59,7 +59,7 @@ class ParsedChunk:
     samples: SampleArrays  # counter samples, counter = slot; absolute counters already as deltas
     events: EventArrays  # MPI calls, collective sizes, callers
     comms: pl.DataFrame  # COMM_SCHEMA
-    n_records: dict[int, int] = field(default_factory=dict)
+    n_records: dict[int, int] = field(default_factory=dict)  # per record type; 0: communications beyond the end
     n_lines: int = 0
 
 
@@ -79,8 +79,6 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
 
     rtype = int(fields[0]) if fields[0] in (b"1", b"2", b"3", b"4") else 0
     scale, end_ns = header.time_scale, header.duration_ns
-    if code == tk.E_COMM_END:
-        return f"communication time {num(k - 1) * scale} ns (field {k}) is beyond the trace end in the header ({end_ns} ns)"
     if code == tk.E_RECORD_TYPE:
         return f"unknown record type {_field_text(line, 1)!r} (expected 1, 2, 3 or 4)"
     if code == tk.E_FIELD_EMPTY:
@@ -110,7 +108,8 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
         return (f"appl {num(base + 2)} task {num(base + 3)} thread {num(base + 4)} "
                 "outside the header's resource model")
     if code == tk.E_NOT_INT64:
-        return f"field {k} value {num(k - 1)} does not fit in a signed 64-bit integer"
+        what = "time" if (rtype == 3 and k in (6, 7, 12, 13)) else "value"
+        return f"field {k} {what} {num(k - 1)} does not fit in a signed 64-bit integer" + (" of ns" if what == "time" else "")
     if code == tk.E_ORDER:
         return (f"record out of time order: {num(5) * scale} ns after {prev_ns} ns on "
                 f"appl {num(2)} task {num(3)} thread {num(4)}")
@@ -183,7 +182,7 @@ class RecordParser:
         events = EventArrays(t.ev_thread, t.ev_cpu, t.ev_time, t.ev_type, t.ev_value, t.ev_line)
         comms = pl.DataFrame(t.comms, schema=list(COMM_SCHEMA), orient="row").cast(COMM_SCHEMA) if t.comms.shape[0] \
             else pl.DataFrame(schema=COMM_SCHEMA)
-        counts = {k: int(t.n_records[k]) for k in range(1, 5) if t.n_records[k]}
+        counts = {k: int(t.n_records[k]) for k in range(5) if t.n_records[k]}
         return ParsedChunk(running=IntervalArrays(t.st_thread, t.st_cpu, t.st_start, t.st_end),
                            samples=SampleArrays(t.cn_thread, t.cn_time, t.cn_slot, t.cn_value),
                            events=events, comms=comms, n_records=counts, n_lines=int(t.n_lines))

@@ -25,7 +25,6 @@ from numba import njit
 
 # ---------------------------------------------------------------------------------------------- error codes
 E_NONE = 0
-E_COMM_END = 1
 E_RECORD_TYPE = 2
 E_FIELD_EMPTY = 3
 E_NOT_DIGIT = 4
@@ -137,7 +136,7 @@ class Tokens:
     ev_value: np.ndarray  # int64
     ev_line: np.ndarray  # int64 1-based line
     comms: np.ndarray  # int64 [n, 15]: 14 fields (times in ns) and the line
-    n_records: np.ndarray  # int64 [5]: records of type 1..4 (index 0 unused)
+    n_records: np.ndarray  # int64 [5]: records of type 1..4; [0]: communications with a time beyond the end
     n_lines: int
     error: np.ndarray  # int64 [5]: code, line, field (1-based), line start offset, previous time (order errors)
 
@@ -413,12 +412,14 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
                 if code != E_NONE:
                     k = side + 1
                     break
+        late = False  # a communication time beyond the header's end: kept (Paraver keeps it), counted
         if code == E_NONE and rtype == 3:
             for f in (5, 6, 11, 12):
-                if fv[f] > max_raw_time:
-                    code = E_COMM_END
+                if bigmask & (1 << f) or fv[f] > _INT64_MAX // scale:
+                    code = E_NOT_INT64
                     k = f + 1
                     break
+                late = late or fv[f] > max_raw_time
             if code == E_NONE:
                 for f in (13, 14):
                     if bigmask & (1 << f):
@@ -457,6 +458,8 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
             status = full
             break
         n_rec[rtype] += 1
+        if late:
+            n_rec[0] += 1
         if rtype <= 2:
             last_time[tid] = t_ns
         if running:

@@ -1,0 +1,165 @@
+"""Fuzzing ``synthtrace ingest`` with seeded mutations of the real traces in ../shared/traces.
+
+Each case copies a real trace, damages it (bytes flipped, lines cut, duplicated, swapped or emptied, digits
+grown to 30 characters, fields dropped, the file truncated, the .pcf/.row garbled, an OTF2 archive's files
+flipped or cut) and runs the CLI on it. Whatever the damage, the outcome is exit 0, or exit 2 with one error
+line on stderr; never a traceback, never a hang; on failure the warehouse is exactly as it was.
+
+The cases run in one subprocess per batch (a hang is caught by its timeout); the time budget is bounded by
+``SYNTHTRACE_FUZZ_SECONDS`` (default 60 s) and the seed by ``SYNTHTRACE_FUZZ_SEED``, printed on failure.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import JACOBI, LULESH_B, PRIME, TRACES, copy_trace
+
+pytestmark = pytest.mark.real_traces
+
+BUDGET_S = float(os.environ.get("SYNTHTRACE_FUZZ_SECONDS", "60"))
+SEED = int(os.environ.get("SYNTHTRACE_FUZZ_SEED", "20261201"))
+CASE_TIMEOUT_S = 120  # one batch of cases; a hang ends here
+OTF2_ARCHIVES = [TRACES / "otf2" / "ping-pong-otf2", TRACES / "otf2" / "ping-pong-otf2-papi"]
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.splitlines(keepends=True)
+
+
+def _mutate_text(data: bytes, rnd: random.Random) -> bytes:
+    """One damage of a text file (a .prv, .pcf or .row), drawn from what broken tools and disks produce."""
+    lines = _lines(data)
+    i = rnd.randrange(len(lines))
+    kind = rnd.choice(["flip", "cut", "dup", "swap", "empty", "digits", "drop_field", "truncate", "header", "junk"])
+    if kind == "flip":
+        b = bytearray(data)
+        for _ in range(rnd.randint(1, 8)):
+            b[rnd.randrange(len(b))] = rnd.randrange(256)
+        return bytes(b)
+    if kind == "cut":
+        del lines[i: i + rnd.randint(1, 50)]
+    elif kind == "dup":
+        lines[i:i] = lines[i: i + rnd.randint(1, 20)]
+    elif kind == "swap":
+        j = rnd.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+    elif kind == "empty":
+        lines[i] = b"\n"
+    elif kind in ("digits", "drop_field", "header"):
+        k = 0 if kind == "header" else i
+        fields = lines[k].rstrip(b"\n").split(b":")
+        f = rnd.randrange(len(fields))
+        if kind == "drop_field":
+            del fields[f]
+        else:
+            fields[f] = rnd.choice([b"9" * 30, b"18446744073709551616", b"-1", b"", b"0", b"2147483648"])
+        lines[k] = b":".join(fields) + b"\n"
+    elif kind == "truncate":
+        return data[: rnd.randrange(len(data))]
+    else:
+        lines[i] = bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 200))) + b"\n"
+    return b"".join(lines)
+
+
+def _paraver_case(src: Path, dest: Path, rnd: random.Random) -> Path:
+    prv = copy_trace(src, dest)
+    target = rnd.choices([prv, prv.with_suffix(".pcf"), prv.with_suffix(".row")], weights=[6, 2, 1])[0]
+    target.write_bytes(_mutate_text(target.read_bytes(), rnd))
+    return prv
+
+
+def _otf2_case(src: Path, dest: Path, rnd: random.Random) -> Path:
+    shutil.copytree(src, dest)
+    for f in dest.rglob("*"):
+        f.chmod(0o644 if f.is_file() else 0o755)
+    files = [f for f in dest.rglob("*") if f.is_file() and f.suffix in (".otf2", ".def", ".evt")]
+    f = rnd.choice(files)
+    b = bytearray(f.read_bytes())
+    if rnd.random() < 0.3:
+        del b[rnd.randrange(len(b)):]
+    else:
+        for _ in range(rnd.choice([1, 3, 20])):
+            b[rnd.randrange(len(b))] = rnd.randrange(256)
+    f.write_bytes(bytes(b))
+    return dest / "traces.otf2"
+
+
+_RUNNER = """
+import contextlib, io, json, sys
+from synthtrace.pipelines.cli import main
+out = []
+for case in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main(["ingest", *case["paths"], "-w", case["warehouse"]])
+        except BaseException as exc:  # what escaped the CLI edge
+            import traceback
+            code, _ = -1, err.write(traceback.format_exc())
+    out.append({"code": code, "stderr": err.getvalue()})
+print(json.dumps(out))
+"""
+
+
+def _run_batch(cases: list[dict]) -> list[dict]:
+    env = {**os.environ, "COLUMNS": "400"}
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(cases)], capture_output=True, text=True,
+                          timeout=CASE_TIMEOUT_S, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_fuzzed_traces_give_exit_0_or_one_line(tmp_path):
+    """Batches of mutated copies (2 traces per ingest call, so a failure cannot disturb the next trace), until the
+    time budget is spent."""
+    rnd = random.Random(SEED)
+    sources = [PRIME, JACOBI, LULESH_B]
+    deadline = time.monotonic() + BUDGET_S
+    n_cases, outcomes = 0, {0: 0, 2: 0}
+    batch_no = 0
+    while time.monotonic() < deadline:
+        batch_no += 1
+        cases = []
+        for k in range(6):
+            case_dir = tmp_path / f"b{batch_no}" / f"c{k}"
+            paths = []
+            for j in range(2):
+                if rnd.random() < 0.25:
+                    paths.append(_otf2_case(rnd.choice(OTF2_ARCHIVES), case_dir / f"otf2-{j}", rnd))
+                else:
+                    paths.append(_paraver_case(rnd.choice(sources), case_dir / f"prv-{j}", rnd))
+            wh = case_dir / "wh"
+            cases.append({"paths": [str(p) for p in paths], "warehouse": str(wh)})
+        try:
+            results = _run_batch(cases)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"ingest hung on one of {cases} (seed {SEED}, batch {batch_no})")
+        for case, res in zip(cases, results):
+            n_cases += 1
+            lines = [ln for ln in res["stderr"].splitlines() if ln.strip()]
+            errors = [ln for ln in lines if ln.startswith("error:")]
+            others = [ln for ln in lines if not ln.startswith(("error:", "warning:", "note:"))]
+            where = f"(seed {SEED}, batch {batch_no}) {case['paths']}:\n{res['stderr'][-3000:]}"
+            assert res["code"] in (0, 2), f"exit {res['code']} {where}"
+            assert not others, f"stray stderr lines {where}"
+            assert "Traceback" not in res["stderr"], where
+            # one line per trace that failed, each naming the file it is about
+            assert len(errors) <= len(case["paths"]), where
+            assert (res["code"] == 2) == bool(errors), where
+            wh = Path(case["warehouse"])
+            runs = list((wh / "runs").glob("*/run.parquet"))  # a failed trace leaves nothing behind
+            assert len(runs) <= len(case["paths"]) - len(errors), where
+            assert not list((wh / ".staging").glob("*")), where
+            outcomes[res["code"]] += 1
+        shutil.rmtree(tmp_path / f"b{batch_no}")
+    assert n_cases >= 6
+    print(f"fuzz: {n_cases} cases in {BUDGET_S:.0f} s, exit 0: {outcomes[0]}, exit 2: {outcomes[2]} (seed {SEED})")
