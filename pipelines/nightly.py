@@ -245,11 +245,29 @@ def start_prefect() -> None:
         "to a running server")
 
 
+def nothing_to_do(drop: str | Path, warehouse: str | Path, skip: list[str] | None = None) -> NightSummary | None:
+    """The summary of a night with nothing to do (no new trace, no stage pending), found without starting
+    Prefect (most of such a night's time on a busy machine); None when there is work."""
+    wh, skipped = Warehouse(warehouse), set(skip or ())
+    if not Path(drop).is_dir():
+        raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
+    if not (wh.root / "runs").is_dir() or discover(Path(drop), wh):
+        return None
+    todo, invalid = pending(wh, [s for s in jobs.EXPERIMENT_STAGES if s not in skipped])
+    global_stages = [s for s in jobs.WAREHOUSE_STAGES if s not in skipped]
+    if todo or invalid or global_stages_left(wh, global_stages, fingerprint(wh)):
+        return None
+    report = wh.root / "report.html"
+    return NightSummary(drop=str(drop), warehouse=str(warehouse), skipped_steps=[s for s in STAGES if s in skipped],
+                        up_to_date=[s for s in STAGES if s not in skipped],
+                        report=str(report) if "report" not in skipped and report.is_file() else None)
+
+
 def run_night(drop: str | Path, warehouse: str | Path, machine: str | None = None,
               runner: str = "thread", dask_address: str | None = None, skip: list[str] | None = None,
               progress: Progress | None = None) -> NightSummary:
     """Run the flow once in this process (ephemeral Prefect unless PREFECT_API_URL is set); ``progress`` is
-    called as stages advance."""
+    called as stages advance. A night with nothing to do returns at once, without Prefect."""
     global _progress
     f = nightly_flow
     if runner == "dask":
@@ -257,6 +275,8 @@ def run_night(drop: str | Path, warehouse: str | Path, machine: str | None = Non
         f = nightly_flow.with_options(task_runner=DaskTaskRunner(address=dask_address) if dask_address
                                       else DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
                                                                           "processes": True}))
+    if (quiet := nothing_to_do(drop, warehouse, skip)) is not None:
+        return quiet
     start_prefect()
     _progress = progress
     try:
