@@ -23,21 +23,18 @@ DIRECT = """
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from synthtrace.pipelines import night_steps
+from synthtrace.pipelines import jobs
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import discover
 from synthtrace.warehouse.ingest import ingest_trace
 drop, wh = Path(sys.argv[1]), sys.argv[2]
-steps = night_steps.available()
 found = discover(drop, Warehouse(wh).ensure())
 exps = sorted({ingest_trace(Warehouse(wh), d.path).experiment for d in found})
-for e in exps:
-    steps["merge"](e, warehouse=wh)
-for e in exps:
-    steps["archetypes"](e, warehouse=wh)
-for name in ("detect", "retrain", "report"):
-    if name in steps:
-        steps[name](warehouse=wh)
+for stage in jobs.EXPERIMENT_STAGES.values():
+    for e in exps:
+        stage(e, warehouse=wh)
+for stage in jobs.WAREHOUSE_STAGES.values():
+    stage(warehouse=wh)
 print(json.dumps({"seconds": time.perf_counter() - t0, "runs": len(found), "experiments": len(exps)}))
 """
 

@@ -12,10 +12,12 @@ import typer
 from rich.panel import Panel
 
 from synthtrace.pipelines.cli import console, err_console
+from synthtrace.pipelines.cli_nightly import night_progress
 from synthtrace.tracelib.errors import BadInputError
 
 DEMO_APPS = {"stencil": "halo", "solver": "cg"}
 DEMO_REGRESSION = "more_instructions:stencil:4:0.3"  # the main kernel does 30 % more work from night 4
+DEMO_MARKER = ".synthtrace-demo"  # written first, so a demo killed half-way is still recognised as one
 
 
 def demo(
@@ -33,10 +35,15 @@ def demo(
 
     if nights < 1:
         raise BadInputError("--nights must be at least 1")
+    if out.exists() and not out.is_dir():
+        raise BadInputError(f"--out {out}: exists and is not a folder")
+    made_by_demo = (out / DEMO_MARKER).is_file() or (out / "warehouse").is_dir()  # (earlier demos: no marker)
+    if out.exists() and any(out.iterdir()) and not made_by_demo:
+        raise BadInputError(f"{out} exists and is not a synthtrace demo folder; choose another --out")
     if fresh and out.exists():
-        if not (out / "warehouse").exists() and any(out.iterdir()):
-            raise BadInputError(f"{out} exists and is not a synthtrace demo folder; choose another --out")
         shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / DEMO_MARKER).write_text("made by synthtrace demo; the next demo with this --out replaces this folder\n")
     drop, wh, truth_dir = out / "drop", out / "warehouse", out / "simulated"
     began = time.perf_counter()
     with console.status("simulating the campaign ...", spinner="dots"):
@@ -50,8 +57,8 @@ def demo(
     n_traces = sum(len(r.traces) for r in results)
     console.print(f"simulated {len(DEMO_APPS)} apps x {nights} nights: {len(results)} experiments, {n_traces} traces "
                   f"({sum(r.bytes for r in results) / 1e6:.0f} MB) in {time.perf_counter() - began:.0f} s", highlight=False)
-    with console.status("running the nightly flow ...", spinner="dots"):
-        summary = run_night(drop, wh)
+    with night_progress() as progress:
+        summary = run_night(drop, wh, progress=progress)
     console.print(f"night: {summary.message()}", highlight=False, soft_wrap=True)
     mix: dict[str, float] = {}
     for m in summary.archetypes.values():

@@ -1,13 +1,16 @@
 """``synthtrace nightly``, ``serve`` and ``demo``: the nightly flow once, on a schedule, and on a sample campaign."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console
+from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
 from synthtrace.tracelib.errors import BadInputError
 
 DropOption = Annotated[Path, typer.Option("--drop", help="Folder that cluster jobs drop traces into.")]
@@ -17,7 +20,7 @@ SkipOption = Annotated[list[str] | None, typer.Option("--skip", help="A later st
 
 
 def _check_skip(skip: list[str] | None) -> list[str]:
-    from synthtrace.pipelines.nightly import STAGES
+    from synthtrace.pipelines.jobs import STAGES
     bad = [s for s in skip or [] if s not in STAGES]
     if bad:
         raise BadInputError(f"--skip {bad[0]!r}: not a stage (stages: {', '.join(STAGES)})")
@@ -41,9 +44,26 @@ def nightly(
     """Run the nightly flow once (ephemeral Prefect, no server needed)."""
     from synthtrace.pipelines.nightly import run_night
     _check_drop(drop)
-    summary = run_night(drop, warehouse, machine=str(machine) if machine else None, runner=runner.value,
-                        dask_address=dask_address, skip=_check_skip(skip))
+    with night_progress() as progress:
+        summary = run_night(drop, warehouse, machine=str(machine) if machine else None, runner=runner.value,
+                            dask_address=dask_address, skip=_check_skip(skip), progress=progress)
     _print_summary(summary)
+
+
+@contextlib.contextmanager
+def night_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress display on stderr with one bar per nightly stage; yields the flow's progress callback."""
+    bars = Progress(TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err_console, transient=False)
+    ids: dict[str, TaskID] = {}
+
+    def advance(stage: str, done: int, total: int) -> None:
+        if stage not in ids:
+            ids[stage] = bars.add_task(stage, total=total)
+        bars.update(ids[stage], completed=done, total=total)
+
+    with bars:
+        yield advance
 
 
 def serve(
@@ -73,8 +93,10 @@ def serve(
 
 
 def _check_drop(drop: Path) -> None:
-    if drop.exists() and not drop.is_dir():
-        raise BadInputError(f"{drop}: --drop must be a folder")
+    """A drop folder must exist: a typo in a cron line must fail loudly, not watch an empty new folder."""
+    if not drop.is_dir():
+        what = "is not a folder" if drop.exists() else "does not exist"
+        raise BadInputError(f"--drop {drop}: {what} (create the drop folder first)")
 
 
 def _print_summary(summary) -> None:
@@ -92,6 +114,8 @@ def _print_summary(summary) -> None:
         console.print(f"  report: {summary.report}", highlight=False)
     if summary.skipped_steps:
         console.print(f"  stages not run: {', '.join(summary.skipped_steps)}", highlight=False)
+    if summary.up_to_date:
+        console.print(f"  nothing new for: {', '.join(summary.up_to_date)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

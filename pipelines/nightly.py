@@ -1,28 +1,44 @@
-"""The nightly Prefect flow (DESIGN §9): discover new traces, ingest them, merge the experiments that changed,
-classify archetypes, publish a summary and the report.
+"""The nightly Prefect flow (DESIGN §9): discover new traces, ingest them, merge and analyse the experiments
+whose runs changed, detect, retrain, publish a summary and the report.
 
-Every task is a thin wrapper around a plain library function; nothing in the inner loops knows Prefect.
-A broken trace is quarantined with its reason and the night goes on.
+Every task is a thin wrapper around a plain function (:mod:`synthtrace.pipelines.jobs`); nothing in the inner
+loops knows Prefect. A trace that fails in any way is quarantined with its reason and the night goes on. What
+completed is recorded in the warehouse (:mod:`synthtrace.warehouse.night_state`), so a night killed at any
+moment is finished by the next one, and a night with nothing new does nothing.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from prefect import flow, get_run_logger, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.futures import as_completed
 from prefect.states import Completed
 
-from synthtrace.tracelib.errors import SynthtraceError
+from synthtrace.pipelines import jobs
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.drop import discover, quarantine
+from synthtrace.warehouse.drop import discover, is_machine_error, quarantine
 from synthtrace.warehouse.ingest import ingest_trace
+from synthtrace.warehouse.night_state import Pending, fingerprint, global_stages_left, mark_experiment, mark_global, pending
 
 FLOW_NAME = "synthtrace-nightly"
-STAGES = ("merge", "archetypes", "detect", "retrain", "report")
+STAGES = jobs.STAGES
 DEPLOYMENT_NAME = "nightly"
+#: seconds the ephemeral Prefect server gets to start, first try and retry (Prefect's default, 20 s, is too
+#: short on a loaded 2-core machine); a larger PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS wins
+STARTUP_TIMEOUTS_S = (90, 180)
+
+#: progress callback of the running night: (stage, items done, items in the stage); set by :func:`run_night`
+Progress = Callable[[str, int, int], None]
+_progress: Progress | None = None
+
+
+class PrefectUnavailableError(SynthtraceError):
+    """The ephemeral Prefect server did not start (a very busy machine) and no PREFECT_API_URL is set."""
 
 
 @dataclass
@@ -38,12 +54,18 @@ class NightSummary:
     alerts: list[dict[str, Any]] = field(default_factory=list)
     report: str | None = None
     skipped_steps: list[str] = field(default_factory=list)
+    up_to_date: list[str] = field(default_factory=list)  # stages with nothing to do tonight
     errors: list[dict[str, Any]] = field(default_factory=list)
 
     def message(self) -> str:
         return (f"{len(self.ingested)} runs ingested, {len(self.quarantined)} quarantined, "
                 f"{len(self.merged)} experiments merged, {len(self.alerts)} alerts"
                 + (f", {len(self.errors)} stage errors" if self.errors else ""))
+
+
+def _tell(stage: str, done: int, total: int) -> None:
+    if _progress is not None:
+        _progress(stage, done, total)
 
 
 # ---------------------------------------------------------------------------------------------- tasks
@@ -55,74 +77,124 @@ def discover_task(drop: str, warehouse: str) -> list[dict[str, Any]]:
 
 @task(name="ingest", retries=0)
 def ingest_task(item: dict[str, Any], drop: str, warehouse: str) -> dict[str, Any]:
-    """Ingest one trace; a broken one is quarantined and reported instead of failing the night."""
+    """Ingest one trace. Whatever it raises, the trace is quarantined and the night goes on, unless the
+    failure is the machine's (disk full, read-only warehouse): then the trace stays for the next night."""
     path = Path(item["path"])
     try:
         res = ingest_trace(Warehouse(warehouse), path)
-    except SynthtraceError as exc:
-        quarantine(Path(drop), path, str(exc))
-        get_run_logger().warning("quarantined %s: %s", path.name, exc)
-        return {"status": "quarantined", "path": str(path), "reason": str(exc)}
+    except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
+        reason = str(exc) if isinstance(exc, SynthtraceError) else f"{type(exc).__name__}: {exc}"
+        reason = reason.strip().splitlines()[0] if reason.strip() else type(exc).__name__
+        if is_machine_error(exc):
+            get_run_logger().warning("not ingested %s: %s", path, reason)
+            return {"status": "failed", "path": str(path), "reason": reason}
+        where = quarantine(Path(drop), path, reason)
+        get_run_logger().warning("quarantined %s in %s: %s", path.name, where, reason)
+        return {"status": "quarantined", "path": str(path), "reason": reason, "to": str(where)}
     return {"status": res.status, "path": str(path), "run_id": res.run_id, "run_name": res.run_name,
             "experiment": res.experiment, "n_bursts": res.n_bursts}
 
 
 @task(name="stage")
-def stage_task(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """Run one later stage ``fn(*args, **kwargs)``; bad input in one experiment is reported, not allowed to end
-    the night."""
+def stage_task(stage: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Run one later stage ``jobs.<stage>(*args, **kwargs)``: ``{"ok": result}``, or ``{"error": ...}`` when it
+    fails (one experiment's failure is reported and retried next night, never allowed to end this one)."""
+    fn = {**jobs.EXPERIMENT_STAGES, **jobs.WAREHOUSE_STAGES}[stage]
     try:
-        return fn(*args, **kwargs)
-    except SynthtraceError as exc:
-        get_run_logger().warning("%s failed: %s", getattr(fn, "__name__", "stage"), exc)
-        return {"error": str(exc), "stage": getattr(fn, "__name__", "stage"), "args": [str(a) for a in args]}
+        return {"ok": fn(*args, **kwargs)}
+    except Exception as exc:  # reported in the summary; the stage stays pending
+        text = str(exc) if isinstance(exc, SynthtraceError) else f"{type(exc).__name__}: {exc}"
+        get_run_logger().warning("%s %s failed: %s", stage, " ".join(map(str, args)), text)
+        return {"error": text.strip().splitlines()[0] if text.strip() else type(exc).__name__, "stage": stage,
+                "args": [str(a) for a in args]}
 
 
-def _optional_steps() -> dict[str, Any]:
-    """The later stages that exist in this installation (absent ones are reported as skipped, never faked)."""
-    from synthtrace.pipelines import night_steps
-    return night_steps.available()
+def _experiment_stage(stage: str, items: list[Pending], kwargs: dict[str, Any],
+                      summary: NightSummary) -> dict[str, Any]:
+    """Run ``stage`` over ``items`` (mapped tasks); experiment -> result of those that completed."""
+    _tell(stage, 0, len(items))
+    futures = stage_task.with_options(name=stage).map(unmapped(stage), [[p.experiment] for p in items], unmapped(kwargs))
+    by_future = {f.task_run_id: p.experiment for f, p in zip(futures, items)}
+    done: dict[str, Any] = {}
+    for n, fut in enumerate(as_completed(futures), 1):
+        out = fut.result()
+        if "error" in out:
+            summary.errors.append(out)
+        else:
+            done[by_future[fut.task_run_id]] = out["ok"]
+        _tell(stage, n, len(items))
+    return done
 
 
 # ---------------------------------------------------------------------------------------------- flow
 @flow(name=FLOW_NAME, log_prints=False, validate_parameters=True)
 def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
                  skip: list[str] | None = None) -> NightSummary:
-    """One night: ingest what cluster jobs dropped, merge and analyse what changed, publish the results.
-    ``skip`` names later stages not to run tonight (merge, archetypes, detect, retrain, report)."""
+    """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night
+    left unfinished), publish the results. ``skip`` names later stages not to run tonight."""
     summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
-    Path(drop).mkdir(parents=True, exist_ok=True)
+    if not Path(drop).is_dir():
+        raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
+    skipped = set(skip or ())
+    summary.skipped_steps = [s for s in STAGES if s in skipped]
+    wh = Warehouse(warehouse)
+
+    _tell("discover", 0, 1)
     found = discover_task(drop, warehouse)
-    results = ingest_task.map(found, drop=drop, warehouse=warehouse).result() if found else []
-    for r in results:
+    _tell("discover", 1, 1)
+    _tell("ingest", 0, len(found))
+    for n, fut in enumerate(as_completed(ingest_task.map(found, drop=drop, warehouse=warehouse)), 1):
+        r = fut.result()
         if r["status"] == "quarantined":
             summary.quarantined.append({"path": r["path"], "reason": r["reason"]})
+        elif r["status"] == "failed":
+            summary.errors.append({"stage": "ingest", "args": [r["path"]], "error": r["reason"]})
         elif r["status"] == "ingested":
             summary.ingested.append(r)
-    changed = sorted({r["experiment"] for r in summary.ingested})
+        _tell("ingest", n, len(found))
 
-    steps = {k: v for k, v in _optional_steps().items() if k not in set(skip or ())}
-    summary.skipped_steps = [n for n in STAGES if n not in steps]
-    if "merge" in steps and changed:
-        merged = stage_task.with_options(name="merge").map(
-            unmapped(steps["merge"]), [[e] for e in changed], unmapped({"warehouse": warehouse})).result()
-        summary.merged = [m for m in merged if m and "error" not in m]
-        summary.errors += [m for m in merged if m and "error" in m]
-    if "archetypes" in steps and changed:
-        mixes = stage_task.with_options(name="archetypes").map(
-            unmapped(steps["archetypes"]), [[e] for e in changed],
-            unmapped({"warehouse": warehouse, "machine": machine})).result()
-        summary.archetypes = {e: m for e, m in zip(changed, mixes) if m and "error" not in m}
-        summary.errors += [m for m in mixes if m and "error" in m]
-    for name, kwargs in (("detect", {}), ("retrain", {}), ("report", {"machine": machine})):
-        if name in steps:
-            out = stage_task.with_options(name=name)(steps[name], [], {"warehouse": warehouse, **kwargs})
-            if isinstance(out, dict) and "error" in out:
-                summary.errors.append(out)
-            elif name == "detect":
-                summary.alerts = list(out or [])
-            elif name == "report":
-                summary.report = out
+    wanted = [s for s in jobs.EXPERIMENT_STAGES if s not in skipped]
+    todo, invalid = pending(wh, wanted)
+    summary.up_to_date = [s for s in wanted if not any(s in p.stages for p in todo)]
+    summary.errors += [{"stage": "merge", "args": [e], "error": "not a valid experiment name; move its runs to "
+                        "another experiment"} for e in invalid]
+    if "merge" in wanted:
+        to_merge = [p for p in todo if "merge" in p.stages]
+        merged = _experiment_stage("merge", to_merge, {"warehouse": warehouse}, summary)
+        summary.merged = [m for m in merged.values() if m]
+        for p in to_merge:
+            if p.experiment in merged:
+                mark_experiment(wh, p, ["merge"], invalidates=["archetypes"])
+        todo = [p for p in todo if p.experiment in merged or "merge" not in p.stages]
+    if "archetypes" in wanted:
+        to_analyse = [p for p in todo if "archetypes" in p.stages or "merge" in p.stages]
+        summary.archetypes = _experiment_stage("archetypes", to_analyse,
+                                               {"warehouse": warehouse, "machine": machine}, summary)
+        for p in to_analyse:
+            if p.experiment in summary.archetypes:
+                mark_experiment(wh, p, ["archetypes"])
+
+    state = fingerprint(wh)
+    left = global_stages_left(wh, [s for s in jobs.WAREHOUSE_STAGES if s not in skipped], state)
+    summary.up_to_date += [s for s in jobs.WAREHOUSE_STAGES if s not in skipped and s not in left]
+    completed = []
+    for name in left:
+        _tell(name, 0, 1)
+        kwargs = {"warehouse": warehouse, **({"machine": machine} if name == "report" else {})}
+        out = stage_task.with_options(name=name)(name, [], kwargs)
+        _tell(name, 1, 1)
+        if "error" in out:
+            summary.errors.append(out)
+            continue
+        completed.append(name)
+        if name == "detect":
+            summary.alerts = list(out["ok"] or [])
+        elif name == "report":
+            summary.report = out["ok"]
+    if completed:
+        mark_global(wh, state, completed)
+    if summary.report is None and "report" not in skipped and (wh.root / "report.html").is_file():
+        summary.report = str(wh.root / "report.html")
     _publish(summary)
     return Completed(message=summary.message(), data=summary)
 
@@ -143,20 +215,74 @@ def _publish(summary: NightSummary) -> None:
         lines += ["", "## Stage errors", *[f"- {e['stage']} {' '.join(e['args'])}: {e['error']}" for e in summary.errors]]
     if summary.skipped_steps:
         lines += ["", f"Stages not run: {', '.join(summary.skipped_steps)}"]
+    if summary.up_to_date:
+        lines += ["", f"Nothing new for: {', '.join(summary.up_to_date)}"]
     create_markdown_artifact("\n".join(lines), key="night-summary", description="synthtrace nightly summary")
     create_table_artifact(summary.alerts or [{"alert": "none"}], key="night-alerts", description="regression alerts")
 
 
+def start_prefect() -> None:
+    """Start the ephemeral Prefect server when no PREFECT_API_URL is set, with a start-up time that survives a
+    loaded machine and one retry; one clear line (:class:`PrefectUnavailableError`) if it still fails."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
+                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        return
+    configured = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+    timeouts = [max(configured, t) for t in STARTUP_TIMEOUTS_S]
+    for timeout in timeouts:
+        server = SubprocessASGIServer()
+        try:
+            server.start(timeout=timeout)
+            return
+        except RuntimeError:
+            server.stop()  # the process that did not answer in time; the retry starts a fresh one
+    raise PrefectUnavailableError(
+        f"the local Prefect server did not start within {timeouts[0]} s, nor {timeouts[1]} s on retry (is the "
+        "machine overloaded?); set PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or PREFECT_API_URL "
+        "to a running server")
+
+
+def nothing_to_do(drop: str | Path, warehouse: str | Path, skip: list[str] | None = None) -> NightSummary | None:
+    """The summary of a night with nothing to do (no new trace, no stage pending), found without starting
+    Prefect (most of such a night's time on a busy machine); None when there is work."""
+    wh, skipped = Warehouse(warehouse), set(skip or ())
+    if not Path(drop).is_dir():
+        raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
+    if not (wh.root / "runs").is_dir() or discover(Path(drop), wh):
+        return None
+    todo, invalid = pending(wh, [s for s in jobs.EXPERIMENT_STAGES if s not in skipped])
+    global_stages = [s for s in jobs.WAREHOUSE_STAGES if s not in skipped]
+    if todo or invalid or global_stages_left(wh, global_stages, fingerprint(wh)):
+        return None
+    report = wh.root / "report.html"
+    return NightSummary(drop=str(drop), warehouse=str(warehouse), skipped_steps=[s for s in STAGES if s in skipped],
+                        up_to_date=[s for s in STAGES if s not in skipped],
+                        report=str(report) if "report" not in skipped and report.is_file() else None)
+
+
 def run_night(drop: str | Path, warehouse: str | Path, machine: str | None = None,
-              runner: str = "thread", dask_address: str | None = None, skip: list[str] | None = None) -> NightSummary:
-    """Run the flow once in this process (ephemeral Prefect, no server needed)."""
+              runner: str = "thread", dask_address: str | None = None, skip: list[str] | None = None,
+              progress: Progress | None = None) -> NightSummary:
+    """Run the flow once in this process (ephemeral Prefect unless PREFECT_API_URL is set); ``progress`` is
+    called as stages advance. A night with nothing to do returns at once, without Prefect."""
+    global _progress
     f = nightly_flow
     if runner == "dask":
         from prefect_dask import DaskTaskRunner
         f = nightly_flow.with_options(task_runner=DaskTaskRunner(address=dask_address) if dask_address
                                       else DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
                                                                           "processes": True}))
-    state = f(drop=str(drop), warehouse=str(warehouse), machine=machine, skip=list(skip or []), return_state=True)
+    if (quiet := nothing_to_do(drop, warehouse, skip)) is not None:
+        return quiet
+    start_prefect()
+    _progress = progress
+    try:
+        state = f(drop=str(drop), warehouse=str(warehouse), machine=machine, skip=list(skip or []), return_state=True)
+    finally:
+        _progress = None
     if state.is_failed():
         state.result()  # raises the flow's exception
     return state.result()

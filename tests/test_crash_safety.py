@@ -1,6 +1,7 @@
 """A killed ingest leaves no partial run; the next ingest completes it. Readers never see half a run."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -67,3 +68,60 @@ def test_reader_during_ingest_never_sees_half_a_run(tmp_path, big_trace):
     assert proc.returncode == 0
     assert seen <= {0, 2140 * 150}
     assert (wh / "runs").is_dir() and len(list((wh / "runs").iterdir())) == 1
+
+
+# ------------------------------------------------------------------------------------------------ nights
+def _night_cmd(drop: Path, wh: Path) -> list[str]:
+    return [sys.executable, "-c", "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
+            "nightly", "--drop", str(drop), "--warehouse", str(wh), "--skip", "retrain"]
+
+
+def _experiments_with(wh: Path, name: str) -> set[str]:
+    return {p.parent.name for p in (wh / "experiments").glob(f"*/{name}")} if (wh / "experiments").is_dir() else set()
+
+
+#: moments to kill a night at: a condition on the warehouse seen while the night runs
+KILL_POINTS = {
+    "mid-ingest": lambda wh: len(list(wh.glob("runs/*/run.parquet"))) >= 1,
+    "after-ingest": lambda wh: len(list(wh.glob("runs/*/run.parquet"))) == 3,  # merging, mostly
+    "after-merge": lambda wh: "lulesh" in _experiments_with(wh, "merged_bursts.parquet"),
+    "mid-analysis": lambda wh: len(_experiments_with(wh, "archetypes.parquet")) >= 1,
+    "global-stages": lambda wh: _experiments_with(wh, "archetypes.parquet") == {"lulesh", "prime"},
+}
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point):
+    """kill -9 a night (its whole process group, the ephemeral Prefect server with it) at one moment; the
+    next night ends with every run ingested, every experiment merged and analysed, and the report written."""
+    from tests.conftest import LULESH_B, PRIME, copy_trace
+    from synthtrace.warehouse.sql import query
+
+    drop, wh = tmp_path / "drop", tmp_path / "wh"
+    copy_trace(LULESH_A, drop / "lulesh")
+    copy_trace(LULESH_B, drop / "lulesh")
+    copy_trace(PRIME, drop / "prime")
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    proc = subprocess.Popen(_night_cmd(drop, wh), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and proc.poll() is None and not KILL_POINTS[point](wh):
+        time.sleep(0.01)
+    assert proc.poll() is None, f"the night ended before {point}: {proc.stderr.read().decode()[-2000:]}"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    done = subprocess.run(_night_cmd(drop, wh), env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr
+    assert query(wh, "SELECT count(*) FROM runs").column(0)[0].as_py() == 3
+    assert _experiments_with(wh, "merged_bursts.parquet") == {"lulesh"}  # prime has one run: nothing to merge
+    assert _experiments_with(wh, "archetypes.parquet") == {"lulesh", "prime"}
+    assert (wh / "report.html").is_file()
+    for exp in ("lulesh", "prime"):
+        record = json.loads((wh / "experiments" / exp / "night.json").read_text())
+        assert set(record["stages"]) == {"merge", "archetypes"}
+    assert not (drop / ".quarantine").exists()
+
+    again = subprocess.run(_night_cmd(drop, wh), env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr
+    assert "nothing new for: merge, archetypes, detect, report" in again.stdout

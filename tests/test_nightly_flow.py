@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -11,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LULESH_A, LULESH_B, PRIME, copy_trace
+from tests.conftest import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
 from synthtrace.tracelib.paraver.tile import tile_trace
 from synthtrace.warehouse.sql import query
 
 pytestmark = [pytest.mark.real_traces]
+OTF2 = TRACES / "otf2" / "ping-pong-otf2"
 
 
 def _count(wh: Path, sql: str) -> int:
@@ -37,8 +39,10 @@ def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, 
     s = run_night(drop, wh)
     assert {r["run_name"] for r in s.ingested} == {"prime_v0", LULESH_B.stem}
     assert len(s.quarantined) == 1 and "task 5" in s.quarantined[0]["reason"]
-    reason = drop / ".quarantine" / "broken.prv.reason.txt"
-    assert reason.is_file() and "outside the header's resource model" in reason.read_text()
+    [folder] = (drop / ".quarantine").iterdir()
+    assert (folder / "broken.prv").is_file()
+    reason = (folder / "reason.txt").read_text()
+    assert "outside the header's resource model" in reason and str(drop / "lulesh" / "broken.prv") in reason
     assert not (drop / "lulesh" / "broken.prv").exists()
     assert _count(wh, "SELECT count(*) FROM runs") == 2
 
@@ -47,6 +51,70 @@ def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, 
     s2 = run_night(drop, wh)
     assert s2.ingested == [] and s2.quarantined == []
     assert _count(wh, "SELECT count(*) FROM runs") == 2
+
+
+def test_quarantine_never_overwrites_and_moves_whole_otf2_archives(prefect_harness, tmp_path):
+    """Two broken traces of one name, and two broken OTF2 archives (same anchor name): each gets a folder of
+    its own, an archive moves whole (anchor, .def, event folder), and the good traces are ingested."""
+    from synthtrace.pipelines.nightly import run_night
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "prime")
+    for sub, task in (("a", 5), ("b", 7)):
+        (drop / sub).mkdir(parents=True)
+        (drop / sub / "broken.prv").write_text(
+            f"#Paraver (01/01/20 at 10:00):100_ns:1(1):1:1(1:1),0\n1:1:1:{task}:1:0:10:1\n")
+        (drop / sub / "broken.pcf").write_text("DEFAULT_OPTIONS\n")
+    for sub in ("otf-a", "otf-b"):
+        archive = shutil.copytree(OTF2, drop / sub / "run")
+        (archive / "traces.def").write_bytes((archive / "traces.def").read_bytes()[:200])  # cut definitions
+    s = run_night(drop, tmp_path / "wh", skip=["merge", "archetypes", "detect", "retrain", "report"])
+    assert [r["run_name"] for r in s.ingested] == ["prime_v0"]
+    assert len(s.quarantined) == 4
+    folders = sorted((drop / ".quarantine").iterdir())
+    assert len(folders) == 4
+    contents = sorted(tuple(sorted(p.name for p in f.iterdir())) for f in folders)
+    assert contents == [("broken.pcf", "broken.prv", "reason.txt")] * 2 + [("reason.txt", "traces", "traces.def",
+                                                                             "traces.otf2")] * 2
+    tasks = sorted((f / "broken.prv").read_text().split(":")[-5] for f in folders if (f / "broken.prv").exists())
+    assert tasks == ["5", "7"]
+    for sub in ("otf-a", "otf-b"):  # what is not part of the trace stays
+        assert sorted(p.name for p in (drop / sub / "run").iterdir()) == ["MANIFEST.md", "scorep.cfg"]
+
+
+def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefect_harness, tmp_path,
+                                                                             monkeypatch):
+    """Not only format errors: whatever one trace raises (here a bug's RuntimeError in the reader, and a header
+    with a 30-digit field) quarantines that trace; the other traces are ingested and merged."""
+    from synthtrace.pipelines import nightly
+    from synthtrace.warehouse import ingest as ingest_mod
+    drop = tmp_path / "drop"
+    copy_trace(LULESH_A, drop / "lulesh")
+    copy_trace(LULESH_B, drop / "lulesh")
+    poison = copy_trace(PRIME, drop / "poison", "poison")
+    header, rest = poison.read_text().split("\n", 1)
+    poison.write_text(re.sub(r"\):\d+", "):" + "9" * 30, header, count=1) + "\n" + rest)  # a 30-digit duration
+    copy_trace(JACOBI, drop / "jacobi", "bug")
+    real = ingest_mod.ingest_trace
+
+    def buggy(wh, path, **kw):
+        if Path(path).stem == "bug":
+            raise RuntimeError("a bug, not bad input")
+        return real(wh, path, **kw)
+
+    monkeypatch.setattr(nightly, "ingest_trace", buggy)
+    s = nightly.run_night(drop, tmp_path / "wh", skip=["detect", "retrain", "report"])
+    assert sorted(r["run_name"] for r in s.ingested) == sorted([LULESH_A.stem, LULESH_B.stem])
+    assert sorted(Path(q["path"]).name for q in s.quarantined) == ["bug.prv", "poison.prv"]
+    assert any("RuntimeError: a bug" in q["reason"] for q in s.quarantined)
+    assert all("\n" not in q["reason"] for q in s.quarantined)
+    assert [m["experiment"] for m in s.merged] == ["lulesh"] and set(s.archetypes) == {"lulesh"}
+
+
+def test_drop_folder_must_exist(tmp_path, run_cli):
+    missing = tmp_path / "no" / "such" / "dir"
+    code, out, err = run_cli("nightly", "--drop", missing, "-w", tmp_path / "wh")
+    assert code == 2 and "does not exist" in err and len(err.strip().splitlines()) == 1, err
+    assert not missing.exists() and not (tmp_path / "no").exists() and not (tmp_path / "wh").exists()
 
 
 def test_flow_final_state_says_what_happened(prefect_harness, tmp_path, drop):

@@ -1,18 +1,22 @@
 """The drop folder cluster jobs write traces into: what is new, and where broken traces are set aside."""
 from __future__ import annotations
 
+import errno
 import shutil
+import uuid
 import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from synthtrace.tracelib.formats import find_traces
-from synthtrace.tracelib.paraver.reader import companion
 from synthtrace.warehouse.ingest import run_identity
 from synthtrace.warehouse.layout import Warehouse
 
 QUARANTINE = ".quarantine"
+REASON_FILE = "reason.txt"
+#: errors of the machine, not of the trace: the trace stays in the drop folder for the next night
+_MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOMEM}
 
 
 @dataclass(frozen=True)
@@ -23,12 +27,17 @@ class DroppedTrace:
     run_id: str | None  # None when the file could not even be opened (it will be quarantined)
 
 
+def is_machine_error(exc: BaseException) -> bool:
+    """True for failures that say nothing about the trace (disk full, read-only warehouse, out of memory)."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS)
+
+
 def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
     """Traces under ``drop`` (not in its quarantine) whose content is not in the warehouse yet.
 
-    Identity is the content hash, so renamed or re-dropped files are not ingested twice.
+    Identity is the content hash, so renamed or re-dropped files are not ingested twice. A trace that cannot
+    even be opened, whatever the exception, is returned without a run_id: its ingest fails and quarantines it.
     """
-    from synthtrace.tracelib.errors import TraceFormatError
     from synthtrace.tracelib.formats import open_trace
 
     out, seen = [], set()
@@ -40,7 +49,9 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
                 warnings.simplefilter("ignore")
                 source = open_trace(path, salvage=False)
             run_id = run_identity(source)
-        except TraceFormatError:
+        except Exception as exc:  # one trace's failure, of whatever kind, must not end the night
+            if is_machine_error(exc):
+                raise
             out.append(DroppedTrace(path, None))
             continue
         if run_id in seen or wh.has_run(run_id):
@@ -50,13 +61,26 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
     return out
 
 
+def trace_files(path: Path) -> list[Path]:
+    """Everything that makes up the trace at ``path``: a .prv with its .pcf/.row, or an OTF2 anchor with its
+    ``.def`` and its archive folder."""
+    if path.suffix == ".otf2":
+        parts = [path, path.with_suffix(".def"), path.with_suffix("")]
+    else:
+        parts = [path, path.with_suffix(".pcf"), path.with_suffix(".row")]
+    return [p for p in parts if p.exists() or p.is_symlink()]
+
+
 def quarantine(drop: Path, path: Path, reason: str) -> Path:
-    """Move a broken trace (and its .pcf/.row) into ``drop/.quarantine`` beside a ``.reason.txt`` file."""
-    dest_dir = drop / QUARANTINE
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    moved = dest_dir / path.name
-    for f in [path, companion(path, ".pcf"), companion(path, ".row")]:
-        if f.exists():
-            shutil.move(str(f), dest_dir / f.name)
-    (dest_dir / f"{path.name}.reason.txt").write_text(f"{datetime.now(UTC).isoformat()}\n{reason}\n")
-    return moved
+    """Move a broken trace, whole, into a folder of its own under ``drop/.quarantine`` with a ``reason.txt``.
+
+    The folder is new for every trace (time stamp, trace name, random suffix), so two broken traces of one
+    name never overwrite each other; the reason says where the trace came from. Returns that folder.
+    """
+    stamp = datetime.now(UTC)
+    dest = drop / QUARANTINE / f"{stamp:%Y%m%dT%H%M%S}-{path.name}-{uuid.uuid4().hex[:8]}"
+    dest.mkdir(parents=True)
+    (dest / REASON_FILE).write_text(f"{stamp.isoformat()}\n{path}\n{reason}\n")
+    for f in trace_files(path):
+        shutil.move(str(f), dest / f.name)
+    return dest

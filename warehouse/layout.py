@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from synthtrace.warehouse.errors import WarehouseError
+from synthtrace.warehouse.names import check_name
 
 MARKER = "synthtrace-warehouse"
 
@@ -55,10 +57,11 @@ class Warehouse:
         return self.root / ".staging"
 
     def run_dir(self, run_id: str) -> Path:
-        return self.runs_dir / run_id
+        return self.runs_dir / check_name(run_id, "run")
 
     def experiment_dir(self, name: str) -> Path:
-        return self.experiments_dir / name
+        """The folder of experiment ``name`` (checked: never a path outside ``experiments/``)."""
+        return self.experiments_dir / check_name(name)
 
     def existing(self) -> Warehouse:
         """This warehouse, after checking that its folder exists (reading never creates one)."""
@@ -124,7 +127,9 @@ class Warehouse:
                    documents: dict[str, dict] | None = None) -> Path:
         """Replace some files of a directory (``<name>.parquet`` per frame, ``<name>.json`` per document) and keep
         the others, in one atomic swap: the directory is rebuilt in staging (kept files hard-linked) and renamed
-        into place. Writers of the same directory take turns (a lock file), so none loses another's files."""
+        into place. Writers of the same directory take turns (a lock file), so none loses another's files. Only
+        regular files and folders are kept: a FIFO, socket, device or link found there is not ours and is left out
+        (opening a FIFO would block the writer for good)."""
         self.ensure()
         mine = {f"{n}.parquet" for n in frames} | {f"{n}.json" for n in (documents or {})}
         lock_dir = self.staging_dir.parent / ".locks"
@@ -136,9 +141,11 @@ class Warehouse:
                     for entry in target.iterdir():
                         if entry.name in mine:
                             continue
-                        if entry.is_dir():
-                            shutil.copytree(entry, stage / entry.name, copy_function=_link_or_copy)
-                        else:
+                        mode = entry.lstat().st_mode
+                        if stat.S_ISDIR(mode):
+                            shutil.copytree(entry, stage / entry.name, copy_function=_link_or_copy,
+                                            ignore=_not_regular)
+                        elif stat.S_ISREG(mode):
                             _link_or_copy(entry, stage / entry.name)
                 for name, df in frames.items():
                     df.write_parquet(stage / f"{name}.parquet", statistics=True)
@@ -152,6 +159,12 @@ class Warehouse:
             gone = self.staging_dir / f"{target.name}.rm.{uuid.uuid4().hex[:8]}.{os.getpid()}"
             os.rename(target, gone)
             shutil.rmtree(gone, ignore_errors=True)
+
+
+def _not_regular(folder: str, names: list[str]) -> set[str]:
+    """``shutil.copytree`` ignore function: the entries of ``folder`` that are neither regular files nor folders."""
+    keep = (stat.S_ISREG, stat.S_ISDIR)
+    return {n for n in names if not any(k(os.lstat(os.path.join(folder, n)).st_mode) for k in keep)}
 
 
 def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:

@@ -1,0 +1,86 @@
+"""Experiment and run names: one rule, refused in one line, never a path outside the warehouse (DESIGN §11)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LULESH_A, LULESH_B, copy_trace, tree_digest
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.names import InvalidNameError, check_name, name_option
+
+BAD = ["", ".", "..", "../../../victim", "a/b", "/abs", "a\\b", "x" * 300, "é" * 121, "a\nb", "a\x00b", "a\tb",
+       ".hidden", " lead", "trail ", "glob*", "what?", "[set]", "{a,b}"]
+GOOD = ["lulesh-16r", "lulesh 16 ranks", "mpi_ü", "a.b", "x" * 120, "run..2", "v1.0"]
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_bad_names_are_refused_in_one_line(name):
+    with pytest.raises(InvalidNameError) as err:
+        check_name(name)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 160
+    assert err.value.exit_code == 2
+    with pytest.raises(InvalidNameError):
+        Warehouse("/tmp/wh").experiment_dir(name)
+    with pytest.raises(InvalidNameError):
+        name_option(name)
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_good_names_pass_and_stay_inside(name, tmp_path):
+    assert check_name(name) == name and name_option(name) == name
+    wh = Warehouse(tmp_path / "wh")
+    target = wh.experiment_dir(name)
+    assert target.parent == wh.experiments_dir and target.name == name
+    assert name_option(None) is None
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("name", ["../../../victim", "..", "a/b", "."])
+def test_merge_of_an_escaping_experiment_name_touches_nothing(tmp_path, run_cli, name):
+    """A name stored by an earlier ingest can never make merge write outside experiments/ (issue 13 item 6)."""
+    from synthtrace.warehouse.ingest import ingest_trace
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+    wh_root = tmp_path / "deep" / "er" / "wh"
+    wh = Warehouse(wh_root)
+    for prv in (LULESH_A, LULESH_B):
+        ingest_trace(wh, copy_trace(prv, tmp_path / "traces"), experiment=name)
+    before, before_victim = tree_digest(wh_root), tree_digest(victim)
+    code, out, err = run_cli("merge", name, "-w", wh_root)
+    assert code == 2, out
+    assert len(err.strip().splitlines()) == 1 and "experiment name" in err, err
+    assert tree_digest(wh_root) == before and tree_digest(victim) == before_victim
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep", "traces", "victim"]
+
+
+def test_a_fifo_in_the_target_never_blocks_the_commit(tmp_path):
+    """A FIFO (or socket, device, link) in an experiment folder is left out of the rebuilt folder, never opened."""
+    script = textwrap.dedent(f"""
+        import os, polars as pl
+        from synthtrace.warehouse import Warehouse
+        wh = Warehouse({str(tmp_path / 'wh')!r})
+        target = wh.experiment_dir("exp")
+        wh.update_dir(target, {{"kept": pl.DataFrame({{"a": [1]}})}})
+        os.mkfifo(target / "pipe")
+        (target / "sub").mkdir()
+        os.mkfifo(target / "sub" / "pipe2")
+        os.symlink("/etc/passwd", target / "link")
+        wh.update_dir(target, {{"new": pl.DataFrame({{"b": [2]}})}})
+        print(sorted(p.name for p in target.rglob("*")))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['kept.parquet', 'new.parquet', 'sub']"
+
+
+def test_run_ids_are_names_too(tmp_path):
+    with pytest.raises(InvalidNameError):
+        Warehouse(tmp_path).run_dir("../x")
+    assert Warehouse(tmp_path).run_dir("0123abcd").name == "0123abcd"
+    assert not Path(tmp_path / "x").exists()

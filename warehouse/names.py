@@ -1,0 +1,49 @@
+"""The one rule for names users give (experiments, runs) that become folder names under the warehouse.
+
+A name is printable text of at most :data:`MAX_CHARS` characters (:data:`MAX_BYTES` in UTF-8, within every
+file system's limit), without path separators, without a leading dot (``.``, ``..`` and hidden folders), without
+surrounding blanks and without glob characters (DuckDB would read them as a pattern). It is checked at the CLI
+edge (:func:`name_option`, a typer callback) and again wherever a path is built from it
+(:meth:`synthtrace.warehouse.layout.Warehouse.experiment_dir`), so no name ever reaches outside its folder.
+"""
+from __future__ import annotations
+
+from synthtrace.tracelib.errors import BadInputError
+
+MAX_CHARS = 120
+MAX_BYTES = 240
+_FORBIDDEN = set("/\\*?[]{}")
+
+
+class InvalidNameError(BadInputError):
+    """An experiment or run name that could not be a folder of its own under the warehouse."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid experiment or run name, or None when it is."""
+    if not name:
+        return "is empty"
+    if len(name) > MAX_CHARS or len(name.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        return f"is longer than {MAX_CHARS} characters ({MAX_BYTES} bytes)"
+    if not name.isprintable():
+        return "holds a control character"
+    if bad := sorted(_FORBIDDEN & set(name)):
+        return f"holds {' '.join(bad)} (path separators and glob characters are not allowed)"
+    if name.startswith("."):
+        return "starts with a dot"
+    if name != name.strip():
+        return "starts or ends with a blank"
+    return None
+
+
+def check_name(name: str, what: str = "experiment") -> str:
+    """``name`` itself when valid; else :class:`InvalidNameError` (one line: the name and the reason)."""
+    if (problem := name_problem(name)) is not None:
+        shown = name if len(name) <= 60 else name[:57] + "..."
+        raise InvalidNameError(f"{what} name {shown!r} {problem}")
+    return name
+
+
+def name_option(value: str | None) -> str | None:
+    """Typer callback for an ``--experiment``/``EXPERIMENT`` parameter: the name checked, None passed through."""
+    return None if value is None else check_name(value)
