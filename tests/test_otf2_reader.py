@@ -575,3 +575,30 @@ def test_location_ending_inside_an_mpi_call(tmp_path):
             (0, 100, "MPI_Barrier", 200), (150, 300, None, 400 - 205)]
         assert calls.select("mpi_call", "start_ns", "end_ns").rows() == [("MPI_Barrier", 100, 150)]
         assert any("ends inside MPI_Barrier" in w for w in summary.warnings)
+
+
+def _damaged_definitions(dest: Path, seed: int) -> Path:
+    """A copy of the real PAPI ping-pong whose global definitions have bytes flipped (seeded)."""
+    import random
+
+    shutil.copytree(PING_PAPI.parent, dest)
+    for f in dest.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    rnd = random.Random(seed)
+    defs = dest / "traces.def"
+    data = bytearray(defs.read_bytes())
+    for _ in range(rnd.choice([1, 3, 20])):
+        data[rnd.randrange(len(data))] = rnd.randrange(256)
+    defs.write_bytes(bytes(data))
+    return dest / "traces.otf2"
+
+
+def test_damaged_definitions_are_one_line_each_without_library_tracebacks(tmp_path, run_cli):
+    """Garbage in the definitions makes the otf2 wheel's callbacks raise (undecodable names, duplicate
+    definitions); the wheel writes their tracebacks to stderr. Two such archives in one call: one line each."""
+    anchors = [_damaged_definitions(tmp_path / f"a{k}", k) for k in (0, 2, 6, 7)]
+    code, out, err = run_cli("ingest", *anchors, "-w", tmp_path / "wh", "--experiment", "x")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and "Traceback" not in err and "unhandled python exception" not in err, err
+    assert len(lines) == len(anchors) and all(ln.startswith("error: ") for ln in lines), err
+    assert any("UnicodeDecodeError" in ln for ln in lines) and any("Duplicate definition" in ln for ln in lines), err
