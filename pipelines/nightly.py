@@ -88,7 +88,10 @@ def ingest_task(item: dict[str, Any], drop: str, warehouse: str) -> dict[str, An
         if is_machine_error(exc):
             get_run_logger().warning("not ingested %s: %s", path, reason)
             return {"status": "failed", "path": str(path), "reason": reason}
-        where = quarantine(Path(drop), path, reason)
+        try:
+            where = quarantine(Path(drop), path, reason)
+        except OSError as move_exc:  # a read-only drop folder: say so, leave the trace, go on
+            return {"status": "failed", "path": str(path), "reason": f"{reason} (and not quarantined: {move_exc})"}
         get_run_logger().warning("quarantined %s in %s: %s", path.name, where, reason)
         return {"status": "quarantined", "path": str(path), "reason": reason, "to": str(where)}
     return {"status": res.status, "path": str(path), "run_id": res.run_id, "run_name": res.run_name,

@@ -31,3 +31,18 @@ def test_demo_refuses_to_wipe_a_folder_it_did_not_make(tmp_path, run_cli):
     code, _, err = run_cli("demo", "--out", tmp_path)
     assert code == 2 and "not a synthtrace demo folder" in err
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_demo_reruns_in_a_folder_a_killed_demo_left(prefect_harness, tmp_path, run_cli):
+    """The first demo died half-way (say, Prefect did not start): its folder has the marker and a drop folder but
+    no warehouse. The rerun replaces it instead of refusing it."""
+    out = tmp_path / "demo"
+    (out / "drop" / "stencil").mkdir(parents=True)
+    (out / "drop" / "stencil" / "half.prv").write_text("#Paraver (01/01/20 at 10:00):100_ns:1(1):1:1(1:1),0\n")
+    (out / ".synthtrace-demo").write_text("made by synthtrace demo\n")
+    code, stdout, err = run_cli("demo", "--out", out, "--nights", "1")
+    assert code == 0, err
+    assert not (out / "drop" / "stencil" / "half.prv").exists()
+    assert query(out / "warehouse", "SELECT count(*) FROM runs").column(0)[0].as_py() == len(list(out.rglob("*.prv")))
+    code, stdout, err = run_cli("demo", "--out", out, "--nights", "1")  # and again
+    assert code == 0, err

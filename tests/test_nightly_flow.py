@@ -188,3 +188,29 @@ def test_sql_answers_while_a_night_is_running(tmp_path, big_drop, run_cli):
     assert proc.returncode == 0
     assert answers, "no query ran during the night"
     assert set(answers) <= {0, 1, 2}
+
+
+def test_prefect_that_does_not_start_is_one_line(tmp_path):
+    """An ephemeral Prefect server that does not answer in time (here: no time at all) is tried twice, then
+    reported in one line; nothing is ingested and no server process is left behind."""
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "prime")
+    code = ("import sys; from synthtrace.pipelines import nightly; nightly.STARTUP_TIMEOUTS_S = (0, 0); "
+            "from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))")
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="0")
+    done = subprocess.run([sys.executable, "-c", code, "nightly", "--drop", str(drop), "-w", str(tmp_path / "wh")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Prefect server did not start" in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert not list((tmp_path / "wh").glob("runs/*"))
+    marker = f"PREFECT_HOME={tmp_path / 'prefect'}".encode()
+    left = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker in environ.read_bytes():
+                left.append(environ.parent.name)
+        except OSError:
+            continue
+    assert left == [], f"server processes left behind: {left}"
