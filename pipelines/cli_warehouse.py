@@ -142,12 +142,12 @@ def sql(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
 ) -> None:
     """Answer a read-only SQL query (statements that would modify anything are refused)."""
-    import pyarrow.parquet as pq
-
     from synthtrace.warehouse.sql import query
 
     table = query(warehouse, statement)
     if format is OutputFormat.parquet:
+        import pyarrow.parquet as pq
+
         if output is None:
             raise BadInputError("--format parquet needs --output FILE")
         pq.write_table(table, output)
