@@ -153,12 +153,12 @@ def sql(
                                                   "after this many seconds (default: 300).")] = None,
 ) -> None:
     """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
-    import pyarrow.parquet as pq
-
     from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query
 
     table = query(warehouse, statement, timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout)
     if format is OutputFormat.parquet:
+        import pyarrow.parquet as pq
+
         if output is None:
             raise BadInputError("--format parquet needs --output FILE")
         pq.write_table(table, output)

@@ -36,6 +36,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from synthtrace.models.analysis import analyse_input, mix  # noqa: E402
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds  # noqa: E402
 from synthtrace.tracelib.machine import Machine, load_machine  # noqa: E402
+from synthtrace.tracelib.metrics import ranks_per_socket  # noqa: E402
 from synthtrace.warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
 from synthtrace.warehouse.runs import runs_table  # noqa: E402
 from synthtrace.warehouse.layout import Warehouse  # noqa: E402
@@ -188,7 +189,7 @@ def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: floa
     ax.set_xlabel(f"operational intensity ({unit}s / DRAM byte)")
     ax.set_ylabel(f"communication intensity ({unit}s / network byte)")
     ax.set_title(f"Ridgeline plane: {n} phases (▲ no network traffic)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside, never over labels
     fig.tight_layout()
     return PlotInfo(fig, {"phases": n}, unit)
 
@@ -230,7 +231,7 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
     if undecided_drawn:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="...", label="dotted: insufficient counters,\nprovisional archetype"))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_title(f"timeline: {n} bursts and MPI calls of {len(labels)} ranks, coloured by archetype")
+    ax.set_title(f"timeline: {n} bursts and MPI calls of {_tasks_threads(ranks)}, coloured by archetype")
     if pm is not None and pm.height:
         p = pm.with_columns(((pl.col("start_ns") - t0) * 1e-9).alias("_s"), ((pl.col("end_ns") - t0) * 1e-9).alias("_e"))
         for s, e, a in zip(p["_s"].to_list(), p["_e"].to_list(), p["archetype"].to_list()):
@@ -256,6 +257,63 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
     ax2.set_xlabel("time (s)")
     fig.tight_layout()
     return PlotInfo(fig, {"units": n})
+
+
+def _tasks_threads(ranks: pl.DataFrame) -> str:
+    """'8 tasks', or '1 task x 24 threads' (the most threads of any task) for the (task, thread) rows drawn."""
+    tasks = ranks["task"].n_unique()
+    threads = int(ranks.group_by("task").len()["len"].max() or 0)
+    what = f"{tasks} task{'s' if tasks != 1 else ''}"
+    return f"{what} x {threads} threads" if threads > 1 else what
+
+
+# ============================================================================ alerts
+MAX_ALERT_PLOTS = 12  # alerts drawn over their nights (the strongest first)
+
+
+def plot_alert_history(history: pl.DataFrame, alert: dict) -> PlotInfo:
+    """One alert's series over the nights: time per visit of its call site (µs) and, on a second axis, the signal
+    that moved most (largest |z|), with the night of the change marked. ``history`` is
+    :func:`synthtrace.warehouse.history.site_history` of the alert's application."""
+    h = history.filter((pl.col("config") == alert["config"]) & (pl.col("call_site") == alert["call_site"])
+                       ).sort("started_at")
+    fig, ax = plt.subplots(figsize=(6.4, 2.6))
+    nights = h["started_at"].to_list()
+    ax.plot(nights, (h["time_ns"] / 1e3).to_list(), marker="o", ms=3, lw=1.2, color="#1f77b4", label="time per visit")
+    ax.set_ylabel("µs per visit", color="#1f77b4")
+    moved = sorted((sg for sg in alert.get("signals") or [] if sg.get("name") in h.columns and sg["name"] != "time_ns"),
+                   key=lambda sg: -abs(sg.get("z") or 0.0))
+    if moved:
+        ax2 = ax.twinx()
+        ax2.plot(nights, h[moved[0]["name"]].to_list(), marker="s", ms=3, lw=1.0, color="#d62728", label=moved[0]["name"])
+        ax2.set_ylabel(moved[0]["name"], color="#d62728")
+    if alert.get("changed_at") is not None:
+        ax.axvline(alert["changed_at"], color="black", lw=0.8, ls="--")
+    ax.set_title(f"{alert['app']} {alert['config']} at {alert['call_site']}", fontsize=9)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return PlotInfo(fig, {"nights": h.height})
+
+
+def alerts_section(wh: Warehouse, alerts: pl.DataFrame | None) -> str:
+    """The alerts table (signals as ``name before → after (z)``) and the strongest alerts' series over the nights."""
+    if alerts is None or alerts.height == 0:
+        return "<p class='note'>No regression alerts" + (" (detector has not run)." if alerts is None else ".") + "</p>"
+    from synthtrace.warehouse.history import site_history
+
+    order = ["score"] if "score" in alerts.columns else []
+    alerts = alerts.sort(order, descending=True, nulls_last=True) if order else alerts
+    shown = [c for c in ("app", "config", "call_site", "changed_at", "point", "magnitude", "score", "archetype_before",
+                         "archetype_after", "signals", "explained_by") if c in alerts.columns]
+    parts = ["<div class='alert'>" + _table(alerts.select(shown)) + "</div>"]
+    histories: dict[str, pl.DataFrame] = {}
+    for alert in alerts.head(MAX_ALERT_PLOTS).iter_rows(named=True):
+        if alert["app"] not in histories:
+            histories[alert["app"]] = site_history(wh.root, alert["app"])
+        if histories[alert["app"]].height:
+            parts.append(_img(figure_png(plot_alert_history(histories[alert["app"]], alert).figure),
+                              f"history of {alert['app']} at {alert['call_site']}"))
+    return "\n".join(parts)
 
 
 def figure_png(fig: Figure, path: Path | None = None, dpi: int = 110) -> bytes:
@@ -292,11 +350,31 @@ def _table(df: pl.DataFrame, *, bars: str | None = None, max_rows: int = 50) -> 
                     txt = f"<span class='bar' style='width:{max(1, int(v * 120))}px'></span> {txt}"
                 cells.append(f"<td>{txt}</td>")
             else:
-                s = "" if v is None else (", ".join(map(str, v)) if isinstance(v, list) else str(v))
-                cells.append(f"<td class='l'>{html.escape(s)}</td>")
+                cells.append(f"<td class='l'>{html.escape(_cell_text(v))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p class='note'>{df.height - max_rows} more rows not shown</p>" if df.height > max_rows else ""
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>{more}"
+
+
+def _number(v: float) -> str:
+    return "" if v is None or math.isnan(v) else f"{v:.4g}"
+
+
+def _cell_text(v: object) -> str:
+    """A cell as text a reader takes in: lists joined, a signal ``{name, before, after, z}`` as
+    ``ipc 1.2 → 0.9 (z -6.1)``, other records as ``key value`` pairs."""
+    if v is None:
+        return ""
+    if isinstance(v, list):
+        return "; ".join(_cell_text(x) for x in v)
+    if isinstance(v, dict):
+        if {"name", "before", "after"} <= v.keys():
+            z = f" (z {v['z']:+.1f})" if isinstance(v.get("z"), float) and not math.isnan(v["z"]) else ""
+            return f"{v['name']} {_number(v['before'])} → {_number(v['after'])}{z}"
+        return ", ".join(f"{k} {_cell_text(x)}" for k, x in v.items())
+    if isinstance(v, float):
+        return _number(v)
+    return str(v)
 
 
 def _img(png: bytes, alt: str) -> str:
@@ -361,27 +439,28 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
                      f"clusters on {', '.join(discovery.get('features', []))}; Cohen's kappa vs rules "
                      f"{discovery.get('kappa', float('nan')):.3f} on {discovery.get('n_compared')} bursts, bootstrap ARI "
                      f"{discovery.get('stability_ari', float('nan')):.3f}.</p>")
-    by_run = bm.partition_by("run_id", as_dict=True) if "run_id" in bm.columns else {(None,): bm}
-    for (rid,), b in by_run.items():
-        a = arch.filter(pl.col("run_id") == rid) if rid is not None else arch
-        p = pm.filter(pl.col("run_id") == rid) if rid is not None and "run_id" in pm.columns else pm
-        label = f"run {rid}" if len(by_run) > 1 else ""
-        keys = ["run_id", "appl", "task", "thread", "burst_seq"]
-        ab = b.join(a.filter(pl.col("unit") == "burst").select(*keys, "archetype", "provisional"), on=keys, how="left")
-        from synthtrace.tracelib.metrics import ranks_per_socket
-        rps = ranks_per_socket(b, machine)
-        pa = p.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
-                    on=["run_id", "appl", "phase"], how="left") if "archetype" not in p.columns else p
-        stem = f"{name}.{rid}" if rid else name
-        plots = [("roofline", plot_roofline(ab, machine, ranks_per_socket=rps)),
-                 ("ridgeline", plot_ridgeline(pa, machine, ranks_per_socket=rps)),
-                 ("timeline", plot_timeline(a, pa, machine, ranks_per_socket=rps))]
-        if label:
-            parts.append(f"<h3>{html.escape(label)}</h3>")
-        for kind, info in plots:
-            png = figure_png(info.figure, (plot_dir / f"{stem}.{kind}.png") if plot_dir else None)
-            parts.append(_img(png, f"{kind} of {stem}"))
-        parts += ["<h3>Top time consumers (closing MPI call site x archetype)</h3>", _table(_top_consumers(b, a), bars="time_share")]
+    # plots of one run: the merged trace (one run) or, before a merge, the first run; the table covers every run
+    run_ids = bm["run_id"].unique(maintain_order=True).to_list() if "run_id" in bm.columns else [None]
+    rid = run_ids[0]
+    b = bm.filter(pl.col("run_id") == rid) if rid is not None else bm
+    a = arch.filter(pl.col("run_id") == rid) if rid is not None else arch
+    p = pm.filter(pl.col("run_id") == rid) if rid is not None and "run_id" in pm.columns else pm
+    keys = ["run_id", "appl", "task", "thread", "burst_seq"]
+    ab = b.join(a.filter(pl.col("unit") == "burst").select(*keys, "archetype", "provisional"), on=keys, how="left")
+    rps = ranks_per_socket(b, machine)
+    pa = p.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
+                on=["run_id", "appl", "phase"], how="left") if "archetype" not in p.columns else p
+    stem = f"{name}.{rid}" if rid else name
+    if len(run_ids) > 1:
+        parts.append(f"<p class='note'>Plots of run {html.escape(str(rid))}, the first of {len(run_ids)} runs "
+                     f"(merge the experiment for one synthetic trace of them all).</p>")
+    for kind, plot in (("roofline", lambda: plot_roofline(ab, machine, ranks_per_socket=rps)),
+                       ("ridgeline", lambda: plot_ridgeline(pa, machine, ranks_per_socket=rps)),
+                       ("timeline", lambda: plot_timeline(a, pa, machine, ranks_per_socket=rps))):
+        png = figure_png(plot().figure, (plot_dir / f"{stem}.{kind}.png") if plot_dir else None)
+        parts.append(_img(png, f"{kind} of {stem}"))
+    parts += ["<h3>Top time consumers (closing MPI call site x archetype)</h3>",
+              _table(_top_consumers(bm, arch), bars="time_share")]
     return "\n".join(parts), discovery
 
 
@@ -397,13 +476,23 @@ def experiment_overview(wh: Warehouse) -> pl.DataFrame:
 
 
 def latest_per_app(wh: Warehouse) -> list[str]:
-    """The newest experiment (by its runs' start) of every application, sorted by app."""
+    """The newest experiment (by its runs' start) of every application, sorted by app; an experiment holding
+    several applications is listed once."""
     runs = runs_table(wh)
     if runs.height == 0:
         return experiments(wh)
     newest = (runs.group_by("app", "experiment").agg(pl.col("started_at").min())
               .sort("started_at", "experiment", nulls_last=True).group_by("app", maintain_order=True).last().sort("app"))
-    return newest["experiment"].to_list()
+    return newest["experiment"].unique(maintain_order=True).to_list()
+
+
+def _machine_note(machine: Machine) -> str:
+    """Which machine profile the roofs come from, and its main figures."""
+    bw = ", ".join(f"{k} {v:g} GB/s" for k, v in machine.bandwidth_gbs.items())
+    return (f"<p class='note'>Machine profile <b>{html.escape(machine.name)}</b> "
+            f"({html.escape(Path(machine.source).name if machine.source else 'built in')}): {machine.sockets} sockets x "
+            f"{machine.cores_per_socket} cores at {machine.frequency_ghz:g} GHz; {html.escape(bw)}. Roofs, archetype "
+            "thresholds and the Ridgeline regions use it (change it with --machine).</p>")
 
 
 def build_report(root: str | Path, out: str | Path, *, experiment: str | None = None, machine: Machine | None = None,
@@ -411,24 +500,29 @@ def build_report(root: str | Path, out: str | Path, *, experiment: str | None = 
     """Write the self-contained HTML report of the warehouse at ``root``: one experiment, or an overview of all
     with full sections (plots) for the newest experiment of each application — a nightly report stays readable
     and quick to build however long the history grows."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from synthtrace.pipelines.cli import err_console
+
     wh = Warehouse(root)
     machine = machine or load_machine()
     names = [experiment] if experiment else latest_per_app(wh)
-    body = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · machine "
-            f"{html.escape(machine.name)} · generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>"]
-    alerts = _optional_view(wh, "regressions/*.parquet")
-    body.append("<h2>Alerts</h2>")
-    if alerts is not None and alerts.height:
-        body.append("<div class='alert'>" + _table(alerts) + "</div>")
-    else:
-        body.append("<p class='note'>No regression alerts" + (" (detector has not run)." if alerts is None else ".") + "</p>")
-    if not names:
-        body.append("<p>The warehouse holds no experiment yet.</p>")
-    elif not experiment:
-        body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
-    for n in names:
-        section, _ = experiment_section(wh, n, machine, thresholds, plot_dir)
-        body.append(section)
+    body = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · generated "
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>", _machine_note(machine)]
+    with Progress(TextColumn("report {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task("alerts", total=len(names) + 1)
+        body += ["<h2>Alerts</h2>", alerts_section(wh, _optional_view(wh, "regressions/*.parquet"))]
+        bar.advance(task)
+        if not names:
+            body.append("<p>The warehouse holds no experiment yet.</p>")
+        elif not experiment:
+            body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
+        for n in names:
+            bar.update(task, description=n)
+            section, _ = experiment_section(wh, n, machine, thresholds, plot_dir)
+            body.append(section)
+            bar.advance(task)
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>synthtrace report</title>"
            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
     out = Path(out)

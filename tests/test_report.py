@@ -89,3 +89,83 @@ def test_report_is_self_contained(tmp_path, run_cli):
     assert len(pngs) == 6 and all(p.stat().st_size > 5000 for p in pngs)
     code, _, err = run_cli("report", "--out", str(out), "--warehouse", str(wh.root), "--experiment", "nope")
     assert code == 2 and "nope" in err
+
+
+def test_signals_render_readably():
+    from synthtrace.pipelines.report import _cell_text
+
+    sig = [{"name": "ipc", "before": 1.234, "after": 0.9, "z": -6.12}, {"name": "l1_mpki", "before": 2.0, "after": 5.0,
+                                                                       "z": float("nan")}]
+    assert _cell_text(sig) == "ipc 1.234 → 0.9 (z -6.1); l1_mpki 2 → 5"
+    assert _cell_text({"kind": "x", "n": 3}) == "kind x, n 3"
+
+
+def test_timeline_says_tasks_and_threads():
+    """An OpenMP run is 1 task x n threads, not n ranks (the real PolyBench Jacobi trace)."""
+    from synthtrace import read_trace
+    from tests.conftest import JACOBI
+
+    b, c = read_trace(JACOBI)
+    threads = b.filter(pl.col("appl") == 1)["thread"].n_unique()
+    assert b["task"].n_unique() == 1 and threads > 1
+    res = analyse(b, c, machine=TEST_MACHINE, discover=False)
+    title = plot_timeline(res.archetypes, None, TEST_MACHINE).figure.axes[0].get_title()
+    assert f"of 1 task x {threads} threads," in title
+
+
+def test_ridgeline_legend_beside_the_plane():
+    b, c = _two_rank_program()
+    res = analyse(b, c, machine=TEST_MACHINE, discover=False)
+    pm = res.phase_metrics.join(res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
+                                on=["run_id", "appl", "phase"])
+    fig = plot_ridgeline(pm, TEST_MACHINE, ranks_per_socket=2).figure
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # never over the regions' labels or the points
+    figure_png(fig)
+
+
+@pytest.fixture(scope="module")
+def mixed_wh(tmp_path_factory):
+    """One experiment holding two applications (prime and jacobi), one with a single application (LULESH), and a
+    regression alert on prime."""
+    from synthtrace.models.regression import REGRESSION_SCHEMA
+    from synthtrace.warehouse.history import site_history
+    from synthtrace.warehouse.ingest import ingest_trace
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.regressions import write_alerts
+    from tests.conftest import JACOBI
+
+    wh = Warehouse(tmp_path_factory.mktemp("mixed") / "wh")
+    ingest_trace(wh, PRIME, experiment="mixed", app="prime")
+    ingest_trace(wh, JACOBI, experiment="mixed", app="jacobi")
+    ingest_trace(wh, LULESH_A, experiment="lulesh", app="lulesh")
+    site = site_history(wh.root, "prime").row(0, named=True)
+    alert = {k: None for k in REGRESSION_SCHEMA} | {
+        "app": "prime", "config": site["config"], "call_site": site["call_site"], "changed_at": site["started_at"],
+        "point": site["point"], "magnitude": 0.3, "score": 9.0,
+        "signals": [{"name": "ipc", "before": 1.5, "after": 1.1, "z": -7.0}], "explained_by": ["ipc"]}
+    write_alerts(wh, "prime", pl.DataFrame([alert], schema=REGRESSION_SCHEMA))
+    return wh.root
+
+
+def test_report_lists_each_experiment_once(tmp_path, mixed_wh, run_cli):
+    """An experiment of several applications gets one section (it got one per application); alerts' signals are
+    readable and each alert has its plot over the nights; the machine profile is named."""
+    from synthtrace.pipelines.report import latest_per_app
+
+    from synthtrace.warehouse.layout import Warehouse
+
+    assert sorted(latest_per_app(Warehouse(mixed_wh))) == ["lulesh", "mixed"]
+    out = tmp_path / "r.html"
+    code, _, err = run_cli("report", "--out", out, "--warehouse", mixed_wh, "--machine", "generic")
+    assert code == 0, err
+    text = out.read_text()
+    assert text.count("<h2>Experiment mixed</h2>") == 1 and text.count("<h2>Experiment lulesh</h2>") == 1
+    assert "ipc 1.5 → 1.1 (z -7.0)" in text and "{'name'" not in text
+    from synthtrace.tracelib.machine import load_machine
+
+    assert f"Machine profile <b>{load_machine('generic').name}</b> (generic.toml)" in text
+    assert "alt='history of prime at" in text
+    assert len(re.findall(r"data:image/png;base64,", text)) == 3 * 2 + 1  # 3 plots per experiment + 1 alert
