@@ -6,8 +6,9 @@ from the warehouse, analyses it and commits the four outputs (``burst_metrics``,
 
 The ``archetypes`` frame has one row per burst, MPI call (those that move data, and collectives) and phase:
 experiment, run_id, appl, task, thread, burst_seq (NULL for other units), call_seq (MPI calls only), unit
-(``burst``|``mpi``|``phase``), phase, start_ns, duration_ns, archetype, confidence, evidence, missing_counters,
-provisional, and for bursts the discovered ``cluster`` and ``cluster_archetype``.
+(``burst``|``mpi``|``phase``), phase, start_ns, duration_ns, archetype, confidence, evidence, could_also_be
+(archetypes that counters not recorded could still make win), missing_counters (the counters that would decide),
+provisional (the label while it is provisional; for insufficient_counters the best guess), and for bursts the discovered ``cluster`` and ``cluster_archetype``.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ ARCHETYPE_COLUMNS: dict[str, pl.DataType] = {
     "experiment": pl.String(), "run_id": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
     "burst_seq": pl.Int64(), "call_seq": pl.Int64(), "unit": pl.String(), "phase": pl.Int64(),
     "start_ns": pl.Int64(), "duration_ns": pl.Int64(), "archetype": pl.String(), "confidence": pl.Float64(),
-    "evidence": pl.String(), "missing_counters": pl.List(pl.String()), "provisional": pl.String(),
+    "evidence": pl.String(), "could_also_be": pl.List(pl.String()), "missing_counters": pl.List(pl.String()),
+    "provisional": pl.String(),
     "cluster": pl.Int64(), "cluster_archetype": pl.String(),
 }
 
@@ -135,7 +137,7 @@ def analyse(bursts: pl.DataFrame, calls: pl.DataFrame | None, *, machine: Machin
     return AnalysisResult(
         burst_metrics=bm_all.drop("missing_roles"),
         mpi_metrics=pl.concat(mm_parts, how="diagonal_relaxed") if mm_parts else empty_mpi,
-        phase_metrics=pl.concat(pm_parts, how="diagonal_relaxed").drop("missing_counters", "provisional", strict=False),
+        phase_metrics=pl.concat(pm_parts, how="diagonal_relaxed").drop("could_also_be", "missing_counters", "provisional", strict=False),
         archetypes=archetypes, discovery=summary)
 
 
