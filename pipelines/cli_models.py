@@ -142,36 +142,61 @@ def predict(
 
 
 def run_detection(warehouse: str | Path, app: str | None = None, now: datetime | None = None) -> pl.DataFrame:
-    """Detect regressions in the history of ``app`` (default: every app); rewrite their alerts; return them."""
+    """Detect regressions in the history of ``app`` (default: every app; a prefix names every app it starts, see
+    :func:`synthtrace.warehouse.history.match_apps`); rewrite their alerts; return them."""
+    return _detection(warehouse, app, now)[0]
+
+
+def _detection(warehouse: str | Path, app: str | None, now: datetime | None = None
+               ) -> tuple[pl.DataFrame, list[str], dict[str, int]]:
+    """(alerts, the apps looked at, nights of history per app)."""
     from synthtrace.models.regression import REGRESSION_SCHEMA, detect as detect_alerts
-    from synthtrace.warehouse.history import apps, check_app, site_history
+    from synthtrace.warehouse.history import apps, match_apps, site_history
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.regressions import write_alerts
-    if app is not None:
-        check_app(warehouse, app)
-    names = [app] if app is not None else apps(warehouse)
+    names = match_apps(warehouse, app) if app is not None else apps(warehouse)
     if not names:
         raise BadInputError(f"{warehouse}: no runs to look at (ingest traces first)")
-    history = site_history(warehouse, app)
+    history = site_history(warehouse, names)
     alerts = detect_alerts(history, now=now) if history.height else pl.DataFrame(schema=REGRESSION_SCHEMA)
     wh = Warehouse(warehouse)
     for name in names:
         write_alerts(wh, name, alerts.filter(pl.col("app") == name))
-    return alerts
+    return alerts, names, history_nights(history, names)
+
+
+def history_nights(history: pl.DataFrame, names: list[str]) -> dict[str, int]:
+    """Nights (points) in the longest series of each app (0 without history)."""
+    if history.height == 0:
+        return dict.fromkeys(names, 0)
+    n = history.group_by("app", "config", "call_site").agg(pl.col("point").n_unique().alias("n")).group_by("app").agg(
+        pl.col("n").max())
+    return {a: dict(n.iter_rows()).get(a, 0) for a in names}
 
 
 def detect(
-    app: Annotated[str | None, typer.Option("--app", help="Only this application (default: every application).")] = None,
+    app: Annotated[str | None, typer.Option("--app", help="Only this application, or every application whose name "
+                                            "starts with it (e.g. lulesh; default: every application).")] = None,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Find performance regressions in the nightly history of each application; writes the regressions view."""
+    from synthtrace.models.regression import DetectorParams
     with err_console.status("detecting regressions"):
-        alerts = run_detection(warehouse, app)
+        alerts, names, nights = _detection(warehouse, app)
+    p = DetectorParams()
+    need = p.min_before + p.min_after
+    short = [a for a in names if nights[a] < need]
+    for a in short:
+        console.print(f"{a}: {nights[a]} night(s) of history; detecting a regression needs at least {need} "
+                      f"({p.min_before} before a change and {p.min_after} after it)", highlight=False, soft_wrap=True)
     if alerts.height == 0:
-        console.print(f"no regressions found{' for ' + app if app else ''}", highlight=False)
+        if len(short) < len(names):
+            looked = [a for a in names if a not in short]
+            console.print(f"no regressions found in {', '.join(looked)} "
+                          f"({min(nights[a] for a in looked)}+ nights each)", highlight=False, soft_wrap=True)
         return
     t = Table(title=f"{alerts.height} regression(s)")
-    for c in ("app", "call site", "changed at", "time", "explained by", "archetype", "score"):
+    for c in ("app", "call site", "changed at", "time", "app time", "explained by", "archetype", "score"):
         t.add_column(c, overflow="fold")
     for r in alerts.sort("score", descending=True).iter_rows(named=True):
         arch = r["archetype_before"] or ""
@@ -179,7 +204,9 @@ def detect(
             arch = f"{arch} -> {r['archetype_after']}"
         moved = {s["name"]: s for s in r["signals"]}
         why = ", ".join(_describe(n, moved.get(n)) for n in r["explained_by"])
-        t.add_row(r["app"], r["call_site"], f"{r['changed_at']:%Y-%m-%d %H:%M}", f"+{r['magnitude']:.1%}", why, arch,
+        total = moved.get("app_time_ns")
+        t.add_row(r["app"], r["call_site"], f"{r['changed_at']:%Y-%m-%d %H:%M}", f"+{r['magnitude']:.1%}",
+                  f"{total['after'] / total['before'] - 1:+.1%}" if total and total["before"] else "", why, arch,
                   f"{r['score']:.2f}")
     console.print(t)
 

@@ -72,8 +72,11 @@ def test_detect_writes_the_regressions_view(run_cli, wh):
     assert alerts["changed_at"].dt.day().to_list() == [9, 9]  # night 8 of a campaign starting on the 1st
     assert alerts["signals"][0][0]["name"] == "time_ns"
     assert "2 regression(s)" in out
-    code, out, _ = run_cli("detect", "--app", "app0", "-w", wh)  # a predictor app: one night, nothing to find
-    assert code == 0 and "no regressions" in out
+    code, out, _ = run_cli("detect", "--app", "app0", "-w", wh)  # a predictor app: one night, too short to judge
+    assert code == 0 and "app0: 1 night(s) of history; detecting a regression needs at least 7" in out
+    assert "no regressions" not in out
+    code, _, err = run_cli("detect", "--app", "app00", "-w", wh)  # a misspelt name: the closest ones
+    assert code == 2 and "did you mean app000 or app001" in err
     assert sql(wh, "SELECT count(*) AS n FROM regressions")["n"][0] == 2
 
 
@@ -140,3 +143,17 @@ def test_simulated_campaign_end_to_end(run_cli, tmp_path):
     assert alerts.height >= 1
     top = alerts.row(0, named=True)
     assert top["changed_at"].date() == truth["date"][0] and "instructions" in top["explained_by"]
+
+
+@pytest.mark.real_traces
+def test_detect_app_prefix_on_real_traces(run_cli, tmp_path):
+    """README: ``detect --app lulesh`` finds the LULESH runs (apps are trace stems up to the first dot)."""
+    from tests.conftest import LULESH_A, LULESH_B
+    w = tmp_path / "wh"
+    assert run_cli("ingest", LULESH_A, LULESH_B, "-w", w)[0] == 0
+    code, out, err = run_cli("detect", "--app", "lulesh", "-w", w)
+    assert code == 0, err
+    assert "lulesh_4+4_with_uncores_sockets1+2: 1 night(s) of history" in out
+    assert "lulesh_7+1_with_uncores_sockets1+2: 1 night(s) of history" in out
+    code, _, err = run_cli("detect", "--app", "lulsh", "-w", w)
+    assert code == 2 and "did you mean" in err and "lulesh_4+4" in err
