@@ -20,10 +20,11 @@ import polars as pl
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
 from synthtrace.models.archetypes import ArchetypeRules, Thresholds
 from synthtrace.tracelib.counters import resolve
-from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.machine import Machine, load_machine, resolve_machine
 from synthtrace.tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket, source_keys
 from synthtrace.warehouse.analysis import ExperimentInput, load_experiment, write_analysis
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import runs_table
 
 ARCHETYPE_COLUMNS: dict[str, pl.DataType] = {
     "experiment": pl.String(), "run_id": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
@@ -150,13 +151,27 @@ def analyse_input(inp: ExperimentInput, *, machine: Machine | None = None, thres
                        discover=discover)
 
 
+def machine_profile(root: str, experiment: str, spec: str | None = None) -> Machine:
+    """The machine profile of an experiment: ``spec`` (``--machine``: preset or TOML file) when given, else the
+    ``machine.toml`` beside its traces, else the default preset (see :func:`synthtrace.tracelib.machine.resolve_machine`).
+    ``Machine.label`` names it and where it came from (what the CLI and the report print)."""
+    runs = runs_table(Warehouse(root))
+    paths = runs.filter(pl.col("experiment") == experiment)["source_path"].drop_nulls().to_list() if runs.height else []
+    return resolve_machine(spec, paths)
+
+
 def analyse_experiment(root: str, experiment: str, *, machine: Machine | None = None,
                        thresholds: Thresholds | None = None, discover: bool = True,
                        store: bool = True) -> tuple[ExperimentInput, AnalysisResult]:
-    """Read an experiment from the warehouse at ``root``, analyse it and (``store``) commit the outputs."""
+    """Read an experiment from the warehouse at ``root``, analyse it and (``store``) commit the outputs.
+
+    ``machine`` None: :func:`machine_profile` (a ``machine.toml`` beside the traces, else the default). The
+    profile used is stored beside the outputs as ``machine.json``."""
     wh = Warehouse(root)
     inp = load_experiment(wh, experiment)
+    machine = machine or machine_profile(root, experiment)
     result = analyse_input(inp, machine=machine, thresholds=thresholds, discover=discover)
     if store:
-        write_analysis(wh, experiment, result.frames(), {"archetype_discovery": result.discovery})
+        write_analysis(wh, experiment, result.frames(), {"archetype_discovery": result.discovery,
+                                                         "machine": {**machine.as_dict(), "source": machine.source}})
     return inp, result

@@ -1,6 +1,8 @@
 """The 13 archetype rules, their thresholds, insufficient counters, discovery, and the real traces."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -283,3 +285,41 @@ def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
     assert stored["experiment"].unique().to_list() == ["m"] and stored["run_id"].unique().to_list() == ["r0"]
     assert sorted(stored["archetype"].to_list()) != [] and (d / "archetype_discovery.json").is_file()
     assert not list(wh.staging_dir.iterdir())
+
+
+# ------------------------------------------------------------------ machine profiles
+def test_presets_cover_the_common_cpus(run_cli):
+    from synthtrace.tracelib.machine import load_machine, presets
+    names = set(presets())
+    assert {"skylake-sp", "icelake-sp", "sapphire-rapids", "zen3-epyc", "zen4-epyc", "a64fx", "grace",
+            "marenostrum5-gpp", "generic"} <= names
+    for n in names:
+        m = load_machine(n)
+        assert m.peak_flops_core() > 0 and m.dram_bw_socket() > 0 and m.link_bw() > 0 and m.pmu_programmable
+    assert load_machine("zen4-epyc").pmu_fixed == () and "ins" in load_machine("skylake-sp").pmu_fixed
+    assert load_machine("a64fx").line_bytes == 256 and load_machine("a64fx").vector_lanes == 8
+    code, out, _ = run_cli("machines")
+    assert code == 0 and all(n in out for n in names) and "Neoverse V2" in out
+    code, _, err = run_cli("archetypes", "-w", "/nonexistent", "--machine", "zen3")
+    assert code == 2 and "did you mean zen3-epyc" in err
+
+
+@pytest.mark.real_traces
+def test_machine_toml_beside_the_traces_is_used(run_cli, tmp_path):
+    from synthtrace.tracelib.machine import PRESET_DIR
+    from tests.conftest import copy_trace
+    folder = tmp_path / "traces"
+    copy_trace(PRIME, folder)
+    (folder / "machine.toml").write_text((PRESET_DIR / "skylake-sp.toml").read_text().replace(
+        'name = "Skylake-SP (2x Xeon Platinum 8160)"', 'name = "our Skylake cluster"'))
+    w = tmp_path / "wh"
+    assert run_cli("ingest", folder, "--experiment", "p", "-w", w)[0] == 0
+    code, out, err = run_cli("archetypes", "p", "--no-discover", "-w", w)
+    assert code == 0, err
+    assert "our Skylake cluster" in out and "machine.toml" in out
+    assert json.loads((w / "experiments" / "p" / "machine.json").read_text())["name"] == "our Skylake cluster"
+    code, out, _ = run_cli("archetypes", "p", "--no-discover", "--machine", "zen3-epyc", "-w", w)
+    assert code == 0 and "Zen 3" in out and "our Skylake" not in out
+    (folder / "machine.toml").write_text("name = 'broken'\nsockets = 2\n")
+    code, _, err = run_cli("archetypes", "p", "--no-discover", "-w", w)
+    assert code == 2 and "machine.toml" in err and len(err.strip().splitlines()) == 1
