@@ -6,10 +6,10 @@ from typing import Annotated
 
 import polars as pl
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.pipelines.cli_models import print_wide
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import Machine, load_machine
 
@@ -157,7 +157,7 @@ def machines(
         t.add_row(name + (" (default)" if name == DEFAULT_PRESET else ""), m.name, f"{m.sockets} x {m.cores_per_socket}",
                   f"{m.frequency_ghz:g}", f"{m.peak_flops_core() / 1e9:.3g} ({m.widest_isa})",
                   f"{m.dram_bw_socket() / 1e9:.4g}", f"{m.link_bw() / 1e9:.3g}", pmu)
-    Console(width=max(console.width, 170), highlight=False).print(t)
+    print_wide(t)
 
 
 def register(app: typer.Typer) -> None:

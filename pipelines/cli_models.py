@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import polars as pl
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
@@ -20,6 +21,11 @@ from synthtrace.tracelib.errors import BadInputError
 
 TargetOption = Annotated[str, typer.Option("--target", help="What to predict: ipc (instructions per cycle) or tpi "
                                            "(time per instruction, ns).")]
+
+
+def print_wide(table: Table, width: int = 170) -> None:
+    """Print a table at least ``width`` columns wide (ids and names stay whole when stdout is not a terminal)."""
+    Console(width=max(console.width, width), highlight=False).print(table)
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
@@ -62,9 +68,14 @@ def train(
                  ("R² (unseen apps)", _fmt(r["cv_r2"]) or cv.get("skipped", "")),
                  ("MAPE (unseen apps)", _fmt(r["cv_mape"], ".1%")),
                  ("R² / MAPE (training data)", f"{_fmt(r['train_r2'])} / {_fmt(r['train_mape'], '.1%')}"),
+                 ("status", r["status"]),
                  ("data hash", r["data_hash"][:16]), ("artifact sha256", r["artifact_sha256"][:16])]:
         t.add_row(k, v)
     console.print(t)
+    if r["status"] == "rejected":
+        err_console.print(f"warning: {r['model_id']} predicts unseen applications worse than their mean "
+                          f"(R² {r['cv_r2']:.3f}); registered as rejected: predict uses it only with --model "
+                          f"{r['model_id']}", highlight=False, soft_wrap=True)
     if compare:
         _print_comparison(warehouse, target, model, _split(experiments), seed, folds)
 
@@ -79,7 +90,7 @@ def _print_comparison(warehouse: Path, target: str, kind: str, experiments: list
     wh = Warehouse(warehouse)
     frame, info = load_bursts(wh, experiments)
     runs = runs_table(wh).filter(pl.col("experiment").is_in(info["experiments"]))
-    sets = counter_sets(runs)
+    sets = counter_sets(runs, per_experiment=True)  # run k of each experiment with that experiment's own counters
     if len(sets) < 2:
         err_console.print("comparison skipped: the experiments were recorded with one counter set", highlight=False)
         return
@@ -109,12 +120,14 @@ def models(
         console.print(f"no models in {warehouse} (train one with `synthtrace train`)", highlight=False)
         return
     t = Table(title=f"models in {warehouse}")
-    for c in ("model id", "target", "estimator", "created (UTC)", "applications", "bursts", "R² unseen", "MAPE unseen"):
+    for c in ("model id", "target", "estimator", "created (UTC)", "applications", "bursts", "R² unseen", "MAPE unseen",
+              "status"):
         t.add_column(c, overflow="fold")
     for r in ms.iter_rows(named=True):
         t.add_row(r["model_id"], r["target"], r["kind"], f"{r['created_at']:%Y-%m-%d %H:%M:%S}",
-                  str(len(r["apps"] or [])), str(r["n_rows"]), _fmt(r["cv_r2"]), _fmt(r["cv_mape"], ".1%"))
-    console.print(t)
+                  str(len(r["apps"] or [])), str(r["n_rows"]), _fmt(r["cv_r2"]), _fmt(r["cv_mape"], ".1%"),
+                  r["status"] or "")
+    print_wide(t)
 
 
 def predict(
@@ -132,13 +145,19 @@ def predict(
     if target is not None:
         check_target(target)
     m, out = predict_experiment(warehouse, experiment, model, target=target)
+    if m.record.get("status") == "rejected":
+        err_console.print(f"warning: {m.model_id} is rejected (R² {m.record['cv_r2']:.3f} on unseen applications): "
+                          "its predictions are worse than a constant", highlight=False, soft_wrap=True)
     known = out.filter(pl.col("actual").is_not_null() & pl.col("predicted").is_not_null())
     s = scores(known["actual"].to_numpy(), known["predicted"].to_numpy()) if known.height else None
     path = predictions_dir(Warehouse(warehouse)) / m.model_id
     msg = f"predicted {m.record['target']} of {out.height} bursts of {experiment} with {m.model_id} -> {path}"
-    if s is not None and s["n"] >= 2:
-        msg += f" (against measured: R² {_fmt(s['r2'])}, MAPE {_fmt(s['mape'], '.1%')} on {s['n']} bursts)"
     console.print(msg, highlight=False, soft_wrap=True)
+    if s is not None and s["n"] >= 2:
+        console.print(f"error against the measured {m.record['target']}: R² {_fmt(s['r2'])}, MAPE "
+                      f"{_fmt(s['mape'], '.1%')} on {s['n']} bursts", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"no measured {m.record['target']} in {experiment} to compare with", highlight=False)
 
 
 def run_detection(warehouse: str | Path, app: str | None = None, now: datetime | None = None) -> pl.DataFrame:

@@ -157,3 +157,31 @@ def test_detect_app_prefix_on_real_traces(run_cli, tmp_path):
     assert "lulesh_7+1_with_uncores_sockets1+2: 1 night(s) of history" in out
     code, _, err = run_cli("detect", "--app", "lulsh", "-w", w)
     assert code == 2 and "did you mean" in err and "lulesh_4+4" in err
+
+
+def test_a_model_worse_than_the_mean_on_unseen_apps_is_rejected(run_cli, tmp_path):
+    """Issue 16: a model with R² < 0 on unseen applications is registered as rejected and not used by default."""
+    from synthtrace.models.registry import model_status
+    from synthtrace.warehouse.model_store import model_record
+    assert [model_status(r) for r in (0.4, -0.2, None)] == ["ok", "rejected", "unevaluated"]
+    w = tmp_path / "wh"
+    predictor_campaign(w, n_apps=3, n_kernels=4, n_iters=3, seed=5)
+    assert run_cli("train", "--model", "linear", "-w", w)[0] == 0
+    models = read_models(Warehouse(w))
+    good = models["model_id"][-1]
+    assert models["status"][-1] == model_status(models["cv_r2"][-1]) == "ok"
+    rec = model_record(Warehouse(w), good)  # a newer version of it, judged worse than the mean on unseen apps
+    from synthtrace.warehouse.model_store import MODEL_SCHEMA, models_dir
+    bad = {**rec, "model_id": good + "-bad", "cv_r2": -0.5, "status": "rejected",
+           "created_at": rec["created_at"].replace(year=rec["created_at"].year + 1)}
+    d = models_dir(Warehouse(w))
+    shutil.copytree(d / good, d / bad["model_id"])
+    pl.DataFrame([bad], schema=MODEL_SCHEMA).write_parquet(d / bad["model_id"] / "model.parquet")
+    assert models.height == 1
+    code, out, err = run_cli("predict", "--experiment", "app1-exp", "-w", w)
+    assert code == 0 and good in out and "bad" not in out  # the newest usable one
+    assert "error against the measured ipc: R²" in out
+    code, out, err = run_cli("predict", "--experiment", "app1-exp", "--model", bad["model_id"], "-w", w)
+    assert code == 0 and "is rejected" in err
+    code, out, _ = run_cli("models", "-w", w)
+    assert "rejected" in out and "ok" in out
