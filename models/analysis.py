@@ -6,8 +6,9 @@ from the warehouse, analyses it and commits the four outputs (``burst_metrics``,
 
 The ``archetypes`` frame has one row per burst, MPI call (those that move data, and collectives) and phase:
 experiment, run_id, appl, task, thread, burst_seq (NULL for other units), call_seq (MPI calls only), unit
-(``burst``|``mpi``|``phase``), phase, start_ns, duration_ns, archetype, confidence, evidence, missing_counters,
-provisional, and for bursts the discovered ``cluster`` and ``cluster_archetype``.
+(``burst``|``mpi``|``phase``), phase, start_ns, duration_ns, archetype, confidence, evidence, could_also_be
+(archetypes that counters not recorded could still make win), missing_counters (the counters that would decide),
+provisional (the label while it is provisional; for insufficient_counters the best guess), and for bursts the discovered ``cluster`` and ``cluster_archetype``.
 """
 from __future__ import annotations
 
@@ -19,16 +20,18 @@ import polars as pl
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
 from synthtrace.models.archetypes import ArchetypeRules, Thresholds
 from synthtrace.tracelib.counters import resolve
-from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.machine import Machine, load_machine, resolve_machine
 from synthtrace.tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket, source_keys
 from synthtrace.warehouse.analysis import ExperimentInput, load_experiment, write_analysis
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import runs_table
 
 ARCHETYPE_COLUMNS: dict[str, pl.DataType] = {
     "experiment": pl.String(), "run_id": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
     "burst_seq": pl.Int64(), "call_seq": pl.Int64(), "unit": pl.String(), "phase": pl.Int64(),
     "start_ns": pl.Int64(), "duration_ns": pl.Int64(), "archetype": pl.String(), "confidence": pl.Float64(),
-    "evidence": pl.String(), "missing_counters": pl.List(pl.String()), "provisional": pl.String(),
+    "evidence": pl.String(), "could_also_be": pl.List(pl.String()), "missing_counters": pl.List(pl.String()),
+    "provisional": pl.String(),
     "cluster": pl.Int64(), "cluster_archetype": pl.String(),
 }
 
@@ -135,7 +138,7 @@ def analyse(bursts: pl.DataFrame, calls: pl.DataFrame | None, *, machine: Machin
     return AnalysisResult(
         burst_metrics=bm_all.drop("missing_roles"),
         mpi_metrics=pl.concat(mm_parts, how="diagonal_relaxed") if mm_parts else empty_mpi,
-        phase_metrics=pl.concat(pm_parts, how="diagonal_relaxed").drop("missing_counters", "provisional", strict=False),
+        phase_metrics=pl.concat(pm_parts, how="diagonal_relaxed").drop("could_also_be", "missing_counters", "provisional", strict=False),
         archetypes=archetypes, discovery=summary)
 
 
@@ -148,13 +151,27 @@ def analyse_input(inp: ExperimentInput, *, machine: Machine | None = None, thres
                        discover=discover)
 
 
+def machine_profile(root: str, experiment: str, spec: str | None = None) -> Machine:
+    """The machine profile of an experiment: ``spec`` (``--machine``: preset or TOML file) when given, else the
+    ``machine.toml`` beside its traces, else the default preset (see :func:`synthtrace.tracelib.machine.resolve_machine`).
+    ``Machine.label`` names it and where it came from (what the CLI and the report print)."""
+    runs = runs_table(Warehouse(root))
+    paths = runs.filter(pl.col("experiment") == experiment)["source_path"].drop_nulls().to_list() if runs.height else []
+    return resolve_machine(spec, paths)
+
+
 def analyse_experiment(root: str, experiment: str, *, machine: Machine | None = None,
                        thresholds: Thresholds | None = None, discover: bool = True,
                        store: bool = True) -> tuple[ExperimentInput, AnalysisResult]:
-    """Read an experiment from the warehouse at ``root``, analyse it and (``store``) commit the outputs."""
+    """Read an experiment from the warehouse at ``root``, analyse it and (``store``) commit the outputs.
+
+    ``machine`` None: :func:`machine_profile` (a ``machine.toml`` beside the traces, else the default). The
+    profile used is stored beside the outputs as ``machine.json``."""
     wh = Warehouse(root)
     inp = load_experiment(wh, experiment)
+    machine = machine or machine_profile(root, experiment)
     result = analyse_input(inp, machine=machine, thresholds=thresholds, discover=discover)
     if store:
-        write_analysis(wh, experiment, result.frames(), {"archetype_discovery": result.discovery})
+        write_analysis(wh, experiment, result.frames(), {"archetype_discovery": result.discovery,
+                                                         "machine": {**machine.as_dict(), "source": machine.source}})
     return inp, result

@@ -1,22 +1,33 @@
-"""The 13 performance archetypes of DESIGN §7 as ordered rules with configurable thresholds.
+"""The 13 performance archetypes of DESIGN §7 as scored rules with configurable thresholds.
 
 Bursts (rules 1–9), MPI calls (10–11) and phases (12–13) are classified from the metric frames of
-:mod:`synthtrace.tracelib.metrics`. Rules are evaluated in order with three-valued logic: a rule whose inputs are NULL is
-*undecided*; a unit whose first non-false rule is undecided is ``insufficient_counters`` and
-``missing_counters`` names the counters that would decide it (what merging runs fixes). A unit where no rule
-fires gets the nearest archetype (largest margin) with a confidence below 0.5; a phase where neither phase rule
-fires is ``balanced``.
+:mod:`synthtrace.tracelib.metrics`. Every rule is evaluated on every unit; the strongest *measured* evidence wins,
+so a rule whose counters were not recorded never hides the rules that can be decided.
 
-Confidence of a firing rule: 0.5 + 0.5 x min(1, margin), where the margin is how far (in octaves, log2 of the
-ratio to the threshold) the weakest deciding condition clears its threshold.
+Scoring (scale-free). A condition ``metric op threshold`` has a margin in octaves, log2(value / threshold) for
+``>=`` and its negative for ``<`` (clipped to ±8): how far it clears its threshold. A rule's score is the
+weakest margin of its measured conditions (``All``) or the strongest (``Any``). Each condition is a *key*
+(it defines the archetype: IPC >= 1.5 for compute_scalar, branch mispredictions for bad_speculation) or a
+*guard* (it only rules out a neighbour: L1 MPKI < 10 for core_bound, L3 MPKI < 1 for cache_bound, scalar code
+for compute_scalar, OI >= ridge for compute_vector).
+
+- A rule has **measured evidence** when its key conditions are measured and pass and no measured guard fails.
+  The label is the rule with the highest score among those; confidence 0.5 + 0.5 x min(1, score).
+- **could_also_be** lists the rules that are undecided (NULL under Kleene logic: a counter is missing) and could
+  still beat the winner: their *potential* (score with every unmeasured condition at the cap) exceeds the
+  winner's score. ``missing_counters`` names the counters that would decide them (and the winner's unmeasured
+  guards). The label is **provisional** then (``provisional`` repeats it; confidence 0.5 + 0.25 x min(1, score)).
+- Without evidence, **insufficient_counters** when an undecided rule is supported by a measured key condition
+  (e.g. FP share 0.5 but no vector counter: only the vector counter can say ``compute_vector``), or when no
+  rule is decided at all (no counters); ``provisional`` is then the best-supported undecided rule.
+- Otherwise every measured rule failed: the nearest one (largest, negative, score) with confidence below 0.5
+  (phases: ``balanced``), provisional when undecided rules remain.
 
 >>> rules = ArchetypeRules(machine=load_machine(), thresholds=Thresholds())
 >>> labelled = rules.fit(burst_metrics_frame).classify_bursts(burst_metrics_frame)
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
@@ -111,27 +122,35 @@ class Thresholds:
 
 # ============================================================================ rule algebra
 _MARGIN_CAP = 8.0  # octaves
+_NONE = -1e9  # sentinel score of a rule that is not a candidate
 
 
 class Node:
     """A condition tree over metric columns, evaluated with Kleene logic (NULL = undecided)."""
 
     def holds(self) -> pl.Expr: ...
-    def support(self) -> pl.Expr: ...  # some measured condition of the tree holds
-    def margin(self) -> pl.Expr: ...
+    def holds_keys(self) -> pl.Expr: ...  # as holds(), an unmeasured guard counting as passed
+    def key_support(self) -> pl.Expr: ...  # some measured key condition of the tree holds
+    def score(self) -> pl.Expr: ...  # margin (octaves) over the measured conditions; NULL if none is measured
+    def potential(self) -> pl.Expr: ...  # the highest margin the rule could reach once everything is measured
     def evidence(self) -> list[pl.Expr]: ...
     def roles(self) -> list[str]: ...
 
 
 @dataclass
 class Cond(Node):
-    """``metric op threshold`` with op ``<`` or ``>=``; ``needs`` are the counter roles the metric comes from."""
+    """``metric op threshold`` with op ``<`` or ``>=``; ``needs`` are the counter roles the metric comes from.
+
+    A ``key`` condition is what defines the archetype (it must be measured for the rule to have evidence); a
+    guard (``key=False``) only excludes another archetype: unmeasured, it leaves the label provisional.
+    """
 
     metric: str
     op: str
     threshold: float
     needs: tuple[str, ...] = ()
     scale: float = 1.0  # metric is shown and compared as metric x scale (e.g. seconds -> µs)
+    key: bool = True
 
     def _x(self) -> pl.Expr:
         return pl.col(self.metric).cast(pl.Float64) * self.scale
@@ -139,16 +158,22 @@ class Cond(Node):
     def holds(self) -> pl.Expr:
         return self._x() < self.threshold if self.op == "<" else self._x() >= self.threshold
 
-    def support(self) -> pl.Expr:
-        return self.holds().fill_null(False)
+    def holds_keys(self) -> pl.Expr:
+        return self.holds() if self.key else self.holds().fill_null(True)
 
-    def margin(self) -> pl.Expr:
+    def key_support(self) -> pl.Expr:
+        return self.holds().fill_null(False) if self.key else pl.lit(False)
+
+    def score(self) -> pl.Expr:
         x, t = self._x(), self.threshold
         if t <= 0:
             return pl.when(x.is_not_null()).then(pl.when(self.holds()).then(_MARGIN_CAP).otherwise(-_MARGIN_CAP))
         ratio = pl.when(x > 0).then((x / t).log(2)).otherwise(pl.when(x.is_not_null()).then(-_MARGIN_CAP))
         m = ratio if self.op == ">=" else -ratio
         return m.clip(-_MARGIN_CAP, _MARGIN_CAP)
+
+    def potential(self) -> pl.Expr:
+        return self.score().fill_null(_MARGIN_CAP)
 
     def evidence(self) -> list[pl.Expr]:
         value = self._x().round_sig_figs(3).cast(pl.String).fill_null("NA")
@@ -165,11 +190,17 @@ class All(Node):
     def holds(self) -> pl.Expr:
         return pl.all_horizontal(*[p.holds() for p in self.parts])
 
-    def support(self) -> pl.Expr:
-        return pl.any_horizontal(*[p.support() for p in self.parts])
+    def holds_keys(self) -> pl.Expr:
+        return pl.all_horizontal(*[p.holds_keys() for p in self.parts])
 
-    def margin(self) -> pl.Expr:
-        return pl.min_horizontal(*[p.margin() for p in self.parts])
+    def key_support(self) -> pl.Expr:
+        return pl.any_horizontal(*[p.key_support() for p in self.parts])
+
+    def score(self) -> pl.Expr:
+        return pl.min_horizontal(*[p.score() for p in self.parts])  # NULLs (unmeasured) are skipped
+
+    def potential(self) -> pl.Expr:
+        return pl.min_horizontal(*[p.potential() for p in self.parts])
 
     def evidence(self) -> list[pl.Expr]:
         return [e for p in self.parts for e in p.evidence()]
@@ -179,23 +210,18 @@ class All(Node):
 
 
 @dataclass
-class Any(Node):
-    parts: tuple[Node, ...]
-
+class Any(All):
     def holds(self) -> pl.Expr:
         return pl.any_horizontal(*[p.holds() for p in self.parts])
 
-    def support(self) -> pl.Expr:
-        return pl.any_horizontal(*[p.support() for p in self.parts])
+    def holds_keys(self) -> pl.Expr:
+        return pl.any_horizontal(*[p.holds_keys() for p in self.parts])
 
-    def margin(self) -> pl.Expr:
-        return pl.max_horizontal(*[p.margin() for p in self.parts])
+    def score(self) -> pl.Expr:
+        return pl.max_horizontal(*[p.score() for p in self.parts])
 
-    def evidence(self) -> list[pl.Expr]:
-        return [e for p in self.parts for e in p.evidence()]
-
-    def roles(self) -> list[str]:
-        return list(dict.fromkeys(r for p in self.parts for r in p.roles()))
+    def potential(self) -> pl.Expr:
+        return pl.max_horizontal(*[p.potential() for p in self.parts])
 
 
 @dataclass
@@ -203,27 +229,29 @@ class Rule:
     number: int
     archetype: str
     condition: Node
+    decisive: bool = False  # wins whenever it has evidence (a unit too small for its rates to mean anything)
 
 
 def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
-    """Rules 1–9 over :func:`synthtrace.tracelib.metrics.burst_metrics` columns, in evaluation order."""
+    """Rules 1–9 over :func:`synthtrace.tracelib.metrics.burst_metrics` columns (``key=False``: guards)."""
     ipc = ("ins", "cyc")
     return [
         Rule(1, "fine_grain", Any((Cond("duration_s", "<", t.fine_grain_max_us, (), 1e6),
-                                   Cond("instructions", "<", t.fine_grain_min_instructions, ("ins",))))),
+                                   Cond("instructions", "<", t.fine_grain_min_instructions, ("ins",)))), decisive=True),
         Rule(2, "compute_vector", All((Cond("fp_share", ">=", t.vector_min_fp_share, ("ins", "fp_ins")),
                                        Cond("vec_share", ">=", t.vector_min_vec_share, ("fp_ins", "vec_ins")),
-                                       Cond("oi_dram", ">=", t.vector_min_oi_over_ridge, ("flops", "dram"), 1.0 / ridge)))),
+                                       Cond("oi_dram", ">=", t.vector_min_oi_over_ridge, ("flops", "dram"),
+                                            1.0 / ridge, key=False)))),
         Rule(3, "compute_scalar", All((Cond("ipc", ">=", t.scalar_min_ipc, ipc),
-                                       Any((Cond("vec_share", "<", t.scalar_max_vec_share, ("fp_ins", "vec_ins")),
-                                            Cond("fp_share", "<", t.integer_max_fp_share, ("ins", "fp_ins"))))))),
+                                       Any((Cond("vec_share", "<", t.scalar_max_vec_share, ("fp_ins", "vec_ins"), key=False),
+                                            Cond("fp_share", "<", t.integer_max_fp_share, ("ins", "fp_ins"), key=False)))))),
         Rule(4, "core_bound", All((Cond("ipc", "<", t.core_max_ipc, ipc),
-                                   Cond("l1_mpki", "<", t.core_max_l1_mpki, ("ins", "l1_dcm")),
                                    Cond("l3_mpki", "<", t.core_max_l3_mpki, ("ins", "l3_tcm")),
-                                   Cond("br_mpki", "<", t.core_max_br_mpki, ("ins", "br_msp"))))),
+                                   Cond("l1_mpki", "<", t.core_max_l1_mpki, ("ins", "l1_dcm"), key=False),
+                                   Cond("br_mpki", "<", t.core_max_br_mpki, ("ins", "br_msp"), key=False)))),
         Rule(5, "cache_bound", All((Any((Cond("l1_mpki", ">=", t.cache_min_l1_mpki, ("ins", "l1_dcm")),
                                          Cond("l2_mpki", ">=", t.cache_min_l2_mpki, ("ins", "l2_dcm")))),
-                                    Cond("l3_mpki", "<", t.cache_max_l3_mpki, ("ins", "l3_tcm"))))),
+                                    Cond("l3_mpki", "<", t.cache_max_l3_mpki, ("ins", "l3_tcm"), key=False)))),
         Rule(6, "dram_bandwidth", All((Cond("l3_mpki", ">=", t.dram_min_l3_mpki, ("ins", "l3_tcm")),
                                        Cond("dram_bw_share", ">=", t.dram_bw_min_share, ("dram",))))),
         Rule(7, "dram_latency", All((Cond("l3_mpki", ">=", t.dram_min_l3_mpki, ("ins", "l3_tcm")),
@@ -260,75 +288,126 @@ def _evidence(rule: Rule, prefix: str = "") -> pl.Expr:
                           pl.concat_str(rule.condition.evidence(), separator="; ")])
 
 
+def _pick(values: list[pl.Expr], index: pl.Expr) -> pl.Expr:
+    """``values[index]`` per row for a row-wise ``index`` expression."""
+    out = pl.lit(None, dtype=None)
+    for i, v in reversed(list(enumerate(values))):
+        out = pl.when(index == i).then(v).otherwise(out)
+    return out
+
+
+#: columns :func:`decide` adds (``_alt_<i>`` per rule besides): the case (0 a rule has measured evidence,
+#: 1 ``insufficient_counters``, 2 no rule fired), the rule labelled or guessed, its score (octaves), and whether
+#: that rule is itself undecided (an unmeasured guard)
+DECISION_COLUMNS = ("_case", "_index", "_score", "_open")
+
+
+def decide(frame: pl.DataFrame, rules: list[Rule]) -> pl.DataFrame:
+    """``frame`` with the evidence-scored decision of ``rules`` (see the module docstring) in
+    :data:`DECISION_COLUMNS` and ``_alt_<i>`` (rule i is listed in ``could_also_be``).
+
+    Rules marked ``decisive`` (fine_grain: a burst too short for its rates to mean anything) win whenever
+    they have evidence."""
+    n = len(rules)
+    per_rule = []
+    for i, r in enumerate(rules):
+        per_rule += [r.condition.holds().alias(f"_h{i}"), r.condition.holds_keys().fill_null(False).alias(f"_e{i}"),
+                     r.condition.score().alias(f"_s{i}"), r.condition.potential().alias(f"_p{i}"),
+                     r.condition.key_support().alias(f"_k{i}")]
+    out = frame.with_columns(per_rule)
+    h, e, s = ([pl.col(f"_{x}{i}") for i in range(n)] for x in "hes")
+    und = [x.is_null() for x in h]
+    sup = [u & pl.col(f"_k{i}") for i, u in enumerate(und)]
+    boost = [2 * _MARGIN_CAP if r.decisive else 0.0 for r in rules]
+    ev_list = pl.concat_list([pl.when(ei).then(si + b).otherwise(_NONE) for ei, si, b in zip(e, s, boost)])
+    guess_list = pl.concat_list([pl.when(k).then(si).otherwise(_NONE) for k, si in zip(sup, s)])
+    near_list = pl.concat_list([pl.when(hi.is_not_null()).then(si).otherwise(_NONE) for hi, si in zip(h, s)])
+    has_ev, any_sup = pl.any_horizontal(e), pl.any_horizontal(sup)
+    any_dec = pl.any_horizontal([x.is_not_null() for x in h])
+    out = out.with_columns(
+        pl.when(has_ev).then(0).when(any_sup | ~any_dec).then(1).otherwise(2).alias("_case"),
+        pl.when(has_ev).then(ev_list.list.arg_max()).when(any_sup).then(guess_list.list.arg_max())
+        .when(any_dec).then(near_list.list.arg_max()).alias("_index"))
+    idx = pl.col("_index")
+    out = out.with_columns(_pick(s, idx).alias("_score"), _pick(und, idx).fill_null(False).alias("_open"))
+    decisive = _pick([pl.lit(r.decisive) for r in rules], idx).fill_null(False) & (pl.col("_case") == 0)
+    alts = [u & (idx != i).fill_null(True) & ~decisive & ((pl.col("_case") == 1) | (pl.col(f"_p{i}") > pl.col("_score")))
+            for i, u in enumerate(und)]
+    return out.with_columns(a.alias(f"_alt{i}") for i, a in enumerate(alts)).drop(
+        f"_{x}{i}" for i in range(n) for x in "hespk")
+
+
+def _label(rules: list[Rule], fallback: str | None) -> pl.Expr:
+    """The label from :func:`decide`'s columns."""
+    names = pl.lit([r.archetype for r in rules], dtype=pl.List(pl.String))
+    label = names.list.get(pl.col("_index").fill_null(0), null_on_oob=True)
+    if fallback is not None:
+        label = pl.when(pl.col("_case") == 2).then(pl.lit(fallback)).otherwise(label)
+    return pl.when(pl.col("_case") == 1).then(pl.lit(INSUFFICIENT)).otherwise(label)
+
+
+def _drop_decision(frame: pl.DataFrame, rules: list[Rule]) -> pl.DataFrame:
+    return frame.drop(*DECISION_COLUMNS, *[f"_alt{i}" for i in range(len(rules))])
+
+
+def rule_labels(frame: pl.DataFrame, rules: list[Rule], fallback: str | None = None) -> pl.DataFrame:
+    """``frame`` with the label alone in ``archetype`` (no evidence text): what :func:`apply_rules` decides."""
+    return _drop_decision(decide(frame, rules).with_columns(_label(rules, fallback).alias("archetype")), rules)
+
+
 def apply_rules(frame: pl.DataFrame, rules: list[Rule], *, fallback: str | None = None,
                 role_labels: dict[str, str] | None = None) -> pl.DataFrame:
-    """Evaluate ordered ``rules`` on ``frame``; adds archetype, confidence, evidence, missing_counters, provisional.
+    """Evaluate ``rules`` on ``frame`` by measured evidence; adds archetype, confidence, evidence, could_also_be,
+    missing_counters, provisional (see the module docstring).
 
     ``fallback``: label when every rule is decided false (None: the rule with the largest margin).
     ``frame`` needs ``missing_roles`` (List[str]) to name missing counters; without it none are named.
     """
     labels = role_labels or ROLE_LABELS
-    holds = [r.condition.holds() for r in rules]
-    margins = [r.condition.margin() for r in rules]
-    has_missing = "missing_roles" in frame.columns
-    # decided label (first true rule, unless an earlier rule is undecided)
-    label = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
-    conf = pl.when(pl.lit(False)).then(pl.lit(None, pl.Float64))
-    evid = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
-    for r, h, m in zip(rules, holds, margins):
-        label = label.when(h.is_null()).then(pl.lit(INSUFFICIENT)).when(h).then(pl.lit(r.archetype))
-        conf = conf.when(h.is_null()).then(pl.lit(0.0)).when(h).then(0.5 + 0.5 * m.clip(0.0, 1.0))
-        evid = evid.when(h.is_null()).then(pl.lit(None, pl.String)).when(h).then(_evidence(r))
-    # nearest rule by margin: used as fallback and as the provisional label of undecided bursts
-    marg = pl.concat_list([m.fill_null(-2 * _MARGIN_CAP) for m in margins])
-    nearest_idx = marg.list.arg_max()
-    names = pl.lit([r.archetype for r in rules], dtype=pl.List(pl.String))
-    nearest = names.list.get(nearest_idx)
-    best_margin = marg.list.max()
-    nearest_ev = pl.lit(None, pl.String)
-    for i, r in enumerate(rules):
-        nearest_ev = pl.when(nearest_idx == i).then(_evidence(r, "no rule fired; nearest ")).otherwise(nearest_ev)
-    if fallback is None:
-        label = label.otherwise(nearest)
-        conf = conf.otherwise(0.5 * (1.0 + best_margin.clip(-1.0, 0.0)) * 0.8)
-        evid = evid.otherwise(nearest_ev)
-    else:
-        label = label.otherwise(pl.lit(fallback))
-        conf = conf.otherwise(0.5 + 0.5 * (-best_margin).clip(0.0, 1.0))
-        evid = evid.otherwise(pl.concat_str([pl.lit(f"{fallback}: "), nearest_ev]))
-    # provisional: first rule not ruled out by what is measured and backed by at least one measured condition
-    # (what an undecided unit most likely is; a rule with nothing measured is skipped)
-    prov = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
-    for r, h in zip(rules, holds):
-        prov = prov.when(h.fill_null(True) & r.condition.support()).then(pl.lit(r.archetype))
-    prov = prov.otherwise(nearest if fallback is None else pl.lit(fallback))
-    # counters that would decide: missing roles of every undecided rule before the first true one
-    if has_missing:
-        parts = []
-        no_true_yet = pl.lit(True)
-        for r, h in zip(rules, holds):
-            need = pl.lit(r.condition.roles(), dtype=pl.List(pl.String))
-            parts.append(pl.when(no_true_yet & h.is_null()).then(pl.col("missing_roles").list.set_intersection(need))
-                         .otherwise(pl.lit([], dtype=pl.List(pl.String))))
-            no_true_yet = no_true_yet & ~h.fill_null(False)
+    names = [r.archetype for r in rules]
+    case, idx, score, is_open = (pl.col(c) for c in DECISION_COLUMNS)
+    alts = [pl.col(f"_alt{i}") for i in range(len(rules))]
+    out = decide(frame, rules).with_columns(
+        _label(rules, fallback).alias("archetype"),
+        pl.concat_list([pl.when(a).then(pl.lit(n)) for a, n in zip(alts, names)]).list.drop_nulls().alias("could_also_be"),
+        _pick([_evidence(r) for r in rules], idx).alias("_ev"))
+    provisional = (case != 1) & (is_open | (pl.col("could_also_be").list.len() > 0))
+    best = score.clip(upper_bound=1.0)
+    conf = (pl.when(case == 1).then(0.0).when((case == 0) & ~provisional).then(0.5 + 0.5 * best)
+            .when(case == 0).then(0.5 + 0.25 * best)
+            .otherwise(0.5 + 0.5 * (-score).clip(0.0, 1.0) if fallback is not None
+                       else 0.4 * (1.0 + score.clip(-1.0, 0.0))))
+    if "missing_roles" in frame.columns:
+        parts = [pl.when(a | ((idx == i) & is_open)).then(
+                     pl.col("missing_roles").list.set_intersection(pl.lit(r.condition.roles(), dtype=pl.List(pl.String))))
+                 .otherwise(pl.lit([], dtype=pl.List(pl.String))) for i, (a, r) in enumerate(zip(alts, rules))]
         missing = pl.concat_list(parts).list.unique(maintain_order=True)
-        # FLOPs follow from FP and vector instruction counts: when those are asked for, do not also ask for FLOPs
-        both = pl.lit(["fp_ins", "vec_ins"], dtype=pl.List(pl.String))
-        missing = pl.when(missing.list.set_intersection(both).list.len() >= 1).then(
-            missing.list.set_difference(pl.lit(["flops"], dtype=pl.List(pl.String)))).otherwise(missing)
+        # FLOPs follow from FP and vector instruction counts, DRAM bytes from LLC misses: when those are asked
+        # for, do not also ask for FLOPs or DRAM bytes
+        for parts_of, derived in ((["fp_ins", "vec_ins"], "flops"), (["l3_tcm"], "dram")):
+            missing = pl.when(missing.list.set_intersection(pl.lit(parts_of, dtype=pl.List(pl.String))).list.len() >= 1).then(
+                missing.list.set_difference(pl.lit([derived], dtype=pl.List(pl.String)))).otherwise(missing)
     else:
         missing = pl.lit([], dtype=pl.List(pl.String))
-    out = frame.with_columns(label.alias("archetype"), conf.alias("confidence"), evid.alias("_ev"),
-                             prov.alias("provisional"), missing.alias("_missing_roles"))
-    # role -> counter name (vectorised via replace on the exploded list)
-    mapping = {k: v for k, v in labels.items()}
-    out = out.with_columns(pl.col("_missing_roles").list.eval(pl.element().replace(mapping)).list.unique(maintain_order=True)
-                           .alias("missing_counters"))
-    return out.with_columns(
+    guess = pl.lit(names, dtype=pl.List(pl.String)).list.get(idx.fill_null(0), null_on_oob=True)
+    out = out.with_columns(
+        conf.alias("confidence"),
+        pl.when(case == 1).then(pl.when(idx.is_not_null()).then(guess)).when(provisional).then(pl.col("archetype"))
+        .alias("provisional"),
+        missing.list.eval(pl.element().replace(labels)).list.unique(maintain_order=True).alias("missing_counters"),
+        pl.when(case == 2).then(pl.concat_str([pl.lit(f"{fallback}: " if fallback else ""), pl.lit("no rule fired; nearest "),
+                                               pl.col("_ev")])).otherwise(pl.col("_ev")).alias("_ev"))
+    needs = pl.concat_str([pl.lit("needs "), pl.col("missing_counters").list.join(", ")])
+    return _drop_decision(out.with_columns(
         pl.when(pl.col("archetype") == INSUFFICIENT).then(pl.concat_str([
-            pl.lit("needs "), pl.col("missing_counters").list.join(", "),
-            pl.lit("; provisionally "), pl.col("provisional")])).otherwise(pl.col("_ev")).alias("evidence"),
-    ).drop("_ev", "_missing_roles")
+            needs, pl.lit("; provisionally "), pl.col("provisional").fill_null("unknown")]))
+        .when(pl.col("could_also_be").list.len() > 0).then(pl.concat_str([
+            pl.col("_ev"), pl.lit("; provisional: could also be "), pl.col("could_also_be").list.join(", "),
+            pl.lit(" ("), needs, pl.lit(")")]))
+        .when(pl.col("provisional").is_not_null()).then(pl.concat_str([pl.col("_ev"), pl.lit("; provisional ("), needs,
+                                                                       pl.lit(")")]))
+        .otherwise(pl.col("_ev")).alias("evidence"),
+    ).drop("_ev"), rules)
 
 
 class ArchetypeRules:
@@ -387,9 +466,12 @@ class ArchetypeRules:
     def classify_mpi(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Rules 10–11 on :func:`synthtrace.tracelib.metrics.mpi_metrics` output (calls that move data, and collectives)."""
         self._fitted()
-        t = self.thresholds_
-        units = metrics.filter((pl.col("bytes") >= t.mpi_min_bytes) | (pl.col("mpi_kind") == "collective"))
-        return apply_rules(units, mpi_rules(t))
+        return apply_rules(self.mpi_units(metrics), mpi_rules(self.thresholds_))
+
+    def mpi_units(self, metrics: pl.DataFrame) -> pl.DataFrame:
+        """The MPI calls the rules classify: those that move data, and collectives."""
+        self._fitted()
+        return metrics.filter((pl.col("bytes") >= self.thresholds_.mpi_min_bytes) | (pl.col("mpi_kind") == "collective"))
 
     def classify_phases(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Rules 12–13 on :func:`synthtrace.tracelib.metrics.phase_metrics` output; other phases are ``balanced``."""
@@ -402,44 +484,13 @@ def ridge_point(machine: Machine, ranks_per_socket: float | None = None) -> floa
     return machine.ridge(machine.dram_share(ranks_per_socket))
 
 
-def log2_margin(value: float, threshold: float) -> float:
-    """Octaves between a value and a threshold (positive when value > threshold)."""
-    if value <= 0 or threshold <= 0:
-        return -_MARGIN_CAP if value <= 0 else _MARGIN_CAP
-    return max(-_MARGIN_CAP, min(_MARGIN_CAP, math.log2(value / threshold)))
-
-
-def _first_rule(rules: list[Rule], slow: Callable[[pl.DataFrame], pl.DataFrame]) -> Callable[[pl.DataFrame], pl.DataFrame]:
-    """Label = the first rule that holds when every earlier one is decided false (the rules' own conditions, no
-    evidence strings); the rows where a rule is undecided or none holds go through the full classifier ``slow``."""
-
-    def classify(metrics: pl.DataFrame) -> pl.DataFrame:
-        label = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
-        for r in rules:
-            h = r.condition.holds()
-            label = label.when(h.is_null()).then(pl.lit(None, pl.String)).when(h).then(pl.lit(r.archetype))
-        out = metrics.with_columns(label.otherwise(pl.lit(None, pl.String)).alias("archetype"))
-        rest = out.filter(pl.col("archetype").is_null())
-        if rest.height == 0:
-            return out
-        done = slow(rest.drop("archetype")).select("_row", pl.col("archetype").alias("_slow"))
-        return out.join(done, on="_row", how="left", maintain_order="left").with_columns(pl.coalesce("archetype", "_slow").alias("archetype")).drop("_slow")
-
-    return classify
-
-
 def simulator_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
     """These rules as the simulator's ground-truth labeller (a :data:`~synthtrace.tracelib.simulator.engine.LabellerFactory`:
     ``ranks_per_socket`` is the simulated experiment's; it sets the DRAM share and the ridge point). Labels equal
-    :class:`ArchetypeRules`' classifiers, decided per rule on whole columns first."""
+    :class:`ArchetypeRules`' classifiers (:func:`rule_labels`, without the evidence text)."""
     from synthtrace.tracelib.simulator.engine import Labeller  # noqa: PLC0415 - the simulator is heavy; only its users pay
     rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
     t = rules.thresholds_
-    per_burst = _first_rule(burst_rules(t, rules.ridge_), rules.classify_bursts)
-    per_call = _first_rule(mpi_rules(t), rules.classify_mpi)
-
-    def calls(metrics: pl.DataFrame) -> pl.DataFrame:
-        # the calls ArchetypeRules.classify_mpi takes as units: those moving data, and collectives
-        return per_call(metrics.filter((pl.col("bytes") >= t.mpi_min_bytes) | (pl.col("mpi_kind") == "collective")))
-
-    return Labeller(bursts=per_burst, calls=calls, phases=rules.classify_phases)
+    bursts, calls, phases = burst_rules(t, rules.ridge_), mpi_rules(t), phase_rules(t)
+    return Labeller(bursts=lambda m: rule_labels(m, bursts), calls=lambda m: rule_labels(rules.mpi_units(m), calls),
+                    phases=lambda m: rule_labels(m, phases, BALANCED))

@@ -1,6 +1,7 @@
 """The model registry: train, record, load safely, and apply burst performance predictors (DESIGN §8).
 
-Every trained version is kept (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`) with what it saw
+Every trained version is kept, with a ``status``: a model whose R² on unseen applications is below 0 is
+``rejected`` and only used when asked for by id (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`) with what it saw
 (experiments, applications, run ids, row count and a SHA-256 of its feature matrix and target), its features,
 its cross-validated and in-sample metrics, its parameters and the versions of the libraries that built it.
 
@@ -84,6 +85,14 @@ def fingerprint(estimator, X: np.ndarray) -> str:
         return hashlib.sha256(np.ascontiguousarray(estimator.predict(X), dtype=np.float64).tobytes()).hexdigest()
 
 
+def model_status(cv_r2: float | None) -> str:
+    """``rejected`` when the model predicts unseen applications worse than their mean (R² < 0), ``unevaluated``
+    without such an evaluation, else ``ok`` (see :data:`synthtrace.warehouse.model_store.STATUSES`)."""
+    if cv_r2 is None or not np.isfinite(cv_r2):
+        return "unevaluated"
+    return "rejected" if cv_r2 < 0 else "ok"
+
+
 def _sorted_rows(frame: pl.DataFrame) -> pl.DataFrame:
     keys = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
     return frame.sort(keys) if keys else frame
@@ -136,6 +145,7 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
         "cv_folds": cv.n_splits if cv else None, "train_r2": insample["r2"], "train_mape": insample["mape"],
         "metrics": json.dumps(metrics, default=float), "params": json.dumps(est.get_params(deep=True), default=repr),
         "library_versions": json.dumps(library_versions()), "fingerprint": fingerprint(est, table.X),
+        "status": model_status(cv.scores["r2"] if cv else None),
     }
     write_model(wh, record, artifact)
     return TrainedModel(est, model_record(wh, model_id))

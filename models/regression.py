@@ -13,12 +13,13 @@ Per series (app, configuration, call site):
    is localised by a precise counter;
 3. **test**: around each candidate, medians before/after (local windows bounded by the time signal's own change
    points) give each signal's change and a z-score against its noise. An alert needs time to rise (relative
-   change >= ``min_rel_time``, z >= ``z_time``, lowered to ``z_time_confirmed`` when an explaining signal moved
-   strongly), to stay up (a share ``persistence`` of the nights after the change are above the midpoint, and
-   time does not come back down after the next change point of time: a passing disturbance), and to
-   be **confirmed**: at least one explaining signal moved in the direction that slows code down (z >=
-   ``z_signal`` and beyond its own minimum relative change), or the site's archetype shifted. Unexplained
-   changes of time (OS noise, a busy machine) are not reported;
+   change >= ``min_rel_time``) and to be **confirmed**: at least one explaining signal moved in the direction
+   that slows code down (z >= ``z_signal`` and beyond its own minimum relative change), or the site's archetype
+   shifted. Time itself must show the rise (z >= ``z_time``) and stay up (a share ``persistence`` of the nights
+   after the change beyond the midpoint, not back down after the next change point: a passing disturbance) —
+   unless an explaining signal moved clearly (z >= ``z_strong``): then time at the site may be noisy, and the
+   lasting change is judged on that signal. Unexplained changes of time (OS noise, a busy machine) are not
+   reported;
 4. ``magnitude`` = relative change of time per visit; ``score`` in (0, 1] grows with the evidence of time and
    of the strongest explaining signal.
 
@@ -39,6 +40,7 @@ from scipy.ndimage import median_filter
 from synthtrace.models.archetypes import ArchetypeRules
 from synthtrace.tracelib.machine import Machine, load_machine
 from synthtrace.tracelib.metrics import burst_metrics
+from synthtrace.warehouse.history import APP_TOTAL
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,8 @@ class DetectorParams:
     window: int = 12  # at most this many nights on each side are compared
     penalty: float = 3.0  # PELT penalty = penalty x log(n) (standardised, filtered signals)
     min_rel_time: float = 0.02  # smallest relative rise of time per visit reported
-    z_time: float = 3.0  # evidence needed on time alone ...
-    z_time_confirmed: float = 2.0  # ... or when an explaining signal moved with z >= z_strong
-    z_strong: float = 8.0
+    z_time: float = 3.0  # evidence needed on time ...
+    z_strong: float = 8.0  # ... unless an explaining signal moved this clearly (then a rise of time suffices)
     z_signal: float = 4.0  # evidence for an explaining signal to count
     persistence: float = 0.7  # share of the nights after the change above the before/after midpoint
     merge_within: int = 3  # alerts closer than this (nights) in one series are one change
@@ -248,14 +249,6 @@ class _Context:
         st = _compare(self.vals["time_ns"], self.sig["time_ns"], SIGNALS["time_ns"], lo, k, hi)
         if st is None or st.change < p.min_rel_time:
             return None
-        mid = (math.log(st.before) + math.log(st.after)) / 2
-        after = self.vals["time_ns"][k:hi]
-        if np.mean(after[np.isfinite(after)] > mid) < p.persistence:
-            return None
-        later = self.vals["time_ns"][hi:hi + p.window]
-        later = later[np.isfinite(later)]
-        if later.size >= p.min_after and np.median(later) < mid:  # time came back down: a passing disturbance
-            return None
         moved, stats = [], {"time_ns": st}
         for s, v in self.vals.items():
             if s == "time_ns":
@@ -273,18 +266,38 @@ class _Context:
         arch_after, share_a = _mode(self.labels[k:hi])
         shifted = (arch_before is not None and arch_after is not None and arch_before != arch_after
                    and share_b >= 0.6 and share_a >= 0.6)
-        strongest = max([abs(stats[s].z) for s in moved], default=0.0)
-        need = p.z_time_confirmed if strongest >= p.z_strong else p.z_time
-        if st.z < need or not (moved or shifted):
+        if not (moved or shifted):
             return None
-        score = 1 - math.exp(-0.08 * (min(st.z, 25.0) + min(strongest, 25.0) + (5.0 if shifted else 0.0)))
+        strongest = max(moved, key=lambda s: abs(stats[s].z), default=None)
+        z_strongest = abs(stats[strongest].z) if strongest else 0.0
+        # a lasting rise: judged on time, or (time noisy at this site) on the explaining signal that moved clearly
+        lasting = "time_ns" if z_strongest < p.z_strong else strongest
+        if not self._lasts(lasting, stats[lasting], lo, k, hi):
+            return None
+        if z_strongest < p.z_strong and st.z < p.z_time:
+            return None
+        score = 1 - math.exp(-0.08 * (min(max(st.z, 0.0), 25.0) + min(z_strongest, 25.0) + (5.0 if shifted else 0.0)))
         shown = ["time_ns", "compute_ns", "mpi_ns", *moved]
         sigs = [{"name": s, "before": stats[s].before, "after": stats[s].after, "z": float(stats[s].z)}
                 for s in dict.fromkeys(shown) if s in stats]
         return {"night": k, "archetype_before": arch_before, "archetype_after": arch_after, "signals": sigs,
                 "explained_by": moved + (["archetype"] if shifted else []), "magnitude": st.change, "score": score,
                 "time_before_ns": st.before, "time_after_ns": st.after, "n_before": k - lo, "n_after": hi - k,
-                "_evidence": st.z + sum(abs(stats[s].z) for s in moved)}
+                "_evidence": max(st.z, 0.0) + sum(abs(stats[s].z) for s in moved)}
+
+    def _lasts(self, name: str, st: _Stat, lo: int, k: int, hi: int) -> bool:
+        """A share ``persistence`` of the nights after ``k`` lie beyond the before/after midpoint of ``name``, and
+        the signal does not come back after the window (a passing disturbance)."""
+        spec = SIGNALS[name]
+        mid = ((math.log(st.before) + math.log(st.after)) / 2 if spec.log else (st.before + st.after) / 2)
+        up = 1.0 if st.change >= 0 else -1.0
+        after = self.vals[name][k:hi]
+        after = after[np.isfinite(after)]
+        if np.mean(up * (after - mid) > 0) < self.p.persistence:
+            return False
+        later = self.vals[name][hi:hi + self.p.window]
+        later = later[np.isfinite(later)]
+        return not (later.size >= self.p.min_after and up * (np.median(later) - mid) < 0)
 
     def refine(self, k: int, alert: dict, radius: int = 2) -> int:
         """The night near ``k`` that best splits the signals that moved (largest between-segment sum of squares)."""
@@ -351,10 +364,29 @@ def detect(history: pl.DataFrame, params: DetectorParams = DetectorParams(), *, 
             site = key[2]
             rows.append({"app": key[0], "config": key[1], "call_site": site,
                          "kernel": site.split(" (")[0] if site else None, **a})
+    rows = _fold_app_total(rows, params.merge_within)
     stamp = now or datetime.now(UTC)
     if not rows:
         return pl.DataFrame(schema=REGRESSION_SCHEMA)
     return pl.DataFrame([{**r, "detected_at": stamp} for r in rows], schema=REGRESSION_SCHEMA)
+
+
+def _fold_app_total(rows: list[dict], within: int) -> list[dict]:
+    """One alert per change: an alert of the application's total time near (``within`` nights) a call site's
+    alert of the same app and configuration is folded into the site's (as its ``app_time_ns`` signal); alone,
+    it stays (the change is spread over sites)."""
+    sites = [r for r in rows if r["call_site"] != APP_TOTAL]
+    out = list(sites)
+    for t in (r for r in rows if r["call_site"] == APP_TOTAL):
+        near = [s for s in sites if (s["app"], s["config"]) == (t["app"], t["config"])
+                and abs(s["night"] - t["night"]) < within]
+        if not near:
+            out.append(t)
+            continue
+        time = next(x for x in t["signals"] if x["name"] == "time_ns")
+        for s in near:
+            s["signals"] = [*s["signals"], {**time, "name": "app_time_ns"}]
+    return out
 
 
 def params_dict(params: DetectorParams) -> dict:

@@ -9,11 +9,13 @@ import typer
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.pipelines.cli_models import print_wide
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import Machine, load_machine
 
 MachineOption = Annotated[str | None, typer.Option(
-    "--machine", help="Machine profile: a TOML file or a preset (marenostrum5-gpp, generic). Default: marenostrum5-gpp.")]
+    "--machine", help="Machine profile: a TOML file or a preset (list them with `synthtrace machines`). Default: a "
+                      "machine.toml beside the traces, else marenostrum5-gpp.")]
 ThresholdsOption = Annotated[Path | None, typer.Option(
     "--thresholds", help="TOML file overriding archetype thresholds (see models/archetypes.py Thresholds).")]
 
@@ -33,10 +35,43 @@ def _thresholds(path: Path | None):
 
 def archetype_mix(experiment: str, warehouse: str | Path, machine: str | None = None) -> dict[str, float]:
     """Analyse and store one experiment; returns archetype -> share of burst time (for the nightly flow)."""
-    from synthtrace.models.analysis import analyse_experiment, mix
-    _, res = analyse_experiment(str(warehouse), experiment, machine=_machine(machine))
+    from synthtrace.models.analysis import analyse_experiment, machine_profile, mix
+    _, res = analyse_experiment(str(warehouse), experiment, machine=machine_profile(str(warehouse), experiment, machine))
     m = mix(res.archetypes).filter(pl.col("unit") == "burst")
     return dict(zip(m["archetype"].to_list(), m["time_share"].to_list()))
+
+
+def provisional_mix(archetypes: pl.DataFrame) -> pl.DataFrame:
+    """The archetype mix with ``provisional_share``: the share of each archetype's time whose label is provisional."""
+    from synthtrace.models.analysis import mix
+    from synthtrace.models.archetypes import INSUFFICIENT
+    prov = (archetypes.filter(pl.col("provisional").is_not_null() & (pl.col("archetype") != INSUFFICIENT))
+            .group_by("unit", "archetype").agg((pl.col("duration_ns").sum() * 1e-9).alias("_prov_s")))
+    return (mix(archetypes).join(prov, on=["unit", "archetype"], how="left", maintain_order="left")
+            .with_columns((pl.col("_prov_s").fill_null(0.0) / pl.col("time_s")).fill_nan(0.0).alias("provisional_share"))
+            .drop("_prov_s"))
+
+
+def undecided_lines(archetypes: pl.DataFrame) -> list[str]:
+    """What the counters left open, by burst time: the archetypes that could still win and the counters deciding."""
+    from synthtrace.models.archetypes import INSUFFICIENT
+    b = archetypes.filter(pl.col("unit") == "burst")
+    total = b["duration_ns"].sum() or 1
+    lines = []
+    insufficient = b.filter(pl.col("archetype") == INSUFFICIENT)
+    if insufficient.height:
+        lines.append(f"{insufficient.height} bursts ({insufficient['duration_ns'].sum() / total:.1%} of burst time) "
+                     "have no measured evidence for any archetype")
+    open_ = b.filter(pl.col("provisional").is_not_null())
+    if open_.height:
+        def by_time(col: str) -> str:
+            t = (open_.explode(col).drop_nulls(col).group_by(col).agg(pl.col("duration_ns").sum())
+                 .sort("duration_ns", descending=True))
+            return ", ".join(f"{c} ({ns / total:.0%})" for c, ns in t.iter_rows())
+        lines.append(f"provisional labels on {open_['duration_ns'].sum() / total:.1%} of burst time; "
+                     f"could also be: {by_time('could_also_be') or '-'}; counters that would decide: "
+                     f"{by_time('missing_counters') or '-'}")
+    return lines
 
 
 def report_file(warehouse: str | Path, out: str | Path | None = None, machine: str | None = None) -> str:
@@ -54,28 +89,28 @@ def archetypes(
     discover: Annotated[bool, typer.Option(help="Also cluster bursts and report agreement (kappa) and stability (ARI).")] = True,
 ) -> None:
     """Compute metrics and the 13 archetypes of an experiment, store them and print the mix."""
-    from synthtrace.models.analysis import analyse_experiment, mix
+    from synthtrace.models.analysis import analyse_experiment, machine_profile
     from synthtrace.warehouse.analysis import experiments
     from synthtrace.warehouse.layout import Warehouse
-    m = _machine(machine)
     th = _thresholds(thresholds)
+    chosen = load_machine(machine) if machine is not None else None  # a bad --machine fails before any work
     names = [experiment] if experiment else experiments(Warehouse(warehouse))
     if not names:
         raise BadInputError(f"{warehouse}: no experiments (ingest traces first)")
     for name in names:
+        m = chosen or machine_profile(str(warehouse), name)
         inp, res = analyse_experiment(str(warehouse), name, machine=m, thresholds=th, discover=discover)
         t = Table(title=f"archetypes of {name} ({inp.source}: {len(inp.run_names) if inp.source == 'runs' else 1} "
-                        f"{'run(s)' if inp.source == 'runs' else 'merged trace'}; machine {m.name})")
-        for col in ("unit", "archetype", "count", "time (s)", "time share"):
+                        f"{'run(s)' if inp.source == 'runs' else 'merged trace'})")
+        for col in ("unit", "archetype", "count", "time (s)", "time share", "provisional"):
             t.add_column(col, justify="left" if col in ("unit", "archetype") else "right")
-        for r in mix(res.archetypes).iter_rows(named=True):
-            t.add_row(r["unit"], r["archetype"], str(r["count"]), f"{r['time_s']:.4g}", f"{r['time_share']:.1%}")
+        for r in provisional_mix(res.archetypes).iter_rows(named=True):
+            t.add_row(r["unit"], r["archetype"], str(r["count"]), f"{r['time_s']:.4g}", f"{r['time_share']:.1%}",
+                      f"{r['provisional_share']:.0%}")
         console.print(t)
-        ins = res.archetypes.filter(pl.col("archetype") == "insufficient_counters")
-        if ins.height:
-            need = ins.explode("missing_counters").group_by("missing_counters").len().sort("len", descending=True)
-            console.print(f"{ins.height} bursts lack counters to decide; recording these would decide them: "
-                          + ", ".join(f"{c} ({n})" for c, n in need.iter_rows() if c), highlight=False, soft_wrap=True)
+        console.print(f"machine profile: {m.label}", highlight=False, soft_wrap=True, markup=False)
+        for line in undecided_lines(res.archetypes):
+            console.print(line, highlight=False, soft_wrap=True)
         d = res.discovery
         if "kappa" in d:
             console.print(f"discovery: {d['n_clusters']} clusters on {len(d['features'])} features; "
@@ -106,6 +141,26 @@ def report(
     console.print(f"report written to {path}", highlight=False)
 
 
+def machines(
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,  # noqa: ARG001 - every command takes it; machines need none
+) -> None:
+    """List the machine profiles that ship with synthtrace (use one with --machine, or drop a machine.toml beside
+    the traces)."""
+    from synthtrace.tracelib.machine import DEFAULT_PRESET, presets
+    t = Table(title="machine profiles")
+    for c in ("preset", "machine", "sockets x cores", "GHz", "peak GFLOP/s/core", "DRAM GB/s/socket",
+              "network GB/s/link", "PMU slots + fixed"):
+        t.add_column(c, no_wrap=c == "preset")
+    for name in presets():
+        m = load_machine(name)
+        pmu = f"{m.pmu_programmable or '?'} + {', '.join(m.pmu_fixed) or 'none'}"
+        t.add_row(name + (" (default)" if name == DEFAULT_PRESET else ""), m.name, f"{m.sockets} x {m.cores_per_socket}",
+                  f"{m.frequency_ghz:g}", f"{m.peak_flops_core() / 1e9:.3g} ({m.widest_isa})",
+                  f"{m.dram_bw_socket() / 1e9:.4g}", f"{m.link_bw() / 1e9:.3g}", pmu)
+    print_wide(t)
+
+
 def register(app: typer.Typer) -> None:
+    app.command()(machines)
     app.command()(archetypes)
     app.command()(report)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import polars as pl
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
@@ -20,6 +21,11 @@ from synthtrace.tracelib.errors import BadInputError
 
 TargetOption = Annotated[str, typer.Option("--target", help="What to predict: ipc (instructions per cycle) or tpi "
                                            "(time per instruction, ns).")]
+
+
+def print_wide(table: Table, width: int = 170) -> None:
+    """Print a table at least ``width`` columns wide (ids and names stay whole when stdout is not a terminal)."""
+    Console(width=max(console.width, width), highlight=False).print(table)
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
@@ -62,9 +68,14 @@ def train(
                  ("R² (unseen apps)", _fmt(r["cv_r2"]) or cv.get("skipped", "")),
                  ("MAPE (unseen apps)", _fmt(r["cv_mape"], ".1%")),
                  ("R² / MAPE (training data)", f"{_fmt(r['train_r2'])} / {_fmt(r['train_mape'], '.1%')}"),
+                 ("status", r["status"]),
                  ("data hash", r["data_hash"][:16]), ("artifact sha256", r["artifact_sha256"][:16])]:
         t.add_row(k, v)
     console.print(t)
+    if r["status"] == "rejected":
+        err_console.print(f"warning: {r['model_id']} predicts unseen applications worse than their mean "
+                          f"(R² {r['cv_r2']:.3f}); registered as rejected: predict uses it only with --model "
+                          f"{r['model_id']}", highlight=False, soft_wrap=True)
     if compare:
         _print_comparison(warehouse, target, model, _split(experiments), seed, folds)
 
@@ -79,7 +90,7 @@ def _print_comparison(warehouse: Path, target: str, kind: str, experiments: list
     wh = Warehouse(warehouse)
     frame, info = load_bursts(wh, experiments)
     runs = runs_table(wh).filter(pl.col("experiment").is_in(info["experiments"]))
-    sets = counter_sets(runs)
+    sets = counter_sets(runs, per_experiment=True)  # run k of each experiment with that experiment's own counters
     if len(sets) < 2:
         err_console.print("comparison skipped: the experiments were recorded with one counter set", highlight=False)
         return
@@ -109,12 +120,14 @@ def models(
         console.print(f"no models in {warehouse} (train one with `synthtrace train`)", highlight=False)
         return
     t = Table(title=f"models in {warehouse}")
-    for c in ("model id", "target", "estimator", "created (UTC)", "applications", "bursts", "R² unseen", "MAPE unseen"):
+    for c in ("model id", "target", "estimator", "created (UTC)", "applications", "bursts", "R² unseen", "MAPE unseen",
+              "status"):
         t.add_column(c, overflow="fold")
     for r in ms.iter_rows(named=True):
         t.add_row(r["model_id"], r["target"], r["kind"], f"{r['created_at']:%Y-%m-%d %H:%M:%S}",
-                  str(len(r["apps"] or [])), str(r["n_rows"]), _fmt(r["cv_r2"]), _fmt(r["cv_mape"], ".1%"))
-    console.print(t)
+                  str(len(r["apps"] or [])), str(r["n_rows"]), _fmt(r["cv_r2"]), _fmt(r["cv_mape"], ".1%"),
+                  r["status"] or "")
+    print_wide(t)
 
 
 def predict(
@@ -132,46 +145,77 @@ def predict(
     if target is not None:
         check_target(target)
     m, out = predict_experiment(warehouse, experiment, model, target=target)
+    if m.record.get("status") == "rejected":
+        err_console.print(f"warning: {m.model_id} is rejected (R² {m.record['cv_r2']:.3f} on unseen applications): "
+                          "its predictions are worse than a constant", highlight=False, soft_wrap=True)
     known = out.filter(pl.col("actual").is_not_null() & pl.col("predicted").is_not_null())
     s = scores(known["actual"].to_numpy(), known["predicted"].to_numpy()) if known.height else None
     path = predictions_dir(Warehouse(warehouse)) / m.model_id
     msg = f"predicted {m.record['target']} of {out.height} bursts of {experiment} with {m.model_id} -> {path}"
-    if s is not None and s["n"] >= 2:
-        msg += f" (against measured: R² {_fmt(s['r2'])}, MAPE {_fmt(s['mape'], '.1%')} on {s['n']} bursts)"
     console.print(msg, highlight=False, soft_wrap=True)
+    if s is not None and s["n"] >= 2:
+        console.print(f"error against the measured {m.record['target']}: R² {_fmt(s['r2'])}, MAPE "
+                      f"{_fmt(s['mape'], '.1%')} on {s['n']} bursts", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"no measured {m.record['target']} in {experiment} to compare with", highlight=False)
 
 
 def run_detection(warehouse: str | Path, app: str | None = None, now: datetime | None = None) -> pl.DataFrame:
-    """Detect regressions in the history of ``app`` (default: every app); rewrite their alerts; return them."""
+    """Detect regressions in the history of ``app`` (default: every app; a prefix names every app it starts, see
+    :func:`synthtrace.warehouse.history.match_apps`); rewrite their alerts; return them."""
+    return _detection(warehouse, app, now)[0]
+
+
+def _detection(warehouse: str | Path, app: str | None, now: datetime | None = None
+               ) -> tuple[pl.DataFrame, list[str], dict[str, int]]:
+    """(alerts, the apps looked at, nights of history per app)."""
     from synthtrace.models.regression import REGRESSION_SCHEMA, detect as detect_alerts
-    from synthtrace.warehouse.history import apps, check_app, site_history
+    from synthtrace.warehouse.history import apps, match_apps, site_history
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.regressions import write_alerts
-    if app is not None:
-        check_app(warehouse, app)
-    names = [app] if app is not None else apps(warehouse)
+    names = match_apps(warehouse, app) if app is not None else apps(warehouse)
     if not names:
         raise BadInputError(f"{warehouse}: no runs to look at (ingest traces first)")
-    history = site_history(warehouse, app)
+    history = site_history(warehouse, names)
     alerts = detect_alerts(history, now=now) if history.height else pl.DataFrame(schema=REGRESSION_SCHEMA)
     wh = Warehouse(warehouse)
     for name in names:
         write_alerts(wh, name, alerts.filter(pl.col("app") == name))
-    return alerts
+    return alerts, names, history_nights(history, names)
+
+
+def history_nights(history: pl.DataFrame, names: list[str]) -> dict[str, int]:
+    """Nights (points) in the longest series of each app (0 without history)."""
+    if history.height == 0:
+        return dict.fromkeys(names, 0)
+    n = history.group_by("app", "config", "call_site").agg(pl.col("point").n_unique().alias("n")).group_by("app").agg(
+        pl.col("n").max())
+    return {a: dict(n.iter_rows()).get(a, 0) for a in names}
 
 
 def detect(
-    app: Annotated[str | None, typer.Option("--app", help="Only this application (default: every application).")] = None,
+    app: Annotated[str | None, typer.Option("--app", help="Only this application, or every application whose name "
+                                            "starts with it (e.g. lulesh; default: every application).")] = None,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Find performance regressions in the nightly history of each application; writes the regressions view."""
+    from synthtrace.models.regression import DetectorParams
     with err_console.status("detecting regressions"):
-        alerts = run_detection(warehouse, app)
+        alerts, names, nights = _detection(warehouse, app)
+    p = DetectorParams()
+    need = p.min_before + p.min_after
+    short = [a for a in names if nights[a] < need]
+    for a in short:
+        console.print(f"{a}: {nights[a]} night(s) of history; detecting a regression needs at least {need} "
+                      f"({p.min_before} before a change and {p.min_after} after it)", highlight=False, soft_wrap=True)
     if alerts.height == 0:
-        console.print(f"no regressions found{' for ' + app if app else ''}", highlight=False)
+        if len(short) < len(names):
+            looked = [a for a in names if a not in short]
+            console.print(f"no regressions found in {', '.join(looked)} "
+                          f"({min(nights[a] for a in looked)}+ nights each)", highlight=False, soft_wrap=True)
         return
     t = Table(title=f"{alerts.height} regression(s)")
-    for c in ("app", "call site", "changed at", "time", "explained by", "archetype", "score"):
+    for c in ("app", "call site", "changed at", "time", "app time", "explained by", "archetype", "score"):
         t.add_column(c, overflow="fold")
     for r in alerts.sort("score", descending=True).iter_rows(named=True):
         arch = r["archetype_before"] or ""
@@ -179,7 +223,9 @@ def detect(
             arch = f"{arch} -> {r['archetype_after']}"
         moved = {s["name"]: s for s in r["signals"]}
         why = ", ".join(_describe(n, moved.get(n)) for n in r["explained_by"])
-        t.add_row(r["app"], r["call_site"], f"{r['changed_at']:%Y-%m-%d %H:%M}", f"+{r['magnitude']:.1%}", why, arch,
+        total = moved.get("app_time_ns")
+        t.add_row(r["app"], r["call_site"], f"{r['changed_at']:%Y-%m-%d %H:%M}", f"+{r['magnitude']:.1%}",
+                  f"{total['after'] / total['before'] - 1:+.1%}" if total and total["before"] else "", why, arch,
                   f"{r['score']:.2f}")
     console.print(t)
 

@@ -11,12 +11,17 @@ from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console
 from synthtrace.tracelib.counter_plan import (DEFAULT_FIXED, FORMATS, CounterPlan, parse_counter_list, plan_counters,
                                    read_conflicts, render)
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import load_machine
 
 
 def plan(
     counters: Annotated[str, typer.Option("--counters", "-c", help="Counters to record, comma-separated "
                                           "(PAPI presets or native names).")],
-    slots: Annotated[int, typer.Option("--slots", "-s", help="Hardware counters the PMU reads at once.")],
+    slots: Annotated[int | None, typer.Option("--slots", "-s", help="Programmable counters the PMU reads at once "
+                                              "(fixed-function counters aside). Default: the machine's.")] = None,
+    machine: Annotated[str | None, typer.Option("--machine", help="Machine profile whose PMU to plan for: a preset "
+                                                "(`synthtrace machines`) or a TOML file. Default: marenostrum5-gpp "
+                                                "(Intel: instructions and cycles on fixed-function counters).")] = None,
     fixed: Annotated[str, typer.Option("--fixed", help="Reference counters every run carries, comma-separated "
                                        "(\"\" for none).")] = ",".join(DEFAULT_FIXED),
     conflicts: Annotated[Path | None, typer.Option("--conflicts", help="Pairs or groups of counters that cannot "
@@ -33,7 +38,11 @@ def plan(
     if output is not None and not output.parent.is_dir():
         raise BadInputError(f"--output {output}: folder {output.parent} does not exist")
     groups = read_conflicts(conflicts) if conflicts is not None else []
-    result = plan_counters(parse_counter_list(counters), parse_counter_list(fixed), slots, groups)
+    m = load_machine(machine)
+    if slots is None and m.pmu_programmable is None:
+        raise BadInputError(f"{m.label}: the profile has no [pmu] programmable count; give --slots")
+    result = plan_counters(parse_counter_list(counters), parse_counter_list(fixed), slots or m.pmu_programmable, groups,
+                           fixed_function_roles=m.pmu_fixed, check_names=True)
     if output is not None:
         output.write_text(render(result, format))
         console.print(f"{result.n_runs} run(s) written to {output}", highlight=False, soft_wrap=True)
@@ -44,12 +53,12 @@ def plan(
 
 
 def _print_table(result: CounterPlan) -> None:
-    t = Table(title=f"{result.n_runs} run(s), {result.slots} slots each")
+    t = Table(title=f"{result.n_runs} run(s), {result.slots} programmable slots each")
     t.add_column("run", justify="right")
     t.add_column("fixed")
     t.add_column("counters")
     for i, run in enumerate(result.runs, start=1):
-        t.add_row(str(i), ", ".join(result.fixed), ", ".join(run[len(result.fixed):]))
+        t.add_row(str(i), ", ".join(result.carried), ", ".join(run[len(result.carried):]))
     console.print(t, width=max(console.width, 40 + sum(len(c) + 2 for c in max(result.runs, key=len))))
     console.print(render(result, "table").splitlines()[-1], highlight=False, soft_wrap=True)
 

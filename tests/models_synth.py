@@ -367,3 +367,91 @@ def _visit_time(k: Kernel, n_ranks: int) -> float:
     """Noise-free time per visit of a kernel's call site (compute of the slowest rank + transfer), ns."""
     compute = k.ins * k.cpi() / GHZ
     return compute * (1 + k.imbalance) + 5e3 + k.bytes / k.bw_gbs
+
+
+# ------------------------------------------------------------------------------------ polling at the kernel's site
+#: two runs a night, different programmable counters (instructions and cycles fixed)
+POLLING_PLAN = [["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_L1_DCM", "PAPI_L2_DCM"],
+                ["PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_L3_TCM", "PAPI_BR_MSP"]]
+#: region -> (instructions per visit, IPC, L1/L2/L3 MPKI, branch MPKI, closing call, call time ns)
+_REGIONS = {"solve": (3.6e6, 2.6, 4.0, 1.0, 0.1, 0.5, "MPI_Test", 1_000.0),
+            "poll": (2.0e3, 0.8, 2.0, 0.5, 0.02, 1.0, "MPI_Test", 1_000.0),
+            "update": (6.0e6, 1.9, 8.0, 2.0, 0.3, 0.8, "MPI_Allreduce", 20_000.0)}
+
+
+def polling_history(root: str | Path, *, n_nights: int = 14, change_night: int = 8, n_ranks: int = 4,
+                    n_iters: int = 20, night_sigma: float = 0.03, seed: int = 0,
+                    apps: tuple[str, ...] = ("stepapp", "control")) -> pl.DataFrame:
+    """Issue 15's nightly history: per iteration a kernel (``solve``: 3.6M instructions at IPC 2.6) closed by
+    ``MPI_Test`` at its site, then a polling loop of 2.5 µs bursts closed by more ``MPI_Test`` calls at the same
+    site (Poisson, a different mean each night), then ``update`` closed by ``MPI_Allreduce``. From
+    ``change_night`` on, the first app's kernel needs 25 % more instructions at IPC 2.0 (4.5M); the others are
+    controls. ``night_sigma`` is the night-to-night speed noise. Two runs a night (:data:`POLLING_PLAN`).
+
+    Returns the labels: app, call_site of the kernel, night of the change (NULL for controls).
+    """
+    wh = Warehouse(root).ensure()
+    t0 = datetime(2026, 3, 1, 2, 0)
+    site = {"solve": "solve (step.c:120)", "poll": "solve (step.c:120)", "update": "update (step.c:200)"}
+    labels = []
+    for a, app in enumerate(apps):
+        for night in range(n_nights):
+            nrng = np.random.default_rng([seed, 17, a, night])
+            speed = float(np.exp(nrng.normal(0, night_sigma)))
+            mean_polls = float(np.exp(nrng.uniform(np.log(0.3), np.log(3.0))))
+            regs = dict(_REGIONS)
+            if a == 0 and night >= change_night:
+                regs["solve"] = (4.5e6, 2.0, *_REGIONS["solve"][2:])
+            for r, counters in enumerate(POLLING_PLAN):
+                rng = np.random.default_rng([seed, 19, a, night, r])
+                rows = []
+                for task in range(1, n_ranks + 1):
+                    polls = rng.poisson(mean_polls, n_iters)
+                    seq = np.concatenate([["solve"] + ["poll"] * int(p) + ["update"] for p in polls])
+                    rows.append(pl.DataFrame({"task": np.full(seq.size, task, np.int32), "region": seq}))
+                f = pl.concat(rows)
+                p = {name: pl.col("region").replace_strict({k: v[i] for k, v in regs.items()}, return_dtype=pl.Float64)
+                     for i, name in enumerate(("ins", "ipc", "l1", "l2", "l3", "br", "call", "call_ns"))
+                     if name not in ("call",)}
+                n = f.height
+                noise = lambda s: np.exp(rng.normal(0, s, n))  # noqa: E731
+                f = f.with_columns(
+                    (p["ins"] * noise(0.002)).alias("ins"),
+                    pl.col("region").replace_strict({k: v[6] for k, v in regs.items()}).alias("mpi_call"),
+                    pl.col("region").replace_strict(site).alias("call_site"), p["call_ns"].alias("call_ns"),
+                    *[p[k].alias(f"_{k}") for k in ("ipc", "l1", "l2", "l3", "br")])
+                cyc = f["ins"].to_numpy() / f["_ipc"].to_numpy() * speed * noise(0.01)
+                dur = np.maximum(cyc / GHZ, 1).astype(np.int64)
+                call_dur = (f["call_ns"].to_numpy() * noise(0.05)).astype(np.int64) + 1
+                ins = f["ins"].to_numpy()
+                values = {"PAPI_TOT_INS": ins, "PAPI_TOT_CYC": cyc,
+                          **{c: ins * f[f"_{k}"].to_numpy() / 1000 * noise(0.03)
+                             for c, k in (("PAPI_L1_DCM", "l1"), ("PAPI_L2_DCM", "l2"), ("PAPI_L3_TCM", "l3"),
+                                          ("PAPI_BR_MSP", "br"))}}
+                task = f["task"].to_numpy()
+                first = np.r_[0, np.flatnonzero(np.diff(task)) + 1]
+                counts = np.diff(np.r_[first, n])
+                step = dur + call_dur
+                cum = np.cumsum(step)
+                start = cum - step - np.repeat(cum[first] - step[first], counts) + 1000
+                seqno = np.arange(n) - np.repeat(first, counts)
+                run_id = f"{app}n{night:03d}r{r}s{seed}"
+                keys = {"appl": np.ones(n, np.int32), "task": task, "thread": np.ones(n, np.int32)}
+                bursts = pl.DataFrame({"run_id": [run_id] * n, **keys, "burst_seq": seqno, "cpu": task,
+                                       "start_ns": start, "end_ns": start + dur, "duration_ns": dur,
+                                       "mpi_call": f["mpi_call"], "call_site": f["call_site"],
+                                       **{c: np.round(values[c]).astype(np.int64) for c in counters}})
+                bursts = bursts.cast({c: t for c, t in BURST_SCHEMA.items() if c in bursts.columns})
+                zero = np.zeros(n, np.int64)
+                calls = pl.DataFrame({
+                    "run_id": [run_id] * n, **keys, "call_seq": seqno, "cpu": task, "mpi_call": f["mpi_call"],
+                    "mpi_kind": np.where(f["mpi_call"].to_numpy() == "MPI_Allreduce", "collective", "point_to_point"),
+                    "start_ns": start + dur, "end_ns": start + dur + call_dur, "duration_ns": call_dur,
+                    "bytes_sent": np.where(f["mpi_call"].to_numpy() == "MPI_Allreduce", 8, 0).astype(np.int64),
+                    "bytes_recv": zero, "peer": pl.Series([None] * n, dtype=pl.Int32), "n_messages": np.ones(n, np.int32),
+                    "comm": np.ones(n, np.int64), "root": pl.Series([None] * n, dtype=pl.Int32),
+                    "tag": pl.Series([None] * n, dtype=pl.Int64), "call_site": f["call_site"]}).cast(MPI_CALL_SCHEMA)
+                write_run(wh, run_id=run_id, run_name=f"{app}.n{night:03d}.run{r}", experiment=f"{app}.n{night:03d}",
+                          app=app, started_at=t0 + timedelta(days=night, minutes=r), bursts=bursts, calls=calls)
+        labels.append({"app": app, "call_site": site["solve"], "night": change_night if a == 0 else None})
+    return pl.DataFrame(labels, schema={"app": pl.String, "call_site": pl.String, "night": pl.Int64})

@@ -14,7 +14,7 @@ pytest.importorskip("synthtrace.warehouse.merged")
 
 from benchmarks.sim_archetypes import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate  # noqa: E402
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery  # noqa: E402
-from synthtrace.models.archetypes import ARCHETYPES, BURST_ARCHETYPES, INSUFFICIENT  # noqa: E402
+from synthtrace.models.archetypes import ARCHETYPES, BURST_ARCHETYPES  # noqa: E402
 from synthtrace.tracelib.metrics import burst_metrics  # noqa: E402
 
 
@@ -33,9 +33,9 @@ def test_merged_traces_reach_macro_f1_and_single_runs_do_not(campaign):
     assert scores["full"] >= 0.95, scores
     singles = [v for k, v in scores.items() if k.startswith("run ")]
     assert len(singles) == campaign["n_runs"] >= 4
-    assert max(singles) < scores["merged"] - 0.3, scores  # what merging buys
-    undecided = (campaign["pairs"]["run 1"]["pred"] == INSUFFICIENT).sum()
-    assert undecided > 0
+    # what merging buys: single runs decide what their counters measure (no longer ~0.4, issue 15), not all of it
+    assert max(singles) < scores["merged"] - 0.15, scores
+    assert min(singles) > 0.45, scores
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_kernel_campaign_merged_vs_single(kernel_campaign):
     assert set(truth.to_list()) == set(BURST_ARCHETYPES)
     scores = {name: macro_f1(truth, classify(f, m)) for name, f in kernel_campaign["frames"].items()}
     assert scores["merged"] >= 0.95 and scores["full"] >= 0.95
-    assert max(v for k, v in scores.items() if k.startswith("run ")) < scores["merged"] - 0.3
+    assert max(v for k, v in scores.items() if k.startswith("run ")) < scores["merged"] - 0.15
 
 
 def test_discovery_kappa_and_stability(kernel_campaign):

@@ -234,7 +234,7 @@ def test_scorep_format_one_line_per_run(example):
 
 def test_table_format(example):
     text = render(example, "table")
-    assert "3 run(s) for 5 counter(s) + 2 fixed in 4 slot(s): minimal (proven)" in text
+    assert "3 run(s) for 5 counter(s) + 2 fixed in 4 programmable slot(s): minimal (proven)" in text
     assert text.splitlines()[1].split() == ["1", *", ".join(example.runs[0]).split()]
     with pytest.raises(BadInputError, match="unknown format"):
         render(example, "yaml")
@@ -258,11 +258,13 @@ def test_plan_command_formats(tmp_path, run_cli):
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--counters", "A,PAPI_TOT_CYC_X", "--slots", "2"], "fill all 2 slot(s)"),
-    (["--counters", "A", "--slots", "1"], "do not fit in 1 slot(s)"),
-    (["--counters", "A", "--slots", "4", "--format", "yaml"], "--format 'yaml'"),
-    (["--counters", "A", "--slots", "4", "--conflicts", "/nonexistent/c.txt"], "no such file"),
-    (["--counters", "A", "--slots", "4", "--fixed", "", "-o", "/nonexistent/dir/x.xml"], "does not exist"),
+    (["--counters", "PAPI_L1_DCM,PAPI_L2_DCM", "--slots", "2", "--machine", "zen3-epyc"], "fill all 2 slot(s)"),
+    (["--counters", "PAPI_L1_DCM", "--slots", "1", "--machine", "zen3-epyc"], "do not fit in 1 slot(s)"),
+    (["--counters", "PAPI_L1_DCM", "--slots", "4", "--format", "yaml"], "--format 'yaml'"),
+    (["--counters", "PAPI_L1_DCM", "--slots", "4", "--conflicts", "/nonexistent/c.txt"], "no such file"),
+    (["--counters", "PAPI_L1_DCM", "--slots", "4", "--fixed", "", "-o", "/nonexistent/dir/x.xml"], "does not exist"),
+    (["--counters", "PAPI_L1_DMC,FOO_BAR"], "'PAPI_L1_DMC' (not a PAPI preset; did you mean PAPI_L1_DCM?), 'FOO_BAR'"),
+    (["--counters", "PAPI_L1_DCM", "--machine", "zen5"], "no such machine profile"),
 ])
 def test_plan_command_bad_input_exits_2(run_cli, extra, message):
     code, out, err = run_cli("plan", *extra)
@@ -272,5 +274,41 @@ def test_plan_command_bad_input_exits_2(run_cli, extra, message):
 def test_plan_command_conflict_with_fixed(tmp_path, run_cli):
     conflicts = tmp_path / "c.toml"
     conflicts.write_text('conflicts = [["PAPI_TOT_CYC", "PAPI_REF_CYC"]]\n')
-    code, _, err = run_cli("plan", "--counters", "PAPI_REF_CYC,PAPI_L1_DCM", "--slots", "4", "--conflicts", conflicts)
+    code, _, err = run_cli("plan", "--counters", "PAPI_REF_CYC,PAPI_L1_DCM", "--slots", "4", "--conflicts", conflicts,
+                           "--machine", "zen3-epyc")  # no fixed-function counters: REF_CYC takes a slot
     assert code == 2 and "PAPI_REF_CYC conflicts with the fixed counter PAPI_TOT_CYC" in err
+
+
+# ---------------------------------------------------------------------------------------------- PMU model (issue 15)
+TEN = ["PAPI_L1_DCM", "PAPI_L2_DCM", "PAPI_L3_TCM", "PAPI_BR_INS", "PAPI_BR_MSP", "PAPI_FP_INS", "PAPI_VEC_INS",
+       "PAPI_L1_ICM", "PAPI_TLB_IM", "PAPI_TLB_DM"]
+
+
+def test_fixed_function_counters_take_no_slot():
+    from synthtrace.tracelib.machine import load_machine
+    intel = load_machine("skylake-sp")
+    plan = plan_counters(TEN + list(FIXED), FIXED, slots=4, fixed_function_roles=intel.pmu_fixed)
+    assert plan.n_runs == 3 and plan.optimal and plan.lower_bound == 3  # ceil(10 / 4): proven minimal
+    assert all(len(r) - len(plan.carried) <= 4 and r[:2] == list(FIXED) for r in plan.runs)
+    assert sorted(c for r in plan.runs for c in r[2:]) == sorted(TEN)
+    assert plan_counters(TEN, FIXED, slots=4).n_runs == 5  # every counter in a slot: the old answer
+    amd = load_machine("zen3-epyc")  # six programmable counters, no fixed-function ones: references take 2
+    on_amd = plan_counters(TEN, FIXED, slots=amd.pmu_programmable, fixed_function_roles=amd.pmu_fixed)
+    assert on_amd.n_runs == 3 and on_amd.free == [] and all(len(r) <= 6 for r in on_amd.runs)
+    assert plan_counters(TEN + ["PAPI_L2_TCM", "PAPI_L3_DCM"], FIXED, slots=6, fixed_function_roles=()).n_runs == 3
+    # a wanted counter a fixed-function counter records comes free with every run
+    ref = plan_counters(["PAPI_REF_CYC", "PAPI_L1_DCM"], FIXED, slots=4, fixed_function_roles=intel.pmu_fixed)
+    assert ref.n_runs == 1 and "PAPI_REF_CYC" in ref.runs[0][:3]
+
+
+def test_plan_command_uses_the_machine_pmu(run_cli):
+    code, out, err = run_cli("plan", "-c", ",".join(TEN), "--slots", "4", "--machine", "skylake-sp", "-f", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["n_runs"] == 3 and d["optimal"] and d["fixed_function"] == ["PAPI_TOT_INS", "PAPI_TOT_CYC"]
+    code, out, _ = run_cli("plan", "-c", ",".join(TEN), "--machine", "zen4-epyc", "-f", "json")  # its 6 slots
+    assert code == 0 and json.loads(out)["slots"] == 6 and json.loads(out)["n_runs"] == 3
+    code, out, _ = run_cli("plan", "-c", ",".join(TEN), "--slots", "4", "--machine", "zen4-epyc", "-f", "json")
+    assert code == 0 and json.loads(out)["n_runs"] == 5  # two of the four slots hold the references
+    code, out, _ = run_cli("plan", "-c", "LONGEST_LAT_CACHE:MISS,skx_unc_imc0::UNC_M_CAS_COUNT:RD", "--slots", "4")
+    assert code == 0  # native EVENT:UMASK names are the PMU's: accepted

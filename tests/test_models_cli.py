@@ -72,8 +72,11 @@ def test_detect_writes_the_regressions_view(run_cli, wh):
     assert alerts["changed_at"].dt.day().to_list() == [9, 9]  # night 8 of a campaign starting on the 1st
     assert alerts["signals"][0][0]["name"] == "time_ns"
     assert "2 regression(s)" in out
-    code, out, _ = run_cli("detect", "--app", "app0", "-w", wh)  # a predictor app: one night, nothing to find
-    assert code == 0 and "no regressions" in out
+    code, out, _ = run_cli("detect", "--app", "app0", "-w", wh)  # a predictor app: one night, too short to judge
+    assert code == 0 and "app0: 1 night(s) of history; detecting a regression needs at least 7" in out
+    assert "no regressions" not in out
+    code, _, err = run_cli("detect", "--app", "app00", "-w", wh)  # a misspelt name: the closest ones
+    assert code == 2 and "did you mean app000 or app001" in err
     assert sql(wh, "SELECT count(*) AS n FROM regressions")["n"][0] == 2
 
 
@@ -140,3 +143,45 @@ def test_simulated_campaign_end_to_end(run_cli, tmp_path):
     assert alerts.height >= 1
     top = alerts.row(0, named=True)
     assert top["changed_at"].date() == truth["date"][0] and "instructions" in top["explained_by"]
+
+
+@pytest.mark.real_traces
+def test_detect_app_prefix_on_real_traces(run_cli, tmp_path):
+    """README: ``detect --app lulesh`` finds the LULESH runs (apps are trace stems up to the first dot)."""
+    from tests.conftest import LULESH_A, LULESH_B
+    w = tmp_path / "wh"
+    assert run_cli("ingest", LULESH_A, LULESH_B, "-w", w)[0] == 0
+    code, out, err = run_cli("detect", "--app", "lulesh", "-w", w)
+    assert code == 0, err
+    assert "lulesh_4+4_with_uncores_sockets1+2: 1 night(s) of history" in out
+    assert "lulesh_7+1_with_uncores_sockets1+2: 1 night(s) of history" in out
+    code, _, err = run_cli("detect", "--app", "lulsh", "-w", w)
+    assert code == 2 and "did you mean" in err and "lulesh_4+4" in err
+
+
+def test_a_model_worse_than_the_mean_on_unseen_apps_is_rejected(run_cli, tmp_path):
+    """Issue 16: a model with R² < 0 on unseen applications is registered as rejected and not used by default."""
+    from synthtrace.models.registry import model_status
+    from synthtrace.warehouse.model_store import model_record
+    assert [model_status(r) for r in (0.4, -0.2, None)] == ["ok", "rejected", "unevaluated"]
+    w = tmp_path / "wh"
+    predictor_campaign(w, n_apps=3, n_kernels=4, n_iters=3, seed=5)
+    assert run_cli("train", "--model", "linear", "-w", w)[0] == 0
+    models = read_models(Warehouse(w))
+    good = models["model_id"][-1]
+    assert models["status"][-1] == model_status(models["cv_r2"][-1]) == "ok"
+    rec = model_record(Warehouse(w), good)  # a newer version of it, judged worse than the mean on unseen apps
+    from synthtrace.warehouse.model_store import MODEL_SCHEMA, models_dir
+    bad = {**rec, "model_id": good + "-bad", "cv_r2": -0.5, "status": "rejected",
+           "created_at": rec["created_at"].replace(year=rec["created_at"].year + 1)}
+    d = models_dir(Warehouse(w))
+    shutil.copytree(d / good, d / bad["model_id"])
+    pl.DataFrame([bad], schema=MODEL_SCHEMA).write_parquet(d / bad["model_id"] / "model.parquet")
+    assert models.height == 1
+    code, out, err = run_cli("predict", "--experiment", "app1-exp", "-w", w)
+    assert code == 0 and good in out and "bad" not in out  # the newest usable one
+    assert "error against the measured ipc: R²" in out
+    code, out, err = run_cli("predict", "--experiment", "app1-exp", "--model", bad["model_id"], "-w", w)
+    assert code == 0 and "is rejected" in err
+    code, out, _ = run_cli("models", "-w", w)
+    assert "rejected" in out and "ok" in out

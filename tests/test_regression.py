@@ -8,8 +8,9 @@ import polars as pl
 import pytest
 
 from synthtrace.models.regression import REGRESSION_SCHEMA, DetectorParams, detect, detect_series, label_archetypes, robust_sigma
-from tests.models_synth import regression_campaign
-from synthtrace.warehouse.history import UnknownAppError, apps, check_app, site_history
+from tests.models_synth import polling_history, regression_campaign
+from synthtrace.warehouse import history
+from synthtrace.warehouse.history import APP_TOTAL, UnknownAppError, apps, check_app, site_history
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.regressions import read_alerts, write_alerts
 
@@ -104,7 +105,11 @@ def nightly(tmp_path_factory):
 def test_site_history_combines_the_runs_of_a_night(nightly):
     root, _ = nightly
     h = site_history(root, "app000")
-    assert h.height == 16 * 4 and set(h["runs"].to_list()) == {2}
+    assert h.height == 16 * (4 + 1) and set(h["runs"].to_list()) == {2}  # 4 kernel sites and the app's total
+    total = h.filter(pl.col("call_site") == APP_TOTAL)
+    sites = h.filter(pl.col("call_site") != APP_TOTAL).group_by("point").agg(pl.col("instructions").sum())
+    both = total.join(sites, on="point")
+    assert both["instructions"].to_list() == pytest.approx((3 * both["instructions_right"]).to_list(), rel=1e-6)  # 3 iterations
     row = h.row(0, named=True)
     # counters of both runs of the night: caches from run 0, FP from run 1
     assert row["l1_mpki"] > 0 and row["fp_share"] is not None and row["ipc"] > 0
@@ -139,3 +144,44 @@ def test_alert_files_are_replaced_per_app(tmp_path):
     assert read_alerts(wh, "a").height == 1
     write_alerts(wh, "a", a.head(0))
     assert read_alerts(wh).height == 0 and not list(wh.staging_dir.iterdir())
+
+
+def test_noisy_time_with_a_clear_counter_change_is_an_alert():
+    """Time at a site 12 % noisy, rising 20 %; instructions (0.2 % noise) rise 25 %: the counter decides."""
+    s = series(15, time_step=0.20, ins_step=0.25, seed=5)
+    rng = np.random.default_rng(9)
+    s = s.with_columns(pl.col("time_ns") * np.exp(rng.normal(0, 0.12, N)))
+    alerts = detect_series(s)
+    assert [a["night"] for a in alerts] == [15] and "instructions" in alerts[0]["explained_by"]
+    assert detect_series(series(None, seed=5).with_columns(pl.col("time_ns") * np.exp(rng.normal(0, 0.12, N)))) == []
+
+
+@pytest.fixture(scope="module")
+def polling(tmp_path_factory):
+    root = tmp_path_factory.mktemp("polling")
+    return root, polling_history(root, n_nights=14, change_night=8)
+
+
+def test_polling_at_the_kernel_site_does_not_hide_a_step(polling, monkeypatch):
+    """Issue 15: from night 9 on one kernel needs 25 % more instructions at lower IPC; MPI_Test polls close
+    2.5 µs bursts at the same site. One alert, for the right app, within one night, naming the kernel's site and
+    the signals that moved; none for the control."""
+    root, labels = polling
+    h = site_history(root)
+    kernel = h.filter((pl.col("app") == "stepapp") & (pl.col("call_site") == "solve (step.c:120)")).sort("started_at")
+    assert kernel["instructions"].head(8).to_numpy() == pytest.approx(3.6e6, rel=0.01)  # the kernel, not a poll
+    assert kernel["instructions"].tail(6).to_numpy() == pytest.approx(4.5e6, rel=0.01)
+    out = detect(h)
+    assert out["app"].to_list() == ["stepapp"]
+    a = out.row(0, named=True)
+    assert a["call_site"] == "solve (step.c:120)" and abs(a["night"] - 8) <= 1
+    assert {"instructions", "ipc"} <= set(a["explained_by"])
+    moved = {s["name"]: s for s in a["signals"]}
+    assert moved["ipc"]["after"] == pytest.approx(2.0, rel=0.05) and moved["ipc"]["before"] == pytest.approx(2.6, rel=0.05)
+    assert moved["app_time_ns"]["after"] / moved["app_time_ns"]["before"] - 1 == pytest.approx(0.2, abs=0.05)
+    # each burst as its own visit (no logical regions): the kernel's site is mixed with its polls
+    monkeypatch.setattr(history, "POLLING_CALLS", ())
+    mixed = site_history(root)
+    site = mixed.filter((pl.col("app") == "stepapp") & (pl.col("call_site") == "solve (step.c:120)"))
+    assert site["instructions"].max() < 0.75 * 4.5e6  # per-visit signals diluted by the polls, night by night
+    assert "solve (step.c:120)" not in detect(mixed)["call_site"].to_list()

@@ -1,7 +1,13 @@
-"""Counter-set planner: the fewest runs that record every wanted hardware counter (DESIGN §1, issue 8).
+"""Counter-set planner: the fewest runs that record every wanted hardware counter (DESIGN §1, issues 8, 15).
 
-A PMU reads ``slots`` counters at once. Every run carries the ``fixed`` reference counters (they validate the
-merge), so each run has ``slots - len(fixed)`` free slots; counters declared in conflict (they need the same
+PMU model: a hardware thread reads ``slots`` *programmable* counters at once, and besides them the quantities its
+fixed-function counters record (``fixed_function``, roles of :mod:`synthtrace.tracelib.counters`: Intel
+instructions, core and reference cycles; AMD Zen none; Arm the cycle counter; per preset in the machine profile's
+``[pmu]``). Every run carries the ``fixed`` reference counters (they validate the merge); those a fixed-function
+counter records cost no slot, the others take one in every run. Wanted counters that a fixed-function counter
+records come free with every run. So each run has ``slots`` minus the programmable reference counters free slots
+for the wanted ones; 10 counters plus TOT_INS/TOT_CYC on an Intel PMU with 4 programmable slots need 3 runs, on
+AMD Zen 3 (6 slots, no fixed counters) 3 as well, with 4 of its slots left for them. Counters declared in conflict (they need the same
 hardware counter, or the PMU refuses them together) cannot share a run. Finding the fewest runs is colouring the
 conflict graph with colour classes of bounded size (bin packing with conflicts, NP-hard in general).
 
@@ -36,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from synthtrace.tracelib.counters import check_counter_names, fixed_function
 from synthtrace.tracelib.errors import BadInputError
 
 DEFAULT_FIXED = ("PAPI_TOT_INS", "PAPI_TOT_CYC")
@@ -67,14 +74,21 @@ class CounterPlan:
     optimal: bool  # True when len(runs) is proven minimal
     nodes: int = 0  # search nodes explored
     conflicts: list[tuple[str, str]] = field(default_factory=list)  # the pairs that applied
+    free: list[str] = field(default_factory=list)  # counters of ``fixed`` + wanted that fixed-function counters record
 
     @property
     def n_runs(self) -> int:
         return len(self.runs)
 
+    @property
+    def carried(self) -> list[str]:
+        """The counters every run records: the fixed reference ones and those fixed-function counters record."""
+        return list(dict.fromkeys(self.fixed + self.free))
+
     def to_dict(self) -> dict:
         return {"n_runs": self.n_runs, "optimal": self.optimal, "lower_bound": self.lower_bound,
                 "slots": self.slots, "fixed": self.fixed, "counters": self.wanted,
+                "fixed_function": self.free,
                 "runs": [{"run": i + 1, "counters": r} for i, r in enumerate(self.runs)],
                 "conflicts": [list(p) for p in self.conflicts]}
 
@@ -135,48 +149,57 @@ def _pairs(groups: Iterable[Sequence[str]]) -> set[tuple[str, str]]:
 
 # ---------------------------------------------------------------------------------------------- planning
 def plan_counters(wanted: Sequence[str], fixed: Sequence[str] = DEFAULT_FIXED, slots: int = 4,
-                  conflicts: Iterable[Sequence[str]] = (), *, node_budget: int = DEFAULT_NODE_BUDGET) -> CounterPlan:
-    """The fewest runs that record every counter of ``wanted``, each run carrying ``fixed`` in ``slots`` slots.
+                  conflicts: Iterable[Sequence[str]] = (), *, fixed_function_roles: Sequence[str] = (),
+                  check_names: bool = False, node_budget: int = DEFAULT_NODE_BUDGET) -> CounterPlan:
+    """The fewest runs that record every counter of ``wanted``, each run carrying ``fixed``, in ``slots``
+    programmable slots; ``fixed_function_roles``: what the PMU's fixed-function counters record (no slot).
 
+    ``check_names``: refuse names that are no counter (:func:`synthtrace.tracelib.counters.check_counter_names`).
     Raises :class:`UnsatisfiableCountersError` when no plan exists (a wanted counter that conflicts with a fixed
     one or with itself, fixed counters that conflict with each other or outnumber the slots).
     """
     fixed = list(dict.fromkeys(fixed))
     wanted_all = list(dict.fromkeys(wanted))
+    if check_names:
+        check_counter_names(list(dict.fromkeys(fixed + wanted_all)))
     if slots < 1:
         raise UnsatisfiableCountersError(f"--slots must be at least 1 (got {slots})")
     if not wanted_all:
         raise UnsatisfiableCountersError("no counters to plan: give --counters A,B,...")
-    if len(fixed) > slots:
+    free = [c for c in dict.fromkeys(fixed + wanted_all) if fixed_function(c, list(fixed_function_roles))]
+    carried = list(dict.fromkeys(fixed + free))  # in every run
+    programmable_fixed = [c for c in fixed if c not in free]
+    if len(programmable_fixed) > slots:
         raise UnsatisfiableCountersError(
-            f"{len(fixed)} fixed counters ({', '.join(fixed)}) do not fit in {slots} slot(s); every run must carry them all")
-    todo = [c for c in wanted_all if c not in fixed]
-    requested = set(fixed) | set(todo)
+            f"{len(programmable_fixed)} fixed counters ({', '.join(programmable_fixed)}) do not fit in {slots} slot(s); "
+            "every run must carry them all")
+    todo = [c for c in wanted_all if c not in carried]
+    requested = set(carried) | set(todo)
     pairs = _pairs(conflicts)
     applied = sorted(p for p in pairs if p[0] in requested and p[1] in requested)
     for a, b in applied:
         if a == b:
             raise UnsatisfiableCountersError(f"{a} is declared in conflict with itself: no run can record it")
-        if a in fixed and b in fixed:
+        if a in carried and b in carried:
             raise UnsatisfiableCountersError(f"fixed counters {a} and {b} conflict, but every run must carry both")
-        if a in fixed or b in fixed:
-            f, c = (a, b) if a in fixed else (b, a)
+        if a in carried or b in carried:
+            f, c = (a, b) if a in carried else (b, a)
             raise UnsatisfiableCountersError(
                 f"{c} conflicts with the fixed counter {f}: no run can record it, since every run carries {f}")
     if not todo:
-        return CounterPlan([list(fixed)], fixed, wanted_all, slots, 1, True, 0, applied)
-    cap = slots - len(fixed)
+        return CounterPlan([list(carried)], fixed, wanted_all, slots, 1, True, 0, applied, free)
+    cap = slots - len(programmable_fixed)
     if cap < 1:
         raise UnsatisfiableCountersError(
-            f"the {len(fixed)} fixed counters fill all {slots} slot(s): no room for {', '.join(todo)}")
+            f"the {len(programmable_fixed)} fixed counters fill all {slots} slot(s): no room for {', '.join(todo)}")
     index = {c: i for i, c in enumerate(todo)}
     adj = [0] * len(todo)
     for a, b in applied:
         adj[index[a]] |= 1 << index[b]
         adj[index[b]] |= 1 << index[a]
     groups, lb, optimal, nodes = _search(adj, cap, node_budget)
-    runs = [list(fixed) + [todo[i] for i in sorted(g)] for g in sorted(groups, key=min)]
-    return CounterPlan(runs, fixed, wanted_all, slots, lb, optimal, nodes, applied)
+    runs = [list(carried) + [todo[i] for i in sorted(g)] for g in sorted(groups, key=min)]
+    return CounterPlan(runs, fixed, wanted_all, slots, lb, optimal, nodes, applied, free)
 
 
 def _cliques(adj: list[int], within: int, tries: int) -> Iterator[list[int]]:
@@ -349,6 +372,8 @@ def render_table(plan: CounterPlan) -> str:
         out.append(f"{i:>{width}}  {', '.join(run)}")
     proof = ("minimal (proven)" if plan.optimal else
              f"not proven minimal (search budget spent; no plan has fewer than {plan.lower_bound})")
-    n_new = len([c for c in plan.wanted if c not in plan.fixed])
-    out.append(f"{plan.n_runs} run(s) for {n_new} counter(s) + {len(plan.fixed)} fixed in {plan.slots} slot(s): {proof}")
+    n_new = len([c for c in plan.wanted if c not in plan.fixed and c not in plan.free])
+    ff = f"; fixed-function: {', '.join(plan.free)}" if plan.free else ""
+    out.append(f"{plan.n_runs} run(s) for {n_new} counter(s) + {len(plan.fixed)} fixed in {plan.slots} "
+               f"programmable slot(s){ff}: {proof}")
     return "\n".join(out) + "\n"

@@ -11,10 +11,13 @@ This is the one place in synthtrace that knows counter names.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 
 import polars as pl
+
+from synthtrace.tracelib.errors import BadInputError
 
 
 @dataclass(frozen=True)
@@ -171,3 +174,78 @@ def same_quantity(a: str, b: str) -> bool:
     """True if two counter names measure the same quantity (``PAPI_L3_TCM`` ~ ``LONGEST_LAT_CACHE:MISS``)."""
     ra = canonical(a)
     return ra is not None and ra == canonical(b)
+
+
+# ------------------------------------------------------------------------------------------------ names
+#: PAPI's preset events (papiStdEventDefs.h, PAPI 7)
+PAPI_PRESETS: frozenset[str] = frozenset(f"PAPI_{n}" for n in """
+L1_DCM L1_ICM L2_DCM L2_ICM L3_DCM L3_ICM L1_TCM L2_TCM L3_TCM CA_SNP CA_SHR CA_CLN CA_INV CA_ITV L3_LDM L3_STM
+BRU_IDL FXU_IDL FPU_IDL LSU_IDL TLB_DM TLB_IM TLB_TL L1_LDM L1_STM L2_LDM L2_STM BTAC_M PRF_DM L3_DCH TLB_SD
+CSR_FAL CSR_SUC CSR_TOT MEM_SCY MEM_RCY MEM_WCY STL_ICY FUL_ICY STL_CCY FUL_CCY HW_INT BR_UCN BR_CN BR_TKN BR_NTK
+BR_MSP BR_PRC FMA_INS TOT_IIS TOT_INS INT_INS FP_INS LD_INS SR_INS BR_INS VEC_INS RES_STL FP_STAL TOT_CYC LST_INS
+SYC_INS L1_DCH L2_DCH L1_DCA L2_DCA L3_DCA L1_DCR L2_DCR L3_DCR L1_DCW L2_DCW L3_DCW L1_ICH L2_ICH L3_ICH L1_ICA
+L2_ICA L3_ICA L1_ICR L2_ICR L3_ICR L1_ICW L2_ICW L3_ICW L1_TCH L2_TCH L3_TCH L1_TCA L2_TCA L3_TCA L1_TCR L2_TCR
+L3_TCR L1_TCW L2_TCW L3_TCW FML_INS FAD_INS FDV_INS FSQ_INS FNV_INS FP_OPS SP_OPS DP_OPS VEC_SP VEC_DP REF_CYC
+""".split())
+#: a native event as libpfm4/perf name them: ``[pmu::]EVENT[:UMASK[:modifier=value]...]``
+_NATIVE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*::)?[A-Za-z][A-Za-z0-9_.]*(?::[A-Za-z0-9_.]+(?:=[A-Za-z0-9_.]+)?)+")
+#: counter names that fixed-function counters record (PAPI maps its presets onto them where the PMU has them)
+FIXED_FUNCTION: dict[str, frozenset[str]] = {
+    "ins": frozenset({"PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED.ANY", "INSTRUCTIONS_RETIRED"}),
+    "cyc": frozenset({"PAPI_TOT_CYC", "CPU_CLK_UNHALTED:THREAD", "CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED",
+                      "CPU_CYCLES"}),
+    "ref_cyc": frozenset({"PAPI_REF_CYC", "CPU_CLK_UNHALTED:REF_TSC", "CPU_CLK_UNHALTED.REF_TSC"}),
+}
+
+
+class UnknownCounterError(BadInputError):
+    """A counter name is neither a PAPI preset, a known native event, nor written in native ``EVENT:UMASK`` form."""
+
+
+def known_names() -> set[str]:
+    """Every counter name synthtrace knows: PAPI presets and the native names of the roles."""
+    return set(PAPI_PRESETS) | {a for r in ROLES.values() for a in r.aliases} | {n for s in FIXED_FUNCTION.values() for n in s}
+
+
+def check_counter_names(names: list[str]) -> None:
+    """Refuse names that cannot be counters, each with the closest known name (``PAPI_L1_DMC`` -> ``PAPI_L1_DCM``).
+
+    Accepted: PAPI presets, the native events of the catalogue, and any native event in ``[pmu::]EVENT:UMASK``
+    form (the PMU's own names cannot be listed here; the tracer checks them on the machine)."""
+    known = known_names()
+    bad = []
+    for name in names:
+        if name in known or (not name.upper().startswith("PAPI_") and _NATIVE.fullmatch(name)):
+            continue
+        close = closest(name.upper(), sorted(known))
+        what = "not a PAPI preset" if name.upper().startswith("PAPI_") else \
+            "not a PAPI preset or a known native event, which are written EVENT:UMASK"
+        bad.append(f"{name!r} ({what}" + (f"; did you mean {close[0]}?)" if close else ")"))
+    if bad:
+        raise UnknownCounterError(f"unknown counter{'s' if len(bad) > 1 else ''} " + ", ".join(bad))
+
+
+def _osa(a: str, b: str) -> int:
+    """Edit distance with adjacent transpositions (optimal string alignment): ``DMC`` is one edit from ``DCM``."""
+    prev2, prev = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if prev2 is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def closest(name: str, candidates: list[str]) -> list[str]:
+    """The candidate nearest ``name`` by edits (transpositions count one), if within a quarter of its length."""
+    if not candidates:
+        return []
+    best = min(candidates, key=lambda c: (_osa(name, c), -difflib.SequenceMatcher(None, name, c).ratio()))
+    return [best] if _osa(name, best) <= max(2, len(name) // 4) else []
+
+
+def fixed_function(name: str, roles: tuple[str, ...] | list[str]) -> bool:
+    """True if ``name`` is recorded by a fixed-function counter of a PMU whose fixed counters measure ``roles``."""
+    return any(name in FIXED_FUNCTION.get(r, ()) for r in roles)

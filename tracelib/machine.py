@@ -6,11 +6,20 @@ A profile is a small TOML file (see ``tracelib/machines/*.toml``)::
     [peak_flops_per_cycle]  scalar = 4.0, avx2 = 16.0, avx512 = 32.0     # FLOP/cycle/core by ISA width
     [bandwidth_gbs]         dram_per_socket, l1_per_core, l2_per_core, l3_per_core, network_per_link   # GB/s
     [network]               latency_us, links_per_node
+    [pmu]                   programmable = 4, fixed = ["ins", "cyc", "ref_cyc"]   # counter slots per thread
+
+``[pmu]``: the programmable counters one hardware thread reads at once, and the quantities fixed-function
+counters record without taking a slot (roles of :mod:`synthtrace.tracelib.counters`: Intel ``ins``, ``cyc``,
+``ref_cyc``; AMD Zen none; Arm the cycle counter). The counter planner reads it.
+
+Which profile: ``--machine`` (a preset name or a TOML file), else a ``machine.toml`` beside the traces
+(:func:`resolve_machine`), else the default preset.
 
 Units inside :class:`Machine` methods are SI: FLOP/s, bytes/s, seconds.
 """
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +28,10 @@ from synthtrace.tracelib.errors import BadInputError
 
 PRESET_DIR = Path(__file__).with_name("machines")
 DEFAULT_PRESET = "marenostrum5-gpp"
+#: the file a cluster drops beside its traces to name its nodes
+BESIDE_FILE = "machine.toml"
 #: ISA widths from narrowest to widest; the widest one a profile lists is its peak.
-ISA_ORDER = ("scalar", "sse", "avx2", "avx512")
+ISA_ORDER = ("scalar", "sse", "neon", "avx2", "sve", "avx512")
 #: cache levels with a bandwidth roof, nearest the core first
 CACHE_LEVELS = ("l1", "l2", "l3")
 
@@ -44,6 +55,13 @@ class Machine:
     links_per_node: int = 1
     caches_kib: dict[str, float] = field(default_factory=dict)
     source: str = ""
+    pmu_programmable: int | None = None  # programmable counters per hardware thread (None: unknown)
+    pmu_fixed: tuple[str, ...] = ()  # roles recorded by fixed-function counters
+
+    @property
+    def label(self) -> str:
+        """How reports name the profile: its name and where it came from (preset or file)."""
+        return f"{self.name} ({self.source})"
 
     # ---------------------------------------------------------------- compute
     @property
@@ -105,7 +123,8 @@ class Machine:
         return {"name": self.name, "sockets": self.sockets, "cores_per_socket": self.cores_per_socket,
                 "frequency_ghz": self.frequency_ghz, "peak_flops_per_cycle": dict(self.peak_flops_per_cycle),
                 "bandwidth_gbs": dict(self.bandwidth_gbs), "line_bytes": self.line_bytes,
-                "network_latency_us": self.network_latency_us, "links_per_node": self.links_per_node}
+                "network_latency_us": self.network_latency_us, "links_per_node": self.links_per_node,
+                "pmu": {"programmable": self.pmu_programmable, "fixed": list(self.pmu_fixed)}}
 
 
 def presets() -> dict[str, Path]:
@@ -140,6 +159,15 @@ def machine_from_dict(d: dict, where: str = "machine profile") -> Machine:
             if not isinstance(v, num) or isinstance(v, bool) or v <= 0:
                 raise MachineProfileError(f"{where}: {k} must be a positive number, not {v!r}")
     net = d.get("network", {})
+    pmu = d.get("pmu", {})
+    if not isinstance(pmu, dict):
+        raise MachineProfileError(f"{where}: [pmu] must be a table")
+    prog = pmu.get("programmable")
+    if prog is not None and (not isinstance(prog, int) or isinstance(prog, bool) or prog < 1):
+        raise MachineProfileError(f"{where} [pmu]: programmable must be a whole number >= 1")
+    fixed = pmu.get("fixed", [])
+    if not isinstance(fixed, list) or not all(isinstance(x, str) for x in fixed):
+        raise MachineProfileError(f"{where} [pmu]: fixed must be a list of counter roles (e.g. [\"ins\", \"cyc\"])")
     m = Machine(
         name=str(_need(d, "name", where, str)),
         sockets=int(_need(d, "sockets", where, num)),
@@ -152,6 +180,8 @@ def machine_from_dict(d: dict, where: str = "machine profile") -> Machine:
         links_per_node=int(net.get("links_per_node", 1)),
         caches_kib={k: float(v) for k, v in d.get("caches_kib", {}).items()},
         source=where,
+        pmu_programmable=prog,
+        pmu_fixed=tuple(fixed),
     )
     if m.sockets < 1 or m.cores_per_socket < 1 or m.frequency_ghz <= 0:
         raise MachineProfileError(f"{where}: sockets, cores_per_socket and frequency_ghz must be positive")
@@ -159,16 +189,18 @@ def machine_from_dict(d: dict, where: str = "machine profile") -> Machine:
 
 
 def load_machine(spec: str | Path | None = None) -> Machine:
-    """Load a profile: a TOML file path, a preset name (``marenostrum5-gpp``, ``generic``) or None (default)."""
+    """Load a profile: a TOML file path, a preset name (see :func:`presets`) or None (default)."""
     if spec is None:
         spec = DEFAULT_PRESET
     path = Path(spec)
+    known = presets()
     if not path.is_file():
-        known = presets()
-        if str(spec) in known:
-            path = known[str(spec)]
-        else:
-            raise MachineProfileError(f"{spec}: no such machine profile file or preset (presets: {', '.join(known)})")
+        if str(spec) not in known:
+            close = difflib.get_close_matches(str(spec), list(known), n=1, cutoff=0.5)
+            raise MachineProfileError(f"{spec}: no such machine profile file or preset"
+                                      + (f" (did you mean {close[0]}?)" if close else "")
+                                      + f" (presets: {', '.join(known)})")
+        path = known[str(spec)]
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
@@ -176,4 +208,29 @@ def load_machine(spec: str | Path | None = None) -> Machine:
         raise MachineProfileError(f"{path}: not valid TOML ({exc})") from None
     except OSError as exc:
         raise MachineProfileError(f"{path}: cannot read ({exc.strerror})") from None
-    return machine_from_dict(data, str(path))
+    where = f"preset {path.stem}" if path.parent == PRESET_DIR else str(path)
+    return machine_from_dict(data, where)
+
+
+def beside(paths: list[str | Path]) -> Path | None:
+    """The :data:`BESIDE_FILE` in the folder of the traces (or one of its parents up to two levels), if one
+    folder's file is shared by all of them; None when there is none."""
+    found = set()
+    for p in paths:
+        folder = Path(p).parent
+        hit = next((d / BESIDE_FILE for d in (folder, folder.parent, folder.parent.parent)
+                    if (d / BESIDE_FILE).is_file()), None)
+        found.add(hit)
+    hits = {f for f in found if f is not None}
+    if len(hits) > 1:
+        raise MachineProfileError(f"the traces have different {BESIDE_FILE} files ({', '.join(sorted(map(str, hits)))}): "
+                                  "choose one with --machine")
+    return next(iter(hits), None)
+
+
+def resolve_machine(spec: str | Path | None, trace_paths: list[str | Path] = ()) -> Machine:
+    """``--machine`` when given, else the :data:`BESIDE_FILE` beside the traces, else the default preset."""
+    if spec is not None:
+        return load_machine(spec)
+    found = beside(list(trace_paths))
+    return load_machine(found if found is not None else None)

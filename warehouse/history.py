@@ -1,9 +1,15 @@
 """The nightly history of every application, aggregated per run and call site, for regression detection (DESIGN §8).
 
 One DuckDB query over the ``runs``, ``bursts`` and ``mpi_calls`` views sums, per (run, call site, rank), the
-compute bursts that end at the call site and the MPI calls made there (the site is the caller of the MPI call;
-where traces do not resolve callers, the MPI call's name stands for it). Counters are summed per hardware
-quantity (any alias a run recorded it under, see :mod:`synthtrace.tracelib.counters`), NULL where the run did not record it.
+compute that ends at the call site and the MPI calls made there (the site is the caller of the MPI call; where
+traces do not resolve callers, the MPI call's name stands for it). Counters are summed per hardware quantity
+(any alias a run recorded it under, see :mod:`synthtrace.tracelib.counters`), NULL where the run did not record it.
+
+A *visit* of a site is one logical region, not one burst: a polling loop (``MPI_Test``/``MPI_Iprobe`` and
+kin, :data:`POLLING_CALLS`) closes many short bursts at the kernel's own site, so the bursts and calls that follow
+a polling call at the same site belong to the visit it started (the kernel plus its polls, summed). Per-visit
+medians then compare kernels with kernels, never a kernel with a 2 µs poll. Besides the call sites, every run
+has an :data:`APP_TOTAL` series: per rank, all compute and MPI time of the run, its counters summed.
 
 Points of a series: runs of the same application, configuration (tasks x threads) and night (``experiment`` and
 the day of ``started_at``) are one point; they were recorded with different counter sets, so each quantity is
@@ -11,6 +17,7 @@ taken from the runs that recorded it. Points are ordered by ``started_at``.
 """
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 import duckdb
@@ -26,6 +33,12 @@ from synthtrace.warehouse.layout import Warehouse
 HISTORY_ROLES: tuple[str, ...] = ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm", "br_ins", "br_msp", "fp_ins", "vec_ins",
                                   "l1_icm")
 END_OF_THREAD = "(end of thread)"
+#: the series of the whole application run (all sites of a rank summed)
+APP_TOTAL = "(application total)"
+#: MPI calls that poll: the bursts between repeated polls at one site are one logical region with the compute
+#: before the first poll
+POLLING_CALLS: tuple[str, ...] = ("MPI_Test", "MPI_Testany", "MPI_Testsome", "MPI_Testall", "MPI_Iprobe",
+                                  "MPI_Improbe")
 
 
 class UnknownAppError(UnknownExperimentError):
@@ -38,12 +51,27 @@ def apps(root: str | Path) -> list[str]:
     return sorted(runs["app"].drop_nulls().unique().to_list()) if "app" in runs.columns else []
 
 
-def check_app(root: str | Path, app: str) -> None:
-    """Raise :class:`UnknownAppError` unless ``app`` has runs in the warehouse."""
+def match_apps(root: str | Path, app: str) -> list[str]:
+    """The applications ``app`` names: itself if it has runs, else those whose name starts with it at a word
+    boundary (``lulesh`` -> ``lulesh_4+4_with_uncores_sockets1+2``, ``lulesh_7+1_...``; an app is its trace's
+    stem up to the first dot). Raises :class:`UnknownAppError` naming the closest applications otherwise."""
     known = apps(root)
-    if app not in known:
-        raise UnknownAppError(f"no application {app!r} in {root}"
-                              + (f" (applications: {', '.join(known)})" if known else " (nothing ingested)"))
+    if app in known:
+        return [app]
+    hits = [a for a in known if a.startswith(app) and not a[len(app)].isalnum()]
+    if hits:
+        return hits
+    def likeness(a: str) -> float:  # whole name, or the prefix of the same length (names are long stems)
+        return max(difflib.SequenceMatcher(None, app, a).ratio(), difflib.SequenceMatcher(None, app, a[:len(app)]).ratio())
+    close = sorted((a for a in known if likeness(a) >= 0.6), key=likeness, reverse=True)[:3]
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UnknownAppError(f"no application {app!r} in {root}"
+                          + (f" (applications: {', '.join(known)}){hint}" if known else " (nothing ingested)"))
+
+
+def check_app(root: str | Path, app: str) -> None:
+    """Raise :class:`UnknownAppError` unless ``app`` names applications of the warehouse (see :func:`match_apps`)."""
+    match_apps(root, app)
 
 
 def _quote(name: str) -> str:
@@ -55,15 +83,29 @@ def _literal(text: str) -> str:
 
 
 def _role_sql(role: str, columns: list[str]) -> str:
+    """The per-row value of a role (first alias present), NULL when no column measures it."""
     hits = [c for c in ROLES[role].aliases if c in columns]
     if not hits:
         return f"CAST(NULL AS DOUBLE) AS {role}"
-    parts = ", ".join(f"CAST(b.{_quote(c)} AS DOUBLE)" for c in hits)
-    return f"sum(coalesce({parts})) AS {role}" if len(hits) > 1 else f"sum({parts}) AS {role}"
+    parts = ", ".join(f"CAST({_quote(c)} AS DOUBLE)" for c in hits)
+    return f"coalesce({parts}) AS {role}" if len(hits) > 1 else f"{parts} AS {role}"
 
 
-def site_rank_table(root: str | Path, app: str | None = None) -> pl.DataFrame:
-    """Per (run, call site, thread): visits, compute and MPI time (ns), MPI bytes and calls, summed counters.
+def _regions(table: str, seq: str, site: str, extra: str) -> str:
+    """Rows of ``table`` with ``region_``: a new logical region per thread unless the previous row closed on a
+    polling call at the same site (see the module docstring)."""
+    polls = ", ".join(_literal(c) for c in POLLING_CALLS)
+    w = f"PARTITION BY run_id, appl, task, thread ORDER BY {seq}"
+    return f"""(SELECT *, sum(new_) OVER ({w} ROWS UNBOUNDED PRECEDING) AS region_ FROM (
+      SELECT x.run_id, x.appl, x.task, x.thread, x.{seq}, {site} AS call_site, x.duration_ns, {extra},
+             CASE WHEN lag(x.mpi_call) OVER ({w}) IN ({polls})
+                   AND lag({site}) OVER ({w}) IS NOT DISTINCT FROM {site} THEN 0 ELSE 1 END AS new_
+      FROM {table} x JOIN r USING (run_id)))"""
+
+
+def site_rank_table(root: str | Path, app: str | list[str] | None = None) -> pl.DataFrame:
+    """Per (run, call site, thread): visits (logical regions), compute and MPI time (ns), MPI bytes and calls,
+    summed counters.
 
     Columns: app, experiment, run_id, started_at, n_tasks, n_threads, call_site, appl, task, thread, visits,
     compute_ns (sum), compute_med_ns (median per visit), mpi_ns, mpi_med_ns,
@@ -74,26 +116,27 @@ def site_rank_table(root: str | Path, app: str | None = None) -> pl.DataFrame:
     try:
         cols = [r[0] for r in con.sql("DESCRIBE bursts").fetchall()]
         has_calls = bool(con.sql("SELECT count(*) FROM duckdb_views() WHERE view_name = 'mpi_calls'").fetchall()[0][0])
-        where = f"WHERE app = {_literal(app)}" if app is not None else ""
-        roles = ",\n  ".join(_role_sql(r, cols) for r in HISTORY_ROLES)
-        site = f"coalesce(b.call_site, b.mpi_call, {_literal(END_OF_THREAD)})"
-        csite = "coalesce(c.call_site, c.mpi_call)"
-        calls_cte = (f"""c AS (
-  SELECT c.run_id, {csite} AS call_site, c.appl, c.task, c.thread, count(*) AS mpi_calls, sum(c.duration_ns)::DOUBLE AS mpi_ns,
-         median(c.duration_ns)::DOUBLE AS mpi_med_ns,
-         sum(coalesce(c.bytes_sent, 0) + coalesce(c.bytes_recv, 0))::DOUBLE AS mpi_bytes
-  FROM mpi_calls c JOIN r USING (run_id) GROUP BY ALL)""" if has_calls else
+        names = [app] if isinstance(app, str) else app
+        where = f"WHERE app IN ({', '.join(_literal(a) for a in names)})" if names else ""
+        roles = ", ".join(_role_sql(r, cols) for r in HISTORY_ROLES)
+        sums = ", ".join(f"sum({r}) AS {r}" for r in HISTORY_ROLES)
+        bursts = _regions("bursts", "burst_seq", f"coalesce(x.call_site, x.mpi_call, {_literal(END_OF_THREAD)})", roles)
+        calls = _regions("mpi_calls", "call_seq", "coalesce(x.call_site, x.mpi_call)",
+                         "coalesce(x.bytes_sent, 0) + coalesce(x.bytes_recv, 0) AS bytes")
+        calls_cte = (f"""cr AS (SELECT run_id, call_site, appl, task, thread, region_, count(*) AS n,
+         sum(duration_ns)::DOUBLE AS dur, sum(bytes)::DOUBLE AS bytes FROM {calls} GROUP BY ALL),
+c AS (SELECT run_id, call_site, appl, task, thread, sum(n) AS mpi_calls, sum(dur) AS mpi_ns, median(dur) AS mpi_med_ns,
+         sum(bytes) AS mpi_bytes FROM cr GROUP BY ALL)""" if has_calls else
                      "c AS (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS call_site, NULL::INTEGER AS appl, "
                      "NULL::INTEGER AS task, NULL::INTEGER AS thread, "
                      "NULL::BIGINT AS mpi_calls, NULL::DOUBLE AS mpi_ns, NULL::DOUBLE AS mpi_med_ns, NULL::DOUBLE AS mpi_bytes "
                      "WHERE false)")
         sql = f"""
 WITH r AS (SELECT run_id, app, experiment, started_at, n_tasks, n_threads FROM runs {where}),
-b AS (
-  SELECT b.run_id, {site} AS call_site, b.appl, b.task, b.thread, count(*) AS visits, sum(b.duration_ns)::DOUBLE AS compute_ns,
-  median(b.duration_ns)::DOUBLE AS compute_med_ns,
-  {roles}
-  FROM bursts b JOIN r USING (run_id) GROUP BY ALL),
+br AS (SELECT run_id, call_site, appl, task, thread, region_, sum(duration_ns)::DOUBLE AS dur, {sums}
+       FROM {bursts} GROUP BY ALL),
+b AS (SELECT run_id, call_site, appl, task, thread, count(*) AS visits, sum(dur) AS compute_ns,
+             median(dur) AS compute_med_ns, {sums} FROM br GROUP BY ALL),
 {calls_cte}
 SELECT r.app, r.experiment, r.run_id, r.started_at, r.n_tasks, r.n_threads, b.call_site, b.appl, b.task, b.thread,
        b.visits,
@@ -110,8 +153,21 @@ ORDER BY r.app, r.started_at, r.run_id, b.call_site, b.appl, b.task, b.thread"""
         con.close()
 
 
-def site_history(root: str | Path, app: str | None = None) -> pl.DataFrame:
-    """One row per (app, configuration, point, call site): the signals of that call site that night.
+def _with_app_total(t: pl.DataFrame) -> pl.DataFrame:
+    """``t`` plus one :data:`APP_TOTAL` row per (run, rank): every site's compute and MPI time and counters summed,
+    as a single visit."""
+    keys = ["app", "experiment", "run_id", "started_at", "n_tasks", "n_threads", "appl", "task", "thread"]
+    total = t.group_by(keys).agg(
+        pl.lit(APP_TOTAL).alias("call_site"), pl.lit(1, pl.Int64).alias("visits"),
+        pl.col("compute_ns").sum(), pl.col("compute_ns").sum().alias("compute_med_ns"), pl.col("mpi_ns").sum(),
+        pl.col("mpi_ns").sum().alias("mpi_med_ns"), pl.col("mpi_calls").sum(), pl.col("mpi_bytes").sum(),
+        *[pl.when(pl.col(r).is_not_null().all()).then(pl.col(r).sum()).alias(r) for r in HISTORY_ROLES])
+    return pl.concat([t, total.select(t.columns)], how="vertical_relaxed")
+
+
+def site_history(root: str | Path, app: str | list[str] | None = None) -> pl.DataFrame:
+    """One row per (app, configuration, point, call site): the signals of that call site that night (the
+    :data:`APP_TOTAL` site is the whole run: its time is the rank's compute + MPI time of the run).
 
     Signals (NULL where no run of the point recorded what they need):
 
@@ -131,7 +187,7 @@ def site_history(root: str | Path, app: str | None = None) -> pl.DataFrame:
     t = site_rank_table(root, app)
     if t.height == 0:
         return pl.DataFrame()
-    t = t.with_columns(
+    t = _with_app_total(t).with_columns(
         pl.format("{}x{}", pl.col("n_tasks"), pl.col("n_threads")).alias("config"),
         pl.format("{}@{}", pl.col("experiment"), pl.col("started_at").dt.date()).alias("point"))
     ins_ok = pl.col("ins") > 0

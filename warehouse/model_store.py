@@ -41,8 +41,11 @@ MODEL_SCHEMA: dict[str, pl.DataType] = {
     "features": pl.List(pl.String()), "counters": pl.List(pl.String()),
     "cv_r2": pl.Float64(), "cv_mape": pl.Float64(), "cv_folds": pl.Int64(), "train_r2": pl.Float64(),
     "train_mape": pl.Float64(), "metrics": pl.String(), "params": pl.String(), "library_versions": pl.String(),
-    "artifact": pl.String(), "artifact_sha256": pl.String(), "fingerprint": pl.String(),
+    "artifact": pl.String(), "artifact_sha256": pl.String(), "fingerprint": pl.String(), "status": pl.String(),
 }
+#: ``status`` of a model: ``ok``; ``rejected`` (worse than the mean on unseen applications, R² < 0: not used
+#: unless asked for by id); ``unevaluated`` (fewer than two applications to test it on unseen ones)
+STATUSES: tuple[str, ...] = ("ok", "rejected", "unevaluated")
 PREDICTION_SCHEMA: dict[str, pl.DataType] = {
     "model_id": pl.String(), "target": pl.String(), "experiment": pl.String(), "run_id": pl.String(),
     "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(), "burst_seq": pl.Int64(),
@@ -95,11 +98,15 @@ def read_models(wh: Warehouse) -> pl.DataFrame:
     files = sorted(models_dir(wh).glob(f"*/{RECORD}")) if models_dir(wh).is_dir() else []
     if not files:
         return pl.DataFrame(schema=MODEL_SCHEMA)
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed").sort("created_at", "model_id")
+    out = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed").sort("created_at", "model_id")
+    if "status" not in out.columns:  # versions written before models had a status
+        out = out.with_columns(pl.lit(None, pl.String).alias("status"))
+    return out
 
 
 def model_record(wh: Warehouse, model_id: str | None = None, target: str | None = None) -> dict:
-    """One model's row: ``model_id``, else the newest model (of ``target`` if given); raises UnknownModelError."""
+    """One model's row: ``model_id`` (whatever its status), else the newest model that is not ``rejected`` (of
+    ``target`` if given); raises UnknownModelError."""
     models = read_models(wh)
     if model_id is not None:
         hit = models.filter(pl.col("model_id") == model_id)
@@ -110,10 +117,16 @@ def model_record(wh: Warehouse, model_id: str | None = None, target: str | None 
         return hit.row(0, named=True)
     if target is not None:
         models = models.filter(pl.col("target") == target)
+    what = f" for target {target!r}" if target else ""
     if models.height == 0:
-        what = f" for target {target!r}" if target else ""
         raise UnknownModelError(f"no model{what} in {wh.root} (train one with `synthtrace train`)")
-    return models.row(models.height - 1, named=True)
+    usable = models.filter(pl.col("status").fill_null("ok") != "rejected")
+    if usable.height == 0:
+        newest = models.row(models.height - 1, named=True)
+        raise UnknownModelError(f"no usable model{what} in {wh.root}: every one is rejected (the newest, "
+                                f"{newest['model_id']}, has R² {newest['cv_r2']:.3f} on unseen applications); "
+                                "pass --model ID to use one anyway")
+    return usable.row(usable.height - 1, named=True)
 
 
 def read_artifact(wh: Warehouse, record: dict) -> bytes:
