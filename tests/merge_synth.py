@@ -141,11 +141,12 @@ def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int
         call_dur = np.where(kind == "collective", rr.uniform(20e3, 200e3, n), rr.uniform(1e3, 8e3, n))
         call_dur = np.where(is_poll | (call == "MPI_Test"), rr.uniform(300, 900, n), call_dur)
         # times: per task, bursts and calls alternate
-        step = dur + call_dur
+        # integer nanoseconds first, so that a burst starts exactly when the call before it ends (as in a trace)
+        step = dur.astype(np.int64) + call_dur.astype(np.int64)
         start = np.cumsum(step) - step
         task_first = np.r_[0, np.flatnonzero(np.diff(task)) + 1]
         offset = np.repeat(start[task_first], np.diff(np.r_[task_first, n]))
-        start = (start - offset).astype(np.int64) + 1000
+        start = start - offset + 1000
         end = start + dur.astype(np.int64)
         cend = end + call_dur.astype(np.int64)
         seq = np.arange(n) - np.repeat(task_first, np.diff(np.r_[task_first, n]))
