@@ -34,7 +34,7 @@ The alignment works in three levels so its cost stays linear in the number of bu
    processed before the round's collective in one run and before the next ``MPI_Iprobe`` in the other. Changes
    are kept chain by chain when they lower the cost, so a substitution never displaces a pair with the same
    signature. Last, key pairs that crossed another (and so could not be anchors) are restored where the
-   programme left their bursts unmatched or paired with another signature (:func:`anchors.key_repair`).
+   programme left both their bursts unmatched (:func:`anchors.key_repair`).
 
 Why the dynamic programme is hand-written (compiled with Numba): the general-purpose aligners on PyPI (edlib,
 parasail, rapidfuzz's Levenshtein) score symbols with a fixed substitution matrix and uniform gaps; they cannot
@@ -839,10 +839,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
                    config.band, config.max_cells, prm, out)
     for pi, pj in ((ki, kj), (mi, mj)):  # key pairs, then message pairs, outrank what behaviour chose
         if pi.size:
-            same = np.zeros(out.size, bool)
-            hit = out >= 0
-            same[hit] = rs[hit] == os_[out[hit]]
-            out = key_repair(out, same, pi, pj)
+            out = key_repair(out, pi, pj)
             keyed = out[pi] == pj
             rp[pi[keyed]] = 0.0  # a pair named by its logical position: no position term
             op[pj[keyed]] = 0.0

@@ -22,8 +22,9 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
    partner (a window that starts mid-iteration; :func:`_offsets`);
 4. bursts of the two runs with the same logical position and plausible behaviour (reference counters and duration
    within the aligner's rejection limits) form **key pairs**. Messages completed in another order
-   (``MPI_ANY_SOURCE``, ``MPI_Waitany``) make key pairs cross; the longest monotone chain of key pairs of each
-   thread (:func:`_chain`, O(n log n)) is the set of anchors between which the aligner runs its dynamic programme
+   (``MPI_ANY_SOURCE``, ``MPI_Waitany``) make key pairs cross: those anchor nothing (whether the work before a
+   receive follows the position or the message, behaviour decides in the dynamic programme). The longest
+   monotone chain of the other key pairs of each thread (:func:`_chain`, O(n log n)) is the set of anchors between which the aligner runs its dynamic programme
    on short segments, so the cost stays linear in the number of bursts. The key pairs left out of the chain still
    name the true partner of their bursts: :func:`key_repair` restores them after the dynamic programme, and so
    the **message pairs** (same opening message, same iteration) of bursts whose closing calls differ.
@@ -224,7 +225,15 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     ri, oj = _join_pairs(rk, ok, ON)
     keep = _plausible(ref, other, ri, oj, features, *reject)
     ri, oj = ri[keep], oj[keep]
-    chain = _chain(ref.get_column("_tid").to_numpy()[ri], oj)
+    # a pair that crosses another of its iteration (messages completed in another order) anchors nothing: its
+    # place among the iteration's key pairs differs between the runs
+    it = rk.get_column("_it").to_numpy()[ri]
+    tid = ref.get_column("_tid").to_numpy()[ri]
+    place = pl.DataFrame({"t": tid, "i": it, "r": ri, "o": oj}).select(
+        (pl.col("r").rank("ordinal").over("t", "i") == pl.col("o").rank("ordinal").over("t", "i")).alias("s"))
+    straight = place.get_column("s").to_numpy()
+    chain = np.zeros(ri.size, bool)
+    chain[straight] = _chain(tid[straight], oj[straight])
     msg = ["_tid", "_it", "osig", "_mrank"]
     rm, om = ((k.with_columns(pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
                .with_columns(pl.int_range(pl.len()).over("_tid", "_it", "osig").alias("_mrank")))
@@ -234,17 +243,14 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     return ri, oj, chain, mi[keep], mj[keep]
 
 
-def key_repair(out: np.ndarray, same_sig: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:
-    """``out`` (other row per reference row, -1 unmatched) with key pairs restored where the aligner left their
-    reference row unmatched or matched to a burst of another signature (``same_sig`` False) and their other row
-    free or held by such a pair: a logical position named by structure outranks a pair chosen by behaviour."""
+def key_repair(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:
+    """``out`` (other row per reference row, -1 unmatched) with the pairs (``ri``, ``oj``) restored where the
+    aligner left both bursts unmatched: a logical position named by structure, where behaviour found nothing
+    better. (Where it paired them otherwise, e.g. by position across an ``MPI_ANY_SOURCE`` receive, behaviour
+    already judged, and its choice stands.)"""
     out = out.copy()
-    inv = np.full(max(int(oj.max(initial=-1)), int(out.max(initial=-1))) + 1, -1, np.int64)
-    hit = out >= 0
-    inv[out[hit]] = np.flatnonzero(hit)
-    weak = (out < 0) | ~same_sig
-    holder = inv[oj]
-    take = weak[ri] & ((holder < 0) | weak[np.maximum(holder, 0)]) & (out[ri] != oj)
-    out[holder[take & (holder >= 0)]] = -1
+    taken = np.zeros(max(int(oj.max(initial=-1)), int(out.max(initial=-1))) + 1, bool)
+    taken[out[out >= 0]] = True
+    take = (out[ri] < 0) & ~taken[oj]
     out[ri[take]] = oj[take]
     return out
