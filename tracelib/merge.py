@@ -203,6 +203,7 @@ def _call_histogram(calls: pl.DataFrame) -> str:
 def _align_other(ref: RunTables, o: RunTables, ref_seq: pl.DataFrame, ref_counters: list[str],
                  counters: list[str], options: MergeOptions, notes: list[str]) -> dict:
     """Align one other run to the reference: its rank correspondence, match table and signals."""
+    check_same_layout(ref, o)  # the same tasks and threads, whatever their numbering
     bursts, calls, renum = o.bursts, o.mpi_calls, None
     if options.map_ranks:
         renum = rank_mapping(ref.bursts, ref.mpi_calls, o.bursts, o.mpi_calls, (ref.run_name, o.run_name))
@@ -214,7 +215,6 @@ def _align_other(ref: RunTables, o: RunTables, ref_seq: pl.DataFrame, ref_counte
                      f"message graph and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
                      f"{', ...' if len(moved) > 8 else ''})")
     mapped = replace(o, bursts=bursts, mpi_calls=calls)
-    check_same_layout(ref, mapped)
     common = [c for c in ref_counters if c in counters]
     feats = pick_features(common)
     if not feats:

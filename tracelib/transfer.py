@@ -31,6 +31,8 @@ import polars as pl
 RATIO_CLIP = (0.25, 4.0)
 WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
 CHOICE_SAMPLE = 100_000  # bursts looked at to choose a rescaling counter
+AUTO_RESCALE = (0.95, 1.0, False)  # (min correlation, max exponent, clip) of rescaling chosen by default
+WORK_NOISE = 5.0  # work ratios within this many times the median |log ratio| of the pairs count as noise
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Plan:
     work: str | None = None
     rescale_by: str | None = None
     exponent: float = 0.0
+    work_tol: float = 0.0  # work ratios within exp(+-work_tol) are run-to-run noise of the counter: taken as 1
 
     @property
     def method(self) -> str:
@@ -74,7 +77,7 @@ def _best_correlated(bursts: pl.DataFrame, target: str, candidates: Sequence[str
 
 
 def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str],
-                    min_corr: float = 0.5) -> tuple[str, float] | None:
+                    min_corr: float = 0.5, max_exponent: float = 1.5, clip: bool = True) -> tuple[str, float] | None:
     """The reference counter to rescale ``target`` by, and the exponent, chosen on the source run's own bursts.
 
     Bursts closed by the same call on the same thread (the same code position, iteration after iteration) vary
@@ -82,7 +85,9 @@ def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str]
     rates ``log(target / work)`` and ``log(candidate / work)`` (work: instructions when recorded by both runs,
     else the candidate whose log values correlate best with the target) are compared; the candidate whose rate
     co-varies best with the target's, if the correlation reaches ``min_corr``, is returned with the regression
-    slope (clipped to [0, 1.5]) as exponent. None when nothing co-varies.
+    slope (clipped to [0, ``max_exponent``]; with ``clip`` False a slope beyond it gives None: the counter varies
+    more than its partner, by a part of its own that rescaling would amplify) as exponent. None when nothing
+    co-varies.
     """
     if bursts.height > CHOICE_SAMPLE:  # a choice, not an estimate: a regular sample of bursts is plenty
         bursts = bursts.gather_every(bursts.height // CHOICE_SAMPLE + 1)
@@ -112,9 +117,9 @@ def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str]
         corr = cov / (sd[0] * sd[k])
         if corr >= best_corr:
             best, best_corr, slope = c, corr, cov / sd[k] ** 2
-    if best is None:
+    if best is None or (not clip and slope > max_exponent):
         return None
-    return best, float(min(max(slope, 0.0), 1.5))
+    return best, float(min(max(slope, 0.0), max_exponent))
 
 
 def _ratio(ref_val: pl.Expr, src_val: pl.Expr, exponent: float) -> pl.Expr:
@@ -133,7 +138,8 @@ def transferred(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: p
         ref_bursts.select(pl.col(c).alias(f"_r_{c}") for c in used if c != counter))
     val = pl.col(f"_s_{counter}").cast(pl.Float64)
     if plan.work:
-        val = val * _ratio(pl.col(f"_r_{plan.work}"), pl.col(f"_s_{plan.work}"), 1.0 - plan.exponent)
+        w = _ratio(pl.col(f"_r_{plan.work}"), pl.col(f"_s_{plan.work}"), 1.0)
+        val = val * pl.when(w.log().abs() <= plan.work_tol).then(1.0).otherwise(w.pow(1.0 - plan.exponent))
     if plan.rescale_by:
         val = val * _ratio(pl.col(f"_r_{plan.rescale_by}"), pl.col(f"_s_{plan.rescale_by}"), plan.exponent)
     return sv.select(val.alias(counter)).get_column(counter)
@@ -154,11 +160,16 @@ class Choice:
     work: str | None
     rescale: bool
     loo: dict[str, tuple[float, float] | None]
+    forced: bool = False
+    work_tol: float = 0.0
 
     def plan(self, src_bursts: pl.DataFrame, counter: str, common: Sequence[str]) -> Plan:
-        """The plan for ``counter`` (a counter the reference run lacks)."""
-        r = rescale_counter(src_bursts, counter, common) if self.rescale else None
-        return Plan(self.work, r[0], r[1]) if r else Plan(self.work)
+        """The plan for ``counter`` (a counter the reference run lacks). Unless forced, rescaling needs a strong
+        co-variation and a slope of at most 1 (``AUTO_RESCALE``): the counter's own run-to-run variation is
+        unseen, so only a partner that carries it nearly whole is trusted."""
+        r = (rescale_counter(src_bursts, counter, common, *(() if self.forced else AUTO_RESCALE))
+             if self.rescale else None)
+        return Plan(self.work, r[0], r[1], self.work_tol) if r else Plan(self.work, work_tol=self.work_tol)
 
     def error(self, plan: Plan) -> tuple[float | None, float | None]:
         """Leave-one-out (median, p95) of the kind of ``plan``."""
@@ -170,15 +181,16 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
            long_ref: pl.Series, rescale: bool | None) -> Choice:
     """Leave-one-out over the common counters (see the module docstring); ``rescale`` None: by the estimate."""
     work = work_counter(common)
+    tol = _work_noise(ref_bursts, src_bursts, other_row, work, long_ref) if work else 0.0
     errs: dict[str, dict[str, tuple[float, float]]] = {"verbatim": {}, "per_ins": {}, "rescaled": {}}
     for c in common:
         others = [x for x in common if x != c]
         plans = {"verbatim": Plan()}
         if work and c != work:
-            plans["per_ins"] = Plan(work)
+            plans["per_ins"] = Plan(work, work_tol=tol)
         r = rescale_counter(src_bursts, c, others)
         if r and c != work:
-            plans["rescaled"] = Plan(work, *r) if work else Plan(None, *r)
+            plans["rescaled"] = Plan(work, *r, tol) if work else Plan(None, *r)
         for kind, plan in plans.items():
             e = relative_errors(transferred(ref_bursts, src_bursts, other_row, c, plan), ref_bursts.get_column(c),
                                 long_ref)
@@ -189,9 +201,21 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
     loo = {k: (max(m for m, _ in v.values()), max(p for _, p in v.values())) if v else None
            for k, v in errs.items()}
     use_work = bool(work) and _no_worse(errs["per_ins"], errs["verbatim"])
+    forced = rescale is True
     if rescale is None:
         rescale = _no_worse(errs["rescaled"], errs["per_ins" if use_work else "verbatim"])
-    return Choice(work if use_work else None, rescale, loo)
+    return Choice(work if use_work else None, rescale, loo, forced, tol)
+
+
+def _work_noise(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str,
+                long_ref: pl.Series) -> float:
+    """``WORK_NOISE`` times the median |log work ratio| of the long matched pairs: the instructions counter's own
+    run-to-run noise, below which a ratio says nothing about the work (log units)."""
+    r = pl.DataFrame({"a": ref_bursts.get_column(work).cast(pl.Float64),
+                      "b": src_bursts.get_column(work).cast(pl.Float64).gather(other_row), "k": long_ref})
+    med = r.filter(pl.col("k") & (pl.col("a") > 0) & (pl.col("b") > 0)).select(
+        (pl.col("a") / pl.col("b")).log().abs().median()).item()
+    return WORK_NOISE * float(med or 0.0)
 
 
 def _no_worse(new: dict[str, tuple[float, float]], old: dict[str, tuple[float, float]]) -> bool:

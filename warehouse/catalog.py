@@ -23,6 +23,7 @@ VIEW_FILES: dict[str, str] = {
     "uncore_samples": "runs/*/uncore/*.parquet",
     "merged_bursts": "experiments/*/merged_bursts.parquet",
     "merge_quality": "experiments/*/merge_quality.parquet",
+    "merge_matches": "experiments/*/merge_matches.parquet",
     "burst_metrics": "experiments/*/burst_metrics.parquet",
     "mpi_metrics": "experiments/*/mpi_metrics.parquet",
     "phase_metrics": "experiments/*/phase_metrics.parquet",
