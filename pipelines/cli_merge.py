@@ -5,12 +5,14 @@ import importlib
 from pathlib import Path
 from typing import Annotated, Any
 
+import polars as pl
 import typer
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
+from synthtrace.tracelib.merge_checks import worst
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.merged import experiment_runs, export_merged, merge_experiment
 
@@ -26,28 +28,32 @@ def merge(
                                                   "trace keeps; default: the first run by name.")] = None,
     export_prv: Annotated[Path | None, typer.Option("--export-prv", metavar="OUT_STEM", help="Also write the merged "
                                                     "trace as Paraver OUT_STEM.prv/.pcf/.row.")] = None,
-    rescale: Annotated[bool, typer.Option("--rescale/--no-rescale", help="Rescale transferred counters by the "
-                                          "reference-counter ratio of the matched bursts.")] = DEFAULT_RESCALE,
+    rescale: Annotated[bool | None, typer.Option("--rescale/--no-rescale", help="Force or forbid rescaling "
+                                                 "transferred counters by a co-varying reference counter of the "
+                                                 "matched bursts; default: chosen by the leave-one-out estimate.",
+                                                 show_default=False)] = DEFAULT_RESCALE,
     estimate_unmatched: Annotated[bool, typer.Option("--estimate-unmatched", help="Give unmatched bursts an "
                                                      "estimate flagged in the `estimated` column instead of NULL.")] = False,
     allow_timing_only: Annotated[bool, typer.Option("--allow-timing-only", help="Merge runs that share no counter, "
                                                     "matched by MPI structure and timing alone (lower scores).")] = False,
 ) -> None:
     """Merge the counters of an experiment's runs into its reference run's bursts; print the quality per counter."""
-    if export_prv is not None and not export_prv.parent.is_dir():
-        raise BadInputError(f"--export-prv {export_prv}: folder {export_prv.parent} does not exist")
     if export_prv is not None:
+        if export_prv.parent.exists() and not export_prv.parent.is_dir():
+            raise BadInputError(f"--export-prv {export_prv}: {export_prv.parent} is not a folder")
         _writer()  # fail before merging when the export cannot be done
     opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)
-    with err_console.status(f"merging {experiment}"):
+    with err_console.status(f"merging {experiment}: reading, aligning and transferring counters"):
         result = merge_experiment(wh, experiment, opts)
     print_quality(result)
     console.print(f"merged {result.merged.height} bursts of {result.reference_run} into "
                   f"{wh.experiment_dir(experiment)}", highlight=False, soft_wrap=True)
     if export_prv is not None:
-        prv = export_merged(wh, result, export_prv)
+        export_prv.parent.mkdir(parents=True, exist_ok=True)
+        with err_console.status(f"writing {export_prv}.prv"):
+            prv = export_merged(wh, result, export_prv)
         console.print(f"exported the merged trace to {prv} (.pcf, .row beside it)", highlight=False, soft_wrap=True)
 
 
@@ -56,7 +62,7 @@ def print_quality(result: MergeResult) -> None:
     t = Table(title=f"merge of {result.experiment} into {result.reference_run}", title_justify="left")
     t.add_column("counter", overflow="fold", min_width=12)
     t.add_column("source run", overflow="fold", min_width=10)
-    for name in ("coverage", ">=10us", "error", "p95", "x-run", "score"):
+    for name in ("coverage", ">=10us", "error", "p95", "x-run", "score", "verdict"):
         t.add_column(name, justify="right", no_wrap=True)
 
     def pct(v: Any) -> str:
@@ -68,11 +74,17 @@ def print_quality(result: MergeResult) -> None:
             src += f" (x ratio of {q['rescaled_by']})"
         t.add_row(q["counter"], src, pct(q["coverage"]), pct(q["coverage_long"]), pct(q["estimated_error"]),
                   pct(q["estimated_error_p95"]),
-                  pct(q["cross_run_diff"]), "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}")
+                  pct(q["cross_run_diff"]), "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}",
+                  q["verdict"])
     console.print(t)
+    reasons = result.quality.filter(pl.col("verdict") == worst(result.quality.get_column("verdict")))
+    why = next((r for r in reasons.get_column("verdict_reason").to_list() if r), "")
+    console.print(f"verdict for {result.experiment}: {worst(result.quality.get_column('verdict'))}"
+                  + (f" ({why})" if why else ""), highlight=False, soft_wrap=True)
     console.print("coverage: share of the reference's bursts with a value (>=10us: of those lasting 10 us or more); "
                   "error, p95: estimated relative error (leave-one-out on the reference counters); x-run: median "
-                  "difference between runs of a counter both recorded; score: mean match score", highlight=False,
+                  "difference between runs of a counter both recorded; score: mean match score; verdict: ok / "
+                  "suspect / bad from misalignment signals (see merge_quality.verdict_reason)", highlight=False,
                   style="dim")
     for w in result.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
@@ -100,7 +112,8 @@ def merge_step(experiment: str, warehouse: str | Path) -> dict[str, Any] | None:
         return None
     result = merge_experiment(wh, experiment)
     return {"experiment": experiment, "reference_run": result.reference_run, "n_bursts": result.merged.height,
-            "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list()))}
+            "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list())),
+            "verdict": worst(result.quality.get_column("verdict"))}
 
 
 def register(app: typer.Typer) -> None:

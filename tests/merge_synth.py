@@ -69,8 +69,19 @@ class SynthRun:
 
 def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int = 0, max_polls: int = 6,
               p_swap: float = 0.5, p_missing: float = 0.2, p_extra: float = 0.02, time_noise: float = 0.08,
-              work_spread: float = 0.6, counter_sets: list[list[str]] | None = None) -> list[SynthRun]:
-    """``n_runs`` runs of one program of ``n_tasks`` single-threaded tasks and ``n_iters`` iterations."""
+              work_spread: float = 0.6, counter_sets: list[list[str]] | None = None, coll_every: int = 1,
+              drift: float = 0.0, os_noise: float = 0.0, work_var: float = 0.0, p_split: float = 0.0,
+              renumber: bool = False) -> list[SynthRun]:
+    """``n_runs`` runs of one program of ``n_tasks`` single-threaded tasks and ``n_iters`` iterations.
+
+    Stress conditions (all off by default): ``coll_every`` k closes every k-th iteration with the world
+    collective and the others with an ``MPI_Sendrecv`` to the right neighbour (0: no collective at all);
+    ``drift``: run r runs ``1 + drift * r`` times slower (clock and node speed: its time drifts against the other
+    runs'); ``os_noise``: share of bursts hit by an OS interruption (duration and cycles x 1.5-4); ``work_var``:
+    sigma of a per-run lognormal factor on the work (instructions and every count) of each logical burst (dynamic
+    load balancing); ``p_split``: share of compute bursts split in two in runs > 0 (counters read at the split,
+    the first piece closed by no MPI call); ``renumber``: the last run numbers its tasks by a random permutation.
+    """
     rng = np.random.default_rng(seed)
     sets = counter_sets or [DEFAULT_SETS[i % len(DEFAULT_SETS)] for i in range(n_runs)]
     n_pos = len(_TEMPLATE)
@@ -99,17 +110,27 @@ def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int
         extra_mask = rr.random(n_logical) < p_extra
         ex_idx = np.flatnonzero(extra_mask)
         idx = np.concatenate([idx, ex_idx])
-        rep = np.concatenate([rep, np.full(ex_idx.size, -1)])
-        order = np.lexsort((np.where(rep < 0, -1, rep), idx))  # extra first, then compute, then polls
+        rep = np.concatenate([rep, np.full(ex_idx.size, -2)])
+        # split bursts: a first piece (rep -1) before the compute burst of a long logical burst
+        split = (rr.random(n_logical) < p_split) & present & (mean_log_ins >= 5.0) if r > 0 else np.zeros(n_logical, bool)
+        sp_idx = np.flatnonzero(split)
+        idx = np.concatenate([idx, sp_idx])
+        rep = np.concatenate([rep, np.full(sp_idx.size, -1)])
+        order = np.lexsort((rep, idx))  # extra first, then the split piece, then compute, then polls
         idx, rep = idx[order], rep[order]
         n = idx.size
         is_poll = rep > 0
-        is_extra = rep < 0
+        is_extra = rep == -2
+        is_piece = rep == -1
+        share = np.where(is_piece, rr.uniform(0.2, 0.8, n), 1.0)  # the first piece's share of the work
+        share = np.where(~is_piece & np.r_[False, is_piece[:-1]], 1.0 - np.r_[0.0, share[:-1]], share)
         task = tasks[idx]
         p = pos[idx]
         # behaviour in this run
-        d = np.exp(rr.normal(0, time_noise, n))
-        ins = base_ins[idx] * np.exp(rr.normal(0, 0.001, n))
+        d = np.exp(rr.normal(0, time_noise, n)) * (1.0 + drift * r)
+        d = np.where(rr.random(n) < os_noise, d * rr.uniform(1.5, 4.0, n), d)
+        work = np.exp(rr.normal(0, work_var, n_logical))[idx] if work_var else 1.0
+        ins = base_ins[idx] * np.exp(rr.normal(0, 0.001, n)) * work * share
         ins = np.where(is_poll, rr.uniform(800, 2500, n), ins)
         ins = np.where(is_extra, rr.uniform(2e3, 2e5, n), ins)
         cyc = ins / base_ipc[idx] * d * np.exp(rr.normal(0, 0.01, n))
@@ -133,23 +154,43 @@ def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int
         any_rows = np.isin(p, ANY_POS)
         peer = np.where(any_rows, np.where(got_left, left, right), peer)
         nbytes = np.where(any_rows, np.where(got_left, 4096, 16384), nbytes)
+        closing = p == len(_TEMPLATE) - 1
+        collective = closing & ((np.arange(n_iters)[iters[idx]] % coll_every == coll_every - 1) if coll_every
+                                else np.zeros(n, bool))
+        call = np.where(closing & ~collective, "MPI_Sendrecv", call)
+        kind = np.where(closing & ~collective, "point_to_point", kind)
+        site = np.where(closing & ~collective, "solve (main.c:98)", site)
+        peer = np.where(closing & ~collective, right, peer)
         call = np.where(is_extra, "MPI_Comm_rank", call)
         kind = np.where(is_extra, "other", kind)
         site = np.where(is_extra, "setup (main.c:5)", site)
-        peer = np.where(is_extra, 0, peer)
-        nbytes = np.where(is_extra, 0, nbytes)
+        peer = np.where(is_extra | is_piece, 0, peer)
+        nbytes = np.where(is_extra | is_piece, 0, nbytes)
         call_dur = np.where(kind == "collective", rr.uniform(20e3, 200e3, n), rr.uniform(1e3, 8e3, n))
         call_dur = np.where(is_poll | (call == "MPI_Test"), rr.uniform(300, 900, n), call_dur)
+        call_dur = np.where(is_piece, rr.uniform(2e3, 2e4, n), call_dur)  # not running: counters read, I/O
         # times: per task, bursts and calls alternate
-        step = dur + call_dur
+        # integer nanoseconds first, so that a burst starts exactly when the call before it ends (as in a trace)
+        step = dur.astype(np.int64) + call_dur.astype(np.int64)
         start = np.cumsum(step) - step
         task_first = np.r_[0, np.flatnonzero(np.diff(task)) + 1]
         offset = np.repeat(start[task_first], np.diff(np.r_[task_first, n]))
-        start = (start - offset).astype(np.int64) + 1000
+        start = start - offset + 1000
         end = start + dur.astype(np.int64)
         cend = end + call_dur.astype(np.int64)
         seq = np.arange(n) - np.repeat(task_first, np.diff(np.r_[task_first, n]))
-        logical = np.where(is_extra, -(np.arange(n) + 1) - r * 10_000_000_000, idx * 100 + np.maximum(rep, 0))
+        logical = np.where(is_extra, -(np.arange(n) + 1) - r * 10_000_000_000,
+                           np.where(is_piece, idx * 100 + 99, idx * 100 + np.maximum(rep, 0)))
+        if renumber and r == n_runs - 1 and n_runs > 1:
+            perm = rr.permutation(n_tasks) + 1
+            task = perm[task - 1]
+            peer = np.where(peer > 0, perm[np.maximum(peer, 1) - 1], 0)
+            o = np.lexsort((np.arange(n), task))  # the new numbering's order: rows of a task together
+            arrays = [task, start, end, cend, call, kind, site, peer, nbytes, call_dur, logical, is_piece]
+            task, start, end, cend, call, kind, site, peer, nbytes, call_dur, logical, is_piece = (x[o] for x in arrays)
+            values = {c: v[o] for c, v in values.items()}
+            task_first = np.r_[0, np.flatnonzero(np.diff(task)) + 1]
+            seq = np.arange(n) - np.repeat(task_first, np.diff(np.r_[task_first, n]))
         run_id = f"synth{r}"
         i32 = pl.Int32
         keys = {"appl": np.ones(n, np.int32), "task": task.astype(np.int32), "thread": np.ones(n, np.int32)}
@@ -157,25 +198,53 @@ def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int
                               **{c: np.round(v).astype(np.int64) for c, v in values.items()}})
         bursts = pl.DataFrame({
             "run_id": [run_id] * n, **keys, "burst_seq": seq, "cpu": task.astype(np.int32), "start_ns": start,
-            "end_ns": end, "duration_ns": end - start, "mpi_call": call.astype(str), "call_site": site.astype(str),
+            "end_ns": end, "duration_ns": end - start,
+            "mpi_call": pl.Series(call.astype(str)).scatter(np.flatnonzero(is_piece), None),
+            "call_site": pl.Series(site.astype(str)).scatter(np.flatnonzero(is_piece), None),
             **{c: np.round(values[c]).astype(np.int64) for c in sets[r]}})
         calls = pl.DataFrame({
             "run_id": [run_id] * n, **keys, "call_seq": seq, "cpu": task.astype(np.int32),
             "mpi_call": call.astype(str), "mpi_kind": kind.astype(str), "start_ns": end, "end_ns": cend,
             "duration_ns": cend - end,
-            "bytes_sent": np.where(np.isin(call, ["MPI_Isend", "MPI_Allreduce"]), nbytes, 0).astype(np.int64),
-            "bytes_recv": np.where(np.isin(call, ["MPI_Irecv", "MPI_Recv", "MPI_Allreduce"]), nbytes, 0).astype(np.int64),
+            "bytes_sent": np.where(np.isin(call, ["MPI_Isend", "MPI_Allreduce", "MPI_Sendrecv"]), nbytes, 0
+                                   ).astype(np.int64),
+            "bytes_recv": np.where(np.isin(call, ["MPI_Irecv", "MPI_Recv", "MPI_Allreduce", "MPI_Sendrecv"]), nbytes, 0
+                                   ).astype(np.int64),
             "peer": pl.Series(peer.astype(np.int32)).replace(0, None),
             "n_messages": (peer > 0).astype(np.int32),
             "comm": pl.Series(np.where(kind == "collective", WORLD_COMM, 0)).replace(0, None),
             "root": pl.Series([None] * n, dtype=i32), "tag": pl.Series([None] * n, dtype=pl.Int64),
-            "call_site": site.astype(str)})
+            "call_site": site.astype(str)}).filter(~pl.Series(is_piece))  # a split piece ends at no call
         runs.append(SynthRun(run_id, f"synth.run{r}", bursts, calls, truth, list(sets[r])))
     return runs
 
 
 def true_matches(ref: SynthRun, other: SynthRun) -> pl.DataFrame:
     """For every reference burst, the other run's burst with the same logical identity (NULL if it has none)."""
-    o = other.truth.select("appl", "task", "thread", pl.col("burst_seq").alias("true_seq"), "logical")
+    o = other.truth.select(pl.col("task").alias("true_task"), pl.col("burst_seq").alias("true_seq"), "logical")
     return ref.truth.select("appl", "task", "thread", "burst_seq", "logical", "duration_ns").join(
-        o, on=["appl", "task", "thread", "logical"], how="left", maintain_order="left")
+        o, on="logical", how="left", maintain_order="left")
+
+
+#: the stress conditions of issue 12, as options of :func:`make_runs` (4 ranks, 2 runs unless told otherwise)
+CONDITIONS: dict[str, dict] = {
+    "p2p only, 2,000 iterations": dict(n_tasks=4, n_iters=2000, n_runs=2, coll_every=0, drift=0.02),
+    "collective every 100 iterations": dict(n_tasks=16, n_iters=1000, n_runs=2, coll_every=100, drift=0.02),
+    "ranks renumbered": dict(n_tasks=8, n_iters=200, n_runs=2, coll_every=0, renumber=True),
+    "split bursts": dict(n_tasks=4, n_iters=500, n_runs=2, p_split=0.05),
+    "dynamic load balancing": dict(n_tasks=4, n_iters=500, n_runs=2, work_var=0.3),
+    "long polling loops": dict(n_tasks=4, n_iters=300, n_runs=2, max_polls=400),
+    "OS noise and drift": dict(n_tasks=4, n_iters=1000, n_runs=3, coll_every=0, drift=0.05, os_noise=0.02),
+}
+
+
+def score(ref: SynthRun, other: SynthRun, matches: pl.DataFrame, min_ns: int = 10_000) -> tuple[float, int]:
+    """(share of reference bursts >= ``min_ns`` matched to their true logical burst, or left unmatched when the
+    other run has none; number scored) from merge_matches rows of ``other``."""
+    t = true_matches(ref, other).filter(pl.col("duration_ns") >= min_ns)
+    m = matches.filter(pl.col("other_run_id") == other.run_id).select(
+        "appl", "task", "thread", "burst_seq", "other_task", "other_burst_seq")
+    j = t.join(m, on=["appl", "task", "thread", "burst_seq"], how="left")
+    right = ((pl.col("true_seq").is_null() & pl.col("other_burst_seq").is_null())
+             | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_seq") == pl.col("other_burst_seq"))))
+    return float(j.select(right.fill_null(False).mean()).item()), j.height

@@ -10,29 +10,31 @@ run. A burst is described by
 - its **opening message** (``osig``): the call that opened it with its partner and size, when it has a partner —
   what the burst works on after an ``MPI_ANY_SOURCE`` receive, whatever call happens to end it;
 - its **behaviour**: ``log1p`` of the reference counters (counters recorded by both runs, e.g. PAPI_TOT_INS),
-  ``log1p`` of its duration in microseconds, and its relative position (0..1) in its phase — the bursts between
-  two collectives on the world communicator.
+  ``log1p`` of its duration in microseconds, and its relative position (0..1) in its segment (below).
 
-The alignment works in three levels so its cost stays near-linear in the number of bursts:
+The alignment works in three levels so its cost stays linear in the number of bursts:
 
-1. **identical sequences** (same length, same signature at every position) align one-to-one (vectorised in
-   Polars, no dynamic programming at all);
-2. otherwise the thread is split at its **anchors**, the bursts closed by a collective on the world communicator.
-   Equal anchor sequences pair up k-th to k-th; otherwise the anchor sequences themselves are aligned (a small
-   dynamic programme over anchors, scored by signature and by the size of the segment before each anchor);
-3. the **segments** between paired anchors are aligned one by one: identical segments one-to-one, the others by a
+1. **identical sequences** (same length, same signature at every position) align one-to-one;
+2. otherwise the **anchors** of :mod:`synthtrace.tracelib.anchors` split every thread: bursts named by their
+   logical position (iteration of the thread's own call sequence, exact signature, rank in the iteration) in both
+   runs, the longest monotone chain of them. No time position over a phase or a run enters: runs whose clocks
+   drift apart by many iterations, without any collective, still pair iteration k with iteration k;
+3. the **segments** between consecutive anchors (mostly a few bursts: polling iterations, an optional call,
+   messages completed in another order) are aligned one by one: identical segments one-to-one, the others by a
    banded Needleman-Wunsch dynamic programme whose match cost is structural (loose signatures must agree; a
-   differing peer/size costs ``w_peer``) plus behavioural (reference counters, duration, phase position), with a
-   per-burst gap cost that is small for tiny bursts (polling iterations of ``MPI_Test``/``MPI_Iprobe`` loops) and
-   large for long ones, a match bonus, and a hard rejection of implausible pairs (reference counters or duration
-   too far apart). The first and last segments of a thread have free end gaps: chopped traces start and end at
-   different points of the execution. Two re-pairing passes follow the DP of each segment: by exact signature
-   (messages completed in another order, :func:`_repair_order`), then by opening message over the segment *and
-   the anchor that closes it* (:func:`_repair_substitutions`): a pair whose closing calls differ is allowed there
-   when the opening messages agree and the reference counters and duration agree closely (a **substitution**,
-   cost ``w_sub``), e.g. the last result of a master-worker round, processed before the round's collective in one
-   run and before the next ``MPI_Iprobe`` in the other. Changes are kept chain by chain when they lower the cost,
-   so a substitution never displaces a pair with the same signature.
+   differing peer/size costs ``w_peer``) plus behavioural (reference counters, duration, position *within the
+   segment*), with a per-burst gap cost that is small for tiny bursts (polling iterations of
+   ``MPI_Test``/``MPI_Iprobe`` loops) and large for long ones, a match bonus, and a hard rejection of implausible
+   pairs (reference counters or duration too far apart). The first and last segments of a thread have free end
+   gaps: chopped traces start and end at different points of the execution. Two re-pairing passes follow the DP
+   of each segment: by exact signature (messages completed in another order, :func:`_repair_order`), then by
+   opening message over the segment *and the anchor that closes it* (:func:`_repair_substitutions`): a pair
+   whose closing calls differ is allowed there when the opening messages agree and the reference counters and
+   duration agree closely (a **substitution**, cost ``w_sub``), e.g. the last result of a master-worker round,
+   processed before the round's collective in one run and before the next ``MPI_Iprobe`` in the other. Changes
+   are kept chain by chain when they lower the cost, so a substitution never displaces a pair with the same
+   signature. Last, key pairs that crossed another (and so could not be anchors) are restored where the
+   programme left both their bursts unmatched (:func:`anchors.key_repair`).
 
 Why the dynamic programme is hand-written (compiled with Numba): the general-purpose aligners on PyPI (edlib,
 parasail, rapidfuzz's Levenshtein) score symbols with a fixed substitution matrix and uniform gaps; they cannot
@@ -54,6 +56,7 @@ import numpy as np
 import polars as pl
 from numba import njit, prange
 
+from synthtrace.tracelib.anchors import key_pairs, key_repair
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.schema import THREAD_KEYS
 
@@ -72,7 +75,7 @@ class AlignConfig:
     A pair (reference burst i, other burst j) with equal loose signatures costs
     ``w_peer * [signatures differ] + w_feat * mean_k |f_ik - f_jk| + w_dur * |ldur_i - ldur_j|
     + w_pos * |pos_i - pos_j| - bonus`` where ``f`` are ``log1p`` reference counters, ``ldur`` is
-    ``log1p(duration / 1 us)`` and ``pos`` the relative position (0..1) in the phase. A pair whose mean
+    ``log1p(duration / 1 us)`` and ``pos`` the relative position (0..1) in the segment between two anchors. A pair whose mean
     reference-counter log difference exceeds ``reject_feat`` or whose duration log difference exceeds
     ``reject_dur`` is never matched, nor is a pair whose loose signatures differ, except as a substitution in the
     re-pairing by opening message (see ``w_sub``). Leaving a burst unmatched costs
@@ -95,9 +98,9 @@ class AlignConfig:
     # timing-only matching (no reference counter in common): duration weighs more, scores are lowered
     w_dur_timing_only: float = 1.0
     timing_only_factor: float = 0.6
-    # anchors: cost of pairing two collectives = w_peer * [signatures differ] + |segment size log diffs|
-    anchor_bonus: float = 3.0
-    anchor_gap: float = 0.5
+    # anchors from the logical positions of :mod:`synthtrace.tracelib.anchors` (False: one dynamic programme per
+    # thread, positions over the whole thread: the aligner without its anchors, for tests and benchmarks)
+    anchors: bool = True
     # score of a match: struct factor (1 same signature, peer_score same loose signature, sub_score a substitution)
     # * exp(-behaviour cost)
     peer_score: float = 0.8
@@ -115,14 +118,6 @@ class AlignConfig:
 
 
 # --------------------------------------------------------------------------------------------- preparation
-def world_communicators(calls: pl.DataFrame) -> pl.DataFrame:
-    """Per appl, the communicators (``comm``, NULL read as -1) of collectives that every task of the appl calls."""
-    coll = calls.filter(pl.col("mpi_kind") == "collective").select("appl", "task", pl.col("comm").fill_null(-1))
-    n_tasks = calls.group_by("appl").agg(pl.col("task").n_unique().alias("_n"))
-    return (coll.group_by("appl", "comm").agg(pl.col("task").n_unique().alias("_k"))
-            .join(n_tasks, on="appl").filter(pl.col("_k") == pl.col("_n")).select("appl", "comm"))
-
-
 def thread_id(appl: pl.Expr | str = "appl", task: pl.Expr | str = "task", thread: pl.Expr | str = "thread") -> pl.Expr:
     """One Int64 per (appl, task, thread) that sorts like the triple (appl < 2^20, task and thread < 2^21)."""
     def col(x):
@@ -179,20 +174,18 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     """One run's bursts prepared for alignment, sorted by thread and ``burst_seq`` (a sorted input keeps its order).
 
     Columns: appl, task, thread, burst_seq, start_ns, end_ns, duration_ns (ns), mpi_call, peer, bytes_sent,
-    bytes_recv (bytes), sig, lsig (UInt64 signature hashes), osig (UInt64 hash of the opening call, its partner
+    bytes_recv (bytes), sig, lsig, csig (UInt64 hashes of the signature, the loose signature and the closing
+    call alone), osig (UInt64 hash of the opening call, its partner
     and the bytes it received, when that call has a partner; else the ``osig`` the previous burst got from its own
-    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), anchor (closed by a world collective), phase (number
-    of anchors before the burst on its thread), pos (relative start position in the phase, 0..1), ldur
-    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), seg_n / seg_work (``log1p`` of the number of
-    bursts and of the microseconds of computation of the phase that an anchor closes),
-    and ``f_<counter>`` = ``log1p(counter)`` (NaN when not recorded) for each of ``features``.
+    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), ldur
+    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN when not recorded) for each of ``features``.
     """
     need = {*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"}
     if missing := need - set(bursts.columns):
         raise AlignmentInputError(f"bursts table lacks columns {sorted(missing)}")
     if missing := [f for f in features if f not in bursts.columns]:
         raise AlignmentInputError(f"bursts table lacks counters {missing}")
-    call_cols = {"mpi_kind": pl.String, "peer": pl.Int32, "bytes_sent": pl.Int64, "bytes_recv": pl.Int64,
+    call_cols = {"peer": pl.Int32, "bytes_sent": pl.Int64, "bytes_recv": pl.Int64,
                  "comm": pl.Int64}
     thr = THREAD_KEYS
     b = (bursts.select(*[pl.col(k).cast(pl.Int32) for k in thr], "burst_seq", "start_ns", "end_ns", "duration_ns",
@@ -216,49 +209,25 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         b = b.with_columns(c.select(pl.col("peer").gather(idx).alias("open_peer"),
                                     pl.col("bytes_recv").gather(idx).alias("open_bytes"),
                                     pl.col("_csig").gather(idx).alias("open_call")))
-        world = world_communicators(calls)
     else:
         b = b.with_columns(*[pl.lit(None, t).alias(k) for k, t in call_cols.items()],
                            pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"),
                            pl.lit(None, pl.UInt64).alias("open_call"))
-        world = pl.DataFrame(schema={"appl": pl.Int32, "comm": pl.Int64})
-    wkey = (pl.col("appl").cast(pl.Int64) * (1 << 40) + pl.col("comm").fill_null(-1))
-    world_keys = world.select(wkey.alias("k")).get_column("k")
     b = b.with_columns(
         pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv", "open_peer", "open_bytes")
         .hash(SIG_SEED).alias("sig"),
         pl.struct("mpi_call", "call_site", "comm").hash(SIG_SEED).alias("lsig"),
+        pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv").hash(SIG_SEED).alias("csig"),
         # the message a burst starts with: only for an opening call with a partner; 0 = none
         pl.when(pl.col("open_peer").is_not_null())
         .then(pl.struct("open_call", "open_peer", "open_bytes").hash(SIG_SEED).replace(0, 1)).otherwise(0)
         .cast(pl.UInt64).alias("osig"),
-        ((pl.col("mpi_kind") == "collective") & wkey.is_in(world_keys.implode())).fill_null(False).alias("anchor"),
     )
-    # phases: contiguous runs of a thread's bursts ending at an anchor (numpy segment reductions, no group-by)
     n = b.height
     tid = b.get_column("_tid").to_numpy()
-    anchor = b.get_column("anchor").to_numpy()
-    start = b.get_column("start_ns").to_numpy().astype(np.float64)
-    end = b.get_column("end_ns").to_numpy().astype(np.float64)
     dur = b.get_column("duration_ns").to_numpy().astype(np.float64)
-    work = dur / 1e3  # microseconds: the same measure in every run, whatever counters it recorded
     new_thread = np.ones(n, bool)
     new_thread[1:] = tid[1:] != tid[:-1]
-    first = new_thread.copy()
-    first[1:] |= anchor[:-1]
-    seg = np.cumsum(first) - 1
-    idx = np.flatnonzero(first)
-    if n:
-        t0 = np.minimum.reduceat(start, idx)[seg]
-        t1 = np.maximum.reduceat(end, idx)[seg]
-        seg_n = np.log1p(np.diff(np.r_[idx, n]).astype(np.float64))[seg]
-        seg_work = np.log1p(np.add.reduceat(work, idx))[seg]
-        thread_first_seg = np.maximum.accumulate(np.where(new_thread, seg, 0))
-        phase = seg - thread_first_seg
-    else:
-        t0 = t1 = seg_n = seg_work = np.zeros(0)
-        phase = np.zeros(0, np.int64)
-    pos = (start - t0) / np.maximum(t1 - t0, 1.0)
     # a burst opened by a call without a partner right after a short burst (a housekeeping probe between a
     # receive and the work on its message) starts with that short burst's message (one step, not along a chain)
     osig = b.get_column("osig").to_numpy()
@@ -267,13 +236,11 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     osig = np.where(carry, np.roll(osig, 1), osig)
     b = b.with_columns(
         pl.Series("osig", osig, pl.UInt64),
-        pl.Series("phase", phase, pl.Int64), pl.Series("pos", pos, pl.Float64),
         pl.Series("ldur", np.log1p(dur / 1e3), pl.Float64),
         pl.Series("gap", config.gap_base + config.gap_size * dur / (dur + config.gap_half_ns), pl.Float64),
-        pl.Series("seg_n", seg_n, pl.Float64), pl.Series("seg_work", seg_work, pl.Float64),
         *[pl.col(f"_c_{i}").cast(pl.Float64).log1p().fill_null(float("nan")).alias(f"f_{f}") for i, f in enumerate(features)],
     )
-    return b.drop("open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site", "mpi_kind")
+    return b.drop("open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site")
 
 
 # --------------------------------------------------------------------------------------------- kernel
@@ -687,12 +654,27 @@ def _align_segment(a0, a1, b0, b1, ea1, eb1, rs, rl, ro, rf, rd, rp, rg, os_, ol
     _repair_substitutions(seg0, ea1, segb0, eb1, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out)
 
 
+@njit(cache=True, nogil=True)
+def _local_positions(start, end, a0, a1, pos):
+    """Relative start position (0..1) of rows [a0, a1) within the time they span, written to ``pos``."""
+    if a1 <= a0:
+        return
+    t0 = start[a0]
+    span = max(end[a1 - 1] - t0, 1.0)
+    for i in range(a0, a1):
+        pos[i] = (start[i] - t0) / span
+
+
 @njit(cache=True, parallel=True)
-def _align_threads(r_off, o_off, rs, rl, ra, ro, rf, rd, rp, rg, rseg, os_, ol, oa, oo, of, od, op, og, oseg,
-                   band, max_cells, prm, aprm, anchor_gap, out):
+def _align_threads(r_off, o_off, anchor, rs, rl, ro, rf, rd, rt0, rt1, rp, rg, os_, ol, oo, of, od, ot0, ot1, op, og,
+                   band, max_cells, prm, out):
     """Align every thread t: reference rows r_off[t]:r_off[t+1] to other rows o_off[t]:o_off[t+1].
 
-    ``out[i]`` receives the absolute other row matched to reference row i, or -1.
+    ``anchor[i]`` is the other row paired with reference row i by :mod:`synthtrace.tracelib.anchors` (-1: none;
+    increasing along each thread). The segments between consecutive anchors are aligned by :func:`_align_segment`
+    with positions judged locally: ``rp`` / ``op`` receive each row's relative position in its own segment (from
+    start times ``rt0`` / ``ot0`` and end times ``rt1`` / ``ot1``, ns). ``out[i]`` receives the absolute other
+    row matched to reference row i, or -1.
     """
     n_threads = r_off.shape[0] - 1
     for t in prange(n_threads):
@@ -704,6 +686,9 @@ def _align_threads(r_off, o_off, rs, rl, ra, ro, rf, rd, rp, rg, rseg, os_, ol, 
         m = b1 - b0
         for i in range(a0, a1):
             out[i] = -1
+            rp[i] = 0.0
+        for j in range(b0, b1):
+            op[j] = 0.0
         if n == 0 or m == 0:
             continue
         ws_u8 = np.empty(1 << 16, np.uint8)
@@ -720,66 +705,25 @@ def _align_threads(r_off, o_off, rs, rl, ra, ro, rf, rd, rp, rg, rseg, os_, ol, 
                 for k in range(n):
                     out[a0 + k] = b0 + k
                 continue
-        # anchors
-        na = 0
-        for i in range(a0, a1):
-            if ra[i]:
-                na += 1
-        nb = 0
-        for j in range(b0, b1):
-            if oa[j]:
-                nb += 1
-        ia = np.empty(na, np.int64)
-        ib = np.empty(nb, np.int64)
-        k = 0
-        for i in range(a0, a1):
-            if ra[i]:
-                ia[k] = i
-                k += 1
-        k = 0
-        for j in range(b0, b1):
-            if oa[j]:
-                ib[k] = j
-                k += 1
-        pair = np.full(na, -1, np.int64)  # absolute other row of the paired anchor
-        if na > 0 and nb > 0:
-            same = na == nb
-            if same:
-                for k in range(na):
-                    if rl[ia[k]] != ol[ib[k]]:
-                        same = False
-                        break
-            if same:
-                for k in range(na):
-                    pair[k] = ib[k]
-            else:
-                zr = np.zeros(na)
-                zo = np.zeros(nb)
-                gr = np.full(na, anchor_gap)
-                go = np.full(nb, anchor_gap)
-                loc = np.empty(na, np.int64)
-                _dp(rs[ia], rl[ia], rseg[ia], zr, zr, gr, os_[ib], ol[ib], oseg[ib], zo, zo, go,
-                    True, True, 0, band, max_cells, aprm, loc, ws_u8, ws_i, ws_f)
-                for k in range(na):
-                    if loc[k] >= 0:
-                        pair[k] = ib[loc[k]]
-        # segments between paired anchors
         pa = a0 - 1
         pb = b0 - 1
         first = True
-        for k in range(na):
-            if pair[k] < 0:
+        for i in range(a0, a1):
+            j = anchor[i]
+            if j < 0:
                 continue
-            out[ia[k]] = pair[k]
+            out[i] = j
+            _local_positions(rt0, rt1, pa + 1, i, rp)
+            _local_positions(ot0, ot1, pb + 1, j, op)
             mode = 1 if first else 0
-            a_end = ia[k]
-            b_end = pair[k]
-            _align_segment(pa + 1, a_end, pb + 1, b_end, a_end + 1, b_end + 1, rs, rl, ro, rf, rd, rp, rg,
+            _align_segment(pa + 1, i, pb + 1, j, i + 1, j + 1, rs, rl, ro, rf, rd, rp, rg,
                            os_, ol, oo, of, od, op, og, first, False, mode, band, max_cells, prm, out,
                            ws_u8, ws_i, ws_f, ws_loc)
-            pa = ia[k]
-            pb = pair[k]
+            pa = i
+            pb = j
             first = False
+        _local_positions(rt0, rt1, pa + 1, a1, rp)
+        _local_positions(ot0, ot1, pb + 1, b1, op)
         mode = 0 if first else 2
         _align_segment(pa + 1, a1, pb + 1, b1, a1, b1, rs, rl, ro, rf, rd, rp, rg, os_, ol, oo, of, od, op, og,
                        first, True, mode, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc)
@@ -822,11 +766,10 @@ def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
     feats = (t.select([f"f_{f}" for f in features]).to_numpy().astype(np.float64, copy=False)
              if features else np.zeros((t.height, 0)))
     return (t.get_column("sig").to_numpy().view(np.int64), t.get_column("lsig").to_numpy().view(np.int64),
-            t.get_column("anchor").to_numpy(), t.get_column("osig").to_numpy().view(np.int64),
-            np.ascontiguousarray(feats),
-            t.get_column("ldur").to_numpy().astype(np.float64), t.get_column("pos").to_numpy().astype(np.float64),
-            t.get_column("gap").to_numpy().astype(np.float64),
-            np.ascontiguousarray(t.select("seg_n", "seg_work").to_numpy().astype(np.float64)))
+            t.get_column("osig").to_numpy().view(np.int64), np.ascontiguousarray(feats),
+            t.get_column("ldur").to_numpy().astype(np.float64),
+            t.get_column("start_ns").to_numpy().astype(np.float64), t.get_column("end_ns").to_numpy().astype(np.float64),
+            t.get_column("gap").to_numpy().astype(np.float64))
 
 
 def sort_bursts(bursts: pl.DataFrame) -> pl.DataFrame:
@@ -867,21 +810,49 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     o_off = np.r_[0, np.cumsum(o_bounds[:, 1] - o_bounds[:, 0])].astype(np.int64)
     R = _arrays(ref, features)
     O = _arrays(other, features)
-    rs, rl, ra, ro, rf, rd, rp, rg, rseg = R if r_rows.size == ref.height else (x[r_rows] for x in R)
-    os_, ol, oa, oo, of, od, op, og, oseg = O if o_rows.size == other.height else (x[o_rows] for x in O)
+    rs, rl, ro, rf, rd, rt0, rt1, rg = R if r_rows.size == ref.height else (x[r_rows] for x in R)
+    os_, ol, oo, of, od, ot0, ot1, og = O if o_rows.size == other.height else (x[o_rows] for x in O)
+    # anchors: key pairs of the kept rows, their longest monotone chain per thread
+    r_pos = np.full(ref.height, -1, np.int64)
+    r_pos[r_rows] = np.arange(r_rows.size)
+    o_pos = np.full(other.height, -1, np.int64)
+    o_pos[o_rows] = np.arange(o_rows.size)
+    if config.anchors:
+        ki, kj, chain, mi, mj = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur),
+                                          (config.sub_feat, config.sub_dur))
+        inside = (r_pos[ki] >= 0) & (o_pos[kj] >= 0)
+        ki, kj, chain = r_pos[ki[inside]], o_pos[kj[inside]], chain[inside]
+        inside = (r_pos[mi] >= 0) & (o_pos[mj] >= 0)
+        mi, mj = r_pos[mi[inside]], o_pos[mj[inside]]
+    else:
+        ki = kj = mi = mj = np.zeros(0, np.int64)
+        chain = np.zeros(0, bool)
+    anchor = np.full(r_rows.size, -1, np.int64)
+    anchor[ki[chain]] = kj[chain]
     w_dur = config.w_dur_timing_only if timing_only else config.w_dur
     prm = np.array([config.bonus, config.w_peer, config.w_feat, w_dur, config.w_pos, config.reject_feat,
                     config.reject_dur, config.trim_tol, config.w_sub, config.sub_feat, config.sub_dur], np.float64)
-    aprm = np.array([config.anchor_bonus, config.w_peer, 1.0, 0.0, 0.0, _INF, _INF, 0.0, _INF, 0.0, 0.0], np.float64)
     out = np.empty(r_rows.size, np.int64)
-    _align_threads(r_off, o_off, rs, rl, ra, ro, rf, rd, rp, rg, rseg, os_, ol, oa, oo, of, od, op, og, oseg,
-                   config.band, config.max_cells, prm, aprm, config.anchor_gap, out)
+    rp = np.zeros(r_rows.size)
+    op = np.zeros(o_rows.size)
+    _align_threads(r_off, o_off, anchor, rs, rl, ro, rf, rd, rt0, rt1, rp, rg, os_, ol, oo, of, od, ot0, ot1, op, og,
+                   config.band, config.max_cells, prm, out)
+    for pi, pj in ((ki, kj), (mi, mj)):  # key pairs, then message pairs, outrank what behaviour chose
+        if pi.size:
+            out = key_repair(out, pi, pj)
+            keyed = out[pi] == pj
+            rp[pi[keyed]] = 0.0  # a pair named by its logical position: no position term
+            op[pj[keyed]] = 0.0
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
-    rs, rl, _, ro, rf, rd, rp, _, _ = R
-    os_, ol, _, oo, of, od, op, _, _ = O
-    score, same = _score_kernel(other_row, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, config.w_feat, w_dur,
-                                config.w_pos, config.peer_score, config.sub_score,
+    rp_all = np.zeros(ref.height)
+    rp_all[r_rows] = rp
+    op_all = np.zeros(other.height)
+    op_all[o_rows] = op
+    rs, rl, ro, rf, rd, _, _, _ = R
+    os_, ol, oo, of, od, _, _, _ = O
+    score, same = _score_kernel(other_row, rs, rl, ro, rf, rd, rp_all, os_, ol, oo, of, od, op_all, config.w_feat,
+                                w_dur, config.w_pos, config.peer_score, config.sub_score,
                                 config.timing_only_factor if timing_only else 1.0, config.reject_feat,
                                 config.reject_dur)
     hit = other_row >= 0

@@ -6,35 +6,34 @@ and MPI calls as read by a trace reader or from the warehouse) and returns a :cl
 - ``merged``: one row per burst of the **reference run** (``--reference``, else the first run by name) with its
   times, its closing MPI call, one column per counter of *any* run, ``match_score`` and ``estimated``;
 - ``quality``: one row per counter: the run it comes from, how it got there, coverage and estimated error;
-- ``matches``: the match tables (reference burst -> burst of each other run, with score).
+- ``matches``: provenance (merge_matches): per reference burst and other run, the other run's task, thread and
+  burst (in its own numbering; NULL when unmatched) and the match score.
+
+**Before aligning**, each other run's task numbering is checked against the reference's
+(:mod:`synthtrace.tracelib.ranks`: renumbered when the message graph says so, refused when it cannot tell), and
+the runs' structure must match on at least ``min_match_rate`` of the shorter run's bursts (else
+:class:`NotSameProgramError`); a match rate below ``SAME_LENGTH`` of the *longer* run, or matched bursts that
+execute other instruction counts (``merge_checks.WORK_SHIFT``), are warned about: another input deck, another code
+version, or a run cut short.
 
 **Counter transfer.** A counter the reference run recorded is kept as recorded. Any other counter comes from one
 *source run*: among the runs that recorded it, the one whose bursts matched most reference bursts (ties: first by
-name). A matched reference burst gets the source burst's value; an unmatched one gets NULL, or, with
-``estimate_unmatched``, an estimate flagged in ``estimated`` (never a silent guess).
-
-**Rescaling (documented choice).** With ``rescale=True`` a transferred value is multiplied by the ratio of a
-reference counter in the two runs, ``value * ref_counter[reference] / ref_counter[source]`` (ratio clipped to
-[1/4, 4]). The reference counter used is, per transferred counter, the common counter whose ``log1p`` values
-correlate best with it in the source run (e.g. cycles for REF_CYC, instructions for cache misses). It corrects the
-run-to-run variation that a counter shares with the reference counter (a burst that ran longer in one run also
-had more cycles, more stalls, more misses) and adds that counter's own noise where they do not share it.
-``benchmarks/bench_merge.py`` measures both ways; see ``benchmarks/results/merge.md`` for why the default is what
-it is (:data:`DEFAULT_RESCALE`).
+name). A matched reference burst gets the source burst's value by the plan :mod:`synthtrace.tracelib.transfer`
+chooses by leave-one-out (as recorded, per instruction, or also rescaled by a co-varying counter); an unmatched
+one gets NULL, or, with ``estimate_unmatched``, an estimate flagged in ``estimated`` (never a silent guess).
 
 **Quality.** ``coverage`` is the share of reference bursts that got a matched (not estimated) value,
 ``coverage_long`` the same among bursts of at least ``min_error_duration_ns`` (polling iterations that one run
 repeated more often than the other have no counterpart, so ``coverage`` is lower where polling differs).
-``estimated_error`` is a leave-one-out estimate: each counter that the reference and the source run both recorded
-is transferred from the source run exactly as an unknown counter would be (rescaled by another common counter when
-rescaling) and compared with what the reference run recorded; the median relative error over matched bursts of at
-least ``min_error_duration_ns`` is computed per common counter and the largest of these is reported
-(``estimated_error_p95``: the same with the 95th percentile). ``cross_run_diff`` is, for a counter both runs
-recorded, the median relative difference between the two runs' values of matched bursts (no rescaling): the
-natural variation a merge cannot remove.
+``estimated_error`` / ``estimated_error_p95``: the leave-one-out (median, p95) relative error of the counter's plan
+over the common counters (the largest over them). ``cross_run_diff`` is, for a counter both runs recorded, the
+median relative difference between the two runs' values of matched bursts: the natural variation a merge cannot
+remove. ``misfit``, ``verdict`` (ok / suspect / bad) and ``verdict_reason`` come from
+:mod:`synthtrace.tracelib.merge_checks`.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -44,18 +43,19 @@ import polars as pl
 
 from synthtrace.tracelib.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.merge_checks import WORK_SHIFT, pair_signals, verdict
+from synthtrace.tracelib.ranks import rank_mapping, renumber
+from synthtrace.tracelib.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 
-#: whether transferred counters are rescaled by the reference-counter ratio unless told otherwise (see the module
-#: docstring and benchmarks/results/merge.md: off, because on the simulated campaigns the exact transfer already
-#: sits at the oracle while rescaling helps some counters and hurts others; on the real LULESH pair it helps)
-DEFAULT_RESCALE = False
+#: rescaling by a co-varying reference counter unless told otherwise: None = chosen by the leave-one-out estimate
+#: (:func:`synthtrace.tracelib.transfer.choose`)
+DEFAULT_RESCALE: bool | None = None
+#: share of the longer run's bursts that must match for the runs to count as the same length (else a warning)
+SAME_LENGTH = 0.9
 #: reference counters preferred as alignment features (stable across runs first); at most MAX_FEATURES are used
 FEATURE_PRIORITY = ("PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_REF_CYC", "INST_RETIRED:ANY", "CPU_CLK_UNHALTED")
 MAX_FEATURES = 2
-RATIO_CLIP = (0.25, 4.0)
-WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
-CHOICE_SAMPLE = 100_000  # bursts looked at to choose a rescaling counter
 BASE_COLUMNS = [*THREAD_KEYS, "burst_seq", "cpu", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"]
 KEYS = [*THREAD_KEYS, "burst_seq"]
 
@@ -65,7 +65,13 @@ QUALITY_SCHEMA: dict[str, pl.DataType] = {
     "coverage_long": pl.Float64(),
     "estimated_share": pl.Float64(), "estimated_error": pl.Float64(), "estimated_error_p95": pl.Float64(),
     "cross_run_diff": pl.Float64(), "match_rate": pl.Float64(), "mean_match_score": pl.Float64(),
-    "comm_agreement": pl.Float64(), "n_bursts": pl.Int64(),
+    "comm_agreement": pl.Float64(), "misfit": pl.Float64(), "verdict": pl.String(), "verdict_reason": pl.String(),
+    "n_bursts": pl.Int64(),
+}
+MATCHES_SCHEMA: dict[str, pl.DataType] = {
+    "experiment": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(), "burst_seq": pl.Int64(),
+    "other_run": pl.String(), "other_run_id": pl.String(), "other_task": pl.Int32(), "other_thread": pl.Int32(),
+    "other_burst_seq": pl.Int64(), "score": pl.Float64(),
 }
 
 
@@ -119,7 +125,8 @@ class MergeOptions:
     """How to merge. ``reference`` is a run name or id (default: first run by name)."""
 
     reference: str | None = None
-    rescale: bool = DEFAULT_RESCALE
+    rescale: bool | None = DEFAULT_RESCALE
+    map_ranks: bool = True  # renumber the other run's tasks when its numbering differs (see tracelib.ranks)
     estimate_unmatched: bool = False
     allow_timing_only: bool = False
     min_match_rate: float = 0.5  # share of the shorter run's bursts that must match to count as the same program
@@ -192,77 +199,69 @@ def _call_histogram(calls: pl.DataFrame) -> str:
     return ", ".join(f"{c} x{n}" for c, n in h.iter_rows())
 
 
-def _best_correlated(bursts: pl.DataFrame, target: str, candidates: Sequence[str]) -> str | None:
-    """The candidate counter whose log1p values correlate best with ``target`` in ``bursts`` (None if none)."""
-    cands = [c for c in candidates if c != target]
-    if not cands:
-        return None
-    logs = bursts.select(pl.col(target).cast(pl.Float64).log1p().alias("_t"),
-                         *[pl.col(c).cast(pl.Float64).log1p().alias(f"_{i}") for i, c in enumerate(cands)]).drop_nulls()
-    if logs.height < 3:
-        return cands[0]
-    cor = logs.select(pl.corr("_t", f"_{i}").fill_nan(None).alias(f"_{i}") for i in range(len(cands))).row(0)
-    scored = [(-(v if v is not None else -2.0), i) for i, v in enumerate(cor)]
-    return cands[min(scored)[1]]
-
-
-def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str],
-                    min_corr: float = 0.5) -> tuple[str, float] | None:
-    """The reference counter to rescale ``target`` by, and the exponent, chosen on the source run's own bursts.
-
-    Bursts closed by the same call on the same thread (the same code position, iteration after iteration) vary
-    only by what varies between runs too: clock, contention, OS noise. Within such groups, the per-instruction
-    rates ``log(target / work)`` and ``log(candidate / work)`` (work: instructions when recorded by both runs,
-    else the candidate whose log values correlate best with the target) are compared; the candidate whose rate co-varies best with the
-    target's, if the correlation reaches ``min_corr``, is returned with the regression slope (clipped to [0, 1.5])
-    as exponent. None when nothing co-varies: the value is then transferred as recorded.
-    """
-    if bursts.height > CHOICE_SAMPLE:  # a choice, not an estimate: a regular sample of bursts is plenty
-        bursts = bursts.gather_every(bursts.height // CHOICE_SAMPLE + 1)
-    work = next((c for c in WORK_COUNTERS if c in candidates and c != target), None) or \
-        _best_correlated(bursts, target, candidates)
-    rest = [c for c in candidates if c not in (target, work)]
-    if work is None or not rest:
-        return None
-    names = [target, work, *rest]
-    group = [c for c in ("appl", "task", "thread", "mpi_call", "call_site") if c in bursts.columns]
-    logs = (bursts.select(*group, *[pl.col(c).cast(pl.Float64).log1p().alias(f"_{i}") for i, c in enumerate(names)])
-            .drop_nulls(subset=[f"_{i}" for i in range(len(names))])
-            .filter(pl.len().over(group) >= 3))
-    if logs.height < 20:
-        return None
-    rates = logs.select(*group, *[(pl.col(f"_{i}") - pl.col("_1")).alias(f"r{i}") for i in range(len(names))])
-    dev = rates.select([(pl.col(f"r{i}") - pl.col(f"r{i}").mean().over(group)).alias(f"r{i}")
-                        for i in range(len(names))]).to_numpy()
-    sd = dev.std(axis=0)
-    if sd[0] <= 0:
-        return None
-    best, best_corr, slope = None, min_corr, 0.0
-    for k, c in enumerate(rest, start=2):
-        if sd[k] <= 0:
-            continue
-        cov = float((dev[:, 0] * dev[:, k]).mean())
-        corr = cov / (sd[0] * sd[k])
-        if corr >= best_corr:
-            best, best_corr, slope = c, corr, cov / sd[k] ** 2
-    if best is None:
-        return None
-    return best, float(min(max(slope, 0.0), 1.5))
-
-
-def _rel_err(pred: pl.Expr, true: pl.Expr) -> pl.Expr:
-    return (pred - true).abs() / true
-
-
 # --------------------------------------------------------------------------------------------- merge
+def _align_other(ref: RunTables, o: RunTables, ref_seq: pl.DataFrame, ref_counters: list[str],
+                 counters: list[str], options: MergeOptions, notes: list[str]) -> dict:
+    """Align one other run to the reference: its rank correspondence, match table and signals."""
+    check_same_layout(ref, o)  # the same tasks and threads, whatever their numbering
+    bursts, calls, renum = o.bursts, o.mpi_calls, None
+    if options.map_ranks:
+        renum = rank_mapping(ref.bursts, ref.mpi_calls, o.bursts, o.mpi_calls, (ref.run_name, o.run_name))
+    if renum:
+        bursts, calls = renumber(o.bursts, o.mpi_calls, renum)
+        bursts = sort_bursts(bursts)
+        moved = sorted((k % (1 << 21), v) for k, v in renum.items() if k % (1 << 21) != v)
+        notes.append(f"run {o.run_name!r} numbers its tasks differently from {ref.run_name!r}: mapped by its "
+                     f"message graph and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
+                     f"{', ...' if len(moved) > 8 else ''})")
+    mapped = replace(o, bursts=bursts, mpi_calls=calls)
+    common = [c for c in ref_counters if c in counters]
+    feats = pick_features(common)
+    if not feats:
+        msg = (f"runs {ref.run_name!r} and {o.run_name!r} share no counter: matched by MPI structure and "
+               "timing only, with lower match scores")
+        warnings.warn(msg, TimingOnlyWarning, stacklevel=3)
+        notes.append(msg)
+    o_seq = sequence_table(bursts, calls, counters, options.align)
+    m = align_runs(ref_seq, o_seq, feats, options.align)
+    matched = m.get_column("other_seq").is_not_null()
+    n_ref, n_oth = ref_seq.height, o_seq.height
+    # the structure is judged on the shorter run (chopped windows differ in length), the length on the longer
+    shorter, longer = min(n_ref, n_oth), max(n_ref, n_oth)
+    same = int(matched.sum()) / shorter if shorter else 0.0
+    if same < options.min_match_rate:
+        raise NotSameProgramError(
+            f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the bursts of "
+            f"the shorter run align by MPI structure (calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
+            f"of {o.run_name}: {_call_histogram(calls)})")
+    long_ref = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
+    # the length on the longer run, over bursts of at least 10 us (polling loops differ in length, not the run)
+    n_long = max(int(long_ref.sum()), int((o_seq.get_column("duration_ns") >= options.min_error_duration_ns).sum()))
+    on_longer = int((matched & long_ref).sum()) / n_long if n_long else 1.0
+    if on_longer < SAME_LENGTH:
+        notes.append(f"runs {ref.run_name!r} and {o.run_name!r} cover different lengths: {on_longer:.0%} of the "
+                     "longer run's bursts >= 10 us matched (chopped windows, or a run cut short or on another input)")
+    work = work_counter(common)
+    rate = next((c for c in common if c != work), None)
+    sig = pair_signals(ref.bursts, bursts, m.get_column("other_row"), work, rate, long_ref)
+    if sig["work_shift"] is not None and abs(sig["work_shift"]) > WORK_SHIFT:
+        notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig['work_shift']):.3f} the "
+                     f"instructions of {ref.run_name!r}'s: not the same input or code version?")
+    return {"run": mapped, "original": o, "renumbered": renum, "matches": m, "common": common, "features": feats,
+            "rate": float(matched.mean()) if n_ref else 0.0, "signals": sig,
+            "mean_score": float(m.get_column("match_score").mean() or 0.0),
+            "comm": float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None}
+
+
 def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions(),
                experiment: str = "") -> MergeResult:
     """Align every run to the reference run and merge all counters into the reference run's bursts.
 
     Raises :class:`TooFewRunsError` (fewer than two runs), :class:`UnknownReferenceError`,
     :class:`NotSameProgramError` (different tasks/threads, or a run whose MPI structure matches less than
-    ``min_match_rate`` of the reference bursts) and :class:`NoCommonCounterError` (a run shares no counter with
-    the reference and ``allow_timing_only`` is off).
+    ``min_match_rate`` of the shorter run's bursts), :class:`RankCorrespondenceError` (task numbering differs and
+    cannot be mapped) and :class:`NoCommonCounterError` (a run shares no counter with the reference and
+    ``allow_timing_only`` is off).
     """
     if len(runs) < 2:
         raise TooFewRunsError(f"experiment {experiment!r} has {len(runs)} run(s); merging needs at least two")
@@ -275,46 +274,17 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_counters = ref.counters
     counters_of = {r.run_id: r.counters for r in runs}
     for o in others:
-        check_same_layout(ref, o)
         if not set(ref_counters) & set(counters_of[o.run_id]) and not options.allow_timing_only:
             raise NoCommonCounterError(
                 f"runs {ref.run_name!r} ({', '.join(ref_counters) or 'no counters'}) and {o.run_name!r} "
                 f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common to validate the "
                 "match; use --allow-timing-only to match by MPI structure and timing alone")
-
-    cfg = options.align
-    ref_seq = sequence_table(ref.bursts, ref.mpi_calls, ref_counters, cfg)
+    ref_seq = sequence_table(ref.bursts, ref.mpi_calls, ref_counters, options.align)
     base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
     long_ref = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
-
-    # ---- align every other run to the reference
-    per_run: dict[str, dict] = {}
-    match_parts = []
-    for o in others:
-        common = [c for c in ref_counters if c in counters_of[o.run_id]]
-        feats = pick_features(common)
-        if not feats:
-            msg = (f"runs {ref.run_name!r} and {o.run_name!r} share no counter: matched by MPI structure and "
-                   "timing only, with lower match scores")
-            warnings.warn(msg, TimingOnlyWarning, stacklevel=2)
-            notes.append(msg)
-        o_seq = sequence_table(o.bursts, o.mpi_calls, counters_of[o.run_id], cfg)
-        m = align_runs(ref_seq, o_seq, feats, cfg)
-        matched = m.get_column("other_seq").is_not_null()
-        rate = float(matched.mean()) if n_ref else 0.0
-        # chopped traces cover different windows: judge the structure on the shorter of the two runs
-        shorter = min(n_ref, o.bursts.height)
-        same = int(matched.sum()) / shorter if shorter else 0.0
-        if same < options.min_match_rate:
-            raise NotSameProgramError(
-                f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the "
-                f"bursts of the shorter run align by MPI structure (calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
-                f"of {o.run_name}: {_call_histogram(o.mpi_calls)})")
-        comm = float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None
-        per_run[o.run_id] = {"run": o, "matches": m, "seq": o_seq, "common": common, "features": feats, "rate": rate,
-                             "mean_score": float(m.get_column("match_score").mean() or 0.0), "comm": comm}
-        match_parts.append(m.with_columns(pl.lit(o.run_id).alias("other_run_id"), pl.lit(o.run_name).alias("other_run")))
+    per_run = {o.run_id: _align_other(ref, o, ref_seq, ref_counters, counters_of[o.run_id], options, notes)
+               for o in others}
 
     # ---- counters: recorded by the reference, or transferred from the best source run
     all_counters: list[str] = list(ref_counters)
@@ -324,44 +294,53 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     quality_rows = []
     flags: list[pl.Expr] = []  # per transferred counter: estimated?
     score_cols: dict[str, str] = {}
-    loo_cache: dict[str, tuple[float | None, float | None]] = {}
-
+    choices: dict[str, Choice] = {}
     for c in all_counters:
         if c in ref_counters:
-            cov = float(merged.get_column(c).is_not_null().mean()) if n_ref else 0.0
-            cov_long = _share(merged.get_column(c).is_not_null(), long_ref)
             partner = next((per_run[o.run_id] for o in others if c in per_run[o.run_id]["common"]), None)
-            cross = _cross_run_diff(ref, partner, c, long_ref) if partner else None
+            cross = None
+            if partner:
+                e = relative_errors(transferred(ref.bursts, partner["run"].bursts,
+                                                partner["matches"].get_column("other_row"), c, Plan()),
+                                    ref.bursts.get_column(c), long_ref)
+                cross = float(e.median()) if e.len() else None
             quality_rows.append({"counter": c, "source_run": ref.run_name, "source_run_id": ref.run_id,
-                                 "method": "recorded", "rescaled_by": None, "coverage": cov,
-                                 "coverage_long": cov_long, "estimated_share": 0.0,
-                                 "estimated_error": 0.0, "estimated_error_p95": 0.0, "cross_run_diff": cross,
-                                 "match_rate": 1.0, "mean_match_score": 1.0, "comm_agreement": 1.0})
+                                 "method": "recorded", "rescaled_by": None,
+                                 "coverage": float(merged.get_column(c).is_not_null().mean()) if n_ref else 0.0,
+                                 "coverage_long": _share(merged.get_column(c).is_not_null(), long_ref),
+                                 "estimated_share": 0.0, "estimated_error": 0.0, "estimated_error_p95": 0.0,
+                                 "cross_run_diff": cross, "match_rate": 1.0, "mean_match_score": 1.0,
+                                 "comm_agreement": 1.0, "misfit": None, "verdict": "ok", "verdict_reason": None})
             continue
         sources = [o for o in others if c in counters_of[o.run_id]]
         src = max(sources, key=lambda o: per_run[o.run_id]["rate"])  # first by name among the best
         info = per_run[src.run_id]
-        choice = rescale_counter(src.bursts, c, info["common"]) if options.rescale else None
-        rescale_by, exponent = choice if choice else (None, 0.0)
-        values, est = _transfer(ref, src, info["matches"], c, rescale_by, options, ref_seq, info["seq"], exponent)
-        merged = merged.with_columns(values.alias(c))
+        other_row = info["matches"].get_column("other_row")
+        if src.run_id not in choices:
+            choices[src.run_id] = choose(ref.bursts, info["run"].bursts, other_row, info["common"], long_ref,
+                                         options.rescale)
+        plan = choices[src.run_id].plan(info["run"].bursts, c, info["common"])
+        values = transferred(ref.bursts, info["run"].bursts, other_row, c, plan).round().cast(pl.Int64)
+        est = pl.Series(c, [False] * n_ref, pl.Boolean)
         if options.estimate_unmatched:
+            guess = _estimates(ref, info["run"], c, plan, ref_seq, sequence_table(
+                info["run"].bursts, info["run"].mpi_calls, [], options.align))
+            est = values.is_null() & guess.is_not_null()
+            values = pl.select(pl.when(values.is_null()).then(guess).otherwise(values).alias(c)).get_column(c)
             merged = merged.with_columns(est.alias(f"_est_{c}"))
             flags.append(pl.col(f"_est_{c}"))
+        merged = merged.with_columns(values.alias(c))
         score_cols[src.run_id] = f"_score_{src.run_id}"
-        if src.run_id not in loo_cache:
-            loo_cache[src.run_id] = _leave_one_out(ref, info, options, long_ref)
-        err, err95 = loo_cache[src.run_id]
-        n_est = int(merged.get_column(f"_est_{c}").sum()) if options.estimate_unmatched else 0
+        err, err95 = choices[src.run_id].error(plan)
+        sig = info["signals"]
+        v, why = verdict(sig["misfit"], sig["coverage_long"], sig["work_shift"], not info["features"])
         quality_rows.append({
-            "counter": c, "source_run": src.run_name, "source_run_id": src.run_id,
-            "method": "transferred_rescaled" if rescale_by else "transferred",
-            "rescaled_by": f"{rescale_by}^{exponent:.2f}" if rescale_by else None,
-            "coverage": float(info["matches"].get_column("other_seq").is_not_null().mean() if n_ref else 0.0),
-            "coverage_long": _share(info["matches"].get_column("other_seq").is_not_null(), long_ref),
-            "estimated_share": n_est / n_ref if n_ref else 0.0, "estimated_error": err,
-            "estimated_error_p95": err95, "cross_run_diff": None, "match_rate": info["rate"],
-            "mean_match_score": info["mean_score"], "comm_agreement": info["comm"]})
+            "counter": c, "source_run": src.run_name, "source_run_id": src.run_id, "method": plan.method,
+            "rescaled_by": plan.label, "coverage": float(other_row.is_not_null().mean()) if n_ref else 0.0,
+            "coverage_long": sig["coverage_long"], "estimated_share": float(est.mean()) if n_ref else 0.0,
+            "estimated_error": err, "estimated_error_p95": err95, "cross_run_diff": None,
+            "match_rate": info["rate"], "mean_match_score": info["mean_score"], "comm_agreement": info["comm"],
+            "misfit": sig["misfit"], "verdict": v, "verdict_reason": why or None})
 
     # ---- per-burst match score: lowest score over the source runs that supplied counters (NULL if unmatched)
     for run_id, col in score_cols.items():
@@ -379,10 +358,25 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                            "match_score", "estimated")
     quality = pl.DataFrame([{**q, "experiment": experiment, "reference_run": ref.run_name, "n_bursts": n_ref}
                             for q in quality_rows], schema=QUALITY_SCHEMA)
-    matches = (pl.concat(match_parts) if match_parts else pl.DataFrame()).select(
-        pl.lit(experiment).alias("experiment"), pl.lit(ref.run_id).alias("run_id"), *KEYS, "other_run_id",
-        "other_run", "other_seq", "match_score", "same_sig")
+    matches = pl.concat([_provenance(experiment, per_run[o.run_id]) for o in others])
     return MergeResult(experiment, ref.run_id, ref.run_name, merged, quality, matches, notes)
+
+
+def _provenance(experiment: str, info: dict) -> pl.DataFrame:
+    """merge_matches rows of one other run: where each reference burst's values came from, in the other run's own
+    task numbering (MATCHES_SCHEMA)."""
+    m, o, orig = info["matches"], info["run"], info["original"]
+    row = m.get_column("other_row")
+    sel = o.bursts.select(pl.col("appl", "task", "thread").gather(row))
+    if info["renumbered"]:  # back to the other run's own numbering
+        back = {(k >> 21 << 21) + v: k % (1 << 21) for k, v in info["renumbered"].items()}
+        sel = sel.with_columns((pl.col("appl").cast(pl.Int64) * (1 << 21) + pl.col("task"))
+                               .replace_strict(back, default=pl.col("task").cast(pl.Int64)).cast(pl.Int32).alias("task"))
+    sel = sel.select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"))
+    return pl.concat([m.select(*KEYS), sel, m.select(pl.col("other_seq").alias("other_burst_seq"),
+                                                     pl.col("match_score").alias("score"))], how="horizontal").select(
+        pl.lit(experiment).alias("experiment"), *KEYS, pl.lit(orig.run_name).alias("other_run"),
+        pl.lit(orig.run_id).alias("other_run_id"), "other_task", "other_thread", "other_burst_seq", "score")
 
 
 def _share(flags: pl.Series, among: pl.Series) -> float | None:
@@ -391,56 +385,18 @@ def _share(flags: pl.Series, among: pl.Series) -> float | None:
     return float((flags & among).sum()) / k if k else None
 
 
-def _source_values(src: RunTables, matches: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
-    """For each reference burst (row order of ``matches``), the matched source burst's ``cols`` as ``_src_<col>``
-    (NULL where unmatched), plus ``other_seq``."""
-    idx = matches.get_column("other_row")
-    return src.bursts.select(*[pl.col(c).gather(idx).alias(f"_src_{c}") for c in dict.fromkeys(cols)]).with_columns(
-        matches.get_column("other_seq"))
-
-
-def _ratio(ref_val: pl.Expr, src_val: pl.Expr, exponent: float = 1.0) -> pl.Expr:
-    """(ref / src) ** exponent, the ratio clipped to RATIO_CLIP; 1 where it is not defined."""
-    lo, hi = RATIO_CLIP
-    r = ref_val.cast(pl.Float64) / src_val.cast(pl.Float64)
-    return pl.when(src_val > 0).then(r.clip(lo, hi).pow(exponent)).otherwise(1.0).fill_null(1.0)
-
-
-def _transfer(ref: RunTables, src: RunTables, matches: pl.DataFrame, counter: str, rescale_by: str | None,
-              options: MergeOptions, ref_seq: pl.DataFrame, src_seq: pl.DataFrame,
-              exponent: float = 1.0) -> tuple[pl.Series, pl.Series]:
-    """Values of ``counter`` for the reference bursts (row order of the run) and whether each one is an estimate."""
-    cols = [counter] + ([rescale_by] if rescale_by else [])
-    sv = _source_values(src, matches, cols)
-    val = pl.col(f"_src_{counter}").cast(pl.Float64)
-    if rescale_by:
-        sv = sv.with_columns(ref.bursts.get_column(rescale_by).alias("_ref_r"))
-        val = val * _ratio(pl.col("_ref_r"), pl.col(f"_src_{rescale_by}"), exponent)
-    out = sv.select(val.round().cast(pl.Int64).alias(counter), pl.col("other_seq").is_null().alias("_unmatched"))
-    if not options.estimate_unmatched:
-        return out.get_column(counter), pl.Series(counter, [False] * out.height, pl.Boolean)
-    est = _estimates(ref, src, counter, rescale_by, ref_seq, src_seq)
-    filled = out.with_columns(est.alias("_est")).select(
-        pl.when(pl.col("_unmatched")).then(pl.col("_est")).otherwise(pl.col(counter)).alias(counter),
-        (pl.col("_unmatched") & pl.col("_est").is_not_null()).alias("_flag"))
-    return filled.get_column(counter), filled.get_column("_flag")
-
-
-def _estimates(ref: RunTables, src: RunTables, counter: str, rescale_by: str | None, ref_seq: pl.DataFrame,
+def _estimates(ref: RunTables, src: RunTables, counter: str, plan: Plan, ref_seq: pl.DataFrame,
                src_seq: pl.DataFrame) -> pl.Series:
     """A flagged estimate of ``counter`` for every reference burst, from source bursts closed by the same call.
 
-    With a rescaling counter r: median of counter / r over the source bursts of the same thread and loose
-    signature, times the reference burst's r; without: the median of counter over those bursts. Falls back to the
-    same loose signature on any thread, then to the thread's median.
+    With a work counter w: median of counter / w over the source bursts of the same thread and loose signature,
+    times the reference burst's w; without: the median of counter over those bursts. Falls back to the same loose
+    signature on any thread, then to the thread's median.
     """
-    use = [counter, *([rescale_by] if rescale_by else [])]
+    use = [counter, *([plan.work] if plan.work else [])]
     s = pl.concat([src_seq.select(*THREAD_KEYS, "lsig"), src.bursts.select(use)], how="horizontal")
-    if rescale_by:
-        s = s.with_columns((pl.col(counter).cast(pl.Float64) / pl.col(rescale_by).cast(pl.Float64)
-                            .replace(0, None)).alias("_v"))
-    else:
-        s = s.with_columns(pl.col(counter).cast(pl.Float64).alias("_v"))
+    v = pl.col(counter).cast(pl.Float64)
+    s = s.with_columns((v / pl.col(plan.work).cast(pl.Float64).replace(0, None) if plan.work else v).alias("_v"))
     by_thread_sig = s.group_by(*THREAD_KEYS, "lsig").agg(pl.col("_v").median().alias("_a"))
     by_sig = s.group_by("appl", "lsig").agg(pl.col("_v").median().alias("_b"))
     by_thread = s.group_by(*THREAD_KEYS).agg(pl.col("_v").median().alias("_c"))
@@ -448,47 +404,7 @@ def _estimates(ref: RunTables, src: RunTables, counter: str, rescale_by: str | N
     r = (r.join(by_thread_sig, on=[*THREAD_KEYS, "lsig"], how="left", maintain_order="left")
          .join(by_sig, on=["appl", "lsig"], how="left", maintain_order="left")
          .join(by_thread, on=THREAD_KEYS, how="left", maintain_order="left"))
-    v = pl.coalesce("_a", "_b", "_c")
-    if rescale_by:
-        v = v * pl.col(rescale_by).cast(pl.Float64)
-    return r.select(v.round().cast(pl.Int64).alias("_est")).get_column("_est")
-
-
-def _errors(pred: pl.Expr, true: pl.Series, frame: pl.DataFrame, long_ref: pl.Series) -> pl.Series:
-    """Relative errors |pred - true| / true over long reference bursts with a prediction and true > 0."""
-    e = frame.with_columns(true.cast(pl.Float64).alias("_true"), long_ref.alias("_long")).filter(
-        pl.col("_long") & (pl.col("_true") > 0) & pred.is_not_null()).select(_rel_err(pred, pl.col("_true")).alias("e"))
-    return e.get_column("e")
-
-
-def _cross_run_diff(ref: RunTables, partner: dict, counter: str, long_ref: pl.Series) -> float | None:
-    """Median relative difference of ``counter`` between the reference and a run that also recorded it."""
-    sv = _source_values(partner["run"], partner["matches"], [counter])
-    e = _errors(pl.col(f"_src_{counter}").cast(pl.Float64), ref.bursts.get_column(counter), sv, long_ref)
-    return float(e.median()) if e.len() else None
-
-
-def _leave_one_out(ref: RunTables, info: dict, options: MergeOptions,
-                   long_ref: pl.Series) -> tuple[float | None, float | None]:
-    """Estimated (median, p95) relative error of counters transferred from one source run (see module doc)."""
-    src: RunTables = info["run"]
-    common: list[str] = info["common"]
-    if not common:
-        return None, None
-    medians, p95s = [], []
-    for c in common:
-        others = [x for x in common if x != c]
-        choice = rescale_counter(src.bursts, c, others) if options.rescale else None
-        r, expo = choice if choice else (None, 0.0)
-        sv = _source_values(src, info["matches"], [c] + ([r] if r else []))
-        pred = pl.col(f"_src_{c}").cast(pl.Float64)
-        if r:
-            sv = sv.with_columns(ref.bursts.get_column(r).alias("_ref_r"))
-            pred = pred * _ratio(pl.col("_ref_r"), pl.col(f"_src_{r}"), expo)
-        e = _errors(pred, ref.bursts.get_column(c), sv, long_ref)
-        if e.len():
-            medians.append(float(e.median()))
-            p95s.append(float(e.quantile(0.95)))
-    if not medians:
-        return None, None
-    return max(medians), max(p95s)
+    est = pl.coalesce("_a", "_b", "_c")
+    if plan.work:
+        est = est * pl.col(plan.work).cast(pl.Float64)
+    return r.select(est.round().cast(pl.Int64).alias("_est")).get_column("_est")

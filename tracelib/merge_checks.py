@@ -1,0 +1,72 @@
+"""Signals that a merge is wrong, and the verdict they give (DESIGN §6, merge_quality's ``verdict``).
+
+Noise does not make a merge wrong; misalignment does, and so do runs that are not the same program on the same
+input. Signals, over matched pairs of reference bursts of at least 10 us (polling iterations and glue bursts never
+count), from the reference counters both runs recorded:
+
+- **misfit**: a pair whose work (instructions) *and* per-instruction rate of a second common counter (cycles:
+  the IPC) both differ by more than ``MISFIT_LOG`` (log) is not the same code: misaligned. Work alone may differ
+  (dynamic load balancing), rate alone too (OS noise, contention); both at once means another burst;
+- **coverage**: the share of long reference bursts matched;
+- **work shift**: the median log ratio of the pairs' instructions; the same program on the same input executes
+  the same instructions for the same burst (within 1 %), another input deck or code version does not.
+
+Verdict per (experiment, counter): ``bad`` when the misfit share exceeds ``BAD_MISFIT`` or coverage is below
+``BAD_COVERAGE``; ``suspect`` when the misfit share exceeds ``SUSPECT_MISFIT``, coverage is below
+``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or matching used timing only; else ``ok``.
+A recorded counter is ``ok``. The experiment's verdict is the worst of its counters'.
+"""
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+MISFIT_LOG = math.log(1.25)
+SUSPECT_MISFIT, BAD_MISFIT = 0.02, 0.10
+SUSPECT_COVERAGE, BAD_COVERAGE = 0.9, 0.5
+WORK_SHIFT = math.log(1.03)
+ORDER = {"ok": 0, "suspect": 1, "bad": 2}
+
+
+def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str | None,
+                 rate: str | None, long_ref: pl.Series) -> dict[str, float | None]:
+    """misfit (share of long matched pairs), work_shift (median log ratio of work) and coverage_long."""
+    n_long = int(long_ref.sum())
+    matched = other_row.is_not_null() & long_ref
+    cov = float(matched.sum()) / n_long if n_long else None
+    if work is None or not matched.any():
+        return {"misfit": None, "work_shift": None, "coverage_long": cov}
+    cols = [c for c in dict.fromkeys([work, rate]) if c]
+    f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
+                   src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
+                                     for c in cols)], how="horizontal").filter(matched)
+    dw = pl.col(f"r_{work}") - pl.col(f"s_{work}")
+    off = dw.abs() > MISFIT_LOG
+    if rate and rate != work:
+        off = off & ((pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw).abs() > MISFIT_LOG)
+    s = f.select(off.fill_null(False).mean().alias("m"), dw.median().alias("w")).row(0)
+    return {"misfit": s[0], "work_shift": s[1], "coverage_long": cov}
+
+
+def verdict(misfit: float | None, coverage_long: float | None, work_shift: float | None,
+            timing_only: bool) -> tuple[str, str]:
+    """(verdict, reason) of a transferred counter from the signals of its source run."""
+    if misfit is not None and misfit > BAD_MISFIT:
+        return "bad", f"{misfit:.0%} of matched bursts differ in work and rate: misaligned"
+    if coverage_long is not None and coverage_long < BAD_COVERAGE:
+        return "bad", f"only {coverage_long:.0%} of bursts >= 10 us matched"
+    if misfit is not None and misfit > SUSPECT_MISFIT:
+        return "suspect", f"{misfit:.1%} of matched bursts differ in work and rate"
+    if coverage_long is not None and coverage_long < SUSPECT_COVERAGE:
+        return "suspect", f"{coverage_long:.0%} of bursts >= 10 us matched"
+    if work_shift is not None and abs(work_shift) > WORK_SHIFT:
+        return "suspect", f"matched bursts execute x{math.exp(work_shift):.3f} the instructions: another input?"
+    if timing_only:
+        return "suspect", "matched by MPI structure and timing only"
+    return "ok", ""
+
+
+def worst(verdicts: pl.Series) -> str:
+    """The worst of several verdicts (``ok`` for none)."""
+    return max(verdicts.to_list(), key=ORDER.__getitem__, default="ok")

@@ -1,0 +1,225 @@
+"""How a counter moves from a source run's matched bursts to the reference run's bursts (DESIGN §6).
+
+A **plan** says how the value of a counter recorded by the source run becomes the value of the reference burst:
+
+- ``verbatim``: the matched burst's value as recorded;
+- ``per_ins``: its per-instruction rate times the reference burst's instructions, i.e. the value scaled by the
+  work ratio ``work_ref / work_src`` of the pair (work: PAPI_TOT_INS or another instruction counter both runs
+  recorded). Where matched bursts did different work (dynamic load balancing, a burst that ran more iterations
+  of an inner loop) the rate follows the code and the value follows the work; where they did the same work the
+  ratio is 1 and nothing changes;
+- ``rescaled``: also the rate of a co-varying reference counter ``r`` (e.g. cycles for reference cycles): the
+  value times ``work_ratio ** (1 - b) * r_ratio ** b``, with ``r`` and the exponent ``b`` chosen on the source
+  run's own bursts by :func:`rescale_counter` (rates that co-vary at one code position, iteration after
+  iteration, co-vary between runs: clock, contention, OS noise). Ratios are clipped to ``RATIO_CLIP``.
+
+**Choice (leave-one-out).** Each counter both runs recorded is transferred as an unknown counter would be, under
+each plan, and compared with what the reference run recorded (median relative error over matched bursts of at
+least 10 us). ``per_ins`` is used when its error is no worse than ``verbatim``'s; co-variation rescaling is used
+where it is no worse than that, and where no common counter can test it (e.g. only instructions and cycles in
+common), on the strength of the source run's own co-variation alone. ``--rescale`` forces it, ``--no-rescale``
+forbids it.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+RATIO_CLIP = (0.25, 4.0)
+WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
+CHOICE_SAMPLE = 100_000  # bursts looked at to choose a rescaling counter
+AUTO_RESCALE = (0.95, 1.0, False)  # (min correlation, max exponent, clip) of rescaling chosen by default
+WORK_NOISE = 5.0  # work ratios within this many times the median |log ratio| of the pairs count as noise
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one counter is transferred: scaled by the work ratio (``work``), and by ``rescale_by ** exponent``."""
+
+    work: str | None = None
+    rescale_by: str | None = None
+    exponent: float = 0.0
+    work_tol: float = 0.0  # work ratios within exp(+-work_tol) are run-to-run noise of the counter: taken as 1
+
+    @property
+    def method(self) -> str:
+        """``transferred``, ``transferred_per_ins`` or ``transferred_rescaled`` (merge_quality's ``method``)."""
+        return "transferred_rescaled" if self.rescale_by else "transferred_per_ins" if self.work else "transferred"
+
+    @property
+    def label(self) -> str | None:
+        """``rescaled_by`` of merge_quality: e.g. ``PAPI_TOT_INS x PAPI_TOT_CYC^0.93``, None for verbatim."""
+        parts = ([f"{self.work}^{1 - self.exponent:.2f}" if self.rescale_by else self.work] if self.work else []) + (
+            [f"{self.rescale_by}^{self.exponent:.2f}"] if self.rescale_by else [])
+        return " x ".join(parts) or None
+
+
+def work_counter(common: Sequence[str]) -> str | None:
+    """The instruction counter both runs recorded (None when there is none)."""
+    return next((c for c in WORK_COUNTERS if c in common), None)
+
+
+def _best_correlated(bursts: pl.DataFrame, target: str, candidates: Sequence[str]) -> str | None:
+    """The candidate counter whose log1p values correlate best with ``target`` in ``bursts`` (None if none)."""
+    cands = [c for c in candidates if c != target]
+    if not cands:
+        return None
+    logs = bursts.select(pl.col(target).cast(pl.Float64).log1p().alias("_t"),
+                         *[pl.col(c).cast(pl.Float64).log1p().alias(f"_{i}") for i, c in enumerate(cands)]).drop_nulls()
+    if logs.height < 3:
+        return cands[0]
+    cor = logs.select(pl.corr("_t", f"_{i}").fill_nan(None).alias(f"_{i}") for i in range(len(cands))).row(0)
+    scored = [(-(v if v is not None else -2.0), i) for i, v in enumerate(cor)]
+    return cands[min(scored)[1]]
+
+
+def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str],
+                    min_corr: float = 0.5, max_exponent: float = 1.5, clip: bool = True) -> tuple[str, float] | None:
+    """The reference counter to rescale ``target`` by, and the exponent, chosen on the source run's own bursts.
+
+    Bursts closed by the same call on the same thread (the same code position, iteration after iteration) vary
+    only by what varies between runs too: clock, contention, OS noise. Within such groups, the per-instruction
+    rates ``log(target / work)`` and ``log(candidate / work)`` (work: instructions when recorded by both runs,
+    else the candidate whose log values correlate best with the target) are compared; the candidate whose rate
+    co-varies best with the target's, if the correlation reaches ``min_corr``, is returned with the regression
+    slope (clipped to [0, ``max_exponent``]; with ``clip`` False a slope beyond it gives None: the counter varies
+    more than its partner, by a part of its own that rescaling would amplify) as exponent. None when nothing
+    co-varies.
+    """
+    if bursts.height > CHOICE_SAMPLE:  # a choice, not an estimate: a regular sample of bursts is plenty
+        bursts = bursts.gather_every(bursts.height // CHOICE_SAMPLE + 1)
+    work = next((c for c in WORK_COUNTERS if c in candidates and c != target), None) or \
+        _best_correlated(bursts, target, candidates)
+    rest = [c for c in candidates if c not in (target, work)]
+    if work is None or not rest:
+        return None
+    names = [target, work, *rest]
+    group = [c for c in ("appl", "task", "thread", "mpi_call", "call_site") if c in bursts.columns]
+    logs = (bursts.select(*group, *[pl.col(c).cast(pl.Float64).log1p().alias(f"_{i}") for i, c in enumerate(names)])
+            .drop_nulls(subset=[f"_{i}" for i in range(len(names))])
+            .filter(pl.len().over(group) >= 3))
+    if logs.height < 20:
+        return None
+    rates = logs.select(*group, *[(pl.col(f"_{i}") - pl.col("_1")).alias(f"r{i}") for i in range(len(names))])
+    dev = rates.select([(pl.col(f"r{i}") - pl.col(f"r{i}").mean().over(group)).alias(f"r{i}")
+                        for i in range(len(names))]).to_numpy()
+    sd = dev.std(axis=0)
+    if sd[0] <= 0:
+        return None
+    best, best_corr, slope = None, min_corr, 0.0
+    for k, c in enumerate(rest, start=2):
+        if sd[k] <= 0:
+            continue
+        cov = float((dev[:, 0] * dev[:, k]).mean())
+        corr = cov / (sd[0] * sd[k])
+        if corr >= best_corr:
+            best, best_corr, slope = c, corr, cov / sd[k] ** 2
+    if best is None or (not clip and slope > max_exponent):
+        return None
+    return best, float(min(max(slope, 0.0), max_exponent))
+
+
+def _ratio(ref_val: pl.Expr, src_val: pl.Expr, exponent: float) -> pl.Expr:
+    """(ref / src) ** exponent, the ratio clipped to RATIO_CLIP; 1 where it is not defined."""
+    lo, hi = RATIO_CLIP
+    r = ref_val.cast(pl.Float64) / src_val.cast(pl.Float64)
+    return pl.when(src_val > 0).then(r.clip(lo, hi).pow(exponent)).otherwise(1.0).fill_null(1.0)
+
+
+def transferred(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, counter: str,
+                plan: Plan) -> pl.Series:
+    """Float64 value of ``counter`` for every reference burst (row order of ``ref_bursts``) under ``plan``, from
+    the source burst at ``other_row`` (NULL where NULL: unmatched)."""
+    used = [c for c in dict.fromkeys([counter, plan.work, plan.rescale_by]) if c]
+    sv = src_bursts.select(pl.col(c).gather(other_row).alias(f"_s_{c}") for c in used).with_columns(
+        ref_bursts.select(pl.col(c).alias(f"_r_{c}") for c in used if c != counter))
+    val = pl.col(f"_s_{counter}").cast(pl.Float64)
+    if plan.work:
+        w = _ratio(pl.col(f"_r_{plan.work}"), pl.col(f"_s_{plan.work}"), 1.0)
+        val = val * pl.when(w.log().abs() <= plan.work_tol).then(1.0).otherwise(w.pow(1.0 - plan.exponent))
+    if plan.rescale_by:
+        val = val * _ratio(pl.col(f"_r_{plan.rescale_by}"), pl.col(f"_s_{plan.rescale_by}"), plan.exponent)
+    return sv.select(val.alias(counter)).get_column(counter)
+
+
+def relative_errors(pred: pl.Series, true: pl.Series, among: pl.Series) -> pl.Series:
+    """|pred - true| / true where ``among`` holds, true > 0 and there is a prediction."""
+    f = pl.DataFrame({"p": pred.cast(pl.Float64), "t": true.cast(pl.Float64), "k": among})
+    return f.filter(pl.col("k") & (pl.col("t") > 0) & pl.col("p").is_not_null()).select(
+        ((pl.col("p") - pl.col("t")).abs() / pl.col("t")).alias("e")).get_column("e")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The plans of one source run: per-instruction transfer or not, rescaling allowed or not, and the
+    leave-one-out (median, p95) error of each kind over the common counters (None: not testable)."""
+
+    work: str | None
+    rescale: bool
+    loo: dict[str, tuple[float, float] | None]
+    forced: bool = False
+    work_tol: float = 0.0
+
+    def plan(self, src_bursts: pl.DataFrame, counter: str, common: Sequence[str]) -> Plan:
+        """The plan for ``counter`` (a counter the reference run lacks). Unless forced, rescaling needs a strong
+        co-variation and a slope of at most 1 (``AUTO_RESCALE``): the counter's own run-to-run variation is
+        unseen, so only a partner that carries it nearly whole is trusted."""
+        r = (rescale_counter(src_bursts, counter, common, *(() if self.forced else AUTO_RESCALE))
+             if self.rescale else None)
+        return Plan(self.work, r[0], r[1], self.work_tol) if r else Plan(self.work, work_tol=self.work_tol)
+
+    def error(self, plan: Plan) -> tuple[float | None, float | None]:
+        """Leave-one-out (median, p95) of the kind of ``plan``."""
+        kind = "rescaled" if plan.rescale_by else "per_ins" if plan.work else "verbatim"
+        return self.loo.get(kind) or self.loo.get("per_ins" if plan.work else "verbatim") or (None, None)
+
+
+def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, common: Sequence[str],
+           long_ref: pl.Series, rescale: bool | None) -> Choice:
+    """Leave-one-out over the common counters (see the module docstring); ``rescale`` None: by the estimate."""
+    work = work_counter(common)
+    tol = _work_noise(ref_bursts, src_bursts, other_row, work, long_ref) if work else 0.0
+    errs: dict[str, dict[str, tuple[float, float]]] = {"verbatim": {}, "per_ins": {}, "rescaled": {}}
+    for c in common:
+        others = [x for x in common if x != c]
+        plans = {"verbatim": Plan()}
+        if work and c != work:
+            plans["per_ins"] = Plan(work, work_tol=tol)
+        r = rescale_counter(src_bursts, c, others)
+        if r and c != work:
+            plans["rescaled"] = Plan(work, *r, tol) if work else Plan(None, *r)
+        for kind, plan in plans.items():
+            e = relative_errors(transferred(ref_bursts, src_bursts, other_row, c, plan), ref_bursts.get_column(c),
+                                long_ref)
+            if e.len():
+                errs[kind][c] = (float(e.median()), float(e.quantile(0.95)))
+        if c == work and c in errs["verbatim"]:  # the work counter itself is only ever copied
+            errs["per_ins"][c] = errs["verbatim"][c]
+    loo = {k: (max(m for m, _ in v.values()), max(p for _, p in v.values())) if v else None
+           for k, v in errs.items()}
+    use_work = bool(work) and _no_worse(errs["per_ins"], errs["verbatim"])
+    forced = rescale is True
+    if rescale is None:
+        rescale = _no_worse(errs["rescaled"], errs["per_ins" if use_work else "verbatim"])
+    return Choice(work if use_work else None, rescale, loo, forced, tol)
+
+
+def _work_noise(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str,
+                long_ref: pl.Series) -> float:
+    """``WORK_NOISE`` times the median |log work ratio| of the long matched pairs: the instructions counter's own
+    run-to-run noise, below which a ratio says nothing about the work (log units)."""
+    r = pl.DataFrame({"a": ref_bursts.get_column(work).cast(pl.Float64),
+                      "b": src_bursts.get_column(work).cast(pl.Float64).gather(other_row), "k": long_ref})
+    med = r.filter(pl.col("k") & (pl.col("a") > 0) & (pl.col("b") > 0)).select(
+        (pl.col("a") / pl.col("b")).log().abs().median()).item()
+    return WORK_NOISE * float(med or 0.0)
+
+
+def _no_worse(new: dict[str, tuple[float, float]], old: dict[str, tuple[float, float]]) -> bool:
+    """Whether ``new``'s median errors average no higher than ``old``'s on the counters both were tested on
+    (True when there is none: nothing speaks against it)."""
+    both = [c for c in new if c in old]
+    return not both or float(np.mean([new[c][0] for c in both])) <= float(np.mean([old[c][0] for c in both])) + 1e-12
