@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                          "regression), run the nightly flow over it and say where to look."),
     "archetypes": ("cli_analysis", "Compute metrics and the 13 archetypes of an experiment, store them and print "
                                    "the mix."),
+    "machines": ("cli_analysis", "List the machine profiles that ship with synthtrace (use one with --machine, or "
+                                 "drop a machine.toml beside the traces)."),
     "report": ("cli_analysis", "Write a self-contained HTML report (archetype mix, roofline, Ridgeline, timeline, "
                                "merge quality, alerts)."),
     "train": ("cli_models", "Train a burst performance predictor, evaluate it on unseen applications and register "
