@@ -465,11 +465,12 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
 
 
 def experiment_overview(wh: Warehouse) -> pl.DataFrame:
-    """One row per experiment: app, first start, runs, whether it was merged, newest first."""
+    """One row per experiment: its applications, first start, runs, whether it was merged, newest first."""
     runs = runs_table(wh)
     if runs.height == 0:
         return runs
-    return (runs.group_by("experiment").agg(pl.col("app").first(), pl.col("started_at").min(), pl.len().alias("runs"))
+    return (runs.group_by("experiment").agg(pl.col("app").unique().sort().str.join(", ").alias("apps"),
+                                            pl.col("started_at").min(), pl.len().alias("runs"))
             .with_columns(pl.col("experiment").map_elements(
                 lambda e: (wh.experiment_dir(e) / "merged_bursts.parquet").is_file(), return_dtype=pl.Boolean).alias("merged"))
             .sort("started_at", "experiment", descending=True, nulls_last=True))

@@ -173,3 +173,18 @@ def test_pipit_reads_export_like_its_otf2_reader(tmp_path, run_cli):
     a, b = mpi(mine), mpi(theirs)
     assert [x[:3] for x in a] == [x[:3] for x in b]
     assert max(abs(x[3] - y[3]) for x, y in zip(a, b)) <= 1.0
+
+
+def test_pipit_processes_of_two_applications_do_not_collide():
+    """A Paraver trace can hold several applications (Extrae's uncore readers are appl 2): their tasks are other
+    processes than appl 1's, so Pipit must not see two ranks 0."""
+    from synthtrace import read_trace
+    from synthtrace.tracelib.exports import pipit_events
+    from tests.conftest import PRIME
+
+    bursts, calls = read_trace(PRIME)
+    second = bursts.filter(pl.col("task") <= 2).with_columns(pl.lit(2, bursts.schema["appl"]).alias("appl"))
+    ev = pipit_events(pl.concat([bursts, second]), calls)
+    n_tasks = bursts["task"].n_unique()
+    assert ev["Process"].n_unique() == n_tasks + 2 and ev["Process"].max() == n_tasks + 1
+    assert ev.filter(pl.col("Process") < n_tasks).height == 2 * (bursts.height + calls.height)

@@ -110,7 +110,7 @@ def test_predict_refuses_a_tampered_model(run_cli, wh):
     art.write_bytes(art.read_bytes() + b"\0")
     before = tree_digest(wh)
     code, _, err = run_cli("predict", "--experiment", "app0-exp", "-w", wh)
-    assert code == 1 and "SHA-256" in err and "refusing" in err
+    assert code == 2 and "SHA-256" in err and "refusing" in err
     assert tree_digest(wh) == before
 
 

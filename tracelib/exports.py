@@ -69,21 +69,30 @@ def perfetto_json(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, name:
             + json.dumps(name) + "}}")
 
 
+def _process(bursts: pl.DataFrame, frame: pl.DataFrame) -> pl.Expr:
+    """Pipit's 0-based ``Process`` of each row of ``frame``: the task's rank, the tasks of later Paraver
+    applications (appl 2, ...) numbered after those of the earlier ones so that no two share a number."""
+    offsets = (pl.concat([bursts.select("appl", "task"), frame.select("appl", "task")])
+               .group_by("appl").agg(pl.col("task").max()).sort("appl"))
+    first = dict(zip(offsets["appl"].to_list(), (offsets["task"].cum_sum() - offsets["task"]).to_list()))
+    return (pl.col("appl").replace_strict(first, return_dtype=pl.Int64) + pl.col("task") - 1).alias("Process")
+
+
 def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.DataFrame:
     """Pipit's events-table shape: ``Timestamp (ns)``, ``Event Type`` (Enter/Leave), ``Name``, ``Thread``,
-    ``Process`` (0-based rank), then one column per counter. A burst is an Enter/Leave pair named
+    ``Process`` (0-based rank, later applications numbered after earlier ones), then one column per counter. A burst is an Enter/Leave pair named
     ``Computation`` whose counters sit on its Leave row (they are the burst's deltas); MPI calls are Enter/Leave
     pairs named after the call with their bytes on the Leave row."""
     counters = _counters(bursts)
     base = bursts.select(
-        pl.col("task").sub(1).alias("Process"), pl.col("thread").sub(1).alias("Thread"),
+        _process(bursts, calls if calls is not None else bursts), pl.col("thread").sub(1).alias("Thread"),
         "start_ns", "end_ns", pl.lit("Computation").alias("Name"), *counters)
     parts = [
         base.select(pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), "Name", "Thread", "Process"),
         base.select(pl.col("end_ns").alias("Timestamp (ns)"), pl.lit("Leave").alias("Event Type"), "Name", "Thread", "Process", *counters),
     ]
     if calls is not None and calls.height:
-        c = calls.select(pl.col("task").sub(1).alias("Process"), pl.col("thread").sub(1).alias("Thread"),
+        c = calls.select(_process(bursts, calls), pl.col("thread").sub(1).alias("Thread"),
                          "start_ns", "end_ns", pl.col("mpi_call").alias("Name"), "bytes_sent", "bytes_recv")
         parts += [
             c.select(pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), "Name", "Thread", "Process"),
