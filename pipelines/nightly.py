@@ -70,8 +70,11 @@ def _tell(stage: str, done: int, total: int) -> None:
 
 def one_line(exc: BaseException) -> str:
     """An exception as one line: our errors as they are, anything else prefixed with its type."""
-    text = str(exc).strip() if isinstance(exc, SynthtraceError) else f"{type(exc).__name__}: {exc}".strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    first = text.splitlines()[0]
+    return first if isinstance(exc, SynthtraceError) else f"{type(exc).__name__}: {first}"
 
 
 # ---------------------------------------------------------------------------------------------- tasks
