@@ -68,6 +68,15 @@ def _tell(stage: str, done: int, total: int) -> None:
         _progress(stage, done, total)
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: our errors as they are, anything else prefixed with its type."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    first = text.splitlines()[0]
+    return first if isinstance(exc, SynthtraceError) else f"{type(exc).__name__}: {first}"
+
+
 # ---------------------------------------------------------------------------------------------- tasks
 @task(name="discover")
 def discover_task(drop: str, warehouse: str) -> list[dict[str, Any]]:
@@ -83,8 +92,7 @@ def ingest_task(item: dict[str, Any], drop: str, warehouse: str) -> dict[str, An
     try:
         res = ingest_trace(Warehouse(warehouse), path)
     except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
-        reason = str(exc) if isinstance(exc, SynthtraceError) else f"{type(exc).__name__}: {exc}"
-        reason = reason.strip().splitlines()[0] if reason.strip() else type(exc).__name__
+        reason = one_line(exc)
         if is_machine_error(exc):
             get_run_logger().warning("not ingested %s: %s", path, reason)
             return {"status": "failed", "path": str(path), "reason": reason}
@@ -106,10 +114,9 @@ def stage_task(stage: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str,
     try:
         return {"ok": fn(*args, **kwargs)}
     except Exception as exc:  # reported in the summary; the stage stays pending
-        text = str(exc) if isinstance(exc, SynthtraceError) else f"{type(exc).__name__}: {exc}"
+        text = one_line(exc)
         get_run_logger().warning("%s %s failed: %s", stage, " ".join(map(str, args)), text)
-        return {"error": text.strip().splitlines()[0] if text.strip() else type(exc).__name__, "stage": stage,
-                "args": [str(a) for a in args]}
+        return {"error": text, "stage": stage, "args": [str(a) for a in args]}
 
 
 def _experiment_stage(stage: str, items: list[Pending], kwargs: dict[str, Any],
