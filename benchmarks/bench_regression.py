@@ -268,6 +268,63 @@ def simulator_campaign(seed: int, nights: int, inject: bool, tmp: Path, toleranc
     return rows
 
 
+def polling_section(seeds: list[int], tolerance: int = 1) -> list[str]:
+    """Issue 15's histories: polling bursts at the kernel's site (``tests.models_synth.polling_history``), every
+    detector on the kernel's site and on the application's total, synthtrace also without logical regions."""
+    from synthtrace.warehouse import history as hist  # noqa: PLC0415
+    from synthtrace.warehouse.history import APP_TOTAL  # noqa: PLC0415
+    from tests.models_synth import polling_history  # noqa: PLC0415
+    site = "solve (step.c:120)"
+    counts: dict[str, dict[str, int]] = {}
+    t0 = time.perf_counter()
+    for seed in seeds:
+        with tempfile.TemporaryDirectory(prefix="bench-polling-") as d:
+            polling_history(d, n_nights=14, change_night=8, seed=seed)
+            h = site_history(d)
+            saved = hist.POLLING_CALLS
+            hist.POLLING_CALLS = ()  # ablation: every burst its own visit
+            h_bursts = site_history(d)
+            hist.POLLING_CALLS = saved
+        def ours(app: str, s: str, h: pl.DataFrame) -> list[int]:
+            """Alert nights at ``s``; the app total also counts when folded into a site's alert."""
+            return [r["night"] for r in detect(h.filter(pl.col("app") == app)).iter_rows(named=True)
+                    if r["call_site"] == s or (s == APP_TOTAL and any(x["name"] == "app_time_ns" for x in r["signals"]))]
+        runs: dict[str, Callable[[str, str], list[int]]] = {
+            "synthtrace (logical regions, app total)": lambda app, s, h=h: ours(app, s, h),
+            "synthtrace, each burst a visit (no logical regions)": lambda app, s, h=h_bursts: ours(app, s, h)}
+        for name, run in _detectors().items():
+            if not name.startswith("synthtrace"):
+                runs[name] = lambda app, s, run=run, h=h: run(
+                    h.filter((pl.col("app") == app) & (pl.col("call_site") == s)).sort("started_at"))
+        for name, run in runs.items():
+            c = counts.setdefault(name, {"site": 0, "total": 0, "control": 0, "extra": 0})
+            for s, key in ((site, "site"), (APP_TOTAL, "total")):
+                nights = run("stepapp", s)
+                hit = any(abs(n - 8) <= tolerance for n in nights)
+                c[key] += hit
+                c["extra"] += len(nights) - hit
+                c["control"] += len(run("control", s))
+    n = len(seeds)
+    lines = ["## Polling at the kernel's site (issue 15)", "",
+             f"`tests/models_synth.polling_history`, {n} seeds: 14 nights, 4 ranks, two runs a night with different "
+             "counter sets; per iteration a kernel (3.6M instructions, IPC 2.6) closed by MPI_Test at its site, a "
+             "polling loop of 2.5 µs bursts closed by more MPI_Test at the same site (a Poisson number with a new "
+             "mean every night), then a second region closed by MPI_Allreduce; 3 % night-to-night speed noise. From "
+             "night 8 (0-based) the kernel needs 4.5M instructions at IPC 2.0 (app total +~20 %); a control app is "
+             "unchanged. Found: an alert within "
+             f"{tolerance} night of the change on the kernel's site / on the application's total time; false alarms: "
+             "other alert nights of the changed app plus every alert of the control. Baselines read the same "
+             "(logical-region) series, time alone.", "",
+             "| detector | kernel site found | app total found | false alarms (changed app) | alerts on control |",
+             "|---|---|---|---|---|"]
+    for name, c in counts.items():
+        lines.append(f"| {name} | {c['site']}/{n} | {c['total']}/{n} | {c['extra']} | {c['control']} |")
+    lines += ["", "synthtrace folds the app-total alert into the site alert (one alert per change, `app_time_ns` "
+              "among its signals): its app-total column counts those. The baselines read the logical-region series "
+              f"synthtrace's history builds. Wall time {time.perf_counter() - t0:.0f} s.", ""]
+    return lines
+
+
 def _detectors() -> dict[str, Callable[[pl.DataFrame], list[int]]]:
     d: dict[str, Callable[[pl.DataFrame], list[int]]] = {
         "synthtrace (multi-signal)": lambda s: [a["night"] for a in detect_series(s, DetectorParams())],
@@ -304,8 +361,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sim-seeds", default="", help="also: the project's simulator campaigns with these seeds "
                     "(every pattern an app, random injections); a seed prefixed with 'n' injects nothing")
     ap.add_argument("--sim-nights", type=int, default=24)
+    ap.add_argument("--polling-seeds", default="0,1,2,3,4,5,6,7", help="seeds of the polling histories (issue 15)")
+    ap.add_argument("--polling-only", action="store_true", help="only the polling section")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    polling = polling_section([int(x) for x in args.polling_seeds.split(",")]) if args.polling_seeds else []
+    if args.polling_only:
+        emit("\n".join([f"Machine: {machine()}.", "", *polling]) + "\n", args.out)
+        return 0
     seeds = [int(x) for x in args.seeds.split(",")]
     all_rows, all_kinds, facts = [], [], []
     for seed in seeds:
@@ -390,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             p, rc = (tp / (tp + fp) if tp + fp else 0.0), (tp / ch if ch else 0.0)
             f1 = 2 * p * rc / (p + rc) if p + rc else 0.0
             lines.append(f"| {name} | {args.sim_seeds} | {ch} | {tp} | {fp} | {p:.3f} | {rc:.3f} | **{f1:.3f}** |")
+    lines += ["", *polling]
     ours, bases = pooled[0], sorted(pooled[1:], key=lambda r: -r["f1"])
     lines += ["", "Targets (issue 7): F1 >= 0.9; no alarm on >= 98 % of unchanged series; F1 >= best baseline + 0.1.", ""]
     if bases:

@@ -13,6 +13,7 @@ provisional (the label while it is provisional; for insufficient_counters the be
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -161,17 +162,22 @@ def machine_profile(root: str, experiment: str, spec: str | None = None) -> Mach
 
 
 def analyse_experiment(root: str, experiment: str, *, machine: Machine | None = None,
-                       thresholds: Thresholds | None = None, discover: bool = True,
-                       store: bool = True) -> tuple[ExperimentInput, AnalysisResult]:
-    """Read an experiment from the warehouse at ``root``, analyse it and (``store``) commit the outputs.
+                       thresholds: Thresholds | None = None, discover: bool = True, store: bool = True,
+                       on_step: Callable[[str], None] | None = None) -> tuple[ExperimentInput, AnalysisResult]:
+    """Read an experiment from the warehouse at ``root``, analyse it and (``store``) commit the outputs;
+    ``on_step`` is told each of the three steps done (read, analysed, stored): a progress bar.
 
     ``machine`` None: :func:`machine_profile` (a ``machine.toml`` beside the traces, else the default). The
     profile used is stored beside the outputs as ``machine.json``."""
+    step = on_step or (lambda _: None)
     wh = Warehouse(root)
     inp = load_experiment(wh, experiment)
+    step(f"{experiment} read")
     machine = machine or machine_profile(root, experiment)
     result = analyse_input(inp, machine=machine, thresholds=thresholds, discover=discover)
+    step(f"{experiment} analysed")
     if store:
         write_analysis(wh, experiment, result.frames(), {"archetype_discovery": result.discovery,
                                                          "machine": {**machine.as_dict(), "source": machine.source}})
+    step(f"{experiment} stored")
     return inp, result

@@ -17,6 +17,7 @@ single-run counter set and the best single set in one table.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,7 +127,7 @@ def drop_uninformative(table: FeatureTable) -> FeatureTable:
 
 
 def cross_validate(table: FeatureTable, kind: str = "hgb", seed: int = 0, n_splits: int = 5,
-                   features: list[str] | None = None) -> CrossValidation:
+                   features: list[str] | None = None, on_fold: Callable[[str], None] | None = None) -> CrossValidation:
     """Grouped K-fold (group = application): every row is predicted by a model that never saw its application.
 
     Needs at least two applications; raises :class:`NoTrainingDataError` otherwise.
@@ -139,10 +140,12 @@ def cross_validate(table: FeatureTable, kind: str = "hgb", seed: int = 0, n_spli
     X = table.select(features) if features is not None else table.X
     pred = np.full(table.y.shape, np.nan)
     est = make_estimator(kind, seed)
-    for train, test in GroupKFold(n_splits=k).split(X, table.y, groups):
+    for i, (train, test) in enumerate(GroupKFold(n_splits=k).split(X, table.y, groups), start=1):
         cols = informative(X[train])
         m = clone(est).fit(X[train][:, cols], table.y[train])
         pred[test] = m.predict(X[test][:, cols])
+        if on_fold is not None:
+            on_fold(f"fold {i}/{k}")
     return CrossValidation(table.y, pred, groups, k)
 
 
@@ -177,7 +180,8 @@ def _set_features(frame: pl.DataFrame, target: str, counters: list[str] | dict[s
 
 def compare_counter_sets(frame: pl.DataFrame, target: str, sets: dict[str, list[str] | dict[str, list[str]]], *,
                          kinds: tuple[str, ...] = ("hgb",), seed: int = 0, n_splits: int = 5,
-                         min_instructions: float = MIN_INSTRUCTIONS) -> pl.DataFrame:
+                         min_instructions: float = MIN_INSTRUCTIONS,
+                         on_step: Callable[[str], None] | None = None) -> pl.DataFrame:
     """The merged counter set against each single-run counter set and the best single set, in one table.
 
     ``frame``: merged bursts with an ``app`` column; ``sets``: name -> counters of that single-run set (one list,
@@ -191,10 +195,13 @@ def compare_counter_sets(frame: pl.DataFrame, target: str, sets: dict[str, list[
     merged = full.subset(mask)
     rows = []
     for kind in kinds:
+        step = on_step or (lambda _: None)
         results = {"merged": (merged, cross_validate(merged, kind, seed, n_splits).scores)}
+        step(f"{kind} merged")
         for name, counters in sets.items():
             t = _set_features(frame, target, counters).subset(mask)
             results[name] = (t, cross_validate(t, kind, seed, n_splits).scores)
+            step(f"{kind} {name}")
         singles = {k: v for k, v in results.items() if k != "merged"}
         best = min(singles, key=lambda k: singles[k][1]["mape"]) if singles else None
         for name, (t, s) in results.items():

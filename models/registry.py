@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -99,8 +100,11 @@ def _sorted_rows(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experiments: list[str] | None = None,
-          seed: int = 0, n_splits: int = 5, evaluate: bool = True, now: datetime | None = None) -> TrainedModel:
+          seed: int = 0, n_splits: int = 5, evaluate: bool = True, now: datetime | None = None,
+          on_step: Callable[[str], None] | None = None) -> TrainedModel:
     """Train a ``kind`` predictor of ``target`` on the warehouse's bursts and commit it as a new version.
+
+    ``on_step`` is told each step done (reading, features, fit, every evaluation fold): a progress bar.
 
     Raises :class:`~synthtrace.models.features.UnknownTargetError`, :class:`~synthtrace.models.predictors.UnknownModelKindError`,
     :class:`~synthtrace.warehouse.errors.UnknownExperimentError` and :class:`~synthtrace.models.features.NoTrainingDataError`.
@@ -109,23 +113,27 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
     from synthtrace.models.predictors import make_estimator  # noqa: PLC0415 - validates kind before reading data
     make_estimator(kind, seed)
     wh = Warehouse(root)
+    step = on_step or (lambda _: None)
     frame, info = load_bursts(wh, experiments)
+    step("bursts read")
     if frame.height == 0:
         raise NoTrainingDataError(f"no bursts to learn from in {wh.root}"
                                   + (f" (experiments {', '.join(info['experiments'])})" if info["experiments"] else
                                      " (ingest and merge traces first)"))
     frame = _sorted_rows(frame)
     table = drop_uninformative(build_features(frame, target).trainable())
+    step("features")
     if table.X.shape[0] == 0:
         raise NoTrainingDataError(f"no burst of {', '.join(info['experiments'])} has what target {target!r} needs "
                                   f"({'instructions and cycles' if target == 'ipc' else 'instructions and time'}, "
                                   ">= 1e4 instructions)")
     with threadpool_limits(1):
         est = fit(table, kind, seed)
+        step("fitted")
         pred = est.predict(table.X)
         cv = None
         if evaluate and len(set(table.groups.tolist())) >= 2:
-            cv = cross_validate(table, kind, seed, n_splits)
+            cv = cross_validate(table, kind, seed, n_splits, on_fold=step)
     insample = scores(table.y, pred)
     metrics = {"train": insample}
     if cv is not None:

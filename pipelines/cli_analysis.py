@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
-from synthtrace.pipelines.cli_models import print_wide
+from synthtrace.pipelines.cli_models import StepProgress, print_wide
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import Machine, load_machine
 
@@ -97,9 +97,13 @@ def archetypes(
     names = [experiment] if experiment else experiments(Warehouse(warehouse))
     if not names:
         raise BadInputError(f"{warehouse}: no experiments (ingest traces first)")
-    for name in names:
-        m = chosen or machine_profile(str(warehouse), name)
-        inp, res = analyse_experiment(str(warehouse), name, machine=m, thresholds=th, discover=discover)
+    done = []
+    with StepProgress(3 * len(names), "archetypes") as step:
+        for name in names:
+            m = chosen or machine_profile(str(warehouse), name)
+            done.append((name, m, *analyse_experiment(str(warehouse), name, machine=m, thresholds=th,
+                                                      discover=discover, on_step=step)))
+    for name, m, inp, res in done:
         t = Table(title=f"archetypes of {name} ({inp.source}: {len(inp.run_names) if inp.source == 'runs' else 1} "
                         f"{'run(s)' if inp.source == 'runs' else 'merged trace'})")
         for col in ("unit", "archetype", "count", "time (s)", "time share", "provisional"):

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,6 +15,7 @@ from typing import Annotated, Any
 import polars as pl
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
@@ -21,6 +23,34 @@ from synthtrace.tracelib.errors import BadInputError
 
 TargetOption = Annotated[str, typer.Option("--target", help="What to predict: ipc (instructions per cycle) or tpi "
                                            "(time per instruction, ns).")]
+
+
+class StepProgress:
+    """A rich progress bar on stderr that appears once work has run ``delay_s`` seconds (short commands stay
+    quiet). Use as a context manager; call it with a step's description to advance one step."""
+
+    def __init__(self, total: int, description: str, delay_s: float = 2.0):
+        self.total, self.description, self.delay_s = total, description, delay_s
+        self.t0 = time.monotonic()
+        self.done = 0
+        self.bar: Progress | None = None
+
+    def __enter__(self) -> StepProgress:
+        return self
+
+    def __call__(self, step: str) -> None:
+        self.done += 1
+        if self.bar is None and time.monotonic() - self.t0 >= self.delay_s:
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=err_console, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.description, total=self.total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=min(self.done, self.total), description=f"{self.description}: {step}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def print_wide(table: Table, width: int = 170) -> None:
@@ -54,8 +84,9 @@ def train(
     from synthtrace.models.registry import train as train_model
     if folds < 2:
         raise BadInputError("--folds must be at least 2")
-    with err_console.status(f"training a {model} predictor of {target}"):
-        m = train_model(warehouse, target, model, experiments=_split(experiments), seed=seed, n_splits=folds)
+    with StepProgress(3 + folds, f"training a {model} predictor of {target}") as step:
+        m = train_model(warehouse, target, model, experiments=_split(experiments), seed=seed, n_splits=folds,
+                        on_step=step)
     r = m.record
     t = Table(title=f"model {r['model_id']}")
     t.add_column("field")
@@ -94,9 +125,9 @@ def _print_comparison(warehouse: Path, target: str, kind: str, experiments: list
     if len(sets) < 2:
         err_console.print("comparison skipped: the experiments were recorded with one counter set", highlight=False)
         return
-    with err_console.status("comparing counter sets"):
+    with StepProgress(1 + len(sets), "comparing counter sets") as step:
         table = compare_counter_sets(frame.filter(pl.col("experiment").is_in(info["merged"])) if info["merged"]
-                                     else frame, target, sets, kinds=(kind,), seed=seed, n_splits=folds)
+                                     else frame, target, sets, kinds=(kind,), seed=seed, n_splits=folds, on_step=step)
     t = Table(title=f"{target}: merged counter set vs single-run sets (grouped by application)")
     for c in ("counter set", "features", "R²", "MAPE", "MAPE cut vs best single"):
         t.add_column(c)

@@ -58,3 +58,28 @@ def test_discovery_kappa_and_stability(kernel_campaign):
                            random_state=1).fit(bm)
     assert d.kappa_ >= 0.8, d.summary()
     assert d.stability_ari_ >= 0.8, d.summary()
+
+
+def test_mispredicting_kernel_is_bad_speculation_and_dense_kernels_keep_their_class():
+    """Issue 15: a branchy kernel with 9 % of its branches mispredicted and ~1 LLC miss per 1000 instructions is
+    bad_speculation (the cascade said dram_latency or insufficient_counters), with the full counters and with
+    IPC + caches + branches; vectorised dense kernels stay compute_vector, short glue fine_grain."""
+    import polars as pl
+
+    from benchmarks.sim_archetypes import SUBSETS, cascade
+    from synthtrace.tracelib.simulator.counter_model import COUNTERS
+    camp = simulate(n_per_kernel=150, seed=3)
+    m, full = camp["machine"], camp["frames"]["full"]
+    kernel, intent = pl.Series(camp["kernel"]), pl.Series(camp["intent"])
+    long = intent.is_not_null() & (intent != "fine_grain")
+    short = intent == "fine_grain"
+    for name in ("full", "IPC + caches + branches"):
+        frame = full.select(*[c for c in full.columns if c not in COUNTERS or c in SUBSETS[name]])
+        pred = classify(frame, m)
+        branchy = pred.filter((kernel == "branchy_mispredict") & long)
+        assert (branchy == "bad_speculation").mean() >= 0.9, (name, branchy.value_counts())
+        assert (pred.filter(short) == "fine_grain").mean() >= 0.99, name
+    pred = classify(full, m)
+    assert (pred.filter((kernel == "fft_local") & long) == "compute_vector").mean() >= 0.9
+    old = cascade(full, m).filter((kernel == "branchy_mispredict") & long)
+    assert (old == "bad_speculation").mean() < 0.5  # the first-match cascade misses it

@@ -185,3 +185,14 @@ def test_a_model_worse_than_the_mean_on_unseen_apps_is_rejected(run_cli, tmp_pat
     assert code == 0 and "is rejected" in err
     code, out, _ = run_cli("models", "-w", w)
     assert "rejected" in out and "ok" in out
+
+
+def test_progress_appears_only_on_long_work(capsys):
+    from synthtrace.pipelines.cli_models import StepProgress
+    with StepProgress(3, "quick", delay_s=60) as step:
+        step("one")
+        assert step.bar is None  # a short command prints nothing
+    with StepProgress(3, "long", delay_s=0) as step:
+        step("one")
+        step("two")
+        assert step.bar is not None and step.bar.tasks[0].completed == 2 and "long: two" in step.bar.tasks[0].description
