@@ -74,9 +74,25 @@ def _logical_keys(t: pl.DataFrame, clocks: pl.DataFrame) -> pl.DataFrame:
     ``_rank`` (bursts with the row's signature before it in that iteration)."""
     k = t.select("_tid", "sig", "csig").with_row_index("_row").join(clocks, on="_tid", how="left",
                                                                       maintain_order="left")
-    is_clock = (pl.col("csig") == pl.col("_clock")).fill_null(False)
-    k = k.with_columns((is_clock.cast(pl.Int64).cum_sum().over("_tid") - is_clock.cast(pl.Int64)).alias("_it"))
-    return k.with_columns(pl.int_range(pl.len()).over("_tid", "_it", "sig").alias("_rank"))
+    tick = (k.get_column("csig") == k.get_column("_clock")).fill_null(False).cast(pl.Int64).to_numpy()
+    tid = k.get_column("_tid").to_numpy()
+    first = np.r_[True, tid[1:] != tid[:-1]] if tid.size else np.zeros(0, bool)  # rows of a thread are contiguous
+    before = np.cumsum(tick) - tick
+    k = k.with_columns(pl.Series("_it", before - np.maximum.accumulate(np.where(first, before, 0))))
+    return k.with_columns(pl.Series("_rank", rank_within(k.select("_tid", "_it", "sig"))))
+
+
+def rank_within(keys: pl.DataFrame) -> np.ndarray:
+    """For each row, how many earlier rows have the same values in every column of ``keys`` (a cumulative count
+    per group, by one stable sort of the rows' hashes instead of a window over many small groups)."""
+    h = keys.hash_rows(seed=0).to_numpy()
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    idx = np.arange(h.size)
+    start = np.r_[True, hs[1:] != hs[:-1]] if h.size else np.zeros(0, bool)
+    rank = np.empty(h.size, np.int64)
+    rank[order] = idx - np.maximum.accumulate(np.where(start, idx, 0))
+    return rank
 
 
 @njit(cache=True, nogil=True)
@@ -238,15 +254,19 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     # place among the iteration's key pairs differs between the runs
     it = rk.get_column("_it").to_numpy()[ri]
     tid = ref.get_column("_tid").to_numpy()[ri]
-    place = pl.DataFrame({"t": tid, "i": it, "r": ri, "o": oj}).select(
-        (pl.col("r").rank("ordinal").over("t", "i") == pl.col("o").rank("ordinal").over("t", "i")).alias("s"))
-    straight = place.get_column("s").to_numpy()
+    # pairs are sorted by reference row: a pair's place among its iteration's pairs on the reference side is the
+    # count of earlier pairs of the iteration; on the other side, of pairs whose other row is smaller
+    ti = pl.DataFrame({"t": tid, "i": it})
+    o_order = np.argsort(oj, kind="stable")
+    o_place = np.empty(oj.size, np.int64)
+    o_place[o_order] = rank_within(ti[o_order])
+    straight = rank_within(ti) == o_place
     chain = np.zeros(ri.size, bool)
     chain[straight] = _chain(tid[straight], oj[straight])
     msg = ["_tid", "_it", "osig", "_mrank"]
-    rm, om = ((k.with_columns(pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
-               .with_columns(pl.int_range(pl.len()).over("_tid", "_it", "osig").alias("_mrank")))
+    rm, om = (k.with_columns(pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
               for k, t in ((rk, ref), (ok, other)))
+    rm, om = (m.with_columns(pl.Series("_mrank", rank_within(m.select("_tid", "_it", "osig")))) for m in (rm, om))
     mi, mj = _join_pairs(rm, om, msg)
     keep = _plausible(ref, other, mi, mj, features, *substitute) if features else np.zeros(mi.size, bool)
     clocked = [(k.get_column("_clock").is_not_null() & k.get_column("_it").is_not_null()).to_numpy() for k in (rk, ok)]
