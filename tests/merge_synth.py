@@ -82,6 +82,8 @@ def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int
     load balancing); ``p_split``: share of compute bursts split in two in runs > 0 (counters read at the split,
     the first piece closed by no MPI call); ``renumber``: the last run numbers its tasks by a random permutation.
     """
+    if max_polls >= 999:
+        raise ValueError("max_polls must stay below 999 (logical ids are logical burst * 1000 + poll)")
     rng = np.random.default_rng(seed)
     sets = counter_sets or [DEFAULT_SETS[i % len(DEFAULT_SETS)] for i in range(n_runs)]
     n_pos = len(_TEMPLATE)
@@ -180,7 +182,7 @@ def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int
         cend = end + call_dur.astype(np.int64)
         seq = np.arange(n) - np.repeat(task_first, np.diff(np.r_[task_first, n]))
         logical = np.where(is_extra, -(np.arange(n) + 1) - r * 10_000_000_000,
-                           np.where(is_piece, idx * 100 + 99, idx * 100 + np.maximum(rep, 0)))
+                           np.where(is_piece, idx * 1000 + 999, idx * 1000 + np.maximum(rep, 0)))
         if renumber and r == n_runs - 1 and n_runs > 1:
             perm = rr.permutation(n_tasks) + 1
             task = perm[task - 1]

@@ -426,7 +426,16 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
     code, out, err = run_cli(capsys, "merge", "lulesh", "-w", lulesh_wh, "--reference", LULESH_B.stem)
     assert code == 0, err
     assert "PAPI_TOT" in out and "100.0%" in out  # the quality table
+    assert re.search(r"^verdict for lulesh: (ok|suspect|bad)", out, re.M)  # one verdict per experiment
     from synthtrace.warehouse.sql import query
+    # provenance: one row per (reference burst, other run), in the other run's own numbering
+    prov = query(lulesh_wh, "select * from merge_matches").to_pylist()
+    assert list(prov[0]) == ["experiment", "appl", "task", "thread", "burst_seq", "other_run", "other_run_id",
+                             "other_task", "other_thread", "other_burst_seq", "score"]
+    assert len(prov) == 848 and {r["other_run"] for r in prov} == {LULESH_A.stem}
+    assert all((r["other_burst_seq"] is None) == (r["score"] is None) for r in prov)
+    verdicts = query(lulesh_wh, "select verdict from merge_quality").column("verdict").to_pylist()
+    assert set(verdicts) <= {"ok", "suspect", "bad"} and verdicts
     n = query(lulesh_wh, "select count(*) as n, min(match_score) as s from merged_bursts").to_pylist()[0]
     assert n["n"] == 848 and n["s"] == 1.0  # the reference recorded every counter
     qual = query(lulesh_wh, "select counter, source_run, coverage, estimated_error from merge_quality").to_pylist()
@@ -443,8 +452,7 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
 @real
 def test_cli_export_round_trip(lulesh_wh, capsys, tmp_path):
     pytest.importorskip("synthtrace.tracelib.paraver.writer")
-    out = tmp_path / "exp" / "merged"
-    out.parent.mkdir()
+    out = tmp_path / "exp" / "merged"  # the folder does not exist yet: the export creates it
     code, _, err = run_cli(capsys, "merge", "lulesh", "-w", lulesh_wh, "--reference", LULESH_B.stem,
                            "--export-prv", out)
     assert code == 0, err

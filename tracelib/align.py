@@ -788,7 +788,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     Returns one row per reference burst, in the row order of ``ref``: appl, task, thread, burst_seq, other_seq
     (NULL when unmatched), other_row (the matched row's index in ``other``, NULL when unmatched), match_score
     (Float64 in [0, 1], NULL when unmatched), same_sig (the two closing calls agree on call, site, communicator,
-    peer and bytes; NULL when unmatched).
+    peer and bytes; NULL when unmatched), same_iter (both bursts lie in the same iteration of their thread's call
+    sequence, see :mod:`synthtrace.tracelib.anchors`; NULL when unmatched or the thread has no iteration clock).
     """
     timing_only = len(features) == 0
     r_tid = ref.get_column("_tid").to_numpy()
@@ -817,9 +818,9 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     r_pos[r_rows] = np.arange(r_rows.size)
     o_pos = np.full(other.height, -1, np.int64)
     o_pos[o_rows] = np.arange(o_rows.size)
+    ki, kj, chain, mi, mj, r_it, o_it = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur),
+                                                  (config.sub_feat, config.sub_dur))
     if config.anchors:
-        ki, kj, chain, mi, mj = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur),
-                                          (config.sub_feat, config.sub_dur))
         inside = (r_pos[ki] >= 0) & (o_pos[kj] >= 0)
         ki, kj, chain = r_pos[ki[inside]], o_pos[kj[inside]], chain[inside]
         inside = (r_pos[mi] >= 0) & (o_pos[mj] >= 0)
@@ -862,4 +863,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         pl.Series("other_seq", o_seq, pl.Int64).scatter(np.flatnonzero(~hit), None),
         pl.Series("other_row", other_row, pl.Int64).scatter(np.flatnonzero(~hit), None),
         pl.Series("match_score", score, pl.Float64).scatter(np.flatnonzero(~hit), None),
-        pl.Series("same_sig", same, pl.Boolean).scatter(np.flatnonzero(~hit), None))
+        pl.Series("same_sig", same, pl.Boolean).scatter(np.flatnonzero(~hit), None),
+        # the pair lies in the same iteration of both runs' own call sequences (NULL: unmatched or no clock)
+        pl.Series("same_iter", r_it == o_it[safe], pl.Boolean).scatter(
+            np.flatnonzero(~hit | (r_it < 0) | (o_it[safe] < 0)), None))

@@ -10,7 +10,8 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
    :func:`synthtrace.tracelib.align.sequence_table`) that closes the most bursts among those that close the same
    number of bursts as most other signatures do (the calls made once per iteration), present in both runs,
    among calls whose bursts are long (at least 90 % of them >= ``CLOCK_MIN_NS``: polling iterations repeat a
-   run-dependent number of times);
+   run-dependent number of times), calls that receive from a named partner last (an ``MPI_ANY_SOURCE`` receive
+   takes its place in the iteration from the arrival order);
 2. the **iteration** of a burst is the number of clock bursts before it on its thread, and its **rank** the number
    of bursts with its exact signature before it in that iteration. ``(iteration, signature, rank)`` names a
    logical burst in either run whatever the timing; an optional call missing in one iteration or a polling loop of
@@ -51,7 +52,9 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     """Per thread (``_tid``), the clock call ``_clock`` (a ``csig``) chosen on the reference run among those both
     runs have."""
     counts = (ref.group_by("_tid", pl.col("csig").alias("sig"))
-              .agg(pl.len().alias("n"), pl.col("duration_ns").quantile(0.1).alias("d"))
+              .agg(pl.len().alias("n"), pl.col("duration_ns").quantile(0.1).alias("d"),
+                   # a receive from a named partner may be a wildcard's: its place in the iteration varies
+                   (pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)).any().alias("_recv"))
               .join(other.group_by("_tid", pl.col("csig").alias("sig")).agg(pl.len().alias("m")), on=["_tid", "sig"]))
     counts = counts.filter((pl.col("n") >= 2) & (pl.col("m") >= 2))
     # the count shared by most calls of long bursts is the number of iterations (a polling call, whose bursts are
@@ -61,7 +64,8 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
                  .sort("_tid", "k", "_dm", "n", descending=[False, True, False, True]).unique("_tid", keep="first")
                  .select("_tid", pl.col("n").alias("_n_iter")))
     return (counts.join(per_count, on="_tid").filter(pl.col("n") == pl.col("_n_iter"))
-            .sort("_tid", (pl.col("n") - pl.col("m")).abs(), "d", "sig", descending=[False, False, True, False])
+            .sort("_tid", (pl.col("n") - pl.col("m")).abs(), "_recv", "d", "sig",
+                  descending=[False, False, False, True, False])
             .unique("_tid", keep="first").select("_tid", pl.col("sig").alias("_clock")))
 
 
@@ -70,9 +74,25 @@ def _logical_keys(t: pl.DataFrame, clocks: pl.DataFrame) -> pl.DataFrame:
     ``_rank`` (bursts with the row's signature before it in that iteration)."""
     k = t.select("_tid", "sig", "csig").with_row_index("_row").join(clocks, on="_tid", how="left",
                                                                       maintain_order="left")
-    is_clock = (pl.col("csig") == pl.col("_clock")).fill_null(False)
-    k = k.with_columns((is_clock.cast(pl.Int64).cum_sum().over("_tid") - is_clock.cast(pl.Int64)).alias("_it"))
-    return k.with_columns(pl.int_range(pl.len()).over("_tid", "_it", "sig").alias("_rank"))
+    tick = (k.get_column("csig") == k.get_column("_clock")).fill_null(False).cast(pl.Int64).to_numpy()
+    tid = k.get_column("_tid").to_numpy()
+    first = np.r_[True, tid[1:] != tid[:-1]] if tid.size else np.zeros(0, bool)  # rows of a thread are contiguous
+    before = np.cumsum(tick) - tick
+    k = k.with_columns(pl.Series("_it", before - np.maximum.accumulate(np.where(first, before, 0))))
+    return k.with_columns(pl.Series("_rank", rank_within(k.select("_tid", "_it", "sig"))))
+
+
+def rank_within(keys: pl.DataFrame) -> np.ndarray:
+    """For each row, how many earlier rows have the same values in every column of ``keys`` (a cumulative count
+    per group, by one stable sort of the rows' hashes instead of a window over many small groups)."""
+    h = keys.hash_rows(seed=0).to_numpy()
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    idx = np.arange(h.size)
+    start = np.r_[True, hs[1:] != hs[:-1]] if h.size else np.zeros(0, bool)
+    rank = np.empty(h.size, np.int64)
+    rank[order] = idx - np.maximum.accumulate(np.where(start, idx, 0))
+    return rank
 
 
 @njit(cache=True, nogil=True)
@@ -105,7 +125,8 @@ def _best_offset(x: np.ndarray, y: np.ndarray, slack: int, gain: float) -> int:
 ON = ["_tid", "_it", "sig", "_rank"]
 
 
-def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.ndarray) -> pl.DataFrame:
+def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.ndarray,
+             r_long: np.ndarray) -> pl.DataFrame:
     """Per thread, the iteration offset of the other run (``_off``, other iteration = reference iteration + off).
 
     Each thread's clock bursts give a best offset by behaviour (:func:`_best_offset`); their median over the
@@ -127,7 +148,8 @@ def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.nd
         rows.append(_best_offset(x, y, OFFSET_SLACK, OFFSET_GAIN))
     med = int(round(float(np.median(rows)))) if rows else 0
     cands = sorted({med - 1, med, med + 1, -1, 0, 1})
-    r = rk.select(*ON, pl.Series("_v", r_val))
+    # judged on long bursts: polling iterations, hundreds per wait, are alike in every iteration
+    r = rk.select(*ON, pl.Series("_v", r_val), pl.Series("_long", r_long)).filter(pl.col("_long")).drop("_long")
     o = ok.select(*ON, pl.Series("_w", o_val))
     fit = pl.concat([
         r.join(o.with_columns(pl.col("_it") - c), on=ON)
@@ -206,10 +228,12 @@ def _join_pairs(rk: pl.DataFrame, ok: pl.DataFrame, on: list[str]) -> tuple[np.n
 
 
 def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], reject: tuple[float, float],
-              substitute: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+              substitute: tuple[float, float]) -> tuple[np.ndarray, ...]:
     """Key pairs of two prepared runs (rows of :func:`synthtrace.tracelib.align.sequence_table` tables).
 
-    Returns (reference rows, other rows, anchor mask, message reference rows, message other rows): the key pairs
+    Returns (reference rows, other rows, anchor mask, message reference rows, message other rows, iteration of
+    every reference row, iteration of every other row in the reference's numbering; -1 without a clock): the key
+    pairs
     sorted by reference row and which of them form each thread's longest monotone chain, kept when their mean
     reference-counter and duration log differences are within ``reject``; then the **message pairs**: bursts
     that start with the same message (``osig``: the opening call, partner and size) as the same-rank burst of
@@ -219,7 +243,8 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     """
     clocks = _clock_signatures(ref, other)
     rk, ok = _logical_keys(ref, clocks), _logical_keys(other, clocks)
-    off = _offsets(rk, ok, _behaviour(ref, features), _behaviour(other, features))
+    off = _offsets(rk, ok, _behaviour(ref, features), _behaviour(other, features),
+                   ref.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS)
     ok = (ok.join(off, on="_tid", how="left", maintain_order="left")
           .with_columns((pl.col("_it") - pl.col("_off").fill_null(0)).alias("_it")))
     ri, oj = _join_pairs(rk, ok, ON)
@@ -229,18 +254,25 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     # place among the iteration's key pairs differs between the runs
     it = rk.get_column("_it").to_numpy()[ri]
     tid = ref.get_column("_tid").to_numpy()[ri]
-    place = pl.DataFrame({"t": tid, "i": it, "r": ri, "o": oj}).select(
-        (pl.col("r").rank("ordinal").over("t", "i") == pl.col("o").rank("ordinal").over("t", "i")).alias("s"))
-    straight = place.get_column("s").to_numpy()
+    # pairs are sorted by reference row: a pair's place among its iteration's pairs on the reference side is the
+    # count of earlier pairs of the iteration; on the other side, of pairs whose other row is smaller
+    ti = pl.DataFrame({"t": tid, "i": it})
+    o_order = np.argsort(oj, kind="stable")
+    o_place = np.empty(oj.size, np.int64)
+    o_place[o_order] = rank_within(ti[o_order])
+    straight = rank_within(ti) == o_place
     chain = np.zeros(ri.size, bool)
     chain[straight] = _chain(tid[straight], oj[straight])
     msg = ["_tid", "_it", "osig", "_mrank"]
-    rm, om = ((k.with_columns(pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
-               .with_columns(pl.int_range(pl.len()).over("_tid", "_it", "osig").alias("_mrank")))
+    rm, om = (k.with_columns(pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
               for k, t in ((rk, ref), (ok, other)))
+    rm, om = (m.with_columns(pl.Series("_mrank", rank_within(m.select("_tid", "_it", "osig")))) for m in (rm, om))
     mi, mj = _join_pairs(rm, om, msg)
     keep = _plausible(ref, other, mi, mj, features, *substitute) if features else np.zeros(mi.size, bool)
-    return ri, oj, chain, mi[keep], mj[keep]
+    clocked = [(k.get_column("_clock").is_not_null() & k.get_column("_it").is_not_null()).to_numpy() for k in (rk, ok)]
+    r_it = np.where(clocked[0], rk.get_column("_it").fill_null(-1).to_numpy(), -1)
+    o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
+    return ri, oj, chain, mi[keep], mj[keep], r_it, o_it
 
 
 def key_repair(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:

@@ -243,7 +243,7 @@ def _align_other(ref: RunTables, o: RunTables, ref_seq: pl.DataFrame, ref_counte
                      "longer run's bursts >= 10 us matched (chopped windows, or a run cut short or on another input)")
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
-    sig = pair_signals(ref.bursts, bursts, m.get_column("other_row"), work, rate, long_ref)
+    sig = pair_signals(ref.bursts, bursts, m, work, rate, long_ref)
     if sig["work_shift"] is not None and abs(sig["work_shift"]) > WORK_SHIFT:
         notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig['work_shift']):.3f} the "
                      f"instructions of {ref.run_name!r}'s: not the same input or code version?")

@@ -4,9 +4,11 @@ Noise does not make a merge wrong; misalignment does, and so do runs that are no
 input. Signals, over matched pairs of reference bursts of at least 10 us (polling iterations and glue bursts never
 count), from the reference counters both runs recorded:
 
-- **misfit**: a pair whose work (instructions) *and* per-instruction rate of a second common counter (cycles:
-  the IPC) both differ by more than ``MISFIT_LOG`` (log) is not the same code: misaligned. Work alone may differ
-  (dynamic load balancing), rate alone too (OS noise, contention); both at once means another burst;
+- **misfit**: a pair is misaligned when its two bursts lie in different iterations of their threads' own call
+  sequences (iteration consistency, where the sequence is periodic), or when its work (instructions) *and*
+  per-instruction rate of a second common counter (cycles: the IPC) both differ by more than ``MISFIT_LOG``
+  (log): work alone may differ (dynamic load balancing), rate alone too (OS noise, contention); both at once
+  means another burst;
 - **coverage**: the share of long reference bursts matched;
 - **work shift**: the median log ratio of the pairs' instructions; the same program on the same input executes
   the same instructions for the same burst (within 1 %), another input deck or code version does not.
@@ -22,21 +24,25 @@ import math
 
 import polars as pl
 
-MISFIT_LOG = math.log(1.25)
-SUSPECT_MISFIT, BAD_MISFIT = 0.02, 0.10
+MISFIT_LOG = math.log(1.5)
+SUSPECT_MISFIT, BAD_MISFIT = 0.005, 0.05
 SUSPECT_COVERAGE, BAD_COVERAGE = 0.9, 0.5
 WORK_SHIFT = math.log(1.03)
 ORDER = {"ok": 0, "suspect": 1, "bad": 2}
 
 
-def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str | None,
+def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl.DataFrame, work: str | None,
                  rate: str | None, long_ref: pl.Series) -> dict[str, float | None]:
-    """misfit (share of long matched pairs), work_shift (median log ratio of work) and coverage_long."""
+    """misfit (share of long matched pairs), work_shift (median log ratio of work) and coverage_long, from a match
+    table of :func:`synthtrace.tracelib.align.align_runs`."""
+    other_row = matches.get_column("other_row")
     n_long = int(long_ref.sum())
     matched = other_row.is_not_null() & long_ref
     cov = float(matched.sum()) / n_long if n_long else None
+    off_iter = (~matches.get_column("same_iter")).fill_null(False)
     if work is None or not matched.any():
-        return {"misfit": None, "work_shift": None, "coverage_long": cov}
+        misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
+        return {"misfit": misfit, "work_shift": None, "coverage_long": cov}
     cols = [c for c in dict.fromkeys([work, rate]) if c]
     f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
@@ -45,7 +51,8 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: 
     off = dw.abs() > MISFIT_LOG
     if rate and rate != work:
         off = off & ((pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw).abs() > MISFIT_LOG)
-    s = f.select(off.fill_null(False).mean().alias("m"), dw.median().alias("w")).row(0)
+    off = off.fill_null(False) | pl.Series(off_iter).filter(matched)
+    s = f.select(off.mean().alias("m"), dw.median().alias("w")).row(0)
     return {"misfit": s[0], "work_shift": s[1], "coverage_long": cov}
 
 

@@ -5,11 +5,12 @@ topology). The merge aligns a task with the task of the same number, so the numb
 
 - the **message graph** of a run is its set of point-to-point edges (task, peer, bytes) from its MPI calls;
   under the right correspondence the two runs' graphs agree (their Jaccard index is high) whatever the timing;
-- the **behaviour** of a task is its fingerprint: per closing call (call, call site), ``log1p`` of how many
-  bursts it closes and of the instructions (or duration, in microseconds) those bursts executed.
+- the **behaviour** of a task is its work profile: per closing call (call, call site), ``log1p`` of the
+  instructions (or duration, in microseconds) of the first ``PROFILE`` bursts it closes, in order: the same
+  logical bursts do the same work in every run, and a rank's share of the domain shows in it.
 
 As numbered, the runs correspond when their graphs agree (``min_agreement``) or when neither has messages. Else
-the assignment of tasks that minimises the fingerprint distance (Hungarian method, SciPy's
+the assignment of tasks that minimises the profile distance (Hungarian method, SciPy's
 ``linear_sum_assignment``) is tried: when the graphs agree under it, the other run's tasks are renumbered (and the
 merge says so); when they do not, the correspondence cannot be decided and :class:`RankCorrespondenceError` says
 so in one line.
@@ -25,6 +26,7 @@ from synthtrace.tracelib.errors import BadInputError
 #: Jaccard index of the two runs' message graphs above which a correspondence holds
 MIN_AGREEMENT = 0.8
 WORK = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")
+PROFILE = 64  # bursts per closing call in a task's work profile
 
 
 class RankCorrespondenceError(BadInputError):
@@ -59,32 +61,40 @@ def agreement(a: set, b: set) -> float | None:
     return len(a & b) / len(a | b)
 
 
-def _fingerprints(bursts: pl.DataFrame) -> pl.DataFrame:
-    """appl, task, key (closing call and site), n (log1p bursts), w (log1p work): a task's behaviour."""
+def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray]:
+    """(profile rows: task, key, k, w; the tasks): per task of ``appl`` and closing call (call, call site), ``log1p`` of
+    the work of its first ``PROFILE`` bursts in order (NaN past the end): instructions, else microseconds."""
     work = next((c for c in WORK if c in bursts.columns), None)
     w = pl.col(work).cast(pl.Float64) if work else pl.col("duration_ns").cast(pl.Float64) / 1e3
-    return (bursts.group_by("appl", "task", pl.concat_str(pl.col("mpi_call").fill_null(""), pl.lit("@"),
-                                                          pl.col("call_site").fill_null("")).alias("key"))
-            .agg(pl.len().cast(pl.Float64).log1p().alias("n"), w.sum().log1p().alias("w")))
+    key = pl.concat_str(pl.col("mpi_call").fill_null(""), pl.lit("@"), pl.col("call_site").fill_null(""))
+    p = (bursts.filter(pl.col("appl") == appl).select("task", key.alias("key"), w.log1p().alias("w"))
+         .with_columns(pl.int_range(pl.len()).over("task", "key").alias("k")).filter(pl.col("k") < PROFILE))
+    return p, p.get_column("task").unique().sort().to_numpy()
 
 
 def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
-    """{appl << 21 | other task: reference task} minimising the L1 distance of fingerprints, per appl."""
-    fr, fo = _fingerprints(ref), _fingerprints(other)
+    """{appl << 21 | other task: reference task} minimising the distance of work profiles, per appl: the mean
+    |difference| of the first bursts' work, call by call (a missing optional call shifts only its own profile)."""
     mapping: dict[int, int] = {}
-    for (appl,), gr in fr.partition_by("appl", as_dict=True).items():  # one iteration per application
-        go = fo.filter(pl.col("appl") == appl)
-        keys = sorted(set(gr.get_column("key")) | set(go.get_column("key")))
+    for appl in ref.get_column("appl").unique().to_list():
+        pr, tr = _profiles(ref, appl)
+        po, to = _profiles(other, appl)
+        keys = sorted(set(pr.get_column("key")) & set(po.get_column("key")))
+        if not keys or tr.size != to.size:
+            continue
 
-        def matrix(g: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-            wide = (g.pivot(on="key", index="task", values=["n", "w"]).sort("task").fill_null(0.0))
-            cols = [f"{v}_{k}" for v in ("n", "w") for k in keys]
-            wide = wide.with_columns(*[pl.lit(0.0).alias(c) for c in cols if c not in wide.columns])
-            return wide.get_column("task").to_numpy(), wide.select(cols).to_numpy()
+        def cube(p: pl.DataFrame, tasks: np.ndarray) -> np.ndarray:
+            a = np.full((tasks.size, len(keys), PROFILE), np.nan)
+            q = p.filter(pl.col("key").is_in(keys))
+            a[np.searchsorted(tasks, q.get_column("task").to_numpy()),
+              np.searchsorted(keys, q.get_column("key").to_numpy()), q.get_column("k").to_numpy()] = \
+                q.get_column("w").to_numpy()
+            return a
 
-        tr, mr = matrix(gr)
-        to, mo = matrix(go)
-        cost = np.abs(mr[:, None, :] - mo[None, :, :]).sum(axis=2)
+        a, b = cube(pr, tr), cube(po, to)
+        with np.errstate(invalid="ignore"):
+            d = np.abs(a[:, None] - b[None, :])  # ref task x other task x key x k
+            cost = np.nan_to_num(np.nanmean(d.reshape(*d.shape[:2], -1), axis=2), nan=1e6)
         rows, cols = linear_sum_assignment(cost)
         mapping.update({(int(appl) << 21) + int(to[c]): int(tr[r]) for r, c in zip(rows, cols)})
     return mapping

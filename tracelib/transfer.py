@@ -22,6 +22,7 @@ forbids it.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,7 +33,8 @@ RATIO_CLIP = (0.25, 4.0)
 WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
 CHOICE_SAMPLE = 100_000  # bursts looked at to choose a rescaling counter
 AUTO_RESCALE = (0.95, 1.0, False)  # (min correlation, max exponent, clip) of rescaling chosen by default
-WORK_NOISE = 5.0  # work ratios within this many times the median |log ratio| of the pairs count as noise
+WORK_NOISE = 5.0  # work ratios within this many times the median |log ratio| of the pairs count as noise,
+WORK_TOL_MAX = math.log(1.02)  # ... but never beyond 2 %: instruction counts of the same code repeat closer than that
 
 
 @dataclass(frozen=True)
@@ -209,13 +211,13 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
 
 def _work_noise(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str,
                 long_ref: pl.Series) -> float:
-    """``WORK_NOISE`` times the median |log work ratio| of the long matched pairs: the instructions counter's own
-    run-to-run noise, below which a ratio says nothing about the work (log units)."""
+    """``WORK_NOISE`` times the median |log work ratio| of the long matched pairs, at most ``WORK_TOL_MAX``: the
+    instructions counter's own run-to-run noise, below which a ratio says nothing about the work (log units)."""
     r = pl.DataFrame({"a": ref_bursts.get_column(work).cast(pl.Float64),
                       "b": src_bursts.get_column(work).cast(pl.Float64).gather(other_row), "k": long_ref})
     med = r.filter(pl.col("k") & (pl.col("a") > 0) & (pl.col("b") > 0)).select(
         (pl.col("a") / pl.col("b")).log().abs().median()).item()
-    return WORK_NOISE * float(med or 0.0)
+    return min(WORK_NOISE * float(med or 0.0), WORK_TOL_MAX)
 
 
 def _no_worse(new: dict[str, tuple[float, float]], old: dict[str, tuple[float, float]]) -> bool:
