@@ -182,6 +182,41 @@ def _load(r: dict) -> str:
     return f"{r['load'][0]:.1f}-{r['load'][1]:.1f}"
 
 
+def cpu_comparison(mb: int, repeat: int, out: Path) -> None:
+    """CPU seconds (user + system, all threads) of ingest end to end, of the reader alone on the ``.prv`` and on
+    the same trace gzip-compressed (``.prv.gz``), and of the line-by-line parser, on one tiled trace: on a
+    shared machine CPU time stays meaningful when wall time does not."""
+    import gzip
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-cpu-") as tmp:
+        tmp = Path(tmp)
+        trace = _tiled(tmp, mb)
+        gz = trace.with_name(trace.name + ".gz")
+        with open(trace, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+        size = trace.stat().st_size / 1e6
+
+        def best_cpu(code: str, path: Path, wh: bool) -> dict:
+            runs = [_run(code, str(path), *([str(tmp / f"wh-{k}")] if wh else [])) for k in range(repeat)]
+            for k in range(repeat):
+                shutil.rmtree(tmp / f"wh-{k}", ignore_errors=True)
+            return min(runs, key=lambda r: r["cpu"])
+
+        rows = [("synthtrace end to end (.prv)", best_cpu(CHILD_INGEST, trace, True)),
+                ("synthtrace reader only (.prv)", best_cpu(CHILD_READ, trace, False)),
+                ("synthtrace reader only (.prv.gz)", best_cpu(CHILD_READ, gz, False)),
+                ("line-by-line Python (.prv)", best_cpu(CHILD_BASELINE, trace, False))]
+    base = rows[-1][1]["cpu"]
+    lines = [f"## Ingest CPU time ({size:.0f} MB trace, {gz.name.split('.')[0]} tiled; gzip {size:.0f} MB -> compressed)", "",
+             f"Machine: {machine_description()}. Command: `python benchmarks/bench_ingest.py --cpu-mb {mb}`; "
+             f"the lowest CPU time of {repeat} runs each, in one run of the script.", "",
+             "| what | CPU time | wall time | ratio to line-by-line (CPU) | load avg |", "|---|---|---|---|---|"]
+    for name, r in rows:
+        lines.append(f"| {name} | {r['cpu']:.1f} s | {r['seconds']:.1f} s | x{base / r['cpu']:.1f} | "
+                     f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[500, 1000, 2000])
@@ -192,7 +227,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest is reported (all parsers alike)")
     ap.add_argument("--before-rev", help="also ingest the smallest trace with the code of this commit")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ingest.md")
+    ap.add_argument("--cpu-mb", type=int, default=0, help="only compare CPU times on a trace of this size "
+                                                            "(.prv, .prv.gz, line-by-line), written to --out")
     args = ap.parse_args()
+    if args.cpu_mb:
+        cpu_comparison(args.cpu_mb, args.repeat, args.out)
+        return
     rows, memory, phases, before = [], None, None, None
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         tmp = Path(tmp)

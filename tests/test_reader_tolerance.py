@@ -311,3 +311,24 @@ def test_disk_full_during_ingest_is_one_line_and_stores_nothing(tmp_path, run_cl
     code, out, err = run_cli("ingest", PRIME, "-w", wh)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "No space left on device" in err, err
     assert not list((wh / "runs").glob("*")) and not list((wh / ".staging").glob("*"))
+
+
+def test_two_concurrent_ingests_of_one_trace_report_one_ingested(tmp_path, monkeypatch):
+    """Another process commits the same content while this ingest is writing: this one says "already"."""
+    import synthtrace.warehouse.ingest as ingest
+    from synthtrace.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    real = ingest._write_run
+    other: list = []
+
+    def write_while_another_commits(source, run_id, stage, progress):
+        if not other:  # the other ingest runs (and commits) in the middle of this one's write
+            monkeypatch.setattr(ingest, "_write_run", real)
+            other.append(ingest.ingest_trace(wh, PRIME))
+        return real(source, run_id, stage, progress)
+
+    monkeypatch.setattr(ingest, "_write_run", write_while_another_commits)
+    mine = ingest.ingest_trace(wh, PRIME)
+    assert [other[0].status, mine.status] == ["ingested", "already"]
+    assert mine.run_id == other[0].run_id and len(list(wh.runs_dir.glob("*/run.parquet"))) == 1
