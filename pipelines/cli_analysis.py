@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.warehouse.names import name_option
 from synthtrace.pipelines.cli_models import StepProgress, print_wide
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import Machine, load_machine
@@ -82,7 +83,8 @@ def report_file(warehouse: str | Path, out: str | Path | None = None, machine: s
 
 
 def archetypes(
-    experiment: Annotated[str | None, typer.Argument(help="Experiment to analyse (default: every experiment).")] = None,
+    experiment: Annotated[str | None, typer.Argument(
+        help="Experiment to analyse (default: every experiment).", callback=name_option)] = None,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,
@@ -126,7 +128,7 @@ def archetypes(
 
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("synthtrace-report.html"),
-    experiment: Annotated[str | None, typer.Option(help="Only this experiment (default: all).")] = None,
+    experiment: Annotated[str | None, typer.Option(help="Only this experiment (default: all).", callback=name_option)] = None,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,

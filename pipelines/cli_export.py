@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, ReadWarehouseOption, console, err_console
+from synthtrace.warehouse.names import name_option
 
 
 class ExportFormat(str, Enum):
@@ -17,7 +18,8 @@ class ExportFormat(str, Enum):
 
 
 def export(
-    experiment: Annotated[str, typer.Argument(help="Experiment to export (its merged trace, or its only run).")],
+    experiment: Annotated[str, typer.Argument(help="Experiment to export (its merged trace, or its only run).",
+                                                           callback=name_option)],
     format: Annotated[ExportFormat, typer.Option("--format", "-f", help="perfetto: Chrome/Perfetto JSON; pipit: "
                                                   "Pipit-style events table (CSV); csv: one row per burst.")] = ExportFormat.perfetto,
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")] = Path("trace.json"),

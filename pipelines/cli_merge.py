@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.warehouse.names import name_option
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
 from synthtrace.tracelib.merge_checks import worst
@@ -22,7 +23,8 @@ class ExportUnavailableError(SynthtraceError):
 
 
 def merge(
-    experiment: Annotated[str, typer.Argument(help="Experiment whose runs to merge (see `synthtrace runs`).")],
+    experiment: Annotated[str, typer.Argument(help="Experiment whose runs to merge (see `synthtrace runs`).",
+                                                           callback=name_option)],
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     reference: Annotated[str | None, typer.Option("--reference", help="Run (name or id) whose bursts the merged "
                                                   "trace keeps; default: the first run by name.")] = None,

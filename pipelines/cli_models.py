@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.warehouse.names import name_option
 from synthtrace.tracelib.errors import BadInputError
 
 TargetOption = Annotated[str, typer.Option("--target", help="What to predict: ipc (instructions per cycle) or tpi "
@@ -162,7 +163,8 @@ def models(
 
 
 def predict(
-    experiment: Annotated[str, typer.Option("--experiment", help="Experiment whose bursts to predict.")],
+    experiment: Annotated[str, typer.Option("--experiment", help="Experiment whose bursts to predict.",
+                                                           callback=name_option)],
     model: Annotated[str | None, typer.Option("--model", help="Model id (default: the newest model).")] = None,
     target: Annotated[str | None, typer.Option("--target", help="With no --model: the newest model of this target.")] = None,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,

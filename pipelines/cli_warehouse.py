@@ -12,6 +12,7 @@ import typer
 
 from synthtrace.pipelines.cli import (DEFAULT_WAREHOUSE, ReadWarehouseOption, WarehouseOption, console, err_console,
                                       existing_warehouse)
+from synthtrace.warehouse.names import name_option
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 
 if TYPE_CHECKING:
@@ -36,7 +37,8 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files (.prv, .prv.gz, OTF2 .otf2 anchors) or folders (searched recursively).")],
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     experiment: Annotated[str | None, typer.Option(help="Experiment name (default: the folder holding each trace; "
-                                                        "its app when the folder holds several apps).")] = None,
+                                                        "its app when the folder holds several apps).",
+                                                   callback=name_option)] = None,
     app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).")] = None,
     date: Annotated[datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")] = None,
     salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
@@ -123,7 +125,8 @@ def runs_rm(run_refs: RunRefs, warehouse: ReadWarehouseOption = DEFAULT_WAREHOUS
 @runs_app.command("move")
 def runs_move(
     run_refs: RunRefs,
-    experiment: Annotated[str, typer.Option("--experiment", "-e", help="Experiment the runs belong to from now on.")],
+    experiment: Annotated[str, typer.Option("--experiment", "-e", help="Experiment the runs belong to from now on.",
+                                                           callback=name_option)],
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Assign runs to another experiment (each move atomic); the experiments they leave and join lose their merge."""

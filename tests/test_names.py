@@ -6,6 +6,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.conftest import LULESH_A, LULESH_B, copy_trace, tree_digest
@@ -49,8 +50,10 @@ def test_merge_of_an_escaping_experiment_name_touches_nothing(tmp_path, run_cli,
     (victim / "precious.txt").write_text("keep me")
     wh_root = tmp_path / "deep" / "er" / "wh"
     wh = Warehouse(wh_root)
-    for prv in (LULESH_A, LULESH_B):
-        ingest_trace(wh, copy_trace(prv, tmp_path / "traces"), experiment=name)
+    for prv in (LULESH_A, LULESH_B):  # stored under a good name, then renamed as an older release could have
+        res = ingest_trace(wh, copy_trace(prv, tmp_path / "traces"), experiment="stored")
+        run_file = wh.run_dir(res.run_id) / "run.parquet"
+        pl.read_parquet(run_file).with_columns(experiment=pl.lit(name)).write_parquet(run_file)
     before, before_victim = tree_digest(wh_root), tree_digest(victim)
     code, out, err = run_cli("merge", name, "-w", wh_root)
     assert code == 2, out
@@ -84,3 +87,16 @@ def test_run_ids_are_names_too(tmp_path):
         Warehouse(tmp_path).run_dir("../x")
     assert Warehouse(tmp_path).run_dir("0123abcd").name == "0123abcd"
     assert not Path(tmp_path / "x").exists()
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("args", [["--experiment", "../x"], ["--experiment", "."], []])
+def test_ingest_refuses_a_name_that_could_not_be_a_folder(tmp_path, run_cli, args):
+    """``--experiment`` is checked at the CLI edge, and a default name (the folder) inside ingest itself."""
+    wh_root = tmp_path / "wh"
+    run_cli("ingest", copy_trace(LULESH_A, tmp_path / "good"), "-w", wh_root)
+    before = tree_digest(wh_root)
+    code, out, err = run_cli("ingest", copy_trace(LULESH_B, tmp_path / "bad*folder"), "-w", wh_root, *args)
+    assert code == 2, (out, err)
+    assert "experiment name" in err and len(err.strip().splitlines()) == 1, err
+    assert tree_digest(wh_root) == before

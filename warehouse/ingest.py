@@ -18,6 +18,7 @@ from synthtrace.tracelib.formats import ContentHasher, TraceSource, open_trace, 
 from synthtrace.tracelib.schema import RUN_SCHEMA
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.names import check_name
 
 RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files kept as run_id
 
@@ -200,6 +201,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     signature = _stat_signature(source.content_files())
     run_id = run_identity(source)
     run_name, app_name, exp_name = default_names(path, experiment, app)
+    check_name(exp_name)
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
         _check_same_place(row, experiment, app, path)
