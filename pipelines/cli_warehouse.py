@@ -67,8 +67,8 @@ def ingest(
             bar.update(task, description=f"ingest {f.name}")
             done_before = bar.tasks[0].completed
             try:
-                res = ingest_trace(wh, f, experiment=experiment or experiments.get(f), app=app, date=date,
-                                   salvage=salvage, progress=lambda n: bar.advance(task, n))
+                res = ingest_trace(wh, f, experiment=experiment, app=app, date=date, salvage=salvage,
+                                   progress=lambda n: bar.advance(task, n), default_experiment=experiments.get(f))
             except SynthtraceError as exc:  # this trace only: the others are still ingested
                 failures.append(exc)
                 err_console.print(f"error: {exc}", markup=False, emoji=False, highlight=False, soft_wrap=True)

@@ -188,8 +188,12 @@ def _stat_signature(files: list[Path]) -> list[tuple[int, int]]:
 
 def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = None, app: str | None = None,
                  date: datetime | None = None, salvage: bool = False,
-                 progress: Callable[[int], None] | None = None) -> IngestResult:
+                 progress: Callable[[int], None] | None = None,
+                 default_experiment: str | None = None) -> IngestResult:
     """Read a trace and commit it as one run directory. Re-ingesting the same content does nothing.
+
+    ``experiment`` is the user's choice (a trace already in another experiment is refused); without it the run
+    goes to ``default_experiment`` (see :func:`experiment_names`), else to the folder holding the trace.
 
     Raises :class:`~synthtrace.tracelib.errors.TraceFormatError` for a broken trace (and
     :class:`~synthtrace.tracelib.errors.TraceChangedError` for one that changed while it was read: the run
@@ -200,7 +204,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     source = open_trace(path, salvage=salvage)
     signature = _stat_signature(source.content_files())
     run_id = run_identity(source)
-    run_name, app_name, exp_name = default_names(path, experiment, app)
+    run_name, app_name, exp_name = default_names(path, experiment or default_experiment, app)
     check_name(exp_name)
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:

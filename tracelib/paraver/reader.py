@@ -223,7 +223,8 @@ class ParaverTrace:
         try:
             text = first.decode("utf-8")
         except UnicodeDecodeError:
-            raise TraceFormatError(self.path, len(lines), "header is not text") from None
+            raise TraceFormatError(self.path, 2 if len(lines) > 1 and lines[0].startswith(b"new format") else 1,
+                                   "header is not text") from None
         return b"".join(lines), len(lines) + 1, text
 
     def _check_declared_threads(self) -> None:
