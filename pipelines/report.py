@@ -491,7 +491,7 @@ def _machine_note(machine: Machine) -> str:
     """Which machine profile the roofs come from, and its main figures."""
     bw = ", ".join(f"{k} {v:g} GB/s" for k, v in machine.bandwidth_gbs.items())
     return (f"<p class='note'>Machine profile <b>{html.escape(machine.name)}</b> "
-            f"({html.escape(Path(machine.source).name if machine.source else 'built in')}): {machine.sockets} sockets x "
+            f"({html.escape(machine.source or 'built in')}): {machine.sockets} sockets x "
             f"{machine.cores_per_socket} cores at {machine.frequency_ghz:g} GHz; {html.escape(bw)}. Roofs, archetype "
             "thresholds and the Ridgeline regions use it (change it with --machine).</p>")
 

@@ -166,6 +166,6 @@ def test_report_lists_each_experiment_once(tmp_path, mixed_wh, run_cli):
     assert "ipc 1.5 → 1.1 (z -7.0)" in text and "{'name'" not in text
     from synthtrace.tracelib.machine import load_machine
 
-    assert f"Machine profile <b>{load_machine('generic').name}</b> (generic.toml)" in text
+    assert "Machine profile <b>generic dual-socket AVX2 node</b> (preset generic)" in text
     assert "alt='history of prime at" in text
     assert len(re.findall(r"data:image/png;base64,", text)) == 3 * 2 + 1  # 3 plots per experiment + 1 alert
