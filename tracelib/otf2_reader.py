@@ -570,20 +570,30 @@ class _LocationConverter:
         level = len(st.stack) + np.cumsum(step)
         enters = np.flatnonzero(step == 1)
         enter_level = level[enters]
-        sites = np.full(entries.size, -1, dtype=np.int64)
         entry_level = level[entries]
-        for lv in np.unique(entry_level):
-            sel = entry_level == lv
-            cand = enters[enter_level == lv]
-            fallback = st.stack[lv - 1] if 1 <= lv <= len(st.stack) else -1
-            j = np.searchsorted(cand, entries[sel]) - 1
-            sites[sel] = np.where(j >= 0, ref[cand[np.clip(j, 0, None)]] if cand.size else fallback, fallback)
-        end_level = int(level[-1]) if level.size else len(st.stack)
-        stack: list[int] = []
-        for lv in range(1, max(end_level, 0) + 1):
-            cand = enters[enter_level == lv]
-            stack.append(int(ref[cand[-1]]) if cand.size else (st.stack[lv - 1] if lv <= len(st.stack) else -1))
-        st.stack = stack
+        carried = np.asarray(st.stack, dtype=np.int64)
+
+        def carried_at(lv: np.ndarray) -> np.ndarray:  # the open region carried from earlier chunks at level lv
+            inside = (lv >= 1) & (lv <= carried.size)
+            return np.where(inside, carried[np.clip(lv - 1, 0, carried.size - 1)] if carried.size else -1, -1)
+
+        # the last enter before each entry at the entry's own level, found by one sorted search over (level,
+        # position) keys: whole-array work, so a corrupt trace with deep nesting cannot make it quadratic
+        width = np.int64(level.size + 1)
+        order = np.argsort(enter_level.astype(np.int64) * width + enters, kind="stable")
+        keys = enter_level[order].astype(np.int64) * width + enters[order]
+        j = np.searchsorted(keys, entry_level.astype(np.int64) * width + entries) - 1
+        jc = np.clip(j, 0, None)
+        found = (j >= 0) & (enter_level[order][jc] == entry_level) if enters.size else np.zeros(entries.size, bool)
+        sites = np.where(found, ref[enters[order][jc]] if enters.size else -1, carried_at(entry_level)).astype(np.int64)
+        # the stack left open at the chunk's end: per level, its last enter in this chunk, else the carried one
+        end_level = max(int(level[-1]) if level.size else carried.size, 0)
+        stack = carried_at(np.arange(1, end_level + 1))
+        if enters.size:
+            last_lv, last_at = np.unique(enter_level[::-1], return_index=True)
+            keep = (last_lv >= 1) & (last_lv <= end_level)
+            stack[last_lv[keep] - 1] = ref[enters[::-1][last_at[keep]]]
+        st.stack = stack.tolist()
         return sites
 
     def _regions(self, a: dict[str, np.ndarray], final: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
