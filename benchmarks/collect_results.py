@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["ingest", "simulate", "merge", "flow", "archetypes", "predictors", "regression", "otf2"]
+ORDER = ["ingest", "ingest-cpu", "simulate", "merge", "merge_stress", "flow", "startup", "report", "archetypes", "predictors",
+         "regression", "otf2"]
 HEADER = """# Benchmark results
 
 Speed and accuracy figures of synthtrace, each with the command that reproduces it and the baselines measured in
