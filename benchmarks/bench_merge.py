@@ -133,7 +133,7 @@ def synthetic_accuracy(seed: int = 11) -> pl.DataFrame:
         for other in runs[1:]:
             tm = true_matches(ref, other).sort(KEYS)
             m = res_off.matches.filter(pl.col("other_run_id") == other.run_id).sort(KEYS)
-            j = tm.with_columns(m.get_column("other_seq")).filter((pl.col("duration_ns") >= MIN_NS)
+            j = tm.with_columns(m.get_column("other_burst_seq").alias("other_seq")).filter((pl.col("duration_ns") >= MIN_NS)
                                                                    & pl.col("true_seq").is_not_null())
             correct.append((j.get_column("other_seq") == j.get_column("true_seq")).fill_null(False).to_numpy())
             pos_correct.append((j.get_column("burst_seq") == j.get_column("true_seq")).to_numpy())
@@ -251,7 +251,7 @@ def simulator_accuracy(out: Path, seeds: tuple[int, ...] = SIM_SEEDS, ranks: int
             for o in tables[1:]:
                 oid = ids.filter(pl.col("run_name") == o.run_name).drop("run_name")
                 scored = long_ref.join(oid.select("logical_id"), on="logical_id", how="semi")
-                m = (scored.join(res.matches.filter(pl.col("other_run") == o.run_name).select(*KEYS, "other_seq"),
+                m = (scored.join(res.matches.filter(pl.col("other_run") == o.run_name).select(*KEYS, pl.col("other_burst_seq").alias("other_seq")),
                                  on=KEYS, how="left")
                      .join(oid.rename({"burst_seq": "other_seq", "logical_id": "_merge"}),
                            on=["appl", "task", "thread", "other_seq"], how="left")

@@ -126,9 +126,16 @@ def _print_comparison(warehouse: Path, target: str, kind: str, experiments: list
     if len(sets) < 2:
         err_console.print("comparison skipped: the experiments were recorded with one counter set", highlight=False)
         return
+    # merged experiments carry every counter; they are the comparison's bursts when they span two applications
+    # or more (grouped folds need two), else every experiment's bursts are
+    merged = frame.filter(pl.col("experiment").is_in(info["merged"]))
+    if merged.height and merged["app"].n_unique() >= 2:
+        frame = merged
+    elif merged.height:
+        err_console.print("comparison on every experiment's bursts: the merged ones hold one application",
+                          highlight=False, style="dim")
     with StepProgress(1 + len(sets), "comparing counter sets") as step:
-        table = compare_counter_sets(frame.filter(pl.col("experiment").is_in(info["merged"])) if info["merged"]
-                                     else frame, target, sets, kinds=(kind,), seed=seed, n_splits=folds, on_step=step)
+        table = compare_counter_sets(frame, target, sets, kinds=(kind,), seed=seed, n_splits=folds, on_step=step)
     t = Table(title=f"{target}: merged counter set vs single-run sets (grouped by application)")
     for c in ("counter set", "features", "R²", "MAPE", "MAPE cut vs best single"):
         t.add_column(c)
