@@ -476,12 +476,7 @@ def main() -> None:
         "- Coverage below 1 in `missing + extra bursts` is the share of long reference bursts that have a "
         "counterpart at all (the oracle's coverage is the same): the merge leaves the others NULL (or gives a "
         "flagged estimate with `--estimate-unmatched`) instead of pairing them with a neighbour.",
-        "- Rescaling (`--rescale`, off by default): on LULESH it cuts the median error of PAPI_REF_CYC about "
-        "2.5-fold and lowers that of the LLC misses, both rescaled by a power of the cycles ratio that "
-        "`rescale_counter` picks from the source run's own bursts; on the simulated campaigns the exact transfer is "
-        "already at the oracle where the matching is right, and rescaling helps some counters but makes others "
-        "several times worse (the simulator section is measured with the default; with rescale=True its worst counter was 8x the oracle when this was written). "
-        "Measured both ways, hence off by default.",
+        "- Rescaling: `merge` rows are measured with rescaling forced off and `merge --rescale` with it forced on. Since issue 12 the default is neither: each counter's transfer (as recorded, per instruction, or rescaled by a co-varying reference counter) is chosen by the leave-one-out estimate, and rescaling is taken only for strong co-variation with slope <= 1. On LULESH that choice gives PAPI_REF_CYC median 0.029 / 0.028 in the two directions (tests/test_merge_stress.py; benchmarks/results/merge_stress.md); on the simulated campaigns the exact transfer is already at the oracle where the matching is right, and forced rescaling makes some counters several times worse.",
         "",
     ]
     emit("\n".join(text), args.out)
