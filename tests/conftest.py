@@ -74,3 +74,18 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def merged_lulesh(tmp_path_factory) -> Path:
+    """The two LULESH runs ingested as experiment ``lulesh-8r`` and merged through the CLI; shared by the tests
+    of a session, so copy it before changing it."""
+    from synthtrace.pipelines.cli import main
+
+    root = tmp_path_factory.mktemp("merged-lulesh")
+    for prv in (LULESH_A, LULESH_B):
+        copy_trace(prv, root / "lulesh")
+    w = root / "wh"
+    assert main(["ingest", str(root / "lulesh"), "--experiment", "lulesh-8r", "-w", str(w)]) == 0
+    assert main(["merge", "lulesh-8r", "-w", str(w)]) == 0
+    return w

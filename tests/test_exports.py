@@ -60,19 +60,9 @@ def test_csv_and_unknown_experiment(tmp_path, wh, run_cli):
 
 # ------------------------------------------------------------------ a merged experiment (the LULESH pair)
 @pytest.fixture(scope="module")
-def merged_wh(tmp_path_factory):
+def merged_wh(merged_lulesh):
     """The two LULESH runs ingested as one experiment and merged, through the CLI."""
-    from synthtrace.pipelines.cli import main
-
-    from tests.conftest import LULESH_A, LULESH_B
-
-    root = tmp_path_factory.mktemp("merged")
-    for prv in (LULESH_A, LULESH_B):
-        copy_trace(prv, root / "lulesh")
-    w = root / "wh"
-    assert main(["ingest", str(root / "lulesh"), "--experiment", "lulesh-8r", "-w", str(w)]) == 0
-    assert main(["merge", "lulesh-8r", "-w", str(w)]) == 0
-    return w
+    return merged_lulesh
 
 
 def _reference_run(wh) -> str:

@@ -11,24 +11,11 @@ from tests.conftest import LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
 pytestmark = pytest.mark.real_traces
 
 
-@pytest.fixture(scope="module")
-def merged(tmp_path_factory):
-    """The LULESH pair ingested as experiment lulesh-8r and merged (copied afresh by each test)."""
-    from synthtrace.pipelines.cli import main
-
-    root = tmp_path_factory.mktemp("admin")
-    for prv in (LULESH_A, LULESH_B):
-        copy_trace(prv, root / "lulesh")
-    w = root / "wh"
-    assert main(["ingest", str(root / "lulesh"), "--experiment", "lulesh-8r", "-w", str(w)]) == 0
-    assert main(["merge", "lulesh-8r", "-w", str(w)]) == 0
-    return w
-
-
 @pytest.fixture
-def wh(tmp_path, merged):
+def wh(tmp_path, merged_lulesh):
+    """A fresh copy of the merged LULESH pair (experiment lulesh-8r)."""
     w = tmp_path / "wh"
-    shutil.copytree(merged, w)
+    shutil.copytree(merged_lulesh, w)
     return w
 
 
