@@ -2,7 +2,7 @@
 
     python benchmarks/bench_archetypes.py [--out benchmarks/results/archetypes.md] [--quick]
 
-1. **Simulated campaign** (needs ``synthtrace.tracelib.simulator``): for each application the simulator writes several runs
+1. **Simulated campaign** (needs ``synthtrace.simulator``): for each application the simulator writes several runs
    with different counter sets plus ground truth (archetype of every burst, MPI call and phase of the reference
    run). We ingest, merge (``synthtrace.tracelib.merge``, when present) and classify; macro-F1 over the 13 archetypes is
    computed for (a) the merged trace, (b) the simulator's full ground-truth counters, (c) each single run's own

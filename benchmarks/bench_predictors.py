@@ -13,7 +13,7 @@ Campaigns:
    application with its own kernels, recorded with the simulator's PMU plan (five runs), merged by synthtrace;
    leaving one application out leaves its pattern's kernels out: the hard case;
 3. **the project's simulator with several applications per pattern** (``--apps-per-pattern K``, default kernel
-   spread, see :mod:`synthtrace.tracelib.simulator.variants`): 5K applications that share their pattern's code structure and
+   spread, see :mod:`synthtrace.simulator.variants`): 5K applications that share their pattern's code structure and
    whose kernels differ as inputs, compilers and data layouts make them differ; same path (simulate, ingest,
    merge), folds by application; for the largest K also folds by pattern (unseen code structure);
 4. **real traces** (``../shared/traces/paraver``): the two LULESH runs (one application) and prime; each trace
@@ -114,7 +114,7 @@ def simulator(tmp: Path, kinds: tuple[str, ...]) -> pl.DataFrame:
 
 def simulator_variants(tmp: Path, per_pattern: int, kinds: tuple[str, ...],
                        pattern_kinds: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``per_pattern`` applications per pattern (kernel variants, :mod:`synthtrace.tracelib.simulator.variants`): folds by
+    """``per_pattern`` applications per pattern (kernel variants, :mod:`synthtrace.simulator.variants`): folds by
     application, and (models ``pattern_kinds``) folds by pattern."""
     frame, sets, truth = simulated(tmp, f"simvar{per_pattern}", "--iterations", str(VARIANT_ITERATIONS),
                                    "--apps-per-pattern", str(per_pattern))
@@ -164,7 +164,7 @@ NOTES = """## Reading the results
   application out leaves its pattern's kernels out: no counter set generalises (R² near or below 0) and the
   difference between sets is noise around an extrapolation error. Kept as the hard case.
 - **Project simulator, several applications per pattern**: every application of a pattern runs its own variants
-  of the pattern's kernels (``--apps-per-pattern``, :mod:`synthtrace.tracelib.simulator.variants`, default spread 0.5: miss
+  of the pattern's kernels (``--apps-per-pattern``, :mod:`synthtrace.simulator.variants`, default spread 0.5: miss
   rates, local miss ratios and misprediction rates log- or logit-normal with sigma 0.5, i.e. one sigma is a factor
   1.65 and 95 % of applications lie within a factor 2.7 of the base kernel, the range different inputs and data
   layouts give the same code; instruction mix and memory-level parallelism sigma 0.25, what compilers change;

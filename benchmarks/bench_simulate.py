@@ -30,7 +30,7 @@ CHILD = """
 import json, resource, shutil, sys, time
 from pathlib import Path
 from synthtrace.models.archetypes import simulator_labeller
-from synthtrace.tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
+from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
 out, patterns, ranks, iterations, runs = Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 truth = TruthStore(out / "ground_truth")
 t, cpu = time.perf_counter(), time.process_time()

@@ -1,7 +1,7 @@
 """Simulated multi-run counter campaigns for the archetype benchmark and acceptance test.
 
-Built on the simulator's counter model (:mod:`synthtrace.tracelib.simulator.counter_model`) and PMU constraint
-(:mod:`synthtrace.tracelib.simulator.pmu`): every kernel of the simulated applications runs as bursts of many sizes; each
+Built on the simulator's counter model (:mod:`synthtrace.simulator.counter_model`) and PMU constraint
+(:mod:`synthtrace.simulator.pmu`): every kernel of the simulated applications runs as bursts of many sizes; each
 logical burst is executed in ``n_runs`` runs (independent run-to-run noise), and each run records the fixed
 counters plus its own programmable group. Ground truth is what the rules say on the burst's noise-free counters
 (the simulator's convention: its labels are the rules applied to its counters, with margins built in).
@@ -26,9 +26,9 @@ from synthtrace.models.archetypes import BURST_ARCHETYPES, INSUFFICIENT, Archety
 from synthtrace.tracelib.counters import resolve
 from synthtrace.tracelib.machine import Machine, load_machine
 from synthtrace.tracelib.metrics import burst_metrics
-from synthtrace.tracelib.simulator.counter_model import COUNTERS, CounterModel, draw_noise_sizes
-from synthtrace.tracelib.simulator.kernels import KERNELS
-from synthtrace.tracelib.simulator.pmu import assign_counter_sets, runs_needed
+from synthtrace.simulator.counter_model import COUNTERS, CounterModel, draw_noise_sizes
+from synthtrace.simulator.kernels import KERNELS
+from synthtrace.simulator.pmu import assign_counter_sets, runs_needed
 
 RANKS_PER_SOCKET = 56.0
 
@@ -202,9 +202,9 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
 
     from synthtrace.models.analysis import analyse, analyse_experiment  # noqa: PLC0415
     from synthtrace.models.archetypes import simulator_labeller  # noqa: PLC0415
-    from synthtrace.tracelib.simulator.engine import ExperimentSpec, simulate_experiment  # noqa: PLC0415
-    from synthtrace.tracelib.simulator.truth import TruthStore  # noqa: PLC0415
-    from synthtrace.tracelib.simulator.variation import node_count  # noqa: PLC0415
+    from synthtrace.simulator.engine import ExperimentSpec, simulate_experiment  # noqa: PLC0415
+    from synthtrace.simulator.truth import TruthStore  # noqa: PLC0415
+    from synthtrace.simulator.variation import node_count  # noqa: PLC0415
     from synthtrace.tracelib.metrics import ranks_per_socket  # noqa: PLC0415
     from synthtrace.warehouse.runs import runs_table  # noqa: PLC0415
     from synthtrace.warehouse.ingest import ingest_trace  # noqa: PLC0415

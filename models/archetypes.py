@@ -40,7 +40,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import Machine, load_machine
 
 if TYPE_CHECKING:
-    from synthtrace.tracelib.simulator.engine import Labeller
+    from synthtrace.simulator.engine import Labeller
 
 BURST_ARCHETYPES: tuple[str, ...] = ("fine_grain", "compute_vector", "compute_scalar", "core_bound", "cache_bound",
                                      "dram_bandwidth", "dram_latency", "frontend_bound", "bad_speculation")
@@ -485,10 +485,10 @@ def ridge_point(machine: Machine, ranks_per_socket: float | None = None) -> floa
 
 
 def simulator_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
-    """These rules as the simulator's ground-truth labeller (a :data:`~synthtrace.tracelib.simulator.engine.LabellerFactory`:
+    """These rules as the simulator's ground-truth labeller (a :data:`~synthtrace.simulator.engine.LabellerFactory`:
     ``ranks_per_socket`` is the simulated experiment's; it sets the DRAM share and the ridge point). Labels equal
     :class:`ArchetypeRules`' classifiers (:func:`rule_labels`, without the evidence text)."""
-    from synthtrace.tracelib.simulator.engine import Labeller  # noqa: PLC0415 - the simulator is heavy; only its users pay
+    from synthtrace.simulator.engine import Labeller  # noqa: PLC0415 - the simulator is heavy; only its users pay
     rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
     t = rules.thresholds_
     bursts, calls, phases = burst_rules(t, rules.ridge_), mpi_rules(t), phase_rules(t)

@@ -30,8 +30,8 @@ def demo(
     nightly flow over it and say where to look."""
     from synthtrace.models.archetypes import simulator_labeller
     from synthtrace.pipelines.nightly import run_night
-    from synthtrace.tracelib.simulator import ExperimentSpec, TruthStore, parse_injection, simulate_campaign
-    from synthtrace.tracelib.simulator.truth import TRUTH_DIR
+    from synthtrace.simulator import ExperimentSpec, TruthStore, parse_injection, simulate_campaign
+    from synthtrace.simulator.truth import TRUTH_DIR
 
     if nights < 1:
         raise BadInputError("--nights must be at least 1")

@@ -16,12 +16,12 @@ from synthtrace.models.archetypes import simulator_labeller
 from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
-from synthtrace.tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
-from synthtrace.tracelib.simulator.campaign import REGRESSION_KINDS, parse_injection, random_injections, simulate_campaign
-from synthtrace.tracelib.simulator.engine import DEFAULT_DATE
-from synthtrace.tracelib.simulator.pmu import DEFAULT_SLOTS
-from synthtrace.tracelib.simulator.truth import TRUTH_DIR
-from synthtrace.tracelib.simulator.variants import DEFAULT_SPREAD, app_variants
+from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
+from synthtrace.simulator.campaign import REGRESSION_KINDS, parse_injection, random_injections, simulate_campaign
+from synthtrace.simulator.engine import DEFAULT_DATE
+from synthtrace.simulator.pmu import DEFAULT_SLOTS
+from synthtrace.simulator.truth import TRUTH_DIR
+from synthtrace.simulator.variants import DEFAULT_SPREAD, app_variants
 
 
 def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:

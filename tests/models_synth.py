@@ -1,6 +1,6 @@
 """Small synthetic campaigns written straight into a warehouse, for the predictor and regression tests/benchmarks.
 
-Until the project's simulator (``tracelib/simulator``, issue 3) can write nightly histories, these generators
+Until the project's simulator (``simulator``, issue 3) can write nightly histories, these generators
 write what ingest would (``runs/<id>/run.parquet``, ``bursts/part-00000.parquet``, ``mpi_calls.parquet``) for SPMD
 applications made of a few *kernels*, each closed by one MPI call at its own call site. Everything is
 vectorised numpy and seeded.

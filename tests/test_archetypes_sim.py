@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("synthtrace.tracelib.simulator.engine")
+pytest.importorskip("synthtrace.simulator.engine")
 pytest.importorskip("synthtrace.warehouse.merged")
 
 from benchmarks.sim_archetypes import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate  # noqa: E402
@@ -67,7 +67,7 @@ def test_mispredicting_kernel_is_bad_speculation_and_dense_kernels_keep_their_cl
     import polars as pl
 
     from benchmarks.sim_archetypes import SUBSETS, cascade
-    from synthtrace.tracelib.simulator.counter_model import COUNTERS
+    from synthtrace.simulator.counter_model import COUNTERS
     camp = simulate(n_per_kernel=150, seed=3)
     m, full = camp["machine"], camp["frames"]["full"]
     kernel, intent = pl.Series(camp["kernel"]), pl.Series(camp["intent"])

@@ -115,7 +115,7 @@ def test_cheap_commands_import_no_numba_nor_simulator(wh, args):
                        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["code"] == 0, p.stderr
-    heavy = [m for m in report["modules"] if m == "numba" or m.startswith(("synthtrace.tracelib.simulator",
+    heavy = [m for m in report["modules"] if m == "numba" or m.startswith(("synthtrace.simulator",
                                                                           "synthtrace.tracelib.paraver",
                                                                           "synthtrace.models"))]
     assert heavy == []

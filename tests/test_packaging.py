@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("tracelib", "warehouse", "models", "pipelines")
+LAYERS = ("tracelib", "simulator", "warehouse", "models", "pipelines")
 
 
 def test_installed_distribution_has_one_top_level_name():

@@ -11,11 +11,11 @@ import pytest
 from synthtrace.models.archetypes import ARCHETYPES
 from synthtrace.models.archetypes import simulator_labeller
 from synthtrace.tracelib.paraver.reader import ParaverTrace
-from synthtrace.tracelib.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
-from synthtrace.tracelib.simulator.campaign import _devectorised, parse_injection
-from synthtrace.tracelib.simulator.kernels import KERNEL_INDEX, KERNELS
-from synthtrace.tracelib.simulator.counter_model import FIXED_COUNTERS, NOISE_RANGES, PROGRAMMABLE_COUNTERS
-from synthtrace.tracelib.simulator.pmu import runs_needed
+from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
+from synthtrace.simulator.campaign import _devectorised, parse_injection
+from synthtrace.simulator.kernels import KERNEL_INDEX, KERNELS
+from synthtrace.simulator.counter_model import FIXED_COUNTERS, NOISE_RANGES, PROGRAMMABLE_COUNTERS
+from synthtrace.simulator.pmu import runs_needed
 
 RUNS = 3
 
@@ -231,7 +231,7 @@ def test_fast_call_labels_equal_the_rule_classifier(sim):
 
 def test_patterns_declare_the_kernels_their_bursts_run(sim):
     """``Pattern.kernels`` (what application variants perturb) is exactly the app's own code in the bursts."""
-    from synthtrace.tracelib.simulator.kernels import SHARED_KERNELS
+    from synthtrace.simulator.kernels import SHARED_KERNELS
 
     ran = sim["bursts"].with_columns(pl.col("run_name").str.split(".").list.first().alias("app")).group_by("app").agg(
         pl.col("kernel").unique())

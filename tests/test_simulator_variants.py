@@ -7,9 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthtrace.tracelib.simulator import PATTERNS, variant_kernels
-from synthtrace.tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, SHARED_KERNELS
-from synthtrace.tracelib.simulator.variants import DEFAULT_SPREAD, MAX_SPREAD
+from synthtrace.simulator import PATTERNS, variant_kernels
+from synthtrace.simulator.kernels import KERNEL_INDEX, KERNELS, SHARED_KERNELS
+from synthtrace.simulator.variants import DEFAULT_SPREAD, MAX_SPREAD
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import run_bursts, runs_table
 

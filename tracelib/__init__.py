@@ -1,4 +1,4 @@
-"""Traces: formats (Paraver, OTF2), bursts, alignment, merge, simulator, counter catalogue, metrics.
+"""Traces: formats (Paraver, OTF2), bursts, alignment, merge, counter catalogue, metrics.
 
 tracelib knows nothing of DuckDB or Prefect: it reads and writes files and returns Polars frames.
 """

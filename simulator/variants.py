@@ -35,9 +35,9 @@ from dataclasses import replace
 import numpy as np
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.simulator.counter_model import MAX_L2_MISS_RATIO, MAX_L3_MISS_RATIO
-from synthtrace.tracelib.simulator.kernels import KERNELS, Kernel
-from synthtrace.tracelib.simulator.patterns import PATTERNS
+from synthtrace.simulator.counter_model import MAX_L2_MISS_RATIO, MAX_L3_MISS_RATIO
+from synthtrace.simulator.kernels import KERNELS, Kernel
+from synthtrace.simulator.patterns import PATTERNS
 
 #: parameter -> (how it moves: "log" multiplies by exp(s z), "logit" shifts the logit by s z; share of the spread).
 #: ``l2_ratio`` = l2_mpki / l1_mpki and ``l3_ratio`` = l3_mpki / l2_mpki (local miss ratios).

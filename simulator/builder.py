@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from synthtrace.tracelib.simulator.counter_model import COUNTERS, CounterModel
-from synthtrace.tracelib.simulator.kernels import kid
-from synthtrace.tracelib.simulator.network import Network
-from synthtrace.tracelib.simulator.variation import Variation
+from synthtrace.simulator.counter_model import COUNTERS, CounterModel
+from synthtrace.simulator.kernels import kid
+from synthtrace.simulator.network import Network
+from synthtrace.simulator.variation import Variation
 
 #: MPI calls the simulated applications make (index = call id inside the simulator)
 CALLS: tuple[str, ...] = ("MPI_Init", "MPI_Comm_rank", "MPI_Comm_size", "MPI_Barrier", "MPI_Finalize",
@@ -78,7 +78,7 @@ class Work:
 class PairBlock:
     """Finished pairs of one block of one run, absolute times (ns, int64), sorted by (task, start).
 
-    ``counters``: one column per :data:`~synthtrace.tracelib.simulator.counter_model.COUNTERS` (the burst's counts).
+    ``counters``: one column per :data:`~synthtrace.simulator.counter_model.COUNTERS` (the burst's counts).
     ``messages``: logical and physical send/receive times.
     """
 

@@ -67,12 +67,12 @@ Run 0 of every experiment is the reference run. Keys use the reader's numbering 
     first night affected), target (kernel, ``messages``, ``network``, or a kernel ``on one rank``).
 ``ground_truth/machine.json`` — the machine profile used (:meth:`synthtrace.tracelib.machine.Machine.as_dict`).
 """
-from synthtrace.tracelib.simulator.campaign import Injection, parse_injection, simulate_campaign
-from synthtrace.tracelib.simulator.engine import ExperimentResult, ExperimentSpec, Labeller, simulate_experiment
-from synthtrace.tracelib.simulator.patterns import PATTERNS
-from synthtrace.tracelib.simulator.truth import TruthStore
-from synthtrace.tracelib.simulator.variants import app_variants, variant_kernels
-from synthtrace.tracelib.simulator.variation import Variation
+from synthtrace.simulator.campaign import Injection, parse_injection, simulate_campaign
+from synthtrace.simulator.engine import ExperimentResult, ExperimentSpec, Labeller, simulate_experiment
+from synthtrace.simulator.patterns import PATTERNS
+from synthtrace.simulator.truth import TruthStore
+from synthtrace.simulator.variants import app_variants, variant_kernels
+from synthtrace.simulator.variation import Variation
 
 __all__ = ["ExperimentSpec", "ExperimentResult", "Labeller", "simulate_experiment", "simulate_campaign", "Injection",
            "parse_injection", "PATTERNS", "TruthStore", "Variation", "variant_kernels", "app_variants"]

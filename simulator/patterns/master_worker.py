@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from synthtrace.tracelib.simulator.builder import CALL, BlockBuilder
-from synthtrace.tracelib.simulator.kernels import kid
-from synthtrace.tracelib.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, AppParams, Pattern, jitter
+from synthtrace.simulator.builder import CALL, BlockBuilder
+from synthtrace.simulator.kernels import kid
+from synthtrace.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, AppParams, Pattern, jitter
 
 TASK_BYTES, RESULT_BYTES = 4 * 1024, 48 * 1024
 TAG_TASK, TAG_RESULT = 1, 2

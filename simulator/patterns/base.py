@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from synthtrace.tracelib.simulator.builder import CALL, NO_CALL, PROLOGUE, EPILOGUE, BlockBuilder
-from synthtrace.tracelib.simulator.kernels import kid
+from synthtrace.simulator.builder import CALL, NO_CALL, PROLOGUE, EPILOGUE, BlockBuilder
+from synthtrace.simulator.kernels import kid
 
 WORLD_COMM = 1  # id of MPI_COMM_WORLD in the c: lines (each rank's MPI_COMM_SELF follows: 2, 3, ...)
 

@@ -24,10 +24,10 @@ import polars as pl
 
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
-from synthtrace.tracelib.simulator.engine import ExperimentResult, ExperimentSpec, LabellerFactory, simulate_experiment
-from synthtrace.tracelib.simulator.kernels import Kernel
-from synthtrace.tracelib.simulator.patterns import PATTERNS
-from synthtrace.tracelib.simulator.truth import TruthStore
+from synthtrace.simulator.engine import ExperimentResult, ExperimentSpec, LabellerFactory, simulate_experiment
+from synthtrace.simulator.kernels import Kernel
+from synthtrace.simulator.patterns import PATTERNS
+from synthtrace.simulator.truth import TruthStore
 
 #: kind -> (smallest, largest) size drawn for random injections
 REGRESSION_KINDS: dict[str, tuple[float, float]] = {

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.simulator.counter_model import FIXED_COUNTERS, PROGRAMMABLE_COUNTERS
+from synthtrace.simulator.counter_model import FIXED_COUNTERS, PROGRAMMABLE_COUNTERS
 
 DEFAULT_SLOTS = 4
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synthtrace.tracelib.machine import Machine
-from synthtrace.tracelib.simulator.kernels import KERNELS, Kernel, kernel_table
+from synthtrace.simulator.kernels import KERNELS, Kernel, kernel_table
 
 #: fixed PMU counters (recorded in every run) then the programmable ones
 FIXED_COUNTERS: tuple[str, ...] = ("PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_REF_CYC")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from synthtrace.tracelib.simulator.builder import CALL, BlockBuilder
-from synthtrace.tracelib.simulator.kernels import kid
-from synthtrace.tracelib.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, AppParams, Pattern, jitter
+from synthtrace.simulator.builder import CALL, BlockBuilder
+from synthtrace.simulator.kernels import kid
+from synthtrace.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, AppParams, Pattern, jitter
 
 FACE_BYTES = 128 * 1024
 REFINE_EVERY, REFINE_FACTOR = 6, 1.8

@@ -2,7 +2,7 @@
 
 A :class:`Kernel` gives instruction mix (loads, stores, branches, FP and vector FP per instruction), cache and TLB
 misses per 1000 instructions (MPKI) at each level, branch misprediction rate and the core's base CPI. The counter
-model (:mod:`synthtrace.tracelib.simulator.counter_model`) turns a kernel and an instruction count into every counter and
+model (:mod:`synthtrace.simulator.counter_model`) turns a kernel and an instruction count into every counter and
 the cycles (hence the duration) of a burst. ``intent`` is the DESIGN §7 archetype the kernel is built to show; the
 ground truth's ``archetype`` is what the rules say on the simulated counters (they agree by construction, with
 margins wide enough for run-to-run noise).

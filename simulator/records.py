@@ -17,7 +17,7 @@ from synthtrace.tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, C
 from synthtrace.tracelib.paraver.writer import (APPL_EVENT, COUNTER_SET_EVENT, ORDER_COMM, ORDER_ENTRY, ORDER_EXIT,
                                      ORDER_EXIT_COUNTERS, ORDER_STATE, STATE_NOT_CREATED, STATE_RUNNING, block,
                                      comm_line, state_line)
-from synthtrace.tracelib.simulator.builder import NO_CALL, PairBlock
+from synthtrace.simulator.builder import NO_CALL, PairBlock
 
 
 @dataclass(frozen=True)

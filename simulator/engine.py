@@ -26,16 +26,16 @@ from synthtrace.tracelib.metrics import burst_metrics, mpi_metrics, phase_metric
 from synthtrace.tracelib.paraver.counter_types import catalogue
 from synthtrace.tracelib.paraver.writer import (CallSites, Communicator, PcfSpec, ParaverWriter, TraceMeta, mpi_call_ids,
                                      mpi_kind_of, mpi_state_of)
-from synthtrace.tracelib.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
-from synthtrace.tracelib.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
-from synthtrace.tracelib.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel, base_kernel
-from synthtrace.tracelib.simulator.network import Network
-from synthtrace.tracelib.simulator.patterns import PATTERNS, AppParams
-from synthtrace.tracelib.simulator.patterns.base import WORLD_COMM, epilogue, prologue
-from synthtrace.tracelib.simulator.pmu import DEFAULT_SLOTS, assign_counter_sets, runs_needed
-from synthtrace.tracelib.simulator.records import RecordTables, pair_records
-from synthtrace.tracelib.simulator.truth import OracleAccumulator, TruthStore
-from synthtrace.tracelib.simulator.variation import Variation, node_count, place, run_clock
+from synthtrace.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
+from synthtrace.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
+from synthtrace.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel, base_kernel
+from synthtrace.simulator.network import Network
+from synthtrace.simulator.patterns import PATTERNS, AppParams
+from synthtrace.simulator.patterns.base import WORLD_COMM, epilogue, prologue
+from synthtrace.simulator.pmu import DEFAULT_SLOTS, assign_counter_sets, runs_needed
+from synthtrace.simulator.records import RecordTables, pair_records
+from synthtrace.simulator.truth import OracleAccumulator, TruthStore
+from synthtrace.simulator.variation import Variation, node_count, place, run_clock
 
 DEFAULT_DATE = datetime(2026, 1, 5, 2, 0)
 

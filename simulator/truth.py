@@ -1,4 +1,4 @@
-"""Ground truth of a simulation as Parquet (layout in :mod:`synthtrace.tracelib.simulator`'s docstring).
+"""Ground truth of a simulation as Parquet (layout in :mod:`synthtrace.simulator`'s docstring).
 
 Per-row tables (``bursts``, ``mpi_calls``, ``phases``) are streamed one file per experiment, one row group per
 block; the small tables (experiments, kernels, runs, noise, oracle, regressions) are collected and written at the end.
@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from synthtrace.tracelib.simulator.counter_model import COUNTERS
+from synthtrace.simulator.counter_model import COUNTERS
 
 TRUTH_DIR = "ground_truth"
 STREAMED = ("bursts", "mpi_calls", "phases")

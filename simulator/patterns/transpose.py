@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from synthtrace.tracelib.simulator.builder import CALL, BlockBuilder
-from synthtrace.tracelib.simulator.kernels import kid
-from synthtrace.tracelib.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, Pattern, jitter
+from synthtrace.simulator.builder import CALL, BlockBuilder
+from synthtrace.simulator.kernels import kid
+from synthtrace.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, Pattern, jitter
 
 BLOCK_BYTES = 256 * 1024  # per peer
 
