@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -117,7 +118,14 @@ class Warehouse:
                 os.rename(stage, target)
                 shutil.rmtree(old, ignore_errors=True)
             else:
-                os.rename(stage, target)
+                try:
+                    os.rename(stage, target)
+                except OSError as exc:
+                    # another writer committed the same target between our exists() check and this rename
+                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
+                        raise
+                    shutil.rmtree(stage)
+                    return
             _fsync_dir(target.parent)
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)
