@@ -16,9 +16,16 @@ Every function imports what it needs when called, so ``import synthtrace`` stays
 """
 from __future__ import annotations
 
+import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+# On a shared node (a login node, a CI runner, a nightly job beside other work) OpenMP's default active wait
+# makes scikit-learn's threaded fits spin against the other processes: gradient boosting and k-means measured
+# 9-85x slower than with a passive wait on 2 shared cores (benchmarks/results/openmp_wait.md). Threads that
+# sleep while they wait cost little on an idle machine. Set before any OpenMP runtime loads; a user's own setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 if TYPE_CHECKING:  # pragma: no cover - names for type checkers only
     import polars as pl

@@ -67,3 +67,17 @@ def test_python_api_reads_a_real_trace_and_queries_a_warehouse(tmp_path):
     assert n["n"][0] == bursts.height
     classified = synthtrace.classify(bursts, calls)
     assert classified.archetypes.filter(unit="burst").height == bursts.height
+
+
+@pytest.mark.parametrize("preset", [None, "ACTIVE"])
+def test_import_sets_a_passive_openmp_wait_unless_the_user_chose(preset):
+    """On shared cores an active OpenMP wait makes the models' fits many times slower
+    (benchmarks/results/openmp_wait.md): ``import synthtrace`` sets PASSIVE, and a user's own choice wins."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    out = subprocess.run([sys.executable, "-c", "import os, synthtrace; print(os.environ['OMP_WAIT_POLICY'])"],
+                         env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == (preset or "PASSIVE")
