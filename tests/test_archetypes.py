@@ -216,6 +216,27 @@ def test_discovery_refuses_when_nothing_to_cluster():
         ArchetypeDiscovery(machine=TEST_MACHINE).fit(bm)
 
 
+@pytest.mark.parametrize("estimator", [ArchetypeRules(TEST_MACHINE, Thresholds(core_max_ipc=0.9), ranks_per_socket=RPS),
+                                       ArchetypeDiscovery(n_clusters=5, machine=TEST_MACHINE, n_bootstrap=2)],
+                         ids=["rules", "discovery"])
+def test_archetype_estimators_follow_scikit_learn_conventions(estimator):
+    """Issue 14: parameters in the constructor only (get_params/set_params/clone from BaseEstimator), and
+    classifying before fit raises NotFittedError instead of fitting silently."""
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils import estimator_checks as ec
+    name = type(estimator).__name__
+    for check in (ec.check_no_attributes_set_in_init, ec.check_get_params_invariance, ec.check_set_params,
+                  ec.check_parameters_default_constructible, ec.check_estimator_repr):
+        check(name, estimator)
+    copy = clone(estimator)
+    assert copy.get_params() == estimator.get_params() and copy.machine is not estimator.machine
+    bm = burst_metrics(_population(n_per=4), TEST_MACHINE, ranks_per_socket=RPS)
+    with pytest.raises(NotFittedError):
+        copy.predict(bm)
+    assert copy.fit(bm).predict(bm).len() == bm.height
+
+
 # ------------------------------------------------------------------ real traces lacking counters
 @pytest.fixture(scope="module")
 def real_warehouse(tmp_path_factory):
