@@ -51,7 +51,7 @@ from synthtrace.models.predictors import compare_counter_sets  # noqa: E402
 from tests.models_synth import predictor_campaign  # noqa: E402
 from synthtrace.warehouse.runs import runs_table  # noqa: E402
 from synthtrace.warehouse.layout import Warehouse  # noqa: E402
-from synthtrace.warehouse.model_store import load_bursts  # noqa: E402
+from synthtrace.models.training_data import load_bursts  # noqa: E402
 
 TRACES = Path(os.environ.get("SYNTHTRACE_TRACES", ROOT.parent / "shared" / "traces")) / "paraver"
 TARGETS = ("ipc", "tpi")

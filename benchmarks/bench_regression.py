@@ -6,7 +6,7 @@ with network contention or stretched bursts) with one regression injected into o
 kind (more instructions, lost vectorisation, worse locality, more MPI bytes, new imbalance, network slowdown),
 of known size and night. A series is one (app, call site); the other call sites of an app are series with no change.
 
-All detectors read the same per-visit time series from the warehouse (:func:`synthtrace.warehouse.history.site_history`):
+All detectors read the same per-visit time series from the warehouse (:func:`synthtrace.models.site_signals.site_history`):
 
 - **synthtrace**: :func:`synthtrace.models.regression.detect` (change points on time confirmed by explaining signals);
 - **Otava**: ``otava.analysis.compute_change_points`` on time alone (its defaults: window 50, p <= 0.001; and a
@@ -48,7 +48,7 @@ from benchmarks.results_io import emit  # noqa: E402
 
 from synthtrace.models.regression import DetectorParams, detect, detect_series, label_archetypes  # noqa: E402
 from tests.models_synth import regression_campaign  # noqa: E402
-from synthtrace.warehouse.history import site_history  # noqa: E402
+from synthtrace.models.site_signals import site_history  # noqa: E402
 
 KEYS = ["app", "call_site"]
 
@@ -272,7 +272,7 @@ def polling_section(seeds: list[int], tolerance: int = 1) -> list[str]:
     """Issue 15's histories: polling bursts at the kernel's site (``tests.models_synth.polling_history``), every
     detector on the kernel's site and on the application's total, synthtrace also without logical regions."""
     from synthtrace.warehouse import history as hist  # noqa: PLC0415
-    from synthtrace.warehouse.history import APP_TOTAL  # noqa: PLC0415
+    from synthtrace.models.site_signals import APP_TOTAL  # noqa: PLC0415
     from tests.models_synth import polling_history  # noqa: PLC0415
     site = "solve (step.c:120)"
     counts: dict[str, dict[str, int]] = {}

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score, cohen_kappa_score
+from sklearn.utils.validation import check_is_fitted
 
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import Machine, load_machine
@@ -61,7 +63,7 @@ def _weighted_medians(df: pl.DataFrame, by: str, cols: list[str], weight: str) -
     return out
 
 
-class ArchetypeDiscovery:
+class ArchetypeDiscovery(BaseEstimator):
     """Duration-weighted k-means on scale-free burst features, clusters named by the archetype rules.
 
     Parameters: ``n_clusters`` (k; more clusters than archetypes is fine, several map to one name),
@@ -86,15 +88,6 @@ class ArchetypeDiscovery:
         self.max_fit_rows = max_fit_rows
         self.min_feature_coverage = min_feature_coverage
         self.random_state = random_state
-
-    def get_params(self, deep: bool = True) -> dict:
-        return {k: getattr(self, k) for k in ("n_clusters", "machine", "thresholds", "ranks_per_socket",
-                                              "n_bootstrap", "max_fit_rows", "min_feature_coverage", "random_state")}
-
-    def set_params(self, **params: object) -> ArchetypeDiscovery:
-        for k, v in params.items():
-            setattr(self, k, v)
-        return self
 
     # ------------------------------------------------------------------ internals
     def _rules(self) -> list:
@@ -196,6 +189,7 @@ class ArchetypeDiscovery:
 
     def predict_cluster(self, metrics: pl.DataFrame) -> pl.Series:
         """Cluster id per burst (NULL for fine-grained bursts and bursts lacking a feature)."""
+        check_is_fitted(self)
         cand = self._candidates(metrics)
         x, rows = self._matrix(cand)
         out = np.full(metrics.height, -1, dtype=np.int64)
@@ -214,6 +208,7 @@ class ArchetypeDiscovery:
 
     def summary(self) -> dict:
         """Fitted figures as a plain dict (for reports and benchmarks)."""
+        check_is_fitted(self)
         return {"n_clusters": int(self.kmeans_.n_clusters), "features": list(self.features_),
                 "n_clustered": self.n_clustered_, "n_compared": self.n_compared_, "kappa": self.kappa_,
                 "kappa_weighted": self.kappa_weighted_, "agreement": self.agreement_,

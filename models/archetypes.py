@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 from pathlib import Path
 
 import polars as pl
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
 from synthtrace.tracelib.counters import PREFERRED, CounterMap
 from synthtrace.tracelib.errors import BadInputError
@@ -410,12 +412,13 @@ def apply_rules(frame: pl.DataFrame, rules: list[Rule], *, fallback: str | None 
     ).drop("_ev"), rules)
 
 
-class ArchetypeRules:
-    """Rule-based archetype classifier (scikit-learn style: parameters in the constructor, fit/predict).
+class ArchetypeRules(BaseEstimator):
+    """Rule-based archetype classifier (a scikit-learn estimator: parameters in the constructor, fit/predict).
 
     ``machine``: roofs for the ridge point and the rank's DRAM share (default: the MareNostrum5 GPP preset);
     ``thresholds``: :class:`Thresholds`; ``ranks_per_socket``: ranks sharing a socket's DRAM bandwidth
     (None: one per core); ``counter_map``: names missing counters after the trace's own counters.
+    Classifying before :meth:`fit` raises :class:`~sklearn.exceptions.NotFittedError`.
     """
 
     def __init__(self, machine: Machine | None = None, thresholds: Thresholds | None = None,
@@ -424,16 +427,6 @@ class ArchetypeRules:
         self.thresholds = thresholds
         self.ranks_per_socket = ranks_per_socket
         self.counter_map = counter_map
-
-    # sklearn protocol ---------------------------------------------------------
-    def get_params(self, deep: bool = True) -> dict:
-        return {"machine": self.machine, "thresholds": self.thresholds, "ranks_per_socket": self.ranks_per_socket,
-                "counter_map": self.counter_map}
-
-    def set_params(self, **params: object) -> ArchetypeRules:
-        for k, v in params.items():
-            setattr(self, k, v)
-        return self
 
     def fit(self, X: pl.DataFrame | None = None, y: object = None) -> ArchetypeRules:
         """Rules need no training; resolves the machine, thresholds and ridge point (FLOP/byte)."""
@@ -449,10 +442,6 @@ class ArchetypeRules:
         self.role_labels_ = labels
         return self
 
-    def _fitted(self) -> None:
-        if not hasattr(self, "thresholds_"):
-            self.fit()
-
     def predict(self, X: pl.DataFrame) -> pl.Series:
         """Archetype per burst of a burst-metrics frame."""
         return self.classify_bursts(X)["archetype"]
@@ -460,22 +449,22 @@ class ArchetypeRules:
     # the three units ---------------------------------------------------------------------
     def classify_bursts(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Rules 1–9 on :func:`synthtrace.tracelib.metrics.burst_metrics` output."""
-        self._fitted()
+        check_is_fitted(self)
         return apply_rules(metrics, burst_rules(self.thresholds_, self.ridge_), role_labels=self.role_labels_)
 
     def classify_mpi(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Rules 10–11 on :func:`synthtrace.tracelib.metrics.mpi_metrics` output (calls that move data, and collectives)."""
-        self._fitted()
+        check_is_fitted(self)
         return apply_rules(self.mpi_units(metrics), mpi_rules(self.thresholds_))
 
     def mpi_units(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """The MPI calls the rules classify: those that move data, and collectives."""
-        self._fitted()
+        check_is_fitted(self)
         return metrics.filter((pl.col("bytes") >= self.thresholds_.mpi_min_bytes) | (pl.col("mpi_kind") == "collective"))
 
     def classify_phases(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Rules 12–13 on :func:`synthtrace.tracelib.metrics.phase_metrics` output; other phases are ``balanced``."""
-        self._fitted()
+        check_is_fitted(self)
         return apply_rules(metrics, phase_rules(self.thresholds_), fallback=BALANCED)
 
 

@@ -7,8 +7,9 @@ Three estimator kinds, all scikit-learn, all deterministic for a given seed:
 - ``linear``: the baseline, ridge regression on standardised arcsinh-compressed features with median imputation +
   missing flags.
 
-Every estimator learns the logarithm of the target (targets are positive ratios spanning decades; errors are
-judged relatively) through :class:`~sklearn.compose.TransformedTargetRegressor`.
+Each kind is an estimator class (:data:`ESTIMATORS`) with its hyperparameters in its constructor. Every one
+learns the logarithm of the target (targets are positive ratios spanning decades; errors are judged relatively)
+through :class:`~sklearn.compose.TransformedTargetRegressor`.
 
 Evaluation keeps workloads out of training: :class:`~sklearn.model_selection.GroupKFold` with the application
 as group, so each fold predicts applications the model never saw. Scores: R² and MAPE (mean absolute
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from sklearn.base import RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.impute import SimpleImputer
@@ -31,6 +32,7 @@ from sklearn.metrics import mean_absolute_percentage_error, r2_score
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
+from sklearn.utils.validation import check_is_fitted
 
 from synthtrace.models.features import MIN_INSTRUCTIONS, FeatureTable, NoTrainingDataError, build_features
 from synthtrace.tracelib.errors import BadInputError
@@ -56,27 +58,91 @@ def bounded_exp(z: np.ndarray) -> np.ndarray:
     return np.exp(np.clip(z, -LOG_BOUND, LOG_BOUND))
 
 
-def make_estimator(kind: str = "hgb", seed: int = 0) -> RegressorMixin:
-    """An unfitted estimator of ``kind`` that learns log(target); raises :class:`UnknownModelKindError`."""
-    if kind == "hgb":
-        base = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.08, max_leaf_nodes=31,
-                                             min_samples_leaf=20, l2_regularization=1e-3,
-                                             early_stopping=False, random_state=seed)
-    elif kind == "rf":
-        base = RandomForestRegressor(n_estimators=150, min_samples_leaf=3, max_features=0.6, n_jobs=1,
-                                     random_state=seed)
-    elif kind == "linear":
+class LogTargetRegressor(RegressorMixin, BaseEstimator):
+    """A regressor that learns log(target) (see the module docstring); subclasses name the inner estimator and
+    hold its hyperparameters in their constructor. Fitted: ``model_`` (a
+    :class:`~sklearn.compose.TransformedTargetRegressor`)."""
+
+    def _regressor(self) -> RegressorMixin:
+        raise NotImplementedError
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> LogTargetRegressor:
+        """Fit on features ``X`` (NaN = not measured) and a positive target ``y``."""
+        self.model_ = TransformedTargetRegressor(regressor=self._regressor(), func=np.log, inverse_func=bounded_exp,
+                                                 check_inverse=False).fit(X, y)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self)
+        return self.model_.predict(X)
+
+
+class BoostingPredictor(LogTargetRegressor):
+    """``hgb``: histogram gradient boosting (NaN handled natively); no early stopping, so the seed fixes the model."""
+
+    def __init__(self, max_iter: int = 300, learning_rate: float = 0.08, max_leaf_nodes: int = 31,
+                 min_samples_leaf: int = 20, l2_regularization: float = 1e-3, random_state: int = 0):
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
+        self.l2_regularization = l2_regularization
+        self.random_state = random_state
+
+    def _regressor(self) -> RegressorMixin:
+        return HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
+                                             max_leaf_nodes=self.max_leaf_nodes, min_samples_leaf=self.min_samples_leaf,
+                                             l2_regularization=self.l2_regularization, early_stopping=False,
+                                             random_state=self.random_state)
+
+
+class ForestPredictor(LogTargetRegressor):
+    """``rf``: random forest, single-threaded so the seed fixes the result."""
+
+    def __init__(self, n_estimators: int = 150, min_samples_leaf: int = 3, max_features: float = 0.6,
+                 random_state: int = 0):
+        self.n_estimators = n_estimators
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.random_state = random_state
+
+    def _regressor(self) -> RegressorMixin:
+        return RandomForestRegressor(n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
+                                     max_features=self.max_features, n_jobs=1, random_state=self.random_state)
+
+
+class RidgePredictor(LogTargetRegressor):
+    """``linear``: the baseline, ridge on median-imputed (+ missing flags), arcsinh-compressed, standardised
+    features bounded to ±``feature_bound`` standard deviations. ``random_state`` is accepted (and unused) so
+    every kind is built alike."""
+
+    def __init__(self, alpha: float = 10.0, feature_bound: float = 5.0, random_state: int = 0):
+        self.alpha = alpha
+        self.feature_bound = feature_bound
+        self.random_state = random_state
+
+    def _regressor(self) -> RegressorMixin:
         # rates span decades: compress them (sign-preserving log1p) so a linear model neither ignores small rates
         # nor extrapolates wildly on an unseen workload's large ones
-        base = Pipeline([("impute", SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True)),
+        return Pipeline([("impute", SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True)),
                          ("compress", FunctionTransformer(np.arcsinh)),
                          ("scale", StandardScaler()),
                          # a feature nearly constant in training can be far off on an unseen workload: bound it
-                         ("bound", FunctionTransformer(np.clip, kw_args={"a_min": -5.0, "a_max": 5.0})),
-                         ("ridge", Ridge(alpha=10.0))])
-    else:
+                         ("bound", FunctionTransformer(np.clip, kw_args={"a_min": -self.feature_bound,
+                                                                         "a_max": self.feature_bound})),
+                         ("ridge", Ridge(alpha=self.alpha))])
+
+
+#: estimator class of each model kind (hyperparameters: the class's constructor defaults)
+ESTIMATORS: dict[str, type[LogTargetRegressor]] = {"hgb": BoostingPredictor, "rf": ForestPredictor,
+                                                   "linear": RidgePredictor}
+
+
+def make_estimator(kind: str = "hgb", seed: int = 0) -> LogTargetRegressor:
+    """An unfitted estimator of ``kind`` seeded with ``seed``; raises :class:`UnknownModelKindError`."""
+    if kind not in ESTIMATORS:
         raise UnknownModelKindError(f"unknown model kind {kind!r} (known: {', '.join(MODEL_KINDS)})")
-    return TransformedTargetRegressor(regressor=base, func=np.log, inverse_func=bounded_exp, check_inverse=False)
+    return ESTIMATORS[kind](random_state=seed)
 
 
 def scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
@@ -179,43 +245,46 @@ def _set_features(frame: pl.DataFrame, target: str, counters: list[str] | dict[s
 
 
 def compare_counter_sets(frame: pl.DataFrame, target: str, sets: dict[str, list[str] | dict[str, list[str]]], *,
-                         kinds: tuple[str, ...] = ("hgb",), seed: int = 0, n_splits: int = 5,
-                         min_instructions: float = MIN_INSTRUCTIONS,
+                         rows: dict[str, pl.Expr] | None = None, kinds: tuple[str, ...] = ("hgb",), seed: int = 0,
+                         n_splits: int = 5, min_instructions: float = MIN_INSTRUCTIONS,
                          on_step: Callable[[str], None] | None = None) -> pl.DataFrame:
     """The merged counter set against each single-run counter set and the best single set, in one table.
 
     ``frame``: merged bursts with an ``app`` column; ``sets``: name -> counters of that single-run set (one list,
     or experiment -> list when each experiment recorded its k-th run with its own counters). Every
-    set is evaluated on the same bursts (those whose target is known) with grouped cross-validation. Rows:
+    set is evaluated on the same bursts (those whose target is known) with grouped cross-validation, or, for a
+    set named in ``rows``, on those of them its predicate selects (see
+    :func:`synthtrace.models.training_data.comparison_plan`). Rows:
     counter_set (``merged``, each set, ``best single (<name>)``), model, n_features, r2, mape, and
     ``mape_cut_vs_best_single`` (1 - merged MAPE / best single MAPE, on the merged rows).
     """
     full = build_features(frame, target)
     mask = full.trainable_mask(min_instructions)
     merged = full.subset(mask)
-    rows = []
+    out = []
     for kind in kinds:
         step = on_step or (lambda _: None)
         results = {"merged": (merged, cross_validate(merged, kind, seed, n_splits).scores)}
         step(f"{kind} merged")
         for name, counters in sets.items():
-            t = _set_features(frame, target, counters).subset(mask)
+            own = mask & frame.select(rows[name].fill_null(False)).to_series().to_numpy() if name in (rows or {}) else mask
+            t = _set_features(frame, target, counters).subset(own)
             results[name] = (t, cross_validate(t, kind, seed, n_splits).scores)
             step(f"{kind} {name}")
         singles = {k: v for k, v in results.items() if k != "merged"}
         best = min(singles, key=lambda k: singles[k][1]["mape"]) if singles else None
         for name, (t, s) in results.items():
-            rows.append({"counter_set": name, "model": kind, "n_features": len(t.features),
+            out.append({"counter_set": name, "model": kind, "n_features": len(t.features),
                          "r2": s["r2"], "mape": s["mape"], "n": s["n"]})
         if best is not None:
             t, s = singles[best]
             m = results["merged"][1]["mape"]
-            rows.append({"counter_set": f"best single ({best})", "model": kind, "n_features": len(t.features),
+            out.append({"counter_set": f"best single ({best})", "model": kind, "n_features": len(t.features),
                          "r2": s["r2"], "mape": s["mape"], "n": s["n"]})
-            for r in rows:
+            for r in out:
                 if r["model"] == kind and r["counter_set"] == "merged":
                     r["mape_cut_vs_best_single"] = 1.0 - m / s["mape"] if s["mape"] > 0 else None
-    return pl.DataFrame(rows, schema={"counter_set": pl.String, "model": pl.String, "n_features": pl.Int64,
+    return pl.DataFrame(out, schema={"counter_set": pl.String, "model": pl.String, "n_features": pl.Int64,
                                       "r2": pl.Float64, "mape": pl.Float64, "n": pl.Int64,
                                       "mape_cut_vs_best_single": pl.Float64})
 

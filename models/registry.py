@@ -31,12 +31,16 @@ from threadpoolctl import threadpool_limits
 from synthtrace.models.features import FeatureTable, NoTrainingDataError, build_features, check_target
 from synthtrace.models.predictors import cross_validate, drop_uninformative, fit, scores
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.models.training_data import load_bursts
 from synthtrace.warehouse.model_store import (
-    ArtifactIntegrityError, load_bursts, model_record, read_artifact, write_model, write_predictions)
+    ArtifactIntegrityError, model_record, read_artifact, write_model, write_predictions)
 
 #: the only types beyond skops' defaults that a model artifact may contain (what hgb, rf and linear need)
 TRUSTED_TYPES: tuple[str, ...] = (
     "synthtrace.models.predictors.bounded_exp",  # the inverse of every model's log-target (our own function)
+    "synthtrace.models.predictors.BoostingPredictor",  # our estimator classes (their inner models are sklearn's)
+    "synthtrace.models.predictors.ForestPredictor",
+    "synthtrace.models.predictors.RidgePredictor",
     "numpy.clip",  # the linear baseline bounds its standardised features
     "numpy.dtype",
     "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",

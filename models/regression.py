@@ -1,6 +1,6 @@
 """Multi-signal performance regression detection over nightly histories (DESIGN §8).
 
-Input: the history of :func:`synthtrace.warehouse.history.site_history` — one row per (app, configuration, night, call
+Input: the history of :func:`synthtrace.models.site_signals.site_history` — one row per (app, configuration, night, call
 site) with the site's time per visit and the signals that can explain it (instructions, IPC, misses per level,
 FP and vector shares, MPI bytes and bandwidth, load balance), ordered by ``started_at``.
 
@@ -40,7 +40,7 @@ from scipy.ndimage import median_filter
 from synthtrace.models.archetypes import ArchetypeRules
 from synthtrace.tracelib.machine import Machine, load_machine
 from synthtrace.tracelib.metrics import burst_metrics
-from synthtrace.warehouse.history import APP_TOTAL
+from synthtrace.models.site_signals import APP_TOTAL
 
 
 @dataclass(frozen=True)

@@ -114,28 +114,20 @@ def train(
 
 def _print_comparison(warehouse: Path, target: str, kind: str, experiments: list[str] | None, seed: int,
                       folds: int) -> None:
-    from synthtrace.models.features import counter_sets
     from synthtrace.models.predictors import compare_counter_sets
-    from synthtrace.warehouse.runs import runs_table
+    from synthtrace.models.training_data import comparison_plan, load_bursts
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.model_store import load_bursts
+    from synthtrace.warehouse.runs import runs_table
     wh = Warehouse(warehouse)
-    frame, info = load_bursts(wh, experiments)
-    runs = runs_table(wh).filter(pl.col("experiment").is_in(info["experiments"]))
-    sets = counter_sets(runs, per_experiment=True)  # run k of each experiment with that experiment's own counters
-    if len(sets) < 2:
+    plan = comparison_plan(*load_bursts(wh, experiments), runs_table(wh))
+    if plan is None:
         err_console.print("comparison skipped: the experiments were recorded with one counter set", highlight=False)
         return
-    # merged experiments carry every counter; they are the comparison's bursts when they span two applications
-    # or more (grouped folds need two), else every experiment's bursts are
-    merged = frame.filter(pl.col("experiment").is_in(info["merged"]))
-    if merged.height and merged["app"].n_unique() >= 2:
-        frame = merged
-    elif merged.height:
-        err_console.print("comparison on every experiment's bursts: the merged ones hold one application",
-                          highlight=False, style="dim")
-    with StepProgress(1 + len(sets), "comparing counter sets") as step:
-        table = compare_counter_sets(frame, target, sets, kinds=(kind,), seed=seed, n_splits=folds, on_step=step)
+    if plan.note:
+        err_console.print(plan.note, highlight=False, style="dim")
+    with StepProgress(1 + len(plan.sets), "comparing counter sets") as step:
+        table = compare_counter_sets(plan.frame, target, plan.sets, rows=plan.rows, kinds=(kind,), seed=seed,
+                                     n_splits=folds, on_step=step)
     t = Table(title=f"{target}: merged counter set vs single-run sets (grouped by application)")
     for c in ("counter set", "features", "R²", "MAPE", "MAPE cut vs best single"):
         t.add_column(c)
@@ -210,9 +202,10 @@ def _detection(warehouse: str | Path, app: str | None, now: datetime | None = No
                ) -> tuple[pl.DataFrame, list[str], dict[str, int]]:
     """(alerts, the apps looked at, nights of history per app)."""
     from synthtrace.models.regression import REGRESSION_SCHEMA, detect as detect_alerts
-    from synthtrace.warehouse.history import apps, match_apps, site_history
+    from synthtrace.models.site_signals import site_history
+    from synthtrace.warehouse.history import apps, match_apps
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.regressions import write_alerts
+    from synthtrace.warehouse.alert_store import write_alerts
     names = match_apps(warehouse, app) if app is not None else apps(warehouse)
     if not names:
         raise BadInputError(f"{warehouse}: no runs to look at (ingest traces first)")
@@ -284,7 +277,7 @@ def detect_step(warehouse: str | Path) -> list[dict]:
     """
     from synthtrace.warehouse.history import apps
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.regressions import read_alerts
+    from synthtrace.warehouse.alert_store import read_alerts
     if not apps(warehouse):
         return []
     before = read_alerts(Warehouse(warehouse))

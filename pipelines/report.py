@@ -274,7 +274,7 @@ MAX_ALERT_PLOTS = 12  # alerts drawn over their nights (the strongest first)
 def plot_alert_history(history: pl.DataFrame, alert: dict) -> PlotInfo:
     """One alert's series over the nights: time per visit of its call site (µs) and, on a second axis, the signal
     that moved most (largest |z|), with the night of the change marked. ``history`` is
-    :func:`synthtrace.warehouse.history.site_history` of the alert's application."""
+    :func:`synthtrace.models.site_signals.site_history` of the alert's application."""
     h = history.filter((pl.col("config") == alert["config"]) & (pl.col("call_site") == alert["call_site"])
                        ).sort("started_at")
     fig, ax = plt.subplots(figsize=(6.4, 2.6))
@@ -299,7 +299,7 @@ def alerts_section(wh: Warehouse, alerts: pl.DataFrame | None) -> str:
     """The alerts table (signals as ``name before → after (z)``) and the strongest alerts' series over the nights."""
     if alerts is None or alerts.height == 0:
         return "<p class='note'>No regression alerts" + (" (detector has not run)." if alerts is None else ".") + "</p>"
-    from synthtrace.warehouse.history import site_history
+    from synthtrace.models.site_signals import site_history
 
     order = ["score"] if "score" in alerts.columns else []
     alerts = alerts.sort(order, descending=True, nulls_last=True) if order else alerts

@@ -10,13 +10,15 @@ import skops.io as sio
 
 from synthtrace.models.features import (
     ARCHETYPE_VOCAB, NoTrainingDataError, UnknownTargetError, build_features, counter_sets, is_cycle_counter)
-from synthtrace.models.predictors import UnknownModelKindError, compare_counter_sets, cross_validate, make_estimator
+from synthtrace.models.predictors import (
+    ESTIMATORS, UnknownModelKindError, compare_counter_sets, cross_validate, make_estimator)
 from synthtrace.models.registry import TRUSTED_TYPES, load, predict, train
 from tests.models_synth import PREDICT_PLAN, predictor_campaign
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.model_store import ArtifactIntegrityError, UnknownModelError, load_bursts, models_dir, sha256
+from synthtrace.models.training_data import comparison_plan, load_bursts
+from synthtrace.warehouse.model_store import ArtifactIntegrityError, UnknownModelError, models_dir, sha256
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +100,81 @@ def test_merged_counters_beat_every_single_run_set(campaign):
     singles = table.filter(pl.col("counter_set").str.starts_with("run"))["mape"]
     assert merged["mape"] < singles.min()
     assert merged["mape_cut_vs_best_single"] > 0
+
+
+def _kth_runs(runs: pl.DataFrame, k: int) -> pl.DataFrame:
+    """The k-th run (by name) of every experiment."""
+    return runs.sort("experiment", "run_name").filter(pl.int_range(pl.len()).over("experiment") == k)
+
+
+def test_compare_on_merged_bursts_gives_each_set_its_own_counters(campaign):
+    """Issue 15: the single-run rows of ``train --compare`` differ, each from its run's counters."""
+    root, _ = campaign
+    wh = Warehouse(root)
+    runs = runs_table(wh)
+    plan = comparison_plan(*load_bursts(wh), runs)
+    assert plan.note is None and not plan.rows and set(plan.frame["experiment"]) == {"app0-exp", "app1-exp", "app2-exp"}
+    assert plan.frame["run_id"].n_unique() == 3  # merged bursts: one (reference) run per experiment
+    for k, name in enumerate(sorted(plan.sets)):
+        kth = _kth_runs(runs, k)
+        assert plan.sets[name] == {e: list(c) for e, c in zip(kth["experiment"], kth["counters"])}
+    table = compare_counter_sets(plan.frame, "ipc", plan.sets, rows=plan.rows, kinds=("linear",), n_splits=3)
+    singles = table.filter(pl.col("counter_set").str.starts_with("run"))
+    assert singles["mape"].n_unique() == 3 and singles["n"].n_unique() == 1
+
+
+def test_compare_without_a_merge_evaluates_each_set_on_its_own_run(tmp_path):
+    """Issue 15: in experiments that were not merged, set run<k> is evaluated on the bursts of the k-th runs
+    (which recorded it), not on every run's bursts (which lack its counters)."""
+    predictor_campaign(tmp_path, n_apps=2, n_kernels=3, n_iters=2, seed=4, merge="none")
+    wh = Warehouse(tmp_path)
+    frame, info = load_bursts(wh)
+    runs = runs_table(wh)
+    plan = comparison_plan(frame, info, runs)
+    assert info["merged"] == [] and set(plan.rows) == set(plan.sets) == {"run0", "run1", "run2"}
+    for k, name in enumerate(sorted(plan.sets)):
+        assert sorted(frame.filter(plan.rows[name])["run_id"].unique()) == sorted(_kth_runs(runs, k)["run_id"])
+    table = compare_counter_sets(plan.frame, "ipc", plan.sets, rows=plan.rows, kinds=("linear",), n_splits=2)
+    n = dict(zip(table["counter_set"], table["n"]))
+    assert n["run0"] + n["run1"] + n["run2"] == n["merged"] and 0 < n["run0"] < n["merged"]
+    # one counter set only: nothing to compare
+    one = runs.with_columns(pl.lit(PREDICT_PLAN[0]).alias("counters"))
+    assert comparison_plan(frame, info, one) is None
+
+
+@pytest.mark.real_traces
+def test_compare_plan_on_the_merged_lulesh_pair(merged_lulesh):
+    """The real LULESH pair recorded one counter set twice: nothing to compare. Had the 7+1 run recorded
+    fewer counters, its set would be the merged bursts' columns it measured, with the note that one
+    application cannot be evaluated on unseen applications."""
+    wh = Warehouse(merged_lulesh)
+    frame, info = load_bursts(wh)
+    runs = runs_table(wh)
+    assert info["merged"] == ["lulesh-8r"] and comparison_plan(frame, info, runs) is None
+    fewer = runs.with_columns(pl.when(pl.col("run_name").str.contains("7")).then(
+        pl.col("counters").list.set_difference(pl.lit(["PAPI_REF_CYC", "LONGEST_LAT_CACHE:MISS"])))
+        .otherwise(pl.col("counters")).alias("counters"))
+    plan = comparison_plan(frame, info, fewer)
+    assert plan.note and "one application" in plan.note
+    assert {len(c["lulesh-8r"]) for c in plan.sets.values()} == {len(runs["counters"][0]), len(runs["counters"][0]) - 2}
+    assert all(frame.filter(r).height == frame.height for r in plan.rows.values())  # merged bursts serve every set
+
+
+@pytest.mark.parametrize("kind", sorted(ESTIMATORS))
+def test_estimators_follow_scikit_learn_conventions(kind):
+    """Issue 14: hyperparameters are constructor parameters (get_params/set_params/clone), unfitted use raises
+    NotFittedError, and the seed reaches the estimator."""
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils import estimator_checks as ec
+    est = make_estimator(kind, seed=5)
+    name = type(est).__name__
+    for check in (ec.check_no_attributes_set_in_init, ec.check_get_params_invariance, ec.check_set_params,
+                  ec.check_parameters_default_constructible, ec.check_estimators_unfitted, ec.check_estimator_repr):
+        check(name, est)
+    assert est.get_params()["random_state"] == 5 and clone(est).get_params() == est.get_params()
+    with pytest.raises(NotFittedError):
+        est.predict(np.ones((2, 3)))
 
 
 def test_registry_records_what_the_model_saw(campaign, trained):

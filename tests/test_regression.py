@@ -10,9 +10,10 @@ import pytest
 from synthtrace.models.regression import REGRESSION_SCHEMA, DetectorParams, detect, detect_series, label_archetypes, robust_sigma
 from tests.models_synth import polling_history, regression_campaign
 from synthtrace.warehouse import history
-from synthtrace.warehouse.history import APP_TOTAL, UnknownAppError, apps, check_app, site_history
+from synthtrace.models.site_signals import APP_TOTAL, site_history
+from synthtrace.warehouse.history import UnknownAppError, apps, check_app
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.regressions import read_alerts, write_alerts
+from synthtrace.warehouse.alert_store import read_alerts, write_alerts
 
 N = 30
 

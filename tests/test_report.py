@@ -131,10 +131,10 @@ def mixed_wh(tmp_path_factory):
     """One experiment holding two applications (prime and jacobi), one with a single application (LULESH), and a
     regression alert on prime."""
     from synthtrace.models.regression import REGRESSION_SCHEMA
-    from synthtrace.warehouse.history import site_history
+    from synthtrace.models.site_signals import site_history
     from synthtrace.warehouse.ingest import ingest_trace
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.regressions import write_alerts
+    from synthtrace.warehouse.alert_store import write_alerts
     from tests.conftest import JACOBI
 
     wh = Warehouse(tmp_path_factory.mktemp("mixed") / "wh")

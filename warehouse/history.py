@@ -1,4 +1,4 @@
-"""The nightly history of every application, aggregated per run and call site, for regression detection (DESIGN §8).
+"""The per-(run, call site, rank) table of every application's runs, read for regression detection (DESIGN §8).
 
 One DuckDB query over the ``runs``, ``bursts`` and ``mpi_calls`` views sums, per (run, call site, rank), the
 compute that ends at the call site and the MPI calls made there (the site is the caller of the MPI call; where
@@ -8,12 +8,9 @@ traces do not resolve callers, the MPI call's name stands for it). Counters are 
 A *visit* of a site is one logical region, not one burst: a polling loop (``MPI_Test``/``MPI_Iprobe`` and
 kin, :data:`POLLING_CALLS`) closes many short bursts at the kernel's own site, so the bursts and calls that follow
 a polling call at the same site belong to the visit it started (the kernel plus its polls, summed). Per-visit
-medians then compare kernels with kernels, never a kernel with a 2 µs poll. Besides the call sites, every run
-has an :data:`APP_TOTAL` series: per rank, all compute and MPI time of the run, its counters summed.
+medians then compare kernels with kernels, never a kernel with a 2 µs poll.
 
-Points of a series: runs of the same application, configuration (tasks x threads) and night (``experiment`` and
-the day of ``started_at``) are one point; they were recorded with different counter sets, so each quantity is
-taken from the runs that recorded it. Points are ordered by ``started_at``.
+The signals of each night and site are computed from this table by :mod:`synthtrace.models.site_signals`.
 """
 from __future__ import annotations
 
@@ -33,8 +30,6 @@ from synthtrace.warehouse.layout import Warehouse
 HISTORY_ROLES: tuple[str, ...] = ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm", "br_ins", "br_msp", "fp_ins", "vec_ins",
                                   "l1_icm")
 END_OF_THREAD = "(end of thread)"
-#: the series of the whole application run (all sites of a rank summed)
-APP_TOTAL = "(application total)"
 #: MPI calls that poll: the bursts between repeated polls at one site are one logical region with the compute
 #: before the first poll
 POLLING_CALLS: tuple[str, ...] = ("MPI_Test", "MPI_Testany", "MPI_Testsome", "MPI_Testall", "MPI_Iprobe",
@@ -151,77 +146,3 @@ ORDER BY r.app, r.started_at, r.run_id, b.call_site, b.appl, b.task, b.thread"""
         return pl.DataFrame()
     finally:
         con.close()
-
-
-def _with_app_total(t: pl.DataFrame) -> pl.DataFrame:
-    """``t`` plus one :data:`APP_TOTAL` row per (run, rank): every site's compute and MPI time and counters summed,
-    as a single visit."""
-    keys = ["app", "experiment", "run_id", "started_at", "n_tasks", "n_threads", "appl", "task", "thread"]
-    total = t.group_by(keys).agg(
-        pl.lit(APP_TOTAL).alias("call_site"), pl.lit(1, pl.Int64).alias("visits"),
-        pl.col("compute_ns").sum(), pl.col("compute_ns").sum().alias("compute_med_ns"), pl.col("mpi_ns").sum(),
-        pl.col("mpi_ns").sum().alias("mpi_med_ns"), pl.col("mpi_calls").sum(), pl.col("mpi_bytes").sum(),
-        *[pl.when(pl.col(r).is_not_null().all()).then(pl.col(r).sum()).alias(r) for r in HISTORY_ROLES])
-    return pl.concat([t, total.select(t.columns)], how="vertical_relaxed")
-
-
-def site_history(root: str | Path, app: str | list[str] | None = None) -> pl.DataFrame:
-    """One row per (app, configuration, point, call site): the signals of that call site that night (the
-    :data:`APP_TOTAL` site is the whole run: its time is the rank's compute + MPI time of the run).
-
-    Signals (NULL where no run of the point recorded what they need):
-
-    - ``time_ns``: time per visit of the site (ns): compute before the call + the call, each the median over
-      the rank's visits (robust to a burst stretched by OS noise), averaged over ranks;
-    - ``compute_ns``, ``mpi_ns``: its two parts (ns per visit); ``load_balance``: mean / max over ranks of the
-      per-visit compute time at the site;
-    - ``instructions`` (per visit and rank), ``ipc``, ``l1_mpki``, ``l2_mpki``, ``l3_mpki``, ``br_mpki``,
-      ``icache_mpki`` (per 1000 instructions), ``br_per_ins``, ``br_misp_rate`` (mispredicted / branches),
-      ``fp_share`` (FP / instructions), ``vec_share`` (vector / FP);
-    - ``mpi_bytes`` (bytes per call and rank), ``mpi_bw`` (bytes per call / MPI time per call:
-      bytes per ns = GB/s, including the waits).
-
-    Keys: app, config (``<tasks>x<threads>``), point (experiment@day), started_at (first run of the point),
-    run_id (that run), call_site, runs (runs in the point).
-    """
-    t = site_rank_table(root, app)
-    if t.height == 0:
-        return pl.DataFrame()
-    t = _with_app_total(t).with_columns(
-        pl.format("{}x{}", pl.col("n_tasks"), pl.col("n_threads")).alias("config"),
-        pl.format("{}@{}", pl.col("experiment"), pl.col("started_at").dt.date()).alias("point"))
-    ins_ok = pl.col("ins") > 0
-    per_run = t.group_by("app", "config", "point", "run_id", "started_at", "call_site").agg(
-        pl.col("compute_med_ns").mean().alias("_comp"), pl.col("mpi_med_ns").mean().alias("_mpi"),
-        pl.col("visits").sum().alias("_visits"), pl.col("mpi_calls").sum().alias("_calls"),
-        pl.col("mpi_bytes").sum().alias("_bytes"),
-        pl.col("compute_med_ns").max().alias("_cmax"),
-        *[pl.col(r).sum().alias(r) for r in HISTORY_ROLES],
-        *[pl.col(r).is_not_null().all().alias(f"_has_{r}") for r in HISTORY_ROLES],
-    ).with_columns(*[pl.when(pl.col(f"_has_{r}")).then(pl.col(r)).alias(r) for r in HISTORY_ROLES])
-    ins = pl.col("ins")
-    rate = lambda c, s=1000.0: pl.when(ins > 0).then(pl.col(c) * s / ins)  # noqa: E731
-    per_run = per_run.select(
-        "app", "config", "point", "run_id", "started_at", "call_site",
-        (pl.col("_comp") + pl.col("_mpi")).alias("time_ns"),
-        pl.col("_comp").alias("compute_ns"),
-        pl.col("_mpi").alias("mpi_ns"),
-        pl.when(pl.col("_cmax") > 0).then(pl.col("_comp") / pl.col("_cmax")).alias("load_balance"),
-        pl.when(ins_ok).then(ins / pl.col("_visits")).alias("instructions"),
-        pl.when(pl.col("cyc") > 0).then(ins / pl.col("cyc")).alias("ipc"),
-        rate("l1_dcm").alias("l1_mpki"), rate("l2_dcm").alias("l2_mpki"), rate("l3_tcm").alias("l3_mpki"),
-        rate("br_msp").alias("br_mpki"), rate("br_ins", 1.0).alias("br_per_ins"), rate("l1_icm").alias("icache_mpki"),
-        rate("fp_ins", 1.0).alias("fp_share"),
-        pl.when(pl.col("fp_ins") > 0).then(pl.col("vec_ins") / pl.col("fp_ins")).alias("vec_share"),
-        pl.when(pl.col("_calls") > 0).then(pl.col("_bytes") / pl.col("_calls")).alias("mpi_bytes"),
-        pl.when((pl.col("_mpi") > 0) & (pl.col("_calls") > 0)).then(pl.col("_bytes") / pl.col("_calls") / pl.col("_mpi"))
-        .alias("mpi_bw"),
-    )
-    signals = [c for c in per_run.columns if c not in ("app", "config", "point", "run_id", "started_at", "call_site")]
-    first = per_run.sort("started_at", "run_id").group_by("app", "config", "point", "call_site", maintain_order=True).agg(
-        pl.col("started_at").first(), pl.col("run_id").first(), pl.len().alias("runs"),
-        *[pl.col(s).mean() for s in signals])
-    # quantities of different runs combine at the point: mispredicted share of branches
-    first = first.with_columns(pl.when(pl.col("br_per_ins") > 0).then(pl.col("br_mpki") / 1000 / pl.col("br_per_ins"))
-                               .alias("br_misp_rate"))
-    return first.sort("app", "config", "call_site", "started_at")

@@ -12,8 +12,8 @@ is read; reading it with an explicit list of trusted types is the job of :mod:`s
 A model's predictions directory is rebuilt in staging (other experiments' files hard-linked in) and swapped in
 by one rename, so a reader sees an experiment's old predictions or its new ones, never a mix.
 
-This module also reads what training needs: merged bursts (or, for experiments not merged, their runs'
-bursts) with the application of every row.
+This module also reads what training needs: the application of each experiment and its merged bursts
+(which bursts to learn from is :mod:`synthtrace.models.training_data`'s choice).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from synthtrace.warehouse.analysis import MERGED_FILE
-from synthtrace.warehouse.runs import run_bursts, runs_table
+from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse
 
@@ -184,36 +184,7 @@ def experiment_apps(wh: Warehouse) -> dict[str, str]:
     return out
 
 
-def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl.DataFrame, dict]:
-    """Bursts to learn from, with ``experiment`` and ``app`` columns, and what they came from.
-
-    An experiment's merged bursts when it was merged, else the bursts of each of its runs (each with its own
-    counters). Returns (frame, info) with info = {experiments, run_ids, merged: [experiments read merged]}.
-    Raises :class:`~synthtrace.warehouse.errors.UnknownExperimentError` for a named experiment that does not exist.
-    """
-    apps = experiment_apps(wh)
-    names = sorted(apps) if experiments is None else list(dict.fromkeys(experiments))
-    missing = [e for e in names if e not in apps]
-    if missing:
-        raise UnknownExperimentError(f"no experiment {', '.join(map(repr, missing))} in {wh.root}"
-                                     + (f" (experiments: {', '.join(sorted(apps))})" if apps else " (nothing ingested)"))
-    runs = runs_table(wh)
-    parts, run_ids, merged = [], [], []
-    for exp in names:
-        mf = wh.experiment_dir(exp) / MERGED_FILE
-        if mf.is_file():
-            df = pl.read_parquet(mf)
-            merged.append(exp)
-            if "run_id" in df.columns:
-                run_ids += [r for r in df["run_id"].unique().to_list() if r]
-            run_ids += runs.filter(pl.col("experiment") == exp)["run_id"].to_list() if runs.height else []
-        else:
-            ids = runs.filter(pl.col("experiment") == exp).sort("run_name")["run_id"].to_list() if runs.height else []
-            frames = [b for b in (run_bursts(wh, r) for r in ids) if b.height]
-            if not frames:
-                continue
-            df = pl.concat(frames, how="diagonal_relaxed")
-            run_ids += ids
-        parts.append(df.with_columns(pl.lit(exp).alias("experiment"), pl.lit(apps[exp]).alias("app")))
-    frame = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
-    return frame, {"experiments": names, "run_ids": sorted(set(run_ids)), "merged": merged}
+def merged_bursts(wh: Warehouse, experiment: str) -> pl.DataFrame | None:
+    """The merged bursts of ``experiment``, or None when it was not merged."""
+    f = wh.experiment_dir(experiment) / MERGED_FILE
+    return pl.read_parquet(f) if f.is_file() else None

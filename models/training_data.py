@@ -1,0 +1,90 @@
+"""Which bursts a predictor learns from, and which bursts and counters each row of ``train --compare`` uses
+(DESIGN §8).
+
+- :func:`load_bursts`: an experiment's merged bursts when it was merged (every counter on every burst), else
+  the bursts of each of its runs (each with its own counters).
+- :func:`comparison_plan`: the merged counter set against each single-run counter set. Set ``run<k>`` is the
+  counters the k-th run (by name) of each experiment recorded, and it is evaluated on bursts that carry exactly
+  what that run measured: merged bursts (their run-k counters came from run k), or, in an experiment that was
+  not merged, the bursts of its k-th run alone — never another run's bursts, which lack those counters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from synthtrace.models.features import counter_sets
+from synthtrace.warehouse.errors import UnknownExperimentError
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.model_store import experiment_apps, merged_bursts
+from synthtrace.warehouse.runs import run_bursts, runs_table
+
+
+def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl.DataFrame, dict]:
+    """Bursts to learn from, with ``experiment`` and ``app`` columns, and what they came from.
+
+    Returns (frame, info) with info = {experiments, run_ids, merged: [experiments read merged]}.
+    Raises :class:`~synthtrace.warehouse.errors.UnknownExperimentError` for a named experiment that does not exist.
+    """
+    apps = experiment_apps(wh)
+    names = sorted(apps) if experiments is None else list(dict.fromkeys(experiments))
+    missing = [e for e in names if e not in apps]
+    if missing:
+        raise UnknownExperimentError(f"no experiment {', '.join(map(repr, missing))} in {wh.root}"
+                                     + (f" (experiments: {', '.join(sorted(apps))})" if apps else " (nothing ingested)"))
+    runs = runs_table(wh)
+    parts, run_ids, merged = [], [], []
+    for exp in names:
+        ids = runs.filter(pl.col("experiment") == exp).sort("run_name")["run_id"].to_list() if runs.height else []
+        df = merged_bursts(wh, exp)
+        if df is not None:
+            merged.append(exp)
+            if "run_id" in df.columns:
+                run_ids += [r for r in df["run_id"].unique().to_list() if r]
+        else:
+            frames = [b for b in (run_bursts(wh, r) for r in ids) if b.height]
+            if not frames:
+                continue
+            df = pl.concat(frames, how="diagonal_relaxed")
+        run_ids += ids
+        parts.append(df.with_columns(pl.lit(exp).alias("experiment"), pl.lit(apps[exp]).alias("app")))
+    frame = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+    return frame, {"experiments": names, "run_ids": sorted(set(run_ids)), "merged": merged}
+
+
+@dataclass
+class ComparisonPlan:
+    """What ``train --compare`` evaluates.
+
+    ``frame``: the bursts (with ``experiment``, ``app``, ``run_id``); ``sets``: ``run<k>`` -> experiment ->
+    counters of its k-th run; ``rows``: ``run<k>`` -> predicate over ``frame`` selecting the bursts that set is
+    evaluated on; ``note``: what to tell the user about the choice (None: nothing to say).
+    """
+
+    frame: pl.DataFrame
+    sets: dict[str, dict[str, list[str]]]
+    rows: dict[str, pl.Expr] = field(default_factory=dict)
+    note: str | None = None
+
+
+def comparison_plan(frame: pl.DataFrame, info: dict, runs: pl.DataFrame) -> ComparisonPlan | None:
+    """The bursts and single-run counter sets to compare, from :func:`load_bursts`' (frame, info) and the runs
+    view; None when the experiments were recorded with one counter set (nothing to compare).
+
+    Merged experiments carry every counter; they are the comparison's bursts when they span two applications or
+    more (grouped folds need two); else every experiment's bursts are, each single-run set on its own run's bursts
+    in the experiments that were not merged.
+    """
+    runs = runs.filter(pl.col("experiment").is_in(info["experiments"])).sort("experiment", "run_name")
+    sets = counter_sets(runs, per_experiment=True)
+    if len({tuple(sorted(c)) for per_exp in sets.values() for c in per_exp.values()}) < 2:
+        return None
+    merged = frame.filter(pl.col("experiment").is_in(info["merged"]))
+    if merged.height and merged["app"].n_unique() >= 2:
+        return ComparisonPlan(merged, sets)
+    kth = runs.with_columns(pl.format("run{}", pl.int_range(pl.len()).over("experiment")).alias("set"))
+    own = {name: pl.col("experiment").is_in(info["merged"])
+           | pl.col("run_id").is_in(kth.filter(pl.col("set") == name)["run_id"].to_list()) for name in sets}
+    note = "comparison on every experiment's bursts: the merged ones hold one application" if merged.height else None
+    return ComparisonPlan(frame, sets, own, note)
