@@ -28,6 +28,8 @@ ALL_PARAVER = [LULESH_A, LULESH_B, PRIME, JACOBI]
 
 
 def pytest_collection_modifyitems(config, items):
+    # the slow tests first, so that the workers (pytest-xdist) do not end on one long test while the other idles
+    items.sort(key=lambda item: "slow" not in item.keywords)
     if not PARAVER.is_dir():
         skip = pytest.mark.skip(reason=f"real traces not found at {TRACES}")
         for item in items:
