@@ -242,11 +242,17 @@ CONDITIONS: dict[str, dict] = {
 
 def score(ref: SynthRun, other: SynthRun, matches: pl.DataFrame, min_ns: int = 10_000) -> tuple[float, int]:
     """(share of reference bursts >= ``min_ns`` matched to their true logical burst, or left unmatched when the
-    other run has none; number scored) from merge_matches rows of ``other``."""
+    other run has none; number scored) from merge_matches rows of ``other``. A piece of a split burst is also
+    right when matched to the other run's whole burst (a many-to-one match)."""
     t = true_matches(ref, other).filter(pl.col("duration_ns") >= min_ns)
+    whole = other.truth.select(pl.col("task").alias("whole_task"), pl.col("burst_seq").alias("whole_seq"),
+                               (pl.col("logical") + 999).alias("logical"))
+    t = t.join(whole, on="logical", how="left", maintain_order="left").with_columns(
+        pl.when(pl.col("logical") % 1000 == 999).then(pl.col("whole_task")).alias("whole_task"))
     m = matches.filter(pl.col("other_run_id") == other.run_id).select(
         "appl", "task", "thread", "burst_seq", "other_task", "other_burst_seq")
     j = t.join(m, on=["appl", "task", "thread", "burst_seq"], how="left")
     right = ((pl.col("true_seq").is_null() & pl.col("other_burst_seq").is_null())
-             | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_seq") == pl.col("other_burst_seq"))))
+             | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_seq") == pl.col("other_burst_seq")))
+             | ((pl.col("whole_task") == pl.col("other_task")) & (pl.col("whole_seq") == pl.col("other_burst_seq"))))
     return float(j.select(right.fill_null(False).mean()).item()), j.height

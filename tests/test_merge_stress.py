@@ -26,7 +26,8 @@ KEYS = ["appl", "task", "thread", "burst_seq"]
 real = pytest.mark.skipif(not LULESH_A.is_file(), reason="real traces not found")
 #: conditions at test size (the benchmark runs them at full size); ANY_SOURCE order is tested in test_merge.py
 SMALL = {"p2p only, 2,000 iterations": dict(n_iters=2000), "collective every 100 iterations": dict(n_tasks=8, n_iters=400),
-         "ranks renumbered": {}, "dynamic load balancing": {}, "long polling loops": dict(n_iters=100),
+         "ranks renumbered": {}, "split bursts": dict(n_iters=200), "dynamic load balancing": {},
+         "long polling loops": dict(n_iters=100),
          "OS noise and drift": dict(n_iters=500)}
 
 
@@ -46,6 +47,16 @@ def test_condition_matched_right_and_verdict_ok(condition):
         right, n = score(runs[0], other, res.matches)
         assert n > 1000 and right >= 0.995, (condition, other.run_id, right)
     assert set(transferred(res).get_column("verdict")) == {"ok"}, transferred(res).select("verdict", "verdict_reason")
+
+
+def test_any_source_order_and_extra_calls_do_not_make_false_anchors():
+    """ANY_SOURCE receives complete in either order and a call of one run only sits between them: a burst is known
+    by the call that opens it as well as the one that closes it, so a receive's burst never anchors to the other
+    receive's burst of the other run (same partner, other position)."""
+    runs = make_runs(seed=13, n_tasks=4, n_iters=1000, n_runs=2, coll_every=0, drift=0.02, p_extra=0.05)
+    res = merge_runs(tables(runs))
+    right, n = score(runs[0], runs[1], res.matches)
+    assert n > 10_000 and right >= 0.995, right
 
 
 def test_drifting_collective_free_runs_without_the_anchors_are_flagged():
@@ -147,3 +158,48 @@ def test_lulesh_default_merge_ref_cyc_within_4_percent(direction):
     med = j.select(((pl.col("PAPI_REF_CYC") - pl.col("t")).abs() / pl.col("t")).median()).item()
     assert med <= 0.04, med
     assert j.height >= 100
+
+
+def _split_pair(seed: int):
+    """Two runs, compute bursts of the second split in two at 15 % of the places (counters read at the split)."""
+    runs = make_runs(seed=seed, n_tasks=4, n_iters=200, n_runs=2, p_split=0.15, p_swap=0.0)
+    return runs, tables(runs)
+
+
+def test_split_pieces_are_summed_and_matched_to_the_whole_burst():
+    runs, t = _split_pair(11)
+    res = merge_runs(t, MergeOptions(rescale=False))  # per instruction: the work ratio is 1 within noise
+    right, n = score(runs[0], runs[1], res.matches)
+    assert n > 1000 and right >= 0.995, right
+    # the reference bursts whose logical burst the other run split: matched to the piece that the MPI call closes,
+    # with the counters of both pieces summed (L3 misses: recorded by run 1 only, transferred per instruction)
+    pieces = runs[1].truth.filter(pl.col("logical") % 1000 == 999).select(
+        "task", (pl.col("logical") - 999).alias("logical"), pl.col("burst_seq").alias("piece_seq"))
+    whole = runs[1].truth.select("task", "logical", "burst_seq", "PAPI_L3_TCM").join(pieces, on=["task", "logical"])
+    summed = whole.join(runs[1].truth.select("task", pl.col("burst_seq").alias("piece_seq"),
+                                             pl.col("PAPI_L3_TCM").alias("piece_v")), on=["task", "piece_seq"])
+    ref = runs[0].truth.select(*KEYS, "logical").join(summed.select("logical", "burst_seq", "PAPI_L3_TCM", "piece_v")
+                                                      .rename({"burst_seq": "whole_seq"}), on="logical")
+    got = ref.join(res.matches.select(*KEYS, "other_burst_seq"), on=KEYS).join(
+        res.merged.select(*KEYS, pl.col("PAPI_L3_TCM").alias("merged_v")), on=KEYS)
+    assert got.height > 100
+    assert (got.get_column("other_burst_seq") == got.get_column("whole_seq")).mean() >= 0.99
+    rel = got.select(((pl.col("merged_v") / (pl.col("PAPI_L3_TCM") + pl.col("piece_v"))) - 1).abs().median()).item()
+    assert rel < 0.01, rel  # the sum of the pieces, not the last piece alone (its share is 20-80 %)
+
+
+def test_split_reference_pieces_share_the_other_run_s_whole_burst():
+    runs, t = _split_pair(12)
+    res = merge_runs(t, MergeOptions(reference=runs[1].run_name, rescale=False))
+    right, n = score(runs[1], runs[0], res.matches)  # a piece is right matched to the whole burst
+    assert n > 1000 and right >= 0.995, right
+    # the pieces' values of a counter only the whole run recorded add up to the whole burst's value
+    t1 = runs[1].truth.with_columns(pl.when(pl.col("logical") % 1000 == 999).then(pl.col("logical") - 999)
+                                    .otherwise(pl.col("logical")).alias("unit"))
+    split = t1.filter((pl.col("logical") % 1000 == 999)).get_column("unit")
+    m = res.merged.select(*KEYS, "PAPI_L2_DCM").join(t1.select(*KEYS, "unit"), on=KEYS).filter(
+        pl.col("unit").is_in(split.implode())).group_by("unit").agg(pl.col("PAPI_L2_DCM").sum(), pl.len())
+    m = m.join(runs[0].truth.select(pl.col("logical").alias("unit"), pl.col("PAPI_L2_DCM").alias("whole")), on="unit")
+    assert m.height > 100 and set(m.get_column("len")) == {2}
+    rel = m.select(((pl.col("PAPI_L2_DCM") / pl.col("whole")) - 1).abs().median()).item()
+    assert rel < 0.01, rel
