@@ -16,7 +16,7 @@ from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTabl
 from synthtrace.tracelib.ranks import RankCorrespondenceError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from merge_synth import CONDITIONS, make_runs, score  # noqa: E402
+from merge_synth import CONDITIONS, make_condition, make_runs, score, true_matches  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAVER = ROOT.parent / "shared" / "traces" / "paraver"
@@ -24,8 +24,9 @@ LULESH_A = PARAVER / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv"
 LULESH_B = PARAVER / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv"
 KEYS = ["appl", "task", "thread", "burst_seq"]
 real = pytest.mark.skipif(not LULESH_A.is_file(), reason="real traces not found")
-#: conditions at test size (the benchmark runs them at full size); ANY_SOURCE order is tested in test_merge.py
-SMALL = {"p2p only, 2,000 iterations": dict(n_iters=2000), "collective every 100 iterations": dict(n_tasks=8, n_iters=400),
+#: conditions at test size (the benchmark runs them at full size), ANY_SOURCE arrival order swapped at random
+SMALL = {"master-worker, ANY_SOURCE, first receive at its own site": dict(n_rounds=300),
+         "p2p only, 2,000 iterations": dict(n_iters=2000), "collective every 100 iterations": dict(n_tasks=8, n_iters=400),
          "ranks renumbered": {}, "split bursts": dict(n_iters=200), "dynamic load balancing": {},
          "long polling loops": dict(n_iters=100),
          "OS noise and drift": dict(n_iters=500)}
@@ -41,7 +42,7 @@ def transferred(res) -> pl.DataFrame:
 
 @pytest.mark.parametrize("condition", list(SMALL))
 def test_condition_matched_right_and_verdict_ok(condition):
-    runs = make_runs(seed=4, p_swap=0.0, **{**CONDITIONS[condition], **SMALL[condition]})
+    runs = make_condition(seed=4, **{**CONDITIONS[condition], **SMALL[condition]})
     res = merge_runs(tables(runs))
     for other in runs[1:]:
         right, n = score(runs[0], other, res.matches)
@@ -203,3 +204,23 @@ def test_split_reference_pieces_share_the_other_run_s_whole_burst():
     assert m.height > 100 and set(m.get_column("len")) == {2}
     rel = m.select(((pl.col("PAPI_L2_DCM") / pl.col("whole")) - 1).abs().median()).item()
     assert rel < 0.01, rel
+
+
+def test_master_worker_results_follow_their_message_and_misalignment_is_flagged():
+    """The master's bursts process results that arrive in a run-dependent order, the first of each round through a
+    receive at its own call site: each burst is matched to the one that processes the same worker's result."""
+    kw = {**CONDITIONS["master-worker, ANY_SOURCE, first receive at its own site"], "n_rounds": 300}
+    runs = make_condition(seed=14, **kw)
+    truth = true_matches(runs[0], runs[1]).filter((pl.col("task") == 1) & (pl.col("duration_ns") >= 10_000))
+
+    def master_right(res) -> float:
+        j = truth.join(res.matches.select(*KEYS, "other_burst_seq"), on=KEYS, how="left")
+        return j.select((pl.col("true_seq") == pl.col("other_burst_seq")).fill_null(False).mean()).item()
+
+    assert truth.height > 1000 and truth.get_column("true_seq").is_not_null().all()
+    res = merge_runs(tables(runs))
+    assert master_right(res) >= 0.995, master_right(res)
+    assert score(runs[0], runs[1], res.matches)[0] >= 0.995
+    off = merge_runs(tables(runs), MergeOptions(align=AlignConfig(anchors=False)))
+    assert master_right(off) < 0.9
+    assert set(transferred(off).get_column("verdict")) & {"suspect", "bad"}

@@ -9,8 +9,9 @@ run. A burst is described by
   ``MPI_ANY_SOURCE`` receives of one run, which got the partner the first one got in the other run, does not
   take the other run's first burst for its own when a call of one run only opens it; the **loose signature** drops peer and bytes (an ``MPI_ANY_SOURCE`` receive or
   ``MPI_Waitany`` completes messages in a run-dependent order);
-- its **opening message** (``osig``): the call that opened it with its partner and size, when it has a partner —
-  what the burst works on after an ``MPI_ANY_SOURCE`` receive, whatever call happens to end it;
+- its **opening message** (``osig``): the partner and size of the call that opened it, when it has a partner —
+  what the burst works on after an ``MPI_ANY_SOURCE`` receive, whatever call received the message (the first
+  receive of a round is often at its own call site) and whatever call happens to end the burst;
 - its **behaviour**: ``log1p`` of the reference counters (counters recorded by both runs, e.g. PAPI_TOT_INS),
   ``log1p`` of its duration in microseconds, and its relative position (0..1) in its segment (below).
 
@@ -194,8 +195,9 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
 
     Columns: appl, task, thread, burst_seq, start_ns, end_ns, duration_ns (ns), mpi_call, peer, bytes_sent,
     bytes_recv (bytes), sig, lsig, csig (UInt64 hashes of the signature, the loose signature and the closing
-    call alone), osig (UInt64 hash of the opening call, its partner
-    and the bytes it received, when that call has a partner; else the ``osig`` the previous burst got from its own
+    call alone), osig (UInt64 hash of the message that opened the burst: the opening call's partner and the bytes
+    it received, whatever call received it (the first receive of an ``MPI_ANY_SOURCE`` round may sit at another
+    call site than the others), when that call has a partner; else the ``osig`` the previous burst got from its own
     opening call if that burst lasted less than ``carry_ns``; 0 otherwise), ldur
     (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN when not recorded) for each of ``features``.
     """
@@ -240,7 +242,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv").hash(SIG_SEED).alias("csig"),
         # the message a burst starts with: only for an opening call with a partner; 0 = none
         pl.when(pl.col("open_peer").is_not_null())
-        .then(pl.struct("open_call", "open_peer", "open_bytes").hash(SIG_SEED).replace(0, 1)).otherwise(0)
+        .then(pl.struct("open_peer", "open_bytes").hash(SIG_SEED).replace(0, 1)).otherwise(0)
         .cast(pl.UInt64).alias("osig"),
     )
     n = b.height

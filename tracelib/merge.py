@@ -244,8 +244,8 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
         notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig['work_shift']):.3f} the "
                      f"instructions of {ref.run_name!r}'s: not the same input or code version?")
     return {"run": mapped, "original": o, "renumbered": renum, "matches": m, "common": common, "features": feats,
-            "reference": reference, "source": source, "share": share, "rate": float(matched.mean()) if ref.bursts.height else 0.0,
-            "signals": sig,
+            "reference": reference, "source": source, "share": share, "signals": sig,
+            "rate": float(matched.mean()) if ref.bursts.height else 0.0,
             "mean_score": float(m.get_column("match_score").mean() or 0.0),
             "comm": float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None}
 
