@@ -503,6 +503,7 @@ def test_cli_unknown_experiment(tmp_path, capsys):
 
 
 @real
+@pytest.mark.slow
 def test_export_takes_resources_from_a_gzipped_reference_trace(tmp_path, capsys):
     """A run ingested from ``.prv.gz`` still gives the export its trace's date, resources and ``.row`` names."""
     import gzip
