@@ -275,3 +275,15 @@ def test_lulesh_with_split_source_bursts_gets_the_whole_burst_s_counters():
     err = res.merged.join(truth, on=KEYS).filter((pl.col("duration_ns") >= 10_000) & (pl.col("t") > 0)).select(
         ((pl.col("PAPI_REF_CYC") - pl.col("t")).abs() / pl.col("t")).median()).item()
     assert err <= 0.04, err
+
+
+@real
+@pytest.mark.parametrize("trace", ["jacobi-2d-imper_v0.prv", "prime_v0.prv"])
+def test_bursts_without_a_later_mpi_call_are_not_pieces(trace):
+    """Threads that call no MPI (jacobi: no MPI at all; prime: threads and tails without calls) keep every burst
+    its own unit: only bursts before a later MPI call of their thread are pieces of that call's unit."""
+    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.pieces import units
+    b, _, _ = ParaverTrace(PARAVER / trace).read_tables("x")
+    assert b.get_column("mpi_call").null_count() > 0
+    assert not units(sort_bursts(b)).split

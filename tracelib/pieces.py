@@ -1,7 +1,7 @@
 """Compute phases read as several bursts: many-to-one matches of the merge (DESIGN §6).
 
-A burst that no MPI call closes (``mpi_call`` NULL before the end of its thread: the counters were read at a user
-event, a sampling point, a buffer flush) and the bursts after it up to the next MPI call are the **pieces** of
+A burst that no MPI call closes (``mpi_call`` NULL before a later MPI call of its thread: the counters were read
+at a user event, a sampling point, a buffer flush) and the bursts after it up to that call are the **pieces** of
 one **unit**: the work between two MPI calls. Runs split a phase at different points, or only some runs split it,
 so the merge aligns units (:func:`units`: counters and running time summed over the pieces, from the first
 piece's start to the last one's end, closed by the last one's call, named by the last one's ``burst_seq``) and
@@ -43,11 +43,12 @@ class Units:
 def units(bursts: pl.DataFrame) -> Units:
     """The units of ``bursts`` (sorted by thread, then ``burst_seq``, as :func:`align.sort_bursts` leaves them)."""
     n = bursts.height
-    same_next = np.zeros(n, bool)
-    if n > 1:
-        keys = bursts.select(THREAD_KEYS).to_numpy()
-        same_next[:-1] = (keys[1:] == keys[:-1]).all(axis=1)
-    piece = bursts.get_column("mpi_call").is_null().to_numpy() & same_next
+    # a piece lies before a later burst of its thread that an MPI call closes: threads without MPI calls (OpenMP
+    # workers, sequential programs) and what follows a thread's last call are never units of several bursts
+    last_closed = pl.col("_row").filter(pl.col("mpi_call").is_not_null()).max().over(THREAD_KEYS)
+    piece = (bursts.select(*THREAD_KEYS, "mpi_call").with_row_index("_row")
+             .select((pl.col("mpi_call").is_null() & (pl.col("_row") < last_closed)).fill_null(False))
+             .to_series().to_numpy())
     unit = np.cumsum(~piece) - ~piece  # a piece belongs to the unit of the burst after it
     first = np.flatnonzero(np.r_[True, unit[1:] != unit[:-1]]) if n else np.zeros(0, np.int64)
     size = np.diff(np.r_[first, n])
