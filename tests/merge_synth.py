@@ -193,31 +193,112 @@ def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int
             values = {c: v[o] for c, v in values.items()}
             task_first = np.r_[0, np.flatnonzero(np.diff(task)) + 1]
             seq = np.arange(n) - np.repeat(task_first, np.diff(np.r_[task_first, n]))
-        run_id = f"synth{r}"
-        i32 = pl.Int32
-        keys = {"appl": np.ones(n, np.int32), "task": task.astype(np.int32), "thread": np.ones(n, np.int32)}
-        truth = pl.DataFrame({**keys, "burst_seq": seq, "logical": logical, "duration_ns": end - start,
-                              **{c: np.round(v).astype(np.int64) for c, v in values.items()}})
-        bursts = pl.DataFrame({
-            "run_id": [run_id] * n, **keys, "burst_seq": seq, "cpu": task.astype(np.int32), "start_ns": start,
-            "end_ns": end, "duration_ns": end - start,
-            "mpi_call": pl.Series(call.astype(str)).scatter(np.flatnonzero(is_piece), None),
-            "call_site": pl.Series(site.astype(str)).scatter(np.flatnonzero(is_piece), None),
-            **{c: np.round(values[c]).astype(np.int64) for c in sets[r]}})
-        calls = pl.DataFrame({
-            "run_id": [run_id] * n, **keys, "call_seq": seq, "cpu": task.astype(np.int32),
-            "mpi_call": call.astype(str), "mpi_kind": kind.astype(str), "start_ns": end, "end_ns": cend,
-            "duration_ns": cend - end,
-            "bytes_sent": np.where(np.isin(call, ["MPI_Isend", "MPI_Allreduce", "MPI_Sendrecv"]), nbytes, 0
-                                   ).astype(np.int64),
-            "bytes_recv": np.where(np.isin(call, ["MPI_Irecv", "MPI_Recv", "MPI_Allreduce", "MPI_Sendrecv"]), nbytes, 0
-                                   ).astype(np.int64),
-            "peer": pl.Series(peer.astype(np.int32)).replace(0, None),
-            "n_messages": (peer > 0).astype(np.int32),
-            "comm": pl.Series(np.where(kind == "collective", WORLD_COMM, 0)).replace(0, None),
-            "root": pl.Series([None] * n, dtype=i32), "tag": pl.Series([None] * n, dtype=pl.Int64),
-            "call_site": site.astype(str)}).filter(~pl.Series(is_piece))  # a split piece ends at no call
-        runs.append(SynthRun(run_id, f"synth.run{r}", bursts, calls, truth, list(sets[r])))
+        runs.append(_run(f"synth{r}", task, seq, start, end, cend, call, kind, site, peer, nbytes, values, logical,
+                         is_piece, list(sets[r])))
+    return runs
+
+
+def _run(run_id: str, task: np.ndarray, seq: np.ndarray, start: np.ndarray, end: np.ndarray, cend: np.ndarray,
+         call: np.ndarray, kind: np.ndarray, site: np.ndarray, peer: np.ndarray, nbytes: np.ndarray,
+         values: dict[str, np.ndarray], logical: np.ndarray, is_piece: np.ndarray, counters: list[str]) -> SynthRun:
+    """A :class:`SynthRun` from per-burst arrays: its closing call (name, kind, site, partner (0: none), bytes;
+    none for a split piece), times (ns: burst start and end, call end), counters and logical ids."""
+    n = task.size
+    i32 = pl.Int32
+    keys = {"appl": np.ones(n, np.int32), "task": task.astype(np.int32), "thread": np.ones(n, np.int32)}
+    truth = pl.DataFrame({**keys, "burst_seq": seq, "logical": logical, "duration_ns": end - start,
+                          **{c: np.round(v).astype(np.int64) for c, v in values.items()}})
+    bursts = pl.DataFrame({
+        "run_id": [run_id] * n, **keys, "burst_seq": seq, "cpu": task.astype(np.int32), "start_ns": start,
+        "end_ns": end, "duration_ns": end - start,
+        "mpi_call": pl.Series(call.astype(str)).scatter(np.flatnonzero(is_piece), None),
+        "call_site": pl.Series(site.astype(str)).scatter(np.flatnonzero(is_piece), None),
+        **{c: np.round(values[c]).astype(np.int64) for c in counters}})
+    sends = np.isin(call, ["MPI_Isend", "MPI_Send", "MPI_Allreduce", "MPI_Sendrecv"])
+    recvs = np.isin(call, ["MPI_Irecv", "MPI_Recv", "MPI_Allreduce", "MPI_Sendrecv"])
+    calls = pl.DataFrame({
+        "run_id": [run_id] * n, **keys, "call_seq": seq, "cpu": task.astype(np.int32),
+        "mpi_call": call.astype(str), "mpi_kind": kind.astype(str), "start_ns": end, "end_ns": cend,
+        "duration_ns": cend - end, "bytes_sent": np.where(sends, nbytes, 0).astype(np.int64),
+        "bytes_recv": np.where(recvs, nbytes, 0).astype(np.int64),
+        "peer": pl.Series(peer.astype(np.int32)).replace(0, None),
+        "n_messages": (peer > 0).astype(np.int32),
+        "comm": pl.Series(np.where(kind == "collective", WORLD_COMM, 0)).replace(0, None),
+        "root": pl.Series([None] * n, dtype=i32), "tag": pl.Series([None] * n, dtype=pl.Int64),
+        "call_site": site.astype(str)}).filter(~pl.Series(is_piece))  # a split piece ends at no call
+    return SynthRun(run_id, f"synth.run{run_id[5:]}", bursts, calls, truth, counters)
+
+
+def make_master_worker(*, n_workers: int = 3, n_rounds: int = 500, n_runs: int = 2, seed: int = 0,
+                       time_noise: float = 0.08, counter_sets: list[list[str]] | None = None) -> list[SynthRun]:
+    """``n_runs`` runs of a master-worker program: task 1 sends one work item to each of ``n_workers`` workers
+    per round (``MPI_Send``), then receives their results with ``MPI_ANY_SOURCE`` (the first receive of a round at
+    its own call site, the others at another) and processes each result in the burst after its receive; the
+    last result's burst ends at the next round's first send. Results arrive in the order the workers finish,
+    which noise changes from run to run; the work of processing a result depends on the worker (its logical id
+    is the round and the worker, not the position). Workers: receive (burst closed by ``MPI_Recv``), compute
+    (closed by ``MPI_Send``)."""
+    rng = np.random.default_rng(seed)
+    sets = counter_sets or [DEFAULT_SETS[i % len(DEFAULT_SETS)] for i in range(n_runs)]
+    W, R = n_workers, n_rounds
+    n_slot = 3 * W + 2  # per task and round: sends, own work, a processing burst per worker (slot 2W + task)
+    n_log = (W + 2) * (R + 1) * n_slot
+    base_ins = 10 ** rng.normal(5.3, 0.25, n_log)
+    base_ipc = np.clip(rng.normal(1.6, 0.4, n_log), 0.4, 3.0)
+    rates = {c: 10 ** (m + rng.normal(0, 0.4, n_log)) for c, (m, _, _) in _COUNTER_MODEL.items()}
+    work_w = 10 ** rng.normal(6.0, 0.02, (R, W))  # the workers' items: alike, so arrival order varies
+    runs = []
+    for r in range(n_runs):
+        rr = np.random.default_rng(seed * 1000 + r + 1)
+        finish = work_w * np.exp(rr.normal(0, time_noise, (R, W)))
+        order = np.argsort(finish, axis=1) + 2  # worker task ids in arrival order, per round
+        rnd = np.repeat(np.arange(R), 2 * W)
+        k = np.tile(np.arange(2 * W), R)
+        # master: k < W: burst closed by the send to worker k + 2 (k = 0: processing the previous round's last
+        # result); k = W: own work closed by the first receive; k > W: processing the result of the (k - W)-th
+        # arrival, closed by the next receive
+        arrived = order[rnd, np.clip(k - W - 1, 0, W - 1)]
+        last_prev = np.where(rnd > 0, order[np.maximum(rnd - 1, 0), W - 1], 0)
+        m_slot = np.where(k == 0, np.where(rnd > 0, 2 * W + last_prev, 0),
+                          np.where(k < W, k, np.where(k == W, W, 2 * W + arrived)))
+        m_round = np.where((k == 0) & (rnd > 0), rnd - 1, rnd)
+        m_call = np.where(k < W, "MPI_Send", "MPI_Recv")
+        m_site = np.where(k < W, "distribute (mw.c:20)", np.where(k == W, "collect (mw.c:40)", "collect (mw.c:52)"))
+        m_peer = np.where(k < W, k + 2, order[rnd, np.clip(k - W, 0, W - 1)])
+        m_bytes = np.where(k < W, 4096, 1024 * m_peer)
+        # workers: slot 0 waits for the item (closed by the receive), slot 1 computes it (closed by the send)
+        w_task = np.repeat(np.arange(2, W + 2), 2 * R)
+        w_round = np.tile(np.repeat(np.arange(R), 2), W)
+        w_k = np.tile(np.arange(2), W * R)
+        task = np.r_[np.ones(2 * W * R, np.int64), w_task]
+        rounds = np.r_[m_round, w_round]
+        slot = np.r_[m_slot, w_k]
+        logical = (task * (R + 1) + rounds) * n_slot + slot
+        call = np.r_[m_call, np.where(w_k == 0, "MPI_Recv", "MPI_Send")].astype(object)
+        site = np.r_[m_site, np.where(w_k == 0, "work (mw.c:80)", "work (mw.c:90)")].astype(object)
+        peer = np.r_[m_peer, np.ones(w_task.size, np.int64)]
+        nbytes = np.r_[m_bytes, np.where(w_k == 0, 4096, 1024 * w_task)]
+        n = task.size
+        d = np.exp(rr.normal(0, time_noise, n))
+        ins = base_ins[logical] * np.exp(rr.normal(0, 0.001, n))
+        worker_compute = (task > 1) & (slot == 1)
+        ins = np.where(worker_compute, work_w[np.minimum(rounds, R - 1), np.maximum(task - 2, 0)], ins)
+        cyc = ins / base_ipc[logical] * d * np.exp(rr.normal(0, 0.01, n))
+        cyc = np.where(worker_compute, finish[np.minimum(rounds, R - 1), np.maximum(task - 2, 0)] / 1.6, cyc)
+        values = {"PAPI_TOT_INS": ins, "PAPI_TOT_CYC": cyc}
+        for c, (_, expo, sig) in _COUNTER_MODEL.items():
+            values[c] = ins * rates[c][logical] * d ** expo * np.exp(rr.normal(0, sig, n))
+        dur = np.maximum(cyc / 2.5, 200.0).astype(np.int64)
+        call_dur = rr.uniform(1e3, 8e3, n).astype(np.int64)
+        step = dur + call_dur
+        first = np.r_[0, np.flatnonzero(np.diff(task)) + 1]
+        start = np.cumsum(step) - step
+        start = start - np.repeat(start[first], np.diff(np.r_[first, n])) + 1000
+        end = start + dur
+        seq = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))
+        kind = np.full(n, "point_to_point", dtype=object)
+        runs.append(_run(f"synth{r}", task, seq, start, end, end + call_dur, call, kind, site, peer, nbytes, values,
+                         logical * 1000, np.zeros(n, bool), list(sets[r])))  # x 1000: as make_runs' ids
     return runs
 
 
@@ -228,8 +309,10 @@ def true_matches(ref: SynthRun, other: SynthRun) -> pl.DataFrame:
         o, on="logical", how="left", maintain_order="left")
 
 
-#: the stress conditions of issue 12, as options of :func:`make_runs` (4 ranks, 2 runs unless told otherwise)
+#: the stress conditions of issue 12, as options of :func:`make_condition` (4 ranks, 2 runs unless told otherwise)
 CONDITIONS: dict[str, dict] = {
+    "master-worker, ANY_SOURCE, first receive at its own site": dict(pattern="master_worker", n_workers=3,
+                                                                      n_rounds=1000),
     "p2p only, 2,000 iterations": dict(n_tasks=4, n_iters=2000, n_runs=2, coll_every=0, drift=0.02),
     "collective every 100 iterations": dict(n_tasks=16, n_iters=1000, n_runs=2, coll_every=100, drift=0.02),
     "ranks renumbered": dict(n_tasks=8, n_iters=200, n_runs=2, coll_every=0, renumber=True),
@@ -240,13 +323,25 @@ CONDITIONS: dict[str, dict] = {
 }
 
 
+def make_condition(*, seed: int, pattern: str = "spmd", **options) -> list[SynthRun]:
+    """Runs of one of the ``CONDITIONS``: :func:`make_master_worker` for ``pattern="master_worker"``, else
+    :func:`make_runs`."""
+    return (make_master_worker if pattern == "master_worker" else make_runs)(seed=seed, **options)
+
+
 def score(ref: SynthRun, other: SynthRun, matches: pl.DataFrame, min_ns: int = 10_000) -> tuple[float, int]:
     """(share of reference bursts >= ``min_ns`` matched to their true logical burst, or left unmatched when the
-    other run has none; number scored) from merge_matches rows of ``other``."""
+    other run has none; number scored) from merge_matches rows of ``other``. A piece of a split burst is also
+    right when matched to the other run's whole burst (a many-to-one match)."""
     t = true_matches(ref, other).filter(pl.col("duration_ns") >= min_ns)
+    whole = other.truth.select(pl.col("task").alias("whole_task"), pl.col("burst_seq").alias("whole_seq"),
+                               (pl.col("logical") + 999).alias("logical"))
+    t = t.join(whole, on="logical", how="left", maintain_order="left").with_columns(
+        pl.when(pl.col("logical") % 1000 == 999).then(pl.col("whole_task")).alias("whole_task"))
     m = matches.filter(pl.col("other_run_id") == other.run_id).select(
         "appl", "task", "thread", "burst_seq", "other_task", "other_burst_seq")
     j = t.join(m, on=["appl", "task", "thread", "burst_seq"], how="left")
     right = ((pl.col("true_seq").is_null() & pl.col("other_burst_seq").is_null())
-             | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_seq") == pl.col("other_burst_seq"))))
+             | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_seq") == pl.col("other_burst_seq")))
+             | ((pl.col("whole_task") == pl.col("other_task")) & (pl.col("whole_seq") == pl.col("other_burst_seq"))))
     return float(j.select(right.fill_null(False).mean()).item()), j.height

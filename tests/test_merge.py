@@ -500,3 +500,29 @@ def test_cli_bad_input_exit_2_and_warehouse_unchanged(case, tmp_path, capsys):
 def test_cli_unknown_experiment(tmp_path, capsys):
     code, _, err = run_cli(capsys, "merge", "nothing", "-w", tmp_path / "wh")
     assert code == 2 and "no experiment" in err
+
+
+@real
+@pytest.mark.slow
+def test_export_takes_resources_from_a_gzipped_reference_trace(tmp_path, capsys):
+    """A run ingested from ``.prv.gz`` still gives the export its trace's date, resources and ``.row`` names."""
+    import gzip
+    src = tmp_path / "gz"
+    src.mkdir()
+    for prv in (LULESH_A, LULESH_B):
+        for suffix in (".pcf", ".row"):
+            shutil.copyfile(prv.with_suffix(suffix), src / f"{prv.stem}{suffix}")
+        with open(prv, "rb") as fin, gzip.open(src / f"{prv.stem}.prv.gz", "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+    wh = tmp_path / "wh"
+    code, _, err = run_cli(capsys, "ingest", src, "--experiment", "lulesh", "-w", wh)
+    assert code == 0, err
+    out = tmp_path / "merged"
+    code, _, err = run_cli(capsys, "merge", "lulesh", "-w", wh, "--reference", LULESH_B.stem, "--export-prv", out)
+    assert code == 0, err
+    def date(line: str) -> tuple[int, ...]:  # "#Paraver (31/01/2022 at 11:46)" -> (31, 1, 22, 11, 46)
+        d, mo, y, h, mi = map(int, re.match(r"#Paraver \((\d+)/(\d+)/(\d+) at (\d+):(\d+)", line).groups())
+        return d, mo, y % 100, h, mi
+
+    assert date(out.with_suffix(".prv").open().readline()) == date(LULESH_B.open().readline())  # the trace's date
+    assert "epeec04" in out.with_suffix(".row").read_text()  # the node names of the trace's .row

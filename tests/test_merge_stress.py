@@ -11,12 +11,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthtrace.tracelib.align import AlignConfig
+from synthtrace.tracelib.align import AlignConfig, sort_bursts
 from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTables, merge_runs
 from synthtrace.tracelib.ranks import RankCorrespondenceError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from merge_synth import CONDITIONS, make_runs, score  # noqa: E402
+from merge_synth import CONDITIONS, make_condition, make_runs, score, true_matches  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAVER = ROOT.parent / "shared" / "traces" / "paraver"
@@ -24,9 +24,11 @@ LULESH_A = PARAVER / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv"
 LULESH_B = PARAVER / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv"
 KEYS = ["appl", "task", "thread", "burst_seq"]
 real = pytest.mark.skipif(not LULESH_A.is_file(), reason="real traces not found")
-#: conditions at test size (the benchmark runs them at full size); ANY_SOURCE order is tested in test_merge.py
-SMALL = {"p2p only, 2,000 iterations": dict(n_iters=2000), "collective every 100 iterations": dict(n_tasks=8, n_iters=400),
-         "ranks renumbered": {}, "dynamic load balancing": {}, "long polling loops": dict(n_iters=100),
+#: conditions at test size (the benchmark runs them at full size), ANY_SOURCE arrival order swapped at random
+SMALL = {"master-worker, ANY_SOURCE, first receive at its own site": dict(n_rounds=300),
+         "p2p only, 2,000 iterations": dict(n_iters=2000), "collective every 100 iterations": dict(n_tasks=8, n_iters=400),
+         "ranks renumbered": {}, "split bursts": dict(n_iters=200), "dynamic load balancing": {},
+         "long polling loops": dict(n_iters=100),
          "OS noise and drift": dict(n_iters=500)}
 
 
@@ -40,12 +42,22 @@ def transferred(res) -> pl.DataFrame:
 
 @pytest.mark.parametrize("condition", list(SMALL))
 def test_condition_matched_right_and_verdict_ok(condition):
-    runs = make_runs(seed=4, p_swap=0.0, **{**CONDITIONS[condition], **SMALL[condition]})
+    runs = make_condition(seed=4, **{**CONDITIONS[condition], **SMALL[condition]})
     res = merge_runs(tables(runs))
     for other in runs[1:]:
         right, n = score(runs[0], other, res.matches)
         assert n > 1000 and right >= 0.995, (condition, other.run_id, right)
     assert set(transferred(res).get_column("verdict")) == {"ok"}, transferred(res).select("verdict", "verdict_reason")
+
+
+def test_any_source_order_and_extra_calls_do_not_make_false_anchors():
+    """ANY_SOURCE receives complete in either order and a call of one run only sits between them: a burst is known
+    by the call that opens it as well as the one that closes it, so a receive's burst never anchors to the other
+    receive's burst of the other run (same partner, other position)."""
+    runs = make_runs(seed=13, n_tasks=4, n_iters=1000, n_runs=2, coll_every=0, drift=0.02, p_extra=0.05)
+    res = merge_runs(tables(runs))
+    right, n = score(runs[0], runs[1], res.matches)
+    assert n > 10_000 and right >= 0.995, right
 
 
 def test_drifting_collective_free_runs_without_the_anchors_are_flagged():
@@ -147,3 +159,131 @@ def test_lulesh_default_merge_ref_cyc_within_4_percent(direction):
     med = j.select(((pl.col("PAPI_REF_CYC") - pl.col("t")).abs() / pl.col("t")).median()).item()
     assert med <= 0.04, med
     assert j.height >= 100
+
+
+def _split_pair(seed: int):
+    """Two runs, compute bursts of the second split in two at 15 % of the places (counters read at the split)."""
+    runs = make_runs(seed=seed, n_tasks=4, n_iters=200, n_runs=2, p_split=0.15, p_swap=0.0)
+    return runs, tables(runs)
+
+
+def test_split_pieces_are_summed_and_matched_to_the_whole_burst():
+    runs, t = _split_pair(11)
+    res = merge_runs(t, MergeOptions(rescale=False))  # per instruction: the work ratio is 1 within noise
+    right, n = score(runs[0], runs[1], res.matches)
+    assert n > 1000 and right >= 0.995, right
+    # the reference bursts whose logical burst the other run split: matched to the piece that the MPI call closes,
+    # with the counters of both pieces summed (L3 misses: recorded by run 1 only, transferred per instruction)
+    pieces = runs[1].truth.filter(pl.col("logical") % 1000 == 999).select(
+        "task", (pl.col("logical") - 999).alias("logical"), pl.col("burst_seq").alias("piece_seq"))
+    whole = runs[1].truth.select("task", "logical", "burst_seq", "PAPI_L3_TCM").join(pieces, on=["task", "logical"])
+    summed = whole.join(runs[1].truth.select("task", pl.col("burst_seq").alias("piece_seq"),
+                                             pl.col("PAPI_L3_TCM").alias("piece_v")), on=["task", "piece_seq"])
+    ref = runs[0].truth.select(*KEYS, "logical").join(summed.select("logical", "burst_seq", "PAPI_L3_TCM", "piece_v")
+                                                      .rename({"burst_seq": "whole_seq"}), on="logical")
+    got = ref.join(res.matches.select(*KEYS, "other_burst_seq"), on=KEYS).join(
+        res.merged.select(*KEYS, pl.col("PAPI_L3_TCM").alias("merged_v")), on=KEYS)
+    assert got.height > 100
+    assert (got.get_column("other_burst_seq") == got.get_column("whole_seq")).mean() >= 0.99
+    rel = got.select(((pl.col("merged_v") / (pl.col("PAPI_L3_TCM") + pl.col("piece_v"))) - 1).abs().median()).item()
+    assert rel < 0.01, rel  # the sum of the pieces, not the last piece alone (its share is 20-80 %)
+
+
+def test_split_reference_pieces_share_the_other_run_s_whole_burst():
+    runs, t = _split_pair(12)
+    res = merge_runs(t, MergeOptions(reference=runs[1].run_name, rescale=False))
+    right, n = score(runs[1], runs[0], res.matches)  # a piece is right matched to the whole burst
+    assert n > 1000 and right >= 0.995, right
+    # the pieces' values of a counter only the whole run recorded add up to the whole burst's value
+    t1 = runs[1].truth.with_columns(pl.when(pl.col("logical") % 1000 == 999).then(pl.col("logical") - 999)
+                                    .otherwise(pl.col("logical")).alias("unit"))
+    split = t1.filter((pl.col("logical") % 1000 == 999)).get_column("unit")
+    m = res.merged.select(*KEYS, "PAPI_L2_DCM").join(t1.select(*KEYS, "unit"), on=KEYS).filter(
+        pl.col("unit").is_in(split.implode())).group_by("unit").agg(pl.col("PAPI_L2_DCM").sum(), pl.len())
+    m = m.join(runs[0].truth.select(pl.col("logical").alias("unit"), pl.col("PAPI_L2_DCM").alias("whole")), on="unit")
+    assert m.height > 100 and set(m.get_column("len")) == {2}
+    rel = m.select(((pl.col("PAPI_L2_DCM") / pl.col("whole")) - 1).abs().median()).item()
+    assert rel < 0.01, rel
+
+
+def test_master_worker_results_follow_their_message_and_misalignment_is_flagged():
+    """The master's bursts process results that arrive in a run-dependent order, the first of each round through a
+    receive at its own call site: each burst is matched to the one that processes the same worker's result."""
+    kw = {**CONDITIONS["master-worker, ANY_SOURCE, first receive at its own site"], "n_rounds": 300}
+    runs = make_condition(seed=14, **kw)
+    truth = true_matches(runs[0], runs[1]).filter((pl.col("task") == 1) & (pl.col("duration_ns") >= 10_000))
+
+    def master_right(res) -> float:
+        j = truth.join(res.matches.select(*KEYS, "other_burst_seq"), on=KEYS, how="left")
+        return j.select((pl.col("true_seq") == pl.col("other_burst_seq")).fill_null(False).mean()).item()
+
+    assert truth.height > 1000 and truth.get_column("true_seq").is_not_null().all()
+    res = merge_runs(tables(runs))
+    assert master_right(res) >= 0.995, master_right(res)
+    assert score(runs[0], runs[1], res.matches)[0] >= 0.995
+    off = merge_runs(tables(runs), MergeOptions(align=AlignConfig(anchors=False)))
+    assert master_right(off) < 0.9
+    assert set(transferred(off).get_column("verdict")) & {"suspect", "bad"}
+
+
+def _split_long_bursts(run: RunTables, share: float, seed: int) -> tuple[RunTables, pl.DataFrame]:
+    """``run`` with ``share`` of its bursts >= 20 us that an MPI call closes read in two pieces (the first closed
+    by no call) at a random point: cycle-like counters apportioned by time, instructions faster in the first piece
+    (two phases of another IPC); and the keys, in ``run``'s numbering, of the bursts split."""
+    b = sort_bursts(run.bursts)
+    rng = np.random.default_rng(seed)
+    pick = pl.Series((rng.random(b.height) < share) & (b.get_column("duration_ns").to_numpy() >= 20_000)
+                     & b.get_column("mpi_call").is_not_null().to_numpy())
+    b = b.with_columns(pl.Series("_f", rng.uniform(0.2, 0.8, b.height)), pick.alias("_split"))
+    part = {c: pl.col("_f").sqrt() if c == "PAPI_TOT_INS" else pl.col("_f") for c in run.counters}
+    cut = pl.col("start_ns") + (pl.col("duration_ns") * pl.col("_f")).cast(pl.Int64)
+    first = b.filter("_split").with_columns(cut.alias("end_ns"), pl.lit(None, pl.String).alias("mpi_call"),
+                                            pl.lit(None, pl.String).alias("call_site"), pl.lit(False).alias("_split"),
+                                            *[(pl.col(c) * f).round().cast(pl.Int64) for c, f in part.items()])
+    rest = b.with_columns(pl.when("_split").then(cut).otherwise(pl.col("start_ns")).alias("start_ns"),
+                          *[pl.when("_split").then(pl.col(c) - (pl.col(c) * f).round().cast(pl.Int64))
+                            .otherwise(pl.col(c)).alias(c) for c, f in part.items()])
+    out = (pl.concat([first, rest]).sort("appl", "task", "thread", "start_ns", "_split")
+           .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
+                         pl.int_range(pl.len()).over("appl", "task", "thread").cast(pl.Int64).alias("burst_seq"))
+           .drop("_f", "_split"))
+    return RunTables(run.run_id, run.run_name, out, run.mpi_calls), b.filter("_split").select(*KEYS)
+
+
+@real
+def test_lulesh_with_split_source_bursts_gets_the_whole_burst_s_counters():
+    """The real LULESH pair, the source run's long bursts read in two pieces at 15 % of the places: the reference
+    bursts whose counterpart was split stay matched and get what the unsplit source gives them (the pieces
+    summed), REF_CYC within 4 % overall."""
+    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    b, c, _ = ParaverTrace(LULESH_A).read_tables("A")
+    whole = RunTables("A", LULESH_A.stem, b, c)
+    src, split = _split_long_bursts(whole, 0.15, 1)
+    b, c, _ = ParaverTrace(LULESH_B).read_tables("B")
+    truth = b.select(*KEYS, pl.col("PAPI_REF_CYC").alias("t"))
+    ref = RunTables("B", LULESH_B.stem, b.drop("PAPI_REF_CYC", "LONGEST_LAT_CACHE:MISS"), c)
+    base, res = (merge_runs([a, ref], MergeOptions(reference=ref.run_name)) for a in (whole, src))
+    # reference bursts the unsplit merge matched to a burst that the split source has in two pieces
+    hit = (base.matches.join(split.rename({"task": "other_task", "burst_seq": "other_burst_seq"}),
+                             on=["appl", "other_task", "other_burst_seq"], how="semi")
+           .select(*KEYS).join(base.merged.select(*KEYS, pl.col("PAPI_REF_CYC").alias("v0")), on=KEYS)
+           .join(res.merged.select(*KEYS, "duration_ns", pl.col("PAPI_REF_CYC").alias("v1")), on=KEYS)
+           .filter(pl.col("duration_ns") >= 10_000))
+    assert hit.height >= 30
+    assert hit.get_column("v1").is_not_null().all()
+    assert hit.select(((pl.col("v1") / pl.col("v0")) - 1).abs().median()).item() <= 0.01
+    err = res.merged.join(truth, on=KEYS).filter((pl.col("duration_ns") >= 10_000) & (pl.col("t") > 0)).select(
+        ((pl.col("PAPI_REF_CYC") - pl.col("t")).abs() / pl.col("t")).median()).item()
+    assert err <= 0.04, err
+
+
+@real
+@pytest.mark.parametrize("trace", ["jacobi-2d-imper_v0.prv", "prime_v0.prv"])
+def test_bursts_without_a_later_mpi_call_are_not_pieces(trace):
+    """Threads that call no MPI (jacobi: no MPI at all; prime: threads and tails without calls) keep every burst
+    its own unit: only bursts before a later MPI call of their thread are pieces of that call's unit."""
+    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.pieces import units
+    b, _, _ = ParaverTrace(PARAVER / trace).read_tables("x")
+    assert b.get_column("mpi_call").null_count() > 0
+    assert not units(sort_bursts(b)).split

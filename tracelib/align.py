@@ -4,11 +4,14 @@ For every thread (appl, task, thread) the bursts of the *other* run are matched 
 run. A burst is described by
 
 - its **signature**: the MPI call that closes it (call name, call site, communicator, peer, bytes sent/received),
-  from the bursts joined with the MPI calls on (thread, burst end == call start), and the partner and size of the
-  call that opened it; the **loose signature** drops peer and bytes (an ``MPI_ANY_SOURCE`` receive or
+  from the bursts joined with the MPI calls on (thread, burst end == call start), and the call that opened it
+  (call name and site, partner and size): a burst is the work between two calls, so the second of two
+  ``MPI_ANY_SOURCE`` receives of one run, which got the partner the first one got in the other run, does not
+  take the other run's first burst for its own when a call of one run only opens it; the **loose signature** drops peer and bytes (an ``MPI_ANY_SOURCE`` receive or
   ``MPI_Waitany`` completes messages in a run-dependent order);
-- its **opening message** (``osig``): the call that opened it with its partner and size, when it has a partner —
-  what the burst works on after an ``MPI_ANY_SOURCE`` receive, whatever call happens to end it;
+- its **opening message** (``osig``): the partner and size of the call that opened it, when it has a partner —
+  what the burst works on after an ``MPI_ANY_SOURCE`` receive, whatever call received the message (the first
+  receive of a round is often at its own call site) and whatever call happens to end the burst;
 - its **behaviour**: ``log1p`` of the reference counters (counters recorded by both runs, e.g. PAPI_TOT_INS),
   ``log1p`` of its duration in microseconds, and its relative position (0..1) in its segment (below).
 
@@ -51,6 +54,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -62,6 +66,22 @@ from synthtrace.tracelib.schema import THREAD_KEYS
 
 SIG_SEED = 0x5EED_5167  # seed of the signature hashes (stable within one Polars version, hashes are never stored)
 _INF = 1e300
+# the weights of AlignConfig as the compiled kernels get them: one float64 array, read by these indices (compile-time
+# constants to Numba, so a named read costs what prm[8] did)
+(P_BONUS, P_W_PEER, P_W_FEAT, P_W_DUR, P_W_POS, P_REJ_FEAT, P_REJ_DUR, P_TRIM_TOL, P_W_SUB, P_SUB_FEAT,
+ P_SUB_DUR) = range(11)
+
+
+class Side(NamedTuple):
+    """One run's rows as the compiled kernels see them (row i of every array is row i of a prepared table)."""
+
+    sig: np.ndarray  # int64 view of ``sig``
+    lsig: np.ndarray  # int64 view of ``lsig``
+    osig: np.ndarray  # int64 view of ``osig``
+    feat: np.ndarray  # (rows, features) float64 log1p reference counters, NaN when not recorded
+    ldur: np.ndarray  # log1p(duration / 1 us)
+    pos: np.ndarray  # relative position (0..1) in the row's segment, written by the kernel
+    gap: np.ndarray  # cost of leaving the row unmatched
 
 
 class AlignmentInputError(BadInputError):
@@ -175,8 +195,9 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
 
     Columns: appl, task, thread, burst_seq, start_ns, end_ns, duration_ns (ns), mpi_call, peer, bytes_sent,
     bytes_recv (bytes), sig, lsig, csig (UInt64 hashes of the signature, the loose signature and the closing
-    call alone), osig (UInt64 hash of the opening call, its partner
-    and the bytes it received, when that call has a partner; else the ``osig`` the previous burst got from its own
+    call alone), osig (UInt64 hash of the message that opened the burst: the opening call's partner and the bytes
+    it received, whatever call received it (the first receive of an ``MPI_ANY_SOURCE`` round may sit at another
+    call site than the others), when that call has a partner; else the ``osig`` the previous burst got from its own
     opening call if that burst lasted less than ``carry_ns``; 0 otherwise), ldur
     (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN when not recorded) for each of ``features``.
     """
@@ -214,13 +235,14 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
                            pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"),
                            pl.lit(None, pl.UInt64).alias("open_call"))
     b = b.with_columns(
-        pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv", "open_peer", "open_bytes")
+        pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv", "open_call", "open_peer",
+                  "open_bytes")
         .hash(SIG_SEED).alias("sig"),
         pl.struct("mpi_call", "call_site", "comm").hash(SIG_SEED).alias("lsig"),
         pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv").hash(SIG_SEED).alias("csig"),
         # the message a burst starts with: only for an opening call with a partner; 0 = none
         pl.when(pl.col("open_peer").is_not_null())
-        .then(pl.struct("open_call", "open_peer", "open_bytes").hash(SIG_SEED).replace(0, 1)).otherwise(0)
+        .then(pl.struct("open_peer", "open_bytes").hash(SIG_SEED).replace(0, 1)).otherwise(0)
         .cast(pl.UInt64).alias("osig"),
     )
     n = b.height
@@ -263,7 +285,8 @@ def _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm):
     """Cost of matching reference item i with other item j (``_INF`` when not allowed); see AlignConfig."""
     if rl[i] != ol[j]:
         return _INF
-    bonus, w_peer, w_feat, w_dur, w_pos, rej_feat, rej_dur = prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6]
+    bonus, w_peer, w_feat, w_dur = prm[P_BONUS], prm[P_W_PEER], prm[P_W_FEAT], prm[P_W_DUR]
+    w_pos, rej_feat, rej_dur = prm[P_W_POS], prm[P_REJ_FEAT], prm[P_REJ_DUR]
     c = 0.0 if rs[i] == os_[j] else w_peer
     d, k = _feat_dist(i, j, rf, of)
     if k > 0:
@@ -282,8 +305,9 @@ def _any_cost(i, j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm):
     """Cost of a pair of any kind: :func:`_pair_cost` when the loose signatures agree, else a substitution.
 
     A substitution (closing calls differ) needs the same opening message (``ro[i] == oo[j] != 0``), at least one
-    reference counter compared, a mean counter log difference of at most ``prm[9]`` and a duration log difference
-    of at most ``prm[10]``; it costs ``prm[8]`` plus the behaviour cost, minus the bonus. ``_INF`` otherwise.
+    reference counter compared, a mean counter log difference of at most ``sub_feat`` and a duration log
+    difference of at most ``sub_dur``; it costs ``w_sub`` plus the behaviour cost, minus the bonus. ``_INF``
+    otherwise.
     """
     if rl[i] == ol[j]:
         return _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm)
@@ -291,9 +315,10 @@ def _any_cost(i, j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm):
         return _INF
     d, k = _feat_dist(i, j, rf, of)
     dd = abs(rd[i] - od[j])
-    if k == 0 or d > prm[9] or dd > prm[10]:
+    if k == 0 or d > prm[P_SUB_FEAT] or dd > prm[P_SUB_DUR]:
         return _INF
-    return prm[8] + prm[2] * d + prm[3] * dd + prm[4] * abs(rp[i] - op[j]) - prm[0]
+    return (prm[P_W_SUB] + prm[P_W_FEAT] * d + prm[P_W_DUR] * dd + prm[P_W_POS] * abs(rp[i] - op[j])
+            - prm[P_BONUS])
 
 
 @njit(cache=True, nogil=True)
@@ -521,7 +546,7 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
     if nr == 0:
         return
     beh = prm.copy()  # behaviour alone judges the re-pairing: the signatures already chose the candidates
-    beh[1] = 0.0
+    beh[P_W_PEER] = 0.0
     new, found = _pick(ref_i, oth_j, rs, rl, rs, rf, rd, rp, os_, ol, os_, of, od, op, beh, out, False)
     if found == 0:
         return
@@ -563,7 +588,7 @@ def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, o
     if nr == 0:
         return
     beh = prm.copy()
-    beh[4] = 0.0  # no position: a burst that changes places with the anchor changes its position in the phase
+    beh[P_W_POS] = 0.0  # no position: a burst that changes places with the anchor changes its position in the phase
     new, found = _pick(ref_i, oth_j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh, out, True)
     if found == 0:
         return
@@ -603,17 +628,20 @@ def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, o
 
 
 @njit(cache=True, nogil=True)
-def _align_segment(a0, a1, b0, b1, ea1, eb1, rs, rl, ro, rf, rd, rp, rg, os_, ol, oo, of, od, op, og,
-                   free_start, free_end, mode, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc):
-    """Align reference rows [a0, a1) to other rows [b0, b1); ``out`` gets absolute other indices or -1.
+def _align_segment(a0, a1, b0, b1, ea1, eb1, ref, oth, free_start, free_end, mode, band, max_cells, prm, out, ws):
+    """Align reference rows [a0, a1) of ``ref`` to rows [b0, b1) of ``oth`` (:class:`Side`); ``out`` gets absolute
+    other indices or -1. ``ws`` are the scratch buffers (uint8, int64, float64, int64) of :func:`_dp`.
 
     Leading and trailing pairs with the same signature and near-identical behaviour (pair cost within
-    ``prm[7]`` of the best possible) are matched directly, unless that end of the segment is free; the DP only
+    ``trim_tol`` of the best possible) are matched directly, unless that end of the segment is free; the DP only
     sees what lies between. Then :func:`_repair_order` re-pairs by exact signature and
     :func:`_repair_substitutions` by opening message over [a0, ea1) x [b0, eb1): the segment plus the paired
     anchor that closes it (``ea1 = a1 + 1``, ``eb1 = b1 + 1``, that pair already in ``out``; ``a1``, ``b1`` when
     the segment ends the thread).
     """
+    rs, rl, ro, rf, rd, rp, rg = ref
+    os_, ol, oo, of, od, op, og = oth
+    ws_u8, ws_i, ws_f, ws_loc = ws
     if a1 - a0 <= 0:
         _repair_substitutions(a0, ea1, b0, eb1, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out)
         return
@@ -628,7 +656,7 @@ def _align_segment(a0, a1, b0, b1, ea1, eb1, rs, rl, ro, rf, rd, rp, rg, os_, ol
                 out[a0 + k] = b0 + k
             return
     seg0, seg1, segb0, segb1 = a0, a1, b0, b1
-    tol = prm[7] - prm[0]
+    tol = prm[P_TRIM_TOL] - prm[P_BONUS]
     if not free_start:
         while a0 < a1 and b0 < b1 and rs[a0] == os_[b0] and \
                 _pair_cost(a0, b0, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm) <= tol:
@@ -691,10 +719,9 @@ def _align_threads(r_off, o_off, anchor, rs, rl, ro, rf, rd, rt0, rt1, rp, rg, o
             op[j] = 0.0
         if n == 0 or m == 0:
             continue
-        ws_u8 = np.empty(1 << 16, np.uint8)
-        ws_i = np.empty(4096, np.int64)
-        ws_f = np.empty(4096)
-        ws_loc = np.empty(2048, np.int64)
+        ws = (np.empty(1 << 16, np.uint8), np.empty(4096, np.int64), np.empty(4096), np.empty(2048, np.int64))
+        ref = Side(rs, rl, ro, rf, rd, rp, rg)
+        oth = Side(os_, ol, oo, of, od, op, og)
         if n == m:
             same = True
             for k in range(n):
@@ -716,17 +743,15 @@ def _align_threads(r_off, o_off, anchor, rs, rl, ro, rf, rd, rt0, rt1, rp, rg, o
             _local_positions(rt0, rt1, pa + 1, i, rp)
             _local_positions(ot0, ot1, pb + 1, j, op)
             mode = 1 if first else 0
-            _align_segment(pa + 1, i, pb + 1, j, i + 1, j + 1, rs, rl, ro, rf, rd, rp, rg,
-                           os_, ol, oo, of, od, op, og, first, False, mode, band, max_cells, prm, out,
-                           ws_u8, ws_i, ws_f, ws_loc)
+            _align_segment(pa + 1, i, pb + 1, j, i + 1, j + 1, ref, oth, first, False, mode, band, max_cells, prm,
+                           out, ws)
             pa = i
             pb = j
             first = False
         _local_positions(rt0, rt1, pa + 1, a1, rp)
         _local_positions(ot0, ot1, pb + 1, b1, op)
         mode = 0 if first else 2
-        _align_segment(pa + 1, a1, pb + 1, b1, a1, b1, rs, rl, ro, rf, rd, rp, rg, os_, ol, oo, of, od, op, og,
-                       first, True, mode, band, max_cells, prm, out, ws_u8, ws_i, ws_f, ws_loc)
+        _align_segment(pa + 1, a1, pb + 1, b1, a1, b1, ref, oth, first, True, mode, band, max_cells, prm, out, ws)
 
 
 @njit(cache=True, parallel=True)
@@ -831,8 +856,10 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     anchor = np.full(r_rows.size, -1, np.int64)
     anchor[ki[chain]] = kj[chain]
     w_dur = config.w_dur_timing_only if timing_only else config.w_dur
-    prm = np.array([config.bonus, config.w_peer, config.w_feat, w_dur, config.w_pos, config.reject_feat,
-                    config.reject_dur, config.trim_tol, config.w_sub, config.sub_feat, config.sub_dur], np.float64)
+    prm = np.empty(P_SUB_DUR + 1, np.float64)
+    prm[[P_BONUS, P_W_PEER, P_W_FEAT, P_W_DUR, P_W_POS, P_REJ_FEAT, P_REJ_DUR, P_TRIM_TOL, P_W_SUB, P_SUB_FEAT,
+         P_SUB_DUR]] = (config.bonus, config.w_peer, config.w_feat, w_dur, config.w_pos, config.reject_feat,
+                        config.reject_dur, config.trim_tol, config.w_sub, config.sub_feat, config.sub_dur)
     out = np.empty(r_rows.size, np.int64)
     rp = np.zeros(r_rows.size)
     op = np.zeros(o_rows.size)

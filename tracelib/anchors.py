@@ -236,7 +236,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     pairs
     sorted by reference row and which of them form each thread's longest monotone chain, kept when their mean
     reference-counter and duration log differences are within ``reject``; then the **message pairs**: bursts
-    that start with the same message (``osig``: the opening call, partner and size) as the same-rank burst of
+    that start with the same message (``osig``: the partner and size of the opening call) as the same-rank burst of
     that message in the same iteration, within the tighter ``substitute`` limits. A message pair is the burst
     that processes a result from ``MPI_ANY_SOURCE`` whatever call happens to end it (the last result of a round
     may be processed before the round's collective in one run and before the next probe in the other).

@@ -44,6 +44,7 @@ import polars as pl
 from synthtrace.tracelib.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge_checks import WORK_SHIFT, pair_signals, verdict
+from synthtrace.tracelib.pieces import Units, expand, units
 from synthtrace.tracelib.ranks import rank_mapping, renumber
 from synthtrace.tracelib.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
@@ -200,9 +201,13 @@ def _call_histogram(calls: pl.DataFrame) -> str:
 
 
 # --------------------------------------------------------------------------------------------- merge
-def _align_other(ref: RunTables, o: RunTables, ref_seq: pl.DataFrame, ref_counters: list[str],
+def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.DataFrame, ref_counters: list[str],
                  counters: list[str], options: MergeOptions, notes: list[str]) -> dict:
-    """Align one other run to the reference: its rank correspondence, match table and signals."""
+    """Align one other run to the reference: its rank correspondence, match table and signals.
+
+    Units (:mod:`synthtrace.tracelib.pieces`) are aligned; the match table is that of the reference bursts, its
+    ``other_row`` indexing ``run``'s bursts (followed by its multi-piece units), and ``reference`` / ``share``
+    say what each source row is compared with and which share of it a reference burst gets."""
     check_same_layout(ref, o)  # the same tasks and threads, whatever their numbering
     bursts, calls, renum = o.bursts, o.mpi_calls, None
     if options.map_ranks:
@@ -222,12 +227,37 @@ def _align_other(ref: RunTables, o: RunTables, ref_seq: pl.DataFrame, ref_counte
                "timing only, with lower match scores")
         warnings.warn(msg, TimingOnlyWarning, stacklevel=3)
         notes.append(msg)
-    o_seq = sequence_table(bursts, calls, counters, options.align)
+    o_units = units(bursts)
+    o_seq = sequence_table(o_units.table, calls, counters, options.align)
     m = align_runs(ref_seq, o_seq, feats, options.align)
+    _check_same_program(ref, o, calls, ref_seq, o_seq, m.get_column("other_seq").is_not_null(), options, notes)
+    reference, source, share = ref.bursts, bursts, None
+    if ref_units.split or o_units.split:
+        ex = expand(ref.bursts, ref_units, bursts, o_units, m, common)
+        m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
     matched = m.get_column("other_seq").is_not_null()
+    long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
+    work = work_counter(common)
+    rate = next((c for c in common if c != work), None)
+    sig = pair_signals(reference, source, m, work, rate, long_ref)
+    if sig["work_shift"] is not None and abs(sig["work_shift"]) > WORK_SHIFT:
+        notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig['work_shift']):.3f} the "
+                     f"instructions of {ref.run_name!r}'s: not the same input or code version?")
+    return {"run": mapped, "original": o, "renumbered": renum, "matches": m, "common": common, "features": feats,
+            "reference": reference, "source": source, "share": share, "signals": sig,
+            "rate": float(matched.mean()) if ref.bursts.height else 0.0,
+            "mean_score": float(m.get_column("match_score").mean() or 0.0),
+            "comm": float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None}
+
+
+def _check_same_program(ref: RunTables, o: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFrame,
+                        o_seq: pl.DataFrame, matched: pl.Series, options: MergeOptions, notes: list[str]) -> None:
+    """Refuse runs whose MPI structure matches less than ``min_match_rate`` of the shorter run's bursts; warn (in
+    ``notes``) when less than ``SAME_LENGTH`` of the longer run's bursts >= 10 us match (``matched``: per row of
+    ``ref_seq``, the aligned units of the two runs)."""
     n_ref, n_oth = ref_seq.height, o_seq.height
     # the structure is judged on the shorter run (chopped windows differ in length), the length on the longer
-    shorter, longer = min(n_ref, n_oth), max(n_ref, n_oth)
+    shorter = min(n_ref, n_oth)
     same = int(matched.sum()) / shorter if shorter else 0.0
     if same < options.min_match_rate:
         raise NotSameProgramError(
@@ -241,16 +271,6 @@ def _align_other(ref: RunTables, o: RunTables, ref_seq: pl.DataFrame, ref_counte
     if on_longer < SAME_LENGTH:
         notes.append(f"runs {ref.run_name!r} and {o.run_name!r} cover different lengths: {on_longer:.0%} of the "
                      "longer run's bursts >= 10 us matched (chopped windows, or a run cut short or on another input)")
-    work = work_counter(common)
-    rate = next((c for c in common if c != work), None)
-    sig = pair_signals(ref.bursts, bursts, m, work, rate, long_ref)
-    if sig["work_shift"] is not None and abs(sig["work_shift"]) > WORK_SHIFT:
-        notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig['work_shift']):.3f} the "
-                     f"instructions of {ref.run_name!r}'s: not the same input or code version?")
-    return {"run": mapped, "original": o, "renumbered": renum, "matches": m, "common": common, "features": feats,
-            "rate": float(matched.mean()) if n_ref else 0.0, "signals": sig,
-            "mean_score": float(m.get_column("match_score").mean() or 0.0),
-            "comm": float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None}
 
 
 def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions(),
@@ -279,11 +299,13 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                 f"runs {ref.run_name!r} ({', '.join(ref_counters) or 'no counters'}) and {o.run_name!r} "
                 f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common to validate the "
                 "match; use --allow-timing-only to match by MPI structure and timing alone")
-    ref_seq = sequence_table(ref.bursts, ref.mpi_calls, ref_counters, options.align)
+    ref_units = units(ref.bursts)
+    ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align)
     base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
-    long_ref = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
-    per_run = {o.run_id: _align_other(ref, o, ref_seq, ref_counters, counters_of[o.run_id], options, notes)
+    long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
+    per_run = {o.run_id: _align_other(ref, ref_units, o, ref_seq, ref_counters, counters_of[o.run_id], options,
+                                      notes)
                for o in others}
 
     # ---- counters: recorded by the reference, or transferred from the best source run
@@ -300,9 +322,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             partner = next((per_run[o.run_id] for o in others if c in per_run[o.run_id]["common"]), None)
             cross = None
             if partner:
-                e = relative_errors(transferred(ref.bursts, partner["run"].bursts,
+                e = relative_errors(transferred(partner["reference"], partner["source"],
                                                 partner["matches"].get_column("other_row"), c, Plan()),
-                                    ref.bursts.get_column(c), long_ref)
+                                    partner["reference"].get_column(c), long_ref)
                 cross = float(e.median()) if e.len() else None
             quality_rows.append({"counter": c, "source_run": ref.run_name, "source_run_id": ref.run_id,
                                  "method": "recorded", "rescaled_by": None,
@@ -317,13 +339,17 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         info = per_run[src.run_id]
         other_row = info["matches"].get_column("other_row")
         if src.run_id not in choices:
-            choices[src.run_id] = choose(ref.bursts, info["run"].bursts, other_row, info["common"], long_ref,
+            choices[src.run_id] = choose(info["reference"], info["source"], other_row, info["common"], long_ref,
                                          options.rescale)
         plan = choices[src.run_id].plan(info["run"].bursts, c, info["common"])
-        values = transferred(ref.bursts, info["run"].bursts, other_row, c, plan).round().cast(pl.Int64)
+        values = transferred(info["reference"], info["source"], other_row, c, plan)
+        if info["share"] is not None:  # a piece's share of the other run's whole unit (tracelib.pieces)
+            values = values * info["share"]
+        values = values.round().cast(pl.Int64)
         est = pl.Series(c, [False] * n_ref, pl.Boolean)
         if options.estimate_unmatched:
-            guess = _estimates(ref, info["run"], c, plan, ref_seq, sequence_table(
+            own_seq = sequence_table(ref.bursts, ref.mpi_calls, [], options.align) if ref_units.split else ref_seq
+            guess = _estimates(ref, info["run"], c, plan, own_seq, sequence_table(
                 info["run"].bursts, info["run"].mpi_calls, [], options.align))
             est = values.is_null() & guess.is_not_null()
             values = pl.select(pl.when(values.is_null()).then(guess).otherwise(values).alias(c)).get_column(c)
@@ -365,9 +391,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
 def _provenance(experiment: str, info: dict) -> pl.DataFrame:
     """merge_matches rows of one other run: where each reference burst's values came from, in the other run's own
     task numbering (MATCHES_SCHEMA)."""
-    m, o, orig = info["matches"], info["run"], info["original"]
+    m, orig = info["matches"], info["original"]
     row = m.get_column("other_row")
-    sel = o.bursts.select(pl.col("appl", "task", "thread").gather(row))
+    sel = info["source"].select(pl.col("appl", "task", "thread").gather(row))
     if info["renumbered"]:  # back to the other run's own numbering
         back = {(k >> 21 << 21) + v: k % (1 << 21) for k, v in info["renumbered"].items()}
         sel = sel.with_columns((pl.col("appl").cast(pl.Int64) * (1 << 21) + pl.col("task"))

@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from synthtrace.tracelib.errors import SynthtraceError
+from synthtrace.tracelib.formats import is_paraver
 from synthtrace.tracelib.merge import MergeOptions, MergeResult, RunTables, merge_runs
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import experiment_runs, run_bursts, run_calls
@@ -52,8 +53,8 @@ def export_merged(wh: Warehouse, result: MergeResult, out_stem: str | Path) -> P
     """Write the merged trace as Paraver ``OUT_STEM.prv/.pcf/.row``; returns the ``.prv`` path.
 
     The bursts are the merged bursts with every counter; the MPI calls are the reference run's. Resources, date,
-    communicators and ``.row`` names come from the reference run's own trace when it is a Paraver file still on
-    disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where readable.
+    communicators and ``.row`` names come from the reference run's own trace when it is a Paraver file (``.prv`` or
+    ``.prv.gz``) still on disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where readable.
     """
     from synthtrace.tracelib.paraver.reader import ParaverTrace  # noqa: PLC0415 - only the export needs them
     from synthtrace.tracelib.paraver.writer import TraceMeta, write_paraver  # noqa: PLC0415
@@ -62,7 +63,7 @@ def export_merged(wh: Warehouse, result: MergeResult, out_stem: str | Path) -> P
     paths = dict(zip(runs.get_column("run_id").to_list(), runs.get_column("source_path").to_list()))
     metas = {}
     for run_id, path in paths.items():
-        if path and Path(path).suffix == ".prv" and Path(path).is_file():
+        if path and is_paraver(Path(path)) and Path(path).is_file():
             try:
                 metas[run_id] = TraceMeta.from_trace(ParaverTrace(path))
             except SynthtraceError:
