@@ -29,8 +29,12 @@ from synthtrace.models.archetypes import INSUFFICIENT  # noqa: E402
 from synthtrace.tracelib.machine import load_machine  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "paraver"
-REAL = {"lulesh": "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv", "lulesh71": "lulesh_7+1_with_uncores_sockets1+2.chop8.prv",
-        "prime": "prime_v0.prv", "jacobi": "jacobi-2d-imper_v0.prv"}
+REAL = {
+    "lulesh": "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv",
+    "lulesh71": "lulesh_7+1_with_uncores_sockets1+2.chop8.prv",
+    "prime": "prime_v0.prv",
+    "jacobi": "jacobi-2d-imper_v0.prv",
+}
 
 
 
@@ -38,18 +42,22 @@ REAL = {"lulesh": "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv", "lulesh71":
 def pipeline_section(quick: bool) -> list[str]:
     """End to end: simulated Paraver traces -> ingest -> merge -> classify, scored against the ground truth."""
     try:
-        from benchmarks.sim_archetypes import f1_13, pipeline_campaign  # noqa: PLC0415
+        from benchmarks.sim_archetypes import f1_13, pipeline_campaign
     except ImportError as exc:
         return ["## Simulated campaigns, end to end", "", f"Not run: {exc}.", ""]
-    lines = ["## Simulated campaigns, end to end (simulate -> ingest -> merge -> classify)", "",
-             "Five applications (halo, cg, master_worker, wavefront, transpose), 8 ranks, 5 runs each with the "
-             "simulator's PMU constraint (3 fixed + 4 programmable counters per run), the simulator labelling its "
-             "ground truth with these rules on each run's complete counters. Macro-F1 over the 13 archetypes present in "
-             "the truth, over every burst, MPI call and phase of the reference run (`merged`, `full`: the reference "
-             "run's complete counters from the ground truth) or of run k (`run k`: its own counters only); "
-             "`insufficient_counters` and missing units count as errors.", "",
-             "| seed | iterations | units | archetypes in truth | merged | full | single runs (min-max) | best single |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Simulated campaigns, end to end (simulate -> ingest -> merge -> classify)",
+        "",
+        "Five applications (halo, cg, master_worker, wavefront, transpose), 8 ranks, 5 runs each with the "
+        "simulator's PMU constraint (3 fixed + 4 programmable counters per run), the simulator labelling its "
+        "ground truth with these rules on each run's complete counters. Macro-F1 over the 13 archetypes present in "
+        "the truth, over every burst, MPI call and phase of the reference run (`merged`, `full`: the reference "
+        "run's complete counters from the ground truth) or of run k (`run k`: its own counters only); "
+        "`insufficient_counters` and missing units count as errors.",
+        "",
+        "| seed | iterations | units | archetypes in truth | merged | full | single runs (min-max) | best single |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     t0 = time.perf_counter()
     per_unit = None
     for seed in ([1] if quick else [1, 2]):
@@ -59,12 +67,20 @@ def pipeline_section(quick: bool) -> list[str]:
         singles = [v for k, v in sc.items() if k.startswith("run ")]
         merged = r["pairs"]["merged"]
         n_arch = len(set(merged["truth"].drop_nulls()) - {"balanced"})
-        lines.append(f"| {seed} | {3 if quick else 6} | {merged.height} | {n_arch} | {sc['merged']:.4f} | {sc['full']:.4f} | "
-                     f"{min(singles):.3f}-{max(singles):.3f} | {max(singles):.3f} |")
+        lines.append(
+            f"| {seed} | {3 if quick else 6} | {merged.height} | {n_arch} | {sc['merged']:.4f} | {sc['full']:.4f} | "
+            f"{min(singles):.3f}-{max(singles):.3f} | {max(singles):.3f} |"
+        )
         if per_unit is None:
             per_unit = {k: {u: f1_13(p.filter(pl.col("unit") == u)) for u in ("burst", "mpi", "phase")}
                         for k, p in r["pairs"].items()}
-    lines += ["", "Per unit (first seed):", "", "| counter set | bursts (9) | MPI calls (2) | phases (2) |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "Per unit (first seed):",
+        "",
+        "| counter set | bursts (9) | MPI calls (2) | phases (2) |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {k} | {v['burst']:.3f} | {v['mpi']:.3f} | {v['phase']:.3f} |" for k, v in per_unit.items()]
     lines += ["", f"Wall time {time.perf_counter() - t0:.1f} s.", ""]
     return lines
@@ -72,20 +88,26 @@ def pipeline_section(quick: bool) -> list[str]:
 
 def simulated_section(quick: bool) -> list[str]:
     try:
-        from benchmarks.sim_archetypes import run_campaign  # noqa: PLC0415
+        from benchmarks.sim_archetypes import run_campaign
     except ImportError as exc:
         return ["## Simulated campaigns", "", f"Not run: the simulator is not available here ({exc}).", ""]
     t0 = time.perf_counter()
     rows, disc = run_campaign(quick=quick)
-    lines = ["## Simulated kernel campaigns (counter model only)", "",
-             "Campaigns of `benchmarks/sim_archetypes.py`: every kernel of the simulated applications as bursts of "
-             "2e3-3e7 instructions, each executed in 5 runs (simulator counter model, run-to-run noise), each run "
-             "recording the 3 fixed counters + 4 programmable ones (simulator PMU constraint). Macro-F1 over the "
-             "burst archetypes of the ground truth (rules on noise-free counters); a burst the counters cannot "
-             "decide (`insufficient_counters`) counts as an error. `merged` takes every counter from the run that "
-             "recorded it (ideal matching: run-to-run noise only).", "",
-             "| app | units | merged | full counters | " + " | ".join(f"run {i}" for i in range(max(len(r["single"]) for r in rows))) + " |",
-             "|---|---|---|---|" + "---|" * max(len(r["single"]) for r in rows)]
+    lines = [
+        "## Simulated kernel campaigns (counter model only)",
+        "",
+        "Campaigns of `benchmarks/sim_archetypes.py`: every kernel of the simulated applications as bursts of "
+        "2e3-3e7 instructions, each executed in 5 runs (simulator counter model, run-to-run noise), each run "
+        "recording the 3 fixed counters + 4 programmable ones (simulator PMU constraint). Macro-F1 over the "
+        "burst archetypes of the ground truth (rules on noise-free counters); a burst the counters cannot "
+        "decide (`insufficient_counters`) counts as an error. `merged` takes every counter from the run that "
+        "recorded it (ideal matching: run-to-run noise only).",
+        "",
+        "| app | units | merged | full counters | "
+        + " | ".join(f"run {i}" for i in range(max(len(r["single"]) for r in rows)))
+        + " |",
+        "|---|---|---|---|" + "---|" * max(len(r["single"]) for r in rows),
+    ]
     for r in rows:
         lines.append(f"| {r['app']} | {r['units']} | {r['merged']:.3f} | {r['full']:.3f} | "
                      + " | ".join(f"{v:.3f}" for v in r["single"]) + " |")
@@ -98,7 +120,7 @@ def simulated_section(quick: bool) -> list[str]:
 
 def agreement_section(quick: bool) -> list[str]:
     """Evidence-scored rules vs the first-match cascade, against the simulator's intended archetypes (issue 15)."""
-    from benchmarks.sim_archetypes import agreement  # noqa: PLC0415
+    from benchmarks.sim_archetypes import agreement
     t0 = time.perf_counter()
     a = agreement(n_per_kernel=100 if quick else 200, seeds=(0,) if quick else (0, 1, 2))
     s = (a.group_by("counter_set", "classifier", maintain_order=True)
@@ -123,10 +145,10 @@ def agreement_section(quick: bool) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ real traces
 def real_section(fig_dir: Path, machine_name: str) -> list[str]:
-    from synthtrace.pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline  # noqa: PLC0415
-    from synthtrace.tracelib.metrics import ranks_per_socket  # noqa: PLC0415
-    from synthtrace.warehouse.ingest import ingest_trace  # noqa: PLC0415
-    from synthtrace.warehouse.layout import Warehouse  # noqa: PLC0415
+    from synthtrace.pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline
+    from synthtrace.tracelib.metrics import ranks_per_socket
+    from synthtrace.warehouse.ingest import ingest_trace
+    from synthtrace.warehouse.layout import Warehouse
     machine = load_machine(machine_name)
     fig_dir.mkdir(parents=True, exist_ok=True)
     lines = ["## Real traces", "", f"Machine profile: `{machine_name}` ({machine.name}).", ""]
@@ -149,13 +171,21 @@ def real_section(fig_dir: Path, machine_name: str) -> list[str]:
                 prov = (ins.group_by("provisional").agg((pl.col("duration_ns").sum() * 1e-9).alias("t"))
                         .with_columns(pl.col("t") / pl.col("t").sum()).sort("t", descending=True))
                 need = ins.explode("missing_counters").group_by("missing_counters").len().sort("len", descending=True)
-                lines += ["", "Undecided bursts, provisional archetype by time: "
-                          + ", ".join(f"{p} {t:.0%}" for p, t in prov.iter_rows()) + ".",
-                          "Counters that would decide them: " + ", ".join(f"{c} ({n})" for c, n in need.iter_rows() if c) + "."]
+                lines += [
+                    "",
+                    "Undecided bursts, provisional archetype by time: "
+                    + ", ".join(f"{p} {t:.0%}" for p, t in prov.iter_rows())
+                    + ".",
+                    "Counters that would decide them: "
+                    + ", ".join(f"{c} ({n})" for c, n in need.iter_rows() if c)
+                    + ".",
+                ]
             d = res.discovery
             if "kappa" in d:
-                lines.append(f"Discovery: {d['n_clusters']} clusters on {', '.join(d['features'])}; bootstrap ARI "
-                             f"{d['stability_ari']:.3f}; kappa {d['kappa']:.3f} on {d['n_compared']} rule-decided bursts.")
+                lines.append(
+                    f"Discovery: {d['n_clusters']} clusters on {', '.join(d['features'])}; bootstrap ARI "
+                    f"{d['stability_ari']:.3f}; kappa {d['kappa']:.3f} on {d['n_compared']} rule-decided bursts."
+                )
             pm = res.phase_metrics
             lines.append(f"Phases: {pm.height}; load balance median {pm['load_balance'].median():.2f}, "
                          f"communication efficiency median {pm['comm_efficiency'].median():.2f}.")
@@ -169,7 +199,11 @@ def real_section(fig_dir: Path, machine_name: str) -> list[str]:
                                ("ridgeline", plot_ridgeline(pa, machine, ranks_per_socket=rps)),
                                ("timeline", plot_timeline(a, pa, machine, ranks_per_socket=rps))):
                 figure_png(info.figure, fig_dir / f"{exp}.{kind}.png", dpi=80)
-            lines += ["", f"Plots: `figures/{exp}.roofline.png`, `figures/{exp}.ridgeline.png`, `figures/{exp}.timeline.png`.", ""]
+            lines += [
+                "",
+                f"Plots: `figures/{exp}.roofline.png`, `figures/{exp}.ridgeline.png`, `figures/{exp}.timeline.png`.",
+                "",
+            ]
     return lines
 
 
@@ -182,7 +216,12 @@ def main() -> None:
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--agreement-only", action="store_true", help="only the agreement table by counter set")
     args = ap.parse_args()
-    body = ["# Archetypes benchmark", "", f"Command: `python benchmarks/bench_archetypes.py{' --quick' if args.quick else ''}`", ""]
+    body = [
+        "# Archetypes benchmark",
+        "",
+        f"Command: `python benchmarks/bench_archetypes.py{' --quick' if args.quick else ''}`",
+        "",
+    ]
     body += agreement_section(args.quick)
     if args.agreement_only:
         args.skip_sim = args.skip_real = True

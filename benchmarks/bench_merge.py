@@ -52,7 +52,11 @@ LULESH_B = PARAVER / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv"
 # ----------------------------------------------------------------------------------------------- baselines
 def positional(ref: pl.DataFrame, src: pl.DataFrame, counter: str) -> pl.Series:
     """i-th burst of a thread <- i-th burst of the same thread in the source run."""
-    return ref.select(KEYS).join(src.select(*KEYS, counter), on=KEYS, how="left", maintain_order="left").get_column(counter)
+    return (
+        ref.select(KEYS)
+        .join(src.select(*KEYS, counter), on=KEYS, how="left", maintain_order="left")
+        .get_column(counter)
+    )
 
 
 def cluster_mean(ref: pl.DataFrame, src: pl.DataFrame, counter: str, eps: float = 0.015,
@@ -133,8 +137,9 @@ def synthetic_accuracy(seed: int = 11) -> pl.DataFrame:
         for other in runs[1:]:
             tm = true_matches(ref, other).sort(KEYS)
             m = res_off.matches.filter(pl.col("other_run_id") == other.run_id).sort(KEYS)
-            j = tm.with_columns(m.get_column("other_burst_seq").alias("other_seq")).filter((pl.col("duration_ns") >= MIN_NS)
-                                                                   & pl.col("true_seq").is_not_null())
+            j = tm.with_columns(m.get_column("other_burst_seq").alias("other_seq")).filter(
+                (pl.col("duration_ns") >= MIN_NS) & pl.col("true_seq").is_not_null()
+            )
             correct.append((j.get_column("other_seq") == j.get_column("true_seq")).fill_null(False).to_numpy())
             pos_correct.append((j.get_column("burst_seq") == j.get_column("true_seq")).to_numpy())
         acc = float(np.concatenate(correct).mean())
@@ -251,11 +256,21 @@ def simulator_accuracy(out: Path, seeds: tuple[int, ...] = SIM_SEEDS, ranks: int
             for o in tables[1:]:
                 oid = ids.filter(pl.col("run_name") == o.run_name).drop("run_name")
                 scored = long_ref.join(oid.select("logical_id"), on="logical_id", how="semi")
-                m = (scored.join(res.matches.filter(pl.col("other_run") == o.run_name).select(*KEYS, pl.col("other_burst_seq").alias("other_seq")),
-                                 on=KEYS, how="left")
-                     .join(oid.rename({"burst_seq": "other_seq", "logical_id": "_merge"}),
-                           on=["appl", "task", "thread", "other_seq"], how="left")
-                     .join(oid.rename({"logical_id": "_positional"}), on=KEYS, how="left"))
+                m = (
+                    scored.join(
+                        res.matches.filter(pl.col("other_run") == o.run_name).select(
+                            *KEYS, pl.col("other_burst_seq").alias("other_seq")
+                        ),
+                        on=KEYS,
+                        how="left",
+                    )
+                    .join(
+                        oid.rename({"burst_seq": "other_seq", "logical_id": "_merge"}),
+                        on=["appl", "task", "thread", "other_seq"],
+                        how="left",
+                    )
+                    .join(oid.rename({"logical_id": "_positional"}), on=KEYS, how="left")
+                )
                 for method in ("merge", "positional"):
                     ok = int((m.get_column(f"_{method}") == m.get_column("logical_id")).fill_null(False).sum())
                     match_rows.append({"experiment": exp, "method": method, "seed": seed, "right": ok, "n": m.height})
@@ -335,10 +350,20 @@ def speed(sizes: list[int], n_runs: int = 8, n_tasks: int = 64, repeat: int = 2)
         dt = min(times)
         n = sum(t.bursts.height for t in tables)
         q = res.quality.filter(pl.col("counter") == "PAPI_L3_TCM")
-        rows.append({"runs": n_runs, "bursts/run": n // n_runs, "total bursts": n, "seconds": dt,
-                     "us/burst": dt / n * 1e6, "seconds, each run": " / ".join(f"{x:.2f}" for x in times),
-                     "CPU s (all threads)": min(cpu), "load avg": max(loads), "coverage (all bursts)": q["coverage"].item(),
-                     "coverage (>= 10 us)": q["coverage_long"].item()})
+        rows.append(
+            {
+                "runs": n_runs,
+                "bursts/run": n // n_runs,
+                "total bursts": n,
+                "seconds": dt,
+                "us/burst": dt / n * 1e6,
+                "seconds, each run": " / ".join(f"{x:.2f}" for x in times),
+                "CPU s (all threads)": min(cpu),
+                "load avg": max(loads),
+                "coverage (all bursts)": q["coverage"].item(),
+                "coverage (>= 10 us)": q["coverage_long"].item(),
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -476,7 +501,13 @@ def main() -> None:
         "- Coverage below 1 in `missing + extra bursts` is the share of long reference bursts that have a "
         "counterpart at all (the oracle's coverage is the same): the merge leaves the others NULL (or gives a "
         "flagged estimate with `--estimate-unmatched`) instead of pairing them with a neighbour.",
-        "- Rescaling: `merge` rows are measured with rescaling forced off and `merge --rescale` with it forced on. Since issue 12 the default is neither: each counter's transfer (as recorded, per instruction, or rescaled by a co-varying reference counter) is chosen by the leave-one-out estimate, and rescaling is taken only for strong co-variation with slope <= 1. On LULESH that choice gives PAPI_REF_CYC median 0.029 / 0.028 in the two directions (tests/test_merge_stress.py; benchmarks/results/merge_stress.md); on the simulated campaigns the exact transfer is already at the oracle where the matching is right, and forced rescaling makes some counters several times worse.",
+        "- Rescaling: `merge` rows are measured with rescaling forced off and `merge --rescale` with it forced on. "
+        "Since issue 12 the default is neither: each counter's transfer (as recorded, per instruction, or rescaled by a"
+        " co-varying reference counter) is chosen by the leave-one-out estimate, and rescaling is taken only for strong"
+        " co-variation with slope <= 1. On LULESH that choice gives PAPI_REF_CYC median 0.029 / 0.028 in the two "
+        "directions (tests/test_merge_stress.py; benchmarks/results/merge_stress.md); on the simulated campaigns the "
+        "exact transfer is already at the oracle where the matching is right, and forced rescaling makes some counters "
+        "several times worse.",
         "",
     ]
     emit("\n".join(text), args.out)

@@ -68,7 +68,7 @@ def machine() -> str:
 
 
 def cli(*args: str) -> None:
-    from synthtrace.pipelines.cli import main  # noqa: PLC0415
+    from synthtrace.pipelines.cli import main
     code = main([str(a) for a in args])
     if code != 0:
         raise SystemExit(f"synthtrace {' '.join(map(str, args))} failed with exit code {code}")
@@ -137,8 +137,17 @@ REAL_PLANS = {
 
 def real_traces(tmp: Path, kinds: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
     root = tmp / "realwh"
-    cli("ingest", TRACES / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv",
-        TRACES / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv", "--app", "lulesh", "--experiment", "lulesh", "-w", root)
+    cli(
+        "ingest",
+        TRACES / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv",
+        TRACES / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv",
+        "--app",
+        "lulesh",
+        "--experiment",
+        "lulesh",
+        "-w",
+        root,
+    )
     cli("ingest", TRACES / "prime_v0.prv", "--app", "prime", "--experiment", "prime", "-w", root)
     frame, _ = load_bursts(Warehouse(root))  # unmerged: each trace has every counter it recorded
     fixed = ["PAPI_TOT_INS", "PAPI_TOT_CYC"]

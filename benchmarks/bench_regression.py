@@ -6,7 +6,8 @@ with network contention or stretched bursts) with one regression injected into o
 kind (more instructions, lost vectorisation, worse locality, more MPI bytes, new imbalance, network slowdown),
 of known size and night. A series is one (app, call site); the other call sites of an app are series with no change.
 
-All detectors read the same per-visit time series from the warehouse (:func:`synthtrace.models.site_signals.site_history`):
+All detectors read the same per-visit time series from the warehouse
+(:func:`synthtrace.models.site_signals.site_history`):
 
 - **synthtrace**: :func:`synthtrace.models.regression.detect` (change points on time confirmed by explaining signals);
 - **Otava**: ``otava.analysis.compute_change_points`` on time alone (its defaults: window 50, p <= 0.001; and a
@@ -43,12 +44,12 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_description  # noqa: E402
-from benchmarks.results_io import emit  # noqa: E402
+from benchmarks.machine import machine_description
+from benchmarks.results_io import emit
 
-from synthtrace.models.regression import DetectorParams, detect, detect_series, label_archetypes  # noqa: E402
-from tests.models_synth import regression_campaign  # noqa: E402
-from synthtrace.models.site_signals import site_history  # noqa: E402
+from synthtrace.models.regression import DetectorParams, detect, detect_series, label_archetypes
+from tests.models_synth import regression_campaign
+from synthtrace.models.site_signals import site_history
 
 KEYS = ["app", "call_site"]
 
@@ -77,9 +78,11 @@ def ttest_alerts(x: np.ndarray, *, back_min: int = 12, back_max: int = 24, fore:
     return alerts
 
 
-def otava_alerts(x: np.ndarray, *, window: int = 50, max_pvalue: float = 0.001, min_magnitude: float = 0.0) -> list[int]:
+def otava_alerts(
+    x: np.ndarray, *, window: int = 50, max_pvalue: float = 0.001, min_magnitude: float = 0.0
+) -> list[int]:
     """Apache Otava's change points on one series where the mean rises."""
-    from otava.analysis import compute_change_points  # noqa: PLC0415 - optional, see the module docstring
+    from otava.analysis import compute_change_points
     cps, _ = compute_change_points(list(map(float, x)), window_len=window, max_pvalue=max_pvalue,
                                    min_magnitude=min_magnitude)
     return [int(c.index) for c in cps if c.stats.forward_rel_change() > 0]
@@ -133,17 +136,19 @@ def delays(series: dict[tuple, pl.DataFrame], labels: pl.DataFrame, run: Callabl
 
 def machine() -> str:
     """The shared machine line plus the libraries that matter here."""
-    return (machine_description() + " (shared with other jobs)"
-            f"; numpy {np.__version__}, polars {pl.__version__}, ruptures {version('ruptures')}, scipy {version('scipy')}, "
-            f"apache-otava {_otava_version()}")
+    return (
+        machine_description() + " (shared with other jobs)"
+        f"; numpy {np.__version__}, polars {pl.__version__}, ruptures {version('ruptures')}, scipy {version('scipy')}, "
+        f"apache-otava {_otava_version()}"
+    )
 
 
 def _otava_version() -> str:
     try:
         return version("apache-otava")
-    except Exception:  # noqa: BLE001
+    except Exception:
         try:
-            import otava  # noqa: F401, PLC0415
+            import otava  # noqa: F401
             return "0.8 (--target install)"
         except ImportError:
             return "not installed"
@@ -231,7 +236,7 @@ def simulator_campaign(seed: int, nights: int, inject: bool, tmp: Path, toleranc
     nights of it; alert nights of an app that match no change (alerts within ``tolerance`` of each other counted
     once) are false alarms.
     """
-    from synthtrace.pipelines.cli import main as cli  # noqa: PLC0415
+    from synthtrace.pipelines.cli import main as cli
     sim, wh = tmp / f"sim{seed}", tmp / f"simwh{seed}"
     args = ["simulate", sim, "--nights", nights, "--ranks", 4, "--iterations", 6, "--seed", seed]
     if not inject:
@@ -271,9 +276,9 @@ def simulator_campaign(seed: int, nights: int, inject: bool, tmp: Path, toleranc
 def polling_section(seeds: list[int], tolerance: int = 1) -> list[str]:
     """Issue 15's histories: polling bursts at the kernel's site (``tests.models_synth.polling_history``), every
     detector on the kernel's site and on the application's total, synthtrace also without logical regions."""
-    from synthtrace.warehouse import history as hist  # noqa: PLC0415
-    from synthtrace.models.site_signals import APP_TOTAL  # noqa: PLC0415
-    from tests.models_synth import polling_history  # noqa: PLC0415
+    from synthtrace.warehouse import history as hist
+    from synthtrace.models.site_signals import APP_TOTAL
+    from tests.models_synth import polling_history
     site = "solve (step.c:120)"
     counts: dict[str, dict[str, int]] = {}
     t0 = time.perf_counter()
@@ -287,8 +292,12 @@ def polling_section(seeds: list[int], tolerance: int = 1) -> list[str]:
             hist.POLLING_CALLS = saved
         def ours(app: str, s: str, h: pl.DataFrame) -> list[int]:
             """Alert nights at ``s``; the app total also counts when folded into a site's alert."""
-            return [r["night"] for r in detect(h.filter(pl.col("app") == app)).iter_rows(named=True)
-                    if r["call_site"] == s or (s == APP_TOTAL and any(x["name"] == "app_time_ns" for x in r["signals"]))]
+            return [
+                r["night"]
+                for r in detect(h.filter(pl.col("app") == app)).iter_rows(named=True)
+                if r["call_site"] == s or (s == APP_TOTAL and any(x["name"] == "app_time_ns" for x in r["signals"]))
+            ]
+
         runs: dict[str, Callable[[str, str], list[int]]] = {
             "synthtrace (logical regions, app total)": lambda app, s, h=h: ours(app, s, h),
             "synthtrace, each burst a visit (no logical regions)": lambda app, s, h=h_bursts: ours(app, s, h)}
@@ -335,7 +344,7 @@ def _detectors() -> dict[str, Callable[[pl.DataFrame], list[int]]]:
         "t-test, time alone (12-24 vs 6, t>=5)": lambda s: ttest_alerts(s["time_ns"].to_numpy(), fore=6, threshold=5),
     }
     try:
-        import otava  # noqa: F401, PLC0415
+        import otava  # noqa: F401
     except ImportError:
         d = {k: v for k, v in d.items() if not k.startswith("Otava")}
         print("apache-otava not importable: Otava baselines skipped (see the module docstring)", file=sys.stderr)
@@ -395,14 +404,22 @@ def main(argv: list[str] | None = None) -> int:
     head = ("| detector | alerts | TP | FP | precision | recall | F1 | no alarm on unchanged | "
             "delay median / mean (nights, online) | found online | time (s) |")
     lines = [
-        "# Regression detection benchmark", "", f"Machine: {machine()}.", "", "Reproduce:", "", "```",
-        "pip install --no-deps --target otava-lib \"apache-otava~=0.8.0\"",
+        "# Regression detection benchmark",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        "Reproduce:",
+        "",
+        "```",
+        'pip install --no-deps --target otava-lib "apache-otava~=0.8.0"',
         f"PYTHONPATH=otava-lib:. python benchmarks/bench_regression.py --apps {args.apps} "
         f"--kernels {args.kernels} --nights {args.nights} --seeds {args.seeds}"
         + (f" --sim-seeds {args.sim_seeds} --sim-nights {args.sim_nights}" if args.sim_seeds else "")
         + " --out benchmarks/results/regression.md",
-        "```", "",
-        f"Data: {len(seeds)} campaign(s) (seeds {args.seeds}) of {args.apps} simulated apps x {args.kernels} call sites, "
+        "```",
+        "",
+        f"Data: {len(seeds)} campaign(s) (seeds {args.seeds}) of {args.apps} simulated apps x {args.kernels} "
+        "call sites, "
         f"**{n_series} series** of {args.nights} nights in all (2 runs a night, different counter sets); "
         f"**{n_pos} series with an injected regression** "
         f"({', '.join(f'{k}: {v}' for k, v in sorted(kinds_total.items()))}), {n_series - n_pos} unchanged series. "
@@ -414,8 +431,13 @@ def main(argv: list[str] | None = None) -> int:
         "Delay: nights after the change until the detector, run on the history up to that night, reports it "
         f"(an alert up to {args.tolerance} nights early counts as 0). Simulation "
         f"{sum(f['t_gen'] for f in facts):.0f} s, history query {sum(f['t_hist'] for f in facts):.1f} s.",
-        "", "## All campaigns pooled", "", head, "|---|---|---|---|---|---|---|---|---|---|---|",
-        *[_row(r, r["detector"]) for r in pooled]]
+        "",
+        "## All campaigns pooled",
+        "",
+        head,
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *[_row(r, r["detector"]) for r in pooled],
+    ]
     if len(seeds) > 1:
         lines += ["", "## Per campaign", "", head.replace("| detector |", "| seed: detector |"),
                   "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -437,16 +459,21 @@ def main(argv: list[str] | None = None) -> int:
             for tok in args.sim_seeds.split(","):
                 sim_rows += simulator_campaign(int(tok.lstrip("n")), args.sim_nights, not tok.startswith("n"),
                                                Path(d), args.tolerance)
-        lines += ["", "## The project's simulator", "",
-                  f"`synthtrace simulate OUT --nights {args.sim_nights} --ranks 4 --iterations 6 --seed S` (five apps, one "
-                  "per communication pattern, five runs a night with the simulator's PMU plan; random injections, one "
-                  "per app; seeds marked n: `--inject none`), ingested with `synthtrace ingest`, the same detectors on "
-                  "the same history. Scored per app (its labels name app and night, not a call site): a change is "
-                  f"found when any call site of the app alerts within {args.tolerance} nights; other alert nights of "
-                  "an app are false alarms. Changes injected in the last 3 nights (too recent for anyone to confirm) "
-                  "are not scored and alerts near them are ignored.", "",
-                  "| detector | seeds | changes | found | false alarms | precision | recall | F1 |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## The project's simulator",
+            "",
+            f"`synthtrace simulate OUT --nights {args.sim_nights} --ranks 4 --iterations 6 --seed S` (five apps, one "
+            "per communication pattern, five runs a night with the simulator's PMU plan; random injections, one "
+            "per app; seeds marked n: `--inject none`), ingested with `synthtrace ingest`, the same detectors on "
+            "the same history. Scored per app (its labels name app and night, not a call site): a change is "
+            f"found when any call site of the app alerts within {args.tolerance} nights; other alert nights of "
+            "an app are false alarms. Changes injected in the last 3 nights (too recent for anyone to confirm) "
+            "are not scored and alerts near them are ignored.",
+            "",
+            "| detector | seeds | changes | found | false alarms | precision | recall | F1 |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for name in names:
             rs = [r for r in sim_rows if r["detector"] == name]
             ch, tp, fp = sum(r["changes"] for r in rs), sum(r["tp"] for r in rs), sum(r["fp"] for r in rs)
@@ -455,7 +482,11 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {name} | {args.sim_seeds} | {ch} | {tp} | {fp} | {p:.3f} | {rc:.3f} | **{f1:.3f}** |")
     lines += ["", *polling]
     ours, bases = pooled[0], sorted(pooled[1:], key=lambda r: -r["f1"])
-    lines += ["", "Targets (issue 7): F1 >= 0.9; no alarm on >= 98 % of unchanged series; F1 >= best baseline + 0.1.", ""]
+    lines += [
+        "",
+        "Targets (issue 7): F1 >= 0.9; no alarm on >= 98 % of unchanged series; F1 >= best baseline + 0.1.",
+        "",
+    ]
     if bases:
         b = bases[0]
         ok = [ours["f1"] >= 0.9, ours["no_alarm"] >= 0.98, ours["f1"] >= b["f1"] + 0.1]

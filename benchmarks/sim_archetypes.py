@@ -38,7 +38,9 @@ def _frame(counts: np.ndarray, dur: np.ndarray, keep: list[str] | None = None) -
     df = pl.DataFrame({"burst_seq": np.arange(len(dur), dtype=np.int64), "start_ns": np.cumsum(dur) - dur,
                        "duration_ns": dur.astype(np.int64)}).with_columns(
         *[pl.lit(v).alias(k) for k, v in cols.items()])
-    df = df.with_columns(pl.col("start_ns").cast(pl.Int64), (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"))
+    df = df.with_columns(
+        pl.col("start_ns").cast(pl.Int64), (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns")
+    )
     names = keep if keep is not None else list(COUNTERS)
     return df.with_columns(pl.Series(n, counts[:, COUNTERS.index(n)]) for n in names)
 
@@ -66,7 +68,7 @@ def simulate(n_per_kernel: int = 400, seed: int = 0, slots: int = 4, machine: Ma
     clean_model = CounterModel(machine, share, machine.frequency_ghz * 1e9, np.zeros(len(COUNTERS)))
     clean, clean_dur = clean_model.counts(kernel, ins, None)
     runs = []
-    for r in range(n_runs):
+    for _ in range(n_runs):
         freq = machine.frequency_ghz * 1e9 * (1 + rng.normal(0, 0.004))
         model = CounterModel(machine, share, freq, draw_noise_sizes(rng))
         runs.append(model.counts(kernel, ins, rng))
@@ -108,7 +110,7 @@ def intended(kernel: np.ndarray, instructions: np.ndarray, duration_ns: np.ndarr
 def cascade(frame: pl.DataFrame, machine: Machine) -> pl.Series:
     """The first-match cascade these rules replaced (baseline): rules 1–9 in order, the first that holds wins,
     ``insufficient_counters`` as soon as a rule before it is undecided; nearest by margin when none holds."""
-    from synthtrace.models.archetypes import burst_rules  # noqa: PLC0415
+    from synthtrace.models.archetypes import burst_rules
     rules = ArchetypeRules(machine, ranks_per_socket=RANKS_PER_SOCKET).fit()
     bm = burst_metrics(frame, machine, ranks_per_socket=RANKS_PER_SOCKET)
     label = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
@@ -172,8 +174,16 @@ def _pairs(truth_b: pl.DataFrame, truth_c: pl.DataFrame, truth_p: pl.DataFrame, 
     kb, kc = ["task", "thread", "burst_seq"], ["task", "thread", "call_seq"]
     b = truth_b.select(*kb, pl.col("archetype").alias("truth")).join(
         arch.filter(pl.col("unit") == "burst").select(*kb, pl.col("archetype").alias("pred")), on=kb, how="left")
-    c = truth_c.filter(pl.col("archetype").is_not_null()).select(*kc, pl.col("archetype").alias("truth")).join(
-        arch.filter(pl.col("unit") == "mpi").select(*kc, pl.col("archetype").alias("pred")), on=kc, how="full", coalesce=True)
+    c = (
+        truth_c.filter(pl.col("archetype").is_not_null())
+        .select(*kc, pl.col("archetype").alias("truth"))
+        .join(
+            arch.filter(pl.col("unit") == "mpi").select(*kc, pl.col("archetype").alias("pred")),
+            on=kc,
+            how="full",
+            coalesce=True,
+        )
+    )
     p = truth_p.select("phase", pl.col("archetype").alias("truth")).join(
         arch.filter(pl.col("unit") == "phase").select("phase", pl.col("archetype").alias("pred")), on="phase",
         how="full", coalesce=True)
@@ -184,10 +194,12 @@ def _pairs(truth_b: pl.DataFrame, truth_c: pl.DataFrame, truth_p: pl.DataFrame, 
 
 def f1_13(pairs: pl.DataFrame) -> float:
     """Macro-F1 over the 13 archetypes present in the truth (missing and undecided predictions are errors)."""
-    from synthtrace.models.archetypes import ARCHETYPES  # noqa: PLC0415
+    from synthtrace.models.archetypes import ARCHETYPES
     t = pairs["truth"].fill_null("none").to_list()
     labels = sorted(set(t) & set(ARCHETYPES))
-    return float(f1_score(t, pairs["pred"].fill_null("none").to_list(), labels=labels, average="macro", zero_division=0))
+    return float(
+        f1_score(t, pairs["pred"].fill_null("none").to_list(), labels=labels, average="macro", zero_division=0)
+    )
 
 
 def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "master_worker", "wavefront", "transpose"),
@@ -198,18 +210,18 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     Returns ``{"pairs": {counter set: frame of (unit, truth, pred)}, "n_runs": runs per app}``; counter sets are
     ``merged``, ``full`` (the reference run's every counter, from the ground truth) and ``run k``.
     """
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
-    from synthtrace.models.analysis import analyse, analyse_experiment  # noqa: PLC0415
-    from synthtrace.models.archetypes import simulator_labeller  # noqa: PLC0415
-    from synthtrace.simulator.engine import ExperimentSpec, simulate_experiment  # noqa: PLC0415
-    from synthtrace.simulator.truth import TruthStore  # noqa: PLC0415
-    from synthtrace.simulator.variation import node_count  # noqa: PLC0415
-    from synthtrace.tracelib.metrics import ranks_per_socket  # noqa: PLC0415
-    from synthtrace.warehouse.runs import runs_table  # noqa: PLC0415
-    from synthtrace.warehouse.ingest import ingest_trace  # noqa: PLC0415
-    from synthtrace.warehouse.layout import Warehouse  # noqa: PLC0415
-    from synthtrace.warehouse.merged import merge_experiment  # noqa: PLC0415
+    from synthtrace.models.analysis import analyse, analyse_experiment
+    from synthtrace.models.archetypes import simulator_labeller
+    from synthtrace.simulator.engine import ExperimentSpec, simulate_experiment
+    from synthtrace.simulator.truth import TruthStore
+    from synthtrace.simulator.variation import node_count
+    from synthtrace.tracelib.metrics import ranks_per_socket
+    from synthtrace.warehouse.runs import runs_table
+    from synthtrace.warehouse.ingest import ingest_trace
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.merged import merge_experiment
 
     base = Path(root)
     m = load_machine()
@@ -249,5 +261,7 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
                            how="diagonal_relaxed")
             rc = pl.read_parquet(wh.run_dir(rid) / "mpi_calls.parquet")
             single = analyse(rb, rc, machine=m, discover=False)
-            pairs.setdefault(f"run {i}", []).append(_pairs(sel(tb, name), sel(tc, name), sel(tp, name), single.archetypes))
+            pairs.setdefault(f"run {i}", []).append(
+                _pairs(sel(tb, name), sel(tc, name), sel(tp, name), single.archetypes)
+            )
     return {"pairs": {k: pl.concat(v) for k, v in pairs.items()}, "n_runs": n_runs}

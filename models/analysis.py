@@ -8,7 +8,8 @@ The ``archetypes`` frame has one row per burst, MPI call (those that move data, 
 experiment, run_id, appl, task, thread, burst_seq (NULL for other units), call_seq (MPI calls only), unit
 (``burst``|``mpi``|``phase``), phase, start_ns, duration_ns, archetype, confidence, evidence, could_also_be
 (archetypes that counters not recorded could still make win), missing_counters (the counters that would decide),
-provisional (the label while it is provisional; for insufficient_counters the best guess), and for bursts the discovered ``cluster`` and ``cluster_archetype``.
+provisional (the label while it is provisional; for insufficient_counters the best guess), and for bursts the discovered
+``cluster`` and ``cluster_archetype``.
 """
 from __future__ import annotations
 
@@ -22,7 +23,14 @@ from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryE
 from synthtrace.models.archetypes import ArchetypeRules, Thresholds
 from synthtrace.tracelib.counters import resolve
 from synthtrace.tracelib.machine import Machine, load_machine, resolve_machine
-from synthtrace.tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket, source_keys
+from synthtrace.tracelib.metrics import (
+    assign_phases,
+    burst_metrics,
+    mpi_metrics,
+    phase_metrics,
+    ranks_per_socket,
+    source_keys,
+)
 from synthtrace.warehouse.analysis import ExperimentInput, load_experiment, write_analysis
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import runs_table
@@ -139,8 +147,12 @@ def analyse(bursts: pl.DataFrame, calls: pl.DataFrame | None, *, machine: Machin
     return AnalysisResult(
         burst_metrics=bm_all.drop("missing_roles"),
         mpi_metrics=pl.concat(mm_parts, how="diagonal_relaxed") if mm_parts else empty_mpi,
-        phase_metrics=pl.concat(pm_parts, how="diagonal_relaxed").drop("could_also_be", "missing_counters", "provisional", strict=False),
-        archetypes=archetypes, discovery=summary)
+        phase_metrics=pl.concat(pm_parts, how="diagonal_relaxed").drop(
+            "could_also_be", "missing_counters", "provisional", strict=False
+        ),
+        archetypes=archetypes,
+        discovery=summary,
+    )
 
 
 def analyse_input(inp: ExperimentInput, *, machine: Machine | None = None, thresholds: Thresholds | None = None,
@@ -154,7 +166,8 @@ def analyse_input(inp: ExperimentInput, *, machine: Machine | None = None, thres
 
 def machine_profile(root: str, experiment: str, spec: str | None = None) -> Machine:
     """The machine profile of an experiment: ``spec`` (``--machine``: preset or TOML file) when given, else the
-    ``machine.toml`` beside its traces, else the default preset (see :func:`synthtrace.tracelib.machine.resolve_machine`).
+    ``machine.toml`` beside its traces, else the default preset (see
+    :func:`synthtrace.tracelib.machine.resolve_machine`).
     ``Machine.label`` names it and where it came from (what the CLI and the report print)."""
     runs = runs_table(Warehouse(root))
     paths = runs.filter(pl.col("experiment") == experiment)["source_path"].drop_nulls().to_list() if runs.height else []

@@ -96,7 +96,9 @@ class ArchetypeDiscovery(BaseEstimator):
     def _candidates(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Bursts that are not fine-grained by size, with their features (rows keep ``_row``)."""
         t = self.thresholds_
-        fine = (pl.col("duration_s") * 1e6 < t.fine_grain_max_us) | (pl.col("instructions") < t.fine_grain_min_instructions)
+        fine = (pl.col("duration_s") * 1e6 < t.fine_grain_max_us) | (
+            pl.col("instructions") < t.fine_grain_min_instructions
+        )
         feats = _features(self.ridge_)
         return (metrics.with_row_index("_row")
                 .with_columns(fine.fill_null(False).alias("_fine"), *[e.alias(f"f_{k}") for k, e in feats.items()]))
@@ -104,15 +106,21 @@ class ArchetypeDiscovery(BaseEstimator):
     def _matrix(self, cand: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Standardised feature matrix of the clusterable rows, and their row indices."""
         cols = [f"f_{f}" for f in self.features_]
-        usable = cand.filter(~pl.col("_fine") & pl.all_horizontal(pl.col(c).is_not_null() & pl.col(c).is_finite() for c in cols))
+        usable = cand.filter(
+            ~pl.col("_fine") & pl.all_horizontal(pl.col(c).is_not_null() & pl.col(c).is_finite() for c in cols)
+        )
         x = usable.select(cols).to_numpy().astype(float)
         return (x - self.center_) / self.scale_, usable["_row"].to_numpy()
 
     def _name_clusters(self, metrics: pl.DataFrame, rows: np.ndarray, clusters: np.ndarray) -> dict[int, str]:
-        frame = metrics[rows].with_columns(pl.Series("_cluster", clusters), pl.col("duration_s").clip(lower_bound=1e-9).alias("_w"))
+        frame = metrics[rows].with_columns(
+            pl.Series("_cluster", clusters), pl.col("duration_s").clip(lower_bound=1e-9).alias("_w")
+        )
         cols = [c for c in _RULE_METRICS if c in frame.columns]
         med = _weighted_medians(frame, "_cluster", cols, "_w")
-        named = apply_rules(med.with_columns(pl.lit([], dtype=pl.List(pl.String)).alias("missing_roles")), self._rules())
+        named = apply_rules(
+            med.with_columns(pl.lit([], dtype=pl.List(pl.String)).alias("missing_roles")), self._rules()
+        )
         # a cluster the rules cannot decide keeps the provisional (best decidable) name
         named = named.with_columns(pl.when(pl.col("archetype") == INSUFFICIENT).then(pl.col("provisional"))
                                    .otherwise(pl.col("archetype")).alias("_name"))
@@ -204,7 +212,9 @@ class ArchetypeDiscovery(BaseEstimator):
         fine = self._candidates(metrics)["_fine"]
         mapping = {int(k): v for k, v in self.cluster_archetypes_.items()}
         named = cl.replace_strict(mapping, default=None, return_dtype=pl.String)
-        return pl.select(pl.when(fine).then(pl.lit("fine_grain")).otherwise(named)).to_series().alias("cluster_archetype")
+        return (
+            pl.select(pl.when(fine).then(pl.lit("fine_grain")).otherwise(named)).to_series().alias("cluster_archetype")
+        )
 
     def summary(self) -> dict:
         """Fitted figures as a plain dict (for reports and benchmarks)."""

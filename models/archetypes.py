@@ -238,30 +238,110 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
     """Rules 1–9 over :func:`synthtrace.tracelib.metrics.burst_metrics` columns (``key=False``: guards)."""
     ipc = ("ins", "cyc")
     return [
-        Rule(1, "fine_grain", Any((Cond("duration_s", "<", t.fine_grain_max_us, (), 1e6),
-                                   Cond("instructions", "<", t.fine_grain_min_instructions, ("ins",)))), decisive=True),
-        Rule(2, "compute_vector", All((Cond("fp_share", ">=", t.vector_min_fp_share, ("ins", "fp_ins")),
-                                       Cond("vec_share", ">=", t.vector_min_vec_share, ("fp_ins", "vec_ins")),
-                                       Cond("oi_dram", ">=", t.vector_min_oi_over_ridge, ("flops", "dram"),
-                                            1.0 / ridge, key=False)))),
-        Rule(3, "compute_scalar", All((Cond("ipc", ">=", t.scalar_min_ipc, ipc),
-                                       Any((Cond("vec_share", "<", t.scalar_max_vec_share, ("fp_ins", "vec_ins"), key=False),
-                                            Cond("fp_share", "<", t.integer_max_fp_share, ("ins", "fp_ins"), key=False)))))),
-        Rule(4, "core_bound", All((Cond("ipc", "<", t.core_max_ipc, ipc),
-                                   Cond("l3_mpki", "<", t.core_max_l3_mpki, ("ins", "l3_tcm")),
-                                   Cond("l1_mpki", "<", t.core_max_l1_mpki, ("ins", "l1_dcm"), key=False),
-                                   Cond("br_mpki", "<", t.core_max_br_mpki, ("ins", "br_msp"), key=False)))),
-        Rule(5, "cache_bound", All((Any((Cond("l1_mpki", ">=", t.cache_min_l1_mpki, ("ins", "l1_dcm")),
-                                         Cond("l2_mpki", ">=", t.cache_min_l2_mpki, ("ins", "l2_dcm")))),
-                                    Cond("l3_mpki", "<", t.cache_max_l3_mpki, ("ins", "l3_tcm"), key=False)))),
-        Rule(6, "dram_bandwidth", All((Cond("l3_mpki", ">=", t.dram_min_l3_mpki, ("ins", "l3_tcm")),
-                                       Cond("dram_bw_share", ">=", t.dram_bw_min_share, ("dram",))))),
-        Rule(7, "dram_latency", All((Cond("l3_mpki", ">=", t.dram_min_l3_mpki, ("ins", "l3_tcm")),
-                                     Cond("dram_bw_share", "<", t.dram_lat_max_share, ("dram",))))),
-        Rule(8, "frontend_bound", Any((Cond("icache_mpki", ">=", t.frontend_min_mpki, ("ins", "l1_icm")),
-                                       Cond("itlb_mpki", ">=", t.frontend_min_mpki, ("ins", "itlb_miss"))))),
-        Rule(9, "bad_speculation", Any((Cond("br_misp_rate", ">=", t.badspec_min_rate, ("br_ins", "br_msp")),
-                                        Cond("br_mpki", ">=", t.badspec_min_mpki, ("ins", "br_msp"))))),
+        Rule(
+            1,
+            "fine_grain",
+            Any(
+                (
+                    Cond("duration_s", "<", t.fine_grain_max_us, (), 1e6),
+                    Cond("instructions", "<", t.fine_grain_min_instructions, ("ins",)),
+                )
+            ),
+            decisive=True,
+        ),
+        Rule(
+            2,
+            "compute_vector",
+            All(
+                (
+                    Cond("fp_share", ">=", t.vector_min_fp_share, ("ins", "fp_ins")),
+                    Cond("vec_share", ">=", t.vector_min_vec_share, ("fp_ins", "vec_ins")),
+                    Cond("oi_dram", ">=", t.vector_min_oi_over_ridge, ("flops", "dram"), 1.0 / ridge, key=False),
+                )
+            ),
+        ),
+        Rule(
+            3,
+            "compute_scalar",
+            All(
+                (
+                    Cond("ipc", ">=", t.scalar_min_ipc, ipc),
+                    Any(
+                        (
+                            Cond("vec_share", "<", t.scalar_max_vec_share, ("fp_ins", "vec_ins"), key=False),
+                            Cond("fp_share", "<", t.integer_max_fp_share, ("ins", "fp_ins"), key=False),
+                        )
+                    ),
+                )
+            ),
+        ),
+        Rule(
+            4,
+            "core_bound",
+            All(
+                (
+                    Cond("ipc", "<", t.core_max_ipc, ipc),
+                    Cond("l3_mpki", "<", t.core_max_l3_mpki, ("ins", "l3_tcm")),
+                    Cond("l1_mpki", "<", t.core_max_l1_mpki, ("ins", "l1_dcm"), key=False),
+                    Cond("br_mpki", "<", t.core_max_br_mpki, ("ins", "br_msp"), key=False),
+                )
+            ),
+        ),
+        Rule(
+            5,
+            "cache_bound",
+            All(
+                (
+                    Any(
+                        (
+                            Cond("l1_mpki", ">=", t.cache_min_l1_mpki, ("ins", "l1_dcm")),
+                            Cond("l2_mpki", ">=", t.cache_min_l2_mpki, ("ins", "l2_dcm")),
+                        )
+                    ),
+                    Cond("l3_mpki", "<", t.cache_max_l3_mpki, ("ins", "l3_tcm"), key=False),
+                )
+            ),
+        ),
+        Rule(
+            6,
+            "dram_bandwidth",
+            All(
+                (
+                    Cond("l3_mpki", ">=", t.dram_min_l3_mpki, ("ins", "l3_tcm")),
+                    Cond("dram_bw_share", ">=", t.dram_bw_min_share, ("dram",)),
+                )
+            ),
+        ),
+        Rule(
+            7,
+            "dram_latency",
+            All(
+                (
+                    Cond("l3_mpki", ">=", t.dram_min_l3_mpki, ("ins", "l3_tcm")),
+                    Cond("dram_bw_share", "<", t.dram_lat_max_share, ("dram",)),
+                )
+            ),
+        ),
+        Rule(
+            8,
+            "frontend_bound",
+            Any(
+                (
+                    Cond("icache_mpki", ">=", t.frontend_min_mpki, ("ins", "l1_icm")),
+                    Cond("itlb_mpki", ">=", t.frontend_min_mpki, ("ins", "itlb_miss")),
+                )
+            ),
+        ),
+        Rule(
+            9,
+            "bad_speculation",
+            Any(
+                (
+                    Cond("br_misp_rate", ">=", t.badspec_min_rate, ("br_ins", "br_msp")),
+                    Cond("br_mpki", ">=", t.badspec_min_mpki, ("ins", "br_msp")),
+                )
+            ),
+        ),
     ]
 
 
@@ -333,8 +413,10 @@ def decide(frame: pl.DataFrame, rules: list[Rule]) -> pl.DataFrame:
     idx = pl.col("_index")
     out = out.with_columns(_pick(s, idx).alias("_score"), _pick(und, idx).fill_null(False).alias("_open"))
     decisive = _pick([pl.lit(r.decisive) for r in rules], idx).fill_null(False) & (pl.col("_case") == 0)
-    alts = [u & (idx != i).fill_null(True) & ~decisive & ((pl.col("_case") == 1) | (pl.col(f"_p{i}") > pl.col("_score")))
-            for i, u in enumerate(und)]
+    alts = [
+        u & (idx != i).fill_null(True) & ~decisive & ((pl.col("_case") == 1) | (pl.col(f"_p{i}") > pl.col("_score")))
+        for i, u in enumerate(und)
+    ]
     return out.with_columns(a.alias(f"_alt{i}") for i, a in enumerate(alts)).drop(
         f"_{x}{i}" for i in range(n) for x in "hespk")
 
@@ -371,8 +453,11 @@ def apply_rules(frame: pl.DataFrame, rules: list[Rule], *, fallback: str | None 
     alts = [pl.col(f"_alt{i}") for i in range(len(rules))]
     out = decide(frame, rules).with_columns(
         _label(rules, fallback).alias("archetype"),
-        pl.concat_list([pl.when(a).then(pl.lit(n)) for a, n in zip(alts, names)]).list.drop_nulls().alias("could_also_be"),
-        _pick([_evidence(r) for r in rules], idx).alias("_ev"))
+        pl.concat_list([pl.when(a).then(pl.lit(n)) for a, n in zip(alts, names)])
+        .list.drop_nulls()
+        .alias("could_also_be"),
+        _pick([_evidence(r) for r in rules], idx).alias("_ev"),
+    )
     provisional = (case != 1) & (is_open | (pl.col("could_also_be").list.len() > 0))
     best = score.clip(upper_bound=1.0)
     conf = (pl.when(case == 1).then(0.0).when((case == 0) & ~provisional).then(0.5 + 0.5 * best)
@@ -380,25 +465,41 @@ def apply_rules(frame: pl.DataFrame, rules: list[Rule], *, fallback: str | None 
             .otherwise(0.5 + 0.5 * (-score).clip(0.0, 1.0) if fallback is not None
                        else 0.4 * (1.0 + score.clip(-1.0, 0.0))))
     if "missing_roles" in frame.columns:
-        parts = [pl.when(a | ((idx == i) & is_open)).then(
-                     pl.col("missing_roles").list.set_intersection(pl.lit(r.condition.roles(), dtype=pl.List(pl.String))))
-                 .otherwise(pl.lit([], dtype=pl.List(pl.String))) for i, (a, r) in enumerate(zip(alts, rules))]
+        parts = [
+            pl.when(a | ((idx == i) & is_open))
+            .then(pl.col("missing_roles").list.set_intersection(pl.lit(r.condition.roles(), dtype=pl.List(pl.String))))
+            .otherwise(pl.lit([], dtype=pl.List(pl.String)))
+            for i, (a, r) in enumerate(zip(alts, rules))
+        ]
         missing = pl.concat_list(parts).list.unique(maintain_order=True)
         # FLOPs follow from FP and vector instruction counts, DRAM bytes from LLC misses: when those are asked
         # for, do not also ask for FLOPs or DRAM bytes
         for parts_of, derived in ((["fp_ins", "vec_ins"], "flops"), (["l3_tcm"], "dram")):
-            missing = pl.when(missing.list.set_intersection(pl.lit(parts_of, dtype=pl.List(pl.String))).list.len() >= 1).then(
-                missing.list.set_difference(pl.lit([derived], dtype=pl.List(pl.String)))).otherwise(missing)
+            missing = (
+                pl.when(missing.list.set_intersection(pl.lit(parts_of, dtype=pl.List(pl.String))).list.len() >= 1)
+                .then(missing.list.set_difference(pl.lit([derived], dtype=pl.List(pl.String))))
+                .otherwise(missing)
+            )
     else:
         missing = pl.lit([], dtype=pl.List(pl.String))
     guess = pl.lit(names, dtype=pl.List(pl.String)).list.get(idx.fill_null(0), null_on_oob=True)
     out = out.with_columns(
         conf.alias("confidence"),
-        pl.when(case == 1).then(pl.when(idx.is_not_null()).then(guess)).when(provisional).then(pl.col("archetype"))
+        pl.when(case == 1)
+        .then(pl.when(idx.is_not_null()).then(guess))
+        .when(provisional)
+        .then(pl.col("archetype"))
         .alias("provisional"),
         missing.list.eval(pl.element().replace(labels)).list.unique(maintain_order=True).alias("missing_counters"),
-        pl.when(case == 2).then(pl.concat_str([pl.lit(f"{fallback}: " if fallback else ""), pl.lit("no rule fired; nearest "),
-                                               pl.col("_ev")])).otherwise(pl.col("_ev")).alias("_ev"))
+        pl.when(case == 2)
+        .then(
+            pl.concat_str(
+                [pl.lit(f"{fallback}: " if fallback else ""), pl.lit("no rule fired; nearest "), pl.col("_ev")]
+            )
+        )
+        .otherwise(pl.col("_ev"))
+        .alias("_ev"),
+    )
     needs = pl.concat_str([pl.lit("needs "), pl.col("missing_counters").list.join(", ")])
     return _drop_decision(out.with_columns(
         pl.when(pl.col("archetype") == INSUFFICIENT).then(pl.concat_str([
@@ -453,14 +554,17 @@ class ArchetypeRules(BaseEstimator):
         return apply_rules(metrics, burst_rules(self.thresholds_, self.ridge_), role_labels=self.role_labels_)
 
     def classify_mpi(self, metrics: pl.DataFrame) -> pl.DataFrame:
-        """Rules 10–11 on :func:`synthtrace.tracelib.metrics.mpi_metrics` output (calls that move data, and collectives)."""
+        """Rules 10–11 on :func:`synthtrace.tracelib.metrics.mpi_metrics` output (calls that move data, and
+        collectives)."""
         check_is_fitted(self)
         return apply_rules(self.mpi_units(metrics), mpi_rules(self.thresholds_))
 
     def mpi_units(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """The MPI calls the rules classify: those that move data, and collectives."""
         check_is_fitted(self)
-        return metrics.filter((pl.col("bytes") >= self.thresholds_.mpi_min_bytes) | (pl.col("mpi_kind") == "collective"))
+        return metrics.filter(
+            (pl.col("bytes") >= self.thresholds_.mpi_min_bytes) | (pl.col("mpi_kind") == "collective")
+        )
 
     def classify_phases(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Rules 12–13 on :func:`synthtrace.tracelib.metrics.phase_metrics` output; other phases are ``balanced``."""
@@ -477,7 +581,7 @@ def simulator_labeller(machine: Machine, ranks_per_socket: float) -> Labeller:
     """These rules as the simulator's ground-truth labeller (a :data:`~synthtrace.simulator.engine.LabellerFactory`:
     ``ranks_per_socket`` is the simulated experiment's; it sets the DRAM share and the ridge point). Labels equal
     :class:`ArchetypeRules`' classifiers (:func:`rule_labels`, without the evidence text)."""
-    from synthtrace.simulator.engine import Labeller  # noqa: PLC0415 - the simulator is heavy; only its users pay
+    from synthtrace.simulator.engine import Labeller
     rules = ArchetypeRules(machine=machine, ranks_per_socket=ranks_per_socket).fit()
     t = rules.thresholds_
     bursts, calls, phases = burst_rules(t, rules.ridge_), mpi_rules(t), phase_rules(t)

@@ -197,9 +197,9 @@ def blind_archetypes(frame: pl.DataFrame, counters: list[str]) -> pl.Series:
     Cycle counters are dropped and each burst's duration is replaced by a nominal 1 ns per instruction; rules
     that need IPC or a real duration are then undecided, and such bursts get the rules' provisional label.
     """
-    from synthtrace.models.archetypes import ArchetypeRules  # noqa: PLC0415 - heavy, only when archetypes are wanted
-    from synthtrace.tracelib.machine import load_machine  # noqa: PLC0415
-    from synthtrace.tracelib.metrics import burst_metrics  # noqa: PLC0415
+    from synthtrace.models.archetypes import ArchetypeRules
+    from synthtrace.tracelib.machine import load_machine
+    from synthtrace.tracelib.metrics import burst_metrics
 
     keep = [c for c in counters if not is_cycle_counter(c)]
     cmap = resolve(keep)
@@ -253,7 +253,13 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
     names = [c for c in feats.columns if feats[c].is_not_null().any() and not feats[c].is_nan().all()]
     X = feats.select(names).cast(pl.Float64).to_numpy() if names else np.empty((frame.height, 0))
     tframe, tcounters = unify_aliases(frame, all_counters)
-    y = tframe.select(_target_expr(target, resolve(tcounters)).alias("y")).to_series().cast(pl.Float64).fill_null(np.nan).to_numpy()
+    y = (
+        tframe.select(_target_expr(target, resolve(tcounters)).alias("y"))
+        .to_series()
+        .cast(pl.Float64)
+        .fill_null(np.nan)
+        .to_numpy()
+    )
     key_cols = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
     keys = frame.select(key_cols)
     gcol = next((c for c in (groups, "app", "experiment") if c in frame.columns), None)

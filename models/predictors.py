@@ -267,7 +267,11 @@ def compare_counter_sets(frame: pl.DataFrame, target: str, sets: dict[str, list[
         results = {"merged": (merged, cross_validate(merged, kind, seed, n_splits).scores)}
         step(f"{kind} merged")
         for name, counters in sets.items():
-            own = mask & frame.select(rows[name].fill_null(False)).to_series().to_numpy() if name in (rows or {}) else mask
+            own = (
+                mask & frame.select(rows[name].fill_null(False)).to_series().to_numpy()
+                if name in (rows or {})
+                else mask
+            )
             t = _set_features(frame, target, counters).subset(own)
             results[name] = (t, cross_validate(t, kind, seed, n_splits).scores)
             step(f"{kind} {name}")

@@ -1,7 +1,8 @@
 """The model registry: train, record, load safely, and apply burst performance predictors (DESIGN §8).
 
 Every trained version is kept, with a ``status``: a model whose R² on unseen applications is below 0 is
-``rejected`` and only used when asked for by id (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`) with what it saw
+``rejected`` and only used when asked for by id (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`)
+with what it saw
 (experiments, applications, run ids, row count and a SHA-256 of its feature matrix and target), its features,
 its cross-validated and in-sample metrics, its parameters and the versions of the libraries that built it.
 
@@ -110,11 +111,13 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
 
     ``on_step`` is told each step done (reading, features, fit, every evaluation fold): a progress bar.
 
-    Raises :class:`~synthtrace.models.features.UnknownTargetError`, :class:`~synthtrace.models.predictors.UnknownModelKindError`,
-    :class:`~synthtrace.warehouse.errors.UnknownExperimentError` and :class:`~synthtrace.models.features.NoTrainingDataError`.
+    Raises :class:`~synthtrace.models.features.UnknownTargetError`,
+    :class:`~synthtrace.models.predictors.UnknownModelKindError`,
+    :class:`~synthtrace.warehouse.errors.UnknownExperimentError` and
+    :class:`~synthtrace.models.features.NoTrainingDataError`.
     """
     check_target(target)
-    from synthtrace.models.predictors import make_estimator  # noqa: PLC0415 - validates kind before reading data
+    from synthtrace.models.predictors import make_estimator
     make_estimator(kind, seed)
     wh = Warehouse(root)
     step = on_step or (lambda _: None)
@@ -167,14 +170,15 @@ def load(root: str | Path, model_id: str | None = None, target: str | None = Non
     """A registered model (``model_id``, else the newest, of ``target`` if given), loaded safely.
 
     Raises :class:`~synthtrace.warehouse.model_store.UnknownModelError` and
-    :class:`~synthtrace.warehouse.model_store.ArtifactIntegrityError` (hash mismatch, or a type outside the trusted list).
+    :class:`~synthtrace.warehouse.model_store.ArtifactIntegrityError` (hash mismatch, or a type outside the trusted
+    list).
     """
     wh = Warehouse(root)
     record = model_record(wh, model_id, target)
     data = read_artifact(wh, record)
     try:
         untrusted = sio.get_untrusted_types(data=data)
-    except Exception as exc:  # noqa: BLE001 - any parse failure of a foreign file is a refusal
+    except Exception as exc:
         raise ArtifactIntegrityError(f"model {record['model_id']}: artifact is not a skops file ({exc})") from None
     extra = sorted(set(untrusted) - set(TRUSTED_TYPES))
     if extra:
@@ -205,8 +209,12 @@ def predict(root: str | Path, experiment: str, model_id: str | None = None, *, t
     if frame.height == 0:
         raise NoTrainingDataError(f"experiment {experiment!r} has no bursts to predict")
     out = predict_frame(model, _sorted_rows(frame))
-    out = out.with_columns(pl.lit(model.model_id).alias("model_id"), pl.lit(model.record["target"]).alias("target"),
-                           pl.lit(experiment).alias("experiment"), pl.lit(now or datetime.now(UTC)).alias("predicted_at"))
+    out = out.with_columns(
+        pl.lit(model.model_id).alias("model_id"),
+        pl.lit(model.record["target"]).alias("target"),
+        pl.lit(experiment).alias("experiment"),
+        pl.lit(now or datetime.now(UTC)).alias("predicted_at"),
+    )
     for c, t in (("run_id", pl.String), ("appl", pl.Int32), ("task", pl.Int32), ("thread", pl.Int32),
                  ("burst_seq", pl.Int64)):
         if c not in out.columns:

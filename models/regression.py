@@ -319,7 +319,8 @@ def label_archetypes(history: pl.DataFrame, machine: Machine | None = None) -> p
     """``history`` with an ``archetype`` column: the rules applied to each (night, site)'s aggregated counters.
 
     Each row becomes one burst-like row (per-visit duration and counters rebuilt from the rates); the DRAM
-    share assumes the configuration's tasks spread over the sockets of one node (see :mod:`synthtrace.tracelib.metrics`).
+    share assumes the configuration's tasks spread over the sockets of one node (see
+    :mod:`synthtrace.tracelib.metrics`).
     """
     if history.height == 0:
         return history.with_columns(pl.lit(None, pl.String).alias("archetype"))

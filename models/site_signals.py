@@ -76,25 +76,42 @@ def site_signals(t: pl.DataFrame) -> pl.DataFrame:
     ins = pl.col("ins")
     rate = lambda c, s=1000.0: pl.when(ins > 0).then(pl.col(c) * s / ins)  # noqa: E731
     per_run = per_run.select(
-        "app", "config", "point", "run_id", "started_at", "call_site",
+        "app",
+        "config",
+        "point",
+        "run_id",
+        "started_at",
+        "call_site",
         (pl.col("_comp") + pl.col("_mpi")).alias("time_ns"),
         pl.col("_comp").alias("compute_ns"),
         pl.col("_mpi").alias("mpi_ns"),
         pl.when(pl.col("_cmax") > 0).then(pl.col("_comp") / pl.col("_cmax")).alias("load_balance"),
         pl.when(ins_ok).then(ins / pl.col("_visits")).alias("instructions"),
         pl.when(pl.col("cyc") > 0).then(ins / pl.col("cyc")).alias("ipc"),
-        rate("l1_dcm").alias("l1_mpki"), rate("l2_dcm").alias("l2_mpki"), rate("l3_tcm").alias("l3_mpki"),
-        rate("br_msp").alias("br_mpki"), rate("br_ins", 1.0).alias("br_per_ins"), rate("l1_icm").alias("icache_mpki"),
+        rate("l1_dcm").alias("l1_mpki"),
+        rate("l2_dcm").alias("l2_mpki"),
+        rate("l3_tcm").alias("l3_mpki"),
+        rate("br_msp").alias("br_mpki"),
+        rate("br_ins", 1.0).alias("br_per_ins"),
+        rate("l1_icm").alias("icache_mpki"),
         rate("fp_ins", 1.0).alias("fp_share"),
         pl.when(pl.col("fp_ins") > 0).then(pl.col("vec_ins") / pl.col("fp_ins")).alias("vec_share"),
         pl.when(pl.col("_calls") > 0).then(pl.col("_bytes") / pl.col("_calls")).alias("mpi_bytes"),
-        pl.when((pl.col("_mpi") > 0) & (pl.col("_calls") > 0)).then(pl.col("_bytes") / pl.col("_calls") / pl.col("_mpi"))
+        pl.when((pl.col("_mpi") > 0) & (pl.col("_calls") > 0))
+        .then(pl.col("_bytes") / pl.col("_calls") / pl.col("_mpi"))
         .alias("mpi_bw"),
     )
     signals = [c for c in per_run.columns if c not in ("app", "config", "point", "run_id", "started_at", "call_site")]
-    first = per_run.sort("started_at", "run_id").group_by("app", "config", "point", "call_site", maintain_order=True).agg(
-        pl.col("started_at").first(), pl.col("run_id").first(), pl.len().alias("runs"),
-        *[pl.col(s).mean() for s in signals])
+    first = (
+        per_run.sort("started_at", "run_id")
+        .group_by("app", "config", "point", "call_site", maintain_order=True)
+        .agg(
+            pl.col("started_at").first(),
+            pl.col("run_id").first(),
+            pl.len().alias("runs"),
+            *[pl.col(s).mean() for s in signals],
+        )
+    )
     # quantities of different runs combine at the point: mispredicted share of branches
     first = first.with_columns(pl.when(pl.col("br_per_ins") > 0).then(pl.col("br_mpki") / 1000 / pl.col("br_per_ins"))
                                .alias("br_misp_rate"))

@@ -31,8 +31,10 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl
     names = sorted(apps) if experiments is None else list(dict.fromkeys(experiments))
     missing = [e for e in names if e not in apps]
     if missing:
-        raise UnknownExperimentError(f"no experiment {', '.join(map(repr, missing))} in {wh.root}"
-                                     + (f" (experiments: {', '.join(sorted(apps))})" if apps else " (nothing ingested)"))
+        raise UnknownExperimentError(
+            f"no experiment {', '.join(map(repr, missing))} in {wh.root}"
+            + (f" (experiments: {', '.join(sorted(apps))})" if apps else " (nothing ingested)")
+        )
     runs = runs_table(wh)
     parts, run_ids, merged = [], [], []
     for exp in names:

@@ -114,7 +114,9 @@ def make_runs(*, n_tasks: int = 8, n_iters: int = 20, n_runs: int = 4, seed: int
         idx = np.concatenate([idx, ex_idx])
         rep = np.concatenate([rep, np.full(ex_idx.size, -2)])
         # split bursts: a first piece (rep -1) before the compute burst of a long logical burst
-        split = (rr.random(n_logical) < p_split) & present & (mean_log_ins >= 5.0) if r > 0 else np.zeros(n_logical, bool)
+        split = (
+            (rr.random(n_logical) < p_split) & present & (mean_log_ins >= 5.0) if r > 0 else np.zeros(n_logical, bool)
+        )
         sp_idx = np.flatnonzero(split)
         idx = np.concatenate([idx, sp_idx])
         rep = np.concatenate([rep, np.full(sp_idx.size, -1)])

@@ -187,11 +187,26 @@ def write_run(wh: Warehouse, *, run_id: str, run_name: str, experiment: str, app
     """Commit one run as ingest would (run row, bursts part, MPI calls)."""
     wh.ensure()
     counters = sorted(c for c in bursts.columns if c not in BURST_SCHEMA)
-    row = {"run_id": run_id, "run_name": run_name, "experiment": experiment, "app": app,
-           "started_at": started_at.replace(tzinfo=None), "format": "paraver", "source_path": f"/synthetic/{run_name}.prv",
-           "source_bytes": 0, "n_appl": 1, "n_tasks": int(bursts["task"].max()), "n_threads": int(bursts["task"].max()),
-           "n_nodes": 1, "duration_ns": int(calls["end_ns"].max()), "counters": counters, "n_bursts": bursts.height,
-           "n_mpi_calls": calls.height, "warnings": [], "ingested_at": datetime(2026, 1, 1, tzinfo=UTC)}
+    row = {
+        "run_id": run_id,
+        "run_name": run_name,
+        "experiment": experiment,
+        "app": app,
+        "started_at": started_at.replace(tzinfo=None),
+        "format": "paraver",
+        "source_path": f"/synthetic/{run_name}.prv",
+        "source_bytes": 0,
+        "n_appl": 1,
+        "n_tasks": int(bursts["task"].max()),
+        "n_threads": int(bursts["task"].max()),
+        "n_nodes": 1,
+        "duration_ns": int(calls["end_ns"].max()),
+        "counters": counters,
+        "n_bursts": bursts.height,
+        "n_mpi_calls": calls.height,
+        "warnings": [],
+        "ingested_at": datetime(2026, 1, 1, tzinfo=UTC),
+    }
     with wh.staged(wh.run_dir(run_id), replace=True) as stage:
         (stage / "bursts").mkdir()
         pl.DataFrame([row], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
@@ -289,7 +304,9 @@ def _pick(rng: np.random.Generator, kernels: list[Kernel], kind: str) -> int:
     if kind == "lost_vectorisation":
         return int(np.argmax([kk.fp * kk.vec for kk in kernels]))
     if kind in ("more_mpi_bytes", "network_slowdown"):
-        comm = np.array([5e3 + kk.bytes / kk.bw_gbs for kk in kernels]) / np.array([kk.ins * kk.cpi() / GHZ for kk in kernels])
+        comm = np.array([5e3 + kk.bytes / kk.bw_gbs for kk in kernels]) / np.array(
+            [kk.ins * kk.cpi() / GHZ for kk in kernels]
+        )
         cand = np.flatnonzero(comm >= np.sort(comm)[-3])
         return int(rng.choice(cand))
     return int(rng.integers(len(kernels)))
@@ -414,7 +431,9 @@ def polling_history(root: str | Path, *, n_nights: int = 14, change_night: int =
                      for i, name in enumerate(("ins", "ipc", "l1", "l2", "l3", "br", "call", "call_ns"))
                      if name not in ("call",)}
                 n = f.height
-                noise = lambda s: np.exp(rng.normal(0, s, n))  # noqa: E731
+                def noise(s: float, rng: np.random.Generator = rng, n: int = n) -> np.ndarray:
+                    return np.exp(rng.normal(0, s, n))
+
                 f = f.with_columns(
                     (p["ins"] * noise(0.002)).alias("ins"),
                     pl.col("region").replace_strict({k: v[6] for k, v in regs.items()}).alias("mpi_call"),
@@ -443,14 +462,29 @@ def polling_history(root: str | Path, *, n_nights: int = 14, change_night: int =
                                        **{c: np.round(values[c]).astype(np.int64) for c in counters}})
                 bursts = bursts.cast({c: t for c, t in BURST_SCHEMA.items() if c in bursts.columns})
                 zero = np.zeros(n, np.int64)
-                calls = pl.DataFrame({
-                    "run_id": [run_id] * n, **keys, "call_seq": seqno, "cpu": task, "mpi_call": f["mpi_call"],
-                    "mpi_kind": np.where(f["mpi_call"].to_numpy() == "MPI_Allreduce", "collective", "point_to_point"),
-                    "start_ns": start + dur, "end_ns": start + dur + call_dur, "duration_ns": call_dur,
-                    "bytes_sent": np.where(f["mpi_call"].to_numpy() == "MPI_Allreduce", 8, 0).astype(np.int64),
-                    "bytes_recv": zero, "peer": pl.Series([None] * n, dtype=pl.Int32), "n_messages": np.ones(n, np.int32),
-                    "comm": np.ones(n, np.int64), "root": pl.Series([None] * n, dtype=pl.Int32),
-                    "tag": pl.Series([None] * n, dtype=pl.Int64), "call_site": f["call_site"]}).cast(MPI_CALL_SCHEMA)
+                calls = pl.DataFrame(
+                    {
+                        "run_id": [run_id] * n,
+                        **keys,
+                        "call_seq": seqno,
+                        "cpu": task,
+                        "mpi_call": f["mpi_call"],
+                        "mpi_kind": np.where(
+                            f["mpi_call"].to_numpy() == "MPI_Allreduce", "collective", "point_to_point"
+                        ),
+                        "start_ns": start + dur,
+                        "end_ns": start + dur + call_dur,
+                        "duration_ns": call_dur,
+                        "bytes_sent": np.where(f["mpi_call"].to_numpy() == "MPI_Allreduce", 8, 0).astype(np.int64),
+                        "bytes_recv": zero,
+                        "peer": pl.Series([None] * n, dtype=pl.Int32),
+                        "n_messages": np.ones(n, np.int32),
+                        "comm": np.ones(n, np.int64),
+                        "root": pl.Series([None] * n, dtype=pl.Int32),
+                        "tag": pl.Series([None] * n, dtype=pl.Int64),
+                        "call_site": f["call_site"],
+                    }
+                ).cast(MPI_CALL_SCHEMA)
                 write_run(wh, run_id=run_id, run_name=f"{app}.n{night:03d}.run{r}", experiment=f"{app}.n{night:03d}",
                           app=app, started_at=t0 + timedelta(days=night, minutes=r), bursts=bursts, calls=calls)
         labels.append({"app": app, "call_site": site["solve"], "night": change_night if a == 0 else None})

@@ -12,7 +12,7 @@ from tests.conftest import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
 from tests.test_metrics import _two_rank_program
 from synthtrace.models.analysis import analyse, analyse_experiment, mix
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
-from synthtrace.models.archetypes import (ARCHETYPES, BALANCED, INSUFFICIENT, ArchetypeRules, Thresholds, ThresholdsError)
+from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, ArchetypeRules, Thresholds, ThresholdsError
 from synthtrace.tracelib.counters import resolve
 from synthtrace.tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics
 
@@ -103,7 +103,9 @@ def test_insufficient_counters_name_what_would_decide():
 
 def test_merged_frame_with_nulls_decides_row_by_row():
     b, expected = case_bursts()
-    b = b.with_columns(pl.when(pl.col("burst_seq") == 0).then(None).otherwise(pl.col("PAPI_L1_DCM")).alias("PAPI_L1_DCM"))
+    b = b.with_columns(
+        pl.when(pl.col("burst_seq") == 0).then(None).otherwise(pl.col("PAPI_L1_DCM")).alias("PAPI_L1_DCM")
+    )
     out = classify(b)
     assert out["archetype"].to_list() == expected  # a missing guard leaves the label, marked provisional
     core = out.row(expected.index("core_bound"), named=True)  # IPC 0.5, L1 misses unknown on this row
@@ -136,7 +138,13 @@ def test_ipc_and_llc_only_decide_core_and_memory_bound():
             "PAPI_TLB_IM")
     out = classify(bursts([CASES["core_bound"], CASES["dram_bandwidth"], CASES["dram_latency"], CASES["fine_grain"],
                            CASES["compute_scalar"]], drop=keep))
-    assert out["archetype"].to_list() == ["core_bound", "dram_bandwidth", "dram_latency", "fine_grain", "compute_scalar"]
+    assert out["archetype"].to_list() == [
+        "core_bound",
+        "dram_bandwidth",
+        "dram_latency",
+        "fine_grain",
+        "compute_scalar",
+    ]
     assert out["provisional"][3] is None  # fine_grain needs nothing else
     assert INSUFFICIENT not in out["archetype"].to_list()
 
@@ -172,7 +180,18 @@ def test_analyse_builds_the_archetypes_view():
     res = analyse(b, c, machine=TEST_MACHINE, discover=False)
     a = res.archetypes
     assert set(a["unit"].unique()) == {"burst", "mpi", "phase"}
-    for col in ("experiment", "appl", "task", "thread", "burst_seq", "unit", "phase", "archetype", "confidence", "evidence"):
+    for col in (
+        "experiment",
+        "appl",
+        "task",
+        "thread",
+        "burst_seq",
+        "unit",
+        "phase",
+        "archetype",
+        "confidence",
+        "evidence",
+    ):
         assert col in a.columns
     assert a.filter(pl.col("unit") != "burst")["burst_seq"].null_count() == a.filter(pl.col("unit") != "burst").height
     assert a.filter(pl.col("unit") == "phase")["task"].null_count() == 3
@@ -188,7 +207,10 @@ def _population(n_per: int = 60, seed: int = 0) -> pl.DataFrame:
     for name in ("compute_scalar", "core_bound", "cache_bound", "dram_latency", "bad_speculation"):
         for _ in range(n_per):
             r = {**BASE, **CASES[name]}
-            r = {k: (int(v * rng.lognormal(0, 0.08)) if k not in ("PAPI_FP_INS", "PAPI_VEC_INS") else v) for k, v in r.items()}
+            r = {
+                k: (int(v * rng.lognormal(0, 0.08)) if k not in ("PAPI_FP_INS", "PAPI_VEC_INS") else v)
+                for k, v in r.items()
+            }
             r["duration_ns"] = int(1_000_000 * rng.lognormal(0, 0.05))
             r["PAPI_TOT_INS"] = 1_000_000
             rows.append(r)
@@ -260,7 +282,11 @@ def _assert_undecidable_without_instructions(labelled: pl.DataFrame, bursts: pl.
     long_time = labelled.filter(pl.col("duration_ns") >= 10_000)["duration_ns"].sum() / labelled["duration_ns"].sum()
     short = labelled.filter(pl.col("duration_ns") < 10_000)
     undecided = labelled.filter(pl.col("duration_ns") >= 10_000)
-    assert short.height and (short["archetype"] == "fine_grain").all() and short["provisional"].null_count() == short.height
+    assert (
+        short.height
+        and (short["archetype"] == "fine_grain").all()
+        and short["provisional"].null_count() == short.height
+    )
     assert (undecided["archetype"] == INSUFFICIENT).all() and long_time > 0.9
     recorded = {c for c in bursts.columns if c.startswith("PAPI_")}
     for missing in undecided["missing_counters"].to_list():
@@ -301,8 +327,14 @@ def test_archetypes_view_and_cli(real_warehouse, run_cli):
     code, out, err = run_cli("archetypes", "prime", "--warehouse", str(real_warehouse), "--no-discover")
     assert code == 0, err
     assert "core_bound" in out and "provisional labels on" in out and "PAPI_FP_INS" in out
-    code, out, _ = run_cli("sql", "select unit, count(*) as n from archetypes where experiment = 'prime' group by unit order by unit",
-                           "--warehouse", str(real_warehouse), "--format", "csv")
+    code, out, _ = run_cli(
+        "sql",
+        "select unit, count(*) as n from archetypes where experiment = 'prime' group by unit order by unit",
+        "--warehouse",
+        str(real_warehouse),
+        "--format",
+        "csv",
+    )
     assert code == 0 and out.splitlines()[1].replace('"', "").startswith("burst,")
     code, _, err = run_cli("archetypes", "nope", "--warehouse", str(real_warehouse))
     assert code == 2 and "nope" in err
@@ -317,7 +349,9 @@ def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
     b, expected = case_bursts()
     d = wh.experiment_dir("m")
     d.mkdir(parents=True)
-    b.with_columns(pl.lit("m").alias("experiment"), pl.lit(0.9).alias("match_score")).write_parquet(d / "merged_bursts.parquet")
+    b.with_columns(pl.lit("m").alias("experiment"), pl.lit(0.9).alias("match_score")).write_parquet(
+        d / "merged_bursts.parquet"
+    )
     pl.DataFrame({"counter": ["PAPI_L1_DCM"], "coverage": [1.0]}).write_parquet(d / "merge_quality.parquet")
     before = (d / "merge_quality.parquet").read_bytes()
     assert load_experiment(wh, "m").source == "merged"

@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("synthtrace.simulator.engine")
 pytest.importorskip("synthtrace.warehouse.merged")
 
-from benchmarks.sim_archetypes import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate  # noqa: E402
-from synthtrace.models.archetype_discovery import ArchetypeDiscovery  # noqa: E402
-from synthtrace.models.archetypes import ARCHETYPES, BURST_ARCHETYPES  # noqa: E402
-from synthtrace.tracelib.metrics import burst_metrics  # noqa: E402
+from benchmarks.sim_archetypes import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate
+from synthtrace.models.archetype_discovery import ArchetypeDiscovery
+from synthtrace.models.archetypes import ARCHETYPES, BURST_ARCHETYPES
+from synthtrace.tracelib.metrics import burst_metrics
 
 
 @pytest.fixture(scope="module")

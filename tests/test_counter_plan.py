@@ -11,8 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synthtrace.tracelib.counter_plan import (ConflictsFileError, CounterPlan, UnsatisfiableCountersError, parse_counter_list,
-                                   plan_counters, read_conflicts, render)
+from synthtrace.tracelib.counter_plan import (
+    ConflictsFileError,
+    CounterPlan,
+    UnsatisfiableCountersError,
+    parse_counter_list,
+    plan_counters,
+    read_conflicts,
+    render,
+)
 from synthtrace.tracelib.errors import BadInputError
 
 FIXED = ["PAPI_TOT_INS", "PAPI_TOT_CYC"]
@@ -144,15 +151,24 @@ def test_minimal_on_random_instances_against_brute_force(data):
 
 
 # ---------------------------------------------------------------------------------------------- unsatisfiable
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"wanted": ["A", "B"], "conflicts": [("B", "PAPI_TOT_CYC")]}, "B conflicts with the fixed counter PAPI_TOT_CYC"),
-    ({"wanted": ["A"], "fixed": ["X", "Y", "Z"], "slots": 2}, "3 fixed counters (X, Y, Z) do not fit in 2 slot(s)"),
-    ({"wanted": ["A"], "slots": 2}, "fill all 2 slot(s): no room for A"),
-    ({"wanted": ["A", "B"], "conflicts": [("A", "A")]}, "A is declared in conflict with itself"),
-    ({"wanted": ["A"], "conflicts": [("PAPI_TOT_INS", "PAPI_TOT_CYC")]}, "fixed counters PAPI_TOT_CYC and PAPI_TOT_INS conflict"),
-    ({"wanted": ["A"], "slots": 0}, "--slots must be at least 1"),
-    ({"wanted": []}, "no counters to plan"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"wanted": ["A", "B"], "conflicts": [("B", "PAPI_TOT_CYC")]},
+            "B conflicts with the fixed counter PAPI_TOT_CYC",
+        ),
+        ({"wanted": ["A"], "fixed": ["X", "Y", "Z"], "slots": 2}, "3 fixed counters (X, Y, Z) do not fit in 2 slot(s)"),
+        ({"wanted": ["A"], "slots": 2}, "fill all 2 slot(s): no room for A"),
+        ({"wanted": ["A", "B"], "conflicts": [("A", "A")]}, "A is declared in conflict with itself"),
+        (
+            {"wanted": ["A"], "conflicts": [("PAPI_TOT_INS", "PAPI_TOT_CYC")]},
+            "fixed counters PAPI_TOT_CYC and PAPI_TOT_INS conflict",
+        ),
+        ({"wanted": ["A"], "slots": 0}, "--slots must be at least 1"),
+        ({"wanted": []}, "no counters to plan"),
+    ],
+)
 def test_unsatisfiable_requests(kwargs, message):
     args = {"fixed": FIXED, "slots": 4, "conflicts": (), **kwargs}
     with pytest.raises(UnsatisfiableCountersError) as err:
@@ -169,7 +185,9 @@ def test_conflicts_with_unrequested_counters_are_ignored():
 # ---------------------------------------------------------------------------------------------- conflicts file
 def test_conflicts_text_file(tmp_path):
     f = tmp_path / "conflicts.txt"
-    f.write_text("# same hardware counter\nPAPI_L1_DCM PAPI_L1_ICM\n\nPAPI_FP_OPS, PAPI_VEC_SP,PAPI_VEC_DP  # one group\n")
+    f.write_text(
+        "# same hardware counter\nPAPI_L1_DCM PAPI_L1_ICM\n\nPAPI_FP_OPS, PAPI_VEC_SP,PAPI_VEC_DP  # one group\n"
+    )
     assert read_conflicts(f) == [("PAPI_L1_DCM", "PAPI_L1_ICM"), ("PAPI_FP_OPS", "PAPI_VEC_SP", "PAPI_VEC_DP")]
 
 

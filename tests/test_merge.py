@@ -12,11 +12,19 @@ import polars as pl
 import pytest
 
 from synthtrace.tracelib.align import AlignConfig, align_runs, sequence_table
-from synthtrace.tracelib.merge import (MergeOptions, NoCommonCounterError, NotSameProgramError, RunTables, TimingOnlyWarning,
-                            TooFewRunsError, UnknownReferenceError, merge_runs)
+from synthtrace.tracelib.merge import (
+    MergeOptions,
+    NoCommonCounterError,
+    NotSameProgramError,
+    RunTables,
+    TimingOnlyWarning,
+    TooFewRunsError,
+    UnknownReferenceError,
+    merge_runs,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from merge_synth import make_runs, true_matches  # noqa: E402
+from merge_synth import make_runs, true_matches
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAVER = ROOT.parent / "shared" / "traces" / "paraver"
@@ -290,11 +298,21 @@ def test_simulated_experiment_meets_acceptance(simulated, pattern, capsys):
     right, scored = 0, 0
     for other in runs.filter(~pl.col("is_reference")).get_column("run_name"):
         counterpart = _logical_ids(truth, other).select("logical_id").unique()
-        m = (long_ref.join(counterpart, on="logical_id", how="semi")
-             .join(matches.filter(pl.col("other_run") == other).select(*KEYS, pl.col("other_burst_seq").alias("other_seq")),
-                   on=KEYS, how="left")
-             .join(_logical_ids(truth, other, "other_seq", "matched_id"), on=["appl", "task", "thread", "other_seq"],
-                   how="left"))
+        m = (
+            long_ref.join(counterpart, on="logical_id", how="semi")
+            .join(
+                matches.filter(pl.col("other_run") == other).select(
+                    *KEYS, pl.col("other_burst_seq").alias("other_seq")
+                ),
+                on=KEYS,
+                how="left",
+            )
+            .join(
+                _logical_ids(truth, other, "other_seq", "matched_id"),
+                on=["appl", "task", "thread", "other_seq"],
+                how="left",
+            )
+        )
         scored += m.height
         right += int((m.get_column("matched_id") == m.get_column("logical_id")).fill_null(False).sum())
     assert scored > 0
@@ -352,8 +370,12 @@ def test_bad_input_errors_pure():
         res = merge_runs([t[0], no_common], MergeOptions(allow_timing_only=True))
     assert res.matches.get_column("score").drop_nulls().max() <= AlignConfig().timing_only_factor
     # a different program: same tasks, unrelated MPI structure
-    other = t[1].bursts.with_columns(pl.lit("MPI_Bcast").alias("mpi_call"), pl.lit("elsewhere (y.c:1)").alias("call_site"))
-    calls = t[1].mpi_calls.with_columns(pl.lit("MPI_Bcast").alias("mpi_call"), pl.lit("elsewhere (y.c:1)").alias("call_site"))
+    other = t[1].bursts.with_columns(
+        pl.lit("MPI_Bcast").alias("mpi_call"), pl.lit("elsewhere (y.c:1)").alias("call_site")
+    )
+    calls = t[1].mpi_calls.with_columns(
+        pl.lit("MPI_Bcast").alias("mpi_call"), pl.lit("elsewhere (y.c:1)").alias("call_site")
+    )
     with pytest.raises(NotSameProgramError, match="align by MPI structure"):
         merge_runs([t[0], RunTables("z", "z", other, calls)])
 
@@ -373,7 +395,9 @@ def test_lulesh_merge_recovers_dropped_counters():
     cross_ins = q["PAPI_TOT_INS"]["cross_run_diff"]
     cross_cyc = q["PAPI_TOT_CYC"]["cross_run_diff"]
     assert cross_ins < 0.01  # instructions are deterministic: matched bursts are the same code
-    lines = [f"cross-run difference (median, bursts >= 10 us): PAPI_TOT_INS {cross_ins:.2%}, PAPI_TOT_CYC {cross_cyc:.2%}"]
+    lines = [
+        f"cross-run difference (median, bursts >= 10 us): PAPI_TOT_INS {cross_ins:.2%}, PAPI_TOT_CYC {cross_cyc:.2%}"
+    ]
     for c in DROPPED:
         err = ((pl.col(c) - pl.col(f"true_{c}")).abs() / pl.col(f"true_{c}"))
         ok = j.filter(pl.col(f"true_{c}") > 0)
@@ -440,7 +464,13 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
     assert n["n"] == 848 and n["s"] == 1.0  # the reference recorded every counter
     qual = query(lulesh_wh, "select counter, source_run, coverage, estimated_error from merge_quality").to_pylist()
     # DRAM_CAS: the node's memory-controller samples apportioned to the bursts (tracelib.uncore)
-    assert {r["counter"] for r in qual} == {"PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_REF_CYC", "LONGEST_LAT_CACHE:MISS", "DRAM_CAS"}
+    assert {r["counter"] for r in qual} == {
+        "PAPI_TOT_INS",
+        "PAPI_TOT_CYC",
+        "PAPI_REF_CYC",
+        "LONGEST_LAT_CACHE:MISS",
+        "DRAM_CAS",
+    }
     # re-merging with the other reference replaces the merged data whole
     code, _, err = run_cli(capsys, "merge", "lulesh", "-w", lulesh_wh)
     assert code == 0, err
@@ -483,7 +513,9 @@ def test_cli_bad_input_exit_2_and_warehouse_unchanged(case, tmp_path, capsys):
         for suffix in (".prv", ".pcf", ".row"):
             shutil.copyfile(LULESH_B.with_suffix(suffix), d / f"lulesh_renamed{suffix}")
         pcf = d / "lulesh_renamed.pcf"
-        text = re.sub(r" (PAPI_TOT_INS|PAPI_TOT_CYC|PAPI_REF_CYC|LONGEST_LAT_CACHE:MISS) ", r" OTHER_\1 ", pcf.read_text())
+        text = re.sub(
+            r" (PAPI_TOT_INS|PAPI_TOT_CYC|PAPI_REF_CYC|LONGEST_LAT_CACHE:MISS) ", r" OTHER_\1 ", pcf.read_text()
+        )
         pcf.write_text(text.replace("UNC_M_CAS_COUNT", "OTHER_CAS_COUNT"))  # no DRAM CAS to apportion either
         files = [LULESH_A, d / "lulesh_renamed.prv"]
     code, _, err = run_cli(capsys, "ingest", *files, "--experiment", "exp", "-w", wh)

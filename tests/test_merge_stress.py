@@ -16,7 +16,7 @@ from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTabl
 from synthtrace.tracelib.ranks import RankCorrespondenceError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from merge_synth import CONDITIONS, make_condition, make_runs, score, true_matches  # noqa: E402
+from merge_synth import CONDITIONS, make_condition, make_runs, score, true_matches
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAVER = ROOT.parent / "shared" / "traces" / "paraver"
@@ -25,11 +25,16 @@ LULESH_B = PARAVER / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv"
 KEYS = ["appl", "task", "thread", "burst_seq"]
 real = pytest.mark.skipif(not LULESH_A.is_file(), reason="real traces not found")
 #: conditions at test size (the benchmark runs them at full size), ANY_SOURCE arrival order swapped at random
-SMALL = {"master-worker, ANY_SOURCE, first receive at its own site": dict(n_rounds=300),
-         "p2p only, 2,000 iterations": dict(n_iters=2000), "collective every 100 iterations": dict(n_tasks=8, n_iters=400),
-         "ranks renumbered": {}, "split bursts": dict(n_iters=200), "dynamic load balancing": {},
-         "long polling loops": dict(n_iters=100),
-         "OS noise and drift": dict(n_iters=500)}
+SMALL = {
+    "master-worker, ANY_SOURCE, first receive at its own site": dict(n_rounds=300),
+    "p2p only, 2,000 iterations": dict(n_iters=2000),
+    "collective every 100 iterations": dict(n_tasks=8, n_iters=400),
+    "ranks renumbered": {},
+    "split bursts": dict(n_iters=200),
+    "dynamic load balancing": {},
+    "long polling loops": dict(n_iters=100),
+    "OS noise and drift": dict(n_iters=500),
+}
 
 
 def tables(runs) -> list[RunTables]:

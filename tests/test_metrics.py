@@ -9,7 +9,14 @@ import pytest
 from tests.analysis_helpers import RPS, TEST_MACHINE, bursts, calls
 from synthtrace.tracelib import counters
 from synthtrace.tracelib.machine import MachineProfileError, load_machine, machine_from_dict, presets
-from synthtrace.tracelib.metrics import MetricsInputError, assign_phases, burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
+from synthtrace.tracelib.metrics import (
+    MetricsInputError,
+    assign_phases,
+    burst_metrics,
+    mpi_metrics,
+    phase_metrics,
+    ranks_per_socket,
+)
 
 
 # ------------------------------------------------------------------ counter catalogue
@@ -54,8 +61,16 @@ def test_machine_file_errors(tmp_path):
     with pytest.raises(MachineProfileError, match="no such machine profile"):
         load_machine(tmp_path / "missing.toml")
     with pytest.raises(MachineProfileError, match="positive"):
-        machine_from_dict({"name": "x", "sockets": 1, "cores_per_socket": 1, "frequency_ghz": 1,
-                           "peak_flops_per_cycle": {"scalar": -1}, "bandwidth_gbs": {"dram_per_socket": 1, "network_per_link": 1}})
+        machine_from_dict(
+            {
+                "name": "x",
+                "sockets": 1,
+                "cores_per_socket": 1,
+                "frequency_ghz": 1,
+                "peak_flops_per_cycle": {"scalar": -1},
+                "bandwidth_gbs": {"dram_per_socket": 1, "network_per_link": 1},
+            }
+        )
 
 
 # ------------------------------------------------------------------ burst metrics
@@ -148,7 +163,14 @@ def test_phases_and_pop_efficiencies():
     bp, cp = assign_phases(bm, c)
     assert bp.sort("task", "burst_seq")["phase"].to_list() == [0, 1, 2, 0, 1, 2]
     # each world collective closes the phase it ends; the point-to-point calls sit in phase 1
-    assert cp.filter(pl.col("mpi_kind") == "collective").sort("task", "start_ns")["phase"].to_list() == [0, 1, 2, 0, 1, 2]
+    assert cp.filter(pl.col("mpi_kind") == "collective").sort("task", "start_ns")["phase"].to_list() == [
+        0,
+        1,
+        2,
+        0,
+        1,
+        2,
+    ]
     pm = phase_metrics(bp, cp, TEST_MACHINE, ranks_per_socket=2).sort("phase")
     lb = pm["load_balance"].to_list()
     assert lb[0] == pytest.approx(6 / 10)

@@ -195,4 +195,6 @@ def test_progress_appears_only_on_long_work(capsys):
     with StepProgress(3, "long", delay_s=0) as step:
         step("one")
         step("two")
-        assert step.bar is not None and step.bar.tasks[0].completed == 2 and "long: two" in step.bar.tasks[0].description
+        assert (
+            step.bar is not None and step.bar.tasks[0].completed == 2 and "long: two" in step.bar.tasks[0].description
+        )

@@ -1,4 +1,6 @@
-"""Predictors: features without the target's ingredients, grouped evaluation, the registry's safety and repeatability."""
+"""Predictors: features without the target's ingredients, grouped evaluation, the registry's safety and
+repeatability."""
+
 from __future__ import annotations
 
 import json
@@ -43,7 +45,9 @@ def test_features_never_contain_the_target(campaign):
         t = build_features(frame, target)
         assert not [f for f in t.features if "CYC" in f or "CLK" in f or "duration" in f], t.features
         assert "rate:MY_EVENT" in t.features and "l3_mpki" in t.features and "vec_share" in t.features
-    assert is_cycle_counter("PAPI_TOT_CYC") and is_cycle_counter("PAPI_REF_CYC") and is_cycle_counter("SOME_STALL_CYCLES")
+    assert (
+        is_cycle_counter("PAPI_TOT_CYC") and is_cycle_counter("PAPI_REF_CYC") and is_cycle_counter("SOME_STALL_CYCLES")
+    )
     assert not is_cycle_counter("PAPI_L3_TCM")
 
 
@@ -241,8 +245,13 @@ def test_predict_writes_the_predictions_view(campaign, trained):
     from synthtrace.warehouse.sql import query
     _, out = predict(root, "app1-exp", trained.model_id)
     assert out.height and out["predicted"].is_not_null().all()
-    rows = pl.from_arrow(query(root, f"SELECT count(*) AS n, avg(abs(predicted - actual) / actual) AS mape "
-                                     f"FROM predictions WHERE model_id = '{trained.model_id}' AND experiment = 'app1-exp'"))
+    rows = pl.from_arrow(
+        query(
+            root,
+            f"SELECT count(*) AS n, avg(abs(predicted - actual) / actual) AS mape "
+            f"FROM predictions WHERE model_id = '{trained.model_id}' AND experiment = 'app1-exp'",
+        )
+    )
     assert rows["n"][0] == out.height and rows["mape"][0] < 0.2
     with pytest.raises(UnknownModelError):
         load(root, "no-such-model")

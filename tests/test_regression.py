@@ -1,4 +1,6 @@
-"""Regression detection: change points on time confirmed by explaining signals, on hand-made series and a small campaign."""
+"""Regression detection: change points on time confirmed by explaining signals, on hand-made series and a
+small campaign."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -7,7 +9,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthtrace.models.regression import REGRESSION_SCHEMA, DetectorParams, detect, detect_series, label_archetypes, robust_sigma
+from synthtrace.models.regression import (
+    REGRESSION_SCHEMA,
+    DetectorParams,
+    detect,
+    detect_series,
+    label_archetypes,
+    robust_sigma,
+)
 from tests.models_synth import polling_history, regression_campaign
 from synthtrace.warehouse import history
 from synthtrace.models.site_signals import APP_TOTAL, site_history
@@ -110,13 +119,17 @@ def test_site_history_combines_the_runs_of_a_night(nightly):
     total = h.filter(pl.col("call_site") == APP_TOTAL)
     sites = h.filter(pl.col("call_site") != APP_TOTAL).group_by("point").agg(pl.col("instructions").sum())
     both = total.join(sites, on="point")
-    assert both["instructions"].to_list() == pytest.approx((3 * both["instructions_right"]).to_list(), rel=1e-6)  # 3 iterations
+    assert both["instructions"].to_list() == pytest.approx(
+        (3 * both["instructions_right"]).to_list(), rel=1e-6
+    )  # 3 iterations
     row = h.row(0, named=True)
     # counters of both runs of the night: caches from run 0, FP from run 1
     assert row["l1_mpki"] > 0 and row["fp_share"] is not None and row["ipc"] > 0
     assert row["time_ns"] == pytest.approx(row["compute_ns"] + row["mpi_ns"])
     assert 0 < row["load_balance"] <= 1 and row["mpi_bytes"] > 0
-    assert h["started_at"].is_sorted() or h.group_by("call_site").agg(pl.col("started_at").is_sorted())["started_at"].all()
+    assert (
+        h["started_at"].is_sorted() or h.group_by("call_site").agg(pl.col("started_at").is_sorted())["started_at"].all()
+    )
     lab = label_archetypes(h)
     assert lab["archetype"].is_not_null().all()
     assert apps(root) == ["app000", "app001", "app002"]
@@ -178,7 +191,9 @@ def test_polling_at_the_kernel_site_does_not_hide_a_step(polling, monkeypatch):
     assert a["call_site"] == "solve (step.c:120)" and abs(a["night"] - 8) <= 1
     assert {"instructions", "ipc"} <= set(a["explained_by"])
     moved = {s["name"]: s for s in a["signals"]}
-    assert moved["ipc"]["after"] == pytest.approx(2.0, rel=0.05) and moved["ipc"]["before"] == pytest.approx(2.6, rel=0.05)
+    assert moved["ipc"]["after"] == pytest.approx(2.0, rel=0.05) and moved["ipc"]["before"] == pytest.approx(
+        2.6, rel=0.05
+    )
     assert moved["app_time_ns"]["after"] / moved["app_time_ns"]["before"] - 1 == pytest.approx(0.2, abs=0.05)
     # each burst as its own visit (no logical regions): the kernel's site is mixed with its polls
     monkeypatch.setattr(history, "POLLING_CALLS", ())

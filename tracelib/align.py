@@ -7,7 +7,8 @@ run. A burst is described by
   from the bursts joined with the MPI calls on (thread, burst end == call start), and the call that opened it
   (call name and site, partner and size): a burst is the work between two calls, so the second of two
   ``MPI_ANY_SOURCE`` receives of one run, which got the partner the first one got in the other run, does not
-  take the other run's first burst for its own when a call of one run only opens it; the **loose signature** drops peer and bytes (an ``MPI_ANY_SOURCE`` receive or
+  take the other run's first burst for its own when a call of one run only opens it; the **loose signature** drops peer
+  and bytes (an ``MPI_ANY_SOURCE`` receive or
   ``MPI_Waitany`` completes messages in a run-dependent order);
 - its **opening message** (``osig``): the partner and size of the call that opened it, when it has a partner —
   what the burst works on after an ``MPI_ANY_SOURCE`` receive, whatever call received the message (the first
@@ -95,7 +96,8 @@ class AlignConfig:
     A pair (reference burst i, other burst j) with equal loose signatures costs
     ``w_peer * [signatures differ] + w_feat * mean_k |f_ik - f_jk| + w_dur * |ldur_i - ldur_j|
     + w_pos * |pos_i - pos_j| - bonus`` where ``f`` are ``log1p`` reference counters, ``ldur`` is
-    ``log1p(duration / 1 us)`` and ``pos`` the relative position (0..1) in the segment between two anchors. A pair whose mean
+    ``log1p(duration / 1 us)`` and ``pos`` the relative position (0..1) in the segment between two anchors. A pair whose
+    mean
     reference-counter log difference exceeds ``reject_feat`` or whose duration log difference exceeds
     ``reject_dur`` is never matched, nor is a pair whose loose signatures differ, except as a substitution in the
     re-pairing by opening message (see ``w_sub``). Leaving a burst unmatched costs
@@ -199,7 +201,8 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     it received, whatever call received it (the first receive of an ``MPI_ANY_SOURCE`` round may sit at another
     call site than the others), when that call has a partner; else the ``osig`` the previous burst got from its own
     opening call if that burst lasted less than ``carry_ns``; 0 otherwise), ldur
-    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN when not recorded) for each of ``features``.
+    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN when
+    not recorded) for each of ``features``.
     """
     need = {*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"}
     if missing := need - set(bursts.columns):
@@ -260,9 +263,14 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         pl.Series("osig", osig, pl.UInt64),
         pl.Series("ldur", np.log1p(dur / 1e3), pl.Float64),
         pl.Series("gap", config.gap_base + config.gap_size * dur / (dur + config.gap_half_ns), pl.Float64),
-        *[pl.col(f"_c_{i}").cast(pl.Float64).log1p().fill_null(float("nan")).alias(f"f_{f}") for i, f in enumerate(features)],
+        *[
+            pl.col(f"_c_{i}").cast(pl.Float64).log1p().fill_null(float("nan")).alias(f"f_{f}")
+            for i, f in enumerate(features)
+        ],
     )
-    return b.drop("open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site")
+    return b.drop(
+        "open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site"
+    )
 
 
 # --------------------------------------------------------------------------------------------- kernel
@@ -790,11 +798,16 @@ def _score_kernel(out, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, w_feat, 
 def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
     feats = (t.select([f"f_{f}" for f in features]).to_numpy().astype(np.float64, copy=False)
              if features else np.zeros((t.height, 0)))
-    return (t.get_column("sig").to_numpy().view(np.int64), t.get_column("lsig").to_numpy().view(np.int64),
-            t.get_column("osig").to_numpy().view(np.int64), np.ascontiguousarray(feats),
-            t.get_column("ldur").to_numpy().astype(np.float64),
-            t.get_column("start_ns").to_numpy().astype(np.float64), t.get_column("end_ns").to_numpy().astype(np.float64),
-            t.get_column("gap").to_numpy().astype(np.float64))
+    return (
+        t.get_column("sig").to_numpy().view(np.int64),
+        t.get_column("lsig").to_numpy().view(np.int64),
+        t.get_column("osig").to_numpy().view(np.int64),
+        np.ascontiguousarray(feats),
+        t.get_column("ldur").to_numpy().astype(np.float64),
+        t.get_column("start_ns").to_numpy().astype(np.float64),
+        t.get_column("end_ns").to_numpy().astype(np.float64),
+        t.get_column("gap").to_numpy().astype(np.float64),
+    )
 
 
 def sort_bursts(bursts: pl.DataFrame) -> pl.DataFrame:
@@ -834,10 +847,12 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     o_rows = np.flatnonzero(o_keep)
     r_off = np.r_[0, np.cumsum(r_bounds[:, 1] - r_bounds[:, 0])].astype(np.int64)
     o_off = np.r_[0, np.cumsum(o_bounds[:, 1] - o_bounds[:, 0])].astype(np.int64)
-    R = _arrays(ref, features)
-    O = _arrays(other, features)
-    rs, rl, ro, rf, rd, rt0, rt1, rg = R if r_rows.size == ref.height else (x[r_rows] for x in R)
-    os_, ol, oo, of, od, ot0, ot1, og = O if o_rows.size == other.height else (x[o_rows] for x in O)
+    ref_arrays = _arrays(ref, features)
+    other_arrays = _arrays(other, features)
+    rs, rl, ro, rf, rd, rt0, rt1, rg = (ref_arrays if r_rows.size == ref.height
+                                        else (x[r_rows] for x in ref_arrays))
+    os_, ol, oo, of, od, ot0, ot1, og = (other_arrays if o_rows.size == other.height
+                                         else (x[o_rows] for x in other_arrays))
     # anchors: key pairs of the kept rows, their longest monotone chain per thread
     r_pos = np.full(ref.height, -1, np.int64)
     r_pos[r_rows] = np.arange(r_rows.size)
@@ -877,8 +892,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     rp_all[r_rows] = rp
     op_all = np.zeros(other.height)
     op_all[o_rows] = op
-    rs, rl, ro, rf, rd, _, _, _ = R
-    os_, ol, oo, of, od, _, _, _ = O
+    rs, rl, ro, rf, rd, _, _, _ = ref_arrays
+    os_, ol, oo, of, od, _, _, _ = other_arrays
     score, same = _score_kernel(other_row, rs, rl, ro, rf, rd, rp_all, os_, ol, oo, of, od, op_all, config.w_feat,
                                 w_dur, config.w_pos, config.peer_score, config.sub_score,
                                 config.timing_only_factor if timing_only else 1.0, config.reject_feat,

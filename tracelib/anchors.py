@@ -25,7 +25,8 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
    within the aligner's rejection limits) form **key pairs**. Messages completed in another order
    (``MPI_ANY_SOURCE``, ``MPI_Waitany``) make key pairs cross: those anchor nothing (whether the work before a
    receive follows the position or the message, behaviour decides in the dynamic programme). The longest
-   monotone chain of the other key pairs of each thread (:func:`_chain`, O(n log n)) is the set of anchors between which the aligner runs its dynamic programme
+   monotone chain of the other key pairs of each thread (:func:`_chain`, O(n log n)) is the set of anchors between which
+   the aligner runs its dynamic programme
    on short segments, so the cost stays linear in the number of bursts. The key pairs left out of the chain still
    name the true partner of their bursts: :func:`key_repair` restores them after the dynamic programme, and so
    the **message pairs** (same opening message, same iteration) of bursts whose closing calls differ.
@@ -210,7 +211,8 @@ def _chain(tid: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 def _plausible(ref: pl.DataFrame, other: pl.DataFrame, ri: np.ndarray, oj: np.ndarray, features: Sequence[str],
                max_feat: float, max_dur: float) -> np.ndarray:
-    """Mask of pairs whose mean reference-counter log difference is at most ``max_feat`` and whose duration log difference is at most ``max_dur``."""
+    """Mask of pairs whose mean reference-counter log difference is at most ``max_feat`` and whose duration log
+    difference is at most ``max_dur``."""
     if ri.size and features:
         cols = [f"f_{f}" for f in features]
         diff = np.abs(ref.select(cols).to_numpy()[ri] - other.select(cols).to_numpy()[oj])

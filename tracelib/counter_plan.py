@@ -7,7 +7,8 @@ instructions, core and reference cycles; AMD Zen none; Arm the cycle counter; pe
 counter records cost no slot, the others take one in every run. Wanted counters that a fixed-function counter
 records come free with every run. So each run has ``slots`` minus the programmable reference counters free slots
 for the wanted ones; 10 counters plus TOT_INS/TOT_CYC on an Intel PMU with 4 programmable slots need 3 runs, on
-AMD Zen 3 (6 slots, no fixed counters) 3 as well, with 4 of its slots left for them. Counters declared in conflict (they need the same
+AMD Zen 3 (6 slots, no fixed counters) 3 as well, with 4 of its slots left for them. Counters declared in conflict (they
+need the same
 hardware counter, or the PMU refuses them together) cannot share a run. Finding the fewest runs is colouring the
 conflict graph with colour classes of bounded size (bin packing with conflicts, NP-hard in general).
 
@@ -17,7 +18,8 @@ globally ``ceil(n / free slots)`` and, per large conflict clique Q, ``|Q|`` runs
 beyond the room beside Q; per node, the runs open so far plus the overflow of the unplaced counters and a clique
 among those that fit no open run. It stops as soon as a plan meets the global bound, so realistic requests (tens of
 counters, a few slots) are proven optimal in milliseconds; a dense 58-counter instance with 70 % of pairs in
-conflict takes seconds (tests/test_counter_plan.py checks the optimum against exhaustive enumeration). Why not an ILP: ``scipy.optimize.milp`` (HiGHS) is present through
+conflict takes seconds (tests/test_counter_plan.py checks the optimum against exhaustive enumeration). Why not an ILP:
+``scipy.optimize.milp`` (HiGHS) is present through
 scikit-learn, but the assignment formulation is symmetric in its runs and proves infeasibility of ``k - 1`` runs
 slowly, while this search needs no dependency and no solver tolerance. A node budget guards against pathological
 inputs; a plan found within it but not proven minimal says so (``CounterPlan.optimal``).
@@ -119,12 +121,14 @@ def read_conflicts(path: str | Path) -> list[tuple[str, ...]]:
         groups = data.get("conflicts")
         if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(x, str) for x in g)
                                                    for g in groups):
-            raise ConflictsFileError(path, None, "expected `conflicts = [[\"A\", \"B\"], ...]` (lists of counter names)")
+            raise ConflictsFileError(path, None, 'expected `conflicts = [["A", "B"], ...]` (lists of counter names)')
         out = []
         for i, g in enumerate(groups):
             names = tuple(x.strip() for x in g if x.strip())
             if len(names) < 2:
-                raise ConflictsFileError(path, None, f"conflicts[{i}] names {len(names)} counter(s); a conflict needs two or more")
+                raise ConflictsFileError(
+                    path, None, f"conflicts[{i}] names {len(names)} counter(s); a conflict needs two or more"
+                )
             out.append(names)
         return out
     out = []
@@ -171,8 +175,10 @@ def plan_counters(wanted: Sequence[str], fixed: Sequence[str] = DEFAULT_FIXED, s
     programmable_fixed = [c for c in fixed if c not in free]
     if len(programmable_fixed) > slots:
         raise UnsatisfiableCountersError(
-            f"{len(programmable_fixed)} fixed counters ({', '.join(programmable_fixed)}) do not fit in {slots} slot(s); "
-            "every run must carry them all")
+            f"{len(programmable_fixed)} fixed counters ({', '.join(programmable_fixed)}) do not fit in "
+            f"{slots} slot(s); "
+            "every run must carry them all"
+        )
     todo = [c for c in wanted_all if c not in carried]
     requested = set(carried) | set(todo)
     pairs = _pairs(conflicts)
@@ -352,7 +358,8 @@ def render(plan: CounterPlan, fmt: str) -> str:
 
 
 def render_extrae(plan: CounterPlan) -> str:
-    """An Extrae ``<counters>`` fragment with one counter set per run (set k is run k's ``starting-set-distribution``)."""
+    """An Extrae ``<counters>`` fragment with one counter set per run (set k is run k's
+    ``starting-set-distribution``)."""
     lines = ["<counters enabled=\"yes\">",
              f"  <!-- {plan.n_runs} run(s); for run k set starting-set-distribution=\"k\" -->",
              "  <cpu enabled=\"yes\" starting-set-distribution=\"1\">"]

@@ -137,7 +137,9 @@ def _need(d: dict, key: str, where: str, kind: type | tuple[type, ...]) -> objec
         raise MachineProfileError(f"{where}: missing {key!r}")
     v = d[key]
     if not isinstance(v, kind) or isinstance(v, bool):
-        raise MachineProfileError(f"{where}: {key!r} must be a number" if kind is not str else f"{where}: {key!r} must be text")
+        raise MachineProfileError(
+            f"{where}: {key!r} must be a number" if kind is not str else f"{where}: {key!r} must be text"
+        )
     return v
 
 
@@ -223,8 +225,10 @@ def beside(paths: list[str | Path]) -> Path | None:
         found.add(hit)
     hits = {f for f in found if f is not None}
     if len(hits) > 1:
-        raise MachineProfileError(f"the traces have different {BESIDE_FILE} files ({', '.join(sorted(map(str, hits)))}): "
-                                  "choose one with --machine")
+        raise MachineProfileError(
+            f"the traces have different {BESIDE_FILE} files ({', '.join(sorted(map(str, hits)))}): "
+            "choose one with --machine"
+        )
     return next(iter(hits), None)
 
 

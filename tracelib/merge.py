@@ -396,8 +396,12 @@ def _provenance(experiment: str, info: dict) -> pl.DataFrame:
     sel = info["source"].select(pl.col("appl", "task", "thread").gather(row))
     if info["renumbered"]:  # back to the other run's own numbering
         back = {(k >> 21 << 21) + v: k % (1 << 21) for k, v in info["renumbered"].items()}
-        sel = sel.with_columns((pl.col("appl").cast(pl.Int64) * (1 << 21) + pl.col("task"))
-                               .replace_strict(back, default=pl.col("task").cast(pl.Int64)).cast(pl.Int32).alias("task"))
+        sel = sel.with_columns(
+            (pl.col("appl").cast(pl.Int64) * (1 << 21) + pl.col("task"))
+            .replace_strict(back, default=pl.col("task").cast(pl.Int64))
+            .cast(pl.Int32)
+            .alias("task")
+        )
     sel = sel.select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"))
     return pl.concat([m.select(*KEYS), sel, m.select(pl.col("other_seq").alias("other_burst_seq"),
                                                      pl.col("match_score").alias("score"))], how="horizontal").select(

@@ -83,7 +83,7 @@ def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
         if not keys or tr.size != to.size:
             continue
 
-        def cube(p: pl.DataFrame, tasks: np.ndarray) -> np.ndarray:
+        def cube(p: pl.DataFrame, tasks: np.ndarray, keys: list) -> np.ndarray:
             a = np.full((tasks.size, len(keys), PROFILE), np.nan)
             q = p.filter(pl.col("key").is_in(keys))
             a[np.searchsorted(tasks, q.get_column("task").to_numpy()),
@@ -91,7 +91,7 @@ def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
                 q.get_column("w").to_numpy()
             return a
 
-        a, b = cube(pr, tr), cube(po, to)
+        a, b = cube(pr, tr, keys), cube(po, to, keys)
         with np.errstate(invalid="ignore"):
             d = np.abs(a[:, None] - b[None, :])  # ref task x other task x key x k
             cost = np.nan_to_num(np.nanmean(d.reshape(*d.shape[:2], -1), axis=2), nan=1e6)

@@ -57,7 +57,10 @@ def match_apps(root: str | Path, app: str) -> list[str]:
     if hits:
         return hits
     def likeness(a: str) -> float:  # whole name, or the prefix of the same length (names are long stems)
-        return max(difflib.SequenceMatcher(None, app, a).ratio(), difflib.SequenceMatcher(None, app, a[:len(app)]).ratio())
+        return max(
+            difflib.SequenceMatcher(None, app, a).ratio(), difflib.SequenceMatcher(None, app, a[: len(app)]).ratio()
+        )
+
     close = sorted((a for a in known if likeness(a) >= 0.6), key=likeness, reverse=True)[:3]
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise UnknownAppError(f"no application {app!r} in {root}"
@@ -118,14 +121,17 @@ def site_rank_table(root: str | Path, app: str | list[str] | None = None) -> pl.
         bursts = _regions("bursts", "burst_seq", f"coalesce(x.call_site, x.mpi_call, {_literal(END_OF_THREAD)})", roles)
         calls = _regions("mpi_calls", "call_seq", "coalesce(x.call_site, x.mpi_call)",
                          "coalesce(x.bytes_sent, 0) + coalesce(x.bytes_recv, 0) AS bytes")
-        calls_cte = (f"""cr AS (SELECT run_id, call_site, appl, task, thread, region_, count(*) AS n,
+        calls_cte = (
+            f"""cr AS (SELECT run_id, call_site, appl, task, thread, region_, count(*) AS n,
          sum(duration_ns)::DOUBLE AS dur, sum(bytes)::DOUBLE AS bytes FROM {calls} GROUP BY ALL),
 c AS (SELECT run_id, call_site, appl, task, thread, sum(n) AS mpi_calls, sum(dur) AS mpi_ns, median(dur) AS mpi_med_ns,
-         sum(bytes) AS mpi_bytes FROM cr GROUP BY ALL)""" if has_calls else
-                     "c AS (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS call_site, NULL::INTEGER AS appl, "
-                     "NULL::INTEGER AS task, NULL::INTEGER AS thread, "
-                     "NULL::BIGINT AS mpi_calls, NULL::DOUBLE AS mpi_ns, NULL::DOUBLE AS mpi_med_ns, NULL::DOUBLE AS mpi_bytes "
-                     "WHERE false)")
+         sum(bytes) AS mpi_bytes FROM cr GROUP BY ALL)"""
+            if has_calls
+            else "c AS (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS call_site, NULL::INTEGER AS appl, "
+            "NULL::INTEGER AS task, NULL::INTEGER AS thread, "
+            "NULL::BIGINT AS mpi_calls, NULL::DOUBLE AS mpi_ns, NULL::DOUBLE AS mpi_med_ns, NULL::DOUBLE AS mpi_bytes "
+            "WHERE false)"
+        )
         sql = f"""
 WITH r AS (SELECT run_id, app, experiment, started_at, n_tasks, n_threads FROM runs {where}),
 br AS (SELECT run_id, call_site, appl, task, thread, region_, sum(duration_ns)::DOUBLE AS dur, {sums}

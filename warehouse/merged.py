@@ -54,10 +54,11 @@ def export_merged(wh: Warehouse, result: MergeResult, out_stem: str | Path) -> P
 
     The bursts are the merged bursts with every counter; the MPI calls are the reference run's. Resources, date,
     communicators and ``.row`` names come from the reference run's own trace when it is a Paraver file (``.prv`` or
-    ``.prv.gz``) still on disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where readable.
+    ``.prv.gz``) still on disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where
+    readable.
     """
-    from synthtrace.tracelib.paraver.reader import ParaverTrace  # noqa: PLC0415 - only the export needs them
-    from synthtrace.tracelib.paraver.writer import TraceMeta, write_paraver  # noqa: PLC0415
+    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.paraver.writer import TraceMeta, write_paraver
 
     runs = experiment_runs(wh, result.experiment)
     paths = dict(zip(runs.get_column("run_id").to_list(), runs.get_column("source_path").to_list()))
