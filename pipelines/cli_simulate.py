@@ -13,7 +13,7 @@ from rich.table import Table
 
 
 from synthtrace.models.archetypes import simulator_labeller
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
 from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
@@ -119,7 +119,7 @@ def simulate(
     size = sum(r.bytes for r in results)
     console.print(f"{len(results)} experiment(s), {sum(len(r.traces) for r in results)} traces, {size / 1e6:.1f} MB "
                   f"in {elapsed:.1f} s; ground truth in {out_dir / TRUTH_DIR}"
-                  + (f"; {len(injections)} injected regression(s)" if nights else ""), highlight=False, soft_wrap=True)
+                  + (f"; {len(injections)} injected regression(s)" if nights else ""), soft_wrap=True)
 
 
 def _machine_dict(spec: ExperimentSpec) -> dict:

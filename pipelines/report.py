@@ -20,6 +20,7 @@ import html
 import io
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,14 +31,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from synthtrace.models.analysis import analyse_input, mix  # noqa: E402
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds  # noqa: E402
-from synthtrace.tracelib.machine import Machine, load_machine  # noqa: E402
+from synthtrace.tracelib.machine import Machine  # noqa: E402
 from synthtrace.tracelib.metrics import ranks_per_socket  # noqa: E402
-from synthtrace.warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
+from synthtrace.warehouse.analysis_store import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
 from synthtrace.warehouse.runs import runs_table  # noqa: E402
 from synthtrace.warehouse.layout import Warehouse  # noqa: E402
 
@@ -48,6 +51,15 @@ COLORS[INSUFFICIENT] = (0.72, 0.72, 0.72)
 COLORS[BALANCED] = (0.85, 0.93, 0.85)
 MAX_POINTS = 20_000  # largest bursts drawn in a roofline panel
 MAX_RANKS = 64  # ranks drawn in the timeline
+
+
+def _plain_ticks(*axes: Axis) -> None:
+    """Plain-text tick labels (``1000``, ``0.01``, ``1e+06``) on log or symlog axes, set after their scale:
+    matplotlib's default ``10^{3}`` labels go through its mathtext parser, which took most of a report's drawing
+    time."""
+    for axis in axes:
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
 
 
 def _color(name: str | None) -> tuple:
@@ -133,6 +145,7 @@ def plot_roofline(bm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float
                        label=f"{name} (provisional)" if undecided else name)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_ticks(ax.xaxis, ax.yaxis)
         ax.set_xlim(lo, hi)
         ax.set_xlabel(f"{'operational' if unit == 'flop' else 'instruction'} intensity ({unit}s / {level} byte)")
         ax.set_ylabel("GFLOP/s per rank" if unit == "flop" else "G instructions/s per rank")
@@ -184,6 +197,7 @@ def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: floa
                     n += sel.height
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _plain_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlim(lo_x, hi_x)
     ax.set_ylim(lo_y, hi_y)
     ax.set_xlabel(f"operational intensity ({unit}s / DRAM byte)")
@@ -252,6 +266,7 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
                        color=color, lw=1.6, label=f"{col} / roof")
         ax2.axhline(1.0, color="black", lw=0.6, ls="--")
         ax2.set_yscale("symlog", linthresh=0.01)
+        _plain_ticks(ax2.yaxis)
         ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax2.set_ylabel("use of roof")
     ax2.set_xlabel("time (s)")
@@ -416,7 +431,7 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
         inp = load_experiment(wh, name)
         res = analyse_input(inp, machine=machine, thresholds=thresholds, discover=False)
         arch, bm, pm, discovery = res.archetypes, res.burst_metrics, res.phase_metrics, res.discovery
-    parts = [f"<h2>Experiment {html.escape(name)}</h2>"]
+    parts = [f"<h2>Experiment {html.escape(name)}</h2>", _machine_note(machine)]
     mq = wh.experiment_dir(name) / "merge_quality.parquet"
     if mq.is_file():
         q = pl.read_parquet(mq)
@@ -496,34 +511,35 @@ def _machine_note(machine: Machine) -> str:
             "thresholds and the Ridgeline regions use it (change it with --machine).</p>")
 
 
-def build_report(root: str | Path, out: str | Path, *, experiment: str | None = None, machine: Machine | None = None,
-                 thresholds: Thresholds | None = None, plot_dir: Path | None = None) -> Path:
-    """Write the self-contained HTML report of the warehouse at ``root``: one experiment, or an overview of all
-    with full sections (plots) for the newest experiment of each application — a nightly report stays readable
-    and quick to build however long the history grows."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def report_sections(wh: Warehouse, experiment: str | None = None) -> list[str]:
+    """The experiments the report gives a full section (plots): ``experiment``, else the newest of each app."""
+    return [experiment] if experiment else latest_per_app(wh)
 
-    from synthtrace.pipelines.cli import err_console
 
-    wh = Warehouse(root)
-    machine = machine or load_machine()
-    names = [experiment] if experiment else latest_per_app(wh)
+def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = None, machine: str | None = None,
+                 thresholds: Thresholds | None = None, plot_dir: Path | None = None,
+                 on_step: Callable[[str], None] | None = None) -> Path:
+    """Write the self-contained HTML report of the warehouse: one experiment, or an overview of all with full
+    sections (plots) for the newest experiment of each application — a nightly report stays readable and quick to
+    build however long the history grows. Each experiment's roofs come from ``machine`` (``--machine``: a preset
+    or TOML file) when given, else from the ``machine.toml`` beside its traces, else the default preset, as in its
+    analysis. ``on_step`` is told each section done (:func:`report_sections` + 1 steps)."""
+    from synthtrace.models.analysis import machine_profile
+
+    step = on_step or (lambda _: None)
+    names = report_sections(wh, experiment)
     body = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · generated "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>", _machine_note(machine)]
-    with Progress(TextColumn("report {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
-        task = bar.add_task("alerts", total=len(names) + 1)
-        body += ["<h2>Alerts</h2>", alerts_section(wh, _optional_view(wh, "regressions/*.parquet"))]
-        bar.advance(task)
-        if not names:
-            body.append("<p>The warehouse holds no experiment yet.</p>")
-        elif not experiment:
-            body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
-        for n in names:
-            bar.update(task, description=n)
-            section, _ = experiment_section(wh, n, machine, thresholds, plot_dir)
-            body.append(section)
-            bar.advance(task)
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>"]
+    body += ["<h2>Alerts</h2>", alerts_section(wh, _optional_view(wh, "regressions/*.parquet"))]
+    step("alerts")
+    if not names:
+        body.append("<p>The warehouse holds no experiment yet.</p>")
+    elif not experiment:
+        body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
+    for n in names:
+        section, _ = experiment_section(wh, n, machine_profile(str(wh.root), n, machine), thresholds, plot_dir)
+        body.append(section)
+        step(n)
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>synthtrace report</title>"
            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
     out = Path(out)

@@ -15,13 +15,14 @@ import pytest
 from tests.conftest import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
 from synthtrace.tracelib.paraver.tile import tile_trace
 from synthtrace.warehouse.sql import query
+from synthtrace.warehouse import Warehouse
 
 pytestmark = [pytest.mark.real_traces]
 OTF2 = TRACES / "otf2" / "ping-pong-otf2"
 
 
 def _count(wh: Path, sql: str) -> int:
-    return query(wh, sql).column(0)[0].as_py()
+    return query(Warehouse(wh), sql).column(0)[0].as_py()
 
 
 @pytest.fixture

@@ -164,7 +164,7 @@ def test_predict_writes_the_predictions_view(campaign, trained):
     from synthtrace.warehouse.sql import query
     _, out = predict(root, "app1-exp", trained.model_id)
     assert out.height and out["predicted"].is_not_null().all()
-    rows = pl.from_arrow(query(root, f"SELECT count(*) AS n, avg(abs(predicted - actual) / actual) AS mape "
+    rows = pl.from_arrow(query(Warehouse(root), f"SELECT count(*) AS n, avg(abs(predicted - actual) / actual) AS mape "
                                      f"FROM predictions WHERE model_id = '{trained.model_id}' AND experiment = 'app1-exp'"))
     assert rows["n"][0] == out.height and rows["mape"][0] < 0.2
     with pytest.raises(UnknownModelError):

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import PRIME, copy_trace
 from synthtrace.warehouse.sql import query
+from synthtrace.warehouse import Warehouse
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 
@@ -89,7 +90,7 @@ def test_served_deployment_runs_the_night(tmp_path):
         done = subprocess.run([sys.executable, "-c", trigger], env=env, capture_output=True, text=True, timeout=400)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "COMPLETED" in done.stdout and "1 runs ingested" in done.stdout
-        assert query(wh, "SELECT count(*) FROM runs").column(0)[0].as_py() == 1
+        assert query(Warehouse(wh), "SELECT count(*) FROM runs").column(0)[0].as_py() == 1
     finally:
         if served is not None:
             _stop(served)
