@@ -1,16 +1,18 @@
-"""HTML report build time and size (issue 16): ``build_report`` of this checkout against the baseline report module
-of an earlier commit (``--baseline``, default the commit before the fix), same warehouse, same run.
+"""HTML report build time and size (issue 16): ``build_report`` of this checkout against the whole synthtrace
+package of an earlier commit (``--baseline``), same warehouse, same interpreter, same run.
 
-    python benchmarks/bench_report.py --warehouse WH [--baseline 17d4cbb] [--out benchmarks/results/report.md]
+    python benchmarks/bench_report.py --warehouse WH [--baseline 2562d47] [--out benchmarks/results/report.md]
 
 WH is any analysed or unanalysed warehouse (e.g. the one the README's Everyday use block leaves: the LULESH pair
-plus the simulated campaign of ``synthtrace simulate sim/ --pattern all --runs 4``). Each build runs in a fresh
-interpreter.
+plus the simulated campaign of ``synthtrace simulate sim/ --pattern all --runs 4``); it is copied first, so neither
+build changes it. Each build runs in a fresh interpreter; the baseline's sources are extracted with ``git archive``
+and put first on its ``PYTHONPATH`` (laid out as the installed ``synthtrace`` namespace).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,18 +25,36 @@ from benchmarks.results_io import emit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("report_under_test", sys.argv[1])
-mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; spec.loader.exec_module(mod)
-mod.build_report(sys.argv[2], sys.argv[3])
+import inspect, sys
+from synthtrace.pipelines.report import build_report
+from synthtrace.warehouse import Warehouse
+first = next(iter(inspect.signature(build_report).parameters))
+build_report(Warehouse(sys.argv[1]) if first == "wh" else sys.argv[1], sys.argv[2])
 """
+#: the folders of the design, installed as synthtrace.<name> (pyproject's package-dir)
+LAYERS = ("tracelib", "simulator", "warehouse", "models", "pipelines")
 
 
-def build(module: Path, warehouse: Path, out: Path) -> tuple[float, int, int]:
-    """(seconds, bytes, sections) of one report build in a fresh interpreter."""
+def baseline_tree(commit: str, dest: Path) -> Path:
+    """The synthtrace package of ``commit`` under ``dest/pkg`` (a folder to put on PYTHONPATH)."""
+    src = dest / "src"
+    src.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    pkg = dest / "pkg" / "synthtrace"
+    shutil.copytree(src / "synthtrace", pkg)
+    for layer in LAYERS:
+        if (src / layer).is_dir():
+            (pkg / layer).symlink_to(src / layer, target_is_directory=True)
+    return dest / "pkg"
+
+
+def build(warehouse: Path, out: Path, pythonpath: Path | None, cwd: Path) -> tuple[float, int, int]:
+    """(seconds, bytes, sections) of one report build in a fresh interpreter (``pythonpath``: the baseline)."""
+    env = {**os.environ, **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", BUILD, str(module), str(warehouse), str(out)], check=True,
-                   capture_output=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-c", BUILD, str(warehouse), str(out)], check=True, capture_output=True,
+                   cwd=cwd, env=env)
     text = out.read_text(encoding="utf-8")
     return time.perf_counter() - t0, out.stat().st_size, text.count("<h2>Experiment ")
 
@@ -42,17 +62,16 @@ def build(module: Path, warehouse: Path, out: Path) -> tuple[float, int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--warehouse", type=Path, required=True)
-    ap.add_argument("--baseline", default="17d4cbb")
+    ap.add_argument("--baseline", default="2562d47", help="commit of the baseline (default: before the issue-16 cut)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "report.md")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        old = Path(tmp) / "report_baseline.py"
-        old.write_text(subprocess.run(["git", "show", f"{opts.baseline}:pipelines/report.py"], cwd=ROOT, check=True,
-                                      capture_output=True, text=True).stdout)
+        old = baseline_tree(opts.baseline, Path(tmp) / "baseline")
         load = os.getloadavg()
         rows = []
-        for label, module in ((f"baseline ({opts.baseline})", old), ("this checkout", ROOT / "pipelines" / "report.py")):
-            secs, size, sections = build(module, opts.warehouse, Path(tmp) / "r.html")
+        for label, path in ((f"baseline ({opts.baseline})", old), ("this checkout", None)):
+            wh = shutil.copytree(opts.warehouse, Path(tmp) / f"wh-{len(rows)}", symlinks=True)
+            secs, size, sections = build(wh, Path(tmp) / "r.html", path, Path(tmp))
             rows.append(f"| {label} | {secs:.1f} | {size / 1e6:.2f} | {sections} |")
         load_after = os.getloadavg()
     text = "\n".join([

@@ -100,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     # typer, rich and the error types are imported only for a real command
     import typer
 
-    from synthtrace.pipelines.cli_app import app, err_console, print_error, print_warning
+    from synthtrace.pipelines.cli_app import (
+        app,
+        err_console,
+        print_error,
+        print_warning,
+    )
     from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 
     warnings.simplefilter("default")

@@ -9,8 +9,15 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from synthtrace.pipelines.cli_app import (DEFAULT_WAREHOUSE, ReadWarehouseOption, StepProgress, WarehouseOption,
-                                          console, err_console, print_wide)
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    StepProgress,
+    WarehouseOption,
+    console,
+    err_console,
+    print_wide,
+)
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
 from synthtrace.warehouse import Warehouse

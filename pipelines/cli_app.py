@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from pathlib import Path
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -162,7 +162,13 @@ class StepProgress:
     def __call__(self, step: str) -> None:
         self.done += 1
         if self.bar is None and time.monotonic() - self.t0 >= self.delay_s:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), console=err_console, transient=True)

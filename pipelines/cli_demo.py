@@ -30,7 +30,12 @@ def demo(
     nightly flow over it and say where to look."""
     from synthtrace.models.archetypes import simulator_labeller
     from synthtrace.pipelines.nightly import run_night
-    from synthtrace.simulator import ExperimentSpec, TruthStore, parse_injection, simulate_campaign
+    from synthtrace.simulator import (
+        ExperimentSpec,
+        TruthStore,
+        parse_injection,
+        simulate_campaign,
+    )
     from synthtrace.simulator.truth import TRUTH_DIR
     from synthtrace.warehouse import Warehouse
 

@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, ReadWarehouseOption, console, err_console
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    console,
+    err_console,
+)
 from synthtrace.warehouse.names import name_option
 
 

@@ -8,7 +8,13 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, ReadWarehouseOption, console, err_console, print_warning
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    console,
+    err_console,
+    print_warning,
+)
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
 from synthtrace.tracelib.merge_checks import worst

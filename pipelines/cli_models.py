@@ -10,8 +10,15 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from synthtrace.pipelines.cli_app import (DEFAULT_WAREHOUSE, ReadWarehouseOption, StepProgress, console,
-                                          err_console, print_warning, print_wide)
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    StepProgress,
+    console,
+    err_console,
+    print_warning,
+    print_wide,
+)
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.names import name_option

@@ -8,10 +8,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
 
-from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    WarehouseOption,
+    console,
+    err_console,
+)
 from synthtrace.tracelib.errors import BadInputError
 
 if TYPE_CHECKING:

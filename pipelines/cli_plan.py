@@ -8,8 +8,15 @@ import typer
 from rich.table import Table
 
 from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, WarehouseOption, console
-from synthtrace.tracelib.counter_plan import (DEFAULT_FIXED, FORMATS, CounterPlan, parse_counter_list, plan_counters,
-                                   read_conflicts, render)
+from synthtrace.tracelib.counter_plan import (
+    DEFAULT_FIXED,
+    FORMATS,
+    CounterPlan,
+    parse_counter_list,
+    plan_counters,
+    read_conflicts,
+    render,
+)
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
 

@@ -8,20 +8,42 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-
 from synthtrace.models.archetypes import simulator_labeller
-from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
-from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import load_machine
-from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
-from synthtrace.simulator.campaign import REGRESSION_KINDS, parse_injection, random_injections, simulate_campaign
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    WarehouseOption,
+    console,
+    err_console,
+)
+from synthtrace.simulator import (
+    PATTERNS,
+    ExperimentSpec,
+    TruthStore,
+    Variation,
+    simulate_experiment,
+)
+from synthtrace.simulator.campaign import (
+    REGRESSION_KINDS,
+    parse_injection,
+    random_injections,
+    simulate_campaign,
+)
 from synthtrace.simulator.engine import DEFAULT_DATE
 from synthtrace.simulator.pmu import DEFAULT_SLOTS
 from synthtrace.simulator.truth import TRUTH_DIR
 from synthtrace.simulator.variants import DEFAULT_SPREAD, app_variants
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import load_machine
 
 
 def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:

@@ -10,8 +10,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from synthtrace.pipelines.cli_app import (DEFAULT_WAREHOUSE, ReadWarehouseOption, WarehouseOption, console, err_console,
-                                          existing_warehouse, print_error, print_note)
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    WarehouseOption,
+    console,
+    err_console,
+    existing_warehouse,
+    print_error,
+    print_note,
+)
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse.names import name_option
 
@@ -27,7 +35,14 @@ class OutputFormat(str, Enum):
 
 
 def _progress() -> Progress:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                     TimeRemainingColumn(), console=err_console, transient=True)
@@ -44,7 +59,6 @@ def ingest(
     salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
 ) -> None:
     """Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."""
-    from synthtrace.tracelib.errors import TraceFormatError
     from synthtrace.tracelib.formats import find_traces, trace_bytes
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace

@@ -26,7 +26,14 @@ from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import discover, is_machine_error, quarantine
 from synthtrace.warehouse.ingest import ingest_trace
-from synthtrace.warehouse.night_state import Pending, fingerprint, global_stages_left, mark_experiment, mark_global, pending
+from synthtrace.warehouse.night_state import (
+    Pending,
+    fingerprint,
+    global_stages_left,
+    mark_experiment,
+    mark_global,
+    pending,
+)
 
 FLOW_NAME = "synthtrace-nightly"
 STAGES = jobs.STAGES
@@ -242,8 +249,11 @@ def start_prefect() -> None:
     """Start the ephemeral Prefect server when no PREFECT_API_URL is set, with a start-up time that survives a
     loaded machine and one retry; one clear line (:class:`PrefectUnavailableError`) if it still fails."""
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
-                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_ENABLED,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    )
 
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         return

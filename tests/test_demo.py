@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from synthtrace.warehouse.sql import query
 from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.sql import query
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ import json
 import polars as pl
 import pytest
 
-from tests.conftest import PRIME, copy_trace
 from synthtrace.warehouse import Warehouse
+from tests.conftest import PRIME, copy_trace
 
 pytestmark = pytest.mark.real_traces
 

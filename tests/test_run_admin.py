@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from tests.conftest import LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
 from synthtrace.warehouse import Warehouse
+from tests.conftest import LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
 
 pytestmark = pytest.mark.real_traces
 

@@ -9,13 +9,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import PRIME, copy_trace
-from synthtrace.warehouse.sql import query
 from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.sql import query
+from tests.conftest import PRIME, copy_trace
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 
