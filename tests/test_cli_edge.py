@@ -144,8 +144,8 @@ def test_root_help_lists_every_command_without_typer(tmp_path):
 
 
 def test_error_with_brackets_in_the_path_is_printed_literally(tmp_path):
-    """A file or folder name holding rich markup (``[red]``, ``[/]``, ``run[1]``) is printed as it is."""
-    folder = tmp_path / "campaign[red]x[/]"
+    """A file or folder name holding rich markup (``[bold red]``, ``run[1]``) is printed as it is."""
+    folder = tmp_path / "campaign[bold red]x"
     folder.mkdir()
     (folder / "run[1].prv").write_text("#Paraver (not a header\n")
     line = one_error_line(synthtrace("ingest", folder / "run[1].prv", "-w", tmp_path / "wh"))
@@ -162,7 +162,7 @@ def test_every_reading_command_refuses_a_mistyped_warehouse(tmp_path, run_cli, c
     for where, says in ((typo, "no such warehouse"), (not_wh, "not a synthtrace warehouse")):
         code, out, err = run_cli(*command, "-w", where)
         lines = err.strip().splitlines()
-        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], err
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], (out, err)
     assert not typo.exists() and list(not_wh.iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
 
