@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.baseline import baseline_tree  # noqa: E402
 from benchmarks.machine import machine_description  # noqa: E402
 from benchmarks.results_io import emit  # noqa: E402
 
@@ -31,24 +32,6 @@ from synthtrace.warehouse import Warehouse
 first = next(iter(inspect.signature(build_report).parameters))
 build_report(Warehouse(sys.argv[1]) if first == "wh" else sys.argv[1], sys.argv[2])
 """
-#: the folders of the design, installed as synthtrace.<name> (pyproject's package-dir)
-LAYERS = ("tracelib", "simulator", "warehouse", "models", "pipelines")
-
-
-def baseline_tree(commit: str, dest: Path) -> Path:
-    """The synthtrace package of ``commit`` under ``dest/pkg`` (a folder to put on PYTHONPATH)."""
-    src = dest / "src"
-    src.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
-    pkg = dest / "pkg" / "synthtrace"
-    shutil.copytree(src / "synthtrace", pkg)
-    for layer in LAYERS:
-        if (src / layer).is_dir():
-            (pkg / layer).symlink_to(src / layer, target_is_directory=True)
-    return dest / "pkg"
-
-
 def build(warehouse: Path, out: Path, pythonpath: Path | None, cwd: Path) -> tuple[float, int, int]:
     """(seconds, bytes, sections) of one report build in a fresh interpreter (``pythonpath``: the baseline)."""
     env = {**os.environ, **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
