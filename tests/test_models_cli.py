@@ -100,7 +100,8 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(run_cli, wh, args, mes
 def test_empty_warehouse(run_cli, tmp_path):
     assert run_cli("train", "-w", tmp_path / "none")[0] == 2
     assert run_cli("detect", "-w", tmp_path / "none")[0] == 2
-    code, out, _ = run_cli("models", "-w", tmp_path / "none")
+    assert run_cli("models", "-w", tmp_path / "none")[0] == 2  # a mistyped --warehouse (issue 16)
+    code, out, _ = run_cli("models", "-w", Warehouse(tmp_path / "empty").ensure().root)
     assert code == 0 and "no models" in out
 
 

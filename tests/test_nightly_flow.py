@@ -108,8 +108,8 @@ def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefe
     from synthtrace.pipelines import nightly
     from synthtrace.warehouse import ingest as ingest_mod
     drop = tmp_path / "drop"
-    copy_trace(LULESH_A, drop / "lulesh")
-    copy_trace(LULESH_B, drop / "lulesh")
+    copy_trace(LULESH_A, drop / "lulesh", "lulesh.4x2")  # one app (stem up to its first dot): one experiment
+    copy_trace(LULESH_B, drop / "lulesh", "lulesh.7x1")
     poison = copy_trace(PRIME, drop / "poison", "poison")
     header, rest = poison.read_text().split("\n", 1)
     poison.write_text(re.sub(r"\):\d+", "):" + "9" * 30, header, count=1) + "\n" + rest)  # a 30-digit duration
@@ -123,7 +123,7 @@ def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefe
 
     monkeypatch.setattr(nightly, "ingest_trace", buggy)
     s = nightly.run_night(drop, Warehouse(tmp_path / "wh"), skip=["detect", "retrain", "report"])
-    assert sorted(r["run_name"] for r in s.ingested) == sorted([LULESH_A.stem, LULESH_B.stem])
+    assert sorted(r["run_name"] for r in s.ingested) == ["lulesh.4x2", "lulesh.7x1"]
     assert sorted(Path(q["path"]).name for q in s.quarantined) == ["bug.prv", "poison.prv"]
     assert any("RuntimeError: a bug" in q["reason"] for q in s.quarantined)
     assert all("\n" not in q["reason"] for q in s.quarantined)
