@@ -26,9 +26,18 @@ from synthtrace.warehouse.names import name_option
 if TYPE_CHECKING:
     from synthtrace.models.archetypes import Thresholds
 
+def _machine_option(spec: str | None) -> str | None:
+    """``--machine``, loaded once while the options are parsed (eagerly: a mistyped profile is the error reported,
+    before any other option is looked at and before any work)."""
+    if spec is not None:
+        load_machine(spec)
+    return spec
+
+
 MachineOption = Annotated[str | None, typer.Option(
     "--machine", help="Machine profile: a TOML file or a preset (list them with `synthtrace machines`). Default: a "
-                      "machine.toml beside the traces, else marenostrum5-gpp.")]
+                      "machine.toml beside the traces, else marenostrum5-gpp.", callback=_machine_option,
+    is_eager=True)]
 ThresholdsOption = Annotated[Path | None, typer.Option(
     "--thresholds", help="TOML file overriding archetype thresholds (see models/archetypes.py Thresholds).")]
 
@@ -89,8 +98,6 @@ def archetypes(
     from synthtrace.warehouse.analysis_store import experiments
 
     th, wh = _thresholds(thresholds), Warehouse(warehouse)
-    if machine is not None:
-        load_machine(machine)  # a bad --machine fails before any work
     names = [experiment] if experiment else experiments(wh)
     if not names:
         raise BadInputError(f"{warehouse}: no experiments (ingest traces first)")
@@ -133,8 +140,6 @@ def report(
     wh = Warehouse(warehouse)
     if experiment and experiment not in experiments(wh):
         raise BadInputError(f"no experiment {experiment!r} in {warehouse}")
-    if machine is not None:
-        load_machine(machine)  # a bad --machine fails before any work
     th = _thresholds(thresholds)
     if plots:
         plots.mkdir(parents=True, exist_ok=True)
