@@ -227,9 +227,8 @@ def _print_table(columns: list[str], rows: list[tuple], title: str | None = None
         t.add_column(name, overflow="fold")
     for r in cells:
         t.add_row(*r)
-    if not console.is_terminal:  # never squeeze a table into a narrow pipe: it is read, copied and grepped
-        console.width = max(console.width, sum(widths) + 3 * len(widths) + 1)
-    console.print(t)
+    # never squeeze a table into a narrow pipe: it is read, copied and grepped
+    console.print(t, width=None if console.is_terminal else max(console.width, sum(widths) + 3 * len(widths) + 1))
     if len(rows) > limit:
         console.print(f"({len(rows)} rows, first {limit} shown; use --format csv for all)")
 
