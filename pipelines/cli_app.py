@@ -10,7 +10,7 @@ import difflib
 import importlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Self
 
 import typer
 from rich.console import Console
@@ -156,7 +156,7 @@ class StepProgress:
         self.done = 0
         self.bar: Progress | None = None
 
-    def __enter__(self) -> StepProgress:
+    def __enter__(self) -> Self:
         return self
 
     def __call__(self, step: str) -> None:

@@ -17,7 +17,8 @@ from tests.conftest import PRIME, copy_trace
 def synthtrace(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """``synthtrace ARGS`` in a fresh interpreter, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=300, cwd=cwd, env={**os.environ, "COLUMNS": "100", **(env or {})})
+                          text=True, timeout=300, cwd=cwd, env={**os.environ, "COLUMNS": "100", **(env or {})},
+                          check=False)
 
 
 def one_error_line(p: subprocess.CompletedProcess) -> str:
@@ -121,11 +122,10 @@ _NO_FRAMES = ("polars", "pyarrow")
 def test_cheap_commands_import_only_what_they_need(wh, args, also_never):
     reads = args[:1] in (["runs"], ["sql"]) and args[-1] != "--help"
     p = subprocess.run([sys.executable, "-c", _PROBE, *args, *(["-w", str(wh)] if reads else [])],
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"}, check=False)
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["code"] == 0, p.stderr
-    never = _NEVER + also_never
-    assert [m for m in report["modules"] if m.split(".")[0] in never or m.startswith(never)] == []
+    assert [m for m in report["modules"] if m.startswith(_NEVER + also_never)] == []
 
 
 def test_root_help_lists_every_command_without_typer(tmp_path):
