@@ -16,10 +16,12 @@ returns the Figure and the number of points it drew, so tests can check the arti
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -501,6 +503,42 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     return "\n".join(parts), discovery
 
 
+#: bump when the HTML of a section changes shape: cached sections of an older shape are not reused
+SECTION_FORMAT = 1
+
+
+def section_key(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None) -> str:
+    """What an experiment's section is drawn from: its runs (ids name their content), the files of its folder
+    (merge, analysis; by size and modification time), the machine profile and the thresholds."""
+    folder = wh.experiment_dir(name)
+    files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
+                   for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    runs = runs_table(wh).filter(pl.col("experiment") == name)["run_id"].sort().to_list()
+    what = [SECTION_FORMAT, runs, files, machine.as_dict(), machine.source, thresholds and thresholds.as_dict()]
+    return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()[:20]
+
+
+def cached_section(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None = None) -> str:
+    """:func:`experiment_section`, drawn once per state of the experiment: kept in ``WAREHOUSE/.cache/report/``
+    (outside every view) and reused while :func:`section_key` is unchanged, so a nightly report redraws only the
+    experiments that changed. A warehouse that cannot be written to is simply not cached."""
+    folder = wh.root / ".cache" / "report" / name  # name: checked by section_key (wh.experiment_dir)
+    hit = folder / f"{section_key(wh, name, machine, thresholds)}.html"
+    if hit.is_file():
+        return hit.read_text(encoding="utf-8")
+    section, _ = experiment_section(wh, name, machine, thresholds)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.html"):
+            old.unlink(missing_ok=True)
+        tmp = folder / f".{hit.name}.{os.getpid()}"
+        tmp.write_text(section, encoding="utf-8")
+        os.replace(tmp, hit)  # whole or not at all, for a report built at the same time
+    except OSError:
+        pass  # a read-only warehouse: the report is still written, its sections drawn each time
+    return section
+
+
 def experiment_overview(wh: Warehouse) -> pl.DataFrame:
     """One row per experiment: its applications, first start, runs, whether it was merged, newest first."""
     runs = runs_table(wh)
@@ -559,8 +597,9 @@ def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = Non
     elif not experiment:
         body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
     for n in names:
-        section, _ = experiment_section(wh, n, machine_profile(str(wh.root), n, machine), thresholds, plot_dir)
-        body.append(section)
+        profile = machine_profile(str(wh.root), n, machine)
+        body.append(cached_section(wh, n, profile, thresholds) if plot_dir is None else
+                    experiment_section(wh, n, profile, thresholds, plot_dir)[0])
         step(n)
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>synthtrace report</title>"
            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -179,8 +180,6 @@ def test_report_lists_each_experiment_once(tmp_path, mixed_wh, run_cli):
 def test_report_reads_the_machine_toml_beside_the_traces(tmp_path, run_cli):
     """The roofs of an experiment come from the ``machine.toml`` beside its traces, as in its analysis; --machine
     overrides it."""
-    from pathlib import Path
-
     import synthtrace.tracelib
     from tests.conftest import copy_trace
 
@@ -197,3 +196,38 @@ def test_report_reads_the_machine_toml_beside_the_traces(tmp_path, run_cli):
     assert code == 0, err
     text = out.read_text()
     assert "lab node" not in text and "(preset a64fx)" in text
+
+
+def test_report_redraws_only_the_experiments_that_changed(tmp_path, mixed_wh, run_cli, monkeypatch):
+    """Each experiment's section is drawn once per state of the experiment (runs, merge, analysis, machine):
+    a second report reuses them; a change to one experiment redraws that one only."""
+    import shutil
+
+    from synthtrace.pipelines import report as report_mod
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = Path(shutil.copytree(mixed_wh, tmp_path / "wh"))
+    drawn: list[str] = []
+    real = report_mod.experiment_section
+
+    def counted(w, name, *args, **kwargs):
+        drawn.append(name)
+        return real(w, name, *args, **kwargs)
+
+    def without_time(page: Path) -> str:
+        return re.sub(r"generated [^<]*UTC", "", page.read_text())
+
+    monkeypatch.setattr(report_mod, "experiment_section", counted)
+    out1, out2, out3 = tmp_path / "1.html", tmp_path / "2.html", tmp_path / "3.html"
+    assert run_cli("report", "--out", out1, "-w", wh)[0] == 0
+    assert sorted(drawn) == ["lulesh", "mixed"]
+    assert run_cli("report", "--out", out2, "-w", wh)[0] == 0
+    assert sorted(drawn) == ["lulesh", "mixed"]  # nothing redrawn
+    assert without_time(out1) == without_time(out2)
+    changed = Warehouse(wh).experiment_dir("lulesh")  # the experiment's data changed (e.g. a new merge)
+    changed.mkdir(parents=True, exist_ok=True)
+    (changed / "note.json").write_text("{}")
+    assert run_cli("report", "--out", out3, "-w", wh)[0] == 0
+    assert sorted(drawn) == ["lulesh", "lulesh", "mixed"]
+    assert run_cli("report", "--out", out3, "-w", wh, "--machine", "a64fx")[0] == 0  # another machine: redrawn
+    assert sorted(drawn) == ["lulesh", "lulesh", "lulesh", "mixed", "mixed"]
