@@ -27,14 +27,14 @@ from synthtrace.pipelines import jobs
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import discover
 from synthtrace.warehouse.ingest import ingest_trace
-drop, wh = Path(sys.argv[1]), sys.argv[2]
-found = discover(drop, Warehouse(wh).ensure())
-exps = sorted({ingest_trace(Warehouse(wh), d.path).experiment for d in found})
+drop, wh = Path(sys.argv[1]), Warehouse(sys.argv[2])
+found = discover(drop, wh.ensure())
+exps = sorted({ingest_trace(wh, d.path, default_experiment=d.experiment).experiment for d in found})
 for stage in jobs.EXPERIMENT_STAGES.values():
     for e in exps:
-        stage(e, warehouse=wh)
+        stage(wh, e)
 for stage in jobs.WAREHOUSE_STAGES.values():
-    stage(warehouse=wh)
+    stage(wh)
 print(json.dumps({"seconds": time.perf_counter() - t0, "runs": len(found), "experiments": len(exps)}))
 """
 
@@ -42,7 +42,8 @@ FLOW = """
 import json, sys, time
 t0 = time.perf_counter()
 from synthtrace.pipelines.nightly import run_night
-s = run_night(sys.argv[1], sys.argv[2])
+from synthtrace.warehouse import Warehouse
+s = run_night(Path(sys.argv[1]), Warehouse(sys.argv[2]))
 print(json.dumps({"seconds": time.perf_counter() - t0, "runs": len(s.ingested), "experiments": len(s.merged)}))
 """
 

@@ -31,7 +31,7 @@ from synthtrace.tracelib.metrics import (
     ranks_per_socket,
     source_keys,
 )
-from synthtrace.warehouse.analysis import ExperimentInput, load_experiment, write_analysis
+from synthtrace.warehouse.analysis_store import ExperimentInput, load_experiment, write_analysis
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import runs_table
 
@@ -157,7 +157,7 @@ def analyse(bursts: pl.DataFrame, calls: pl.DataFrame | None, *, machine: Machin
 
 def analyse_input(inp: ExperimentInput, *, machine: Machine | None = None, thresholds: Thresholds | None = None,
                   discover: bool = True) -> AnalysisResult:
-    """:func:`analyse` on what :func:`synthtrace.warehouse.analysis.load_experiment` read."""
+    """:func:`analyse` on what :func:`synthtrace.warehouse.analysis_store.load_experiment` read."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
         return analyse(inp.bursts, inp.calls, machine=machine, thresholds=thresholds, n_nodes=inp.n_nodes,

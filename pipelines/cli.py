@@ -1,29 +1,33 @@
-"""The ``synthtrace`` command line (DESIGN §10).
+"""The ``synthtrace`` command line (DESIGN §10): the console script's entry point.
 
-Each command group lives in its own ``pipelines/cli_*.py`` module with a ``register(app)`` function. This module
-loads only the module of the command being run (:data:`COMMANDS`), so ``synthtrace --help``, ``runs`` or ``sql``
-never pay for numba, the simulator or the models. It is also the one place where a
-:class:`~synthtrace.tracelib.errors.SynthtraceError` or a usage mistake becomes one line on stderr and an exit
-code (2 for bad input or bad usage), never a traceback.
+Each command group lives in its own ``pipelines/cli_*.py`` module with a ``register(app)`` function; the typer
+application that loads them lives in :mod:`synthtrace.pipelines.cli_app`. This module imports neither typer nor
+rich nor any command module at start-up: ``synthtrace``, ``--help`` and ``--version`` are answered from
+:data:`COMMANDS` alone, and any other command loads only the module that registers it. It is also the one place
+where a :class:`~synthtrace.tracelib.errors.SynthtraceError` or a usage mistake becomes one line on stderr and an
+exit code (2 for bad input or bad usage), never a traceback.
 """
 from __future__ import annotations
 
-import difflib
-import importlib
 import os
+import shutil
 import sys
+import textwrap
 import warnings
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-from rich.console import Console
-from rich.markup import escape
-from typer import _click  # typer >= 0.29 raises its own (vendored) click exceptions
-from typer.core import TyperCommand, TyperGroup
+if TYPE_CHECKING:
+    from typer._click.exceptions import ClickException
 
-from synthtrace import DEFAULT_WAREHOUSE, __version__
-from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+#: what ``synthtrace --help`` says about the program
+SUMMARY = "Merge multi-run hardware-counter traces of MPI applications into one synthetic trace and analyse it."
+#: the root's options, as ``--help`` lists them (the typer app in cli_app defines them)
+ROOT_OPTIONS: dict[str, str] = {
+    "--version": "Print the version and exit.",
+    "--install-completion": "Install completion for the current shell.",
+    "--show-completion": "Show completion for the current shell, to copy it or customize the installation.",
+    "--help": "Show this message and exit.",
+}
 
 #: command -> (module under synthtrace.pipelines that registers it, one-line help shown by ``synthtrace --help``).
 #: tests/test_cli_edge.py checks this table against what the modules register.
@@ -60,125 +64,58 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(TyperGroup):
-    """The top-level group: a command's module is imported when that command runs (or its help is asked for);
-    the command listing of ``--help`` comes from :data:`COMMANDS` without importing anything."""
+def root_help(width: int | None = None) -> str:
+    """The text of ``synthtrace --help``, from :data:`COMMANDS` and :data:`ROOT_OPTIONS` (nothing imported)."""
+    width = width or min(shutil.get_terminal_size().columns, 100)
 
-    _listing = False
+    def block(rows: dict[str, str]) -> list[str]:
+        left = max(map(len, rows)) + 4
+        return [textwrap.fill(text, width, initial_indent=f"  {name}".ljust(left), subsequent_indent=" " * left)
+                for name, text in rows.items()]
 
-    def list_commands(self, ctx: _click.Context) -> list[str]:
-        return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
-
-    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            if self._listing:
-                return TyperCommand(name=cmd_name, short_help=COMMANDS[cmd_name][1])
-            self._load(COMMANDS[cmd_name][0])
-        return self.commands.get(cmd_name)
-
-    def resolve_command(self, ctx: _click.Context, args: list[str]) -> tuple[str | None, _click.Command | None, list[str]]:
-        try:
-            return super().resolve_command(ctx, args)
-        except _click.exceptions.UsageError as exc:
-            close = difflib.get_close_matches(args[0], self.list_commands(ctx)) if args else []
-            if close and "Did you mean" not in exc.message:
-                exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, close))}?"
-            raise
-
-    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
-
-    def _load(self, module_name: str) -> None:
-        """Import ``synthtrace.pipelines.<module_name>`` and add the commands it registers."""
-        sub = typer.Typer()
-        importlib.import_module(f"synthtrace.pipelines.{module_name}").register(sub)
-        for name, cmd in typer.main.get_group(sub).commands.items():
-            self.commands.setdefault(name, cmd)
+    return "\n".join(["Usage: synthtrace [OPTIONS] COMMAND [ARGS]...", "", textwrap.fill(SUMMARY, width,
+                      initial_indent="  ", subsequent_indent="  "), "", "Options:", *block(ROOT_OPTIONS), "",
+                      "Commands:", *block({name: text for name, (_, text) in COMMANDS.items()}), ""])
 
 
-def _show_version(value: bool) -> None:
-    if value:
-        console.print(f"synthtrace {__version__}", highlight=False)
-        raise typer.Exit(0)
+def _quick(argv: list[str]) -> int | None:
+    """Answer ``synthtrace``, ``synthtrace --help`` and ``synthtrace --version`` without building the typer
+    application (most of a command's start-up); None for anything else."""
+    if argv in ([], ["--help"]):
+        sys.stdout.write(root_help())
+        return 0
+    if argv == ["--version"]:
+        from synthtrace import __version__
 
-
-app = typer.Typer(
-    name="synthtrace",
-    help="Merge multi-run hardware-counter traces of MPI applications into one synthetic trace and analyse it.",
-    cls=LazyGroup,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-
-
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
-) -> None:
-    """Merge multi-run hardware-counter traces of MPI applications into one synthetic trace and analyse it."""
-
-
-# error text is printed literally: no emoji codes (``t.prv:100:`` stays), no markup, no highlighting
-console = Console(emoji=False, highlight=False)
-err_console = Console(stderr=True, emoji=False, highlight=False)
-
-
-def existing_warehouse(path: Path) -> Path:
-    """The ``--warehouse`` of a command that only reads: refuse a path that is missing, a file, or not a warehouse
-    (a read must never create one)."""
-    from synthtrace.warehouse.layout import MARKER
-
-    if not path.exists():
-        raise BadInputError(f"{path}: no such warehouse (ingest traces into it first, or give --warehouse DIR)")
-    if not path.is_dir():
-        raise BadInputError(f"{path}: is a file, not a warehouse folder")
-    if not (path / MARKER).exists() and not (path / "runs").is_dir():
-        raise BadInputError(f"{path}: not a synthtrace warehouse (no {MARKER} marker, no runs/ folder)")
-    return path
-
-
-_WAREHOUSE_HELP = "Warehouse folder (Parquet files and catalog)."
-WarehouseOption = Annotated[
-    Path,
-    typer.Option("--warehouse", "-w", envvar="SYNTHTRACE_WAREHOUSE", help=_WAREHOUSE_HELP, show_default=True),
-]
-#: the ``--warehouse`` of commands that only read it: must exist and be a warehouse
-ReadWarehouseOption = Annotated[
-    Path,
-    typer.Option("--warehouse", "-w", envvar="SYNTHTRACE_WAREHOUSE", help=_WAREHOUSE_HELP, show_default=True,
-                 callback=existing_warehouse),
-]
-
-
-def print_error(message: str) -> None:
-    """One literal ``error:`` line on stderr (no markup, no emoji, no highlighting of the message)."""
-    err_console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
-
-
-def _usage_error(exc: _click.exceptions.ClickException) -> int:
-    """One line for a usage mistake (unknown command or option, missing argument, bad value): exit 2."""
-    ctx = getattr(exc, "ctx", None)
-    where = f"{ctx.command_path}: " if ctx is not None and ctx.command_path else ""
-    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-    print_error(f"{where}{exc.format_message()}{hint}".replace("\n", " "))
-    return 2
+        sys.stdout.write(f"synthtrace {__version__}\n")
+        return 0
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "_SYNTHTRACE_COMPLETE" not in os.environ and (code := _quick(args)) is not None:
+        return code
+    # typer, rich and the error types are imported only for a real command
+    import typer
+
+    from synthtrace.pipelines.cli_app import (
+        app,
+        err_console,
+        print_error,
+        print_warning,
+    )
+    from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+
     warnings.simplefilter("default")
-    warnings.showwarning = lambda message, category, *a, **k: err_console.print(
-        f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
+    warnings.showwarning = lambda message, category, *a, **k: print_warning(str(message))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # the CLI prints its own summary
+    click = typer._click  # typer >= 0.29 raises its own (vendored) click exceptions
     try:
         # with standalone_mode=False click returns the code of a typer.Exit instead of raising it
-        result: Any = app(args=argv, prog_name="synthtrace", standalone_mode=False)
+        result: Any = app(args=args, prog_name="synthtrace", standalone_mode=False)
     except SynthtraceError as exc:
         print_error(str(exc))
         return 2 if isinstance(exc, BadInputError) else exc.exit_code
@@ -187,11 +124,22 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
         return 130
-    except _click.exceptions.NoArgsIsHelpError:  # bare ``synthtrace``: the help was printed; not a mistake
+    except click.exceptions.NoArgsIsHelpError:  # a group without its subcommand: the help was printed
         return 0
-    except _click.exceptions.ClickException as exc:
+    except click.exceptions.ClickException as exc:
         return _usage_error(exc)
     return result if isinstance(result, int) else 0
+
+
+def _usage_error(exc: ClickException) -> int:
+    """One line for a usage mistake (unknown command or option, missing argument, bad value): exit 2."""
+    from synthtrace.pipelines.cli_app import print_error
+
+    ctx = getattr(exc, "ctx", None)
+    where = f"{ctx.command_path}: " if ctx is not None and ctx.command_path else ""
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    print_error(f"{where}{exc.format_message()}{hint}".replace("\n", " "))
+    return 2
 
 
 if __name__ == "__main__":

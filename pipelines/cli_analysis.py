@@ -1,45 +1,55 @@
-"""``synthtrace archetypes`` and ``synthtrace report``: metrics, the 13 archetypes and the HTML report (DESIGN §7)."""
+"""``synthtrace archetypes``, ``report`` and ``machines``: metrics, the 13 archetypes and the HTML report
+(DESIGN §7). The work is in :mod:`synthtrace.pipelines.jobs`; this module parses the options and prints."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import polars as pl
 import typer
 from rich.table import Table
 
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
-from synthtrace.warehouse.names import name_option
-from synthtrace.pipelines.cli_models import StepProgress, print_wide
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    StepProgress,
+    WarehouseOption,
+    console,
+    err_console,
+    print_wide,
+)
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.machine import load_machine
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.names import name_option
+
+if TYPE_CHECKING:
+    from synthtrace.models.archetypes import Thresholds
+
+def _machine_option(spec: str | None) -> str | None:
+    """``--machine``, loaded once while the options are parsed (eagerly: a mistyped profile is the error reported,
+    before any other option is looked at and before any work)."""
+    if spec is not None:
+        load_machine(spec)
+    return spec
+
 
 MachineOption = Annotated[str | None, typer.Option(
     "--machine", help="Machine profile: a TOML file or a preset (list them with `synthtrace machines`). Default: a "
-                      "machine.toml beside the traces, else marenostrum5-gpp.")]
+                      "machine.toml beside the traces, else marenostrum5-gpp.", callback=_machine_option,
+    is_eager=True)]
 ThresholdsOption = Annotated[Path | None, typer.Option(
     "--thresholds", help="TOML file overriding archetype thresholds (see models/archetypes.py Thresholds).")]
 
 
-def _machine(spec: str | None) -> Machine:
-    return load_machine(spec)
-
-
-def _thresholds(path: Path | None):
+def _thresholds(path: Path | None) -> Thresholds | None:
     from synthtrace.models.archetypes import Thresholds
+
     if path is None:
         return None
     if not path.is_file():
         raise BadInputError(f"{path}: no such thresholds file")
     return Thresholds.from_toml(path)
-
-
-def archetype_mix(experiment: str, warehouse: str | Path, machine: str | None = None) -> dict[str, float]:
-    """Analyse and store one experiment; returns archetype -> share of burst time (for the nightly flow)."""
-    from synthtrace.models.analysis import analyse_experiment, machine_profile, mix
-    _, res = analyse_experiment(str(warehouse), experiment, machine=machine_profile(str(warehouse), experiment, machine))
-    m = mix(res.archetypes).filter(pl.col("unit") == "burst")
-    return dict(zip(m["archetype"].to_list(), m["time_share"].to_list()))
 
 
 def provisional_mix(archetypes: pl.DataFrame) -> pl.DataFrame:
@@ -75,36 +85,25 @@ def undecided_lines(archetypes: pl.DataFrame) -> list[str]:
     return lines
 
 
-def report_file(warehouse: str | Path, out: str | Path | None = None, machine: str | None = None) -> str:
-    """Build the HTML report of a warehouse (default ``WAREHOUSE/report.html``); returns its path (nightly flow)."""
-    from synthtrace.pipelines.report import build_report
-    out = Path(out) if out else Path(warehouse) / "report.html"
-    return str(build_report(warehouse, out, machine=_machine(machine)))
-
-
 def archetypes(
     experiment: Annotated[str | None, typer.Argument(
         help="Experiment to analyse (default: every experiment).", callback=name_option)] = None,
-    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
+    warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,
     discover: Annotated[bool, typer.Option(help="Also cluster bursts and report agreement (kappa) and stability (ARI).")] = True,
 ) -> None:
     """Compute metrics and the 13 archetypes of an experiment, store them and print the mix."""
-    from synthtrace.models.analysis import analyse_experiment, machine_profile
-    from synthtrace.warehouse.analysis import experiments
-    from synthtrace.warehouse.layout import Warehouse
-    th = _thresholds(thresholds)
-    chosen = load_machine(machine) if machine is not None else None  # a bad --machine fails before any work
-    names = [experiment] if experiment else experiments(Warehouse(warehouse))
+    from synthtrace.pipelines.jobs import analyse
+    from synthtrace.warehouse.analysis_store import experiments
+
+    th, wh = _thresholds(thresholds), Warehouse(warehouse)
+    names = [experiment] if experiment else experiments(wh)
     if not names:
         raise BadInputError(f"{warehouse}: no experiments (ingest traces first)")
-    done = []
     with StepProgress(3 * len(names), "archetypes") as step:
-        for name in names:
-            m = chosen or machine_profile(str(warehouse), name)
-            done.append((name, m, *analyse_experiment(str(warehouse), name, machine=m, thresholds=th,
-                                                      discover=discover, on_step=step)))
+        done = [(name, *analyse(wh, name, machine=machine, thresholds=th, discover=discover, on_step=step))
+                for name in names]
     for name, m, inp, res in done:
         t = Table(title=f"archetypes of {name} ({inp.source}: {len(inp.run_names) if inp.source == 'runs' else 1} "
                         f"{'run(s)' if inp.source == 'runs' else 'merged trace'})")
@@ -114,37 +113,39 @@ def archetypes(
             t.add_row(r["unit"], r["archetype"], str(r["count"]), f"{r['time_s']:.4g}", f"{r['time_share']:.1%}",
                       f"{r['provisional_share']:.0%}")
         console.print(t)
-        console.print(f"machine profile: {m.label}", highlight=False, soft_wrap=True, markup=False)
+        console.print(f"machine profile: {m.label}", soft_wrap=True)
         for line in undecided_lines(res.archetypes):
-            console.print(line, highlight=False, soft_wrap=True)
+            console.print(line, soft_wrap=True)
         d = res.discovery
         if "kappa" in d:
             console.print(f"discovery: {d['n_clusters']} clusters on {len(d['features'])} features; "
-                          f"kappa vs rules {d['kappa']:.3f} ({d['n_compared']} bursts), bootstrap ARI {d['stability_ari']:.3f}",
-                          highlight=False)
+                          f"kappa vs rules {d['kappa']:.3f} ({d['n_compared']} bursts), bootstrap ARI {d['stability_ari']:.3f}")
         elif "skipped" in d:
-            err_console.print(f"discovery skipped: {d['skipped']}", highlight=False)
+            err_console.print(f"discovery skipped: {d['skipped']}")
 
 
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("synthtrace-report.html"),
     experiment: Annotated[str | None, typer.Option(help="Only this experiment (default: all).", callback=name_option)] = None,
-    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
+    warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,
     plots: Annotated[Path | None, typer.Option(help="Also save the PNG plots in this folder.")] = None,
 ) -> None:
     """Write a self-contained HTML report (archetype mix, roofline, Ridgeline, timeline, merge quality, alerts)."""
-    from synthtrace.pipelines.report import build_report
-    from synthtrace.warehouse.analysis import experiments
-    from synthtrace.warehouse.layout import Warehouse
-    if experiment and experiment not in experiments(Warehouse(warehouse)):
+    from synthtrace.pipelines.jobs import report as build
+    from synthtrace.pipelines.report import report_sections
+    from synthtrace.warehouse.analysis_store import experiments
+
+    wh = Warehouse(warehouse)
+    if experiment and experiment not in experiments(wh):
         raise BadInputError(f"no experiment {experiment!r} in {warehouse}")
+    th = _thresholds(thresholds)
     if plots:
         plots.mkdir(parents=True, exist_ok=True)
-    path = build_report(warehouse, out, experiment=experiment, machine=_machine(machine),
-                        thresholds=_thresholds(thresholds), plot_dir=plots)
-    console.print(f"report written to {path}", highlight=False)
+    with StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
+        path = build(wh, out, machine, experiment=experiment, thresholds=th, plot_dir=plots, on_step=step)
+    console.print(f"report written to {path}")
 
 
 def machines(

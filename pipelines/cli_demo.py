@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.panel import Panel
 
-from synthtrace.pipelines.cli import console, err_console
+from synthtrace.pipelines.cli_app import console, print_warning
 from synthtrace.pipelines.cli_nightly import night_progress
 from synthtrace.tracelib.errors import BadInputError
 
@@ -30,8 +30,14 @@ def demo(
     nightly flow over it and say where to look."""
     from synthtrace.models.archetypes import simulator_labeller
     from synthtrace.pipelines.nightly import run_night
-    from synthtrace.simulator import ExperimentSpec, TruthStore, parse_injection, simulate_campaign
+    from synthtrace.simulator import (
+        ExperimentSpec,
+        TruthStore,
+        parse_injection,
+        simulate_campaign,
+    )
     from synthtrace.simulator.truth import TRUTH_DIR
+    from synthtrace.warehouse import Warehouse
 
     if nights < 1:
         raise BadInputError("--nights must be at least 1")
@@ -56,10 +62,10 @@ def demo(
         truth.close()
     n_traces = sum(len(r.traces) for r in results)
     console.print(f"simulated {len(DEMO_APPS)} apps x {nights} nights: {len(results)} experiments, {n_traces} traces "
-                  f"({sum(r.bytes for r in results) / 1e6:.0f} MB) in {time.perf_counter() - began:.0f} s", highlight=False)
+                  f"({sum(r.bytes for r in results) / 1e6:.0f} MB) in {time.perf_counter() - began:.0f} s")
     with night_progress() as progress:
-        summary = run_night(drop, wh, progress=progress)
-    console.print(f"night: {summary.message()}", highlight=False, soft_wrap=True)
+        summary = run_night(drop, Warehouse(wh), progress=progress)
+    console.print(f"night: {summary.message()}", soft_wrap=True)
     mix: dict[str, float] = {}
     for m in summary.archetypes.values():
         for k, v in m.items():
@@ -81,9 +87,9 @@ def demo(
         f"      synthtrace sql \"SELECT counter, source_run, coverage, estimated_error FROM merge_quality LIMIT 10\" {w}\n"
         f"      synthtrace archetypes {results[0].experiment} {w}\n"
         f"      synthtrace detect {w}",
-        title=f"synthtrace demo ({time.perf_counter() - began:.0f} s)"), highlight=False)
+        title=f"synthtrace demo ({time.perf_counter() - began:.0f} s)"))
     for e in summary.errors:
-        err_console.print(f"[yellow]warning:[/] {e['stage']} {' '.join(e['args'])}: {e['error']}", highlight=False, soft_wrap=True)
+        print_warning(f"{e['stage']} {' '.join(e['args'])}: {e['error']}")
 
 
 def register(app: typer.Typer) -> None:

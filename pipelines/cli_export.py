@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, ReadWarehouseOption, console, err_console
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    console,
+    err_console,
+)
 from synthtrace.warehouse.names import name_option
 
 
@@ -29,7 +34,7 @@ def export(
     from synthtrace.tracelib.errors import BadInputError
     from synthtrace.tracelib.exports import perfetto_json, pipit_events
     from synthtrace.warehouse import Warehouse
-    from synthtrace.warehouse.exports import load_export_tables
+    from synthtrace.warehouse.export_views import load_export_tables
 
     if output.is_dir():
         raise BadInputError(f"--output {output}: is a folder; give a file name")

@@ -1,7 +1,6 @@
 """``synthtrace merge``: align an experiment's runs and merge their counters into one synthetic trace (DESIGN §6)."""
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,23 +8,25 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
-from synthtrace.warehouse.names import name_option
-from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    console,
+    err_console,
+    print_warning,
+)
+from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
 from synthtrace.tracelib.merge_checks import worst
 from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.merged import experiment_runs, export_merged, merge_experiment
-
-
-class ExportUnavailableError(SynthtraceError):
-    """The Paraver writer (``synthtrace.tracelib.paraver.writer``) is not part of this installation."""
+from synthtrace.warehouse.merged import export_merged, merge_experiment
+from synthtrace.warehouse.names import name_option
 
 
 def merge(
     experiment: Annotated[str, typer.Argument(help="Experiment whose runs to merge (see `synthtrace runs`).",
                                                            callback=name_option)],
-    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
+    warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     reference: Annotated[str | None, typer.Option("--reference", help="Run (name or id) whose bursts the merged "
                                                   "trace keeps; default: the first run by name.")] = None,
     export_prv: Annotated[Path | None, typer.Option("--export-prv", metavar="OUT_STEM", help="Also write the merged "
@@ -40,10 +41,8 @@ def merge(
                                                     "matched by MPI structure and timing alone (lower scores).")] = False,
 ) -> None:
     """Merge the counters of an experiment's runs into its reference run's bursts; print the quality per counter."""
-    if export_prv is not None:
-        if export_prv.parent.exists() and not export_prv.parent.is_dir():
-            raise BadInputError(f"--export-prv {export_prv}: {export_prv.parent} is not a folder")
-        _writer()  # fail before merging when the export cannot be done
+    if export_prv is not None and export_prv.parent.exists() and not export_prv.parent.is_dir():
+        raise BadInputError(f"--export-prv {export_prv}: {export_prv.parent} is not a folder")
     opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)
@@ -51,12 +50,12 @@ def merge(
         result = merge_experiment(wh, experiment, opts)
     print_quality(result)
     console.print(f"merged {result.merged.height} bursts of {result.reference_run} into "
-                  f"{wh.experiment_dir(experiment)}", highlight=False, soft_wrap=True)
+                  f"{wh.experiment_dir(experiment)}", soft_wrap=True)
     if export_prv is not None:
         export_prv.parent.mkdir(parents=True, exist_ok=True)
         with err_console.status(f"writing {export_prv}.prv"):
             prv = export_merged(wh, result, export_prv)
-        console.print(f"exported the merged trace to {prv} (.pcf, .row beside it)", highlight=False, soft_wrap=True)
+        console.print(f"exported the merged trace to {prv} (.pcf, .row beside it)", soft_wrap=True)
 
 
 def print_quality(result: MergeResult) -> None:
@@ -82,40 +81,13 @@ def print_quality(result: MergeResult) -> None:
     reasons = result.quality.filter(pl.col("verdict") == worst(result.quality.get_column("verdict")))
     why = next((r for r in reasons.get_column("verdict_reason").to_list() if r), "")
     console.print(f"verdict for {result.experiment}: {worst(result.quality.get_column('verdict'))}"
-                  + (f" ({why})" if why else ""), highlight=False, soft_wrap=True)
+                  + (f" ({why})" if why else ""), soft_wrap=True)
     console.print("coverage: share of the reference's bursts with a value (>=10us: of those lasting 10 us or more); "
                   "error, p95: estimated relative error (leave-one-out on the reference counters); x-run: median "
                   "difference between runs of a counter both recorded; score: mean match score; verdict: ok / "
-                  "suspect / bad from misalignment signals (see merge_quality.verdict_reason)", highlight=False,
-                  style="dim")
+                  "suspect / bad from misalignment signals (see merge_quality.verdict_reason)", style="dim")
     for w in result.warnings:
-        err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
-
-
-def _writer():
-    try:
-        writer = importlib.import_module("synthtrace.tracelib.paraver.writer")  # optional until the writer lands
-    except ModuleNotFoundError as exc:
-        if exc.name != "synthtrace.tracelib.paraver.writer":
-            raise
-        raise ExportUnavailableError("--export-prv: the Paraver writer (tracelib.paraver.writer) is not part of "
-                                     "this installation") from None
-    return writer
-
-
-def merge_step(experiment: str, warehouse: str | Path) -> dict[str, Any] | None:
-    """The nightly flow's merge stage: merge ``experiment`` if it has two runs or more, else do nothing.
-
-    Returns a summary (experiment, reference run, bursts, counters with their coverage) or None when there was
-    nothing to merge. Bad input raises as on the command line.
-    """
-    wh = Warehouse(warehouse)
-    if experiment_runs(wh, experiment).height < 2:
-        return None
-    result = merge_experiment(wh, experiment)
-    return {"experiment": experiment, "reference_run": result.reference_run, "n_bursts": result.merged.height,
-            "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list())),
-            "verdict": worst(result.quality.get_column("verdict"))}
+        print_warning(w)
 
 
 def register(app: typer.Typer) -> None:

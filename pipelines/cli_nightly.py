@@ -5,13 +5,29 @@ import contextlib
 from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
 
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    WarehouseOption,
+    console,
+    err_console,
+)
 from synthtrace.tracelib.errors import BadInputError
+
+if TYPE_CHECKING:
+    from synthtrace.pipelines.nightly import NightSummary
 
 DropOption = Annotated[Path, typer.Option("--drop", help="Folder that cluster jobs drop traces into.")]
 MachineOption = Annotated[Path | None, typer.Option("--machine", help="Machine profile (TOML) for roofline metrics.")]
@@ -43,9 +59,11 @@ def nightly(
 ) -> None:
     """Run the nightly flow once (ephemeral Prefect, no server needed)."""
     from synthtrace.pipelines.nightly import run_night
+    from synthtrace.warehouse import Warehouse
+
     _check_drop(drop)
     with night_progress() as progress:
-        summary = run_night(drop, warehouse, machine=str(machine) if machine else None, runner=runner.value,
+        summary = run_night(drop, Warehouse(warehouse), machine=str(machine) if machine else None, runner=runner.value,
                             dask_address=dask_address, skip=_check_skip(skip), progress=progress)
     _print_summary(summary)
 
@@ -88,7 +106,7 @@ def serve(
         name=DEPLOYMENT_NAME, schedules=[schedule],
         parameters={"drop": str(drop.resolve()), "warehouse": str(warehouse.resolve()),
                     "machine": str(machine.resolve()) if machine else None, "skip": _check_skip(skip)})
-    console.print(f"serving {nightly_flow.name}/{DEPLOYMENT_NAME} on '{cron}' ({timezone}); Ctrl-C stops", highlight=False)
+    console.print(f"serving {nightly_flow.name}/{DEPLOYMENT_NAME} on '{cron}' ({timezone}); Ctrl-C stops")
     prefect_serve(deployment, pause_on_shutdown=False, print_starting_message=False)
 
 
@@ -99,23 +117,24 @@ def _check_drop(drop: Path) -> None:
         raise BadInputError(f"--drop {drop}: {what} (create the drop folder first)")
 
 
-def _print_summary(summary) -> None:
-    console.print(f"[bold]night:[/] {summary.message()}", highlight=False, soft_wrap=True)
+def _print_summary(summary: NightSummary) -> None:
+    console.print(Text.assemble(("night:", "bold"), f" {summary.message()}"), soft_wrap=True)
     for q in summary.quarantined:
-        console.print(f"  quarantined {q['path']}: {q['reason']}", highlight=False, soft_wrap=True)
+        console.print(f"  quarantined {q['path']}: {q['reason']}", soft_wrap=True)
     for exp, mix in summary.archetypes.items():
         top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:5])
-        console.print(f"  archetypes of {exp}: {top}", highlight=False)
+        console.print(f"  archetypes of {exp}: {top}")
     for a in summary.alerts[:10]:
-        console.print(f"  alert: {a}", highlight=False, soft_wrap=True)
+        console.print(f"  alert: {a}", soft_wrap=True)
     for e in summary.errors:
-        console.print(f"  [red]{e['stage']} failed[/] {' '.join(e['args'])}: {e['error']}", highlight=False, soft_wrap=True)
+        console.print(Text.assemble("  ", (f"{e['stage']} failed", "red"), f" {' '.join(e['args'])}: {e['error']}"),
+                      soft_wrap=True)
     if summary.report:
-        console.print(f"  report: {summary.report}", highlight=False)
+        console.print(f"  report: {summary.report}")
     if summary.skipped_steps:
-        console.print(f"  stages not run: {', '.join(summary.skipped_steps)}", highlight=False)
+        console.print(f"  stages not run: {', '.join(summary.skipped_steps)}")
     if summary.up_to_date:
-        console.print(f"  nothing new for: {', '.join(summary.up_to_date)}", highlight=False)
+        console.print(f"  nothing new for: {', '.join(summary.up_to_date)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,9 +7,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console
-from synthtrace.tracelib.counter_plan import (DEFAULT_FIXED, FORMATS, CounterPlan, parse_counter_list, plan_counters,
-                                   read_conflicts, render)
+from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, WarehouseOption, console
+from synthtrace.tracelib.counter_plan import (
+    DEFAULT_FIXED,
+    FORMATS,
+    CounterPlan,
+    parse_counter_list,
+    plan_counters,
+    read_conflicts,
+    render,
+)
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
 
@@ -45,7 +52,7 @@ def plan(
                            fixed_function_roles=m.pmu_fixed, check_names=True)
     if output is not None:
         output.write_text(render(result, format))
-        console.print(f"{result.n_runs} run(s) written to {output}", highlight=False, soft_wrap=True)
+        console.print(f"{result.n_runs} run(s) written to {output}", soft_wrap=True)
     elif format == "table":
         _print_table(result)
     else:
@@ -60,7 +67,7 @@ def _print_table(result: CounterPlan) -> None:
     for i, run in enumerate(result.runs, start=1):
         t.add_row(str(i), ", ".join(result.carried), ", ".join(run[len(result.carried):]))
     console.print(t, width=max(console.width, 40 + sum(len(c) + 2 for c in max(result.runs, key=len))))
-    console.print(render(result, "table").splitlines()[-1], highlight=False, soft_wrap=True)
+    console.print(render(result, "table").splitlines()[-1], soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,20 +8,42 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-
 from synthtrace.models.archetypes import simulator_labeller
-from synthtrace.pipelines.cli import DEFAULT_WAREHOUSE, WarehouseOption, console, err_console
-from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import load_machine
-from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
-from synthtrace.simulator.campaign import REGRESSION_KINDS, parse_injection, random_injections, simulate_campaign
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    WarehouseOption,
+    console,
+    err_console,
+)
+from synthtrace.simulator import (
+    PATTERNS,
+    ExperimentSpec,
+    TruthStore,
+    Variation,
+    simulate_experiment,
+)
+from synthtrace.simulator.campaign import (
+    REGRESSION_KINDS,
+    parse_injection,
+    random_injections,
+    simulate_campaign,
+)
 from synthtrace.simulator.engine import DEFAULT_DATE
 from synthtrace.simulator.pmu import DEFAULT_SLOTS
 from synthtrace.simulator.truth import TRUTH_DIR
 from synthtrace.simulator.variants import DEFAULT_SPREAD, app_variants
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.machine import load_machine
 
 
 def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:
@@ -119,7 +141,7 @@ def simulate(
     size = sum(r.bytes for r in results)
     console.print(f"{len(results)} experiment(s), {sum(len(r.traces) for r in results)} traces, {size / 1e6:.1f} MB "
                   f"in {elapsed:.1f} s; ground truth in {out_dir / TRUTH_DIR}"
-                  + (f"; {len(injections)} injected regression(s)" if nights else ""), highlight=False, soft_wrap=True)
+                  + (f"; {len(injections)} injected regression(s)" if nights else ""), soft_wrap=True)
 
 
 def _machine_dict(spec: ExperimentSpec) -> dict:

@@ -10,10 +10,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from synthtrace.pipelines.cli import (DEFAULT_WAREHOUSE, ReadWarehouseOption, WarehouseOption, console, err_console,
-                                      existing_warehouse)
-from synthtrace.warehouse.names import name_option
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    ReadWarehouseOption,
+    WarehouseOption,
+    console,
+    err_console,
+    existing_warehouse,
+    print_error,
+    print_note,
+)
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+from synthtrace.warehouse.names import name_option
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,7 +35,14 @@ class OutputFormat(str, Enum):
 
 
 def _progress() -> Progress:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                     TimeRemainingColumn(), console=err_console, transient=True)
@@ -44,7 +59,6 @@ def ingest(
     salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
 ) -> None:
     """Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."""
-    from synthtrace.tracelib.errors import TraceFormatError
     from synthtrace.tracelib.formats import find_traces, trace_bytes
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace
@@ -58,7 +72,7 @@ def ingest(
     wh = Warehouse(warehouse)
     experiments, notes = experiment_names(files, app) if experiment is None else ({}, [])
     for note in notes:
-        err_console.print(f"note: {note}", markup=False, emoji=False, highlight=False, soft_wrap=True)
+        print_note(note)
     failures: list[SynthtraceError] = []
     total = sum(trace_bytes(f) for f in files)
     with _progress() as bar:
@@ -71,20 +85,19 @@ def ingest(
                                    progress=lambda n: bar.advance(task, n), default_experiment=experiments.get(f))
             except SynthtraceError as exc:  # this trace only: the others are still ingested
                 failures.append(exc)
-                err_console.print(f"error: {exc}", markup=False, emoji=False, highlight=False, soft_wrap=True)
+                print_error(str(exc))
                 continue
             finally:
                 bar.update(task, completed=done_before + trace_bytes(f))
             where = f"as {res.run_name} (run {res.run_id}, experiment {res.experiment})"
             if res.status == "already":
-                console.print(f"{f}: already ingested {where}", markup=False, emoji=False, highlight=False,
+                console.print(f"{f}: already ingested {where}",
                               soft_wrap=True)
                 continue
             console.print(f"{f}: ingested {where}: {res.n_bursts} bursts, {res.n_mpi_calls} MPI calls",
-                          markup=False, emoji=False, highlight=False, soft_wrap=True)
+                          markup=False, emoji=False, soft_wrap=True)
             for old in res.replaced:
-                console.print(f"{f}: replaces run {old}, ingested before its .pcf was beside it", markup=False,
-                              emoji=False, highlight=False, soft_wrap=True)
+                console.print(f"{f}: replaces run {old}, ingested before its .pcf was beside it", soft_wrap=True)
     if failures:
         raise typer.Exit(max(exc.exit_code for exc in failures))
 
@@ -97,14 +110,15 @@ def runs(ctx: typer.Context, warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> 
     """List the runs in the warehouse; `runs rm` and `runs move` put them right."""
     if ctx.invoked_subcommand is not None:
         return
-    from synthtrace.warehouse.sql import query
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.sql import query_rows
 
     existing_warehouse(warehouse)
-    table = query(warehouse, """
+    columns, rows = query_rows(Warehouse(warehouse), """
         SELECT run_name, experiment, app, started_at, n_tasks, round(duration_ns / 1e9, 3) AS duration_s,
                n_bursts, len(counters) AS n_counters, run_id
         FROM runs ORDER BY experiment, run_name""")
-    _print_table(table, title=f"runs in {warehouse}")
+    _print_table(columns, rows, title=f"runs in {warehouse}")
 
 
 RunRefs = Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs by id (or unique id prefix) or run name.")]
@@ -156,68 +170,67 @@ def sql(
                                                   "after this many seconds (default: 300).")] = None,
 ) -> None:
     """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
-    from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query, query_rows
 
-    table = query(warehouse, statement, timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout)
-    if format is OutputFormat.parquet:
-        import pyarrow.parquet as pq
-
-        if output is None:
-            raise BadInputError("--format parquet needs --output FILE")
-        pq.write_table(table, output)
+    if format is OutputFormat.parquet and output is None:
+        raise BadInputError("--format parquet needs --output FILE")
+    wh, limit = Warehouse(warehouse), DEFAULT_TIMEOUT_S if timeout is None else timeout
+    if format in (OutputFormat.csv, OutputFormat.parquet):  # Arrow writes these (nested columns and all)
+        _write_arrow(query(wh, statement, timeout_s=limit), format, output)
         return
+    columns, rows = query_rows(wh, statement, timeout_s=limit)
     if format is OutputFormat.table and output is None:
-        _print_table(table)
+        _print_table(columns, rows)
         return
-    text = _render(table, format)
+    text = _render(columns, rows, format)
     if output is None:
         typer.echo(text, nl=False)
     else:
         output.write_text(text)
 
 
-def _flat(table: pa.Table) -> pa.Table:
-    """Nested columns (lists, structs) as JSON text, for formats that only hold scalars."""
+def _write_arrow(table: pa.Table, fmt: OutputFormat, output: Path | None) -> None:
+    """CSV (nested columns as JSON text) to ``output`` or stdout, or Parquet to ``output``."""
     import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
 
-    cols = []
-    for name, col in zip(table.column_names, table.columns):
-        if pa.types.is_nested(col.type):
-            col = pa.array([None if v is None else json.dumps(v, default=str) for v in col.to_pylist()], pa.string())
-        cols.append(col)
-    return pa.table(cols, names=table.column_names)
+    if fmt is OutputFormat.parquet:
+        pq.write_table(table, output)
+        return
+    cols = [pa.array([None if v is None else json.dumps(v, default=str) for v in col.to_pylist()], pa.string())
+            if pa.types.is_nested(col.type) else col for col in table.columns]
+    buf = io.BytesIO()
+    pacsv.write_csv(pa.table(cols, names=table.column_names), buf)
+    if output is None:
+        typer.echo(buf.getvalue().decode(), nl=False)
+    else:
+        output.write_bytes(buf.getvalue())
 
 
-def _render(table: pa.Table, fmt: OutputFormat) -> str:
-    if fmt is OutputFormat.csv:
-        import pyarrow.csv as pacsv
-
-        table = _flat(table)
-        buf = io.BytesIO()
-        pacsv.write_csv(table, buf)
-        return buf.getvalue().decode()
+def _render(columns: list[str], rows: list[tuple], fmt: OutputFormat) -> str:
+    """Rows as JSON records, or as tab-separated text with a header line."""
     if fmt is OutputFormat.json:
-        return json.dumps(table.to_pylist(), default=str, indent=None) + "\n"
-    lines = ["\t".join(table.column_names)]
-    lines += ["\t".join("" if v is None else str(v) for v in row.values()) for row in table.to_pylist()]
+        return json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=None) + "\n"
+    lines = ["\t".join(columns), *("\t".join("" if v is None else str(v) for v in r) for r in rows)]
     return "\n".join(lines) + "\n"
 
 
-def _print_table(table: pa.Table, title: str | None = None, limit: int = 200) -> None:
+def _print_table(columns: list[str], rows: list[tuple], title: str | None = None, limit: int = 200) -> None:
     from rich.table import Table
 
     t = Table(title=title, show_lines=False)
-    rows = [["" if v is None else str(v) for v in row.values()] for row in table.slice(0, limit).to_pylist()]
-    widths = [max([len(name), *(len(r[i]) for r in rows)]) for i, name in enumerate(table.column_names)]
-    for name in table.column_names:
+    cells = [["" if v is None else str(v) for v in r] for r in rows[:limit]]
+    widths = [max([len(name), *(len(r[i]) for r in cells)]) for i, name in enumerate(columns)]
+    for name in columns:
         t.add_column(name, overflow="fold")
-    for r in rows:
+    for r in cells:
         t.add_row(*r)
-    if not console.is_terminal:  # never squeeze a table into a narrow pipe: it is read, copied and grepped
-        console.width = max(console.width, sum(widths) + 3 * len(widths) + 1)
-    console.print(t)
-    if table.num_rows > limit:
-        console.print(f"({table.num_rows} rows, first {limit} shown; use --format csv for all)")
+    # never squeeze a table into a narrow pipe: it is read, copied and grepped
+    console.print(t, width=None if console.is_terminal else max(console.width, sum(widths) + 3 * len(widths) + 1))
+    if len(rows) > limit:
+        console.print(f"({len(rows)} rows, first {limit} shown; use --format csv for all)")
 
 
 def register(app: typer.Typer) -> None:

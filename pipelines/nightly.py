@@ -4,10 +4,12 @@ whose runs changed, detect, retrain, publish a summary and the report.
 Every task is a thin wrapper around a plain function (:mod:`synthtrace.pipelines.jobs`); nothing in the inner
 loops knows Prefect. A trace that fails in any way is quarantined with its reason and the night goes on. What
 completed is recorded in the warehouse (:mod:`synthtrace.warehouse.night_state`), so a night killed at any
-moment is finished by the next one, and a night with nothing new does nothing.
+moment is finished by the next one, and a night with nothing new does nothing. Tasks run at most as many at a
+time as the machine has cores (:func:`cores`): merges and ingests are CPU-bound.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,13 +19,21 @@ from prefect import flow, get_run_logger, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import as_completed
 from prefect.states import Completed
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from synthtrace.pipelines import jobs
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import discover, is_machine_error, quarantine
 from synthtrace.warehouse.ingest import ingest_trace
-from synthtrace.warehouse.night_state import Pending, fingerprint, global_stages_left, mark_experiment, mark_global, pending
+from synthtrace.warehouse.night_state import (
+    Pending,
+    fingerprint,
+    global_stages_left,
+    mark_experiment,
+    mark_global,
+    pending,
+)
 
 FLOW_NAME = "synthtrace-nightly"
 STAGES = jobs.STAGES
@@ -35,6 +45,11 @@ STARTUP_TIMEOUTS_S = (90, 180)
 #: progress callback of the running night: (stage, items done, items in the stage); set by :func:`run_night`
 Progress = Callable[[str, int, int], None]
 _progress: Progress | None = None
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a batch job's share of the node)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class PrefectUnavailableError(SynthtraceError):
@@ -79,18 +94,18 @@ def one_line(exc: BaseException) -> str:
 
 # ---------------------------------------------------------------------------------------------- tasks
 @task(name="discover")
-def discover_task(drop: str, warehouse: str) -> list[dict[str, Any]]:
-    found = discover(Path(drop), Warehouse(warehouse).ensure())
-    return [{"path": str(d.path), "run_id": d.run_id} for d in found]
+def discover_task(drop: str, wh: Warehouse) -> list[dict[str, Any]]:
+    found = discover(Path(drop), wh.ensure())
+    return [{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment} for d in found]
 
 
 @task(name="ingest", retries=0)
-def ingest_task(item: dict[str, Any], drop: str, warehouse: str) -> dict[str, Any]:
+def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
     """Ingest one trace. Whatever it raises, the trace is quarantined and the night goes on, unless the
     failure is the machine's (disk full, read-only warehouse): then the trace stays for the next night."""
     path = Path(item["path"])
     try:
-        res = ingest_trace(Warehouse(warehouse), path)
+        res = ingest_trace(wh, path, default_experiment=item["experiment"])
     except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
         reason = one_line(exc)
         if is_machine_error(exc):
@@ -107,23 +122,24 @@ def ingest_task(item: dict[str, Any], drop: str, warehouse: str) -> dict[str, An
 
 
 @task(name="stage")
-def stage_task(stage: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Run one later stage ``jobs.<stage>(*args, **kwargs)``: ``{"ok": result}``, or ``{"error": ...}`` when it
-    fails (one experiment's failure is reported and retried next night, never allowed to end this one)."""
+def stage_task(stage: str, wh: Warehouse, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Run one later stage ``jobs.<stage>(wh, *args, **kwargs)``: ``{"ok": result}``, or ``{"error": ...}`` when
+    it fails (one experiment's failure is reported and retried next night, never allowed to end this one)."""
     fn = {**jobs.EXPERIMENT_STAGES, **jobs.WAREHOUSE_STAGES}[stage]
     try:
-        return {"ok": fn(*args, **kwargs)}
+        return {"ok": fn(wh, *args, **kwargs)}
     except Exception as exc:  # reported in the summary; the stage stays pending
         text = one_line(exc)
         get_run_logger().warning("%s %s failed: %s", stage, " ".join(map(str, args)), text)
         return {"error": text, "stage": stage, "args": [str(a) for a in args]}
 
 
-def _experiment_stage(stage: str, items: list[Pending], kwargs: dict[str, Any],
+def _experiment_stage(stage: str, wh: Warehouse, items: list[Pending], kwargs: dict[str, Any],
                       summary: NightSummary) -> dict[str, Any]:
     """Run ``stage`` over ``items`` (mapped tasks); experiment -> result of those that completed."""
     _tell(stage, 0, len(items))
-    futures = stage_task.with_options(name=stage).map(unmapped(stage), [[p.experiment] for p in items], unmapped(kwargs))
+    futures = stage_task.with_options(name=stage).map(unmapped(stage), unmapped(wh), [[p.experiment] for p in items],
+                                                      unmapped(kwargs))
     by_future = {f.task_run_id: p.experiment for f, p in zip(futures, items)}
     done: dict[str, Any] = {}
     for n, fut in enumerate(as_completed(futures), 1):
@@ -137,7 +153,7 @@ def _experiment_stage(stage: str, items: list[Pending], kwargs: dict[str, Any],
 
 
 # ---------------------------------------------------------------------------------------------- flow
-@flow(name=FLOW_NAME, log_prints=False, validate_parameters=True)
+@flow(name=FLOW_NAME, log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=cores()))
 def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
                  skip: list[str] | None = None) -> NightSummary:
     """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night
@@ -150,10 +166,10 @@ def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
     wh = Warehouse(warehouse)
 
     _tell("discover", 0, 1)
-    found = discover_task(drop, warehouse)
+    found = discover_task(drop, wh)
     _tell("discover", 1, 1)
     _tell("ingest", 0, len(found))
-    for n, fut in enumerate(as_completed(ingest_task.map(found, drop=drop, warehouse=warehouse)), 1):
+    for n, fut in enumerate(as_completed(ingest_task.map(found, drop=drop, wh=unmapped(wh))), 1):
         r = fut.result()
         if r["status"] == "quarantined":
             summary.quarantined.append({"path": r["path"], "reason": r["reason"]})
@@ -170,7 +186,7 @@ def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
                         "another experiment"} for e in invalid]
     if "merge" in wanted:
         to_merge = [p for p in todo if "merge" in p.stages]
-        merged = _experiment_stage("merge", to_merge, {"warehouse": warehouse}, summary)
+        merged = _experiment_stage("merge", wh, to_merge, {}, summary)
         summary.merged = [m for m in merged.values() if m]
         for p in to_merge:
             if p.experiment in merged:
@@ -178,8 +194,7 @@ def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
         todo = [p for p in todo if p.experiment in merged or "merge" not in p.stages]
     if "archetypes" in wanted:
         to_analyse = [p for p in todo if "archetypes" in p.stages or "merge" in p.stages]
-        summary.archetypes = _experiment_stage("archetypes", to_analyse,
-                                               {"warehouse": warehouse, "machine": machine}, summary)
+        summary.archetypes = _experiment_stage("archetypes", wh, to_analyse, {"machine": machine}, summary)
         for p in to_analyse:
             if p.experiment in summary.archetypes:
                 mark_experiment(wh, p, ["archetypes"])
@@ -190,8 +205,7 @@ def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
     completed = []
     for name in left:
         _tell(name, 0, 1)
-        kwargs = {"warehouse": warehouse, **({"machine": machine} if name == "report" else {})}
-        out = stage_task.with_options(name=name)(name, [], kwargs)
+        out = stage_task.with_options(name=name)(name, wh, [], {"machine": machine} if name == "report" else {})
         _tell(name, 1, 1)
         if "error" in out:
             summary.errors.append(out)
@@ -235,8 +249,11 @@ def start_prefect() -> None:
     """Start the ephemeral Prefect server when no PREFECT_API_URL is set, with a start-up time that survives a
     loaded machine and one retry; one clear line (:class:`PrefectUnavailableError`) if it still fails."""
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
-                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_ENABLED,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    )
 
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         return
@@ -255,10 +272,10 @@ def start_prefect() -> None:
         "to a running server")
 
 
-def nothing_to_do(drop: str | Path, warehouse: str | Path, skip: list[str] | None = None) -> NightSummary | None:
+def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None) -> NightSummary | None:
     """The summary of a night with nothing to do (no new trace, no stage pending), found without starting
     Prefect (most of such a night's time on a busy machine); None when there is work."""
-    wh, skipped = Warehouse(warehouse), set(skip or ())
+    skipped = set(skip or ())
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
     if not (wh.root / "runs").is_dir() or discover(Path(drop), wh):
@@ -268,12 +285,12 @@ def nothing_to_do(drop: str | Path, warehouse: str | Path, skip: list[str] | Non
     if todo or invalid or global_stages_left(wh, global_stages, fingerprint(wh)):
         return None
     report = wh.root / "report.html"
-    return NightSummary(drop=str(drop), warehouse=str(warehouse), skipped_steps=[s for s in STAGES if s in skipped],
+    return NightSummary(drop=str(drop), warehouse=str(wh.root), skipped_steps=[s for s in STAGES if s in skipped],
                         up_to_date=[s for s in STAGES if s not in skipped],
                         report=str(report) if "report" not in skipped and report.is_file() else None)
 
 
-def run_night(drop: str | Path, warehouse: str | Path, machine: str | None = None,
+def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
               runner: str = "thread", dask_address: str | None = None, skip: list[str] | None = None,
               progress: Progress | None = None) -> NightSummary:
     """Run the flow once in this process (ephemeral Prefect unless PREFECT_API_URL is set); ``progress`` is
@@ -283,14 +300,14 @@ def run_night(drop: str | Path, warehouse: str | Path, machine: str | None = Non
     if runner == "dask":
         from prefect_dask import DaskTaskRunner
         f = nightly_flow.with_options(task_runner=DaskTaskRunner(address=dask_address) if dask_address
-                                      else DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
+                                      else DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1,
                                                                           "processes": True}))
-    if (quiet := nothing_to_do(drop, warehouse, skip)) is not None:
+    if (quiet := nothing_to_do(drop, wh, skip)) is not None:
         return quiet
     start_prefect()
     _progress = progress
     try:
-        state = f(drop=str(drop), warehouse=str(warehouse), machine=machine, skip=list(skip or []), return_state=True)
+        state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), return_state=True)
     finally:
         _progress = None
     if state.is_failed():

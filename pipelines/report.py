@@ -1,7 +1,7 @@
 """Plots and the self-contained HTML report of an analysed warehouse (DESIGN §7, §9).
 
-Plots (matplotlib, Agg backend; every function returns the Figure and the number of points it drew, so tests can
-check the artists before anything is saved):
+Plots (matplotlib Figures built without pyplot: no global state, safe in the nightly flow's threads; every function
+returns the Figure and the number of points it drew, so tests can check the artists before anything is saved):
 
 - :func:`plot_roofline` — cache-aware roofline, one panel per memory level measured (L2, L3, DRAM), bursts
   coloured by archetype and sized by time; an *instruction* roofline (instructions/s vs instructions per DRAM
@@ -16,38 +16,55 @@ check the artists before anything is saved):
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import json
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+import polars as pl
+from matplotlib.axis import Axis
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, NullLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from synthtrace.models.analysis import analyse_input, mix
+from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds
+from synthtrace.tracelib.machine import Machine
+from synthtrace.tracelib.metrics import ranks_per_socket
+from synthtrace.warehouse.analysis_store import (
+    ExperimentInput,
+    experiments,
+    load_experiment,
+    read_analysis,
+)
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import runs_table
 
-from synthtrace.models.analysis import analyse_input, mix  # noqa: E402
-from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds  # noqa: E402
-from synthtrace.tracelib.machine import Machine, load_machine  # noqa: E402
-from synthtrace.tracelib.metrics import ranks_per_socket  # noqa: E402
-from synthtrace.warehouse.analysis import ExperimentInput, experiments, load_experiment, read_analysis  # noqa: E402
-from synthtrace.warehouse.runs import runs_table  # noqa: E402
-from synthtrace.warehouse.layout import Warehouse  # noqa: E402
-
-_PALETTE = plt.get_cmap("tab20").colors
+_PALETTE = matplotlib.colormaps["tab20"].colors
 #: one fixed colour per archetype, the same in every plot
 COLORS: dict[str, tuple] = {a: _PALETTE[i % len(_PALETTE)] for i, a in enumerate(ARCHETYPES)}
 COLORS[INSUFFICIENT] = (0.72, 0.72, 0.72)
 COLORS[BALANCED] = (0.85, 0.93, 0.85)
-MAX_POINTS = 20_000  # largest bursts drawn in a roofline panel
+MAX_POINTS = 5_000  # largest bursts drawn in a roofline panel (they carry most of the time; more only overlap)
 MAX_RANKS = 64  # ranks drawn in the timeline
+
+
+def _plain_ticks(*axes: Axis) -> None:
+    """Decade ticks with plain-text labels (``1000``, ``0.01``, ``1e+06``) on log or symlog axes, set after their
+    scale. matplotlib's default ``10^{3}`` labels go through its mathtext parser, and its eight unlabelled minor
+    ticks per decade are each a set of artists laid out on every draw: together most of a report's time."""
+    for axis in axes:
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_locator(NullLocator())
 
 
 def _color(name: str | None) -> tuple:
@@ -103,7 +120,8 @@ def plot_roofline(bm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float
         ceilings = {"4 IPC": peak, "1 IPC": machine.peak_ips_core(1.0)}
     if not panels:
         panels = [("DRAM", "oi_dram", machine.dram_share(ranks_per_socket))]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False)
+    fig = Figure(figsize=(5.2 * len(panels), 4.4))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     points: dict[str, int] = {}
     for ax, (level, col, bw) in zip(axes[0], panels):
         pts = roofline_points(bm, col, rate, max_points)
@@ -133,6 +151,7 @@ def plot_roofline(bm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float
                        label=f"{name} (provisional)" if undecided else name)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_ticks(ax.xaxis, ax.yaxis)
         ax.set_xlim(lo, hi)
         ax.set_xlabel(f"{'operational' if unit == 'flop' else 'instruction'} intensity ({unit}s / {level} byte)")
         ax.set_ylabel("GFLOP/s per rank" if unit == "flop" else "G instructions/s per rank")
@@ -153,7 +172,8 @@ def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: floa
     peak = machine.peak_flops_core() if has_flops else machine.peak_ips_core(4.0)
     bm, bn = machine.dram_share(ranks_per_socket), machine.link_bw() * machine.links_per_node / (rps * machine.sockets)
     pts = pm.filter(pl.col(oi).is_finite() & (pl.col(oi) > 0))
-    fig, ax = plt.subplots(figsize=(6.4, 5.0))
+    fig = Figure(figsize=(6.4, 5.0))
+    ax = fig.subplots()
     xr, yr = peak / bm, peak / bn
     xs = pts[oi].to_numpy() if pts.height else np.array([xr])
     ys_f = pts[ci].to_numpy() if pts.height else np.array([yr])
@@ -184,6 +204,7 @@ def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: floa
                     n += sel.height
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _plain_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlim(lo_x, hi_x)
     ax.set_ylim(lo_y, hi_y)
     ax.set_xlabel(f"operational intensity ({unit}s / DRAM byte)")
@@ -197,31 +218,37 @@ def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: floa
 # ============================================================================ timeline
 def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine, *,
                   ranks_per_socket: float | None = None, max_ranks: int = MAX_RANKS) -> PlotInfo:
-    """Ranks x time coloured by archetype (bursts; MPI units hatched), phase strip on top and, below, each
+    """Ranks x time coloured by archetype (bursts; MPI calls as thin bars), phase strip on top and, below, each
     phase's use of compute, DRAM and network relative to its roofs (campaign diagram)."""
     bursts = arch.filter(pl.col("unit") == "burst")
     calls = arch.filter(pl.col("unit") == "mpi")
     ranks = (bursts.select("task", "thread").unique().sort("task", "thread").head(max_ranks)
              .with_row_index("_y"))
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 6.4), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]})
+    fig = Figure(figsize=(11, 6.6), layout="constrained")
+    grid = fig.add_gridspec(3, 1, height_ratios=[3, 0.12, 1.2])
+    ax = fig.add_subplot(grid[0])  # fig.axes[0] holds the bars and nothing else
+    strip = fig.add_subplot(grid[1], sharex=ax)  # the phases, between the bars and their use of the roofs
+    ax2 = fig.add_subplot(grid[2], sharex=ax)
+    strip.set_yticks([])
+    strip.tick_params(labelbottom=False, bottom=False)
+    ax.tick_params(labelbottom=False)
     t0 = float(arch["start_ns"].min() or 0)
     n = 0
     drawn: set[str] = set()
     undecided_drawn = False
-    for unit_df, hatch in ((bursts, None), (calls, "///")):
+    for unit_df, height in ((bursts, 0.8), (calls, 0.3)):  # MPI calls: thin bars (hatching thousands is slow)
         d = unit_df.join(ranks, on=["task", "thread"]).with_columns(
             pl.when(pl.col("archetype") == INSUFFICIENT).then(pl.col("provisional")).otherwise(pl.col("archetype")).alias("_lab"),
             (pl.col("archetype") == INSUFFICIENT).alias("_insuff"))
         for (name, insuff), g in d.group_by("_lab", "_insuff"):
-            xr = np.column_stack([(g["start_ns"].to_numpy() - t0) * 1e-9, g["duration_ns"].to_numpy() * 1e-9])
-            ys = g["_y"].to_numpy()
-            for y in np.unique(ys):
-                sel = xr[ys == y]
-                ax.broken_barh([tuple(r) for r in sel], (float(y) - 0.4, 0.8), facecolors=_color(name),
-                               edgecolor="none", hatch=hatch or ("..." if insuff else None), alpha=0.55 if insuff else 1.0)
+            ax.add_collection(PolyCollection(
+                _bars((g["start_ns"].to_numpy() - t0) * 1e-9, g["duration_ns"].to_numpy() * 1e-9, g["_y"].to_numpy(),
+                      height), facecolors=_color(name), edgecolors="none", hatch="..." if insuff else None,
+                alpha=0.55 if insuff else 1.0))
             n += g.height
             drawn.add(name or INSUFFICIENT)
             undecided_drawn = undecided_drawn or bool(insuff)
+    ax.autoscale_view()
     labels = [f"{t}.{th}" for t, th in zip(ranks["task"].to_list(), ranks["thread"].to_list())]
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=6 if len(labels) > 16 else 8)
@@ -230,13 +257,18 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
     handles = [Patch(color=_color(a), label=a) for a in sorted(drawn)]
     if undecided_drawn:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="...", label="dotted: insufficient counters,\nprovisional archetype"))
+    if calls.height:
+        handles.append(Patch(facecolor="white", edgecolor="white", label="thin bars: MPI calls"))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(f"timeline: {n} bursts and MPI calls of {_tasks_threads(ranks)}, coloured by archetype")
+    strip.set_ylabel("phases", rotation=0, ha="right", va="center", fontsize=7)
     if pm is not None and pm.height:
         p = pm.with_columns(((pl.col("start_ns") - t0) * 1e-9).alias("_s"), ((pl.col("end_ns") - t0) * 1e-9).alias("_e"))
-        for s, e, a in zip(p["_s"].to_list(), p["_e"].to_list(), p["archetype"].to_list()):
-            ax.axvspan(s, e, ymin=0.985, ymax=1.0, color=_color(a) if a != BALANCED else "#4c9a4c")
-            ax.axvline(s, color="black", lw=0.3, alpha=0.25)
+        for (name,), g in p.group_by("archetype"):  # the phase strip: one collection per archetype
+            strip.broken_barh(list(zip(g["_s"].to_list(), (g["_e"] - g["_s"]).to_list())), (0, 1),
+                              facecolors=_color(name) if name != BALANCED else "#4c9a4c")
+        strip.set_ylim(0, 1)
+        ax2.vlines(p["_s"].to_numpy(), 0, 1, transform=ax2.get_xaxis_transform(), color="black", lw=0.3, alpha=0.25)
         rps = ranks_per_socket or float(machine.cores_per_socket)
         share = machine.dram_share(ranks_per_socket)
         net = machine.link_bw() * machine.links_per_node / (rps * machine.sockets)
@@ -252,11 +284,18 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
                        color=color, lw=1.6, label=f"{col} / roof")
         ax2.axhline(1.0, color="black", lw=0.6, ls="--")
         ax2.set_yscale("symlog", linthresh=0.01)
+        _plain_ticks(ax2.yaxis)
         ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax2.set_ylabel("use of roof")
     ax2.set_xlabel("time (s)")
-    fig.tight_layout()
     return PlotInfo(fig, {"units": n})
+
+
+def _bars(start_s: np.ndarray, length_s: np.ndarray, row: np.ndarray, height: float = 0.8) -> np.ndarray:
+    """Rectangles (n x 4 corners x (x, y)) of bars starting at ``start_s`` lasting ``length_s`` on rows ``row``."""
+    x0, x1 = start_s, start_s + length_s
+    y0, y1 = row - height / 2, row + height / 2
+    return np.stack([np.column_stack(c) for c in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))], axis=1)
 
 
 def _tasks_threads(ranks: pl.DataFrame) -> str:
@@ -277,7 +316,8 @@ def plot_alert_history(history: pl.DataFrame, alert: dict) -> PlotInfo:
     :func:`synthtrace.models.site_signals.site_history` of the alert's application."""
     h = history.filter((pl.col("config") == alert["config"]) & (pl.col("call_site") == alert["call_site"])
                        ).sort("started_at")
-    fig, ax = plt.subplots(figsize=(6.4, 2.6))
+    fig = Figure(figsize=(6.4, 2.6))
+    ax = fig.subplots()
     nights = h["started_at"].to_list()
     ax.plot(nights, (h["time_ns"] / 1e3).to_list(), marker="o", ms=3, lw=1.2, color="#1f77b4", label="time per visit")
     ax.set_ylabel("µs per visit", color="#1f77b4")
@@ -317,10 +357,9 @@ def alerts_section(wh: Warehouse, alerts: pl.DataFrame | None) -> str:
 
 
 def figure_png(fig: Figure, path: Path | None = None, dpi: int = 110) -> bytes:
-    """Render a figure to PNG bytes (and to ``path`` when given); closes the figure."""
+    """Render a figure to PNG bytes (and to ``path`` when given)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
     data = buf.getvalue()
     if path is not None:
         Path(path).write_bytes(data)
@@ -416,7 +455,7 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
         inp = load_experiment(wh, name)
         res = analyse_input(inp, machine=machine, thresholds=thresholds, discover=False)
         arch, bm, pm, discovery = res.archetypes, res.burst_metrics, res.phase_metrics, res.discovery
-    parts = [f"<h2>Experiment {html.escape(name)}</h2>"]
+    parts = [f"<h2>Experiment {html.escape(name)}</h2>", _machine_note(machine)]
     mq = wh.experiment_dir(name) / "merge_quality.parquet"
     if mq.is_file():
         q = pl.read_parquet(mq)
@@ -464,6 +503,42 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     return "\n".join(parts), discovery
 
 
+#: bump when the HTML of a section changes shape: cached sections of an older shape are not reused
+SECTION_FORMAT = 1
+
+
+def section_key(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None) -> str:
+    """What an experiment's section is drawn from: its runs (ids name their content), the files of its folder
+    (merge, analysis; by size and modification time), the machine profile and the thresholds."""
+    folder = wh.experiment_dir(name)
+    files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
+                   for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    runs = runs_table(wh).filter(pl.col("experiment") == name)["run_id"].sort().to_list()
+    what = [SECTION_FORMAT, runs, files, machine.as_dict(), machine.source, thresholds and thresholds.as_dict()]
+    return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()[:20]
+
+
+def cached_section(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None = None) -> str:
+    """:func:`experiment_section`, drawn once per state of the experiment: kept in ``WAREHOUSE/.cache/report/``
+    (outside every view) and reused while :func:`section_key` is unchanged, so a nightly report redraws only the
+    experiments that changed. A warehouse that cannot be written to is simply not cached."""
+    folder = wh.root / ".cache" / "report" / name  # name: checked by section_key (wh.experiment_dir)
+    hit = folder / f"{section_key(wh, name, machine, thresholds)}.html"
+    if hit.is_file():
+        return hit.read_text(encoding="utf-8")
+    section, _ = experiment_section(wh, name, machine, thresholds)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.html"):
+            old.unlink(missing_ok=True)
+        tmp = folder / f".{hit.name}.{os.getpid()}"
+        tmp.write_text(section, encoding="utf-8")
+        os.replace(tmp, hit)  # whole or not at all, for a report built at the same time
+    except OSError:
+        pass  # a read-only warehouse: the report is still written, its sections drawn each time
+    return section
+
+
 def experiment_overview(wh: Warehouse) -> pl.DataFrame:
     """One row per experiment: its applications, first start, runs, whether it was merged, newest first."""
     runs = runs_table(wh)
@@ -496,34 +571,36 @@ def _machine_note(machine: Machine) -> str:
             "thresholds and the Ridgeline regions use it (change it with --machine).</p>")
 
 
-def build_report(root: str | Path, out: str | Path, *, experiment: str | None = None, machine: Machine | None = None,
-                 thresholds: Thresholds | None = None, plot_dir: Path | None = None) -> Path:
-    """Write the self-contained HTML report of the warehouse at ``root``: one experiment, or an overview of all
-    with full sections (plots) for the newest experiment of each application — a nightly report stays readable
-    and quick to build however long the history grows."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def report_sections(wh: Warehouse, experiment: str | None = None) -> list[str]:
+    """The experiments the report gives a full section (plots): ``experiment``, else the newest of each app."""
+    return [experiment] if experiment else latest_per_app(wh)
 
-    from synthtrace.pipelines.cli import err_console
 
-    wh = Warehouse(root)
-    machine = machine or load_machine()
-    names = [experiment] if experiment else latest_per_app(wh)
+def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = None, machine: str | None = None,
+                 thresholds: Thresholds | None = None, plot_dir: Path | None = None,
+                 on_step: Callable[[str], None] | None = None) -> Path:
+    """Write the self-contained HTML report of the warehouse: one experiment, or an overview of all with full
+    sections (plots) for the newest experiment of each application — a nightly report stays readable and quick to
+    build however long the history grows. Each experiment's roofs come from ``machine`` (``--machine``: a preset
+    or TOML file) when given, else from the ``machine.toml`` beside its traces, else the default preset, as in its
+    analysis. ``on_step`` is told each section done (:func:`report_sections` + 1 steps)."""
+    from synthtrace.models.analysis import machine_profile
+
+    step = on_step or (lambda _: None)
+    names = report_sections(wh, experiment)
     body = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · generated "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>", _machine_note(machine)]
-    with Progress(TextColumn("report {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
-        task = bar.add_task("alerts", total=len(names) + 1)
-        body += ["<h2>Alerts</h2>", alerts_section(wh, _optional_view(wh, "regressions/*.parquet"))]
-        bar.advance(task)
-        if not names:
-            body.append("<p>The warehouse holds no experiment yet.</p>")
-        elif not experiment:
-            body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
-        for n in names:
-            bar.update(task, description=n)
-            section, _ = experiment_section(wh, n, machine, thresholds, plot_dir)
-            body.append(section)
-            bar.advance(task)
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>"]
+    body += ["<h2>Alerts</h2>", alerts_section(wh, _optional_view(wh, "regressions/*.parquet"))]
+    step("alerts")
+    if not names:
+        body.append("<p>The warehouse holds no experiment yet.</p>")
+    elif not experiment:
+        body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
+    for n in names:
+        profile = machine_profile(str(wh.root), n, machine)
+        body.append(cached_section(wh, n, profile, thresholds) if plot_dir is None else
+                    experiment_section(wh, n, profile, thresholds, plot_dir)[0])
+        step(n)
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>synthtrace report</title>"
            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
     out = Path(out)

@@ -17,7 +17,6 @@ Every function imports what it needs when called, so ``import synthtrace`` stays
 from __future__ import annotations
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,10 +36,19 @@ if TYPE_CHECKING:  # pragma: no cover - names for type checkers only
     from synthtrace.warehouse.ingest import IngestResult
     from synthtrace.warehouse.layout import Warehouse
 
-try:
-    __version__ = version("synthtrace")
-except PackageNotFoundError:  # pragma: no cover - running from a checkout that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    """``synthtrace.__version__``, read from the installed metadata on first use (importing importlib.metadata
+    costs ~50 ms, which ``synthtrace --help`` need not pay)."""
+    if name != "__version__":
+        raise AttributeError(f"module 'synthtrace' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("synthtrace")
+    except PackageNotFoundError:  # pragma: no cover - running from a checkout that was never installed
+        return "0+unknown"
+
 
 #: The warehouse folder used when none is given (also the CLI's default, overridden by $SYNTHTRACE_WAREHOUSE).
 DEFAULT_WAREHOUSE = Path("synthtrace-warehouse")
@@ -75,11 +83,15 @@ def _warehouse(wh: Warehouse | str | Path) -> Warehouse:
 
 
 def ingest(wh: Warehouse | str | Path, *paths: str | Path, experiment: str | None = None) -> list[IngestResult]:
-    """Ingest trace files or folders into the warehouse (idempotent: the same content is stored once)."""
+    """Ingest trace files or folders into the warehouse (idempotent: the same content is stored once). Without
+    ``experiment`` each run goes to the experiment named by its folder, or by its app when the folder holds
+    several apps (as ``synthtrace ingest`` does)."""
     from synthtrace.tracelib.formats import find_traces
-    from synthtrace.warehouse.ingest import ingest_trace
+    from synthtrace.warehouse.ingest import experiment_names, ingest_trace
     w = _warehouse(wh)
-    return [ingest_trace(w, p, experiment=experiment) for p in find_traces([Path(p) for p in paths])]
+    files = find_traces([Path(p) for p in paths])
+    defaults, _ = experiment_names(files) if experiment is None else ({}, [])
+    return [ingest_trace(w, p, experiment=experiment, default_experiment=defaults.get(p)) for p in files]
 
 
 def merge(wh: Warehouse | str | Path, experiment: str, *, reference: str | None = None) -> MergeResult:
@@ -105,4 +117,4 @@ def sql(wh: Warehouse | str | Path, query: str) -> pl.DataFrame:
     import polars as pl
 
     from synthtrace.warehouse.sql import query as _query
-    return pl.from_arrow(_query(_warehouse(wh).root, query))
+    return pl.from_arrow(_query(_warehouse(wh), query))

@@ -343,7 +343,7 @@ def test_archetypes_view_and_cli(real_warehouse, run_cli):
 
 
 def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
-    from synthtrace.warehouse.analysis import load_experiment, read_analysis
+    from synthtrace.warehouse.analysis_store import load_experiment, read_analysis
     from synthtrace.warehouse.layout import Warehouse
     wh = Warehouse(tmp_path).ensure()
     b, expected = case_bursts()

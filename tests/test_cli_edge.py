@@ -17,7 +17,8 @@ from tests.conftest import PRIME, copy_trace
 def synthtrace(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """``synthtrace ARGS`` in a fresh interpreter, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=300, cwd=cwd, env={**os.environ, "COLUMNS": "100", **(env or {})})
+                          text=True, timeout=300, cwd=cwd, env={**os.environ, "COLUMNS": "100", **(env or {})},
+                          check=False)
 
 
 def one_error_line(p: subprocess.CompletedProcess) -> str:
@@ -105,20 +106,65 @@ _PROBE = """
 import json, sys
 from synthtrace.pipelines.cli import main
 code = main(sys.argv[1:])
-print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("numba", "synthtrace"))}))
+print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.split(".")[0] in
+                  ("numba", "synthtrace", "polars", "pyarrow", "typer", "rich", "pydantic", "duckdb"))}))
 """
+#: what no cheap command may import: the simulator, the Paraver reader, the models, numba
+_NEVER = ("numba", "synthtrace.simulator", "synthtrace.tracelib.paraver", "synthtrace.models")
+#: the root's help and version come from cli.COMMANDS, without typer; runs and sql print DuckDB's rows directly
+_NO_APP = ("polars", "pyarrow", "duckdb", "typer", "rich", "pydantic")
+_NO_FRAMES = ("polars", "pyarrow")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["runs"], ["sql", "SELECT 1"], ["runs", "--help"]])
-def test_cheap_commands_import_no_numba_nor_simulator(wh, args):
-    p = subprocess.run([sys.executable, "-c", _PROBE, *args, *(["-w", str(wh)] if args[-1] != "--help" else [])],
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+@pytest.mark.parametrize(("args", "also_never"), [(["--help"], _NO_APP), ([], _NO_APP), (["--version"], _NO_APP),
+                                                  (["runs"], _NO_FRAMES), (["sql", "SELECT 1"], _NO_FRAMES),
+                                                  (["runs", "--help"], _NO_FRAMES)])
+def test_cheap_commands_import_only_what_they_need(wh, args, also_never):
+    reads = args[:1] in (["runs"], ["sql"]) and args[-1] != "--help"
+    p = subprocess.run([sys.executable, "-c", _PROBE, *args, *(["-w", str(wh)] if reads else [])],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"}, check=False)
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["code"] == 0, p.stderr
-    heavy = [m for m in report["modules"] if m == "numba" or m.startswith(("synthtrace.simulator",
-                                                                          "synthtrace.tracelib.paraver",
-                                                                          "synthtrace.models"))]
-    assert heavy == []
+    assert [m for m in report["modules"] if m.startswith(_NEVER + also_never)] == []
+
+
+def test_root_help_lists_every_command_without_typer(tmp_path):
+    """``synthtrace --help`` (answered from cli.COMMANDS) names every command with its help, and the root's
+    options; ``synthtrace`` alone prints the same."""
+    from synthtrace.pipelines.cli import COMMANDS
+
+    p = synthtrace("--help", cwd=tmp_path)
+    assert p.returncode == 0 and not p.stderr and p.stdout.startswith("Usage: synthtrace [OPTIONS] COMMAND")
+    listed = " ".join(p.stdout.split())
+    for name, (_, text) in COMMANDS.items():
+        assert f"{name} {text}" in listed
+    for option in ("--version", "--install-completion", "--show-completion", "--help"):
+        assert option in listed
+    assert synthtrace(cwd=tmp_path).stdout == p.stdout
+
+
+def test_error_with_brackets_in_the_path_is_printed_literally(tmp_path):
+    """A file or folder name holding rich markup (``[bold red]``, ``run[1]``) is printed as it is."""
+    folder = tmp_path / "campaign[bold red]x"
+    folder.mkdir()
+    (folder / "run[1].prv").write_text("#Paraver (not a header\n")
+    line = one_error_line(synthtrace("ingest", folder / "run[1].prv", "-w", tmp_path / "wh"))
+    assert f"{folder / 'run[1].prv'}:1:" in line
+    assert not (tmp_path / "wh" / "runs").exists() or not any((tmp_path / "wh" / "runs").iterdir())
+
+
+@pytest.mark.parametrize("command", [["report"], ["archetypes"], ["models"], ["detect"], ["merge", "e"], ["train"],
+                                     ["predict", "--experiment", "e"]])
+def test_every_reading_command_refuses_a_mistyped_warehouse(tmp_path, run_cli, command):
+    """In-process (the refusal comes before any work): one line, exit 2, nothing created."""
+    typo, not_wh = tmp_path / "typo", tmp_path / "folder"
+    not_wh.mkdir()
+    for where, says in ((typo, "no such warehouse"), (not_wh, "not a synthtrace warehouse")):
+        code, out, err = run_cli(*command, "-w", where)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], (out, err)
+    assert not typo.exists() and list(not_wh.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
 
 
 def test_command_table_matches_the_modules():

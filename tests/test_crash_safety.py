@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LULESH_A
 from synthtrace.tracelib.paraver.tile import tile_trace
+from synthtrace.warehouse import Warehouse
+from tests.conftest import LULESH_A
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 
@@ -45,13 +46,13 @@ def test_killed_ingest_leaves_no_partial_run(tmp_path, big_trace):
 
     # a reader sees an empty warehouse, not half a run
     from synthtrace.warehouse.sql import query
-    assert query(wh, "SELECT count(*) AS n FROM bursts").column("n")[0].as_py() == 0
+    assert query(Warehouse(wh), "SELECT count(*) AS n FROM bursts").column("n")[0].as_py() == 0
 
     done = subprocess.run(_ingest_cmd(big_trace, wh), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "ingested as lulesh.big" in done.stdout
     assert not list((wh / ".staging").iterdir()), "the next ingest clears what the killed one left"
-    n = query(wh, "SELECT count(*) AS n FROM bursts").column("n")[0].as_py()
+    n = query(Warehouse(wh), "SELECT count(*) AS n FROM bursts").column("n")[0].as_py()
     assert n == 2140 * 150
 
 
@@ -62,7 +63,7 @@ def test_reader_during_ingest_never_sees_half_a_run(tmp_path, big_trace):
     seen = set()
     while proc.poll() is None:
         if (wh / "runs").exists():
-            n = query(wh, "SELECT count(*) AS n FROM bursts").column("n")[0].as_py()
+            n = query(Warehouse(wh), "SELECT count(*) AS n FROM bursts").column("n")[0].as_py()
             seen.add(n)
         time.sleep(0.05)
     assert proc.returncode == 0
@@ -94,8 +95,8 @@ KILL_POINTS = {
 def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point):
     """kill -9 a night (its whole process group, the ephemeral Prefect server with it) at one moment; the
     next night ends with every run ingested, every experiment merged and analysed, and the report written."""
-    from tests.conftest import LULESH_B, PRIME, copy_trace
     from synthtrace.warehouse.sql import query
+    from tests.conftest import LULESH_B, PRIME, copy_trace
 
     drop, wh = tmp_path / "drop", tmp_path / "wh"
     copy_trace(LULESH_A, drop / "lulesh")
@@ -113,7 +114,7 @@ def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point):
 
     done = subprocess.run(_night_cmd(drop, wh), env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr
-    assert query(wh, "SELECT count(*) FROM runs").column(0)[0].as_py() == 3
+    assert query(Warehouse(wh), "SELECT count(*) FROM runs").column(0)[0].as_py() == 3
     assert _experiments_with(wh, "merged_bursts.parquet") == {"lulesh"}  # prime has one run: nothing to merge
     assert _experiments_with(wh, "archetypes.parquet") == {"lulesh", "prime"}
     assert (wh / "report.html").is_file()

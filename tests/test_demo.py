@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
 
 pytestmark = pytest.mark.slow
@@ -16,11 +17,11 @@ def test_demo_runs_the_night_and_finds_the_injected_regression(prefect_harness, 
     assert "runs ingested" in stdout and "experiments merged   16" in stdout
     assert "alerts               1 " in stdout and "stencil at residual" in stdout
     assert (wh / "report.html").stat().st_size > 10_000
-    n_runs = query(wh, "SELECT count(*) FROM runs").column(0)[0].as_py()
+    n_runs = query(Warehouse(wh), "SELECT count(*) FROM runs").column(0)[0].as_py()
     assert n_runs == len(list((out / "drop").rglob("*.prv")))
-    merged = query(wh, "SELECT count(DISTINCT experiment) FROM merged_bursts").column(0)[0].as_py()
+    merged = query(Warehouse(wh), "SELECT count(DISTINCT experiment) FROM merged_bursts").column(0)[0].as_py()
     assert merged == 16
-    alerts = query(wh, "SELECT app, night, magnitude, explained_by FROM regressions").to_pylist()
+    alerts = query(Warehouse(wh), "SELECT app, night, magnitude, explained_by FROM regressions").to_pylist()
     assert [(a["app"], a["night"]) for a in alerts] == [("stencil", 4)]
     assert 0.2 < alerts[0]["magnitude"] < 0.4  # 30 % more work injected in the main kernel
     assert "instructions" in alerts[0]["explained_by"]
@@ -43,6 +44,6 @@ def test_demo_reruns_in_a_folder_a_killed_demo_left(prefect_harness, tmp_path, r
     code, stdout, err = run_cli("demo", "--out", out, "--nights", "1")
     assert code == 0, err
     assert not (out / "drop" / "stencil" / "half.prv").exists()
-    assert query(out / "warehouse", "SELECT count(*) FROM runs").column(0)[0].as_py() == len(list(out.rglob("*.prv")))
+    assert query(Warehouse(out / "warehouse"), "SELECT count(*) FROM runs").column(0)[0].as_py() == len(list(out.rglob("*.prv")))
     code, stdout, err = run_cli("demo", "--out", out, "--nights", "1")  # and again
     assert code == 0, err

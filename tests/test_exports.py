@@ -6,6 +6,7 @@ import json
 import polars as pl
 import pytest
 
+from synthtrace.warehouse import Warehouse
 from tests.conftest import PRIME, copy_trace
 
 pytestmark = pytest.mark.real_traces
@@ -47,7 +48,7 @@ def test_pipit_table_loads_with_pandas(tmp_path, wh, run_cli):
     assert df["Timestamp (ns)"].is_monotonic_increasing
     comp = df[(df["Name"] == "Computation") & (df["Event Type"] == "Leave")]
     from synthtrace.warehouse.sql import query
-    assert comp["PAPI_TOT_INS"].sum() == query(wh, "SELECT sum(PAPI_TOT_INS) FROM bursts").column(0)[0].as_py()
+    assert comp["PAPI_TOT_INS"].sum() == query(Warehouse(wh), "SELECT sum(PAPI_TOT_INS) FROM bursts").column(0)[0].as_py()
 
 
 def test_csv_and_unknown_experiment(tmp_path, wh, run_cli):
@@ -68,7 +69,7 @@ def merged_wh(merged_lulesh):
 def _reference_run(wh) -> str:
     from synthtrace.warehouse.sql import query
 
-    return query(wh, "SELECT DISTINCT run_id FROM merged_bursts").column(0)[0].as_py()
+    return query(Warehouse(wh), "SELECT DISTINCT run_id FROM merged_bursts").column(0)[0].as_py()
 
 
 def test_merged_experiment_perfetto(tmp_path, merged_wh, run_cli):
@@ -87,7 +88,7 @@ def test_merged_experiment_perfetto(tmp_path, merged_wh, run_cli):
     for e in slices:
         assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and isinstance(e["pid"], int) and isinstance(e["tid"], int)
     ref = _reference_run(merged_wh)
-    n_bursts, n_calls, t0_ns = query(merged_wh, f"SELECT (SELECT count(*) FROM merged_bursts), count(*), min(start_ns) "
+    n_bursts, n_calls, t0_ns = query(Warehouse(merged_wh), f"SELECT (SELECT count(*) FROM merged_bursts), count(*), min(start_ns) "
                                                 f"FROM mpi_calls WHERE run_id = '{ref}'").to_pylist()[0].values()
     assert sum(e["cat"] == "burst" for e in slices) == n_bursts
     assert sum(e["cat"] == "mpi" for e in slices) == n_calls  # the reference run's calls, not the other run's
@@ -125,7 +126,7 @@ def test_merged_experiment_pipit_events(tmp_path, merged_wh, run_cli):
                 assert stack and stack.pop() == name
         assert not stack
     ins = ev.filter((pl.col("Name") == "Computation") & (pl.col("Event Type") == "Leave"))["PAPI_TOT_INS"].sum()
-    assert ins == query(merged_wh, "SELECT sum(PAPI_TOT_INS) FROM merged_bursts").column(0)[0].as_py()
+    assert ins == query(Warehouse(merged_wh), "SELECT sum(PAPI_TOT_INS) FROM merged_bursts").column(0)[0].as_py()
 
 
 def test_merged_experiment_csv(tmp_path, merged_wh, run_cli):
@@ -133,7 +134,7 @@ def test_merged_experiment_csv(tmp_path, merged_wh, run_cli):
 
     out = tmp_path / "b.csv"
     assert run_cli("export", "lulesh-8r", "-f", "csv", "-o", out, "-w", merged_wh)[0] == 0
-    assert pl.read_csv(out).height == query(merged_wh, "SELECT count(*) FROM merged_bursts").column(0)[0].as_py()
+    assert pl.read_csv(out).height == query(Warehouse(merged_wh), "SELECT count(*) FROM merged_bursts").column(0)[0].as_py()
 
 
 def test_export_refuses_missing_warehouse(tmp_path, run_cli):

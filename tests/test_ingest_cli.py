@@ -248,3 +248,15 @@ def test_part_writer_raises_a_failed_background_write(tmp_path):
         writer.write(frame, tmp_path / "later.parquet")  # the backlog waits on the failed write
         writer.close()
     assert pl.read_parquet(tmp_path / "ok.parquet").equals(frame)
+
+
+def test_python_api_names_experiments_as_the_command_does(tmp_path):
+    """``synthtrace.ingest(wh, folder)`` puts the traces of a folder that mixes applications into one experiment
+    per application, as ``synthtrace ingest`` does (one rule for the command, the API and the nightly flow)."""
+    import synthtrace
+    from tests.conftest import JACOBI
+
+    copy_trace(PRIME, tmp_path / "mixed")
+    copy_trace(JACOBI, tmp_path / "mixed")
+    results = synthtrace.ingest(tmp_path / "wh", tmp_path / "mixed")
+    assert {(r.run_name, r.experiment) for r in results} == {("prime_v0", "prime_v0"), (JACOBI.stem, JACOBI.stem)}

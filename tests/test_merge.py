@@ -22,6 +22,7 @@ from synthtrace.tracelib.merge import (
     UnknownReferenceError,
     merge_runs,
 )
+from synthtrace.warehouse import Warehouse
 
 sys.path.insert(0, str(Path(__file__).parent))
 from merge_synth import make_runs, true_matches
@@ -453,16 +454,16 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
     assert re.search(r"^verdict for lulesh: (ok|suspect|bad)", out, re.M)  # one verdict per experiment
     from synthtrace.warehouse.sql import query
     # provenance: one row per (reference burst, other run), in the other run's own numbering
-    prov = query(lulesh_wh, "select * from merge_matches").to_pylist()
+    prov = query(Warehouse(lulesh_wh), "select * from merge_matches").to_pylist()
     assert list(prov[0]) == ["experiment", "appl", "task", "thread", "burst_seq", "other_run", "other_run_id",
                              "other_task", "other_thread", "other_burst_seq", "score"]
     assert len(prov) == 848 and {r["other_run"] for r in prov} == {LULESH_A.stem}
     assert all((r["other_burst_seq"] is None) == (r["score"] is None) for r in prov)
-    verdicts = query(lulesh_wh, "select verdict from merge_quality").column("verdict").to_pylist()
+    verdicts = query(Warehouse(lulesh_wh), "select verdict from merge_quality").column("verdict").to_pylist()
     assert set(verdicts) <= {"ok", "suspect", "bad"} and verdicts
-    n = query(lulesh_wh, "select count(*) as n, min(match_score) as s from merged_bursts").to_pylist()[0]
+    n = query(Warehouse(lulesh_wh), "select count(*) as n, min(match_score) as s from merged_bursts").to_pylist()[0]
     assert n["n"] == 848 and n["s"] == 1.0  # the reference recorded every counter
-    qual = query(lulesh_wh, "select counter, source_run, coverage, estimated_error from merge_quality").to_pylist()
+    qual = query(Warehouse(lulesh_wh), "select counter, source_run, coverage, estimated_error from merge_quality").to_pylist()
     # DRAM_CAS: the node's memory-controller samples apportioned to the bursts (tracelib.uncore)
     assert {r["counter"] for r in qual} == {
         "PAPI_TOT_INS",
@@ -474,7 +475,7 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
     # re-merging with the other reference replaces the merged data whole
     code, _, err = run_cli(capsys, "merge", "lulesh", "-w", lulesh_wh)
     assert code == 0, err
-    n2 = query(lulesh_wh, "select count(*) as n, any_value(run_name) as r from merged_bursts").to_pylist()[0]
+    n2 = query(Warehouse(lulesh_wh), "select count(*) as n, any_value(run_name) as r from merged_bursts").to_pylist()[0]
     assert n2["n"] == 2140 and n2["r"] == LULESH_A.stem
     assert not list((lulesh_wh / ".staging").iterdir())
 

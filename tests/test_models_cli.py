@@ -8,7 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthtrace.pipelines.cli_models import detect_step, retrain_step
+from synthtrace.pipelines.jobs import detect as detect_step
+from synthtrace.pipelines.jobs import retrain as retrain_step
 from tests.conftest import tree_digest
 from tests.models_synth import (
     ALL_COUNTERS, predictor_campaign, random_app, regression_campaign, simulate_run, write_run)
@@ -34,7 +35,7 @@ def wh(base, tmp_path):
 
 
 def sql(root, text: str) -> pl.DataFrame:
-    return pl.from_arrow(query(root, text))
+    return pl.from_arrow(query(Warehouse(root), text))
 
 
 def test_train_models_predict(run_cli, wh):
@@ -99,7 +100,8 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(run_cli, wh, args, mes
 def test_empty_warehouse(run_cli, tmp_path):
     assert run_cli("train", "-w", tmp_path / "none")[0] == 2
     assert run_cli("detect", "-w", tmp_path / "none")[0] == 2
-    code, out, _ = run_cli("models", "-w", tmp_path / "none")
+    assert run_cli("models", "-w", tmp_path / "none")[0] == 2  # a mistyped --warehouse (issue 16)
+    code, out, _ = run_cli("models", "-w", Warehouse(tmp_path / "empty").ensure().root)
     assert code == 0 and "no models" in out
 
 
@@ -115,17 +117,17 @@ def test_predict_refuses_a_tampered_model(run_cli, wh):
 
 
 def test_nightly_steps(wh):
-    first = retrain_step(wh, kind="linear")
+    first = retrain_step(Warehouse(wh), kind="linear")
     assert first is not None and first["target"] == "ipc" and first["n_rows"] > 0
-    assert retrain_step(wh, kind="linear") is None  # nothing new since
-    new = detect_step(wh)
+    assert retrain_step(Warehouse(wh), kind="linear") is None  # nothing new since
+    new = detect_step(Warehouse(wh))
     assert {a["app"] for a in new} == {"app000", "app001"} and isinstance(new[0]["changed_at"], str)
-    assert detect_step(wh) == []  # the same alerts are not new the next night
+    assert detect_step(Warehouse(wh)) == []  # the same alerts are not new the next night
     rng = np.random.default_rng(0)  # a new experiment appears
     bursts, calls, _ = simulate_run(random_app(rng, "new", 3), rng, run_id="newrun", counters=ALL_COUNTERS, n_iters=3)
     write_run(Warehouse(wh), run_id="newrun", run_name="new.run0", experiment="new-exp", app="new",
               started_at=datetime(2026, 3, 1), bursts=bursts, calls=calls)
-    again = retrain_step(wh, kind="linear")
+    again = retrain_step(Warehouse(wh), kind="linear")
     assert again is not None and again["new_experiments"] and len(read_models(Warehouse(wh))) == 2
 
 
@@ -188,7 +190,7 @@ def test_a_model_worse_than_the_mean_on_unseen_apps_is_rejected(run_cli, tmp_pat
 
 
 def test_progress_appears_only_on_long_work(capsys):
-    from synthtrace.pipelines.cli_models import StepProgress
+    from synthtrace.pipelines.cli_app import StepProgress
     with StepProgress(3, "quick", delay_s=60) as step:
         step("one")
         assert step.bar is None  # a short command prints nothing

@@ -12,16 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
 from synthtrace.tracelib.paraver.tile import tile_trace
+from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
+from tests.conftest import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
 
 pytestmark = [pytest.mark.real_traces]
 OTF2 = TRACES / "otf2" / "ping-pong-otf2"
 
 
 def _count(wh: Path, sql: str) -> int:
-    return query(wh, sql).column(0)[0].as_py()
+    return query(Warehouse(wh), sql).column(0)[0].as_py()
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def drop(tmp_path) -> Path:
 def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, drop):
     from synthtrace.pipelines.nightly import run_night
     wh = tmp_path / "wh"
-    s = run_night(drop, wh)
+    s = run_night(drop, Warehouse(wh))
     assert {r["run_name"] for r in s.ingested} == {"prime_v0", LULESH_B.stem}
     assert len(s.quarantined) == 1 and "task 5" in s.quarantined[0]["reason"]
     [folder] = (drop / ".quarantine").iterdir()
@@ -48,7 +49,7 @@ def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, 
 
     # a second night over the same folder, with a renamed copy re-dropped, ingests nothing
     copy_trace(PRIME, drop / "again", "prime_renamed")
-    s2 = run_night(drop, wh)
+    s2 = run_night(drop, Warehouse(wh))
     assert s2.ingested == [] and s2.quarantined == []
     assert _count(wh, "SELECT count(*) FROM runs") == 2
 
@@ -67,7 +68,7 @@ def test_quarantine_never_overwrites_and_moves_whole_otf2_archives(prefect_harne
     for sub in ("otf-a", "otf-b"):
         archive = shutil.copytree(OTF2, drop / sub / "run")
         (archive / "traces.def").write_bytes((archive / "traces.def").read_bytes()[:200])  # cut definitions
-    s = run_night(drop, tmp_path / "wh", skip=["merge", "archetypes", "detect", "retrain", "report"])
+    s = run_night(drop, Warehouse(tmp_path / "wh"), skip=["merge", "archetypes", "detect", "retrain", "report"])
     assert [r["run_name"] for r in s.ingested] == ["prime_v0"]
     assert len(s.quarantined) == 4
     folders = sorted((drop / ".quarantine").iterdir())
@@ -81,6 +82,25 @@ def test_quarantine_never_overwrites_and_moves_whole_otf2_archives(prefect_harne
         assert sorted(p.name for p in (drop / sub / "run").iterdir()) == ["MANIFEST.md", "scorep.cfg"]
 
 
+def test_night_names_experiments_as_ingest_does(prefect_harness, tmp_path):
+    """A drop folder holding two applications gives one experiment per application (named by the app), as
+    ``synthtrace ingest`` does; a folder of one application is one experiment named by the folder."""
+    from synthtrace.pipelines.nightly import run_night
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "mixed")
+    copy_trace(JACOBI, drop / "mixed")
+    copy_trace(PRIME, drop / "primes", "prime.night1")
+    (drop / "primes" / "prime.night1.prv").write_bytes((drop / "primes" / "prime.night1.prv").read_bytes() + b"\n")
+    s = run_night(drop, Warehouse(tmp_path / "wh"), skip=["merge", "archetypes", "detect", "retrain", "report"])
+    assert {(r["run_name"], r["experiment"]) for r in s.ingested} == {
+        ("prime_v0", "prime_v0"), (JACOBI.stem, JACOBI.stem), ("prime.night1", "primes")}
+    from synthtrace.tracelib.formats import find_traces
+    from synthtrace.warehouse.ingest import experiment_names
+
+    named, _ = experiment_names(find_traces([drop]))  # the rule of `synthtrace ingest DROP`
+    assert {r["experiment"] for r in s.ingested} == set(named.values())
+
+
 def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefect_harness, tmp_path,
                                                                              monkeypatch):
     """Not only format errors: whatever one trace raises (here a bug's RuntimeError in the reader, and a header
@@ -88,8 +108,8 @@ def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefe
     from synthtrace.pipelines import nightly
     from synthtrace.warehouse import ingest as ingest_mod
     drop = tmp_path / "drop"
-    copy_trace(LULESH_A, drop / "lulesh")
-    copy_trace(LULESH_B, drop / "lulesh")
+    copy_trace(LULESH_A, drop / "lulesh", "lulesh.4x2")  # one app (stem up to its first dot): one experiment
+    copy_trace(LULESH_B, drop / "lulesh", "lulesh.7x1")
     poison = copy_trace(PRIME, drop / "poison", "poison")
     header, rest = poison.read_text().split("\n", 1)
     poison.write_text(re.sub(r"\):\d+", "):" + "9" * 30, header, count=1) + "\n" + rest)  # a 30-digit duration
@@ -102,8 +122,8 @@ def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefe
         return real(wh, path, **kw)
 
     monkeypatch.setattr(nightly, "ingest_trace", buggy)
-    s = nightly.run_night(drop, tmp_path / "wh", skip=["detect", "retrain", "report"])
-    assert sorted(r["run_name"] for r in s.ingested) == sorted([LULESH_A.stem, LULESH_B.stem])
+    s = nightly.run_night(drop, Warehouse(tmp_path / "wh"), skip=["detect", "retrain", "report"])
+    assert sorted(r["run_name"] for r in s.ingested) == ["lulesh.4x2", "lulesh.7x1"]
     assert sorted(Path(q["path"]).name for q in s.quarantined) == ["bug.prv", "poison.prv"]
     assert any("RuntimeError: a bug" in q["reason"] for q in s.quarantined)
     assert all("\n" not in q["reason"] for q in s.quarantined)
@@ -128,7 +148,7 @@ def test_dask_runner_on_a_local_cluster(prefect_harness, tmp_path, drop):
     distributed = pytest.importorskip("distributed")
     from synthtrace.pipelines.nightly import run_night
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        s = run_night(drop, tmp_path / "wh", runner="dask", dask_address=cluster.scheduler_address)
+        s = run_night(drop, Warehouse(tmp_path / "wh"), runner="dask", dask_address=cluster.scheduler_address)
     assert len(s.ingested) == 2 and len(s.quarantined) == 1
 
 

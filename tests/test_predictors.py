@@ -247,7 +247,7 @@ def test_predict_writes_the_predictions_view(campaign, trained):
     assert out.height and out["predicted"].is_not_null().all()
     rows = pl.from_arrow(
         query(
-            root,
+            Warehouse(root),
             f"SELECT count(*) AS n, avg(abs(predicted - actual) / actual) AS mape "
             f"FROM predictions WHERE model_id = '{trained.model_id}' AND experiment = 'app1-exp'",
         )

@@ -2,15 +2,21 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
 
+from synthtrace.models.analysis import analyse
+from synthtrace.pipelines.report import (
+    figure_png,
+    plot_ridgeline,
+    plot_roofline,
+    plot_timeline,
+)
 from tests.analysis_helpers import RPS, TEST_MACHINE, case_bursts
 from tests.conftest import LULESH_A, PRIME
 from tests.test_metrics import _two_rank_program
-from synthtrace.models.analysis import analyse
-from synthtrace.pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline
 
 
 def _offsets(fig) -> int:
@@ -154,7 +160,6 @@ def test_report_lists_each_experiment_once(tmp_path, mixed_wh, run_cli):
     """An experiment of several applications gets one section (it got one per application); alerts' signals are
     readable and each alert has its plot over the nights; the machine profile is named."""
     from synthtrace.pipelines.report import latest_per_app
-
     from synthtrace.warehouse.layout import Warehouse
 
     assert sorted(latest_per_app(Warehouse(mixed_wh))) == ["lulesh", "mixed"]
@@ -164,8 +169,65 @@ def test_report_lists_each_experiment_once(tmp_path, mixed_wh, run_cli):
     text = out.read_text()
     assert text.count("<h2>Experiment mixed</h2>") == 1 and text.count("<h2>Experiment lulesh</h2>") == 1
     assert "ipc 1.5 → 1.1 (z -7.0)" in text and "{'name'" not in text
-    from synthtrace.tracelib.machine import load_machine
 
     assert "Machine profile <b>generic dual-socket AVX2 node</b> (preset generic)" in text
     assert "alt='history of prime at" in text
     assert len(re.findall(r"data:image/png;base64,", text)) == 3 * 2 + 1  # 3 plots per experiment + 1 alert
+
+
+@pytest.mark.slow
+@pytest.mark.real_traces
+def test_report_reads_the_machine_toml_beside_the_traces(tmp_path, run_cli):
+    """The roofs of an experiment come from the ``machine.toml`` beside its traces, as in its analysis; --machine
+    overrides it."""
+    import synthtrace.tracelib
+    from tests.conftest import copy_trace
+
+    preset = Path(synthtrace.tracelib.__file__).parent / "machines" / "generic.toml"
+    copy_trace(PRIME, tmp_path / "prime")
+    (tmp_path / "prime" / "machine.toml").write_text(
+        preset.read_text().replace('name = "generic dual-socket AVX2 node"', 'name = "lab node [rack 7]"'))
+    wh, out = tmp_path / "wh", tmp_path / "r.html"
+    assert run_cli("ingest", tmp_path / "prime", "-w", wh)[0] == 0
+    code, _, err = run_cli("report", "--out", out, "-w", wh)
+    assert code == 0, err
+    assert "Machine profile <b>lab node [rack 7]</b>" in out.read_text()
+    code, _, err = run_cli("report", "--out", out, "-w", wh, "--machine", "a64fx")
+    assert code == 0, err
+    text = out.read_text()
+    assert "lab node" not in text and "(preset a64fx)" in text
+
+
+def test_report_redraws_only_the_experiments_that_changed(tmp_path, mixed_wh, run_cli, monkeypatch):
+    """Each experiment's section is drawn once per state of the experiment (runs, merge, analysis, machine):
+    a second report reuses them; a change to one experiment redraws that one only."""
+    import shutil
+
+    from synthtrace.pipelines import report as report_mod
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = Path(shutil.copytree(mixed_wh, tmp_path / "wh"))
+    drawn: list[str] = []
+    real = report_mod.experiment_section
+
+    def counted(w, name, *args, **kwargs):
+        drawn.append(name)
+        return real(w, name, *args, **kwargs)
+
+    def without_time(page: Path) -> str:
+        return re.sub(r"generated [^<]*UTC", "", page.read_text())
+
+    monkeypatch.setattr(report_mod, "experiment_section", counted)
+    out1, out2, out3 = tmp_path / "1.html", tmp_path / "2.html", tmp_path / "3.html"
+    assert run_cli("report", "--out", out1, "-w", wh)[0] == 0
+    assert sorted(drawn) == ["lulesh", "mixed"]
+    assert run_cli("report", "--out", out2, "-w", wh)[0] == 0
+    assert sorted(drawn) == ["lulesh", "mixed"]  # nothing redrawn
+    assert without_time(out1) == without_time(out2)
+    changed = Warehouse(wh).experiment_dir("lulesh")  # the experiment's data changed (e.g. a new merge)
+    changed.mkdir(parents=True, exist_ok=True)
+    (changed / "note.json").write_text("{}")
+    assert run_cli("report", "--out", out3, "-w", wh)[0] == 0
+    assert sorted(drawn) == ["lulesh", "lulesh", "mixed"]
+    assert run_cli("report", "--out", out3, "-w", wh, "--machine", "a64fx")[0] == 0  # another machine: redrawn
+    assert sorted(drawn) == ["lulesh", "lulesh", "lulesh", "mixed", "mixed"]

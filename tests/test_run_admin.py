@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from synthtrace.warehouse import Warehouse
 from tests.conftest import LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
 
 pytestmark = pytest.mark.real_traces
@@ -22,7 +23,7 @@ def wh(tmp_path, merged_lulesh):
 def _sql(wh, statement: str) -> list[dict]:
     from synthtrace.warehouse.sql import query
 
-    return query(wh, statement).to_pylist()
+    return query(Warehouse(wh), statement).to_pylist()
 
 
 def _runs(wh) -> dict[str, dict]:

@@ -9,12 +9,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import PRIME, copy_trace
+from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
+from tests.conftest import PRIME, copy_trace
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 
@@ -89,7 +89,7 @@ def test_served_deployment_runs_the_night(tmp_path):
         done = subprocess.run([sys.executable, "-c", trigger], env=env, capture_output=True, text=True, timeout=400)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "COMPLETED" in done.stdout and "1 runs ingested" in done.stdout
-        assert query(wh, "SELECT count(*) FROM runs").column(0)[0].as_py() == 1
+        assert query(Warehouse(wh), "SELECT count(*) FROM runs").column(0)[0].as_py() == 1
     finally:
         if served is not None:
             _stop(served)

@@ -15,9 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-import polars as pl
 
-from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
 from synthtrace.warehouse.layout import Warehouse
 
 #: view name -> file pattern below the warehouse root. Views of later stages appear once their files exist.
@@ -37,15 +35,22 @@ VIEW_FILES: dict[str, str] = {
     "predictions": "predictions/*/*.parquet",
     "regressions": "regressions/*.parquet",
 }
-#: views that exist (empty, typed) even before anything is ingested
-EMPTY_SCHEMAS: dict[str, dict[str, pl.DataType]] = {"runs": RUN_SCHEMA, "bursts": BURST_SCHEMA, "mpi_calls": MPI_CALL_SCHEMA}
+#: views that exist (empty, typed) even before anything is ingested (their schemas: :func:`_empty_view_sql`)
+ALWAYS_THERE = ("runs", "bursts", "mpi_calls")
 
 
 def _sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _empty_view_sql(schema: dict[str, pl.DataType]) -> str:
+def _empty_view_sql(view: str) -> str:
+    """A typed, empty SELECT with the columns of ``view`` (polars and pyarrow are imported only here: ~0.5 s that
+    a query of a warehouse holding the table never pays)."""
+    import polars as pl
+
+    from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
+
+    schema = {"runs": RUN_SCHEMA, "bursts": BURST_SCHEMA, "mpi_calls": MPI_CALL_SCHEMA}[view]
     empty = duckdb.from_arrow(pl.DataFrame(schema=schema).to_arrow())
     cols = ", ".join(f'CAST(NULL AS {t}) AS "{n}"' for n, t in zip(empty.columns, empty.types))
     return f"SELECT {cols} WHERE false"
@@ -58,20 +63,19 @@ def view_files(wh: Warehouse) -> dict[str, list[str]]:
     return {view: files for view, files in found.items() if files}
 
 
-def connect(root: str | Path, *, temp_directory: str | Path | None = None) -> duckdb.DuckDBPyConnection:
+def connect(wh: Warehouse, *, temp_directory: str | Path | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per warehouse table, sealed: it reads the warehouse's current
     Parquet files and nothing else. ``temp_directory`` is where DuckDB may spill a large sort or join (default:
     no spilling)."""
-    wh = Warehouse(root)
     files = view_files(wh)
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
                                              "allow_community_extensions": False})
     for view, paths in files.items():
         listing = ", ".join(_sql_literal(p) for p in paths)
         con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], union_by_name = true)')
-    for view, schema in EMPTY_SCHEMAS.items():
+    for view in ALWAYS_THERE:
         if view not in files:
-            con.execute(f'CREATE VIEW "{view}" AS {_empty_view_sql(schema)}')
+            con.execute(f'CREATE VIEW "{view}" AS {_empty_view_sql(view)}')
     con.execute("SET allowed_paths = $paths", {"paths": [p for paths in files.values() for p in paths]})
     con.execute("SET temp_directory = $dir", {"dir": str(temp_directory or "")})
     con.execute("SET enable_external_access = false")

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from synthtrace.tracelib.formats import find_traces
-from synthtrace.warehouse.ingest import run_identity
+from synthtrace.warehouse.ingest import experiment_names, run_identity
 from synthtrace.warehouse.layout import Warehouse
 
 QUARANTINE = ".quarantine"
@@ -25,6 +25,7 @@ class DroppedTrace:
 
     path: Path
     run_id: str | None  # None when the file could not even be opened (it will be quarantined)
+    experiment: str  # where its run goes (:func:`~synthtrace.warehouse.ingest.experiment_names`)
 
 
 def is_machine_error(exc: BaseException) -> bool:
@@ -37,13 +38,15 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
 
     Identity is the content hash, so renamed or re-dropped files are not ingested twice. A trace that cannot
     even be opened, whatever the exception, is returned without a run_id: its ingest fails and quarantines it.
+    Each trace's experiment follows the rule of ``synthtrace ingest``, applied to every trace of the drop folder
+    (new or not), so that a folder's runs land in the same experiments night after night.
     """
     from synthtrace.tracelib.formats import open_trace
 
     out, seen = [], set()
-    for path in find_traces([drop]):
-        if QUARANTINE in path.relative_to(drop).parts:
-            continue
+    traces = [p for p in find_traces([drop]) if QUARANTINE not in p.relative_to(drop).parts]
+    experiments, _ = experiment_names(traces)
+    for path in traces:
         try:
             with warnings.catch_warnings():  # the ingest that follows reports them
                 warnings.simplefilter("ignore")
@@ -52,12 +55,12 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
         except Exception as exc:  # one trace's failure, of whatever kind, must not end the night
             if is_machine_error(exc):
                 raise
-            out.append(DroppedTrace(path, None))
+            out.append(DroppedTrace(path, None, experiments[path]))
             continue
         if run_id in seen or wh.has_run(run_id):
             continue
         seen.add(run_id)
-        out.append(DroppedTrace(path, run_id))
+        out.append(DroppedTrace(path, run_id, experiments[path]))
     return out
 
 

@@ -110,7 +110,7 @@ def site_rank_table(root: str | Path, app: str | list[str] | None = None) -> pl.
     mpi_calls, mpi_bytes and one column per role of :data:`HISTORY_ROLES`. Empty when nothing is ingested.
     A thread of any application of the trace (``appl``) is one unit; "rank" below means such a unit.
     """
-    con = connect(root)
+    con = connect(Warehouse(root))
     try:
         cols = [r[0] for r in con.sql("DESCRIBE bursts").fetchall()]
         has_calls = bool(con.sql("SELECT count(*) FROM duckdb_views() WHERE view_name = 'mpi_calls'").fetchall()[0][0])

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.warehouse.analysis import MERGED_FILE
+from synthtrace.warehouse.analysis_store import MERGED_FILE
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse

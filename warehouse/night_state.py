@@ -17,7 +17,6 @@ from pathlib import Path
 
 import polars as pl
 import xxhash
-
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.runs import runs_table

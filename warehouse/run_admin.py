@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
-
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse

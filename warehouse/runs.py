@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import polars as pl
-
 from synthtrace.tracelib.schema import RUN_SCHEMA
 from synthtrace.tracelib.uncore import attribute_dram_cas
 from synthtrace.warehouse.errors import UnknownExperimentError

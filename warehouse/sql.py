@@ -16,14 +16,20 @@ import shutil
 import tempfile
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-import pyarrow as pa
 
 from synthtrace.warehouse.catalog import connect
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse
+
+if TYPE_CHECKING:  # pyarrow costs ~0.3 s to import: `synthtrace sql` prints its rows without it
+    import pyarrow as pa
+
+T = TypeVar("T")
 
 ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 #: EXPLAIN options that execute the statement they explain
@@ -47,10 +53,11 @@ def _token_spans(text: str) -> list[tuple[int, int]]:
             if kind not in (duckdb.token_type.string_const, duckdb.token_type.comment)]
 
 
-def check_read_only(query: str) -> None:
-    """Raise :class:`ReadOnlyQueryError` unless every statement of ``query`` only reads."""
+def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
+    """Raise :class:`ReadOnlyQueryError` unless every statement of ``query`` only reads. ``con``: the connection
+    to parse with (default: DuckDB's default one, which costs ~50 ms to create on first use)."""
     try:
-        statements = duckdb.extract_statements(query)
+        statements = duckdb.extract_statements(query, connection=con)
     except duckdb.Error as exc:
         raise QueryError(f"SQL does not parse: {str(exc).splitlines()[0]}") from None
     if not statements:
@@ -64,20 +71,31 @@ def check_read_only(query: str) -> None:
             raise ReadOnlyQueryError("refused: EXPLAIN ANALYZE runs its statement; use EXPLAIN without ANALYZE")
 
 
-def query(root: str | Path, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> pa.Table:
+def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> pa.Table:
     """Run a read-only query against the warehouse views; returns an Arrow table.
 
     ``timeout_s``: wall-clock limit in seconds (None: none). A file of the warehouse replaced by a concurrent
     writer between opening and reading (a night re-merging an experiment) is retried once on a fresh listing.
     """
-    root = Warehouse(root).existing().root
-    check_read_only(sql)
+    return _answer(wh, sql, timeout_s, lambda rel: rel.to_arrow_table())
+
+
+def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S
+               ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """:func:`query` as (column names, rows of Python values), without importing pyarrow (the CLI's table and JSON
+    output)."""
+    return _answer(wh, sql, timeout_s, lambda rel: (rel.columns, rel.fetchall()))
+
+
+def _answer(wh: Warehouse, sql: str, timeout_s: float | None, fetch: Callable[[duckdb.DuckDBPyRelation], T]) -> T:
+    """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``fetch`` its result."""
+    wh = wh.existing()
     spill = Path(tempfile.gettempdir()) / f"synthtrace-sql-{uuid.uuid4().hex}"  # DuckDB creates it only to spill
     try:
         try:
-            return _run(root, sql, timeout_s, spill)
+            return _run(wh, sql, timeout_s, spill, fetch)
         except duckdb.IOException:
-            return _run(root, sql, timeout_s, spill)
+            return _run(wh, sql, timeout_s, spill, fetch)
     except duckdb.InterruptException:
         raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
     except duckdb.PermissionException as exc:
@@ -89,13 +107,15 @@ def query(root: str | Path, sql: str, *, timeout_s: float | None = DEFAULT_TIMEO
         shutil.rmtree(spill, ignore_errors=True)
 
 
-def _run(root: Path, sql: str, timeout_s: float | None, spill: Path) -> pa.Table:
-    con = connect(root, temp_directory=spill)
+def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
+         fetch: Callable[[duckdb.DuckDBPyRelation], T]) -> T:
+    con = connect(wh, temp_directory=spill)
     timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
     try:
+        check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)
         if timer:
             timer.start()
-        return con.sql(sql).to_arrow_table()
+        return fetch(con.sql(sql))
     finally:
         if timer:
             timer.cancel()
