@@ -227,8 +227,15 @@ def _print_table(columns: list[str], rows: list[tuple], title: str | None = None
         t.add_column(name, overflow="fold")
     for r in cells:
         t.add_row(*r)
-    # never squeeze a table into a narrow pipe: it is read, copied and grepped
-    console.print(t, width=None if console.is_terminal else max(console.width, sum(widths) + 3 * len(widths) + 1))
+    # never squeeze a table into a narrow pipe: it is read, copied and grepped (a console of its own, so that the
+    # shared one keeps its width for what follows)
+    if console.is_terminal:
+        console.print(t)
+    else:
+        from rich.console import Console
+
+        Console(file=console.file, width=max(console.width, sum(widths) + 3 * len(widths) + 1), markup=False,
+                emoji=False, highlight=False).print(t)
     if len(rows) > limit:
         console.print(f"({len(rows)} rows, first {limit} shown; use --format csv for all)")
 

@@ -531,8 +531,11 @@ def test_cli_bad_input_exit_2_and_warehouse_unchanged(case, tmp_path, capsys):
 
 
 def test_cli_unknown_experiment(tmp_path, capsys):
+    Warehouse(tmp_path / "wh").ensure()
     code, _, err = run_cli(capsys, "merge", "nothing", "-w", tmp_path / "wh")
     assert code == 2 and "no experiment" in err
+    code, _, err = run_cli(capsys, "merge", "nothing", "-w", tmp_path / "typo")  # a mistyped warehouse
+    assert code == 2 and "no such warehouse" in err and not (tmp_path / "typo").exists()
 
 
 @real
