@@ -68,29 +68,46 @@ def main() -> None:
                "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         for name, opts in NIGHTS.items():
             drop = tmp / f"drop-{name}"
-            subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", "simulate", str(drop), "--seed", "3", *opts],
-                           check=True, capture_output=True, cwd=ROOT, env=env)
+            subprocess.run(
+                [sys.executable, "-m", "synthtrace.pipelines.cli", "simulate", str(drop), "--seed", "3", *opts],
+                check=True,
+                capture_output=True,
+                cwd=ROOT,
+                env=env,
+            )
             mb = sum(f.stat().st_size for f in drop.rglob("*.prv")) / 1e6
             direct = _run(DIRECT, str(drop), str(tmp / f"wh-direct-{name}"), env=env)
             flow = _run(FLOW, str(drop), str(tmp / f"wh-flow-{name}"), env=env)
             rows.append((name, mb, direct, flow))
             print(name, f"{mb:.0f} MB", direct, flow)
-    lines = ["## Nightly flow overhead (issue 5)", "",
-             f"Machine: {machine_description()}. Command: `python benchmarks/bench_flow.py`. Each night is processed in",
-             "a fresh process and warehouse, by the Prefect flow (`run_night`, ephemeral server, mapped tasks) and by a",
-             "plain loop over the same stage functions (ingest, merge, archetypes, detect, retrain, report).", "",
-             "| night | traces | MB | direct | flow | overhead | overhead / work |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Nightly flow overhead (issue 5)",
+        "",
+        f"Machine: {machine_description()}. Command: `python benchmarks/bench_flow.py`. Each night is processed in",
+        "a fresh process and warehouse, by the Prefect flow (`run_night`, ephemeral server, mapped tasks) and by a",
+        "plain loop over the same stage functions (ingest, merge, archetypes, detect, retrain, report).",
+        "",
+        "| night | traces | MB | direct | flow | overhead | overhead / work |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, mb, d, f in rows:
         over = f["seconds"] - d["seconds"]
-        lines.append(f"| {name} | {d['runs']} | {mb:.0f} | {d['seconds']:.1f} s | {f['seconds']:.1f} s | {over:+.1f} s | "
-                     f"{over / d['seconds']:+.0%} |")
+        lines.append(
+            f"| {name} | {d['runs']} | {mb:.0f} | {d['seconds']:.1f} s | {f['seconds']:.1f} s | {over:+.1f} s | "
+            f"{over / d['seconds']:+.0%} |"
+        )
     (_, _, ds, fs), (_, _, dl, fl) = rows[0], rows[-1]
     fixed = fs["seconds"] - ds["seconds"]
     variable = (fl["seconds"] - dl["seconds"]) - fixed
-    lines += ["", f"Fixed overhead (the small night, where the work is negligible): {fixed:.1f} s (target <= 15 s).",
-              f"Overhead beyond the fixed part on the large night: {variable:+.1f} s = {variable / dl['seconds']:+.0%} of its "
-              "work (target <= 10 %); a negative value means the mapped tasks' parallel ingest gained more than the",
-              "orchestration cost. Prefect's fixed cost is the ephemeral server's start and the task-run bookkeeping.", ""]
+    lines += [
+        "",
+        f"Fixed overhead (the small night, where the work is negligible): {fixed:.1f} s (target <= 15 s).",
+        f"Overhead beyond the fixed part on the large night: {variable:+.1f} s = "
+        f"{variable / dl['seconds']:+.0%} of its "
+        "work (target <= 10 %); a negative value means the mapped tasks' parallel ingest gained more than the",
+        "orchestration cost. Prefect's fixed cost is the ephemeral server's start and the task-run bookkeeping.",
+        "",
+    ]
     (ROOT / "benchmarks" / "results" / "flow.md").write_text("\n".join(lines))
 
 

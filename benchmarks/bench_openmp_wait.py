@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.machine import machine_description  # noqa: E402
-from benchmarks.results_io import emit  # noqa: E402
+from benchmarks.machine import machine_description
+from benchmarks.results_io import emit
 
 # the estimators and settings of models/predictors.py and models/archetype_discovery.py, on random data
 FIT = """

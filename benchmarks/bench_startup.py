@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.baseline import baseline_tree  # noqa: E402
-from benchmarks.machine import machine_description  # noqa: E402
-from benchmarks.results_io import emit  # noqa: E402
+from benchmarks.baseline import baseline_tree
+from benchmarks.machine import machine_description
+from benchmarks.results_io import emit
 
 ROOT = Path(__file__).resolve().parents[1]
 PRIME = ROOT.parent / "shared" / "traces" / "paraver" / "prime_v0.prv"

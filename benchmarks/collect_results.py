@@ -10,8 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["ingest", "ingest-cpu", "simulate", "merge", "merge_stress", "flow", "startup", "report", "archetypes", "predictors",
-         "regression", "otf2", "openmp_wait"]
+ORDER = [
+    "ingest",
+    "ingest-cpu",
+    "simulate",
+    "merge",
+    "merge_stress",
+    "flow",
+    "startup",
+    "report",
+    "archetypes",
+    "predictors",
+    "regression",
+    "otf2",
+    "openmp_wait",
+]
 HEADER = """# Benchmark results
 
 Speed and accuracy figures of synthtrace, each with the command that reproduces it and the baselines measured in

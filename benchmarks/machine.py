@@ -11,7 +11,9 @@ def machine_description() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     cpu = platform.processor() or "unknown CPU"
     if cpuinfo.is_file():
-        cpu = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")), cpu)
+        cpu = next(
+            (ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")), cpu
+        )
     mem = ""
     meminfo = Path("/proc/meminfo")
     if meminfo.is_file():

@@ -34,33 +34,59 @@ ROOT_OPTIONS: dict[str, str] = {
 COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("cli_warehouse", "Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."),
     "runs": ("cli_warehouse", "List the runs in the warehouse; `runs rm` and `runs move` put them right."),
-    "sql": ("cli_warehouse", "Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."),
-    "simulate": ("cli_simulate", "Simulate multi-run hardware-counter traces of MPI applications, with their ground "
-                                 "truth as Parquet."),
-    "plan": ("cli_plan", "Plan the fewest runs that record every counter, each run carrying the fixed reference "
-                         "counters."),
-    "merge": ("cli_merge", "Merge the counters of an experiment's runs into its reference run's bursts; print the "
-                           "quality per counter."),
+    "sql": (
+        "cli_warehouse",
+        "Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file).",
+    ),
+    "simulate": (
+        "cli_simulate",
+        "Simulate multi-run hardware-counter traces of MPI applications, with their ground truth as Parquet.",
+    ),
+    "plan": (
+        "cli_plan",
+        "Plan the fewest runs that record every counter, each run carrying the fixed reference counters.",
+    ),
+    "merge": (
+        "cli_merge",
+        "Merge the counters of an experiment's runs into its reference run's bursts; print the quality per counter.",
+    ),
     "nightly": ("cli_nightly", "Run the nightly flow once (ephemeral Prefect, no server needed)."),
-    "serve": ("cli_nightly", "Register the nightly deployment on a Prefect server and serve it on its schedule "
-                             "(PREFECT_API_URL)."),
-    "demo": ("cli_demo", "Simulate a small campaign (2 apps, several counter sets, a few nights, one injected "
-                         "regression), run the nightly flow over it and say where to look."),
-    "archetypes": ("cli_analysis", "Compute metrics and the 13 archetypes of an experiment, store them and print "
-                                   "the mix."),
-    "machines": ("cli_analysis", "List the machine profiles that ship with synthtrace (use one with --machine, or "
-                                 "drop a machine.toml beside the traces)."),
-    "report": ("cli_analysis", "Write a self-contained HTML report (archetype mix, roofline, Ridgeline, timeline, "
-                               "merge quality, alerts)."),
-    "train": ("cli_models", "Train a burst performance predictor, evaluate it on unseen applications and register "
-                            "it."),
+    "serve": (
+        "cli_nightly",
+        "Register the nightly deployment on a Prefect server and serve it on its schedule (PREFECT_API_URL).",
+    ),
+    "demo": (
+        "cli_demo",
+        "Simulate a small campaign (2 apps, several counter sets, a few nights, one injected "
+        "regression), run the nightly flow over it and say where to look.",
+    ),
+    "archetypes": (
+        "cli_analysis",
+        "Compute metrics and the 13 archetypes of an experiment, store them and print the mix.",
+    ),
+    "machines": (
+        "cli_analysis",
+        "List the machine profiles that ship with synthtrace (use one with --machine, or "
+        "drop a machine.toml beside the traces).",
+    ),
+    "report": (
+        "cli_analysis",
+        "Write a self-contained HTML report (archetype mix, roofline, Ridgeline, timeline, merge quality, alerts).",
+    ),
+    "train": ("cli_models", "Train a burst performance predictor, evaluate it on unseen applications and register it."),
     "models": ("cli_models", "List every registered model version, oldest first."),
-    "predict": ("cli_models", "Predict every burst of an experiment with a registered model; writes the predictions "
-                              "view."),
-    "detect": ("cli_models", "Find performance regressions in the nightly history of each application; writes the "
-                             "regressions view."),
-    "export": ("cli_export", "Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, "
-                             "or CSV."),
+    "predict": (
+        "cli_models",
+        "Predict every burst of an experiment with a registered model; writes the predictions view.",
+    ),
+    "detect": (
+        "cli_models",
+        "Find performance regressions in the nightly history of each application; writes the regressions view.",
+    ),
+    "export": (
+        "cli_export",
+        "Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV.",
+    ),
 }
 
 

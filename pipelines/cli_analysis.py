@@ -58,9 +58,12 @@ def provisional_mix(archetypes: pl.DataFrame) -> pl.DataFrame:
     from synthtrace.models.archetypes import INSUFFICIENT
     prov = (archetypes.filter(pl.col("provisional").is_not_null() & (pl.col("archetype") != INSUFFICIENT))
             .group_by("unit", "archetype").agg((pl.col("duration_ns").sum() * 1e-9).alias("_prov_s")))
-    return (mix(archetypes).join(prov, on=["unit", "archetype"], how="left", maintain_order="left")
-            .with_columns((pl.col("_prov_s").fill_null(0.0) / pl.col("time_s")).fill_nan(0.0).alias("provisional_share"))
-            .drop("_prov_s"))
+    return (
+        mix(archetypes)
+        .join(prov, on=["unit", "archetype"], how="left", maintain_order="left")
+        .with_columns((pl.col("_prov_s").fill_null(0.0) / pl.col("time_s")).fill_nan(0.0).alias("provisional_share"))
+        .drop("_prov_s")
+    )
 
 
 def undecided_lines(archetypes: pl.DataFrame) -> list[str]:
@@ -86,12 +89,15 @@ def undecided_lines(archetypes: pl.DataFrame) -> list[str]:
 
 
 def archetypes(
-    experiment: Annotated[str | None, typer.Argument(
-        help="Experiment to analyse (default: every experiment).", callback=name_option)] = None,
+    experiment: Annotated[
+        str | None, typer.Argument(help="Experiment to analyse (default: every experiment).", callback=name_option)
+    ] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,
-    discover: Annotated[bool, typer.Option(help="Also cluster bursts and report agreement (kappa) and stability (ARI).")] = True,
+    discover: Annotated[
+        bool, typer.Option(help="Also cluster bursts and report agreement (kappa) and stability (ARI).")
+    ] = True,
 ) -> None:
     """Compute metrics and the 13 archetypes of an experiment, store them and print the mix."""
     from synthtrace.pipelines.jobs import analyse
@@ -118,15 +124,19 @@ def archetypes(
             console.print(line, soft_wrap=True)
         d = res.discovery
         if "kappa" in d:
-            console.print(f"discovery: {d['n_clusters']} clusters on {len(d['features'])} features; "
-                          f"kappa vs rules {d['kappa']:.3f} ({d['n_compared']} bursts), bootstrap ARI {d['stability_ari']:.3f}")
+            console.print(
+                f"discovery: {d['n_clusters']} clusters on {len(d['features'])} features; "
+                f"kappa vs rules {d['kappa']:.3f} ({d['n_compared']} bursts), bootstrap ARI {d['stability_ari']:.3f}"
+            )
         elif "skipped" in d:
             err_console.print(f"discovery skipped: {d['skipped']}")
 
 
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("synthtrace-report.html"),
-    experiment: Annotated[str | None, typer.Option(help="Only this experiment (default: all).", callback=name_option)] = None,
+    experiment: Annotated[
+        str | None, typer.Option(help="Only this experiment (default: all).", callback=name_option)
+    ] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,
@@ -149,7 +159,7 @@ def report(
 
 
 def machines(
-    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,  # noqa: ARG001 - every command takes it; machines need none
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """List the machine profiles that ship with synthtrace (use one with --machine, or drop a machine.toml beside
     the traces)."""
@@ -161,9 +171,16 @@ def machines(
     for name in presets():
         m = load_machine(name)
         pmu = f"{m.pmu_programmable or '?'} + {', '.join(m.pmu_fixed) or 'none'}"
-        t.add_row(name + (" (default)" if name == DEFAULT_PRESET else ""), m.name, f"{m.sockets} x {m.cores_per_socket}",
-                  f"{m.frequency_ghz:g}", f"{m.peak_flops_core() / 1e9:.3g} ({m.widest_isa})",
-                  f"{m.dram_bw_socket() / 1e9:.4g}", f"{m.link_bw() / 1e9:.3g}", pmu)
+        t.add_row(
+            name + (" (default)" if name == DEFAULT_PRESET else ""),
+            m.name,
+            f"{m.sockets} x {m.cores_per_socket}",
+            f"{m.frequency_ghz:g}",
+            f"{m.peak_flops_core() / 1e9:.3g} ({m.widest_isa})",
+            f"{m.dram_bw_socket() / 1e9:.4g}",
+            f"{m.link_bw() / 1e9:.3g}",
+            pmu,
+        )
     print_wide(t)
 
 

@@ -45,7 +45,9 @@ class LazyGroup(TyperGroup):
             self._load(COMMANDS[cmd_name][0])
         return self.commands.get(cmd_name)
 
-    def resolve_command(self, ctx: _click.Context, args: list[str]) -> tuple[str | None, _click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: _click.Context, args: list[str]
+    ) -> tuple[str | None, _click.Command | None, list[str]]:
         try:
             return super().resolve_command(ctx, args)
         except _click.exceptions.UsageError as exc:

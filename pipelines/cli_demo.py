@@ -21,7 +21,9 @@ DEMO_MARKER = ".synthtrace-demo"  # written first, so a demo killed half-way is 
 
 
 def demo(
-    out: Annotated[Path, typer.Option("--out", help="Folder for the demo's drop folder, warehouse and report.")] = Path("synthtrace-demo"),
+    out: Annotated[Path, typer.Option("--out", help="Folder for the demo's drop folder, warehouse and report.")] = Path(
+        "synthtrace-demo"
+    ),
     nights: Annotated[int, typer.Option(help="Nights of history to simulate (detection needs 7 or more).")] = 8,
     seed: Annotated[int, typer.Option(help="Random seed of the simulated campaign.")] = 7,
     fresh: Annotated[bool, typer.Option(help="Delete an earlier demo in --out first.")] = True,
@@ -71,23 +73,32 @@ def demo(
         for k, v in m.items():
             mix[k] = mix.get(k, 0.0) + v / max(len(summary.archetypes), 1)
     top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:6])
-    alerts = "\n".join(
-        f"  - {a.get('app')} at {a.get('call_site') or a.get('kernel')}: time {a.get('magnitude', 0):+.0%} from "
-        f"{str(a.get('changed_at', ''))[:10]}, explained by {', '.join(a.get('explained_by') or []) or 'an archetype shift'}"
-        for a in summary.alerts[:5]) or "  (none)"
+    alerts = (
+        "\n".join(
+            f"  - {a.get('app')} at {a.get('call_site') or a.get('kernel')}: time {a.get('magnitude', 0):+.0%} from "
+            f"{str(a.get('changed_at', ''))[:10]}, explained by "
+            f"{', '.join(a.get('explained_by') or []) or 'an archetype shift'}"
+            for a in summary.alerts[:5]
+        )
+        or "  (none)"
+    )
     w = f"-w {wh}"
-    console.print(Panel.fit(
-        f"runs ingested        {len(summary.ingested)}\n"
-        f"experiments merged   {len(summary.merged)}\n"
-        f"archetype mix        {top or '(not computed)'}\n"
-        f"alerts               {len(summary.alerts)} (injected: {DEMO_REGRESSION})\n{alerts}\n"
-        f"report               {summary.report or '(not built)'}\n"
-        f"warehouse            {wh}\n\n"
-        f"try:  synthtrace runs {w}\n"
-        f"      synthtrace sql \"SELECT counter, source_run, coverage, estimated_error FROM merge_quality LIMIT 10\" {w}\n"
-        f"      synthtrace archetypes {results[0].experiment} {w}\n"
-        f"      synthtrace detect {w}",
-        title=f"synthtrace demo ({time.perf_counter() - began:.0f} s)"))
+    console.print(
+        Panel.fit(
+            f"runs ingested        {len(summary.ingested)}\n"
+            f"experiments merged   {len(summary.merged)}\n"
+            f"archetype mix        {top or '(not computed)'}\n"
+            f"alerts               {len(summary.alerts)} (injected: {DEMO_REGRESSION})\n{alerts}\n"
+            f"report               {summary.report or '(not built)'}\n"
+            f"warehouse            {wh}\n\n"
+            f"try:  synthtrace runs {w}\n"
+            '      synthtrace sql "SELECT counter, source_run, coverage, estimated_error FROM merge_quality LIMIT 10" '
+            f"{w}\n"
+            f"      synthtrace archetypes {results[0].experiment} {w}\n"
+            f"      synthtrace detect {w}",
+            title=f"synthtrace demo ({time.perf_counter() - began:.0f} s)",
+        )
+    )
     for e in summary.errors:
         print_warning(f"{e['stage']} {' '.join(e['args'])}: {e['error']}")
 

@@ -23,10 +23,17 @@ class ExportFormat(str, Enum):
 
 
 def export(
-    experiment: Annotated[str, typer.Argument(help="Experiment to export (its merged trace, or its only run).",
-                                                           callback=name_option)],
-    format: Annotated[ExportFormat, typer.Option("--format", "-f", help="perfetto: Chrome/Perfetto JSON; pipit: "
-                                                  "Pipit-style events table (CSV); csv: one row per burst.")] = ExportFormat.perfetto,
+    experiment: Annotated[
+        str, typer.Argument(help="Experiment to export (its merged trace, or its only run).", callback=name_option)
+    ],
+    format: Annotated[
+        ExportFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="perfetto: Chrome/Perfetto JSON; pipit: Pipit-style events table (CSV); csv: one row per burst.",
+        ),
+    ] = ExportFormat.perfetto,
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")] = Path("trace.json"),
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:

@@ -24,21 +24,46 @@ from synthtrace.warehouse.names import name_option
 
 
 def merge(
-    experiment: Annotated[str, typer.Argument(help="Experiment whose runs to merge (see `synthtrace runs`).",
-                                                           callback=name_option)],
+    experiment: Annotated[
+        str, typer.Argument(help="Experiment whose runs to merge (see `synthtrace runs`).", callback=name_option)
+    ],
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
-    reference: Annotated[str | None, typer.Option("--reference", help="Run (name or id) whose bursts the merged "
-                                                  "trace keeps; default: the first run by name.")] = None,
-    export_prv: Annotated[Path | None, typer.Option("--export-prv", metavar="OUT_STEM", help="Also write the merged "
-                                                    "trace as Paraver OUT_STEM.prv/.pcf/.row.")] = None,
-    rescale: Annotated[bool | None, typer.Option("--rescale/--no-rescale", help="Force or forbid rescaling "
-                                                 "transferred counters by a co-varying reference counter of the "
-                                                 "matched bursts; default: chosen by the leave-one-out estimate.",
-                                                 show_default=False)] = DEFAULT_RESCALE,
-    estimate_unmatched: Annotated[bool, typer.Option("--estimate-unmatched", help="Give unmatched bursts an "
-                                                     "estimate flagged in the `estimated` column instead of NULL.")] = False,
-    allow_timing_only: Annotated[bool, typer.Option("--allow-timing-only", help="Merge runs that share no counter, "
-                                                    "matched by MPI structure and timing alone (lower scores).")] = False,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            "--reference", help="Run (name or id) whose bursts the merged trace keeps; default: the first run by name."
+        ),
+    ] = None,
+    export_prv: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-prv", metavar="OUT_STEM", help="Also write the merged trace as Paraver OUT_STEM.prv/.pcf/.row."
+        ),
+    ] = None,
+    rescale: Annotated[
+        bool | None,
+        typer.Option(
+            "--rescale/--no-rescale",
+            help="Force or forbid rescaling "
+            "transferred counters by a co-varying reference counter of the "
+            "matched bursts; default: chosen by the leave-one-out estimate.",
+            show_default=False,
+        ),
+    ] = DEFAULT_RESCALE,
+    estimate_unmatched: Annotated[
+        bool,
+        typer.Option(
+            "--estimate-unmatched",
+            help="Give unmatched bursts an estimate flagged in the `estimated` column instead of NULL.",
+        ),
+    ] = False,
+    allow_timing_only: Annotated[
+        bool,
+        typer.Option(
+            "--allow-timing-only",
+            help="Merge runs that share no counter, matched by MPI structure and timing alone (lower scores).",
+        ),
+    ] = False,
 ) -> None:
     """Merge the counters of an experiment's runs into its reference run's bursts; print the quality per counter."""
     if export_prv is not None and export_prv.parent.exists() and not export_prv.parent.is_dir():

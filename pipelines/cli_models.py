@@ -40,13 +40,25 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 def train(
     target: TargetOption = "ipc",
-    model: Annotated[str, typer.Option("--model", help="Estimator: hgb (gradient boosting), rf (random forest), "
-                                       "linear (ridge baseline).")] = "hgb",
-    experiments: Annotated[list[str] | None, typer.Option("--experiments", "--experiment", help="Experiments to learn "
-                                                          "from (repeatable or comma-separated; default: all).")] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", help="Estimator: hgb (gradient boosting), rf (random forest), linear (ridge baseline)."
+        ),
+    ] = "hgb",
+    experiments: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--experiments",
+            "--experiment",
+            help="Experiments to learn from (repeatable or comma-separated; default: all).",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed (same seed and data give the same model).")] = 0,
     folds: Annotated[int, typer.Option(help="Folds of the evaluation grouped by application.")] = 5,
-    compare: Annotated[bool, typer.Option(help="Also compare the merged counter set with each single-run set.")] = False,
+    compare: Annotated[
+        bool, typer.Option(help="Also compare the merged counter set with each single-run set.")
+    ] = False,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Train a burst performance predictor, evaluate it on unseen applications and register it."""
@@ -127,10 +139,13 @@ def models(
 
 
 def predict(
-    experiment: Annotated[str, typer.Option("--experiment", help="Experiment whose bursts to predict.",
-                                                           callback=name_option)],
+    experiment: Annotated[
+        str, typer.Option("--experiment", help="Experiment whose bursts to predict.", callback=name_option)
+    ],
     model: Annotated[str | None, typer.Option("--model", help="Model id (default: the newest model).")] = None,
-    target: Annotated[str | None, typer.Option("--target", help="With no --model: the newest model of this target.")] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="With no --model: the newest model of this target.")
+    ] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Predict every burst of an experiment with a registered model; writes the predictions view."""

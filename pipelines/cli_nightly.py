@@ -52,9 +52,15 @@ def nightly(
     drop: DropOption,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
-    runner: Annotated[Runner, typer.Option(help="Task runner: threads in this process, or a Dask cluster.")] = Runner.thread,
-    dask_address: Annotated[str | None, typer.Option(help="Scheduler of an existing Dask cluster (tcp://host:8786); "
-                                                           "a temporary local cluster when omitted.")] = None,
+    runner: Annotated[
+        Runner, typer.Option(help="Task runner: threads in this process, or a Dask cluster.")
+    ] = Runner.thread,
+    dask_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Scheduler of an existing Dask cluster (tcp://host:8786); a temporary local cluster when omitted."
+        ),
+    ] = None,
     skip: SkipOption = None,
 ) -> None:
     """Run the nightly flow once (ephemeral Prefect, no server needed)."""

@@ -22,22 +22,51 @@ from synthtrace.tracelib.machine import load_machine
 
 
 def plan(
-    counters: Annotated[str, typer.Option("--counters", "-c", help="Counters to record, comma-separated "
-                                          "(PAPI presets or native names).")],
-    slots: Annotated[int | None, typer.Option("--slots", "-s", help="Programmable counters the PMU reads at once "
-                                              "(fixed-function counters aside). Default: the machine's.")] = None,
-    machine: Annotated[str | None, typer.Option("--machine", help="Machine profile whose PMU to plan for: a preset "
-                                                "(`synthtrace machines`) or a TOML file. Default: marenostrum5-gpp "
-                                                "(Intel: instructions and cycles on fixed-function counters).")] = None,
-    fixed: Annotated[str, typer.Option("--fixed", help="Reference counters every run carries, comma-separated "
-                                       "(\"\" for none).")] = ",".join(DEFAULT_FIXED),
-    conflicts: Annotated[Path | None, typer.Option("--conflicts", help="Pairs or groups of counters that cannot "
-                                                   "share a run: one per line (names separated by commas or "
-                                                   "blanks), or TOML `conflicts = [[\"A\", \"B\"], ...]`.")] = None,
-    format: Annotated[str, typer.Option("--format", "-f", help="table | json | extrae (an Extrae <counters> "
-                                        "fragment) | scorep (a SCOREP_METRIC_PAPI= line per run).")] = "table",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
-    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,  # noqa: ARG001 - every command takes it; plan needs no warehouse
+    counters: Annotated[
+        str,
+        typer.Option("--counters", "-c", help="Counters to record, comma-separated (PAPI presets or native names)."),
+    ],
+    slots: Annotated[
+        int | None,
+        typer.Option(
+            "--slots",
+            "-s",
+            help="Programmable counters the PMU reads at once (fixed-function counters aside). Default: the machine's.",
+        ),
+    ] = None,
+    machine: Annotated[
+        str | None,
+        typer.Option(
+            "--machine",
+            help="Machine profile whose PMU to plan for: a preset "
+            "(`synthtrace machines`) or a TOML file. Default: marenostrum5-gpp "
+            "(Intel: instructions and cycles on fixed-function counters).",
+        ),
+    ] = None,
+    fixed: Annotated[
+        str, typer.Option("--fixed", help='Reference counters every run carries, comma-separated ("" for none).')
+    ] = ",".join(DEFAULT_FIXED),
+    conflicts: Annotated[
+        Path | None,
+        typer.Option(
+            "--conflicts",
+            help="Pairs or groups of counters that cannot "
+            "share a run: one per line (names separated by commas or "
+            'blanks), or TOML `conflicts = [["A", "B"], ...]`.',
+        ),
+    ] = None,
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="table | json | extrae (an Extrae <counters> fragment) | scorep (a SCOREP_METRIC_PAPI= line per run).",
+        ),
+    ] = "table",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")
+    ] = None,
+    warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Plan the fewest runs that record every counter, each run carrying the fixed reference counters."""
     if format not in FORMATS:

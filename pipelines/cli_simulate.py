@@ -66,24 +66,60 @@ def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]
 
 
 def simulate(
-    out_dir: Annotated[Path, typer.Argument(help="Folder to write the traces (<experiment>/<app>.run<k>.prv) and ground_truth/ into.")],
-    app: Annotated[str | None, typer.Option(help="Application name (default: the pattern's name; a prefix with --pattern all).")] = None,
+    out_dir: Annotated[
+        Path, typer.Argument(help="Folder to write the traces (<experiment>/<app>.run<k>.prv) and ground_truth/ into.")
+    ],
+    app: Annotated[
+        str | None, typer.Option(help="Application name (default: the pattern's name; a prefix with --pattern all).")
+    ] = None,
     pattern: Annotated[str, typer.Option(help=f"Communication pattern: all, {', '.join(PATTERNS)}.")] = "all",
     ranks: Annotated[int, typer.Option(help="MPI ranks per run.")] = 8,
     iterations: Annotated[int, typer.Option(help="Iterations (time steps, rounds, sweeps) per run.")] = 20,
-    runs: Annotated[int | None, typer.Option(help="Runs per experiment (default: enough to record every counter once).")] = None,
+    runs: Annotated[
+        int | None, typer.Option(help="Runs per experiment (default: enough to record every counter once).")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed: the same seed and options give byte-identical traces.")] = 0,
-    counters_per_run: Annotated[int, typer.Option(help="Programmable PMU slots per run (plus the 3 fixed counters).")] = DEFAULT_SLOTS,
-    nights: Annotated[int, typer.Option(help="Campaign mode: nightly histories of this many nights (0: one experiment per app).")] = 0,
-    inject: Annotated[list[str] | None, typer.Option(help=f"Regression KIND:APP:NIGHT[:SIZE] (repeatable; KIND: {', '.join(REGRESSION_KINDS)}); 'random' (default with --nights) or 'none'.")] = None,
-    machine: Annotated[str | None, typer.Option(help="Machine profile preset (marenostrum5-gpp, generic) or TOML file.")] = None,
-    ranks_per_node: Annotated[int | None, typer.Option(help="Ranks per node (default: as many as a node has cores).")] = None,
+    counters_per_run: Annotated[
+        int, typer.Option(help="Programmable PMU slots per run (plus the 3 fixed counters).")
+    ] = DEFAULT_SLOTS,
+    nights: Annotated[
+        int, typer.Option(help="Campaign mode: nightly histories of this many nights (0: one experiment per app).")
+    ] = 0,
+    inject: Annotated[
+        list[str] | None,
+        typer.Option(
+            help=f"Regression KIND:APP:NIGHT[:SIZE] (repeatable; KIND: {', '.join(REGRESSION_KINDS)}); 'random' "
+            "(default with --nights) or 'none'."
+        ),
+    ] = None,
+    machine: Annotated[
+        str | None, typer.Option(help="Machine profile preset (marenostrum5-gpp, generic) or TOML file.")
+    ] = None,
+    ranks_per_node: Annotated[
+        int | None, typer.Option(help="Ranks per node (default: as many as a node has cores).")
+    ] = None,
     scale: Annotated[float, typer.Option(help="Problem size factor (work per burst).")] = 1.0,
-    date: Annotated[datetime | None, typer.Option(help="Start date of the runs (the first night in campaign mode).")] = None,
+    date: Annotated[
+        datetime | None, typer.Option(help="Start date of the runs (the first night in campaign mode).")
+    ] = None,
     labels: Annotated[bool, typer.Option(help="Label bursts, MPI calls and phases with the archetype rules.")] = True,
-    truth_counters: Annotated[str, typer.Option(help="Burst counters in the ground truth: 'reference' run only or 'all' runs.")] = "reference",
-    apps_per_pattern: Annotated[int, typer.Option(help="Applications per pattern (halo_1, halo_2, ...): same code structure, kernels that behave differently (inputs, compilers, data layouts).")] = 1,
-    kernel_spread: Annotated[float | None, typer.Option(help=f"How much the applications' kernels differ from the base ones: log standard deviation of their miss rates (default {DEFAULT_SPREAD:g} with --apps-per-pattern > 1, else 0: the base kernels).")] = None,
+    truth_counters: Annotated[
+        str, typer.Option(help="Burst counters in the ground truth: 'reference' run only or 'all' runs.")
+    ] = "reference",
+    apps_per_pattern: Annotated[
+        int,
+        typer.Option(
+            help="Applications per pattern (halo_1, halo_2, ...): same code structure, kernels that behave differently "
+            "(inputs, compilers, data layouts)."
+        ),
+    ] = 1,
+    kernel_spread: Annotated[
+        float | None,
+        typer.Option(
+            help=f"How much the applications' kernels differ from the base ones: log standard deviation of their miss "
+            f"rates (default {DEFAULT_SPREAD:g} with --apps-per-pattern > 1, else 0: the base kernels)."
+        ),
+    ] = None,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Simulate multi-run hardware-counter traces of MPI applications, with their ground truth as Parquet.
@@ -97,10 +133,21 @@ def simulate(
     apps = _apps(app, pattern, apps_per_pattern)
     spread = kernel_spread if kernel_spread is not None else (DEFAULT_SPREAD if apps_per_pattern > 1 else 0.0)
     variants = app_variants(apps, seed, spread)
-    template = ExperimentSpec(app="app", pattern=next(iter(apps.values())), ranks=ranks, iterations=iterations, runs=runs,
-                              seed=seed, counters_per_run=counters_per_run, machine=machine, ranks_per_node=ranks_per_node,
-                              scale=scale, started_at=date or DEFAULT_DATE, variation=Variation(),
-                              truth_counters=truth_counters)
+    template = ExperimentSpec(
+        app="app",
+        pattern=next(iter(apps.values())),
+        ranks=ranks,
+        iterations=iterations,
+        runs=runs,
+        seed=seed,
+        counters_per_run=counters_per_run,
+        machine=machine,
+        ranks_per_node=ranks_per_node,
+        scale=scale,
+        started_at=date or DEFAULT_DATE,
+        variation=Variation(),
+        truth_counters=truth_counters,
+    )
     specs = [ExperimentSpec(**{**template.__dict__, "app": a, "pattern": p, "app_kernels": variants[a]})
              for a, p in apps.items()]
     for s in specs:

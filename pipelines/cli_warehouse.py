@@ -49,13 +49,23 @@ def _progress() -> Progress:
 
 
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Trace files (.prv, .prv.gz, OTF2 .otf2 anchors) or folders (searched recursively).")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Trace files (.prv, .prv.gz, OTF2 .otf2 anchors) or folders (searched recursively)."),
+    ],
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
-    experiment: Annotated[str | None, typer.Option(help="Experiment name (default: the folder holding each trace; "
-                                                        "its app when the folder holds several apps).",
-                                                   callback=name_option)] = None,
+    experiment: Annotated[
+        str | None,
+        typer.Option(
+            help="Experiment name (default: the folder holding each trace; "
+            "its app when the folder holds several apps).",
+            callback=name_option,
+        ),
+    ] = None,
     app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).")] = None,
-    date: Annotated[datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")] = None,
+    date: Annotated[
+        datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")
+    ] = None,
     salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
 ) -> None:
     """Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."""
@@ -162,12 +172,20 @@ def _say_invalidated(names: list[str]) -> None:
 
 
 def sql(
-    statement: Annotated[str, typer.Argument(metavar="QUERY", help="A SELECT over the views runs, bursts, mpi_calls, merged_bursts, ...")],
+    statement: Annotated[
+        str, typer.Argument(metavar="QUERY", help="A SELECT over the views runs, bursts, mpi_calls, merged_bursts, ...")
+    ],
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", min=0.001, show_default=False, help="Stop the query "
-                                                  "after this many seconds (default: 300).")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout", min=0.001, show_default=False, help="Stop the query after this many seconds (default: 300)."
+        ),
+    ] = None,
 ) -> None:
     """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
     from synthtrace.warehouse import Warehouse

@@ -236,7 +236,11 @@ def _publish(summary: NightSummary) -> None:
             top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:5])
             lines.append(f"- {exp}: {top}")
     if summary.errors:
-        lines += ["", "## Stage errors", *[f"- {e['stage']} {' '.join(e['args'])}: {e['error']}" for e in summary.errors]]
+        lines += [
+            "",
+            "## Stage errors",
+            *[f"- {e['stage']} {' '.join(e['args'])}: {e['error']}" for e in summary.errors],
+        ]
     if summary.skipped_steps:
         lines += ["", f"Stages not run: {', '.join(summary.skipped_steps)}"]
     if summary.up_to_date:

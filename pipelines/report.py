@@ -140,8 +140,11 @@ def plot_roofline(bm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float
         # undecided bursts are drawn hollow, in the colour of their provisional archetype
         lab = pl.col(label_column).fill_null(INSUFFICIENT)
         prov = pl.col("provisional") if "provisional" in pts.columns else pl.lit(None, pl.String)
-        pts = pts.with_columns(lab.alias("_lab"), (lab == INSUFFICIENT).alias("_undecided"),
-                               pl.when(lab == INSUFFICIENT).then(prov.fill_null(INSUFFICIENT)).otherwise(lab).alias("_col"))
+        pts = pts.with_columns(
+            lab.alias("_lab"),
+            (lab == INSUFFICIENT).alias("_undecided"),
+            pl.when(lab == INSUFFICIENT).then(prov.fill_null(INSUFFICIENT)).otherwise(lab).alias("_col"),
+        )
         total_s = float(pts["duration_s"].sum() or 1.0) if pts.height else 1.0
         for (name, undecided), sel in sorted(pts.group_by("_col", "_undecided"), key=lambda kv: (kv[0][1], kv[0][0])):
             area = 6.0 + 600.0 * np.sqrt(np.clip(sel["duration_s"].to_numpy() / total_s, 0.0, 1.0))
@@ -238,8 +241,12 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
     undecided_drawn = False
     for unit_df, height in ((bursts, 0.8), (calls, 0.3)):  # MPI calls: thin bars (hatching thousands is slow)
         d = unit_df.join(ranks, on=["task", "thread"]).with_columns(
-            pl.when(pl.col("archetype") == INSUFFICIENT).then(pl.col("provisional")).otherwise(pl.col("archetype")).alias("_lab"),
-            (pl.col("archetype") == INSUFFICIENT).alias("_insuff"))
+            pl.when(pl.col("archetype") == INSUFFICIENT)
+            .then(pl.col("provisional"))
+            .otherwise(pl.col("archetype"))
+            .alias("_lab"),
+            (pl.col("archetype") == INSUFFICIENT).alias("_insuff"),
+        )
         for (name, insuff), g in d.group_by("_lab", "_insuff"):
             ax.add_collection(PolyCollection(
                 _bars((g["start_ns"].to_numpy() - t0) * 1e-9, g["duration_ns"].to_numpy() * 1e-9, g["_y"].to_numpy(),
@@ -256,14 +263,23 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
     ax.invert_yaxis()
     handles = [Patch(color=_color(a), label=a) for a in sorted(drawn)]
     if undecided_drawn:
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="...", label="dotted: insufficient counters,\nprovisional archetype"))
+        handles.append(
+            Patch(
+                facecolor="white",
+                edgecolor="black",
+                hatch="...",
+                label="dotted: insufficient counters,\nprovisional archetype",
+            )
+        )
     if calls.height:
         handles.append(Patch(facecolor="white", edgecolor="white", label="thin bars: MPI calls"))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(f"timeline: {n} bursts and MPI calls of {_tasks_threads(ranks)}, coloured by archetype")
     strip.set_ylabel("phases", rotation=0, ha="right", va="center", fontsize=7)
     if pm is not None and pm.height:
-        p = pm.with_columns(((pl.col("start_ns") - t0) * 1e-9).alias("_s"), ((pl.col("end_ns") - t0) * 1e-9).alias("_e"))
+        p = pm.with_columns(
+            ((pl.col("start_ns") - t0) * 1e-9).alias("_s"), ((pl.col("end_ns") - t0) * 1e-9).alias("_e")
+        )
         for (name,), g in p.group_by("archetype"):  # the phase strip: one collection per archetype
             strip.broken_barh(list(zip(g["_s"].to_list(), (g["_e"] - g["_s"]).to_list())), (0, 1),
                               facecolors=_color(name) if name != BALANCED else "#4c9a4c")
@@ -273,8 +289,11 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
         share = machine.dram_share(ranks_per_socket)
         net = machine.link_bw() * machine.links_per_node / (rps * machine.sockets)
         has_flops = (p["flops"].fill_null(0) > 0).any() if "flops" in p.columns else False
-        work = (pl.col("flops") / (pl.col("elapsed_s") * pl.col("n_ranks")) / machine.peak_flops_core()) if has_flops else \
-            (pl.col("instructions") / (pl.col("elapsed_s") * pl.col("n_ranks")) / machine.peak_ips_core(4.0))
+        work = (
+            (pl.col("flops") / (pl.col("elapsed_s") * pl.col("n_ranks")) / machine.peak_flops_core())
+            if has_flops
+            else (pl.col("instructions") / (pl.col("elapsed_s") * pl.col("n_ranks")) / machine.peak_ips_core(4.0))
+        )
         u = p.with_columns(work.alias("compute"),
                            (pl.col("dram_bytes") / (pl.col("elapsed_s") * pl.col("n_ranks")) / share).alias("memory"),
                            (pl.col("network_bytes") / (pl.col("elapsed_s") * pl.col("n_ranks")) / net).alias("network"))
@@ -325,7 +344,9 @@ def plot_alert_history(history: pl.DataFrame, alert: dict) -> PlotInfo:
                    key=lambda sg: -abs(sg.get("z") or 0.0))
     if moved:
         ax2 = ax.twinx()
-        ax2.plot(nights, h[moved[0]["name"]].to_list(), marker="s", ms=3, lw=1.0, color="#d62728", label=moved[0]["name"])
+        ax2.plot(
+            nights, h[moved[0]["name"]].to_list(), marker="s", ms=3, lw=1.0, color="#d62728", label=moved[0]["name"]
+        )
         ax2.set_ylabel(moved[0]["name"], color="#d62728")
     if alert.get("changed_at") is not None:
         ax.axvline(alert["changed_at"], color="black", lw=0.8, ls="--")
@@ -428,9 +449,15 @@ def _top_consumers(bm: pl.DataFrame, arch: pl.DataFrame, n: int = 15) -> pl.Data
                                         pl.lit("(end of thread)")).alias("closed_by"), "duration_s", "ipc")
     j = site.join(b, on=keys, how="left")
     total = float(j["duration_s"].sum() or 1.0)
-    return (j.group_by("closed_by", "archetype").agg(pl.len().alias("bursts"), pl.col("duration_s").sum().alias("time_s"),
-                                                     pl.col("ipc").mean().alias("mean_ipc"))
-            .with_columns((pl.col("time_s") / total).alias("time_share")).sort("time_s", descending=True).head(n))
+    return (
+        j.group_by("closed_by", "archetype")
+        .agg(
+            pl.len().alias("bursts"), pl.col("duration_s").sum().alias("time_s"), pl.col("ipc").mean().alias("mean_ipc")
+        )
+        .with_columns((pl.col("time_s") / total).alias("time_share"))
+        .sort("time_s", descending=True)
+        .head(n)
+    )
 
 
 def _optional_view(wh: Warehouse, pattern: str) -> pl.DataFrame | None:
@@ -467,17 +494,25 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     if insuff.height:
         need = (insuff.explode("missing_counters").group_by("missing_counters").agg(pl.len().alias("bursts"))
                 .sort("bursts", descending=True).rename({"missing_counters": "counter that would decide"}))
-        prov = (insuff.group_by("provisional").agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
-                .sort("time_s", descending=True))
-        parts += [f"<p class='note'>{insuff.height} bursts are <b>insufficient_counters</b>: the counters below would "
-                  "decide them (record them in another run and merge).</p>", _table(need),
-                  "<p class='note'>Their provisional archetypes (first rule that fires among those the counters decide):</p>",
-                  _table(prov)]
+        prov = (
+            insuff.group_by("provisional")
+            .agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
+            .sort("time_s", descending=True)
+        )
+        parts += [
+            f"<p class='note'>{insuff.height} bursts are <b>insufficient_counters</b>: the counters below would "
+            "decide them (record them in another run and merge).</p>",
+            _table(need),
+            "<p class='note'>Their provisional archetypes (first rule that fires among those the counters decide):</p>",
+            _table(prov),
+        ]
     if discovery and "kappa" in discovery:
-        parts.append(f"<p class='note'>Unsupervised discovery: {discovery.get('n_clusters')} duration-weighted "
-                     f"clusters on {', '.join(discovery.get('features', []))}; Cohen's kappa vs rules "
-                     f"{discovery.get('kappa', float('nan')):.3f} on {discovery.get('n_compared')} bursts, bootstrap ARI "
-                     f"{discovery.get('stability_ari', float('nan')):.3f}.</p>")
+        parts.append(
+            f"<p class='note'>Unsupervised discovery: {discovery.get('n_clusters')} duration-weighted "
+            f"clusters on {', '.join(discovery.get('features', []))}; Cohen's kappa vs rules "
+            f"{discovery.get('kappa', float('nan')):.3f} on {discovery.get('n_compared')} bursts, bootstrap ARI "
+            f"{discovery.get('stability_ari', float('nan')):.3f}.</p>"
+        )
     # plots of one run: the merged trace (one run) or, before a merge, the first run; the table covers every run
     run_ids = bm["run_id"].unique(maintain_order=True).to_list() if "run_id" in bm.columns else [None]
     rid = run_ids[0]
@@ -544,11 +579,20 @@ def experiment_overview(wh: Warehouse) -> pl.DataFrame:
     runs = runs_table(wh)
     if runs.height == 0:
         return runs
-    return (runs.group_by("experiment").agg(pl.col("app").unique().sort().str.join(", ").alias("apps"),
-                                            pl.col("started_at").min(), pl.len().alias("runs"))
-            .with_columns(pl.col("experiment").map_elements(
-                lambda e: (wh.experiment_dir(e) / "merged_bursts.parquet").is_file(), return_dtype=pl.Boolean).alias("merged"))
-            .sort("started_at", "experiment", descending=True, nulls_last=True))
+    return (
+        runs.group_by("experiment")
+        .agg(
+            pl.col("app").unique().sort().str.join(", ").alias("apps"),
+            pl.col("started_at").min(),
+            pl.len().alias("runs"),
+        )
+        .with_columns(
+            pl.col("experiment")
+            .map_elements(lambda e: (wh.experiment_dir(e) / "merged_bursts.parquet").is_file(), return_dtype=pl.Boolean)
+            .alias("merged")
+        )
+        .sort("started_at", "experiment", descending=True, nulls_last=True)
+    )
 
 
 def latest_per_app(wh: Warehouse) -> list[str]:
@@ -557,8 +601,14 @@ def latest_per_app(wh: Warehouse) -> list[str]:
     runs = runs_table(wh)
     if runs.height == 0:
         return experiments(wh)
-    newest = (runs.group_by("app", "experiment").agg(pl.col("started_at").min())
-              .sort("started_at", "experiment", nulls_last=True).group_by("app", maintain_order=True).last().sort("app"))
+    newest = (
+        runs.group_by("app", "experiment")
+        .agg(pl.col("started_at").min())
+        .sort("started_at", "experiment", nulls_last=True)
+        .group_by("app", maintain_order=True)
+        .last()
+        .sort("app")
+    )
     return newest["experiment"].unique(maintain_order=True).to_list()
 
 

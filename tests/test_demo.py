@@ -44,6 +44,8 @@ def test_demo_reruns_in_a_folder_a_killed_demo_left(prefect_harness, tmp_path, r
     code, stdout, err = run_cli("demo", "--out", out, "--nights", "1")
     assert code == 0, err
     assert not (out / "drop" / "stencil" / "half.prv").exists()
-    assert query(Warehouse(out / "warehouse"), "SELECT count(*) FROM runs").column(0)[0].as_py() == len(list(out.rglob("*.prv")))
+    assert query(Warehouse(out / "warehouse"), "SELECT count(*) FROM runs").column(0)[0].as_py() == len(
+        list(out.rglob("*.prv"))
+    )
     code, stdout, err = run_cli("demo", "--out", out, "--nights", "1")  # and again
     assert code == 0, err

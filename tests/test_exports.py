@@ -34,7 +34,10 @@ def test_perfetto_json_structure(tmp_path, wh, run_cli):
     for e in bursts + mpi:
         assert {"name", "pid", "tid", "ts", "dur", "args"} <= e.keys() and e["dur"] >= 0
     first = min((e for e in bursts if e["pid"] == 100001), key=lambda e: e["ts"])
-    assert first["ts"] == pytest.approx(15144.257) and "PAPI_TOT_INS" in next(e for e in bursts if e["args"].get("mpi_call") == "MPI_Init")["args"]
+    assert (
+        first["ts"] == pytest.approx(15144.257)
+        and "PAPI_TOT_INS" in next(e for e in bursts if e["args"].get("mpi_call") == "MPI_Init")["args"]
+    )
 
 
 def test_pipit_table_loads_with_pandas(tmp_path, wh, run_cli):
@@ -48,7 +51,10 @@ def test_pipit_table_loads_with_pandas(tmp_path, wh, run_cli):
     assert df["Timestamp (ns)"].is_monotonic_increasing
     comp = df[(df["Name"] == "Computation") & (df["Event Type"] == "Leave")]
     from synthtrace.warehouse.sql import query
-    assert comp["PAPI_TOT_INS"].sum() == query(Warehouse(wh), "SELECT sum(PAPI_TOT_INS) FROM bursts").column(0)[0].as_py()
+
+    assert (
+        comp["PAPI_TOT_INS"].sum() == query(Warehouse(wh), "SELECT sum(PAPI_TOT_INS) FROM bursts").column(0)[0].as_py()
+    )
 
 
 def test_csv_and_unknown_experiment(tmp_path, wh, run_cli):
@@ -86,10 +92,22 @@ def test_merged_experiment_perfetto(tmp_path, merged_wh, run_cli):
     events = trace["traceEvents"]
     slices = [e for e in events if e["ph"] == "X"]
     for e in slices:
-        assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        assert (
+            isinstance(e["ts"], (int, float))
+            and e["dur"] >= 0
+            and isinstance(e["pid"], int)
+            and isinstance(e["tid"], int)
+        )
     ref = _reference_run(merged_wh)
-    n_bursts, n_calls, t0_ns = query(Warehouse(merged_wh), f"SELECT (SELECT count(*) FROM merged_bursts), count(*), min(start_ns) "
-                                                f"FROM mpi_calls WHERE run_id = '{ref}'").to_pylist()[0].values()
+    n_bursts, n_calls, t0_ns = (
+        query(
+            Warehouse(merged_wh),
+            f"SELECT (SELECT count(*) FROM merged_bursts), count(*), min(start_ns) "
+            f"FROM mpi_calls WHERE run_id = '{ref}'",
+        )
+        .to_pylist()[0]
+        .values()
+    )
     assert sum(e["cat"] == "burst" for e in slices) == n_bursts
     assert sum(e["cat"] == "mpi" for e in slices) == n_calls  # the reference run's calls, not the other run's
     assert min(e["ts"] for e in slices if e["cat"] == "mpi") == pytest.approx(t0_ns / 1000)  # µs
@@ -102,7 +120,7 @@ def test_merged_experiment_perfetto(tmp_path, merged_wh, run_cli):
         by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
     for spans in by_track.values():
         spans.sort()
-        for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
+        for (_, e0), (s1, e1) in zip(spans, spans[1:]):
             assert s1 >= e0 - 1e-3 or e1 <= e0 + 1e-3  # next slice after this one, or inside it
 
 
@@ -134,7 +152,10 @@ def test_merged_experiment_csv(tmp_path, merged_wh, run_cli):
 
     out = tmp_path / "b.csv"
     assert run_cli("export", "lulesh-8r", "-f", "csv", "-o", out, "-w", merged_wh)[0] == 0
-    assert pl.read_csv(out).height == query(Warehouse(merged_wh), "SELECT count(*) FROM merged_bursts").column(0)[0].as_py()
+    assert (
+        pl.read_csv(out).height
+        == query(Warehouse(merged_wh), "SELECT count(*) FROM merged_bursts").column(0)[0].as_py()
+    )
 
 
 def test_export_refuses_missing_warehouse(tmp_path, run_cli):

@@ -26,7 +26,9 @@ def test_ingest_all_real_traces_and_list_them(tmp_path, run_cli):
     code, out, err = run_cli("ingest", PRIME.parent, "-w", wh, "--experiment", "real")
     assert code == 0, err
     assert out.count("ingested as") == len(ALL_PARAVER)
-    code, out, _ = run_cli("sql", "SELECT run_name, experiment, app, n_bursts FROM runs ORDER BY run_name", "-w", wh, "-f", "json")
+    code, out, _ = run_cli(
+        "sql", "SELECT run_name, experiment, app, n_bursts FROM runs ORDER BY run_name", "-w", wh, "-f", "json"
+    )
     rows = json.loads(out)
     assert [r["run_name"] for r in rows] == sorted(p.stem for p in ALL_PARAVER)
     assert {r["experiment"] for r in rows} == {"real"}
@@ -130,7 +132,10 @@ BAD = {
     "empty_field": (_insert_line("2:1:1:1:1::42000050:5"), "is empty"),
     "out_of_time_order": (_swap_same_thread, "out of time order"),
     "no_header": (lambda lines: lines[1:], "no Paraver header"),
-    "broken_header": (lambda lines: ["#Paraver (21/01/22 at 16:37):abc_ns:1(20):2:8(1:1)\n"] + lines[1:], "broken Paraver header"),
+    "broken_header": (
+        lambda lines: ["#Paraver (21/01/22 at 16:37):abc_ns:1(20):2:8(1:1)\n"] + lines[1:],
+        "broken Paraver header",
+    ),
     "beyond_trace_end": (_insert_line("2:1:1:1:1:99999999999:42000050:1"), "beyond the trace end"),
     "truncated_mid_record": (lambda lines: lines[:-1] + [lines[-1][: len(lines[-1]) // 2]], "cut off mid-record"),
 }
@@ -219,7 +224,7 @@ def test_missing_pcf_and_row_is_a_warning(tmp_path, run_cli):
 
 def test_one_bad_file_does_not_stop_the_others(tmp_path, run_cli):
     drop = tmp_path / "drop"
-    good = copy_trace(PRIME, drop)
+    copy_trace(PRIME, drop)
     bad = copy_trace(LULESH_A, drop)
     _edit(bad, _replace_field(3, "99"))
     wh = tmp_path / "wh"

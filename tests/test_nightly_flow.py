@@ -147,7 +147,10 @@ def test_flow_final_state_says_what_happened(prefect_harness, tmp_path, drop):
 def test_dask_runner_on_a_local_cluster(prefect_harness, tmp_path, drop):
     distributed = pytest.importorskip("distributed")
     from synthtrace.pipelines.nightly import run_night
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
         s = run_night(drop, Warehouse(tmp_path / "wh"), runner="dask", dask_address=cluster.scheduler_address)
     assert len(s.ingested) == 2 and len(s.quarantined) == 1
 
@@ -223,7 +226,9 @@ def test_prefect_that_does_not_start_is_one_line(tmp_path):
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Prefect server did not start" in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert len(lines) == 1 and "Prefect server did not start" in lines[0] and "Traceback" not in done.stderr, (
+        done.stderr
+    )
     assert not list((tmp_path / "wh").glob("runs/*"))
     marker = f"PREFECT_HOME={tmp_path / 'prefect'}".encode()
     left = []

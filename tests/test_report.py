@@ -21,7 +21,9 @@ from tests.test_metrics import _two_rank_program
 
 def _offsets(fig) -> int:
     """Points drawn by every scatter of a figure (from the artists, before saving)."""
-    return sum(len(c.get_offsets()) for ax in fig.axes for c in ax.collections if c.__class__.__name__ == "PathCollection")
+    return sum(
+        len(c.get_offsets()) for ax in fig.axes for c in ax.collections if c.__class__.__name__ == "PathCollection"
+    )
 
 
 def _labelled(res) -> pl.DataFrame:
@@ -59,8 +61,10 @@ def test_instruction_roofline_without_fp_counters():
 def test_ridgeline_and_timeline_points():
     b, c = _two_rank_program()
     res = analyse(b, c, machine=TEST_MACHINE, discover=False)
-    pm = res.phase_metrics.join(res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
-                                on=["run_id", "appl", "phase"])
+    pm = res.phase_metrics.join(
+        res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
+        on=["run_id", "appl", "phase"],
+    )
     info = plot_ridgeline(pm, TEST_MACHINE, ranks_per_socket=2)
     expected = pm.filter(pl.col("oi_ins").is_finite() & (pl.col("oi_ins") > 0)).height
     assert expected == 3 and info.n_points == expected and _offsets(info.figure) == expected
@@ -122,8 +126,10 @@ def test_timeline_says_tasks_and_threads():
 def test_ridgeline_legend_beside_the_plane():
     b, c = _two_rank_program()
     res = analyse(b, c, machine=TEST_MACHINE, discover=False)
-    pm = res.phase_metrics.join(res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
-                                on=["run_id", "appl", "phase"])
+    pm = res.phase_metrics.join(
+        res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
+        on=["run_id", "appl", "phase"],
+    )
     fig = plot_ridgeline(pm, TEST_MACHINE, ranks_per_socket=2).figure
     fig.canvas.draw()
     ax = fig.axes[0]

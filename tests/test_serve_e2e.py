@@ -65,9 +65,26 @@ def test_served_deployment_runs_the_night(tmp_path):
     try:
         _wait_http(f"{api}/health", 180, server)
         served = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
-             "serve", "--drop", str(drop), "--warehouse", str(wh), "--cron", "0 3 * * *", "--timezone", "Europe/Madrid"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            [
+                sys.executable,
+                "-c",
+                "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
+                "serve",
+                "--drop",
+                str(drop),
+                "--warehouse",
+                str(wh),
+                "--cron",
+                "0 3 * * *",
+                "--timezone",
+                "Europe/Madrid",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         trigger = (
             "import sys, time\n"
             "from prefect.deployments import run_deployment\n"

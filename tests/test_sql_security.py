@@ -122,9 +122,16 @@ def test_symlink_planted_in_the_warehouse_is_not_followed(sealed_wh, tmp_path, r
 
 
 def test_explain_without_analyze_and_read_only_forms_are_answered(sealed_wh, outside, run_cli):
-    for statement in ["EXPLAIN SELECT count(*) FROM bursts", "DESCRIBE bursts", "SUMMARIZE runs",
-                      "FROM runs SELECT run_name", "SHOW TABLES", "VALUES (1, 'analyze')",
-                      "SELECT 'ANALYZE' AS \"analyze\"", f"SELECT count(*) FROM read_parquet('{_run_parquet(sealed_wh)}')"]:
+    for statement in [
+        "EXPLAIN SELECT count(*) FROM bursts",
+        "DESCRIBE bursts",
+        "SUMMARIZE runs",
+        "FROM runs SELECT run_name",
+        "SHOW TABLES",
+        "VALUES (1, 'analyze')",
+        "SELECT 'ANALYZE' AS \"analyze\"",
+        f"SELECT count(*) FROM read_parquet('{_run_parquet(sealed_wh)}')",
+    ]:
         code, out, err = run_cli("sql", statement, "-w", sealed_wh, "-f", "csv")
         assert code == 0, (statement, err)
     assert list(outside.iterdir()) == []
@@ -145,6 +152,10 @@ def test_missing_warehouse_is_one_line_and_not_created(tmp_path, run_cli):
         if wh.name == "a-file":
             wh.write_text("")
         code, out, err = run_cli("sql", "SELECT 1", "-w", wh)
-        assert code == 2 and ("no such warehouse" in err or "not a warehouse" in err) and len(err.strip().splitlines()) == 1, err
+        assert (
+            code == 2
+            and ("no such warehouse" in err or "not a warehouse" in err)
+            and len(err.strip().splitlines()) == 1
+        ), err
     assert not (tmp_path / "typo").exists()
 

@@ -75,12 +75,20 @@ def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
         raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
                                      + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
     parts = [run_bursts(wh, r) for r in runs["run_id"].to_list()]
-    bursts = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) else pl.DataFrame()
+    bursts = (
+        pl.concat([p for p in parts if p.height], how="diagonal_relaxed")
+        if any(p.height for p in parts)
+        else pl.DataFrame()
+    )
     if bursts.height == 0:
         raise WarehouseError(f"experiment {experiment!r}: its runs have no computation bursts")
     bursts = bursts.with_columns(pl.lit(experiment).alias("experiment"))
     cparts = [c for c in (run_calls(wh, r) for r in runs["run_id"].to_list()) if c is not None and c.height]
-    calls = pl.concat(cparts, how="diagonal_relaxed").with_columns(pl.lit(experiment).alias("experiment")) if cparts else None
+    calls = (
+        pl.concat(cparts, how="diagonal_relaxed").with_columns(pl.lit(experiment).alias("experiment"))
+        if cparts
+        else None
+    )
     return ExperimentInput(experiment, "runs", bursts, calls, run_names, n_nodes)
 
 

@@ -24,7 +24,9 @@ def load_export_tables(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, pl
         runs = experiment_runs(wh, experiment)
         if runs.height != 1:
             raise UnknownExperimentError(
-                f"experiment {experiment!r} has {runs.height} runs and no merged trace yet: run `synthtrace merge {experiment}` first")
+                f"experiment {experiment!r} has {runs.height} runs and no merged trace yet: "
+                f"run `synthtrace merge {experiment}` first"
+            )
         run_id = runs.get_column("run_id")[0]
         bursts, calls = run_bursts(wh, run_id, dram_from_uncore=False), run_calls(wh, run_id)
     arch_file = exp_dir / "archetypes.parquet"

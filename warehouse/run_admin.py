@@ -76,7 +76,9 @@ def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResul
     for run_id in runs.get_column("run_id"):
         run_dir = wh.run_dir(run_id)
         row = pl.read_parquet(run_dir / "run.parquet")
-        wh.update_dir(run_dir, {"run": row.with_columns(pl.lit(experiment, row.schema["experiment"]).alias("experiment"))})
+        wh.update_dir(
+            run_dir, {"run": row.with_columns(pl.lit(experiment, row.schema["experiment"]).alias("experiment"))}
+        )
     return AdminResult(runs, invalidated)
 
 

@@ -37,7 +37,9 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> 
     parts = sorted((run_dir / "bursts").glob("*.parquet"))
     if not parts:
         return pl.DataFrame()
-    bursts = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed").sort("appl", "task", "thread", "burst_seq")
+    bursts = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed").sort(
+        "appl", "task", "thread", "burst_seq"
+    )
     uncore = sorted((run_dir / "uncore").glob("*.parquet")) if dram_from_uncore else []
     if uncore:
         bursts = attribute_dram_cas(bursts, pl.read_parquet(uncore), pl.read_parquet(run_dir / "threads.parquet"))
