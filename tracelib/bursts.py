@@ -25,6 +25,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.mpi_calls import MPI_KINDS, kind_expr
 from synthtrace.tracelib.paraver.header import ID_BITS
 from synthtrace.tracelib.paraver.tokenizer import cached_njit
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
@@ -39,9 +40,8 @@ MPI_EVENT_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu
 MESSAGE_SCHEMA = {"s_appl": pl.Int32, "s_task": pl.Int32, "s_thread": pl.Int32, "s_time_ns": pl.Int64,
                   "r_appl": pl.Int32, "r_task": pl.Int32, "r_thread": pl.Int32, "r_time_ns": pl.Int64,
                   "size": pl.Int64, "tag": pl.Int64}
-MPI_KINDS = ("point_to_point", "collective", "other")
 HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64}
-_NEVER = 2**62  # a horizon beyond any trace: everything is final
+NEVER = 2**62  # a horizon beyond any trace: everything is final
 _MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
 _NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
 _TID = "_tid"  # thread id column the assembler adds to MPI events
@@ -595,7 +595,7 @@ class BurstAssembler:
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         empty = ArrayBatch(IntervalArrays.empty(), SampleArrays.empty(), _empty(MPI_EVENT_SCHEMA), _empty(MESSAGE_SCHEMA))
-        return self.feed(empty, np.full(self.n_threads, _NEVER, dtype=np.int64))
+        return self.feed(empty, np.full(self.n_threads, NEVER, dtype=np.int64))
 
     # ------------------------------------------------------------------ steps
     def _numbered(self, tid: np.ndarray, nxt: np.ndarray) -> np.ndarray:
@@ -644,7 +644,7 @@ class BurstAssembler:
                           .cast(pl.Int8)).to_series().to_numpy()
         rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.get_column(_TID).to_numpy(), kind,
                                    mpi.get_column("call").is_not_null().to_numpy(),
-                                   mpi.get_column("time_ns").to_numpy(), h, _NEVER)
+                                   mpi.get_column("time_ns").to_numpy(), h, NEVER)
         tid = mpi.get_column(_TID).to_numpy()[rows]
         seq = self._numbered(tid, self._call_next)
         g = mpi.select("cpu", "call", "kind", "time_ns", "bytes_sent", "bytes_recv", "comm", "root", "call_site")[rows]
@@ -654,7 +654,7 @@ class BurstAssembler:
             pl.repeat(self.run_id, n, dtype=pl.String, eager=True).alias("run_id"),
             pl.Series("appl", self._appl[tid]), pl.Series("task", self._task[tid]), pl.Series("thread", self._thread[tid]),
             pl.Series("call_seq", seq, pl.Int64), g.get_column("cpu"), g.get_column("call").alias("mpi_call"),
-            g.get_column("kind").alias("mpi_kind"), pl.Series("start_ns", start, pl.Int64), pl.Series("end_ns", end, pl.Int64),
+            g.select(kind_expr(pl.col("call"), pl.col("kind"))).to_series().alias("mpi_kind"), pl.Series("start_ns", start, pl.Int64), pl.Series("end_ns", end, pl.Int64),
             pl.Series("duration_ns", end - start, pl.Int64), g.get_column("bytes_sent"), g.get_column("bytes_recv"),
             pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("peer"),
             pl.repeat(0, n, dtype=pl.Int32, eager=True).alias("n_messages"), g.get_column("comm"), g.get_column("root"),
