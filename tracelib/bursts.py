@@ -25,9 +25,9 @@ from typing import ClassVar, TypeVar
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.mpi_calls import MPI_KINDS, kind_expr
 from synthtrace.tracelib.paraver.header import ID_BITS
-from synthtrace.tracelib.paraver.tokenizer import cached_njit
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,

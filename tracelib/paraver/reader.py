@@ -25,12 +25,12 @@ from synthtrace.tracelib.formats import (ContentHasher, ReadSummary, TablePart, 
                                          trace_stem)
 from synthtrace.tracelib.paraver.header import ParaverHeader, parse_header
 from synthtrace.tracelib.paraver.pcf import PcfCatalog, parse_pcf
-from synthtrace.tracelib.paraver import tokenizer as tk
+from synthtrace.tracelib.paraver import mpi_events
 from synthtrace.tracelib.mpi_calls import EXTRAE_NAMES
-from synthtrace.tracelib.paraver.records import (CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS, EventArrays,
-                                                ParsedChunk, RecordParser)
+from synthtrace.tracelib.paraver.event_types import (CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS,
+                                                    UNCORE_BASE)
+from synthtrace.tracelib.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.paraver.row import RowNames, parse_row
-from synthtrace.tracelib.paraver.counter_types import UNCORE_BASE
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
@@ -400,7 +400,7 @@ class ParaverTrace(TraceReader):
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
     """Distinct (a, b) pairs in order of first appearance, the first row of each, and each row's pair index."""
-    codes, first = tk.factorize_pairs(a.astype(np.int64), b.astype(np.int64))
+    codes, first = mpi_events.factorize_pairs(a.astype(np.int64), b.astype(np.int64))
     return list(zip(a[first].tolist(), b[first].tolist())), first, codes
 
 
@@ -495,7 +495,7 @@ class _EventConverter:
 
     def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
         """MPI entries and exits (MPI_EVENT_SCHEMA); entries carry the sizes and call site of their time."""
-        rows, info, has = tk.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
+        rows, info, has = mpi_events.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
         typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
         entry = val != 0
         # call names, checked against the .pcf in the order of their first line

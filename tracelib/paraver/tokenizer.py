@@ -10,18 +10,17 @@ resource model, time order per thread); blank lines and comments are skipped and
 State that spans chunks (last time per thread, the counter-type table, the last reading of absolute counters)
 lives in a :class:`TokenizerState` and is updated in place.
 
-The kernels are compiled with ``cache=True``: the first call of a process loads them from Numba's cache
-(``__pycache__`` beside this file, else the user cache, else a folder in the temp dir), or compiles them once.
+The kernels are compiled with ``cache=True`` (:func:`synthtrace.tracelib.jit.cached_njit`).
 """
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+
+from synthtrace.tracelib.jit import cached_njit
+from synthtrace.tracelib.paraver.event_types import (CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES, COUNTER_TYPE_MAX,
+                                                    COUNTER_TYPE_MIN, MPI_EVENT_TYPES)
 
 # ---------------------------------------------------------------------------------------------- error codes
 E_NONE = 0
@@ -42,10 +41,8 @@ E_CPU_INT32 = 15
 E_ORDER = 16
 E_TOO_MANY_TYPES = 17
 
-#: Event types kept besides counters (MPI calls, collective sizes, callers), as in records.py.
-OTHER_KEPT_TYPES = np.array([50_000_001, 50_000_002, 50_000_003, 50_000_004, 50_000_005,
-                             50_100_001, 50_100_002, 50_100_003, 50_100_004, 70_000_001, 80_000_001], dtype=np.int64)
-COUNTER_MIN, COUNTER_MAX = 42_000_000, 48_000_000  # counter event types, max exclusive
+_MPI_MIN, _MPI_MAX = MPI_EVENT_TYPES[0], MPI_EVENT_TYPES[-1]
+_INFO_MIN, _INFO_MAX = COLLECTIVE_INFO_TYPES[0], COLLECTIVE_INFO_TYPES[-1]
 
 SLOT_TABLE = 1 << 13  # open-addressing table of counter types (power of two)
 MAX_SLOTS = SLOT_TABLE // 2  # distinct counter types per trace
@@ -56,26 +53,6 @@ _INT32_MAX = 2**31 - 1
 _U64_TENTH = np.uint64(1844674407370955161)  # (2**64 - 1) // 10
 _U64_TEN = np.uint64(10)
 _U64_INT64_MAX = np.uint64(2**63 - 1)
-
-
-def cached_njit(fn: Callable | None = None, **options) -> Callable:
-    """``njit(cache=True, nogil=True, **options)``; when neither the package folder nor the user cache is
-    writable (a read-only install, no home), the cache goes to a folder of the temp dir; without any, no cache."""
-    from numba.core import config
-
-    if fn is None:
-        return lambda f: cached_njit(f, **options)
-    try:
-        return njit(cache=True, nogil=True, **options)(fn)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        pass
-    if not config.CACHE_DIR:
-        config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"synthtrace-numba-{os.getuid() if hasattr(os, 'getuid') else 0}")
-        try:
-            return njit(cache=True, nogil=True, **options)(fn)
-        except (RuntimeError, OSError):
-            pass
-    return njit(cache=False, nogil=True, **options)(fn)
 
 
 # ---------------------------------------------------------------------------------------------- state
@@ -204,7 +181,7 @@ _DONE, _ERROR = 0, -1  # other statuses: bit mask of full outputs (1 states, 2 s
 @cached_njit(inline="always")
 def _kept_other(t: int) -> bool:
     """Whether a non-counter event type is kept (MPI calls, collective sizes, callers)."""
-    return (50_000_001 <= t <= 50_000_005) or (50_100_001 <= t <= 50_100_004) or t == 70_000_001 or t == 80_000_001
+    return (_MPI_MIN <= t <= _MPI_MAX) or (_INFO_MIN <= t <= _INFO_MAX) or t == CALLER_TYPE or t == CALLER_LINE_TYPE
 
 
 @cached_njit
@@ -310,7 +287,7 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
                     ptype = v
                     ptype_big = big
                 elif not ptype_big and tid >= 0 and full == 0:
-                    if COUNTER_MIN <= ptype < COUNTER_MAX:
+                    if COUNTER_TYPE_MIN <= ptype < COUNTER_TYPE_MAX:
                         if big:
                             if later == 0:
                                 later = E_NOT_INT64
@@ -556,109 +533,3 @@ def tokenize(buf: np.ndarray, first_line: int, state: TokenizerState, capacity: 
         n_cn = _absolute_deltas(cn[0][:n_cn], cn[2][:n_cn], cn[3][:n_cn], cn[1][:n_cn], s.slot_abs, s.abs_last)
     return Tokens(st[0][:n_st], st[1][:n_st], st[2][:n_st], st[3][:n_st], cn[0][:n_cn], cn[1][:n_cn], cn[2][:n_cn],
                   cn[3][:n_cn], *(a[:n_ev] for a in ev), cm[:n_cm], n_rec, int(cursor[1]) - first_line + 1, err)
-
-
-# ---------------------------------------------------------------------------------------------- MPI events
-#: Columns of :func:`mpi_rows`'s info array: collective sizes, root and communicator, caller and its line.
-INFO_TYPES = (50_100_001, 50_100_002, 50_100_003, 50_100_004, 70_000_001, 80_000_001)
-
-
-@cached_njit
-def _flush_group(head: int, nxt: np.ndarray, g_info: np.ndarray, g_has: int, tid: int, info: np.ndarray,
-                 has: np.ndarray) -> None:
-    r = head
-    while r >= 0:
-        for c in range(info.shape[1]):
-            info[r, c] = g_info[tid, c]
-        has[r] = g_has
-        r = nxt[r]
-
-
-@cached_njit
-def mpi_rows(th: np.ndarray, t: np.ndarray, ty: np.ndarray, val: np.ndarray, n_threads: int):
-    """MPI call events among the kept events (file order) and what the same thread says at the same time.
-
-    Returns ``(rows, info, has)``: indices of the MPI call events (types 50000001-50000005), the first value of
-    each :data:`INFO_TYPES` type among the events of the same thread and time in this block (int64 [n, 6]),
-    and a bit mask of the info columns present (uint8 [n]).
-    """
-    n = th.shape[0]
-    rows = np.empty(n, dtype=np.int64)
-    info = np.zeros((n, 6), dtype=np.int64)
-    has = np.zeros(n, dtype=np.uint8)
-    nxt = np.empty(n, dtype=np.int64)
-    cur_t = np.empty(n_threads, dtype=np.int64)
-    head = np.empty(n_threads, dtype=np.int64)
-    tail = np.empty(n_threads, dtype=np.int64)
-    for i in range(n):
-        nxt[i] = -1
-    for k in range(n_threads):
-        cur_t[k] = -1
-        head[k] = -1
-        tail[k] = -1
-    g_info = np.zeros((n_threads, 6), dtype=np.int64)
-    g_has = np.zeros(n_threads, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        k = th[i]
-        if t[i] != cur_t[k]:
-            _flush_group(head[k], nxt, g_info, g_has[k], k, info, has)
-            cur_t[k] = t[i]
-            head[k] = -1
-            tail[k] = -1
-            g_has[k] = 0
-        typ = ty[i]
-        if 50_000_001 <= typ <= 50_000_005:
-            rows[m] = i
-            if tail[k] >= 0:
-                nxt[tail[k]] = m
-            else:
-                head[k] = m
-            tail[k] = m
-            m += 1
-        else:
-            c = -1
-            if 50_100_001 <= typ <= 50_100_004:
-                c = typ - 50_100_001
-            elif typ == 70_000_001:
-                c = 4
-            elif typ == 80_000_001:
-                c = 5
-            if c >= 0 and not (g_has[k] >> c) & 1:
-                g_info[k, c] = val[i]
-                g_has[k] |= 1 << c
-    for k in range(n_threads):
-        _flush_group(head[k], nxt, g_info, g_has[k], k, info, has)
-    return rows[:m], info[:m], has[:m]
-
-
-@cached_njit
-def factorize_pairs(a: np.ndarray, b: np.ndarray):
-    """Distinct (a, b) pairs in order of first appearance: (code of each row, first row of each pair)."""
-    n = a.shape[0]
-    cap = 64
-    while cap < 2 * n:
-        cap *= 2
-    mask = cap - 1
-    ka = np.empty(cap, dtype=np.int64)
-    kb = np.empty(cap, dtype=np.int64)
-    kc = np.empty(cap, dtype=np.int64)
-    for i in range(cap):
-        kc[i] = -1
-    codes = np.empty(n, dtype=np.int64)
-    first = np.empty(n, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        x = a[i]
-        y = b[i]
-        h = ((x * 2654435761) ^ (y * 40503)) & mask
-        while kc[h] >= 0 and (ka[h] != x or kb[h] != y):
-            h = (h + 1) & mask
-        if kc[h] < 0:
-            ka[h] = x
-            kb[h] = y
-            kc[h] = m
-            first[m] = i
-            m += 1
-        codes[i] = kc[h]
-    return codes, first[:m]

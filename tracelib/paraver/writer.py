@@ -40,8 +40,9 @@ from synthtrace.tracelib.paraver.header import ParaverHeader, format_header
 from synthtrace.tracelib.paraver.pcf import is_counter_type
 from synthtrace.tracelib.mpi_calls import PLACEHOLDER, calls_with, mpi_call, mpi_kind_of
 from synthtrace.tracelib.paraver.reader import ParaverTrace
-from synthtrace.tracelib.paraver.records import (CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES, MPI_TYPE_KINDS,
-                                                STATE_RUNNING)
+from synthtrace.tracelib.paraver.event_types import (APPL_EVENT, CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES,
+                                                    COUNTER_SET_EVENT, MPI_TYPE_KINDS)
+from synthtrace.tracelib.paraver.records import STATE_RUNNING
 from synthtrace.tracelib.paraver.row import format_row
 from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS
 
@@ -60,7 +61,6 @@ STATE_OTHERS, STATE_NOT_CREATED = 15, 2
 #: calls that complete a nonblocking receive (their exit is the physical receive time): the wait and test
 #: families and the blocking receives
 COMPLETING_CALLS = (*calls_with(roles=("wait", "test")), *calls_with(roles=("recv", "sendrecv"), blocking=True))
-APPL_EVENT, COUNTER_SET_EVENT = 40_000_001, 41_999_999
 
 #: record order at equal (time, appl, task, thread)
 ORDER_STATE, ORDER_ENTRY, ORDER_EXIT, ORDER_COMM, ORDER_EXIT_COUNTERS = 0, 1, 2, 3, 4
