@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.tracelib.bursts import BurstAssembler, RecordBatch
+from synthtrace.tracelib.bursts import HORIZON_SCHEMA, BurstAssembler, RecordBatch
 from synthtrace.tracelib.call_store import CallStore
 from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.otf2.convert import _LocationConverter
@@ -122,7 +122,7 @@ class Otf2Trace(TraceReader):
                 for loc in self.defs.locations:
                     for batch, horizon in self._location_chunks(_otf2, handle, loc, setters, messages, read, progress):
                         h = pl.DataFrame({"appl": [1], "task": [loc.task], "thread": [loc.thread], "time_ns": [horizon]},
-                                         schema={"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64})
+                                         schema=HORIZON_SCHEMA)
                         yield from read.assembled(*assembler.feed(batch, h), calls)
             finally:
                 with contextlib.suppress(Exception):

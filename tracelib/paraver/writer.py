@@ -44,7 +44,7 @@ from synthtrace.tracelib.paraver.event_types import (APPL_EVENT, CALLER_LINE_TYP
                                                     COUNTER_SET_EVENT, MPI_TYPE_KINDS)
 from synthtrace.tracelib.paraver.records import STATE_RUNNING
 from synthtrace.tracelib.paraver.row import format_row
-from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS
+from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 # ----------------------------------------------------------------------------------------------- MPI calls
 #: the event type a call of each kind is written under (``other``: 50000003, the first of Extrae's "other" types)
@@ -481,7 +481,7 @@ def _counter_columns(bursts: pl.DataFrame, counters: Sequence[str] | None) -> li
         if missing:
             raise WriterError(f"counter column(s) not in the bursts table: {', '.join(missing)}")
         return list(counters)
-    return [c for c, dt in bursts.schema.items() if c not in BURST_SCHEMA and dt.is_integer()]
+    return [c for c in counter_columns(bursts) if bursts.schema[c].is_integer()]  # Paraver counts are integers
 
 
 def _as_counts(df: pl.DataFrame, cols: Sequence[str], what: str) -> pl.DataFrame:
