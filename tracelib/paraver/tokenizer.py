@@ -15,6 +15,7 @@ The kernels are compiled with ``cache=True`` (:func:`synthtrace.tracelib.jit.cac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -118,6 +119,77 @@ class Tokens:
     error: np.ndarray  # int64 [5]: code, line, field (1-based), line start offset, previous time (order errors)
 
 
+# ---------------------------------------------------------------------------------------------- kernel arguments
+class Resources(NamedTuple):
+    """The header's model as the kernel checks it: ns per trace time unit, the largest time (trace units), cpus
+    (0: no limit) and the dense thread numbering (see :class:`TokenizerState`)."""
+
+    scale: int
+    max_raw_time: int
+    n_cpus: int
+    appl_first_task: np.ndarray
+    task_first_thread: np.ndarray
+
+
+class CounterSlots(NamedTuple):
+    """The open-addressing table of counter types (see :class:`TokenizerState`): type per bucket (-1 empty), slot
+    per bucket, type per slot, absolute-counter index per slot (-1: not absolute), counts (slots, absolute)."""
+
+    keys: np.ndarray
+    index: np.ndarray
+    type: np.ndarray
+    absolute: np.ndarray
+    counts: np.ndarray
+
+
+class StateColumns(NamedTuple):
+    """Running intervals: thread id, cpu, start and end (ns)."""
+
+    thread: np.ndarray
+    cpu: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+class SampleColumns(NamedTuple):
+    """Counter samples: thread id, time (ns), counter slot, value."""
+
+    thread: np.ndarray
+    time: np.ndarray
+    slot: np.ndarray
+    value: np.ndarray
+
+
+class EventColumns(NamedTuple):
+    """Other kept events: thread id, cpu, time (ns), type, value, 1-based line."""
+
+    thread: np.ndarray
+    cpu: np.ndarray
+    time: np.ndarray
+    type: np.ndarray
+    value: np.ndarray
+    line: np.ndarray
+
+
+class Outputs(NamedTuple):
+    """The kernel's output arrays; ``comms``: int64 [n, 15], the 14 fields of a communication and its line."""
+
+    states: StateColumns
+    samples: SampleColumns
+    events: EventColumns
+    comms: np.ndarray
+
+
+class Progress(NamedTuple):
+    """Where a block's tokenizing stands: cursor (byte offset, lines done), fill count of each output, records
+    per type, error (code, line, field, line offset, previous time)."""
+
+    cursor: np.ndarray
+    fill: np.ndarray
+    n_records: np.ndarray
+    error: np.ndarray
+
+
 # ---------------------------------------------------------------------------------------------- kernels
 @cached_njit(inline="always")
 def _thread_id(appl: int, task: int, thread: int, appl_first_task: np.ndarray, task_first_thread: np.ndarray) -> int:
@@ -133,34 +205,46 @@ def _thread_id(appl: int, task: int, thread: int, appl_first_task: np.ndarray, t
 
 
 @cached_njit
-def _slot_of(ctype: int, slot_keys: np.ndarray, slot_index: np.ndarray, slot_type: np.ndarray,
-             slot_abs: np.ndarray, counts: np.ndarray) -> int:
+def _slot_of(ctype: int, slots: CounterSlots) -> int:
     """Slot of a counter type, creating it on first sight; -1 when the tables are full."""
-    mask = slot_keys.shape[0] - 1
+    mask = slots.keys.shape[0] - 1
     h = (ctype * 2654435761) & mask
     while True:
-        k = slot_keys[h]
+        k = slots.keys[h]
         if k == ctype:
-            return slot_index[h]
+            return slots.index[h]
         if k == -1:
             break
         h = (h + 1) & mask
+    counts = slots.counts
     n = counts[0]
-    if n >= slot_type.shape[0]:
+    if n >= slots.type.shape[0]:
         return -1
     absolute = (ctype // 1_000_000) % 2 == 1
     if absolute:
         if counts[1] >= MAX_ABSOLUTE:
             return -1
-        slot_abs[n] = counts[1]
+        slots.absolute[n] = counts[1]
         counts[1] += 1
     else:
-        slot_abs[n] = -1
-    slot_keys[h] = ctype
-    slot_index[h] = n
-    slot_type[n] = ctype
+        slots.absolute[n] = -1
+    slots.keys[h] = ctype
+    slots.index[h] = n
+    slots.type[n] = ctype
     counts[0] = n + 1
     return n
+
+
+@cached_njit(inline="always")
+def _counter_slot(ctype: int, slots: CounterSlots) -> int:
+    """:func:`_slot_of` with the lookup of a known type inlined (the hot path)."""
+    mask = slots.keys.shape[0] - 1
+    h = (ctype * 2654435761) & mask
+    while slots.keys[h] != ctype and slots.keys[h] != -1:
+        h = (h + 1) & mask
+    if slots.keys[h] == ctype:
+        return slots.index[h]
+    return _slot_of(ctype, slots)
 
 
 @cached_njit
@@ -184,49 +268,148 @@ def _kept_other(t: int) -> bool:
     return (_MPI_MIN <= t <= _MPI_MAX) or (_INFO_MIN <= t <= _INFO_MAX) or t == CALLER_TYPE or t == CALLER_LINE_TYPE
 
 
-@cached_njit
-def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task, task_first_thread, last_time,
-              slot_keys, slot_index, slot_type, slot_abs, counts, st_th, st_cpu, st_t0, st_t1, cn_th, cn_t, cn_sl,
-              cn_v, ev_th, ev_cpu, ev_t, ev_ty, ev_v, ev_ln, cm, fill, n_rec, err):
-    """Tokenize ``buf[cursor[0]:n_bytes]`` (whole lines; ``cursor[1]``: number of the line before).
+@cached_njit(inline="always")
+def _fail(err: np.ndarray, code: int, line: int, field: int, start: int) -> int:
+    """Record a bad line in ``err`` (code, line, 1-based field, offset of the line); returns ``_ERROR``."""
+    err[0] = code
+    err[1] = line
+    err[2] = field
+    err[3] = start
+    return _ERROR
 
-    Appends to the output arrays from ``fill`` (their fill counts) on; returns ``_DONE``, ``_ERROR`` (``err``
-    filled) or, when output arrays cannot take the next line, the bit mask of those arrays (1 states, 2 counter
-    samples, 4 other events, 8 comms): ``cursor`` and ``fill`` then point at that line's start, so the call can
-    resume with bigger arrays.
+
+@cached_njit(inline="always")
+def _after_blank_or_comment(buf: np.ndarray, pos: int) -> int:
+    """The position after the line at ``pos`` when it is blank (spaces, tabs, CR) or a comment, as Paraver skips
+    them; -1 for any other line."""
+    c = buf[pos]
+    if c == 10 or c == 13 or c == 32 or c == 9:
+        q = pos
+        while buf[q] == 32 or buf[q] == 9 or buf[q] == 13:
+            q += 1
+        return q + 1 if buf[q] == 10 else -1
+    if c == 35:  # '#'
+        while buf[pos] != 10:
+            pos += 1
+        return pos + 1
+    return -1
+
+
+@cached_njit(inline="always")
+def _keep_pair(ptype: int, v: int, big: bool, nf: int, tid: int, cpu: int, t_ns: int, line: int, slots: CounterSlots,
+               out: Outputs, n_cn: int, n_ev: int, later: int, later_k: int):
+    """One (type, value) pair of an event record (``nf``: the value's field): a counter sample, a kept event or
+    nothing. Returns (n_cn, n_ev, full: 2 or 4 when its output array is full, later, later_k), ``later`` being the
+    first error that waits for the record's other checks."""
+    full = 0
+    if COUNTER_TYPE_MIN <= ptype < COUNTER_TYPE_MAX:
+        sl = -1 if big else _counter_slot(ptype, slots)
+        if big or sl < 0:
+            if later == 0:
+                later, later_k = (E_NOT_INT64, nf + 1) if big else (E_TOO_MANY_TYPES, nf)
+        elif n_cn == out.samples.thread.shape[0]:
+            full = 2
+        else:
+            sm = out.samples
+            sm.thread[n_cn], sm.time[n_cn], sm.slot[n_cn], sm.value[n_cn] = tid, t_ns, sl, v
+            n_cn += 1
+    elif _kept_other(ptype):
+        if big:
+            if later == 0:
+                later, later_k = E_NOT_INT64, nf + 1
+        elif n_ev == out.events.thread.shape[0]:
+            full = 4
+        else:
+            ev = out.events
+            ev.thread[n_ev], ev.cpu[n_ev], ev.time[n_ev] = tid, cpu, t_ns
+            ev.type[n_ev], ev.value[n_ev], ev.line[n_ev] = ptype, v, line
+            n_ev += 1
+    return n_cn, n_ev, full, later, later_k
+
+
+@cached_njit(inline="always")
+def _field_count_code(rtype: int, nf: int) -> int:
+    """The error code of a record of type ``rtype`` with ``nf`` fields (E_NONE when the count is right)."""
+    if rtype == 1:
+        return E_SHORT if nf < 8 else E_LONG if nf > 8 else E_NONE
+    if rtype == 2:
+        return E_SHORT if nf < 8 else E_ODD if (nf - 6) % 2 == 1 else E_NONE
+    if rtype == 3:
+        return E_SHORT if nf < 15 else E_LONG if nf > 15 else E_NONE
+    return E_NONE
+
+
+@cached_njit(inline="always")
+def _record_code(rtype: int, fv: np.ndarray, bigmask: int, res: Resources, tid: int):
+    """Times within the header's duration, cpus and threads in its resource model, communication fields within
+    int64: (error code, 1-based field, thread id of the record, whether a communication time lies beyond the end)."""
+    code = E_NONE
+    k = 0
+    if rtype <= 2 and fv[5] > res.max_raw_time:
+        code = E_TIME_END
+    elif rtype == 1 and fv[6] > res.max_raw_time:
+        code = E_STATE_END
+    elif rtype == 1 and fv[6] < fv[5]:
+        code = E_STATE_BACK
+    if code == E_NONE:
+        for side in range(2 if rtype == 3 else 1):
+            base = 6 * side
+            cpu = fv[base + 1]
+            if res.n_cpus > 0 and cpu > res.n_cpus:
+                code = E_CPU
+            elif res.n_cpus == 0 and cpu > _INT32_MAX:
+                code = E_CPU_INT32
+            else:
+                t_id = _thread_id(fv[base + 2], fv[base + 3], fv[base + 4], res.appl_first_task, res.task_first_thread)
+                if t_id < 0:
+                    code = E_THREAD
+                elif side == 0:
+                    tid = t_id
+            if code != E_NONE:
+                return code, side + 1, tid, False
+    late = False  # a communication time beyond the header's end: kept (Paraver keeps it), counted
+    if code == E_NONE and rtype == 3:
+        for f in (5, 6, 11, 12):
+            if bigmask & (1 << f) or fv[f] > _INT64_MAX // res.scale:
+                return E_NOT_INT64, f + 1, tid, late
+            late = late or fv[f] > res.max_raw_time
+        for f in (13, 14):
+            if bigmask & (1 << f):
+                return E_NOT_INT64, f + 1, tid, late
+    return code, k, tid, late
+
+
+@cached_njit
+def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarray, slots: CounterSlots,
+              out: Outputs, at: Progress) -> int:
+    """Tokenize ``buf[at.cursor[0]:n_bytes]`` (whole lines; ``at.cursor[1]``: number of the line before).
+
+    Appends to the output arrays from ``at.fill`` (their fill counts) on; returns ``_DONE``, ``_ERROR``
+    (``at.error`` filled) or, when output arrays cannot take the next line, the bit mask of those arrays (1 states,
+    2 counter samples, 4 other events, 8 comms): ``cursor`` and ``fill`` then point at that line's start, so the
+    call can resume with bigger arrays.
     """
+    fill, err, n_rec = at.fill, at.error, at.n_records
     n_st, n_cn, n_ev, n_cm = fill[0], fill[1], fill[2], fill[3]
     fv = np.zeros(16, dtype=np.int64)
-    slot_mask = slot_keys.shape[0] - 1
-    pos = cursor[0]
-    line = cursor[1]
+    scale = res.scale
+    pos = at.cursor[0]
+    line = at.cursor[1]
     status = _DONE
     while pos < n_bytes:
         line += 1
         ls = pos
         n_cn0 = n_cn
         n_ev0 = n_ev
-        c = buf[pos]
-        # ---- record type; blank lines (spaces, tabs, CR) and comments are skipped, as Paraver skips them
-        if c == 10 or c == 13 or c == 32 or c == 9:
-            q = pos
-            while buf[q] == 32 or buf[q] == 9 or buf[q] == 13:
-                q += 1
-            if buf[q] == 10:
-                pos = q + 1
-                continue
-        if c == 35:  # '#': comment
-            while buf[pos] != 10:
-                pos += 1
-            pos += 1
+        skip = _after_blank_or_comment(buf, pos)
+        if skip >= 0:
+            pos = skip
             continue
+        # ---- record type
+        c = buf[pos]
         nxt = buf[pos + 1]
         if c < 49 or c > 52 or not (nxt == 58 or nxt == 10 or (nxt == 13 and buf[pos + 2] == 10)):
-            err[0] = E_RECORD_TYPE
-            err[1] = line
-            err[2] = 1
-            err[3] = ls
-            status = _ERROR
+            status = _fail(err, E_RECORD_TYPE, line, 1, ls)
             break
         rtype = c - 48
         pos += 1
@@ -235,7 +418,7 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
         nf = 1
         bad = 0  # first syntax error code
         bad_k = 0
-        later = 0  # first value too large for int64 (reported after the other checks)
+        later = 0  # first value too large for int64 or counter type too many (reported after the other checks)
         later_k = 0
         tid = 0
         t_ns = 0
@@ -260,18 +443,15 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
             if c == 13 and buf[pos + 1] == 10:
                 pos += 1  # CR of a CRLF line end
             elif c != 58 and c != 10:
-                bad = E_NOT_DIGIT
-                bad_k = nf + 1
+                bad, bad_k = E_NOT_DIGIT, nf + 1
                 break
             if nd == 0:
-                bad = E_FIELD_EMPTY
-                bad_k = nf + 1
+                bad, bad_k = E_FIELD_EMPTY, nf + 1
                 break
             if nd >= 20:
                 u, over = _parse_u64(buf, fs, fs + nd)
                 if over:
-                    bad = E_NOT_64BIT
-                    bad_k = nf + 1
+                    bad, bad_k = E_NOT_64BIT, nf + 1
                     break
             big = u > _U64_INT64_MAX
             v = _INT64_MAX if big else np.int64(u)
@@ -279,157 +459,45 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
                 fv[nf] = v
                 if big:
                     bigmask |= 1 << nf
-            if rtype == 2 and nf >= 5:
-                if nf == 5:
-                    t_ns = v * scale
-                    tid = _thread_id(fv[2], fv[3], fv[4], appl_first_task, task_first_thread)
-                elif nf % 2 == 0:
-                    ptype = v
-                    ptype_big = big
-                elif not ptype_big and tid >= 0 and full == 0:
-                    if COUNTER_TYPE_MIN <= ptype < COUNTER_TYPE_MAX:
-                        if big:
-                            if later == 0:
-                                later = E_NOT_INT64
-                                later_k = nf + 1
-                        else:
-                            h = (ptype * 2654435761) & slot_mask
-                            while slot_keys[h] != ptype and slot_keys[h] != -1:
-                                h = (h + 1) & slot_mask
-                            if slot_keys[h] == ptype:
-                                sl = slot_index[h]
-                            else:
-                                sl = _slot_of(ptype, slot_keys, slot_index, slot_type, slot_abs, counts)
-                            if sl < 0:
-                                if later == 0:
-                                    later = E_TOO_MANY_TYPES
-                                    later_k = nf
-                            elif n_cn == cn_th.shape[0]:
-                                full = 2
-                            else:
-                                cn_th[n_cn] = tid
-                                cn_t[n_cn] = t_ns
-                                cn_sl[n_cn] = sl
-                                cn_v[n_cn] = v
-                                n_cn += 1
-                    elif _kept_other(ptype):
-                        if big:
-                            if later == 0:
-                                later = E_NOT_INT64
-                                later_k = nf + 1
-                        elif n_ev == ev_th.shape[0]:
-                            full = 4
-                        else:
-                            ev_th[n_ev] = tid
-                            ev_cpu[n_ev] = fv[1]
-                            ev_t[n_ev] = t_ns
-                            ev_ty[n_ev] = ptype
-                            ev_v[n_ev] = v
-                            ev_ln[n_ev] = line
-                            n_ev += 1
+            if rtype == 2 and nf == 5:
+                t_ns = v * scale
+                tid = _thread_id(fv[2], fv[3], fv[4], res.appl_first_task, res.task_first_thread)
+            elif rtype == 2 and nf > 5 and nf % 2 == 0:
+                ptype, ptype_big = v, big
+            elif rtype == 2 and nf > 5 and not ptype_big and tid >= 0 and full == 0:
+                n_cn, n_ev, full, later, later_k = _keep_pair(ptype, v, big, nf, tid, fv[1], t_ns, line, slots, out,
+                                                              n_cn, n_ev, later, later_k)
             nf += 1
         if bad != 0:
-            err[0] = bad
-            err[1] = line
-            err[2] = bad_k
-            err[3] = ls
-            status = _ERROR
+            status = _fail(err, bad, line, bad_k, ls)
             break
-        # pos is at the '\n'
-        pos += 1
-        # ---- field counts
-        code = E_NONE
-        if rtype == 1:
-            if nf < 8:
-                code = E_SHORT
-            elif nf > 8:
-                code = E_LONG
-        elif rtype == 2:
-            if nf < 8:
-                code = E_SHORT
-            elif (nf - 6) % 2 == 1:
-                code = E_ODD
-        elif rtype == 3:
-            if nf < 15:
-                code = E_SHORT
-            elif nf > 15:
-                code = E_LONG
+        pos += 1  # past the '\n'
+        code = _field_count_code(rtype, nf)
         if code != E_NONE:
-            err[0] = code
-            err[1] = line
-            err[2] = nf
-            err[3] = ls
-            status = _ERROR
+            status = _fail(err, code, line, nf, ls)
             break
         if rtype == 4:
             n_rec[4] += 1
             continue
-        # ---- times, resource model
-        k = 0
-        if rtype <= 2 and fv[5] > max_raw_time:
-            code = E_TIME_END
-        elif rtype == 1 and fv[6] > max_raw_time:
-            code = E_STATE_END
-        elif rtype == 1 and fv[6] < fv[5]:
-            code = E_STATE_BACK
-        if code == E_NONE:
-            for side in range(2 if rtype == 3 else 1):
-                base = 6 * side
-                cpu = fv[base + 1]
-                if n_cpus > 0 and cpu > n_cpus:
-                    code = E_CPU
-                elif n_cpus == 0 and cpu > _INT32_MAX:
-                    code = E_CPU_INT32
-                else:
-                    t_id = _thread_id(fv[base + 2], fv[base + 3], fv[base + 4], appl_first_task, task_first_thread)
-                    if t_id < 0:
-                        code = E_THREAD
-                    elif side == 0:
-                        tid = t_id
-                if code != E_NONE:
-                    k = side + 1
-                    break
-        late = False  # a communication time beyond the header's end: kept (Paraver keeps it), counted
-        if code == E_NONE and rtype == 3:
-            for f in (5, 6, 11, 12):
-                if bigmask & (1 << f) or fv[f] > _INT64_MAX // scale:
-                    code = E_NOT_INT64
-                    k = f + 1
-                    break
-                late = late or fv[f] > max_raw_time
-            if code == E_NONE:
-                for f in (13, 14):
-                    if bigmask & (1 << f):
-                        code = E_NOT_INT64
-                        k = f + 1
-                        break
+        code, k, tid, late = _record_code(rtype, fv, bigmask, res, tid)
         if code == E_NONE and later != 0:
-            code = later
-            k = later_k
+            code, k = later, later_k
         if code != E_NONE:
-            err[0] = code
-            err[1] = line
-            err[2] = k
-            err[3] = ls
-            status = _ERROR
+            status = _fail(err, code, line, k, ls)
             break
         t_ns = fv[5] * scale
         if rtype <= 2 and t_ns < last_time[tid]:
-            err[0] = E_ORDER
-            err[1] = line
-            err[3] = ls
+            status = _fail(err, E_ORDER, line, 0, ls)
             err[4] = last_time[tid]
-            status = _ERROR
             break
         # ---- room for this line's outputs, else suspend before it
         running = rtype == 1 and fv[7] == 1
-        if running and n_st == st_th.shape[0]:
+        if running and n_st == out.states.thread.shape[0]:
             full |= 1
-        if rtype == 3 and n_cm == cm.shape[0]:
+        if rtype == 3 and n_cm == out.comms.shape[0]:
             full |= 8
         if full:
-            n_cn = n_cn0
-            n_ev = n_ev0
+            n_cn, n_ev = n_cn0, n_ev0
             pos = ls
             line -= 1
             status = full
@@ -440,24 +508,20 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
         if rtype <= 2:
             last_time[tid] = t_ns
         if running:
-            st_th[n_st] = tid
-            st_cpu[n_st] = fv[1]
-            st_t0[n_st] = t_ns
-            st_t1[n_st] = fv[6] * scale
+            st = out.states
+            st.thread[n_st], st.cpu[n_st], st.start[n_st], st.end[n_st] = tid, fv[1], t_ns, fv[6] * scale
             n_st += 1
         elif rtype == 3:
+            cm = out.comms
             for f in range(14):
                 cm[n_cm, f] = fv[f + 1]
             for f in (4, 5, 10, 11):
                 cm[n_cm, f] *= scale
             cm[n_cm, 14] = line
             n_cm += 1
-    fill[0] = n_st
-    fill[1] = n_cn
-    fill[2] = n_ev
-    fill[3] = n_cm
-    cursor[0] = pos
-    cursor[1] = line
+    fill[0], fill[1], fill[2], fill[3] = n_st, n_cn, n_ev, n_cm
+    at.cursor[0] = pos
+    at.cursor[1] = line
     return status
 
 
@@ -502,34 +566,33 @@ def tokenize(buf: np.ndarray, first_line: int, state: TokenizerState, capacity: 
     """
     s = state
     cap_st, cap_cn, cap_ev, cap_cm = (max(int(c), 64) for c in capacity)
-    st = [np.empty(cap_st, np.int32), np.empty(cap_st, np.int32), np.empty(cap_st, np.int64), np.empty(cap_st, np.int64)]
-    cn = [np.empty(cap_cn, np.int32), np.empty(cap_cn, np.int64), np.empty(cap_cn, np.int32), np.empty(cap_cn, np.int64)]
-    ev = [np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64),
-          np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64)]
-    cm = np.empty((cap_cm, 15), np.int64)
-    fill = np.zeros(4, np.int64)
-    cursor = np.array([0, first_line - 1], np.int64)
-    n_rec = np.zeros(5, np.int64)
-    err = np.zeros(5, np.int64)
+    out = Outputs(
+        StateColumns(np.empty(cap_st, np.int32), np.empty(cap_st, np.int32), np.empty(cap_st, np.int64),
+                     np.empty(cap_st, np.int64)),
+        SampleColumns(np.empty(cap_cn, np.int32), np.empty(cap_cn, np.int64), np.empty(cap_cn, np.int32),
+                      np.empty(cap_cn, np.int64)),
+        EventColumns(np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int64),
+                     np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64)),
+        np.empty((cap_cm, 15), np.int64))
+    at = Progress(np.array([0, first_line - 1], np.int64), np.zeros(4, np.int64), np.zeros(5, np.int64),
+                  np.zeros(5, np.int64))
+    res = Resources(s.time_scale, s.max_raw_time, s.n_cpus, s.appl_first_task, s.task_first_thread)
+    slots = CounterSlots(s.slot_keys, s.slot_index, s.slot_type, s.slot_abs, s.counts)
     while True:
-        status = _tokenize(buf, buf.shape[0], cursor, s.time_scale, s.max_raw_time, s.n_cpus, s.appl_first_task,
-                           s.task_first_thread, s.last_time, s.slot_keys, s.slot_index, s.slot_type, s.slot_abs,
-                           s.counts, *st, *cn, *ev, cm, fill, n_rec, err)
+        status = _tokenize(buf, buf.shape[0], res, s.last_time, slots, out, at)
         if status <= 0:
             break
-        n_st, n_cn, n_ev, n_cm = (int(x) for x in fill)
-        if status & 1:
-            st = [_grown(a, n_st) for a in st]
-        if status & 2:
-            cn = [_grown(a, n_cn) for a in cn]
-        if status & 4:
-            ev = [_grown(a, n_ev) for a in ev]
-        if status & 8:
-            cm = _grown(cm, n_cm)
-    n_st, n_cn, n_ev, n_cm = (int(x) for x in fill)
+        n_st, n_cn, n_ev, n_cm = (int(x) for x in at.fill)
+        out = Outputs(StateColumns(*(_grown(a, n_st) for a in out.states)) if status & 1 else out.states,
+                      SampleColumns(*(_grown(a, n_cn) for a in out.samples)) if status & 2 else out.samples,
+                      EventColumns(*(_grown(a, n_ev) for a in out.events)) if status & 4 else out.events,
+                      _grown(out.comms, n_cm) if status & 8 else out.comms)
+    n_st, n_cn, n_ev, n_cm = (int(x) for x in at.fill)
+    sm = out.samples
     if status == _DONE and s.counts[1]:
         if s.abs_last.shape[0] < s.last_time.shape[0]:
             s.abs_last = np.full((s.last_time.shape[0], MAX_ABSOLUTE), -1, dtype=np.int64)
-        n_cn = _absolute_deltas(cn[0][:n_cn], cn[2][:n_cn], cn[3][:n_cn], cn[1][:n_cn], s.slot_abs, s.abs_last)
-    return Tokens(st[0][:n_st], st[1][:n_st], st[2][:n_st], st[3][:n_st], cn[0][:n_cn], cn[1][:n_cn], cn[2][:n_cn],
-                  cn[3][:n_cn], *(a[:n_ev] for a in ev), cm[:n_cm], n_rec, int(cursor[1]) - first_line + 1, err)
+        n_cn = _absolute_deltas(sm.thread[:n_cn], sm.slot[:n_cn], sm.value[:n_cn], sm.time[:n_cn], s.slot_abs,
+                                s.abs_last)
+    return Tokens(*(a[:n_st] for a in out.states), *(a[:n_cn] for a in sm), *(a[:n_ev] for a in out.events),
+                  out.comms[:n_cm], at.n_records, int(at.cursor[1]) - first_line + 1, at.error)
