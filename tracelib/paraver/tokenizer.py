@@ -235,18 +235,6 @@ def _slot_of(ctype: int, slots: CounterSlots) -> int:
     return n
 
 
-@cached_njit(inline="always")
-def _counter_slot(ctype: int, slots: CounterSlots) -> int:
-    """:func:`_slot_of` with the lookup of a known type inlined (the hot path)."""
-    mask = slots.keys.shape[0] - 1
-    h = (ctype * 2654435761) & mask
-    while slots.keys[h] != ctype and slots.keys[h] != -1:
-        h = (h + 1) & mask
-    if slots.keys[h] == ctype:
-        return slots.index[h]
-    return _slot_of(ctype, slots)
-
-
 @cached_njit
 def _parse_u64(buf: np.ndarray, a: int, b: int) -> tuple[np.uint64, bool]:
     """The digits ``buf[a:b]`` as an unsigned 64-bit integer, and whether they overflow it."""
@@ -296,38 +284,6 @@ def _after_blank_or_comment(buf: np.ndarray, pos: int) -> int:
 
 
 @cached_njit(inline="always")
-def _keep_pair(ptype: int, v: int, big: bool, nf: int, tid: int, cpu: int, t_ns: int, line: int, slots: CounterSlots,
-               out: Outputs, n_cn: int, n_ev: int, later: int, later_k: int):
-    """One (type, value) pair of an event record (``nf``: the value's field): a counter sample, a kept event or
-    nothing. Returns (n_cn, n_ev, full: 2 or 4 when its output array is full, later, later_k), ``later`` being the
-    first error that waits for the record's other checks."""
-    full = 0
-    if COUNTER_TYPE_MIN <= ptype < COUNTER_TYPE_MAX:
-        sl = -1 if big else _counter_slot(ptype, slots)
-        if big or sl < 0:
-            if later == 0:
-                later, later_k = (E_NOT_INT64, nf + 1) if big else (E_TOO_MANY_TYPES, nf)
-        elif n_cn == out.samples.thread.shape[0]:
-            full = 2
-        else:
-            sm = out.samples
-            sm.thread[n_cn], sm.time[n_cn], sm.slot[n_cn], sm.value[n_cn] = tid, t_ns, sl, v
-            n_cn += 1
-    elif _kept_other(ptype):
-        if big:
-            if later == 0:
-                later, later_k = E_NOT_INT64, nf + 1
-        elif n_ev == out.events.thread.shape[0]:
-            full = 4
-        else:
-            ev = out.events
-            ev.thread[n_ev], ev.cpu[n_ev], ev.time[n_ev] = tid, cpu, t_ns
-            ev.type[n_ev], ev.value[n_ev], ev.line[n_ev] = ptype, v, line
-            n_ev += 1
-    return n_cn, n_ev, full, later, later_k
-
-
-@cached_njit(inline="always")
 def _field_count_code(rtype: int, nf: int) -> int:
     """The error code of a record of type ``rtype`` with ``nf`` fields (E_NONE when the count is right)."""
     if rtype == 1:
@@ -340,14 +296,15 @@ def _field_count_code(rtype: int, nf: int) -> int:
 
 
 @cached_njit(inline="always")
-def _record_code(rtype: int, fv: np.ndarray, bigmask: int, res: Resources, tid: int):
+def _record_code(rtype: int, fv: np.ndarray, bigmask: int, tid: int, scale: int, max_raw_time: int, n_cpus: int,
+                 appl_first_task: np.ndarray, task_first_thread: np.ndarray):
     """Times within the header's duration, cpus and threads in its resource model, communication fields within
     int64: (error code, 1-based field, thread id of the record, whether a communication time lies beyond the end)."""
     code = E_NONE
     k = 0
-    if rtype <= 2 and fv[5] > res.max_raw_time:
+    if rtype <= 2 and fv[5] > max_raw_time:
         code = E_TIME_END
-    elif rtype == 1 and fv[6] > res.max_raw_time:
+    elif rtype == 1 and fv[6] > max_raw_time:
         code = E_STATE_END
     elif rtype == 1 and fv[6] < fv[5]:
         code = E_STATE_BACK
@@ -355,12 +312,12 @@ def _record_code(rtype: int, fv: np.ndarray, bigmask: int, res: Resources, tid: 
         for side in range(2 if rtype == 3 else 1):
             base = 6 * side
             cpu = fv[base + 1]
-            if res.n_cpus > 0 and cpu > res.n_cpus:
+            if n_cpus > 0 and cpu > n_cpus:
                 code = E_CPU
-            elif res.n_cpus == 0 and cpu > _INT32_MAX:
+            elif n_cpus == 0 and cpu > _INT32_MAX:
                 code = E_CPU_INT32
             else:
-                t_id = _thread_id(fv[base + 2], fv[base + 3], fv[base + 4], res.appl_first_task, res.task_first_thread)
+                t_id = _thread_id(fv[base + 2], fv[base + 3], fv[base + 4], appl_first_task, task_first_thread)
                 if t_id < 0:
                     code = E_THREAD
                 elif side == 0:
@@ -370,9 +327,9 @@ def _record_code(rtype: int, fv: np.ndarray, bigmask: int, res: Resources, tid: 
     late = False  # a communication time beyond the header's end: kept (Paraver keeps it), counted
     if code == E_NONE and rtype == 3:
         for f in (5, 6, 11, 12):
-            if bigmask & (1 << f) or fv[f] > _INT64_MAX // res.scale:
+            if bigmask & (1 << f) or fv[f] > _INT64_MAX // scale:
                 return E_NOT_INT64, f + 1, tid, late
-            late = late or fv[f] > res.max_raw_time
+            late = late or fv[f] > max_raw_time
         for f in (13, 14):
             if bigmask & (1 << f):
                 return E_NOT_INT64, f + 1, tid, late
@@ -389,27 +346,46 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
     2 counter samples, 4 other events, 8 comms): ``cursor`` and ``fill`` then point at that line's start, so the
     call can resume with bigger arrays.
     """
-    fill, err, n_rec = at.fill, at.error, at.n_records
+    # the named arguments as local variables: the hot loop reads arrays, not tuple members
+    scale, max_raw_time, n_cpus, appl_first_task, task_first_thread = res
+    slot_keys, slot_index = slots.keys, slots.index
+    st_th, st_cpu, st_t0, st_t1 = out.states
+    cn_th, cn_t, cn_sl, cn_v = out.samples
+    ev_th, ev_cpu, ev_t, ev_ty, ev_v, ev_ln = out.events
+    cm = out.comms
+    cursor, fill, n_rec, err = at
     n_st, n_cn, n_ev, n_cm = fill[0], fill[1], fill[2], fill[3]
     fv = np.zeros(16, dtype=np.int64)
-    scale = res.scale
-    pos = at.cursor[0]
-    line = at.cursor[1]
+    slot_mask = slot_keys.shape[0] - 1
+    pos = cursor[0]
+    line = cursor[1]
     status = _DONE
     while pos < n_bytes:
         line += 1
         ls = pos
         n_cn0 = n_cn
         n_ev0 = n_ev
-        skip = _after_blank_or_comment(buf, pos)
-        if skip >= 0:
-            pos = skip
-            continue
-        # ---- record type
         c = buf[pos]
+        # ---- record type; blank lines (spaces, tabs, CR) and comments are skipped, as Paraver skips them
+        if c == 10 or c == 13 or c == 32 or c == 9:
+            q = pos
+            while buf[q] == 32 or buf[q] == 9 or buf[q] == 13:
+                q += 1
+            if buf[q] == 10:
+                pos = q + 1
+                continue
+        if c == 35:  # '#': comment
+            while buf[pos] != 10:
+                pos += 1
+            pos += 1
+            continue
         nxt = buf[pos + 1]
         if c < 49 or c > 52 or not (nxt == 58 or nxt == 10 or (nxt == 13 and buf[pos + 2] == 10)):
-            status = _fail(err, E_RECORD_TYPE, line, 1, ls)
+            err[0] = E_RECORD_TYPE
+            err[1] = line
+            err[2] = 1
+            err[3] = ls
+            status = _ERROR
             break
         rtype = c - 48
         pos += 1
@@ -418,7 +394,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         nf = 1
         bad = 0  # first syntax error code
         bad_k = 0
-        later = 0  # first value too large for int64 or counter type too many (reported after the other checks)
+        later = 0  # first value too large for int64 (reported after the other checks)
         later_k = 0
         tid = 0
         t_ns = 0
@@ -443,15 +419,18 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             if c == 13 and buf[pos + 1] == 10:
                 pos += 1  # CR of a CRLF line end
             elif c != 58 and c != 10:
-                bad, bad_k = E_NOT_DIGIT, nf + 1
+                bad = E_NOT_DIGIT
+                bad_k = nf + 1
                 break
             if nd == 0:
-                bad, bad_k = E_FIELD_EMPTY, nf + 1
+                bad = E_FIELD_EMPTY
+                bad_k = nf + 1
                 break
             if nd >= 20:
                 u, over = _parse_u64(buf, fs, fs + nd)
                 if over:
-                    bad, bad_k = E_NOT_64BIT, nf + 1
+                    bad = E_NOT_64BIT
+                    bad_k = nf + 1
                     break
             big = u > _U64_INT64_MAX
             v = _INT64_MAX if big else np.int64(u)
@@ -459,45 +438,157 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                 fv[nf] = v
                 if big:
                     bigmask |= 1 << nf
-            if rtype == 2 and nf == 5:
-                t_ns = v * scale
-                tid = _thread_id(fv[2], fv[3], fv[4], res.appl_first_task, res.task_first_thread)
-            elif rtype == 2 and nf > 5 and nf % 2 == 0:
-                ptype, ptype_big = v, big
-            elif rtype == 2 and nf > 5 and not ptype_big and tid >= 0 and full == 0:
-                n_cn, n_ev, full, later, later_k = _keep_pair(ptype, v, big, nf, tid, fv[1], t_ns, line, slots, out,
-                                                              n_cn, n_ev, later, later_k)
+            if rtype == 2 and nf >= 5:
+                if nf == 5:
+                    t_ns = v * scale
+                    tid = _thread_id(fv[2], fv[3], fv[4], appl_first_task, task_first_thread)
+                elif nf % 2 == 0:
+                    ptype = v
+                    ptype_big = big
+                elif not ptype_big and tid >= 0 and full == 0:
+                    if COUNTER_TYPE_MIN <= ptype < COUNTER_TYPE_MAX:
+                        if big:
+                            if later == 0:
+                                later = E_NOT_INT64
+                                later_k = nf + 1
+                        else:
+                            h = (ptype * 2654435761) & slot_mask
+                            while slot_keys[h] != ptype and slot_keys[h] != -1:
+                                h = (h + 1) & slot_mask
+                            if slot_keys[h] == ptype:
+                                sl = slot_index[h]
+                            else:
+                                sl = _slot_of(ptype, slots)
+                            if sl < 0:
+                                if later == 0:
+                                    later = E_TOO_MANY_TYPES
+                                    later_k = nf
+                            elif n_cn == cn_th.shape[0]:
+                                full = 2
+                            else:
+                                cn_th[n_cn] = tid
+                                cn_t[n_cn] = t_ns
+                                cn_sl[n_cn] = sl
+                                cn_v[n_cn] = v
+                                n_cn += 1
+                    elif _kept_other(ptype):
+                        if big:
+                            if later == 0:
+                                later = E_NOT_INT64
+                                later_k = nf + 1
+                        elif n_ev == ev_th.shape[0]:
+                            full = 4
+                        else:
+                            ev_th[n_ev] = tid
+                            ev_cpu[n_ev] = fv[1]
+                            ev_t[n_ev] = t_ns
+                            ev_ty[n_ev] = ptype
+                            ev_v[n_ev] = v
+                            ev_ln[n_ev] = line
+                            n_ev += 1
             nf += 1
         if bad != 0:
-            status = _fail(err, bad, line, bad_k, ls)
+            err[0] = bad
+            err[1] = line
+            err[2] = bad_k
+            err[3] = ls
+            status = _ERROR
             break
-        pos += 1  # past the '\n'
-        code = _field_count_code(rtype, nf)
+        # pos is at the '\n'
+        pos += 1
+        # ---- field counts
+        code = E_NONE
+        if rtype == 1:
+            if nf < 8:
+                code = E_SHORT
+            elif nf > 8:
+                code = E_LONG
+        elif rtype == 2:
+            if nf < 8:
+                code = E_SHORT
+            elif (nf - 6) % 2 == 1:
+                code = E_ODD
+        elif rtype == 3:
+            if nf < 15:
+                code = E_SHORT
+            elif nf > 15:
+                code = E_LONG
         if code != E_NONE:
-            status = _fail(err, code, line, nf, ls)
+            err[0] = code
+            err[1] = line
+            err[2] = nf
+            err[3] = ls
+            status = _ERROR
             break
         if rtype == 4:
             n_rec[4] += 1
             continue
-        code, k, tid, late = _record_code(rtype, fv, bigmask, res, tid)
+        # ---- times, resource model
+        k = 0
+        if rtype <= 2 and fv[5] > max_raw_time:
+            code = E_TIME_END
+        elif rtype == 1 and fv[6] > max_raw_time:
+            code = E_STATE_END
+        elif rtype == 1 and fv[6] < fv[5]:
+            code = E_STATE_BACK
+        if code == E_NONE:
+            for side in range(2 if rtype == 3 else 1):
+                base = 6 * side
+                cpu = fv[base + 1]
+                if n_cpus > 0 and cpu > n_cpus:
+                    code = E_CPU
+                elif n_cpus == 0 and cpu > _INT32_MAX:
+                    code = E_CPU_INT32
+                else:
+                    t_id = _thread_id(fv[base + 2], fv[base + 3], fv[base + 4], appl_first_task, task_first_thread)
+                    if t_id < 0:
+                        code = E_THREAD
+                    elif side == 0:
+                        tid = t_id
+                if code != E_NONE:
+                    k = side + 1
+                    break
+        late = False  # a communication time beyond the header's end: kept (Paraver keeps it), counted
+        if code == E_NONE and rtype == 3:
+            for f in (5, 6, 11, 12):
+                if bigmask & (1 << f) or fv[f] > _INT64_MAX // scale:
+                    code = E_NOT_INT64
+                    k = f + 1
+                    break
+                late = late or fv[f] > max_raw_time
+            if code == E_NONE:
+                for f in (13, 14):
+                    if bigmask & (1 << f):
+                        code = E_NOT_INT64
+                        k = f + 1
+                        break
         if code == E_NONE and later != 0:
-            code, k = later, later_k
+            code = later
+            k = later_k
         if code != E_NONE:
-            status = _fail(err, code, line, k, ls)
+            err[0] = code
+            err[1] = line
+            err[2] = k
+            err[3] = ls
+            status = _ERROR
             break
         t_ns = fv[5] * scale
         if rtype <= 2 and t_ns < last_time[tid]:
-            status = _fail(err, E_ORDER, line, 0, ls)
+            err[0] = E_ORDER
+            err[1] = line
+            err[3] = ls
             err[4] = last_time[tid]
+            status = _ERROR
             break
         # ---- room for this line's outputs, else suspend before it
         running = rtype == 1 and fv[7] == 1
-        if running and n_st == out.states.thread.shape[0]:
+        if running and n_st == st_th.shape[0]:
             full |= 1
-        if rtype == 3 and n_cm == out.comms.shape[0]:
+        if rtype == 3 and n_cm == cm.shape[0]:
             full |= 8
         if full:
-            n_cn, n_ev = n_cn0, n_ev0
+            n_cn = n_cn0
+            n_ev = n_ev0
             pos = ls
             line -= 1
             status = full
@@ -508,20 +599,24 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         if rtype <= 2:
             last_time[tid] = t_ns
         if running:
-            st = out.states
-            st.thread[n_st], st.cpu[n_st], st.start[n_st], st.end[n_st] = tid, fv[1], t_ns, fv[6] * scale
+            st_th[n_st] = tid
+            st_cpu[n_st] = fv[1]
+            st_t0[n_st] = t_ns
+            st_t1[n_st] = fv[6] * scale
             n_st += 1
         elif rtype == 3:
-            cm = out.comms
             for f in range(14):
                 cm[n_cm, f] = fv[f + 1]
             for f in (4, 5, 10, 11):
                 cm[n_cm, f] *= scale
             cm[n_cm, 14] = line
             n_cm += 1
-    fill[0], fill[1], fill[2], fill[3] = n_st, n_cn, n_ev, n_cm
-    at.cursor[0] = pos
-    at.cursor[1] = line
+    fill[0] = n_st
+    fill[1] = n_cn
+    fill[2] = n_ev
+    fill[3] = n_cm
+    cursor[0] = pos
+    cursor[1] = line
     return status
 
 
