@@ -256,90 +256,14 @@ def _kept_other(t: int) -> bool:
     return (_MPI_MIN <= t <= _MPI_MAX) or (_INFO_MIN <= t <= _INFO_MAX) or t == CALLER_TYPE or t == CALLER_LINE_TYPE
 
 
-@cached_njit(inline="always")
-def _fail(err: np.ndarray, code: int, line: int, field: int, start: int) -> int:
-    """Record a bad line in ``err`` (code, line, 1-based field, offset of the line); returns ``_ERROR``."""
-    err[0] = code
-    err[1] = line
-    err[2] = field
-    err[3] = start
-    return _ERROR
-
-
-@cached_njit(inline="always")
-def _after_blank_or_comment(buf: np.ndarray, pos: int) -> int:
-    """The position after the line at ``pos`` when it is blank (spaces, tabs, CR) or a comment, as Paraver skips
-    them; -1 for any other line."""
-    c = buf[pos]
-    if c == 10 or c == 13 or c == 32 or c == 9:
-        q = pos
-        while buf[q] == 32 or buf[q] == 9 or buf[q] == 13:
-            q += 1
-        return q + 1 if buf[q] == 10 else -1
-    if c == 35:  # '#'
-        while buf[pos] != 10:
-            pos += 1
-        return pos + 1
-    return -1
-
-
-@cached_njit(inline="always")
-def _field_count_code(rtype: int, nf: int) -> int:
-    """The error code of a record of type ``rtype`` with ``nf`` fields (E_NONE when the count is right)."""
-    if rtype == 1:
-        return E_SHORT if nf < 8 else E_LONG if nf > 8 else E_NONE
-    if rtype == 2:
-        return E_SHORT if nf < 8 else E_ODD if (nf - 6) % 2 == 1 else E_NONE
-    if rtype == 3:
-        return E_SHORT if nf < 15 else E_LONG if nf > 15 else E_NONE
-    return E_NONE
-
-
-@cached_njit(inline="always")
-def _record_code(rtype: int, fv: np.ndarray, bigmask: int, tid: int, scale: int, max_raw_time: int, n_cpus: int,
-                 appl_first_task: np.ndarray, task_first_thread: np.ndarray):
-    """Times within the header's duration, cpus and threads in its resource model, communication fields within
-    int64: (error code, 1-based field, thread id of the record, whether a communication time lies beyond the end)."""
-    code = E_NONE
-    k = 0
-    if rtype <= 2 and fv[5] > max_raw_time:
-        code = E_TIME_END
-    elif rtype == 1 and fv[6] > max_raw_time:
-        code = E_STATE_END
-    elif rtype == 1 and fv[6] < fv[5]:
-        code = E_STATE_BACK
-    if code == E_NONE:
-        for side in range(2 if rtype == 3 else 1):
-            base = 6 * side
-            cpu = fv[base + 1]
-            if n_cpus > 0 and cpu > n_cpus:
-                code = E_CPU
-            elif n_cpus == 0 and cpu > _INT32_MAX:
-                code = E_CPU_INT32
-            else:
-                t_id = _thread_id(fv[base + 2], fv[base + 3], fv[base + 4], appl_first_task, task_first_thread)
-                if t_id < 0:
-                    code = E_THREAD
-                elif side == 0:
-                    tid = t_id
-            if code != E_NONE:
-                return code, side + 1, tid, False
-    late = False  # a communication time beyond the header's end: kept (Paraver keeps it), counted
-    if code == E_NONE and rtype == 3:
-        for f in (5, 6, 11, 12):
-            if bigmask & (1 << f) or fv[f] > _INT64_MAX // scale:
-                return E_NOT_INT64, f + 1, tid, late
-            late = late or fv[f] > max_raw_time
-        for f in (13, 14):
-            if bigmask & (1 << f):
-                return E_NOT_INT64, f + 1, tid, late
-    return code, k, tid, late
-
-
 @cached_njit
 def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarray, slots: CounterSlots,
               out: Outputs, at: Progress) -> int:
     """Tokenize ``buf[at.cursor[0]:n_bytes]`` (whole lines; ``at.cursor[1]``: number of the line before).
+
+    The arguments are named tuples (:class:`Resources`, :class:`CounterSlots`, :class:`Outputs`,
+    :class:`Progress`), read into local variables once: the loop body stays one function, as splitting it into
+    inline steps cost 31% of the kernel's CPU time (benchmarks/results/tokenizer.md).
 
     Appends to the output arrays from ``at.fill`` (their fill counts) on; returns ``_DONE``, ``_ERROR``
     (``at.error`` filled) or, when output arrays cannot take the next line, the bit mask of those arrays (1 states,
