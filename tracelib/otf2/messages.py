@@ -4,7 +4,6 @@ from __future__ import annotations
 import polars as pl
 
 from synthtrace.tracelib.bursts import MESSAGE_SCHEMA
-
 from synthtrace.tracelib.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _RECV, _SEND
 
 _P2P_SCHEMA = {"task": pl.Int32, "thread": pl.Int32, "kind": pl.Int8, "time_ns": pl.Int64, "pos": pl.Int64,
