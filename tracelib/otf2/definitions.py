@@ -95,16 +95,34 @@ def _metric_semantics(mode_value: int) -> int:
 
 def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - otf2.reader.Reader
     """Turn the otf2 wheel's definition registry into :class:`_Definitions` (raises TraceFormatError)."""
-    from otf2.enums import GroupType, LocationType, Paradigm  # noqa: PLC0415 - with the wheel, like the reader
-
     defs = reader.definitions
     clock = defs.clock_properties
     if clock is None or not clock.timer_resolution:
         raise TraceFormatError(anchor, None, "OTF2 archive without clock properties (timer resolution)")
     warns: list[str] = []
-    evt_dir = anchor.with_suffix("")
+    locations, loc_key, n_tasks, n_nodes = _locations(defs, anchor, warns)
+    names, is_mpi, kinds, sites = _regions(defs)
+    member_names, member_mode, member_type, metric_base, metric_count = _metric_members(defs, anchor, warns)
+    comm_ranks, self_comms = _communicators(defs, loc_key)
+    realtime = clock.realtime_timestamp
+    return _Definitions(
+        resolution=int(clock.timer_resolution), offset=int(clock.global_offset),
+        trace_length=int(clock.trace_length),
+        realtime_ns=int(realtime) if realtime is not None and int(realtime) != _UNDEFINED_U64 else None,
+        locations=locations, n_tasks=n_tasks, n_nodes=n_nodes,
+        region_names=names, region_is_mpi=is_mpi, region_kind=kinds, region_site=sites,
+        member_names=member_names, member_mode=np.array(member_mode, dtype=np.int8),
+        member_type=np.array(member_type, dtype=np.int8), metric_base=metric_base, metric_count=metric_count,
+        comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns)
 
-    # ranks: the MPI COMM_LOCATIONS group lists one location per rank, in rank order
+
+def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], dict[int, tuple[int, int]], int, int]:
+    """The CPU locations as (task, thread) in that order, each location's key, the number of ranks and nodes. A
+    rank is the location's place in the MPI COMM_LOCATIONS group (one location per rank, in rank order), else
+    the order of its process group."""
+    from otf2.enums import GroupType, LocationType, Paradigm  # noqa: PLC0415 - with the wheel, like the reader
+
+    evt_dir = anchor.with_suffix("")
     group_rank: dict[int, int] = {}
     for g in defs.groups:
         if g.group_type == GroupType.COMM_LOCATIONS and g.paradigm == Paradigm.MPI:
@@ -136,12 +154,19 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - o
         raise TraceFormatError(anchor.with_suffix(".def"), None,
                                f"more than {MAX_ID} ranks or threads per rank: beyond what synthtrace can key")
     nodes = {loc.group.system_tree_parent._ref for loc in cpu_locs if loc.group.system_tree_parent is not None}
+    return locations, loc_key, len(process_groups), len(nodes)
+
+
+def _regions(defs) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | None]]:
+    """Per region ref: its name, whether it is an MPI region (paradigm MPI or an ``MPI_`` name), its MPI kind and,
+    for the other regions, its call-site label (``name (file:line)``)."""
+    from otf2.enums import Paradigm  # noqa: PLC0415 - with the wheel, like the reader
 
     regions = list(defs.regions)
     n_reg = max((r._ref for r in regions), default=-1) + 1
     names = [f"region_{i}" for i in range(n_reg)]
     is_mpi = np.zeros(max(n_reg, 1), dtype=bool)
-    kinds = ["other"] * n_reg
+    kinds: list[MpiKind] = ["other"] * n_reg
     sites: list[str | None] = [None] * n_reg
     for r in regions:
         name = str(r.name or r.canonical_name or f"region_{r._ref}")
@@ -154,7 +179,14 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - o
         else:
             src = r.source_file
             sites[r._ref] = f"{name} ({os.path.basename(str(src))}:{r.begin_line_number})" if src else name
+    return names, is_mpi, kinds, sites
 
+
+def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], list[int], list[int], dict[int, int],
+                                                                  dict[int, int]]:
+    """Per metric member id: name, how its values become counts (_CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT)
+    and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its first member id and count (the
+    members of a metric as a contiguous run of ids, copied to the end when they are not)."""
     member_names: list[str] = []
     member_mode: list[int] = []
     member_type: list[int] = []
@@ -182,6 +214,12 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - o
                 member_names.append(member_names[i])
                 member_mode.append(member_mode[i])
                 member_type.append(member_type[i])
+    return member_names, member_mode, member_type, metric_base, metric_count
+
+
+def _communicators(defs, loc_key: dict[int, tuple[int, int]]) -> tuple[pl.DataFrame, set[int]]:
+    """Who is rank r of communicator c (comm, rank, task, thread), and the MPI_COMM_SELF communicators."""
+    from otf2.enums import GroupType  # noqa: PLC0415 - with the wheel, like the reader
 
     rows: list[tuple[int, int, int, int]] = []
     self_comms: set[int] = set()
@@ -198,16 +236,7 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - o
                 rows.append((comm._ref, rank, *loc_key[ref]))
     comm_ranks = pl.DataFrame(rows, schema={"comm": pl.Int64, "rank": pl.Int64, "task": pl.Int32,
                                             "thread": pl.Int32}, orient="row")
-    realtime = clock.realtime_timestamp
-    return _Definitions(
-        resolution=int(clock.timer_resolution), offset=int(clock.global_offset),
-        trace_length=int(clock.trace_length),
-        realtime_ns=int(realtime) if realtime is not None and int(realtime) != _UNDEFINED_U64 else None,
-        locations=locations, n_tasks=len(process_groups), n_nodes=len(nodes),
-        region_names=names, region_is_mpi=is_mpi, region_kind=kinds, region_site=sites,
-        member_names=member_names, member_mode=np.array(member_mode, dtype=np.int8),
-        member_type=np.array(member_type, dtype=np.int8), metric_base=metric_base, metric_count=metric_count,
-        comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns)
+    return comm_ranks, self_comms
 
 
 def _validate_archive(anchor: Path) -> Path:

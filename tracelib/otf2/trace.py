@@ -136,7 +136,7 @@ class Otf2Trace(TraceReader):
             counters=tuple(assembler.counters), n_bursts=read.n_bursts, n_calls=calls.n_calls, n_uncore=0,
             n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings))
 
-    def _location_chunks(self, _otf2, handle, loc: _Location, setters: dict, messages: list[str],  # noqa: ANN001
+    def _location_chunks(self, _otf2, handle, loc: _Location, setters: dict, messages: list[str],
                          read: _ReadState, progress: Callable[[int], None] | None) -> Iterator[tuple[RecordBatch, int]]:
         """The events of one location, ``chunk_events`` at a time, as (record batch, horizon ns); the C library's
         failures and a location that ends before the events its definitions announce are bad input."""
