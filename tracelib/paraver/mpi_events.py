@@ -38,16 +38,10 @@ def mpi_rows(th: np.ndarray, t: np.ndarray, ty: np.ndarray, val: np.ndarray, n_t
     rows = np.empty(n, dtype=np.int64)
     info = np.zeros((n, _N_INFO), dtype=np.int64)
     has = np.zeros(n, dtype=np.uint8)
-    nxt = np.empty(n, dtype=np.int64)
-    cur_t = np.empty(n_threads, dtype=np.int64)
-    head = np.empty(n_threads, dtype=np.int64)
-    tail = np.empty(n_threads, dtype=np.int64)
-    for i in range(n):
-        nxt[i] = -1
-    for k in range(n_threads):
-        cur_t[k] = -1
-        head[k] = -1
-        tail[k] = -1
+    nxt = np.full(n, -1, dtype=np.int64)  # next MPI row of the same group
+    cur_t = np.full(n_threads, -1, dtype=np.int64)  # time of each thread's current group
+    head = np.full(n_threads, -1, dtype=np.int64)
+    tail = np.full(n_threads, -1, dtype=np.int64)
     g_info = np.zeros((n_threads, _N_INFO), dtype=np.int64)
     g_has = np.zeros(n_threads, dtype=np.int64)
     m = 0
