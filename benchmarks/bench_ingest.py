@@ -59,11 +59,10 @@ warnings.simplefilter("ignore")
 from synthtrace.tracelib.paraver.reader import ParaverTrace
 """ + _USAGE + """
 t0 = time.perf_counter()
-n_b = n_c = 0
-for b, c in ParaverTrace(sys.argv[1]).iter_tables("bench"):
-    n_b += b.height
-    n_c += c.height
-print(json.dumps({**usage(t0), "bursts": n_b, "calls": n_c}))
+stream = ParaverTrace(sys.argv[1]).read("bench")
+n_b = sum(part.frame.height for part in stream if part.table == "bursts")
+calls = stream.summary.calls.collect()
+print(json.dumps({**usage(t0), "bursts": n_b, "calls": calls.height}))
 """
 
 # Where the time of an ingest goes: the same steps as warehouse/ingest.py, timed one by one.
@@ -71,27 +70,25 @@ CHILD_PHASES = """
 import json, sys, time, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
-import polars as pl
-from synthtrace.tracelib.bursts import ReadSummary
 from synthtrace.tracelib.formats import open_trace
-from synthtrace.warehouse.ingest import PartWriter, run_identity, write_chunk, write_mpi_calls
+from synthtrace.warehouse.ingest import PartWriter, run_identity
 """ + _USAGE + """
-out = Path(sys.argv[2]); (out / "bursts").mkdir(parents=True); (out / "_calls").mkdir()
+out = Path(sys.argv[2]); (out / "bursts").mkdir(parents=True); (out / "uncore").mkdir()
 ph = {}
 t0 = time.perf_counter()
 t = time.perf_counter(); source = open_trace(Path(sys.argv[1])); run_id = run_identity(source)
 ph["hash the files (xxh3-128; Numba kernels load meanwhile)"] = time.perf_counter() - t
-summary, write, inline = ReadSummary(), 0.0, PartWriter(background=False)
+write, inline = 0.0, PartWriter(background=False)
 t = time.perf_counter()
-for i, (bursts, calls) in enumerate(source.iter_tables(run_id, summary=summary)):
+stream = source.read(run_id, spill=out / "_calls")
+for i, part in enumerate(stream):
     tw = time.perf_counter()
-    write_chunk(inline, out, i, bursts, calls)
+    inline.write(part.frame, out / part.table / f"part-{i:05d}.parquet", statistics=True)
     write += time.perf_counter() - tw
-ph["parse + bursts + calls (iter_tables, parsing one chunk ahead in a 2nd thread)"] = time.perf_counter() - t - write
-ph["write burst parts (Parquet, zstd) and call parts (uncompressed, read back once); ingest does it in a 3rd thread"] = write
+ph["parse + bursts + calls (read, parsing one chunk ahead in a 2nd thread; calls spilled uncompressed)"] = time.perf_counter() - t - write
+ph["write burst and uncore parts (Parquet, zstd); ingest does it in a 3rd thread"] = write
 t = time.perf_counter()
-parts = sorted((out / "_calls").glob("*.parquet"))
-write_mpi_calls(parts, summary, out / "mpi_calls.parquet")
+stream.summary.calls.sink_parquet(out / "mpi_calls.parquet", statistics=True)
 ph["attach messages to calls and write mpi_calls.parquet (streamed)"] = time.perf_counter() - t
 print(json.dumps({**usage(t0), "phases": ph}))
 """

@@ -4,7 +4,7 @@ Writes a Score-P-like trace with the ``otf2`` writer in a temporary folder (rank
 Isend/Irecv/Waitall, an Allreduce every 10 steps; three PAPI metrics at every Enter/Leave, like
 SCOREP_METRIC_PAPI), then times, each in a fresh subprocess (so its peak RSS is its own):
 
-- ``synthtrace``: ``Otf2Trace.iter_tables`` over the whole trace, streamed as ingest consumes it (without
+- ``synthtrace``: ``Otf2Trace.read`` over the whole trace, streamed as ingest consumes it (without
   writing Parquet): bursts with their counters, MPI calls with collective sizes, matched messages;
 - ``plain loop``: ``for location, event in otf2.reader.open(...).events`` counting events (no analysis at all),
   with the default batch of 100 events and with 100 000;
@@ -33,19 +33,17 @@ from benchmarks.results_io import emit  # noqa: E402
 
 CHILD_OURS = """
 import json, resource, sys, time
-from synthtrace.tracelib.bursts import ReadSummary
-from synthtrace.tracelib.otf2_reader import Otf2Trace
+from synthtrace.tracelib.otf2 import Otf2Trace
 t = time.perf_counter()
 trace = Otf2Trace(sys.argv[1])
-summary = ReadSummary()
-bursts = calls = 0
-for b, c in trace.iter_tables("bench", summary=summary):  # streamed, as ingest consumes it
-    bursts += b.height
-    calls += c.height
+stream = trace.read("bench")
+bursts = sum(part.frame.height for part in stream)  # streamed, as ingest consumes it
+summary = stream.summary
+calls = summary.calls.collect().height  # the calls with their messages attached
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "events": trace.n_events, "bursts": bursts, "calls": calls,
                   "messages": summary.messages.height, "message_bytes": int(summary.messages["size"].sum()),
-                  "counters": summary.counters, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "counters": list(summary.counters), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 CHILD_PLAIN = """
@@ -63,7 +61,9 @@ print(json.dumps({"seconds": dt, "events": n, "peak_rss_mb": resource.getrusage(
 CHILD_RAW = """
 import json, resource, sys, time
 import _otf2
-from synthtrace.tracelib.otf2_reader import Otf2Trace, _EventBuffer, _callback_setter, _clear
+from synthtrace.tracelib.otf2 import Otf2Trace
+from synthtrace.tracelib.otf2.events import _EventBuffer, _clear
+from synthtrace.tracelib.otf2.library import _callback_setter
 t = time.perf_counter()
 trace = Otf2Trace(sys.argv[1])
 import otf2
@@ -197,7 +197,7 @@ def main() -> None:
         t_write = time.perf_counter() - t
         size_mb = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 2**20
         print(f"wrote {written} events ({size_mb:.0f} MiB) in {t_write:.1f} s", flush=True)
-        readers = (("synthtrace Otf2Trace.iter_tables", CHILD_OURS, ()),
+        readers = (("synthtrace Otf2Trace.read", CHILD_OURS, ()),
                    ("raw ctypes callbacks only (our access path, no conversion)", CHILD_RAW, ()),
                    ("plain loop over otf2 reader events (batch_events=100, default)", CHILD_PLAIN, ("100",)),
                    ("plain loop over otf2 reader events (batch_events=100000)", CHILD_PLAIN, ("100000",)))
@@ -212,7 +212,7 @@ def main() -> None:
                       f"peak RSS {r['peak_rss_mb']:.0f} MiB)", flush=True)
         results = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items()}
 
-    ours = results["synthtrace Otf2Trace.iter_tables"]
+    ours = results["synthtrace Otf2Trace.read"]
     plain = results["plain loop over otf2 reader events (batch_events=100, default)"]
     lines = [
         "# OTF2 reading speed (issue 8)",
@@ -236,7 +236,7 @@ def main() -> None:
         every = ", ".join(f"{x['events'] / x['seconds']:,.0f}" for x in runs[name])
         lines.append(f"| {name} | {rate:,.0f} | {every} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
                      f"{rate / (plain['events'] / plain['seconds']):.2f}x |")
-    ours_name, plain_name = "synthtrace Otf2Trace.iter_tables", "plain loop over otf2 reader events (batch_events=100, default)"
+    ours_name, plain_name = "synthtrace Otf2Trace.read", "plain loop over otf2 reader events (batch_events=100, default)"
     ratios = [o["events"] / o["seconds"] / (p["events"] / p["seconds"]) for o, p in zip(runs[ours_name], runs[plain_name])]
     lines += [
         "",

@@ -306,7 +306,7 @@ def test_disk_full_during_ingest_is_one_line_and_stores_nothing(tmp_path, run_cl
     def full(*args, **kwargs):
         raise pl.exceptions.ComputeError("failed to write: No space left on device (os error 28)")
 
-    monkeypatch.setattr(ingest, "write_mpi_calls", full)
+    monkeypatch.setattr(ingest.pl.LazyFrame, "sink_parquet", full)  # writing mpi_calls.parquet
     wh = tmp_path / "wh"
     code, out, err = run_cli("ingest", PRIME, "-w", wh)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "No space left on device" in err, err

@@ -25,8 +25,9 @@ from typing import ClassVar, TypeVar
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.jit import cached_njit
+from synthtrace.tracelib.mpi_calls import MPI_KINDS, kind_expr
 from synthtrace.tracelib.paraver.header import ID_BITS
-from synthtrace.tracelib.paraver.tokenizer import cached_njit
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
@@ -39,9 +40,8 @@ MPI_EVENT_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu
 MESSAGE_SCHEMA = {"s_appl": pl.Int32, "s_task": pl.Int32, "s_thread": pl.Int32, "s_time_ns": pl.Int64,
                   "r_appl": pl.Int32, "r_task": pl.Int32, "r_thread": pl.Int32, "r_time_ns": pl.Int64,
                   "size": pl.Int64, "tag": pl.Int64}
-MPI_KINDS = ("point_to_point", "collective", "other")
 HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64}
-_NEVER = 2**62  # a horizon beyond any trace: everything is final
+NEVER = 2**62  # a horizon beyond any trace: everything is final
 _MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
 _NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
 _TID = "_tid"  # thread id column the assembler adds to MPI events
@@ -238,14 +238,11 @@ def _sort_segments(perm: np.ndarray, off: np.ndarray, key: np.ndarray) -> None:
 
 
 @cached_njit
-def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t, sm_c, sm_v, n_codes, en_th, en_t,
-              horizon, next_seq):
-    """Merge intervals into bursts, sum samples into the final ones, number them; see BurstAssembler._close."""
-    ip, ioff = _group_by_thread(iv_th, n_threads)
-    _sort_segments(ip, ioff, iv_t0)
+def _entries_by_time(n_threads, en_th, en_t):
+    """MPI entries per thread in time order, one per (thread, time): the first given. Returns (entry rows, their
+    times, offsets of each thread's run)."""
     ep, eoff = _group_by_thread(en_th, n_threads)
     _sort_segments(ep, eoff, en_t)
-    # entries, one per thread and time (the first given)
     ek = np.empty(ep.shape[0], dtype=np.int64)
     et = np.empty(ep.shape[0], dtype=np.int64)
     doff = np.zeros(n_threads + 1, dtype=np.int64)
@@ -260,7 +257,14 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
             et[m] = en_t[j]
             m += 1
     doff[n_threads] = m
-    # bursts: adjacent intervals merge unless an MPI entry sits at the junction
+    return ek, et, doff
+
+
+@cached_njit
+def _merged_intervals(n_threads, ip, ioff, iv_cpu, iv_t0, iv_t1, et, doff):
+    """Bursts: each thread's Running intervals (in time order, ``ip``/``ioff``) merged where adjacent, unless an MPI
+    entry sits at the junction. Returns per burst its thread, cpu, start, end and first interval (``b_first[nb]``:
+    the interval count), and offsets of each thread's bursts."""
     n_iv = ip.shape[0]
     b_th = np.empty(n_iv, dtype=np.int32)
     b_cpu = np.empty(n_iv, dtype=np.int32)
@@ -289,10 +293,15 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
                 b_t1[nb - 1] = iv_t1[j]
     boff[n_threads] = nb
     b_first[nb] = n_iv
-    final = np.empty(nb, dtype=np.bool_)
-    for b in range(nb):
-        final[b] = b_t1[b] < horizon[b_th[b]]
-    # final bursts in output order (threads by key, bursts by start), numbered per thread
+    return b_th[:nb], b_cpu[:nb], b_t0[:nb], b_t1[:nb], b_first[:nb + 1], boff
+
+
+@cached_njit
+def _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et, doff, next_seq):
+    """The final bursts in output order (threads by key, bursts by start), numbered per thread from ``next_seq``
+    (advanced), each with the MPI entry at its end (the call that closes it, -1: none). Returns (output row of
+    each burst, -1: not final) and the output columns thread, cpu, start, end, seq, entry."""
+    nb = b_t0.shape[0]
     fidx = _filled(nb, -1)
     nf = 0
     for t in thread_order:
@@ -326,12 +335,19 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
                     hi = mid
             if lo < doff[t + 1] and et[lo] == b_t1[b]:
                 o_entry[r] = ek[lo]
-    # samples: each goes to the first burst of its thread ending at or after it, if that burst starts before it
-    bp = np.arange(nb)
+    return fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry
+
+
+@cached_njit
+def _sample_bursts(n_threads, n_codes, sm_th, sm_t, sm_c, b_t0, b_t1, boff, final, fidx):
+    """Where each sample goes: the first burst of its thread ending at or after it, if that burst starts before it.
+    Returns per sample its final burst's output row (-1: none, -2: an open burst, carried), which counter codes
+    reach a final burst, and the number of carried samples."""
+    bp = np.arange(b_t0.shape[0])
     _sort_segments(bp, boff, b_t1)
-    dest = np.empty(sm_th.shape[0], dtype=np.int64)  # final burst row of each sample, -1 none, -2 carried
+    dest = np.empty(sm_th.shape[0], dtype=np.int64)
     used = np.zeros(n_codes, dtype=np.bool_)
-    n_carry_sm = 0
+    n_carry = 0
     cur = np.empty(n_threads, dtype=np.int64)
     for t in range(n_threads):
         cur[t] = boff[t]
@@ -366,8 +382,15 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
                 used[sm_c[i]] = True
             else:
                 dest[i] = -2
-                n_carry_sm += 1
-    # sums per counter present (rows: counters in code order, columns: final bursts); has: a sample was seen
+                n_carry += 1
+    return dest, used, n_carry
+
+
+@cached_njit
+def _counter_sums(n_final, sm_c, sm_v, dest, used, n_carry):
+    """Per counter present (rows: counter codes in order, ``codes``) and final burst (columns): the sum of its
+    samples and whether one was seen; and the rows of the carried samples."""
+    n_codes = used.shape[0]
     col = _filled(n_codes, -1)
     n_used = 0
     for c in range(n_codes):
@@ -378,24 +401,30 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     for c in range(n_codes):
         if used[c]:
             codes[col[c]] = c
-    sums = np.zeros((n_used, nf), dtype=np.int64)
-    has = np.zeros((n_used, nf), dtype=np.bool_)
-    carry_sm = np.empty(n_carry_sm, dtype=np.int64)
-    n_carry_sm = 0
-    for i in range(sm_th.shape[0]):
+    sums = np.zeros((n_used, n_final), dtype=np.int64)
+    has = np.zeros((n_used, n_final), dtype=np.bool_)
+    carry_sm = np.empty(n_carry, dtype=np.int64)
+    n_carry = 0
+    for i in range(dest.shape[0]):
         r = dest[i]
         if r >= 0:
             k = col[sm_c[i]]
             sums[k, r] += sm_v[i]
             has[k, r] = True
         elif r == -2:
-            carry_sm[n_carry_sm] = i
-            n_carry_sm += 1
-    # what stays: intervals of open bursts, entries at or after the first open end of their thread
-    carry_iv = np.empty(n_iv, dtype=np.int64)
+            carry_sm[n_carry] = i
+            n_carry += 1
+    return codes, sums, has, carry_sm
+
+
+@cached_njit
+def _carried(n_threads, n_entries, ip, b_th, b_t1, b_first, final, ek, et, doff):
+    """What stays for the next chunk: the intervals of open bursts, and the entries at or after the first open
+    burst end of their thread (rows of the chunk's intervals and entries)."""
+    carry_iv = np.empty(ip.shape[0], dtype=np.int64)
     n_carry_iv = 0
     first_open_end = _filled(n_threads, _MAX_I64)
-    for b in range(nb):
+    for b in range(b_th.shape[0]):
         if not final[b]:
             for i in range(b_first[b], b_first[b + 1]):
                 carry_iv[n_carry_iv] = ip[i]
@@ -403,7 +432,7 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
             t = b_th[b]
             if b_t1[b] < first_open_end[t]:
                 first_open_end[t] = b_t1[b]
-    kept = np.zeros(en_th.shape[0], dtype=np.bool_)
+    kept = np.zeros(n_entries, dtype=np.bool_)
     n_keep = 0
     for t in range(n_threads):
         for i in range(doff[t], doff[t + 1]):
@@ -416,7 +445,26 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
         if kept[i]:
             keep[n_keep] = i
             n_keep += 1
-    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, carry_iv[:n_carry_iv], carry_sm, keep)
+    return carry_iv[:n_carry_iv], keep
+
+
+@cached_njit
+def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t, sm_c, sm_v, n_codes, en_th, en_t,
+              horizon, next_seq):
+    """Merge intervals into bursts, sum samples into the final ones, number them; see BurstAssembler._close."""
+    ip, ioff = _group_by_thread(iv_th, n_threads)
+    _sort_segments(ip, ioff, iv_t0)
+    ek, et, doff = _entries_by_time(n_threads, en_th, en_t)
+    b_th, b_cpu, b_t0, b_t1, b_first, boff = _merged_intervals(n_threads, ip, ioff, iv_cpu, iv_t0, iv_t1, et, doff)
+    final = np.empty(b_th.shape[0], dtype=np.bool_)
+    for b in range(b_th.shape[0]):
+        final[b] = b_t1[b] < horizon[b_th[b]]  # every record at or before its end has been seen
+    fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry = _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et,
+                                                                  doff, next_seq)
+    dest, used, n_carry = _sample_bursts(n_threads, n_codes, sm_th, sm_t, sm_c, b_t0, b_t1, boff, final, fidx)
+    codes, sums, has, carry_sm = _counter_sums(o_th.shape[0], sm_c, sm_v, dest, used, n_carry)
+    carry_iv, keep = _carried(n_threads, en_th.shape[0], ip, b_th, b_t1, b_first, final, ek, et, doff)
+    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, carry_iv, carry_sm, keep)
 
 
 @cached_njit
@@ -595,7 +643,7 @@ class BurstAssembler:
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         empty = ArrayBatch(IntervalArrays.empty(), SampleArrays.empty(), _empty(MPI_EVENT_SCHEMA), _empty(MESSAGE_SCHEMA))
-        return self.feed(empty, np.full(self.n_threads, _NEVER, dtype=np.int64))
+        return self.feed(empty, np.full(self.n_threads, NEVER, dtype=np.int64))
 
     # ------------------------------------------------------------------ steps
     def _numbered(self, tid: np.ndarray, nxt: np.ndarray) -> np.ndarray:
@@ -644,7 +692,7 @@ class BurstAssembler:
                           .cast(pl.Int8)).to_series().to_numpy()
         rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.get_column(_TID).to_numpy(), kind,
                                    mpi.get_column("call").is_not_null().to_numpy(),
-                                   mpi.get_column("time_ns").to_numpy(), h, _NEVER)
+                                   mpi.get_column("time_ns").to_numpy(), h, NEVER)
         tid = mpi.get_column(_TID).to_numpy()[rows]
         seq = self._numbered(tid, self._call_next)
         g = mpi.select("cpu", "call", "kind", "time_ns", "bytes_sent", "bytes_recv", "comm", "root", "call_site")[rows]
@@ -654,7 +702,7 @@ class BurstAssembler:
             pl.repeat(self.run_id, n, dtype=pl.String, eager=True).alias("run_id"),
             pl.Series("appl", self._appl[tid]), pl.Series("task", self._task[tid]), pl.Series("thread", self._thread[tid]),
             pl.Series("call_seq", seq, pl.Int64), g.get_column("cpu"), g.get_column("call").alias("mpi_call"),
-            g.get_column("kind").alias("mpi_kind"), pl.Series("start_ns", start, pl.Int64), pl.Series("end_ns", end, pl.Int64),
+            g.select(kind_expr(pl.col("call"), pl.col("kind"))).to_series().alias("mpi_kind"), pl.Series("start_ns", start, pl.Int64), pl.Series("end_ns", end, pl.Int64),
             pl.Series("duration_ns", end - start, pl.Int64), g.get_column("bytes_sent"), g.get_column("bytes_recv"),
             pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("peer"),
             pl.repeat(0, n, dtype=pl.Int32, eager=True).alias("n_messages"), g.get_column("comm"), g.get_column("root"),

@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 
-from synthtrace.tracelib.schema import BURST_SCHEMA, THREAD_KEYS
+from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 
 #: Chrome trace viewer's reserved colour names, one per archetype (the viewer accepts no free colours)
 ARCHETYPE_COLOURS: dict[str, str] = {
@@ -26,11 +26,6 @@ ARCHETYPE_COLOURS: dict[str, str] = {
     "insufficient_counters": "generic_work",
 }
 MPI_COLOUR = "thread_state_runnable"
-_FIXED = set(BURST_SCHEMA) | {"experiment", "match_score", "estimated", "archetype", "confidence"}
-
-
-def _counters(bursts: pl.DataFrame) -> list[str]:
-    return [c for c, t in bursts.schema.items() if c not in _FIXED and t.is_numeric()]
 
 
 def _json_rows(df: pl.DataFrame) -> str:
@@ -42,7 +37,7 @@ def perfetto_json(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, name:
     """Chrome trace-event JSON (loads in Perfetto and chrome://tracing): one process per rank, one track per
     thread, a complete event per burst coloured by its ``archetype`` column (when present) with its counters as
     args, and a complete event per MPI call. Timestamps in µs (the format's unit) with ns precision."""
-    counters = _counters(bursts)
+    counters = counter_columns(bursts)
     pid = (pl.col("appl") * 100_000 + pl.col("task")).alias("pid")
     arch = pl.col("archetype") if "archetype" in bursts.columns else pl.lit(None, pl.String)
     procs = bursts.select("appl", "task").unique().sort("appl", "task")
@@ -83,7 +78,7 @@ def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.
     ``Process`` (0-based rank, later applications numbered after earlier ones), then one column per counter. A burst is an Enter/Leave pair named
     ``Computation`` whose counters sit on its Leave row (they are the burst's deltas); MPI calls are Enter/Leave
     pairs named after the call with their bytes on the Leave row."""
-    counters = _counters(bursts)
+    counters = counter_columns(bursts)
     base = bursts.select(
         _process(bursts, calls if calls is not None else bursts), pl.col("thread").sub(1).alias("Thread"),
         "start_ns", "end_ns", pl.lit("Computation").alias("Name"), *counters)

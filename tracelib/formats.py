@@ -1,18 +1,74 @@
-"""Which reader opens a path: Paraver ``.prv`` files and OTF2 archives (their ``.otf2`` anchor file)."""
+"""The reader interface (:class:`TraceSource`: a trace read as streamed :class:`TablePart` items and a returned
+:class:`ReadSummary`), and which reader opens a path: Paraver ``.prv`` files and OTF2 archives (their ``.otf2``
+anchor file)."""
 from __future__ import annotations
 
+import abc
 import contextlib
 import gzip
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Literal, Protocol
 
 import polars as pl
 
-from synthtrace.tracelib.bursts import ReadSummary
+from synthtrace.tracelib.call_store import CallStore
 from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.schema import THREAD_KEYS, UNCORE_SCHEMA
+
+
+Table = Literal["bursts", "uncore"]
+
+
+@dataclass(frozen=True)
+class TablePart:
+    """One streamed piece of a trace's tables: ``bursts`` (BURST_SCHEMA plus one column per counter; final rows,
+    in file order) or ``uncore`` (UNCORE_SCHEMA: memory-controller samples, which belong to no burst)."""
+
+    table: Table
+    frame: pl.DataFrame
+
+
+@dataclass(frozen=True)
+class ReadSummary:
+    """What reading a trace produced beyond the streamed parts, returned once the read is over."""
+
+    calls: pl.LazyFrame  # every MPI call, point-to-point messages attached (MPI_CALL_SCHEMA), in read order
+    messages: pl.DataFrame  # MESSAGE_SCHEMA: the point-to-point messages (their physical times when known)
+    thread_nodes: pl.DataFrame  # THREAD_NODE_SCHEMA: the node of every thread (NULL without resource information)
+    counters: tuple[str, ...]  # counter columns of the bursts, sorted
+    n_bursts: int
+    n_calls: int
+    n_uncore: int
+    n_records: Mapping[int, int]  # records read per kind (Paraver record type; OTF2: region/metric/p2p/collective)
+    last_time_ns: int  # the last record time (ns)
+    warnings: tuple[str, ...]
+    #: hex content hash of the bytes the reader parsed (:class:`ContentHasher`); None when the format's library
+    #: reads the files itself (OTF2)
+    content_hash: str | None = None
+    #: the uncore samples, filled only by :meth:`TraceReader.read_tables` (a streamed read yields them as parts)
+    uncore: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNCORE_SCHEMA))
+
+
+class TableStream:
+    """One read of a trace: iterating yields its :class:`TablePart` items as they are assembled (bounded memory);
+    once the iteration is over, :attr:`summary` holds the returned :class:`ReadSummary`."""
+
+    def __init__(self, parts: Generator[TablePart, None, ReadSummary]):
+        self._parts = parts
+        self._summary: ReadSummary | None = None
+
+    def __iter__(self) -> Iterator[TablePart]:
+        self._summary = yield from self._parts
+
+    @property
+    def summary(self) -> ReadSummary:
+        if self._summary is None:
+            raise RuntimeError("the summary of a read exists once its parts have all been taken")
+        return self._summary
 
 
 class TraceSource(Protocol):
@@ -27,8 +83,40 @@ class TraceSource(Protocol):
     @property
     def resources(self) -> dict[str, int]: ...  # n_appl, n_tasks, n_threads, n_nodes, duration_ns
     def content_files(self) -> list[Path]: ...  # the files whose bytes identify the run
-    def iter_tables(self, run_id: str, progress: Callable[[int], None] | None = None,
-                    summary: ReadSummary | None = None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]: ...
+    def read(self, run_id: str, *, progress: Callable[[int], None] | None = None,
+             spill: Path | None = None) -> TableStream: ...
+    def read_tables(self, run_id: str = "") -> tuple[pl.DataFrame, pl.DataFrame, ReadSummary]: ...
+
+
+class TraceReader(abc.ABC):
+    """The part of :class:`TraceSource` every reader shares: :meth:`read` over the reader's own
+    :meth:`_parts`, and :meth:`read_tables` in memory."""
+
+    def read(self, run_id: str, *, progress: Callable[[int], None] | None = None,
+             spill: Path | None = None) -> TableStream:
+        """Read the trace: bursts and uncore parts stream out as they are assembled (``progress`` gets bytes
+        consumed); the MPI calls, which wait for the messages of the whole trace, come with the summary. They are
+        kept in memory, or, with ``spill`` (a folder, created), written there as Parquet parts and scanned back."""
+        return TableStream(self._parts(run_id, progress, CallStore(spill)))
+
+    @abc.abstractmethod
+    def _parts(self, run_id: str, progress: Callable[[int], None] | None,
+               calls: CallStore) -> Generator[TablePart, None, ReadSummary]:
+        """The reader's parts in file order; every MPI call goes to ``calls``; returns the summary."""
+
+    def read_tables(self, run_id: str = "") -> tuple[pl.DataFrame, pl.DataFrame, ReadSummary]:
+        """The whole trace in memory: (bursts, mpi_calls, summary), sorted by thread and sequence; the summary's
+        ``uncore`` holds the uncore samples. For small traces and tests."""
+        stream = self.read(run_id)
+        parts: dict[str, list[pl.DataFrame]] = {"bursts": [], "uncore": []}
+        for part in stream:
+            parts[part.table].append(part.frame)
+        summary = stream.summary
+        bursts = pl.concat(parts["bursts"], how="diagonal_relaxed") if parts["bursts"] else pl.DataFrame()
+        calls = summary.calls.collect()
+        uncore = pl.concat([summary.uncore, *parts["uncore"]])
+        return (bursts.sort([*THREAD_KEYS, "burst_seq"]) if bursts.height else bursts,
+                calls.sort([*THREAD_KEYS, "call_seq"]) if calls.height else calls, replace(summary, uncore=uncore))
 
 
 PARAVER_SUFFIXES = (".prv", ".prv.gz")  # gzip-compressed traces are read as Paraver reads them
@@ -117,7 +205,7 @@ def open_trace(path: str | Path, *, salvage: bool = False) -> TraceSource:
         from synthtrace.tracelib.paraver.reader import ParaverTrace
         return ParaverTrace(path, salvage=salvage)
     if path.suffix == ".otf2":
-        from synthtrace.tracelib.otf2_reader import Otf2Trace  # noqa: PLC0415 - optional heavy import
+        from synthtrace.tracelib.otf2 import Otf2Trace
         return Otf2Trace(path)
     raise TraceFormatError(path, None, f"unknown trace format {path.suffix!r} "
                                        "(expected .prv, .prv.gz or an OTF2 .otf2 anchor)")

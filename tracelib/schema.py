@@ -9,7 +9,6 @@ import polars as pl
 
 THREAD_KEYS: list[str] = ["appl", "task", "thread"]
 BURST_KEYS: list[str] = ["run_id", *THREAD_KEYS, "burst_seq"]
-CALL_KEYS: list[str] = ["run_id", *THREAD_KEYS, "call_seq"]
 
 #: Fixed columns of the bursts table; one Int64 column per counter follows, named after the counter.
 BURST_SCHEMA: dict[str, pl.DataType] = {
@@ -70,15 +69,17 @@ RUN_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """An empty frame with the given schema."""
-    return pl.DataFrame(schema=schema)
+#: the columns a bursts-like table carries besides its counters: BURST_SCHEMA, and what a merged, labelled or
+#: analysed experiment adds
+NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | {
+    "experiment", "run_name", "app", "match_score", "estimated", "phase", "archetype", "confidence"}
 
 
 def counter_columns(bursts: pl.DataFrame | pl.LazyFrame) -> list[str]:
-    """Names of the counter columns of a bursts table (every column that is not a fixed one)."""
-    names = bursts.collect_schema().names() if isinstance(bursts, pl.LazyFrame) else bursts.columns
-    return [c for c in names if c not in BURST_SCHEMA]
+    """The counter columns of a bursts-like table, in table order: its numeric columns that are neither fixed
+    (:data:`NON_COUNTER_COLUMNS`) nor private (named ``_...``). The one rule of the code base."""
+    schema = bursts.collect_schema() if isinstance(bursts, pl.LazyFrame) else bursts.schema
+    return [c for c, t in schema.items() if c not in NON_COUNTER_COLUMNS and t.is_numeric() and not c.startswith("_")]
 
 #: Uncore counter samples (memory-controller CAS counts ...) read by tracer threads that run no application code
 #: (Extrae's uncore readers, appl 2 of the LULESH traces): one row per sample and counter. ``value`` counts

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.tracelib.bursts import ReadSummary, message_columns, with_message_columns
 from synthtrace.tracelib.errors import BadInputError, TraceChangedError
-from synthtrace.tracelib.formats import ContentHasher, TraceSource, open_trace, trace_stem
+from synthtrace.tracelib.formats import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import RUN_SCHEMA
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.layout import Warehouse
@@ -83,17 +82,6 @@ def experiment_names(paths: list[Path], app: str | None = None) -> tuple[dict[Pa
     return {p: app_name if folder in mixed else folder for p, (_, app_name, folder) in named.items()}, notes
 
 
-def write_mpi_calls(parts: list[Path], summary: ReadSummary, target: Path) -> None:
-    """One ``mpi_calls.parquet`` from the per-chunk parts, point-to-point columns added, streamed (the calls stay
-    in chunk order; readers sort by thread and call_seq). Memory: the calls' spans and the added columns
-    (about 60 bytes per call), not the calls themselves."""
-    calls = pl.scan_parquet(parts)
-    spans = calls.select("appl", "task", "thread", "start_ns", "end_ns").collect()
-    columns = message_columns(spans, summary.messages)
-    del spans
-    with_message_columns(calls, columns).sink_parquet(target, statistics=True)
-
-
 class PartWriter:
     """Writes Parquet parts of a run being staged, in one background thread (Polars releases the GIL while it
     encodes) so the reading thread goes on with the next chunk. At most ``backlog`` frames wait (bounded memory);
@@ -132,15 +120,6 @@ class PartWriter:
             f.exception()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
-
-
-def write_chunk(writer: PartWriter, stage: Path, i: int, bursts: pl.DataFrame, calls: pl.DataFrame) -> None:
-    """Write chunk ``i`` of a run being staged: its bursts as ``bursts/part-<i>.parquet`` (final), its calls as a
-    part under ``_calls/`` (read back once by :func:`write_mpi_calls`, so left uncompressed)."""
-    if bursts.height:
-        writer.write(bursts, stage / "bursts" / f"part-{i:05d}.parquet", statistics=True)
-    if calls.height:
-        writer.write(calls, stage / "_calls" / f"part-{i:05d}.parquet", compression="uncompressed", statistics=False)
 
 
 def existing_run(wh: Warehouse, run_id: str) -> dict | None:
@@ -245,18 +224,19 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
 
 
 def _write_run(source: TraceSource, run_id: str, stage: Path, progress: Callable[[int], None] | None) -> ReadSummary:
-    """Read ``source`` into the staging directory of its run (bursts and uncore parts, mpi_calls.parquet)."""
-    for sub in ("bursts", "_calls", "uncore"):
+    """Read ``source`` into the staging directory of its run: bursts and uncore parts as they come, then
+    mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached)."""
+    for sub in ("bursts", "uncore"):
         (stage / sub).mkdir()
+    stream = source.read(run_id, progress=progress, spill=stage / "_calls")
     with PartWriter() as writer:
-        n_uncore_parts = itertools.count()
-        summary = ReadSummary(uncore_sink=lambda samples: writer.write(
-            samples, stage / "uncore" / f"part-{next(n_uncore_parts):05d}.parquet"))
-        for i, (bursts, calls) in enumerate(source.iter_tables(run_id, progress=progress, summary=summary)):
-            write_chunk(writer, stage, i, bursts, calls)
-    parts = sorted((stage / "_calls").glob("*.parquet"))
-    if parts:
-        write_mpi_calls(parts, summary, stage / "mpi_calls.parquet")
+        numbers = {"bursts": itertools.count(), "uncore": itertools.count()}
+        for part in stream:
+            writer.write(part.frame, stage / part.table / f"part-{next(numbers[part.table]):05d}.parquet",
+                         statistics=True)
+    summary = stream.summary
+    if summary.n_calls:
+        summary.calls.sink_parquet(stage / "mpi_calls.parquet", statistics=True)
     shutil.rmtree(stage / "_calls")
     if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
         summary.thread_nodes.write_parquet(stage / "threads.parquet")

@@ -14,10 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from synthtrace.tracelib.errors import BadInputError
-
-PRESET_BASE = 42_000_000
-NATIVE_BASE = 44_000_000
-UNCORE_BASE = 46_000_000
+from synthtrace.tracelib.paraver.event_types import NATIVE_BASE, PRESET_BASE, UNCORE_BASE
 _RANGE = 1_000_000
 
 #: PAPI preset names in papiStdEventDefs.h order (index = preset code) with a short description.

@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synthtrace.tracelib.errors import TraceFormatError
-
-COUNTER_TYPE_MIN = 42_000_000
-COUNTER_TYPE_MAX = 48_000_000  # exclusive: 42/43 presets, 44/45 natives, 46/47 uncore
-ACTIVE_COUNTER_SET = 41_999_999
+from synthtrace.tracelib.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
 
 _PAREN_NAME = re.compile(r"^\((?P<name>[^)\s]+)\)")
 

@@ -10,7 +10,7 @@ import queue
 import re
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -18,29 +18,23 @@ from typing import BinaryIO, TypeVar
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.bursts import ArrayBatch, BurstAssembler, ReadSummary, SampleArrays, null_unless, attach_messages
+from synthtrace.tracelib.bursts import MESSAGE_SCHEMA, ArrayBatch, BurstAssembler, SampleArrays, attach_messages, null_unless
+from synthtrace.tracelib.call_store import CallStore
 from synthtrace.tracelib.errors import MissingCompanionWarning, TraceChangedError, TraceFormatError, TruncatedTraceError
-from synthtrace.tracelib.formats import ContentHasher, open_bytes, reading, trace_stem
+from synthtrace.tracelib.formats import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
+                                         trace_stem)
 from synthtrace.tracelib.paraver.header import ParaverHeader, parse_header
 from synthtrace.tracelib.paraver.pcf import PcfCatalog, parse_pcf
-from synthtrace.tracelib.paraver import tokenizer as tk
-from synthtrace.tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, EventArrays, ParsedChunk, RecordParser
+from synthtrace.tracelib.paraver import mpi_events
+from synthtrace.tracelib.mpi_calls import EXTRAE_NAMES
+from synthtrace.tracelib.paraver.event_types import (CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS,
+                                                    UNCORE_BASE)
+from synthtrace.tracelib.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.paraver.row import RowNames, parse_row
-from synthtrace.tracelib.paraver.counter_types import UNCORE_BASE
-from synthtrace.tracelib.schema import THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
+from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 
-MPI_KIND = {50_000_001: "point_to_point", 50_000_002: "collective", 50_000_003: "other",
-            50_000_004: "other", 50_000_005: "other"}
-#: Extrae's MPI call ids, used only when a trace comes without its ``.pcf``.
-EXTRAE_MPI_CALLS = {
-    1: "MPI_Send", 2: "MPI_Recv", 3: "MPI_Isend", 4: "MPI_Irecv", 5: "MPI_Wait", 6: "MPI_Waitall",
-    7: "MPI_Bcast", 8: "MPI_Barrier", 9: "MPI_Reduce", 10: "MPI_Allreduce", 11: "MPI_Alltoall",
-    12: "MPI_Alltoallv", 13: "MPI_Gather", 14: "MPI_Gatherv", 15: "MPI_Scatter", 16: "MPI_Scatterv",
-    17: "MPI_Allgather", 18: "MPI_Allgatherv", 19: "MPI_Comm_rank", 20: "MPI_Comm_size", 31: "MPI_Init",
-    32: "MPI_Finalize",
-}
 _CALLER_LINE = re.compile(r"^(?P<line>\d+) \((?P<file>[^,)]+)")
 
 
@@ -170,11 +164,13 @@ def start_warm_up() -> None:
         _warm_up_thread.start()
 
 
-class ParaverTrace:
+class ParaverTrace(TraceReader):
     """One Paraver trace on disk: its header, names and resource labels, and a streaming table reader.
 
     >>> trace = ParaverTrace("lulesh.run0.prv")
-    >>> for bursts, calls in trace.iter_tables(run_id="abc"): ...
+    >>> stream = trace.read(run_id="abc")
+    >>> for part in stream: ...  # TablePart("bursts" | "uncore", frame)
+    >>> stream.summary.calls  # the MPI calls, messages attached
     """
 
     def __init__(self, path: str | Path, *, salvage: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
@@ -347,78 +343,64 @@ class ParaverTrace:
             yield _Prepared(chunk, converter.mpi_frame(chunk.events), converter.messages(chunk.comms),
                             parser.last_time.copy(), parser.counter_types.copy(), block.size)
 
-    def iter_tables(self, run_id: str, progress: Callable[[int], None] | None = None,
-                    summary: ReadSummary | None = None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
-        """Yield (bursts, mpi_calls) parts in file order; ``progress`` gets bytes consumed.
+    def _parts(self, run_id: str, progress: Callable[[int], None] | None,
+               calls: CallStore) -> Generator[TablePart, None, ReadSummary]:
+        """Bursts and uncore parts in file order; the calls go to ``calls``, attached to the messages of the
+        whole file at the end.
 
         Parsing runs one chunk ahead in a background thread (the tokenizer releases the GIL), assembling in
-        the caller's thread. MPI calls carry collective sizes but not yet point-to-point bytes: those come from
-        communication records that may appear later in the file; apply :func:`~synthtrace.tracelib.bursts.attach_messages`
-        with ``summary.messages`` once the iteration is over.
+        the caller's thread.
         """
-        summary = summary if summary is not None else ReadSummary()
         parser = RecordParser(self.header, self.path)
         assembler = BurstAssembler(run_id, threads=parser.threads)
         converter = _EventConverter(self.pcf, self.path, assembler, parser)
-        messages, uncore = [], []
+        messages: list[pl.DataFrame] = []
+        n_records: dict[int, int] = {}
+        n_bursts = n_uncore = 0
         last_time = parser.last_time
         hasher = ContentHasher()
         for item in read_ahead(self._prepared(parser, converter, hasher)):
             if isinstance(item, str):
-                warnings.warn(item, UserWarning, stacklevel=2)
-                self.warnings.append(item)
+                self._warn(item)
                 break
             for k, v in item.chunk.n_records.items():
-                summary.n_records[k] = summary.n_records.get(k, 0) + v
+                n_records[k] = n_records.get(k, 0) + v
             messages.append(item.messages)
             if (samples := converter.uncore_samples(item, run_id)).height:
-                summary.n_uncore += samples.height
-                (summary.uncore_sink or uncore.append)(samples)
+                n_uncore += samples.height
+                yield TablePart("uncore", samples)
             last_time = item.horizon
-            bursts, calls = assembler.feed(converter.batch(item), last_time)
-            summary.n_bursts += bursts.height
-            summary.n_calls += calls.height
-            if bursts.height or calls.height:
-                yield bursts, calls
+            bursts, new_calls = assembler.feed(converter.batch(item), last_time)
+            n_bursts += bursts.height
+            calls.add(new_calls)
+            if bursts.height:
+                yield TablePart("bursts", bursts)
             if progress:
                 progress(item.n_bytes)
-        if late := summary.n_records.pop(0, 0):
+        if late := n_records.pop(0, 0):
             self._warn(f"{self.path}: {late} communication records have times beyond the trace end in the header "
                        f"({self.header.duration_ns} ns); kept, as Paraver keeps them")
-        if not any(summary.n_records.values()):
+        if not any(n_records.values()):
             raise TraceFormatError(self.path, self._body_line, "no records after the header (an empty trace body, "
                                    "which Paraver refuses too)")
-        bursts, calls = assembler.finish()
-        summary.n_bursts += bursts.height
-        summary.n_calls += calls.height
-        if bursts.height or calls.height:
-            yield bursts, calls
+        bursts, new_calls = assembler.finish()
+        n_bursts += bursts.height
+        calls.add(new_calls)
+        if bursts.height:
+            yield TablePart("bursts", bursts)
         for data in self._companion_bytes:
             hasher.update(data)
-        summary.content_hash = hasher.hexdigest()
-        summary.counters = list(assembler.counters)
-        summary.messages = pl.concat(messages) if messages else summary.messages
-        summary.uncore = pl.concat([summary.uncore, *uncore])
-        summary.thread_nodes = converter.thread_nodes()
-        summary.last_time_ns = max(int(last_time.max(initial=0)), 0)
-        summary.warnings = self.warnings
-
-    def read_tables(self, run_id: str = "") -> tuple[pl.DataFrame, pl.DataFrame, ReadSummary]:
-        """The whole trace in memory: (bursts, mpi_calls, summary). For small traces and tests."""
-        summary = ReadSummary()
-        parts = list(self.iter_tables(run_id, summary=summary))
-        bursts = pl.concat([b for b, _ in parts], how="diagonal_relaxed") if parts else pl.DataFrame()
-        calls = pl.concat([c for _, c in parts], how="diagonal_relaxed") if parts else pl.DataFrame()
-        if calls.height:
-            calls = attach_messages(calls.lazy(), summary.messages).collect()
-        sort = [*THREAD_KEYS]
-        return (bursts.sort([*sort, "burst_seq"]) if bursts.height else bursts,
-                calls.sort([*sort, "call_seq"]) if calls.height else calls, summary)
+        all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
+        return ReadSummary(
+            calls=calls.with_messages(all_messages), messages=all_messages, thread_nodes=converter.thread_nodes(),
+            counters=tuple(assembler.counters), n_bursts=n_bursts, n_calls=calls.n_calls, n_uncore=n_uncore,
+            n_records=n_records, last_time_ns=max(int(last_time.max(initial=0)), 0), warnings=tuple(self.warnings),
+            content_hash=hasher.hexdigest())
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
     """Distinct (a, b) pairs in order of first appearance, the first row of each, and each row's pair index."""
-    codes, first = tk.factorize_pairs(a.astype(np.int64), b.astype(np.int64))
+    codes, first = mpi_events.factorize_pairs(a.astype(np.int64), b.astype(np.int64))
     return list(zip(a[first].tolist(), b[first].tolist())), first, codes
 
 
@@ -445,7 +427,7 @@ class _EventConverter:
             listed = self.pcf.event_values.get(t)
             if listed and v not in listed:
                 raise TraceFormatError(self.path, line, f"MPI call id {v} of event type {t} is not listed in the .pcf")
-            name = self.pcf.value_name(t, v) or (EXTRAE_MPI_CALLS.get(v) if not listed else None) or f"MPI_call_{v}"
+            name = self.pcf.value_name(t, v) or (EXTRAE_NAMES.get(v) if not listed else None) or f"MPI_call_{v}"
             self._names[(t, v)] = name
         return name
 
@@ -513,7 +495,7 @@ class _EventConverter:
 
     def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
         """MPI entries and exits (MPI_EVENT_SCHEMA); entries carry the sizes and call site of their time."""
-        rows, info, has = tk.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
+        rows, info, has = mpi_events.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
         typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
         entry = val != 0
         # call names, checked against the .pcf in the order of their first line
@@ -538,7 +520,7 @@ class _EventConverter:
         site_idx = np.zeros(rows.size, np.int64)
         site_idx[s_idx] = sinv
         appl, task, thread = self.parser.thread_columns(ev.thread[rows])
-        kind = pl.Series("kind", [MPI_KIND[t] for t in MPI_EVENT_TYPES], pl.String).gather(typ - MPI_EVENT_TYPES[0])
+        kind = pl.Series("kind", [MPI_TYPE_KINDS[t] for t in MPI_EVENT_TYPES], pl.String).gather(typ - MPI_EVENT_TYPES[0])
         call = pl.Series("call", names or [""], pl.String).gather(call_idx)
         site = pl.Series("call_site", sites or [""], pl.String).gather(site_idx)
         root = info[:, 2]

@@ -16,14 +16,10 @@ import polars as pl
 from synthtrace.tracelib.bursts import IntervalArrays, SampleArrays
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.paraver import tokenizer as tk
+from synthtrace.tracelib.paraver.event_types import CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES  # noqa: F401 - their home for the simulator
 from synthtrace.tracelib.paraver.header import ParaverHeader
 
 STATE_RUNNING = 1
-MPI_EVENT_TYPES = (50_000_001, 50_000_002, 50_000_003, 50_000_004, 50_000_005)
-COLLECTIVE_INFO_TYPES = (50_100_001, 50_100_002, 50_100_003, 50_100_004)
-CALLER_TYPE, CALLER_LINE_TYPE = 70_000_001, 80_000_001
-KEPT_EVENT_TYPES = (*MPI_EVENT_TYPES, *COLLECTIVE_INFO_TYPES, CALLER_TYPE, CALLER_LINE_TYPE)
-assert tuple(tk.OTHER_KEPT_TYPES.tolist()) == KEPT_EVENT_TYPES
 
 _THREAD = ["appl", "task", "thread"]
 _RECORD_NAMES = {1: ("a state record", 8), 2: ("an event record", 8), 3: ("a communication record", 15)}

@@ -10,18 +10,18 @@ resource model, time order per thread); blank lines and comments are skipped and
 State that spans chunks (last time per thread, the counter-type table, the last reading of absolute counters)
 lives in a :class:`TokenizerState` and is updated in place.
 
-The kernels are compiled with ``cache=True``: the first call of a process loads them from Numba's cache
-(``__pycache__`` beside this file, else the user cache, else a folder in the temp dir), or compiles them once.
+The kernels are compiled with ``cache=True`` (:func:`synthtrace.tracelib.jit.cached_njit`).
 """
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from synthtrace.tracelib.jit import cached_njit
+from synthtrace.tracelib.paraver.event_types import (CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES, COUNTER_TYPE_MAX,
+                                                    COUNTER_TYPE_MIN, MPI_EVENT_TYPES)
 
 # ---------------------------------------------------------------------------------------------- error codes
 E_NONE = 0
@@ -42,10 +42,8 @@ E_CPU_INT32 = 15
 E_ORDER = 16
 E_TOO_MANY_TYPES = 17
 
-#: Event types kept besides counters (MPI calls, collective sizes, callers), as in records.py.
-OTHER_KEPT_TYPES = np.array([50_000_001, 50_000_002, 50_000_003, 50_000_004, 50_000_005,
-                             50_100_001, 50_100_002, 50_100_003, 50_100_004, 70_000_001, 80_000_001], dtype=np.int64)
-COUNTER_MIN, COUNTER_MAX = 42_000_000, 48_000_000  # counter event types, max exclusive
+_MPI_MIN, _MPI_MAX = MPI_EVENT_TYPES[0], MPI_EVENT_TYPES[-1]
+_INFO_MIN, _INFO_MAX = COLLECTIVE_INFO_TYPES[0], COLLECTIVE_INFO_TYPES[-1]
 
 SLOT_TABLE = 1 << 13  # open-addressing table of counter types (power of two)
 MAX_SLOTS = SLOT_TABLE // 2  # distinct counter types per trace
@@ -56,26 +54,6 @@ _INT32_MAX = 2**31 - 1
 _U64_TENTH = np.uint64(1844674407370955161)  # (2**64 - 1) // 10
 _U64_TEN = np.uint64(10)
 _U64_INT64_MAX = np.uint64(2**63 - 1)
-
-
-def cached_njit(fn: Callable | None = None, **options) -> Callable:
-    """``njit(cache=True, nogil=True, **options)``; when neither the package folder nor the user cache is
-    writable (a read-only install, no home), the cache goes to a folder of the temp dir; without any, no cache."""
-    from numba.core import config
-
-    if fn is None:
-        return lambda f: cached_njit(f, **options)
-    try:
-        return njit(cache=True, nogil=True, **options)(fn)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        pass
-    if not config.CACHE_DIR:
-        config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"synthtrace-numba-{os.getuid() if hasattr(os, 'getuid') else 0}")
-        try:
-            return njit(cache=True, nogil=True, **options)(fn)
-        except (RuntimeError, OSError):
-            pass
-    return njit(cache=False, nogil=True, **options)(fn)
 
 
 # ---------------------------------------------------------------------------------------------- state
@@ -141,6 +119,77 @@ class Tokens:
     error: np.ndarray  # int64 [5]: code, line, field (1-based), line start offset, previous time (order errors)
 
 
+# ---------------------------------------------------------------------------------------------- kernel arguments
+class Resources(NamedTuple):
+    """The header's model as the kernel checks it: ns per trace time unit, the largest time (trace units), cpus
+    (0: no limit) and the dense thread numbering (see :class:`TokenizerState`)."""
+
+    scale: int
+    max_raw_time: int
+    n_cpus: int
+    appl_first_task: np.ndarray
+    task_first_thread: np.ndarray
+
+
+class CounterSlots(NamedTuple):
+    """The open-addressing table of counter types (see :class:`TokenizerState`): type per bucket (-1 empty), slot
+    per bucket, type per slot, absolute-counter index per slot (-1: not absolute), counts (slots, absolute)."""
+
+    keys: np.ndarray
+    index: np.ndarray
+    type: np.ndarray
+    absolute: np.ndarray
+    counts: np.ndarray
+
+
+class StateColumns(NamedTuple):
+    """Running intervals: thread id, cpu, start and end (ns)."""
+
+    thread: np.ndarray
+    cpu: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+class SampleColumns(NamedTuple):
+    """Counter samples: thread id, time (ns), counter slot, value."""
+
+    thread: np.ndarray
+    time: np.ndarray
+    slot: np.ndarray
+    value: np.ndarray
+
+
+class EventColumns(NamedTuple):
+    """Other kept events: thread id, cpu, time (ns), type, value, 1-based line."""
+
+    thread: np.ndarray
+    cpu: np.ndarray
+    time: np.ndarray
+    type: np.ndarray
+    value: np.ndarray
+    line: np.ndarray
+
+
+class Outputs(NamedTuple):
+    """The kernel's output arrays; ``comms``: int64 [n, 15], the 14 fields of a communication and its line."""
+
+    states: StateColumns
+    samples: SampleColumns
+    events: EventColumns
+    comms: np.ndarray
+
+
+class Progress(NamedTuple):
+    """Where a block's tokenizing stands: cursor (byte offset, lines done), fill count of each output, records
+    per type, error (code, line, field, line offset, previous time)."""
+
+    cursor: np.ndarray
+    fill: np.ndarray
+    n_records: np.ndarray
+    error: np.ndarray
+
+
 # ---------------------------------------------------------------------------------------------- kernels
 @cached_njit(inline="always")
 def _thread_id(appl: int, task: int, thread: int, appl_first_task: np.ndarray, task_first_thread: np.ndarray) -> int:
@@ -156,32 +205,32 @@ def _thread_id(appl: int, task: int, thread: int, appl_first_task: np.ndarray, t
 
 
 @cached_njit
-def _slot_of(ctype: int, slot_keys: np.ndarray, slot_index: np.ndarray, slot_type: np.ndarray,
-             slot_abs: np.ndarray, counts: np.ndarray) -> int:
+def _slot_of(ctype: int, slots: CounterSlots) -> int:
     """Slot of a counter type, creating it on first sight; -1 when the tables are full."""
-    mask = slot_keys.shape[0] - 1
+    mask = slots.keys.shape[0] - 1
     h = (ctype * 2654435761) & mask
     while True:
-        k = slot_keys[h]
+        k = slots.keys[h]
         if k == ctype:
-            return slot_index[h]
+            return slots.index[h]
         if k == -1:
             break
         h = (h + 1) & mask
+    counts = slots.counts
     n = counts[0]
-    if n >= slot_type.shape[0]:
+    if n >= slots.type.shape[0]:
         return -1
     absolute = (ctype // 1_000_000) % 2 == 1
     if absolute:
         if counts[1] >= MAX_ABSOLUTE:
             return -1
-        slot_abs[n] = counts[1]
+        slots.absolute[n] = counts[1]
         counts[1] += 1
     else:
-        slot_abs[n] = -1
-    slot_keys[h] = ctype
-    slot_index[h] = n
-    slot_type[n] = ctype
+        slots.absolute[n] = -1
+    slots.keys[h] = ctype
+    slots.index[h] = n
+    slots.type[n] = ctype
     counts[0] = n + 1
     return n
 
@@ -204,20 +253,31 @@ _DONE, _ERROR = 0, -1  # other statuses: bit mask of full outputs (1 states, 2 s
 @cached_njit(inline="always")
 def _kept_other(t: int) -> bool:
     """Whether a non-counter event type is kept (MPI calls, collective sizes, callers)."""
-    return (50_000_001 <= t <= 50_000_005) or (50_100_001 <= t <= 50_100_004) or t == 70_000_001 or t == 80_000_001
+    return (_MPI_MIN <= t <= _MPI_MAX) or (_INFO_MIN <= t <= _INFO_MAX) or t == CALLER_TYPE or t == CALLER_LINE_TYPE
 
 
 @cached_njit
-def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task, task_first_thread, last_time,
-              slot_keys, slot_index, slot_type, slot_abs, counts, st_th, st_cpu, st_t0, st_t1, cn_th, cn_t, cn_sl,
-              cn_v, ev_th, ev_cpu, ev_t, ev_ty, ev_v, ev_ln, cm, fill, n_rec, err):
-    """Tokenize ``buf[cursor[0]:n_bytes]`` (whole lines; ``cursor[1]``: number of the line before).
+def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarray, slots: CounterSlots,
+              out: Outputs, at: Progress) -> int:
+    """Tokenize ``buf[at.cursor[0]:n_bytes]`` (whole lines; ``at.cursor[1]``: number of the line before).
 
-    Appends to the output arrays from ``fill`` (their fill counts) on; returns ``_DONE``, ``_ERROR`` (``err``
-    filled) or, when output arrays cannot take the next line, the bit mask of those arrays (1 states, 2 counter
-    samples, 4 other events, 8 comms): ``cursor`` and ``fill`` then point at that line's start, so the call can
-    resume with bigger arrays.
+    The arguments are named tuples (:class:`Resources`, :class:`CounterSlots`, :class:`Outputs`,
+    :class:`Progress`), read into local variables once: the loop body stays one function, as splitting it into
+    inline steps cost 31% of the kernel's CPU time (benchmarks/results/tokenizer.md).
+
+    Appends to the output arrays from ``at.fill`` (their fill counts) on; returns ``_DONE``, ``_ERROR``
+    (``at.error`` filled) or, when output arrays cannot take the next line, the bit mask of those arrays (1 states,
+    2 counter samples, 4 other events, 8 comms): ``cursor`` and ``fill`` then point at that line's start, so the
+    call can resume with bigger arrays.
     """
+    # the named arguments as local variables: the hot loop reads arrays, not tuple members
+    scale, max_raw_time, n_cpus, appl_first_task, task_first_thread = res
+    slot_keys, slot_index = slots.keys, slots.index
+    st_th, st_cpu, st_t0, st_t1 = out.states
+    cn_th, cn_t, cn_sl, cn_v = out.samples
+    ev_th, ev_cpu, ev_t, ev_ty, ev_v, ev_ln = out.events
+    cm = out.comms
+    cursor, fill, n_rec, err = at
     n_st, n_cn, n_ev, n_cm = fill[0], fill[1], fill[2], fill[3]
     fv = np.zeros(16, dtype=np.int64)
     slot_mask = slot_keys.shape[0] - 1
@@ -310,7 +370,7 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
                     ptype = v
                     ptype_big = big
                 elif not ptype_big and tid >= 0 and full == 0:
-                    if COUNTER_MIN <= ptype < COUNTER_MAX:
+                    if COUNTER_TYPE_MIN <= ptype < COUNTER_TYPE_MAX:
                         if big:
                             if later == 0:
                                 later = E_NOT_INT64
@@ -322,7 +382,7 @@ def _tokenize(buf, n_bytes, cursor, scale, max_raw_time, n_cpus, appl_first_task
                             if slot_keys[h] == ptype:
                                 sl = slot_index[h]
                             else:
-                                sl = _slot_of(ptype, slot_keys, slot_index, slot_type, slot_abs, counts)
+                                sl = _slot_of(ptype, slots)
                             if sl < 0:
                                 if later == 0:
                                     later = E_TOO_MANY_TYPES
@@ -525,140 +585,33 @@ def tokenize(buf: np.ndarray, first_line: int, state: TokenizerState, capacity: 
     """
     s = state
     cap_st, cap_cn, cap_ev, cap_cm = (max(int(c), 64) for c in capacity)
-    st = [np.empty(cap_st, np.int32), np.empty(cap_st, np.int32), np.empty(cap_st, np.int64), np.empty(cap_st, np.int64)]
-    cn = [np.empty(cap_cn, np.int32), np.empty(cap_cn, np.int64), np.empty(cap_cn, np.int32), np.empty(cap_cn, np.int64)]
-    ev = [np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64),
-          np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64)]
-    cm = np.empty((cap_cm, 15), np.int64)
-    fill = np.zeros(4, np.int64)
-    cursor = np.array([0, first_line - 1], np.int64)
-    n_rec = np.zeros(5, np.int64)
-    err = np.zeros(5, np.int64)
+    out = Outputs(
+        StateColumns(np.empty(cap_st, np.int32), np.empty(cap_st, np.int32), np.empty(cap_st, np.int64),
+                     np.empty(cap_st, np.int64)),
+        SampleColumns(np.empty(cap_cn, np.int32), np.empty(cap_cn, np.int64), np.empty(cap_cn, np.int32),
+                      np.empty(cap_cn, np.int64)),
+        EventColumns(np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int64),
+                     np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64)),
+        np.empty((cap_cm, 15), np.int64))
+    at = Progress(np.array([0, first_line - 1], np.int64), np.zeros(4, np.int64), np.zeros(5, np.int64),
+                  np.zeros(5, np.int64))
+    res = Resources(s.time_scale, s.max_raw_time, s.n_cpus, s.appl_first_task, s.task_first_thread)
+    slots = CounterSlots(s.slot_keys, s.slot_index, s.slot_type, s.slot_abs, s.counts)
     while True:
-        status = _tokenize(buf, buf.shape[0], cursor, s.time_scale, s.max_raw_time, s.n_cpus, s.appl_first_task,
-                           s.task_first_thread, s.last_time, s.slot_keys, s.slot_index, s.slot_type, s.slot_abs,
-                           s.counts, *st, *cn, *ev, cm, fill, n_rec, err)
+        status = _tokenize(buf, buf.shape[0], res, s.last_time, slots, out, at)
         if status <= 0:
             break
-        n_st, n_cn, n_ev, n_cm = (int(x) for x in fill)
-        if status & 1:
-            st = [_grown(a, n_st) for a in st]
-        if status & 2:
-            cn = [_grown(a, n_cn) for a in cn]
-        if status & 4:
-            ev = [_grown(a, n_ev) for a in ev]
-        if status & 8:
-            cm = _grown(cm, n_cm)
-    n_st, n_cn, n_ev, n_cm = (int(x) for x in fill)
+        n_st, n_cn, n_ev, n_cm = (int(x) for x in at.fill)
+        out = Outputs(StateColumns(*(_grown(a, n_st) for a in out.states)) if status & 1 else out.states,
+                      SampleColumns(*(_grown(a, n_cn) for a in out.samples)) if status & 2 else out.samples,
+                      EventColumns(*(_grown(a, n_ev) for a in out.events)) if status & 4 else out.events,
+                      _grown(out.comms, n_cm) if status & 8 else out.comms)
+    n_st, n_cn, n_ev, n_cm = (int(x) for x in at.fill)
+    sm = out.samples
     if status == _DONE and s.counts[1]:
         if s.abs_last.shape[0] < s.last_time.shape[0]:
             s.abs_last = np.full((s.last_time.shape[0], MAX_ABSOLUTE), -1, dtype=np.int64)
-        n_cn = _absolute_deltas(cn[0][:n_cn], cn[2][:n_cn], cn[3][:n_cn], cn[1][:n_cn], s.slot_abs, s.abs_last)
-    return Tokens(st[0][:n_st], st[1][:n_st], st[2][:n_st], st[3][:n_st], cn[0][:n_cn], cn[1][:n_cn], cn[2][:n_cn],
-                  cn[3][:n_cn], *(a[:n_ev] for a in ev), cm[:n_cm], n_rec, int(cursor[1]) - first_line + 1, err)
-
-
-# ---------------------------------------------------------------------------------------------- MPI events
-#: Columns of :func:`mpi_rows`'s info array: collective sizes, root and communicator, caller and its line.
-INFO_TYPES = (50_100_001, 50_100_002, 50_100_003, 50_100_004, 70_000_001, 80_000_001)
-
-
-@cached_njit
-def _flush_group(head: int, nxt: np.ndarray, g_info: np.ndarray, g_has: int, tid: int, info: np.ndarray,
-                 has: np.ndarray) -> None:
-    r = head
-    while r >= 0:
-        for c in range(info.shape[1]):
-            info[r, c] = g_info[tid, c]
-        has[r] = g_has
-        r = nxt[r]
-
-
-@cached_njit
-def mpi_rows(th: np.ndarray, t: np.ndarray, ty: np.ndarray, val: np.ndarray, n_threads: int):
-    """MPI call events among the kept events (file order) and what the same thread says at the same time.
-
-    Returns ``(rows, info, has)``: indices of the MPI call events (types 50000001-50000005), the first value of
-    each :data:`INFO_TYPES` type among the events of the same thread and time in this block (int64 [n, 6]),
-    and a bit mask of the info columns present (uint8 [n]).
-    """
-    n = th.shape[0]
-    rows = np.empty(n, dtype=np.int64)
-    info = np.zeros((n, 6), dtype=np.int64)
-    has = np.zeros(n, dtype=np.uint8)
-    nxt = np.empty(n, dtype=np.int64)
-    cur_t = np.empty(n_threads, dtype=np.int64)
-    head = np.empty(n_threads, dtype=np.int64)
-    tail = np.empty(n_threads, dtype=np.int64)
-    for i in range(n):
-        nxt[i] = -1
-    for k in range(n_threads):
-        cur_t[k] = -1
-        head[k] = -1
-        tail[k] = -1
-    g_info = np.zeros((n_threads, 6), dtype=np.int64)
-    g_has = np.zeros(n_threads, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        k = th[i]
-        if t[i] != cur_t[k]:
-            _flush_group(head[k], nxt, g_info, g_has[k], k, info, has)
-            cur_t[k] = t[i]
-            head[k] = -1
-            tail[k] = -1
-            g_has[k] = 0
-        typ = ty[i]
-        if 50_000_001 <= typ <= 50_000_005:
-            rows[m] = i
-            if tail[k] >= 0:
-                nxt[tail[k]] = m
-            else:
-                head[k] = m
-            tail[k] = m
-            m += 1
-        else:
-            c = -1
-            if 50_100_001 <= typ <= 50_100_004:
-                c = typ - 50_100_001
-            elif typ == 70_000_001:
-                c = 4
-            elif typ == 80_000_001:
-                c = 5
-            if c >= 0 and not (g_has[k] >> c) & 1:
-                g_info[k, c] = val[i]
-                g_has[k] |= 1 << c
-    for k in range(n_threads):
-        _flush_group(head[k], nxt, g_info, g_has[k], k, info, has)
-    return rows[:m], info[:m], has[:m]
-
-
-@cached_njit
-def factorize_pairs(a: np.ndarray, b: np.ndarray):
-    """Distinct (a, b) pairs in order of first appearance: (code of each row, first row of each pair)."""
-    n = a.shape[0]
-    cap = 64
-    while cap < 2 * n:
-        cap *= 2
-    mask = cap - 1
-    ka = np.empty(cap, dtype=np.int64)
-    kb = np.empty(cap, dtype=np.int64)
-    kc = np.empty(cap, dtype=np.int64)
-    for i in range(cap):
-        kc[i] = -1
-    codes = np.empty(n, dtype=np.int64)
-    first = np.empty(n, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        x = a[i]
-        y = b[i]
-        h = ((x * 2654435761) ^ (y * 40503)) & mask
-        while kc[h] >= 0 and (ka[h] != x or kb[h] != y):
-            h = (h + 1) & mask
-        if kc[h] < 0:
-            ka[h] = x
-            kb[h] = y
-            kc[h] = m
-            first[m] = i
-            m += 1
-        codes[i] = kc[h]
-    return codes, first[:m]
+        n_cn = _absolute_deltas(sm.thread[:n_cn], sm.slot[:n_cn], sm.value[:n_cn], sm.time[:n_cn], s.slot_abs,
+                                s.abs_last)
+    return Tokens(*(a[:n_st] for a in out.states), *(a[:n_cn] for a in sm), *(a[:n_ev] for a in out.events),
+                  out.comms[:n_cm], at.n_records, int(at.cursor[1]) - first_line + 1, at.error)

@@ -38,47 +38,29 @@ from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.paraver.counter_types import CounterInfo, catalogue
 from synthtrace.tracelib.paraver.header import ParaverHeader, format_header
 from synthtrace.tracelib.paraver.pcf import is_counter_type
-from synthtrace.tracelib.paraver.reader import EXTRAE_MPI_CALLS, ParaverTrace
-from synthtrace.tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES
+from synthtrace.tracelib.mpi_calls import PLACEHOLDER, calls_with, mpi_call, mpi_kind_of
+from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.paraver.event_types import (APPL_EVENT, CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES,
+                                                    COUNTER_SET_EVENT, MPI_TYPE_KINDS)
+from synthtrace.tracelib.paraver.records import STATE_RUNNING
 from synthtrace.tracelib.paraver.row import format_row
-from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS
+from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
-# ----------------------------------------------------------------------------------------------- MPI catalogue
-MPI_TYPES: dict[str, int] = {"point_to_point": 50_000_001, "collective": 50_000_002, "other": 50_000_003}
+# ----------------------------------------------------------------------------------------------- MPI calls
+#: the event type a call of each kind is written under (``other``: 50000003, the first of Extrae's "other" types)
+MPI_TYPES: dict[str, int] = {kind: etype for etype, kind in reversed(MPI_TYPE_KINDS.items())}
 MPI_TYPE_LABELS: dict[int, str] = {50_000_001: "MPI Point-to-point", 50_000_002: "MPI Collective Comm",
                                    50_000_003: "MPI Other"}
-#: Extrae's Paraver values of MPI calls (value at the entry event) beyond the reader's basic table.
-EXTRAE_MPI_IDS: dict[str, int] = {name: v for v, name in EXTRAE_MPI_CALLS.items()} | {
-    "MPI_Comm_create": 21, "MPI_Comm_dup": 22, "MPI_Comm_split": 23, "MPI_Scan": 30, "MPI_Bsend": 33,
-    "MPI_Ssend": 34, "MPI_Rsend": 35, "MPI_Ibsend": 36, "MPI_Issend": 37, "MPI_Irsend": 38, "MPI_Test": 39,
-    "MPI_Cancel": 40, "MPI_Sendrecv": 41, "MPI_Sendrecv_replace": 42, "MPI_Waitany": 59, "MPI_Waitsome": 60,
-    "MPI_Probe": 61, "MPI_Iprobe": 62, "MPI_Reduce_scatter": 80, "MPI_Testall": 125, "MPI_Testany": 126,
-    "MPI_Testsome": 128,
+#: Extrae's thread state inside a call (Paraver state ids of the .pcf STATES table), by the call's role and
+#: whether it blocks; collectives other than a blocking barrier are Group Communication (13)
+_STATE_OF_ROLE: dict[tuple[str | None, bool], int] = {
+    ("send", True): 4, ("recv", True): 3, ("probe", True): 3, ("barrier", True): 5, ("test", False): 6,
+    ("probe", False): 6, ("wait", True): 8, ("send", False): 10, ("recv", False): 11, ("sendrecv", True): 16,
 }
-_P2P = {"MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Wait", "MPI_Waitall", "MPI_Bsend", "MPI_Ssend",
-        "MPI_Rsend", "MPI_Ibsend", "MPI_Issend", "MPI_Irsend", "MPI_Test", "MPI_Testall", "MPI_Testany",
-        "MPI_Testsome", "MPI_Cancel", "MPI_Sendrecv", "MPI_Sendrecv_replace", "MPI_Waitany", "MPI_Waitsome",
-        "MPI_Probe", "MPI_Iprobe"}
-_COLLECTIVE = {"MPI_Bcast", "MPI_Barrier", "MPI_Reduce", "MPI_Allreduce", "MPI_Alltoall", "MPI_Alltoallv",
-               "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv", "MPI_Allgather", "MPI_Allgatherv",
-               "MPI_Scan", "MPI_Reduce_scatter"}
-#: Extrae's thread state while inside a call (Paraver state ids of the .pcf STATES table).
-MPI_STATE: dict[str, int] = {
-    **dict.fromkeys(("MPI_Send", "MPI_Bsend", "MPI_Ssend", "MPI_Rsend"), 4),
-    **dict.fromkeys(("MPI_Recv", "MPI_Probe"), 3),
-    "MPI_Barrier": 5,
-    **dict.fromkeys(("MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome", "MPI_Iprobe"), 6),
-    **dict.fromkeys(("MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome"), 8),
-    **dict.fromkeys(("MPI_Isend", "MPI_Ibsend", "MPI_Issend", "MPI_Irsend"), 10),
-    "MPI_Irecv": 11,
-    **dict.fromkeys(_COLLECTIVE - {"MPI_Barrier"}, 13),
-    **dict.fromkeys(("MPI_Sendrecv", "MPI_Sendrecv_replace"), 16),
-}
-STATE_RUNNING, STATE_OTHERS, STATE_NOT_CREATED = 1, 15, 2
-#: calls that complete a nonblocking receive (their exit is the physical receive time)
-COMPLETING_CALLS = ("MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test", "MPI_Testall",
-                    "MPI_Testany", "MPI_Testsome", "MPI_Recv", "MPI_Sendrecv", "MPI_Sendrecv_replace")
-APPL_EVENT, COUNTER_SET_EVENT = 40_000_001, 41_999_999
+STATE_OTHERS, STATE_NOT_CREATED = 15, 2
+#: calls that complete a nonblocking receive (their exit is the physical receive time): the wait and test
+#: families and the blocking receives
+COMPLETING_CALLS = (*calls_with(roles=("wait", "test")), *calls_with(roles=("recv", "sendrecv"), blocking=True))
 
 #: record order at equal (time, appl, task, thread)
 ORDER_STATE, ORDER_ENTRY, ORDER_EXIT, ORDER_COMM, ORDER_EXIT_COUNTERS = 0, 1, 2, 3, 4
@@ -98,16 +80,14 @@ STATE_COLORS: tuple[str, ...] = (
     "{0,68,189}", "{52,43,0}", "{255,46,0}", "{100,216,32}")
 
 
-def mpi_kind_of(name: str) -> str:
-    """``point_to_point`` | ``collective`` | ``other`` for an MPI call name (Extrae's grouping)."""
-    if name in _P2P:
-        return "point_to_point"
-    return "collective" if name in _COLLECTIVE else "other"
-
-
 def mpi_state_of(name: str) -> int:
     """Extrae's thread state inside an MPI call (15 = Others for calls without a dedicated state)."""
-    return MPI_STATE.get(name, STATE_OTHERS)
+    call = mpi_call(name)
+    if call is None:
+        return STATE_OTHERS
+    if call.kind == "collective" and (call.role, call.blocking) != ("barrier", True):
+        return 13
+    return _STATE_OF_ROLE.get((call.role, call.blocking), STATE_OTHERS)
 
 
 class WriterError(SynthtraceError):
@@ -471,14 +451,15 @@ def mpi_call_ids(calls: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tupl
     pairs = sorted(set(calls))
     for kind, name in pairs:
         etype = MPI_TYPES.get(kind, MPI_TYPES[mpi_kind_of(name)])
-        if name in EXTRAE_MPI_IDS:
-            out[(kind, name)] = (etype, EXTRAE_MPI_IDS[name])
-            taken.setdefault(etype, set()).add(EXTRAE_MPI_IDS[name])
+        value = (call := mpi_call(name)) and call.extrae_value
+        if value:
+            out[(kind, name)] = (etype, value)
+            taken.setdefault(etype, set()).add(value)
     for kind, name in pairs:
         if (kind, name) in out:
             continue
         etype = MPI_TYPES.get(kind, MPI_TYPES[mpi_kind_of(name)])
-        m = re.fullmatch(r"MPI_call_(\d+)", name)
+        m = PLACEHOLDER.fullmatch(name)
         v = int(m[1]) if m and int(m[1]) not in taken.get(etype, set()) else 1000
         while v in taken.get(etype, set()):
             v += 1
@@ -500,7 +481,7 @@ def _counter_columns(bursts: pl.DataFrame, counters: Sequence[str] | None) -> li
         if missing:
             raise WriterError(f"counter column(s) not in the bursts table: {', '.join(missing)}")
         return list(counters)
-    return [c for c, dt in bursts.schema.items() if c not in BURST_SCHEMA and dt.is_integer()]
+    return [c for c in counter_columns(bursts) if bursts.schema[c].is_integer()]  # Paraver counts are integers
 
 
 def _as_counts(df: pl.DataFrame, cols: Sequence[str], what: str) -> pl.DataFrame:

@@ -1,0 +1,82 @@
+"""The OTF2 C library through ctypes: its error messages captured as one-line reasons, and the callback types
+and setters of its event reader (thin callbacks registered directly, bypassing the wheel's event objects)."""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+from collections.abc import Iterator
+
+_ERROR_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+                             ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+@contextlib.contextmanager
+def _captured_otf2_errors() -> Iterator[list[str]]:
+    """Collect the OTF2 C library's error messages instead of letting it print them to stderr."""
+    from _otf2.Config import conf  # noqa: PLC0415 - the C library, loaded with the otf2 wheel
+
+    messages: list[str] = []
+
+    def on_error(_user, _file, _line, function, _code, fmt, _va):  # noqa: ANN001 - ctypes callback
+        text = (fmt or b"").decode("utf-8", "replace").replace("%s", "?").strip()
+        if text:
+            messages.append(text)
+        return _code
+
+    callback = _ERROR_CB(on_error)
+    register = conf.lib["OTF2_Error_RegisterCallback"]
+    register.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    register.restype = ctypes.c_void_p
+    previous = register(ctypes.cast(callback, ctypes.c_void_p), None)
+    try:
+        yield messages
+    finally:
+        register(previous, None)
+
+
+@contextlib.contextmanager
+def _python_callback_errors(messages: list[str]) -> Iterator[None]:
+    """The otf2 wheel's definition callbacks write the traceback of an exception they meet (an undecodable
+    name, a duplicate definition in a damaged archive) to stderr: capture it, keep its last line as a reason."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            yield
+    finally:
+        lines = [ln.strip() for ln in captured.getvalue().splitlines() if ln.strip()]
+        if lines:
+            messages.append(lines[-1][:200])
+
+
+def _library_reason(exc: BaseException, messages: list[str]) -> str:
+    """A one-line reason from the otf2 library's exception and the C library's messages."""
+    parts = [m for m in messages[-3:] if m]
+    text = "; ".join(dict.fromkeys(parts)) or str(exc) or type(exc).__name__
+    return f"not a readable OTF2 archive ({text})"
+
+
+_u64, _u32, _u8, _vp = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint8, ctypes.c_void_p
+_BASE = (_u64, _u64, _u64, _vp, _vp)  # location, time, event position, user data, attribute list
+_FP_REGION = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32)  # Enter / Leave (region)
+_FP_BEGIN = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _vp)  # ProgramBegin
+_FP_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, ctypes.c_int64)  # ProgramEnd
+_FP_METRIC = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u8, _vp, ctypes.POINTER(_u64))  # values as raw 64-bit words
+_FP_SEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64)  # peer, comm, tag, length
+_FP_ISEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64, _u64)  # ... request id
+_FP_IRECV_REQ = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u64)
+_FP_COLL_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u8, _u32, _u32, _u64, _u64)  # op, comm, root, sent, recv
+
+
+def _callback_setter(name: str):  # noqa: ANN202 - a ctypes function
+    import _otf2  # noqa: PLC0415
+    from _otf2.Config import conf  # noqa: PLC0415
+
+    fp = {"Enter": _FP_REGION, "Leave": _FP_REGION, "ProgramBegin": _FP_BEGIN, "ProgramEnd": _FP_END,
+          "Metric": _FP_METRIC, "MpiSend": _FP_SEND, "MpiIsend": _FP_ISEND, "MpiRecv": _FP_SEND,
+          "MpiIrecv": _FP_ISEND, "MpiIrecvRequest": _FP_IRECV_REQ, "MpiCollectiveEnd": _FP_COLL_END}[name]
+    func = conf.lib[f"OTF2_EvtReaderCallbacks_Set{name}Callback"]
+    func.argtypes = [ctypes.POINTER(_otf2.EvtReaderCallbacks), fp]
+    func.restype = ctypes.c_int
+    return func
+
