@@ -13,8 +13,10 @@ from otf2.enums import LocationGroupType, LocationType, Paradigm, RegionRole
 from synthtrace.tracelib.otf2 import Otf2Trace
 
 DEPTH = 60_000  # nested calls of a function that never returns, each calling MPI_Barrier
-CHUNK_EVENTS = 1_000  # the stack is carried across 180 chunks
-TIMEOUT_S = 20  # the read takes ~3 s on a quiet 2-core machine (~10 s at load 12); the quadratic one took > 60 s
+CHUNK_EVENTS = 250  # the stack is carried across 720 chunks: the quadratic search redid the whole stack in each
+# a hang detector, not a speed test: the bounded read takes seconds even on a loaded machine; the quadratic one took
+# > 60 s with 4x fewer chunks, and its cost grows with the number of chunks times the depth
+TIMEOUT_S = 180
 
 
 def _never_closing_stack(folder: Path) -> Path:
