@@ -42,7 +42,7 @@ REAL = {
 def pipeline_section(quick: bool) -> list[str]:
     """End to end: simulated Paraver traces -> ingest -> merge -> classify, scored against the ground truth."""
     try:
-        from benchmarks.sim_archetypes import f1_13, pipeline_campaign
+        from testing.archetype_campaigns import f1_13, pipeline_campaign
     except ImportError as exc:
         return ["## Simulated campaigns, end to end", "", f"Not run: {exc}.", ""]
     lines = [
@@ -88,7 +88,7 @@ def pipeline_section(quick: bool) -> list[str]:
 
 def simulated_section(quick: bool) -> list[str]:
     try:
-        from benchmarks.sim_archetypes import run_campaign
+        from testing.archetype_campaigns import run_campaign
     except ImportError as exc:
         return ["## Simulated campaigns", "", f"Not run: the simulator is not available here ({exc}).", ""]
     t0 = time.perf_counter()
@@ -96,7 +96,7 @@ def simulated_section(quick: bool) -> list[str]:
     lines = [
         "## Simulated kernel campaigns (counter model only)",
         "",
-        "Campaigns of `benchmarks/sim_archetypes.py`: every kernel of the simulated applications as bursts of "
+        "Campaigns of `testing/archetype_campaigns.py`: every kernel of the simulated applications as bursts of "
         "2e3-3e7 instructions, each executed in 5 runs (simulator counter model, run-to-run noise), each run "
         "recording the 3 fixed counters + 4 programmable ones (simulator PMU constraint). Macro-F1 over the "
         "burst archetypes of the ground truth (rules on noise-free counters); a burst the counters cannot "
@@ -120,13 +120,13 @@ def simulated_section(quick: bool) -> list[str]:
 
 def agreement_section(quick: bool) -> list[str]:
     """Evidence-scored rules vs the first-match cascade, against the simulator's intended archetypes (issue 15)."""
-    from benchmarks.sim_archetypes import agreement
+    from testing.archetype_campaigns import agreement
     t0 = time.perf_counter()
     a = agreement(n_per_kernel=100 if quick else 200, seeds=(0,) if quick else (0, 1, 2))
     s = (a.group_by("counter_set", "classifier", maintain_order=True)
          .agg(pl.col(c).mean() for c in ("accuracy_time", "accuracy", "macro_f1", "insufficient", "branchy")))
     lines = ["## Agreement with the simulator's truth by counter set (issue 15)", "",
-             "Kernel campaigns of `benchmarks/sim_archetypes.py` (every kernel, bursts of 2e3-3e7 instructions, "
+             "Kernel campaigns of `testing/archetype_campaigns.py` (every kernel, bursts of 2e3-3e7 instructions, "
              f"{a['seed'].n_unique()} seed(s)); truth = the archetype each kernel is built to show (`intent`), "
              "`fine_grain` for bursts under 10 µs or 1e4 instructions, independent of the rules. Counter sets: "
              "`full` (every counter), `IPC + caches + branches` (TOT_INS, TOT_CYC, L1/L2 DCM, L3 TCM, BR_INS, "

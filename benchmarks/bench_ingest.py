@@ -66,13 +66,16 @@ print(json.dumps({**usage(t0), "bursts": n_b, "calls": calls.height}))
 """
 
 # Where the time of an ingest goes: the same steps as warehouse/ingest.py, timed one by one.
-CHILD_PHASES = """
+CHILD_PHASES = (
+    """
 import json, sys, time, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
 from synthtrace.tracelib.formats import open_trace
 from synthtrace.warehouse.ingest import PartWriter, run_identity
-""" + _USAGE + """
+"""
+    + _USAGE
+    + """
 out = Path(sys.argv[2]); (out / "bursts").mkdir(parents=True); (out / "uncore").mkdir()
 ph = {}
 t0 = time.perf_counter()
@@ -85,13 +88,15 @@ for i, part in enumerate(stream):
     tw = time.perf_counter()
     inline.write(part.frame, out / part.table / f"part-{i:05d}.parquet", statistics=True)
     write += time.perf_counter() - tw
-ph["parse + bursts + calls (read, parsing one chunk ahead in a 2nd thread; calls spilled uncompressed)"] = time.perf_counter() - t - write
+ph["parse + bursts + calls (read, parsing one chunk ahead in a 2nd thread; calls spilled uncompressed)"] =
+time.perf_counter() - t - write
 ph["write burst and uncore parts (Parquet, zstd); ingest does it in a 3rd thread"] = write
 t = time.perf_counter()
 stream.summary.calls.sink_parquet(out / "mpi_calls.parquet", statistics=True)
 ph["attach messages to calls and write mpi_calls.parquet (streamed)"] = time.perf_counter() - t
 print(json.dumps({**usage(t0), "phases": ph}))
 """
+)
 
 # The baseline: what one writes first — read each line, split it, keep Running intervals, sum counter values
 # into the burst that ends at their time, pair MPI entries with exits. Pure Python, one pass.
@@ -203,10 +208,15 @@ def cpu_comparison(mb: int, repeat: int, out: Path) -> None:
                 ("synthtrace reader only (.prv.gz)", best_cpu(CHILD_READ, gz, False)),
                 ("line-by-line Python (.prv)", best_cpu(CHILD_BASELINE, trace, False))]
     base = rows[-1][1]["cpu"]
-    lines = [f"## Ingest CPU time ({size:.0f} MB trace, {gz.name.split('.')[0]} tiled; gzip {size:.0f} MB -> compressed)", "",
-             f"Machine: {machine_description()}. Command: `python benchmarks/bench_ingest.py --cpu-mb {mb}`; "
-             f"the lowest CPU time of {repeat} runs each, in one run of the script.", "",
-             "| what | CPU time | wall time | ratio to line-by-line (CPU) | load avg |", "|---|---|---|---|---|"]
+    lines = [
+        f"## Ingest CPU time ({size:.0f} MB trace, {gz.name.split('.')[0]} tiled; gzip {size:.0f} MB -> compressed)",
+        "",
+        f"Machine: {machine_description()}. Command: `python benchmarks/bench_ingest.py --cpu-mb {mb}`; "
+        f"the lowest CPU time of {repeat} runs each, in one run of the script.",
+        "",
+        "| what | CPU time | wall time | ratio to line-by-line (CPU) | load avg |",
+        "|---|---|---|---|---|",
+    ]
     for name, r in rows:
         lines.append(f"| {name} | {r['cpu']:.1f} s | {r['seconds']:.1f} s | x{base / r['cpu']:.1f} | "
                      f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
@@ -217,11 +227,26 @@ def cpu_comparison(mb: int, repeat: int, out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[500, 1000, 2000])
-    ap.add_argument("--compare-mb", type=int, default=500, help="size of the trace compared with the line-by-line parser (one of --sizes-mb)")
-    ap.add_argument("--also-compare-mb", type=int, nargs="*", default=[1000], help="further sizes (of --sizes-mb) where the line-by-line parser runs too")
+    ap.add_argument(
+        "--compare-mb",
+        type=int,
+        default=500,
+        help="size of the trace compared with the line-by-line parser (one of --sizes-mb)",
+    )
+    ap.add_argument(
+        "--also-compare-mb",
+        type=int,
+        nargs="*",
+        default=[1000],
+        help="further sizes (of --sizes-mb) where the line-by-line parser runs too",
+    )
     ap.add_argument("--memory-mb", type=int, default=2000, help="size of the trace for the peak-memory run (0: skip)")
-    ap.add_argument("--phases-mb", type=int, default=1000, help="size of the trace for the per-phase breakdown (0: skip)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest is reported (all parsers alike)")
+    ap.add_argument(
+        "--phases-mb", type=int, default=1000, help="size of the trace for the per-phase breakdown (0: skip)"
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="runs per measurement; the fastest is reported (all parsers alike)"
+    )
     ap.add_argument("--before-rev", help="also ingest the smallest trace with the code of this commit")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ingest.md")
     ap.add_argument("--cpu-mb", type=int, default=0, help="only compare CPU times on a trace of this size "
@@ -238,7 +263,11 @@ def main() -> None:
         print(f"first read: kernels compiled {cold['kernels']:.1f} s, loaded from the cache {warm['kernels']:.2f} s")
         if args.compare_mb not in args.sizes_mb:
             ap.error("--compare-mb must be one of --sizes-mb")
-        sizes = sorted(set(args.sizes_mb) | ({args.memory_mb} if args.memory_mb else set()) | ({args.phases_mb} if args.phases_mb else set()))
+        sizes = sorted(
+            set(args.sizes_mb)
+            | ({args.memory_mb} if args.memory_mb else set())
+            | ({args.phases_mb} if args.phases_mb else set())
+        )
         base, more = None, []
         for size in sizes:
             trace = _tiled(tmp, size)
@@ -265,8 +294,11 @@ def main() -> None:
                     subprocess.run(["tar", "-x", "-C", str(old)], input=tar, check=True)
                     before = _run(CHILD_INGEST, str(trace), str(tmp / "wh-before"), root=old)
                     print(f"before ({args.before_rev}) {mb:.0f} MB: {mb / before['seconds']:.1f} MB/s")
-                print(f"baseline {mb:.0f} MB: line-by-line {mb / line['seconds']:.1f} MB/s, ours end-to-end "
-                      f"x{line['seconds'] / ours['seconds']:.1f}, ours reader only x{line['seconds'] / read['seconds']:.1f}")
+                print(
+                    f"baseline {mb:.0f} MB: line-by-line {mb / line['seconds']:.1f} MB/s, ours end-to-end "
+                    f"x{line['seconds'] / ours['seconds']:.1f}, ours reader only "
+                    f"x{line['seconds'] / read['seconds']:.1f}"
+                )
             if size in args.also_compare_mb and size in args.sizes_mb:
                 ours = next(r for m, r in rows if m == mb)
                 more.append((mb, ours, _best(args.repeat, CHILD_BASELINE, trace)))
@@ -303,15 +335,25 @@ def main() -> None:
         ]
     if before:
         mb, ours, _, line = base
-        lines.insert(len(lines) - 1,  # above the line-by-line row
-                     f"| synthtrace before this work (commit {args.before_rev}, Polars CSV reader), end to end | "
-                     f"{before['seconds']:.1f} s | {mb / before['seconds']:.1f} MB/s | x{line['seconds'] / before['seconds']:.1f} | "
-                     f"{_load(before)} |")
+        lines.insert(
+            len(lines) - 1,  # above the line-by-line row
+            f"| synthtrace before this work (commit {args.before_rev}, Polars CSV reader), end to end | "
+            f"{before['seconds']:.1f} s | {mb / before['seconds']:.1f} MB/s | "
+            f"x{line['seconds'] / before['seconds']:.1f} | "
+            f"{_load(before)} |",
+        )
     if more:
-        lines += ["", "The same end-to-end comparison on larger traces (fastest of the same number of runs each):", "",
-                  "| trace size | synthtrace end to end | line-by-line Python | ratio |", "|---|---|---|---|",
-                  *[f"| {mb:.0f} MB | {o['seconds']:.1f} s | {ln['seconds']:.1f} s | x{ln['seconds'] / o['seconds']:.1f} |"
-                    for mb, o, ln in more]]
+        lines += [
+            "",
+            "The same end-to-end comparison on larger traces (fastest of the same number of runs each):",
+            "",
+            "| trace size | synthtrace end to end | line-by-line Python | ratio |",
+            "|---|---|---|---|",
+            *[
+                f"| {mb:.0f} MB | {o['seconds']:.1f} s | {ln['seconds']:.1f} s | x{ln['seconds'] / o['seconds']:.1f} |"
+                for mb, o, ln in more
+            ],
+        ]
     if rows:
         sizes = [mb for mb, _ in rows]
         secs = [r["seconds"] for _, r in rows]
@@ -348,7 +390,9 @@ def main() -> None:
     targets = []
     if rows:
         worst = min(mb / r["seconds"] for mb, r in rows)
-        targets.append(f"end to end >= 150 MB/s: {'met' if worst >= 150 else 'not met'} (slowest size {worst:.0f} MB/s)")
+        targets.append(
+            f"end to end >= 150 MB/s: {'met' if worst >= 150 else 'not met'} (slowest size {worst:.0f} MB/s)"
+        )
     if base:
         mb, ours, read, line = base
         e2e, rd = line["seconds"] / ours["seconds"], line["seconds"] / read["seconds"]

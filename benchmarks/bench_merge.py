@@ -16,7 +16,7 @@ Methods compared, on the same runs and the same bursts:
 
 Errors are relative, |estimate - truth| / truth, over reference bursts of at least 10 us with truth > 0; a burst
 without an estimate counts as not covered (and is left out of the error). Synthetic campaigns come from
-``tests/merge_synth.py`` (4 runs, 8 tasks, polling loops, ANY_SOURCE order, missing and extra bursts); simulated
+``testing/merge_campaigns.py`` (4 runs, 8 tasks, polling loops, ANY_SOURCE order, missing and extra bursts); simulated
 experiments from ``synthtrace simulate`` (every pattern, three seeds, scored against the ground truth's logical
 burst ids and the acceptance thresholds of issue 4); real data from the two LULESH runs; speed on 8 synthetic
 runs of up to 1M bursts each.
@@ -35,11 +35,10 @@ import numpy as np
 import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 from benchmarks.results_io import emit  # noqa: E402
 
-from merge_synth import make_runs, true_matches  # noqa: E402
+from testing.merge_campaigns import make_runs, true_matches  # noqa: E402
 from synthtrace.tracelib.merge import MergeOptions, RunTables, merge_runs  # noqa: E402
 
 KEYS = ["appl", "task", "thread", "burst_seq"]

@@ -3,7 +3,7 @@
     python benchmarks/bench_merge_stress.py            # writes benchmarks/results/merge_stress.md
     python benchmarks/bench_merge_stress.py --quick    # without the "anchors off" rows (the slow part)
 
-Runs come from ``tests/merge_synth.py`` (``CONDITIONS``; written apart from the project's simulator), scored
+Runs come from ``testing/merge_campaigns.py`` (``CONDITIONS``; written apart from the project's simulator), scored
 against their logical burst ids: ``matched right`` is the share of reference bursts >= 10 us matched to their true
 logical burst, or left unmatched when the other run has none. Errors are those of the counters the reference run
 lacks, per counter the median / p95 relative error over bursts >= 10 us, then the median over counters;
@@ -26,12 +26,11 @@ from pathlib import Path
 import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_merge import cluster_mean, errors, machine, md_table, positional  # noqa: E402
 from benchmarks.results_io import emit  # noqa: E402
 
-from merge_synth import CONDITIONS, SynthRun, make_condition, make_runs, score, true_matches  # noqa: E402
+from testing.merge_campaigns import CONDITIONS, SynthRun, make_condition, make_runs, score, true_matches  # noqa: E402
 from synthtrace.tracelib.align import AlignConfig  # noqa: E402
 from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTables, merge_runs  # noqa: E402
 
@@ -133,16 +132,29 @@ def main() -> None:
     acc = pl.DataFrame([r for name, kw in CONDITIONS.items() for r in condition_rows(name, kw, args.seed, args.quick)])
     same = same_program(args.seed)
     sp = speed()
-    text = ["# Merge under the stress conditions of issue 12", "",
-            f"Reproduce: `python benchmarks/bench_merge_stress.py{' --quick' if args.quick else ''}` "
-            f"({time.perf_counter() - t0:.0f} s in all).",
-            f"Machine: {machine()}; load average at the end {os.getloadavg()[0]:.1f} (other engineers' jobs share "
-            "the cores: times are upper bounds)", "",
-            "Runs from `tests/merge_synth.py` `CONDITIONS` (2-3 runs; ANY_SOURCE arrival order swapped at random in "
-            "half the receive pairs, optional calls missing, extra calls, in every condition). See the script's "
-            "docstring for the columns.", "", md_table(acc), "",
-            "## Same program or not", "", md_table(same), "",
-            "## Speed: 4 ranks, no collective, 2 runs", "", md_table(sp), ""]
+    text = [
+        "# Merge under the stress conditions of issue 12",
+        "",
+        f"Reproduce: `python benchmarks/bench_merge_stress.py{' --quick' if args.quick else ''}` "
+        f"({time.perf_counter() - t0:.0f} s in all).",
+        f"Machine: {machine()}; load average at the end {os.getloadavg()[0]:.1f} (other engineers' jobs share "
+        "the cores: times are upper bounds)",
+        "",
+        "Runs from `testing/merge_campaigns.py` `CONDITIONS` (2-3 runs; ANY_SOURCE arrival order swapped at random in "
+        "half the receive pairs, optional calls missing, extra calls, in every condition). See the script's "
+        "docstring for the columns.",
+        "",
+        md_table(acc),
+        "",
+        "## Same program or not",
+        "",
+        md_table(same),
+        "",
+        "## Speed: 4 ranks, no collective, 2 runs",
+        "",
+        md_table(sp),
+        "",
+    ]
     emit("\n".join(text), args.out)
 
 

@@ -43,7 +43,8 @@ calls = summary.calls.collect().height  # the calls with their messages attached
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "events": trace.n_events, "bursts": bursts, "calls": calls,
                   "messages": summary.messages.height, "message_bytes": int(summary.messages["size"].sum()),
-                  "counters": list(summary.counters), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "counters": list(summary.counters), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                  / 1024}))
 """
 
 CHILD_PLAIN = """
@@ -55,7 +56,8 @@ with otf2.reader.open(sys.argv[1], batch_events=int(sys.argv[2])) as tr:
     for location, event in tr.events:
         n += 1
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "events": n, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"seconds": dt, "events": n, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
+1024}))
 """
 
 CHILD_RAW = """
@@ -89,7 +91,8 @@ for loc in trace.defs.locations:
     _otf2.Reader_CloseEvtReader(h, er)
 reader.close()
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "events": n, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"seconds": dt, "events": n, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
+1024}))
 """
 
 
@@ -111,19 +114,31 @@ def write_trace(root: Path, n_events: int, ranks: int) -> tuple[Path, int]:
         d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs)
         world = d.comm("MPI_COMM_WORLD", d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
                                                   members=list(range(ranks))))
-        reg = {name: d.region(name, region_role=role, paradigm=par) for name, role, par in (
-            ("main", RegionRole.FUNCTION, Paradigm.COMPILER), ("kernel", RegionRole.FUNCTION, Paradigm.COMPILER),
-            ("MPI_Isend", RegionRole.POINT2POINT, Paradigm.MPI), ("MPI_Irecv", RegionRole.POINT2POINT, Paradigm.MPI),
-            ("MPI_Waitall", RegionRole.POINT2POINT, Paradigm.MPI), ("MPI_Allreduce", RegionRole.COLL_ALL2ALL, Paradigm.MPI))}
-        papi = d.metric_class([d.metric_member(n, "", MetricType.PAPI, MetricMode.ACCUMULATED_START, Type.UINT64,
-                                               Base.DECIMAL, 0, "#") for n in ("PAPI_TOT_CYC", "PAPI_L2_TCM", "PAPI_BR_MSP")],
-                              MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+        reg = {
+            name: d.region(name, region_role=role, paradigm=par)
+            for name, role, par in (
+                ("main", RegionRole.FUNCTION, Paradigm.COMPILER),
+                ("kernel", RegionRole.FUNCTION, Paradigm.COMPILER),
+                ("MPI_Isend", RegionRole.POINT2POINT, Paradigm.MPI),
+                ("MPI_Irecv", RegionRole.POINT2POINT, Paradigm.MPI),
+                ("MPI_Waitall", RegionRole.POINT2POINT, Paradigm.MPI),
+                ("MPI_Allreduce", RegionRole.COLL_ALL2ALL, Paradigm.MPI),
+            )
+        }
+        papi = d.metric_class(
+            [
+                d.metric_member(n, "", MetricType.PAPI, MetricMode.ACCUMULATED_START, Type.UINT64, Base.DECIMAL, 0, "#")
+                for n in ("PAPI_TOT_CYC", "PAPI_L2_TCM", "PAPI_BR_MSP")
+            ],
+            MetricOccurrence.SYNCHRONOUS_STRICT,
+            RecorderKind.CPU,
+        )
         for r, loc in enumerate(locs):
             ev = w.event_writer_from_location(loc)
             t, cyc, l2, br = 1_000_000, 0, 0, 0
             right, left = (r + 1) % ranks, (r - 1) % ranks
 
-            def mark(kind, region, dt):
+            def mark(kind, region, dt, ev=ev):
                 nonlocal t, cyc, l2, br
                 t += dt
                 cyc += dt
@@ -236,15 +251,21 @@ def main() -> None:
         every = ", ".join(f"{x['events'] / x['seconds']:,.0f}" for x in runs[name])
         lines.append(f"| {name} | {rate:,.0f} | {every} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
                      f"{rate / (plain['events'] / plain['seconds']):.2f}x |")
-    ours_name, plain_name = "synthtrace Otf2Trace.read", "plain loop over otf2 reader events (batch_events=100, default)"
-    ratios = [o["events"] / o["seconds"] / (p["events"] / p["seconds"]) for o, p in zip(runs[ours_name], runs[plain_name])]
+    ours_name, plain_name = (
+        "synthtrace Otf2Trace.read",
+        "plain loop over otf2 reader events (batch_events=100, default)",
+    )
+    ratios = [
+        o["events"] / o["seconds"] / (p["events"] / p["seconds"]) for o, p in zip(runs[ours_name], runs[plain_name])
+    ]
     lines += [
         "",
         "Ours / plain loop (default batch) in each interleaved round: " + ", ".join(f"{x:.2f}x" for x in ratios) + ".",
         "",
         f"Our reader produced {ours['bursts']:,} bursts with counters {', '.join(ours['counters'])}, "
         f"{ours['calls']:,} MPI calls and {ours['messages']:,} matched messages ({ours['message_bytes']:,} bytes); "
-        "the plain loop only counts events. Target (issue 8): >= 150,000 events/s on 2 cores (the issue quotes Pipit's `from_otf2` at about 73,000 events/s on this class of machine; not measured here).",
+        "the plain loop only counts events. Target (issue 8): >= 150,000 events/s on 2 cores (the issue quotes "
+        "Pipit's `from_otf2` at about 73,000 events/s on this class of machine; not measured here).",
         "",
         "Memory: events are read and converted per location in chunks of 200,000 (`chunk_events`), so the tables' "
         "memory is bounded by the chunk; the point-to-point records are kept until every location is read (a "

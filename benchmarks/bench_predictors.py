@@ -6,7 +6,7 @@ single-run counter set (the counters one run of the campaign recorded), for targ
 
 Campaigns:
 
-1. **random workloads** (``tests/models_synth.py``): applications made of kernels with random, physically
+1. **random workloads** (``testing/model_campaigns.py``): applications made of kernels with random, physically
    ordered behaviour (miss rates per level, branches, FP and vector shares); every experiment recorded in three
    runs of two programmable counters each (+ instructions and cycles), merged by synthtrace's merge;
 2. **the project's simulator** (``synthtrace simulate --pattern all``): its five communication patterns, each an
@@ -48,7 +48,7 @@ from benchmarks.results_io import emit  # noqa: E402
 
 from synthtrace.models.features import counter_sets  # noqa: E402
 from synthtrace.models.predictors import compare_counter_sets  # noqa: E402
-from tests.models_synth import predictor_campaign  # noqa: E402
+from testing.model_campaigns import predictor_campaign  # noqa: E402
 from synthtrace.warehouse.runs import runs_table  # noqa: E402
 from synthtrace.warehouse.layout import Warehouse  # noqa: E402
 from synthtrace.models.training_data import load_bursts  # noqa: E402

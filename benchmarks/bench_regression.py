@@ -1,6 +1,6 @@
 """Regression detection benchmark: synthtrace's multi-signal detector vs Apache Otava and a windowed t-test on time.
 
-Simulated nightly histories (``tests/models_synth.py``: several apps, each night two runs recorded with different
+Simulated nightly histories (``testing/model_campaigns.py``: several apps, each night two runs recorded with different
 counter sets, realistic noise — machine speed from night to night, OS-noise bursts, now and then a disturbed night
 with network contention or stretched bursts) with one regression injected into one kernel of most apps, of every
 kind (more instructions, lost vectorisation, worse locality, more MPI bytes, new imbalance, network slowdown),
@@ -48,7 +48,7 @@ from benchmarks.machine import machine_description
 from benchmarks.results_io import emit
 
 from synthtrace.models.regression import DetectorParams, detect, detect_series, label_archetypes
-from tests.models_synth import regression_campaign
+from testing.model_campaigns import regression_campaign
 from synthtrace.models.site_signals import site_history
 
 KEYS = ["app", "call_site"]
@@ -274,11 +274,11 @@ def simulator_campaign(seed: int, nights: int, inject: bool, tmp: Path, toleranc
 
 
 def polling_section(seeds: list[int], tolerance: int = 1) -> list[str]:
-    """Issue 15's histories: polling bursts at the kernel's site (``tests.models_synth.polling_history``), every
+    """Issue 15's histories: polling bursts at the kernel's site (``testing.model_campaigns.polling_history``), every
     detector on the kernel's site and on the application's total, synthtrace also without logical regions."""
     from synthtrace.warehouse import history as hist
     from synthtrace.models.site_signals import APP_TOTAL
-    from tests.models_synth import polling_history
+    from testing.model_campaigns import polling_history
     site = "solve (step.c:120)"
     counts: dict[str, dict[str, int]] = {}
     t0 = time.perf_counter()
@@ -314,18 +314,22 @@ def polling_section(seeds: list[int], tolerance: int = 1) -> list[str]:
                 c["extra"] += len(nights) - hit
                 c["control"] += len(run("control", s))
     n = len(seeds)
-    lines = ["## Polling at the kernel's site (issue 15)", "",
-             f"`tests/models_synth.polling_history`, {n} seeds: 14 nights, 4 ranks, two runs a night with different "
-             "counter sets; per iteration a kernel (3.6M instructions, IPC 2.6) closed by MPI_Test at its site, a "
-             "polling loop of 2.5 µs bursts closed by more MPI_Test at the same site (a Poisson number with a new "
-             "mean every night), then a second region closed by MPI_Allreduce; 3 % night-to-night speed noise. From "
-             "night 8 (0-based) the kernel needs 4.5M instructions at IPC 2.0 (app total +~20 %); a control app is "
-             "unchanged. Found: an alert within "
-             f"{tolerance} night of the change on the kernel's site / on the application's total time; false alarms: "
-             "other alert nights of the changed app plus every alert of the control. Baselines read the same "
-             "(logical-region) series, time alone.", "",
-             "| detector | kernel site found | app total found | false alarms (changed app) | alerts on control |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "## Polling at the kernel's site (issue 15)",
+        "",
+        f"`testing/model_campaigns.polling_history`, {n} seeds: 14 nights, 4 ranks, two runs a night with different "
+        "counter sets; per iteration a kernel (3.6M instructions, IPC 2.6) closed by MPI_Test at its site, a "
+        "polling loop of 2.5 µs bursts closed by more MPI_Test at the same site (a Poisson number with a new "
+        "mean every night), then a second region closed by MPI_Allreduce; 3 % night-to-night speed noise. From "
+        "night 8 (0-based) the kernel needs 4.5M instructions at IPC 2.0 (app total +~20 %); a control app is "
+        "unchanged. Found: an alert within "
+        f"{tolerance} night of the change on the kernel's site / on the application's total time; false alarms: "
+        "other alert nights of the changed app plus every alert of the control. Baselines read the same "
+        "(logical-region) series, time alone.",
+        "",
+        "| detector | kernel site found | app total found | false alarms (changed app) | alerts on control |",
+        "|---|---|---|---|---|",
+    ]
     for name, c in counts.items():
         lines.append(f"| {name} | {c['site']}/{n} | {c['total']}/{n} | {c['extra']} | {c['control']} |")
     lines += ["", "synthtrace folds the app-total alert into the site alert (one alert per change, `app_time_ns` "

@@ -31,7 +31,8 @@ import json, resource, shutil, sys, time
 from pathlib import Path
 from synthtrace.models.archetypes import simulator_labeller
 from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
-out, patterns, ranks, iterations, runs = Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+out, patterns, ranks, iterations, runs = Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]),
+sys.argv[5]
 truth = TruthStore(out / "ground_truth")
 t, cpu = time.perf_counter(), time.process_time()
 res = [simulate_experiment(out, ExperimentSpec(app=p, pattern=p, ranks=ranks, iterations=iterations,
@@ -41,7 +42,8 @@ truth.close()
 dt, cpu = time.perf_counter() - t, time.process_time() - cpu
 traces = [t for r in res for t in r.traces]
 gt = sum(f.stat().st_size for f in (out / "ground_truth").rglob("*.parquet"))
-print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "bytes": sum(r.bytes for r in res), "largest": max(t.stat().st_size for t in traces),
+print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "bytes": sum(r.bytes for r in res), "largest": max(t.stat().st_size
+for t in traces),
                   "traces": len(traces), "bursts": sum(sum(r.n_bursts) for r in res), "truth_bytes": gt,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -79,18 +81,26 @@ def main() -> None:
     r = run_child("halo,cg,master_worker,wavefront,transpose", 16, args.mixed_iterations, "auto")
     rows.append((f"5 apps, 16 ranks, {args.mixed_iterations} iterations, 5 runs each", r))
     print(rows[-1], flush=True)
-    lines = ["# Simulator: generation speed and memory (issue 3)", "",
-             "Reproduce: `python benchmarks/bench_simulate.py` (each size in a fresh process, output in a",
-             "temporary folder deleted afterwards). What is timed is what `synthtrace simulate` does: Paraver traces",
-             "(.prv/.pcf/.row), ground truth as Parquet, archetype labels by the project's rules.", "",
-             f"Machine: {desc}.", "",
-             "| configuration | traces | trace MB (largest) | total MB | bursts | ground truth MB | wall s | MB/s | CPU s | MB per CPU s | peak RSS MB | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Simulator: generation speed and memory (issue 3)",
+        "",
+        "Reproduce: `python benchmarks/bench_simulate.py` (each size in a fresh process, output in a",
+        "temporary folder deleted afterwards). What is timed is what `synthtrace simulate` does: Paraver traces",
+        "(.prv/.pcf/.row), ground truth as Parquet, archetype labels by the project's rules.",
+        "",
+        f"Machine: {desc}.",
+        "",
+        "| configuration | traces | trace MB (largest) | total MB | bursts | ground truth MB | wall s | MB/s | CPU s | "
+        "MB per CPU s | peak RSS MB | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in rows:
-        lines.append(f"| {name} | {r['traces']} | {r['largest'] / 1e6:.0f} | {r['bytes'] / 1e6:.0f} | {r['bursts']:,} | "
-                     f"{r['truth_bytes'] / 1e6:.0f} | {r['seconds']:.1f} | {r['bytes'] / 1e6 / r['seconds']:.1f} | "
-                     f"{r['cpu_seconds']:.1f} | {r['bytes'] / 1e6 / r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
-                     f"{r['load']:.1f} |")
+        lines.append(
+            f"| {name} | {r['traces']} | {r['largest'] / 1e6:.0f} | {r['bytes'] / 1e6:.0f} | {r['bursts']:,} | "
+            f"{r['truth_bytes'] / 1e6:.0f} | {r['seconds']:.1f} | {r['bytes'] / 1e6 / r['seconds']:.1f} | "
+            f"{r['cpu_seconds']:.1f} | {r['bytes'] / 1e6 / r['cpu_seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
+            f"{r['load']:.1f} |"
+        )
     lines += ["", "MB/s counts trace bytes (.prv) written per second of wall time, ground truth included in the time;",
               "CPU s is the process's CPU time (user + system, all threads), a measure other jobs on the machine",
               "do not inflate; load is the machine's 1-minute load average when the measurement started (2 cores:",

@@ -3,7 +3,8 @@ parameters for ``_tokenize`` must not slow the ingest).
 
 The earlier kernel is the file ``tracelib/paraver/tokenizer.py`` of ``--before-rev`` (``git show``), the later one
 that file of the work tree; both are loaded the same way, as modules of their own from a temp folder (so neither
-has an advantage of cache or placement), and tokenize the same blocks of a real LULESH trace tiled in time (``--mb``), in the
+has an advantage of cache or placement), and tokenize the same blocks of a real LULESH trace tiled in time (``--mb``),
+in the
 reader's block size, ``--repeat`` times, the order of the two swapped every time; the lowest CPU time of each is
 reported.
 
@@ -106,13 +107,18 @@ def main() -> None:
     load1 = os.getloadavg()[0]
     (rb, ra) = (min(runs["before"]), min(runs["after"]))
     assert rb[2] == ra[2], "both kernels must keep the same records"
-    lines = ["## Paraver tokenizer kernel: before / after named parameters (issue 14)", "",
-             f"Machine: {machine_description()}; load average {load0:.1f} before, {load1:.1f} after. Command: "
-             f"`python benchmarks/bench_tokenizer.py --before-rev {args.before_rev} --mb {args.mb} --repeat "
-             f"{args.repeat}`: {mb:.0f} MB of LULESH records ({ra[2]:,} records) in {len(blocks)} blocks of "
-             f"{DEFAULT_CHUNK_BYTES >> 20} MiB, both kernels loaded alike, their order swapped on every run, the lowest "
-             f"CPU time of {args.repeat} runs.",
-             "", "| kernel | CPU s | wall s | MB/s (CPU) |", "|---|---|---|---|"]
+    lines = [
+        "## Paraver tokenizer kernel: before / after named parameters (issue 14)",
+        "",
+        f"Machine: {machine_description()}; load average {load0:.1f} before, {load1:.1f} after. Command: "
+        f"`python benchmarks/bench_tokenizer.py --before-rev {args.before_rev} --mb {args.mb} --repeat "
+        f"{args.repeat}`: {mb:.0f} MB of LULESH records ({ra[2]:,} records) in {len(blocks)} blocks of "
+        f"{DEFAULT_CHUNK_BYTES >> 20} MiB, both kernels loaded alike, their order swapped on every run, the lowest "
+        f"CPU time of {args.repeat} runs.",
+        "",
+        "| kernel | CPU s | wall s | MB/s (CPU) |",
+        "|---|---|---|---|",
+    ]
     for name, r in (("before (32 positional arguments)", rb), ("after (named tuple arguments)", ra)):
         lines.append(f"| {name} | {r[0]:.2f} | {r[1]:.2f} | {mb / r[0]:.0f} |")
     lines += ["", f"after / before CPU time: {ra[0] / rb[0]:.3f}", ""]

@@ -286,7 +286,13 @@ class BlockBuilder:
         if self._msgs:
             q = {k: np.concatenate([x[k] for x in self._msgs]) for k in self._msgs[0]}
             moff = base[q["it"], q["seg"]]
-            msgs = {k: (np.rint(q[k] + moff).astype(np.int64) if k in ("s_l", "s_p", "r_l", "r_p") else q[k].astype(np.int64))
-                    for k in MSG_FIELDS}
+            msgs = {
+                k: (
+                    np.rint(q[k] + moff).astype(np.int64)
+                    if k in ("s_l", "s_p", "r_l", "r_p")
+                    else q[k].astype(np.int64)
+                )
+                for k in MSG_FIELDS
+            }
         block = PairBlock(cols, p["counters"], msgs, p["outlier"], p["world"], self.n_polls)
         return block, t_end, self._carry_skew

@@ -107,7 +107,9 @@ def _devectorised(k: Kernel, lost: float, lanes: float) -> tuple[Kernel, float]:
     return replace(k, fp=fp_new, vec=((vec - moved) / grow) / fp_new if fp_new else 0.0, **per_element), grow
 
 
-def apply_injections(spec: ExperimentSpec, injections: list[Injection], night: int) -> tuple[ExperimentSpec, list[Injection]]:
+def apply_injections(
+    spec: ExperimentSpec, injections: list[Injection], night: int
+) -> tuple[ExperimentSpec, list[Injection]]:
     """``spec`` with every regression of its app injected at or before ``night``; returns the active ones too.
     Kernel changes act on the application's own kernels (its variants, ``spec.app_kernels``)."""
     active = [i for i in injections if i.app == spec.app and i.night <= night]

@@ -109,16 +109,36 @@ class CounterModel:
         cycles = np.maximum(cpi_cycles, bw_cycles)
         stalls = cycles - 0.6 * core
         mem_stalls = mem + (cycles - cpi_cycles)
-        cols = {"PAPI_TOT_INS": ins, "PAPI_TOT_CYC": cycles, "PAPI_REF_CYC": cycles * self.ref_hz / self.freq_hz,
-                "PAPI_LD_INS": ld, "PAPI_SR_INS": sr, "PAPI_BR_INS": br, "PAPI_BR_MSP": brm, "PAPI_FP_INS": fp,
-                "PAPI_VEC_DP": vec, "PAPI_DP_OPS": flops, "PAPI_L1_DCM": l1, "PAPI_L1_ICM": l1i, "PAPI_L2_DCA": l2a,
-                "PAPI_L2_DCM": l2, "PAPI_L3_TCA": l2, "PAPI_L3_TCM": l3, "PAPI_TLB_DM": dtlb, "PAPI_TLB_IM": itlb,
-                "PAPI_RES_STL": stalls, "LONGEST_LAT_CACHE:MISS": 0.97 * l3, "CYCLE_ACTIVITY:STALLS_L3_MISS": mem_stalls}
+        cols = {
+            "PAPI_TOT_INS": ins,
+            "PAPI_TOT_CYC": cycles,
+            "PAPI_REF_CYC": cycles * self.ref_hz / self.freq_hz,
+            "PAPI_LD_INS": ld,
+            "PAPI_SR_INS": sr,
+            "PAPI_BR_INS": br,
+            "PAPI_BR_MSP": brm,
+            "PAPI_FP_INS": fp,
+            "PAPI_VEC_DP": vec,
+            "PAPI_DP_OPS": flops,
+            "PAPI_L1_DCM": l1,
+            "PAPI_L1_ICM": l1i,
+            "PAPI_L2_DCA": l2a,
+            "PAPI_L2_DCM": l2,
+            "PAPI_L3_TCA": l2,
+            "PAPI_L3_TCM": l3,
+            "PAPI_TLB_DM": dtlb,
+            "PAPI_TLB_IM": itlb,
+            "PAPI_RES_STL": stalls,
+            "LONGEST_LAT_CACHE:MISS": 0.97 * l3,
+            "CYCLE_ACTIVITY:STALLS_L3_MISS": mem_stalls,
+        }
         for name, col in cols.items():
             x[:, C[name]] = col
         if rng is not None and n:
             noisy = x[:, [C[p] for p in TRACKS.values()]] / np.maximum(x[:, [C[c] for c in TRACKS]], 1e-300)
-            x *= np.exp(rng.standard_normal((n, len(COUNTERS)), dtype=np.float32) * self.sigma[None, :].astype(np.float32))
+            x *= np.exp(
+                rng.standard_normal((n, len(COUNTERS)), dtype=np.float32) * self.sigma[None, :].astype(np.float32)
+            )
             self._bound(x)
             for j, (child, parent) in enumerate(TRACKS.items()):  # same clock / same misses: the parent's noise
                 x[:, C[child]] = x[:, C[parent]] / noisy[:, j] * np.exp(TRACK_JITTER * rng.standard_normal(n))

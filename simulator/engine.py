@@ -24,8 +24,16 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import Machine, load_machine
 from synthtrace.tracelib.metrics import burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
 from synthtrace.tracelib.paraver.counter_types import catalogue
-from synthtrace.tracelib.paraver.writer import (CallSites, Communicator, PcfSpec, ParaverWriter, TraceMeta, mpi_call_ids,
-                                     mpi_kind_of, mpi_state_of)
+from synthtrace.tracelib.paraver.writer import (
+    CallSites,
+    Communicator,
+    PcfSpec,
+    ParaverWriter,
+    TraceMeta,
+    mpi_call_ids,
+    mpi_kind_of,
+    mpi_state_of,
+)
 from synthtrace.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
 from synthtrace.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
 from synthtrace.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel, base_kernel
@@ -114,7 +122,8 @@ class ExperimentSpec:
 @dataclass(frozen=True)
 class Labeller:
     """Archetype rules supplied by a higher layer (tracelib does not know them). Each callable takes the metric
-    frame of :mod:`synthtrace.tracelib.metrics` (bursts / MPI calls / phases, with a ``_row`` column) and returns it with an
+    frame of :mod:`synthtrace.tracelib.metrics` (bursts / MPI calls / phases, with a ``_row`` column) and returns it
+    with an
     ``archetype`` column; calls and phases may come back with fewer rows (units the rules do not cover)."""
 
     bursts: Callable[[pl.DataFrame], pl.DataFrame]
@@ -205,7 +214,9 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
 
     oracle = OracleAccumulator(n_runs)
     b_it = spec.block_iterations()
-    blocks = [(-1, 1, "prologue")] + [(i, min(b_it, spec.iterations - i), "body") for i in range(0, spec.iterations, b_it)]
+    blocks = [(-1, 1, "prologue")] + [
+        (i, min(b_it, spec.iterations - i), "body") for i in range(0, spec.iterations, b_it)
+    ]
     blocks.append((spec.iterations, 1, "epilogue"))
     if labeller is not None and not isinstance(labeller, Labeller):
         labeller = labeller(machine, rps)
@@ -279,8 +290,21 @@ def _new_run(spec: ExperimentSpec, r: int, machine: Machine, rpn: int, model: Co
     rec = RecordTables(**tables, counter_idx=idx, counter_types=tuple(ctype[c] for c in counters),
                        mpi_rates=model.mpi_rates(MPI_KERNEL)[idx], cpu_of_task=placement.cpu_of_task)
     begin = rng.uniform(5_000, 80_000, size=P)  # processes start at slightly different times (ns)
-    return _Run(r, name, counters, RunContext(r, model, net, spec.variation), ParaverWriter(exp_dir / name, meta), rec,
-                placement, model.freq_hz, 0.0, begin, np.zeros(P, np.int64), np.zeros(P, np.int64), np.zeros(P, np.int64))
+    return _Run(
+        r,
+        name,
+        counters,
+        RunContext(r, model, net, spec.variation),
+        ParaverWriter(exp_dir / name, meta),
+        rec,
+        placement,
+        model.freq_hz,
+        0.0,
+        begin,
+        np.zeros(P, np.int64),
+        np.zeros(P, np.int64),
+        np.zeros(P, np.int64),
+    )
 
 
 def _first_of_task(task: np.ndarray) -> np.ndarray:
@@ -376,23 +400,34 @@ def _truth_block(buffer: _TruthBuffer, spec: ExperimentSpec, run: _Run, pb: Pair
     coll = c["coll_send"] >= 0
     kinds = sorted({mpi_kind_of(x) for x in CALLS})
     kind_code = np.array([kinds.index(mpi_kind_of(x)) for x in CALLS])
-    calls = pl.DataFrame([
-        pl.Series("run_name", [run.name]).gather(np.zeros(n, np.int64)), pl.Series("appl", np.ones(n, np.int32)),
-        pl.Series("task", (task[sel] + 1).astype(np.int32)), pl.Series("thread", np.ones(n, np.int32)),
-        pl.Series("call_seq", call_seq), pl.Series("logical_id", ids[sel]),
-        _names(list(CALLS), c["call"][sel]).alias("mpi_call"), _names(kinds, kind_code[c["call"][sel]]).alias("mpi_kind"),
-        pl.Series("start_ns", c["b_end"][sel]), pl.Series("end_ns", c["c_exit"][sel]),
-        pl.Series("duration_ns", (c["c_exit"] - c["b_end"])[sel]),
-        pl.Series("bytes_sent", (np.where(coll, c["coll_send"], 0) + c["bytes_sent"])[sel]),
-        pl.Series("bytes_recv", (np.where(coll, c["coll_recv"], 0) + c["bytes_recv"])[sel]),
-        pl.Series("peer", np.where(c["peer"] >= 0, c["peer"] + 1, -1)[sel]),
-        pl.Series("n_messages", c["n_msgs"][sel].astype(np.int32)),
-        pl.Series("comm", np.where(coll, c["comm"], -1)[sel]),
-        pl.Series("root", np.where(coll & (c["root"] >= 0), c["root"], -1)[sel]), pl.Series("tag", c["tag"][sel]),
-        _names(site_str, c["site"][sel]).alias("call_site"), pl.Series("phase", phase[sel]),
-        pl.Series("_world", pb.world[sel]),
-    ])
-    calls = calls.with_columns([pl.when(pl.col(k) >= 0).then(pl.col(k)).alias(k) for k in ("peer", "comm", "root", "tag")])
+    calls = pl.DataFrame(
+        [
+            pl.Series("run_name", [run.name]).gather(np.zeros(n, np.int64)),
+            pl.Series("appl", np.ones(n, np.int32)),
+            pl.Series("task", (task[sel] + 1).astype(np.int32)),
+            pl.Series("thread", np.ones(n, np.int32)),
+            pl.Series("call_seq", call_seq),
+            pl.Series("logical_id", ids[sel]),
+            _names(list(CALLS), c["call"][sel]).alias("mpi_call"),
+            _names(kinds, kind_code[c["call"][sel]]).alias("mpi_kind"),
+            pl.Series("start_ns", c["b_end"][sel]),
+            pl.Series("end_ns", c["c_exit"][sel]),
+            pl.Series("duration_ns", (c["c_exit"] - c["b_end"])[sel]),
+            pl.Series("bytes_sent", (np.where(coll, c["coll_send"], 0) + c["bytes_sent"])[sel]),
+            pl.Series("bytes_recv", (np.where(coll, c["coll_recv"], 0) + c["bytes_recv"])[sel]),
+            pl.Series("peer", np.where(c["peer"] >= 0, c["peer"] + 1, -1)[sel]),
+            pl.Series("n_messages", c["n_msgs"][sel].astype(np.int32)),
+            pl.Series("comm", np.where(coll, c["comm"], -1)[sel]),
+            pl.Series("root", np.where(coll & (c["root"] >= 0), c["root"], -1)[sel]),
+            pl.Series("tag", c["tag"][sel]),
+            _names(site_str, c["site"][sel]).alias("call_site"),
+            pl.Series("phase", phase[sel]),
+            pl.Series("_world", pb.world[sel]),
+        ]
+    )
+    calls = calls.with_columns(
+        [pl.when(pl.col(k) >= 0).then(pl.col(k)).alias(k) for k in ("peer", "comm", "root", "tag")]
+    )
     calls = calls.with_columns(pl.col("peer").cast(pl.Int32), pl.col("root").cast(pl.Int32))
     buffer.add(pl.concat([b, counters, work], how="horizontal"), calls)
 
@@ -406,7 +441,13 @@ class _TruthBuffer:
 
     def __init__(self, truth: TruthStore, experiment: str, reference: str | None, labels: _Labels,
                  max_rows: int = 150_000):
-        self.truth, self.experiment, self.reference, self.labels, self.max_rows = truth, experiment, reference, labels, max_rows
+        self.truth, self.experiment, self.reference, self.labels, self.max_rows = (
+            truth,
+            experiment,
+            reference,
+            labels,
+            max_rows,
+        )
         self.bursts: list[pl.DataFrame] = []
         self.calls: list[pl.DataFrame] = []
         self.rows = 0
@@ -450,18 +491,41 @@ class _TruthBuffer:
         """Label a batch and append it to the truth tables."""
         b = b.with_columns(self.labels.bursts(b).alias("archetype"))
         ref = pl.lit(True) if self.reference is None else pl.col("run_name") == self.reference
-        out = b.select(*[x for x in b.columns if x not in COUNTERS and x not in ("flops", "instructions", "dram_bytes")],
-                       *[pl.when(ref).then(pl.col(n)).alias(n) for n in COUNTERS])
+        out = b.select(
+            *[x for x in b.columns if x not in COUNTERS and x not in ("flops", "instructions", "dram_bytes")],
+            *[pl.when(ref).then(pl.col(n)).alias(n) for n in COUNTERS],
+        )
         self.truth.append("bursts", self.experiment, out)
         calls = c.drop("_world")
         self.truth.append("mpi_calls", self.experiment, calls.with_columns(self.labels.calls(calls).alias("archetype")))
-        ph = self.labels.phases(b.select(pl.col("run_name").alias("run_id"), "appl", "task", "thread", "phase", "start_ns",
-                                         "end_ns", "duration_ns", "flops", "instructions", "dram_bytes"),
-                                calls.rename({"run_name": "run_id"}))
-        closed = c.filter(pl.col("_world")).select(pl.col("run_name").alias("run_id"), "appl", "phase").unique().with_columns(
-            pl.lit(True).alias("closed"))
-        ph = (ph.join(closed, on=["run_id", "appl", "phase"], how="left", maintain_order="left").with_columns(pl.col("closed").fill_null(False))
-              .rename({"run_id": "run_name"}).with_columns(pl.lit(self.experiment).alias("experiment")))
+        ph = self.labels.phases(
+            b.select(
+                pl.col("run_name").alias("run_id"),
+                "appl",
+                "task",
+                "thread",
+                "phase",
+                "start_ns",
+                "end_ns",
+                "duration_ns",
+                "flops",
+                "instructions",
+                "dram_bytes",
+            ),
+            calls.rename({"run_name": "run_id"}),
+        )
+        closed = (
+            c.filter(pl.col("_world"))
+            .select(pl.col("run_name").alias("run_id"), "appl", "phase")
+            .unique()
+            .with_columns(pl.lit(True).alias("closed"))
+        )
+        ph = (
+            ph.join(closed, on=["run_id", "appl", "phase"], how="left", maintain_order="left")
+            .with_columns(pl.col("closed").fill_null(False))
+            .rename({"run_id": "run_name"})
+            .with_columns(pl.lit(self.experiment).alias("experiment"))
+        )
         self.truth.append("phases", self.experiment, ph)
 
 

@@ -56,12 +56,21 @@ def pair_records(pb: PairBlock, tabs: RecordTables, *, begin: np.ndarray | None 
     safe = np.where(has_call, call, 0)
     coll = c["coll_send"] >= 0
     data = {
-        "cpu": tabs.cpu_of_task[c["task"]], "task": c["task"] + 1, "b_start": c["b_start"], "b_end": c["b_end"],
-        "c_exit": c["c_exit"], "has_call": has_call,
-        "ctype": np.where(has_call, tabs.call_type[safe], APPL_EVENT), "cval": np.where(has_call, tabs.call_value[safe], 0),
-        "state": tabs.call_state[safe], "func": tabs.site_func[c["site"]], "line": tabs.site_line[c["site"]],
-        "cs": np.where(coll, c["coll_send"], -1), "cr": np.where(coll, c["coll_recv"], -1),
-        "root": c["root"], "comm": c["comm"],
+        "cpu": tabs.cpu_of_task[c["task"]],
+        "task": c["task"] + 1,
+        "b_start": c["b_start"],
+        "b_end": c["b_end"],
+        "c_exit": c["c_exit"],
+        "has_call": has_call,
+        "ctype": np.where(has_call, tabs.call_type[safe], APPL_EVENT),
+        "cval": np.where(has_call, tabs.call_value[safe], 0),
+        "state": tabs.call_state[safe],
+        "func": tabs.site_func[c["site"]],
+        "line": tabs.site_line[c["site"]],
+        "cs": np.where(coll, c["coll_send"], -1),
+        "cr": np.where(coll, c["coll_recv"], -1),
+        "root": c["root"],
+        "comm": c["comm"],
     }
     k = len(tabs.counter_types)
     sel = pb.counters[:, tabs.counter_idx]
@@ -80,10 +89,23 @@ def pair_records(pb: PairBlock, tabs: RecordTables, *, begin: np.ndarray | None 
            pl.concat_str(_counter_pieces("m", tabs.counter_types), separator=":").alias("_mcnt")] if k else
           [pl.lit(None, pl.String).alias("_cnt"), pl.lit(None, pl.String).alias("_mcnt")]))
     pfx, bs, be, cx = pl.col("_pfx"), pl.col("_bs"), pl.col("_be"), pl.col("_cx")
-    coll_part = pl.when(pl.col("cs") >= 0).then(pl.concat_str([
-        pl.lit(f"{COLLECTIVE_INFO_TYPES[0]}"), pl.col("cs"), pl.lit(f"{COLLECTIVE_INFO_TYPES[1]}"), pl.col("cr"),
-        pl.when(pl.col("root") >= 0).then(pl.concat_str([pl.lit(f"{COLLECTIVE_INFO_TYPES[2]}"), pl.col("root")], separator=":")),
-        pl.lit(f"{COLLECTIVE_INFO_TYPES[3]}"), pl.col("comm")], separator=":", ignore_nulls=True))
+    coll_part = pl.when(pl.col("cs") >= 0).then(
+        pl.concat_str(
+            [
+                pl.lit(f"{COLLECTIVE_INFO_TYPES[0]}"),
+                pl.col("cs"),
+                pl.lit(f"{COLLECTIVE_INFO_TYPES[1]}"),
+                pl.col("cr"),
+                pl.when(pl.col("root") >= 0).then(
+                    pl.concat_str([pl.lit(f"{COLLECTIVE_INFO_TYPES[2]}"), pl.col("root")], separator=":")
+                ),
+                pl.lit(f"{COLLECTIVE_INFO_TYPES[3]}"),
+                pl.col("comm"),
+            ],
+            separator=":",
+            ignore_nulls=True,
+        )
+    )
     callers = pl.when(pl.col("has_call")).then(pl.concat_str(
         [pl.lit(str(CALLER_TYPE)), pl.col("func"), pl.lit(str(CALLER_LINE_TYPE)), pl.col("line")], separator=":"))
     entry = pl.concat_str([pl.lit("2"), pfx, be, pl.col("_ct"), pl.col("cval"), coll_part, pl.col("_cnt"), callers],

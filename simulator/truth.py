@@ -109,6 +109,17 @@ class OracleAccumulator:
                     "rms_rel_error": float(np.sqrt(self.sq[r, j] / n)) if n else None,
                     "log_ratio_std": float(np.sqrt(max(self.log2[r, j] / n - mean_log ** 2, 0.0))) if n else None,
                 })
-        return pl.DataFrame(rows, schema={"experiment": pl.String, "counter": pl.String, "run_name": pl.String,
-                                          "recorded": pl.Boolean, "min_duration_ns": pl.Int64, "n_bursts": pl.Int64, "mean_abs_rel_error": pl.Float64,
-                                          "rms_rel_error": pl.Float64, "log_ratio_std": pl.Float64})
+        return pl.DataFrame(
+            rows,
+            schema={
+                "experiment": pl.String,
+                "counter": pl.String,
+                "run_name": pl.String,
+                "recorded": pl.Boolean,
+                "min_duration_ns": pl.Int64,
+                "n_bursts": pl.Int64,
+                "mean_abs_rel_error": pl.Float64,
+                "rms_rel_error": pl.Float64,
+                "log_ratio_std": pl.Float64,
+            },
+        )

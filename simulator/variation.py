@@ -61,7 +61,9 @@ def place(n_tasks: int, ranks_per_node: int, cores_per_node: int, rng: np.random
     n_nodes = node_count(n_tasks, ranks_per_node)
     pool = _RACKS * _ROWS * _BLADES
     picked = np.sort(rng.choice(pool, size=min(n_nodes, pool), replace=False))
-    names = tuple(f"gs{p // (_ROWS * _BLADES) + 1:02d}r{p // _BLADES % _ROWS + 1}b{p % _BLADES + 1:02d}" for p in picked)
+    names = tuple(
+        f"gs{p // (_ROWS * _BLADES) + 1:02d}r{p // _BLADES % _ROWS + 1}b{p % _BLADES + 1:02d}" for p in picked
+    )
     tasks = np.arange(n_tasks)
     cyclic = n_nodes > 1 and rng.random() < 0.5
     node = tasks % n_nodes if cyclic else np.minimum(tasks // ranks_per_node, n_nodes - 1)

@@ -1,30 +1,20 @@
 """Shared fixtures: the real traces in ../shared/traces, copies to break, and the CLI run in-process."""
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import tempfile
-
 import pytest
+
+from testing.traces import LULESH_A, LULESH_B, PARAVER, TRACES, copy_trace
 
 # Prefect must never write to the user's home, phone home, or chat on the console during tests.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="synthtrace-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-
-ROOT = Path(__file__).resolve().parents[1]
-TRACES = Path(os.environ.get("SYNTHTRACE_TRACES", ROOT.parent / "shared" / "traces"))
-PARAVER = TRACES / "paraver"
-LULESH_A = PARAVER / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv"
-LULESH_B = PARAVER / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv"
-PRIME = PARAVER / "prime_v0.prv"
-JACOBI = PARAVER / "jacobi-2d-imper_v0.prv"
-ALL_PARAVER = [LULESH_A, LULESH_B, PRIME, JACOBI]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -35,25 +25,6 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "real_traces" in item.keywords:
                 item.add_marker(skip)
-
-
-def copy_trace(prv: Path, dest: Path, stem: str | None = None) -> Path:
-    """Copy a .prv with its .pcf/.row into ``dest`` (optionally renamed); returns the new .prv path."""
-    dest.mkdir(parents=True, exist_ok=True)
-    stem = stem or prv.stem
-    for suffix in (".prv", ".pcf", ".row"):
-        src = prv.with_suffix(suffix)
-        if src.exists():
-            shutil.copyfile(src, dest / f"{stem}{suffix}")
-    return dest / f"{stem}.prv"
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    """Every file under ``root`` with a hash of its bytes (to prove a warehouse is unchanged)."""
-    if not root.exists():
-        return {}
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture

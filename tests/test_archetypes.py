@@ -7,9 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.analysis_helpers import BASE, CASES, RPS, TEST_MACHINE, bursts, calls, case_bursts
-from tests.conftest import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
-from tests.test_metrics import _two_rank_program
+from testing.analysis_cases import BASE, CASES, RPS, TEST_MACHINE, bursts, calls, case_bursts
+from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
+from testing.analysis_cases import two_rank_program
 from synthtrace.models.analysis import analyse, analyse_experiment, mix
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, ArchetypeRules, Thresholds, ThresholdsError
@@ -169,14 +169,14 @@ def test_mpi_rules():
 
 
 def test_phase_rules():
-    b, c = _two_rank_program()
+    b, c = two_rank_program()
     bp, cp = assign_phases(burst_metrics(b, TEST_MACHINE), c)
     out = ArchetypeRules(TEST_MACHINE).fit().classify_phases(phase_metrics(bp, cp, TEST_MACHINE)).sort("phase")
     assert out["archetype"].to_list() == ["load_imbalance", "serialization", BALANCED]
 
 
 def test_analyse_builds_the_archetypes_view():
-    b, c = _two_rank_program()
+    b, c = two_rank_program()
     res = analyse(b, c, machine=TEST_MACHINE, discover=False)
     a = res.archetypes
     assert set(a["unit"].unique()) == {"burst", "mpi", "phase"}
@@ -384,7 +384,7 @@ def test_presets_cover_the_common_cpus(run_cli):
 @pytest.mark.real_traces
 def test_machine_toml_beside_the_traces_is_used(run_cli, tmp_path):
     from synthtrace.tracelib.machine import PRESET_DIR
-    from tests.conftest import copy_trace
+    from testing.traces import copy_trace
     folder = tmp_path / "traces"
     copy_trace(PRIME, folder)
     (folder / "machine.toml").write_text((PRESET_DIR / "skylake-sp.toml").read_text().replace(

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("synthtrace.simulator.engine")
 pytest.importorskip("synthtrace.warehouse.merged")
 
-from benchmarks.sim_archetypes import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate
+from testing.archetype_campaigns import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery
 from synthtrace.models.archetypes import ARCHETYPES, BURST_ARCHETYPES
 from synthtrace.tracelib.metrics import burst_metrics
@@ -66,7 +66,7 @@ def test_mispredicting_kernel_is_bad_speculation_and_dense_kernels_keep_their_cl
     IPC + caches + branches; vectorised dense kernels stay compute_vector, short glue fine_grain."""
     import polars as pl
 
-    from benchmarks.sim_archetypes import SUBSETS, cascade
+    from testing.archetype_campaigns import SUBSETS, cascade
     from synthtrace.simulator.counter_model import COUNTERS
     camp = simulate(n_per_kernel=150, seed=3)
     m, full = camp["machine"], camp["frames"]["full"]

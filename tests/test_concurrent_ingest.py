@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LULESH_B, PRIME, copy_trace
+from testing.traces import LULESH_B, PRIME, copy_trace
 
 
 CLI = "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))"

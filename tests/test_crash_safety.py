@@ -13,7 +13,7 @@ import pytest
 
 from synthtrace.tracelib.paraver.tile import tile_trace
 from synthtrace.warehouse import Warehouse
-from tests.conftest import LULESH_A
+from testing.traces import LULESH_A
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 
@@ -96,7 +96,7 @@ def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point):
     """kill -9 a night (its whole process group, the ephemeral Prefect server with it) at one moment; the
     next night ends with every run ingested, every experiment merged and analysed, and the report written."""
     from synthtrace.warehouse.sql import query
-    from tests.conftest import LULESH_B, PRIME, copy_trace
+    from testing.traces import LULESH_B, PRIME, copy_trace
 
     drop, wh = tmp_path / "drop", tmp_path / "wh"
     copy_trace(LULESH_A, drop / "lulesh")

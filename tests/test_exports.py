@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from synthtrace.warehouse import Warehouse
-from tests.conftest import PRIME, copy_trace
+from testing.traces import PRIME, copy_trace
 
 pytestmark = pytest.mark.real_traces
 
@@ -168,7 +168,7 @@ def test_pipit_reads_export_like_its_otf2_reader(tmp_path, run_cli):
     """With Pipit installed: the export of the Score-P ping-pong, read by ``pipit.Trace.from_csv``, has the MPI
     events Pipit's own OTF2 reader finds in the same archive, at the same times (within 1 ns)."""
     pipit = pytest.importorskip("pipit")
-    from tests.conftest import TRACES
+    from testing.traces import TRACES
 
     archive = TRACES / "otf2" / "ping-pong-otf2-papi"
     w, out = tmp_path / "wh", tmp_path / "pp.csv"
@@ -192,7 +192,7 @@ def test_pipit_processes_of_two_applications_do_not_collide():
     processes than appl 1's, so Pipit must not see two ranks 0."""
     from synthtrace import read_trace
     from synthtrace.tracelib.exports import pipit_events
-    from tests.conftest import PRIME
+    from testing.traces import PRIME
 
     bursts, calls = read_trace(PRIME)
     second = bursts.filter(pl.col("task") <= 2).with_columns(pl.lit(2, bursts.schema["appl"]).alias("appl"))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import JACOBI, LULESH_B, PRIME, TRACES, copy_trace
+from testing.traces import JACOBI, LULESH_B, PRIME, TRACES, copy_trace
 
 pytestmark = pytest.mark.real_traces
 

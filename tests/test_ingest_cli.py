@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import ALL_PARAVER, LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
+from testing.traces import ALL_PARAVER, LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
 
 pytestmark = pytest.mark.real_traces
 
@@ -259,7 +259,7 @@ def test_python_api_names_experiments_as_the_command_does(tmp_path):
     """``synthtrace.ingest(wh, folder)`` puts the traces of a folder that mixes applications into one experiment
     per application, as ``synthtrace ingest`` does (one rule for the command, the API and the nightly flow)."""
     import synthtrace
-    from tests.conftest import JACOBI
+    from testing.traces import JACOBI
 
     copy_trace(PRIME, tmp_path / "mixed")
     copy_trace(JACOBI, tmp_path / "mixed")

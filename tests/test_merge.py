@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +23,7 @@ from synthtrace.tracelib.merge import (
 )
 from synthtrace.warehouse import Warehouse
 
-sys.path.insert(0, str(Path(__file__).parent))
-from merge_synth import make_runs, true_matches
+from testing.merge_campaigns import make_runs, true_matches
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAVER = ROOT.parent / "shared" / "traces" / "paraver"
@@ -463,7 +461,9 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
     assert set(verdicts) <= {"ok", "suspect", "bad"} and verdicts
     n = query(Warehouse(lulesh_wh), "select count(*) as n, min(match_score) as s from merged_bursts").to_pylist()[0]
     assert n["n"] == 848 and n["s"] == 1.0  # the reference recorded every counter
-    qual = query(Warehouse(lulesh_wh), "select counter, source_run, coverage, estimated_error from merge_quality").to_pylist()
+    qual = query(
+        Warehouse(lulesh_wh), "select counter, source_run, coverage, estimated_error from merge_quality"
+    ).to_pylist()
     # DRAM_CAS: the node's memory-controller samples apportioned to the bursts (tracelib.uncore)
     assert {r["counter"] for r in qual} == {
         "PAPI_TOT_INS",

@@ -1,10 +1,9 @@
 """The merge under the conditions of issue 12: long collective-free runs with drifting clocks, OS noise, polling
 loops, load balancing, renumbered ranks, runs of another input or length; each also with the fix switched off or
-the runs broken on purpose, to see that the verdict says so. Runs come from ``tests/merge_synth.py`` (written
+the runs broken on purpose, to see that the verdict says so. Runs come from ``testing/merge_campaigns.py`` (written
 apart from the project's simulator) and from the real LULESH pair."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,7 @@ from synthtrace.tracelib.align import AlignConfig, sort_bursts
 from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTables, merge_runs
 from synthtrace.tracelib.ranks import RankCorrespondenceError
 
-sys.path.insert(0, str(Path(__file__).parent))
-from merge_synth import CONDITIONS, make_condition, make_runs, score, true_matches
+from testing.merge_campaigns import CONDITIONS, make_condition, make_runs, score, true_matches
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAVER = ROOT.parent / "shared" / "traces" / "paraver"

@@ -10,8 +10,8 @@ import pytest
 
 from synthtrace.pipelines.jobs import detect as detect_step
 from synthtrace.pipelines.jobs import retrain as retrain_step
-from tests.conftest import tree_digest
-from tests.models_synth import (
+from testing.traces import tree_digest
+from testing.model_campaigns import (
     ALL_COUNTERS, predictor_campaign, random_app, regression_campaign, simulate_run, write_run)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.model_store import models_dir, read_models
@@ -150,7 +150,7 @@ def test_simulated_campaign_end_to_end(run_cli, tmp_path):
 @pytest.mark.real_traces
 def test_detect_app_prefix_on_real_traces(run_cli, tmp_path):
     """README: ``detect --app lulesh`` finds the LULESH runs (apps are trace stems up to the first dot)."""
-    from tests.conftest import LULESH_A, LULESH_B
+    from testing.traces import LULESH_A, LULESH_B
     w = tmp_path / "wh"
     assert run_cli("ingest", LULESH_A, LULESH_B, "-w", w)[0] == 0
     code, out, err = run_cli("detect", "--app", "lulesh", "-w", w)

@@ -10,7 +10,7 @@ import pytest
 from synthtrace.tracelib.mpi_calls import MPI_CALLS, mpi_call, mpi_kind, mpi_kind_of
 from synthtrace.tracelib.otf2 import Otf2Trace
 from synthtrace.tracelib.paraver.reader import ParaverTrace
-from tests.conftest import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
+from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
 
 PING = TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import LULESH_A, LULESH_B, copy_trace, tree_digest
+from testing.traces import LULESH_A, LULESH_B, copy_trace, tree_digest
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.names import InvalidNameError, check_name, name_option
 

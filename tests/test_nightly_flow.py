@@ -15,7 +15,7 @@ import pytest
 from synthtrace.tracelib.paraver.tile import tile_trace
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
-from tests.conftest import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
+from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
 
 pytestmark = [pytest.mark.real_traces]
 OTF2 = TRACES / "otf2" / "ping-pong-otf2"

@@ -14,7 +14,7 @@ from otf2.enums import (Base, CollectiveOp, GroupType, LocationGroupType, Locati
                         MetricOccurrence, MetricType, Paradigm, RecorderKind, RegionRole, Type)
 from polars.testing import assert_frame_equal
 
-from tests.conftest import TRACES
+from testing.traces import TRACES
 from synthtrace.tracelib.errors import BadInputError, TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.formats import open_trace
 from synthtrace.tracelib.otf2 import Otf2Trace
@@ -95,7 +95,9 @@ def test_real_ping_pong_matches_naive_reading(anchor):
         assert list(summary.counters) == []
     # ping-pong: 8 message sizes 16 KiB .. 2 MiB each way, 16 messages in all
     assert summary.messages.height == 16
-    assert calls["bytes_sent"].sum() == calls["bytes_recv"].sum() == naive["sent"] == naive["recv"] == 2 * (2**22 - 2**14)
+    assert (
+        calls["bytes_sent"].sum() == calls["bytes_recv"].sum() == naive["sent"] == naive["recv"] == 2 * (2**22 - 2**14)
+    )
     sends = calls.filter(pl.col("mpi_call") == "MPI_Send")
     assert sends.height == 16 and set(sends["peer"]) == {1, 2} and set(sends["tag"]) == {10, 20}
     assert (sends["peer"] != sends["task"]).all() and (sends["n_messages"] == 1).all()
@@ -120,7 +122,9 @@ def test_ingest_and_merge_the_real_ping_pong_pair(tmp_path, run_cli):
     code, out, err = run_cli("ingest", PING, PING_PAPI, "-w", wh, "--experiment", "pingpong")
     assert code == 0, err
     assert out.count("ingested as") == 2 and "42 bursts, 40 MPI calls" in out
-    code, out, err = run_cli("sql", "SELECT format, n_tasks, counters FROM runs ORDER BY run_name", "-w", wh, "-f", "json")
+    code, out, err = run_cli(
+        "sql", "SELECT format, n_tasks, counters FROM runs ORDER BY run_name", "-w", wh, "-f", "json"
+    )
     assert code == 0 and json.loads(out) == [{"format": "otf2", "n_tasks": 2, "counters": []},
                                              {"format": "otf2", "n_tasks": 2, "counters": PAPI}]
     code, out, err = run_cli("sql", "SELECT sum(bytes_sent) AS s FROM mpi_calls", "-w", wh, "-f", "csv")
@@ -186,7 +190,9 @@ class _Timeline:
                 continue
             if kind in ("enter", "leave", "read"):
                 t = self.t
-                self.w.metric(t, cls_a, [self.total["PAPI_TOT_INS"], self.total["PAPI_TOT_CYC"], float(self.total["FP_ENERGY"])])
+                self.w.metric(
+                    t, cls_a, [self.total["PAPI_TOT_INS"], self.total["PAPI_TOT_CYC"], float(self.total["FP_ENERGY"])]
+                )
                 self.w.metric(t, cls_b, [self.dcm_since_read, next_amounts[reading]])
                 self.dcm_since_read = 0
                 reading += 1
@@ -295,12 +301,24 @@ _BURSTS = {
 }
 # MPI calls per rank with the records inside them ("PEER" = the other rank)
 _CALLS = {
-    0: [("MPI_Init", []), ("MPI_Send", [("send", "PEER", 5, 1024)]), ("MPI_Isend", [("isend", "PEER", 6, 2048, 1)]),
-        ("MPI_Wait", []), ("MPI_Allreduce", [("coll", CollectiveOp.ALLREDUCE, 0xFFFFFFFF, 8, 8)]),
-        ("MPI_Bcast", [("coll", CollectiveOp.BCAST, 0, 64, 0)]), ("MPI_Finalize", [])],
-    1: [("MPI_Init", []), ("MPI_Recv", [("recv", "PEER", 5, 1024)]), ("MPI_Irecv", [("irecv_request", 7)]),
-        ("MPI_Wait", [("irecv", "PEER", 6, 2048, 7)]), ("MPI_Allreduce", [("coll", CollectiveOp.ALLREDUCE, 0xFFFFFFFF, 8, 8)]),
-        ("MPI_Bcast", [("coll", CollectiveOp.BCAST, 0, 0, 64)]), ("MPI_Finalize", [])],
+    0: [
+        ("MPI_Init", []),
+        ("MPI_Send", [("send", "PEER", 5, 1024)]),
+        ("MPI_Isend", [("isend", "PEER", 6, 2048, 1)]),
+        ("MPI_Wait", []),
+        ("MPI_Allreduce", [("coll", CollectiveOp.ALLREDUCE, 0xFFFFFFFF, 8, 8)]),
+        ("MPI_Bcast", [("coll", CollectiveOp.BCAST, 0, 64, 0)]),
+        ("MPI_Finalize", []),
+    ],
+    1: [
+        ("MPI_Init", []),
+        ("MPI_Recv", [("recv", "PEER", 5, 1024)]),
+        ("MPI_Irecv", [("irecv_request", 7)]),
+        ("MPI_Wait", [("irecv", "PEER", 6, 2048, 7)]),
+        ("MPI_Allreduce", [("coll", CollectiveOp.ALLREDUCE, 0xFFFFFFFF, 8, 8)]),
+        ("MPI_Bcast", [("coll", CollectiveOp.BCAST, 0, 0, 64)]),
+        ("MPI_Finalize", []),
+    ],
 }
 
 
@@ -316,15 +334,28 @@ def expected_bursts() -> pl.DataFrame:
             dur = ns + (5 if first else 0) + (4 if calls[k] == "MPI_Bcast" else 0)
             extra_ins = 50 if first else 4 if calls[k] == "MPI_Bcast" else 0
             end = t + dur + (6 if last else 0)  # the last burst runs to ProgramEnd, 6 ns after the last reading
-            rows.append({
-                "task": rank + 1, "thread": 1, "burst_seq": k, "start_ns": start, "end_ns": end,
-                "duration_ns": end - start, "mpi_call": calls[k],
-                "call_site": None if last else "exchange (synthetic.c:42)" if calls[k] == "MPI_Allreduce" else "main (synthetic.c:10)",
-                "PAPI_TOT_INS": ins + extra_ins, "PAPI_TOT_CYC": 2 * (ins + extra_ins), "FP_ENERGY": 3 * (ins + extra_ins),
-                "PAPI_L1_DCM": dcm + (1 if first else 0),
-                # NEXT_CNT: the count after the burst's first reading; the first burst starts before any reading
-                "NEXT_CNT": nxt + (1 if calls[k] == "MPI_Bcast" else 0),
-            })
+            rows.append(
+                {
+                    "task": rank + 1,
+                    "thread": 1,
+                    "burst_seq": k,
+                    "start_ns": start,
+                    "end_ns": end,
+                    "duration_ns": end - start,
+                    "mpi_call": calls[k],
+                    "call_site": None
+                    if last
+                    else "exchange (synthetic.c:42)"
+                    if calls[k] == "MPI_Allreduce"
+                    else "main (synthetic.c:10)",
+                    "PAPI_TOT_INS": ins + extra_ins,
+                    "PAPI_TOT_CYC": 2 * (ins + extra_ins),
+                    "FP_ENERGY": 3 * (ins + extra_ins),
+                    "PAPI_L1_DCM": dcm + (1 if first else 0),
+                    # NEXT_CNT: the count after the burst's first reading; the first burst starts before any reading
+                    "NEXT_CNT": nxt + (1 if calls[k] == "MPI_Bcast" else 0),
+                }
+            )
             t = end + (40 + (15 if calls[k] == "MPI_Finalize" else 0) if not last else 0)
     rows.append({"task": 1, "thread": 2, "burst_seq": 0, "start_ns": 300, "end_ns": 550, "duration_ns": 250,
                  "mpi_call": None, "call_site": None, "PAPI_TOT_INS": 900, "PAPI_TOT_CYC": 1800, "FP_ENERGY": 2700,
@@ -353,7 +384,19 @@ def test_written_trace_bursts_read_back_exactly(synthetic):
 
 def test_written_trace_calls_and_messages_read_back_exactly(synthetic):
     _, calls, summary = Otf2Trace(synthetic).read_tables("run")
-    cols = ["task", "call_seq", "mpi_call", "mpi_kind", "bytes_sent", "bytes_recv", "peer", "n_messages", "comm", "root", "tag"]
+    cols = [
+        "task",
+        "call_seq",
+        "mpi_call",
+        "mpi_kind",
+        "bytes_sent",
+        "bytes_recv",
+        "peer",
+        "n_messages",
+        "comm",
+        "root",
+        "tag",
+    ]
     got = calls.select(cols).rows()
     world = 0
     assert got == [

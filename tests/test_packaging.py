@@ -56,7 +56,7 @@ def test_wheel_installs_beside_foreign_models_and_pipelines(tmp_path):
 
 def test_python_api_reads_a_real_trace_and_queries_a_warehouse(tmp_path):
     import synthtrace
-    from tests.conftest import PRIME
+    from testing.traces import PRIME
     bursts, calls = synthtrace.read_trace(PRIME)
     assert bursts.height > 0 and calls.height > 0
     assert {"task", "thread", "burst_seq", "PAPI_TOT_INS"} <= set(bursts.columns)

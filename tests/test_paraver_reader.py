@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ALL_PARAVER, JACOBI, LULESH_A, LULESH_B, PRIME, copy_trace
-from tests.naive_paraver import naive_bursts
+from testing.traces import ALL_PARAVER, JACOBI, LULESH_A, LULESH_B, PRIME, copy_trace
+from testing.naive_paraver import naive_bursts
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.paraver.header import format_header, parse_header
 from synthtrace.tracelib.paraver.reader import ParaverTrace
@@ -50,7 +50,12 @@ def test_hand_checked_lulesh_bursts():
     assert b0["LONGEST_LAT_CACHE:MISS"] == 4242230 and b0["PAPI_REF_CYC"] == 295986908
     assert b0["mpi_call"] == "MPI_Comm_rank"
     b1 = _burst(bursts, 1, 1)  # lines 505-510: Running 151110973-151144868, closed by MPI_Isend
-    assert (b1["start_ns"], b1["end_ns"], b1["PAPI_TOT_INS"], b1["mpi_call"]) == (151110973, 151144868, 249997, "MPI_Isend")
+    assert (b1["start_ns"], b1["end_ns"], b1["PAPI_TOT_INS"], b1["mpi_call"]) == (
+        151110973,
+        151144868,
+        249997,
+        "MPI_Isend",
+    )
     assert b1["call_site"].startswith("CommSend")
     # the exit counters at 151150479 (a separate line) belong to the MPI call, not to burst 2
     b2 = _burst(bursts, 1, 2)
@@ -78,7 +83,12 @@ def test_hand_checked_prime_bursts():
     bursts, calls, _ = ParaverTrace(PRIME).read_tables("r")
     b0 = _burst(bursts, 1, 0)  # lines 44 and 113
     assert (b0["start_ns"], b0["end_ns"], b0["mpi_call"]) == (15144257, 535118827, "MPI_Init")
-    assert (b0["PAPI_TOT_INS"], b0["PAPI_TOT_CYC"], b0["PAPI_L1_DCM"], b0["RESOURCE_STALLS"]) == (66791502, 78760277, 254116, 15616747)
+    assert (b0["PAPI_TOT_INS"], b0["PAPI_TOT_CYC"], b0["PAPI_L1_DCM"], b0["RESOURCE_STALLS"]) == (
+        66791502,
+        78760277,
+        254116,
+        15616747,
+    )
     b1 = _burst(bursts, 1, 1)  # lines 114 and 159
     assert (b1["start_ns"], b1["end_ns"], b1["mpi_call"], b1["PAPI_TOT_INS"], b1["PAPI_BR_MSP"]) == (
         535154914, 535233133, "MPI_Comm_size", 41330, 418)
@@ -155,7 +165,9 @@ def test_mutated_lines_give_only_format_errors(tmp_path_factory, data):
     op = data.draw(st.sampled_from(["replace_field", "drop_field", "add_field", "truncate", "garbage", "swap"]))
     if op == "replace_field":
         k = data.draw(st.integers(0, len(fields) - 1))
-        fields[k] = data.draw(st.sampled_from(["", "-1", "x", "1e3", "99999999999999999999999", "0", "4294967296", " 7"]))
+        fields[k] = data.draw(
+            st.sampled_from(["", "-1", "x", "1e3", "99999999999999999999999", "0", "4294967296", " 7"])
+        )
         lines[i] = ":".join(fields)
     elif op == "drop_field":
         fields.pop(data.draw(st.integers(0, len(fields) - 1)))

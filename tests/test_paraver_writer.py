@@ -6,7 +6,7 @@ from datetime import datetime
 import polars as pl
 import pytest
 
-from tests.conftest import ALL_PARAVER, LULESH_A, PRIME
+from testing.traces import ALL_PARAVER, LULESH_A, PRIME
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.paraver.counter_types import PAPI_CODE, catalogue, extrae_type
 from synthtrace.tracelib.paraver.pcf import read_pcf
@@ -60,7 +60,12 @@ def test_extrae_conventions(tmp_path):
     entry = next(ln for ln in body if ln.startswith(f"2:{b['cpu']}:1:1:1:{b['end_ns']}:"))
     f = entry.split(":")[6:]
     pairs = dict(zip(map(int, f[::2]), map(int, f[1::2])))
-    assert pairs[50_000_001] == 3 and pairs[42_000_050] == b["PAPI_TOT_INS"] and 70_000_001 in pairs and 80_000_001 in pairs
+    assert (
+        pairs[50_000_001] == 3
+        and pairs[42_000_050] == b["PAPI_TOT_INS"]
+        and 70_000_001 in pairs
+        and 80_000_001 in pairs
+    )
     # the exit is its own record; the state inside the call is Immediate Send (10)
     call = calls.filter((pl.col("task") == 1) & (pl.col("start_ns") == b["end_ns"])).row(0, named=True)
     assert f"2:{call['cpu']}:1:1:1:{call['end_ns']}:50000001:0" in lines
@@ -80,12 +85,22 @@ def test_extrae_conventions(tmp_path):
 
 
 def test_merged_style_input_float_counters_and_extra_columns(tmp_path):
-    bursts = pl.DataFrame({
-        "appl": [1, 1, 1, 1], "task": [1, 1, 2, 2], "thread": [1, 1, 1, 1], "burst_seq": [0, 1, 0, 1],
-        "cpu": [1, 1, 2, 2], "start_ns": [0, 2_000, 0, 2_500], "end_ns": [1_000, 3_000, 1_500, 3_000],
-        "mpi_call": ["MPI_Allreduce", None, "MPI_Allreduce", None], "call_site": ["solve (cg.c:12)", None, "solve (cg.c:12)", None],
-        "PAPI_TOT_INS": [1000.4, 2000.0, 1500.0, None], "MY_NATIVE:EVENT": [5, 6, None, 8], "match_score": [1.0, 0.9, 1.0, 0.5],
-    })
+    bursts = pl.DataFrame(
+        {
+            "appl": [1, 1, 1, 1],
+            "task": [1, 1, 2, 2],
+            "thread": [1, 1, 1, 1],
+            "burst_seq": [0, 1, 0, 1],
+            "cpu": [1, 1, 2, 2],
+            "start_ns": [0, 2_000, 0, 2_500],
+            "end_ns": [1_000, 3_000, 1_500, 3_000],
+            "mpi_call": ["MPI_Allreduce", None, "MPI_Allreduce", None],
+            "call_site": ["solve (cg.c:12)", None, "solve (cg.c:12)", None],
+            "PAPI_TOT_INS": [1000.4, 2000.0, 1500.0, None],
+            "MY_NATIVE:EVENT": [5, 6, None, 8],
+            "match_score": [1.0, 0.9, 1.0, 0.5],
+        }
+    )
     calls = pl.DataFrame({
         "appl": [1, 1], "task": [1, 2], "thread": [1, 1], "call_seq": [0, 0], "cpu": [1, 2],
         "mpi_call": ["MPI_Allreduce"] * 2, "mpi_kind": ["collective"] * 2, "start_ns": [1_000, 1_500],
@@ -110,8 +125,12 @@ def test_bad_counters_are_refused(tmp_path):
     with pytest.raises(WriterError, match="negative"):
         write_paraver(tmp_path / "neg", bursts, empty, TraceMeta.simple(1))
     with pytest.raises(BadInputError, match="whitespace"):
-        write_paraver(tmp_path / "ws", bursts.rename({"PAPI_TOT_INS": "MY COUNTER"}).with_columns(pl.lit(1).alias("MY COUNTER")),
-                      empty, TraceMeta.simple(1))
+        write_paraver(
+            tmp_path / "ws",
+            bursts.rename({"PAPI_TOT_INS": "MY COUNTER"}).with_columns(pl.lit(1).alias("MY COUNTER")),
+            empty,
+            TraceMeta.simple(1),
+        )
     assert not (tmp_path / "neg.prv").exists()
 
 

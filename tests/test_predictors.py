@@ -15,7 +15,7 @@ from synthtrace.models.features import (
 from synthtrace.models.predictors import (
     ESTIMATORS, UnknownModelKindError, compare_counter_sets, cross_validate, make_estimator)
 from synthtrace.models.registry import TRUSTED_TYPES, load, predict, train
-from tests.models_synth import PREDICT_PLAN, predictor_campaign
+from testing.model_campaigns import PREDICT_PLAN, predictor_campaign
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse

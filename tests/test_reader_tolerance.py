@@ -15,14 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import JACOBI, LULESH_A, PRIME, copy_trace, tree_digest
+from testing.traces import JACOBI, LULESH_A, PRIME, copy_trace, tree_digest
 
 pytestmark = pytest.mark.real_traces
 
 
 def _runs(run_cli, wh: Path) -> list[dict]:
-    code, out, err = run_cli("sql", "SELECT run_id, run_name, experiment, app, n_tasks, n_bursts, n_mpi_calls, counters "
-                             "FROM runs ORDER BY run_name", "-w", wh, "-f", "json")
+    code, out, err = run_cli(
+        "sql",
+        "SELECT run_id, run_name, experiment, app, n_tasks, n_bursts, n_mpi_calls, counters "
+        "FROM runs ORDER BY run_name",
+        "-w",
+        wh,
+        "-f",
+        "json",
+    )
     assert code == 0, err
     return json.loads(out)
 
@@ -86,7 +93,9 @@ def test_pcf_precision_comments_tabs_and_spacing(tmp_path, run_cli, reference):
 def test_pcf_lines_paraver_skips_are_skipped_with_a_warning(tmp_path, run_cli):
     prv = copy_trace(PRIME, tmp_path / "odd")
     pcf = prv.with_suffix(".pcf")
-    pcf.write_text("garbage before any section\n" + pcf.read_text().replace("EVENT_TYPE\n", "EVENT_TYPE\nnot a type\n", 1))
+    pcf.write_text(
+        "garbage before any section\n" + pcf.read_text().replace("EVENT_TYPE\n", "EVENT_TYPE\nnot a type\n", 1)
+    )
     code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
     assert code == 0, err
     assert f"{pcf}:1: skipped:" in err and "(2 lines skipped)" in err
@@ -147,16 +156,24 @@ def _header(prv: Path, new: str) -> None:
 PRIME_HEADER = "#Paraver (25/10/2018 at 14:04):1871482775_ns:4(13,1,1,1):1:16({tasks}),17"
 PRIME_TASKS = "1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:2,1:3,1:4"
 HEADERS = {
-    "duration_above_int64": (PRIME_HEADER.replace("1871482775_ns", "9" * 30 + "_ns"), "does not fit in a signed 64-bit"),
+    "duration_above_int64": (
+        PRIME_HEADER.replace("1871482775_ns", "9" * 30 + "_ns"),
+        "does not fit in a signed 64-bit",
+    ),
     "duration_31_digits": (PRIME_HEADER.replace("1871482775_ns", "9" * 31 + "_ns"), "more than 30 digits"),
     "cpu_count_30_digits": (PRIME_HEADER.replace("4(13,", "4(" + "9" * 30 + ","), "do not fit in a 32-bit integer"),
     "node_beyond_declared": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:5")), "header declares 4 nodes"),
     "node_above_int32": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:" + "9" * 12)), "node 9999"),
     "threads_50M": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "50000000:4")), "declares 50000000 threads"),
-    "threads_beyond_the_file": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "2000000:4")),
-                                "header declares 2000015 threads, more than a file of"),
+    "threads_beyond_the_file": (
+        PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "2000000:4")),
+        "header declares 2000015 threads, more than a file of",
+    ),
     "no_tasks": (PRIME_HEADER.replace("16({tasks})", "0()"), "declares 0 tasks"),
-    "threads_beyond_keys": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "3000000:4")), "expected 1 to 2097151"),
+    "threads_beyond_keys": (
+        PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "3000000:4")),
+        "expected 1 to 2097151",
+    ),
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LULESH_A, LULESH_B, ROOT
+from testing.traces import LULESH_A, LULESH_B, ROOT
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from synthtrace.models.regression import (
     label_archetypes,
     robust_sigma,
 )
-from tests.models_synth import polling_history, regression_campaign
+from testing.model_campaigns import polling_history, regression_campaign
 from synthtrace.warehouse import history
 from synthtrace.models.site_signals import APP_TOTAL, site_history
 from synthtrace.warehouse.history import UnknownAppError, apps, check_app

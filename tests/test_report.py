@@ -14,9 +14,9 @@ from synthtrace.pipelines.report import (
     plot_roofline,
     plot_timeline,
 )
-from tests.analysis_helpers import RPS, TEST_MACHINE, case_bursts
-from tests.conftest import LULESH_A, PRIME
-from tests.test_metrics import _two_rank_program
+from testing.analysis_cases import RPS, TEST_MACHINE, case_bursts
+from testing.traces import LULESH_A, PRIME
+from testing.analysis_cases import two_rank_program
 
 
 def _offsets(fig) -> int:
@@ -59,7 +59,7 @@ def test_instruction_roofline_without_fp_counters():
 
 
 def test_ridgeline_and_timeline_points():
-    b, c = _two_rank_program()
+    b, c = two_rank_program()
     res = analyse(b, c, machine=TEST_MACHINE, discover=False)
     pm = res.phase_metrics.join(
         res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
@@ -113,7 +113,7 @@ def test_signals_render_readably():
 def test_timeline_says_tasks_and_threads():
     """An OpenMP run is 1 task x n threads, not n ranks (the real PolyBench Jacobi trace)."""
     from synthtrace import read_trace
-    from tests.conftest import JACOBI
+    from testing.traces import JACOBI
 
     b, c = read_trace(JACOBI)
     threads = b.filter(pl.col("appl") == 1)["thread"].n_unique()
@@ -124,7 +124,7 @@ def test_timeline_says_tasks_and_threads():
 
 
 def test_ridgeline_legend_beside_the_plane():
-    b, c = _two_rank_program()
+    b, c = two_rank_program()
     res = analyse(b, c, machine=TEST_MACHINE, discover=False)
     pm = res.phase_metrics.join(
         res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
@@ -147,7 +147,7 @@ def mixed_wh(tmp_path_factory):
     from synthtrace.warehouse.ingest import ingest_trace
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.alert_store import write_alerts
-    from tests.conftest import JACOBI
+    from testing.traces import JACOBI
 
     wh = Warehouse(tmp_path_factory.mktemp("mixed") / "wh")
     ingest_trace(wh, PRIME, experiment="mixed", app="prime")
@@ -187,7 +187,7 @@ def test_report_reads_the_machine_toml_beside_the_traces(tmp_path, run_cli):
     """The roofs of an experiment come from the ``machine.toml`` beside its traces, as in its analysis; --machine
     overrides it."""
     import synthtrace.tracelib
-    from tests.conftest import copy_trace
+    from testing.traces import copy_trace
 
     preset = Path(synthtrace.tracelib.__file__).parent / "machines" / "generic.toml"
     copy_trace(PRIME, tmp_path / "prime")

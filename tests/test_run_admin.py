@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from synthtrace.warehouse import Warehouse
-from tests.conftest import LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
+from testing.traces import LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
 
 pytestmark = pytest.mark.real_traces
 

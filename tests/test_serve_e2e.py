@@ -14,7 +14,7 @@ import pytest
 
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
-from tests.conftest import PRIME, copy_trace
+from testing.traces import PRIME, copy_trace
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 

@@ -30,10 +30,17 @@ def sim(tmp_path_factory):
                for p in PATTERNS}
     truth.close()
     gt = out / "ground_truth"
-    return {"out": out, "results": results, "runs": pl.read_parquet(gt / "runs.parquet"),
-            "bursts": pl.read_parquet(gt / "bursts"), "calls": pl.read_parquet(gt / "mpi_calls"),
-            "phases": pl.read_parquet(gt / "phases"), "noise": pl.read_parquet(gt / "noise.parquet"),
-            "oracle": pl.read_parquet(gt / "oracle.parquet"), "experiments": pl.read_parquet(gt / "experiments.parquet")}
+    return {
+        "out": out,
+        "results": results,
+        "runs": pl.read_parquet(gt / "runs.parquet"),
+        "bursts": pl.read_parquet(gt / "bursts"),
+        "calls": pl.read_parquet(gt / "mpi_calls"),
+        "phases": pl.read_parquet(gt / "phases"),
+        "noise": pl.read_parquet(gt / "noise.parquet"),
+        "oracle": pl.read_parquet(gt / "oracle.parquet"),
+        "experiments": pl.read_parquet(gt / "experiments.parquet"),
+    }
 
 
 def _diff(read: pl.DataFrame, truth: pl.DataFrame, keys: list[str], cols: list[str]) -> dict[str, int]:
@@ -50,7 +57,9 @@ def test_traces_ingest_into_the_ground_truth(sim):
         assert sorted(summary.counters) == sorted(r["counters"])
         assert bursts.height == tb.height == r["n_bursts"] and calls.height == tc.height
         cols = ["cpu", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"] + r["counters"]
-        tb = tb.with_columns(pl.col("task").replace_strict(dict(enumerate(r["cpu_of_task"], 1)), return_dtype=pl.Int32).alias("cpu"))
+        tb = tb.with_columns(
+            pl.col("task").replace_strict(dict(enumerate(r["cpu_of_task"], 1)), return_dtype=pl.Int32).alias("cpu")
+        )
         assert _diff(bursts, tb, bkeys, cols) == dict.fromkeys(cols, 0), r["run_name"]
         ccols = ["mpi_call", "mpi_kind", "start_ns", "end_ns", "duration_ns", "bytes_sent", "bytes_recv", "peer",
                  "n_messages", "comm", "root", "tag", "call_site"]
@@ -72,7 +81,9 @@ def test_paraver_conventions(sim):
 
 def test_fixed_seed_gives_byte_identical_traces(tmp_path):
     def run(dest, seed):
-        spec = ExperimentSpec(app="mw", pattern="master_worker", ranks=4, iterations=5, runs=2, seed=seed, block_pairs=300)
+        spec = ExperimentSpec(
+            app="mw", pattern="master_worker", ranks=4, iterations=5, runs=2, seed=seed, block_pairs=300
+        )
         truth = TruthStore(dest / "ground_truth")
         res = simulate_experiment(dest, spec, truth)
         truth.close()
@@ -101,14 +112,20 @@ def test_runs_differ_as_real_ones_do(sim):
              .group_by("run_name").agg(pl.col("peer").sort_by("call_seq")).sort("run_name").get_column("peer").to_list())
     assert len({tuple(o) for o in order}) > 1
     # extra / missing bursts: housekeeping calls in some runs only
-    ids = {r: set(bursts.filter(pl.col("run_name") == r).get_column("logical_id").to_list()) for r in ("cg.run0", "cg.run1")}
+    ids = {
+        r: set(bursts.filter(pl.col("run_name") == r).get_column("logical_id").to_list())
+        for r in ("cg.run0", "cg.run1")
+    }
     assert ids["cg.run0"] ^ ids["cg.run1"]
     # OS noise: a burst stretched in time, its counts unchanged
     ref = bursts.filter(pl.col("run_name").str.ends_with("run0")).select(
         pl.col("run_name").str.split(".").list.first().alias("app"), "logical_id", pl.col("duration_ns").alias("d0"),
         pl.col("PAPI_TOT_INS").alias("i0"))
-    noisy = (bursts.filter(pl.col("os_noise") & ~pl.col("run_name").str.ends_with("run0"))
-             .with_columns(pl.col("run_name").str.split(".").list.first().alias("app")).join(ref, on=["app", "logical_id"]))
+    noisy = (
+        bursts.filter(pl.col("os_noise") & ~pl.col("run_name").str.ends_with("run0"))
+        .with_columns(pl.col("run_name").str.split(".").list.first().alias("app"))
+        .join(ref, on=["app", "logical_id"])
+    )
     assert noisy.height > 0
     assert (noisy["duration_ns"] / noisy["d0"]).median() > 1.25
     assert ((noisy["PAPI_TOT_INS"] / noisy["i0"] - 1).abs() < 0.03).all()
@@ -174,11 +191,25 @@ def test_campaign_with_injected_regression(tmp_path, run_cli):
     assert code == 0, err
     gt = tmp_path / "c" / "ground_truth"
     reg = pl.read_parquet(gt / "regressions.parquet")
-    assert reg.select("app", "kind", "size", "night", "experiment").row(0) == ("cg", "more_instructions", 0.5, 2, "cg_20260107")
-    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["2026-01-05", "2026-01-06", "2026-01-07", "2026-01-08", "ground_truth"]
+    assert reg.select("app", "kind", "size", "night", "experiment").row(0) == (
+        "cg",
+        "more_instructions",
+        0.5,
+        2,
+        "cg_20260107",
+    )
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [
+        "2026-01-05",
+        "2026-01-06",
+        "2026-01-07",
+        "2026-01-08",
+        "ground_truth",
+    ]
     ins = {}
     for night, day in enumerate(("20260105", "20260106", "20260107", "20260108")):
-        b = pl.read_parquet(gt / "bursts" / f"cg_{day}.parquet").filter((pl.col("kernel") == "spmv") & (pl.col("run_name") == "cg.run0"))
+        b = pl.read_parquet(gt / "bursts" / f"cg_{day}.parquet").filter(
+            (pl.col("kernel") == "spmv") & (pl.col("run_name") == "cg.run0")
+        )
         ins[night] = b["PAPI_TOT_INS"].mean()
     assert ins[1] == pytest.approx(ins[0], rel=0.02) and ins[2] == pytest.approx(1.5 * ins[1], rel=0.02)
 
@@ -225,7 +256,9 @@ def test_fast_call_labels_equal_the_rule_classifier(sim):
     c = sim["calls"].filter(pl.col("run_name").str.ends_with("run1"))
     cm = mpi_metrics(c, m).with_row_index("_row")
     fast = simulator_labeller(m, rps).calls(cm).sort("_row").select("_row", "archetype")
-    full = ArchetypeRules(machine=m, ranks_per_socket=rps).fit().classify_mpi(cm).sort("_row").select("_row", "archetype")
+    full = (
+        ArchetypeRules(machine=m, ranks_per_socket=rps).fit().classify_mpi(cm).sort("_row").select("_row", "archetype")
+    )
     assert fast.equals(full) and fast.height < c.height
 
 

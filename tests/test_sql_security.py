@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import LULESH_A, LULESH_B, copy_trace, tree_digest
+from testing.traces import LULESH_A, LULESH_B, copy_trace, tree_digest
 from synthtrace.warehouse.catalog import VIEW_FILES
 
 pytestmark = pytest.mark.real_traces

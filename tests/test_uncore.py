@@ -5,7 +5,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.conftest import LULESH_A, LULESH_B, PRIME
+from testing.traces import LULESH_A, LULESH_B, PRIME
 from synthtrace.tracelib.metrics import burst_metrics
 from synthtrace.tracelib.machine import load_machine
 from synthtrace.tracelib.paraver.reader import ParaverTrace
@@ -38,7 +38,9 @@ def naive_uncore(prv) -> dict[tuple[int, int, int], tuple[int, int]]:
 def test_reader_keeps_every_uncore_sample(prv):
     _, _, summary = ParaverTrace(prv).read_tables("r")
     got = summary.uncore.group_by("appl", "task", "thread").agg(pl.len().alias("n"), pl.col("value").sum().alias("s"))
-    assert {(r["appl"], r["task"], r["thread"]): (r["n"], r["s"]) for r in got.iter_rows(named=True)} == naive_uncore(prv)
+    assert {(r["appl"], r["task"], r["thread"]): (r["n"], r["s"]) for r in got.iter_rows(named=True)} == naive_uncore(
+        prv
+    )
     assert set(summary.uncore["appl"].unique()) == {2}  # Extrae's uncore readers
     assert summary.uncore["counter"].str.contains("UNC_M_CAS_COUNT").all()
     assert summary.uncore["node"].to_list() == [1] * summary.uncore.height  # one node, from the header
@@ -88,8 +90,9 @@ def test_uncore_samples_view_and_no_double_count(tmp_path, run_cli):
     wh = tmp_path / "wh"
     code, _, err = run_cli("ingest", str(LULESH_B), "-w", str(wh))
     assert code == 0, err
-    code, out, _ = run_cli("sql", "SELECT count(*) AS n, count(DISTINCT counter) AS c FROM uncore_samples", "-w", str(wh),
-                           "-f", "csv")
+    code, out, _ = run_cli(
+        "sql", "SELECT count(*) AS n, count(DISTINCT counter) AS c FROM uncore_samples", "-w", str(wh), "-f", "csv"
+    )
     assert out.strip().splitlines()[1] == f"{sum(n for n, _ in naive_uncore(LULESH_B).values())},24"
     run_dir = next(Warehouse(wh).runs_dir.iterdir())
     bursts = run_bursts(Warehouse(wh), run_dir.name)

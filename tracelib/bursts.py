@@ -605,9 +605,12 @@ class BurstAssembler:
 
     def _to_arrays(self, batch: RecordBatch) -> ArrayBatch:
         iv = batch.intervals
-        intervals = IntervalArrays(self._frame_ids(iv), iv.get_column("cpu").cast(pl.Int32).fill_null(_NULL_CPU).to_numpy(),
-                                   iv.get_column("start_ns").cast(pl.Int64).to_numpy(),
-                                   iv.get_column("end_ns").cast(pl.Int64).to_numpy())
+        intervals = IntervalArrays(
+            self._frame_ids(iv),
+            iv.get_column("cpu").cast(pl.Int32).fill_null(_NULL_CPU).to_numpy(),
+            iv.get_column("start_ns").cast(pl.Int64).to_numpy(),
+            iv.get_column("end_ns").cast(pl.Int64).to_numpy(),
+        )
         sm = batch.samples
         names = sm.get_column("counter").unique().to_list()
         mapping = {n: self.counter_code(n) for n in names}
@@ -628,7 +631,9 @@ class BurstAssembler:
         return h
 
     # ------------------------------------------------------------------ public
-    def feed(self, batch: RecordBatch | ArrayBatch, horizon: pl.DataFrame | np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def feed(
+        self, batch: RecordBatch | ArrayBatch, horizon: pl.DataFrame | np.ndarray
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if isinstance(batch, RecordBatch):
             batch = self._to_arrays(batch)
         new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
@@ -642,7 +647,9 @@ class BurstAssembler:
         return bursts, calls
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        empty = ArrayBatch(IntervalArrays.empty(), SampleArrays.empty(), _empty(MPI_EVENT_SCHEMA), _empty(MESSAGE_SCHEMA))
+        empty = ArrayBatch(
+            IntervalArrays.empty(), SampleArrays.empty(), _empty(MPI_EVENT_SCHEMA), _empty(MESSAGE_SCHEMA)
+        )
         return self.feed(empty, np.full(self.n_threads, NEVER, dtype=np.int64))
 
     # ------------------------------------------------------------------ steps
@@ -659,7 +666,9 @@ class BurstAssembler:
 
     def _close_bursts(self, intervals: IntervalArrays, samples: SampleArrays, mpi: pl.DataFrame,
                       h: np.ndarray) -> pl.DataFrame:
-        entries = pl.concat([self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(_ENTRY_SCHEMA.keys())])
+        entries = pl.concat(
+            [self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(_ENTRY_SCHEMA.keys())]
+        )
         order = self._thread_order()
         n_codes = max(len(self._names), 1)
         (th, cpu, t0, t1, seq, entry, codes, sums, has, carry_iv, carry_sm, keep) = _assemble(
@@ -698,16 +707,29 @@ class BurstAssembler:
         g = mpi.select("cpu", "call", "kind", "time_ns", "bytes_sent", "bytes_recv", "comm", "root", "call_site")[rows]
         n = rows.size
         start = g.get_column("time_ns").to_numpy()
-        calls = pl.DataFrame([
-            pl.repeat(self.run_id, n, dtype=pl.String, eager=True).alias("run_id"),
-            pl.Series("appl", self._appl[tid]), pl.Series("task", self._task[tid]), pl.Series("thread", self._thread[tid]),
-            pl.Series("call_seq", seq, pl.Int64), g.get_column("cpu"), g.get_column("call").alias("mpi_call"),
-            g.select(kind_expr(pl.col("call"), pl.col("kind"))).to_series().alias("mpi_kind"), pl.Series("start_ns", start, pl.Int64), pl.Series("end_ns", end, pl.Int64),
-            pl.Series("duration_ns", end - start, pl.Int64), g.get_column("bytes_sent"), g.get_column("bytes_recv"),
-            pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("peer"),
-            pl.repeat(0, n, dtype=pl.Int32, eager=True).alias("n_messages"), g.get_column("comm"), g.get_column("root"),
-            pl.repeat(None, n, dtype=pl.Int64, eager=True).alias("tag"), g.get_column("call_site"),
-        ]).cast(MPI_CALL_SCHEMA)
+        calls = pl.DataFrame(
+            [
+                pl.repeat(self.run_id, n, dtype=pl.String, eager=True).alias("run_id"),
+                pl.Series("appl", self._appl[tid]),
+                pl.Series("task", self._task[tid]),
+                pl.Series("thread", self._thread[tid]),
+                pl.Series("call_seq", seq, pl.Int64),
+                g.get_column("cpu"),
+                g.get_column("call").alias("mpi_call"),
+                g.select(kind_expr(pl.col("call"), pl.col("kind"))).to_series().alias("mpi_kind"),
+                pl.Series("start_ns", start, pl.Int64),
+                pl.Series("end_ns", end, pl.Int64),
+                pl.Series("duration_ns", end - start, pl.Int64),
+                g.get_column("bytes_sent"),
+                g.get_column("bytes_recv"),
+                pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("peer"),
+                pl.repeat(0, n, dtype=pl.Int32, eager=True).alias("n_messages"),
+                g.get_column("comm"),
+                g.get_column("root"),
+                pl.repeat(None, n, dtype=pl.Int64, eager=True).alias("tag"),
+                g.get_column("call_site"),
+            ]
+        ).cast(MPI_CALL_SCHEMA)
         return calls, mpi[waiting]
 
 
@@ -804,7 +826,10 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame
         pos = _containing_call(ck, cs, ce, _packed(*keys), m.get_column(f"{prefix}time_ns").fill_null(0).to_numpy())
         return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
-    col = {c: m.get_column(c).cast(pl.Int64).to_numpy() for c in ("s_time_ns", "r_time_ns", "s_task", "r_task", "size", "tag")}
+    col = {
+        c: m.get_column(c).cast(pl.Int64).to_numpy()
+        for c in ("s_time_ns", "r_time_ns", "s_task", "r_task", "size", "tag")
+    }
     add_s, add_r, n_msg, peer, tag, side = _message_columns(
         n, rows("s_"), col["s_time_ns"], col["r_task"], col["tag"], col["size"],
         rows("r_"), col["r_time_ns"], col["s_task"], col["tag"], col["size"])

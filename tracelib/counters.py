@@ -204,7 +204,11 @@ class UnknownCounterError(BadInputError):
 
 def known_names() -> set[str]:
     """Every counter name synthtrace knows: PAPI presets and the native names of the roles."""
-    return set(PAPI_PRESETS) | {a for r in ROLES.values() for a in r.aliases} | {n for s in FIXED_FUNCTION.values() for n in s}
+    return (
+        set(PAPI_PRESETS)
+        | {a for r in ROLES.values() for a in r.aliases}
+        | {n for s in FIXED_FUNCTION.values() for n in s}
+    )
 
 
 def check_counter_names(names: list[str]) -> None:

@@ -41,23 +41,41 @@ def perfetto_json(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, name:
     pid = (pl.col("appl") * 100_000 + pl.col("task")).alias("pid")
     arch = pl.col("archetype") if "archetype" in bursts.columns else pl.lit(None, pl.String)
     procs = bursts.select("appl", "task").unique().sort("appl", "task")
-    meta = procs.select(pl.lit("M").alias("ph"), pl.lit("process_name").alias("name"), pid,
-                        pl.struct(pl.format("rank {} (appl {} task {})", pl.col("task") - 1, "appl", "task").alias("name")).alias("args"))
+    meta = procs.select(
+        pl.lit("M").alias("ph"),
+        pl.lit("process_name").alias("name"),
+        pid,
+        pl.struct(pl.format("rank {} (appl {} task {})", pl.col("task") - 1, "appl", "task").alias("name")).alias(
+            "args"
+        ),
+    )
     args = [pl.col("burst_seq"), pl.col("mpi_call"), *[pl.col(c) for c in counters]]
     if "match_score" in bursts.columns:
         args.append(pl.col("match_score"))
     burst_events = bursts.sort([*THREAD_KEYS, "start_ns"]).select(
-        pl.lit("X").alias("ph"), arch.fill_null("burst").alias("name"), pl.lit("burst").alias("cat"), pid,
-        pl.col("thread").alias("tid"), (pl.col("start_ns") / 1000).alias("ts"), (pl.col("duration_ns") / 1000).alias("dur"),
+        pl.lit("X").alias("ph"),
+        arch.fill_null("burst").alias("name"),
+        pl.lit("burst").alias("cat"),
+        pid,
+        pl.col("thread").alias("tid"),
+        (pl.col("start_ns") / 1000).alias("ts"),
+        (pl.col("duration_ns") / 1000).alias("dur"),
         arch.replace_strict(ARCHETYPE_COLOURS, default="generic_work", return_dtype=pl.String).alias("cname"),
-        pl.struct(args).alias("args"))
+        pl.struct(args).alias("args"),
+    )
     parts = [_json_rows(meta), _json_rows(burst_events)]
     if calls is not None and calls.height:
         call_events = calls.sort([*THREAD_KEYS, "start_ns"]).select(
-            pl.lit("X").alias("ph"), pl.col("mpi_call").alias("name"), pl.lit("mpi").alias("cat"), pid,
-            pl.col("thread").alias("tid"), (pl.col("start_ns") / 1000).alias("ts"), (pl.col("duration_ns") / 1000).alias("dur"),
+            pl.lit("X").alias("ph"),
+            pl.col("mpi_call").alias("name"),
+            pl.lit("mpi").alias("cat"),
+            pid,
+            pl.col("thread").alias("tid"),
+            (pl.col("start_ns") / 1000).alias("ts"),
+            (pl.col("duration_ns") / 1000).alias("dur"),
             pl.lit(MPI_COLOUR).alias("cname"),
-            pl.struct("bytes_sent", "bytes_recv", "peer", "tag", "comm", "call_site").alias("args"))
+            pl.struct("bytes_sent", "bytes_recv", "peer", "tag", "comm", "call_site").alias("args"),
+        )
         parts.append(_json_rows(call_events))
     body = ",".join(p for p in parts if p)
     return ('{"traceEvents":[' + body + '],"displayTimeUnit":"ns","otherData":{"generator":"synthtrace","trace":'
@@ -75,7 +93,8 @@ def _process(bursts: pl.DataFrame, frame: pl.DataFrame) -> pl.Expr:
 
 def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.DataFrame:
     """Pipit's events-table shape: ``Timestamp (ns)``, ``Event Type`` (Enter/Leave), ``Name``, ``Thread``,
-    ``Process`` (0-based rank, later applications numbered after earlier ones), then one column per counter. A burst is an Enter/Leave pair named
+    ``Process`` (0-based rank, later applications numbered after earlier ones), then one column per counter. A burst is
+    an Enter/Leave pair named
     ``Computation`` whose counters sit on its Leave row (they are the burst's deltas); MPI calls are Enter/Leave
     pairs named after the call with their bytes on the Leave row."""
     counters = counter_columns(bursts)
@@ -83,16 +102,38 @@ def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.
         _process(bursts, calls if calls is not None else bursts), pl.col("thread").sub(1).alias("Thread"),
         "start_ns", "end_ns", pl.lit("Computation").alias("Name"), *counters)
     parts = [
-        base.select(pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), "Name", "Thread", "Process"),
-        base.select(pl.col("end_ns").alias("Timestamp (ns)"), pl.lit("Leave").alias("Event Type"), "Name", "Thread", "Process", *counters),
+        base.select(
+            pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), "Name", "Thread", "Process"
+        ),
+        base.select(
+            pl.col("end_ns").alias("Timestamp (ns)"),
+            pl.lit("Leave").alias("Event Type"),
+            "Name",
+            "Thread",
+            "Process",
+            *counters,
+        ),
     ]
     if calls is not None and calls.height:
         c = calls.select(_process(bursts, calls), pl.col("thread").sub(1).alias("Thread"),
                          "start_ns", "end_ns", pl.col("mpi_call").alias("Name"), "bytes_sent", "bytes_recv")
         parts += [
-            c.select(pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), "Name", "Thread", "Process"),
-            c.select(pl.col("end_ns").alias("Timestamp (ns)"), pl.lit("Leave").alias("Event Type"), "Name", "Thread", "Process",
-                     "bytes_sent", "bytes_recv"),
+            c.select(
+                pl.col("start_ns").alias("Timestamp (ns)"),
+                pl.lit("Enter").alias("Event Type"),
+                "Name",
+                "Thread",
+                "Process",
+            ),
+            c.select(
+                pl.col("end_ns").alias("Timestamp (ns)"),
+                pl.lit("Leave").alias("Event Type"),
+                "Name",
+                "Thread",
+                "Process",
+                "bytes_sent",
+                "bytes_recv",
+            ),
         ]
     order = pl.col("Event Type").replace_strict({"Leave": 0, "Enter": 1}, return_dtype=pl.Int8)
     return (pl.concat(parts, how="diagonal_relaxed")

@@ -21,7 +21,9 @@ def cached_njit(fn: Callable | None = None, **options) -> Callable:
     except RuntimeError:  # "cannot cache function ...: no locator available"
         pass
     if not config.CACHE_DIR:
-        config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"synthtrace-numba-{os.getuid() if hasattr(os, 'getuid') else 0}")
+        config.CACHE_DIR = os.path.join(
+            tempfile.gettempdir(), f"synthtrace-numba-{os.getuid() if hasattr(os, 'getuid') else 0}"
+        )
         try:
             return njit(cache=True, nogil=True, **options)(fn)
         except (RuntimeError, OSError):

@@ -59,7 +59,9 @@ def ranks_per_socket(bursts: pl.DataFrame, machine: Machine, n_nodes: int | None
     """Ranks (task x thread) sharing one socket: all ranks of the trace spread over its nodes' sockets."""
     if bursts.height == 0:
         return float(machine.cores_per_socket)
-    n_units = bursts.select(pl.struct(*[c for c in ("appl", "task", "thread") if c in bursts.columns]).n_unique()).item()
+    n_units = bursts.select(
+        pl.struct(*[c for c in ("appl", "task", "thread") if c in bursts.columns]).n_unique()
+    ).item()
     sockets = max(1, (n_nodes or max(1, math.ceil(n_units / machine.cores_per_node)))) * machine.sockets
     return float(min(machine.cores_per_socket, max(1.0, math.ceil(n_units / sockets))))
 
@@ -102,7 +104,9 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
     ins = pl.col("_ins")
     per_kins = lambda c: _safe_div(pl.col(c) * 1000.0, ins)  # noqa: E731
     # FLOPs: measured ops, else FP instructions with vector ones counted at the machine's lane width
-    flops_from_ins = (pl.col("_fp_ins") - pl.col("_vec_ins")).clip(lower_bound=0.0) + pl.col("_vec_ins") * machine.vector_lanes
+    flops_from_ins = (pl.col("_fp_ins") - pl.col("_vec_ins")).clip(lower_bound=0.0) + pl.col(
+        "_vec_ins"
+    ) * machine.vector_lanes
     lf = lf.with_columns(
         (pl.col("duration_ns").cast(pl.Float64) * 1e-9).alias("duration_s"),
         ins.alias("instructions"),
@@ -119,7 +123,10 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
         _safe_div(pl.col("_stall_cyc"), pl.col("_cyc")).alias("stall_share"),
         _safe_div(pl.col("_fp_ins"), ins).alias("fp_share"),
         # no FP instruction at all: the burst is integer code, its vector FP share is 0
-        pl.when(pl.col("_fp_ins") == 0).then(pl.lit(0.0)).otherwise(_safe_div(pl.col("_vec_ins"), pl.col("_fp_ins"))).alias("vec_share"),
+        pl.when(pl.col("_fp_ins") == 0)
+        .then(pl.lit(0.0))
+        .otherwise(_safe_div(pl.col("_vec_ins"), pl.col("_fp_ins")))
+        .alias("vec_share"),
         pl.coalesce(pl.col("_fp_ops"), flops_from_ins).alias("flops"),
         (pl.col("_fp_ops").is_null() & flops_from_ins.is_not_null()).alias("flops_estimated"),
         pl.coalesce(pl.col("_dram_cas") * line, pl.col("_l3_tcm") * line).alias("dram_bytes"),
@@ -150,7 +157,9 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
         bound = pl.when(expr.is_not_null() & (expr <= attainable)).then(pl.lit(name)).otherwise(bound)
     lf = lf.with_columns(attainable.alias("attainable_flop_rate"), bound.alias("bound_by")).with_columns(
         _safe_div(pl.col("flop_rate"), pl.col("attainable_flop_rate")).alias("roof_fraction"),
-        pl.when(pl.col("flop_rate") > 0).then((pl.col("attainable_flop_rate") / pl.col("flop_rate")).log10()).alias("roof_distance"),
+        pl.when(pl.col("flop_rate") > 0)
+        .then((pl.col("attainable_flop_rate") / pl.col("flop_rate")).log10())
+        .alias("roof_distance"),
     )
     # which counters each burst lacks (roles; ``flops``/``dram`` stand for any way of obtaining them)
     missing = [pl.when(pl.col(f"_{r}").is_null()).then(pl.lit(r)) for r in MISSING_ROLES if r not in ("flops", "dram")]
@@ -189,7 +198,9 @@ def assign_phases(bursts: pl.DataFrame, calls: pl.DataFrame | None) -> tuple[pl.
     src = source_keys(bursts)
     if source_keys(calls) != src:
         raise MetricsInputError(f"bursts are keyed by {src} but MPI calls by {source_keys(calls)}")
-    world = world_collectives(calls).select(*src, "appl", "task", pl.col("end_ns").alias("_cend"), "coll_idx").sort("_cend")
+    world = (
+        world_collectives(calls).select(*src, "appl", "task", pl.col("end_ns").alias("_cend"), "coll_idx").sort("_cend")
+    )
     by = [*src, "appl", "task"]
 
     def tag(df: pl.DataFrame) -> pl.DataFrame:
@@ -218,9 +229,15 @@ def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Mac
     b_cols = [c for c in ("flops", "instructions", "dram_bytes") if c in bursts.columns]
     b = bursts.group_by(unit).agg(
         (pl.col("duration_ns").sum() * 1e-9).alias("useful_s"),
-        pl.col("start_ns").min().alias("_s"), pl.col("end_ns").max().alias("_e"),
-        *[pl.col(c).sum().alias(c) if c != "flops" else pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
-          for c in b_cols])
+        pl.col("start_ns").min().alias("_s"),
+        pl.col("end_ns").max().alias("_e"),
+        *[
+            pl.col(c).sum().alias(c)
+            if c != "flops"
+            else pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
+            for c in b_cols
+        ],
+    )
     link = machine.link_bw()
     lat = machine.network_latency_s
     if calls is not None and calls.height:
@@ -235,8 +252,13 @@ def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Mac
             (pl.col("_bytes").sum() / link + pl.col("_msgs").sum() * lat).alias("transfer_s"))
         u = b.join(cagg, on=unit, how="full", coalesce=True)
     else:
-        u = b.with_columns(pl.lit(0.0).alias("mpi_s"), pl.lit(None, pl.Int64).alias("_cs"), pl.lit(None, pl.Int64).alias("_ce"),
-                           pl.lit(0.0).alias("network_bytes"), pl.lit(0.0).alias("transfer_s"))
+        u = b.with_columns(
+            pl.lit(0.0).alias("mpi_s"),
+            pl.lit(None, pl.Int64).alias("_cs"),
+            pl.lit(None, pl.Int64).alias("_ce"),
+            pl.lit(0.0).alias("network_bytes"),
+            pl.lit(0.0).alias("transfer_s"),
+        )
     u = u.with_columns(pl.min_horizontal("_s", "_cs").alias("_s"), pl.max_horizontal("_e", "_ce").alias("_e"),
                        pl.col("useful_s").fill_null(0.0), pl.col("transfer_s").fill_null(0.0),
                        pl.col("network_bytes").fill_null(0.0), pl.col("mpi_s").fill_null(0.0))
@@ -251,17 +273,25 @@ def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Mac
         if c not in p.columns:
             p = p.with_columns(pl.lit(None, pl.Float64).alias(c))
     elapsed = ((pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) * 1e-9)
-    p = p.with_columns(elapsed.alias("elapsed_s")).with_columns(
-        _safe_div(pl.col("useful_mean_s"), pl.col("useful_max_s")).alias("load_balance"),
-        _safe_div(pl.col("useful_max_s"), pl.col("elapsed_s")).clip(upper_bound=1.0).alias("comm_efficiency"),
-        _safe_div(pl.col("elapsed_s") - pl.col("transfer_max_s"), pl.col("elapsed_s")).clip(0.0, 1.0).alias("transfer_efficiency"),
-    ).with_columns(
-        _safe_div(pl.col("comm_efficiency"), pl.col("transfer_efficiency")).clip(upper_bound=1.0).alias("serialization_efficiency"),
-        (pl.col("load_balance") * pl.col("comm_efficiency")).alias("parallel_efficiency"),
-        _safe_div(pl.col("flops"), pl.col("dram_bytes")).alias("oi"),
-        _safe_div(pl.col("flops"), pl.col("network_bytes")).alias("ci"),
-        _safe_div(pl.col("instructions"), pl.col("dram_bytes")).alias("oi_ins"),
-        _safe_div(pl.col("instructions"), pl.col("network_bytes")).alias("ci_ins"),
+    p = (
+        p.with_columns(elapsed.alias("elapsed_s"))
+        .with_columns(
+            _safe_div(pl.col("useful_mean_s"), pl.col("useful_max_s")).alias("load_balance"),
+            _safe_div(pl.col("useful_max_s"), pl.col("elapsed_s")).clip(upper_bound=1.0).alias("comm_efficiency"),
+            _safe_div(pl.col("elapsed_s") - pl.col("transfer_max_s"), pl.col("elapsed_s"))
+            .clip(0.0, 1.0)
+            .alias("transfer_efficiency"),
+        )
+        .with_columns(
+            _safe_div(pl.col("comm_efficiency"), pl.col("transfer_efficiency"))
+            .clip(upper_bound=1.0)
+            .alias("serialization_efficiency"),
+            (pl.col("load_balance") * pl.col("comm_efficiency")).alias("parallel_efficiency"),
+            _safe_div(pl.col("flops"), pl.col("dram_bytes")).alias("oi"),
+            _safe_div(pl.col("flops"), pl.col("network_bytes")).alias("ci"),
+            _safe_div(pl.col("instructions"), pl.col("dram_bytes")).alias("oi_ins"),
+            _safe_div(pl.col("instructions"), pl.col("network_bytes")).alias("ci_ins"),
+        )
     )
     # Ridgeline (per rank): attainable = min(peak, OI x DRAM share, CI x link share)
     rps = ranks_per_socket or float(machine.cores_per_socket)

@@ -200,18 +200,36 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                 raise TraceChangedError(path, None, "the trace changed while it was read (a job still writing it, a "
                                         "copy in progress?); nothing stored: ingest it again once it is complete")
             res = source.resources
-            pl.DataFrame([{
-                "run_id": run_id, "run_name": run_name, "experiment": exp_name, "app": app_name,
-                "started_at": date or source.started_at, "format": source.format,
-                "source_path": str(path.resolve()), "source_bytes": sum(f.stat().st_size for f in source.content_files()),
-                "n_appl": res["n_appl"], "n_tasks": res["n_tasks"], "n_threads": res["n_threads"],
-                "n_nodes": res["n_nodes"], "duration_ns": res["duration_ns"], "counters": summary.counters,
-                "n_bursts": summary.n_bursts, "n_mpi_calls": summary.n_calls, "warnings": summary.warnings,
-                "ingested_at": ingested_at,
-            }], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
+            pl.DataFrame(
+                [
+                    {
+                        "run_id": run_id,
+                        "run_name": run_name,
+                        "experiment": exp_name,
+                        "app": app_name,
+                        "started_at": date or source.started_at,
+                        "format": source.format,
+                        "source_path": str(path.resolve()),
+                        "source_bytes": sum(f.stat().st_size for f in source.content_files()),
+                        "n_appl": res["n_appl"],
+                        "n_tasks": res["n_tasks"],
+                        "n_threads": res["n_threads"],
+                        "n_nodes": res["n_nodes"],
+                        "duration_ns": res["duration_ns"],
+                        "counters": summary.counters,
+                        "n_bursts": summary.n_bursts,
+                        "n_mpi_calls": summary.n_calls,
+                        "warnings": summary.warnings,
+                        "ingested_at": ingested_at,
+                    }
+                ],
+                schema=RUN_SCHEMA,
+            ).write_parquet(stage / "run.parquet")
     except (OSError, pl.exceptions.ComputeError) as exc:  # disk full, quota, permissions: nothing was committed
         reason = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0]
-        raise RunStoreError(f"{wh.root}: cannot store the run of {path} ({reason}); the warehouse is unchanged") from None
+        raise RunStoreError(
+            f"{wh.root}: cannot store the run of {path} ({reason}); the warehouse is unchanged"
+        ) from None
     row = existing_run(wh, run_id)
     if row is None or row["ingested_at"] != ingested_at.replace(tzinfo=None) and row["ingested_at"] != ingested_at:
         # another ingest of the same content committed first: it is that one's run

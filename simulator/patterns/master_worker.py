@@ -48,7 +48,16 @@ class MasterWorker(Pattern):
         if P == 1:  # no workers: the master does the work itself
             w = b.work(kid("interpret"), p.ins("interpret", 4e6, main=self.main_kernel))
             exit = b.close(t0 + w.dur, net.bcast(8, P), last=True)
-            b.pair(w, t0, call=CALL["MPI_Bcast"], exit=exit, slot=900, site=self.site(5), coll=(8, 0, 0, WORLD_COMM), world=True)
+            b.pair(
+                w,
+                t0,
+                call=CALL["MPI_Bcast"],
+                exit=exit,
+                slot=900,
+                site=self.site(5),
+                coll=(8, 0, 0, WORLD_COMM),
+                world=True,
+            )
             b.advance(exit)
             return
         # ---- master: send one task to every worker, in worker order
@@ -107,8 +116,15 @@ class MasterWorker(Pattern):
             entry[:, 0] = t + w.dur[:, 0]
             ready = np.zeros(shape)
             ready[:, 0] = arrival_w[rows, wk]
-            first, done = b.poll_loop(entry, ready, call=CALL["MPI_Iprobe"], slot=(600 + wk)[:, None], site=self.site(1),
-                                      mask=is_master, poll_ins=POLL_INS)
+            first, done = b.poll_loop(
+                entry,
+                ready,
+                call=CALL["MPI_Iprobe"],
+                slot=(600 + wk)[:, None],
+                site=self.site(1),
+                mask=is_master,
+                poll_ins=POLL_INS,
+            )
             start = np.zeros(shape)
             start[:, 0] = t
             b.pair(w, start, call=CALL["MPI_Iprobe"], exit=first, slot=slot[:, None], site=self.site(1), mask=is_master)
@@ -117,8 +133,16 @@ class MasterWorker(Pattern):
             r_exit = r_entry + net.call_ns + self.result_bytes / (0.8 * net.bw)
             start[:, 0], ex = done[:, 0], np.zeros(shape)
             ex[:, 0] = r_exit
-            b.pair(w, start, call=CALL["MPI_Recv"], exit=ex, slot=(400 + wk)[:, None], site=self.site(2), mask=is_master,
-                   p2p=(0, self.result_bytes, wk[:, None], TAG_RESULT, 1))
+            b.pair(
+                w,
+                start,
+                call=CALL["MPI_Recv"],
+                exit=ex,
+                slot=(400 + wk)[:, None],
+                site=self.site(2),
+                mask=is_master,
+                p2p=(0, self.result_bytes, wk[:, None], TAG_RESULT, 1),
+            )
             recv_done[rows, wk] = r_exit
             t, prev = r_exit, wk
         b.message(np.broadcast_to(task[None, :], shape), np.zeros(shape, np.int64), res_entry, res_exit, recv_done,

@@ -30,7 +30,10 @@ class Wavefront(Pattern):
     def block(self, b: BlockBuilder, base: np.random.Generator) -> None:
         p, P, net, shape = self.params, self.P, b.ctx.net, b.shape
         if P == 1:  # no pipeline: one burst per sweep
-            w = b.work(kid("sweep_chunk"), p.ins("sweep_chunk", CHUNKS * 6.0e5 * jitter(base, shape, 0.02), main=self.main_kernel))
+            w = b.work(
+                kid("sweep_chunk"),
+                p.ins("sweep_chunk", CHUNKS * 6.0e5 * jitter(base, shape, 0.02), main=self.main_kernel),
+            )
             exit = b.close(b.first_starts + w.dur, net.allreduce(8, P), last=True)
             b.pair(w, b.first_starts, call=CALL["MPI_Allreduce"], exit=exit, slot=90, site=self.site(2),
                    coll=(8, 8, -1, WORLD_COMM), world=True)
@@ -40,13 +43,17 @@ class Wavefront(Pattern):
         first = np.broadcast_to(task[None, :] == 0, shape)
         last = np.broadcast_to(task[None, :] == P - 1, shape)
         pre = [b.work(kid("poll"), 800.0) for _ in range(CHUNKS)]
-        comp = [b.work(kid("sweep_chunk"), p.ins("sweep_chunk", 6.0e5 * jitter(base, shape, 0.02), main=self.main_kernel))
-                for _ in range(CHUNKS)]
+        comp = [
+            b.work(kid("sweep_chunk"), p.ins("sweep_chunk", 6.0e5 * jitter(base, shape, 0.02), main=self.main_kernel))
+            for _ in range(CHUNKS)
+        ]
         comp_eff = [c.plus(q).where(first, c) for c, q in zip(comp, pre)]  # rank 0 has no receive
         o, copy = net.call_ns, self.m / (0.8 * net.bw)
         B = b.n_it
         t = b.first_starts.copy()
-        times = {k: np.zeros((B, P, CHUNKS)) for k in ("pre_start", "recv_exit", "comp_start", "send_entry", "send_exit")}
+        times = {
+            k: np.zeros((B, P, CHUNKS)) for k in ("pre_start", "recv_exit", "comp_start", "send_entry", "send_exit")
+        }
         for k in range(CHUNKS):
             for r in range(P):
                 if r > 0:
@@ -65,7 +72,11 @@ class Wavefront(Pattern):
         for k in range(CHUNKS):
             # receive from upstream; on the last rank the burst also holds the previous chunk's computation
             work = comp_eff[k - 1].plus(pre[k]).where(last, pre[k]) if k else pre[k]
-            start = np.where(last, times["comp_start"][:, :, k - 1], times["pre_start"][:, :, k]) if k else times["pre_start"][:, :, k]
+            start = (
+                np.where(last, times["comp_start"][:, :, k - 1], times["pre_start"][:, :, k])
+                if k
+                else times["pre_start"][:, :, k]
+            )
             b.pair(work, start, call=CALL["MPI_Recv"], exit=times["recv_exit"][:, :, k], slot=10 + 2 * k,
                    site=self.site(0), mask=~first, p2p=(0, self.m, up, TAG0 + k, 1))
             b.pair(comp_eff[k], times["comp_start"][:, :, k], call=CALL["MPI_Send"], exit=times["send_exit"][:, :, k],

@@ -14,7 +14,9 @@ Model of an OTF2 run (``Otf2Trace``):
   are readings that get differenced, ``*_LAST`` / ``RELATIVE_POINT`` values already count the interval since the
   previous reading and ``*_NEXT`` values the interval up to the next one. Every value becomes a count at the time
   that closes its interval; a burst's counter is the sum of the counts inside it (start < t <= end).
-- **MPI calls**: outermost MPI regions, with name, kind (from the MPI call catalogue, :mod:`synthtrace.tracelib.mpi_calls`), collective sizes / root / communicator from ``MpiCollectiveEnd``, the communicator of
+- **MPI calls**: outermost MPI regions, with name, kind (from the MPI call catalogue,
+:mod:`synthtrace.tracelib.mpi_calls`), collective sizes / root / communicator from ``MpiCollectiveEnd``, the
+communicator of
   point-to-point records, and ``call_site`` = the innermost enclosing non-MPI region (``name (file:line)``).
 - **messages**: ``MpiSend``/``MpiIsend`` matched with ``MpiRecv``/``MpiIrecv`` per (sender rank, receiver rank,
   communicator, tag) in order (MPI's non-overtaking rule); an ``MpiIrecv`` counts at the time of its
@@ -24,7 +26,8 @@ Times are integer ns from the trace's global offset (clock properties: resolutio
 location are taken in (timestamp, record order). Events are read per location through the OTF2 C library with
 thin ctypes callbacks registered directly on its event reader (the ``otf2`` wheel's own event objects make a bare
 loop over the events ~3x slower than this whole reader, see benchmarks/results/otf2.md), ``chunk_events`` at a
-time, and handed to the :class:`~synthtrace.tracelib.bursts.BurstAssembler` chunk by chunk, so the tables' memory is bounded
+time, and handed to the :class:`~synthtrace.tracelib.bursts.BurstAssembler` chunk by chunk, so the tables' memory is
+bounded
 by the chunk size; only the point-to-point records wait for the end (message halves live on two locations).
 
 Modules, one job each: ``library`` (ctypes bindings of the C library, its errors), ``definitions`` (global

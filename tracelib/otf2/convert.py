@@ -9,7 +9,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.bursts import INTERVAL_SCHEMA, MESSAGE_SCHEMA, MPI_EVENT_SCHEMA, NEVER, SAMPLE_SCHEMA, RecordBatch
+from synthtrace.tracelib.bursts import (
+    INTERVAL_SCHEMA,
+    MESSAGE_SCHEMA,
+    MPI_EVENT_SCHEMA,
+    NEVER,
+    SAMPLE_SCHEMA,
+    RecordBatch,
+)
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.otf2.definitions import _CUM, _CUM_ZERO, _DELTA_NEXT, _Definitions, _Location
 from synthtrace.tracelib.otf2.events import (_ENTER, _IRECV_REQ, _LEAVE, _EventBuffer, _np)
@@ -225,7 +232,9 @@ class _LocationConverter:
             slot_ref = np.concatenate([[carried.ref], slot_ref])
             slot_site = np.concatenate([[carried.site], slot_site])
             slot_lo = np.concatenate([[-1], slot_lo])
-            info = np.concatenate([np.array([[carried.comm], [carried.root], [carried.sent], [carried.recv]]), info], axis=1)
+            info = np.concatenate(
+                [np.array([[carried.comm], [carried.root], [carried.sent], [carried.recv]]), info], axis=1
+            )
         n_slots, n_closed = slot_ns.size, exits.size
         slot_hi = np.full(n_slots, _INF_POS, dtype=np.int64)
         slot_hi[:n_closed] = pos[exits]
@@ -269,13 +278,24 @@ class _LocationConverter:
         if not entry_ns.size:
             return pl.DataFrame(schema=MPI_EVENT_SCHEMA)
         ref_s = pl.Series(ref.astype(np.int64))
-        nullable = {name: pl.Series(info[i]).replace(-1, None) for i, name in enumerate(("comm", "root", "bytes_sent", "bytes_recv"))}
+        nullable = {
+            name: pl.Series(info[i]).replace(-1, None)
+            for i, name in enumerate(("comm", "root", "bytes_sent", "bytes_recv"))
+        }
         n = entry_ns.size
-        entry = pl.DataFrame({
-            "time_ns": entry_ns.astype(np.int64), "kind": self._kinds.gather(ref_s), "call": self._names.gather(ref_s),
-            **nullable,
-            "call_site": self._sites.gather(pl.Series(np.clip(site, 0, None))).zip_with(pl.Series(site >= 0), pl.Series([None] * n, dtype=pl.String)),
-            "_i": np.arange(n), "_o": np.zeros(n, dtype=np.int8)})
+        entry = pl.DataFrame(
+            {
+                "time_ns": entry_ns.astype(np.int64),
+                "kind": self._kinds.gather(ref_s),
+                "call": self._names.gather(ref_s),
+                **nullable,
+                "call_site": self._sites.gather(pl.Series(np.clip(site, 0, None))).zip_with(
+                    pl.Series(site >= 0), pl.Series([None] * n, dtype=pl.String)
+                ),
+                "_i": np.arange(n),
+                "_o": np.zeros(n, dtype=np.int8),
+            }
+        )
         exit_ = pl.DataFrame({"time_ns": exit_ns.astype(np.int64), "kind": entry["kind"], "_i": np.arange(n),
                               "_o": np.ones(n, dtype=np.int8)})
         df = pl.concat([entry, exit_], how="diagonal_relaxed").sort("_i", "_o")

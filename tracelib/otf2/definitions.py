@@ -93,7 +93,7 @@ def _metric_semantics(mode_value: int) -> int:
     return _CUM  # ACCUMULATED_POINT and the ABSOLUTE_* readings
 
 
-def _read_definitions(reader, anchor: Path) -> _Definitions:  # noqa: ANN001 - otf2.reader.Reader
+def _read_definitions(reader, anchor: Path) -> _Definitions:
     """Turn the otf2 wheel's definition registry into :class:`_Definitions` (raises TraceFormatError)."""
     defs = reader.definitions
     clock = defs.clock_properties
@@ -120,7 +120,7 @@ def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], d
     """The CPU locations as (task, thread) in that order, each location's key, the number of ranks and nodes. A
     rank is the location's place in the MPI COMM_LOCATIONS group (one location per rank, in rank order), else
     the order of its process group."""
-    from otf2.enums import GroupType, LocationType, Paradigm  # noqa: PLC0415 - with the wheel, like the reader
+    from otf2.enums import GroupType, LocationType, Paradigm
 
     evt_dir = anchor.with_suffix("")
     group_rank: dict[int, int] = {}
@@ -160,7 +160,7 @@ def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], d
 def _regions(defs) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | None]]:
     """Per region ref: its name, whether it is an MPI region (paradigm MPI or an ``MPI_`` name), its MPI kind and,
     for the other regions, its call-site label (``name (file:line)``)."""
-    from otf2.enums import Paradigm  # noqa: PLC0415 - with the wheel, like the reader
+    from otf2.enums import Paradigm
 
     regions = list(defs.regions)
     n_reg = max((r._ref for r in regions), default=-1) + 1
@@ -219,7 +219,7 @@ def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], li
 
 def _communicators(defs, loc_key: dict[int, tuple[int, int]]) -> tuple[pl.DataFrame, set[int]]:
     """Who is rank r of communicator c (comm, rank, task, thread), and the MPI_COMM_SELF communicators."""
-    from otf2.enums import GroupType  # noqa: PLC0415 - with the wheel, like the reader
+    from otf2.enums import GroupType
 
     rows: list[tuple[int, int, int, int]] = []
     self_comms: set[int] = set()

@@ -35,43 +35,49 @@ class _EventBuffer:
     def callbacks(self) -> dict[str, object]:
         """ctypes function pointers per OTF2 event type; keep them referenced while reading."""
         rk, rt, rr, rp = self.r_kind.append, self.r_time.append, self.r_ref.append, self.r_pos.append
-        mt, mr, mn, mp, mv = self.m_time.append, self.m_ref.append, self.m_n.append, self.m_pos.append, self.m_vals.extend
+        mt, mr, mn, mp, mv = (
+            self.m_time.append,
+            self.m_ref.append,
+            self.m_n.append,
+            self.m_pos.append,
+            self.m_vals.extend,
+        )
         pk, pt, pe, pc = self.p_kind.append, self.p_time.append, self.p_peer.append, self.p_comm.append
         pg, pl_, pq, pp = self.p_tag.append, self.p_len.append, self.p_req.append, self.p_pos.append
         ct, cc, cr, cp = self.c_time.append, self.c_comm.append, self.c_root.append, self.c_pos.append
         cs, cv = self.c_sent.append, self.c_recv.append
 
-        def enter(_l, t, pos, _u, _a, region):  # noqa: ANN001
+        def enter(_l, t, pos, _u, _a, region):
             rk(_ENTER); rt(t); rr(region); rp(pos)  # noqa: E702
             return 0
 
-        def leave(_l, t, pos, _u, _a, region):  # noqa: ANN001
+        def leave(_l, t, pos, _u, _a, region):
             rk(_LEAVE); rt(t); rr(region); rp(pos)  # noqa: E702
             return 0
 
-        def begin(_l, t, pos, _u, _a, _name, _n, _args):  # noqa: ANN001
+        def begin(_l, t, pos, _u, _a, _name, _n, _args):
             rk(_BEGIN); rt(t); rr(0); rp(pos)  # noqa: E702
             return 0
 
-        def end(_l, t, pos, _u, _a, _status):  # noqa: ANN001
+        def end(_l, t, pos, _u, _a, _status):
             rk(_END); rt(t); rr(0); rp(pos)  # noqa: E702
             return 0
 
-        def metric(_l, t, pos, _u, _a, ref, n, _types, values):  # noqa: ANN001
+        def metric(_l, t, pos, _u, _a, ref, n, _types, values):
             mt(t); mr(ref); mn(n); mp(pos); mv(values[:n])  # noqa: E702
             return 0
 
         def p2p(kind: int):
-            def cb(_l, t, pos, _u, _a, peer, comm, tag, length, req=_UNDEFINED_U64):  # noqa: ANN001
+            def cb(_l, t, pos, _u, _a, peer, comm, tag, length, req=_UNDEFINED_U64):
                 pk(kind); pt(t); pe(peer); pc(comm); pg(tag); pl_(length); pq(req); pp(pos)  # noqa: E702
                 return 0
             return cb
 
-        def irecv_request(_l, t, pos, _u, _a, req):  # noqa: ANN001
+        def irecv_request(_l, t, pos, _u, _a, req):
             pk(_IRECV_REQ); pt(t); pe(_UNDEFINED_U32); pc(_UNDEFINED_U32); pg(0); pl_(0); pq(req); pp(pos)  # noqa: E702
             return 0
 
-        def coll_end(_l, t, pos, _u, _a, _op, comm, root, sent, recv):  # noqa: ANN001
+        def coll_end(_l, t, pos, _u, _a, _op, comm, root, sent, recv):
             ct(t); cc(comm); cr(root); cs(sent); cv(recv); cp(pos)  # noqa: E702
             return 0
 
@@ -88,6 +94,6 @@ def _np(a: array, dtype: type) -> np.ndarray:
 
 def _clear(buf: _EventBuffer) -> None:
     """Empty the buffer's arrays in place (the callbacks hold their bound ``append`` methods)."""
-    for name, value in vars(buf).items():
+    for value in vars(buf).values():
         if isinstance(value, array):
             del value[:]

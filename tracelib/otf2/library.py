@@ -14,11 +14,11 @@ _ERROR_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, cty
 @contextlib.contextmanager
 def _captured_otf2_errors() -> Iterator[list[str]]:
     """Collect the OTF2 C library's error messages instead of letting it print them to stderr."""
-    from _otf2.Config import conf  # noqa: PLC0415 - the C library, loaded with the otf2 wheel
+    from _otf2.Config import conf
 
     messages: list[str] = []
 
-    def on_error(_user, _file, _line, function, _code, fmt, _va):  # noqa: ANN001 - ctypes callback
+    def on_error(_user, _file, _line, function, _code, fmt, _va):
         text = (fmt or b"").decode("utf-8", "replace").replace("%s", "?").strip()
         if text:
             messages.append(text)
@@ -68,9 +68,9 @@ _FP_IRECV_REQ = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u64)
 _FP_COLL_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u8, _u32, _u32, _u64, _u64)  # op, comm, root, sent, recv
 
 
-def _callback_setter(name: str):  # noqa: ANN202 - a ctypes function
-    import _otf2  # noqa: PLC0415
-    from _otf2.Config import conf  # noqa: PLC0415
+def _callback_setter(name: str):
+    import _otf2
+    from _otf2.Config import conf
 
     fp = {"Enter": _FP_REGION, "Leave": _FP_REGION, "ProgramBegin": _FP_BEGIN, "ProgramEnd": _FP_END,
           "Metric": _FP_METRIC, "MpiSend": _FP_SEND, "MpiIsend": _FP_ISEND, "MpiRecv": _FP_SEND,

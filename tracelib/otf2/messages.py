@@ -46,11 +46,20 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
                      pl.col("pos").alias("r_pos"), pl.col("size").alias("r_size"))
              .sort([*key, "r_t", "r_pos"]).with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
     m = sends.join(recvs, on=[*key, "_k"], how="full", coalesce=True, nulls_equal=False)
-    return m.select(
-        pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
-        pl.col("s_task").cast(pl.Int32), pl.col("s_thread").cast(pl.Int32), pl.col("t").alias("s_time_ns").cast(pl.Int64),
-        pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
-        pl.col("r_task").cast(pl.Int32), pl.col("r_thread").cast(pl.Int32), pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
-        pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"), pl.col("tag").cast(pl.Int64),
-    ).sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True).collect(engine="streaming")
+    return (
+        m.select(
+            pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
+            pl.col("s_task").cast(pl.Int32),
+            pl.col("s_thread").cast(pl.Int32),
+            pl.col("t").alias("s_time_ns").cast(pl.Int64),
+            pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
+            pl.col("r_task").cast(pl.Int32),
+            pl.col("r_thread").cast(pl.Int32),
+            pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
+            pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"),
+            pl.col("tag").cast(pl.Int64),
+        )
+        .sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
+        .collect(engine="streaming")
+    )
 

@@ -16,7 +16,12 @@ from synthtrace.tracelib.otf2.convert import _LocationConverter
 from synthtrace.tracelib.formats import ReadSummary, TablePart, TraceReader
 from synthtrace.tracelib.otf2.definitions import _check_location_files, _Location, _read_definitions, _validate_archive
 from synthtrace.tracelib.otf2.events import _clear, _EventBuffer
-from synthtrace.tracelib.otf2.library import _callback_setter, _captured_otf2_errors, _library_reason, _python_callback_errors
+from synthtrace.tracelib.otf2.library import (
+    _callback_setter,
+    _captured_otf2_errors,
+    _library_reason,
+    _python_callback_errors,
+)
 from synthtrace.tracelib.otf2.messages import _P2P_SCHEMA, match_messages
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
@@ -70,8 +75,8 @@ class Otf2Trace(TraceReader):
             _check_location_files(loc)
         self.warnings.extend(self.defs.warnings)
 
-    def _open_reader(self, messages: list[str]):  # noqa: ANN202 - otf2.reader.Reader
-        import otf2  # noqa: PLC0415 - the wheel with the C library
+    def _open_reader(self, messages: list[str]):
+        import otf2
 
         try:
             with _python_callback_errors(messages):
@@ -108,7 +113,7 @@ class Otf2Trace(TraceReader):
                calls: CallStore) -> Generator[TablePart, None, ReadSummary]:
         """Bursts parts location by location (``progress`` gets bytes of event files read); the calls go to
         ``calls``, attached at the end to the messages matched across locations."""
-        import _otf2  # noqa: PLC0415
+        import _otf2
 
         self.warnings = list(self.defs.warnings)  # what reading adds is found again on every read
         assembler = BurstAssembler(run_id)
@@ -121,8 +126,10 @@ class Otf2Trace(TraceReader):
                 setters = {name: _callback_setter(name) for name in _EventBuffer().callbacks()}
                 for loc in self.defs.locations:
                     for batch, horizon in self._location_chunks(_otf2, handle, loc, setters, messages, read, progress):
-                        h = pl.DataFrame({"appl": [1], "task": [loc.task], "thread": [loc.thread], "time_ns": [horizon]},
-                                         schema=HORIZON_SCHEMA)
+                        h = pl.DataFrame(
+                            {"appl": [1], "task": [loc.task], "thread": [loc.thread], "time_ns": [horizon]},
+                            schema=HORIZON_SCHEMA,
+                        )
                         yield from read.assembled(*assembler.feed(batch, h), calls)
             finally:
                 with contextlib.suppress(Exception):
@@ -175,11 +182,13 @@ class Otf2Trace(TraceReader):
                 reported = done
         _otf2.Reader_CloseEvtReader(handle, evt_reader)
         if loc.n_events and n_read < loc.n_events:
-            raise TruncatedTraceError(loc.evt_file, None, f"{n_read} of the {loc.n_events} events the definitions announce")
+            raise TruncatedTraceError(
+                loc.evt_file, None, f"{n_read} of the {loc.n_events} events the definitions announce"
+            )
         read.last_ns = max(read.last_ns, conv.state.last_ns)
         self._location_warnings(conv)
 
-    def _read_local_definitions(self, _otf2, handle, messages: list[str]) -> None:  # noqa: ANN001
+    def _read_local_definitions(self, _otf2, handle, messages: list[str]) -> None:
         """Select every CPU location and read its local definitions (mapping tables, clock offsets)."""
         for loc in self.defs.locations:
             _otf2.Reader_SelectLocation(handle, loc.ref)

@@ -144,6 +144,10 @@ def catalogue(names: Iterable[str], overrides: Mapping[str, int] | None = None,
         else:
             t = _hashed_type(n, UNCORE_BASE if kind == "uncore" else NATIVE_BASE, taken)
         taken.add(t)
-        desc = descriptions.get(n) or PAPI_DESCRIPTION.get(n) or ("Uncore counter" if kind == "uncore" else "Native counter")
+        desc = (
+            descriptions.get(n)
+            or PAPI_DESCRIPTION.get(n)
+            or ("Uncore counter" if kind == "uncore" else "Native counter")
+        )
         out.append(CounterInfo(n, t, kind, desc))
     return out

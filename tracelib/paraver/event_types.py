@@ -11,8 +11,9 @@ from synthtrace.tracelib.mpi_calls import MpiKind
 MPI_EVENT_TYPES = (50_000_001, 50_000_002, 50_000_003, 50_000_004, 50_000_005)
 #: the kind of an MPI call of each event type, for calls the catalogue does not name; entries and exits pair
 #: within one type
-MPI_TYPE_KINDS: dict[int, MpiKind] = dict(zip(MPI_EVENT_TYPES, ("point_to_point", "collective", "other", "other", "other"),
-                                              strict=True))
+MPI_TYPE_KINDS: dict[int, MpiKind] = dict(
+    zip(MPI_EVENT_TYPES, ("point_to_point", "collective", "other", "other", "other"), strict=True)
+)
 #: collective send size, receive size, root and communicator, at the entry of a collective
 COLLECTIVE_INFO_TYPES = (50_100_001, 50_100_002, 50_100_003, 50_100_004)
 #: the caller of an MPI call (function id) and its line, at the entry

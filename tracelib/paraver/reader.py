@@ -18,7 +18,14 @@ from typing import BinaryIO, TypeVar
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.bursts import MESSAGE_SCHEMA, ArrayBatch, BurstAssembler, SampleArrays, attach_messages, null_unless
+from synthtrace.tracelib.bursts import (
+    MESSAGE_SCHEMA,
+    ArrayBatch,
+    BurstAssembler,
+    SampleArrays,
+    attach_messages,
+    null_unless,
+)
 from synthtrace.tracelib.call_store import CallStore
 from synthtrace.tracelib.errors import MissingCompanionWarning, TraceChangedError, TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.formats import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
@@ -100,7 +107,7 @@ def read_ahead(items: Iterator[_T], depth: int = 1) -> Iterator[_T]:
                 if not put((x, None)):
                     return
             put((_END, None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+        except BaseException as exc:
             put((_END, exc))
         finally:
             close = getattr(items, "close", None)
@@ -124,10 +131,12 @@ def read_ahead(items: Iterator[_T], depth: int = 1) -> Iterator[_T]:
 
 _WARM_UP_LOCK = threading.Lock()
 _warm_up_thread: threading.Thread | None = None
-_WARM_UP_RECORDS = (b"1:1:1:1:1:0:10:1\n2:1:1:1:1:10:42000050:5:43000050:9:50000002:8:50100001:4:70000001:1:80000001:2\n"
-                    b"2:1:1:1:1:12:50000002:0\n3:1:1:1:1:10:10:2:1:2:1:12:12:4:1\n1:1:1:1:1:12:20:1\n1:1:1:2:1:0:20:1\n"
-                    b"2:1:1:1:1:20:42000050:7:43000050:12:50000001:3\n2:1:1:2:1:20:50000001:3\n2:1:1:2:1:22:50000001:0\n"
-                    b"4:1:2\n2:1:1:1:1:25:50000001:0\n")
+_WARM_UP_RECORDS = (
+    b"1:1:1:1:1:0:10:1\n2:1:1:1:1:10:42000050:5:43000050:9:50000002:8:50100001:4:70000001:1:80000001:2\n"
+    b"2:1:1:1:1:12:50000002:0\n3:1:1:1:1:10:10:2:1:2:1:12:12:4:1\n1:1:1:1:1:12:20:1\n1:1:1:2:1:0:20:1\n"
+    b"2:1:1:1:1:20:42000050:7:43000050:12:50000001:3\n2:1:1:2:1:20:50000001:3\n2:1:1:2:1:22:50000001:0\n"
+    b"4:1:2\n2:1:1:1:1:25:50000001:0\n"
+)
 
 
 def _warm_up() -> None:
@@ -157,7 +166,7 @@ def start_warm_up() -> None:
         def run() -> None:
             try:
                 _warm_up()
-            except Exception:  # noqa: BLE001 - the real read meets the same problem and reports it
+            except Exception:
                 pass
 
         _warm_up_thread = threading.Thread(target=run, name="synthtrace-numba-warm-up", daemon=True)
@@ -334,8 +343,12 @@ class ParaverTrace(TraceReader):
         for block, whole in self._chunks(hasher):
             if not whole:
                 if not self.salvage:
-                    raise TruncatedTraceError(self.path, line,
-                        "trace cut off mid-record (no newline at the end of the last line); --salvage keeps the complete records")
+                    raise TruncatedTraceError(
+                        self.path,
+                        line,
+                        "trace cut off mid-record (no newline at the end of the last line); --salvage keeps the "
+                        "complete records",
+                    )
                 yield f"{self.path}:{line}: dropped the incomplete last record (--salvage)"
                 return
             chunk = parser.parse(block, line)
@@ -457,7 +470,10 @@ class _EventConverter:
         """The assembler's batch of a prepared chunk: counter slots become the assembler's counter codes."""
         counter_types = item.counter_types
         if counter_types.size > self._slot_code.size:
-            new = [self.assembler.counter_code(self.pcf.counter_name(int(t))) for t in counter_types[self._slot_code.size:]]
+            new = [
+                self.assembler.counter_code(self.pcf.counter_name(int(t)))
+                for t in counter_types[self._slot_code.size :]
+            ]
             self._slot_code = np.concatenate([self._slot_code, np.asarray(new, dtype=np.int32)])
         sm = item.chunk.samples
         samples = SampleArrays(sm.thread, sm.time_ns, self._slot_code[sm.counter], sm.value)
@@ -520,16 +536,31 @@ class _EventConverter:
         site_idx = np.zeros(rows.size, np.int64)
         site_idx[s_idx] = sinv
         appl, task, thread = self.parser.thread_columns(ev.thread[rows])
-        kind = pl.Series("kind", [MPI_TYPE_KINDS[t] for t in MPI_EVENT_TYPES], pl.String).gather(typ - MPI_EVENT_TYPES[0])
+        kind = pl.Series("kind", [MPI_TYPE_KINDS[t] for t in MPI_EVENT_TYPES], pl.String).gather(
+            typ - MPI_EVENT_TYPES[0]
+        )
         call = pl.Series("call", names or [""], pl.String).gather(call_idx)
         site = pl.Series("call_site", sites or [""], pl.String).gather(site_idx)
         root = info[:, 2]
         root_ok = (root >= -(2**31)) & (root < 2**31)  # a root beyond 32 bits is no rank: left null
-        return pl.DataFrame([
-            pl.Series("appl", appl), pl.Series("task", task), pl.Series("thread", thread),
-            pl.Series("cpu", ev.cpu[rows]), pl.Series("time_ns", ev.time_ns[rows]), kind,
-            null_unless(call, entry, "call"),
-            *(pl.Series(name, np.ma.masked_array(info[:, c], mask=~(entry & (has & (1 << c) > 0) & (root_ok if c == 2 else True))))
-              for c, name in enumerate(("bytes_sent", "bytes_recv", "root", "comm"))),
-            null_unless(site, with_site, "call_site"),
-        ]).cast({"root": pl.Int32})
+        return pl.DataFrame(
+            [
+                pl.Series("appl", appl),
+                pl.Series("task", task),
+                pl.Series("thread", thread),
+                pl.Series("cpu", ev.cpu[rows]),
+                pl.Series("time_ns", ev.time_ns[rows]),
+                kind,
+                null_unless(call, entry, "call"),
+                *(
+                    pl.Series(
+                        name,
+                        np.ma.masked_array(
+                            info[:, c], mask=~(entry & (has & (1 << c) > 0) & (root_ok if c == 2 else True))
+                        ),
+                    )
+                    for c, name in enumerate(("bytes_sent", "bytes_recv", "root", "comm"))
+                ),
+                null_unless(site, with_site, "call_site"),
+            ]
+        ).cast({"root": pl.Int32})

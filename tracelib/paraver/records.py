@@ -2,7 +2,8 @@
 
 A chunk of whole lines goes through the Numba tokenizer (:mod:`synthtrace.tracelib.paraver.tokenizer`) in one pass: it
 checks every line and keeps Running intervals, counter samples, MPI-related events and communication records.
-The first bad line of the file stops the read with a :class:`~synthtrace.tracelib.errors.TraceFormatError` naming the line
+The first bad line of the file stops the read with a :class:`~synthtrace.tracelib.errors.TraceFormatError` naming the
+line
 and the reason. Times are converted to ns with the header's time scale.
 """
 from __future__ import annotations
@@ -24,8 +25,12 @@ STATE_RUNNING = 1
 _THREAD = ["appl", "task", "thread"]
 _RECORD_NAMES = {1: ("a state record", 8), 2: ("an event record", 8), 3: ("a communication record", 15)}
 _COMM_FIELDS = ("cpu", "appl", "task", "thread", "logical_ns", "physical_ns")
-COMM_SCHEMA = {**{f"{side}{n}": (pl.Int64 if n.endswith("_ns") else pl.Int32) for side in ("s_", "r_") for n in _COMM_FIELDS},
-               "size": pl.Int64, "tag": pl.Int64, "line": pl.Int64}
+COMM_SCHEMA = {
+    **{f"{side}{n}": (pl.Int64 if n.endswith("_ns") else pl.Int32) for side in ("s_", "r_") for n in _COMM_FIELDS},
+    "size": pl.Int64,
+    "tag": pl.Int64,
+    "line": pl.Int64,
+}
 
 
 @dataclass
@@ -105,7 +110,9 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
                 "outside the header's resource model")
     if code == tk.E_NOT_INT64:
         what = "time" if (rtype == 3 and k in (6, 7, 12, 13)) else "value"
-        return f"field {k} {what} {num(k - 1)} does not fit in a signed 64-bit integer" + (" of ns" if what == "time" else "")
+        return f"field {k} {what} {num(k - 1)} does not fit in a signed 64-bit integer" + (
+            " of ns" if what == "time" else ""
+        )
     if code == tk.E_ORDER:
         return (f"record out of time order: {num(5) * scale} ns after {prev_ns} ns on "
                 f"appl {num(2)} task {num(3)} thread {num(4)}")
@@ -129,7 +136,11 @@ class RecordParser:
         tasks = [len(t) for t in header.threads_per_task]
         threads = [n for t in header.threads_per_task for n in t]
         self.threads: list[tuple[int, int, int]] = [
-            (a + 1, t + 1, h + 1) for a, ts in enumerate(header.threads_per_task) for t, n in enumerate(ts) for h in range(n)]
+            (a + 1, t + 1, h + 1)
+            for a, ts in enumerate(header.threads_per_task)
+            for t, n in enumerate(ts)
+            for h in range(n)
+        ]
         scale = header.time_scale
         self.state = tk.TokenizerState(
             time_scale=scale, max_raw_time=header.duration_ns // scale, n_cpus=header.n_cpus,

@@ -35,7 +35,11 @@ def parse_row(data: bytes, path: str | Path) -> RowNames:
         parts = line.split()
         if parts[0] == "LEVEL":
             if current and len(levels[current[0]]) < current[1]:
-                raise TraceFormatError(path, current[2], f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}")
+                raise TraceFormatError(
+                    path,
+                    current[2],
+                    f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}",
+                )
             if len(parts) != 4 or parts[2] != "SIZE" or not parts[3].isdigit() or len(parts[3]) > 10:
                 raise TraceFormatError(path, lineno, "expected 'LEVEL <name> SIZE <n>'")
             current = (parts[1].upper(), int(parts[3]), lineno)
@@ -46,7 +50,9 @@ def parse_row(data: bytes, path: str | Path) -> RowNames:
         else:
             levels[current[0]].append(line)
     if current and len(levels[current[0]]) < current[1]:
-        raise TraceFormatError(path, current[2], f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}")
+        raise TraceFormatError(
+            path, current[2], f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}"
+        )
     return RowNames(levels, level_lines)
 
 

@@ -4,7 +4,8 @@
 keeps: Running state intervals, counter samples (absolute counters already turned into deltas), the other kept
 events (MPI, collective sizes, callers; with their line number) and communication records. On the way it checks
 every line (digits only, no empty field, field counts, record type, times within the header's duration, the
-resource model, time order per thread); blank lines and comments are skipped and stops at the first bad line with an error code that
+resource model, time order per thread); blank lines and comments are skipped and stops at the first bad line with an
+error code that
 :func:`synthtrace.tracelib.paraver.records.error_reason` turns into the one-line reason.
 
 State that spans chunks (last time per thread, the counter-type table, the last reading of absolute counters)
@@ -20,8 +21,14 @@ from typing import NamedTuple
 import numpy as np
 
 from synthtrace.tracelib.jit import cached_njit
-from synthtrace.tracelib.paraver.event_types import (CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES, COUNTER_TYPE_MAX,
-                                                    COUNTER_TYPE_MIN, MPI_EVENT_TYPES)
+from synthtrace.tracelib.paraver.event_types import (
+    CALLER_LINE_TYPE,
+    CALLER_TYPE,
+    COLLECTIVE_INFO_TYPES,
+    COUNTER_TYPE_MAX,
+    COUNTER_TYPE_MIN,
+    MPI_EVENT_TYPES,
+)
 
 # ---------------------------------------------------------------------------------------------- error codes
 E_NONE = 0

@@ -376,7 +376,9 @@ class ParaverWriter:
             os.unlink(self._body_path)
         elif end > self._known_duration:
             self.abort()
-            raise WriterError(f"{self.prv}: records reach {end} ns, beyond the declared duration {self._known_duration} ns")
+            raise WriterError(
+                f"{self.prv}: records reach {end} ns, beyond the declared duration {self._known_duration} ns"
+            )
         self.prv.with_suffix(".pcf").write_text(format_pcf(pcf))
         self.prv.with_suffix(".row").write_text(format_row(self.meta.row_levels()))
         os.replace(self._part, self.prv)
@@ -398,7 +400,8 @@ _SITE_RAW = re.compile(r"^(?P<func>.+) \(line (?P<value>\d+)\)$")
 
 @dataclass
 class CallSites:
-    """Caller ids for call-site strings as the reader renders them: ``func (file:line)``, ``func (line N)`` or ``func``."""
+    """Caller ids for call-site strings as the reader renders them: ``func (file:line)``, ``func (line N)`` or
+    ``func``."""
 
     binary: str = "app"
     functions: dict[str, int] = field(default_factory=dict)
@@ -582,9 +585,13 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
     ctype = {c.name: c.event_type for c in infos}
 
     # MPI call ids, states and caller ids
-    names = set(calls.get_column("mpi_call").drop_nulls().to_list()) | set(bursts.get_column("mpi_call").drop_nulls().to_list())
+    names = set(calls.get_column("mpi_call").drop_nulls().to_list()) | set(
+        bursts.get_column("mpi_call").drop_nulls().to_list()
+    )
     kind_of = {n: mpi_kind_of(n) for n in names}
-    calls = calls.with_columns(pl.col("mpi_kind").fill_null(pl.col("mpi_call").replace_strict(kind_of, default=None, return_dtype=pl.String)))
+    calls = calls.with_columns(
+        pl.col("mpi_kind").fill_null(pl.col("mpi_call").replace_strict(kind_of, default=None, return_dtype=pl.String))
+    )
     kinds = calls.select("mpi_kind", "mpi_call").unique().rows()
     burst_calls = bursts.filter(pl.col("mpi_call").is_not_null()).select("mpi_call").unique().to_series().to_list()
     ids = mpi_call_ids([*kinds, *[(mpi_kind_of(n), n) for n in burst_calls]])
@@ -592,7 +599,10 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
                             schema={"mpi_kind": pl.String, "mpi_call": pl.String, "_type": pl.Int64,
                                     "_value": pl.Int64, "_state": pl.Int64}, orient="row")
     sites = CallSites(binary=meta.binary)
-    all_sites = [*calls.get_column("call_site").drop_nulls().to_list(), *bursts.get_column("call_site").drop_nulls().to_list()]
+    all_sites = [
+        *calls.get_column("call_site").drop_nulls().to_list(),
+        *bursts.get_column("call_site").drop_nulls().to_list(),
+    ]
     sites.add(all_sites)
     site_frame = sites.frame(all_sites)
 
@@ -615,10 +625,16 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
 
     # entries named only by a burst (an MPI call entered but never left before the trace ends)
     known = calls.select(*THREAD_KEYS, pl.col("start_ns").alias("end_ns")).unique()
-    dangling = (bursts.filter(pl.col("mpi_call").is_not_null()).join(known, on=[*THREAD_KEYS, "end_ns"], how="anti")
-                .select(*THREAD_KEYS, "cpu", "mpi_call", "call_site", pl.col("end_ns").alias("start_ns"))
-                .with_columns(pl.col("mpi_call").replace_strict(kind_of, default=None, return_dtype=pl.String).alias("mpi_kind"))
-                .join(id_frame, on=["mpi_kind", "mpi_call"], how="left").join(site_frame, on="call_site", how="left"))
+    dangling = (
+        bursts.filter(pl.col("mpi_call").is_not_null())
+        .join(known, on=[*THREAD_KEYS, "end_ns"], how="anti")
+        .select(*THREAD_KEYS, "cpu", "mpi_call", "call_site", pl.col("end_ns").alias("start_ns"))
+        .with_columns(
+            pl.col("mpi_call").replace_strict(kind_of, default=None, return_dtype=pl.String).alias("mpi_kind")
+        )
+        .join(id_frame, on=["mpi_kind", "mpi_call"], how="left")
+        .join(site_frame, on="call_site", how="left")
+    )
 
     thread_cpu = bursts.group_by(THREAD_KEYS).agg(pl.col("cpu").first().alias("_tcpu"))
     messages = (messages.join(thread_cpu.rename({"appl": "s_appl", "task": "s_task", "thread": "s_thread"}),
@@ -628,15 +644,25 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
                       on=["r_appl", "r_task", "r_thread"], how="left")
                 .with_columns(pl.coalesce("r_cpu", "_tcpu", pl.lit(1)).alias("r_cpu")).drop("_tcpu"))
 
-    end = max([meta.duration_ns] + [int(v) for v in (bursts.get_column("end_ns").max(), calls.get_column("end_ns").max(),
-                                                      messages.get_column("r_phys_ns").max()) if v is not None])
+    end = max(
+        [meta.duration_ns]
+        + [
+            int(v)
+            for v in (
+                bursts.get_column("end_ns").max(),
+                calls.get_column("end_ns").max(),
+                messages.get_column("r_phys_ns").max(),
+            )
+            if v is not None
+        ]
+    )
     writer = ParaverWriter(stem, meta, duration_ns=end)
     try:
         starts = np.concatenate([bursts.get_column("start_ns").to_numpy(), calls.get_column("start_ns").to_numpy()])
         bounds = _windows(starts, rows_per_window)
         edges = [None, *bounds, None]
         for lo, hi in zip(edges[:-1], edges[1:]):
-            def window(df: pl.DataFrame, col: str) -> pl.DataFrame:
+            def window(df: pl.DataFrame, col: str, lo=lo, hi=hi) -> pl.DataFrame:
                 m = pl.lit(True)
                 if lo is not None:
                     m = m & (pl.col(col) >= lo)

@@ -66,3 +66,31 @@ def calls(rows: list[dict]) -> pl.DataFrame:
     df = pl.DataFrame(recs, schema_overrides={"peer": pl.Int32, "comm": pl.Int64, "root": pl.Int32, "tag": pl.Int64,
                                               "call_site": pl.String, "n_messages": pl.Int32})
     return df.with_columns(pl.col("appl", "task", "thread", "cpu").cast(pl.Int32))
+
+
+def two_rank_program() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """2 ranks, 3 phases closed by MPI_Allreduce on comm 1: imbalanced, serialised, balanced."""
+    rows, crow = [], []
+    # phase 0: rank 1 computes 10 ms, rank 2 2 ms; allreduce ends at 10.1 ms on both
+    # phase 1: pipeline: rank 1 computes 5 ms then sends; rank 2 waits, then computes 5 ms
+    # phase 2: both compute 5 ms
+    plan = {1: [(0, 10_000_000), (10_100_000, 5_000_000), (20_300_000, 5_000_000)],
+            2: [(0, 2_000_000), (15_200_000, 5_000_000), (20_300_000, 5_000_000)]}
+    colls = {1: [(10_000_000, 100_000), (20_200_000, 100_000), (25_300_000, 100_000)],
+             2: [(2_000_000, 8_100_000), (20_200_000, 100_000), (25_300_000, 100_000)]}
+    for task in (1, 2):
+        for i, (s, d) in enumerate(plan[task]):
+            rows.append({"task": task, "burst_seq": i, "start_ns": s, "end_ns": s + d, "duration_ns": d})
+        for i, (s, d) in enumerate(colls[task]):
+            crow.append({"task": task, "call_seq": 10 + i, "mpi_call": "MPI_Allreduce", "mpi_kind": "collective",
+                         "comm": 1, "start_ns": s, "duration_ns": d, "bytes_sent": 8, "bytes_recv": 8, "n_messages": 0})
+    crow.append({"task": 2, "call_seq": 5, "mpi_call": "MPI_Recv", "start_ns": 10_200_000, "duration_ns": 5_000_000,
+                 "bytes_recv": 1024})
+    crow.append({"task": 1, "call_seq": 5, "mpi_call": "MPI_Send", "start_ns": 15_100_000, "duration_ns": 10_000,
+                 "bytes_sent": 1024})
+    b = bursts([{k: v for k, v in r.items() if k in ("duration_ns",)} for r in rows])
+    b = b.with_columns(pl.Series("task", [r["task"] for r in rows], pl.Int32),
+                       pl.Series("burst_seq", [r["burst_seq"] for r in rows], pl.Int64),
+                       pl.Series("start_ns", [r["start_ns"] for r in rows], pl.Int64),
+                       pl.Series("end_ns", [r["end_ns"] for r in rows], pl.Int64))
+    return b, calls(crow)

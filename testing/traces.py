@@ -1,0 +1,35 @@
+"""The real traces in ../shared/traces (or $SYNTHTRACE_TRACES), and copies of them to break."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = Path(os.environ.get("SYNTHTRACE_TRACES", ROOT.parent / "shared" / "traces"))
+PARAVER = TRACES / "paraver"
+LULESH_A = PARAVER / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv"
+LULESH_B = PARAVER / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv"
+PRIME = PARAVER / "prime_v0.prv"
+JACOBI = PARAVER / "jacobi-2d-imper_v0.prv"
+ALL_PARAVER = [LULESH_A, LULESH_B, PRIME, JACOBI]
+
+
+def copy_trace(prv: Path, dest: Path, stem: str | None = None) -> Path:
+    """Copy a .prv with its .pcf/.row into ``dest`` (optionally renamed); returns the new .prv path."""
+    dest.mkdir(parents=True, exist_ok=True)
+    stem = stem or prv.stem
+    for suffix in (".prv", ".pcf", ".row"):
+        src = prv.with_suffix(suffix)
+        if src.exists():
+            shutil.copyfile(src, dest / f"{stem}{suffix}")
+    return dest / f"{stem}.prv"
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with a hash of its bytes (to prove a warehouse is unchanged)."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
