@@ -24,8 +24,10 @@ def _finish(procs: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
 
 
 def _runs(wh: Path) -> list[tuple]:
+    from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.sql import query
-    return query(wh, "SELECT run_name, experiment, n_bursts FROM runs ORDER BY run_name").to_pylist()
+
+    return query(Warehouse(wh), "SELECT run_name, experiment, n_bursts FROM runs ORDER BY run_name").to_pylist()
 
 
 @pytest.mark.real_traces

@@ -99,8 +99,8 @@ def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point):
     from testing.traces import LULESH_B, PRIME, copy_trace
 
     drop, wh = tmp_path / "drop", tmp_path / "wh"
-    copy_trace(LULESH_A, drop / "lulesh")
-    copy_trace(LULESH_B, drop / "lulesh")
+    copy_trace(LULESH_A, drop / "lulesh", "lulesh.4x2")  # one app (stem up to its first dot): one experiment
+    copy_trace(LULESH_B, drop / "lulesh", "lulesh.7x1")
     copy_trace(PRIME, drop / "prime")
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     proc = subprocess.Popen(_night_cmd(drop, wh), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
