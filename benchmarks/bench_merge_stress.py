@@ -2,6 +2,7 @@
 
     python benchmarks/bench_merge_stress.py            # writes benchmarks/results/merge_stress.md
     python benchmarks/bench_merge_stress.py --quick    # without the "anchors off" rows (the slow part)
+    python benchmarks/bench_merge_stress.py --simulator-only   # only the simulator's section, replaced in the file
 
 Runs come from ``testing/merge_campaigns.py`` (``CONDITIONS``; written apart from the project's simulator), scored
 against their logical burst ids: ``matched right`` is the share of reference bursts >= 10 us matched to their true
@@ -13,13 +14,15 @@ lacks, per counter the median / p95 relative error over bursts >= 10 us, then th
 ``cluster-mean`` (see ``bench_merge.py``). Speed: 4 ranks x 1,000 and x 10,000 iterations, no collective, 2 runs,
 best of three merges after a warm-up. Same program or not: what the merge says of a run on another input (30 %
 more work in every burst), a run half as long, and a run of another program (its counters shuffled between its
-bursts).
+bursts). The simulator's section (``SIM_CONDITIONS``) runs the same methods and scores on runs of
+``synthtrace.simulator`` read back from their Paraver traces, against the simulator's ground-truth logical ids.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_merge import cluster_mean, errors, machine, md_table, positional  # noqa: E402
 from benchmarks.results_io import emit  # noqa: E402
 
+from testing.simulator_campaigns import SIM_CONDITIONS, simulated_runs  # noqa: E402
 from testing.merge_campaigns import CONDITIONS, SynthRun, make_condition, make_runs, score, true_matches  # noqa: E402
 from synthtrace.tracelib.align import AlignConfig  # noqa: E402
 from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTables, merge_runs  # noqa: E402
@@ -53,7 +57,12 @@ def _summary(per_counter: list[dict], oracle: list[dict]) -> dict:
 
 
 def condition_rows(name: str, kw: dict, seed: int, quick: bool = False) -> list[dict]:
-    runs = make_condition(seed=seed, **kw)
+    """Rows of one condition of ``tests/merge_synth.py``."""
+    return run_rows(name, make_condition(seed=seed, **kw), quick)
+
+
+def run_rows(name: str, runs: list[SynthRun], quick: bool = False) -> list[dict]:
+    """Every method's row on ``runs`` (run 0 the reference, run 1 the source scored)."""
     tables = [RunTables(r.run_id, r.run_name, r.bursts, r.mpi_calls) for r in runs]
     ref, src = runs[0], runs[1]
     ref_b = ref.bursts.sort(KEYS)
@@ -80,6 +89,15 @@ def condition_rows(name: str, kw: dict, seed: int, quick: bool = False) -> list[
     rows.append({"condition": name, "method": "cluster-mean", **_summary(cm, oracle)})
     rows.append({"condition": name, "method": "oracle", "matched right": 1.0, **_summary(oracle, oracle)})
     return rows
+
+
+def simulator_rows(seed: int, quick: bool = False) -> pl.DataFrame:
+    """Every method's rows on every one of :data:`SIM_CONDITIONS`."""
+    rows = []
+    for name, kw in SIM_CONDITIONS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            rows += run_rows(name, simulated_runs(kw, seed, Path(tmp)), quick)
+    return pl.DataFrame(rows)
 
 
 def speed(iters: tuple[int, ...] = (1000, 10_000)) -> pl.DataFrame:
@@ -122,39 +140,68 @@ def same_program(seed: int) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+SIM_HEADING = "## In the project's simulator"
+
+
+def simulator_section(seed: int, quick: bool, alone: bool = False) -> str:
+    """The simulator's table as a Markdown section (``alone``: run without the rest, say so and how long)."""
+    t0 = time.perf_counter()
+    table = md_table(simulator_rows(seed, quick))
+    flag = " --quick" if quick else ""
+    note = (f"This section alone: `python benchmarks/bench_merge_stress.py --simulator-only{flag}` "
+            f"({time.perf_counter() - t0:.0f} s with simulation, reading and the compilation of the merge's kernels, "
+            f"load average at the end {os.getloadavg()[0]:.1f}); the tables above are from the last full run. "
+            if alone else "")
+    return "\n".join([SIM_HEADING, "", note + "`SIM_CONDITIONS` of the script: 4 ranks, 2 runs of "
+                      "`synthtrace.simulator.simulate_experiment` (Paraver traces read back with the reader), scored "
+                      "against the simulator's ground-truth `logical_id` of every burst of both runs; columns as "
+                      "above. ANY_SOURCE, housekeeping calls present in one run only, polling loops of run-dependent "
+                      "length, OS noise and the run's clock jitter are in every condition (the simulator's defaults); "
+                      "no condition splits a burst (the simulator has no such option yet). The halo's `coll_every` "
+                      "changes the MPI structure only: the simulator still ends every iteration on one exit time for "
+                      "all ranks, so runs drift by their clocks, not by ranks running iterations apart.",
+                      "", table, ""])
+
+
+def replace_section(text: str, section: str) -> str:
+    """``text`` with its simulator section replaced by ``section`` (put before "## Same program or not" if absent)."""
+    if SIM_HEADING in text:
+        head, tail = text.split(SIM_HEADING, 1)
+        tail = tail[tail.find("\n## ") + 1:] if "\n## " in tail else ""
+    else:
+        anchor = "## Same program or not"
+        head, tail = (text.split(anchor, 1)[0], anchor + text.split(anchor, 1)[1]) if anchor in text else (text, "")
+    return head + section + "\n" + tail
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "merge_stress.md")
     ap.add_argument("--quick", action="store_true", help="leave out the 'merge, anchors off' rows")
+    ap.add_argument("--simulator-only", action="store_true",
+                    help="run only the simulator's conditions and replace their section in --out")
     args = ap.parse_args()
+    if args.simulator_only:
+        old = args.out.read_text() if args.out.is_file() else ""
+        emit(replace_section(old, simulator_section(args.seed, args.quick, alone=True)), args.out)
+        return
     t0 = time.perf_counter()
     acc = pl.DataFrame([r for name, kw in CONDITIONS.items() for r in condition_rows(name, kw, args.seed, args.quick)])
+    sim = simulator_section(args.seed, args.quick)
     same = same_program(args.seed)
     sp = speed()
-    text = [
-        "# Merge under the stress conditions of issue 12",
-        "",
-        f"Reproduce: `python benchmarks/bench_merge_stress.py{' --quick' if args.quick else ''}` "
-        f"({time.perf_counter() - t0:.0f} s in all).",
-        f"Machine: {machine()}; load average at the end {os.getloadavg()[0]:.1f} (other engineers' jobs share "
-        "the cores: times are upper bounds)",
-        "",
-        "Runs from `testing/merge_campaigns.py` `CONDITIONS` (2-3 runs; ANY_SOURCE arrival order swapped at random in "
-        "half the receive pairs, optional calls missing, extra calls, in every condition). See the script's "
-        "docstring for the columns.",
-        "",
-        md_table(acc),
-        "",
-        "## Same program or not",
-        "",
-        md_table(same),
-        "",
-        "## Speed: 4 ranks, no collective, 2 runs",
-        "",
-        md_table(sp),
-        "",
-    ]
+    text = ["# Merge under the stress conditions of issue 12", "",
+            f"Reproduce: `python benchmarks/bench_merge_stress.py{' --quick' if args.quick else ''}` "
+            f"({time.perf_counter() - t0:.0f} s in all).",
+            f"Machine: {machine()}; load average at the end {os.getloadavg()[0]:.1f} (other engineers' jobs share "
+            "the cores: times are upper bounds)", "",
+            "Runs from `testing/merge_campaigns.py` `CONDITIONS` (2-3 runs; ANY_SOURCE arrival order swapped at "
+            "random in "
+            "half the receive pairs, optional calls missing, extra calls, in every condition). See the script's "
+            "docstring for the columns.", "", md_table(acc), "", sim,
+            "## Same program or not", "", md_table(same), "",
+            "## Speed: 4 ranks, no collective, 2 runs", "", md_table(sp), ""]
     emit("\n".join(text), args.out)
 
 

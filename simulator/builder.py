@@ -136,9 +136,11 @@ class BlockBuilder:
         """Counters and durations of one burst per (iteration, rank): ``ins`` noise-free instructions."""
         k = np.broadcast_to(np.asarray(kernel, dtype=np.int64), self.shape)
         ins = np.broadcast_to(np.asarray(ins, dtype=np.float64), self.shape)
+        v = self.ctx.variation
+        if v.work_sigma:
+            ins = ins * np.exp(v.work_sigma * self.rng.standard_normal(self.shape))
         counters, dur = self.ctx.model.counts(k.reshape(-1), ins.reshape(-1), self.rng)
         dur = np.maximum(dur.astype(np.float64), MIN_BURST_NS)
-        v = self.ctx.variation
         outlier = (dur > 20_000) & (self.rng.random(dur.size) < v.os_noise_p)
         stretch = self.rng.uniform(*v.os_noise_stretch, size=dur.size)
         dur = np.where(outlier, dur * stretch, dur)

@@ -53,7 +53,10 @@ class ExperimentSpec:
     """One application instance and its runs. ``app_kernels``: the application's own kernel behaviour where it
     differs from :data:`~.kernels.KERNELS` (variants, :mod:`.variants`). Regressions act through ``work``
     (kernel -> instruction factor), ``kernels`` (replacement kernel behaviour, over ``app_kernels``),
-    ``msg_scale``, ``imbalance`` (task index, factor) and ``net_slowdown``."""
+    ``msg_scale``, ``imbalance`` (task index, factor) and ``net_slowdown``. Stress options for the merge (off by
+    default): ``coll_every`` (a world reduction every k-th iteration only, 0: none; see :class:`AppParams`) and
+    ``renumbered_run`` (that run numbers its tasks by a random permutation: the truth keeps the logical ids, its
+    keys follow the trace's numbering)."""
 
     app: str
     pattern: str
@@ -77,6 +80,8 @@ class ExperimentSpec:
     block_pairs: int = 40_000  # about this many bursts per block and run
     truth_counters: str = "reference"  # counters in the bursts truth: "reference" run only, or "all" runs
     app_kernels: dict[str, Kernel] = field(default_factory=dict)
+    coll_every: int = 1
+    renumbered_run: int | None = None
 
     @property
     def name(self) -> str:
@@ -104,6 +109,10 @@ class ExperimentSpec:
             raise BadInputError(f"app name {self.app!r} must be non-empty without '.' or '/'")
         if self.n_runs() < 1 or self.counters_per_run < 1:
             raise BadInputError("--runs and --counters-per-run must be at least 1")
+        if self.coll_every < 0:
+            raise BadInputError(f"coll_every must be >= 0 (got {self.coll_every})")
+        if self.renumbered_run is not None and not 0 <= self.renumbered_run < self.n_runs():
+            raise BadInputError(f"renumbered run {self.renumbered_run} is not one of the {self.n_runs()} runs")
         if self.truth_counters not in ("reference", "all"):
             raise BadInputError(f"truth counters must be 'reference' or 'all' (got {self.truth_counters!r})")
         unknown = sorted((set(self.kernels) | set(self.app_kernels)) - set(KERNEL_INDEX))
@@ -193,7 +202,8 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     sigma = draw_noise_sizes(exp_rng, spec.variation.noise_scale)
     counter_sets = assign_counter_sets(n_runs, spec.counters_per_run, exp_rng)
     kernels = tuple(spec.kernel(k.name) for k in KERNELS)
-    params = AppParams(P, scale=spec.scale, work=dict(spec.work), msg_scale=spec.msg_scale, imbalance=spec.imbalance)
+    params = AppParams(P, scale=spec.scale, work=dict(spec.work), msg_scale=spec.msg_scale, imbalance=spec.imbalance,
+                       coll_every=spec.coll_every)
     pattern = PATTERNS[spec.pattern](params, _seed(spec.seed, spec.app, "setup"))
     infos = catalogue(COUNTERS)
     ctype = {c.name: c.event_type for c in infos}
@@ -212,6 +222,7 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     runs = [_new_run(spec, r, machine, rpn, CounterModel(machine, share, 0.0, sigma, kernels), counter_sets[r], ctype,
                      tables, exp_dir) for r in range(n_runs)]
 
+    perm = task_permutation(P, _seed(spec.seed, spec.app, "renumber"))
     oracle = OracleAccumulator(n_runs)
     b_it = spec.block_iterations()
     blocks = [(-1, 1, "prologue")] + [
@@ -237,12 +248,15 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
                     pattern.block(b, base)
                 begin = np.rint(run.start).astype(np.int64) if kind == "prologue" else None
                 pb, run.t0, run.start = b.finish()
+                ids_run = logical_id(pb.cols["it"], pb.cols["task"] + 1, pb.cols["slot"], pb.cols["sub"])
+                if run.index == spec.renumbered_run:
+                    pb, ids_run = renumbered(pb, ids_run, perm)
+                    begin = None if begin is None else begin[np.argsort(perm)]
                 records = pair_records(pb, run.tables, begin=begin)
                 last = np.zeros(P, np.int64)
                 np.maximum.at(last, pb.cols["task"], pb.cols["c_exit"])
                 watermark = None if kind == "epilogue" else int(last.min())
                 run.writer.add(records, watermark)
-                ids_run = logical_id(pb.cols["it"], pb.cols["task"] + 1, pb.cols["slot"], pb.cols["sub"])
                 if run.index == 0:
                     ref_ids, ref_counters, ref_ns = ids_run, pb.counters, pb.cols["b_end"] - pb.cols["b_start"]
                 else:
@@ -305,6 +319,29 @@ def _new_run(spec: ExperimentSpec, r: int, machine: Machine, rpn: int, model: Co
         np.zeros(P, np.int64),
         np.zeros(P, np.int64),
     )
+
+
+def task_permutation(n_tasks: int, rng: np.random.Generator) -> np.ndarray:
+    """A random renumbering of ``n_tasks`` tasks (trace task index per program task index), never the identity
+    when there are two tasks or more."""
+    perm = np.arange(n_tasks)
+    while n_tasks > 1 and (perm == np.arange(n_tasks)).all():
+        perm = rng.permutation(n_tasks)
+    return perm
+
+
+def renumbered(pb: PairBlock, ids: np.ndarray, perm: np.ndarray) -> tuple[PairBlock, np.ndarray]:
+    """Block ``pb`` (and its bursts' logical ``ids``) with program task ``i`` written as trace task ``perm[i]``:
+    tasks, peers, roots and message ends renumbered, rows sorted again by (task, start)."""
+    c = dict(pb.cols)
+    c["task"] = perm[c["task"]]
+    for k in ("peer", "root"):
+        c[k] = np.where(c[k] >= 0, perm[np.maximum(c[k], 0)], c[k])
+    order = np.lexsort((c["b_start"], c["task"]))
+    msgs = {k: perm[v] if k in ("s_task", "r_task") else v for k, v in pb.messages.items()}
+    out = PairBlock({k: v[order] for k, v in c.items()}, pb.counters[order], msgs, pb.outlier[order],
+                    pb.world[order], pb.n_polls)
+    return out, ids[order]
 
 
 def _first_of_task(task: np.ndarray) -> np.ndarray:

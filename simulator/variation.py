@@ -4,7 +4,8 @@ Per-burst timing noise and per-counter noise come from the counter model (:mod:`
 holds the knobs and the per-run draws: which nodes and cores the ranks get (block or cyclic rank order over a
 random set of nodes, random cores), the run's clock (turbo jitter), OS-noise outliers (a burst stretched in time,
 its counts unchanged), occasional housekeeping calls (an extra ``MPI_Iprobe`` burst in some runs, missing in
-others), and the polling period of ``MPI_Test``/``MPI_Iprobe`` loops (so poll counts differ between runs).
+others), the work each burst does (``work_sigma``: off by default; dynamic load balancing moves work between
+runs), and the polling period of ``MPI_Test``/``MPI_Iprobe`` loops (so poll counts differ between runs).
 """
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ class Variation:
     freq_jitter: float = 0.004  # relative spread of the run's clock
     poll_ins: float = 2500.0  # instructions of one polling-loop iteration
     exit_skew_ns: float = 400.0  # spread of the exit times of a collective over ranks
+    work_sigma: float = 0.0  # sigma of a per-run lognormal factor on every burst's work (dynamic load balancing)
 
     def __post_init__(self) -> None:
-        for name in ("noise_scale", "os_noise_p", "housekeeping_p", "freq_jitter", "poll_ins", "exit_skew_ns"):
+        for name in ("noise_scale", "os_noise_p", "housekeeping_p", "freq_jitter", "poll_ins", "exit_skew_ns",
+                     "work_sigma"):
             if getattr(self, name) < 0:
                 raise BadInputError(f"variation {name} must not be negative")
 

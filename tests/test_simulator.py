@@ -11,7 +11,7 @@ import pytest
 from synthtrace.models.archetypes import ARCHETYPES
 from synthtrace.models.archetypes import simulator_labeller
 from synthtrace.tracelib.paraver.reader import ParaverTrace
-from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, simulate_experiment
+from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
 from synthtrace.simulator.campaign import _devectorised, parse_injection
 from synthtrace.simulator.kernels import KERNEL_INDEX, KERNELS
 from synthtrace.simulator.counter_model import FIXED_COUNTERS, NOISE_RANGES, PROGRAMMABLE_COUNTERS
@@ -49,11 +49,16 @@ def _diff(read: pl.DataFrame, truth: pl.DataFrame, keys: list[str], cols: list[s
 
 
 def test_traces_ingest_into_the_ground_truth(sim):
+    assert_traces_equal_truth(sim["runs"], sim["bursts"], sim["calls"])
+
+
+def assert_traces_equal_truth(runs: pl.DataFrame, truth_bursts: pl.DataFrame, truth_calls: pl.DataFrame) -> None:
+    """Every run's trace, as the reader reads it, holds exactly the truth's bursts and calls under its keys."""
     bkeys, ckeys = ["appl", "task", "thread", "burst_seq"], ["appl", "task", "thread", "call_seq"]
-    for r in sim["runs"].iter_rows(named=True):
+    for r in runs.iter_rows(named=True):
         bursts, calls, summary = ParaverTrace(r["trace"]).read_tables("x")
-        tb = sim["bursts"].filter(pl.col("run_name") == r["run_name"])
-        tc = sim["calls"].filter(pl.col("run_name") == r["run_name"])
+        tb = truth_bursts.filter(pl.col("run_name") == r["run_name"])
+        tc = truth_calls.filter(pl.col("run_name") == r["run_name"])
         assert sorted(summary.counters) == sorted(r["counters"])
         assert bursts.height == tb.height == r["n_bursts"] and calls.height == tc.height
         cols = ["cpu", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"] + r["counters"]
@@ -270,3 +275,33 @@ def test_patterns_declare_the_kernels_their_bursts_run(sim):
         pl.col("kernel").unique())
     for app, kernels in ran.iter_rows():
         assert set(kernels) - set(SHARED_KERNELS) == set(PATTERNS[app].kernels), app
+
+
+def test_stress_options_for_the_merge(tmp_path):
+    """``coll_every`` k: the halo reduces every k-th iteration only; ``renumbered_run``: that run's trace numbers
+    the program's tasks by a permutation (tasks, peers), the truth keys follow the trace and keep the logical ids;
+    ``work_sigma``: the same logical burst does different work in each run."""
+    spec = ExperimentSpec(app="h", pattern="halo", ranks=4, iterations=12, runs=2, seed=3, truth_counters="all",
+                          coll_every=4, renumbered_run=1, variation=Variation(work_sigma=0.3))
+    store = TruthStore(tmp_path / "ground_truth")
+    simulate_experiment(tmp_path, spec, store)
+    store.close()
+    gt = tmp_path / "ground_truth"
+    bursts, calls = pl.read_parquet(gt / "bursts"), pl.read_parquet(gt / "mpi_calls")
+    assert_traces_equal_truth(pl.read_parquet(gt / "runs.parquet"), bursts, calls)
+    per_run = calls.group_by("run_name", "mpi_call").len()
+    assert set(per_run.filter(pl.col("mpi_call") == "MPI_Allreduce").get_column("len")) == {12 // 4 * 4}
+    program = calls.with_columns((pl.col("logical_id") // (1 << 20) % (1 << 12)).cast(pl.Int32).alias("program_task"))
+    owner = program.select("run_name", "task", "program_task").unique()
+    assert owner.group_by("run_name", "task").len().get_column("len").max() == 1
+    moved = owner.filter(pl.col("task") != pl.col("program_task")).get_column("run_name").unique().to_list()
+    assert moved == ["h.run1"]
+    perm = dict(owner.filter(pl.col("run_name") == "h.run1").select("program_task", "task").iter_rows())
+    pairs = (program.filter(pl.col("run_name") == "h.run0", pl.col("peer").is_not_null())
+             .join(program.filter(pl.col("run_name") == "h.run1"), on="logical_id", suffix="_1"))
+    assert pairs.height > 100
+    assert pairs.get_column("peer_1").to_list() == [perm[p] for p in pairs.get_column("peer")]
+    work = bursts.filter(pl.col("role") == "work", pl.col("duration_ns") >= 10_000)
+    ratio = work.pivot("run_name", index="logical_id", values="PAPI_TOT_INS").drop_nulls()
+    assert ratio.height > 50
+    assert ratio.select((pl.col("h.run1") / pl.col("h.run0")).log().abs().median()).item() > 0.1

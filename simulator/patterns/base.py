@@ -24,7 +24,8 @@ class AppParams:
     """Size and behaviour changes of one application instance (regressions act through these).
 
     ``work``: kernel name -> instruction multiplier; ``imbalance``: (task index, factor) applied to the main
-    kernel of one rank; ``msg_scale``: multiplies message sizes; ``scale``: the problem size (all work).
+    kernel of one rank; ``msg_scale``: multiplies message sizes; ``scale``: the problem size (all work);
+    ``coll_every``: patterns that reduce every iteration (halo) reduce only every k-th one (0: never).
     """
 
     n_tasks: int
@@ -32,6 +33,12 @@ class AppParams:
     work: dict[str, float] = field(default_factory=dict)
     msg_scale: float = 1.0
     imbalance: tuple[int, float] | None = None
+    coll_every: int = 1
+
+    def reduces(self, its: np.ndarray) -> np.ndarray:
+        """Whether iterations ``its`` end with the world reduction (every ``coll_every``-th one, the last of each
+        group of ``coll_every``)."""
+        return (its % self.coll_every == self.coll_every - 1) if self.coll_every else np.zeros(its.shape, bool)
 
     def ins(self, kernel: str, base: np.ndarray | float, main: str | None = None) -> np.ndarray:
         """Instructions of ``kernel`` on a ``(B, P)`` grid: base x scale x regression factors."""

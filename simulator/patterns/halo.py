@@ -2,6 +2,10 @@
 its neighbours, computes the boundary, sends it, polls ``MPI_Testall`` until the neighbours' faces arrived (the
 poll count depends on how late the neighbours are, so it differs between runs), computes the interior and
 reduces the residual. Every sixth iteration one rank refines its mesh (heavier interior): a load-imbalanced phase.
+With ``coll_every`` k the residual is reduced every k-th iteration only (0: never); the other iterations end in an
+``MPI_Waitall`` on the sent faces, so the trace holds no world collective there. The builder still ends them on one
+exit time for all ranks (its segments), so ranks stay as synchronised as with the reduction: what changes is the
+MPI structure the merge sees, not the timing.
 """
 from __future__ import annotations
 
@@ -105,7 +109,10 @@ class Halo(Pattern):
         # interior (the refined rank works longer), then the residual reduction closes the iteration
         ins = p.ins("stencil_interior", 2.5e6 * jitter(base, shape, 0.02) * refine, main=self.main_kernel)
         w = b.work(kid("stencil_interior"), ins)
-        exit = b.close(t + w.dur, net.allreduce(8, P), last=True)
+        reduce = np.broadcast_to(p.reduces(its)[:, None], shape)
+        exit = b.close(t + w.dur, np.where(reduce[:, 0], net.allreduce(8, P), net.call_ns), last=True)
         b.pair(w, t, call=CALL["MPI_Allreduce"], exit=exit, slot=50, site=self.site(3),
-               coll=(8, 8, -1, WORLD_COMM), world=True)
+               coll=(8, 8, -1, WORLD_COMM), world=True, mask=reduce)
+        if p.coll_every != 1:
+            b.pair(w, t, call=CALL["MPI_Waitall"], exit=exit, slot=50, site=self.site(2), mask=~reduce)
         b.advance(exit)

@@ -1,0 +1,51 @@
+"""The merge's stress conditions in the project's simulator (issue 12): two runs of 4 ranks per condition, written
+as Paraver traces and read back, with the simulator's ground-truth logical ids in the convention of
+:func:`testing.merge_campaigns.score` (used by tests/test_merge_stress.py and benchmarks/bench_merge_stress.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from synthtrace.simulator import ExperimentSpec, TruthStore, Variation, simulate_experiment
+from synthtrace.simulator.counter_model import COUNTERS
+from synthtrace.tracelib.merge import RunTables
+from synthtrace.tracelib.paraver.reader import ParaverTrace
+from testing.merge_campaigns import SynthRun
+
+KEYS = ["appl", "task", "thread", "burst_seq"]
+
+
+#: the stress conditions in the project's simulator: 4 ranks, 2 runs (``ExperimentSpec`` fields over these)
+SIM_CONDITIONS: dict[str, dict] = {
+    "sim: halo, p2p only (no world collective)": dict(pattern="halo", iterations=400, coll_every=0),
+    "sim: halo, Allreduce every 100 iterations": dict(pattern="halo", iterations=400, coll_every=100),
+    "sim: master-worker, ANY_SOURCE, Iprobe polling": dict(pattern="master_worker", iterations=300),
+    "sim: halo, ranks renumbered in run 1": dict(pattern="halo", iterations=200, coll_every=0, renumbered_run=1),
+    "sim: halo, work per burst differs (sigma 0.3)": dict(pattern="halo", iterations=200,
+                                                          variation=Variation(work_sigma=0.3)),
+    "sim: halo, long Testall polling": dict(pattern="halo", iterations=200, variation=Variation(poll_ins=60.0)),
+    "sim: halo p2p only, OS noise and clock jitter": dict(pattern="halo", iterations=400, coll_every=0,
+                                                          variation=Variation(os_noise_p=0.05, freq_jitter=0.03)),
+    "sim: wavefront (serialised Send/Recv pipeline)": dict(pattern="wavefront", iterations=200),
+}
+
+
+def simulated_runs(kw: dict, seed: int, out: Path) -> list[SynthRun]:
+    """Two runs of 4 ranks simulated into ``out``, read back from their Paraver traces, with the simulator's truth
+    (its ``logical_id`` renumbered densely x 1000, the logical-id convention of ``merge_campaigns.score``)."""
+    spec = ExperimentSpec(app="sim", ranks=4, runs=2, seed=seed, truth_counters="all", **kw)
+    store = TruthStore(out / "ground_truth")
+    traces = simulate_experiment(out, spec, store).traces
+    store.close()
+    truth = pl.read_parquet(out / "ground_truth" / "bursts" / f"{spec.name}.parquet").with_columns(
+        (pl.col("logical_id").rank("dense").cast(pl.Int64) * 1000).alias("logical"))
+    runs = []
+    for k, prv in enumerate(traces):
+        run_id = f"sim{k}"
+        bursts, calls, _ = ParaverTrace(prv).read_tables(run_id)
+        t = truth.filter(pl.col("run_name") == prv.stem).select(
+            *[pl.col(c).cast(bursts.schema[c]) for c in KEYS], "logical", "duration_ns", *COUNTERS)
+        r = RunTables(run_id, prv.stem, bursts, calls)
+        runs.append(SynthRun(run_id, prv.stem, bursts, calls, t, r.counters))
+    return runs
