@@ -28,6 +28,15 @@ ARCHETYPE_COLOURS: dict[str, str] = {
 MPI_COLOUR = "thread_state_runnable"
 
 
+def _slices(frame: pl.DataFrame, pid: pl.Expr, name: pl.Expr, cat: str, cname: pl.Expr,
+            args: pl.Expr) -> pl.DataFrame:
+    """Complete ("X") trace events, one per row of ``frame`` (start_ns, duration_ns), times in µs, per thread."""
+    return frame.sort([*THREAD_KEYS, "start_ns"]).select(
+        pl.lit("X").alias("ph"), name.alias("name"), pl.lit(cat).alias("cat"), pid, pl.col("thread").alias("tid"),
+        (pl.col("start_ns") / 1000).alias("ts"), (pl.col("duration_ns") / 1000).alias("dur"),
+        cname.alias("cname"), args.alias("args"))
+
+
 def _json_rows(df: pl.DataFrame) -> str:
     """The rows of ``df`` as comma-separated JSON objects (no brackets); '' for an empty frame."""
     return df.write_json()[1:-1] if df.height else ""
@@ -52,30 +61,13 @@ def perfetto_json(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, name:
     args = [pl.col("burst_seq"), pl.col("mpi_call"), *[pl.col(c) for c in counters]]
     if "match_score" in bursts.columns:
         args.append(pl.col("match_score"))
-    burst_events = bursts.sort([*THREAD_KEYS, "start_ns"]).select(
-        pl.lit("X").alias("ph"),
-        arch.fill_null("burst").alias("name"),
-        pl.lit("burst").alias("cat"),
-        pid,
-        pl.col("thread").alias("tid"),
-        (pl.col("start_ns") / 1000).alias("ts"),
-        (pl.col("duration_ns") / 1000).alias("dur"),
-        arch.replace_strict(ARCHETYPE_COLOURS, default="generic_work", return_dtype=pl.String).alias("cname"),
-        pl.struct(args).alias("args"),
-    )
+    burst_events = _slices(bursts, pid, arch.fill_null("burst"), "burst",
+                           arch.replace_strict(ARCHETYPE_COLOURS, default="generic_work", return_dtype=pl.String),
+                           pl.struct(args))
     parts = [_json_rows(meta), _json_rows(burst_events)]
     if calls is not None and calls.height:
-        call_events = calls.sort([*THREAD_KEYS, "start_ns"]).select(
-            pl.lit("X").alias("ph"),
-            pl.col("mpi_call").alias("name"),
-            pl.lit("mpi").alias("cat"),
-            pid,
-            pl.col("thread").alias("tid"),
-            (pl.col("start_ns") / 1000).alias("ts"),
-            (pl.col("duration_ns") / 1000).alias("dur"),
-            pl.lit(MPI_COLOUR).alias("cname"),
-            pl.struct("bytes_sent", "bytes_recv", "peer", "tag", "comm", "call_site").alias("args"),
-        )
+        call_events = _slices(calls, pid, pl.col("mpi_call"), "mpi", pl.lit(MPI_COLOUR),
+                              pl.struct("bytes_sent", "bytes_recv", "peer", "tag", "comm", "call_site"))
         parts.append(_json_rows(call_events))
     body = ",".join(p for p in parts if p)
     return ('{"traceEvents":[' + body + '],"displayTimeUnit":"ns","otherData":{"generator":"synthtrace","trace":'
