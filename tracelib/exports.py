@@ -83,6 +83,14 @@ def _process(bursts: pl.DataFrame, frame: pl.DataFrame) -> pl.Expr:
     return (pl.col("appl").replace_strict(first, return_dtype=pl.Int64) + pl.col("task") - 1).alias("Process")
 
 
+def _enter_leave(spans: pl.DataFrame, on_leave: list[str]) -> list[pl.DataFrame]:
+    """An Enter row at start_ns and a Leave row at end_ns per span; the ``on_leave`` columns on the Leave row."""
+    keep = ("Name", "Thread", "Process")
+    return [spans.select(pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), *keep),
+            spans.select(pl.col("end_ns").alias("Timestamp (ns)"), pl.lit("Leave").alias("Event Type"), *keep,
+                         *on_leave)]
+
+
 def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.DataFrame:
     """Pipit's events-table shape: ``Timestamp (ns)``, ``Event Type`` (Enter/Leave), ``Name``, ``Thread``,
     ``Process`` (0-based rank, later applications numbered after earlier ones), then one column per counter. A burst is
@@ -93,40 +101,11 @@ def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.
     base = bursts.select(
         _process(bursts, calls if calls is not None else bursts), pl.col("thread").sub(1).alias("Thread"),
         "start_ns", "end_ns", pl.lit("Computation").alias("Name"), *counters)
-    parts = [
-        base.select(
-            pl.col("start_ns").alias("Timestamp (ns)"), pl.lit("Enter").alias("Event Type"), "Name", "Thread", "Process"
-        ),
-        base.select(
-            pl.col("end_ns").alias("Timestamp (ns)"),
-            pl.lit("Leave").alias("Event Type"),
-            "Name",
-            "Thread",
-            "Process",
-            *counters,
-        ),
-    ]
+    parts = _enter_leave(base, counters)
     if calls is not None and calls.height:
         c = calls.select(_process(bursts, calls), pl.col("thread").sub(1).alias("Thread"),
                          "start_ns", "end_ns", pl.col("mpi_call").alias("Name"), "bytes_sent", "bytes_recv")
-        parts += [
-            c.select(
-                pl.col("start_ns").alias("Timestamp (ns)"),
-                pl.lit("Enter").alias("Event Type"),
-                "Name",
-                "Thread",
-                "Process",
-            ),
-            c.select(
-                pl.col("end_ns").alias("Timestamp (ns)"),
-                pl.lit("Leave").alias("Event Type"),
-                "Name",
-                "Thread",
-                "Process",
-                "bytes_sent",
-                "bytes_recv",
-            ),
-        ]
+        parts += _enter_leave(c, ["bytes_sent", "bytes_recv"])
     order = pl.col("Event Type").replace_strict({"Leave": 0, "Enter": 1}, return_dtype=pl.Int8)
     return (pl.concat(parts, how="diagonal_relaxed")
             .sort(["Timestamp (ns)", "Process", "Thread", order], maintain_order=True))
