@@ -26,11 +26,7 @@ import polars as pl
 
 from synthtrace.tracelib.counters import ROLES, canonical, resolve
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.schema import BURST_SCHEMA
-
-#: fixed (non-counter) columns that a bursts-like frame may carry besides BURST_SCHEMA
-NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | {
-    "experiment", "run_name", "match_score", "estimated", "phase", "app", "end_ns", "start_ns"}
+from synthtrace.tracelib.schema import counter_columns
 
 #: counter roles made of cycles or of time: ingredients of both targets
 CYCLE_ROLES: frozenset[str] = frozenset({"cyc", "ref_cyc", "stall_cyc"})
@@ -134,12 +130,6 @@ def check_target(target: str) -> None:
     """Raise :class:`UnknownTargetError` unless ``target`` is one of :data:`TARGETS`."""
     if target not in TARGETS:
         raise UnknownTargetError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
-
-
-def counter_columns(frame: pl.DataFrame) -> list[str]:
-    """The counter columns of a bursts-like frame (numeric columns that are not identity/time columns)."""
-    return [c for c, t in frame.schema.items() if c not in NON_COUNTER_COLUMNS and t.is_numeric()
-            and not c.startswith("_")]
 
 
 def is_cycle_counter(counter: str) -> bool:
