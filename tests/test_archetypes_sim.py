@@ -23,10 +23,12 @@ def campaign(tmp_path_factory):
     return pipeline_campaign(str(tmp_path_factory.mktemp("campaign")), iterations=3, seed=1)
 
 
+@pytest.mark.slow
 def test_campaign_covers_the_13_archetypes(campaign):
     assert set(campaign["pairs"]["merged"]["truth"].drop_nulls()) >= set(ARCHETYPES)
 
 
+@pytest.mark.slow
 def test_merged_traces_reach_macro_f1_and_single_runs_do_not(campaign):
     scores = {name: f1_13(p) for name, p in campaign["pairs"].items()}
     assert scores["merged"] >= 0.95, scores

@@ -23,7 +23,7 @@ import pytest
 
 from testing.traces import JACOBI, LULESH_B, PRIME, TRACES, copy_trace
 
-pytestmark = pytest.mark.real_traces
+pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 
 BUDGET_S = float(os.environ.get("SYNTHTRACE_FUZZ_SECONDS", "60"))
 SEED = int(os.environ.get("SYNTHTRACE_FUZZ_SEED", "20261201"))

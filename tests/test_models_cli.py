@@ -131,6 +131,7 @@ def test_nightly_steps(wh):
     assert again is not None and again["new_experiments"] and len(read_models(Warehouse(wh))) == 2
 
 
+@pytest.mark.slow
 def test_simulated_campaign_end_to_end(run_cli, tmp_path):
     """The project's simulator -> ingest -> detect finds the injected regression on its night."""
     sim, w = tmp_path / "sim", tmp_path / "wh"

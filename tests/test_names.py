@@ -40,6 +40,7 @@ def test_good_names_pass_and_stay_inside(name, tmp_path):
 
 
 @pytest.mark.real_traces
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["../../../victim", "..", "a/b", "."])
 def test_merge_of_an_escaping_experiment_name_touches_nothing(tmp_path, run_cli, name):
     """A name stored by an earlier ingest can never make merge write outside experiments/ (issue 13 item 6)."""

@@ -17,7 +17,7 @@ from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
 
-pytestmark = [pytest.mark.real_traces]
+pytestmark = [pytest.mark.real_traces, pytest.mark.slow]  # every test starts Prefect or runs a night
 OTF2 = TRACES / "otf2" / "ping-pong-otf2"
 
 

@@ -204,6 +204,7 @@ def test_report_reads_the_machine_toml_beside_the_traces(tmp_path, run_cli):
     assert "lab node" not in text and "(preset a64fx)" in text
 
 
+@pytest.mark.slow
 def test_report_redraws_only_the_experiments_that_changed(tmp_path, mixed_wh, run_cli, monkeypatch):
     """Each experiment's section is drawn once per state of the experiment (runs, merge, analysis, machine):
     a second report reuses them; a change to one experiment redraws that one only."""
