@@ -130,13 +130,11 @@ BAD = {
     "cpu_outside_model": (_replace_field(1, "999"), "cpu 999 outside"),
     "record_too_short": (_insert_line("1:1:1:1:1:100"), "record too short"),
     "empty_field": (_insert_line("2:1:1:1:1::42000050:5"), "is empty"),
-    "out_of_time_order": (_swap_same_thread, "out of time order"),
     "no_header": (lambda lines: lines[1:], "no Paraver header"),
     "broken_header": (
         lambda lines: ["#Paraver (21/01/22 at 16:37):abc_ns:1(20):2:8(1:1)\n"] + lines[1:],
         "broken Paraver header",
     ),
-    "beyond_trace_end": (_insert_line("2:1:1:1:1:99999999999:42000050:1"), "beyond the trace end"),
     "truncated_mid_record": (lambda lines: lines[:-1] + [lines[-1][: len(lines[-1]) // 2]], "cut off mid-record"),
 }
 
@@ -156,6 +154,27 @@ def test_bad_trace_is_refused_with_file_line_reason(tmp_path, warehouse, run_cli
         assert f"{prv}:1:" not in lines[0]  # names the offending record's line, not the header
     assert tree_digest(warehouse) == before
     assert not list((warehouse / ".staging").iterdir())
+
+
+#: what Paraver loads although it is no trace as Extrae writes one: a thread's records out of time order (sorted
+#: on load) and a time past the header's end (kept); tests/test_paramedir.py checks these against paramedir itself
+PARAVER_LOADS = {
+    "out_of_time_order": (_swap_same_thread, "the records were sorted by time before reading"),
+    "beyond_trace_end": (_insert_line("2:1:1:1:1:99999999999:42000050:1"), "1 records have times beyond the trace end"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PARAVER_LOADS))
+def test_records_paraver_sorts_or_keeps_are_read_as_in_order(tmp_path, run_cli, kind):
+    import synthtrace
+
+    edit, warning = PARAVER_LOADS[kind]
+    prv = copy_trace(LULESH_A, tmp_path / "t")
+    _edit(prv, edit)
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 0 and warning in err, err
+    # sorted back (and the late sample past every burst), the bursts are those of the trace as recorded
+    assert synthtrace.read_trace(prv)[0].drop("run_id").equals(synthtrace.read_trace(LULESH_A)[0].drop("run_id"))
 
 
 def test_error_names_the_exact_line(tmp_path, warehouse, run_cli):

@@ -206,7 +206,7 @@ def test_communication_beyond_the_trace_end_is_kept_with_a_warning(tmp_path, run
     lines[i] = ":".join(f)
     prv.write_text("".join(lines))
     code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
-    assert code == 0 and f"{prv}: 1 communication records have times beyond the trace end" in err, err
+    assert code == 0 and f"{prv}: 1 records have times beyond the trace end" in err, err
     f[12] = "9" * 19  # beyond int64 once in ns: refused
     lines[i] = ":".join(f)
     prv.write_text("".join(lines))

@@ -35,6 +35,11 @@ class TruncatedTraceError(TraceFormatError):
     """The trace ends mid-record (a killed job); ``--salvage`` keeps its complete records."""
 
 
+class RecordsOutOfOrderError(TraceFormatError):
+    """A thread's records are not in time order. Paraver sorts such a trace when it loads it; so does ingest
+    (:meth:`~synthtrace.tracelib.paraver.reader.ParaverTrace.time_sorted`)."""
+
+
 class TraceChangedError(TraceFormatError):
     """The trace's files changed while they were read (a job still writing, a copy in progress): nothing stored."""
 

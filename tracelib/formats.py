@@ -16,7 +16,7 @@ from typing import BinaryIO, Literal, Protocol
 import polars as pl
 
 from synthtrace.tracelib.call_store import CallStore
-from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.errors import RecordsOutOfOrderError, TraceFormatError
 from synthtrace.tracelib.schema import THREAD_KEYS, UNCORE_SCHEMA
 
 
@@ -86,6 +86,7 @@ class TraceSource(Protocol):
     def read(self, run_id: str, *, progress: Callable[[int], None] | None = None,
              spill: Path | None = None) -> TableStream: ...
     def read_tables(self, run_id: str = "") -> tuple[pl.DataFrame, pl.DataFrame, ReadSummary]: ...
+    def time_sorted(self, cause: RecordsOutOfOrderError) -> TraceSource: ...
 
 
 class TraceReader(abc.ABC):
@@ -104,13 +105,22 @@ class TraceReader(abc.ABC):
                calls: CallStore) -> Generator[TablePart, None, ReadSummary]:
         """The reader's parts in file order; every MPI call goes to ``calls``; returns the summary."""
 
+    def time_sorted(self, cause: RecordsOutOfOrderError) -> TraceSource:
+        """The trace read with its records put in time order, where the format allows it (a reader that streams
+        records out of order raises ``cause``, which this default re-raises: the trace is broken)."""
+        raise cause
+
     def read_tables(self, run_id: str = "") -> tuple[pl.DataFrame, pl.DataFrame, ReadSummary]:
         """The whole trace in memory: (bursts, mpi_calls, summary), sorted by thread and sequence; the summary's
-        ``uncore`` holds the uncore samples. For small traces and tests."""
+        ``uncore`` holds the uncore samples. Records out of time order are sorted first (:meth:`time_sorted`).
+        For small traces and tests."""
         stream = self.read(run_id)
         parts: dict[str, list[pl.DataFrame]] = {"bursts": [], "uncore": []}
-        for part in stream:
-            parts[part.table].append(part.frame)
+        try:
+            for part in stream:
+                parts[part.table].append(part.frame)
+        except RecordsOutOfOrderError as exc:
+            return self.time_sorted(exc).read_tables(run_id)
         summary = stream.summary
         bursts = pl.concat(parts["bursts"], how="diagonal_relaxed") if parts["bursts"] else pl.DataFrame()
         calls = summary.calls.collect()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.tracelib.errors import BadInputError, TraceChangedError
+from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import RUN_SCHEMA
 from synthtrace.warehouse.errors import WarehouseError
@@ -194,7 +194,13 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     ingested_at = datetime.now(UTC)
     try:
         with wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists()) as stage:
-            summary = _write_run(source, run_id, stage, progress)
+            try:
+                summary = _write_run(source, run_id, stage, progress)
+            except RecordsOutOfOrderError as exc:  # Paraver sorts such a trace on load: so do we, from scratch
+                for entry in stage.iterdir():
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+                source = source.time_sorted(exc)
+                summary = _write_run(source, run_id, stage, progress)
             if (summary.content_hash or run_id)[:RUN_ID_CHARS] != run_id or \
                     _stat_signature(source.content_files()) != signature:
                 raise TraceChangedError(path, None, "the trace changed while it was read (a job still writing it, a "

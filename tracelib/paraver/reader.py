@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import re
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Generator, Iterator
@@ -27,7 +28,13 @@ from synthtrace.tracelib.bursts import (
     null_unless,
 )
 from synthtrace.tracelib.call_store import CallStore
-from synthtrace.tracelib.errors import MissingCompanionWarning, TraceChangedError, TraceFormatError, TruncatedTraceError
+from synthtrace.tracelib.errors import (
+    MissingCompanionWarning,
+    RecordsOutOfOrderError,
+    TraceChangedError,
+    TraceFormatError,
+    TruncatedTraceError,
+)
 from synthtrace.tracelib.formats import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
 from synthtrace.tracelib.paraver.header import ParaverHeader, parse_header
@@ -38,6 +45,7 @@ from synthtrace.tracelib.paraver.event_types import (CALLER_LINE_TYPE, CALLER_TY
                                                     UNCORE_BASE)
 from synthtrace.tracelib.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.paraver.row import RowNames, parse_row
+from synthtrace.tracelib.paraver.time_order import sort_body_by_time
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
@@ -182,10 +190,12 @@ class ParaverTrace(TraceReader):
     >>> stream.summary.calls  # the MPI calls, messages attached
     """
 
-    def __init__(self, path: str | Path, *, salvage: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+    def __init__(self, path: str | Path, *, salvage: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 sort_records: bool = False):
         self.path = Path(path)
         self.salvage = salvage
         self.chunk_bytes = chunk_bytes
+        self.sort_records = sort_records
         self.warnings: list[str] = []
         if not self.path.is_file():
             raise TraceFormatError(self.path, None, "no such file")
@@ -300,40 +310,44 @@ class ParaverTrace(TraceReader):
         """The .prv and, when present, the .pcf and .row (names change the tables, so they are identity too)."""
         return [self.path] + [p for p in (companion(self.path, ".pcf"), companion(self.path, ".row")) if p.is_file()]
 
+    def time_sorted(self, cause: RecordsOutOfOrderError) -> ParaverTrace:
+        """This trace read with its records sorted by time (stable), as Paraver sorts a trace whose threads'
+        records are out of time order when it loads it. The sorted body is a temporary file; the content id
+        stays that of the file on disk, and line numbers in later errors are those of the sorted body."""
+        if self.sort_records:  # sorted already: the order cannot be the trouble
+            raise cause
+        trace = ParaverTrace(self.path, salvage=self.salvage, chunk_bytes=self.chunk_bytes, sort_records=True)
+        trace._warn(f"{cause.path}:{cause.line}: {cause.reason}: the records were sorted by time before reading, "
+                    "as Paraver sorts them")
+        return trace
+
     # ------------------------------------------------------------------ streaming
     def _chunks(self, hasher: ContentHasher) -> Iterator[tuple[np.ndarray, bool]]:
         """Yield (block, whole) of the body: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
         (``whole`` True), then the bytes after the last newline if any (``whole`` False). The array is a view of
-        a buffer reused for the next block: consume it before asking for the next. Every byte read goes into
-        ``hasher``, so the run's content id can be checked against the bytes that were parsed."""
-        buf = bytearray(self.chunk_bytes + 1)
-        filled = 0
-        with _opened(self.path) as fh:
-            prefix = fh.read(len(self._prefix))
-            hasher.update(prefix)
-            if prefix != self._prefix:
-                raise TraceChangedError(self.path, None, "the trace's header changed while it was read")
-            while True:
-                if filled == len(buf):  # a line longer than the buffer
-                    bigger = bytearray(2 * len(buf))
-                    bigger[:filled] = buf[:filled]
-                    buf = bigger
-                with memoryview(buf) as view:
-                    n = fh.readinto(view[filled:])
-                    if n:
-                        hasher.update(view[filled: filled + n])
-                if not n:
-                    break
-                filled += n
-                cut = buf.rfind(b"\n", 0, filled)
-                if cut < 0:
-                    continue
-                yield np.frombuffer(buf, dtype=np.uint8, count=cut + 1), True
-                tail = filled - cut - 1
-                buf[:tail] = buf[cut + 1: filled]
-                filled = tail
-        if filled:
-            yield np.frombuffer(buf, dtype=np.uint8, count=filled), False
+        a buffer reused for the next block: consume it before asking for the next. Every byte of the file goes
+        into ``hasher``, so the run's content id can be checked against the bytes that were parsed. With
+        ``sort_records`` the blocks come from a time-sorted copy of the body (:func:`sort_body_by_time`)."""
+        if not self.sort_records:
+            with _opened(self.path) as fh:
+                self._check_prefix(fh, hasher)
+                yield from _line_blocks(fh, self.chunk_bytes, hasher.update)
+            return
+        with tempfile.TemporaryDirectory(prefix="synthtrace-sort-") as tmp:
+            body = Path(tmp) / "body.prv"
+            with _opened(self.path) as fh, body.open("wb") as out:
+                self._check_prefix(fh, hasher)
+                while block := fh.read(1 << 24):
+                    hasher.update(block)
+                    out.write(block)
+            with sort_body_by_time(body, Path(tmp) / "sorted.prv").open("rb") as fh:
+                yield from _line_blocks(fh, self.chunk_bytes, None)
+
+    def _check_prefix(self, fh: BinaryIO, hasher: ContentHasher) -> None:
+        prefix = fh.read(len(self._prefix))
+        hasher.update(prefix)
+        if prefix != self._prefix:
+            raise TraceChangedError(self.path, None, "the trace's header changed while it was read")
 
     def _prepared(self, parser: RecordParser, converter: _EventConverter,
                   hasher: ContentHasher) -> Iterator[_Prepared | str]:
@@ -391,7 +405,7 @@ class ParaverTrace(TraceReader):
             if progress:
                 progress(item.n_bytes)
         if late := n_records.pop(0, 0):
-            self._warn(f"{self.path}: {late} communication records have times beyond the trace end in the header "
+            self._warn(f"{self.path}: {late} records have times beyond the trace end in the header "
                        f"({self.header.duration_ns} ns); kept, as Paraver keeps them")
         if not any(n_records.values()):
             raise TraceFormatError(self.path, self._body_line, "no records after the header (an empty trace body, "
@@ -409,6 +423,36 @@ class ParaverTrace(TraceReader):
             counters=tuple(assembler.counters), n_bursts=n_bursts, n_calls=calls.n_calls, n_uncore=n_uncore,
             n_records=n_records, last_time_ns=max(int(last_time.max(initial=0)), 0), warnings=tuple(self.warnings),
             content_hash=hasher.hexdigest())
+
+
+def _line_blocks(fh: BinaryIO, chunk_bytes: int,
+                 update: Callable[[memoryview], None] | None) -> Iterator[tuple[np.ndarray, bool]]:
+    """(block, whole) of the rest of ``fh``: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
+    (``whole`` True), then the bytes after the last newline if any (``whole`` False); every byte read is given
+    to ``update``. The array is a view of a buffer reused for the next block."""
+    buf = bytearray(chunk_bytes + 1)
+    filled = 0
+    while True:
+        if filled == len(buf):  # a line longer than the buffer
+            bigger = bytearray(2 * len(buf))
+            bigger[:filled] = buf[:filled]
+            buf = bigger
+        with memoryview(buf) as view:
+            n = fh.readinto(view[filled:])
+            if n and update is not None:
+                update(view[filled: filled + n])
+        if not n:
+            break
+        filled += n
+        cut = buf.rfind(b"\n", 0, filled)
+        if cut < 0:
+            continue
+        yield np.frombuffer(buf, dtype=np.uint8, count=cut + 1), True
+        tail = filled - cut - 1
+        buf[:tail] = buf[cut + 1: filled]
+        filled = tail
+    if filled:
+        yield np.frombuffer(buf, dtype=np.uint8, count=filled), False
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.bursts import IntervalArrays, SampleArrays
-from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.errors import RecordsOutOfOrderError, TraceFormatError
 from synthtrace.tracelib.paraver import tokenizer as tk
 from synthtrace.tracelib.paraver.event_types import CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES  # noqa: F401 - their home for the simulator
 from synthtrace.tracelib.paraver.header import ParaverHeader
@@ -60,7 +60,7 @@ class ParsedChunk:
     samples: SampleArrays  # counter samples, counter = slot; absolute counters already as deltas
     events: EventArrays  # MPI calls, collective sizes, callers
     comms: pl.DataFrame  # COMM_SCHEMA
-    n_records: dict[int, int] = field(default_factory=dict)  # per record type; 0: communications beyond the end
+    n_records: dict[int, int] = field(default_factory=dict)  # per record type; 0: records beyond the header's end
     n_lines: int = 0
 
 
@@ -79,7 +79,7 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
         return int(fields[i])
 
     rtype = int(fields[0]) if fields[0] in (b"1", b"2", b"3", b"4") else 0
-    scale, end_ns = header.time_scale, header.duration_ns
+    scale = header.time_scale
     if code == tk.E_RECORD_TYPE:
         return f"unknown record type {_field_text(line, 1)!r} (expected 1, 2, 3 or 4)"
     if code == tk.E_FIELD_EMPTY:
@@ -94,10 +94,6 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
                 else f"record too long: {k} fields, {what} has {n}")
     if code == tk.E_ODD:
         return "event record with a type and no value (odd number of fields)"
-    if code == tk.E_TIME_END:
-        return f"time {num(5) * scale} is beyond the trace end in the header ({end_ns} ns)"
-    if code == tk.E_STATE_END:
-        return f"state ends at {num(6) * scale} ns, beyond the trace end in the header ({end_ns} ns)"
     if code == tk.E_STATE_BACK:
         return "state record ends before it begins"
     base = 6 * (k - 1)
@@ -109,7 +105,7 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
         return (f"appl {num(base + 2)} task {num(base + 3)} thread {num(base + 4)} "
                 "outside the header's resource model")
     if code == tk.E_NOT_INT64:
-        what = "time" if (rtype == 3 and k in (6, 7, 12, 13)) else "value"
+        what = "time" if (k in (6, 7, 12, 13) if rtype == 3 else (k == 6 or (rtype == 1 and k == 7))) else "value"
         return f"field {k} {what} {num(k - 1)} does not fit in a signed 64-bit integer" + (
             " of ns" if what == "time" else ""
         )
@@ -202,4 +198,5 @@ class RecordParser:
         text = arr[start:end].tobytes()
         if text.endswith(b"\r"):
             text = text[:-1]
-        return TraceFormatError(self.path, line, error_reason(code, text, k, prev, self.header))
+        kind = RecordsOutOfOrderError if code == tk.E_ORDER else TraceFormatError
+        return kind(self.path, line, error_reason(code, text, k, prev, self.header))

@@ -39,8 +39,6 @@ E_NOT_64BIT = 5
 E_SHORT = 6
 E_LONG = 7
 E_ODD = 8
-E_TIME_END = 9
-E_STATE_END = 10
 E_STATE_BACK = 11
 E_CPU = 12
 E_THREAD = 13
@@ -121,7 +119,7 @@ class Tokens:
     ev_value: np.ndarray  # int64
     ev_line: np.ndarray  # int64 1-based line
     comms: np.ndarray  # int64 [n, 15]: 14 fields (times in ns) and the line
-    n_records: np.ndarray  # int64 [5]: records of type 1..4; [0]: communications with a time beyond the end
+    n_records: np.ndarray  # int64 [5]: records of type 1..4; [0]: records with a time beyond the header's end
     n_lines: int
     error: np.ndarray  # int64 [5]: code, line, field (1-based), line start offset, previous time (order errors)
 
@@ -456,12 +454,16 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             continue
         # ---- times, resource model
         k = 0
-        if rtype <= 2 and fv[5] > max_raw_time:
-            code = E_TIME_END
-        elif rtype == 1 and fv[6] > max_raw_time:
-            code = E_STATE_END
-        elif rtype == 1 and fv[6] < fv[5]:
+        if rtype == 1 and fv[6] < fv[5]:
             code = E_STATE_BACK
+        elif rtype <= 2 and (bigmask & (1 << 5) or fv[5] > _INT64_MAX // scale):
+            code = E_NOT_INT64
+            k = 6
+        elif rtype == 1 and (bigmask & (1 << 6) or fv[6] > _INT64_MAX // scale):
+            code = E_NOT_INT64
+            k = 7
+        # a time beyond the header's end: kept (Paraver loads it), counted and said once
+        late = rtype <= 2 and (fv[5] > max_raw_time or (rtype == 1 and fv[6] > max_raw_time))
         if code == E_NONE:
             for side in range(2 if rtype == 3 else 1):
                 base = 6 * side
@@ -479,7 +481,6 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                 if code != E_NONE:
                     k = side + 1
                     break
-        late = False  # a communication time beyond the header's end: kept (Paraver keeps it), counted
         if code == E_NONE and rtype == 3:
             for f in (5, 6, 11, 12):
                 if bigmask & (1 << f) or fv[f] > _INT64_MAX // scale:
