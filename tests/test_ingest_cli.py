@@ -177,6 +177,32 @@ def test_records_paraver_sorts_or_keeps_are_read_as_in_order(tmp_path, run_cli, 
     assert synthtrace.read_trace(prv)[0].drop("run_id").equals(synthtrace.read_trace(LULESH_A)[0].drop("run_id"))
 
 
+def test_broken_record_after_the_disorder_names_its_line_in_the_file(tmp_path, warehouse, run_cli):
+    """The records are sorted before the broken one is reached: the error still names its line in the file, and a
+    trace cut mid-record is still said to be cut (and --salvage still keeps its complete records)."""
+    prv = copy_trace(LULESH_A, tmp_path / "bad")
+    lines = prv.read_text().splitlines(keepends=True)
+    # thread 1's last state moved to the top of the body: in the sorted copy every line in between moves up one
+    last = max(k for k, ln in enumerate(lines) if ln.startswith("1:1:1:1:1:"))
+    lines.insert(_body_index(lines), lines.pop(last))
+    target = len(lines) - 40
+    assert target < last
+    f = lines[target].split(":")
+    f[1] = "x"
+    lines[target] = ":".join(f)
+    prv.write_text("".join(lines))
+    before = tree_digest(warehouse)
+    code, _, err = run_cli("ingest", prv, "-w", warehouse)
+    assert code == 2 and f"{prv}:{target + 1}: field 2 'x'" in err, err
+    assert tree_digest(warehouse) == before
+    del lines[target]
+    prv.write_text("".join(lines)[:-25])
+    code, _, err = run_cli("ingest", prv, "-w", warehouse)
+    assert code == 2 and f"{prv}:{len(lines)}: trace cut off mid-record" in err, err
+    code, _, err = run_cli("ingest", prv, "-w", warehouse, "--salvage")
+    assert code == 0 and "sorted by time" in err and "dropped the incomplete last record" in err, err
+
+
 def test_error_names_the_exact_line(tmp_path, warehouse, run_cli):
     prv = copy_trace(LULESH_A, tmp_path / "bad")
     lines = prv.read_text().splitlines(keepends=True)

@@ -45,7 +45,7 @@ from synthtrace.tracelib.paraver.event_types import (CALLER_LINE_TYPE, CALLER_TY
                                                     UNCORE_BASE)
 from synthtrace.tracelib.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.paraver.row import RowNames, parse_row
-from synthtrace.tracelib.paraver.time_order import sort_body_by_time
+from synthtrace.tracelib.paraver.time_order import TimeSortedBody
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
@@ -327,7 +327,7 @@ class ParaverTrace(TraceReader):
         (``whole`` True), then the bytes after the last newline if any (``whole`` False). The array is a view of
         a buffer reused for the next block: consume it before asking for the next. Every byte of the file goes
         into ``hasher``, so the run's content id can be checked against the bytes that were parsed. With
-        ``sort_records`` the blocks come from a time-sorted copy of the body (:func:`sort_body_by_time`)."""
+        ``sort_records`` the blocks come from a time-sorted copy of the body (:class:`TimeSortedBody`)."""
         if not self.sort_records:
             with _opened(self.path) as fh:
                 self._check_prefix(fh, hasher)
@@ -340,7 +340,8 @@ class ParaverTrace(TraceReader):
                 while block := fh.read(1 << 24):
                     hasher.update(block)
                     out.write(block)
-            with sort_body_by_time(body, Path(tmp) / "sorted.prv").open("rb") as fh:
+            self._sorted = TimeSortedBody(body, Path(tmp))
+            with self._sorted.path.open("rb") as fh:
                 yield from _line_blocks(fh, self.chunk_bytes, None)
 
     def _check_prefix(self, fh: BinaryIO, hasher: ContentHasher) -> None:
@@ -365,7 +366,14 @@ class ParaverTrace(TraceReader):
                     )
                 yield f"{self.path}:{line}: dropped the incomplete last record (--salvage)"
                 return
-            chunk = parser.parse(block, line)
+            try:
+                chunk = parser.parse(block, line)
+            except TraceFormatError as exc:
+                if not self.sort_records or exc.line is None:
+                    raise
+                # the line of the record in the file, not in the sorted copy
+                at = self._body_line + self._sorted.original_line(exc.line - self._body_line)
+                raise type(exc)(exc.path, at, exc.reason) from None
             line += chunk.n_lines
             yield _Prepared(chunk, converter.mpi_frame(chunk.events), converter.messages(chunk.comms),
                             parser.last_time.copy(), parser.counter_types.copy(), block.size)
