@@ -194,13 +194,14 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     ingested_at = datetime.now(UTC)
     try:
         with wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists()) as stage:
+            reported = _Reported(progress)
             try:
-                summary = _write_run(source, run_id, stage, progress)
+                summary = _write_run(source, run_id, stage, reported)
             except RecordsOutOfOrderError as exc:  # Paraver sorts such a trace on load: so do we, from scratch
                 for entry in stage.iterdir():
                     shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
                 source = source.time_sorted(exc)
-                summary = _write_run(source, run_id, stage, progress)
+                summary = _write_run(source, run_id, stage, reported.again())
             if (summary.content_hash or run_id)[:RUN_ID_CHARS] != run_id or \
                     _stat_signature(source.content_files()) != signature:
                 raise TraceChangedError(path, None, "the trace changed while it was read (a job still writing it, a "
@@ -247,7 +248,29 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                         list(summary.warnings), superseded)
 
 
-def _write_run(source: TraceSource, run_id: str, stage: Path, progress: Callable[[int], None] | None) -> ReadSummary:
+class _Reported:
+    """A progress callback (bytes consumed) that, over a second pass of the same trace, reports only the bytes
+    beyond those the first pass reported, so that a bar reaches its end once."""
+
+    def __init__(self, progress: Callable[[int], None] | None):
+        self.progress, self.total, self.skip = progress, 0, 0
+
+    def __call__(self, n_bytes: int) -> None:
+        if self.progress is None:
+            return
+        used = min(n_bytes, self.skip)
+        self.skip -= used
+        if n_bytes > used:
+            self.total += n_bytes - used
+            self.progress(n_bytes - used)
+
+    def again(self) -> _Reported:
+        self.skip = self.total
+        return self
+
+
+def _write_run(source: TraceSource, run_id: str, stage: Path,
+               progress: Callable[[int], None] | None) -> ReadSummary:
     """Read ``source`` into the staging directory of its run: bursts and uncore parts as they come, then
     mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached)."""
     for sub in ("bursts", "uncore"):
