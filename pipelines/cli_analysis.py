@@ -16,7 +16,7 @@ from synthtrace.pipelines.cli_app import (
     WarehouseOption,
     console,
     err_console,
-    print_wide,
+    print_table,
 )
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
@@ -118,7 +118,7 @@ def archetypes(
         for r in provisional_mix(res.archetypes).iter_rows(named=True):
             t.add_row(r["unit"], r["archetype"], str(r["count"]), f"{r['time_s']:.4g}", f"{r['time_share']:.1%}",
                       f"{r['provisional_share']:.0%}")
-        console.print(t)
+        print_table(t)
         console.print(f"machine profile: {m.label}", soft_wrap=True)
         for line in undecided_lines(res.archetypes):
             console.print(line, soft_wrap=True)
@@ -181,7 +181,7 @@ def machines(
             f"{m.link_bw() / 1e9:.3g}",
             pmu,
         )
-    print_wide(t)
+    print_table(t)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ from synthtrace.pipelines.cli_app import (
     ReadWarehouseOption,
     console,
     err_console,
+    print_table,
     print_warning,
 )
 from synthtrace.tracelib.errors import BadInputError
@@ -102,7 +103,7 @@ def print_quality(result: MergeResult) -> None:
                   pct(q["estimated_error_p95"]),
                   pct(q["cross_run_diff"]), "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}",
                   q["verdict"])
-    console.print(t)
+    print_table(t)
     reasons = result.quality.filter(pl.col("verdict") == worst(result.quality.get_column("verdict")))
     why = next((r for r in reasons.get_column("verdict_reason").to_list() if r), "")
     console.print(f"verdict for {result.experiment}: {worst(result.quality.get_column('verdict'))}"

@@ -17,7 +17,7 @@ from synthtrace.pipelines.cli_app import (
     console,
     err_console,
     print_warning,
-    print_wide,
+    print_table,
 )
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import Warehouse
@@ -83,7 +83,7 @@ def train(
                  ("status", r["status"]),
                  ("data hash", r["data_hash"][:16]), ("artifact sha256", r["artifact_sha256"][:16])]:
         t.add_row(k, v)
-    console.print(t)
+    print_table(t)
     if r["status"] == "rejected":
         print_warning(f"{r['model_id']} predicts unseen applications worse than their mean (R² {r['cv_r2']:.3f}); "
                       f"registered as rejected: predict uses it only with --model {r['model_id']}")
@@ -111,7 +111,7 @@ def _print_comparison(wh: Warehouse, target: str, kind: str, experiments: list[s
     for r in table.iter_rows(named=True):
         t.add_row(r["counter_set"], str(r["n_features"]), _fmt(r["r2"]), _fmt(r["mape"], ".1%"),
                   _fmt(r["mape_cut_vs_best_single"], ".0%"))
-    console.print(t)
+    print_table(t)
 
 
 def models(
@@ -135,7 +135,7 @@ def models(
         t.add_row(r["model_id"], r["target"], r["kind"], f"{r['created_at']:%Y-%m-%d %H:%M:%S}",
                   str(len(r["apps"] or [])), str(r["n_rows"]), _fmt(r["cv_r2"]), _fmt(r["cv_mape"], ".1%"),
                   r["status"] or "")
-    print_wide(t)
+    print_table(t)
 
 
 def predict(
@@ -210,7 +210,7 @@ def detect(
         t.add_row(r["app"], r["call_site"], f"{r['changed_at']:%Y-%m-%d %H:%M}", f"+{r['magnitude']:.1%}",
                   f"{total['after'] / total['before'] - 1:+.1%}" if total and total["before"] else "", why, arch,
                   f"{r['score']:.2f}")
-    console.print(t)
+    print_table(t)
 
 
 def _describe(name: str, s: dict | None) -> str:

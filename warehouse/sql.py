@@ -12,6 +12,7 @@ Three walls, each enough on its own for what it guards:
 """
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import threading
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from synthtrace.warehouse.catalog import connect
+from synthtrace.warehouse.catalog import VIEW_FILES, connect
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse
 
@@ -35,6 +36,9 @@ ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 #: EXPLAIN options that execute the statement they explain
 _EXECUTING = {"analyze", "analyse"}
 DEFAULT_TIMEOUT_S = 300.0
+#: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
+#: such a query gets every view
+_CATALOG_WORDS = re.compile(r"show|describe|information_schema|(duckdb|pg|pragma|sqlite)_\w*")
 
 
 def _explain_executes(statement: str) -> bool:
@@ -51,6 +55,16 @@ def _token_spans(text: str) -> list[tuple[int, int]]:
     ends = [start for start, _ in tokens[1:]] + [len(text)]
     return [(start, end) for (start, kind), end in zip(tokens, ends)
             if kind not in (duckdb.token_type.string_const, duckdb.token_type.comment)]
+
+
+def views_named(sql: str) -> set[str]:
+    """The warehouse views ``sql`` may read: every view whose name appears in it as a word (in identifiers,
+    strings and comments alike, so ``query_table('bursts')`` counts), or all of them when it lists the catalog.
+    Case-insensitive, like DuckDB's names."""
+    words = set(re.findall(r"\w+", sql.lower()))
+    if any(_CATALOG_WORDS.fullmatch(w) for w in words):
+        return set(VIEW_FILES)
+    return words & VIEW_FILES.keys()
 
 
 def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
@@ -109,7 +123,7 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, fetch: Callable[[d
 
 def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
          fetch: Callable[[duckdb.DuckDBPyRelation], T]) -> T:
-    con = connect(wh, temp_directory=spill)
+    con = connect(wh, temp_directory=spill, views=views_named(sql))
     timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
     try:
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)

@@ -1,0 +1,105 @@
+"""What every command shares, without typer (the fast ``runs``/``sql`` path imports it too): the consoles, the
+``error:``/``warning:``/``note:`` lines, tables that are never squeezed into a pipe, step progress bars, and the
+check of a ``--warehouse`` that a command only reads.
+
+Every text is printed literally: no markup (``run[1].prv`` stays), no emoji codes (``t.prv:100:`` stays), no
+highlighting; styles are given as rich Text, never as markup inside a string.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+from rich.console import Console
+from rich.text import Text
+
+from synthtrace.tracelib.errors import BadInputError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+
+console = Console(markup=False, emoji=False, highlight=False)
+err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+
+
+def _say(label: str, style: str, message: str) -> None:
+    err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+
+
+def print_error(message: str) -> None:
+    """One literal ``error:`` line on stderr (the message is never read as markup)."""
+    _say("error:", "red", message)
+
+
+def print_warning(message: str) -> None:
+    """One literal ``warning:`` line on stderr."""
+    _say("warning:", "yellow", message)
+
+
+def print_note(message: str) -> None:
+    """One literal ``note:`` line on stderr."""
+    _say("note:", "dim", message)
+
+
+def print_table(table: Table) -> None:
+    """Print a table on stdout: fitted to a terminal, at its natural width (nothing folded, ids and names whole)
+    when stdout is a pipe or a file, which is read, copied and grepped."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = console.measure(table, options=console.options.update_width(1 << 16)).maximum
+    # a console of its own: print(width=) cannot widen one, and the shared one keeps its width for what follows
+    Console(file=console.file, width=max(console.width, natural), markup=False, emoji=False,
+            highlight=False).print(table)
+
+
+def existing_warehouse(path: Path) -> Path:
+    """The ``--warehouse`` of a command that only reads: refuse a path that is missing, a file, or not a warehouse
+    (a read must never create one)."""
+    from synthtrace.warehouse.layout import MARKER
+
+    if not path.exists():
+        raise BadInputError(f"{path}: no such warehouse (ingest traces into it first, or give --warehouse DIR)")
+    if not path.is_dir():
+        raise BadInputError(f"{path}: is a file, not a warehouse folder")
+    if not (path / MARKER).exists() and not (path / "runs").is_dir():
+        raise BadInputError(f"{path}: not a synthtrace warehouse (no {MARKER} marker, no runs/ folder)")
+    return path
+
+
+class StepProgress:
+    """A rich progress bar on stderr that appears once work has run ``delay_s`` seconds (short commands stay
+    quiet). Use as a context manager; call it with a step's description to advance one step."""
+
+    def __init__(self, total: int, description: str, delay_s: float = 2.0):
+        self.total, self.description, self.delay_s = total, description, delay_s
+        self.t0 = time.monotonic()
+        self.done = 0
+        self.bar: Progress | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __call__(self, step: str) -> None:
+        self.done += 1
+        if self.bar is None and time.monotonic() - self.t0 >= self.delay_s:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=err_console, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.description, total=self.total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=min(self.done, self.total), description=f"{self.description}: {step}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
