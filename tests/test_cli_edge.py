@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -65,15 +67,34 @@ def test_version_and_bare_command(tmp_path):
     assert bare.returncode == 0 and "Usage: synthtrace" in bare.stdout and "ingest" in bare.stdout
 
 
+def complete(words: str, shell: str = "bash") -> list[str]:
+    """What the program answers a shell asking to complete ``words`` (the shell named explicitly: nothing is
+    detected from the processes above the test, which CI may not have)."""
+    env = {"_SYNTHTRACE_COMPLETE": f"complete_{shell}", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) - 1), "_TYPER_COMPLETE_ARGS": words}
+    p = synthtrace(env=env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
 def test_shell_completion():
-    """typer's completion: the script for a shell, and the completions it asks the program for."""
-    script = synthtrace("--show-completion", "bash")
-    assert script.returncode == 0 and "_SYNTHTRACE_COMPLETE" in script.stdout
-    asked = synthtrace(env={"_SYNTHTRACE_COMPLETE": "complete_bash", "COMP_WORDS": "synthtrace runs r",
-                            "COMP_CWORD": "2"})
-    assert asked.returncode == 0 and asked.stdout.split() == ["rm"]
-    top = synthtrace(env={"_SYNTHTRACE_COMPLETE": "complete_bash", "COMP_WORDS": "synthtrace ex", "COMP_CWORD": "1"})
-    assert top.stdout.split() == ["export"]
+    """typer's completion: commands, subcommands, options and option values; and the bash script, sourced in a
+    real bash, completes through the installed console script."""
+    assert complete("synthtrace ex") == ["export"]
+    assert complete("synthtrace runs r") == ["rm"]
+    assert complete("synthtrace sql --fo") == ["--format"]
+    assert complete("synthtrace sql x --format c") == ["csv"]
+    assert "rm" in " ".join(complete("synthtrace runs r", shell="zsh"))
+    script = synthtrace(env={"_SYNTHTRACE_COMPLETE": "source_bash"})
+    assert script.returncode == 0 and "complete_bash" in script.stdout
+    bash = shutil.which("bash")
+    if bash is None:
+        return
+    asked = subprocess.run([bash, "--norc", "--noprofile", "-c", script.stdout + textwrap.dedent("""
+        COMP_WORDS=(synthtrace runs mo); COMP_CWORD=2; _synthtrace_completion synthtrace; echo "${COMPREPLY[@]}"
+        """)], capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+    assert asked.stdout.split() == ["move"], asked.stderr
 
 
 def test_error_text_is_printed_literally(wh):
