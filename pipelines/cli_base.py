@@ -7,6 +7,7 @@ highlighting; styles are given as rich Text, never as markup inside a string.
 """
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -71,35 +72,44 @@ def existing_warehouse(path: Path) -> Path:
 
 class StepProgress:
     """A rich progress bar on stderr that appears once work has run ``delay_s`` seconds (short commands stay
-    quiet). Use as a context manager; call it with a step's description to advance one step."""
+    quiet), even while the first step still runs. Use as a context manager; call it with a step's description as
+    that step ends to advance one step."""
 
     def __init__(self, total: int, description: str, delay_s: float = 2.0):
         self.total, self.description, self.delay_s = total, description, delay_s
-        self.t0 = time.monotonic()
         self.done = 0
+        self.label = description
         self.bar: Progress | None = None
+        self.t0 = time.monotonic()
+        self._lock = threading.RLock()
+        self._timer = threading.Timer(delay_s, self._show)
+        self._timer.daemon = True
 
     def __enter__(self) -> Self:
+        self._timer.start()
         return self
 
-    def __call__(self, step: str) -> None:
-        self.done += 1
-        if self.bar is None and time.monotonic() - self.t0 >= self.delay_s:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
+    def _show(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=err_console, transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task(self.description, total=self.total)
-        if self.bar is not None:
-            self.bar.update(self.task, completed=min(self.done, self.total), description=f"{self.description}: {step}")
+        with self._lock:
+            if self.bar is None:
+                self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                    TimeElapsedColumn(), console=err_console, transient=True)
+                self.task = self.bar.add_task(self.label, total=self.total, completed=min(self.done, self.total))
+                self.bar.start()
+
+    def __call__(self, step: str) -> None:
+        with self._lock:
+            self.done += 1
+            self.label = f"{self.description}: {step}"
+            if self.bar is None and time.monotonic() - self.t0 >= self.delay_s:
+                self._show()
+            if self.bar is not None:
+                self.bar.update(self.task, completed=min(self.done, self.total), description=self.label)
 
     def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+        self._timer.cancel()
+        with self._lock:
+            if self.bar is not None:
+                self.bar.stop()

@@ -180,10 +180,10 @@ def detect(
 ) -> None:
     """Find performance regressions in the nightly history of each application; writes the regressions view."""
     from synthtrace.models.regression import DetectorParams
-    from synthtrace.pipelines.jobs import detection
+    from synthtrace.pipelines.jobs import DETECTION_STEPS, detection
 
-    with err_console.status("detecting regressions"):
-        found = detection(Warehouse(warehouse), app)
+    with StepProgress(len(DETECTION_STEPS), "detect") as step:
+        found = detection(Warehouse(warehouse), app, on_step=step)
     alerts, names, nights = found.alerts, found.apps, found.nights
     p = DetectorParams()
     need = p.min_before + p.min_after
