@@ -16,6 +16,7 @@ from synthtrace.pipelines.cli_app import (
     WarehouseOption,
     console,
     err_console,
+    output_file,
     print_table,
 )
 from synthtrace.tracelib.errors import BadInputError
@@ -151,7 +152,10 @@ def report(
     if experiment and experiment not in experiments(wh):
         raise BadInputError(f"no experiment {experiment!r} in {warehouse}")
     th = _thresholds(thresholds)
+    output_file(out, "--out")  # a folder or an impossible path is refused before minutes of work
     if plots:
+        if plots.exists() and not plots.is_dir():
+            raise BadInputError(f"--plots {plots}: is a file, not a folder")
         plots.mkdir(parents=True, exist_ok=True)
     with StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
         path = build(wh, out, machine, experiment=experiment, thresholds=th, plot_dir=plots, on_step=step)

@@ -22,15 +22,18 @@ from synthtrace.pipelines.cli_base import (
     console,
     err_console,
     existing_warehouse,
+    output_file,
     print_error,
     print_note,
     print_table,
     print_warning,
+    write_output,
 )
 from synthtrace.pipelines.cli_read import WAREHOUSE
 
 __all__ = ["DEFAULT_WAREHOUSE", "ReadWarehouseOption", "StepProgress", "WarehouseOption", "app", "console",
-           "err_console", "existing_warehouse", "print_error", "print_note", "print_table", "print_warning"]
+           "err_console", "existing_warehouse", "output_file", "print_error", "print_note", "print_table",
+           "print_warning", "write_output"]
 
 class LazyGroup(TyperGroup):
     """The top-level group: a command's module is imported when that command runs (or its help is asked for);

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Self
 
 from rich.console import Console
@@ -65,9 +66,32 @@ def existing_warehouse(path: Path) -> Path:
         raise BadInputError(f"{path}: no such warehouse (ingest traces into it first, or give --warehouse DIR)")
     if not path.is_dir():
         raise BadInputError(f"{path}: is a file, not a warehouse folder")
-    if not (path / MARKER).exists() and not (path / "runs").is_dir():
+    # the marker is a file: a folder that holds a warehouse of the default name is not a warehouse itself
+    if not (path / MARKER).is_file() and not (path / "runs").is_dir():
         raise BadInputError(f"{path}: not a synthtrace warehouse (no {MARKER} marker, no runs/ folder)")
     return path
+
+
+def output_file(path: Path, option: str = "--output") -> Path:
+    """The FILE of an ``--output``-like ``option``, its folder created: refuse a folder, or a path under a file."""
+    if path.is_dir():
+        raise BadInputError(f"{option} {path}: is a folder; give a file name")
+    blocking = next((p for p in path.parents if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise BadInputError(f"{option} {path}: {blocking} is a file, not a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"{option} {path}: cannot create its folder {path.parent} ({exc.strerror})") from None
+    return path
+
+
+def write_output(path: Path, write: Callable[[Path], object], option: str = "--output") -> None:
+    """``write(path)`` into :func:`output_file` ``path``; a file that cannot be written is one line (exit 2)."""
+    try:
+        write(output_file(path, option))
+    except OSError as exc:
+        raise BadInputError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 class StepProgress:

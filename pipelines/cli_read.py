@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synthtrace import DEFAULT_WAREHOUSE
-from synthtrace.pipelines.cli_base import console, existing_warehouse, print_table
+from synthtrace.pipelines.cli_base import console, existing_warehouse, output_file, print_table, write_output
 from synthtrace.tracelib.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -100,6 +100,8 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
     wh = Warehouse(existing_warehouse(warehouse))
     if format == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output FILE")
+    if output is not None:
+        output_file(output)  # before the query runs
     limit = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if format in ("csv", "parquet"):  # Arrow writes these (nested columns and all)
         _write_arrow(query(wh, statement, timeout_s=limit), format, output)
@@ -112,7 +114,7 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text)
+        write_output(output, lambda p: p.write_text(text))
 
 
 def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
@@ -122,7 +124,7 @@ def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
     import pyarrow.parquet as pq
 
     if fmt == "parquet":
-        pq.write_table(table, output)
+        write_output(output, lambda p: pq.write_table(table, p))
         return
     cols = [pa.array([None if v is None else json.dumps(v, default=str) for v in col.to_pylist()], pa.string())
             if pa.types.is_nested(col.type) else col for col in table.columns]
@@ -131,7 +133,7 @@ def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(buf.getvalue().decode())
     else:
-        output.write_bytes(buf.getvalue())
+        write_output(output, lambda p: p.write_bytes(buf.getvalue()))
 
 
 def _render(columns: list[str], rows: list[tuple], fmt: str) -> str:

@@ -204,3 +204,34 @@ def test_command_table_matches_the_modules():
         for name, cmd in typer.main.get_group(sub).commands.items():
             registered[name] = (module, " ".join((cmd.help or "").strip().split("\n\n")[0].split()))
     assert registered == COMMANDS
+
+
+@pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["sql", "SELECT 1", "-f", "csv"],
+                                     ["sql", "SELECT 1", "-f", "json"], ["sql", "SELECT 1", "-f", "parquet"],
+                                     ["export", "prime"], ["report"]])
+def test_an_output_that_cannot_be_written_is_one_line(wh, tmp_path, command):
+    """A folder, or a path under a file, given as the output: one line naming it, exit 2, nothing written."""
+    option = "--out" if command[0] == "report" else "--output"
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for target, says in ((tmp_path, "is a folder"), (a_file / "sub" / "out.x", f"{a_file} is a file")):
+        line = one_error_line(synthtrace(*command, option, target, "-w", wh, cwd=tmp_path))
+        assert f"{option} {target}: " in line and says in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "x"
+
+
+def test_sql_output_creates_its_folder(wh, tmp_path):
+    """Like export and report, ``sql --output`` creates the folder it writes into."""
+    out = tmp_path / "new" / "folder" / "one.csv"
+    p = synthtrace("sql", "SELECT 1 AS one", "-f", "csv", "-o", out, "-w", wh)
+    assert p.returncode == 0, p.stderr
+    assert out.read_text().split() == ['"one"', "1"]
+
+
+def test_a_folder_holding_a_warehouse_is_not_one(wh, tmp_path):
+    """The warehouse marker is a file named like the default warehouse folder: the folder above a warehouse of
+    the default name is not a warehouse (``runs -w .`` beside it, or ``-w ''``)."""
+    (tmp_path / "synthtrace-warehouse").symlink_to(wh, target_is_directory=True)
+    for where in (".", ""):
+        assert "not a synthtrace warehouse" in one_error_line(synthtrace("runs", "-w", where, cwd=tmp_path))
+    assert synthtrace("runs", cwd=tmp_path).returncode == 0
