@@ -235,3 +235,9 @@ def test_a_folder_holding_a_warehouse_is_not_one(wh, tmp_path):
     for where in (".", ""):
         assert "not a synthtrace warehouse" in one_error_line(synthtrace("runs", "-w", where, cwd=tmp_path))
     assert synthtrace("runs", cwd=tmp_path).returncode == 0
+
+
+def test_a_query_that_is_not_utf8_is_one_line(wh):
+    """Bytes of another encoding on the command line (a Latin-1 terminal): one line, exit 2."""
+    line = one_error_line(synthtrace("sql", os.fsdecode(b"SELECT 'caf\xe9'"), "-w", wh))
+    assert "not UTF-8" in line and "character 12" in line

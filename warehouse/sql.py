@@ -71,6 +71,10 @@ def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) ->
     """Raise :class:`ReadOnlyQueryError` unless every statement of ``query`` only reads. ``con``: the connection
     to parse with (default: DuckDB's default one, which costs ~50 ms to create on first use)."""
     try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:  # undecodable bytes of the command line arrive as lone surrogates
+        raise QueryError(f"the query is not UTF-8 text (at character {exc.start + 1})") from None
+    try:
         statements = duckdb.extract_statements(query, connection=con)
     except duckdb.Error as exc:
         raise QueryError(f"SQL does not parse: {str(exc).splitlines()[0]}") from None
