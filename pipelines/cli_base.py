@@ -72,6 +72,13 @@ def existing_warehouse(path: Path) -> Path:
     return path
 
 
+def app_option(value: str | None) -> str | None:
+    """Typer callback for ``--app``, a name stored as data: it must be UTF-8 text."""
+    from synthtrace.warehouse.sql import check_utf8
+
+    return None if value is None else check_utf8(value, "--app")
+
+
 def output_file(path: Path, option: str = "--output") -> Path:
     """The FILE of an ``--output``-like ``option``, its folder created: refuse a folder, or a path under a file."""
     if path.is_dir():

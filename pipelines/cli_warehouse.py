@@ -17,6 +17,7 @@ from synthtrace.pipelines.cli_app import (
     print_error,
     print_note,
 )
+from synthtrace.pipelines.cli_base import app_option
 from synthtrace.pipelines.cli_read import FORMAT, MIN_TIMEOUT_S, OUTPUT, TIMEOUT, answer_sql, list_runs
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse.names import name_option
@@ -56,7 +57,8 @@ def ingest(
             callback=name_option,
         ),
     ] = None,
-    app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).")] = None,
+    app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).",
+                                            callback=app_option)] = None,
     date: Annotated[
         datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")
     ] = None,

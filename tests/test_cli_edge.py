@@ -237,7 +237,11 @@ def test_a_folder_holding_a_warehouse_is_not_one(wh, tmp_path):
     assert synthtrace("runs", cwd=tmp_path).returncode == 0
 
 
-def test_a_query_that_is_not_utf8_is_one_line(wh):
-    """Bytes of another encoding on the command line (a Latin-1 terminal): one line, exit 2."""
+def test_text_that_is_not_utf8_is_one_line(wh, tmp_path):
+    """Bytes of another encoding on the command line (a Latin-1 terminal) in a query or an application name: one
+    line, exit 2, nothing written."""
     line = one_error_line(synthtrace("sql", os.fsdecode(b"SELECT 'caf\xe9'"), "-w", wh))
     assert "not UTF-8" in line and "character 12" in line
+    copy_trace(PRIME, tmp_path / "t")
+    line = one_error_line(synthtrace("ingest", tmp_path / "t", "--app", os.fsdecode(b"caf\xe9"), "-w", tmp_path / "w"))
+    assert line.startswith("error: --app ") and "not UTF-8" in line and not (tmp_path / "w").exists()

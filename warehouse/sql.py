@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
+from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.catalog import VIEW_FILES, connect
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse
@@ -67,13 +68,20 @@ def views_named(sql: str) -> set[str]:
     return words & VIEW_FILES.keys()
 
 
+def check_utf8(text: str, what: str) -> str:
+    """``text`` itself when it is UTF-8 text, else :class:`BadInputError` naming ``what`` (undecodable bytes of the
+    command line arrive as lone surrogates, which neither DuckDB nor Parquet can hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadInputError(f"{what} {text!r} is not UTF-8 text (at character {exc.start + 1})") from None
+    return text
+
+
 def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
     """Raise :class:`ReadOnlyQueryError` unless every statement of ``query`` only reads. ``con``: the connection
     to parse with (default: DuckDB's default one, which costs ~50 ms to create on first use)."""
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError as exc:  # undecodable bytes of the command line arrive as lone surrogates
-        raise QueryError(f"the query is not UTF-8 text (at character {exc.start + 1})") from None
+    check_utf8(query, "the query")
     try:
         statements = duckdb.extract_statements(query, connection=con)
     except duckdb.Error as exc:
