@@ -79,15 +79,21 @@ def app_option(value: str | None) -> str | None:
     return None if value is None else check_utf8(value, "--app")
 
 
+def check_folder(path: Path, label: str) -> Path:
+    """A folder a command will write into: refuse a path that is a file or lies under one (``label``: how the
+    error line names the path). Nothing is created."""
+    blocking = next((p for p in (path, *path.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise BadInputError(f"{label}: {blocking} is a file, not a folder")
+    return path
+
+
 def output_file(path: Path, option: str = "--output") -> Path:
     """The FILE of an ``--output``-like ``option``, its folder created: refuse a folder, or a path under a file."""
     if path.is_dir():
         raise BadInputError(f"{option} {path}: is a folder; give a file name")
-    blocking = next((p for p in path.parents if p.exists()), None)
-    if blocking is not None and not blocking.is_dir():
-        raise BadInputError(f"{option} {path}: {blocking} is a file, not a folder")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        check_folder(path.parent, f"{option} {path}").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInputError(f"{option} {path}: cannot create its folder {path.parent} ({exc.strerror})") from None
     return path

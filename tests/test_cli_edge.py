@@ -245,3 +245,12 @@ def test_text_that_is_not_utf8_is_one_line(wh, tmp_path):
     copy_trace(PRIME, tmp_path / "t")
     line = one_error_line(synthtrace("ingest", tmp_path / "t", "--app", os.fsdecode(b"caf\xe9"), "-w", tmp_path / "w"))
     assert line.startswith("error: --app ") and "not UTF-8" in line and not (tmp_path / "w").exists()
+
+
+def test_simulate_into_a_path_under_a_file_is_one_line(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "sub"):
+        line = one_error_line(synthtrace("simulate", out, "--runs", "2", cwd=tmp_path))
+        assert f"OUT_DIR {out}: {a_file} is a file, not a folder" in line
+    assert a_file.read_text() == "x"
