@@ -26,7 +26,8 @@ SUMMARY = "Merge multi-run hardware-counter traces of MPI applications into one 
 ROOT_OPTIONS: dict[str, str] = {
     "--version": "Print the version and exit.",
     "--install-completion": "Install completion for the current shell.",
-    "--show-completion": "Show completion for the current shell, to copy it or customize the installation.",
+    "--show-completion": "Show completion for the current shell (or the one named: --show-completion bash), to "
+                         "copy it or customize the installation.",
     "--help": "Show this message and exit.",
 }
 
@@ -122,6 +123,11 @@ def _quick(argv: list[str]) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) == 2 and args[0] == "--show-completion":
+        # the script of a named shell, through click's completion variable: typer's own option only detects the
+        # shell from the processes above, which a container or a CI job may not have
+        os.environ["_SYNTHTRACE_COMPLETE"] = f"source_{args[1]}"
+        args = []
     completing = "_SYNTHTRACE_COMPLETE" in os.environ
     if not completing and (code := _quick(args)) is not None:
         return code

@@ -85,8 +85,9 @@ def test_shell_completion():
     assert complete("synthtrace sql --fo") == ["--format"]
     assert complete("synthtrace sql x --format c") == ["csv"]
     assert "rm" in " ".join(complete("synthtrace runs r", shell="zsh"))
-    script = synthtrace(env={"_SYNTHTRACE_COMPLETE": "source_bash"})
+    script = synthtrace("--show-completion", "bash")  # the shell named: nothing to detect
     assert script.returncode == 0 and "complete_bash" in script.stdout
+    assert "complete_zsh" in synthtrace("--show-completion", "zsh").stdout
     bash = shutil.which("bash")
     if bash is None:
         return
