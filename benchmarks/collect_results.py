@@ -17,7 +17,7 @@ ORDER = [
     "merge",
     "merge_stress",
     "flow",
-    "startup",
+    "cli_startup",
     "report",
     "archetypes",
     "predictors",

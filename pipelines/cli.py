@@ -3,9 +3,10 @@
 Each command group lives in its own ``pipelines/cli_*.py`` module with a ``register(app)`` function; the typer
 application that loads them lives in :mod:`synthtrace.pipelines.cli_app`. This module imports neither typer nor
 rich nor any command module at start-up: ``synthtrace``, ``--help`` and ``--version`` are answered from
-:data:`COMMANDS` alone, and any other command loads only the module that registers it. It is also the one place
-where a :class:`~synthtrace.tracelib.errors.SynthtraceError` or a usage mistake becomes one line on stderr and an
-exit code (2 for bad input or bad usage), never a traceback.
+:data:`COMMANDS` alone; ``runs`` and ``sql`` with the options they are usually given are answered without typer
+(:mod:`synthtrace.pipelines.cli_read`); any other command loads only the module that registers it. It is also the
+one place where a :class:`~synthtrace.tracelib.errors.SynthtraceError` or a usage mistake becomes one line on
+stderr and an exit code (2 for bad input or bad usage), never a traceback.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ SUMMARY = "Merge multi-run hardware-counter traces of MPI applications into one 
 ROOT_OPTIONS: dict[str, str] = {
     "--version": "Print the version and exit.",
     "--install-completion": "Install completion for the current shell.",
-    "--show-completion": "Show completion for the current shell, to copy it or customize the installation.",
+    "--show-completion": "Show completion for the current shell (or the one named: --show-completion bash), to "
+                         "copy it or customize the installation.",
     "--help": "Show this message and exit.",
 }
 
@@ -121,35 +123,51 @@ def _quick(argv: list[str]) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if "_SYNTHTRACE_COMPLETE" not in os.environ and (code := _quick(args)) is not None:
+    if len(args) == 2 and args[0] == "--show-completion":
+        # the script of a named shell, through click's completion variable: typer's own option only detects the
+        # shell from the processes above, which a container or a CI job may not have
+        os.environ["_SYNTHTRACE_COMPLETE"] = f"source_{args[1]}"
+        args = []
+    completing = "_SYNTHTRACE_COMPLETE" in os.environ
+    if not completing and (code := _quick(args)) is not None:
         return code
-    # typer, rich and the error types are imported only for a real command
-    import typer
-
-    from synthtrace.pipelines.cli_app import (
-        app,
-        err_console,
-        print_error,
-        print_warning,
-    )
+    from synthtrace.pipelines.cli_base import err_console, print_error, print_warning
+    from synthtrace.pipelines.cli_read import understood
     from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 
     warnings.simplefilter("default")
     warnings.showwarning = lambda message, category, *a, **k: print_warning(str(message))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # the CLI prints its own summary
+    fast = None if completing else understood(args)  # runs and sql, without typer
+    try:
+        if fast is not None:
+            fast()
+            return 0
+        return _run_app(args)
+    except SynthtraceError as exc:
+        print_error(str(exc))
+        return 2 if isinstance(exc, BadInputError) else exc.exit_code
+    except KeyboardInterrupt:
+        err_console.print("aborted")
+        return 130
+
+
+def _run_app(args: list[str]) -> int:
+    """Run the typer application (imported here: typer, pydantic and rich cost ~0.25 s); a usage mistake is one
+    line, exit 2."""
+    import typer
+
+    from synthtrace.pipelines.cli_app import app
+
     click = typer._click  # typer >= 0.29 raises its own (vendored) click exceptions
     try:
         # with standalone_mode=False click returns the code of a typer.Exit instead of raising it
         result: Any = app(args=args, prog_name="synthtrace", standalone_mode=False)
-    except SynthtraceError as exc:
-        print_error(str(exc))
-        return 2 if isinstance(exc, BadInputError) else exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        err_console.print("aborted")
-        return 130
+    except typer.Abort as exc:
+        raise KeyboardInterrupt from exc
     except click.exceptions.NoArgsIsHelpError:  # a group without its subcommand: the help was printed
         return 0
     except click.exceptions.ClickException as exc:
@@ -159,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _usage_error(exc: ClickException) -> int:
     """One line for a usage mistake (unknown command or option, missing argument, bad value): exit 2."""
-    from synthtrace.pipelines.cli_app import print_error
+    from synthtrace.pipelines.cli_base import print_error
 
     ctx = getattr(exc, "ctx", None)
     where = f"{ctx.command_path}: " if ctx is not None and ctx.command_path else ""

@@ -16,7 +16,8 @@ from synthtrace.pipelines.cli_app import (
     WarehouseOption,
     console,
     err_console,
-    print_wide,
+    output_file,
+    print_table,
 )
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
@@ -118,7 +119,7 @@ def archetypes(
         for r in provisional_mix(res.archetypes).iter_rows(named=True):
             t.add_row(r["unit"], r["archetype"], str(r["count"]), f"{r['time_s']:.4g}", f"{r['time_share']:.1%}",
                       f"{r['provisional_share']:.0%}")
-        console.print(t)
+        print_table(t)
         console.print(f"machine profile: {m.label}", soft_wrap=True)
         for line in undecided_lines(res.archetypes):
             console.print(line, soft_wrap=True)
@@ -151,7 +152,10 @@ def report(
     if experiment and experiment not in experiments(wh):
         raise BadInputError(f"no experiment {experiment!r} in {warehouse}")
     th = _thresholds(thresholds)
+    output_file(out, "--out")  # a folder or an impossible path is refused before minutes of work
     if plots:
+        if plots.exists() and not plots.is_dir():
+            raise BadInputError(f"--plots {plots}: is a file, not a folder")
         plots.mkdir(parents=True, exist_ok=True)
     with StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
         path = build(wh, out, machine, experiment=experiment, thresholds=th, plot_dir=plots, on_step=step)
@@ -181,7 +185,7 @@ def machines(
             f"{m.link_bw() / 1e9:.3g}",
             pmu,
         )
-    print_wide(t)
+    print_table(t)
 
 
 def register(app: typer.Typer) -> None:

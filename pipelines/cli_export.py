@@ -12,6 +12,8 @@ from synthtrace.pipelines.cli_app import (
     ReadWarehouseOption,
     console,
     err_console,
+    output_file,
+    write_output,
 )
 from synthtrace.warehouse.names import name_option
 
@@ -38,23 +40,20 @@ def export(
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV."""
-    from synthtrace.tracelib.errors import BadInputError
     from synthtrace.tracelib.exports import perfetto_json, pipit_events
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.export_views import load_export_tables
 
-    if output.is_dir():
-        raise BadInputError(f"--output {output}: is a folder; give a file name")
+    output_file(output)  # before reading anything
     with err_console.status(f"reading {experiment}"):
         bursts, calls = load_export_tables(Warehouse(warehouse), experiment)
     with err_console.status(f"writing {output} ({format.value})"):
-        output.parent.mkdir(parents=True, exist_ok=True)
         if format is ExportFormat.perfetto:
-            output.write_text(perfetto_json(bursts, calls, name=experiment))
+            write_output(output, lambda p: p.write_text(perfetto_json(bursts, calls, name=experiment)))
         elif format is ExportFormat.pipit:
-            pipit_events(bursts, calls).write_csv(output)
+            write_output(output, pipit_events(bursts, calls).write_csv)
         else:
-            bursts.write_csv(output)
+            write_output(output, bursts.write_csv)
     n_calls = calls.height if calls is not None else 0
     console.print(f"wrote {output} ({format.value}, {bursts.height} bursts, {n_calls} MPI calls)")
 

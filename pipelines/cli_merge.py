@@ -11,8 +11,9 @@ from rich.table import Table
 from synthtrace.pipelines.cli_app import (
     DEFAULT_WAREHOUSE,
     ReadWarehouseOption,
+    StepProgress,
     console,
-    err_console,
+    print_table,
     print_warning,
 )
 from synthtrace.tracelib.errors import BadInputError
@@ -71,15 +72,18 @@ def merge(
     opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)
-    with err_console.status(f"merging {experiment}: reading, aligning and transferring counters"):
+    # merge_experiment reports no steps of its own: a one-step bar, with the time spent, for it and for the export
+    with StepProgress(1, f"merge {experiment}: reading, aligning and transferring counters") as step:
         result = merge_experiment(wh, experiment, opts)
+        step("done")
     print_quality(result)
     console.print(f"merged {result.merged.height} bursts of {result.reference_run} into "
                   f"{wh.experiment_dir(experiment)}", soft_wrap=True)
     if export_prv is not None:
         export_prv.parent.mkdir(parents=True, exist_ok=True)
-        with err_console.status(f"writing {export_prv}.prv"):
+        with StepProgress(1, f"writing {export_prv}.prv") as step:
             prv = export_merged(wh, result, export_prv)
+            step("done")
         console.print(f"exported the merged trace to {prv} (.pcf, .row beside it)", soft_wrap=True)
 
 
@@ -102,7 +106,7 @@ def print_quality(result: MergeResult) -> None:
                   pct(q["estimated_error_p95"]),
                   pct(q["cross_run_diff"]), "" if q["mean_match_score"] is None else f"{q['mean_match_score']:.2f}",
                   q["verdict"])
-    console.print(t)
+    print_table(t)
     reasons = result.quality.filter(pl.col("verdict") == worst(result.quality.get_column("verdict")))
     why = next((r for r in reasons.get_column("verdict_reason").to_list() if r), "")
     console.print(f"verdict for {result.experiment}: {worst(result.quality.get_column('verdict'))}"

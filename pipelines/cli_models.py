@@ -17,7 +17,7 @@ from synthtrace.pipelines.cli_app import (
     console,
     err_console,
     print_warning,
-    print_wide,
+    print_table,
 )
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import Warehouse
@@ -83,7 +83,7 @@ def train(
                  ("status", r["status"]),
                  ("data hash", r["data_hash"][:16]), ("artifact sha256", r["artifact_sha256"][:16])]:
         t.add_row(k, v)
-    console.print(t)
+    print_table(t)
     if r["status"] == "rejected":
         print_warning(f"{r['model_id']} predicts unseen applications worse than their mean (R² {r['cv_r2']:.3f}); "
                       f"registered as rejected: predict uses it only with --model {r['model_id']}")
@@ -111,7 +111,7 @@ def _print_comparison(wh: Warehouse, target: str, kind: str, experiments: list[s
     for r in table.iter_rows(named=True):
         t.add_row(r["counter_set"], str(r["n_features"]), _fmt(r["r2"]), _fmt(r["mape"], ".1%"),
                   _fmt(r["mape_cut_vs_best_single"], ".0%"))
-    console.print(t)
+    print_table(t)
 
 
 def models(
@@ -135,7 +135,7 @@ def models(
         t.add_row(r["model_id"], r["target"], r["kind"], f"{r['created_at']:%Y-%m-%d %H:%M:%S}",
                   str(len(r["apps"] or [])), str(r["n_rows"]), _fmt(r["cv_r2"]), _fmt(r["cv_mape"], ".1%"),
                   r["status"] or "")
-    print_wide(t)
+    print_table(t)
 
 
 def predict(
@@ -180,10 +180,10 @@ def detect(
 ) -> None:
     """Find performance regressions in the nightly history of each application; writes the regressions view."""
     from synthtrace.models.regression import DetectorParams
-    from synthtrace.pipelines.jobs import detection
+    from synthtrace.pipelines.jobs import DETECTION_STEPS, detection
 
-    with err_console.status("detecting regressions"):
-        found = detection(Warehouse(warehouse), app)
+    with StepProgress(len(DETECTION_STEPS), "detect") as step:
+        found = detection(Warehouse(warehouse), app, on_step=step)
     alerts, names, nights = found.alerts, found.apps, found.nights
     p = DetectorParams()
     need = p.min_before + p.min_after
@@ -210,7 +210,7 @@ def detect(
         t.add_row(r["app"], r["call_site"], f"{r['changed_at']:%Y-%m-%d %H:%M}", f"+{r['magnitude']:.1%}",
                   f"{total['after'] / total['before'] - 1:+.1%}" if total and total["before"] else "", why, arch,
                   f"{r['score']:.2f}")
-    console.print(t)
+    print_table(t)
 
 
 def _describe(name: str, s: dict | None) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, WarehouseOption, console
+from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, WarehouseOption, console, print_table
 from synthtrace.tracelib.counter_plan import (
     DEFAULT_FIXED,
     FORMATS,
@@ -95,7 +95,7 @@ def _print_table(result: CounterPlan) -> None:
     t.add_column("counters")
     for i, run in enumerate(result.runs, start=1):
         t.add_row(str(i), ", ".join(result.carried), ", ".join(run[len(result.carried):]))
-    console.print(t, width=max(console.width, 40 + sum(len(c) + 2 for c in max(result.runs, key=len))))
+    print_table(t)
     console.print(render(result, "table").splitlines()[-1], soft_wrap=True)
 
 

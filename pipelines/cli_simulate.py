@@ -25,6 +25,7 @@ from synthtrace.pipelines.cli_app import (
     console,
     err_console,
 )
+from synthtrace.pipelines.cli_base import check_folder
 from synthtrace.simulator import (
     PATTERNS,
     ExperimentSpec,
@@ -126,8 +127,7 @@ def simulate(
 
     The traces are written, not ingested: run `synthtrace ingest OUT_DIR` (or drop them where the nightly flow looks).
     """
-    if out_dir.exists() and not out_dir.is_dir():
-        raise BadInputError(f"{out_dir}: exists and is not a folder")
+    check_folder(out_dir, f"OUT_DIR {out_dir}")
     if scale <= 0:
         raise BadInputError("--scale must be positive")
     apps = _apps(app, pattern, apps_per_pattern)

@@ -1,8 +1,6 @@
 """``synthtrace ingest``, ``runs`` and ``sql``: getting traces in and asking questions of them."""
 from __future__ import annotations
 
-import io
-import json
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -16,22 +14,19 @@ from synthtrace.pipelines.cli_app import (
     WarehouseOption,
     console,
     err_console,
-    existing_warehouse,
     print_error,
     print_note,
 )
+from synthtrace.pipelines.cli_base import app_option
+from synthtrace.pipelines.cli_read import FORMAT, MIN_TIMEOUT_S, OUTPUT, TIMEOUT, answer_sql, list_runs
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse.names import name_option
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from rich.progress import Progress
 
-class OutputFormat(str, Enum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-    parquet = "parquet"
+#: the choices of ``sql --format``, as typer lists them
+OutputFormat = Enum("OutputFormat", {name: name for name in FORMAT.choices}, type=str)
 
 
 def _progress() -> Progress:
@@ -62,7 +57,8 @@ def ingest(
             callback=name_option,
         ),
     ] = None,
-    app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).")] = None,
+    app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).",
+                                            callback=app_option)] = None,
     date: Annotated[
         datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")
     ] = None,
@@ -118,17 +114,8 @@ runs_app = typer.Typer(help="List the runs in the warehouse; `runs rm` and `runs
 @runs_app.callback(invoke_without_command=True)
 def runs(ctx: typer.Context, warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> None:
     """List the runs in the warehouse; `runs rm` and `runs move` put them right."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from synthtrace.warehouse import Warehouse
-    from synthtrace.warehouse.sql import query_rows
-
-    existing_warehouse(warehouse)
-    columns, rows = query_rows(Warehouse(warehouse), """
-        SELECT run_name, experiment, app, started_at, n_tasks, round(duration_ns / 1e9, 3) AS duration_s,
-               n_bursts, len(counters) AS n_counters, run_id
-        FROM runs ORDER BY experiment, run_name""")
-    _print_table(columns, rows, title=f"runs in {warehouse}")
+    if ctx.invoked_subcommand is None:
+        list_runs(warehouse)
 
 
 RunRefs = Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs by id (or unique id prefix) or run name.")]
@@ -176,86 +163,18 @@ def sql(
         str, typer.Argument(metavar="QUERY", help="A SELECT over the views runs, bursts, mpi_calls, merged_bursts, ...")
     ],
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
-    format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
+    format: Annotated[OutputFormat, typer.Option(*FORMAT.names, help="Output format.")] = OutputFormat.table,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal.")
+        Path | None, typer.Option(*OUTPUT.names, help="Write to this file instead of the terminal.")
     ] = None,
     timeout: Annotated[
         float | None,
-        typer.Option(
-            "--timeout", min=0.001, show_default=False, help="Stop the query after this many seconds (default: 300)."
-        ),
+        typer.Option(*TIMEOUT.names, min=MIN_TIMEOUT_S, show_default=False,
+                     help="Stop the query after this many seconds (default: 300)."),
     ] = None,
 ) -> None:
     """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
-    from synthtrace.warehouse import Warehouse
-    from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query, query_rows
-
-    if format is OutputFormat.parquet and output is None:
-        raise BadInputError("--format parquet needs --output FILE")
-    wh, limit = Warehouse(warehouse), DEFAULT_TIMEOUT_S if timeout is None else timeout
-    if format in (OutputFormat.csv, OutputFormat.parquet):  # Arrow writes these (nested columns and all)
-        _write_arrow(query(wh, statement, timeout_s=limit), format, output)
-        return
-    columns, rows = query_rows(wh, statement, timeout_s=limit)
-    if format is OutputFormat.table and output is None:
-        _print_table(columns, rows)
-        return
-    text = _render(columns, rows, format)
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        output.write_text(text)
-
-
-def _write_arrow(table: pa.Table, fmt: OutputFormat, output: Path | None) -> None:
-    """CSV (nested columns as JSON text) to ``output`` or stdout, or Parquet to ``output``."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
-    if fmt is OutputFormat.parquet:
-        pq.write_table(table, output)
-        return
-    cols = [pa.array([None if v is None else json.dumps(v, default=str) for v in col.to_pylist()], pa.string())
-            if pa.types.is_nested(col.type) else col for col in table.columns]
-    buf = io.BytesIO()
-    pacsv.write_csv(pa.table(cols, names=table.column_names), buf)
-    if output is None:
-        typer.echo(buf.getvalue().decode(), nl=False)
-    else:
-        output.write_bytes(buf.getvalue())
-
-
-def _render(columns: list[str], rows: list[tuple], fmt: OutputFormat) -> str:
-    """Rows as JSON records, or as tab-separated text with a header line."""
-    if fmt is OutputFormat.json:
-        return json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=None) + "\n"
-    lines = ["\t".join(columns), *("\t".join("" if v is None else str(v) for v in r) for r in rows)]
-    return "\n".join(lines) + "\n"
-
-
-def _print_table(columns: list[str], rows: list[tuple], title: str | None = None, limit: int = 200) -> None:
-    from rich.table import Table
-
-    t = Table(title=title, show_lines=False)
-    cells = [["" if v is None else str(v) for v in r] for r in rows[:limit]]
-    widths = [max([len(name), *(len(r[i]) for r in cells)]) for i, name in enumerate(columns)]
-    for name in columns:
-        t.add_column(name, overflow="fold")
-    for r in cells:
-        t.add_row(*r)
-    # never squeeze a table into a narrow pipe: it is read, copied and grepped (a console of its own, so that the
-    # shared one keeps its width for what follows)
-    if console.is_terminal:
-        console.print(t)
-    else:
-        from rich.console import Console
-
-        Console(file=console.file, width=max(console.width, sum(widths) + 3 * len(widths) + 1), markup=False,
-                emoji=False, highlight=False).print(t)
-    if len(rows) > limit:
-        console.print(f"({len(rows)} rows, first {limit} shown; use --format csv for all)")
+    answer_sql(statement, warehouse, format.value, output, timeout)
 
 
 def register(app: typer.Typer) -> None:

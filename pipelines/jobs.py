@@ -87,24 +87,37 @@ class Detection:
     nights: dict[str, int]
 
 
-def detection(wh: Warehouse, app: str | None = None, now: datetime | None = None) -> Detection:
+#: the steps of :func:`detection`, as its ``on_step`` is told them
+DETECTION_STEPS = ("loading the detector", "reading the nightly history", "detecting change points",
+                   "writing the alerts")
+
+
+def detection(wh: Warehouse, app: str | None = None, now: datetime | None = None,
+              on_step: OnStep | None = None) -> Detection:
     """Detect regressions in the history of ``app`` (default: every app; a prefix names every app it starts, see
-    :func:`synthtrace.warehouse.history.match_apps`) and rewrite their alerts in the ``regressions`` view."""
+    :func:`synthtrace.warehouse.history.match_apps`) and rewrite their alerts in the ``regressions`` view.
+    ``on_step`` is told each of :data:`DETECTION_STEPS` as it ends (the first, importing the models, takes seconds)."""
     import polars as pl
 
-    from synthtrace.models.regression import REGRESSION_SCHEMA
-    from synthtrace.models.regression import detect as detect_alerts
-    from synthtrace.models.site_signals import site_history
     from synthtrace.warehouse.alert_store import write_alerts
     from synthtrace.warehouse.history import apps, match_apps
 
+    step = on_step or (lambda _: None)
     names = match_apps(wh.root, app) if app is not None else apps(wh.root)
     if not names:
         raise BadInputError(f"{wh.root}: no runs to look at (ingest traces first)")
+    from synthtrace.models.regression import REGRESSION_SCHEMA
+    from synthtrace.models.regression import detect as detect_alerts
+    from synthtrace.models.site_signals import site_history
+
+    step(DETECTION_STEPS[0])
     history = site_history(wh.root, names)
+    step(DETECTION_STEPS[1])
     alerts = detect_alerts(history, now=now) if history.height else pl.DataFrame(schema=REGRESSION_SCHEMA)
+    step(DETECTION_STEPS[2])
     for name in names:
         write_alerts(wh, name, alerts.filter(pl.col("app") == name))
+    step(DETECTION_STEPS[3])
     return Detection(alerts, names, _history_nights(history, names))
 
 

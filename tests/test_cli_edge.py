@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -65,15 +67,35 @@ def test_version_and_bare_command(tmp_path):
     assert bare.returncode == 0 and "Usage: synthtrace" in bare.stdout and "ingest" in bare.stdout
 
 
+def complete(words: str, shell: str = "bash") -> list[str]:
+    """What the program answers a shell asking to complete ``words`` (the shell named explicitly: nothing is
+    detected from the processes above the test, which CI may not have)."""
+    env = {"_SYNTHTRACE_COMPLETE": f"complete_{shell}", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) - 1), "_TYPER_COMPLETE_ARGS": words}
+    p = synthtrace(env=env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
 def test_shell_completion():
-    """typer's completion: the script for a shell, and the completions it asks the program for."""
-    script = synthtrace("--show-completion", "bash")
-    assert script.returncode == 0 and "_SYNTHTRACE_COMPLETE" in script.stdout
-    asked = synthtrace(env={"_SYNTHTRACE_COMPLETE": "complete_bash", "COMP_WORDS": "synthtrace runs r",
-                            "COMP_CWORD": "2"})
-    assert asked.returncode == 0 and asked.stdout.split() == ["rm"]
-    top = synthtrace(env={"_SYNTHTRACE_COMPLETE": "complete_bash", "COMP_WORDS": "synthtrace ex", "COMP_CWORD": "1"})
-    assert top.stdout.split() == ["export"]
+    """typer's completion: commands, subcommands, options and option values; and the bash script, sourced in a
+    real bash, completes through the installed console script."""
+    assert complete("synthtrace ex") == ["export"]
+    assert complete("synthtrace runs r") == ["rm"]
+    assert complete("synthtrace sql --fo") == ["--format"]
+    assert complete("synthtrace sql x --format c") == ["csv"]
+    assert "rm" in " ".join(complete("synthtrace runs r", shell="zsh"))
+    script = synthtrace("--show-completion", "bash")  # the shell named: nothing to detect
+    assert script.returncode == 0 and "complete_bash" in script.stdout
+    assert "complete_zsh" in synthtrace("--show-completion", "zsh").stdout
+    bash = shutil.which("bash")
+    if bash is None:
+        return
+    asked = subprocess.run([bash, "--norc", "--noprofile", "-c", script.stdout + textwrap.dedent("""
+        COMP_WORDS=(synthtrace runs mo); COMP_CWORD=2; _synthtrace_completion synthtrace; echo "${COMPREPLY[@]}"
+        """)], capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+    assert asked.stdout.split() == ["move"], asked.stderr
 
 
 def test_error_text_is_printed_literally(wh):
@@ -183,3 +205,53 @@ def test_command_table_matches_the_modules():
         for name, cmd in typer.main.get_group(sub).commands.items():
             registered[name] = (module, " ".join((cmd.help or "").strip().split("\n\n")[0].split()))
     assert registered == COMMANDS
+
+
+@pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["sql", "SELECT 1", "-f", "csv"],
+                                     ["sql", "SELECT 1", "-f", "json"], ["sql", "SELECT 1", "-f", "parquet"],
+                                     ["export", "prime"], ["report"]])
+def test_an_output_that_cannot_be_written_is_one_line(wh, tmp_path, command):
+    """A folder, or a path under a file, given as the output: one line naming it, exit 2, nothing written."""
+    option = "--out" if command[0] == "report" else "--output"
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for target, says in ((tmp_path, "is a folder"), (a_file / "sub" / "out.x", f"{a_file} is a file")):
+        line = one_error_line(synthtrace(*command, option, target, "-w", wh, cwd=tmp_path))
+        assert f"{option} {target}: " in line and says in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "x"
+
+
+def test_sql_output_creates_its_folder(wh, tmp_path):
+    """Like export and report, ``sql --output`` creates the folder it writes into."""
+    out = tmp_path / "new" / "folder" / "one.csv"
+    p = synthtrace("sql", "SELECT 1 AS one", "-f", "csv", "-o", out, "-w", wh)
+    assert p.returncode == 0, p.stderr
+    assert out.read_text().split() == ['"one"', "1"]
+
+
+def test_a_folder_holding_a_warehouse_is_not_one(wh, tmp_path):
+    """The warehouse marker is a file named like the default warehouse folder: the folder above a warehouse of
+    the default name is not a warehouse (``runs -w .`` beside it, or ``-w ''``)."""
+    (tmp_path / "synthtrace-warehouse").symlink_to(wh, target_is_directory=True)
+    for where in (".", ""):
+        assert "not a synthtrace warehouse" in one_error_line(synthtrace("runs", "-w", where, cwd=tmp_path))
+    assert synthtrace("runs", cwd=tmp_path).returncode == 0
+
+
+def test_text_that_is_not_utf8_is_one_line(wh, tmp_path):
+    """Bytes of another encoding on the command line (a Latin-1 terminal) in a query or an application name: one
+    line, exit 2, nothing written."""
+    line = one_error_line(synthtrace("sql", os.fsdecode(b"SELECT 'caf\xe9'"), "-w", wh))
+    assert "not UTF-8" in line and "character 12" in line
+    copy_trace(PRIME, tmp_path / "t")
+    line = one_error_line(synthtrace("ingest", tmp_path / "t", "--app", os.fsdecode(b"caf\xe9"), "-w", tmp_path / "w"))
+    assert line.startswith("error: --app ") and "not UTF-8" in line and not (tmp_path / "w").exists()
+
+
+def test_simulate_into_a_path_under_a_file_is_one_line(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "sub"):
+        line = one_error_line(synthtrace("simulate", out, "--runs", "2", cwd=tmp_path))
+        assert f"OUT_DIR {out}: {a_file} is a file, not a folder" in line
+    assert a_file.read_text() == "x"

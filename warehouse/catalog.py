@@ -12,6 +12,7 @@ extension, and no ``SET`` gives any of that back.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
@@ -56,25 +57,30 @@ def _empty_view_sql(view: str) -> str:
     return f"SELECT {cols} WHERE false"
 
 
-def view_files(wh: Warehouse) -> dict[str, list[str]]:
-    """View name -> the regular files it reads now (sorted; links and views without files are left out)."""
-    found = {view: sorted(str(p) for p in wh.root.glob(pattern) if p.is_file() and not p.is_symlink())
-             for view, pattern in VIEW_FILES.items()}
+def view_files(wh: Warehouse, views: Iterable[str] | None = None) -> dict[str, list[str]]:
+    """View name -> the regular files it reads now (sorted; links and views without files are left out), for
+    ``views`` (default: every view)."""
+    wanted = VIEW_FILES if views is None else [v for v in VIEW_FILES if v in set(views)]
+    found = {view: sorted(str(p) for p in wh.root.glob(VIEW_FILES[view]) if p.is_file() and not p.is_symlink())
+             for view in wanted}
     return {view: files for view, files in found.items() if files}
 
 
-def connect(wh: Warehouse, *, temp_directory: str | Path | None = None) -> duckdb.DuckDBPyConnection:
+def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,
+            views: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per warehouse table, sealed: it reads the warehouse's current
     Parquet files and nothing else. ``temp_directory`` is where DuckDB may spill a large sort or join (default:
-    no spilling)."""
-    files = view_files(wh)
+    no spilling). ``views``: only these views (each costs a listing and a read of its files' schemas; default:
+    every view)."""
+    wanted = set(VIEW_FILES if views is None else views)
+    files = view_files(wh, wanted)
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
                                              "allow_community_extensions": False})
     for view, paths in files.items():
         listing = ", ".join(_sql_literal(p) for p in paths)
         con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], union_by_name = true)')
     for view in ALWAYS_THERE:
-        if view not in files:
+        if view in wanted and view not in files:
             con.execute(f'CREATE VIEW "{view}" AS {_empty_view_sql(view)}')
     con.execute("SET allowed_paths = $paths", {"paths": [p for paths in files.values() for p in paths]})
     con.execute("SET temp_directory = $dir", {"dir": str(temp_directory or "")})

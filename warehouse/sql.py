@@ -12,6 +12,7 @@ Three walls, each enough on its own for what it guards:
 """
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import threading
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from synthtrace.warehouse.catalog import connect
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.warehouse.catalog import VIEW_FILES, connect
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse
 
@@ -35,6 +37,9 @@ ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 #: EXPLAIN options that execute the statement they explain
 _EXECUTING = {"analyze", "analyse"}
 DEFAULT_TIMEOUT_S = 300.0
+#: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
+#: such a query gets every view
+_CATALOG_WORDS = re.compile(r"show|describe|information_schema|(duckdb|pg|pragma|sqlite)_\w*")
 
 
 def _explain_executes(statement: str) -> bool:
@@ -53,9 +58,30 @@ def _token_spans(text: str) -> list[tuple[int, int]]:
             if kind not in (duckdb.token_type.string_const, duckdb.token_type.comment)]
 
 
+def views_named(sql: str) -> set[str]:
+    """The warehouse views ``sql`` may read: every view whose name appears in it as a word (in identifiers,
+    strings and comments alike, so ``query_table('bursts')`` counts), or all of them when it lists the catalog.
+    Case-insensitive, like DuckDB's names."""
+    words = set(re.findall(r"\w+", sql.lower()))
+    if any(_CATALOG_WORDS.fullmatch(w) for w in words):
+        return set(VIEW_FILES)
+    return words & VIEW_FILES.keys()
+
+
+def check_utf8(text: str, what: str) -> str:
+    """``text`` itself when it is UTF-8 text, else :class:`BadInputError` naming ``what`` (undecodable bytes of the
+    command line arrive as lone surrogates, which neither DuckDB nor Parquet can hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadInputError(f"{what} {text!r} is not UTF-8 text (at character {exc.start + 1})") from None
+    return text
+
+
 def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
     """Raise :class:`ReadOnlyQueryError` unless every statement of ``query`` only reads. ``con``: the connection
     to parse with (default: DuckDB's default one, which costs ~50 ms to create on first use)."""
+    check_utf8(query, "the query")
     try:
         statements = duckdb.extract_statements(query, connection=con)
     except duckdb.Error as exc:
@@ -109,7 +135,7 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, fetch: Callable[[d
 
 def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
          fetch: Callable[[duckdb.DuckDBPyRelation], T]) -> T:
-    con = connect(wh, temp_directory=spill)
+    con = connect(wh, temp_directory=spill, views=views_named(sql))
     timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
     try:
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)

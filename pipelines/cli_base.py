@@ -1,0 +1,152 @@
+"""What every command shares, without typer (the fast ``runs``/``sql`` path imports it too): the consoles, the
+``error:``/``warning:``/``note:`` lines, tables that are never squeezed into a pipe, step progress bars, and the
+check of a ``--warehouse`` that a command only reads.
+
+Every text is printed literally: no markup (``run[1].prv`` stays), no emoji codes (``t.prv:100:`` stays), no
+highlighting; styles are given as rich Text, never as markup inside a string.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Self
+
+from rich.console import Console
+from rich.text import Text
+
+from synthtrace.tracelib.errors import BadInputError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+
+console = Console(markup=False, emoji=False, highlight=False)
+err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+
+
+def _say(label: str, style: str, message: str) -> None:
+    err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+
+
+def print_error(message: str) -> None:
+    """One literal ``error:`` line on stderr (the message is never read as markup)."""
+    _say("error:", "red", message)
+
+
+def print_warning(message: str) -> None:
+    """One literal ``warning:`` line on stderr."""
+    _say("warning:", "yellow", message)
+
+
+def print_note(message: str) -> None:
+    """One literal ``note:`` line on stderr."""
+    _say("note:", "dim", message)
+
+
+def print_table(table: Table) -> None:
+    """Print a table on stdout: fitted to a terminal, at its natural width (nothing folded, ids and names whole)
+    when stdout is a pipe or a file, which is read, copied and grepped."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = console.measure(table, options=console.options.update_width(1 << 16)).maximum
+    # a console of its own: print(width=) cannot widen one, and the shared one keeps its width for what follows
+    Console(file=console.file, width=max(console.width, natural), markup=False, emoji=False,
+            highlight=False).print(table)
+
+
+def existing_warehouse(path: Path) -> Path:
+    """The ``--warehouse`` of a command that only reads: refuse a path that is missing, a file, or not a warehouse
+    (a read must never create one)."""
+    from synthtrace.warehouse.layout import MARKER
+
+    if not path.exists():
+        raise BadInputError(f"{path}: no such warehouse (ingest traces into it first, or give --warehouse DIR)")
+    if not path.is_dir():
+        raise BadInputError(f"{path}: is a file, not a warehouse folder")
+    # the marker is a file: a folder that holds a warehouse of the default name is not a warehouse itself
+    if not (path / MARKER).is_file() and not (path / "runs").is_dir():
+        raise BadInputError(f"{path}: not a synthtrace warehouse (no {MARKER} marker, no runs/ folder)")
+    return path
+
+
+def app_option(value: str | None) -> str | None:
+    """Typer callback for ``--app``, a name stored as data: it must be UTF-8 text."""
+    from synthtrace.warehouse.sql import check_utf8
+
+    return None if value is None else check_utf8(value, "--app")
+
+
+def check_folder(path: Path, label: str) -> Path:
+    """A folder a command will write into: refuse a path that is a file or lies under one (``label``: how the
+    error line names the path). Nothing is created."""
+    blocking = next((p for p in (path, *path.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise BadInputError(f"{label}: {blocking} is a file, not a folder")
+    return path
+
+
+def output_file(path: Path, option: str = "--output") -> Path:
+    """The FILE of an ``--output``-like ``option``, its folder created: refuse a folder, or a path under a file."""
+    if path.is_dir():
+        raise BadInputError(f"{option} {path}: is a folder; give a file name")
+    try:
+        check_folder(path.parent, f"{option} {path}").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"{option} {path}: cannot create its folder {path.parent} ({exc.strerror})") from None
+    return path
+
+
+def write_output(path: Path, write: Callable[[Path], object], option: str = "--output") -> None:
+    """``write(path)`` into :func:`output_file` ``path``; a file that cannot be written is one line (exit 2)."""
+    try:
+        write(output_file(path, option))
+    except OSError as exc:
+        raise BadInputError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
+
+
+class StepProgress:
+    """A rich progress bar on stderr that appears once work has run ``delay_s`` seconds (short commands stay
+    quiet), even while the first step still runs. Use as a context manager; call it with a step's description as
+    that step ends to advance one step."""
+
+    def __init__(self, total: int, description: str, delay_s: float = 2.0):
+        self.total, self.description, self.delay_s = total, description, delay_s
+        self.done = 0
+        self.label = description
+        self.bar: Progress | None = None
+        self.t0 = time.monotonic()
+        self._lock = threading.RLock()
+        self._timer = threading.Timer(delay_s, self._show)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Self:
+        self._timer.start()
+        return self
+
+    def _show(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with self._lock:
+            if self.bar is None:
+                self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                    TimeElapsedColumn(), console=err_console, transient=True)
+                self.task = self.bar.add_task(self.label, total=self.total, completed=min(self.done, self.total))
+                self.bar.start()
+
+    def __call__(self, step: str) -> None:
+        with self._lock:
+            self.done += 1
+            self.label = f"{self.description}: {step}"
+            if self.bar is None and time.monotonic() - self.t0 >= self.delay_s:
+                self._show()
+            if self.bar is not None:
+                self.bar.update(self.task, completed=min(self.done, self.total), description=self.label)
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            if self.bar is not None:
+                self.bar.stop()

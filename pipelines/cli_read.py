@@ -1,0 +1,203 @@
+"""``synthtrace runs`` (the listing) and ``synthtrace sql``, answered without typer: interactive SQL starts like
+DuckDB's own shell, paying for DuckDB and rich only.
+
+Their options are described once, here (:class:`Opt`); the typer commands of :mod:`~synthtrace.pipelines.cli_warehouse`
+declare them from these descriptions and call the same :func:`list_runs` / :func:`answer_sql`. :func:`understood`
+takes an argument list only when it holds nothing but these options, each at most once with a valid value, and the
+command's positional arguments; anything else (``--help``, a typo, a bad or missing value, a subcommand, a value
+that looks like an option) goes to typer, so every mistake keeps typer's message and exit code.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from synthtrace import DEFAULT_WAREHOUSE
+from synthtrace.pipelines.cli_base import console, existing_warehouse, output_file, print_table, write_output
+from synthtrace.tracelib.errors import BadInputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def _path(text: str) -> Path:
+    if not text:
+        raise ValueError("empty path")
+    return Path(text)
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def check(text: str) -> str:
+        if text not in choices:
+            raise ValueError(text)
+        return text
+    return check
+
+
+def _at_least(low: float) -> Callable[[str], float]:
+    def check(text: str) -> float:
+        value = float(text)
+        if not (math.isfinite(value) and value >= low):
+            raise ValueError(text)
+        return value
+    return check
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option of a command: its names (the long one first), how its text becomes its value (ValueError: typer
+    judges it), the environment variable it falls back to and, for a choice, its values."""
+
+    names: tuple[str, ...]
+    convert: Callable[[str], Any]
+    envvar: str | None = None
+    choices: tuple[str, ...] = ()
+
+    @property
+    def dest(self) -> str:
+        """The parameter name of the functions below."""
+        return self.names[0].lstrip("-")
+
+
+SQL_FORMATS = ("table", "csv", "json", "parquet")
+WAREHOUSE = Opt(("--warehouse", "-w"), _path, envvar="SYNTHTRACE_WAREHOUSE")
+FORMAT = Opt(("--format", "-f"), _choice(*SQL_FORMATS), choices=SQL_FORMATS)
+OUTPUT = Opt(("--output", "-o"), _path)
+#: the smallest --timeout, in seconds
+MIN_TIMEOUT_S = 0.001
+TIMEOUT = Opt(("--timeout",), _at_least(MIN_TIMEOUT_S))
+
+RUNS_QUERY = """
+    SELECT run_name, experiment, app, started_at, n_tasks, round(duration_ns / 1e9, 3) AS duration_s,
+           n_bursts, len(counters) AS n_counters, run_id
+    FROM runs ORDER BY experiment, run_name"""
+
+
+def list_runs(warehouse: Path = DEFAULT_WAREHOUSE) -> None:
+    """Print the runs of the warehouse, one row each."""
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import query_rows
+
+    columns, rows = query_rows(Warehouse(existing_warehouse(warehouse)), RUNS_QUERY)
+    print_rows(columns, rows, title=f"runs in {warehouse}")
+
+
+def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str = "table",
+               output: Path | None = None, timeout: float | None = None) -> None:
+    """Answer a read-only query in ``format`` (one of :data:`SQL_FORMATS`) on stdout or in ``output``; ``timeout``
+    in seconds (None: the default limit)."""
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query, query_rows
+
+    wh = Warehouse(existing_warehouse(warehouse))
+    if format == "parquet" and output is None:
+        raise BadInputError("--format parquet needs --output FILE")
+    if output is not None:
+        output_file(output)  # before the query runs
+    limit = DEFAULT_TIMEOUT_S if timeout is None else timeout
+    if format in ("csv", "parquet"):  # Arrow writes these (nested columns and all)
+        _write_arrow(query(wh, statement, timeout_s=limit), format, output)
+        return
+    columns, rows = query_rows(wh, statement, timeout_s=limit)
+    if format == "table" and output is None:
+        print_rows(columns, rows)
+        return
+    text = _render(columns, rows, format)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_output(output, lambda p: p.write_text(text))
+
+
+def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
+    """CSV (nested columns as JSON text) to ``output`` or stdout, or Parquet to ``output``."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    if fmt == "parquet":
+        write_output(output, lambda p: pq.write_table(table, p))
+        return
+    cols = [pa.array([None if v is None else json.dumps(v, default=str) for v in col.to_pylist()], pa.string())
+            if pa.types.is_nested(col.type) else col for col in table.columns]
+    buf = io.BytesIO()
+    pacsv.write_csv(pa.table(cols, names=table.column_names), buf)
+    if output is None:
+        sys.stdout.write(buf.getvalue().decode())
+    else:
+        write_output(output, lambda p: p.write_bytes(buf.getvalue()))
+
+
+def _render(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    """Rows as JSON records, or as tab-separated text with a header line."""
+    if fmt == "json":
+        return json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=None) + "\n"
+    lines = ["\t".join(columns), *("\t".join("" if v is None else str(v) for v in r) for r in rows)]
+    return "\n".join(lines) + "\n"
+
+
+def print_rows(columns: list[str], rows: list[tuple], title: str | None = None, limit: int = 200) -> None:
+    """DuckDB's rows as a table (the first ``limit`` of them)."""
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False)
+    for name in columns:
+        t.add_column(name, overflow="fold")
+    for r in rows[:limit]:
+        t.add_row(*("" if v is None else str(v) for v in r))
+    print_table(t)
+    if len(rows) > limit:
+        console.print(f"({len(rows)} rows, first {limit} shown; use --format csv for all)")
+
+
+@dataclass(frozen=True)
+class FastCommand:
+    """A command :func:`understood` may answer: the function, its options and its positional parameters."""
+
+    run: Callable[..., None]
+    options: tuple[Opt, ...]
+    positionals: tuple[str, ...] = ()
+
+
+FAST: dict[str, FastCommand] = {
+    "runs": FastCommand(list_runs, (WAREHOUSE,)),
+    "sql": FastCommand(answer_sql, (WAREHOUSE, FORMAT, OUTPUT, TIMEOUT), ("statement",)),
+}
+
+
+def understood(args: list[str]) -> Callable[[], None] | None:
+    """The command ``args`` asks for, ready to run, when :data:`FAST` covers every argument; None otherwise (typer
+    then parses them, and says what is wrong)."""
+    if not args or (cmd := FAST.get(args[0])) is None:
+        return None
+    by_name = {name: opt for opt in cmd.options for name in opt.names}
+    values: dict[str, Any] = {}
+    positional: list[str] = []
+    rest = iter(args[1:])
+    try:
+        for arg in rest:
+            if not arg.startswith("-"):
+                positional.append(arg)
+                continue
+            name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+            opt = by_name.get(name)
+            text = inline if eq else next(rest, None)
+            if opt is None or opt.dest in values or text is None or (not eq and text.startswith("-")):
+                return None
+            values[opt.dest] = opt.convert(text)
+        for opt in cmd.options:
+            if opt.dest not in values and opt.envvar and (env := os.environ.get(opt.envvar)):
+                values[opt.dest] = opt.convert(env)
+    except ValueError:
+        return None
+    if len(positional) != len(cmd.positionals):
+        return None
+    return partial(cmd.run, **dict(zip(cmd.positionals, positional)), **values)

@@ -1,0 +1,133 @@
+"""``runs`` and ``sql`` answered without typer (pipelines/cli_read.py): the fast path reads an argument list exactly
+as typer does or leaves it to typer, prints what the typer command prints, and imports neither typer nor the
+frame libraries."""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testing.traces import LULESH_A, PRIME
+
+pytestmark = pytest.mark.real_traces
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory) -> Path:
+    """A warehouse holding the prime and one LULESH trace (read where they are: ingest only reads)."""
+    from synthtrace.pipelines.cli import main
+
+    w = tmp_path_factory.mktemp("fast") / "wh"
+    assert main(["ingest", str(PRIME), str(LULESH_A), "-w", str(w)]) == 0
+    return w
+
+
+def typer_params(args: list[str]) -> dict:
+    """The parameters typer's own command parses from ``args`` (``runs``: the group's callback)."""
+    import typer
+
+    from synthtrace.pipelines.cli_app import app
+
+    group = typer.main.get_command(app)
+    ctx = group.make_context("synthtrace", args[:1])
+    params = group.get_command(ctx, args[0]).make_context(args[0], args[1:], parent=ctx).params
+    return {k: getattr(v, "value", v) for k, v in params.items()}
+
+
+def fast_params(args: list[str]) -> dict | None:
+    """The parameters the fast path would call its function with (its defaults filled in), or None."""
+    from synthtrace.pipelines.cli_read import understood
+
+    call = understood(list(args))
+    if call is None:
+        return None
+    defaults = {n: p.default for n, p in inspect.signature(call.func).parameters.items()}
+    return {**defaults, **call.keywords}
+
+
+@pytest.mark.parametrize("args", [
+    ["runs"], ["runs", "-w", "{wh}"], ["runs", "--warehouse", "{wh}"], ["runs", "--warehouse={wh}"],
+    ["sql", "SELECT 1", "-w", "{wh}"],
+    ["sql", "-w", "{wh}", "SELECT * FROM runs"],
+    ["sql", "SELECT 1", "--warehouse={wh}", "-f", "json"],
+    ["sql", "SELECT 1", "-w", "{wh}", "--format", "csv", "-o", "out.csv", "--timeout", "2.5"],
+    ["sql", "SELECT 1", "--output=o.parquet", "--format=parquet", "--timeout=1e3", "-w", "{wh}"],
+    ["sql", "SELECT 1", "-w", "{wh}", "--timeout", "0.001"],
+    ["sql", "", "-w", "{wh}"],
+])
+@pytest.mark.parametrize("env", [None, "{wh}", ""])
+def test_fast_path_reads_arguments_as_typer_does(wh, args, env, monkeypatch, tmp_path):
+    """Same values, same defaults, same environment fallback: typer's parse of the same list is the reference."""
+    monkeypatch.chdir(tmp_path)
+    if env is None:
+        monkeypatch.delenv("SYNTHTRACE_WAREHOUSE", raising=False)
+    else:
+        monkeypatch.setenv("SYNTHTRACE_WAREHOUSE", env.format(wh=wh))
+    args = [a.format(wh=wh) for a in args]
+    fast = fast_params(args)
+    assert fast is not None, args
+    assert fast == typer_params(args)
+
+
+@pytest.mark.parametrize("args", [
+    [], ["runs", "rm", "x"], ["runs", "--help"], ["runs", "-w"], ["runs", "-w", ""], ["runs", "-wX"],
+    ["runs", "-w", "a", "-w", "b"], ["runs", "--bogus"], ["runs", "--ware", "x"],
+    ["sql"], ["sql", "a", "b"], ["sql", "SELECT 1", "--help"], ["sql", "SELECT 1", "-f", "pdf"],
+    ["sql", "SELECT 1", "--format", "CSV"], ["sql", "SELECT 1", "--timeout", "0"],
+    ["sql", "SELECT 1", "--timeout", "nan"], ["sql", "SELECT 1", "--timeout", "soon"],
+    ["sql", "SELECT 1", "-f", "csv", "-f", "json"], ["sql", "--", "-1"], ["sql", "-1"],
+    ["sql", "SELECT 1", "-w", "-f"], ["sql", "SELECT 1", "-w=x"], ["ingest", "x"], ["--version"],
+])
+def test_fast_path_leaves_everything_else_to_typer(args):
+    """Help, subcommands, repeated options, bad or missing values, odd spellings: typer parses them (and says
+    what is wrong, one line, exit 2)."""
+    assert fast_params(args) is None
+
+
+def test_fast_path_prints_what_the_typer_command_prints(wh, tmp_path):
+    """The same bytes on stdout and stderr, and the same exit code, from the fast path and from typer (forced by
+    an argument list only typer takes: the option repeated, the last one winning)."""
+    cases = [(["runs", "-w", str(wh)], ["runs", "-w", "typo", "-w", str(wh)]),
+             (["sql", "SELECT * FROM runs ORDER BY run_id", "-w", str(wh)],
+              ["sql", "SELECT * FROM runs ORDER BY run_id", "-w", "typo", "-w", str(wh)])]
+    cases += [([*fast, "-f", fmt], [*typed, "-f", fmt]) for fmt in ("csv", "json") for fast, typed in cases[1:]]
+    cases.append((["sql", "SELECT * FROM nosuch", "-w", str(wh)], ["sql", "SELECT * FROM nosuch", "-w", "x", "-w",
+                                                                   str(wh)]))
+    cases.append((["runs", "-w", str(tmp_path / "typo")], ["runs", "-w", "x", "-w", str(tmp_path / "typo")]))
+    for fast, typed in cases:
+        assert fast_params(fast) is not None and fast_params(typed) is None
+        a, b = synthtrace(*fast), synthtrace(*typed)
+        assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr), fast
+        assert a.stdout or a.stderr.startswith("error: ")
+
+
+def synthtrace(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "80"}, check=False)
+
+
+_PROBE = """
+import json, sys
+from synthtrace.pipelines.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+#: what the fast runs and sql never import: typer and the pydantic it coerces with, the frame libraries, numba,
+#: the simulator, the Paraver reader, the models
+_NEVER = ("typer", "pydantic", "click", "polars", "pyarrow", "pandas", "numpy", "numba", "synthtrace.simulator",
+          "synthtrace.tracelib.paraver", "synthtrace.models", "prefect")
+
+
+@pytest.mark.parametrize("args", [["runs"], ["sql", "SELECT 1"], ["sql", "SELECT count(*) FROM bursts"],
+                                  ["sql", "SELECT * FROM runs", "-f", "json"], ["sql", "SHOW TABLES"]])
+def test_fast_commands_import_neither_typer_nor_frames(wh, args):
+    p = subprocess.run([sys.executable, "-c", _PROBE, *args, "-w", str(wh)], capture_output=True, text=True,
+                       timeout=300, check=False)
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0, p.stderr
+    assert [m for m in report["modules"] if m.split(".")[0] in _NEVER or m.startswith(_NEVER)] == []
