@@ -17,6 +17,15 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """Before the pytest-xdist workers start: compile the Numba kernels once into their on-disk cache, which the
+    workers and the CLI processes the tests start then load (testing/kernels.py)."""
+    from testing.kernels import warm_kernel_cache
+
+    warm_kernel_cache()
+
+
 def pytest_collection_modifyitems(config, items):
     # the slow tests first, so that the workers (pytest-xdist) do not end on one long test while the other idles
     items.sort(key=lambda item: "slow" not in item.keywords)
