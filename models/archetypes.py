@@ -29,8 +29,9 @@ for compute_scalar, OI >= ridge for compute_vector).
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 from pathlib import Path
 
 import polars as pl
@@ -187,22 +188,26 @@ class Cond(Node):
 
 @dataclass
 class All(Node):
+    """Every part holds; the score is the weakest part's."""
+
     parts: tuple[Node, ...]
+    combine: ClassVar[Callable[..., pl.Expr]] = staticmethod(pl.all_horizontal)  # of the parts' truth values
+    pick: ClassVar[Callable[..., pl.Expr]] = staticmethod(pl.min_horizontal)  # of their margins; NULLs skipped
 
     def holds(self) -> pl.Expr:
-        return pl.all_horizontal(*[p.holds() for p in self.parts])
+        return self.combine(*[p.holds() for p in self.parts])
 
     def holds_keys(self) -> pl.Expr:
-        return pl.all_horizontal(*[p.holds_keys() for p in self.parts])
+        return self.combine(*[p.holds_keys() for p in self.parts])
 
     def key_support(self) -> pl.Expr:
         return pl.any_horizontal(*[p.key_support() for p in self.parts])
 
     def score(self) -> pl.Expr:
-        return pl.min_horizontal(*[p.score() for p in self.parts])  # NULLs (unmeasured) are skipped
+        return self.pick(*[p.score() for p in self.parts])  # NULLs (unmeasured) are skipped
 
     def potential(self) -> pl.Expr:
-        return pl.min_horizontal(*[p.potential() for p in self.parts])
+        return self.pick(*[p.potential() for p in self.parts])
 
     def evidence(self) -> list[pl.Expr]:
         return [e for p in self.parts for e in p.evidence()]
@@ -213,17 +218,10 @@ class All(Node):
 
 @dataclass
 class Any(All):
-    def holds(self) -> pl.Expr:
-        return pl.any_horizontal(*[p.holds() for p in self.parts])
+    """Some part holds; the score is the best part's."""
 
-    def holds_keys(self) -> pl.Expr:
-        return pl.any_horizontal(*[p.holds_keys() for p in self.parts])
-
-    def score(self) -> pl.Expr:
-        return pl.max_horizontal(*[p.score() for p in self.parts])
-
-    def potential(self) -> pl.Expr:
-        return pl.max_horizontal(*[p.potential() for p in self.parts])
+    combine: ClassVar[Callable[..., pl.Expr]] = staticmethod(pl.any_horizontal)
+    pick: ClassVar[Callable[..., pl.Expr]] = staticmethod(pl.max_horizontal)
 
 
 @dataclass

@@ -17,9 +17,31 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """Before the pytest-xdist workers start: compile the Numba kernels once into their on-disk cache, which the
+    workers and the CLI processes the tests start then load (testing/kernels.py)."""
+    from testing.kernels import warm_kernel_cache
+
+    warm_kernel_cache()
+
+
+#: the files of the longest slow tests, longest first (minutes each on 2 cores: benchmarks/results/test_time.md)
+LONGEST_FIRST = ("test_readme.py", "test_archetypes_sim.py", "test_demo.py", "test_crash_safety.py",
+                 "test_serve_e2e.py", "test_nightly_flow.py", "test_fuzz_ingest.py")
+
+
+def _run_order(item: pytest.Item) -> tuple[bool, int]:
+    """Slow tests first, the longest of them first; the rest keep their order."""
+    name = item.path.name
+    return "slow" not in item.keywords, LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
-    # the slow tests first, so that the workers (pytest-xdist) do not end on one long test while the other idles
-    items.sort(key=lambda item: "slow" not in item.keywords)
+    # pytest-xdist (--dist worksteal) hands each worker a contiguous share and lets an idle worker steal the tail of
+    # another's queue: with the longest tests at the head, the run does not end on one long test while the other
+    # worker idles
+    items.sort(key=_run_order)
     if not PARAVER.is_dir():
         skip = pytest.mark.skip(reason=f"real traces not found at {TRACES}")
         for item in items:
@@ -47,6 +69,16 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def big_lulesh(tmp_path_factory) -> Path:
+    """The real LULESH 4+4 trace tiled in time to ~130 MB (2140 x 150 bursts), so that an ingest or a night takes
+    a few seconds and can be killed half-way: ``DIR/exp/lulesh.big.prv``; shared by the tests of a session (tiled
+    once per worker), so copy it before changing it."""
+    from synthtrace.tracelib.paraver.tile import tile_trace
+
+    return tile_trace(LULESH_A, tmp_path_factory.mktemp("big") / "exp" / "lulesh.big.prv", 150)
 
 
 @pytest.fixture(scope="session")

@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from synthtrace.tracelib.paraver.tile import tile_trace
 from synthtrace.warehouse import Warehouse
 from testing.traces import LULESH_A
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def big_trace(tmp_path_factory) -> Path:
-    """A real trace tiled in time to ~130 MB, so an ingest takes a few seconds."""
-    return tile_trace(LULESH_A, tmp_path_factory.mktemp("big") / "lulesh.big.prv", 150)
 
 
 def _ingest_cmd(prv: Path, wh: Path) -> list[str]:
@@ -29,9 +22,9 @@ def _ingest_cmd(prv: Path, wh: Path) -> list[str]:
             "ingest", str(prv), "--warehouse", str(wh)]
 
 
-def test_killed_ingest_leaves_no_partial_run(tmp_path, big_trace):
+def test_killed_ingest_leaves_no_partial_run(tmp_path, big_lulesh):
     wh = tmp_path / "wh"
-    proc = subprocess.Popen(_ingest_cmd(big_trace, wh), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(_ingest_cmd(big_lulesh, wh), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     staged = []
     while time.monotonic() < deadline and proc.poll() is None:
@@ -48,7 +41,7 @@ def test_killed_ingest_leaves_no_partial_run(tmp_path, big_trace):
     from synthtrace.warehouse.sql import query
     assert query(Warehouse(wh), "SELECT count(*) AS n FROM bursts").column("n")[0].as_py() == 0
 
-    done = subprocess.run(_ingest_cmd(big_trace, wh), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(_ingest_cmd(big_lulesh, wh), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "ingested as lulesh.big" in done.stdout
     assert not list((wh / ".staging").iterdir()), "the next ingest clears what the killed one left"
@@ -56,10 +49,10 @@ def test_killed_ingest_leaves_no_partial_run(tmp_path, big_trace):
     assert n == 2140 * 150
 
 
-def test_reader_during_ingest_never_sees_half_a_run(tmp_path, big_trace):
+def test_reader_during_ingest_never_sees_half_a_run(tmp_path, big_lulesh):
     wh = tmp_path / "wh"
     from synthtrace.warehouse.sql import query
-    proc = subprocess.Popen(_ingest_cmd(big_trace, wh), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(_ingest_cmd(big_lulesh, wh), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     seen = set()
     while proc.poll() is None:
         if (wh / "runs").exists():

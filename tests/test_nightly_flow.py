@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from synthtrace.tracelib.paraver.tile import tile_trace
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
@@ -162,17 +161,10 @@ def _night_cmd(drop: Path, wh: Path) -> list[str]:
             "nightly", "--drop", str(drop), "--warehouse", str(wh), *skip]
 
 
-@pytest.fixture(scope="module")
-def big_drop(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("bigdrop")
-    tile_trace(LULESH_A, d / "exp" / "lulesh.big.prv", 150)
-    return d
-
-
 @pytest.mark.slow
-def test_killed_night_leaves_no_partial_run_and_next_night_completes(tmp_path, big_drop):
+def test_killed_night_leaves_no_partial_run_and_next_night_completes(tmp_path, big_lulesh):
     drop = tmp_path / "drop"
-    shutil.copytree(big_drop, drop)
+    copy_trace(big_lulesh, drop / "exp")
     wh = tmp_path / "wh"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
     # its own session, so the kill takes the flow's ephemeral Prefect server (a child process) with it
@@ -194,9 +186,9 @@ def test_killed_night_leaves_no_partial_run_and_next_night_completes(tmp_path, b
 
 
 @pytest.mark.slow
-def test_sql_answers_while_a_night_is_running(tmp_path, big_drop, run_cli):
+def test_sql_answers_while_a_night_is_running(tmp_path, big_lulesh, run_cli):
     drop = tmp_path / "drop"
-    shutil.copytree(big_drop, drop)
+    copy_trace(big_lulesh, drop / "exp")
     copy_trace(PRIME, drop / "small")
     wh = tmp_path / "wh"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}

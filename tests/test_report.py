@@ -32,6 +32,12 @@ def _labelled(res) -> pl.DataFrame:
     return res.burst_metrics.join(a, on=keys, how="left")
 
 
+def _phase_archetypes(res) -> pl.DataFrame:
+    """The phase metrics of an analysis with each phase's archetype."""
+    phases = res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype")
+    return res.phase_metrics.join(phases, on=["run_id", "appl", "phase"])
+
+
 def test_roofline_points_match_bursts(tmp_path):
     b, _ = case_bursts()
     res = analyse(b, None, machine=TEST_MACHINE, discover=False)
@@ -61,10 +67,7 @@ def test_instruction_roofline_without_fp_counters():
 def test_ridgeline_and_timeline_points():
     b, c = two_rank_program()
     res = analyse(b, c, machine=TEST_MACHINE, discover=False)
-    pm = res.phase_metrics.join(
-        res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
-        on=["run_id", "appl", "phase"],
-    )
+    pm = _phase_archetypes(res)
     info = plot_ridgeline(pm, TEST_MACHINE, ranks_per_socket=2)
     expected = pm.filter(pl.col("oi_ins").is_finite() & (pl.col("oi_ins") > 0)).height
     assert expected == 3 and info.n_points == expected and _offsets(info.figure) == expected
@@ -126,10 +129,7 @@ def test_timeline_says_tasks_and_threads():
 def test_ridgeline_legend_beside_the_plane():
     b, c = two_rank_program()
     res = analyse(b, c, machine=TEST_MACHINE, discover=False)
-    pm = res.phase_metrics.join(
-        res.archetypes.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
-        on=["run_id", "appl", "phase"],
-    )
+    pm = _phase_archetypes(res)
     fig = plot_ridgeline(pm, TEST_MACHINE, ranks_per_socket=2).figure
     fig.canvas.draw()
     ax = fig.axes[0]

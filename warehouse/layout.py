@@ -153,10 +153,10 @@ class Warehouse:
                             continue
                         mode = entry.lstat().st_mode
                         if stat.S_ISDIR(mode):
-                            shutil.copytree(entry, stage / entry.name, copy_function=_link_or_copy,
+                            shutil.copytree(entry, stage / entry.name, copy_function=link_or_copy,
                                             ignore=_not_regular)
                         elif stat.S_ISREG(mode):
-                            _link_or_copy(entry, stage / entry.name)
+                            link_or_copy(entry, stage / entry.name)
                 for name, df in frames.items():
                     df.write_parquet(stage / f"{name}.parquet", statistics=True)
                 for name, doc in (documents or {}).items():
@@ -177,7 +177,9 @@ def _not_regular(folder: str, names: list[str]) -> set[str]:
     return {n for n in names if not any(k(os.lstat(os.path.join(folder, n)).st_mode) for k in keep)}
 
 
-def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Hard-link ``src`` to ``dst`` (no bytes copied), or copy it with its metadata where links fail (another
+    file system, no link support)."""
     try:
         os.link(src, dst)
     except OSError:

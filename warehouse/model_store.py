@@ -18,9 +18,7 @@ This module also reads what training needs: the application of each experiment a
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
 from pathlib import Path
 
 import polars as pl
@@ -28,7 +26,7 @@ import polars as pl
 from synthtrace.warehouse.analysis_store import MERGED_FILE
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse, link_or_copy
 
 ARTIFACT = "model.skops"
 RECORD = "model.parquet"
@@ -151,7 +149,7 @@ def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.D
         if target.is_dir():
             for entry in target.iterdir():
                 if entry.name != name and entry.is_file():
-                    _link_or_copy(entry, stage / entry.name)
+                    link_or_copy(entry, stage / entry.name)
         frame.select(list(PREDICTION_SCHEMA)).cast(PREDICTION_SCHEMA).write_parquet(stage / name)
     return target / name
 
@@ -160,13 +158,6 @@ def file_name(name: str) -> str:
     """A file name for an experiment or app name (path separators and odd characters replaced)."""
     safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
     return safe if safe.strip(".") else "_"
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 # ------------------------------------------------------------------------------------------ training data
