@@ -66,7 +66,8 @@ QUALITY_SCHEMA: dict[str, pl.DataType] = {
     "coverage_long": pl.Float64(),
     "estimated_share": pl.Float64(), "estimated_error": pl.Float64(), "estimated_error_p95": pl.Float64(),
     "cross_run_diff": pl.Float64(), "match_rate": pl.Float64(), "mean_match_score": pl.Float64(),
-    "comm_agreement": pl.Float64(), "misfit": pl.Float64(), "verdict": pl.String(), "verdict_reason": pl.String(),
+    "comm_agreement": pl.Float64(), "msg_agreement": pl.Float64(), "misfit": pl.Float64(), "verdict": pl.String(),
+    "verdict_reason": pl.String(),
     "n_bursts": pl.Int64(),
 }
 MATCHES_SCHEMA: dict[str, pl.DataType] = {
@@ -332,7 +333,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                                  "coverage_long": _share(merged.get_column(c).is_not_null(), long_ref),
                                  "estimated_share": 0.0, "estimated_error": 0.0, "estimated_error_p95": 0.0,
                                  "cross_run_diff": cross, "match_rate": 1.0, "mean_match_score": 1.0,
-                                 "comm_agreement": 1.0, "misfit": None, "verdict": "ok", "verdict_reason": None})
+                                 "comm_agreement": 1.0, "msg_agreement": None, "misfit": None, "verdict": "ok",
+                                 "verdict_reason": None})
             continue
         sources = [o for o in others if c in counters_of[o.run_id]]
         src = max(sources, key=lambda o: per_run[o.run_id]["rate"])  # first by name among the best
@@ -359,14 +361,16 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         score_cols[src.run_id] = f"_score_{src.run_id}"
         err, err95 = choices[src.run_id].error(plan)
         sig = info["signals"]
-        v, why = verdict(sig["misfit"], sig["coverage_long"], sig["work_shift"], not info["features"])
+        v, why = verdict(sig["misfit"], sig["coverage_long"], sig["work_shift"], not info["features"],
+                         sig["msg_agreement"])
         quality_rows.append({
             "counter": c, "source_run": src.run_name, "source_run_id": src.run_id, "method": plan.method,
             "rescaled_by": plan.label, "coverage": float(other_row.is_not_null().mean()) if n_ref else 0.0,
             "coverage_long": sig["coverage_long"], "estimated_share": float(est.mean()) if n_ref else 0.0,
             "estimated_error": err, "estimated_error_p95": err95, "cross_run_diff": None,
             "match_rate": info["rate"], "mean_match_score": info["mean_score"], "comm_agreement": info["comm"],
-            "misfit": sig["misfit"], "verdict": v, "verdict_reason": why or None})
+            "msg_agreement": sig["msg_agreement"], "misfit": sig["misfit"], "verdict": v,
+            "verdict_reason": why or None})
 
     # ---- per-burst match score: lowest score over the source runs that supplied counters (NULL if unmatched)
     for run_id, col in score_cols.items():
