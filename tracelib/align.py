@@ -63,7 +63,8 @@ from numba import njit, prange
 
 from synthtrace.tracelib.anchors import key_pairs, key_repair
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.message_graph import MESSAGE_COLUMNS, Ends, agreement, ends, follow_messages, message_ends
+from synthtrace.tracelib.message_graph import (MESSAGE_COLUMNS, Ends, agreement, disagreeing, ends, follow_messages,
+                                               message_ends)
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 #: the opening call's columns gathered for the message graph only (peer and bytes_recv are open_peer, open_bytes)
@@ -970,6 +971,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     safe = np.maximum(other_row, 0)
     o_seq = other.get_column("burst_seq").to_numpy()[safe]
     agree = agreement(ends(ref), ends(other), other_row)
+    misaligned = disagreeing(ends(ref), r_tid, agree).filter("misaligned").get_column("t").to_numpy()
     return ref.select(*THREAD_KEYS, "burst_seq").with_columns(
         pl.Series("other_seq", o_seq, pl.Int64).scatter(np.flatnonzero(~hit), None),
         pl.Series("other_row", other_row, pl.Int64).scatter(np.flatnonzero(~hit), None),
@@ -979,4 +981,6 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         pl.Series("same_iter", r_it == o_it[safe], pl.Boolean).scatter(
             np.flatnonzero(~hit | (r_it < 0) | (o_it[safe] < 0)), None),
         # the two ends of the row's message are matched to the two ends of one message (NULL: not checked)
-        pl.Series("msg_agree", agree == 1, pl.Boolean).scatter(np.flatnonzero(agree < 0), None))
+        pl.Series("msg_agree", agree == 1, pl.Boolean).scatter(np.flatnonzero(agree < 0), None),
+        # the row's thread disagrees with its partners' messages both ways (message_graph.disagreeing)
+        pl.Series("msg_misaligned", np.isin(r_tid, misaligned), pl.Boolean))

@@ -362,7 +362,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         err, err95 = choices[src.run_id].error(plan)
         sig = info["signals"]
         v, why = verdict(sig["misfit"], sig["coverage_long"], sig["work_shift"], not info["features"],
-                         sig["msg_agreement"])
+                         sig["msg_misaligned"])
         quality_rows.append({
             "counter": c, "source_run": src.run_name, "source_run_id": src.run_id, "method": plan.method,
             "rescaled_by": plan.label, "coverage": float(other_row.is_not_null().mean()) if n_ref else 0.0,

@@ -21,9 +21,11 @@ together:
 
 - :func:`agreement`: per reference end whose message has both ends matched, whether the two matches name one
   message of the other run (the ``msg_agreement`` signal of :mod:`synthtrace.tracelib.merge_checks`);
-- :func:`implied_pairs`: per end, the partner its message's other end implies; :func:`outvoted` names the threads
-  whose own matches disagree with their partners' (a rank whose call sequence alone cannot tell its iterations
-  apart), which :func:`synthtrace.tracelib.align.align_runs` re-aligns on those implied pairs.
+- :func:`disagreeing`: the threads whose own matches disagree with their partners' both ways (a rank aligned an
+  iteration off, e.g. one whose call sequence alone cannot tell its iterations apart: the ``msg_misaligned``
+  signal);
+- :func:`implied_pairs`: per end, the partner its message's other end implies; :func:`follow_messages` re-aligns
+  the :func:`outvoted` threads on them (in :func:`synthtrace.tracelib.align.align_runs`).
 """
 from __future__ import annotations
 
@@ -42,10 +44,8 @@ MAX_SHIFT = 2
 HEAD = 4
 #: a shift is taken when its median gap is below this share of the next best shift's (else the channel names none)
 DECISIVE = 0.5
-#: a thread is re-aligned on its partners when more than this share of its checked ends disagree ...
-OUTVOTED_SHARE = 0.5
-#: ... among at least this many
-MIN_ENDS = 4
+#: disagreeing messages a thread sends (and receives), more than agree, before it counts as misaligned
+MIN_ENDS = 3
 #: the columns of a call :func:`message_ends` reads (besides appl, task and its time ``t``)
 MESSAGE_COLUMNS = ("mpi_call", "peer", "bytes_sent", "bytes_recv", "comm", "tag", "n_messages")
 CHANNEL = ["appl", "_src", "_dst", "tag", "comm", "_bytes"]
@@ -181,23 +181,40 @@ def implied_pairs(ref: Ends, other: Ends, out: np.ndarray) -> tuple[np.ndarray, 
     return ri[first], oj[first]
 
 
-def outvoted(ref: Ends, thread: np.ndarray, agree: np.ndarray) -> np.ndarray:
-    """Threads (values of ``thread``, one per reference row) whose own matches disagree with their partners':
-    more than ``OUTVOTED_SHARE`` of at least ``MIN_ENDS`` checked ends disagree, and more than on each partner
-    thread they disagree with (a message's disagreement is blamed on the end whose thread disagrees more)."""
-    checked = agree >= 0
-    t = pl.DataFrame({"t": thread[checked], "bad": agree[checked] == 0})
-    share = t.group_by("t").agg(pl.len().alias("n"), pl.col("bad").mean().alias("s"))
+def disagreeing(ref: Ends, thread: np.ndarray, agree: np.ndarray) -> pl.DataFrame:
+    """Per thread whose messages disagree: ``t`` (a value of ``thread``, one per reference row), ``partners`` (the
+    number of partner links on which most of its checked messages disagree, sends and receives apart) and
+    ``misaligned``: over those links, at least ``MIN_ENDS`` of the messages it sends disagree, more than agree, and
+    so do the messages it receives. A thread aligned an iteration off disagrees with every partner both ways; a
+    channel whose shift one run's timing got wrong disagrees one way only, and so does not make its two threads
+    misaligned."""
     s, r = _pairs(ref)
-    dis = (agree[s] == 0) & (agree[r] == 0)
-    blame = pl.DataFrame({"a": thread[s[dis]], "b": thread[r[dis]]})
-    sh = share.select("t", "s")
-    blame = (blame.join(sh.rename({"t": "a", "s": "sa"}), on="a").join(sh.rename({"t": "b", "s": "sb"}), on="b")
-             .select(pl.when(pl.col("sa") > pl.col("sb")).then("a").when(pl.col("sb") > pl.col("sa")).then("b")
-                     .alias("t")).drop_nulls().group_by("t").len())
-    cand = (share.filter((pl.col("n") >= MIN_ENDS) & (pl.col("s") > OUTVOTED_SHARE))
-            .join(blame, on="t").filter(pl.col("len") > OUTVOTED_SHARE * pl.col("n")))
-    return cand.get_column("t").to_numpy()
+    ok = agree[s]
+    m = pl.DataFrame({"a": thread[s], "b": thread[r], "bad": ok == 0, "good": ok == 1})
+    links = (m.group_by("a", "b").agg(pl.col("bad").sum(), pl.col("good").sum())
+             .filter(pl.col("bad") > pl.col("good")))
+    ends_ = pl.concat([links.select(pl.col("a").alias("t"), pl.col("b").alias("p"), "bad", "good",
+                                    pl.lit(True).alias("sends")),
+                       links.select(pl.col("b").alias("t"), pl.col("a").alias("p"), "bad", "good",
+                                    pl.lit(False).alias("sends"))])
+    way = (ends_.group_by("t", "sends").agg(pl.col("p").n_unique(), pl.col("bad").sum(), pl.col("good").sum())
+           .with_columns(((pl.col("bad") >= MIN_ENDS) & (pl.col("bad") > pl.col("good"))).alias("off")))
+    both = (pl.col("off") & pl.col("sends")).any() & (pl.col("off") & ~pl.col("sends")).any()
+    return way.group_by("t").agg(pl.col("p").sum().alias("partners"), both.alias("misaligned"))
+
+
+def outvoted(ref: Ends, thread: np.ndarray, agree: np.ndarray) -> np.ndarray:
+    """Threads (values of ``thread``) to re-align on their partners' messages: misaligned (:func:`disagreeing`) and
+    disagreeing with more partner threads than any of those partners does (the rank an iteration off, not its
+    neighbours, which disagree with it alone)."""
+    d = disagreeing(ref, thread, agree)
+    s, r = _pairs(ref)
+    bad = agree[s] == 0
+    links = pl.DataFrame({"t": np.r_[thread[s[bad]], thread[r[bad]]], "p": np.r_[thread[r[bad]], thread[s[bad]]]})
+    most = (links.unique().join(d.select(pl.col("t").alias("p"), pl.col("partners").alias("pp")), on="p")
+            .group_by("t").agg(pl.col("pp").max()))
+    return (d.filter("misaligned").join(most, on="t", how="left")
+            .filter(pl.col("partners") > pl.col("pp").fill_null(0)).get_column("t").to_numpy())
 
 
 def follow_messages(out: np.ndarray, ref: Ends, other: Ends, r_off: np.ndarray, o_off: np.ndarray,
