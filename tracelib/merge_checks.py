@@ -21,8 +21,8 @@ count), from the reference counters both runs recorded:
 
 Verdict per (experiment, counter): ``bad`` when the misfit share exceeds ``BAD_MISFIT``, coverage is below
 ``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the misfit share exceeds
-``SUSPECT_MISFIT``, coverage is below ``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or matching used timing only; else ``ok``.
-A recorded counter is ``ok``. The experiment's verdict is the worst of its counters'.
+``SUSPECT_MISFIT``, coverage is below ``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or
+matching used timing only; else ``ok``. A recorded counter is ``ok``. The experiment's verdict is the worst of its counters'.
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ ORDER = {"ok": 0, "suspect": 1, "bad": 2}
 def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl.DataFrame, work: str | None,
                  rate: str | None, long_ref: pl.Series) -> dict[str, float | None]:
     """misfit (share of long matched pairs), work_shift (median log ratio of work), coverage_long,
-    msg_agreement (None: no message checked) and msg_misaligned (threads), from a match table of :func:`synthtrace.tracelib.align.align_runs`."""
+    msg_agreement (None: no message checked) and msg_misaligned (threads), from a match table of
+    :func:`synthtrace.tracelib.align.align_runs`."""
     other_row = matches.get_column("other_row")
     n_long = int(long_ref.sum())
     matched = other_row.is_not_null() & long_ref
