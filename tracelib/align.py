@@ -66,6 +66,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.message_graph import (MESSAGE_COLUMNS, Ends, agreement, disagreeing, ends, follow_messages,
                                                message_ends)
 from synthtrace.tracelib.schema import THREAD_KEYS
+from synthtrace.tracelib.thread_key import thread_key
 
 #: the opening call's columns gathered for the message graph only (peer and bytes_recv are open_peer, open_bytes)
 OPEN_ONLY = ("bytes_sent", "comm", "tag", "n_messages", "mpi_call")
@@ -163,12 +164,9 @@ class AlignConfig:
 
 
 # --------------------------------------------------------------------------------------------- preparation
-def thread_id(appl: pl.Expr | str = "appl", task: pl.Expr | str = "task", thread: pl.Expr | str = "thread") -> pl.Expr:
-    """One Int64 per (appl, task, thread) that sorts like the triple (appl < 2^20, task and thread < 2^21)."""
-    def col(x):
-        return pl.col(x) if isinstance(x, str) else x
-    return ((col(appl).cast(pl.Int64) * (1 << 42)) + (col(task).cast(pl.Int64) * (1 << 21))
-            + col(thread).cast(pl.Int64)).alias("_tid")
+def thread_id() -> pl.Expr:
+    """``_tid``: the thread key of the row (:func:`synthtrace.tracelib.thread_key.thread_key`)."""
+    return thread_key().alias("_tid")
 
 
 def _sorted_by_thread(df: pl.DataFrame, seq: str) -> pl.DataFrame:

@@ -48,6 +48,7 @@ from synthtrace.tracelib.pieces import Units, expand, units
 from synthtrace.tracelib.ranks import rank_mapping, renumber
 from synthtrace.tracelib.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
 
 #: rescaling by a co-varying reference counter unless told otherwise: None = chosen by the leave-one-out estimate
 #: (:func:`synthtrace.tracelib.transfer.choose`)
@@ -216,7 +217,7 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     if renum:
         bursts, calls = renumber(o.bursts, o.mpi_calls, renum)
         bursts = sort_bursts(bursts)
-        moved = sorted((k % (1 << 21), v) for k, v in renum.items() if k % (1 << 21) != v)
+        moved = sorted((task_of(k), v) for k, v in renum.items() if task_of(k) != v)
         notes.append(f"run {o.run_name!r} numbers its tasks differently from {ref.run_name!r}: mapped by its "
                      f"message graph and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
                      f"{', ...' if len(moved) > 8 else ''})")
@@ -399,9 +400,9 @@ def _provenance(experiment: str, info: dict) -> pl.DataFrame:
     row = m.get_column("other_row")
     sel = info["source"].select(pl.col("appl", "task", "thread").gather(row))
     if info["renumbered"]:  # back to the other run's own numbering
-        back = {(k >> 21 << 21) + v: k % (1 << 21) for k, v in info["renumbered"].items()}
+        back = {appl_base(k) + v: task_of(k) for k, v in info["renumbered"].items()}
         sel = sel.with_columns(
-            (pl.col("appl").cast(pl.Int64) * (1 << 21) + pl.col("task"))
+            task_key()
             .replace_strict(back, default=pl.col("task").cast(pl.Int64))
             .cast(pl.Int32)
             .alias("task")

@@ -22,7 +22,8 @@ count), from the reference counters both runs recorded:
 Verdict per (experiment, counter): ``bad`` when the misfit share exceeds ``BAD_MISFIT``, coverage is below
 ``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the misfit share exceeds
 ``SUSPECT_MISFIT``, coverage is below ``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or
-matching used timing only; else ``ok``. A recorded counter is ``ok``. The experiment's verdict is the worst of its counters'.
+matching used timing only; else ``ok``. A recorded counter is ``ok``. The experiment's verdict is the worst of
+its counters'.
 """
 from __future__ import annotations
 
