@@ -742,6 +742,23 @@ def _containing_call(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray, mk: np.ndar
 
 
 @cached_njit
+def _add_messages(rows, t, peer_m, tag_m, size_m, mark, add, n_msg, best, peer, tag, side):
+    """One side's messages (``mark`` 1 sent, 2 received; sent ones first) into the per-call columns of
+    :func:`_message_columns`: a call's first message is its earliest of the first side that has one."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        if r < 0:
+            continue
+        add[r] += size_m[i]
+        n_msg[r] += 1
+        if (side[r] == 0 or side[r] == mark) and t[i] < best[r]:
+            best[r] = t[i]
+            peer[r] = peer_m[i]
+            tag[r] = tag_m[i]
+            side[r] = mark
+
+
+@cached_njit
 def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, peer_r, tag_r, size_r):
     """Per call: bytes sent and received by its messages, their number, and the peer and tag of its first
     message (the earliest sent one, else the earliest received one; ``side`` 0: no message)."""
@@ -751,34 +768,9 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     peer = np.zeros(n_calls, dtype=np.int32)
     tag = np.zeros(n_calls, dtype=np.int64)
     side = np.zeros(n_calls, dtype=np.uint8)
-    best = np.empty(n_calls, dtype=np.int64)
-    for r in range(n_calls):
-        best[r] = _MAX_I64
-    for i in range(row_s.shape[0]):
-        r = row_s[i]
-        if r < 0:
-            continue
-        add_s[r] += size_s[i]
-        n_msg[r] += 1
-        if t_s[i] < best[r]:
-            best[r] = t_s[i]
-            peer[r] = peer_s[i]
-            tag[r] = tag_s[i]
-            side[r] = 1
-    for r in range(n_calls):
-        if side[r] != 1:
-            best[r] = _MAX_I64
-    for i in range(row_r.shape[0]):
-        r = row_r[i]
-        if r < 0:
-            continue
-        add_r[r] += size_r[i]
-        n_msg[r] += 1
-        if side[r] != 1 and t_r[i] < best[r]:
-            best[r] = t_r[i]
-            peer[r] = peer_r[i]
-            tag[r] = tag_r[i]
-            side[r] = 2
+    best = np.full(n_calls, _MAX_I64, dtype=np.int64)
+    _add_messages(row_s, t_s, peer_s, tag_s, size_s, 1, add_s, n_msg, best, peer, tag, side)
+    _add_messages(row_r, t_r, peer_r, tag_r, size_r, 2, add_r, n_msg, best, peer, tag, side)
     return add_s, add_r, n_msg, peer, tag, side
 
 
