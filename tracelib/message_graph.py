@@ -41,7 +41,7 @@ from synthtrace.tracelib.anchors import longest_chain
 MAX_SHIFT = 2
 #: the shift is judged on a channel's first messages: a window starts at one time on every rank, and the ranks'
 #: progress drifts apart later in a run (a rank may run ahead of a partner by several messages)
-HEAD = 4
+HEAD = 2
 #: a shift is taken when its median gap is below this share of the next best shift's (else the channel names none)
 DECISIVE = 0.5
 #: disagreeing messages a thread sends (and receives), more than agree, before it counts as misaligned
