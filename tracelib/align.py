@@ -38,7 +38,12 @@ The alignment works in three levels so its cost stays linear in the number of bu
    processed before the round's collective in one run and before the next ``MPI_Iprobe`` in the other. Changes
    are kept chain by chain when they lower the cost, so a substitution never displaces a pair with the same
    signature. Last, key pairs that crossed another (and so could not be anchors) are restored where the
-   programme left both their bursts unmatched (:func:`anchors.key_repair`).
+   programme left both their bursts unmatched (:func:`anchors.key_repair`);
+4. the **message graph** (:mod:`synthtrace.tracelib.message_graph`) ties the threads together: the two ends of a
+   message must be matched to the two ends of one message of the other run. A thread whose matches disagree with
+   its partners' both ways, more than any of those partners' do (a rank whose own call sequence and work cannot
+   tell its iterations apart, whose trace starts later), is re-aligned with the pairs its partners' messages
+   imply as anchors, and kept so where that leaves fewer of its messages disagreeing.
 
 Why the dynamic programme is hand-written (compiled with Numba): the general-purpose aligners on PyPI (edlib,
 parasail, rapidfuzz's Levenshtein) score symbols with a fixed substitution matrix and uniform gaps; they cannot
@@ -221,9 +226,10 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     call alone), osig (UInt64 hash of the message that opened the burst: the opening call's partner and the bytes
     it received, whatever call received it (the first receive of an ``MPI_ANY_SOURCE`` round may sit at another
     call site than the others), when that call has a partner; else the ``osig`` the previous burst got from its own
-    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), ldur
-    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN when
-    not recorded) for each of ``features``.
+    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), smsg / rmsg / schan / rchan (the message
+    the burst sends and receives, and their channels: :func:`synthtrace.tracelib.message_graph.message_ends`), ldur
+    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN
+    when not recorded) for each of ``features``.
     """
     need = {*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"}
     if missing := need - set(bursts.columns):
@@ -868,7 +874,11 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     (NULL when unmatched), other_row (the matched row's index in ``other``, NULL when unmatched), match_score
     (Float64 in [0, 1], NULL when unmatched), same_sig (the two closing calls agree on call, site, communicator,
     peer and bytes; NULL when unmatched), same_iter (both bursts lie in the same iteration of their thread's call
-    sequence, see :mod:`synthtrace.tracelib.anchors`; NULL when unmatched or the thread has no iteration clock).
+    sequence, see :mod:`synthtrace.tracelib.anchors`; NULL when unmatched or the thread has no iteration clock),
+    msg_agree (the message the burst sends or receives is matched end to end to one message of the other run; NULL
+    when not checked) and msg_misaligned (the burst's thread disagrees with its partners' messages both ways), see
+    :mod:`synthtrace.tracelib.message_graph`. With ``config.message_graph``, a thread whose matches disagree with
+    its partners' is re-aligned on the pairs their messages imply (:func:`message_graph.follow_messages`).
     """
     timing_only = len(features) == 0
     r_tid = ref.get_column("_tid").to_numpy()
