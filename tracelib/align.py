@@ -150,7 +150,8 @@ class AlignConfig:
     # thread, positions over the whole thread: the aligner without its anchors, for tests and benchmarks)
     anchors: bool = True
     # the message graph ties the threads together: a thread whose matches disagree with its partners' is
-    # re-aligned on the pairs their messages imply (:mod:`synthtrace.tracelib.message_graph`; False: off)
+    # re-aligned on the pairs their messages imply, as anchors (:mod:`synthtrace.tracelib.message_graph`; False,
+    # or ``anchors`` False: off; the check, msg_agree / msg_misaligned, is always made)
     message_graph: bool = True
     # score of a match: struct factor (1 same signature, peer_score same loose signature, sub_score a substitution)
     # * exp(-behaviour cost)
@@ -939,7 +940,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
             keyed = out[pi] == pj
             rp[pi[keyed]] = 0.0  # a pair named by its logical position: no position term
             op[pj[keyed]] = 0.0
-    if config.message_graph:
+    if config.message_graph and config.anchors:  # the partners' messages give anchors: none without anchors
         new_pos: list[np.ndarray] = []  # the positions the re-alignment wrote (kept for the threads it moved)
 
         def realign(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
