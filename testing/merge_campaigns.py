@@ -24,7 +24,7 @@ Counters vary between runs around the logical burst's base values: the burst's s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -347,3 +347,27 @@ def score(ref: SynthRun, other: SynthRun, matches: pl.DataFrame, min_ns: int = 1
              | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_seq") == pl.col("other_burst_seq")))
              | ((pl.col("whole_task") == pl.col("other_task")) & (pl.col("whole_seq") == pl.col("other_burst_seq"))))
     return float(j.select(right.fill_null(False).mean()).item()), j.height
+
+
+def periodic_rank(run: SynthRun, task: int, seed: int = 5) -> SynthRun:
+    """``run`` with ``task``'s counters alike in every iteration: each the median over the task's bursts closed at
+    the same call site, times a 0.2 % noise (a rank whose call sequence and work alone cannot tell its iterations
+    apart)."""
+    noise = pl.Series(np.exp(np.random.default_rng(seed).normal(0, 0.002, run.bursts.height)))
+    def same(c: str) -> pl.Expr:
+        return (pl.col(c).median().over("task", "mpi_call", "call_site") * noise).round().cast(pl.Int64)
+    return replace(run, bursts=run.bursts.with_columns(
+        pl.when(pl.col("task") == task).then(same(c)).otherwise(pl.col(c)).alias(c) for c in run.counters))
+
+
+def late_start(run: SynthRun, task: int, iterations: int = 1) -> SynthRun:
+    """``run`` with ``task``'s trace starting ``iterations`` later (tracing started late on that rank): its bursts,
+    calls and truth before its burst closed at the call site of its first point-to-point call, that many times
+    over, are cut."""
+    own = run.bursts.filter(pl.col("task") == task)
+    site = run.mpi_calls.filter((pl.col("task") == task) & pl.col("peer").is_not_null()).get_column("call_site")[0]
+    t0 = own.filter(pl.col("call_site") == site).get_column("start_ns").sort()[iterations]
+    cut = (pl.col("task") == task) & (pl.col("start_ns") < t0)
+    gone = run.bursts.filter(cut).select("task", "burst_seq")
+    return replace(run, bursts=run.bursts.filter(~cut), mpi_calls=run.mpi_calls.filter(~cut),
+                   truth=run.truth.join(gone, on=["task", "burst_seq"], how="anti"))

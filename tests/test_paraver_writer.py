@@ -50,7 +50,7 @@ def test_messages_rebuilt_from_calls_round_trip(prv, tmp_path):
 def test_extrae_conventions(tmp_path):
     (bursts, calls), _, out = _round_trip(LULESH_A, tmp_path)
     lines = out.read_text().splitlines()
-    assert lines[0].startswith("#Paraver (21/01/22 at 16:37):") and "_ns:" in lines[0] and lines[0].endswith(",14")
+    assert lines[0].startswith("#Paraver (21/01/2022 at 16:37):") and "_ns:" in lines[0] and lines[0].endswith(",14")
     assert sum(ln.startswith("c:") for ln in lines[1:16]) == 14 and "c:1:14:8:1:2:3:4:5:6:7:8" in lines
     body = [ln for ln in lines if ln[:2] in ("1:", "2:", "3:")]
     times = [int(ln.split(":")[5]) for ln in body if not ln.startswith("3:")]

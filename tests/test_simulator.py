@@ -74,7 +74,8 @@ def assert_traces_equal_truth(runs: pl.DataFrame, truth_bursts: pl.DataFrame, tr
 def test_paraver_conventions(sim):
     prv = sim["results"]["halo"].traces[0]
     head = prv.read_text().splitlines()[:3]
-    assert head[0].startswith("#Paraver (05/01/26 at 02:00):") and "_ns:" in head[0] and head[1].startswith("c:1:1:6:")
+    assert head[0].startswith("#Paraver (05/01/2026 at 02:00):") and "_ns:" in head[0]
+    assert head[1].startswith("c:1:1:6:")
     lines = prv.read_text().splitlines()
     entry = next(ln for ln in lines if ":50000001:3:" in ln)  # an Isend entry: counters and caller on it
     fields = entry.split(":")

@@ -38,7 +38,12 @@ The alignment works in three levels so its cost stays linear in the number of bu
    processed before the round's collective in one run and before the next ``MPI_Iprobe`` in the other. Changes
    are kept chain by chain when they lower the cost, so a substitution never displaces a pair with the same
    signature. Last, key pairs that crossed another (and so could not be anchors) are restored where the
-   programme left both their bursts unmatched (:func:`anchors.key_repair`).
+   programme left both their bursts unmatched (:func:`anchors.key_repair`);
+4. the **message graph** (:mod:`synthtrace.tracelib.message_graph`) ties the threads together: the two ends of a
+   message must be matched to the two ends of one message of the other run. A thread whose matches disagree with
+   its partners' both ways, more than any of those partners' do (a rank whose own call sequence and work cannot
+   tell its iterations apart, whose trace starts later), is re-aligned with the pairs its partners' messages
+   imply as anchors, and kept so where that leaves fewer of its messages disagreeing.
 
 Why the dynamic programme is hand-written (compiled with Numba): the general-purpose aligners on PyPI (edlib,
 parasail, rapidfuzz's Levenshtein) score symbols with a fixed substitution matrix and uniform gaps; they cannot
@@ -63,8 +68,13 @@ from numba import njit, prange
 
 from synthtrace.tracelib.anchors import key_pairs, key_repair
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.message_graph import (MESSAGE_COLUMNS, Ends, agreement, disagreeing, ends, follow_messages,
+                                               message_ends)
 from synthtrace.tracelib.schema import THREAD_KEYS
+from synthtrace.tracelib.thread_key import thread_key
 
+#: the opening call's columns gathered for the message graph only (peer and bytes_recv are open_peer, open_bytes)
+OPEN_ONLY = ("bytes_sent", "comm", "tag", "n_messages", "mpi_call")
 SIG_SEED = 0x5EED_5167  # seed of the signature hashes (stable within one Polars version, hashes are never stored)
 _INF = 1e300
 # the weights of AlignConfig as the compiled kernels get them: one float64 array, read by these indices (compile-time
@@ -83,6 +93,22 @@ class Side(NamedTuple):
     ldur: np.ndarray  # log1p(duration / 1 us)
     pos: np.ndarray  # relative position (0..1) in the row's segment, written by the kernel
     gap: np.ndarray  # cost of leaving the row unmatched
+
+
+class Times(NamedTuple):
+    """Start and end (ns, float64) of one run's rows, as the compiled kernels see them."""
+
+    start: np.ndarray
+    end: np.ndarray
+
+
+class Threads(NamedTuple):
+    """The threads the kernel aligns: reference rows ``r_lo[t]:r_hi[t]`` with other rows ``o_lo[t]:o_hi[t]``."""
+
+    r_lo: np.ndarray
+    r_hi: np.ndarray
+    o_lo: np.ndarray
+    o_hi: np.ndarray
 
 
 class AlignmentInputError(BadInputError):
@@ -123,6 +149,10 @@ class AlignConfig:
     # anchors from the logical positions of :mod:`synthtrace.tracelib.anchors` (False: one dynamic programme per
     # thread, positions over the whole thread: the aligner without its anchors, for tests and benchmarks)
     anchors: bool = True
+    # the message graph ties the threads together: a thread whose matches disagree with its partners' is
+    # re-aligned on the pairs their messages imply, as anchors (:mod:`synthtrace.tracelib.message_graph`; False,
+    # or ``anchors`` False: off; the check, msg_agree / msg_misaligned, is always made)
+    message_graph: bool = True
     # score of a match: struct factor (1 same signature, peer_score same loose signature, sub_score a substitution)
     # * exp(-behaviour cost)
     peer_score: float = 0.8
@@ -140,12 +170,9 @@ class AlignConfig:
 
 
 # --------------------------------------------------------------------------------------------- preparation
-def thread_id(appl: pl.Expr | str = "appl", task: pl.Expr | str = "task", thread: pl.Expr | str = "thread") -> pl.Expr:
-    """One Int64 per (appl, task, thread) that sorts like the triple (appl < 2^20, task and thread < 2^21)."""
-    def col(x):
-        return pl.col(x) if isinstance(x, str) else x
-    return ((col(appl).cast(pl.Int64) * (1 << 42)) + (col(task).cast(pl.Int64) * (1 << 21))
-            + col(thread).cast(pl.Int64)).alias("_tid")
+def thread_id() -> pl.Expr:
+    """``_tid``: the thread key of the row (:func:`synthtrace.tracelib.thread_key.thread_key`)."""
+    return thread_key().alias("_tid")
 
 
 def _sorted_by_thread(df: pl.DataFrame, seq: str) -> pl.DataFrame:
@@ -200,17 +227,18 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     call alone), osig (UInt64 hash of the message that opened the burst: the opening call's partner and the bytes
     it received, whatever call received it (the first receive of an ``MPI_ANY_SOURCE`` round may sit at another
     call site than the others), when that call has a partner; else the ``osig`` the previous burst got from its own
-    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), ldur
-    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN when
-    not recorded) for each of ``features``.
+    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), smsg / rmsg / schan / rchan (the message
+    the burst sends and receives, and their channels: :func:`synthtrace.tracelib.message_graph.message_ends`), ldur
+    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN
+    when not recorded) for each of ``features``.
     """
     need = {*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"}
     if missing := need - set(bursts.columns):
         raise AlignmentInputError(f"bursts table lacks columns {sorted(missing)}")
     if missing := [f for f in features if f not in bursts.columns]:
         raise AlignmentInputError(f"bursts table lacks counters {missing}")
-    call_cols = {"peer": pl.Int32, "bytes_sent": pl.Int64, "bytes_recv": pl.Int64,
-                 "comm": pl.Int64}
+    call_cols = {"peer": pl.Int32, "bytes_sent": pl.Int64, "bytes_recv": pl.Int64, "comm": pl.Int64,
+                 "tag": pl.Int64, "n_messages": pl.Int32}
     thr = THREAD_KEYS
     b = (bursts.select(*[pl.col(k).cast(pl.Int32) for k in thr], "burst_seq", "start_ns", "end_ns", "duration_ns",
                        "mpi_call", "call_site", *[pl.col(f).alias(f"_c_{i}") for i, f in enumerate(features)])
@@ -219,8 +247,10 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     # the MPI call closing each burst: same thread, call start == burst end (first such call)
     if calls.height:
         c = _sorted_by_thread(calls.select(thread_id(), "call_seq", "start_ns", "end_ns", "appl",
-                                           *[pl.col(k).cast(t) for k, t in call_cols.items()],
-                                           pl.struct("mpi_call", "call_site").hash(SIG_SEED).alias("_csig")),
+                                           *[pl.col(k).cast(t) if k in calls.columns else pl.lit(None, t).alias(k)
+                                             for k, t in call_cols.items()],
+                                           pl.struct("mpi_call", "call_site").hash(SIG_SEED).alias("_csig"),
+                                           pl.col("mpi_call").cast(pl.String)),
                               "call_seq")
         b_tid, c_tid = b.get_column("_tid").to_numpy(), c.get_column("_tid").to_numpy()
         rows = _closing_rows(b_tid, b.get_column("end_ns").to_numpy(), c_tid, c.get_column("start_ns").to_numpy())
@@ -232,11 +262,14 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         idx = pl.Series(rows).scatter(np.flatnonzero(rows < 0), None)
         b = b.with_columns(c.select(pl.col("peer").gather(idx).alias("open_peer"),
                                     pl.col("bytes_recv").gather(idx).alias("open_bytes"),
-                                    pl.col("_csig").gather(idx).alias("open_call")))
+                                    pl.col("_csig").gather(idx).alias("open_call"),
+                                    *[pl.col(k).gather(idx).alias(f"open_{k}") for k in OPEN_ONLY]))
     else:
         b = b.with_columns(*[pl.lit(None, t).alias(k) for k, t in call_cols.items()],
                            pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"),
-                           pl.lit(None, pl.UInt64).alias("open_call"))
+                           pl.lit(None, pl.UInt64).alias("open_call"),
+                           *[pl.lit(None, {**call_cols, "mpi_call": pl.String}[k]).alias(f"open_{k}")
+                             for k in OPEN_ONLY])
     b = b.with_columns(
         pl.struct("mpi_call", "call_site", "comm", "peer", "bytes_sent", "bytes_recv", "open_call", "open_peer",
                   "open_bytes")
@@ -248,6 +281,12 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         .then(pl.struct("open_peer", "open_bytes").hash(SIG_SEED).replace(0, 1)).otherwise(0)
         .cast(pl.UInt64).alias("osig"),
     )
+    # the messages a burst sends (its closing call) and receives (its opening call): message_graph
+    opening = {"peer": "open_peer", "bytes_recv": "open_bytes", **{k: f"open_{k}" for k in OPEN_ONLY}}
+    b = pl.concat([b, message_ends(
+        b.select("appl", "task", *MESSAGE_COLUMNS, pl.col("end_ns").alias("t")),
+        b.select("appl", "task", *[pl.col(opening[k]).alias(k) for k in MESSAGE_COLUMNS],
+                 pl.col("start_ns").alias("t")))], how="horizontal")
     n = b.height
     tid = b.get_column("_tid").to_numpy()
     dur = b.get_column("duration_ns").to_numpy().astype(np.float64)
@@ -269,8 +308,8 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         ],
     )
     return b.drop(
-        "open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site"
-    )
+        "open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site",
+        "tag", "n_messages", *[f"open_{k}" for k in OPEN_ONLY])
 
 
 # --------------------------------------------------------------------------------------------- kernel
@@ -289,27 +328,28 @@ def _feat_dist(i, j, rf, of):
 
 
 @njit(cache=True, nogil=True)
-def _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm):
-    """Cost of matching reference item i with other item j (``_INF`` when not allowed); see AlignConfig."""
-    if rl[i] != ol[j]:
+def _pair_cost(i, j, ref, oth, prm):
+    """Cost of matching reference row i of ``ref`` with row j of ``oth`` (:class:`Side`; ``_INF`` when not
+    allowed); see AlignConfig."""
+    if ref.lsig[i] != oth.lsig[j]:
         return _INF
     bonus, w_peer, w_feat, w_dur = prm[P_BONUS], prm[P_W_PEER], prm[P_W_FEAT], prm[P_W_DUR]
     w_pos, rej_feat, rej_dur = prm[P_W_POS], prm[P_REJ_FEAT], prm[P_REJ_DUR]
-    c = 0.0 if rs[i] == os_[j] else w_peer
-    d, k = _feat_dist(i, j, rf, of)
+    c = 0.0 if ref.sig[i] == oth.sig[j] else w_peer
+    d, k = _feat_dist(i, j, ref.feat, oth.feat)
     if k > 0:
         if d > rej_feat:
             return _INF
         c += w_feat * d
-    dd = abs(rd[i] - od[j])
+    dd = abs(ref.ldur[i] - oth.ldur[j])
     if dd > rej_dur:
         return _INF
-    c += w_dur * dd + w_pos * abs(rp[i] - op[j])
+    c += w_dur * dd + w_pos * abs(ref.pos[i] - oth.pos[j])
     return c - bonus
 
 
 @njit(cache=True, nogil=True)
-def _any_cost(i, j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm):
+def _any_cost(i, j, ref, oth, prm):
     """Cost of a pair of any kind: :func:`_pair_cost` when the loose signatures agree, else a substitution.
 
     A substitution (closing calls differ) needs the same opening message (``ro[i] == oo[j] != 0``), at least one
@@ -317,30 +357,32 @@ def _any_cost(i, j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm):
     difference of at most ``sub_dur``; it costs ``w_sub`` plus the behaviour cost, minus the bonus. ``_INF``
     otherwise.
     """
-    if rl[i] == ol[j]:
-        return _pair_cost(i, j, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm)
-    if ro[i] == 0 or ro[i] != oo[j]:
+    if ref.lsig[i] == oth.lsig[j]:
+        return _pair_cost(i, j, ref, oth, prm)
+    if ref.osig[i] == 0 or ref.osig[i] != oth.osig[j]:
         return _INF
-    d, k = _feat_dist(i, j, rf, of)
-    dd = abs(rd[i] - od[j])
+    d, k = _feat_dist(i, j, ref.feat, oth.feat)
+    dd = abs(ref.ldur[i] - oth.ldur[j])
     if k == 0 or d > prm[P_SUB_FEAT] or dd > prm[P_SUB_DUR]:
         return _INF
-    return (prm[P_W_SUB] + prm[P_W_FEAT] * d + prm[P_W_DUR] * dd + prm[P_W_POS] * abs(rp[i] - op[j])
+    return (prm[P_W_SUB] + prm[P_W_FEAT] * d + prm[P_W_DUR] * dd + prm[P_W_POS] * abs(ref.pos[i] - oth.pos[j])
             - prm[P_BONUS])
 
 
 @njit(cache=True, nogil=True)
-def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, mode, band, max_cells, prm, out,
-        ws_u8, ws_i, ws_f):
-    """Banded alignment of reference items (r*) to other items (o*); writes matched other index or -1 to ``out``.
+def _dp(ref, oth, free_start, free_end, mode, band, max_cells, prm, out, ws_u8, ws_i, ws_f):
+    """Banded alignment of the rows of ``ref`` to those of ``oth`` (:class:`Side`, one segment each); writes the
+    matched other index or -1 to ``out``.
 
     ``mode`` places the band: 0 along the proportional diagonal (both ends anchored), 1 along the diagonal ending
     at the bottom-right corner (free start), 2 along the diagonal starting at the top-left corner (free end).
     ``ws_*`` are scratch buffers reused between calls (a larger one is allocated when they are too small).
     Returns the optimal cost.
     """
-    n = rs.shape[0]
-    m = os_.shape[0]
+    n = ref.sig.shape[0]
+    m = oth.sig.shape[0]
+    rg = ref.gap
+    og = oth.gap
     for i in range(n):
         out[i] = -1
     if n == 0 or m == 0:
@@ -390,7 +432,7 @@ def _dp(rs, rl, rf, rd, rp, rg, os_, ol, of, od, op, og, free_start, free_end, m
                 if j >= 1 and lp <= j - 1 <= hp:
                     v = prev[j - 1 - lp]
                     if v < _INF:
-                        c = _pair_cost(i - 1, j - 1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm)
+                        c = _pair_cost(i - 1, j - 1, ref, oth, prm)
                         if c < _INF and v + c < best:
                             best = v + c
                             p = 0
@@ -452,16 +494,17 @@ _MAX_REPAIR = 2048  # re-pairing candidates per side and segment beyond which a 
 
 
 @njit(cache=True, nogil=True)
-def _candidates(a0, a1, b0, b1, rs, os_, ro, oo, out, by_message, min_rows):
+def _candidates(a0, a1, b0, b1, ref, oth, out, by_message, min_rows):
     """Rows a re-pairing pass may change: (reference rows of [a0, a1), other rows of [b0, b1)), absolute indices;
     none when either range has fewer than ``min_rows`` rows or either side more than ``_MAX_REPAIR`` candidates.
 
-    ``by_message`` False (exact signature): reference rows unmatched or matched with a differing signature ``rs`` /
-    ``os_``, and other rows unmatched or matched so. True (opening message): reference rows with a message
-    (``ro != 0``) unmatched or matched to a row that starts with a different known message, and other rows with a
+    ``by_message`` False (exact signature): reference rows unmatched or matched with a differing signature ``sig``,
+    and other rows unmatched or matched so. True (opening message): reference rows with a message
+    (``osig != 0``) unmatched or matched to a row that starts with a different known message, and other rows with a
     message unmatched or matched to such a reference row.
     """
     none = np.empty(0, np.int64)
+    rs, ro, os_, oo = ref.sig, ref.osig, oth.sig, oth.osig
     if a1 - a0 < min_rows or b1 - b0 < min_rows:
         return none, none
     inv = np.full(b1 - b0, -1, np.int64)  # the reference row matched to each other row
@@ -490,16 +533,18 @@ def _candidates(a0, a1, b0, b1, rs, os_, ro, oo, out, by_message, min_rows):
 
 
 @njit(cache=True, nogil=True)
-def _pick(ref_i, oth_j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out, by_message):
+def _pick(ref_i, oth_j, ref, oth, prm, out, by_message):
     """New partners of the candidate rows of a re-pairing pass (see :func:`_candidates`) and how many changed.
 
-    In order, each reference row ``ref_i[x]`` takes the not yet taken row of ``oth_j`` with the same key (``ro`` /
-    ``oo``: the exact signature, or with ``by_message`` the opening message) of lowest cost (:func:`_pair_cost`,
+    In order, each reference row ``ref_i[x]`` takes the not yet taken row of ``oth_j`` with the same key (``sig``,
+    the exact signature, or with ``by_message`` ``osig``, the opening message) of lowest cost (:func:`_pair_cost`,
     or :func:`_any_cost` below 0, the cost of staying unmatched, with ``by_message``); the rows that get none keep
     their old partner when nobody took it. Returns (new partner per x or -1, rows whose partner changed).
     """
     nr = ref_i.shape[0]
     no = oth_j.shape[0]
+    rk = ref.osig if by_message else ref.sig
+    ok = oth.osig if by_message else oth.sig
     new = np.full(nr, -1, np.int64)
     used = np.zeros(no, np.bool_)
     found = 0
@@ -508,11 +553,11 @@ def _pick(ref_i, oth_j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, ou
         best = 0.0 if by_message else _INF
         by = -1
         for y in range(no):
-            if not used[y] and oo[oth_j[y]] == ro[i]:
+            if not used[y] and ok[oth_j[y]] == rk[i]:
                 if by_message:
-                    c = _any_cost(i, oth_j[y], rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm)
+                    c = _any_cost(i, oth_j[y], ref, oth, prm)
                 else:
-                    c = _pair_cost(i, oth_j[y], rs, rl, rf, rd, rp, os_, ol, of, od, op, prm)
+                    c = _pair_cost(i, oth_j[y], ref, oth, prm)
                 if c < best:
                     best = c
                     by = y
@@ -538,7 +583,7 @@ def _pick(ref_i, oth_j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, ou
 
 
 @njit(cache=True, nogil=True)
-def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, out):
+def _repair_order(a0, a1, b0, b1, ref, oth, prm, out):
     """Re-pair bursts of one segment by exact signature where the order differs between runs.
 
     ``MPI_ANY_SOURCE`` receives and ``MPI_Waitany`` complete messages in a run-dependent order, and the burst
@@ -549,23 +594,23 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
     their match if its partner is still free. The new pairing is kept when its total cost (pair costs minus match
     bonuses) is no worse than before (+0.02 per row), so behaviour decides where it disagrees.
     """
-    ref_i, oth_j = _candidates(a0, a1, b0, b1, rs, os_, rs, os_, out, False, 2)
+    ref_i, oth_j = _candidates(a0, a1, b0, b1, ref, oth, out, False, 2)
     nr = ref_i.shape[0]
     if nr == 0:
         return
     beh = prm.copy()  # behaviour alone judges the re-pairing: the signatures already chose the candidates
     beh[P_W_PEER] = 0.0
-    new, found = _pick(ref_i, oth_j, rs, rl, rs, rf, rd, rp, os_, ol, os_, of, od, op, beh, out, False)
+    new, found = _pick(ref_i, oth_j, ref, oth, beh, out, False)
     if found == 0:
         return
     old_cost = 0.0
     new_cost = 0.0
     for x in range(nr):
         if out[ref_i[x]] >= 0:
-            c = _pair_cost(ref_i[x], out[ref_i[x]], rs, rl, rf, rd, rp, os_, ol, of, od, op, beh)
+            c = _pair_cost(ref_i[x], out[ref_i[x]], ref, oth, beh)
             old_cost += c if c < _INF else 0.0
         if new[x] >= 0:
-            c = _pair_cost(ref_i[x], new[x], rs, rl, rf, rd, rp, os_, ol, of, od, op, beh)
+            c = _pair_cost(ref_i[x], new[x], ref, oth, beh)
             new_cost += c if c < _INF else 0.0
     if new_cost <= old_cost + 0.02 * nr:
         for x in range(nr):
@@ -573,7 +618,7 @@ def _repair_order(a0, a1, b0, b1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, 
 
 
 @njit(cache=True, nogil=True)
-def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out):
+def _repair_substitutions(a0, a1, b0, b1, ref, oth, prm, out):
     """Re-pair bursts of one segment by their opening message where their closing calls differ between runs.
 
     The burst that processes a message received from ``MPI_ANY_SOURCE`` ends at whatever call comes next, and
@@ -591,13 +636,13 @@ def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, o
     position not counted): behaviour decides where closing call and opening message disagree, a tie goes to the
     opening message (``w_sub < w_peer``), and a substitution never displaces a pair with the same signature.
     """
-    ref_i, oth_j = _candidates(a0, a1, b0, b1, rs, os_, ro, oo, out, True, 1)
+    ref_i, oth_j = _candidates(a0, a1, b0, b1, ref, oth, out, True, 1)
     nr = ref_i.shape[0]
     if nr == 0:
         return
     beh = prm.copy()
     beh[P_W_POS] = 0.0  # no position: a burst that changes places with the anchor changes its position in the phase
-    new, found = _pick(ref_i, oth_j, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh, out, True)
+    new, found = _pick(ref_i, oth_j, ref, oth, beh, out, True)
     if found == 0:
         return
     owner = np.full(b1 - b0, -1, np.int64)  # x whose old partner each other row was
@@ -625,14 +670,21 @@ def _repair_substitutions(a0, a1, b0, b1, rs, rl, ro, rf, rd, rp, os_, ol, oo, o
         root[x] = u
         i = ref_i[x]
         if out[i] >= 0:
-            c = _any_cost(i, out[i], rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh)
+            c = _any_cost(i, out[i], ref, oth, beh)
             gain[u] += c if c < _INF else 0.0
         if new[x] >= 0:
-            c = _any_cost(i, new[x], rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, beh)
+            c = _any_cost(i, new[x], ref, oth, beh)
             gain[u] -= c if c < _INF else 0.0
     for x in range(nr):
         if gain[root[x]] > 1e-9:
             out[ref_i[x]] = new[x]
+
+
+@njit(cache=True, nogil=True)
+def _rows(side, lo, hi):
+    """Rows [lo, hi) of a :class:`Side` (views)."""
+    return Side(side.sig[lo:hi], side.lsig[lo:hi], side.osig[lo:hi], side.feat[lo:hi], side.ldur[lo:hi],
+                side.pos[lo:hi], side.gap[lo:hi])
 
 
 @njit(cache=True, nogil=True)
@@ -647,11 +699,10 @@ def _align_segment(a0, a1, b0, b1, ea1, eb1, ref, oth, free_start, free_end, mod
     anchor that closes it (``ea1 = a1 + 1``, ``eb1 = b1 + 1``, that pair already in ``out``; ``a1``, ``b1`` when
     the segment ends the thread).
     """
-    rs, rl, ro, rf, rd, rp, rg = ref
-    os_, ol, oo, of, od, op, og = oth
+    rs, os_ = ref.sig, oth.sig
     ws_u8, ws_i, ws_f, ws_loc = ws
     if a1 - a0 <= 0:
-        _repair_substitutions(a0, ea1, b0, eb1, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out)
+        _repair_substitutions(a0, ea1, b0, eb1, ref, oth, prm, out)
         return
     if a1 - a0 == b1 - b0:
         same = True
@@ -667,13 +718,13 @@ def _align_segment(a0, a1, b0, b1, ea1, eb1, ref, oth, free_start, free_end, mod
     tol = prm[P_TRIM_TOL] - prm[P_BONUS]
     if not free_start:
         while a0 < a1 and b0 < b1 and rs[a0] == os_[b0] and \
-                _pair_cost(a0, b0, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm) <= tol:
+                _pair_cost(a0, b0, ref, oth, prm) <= tol:
             out[a0] = b0
             a0 += 1
             b0 += 1
     if not free_end:
         while a1 > a0 and b1 > b0 and rs[a1 - 1] == os_[b1 - 1] and \
-                _pair_cost(a1 - 1, b1 - 1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm) <= tol:
+                _pair_cost(a1 - 1, b1 - 1, ref, oth, prm) <= tol:
             out[a1 - 1] = b1 - 1
             a1 -= 1
             b1 -= 1
@@ -681,43 +732,42 @@ def _align_segment(a0, a1, b0, b1, ea1, eb1, ref, oth, free_start, free_end, mod
     m = b1 - b0
     if n > 0 and m > 0:
         loc = ws_loc[:n] if ws_loc.shape[0] >= n else np.empty(n, np.int64)
-        _dp(rs[a0:a1], rl[a0:a1], rf[a0:a1], rd[a0:a1], rp[a0:a1], rg[a0:a1],
-            os_[b0:b1], ol[b0:b1], of[b0:b1], od[b0:b1], op[b0:b1], og[b0:b1],
-            free_start, free_end, mode, band, max_cells, prm, loc, ws_u8, ws_i, ws_f)
+        _dp(_rows(ref, a0, a1), _rows(oth, b0, b1), free_start, free_end, mode, band, max_cells, prm, loc, ws_u8,
+            ws_i, ws_f)
         for k in range(n):
             out[a0 + k] = b0 + loc[k] if loc[k] >= 0 else -1
-    _repair_order(seg0, seg1, segb0, segb1, rs, rl, rf, rd, rp, os_, ol, of, od, op, prm, out)
-    _repair_substitutions(seg0, ea1, segb0, eb1, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, prm, out)
+    _repair_order(seg0, seg1, segb0, segb1, ref, oth, prm, out)
+    _repair_substitutions(seg0, ea1, segb0, eb1, ref, oth, prm, out)
 
 
 @njit(cache=True, nogil=True)
-def _local_positions(start, end, a0, a1, pos):
-    """Relative start position (0..1) of rows [a0, a1) within the time they span, written to ``pos``."""
+def _local_positions(time, a0, a1, pos):
+    """Relative start position (0..1) of rows [a0, a1) within the time they span (:class:`Times`), written to
+    ``pos``."""
     if a1 <= a0:
         return
-    t0 = start[a0]
-    span = max(end[a1 - 1] - t0, 1.0)
+    t0 = time.start[a0]
+    span = max(time.end[a1 - 1] - t0, 1.0)
     for i in range(a0, a1):
-        pos[i] = (start[i] - t0) / span
+        pos[i] = (time.start[i] - t0) / span
 
 
 @njit(cache=True, parallel=True)
-def _align_threads(r_off, o_off, anchor, rs, rl, ro, rf, rd, rt0, rt1, rp, rg, os_, ol, oo, of, od, ot0, ot1, op, og,
-                   band, max_cells, prm, out):
-    """Align every thread t: reference rows r_off[t]:r_off[t+1] to other rows o_off[t]:o_off[t+1].
+def _align_threads(threads, anchor, ref, oth, r_time, o_time, band, max_cells, prm, out):
+    """Align every thread t of ``threads`` (:class:`Threads`): rows of ``ref`` to rows of ``oth`` (:class:`Side`).
 
     ``anchor[i]`` is the other row paired with reference row i by :mod:`synthtrace.tracelib.anchors` (-1: none;
     increasing along each thread). The segments between consecutive anchors are aligned by :func:`_align_segment`
-    with positions judged locally: ``rp`` / ``op`` receive each row's relative position in its own segment (from
-    start times ``rt0`` / ``ot0`` and end times ``rt1`` / ``ot1``, ns). ``out[i]`` receives the absolute other
-    row matched to reference row i, or -1.
+    with positions judged locally: ``ref.pos`` / ``oth.pos`` receive each row's relative position in its own
+    segment (from ``r_time`` / ``o_time``, :class:`Times`). ``out[i]`` receives the absolute other row matched to
+    reference row i, or -1 (rows of the threads aligned only).
     """
-    n_threads = r_off.shape[0] - 1
-    for t in prange(n_threads):
-        a0 = r_off[t]
-        a1 = r_off[t + 1]
-        b0 = o_off[t]
-        b1 = o_off[t + 1]
+    rs, rp, os_, op = ref.sig, ref.pos, oth.sig, oth.pos
+    for t in prange(threads.r_lo.shape[0]):
+        a0 = threads.r_lo[t]
+        a1 = threads.r_hi[t]
+        b0 = threads.o_lo[t]
+        b1 = threads.o_hi[t]
         n = a1 - a0
         m = b1 - b0
         for i in range(a0, a1):
@@ -728,8 +778,6 @@ def _align_threads(r_off, o_off, anchor, rs, rl, ro, rf, rd, rt0, rt1, rp, rg, o
         if n == 0 or m == 0:
             continue
         ws = (np.empty(1 << 16, np.uint8), np.empty(4096, np.int64), np.empty(4096), np.empty(2048, np.int64))
-        ref = Side(rs, rl, ro, rf, rd, rp, rg)
-        oth = Side(os_, ol, oo, of, od, op, og)
         if n == m:
             same = True
             for k in range(n):
@@ -748,16 +796,16 @@ def _align_threads(r_off, o_off, anchor, rs, rl, ro, rf, rd, rt0, rt1, rp, rg, o
             if j < 0:
                 continue
             out[i] = j
-            _local_positions(rt0, rt1, pa + 1, i, rp)
-            _local_positions(ot0, ot1, pb + 1, j, op)
+            _local_positions(r_time, pa + 1, i, rp)
+            _local_positions(o_time, pb + 1, j, op)
             mode = 1 if first else 0
             _align_segment(pa + 1, i, pb + 1, j, i + 1, j + 1, ref, oth, first, False, mode, band, max_cells, prm,
                            out, ws)
             pa = i
             pb = j
             first = False
-        _local_positions(rt0, rt1, pa + 1, a1, rp)
-        _local_positions(ot0, ot1, pb + 1, b1, op)
+        _local_positions(r_time, pa + 1, a1, rp)
+        _local_positions(o_time, pb + 1, b1, op)
         mode = 0 if first else 2
         _align_segment(pa + 1, a1, pb + 1, b1, a1, b1, ref, oth, first, True, mode, band, max_cells, prm, out, ws)
 
@@ -827,7 +875,11 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     (NULL when unmatched), other_row (the matched row's index in ``other``, NULL when unmatched), match_score
     (Float64 in [0, 1], NULL when unmatched), same_sig (the two closing calls agree on call, site, communicator,
     peer and bytes; NULL when unmatched), same_iter (both bursts lie in the same iteration of their thread's call
-    sequence, see :mod:`synthtrace.tracelib.anchors`; NULL when unmatched or the thread has no iteration clock).
+    sequence, see :mod:`synthtrace.tracelib.anchors`; NULL when unmatched or the thread has no iteration clock),
+    msg_agree (the message the burst sends or receives is matched end to end to one message of the other run; NULL
+    when not checked) and msg_misaligned (the burst's thread disagrees with its partners' messages both ways), see
+    :mod:`synthtrace.tracelib.message_graph`. With ``config.message_graph``, a thread whose matches disagree with
+    its partners' is re-aligned on the pairs their messages imply (:func:`message_graph.follow_messages`).
     """
     timing_only = len(features) == 0
     r_tid = ref.get_column("_tid").to_numpy()
@@ -878,7 +930,9 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     out = np.empty(r_rows.size, np.int64)
     rp = np.zeros(r_rows.size)
     op = np.zeros(o_rows.size)
-    _align_threads(r_off, o_off, anchor, rs, rl, ro, rf, rd, rt0, rt1, rp, rg, os_, ol, oo, of, od, ot0, ot1, op, og,
+    ref_side, oth_side = Side(rs, rl, ro, rf, rd, rp, rg), Side(os_, ol, oo, of, od, op, og)
+    r_time, o_time = Times(rt0, rt1), Times(ot0, ot1)
+    _align_threads(Threads(r_off[:-1], r_off[1:], o_off[:-1], o_off[1:]), anchor, ref_side, oth_side, r_time, o_time,
                    config.band, config.max_cells, prm, out)
     for pi, pj in ((ki, kj), (mi, mj)):  # key pairs, then message pairs, outrank what behaviour chose
         if pi.size:
@@ -886,6 +940,30 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
             keyed = out[pi] == pj
             rp[pi[keyed]] = 0.0  # a pair named by its logical position: no position term
             op[pj[keyed]] = 0.0
+    if config.message_graph and config.anchors:  # the partners' messages give anchors: none without anchors
+        new_pos: list[np.ndarray] = []  # the positions the re-alignment wrote (kept for the threads it moved)
+
+        def realign(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+            o = out.copy()
+            r_s, o_s = ref_side._replace(pos=rp.copy()), oth_side._replace(pos=op.copy())
+            _align_threads(Threads(r_off[t], r_off[t + 1], o_off[t], o_off[t + 1]), anchors, r_s, o_s, r_time,
+                           o_time, config.band, config.max_cells, prm, o)
+            new_pos[:] = [r_s.pos, o_s.pos]
+            return o
+        r_ends, o_ends = ends(ref), ends(other)
+        out, moved = follow_messages(out, Ends(*(x[r_rows] for x in r_ends)), Ends(*(x[o_rows] for x in o_ends)),
+                                     r_off, o_off, realign)
+        for t in moved:  # the thread's new positions, and the iteration offset its partners' messages gave it
+            rp[r_off[t]:r_off[t + 1]] = new_pos[0][r_off[t]:r_off[t + 1]]
+            op[o_off[t]:o_off[t + 1]] = new_pos[1][o_off[t]:o_off[t + 1]]
+            rr = r_rows[r_off[t]:r_off[t + 1]]
+            hit = out[r_off[t]:r_off[t + 1]] >= 0
+            oo_ = o_rows[out[r_off[t]:r_off[t + 1]][hit]]
+            ok = (r_it[rr[hit]] >= 0) & (o_it[oo_] >= 0)
+            if ok.any():
+                idx = o_rows[o_off[t]:o_off[t + 1]]
+                shift = int(np.median(r_it[rr[hit]][ok] - o_it[oo_][ok]))
+                o_it[idx] = np.where(o_it[idx] >= 0, o_it[idx] + shift, -1)
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
     rp_all = np.zeros(ref.height)
@@ -901,6 +979,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     hit = other_row >= 0
     safe = np.maximum(other_row, 0)
     o_seq = other.get_column("burst_seq").to_numpy()[safe]
+    agree = agreement(ends(ref), ends(other), other_row)
+    misaligned = disagreeing(ends(ref), r_tid, agree).filter("misaligned").get_column("t").to_numpy()
     return ref.select(*THREAD_KEYS, "burst_seq").with_columns(
         pl.Series("other_seq", o_seq, pl.Int64).scatter(np.flatnonzero(~hit), None),
         pl.Series("other_row", other_row, pl.Int64).scatter(np.flatnonzero(~hit), None),
@@ -908,4 +988,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         pl.Series("same_sig", same, pl.Boolean).scatter(np.flatnonzero(~hit), None),
         # the pair lies in the same iteration of both runs' own call sequences (NULL: unmatched or no clock)
         pl.Series("same_iter", r_it == o_it[safe], pl.Boolean).scatter(
-            np.flatnonzero(~hit | (r_it < 0) | (o_it[safe] < 0)), None))
+            np.flatnonzero(~hit | (r_it < 0) | (o_it[safe] < 0)), None),
+        # the two ends of the row's message are matched to the two ends of one message (NULL: not checked)
+        pl.Series("msg_agree", agree == 1, pl.Boolean).scatter(np.flatnonzero(agree < 0), None),
+        # the row's thread disagrees with its partners' messages both ways (message_graph.disagreeing)
+        pl.Series("msg_misaligned", np.isin(r_tid, misaligned), pl.Boolean))

@@ -25,8 +25,8 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
    within the aligner's rejection limits) form **key pairs**. Messages completed in another order
    (``MPI_ANY_SOURCE``, ``MPI_Waitany``) make key pairs cross: those anchor nothing (whether the work before a
    receive follows the position or the message, behaviour decides in the dynamic programme). The longest
-   monotone chain of the other key pairs of each thread (:func:`_chain`, O(n log n)) is the set of anchors between which
-   the aligner runs its dynamic programme
+   monotone chain of the other key pairs of each thread (:func:`longest_chain`, O(n log n)) is the set of anchors
+   between which the aligner runs its dynamic programme
    on short segments, so the cost stays linear in the number of bursts. The key pairs left out of the chain still
    name the true partner of their bursts: :func:`key_repair` restores them after the dynamic programme, and so
    the **message pairs** (same opening message, same iteration) of bursts whose closing calls differ.
@@ -172,7 +172,7 @@ def _behaviour(t: pl.DataFrame, features: Sequence[str]) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _chain(tid: np.ndarray, other: np.ndarray) -> np.ndarray:
+def longest_chain(tid: np.ndarray, other: np.ndarray) -> np.ndarray:
     """Keep-mask of the longest strictly increasing chain of ``other`` within each run of equal ``tid`` (pairs
     sorted by thread, then reference row): patience sorting, O(n log n)."""
     n = tid.shape[0]
@@ -264,7 +264,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     o_place[o_order] = rank_within(ti[o_order])
     straight = rank_within(ti) == o_place
     chain = np.zeros(ri.size, bool)
-    chain[straight] = _chain(tid[straight], oj[straight])
+    chain[straight] = longest_chain(tid[straight], oj[straight])
     msg = ["_tid", "_it", "osig", "_mrank"]
     rm, om = (k.with_columns(pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
               for k, t in ((rk, ref), (ok, other)))

@@ -27,8 +27,8 @@ import polars as pl
 
 from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.mpi_calls import MPI_KINDS, kind_expr
-from synthtrace.tracelib.paraver.header import ID_BITS
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
+from synthtrace.tracelib.thread_key import packed, unpacked
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
                    "start_ns": pl.Int64, "end_ns": pl.Int64}
@@ -137,18 +137,6 @@ class ReadSummary:
 
 def _empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
-
-
-_KEY_BITS = ID_BITS
-_KEY_MASK = (1 << _KEY_BITS) - 1
-
-
-def _packed(appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> np.ndarray:
-    """(appl, task, thread) as one int64 that sorts like the triple (each part in [0, 2**21))."""
-    a, k, h = (np.asarray(x).astype(np.int64) for x in (appl, task, thread))
-    if a.size and (min(a.min(), k.min(), h.min()) < 0 or max(a.max(), k.max(), h.max()) > _KEY_MASK):
-        raise ValueError(f"appl, task and thread numbers must lie in [0, {_KEY_MASK}]")
-    return (a << (2 * _KEY_BITS)) | (k << _KEY_BITS) | h
 
 
 def _cpu_series(cpu: np.ndarray) -> pl.Series:
@@ -558,16 +546,15 @@ class BurstAssembler:
     def _register(self, appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> None:
         """Give ids to threads not seen yet, in the order given."""
         new = []
-        for key in _packed(appl, task, thread).tolist():
+        for key in packed(appl, task, thread).tolist():
             if key not in self._key_to_id:
                 self._key_to_id[key] = len(self._key_to_id)
                 new.append(key)
         if new:
-            k = np.asarray(new, dtype=np.int64)
-            parts = (k >> (2 * _KEY_BITS), (k >> _KEY_BITS) & _KEY_MASK, k & _KEY_MASK)
+            parts = unpacked(np.asarray(new, dtype=np.int64))
             self._appl, self._task, self._thread = (np.concatenate([old, p.astype(np.int32)]) for old, p in
                                                     zip((self._appl, self._task, self._thread), parts))
-        keys = _packed(self._appl, self._task, self._thread)
+        keys = packed(self._appl, self._task, self._thread)
         order = np.argsort(keys, kind="stable")
         self._sorted_keys, self._sorted_ids = keys[order], order.astype(np.int64)
         grow = self.n_threads - self._burst_next.size
@@ -582,13 +569,13 @@ class BurstAssembler:
         """Ids (int32) of (appl, task, thread) rows, registering threads seen for the first time."""
         if appl.size == 0:
             return np.empty(0, np.int32)
-        keys = _packed(appl, task, thread)
+        keys = packed(appl, task, thread)
         pos = np.searchsorted(self._sorted_keys, keys)
         pos[pos >= self._sorted_keys.size] = 0
         known = self._sorted_keys[pos] == keys if self._sorted_keys.size else np.zeros(keys.size, bool)
         if not known.all():
             new = np.unique(keys[~known])
-            self._register(new >> (2 * _KEY_BITS), (new >> _KEY_BITS) & _KEY_MASK, new & _KEY_MASK)
+            self._register(*unpacked(new))
             return self.thread_ids(appl, task, thread)
         return self._sorted_ids[pos].astype(np.int32)
 
@@ -755,6 +742,23 @@ def _containing_call(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray, mk: np.ndar
 
 
 @cached_njit
+def _add_messages(rows, t, peer_m, tag_m, size_m, mark, add, n_msg, best, peer, tag, side):
+    """One side's messages (``mark`` 1 sent, 2 received; sent ones first) into the per-call columns of
+    :func:`_message_columns`: a call's first message is its earliest of the first side that has one."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        if r < 0:
+            continue
+        add[r] += size_m[i]
+        n_msg[r] += 1
+        if (side[r] == 0 or side[r] == mark) and t[i] < best[r]:
+            best[r] = t[i]
+            peer[r] = peer_m[i]
+            tag[r] = tag_m[i]
+            side[r] = mark
+
+
+@cached_njit
 def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, peer_r, tag_r, size_r):
     """Per call: bytes sent and received by its messages, their number, and the peer and tag of its first
     message (the earliest sent one, else the earliest received one; ``side`` 0: no message)."""
@@ -764,34 +768,9 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     peer = np.zeros(n_calls, dtype=np.int32)
     tag = np.zeros(n_calls, dtype=np.int64)
     side = np.zeros(n_calls, dtype=np.uint8)
-    best = np.empty(n_calls, dtype=np.int64)
-    for r in range(n_calls):
-        best[r] = _MAX_I64
-    for i in range(row_s.shape[0]):
-        r = row_s[i]
-        if r < 0:
-            continue
-        add_s[r] += size_s[i]
-        n_msg[r] += 1
-        if t_s[i] < best[r]:
-            best[r] = t_s[i]
-            peer[r] = peer_s[i]
-            tag[r] = tag_s[i]
-            side[r] = 1
-    for r in range(n_calls):
-        if side[r] != 1:
-            best[r] = _MAX_I64
-    for i in range(row_r.shape[0]):
-        r = row_r[i]
-        if r < 0:
-            continue
-        add_r[r] += size_r[i]
-        n_msg[r] += 1
-        if side[r] != 1 and t_r[i] < best[r]:
-            best[r] = t_r[i]
-            peer[r] = peer_r[i]
-            tag[r] = tag_r[i]
-            side[r] = 2
+    best = np.full(n_calls, _MAX_I64, dtype=np.int64)
+    _add_messages(row_s, t_s, peer_s, tag_s, size_s, 1, add_s, n_msg, best, peer, tag, side)
+    _add_messages(row_r, t_r, peer_r, tag_r, size_r, 2, add_r, n_msg, best, peer, tag, side)
     return add_s, add_r, n_msg, peer, tag, side
 
 
@@ -806,7 +785,7 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame
     added in the calls' row order.
     """
     n = spans.height
-    ck = _packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
+    ck = packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
     cs = spans.get_column("start_ns").to_numpy()
     ce = spans.get_column("end_ns").to_numpy()
     order = np.argsort(ck, kind="stable")  # calls come grouped by thread in start order: runs, cheap
@@ -823,7 +802,7 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame
             return np.full(m.height, -1, dtype=np.int64)
         # a half message (its other side unknown: NULL keys) is keyed (0, 0, 0), which no call has
         keys = (m.get_column(f"{prefix}{c}").fill_null(0).to_numpy() for c in THREAD_KEYS)
-        pos = _containing_call(ck, cs, ce, _packed(*keys), m.get_column(f"{prefix}time_ns").fill_null(0).to_numpy())
+        pos = _containing_call(ck, cs, ce, packed(*keys), m.get_column(f"{prefix}time_ns").fill_null(0).to_numpy())
         return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
     col = {

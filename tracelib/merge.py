@@ -48,6 +48,7 @@ from synthtrace.tracelib.pieces import Units, expand, units
 from synthtrace.tracelib.ranks import rank_mapping, renumber
 from synthtrace.tracelib.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
 
 #: rescaling by a co-varying reference counter unless told otherwise: None = chosen by the leave-one-out estimate
 #: (:func:`synthtrace.tracelib.transfer.choose`)
@@ -66,7 +67,8 @@ QUALITY_SCHEMA: dict[str, pl.DataType] = {
     "coverage_long": pl.Float64(),
     "estimated_share": pl.Float64(), "estimated_error": pl.Float64(), "estimated_error_p95": pl.Float64(),
     "cross_run_diff": pl.Float64(), "match_rate": pl.Float64(), "mean_match_score": pl.Float64(),
-    "comm_agreement": pl.Float64(), "misfit": pl.Float64(), "verdict": pl.String(), "verdict_reason": pl.String(),
+    "comm_agreement": pl.Float64(), "msg_agreement": pl.Float64(), "misfit": pl.Float64(), "verdict": pl.String(),
+    "verdict_reason": pl.String(),
     "n_bursts": pl.Int64(),
 }
 MATCHES_SCHEMA: dict[str, pl.DataType] = {
@@ -215,7 +217,7 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     if renum:
         bursts, calls = renumber(o.bursts, o.mpi_calls, renum)
         bursts = sort_bursts(bursts)
-        moved = sorted((k % (1 << 21), v) for k, v in renum.items() if k % (1 << 21) != v)
+        moved = sorted((task_of(k), v) for k, v in renum.items() if task_of(k) != v)
         notes.append(f"run {o.run_name!r} numbers its tasks differently from {ref.run_name!r}: mapped by its "
                      f"message graph and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
                      f"{', ...' if len(moved) > 8 else ''})")
@@ -332,7 +334,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                                  "coverage_long": _share(merged.get_column(c).is_not_null(), long_ref),
                                  "estimated_share": 0.0, "estimated_error": 0.0, "estimated_error_p95": 0.0,
                                  "cross_run_diff": cross, "match_rate": 1.0, "mean_match_score": 1.0,
-                                 "comm_agreement": 1.0, "misfit": None, "verdict": "ok", "verdict_reason": None})
+                                 "comm_agreement": 1.0, "msg_agreement": None, "misfit": None, "verdict": "ok",
+                                 "verdict_reason": None})
             continue
         sources = [o for o in others if c in counters_of[o.run_id]]
         src = max(sources, key=lambda o: per_run[o.run_id]["rate"])  # first by name among the best
@@ -359,14 +362,16 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         score_cols[src.run_id] = f"_score_{src.run_id}"
         err, err95 = choices[src.run_id].error(plan)
         sig = info["signals"]
-        v, why = verdict(sig["misfit"], sig["coverage_long"], sig["work_shift"], not info["features"])
+        v, why = verdict(sig["misfit"], sig["coverage_long"], sig["work_shift"], not info["features"],
+                         sig["msg_misaligned"])
         quality_rows.append({
             "counter": c, "source_run": src.run_name, "source_run_id": src.run_id, "method": plan.method,
             "rescaled_by": plan.label, "coverage": float(other_row.is_not_null().mean()) if n_ref else 0.0,
             "coverage_long": sig["coverage_long"], "estimated_share": float(est.mean()) if n_ref else 0.0,
             "estimated_error": err, "estimated_error_p95": err95, "cross_run_diff": None,
             "match_rate": info["rate"], "mean_match_score": info["mean_score"], "comm_agreement": info["comm"],
-            "misfit": sig["misfit"], "verdict": v, "verdict_reason": why or None})
+            "msg_agreement": sig["msg_agreement"], "misfit": sig["misfit"], "verdict": v,
+            "verdict_reason": why or None})
 
     # ---- per-burst match score: lowest score over the source runs that supplied counters (NULL if unmatched)
     for run_id, col in score_cols.items():
@@ -395,9 +400,9 @@ def _provenance(experiment: str, info: dict) -> pl.DataFrame:
     row = m.get_column("other_row")
     sel = info["source"].select(pl.col("appl", "task", "thread").gather(row))
     if info["renumbered"]:  # back to the other run's own numbering
-        back = {(k >> 21 << 21) + v: k % (1 << 21) for k, v in info["renumbered"].items()}
+        back = {appl_base(k) + v: task_of(k) for k, v in info["renumbered"].items()}
         sel = sel.with_columns(
-            (pl.col("appl").cast(pl.Int64) * (1 << 21) + pl.col("task"))
+            task_key()
             .replace_strict(back, default=pl.col("task").cast(pl.Int64))
             .cast(pl.Int32)
             .alias("task")

@@ -11,12 +11,19 @@ count), from the reference counters both runs recorded:
   means another burst;
 - **coverage**: the share of long reference bursts matched;
 - **work shift**: the median log ratio of the pairs' instructions; the same program on the same input executes
-  the same instructions for the same burst (within 1 %), another input deck or code version does not.
+  the same instructions for the same burst (within 1 %), another input deck or code version does not;
+- **message agreement** (:mod:`synthtrace.tracelib.message_graph`): ``msg_agreement`` is the share of the
+  reference run's messages, among those whose two ends are matched and named in both runs, whose ends are matched
+  to the two ends of one message of the other run; ``msg_misaligned`` counts the threads that disagree with their
+  partners both ways (on a channel they send on and one they receive on): a rank aligned an iteration off,
+  however alike its iterations look. One channel disagreeing one way is a channel whose shift a run's timing got
+  wrong (ranks that drift apart), not a misalignment. Messages are judged whatever the length of their bursts.
 
-Verdict per (experiment, counter): ``bad`` when the misfit share exceeds ``BAD_MISFIT`` or coverage is below
-``BAD_COVERAGE``; ``suspect`` when the misfit share exceeds ``SUSPECT_MISFIT``, coverage is below
-``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or matching used timing only; else ``ok``.
-A recorded counter is ``ok``. The experiment's verdict is the worst of its counters'.
+Verdict per (experiment, counter): ``bad`` when the misfit share exceeds ``BAD_MISFIT``, coverage is below
+``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the misfit share exceeds
+``SUSPECT_MISFIT``, coverage is below ``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or
+matching used timing only; else ``ok``. A recorded counter is ``ok``. The experiment's verdict is the worst of
+its counters'.
 """
 from __future__ import annotations
 
@@ -33,16 +40,20 @@ ORDER = {"ok": 0, "suspect": 1, "bad": 2}
 
 def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl.DataFrame, work: str | None,
                  rate: str | None, long_ref: pl.Series) -> dict[str, float | None]:
-    """misfit (share of long matched pairs), work_shift (median log ratio of work) and coverage_long, from a match
-    table of :func:`synthtrace.tracelib.align.align_runs`."""
+    """misfit (share of long matched pairs), work_shift (median log ratio of work), coverage_long,
+    msg_agreement (None: no message checked) and msg_misaligned (threads), from a match table of
+    :func:`synthtrace.tracelib.align.align_runs`."""
     other_row = matches.get_column("other_row")
     n_long = int(long_ref.sum())
     matched = other_row.is_not_null() & long_ref
     cov = float(matched.sum()) / n_long if n_long else None
+    agree = matches.get_column("msg_agree").mean()
+    off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
     off_iter = (~matches.get_column("same_iter")).fill_null(False)
     if work is None or not matched.any():
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
-        return {"misfit": misfit, "work_shift": None, "coverage_long": cov}
+        return {"misfit": misfit, "work_shift": None, "coverage_long": cov, "msg_agreement": agree,
+                "msg_misaligned": off_ranks}
     cols = [c for c in dict.fromkeys([work, rate]) if c]
     f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
@@ -53,16 +64,19 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
         off = off & ((pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw).abs() > MISFIT_LOG)
     off = off.fill_null(False) | pl.Series(off_iter).filter(matched)
     s = f.select(off.mean().alias("m"), dw.median().alias("w")).row(0)
-    return {"misfit": s[0], "work_shift": s[1], "coverage_long": cov}
+    return {"misfit": s[0], "work_shift": s[1], "coverage_long": cov, "msg_agreement": agree,
+            "msg_misaligned": off_ranks}
 
 
 def verdict(misfit: float | None, coverage_long: float | None, work_shift: float | None,
-            timing_only: bool) -> tuple[str, str]:
+            timing_only: bool, msg_misaligned: int = 0) -> tuple[str, str]:
     """(verdict, reason) of a transferred counter from the signals of its source run."""
     if misfit is not None and misfit > BAD_MISFIT:
         return "bad", f"{misfit:.0%} of matched bursts differ in work and rate: misaligned"
     if coverage_long is not None and coverage_long < BAD_COVERAGE:
         return "bad", f"only {coverage_long:.0%} of bursts >= 10 us matched"
+    if msg_misaligned:
+        return "bad", f"{msg_misaligned} thread(s) disagree with their partners' messages both ways: misaligned"
     if misfit is not None and misfit > SUSPECT_MISFIT:
         return "suspect", f"{misfit:.1%} of matched bursts differ in work and rate"
     if coverage_long is not None and coverage_long < SUSPECT_COVERAGE:

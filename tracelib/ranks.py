@@ -22,6 +22,7 @@ import polars as pl
 from scipy.optimize import linear_sum_assignment
 
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.thread_key import task_int, task_key, task_of
 
 #: Jaccard index of the two runs' message graphs above which a correspondence holds
 MIN_AGREEMENT = 0.8
@@ -34,11 +35,11 @@ class RankCorrespondenceError(BadInputError):
 
 
 def _key(task: str) -> pl.Expr:
-    return pl.col("appl").cast(pl.Int64) * (1 << 21) + pl.col(task).cast(pl.Int64)
+    return task_key("appl", task)
 
 
 def _mapped(task: str, mapping: dict[int, int]) -> pl.Expr:
-    """``task`` renumbered by ``mapping`` ({appl << 21 | task: new task}); unchanged where not in it."""
+    """``task`` renumbered by ``mapping`` ({appl << ID_BITS | task: new task}); unchanged where not in it."""
     return _key(task).replace_strict(mapping, default=pl.col(task).cast(pl.Int64)).cast(pl.Int32).alias(task)
 
 
@@ -73,7 +74,7 @@ def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray
 
 
 def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
-    """{appl << 21 | other task: reference task} minimising the distance of work profiles, per appl: the mean
+    """{appl << ID_BITS | other task: reference task} minimising the distance of work profiles, per appl: the mean
     |difference| of the first bursts' work, call by call (a missing optional call shifts only its own profile)."""
     mapping: dict[int, int] = {}
     for appl in ref.get_column("appl").unique().to_list():
@@ -96,14 +97,14 @@ def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
             d = np.abs(a[:, None] - b[None, :])  # ref task x other task x key x k
             cost = np.nan_to_num(np.nanmean(d.reshape(*d.shape[:2], -1), axis=2), nan=1e6)
         rows, cols = linear_sum_assignment(cost)
-        mapping.update({(int(appl) << 21) + int(to[c]): int(tr[r]) for r, c in zip(rows, cols)})
+        mapping.update({task_int(int(appl), int(to[c])): int(tr[r]) for r, c in zip(rows, cols)})
     return mapping
 
 
 def rank_mapping(ref_bursts: pl.DataFrame, ref_calls: pl.DataFrame, oth_bursts: pl.DataFrame,
                  oth_calls: pl.DataFrame, names: tuple[str, str],
                  min_agreement: float = MIN_AGREEMENT) -> dict[int, int] | None:
-    """None when the tasks correspond as numbered; else {appl << 21 | other task: reference task} to renumber the
+    """None when the tasks correspond as numbered; else {appl << ID_BITS | other task: reference task} to renumber the
     other run with (:func:`renumber`).
 
     Raises :class:`RankCorrespondenceError` when neither the numbering nor the behaviour-based assignment makes
@@ -115,7 +116,7 @@ def rank_mapping(ref_bursts: pl.DataFrame, ref_calls: pl.DataFrame, oth_bursts: 
         return None
     mapping = _assignment(ref_bursts, oth_bursts)
     mapped = agreement(e_ref, _edges(oth_calls, mapping)) or 0.0
-    if mapped >= min_agreement and any(k % (1 << 21) != v for k, v in mapping.items()):
+    if mapped >= min_agreement and any(task_of(k) != v for k, v in mapping.items()):
         return mapping
     raise RankCorrespondenceError(
         f"runs {names[0]!r} and {names[1]!r}: cannot tell which task is which: their message graphs agree "

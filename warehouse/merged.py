@@ -23,9 +23,6 @@ from synthtrace.tracelib.merge import MergeOptions, MergeResult, RunTables, merg
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import experiment_runs, run_bursts, run_calls
 
-MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches")
-
-
 def load_runs(wh: Warehouse, experiment: str) -> list[RunTables]:
     """Every run of ``experiment`` with its bursts and MPI calls, sorted by run name."""
     out = []

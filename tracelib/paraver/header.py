@@ -1,6 +1,6 @@
 """The first line of a ``.prv`` file: date, duration, resource model, applications, communicators.
 
-``#Paraver (dd/mm/yy at hh:mm):END[_ns|_us]:NODES(cpus,...):N_APPL:NTASKS(threads:node,...)...[,N_COMM]``.
+``#Paraver (dd/mm/yyyy at hh:mm):END[_ns|_us]:NODES(cpus,...):N_APPL:NTASKS(threads:node,...)...[,N_COMM]``.
 The resource part may be a bare ``0`` when the tracer did not record nodes. A duration without a unit is
 in microseconds (Paraver's historical default); all times are converted to nanoseconds.
 """
@@ -163,8 +163,9 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
 
 
 def format_header(header: ParaverHeader) -> str:
-    """The header line for ``header`` (times written in ns)."""
-    date = header.started_at.strftime("%d/%m/%y at %H:%M") if header.started_at else "01/01/70 at 00:00"
+    """The header line for ``header`` (times written in ns), dated as Extrae and Paraver write it: four-digit
+    year, ``dd/mm/yyyy at hh:mm`` (paraver-kernel parses ``%d/%m/%Y``; a two-digit year is not among its formats)."""
+    date = header.started_at.strftime("%d/%m/%Y at %H:%M") if header.started_at else "01/01/1970 at 00:00"
     res = f"{len(header.cpus_per_node)}({','.join(map(str, header.cpus_per_node))})" if header.cpus_per_node else "0"
     appls = ",".join(
         f"{len(t)}({','.join(f'{n}:{node}' for n, node in zip(t, nd))})"

@@ -2,7 +2,7 @@
 
 Conventions (as in the real Extrae traces under ``../shared/traces/paraver``):
 
-- header ``#Paraver (dd/mm/yy at hh:mm):END_ns:NODES(cpus):N_APPL:TASKS(threads:node,...),N_COMM`` then one
+- header ``#Paraver (dd/mm/yyyy at hh:mm):END_ns:NODES(cpus):N_APPL:TASKS(threads:node,...),N_COMM`` then one
   ``c:appl:comm:n:task...`` line per communicator;
 - a state record ``1:cpu:appl:task:thread:begin:end:state`` per Running interval (state 1) and per MPI call
   (Extrae's MPI states: 10 Immediate Send, 11 Immediate Receive, 8 Wait/WaitAll, 13 Group Communication, ...);

@@ -1,0 +1,116 @@
+"""The message graph ties the ranks' alignment together (issue 12 item 1, tracelib/message_graph.py): a rank whose
+own call sequence cannot tell its iterations apart is pinned down by its partners' messages, and a rank aligned an
+iteration off is flagged. Runs from the independent generator (``testing/merge_campaigns.py``) and the real LULESH
+pair."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from synthtrace.tracelib.align import AlignConfig, align_runs, sequence_table
+from synthtrace.tracelib.merge import MergeOptions, RunTables, merge_runs
+from synthtrace.tracelib.message_graph import agreement, disagreeing, ends, message_ends
+from synthtrace.tracelib.paraver.reader import ParaverTrace
+
+from testing.merge_campaigns import late_start, make_runs, periodic_rank, true_matches
+from testing.traces import LULESH_A, LULESH_B
+
+real = pytest.mark.skipif(not LULESH_A.is_file(), reason="real traces not found")
+FEATURES = ["PAPI_TOT_INS", "PAPI_TOT_CYC"]
+
+
+def tables(runs) -> list[RunTables]:
+    return [RunTables(r.run_id, r.run_name, r.bursts, r.mpi_calls) for r in runs]
+
+
+def right_per_task(ref, other, matches: pl.DataFrame) -> dict[int, float]:
+    """Share of each task's reference bursts >= 10 us matched to their true logical burst (or rightly unmatched)."""
+    t = true_matches(ref, other).filter(pl.col("duration_ns") >= 10_000).join(
+        matches.select("task", "burst_seq", "other_burst_seq"), on=["task", "burst_seq"], how="left")
+    ok = (pl.col("true_seq") == pl.col("other_burst_seq")) | (pl.col("true_seq").is_null()
+                                                              & pl.col("other_burst_seq").is_null())
+    return dict(t.group_by("task").agg(ok.fill_null(False).mean()).sort("task").iter_rows())
+
+
+@pytest.fixture(scope="module")
+def late_periodic_rank():
+    """4 ranks x 300 iterations, no collective; rank 3 does the same work every iteration and its trace starts one
+    iteration later in the second run: its own call sequence and counters fit either iteration offset."""
+    runs = make_runs(n_tasks=4, n_iters=300, n_runs=2, seed=2, coll_every=0)
+    runs = [periodic_rank(r, 3) for r in runs]
+    runs[1] = late_start(runs[1], 3)
+    return runs
+
+
+def test_partners_messages_pin_down_a_rank_its_own_sequence_cannot(late_periodic_rank):
+    runs = late_periodic_rank
+    res = merge_runs(tables(runs))
+    right = right_per_task(runs[0], runs[1], res.matches)
+    assert min(right.values()) >= 0.995, right
+    q = res.quality.filter(pl.col("method") != "recorded")
+    assert set(q.get_column("verdict")) == {"ok"}, q.select("verdict", "verdict_reason")
+
+
+def test_without_the_message_graph_the_rank_is_off_and_the_check_says_so(late_periodic_rank):
+    runs = late_periodic_rank
+    res = merge_runs(tables(runs), MergeOptions(align=AlignConfig(message_graph=False)))
+    right = right_per_task(runs[0], runs[1], res.matches)
+    assert right[3] < 0.1 and min(right[t] for t in (1, 2, 4)) >= 0.995, right  # the rank one iteration off
+    q = res.quality.filter(pl.col("method") != "recorded")
+    assert set(q.get_column("verdict")) == {"bad"}, q.select("verdict", "verdict_reason")
+    assert q.get_column("verdict_reason").str.contains("partners' messages").all()
+
+
+def test_message_ends_pair_every_send_with_its_receive_on_lulesh():
+    """Within one real run (Isend/Irecv halo exchange) every single-message send names a message that one receive
+    on the partner names too."""
+    b, c, _ = ParaverTrace(LULESH_A).read_tables("a")
+    seq = sequence_table(b, c, FEATURES)
+    e = ends(seq)
+    sent, got = e.send[e.send > 1], e.recv[e.recv > 1]
+    assert sent.size >= 200 and np.unique(sent).size == sent.size  # channels whose first messages tell the shift
+    assert np.isin(sent, got).mean() >= 0.95, np.isin(sent, got).mean()
+
+
+@real
+@pytest.mark.parametrize("paths", [(LULESH_A, LULESH_B), (LULESH_B, LULESH_A)], ids=["A-ref", "B-ref"])
+def test_lulesh_messages_agree_and_a_shifted_rank_is_flagged(paths):
+    """The real pair aligned: its messages agree end to end and no thread is misaligned; the same match table with
+    one rank moved by one period of its call sequence (as an aligner one iteration off would leave it) is flagged."""
+    seqs = []
+    for k, p in enumerate(paths):
+        b, c, _ = ParaverTrace(p).read_tables(f"r{k}")
+        seqs.append(sequence_table(b, c, FEATURES))
+    m = align_runs(seqs[0], seqs[1], FEATURES)
+    assert m.get_column("msg_agree").mean() >= 0.98 and not m.get_column("msg_misaligned").any()
+    out = m.get_column("other_row").fill_null(-1).to_numpy()
+    tid = seqs[0].get_column("_tid").to_numpy()
+    r_ends, o_ends = ends(seqs[0]), ends(seqs[1])
+    shifted_tid = np.unique(tid)[1]
+    rows = np.flatnonzero(tid == shifted_tid)
+    sig = seqs[0].get_column("sig").to_numpy()[rows]
+    # one period: the distance to the next burst with the first send's signature
+    first = np.flatnonzero(r_ends.send[rows] > 1)[0]
+    period = int(np.flatnonzero(sig[first + 1:] == sig[first])[0]) + 1
+    moved = out.copy()
+    moved[rows[:-period]] = out[rows[period:]]
+    moved[rows[-period:]] = -1
+    agree = agreement(r_ends, o_ends, moved)[rows]
+    assert (agree == 0).sum() > 0.5 * (agree >= 0).sum() > 0, agree
+    off = disagreeing(r_ends, tid, agreement(r_ends, o_ends, moved)).filter("misaligned").get_column("t").to_list()
+    assert shifted_tid in off
+
+
+def test_unnamed_channels_are_not_checked():
+    """A channel whose first messages do not tell the shift between send and receive counts (ranks that drift apart
+    by an iteration at once) names no message: its ends are never counted as disagreeing."""
+    calls = pl.DataFrame({"appl": [1] * 8, "task": [1, 1, 1, 1, 2, 2, 2, 2], "mpi_call": ["MPI_Send"] * 4 +
+                          ["MPI_Recv"] * 4, "peer": [2, 2, 2, 2, 1, 1, 1, 1], "bytes_sent": [8] * 4 + [0] * 4,
+                          "bytes_recv": [0] * 4 + [8] * 4, "comm": [1] * 8, "tag": [0] * 8, "n_messages": [1] * 8,
+                          "t": [0, 100, 200, 300, 50, 150, 250, 350]})
+    e = message_ends(calls, calls)
+    assert (e.get_column("smsg")[:4] == 1).all() and (e.get_column("rmsg")[4:] == 1).all()  # equidistant: unnamed
+    tight = calls.with_columns(pl.Series("t", [0, 100, 200, 300, 5, 105, 205, 305]))
+    e = message_ends(tight, tight)
+    assert (e.get_column("smsg")[:4].to_numpy() == e.get_column("rmsg")[4:].to_numpy()).all()
