@@ -136,14 +136,17 @@ class StepProgress:
                 self.task = self.bar.add_task(self.label, total=self.total, completed=min(self.done, self.total))
                 self.bar.start()
 
-    def __call__(self, step: str) -> None:
+    def __call__(self, step: str, total: int | None = None) -> None:
+        """One step ended (``total``: the number of steps, where the work learns it as it goes)."""
         with self._lock:
             self.done += 1
+            self.total = total or self.total
             self.label = f"{self.description}: {step}"
             if self.bar is None and time.monotonic() - self.t0 >= self.delay_s:
                 self._show()
             if self.bar is not None:
-                self.bar.update(self.task, completed=min(self.done, self.total), description=self.label)
+                self.bar.update(self.task, total=self.total, completed=min(self.done, self.total),
+                                description=self.label)
 
     def __exit__(self, *exc: object) -> None:
         self._timer.cancel()

@@ -72,10 +72,8 @@ def merge(
     opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)
-    # merge_experiment reports no steps of its own: a one-step bar, with the time spent, for it and for the export
-    with StepProgress(1, f"merge {experiment}: reading, aligning and transferring counters") as step:
-        result = merge_experiment(wh, experiment, opts)
-        step("done")
+    with StepProgress(1, f"merge {experiment}") as step:  # the total comes with the first step
+        result = merge_experiment(wh, experiment, opts, on_step=step)
     print_quality(result)
     console.print(f"merged {result.merged.height} bursts of {result.reference_run} into "
                   f"{wh.experiment_dir(experiment)}", soft_wrap=True)

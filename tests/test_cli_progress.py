@@ -30,3 +30,29 @@ def test_detection_tells_each_of_its_steps(tmp_path):
     told: list[str] = []
     found = detection(Warehouse(tmp_path / "wh"), on_step=told.append)
     assert told == list(DETECTION_STEPS) and found.apps == ["app000"]
+
+
+def test_merge_tells_each_of_its_steps_with_their_total(tmp_path):
+    """Reading the runs, aligning each other run, merging each counter, writing: one call each, every call
+    knowing the total, so that `synthtrace merge` shows a bar that ends where the merge ends."""
+    from synthtrace.warehouse.ingest import ingest_trace
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.merged import merge_experiment
+    from testing.traces import LULESH_A, LULESH_B
+
+    wh = Warehouse(tmp_path / "wh")
+    for prv in (LULESH_A, LULESH_B):
+        ingest_trace(wh, prv, experiment="lulesh")
+    told: list[tuple[str, int]] = []
+    result = merge_experiment(wh, "lulesh", on_step=lambda what, total: told.append((what, total)))
+    counters = result.quality.get_column("counter").to_list()
+    assert told[1][0].startswith("aligned ")
+    assert [what for what, _ in told] == ["read 2 runs", told[1][0], *(f"merged {c}" for c in counters), "written"]
+    assert {total for _, total in told} == {len(told)}
+
+
+def test_bar_takes_a_total_learnt_on_the_way():
+    with StepProgress(1, "merge", delay_s=0.0) as step:
+        step("read", 3)
+        step("aligned", 3)
+        assert step.bar.tasks[0].total == 3 and step.bar.tasks[0].completed == 2

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -276,8 +276,10 @@ def _check_same_program(ref: RunTables, o: RunTables, calls: pl.DataFrame, ref_s
 
 
 def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions(),
-               experiment: str = "") -> MergeResult:
+               experiment: str = "", on_step: Callable[[str, int], None] | None = None) -> MergeResult:
     """Align every run to the reference run and merge all counters into the reference run's bursts.
+    ``on_step(what, total)`` is called as each step ends (one per other run aligned, one per counter merged;
+    ``total``: the number of steps).
 
     Raises :class:`TooFewRunsError` (fewer than two runs), :class:`UnknownReferenceError`,
     :class:`NotSameProgramError` (different tasks/threads, or a run whose MPI structure matches less than
@@ -306,20 +308,26 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
     long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
-    per_run = {o.run_id: _align_other(ref, ref_units, o, ref_seq, ref_counters, counters_of[o.run_id], options,
-                                      notes)
-               for o in others}
-
-    # ---- counters: recorded by the reference, or transferred from the best source run
     all_counters: list[str] = list(ref_counters)
     for o in others:
         all_counters += [c for c in counters_of[o.run_id] if c not in all_counters]
+    n_steps = len(others) + len(all_counters)
+    per_run = {}
+    for o in others:
+        per_run[o.run_id] = _align_other(ref, ref_units, o, ref_seq, ref_counters, counters_of[o.run_id], options,
+                                         notes)
+        if on_step:
+            on_step(f"aligned {o.run_name}", n_steps)
+
+    # ---- counters: recorded by the reference, or transferred from the best source run
     merged = pl.concat([base, ref.bursts.select(ref_counters)], how="horizontal")
     quality_rows = []
     flags: list[pl.Expr] = []  # per transferred counter: estimated?
     score_cols: dict[str, str] = {}
     choices: dict[str, Choice] = {}
-    for c in all_counters:
+    for i, c in enumerate(all_counters):
+        if on_step and i:  # the step of the counter before has ended (the loop body has several exits)
+            on_step(f"merged {all_counters[i - 1]}", n_steps)
         if c in ref_counters:
             partner = next((per_run[o.run_id] for o in others if c in per_run[o.run_id]["common"]), None)
             cross = None
@@ -372,6 +380,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             "match_rate": info["rate"], "mean_match_score": info["mean_score"], "comm_agreement": info["comm"],
             "msg_agreement": sig["msg_agreement"], "misfit": sig["misfit"], "verdict": v,
             "verdict_reason": why or None})
+    if on_step and all_counters:
+        on_step(f"merged {all_counters[-1]}", n_steps)
 
     # ---- per-burst match score: lowest score over the source runs that supplied counters (NULL if unmatched)
     for run_id, col in score_cols.items():

@@ -13,6 +13,7 @@ old merge or the new one, never a mix. When the merge fails nothing is written.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -38,11 +39,21 @@ def write_merge(wh: Warehouse, result: MergeResult) -> Path:
         "merged_bursts": result.merged, "merge_quality": result.quality, "merge_matches": result.matches})
 
 
-def merge_experiment(wh: Warehouse, experiment: str, options: MergeOptions = MergeOptions()) -> MergeResult:
-    """Load, merge and commit one experiment. On any error the warehouse is left as it was."""
+def merge_experiment(wh: Warehouse, experiment: str, options: MergeOptions = MergeOptions(),
+                     on_step: Callable[[str, int], None] | None = None) -> MergeResult:
+    """Load, merge and commit one experiment. On any error the warehouse is left as it was. ``on_step(what,
+    total)`` is called as each step ends: reading the runs, each step of
+    :func:`~synthtrace.tracelib.merge.merge_runs`, writing the result."""
     runs = load_runs(wh, experiment)
-    result = merge_runs(runs, options, experiment=experiment)
+    # merge_runs' steps (each other run, each counter) and the reading and writing around them
+    total = len(runs) + 1 + len({c for r in runs for c in r.counters})
+    if on_step:
+        on_step(f"read {len(runs)} runs", total)
+    result = merge_runs(runs, options, experiment=experiment,
+                        on_step=(lambda what, _: on_step(what, total)) if on_step else None)
     write_merge(wh, result)
+    if on_step:
+        on_step("written", total)
     return result
 
 
