@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -60,6 +60,16 @@ def run_cli(capsys) -> Callable[..., tuple[int, str, str]]:
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory) -> Iterator[str]:
+    """The API URL of one Prefect server on 127.0.0.1 (per xdist worker) for tests that run nights as processes:
+    each night then skips the ephemeral server's start-up (testing/prefect_server.py)."""
+    from testing.prefect_server import prefect_server
+
+    with prefect_server(tmp_path_factory.mktemp("prefect-server")) as api:
+        yield api
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from synthtrace.warehouse import Warehouse
+from testing.prefect_server import server_env
 from testing.traces import LULESH_A
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
@@ -85,9 +86,10 @@ KILL_POINTS = {
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
-def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point):
-    """kill -9 a night (its whole process group, the ephemeral Prefect server with it) at one moment; the
-    next night ends with every run ingested, every experiment merged and analysed, and the report written."""
+def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point, prefect_api):
+    """kill -9 a night (its whole process group) at one moment; the next night ends with every run ingested, every
+    experiment merged and analysed, and the report written. The nights talk to the session's Prefect server
+    (tests/test_nightly_flow.py kills a night with its ephemeral server)."""
     from synthtrace.warehouse.sql import query
     from testing.traces import LULESH_B, PRIME, copy_trace
 
@@ -95,7 +97,7 @@ def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point):
     copy_trace(LULESH_A, drop / "lulesh", "lulesh.4x2")  # one app (stem up to its first dot): one experiment
     copy_trace(LULESH_B, drop / "lulesh", "lulesh.7x1")
     copy_trace(PRIME, drop / "prime")
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    env = server_env(tmp_path / "prefect", prefect_api)
     proc = subprocess.Popen(_night_cmd(drop, wh), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     deadline = time.monotonic() + 900

@@ -14,6 +14,7 @@ import pytest
 
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
+from testing.prefect_server import server_env
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]  # every test starts Prefect or runs a night
@@ -186,12 +187,12 @@ def test_killed_night_leaves_no_partial_run_and_next_night_completes(tmp_path, b
 
 
 @pytest.mark.slow
-def test_sql_answers_while_a_night_is_running(tmp_path, big_lulesh, run_cli):
+def test_sql_answers_while_a_night_is_running(tmp_path, big_lulesh, run_cli, prefect_api):
     drop = tmp_path / "drop"
     copy_trace(big_lulesh, drop / "exp")
     copy_trace(PRIME, drop / "small")
     wh = tmp_path / "wh"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    env = server_env(tmp_path / "prefect", prefect_api)
     proc = subprocess.Popen(_night_cmd(drop, wh), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     answers = []
     while proc.poll() is None:

@@ -1,69 +1,26 @@
-"""End to end: a real Prefect server on 127.0.0.1, the nightly deployment served on a schedule, one run triggered."""
+"""End to end: a real Prefect server on 127.0.0.1 (the session's), the nightly deployment served on a schedule, one run
+triggered."""
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
+from testing.prefect_server import server_env, stop
 from testing.traces import PRIME, copy_trace
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, timeout: float, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"process exited early: {proc.stdout.read() if proc.stdout else ''}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"{url} did not answer in {timeout} s")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def test_served_deployment_runs_the_night(tmp_path):
-    prefect = shutil.which("prefect", path=os.path.dirname(sys.executable)) or shutil.which("prefect")
-    assert prefect, "the prefect command is installed with the package"
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "false"}
+def test_served_deployment_runs_the_night(tmp_path, prefect_api):
+    env = server_env(tmp_path / "prefect-home", prefect_api)
     drop, wh = tmp_path / "drop", tmp_path / "wh"
     copy_trace(PRIME, drop / "prime")
-
-    server = subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     served = None
     try:
-        _wait_http(f"{api}/health", 180, server)
         served = subprocess.Popen(
             [
                 sys.executable,
@@ -109,5 +66,4 @@ def test_served_deployment_runs_the_night(tmp_path):
         assert query(Warehouse(wh), "SELECT count(*) FROM runs").column(0)[0].as_py() == 1
     finally:
         if served is not None:
-            _stop(served)
-        _stop(server)
+            stop(served)
