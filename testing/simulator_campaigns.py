@@ -33,13 +33,15 @@ SIM_CONDITIONS: dict[str, dict] = {
 
 def simulated_runs(kw: dict, seed: int, out: Path) -> list[SynthRun]:
     """Two runs of 4 ranks simulated into ``out``, read back from their Paraver traces, with the simulator's truth
-    (its ``logical_id`` renumbered densely x 1000, the logical-id convention of ``merge_campaigns.score``)."""
+    (its ``logical_id`` renumbered densely x 1000, + 999 for the first piece of a burst a progress write split:
+    the logical-id convention of ``merge_campaigns.score``)."""
     spec = ExperimentSpec(app="sim", ranks=4, runs=2, seed=seed, truth_counters="all", **kw)
     store = TruthStore(out / "ground_truth")
     traces = simulate_experiment(out, spec, store).traces
     store.close()
     truth = pl.read_parquet(out / "ground_truth" / "bursts" / f"{spec.name}.parquet").with_columns(
-        (pl.col("logical_id").rank("dense").cast(pl.Int64) * 1000).alias("logical"))
+        (pl.col("logical_id").abs().rank("dense").cast(pl.Int64) * 1000
+         + pl.when(pl.col("logical_id") < 0).then(999).otherwise(0)).alias("logical"))
     runs = []
     for k, prv in enumerate(traces):
         run_id = f"sim{k}"
