@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_merge import cluster_mean, errors, machine, md_table, positional  # noqa: E402
 from benchmarks.results_io import emit  # noqa: E402
 
-from testing.simulator_campaigns import SIM_CONDITIONS, simulated_runs  # noqa: E402
+from testing.simulator_campaigns import (SAME_PROGRAM, SAME_PROGRAM_BASE, SIM_CONDITIONS,  # noqa: E402
+                                         simulated_runs)
 from testing.merge_campaigns import CONDITIONS, SynthRun, make_condition, make_runs, score, true_matches  # noqa: E402
 from synthtrace.tracelib.align import AlignConfig  # noqa: E402
 from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTables, merge_runs  # noqa: E402
@@ -127,16 +128,29 @@ def same_program(seed: int) -> pl.DataFrame:
              "run half as long": b.filter(pl.col("burst_seq") < pl.col("burst_seq").max().over("task") // 2),
              "another program (counters shuffled)": b.with_columns(pl.col(c).shuffle(seed=3).over("task")
                                                                    for c in runs[1].counters)}
+    return pl.DataFrame([outcome(name, [ref, RunTables(o.run_id, o.run_name, b, o.mpi_calls)])
+                         for name, b in cases.items()])
+
+
+def outcome(name: str, tables: list[RunTables]) -> dict:
+    """What the merge says of ``tables`` with default options: refused (its message), or its verdicts and
+    warnings."""
+    try:
+        res = merge_runs(tables)
+    except NotSameProgramError as e:
+        return {"runs": name, "outcome": "refused", "message": str(e)[:120]}
+    q = res.quality.filter(pl.col("method") != "recorded")
+    return {"runs": name, "outcome": "verdict " + ",".join(sorted(set(q.get_column("verdict")))),
+            "message": " / ".join(res.warnings)[:160] or "no warning"}
+
+
+def simulator_same_program(seed: int) -> pl.DataFrame:
+    """:func:`outcome` on every one of :data:`SAME_PROGRAM` (run 1 another code version, input or length)."""
     rows = []
-    for name, bursts in cases.items():
-        try:
-            res = merge_runs([ref, RunTables(o.run_id, o.run_name, bursts, o.mpi_calls)])
-        except NotSameProgramError as e:
-            rows.append({"runs": name, "outcome": "refused", "message": str(e)[:120]})
-            continue
-        q = res.quality.filter(pl.col("method") != "recorded")
-        rows.append({"runs": name, "outcome": "verdict " + ",".join(sorted(set(q.get_column("verdict")))),
-                     "message": " / ".join(res.warnings)[:160] or "no warning"})
+    for name, change in SAME_PROGRAM.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = simulated_runs(SAME_PROGRAM_BASE, seed, Path(tmp), run1=change)
+        rows.append(outcome(name, [RunTables(r.run_id, r.run_name, r.bursts, r.mpi_calls) for r in runs]))
     return pl.DataFrame(rows)
 
 
@@ -147,6 +161,7 @@ def simulator_section(seed: int, quick: bool, alone: bool = False) -> str:
     """The simulator's table as a Markdown section (``alone``: run without the rest, say so and how long)."""
     t0 = time.perf_counter()
     table = md_table(simulator_rows(seed, quick))
+    same = md_table(simulator_same_program(seed))
     flag = " --quick" if quick else ""
     note = (f"This section alone: `python benchmarks/bench_merge_stress.py --simulator-only{flag}` "
             f"({time.perf_counter() - t0:.0f} s with simulation, reading and the compilation of the merge's kernels, "
@@ -156,11 +171,18 @@ def simulator_section(seed: int, quick: bool, alone: bool = False) -> str:
                       "`synthtrace.simulator.simulate_experiment` (Paraver traces read back with the reader), scored "
                       "against the simulator's ground-truth `logical_id` of every burst of both runs; columns as "
                       "above. ANY_SOURCE, housekeeping calls present in one run only, polling loops of run-dependent "
-                      "length, OS noise and the run's clock jitter are in every condition (the simulator's defaults); "
-                      "no condition splits a burst (the simulator has no such option yet). The halo's `coll_every` "
-                      "changes the MPI structure only: the simulator still ends every iteration on one exit time for "
-                      "all ranks, so runs drift by their clocks, not by ranks running iterations apart.",
-                      "", table, ""])
+                      "length, OS noise and the run's clock jitter are in every condition (the simulator's defaults). "
+                      "Split bursts: `Variation(io_every_ns=...)`, progress writes at run-dependent points of the "
+                      "compute (Extrae's I/O Write event, counters read at its entry, no MPI call), in both runs, "
+                      "about one work burst in 15 split; a piece is right when matched as part of its true logical "
+                      "burst (to the other run's whole burst, or to its own piece where that run split it too). The "
+                      "halo's `coll_every` changes the MPI structure only: the simulator still ends every iteration "
+                      "on one exit time for all ranks, so runs drift by their clocks, not by ranks running "
+                      "iterations apart.", "", table, "",
+                      "### Same program or not, in the simulator", "",
+                      "`SAME_PROGRAM` of `testing/simulator_campaigns.py`: halo, p2p only, 4 ranks x 300 iterations; "
+                      "run 1 is run 1 of the same seed's experiment with one change (so the same logical program "
+                      "and run-to-run variation otherwise). What the default merge says:", "", same, ""])
 
 
 def replace_section(text: str, section: str) -> str:
