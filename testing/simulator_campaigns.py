@@ -30,7 +30,7 @@ SIM_CONDITIONS: dict[str, dict] = {
                                                           variation=Variation(os_noise_p=0.05, freq_jitter=0.03)),
     "sim: wavefront (serialised Send/Recv pipeline)": dict(pattern="wavefront", iterations=200),
     "sim: halo p2p only, progress writes split compute bursts": dict(
-        pattern="halo", iterations=400, coll_every=0, variation=Variation(io_every_ns=300_000.0)),
+        pattern="halo", iterations=400, coll_every=0, variation=Variation(io_every_ns=3e6)),
 }
 
 #: same program or not: run 1 simulated with these ``ExperimentSpec`` changes over run 0's (same seed, so the same
