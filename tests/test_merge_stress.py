@@ -1,7 +1,8 @@
 """The merge under the conditions of issue 12: long collective-free runs with drifting clocks, OS noise, polling
 loops, load balancing, renumbered ranks, runs of another input or length; each also with the fix switched off or
 the runs broken on purpose, to see that the verdict says so. Runs come from ``testing/merge_campaigns.py`` (written
-apart from the project's simulator) and from the real LULESH pair."""
+apart from the project's simulator), from the project's simulator (``testing/simulator_campaigns.py``) and from the
+real LULESH pair."""
 from __future__ import annotations
 
 from dataclasses import replace
