@@ -8,7 +8,8 @@ Runs come from ``testing/merge_campaigns.py`` (``CONDITIONS``; written apart fro
 against their logical burst ids: ``matched right`` is the share of reference bursts >= 10 us matched to their true
 logical burst, or left unmatched when the other run has none. Errors are those of the counters the reference run
 lacks, per counter the median / p95 relative error over bursts >= 10 us, then the median over counters;
-``/ oracle`` is the worst ratio over counters to the true matching with values as recorded. Methods:
+``/ oracle`` is the worst ratio over counters to the true matching with values as recorded (the source run's
+pieces of a split burst summed; a reference piece given its share of its burst's instructions). Methods:
 ``merge`` (default options), ``merge, anchors off`` (the same aligner without the anchors of
 ``tracelib.anchors``: one dynamic programme per thread, positions over the whole thread), ``positional`` and
 ``cluster-mean`` (see ``bench_merge.py``). Speed: 4 ranks x 1,000 and x 10,000 iterations, no collective, 2 runs,
@@ -33,8 +34,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_merge import cluster_mean, errors, machine, md_table, positional  # noqa: E402
 from benchmarks.results_io import emit  # noqa: E402
 
-from testing.simulator_campaigns import SIM_CONDITIONS, simulated_runs  # noqa: E402
-from testing.merge_campaigns import CONDITIONS, SynthRun, make_condition, make_runs, score, true_matches  # noqa: E402
+from testing.simulator_campaigns import (SAME_PROGRAM, SAME_PROGRAM_BASE, SIM_CONDITIONS,  # noqa: E402
+                                         simulated_runs)
+from testing.merge_campaigns import CONDITIONS, SynthRun, make_condition, make_runs, score  # noqa: E402
 from synthtrace.tracelib.align import AlignConfig  # noqa: E402
 from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTables, merge_runs  # noqa: E402
 
@@ -42,9 +44,16 @@ KEYS = ["appl", "task", "thread", "burst_seq"]
 
 
 def _oracle(ref: SynthRun, src: SynthRun, counter: str) -> pl.Series:
-    t = true_matches(ref, src).sort(KEYS)
-    v = src.bursts.select(pl.col("task").alias("true_task"), pl.col("burst_seq").alias("true_seq"), counter)
-    return t.join(v, on=["true_task", "true_seq"], how="left", maintain_order="left").get_column(counter)
+    """Per reference burst (in ``KEYS`` order) the source run's own value of ``counter`` for the same logical
+    burst, its pieces summed where that run split it; a reference piece gets the share of its logical burst's
+    work it holds (recorded instructions, else running time)."""
+    unit = (pl.col("logical") - pl.when(pl.col("logical") % 1000 == 999).then(999).otherwise(0)).alias("u")
+    work = "PAPI_TOT_INS" if "PAPI_TOT_INS" in ref.counters else "duration_ns"
+    s = (src.truth.select(*KEYS, unit).join(src.bursts.select(*KEYS, counter), on=KEYS)
+         .group_by("u").agg(pl.col(counter).sum()))
+    r = (ref.truth.select(*KEYS, unit).join(ref.bursts.select(*KEYS, pl.col(work).alias("_w")), on=KEYS)
+         .with_columns((pl.col("_w") / pl.col("_w").sum().over("u")).alias("_share")).sort(KEYS))
+    return r.join(s, on="u", how="left", maintain_order="left").select(pl.col(counter) * pl.col("_share")).to_series()
 
 
 def _summary(per_counter: list[dict], oracle: list[dict]) -> dict:
@@ -127,16 +136,29 @@ def same_program(seed: int) -> pl.DataFrame:
              "run half as long": b.filter(pl.col("burst_seq") < pl.col("burst_seq").max().over("task") // 2),
              "another program (counters shuffled)": b.with_columns(pl.col(c).shuffle(seed=3).over("task")
                                                                    for c in runs[1].counters)}
+    return pl.DataFrame([outcome(name, [ref, RunTables(o.run_id, o.run_name, b, o.mpi_calls)])
+                         for name, b in cases.items()])
+
+
+def outcome(name: str, tables: list[RunTables]) -> dict:
+    """What the merge says of ``tables`` with default options: refused (its message), or its verdicts and
+    warnings."""
+    try:
+        res = merge_runs(tables)
+    except NotSameProgramError as e:
+        return {"runs": name, "outcome": "refused", "message": str(e)[:120]}
+    q = res.quality.filter(pl.col("method") != "recorded")
+    return {"runs": name, "outcome": "verdict " + ",".join(sorted(set(q.get_column("verdict")))),
+            "message": " / ".join(res.warnings)[:160] or "no warning"}
+
+
+def simulator_same_program(seed: int) -> pl.DataFrame:
+    """:func:`outcome` on every one of :data:`SAME_PROGRAM` (run 1 another code version, input or length)."""
     rows = []
-    for name, bursts in cases.items():
-        try:
-            res = merge_runs([ref, RunTables(o.run_id, o.run_name, bursts, o.mpi_calls)])
-        except NotSameProgramError as e:
-            rows.append({"runs": name, "outcome": "refused", "message": str(e)[:120]})
-            continue
-        q = res.quality.filter(pl.col("method") != "recorded")
-        rows.append({"runs": name, "outcome": "verdict " + ",".join(sorted(set(q.get_column("verdict")))),
-                     "message": " / ".join(res.warnings)[:160] or "no warning"})
+    for name, change in SAME_PROGRAM.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = simulated_runs(SAME_PROGRAM_BASE, seed, Path(tmp), run1=change)
+        rows.append(outcome(name, [RunTables(r.run_id, r.run_name, r.bursts, r.mpi_calls) for r in runs]))
     return pl.DataFrame(rows)
 
 
@@ -147,6 +169,7 @@ def simulator_section(seed: int, quick: bool, alone: bool = False) -> str:
     """The simulator's table as a Markdown section (``alone``: run without the rest, say so and how long)."""
     t0 = time.perf_counter()
     table = md_table(simulator_rows(seed, quick))
+    same = md_table(simulator_same_program(seed))
     flag = " --quick" if quick else ""
     note = (f"This section alone: `python benchmarks/bench_merge_stress.py --simulator-only{flag}` "
             f"({time.perf_counter() - t0:.0f} s with simulation, reading and the compilation of the merge's kernels, "
@@ -156,11 +179,18 @@ def simulator_section(seed: int, quick: bool, alone: bool = False) -> str:
                       "`synthtrace.simulator.simulate_experiment` (Paraver traces read back with the reader), scored "
                       "against the simulator's ground-truth `logical_id` of every burst of both runs; columns as "
                       "above. ANY_SOURCE, housekeeping calls present in one run only, polling loops of run-dependent "
-                      "length, OS noise and the run's clock jitter are in every condition (the simulator's defaults); "
-                      "no condition splits a burst (the simulator has no such option yet). The halo's `coll_every` "
-                      "changes the MPI structure only: the simulator still ends every iteration on one exit time for "
-                      "all ranks, so runs drift by their clocks, not by ranks running iterations apart.",
-                      "", table, ""])
+                      "length, OS noise and the run's clock jitter are in every condition (the simulator's defaults). "
+                      "Split bursts: `Variation(io_every_ns=...)`, progress writes at run-dependent points of the "
+                      "compute (Extrae's I/O Write event, counters read at its entry, no MPI call), one every 3 ms of "
+                      "compute on average in both runs: about 11 % of the bursts >= 10 us split in each run; a piece "
+                      "is right when matched as part of its true logical burst (to the other run's whole burst, or to "
+                      "its own piece where that run split it too). The halo's `coll_every` changes the MPI structure "
+                      "only: the simulator still ends every iteration on one exit time for all ranks, so runs drift by"
+                      " their clocks, not by ranks running iterations apart.", "", table, "",
+                      "### Same program or not, in the simulator", "",
+                      "`SAME_PROGRAM` of `testing/simulator_campaigns.py`: halo, p2p only, 4 ranks x 300 iterations; "
+                      "run 1 is run 1 of the same seed's experiment with one change (so the same logical program "
+                      "and run-to-run variation otherwise). What the default merge says:", "", same, ""])
 
 
 def replace_section(text: str, section: str) -> str:

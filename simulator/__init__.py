@@ -24,7 +24,9 @@ Run 0 of every experiment is the reference run. Keys use the reader's numbering 
 ``ground_truth/bursts/<experiment>.parquet`` — one row per computation burst of every run:
     run_name, appl, task, thread, burst_seq; ``logical_id`` (Int64, the same for the same logical burst in every
     run: ``(iteration + 1) << 32 | task << 20 | slot << 8 | sub``; a burst whose id is absent from another run
-    has no counterpart there); iteration (-1 = start-up, ``iterations`` = shut-down), slot, sub (poll index);
+    has no counterpart there; the first piece of a burst a progress write split, :mod:`.io_split`, has the
+    negated id, the second piece the burst's own); iteration (-1 = start-up, ``iterations`` = shut-down), slot,
+    sub (poll index);
     ``role`` (work | poll | housekeeping | prologue | epilogue: polls and housekeeping bursts differ in number
     between runs); kernel, ``intent`` (the archetype the kernel is built for); ``phase`` (number of world
     collectives before the burst on its task); ``os_noise`` (stretched by OS noise, counts unchanged);

@@ -23,6 +23,8 @@ CALLS: tuple[str, ...] = ("MPI_Init", "MPI_Comm_rank", "MPI_Comm_size", "MPI_Bar
                           "MPI_Recv", "MPI_Iprobe", "MPI_Bcast", "MPI_Alltoall")
 CALL: dict[str, int] = {name: i for i, name in enumerate(CALLS)}
 NO_CALL = -1
+#: not an MPI call: an I/O write (Extrae's I/O instrumentation: event 40000005, state I/O) inside a compute phase
+IO_WRITE = -2
 #: what a burst is in the program: its own work, one iteration of a polling loop, an occasional housekeeping
 #: call (present in some runs only), the start-up before the iterations, the shut-down after them
 ROLES: tuple[str, ...] = ("work", "poll", "housekeeping", "prologue", "epilogue")

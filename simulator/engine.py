@@ -34,7 +34,8 @@ from synthtrace.tracelib.paraver.writer import (
     mpi_kind_of,
     mpi_state_of,
 )
-from synthtrace.simulator.builder import CALLS, NO_CALL, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
+from synthtrace.simulator.builder import CALLS, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
+from synthtrace.simulator.io_split import split_by_writes
 from synthtrace.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
 from synthtrace.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel, base_kernel
 from synthtrace.simulator.network import Network
@@ -249,6 +250,9 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
                 begin = np.rint(run.start).astype(np.int64) if kind == "prologue" else None
                 pb, run.t0, run.start = b.finish()
                 ids_run = logical_id(pb.cols["it"], pb.cols["task"] + 1, pb.cols["slot"], pb.cols["sub"])
+                if spec.variation.io_every_ns:
+                    pb, ids_run = split_by_writes(pb, ids_run, spec.variation,
+                                                  _seed(spec.seed, spec.app, spec.night, run.index, "io", bi))
                 if run.index == spec.renumbered_run:
                     pb, ids_run = renumbered(pb, ids_run, perm)
                     begin = None if begin is None else begin[np.argsort(perm)]
@@ -399,7 +403,7 @@ def _truth_block(buffer: _TruthBuffer, spec: ExperimentSpec, run: _Run, pb: Pair
     c = pb.cols
     P = spec.ranks
     task = c["task"]
-    has_call = c["call"] != NO_CALL
+    has_call = c["call"] >= 0  # an MPI call (not a progress write, nor the end of the thread)
     burst_seq = run.burst_seq[task] + _cum_within(np.ones(pb.n, np.int64), task)
     run.burst_seq += np.bincount(task, minlength=P)
     call_seq = run.call_seq[task[has_call]] + _cum_within(np.ones(int(has_call.sum()), np.int64), task[has_call])

@@ -4,7 +4,9 @@ Per pair (a burst and the MPI call that closes it), as Extrae writes them: the R
 event carrying the collective's sizes, the burst's counters and the caller, the MPI state, the exit event, and
 the counters measured inside the call on their own record; per message a ``3:`` record. The first pair of a
 thread is preceded by the Not-created state and the Application-begin event (with the active counter set and
-zeroed counters); the last one, without a call, ends with the Application-end event carrying its counters.
+zeroed counters); the last one, without a call, ends with the Application-end event carrying its counters. A
+progress write inside a compute phase (:mod:`.io_split`) is written like a call: Extrae's I/O Write event with
+the counters read at its entry, the I/O state, the event's end.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from synthtrace.tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, C
 from synthtrace.tracelib.paraver.writer import (APPL_EVENT, COUNTER_SET_EVENT, ORDER_COMM, ORDER_ENTRY, ORDER_EXIT,
                                      ORDER_EXIT_COUNTERS, ORDER_STATE, STATE_NOT_CREATED, STATE_RUNNING, block,
                                      comm_line, state_line)
-from synthtrace.simulator.builder import NO_CALL, PairBlock
+from synthtrace.simulator.builder import IO_WRITE, NO_CALL, PairBlock
+
+IO_WRITE_EVENT, STATE_IO = 40_000_005, 12  # Extrae's "I/O Write" event (1 begin, 0 end) and the I/O thread state
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,9 @@ def pair_records(pb: PairBlock, tabs: RecordTables, *, begin: np.ndarray | None 
     """
     c = pb.cols
     call = c["call"]
-    has_call = call != NO_CALL
-    safe = np.where(has_call, call, 0)
+    has_call = call != NO_CALL  # an MPI call or an I/O write (see :mod:`.io_split`)
+    io = call == IO_WRITE
+    safe = np.where(call >= 0, call, 0)
     coll = c["coll_send"] >= 0
     data = {
         "cpu": tabs.cpu_of_task[c["task"]],
@@ -62,9 +67,10 @@ def pair_records(pb: PairBlock, tabs: RecordTables, *, begin: np.ndarray | None 
         "b_end": c["b_end"],
         "c_exit": c["c_exit"],
         "has_call": has_call,
-        "ctype": np.where(has_call, tabs.call_type[safe], APPL_EVENT),
-        "cval": np.where(has_call, tabs.call_value[safe], 0),
-        "state": tabs.call_state[safe],
+        "ctype": np.where(io, IO_WRITE_EVENT, np.where(has_call, tabs.call_type[safe], APPL_EVENT)),
+        "cval": np.where(has_call, np.where(io, 1, tabs.call_value[safe]), 0),
+        "state": np.where(io, STATE_IO, tabs.call_state[safe]),
+        "mpi": call >= 0,
         "func": tabs.site_func[c["site"]],
         "line": tabs.site_line[c["site"]],
         "cs": np.where(coll, c["coll_send"], -1),
@@ -106,7 +112,7 @@ def pair_records(pb: PairBlock, tabs: RecordTables, *, begin: np.ndarray | None 
             ignore_nulls=True,
         )
     )
-    callers = pl.when(pl.col("has_call")).then(pl.concat_str(
+    callers = pl.when(pl.col("mpi")).then(pl.concat_str(
         [pl.lit(str(CALLER_TYPE)), pl.col("func"), pl.lit(str(CALLER_LINE_TYPE)), pl.col("line")], separator=":"))
     entry = pl.concat_str([pl.lit("2"), pfx, be, pl.col("_ct"), pl.col("cval"), coll_part, pl.col("_cnt"), callers],
                           separator=":", ignore_nulls=True)

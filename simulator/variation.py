@@ -5,7 +5,8 @@ holds the knobs and the per-run draws: which nodes and cores the ranks get (bloc
 random set of nodes, random cores), the run's clock (turbo jitter), OS-noise outliers (a burst stretched in time,
 its counts unchanged), occasional housekeeping calls (an extra ``MPI_Iprobe`` burst in some runs, missing in
 others), the work each burst does (``work_sigma``: off by default; dynamic load balancing moves work between
-runs), and the polling period of ``MPI_Test``/``MPI_Iprobe`` loops (so poll counts differ between runs).
+runs), progress writes that split compute bursts at run-dependent points (``io_every_ns``: off by default),
+and the polling period of ``MPI_Test``/``MPI_Iprobe`` loops (so poll counts differ between runs).
 """
 from __future__ import annotations
 
@@ -31,10 +32,12 @@ class Variation:
     poll_ins: float = 2500.0  # instructions of one polling-loop iteration
     exit_skew_ns: float = 400.0  # spread of the exit times of a collective over ranks
     work_sigma: float = 0.0  # sigma of a per-run lognormal factor on every burst's work (dynamic load balancing)
+    io_every_ns: float = 0.0  # mean compute time between a rank's progress writes (0: none), see :mod:`.io_split`
+    io_write_ns: float = 4_000.0  # duration of one write (ns)
 
     def __post_init__(self) -> None:
         for name in ("noise_scale", "os_noise_p", "housekeeping_p", "freq_jitter", "poll_ins", "exit_skew_ns",
-                     "work_sigma"):
+                     "work_sigma", "io_every_ns", "io_write_ns"):
             if getattr(self, name) < 0:
                 raise BadInputError(f"variation {name} must not be negative")
 

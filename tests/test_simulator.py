@@ -85,6 +85,30 @@ def test_paraver_conventions(sim):
     assert times == sorted(times)
 
 
+def test_progress_writes_split_bursts_at_run_dependent_points_and_ingest_into_the_truth(tmp_path):
+    """``Variation(io_every_ns=...)``: compute bursts read in two pieces at an I/O write (no MPI call closes the
+    first), at other bursts in each run; the traces still read back into exactly the truth, and the two pieces of
+    a burst add up to what the burst does unsplit in the run without writes (same seed)."""
+    def sim(dest, v):
+        truth = TruthStore(dest / "ground_truth")
+        spec = ExperimentSpec(app="h", pattern="halo", ranks=4, iterations=40, runs=2, seed=2, truth_counters="all",
+                              variation=v)
+        simulate_experiment(dest, spec, truth)
+        truth.close()
+        return {k: pl.read_parquet(dest / "ground_truth" / k) for k in ("runs.parquet", "bursts", "mpi_calls")}
+    split = sim(tmp_path / "s", Variation(io_every_ns=200_000.0))
+    assert_traces_equal_truth(split["runs.parquet"], split["bursts"], split["mpi_calls"])
+    b = split["bursts"]
+    pieces = b.filter(pl.col("logical_id") < 0)
+    assert pieces.get_column("mpi_call").null_count() == pieces.height > 20
+    per_run = [set(pieces.filter(pl.col("run_name") == f"h.run{k}").get_column("logical_id")) for k in (0, 1)]
+    assert per_run[0] and per_run[1] and per_run[0] != per_run[1]
+    whole = sim(tmp_path / "w", Variation())["bursts"]
+    summed = b.group_by("run_name", pl.col("logical_id").abs()).agg(pl.col("PAPI_TOT_INS").sum(), pl.len())
+    j = summed.filter(pl.col("len") == 2).join(whole, on=["run_name", "logical_id"], suffix="_w")
+    assert j.height == pieces.height and (j.get_column("PAPI_TOT_INS") == j.get_column("PAPI_TOT_INS_w")).all()
+
+
 def test_fixed_seed_gives_byte_identical_traces(tmp_path):
     def run(dest, seed):
         spec = ExperimentSpec(
