@@ -10,8 +10,10 @@ count), from the reference counters both runs recorded:
   (log): work alone may differ (dynamic load balancing), rate alone too (OS noise, contention); both at once
   means another burst;
 - **coverage**: the share of long reference bursts matched;
-- **work shift**: the median log ratio of the pairs' instructions; the same program on the same input executes
-  the same instructions for the same burst (within 1 %), another input deck or code version does not;
+- **work shift**: the median log ratio of the pairs' instructions, over all pairs or, when larger, over the pairs
+  of one call site that holds at least ``SITE_MIN_SHARE`` of the instructions; the same program on the same input
+  executes the same instructions for the same burst (within 1 %), another input deck or code version does not
+  (a code version may change one kernel only);
 - **message agreement** (:mod:`synthtrace.tracelib.message_graph`): ``msg_agreement`` is the share of the
   reference run's messages, among those whose two ends are matched and named in both runs, whose ends are matched
   to the two ends of one message of the other run; ``msg_misaligned`` counts the threads that disagree with their
@@ -35,6 +37,7 @@ MISFIT_LOG = math.log(1.5)
 SUSPECT_MISFIT, BAD_MISFIT = 0.005, 0.05
 SUSPECT_COVERAGE, BAD_COVERAGE = 0.9, 0.5
 WORK_SHIFT = math.log(1.03)
+SITE_MIN_SHARE, SITE_MIN_PAIRS = 0.1, 20
 ORDER = {"ok": 0, "suspect": 1, "bad": 2}
 
 
@@ -64,8 +67,27 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
         off = off & ((pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw).abs() > MISFIT_LOG)
     off = off.fill_null(False) | pl.Series(off_iter).filter(matched)
     s = f.select(off.mean().alias("m"), dw.median().alias("w")).row(0)
-    return {"misfit": s[0], "work_shift": s[1], "coverage_long": cov, "msg_agreement": agree,
-            "msg_misaligned": off_ranks}
+    # the call closing each burst (its source location where the trace has one) names the code it runs
+    site = ref_bursts.select(pl.coalesce([c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
+                                         or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
+    pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
+    return {"misfit": s[0], "work_shift": _largest_site_shift(pairs, s[1]), "coverage_long": cov,
+            "msg_agreement": agree, "msg_misaligned": off_ranks}
+
+
+def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | None:
+    """The work shift: the median log ratio of the pairs' instructions, or, when larger, that of the bursts of one
+    call site (the call closing them) holding at least ``SITE_MIN_SHARE`` of the reference's instructions over at
+    least ``SITE_MIN_PAIRS`` pairs: a code version that changes one kernel changes only its bursts, which the median
+    over all bursts (mostly short glue between calls) may not see."""
+    sites = (pairs.filter(pl.col("dw").is_finite())
+             .group_by("site").agg(pl.len().alias("n"), pl.col("work").sum(), pl.col("dw").median())
+             .filter((pl.col("n") >= SITE_MIN_PAIRS)
+                     & (pl.col("work") >= SITE_MIN_SHARE * pl.col("work").sum()))
+             .sort(pl.col("dw").abs(), descending=True))
+    if sites.height and (overall is None or abs(sites["dw"][0]) > abs(overall)):
+        return float(sites["dw"][0])
+    return overall
 
 
 def verdict(misfit: float | None, coverage_long: float | None, work_shift: float | None,
@@ -82,7 +104,8 @@ def verdict(misfit: float | None, coverage_long: float | None, work_shift: float
     if coverage_long is not None and coverage_long < SUSPECT_COVERAGE:
         return "suspect", f"{coverage_long:.0%} of bursts >= 10 us matched"
     if work_shift is not None and abs(work_shift) > WORK_SHIFT:
-        return "suspect", f"matched bursts execute x{math.exp(work_shift):.3f} the instructions: another input?"
+        return "suspect", (f"matched bursts execute x{math.exp(work_shift):.3f} the instructions: another input or "
+                           "code version?")
     if timing_only:
         return "suspect", "matched by MPI structure and timing only"
     return "ok", ""
