@@ -5,9 +5,10 @@ at a user event, a sampling point, a buffer flush) and the bursts after it up to
 one **unit**: the work between two MPI calls. Runs split a phase at different points, or only some runs split it,
 so the merge aligns units (:func:`units`: counters and running time summed over the pieces, from the first
 piece's start to the last one's end, closed by the last one's call, named by the last one's ``burst_seq``) and
-then goes back to the reference run's bursts (:func:`expand`): where the two matched units have as many pieces,
-the pieces pair one to one; otherwise every reference piece takes the other unit whole, apportioned by its share
-of its own unit's work (instructions when recorded, else running time). A piece of one run is so never paired
+then goes back to the reference run's bursts (:func:`expand`): where the two matched units have as many
+pieces, each with about the same share of its unit's work (cut at the same points), the pieces pair one to
+one; otherwise every reference piece takes the other unit whole, apportioned by its share of its own unit's
+work (instructions when recorded, else running time). A piece of one run is so never paired
 with a neighbouring burst of the other.
 """
 from __future__ import annotations
@@ -82,6 +83,19 @@ class Expanded:
     share: pl.Series
 
 
+#: pieces of two units pair one to one when each one's share of its unit's work differs by at most this
+PIECE_CUT_TOL = 0.1
+
+
+def _work_shares(bursts: pl.DataFrame, u: Units, work: str | None) -> np.ndarray:
+    """Every burst's share of its unit's work (instructions when recorded, else running time); NaN for a unit of
+    no work."""
+    w = (bursts.get_column(work) if work else bursts.get_column("duration_ns")).cast(pl.Float64).fill_null(0.0)
+    unit_w = np.bincount(u.unit, weights=w.to_numpy(), minlength=u.size.size)[u.unit]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(unit_w > 0, w.to_numpy() / unit_w, np.nan)
+
+
 def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFrame, other_units: Units,
            unit_matches: pl.DataFrame, common: list[str]) -> Expanded:
     """Per reference burst, its source row and share (see the module docstring) from the match table of the two
@@ -90,21 +104,27 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
     v = unit_matches.get_column("other_row").fill_null(-1).to_numpy()[u]
     hit = v >= 0
     vs = np.maximum(v, 0)
-    one_to_one = hit & (ref_units.size[u] == other_units.size[vs])
+    piece = np.arange(u.size) - ref_units.first[u]
+    work = work_counter(common)
+    ref_share = _work_shares(ref_bursts, ref_units, work)
+    # pieces pair one to one only where both units are cut alike: as many pieces, each with about the same share
+    # of its unit's work (a unit cut at other points, e.g. by writes on a timer of its own, is taken whole)
+    same_size = hit & (ref_units.size[u] == other_units.size[vs])
+    twin = np.where(same_size, other_units.first[vs] + piece, 0)
+    off = same_size & ~(np.abs(ref_share - _work_shares(other_bursts, other_units, work)[twin]) <= PIECE_CUT_TOL)
+    cut_elsewhere = np.zeros(ref_units.size.size, bool)
+    np.logical_or.at(cut_elsewhere, u, off)
+    one_to_one = same_size & ~cut_elsewhere[u]
     # the other run's multi-piece units follow its bursts in the source table
     multi = np.flatnonzero(other_units.size > 1)
     slot = np.full(other_units.size.size, -1, np.int64)
     slot[multi] = other_bursts.height + np.arange(multi.size)
-    piece = np.arange(u.size) - ref_units.first[u]
     row = np.where(one_to_one, other_units.first[vs] + piece,
                    np.where(other_units.size[vs] > 1, slot[vs], other_units.first[vs]))
     row = np.where(hit, row, -1)
     source = pl.concat([other_bursts, other_units.table[multi]]) if multi.size else other_bursts
     apportion = hit & ~one_to_one & (ref_units.size[u] > 1)
-    work = work_counter(common)
-    w = (ref_bursts.get_column(work) if work else ref_bursts.get_column("duration_ns")).cast(pl.Float64)
-    unit_w = pl.DataFrame({"u": u, "w": w}).select(pl.col("w").sum().over("u")).to_series()
-    share = pl.select(pl.when(pl.Series(apportion) & (unit_w > 0)).then(w / unit_w).otherwise(1.0)).to_series()
+    share = pl.Series(np.where(apportion & np.isfinite(ref_share), ref_share, 1.0))
     reference = ref_bursts
     if apportion.any():
         counters = [c for c in counter_columns(ref_bursts) if c in ref_units.table.columns]
