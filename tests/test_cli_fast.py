@@ -118,8 +118,9 @@ code = main(sys.argv[1:])
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 #: what the fast runs and sql never import: typer and the pydantic it coerces with, the frame libraries, numba,
-#: the simulator, the Paraver reader, the models
-_NEVER = ("typer", "pydantic", "click", "polars", "pyarrow", "pandas", "numpy", "numba", "synthtrace.simulator",
+#: DuckDB's Python layer (its engine, _duckdb, answers), the simulator, the Paraver reader, the models
+_NEVER = ("typer", "pydantic", "click", "polars", "pyarrow", "pandas", "numpy", "numba", "duckdb",
+          "synthtrace.simulator",
           "synthtrace.tracelib.paraver", "synthtrace.models", "prefect")
 
 

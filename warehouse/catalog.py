@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-import duckdb
-
+from synthtrace.warehouse import engine
 from synthtrace.warehouse.layout import Warehouse
 
 #: view name -> file pattern below the warehouse root. Views of later stages appear once their files exist.
@@ -52,7 +51,7 @@ def _empty_view_sql(view: str) -> str:
     from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
 
     schema = {"runs": RUN_SCHEMA, "bursts": BURST_SCHEMA, "mpi_calls": MPI_CALL_SCHEMA}[view]
-    empty = duckdb.from_arrow(pl.DataFrame(schema=schema).to_arrow())
+    empty = engine.relation_api().from_arrow(pl.DataFrame(schema=schema).to_arrow())
     cols = ", ".join(f'CAST(NULL AS {t}) AS "{n}"' for n, t in zip(empty.columns, empty.types))
     return f"SELECT {cols} WHERE false"
 
@@ -67,14 +66,14 @@ def view_files(wh: Warehouse, views: Iterable[str] | None = None) -> dict[str, l
 
 
 def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,
-            views: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
+            views: Iterable[str] | None = None) -> engine.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per warehouse table, sealed: it reads the warehouse's current
     Parquet files and nothing else. ``temp_directory`` is where DuckDB may spill a large sort or join (default:
     no spilling). ``views``: only these views (each costs a listing and a read of its files' schemas; default:
     every view)."""
     wanted = set(VIEW_FILES if views is None else views)
     files = view_files(wh, wanted)
-    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+    con = engine.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
                                              "allow_community_extensions": False})
     for view, paths in files.items():
         listing = ", ".join(_sql_literal(p) for p in paths)

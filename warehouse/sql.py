@@ -21,9 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import duckdb
-
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.warehouse import engine
 from synthtrace.warehouse.catalog import VIEW_FILES, connect
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse
@@ -33,7 +32,7 @@ if TYPE_CHECKING:  # pyarrow costs ~0.3 s to import: `synthtrace sql` prints its
 
 T = TypeVar("T")
 
-ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+ALLOWED = {engine.StatementType.SELECT, engine.StatementType.EXPLAIN}
 #: EXPLAIN options that execute the statement they explain
 _EXECUTING = {"analyze", "analyse"}
 DEFAULT_TIMEOUT_S = 300.0
@@ -52,10 +51,10 @@ def _explain_executes(statement: str) -> bool:
 
 def _token_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of every non-literal token, from DuckDB's tokenizer."""
-    tokens = duckdb.tokenize(text)
+    tokens = engine.tokenize(text)
     ends = [start for start, _ in tokens[1:]] + [len(text)]
     return [(start, end) for (start, kind), end in zip(tokens, ends)
-            if kind not in (duckdb.token_type.string_const, duckdb.token_type.comment)]
+            if kind not in (engine.token_type.string_const, engine.token_type.comment)]
 
 
 def views_named(sql: str) -> set[str]:
@@ -78,13 +77,13 @@ def check_utf8(text: str, what: str) -> str:
     return text
 
 
-def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
+def check_read_only(query: str, con: engine.DuckDBPyConnection | None = None) -> None:
     """Raise :class:`ReadOnlyQueryError` unless every statement of ``query`` only reads. ``con``: the connection
     to parse with (default: DuckDB's default one, which costs ~50 ms to create on first use)."""
     check_utf8(query, "the query")
     try:
-        statements = duckdb.extract_statements(query, connection=con)
-    except duckdb.Error as exc:
+        statements = engine.extract_statements(query, connection=con)
+    except engine.Error as exc:
         raise QueryError(f"SQL does not parse: {str(exc).splitlines()[0]}") from None
     if not statements:
         raise ReadOnlyQueryError("empty query")
@@ -93,7 +92,7 @@ def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) ->
             kind = st.type.name.replace("_", " ")
             raise ReadOnlyQueryError(f"refused: {kind} statements are not allowed; synthtrace sql is read-only "
                                      "(SELECT, or EXPLAIN of one)")
-        if st.type is duckdb.StatementType.EXPLAIN and _explain_executes(st.query):
+        if st.type is engine.StatementType.EXPLAIN and _explain_executes(st.query):
             raise ReadOnlyQueryError("refused: EXPLAIN ANALYZE runs its statement; use EXPLAIN without ANALYZE")
 
 
@@ -103,45 +102,52 @@ def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_
     ``timeout_s``: wall-clock limit in seconds (None: none). A file of the warehouse replaced by a concurrent
     writer between opening and reading (a night re-merging an experiment) is retried once on a fresh listing.
     """
-    return _answer(wh, sql, timeout_s, lambda rel: rel.to_arrow_table())
+    engine.relation_api()  # con.sql and Arrow results; pyarrow is imported anyway
+    return _answer(wh, sql, timeout_s, lambda con, text: con.sql(text).to_arrow_table())
 
 
 def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S
                ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """:func:`query` as (column names, rows of Python values), without importing pyarrow (the CLI's table and JSON
-    output)."""
-    return _answer(wh, sql, timeout_s, lambda rel: (rel.columns, rel.fetchall()))
+    output), from the engine alone (:mod:`~synthtrace.warehouse.engine`)."""
+    return _answer(wh, sql, timeout_s, _fetch_rows)
 
 
-def _answer(wh: Warehouse, sql: str, timeout_s: float | None, fetch: Callable[[duckdb.DuckDBPyRelation], T]) -> T:
+def _fetch_rows(con: engine.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    con.execute(sql)
+    return [d[0] for d in con.description or ()], con.fetchall()
+
+
+def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
+            fetch: Callable[[engine.DuckDBPyConnection, str], T]) -> T:
     """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``fetch`` its result."""
     wh = wh.existing()
     spill = Path(tempfile.gettempdir()) / f"synthtrace-sql-{uuid.uuid4().hex}"  # DuckDB creates it only to spill
     try:
         try:
             return _run(wh, sql, timeout_s, spill, fetch)
-        except duckdb.IOException:
+        except engine.IOException:
             return _run(wh, sql, timeout_s, spill, fetch)
-    except duckdb.InterruptException:
+    except engine.InterruptException:
         raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
-    except duckdb.PermissionException as exc:
+    except engine.PermissionException as exc:
         raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
                                  f"({str(exc).splitlines()[0]})") from None
-    except duckdb.Error as exc:
+    except engine.Error as exc:
         raise QueryError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
         shutil.rmtree(spill, ignore_errors=True)
 
 
 def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
-         fetch: Callable[[duckdb.DuckDBPyRelation], T]) -> T:
+         fetch: Callable[[engine.DuckDBPyConnection, str], T]) -> T:
     con = connect(wh, temp_directory=spill, views=views_named(sql))
     timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
     try:
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)
         if timer:
             timer.start()
-        return fetch(con.sql(sql))
+        return fetch(con, sql)
     finally:
         if timer:
             timer.cancel()
