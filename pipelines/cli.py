@@ -132,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     if not completing and (code := _quick(args)) is not None:
         return code
     from synthtrace.pipelines.cli_base import err_console, print_error, print_warning
+
+    if args == ["--install-completion"] and (shell := _detected_shell()) not in COMPLETION_SHELLS:
+        # typer would print "Shell None is not supported." and exit 1 (a cron job, a container, a CI step)
+        print_error(f"--install-completion: {'no shell found' if shell is None else f'{shell} is not supported'} "
+                    f"above this process; print the script of yours with `synthtrace --show-completion "
+                    f"{'|'.join(COMPLETION_SHELLS)}` and source it from that shell's start-up file")
+        return 2
     from synthtrace.pipelines.cli_read import understood
     from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 
@@ -151,6 +158,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("aborted")
         return 130
+
+
+#: the shells typer installs completion for
+COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def _detected_shell() -> str | None:
+    """The shell running synthtrace, as typer's ``--install-completion`` detects it (shellingham); None if none."""
+    import shellingham
+
+    try:
+        return shellingham.detect_shell()[0]
+    except shellingham.ShellDetectionFailure:
+        return None
 
 
 def _run_app(args: list[str]) -> int:

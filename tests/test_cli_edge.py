@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from synthtrace.pipelines.cli import main
 from testing.traces import PRIME, copy_trace
 
 
@@ -96,6 +97,25 @@ def test_shell_completion():
         """)], capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
     assert asked.stdout.split() == ["move"], asked.stderr
+
+
+@pytest.mark.parametrize("found", [None, "tcsh"])
+def test_install_completion_without_a_known_shell_is_one_line(monkeypatch, tmp_path, capsys, found):
+    """A cron job or a container has no shell above synthtrace (or one typer cannot serve): one line naming
+    --show-completion, exit 2, and nothing written to the start-up files."""
+    import shellingham
+
+    def detect_shell() -> tuple[str, str]:
+        if found is None:
+            raise shellingham.ShellDetectionFailure()
+        return found, f"/bin/{found}"
+
+    monkeypatch.setattr(shellingham, "detect_shell", detect_shell)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["--install-completion"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--show-completion bash" in err, err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_error_text_is_printed_literally(wh):
