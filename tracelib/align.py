@@ -811,9 +811,10 @@ def _align_threads(threads, anchor, ref, oth, r_time, o_time, band, max_cells, p
 
 
 @njit(cache=True, parallel=True)
-def _score_kernel(out, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, w_feat, w_dur, w_pos, peer_score, sub_score,
-                  factor, rej_feat, rej_dur):
-    """Match score of every reference row (see :class:`AlignConfig`) and whether the signatures agree.
+def _score_kernel(out, ref, oth, prm, peer_score, sub_score, factor):
+    """Match score of every reference row (see :class:`AlignConfig`) and whether the signatures agree: ``out[i]``
+    is the row of ``oth`` matched to row i of ``ref`` (both :class:`Side`, positions written), ``prm`` the
+    kernels' parameter vector (``P_*``), ``factor`` what every score is multiplied by.
 
     Pairs that the fast paths matched by signature alone are checked here too: one whose reference counters or
     duration are implausibly far apart is unmatched (``out[i] = -1``).
@@ -825,19 +826,19 @@ def _score_kernel(out, rs, rl, ro, rf, rd, rp, os_, ol, oo, of, od, op, w_feat, 
         j = out[i]
         if j < 0:
             continue
-        d_feat, _ = _feat_dist(i, j, rf, of)
-        d_dur = abs(rd[i] - od[j])
-        if d_feat > rej_feat or d_dur > rej_dur:
+        d_feat, _ = _feat_dist(i, j, ref.feat, oth.feat)
+        d_dur = abs(ref.ldur[i] - oth.ldur[j])
+        if d_feat > prm[P_REJ_FEAT] or d_dur > prm[P_REJ_DUR]:
             out[i] = -1
             continue
-        cost = w_feat * d_feat + w_dur * d_dur + w_pos * abs(rp[i] - op[j])
-        same[i] = rs[i] == os_[j]
+        cost = prm[P_W_FEAT] * d_feat + prm[P_W_DUR] * d_dur + prm[P_W_POS] * abs(ref.pos[i] - oth.pos[j])
+        same[i] = ref.sig[i] == oth.sig[j]
         if same[i]:
             st = 1.0
-        elif rl[i] == ol[j]:
+        elif ref.lsig[i] == oth.lsig[j]:
             st = peer_score
         else:  # a substitution (same opening message, different closing call)
-            st = sub_score if ro[i] != 0 and ro[i] == oo[j] else 0.3
+            st = sub_score if ref.osig[i] != 0 and ref.osig[i] == oth.osig[j] else 0.3
         score[i] = min(1.0, max(0.0, st * np.exp(-cost) * factor))
     return score, same
 
@@ -970,12 +971,9 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     rp_all[r_rows] = rp
     op_all = np.zeros(other.height)
     op_all[o_rows] = op
-    rs, rl, ro, rf, rd, _, _, _ = ref_arrays
-    os_, ol, oo, of, od, _, _, _ = other_arrays
-    score, same = _score_kernel(other_row, rs, rl, ro, rf, rd, rp_all, os_, ol, oo, of, od, op_all, config.w_feat,
-                                w_dur, config.w_pos, config.peer_score, config.sub_score,
-                                config.timing_only_factor if timing_only else 1.0, config.reject_feat,
-                                config.reject_dur)
+    score, same = _score_kernel(other_row, Side(*ref_arrays[:5], rp_all, ref_arrays[7]),
+                                Side(*other_arrays[:5], op_all, other_arrays[7]), prm, config.peer_score,
+                                config.sub_score, config.timing_only_factor if timing_only else 1.0)
     hit = other_row >= 0
     safe = np.maximum(other_row, 0)
     o_seq = other.get_column("burst_seq").to_numpy()[safe]
