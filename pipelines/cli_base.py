@@ -19,7 +19,7 @@ from rich.text import Text
 from synthtrace.tracelib.errors import BadInputError
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    from rich.progress import Progress, ProgressColumn
     from rich.table import Table
 
 console = Console(markup=False, emoji=False, highlight=False)
@@ -107,6 +107,15 @@ def write_output(path: Path, write: Callable[[Path], object], option: str = "--o
         raise BadInputError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
+def progress_bar(*columns: ProgressColumn | str, transient: bool = True) -> Progress:
+    """A rich progress bar on stderr with ``columns``. A transient bar (gone when done) is shown only on a
+    terminal: into a pipe or a log, rich would leave an empty line after the command's last line."""
+    from rich.progress import Progress
+
+    return Progress(*columns, console=err_console, transient=transient,
+                    disable=transient and not err_console.is_terminal)
+
+
 class StepProgress:
     """A rich progress bar on stderr that appears once work has run ``delay_s`` seconds (short commands stay
     quiet), even while the first step still runs. Use as a context manager; call it with a step's description as
@@ -127,12 +136,12 @@ class StepProgress:
         return self
 
     def _show(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
         with self._lock:
             if self.bar is None:
-                self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                    TimeElapsedColumn(), console=err_console, transient=True)
+                self.bar = progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                        TimeElapsedColumn())
                 self.task = self.bar.add_task(self.label, total=self.total, completed=min(self.done, self.total))
                 self.bar.start()
 

@@ -11,7 +11,6 @@ import typer
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -22,8 +21,8 @@ from synthtrace.pipelines.cli_app import (
     DEFAULT_WAREHOUSE,
     WarehouseOption,
     console,
-    err_console,
 )
+from synthtrace.pipelines.cli_base import progress_bar
 from synthtrace.tracelib.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -77,8 +76,9 @@ def nightly(
 @contextlib.contextmanager
 def night_progress() -> Iterator[Callable[[str, int, int], None]]:
     """A progress display on stderr with one bar per nightly stage; yields the flow's progress callback."""
-    bars = Progress(TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err_console, transient=False)
+    # kept when done: a night's log (cron) ends with what each stage did
+    bars = progress_bar(TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        transient=False)
     ids: dict[str, TaskID] = {}
 
     def advance(stage: str, done: int, total: int) -> None:

@@ -11,7 +11,6 @@ import typer
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -23,9 +22,8 @@ from synthtrace.pipelines.cli_app import (
     DEFAULT_WAREHOUSE,
     WarehouseOption,
     console,
-    err_console,
 )
-from synthtrace.pipelines.cli_base import check_folder
+from synthtrace.pipelines.cli_base import check_folder, progress_bar
 from synthtrace.simulator import (
     PATTERNS,
     ExperimentSpec,
@@ -167,8 +165,8 @@ def simulate(
     truth = TruthStore(out_dir / TRUTH_DIR)
     labeller = simulator_labeller if labels else None
     began = time.perf_counter()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=err_console, transient=True) as bar:
+    with progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TimeRemainingColumn()) as bar:
         task = bar.add_task("simulate", total=total)
         step = lambda n: bar.advance(task, n)  # noqa: E731
         if nights:

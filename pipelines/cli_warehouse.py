@@ -13,11 +13,10 @@ from synthtrace.pipelines.cli_app import (
     ReadWarehouseOption,
     WarehouseOption,
     console,
-    err_console,
     print_error,
     print_note,
 )
-from synthtrace.pipelines.cli_base import app_option
+from synthtrace.pipelines.cli_base import app_option, progress_bar
 from synthtrace.pipelines.cli_read import FORMAT, MIN_TIMEOUT_S, OUTPUT, TIMEOUT, answer_sql, list_runs
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse.names import name_option
@@ -30,17 +29,10 @@ OutputFormat = Enum("OutputFormat", {name: name for name in FORMAT.choices}, typ
 
 
 def _progress() -> Progress:
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
+    from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                    TimeRemainingColumn(), console=err_console, transient=True)
+    return progress_bar(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                        TimeRemainingColumn())
 
 
 def ingest(
@@ -67,6 +59,7 @@ def ingest(
     """Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."""
     from synthtrace.tracelib.formats import find_traces, trace_bytes
     from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.errors import WarehouseError
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace
 
     for p in paths:
@@ -89,6 +82,8 @@ def ingest(
             try:
                 res = ingest_trace(wh, f, experiment=experiment, app=app, date=date, salvage=salvage,
                                    progress=lambda n: bar.advance(task, n), default_experiment=experiments.get(f))
+            except WarehouseError:  # the warehouse cannot take any trace: one error, not one per trace
+                raise
             except SynthtraceError as exc:  # this trace only: the others are still ingested
                 failures.append(exc)
                 print_error(str(exc))
