@@ -77,8 +77,9 @@ def plan(
     m = load_machine(machine)
     if slots is None and m.pmu_programmable is None:
         raise BadInputError(f"{m.label}: the profile has no [pmu] programmable count; give --slots")
-    result = plan_counters(parse_counter_list(counters), parse_counter_list(fixed), slots or m.pmu_programmable, groups,
-                           fixed_function_roles=m.pmu_fixed, check_names=True)
+    result = plan_counters(parse_counter_list(counters), parse_counter_list(fixed),
+                           m.pmu_programmable if slots is None else slots, groups, fixed_function_roles=m.pmu_fixed,
+                           check_names=True)
     if output is not None:
         output.write_text(render(result, format))
         console.print(f"{result.n_runs} run(s) written to {output}", soft_wrap=True)
