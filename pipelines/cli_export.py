@@ -24,6 +24,11 @@ class ExportFormat(str, Enum):
     csv = "csv"
 
 
+#: the file an export writes when no --output is given, by format
+DEFAULT_OUTPUT = {ExportFormat.perfetto: "{experiment}.json", ExportFormat.pipit: "{experiment}.pipit.csv",
+                  ExportFormat.csv: "{experiment}.csv"}
+
+
 def export(
     experiment: Annotated[
         str, typer.Argument(help="Experiment to export (its merged trace, or its only run).", callback=name_option)
@@ -36,7 +41,11 @@ def export(
             help="perfetto: Chrome/Perfetto JSON; pipit: Pipit-style events table (CSV); csv: one row per burst.",
         ),
     ] = ExportFormat.perfetto,
-    output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")] = Path("trace.json"),
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="File to write. Default: EXPERIMENT.json (perfetto), EXPERIMENT.pipit.csv "
+                     "(pipit) or EXPERIMENT.csv (csv), in the current folder."),
+    ] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV."""
@@ -44,6 +53,7 @@ def export(
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.export_views import load_export_tables
 
+    output = output or Path(DEFAULT_OUTPUT[format].format(experiment=experiment))
     output_file(output)  # before reading anything
     with err_console.status(f"reading {experiment}"):
         bursts, calls = load_export_tables(Warehouse(warehouse), experiment)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -156,6 +157,21 @@ def test_merged_experiment_csv(tmp_path, merged_wh, run_cli):
         pl.read_csv(out).height
         == query(Warehouse(merged_wh), "SELECT count(*) FROM merged_bursts").column(0)[0].as_py()
     )
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("perfetto", "lulesh-8r.json"), ("pipit", "lulesh-8r.pipit.csv"),
+                                         ("csv", "lulesh-8r.csv")])
+def test_export_without_output_names_its_file_by_format(tmp_path, merged_wh, run_cli, monkeypatch, fmt, name):
+    """No --output: the experiment's name with the format's extension, in the current folder (never CSV text in
+    a .json file)."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("export", "lulesh-8r", "-f", fmt, "-w", Path(merged_wh).resolve())
+    assert code == 0, err
+    assert [p.name for p in tmp_path.iterdir()] == [name] and f"wrote {name}" in out
+    if fmt == "perfetto":
+        assert json.loads((tmp_path / name).read_text())["traceEvents"]
+    else:
+        assert pl.read_csv(tmp_path / name).height > 0
 
 
 def test_export_refuses_missing_warehouse(tmp_path, run_cli):
