@@ -90,6 +90,17 @@ def night_progress() -> Iterator[Callable[[str, int, int], None]]:
         yield advance
 
 
+def _schedule_errors(exc: ValueError) -> list[str]:
+    """One phrase per field Prefect's CronSchedule refused, named as its option (``--cron '61 * * * *': ...``)."""
+    hint = {"cron": " (5 fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * *')", "timezone": ""}
+    said = []
+    for err in getattr(exc, "errors", list)():
+        field = str(err["loc"][0]) if err.get("loc") else "cron"
+        reason = str(err["msg"]).removeprefix("Value error, ")
+        said.append(f"--{field}: {reason}{hint.get(field, '')}")
+    return said
+
+
 def serve(
     drop: DropOption,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
@@ -106,8 +117,8 @@ def serve(
     _check_drop(drop)
     try:
         schedule = CronSchedule(cron=cron, timezone=timezone)
-    except ValueError as exc:
-        raise BadInputError(f"bad --cron/--timezone: {str(exc).splitlines()[0]}") from None
+    except ValueError as exc:  # pydantic's: which field, and why
+        raise BadInputError("; ".join(_schedule_errors(exc)) or f"--cron {cron!r}: {exc}") from None
     deployment = nightly_flow.to_deployment(
         name=DEPLOYMENT_NAME, schedules=[schedule],
         parameters={"drop": str(drop.resolve()), "warehouse": str(warehouse.resolve()),

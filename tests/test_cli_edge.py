@@ -52,6 +52,8 @@ def wh(tmp_path_factory) -> Path:
     (["--bogus"], "No such option: --bogus"),                                # unknown option of the root
     (["runs", "move", "r1"], "Missing option '--experiment'"),               # missing required option
     (["sql"], "Missing argument 'QUERY'"),
+    (["serve", "--drop", ".", "--cron", "61 2 * * *"], '--cron: Invalid cron string: "61 2 * * *" (5 fields'),
+    (["serve", "--drop", ".", "--timezone", "Mars/Olympus"], '--timezone: Invalid timezone: "Mars/Olympus"'),
 ])
 def test_usage_mistake_is_one_line_exit_2(tmp_path, args, says):
     line = one_error_line(synthtrace(*args, cwd=tmp_path))
