@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     except SynthtraceError as exc:
         print_error(str(exc))
         return 2 if isinstance(exc, BadInputError) else exc.exit_code
+    except OSError as exc:  # a path no check foresaw: a full disk, a name too long, a folder turned read-only
+        print_error(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
+        return 2
     except KeyboardInterrupt:
         err_console.print("aborted")
         return 130

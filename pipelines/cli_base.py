@@ -7,6 +7,7 @@ highlighting; styles are given as rich Text, never as markup inside a string.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Self
 from rich.console import Console
 from rich.text import Text
 
+from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -80,11 +82,14 @@ def app_option(value: str | None) -> str | None:
 
 
 def check_folder(path: Path, label: str) -> Path:
-    """A folder a command will write into: refuse a path that is a file or lies under one (``label``: how the
-    error line names the path). Nothing is created."""
+    """A folder a command will write into: refuse a path that is a file or lies under one, or whose nearest
+    existing folder cannot be written (read-only, not ours) (``label``: how the error line names the path).
+    Nothing is created."""
     blocking = next((p for p in (path, *path.parents) if p.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise BadInputError(f"{label}: {blocking} is a file, not a folder")
+    if blocking is not None and not os.access(blocking, os.W_OK | os.X_OK):
+        raise BadInputError(f"{label}: cannot write into {blocking} (read-only or not yours)")
     return path
 
 
@@ -100,9 +105,10 @@ def output_file(path: Path, option: str = "--output") -> Path:
 
 
 def write_output(path: Path, write: Callable[[Path], object], option: str = "--output") -> None:
-    """``write(path)`` into :func:`output_file` ``path``; a file that cannot be written is one line (exit 2)."""
+    """``write(path)`` into :func:`output_file` ``path``, whole or not at all (a full disk leaves no truncated
+    file); a file that cannot be written is one line (exit 2)."""
     try:
-        write(output_file(path, option))
+        write_atomically(output_file(path, option), write)
     except OSError as exc:
         raise BadInputError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
 

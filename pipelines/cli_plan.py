@@ -7,7 +7,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, WarehouseOption, console, print_table
+from synthtrace.pipelines.cli_app import (
+    DEFAULT_WAREHOUSE,
+    WarehouseOption,
+    console,
+    output_file,
+    print_table,
+    write_output,
+)
 from synthtrace.tracelib.counter_plan import (
     DEFAULT_FIXED,
     FORMATS,
@@ -71,8 +78,8 @@ def plan(
     """Plan the fewest runs that record every counter, each run carrying the fixed reference counters."""
     if format not in FORMATS:
         raise BadInputError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
-    if output is not None and not output.parent.is_dir():
-        raise BadInputError(f"--output {output}: folder {output.parent} does not exist")
+    if output is not None:
+        output_file(output)  # a folder, or a path under a file, before any planning
     groups = read_conflicts(conflicts) if conflicts is not None else []
     m = load_machine(machine)
     if slots is None and m.pmu_programmable is None:
@@ -81,7 +88,8 @@ def plan(
                            m.pmu_programmable if slots is None else slots, groups, fixed_function_roles=m.pmu_fixed,
                            check_names=True)
     if output is not None:
-        output.write_text(render(result, format))
+        text = render(result, format)
+        write_output(output, lambda p: p.write_text(text))
         console.print(f"{result.n_runs} run(s) written to {output}", soft_wrap=True)
     elif format == "table":
         _print_table(result)

@@ -21,7 +21,6 @@ import html
 import io
 import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 
 from synthtrace.models.analysis import analyse_input, mix
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds
+from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.machine import Machine
 from synthtrace.tracelib.metrics import ranks_per_socket
 from synthtrace.warehouse.analysis_store import (
@@ -383,7 +383,7 @@ def figure_png(fig: Figure, path: Path | None = None, dpi: int = 110) -> bytes:
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     data = buf.getvalue()
     if path is not None:
-        Path(path).write_bytes(data)
+        write_atomically(path, lambda p: p.write_bytes(data))
     return data
 
 
@@ -566,9 +566,7 @@ def cached_section(wh: Warehouse, name: str, machine: Machine, thresholds: Thres
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("*.html"):
             old.unlink(missing_ok=True)
-        tmp = folder / f".{hit.name}.{os.getpid()}"
-        tmp.write_text(section, encoding="utf-8")
-        os.replace(tmp, hit)  # whole or not at all, for a report built at the same time
+        write_atomically(hit, lambda p: p.write_text(section, encoding="utf-8"))  # for a report built meanwhile
     except OSError:
         pass  # a read-only warehouse: the report is still written, its sections drawn each time
     return section
@@ -655,5 +653,4 @@ def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = Non
            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(doc, encoding="utf-8")
-    return out
+    return write_atomically(out, lambda p: p.write_text(doc, encoding="utf-8"))

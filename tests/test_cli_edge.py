@@ -120,6 +120,36 @@ def test_install_completion_without_a_known_shell_is_one_line(monkeypatch, tmp_p
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [["ingest", "{long}"], ["runs", "-w", "{long}"], ["sql", "SELECT 1", "-w", "{long}"],
+                                  ["sql", "SELECT 1", "-w", "{wh}", "-f", "csv", "-o", "{long}.csv"],
+                                  ["plan", "-c", "PAPI_L1_DCM", "-o", "{long}.txt"]])
+def test_os_error_on_a_user_path_is_one_line(wh, tmp_path, args):
+    """An OSError on a path no check foresaw (here a name longer than the file system takes) is one line naming
+    the path and the reason, exit 2."""
+    long = tmp_path / ("x" * 300)
+    line = one_error_line(synthtrace(*(a.format(long=long, wh=wh) for a in args), cwd=tmp_path))
+    assert "File name too long" in line and "x" * 300 in line
+
+
+def test_a_failed_write_leaves_no_partial_file(wh, tmp_path, monkeypatch, capsys):
+    """The disk fills up while `sql -o` writes its CSV: one line, exit 2, and no truncated file that looks valid
+    (nor a hidden part file) is left; an older file of that name is kept as it was."""
+    write_bytes = Path.write_bytes
+
+    def write_then_fail(path: Path, data: bytes) -> None:
+        write_bytes(path, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", write_then_fail)
+    old = tmp_path / "old.csv"
+    old.write_text("kept\n")
+    for target in (tmp_path / "new.csv", old):
+        assert main(["sql", "SELECT 1 AS a, 2 AS b", "-w", str(wh), "-f", "csv", "-o", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "No space left on device" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.csv"] and old.read_text() == "kept\n"
+
+
 def test_error_text_is_printed_literally(wh):
     """rich must not turn ``:100:`` into an emoji nor ``[bold]`` into markup."""
     line = one_error_line(synthtrace("runs", "rm", "t.prv:100:[bold]x", "-w", wh))

@@ -280,7 +280,7 @@ def test_plan_command_formats(tmp_path, run_cli):
     (["--counters", "PAPI_L1_DCM", "--slots", "1", "--machine", "zen3-epyc"], "do not fit in 1 slot(s)"),
     (["--counters", "PAPI_L1_DCM", "--slots", "4", "--format", "yaml"], "--format 'yaml'"),
     (["--counters", "PAPI_L1_DCM", "--slots", "4", "--conflicts", "/nonexistent/c.txt"], "no such file"),
-    (["--counters", "PAPI_L1_DCM", "--slots", "4", "--fixed", "", "-o", "/nonexistent/dir/x.xml"], "does not exist"),
+    (["--counters", "PAPI_L1_DCM", "--slots", "4", "--fixed", "", "-o", "/dev/null/x.xml"], "not a folder"),
     (["--counters", "PAPI_L1_DMC,FOO_BAR"], "'PAPI_L1_DMC' (not a PAPI preset; did you mean PAPI_L1_DCM?), 'FOO_BAR'"),
     (["--counters", "PAPI_L1_DCM", "--machine", "zen5"], "no such machine profile"),
     (["--counters", "PAPI_L1_DCM", "--slots", "0"], "--slots must be at least 1 (got 0)"),  # not the default
