@@ -191,6 +191,7 @@ def analyse_experiment(root: str, experiment: str, *, machine: Machine | None = 
     step(f"{experiment} analysed")
     if store:
         write_analysis(wh, experiment, result.frames(), {"archetype_discovery": result.discovery,
-                                                         "machine": {**machine.as_dict(), "source": machine.source}})
+                                                         "machine": {**machine.as_dict(), "source": machine.source}},
+                       read=inp)
     step(f"{experiment} stored")
     return inp, result

@@ -104,3 +104,65 @@ def test_failed_move_leaves_the_run_as_it_was(wh, monkeypatch):
     monkeypatch.undo()
     assert tree_digest(wh / "runs") == before
     assert _runs(wh)[LULESH_B.stem]["experiment"] == "lulesh-8r"
+
+
+@pytest.mark.parametrize("change", ["rm", "move"])
+def test_a_run_that_leaves_during_the_merge_is_not_committed(wh, monkeypatch, change):
+    """`runs rm|move` while a merge of the experiment runs (a user beside the nightly flow): the merge, computed
+    from a run that has left, commits nothing and says so; it is never stored as if the run were still there."""
+    from synthtrace.warehouse import merged
+    from synthtrace.warehouse.errors import RunsChangedError
+    from synthtrace.warehouse.run_admin import move_runs, remove_runs
+
+    w = Warehouse(wh)
+    leaving = _runs(wh)[LULESH_B.stem]["run_id"]
+    real = merged.merge_runs
+
+    def merge_then_change(*args, **kwargs):
+        result = real(*args, **kwargs)
+        remove_runs(w, [leaving]) if change == "rm" else move_runs(w, [leaving], "elsewhere")
+        return result
+
+    monkeypatch.setattr(merged, "merge_runs", merge_then_change)
+    with pytest.raises(RunsChangedError, match=f"run\\(s\\) {leaving} left it while it merged"):
+        merged.merge_experiment(w, "lulesh-8r")
+    assert not (wh / "experiments" / "lulesh-8r").exists()
+    assert not list((wh / ".staging").iterdir())
+
+
+def test_a_run_that_leaves_during_the_analysis_is_not_committed(wh, monkeypatch):
+    """The same for `archetypes`: its metrics of a merge whose run was removed meanwhile are not stored."""
+    from synthtrace.models import analysis
+    from synthtrace.warehouse.errors import RunsChangedError
+    from synthtrace.warehouse.run_admin import remove_runs
+
+    leaving = _runs(wh)[LULESH_B.stem]["run_id"]
+    real = analysis.analyse_input
+
+    def analyse_then_remove(*args, **kwargs):
+        result = real(*args, **kwargs)
+        remove_runs(Warehouse(wh), [leaving])
+        return result
+
+    monkeypatch.setattr(analysis, "analyse_input", analyse_then_remove)
+    with pytest.raises(RunsChangedError, match="left it while it was analysed"):
+        analysis.analyse_experiment(str(wh), "lulesh-8r", discover=False)
+    assert not (wh / "experiments" / "lulesh-8r").exists()
+
+
+def test_rm_waits_for_a_writer_of_the_experiment(wh):
+    """`runs rm` takes the experiment's writers' lock: while a merge or an analysis holds it (here the test, from
+    another open file, as another process would), the run stays; once it is released, the removal goes through."""
+    import threading
+
+    from synthtrace.warehouse.run_admin import remove_runs
+
+    w = Warehouse(wh)
+    leaving = _runs(wh)[LULESH_B.stem]["run_id"]
+    with w.writers_lock(w.experiment_dir("lulesh-8r")):
+        rm = threading.Thread(target=remove_runs, args=(w, [leaving]), daemon=True)
+        rm.start()
+        rm.join(timeout=10)  # without the lock it ends in milliseconds
+        assert rm.is_alive() and (wh / "runs" / leaving).is_dir()
+    rm.join(timeout=300)
+    assert not rm.is_alive() and not (wh / "runs" / leaving).exists()

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
+from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.runs import run_bursts, run_calls, runs_table
+from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, runs_table
 
 ANALYSIS_FILES: tuple[str, ...] = ("burst_metrics", "mpi_metrics", "phase_metrics", "archetypes")
 MERGED_FILE = "merged_bursts.parquet"
@@ -93,16 +93,28 @@ def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
 
 
 def write_analysis(wh: Warehouse, experiment: str, frames: dict[str, pl.DataFrame],
-                   documents: dict[str, dict] | None = None) -> Path:
+                   documents: dict[str, dict] | None = None, read: ExperimentInput | None = None) -> Path:
     """Commit the analysis frames of one experiment atomically; returns the experiment directory.
 
     ``frames`` maps names of :data:`ANALYSIS_FILES` to frames; ``documents`` (name -> JSON-able dict, e.g.
     ``archetype_discovery``) are written beside them as ``<name>.json``. Other files of the directory are kept.
+    ``read``: the input the frames were computed from; if its runs left the experiment or its merged data was
+    removed meanwhile (``runs rm|move``), nothing is written
+    (:class:`~synthtrace.warehouse.errors.RunsChangedError`).
     """
     unknown = set(frames) - set(ANALYSIS_FILES)
     if unknown:
         raise ValueError(f"not analysis outputs: {sorted(unknown)}")
-    return wh.update_dir(wh.experiment_dir(experiment), frames, documents)
+    target = wh.experiment_dir(experiment)
+
+    def unchanged() -> None:
+        if read is None:
+            return
+        check_runs_still_in(wh, experiment, read.run_names, "it was analysed")
+        if read.source == "merged" and not (target / MERGED_FILE).is_file():
+            raise RunsChangedError(f"experiment {experiment!r}: its merged data was removed while it was analysed "
+                                   "(its runs changed); nothing was committed: merge it again")
+    return wh.update_dir(target, frames, documents, check=unchanged)
 
 
 def read_analysis(wh: Warehouse, experiment: str, name: str) -> pl.DataFrame | None:

@@ -1,5 +1,5 @@
 """Errors of the storage layer."""
-from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 
 
 class WarehouseError(BadInputError):
@@ -16,3 +16,8 @@ class ReadOnlyQueryError(QueryError):
 
 class UnknownExperimentError(BadInputError):
     """An experiment, run or model named by the user is not in the warehouse."""
+
+
+class RunsChangedError(SynthtraceError):
+    """Runs an experiment's merge or analysis was computed from left it (removed or moved) before the result was
+    committed; nothing was written (exit code 1: run the command again)."""

@@ -21,7 +21,7 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -133,19 +133,30 @@ class Warehouse:
             shutil.rmtree(stage, ignore_errors=True)
             raise
 
-    def update_dir(self, target: Path, frames: dict[str, pl.DataFrame],
-                   documents: dict[str, dict] | None = None) -> Path:
-        """Replace some files of a directory (``<name>.parquet`` per frame, ``<name>.json`` per document) and keep
-        the others, in one atomic swap: the directory is rebuilt in staging (kept files hard-linked) and renamed
-        into place. Writers of the same directory take turns (a lock file), so none loses another's files. Only
-        regular files and folders are kept: a FIFO, socket, device or link found there is not ours and is left out
-        (opening a FIFO would block the writer for good)."""
+    @contextlib.contextmanager
+    def writers_lock(self, target: Path) -> Iterator[None]:
+        """Take turns with every other writer of ``target`` (a run or experiment folder), in any process: an
+        exclusive lock on a file under ``.locks/``, held until the block ends (or its process dies). Not
+        re-entrant: a block holding it must not call :meth:`update_dir` on the same ``target``."""
         self.ensure()
-        mine = {f"{n}.parquet" for n in frames} | {f"{n}.json" for n in (documents or {})}
         lock_dir = self.staging_dir.parent / ".locks"
         lock_dir.mkdir(exist_ok=True)
         with open(lock_dir / f"{target.parent.name}.{target.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def update_dir(self, target: Path, frames: dict[str, pl.DataFrame],
+                   documents: dict[str, dict] | None = None, *, check: Callable[[], None] | None = None) -> Path:
+        """Replace some files of a directory (``<name>.parquet`` per frame, ``<name>.json`` per document) and keep
+        the others, in one atomic swap: the directory is rebuilt in staging (kept files hard-linked) and renamed
+        into place. Writers of the same directory take turns (:meth:`writers_lock`), so none loses another's
+        files; ``check()`` runs first under that lock and raises to refuse the update (what the frames were
+        computed from has changed). Only regular files and folders are kept: a FIFO, socket, device or link found
+        there is not ours and is left out (opening a FIFO would block the writer for good)."""
+        mine = {f"{n}.parquet" for n in frames} | {f"{n}.json" for n in (documents or {})}
+        with self.writers_lock(target):
+            if check is not None:
+                check()  # under the lock: what it checked cannot change before the swap
             with self.staged(target, replace=True) as stage:
                 if target.is_dir():
                     for entry in target.iterdir():

@@ -13,7 +13,7 @@ old merge or the new one, never a mix. When the merge fails nothing is written.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -22,7 +22,7 @@ from synthtrace.tracelib.errors import SynthtraceError
 from synthtrace.tracelib.formats import is_paraver
 from synthtrace.tracelib.merge import MergeOptions, MergeResult, RunTables, merge_runs
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.runs import experiment_runs, run_bursts, run_calls
+from synthtrace.warehouse.runs import check_runs_still_in, experiment_runs, run_bursts, run_calls
 
 def load_runs(wh: Warehouse, experiment: str) -> list[RunTables]:
     """Every run of ``experiment`` with its bursts and MPI calls, sorted by run name."""
@@ -33,10 +33,13 @@ def load_runs(wh: Warehouse, experiment: str) -> list[RunTables]:
     return out
 
 
-def write_merge(wh: Warehouse, result: MergeResult) -> Path:
-    """Commit a merge result as the experiment's merged data (replacing any earlier merge); returns the folder."""
+def write_merge(wh: Warehouse, result: MergeResult, read: Sequence[str] = ()) -> Path:
+    """Commit a merge result as the experiment's merged data (replacing any earlier merge); returns the folder.
+    ``read``: the run ids it was computed from; if one has left the experiment meanwhile (``runs rm|move``),
+    nothing is written (:class:`~synthtrace.warehouse.errors.RunsChangedError`)."""
     return wh.update_dir(wh.experiment_dir(result.experiment), {
-        "merged_bursts": result.merged, "merge_quality": result.quality, "merge_matches": result.matches})
+        "merged_bursts": result.merged, "merge_quality": result.quality, "merge_matches": result.matches},
+        check=lambda: check_runs_still_in(wh, result.experiment, read, "it merged"))
 
 
 def merge_experiment(wh: Warehouse, experiment: str, options: MergeOptions = MergeOptions(),
@@ -51,7 +54,7 @@ def merge_experiment(wh: Warehouse, experiment: str, options: MergeOptions = Mer
         on_step(f"read {len(runs)} runs", total)
     result = merge_runs(runs, options, experiment=experiment,
                         on_step=(lambda what, _: on_step(what, total)) if on_step else None)
-    write_merge(wh, result)
+    write_merge(wh, result, [r.run_id for r in runs])
     if on_step:
         on_step("written", total)
     return result

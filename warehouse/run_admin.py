@@ -8,7 +8,8 @@ merge of runs that are no longer there; ``synthtrace merge`` rebuilds it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -56,12 +57,24 @@ def invalidate_experiments(wh: Warehouse, names: Sequence[str]) -> list[str]:
     return gone
 
 
+@contextlib.contextmanager
+def _experiments_locked(wh: Warehouse, names: Iterable[str]) -> Iterator[None]:
+    """Hold the writers' lock of each experiment named (in name order, so that two admins never deadlock): a merge
+    or an analysis of them commits before this block or checks its runs after it (``check_runs_still_in``)."""
+    with contextlib.ExitStack() as held:
+        for name in sorted(set(names)):
+            held.enter_context(wh.writers_lock(wh.experiment_dir(name)))
+        yield
+
+
 def remove_runs(wh: Warehouse, refs: Sequence[str]) -> AdminResult:
     """Remove the runs named (see :func:`resolve_runs`) and the derived data of their experiments."""
     runs = resolve_runs(wh, refs)
-    invalidated = invalidate_experiments(wh, runs.get_column("experiment").drop_nulls().to_list())
-    for run_id in runs.get_column("run_id"):
-        wh.remove(wh.run_dir(run_id))
+    experiments = runs.get_column("experiment").drop_nulls().to_list()
+    with _experiments_locked(wh, experiments):
+        invalidated = invalidate_experiments(wh, experiments)
+        for run_id in runs.get_column("run_id"):
+            wh.remove(wh.run_dir(run_id))
     return AdminResult(runs, invalidated)
 
 
@@ -72,13 +85,15 @@ def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResul
     runs = resolve_runs(wh, refs).filter(pl.col("experiment").ne_missing(experiment))
     if runs.height == 0:
         return AdminResult(runs, [])
-    invalidated = invalidate_experiments(wh, [*runs.get_column("experiment").drop_nulls().to_list(), experiment])
-    for run_id in runs.get_column("run_id"):
-        run_dir = wh.run_dir(run_id)
-        row = pl.read_parquet(run_dir / "run.parquet")
-        wh.update_dir(
-            run_dir, {"run": row.with_columns(pl.lit(experiment, row.schema["experiment"]).alias("experiment"))}
-        )
+    experiments = [*runs.get_column("experiment").drop_nulls().to_list(), experiment]
+    with _experiments_locked(wh, experiments):
+        invalidated = invalidate_experiments(wh, experiments)
+        for run_id in runs.get_column("run_id"):
+            run_dir = wh.run_dir(run_id)
+            row = pl.read_parquet(run_dir / "run.parquet")
+            wh.update_dir(
+                run_dir, {"run": row.with_columns(pl.lit(experiment, row.schema["experiment"]).alias("experiment"))}
+            )
     return AdminResult(runs, invalidated)
 
 

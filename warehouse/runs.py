@@ -1,10 +1,12 @@
 """Reading the ingested runs back: the runs table and one run's bursts and MPI calls, straight from Parquet."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import polars as pl
 from synthtrace.tracelib.schema import RUN_SCHEMA
 from synthtrace.tracelib.uncore import attribute_dram_cas
-from synthtrace.warehouse.errors import UnknownExperimentError
+from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
 
 
@@ -25,6 +27,17 @@ def experiment_runs(wh: Warehouse, experiment: str) -> pl.DataFrame:
         raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
                                      + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
     return mine
+
+
+def check_runs_still_in(wh: Warehouse, experiment: str, run_ids: Iterable[str], what: str) -> None:
+    """Raise :class:`RunsChangedError` when a run of ``run_ids`` is no longer a run of ``experiment`` (removed or
+    moved since ``what``, e.g. "it merged", read them). Call it under the experiment's
+    :meth:`~Warehouse.writers_lock`, which ``synthtrace runs rm|move`` hold while they change runs."""
+    runs = runs_table(wh)
+    now = set(runs.filter(pl.col("experiment") == experiment).get_column("run_id").to_list()) if runs.height else set()
+    if gone := [r for r in run_ids if r not in now]:
+        raise RunsChangedError(f"experiment {experiment!r}: run(s) {', '.join(gone)} left it while {what} (removed "
+                               "or moved); nothing was committed: run the command again")
 
 
 def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> pl.DataFrame:
