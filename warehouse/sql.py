@@ -12,12 +12,15 @@ Three walls, each enough on its own for what it guards:
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import signal
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,6 +39,8 @@ ALLOWED = {engine.StatementType.SELECT, engine.StatementType.EXPLAIN}
 #: EXPLAIN options that execute the statement they explain
 _EXECUTING = {"analyze", "analyse"}
 DEFAULT_TIMEOUT_S = 300.0
+#: the byte that tells the Ctrl-C watcher its query has ended (no signal has this number)
+_DONE = 255
 #: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
 #: such a query gets every view
 _CATALOG_WORDS = re.compile(r"show|describe|information_schema|(duckdb|pg|pragma|sqlite)_\w*")
@@ -147,8 +152,50 @@ def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)
         if timer:
             timer.start()
-        return fetch(con, sql)
+        with _interrupted_by_ctrl_c(con):
+            return fetch(con, sql)
     finally:
         if timer:
             timer.cancel()
         con.close()
+
+
+@contextlib.contextmanager
+def _interrupted_by_ctrl_c(con: engine.DuckDBPyConnection) -> Iterator[None]:
+    """Let Ctrl-C stop a running query. Python runs its SIGINT handler in the main thread between bytecodes, never
+    while DuckDB computes there; but the C-level handler writes the signal to the wakeup fd at once, and a watcher
+    thread reading it interrupts DuckDB. The KeyboardInterrupt then goes on as usual. Outside the main thread
+    (where no wakeup fd can be set) the query runs as it is."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    try:
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        os.close(read_fd)
+        os.close(write_fd)
+        yield
+        return
+
+    pressed = threading.Event()
+
+    def watch() -> None:
+        while (got := os.read(read_fd, 64)) and signal.SIGINT not in got and _DONE not in got:
+            pass
+        if got and signal.SIGINT in got:
+            pressed.set()
+            con.interrupt()
+
+    watcher = threading.Thread(target=watch, name="synthtrace-sql-ctrl-c", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except Exception:
+        if pressed.is_set():  # DuckDB took the pending KeyboardInterrupt as "Query interrupted"
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.write(write_fd, bytes([_DONE]))
+        watcher.join()
+        os.close(read_fd)
+        os.close(write_fd)
