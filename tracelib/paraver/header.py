@@ -1,8 +1,9 @@
 """The first line of a ``.prv`` file: date, duration, resource model, applications, communicators.
 
 ``#Paraver (dd/mm/yyyy at hh:mm):END[_ns|_us]:NODES(cpus,...):N_APPL:NTASKS(threads:node,...)...[,N_COMM]``.
-The resource part may be a bare ``0`` when the tracer did not record nodes. A duration without a unit is
-in microseconds (Paraver's historical default); all times are converted to nanoseconds.
+The resource part is ``0`` (or ``0()``, as Extrae writes it) when the tracer did not record nodes, and a bare
+``N`` for N nodes of one cpu each (paraver-kernel ``resourcemodel.cpp``). A duration without a unit is in
+microseconds (Paraver's historical default); all times are converted to nanoseconds.
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     def bad(reason: str) -> TraceFormatError:
         return TraceFormatError(path, 1, f"broken Paraver header: {reason}")
 
-    m = _HEADER.match(line.rstrip("\r\n"))
+    m = _HEADER.match(line.rstrip())
     if not m:
         raise TraceFormatError(path, 1, "no Paraver header (the file must start with '#Paraver (')")
     if (long := _LONG_NUMBER.search(m["rest"])) is not None:
@@ -99,8 +100,13 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     res = _COUNTED.match(tokens[1])
     if not res:
         raise bad(f"resource model {_short(tokens[1])!r} is not NODES(cpus,...)")
-    cpus: tuple[int, ...] = ()
-    if res["items"] is not None:
+    cpus: tuple[int, ...] = ()  # "0", or "0()" as Extrae writes it without nodes: no resource information
+    n_nodes = int(res["n"])
+    if n_nodes and res["items"] is None:  # "N": N nodes of one cpu each (paraver-kernel resourcemodel.cpp)
+        if n_nodes > MAX_ID:
+            raise bad(f"{_short(res['n'])} nodes declared (expected at most {MAX_ID})")
+        cpus = (1,) * n_nodes
+    elif n_nodes:
         try:
             cpus = tuple(int(x) for x in res["items"].split(","))
         except ValueError:
