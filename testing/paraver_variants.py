@@ -57,7 +57,7 @@ class Form:
     extra_pairs: bool = False  # events carry other types too (Extrae's caller, user function, counters...)
     global_ops: bool = False  # type 4 records (MPI collectives), which Paraver skips
     comment_lines: bool = False  # '#' lines in the body (Paraver keeps them as trace metadata)
-    cycles_as_u64: int | None = None  # (thread index): its first cycles delta printed as Extrae's unsigned 64 bits
+    signed_values: bool = False  # negative values written with a '-', as Paraver's own tools (cutter, filter) do
     header_nodes: tuple[int, int, int] = (1, 2, 2)  # node of appl 1 task 1, appl 1 task 2, appl 2 task 1
     cpus: tuple[int, int, int, int] = (1, 2, 3, 4)  # cpu of each thread's records (0: none)
 
@@ -123,7 +123,7 @@ def _records(form: Form, overrides: dict[tuple[int, int], int]) -> list[tuple[in
             nxt = (i + 1) * PERIOD + 10 * k if i + 1 < ITERATIONS else END
             call = MPI_SEND if k == 0 else MPI_RECV
             cycles = overrides.get((k, i), _cycles(k, i))
-            cyc_text = str(cycles % U64)  # Extrae prints counters with %lu: a negative delta wraps
+            cyc_text = str(cycles if form.signed_values else cycles % U64)  # Extrae's %lu wraps a negative delta
             pairs = [f"{INSTR}:{_instr(k, i)}", f"{CYC}:{cyc_text}", f"{MPI_P2P}:{call}"]
             if form.extra_pairs:
                 pairs = ["40000018:1", "70000001:3", *pairs, "80000001:2", "60000019:3055463246813534"]
@@ -320,6 +320,7 @@ def variants() -> dict[str, Variant]:
         replace(_BASE, name="trailing_space", form=replace(f, trailing=" ")),
         replace(_BASE, name="trailing_spaces_crlf", form=replace(f, trailing="  ", line_end="\r\n")),
         replace(_BASE, name="counter_wrapped_u64", overrides={(2, 1): -5}),
+        replace(_BASE, name="counter_negative_signed", overrides={(2, 1): -5}, form=replace(f, signed_values=True)),
         replace(_BASE, name="no_pcf", pcf=None),
         replace(_BASE, name="no_row", row=None),
         replace(_BASE, name="no_pcf_no_row", pcf=None, row=None),

@@ -138,3 +138,16 @@ def test_generated_forms_read_as_paramedir_loads_them(tmp_path, name):
     assert ({k: x for k, x in pm.running_ns.items() if x}, {k: x for k, x in pm.running_bursts.items() if x}) == \
         (want_ns, want_n), pm.messages
     _assert_same_view(prv, prv, tmp_path / "pm2")
+
+
+def test_new_format_trace_is_refused_by_both(tmp_path):
+    """paramedir does not load a trace whose first line is ``new format``; synthtrace refuses it too (one line)."""
+    from synthtrace.tracelib.errors import TraceFormatError
+    from synthtrace.tracelib.paraver.reader import ParaverTrace
+
+    prv = write(GENERATED["extrae"], tmp_path / "t")
+    prv.write_text("new format\n" + prv.read_text())
+    with pytest.raises(RuntimeError, match="could not load"):
+        paramedir_view(PARAMEDIR, prv, tmp_path / "pm")
+    with pytest.raises(TraceFormatError, match="'new format' trace"):
+        ParaverTrace(prv)

@@ -469,3 +469,12 @@ def test_broken_record_forms_stay_refused(tmp_path, run_cli, kind):
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"{prv}:{k + 1}:" in err and reason in err, err
     assert tree_digest(wh) == before
+
+
+def test_new_format_trace_is_refused_as_paramedir_refuses_it(tmp_path, run_cli):
+    """A ``new format`` first line announces paraver-kernel's internal record layout (TraceBodyIO_v2), which
+    paramedir does not load (it loads only files starting with ``#Paraver``): one line, exit 2, not a misreading."""
+    prv = write(VARIANTS["extrae"], tmp_path / "t")
+    prv.write_text("new format\n" + prv.read_text())
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{prv}:1: 'new format' trace" in err, err

@@ -213,10 +213,11 @@ class ParaverTrace(TraceReader):
         start_warm_up()
 
     def _read_prefix(self) -> tuple[bytes, int, str]:
-        """(bytes before the first record line, its 1-based line number, the header line): the header (after an
-        optional ``new format`` line, as Paraver reads it), its communicator lines (``c:``/``i:``) and the
-        comments and blank lines that directly follow it. The header may be of any length up to
-        :data:`MAX_HEADER_BYTES`."""
+        """(bytes before the first record line, its 1-based line number, the header line): the header, its
+        communicator lines (``c:``/``i:``) and the comments and blank lines that directly follow it. The header may
+        be of any length up to :data:`MAX_HEADER_BYTES`. A ``new format`` first line is refused: paraver-kernel reads
+        such a body with another record layout (``TraceBodyIO_v2``), and paramedir loads only files whose first line
+        starts with ``#Paraver`` (``LocalKernel::isTraceFile``)."""
         lines: list[bytes] = []
         with _opened(self.path) as fh:
             if b"\0" in fh.peek(4096)[:4096]:
@@ -224,10 +225,11 @@ class ParaverTrace(TraceReader):
             first = fh.readline(MAX_HEADER_BYTES + 1)
             lines.append(first)
             if first.rstrip(b"\r\n") == b"new format":
-                first = fh.readline(MAX_HEADER_BYTES + 1)
-                lines.append(first)
+                raise TraceFormatError(self.path, 1, "'new format' trace (paraver-kernel's internal record layout, "
+                                       "TraceBodyIO_v2), which paramedir does not load either: only '#Paraver (' "
+                                       "traces are read")
             if len(first) > MAX_HEADER_BYTES:
-                raise TraceFormatError(self.path, len(lines), f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
+                raise TraceFormatError(self.path, 1, f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
             size = sum(map(len, lines))
             while size < MAX_HEADER_BYTES:
                 line = fh.readline(MAX_HEADER_BYTES)
@@ -238,8 +240,7 @@ class ParaverTrace(TraceReader):
         try:
             text = first.decode("utf-8")
         except UnicodeDecodeError:
-            raise TraceFormatError(self.path, 2 if len(lines) > 1 and lines[0].startswith(b"new format") else 1,
-                                   "header is not text") from None
+            raise TraceFormatError(self.path, 1, "header is not text") from None
         return b"".join(lines), len(lines) + 1, text
 
     def _check_declared_threads(self) -> None:
@@ -247,13 +248,9 @@ class ParaverTrace(TraceReader):
         n = self.resources["n_threads"]
         room = self.size * (GZIP_RATIO if self.path.suffix == ".gz" else 1) // MIN_RECORD_BYTES
         if n > MAX_THREADS or n > MAX_IDLE_THREADS + room:
-            raise TraceFormatError(self.path, self._header_line, f"broken Paraver header: header declares {n} threads, "
+            raise TraceFormatError(self.path, 1, f"broken Paraver header: header declares {n} threads, "
                                    f"more than a file of {self.size} bytes can describe "
                                    f"(at most {min(MAX_THREADS, MAX_IDLE_THREADS + room)})")
-
-    @property
-    def _header_line(self) -> int:
-        return 2 if self._prefix.startswith(b"new format") else 1
 
     def _warn_ignored_lines(self) -> None:
         """Lines of the ``.pcf``/``.row`` that Paraver skips are skipped here too, with one warning per file."""
