@@ -46,7 +46,7 @@ class Burst:
 class Form:
     """How the timeline is written (defaults: what Extrae 4/5 writes)."""
 
-    unit: str = "_ns"  # "_ns", "_us", "_ms" or "" (microseconds)
+    unit: str = "_ns"  # "_ns", "_us", "_ms"; "" and any other suffix are microseconds to Paraver
     date: str = "21/01/2022 at 16:37"
     resources: str = "2(2,2)"  # Extrae: N(cpus,...); Paraver also reads "N" (N nodes of one cpu) and "0"
     appl_sep: str = ","  # Extrae separates applications with ',', Paraver's own writer with ':'
@@ -77,7 +77,7 @@ class Variant:
 
     @property
     def ns_per_unit(self) -> int:
-        return {"_ns": 1, "_us": 1_000, "_ms": 1_000_000, "": 1_000}[self.form.unit]
+        return {"_ns": 1, "_ms": 1_000_000}.get(self.form.unit, 1_000)
 
     @property
     def bursts(self) -> list[Burst]:
@@ -307,6 +307,7 @@ def variants() -> dict[str, Variant]:
         replace(_BASE, name="microseconds_us", form=replace(f, unit="_us")),
         replace(_BASE, name="microseconds_no_unit", form=replace(f, unit="")),
         replace(_BASE, name="milliseconds", form=replace(f, unit="_ms")),
+        replace(_BASE, name="unit_paraver_does_not_know", form=replace(f, unit="_s")),
         replace(_BASE, name="two_digit_year", form=replace(f, date="21/01/22 at 16:37")),
         replace(_BASE, name="nodes_without_cpu_list", row=None, form=replace(f, resources="4", header_nodes=(1, 3, 4),
                                                                               cpus=(1, 1, 3, 4))),

@@ -20,6 +20,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.paraver.header import PARAVER_UNITS
 from testing.paraver_variants import CYC, INSTR, ITERATIONS, variants, write
 from testing.traces import JACOBI, LULESH_A, PRIME, copy_trace, tree_digest
 
@@ -388,6 +389,7 @@ def test_generated_forms_read_as_written(tmp_path, name):
     assert recv["bytes_recv"].to_list() == [4096] * ITERATIONS and recv["tag"].to_list() == [7, 8, 9]
     assert send["start_ns"].to_list() == [s for s, _ in v.messages]
     assert (any("counter values are negative" in w for w in said)) == bool(v.overrides), said
+    assert any("is not one Paraver knows" in w for w in said) == (v.form.unit not in PARAVER_UNITS), said
 
 
 @pytest.mark.parametrize("name", ["row_misfit", "row_all_levels_any_order"])

@@ -2,8 +2,9 @@
 
 ``#Paraver (dd/mm/yyyy at hh:mm):END[_ns|_us]:NODES(cpus,...):N_APPL:NTASKS(threads:node,...)...[,N_COMM]``.
 The resource part is ``0`` (or ``0()``, as Extrae writes it) when the tracer did not record nodes, and a bare
-``N`` for N nodes of one cpu each (paraver-kernel ``resourcemodel.cpp``). A duration without a unit is in
-microseconds (Paraver's historical default); all times are converted to nanoseconds.
+``N`` for N nodes of one cpu each (paraver-kernel ``resourcemodel.cpp``). The duration's unit is ``_ns``, ``_us`` or
+``_ms``; without one, and with any other suffix, Paraver reads microseconds (``traceheader.h``), and so does this
+parser. All times are converted to nanoseconds.
 """
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from datetime import datetime
 from synthtrace.tracelib.errors import TraceFormatError
 
 _HEADER = re.compile(r"^#Paraver \((?P<date>[^)]*)\):(?P<rest>.*)$")
-_DURATION = re.compile(r"^(?P<value>\d+)(?:_(?P<unit>ns|us|ms|s))?$")
+_DURATION = re.compile(r"^(?P<value>\d+)(?P<unit>_.*)?$")
 _COUNTED = re.compile(r"^(?P<n>\d+)(?:\((?P<items>[^)]*)\))?$")
-_UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, None: 1_000}
+#: ns per trace unit of each suffix Paraver knows (traceheader.h); any other suffix, or none, is microseconds
+_UNIT_NS = {"_ns": 1, "_ms": 1_000_000}
+PARAVER_UNITS = frozenset({"_ns", "_us", "_ms", ""})
 MAX_DIGITS = 30  # no header number is longer (a 64-bit integer has 20 digits)
 _LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
 INT32_MAX = 2**31 - 1
@@ -37,6 +40,7 @@ class ParaverHeader:
     node_of_task: tuple[tuple[int, ...], ...]  # [appl-1][task-1] -> 1-based node
     n_communicators: int = 0
     raw: str = field(default="", repr=False)
+    unit: str = "_ns"  # the duration's unit suffix as written ("" for none)
 
     @property
     def n_cpus(self) -> int:
@@ -92,8 +96,8 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         raise bad("expected END:RESOURCES:N_APPL:APPLICATIONS")
     dur = _DURATION.match(tokens[0])
     if not dur:
-        raise bad(f"duration {_short(tokens[0])!r} is not an integer with an optional _ns/_us unit")
-    scale = _UNIT_NS[dur["unit"]]
+        raise bad(f"duration {_short(tokens[0])!r} is not an integer with an optional _ns/_us/_ms unit")
+    scale = _UNIT_NS.get(dur["unit"], 1_000)
     if int(dur["value"]) * scale > INT64_MAX:
         raise bad(f"duration {_short(dur['value'])} does not fit in a signed 64-bit integer of ns")
 
@@ -165,6 +169,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         node_of_task=tuple(nodes),
         n_communicators=n_comm,
         raw=line.rstrip("\r\n"),
+        unit=dur["unit"] or "",
     )
 
 

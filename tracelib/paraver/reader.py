@@ -37,7 +37,7 @@ from synthtrace.tracelib.errors import (
 )
 from synthtrace.tracelib.formats import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
-from synthtrace.tracelib.paraver.header import ParaverHeader, parse_header
+from synthtrace.tracelib.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
 from synthtrace.tracelib.paraver.pcf import PcfCatalog, parse_pcf
 from synthtrace.tracelib.paraver import mpi_events
 from synthtrace.tracelib.mpi_calls import EXTRAE_NAMES
@@ -204,6 +204,9 @@ class ParaverTrace(TraceReader):
             raise TraceFormatError(self.path, None, "empty file")
         self._prefix, self._body_line, header_line = self._read_prefix()
         self.header: ParaverHeader = parse_header(header_line, str(self.path))
+        if self.header.unit not in PARAVER_UNITS:
+            self._warn(f"{self.path}:1: time unit {self.header.unit[:20]!r} is not one Paraver knows (_ns, _us, _ms): "
+                       "read as microseconds, as Paraver reads it")
         self._check_declared_threads()
         self._companion_bytes: list[bytes] = []
         self.pcf = self._companion(".pcf", parse_pcf, PcfCatalog())
