@@ -332,3 +332,26 @@ def variants() -> dict[str, Variant]:
         replace(_BASE, name="dots_and_spaces_gzip", stem="my app.run 2.v1.2", gzip=True),
     ]
     return {v.name: v for v in vs}
+
+
+def write_many_tasks(folder: Path, n_tasks: int, tasks_per_node: int = 48) -> tuple[Path, dict[tuple[int, int, int],
+                                                                                                 int]]:
+    """A trace of ``n_tasks`` one-thread tasks over nodes of ``tasks_per_node`` cpus, as Extrae writes a large
+    job's (a header line of about 4 bytes per task); each task runs twice, for a time of its own, with its
+    instructions at the end of each burst. Returns the trace and each thread's Running time in ns."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n_nodes = -(-n_tasks // tasks_per_node)
+    cpus = ",".join(str(min(tasks_per_node, n_tasks - i * tasks_per_node)) for i in range(n_nodes))
+    tasks = ",".join(f"1:{t // tasks_per_node + 1}" for t in range(n_tasks))
+    lines = [f"#Paraver (01/06/2024 at 10:00):{END}_ns:{n_nodes}({cpus}):1:{n_tasks}({tasks}),0"]
+    running = {}
+    for t in range(n_tasks):
+        w = 100 + t % 97
+        where = f"{t + 1}:1:{t + 1}:1"
+        lines += [f"1:{where}:0:{w}:1", f"2:{where}:{w}:{INSTR}:{1000 + t}", f"1:{where}:{w}:1000:3",
+                  f"1:{where}:1000:{1000 + w}:1", f"2:{where}:{1000 + w}:{INSTR}:{2000 + t}",
+                  f"1:{where}:{1000 + w}:{END}:3"]
+        running[(1, t + 1, 1)] = 2 * w
+    prv = folder / f"many_{n_tasks}.prv"
+    prv.write_text("\n".join(lines) + "\n")
+    return prv, running
