@@ -58,6 +58,7 @@ class Form:
     global_ops: bool = False  # type 4 records (MPI collectives), which Paraver skips
     comment_lines: bool = False  # '#' lines in the body (Paraver keeps them as trace metadata)
     signed_values: bool = False  # negative values written with a '-', as Paraver's own tools (cutter, filter) do
+    header_blanks: bool = False  # blanks between the header's lists (Paraver reads its numbers with >>)
     header_nodes: tuple[int, int, int] = (1, 2, 2)  # node of appl 1 task 1, appl 1 task 2, appl 2 task 1
     cpus: tuple[int, int, int, int] = (1, 2, 3, 4)  # cpu of each thread's records (0: none)
 
@@ -149,7 +150,8 @@ def header(form: Form) -> str:
     """The header line (without its line end) and the communicator lines after it."""
     appl1 = f"2(2:{form.header_nodes[0]},1:{form.header_nodes[1]})"
     appl2 = f"1(1:{form.header_nodes[2]})"
-    text = f"#Paraver ({form.date}):{END}{form.unit}:{form.resources}:2:{appl1}{form.appl_sep}{appl2}"
+    sep = form.appl_sep + (" " if form.header_blanks else "")
+    text = f"#Paraver ({form.date}):{END}{form.unit}:{form.resources}:2:{appl1}{sep}{appl2}"
     if form.count_communicators:
         text += f",{len(form.communicators)}"
     return "\n".join([text, *form.communicators])
@@ -309,6 +311,7 @@ def variants() -> dict[str, Variant]:
         replace(_BASE, name="milliseconds", form=replace(f, unit="_ms")),
         replace(_BASE, name="unit_paraver_does_not_know", form=replace(f, unit="_s")),
         replace(_BASE, name="two_digit_year", form=replace(f, date="21/01/22 at 16:37")),
+        replace(_BASE, name="header_blanks", form=replace(f, header_blanks=True)),
         replace(_BASE, name="nodes_without_cpu_list", row=None, form=replace(f, resources="4", header_nodes=(1, 3, 4),
                                                                               cpus=(1, 1, 3, 4))),
         replace(_BASE, name="no_resources", row=None, form=replace(f, resources="0", cpus=(0, 0, 0, 0),

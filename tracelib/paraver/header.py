@@ -91,7 +91,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         raise TraceFormatError(path, 1, "no Paraver header (the file must start with '#Paraver (')")
     if (long := _LONG_NUMBER.search(m["rest"])) is not None:
         raise bad(f"number {_short(long[0])} has more than {MAX_DIGITS} digits")
-    tokens = _split_top_level(m["rest"], ":")
+    tokens = [t.strip() for t in _split_top_level(m["rest"], ":")]  # Paraver reads numbers with >>: blanks pass
     if len(tokens) < 4:
         raise bad("expected END:RESOURCES:N_APPL:APPLICATIONS")
     dur = _DURATION.match(tokens[0])
@@ -127,7 +127,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         raise bad(f"{_short(tokens[2])} applications declared (expected 1 to {MAX_ID})")
     # Applications are separated by ':' (Paraver's specification) or ',' (what Extrae writes); a trailing
     # bare integer is the number of communicator ('c:') lines that follow the header.
-    appl_tokens = [t for tok in tokens[3:] for t in _split_top_level(tok, ",")]
+    appl_tokens = [t.strip() for tok in tokens[3:] for t in _split_top_level(tok, ",")]
     n_comm = 0
     if appl_tokens and appl_tokens[-1].isdigit() and len(appl_tokens) == n_appl + 1:
         n_comm = int(appl_tokens.pop())
