@@ -153,6 +153,7 @@ def test_new_format_trace_is_refused_by_both(tmp_path):
         ParaverTrace(prv)
 
 
+@pytest.mark.slow
 def test_many_tasks_read_as_paramedir_loads_them(tmp_path):
     """3,000 one-thread tasks on 63 nodes: paramedir's per-thread Running time is the generator's, and
     synthtrace's is paramedir's (20,000 tasks agree too, but paramedir takes about a minute for them)."""
