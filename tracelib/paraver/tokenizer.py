@@ -336,10 +336,11 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         while buf[pos] == 58:  # ':'
             pos += 1
             u = np.uint64(0)
-            # an event value may be negative: Paraver keeps values as signed 64 bits and its own tools write them so
-            neg = buf[pos] == 45 and rtype == 2 and nf >= 7 and nf % 2 == 1
-            if neg:
-                pos += 1
+            neg = False
+            if buf[pos] == 45:  # a negative event value: Paraver's values are signed 64 bits, as its tools write
+                neg = rtype == 2 and nf >= 7 and nf % 2 == 1
+                if neg:
+                    pos += 1
             fs = pos
             while True:
                 d = np.int64(buf[pos]) - 48
@@ -374,14 +375,18 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                     bad_k = nf + 1
                     break
             big = u > _U64_INT64_MAX
-            v = _INT64_MAX if big else np.int64(u)
-            if rtype == 2 and nf >= 7 and nf % 2 == 1:  # an event value: signed 64 bits, as Paraver reads it
-                if neg:
-                    big = u > _U64_INT64_MAX + np.uint64(1)
-                    v = -v if not big and u <= _U64_INT64_MAX else _INT64_MIN
-                elif big:  # Extrae prints counters as unsigned 64 bits: a negative delta reads as 2**64 - d
-                    big = False
-                    v = np.int64(u - _U64_INT64_MAX - np.uint64(1)) + _INT64_MIN
+            if neg:
+                big = u > _U64_INT64_MAX + np.uint64(1)
+                v = _INT64_MIN if u > _U64_INT64_MAX else -np.int64(u)
+            elif not big:
+                v = np.int64(u)
+            elif rtype == 2 and nf >= 7 and nf % 2 == 1:
+                # an event value: Extrae prints counters as unsigned 64 bits, so a negative delta d reads as
+                # 2**64 - d; Paraver keeps values as signed 64 bits, and so does this
+                big = False
+                v = np.int64(u - _U64_INT64_MAX - np.uint64(1)) + _INT64_MIN
+            else:
+                v = _INT64_MAX
             if nf < 16:
                 fv[nf] = v
                 if big:
