@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RUNNING = "Running"
+STATE_NUMBER = {RUNNING: 1}
 
 
 def find_paramedir() -> Path | None:
@@ -55,7 +56,7 @@ class ParamedirView:
 
 def _column(table: Path, state: str) -> dict[tuple[int, int, int], int]:
     header, *rows = [ln.rstrip("\n").split("\t") for ln in table.read_text().splitlines() if ln.strip()]
-    col = header.index(state)
+    col = header.index(state if state in header else f"Unknown state {STATE_NUMBER[state]}")  # no .pcf: no names
     out = {}
     for r in rows:
         if r[0].startswith("THREAD "):

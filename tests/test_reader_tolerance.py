@@ -11,10 +11,17 @@ import gzip
 import json
 import re
 import shutil
+import warnings
+from dataclasses import asdict
 from pathlib import Path
 
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.paraver.header import PARAVER_UNITS
+from testing.paraver_variants import CYC, INSTR, ITERATIONS, variants, write, write_many_tasks
 from testing.traces import JACOBI, LULESH_A, PRIME, copy_trace, tree_digest
 
 pytestmark = pytest.mark.real_traces
@@ -349,3 +356,137 @@ def test_two_concurrent_ingests_of_one_trace_report_one_ingested(tmp_path, monke
     mine = ingest.ingest_trace(wh, PRIME)
     assert [other[0].status, mine.status] == ["ingested", "already"]
     assert mine.run_id == other[0].run_id and len(list(wh.runs_dir.glob("*/run.parquet"))) == 1
+
+
+# --------------------------------------------------------------------------- forms real tools write (generated)
+# Each form of testing/paraver_variants.py must read as the timeline it was written from: every burst's thread,
+# times (ns) and counters, and the messages on the MPI calls. tests/test_paramedir.py checks paramedir agrees.
+VARIANTS = variants()
+
+
+def _read(prv: Path) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    import synthtrace
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bursts, calls = synthtrace.read_trace(prv)
+    return bursts, calls, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_generated_forms_read_as_written(tmp_path, name):
+    v = VARIANTS[name]
+    bursts, calls, said = _read(write(v, tmp_path))
+    ins, cyc = ("PAPI_TOT_INS", "PAPI_TOT_CYC") if v.pcf else (str(INSTR), str(CYC))
+    got = bursts.select("appl", "task", "thread", "start_ns", "end_ns", pl.col(ins).alias("instructions"),
+                        pl.col(cyc).alias("cycles")).sort("appl", "task", "thread", "start_ns")
+    want = pl.DataFrame([asdict(b) for b in v.bursts], schema=got.schema).sort("appl", "task", "thread", "start_ns")
+    assert_frame_equal(got, want)
+    send = calls.filter((pl.col("appl") == 1) & (pl.col("task") == 1) & (pl.col("thread") == 1)).sort("start_ns")
+    recv = calls.filter((pl.col("appl") == 1) & (pl.col("task") == 2)).sort("start_ns")
+    assert send["mpi_call"].to_list() == ["MPI_Send"] * ITERATIONS or not v.pcf
+    assert send["bytes_sent"].to_list() == [4096] * ITERATIONS and send["peer"].to_list() == [2] * ITERATIONS
+    assert recv["bytes_recv"].to_list() == [4096] * ITERATIONS and recv["tag"].to_list() == [7, 8, 9]
+    assert send["start_ns"].to_list() == [s for s, _ in v.messages]
+    assert (any("counter values are negative" in w for w in said)) == bool(v.overrides), said
+    assert any("is not one Paraver knows" in w for w in said) == (v.form.unit not in PARAVER_UNITS), said
+
+
+@pytest.mark.parametrize("name", ["row_misfit", "row_all_levels_any_order"])
+def test_row_paraver_reads_is_a_warning_not_an_error(tmp_path, run_cli, name):
+    """paramedir never refuses a .row (it only looks names up): a .row that does not fit is one warning, exit 0."""
+    prv = write(VARIANTS[name], tmp_path / "t")
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 0, err
+    misfit = [ln for ln in err.splitlines() if ".row:" in ln]
+    if name == "row_misfit":
+        assert any("LEVEL CPU lists 6 names but the .prv header has 4" in ln for ln in misfit), err
+    else:
+        assert not misfit, err
+
+
+def test_negative_counter_delta_is_kept_as_paraver_reads_it_and_said(tmp_path, run_cli):
+    """Extrae prints a counter that went backwards as 2**64 - d (``%lu``); Paraver reads it as -d: so does ingest."""
+    v = VARIANTS["counter_wrapped_u64"]
+    prv = write(v, tmp_path / "t")
+    assert f":{2**64 - 5}" in prv.read_text()
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and "1 counter values are negative" in err, err
+    code, out, err = run_cli("sql", "SELECT task, sum(PAPI_TOT_CYC) AS c FROM bursts WHERE appl = 1 GROUP BY task "
+                             "ORDER BY task", "-w", wh, "-f", "json")
+    by_task = {r["task"]: r["c"] for r in json.loads(out)}
+    assert by_task[2] == sum(b.cycles for b in v.bursts if (b.appl, b.task) == (1, 2))
+    assert -5 in [b.cycles for b in v.bursts]
+
+
+def test_extrae_header_without_nodes_reads_without_resources(tmp_path):
+    """Extrae writes ``0()`` when it knows no nodes; paramedir reads it as no resource model (records on cpu 0)."""
+    from synthtrace.tracelib.paraver.reader import ParaverTrace
+
+    prv = write(VARIANTS["no_resources_extrae"], tmp_path)
+    assert ":0():2:" in prv.read_text().splitlines()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no .row
+        trace = ParaverTrace(prv)
+    assert trace.header.cpus_per_node == () and trace.resources["n_threads"] == 4
+
+
+def test_bare_node_count_is_nodes_of_one_cpu(tmp_path):
+    """``4`` without a cpu list is four nodes of one cpu (paraver-kernel resourcemodel.cpp): a record on cpu 5 is
+    outside the model, one line naming it."""
+    prv = write(VARIANTS["nodes_without_cpu_list"], tmp_path)
+    assert _read(prv)[0].height == 12
+    lines = prv.read_text().splitlines(keepends=True)
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("1:3:"))
+    lines[k] = "1:5:" + lines[k][4:]
+    prv.write_text("".join(lines))
+    with pytest.raises(TraceFormatError, match=rf"{re.escape(str(prv))}:{k + 1}: cpu 5 outside .* \(4 cpus\)"):
+        _read(prv)
+
+
+#: broken record forms next to the tolerated ones: (edit of one event or state line, reason)
+BROKEN_RECORDS = {
+    "blank_then_text": (lambda ln: ln.rstrip("\n") + " 7\n", "is not a non-negative integer"),
+    "negative_time": (lambda ln: ":".join(ln.split(":")[:5] + ["-" + ln.split(":")[5]] + ln.split(":")[6:]),
+                      "field 6 '-"),
+    "value_beyond_64_bits": (lambda ln: ln.rstrip("\n").rsplit(":", 1)[0] + f":{2**64}\n", "does not fit in 64 bits"),
+    "negative_beyond_int64": (lambda ln: ln.rstrip("\n").rsplit(":", 1)[0] + f":-{2**63 + 1}\n",
+                              "does not fit in a signed 64-bit integer"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN_RECORDS))
+def test_broken_record_forms_stay_refused(tmp_path, run_cli, kind):
+    edit, reason = BROKEN_RECORDS[kind]
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", write(VARIANTS["extrae"], tmp_path / "good"), "-w", wh)[0] == 0
+    before = tree_digest(wh)
+    prv = write(VARIANTS["extrae"], tmp_path / "t")
+    lines = prv.read_text().splitlines(keepends=True)
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("2:1:1:1:1:") and f"{INSTR}:" in ln)
+    lines[k] = edit(lines[k])
+    prv.write_text("".join(lines))
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{prv}:{k + 1}:" in err and reason in err, err
+    assert tree_digest(wh) == before
+
+
+def test_new_format_trace_is_refused_as_paramedir_refuses_it(tmp_path, run_cli):
+    """A ``new format`` first line announces paraver-kernel's internal record layout (TraceBodyIO_v2), which
+    paramedir does not load (it loads only files starting with ``#Paraver``): one line, exit 2, not a misreading."""
+    prv = write(VARIANTS["extrae"], tmp_path / "t")
+    prv.write_text("new format\n" + prv.read_text())
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{prv}:1: 'new format' trace" in err, err
+
+
+def test_very_many_tasks_read_per_task(tmp_path):
+    """20,000 tasks on 417 nodes (a header line of 116 KB, no .pcf): every task's times and instructions."""
+    prv, running = write_many_tasks(tmp_path, 20_000)
+    bursts, _, _ = _read(prv)
+    per = bursts.group_by("appl", "task", "thread").agg(pl.col("duration_ns").sum(), pl.col(str(INSTR)).sum())
+    got = {(a, t, h): d for a, t, h, d, _ in per.iter_rows()}
+    assert got == running
+    assert {t: i for _, t, _, _, i in per.iter_rows()} == {t: 3000 + 2 * (t - 1) for t in range(1, 20_001)}

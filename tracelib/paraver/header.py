@@ -1,8 +1,10 @@
 """The first line of a ``.prv`` file: date, duration, resource model, applications, communicators.
 
 ``#Paraver (dd/mm/yyyy at hh:mm):END[_ns|_us]:NODES(cpus,...):N_APPL:NTASKS(threads:node,...)...[,N_COMM]``.
-The resource part may be a bare ``0`` when the tracer did not record nodes. A duration without a unit is
-in microseconds (Paraver's historical default); all times are converted to nanoseconds.
+The resource part is ``0`` (or ``0()``, as Extrae writes it) when the tracer did not record nodes, and a bare
+``N`` for N nodes of one cpu each (paraver-kernel ``resourcemodel.cpp``). The duration's unit is ``_ns``, ``_us`` or
+``_ms``; without one, and with any other suffix, Paraver reads microseconds (``traceheader.h``), and so does this
+parser. All times are converted to nanoseconds.
 """
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from datetime import datetime
 from synthtrace.tracelib.errors import TraceFormatError
 
 _HEADER = re.compile(r"^#Paraver \((?P<date>[^)]*)\):(?P<rest>.*)$")
-_DURATION = re.compile(r"^(?P<value>\d+)(?:_(?P<unit>ns|us|ms|s))?$")
+_DURATION = re.compile(r"^(?P<value>\d+)(?P<unit>_.*)?$")
 _COUNTED = re.compile(r"^(?P<n>\d+)(?:\((?P<items>[^)]*)\))?$")
-_UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, None: 1_000}
+#: ns per trace unit of each suffix Paraver knows (traceheader.h); any other suffix, or none, is microseconds
+_UNIT_NS = {"_ns": 1, "_ms": 1_000_000}
+PARAVER_UNITS = frozenset({"_ns", "_us", "_ms", ""})
 MAX_DIGITS = 30  # no header number is longer (a 64-bit integer has 20 digits)
 _LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
 INT32_MAX = 2**31 - 1
@@ -36,6 +40,7 @@ class ParaverHeader:
     node_of_task: tuple[tuple[int, ...], ...]  # [appl-1][task-1] -> 1-based node
     n_communicators: int = 0
     raw: str = field(default="", repr=False)
+    unit: str = "_ns"  # the duration's unit suffix as written ("" for none)
 
     @property
     def n_cpus(self) -> int:
@@ -81,26 +86,31 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     def bad(reason: str) -> TraceFormatError:
         return TraceFormatError(path, 1, f"broken Paraver header: {reason}")
 
-    m = _HEADER.match(line.rstrip("\r\n"))
+    m = _HEADER.match(line.rstrip())
     if not m:
         raise TraceFormatError(path, 1, "no Paraver header (the file must start with '#Paraver (')")
     if (long := _LONG_NUMBER.search(m["rest"])) is not None:
         raise bad(f"number {_short(long[0])} has more than {MAX_DIGITS} digits")
-    tokens = _split_top_level(m["rest"], ":")
+    tokens = [t.strip() for t in _split_top_level(m["rest"], ":")]  # Paraver reads numbers with >>: blanks pass
     if len(tokens) < 4:
         raise bad("expected END:RESOURCES:N_APPL:APPLICATIONS")
     dur = _DURATION.match(tokens[0])
     if not dur:
-        raise bad(f"duration {_short(tokens[0])!r} is not an integer with an optional _ns/_us unit")
-    scale = _UNIT_NS[dur["unit"]]
+        raise bad(f"duration {_short(tokens[0])!r} is not an integer with an optional _ns/_us/_ms unit")
+    scale = _UNIT_NS.get(dur["unit"], 1_000)
     if int(dur["value"]) * scale > INT64_MAX:
         raise bad(f"duration {_short(dur['value'])} does not fit in a signed 64-bit integer of ns")
 
     res = _COUNTED.match(tokens[1])
     if not res:
         raise bad(f"resource model {_short(tokens[1])!r} is not NODES(cpus,...)")
-    cpus: tuple[int, ...] = ()
-    if res["items"] is not None:
+    cpus: tuple[int, ...] = ()  # "0", or "0()" as Extrae writes it without nodes: no resource information
+    n_nodes = int(res["n"])
+    if n_nodes and res["items"] is None:  # "N": N nodes of one cpu each (paraver-kernel resourcemodel.cpp)
+        if n_nodes > MAX_ID:
+            raise bad(f"{_short(res['n'])} nodes declared (expected at most {MAX_ID})")
+        cpus = (1,) * n_nodes
+    elif n_nodes:
         try:
             cpus = tuple(int(x) for x in res["items"].split(","))
         except ValueError:
@@ -117,7 +127,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         raise bad(f"{_short(tokens[2])} applications declared (expected 1 to {MAX_ID})")
     # Applications are separated by ':' (Paraver's specification) or ',' (what Extrae writes); a trailing
     # bare integer is the number of communicator ('c:') lines that follow the header.
-    appl_tokens = [t for tok in tokens[3:] for t in _split_top_level(tok, ",")]
+    appl_tokens = [t.strip() for tok in tokens[3:] for t in _split_top_level(tok, ",")]
     n_comm = 0
     if appl_tokens and appl_tokens[-1].isdigit() and len(appl_tokens) == n_appl + 1:
         n_comm = int(appl_tokens.pop())
@@ -159,6 +169,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         node_of_task=tuple(nodes),
         n_communicators=n_comm,
         raw=line.rstrip("\r\n"),
+        unit=dur["unit"] or "",
     )
 
 

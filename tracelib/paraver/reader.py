@@ -37,7 +37,7 @@ from synthtrace.tracelib.errors import (
 )
 from synthtrace.tracelib.formats import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
-from synthtrace.tracelib.paraver.header import ParaverHeader, parse_header
+from synthtrace.tracelib.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
 from synthtrace.tracelib.paraver.pcf import PcfCatalog, parse_pcf
 from synthtrace.tracelib.paraver import mpi_events
 from synthtrace.tracelib.mpi_calls import EXTRAE_NAMES
@@ -204,19 +204,23 @@ class ParaverTrace(TraceReader):
             raise TraceFormatError(self.path, None, "empty file")
         self._prefix, self._body_line, header_line = self._read_prefix()
         self.header: ParaverHeader = parse_header(header_line, str(self.path))
+        if self.header.unit not in PARAVER_UNITS:
+            self._warn(f"{self.path}:1: time unit {self.header.unit[:20]!r} is not one Paraver knows (_ns, _us, _ms): "
+                       "read as microseconds, as Paraver reads it")
         self._check_declared_threads()
         self._companion_bytes: list[bytes] = []
         self.pcf = self._companion(".pcf", parse_pcf, PcfCatalog())
         self.row = self._companion(".row", parse_row, RowNames())
-        self._warn_ignored_pcf_lines()
+        self._warn_ignored_lines()
         self._check_row()
         start_warm_up()
 
     def _read_prefix(self) -> tuple[bytes, int, str]:
-        """(bytes before the first record line, its 1-based line number, the header line): the header (after an
-        optional ``new format`` line, as Paraver reads it), its communicator lines (``c:``/``i:``) and the
-        comments and blank lines that directly follow it. The header may be of any length up to
-        :data:`MAX_HEADER_BYTES`."""
+        """(bytes before the first record line, its 1-based line number, the header line): the header, its
+        communicator lines (``c:``/``i:``) and the comments and blank lines that directly follow it. The header may
+        be of any length up to :data:`MAX_HEADER_BYTES`. A ``new format`` first line is refused: paraver-kernel reads
+        such a body with another record layout (``TraceBodyIO_v2``), and paramedir loads only files whose first line
+        starts with ``#Paraver`` (``LocalKernel::isTraceFile``)."""
         lines: list[bytes] = []
         with _opened(self.path) as fh:
             if b"\0" in fh.peek(4096)[:4096]:
@@ -224,10 +228,11 @@ class ParaverTrace(TraceReader):
             first = fh.readline(MAX_HEADER_BYTES + 1)
             lines.append(first)
             if first.rstrip(b"\r\n") == b"new format":
-                first = fh.readline(MAX_HEADER_BYTES + 1)
-                lines.append(first)
+                raise TraceFormatError(self.path, 1, "'new format' trace (paraver-kernel's internal record layout, "
+                                       "TraceBodyIO_v2), which paramedir does not load either: only '#Paraver (' "
+                                       "traces are read")
             if len(first) > MAX_HEADER_BYTES:
-                raise TraceFormatError(self.path, len(lines), f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
+                raise TraceFormatError(self.path, 1, f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
             size = sum(map(len, lines))
             while size < MAX_HEADER_BYTES:
                 line = fh.readline(MAX_HEADER_BYTES)
@@ -238,8 +243,7 @@ class ParaverTrace(TraceReader):
         try:
             text = first.decode("utf-8")
         except UnicodeDecodeError:
-            raise TraceFormatError(self.path, 2 if len(lines) > 1 and lines[0].startswith(b"new format") else 1,
-                                   "header is not text") from None
+            raise TraceFormatError(self.path, 1, "header is not text") from None
         return b"".join(lines), len(lines) + 1, text
 
     def _check_declared_threads(self) -> None:
@@ -247,34 +251,32 @@ class ParaverTrace(TraceReader):
         n = self.resources["n_threads"]
         room = self.size * (GZIP_RATIO if self.path.suffix == ".gz" else 1) // MIN_RECORD_BYTES
         if n > MAX_THREADS or n > MAX_IDLE_THREADS + room:
-            raise TraceFormatError(self.path, self._header_line, f"broken Paraver header: header declares {n} threads, "
+            raise TraceFormatError(self.path, 1, f"broken Paraver header: header declares {n} threads, "
                                    f"more than a file of {self.size} bytes can describe "
                                    f"(at most {min(MAX_THREADS, MAX_IDLE_THREADS + room)})")
 
-    @property
-    def _header_line(self) -> int:
-        return 2 if self._prefix.startswith(b"new format") else 1
-
-    def _warn_ignored_pcf_lines(self) -> None:
-        """Lines of the ``.pcf`` that Paraver skips are skipped here too, with one warning saying so."""
-        if self.pcf.ignored:
-            line, reason = self.pcf.ignored[0]
-            more = f" ({len(self.pcf.ignored)} lines skipped)" if len(self.pcf.ignored) > 1 else ""
-            self._warn(f"{companion(self.path, '.pcf')}:{line}: skipped: {reason}{more}")
+    def _warn_ignored_lines(self) -> None:
+        """Lines of the ``.pcf``/``.row`` that Paraver skips are skipped here too, with one warning per file."""
+        for suffix, ignored in ((".pcf", self.pcf.ignored), (".row", self.row.ignored)):
+            if ignored:
+                line, reason = ignored[0]
+                more = f" ({len(ignored)} lines skipped)" if len(ignored) > 1 else ""
+                self._warn(f"{companion(self.path, suffix)}:{line}: skipped: {reason}{more}")
 
     def _warn(self, message: str) -> None:
         warnings.warn(message, UserWarning, stacklevel=3)
         self.warnings.append(message)
 
     def _check_row(self) -> None:
-        """The ``.row`` file must describe the same resources as the header."""
+        """A ``.row`` level naming another number of objects than the header has is said once (Paraver loads the
+        trace and shows no name where the ``.row`` has none; an export writes default names for that level)."""
         h = self.header
         expected = {"CPU": h.n_cpus, "NODE": len(h.cpus_per_node), "THREAD": self.resources["n_threads"]}
         for level, n in expected.items():
             names = self.row.levels.get(level)
             if names is not None and n and len(names) != n:
-                raise TraceFormatError(companion(self.path, ".row"), self.row.level_lines[level],
-                                       f"LEVEL {level} lists {len(names)} names but the .prv header has {n}")
+                self._warn(f"{companion(self.path, '.row')}:{self.row.level_lines[level]}: LEVEL {level} lists "
+                           f"{len(names)} names but the .prv header has {n}; its names are not used")
 
     def _companion(self, suffix: str, parse: Callable[[bytes, Path], _T], default: _T) -> _T:
         """The parsed ``.pcf``/``.row`` beside the trace (its bytes kept: they are part of the run's content)."""
@@ -391,7 +393,7 @@ class ParaverTrace(TraceReader):
         converter = _EventConverter(self.pcf, self.path, assembler, parser)
         messages: list[pl.DataFrame] = []
         n_records: dict[int, int] = {}
-        n_bursts = n_uncore = 0
+        n_bursts = n_uncore = n_negative = 0
         last_time = parser.last_time
         hasher = ContentHasher()
         for item in read_ahead(self._prepared(parser, converter, hasher)):
@@ -401,6 +403,7 @@ class ParaverTrace(TraceReader):
             for k, v in item.chunk.n_records.items():
                 n_records[k] = n_records.get(k, 0) + v
             messages.append(item.messages)
+            n_negative += int(np.count_nonzero(item.chunk.samples.value < 0))
             if (samples := converter.uncore_samples(item, run_id)).height:
                 n_uncore += samples.height
                 yield TablePart("uncore", samples)
@@ -415,6 +418,9 @@ class ParaverTrace(TraceReader):
         if late := n_records.pop(0, 0):
             self._warn(f"{self.path}: {late} records have times beyond the trace end in the header "
                        f"({self.header.duration_ns} ns); kept, as Paraver keeps them")
+        if n_negative:
+            self._warn(f"{self.path}: {n_negative} counter values are negative (a counter read lower than before; "
+                       "Extrae writes such a difference as an unsigned 64-bit number); kept as Paraver reads them")
         if not any(n_records.values()):
             raise TraceFormatError(self.path, self._body_line, "no records after the header (an empty trace body, "
                                    "which Paraver refuses too)")

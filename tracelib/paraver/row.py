@@ -1,10 +1,17 @@
-"""``.row`` files: names of cpus, nodes and threads (``LEVEL X SIZE N`` followed by N names)."""
+"""``.row`` files: names of cpus, nodes and threads (``LEVEL X SIZE N`` followed by N names).
+
+Read as Paraver reads them (paraver-kernel ``utils/traceparser/rowfileparser.cpp``), which never refuses a ``.row``:
+blank lines and ``#`` comments between levels are skipped, levels come in any order, a line that is not a known
+``LEVEL <name> SIZE <n>`` statement is skipped, and a level's names are the N lines after its statement (fewer when
+the file ends first). Names are only labels: what Paraver skips is skipped here too, listed in ``ignored``.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synthtrace.tracelib.errors import TraceFormatError
+#: the levels Paraver's .row parser knows (tracelabels.h)
+LEVELS = frozenset({"WORKLOAD", "APPL", "TASK", "THREAD", "SYSTEM", "NODE", "CPU"})
 
 
 @dataclass(frozen=True)
@@ -13,6 +20,7 @@ class RowNames:
 
     levels: dict[str, list[str]] = field(default_factory=dict)
     level_lines: dict[str, int] = field(default_factory=dict)  # 1-based line of each LEVEL statement
+    ignored: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): what Paraver skips too
 
     def names(self, level: str) -> list[str]:
         return self.levels.get(level.upper(), [])
@@ -23,37 +31,41 @@ def read_row(path: str | Path) -> RowNames:
     return parse_row(Path(path).read_bytes(), path)
 
 
+def _statement(line: str) -> tuple[str, int] | str:
+    """(level, size) of a ``LEVEL <name> SIZE <n>`` line, else why it is none."""
+    parts = line.split()
+    if len(parts) != 4 or parts[0] != "LEVEL" or parts[2] != "SIZE" or not parts[3].isdigit() or len(parts[3]) > 10:
+        return f"{line[:60]!r} is not 'LEVEL <name> SIZE <n>'"
+    if parts[1] not in LEVELS:
+        return f"unknown level {parts[1][:30]!r} (Paraver knows {', '.join(sorted(LEVELS))})"
+    return parts[1], int(parts[3])
+
+
 def parse_row(data: bytes, path: str | Path) -> RowNames:
-    """Parse the bytes of a ``.row`` file; a level whose names are fewer than its SIZE is a format error."""
+    """Parse the bytes of a ``.row`` file as Paraver does (see the module's docstring); never raises."""
     levels: dict[str, list[str]] = {}
     level_lines: dict[str, int] = {}
-    current: tuple[str, int, int] | None = None  # level, expected size, line of the LEVEL statement
-    for lineno, raw in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
-        line = raw.strip()
-        if not line:
+    ignored: list[tuple[int, str]] = []
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if lines[-1] == "":  # the end of the last line, not a line
+        lines.pop()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        if not line or line.startswith("#"):
             continue
-        parts = line.split()
-        if parts[0] == "LEVEL":
-            if current and len(levels[current[0]]) < current[1]:
-                raise TraceFormatError(
-                    path,
-                    current[2],
-                    f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}",
-                )
-            if len(parts) != 4 or parts[2] != "SIZE" or not parts[3].isdigit() or len(parts[3]) > 10:
-                raise TraceFormatError(path, lineno, "expected 'LEVEL <name> SIZE <n>'")
-            current = (parts[1].upper(), int(parts[3]), lineno)
-            levels[current[0]] = []
-            level_lines[current[0]] = lineno
-        elif current is None:
-            raise TraceFormatError(path, lineno, "name before any 'LEVEL ... SIZE ...' line")
-        else:
-            levels[current[0]].append(line)
-    if current and len(levels[current[0]]) < current[1]:
-        raise TraceFormatError(
-            path, current[2], f"LEVEL {current[0]} declares {current[1]} names but lists {len(levels[current[0]])}"
-        )
-    return RowNames(levels, level_lines)
+        stmt = _statement(line)
+        if isinstance(stmt, str):
+            ignored.append((i, stmt))
+            continue
+        level, size = stmt
+        names = [ln.strip() for ln in lines[i: i + size]]
+        if len(names) < size:
+            ignored.append((i, f"LEVEL {level} declares {size} names but the file ends after {len(names)}"))
+        levels[level], level_lines[level] = names, i
+        i += size
+    return RowNames(levels, level_lines, ignored)
 
 
 def format_row(levels: dict[str, list[str]]) -> str:

@@ -55,6 +55,7 @@ MAX_SLOTS = SLOT_TABLE // 2  # distinct counter types per trace
 MAX_ABSOLUTE = 64  # distinct absolute (cumulative) counter types per trace
 
 _INT64_MAX = np.int64(2**63 - 1)
+_INT64_MIN = np.int64(-(2**63))
 _INT32_MAX = 2**31 - 1
 _U64_TENTH = np.uint64(1844674407370955161)  # (2**64 - 1) // 10
 _U64_TEN = np.uint64(10)
@@ -335,6 +336,11 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         while buf[pos] == 58:  # ':'
             pos += 1
             u = np.uint64(0)
+            neg = False
+            if buf[pos] == 45:  # a negative event value: Paraver's values are signed 64 bits, as its tools write
+                neg = rtype == 2 and nf >= 7 and nf % 2 == 1
+                if neg:
+                    pos += 1
             fs = pos
             while True:
                 d = np.int64(buf[pos]) - 48
@@ -345,6 +351,13 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                     break
             nd = pos - fs
             c = buf[pos]
+            if c == 32 or c == 9:  # blanks at the end of the line, which Paraver skips
+                q = pos
+                while buf[q] == 32 or buf[q] == 9:
+                    q += 1
+                if buf[q] == 10 or (buf[q] == 13 and buf[q + 1] == 10):
+                    pos = q
+                    c = buf[q]
             if c == 13 and buf[pos + 1] == 10:
                 pos += 1  # CR of a CRLF line end
             elif c != 58 and c != 10:
@@ -362,7 +375,18 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                     bad_k = nf + 1
                     break
             big = u > _U64_INT64_MAX
-            v = _INT64_MAX if big else np.int64(u)
+            if neg:
+                big = u > _U64_INT64_MAX + np.uint64(1)
+                v = _INT64_MIN if u > _U64_INT64_MAX else -np.int64(u)
+            elif not big:
+                v = np.int64(u)
+            elif rtype == 2 and nf >= 7 and nf % 2 == 1:
+                # an event value: Extrae prints counters as unsigned 64 bits, so a negative delta d reads as
+                # 2**64 - d; Paraver keeps values as signed 64 bits, and so does this
+                big = False
+                v = np.int64(u - _U64_INT64_MAX - np.uint64(1)) + _INT64_MIN
+            else:
+                v = _INT64_MAX
             if nf < 16:
                 fv[nf] = v
                 if big:
