@@ -18,7 +18,7 @@ from synthtrace.tracelib.bursts import (
     RecordBatch,
 )
 from synthtrace.tracelib.errors import TraceFormatError
-from synthtrace.tracelib.otf2.definitions import _CUM, _CUM_ZERO, _DELTA_NEXT, _Definitions, _Location
+from synthtrace.tracelib.otf2.definitions import _CUM, _CUM_ZERO, _DELTA_NEXT, _GAUGE, _Definitions, _Location
 from synthtrace.tracelib.otf2.events import (_ENTER, _IRECV_REQ, _LEAVE, _EventBuffer, _np)
 from synthtrace.tracelib.otf2.messages import _P2P_SCHEMA
 
@@ -337,6 +337,7 @@ class _LocationConverter:
         lut_size = np.array([d.metric_count.get(int(r), 0) for r in range(int(refs.max()) + 1)], dtype=np.int64)
         base, size = lut_base[refs][rec], lut_size[refs][rec]
         ok = (base >= 0) & (within < size)
+        ok[ok] = d.member_mode[(base + within)[ok]] != _GAUGE
         member, raw, rec = (base + within)[ok], vals[ok], rec[ok]
         value = raw.view(np.int64).copy()
         fl = d.member_type[member] == 2
