@@ -131,3 +131,59 @@ def test_counters_agree_with_pipit_readings(variants, name):
         enter = r[r["Event Type"] == "Enter"]["PAPI_TOT_INS"].tolist()
         leave = r[r["Event Type"] == "Leave"]["PAPI_TOT_INS"].tolist()
         assert mine["PAPI_TOT_INS"].to_list() == [int(e - s) for e, s in zip(enter, [0.0, *leave])][: mine.height]
+
+
+# ------------------------------------------------------------------------------------------ lost and empty locations
+def test_location_without_events_or_files_is_an_idle_thread(tmp_path):
+    """A location that recorded nothing (its definitions announce 0 events) may have no files at all: it is read
+    as a thread without bursts, not refused."""
+    a = ov._Archive(tmp_path / "idle", ranks=1, threads=2)
+    a.mpi("MPI_Barrier")
+    e = a.events(0)
+    e.program_begin(0, "idle", [])
+    e.enter(10, "MPI_Barrier", ins=70)
+    e.leave(20, "MPI_Barrier")
+    e.program_end(30, 0)
+    anchor = a.close()
+    worker = ov.scorep_location_id(0, 1)
+    for suffix in (".evt", ".def"):
+        (anchor.with_suffix("") / f"{worker}{suffix}").unlink(missing_ok=True)
+    bursts, calls, summary = Otf2Trace(anchor).read_tables()
+    assert bursts.select("thread", "start_ns", "end_ns", "PAPI_TOT_INS").rows() == [(1, 0, 10, 70), (1, 20, 30, None)]
+    assert calls.height == 1 and Otf2Trace(anchor).resources["n_threads"] == 2
+
+
+def test_lost_event_file_is_refused_or_salvaged(tmp_path, run_cli):
+    """A run whose event file of one rank is gone: one line naming the file and what the definitions announce,
+    exit 2, nothing stored; ``--salvage`` keeps the other ranks (their messages to it stay as halves)."""
+    v = ov.mpi(tmp_path / "p")
+    (v.anchor.with_suffix("") / "2.evt").unlink()
+    wh = tmp_path / "wh"
+    code, _, err = run_cli("ingest", v.anchor, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "2.evt: missing events file of location 2 (rank 2, thread 1) (30 events announced)" in err
+    assert not (wh / "runs").exists() or not list((wh / "runs").iterdir())
+    bursts, calls, summary = Otf2Trace(v.anchor, salvage=True).read_tables()
+    assert sorted(set(calls["task"])) == [1, 2, 4] and 3 not in bursts["task"].to_list()
+    assert any("read without its events (--salvage)" in w for w in summary.warnings)
+    # rank 2's send to rank 0 is gone; rank 0's receive of it stays, without its sender's time
+    assert summary.messages.filter(pl.col("r_task") == 1).select("s_time_ns", "size", "tag").rows() == [(None, 32, 4)]
+    code, out, err = run_cli("ingest", v.anchor, "-w", wh, "--salvage")
+    assert code == 0, err
+
+
+def test_truncated_event_file_is_refused_or_salvaged(tmp_path):
+    """A rank's event file cut after its first chunks (a killed job): refused with the file and event number, or
+    with ``--salvage`` its complete events are kept and the call it was in is dropped."""
+    from synthtrace.tracelib.errors import TruncatedTraceError
+
+    v = ov.mpi(tmp_path / "p")
+    f = v.anchor.with_suffix("") / "1.evt"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size * 2 // 3])
+    with pytest.raises(TruncatedTraceError, match=r"1\.evt.*event \d+"):
+        Otf2Trace(v.anchor).read_tables()
+    _, calls, summary = Otf2Trace(v.anchor, salvage=True).read_tables()
+    kept = calls.filter(pl.col("task") == 2).select("mpi_call", "start_ns", "end_ns").rows()
+    assert kept[:3] == [("MPI_Irecv", 100, 110), ("MPI_Irecv", 120, 150), ("MPI_Waitall", 200, 260)]
+    assert ("MPI_Finalize", 700, 710) not in kept  # after the cut
+    assert any("kept the events before it" in w for w in summary.warnings)

@@ -269,12 +269,19 @@ def _validate_archive(anchor: Path) -> Path:
     return anchor
 
 
-def _check_location_files(loc: _Location) -> None:
+def _check_location_files(loc: _Location) -> bool:
+    """Whether the location's files are there to read; False for a location that recorded no events and has no
+    event file (OTF2 writes the files of a location only when it has events); raises for missing or damaged ones."""
+    if loc.n_events == 0 and not loc.evt_file.exists():
+        return False
     for f, what in ((loc.def_file, "local definitions"), (loc.evt_file, "events")):
         if not f.is_file():
-            raise TraceFormatError(f, None, f"missing {what} file of location {loc.ref} (rank {loc.task - 1})")
+            announced = f" ({loc.n_events} events announced)" if what == "events" else ""
+            raise TraceFormatError(f, None, f"missing {what} file of location {loc.ref} (rank {loc.task - 1}, "
+                                   f"thread {loc.thread}){announced}; --salvage reads the trace without it")
         with open(f, "rb") as fh:
             head = fh.read(16)
         if len(head) < 16 or head[:1] != _FILE_MAGIC:
             raise TraceFormatError(f, None, f"not an OTF2 {what} file (empty, truncated or bad magic)")
+    return True
 
