@@ -11,8 +11,8 @@ from synthtrace.tracelib.otf2.library import (_FP_BEGIN, _FP_COLL_END, _FP_END, 
 
 _UNDEFINED_U32 = 0xFFFFFFFF
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
-# region record kinds
-_ENTER, _LEAVE, _BEGIN, _END = 0, 1, 2, 3
+# region record kinds: Enter, Leave, ProgramBegin, ProgramEnd, ThreadTeamBegin, ThreadTeamEnd
+_ENTER, _LEAVE, _BEGIN, _END, _TEAM_BEGIN, _TEAM_END = 0, 1, 2, 3, 4, 5
 # point-to-point record kinds
 _SEND, _ISEND, _RECV, _IRECV, _IRECV_REQ = 0, 1, 2, 3, 4
 
@@ -55,6 +55,12 @@ class _EventBuffer:
             rk(_LEAVE); rt(t); rr(region); rp(pos)  # noqa: E702
             return 0
 
+        def team(kind: int):
+            def cb(_l, t, pos, _u, _a, _team):
+                rk(kind); rt(t); rr(0); rp(pos)  # noqa: E702
+                return 0
+            return cb
+
         def begin(_l, t, pos, _u, _a, _name, _n, _args):
             rk(_BEGIN); rt(t); rr(0); rp(pos)  # noqa: E702
             return 0
@@ -81,7 +87,9 @@ class _EventBuffer:
             ct(t); cc(comm); cr(root); cs(sent); cv(recv); cp(pos)  # noqa: E702
             return 0
 
-        return {"Enter": _FP_REGION(enter), "Leave": _FP_REGION(leave), "ProgramBegin": _FP_BEGIN(begin),
+        return {"Enter": _FP_REGION(enter), "Leave": _FP_REGION(leave),
+                "ThreadTeamBegin": _FP_REGION(team(_TEAM_BEGIN)), "ThreadTeamEnd": _FP_REGION(team(_TEAM_END)),
+                "ProgramBegin": _FP_BEGIN(begin),
                 "ProgramEnd": _FP_END(end), "Metric": _FP_METRIC(metric), "MpiSend": _FP_SEND(p2p(_SEND)),
                 "MpiIsend": _FP_ISEND(p2p(_ISEND)), "MpiRecv": _FP_SEND(p2p(_RECV)),
                 "MpiIrecv": _FP_ISEND(p2p(_IRECV)), "MpiIrecvRequest": _FP_IRECV_REQ(irecv_request),

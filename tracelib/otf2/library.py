@@ -58,7 +58,7 @@ def _library_reason(exc: BaseException, messages: list[str]) -> str:
 
 _u64, _u32, _u8, _vp = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint8, ctypes.c_void_p
 _BASE = (_u64, _u64, _u64, _vp, _vp)  # location, time, event position, user data, attribute list
-_FP_REGION = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32)  # Enter / Leave (region)
+_FP_REGION = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32)  # Enter / Leave (region), ThreadTeamBegin / End (team)
 _FP_BEGIN = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _vp)  # ProgramBegin
 _FP_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, ctypes.c_int64)  # ProgramEnd
 _FP_METRIC = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u8, _vp, ctypes.POINTER(_u64))  # values as raw 64-bit words
@@ -72,7 +72,8 @@ def _callback_setter(name: str):
     import _otf2
     from _otf2.Config import conf
 
-    fp = {"Enter": _FP_REGION, "Leave": _FP_REGION, "ProgramBegin": _FP_BEGIN, "ProgramEnd": _FP_END,
+    fp = {"Enter": _FP_REGION, "Leave": _FP_REGION, "ThreadTeamBegin": _FP_REGION, "ThreadTeamEnd": _FP_REGION,
+          "ProgramBegin": _FP_BEGIN, "ProgramEnd": _FP_END,
           "Metric": _FP_METRIC, "MpiSend": _FP_SEND, "MpiIsend": _FP_ISEND, "MpiRecv": _FP_SEND,
           "MpiIrecv": _FP_ISEND, "MpiIrecvRequest": _FP_IRECV_REQ, "MpiCollectiveEnd": _FP_COLL_END}[name]
     func = conf.lib[f"OTF2_EvtReaderCallbacks_Set{name}Callback"]
