@@ -361,3 +361,27 @@ def clock(root: Path, resolution: int, offset: int) -> Variant:
     v.bursts = {(1, 1, 0, 1000, "MPI_Barrier"): {"PAPI_TOT_INS": 700}, (1, 1, 3000, 5000, None): {}}
     v.calls = [(1, 1, "MPI_Barrier", 1000, 3000, None, None, 0, 0)]
     return v
+
+
+def clock_offsets(root: Path) -> Variant:
+    """2 ranks, MPI_Barrier [1000, 3000] ns on each local clock, ``ProgramEnd`` at 5000; rank 1's local definitions
+    hold the ClockOffset pair Score-P writes at measurement begin and end (700 ticks at 0, 1700 at 5000 ns): OTF2
+    corrects its times by the offset interpolated linearly between them (t + 700 + 1000 t / 5000)."""
+    import _otf2
+
+    a = _Archive(root, ranks=2, threads=1)
+    a.mpi("MPI_Barrier")
+    for r in range(2):
+        e = a.events(r)
+        e.program_begin(0, "offsets", [])
+        e.enter(1000, "MPI_Barrier", ins=5)
+        e.leave(3000, "MPI_Barrier")
+        e.program_end(5000, 0)
+    local = _otf2.Archive_GetDefWriter(a.w._handle, a.locs[(1, 0)]._ref)
+    _otf2.DefWriter_WriteClockOffset(local, a.ticks(0), 700, 0.0)
+    _otf2.DefWriter_WriteClockOffset(local, a.ticks(5000), 1700, 0.0)
+    v = Variant(anchor=a.close(), n_tasks=2, n_threads=2)
+    v.bursts = {(1, 1, 0, 1000, "MPI_Barrier"): {"PAPI_TOT_INS": 5}, (1, 1, 3000, 5000, None): {},
+                (2, 1, 700, 1900, "MPI_Barrier"): {"PAPI_TOT_INS": 5}, (2, 1, 4300, 6700, None): {}}
+    v.calls = [(1, 1, "MPI_Barrier", 1000, 3000, None, None, 0, 0), (2, 1, "MPI_Barrier", 1900, 4300, None, None, 0, 0)]
+    return v

@@ -180,7 +180,7 @@ class Otf2Trace(TraceReader):
                                           + _library_reason(exc, messages))
                 if not self.salvage:
                     raise cut from None
-                self.warnings.append(f"{cut} (--salvage: kept the events before it)")
+                self.warnings.append(f"{cut} (--salvage: kept the events before the cut)")
                 n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
                 final = True
             n_read += n
@@ -203,7 +203,7 @@ class Otf2Trace(TraceReader):
             if not self.salvage:
                 raise cut
             if not any(str(loc.evt_file) in w for w in self.warnings):
-                self.warnings.append(f"{cut} (--salvage: kept them)")
+                self.warnings.append(f"{cut} (--salvage: kept the events before the cut)")
         read.last_ns = max(read.last_ns, conv.state.last_ns)
         self._location_warnings(conv)
 
