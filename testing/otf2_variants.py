@@ -242,12 +242,14 @@ METRIC_READINGS = {  # per reading (at the Enter/Leave at 100, 200, 300, 400 ns)
     "energy": [2.0, 3.25, 15.75, 16.0],  # ACCUMULATED_START double (J)
     "ru_utime": [40, 80, 90, 70],  # RELATIVE_LAST int64 (us since the previous reading)
     "power": [100.0, 200.0, 150.0, 120.0],  # ABSOLUTE_POINT double (W): a level, not a count
+    "PAPI_L3_TCM": [40, 60, 100, 130],  # ACCUMULATED_START of a MetricInstance of process scope
 }
 
 
 def metrics(root: Path) -> Variant:
-    """One rank, three metric classes read together at every Enter/Leave of MPI_Barrier calls at 100 and 300 ns
-    (leaving at 200 and 400); bursts [0, 100], [200, 300] and [400, 500] (``ProgramEnd``)."""
+    """One rank, three metric classes and a per-process metric instance read together at every Enter/Leave of
+    MPI_Barrier calls at 100 and 300 ns (leaving at 200 and 400); bursts [0, 100], [200, 300] and [400, 500]
+    (``ProgramEnd``)."""
     a = _Archive(root, ranks=1, threads=1)
     a.mpi("MPI_Barrier")
     cls_b = a.d.metric_class([a.member("TSC", MetricMode.ACCUMULATED_POINT, Type.UINT64),
@@ -256,6 +258,10 @@ def metrics(root: Path) -> Variant:
     cls_c = a.d.metric_class([a.member("ru_utime", MetricMode.RELATIVE_LAST, Type.INT64, unit="s", exponent=-6),
                               a.member("power", MetricMode.ABSOLUTE_POINT, Type.DOUBLE, unit="W")],
                              MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+    # a per-process PAPI counter (SCOREP_METRIC_PAPI_PER_PROCESS): recorded by the master for its whole process
+    l3 = a.d.metric_class([a.member("PAPI_L3_TCM", MetricMode.ACCUMULATED_START, Type.UINT64)],
+                          MetricOccurrence.SYNCHRONOUS, RecorderKind.CPU)
+    per_process = a.d.metric_instance(l3, a.locs[(0, 0)], scope=a.groups[0])
     ev = a.w.event_writer_from_location(a.locs[(0, 0)])
     ev.program_begin(a.ticks(0), "metrics", [])
     ev.enter(a.ticks(0), a.regions["main"])
@@ -267,15 +273,17 @@ def metrics(root: Path) -> Variant:
         ev.metric(a.ticks(ns), a.papi, [r["PAPI_TOT_INS"][i]])
         ev.metric(a.ticks(ns), cls_b, [r["TSC"][i], r["energy"][i]])
         ev.metric(a.ticks(ns), cls_c, [r["ru_utime"][i], r["power"][i]])
+        ev.metric(a.ticks(ns), per_process, [r["PAPI_L3_TCM"][i]])
         getattr(ev, kind)(a.ticks(ns), a.regions["MPI_Barrier"])
     ev.leave(a.ticks(500), a.regions["main"])
     ev.program_end(a.ticks(500), 0)
     v = Variant(anchor=a.close(), n_tasks=1, n_threads=1)
     # counts per burst: the first reading (at the Enter at 100) closes [0, 100]; readings at 200 open, at 300 close
     # doubles are counted in whole units: differences of the rounded running totals (they add up to the total)
-    v.bursts = {(1, 1, 0, 100, "MPI_Barrier"): {"PAPI_TOT_INS": 1000, "energy": 2, "ru_utime": 40},
+    v.bursts = {(1, 1, 0, 100, "MPI_Barrier"): {"PAPI_TOT_INS": 1000, "energy": 2, "ru_utime": 40,
+                                                "PAPI_L3_TCM": 40},
                 (1, 1, 200, 300, "MPI_Barrier"): {"PAPI_TOT_INS": 2000, "TSC": 750, "energy": 16 - 3,
-                                                  "ru_utime": 90},
+                                                  "ru_utime": 90, "PAPI_L3_TCM": 40},
                 (1, 1, 400, 500, None): {}}  # no reading after 400: unknown
     return v
 

@@ -134,9 +134,10 @@ def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], d
                 group_rank.setdefault(loc.group._ref, rank)
             break
     cpu_locs = [loc for loc in defs.locations if loc.type in (LocationType.CPU_THREAD, LocationType.UNKNOWN)]
-    skipped = len(list(defs.locations)) - len(cpu_locs)
+    skipped = [loc for loc in defs.locations if loc not in cpu_locs]
     if skipped:
-        warns.append(f"{anchor}: skipped {skipped} non-CPU locations (GPU streams, metric recorders)")
+        kinds = ", ".join(sorted({str(loc.type).split(".")[-1] for loc in skipped}))
+        warns.append(f"{anchor}: skipped {len(skipped)} non-CPU locations ({kinds}: GPU streams, metric recorders)")
     process_groups = sorted({loc.group._ref for loc in cpu_locs})
     next_rank = max(group_rank.values(), default=-1) + 1
     for ref in process_groups:
@@ -192,6 +193,8 @@ def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], li
     _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its
     first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
     not)."""
+    from otf2.enums import LocationType, MetricScope
+
     member_names: list[str] = []
     member_mode: list[int] = []
     member_type: list[int] = []
@@ -205,6 +208,18 @@ def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], li
         if member_mode[-1] == _GAUGE:
             warns.append(f"{anchor}: metric {m.name} ({m.unit or 'no unit'}) is an absolute value "
                          f"({str(m.metric_mode).split('.')[-1]}), a level and not a count: not kept")
+    for metric in defs.metrics:  # metric instances: recorded by one location for a wider scope (Score-P plugins)
+        recorder, scope = getattr(metric, "recorder", None), getattr(metric, "metric_scope", None)
+        if recorder is None:
+            continue
+        names = ", ".join(m.name for m in metric.metric_class.members)
+        scope_name = str(scope).split(".")[-1]
+        if recorder.type not in (LocationType.CPU_THREAD, LocationType.UNKNOWN):
+            warns.append(f"{anchor}: metric {names} ({scope_name} scope) is recorded on {recorder.name!r}, a "
+                         f"{str(recorder.type).split('.')[-1]} location: not read")
+        elif scope != MetricScope.LOCATION:
+            warns.append(f"{anchor}: metric {names} counts a whole {scope_name}; it is read as a counter of the "
+                         f"thread that records it ({recorder.name!r})")
     # a metric (class or instance) -> its members as a contiguous run of ids
     metric_base: dict[int, int] = {}
     metric_count: dict[int, int] = {}
