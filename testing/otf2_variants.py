@@ -393,3 +393,27 @@ def clock_offsets(root: Path) -> Variant:
                 (2, 1, 700, 1900, "MPI_Barrier"): {"PAPI_TOT_INS": 5}, (2, 1, 4300, 6700, None): {}}
     v.calls = [(1, 1, "MPI_Barrier", 1000, 3000, None, None, 0, 0), (2, 1, "MPI_Barrier", 1900, 4300, None, None, 0, 0)]
     return v
+
+
+def unwinding(root: Path) -> Variant:
+    """Score-P with unwinding (``SCOREP_ENABLE_UNWINDING``): regions are entered and left as calling contexts
+    (``CallingContextEnter/Leave``), not Enter/Leave. One rank: main [10, 90] calls MPI_Barrier [20, 30] and
+    MPI_Allreduce [60, 70]; ``ProgramEnd`` at 100. The OTF2 library hands such events to the Enter/Leave callbacks
+    with the calling context's region when no calling-context callback is set."""
+    a = _Archive(root, ranks=1, threads=1)
+    a.mpi("MPI_Barrier", "MPI_Allreduce")
+    d = a.d
+    main = d.calling_context(a.regions["main"], d.source_code_location("app.c", 3), None)
+    calls = {name: d.calling_context(a.regions[name], None, main) for name in ("MPI_Barrier", "MPI_Allreduce")}
+    e = a.w.event_writer_from_location(a.locs[(0, 0)])
+    e.program_begin(a.ticks(0), "unwinding", [])
+    e.calling_context_enter(a.ticks(10), main, 1)
+    for name, t in (("MPI_Barrier", 20), ("MPI_Allreduce", 60)):
+        e.calling_context_enter(a.ticks(t), calls[name], 1)
+        e.calling_context_leave(a.ticks(t + 10), calls[name])
+    e.calling_context_leave(a.ticks(90), main)
+    e.program_end(a.ticks(100), 0)
+    v = Variant(anchor=a.close(), n_tasks=1, n_threads=1)
+    v.bursts = {(1, 1, 0, 20, "MPI_Barrier"): {}, (1, 1, 30, 60, "MPI_Allreduce"): {}, (1, 1, 70, 100, None): {}}
+    v.calls = [(1, 1, "MPI_Barrier", 20, 30, None, None, 0, 0), (1, 1, "MPI_Allreduce", 60, 70, None, None, 0, 0)]
+    return v

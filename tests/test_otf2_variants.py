@@ -21,6 +21,7 @@ VARIANTS = {
     "clock_2_5GHz_tsc": lambda root: ov.clock(root, 2_500_000_000, 3 * 10**14),  # a TSC after a day and a half
     "clock_1MHz": lambda root: ov.clock(root, 10**6, 1_700_000_000 * 10**6),  # gettimeofday in us since the epoch
     "clock_offsets": ov.clock_offsets,
+    "unwinding": ov.unwinding,
 }
 
 
@@ -115,8 +116,9 @@ def _pipit_mpi_calls(events) -> list[tuple[int, str, int, int]]:
     return sorted(out)
 
 
-# Pipit 0.1 reads only the first metric class of an archive: on "metrics" (three classes) it fails (KeyError)
-@pytest.mark.parametrize("name", [n for n in VARIANTS if n != "metrics"])
+# Pipit 0.1 reads only the first metric class of an archive: on "metrics" (three classes) it fails (KeyError); it
+# keeps calling-context events as instants, so with unwinding it finds no region at all
+@pytest.mark.parametrize("name", [n for n in VARIANTS if n not in ("metrics", "unwinding")])
 def test_mpi_calls_times_and_messages_agree_with_pipit(variants, name):
     """Pipit's process is the location group (the rank here, as Score-P defines groups in rank order); its times
     are ns from the global offset as floats, ours floor them (equal on these timers)."""
