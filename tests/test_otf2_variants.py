@@ -5,6 +5,7 @@ against Pipit's reading of the same archive."""
 from __future__ import annotations
 
 import gc
+import json
 import warnings
 from pathlib import Path
 
@@ -202,3 +203,18 @@ def test_truncated_event_file_is_refused_or_salvaged(tmp_path):
     assert kept[:3] == [("MPI_Irecv", 100, 110), ("MPI_Irecv", 120, 150), ("MPI_Waitall", 200, 260)]
     assert ("MPI_Finalize", 700, 710) not in kept  # after the cut
     assert any("kept the events before the cut" in w for w in summary.warnings)
+
+
+def test_ingest_of_a_hybrid_run_keeps_ranks_threads_and_warnings(variants, tmp_path, run_cli):
+    """Through the warehouse: 2 tasks x 2 threads (Score-P ids 2^32 apart), the workers' bursts without their
+    idle gap, the skipped non-CPU locations in the run's warnings."""
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", variants["hybrid"].anchor, "-w", wh, "--experiment", "hybrid")
+    assert code == 0, err
+    code, out, _ = run_cli("sql", "SELECT n_tasks, n_threads, warnings FROM runs", "-w", wh, "-f", "json")
+    (run,) = json.loads(out)
+    assert (run["n_tasks"], run["n_threads"]) == (2, 4)
+    assert any("skipped 3 non-CPU locations" in w for w in run["warnings"])
+    code, out, _ = run_cli("sql", "SELECT task, thread, count(*) AS n, sum(duration_ns) AS ns, "
+                           "sum(PAPI_TOT_INS) AS ins FROM bursts GROUP BY ALL ORDER BY ALL", "-w", wh, "-f", "csv")
+    assert out.splitlines()[1:] == ["1,1,5,740,68500", "1,2,2,330,35000", "2,1,5,740,68500", "2,2,2,330,35000"]
