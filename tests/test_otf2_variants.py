@@ -196,7 +196,7 @@ def test_truncated_event_file_is_refused_or_salvaged(tmp_path):
     v = ov.mpi(tmp_path / "p")
     f = v.anchor.with_suffix("") / "1.evt"
     f.write_bytes(f.read_bytes()[: f.stat().st_size * 2 // 3])
-    with pytest.raises(TruncatedTraceError, match=r"1\.evt: (event \d+: |\d+ of the 37 events)"):
+    with pytest.raises(TruncatedTraceError, match=r"1\.evt: (event \d+: |\d+ of the \d+ events)"):
         Otf2Trace(v.anchor).read_tables()
     _, calls, summary = Otf2Trace(v.anchor, salvage=True).read_tables()
     kept = calls.filter(pl.col("task") == 2).select("mpi_call", "start_ns", "end_ns").rows()

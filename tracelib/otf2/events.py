@@ -7,7 +7,7 @@ from array import array
 import numpy as np
 
 from synthtrace.tracelib.otf2.library import (_FP_BEGIN, _FP_COLL_END, _FP_END, _FP_IRECV_REQ, _FP_ISEND, _FP_METRIC,
-                                              _FP_REGION, _FP_SEND)
+                                              _FP_NBC_END, _FP_REGION, _FP_SEND)
 
 _UNDEFINED_U32 = 0xFFFFFFFF
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
@@ -83,7 +83,7 @@ class _EventBuffer:
             pk(_IRECV_REQ); pt(t); pe(_UNDEFINED_U32); pc(_UNDEFINED_U32); pg(0); pl_(0); pq(req); pp(pos)  # noqa: E702
             return 0
 
-        def coll_end(_l, t, pos, _u, _a, _op, comm, root, sent, recv):
+        def coll_end(_l, t, pos, _u, _a, _op, comm, root, sent, recv, _req=0):  # blocking or non-blocking
             ct(t); cc(comm); cr(root); cs(sent); cv(recv); cp(pos)  # noqa: E702
             return 0
 
@@ -93,7 +93,7 @@ class _EventBuffer:
                 "ProgramEnd": _FP_END(end), "Metric": _FP_METRIC(metric), "MpiSend": _FP_SEND(p2p(_SEND)),
                 "MpiIsend": _FP_ISEND(p2p(_ISEND)), "MpiRecv": _FP_SEND(p2p(_RECV)),
                 "MpiIrecv": _FP_ISEND(p2p(_IRECV)), "MpiIrecvRequest": _FP_IRECV_REQ(irecv_request),
-                "MpiCollectiveEnd": _FP_COLL_END(coll_end)}
+                "MpiCollectiveEnd": _FP_COLL_END(coll_end), "NonBlockingCollectiveComplete": _FP_NBC_END(coll_end)}
 
 
 def _np(a: array, dtype: type) -> np.ndarray:

@@ -66,6 +66,7 @@ _FP_SEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64)  # pee
 _FP_ISEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64, _u64)  # ... request id
 _FP_IRECV_REQ = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u64)
 _FP_COLL_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u8, _u32, _u32, _u64, _u64)  # op, comm, root, sent, recv
+_FP_NBC_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u8, _u32, _u32, _u64, _u64, _u64)  # ... request id
 
 
 def _callback_setter(name: str):
@@ -75,7 +76,8 @@ def _callback_setter(name: str):
     fp = {"Enter": _FP_REGION, "Leave": _FP_REGION, "ThreadTeamBegin": _FP_REGION, "ThreadTeamEnd": _FP_REGION,
           "ProgramBegin": _FP_BEGIN, "ProgramEnd": _FP_END,
           "Metric": _FP_METRIC, "MpiSend": _FP_SEND, "MpiIsend": _FP_ISEND, "MpiRecv": _FP_SEND,
-          "MpiIrecv": _FP_ISEND, "MpiIrecvRequest": _FP_IRECV_REQ, "MpiCollectiveEnd": _FP_COLL_END}[name]
+          "MpiIrecv": _FP_ISEND, "MpiIrecvRequest": _FP_IRECV_REQ, "MpiCollectiveEnd": _FP_COLL_END,
+          "NonBlockingCollectiveComplete": _FP_NBC_END}[name]
     func = conf.lib[f"OTF2_EvtReaderCallbacks_Set{name}Callback"]
     func.argtypes = [ctypes.POINTER(_otf2.EvtReaderCallbacks), fp]
     func.restype = ctypes.c_int
