@@ -300,13 +300,15 @@ def mpi(root: Path) -> Variant:
     - [500, 510] rank 2 persistent MPI_Send_init, MPI_Start [520, 530] (an MpiIsend to world 0, 32 B, tag 4),
       MPI_Wait [540, 550]; rank 0 MPI_Recv [520, 550] of it;
     - [600, 610] rank 2 MPI_Irecv that MPI_Cancel [620, 630] cancels: no message;
+    - [672, 690] rank 2 MPI_Mprobe (MpiProbe: world rank 3, tag 6, message 61), MPI_Mrecv (MpiMrecv of message 61,
+      48 B) of rank 3's MPI_Send [672, 680] (OTF2 3.1 matched probe);
     - [640, 650] ranks 0 and 1 MPI_Iallreduce (NonBlockingCollectiveRequest), completed in MPI_Wait [660, 670]
       (NonBlockingCollectiveComplete: MPI_COMM_WORLD, 8 B each way): the sizes go to the call that completes it,
       where OTF2 records them.
     """
     a = _Archive(root, ranks=4, threads=1)
     a.mpi("MPI_Isend", "MPI_Irecv", "MPI_Waitall", "MPI_Send", "MPI_Recv", "MPI_Probe", "MPI_Send_init",
-          "MPI_Start", "MPI_Wait", "MPI_Cancel", "MPI_Finalize")
+          "MPI_Start", "MPI_Wait", "MPI_Cancel", "MPI_Mprobe", "MPI_Mrecv", "MPI_Finalize")
     a.region("MPI_Bcast", RegionRole.COLL_ONE2ALL, Paradigm.MPI)
     a.region("MPI_Iallreduce", RegionRole.COLL_ALL2ALL, Paradigm.MPI)
     d = a.d
@@ -343,6 +345,9 @@ def mpi(root: Path) -> Variant:
     e0.enter(520, "MPI_Recv"); e0.mpi_recv(549, 2, a.world, 4, 32); e0.leave(550, "MPI_Recv")  # noqa: E702
     e2.enter(600, "MPI_Irecv"); e2.mpi_irecv_request(601, 41); e2.leave(610, "MPI_Irecv")  # noqa: E702
     e2.enter(620, "MPI_Cancel"); e2.mpi_request_cancelled(625, 41); e2.leave(630, "MPI_Cancel")  # noqa: E702
+    e2.enter(672, "MPI_Mprobe"); e2.mpi_probe(674, 3, a.world, 6, 61); e2.leave(675, "MPI_Mprobe")  # noqa: E702
+    e2.enter(676, "MPI_Mrecv"); e2.mpi_mrecv(689, 61, 48); e2.leave(690, "MPI_Mrecv")  # noqa: E702
+    e3.enter(672, "MPI_Send"); e3.mpi_send(673, 2, a.world, 6, 48); e3.leave(680, "MPI_Send")  # noqa: E702
     for e in (e0, e1):  # a non-blocking collective: its record is in the call that completes it
         e.enter(640, "MPI_Iallreduce")
         e.non_blocking_collective_request(641, 51)
@@ -355,14 +360,15 @@ def mpi(root: Path) -> Variant:
         e.leave(710, "MPI_Finalize")
         e.program_end(800, 0)
     a.close()
-    v.messages = sorted([(1, 2, 100, 1), (1, 2, 200, 2), (4, 2, 512, 5), (3, 1, 32, 4)])
+    v.messages = sorted([(1, 2, 100, 1), (1, 2, 200, 2), (4, 2, 512, 5), (3, 1, 32, 4), (4, 3, 48, 6)])
     sub_id = sub._ref
     # (task, call, start, end, comm, root, sent, recv) for the calls whose values the spec fixes
     v.calls = [(1, "MPI_Isend", 100, 110, 0, None, 100, 0), (1, "MPI_Isend", 120, 150, 0, None, 200, 0),
                (4, "MPI_Send", 300, 320, sub_id, None, 512, 0), (2, "MPI_Recv", 305, 320, sub_id, None, 0, 512),
                (4, "MPI_Bcast", 400, 420, sub_id, 0, 64, 0), (2, "MPI_Bcast", 400, 420, sub_id, 0, 0, 64),
                (3, "MPI_Start", 520, 530, 0, None, 32, 0), (1, "MPI_Recv", 520, 550, 0, None, 0, 32),
-               (1, "MPI_Iallreduce", 640, 650, None, None, 0, 0), (2, "MPI_Wait", 660, 670, 0, None, 8, 8)]
+               (1, "MPI_Iallreduce", 640, 650, None, None, 0, 0), (2, "MPI_Wait", 660, 670, 0, None, 8, 8),
+               (3, "MPI_Mprobe", 672, 675, 0, None, 0, 0), (3, "MPI_Mrecv", 676, 690, None, None, 0, 48)]
     return v
 
 

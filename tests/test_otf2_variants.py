@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -177,7 +178,7 @@ def test_lost_event_file_is_refused_or_salvaged(tmp_path, run_cli):
     wh = tmp_path / "wh"
     code, _, err = run_cli("ingest", v.anchor, "-w", wh)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "2.evt: missing events file of location 2 (rank 2, thread 1) (30 events announced)" in err
+    assert re.search(r"2\.evt: missing events file of location 2 \(rank 2, thread 1\) \(\d+ events announced\)", err)
     assert not (wh / "runs").exists() or not list((wh / "runs").iterdir())
     bursts, calls, summary = Otf2Trace(v.anchor, salvage=True).read_tables()
     assert sorted(set(calls["task"])) == [1, 2, 4] and 3 not in bursts["task"].to_list()

@@ -26,7 +26,8 @@ Model of an OTF2 run (``Otf2Trace``):
   (``name (file:line)``).
 - **messages**: ``MpiSend``/``MpiIsend`` matched with ``MpiRecv``/``MpiIrecv`` per (sender rank, receiver rank,
   communicator, tag) in order (MPI's non-overtaking rule); an ``MpiIrecv`` counts at the time of its
-  ``MpiIrecvRequest`` (the logical receive, as Extrae records it). Unmatched halves are kept with one side NULL.
+  ``MpiIrecvRequest`` (the logical receive, as Extrae records it), an ``MpiMrecv`` is a receive from the sender,
+  communicator and tag of the ``MpiProbe`` that found its message. Unmatched halves are kept with one side NULL.
 
 Times are integer ns from the trace's global offset (clock properties: resolution in ticks/s). Records of a
 location are taken in (timestamp, record order). Events are read per location through the OTF2 C library with

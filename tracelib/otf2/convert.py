@@ -19,7 +19,8 @@ from synthtrace.tracelib.bursts import (
 )
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.otf2.definitions import _CUM, _CUM_ZERO, _DELTA_NEXT, _GAUGE, _Definitions, _Location
-from synthtrace.tracelib.otf2.events import _ENTER, _IRECV_REQ, _LEAVE, _TEAM_BEGIN, _TEAM_END, _EventBuffer, _np
+from synthtrace.tracelib.otf2.events import (_ENTER, _IRECV_REQ, _LEAVE, _MRECV, _TEAM_BEGIN, _TEAM_END, _EventBuffer,
+                                             _np)
 from synthtrace.tracelib.otf2.messages import _P2P_SCHEMA
 
 _ROOT_SPECIAL = 0xFFFFFFFD  # collective roots from here up are OTF2's THIS_GROUP / SELF / NONE, not ranks
@@ -310,7 +311,7 @@ class _LocationConverter:
             root = a["c_root"][inside].astype(np.int64)
             has_root = root < _ROOT_SPECIAL
             _first_per_slot(k[has_root], root[has_root], info[1])
-        p2p = a["p_kind"] != _IRECV_REQ
+        p2p = ~np.isin(a["p_kind"], [_IRECV_REQ, _MRECV])  # records that name their communicator
         k, inside = owner(a["p_pos"][p2p])
         _first_per_slot(k, a["p_comm"][p2p][inside].astype(np.int64), info[0])
 

@@ -62,9 +62,10 @@ _FP_REGION = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32)  # Enter / Leave (regi
 _FP_BEGIN = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _vp)  # ProgramBegin
 _FP_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, ctypes.c_int64)  # ProgramEnd
 _FP_METRIC = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u8, _vp, ctypes.POINTER(_u64))  # values as raw 64-bit words
-_FP_SEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64)  # peer, comm, tag, length
+_FP_SEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64)  # peer, comm, tag, length (probe: message)
 _FP_ISEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64, _u64)  # ... request id
 _FP_IRECV_REQ = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u64)
+_FP_MRECV = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u64, _u64)  # message id, length
 _FP_COLL_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u8, _u32, _u32, _u64, _u64)  # op, comm, root, sent, recv
 _FP_NBC_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u8, _u32, _u32, _u64, _u64, _u64)  # ... request id
 
@@ -77,7 +78,7 @@ def _callback_setter(name: str):
           "ProgramBegin": _FP_BEGIN, "ProgramEnd": _FP_END,
           "Metric": _FP_METRIC, "MpiSend": _FP_SEND, "MpiIsend": _FP_ISEND, "MpiRecv": _FP_SEND,
           "MpiIrecv": _FP_ISEND, "MpiIrecvRequest": _FP_IRECV_REQ, "MpiCollectiveEnd": _FP_COLL_END,
-          "NonBlockingCollectiveComplete": _FP_NBC_END}[name]
+          "NonBlockingCollectiveComplete": _FP_NBC_END, "MpiProbe": _FP_SEND, "MpiMrecv": _FP_MRECV}[name]
     func = conf.lib[f"OTF2_EvtReaderCallbacks_Set{name}Callback"]
     func.argtypes = [ctypes.POINTER(_otf2.EvtReaderCallbacks), fp]
     func.restype = ctypes.c_int
