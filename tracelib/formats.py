@@ -216,7 +216,7 @@ def open_trace(path: str | Path, *, salvage: bool = False) -> TraceSource:
         return ParaverTrace(path, salvage=salvage)
     if path.suffix == ".otf2":
         from synthtrace.tracelib.otf2 import Otf2Trace
-        return Otf2Trace(path)
+        return Otf2Trace(path, salvage=salvage)
     raise TraceFormatError(path, None, f"unknown trace format {path.suffix!r} "
                                        "(expected .prv, .prv.gz or an OTF2 .otf2 anchor)")
 

@@ -18,8 +18,9 @@ from synthtrace.tracelib.bursts import (
     RecordBatch,
 )
 from synthtrace.tracelib.errors import TraceFormatError
-from synthtrace.tracelib.otf2.definitions import _CUM, _CUM_ZERO, _DELTA_NEXT, _Definitions, _Location
-from synthtrace.tracelib.otf2.events import (_ENTER, _IRECV_REQ, _LEAVE, _EventBuffer, _np)
+from synthtrace.tracelib.otf2.definitions import _CUM, _CUM_ZERO, _DELTA_NEXT, _GAUGE, _Definitions, _Location
+from synthtrace.tracelib.otf2.events import (_ENTER, _IRECV_REQ, _LEAVE, _MRECV, _TEAM_BEGIN, _TEAM_END, _EventBuffer,
+                                             _np)
 from synthtrace.tracelib.otf2.messages import _P2P_SCHEMA
 
 _ROOT_SPECIAL = 0xFFFFFFFD  # collective roots from here up are OTF2's THIS_GROUP / SELF / NONE, not ranks
@@ -51,6 +52,9 @@ class _LocationState:
     closed_until: int = -1  # ns end of the last burst handed to the assembler
     started: bool = False
     last_ns: int = 0
+    team_depth: int = 0  # thread teams the location is in (ThreadTeamBegin minus ThreadTeamEnd)
+    idle_from: int | None = None  # ns of the ThreadTeamEnd that left the location idle (worker threads)
+    idle: list[tuple[int, int]] = field(default_factory=list)  # idle (start, end) ns not yet behind closed bursts
     prev_reading: dict[int, int] = field(default_factory=dict)  # member id -> last cumulative reading
     next_pending: dict[int, int] = field(default_factory=dict)  # member id -> value waiting for the next reading
     carry_samples: pl.DataFrame | None = None
@@ -216,6 +220,8 @@ class _LocationConverter:
         if final and st.open_start is not None:
             starts, ends = np.append(starts, st.open_start), np.append(ends, st.last_ns)
             st.open_start = None
+        if self.loc.thread > 1:  # a worker thread between thread teams waits in the runtime: no burst there
+            starts, ends = self._without_idle(kind, ns, starts, ends)
         if ends.size:
             st.closed_until = max(st.closed_until, int(ends.max()))
         iv = pl.DataFrame({"start_ns": starts.astype(np.int64), "end_ns": ends.astype(np.int64)})
@@ -249,6 +255,42 @@ class _LocationConverter:
         return intervals, self._mpi_rows(slot_ns[:n_closed], ns[exits], slot_ref[:n_closed], slot_site[:n_closed],
                                          info[:, :n_closed])
 
+    def _without_idle(self, kind: np.ndarray, ns: np.ndarray, starts: np.ndarray,
+                      ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bursts (sorted, disjoint ns intervals) less the times the location belongs to no thread team (from
+        the ThreadTeamEnd that leaves its last team to the next ThreadTeamBegin): a burst spanning such a gap is
+        cut in two. Gaps are kept until the bursts closed pass them (a burst can span chunks)."""
+        st = self.state
+        team = np.flatnonzero((kind == _TEAM_BEGIN) | (kind == _TEAM_END))
+        step = np.where(kind[team] == _TEAM_BEGIN, 1, -1)
+        after = st.team_depth + np.cumsum(step)
+        # a ThreadTeamEnd that leaves the last team opens a gap, the next ThreadTeamBegin from no team closes it
+        mark = team[np.where(step < 0, after <= 0, after - step <= 0)]
+        is_end = kind[mark] == _TEAM_END
+        prev_end = np.concatenate([[st.idle_from is not None], is_end[:-1]])
+        open_t = ns[mark[is_end & ~prev_end]]
+        close_t = ns[mark[~is_end & prev_end]]
+        if st.idle_from is not None:
+            open_t = np.concatenate([[st.idle_from], open_t])
+        st.idle.extend(zip(open_t[:close_t.size].tolist(), close_t.tolist()))
+        st.idle_from = int(open_t[-1]) if open_t.size > close_t.size else None
+        st.team_depth = max(int(after[-1]), 0) if after.size else st.team_depth
+        if not st.idle or not starts.size:
+            return starts, ends
+        gs, ge = (np.array(x, dtype=np.int64) for x in zip(*st.idle))
+        lo = np.searchsorted(ge, starts, side="right")  # the first gap ending after each burst's start
+        n = np.maximum(np.searchsorted(gs, ends, side="left") - lo, 0)  # gaps that begin before its end
+        burst = np.repeat(np.arange(starts.size), n + 1)
+        k = np.arange(burst.size) - np.repeat(np.cumsum(n + 1) - (n + 1), n + 1)  # piece k of its burst
+        g = lo[burst] + k
+        last = gs.size - 1
+        p_start = np.maximum(np.where(k == 0, starts[burst], ge[np.clip(g - 1, 0, last)]), starts[burst])
+        p_end = np.minimum(np.where(k == n[burst], ends[burst], gs[np.clip(g, 0, last)]), ends[burst])
+        keep = p_end > p_start
+        closed = int(ends.max())
+        st.idle = [gap for gap in st.idle if gap[1] > closed]
+        return p_start[keep], p_end[keep]
+
     def _attach(self, a: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarray, info: np.ndarray) -> None:
         """Fill comm/root/sizes of the call slots from the collective and point-to-point records inside them."""
         def owner(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -269,7 +311,7 @@ class _LocationConverter:
             root = a["c_root"][inside].astype(np.int64)
             has_root = root < _ROOT_SPECIAL
             _first_per_slot(k[has_root], root[has_root], info[1])
-        p2p = a["p_kind"] != _IRECV_REQ
+        p2p = ~np.isin(a["p_kind"], [_IRECV_REQ, _MRECV])  # records that name their communicator
         k, inside = owner(a["p_pos"][p2p])
         _first_per_slot(k, a["p_comm"][p2p][inside].astype(np.int64), info[0])
 
@@ -337,6 +379,7 @@ class _LocationConverter:
         lut_size = np.array([d.metric_count.get(int(r), 0) for r in range(int(refs.max()) + 1)], dtype=np.int64)
         base, size = lut_base[refs][rec], lut_size[refs][rec]
         ok = (base >= 0) & (within < size)
+        ok[ok] = d.member_mode[(base + within)[ok]] != _GAUGE
         member, raw, rec = (base + within)[ok], vals[ok], rec[ok]
         value = raw.view(np.int64).copy()
         fl = d.member_type[member] == 2

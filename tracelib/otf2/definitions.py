@@ -17,8 +17,8 @@ from synthtrace.tracelib.paraver.header import MAX_ID
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
 _FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events)
 # how a metric member's values become counts: running total with 0 at the start / reading to difference /
-# count since the previous reading / count until the next reading
-_CUM_ZERO, _CUM, _DELTA_LAST, _DELTA_NEXT = 0, 1, 2, 3
+# count since the previous reading / count until the next reading / an absolute value (a gauge: no count)
+_CUM_ZERO, _CUM, _DELTA_LAST, _DELTA_NEXT, _GAUGE = 0, 1, 2, 3, 4
 _COLLECTIVE_ROLES = {15, 16, 23, 24, 25, 26}  # BARRIER, IMPLICIT_BARRIER, COLL_ONE2ALL/ALL2ONE/ALL2ALL/OTHER
 _P2P_ROLE = 28
 
@@ -59,7 +59,7 @@ class _Definitions:
     region_kind: list[str]  # MPI kind per region ref
     region_site: list[str | None]  # call-site label per region ref (non-MPI regions)
     member_names: list[str]  # one entry per metric member id
-    member_mode: np.ndarray  # _CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT per member id
+    member_mode: np.ndarray  # _CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT / _GAUGE per member id
     member_type: np.ndarray  # 0 signed, 1 unsigned, 2 floating point per member id
     metric_base: dict[int, int]  # metric ref -> first member id
     metric_count: dict[int, int]  # metric ref -> number of members
@@ -83,14 +83,18 @@ class _Definitions:
 
 
 def _metric_semantics(mode_value: int) -> int:
+    """How a member's values become counts, from its ``OTF2_MetricMode``: the value kind in the low nibble
+    (ACCUMULATED 0, ABSOLUTE 1, RELATIVE 2), the timing in the high one (START, POINT, LAST, NEXT)."""
     value, timing = mode_value & 0x0F, mode_value & 0xF0
+    if value == 1:  # ABSOLUTE_*: a level (power in W, temperature, memory in use), not something that adds up
+        return _GAUGE
     if value == 0 and timing == 0x00:  # ACCUMULATED_START
         return _CUM_ZERO
     if timing == 0x30 and value != 1:  # ACCUMULATED_NEXT, RELATIVE_NEXT
         return _DELTA_NEXT
     if (value == 0 and timing == 0x20) or value == 2:  # ACCUMULATED_LAST, RELATIVE_POINT/LAST
         return _DELTA_LAST
-    return _CUM  # ACCUMULATED_POINT and the ABSOLUTE_* readings
+    return _CUM  # ACCUMULATED_POINT
 
 
 def _read_definitions(reader, anchor: Path) -> _Definitions:
@@ -130,9 +134,10 @@ def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], d
                 group_rank.setdefault(loc.group._ref, rank)
             break
     cpu_locs = [loc for loc in defs.locations if loc.type in (LocationType.CPU_THREAD, LocationType.UNKNOWN)]
-    skipped = len(list(defs.locations)) - len(cpu_locs)
+    skipped = [loc for loc in defs.locations if loc not in cpu_locs]
     if skipped:
-        warns.append(f"{anchor}: skipped {skipped} non-CPU locations (GPU streams, metric recorders)")
+        kinds = ", ".join(sorted({str(loc.type).split(".")[-1] for loc in skipped}))
+        warns.append(f"{anchor}: skipped {len(skipped)} non-CPU locations ({kinds}: GPU streams, metric recorders)")
     process_groups = sorted({loc.group._ref for loc in cpu_locs})
     next_rank = max(group_rank.values(), default=-1) + 1
     for ref in process_groups:
@@ -184,9 +189,12 @@ def _regions(defs) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | Non
 
 def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], list[int], list[int], dict[int, int],
                                                                   dict[int, int]]:
-    """Per metric member id: name, how its values become counts (_CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT)
-    and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its first member id and count (the
-    members of a metric as a contiguous run of ids, copied to the end when they are not)."""
+    """Per metric member id: name, how its values become counts (_CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT;
+    _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its
+    first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
+    not)."""
+    from otf2.enums import LocationType, MetricScope
+
     member_names: list[str] = []
     member_mode: list[int] = []
     member_type: list[int] = []
@@ -197,9 +205,21 @@ def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], li
         member_mode.append(_metric_semantics(m.metric_mode.value))
         vt = m.value_type.value
         member_type.append(2 if vt in (9, 10) else 1 if vt in (1, 2, 3, 4) else 0)
-        if (m.metric_mode.value & 0x0F) == 1:
-            warns.append(f"{anchor}: metric {m.name} is an absolute value ({m.metric_mode.name}); "
-                         "its per-burst counts are differences of readings")
+        if member_mode[-1] == _GAUGE:
+            warns.append(f"{anchor}: metric {m.name} ({m.unit or 'no unit'}) is an absolute value "
+                         f"({str(m.metric_mode).split('.')[-1]}), a level and not a count: not kept")
+    for metric in defs.metrics:  # metric instances: recorded by one location for a wider scope (Score-P plugins)
+        recorder, scope = getattr(metric, "recorder", None), getattr(metric, "metric_scope", None)
+        if recorder is None:
+            continue
+        names = ", ".join(m.name for m in metric.metric_class.members)
+        scope_name = str(scope).split(".")[-1]
+        if recorder.type not in (LocationType.CPU_THREAD, LocationType.UNKNOWN):
+            warns.append(f"{anchor}: metric {names} ({scope_name} scope) is recorded on {recorder.name!r}, a "
+                         f"{str(recorder.type).split('.')[-1]} location: not read")
+        elif scope != MetricScope.LOCATION:
+            warns.append(f"{anchor}: metric {names} counts a whole {scope_name}; it is read as a counter of the "
+                         f"thread that records it ({recorder.name!r})")
     # a metric (class or instance) -> its members as a contiguous run of ids
     metric_base: dict[int, int] = {}
     metric_count: dict[int, int] = {}
@@ -264,12 +284,19 @@ def _validate_archive(anchor: Path) -> Path:
     return anchor
 
 
-def _check_location_files(loc: _Location) -> None:
+def _check_location_files(loc: _Location) -> bool:
+    """Whether the location's files are there to read; False for a location that recorded no events and has no
+    event file (OTF2 writes the files of a location only when it has events); raises for missing or damaged ones."""
+    if loc.n_events == 0 and not loc.evt_file.exists():
+        return False
     for f, what in ((loc.def_file, "local definitions"), (loc.evt_file, "events")):
         if not f.is_file():
-            raise TraceFormatError(f, None, f"missing {what} file of location {loc.ref} (rank {loc.task - 1})")
+            announced = f" ({loc.n_events} events announced)" if what == "events" else ""
+            raise TraceFormatError(f, None, f"missing {what} file of location {loc.ref} (rank {loc.task - 1}, "
+                                   f"thread {loc.thread}){announced}; --salvage reads the trace without it")
         with open(f, "rb") as fh:
             head = fh.read(16)
         if len(head) < 16 or head[:1] != _FILE_MAGIC:
             raise TraceFormatError(f, None, f"not an OTF2 {what} file (empty, truncated or bad magic)")
+    return True
 

@@ -7,14 +7,14 @@ from array import array
 import numpy as np
 
 from synthtrace.tracelib.otf2.library import (_FP_BEGIN, _FP_COLL_END, _FP_END, _FP_IRECV_REQ, _FP_ISEND, _FP_METRIC,
-                                              _FP_REGION, _FP_SEND)
+                                              _FP_MRECV, _FP_NBC_END, _FP_REGION, _FP_SEND)
 
 _UNDEFINED_U32 = 0xFFFFFFFF
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
-# region record kinds
-_ENTER, _LEAVE, _BEGIN, _END = 0, 1, 2, 3
-# point-to-point record kinds
-_SEND, _ISEND, _RECV, _IRECV, _IRECV_REQ = 0, 1, 2, 3, 4
+# region record kinds: Enter, Leave, ProgramBegin, ProgramEnd, ThreadTeamBegin, ThreadTeamEnd
+_ENTER, _LEAVE, _BEGIN, _END, _TEAM_BEGIN, _TEAM_END = 0, 1, 2, 3, 4, 5
+# point-to-point record kinds; a matched probe (MPI_Mprobe) names the sender, comm and tag of a later MpiMrecv
+_SEND, _ISEND, _RECV, _IRECV, _IRECV_REQ, _PROBE, _MRECV = 0, 1, 2, 3, 4, 5, 6
 
 
 class _EventBuffer:
@@ -55,6 +55,12 @@ class _EventBuffer:
             rk(_LEAVE); rt(t); rr(region); rp(pos)  # noqa: E702
             return 0
 
+        def team(kind: int):
+            def cb(_l, t, pos, _u, _a, _team):
+                rk(kind); rt(t); rr(0); rp(pos)  # noqa: E702
+                return 0
+            return cb
+
         def begin(_l, t, pos, _u, _a, _name, _n, _args):
             rk(_BEGIN); rt(t); rr(0); rp(pos)  # noqa: E702
             return 0
@@ -77,15 +83,26 @@ class _EventBuffer:
             pk(_IRECV_REQ); pt(t); pe(_UNDEFINED_U32); pc(_UNDEFINED_U32); pg(0); pl_(0); pq(req); pp(pos)  # noqa: E702
             return 0
 
-        def coll_end(_l, t, pos, _u, _a, _op, comm, root, sent, recv):
+        def probe(_l, t, pos, _u, _a, peer, comm, tag, message):
+            pk(_PROBE); pt(t); pe(peer); pc(comm); pg(tag); pl_(0); pq(message); pp(pos)  # noqa: E702
+            return 0
+
+        def mrecv(_l, t, pos, _u, _a, message, length):
+            pk(_MRECV); pt(t); pe(_UNDEFINED_U32); pc(_UNDEFINED_U32); pg(0); pl_(length); pq(message); pp(pos)  # noqa: E702
+            return 0
+
+        def coll_end(_l, t, pos, _u, _a, _op, comm, root, sent, recv, _req=0):  # blocking or non-blocking
             ct(t); cc(comm); cr(root); cs(sent); cv(recv); cp(pos)  # noqa: E702
             return 0
 
-        return {"Enter": _FP_REGION(enter), "Leave": _FP_REGION(leave), "ProgramBegin": _FP_BEGIN(begin),
+        return {"Enter": _FP_REGION(enter), "Leave": _FP_REGION(leave),
+                "ThreadTeamBegin": _FP_REGION(team(_TEAM_BEGIN)), "ThreadTeamEnd": _FP_REGION(team(_TEAM_END)),
+                "ProgramBegin": _FP_BEGIN(begin),
                 "ProgramEnd": _FP_END(end), "Metric": _FP_METRIC(metric), "MpiSend": _FP_SEND(p2p(_SEND)),
                 "MpiIsend": _FP_ISEND(p2p(_ISEND)), "MpiRecv": _FP_SEND(p2p(_RECV)),
                 "MpiIrecv": _FP_ISEND(p2p(_IRECV)), "MpiIrecvRequest": _FP_IRECV_REQ(irecv_request),
-                "MpiCollectiveEnd": _FP_COLL_END(coll_end)}
+                "MpiCollectiveEnd": _FP_COLL_END(coll_end), "NonBlockingCollectiveComplete": _FP_NBC_END(coll_end),
+                "MpiProbe": _FP_SEND(probe), "MpiMrecv": _FP_MRECV(mrecv)}
 
 
 def _np(a: array, dtype: type) -> np.ndarray:

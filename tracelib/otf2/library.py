@@ -58,23 +58,27 @@ def _library_reason(exc: BaseException, messages: list[str]) -> str:
 
 _u64, _u32, _u8, _vp = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint8, ctypes.c_void_p
 _BASE = (_u64, _u64, _u64, _vp, _vp)  # location, time, event position, user data, attribute list
-_FP_REGION = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32)  # Enter / Leave (region)
+_FP_REGION = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32)  # Enter / Leave (region), ThreadTeamBegin / End (team)
 _FP_BEGIN = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _vp)  # ProgramBegin
 _FP_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, ctypes.c_int64)  # ProgramEnd
 _FP_METRIC = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u8, _vp, ctypes.POINTER(_u64))  # values as raw 64-bit words
-_FP_SEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64)  # peer, comm, tag, length
+_FP_SEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64)  # peer, comm, tag, length (probe: message)
 _FP_ISEND = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u32, _u32, _u32, _u64, _u64)  # ... request id
 _FP_IRECV_REQ = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u64)
+_FP_MRECV = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u64, _u64)  # message id, length
 _FP_COLL_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u8, _u32, _u32, _u64, _u64)  # op, comm, root, sent, recv
+_FP_NBC_END = ctypes.CFUNCTYPE(ctypes.c_int, *_BASE, _u8, _u32, _u32, _u64, _u64, _u64)  # ... request id
 
 
 def _callback_setter(name: str):
     import _otf2
     from _otf2.Config import conf
 
-    fp = {"Enter": _FP_REGION, "Leave": _FP_REGION, "ProgramBegin": _FP_BEGIN, "ProgramEnd": _FP_END,
+    fp = {"Enter": _FP_REGION, "Leave": _FP_REGION, "ThreadTeamBegin": _FP_REGION, "ThreadTeamEnd": _FP_REGION,
+          "ProgramBegin": _FP_BEGIN, "ProgramEnd": _FP_END,
           "Metric": _FP_METRIC, "MpiSend": _FP_SEND, "MpiIsend": _FP_ISEND, "MpiRecv": _FP_SEND,
-          "MpiIrecv": _FP_ISEND, "MpiIrecvRequest": _FP_IRECV_REQ, "MpiCollectiveEnd": _FP_COLL_END}[name]
+          "MpiIrecv": _FP_ISEND, "MpiIrecvRequest": _FP_IRECV_REQ, "MpiCollectiveEnd": _FP_COLL_END,
+          "NonBlockingCollectiveComplete": _FP_NBC_END, "MpiProbe": _FP_SEND, "MpiMrecv": _FP_MRECV}[name]
     func = conf.lib[f"OTF2_EvtReaderCallbacks_Set{name}Callback"]
     func.argtypes = [ctypes.POINTER(_otf2.EvtReaderCallbacks), fp]
     func.restype = ctypes.c_int

@@ -4,10 +4,24 @@ from __future__ import annotations
 import polars as pl
 
 from synthtrace.tracelib.bursts import MESSAGE_SCHEMA
-from synthtrace.tracelib.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _RECV, _SEND
+from synthtrace.tracelib.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
 
 _P2P_SCHEMA = {"task": pl.Int32, "thread": pl.Int32, "kind": pl.Int8, "time_ns": pl.Int64, "pos": pl.Int64,
                "peer": pl.Int64, "comm": pl.Int64, "tag": pl.Int64, "size": pl.Int64, "req": pl.UInt64}
+
+
+def _matched_probes_as_receives(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """An ``MpiMrecv`` receives the message its location's last ``MpiProbe`` of the same message id found (OTF2
+    3.1, MPI_Mprobe + MPI_Mrecv): it becomes a receive with that probe's sender, communicator and tag."""
+    probes = (lf.filter(pl.col("kind") == _PROBE)
+              .select("task", "thread", "req", "pos", pl.col("peer").alias("_peer"), pl.col("comm").alias("_comm"),
+                      pl.col("tag").alias("_tag")).sort("pos"))
+    mrecvs = (lf.filter(pl.col("kind") == _MRECV).sort("pos")
+              .join_asof(probes, on="pos", by=["task", "thread", "req"], strategy="backward", check_sortedness=False)
+              .with_columns(pl.lit(_RECV, pl.Int8).alias("kind"), pl.col("_peer").alias("peer"),
+                            pl.col("_comm").alias("comm"), pl.col("_tag").alias("tag"))
+              .drop("_peer", "_comm", "_tag"))
+    return pl.concat([lf.filter(~pl.col("kind").is_in([_PROBE, _MRECV])), mrecvs])
 
 
 def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int]) -> pl.DataFrame:
@@ -21,7 +35,7 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
         return pl.DataFrame(schema=MESSAGE_SCHEMA)
     ranks = comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
     self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
-    lf = p2p.lazy()
+    lf = _matched_probes_as_receives(p2p.lazy())
     requests = (lf.filter(pl.col("kind") == _IRECV_REQ)
                 .select("task", "thread", "req", "pos", pl.col("time_ns").alias("req_ns")).sort("pos"))
 

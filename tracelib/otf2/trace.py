@@ -56,9 +56,10 @@ class Otf2Trace(TraceReader):
 
     format = "otf2"
 
-    def __init__(self, path: str | Path, *, chunk_events: int = DEFAULT_CHUNK_EVENTS):
+    def __init__(self, path: str | Path, *, chunk_events: int = DEFAULT_CHUNK_EVENTS, salvage: bool = False):
         self.path = _validate_archive(Path(path))
         self.chunk_events = int(chunk_events)
+        self.salvage = salvage
         self.warnings: list[str] = []
         with _captured_otf2_errors() as messages:
             reader = self._open_reader(messages)
@@ -71,8 +72,18 @@ class Otf2Trace(TraceReader):
                 reader.close()
         if not self.defs.locations:
             raise TraceFormatError(self.path.with_suffix(".def"), None, "OTF2 archive defines no CPU locations")
+        self._unread: list[_Location] = []  # locations without events, or (salvage) whose files are lost
         for loc in self.defs.locations:
-            _check_location_files(loc)
+            try:
+                if _check_location_files(loc):
+                    continue
+                self._unread.append(loc)
+            except TraceFormatError as exc:
+                if not salvage:
+                    raise
+                self._unread.append(loc)
+                self.defs.warnings.append(f"{exc.path}: {exc.reason.split(';')[0]}: read without its events "
+                                          "(--salvage)")
         self.warnings.extend(self.defs.warnings)
 
     def _open_reader(self, messages: list[str]):
@@ -124,7 +135,7 @@ class Otf2Trace(TraceReader):
             try:
                 self._read_local_definitions(_otf2, handle, messages)
                 setters = {name: _callback_setter(name) for name in _EventBuffer().callbacks()}
-                for loc in self.defs.locations:
+                for loc in self._read_locations:
                     for batch, horizon in self._location_chunks(_otf2, handle, loc, setters, messages, read, progress):
                         h = pl.DataFrame(
                             {"appl": [1], "task": [loc.task], "thread": [loc.thread], "time_ns": [horizon]},
@@ -165,10 +176,15 @@ class Otf2Trace(TraceReader):
             try:
                 n = _otf2.Reader_ReadLocalEvents(handle, evt_reader, self.chunk_events)
             except _otf2.Error as exc:
-                raise TruncatedTraceError(loc.evt_file, None, f"event {n_read + len(buf.r_pos)}: "
-                                          + _library_reason(exc, messages)) from None
+                cut = TruncatedTraceError(loc.evt_file, None, f"event {n_read + len(buf.r_pos)}: "
+                                          + _library_reason(exc, messages))
+                if not self.salvage:
+                    raise cut from None
+                self.warnings.append(f"{cut} (--salvage: kept the events before the cut)")
+                n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
+                final = True
             n_read += n
-            final = n < self.chunk_events
+            final = final or n < self.chunk_events
             for k, arr in ((1, buf.r_pos), (2, buf.m_pos), (3, buf.p_pos), (4, buf.c_pos)):
                 read.n_records[k] += len(arr)
             batch, p2p, horizon = conv.convert(buf, final)
@@ -182,19 +198,27 @@ class Otf2Trace(TraceReader):
                 reported = done
         _otf2.Reader_CloseEvtReader(handle, evt_reader)
         if loc.n_events and n_read < loc.n_events:
-            raise TruncatedTraceError(
-                loc.evt_file, None, f"{n_read} of the {loc.n_events} events the definitions announce"
-            )
+            cut = TruncatedTraceError(loc.evt_file, None, f"{n_read} of the {loc.n_events} events the definitions "
+                                      "announce")
+            if not self.salvage:
+                raise cut
+            if not any(str(loc.evt_file) in w for w in self.warnings):
+                self.warnings.append(f"{cut} (--salvage: kept the events before the cut)")
         read.last_ns = max(read.last_ns, conv.state.last_ns)
         self._location_warnings(conv)
 
+    @property
+    def _read_locations(self) -> list[_Location]:
+        """The CPU locations whose events are read: all but those without events (or, salvaged, without files)."""
+        return [loc for loc in self.defs.locations if loc not in self._unread]
+
     def _read_local_definitions(self, _otf2, handle, messages: list[str]) -> None:
-        """Select every CPU location and read its local definitions (mapping tables, clock offsets)."""
-        for loc in self.defs.locations:
+        """Select the CPU locations to read and read their local definitions (mapping tables, clock offsets)."""
+        for loc in self._read_locations:
             _otf2.Reader_SelectLocation(handle, loc.ref)
         try:
             _otf2.Reader_OpenDefFiles(handle)
-            for loc in self.defs.locations:
+            for loc in self._read_locations:
                 def_reader = _otf2.Reader_GetDefReader(handle, loc.ref)
                 if def_reader:
                     with _python_callback_errors(messages):
