@@ -160,9 +160,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         err_console.print("aborted")
-        return 130
+        return ABORTED
+    except Exception as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C inside a library that wrapped it
+            err_console.print("aborted")
+            return ABORTED
+        raise
 
 
+#: the exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
+ABORTED = 130
 #: the shells typer installs completion for
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
@@ -196,6 +203,8 @@ def _run_app(args: list[str]) -> int:
         return 0
     except click.exceptions.ClickException as exc:
         return _usage_error(exc)
+    if result == ABORTED:  # typer turns Ctrl-C into Exit(130), which standalone_mode=False returns, silently
+        raise KeyboardInterrupt
     return result if isinstance(result, int) else 0
 
 

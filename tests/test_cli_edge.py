@@ -310,3 +310,22 @@ def test_simulate_into_a_path_under_a_file_is_one_line(tmp_path):
         line = one_error_line(synthtrace("simulate", out, "--runs", "2", cwd=tmp_path))
         assert f"OUT_DIR {out}: {a_file} is a file, not a folder" in line
     assert a_file.read_text() == "x"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_ctrl_c_during_ingest_says_aborted_and_keeps_nothing_half_written(tmp_path, big_lulesh):
+    """Ctrl-C half-way through an ingest: 'aborted' (typer would end silently with 130), exit 130, no staging
+    left, and the same ingest afterwards stores the run."""
+    from testing.processes import ctrl_c_when_busy
+
+    wh = tmp_path / "wh"
+    p = subprocess.Popen([sys.executable, "-m", "synthtrace.pipelines.cli", "ingest", str(big_lulesh), "-w", str(wh)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = ctrl_c_when_busy(p, cpu_s=2.0)
+    if p.returncode == 0:
+        pytest.skip("the ingest ended before it could be interrupted")
+    assert p.returncode == 130 and err.strip().splitlines()[-1] == "aborted", (p.returncode, err)
+    assert not (wh / "runs").is_dir() or list((wh / "runs").iterdir()) == []
+    assert not (wh / ".staging").is_dir() or list((wh / ".staging").iterdir()) == []
+    again = synthtrace("ingest", big_lulesh, "-w", wh)
+    assert again.returncode == 0 and "ingested as" in again.stdout, again.stderr

@@ -161,31 +161,17 @@ def test_missing_warehouse_is_one_line_and_not_created(tmp_path, run_cli):
 
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process (Linux /proc)."""
-    import os
-
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_ctrl_c_stops_a_running_query(sealed_wh):
     """Ctrl-C during a long query stops it at once ('aborted', exit 130), well before its time limit: DuckDB
     computes in the main thread, where Python's own SIGINT handler would wait for the query to end."""
-    import signal
     import subprocess
     import sys
-    import time
+
+    from testing.processes import ctrl_c_when_busy
 
     endless = "SELECT count(*) FROM range(1000000000000)"
     p = subprocess.Popen([sys.executable, "-m", "synthtrace.pipelines.cli", "sql", endless, "-w", str(sealed_wh),
                           "--timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while p.poll() is None and _cpu_seconds(p.pid) < 2.0:  # the query is running once it burns CPU
-            time.sleep(0.05)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=300)
-    finally:
-        p.kill()
+    _, err = ctrl_c_when_busy(p, cpu_s=2.0)  # the query is running once it burns CPU
     assert p.returncode == 130 and err.strip().splitlines() == ["aborted"], (p.returncode, err)

@@ -1,0 +1,26 @@
+"""Commands run as processes by tests that interrupt them half-way (Ctrl-C)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process, in seconds (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ctrl_c_when_busy(p: subprocess.Popen, cpu_s: float, timeout_s: float = 300) -> tuple[str, str]:
+    """Send SIGINT to ``p`` once it has used ``cpu_s`` seconds of CPU (its imports done, its work under way, however
+    loaded the machine), and return its (stdout, stderr) once it ends."""
+    try:
+        while p.poll() is None and cpu_seconds(p.pid) < cpu_s:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        return p.communicate(timeout=timeout_s)
+    finally:
+        p.kill()
