@@ -90,13 +90,16 @@ def list_runs(warehouse: Path = DEFAULT_WAREHOUSE) -> None:
     print_rows(columns, rows, title=f"runs in {warehouse}")
 
 
-def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str = "table",
+def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str | None = None,
                output: Path | None = None, timeout: float | None = None) -> None:
-    """Answer a read-only query in ``format`` (one of :data:`SQL_FORMATS`) on stdout or in ``output``; ``timeout``
-    in seconds (None: the default limit)."""
+    """Answer a read-only query in ``format`` (one of :data:`SQL_FORMATS`; None: by ``output``'s extension, else
+    table) on stdout or in ``output``; ``timeout`` in seconds (None: the default limit)."""
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query, query_rows
 
+    if format is None:
+        suffix = output.suffix.lower().lstrip(".") if output is not None else ""
+        format = suffix if suffix in SQL_FORMATS and suffix != "table" else "table"
     wh = Warehouse(existing_warehouse(warehouse))
     if format == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output FILE")

@@ -158,7 +158,12 @@ def sql(
         str, typer.Argument(metavar="QUERY", help="A SELECT over the views runs, bursts, mpi_calls, merged_bursts, ...")
     ],
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
-    format: Annotated[OutputFormat, typer.Option(*FORMAT.names, help="Output format.")] = OutputFormat.table,
+    format: Annotated[
+        OutputFormat | None,
+        typer.Option(*FORMAT.names, show_default=False,
+                     help="Output format (default: by the --output file's extension, .csv .json .parquet, else table; "
+                          "a table in a file is tab-separated)."),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option(*OUTPUT.names, help="Write to this file instead of the terminal.")
     ] = None,
@@ -169,7 +174,7 @@ def sql(
     ] = None,
 ) -> None:
     """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
-    answer_sql(statement, warehouse, format.value, output, timeout)
+    answer_sql(statement, warehouse, format.value if format else None, output, timeout)
 
 
 def register(app: typer.Typer) -> None:

@@ -132,3 +132,20 @@ def test_fast_commands_import_neither_typer_nor_frames(wh, args):
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["code"] == 0, p.stderr
     assert [m for m in report["modules"] if m.split(".")[0] in _NEVER or m.startswith(_NEVER)] == []
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_output_format_follows_the_file_extension(wh, tmp_path, typed):
+    """No --format: `-o x.parquet` is Parquet, `.csv` CSV, `.json` JSON, anything else the tab-separated table (a
+    text table in a .parquet file is no Parquet); fast path and typer alike (``--timeout`` sends it to typer)."""
+    import pyarrow.parquet as pq
+
+    extra = ["--timeout=60", "--timeout=60"] if typed else []  # an option twice: only typer takes it
+    query = "SELECT run_name, n_bursts FROM runs ORDER BY run_name"
+    for name in ("q.parquet", "q.csv", "q.json", "q.txt"):
+        p = synthtrace("sql", query, "-w", str(wh), "-o", str(tmp_path / name), *extra)
+        assert p.returncode == 0, p.stderr
+    assert pq.read_table(tmp_path / "q.parquet").column_names == ["run_name", "n_bursts"]
+    assert (tmp_path / "q.csv").read_text().splitlines()[0] == '"run_name","n_bursts"'
+    assert list(json.loads((tmp_path / "q.json").read_text())[0]) == ["run_name", "n_bursts"]
+    assert (tmp_path / "q.txt").read_text().splitlines()[0] == "run_name\tn_bursts"
