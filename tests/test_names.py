@@ -1,6 +1,8 @@
 """Experiment and run names: one rule, refused in one line, never a path outside the warehouse (DESIGN §11)."""
 from __future__ import annotations
 
+import re
+
 import subprocess
 import sys
 import textwrap
@@ -28,6 +30,17 @@ def test_bad_names_are_refused_in_one_line(name):
         Warehouse("/tmp/wh").experiment_dir(name)
     with pytest.raises(InvalidNameError):
         name_option(name)
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("caf\udce9\udcff", "is not UTF-8 text (at character 4)"),  # Latin-1 bytes on a UTF-8 command line
+    ("x" * 300, "is too long (300 characters, 300 bytes; at most 120 and 240)"),
+    ("é" * 121, "is too long (121 characters, 242 bytes; at most 120 and 240)"),
+    ("a\tb", "holds a control character"),
+])
+def test_a_bad_name_says_what_is_wrong_with_it(name, says):
+    with pytest.raises(InvalidNameError, match=re.escape(says)):
+        check_name(name)
 
 
 @pytest.mark.parametrize("name", GOOD)

@@ -23,8 +23,12 @@ def name_problem(name: str) -> str | None:
     """Why ``name`` is not a valid experiment or run name, or None when it is."""
     if not name:
         return "is empty"
-    if len(name) > MAX_CHARS or len(name.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-        return f"is longer than {MAX_CHARS} characters ({MAX_BYTES} bytes)"
+    try:
+        n_bytes = len(name.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # undecodable bytes of the command line arrive as lone surrogates
+        return f"is not UTF-8 text (at character {exc.start + 1})"
+    if len(name) > MAX_CHARS or n_bytes > MAX_BYTES:
+        return f"is too long ({len(name)} characters, {n_bytes} bytes; at most {MAX_CHARS} and {MAX_BYTES})"
     if not name.isprintable():
         return "holds a control character"
     if bad := sorted(_FORBIDDEN & set(name)):
