@@ -90,15 +90,17 @@ def demo(
             f"archetype mix        {top or '(not computed)'}\n"
             f"alerts               {len(summary.alerts)} (injected: {DEMO_REGRESSION})\n{alerts}\n"
             f"report               {summary.report or '(not built)'}\n"
-            f"warehouse            {wh}\n\n"
-            f"try:  synthtrace runs {w}\n"
-            '      synthtrace sql "SELECT counter, source_run, coverage, estimated_error FROM merge_quality LIMIT 10" '
-            f"{w}\n"
-            f"      synthtrace archetypes {results[0].experiment} {w}\n"
-            f"      synthtrace detect {w}",
+            f"warehouse            {wh}",
             title=f"synthtrace demo ({time.perf_counter() - began:.0f} s)",
         )
     )
+    # outside the panel and never wrapped, so that each command copies whole
+    console.print("try:", soft_wrap=True)
+    for command in (f"synthtrace runs {w}",
+                    f'synthtrace sql "SELECT counter, source_run, coverage, estimated_error FROM merge_quality '
+                    f'LIMIT 10" {w}',
+                    f"synthtrace archetypes {results[0].experiment} {w}", f"synthtrace detect {w}"):
+        console.print(f"  {command}", soft_wrap=True)
     for e in summary.errors:
         print_warning(f"{e['stage']} {' '.join(e['args'])}: {e['error']}")
 

@@ -30,7 +30,8 @@ import matplotlib
 import numpy as np
 import polars as pl
 from matplotlib.axis import Axis
-from matplotlib.collections import PolyCollection
+from matplotlib.axes import Axes
+from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullLocator
@@ -160,7 +161,7 @@ def plot_roofline(bm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float
         ax.set_ylabel("GFLOP/s per rank" if unit == "flop" else "G instructions/s per rank")
         ax.set_title(f"{level} roofline ({pts.height} bursts)")
         ax.grid(True, which="both", alpha=0.25)
-        ax.legend(fontsize=7, loc="lower right")
+        _legend(ax, loc="lower right")
     fig.tight_layout()
     return PlotInfo(fig, points, unit)
 
@@ -213,7 +214,7 @@ def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: floa
     ax.set_xlabel(f"operational intensity ({unit}s / DRAM byte)")
     ax.set_ylabel(f"communication intensity ({unit}s / network byte)")
     ax.set_title(f"Ridgeline plane: {n} phases (▲ no network traffic)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside, never over labels
+    _legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside, never over labels
     fig.tight_layout()
     return PlotInfo(fig, {"phases": n}, unit)
 
@@ -375,6 +376,19 @@ def alerts_section(wh: Warehouse, alerts: pl.DataFrame | None) -> str:
             parts.append(_img(figure_png(plot_alert_history(histories[alert["app"]], alert).figure),
                               f"history of {alert['app']} at {alert['call_site']}"))
     return "\n".join(parts)
+
+
+#: the marker area (points^2) of a scatter's entry in a legend: the points themselves are sized by their time
+LEGEND_MARKER_AREA = 30.0
+
+
+def _legend(ax: Axes, **where: object) -> None:
+    """The axes' legend (``where``: matplotlib's placement arguments), each scatter's marker drawn at one size, not
+    at its first point's, which could cover its own label and its neighbours'."""
+    legend = ax.legend(fontsize=7, **where)
+    for handle in legend.legend_handles:
+        if isinstance(handle, PathCollection):
+            handle.set_sizes([LEGEND_MARKER_AREA])
 
 
 def figure_png(fig: Figure, path: Path | None = None, dpi: int = 110) -> bytes:

@@ -1,6 +1,8 @@
 """`synthtrace demo`, the README's first command: a simulated campaign through the whole nightly flow."""
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from synthtrace.warehouse import Warehouse
@@ -25,6 +27,12 @@ def test_demo_runs_the_night_and_finds_the_injected_regression(prefect_harness, 
     assert [(a["app"], a["night"]) for a in alerts] == [("stencil", 4)]
     assert 0.2 < alerts[0]["magnitude"] < 0.4  # 30 % more work injected in the main kernel
     assert "instructions" in alerts[0]["explained_by"]
+    # the commands it suggests: each on one line of its own (never wrapped into a box), and each runs as printed
+    tries = stdout.split("try:\n", 1)[1].splitlines()
+    assert len(tries) == 4 and all(t.startswith("  synthtrace ") for t in tries)
+    for line in tries:
+        code, _, err = run_cli(*shlex.split(line)[1:])
+        assert code == 0, (line, err)
 
 
 def test_demo_refuses_to_wipe_a_folder_it_did_not_make(tmp_path, run_cli):

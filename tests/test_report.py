@@ -10,6 +10,7 @@ import pytest
 from synthtrace.models.analysis import analyse
 from synthtrace.pipelines.report import (
     figure_png,
+    LEGEND_MARKER_AREA,
     plot_ridgeline,
     plot_roofline,
     plot_timeline,
@@ -135,6 +136,11 @@ def test_ridgeline_legend_beside_the_plane():
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent()
     assert legend.x0 >= ax.get_window_extent().x1  # never over the regions' labels or the points
+    # each archetype's marker at one size in the legend, not its first phase's (which covered the labels)
+    from matplotlib.collections import PathCollection
+
+    markers = [h for h in ax.get_legend().legend_handles if isinstance(h, PathCollection)]
+    assert markers and {tuple(h.get_sizes()) for h in markers} == {(LEGEND_MARKER_AREA,)}
     figure_png(fig)
 
 
