@@ -19,6 +19,7 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     print_table,
 )
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.machine import load_machine
 from synthtrace.warehouse import Warehouse
@@ -189,6 +190,6 @@ def machines(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(machines)
-    app.command()(archetypes)
-    app.command()(report)
+    app.command(epilog=epilog("machines"))(machines)
+    app.command(epilog=epilog("archetypes"))(archetypes)
+    app.command(epilog=epilog("report"))(report)

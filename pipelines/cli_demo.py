@@ -13,6 +13,7 @@ from rich.panel import Panel
 
 from synthtrace.pipelines.cli_app import console, print_warning
 from synthtrace.pipelines.cli_nightly import night_progress
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 
 DEMO_APPS = {"stencil": "halo", "solver": "cg"}
@@ -106,4 +107,4 @@ def demo(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(demo)
+    app.command(epilog=epilog("demo"))(demo)

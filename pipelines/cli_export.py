@@ -15,6 +15,7 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     write_output,
 )
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.warehouse.names import name_option
 
 
@@ -69,4 +70,4 @@ def export(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(export)
+    app.command(epilog=epilog("export"))(export)

@@ -16,6 +16,7 @@ from synthtrace.pipelines.cli_app import (
     print_table,
     print_warning,
 )
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
 from synthtrace.tracelib.merge_checks import worst
@@ -118,4 +119,4 @@ def print_quality(result: MergeResult) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(merge)
+    app.command(epilog=epilog("merge"))(merge)

@@ -19,6 +19,7 @@ from synthtrace.pipelines.cli_app import (
     print_warning,
     print_table,
 )
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.names import name_option
@@ -220,7 +221,7 @@ def _describe(name: str, s: dict | None) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(train)
-    app.command()(models)
-    app.command()(predict)
-    app.command()(detect)
+    app.command(epilog=epilog("train"))(train)
+    app.command(epilog=epilog("models"))(models)
+    app.command(epilog=epilog("predict"))(predict)
+    app.command(epilog=epilog("detect"))(detect)

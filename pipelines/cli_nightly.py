@@ -23,6 +23,7 @@ from synthtrace.pipelines.cli_app import (
     console,
 )
 from synthtrace.pipelines.cli_base import progress_bar
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -155,5 +156,5 @@ def _print_summary(summary: NightSummary) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(nightly)
-    app.command()(serve)
+    app.command(epilog=epilog("nightly"))(nightly)
+    app.command(epilog=epilog("serve"))(serve)

@@ -15,6 +15,7 @@ from synthtrace.pipelines.cli_app import (
     print_table,
     write_output,
 )
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.counter_plan import (
     DEFAULT_FIXED,
     FORMATS,
@@ -109,4 +110,4 @@ def _print_table(result: CounterPlan) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(plan)
+    app.command(epilog=epilog("plan"))(plan)

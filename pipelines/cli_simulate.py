@@ -24,6 +24,7 @@ from synthtrace.pipelines.cli_app import (
     console,
 )
 from synthtrace.pipelines.cli_base import check_folder, progress_bar
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.simulator import (
     PATTERNS,
     ExperimentSpec,
@@ -194,4 +195,4 @@ def _machine_dict(spec: ExperimentSpec) -> dict:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("simulate")(simulate)
+    app.command("simulate", epilog=epilog("simulate"))(simulate)

@@ -18,6 +18,7 @@ from synthtrace.pipelines.cli_app import (
 )
 from synthtrace.pipelines.cli_base import app_option, progress_bar
 from synthtrace.pipelines.cli_read import FORMAT, MIN_TIMEOUT_S, OUTPUT, TIMEOUT, answer_sql, list_runs
+from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse.names import name_option
 
@@ -106,7 +107,7 @@ def ingest(
 runs_app = typer.Typer(help="List the runs in the warehouse; `runs rm` and `runs move` put them right.")
 
 
-@runs_app.callback(invoke_without_command=True)
+@runs_app.callback(invoke_without_command=True, epilog=epilog("runs"))
 def runs(ctx: typer.Context, warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> None:
     """List the runs in the warehouse; `runs rm` and `runs move` put them right."""
     if ctx.invoked_subcommand is None:
@@ -116,7 +117,7 @@ def runs(ctx: typer.Context, warehouse: WarehouseOption = DEFAULT_WAREHOUSE) -> 
 RunRefs = Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs by id (or unique id prefix) or run name.")]
 
 
-@runs_app.command("rm")
+@runs_app.command("rm", epilog=epilog("runs rm"))
 def runs_rm(run_refs: RunRefs, warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE) -> None:
     """Remove runs (each removal atomic); their experiments' merged data and analysis are removed too."""
     from synthtrace.warehouse import Warehouse
@@ -128,7 +129,7 @@ def runs_rm(run_refs: RunRefs, warehouse: ReadWarehouseOption = DEFAULT_WAREHOUS
     _say_invalidated(res.invalidated)
 
 
-@runs_app.command("move")
+@runs_app.command("move", epilog=epilog("runs move"))
 def runs_move(
     run_refs: RunRefs,
     experiment: Annotated[str, typer.Option("--experiment", "-e", help="Experiment the runs belong to from now on.",
@@ -178,6 +179,6 @@ def sql(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(ingest)
+    app.command(epilog=epilog("ingest"))(ingest)
     app.add_typer(runs_app, name="runs")
-    app.command()(sql)
+    app.command(epilog=epilog("sql"))(sql)

@@ -329,3 +329,35 @@ def test_ctrl_c_during_ingest_says_aborted_and_keeps_nothing_half_written(tmp_pa
     assert not (wh / ".staging").is_dir() or list((wh / ".staging").iterdir()) == []
     again = synthtrace("ingest", big_lulesh, "-w", wh)
     assert again.returncode == 0 and "ingested as" in again.stdout, again.stderr
+
+
+def test_every_help_example_parses_with_the_commands_own_options(tmp_path, monkeypatch):
+    """The examples ending each command's --help name only options and values the command takes (parsed by the
+    command itself, nothing run; the default warehouse is there, as where a user types them), and every command
+    has some."""
+    import shlex
+
+    import typer
+
+    from synthtrace.warehouse import Warehouse
+
+    monkeypatch.chdir(tmp_path)
+    Warehouse(tmp_path / "synthtrace-warehouse").ensure()
+
+    from synthtrace.pipelines.cli import COMMANDS
+    from synthtrace.pipelines.cli_app import app
+    from synthtrace.pipelines.cli_examples import EXAMPLES
+
+    group = typer.main.get_command(app)
+    root = group.make_context("synthtrace", ["runs"], resilient_parsing=True)
+    assert set(COMMANDS) <= {path.split()[0] for path in EXAMPLES}
+    for path, lines in EXAMPLES.items():
+        cmd = group
+        for word in path.split():
+            cmd = cmd.get_command(root, word)
+        assert lines and cmd.epilog.startswith("Examples:") and all(line in cmd.epilog for line in lines), path
+        for line in lines:
+            words = shlex.split(line)
+            assert words[: 1 + len(path.split())] == ["synthtrace", *path.split()], line
+            with cmd.make_context(path, words[1 + len(path.split()):]) as ctx:
+                assert ctx.params, line
