@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
 
 _PAREN_NAME = re.compile(r"^\((?P<name>[^)\s]+)\)")
@@ -52,9 +51,13 @@ class PcfCatalog:
     event_precision: dict[int, int] = field(default_factory=dict)  # decimals Paraver shows (PRECISION lines)
     event_lines: dict[int, int] = field(default_factory=dict)  # 1-based line of each event type's label
     ignored: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): lines Paraver skips too
+    renamed: dict[int, str] = field(default_factory=dict)  # counter type -> its column, where two share a name
+    renamed_lines: list[tuple[int, str]] = field(default_factory=list)  # (line, what was renamed and why)
 
     def counter_name(self, event_type: int) -> str:
         """Counter column name: the ``.pcf`` name, else the numeric type as text."""
+        if (renamed := self.renamed.get(event_type)) is not None:
+            return renamed
         label = self.event_labels.get(event_type)
         return counter_name_from_label(label) if label else str(event_type)
 
@@ -99,7 +102,7 @@ def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
             cat.ignored.append((lineno, f"{_shown(line)!r} before any section (EVENT_TYPE, STATES, ...)"))
     if data and not (cat.states or cat.event_labels or section):
         cat.ignored[:0] = [(1, "no Paraver section (STATES, EVENT_TYPE, ...): not a .pcf file")]
-    _check_counter_names(cat, path)
+    _check_counter_names(cat)
     return cat
 
 
@@ -135,12 +138,15 @@ def _event_line(cat: PcfCatalog, line: str, lineno: int, block: list[int], in_va
         cat.ignored.append((lineno, f"{_shown(line)!r} is not '<value> <label>'"))
 
 
-def _check_counter_names(cat: PcfCatalog, path: str | Path) -> None:
-    """Two counter types with one name would fold two counters into one column."""
+def _check_counter_names(cat: PcfCatalog) -> None:
+    """Two counter types with one name would fold two counters into one column: as Paraver keeps both (by type),
+    the later type's column is ``NAME_TYPE`` (noted in ``renamed_lines``, which the reader warns of)."""
     seen: dict[str, int] = {}
     for etype in sorted(t for t in cat.event_labels if is_counter_type(t)):
         name = cat.counter_name(etype)
         if name in seen and not (is_absolute_counter(etype) != is_absolute_counter(seen[name])):
-            raise TraceFormatError(path, cat.event_lines[etype],
-                                   f"counter name {name!r} given to event types {seen[name]} and {etype}")
+            cat.renamed[etype] = f"{name}_{etype}"
+            cat.renamed_lines.append((cat.event_lines[etype], f"counter name {name!r} given to event types "
+                                      f"{seen[name]} and {etype}: the second read as {cat.renamed[etype]!r}"))
+            continue
         seen.setdefault(name, etype)

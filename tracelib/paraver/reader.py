@@ -262,6 +262,8 @@ class ParaverTrace(TraceReader):
                 line, reason = ignored[0]
                 more = f" ({len(ignored)} lines skipped)" if len(ignored) > 1 else ""
                 self._warn(f"{companion(self.path, suffix)}:{line}: skipped: {reason}{more}")
+        for line, what in self.pcf.renamed_lines:
+            self._warn(f"{companion(self.path, '.pcf')}:{line}: {what}")
 
     def _warn(self, message: str) -> None:
         warnings.warn(message, UserWarning, stacklevel=3)
