@@ -80,9 +80,13 @@ def ingest(
         for f in files:
             bar.update(task, description=f"ingest {f.name}")
             done_before = bar.tasks[0].completed
+            done_after = done_before + trace_bytes(f)
+
+            def read(n: int, upto: int = done_after) -> None:  # never past this trace's bytes (a re-read counts)
+                bar.update(task, completed=min(upto, bar.tasks[0].completed + n))
             try:
                 res = ingest_trace(wh, f, experiment=experiment, app=app, date=date, salvage=salvage,
-                                   progress=lambda n: bar.advance(task, n), default_experiment=experiments.get(f))
+                                   progress=read, default_experiment=experiments.get(f))
             except WarehouseError:  # the warehouse cannot take any trace: one error, not one per trace
                 raise
             except SynthtraceError as exc:  # this trace only: the others are still ingested
@@ -90,7 +94,7 @@ def ingest(
                 print_error(str(exc))
                 continue
             finally:
-                bar.update(task, completed=done_before + trace_bytes(f))
+                bar.update(task, completed=done_after)
             where = f"as {res.run_name} (run {res.run_id}, experiment {res.experiment})"
             if res.status == "already":
                 console.print(f"{f}: already ingested {where}",
