@@ -254,6 +254,61 @@ def test_pcf_contradicting_prv(tmp_path, warehouse, run_cli):
     assert code == 2 and "MPI call id 31 of event type 50000003 is not listed in the .pcf" in err
 
 
+def test_missing_pcf_and_row_is_a_warning(tmp_path, run_cli):
+    prv = copy_trace(PRIME, tmp_path / "bare")
+    prv.with_suffix(".pcf").unlink()
+    prv.with_suffix(".row").unlink()
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and "no .pcf file" in err and "no .row file" in err
+    code, out, _ = run_cli("sql", 'SELECT sum("42000050") AS ins, count(mpi_call) FROM bursts', "-w", wh, "-f", "csv")
+    assert int(out.splitlines()[1].split(",")[0]) > 0
+
+
+def test_one_bad_file_does_not_stop_the_others(tmp_path, run_cli):
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop)
+    bad = copy_trace(LULESH_A, drop)
+    _edit(bad, _replace_field(3, "99"))
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", drop, "-w", wh)
+    assert code == 2 and "ingested as prime_v0" in out and str(bad) in err
+    code, out, _ = run_cli("sql", "SELECT count(*) FROM runs", "-w", wh, "-f", "csv")
+    assert out.splitlines()[1] == "1"
+
+
+def test_missing_path_is_bad_input(tmp_path, run_cli):
+    code, _, err = run_cli("ingest", tmp_path / "nope.prv", "-w", tmp_path / "wh")
+    assert code == 2 and "no such file" in err
+
+
+def test_part_writer_raises_a_failed_background_write(tmp_path):
+    """Parts are written in a background thread: a write that fails must not be lost (ingest then leaves no run)."""
+    import polars as pl
+
+    from synthtrace.warehouse.ingest import PartWriter
+
+    frame = pl.DataFrame({"a": [1, 2, 3]})
+    writer = PartWriter(backlog=1)
+    writer.write(frame, tmp_path / "ok.parquet")
+    writer.write(frame, tmp_path / "missing" / "part.parquet")
+    with pytest.raises(OSError):
+        writer.write(frame, tmp_path / "later.parquet")  # the backlog waits on the failed write
+        writer.close()
+    assert pl.read_parquet(tmp_path / "ok.parquet").equals(frame)
+
+
+def test_python_api_names_experiments_as_the_command_does(tmp_path):
+    """``synthtrace.ingest(wh, folder)`` puts the traces of a folder that mixes applications into one experiment
+    per application, as ``synthtrace ingest`` does (one rule for the command, the API and the nightly flow)."""
+    import synthtrace
+    from testing.traces import JACOBI
+
+    copy_trace(PRIME, tmp_path / "mixed")
+    copy_trace(JACOBI, tmp_path / "mixed")
+    results = synthtrace.ingest(tmp_path / "wh", tmp_path / "mixed")
+    assert {(r.run_name, r.experiment) for r in results} == {("prime_v0", "prime_v0"), (JACOBI.stem, JACOBI.stem)}
+
 
 def test_two_counter_types_of_one_name_keep_two_columns(tmp_path, run_cli):
     """A .pcf giving one name to two counter types (as Paraver loads it, by type): the second type's column is
