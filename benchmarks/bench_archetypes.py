@@ -4,7 +4,8 @@
 
 1. **Simulated campaign** (needs ``synthtrace.simulator``): for each application the simulator writes several runs
    with different counter sets plus ground truth (archetype of every burst, MPI call and phase of the reference
-   run). We ingest, merge (``synthtrace.tracelib.merge``, when present) and classify; macro-F1 over the 13 archetypes is
+   run). We ingest, merge (``synthtrace.tracelib.merge.merge_runs``, when present) and classify; macro-F1 over the 13
+   archetypes is
    computed for (a) the merged trace, (b) the simulator's full ground-truth counters, (c) each single run's own
    counter set — a burst the counters cannot decide counts as wrong (``insufficient_counters`` is not an
    archetype). Discovery: Cohen's kappa against the rules and bootstrap ARI on the full counters.
@@ -26,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from synthtrace.models.analysis import analyse_experiment, mix  # noqa: E402
 from synthtrace.models.archetypes import INSUFFICIENT  # noqa: E402
-from synthtrace.tracelib.machine import load_machine  # noqa: E402
+from synthtrace.tracelib.domain.machine import load_machine  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "paraver"
 REAL = {
@@ -146,7 +147,7 @@ def agreement_section(quick: bool) -> list[str]:
 # ------------------------------------------------------------------------------------------------ real traces
 def real_section(fig_dir: Path, machine_name: str) -> list[str]:
     from synthtrace.pipelines.report import figure_png, plot_ridgeline, plot_roofline, plot_timeline
-    from synthtrace.tracelib.metrics import ranks_per_socket
+    from synthtrace.tracelib.domain.metrics import ranks_per_socket
     from synthtrace.warehouse.ingest import ingest_trace
     from synthtrace.warehouse.layout import Warehouse
     machine = load_machine(machine_name)

@@ -56,7 +56,7 @@ print(json.dumps({**usage(t0), "bursts": res.n_bursts, "calls": res.n_mpi_calls}
 CHILD_READ = """
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
-from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 """ + _USAGE + """
 t0 = time.perf_counter()
 stream = ParaverTrace(sys.argv[1]).read("bench")
@@ -71,7 +71,7 @@ CHILD_PHASES = (
 import json, sys, time, warnings
 from pathlib import Path
 warnings.simplefilter("ignore")
-from synthtrace.tracelib.formats import open_trace
+from synthtrace.tracelib.formats.source import open_trace
 from synthtrace.warehouse.ingest import PartWriter, run_identity
 """
     + _USAGE
@@ -138,7 +138,7 @@ CHILD_FIRST_READ = """
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 t0 = time.perf_counter()
-from synthtrace.tracelib.paraver.reader import ParaverTrace, _warm_up
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace, _warm_up
 t1 = time.perf_counter()
 _warm_up()
 t2 = time.perf_counter()
@@ -173,7 +173,7 @@ def _best(repeat: int, code: str, trace: Path, out: Path | None = None) -> dict:
 
 
 def _tiled(tmp: Path, mb: int) -> Path:
-    from synthtrace.tracelib.paraver.tile import tile_trace
+    from testing.paraver_tile import tile_trace
     copies = max(1, round(mb * 1e6 / SOURCE.stat().st_size))
     trace = tile_trace(SOURCE, tmp / f"lulesh.x{copies}.prv", copies)
     os.sync()  # the tiled file's write-back must not run during the measurements

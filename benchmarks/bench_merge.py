@@ -5,7 +5,8 @@
 
 Methods compared, on the same runs and the same bursts:
 
-- ``merge``: :func:`synthtrace.tracelib.merge.merge_runs` (structure + timing alignment), with and without rescaling;
+- ``merge``: :func:`synthtrace.tracelib.merge.merge_runs.merge_runs` (structure + timing alignment), with and without
+rescaling;
 - ``positional``: the i-th burst of a thread gets the counters of the i-th burst of the same thread in the
   source run (raw values);
 - ``cluster-mean``: bursts of both runs clustered on log10(instructions) x IPC with DBSCAN (the BSC Clustering
@@ -39,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.results_io import emit  # noqa: E402
 
 from testing.merge_campaigns import make_runs, true_matches  # noqa: E402
-from synthtrace.tracelib.merge import MergeOptions, RunTables, merge_runs  # noqa: E402
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, RunTables, merge_runs  # noqa: E402
 
 KEYS = ["appl", "task", "thread", "burst_seq"]
 MIN_NS = 10_000
@@ -180,7 +181,7 @@ def synthetic_accuracy(seed: int = 11) -> pl.DataFrame:
 def lulesh_accuracy() -> pl.DataFrame | None:
     if not LULESH_A.is_file():
         return None
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
     dropped = ["PAPI_REF_CYC", "LONGEST_LAT_CACHE:MISS"]
     a = ParaverTrace(LULESH_A).read_tables("A")
     b = ParaverTrace(LULESH_B).read_tables("B")
@@ -232,7 +233,7 @@ def simulator_accuracy(out: Path, seeds: tuple[int, ...] = SIM_SEEDS, ranks: int
     and seeds.
     """
     from synthtrace.pipelines.cli import main as cli
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
     match_rows = []  # per seed, experiment, other run, method: bursts scored and matched right
     rows = []  # per seed, experiment, transferred counter, method: coverage and errors relative to the oracle
     for seed in seeds:

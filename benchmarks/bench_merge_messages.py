@@ -1,4 +1,4 @@
-"""What the message graph (tracelib/message_graph.py, issue 12 item 1) adds to the merge, with it on and off.
+"""What the message graph (tracelib/merge/message_graph.py, issue 12 item 1) adds to the merge, with it on and off.
 
     python benchmarks/bench_merge_messages.py     # writes benchmarks/results/merge_messages.md (about 3 minutes)
 
@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_merge import machine, md_table  # noqa: E402
 from benchmarks.results_io import emit  # noqa: E402
 
-from synthtrace.tracelib.align import AlignConfig  # noqa: E402
-from synthtrace.tracelib.merge import MergeOptions, RunTables, merge_runs  # noqa: E402
-from synthtrace.tracelib.paraver.reader import ParaverTrace  # noqa: E402
+from synthtrace.tracelib.merge.align import AlignConfig  # noqa: E402
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, RunTables, merge_runs  # noqa: E402
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace  # noqa: E402
 from testing.merge_campaigns import (CONDITIONS, late_start, make_condition, make_runs, periodic_rank,  # noqa: E402
                                      true_matches)
 from testing.traces import LULESH_A, LULESH_B  # noqa: E402

@@ -11,7 +11,7 @@ lacks, per counter the median / p95 relative error over bursts >= 10 us, then th
 ``/ oracle`` is the worst ratio over counters to the true matching with values as recorded (the source run's
 pieces of a split burst summed; a reference piece given its share of its burst's instructions). Methods:
 ``merge`` (default options), ``merge, anchors off`` (the same aligner without the anchors of
-``tracelib.anchors``: one dynamic programme per thread, positions over the whole thread), ``positional`` and
+``tracelib.merge.anchors``: one dynamic programme per thread, positions over the whole thread), ``positional`` and
 ``cluster-mean`` (see ``bench_merge.py``). Speed: 4 ranks x 1,000 and x 10,000 iterations, no collective, 2 runs,
 best of three merges after a warm-up. Same program or not: what the merge says of a run on another input (30 %
 more work in every burst), a run half as long, and a run of another program (its counters shuffled between its
@@ -37,8 +37,8 @@ from benchmarks.results_io import emit  # noqa: E402
 from testing.simulator_campaigns import (SAME_PROGRAM, SAME_PROGRAM_BASE, SIM_CONDITIONS,  # noqa: E402
                                          simulated_runs)
 from testing.merge_campaigns import CONDITIONS, SynthRun, make_condition, make_runs, score  # noqa: E402
-from synthtrace.tracelib.align import AlignConfig  # noqa: E402
-from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTables, merge_runs  # noqa: E402
+from synthtrace.tracelib.merge.align import AlignConfig  # noqa: E402
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, NotSameProgramError, RunTables, merge_runs  # noqa: E402
 
 KEYS = ["appl", "task", "thread", "burst_seq"]
 

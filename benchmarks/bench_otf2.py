@@ -33,7 +33,7 @@ from benchmarks.results_io import emit  # noqa: E402
 
 CHILD_OURS = """
 import json, resource, sys, time
-from synthtrace.tracelib.otf2 import Otf2Trace
+from synthtrace.tracelib.formats.otf2 import Otf2Trace
 t = time.perf_counter()
 trace = Otf2Trace(sys.argv[1])
 stream = trace.read("bench")
@@ -63,9 +63,9 @@ print(json.dumps({"seconds": dt, "events": n, "peak_rss_mb": resource.getrusage(
 CHILD_RAW = """
 import json, resource, sys, time
 import _otf2
-from synthtrace.tracelib.otf2 import Otf2Trace
-from synthtrace.tracelib.otf2.events import _EventBuffer, _clear
-from synthtrace.tracelib.otf2.library import _callback_setter
+from synthtrace.tracelib.formats.otf2 import Otf2Trace
+from synthtrace.tracelib.formats.otf2.events import _EventBuffer, _clear
+from synthtrace.tracelib.formats.otf2.library import _callback_setter
 t = time.perf_counter()
 trace = Otf2Trace(sys.argv[1])
 import otf2

@@ -1,7 +1,8 @@
 """The Paraver tokenizer kernel before and after a change, on the same bytes in the same process (issue 14: named
 parameters for ``_tokenize`` must not slow the ingest).
 
-The earlier kernel is the file ``tracelib/paraver/tokenizer.py`` of ``--before-rev`` (``git show``), the later one
+The earlier kernel is the file ``tracelib/formats/paraver/tokenizer.py`` of ``--before-rev`` (``git show``), the later
+one
 that file of the work tree; both are loaded the same way, as modules of their own from a temp folder (so neither
 has an advantage of cache or placement), and tokenize the same blocks of a real LULESH trace tiled in time (``--mb``),
 in the
@@ -28,9 +29,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.machine import machine_description  # noqa: E402
-from synthtrace.tracelib.paraver.header import ParaverHeader  # noqa: E402
-from synthtrace.tracelib.paraver.reader import DEFAULT_CHUNK_BYTES, ParaverTrace  # noqa: E402
-from synthtrace.tracelib.paraver.tile import tile_trace  # noqa: E402
+from synthtrace.tracelib.formats.paraver.header import ParaverHeader  # noqa: E402
+from synthtrace.tracelib.formats.paraver.reader import DEFAULT_CHUNK_BYTES, ParaverTrace  # noqa: E402
+from testing.paraver_tile import tile_trace  # noqa: E402
 
 SOURCE = ROOT.parent / "shared" / "traces" / "paraver" / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv"
 
@@ -89,9 +90,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-tokenizer-") as tmp:
         tmp = Path(tmp)
         old, new = tmp / "tokenizer_before.py", tmp / "tokenizer_after.py"
-        old.write_bytes(subprocess.run(["git", "show", f"{args.before_rev}:tracelib/paraver/tokenizer.py"], cwd=ROOT,
+        kernel = f"{args.before_rev}:tracelib/formats/paraver/tokenizer.py"
+        old.write_bytes(subprocess.run(["git", "show", kernel], cwd=ROOT,
                                        capture_output=True, check=True).stdout)
-        new.write_bytes((ROOT / "tracelib" / "paraver" / "tokenizer.py").read_bytes())
+        new.write_bytes((ROOT / "tracelib" / "formats" / "paraver" / "tokenizer.py").read_bytes())
         before, after = _module("tokenizer_before", old), _module("tokenizer_after", new)
         copies = max(1, round(args.mb * 1e6 / SOURCE.stat().st_size))
         prv = tile_trace(SOURCE, tmp / f"lulesh.x{copies}.prv", copies)

@@ -21,9 +21,9 @@ import polars as pl
 
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
 from synthtrace.models.archetypes import ArchetypeRules, Thresholds
-from synthtrace.tracelib.counters import resolve
-from synthtrace.tracelib.machine import Machine, load_machine, resolve_machine
-from synthtrace.tracelib.metrics import (
+from synthtrace.tracelib.domain.counters import resolve
+from synthtrace.tracelib.domain.machine import Machine, load_machine, resolve_machine
+from synthtrace.tracelib.domain.metrics import (
     assign_phases,
     burst_metrics,
     mpi_metrics,
@@ -167,7 +167,7 @@ def analyse_input(inp: ExperimentInput, *, machine: Machine | None = None, thres
 def machine_profile(root: str, experiment: str, spec: str | None = None) -> Machine:
     """The machine profile of an experiment: ``spec`` (``--machine``: preset or TOML file) when given, else the
     ``machine.toml`` beside its traces, else the default preset (see
-    :func:`synthtrace.tracelib.machine.resolve_machine`).
+    :func:`synthtrace.tracelib.domain.machine.resolve_machine`).
     ``Machine.label`` names it and where it came from (what the CLI and the report print)."""
     runs = runs_table(Warehouse(root))
     paths = runs.filter(pl.col("experiment") == experiment)["source_path"].drop_nulls().to_list() if runs.height else []

@@ -21,7 +21,7 @@ from sklearn.metrics import adjusted_rand_score, cohen_kappa_score
 from sklearn.utils.validation import check_is_fitted
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.domain.machine import Machine, load_machine
 from synthtrace.models.archetypes import INSUFFICIENT, Thresholds, apply_rules, burst_rules, ridge_point
 
 #: feature name -> expression over burst-metric columns (all dimensionless)

@@ -1,7 +1,8 @@
 """The 13 performance archetypes of DESIGN §7 as scored rules with configurable thresholds.
 
 Bursts (rules 1–9), MPI calls (10–11) and phases (12–13) are classified from the metric frames of
-:mod:`synthtrace.tracelib.metrics`. Every rule is evaluated on every unit; the strongest *measured* evidence wins,
+:mod:`synthtrace.tracelib.domain.metrics`. Every rule is evaluated on every unit; the strongest *measured* evidence
+wins,
 so a rule whose counters were not recorded never hides the rules that can be decided.
 
 Scoring (scale-free). A condition ``metric op threshold`` has a margin in octaves, log2(value / threshold) for
@@ -38,9 +39,9 @@ import polars as pl
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from synthtrace.tracelib.counters import PREFERRED, CounterMap
+from synthtrace.tracelib.domain.counters import PREFERRED, CounterMap
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import Machine, load_machine
+from synthtrace.tracelib.domain.machine import Machine, load_machine
 
 if TYPE_CHECKING:
     from synthtrace.simulator.engine import Labeller
@@ -233,7 +234,7 @@ class Rule:
 
 
 def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
-    """Rules 1–9 over :func:`synthtrace.tracelib.metrics.burst_metrics` columns (``key=False``: guards)."""
+    """Rules 1–9 over :func:`synthtrace.tracelib.domain.metrics.burst_metrics` columns (``key=False``: guards)."""
     ipc = ("ins", "cyc")
     return [
         Rule(
@@ -344,7 +345,7 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
 
 
 def mpi_rules(t: Thresholds) -> list[Rule]:
-    """Rules 10–11 over :func:`synthtrace.tracelib.metrics.mpi_metrics` columns."""
+    """Rules 10–11 over :func:`synthtrace.tracelib.domain.metrics.mpi_metrics` columns."""
     return [
         Rule(10, "comm_latency", All((Cond("mean_message_bytes", "<", t.latency_max_message_bytes),
                                       Cond("link_fraction", "<", t.latency_max_link_fraction)))),
@@ -354,7 +355,7 @@ def mpi_rules(t: Thresholds) -> list[Rule]:
 
 
 def phase_rules(t: Thresholds) -> list[Rule]:
-    """Rules 12–13 over :func:`synthtrace.tracelib.metrics.phase_metrics` columns."""
+    """Rules 12–13 over :func:`synthtrace.tracelib.domain.metrics.phase_metrics` columns."""
     return [
         Rule(12, "load_imbalance", Cond("load_balance", "<", t.imbalance_max_load_balance)),
         Rule(13, "serialization", All((Cond("load_balance", ">=", t.imbalance_max_load_balance),
@@ -547,12 +548,12 @@ class ArchetypeRules(BaseEstimator):
 
     # the three units ---------------------------------------------------------------------
     def classify_bursts(self, metrics: pl.DataFrame) -> pl.DataFrame:
-        """Rules 1–9 on :func:`synthtrace.tracelib.metrics.burst_metrics` output."""
+        """Rules 1–9 on :func:`synthtrace.tracelib.domain.metrics.burst_metrics` output."""
         check_is_fitted(self)
         return apply_rules(metrics, burst_rules(self.thresholds_, self.ridge_), role_labels=self.role_labels_)
 
     def classify_mpi(self, metrics: pl.DataFrame) -> pl.DataFrame:
-        """Rules 10–11 on :func:`synthtrace.tracelib.metrics.mpi_metrics` output (calls that move data, and
+        """Rules 10–11 on :func:`synthtrace.tracelib.domain.metrics.mpi_metrics` output (calls that move data, and
         collectives)."""
         check_is_fitted(self)
         return apply_rules(self.mpi_units(metrics), mpi_rules(self.thresholds_))
@@ -565,7 +566,8 @@ class ArchetypeRules(BaseEstimator):
         )
 
     def classify_phases(self, metrics: pl.DataFrame) -> pl.DataFrame:
-        """Rules 12–13 on :func:`synthtrace.tracelib.metrics.phase_metrics` output; other phases are ``balanced``."""
+        """Rules 12–13 on :func:`synthtrace.tracelib.domain.metrics.phase_metrics` output; other phases are
+        ``balanced``."""
         check_is_fitted(self)
         return apply_rules(metrics, phase_rules(self.thresholds_), fallback=BALANCED)
 

@@ -5,7 +5,8 @@ from **features** that are counter rates per instruction, FP and vector shares, 
 (MPKI), the burst's size, a target-blind archetype and its MPI context. A feature never contains the target:
 every target names the quantities it is made of (its *ingredients*: cycles and time for both targets, since
 time per instruction = cycles per instruction / frequency), and no feature uses an ingredient. Counters that
-are not in the catalogue of :mod:`synthtrace.tracelib.counters` become generic ``rate:<counter>`` features (events per
+are not in the catalogue of :mod:`synthtrace.tracelib.domain.counters` become generic ``rate:<counter>`` features
+(events per
 instruction) unless their name says they count cycles or time.
 
 Features are computed from any bursts-like frame (one run's ``bursts`` or an experiment's ``merged_bursts``);
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.counters import ROLES, canonical, resolve
+from synthtrace.tracelib.domain.counters import ROLES, canonical, resolve
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.schema import counter_columns
 
@@ -188,8 +189,8 @@ def blind_archetypes(frame: pl.DataFrame, counters: list[str]) -> pl.Series:
     that need IPC or a real duration are then undecided, and such bursts get the rules' provisional label.
     """
     from synthtrace.models.archetypes import ArchetypeRules
-    from synthtrace.tracelib.machine import load_machine
-    from synthtrace.tracelib.metrics import burst_metrics
+    from synthtrace.tracelib.domain.machine import load_machine
+    from synthtrace.tracelib.domain.metrics import burst_metrics
 
     keep = [c for c in counters if not is_cycle_counter(c)]
     cmap = resolve(keep)

@@ -38,8 +38,8 @@ import ruptures as rpt
 from scipy.ndimage import median_filter
 
 from synthtrace.models.archetypes import ArchetypeRules
-from synthtrace.tracelib.machine import Machine, load_machine
-from synthtrace.tracelib.metrics import burst_metrics
+from synthtrace.tracelib.domain.machine import Machine, load_machine
+from synthtrace.tracelib.domain.metrics import burst_metrics
 from synthtrace.models.site_signals import APP_TOTAL
 
 
@@ -320,7 +320,7 @@ def label_archetypes(history: pl.DataFrame, machine: Machine | None = None) -> p
 
     Each row becomes one burst-like row (per-visit duration and counters rebuilt from the rates); the DRAM
     share assumes the configuration's tasks spread over the sockets of one node (see
-    :mod:`synthtrace.tracelib.metrics`).
+    :mod:`synthtrace.tracelib.domain.metrics`).
     """
     if history.height == 0:
         return history.with_columns(pl.lit(None, pl.String).alias("archetype"))

@@ -21,7 +21,7 @@ from synthtrace.pipelines.cli_app import (
 )
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import load_machine
+from synthtrace.tracelib.domain.machine import load_machine
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.names import name_option
 
@@ -168,7 +168,7 @@ def machines(
 ) -> None:
     """List the machine profiles that ship with synthtrace (use one with --machine, or drop a machine.toml beside
     the traces)."""
-    from synthtrace.tracelib.machine import DEFAULT_PRESET, presets
+    from synthtrace.tracelib.domain.machine import DEFAULT_PRESET, presets
     t = Table(title="machine profiles")
     for c in ("preset", "machine", "sockets x cores", "GHz", "peak GFLOP/s/core", "DRAM GB/s/socket",
               "network GB/s/link", "PMU slots + fixed"):

@@ -50,7 +50,7 @@ def export(
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV."""
-    from synthtrace.tracelib.exports import perfetto_json, pipit_events
+    from synthtrace.tracelib.formats.exports import perfetto_json, pipit_events
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.export_views import load_export_tables
 

@@ -18,8 +18,8 @@ from synthtrace.pipelines.cli_app import (
 )
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge import DEFAULT_RESCALE, MergeOptions, MergeResult
-from synthtrace.tracelib.merge_checks import worst
+from synthtrace.tracelib.merge.merge_runs import DEFAULT_RESCALE, MergeOptions, MergeResult
+from synthtrace.tracelib.merge.checks import worst
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.merged import export_merged, merge_experiment
 from synthtrace.warehouse.names import name_option

@@ -1,4 +1,5 @@
-"""``synthtrace plan``: the fewest runs that record every wanted hardware counter (issue 8, tracelib.counter_plan)."""
+"""``synthtrace plan``: the fewest runs that record every wanted hardware counter (issue 8,
+tracelib.domain.counter_plan)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +17,7 @@ from synthtrace.pipelines.cli_app import (
     write_output,
 )
 from synthtrace.pipelines.cli_examples import epilog
-from synthtrace.tracelib.counter_plan import (
+from synthtrace.tracelib.domain.counter_plan import (
     DEFAULT_FIXED,
     FORMATS,
     CounterPlan,
@@ -26,7 +27,7 @@ from synthtrace.tracelib.counter_plan import (
     render,
 )
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import load_machine
+from synthtrace.tracelib.domain.machine import load_machine
 
 
 def plan(

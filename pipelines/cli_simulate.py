@@ -43,7 +43,7 @@ from synthtrace.simulator.pmu import DEFAULT_SLOTS
 from synthtrace.simulator.truth import TRUTH_DIR
 from synthtrace.simulator.variants import DEFAULT_SPREAD, app_variants
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import load_machine
+from synthtrace.tracelib.domain.machine import load_machine
 
 
 def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:

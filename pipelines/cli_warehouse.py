@@ -58,7 +58,7 @@ def ingest(
     salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
 ) -> None:
     """Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."""
-    from synthtrace.tracelib.formats import find_traces, trace_bytes
+    from synthtrace.tracelib.formats.source import find_traces, trace_bytes
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.errors import WarehouseError
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace

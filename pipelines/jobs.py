@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from synthtrace.models.analysis import AnalysisResult
     from synthtrace.models.archetypes import Thresholds
-    from synthtrace.tracelib.machine import Machine
+    from synthtrace.tracelib.domain.machine import Machine
     from synthtrace.warehouse.analysis_store import ExperimentInput
     from synthtrace.warehouse.layout import Warehouse
 
@@ -40,7 +40,7 @@ def merge(wh: Warehouse, experiment: str) -> dict[str, Any] | None:
     Returns a summary (experiment, reference run, bursts, counters with their coverage, verdict) or None when
     there was nothing to merge. Bad input raises as on the command line.
     """
-    from synthtrace.tracelib.merge_checks import worst
+    from synthtrace.tracelib.merge.checks import worst
     from synthtrace.warehouse.merged import experiment_runs, merge_experiment
 
     if experiment_runs(wh, experiment).height < 2:

@@ -39,8 +39,8 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from synthtrace.models.analysis import analyse_input, mix
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds
 from synthtrace.tracelib.atomic_file import write_atomically
-from synthtrace.tracelib.machine import Machine
-from synthtrace.tracelib.metrics import ranks_per_socket
+from synthtrace.tracelib.domain.machine import Machine
+from synthtrace.tracelib.domain.metrics import ranks_per_socket
 from synthtrace.warehouse.analysis_store import (
     ExperimentInput,
     experiments,

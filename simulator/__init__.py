@@ -9,7 +9,7 @@ plus N programmable ones (:mod:`.pmu`); runs differ as real ones do (:mod:`.vari
 nightly histories with injected regressions; :mod:`.variants` gives a pattern several applications whose kernels
 behave differently (``--apps-per-pattern``: ``halo_1``, ``halo_2``, ...; inputs, compilers and data layouts change
 miss rates, instruction mix and core efficiency). Traces are real Paraver files written with
-:mod:`synthtrace.tracelib.paraver.writer`, streamed block by block (:mod:`.engine`).
+:mod:`synthtrace.tracelib.formats.paraver.writer`, streamed block by block (:mod:`.engine`).
 
 Output layout (``synthtrace simulate OUT_DIR``)::
 
@@ -41,7 +41,7 @@ Run 0 of every experiment is the reference run. Keys use the reader's numbering 
     bytes_sent, bytes_recv, peer, n_messages, comm, root, tag, call_site (as the reader reports them), phase,
     ``archetype`` (rules 10-11 where they apply, else NULL).
 ``ground_truth/phases/<experiment>.parquet`` — one row per (run, phase): the columns of
-    :func:`synthtrace.tracelib.metrics.phase_metrics` (load_balance, comm_efficiency, transfer_efficiency,
+    :func:`synthtrace.tracelib.domain.metrics.phase_metrics` (load_balance, comm_efficiency, transfer_efficiency,
     serialization_efficiency, ...), ``archetype`` (load_imbalance | serialization | balanced), ``closed``
     (False for the tail after the last world collective), experiment.
 ``ground_truth/experiments.parquet`` — experiment, app, pattern, ranks, iterations, runs, seed,
@@ -67,7 +67,7 @@ Run 0 of every experiment is the reference run. Keys use the reader's numbering 
     counter with the rows ``recorded = true``).
 ``ground_truth/regressions.parquet`` (campaign mode) — app, pattern, kind, size, night, date, experiment (the
     first night affected), target (kernel, ``messages``, ``network``, or a kernel ``on one rank``).
-``ground_truth/machine.json`` — the machine profile used (:meth:`synthtrace.tracelib.machine.Machine.as_dict`).
+``ground_truth/machine.json`` — the machine profile used (:meth:`synthtrace.tracelib.domain.machine.Machine.as_dict`).
 """
 from synthtrace.simulator.campaign import Injection, parse_injection, simulate_campaign
 from synthtrace.simulator.engine import ExperimentResult, ExperimentSpec, Labeller, simulate_experiment

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import load_machine
+from synthtrace.tracelib.domain.machine import load_machine
 from synthtrace.simulator.engine import ExperimentResult, ExperimentSpec, LabellerFactory, simulate_experiment
 from synthtrace.simulator.kernels import Kernel
 from synthtrace.simulator.patterns import PATTERNS

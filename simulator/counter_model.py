@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synthtrace.tracelib.machine import Machine
+from synthtrace.tracelib.domain.machine import Machine
 from synthtrace.simulator.kernels import KERNELS, Kernel, kernel_table
 
 #: fixed PMU counters (recorded in every run) then the programmable ones

@@ -21,10 +21,10 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.machine import Machine, load_machine
-from synthtrace.tracelib.metrics import burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
-from synthtrace.tracelib.paraver.counter_types import catalogue
-from synthtrace.tracelib.paraver.writer import (
+from synthtrace.tracelib.domain.machine import Machine, load_machine
+from synthtrace.tracelib.domain.metrics import burst_metrics, mpi_metrics, phase_metrics, ranks_per_socket
+from synthtrace.tracelib.formats.paraver.counter_types import catalogue
+from synthtrace.tracelib.formats.paraver.writer import (
     CallSites,
     Communicator,
     PcfSpec,
@@ -132,7 +132,8 @@ class ExperimentSpec:
 @dataclass(frozen=True)
 class Labeller:
     """Archetype rules supplied by a higher layer (tracelib does not know them). Each callable takes the metric
-    frame of :mod:`synthtrace.tracelib.metrics` (bursts / MPI calls / phases, with a ``_row`` column) and returns it
+    frame of :mod:`synthtrace.tracelib.domain.metrics` (bursts / MPI calls / phases, with a ``_row`` column) and
+    returns it
     with an
     ``archetype`` column; calls and phases may come back with fewer rows (units the rules do not cover)."""
 
@@ -364,7 +365,8 @@ def _cum_within(values: np.ndarray, task: np.ndarray) -> np.ndarray:
 
 
 class _Labels:
-    """Archetype labels of truth rows from the metrics of :mod:`synthtrace.tracelib.metrics` and a :class:`Labeller`."""
+    """Archetype labels of truth rows from the metrics of :mod:`synthtrace.tracelib.domain.metrics` and a
+    :class:`Labeller`."""
 
     def __init__(self, machine: Machine, rps: float, labeller: Labeller | None):
         self.machine, self.rps, self.labeller = machine, rps, labeller

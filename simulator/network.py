@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synthtrace.tracelib.machine import Machine
+from synthtrace.tracelib.domain.machine import Machine
 
 INTRA_LATENCY_NS = 300.0
 INTRA_BW_FACTOR = 0.8  # intra-node copy bandwidth relative to one network link

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES
-from synthtrace.tracelib.paraver.writer import (APPL_EVENT, COUNTER_SET_EVENT, ORDER_COMM, ORDER_ENTRY, ORDER_EXIT,
+from synthtrace.tracelib.formats.paraver.records import CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES
+from synthtrace.tracelib.formats.paraver.writer import (
+    APPL_EVENT, COUNTER_SET_EVENT, ORDER_COMM, ORDER_ENTRY, ORDER_EXIT,
                                      ORDER_EXIT_COUNTERS, ORDER_STATE, STATE_NOT_CREATED, STATE_RUNNING, block,
                                      comm_line, state_line)
 from synthtrace.simulator.builder import IO_WRITE, NO_CALL, PairBlock
@@ -49,7 +50,7 @@ def _counter_pieces(prefix: str, types: tuple[int, ...]) -> list[pl.Expr]:
 
 
 def pair_records(pb: PairBlock, tabs: RecordTables, *, begin: np.ndarray | None = None) -> pl.DataFrame:
-    """The record block (see :data:`synthtrace.tracelib.paraver.writer.BLOCK_SCHEMA`) of one block of pairs.
+    """The record block (see :data:`synthtrace.tracelib.formats.paraver.writer.BLOCK_SCHEMA`) of one block of pairs.
 
     ``begin``: per task index, the time its application starts (only for the block holding each thread's first
     pair): adds the Not-created state before it and the Application-begin event at it.

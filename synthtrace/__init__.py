@@ -30,9 +30,9 @@ if TYPE_CHECKING:  # pragma: no cover - names for type checkers only
     import polars as pl
 
     from synthtrace.models.analysis import AnalysisResult
-    from synthtrace.tracelib.formats import TraceSource
-    from synthtrace.tracelib.machine import Machine
-    from synthtrace.tracelib.merge import MergeResult
+    from synthtrace.tracelib.formats.source import TraceSource
+    from synthtrace.tracelib.domain.machine import Machine
+    from synthtrace.tracelib.merge.merge_runs import MergeResult
     from synthtrace.warehouse.ingest import IngestResult
     from synthtrace.warehouse.layout import Warehouse
 
@@ -60,7 +60,7 @@ __all__ = ["DEFAULT_WAREHOUSE", "__version__", "classify", "ingest", "merge", "o
 def open_trace(path: str | Path) -> TraceSource:
     """Open a trace (Paraver ``.prv``/``.prv.gz`` with its ``.pcf``/``.row``, or an OTF2 ``.otf2`` anchor) lazily:
     header, resources and start date are read; the records only when its tables are asked for."""
-    from synthtrace.tracelib.formats import open_trace as _open
+    from synthtrace.tracelib.formats.source import open_trace as _open
     return _open(path)
 
 
@@ -86,7 +86,7 @@ def ingest(wh: Warehouse | str | Path, *paths: str | Path, experiment: str | Non
     """Ingest trace files or folders into the warehouse (idempotent: the same content is stored once). Without
     ``experiment`` each run goes to the experiment named by its folder, or by its app when the folder holds
     several apps (as ``synthtrace ingest`` does)."""
-    from synthtrace.tracelib.formats import find_traces
+    from synthtrace.tracelib.formats.source import find_traces
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace
     w = _warehouse(wh)
     files = find_traces([Path(p) for p in paths])
@@ -97,7 +97,7 @@ def ingest(wh: Warehouse | str | Path, *paths: str | Path, experiment: str | Non
 def merge(wh: Warehouse | str | Path, experiment: str, *, reference: str | None = None) -> MergeResult:
     """Align the experiment's runs, merge their counters into the reference run's bursts and commit the result
     (``merged_bursts``, ``merge_quality``, ``merge_matches``)."""
-    from synthtrace.tracelib.merge import MergeOptions
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions
     from synthtrace.warehouse.merged import merge_experiment
     return merge_experiment(_warehouse(wh), experiment, MergeOptions(reference=reference))
 
@@ -107,7 +107,7 @@ def classify(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, *,
     """Metrics and the 13 performance archetypes of a bursts table (one run, or a merged experiment) and,
     when given, its MPI calls; ``machine`` is a profile, a preset name or a TOML path (default preset)."""
     from synthtrace.models.analysis import analyse
-    from synthtrace.tracelib.machine import Machine, load_machine
+    from synthtrace.tracelib.domain.machine import Machine, load_machine
     m = machine if isinstance(machine, Machine) else load_machine(machine)
     return analyse(bursts, calls, machine=m)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from synthtrace.tracelib.machine import Machine, machine_from_dict
+from synthtrace.tracelib.domain.machine import Machine, machine_from_dict
 
 #: 1 socket x 4 cores at 1 GHz; 8 FLOP/cycle (AVX-512), 1 scalar -> 8 vector lanes; 16 GB/s DRAM per socket
 #: -> 4 GB/s per rank with 4 ranks, DRAM ridge 2 FLOP/byte; 10 GB/s network link

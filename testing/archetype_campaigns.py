@@ -23,9 +23,9 @@ from sklearn.metrics import f1_score
 
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery
 from synthtrace.models.archetypes import BURST_ARCHETYPES, INSUFFICIENT, ArchetypeRules
-from synthtrace.tracelib.counters import resolve
-from synthtrace.tracelib.machine import Machine, load_machine
-from synthtrace.tracelib.metrics import burst_metrics
+from synthtrace.tracelib.domain.counters import resolve
+from synthtrace.tracelib.domain.machine import Machine, load_machine
+from synthtrace.tracelib.domain.metrics import burst_metrics
 from synthtrace.simulator.counter_model import COUNTERS, CounterModel, draw_noise_sizes
 from synthtrace.simulator.kernels import KERNELS
 from synthtrace.simulator.pmu import assign_counter_sets, runs_needed
@@ -217,7 +217,7 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     from synthtrace.simulator.engine import ExperimentSpec, simulate_experiment
     from synthtrace.simulator.truth import TruthStore
     from synthtrace.simulator.variation import node_count
-    from synthtrace.tracelib.metrics import ranks_per_socket
+    from synthtrace.tracelib.domain.metrics import ranks_per_socket
     from synthtrace.warehouse.runs import runs_table
     from synthtrace.warehouse.ingest import ingest_trace
     from synthtrace.warehouse.layout import Warehouse

@@ -10,8 +10,8 @@ import polars as pl
 
 from synthtrace.simulator import ExperimentSpec, TruthStore, Variation, simulate_experiment
 from synthtrace.simulator.counter_model import COUNTERS
-from synthtrace.tracelib.merge import RunTables
-from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.merge.merge_runs import RunTables
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from testing.merge_campaigns import SynthRun
 
 KEYS = ["appl", "task", "thread", "burst_seq"]

@@ -86,7 +86,7 @@ def big_lulesh(tmp_path_factory) -> Path:
     """The real LULESH 4+4 trace tiled in time to ~130 MB (2140 x 150 bursts), so that an ingest or a night takes
     a few seconds and can be killed half-way: ``DIR/exp/lulesh.big.prv``; shared by the tests of a session (tiled
     once per worker), so copy it before changing it."""
-    from synthtrace.tracelib.paraver.tile import tile_trace
+    from testing.paraver_tile import tile_trace
 
     return tile_trace(LULESH_A, tmp_path_factory.mktemp("big") / "exp" / "lulesh.big.prv", 150)
 

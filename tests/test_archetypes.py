@@ -13,8 +13,8 @@ from testing.analysis_cases import two_rank_program
 from synthtrace.models.analysis import analyse, analyse_experiment, mix
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, ArchetypeRules, Thresholds, ThresholdsError
-from synthtrace.tracelib.counters import resolve
-from synthtrace.tracelib.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics
+from synthtrace.tracelib.domain.counters import resolve
+from synthtrace.tracelib.domain.metrics import assign_phases, burst_metrics, mpi_metrics, phase_metrics
 
 
 REAL_TRACES = {"jacobi": JACOBI, "prime": PRIME, "lulesh": LULESH_A, "lulesh71": LULESH_B,
@@ -366,7 +366,7 @@ def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
 
 # ------------------------------------------------------------------ machine profiles
 def test_presets_cover_the_common_cpus(run_cli):
-    from synthtrace.tracelib.machine import load_machine, presets
+    from synthtrace.tracelib.domain.machine import load_machine, presets
     names = set(presets())
     assert {"skylake-sp", "icelake-sp", "sapphire-rapids", "zen3-epyc", "zen4-epyc", "a64fx", "grace",
             "marenostrum5-gpp", "generic"} <= names
@@ -383,7 +383,7 @@ def test_presets_cover_the_common_cpus(run_cli):
 
 @pytest.mark.real_traces
 def test_machine_toml_beside_the_traces_is_used(run_cli, tmp_path):
-    from synthtrace.tracelib.machine import PRESET_DIR
+    from synthtrace.tracelib.domain.machine import PRESET_DIR
     from testing.traces import copy_trace
     folder = tmp_path / "traces"
     copy_trace(PRIME, folder)

@@ -15,7 +15,7 @@ pytest.importorskip("synthtrace.warehouse.merged")
 from testing.archetype_campaigns import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery
 from synthtrace.models.archetypes import ARCHETYPES, BURST_ARCHETYPES
-from synthtrace.tracelib.metrics import burst_metrics
+from synthtrace.tracelib.domain.metrics import burst_metrics
 
 
 @pytest.fixture(scope="module")

@@ -187,7 +187,7 @@ print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.sp
                   ("numba", "synthtrace", "polars", "pyarrow", "typer", "rich", "pydantic", "duckdb"))}))
 """
 #: what no cheap command may import: the simulator, the Paraver reader, the models, numba
-_NEVER = ("numba", "synthtrace.simulator", "synthtrace.tracelib.paraver", "synthtrace.models")
+_NEVER = ("numba", "synthtrace.simulator", "synthtrace.tracelib.formats.paraver", "synthtrace.models")
 #: the root's help and version come from cli.COMMANDS, without typer; runs and sql print DuckDB's rows directly
 _NO_APP = ("polars", "pyarrow", "duckdb", "typer", "rich", "pydantic")
 _NO_FRAMES = ("polars", "pyarrow")

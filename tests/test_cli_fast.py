@@ -121,7 +121,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 #: DuckDB's Python layer (its engine, _duckdb, answers), the simulator, the Paraver reader, the models
 _NEVER = ("typer", "pydantic", "click", "polars", "pyarrow", "pandas", "numpy", "numba", "duckdb",
           "synthtrace.simulator",
-          "synthtrace.tracelib.paraver", "synthtrace.models", "prefect")
+          "synthtrace.tracelib.formats.paraver", "synthtrace.models", "prefect")
 
 
 @pytest.mark.parametrize("args", [["runs"], ["sql", "SELECT 1"], ["sql", "SELECT count(*) FROM bursts"],

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synthtrace.tracelib.counter_plan import (
+from synthtrace.tracelib.domain.counter_plan import (
     ConflictsFileError,
     CounterPlan,
     UnsatisfiableCountersError,
@@ -304,7 +304,7 @@ TEN = ["PAPI_L1_DCM", "PAPI_L2_DCM", "PAPI_L3_TCM", "PAPI_BR_INS", "PAPI_BR_MSP"
 
 
 def test_fixed_function_counters_take_no_slot():
-    from synthtrace.tracelib.machine import load_machine
+    from synthtrace.tracelib.domain.machine import load_machine
     intel = load_machine("skylake-sp")
     plan = plan_counters(TEN + list(FIXED), FIXED, slots=4, fixed_function_roles=intel.pmu_fixed)
     assert plan.n_runs == 3 and plan.optimal and plan.lower_bound == 3  # ceil(10 / 4): proven minimal

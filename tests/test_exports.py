@@ -207,7 +207,7 @@ def test_pipit_processes_of_two_applications_do_not_collide():
     """A Paraver trace can hold several applications (Extrae's uncore readers are appl 2): their tasks are other
     processes than appl 1's, so Pipit must not see two ranks 0."""
     from synthtrace import read_trace
-    from synthtrace.tracelib.exports import pipit_events
+    from synthtrace.tracelib.formats.exports import pipit_events
     from testing.traces import PRIME
 
     bursts, calls = read_trace(PRIME)

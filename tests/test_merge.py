@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthtrace.tracelib.align import AlignConfig, align_runs, sequence_table
-from synthtrace.tracelib.merge import (
+from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table
+from synthtrace.tracelib.merge.merge_runs import (
     MergeOptions,
     NoCommonCounterError,
     NotSameProgramError,
@@ -88,7 +88,7 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
 
 
 def read_lulesh(path: Path, run_id: str) -> RunTables:
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
     b, c, _ = ParaverTrace(path).read_tables(run_id)
     return RunTables(run_id, path.stem, b, c)
 
@@ -464,7 +464,7 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
     qual = query(
         Warehouse(lulesh_wh), "select counter, source_run, coverage, estimated_error from merge_quality"
     ).to_pylist()
-    # DRAM_CAS: the node's memory-controller samples apportioned to the bursts (tracelib.uncore)
+    # DRAM_CAS: the node's memory-controller samples apportioned to the bursts (tracelib.domain.uncore)
     assert {r["counter"] for r in qual} == {
         "PAPI_TOT_INS",
         "PAPI_TOT_CYC",
@@ -482,14 +482,14 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
 
 @real
 def test_cli_export_round_trip(lulesh_wh, capsys, tmp_path):
-    pytest.importorskip("synthtrace.tracelib.paraver.writer")
+    pytest.importorskip("synthtrace.tracelib.formats.paraver.writer")
     out = tmp_path / "exp" / "merged"  # the folder does not exist yet: the export creates it
     code, _, err = run_cli(capsys, "merge", "lulesh", "-w", lulesh_wh, "--reference", LULESH_B.stem,
                            "--export-prv", out)
     assert code == 0, err
     assert out.with_suffix(".prv").is_file() and out.with_suffix(".pcf").is_file() and out.with_suffix(".row").is_file()
     merged = pl.read_parquet(lulesh_wh / "experiments" / "lulesh" / "merged_bursts.parquet")
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
     back, _, summary = ParaverTrace(out.with_suffix(".prv")).read_tables("x")
     counters = [c for c in merged.columns if c.startswith(("PAPI_", "LONGEST"))]
     assert set(counters) <= set(summary.counters)

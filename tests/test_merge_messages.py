@@ -1,4 +1,4 @@
-"""The message graph ties the ranks' alignment together (issue 12 item 1, tracelib/message_graph.py): a rank whose
+"""The message graph ties the ranks' alignment together (issue 12 item 1, tracelib/merge/message_graph.py): a rank whose
 own call sequence cannot tell its iterations apart is pinned down by its partners' messages, and a rank aligned an
 iteration off is flagged. Runs from the independent generator (``testing/merge_campaigns.py``) and the real LULESH
 pair."""
@@ -8,10 +8,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthtrace.tracelib.align import AlignConfig, align_runs, sequence_table
-from synthtrace.tracelib.merge import MergeOptions, RunTables, merge_runs
-from synthtrace.tracelib.message_graph import agreement, disagreeing, ends, message_ends
-from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, RunTables, merge_runs
+from synthtrace.tracelib.merge.message_graph import agreement, disagreeing, ends, message_ends
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 
 from testing.merge_campaigns import late_start, make_runs, periodic_rank, true_matches
 from testing.traces import LULESH_A, LULESH_B

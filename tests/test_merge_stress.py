@@ -12,9 +12,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthtrace.tracelib.align import AlignConfig, sort_bursts
-from synthtrace.tracelib.merge import MergeOptions, NotSameProgramError, RunTables, merge_runs
-from synthtrace.tracelib.ranks import RankCorrespondenceError
+from synthtrace.tracelib.merge.align import AlignConfig, sort_bursts
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, NotSameProgramError, RunTables, merge_runs
+from synthtrace.tracelib.merge.ranks import RankCorrespondenceError
 
 from testing.merge_campaigns import CONDITIONS, make_condition, make_runs, score, true_matches
 
@@ -148,7 +148,7 @@ def test_load_balanced_work_is_transferred_per_instruction():
 @real
 @pytest.mark.parametrize("direction", ["A->B", "B->A"])
 def test_lulesh_default_merge_ref_cyc_within_4_percent(direction):
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 
     def read(path: Path, run_id: str) -> RunTables:
         b, c, _ = ParaverTrace(path).read_tables(run_id)
@@ -260,7 +260,7 @@ def test_lulesh_with_split_source_bursts_gets_the_whole_burst_s_counters():
     """The real LULESH pair, the source run's long bursts read in two pieces at 15 % of the places: the reference
     bursts whose counterpart was split stay matched and get what the unsplit source gives them (the pieces
     summed), REF_CYC within 4 % overall."""
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
     b, c, _ = ParaverTrace(LULESH_A).read_tables("A")
     whole = RunTables("A", LULESH_A.stem, b, c)
     src, split = _split_long_bursts(whole, 0.15, 1)
@@ -287,8 +287,8 @@ def test_lulesh_with_split_source_bursts_gets_the_whole_burst_s_counters():
 def test_bursts_without_a_later_mpi_call_are_not_pieces(trace):
     """Threads that call no MPI (jacobi: no MPI at all; prime: threads and tails without calls) keep every burst
     its own unit: only bursts before a later MPI call of their thread are pieces of that call's unit."""
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
-    from synthtrace.tracelib.pieces import units
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.merge.pieces import units
     b, _, _ = ParaverTrace(PARAVER / trace).read_tables("x")
     assert b.get_column("mpi_call").null_count() > 0
     assert not units(sort_bursts(b)).split
@@ -315,7 +315,7 @@ def test_simulator_condition_matched_right(condition, tmp_path):
 
 def _no_pieces(bursts: pl.DataFrame):
     """Every burst its own unit: the merge's many-to-one matching switched off."""
-    from synthtrace.tracelib.pieces import Units
+    from synthtrace.tracelib.merge.pieces import Units
     n = bursts.height
     return Units(np.arange(n), np.arange(n), np.ones(n, np.int64), bursts)
 
@@ -345,7 +345,7 @@ def test_simulator_split_bursts_matched_as_part_of_their_logical_burst(tmp_path,
 
     right, ratio = check(merge_runs(tables([ref, other])))
     assert right >= 0.995 and ratio < 1.5, (right, ratio)
-    monkeypatch.setattr("synthtrace.tracelib.merge.units", _no_pieces)
+    monkeypatch.setattr("synthtrace.tracelib.merge.merge_runs.units", _no_pieces)
     right_off, ratio_off = check(merge_runs(tables([ref, other])))
     assert right_off < 0.995 or ratio_off > 3, (right_off, ratio_off)
 
@@ -391,5 +391,5 @@ def test_bursts_split_in_both_runs_at_other_points_take_the_other_unit_whole(tmp
     unsplit = p95(Variation(), tmp_path / "whole")
     split = p95(Variation(io_every_ns=3e5), tmp_path / "split")
     assert split <= 1.5 * unsplit, (split, unsplit)
-    monkeypatch.setattr("synthtrace.tracelib.pieces.PIECE_CUT_TOL", float("inf"))
+    monkeypatch.setattr("synthtrace.tracelib.merge.pieces.PIECE_CUT_TOL", float("inf"))
     assert p95(Variation(io_every_ns=3e5), tmp_path / "paired") > 3 * unsplit

@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 
 from testing.analysis_cases import RPS, TEST_MACHINE, bursts, calls, two_rank_program
-from synthtrace.tracelib import counters
-from synthtrace.tracelib.machine import MachineProfileError, load_machine, machine_from_dict, presets
-from synthtrace.tracelib.metrics import (
+from synthtrace.tracelib.domain import counters
+from synthtrace.tracelib.domain.machine import MachineProfileError, load_machine, machine_from_dict, presets
+from synthtrace.tracelib.domain.metrics import (
     MetricsInputError,
     assign_phases,
     burst_metrics,

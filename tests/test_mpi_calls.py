@@ -1,4 +1,4 @@
-"""The MPI call catalogue (synthtrace.tracelib.mpi_calls): kinds per the MPI-4.0 standard, and the Paraver and
+"""The MPI call catalogue (synthtrace.tracelib.domain.mpi_calls): kinds per the MPI-4.0 standard, and the Paraver and
 OTF2 readers agreeing on the kind of the same call."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from synthtrace.tracelib.mpi_calls import MPI_CALLS, mpi_call, mpi_kind, mpi_kind_of
-from synthtrace.tracelib.otf2 import Otf2Trace
-from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.domain.mpi_calls import MPI_CALLS, mpi_call, mpi_kind, mpi_kind_of
+from synthtrace.tracelib.formats.otf2 import Otf2Trace
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
 
 PING = TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"

@@ -94,7 +94,7 @@ def test_night_names_experiments_as_ingest_does(prefect_harness, tmp_path):
     s = run_night(drop, Warehouse(tmp_path / "wh"), skip=["merge", "archetypes", "detect", "retrain", "report"])
     assert {(r["run_name"], r["experiment"]) for r in s.ingested} == {
         ("prime_v0", "prime_v0"), (JACOBI.stem, JACOBI.stem), ("prime.night1", "primes")}
-    from synthtrace.tracelib.formats import find_traces
+    from synthtrace.tracelib.formats.source import find_traces
     from synthtrace.warehouse.ingest import experiment_names
 
     named, _ = experiment_names(find_traces([drop]))  # the rule of `synthtrace ingest DROP`

@@ -10,7 +10,7 @@ import otf2
 import pytest
 from otf2.enums import LocationGroupType, LocationType, Paradigm, RegionRole
 
-from synthtrace.tracelib.otf2 import Otf2Trace
+from synthtrace.tracelib.formats.otf2 import Otf2Trace
 
 DEPTH = 60_000  # nested calls of a function that never returns, each calling MPI_Barrier
 CHUNK_EVENTS = 250  # the stack is carried across 720 chunks: the quadratic search redid the whole stack in each

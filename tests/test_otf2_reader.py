@@ -16,9 +16,9 @@ from polars.testing import assert_frame_equal
 
 from testing.traces import TRACES
 from synthtrace.tracelib.errors import BadInputError, TraceFormatError, TruncatedTraceError
-from synthtrace.tracelib.formats import open_trace
-from synthtrace.tracelib.otf2 import Otf2Trace
-from synthtrace.tracelib.otf2.definitions import region_kind as mpi_kind
+from synthtrace.tracelib.formats.source import open_trace
+from synthtrace.tracelib.formats.otf2 import Otf2Trace
+from synthtrace.tracelib.formats.otf2.definitions import region_kind as mpi_kind
 
 OTF2_DIR = TRACES / "otf2"
 PING = OTF2_DIR / "ping-pong-otf2" / "traces.otf2"
@@ -519,8 +519,8 @@ def test_ingest_of_broken_archive_exits_2_and_leaves_warehouse_alone(synthetic, 
 
 # ---------------------------------------------------------------------------------------------- units
 def test_messages_match_in_order_and_keep_unmatched_halves():
-    from synthtrace.tracelib.otf2.events import _RECV, _SEND
-    from synthtrace.tracelib.otf2.messages import _P2P_SCHEMA, match_messages
+    from synthtrace.tracelib.formats.otf2.events import _RECV, _SEND
+    from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, match_messages
 
     # task, thread, kind, time, pos, peer rank, comm, tag, size, request
     p2p = pl.DataFrame([(1, 1, _SEND, 100, 5, 1, 0, 7, 64, 0), (1, 1, _SEND, 120, 6, 1, 0, 7, 16, 0),
@@ -540,9 +540,9 @@ def test_messages_match_in_order_and_keep_unmatched_halves():
 def test_records_out_of_time_order_are_taken_by_timestamp(tmp_path):
     """The OTF2 writer refuses a timestamp before the previous one, but clock-offset correction at read time can
     produce one: the reader then orders the chunk by (timestamp, record order) and says so."""
-    from synthtrace.tracelib.bursts import BurstAssembler
-    from synthtrace.tracelib.otf2.convert import _LocationConverter
-    from synthtrace.tracelib.otf2.events import _EventBuffer
+    from synthtrace.tracelib.formats.bursts import BurstAssembler
+    from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
+    from synthtrace.tracelib.formats.otf2.events import _EventBuffer
 
     with otf2.writer.open(str(tmp_path / "t"), timer_resolution=10**9) as w:
         d = w.definitions

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from synthtrace.tracelib.otf2 import Otf2Trace
+from synthtrace.tracelib.formats.otf2 import Otf2Trace
 from testing import otf2_variants as ov
 
 VARIANTS = {

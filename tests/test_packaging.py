@@ -45,13 +45,14 @@ def test_wheel_installs_beside_foreign_models_and_pipelines(tmp_path):
         ["models", "pipelines", "synthtrace"]
     probe = ("import importlib.util, models, pipelines, synthtrace\n"
              "assert models.OWNER.endswith('(models)') and pipelines.OWNER.endswith('(pipelines)')\n"
-             "for sub in ('tracelib', 'tracelib.paraver', 'warehouse', 'models', 'pipelines'):\n"
+             "for sub in ('tracelib', 'tracelib.formats.paraver', 'warehouse', 'models', 'pipelines'):\n"
              "    spec = importlib.util.find_spec('synthtrace.' + sub)\n"
              f"    assert spec is not None and spec.origin.startswith({str(site)!r}), (sub, spec)\n")
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r})\n" + probe],
                          capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert (site / "synthtrace" / "tracelib" / "machines").is_dir()  # package data travels with the namespace
+    # package data travels with the namespace
+    assert (site / "synthtrace" / "tracelib" / "domain" / "machines").is_dir()
 
 
 def test_python_api_reads_a_real_trace_and_queries_a_warehouse(tmp_path):

@@ -143,7 +143,7 @@ def test_generated_forms_read_as_paramedir_loads_them(tmp_path, name):
 def test_new_format_trace_is_refused_by_both(tmp_path):
     """paramedir does not load a trace whose first line is ``new format``; synthtrace refuses it too (one line)."""
     from synthtrace.tracelib.errors import TraceFormatError
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 
     prv = write(GENERATED["extrae"], tmp_path / "t")
     prv.write_text("new format\n" + prv.read_text())

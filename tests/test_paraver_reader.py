@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from testing.traces import ALL_PARAVER, JACOBI, LULESH_A, LULESH_B, PRIME, copy_trace
 from testing.naive_paraver import naive_bursts
 from synthtrace.tracelib.errors import TraceFormatError
-from synthtrace.tracelib.paraver.header import format_header, parse_header
-from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.formats.paraver.header import format_header, parse_header
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 
 pytestmark = pytest.mark.real_traces
 TOT_INS = 42_000_050

@@ -8,10 +8,10 @@ import pytest
 
 from testing.traces import ALL_PARAVER, LULESH_A, PRIME
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.paraver.counter_types import PAPI_CODE, catalogue, extrae_type
-from synthtrace.tracelib.paraver.pcf import read_pcf
-from synthtrace.tracelib.paraver.reader import ParaverTrace
-from synthtrace.tracelib.paraver.writer import TraceMeta, WriterError, write_paraver
+from synthtrace.tracelib.formats.paraver.counter_types import PAPI_CODE, catalogue, extrae_type
+from synthtrace.tracelib.formats.paraver.pcf import read_pcf
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
+from synthtrace.tracelib.formats.paraver.writer import TraceMeta, WriterError, write_paraver
 
 
 def _same(a: pl.DataFrame, b: pl.DataFrame) -> None:

@@ -20,7 +20,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from synthtrace.tracelib.errors import TraceFormatError
-from synthtrace.tracelib.paraver.header import PARAVER_UNITS
+from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS
 from testing.paraver_variants import CYC, INSTR, ITERATIONS, variants, write, write_many_tasks
 from testing.traces import JACOBI, LULESH_A, PRIME, copy_trace, tree_digest
 
@@ -93,7 +93,7 @@ def test_pcf_precision_comments_tabs_and_spacing(tmp_path, run_cli, reference):
     assert (row["n_bursts"], row["n_mpi_calls"]) == (reference[PRIME.name]["n_bursts"],
                                                      reference[PRIME.name]["n_mpi_calls"])
 
-    from synthtrace.tracelib.paraver.pcf import read_pcf
+    from synthtrace.tracelib.formats.paraver.pcf import read_pcf
     assert read_pcf(pcf).event_precision[42000050] == 2
 
 
@@ -422,7 +422,7 @@ def test_negative_counter_delta_is_kept_as_paraver_reads_it_and_said(tmp_path, r
 
 def test_extrae_header_without_nodes_reads_without_resources(tmp_path):
     """Extrae writes ``0()`` when it knows no nodes; paramedir reads it as no resource model (records on cpu 0)."""
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 
     prv = write(VARIANTS["no_resources_extrae"], tmp_path)
     assert ":0():2:" in prv.read_text().splitlines()[0]

@@ -10,7 +10,7 @@ import pytest
 
 from synthtrace.models.archetypes import ARCHETYPES
 from synthtrace.models.archetypes import simulator_labeller
-from synthtrace.tracelib.paraver.reader import ParaverTrace
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from synthtrace.simulator import PATTERNS, ExperimentSpec, TruthStore, Variation, simulate_experiment
 from synthtrace.simulator.campaign import _devectorised, parse_injection
 from synthtrace.simulator.kernels import KERNEL_INDEX, KERNELS
@@ -264,8 +264,8 @@ def test_cli_errors(tmp_path, run_cli):
 
 def test_fast_labels_equal_the_rule_classifier(sim):
     from synthtrace.models.archetypes import ArchetypeRules
-    from synthtrace.tracelib.machine import load_machine
-    from synthtrace.tracelib.metrics import burst_metrics
+    from synthtrace.tracelib.domain.machine import load_machine
+    from synthtrace.tracelib.domain.metrics import burst_metrics
 
     m = load_machine()
     rps = float(sim["experiments"]["ranks_per_socket"][0])
@@ -278,8 +278,8 @@ def test_fast_labels_equal_the_rule_classifier(sim):
 
 def test_fast_call_labels_equal_the_rule_classifier(sim):
     from synthtrace.models.archetypes import ArchetypeRules
-    from synthtrace.tracelib.machine import load_machine
-    from synthtrace.tracelib.metrics import mpi_metrics
+    from synthtrace.tracelib.domain.machine import load_machine
+    from synthtrace.tracelib.domain.metrics import mpi_metrics
 
     m = load_machine()
     rps = float(sim["experiments"]["ranks_per_socket"][0])

@@ -6,10 +6,10 @@ import polars as pl
 import pytest
 
 from testing.traces import LULESH_A, LULESH_B, PRIME
-from synthtrace.tracelib.metrics import burst_metrics
-from synthtrace.tracelib.machine import load_machine
-from synthtrace.tracelib.paraver.reader import ParaverTrace
-from synthtrace.tracelib.uncore import DRAM_CAS_COLUMN, apportion, attribute_dram_cas, cas_rate_pieces
+from synthtrace.tracelib.domain.metrics import burst_metrics
+from synthtrace.tracelib.domain.machine import load_machine
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
+from synthtrace.tracelib.domain.uncore import DRAM_CAS_COLUMN, apportion, attribute_dram_cas, cas_rate_pieces
 from synthtrace.warehouse.ingest import ingest_trace
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import run_bursts

@@ -37,7 +37,7 @@ class TruncatedTraceError(TraceFormatError):
 
 class RecordsOutOfOrderError(TraceFormatError):
     """A thread's records are not in time order. Paraver sorts such a trace when it loads it; so does ingest
-    (:meth:`~synthtrace.tracelib.paraver.reader.ParaverTrace.time_sorted`)."""
+    (:meth:`~synthtrace.tracelib.formats.paraver.reader.ParaverTrace.time_sorted`)."""
 
 
 class TraceChangedError(TraceFormatError):

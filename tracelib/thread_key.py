@@ -1,6 +1,7 @@
 """One sortable Int64 key per thread (appl, task, thread) or task (appl, task): the single packing of the project.
 
-Each part keeps ``ID_BITS`` bits (the Paraver header's limit, :data:`synthtrace.tracelib.paraver.header.ID_BITS`), so
+Each part keeps ``ID_BITS`` bits (the Paraver header's limit,
+:data:`synthtrace.tracelib.formats.paraver.header.ID_BITS`), so
 a key sorts like its tuple: ``appl << 2*ID_BITS | task << ID_BITS | thread``, and a task key is ``appl << ID_BITS |
 task`` (a thread key shifted right by ``ID_BITS``). :func:`packed` is the NumPy version, :func:`thread_key` and
 :func:`task_key` the Polars expressions, from the same constants.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.paraver.header import ID_BITS
+from synthtrace.tracelib.formats.paraver.header import ID_BITS
 
 MASK = (1 << ID_BITS) - 1
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from synthtrace.tracelib.formats import find_traces
+from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.warehouse.ingest import experiment_names, run_identity
 from synthtrace.warehouse.layout import Warehouse
 
@@ -41,7 +41,7 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
     Each trace's experiment follows the rule of ``synthtrace ingest``, applied to every trace of the drop folder
     (new or not), so that a folder's runs land in the same experiments night after night.
     """
-    from synthtrace.tracelib.formats import open_trace
+    from synthtrace.tracelib.formats.source import open_trace
 
     out, seen = [], set()
     traces = [p for p in find_traces([drop]) if QUARANTINE not in p.relative_to(drop).parts]

@@ -3,7 +3,8 @@
 One DuckDB query over the ``runs``, ``bursts`` and ``mpi_calls`` views sums, per (run, call site, rank), the
 compute that ends at the call site and the MPI calls made there (the site is the caller of the MPI call; where
 traces do not resolve callers, the MPI call's name stands for it). Counters are summed per hardware quantity
-(any alias a run recorded it under, see :mod:`synthtrace.tracelib.counters`), NULL where the run did not record it.
+(any alias a run recorded it under, see :mod:`synthtrace.tracelib.domain.counters`), NULL where the run did not record
+it.
 
 A *visit* of a site is one logical region, not one burst: a polling loop (``MPI_Test``/``MPI_Iprobe`` and
 kin, :data:`POLLING_CALLS`) closes many short bursts at the kernel's own site, so the bursts and calls that follow
@@ -20,7 +21,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from synthtrace.tracelib.counters import ROLES
+from synthtrace.tracelib.domain.counters import ROLES
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.catalog import connect
 from synthtrace.warehouse.errors import UnknownExperimentError

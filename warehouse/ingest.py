@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
-from synthtrace.tracelib.formats import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
+from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import RUN_SCHEMA
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.layout import Warehouse
@@ -49,7 +49,7 @@ class RunStoreError(WarehouseError):
 
 def run_identity(source: TraceSource) -> str:
     """The run_id: a hash of the bytes of the trace's files (so renames and re-drops are recognised); see
-    :class:`~synthtrace.tracelib.formats.ContentHasher`."""
+    :class:`~synthtrace.tracelib.formats.source.ContentHasher`."""
     return ContentHasher.of_files(source.content_files())[:RUN_ID_CHARS]
 
 

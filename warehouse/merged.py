@@ -19,8 +19,8 @@ from pathlib import Path
 import polars as pl
 
 from synthtrace.tracelib.errors import SynthtraceError
-from synthtrace.tracelib.formats import is_paraver
-from synthtrace.tracelib.merge import MergeOptions, MergeResult, RunTables, merge_runs
+from synthtrace.tracelib.formats.source import is_paraver
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult, RunTables, merge_runs
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import check_runs_still_in, experiment_runs, run_bursts, run_calls
 
@@ -46,7 +46,7 @@ def merge_experiment(wh: Warehouse, experiment: str, options: MergeOptions = Mer
                      on_step: Callable[[str, int], None] | None = None) -> MergeResult:
     """Load, merge and commit one experiment. On any error the warehouse is left as it was. ``on_step(what,
     total)`` is called as each step ends: reading the runs, each step of
-    :func:`~synthtrace.tracelib.merge.merge_runs`, writing the result."""
+    :func:`~synthtrace.tracelib.merge.merge_runs.merge_runs`, writing the result."""
     runs = load_runs(wh, experiment)
     # merge_runs' steps (each other run, each counter) and the reading and writing around them
     total = len(runs) + 1 + len({c for r in runs for c in r.counters})
@@ -68,8 +68,8 @@ def export_merged(wh: Warehouse, result: MergeResult, out_stem: str | Path) -> P
     ``.prv.gz``) still on disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where
     readable.
     """
-    from synthtrace.tracelib.paraver.reader import ParaverTrace
-    from synthtrace.tracelib.paraver.writer import TraceMeta, write_paraver
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.formats.paraver.writer import TraceMeta, write_paraver
 
     runs = experiment_runs(wh, result.experiment)
     paths = dict(zip(runs.get_column("run_id").to_list(), runs.get_column("source_path").to_list()))

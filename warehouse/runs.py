@@ -5,7 +5,7 @@ from collections.abc import Iterable
 
 import polars as pl
 from synthtrace.tracelib.schema import RUN_SCHEMA
-from synthtrace.tracelib.uncore import attribute_dram_cas
+from synthtrace.tracelib.domain.uncore import attribute_dram_cas
 from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
 
@@ -44,7 +44,7 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> 
     """The bursts of one run (its parts unioned by name), sorted by thread and burst_seq; empty if none.
 
     With ``dram_from_uncore`` and uncore memory-controller samples stored with the run, a ``DRAM_CAS`` column
-    is added: the node's measured CAS counts apportioned to its bursts (:mod:`synthtrace.tracelib.uncore`).
+    is added: the node's measured CAS counts apportioned to its bursts (:mod:`synthtrace.tracelib.domain.uncore`).
     """
     run_dir = wh.run_dir(run_id)
     parts = sorted((run_dir / "bursts").glob("*.parquet"))

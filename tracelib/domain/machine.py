@@ -1,0 +1,240 @@
+"""Machine profiles: the roofs that metrics and archetypes compare against (DESIGN §7).
+
+A profile is a small TOML file (see ``tracelib/domain/machines/*.toml``)::
+
+    name = "..."; sockets = 2; cores_per_socket = 56; frequency_ghz = 2.0; line_bytes = 64
+    [peak_flops_per_cycle]  scalar = 4.0, avx2 = 16.0, avx512 = 32.0     # FLOP/cycle/core by ISA width
+    [bandwidth_gbs]         dram_per_socket, l1_per_core, l2_per_core, l3_per_core, network_per_link   # GB/s
+    [network]               latency_us, links_per_node
+    [pmu]                   programmable = 4, fixed = ["ins", "cyc", "ref_cyc"]   # counter slots per thread
+
+``[pmu]``: the programmable counters one hardware thread reads at once, and the quantities fixed-function
+counters record without taking a slot (roles of :mod:`synthtrace.tracelib.domain.counters`: Intel ``ins``, ``cyc``,
+``ref_cyc``; AMD Zen none; Arm the cycle counter). The counter planner reads it.
+
+Which profile: ``--machine`` (a preset name or a TOML file), else a ``machine.toml`` beside the traces
+(:func:`resolve_machine`), else the default preset.
+
+Units inside :class:`Machine` methods are SI: FLOP/s, bytes/s, seconds.
+"""
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from synthtrace.tracelib.errors import BadInputError
+
+PRESET_DIR = Path(__file__).with_name("machines")
+DEFAULT_PRESET = "marenostrum5-gpp"
+#: the file a cluster drops beside its traces to name its nodes
+BESIDE_FILE = "machine.toml"
+#: ISA widths from narrowest to widest; the widest one a profile lists is its peak.
+ISA_ORDER = ("scalar", "sse", "neon", "avx2", "sve", "avx512")
+#: cache levels with a bandwidth roof, nearest the core first
+CACHE_LEVELS = ("l1", "l2", "l3")
+
+
+class MachineProfileError(BadInputError):
+    """A machine profile cannot be read or lacks a required value."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One compute node's roofs. Bandwidths in GB/s as in the TOML; use the methods for bytes/s."""
+
+    name: str
+    sockets: int
+    cores_per_socket: int
+    frequency_ghz: float
+    peak_flops_per_cycle: dict[str, float]
+    bandwidth_gbs: dict[str, float]
+    line_bytes: int = 64
+    network_latency_us: float = 1.0
+    links_per_node: int = 1
+    caches_kib: dict[str, float] = field(default_factory=dict)
+    source: str = ""
+    pmu_programmable: int | None = None  # programmable counters per hardware thread (None: unknown)
+    pmu_fixed: tuple[str, ...] = ()  # roles recorded by fixed-function counters
+
+    @property
+    def label(self) -> str:
+        """How reports name the profile: its name and where it came from (preset or file)."""
+        return f"{self.name} ({self.source})"
+
+    # ---------------------------------------------------------------- compute
+    @property
+    def cores_per_node(self) -> int:
+        return self.sockets * self.cores_per_socket
+
+    @property
+    def widest_isa(self) -> str:
+        return [i for i in ISA_ORDER if i in self.peak_flops_per_cycle][-1]
+
+    def peak_flops_core(self, isa: str | None = None) -> float:
+        """Peak FLOP/s of one core for an ISA width (default: the widest the machine has)."""
+        isa = isa or self.widest_isa
+        if isa not in self.peak_flops_per_cycle:
+            raise MachineProfileError(f"{self.name}: no peak for ISA {isa!r} (has {sorted(self.peak_flops_per_cycle)})")
+        return self.peak_flops_per_cycle[isa] * self.frequency_ghz * 1e9
+
+    @property
+    def vector_lanes(self) -> float:
+        """Double-precision FLOPs one widest-vector FP instruction does relative to a scalar one."""
+        return self.peak_flops_per_cycle[self.widest_isa] / self.peak_flops_per_cycle.get("scalar", 1.0)
+
+    def peak_ips_core(self, ipc: float = 4.0) -> float:
+        """Instructions/s of one core at a sustained IPC (instruction roofline ceiling)."""
+        return ipc * self.frequency_ghz * 1e9
+
+    # ---------------------------------------------------------------- memory
+    def dram_bw_socket(self) -> float:
+        """Sustained DRAM bandwidth of one socket, bytes/s."""
+        return self.bandwidth_gbs["dram_per_socket"] * 1e9
+
+    def dram_share(self, ranks_per_socket: float | None = None) -> float:
+        """One rank's (core's) share of its socket's DRAM bandwidth, bytes/s.
+
+        ``ranks_per_socket`` defaults to a fully populated socket (one rank per core).
+        """
+        n = ranks_per_socket if ranks_per_socket and ranks_per_socket > 0 else self.cores_per_socket
+        return self.dram_bw_socket() / min(float(n), float(self.cores_per_socket))
+
+    def cache_bw_core(self, level: str) -> float | None:
+        """Bandwidth of one core from a cache level (``l1``, ``l2``, ``l3``), bytes/s; None if unknown."""
+        v = self.bandwidth_gbs.get(f"{level}_per_core")
+        return None if v is None else v * 1e9
+
+    def ridge(self, bandwidth: float, isa: str | None = None) -> float:
+        """Operational intensity (FLOP/byte) where a bandwidth roof meets a core's compute peak."""
+        return self.peak_flops_core(isa) / bandwidth
+
+    # ---------------------------------------------------------------- network
+    def link_bw(self) -> float:
+        """Bandwidth of one network link, bytes/s."""
+        return self.bandwidth_gbs["network_per_link"] * 1e9
+
+    @property
+    def network_latency_s(self) -> float:
+        return self.network_latency_us * 1e-6
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "sockets": self.sockets, "cores_per_socket": self.cores_per_socket,
+                "frequency_ghz": self.frequency_ghz, "peak_flops_per_cycle": dict(self.peak_flops_per_cycle),
+                "bandwidth_gbs": dict(self.bandwidth_gbs), "line_bytes": self.line_bytes,
+                "network_latency_us": self.network_latency_us, "links_per_node": self.links_per_node,
+                "pmu": {"programmable": self.pmu_programmable, "fixed": list(self.pmu_fixed)}}
+
+
+def presets() -> dict[str, Path]:
+    """Preset name -> TOML file of the profiles that ship with synthtrace."""
+    return {p.stem: p for p in sorted(PRESET_DIR.glob("*.toml"))}
+
+
+def _need(d: dict, key: str, where: str, kind: type | tuple[type, ...]) -> object:
+    if key not in d:
+        raise MachineProfileError(f"{where}: missing {key!r}")
+    v = d[key]
+    if not isinstance(v, kind) or isinstance(v, bool):
+        raise MachineProfileError(
+            f"{where}: {key!r} must be a number" if kind is not str else f"{where}: {key!r} must be text"
+        )
+    return v
+
+
+def machine_from_dict(d: dict, where: str = "machine profile") -> Machine:
+    """Build a :class:`Machine` from the parsed TOML table; raises :class:`MachineProfileError`."""
+    num = (int, float)
+    peaks = d.get("peak_flops_per_cycle")
+    if not isinstance(peaks, dict) or not peaks or not any(i in peaks for i in ISA_ORDER):
+        raise MachineProfileError(f"{where}: [peak_flops_per_cycle] needs at least one of {', '.join(ISA_ORDER)}")
+    bw = d.get("bandwidth_gbs")
+    if not isinstance(bw, dict):
+        raise MachineProfileError(f"{where}: missing [bandwidth_gbs]")
+    for key in ("dram_per_socket", "network_per_link"):
+        v = _need(bw, key, f"{where} [bandwidth_gbs]", num)
+        if v <= 0:
+            raise MachineProfileError(f"{where} [bandwidth_gbs]: {key} must be > 0")
+    for table in (peaks, bw):
+        for k, v in table.items():
+            if not isinstance(v, num) or isinstance(v, bool) or v <= 0:
+                raise MachineProfileError(f"{where}: {k} must be a positive number, not {v!r}")
+    net = d.get("network", {})
+    pmu = d.get("pmu", {})
+    if not isinstance(pmu, dict):
+        raise MachineProfileError(f"{where}: [pmu] must be a table")
+    prog = pmu.get("programmable")
+    if prog is not None and (not isinstance(prog, int) or isinstance(prog, bool) or prog < 1):
+        raise MachineProfileError(f"{where} [pmu]: programmable must be a whole number >= 1")
+    fixed = pmu.get("fixed", [])
+    if not isinstance(fixed, list) or not all(isinstance(x, str) for x in fixed):
+        raise MachineProfileError(f"{where} [pmu]: fixed must be a list of counter roles (e.g. [\"ins\", \"cyc\"])")
+    m = Machine(
+        name=str(_need(d, "name", where, str)),
+        sockets=int(_need(d, "sockets", where, num)),
+        cores_per_socket=int(_need(d, "cores_per_socket", where, num)),
+        frequency_ghz=float(_need(d, "frequency_ghz", where, num)),
+        peak_flops_per_cycle={k: float(v) for k, v in peaks.items()},
+        bandwidth_gbs={k: float(v) for k, v in bw.items()},
+        line_bytes=int(d.get("line_bytes", 64)),
+        network_latency_us=float(net.get("latency_us", 1.0)),
+        links_per_node=int(net.get("links_per_node", 1)),
+        caches_kib={k: float(v) for k, v in d.get("caches_kib", {}).items()},
+        source=where,
+        pmu_programmable=prog,
+        pmu_fixed=tuple(fixed),
+    )
+    if m.sockets < 1 or m.cores_per_socket < 1 or m.frequency_ghz <= 0:
+        raise MachineProfileError(f"{where}: sockets, cores_per_socket and frequency_ghz must be positive")
+    return m
+
+
+def load_machine(spec: str | Path | None = None) -> Machine:
+    """Load a profile: a TOML file path, a preset name (see :func:`presets`) or None (default)."""
+    if spec is None:
+        spec = DEFAULT_PRESET
+    path = Path(spec)
+    known = presets()
+    if not path.is_file():
+        if str(spec) not in known:
+            close = difflib.get_close_matches(str(spec), list(known), n=1, cutoff=0.5)
+            raise MachineProfileError(f"{spec}: no such machine profile file or preset"
+                                      + (f" (did you mean {close[0]}?)" if close else "")
+                                      + f" (presets: {', '.join(known)})")
+        path = known[str(spec)]
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise MachineProfileError(f"{path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise MachineProfileError(f"{path}: cannot read ({exc.strerror})") from None
+    where = f"preset {path.stem}" if path.parent == PRESET_DIR else str(path)
+    return machine_from_dict(data, where)
+
+
+def beside(paths: list[str | Path]) -> Path | None:
+    """The :data:`BESIDE_FILE` in the folder of the traces (or one of its parents up to two levels), if one
+    folder's file is shared by all of them; None when there is none."""
+    found = set()
+    for p in paths:
+        folder = Path(p).parent
+        hit = next((d / BESIDE_FILE for d in (folder, folder.parent, folder.parent.parent)
+                    if (d / BESIDE_FILE).is_file()), None)
+        found.add(hit)
+    hits = {f for f in found if f is not None}
+    if len(hits) > 1:
+        raise MachineProfileError(
+            f"the traces have different {BESIDE_FILE} files ({', '.join(sorted(map(str, hits)))}): "
+            "choose one with --machine"
+        )
+    return next(iter(hits), None)
+
+
+def resolve_machine(spec: str | Path | None, trace_paths: list[str | Path] = ()) -> Machine:
+    """``--machine`` when given, else the :data:`BESIDE_FILE` beside the traces, else the default preset."""
+    if spec is not None:
+        return load_machine(spec)
+    found = beside(list(trace_paths))
+    return load_machine(found if found is not None else None)

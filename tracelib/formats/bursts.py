@@ -1,0 +1,836 @@
+"""Assembles computation bursts and MPI calls from a format's records, chunk by chunk (DESIGN §3).
+
+Format readers (Paraver, OTF2) turn their records into four generic frames per chunk and feed them to a
+:class:`BurstAssembler`, which keeps only the unfinished tail of every thread between chunks so memory stays
+bounded:
+
+- ``intervals``: appl, task, thread, cpu, start_ns, end_ns — Running intervals (adjacent ones are merged);
+- ``samples``: appl, task, thread, time_ns, counter, value — counter deltas (counts) at a time;
+  a sample at time t belongs to the burst with start < t <= end (Extrae emits them at the burst's end);
+- ``mpi``: appl, task, thread, cpu, time_ns, kind, call (NULL at exit), bytes_sent, bytes_recv, root, comm,
+  call_site — MPI entries and exits; collective sizes ride on the entry row;
+- ``messages``: s_appl, s_task, s_thread, s_time_ns, r_appl, r_task, r_thread, r_time_ns, size, tag.
+
+A reader that already holds its records as arrays (the Paraver tokenizer) may hand intervals and samples over
+as :class:`IntervalArrays` / :class:`SampleArrays` in an :class:`ArrayBatch`, with thread ids of the assembler
+and counter codes from :meth:`BurstAssembler.counter_code`; both kinds of batch give the same tables. Merging
+intervals into bursts and summing samples into them runs in one Numba kernel per chunk.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, TypeVar
+
+import numpy as np
+import polars as pl
+
+from synthtrace.tracelib.jit import cached_njit
+from synthtrace.tracelib.domain.mpi_calls import MPI_KINDS, kind_expr
+from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
+from synthtrace.tracelib.thread_key import packed, unpacked
+
+INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
+                   "start_ns": pl.Int64, "end_ns": pl.Int64}
+SAMPLE_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64,
+                 "counter": pl.String, "value": pl.Int64}
+MPI_EVENT_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32, "time_ns": pl.Int64,
+                    "kind": pl.String, "call": pl.String, "bytes_sent": pl.Int64, "bytes_recv": pl.Int64,
+                    "root": pl.Int32, "comm": pl.Int64, "call_site": pl.String}
+MESSAGE_SCHEMA = {"s_appl": pl.Int32, "s_task": pl.Int32, "s_thread": pl.Int32, "s_time_ns": pl.Int64,
+                  "r_appl": pl.Int32, "r_task": pl.Int32, "r_thread": pl.Int32, "r_time_ns": pl.Int64,
+                  "size": pl.Int64, "tag": pl.Int64}
+HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64}
+NEVER = 2**62  # a horizon beyond any trace: everything is final
+_MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
+_NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
+_TID = "_tid"  # thread id column the assembler adds to MPI events
+_ENTRY_SCHEMA = {_TID: pl.Int32, "time_ns": pl.Int64, "call": pl.String, "call_site": pl.String}
+
+
+@dataclass
+class RecordBatch:
+    """The generic records of one chunk (see module docstring for the columns)."""
+
+    intervals: pl.DataFrame
+    samples: pl.DataFrame
+    mpi: pl.DataFrame
+    messages: pl.DataFrame
+
+
+_Cols = TypeVar("_Cols", bound="_Columns")
+
+
+class _Columns:
+    """Equal-length numpy columns (the dataclass fields, in order) with row selection and concatenation."""
+
+    _DTYPES: ClassVar[tuple[type, ...]] = ()
+
+    @classmethod
+    def empty(cls: type[_Cols]) -> _Cols:
+        return cls(*(np.empty(0, dt) for dt in cls._DTYPES))
+
+    def _columns(self) -> list[np.ndarray]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def take(self: _Cols, idx: np.ndarray) -> _Cols:
+        return type(self)(*(c[idx] for c in self._columns()))
+
+    def concat(self: _Cols, other: _Cols) -> _Cols:
+        if not self._columns()[0].size:
+            return other
+        return type(self)(*(np.concatenate([a, b]) for a, b in zip(self._columns(), other._columns())))
+
+
+@dataclass
+class IntervalArrays(_Columns):
+    """Running intervals: thread id (int32), cpu (int32, ``-2**31`` for none), start and end (int64 ns)."""
+
+    thread: np.ndarray
+    cpu: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    _DTYPES: ClassVar[tuple[type, ...]] = (np.int32, np.int32, np.int64, np.int64)
+
+
+@dataclass
+class SampleArrays(_Columns):
+    """Counter samples: thread id (int32), time (int64 ns), counter code (int32), value (int64 count)."""
+
+    thread: np.ndarray
+    time_ns: np.ndarray
+    counter: np.ndarray
+    value: np.ndarray
+    _DTYPES: ClassVar[tuple[type, ...]] = (np.int32, np.int64, np.int32, np.int64)
+
+
+@dataclass
+class ArrayBatch:
+    """A chunk whose intervals and samples are arrays over the assembler's thread ids and counter codes."""
+
+    intervals: IntervalArrays
+    samples: SampleArrays
+    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    messages: pl.DataFrame  # MESSAGE_SCHEMA
+
+
+@dataclass
+class ReadSummary:
+    """What reading a trace found, beyond the tables."""
+
+    n_records: dict[int, int] = field(default_factory=dict)
+    counters: list[str] = field(default_factory=list)
+    n_bursts: int = 0
+    n_calls: int = 0
+    last_time_ns: int = 0
+    warnings: list[str] = field(default_factory=list)
+    messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGE_SCHEMA))
+    #: uncore counter samples (UNCORE_SCHEMA), unless ``uncore_sink`` takes them chunk by chunk (bounded memory)
+    uncore: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNCORE_SCHEMA))
+    uncore_sink: Callable[[pl.DataFrame], None] | None = None
+    n_uncore: int = 0
+    thread_nodes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=THREAD_NODE_SCHEMA))
+    #: hex content hash of the bytes the reader parsed (:class:`~synthtrace.tracelib.formats.source.ContentHasher`);
+    #: None when the format's library reads the files itself (OTF2)
+    content_hash: str | None = None
+
+
+def _empty(schema: dict) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+def _cpu_series(cpu: np.ndarray) -> pl.Series:
+    """cpu column from int32 values where ``_NULL_CPU`` stands for null."""
+    return pl.Series("cpu", np.ma.masked_array(cpu, mask=cpu == _NULL_CPU))
+
+
+def null_unless(s: pl.Series, keep: np.ndarray, name: str) -> pl.Series:
+    """``s`` named ``name`` with nulls where ``keep`` is False."""
+    if keep.all():
+        return s.alias(name)
+    return pl.select(pl.when(pl.Series(keep)).then(s).alias(name)).to_series()
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+@cached_njit
+def _filled(n: int, value: int) -> np.ndarray:
+    """An int64 array of ``n`` times ``value`` (a loop: slice assignment costs seconds of compile time)."""
+    a = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        a[i] = value
+    return a
+
+
+@cached_njit
+def _group_by_thread(th: np.ndarray, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stable counting sort by thread id: (permutation, offsets [n_threads + 1])."""
+    off = np.zeros(n_threads + 1, dtype=np.int64)
+    for i in range(th.shape[0]):
+        off[th[i] + 1] += 1
+    for t in range(n_threads):
+        off[t + 1] += off[t]
+    nxt = np.empty(n_threads, dtype=np.int64)
+    for t in range(n_threads):
+        nxt[t] = off[t]
+    perm = np.empty(th.shape[0], dtype=np.int64)
+    for i in range(th.shape[0]):
+        t = th[i]
+        perm[nxt[t]] = i
+        nxt[t] += 1
+    return perm, off
+
+
+@cached_njit
+def _merge_sort(idx: np.ndarray, key: np.ndarray) -> None:
+    """Order the indices ``idx`` by ``key[idx]``, stable (bottom-up merge sort, in place)."""
+    n = idx.shape[0]
+    src = idx.copy()
+    dst = np.empty(n, dtype=idx.dtype)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if key[src[j]] < key[src[i]]:
+                    dst[k] = src[j]
+                    j += 1
+                else:
+                    dst[k] = src[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+        src, dst = dst, src
+        width *= 2
+    for i in range(n):
+        idx[i] = src[i]
+
+
+@cached_njit
+def _sort_segments(perm: np.ndarray, off: np.ndarray, key: np.ndarray) -> None:
+    """Order each thread's segment of ``perm`` by ``key`` (stable), when it is not ordered already."""
+    for t in range(off.shape[0] - 1):
+        a, b = off[t], off[t + 1]
+        for i in range(a + 1, b):
+            if key[perm[i]] < key[perm[i - 1]]:
+                _merge_sort(perm[a:b], key)
+                break
+
+
+@cached_njit
+def _entries_by_time(n_threads, en_th, en_t):
+    """MPI entries per thread in time order, one per (thread, time): the first given. Returns (entry rows, their
+    times, offsets of each thread's run)."""
+    ep, eoff = _group_by_thread(en_th, n_threads)
+    _sort_segments(ep, eoff, en_t)
+    ek = np.empty(ep.shape[0], dtype=np.int64)
+    et = np.empty(ep.shape[0], dtype=np.int64)
+    doff = np.zeros(n_threads + 1, dtype=np.int64)
+    m = 0
+    for t in range(n_threads):
+        doff[t] = m
+        for i in range(eoff[t], eoff[t + 1]):
+            j = ep[i]
+            if m > doff[t] and en_t[j] == et[m - 1]:
+                continue
+            ek[m] = j
+            et[m] = en_t[j]
+            m += 1
+    doff[n_threads] = m
+    return ek, et, doff
+
+
+@cached_njit
+def _merged_intervals(n_threads, ip, ioff, iv_cpu, iv_t0, iv_t1, et, doff):
+    """Bursts: each thread's Running intervals (in time order, ``ip``/``ioff``) merged where adjacent, unless an MPI
+    entry sits at the junction. Returns per burst its thread, cpu, start, end and first interval (``b_first[nb]``:
+    the interval count), and offsets of each thread's bursts."""
+    n_iv = ip.shape[0]
+    b_th = np.empty(n_iv, dtype=np.int32)
+    b_cpu = np.empty(n_iv, dtype=np.int32)
+    b_t0 = np.empty(n_iv, dtype=np.int64)
+    b_t1 = np.empty(n_iv, dtype=np.int64)
+    b_first = np.empty(n_iv + 1, dtype=np.int64)
+    boff = np.zeros(n_threads + 1, dtype=np.int64)
+    nb = 0
+    for t in range(n_threads):
+        boff[t] = nb
+        ecur = doff[t]
+        for i in range(ioff[t], ioff[t + 1]):
+            j = ip[i]
+            s = iv_t0[j]
+            while ecur < doff[t + 1] and et[ecur] < s:
+                ecur += 1
+            at_call = ecur < doff[t + 1] and et[ecur] == s
+            if i == ioff[t] or s != iv_t1[ip[i - 1]] or at_call:
+                b_th[nb] = t
+                b_cpu[nb] = iv_cpu[j]
+                b_t0[nb] = s
+                b_t1[nb] = iv_t1[j]
+                b_first[nb] = i
+                nb += 1
+            else:
+                b_t1[nb - 1] = iv_t1[j]
+    boff[n_threads] = nb
+    b_first[nb] = n_iv
+    return b_th[:nb], b_cpu[:nb], b_t0[:nb], b_t1[:nb], b_first[:nb + 1], boff
+
+
+@cached_njit
+def _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et, doff, next_seq):
+    """The final bursts in output order (threads by key, bursts by start), numbered per thread from ``next_seq``
+    (advanced), each with the MPI entry at its end (the call that closes it, -1: none). Returns (output row of
+    each burst, -1: not final) and the output columns thread, cpu, start, end, seq, entry."""
+    nb = b_t0.shape[0]
+    fidx = _filled(nb, -1)
+    nf = 0
+    for t in thread_order:
+        for b in range(boff[t], boff[t + 1]):
+            if final[b]:
+                fidx[b] = nf
+                nf += 1
+    o_th = np.empty(nf, dtype=np.int32)
+    o_cpu = np.empty(nf, dtype=np.int32)
+    o_t0 = np.empty(nf, dtype=np.int64)
+    o_t1 = np.empty(nf, dtype=np.int64)
+    o_seq = np.empty(nf, dtype=np.int64)
+    o_entry = _filled(nf, -1)
+    for t in thread_order:
+        for b in range(boff[t], boff[t + 1]):
+            r = fidx[b]
+            if r < 0:
+                continue
+            o_th[r] = t
+            o_cpu[r] = b_cpu[b]
+            o_t0[r] = b_t0[b]
+            o_t1[r] = b_t1[b]
+            o_seq[r] = next_seq[t]
+            next_seq[t] += 1
+            lo, hi = doff[t], doff[t + 1]
+            while lo < hi:  # entry at the burst's end: the call that closes it
+                mid = (lo + hi) // 2
+                if et[mid] < b_t1[b]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < doff[t + 1] and et[lo] == b_t1[b]:
+                o_entry[r] = ek[lo]
+    return fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry
+
+
+@cached_njit
+def _sample_bursts(n_threads, n_codes, sm_th, sm_t, sm_c, b_t0, b_t1, boff, final, fidx):
+    """Where each sample goes: the first burst of its thread ending at or after it, if that burst starts before it.
+    Returns per sample its final burst's output row (-1: none, -2: an open burst, carried), which counter codes
+    reach a final burst, and the number of carried samples."""
+    bp = np.arange(b_t0.shape[0])
+    _sort_segments(bp, boff, b_t1)
+    dest = np.empty(sm_th.shape[0], dtype=np.int64)
+    used = np.zeros(n_codes, dtype=np.bool_)
+    n_carry = 0
+    cur = np.empty(n_threads, dtype=np.int64)
+    for t in range(n_threads):
+        cur[t] = boff[t]
+    last = _filled(n_threads, _MIN_I64)
+    for i in range(sm_th.shape[0]):
+        dest[i] = -1
+        t = sm_th[i]
+        x = sm_t[i]
+        lo, hi = boff[t], boff[t + 1]
+        if lo == hi:
+            continue
+        if x >= last[t]:
+            c = cur[t]
+            while c < hi and b_t1[bp[c]] < x:
+                c += 1
+        else:
+            c, h2 = lo, hi
+            while c < h2:
+                mid = (c + h2) // 2
+                if b_t1[bp[mid]] < x:
+                    c = mid + 1
+                else:
+                    h2 = mid
+        cur[t] = c
+        last[t] = x
+        if c == hi:
+            continue
+        b = bp[c]
+        if b_t0[b] < x:
+            if final[b]:
+                dest[i] = fidx[b]
+                used[sm_c[i]] = True
+            else:
+                dest[i] = -2
+                n_carry += 1
+    return dest, used, n_carry
+
+
+@cached_njit
+def _counter_sums(n_final, sm_c, sm_v, dest, used, n_carry):
+    """Per counter present (rows: counter codes in order, ``codes``) and final burst (columns): the sum of its
+    samples and whether one was seen; and the rows of the carried samples."""
+    n_codes = used.shape[0]
+    col = _filled(n_codes, -1)
+    n_used = 0
+    for c in range(n_codes):
+        if used[c]:
+            col[c] = n_used
+            n_used += 1
+    codes = np.empty(n_used, dtype=np.int64)
+    for c in range(n_codes):
+        if used[c]:
+            codes[col[c]] = c
+    sums = np.zeros((n_used, n_final), dtype=np.int64)
+    has = np.zeros((n_used, n_final), dtype=np.bool_)
+    carry_sm = np.empty(n_carry, dtype=np.int64)
+    n_carry = 0
+    for i in range(dest.shape[0]):
+        r = dest[i]
+        if r >= 0:
+            k = col[sm_c[i]]
+            sums[k, r] += sm_v[i]
+            has[k, r] = True
+        elif r == -2:
+            carry_sm[n_carry] = i
+            n_carry += 1
+    return codes, sums, has, carry_sm
+
+
+@cached_njit
+def _carried(n_threads, n_entries, ip, b_th, b_t1, b_first, final, ek, et, doff):
+    """What stays for the next chunk: the intervals of open bursts, and the entries at or after the first open
+    burst end of their thread (rows of the chunk's intervals and entries)."""
+    carry_iv = np.empty(ip.shape[0], dtype=np.int64)
+    n_carry_iv = 0
+    first_open_end = _filled(n_threads, _MAX_I64)
+    for b in range(b_th.shape[0]):
+        if not final[b]:
+            for i in range(b_first[b], b_first[b + 1]):
+                carry_iv[n_carry_iv] = ip[i]
+                n_carry_iv += 1
+            t = b_th[b]
+            if b_t1[b] < first_open_end[t]:
+                first_open_end[t] = b_t1[b]
+    kept = np.zeros(n_entries, dtype=np.bool_)
+    n_keep = 0
+    for t in range(n_threads):
+        for i in range(doff[t], doff[t + 1]):
+            if et[i] >= first_open_end[t]:
+                kept[ek[i]] = True
+                n_keep += 1
+    keep = np.empty(n_keep, dtype=np.int64)
+    n_keep = 0
+    for i in range(kept.shape[0]):
+        if kept[i]:
+            keep[n_keep] = i
+            n_keep += 1
+    return carry_iv[:n_carry_iv], keep
+
+
+@cached_njit
+def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t, sm_c, sm_v, n_codes, en_th, en_t,
+              horizon, next_seq):
+    """Merge intervals into bursts, sum samples into the final ones, number them; see BurstAssembler._close."""
+    ip, ioff = _group_by_thread(iv_th, n_threads)
+    _sort_segments(ip, ioff, iv_t0)
+    ek, et, doff = _entries_by_time(n_threads, en_th, en_t)
+    b_th, b_cpu, b_t0, b_t1, b_first, boff = _merged_intervals(n_threads, ip, ioff, iv_cpu, iv_t0, iv_t1, et, doff)
+    final = np.empty(b_th.shape[0], dtype=np.bool_)
+    for b in range(b_th.shape[0]):
+        final[b] = b_t1[b] < horizon[b_th[b]]  # every record at or before its end has been seen
+    fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry = _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et,
+                                                                  doff, next_seq)
+    dest, used, n_carry = _sample_bursts(n_threads, n_codes, sm_th, sm_t, sm_c, b_t0, b_t1, boff, final, fidx)
+    codes, sums, has, carry_sm = _counter_sums(o_th.shape[0], sm_c, sm_v, dest, used, n_carry)
+    carry_iv, keep = _carried(n_threads, en_th.shape[0], ip, b_th, b_t1, b_first, final, ek, et, doff)
+    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, carry_iv, carry_sm, keep)
+
+
+@cached_njit
+def _pair(n_threads, thread_order, th, kind, is_entry, t, horizon, never):
+    """Pair each MPI entry with the next event of the same kind on its thread (time order, ties in row order).
+
+    Returns (entry rows of the calls, their end times) ordered by thread key and start, and the entries still
+    waiting for their exit (threads whose horizon is not ``never``).
+    """
+    perm, off = _group_by_thread(th, n_threads)
+    _sort_segments(perm, off, t)
+    n = th.shape[0]
+    slot_row = np.empty(n, dtype=np.int64)
+    slot_end = _filled(n, -1)
+    waits = np.zeros(n, dtype=np.bool_)
+    n_wait = 0
+    ns = 0
+    pend = _filled(3, -1)
+    for tt in thread_order:
+        for k in range(3):
+            pend[k] = -1
+        for i in range(off[tt], off[tt + 1]):
+            j = perm[i]
+            k = kind[j]
+            if pend[k] >= 0:
+                slot_end[pend[k]] = t[j]
+                pend[k] = -1
+            if is_entry[j]:
+                slot_row[ns] = j
+                pend[k] = ns
+                ns += 1
+        if horizon[tt] < never:
+            for k in range(3):
+                if pend[k] >= 0:
+                    waits[slot_row[pend[k]]] = True
+                    n_wait += 1
+    m = 0
+    for i in range(ns):
+        if slot_end[i] >= 0:
+            slot_row[m] = slot_row[i]
+            slot_end[m] = slot_end[i]
+            m += 1
+    waiting = np.empty(n_wait, dtype=np.int64)
+    n_wait = 0
+    for i in range(n):
+        if waits[i]:
+            waiting[n_wait] = i
+            n_wait += 1
+    return slot_row[:m], slot_end[:m], waiting
+
+
+# ---------------------------------------------------------------------------------------------- assembler
+class BurstAssembler:
+    """Turns record batches into finished bursts and MPI calls of one run.
+
+    ``feed(batch, horizon)`` returns ``(bursts, calls)`` that are final: every record at or before their end
+    has been seen, which holds for a thread once a later record of it has been read (``horizon``: the last
+    time seen per thread, a frame appl, task, thread, time_ns or an array over thread ids with -1 for none).
+    ``finish()`` returns the rest. Counter columns are named after the counters.
+
+    ``threads`` registers (appl, task, thread) triples up front: thread id i is the i-th triple (the Paraver
+    reader passes the header's threads so that its ids are the assembler's).
+    """
+
+    def __init__(self, run_id: str, threads: Sequence[tuple[int, int, int]] | None = None):
+        self.run_id = run_id
+        self._key_to_id: dict[int, int] = {}
+        self._appl = np.empty(0, np.int32)
+        self._task = np.empty(0, np.int32)
+        self._thread = np.empty(0, np.int32)
+        self._sorted_keys = np.empty(0, np.int64)  # registered keys in key order ...
+        self._sorted_ids = np.empty(0, np.int64)  # ... and their ids
+        self._burst_next = np.zeros(0, np.int64)
+        self._call_next = np.zeros(0, np.int64)
+        self._names: list[str] = []
+        self._name_code: dict[str, int] = {}
+        self._intervals = IntervalArrays.empty()
+        self._samples = SampleArrays.empty()
+        self._mpi = _empty({**MPI_EVENT_SCHEMA, _TID: pl.Int32})
+        self._recent_entries = _empty(_ENTRY_SCHEMA)
+        self.counters: list[str] = []
+        if threads:
+            t = np.asarray(threads, dtype=np.int64).reshape(-1, 3)
+            self._register(t[:, 0], t[:, 1], t[:, 2])
+
+    # ------------------------------------------------------------------ ids
+    @property
+    def n_threads(self) -> int:
+        return int(self._appl.size)
+
+    def _register(self, appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> None:
+        """Give ids to threads not seen yet, in the order given."""
+        new = []
+        for key in packed(appl, task, thread).tolist():
+            if key not in self._key_to_id:
+                self._key_to_id[key] = len(self._key_to_id)
+                new.append(key)
+        if new:
+            parts = unpacked(np.asarray(new, dtype=np.int64))
+            self._appl, self._task, self._thread = (np.concatenate([old, p.astype(np.int32)]) for old, p in
+                                                    zip((self._appl, self._task, self._thread), parts))
+        keys = packed(self._appl, self._task, self._thread)
+        order = np.argsort(keys, kind="stable")
+        self._sorted_keys, self._sorted_ids = keys[order], order.astype(np.int64)
+        grow = self.n_threads - self._burst_next.size
+        self._burst_next = np.concatenate([self._burst_next, np.zeros(grow, np.int64)])
+        self._call_next = np.concatenate([self._call_next, np.zeros(grow, np.int64)])
+
+    def _thread_order(self) -> np.ndarray:
+        """Thread ids in (appl, task, thread) order."""
+        return self._sorted_ids
+
+    def thread_ids(self, appl: np.ndarray, task: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        """Ids (int32) of (appl, task, thread) rows, registering threads seen for the first time."""
+        if appl.size == 0:
+            return np.empty(0, np.int32)
+        keys = packed(appl, task, thread)
+        pos = np.searchsorted(self._sorted_keys, keys)
+        pos[pos >= self._sorted_keys.size] = 0
+        known = self._sorted_keys[pos] == keys if self._sorted_keys.size else np.zeros(keys.size, bool)
+        if not known.all():
+            new = np.unique(keys[~known])
+            self._register(*unpacked(new))
+            return self.thread_ids(appl, task, thread)
+        return self._sorted_ids[pos].astype(np.int32)
+
+    def counter_code(self, name: str) -> int:
+        """Code of a counter name in :class:`SampleArrays` (registered on first use)."""
+        code = self._name_code.get(name)
+        if code is None:
+            code = self._name_code[name] = len(self._names)
+            self._names.append(name)
+        return code
+
+    def _frame_ids(self, df: pl.DataFrame) -> np.ndarray:
+        return self.thread_ids(*(df.get_column(c).to_numpy() for c in THREAD_KEYS))
+
+    def _to_arrays(self, batch: RecordBatch) -> ArrayBatch:
+        iv = batch.intervals
+        intervals = IntervalArrays(
+            self._frame_ids(iv),
+            iv.get_column("cpu").cast(pl.Int32).fill_null(_NULL_CPU).to_numpy(),
+            iv.get_column("start_ns").cast(pl.Int64).to_numpy(),
+            iv.get_column("end_ns").cast(pl.Int64).to_numpy(),
+        )
+        sm = batch.samples
+        names = sm.get_column("counter").unique().to_list()
+        mapping = {n: self.counter_code(n) for n in names}
+        codes = sm.get_column("counter").replace_strict(mapping, return_dtype=pl.Int32).to_numpy() if sm.height \
+            else np.empty(0, np.int32)
+        samples = SampleArrays(self._frame_ids(sm), sm.get_column("time_ns").cast(pl.Int64).to_numpy(), codes,
+                               sm.get_column("value").cast(pl.Int64).to_numpy())
+        return ArrayBatch(intervals, samples, batch.mpi, batch.messages)
+
+    def _horizon(self, horizon: pl.DataFrame | np.ndarray) -> np.ndarray:
+        if isinstance(horizon, np.ndarray):
+            h = np.full(self.n_threads, -1, dtype=np.int64)
+            h[: horizon.size] = horizon[: self.n_threads]
+            return h
+        ids = self._frame_ids(horizon)
+        h = np.full(self.n_threads, -1, dtype=np.int64)
+        h[ids] = horizon.get_column("time_ns").cast(pl.Int64).to_numpy()
+        return h
+
+    # ------------------------------------------------------------------ public
+    def feed(
+        self, batch: RecordBatch | ArrayBatch, horizon: pl.DataFrame | np.ndarray
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if isinstance(batch, RecordBatch):
+            batch = self._to_arrays(batch)
+        new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
+        new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
+        h = self._horizon(horizon)
+        mpi = pl.concat([self._mpi, new_mpi])
+        intervals = self._intervals.concat(batch.intervals)
+        samples = self._samples.concat(batch.samples)
+        calls, self._mpi = self._pair_calls(mpi, h)
+        bursts = self._close_bursts(intervals, samples, mpi, h)
+        return bursts, calls
+
+    def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        empty = ArrayBatch(
+            IntervalArrays.empty(), SampleArrays.empty(), _empty(MPI_EVENT_SCHEMA), _empty(MESSAGE_SCHEMA)
+        )
+        return self.feed(empty, np.full(self.n_threads, NEVER, dtype=np.int64))
+
+    # ------------------------------------------------------------------ steps
+    def _numbered(self, tid: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+        """Sequence numbers of rows grouped by thread (in order), continuing each thread's count."""
+        n = tid.size
+        if n == 0:
+            return np.empty(0, np.int64)
+        starts = np.flatnonzero(np.concatenate([[True], tid[1:] != tid[:-1]]))
+        rank = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+        seq = nxt[tid] + rank
+        nxt[tid[starts]] += np.diff(np.append(starts, n))
+        return seq
+
+    def _close_bursts(self, intervals: IntervalArrays, samples: SampleArrays, mpi: pl.DataFrame,
+                      h: np.ndarray) -> pl.DataFrame:
+        entries = pl.concat(
+            [self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(_ENTRY_SCHEMA.keys())]
+        )
+        order = self._thread_order()
+        n_codes = max(len(self._names), 1)
+        (th, cpu, t0, t1, seq, entry, codes, sums, has, carry_iv, carry_sm, keep) = _assemble(
+            self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
+            samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
+            entries.get_column(_TID).to_numpy(), entries.get_column("time_ns").to_numpy(), h, self._burst_next)
+        self._intervals = intervals.take(carry_iv)
+        self._samples = samples.take(carry_sm)
+        self._recent_entries = entries[keep]
+        closed = entry >= 0
+        pick = np.where(closed, entry, 0)
+        closing = [null_unless(entries.get_column(c).gather(pick) if entries.height else
+                                pl.Series(c, [None] * entry.size, pl.String), closed, name)
+                   for c, name in (("call", "mpi_call"), ("call_site", "call_site"))]
+        names = sorted((self._names[c], i) for i, c in enumerate(codes.tolist()))
+        bursts = pl.DataFrame([
+            pl.repeat(self.run_id, th.size, dtype=pl.String, eager=True).alias("run_id"),
+            pl.Series("appl", self._appl[th]), pl.Series("task", self._task[th]), pl.Series("thread", self._thread[th]),
+            pl.Series("burst_seq", seq), _cpu_series(cpu), pl.Series("start_ns", t0), pl.Series("end_ns", t1),
+            pl.Series("duration_ns", t1 - t0), *closing,
+            *(pl.Series(name, np.ma.masked_array(sums[i], mask=~has[i])) for name, i in names),
+        ])
+        self.counters = sorted(set(self.counters) | {n for n, _ in names})
+        return bursts
+
+    def _pair_calls(self, mpi: pl.DataFrame, h: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Pair each MPI entry with the next exit of the same kind on its thread; (calls, still open entries)."""
+        k = pl.col("kind")
+        kind = mpi.select(pl.when(k == MPI_KINDS[0]).then(0).when(k == MPI_KINDS[1]).then(1).otherwise(2)
+                          .cast(pl.Int8)).to_series().to_numpy()
+        rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.get_column(_TID).to_numpy(), kind,
+                                   mpi.get_column("call").is_not_null().to_numpy(),
+                                   mpi.get_column("time_ns").to_numpy(), h, NEVER)
+        tid = mpi.get_column(_TID).to_numpy()[rows]
+        seq = self._numbered(tid, self._call_next)
+        g = mpi.select("cpu", "call", "kind", "time_ns", "bytes_sent", "bytes_recv", "comm", "root", "call_site")[rows]
+        n = rows.size
+        start = g.get_column("time_ns").to_numpy()
+        calls = pl.DataFrame(
+            [
+                pl.repeat(self.run_id, n, dtype=pl.String, eager=True).alias("run_id"),
+                pl.Series("appl", self._appl[tid]),
+                pl.Series("task", self._task[tid]),
+                pl.Series("thread", self._thread[tid]),
+                pl.Series("call_seq", seq, pl.Int64),
+                g.get_column("cpu"),
+                g.get_column("call").alias("mpi_call"),
+                g.select(kind_expr(pl.col("call"), pl.col("kind"))).to_series().alias("mpi_kind"),
+                pl.Series("start_ns", start, pl.Int64),
+                pl.Series("end_ns", end, pl.Int64),
+                pl.Series("duration_ns", end - start, pl.Int64),
+                g.get_column("bytes_sent"),
+                g.get_column("bytes_recv"),
+                pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("peer"),
+                pl.repeat(0, n, dtype=pl.Int32, eager=True).alias("n_messages"),
+                g.get_column("comm"),
+                g.get_column("root"),
+                pl.repeat(None, n, dtype=pl.Int64, eager=True).alias("tag"),
+                g.get_column("call_site"),
+            ]
+        ).cast(MPI_CALL_SCHEMA)
+        return calls, mpi[waiting]
+
+
+@cached_njit
+def _containing_call(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray, mk: np.ndarray, mt: np.ndarray) -> np.ndarray:
+    """For each (thread key, time) of ``mk``/``mt``, the index of the call (sorted by thread key, then start) of
+    that thread that started last at or before the time and ends at or after it; -1 if none."""
+    n = ck.shape[0]
+    out = np.empty(mk.shape[0], dtype=np.int64)
+    for i in range(mk.shape[0]):
+        k = mk[i]
+        t = mt[i]
+        lo, hi = 0, n
+        while lo < hi:  # first call after (k, t)
+            mid = (lo + hi) // 2
+            if ck[mid] < k or (ck[mid] == k and cs[mid] <= t):
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo - 1
+        out[i] = j if j >= 0 and ck[j] == k and t <= ce[j] else -1
+    return out
+
+
+@cached_njit
+def _add_messages(rows, t, peer_m, tag_m, size_m, mark, add, n_msg, best, peer, tag, side):
+    """One side's messages (``mark`` 1 sent, 2 received; sent ones first) into the per-call columns of
+    :func:`_message_columns`: a call's first message is its earliest of the first side that has one."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        if r < 0:
+            continue
+        add[r] += size_m[i]
+        n_msg[r] += 1
+        if (side[r] == 0 or side[r] == mark) and t[i] < best[r]:
+            best[r] = t[i]
+            peer[r] = peer_m[i]
+            tag[r] = tag_m[i]
+            side[r] = mark
+
+
+@cached_njit
+def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, peer_r, tag_r, size_r):
+    """Per call: bytes sent and received by its messages, their number, and the peer and tag of its first
+    message (the earliest sent one, else the earliest received one; ``side`` 0: no message)."""
+    add_s = np.zeros(n_calls, dtype=np.int64)
+    add_r = np.zeros(n_calls, dtype=np.int64)
+    n_msg = np.zeros(n_calls, dtype=np.int32)
+    peer = np.zeros(n_calls, dtype=np.int32)
+    tag = np.zeros(n_calls, dtype=np.int64)
+    side = np.zeros(n_calls, dtype=np.uint8)
+    best = np.full(n_calls, _MAX_I64, dtype=np.int64)
+    _add_messages(row_s, t_s, peer_s, tag_s, size_s, 1, add_s, n_msg, best, peer, tag, side)
+    _add_messages(row_r, t_r, peer_r, tag_r, size_r, 2, add_r, n_msg, best, peer, tag, side)
+    return add_s, add_r, n_msg, peer, tag, side
+
+
+def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """Point-to-point columns for MPI calls given by their thread keys, start_ns and end_ns (``spans``), one row
+    per call in the order of ``spans``: ``_add_sent``, ``_add_recv`` (bytes), ``peer``, ``tag``, ``n_messages``.
+
+    A message's send side belongs to the sender's call that contains its logical send time, its receive side
+    to the receiver's call that contains its logical receive time (times at call boundaries count as inside;
+    among calls starting at the same time, the last one). Collective sizes already on the calls are kept and
+    added to. Only the calls' thread and time columns are read to place the messages; the new columns are
+    added in the calls' row order.
+    """
+    n = spans.height
+    ck = packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
+    cs = spans.get_column("start_ns").to_numpy()
+    ce = spans.get_column("end_ns").to_numpy()
+    order = np.argsort(ck, kind="stable")  # calls come grouped by thread in start order: runs, cheap
+    ck, cs, ce = ck[order], cs[order], ce[order]
+    if n > 1 and not bool(np.all((ck[1:] > ck[:-1]) | ((ck[1:] == ck[:-1]) & (cs[1:] >= cs[:-1])))):
+        resort = np.lexsort((cs, ck))
+        order, ck, cs, ce = order[resort], ck[resort], cs[resort], ce[resort]
+    del spans
+    m = messages
+
+    def rows(prefix: str) -> np.ndarray:
+        """Row (in ``calls``) of the call holding each message's ``prefix`` side, -1 for none."""
+        if not n or not m.height:
+            return np.full(m.height, -1, dtype=np.int64)
+        # a half message (its other side unknown: NULL keys) is keyed (0, 0, 0), which no call has
+        keys = (m.get_column(f"{prefix}{c}").fill_null(0).to_numpy() for c in THREAD_KEYS)
+        pos = _containing_call(ck, cs, ce, packed(*keys), m.get_column(f"{prefix}time_ns").fill_null(0).to_numpy())
+        return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
+
+    col = {
+        c: m.get_column(c).cast(pl.Int64).to_numpy()
+        for c in ("s_time_ns", "r_time_ns", "s_task", "r_task", "size", "tag")
+    }
+    add_s, add_r, n_msg, peer, tag, side = _message_columns(
+        n, rows("s_"), col["s_time_ns"], col["r_task"], col["tag"], col["size"],
+        rows("r_"), col["r_time_ns"], col["s_task"], col["tag"], col["size"])
+    none = side == 0
+    return pl.DataFrame({"_add_sent": add_s, "_add_recv": add_r,
+                         "peer": np.ma.masked_array(peer, mask=none), "tag": np.ma.masked_array(tag, mask=none),
+                         "n_messages": n_msg})
+
+
+def with_message_columns(calls: pl.DataFrame | pl.LazyFrame, columns: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:
+    """``calls`` with the rows of :func:`message_columns` (same row order) applied, in MPI_CALL_SCHEMA. Lazy calls
+    stay lazy (and stream: the columns are concatenated side by side, not broadcast as literals)."""
+    added = columns.select(pl.all().name.prefix("msg."))  # side by side with the calls' own peer/tag/n_messages
+    both = pl.concat([calls, added.lazy() if isinstance(calls, pl.LazyFrame) else added], how="horizontal")
+    return both.with_columns(
+        (pl.col("bytes_sent").fill_null(0) + pl.col("msg._add_sent")).alias("bytes_sent"),
+        (pl.col("bytes_recv").fill_null(0) + pl.col("msg._add_recv")).alias("bytes_recv"),
+        pl.col("msg.peer").alias("peer"), pl.col("msg.tag").alias("tag"), pl.col("msg.n_messages").alias("n_messages"),
+    ).select([pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items()])
+
+
+def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:
+    """Add point-to-point bytes, peer, tag and message counts to MPI calls (see :func:`message_columns`)."""
+    spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns").collect()
+    return with_message_columns(calls, message_columns(spans, messages))

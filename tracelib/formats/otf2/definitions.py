@@ -1,0 +1,302 @@
+"""The global definitions of an OTF2 archive in plain Python / numpy form: locations as (task, thread), regions
+with their MPI kind and call-site label, metric members and how their values become counts, communicators; and
+the checks of the archive's files before the C library sees them."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
+from synthtrace.tracelib.formats.paraver.header import MAX_ID
+
+_UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
+_FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events)
+# how a metric member's values become counts: running total with 0 at the start / reading to difference /
+# count since the previous reading / count until the next reading / an absolute value (a gauge: no count)
+_CUM_ZERO, _CUM, _DELTA_LAST, _DELTA_NEXT, _GAUGE = 0, 1, 2, 3, 4
+_COLLECTIVE_ROLES = {15, 16, 23, 24, 25, 26}  # BARRIER, IMPLICIT_BARRIER, COLL_ONE2ALL/ALL2ONE/ALL2ALL/OTHER
+_P2P_ROLE = 28
+
+
+def region_kind(name: str, role: int | None) -> MpiKind:
+    """The kind of an MPI region: the catalogue's for a name it knows, else from the region's OTF2 role."""
+    if (kind := mpi_kind(name)) is not None:
+        return kind
+    if role in _COLLECTIVE_ROLES:
+        return "collective"
+    return "point_to_point" if role == _P2P_ROLE else "other"
+
+
+@dataclass
+class _Location:
+    ref: int
+    name: str
+    task: int
+    thread: int
+    n_events: int
+    evt_file: Path
+    def_file: Path
+
+
+@dataclass
+class _Definitions:
+    """What the reader needs from the global definitions, in plain Python / numpy form."""
+
+    resolution: int  # timer ticks per second
+    offset: int  # ticks at time 0
+    trace_length: int  # ticks
+    realtime_ns: int | None  # ns since the epoch at ``offset``
+    locations: list[_Location]
+    n_tasks: int
+    n_nodes: int
+    region_names: list[str]
+    region_is_mpi: np.ndarray  # bool per region ref
+    region_kind: list[str]  # MPI kind per region ref
+    region_site: list[str | None]  # call-site label per region ref (non-MPI regions)
+    member_names: list[str]  # one entry per metric member id
+    member_mode: np.ndarray  # _CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT / _GAUGE per member id
+    member_type: np.ndarray  # 0 signed, 1 unsigned, 2 floating point per member id
+    metric_base: dict[int, int]  # metric ref -> first member id
+    metric_count: dict[int, int]  # metric ref -> number of members
+    comm_ranks: pl.DataFrame  # comm, rank, task, thread: who is rank r of communicator c
+    self_comms: set[int]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_ns(self, ticks: np.ndarray) -> np.ndarray:
+        """Timer ticks (uint64) -> int64 ns from the global offset (floor)."""
+        d = ticks.astype(np.int64) - np.int64(self.offset)
+        res = self.resolution
+        if res == 1_000_000_000:
+            return d
+        if res <= 9_000_000_000:  # exact integer arithmetic without overflow
+            q, r = np.divmod(d, np.int64(res))
+            return q * np.int64(1_000_000_000) + (r * np.int64(1_000_000_000)) // np.int64(res)
+        return np.floor(d.astype(np.float64) * (1e9 / res)).astype(np.int64)
+
+    def scalar_ns(self, ticks: int) -> int:
+        return int(self.to_ns(np.array([ticks], dtype=np.uint64))[0])
+
+
+def _metric_semantics(mode_value: int) -> int:
+    """How a member's values become counts, from its ``OTF2_MetricMode``: the value kind in the low nibble
+    (ACCUMULATED 0, ABSOLUTE 1, RELATIVE 2), the timing in the high one (START, POINT, LAST, NEXT)."""
+    value, timing = mode_value & 0x0F, mode_value & 0xF0
+    if value == 1:  # ABSOLUTE_*: a level (power in W, temperature, memory in use), not something that adds up
+        return _GAUGE
+    if value == 0 and timing == 0x00:  # ACCUMULATED_START
+        return _CUM_ZERO
+    if timing == 0x30 and value != 1:  # ACCUMULATED_NEXT, RELATIVE_NEXT
+        return _DELTA_NEXT
+    if (value == 0 and timing == 0x20) or value == 2:  # ACCUMULATED_LAST, RELATIVE_POINT/LAST
+        return _DELTA_LAST
+    return _CUM  # ACCUMULATED_POINT
+
+
+def _read_definitions(reader, anchor: Path) -> _Definitions:
+    """Turn the otf2 wheel's definition registry into :class:`_Definitions` (raises TraceFormatError)."""
+    defs = reader.definitions
+    clock = defs.clock_properties
+    if clock is None or not clock.timer_resolution:
+        raise TraceFormatError(anchor, None, "OTF2 archive without clock properties (timer resolution)")
+    warns: list[str] = []
+    locations, loc_key, n_tasks, n_nodes = _locations(defs, anchor, warns)
+    names, is_mpi, kinds, sites = _regions(defs)
+    member_names, member_mode, member_type, metric_base, metric_count = _metric_members(defs, anchor, warns)
+    comm_ranks, self_comms = _communicators(defs, loc_key)
+    realtime = clock.realtime_timestamp
+    return _Definitions(
+        resolution=int(clock.timer_resolution), offset=int(clock.global_offset),
+        trace_length=int(clock.trace_length),
+        realtime_ns=int(realtime) if realtime is not None and int(realtime) != _UNDEFINED_U64 else None,
+        locations=locations, n_tasks=n_tasks, n_nodes=n_nodes,
+        region_names=names, region_is_mpi=is_mpi, region_kind=kinds, region_site=sites,
+        member_names=member_names, member_mode=np.array(member_mode, dtype=np.int8),
+        member_type=np.array(member_type, dtype=np.int8), metric_base=metric_base, metric_count=metric_count,
+        comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns)
+
+
+def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], dict[int, tuple[int, int]], int, int]:
+    """The CPU locations as (task, thread) in that order, each location's key, the number of ranks and nodes. A
+    rank is the location's place in the MPI COMM_LOCATIONS group (one location per rank, in rank order), else
+    the order of its process group."""
+    from otf2.enums import GroupType, LocationType, Paradigm
+
+    evt_dir = anchor.with_suffix("")
+    group_rank: dict[int, int] = {}
+    for g in defs.groups:
+        if g.group_type == GroupType.COMM_LOCATIONS and g.paradigm == Paradigm.MPI:
+            for rank, loc in enumerate(g.members):
+                group_rank.setdefault(loc.group._ref, rank)
+            break
+    cpu_locs = [loc for loc in defs.locations if loc.type in (LocationType.CPU_THREAD, LocationType.UNKNOWN)]
+    skipped = [loc for loc in defs.locations if loc not in cpu_locs]
+    if skipped:
+        kinds = ", ".join(sorted({str(loc.type).split(".")[-1] for loc in skipped}))
+        warns.append(f"{anchor}: skipped {len(skipped)} non-CPU locations ({kinds}: GPU streams, metric recorders)")
+    process_groups = sorted({loc.group._ref for loc in cpu_locs})
+    next_rank = max(group_rank.values(), default=-1) + 1
+    for ref in process_groups:
+        if ref not in group_rank:
+            group_rank[ref] = next_rank
+            next_rank += 1
+    threads_seen: dict[int, int] = {}
+    locations: list[_Location] = []
+    loc_key: dict[int, tuple[int, int]] = {}
+    for loc in sorted(cpu_locs, key=lambda x: x._ref):
+        g = loc.group._ref
+        threads_seen[g] = threads_seen.get(g, 0) + 1
+        task, thread = group_rank[g] + 1, threads_seen[g]
+        loc_key[loc._ref] = (task, thread)
+        locations.append(_Location(loc._ref, str(loc.name), task, thread, int(loc.number_of_events or 0),
+                                   evt_dir / f"{loc._ref}.evt", evt_dir / f"{loc._ref}.def"))
+    locations.sort(key=lambda x: (x.task, x.thread))
+    if locations and max(max(x.task, x.thread) for x in locations) > MAX_ID:
+        raise TraceFormatError(anchor.with_suffix(".def"), None,
+                               f"more than {MAX_ID} ranks or threads per rank: beyond what synthtrace can key")
+    nodes = {loc.group.system_tree_parent._ref for loc in cpu_locs if loc.group.system_tree_parent is not None}
+    return locations, loc_key, len(process_groups), len(nodes)
+
+
+def _regions(defs) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | None]]:
+    """Per region ref: its name, whether it is an MPI region (paradigm MPI or an ``MPI_`` name), its MPI kind and,
+    for the other regions, its call-site label (``name (file:line)``)."""
+    from otf2.enums import Paradigm
+
+    regions = list(defs.regions)
+    n_reg = max((r._ref for r in regions), default=-1) + 1
+    names = [f"region_{i}" for i in range(n_reg)]
+    is_mpi = np.zeros(max(n_reg, 1), dtype=bool)
+    kinds: list[MpiKind] = ["other"] * n_reg
+    sites: list[str | None] = [None] * n_reg
+    for r in regions:
+        name = str(r.name or r.canonical_name or f"region_{r._ref}")
+        names[r._ref] = name
+        role = r.region_role.value if r.region_role is not None else None
+        mpi = r.paradigm == Paradigm.MPI or name.upper().startswith("MPI_")
+        is_mpi[r._ref] = mpi
+        if mpi:
+            kinds[r._ref] = region_kind(name, role)
+        else:
+            src = r.source_file
+            sites[r._ref] = f"{name} ({os.path.basename(str(src))}:{r.begin_line_number})" if src else name
+    return names, is_mpi, kinds, sites
+
+
+def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], list[int], list[int], dict[int, int],
+                                                                  dict[int, int]]:
+    """Per metric member id: name, how its values become counts (_CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT;
+    _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its
+    first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
+    not)."""
+    from otf2.enums import LocationType, MetricScope
+
+    member_names: list[str] = []
+    member_mode: list[int] = []
+    member_type: list[int] = []
+    member_id: dict[int, int] = {}
+    for m in defs.metric_members:
+        member_id[m._ref] = len(member_names)
+        member_names.append(str(m.name))
+        member_mode.append(_metric_semantics(m.metric_mode.value))
+        vt = m.value_type.value
+        member_type.append(2 if vt in (9, 10) else 1 if vt in (1, 2, 3, 4) else 0)
+        if member_mode[-1] == _GAUGE:
+            warns.append(f"{anchor}: metric {m.name} ({m.unit or 'no unit'}) is an absolute value "
+                         f"({str(m.metric_mode).split('.')[-1]}), a level and not a count: not kept")
+    for metric in defs.metrics:  # metric instances: recorded by one location for a wider scope (Score-P plugins)
+        recorder, scope = getattr(metric, "recorder", None), getattr(metric, "metric_scope", None)
+        if recorder is None:
+            continue
+        names = ", ".join(m.name for m in metric.metric_class.members)
+        scope_name = str(scope).split(".")[-1]
+        if recorder.type not in (LocationType.CPU_THREAD, LocationType.UNKNOWN):
+            warns.append(f"{anchor}: metric {names} ({scope_name} scope) is recorded on {recorder.name!r}, a "
+                         f"{str(recorder.type).split('.')[-1]} location: not read")
+        elif scope != MetricScope.LOCATION:
+            warns.append(f"{anchor}: metric {names} counts a whole {scope_name}; it is read as a counter of the "
+                         f"thread that records it ({recorder.name!r})")
+    # a metric (class or instance) -> its members as a contiguous run of ids
+    metric_base: dict[int, int] = {}
+    metric_count: dict[int, int] = {}
+    for metric in defs.metrics:
+        cls = getattr(metric, "metric_class", None) or metric
+        ids = [member_id[m._ref] for m in cls.members]
+        if ids and ids == list(range(ids[0], ids[0] + len(ids))):
+            metric_base[metric._ref], metric_count[metric._ref] = ids[0], len(ids)
+        else:  # members not contiguous in definition order: append a private copy
+            metric_base[metric._ref], metric_count[metric._ref] = len(member_names), len(ids)
+            for i in ids:
+                member_names.append(member_names[i])
+                member_mode.append(member_mode[i])
+                member_type.append(member_type[i])
+    return member_names, member_mode, member_type, metric_base, metric_count
+
+
+def _communicators(defs, loc_key: dict[int, tuple[int, int]]) -> tuple[pl.DataFrame, set[int]]:
+    """Who is rank r of communicator c (comm, rank, task, thread), and the MPI_COMM_SELF communicators."""
+    from otf2.enums import GroupType
+
+    rows: list[tuple[int, int, int, int]] = []
+    self_comms: set[int] = set()
+    for comm in defs.comms:
+        group = comm.group
+        if group is None:
+            continue
+        if group.group_type == GroupType.COMM_SELF:
+            self_comms.add(comm._ref)
+            continue
+        for rank, member in enumerate(group.members):
+            ref = getattr(member, "_ref", None)
+            if ref in loc_key:
+                rows.append((comm._ref, rank, *loc_key[ref]))
+    comm_ranks = pl.DataFrame(rows, schema={"comm": pl.Int64, "rank": pl.Int64, "task": pl.Int32,
+                                            "thread": pl.Int32}, orient="row")
+    return comm_ranks, self_comms
+
+
+def _validate_archive(anchor: Path) -> Path:
+    """Check the files of an OTF2 archive before the C library sees them; returns the anchor path."""
+    if anchor.is_dir():
+        anchors = sorted(anchor.glob("*.otf2"))
+        if len(anchors) != 1:
+            raise TraceFormatError(anchor, None, "folder holds no single OTF2 anchor file (*.otf2)")
+        anchor = anchors[0]
+    if not anchor.is_file():
+        raise TraceFormatError(anchor, None, "no such file")
+    with open(anchor, "rb") as fh:
+        head = fh.read(16)
+    if len(head) < 8 or head[:1] != _FILE_MAGIC or head[2:6] != b"OTF2":
+        raise TraceFormatError(anchor, None, "not an OTF2 anchor file (bad magic)")
+    global_defs = anchor.with_suffix(".def")
+    if not global_defs.is_file():
+        raise TraceFormatError(global_defs, None, "missing global definitions file of the OTF2 archive")
+    with open(global_defs, "rb") as fh:
+        head = fh.read(16)
+    if len(head) < 16 or head[:1] != _FILE_MAGIC:
+        raise TraceFormatError(global_defs, None, "not an OTF2 definitions file (empty, truncated or bad magic)")
+    if not anchor.with_suffix("").is_dir():
+        raise TraceFormatError(anchor.with_suffix(""), None, "missing event folder of the OTF2 archive")
+    return anchor
+
+
+def _check_location_files(loc: _Location) -> bool:
+    """Whether the location's files are there to read; False for a location that recorded no events and has no
+    event file (OTF2 writes the files of a location only when it has events); raises for missing or damaged ones."""
+    if loc.n_events == 0 and not loc.evt_file.exists():
+        return False
+    for f, what in ((loc.def_file, "local definitions"), (loc.evt_file, "events")):
+        if not f.is_file():
+            announced = f" ({loc.n_events} events announced)" if what == "events" else ""
+            raise TraceFormatError(f, None, f"missing {what} file of location {loc.ref} (rank {loc.task - 1}, "
+                                   f"thread {loc.thread}){announced}; --salvage reads the trace without it")
+        with open(f, "rb") as fh:
+            head = fh.read(16)
+        if len(head) < 16 or head[:1] != _FILE_MAGIC:
+            raise TraceFormatError(f, None, f"not an OTF2 {what} file (empty, truncated or bad magic)")
+    return True
+

@@ -1,0 +1,79 @@
+"""Point-to-point messages of an OTF2 run: send and receive records matched across locations."""
+from __future__ import annotations
+
+import polars as pl
+
+from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA
+from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
+
+_P2P_SCHEMA = {"task": pl.Int32, "thread": pl.Int32, "kind": pl.Int8, "time_ns": pl.Int64, "pos": pl.Int64,
+               "peer": pl.Int64, "comm": pl.Int64, "tag": pl.Int64, "size": pl.Int64, "req": pl.UInt64}
+
+
+def _matched_probes_as_receives(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """An ``MpiMrecv`` receives the message its location's last ``MpiProbe`` of the same message id found (OTF2
+    3.1, MPI_Mprobe + MPI_Mrecv): it becomes a receive with that probe's sender, communicator and tag."""
+    probes = (lf.filter(pl.col("kind") == _PROBE)
+              .select("task", "thread", "req", "pos", pl.col("peer").alias("_peer"), pl.col("comm").alias("_comm"),
+                      pl.col("tag").alias("_tag")).sort("pos"))
+    mrecvs = (lf.filter(pl.col("kind") == _MRECV).sort("pos")
+              .join_asof(probes, on="pos", by=["task", "thread", "req"], strategy="backward", check_sortedness=False)
+              .with_columns(pl.lit(_RECV, pl.Int8).alias("kind"), pl.col("_peer").alias("peer"),
+                            pl.col("_comm").alias("comm"), pl.col("_tag").alias("tag"))
+              .drop("_peer", "_comm", "_tag"))
+    return pl.concat([lf.filter(~pl.col("kind").is_in([_PROBE, _MRECV])), mrecvs])
+
+
+def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int]) -> pl.DataFrame:
+    """Pair send and receive records into messages (``MESSAGE_SCHEMA``).
+
+    Sends and receives between the same ranks on the same communicator with the same tag match in order (MPI's
+    non-overtaking rule): sends in send order, receives in order of their logical time (an ``MpiIrecv`` counts at
+    its ``MpiIrecvRequest``). A half without its partner stays, with the other side's times NULL.
+    """
+    if p2p.height == 0:
+        return pl.DataFrame(schema=MESSAGE_SCHEMA)
+    ranks = comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
+    self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
+    lf = _matched_probes_as_receives(p2p.lazy())
+    requests = (lf.filter(pl.col("kind") == _IRECV_REQ)
+                .select("task", "thread", "req", "pos", pl.col("time_ns").alias("req_ns")).sort("pos"))
+
+    def with_peer(kinds: list[int]) -> pl.LazyFrame:
+        return (lf.filter(pl.col("kind").is_in(kinds)).drop("req" if _IRECV not in kinds else [])
+                .join(ranks, on=["comm", "peer"], how="left")
+                .with_columns(pl.when(pl.col("comm").is_in(self_list)).then(pl.col("task"))
+                              .otherwise(pl.col("peer_task")).cast(pl.Int32).alias("peer_task")))
+
+    key = ["s_task", "r_task", "comm", "tag"]
+    sends = (with_peer([_SEND, _ISEND])
+             .select(pl.col("task").alias("s_task"), pl.col("thread").alias("s_thread"),
+                     pl.col("peer_task").alias("r_task"), "comm", "tag", pl.col("time_ns").alias("t"), "pos",
+                     pl.col("size").alias("s_size"))
+             .sort([*key, "t", "pos"]).with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
+    recvs = (with_peer([_RECV, _IRECV]).sort("pos")
+             .join_asof(requests, on="pos", by=["task", "thread", "req"], strategy="backward", check_sortedness=False)
+             .select(pl.col("peer_task").alias("s_task"), pl.col("task").alias("r_task"),
+                     pl.col("thread").alias("r_thread"), "comm", "tag",
+                     pl.when((pl.col("kind") == _IRECV) & pl.col("req_ns").is_not_null())
+                     .then(pl.col("req_ns")).otherwise(pl.col("time_ns")).alias("r_t"),
+                     pl.col("pos").alias("r_pos"), pl.col("size").alias("r_size"))
+             .sort([*key, "r_t", "r_pos"]).with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
+    m = sends.join(recvs, on=[*key, "_k"], how="full", coalesce=True, nulls_equal=False)
+    return (
+        m.select(
+            pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
+            pl.col("s_task").cast(pl.Int32),
+            pl.col("s_thread").cast(pl.Int32),
+            pl.col("t").alias("s_time_ns").cast(pl.Int64),
+            pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
+            pl.col("r_task").cast(pl.Int32),
+            pl.col("r_thread").cast(pl.Int32),
+            pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
+            pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"),
+            pl.col("tag").cast(pl.Int64),
+        )
+        .sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
+        .collect(engine="streaming")
+    )
+

@@ -1,0 +1,240 @@
+"""The OTF2 reader's driver: an archive's identity and resources, and its tables read location by location."""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from synthtrace.tracelib.formats.bursts import HORIZON_SCHEMA, BurstAssembler, RecordBatch
+from synthtrace.tracelib.formats.call_store import CallStore
+from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
+from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
+from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceReader
+from synthtrace.tracelib.formats.otf2.definitions import (_check_location_files, _Location, _read_definitions,
+                                                          _validate_archive)
+from synthtrace.tracelib.formats.otf2.events import _clear, _EventBuffer
+from synthtrace.tracelib.formats.otf2.library import (
+    _callback_setter,
+    _captured_otf2_errors,
+    _library_reason,
+    _python_callback_errors,
+)
+from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, match_messages
+from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
+
+DEFAULT_CHUNK_EVENTS = 200_000
+
+
+@dataclass
+class _ReadState:
+    """What one read of an archive tallies across its locations."""
+
+    n_bursts: int = 0
+    n_records: dict[int, int] = field(default_factory=lambda: {1: 0, 2: 0, 3: 0, 4: 0})
+    last_ns: int = 0
+    p2p_parts: list[pl.DataFrame] = field(default_factory=list)
+
+    def assembled(self, bursts: pl.DataFrame, calls: pl.DataFrame, store: CallStore) -> Iterator[TablePart]:
+        """The assembler's output: calls to the store, bursts as a part."""
+        store.add(calls)
+        self.n_bursts += bursts.height
+        if bursts.height:
+            yield TablePart("bursts", bursts)
+
+
+class Otf2Trace(TraceReader):
+    """One OTF2 archive on disk (its ``.otf2`` anchor file): definitions, resources and a streaming table reader.
+
+    >>> trace = Otf2Trace("ping-pong/traces.otf2")
+    >>> stream = trace.read(run_id="abc")
+    >>> for part in stream: ...  # TablePart("bursts", frame)
+    >>> stream.summary.calls  # the MPI calls, messages attached
+    """
+
+    format = "otf2"
+
+    def __init__(self, path: str | Path, *, chunk_events: int = DEFAULT_CHUNK_EVENTS, salvage: bool = False):
+        self.path = _validate_archive(Path(path))
+        self.chunk_events = int(chunk_events)
+        self.salvage = salvage
+        self.warnings: list[str] = []
+        with _captured_otf2_errors() as messages:
+            reader = self._open_reader(messages)
+            try:
+                self.defs = _read_definitions(reader, self.path)
+            except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
+                raise TraceFormatError(self.path.with_suffix(".def"), None,
+                                       f"inconsistent OTF2 definitions ({type(exc).__name__}: {exc})") from None
+            finally:
+                reader.close()
+        if not self.defs.locations:
+            raise TraceFormatError(self.path.with_suffix(".def"), None, "OTF2 archive defines no CPU locations")
+        self._unread: list[_Location] = []  # locations without events, or (salvage) whose files are lost
+        for loc in self.defs.locations:
+            try:
+                if _check_location_files(loc):
+                    continue
+                self._unread.append(loc)
+            except TraceFormatError as exc:
+                if not salvage:
+                    raise
+                self._unread.append(loc)
+                self.defs.warnings.append(f"{exc.path}: {exc.reason.split(';')[0]}: read without its events "
+                                          "(--salvage)")
+        self.warnings.extend(self.defs.warnings)
+
+    def _open_reader(self, messages: list[str]):
+        import otf2
+
+        try:
+            with _python_callback_errors(messages):
+                return otf2.reader.Reader(str(self.path))
+        except Exception as exc:  # the library raises its own errors (and KeyError etc. on garbage)
+            raise TraceFormatError(self.path, None, _library_reason(exc, messages)) from None
+
+    # ------------------------------------------------------------------ identity and resources
+    @property
+    def started_at(self) -> datetime | None:
+        """Wall-clock time of the trace start (naive UTC), when the clock properties record it."""
+        ns = self.defs.realtime_ns
+        return datetime.fromtimestamp(ns / 1e9, UTC).replace(tzinfo=None) if ns else None
+
+    @property
+    def resources(self) -> dict[str, int]:
+        d = self.defs
+        duration = d.scalar_ns(d.offset + d.trace_length) if d.trace_length else 0
+        return {"n_appl": 1, "n_tasks": d.n_tasks, "n_threads": len(d.locations), "n_nodes": d.n_nodes,
+                "duration_ns": duration}
+
+    @property
+    def n_events(self) -> int:
+        """Events of the CPU locations, as the definitions count them."""
+        return sum(loc.n_events for loc in self.defs.locations)
+
+    def content_files(self) -> list[Path]:
+        """Anchor, global definitions and every file of the event folder (sorted): the run's identity."""
+        folder = self.path.with_suffix("")
+        return [self.path, self.path.with_suffix(".def"), *sorted(p for p in folder.iterdir() if p.is_file())]
+
+    # ------------------------------------------------------------------ streaming
+    def _parts(self, run_id: str, progress: Callable[[int], None] | None,
+               calls: CallStore) -> Generator[TablePart, None, ReadSummary]:
+        """Bursts parts location by location (``progress`` gets bytes of event files read); the calls go to
+        ``calls``, attached at the end to the messages matched across locations."""
+        import _otf2
+
+        self.warnings = list(self.defs.warnings)  # what reading adds is found again on every read
+        assembler = BurstAssembler(run_id)
+        read = _ReadState()
+        with _captured_otf2_errors() as messages:
+            reader = self._open_reader(messages)
+            handle = reader.handle
+            try:
+                self._read_local_definitions(_otf2, handle, messages)
+                setters = {name: _callback_setter(name) for name in _EventBuffer().callbacks()}
+                for loc in self._read_locations:
+                    for batch, horizon in self._location_chunks(_otf2, handle, loc, setters, messages, read, progress):
+                        h = pl.DataFrame(
+                            {"appl": [1], "task": [loc.task], "thread": [loc.thread], "time_ns": [horizon]},
+                            schema=HORIZON_SCHEMA,
+                        )
+                        yield from read.assembled(*assembler.feed(batch, h), calls)
+            finally:
+                with contextlib.suppress(Exception):
+                    _otf2.Reader_CloseEvtFiles(handle)
+                reader.close()
+        yield from read.assembled(*assembler.finish(), calls)
+        p2p = pl.concat(read.p2p_parts) if read.p2p_parts else pl.DataFrame(schema=_P2P_SCHEMA)
+        matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms)
+        return ReadSummary(
+            calls=calls.with_messages(matched), messages=matched, thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
+            counters=tuple(assembler.counters), n_bursts=read.n_bursts, n_calls=calls.n_calls, n_uncore=0,
+            n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings))
+
+    def _location_chunks(self, _otf2, handle, loc: _Location, setters: dict, messages: list[str],
+                         read: _ReadState, progress: Callable[[int], None] | None) -> Iterator[tuple[RecordBatch, int]]:
+        """The events of one location, ``chunk_events`` at a time, as (record batch, horizon ns); the C library's
+        failures and a location that ends before the events its definitions announce are bad input."""
+        buf = _EventBuffer()
+        pointers = buf.callbacks()  # referenced until the location is read: the C library calls them
+        conv = _LocationConverter(self.defs, loc, self.path)
+        evt_bytes = loc.evt_file.stat().st_size
+        try:
+            evt_reader = _otf2.Reader_GetEvtReader(handle, loc.ref)
+            cbs = _otf2.EvtReaderCallbacks_New()
+            for name, fp in pointers.items():
+                setters[name](cbs, fp)
+            _otf2.Reader_RegisterEvtCallbacks(handle, evt_reader, cbs, None)
+            _otf2.EvtReaderCallbacks_Delete(cbs)
+        except _otf2.Error as exc:
+            raise TraceFormatError(loc.evt_file, None, _library_reason(exc, messages)) from None
+        n_read, reported, final = 0, 0, False
+        while not final:
+            try:
+                n = _otf2.Reader_ReadLocalEvents(handle, evt_reader, self.chunk_events)
+            except _otf2.Error as exc:
+                cut = TruncatedTraceError(loc.evt_file, None, f"event {n_read + len(buf.r_pos)}: "
+                                          + _library_reason(exc, messages))
+                if not self.salvage:
+                    raise cut from None
+                self.warnings.append(f"{cut} (--salvage: kept the events before the cut)")
+                n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
+                final = True
+            n_read += n
+            final = final or n < self.chunk_events
+            for k, arr in ((1, buf.r_pos), (2, buf.m_pos), (3, buf.p_pos), (4, buf.c_pos)):
+                read.n_records[k] += len(arr)
+            batch, p2p, horizon = conv.convert(buf, final)
+            _clear(buf)
+            if p2p.height:
+                read.p2p_parts.append(p2p)
+            yield batch, horizon
+            if progress:
+                done = evt_bytes if final else min(evt_bytes, evt_bytes * n_read // max(loc.n_events, 1))
+                progress(done - reported)
+                reported = done
+        _otf2.Reader_CloseEvtReader(handle, evt_reader)
+        if loc.n_events and n_read < loc.n_events:
+            cut = TruncatedTraceError(loc.evt_file, None, f"{n_read} of the {loc.n_events} events the definitions "
+                                      "announce")
+            if not self.salvage:
+                raise cut
+            if not any(str(loc.evt_file) in w for w in self.warnings):
+                self.warnings.append(f"{cut} (--salvage: kept the events before the cut)")
+        read.last_ns = max(read.last_ns, conv.state.last_ns)
+        self._location_warnings(conv)
+
+    @property
+    def _read_locations(self) -> list[_Location]:
+        """The CPU locations whose events are read: all but those without events (or, salvaged, without files)."""
+        return [loc for loc in self.defs.locations if loc not in self._unread]
+
+    def _read_local_definitions(self, _otf2, handle, messages: list[str]) -> None:
+        """Select the CPU locations to read and read their local definitions (mapping tables, clock offsets)."""
+        for loc in self._read_locations:
+            _otf2.Reader_SelectLocation(handle, loc.ref)
+        try:
+            _otf2.Reader_OpenDefFiles(handle)
+            for loc in self._read_locations:
+                def_reader = _otf2.Reader_GetDefReader(handle, loc.ref)
+                if def_reader:
+                    with _python_callback_errors(messages):
+                        _otf2.Reader_ReadAllLocalDefinitions(handle, def_reader)
+                    _otf2.Reader_CloseDefReader(handle, def_reader)
+            _otf2.Reader_CloseDefFiles(handle)
+            _otf2.Reader_OpenEvtFiles(handle)
+        except _otf2.Error as exc:
+            raise TraceFormatError(self.path.with_suffix(""), None, _library_reason(exc, messages)) from None
+
+    def _location_warnings(self, conv: _LocationConverter) -> None:
+        loc = conv.loc
+        if conv.n_out_of_order:
+            self.warnings.append(f"{loc.evt_file}: {conv.n_out_of_order} records with a timestamp before the previous "
+                                 "record's; ordered by (timestamp, record order)")
+        if conv.dropped_open_call:
+            self.warnings.append(f"{loc.evt_file}: rank {loc.task - 1} ends inside {conv.dropped_open_call}; "
+                                 "that call was dropped")

@@ -1,0 +1,628 @@
+"""Reads a Paraver trace (``.prv`` + ``.pcf`` + ``.row``) into tidy burst and MPI-call tables.
+
+The ``.prv`` file is streamed in chunks of whole lines (``chunk_bytes``), so memory stays bounded by the chunk
+size and the per-thread tails the :class:`~synthtrace.tracelib.formats.bursts.BurstAssembler` keeps, not by the trace
+size.
+"""
+from __future__ import annotations
+
+import contextlib
+import queue
+import re
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+
+import numpy as np
+import polars as pl
+
+from synthtrace.tracelib.formats.bursts import (
+    MESSAGE_SCHEMA,
+    ArrayBatch,
+    BurstAssembler,
+    SampleArrays,
+    attach_messages,
+    null_unless,
+)
+from synthtrace.tracelib.formats.call_store import CallStore
+from synthtrace.tracelib.errors import (
+    MissingCompanionWarning,
+    RecordsOutOfOrderError,
+    TraceChangedError,
+    TraceFormatError,
+    TruncatedTraceError,
+)
+from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
+                                         trace_stem)
+from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
+from synthtrace.tracelib.formats.paraver.pcf import PcfCatalog, parse_pcf
+from synthtrace.tracelib.formats.paraver import mpi_events
+from synthtrace.tracelib.domain.mpi_calls import EXTRAE_NAMES
+from synthtrace.tracelib.formats.paraver.event_types import (
+    CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS,
+                                                    UNCORE_BASE)
+from synthtrace.tracelib.formats.paraver.records import EventArrays, ParsedChunk, RecordParser
+from synthtrace.tracelib.formats.paraver.row import RowNames, parse_row
+from synthtrace.tracelib.formats.paraver.time_order import TimeSortedBody
+from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA, UNCORE_SCHEMA
+
+DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
+
+_CALLER_LINE = re.compile(r"^(?P<line>\d+) \((?P<file>[^,)]+)")
+
+
+#: Longest header line read (a header lists every task: 1,500 tasks take about 6 KB, a million about 4 MB).
+MAX_HEADER_BYTES = 64 * 1024 * 1024
+MIN_RECORD_BYTES = 16  # the shortest record line ("1:1:1:1:1:0:1:1\n")
+MAX_IDLE_THREADS = 1 << 16  # threads a header may declare beyond those its file has room to describe
+MAX_THREADS = 1 << 24
+GZIP_RATIO = 64  # a compressed trace may describe this many times its size in threads
+_PREFIX_STARTS = frozenset([b"c", b"C", b"i", b"I", b"#", b"\n", b"\r"])  # communicator, comment, blank lines
+
+
+def companion(prv: Path, suffix: str) -> Path:
+    """The ``.pcf``/``.row`` file of a trace: beside it, named without ``.prv`` (and ``.gz``), as Paraver looks."""
+    return prv.with_name(trace_stem(prv) + suffix)
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[BinaryIO]:
+    """The trace's bytes (see :func:`~synthtrace.tracelib.formats.source.open_bytes`); a file that cannot be read (or
+    decompressed) is bad input."""
+    with reading(path), open_bytes(path) as fh:
+        yield fh
+
+
+@dataclass
+class _Prepared:
+    """A parsed chunk with its MPI events named, the parser's horizon after it and its counter slot types."""
+
+    chunk: ParsedChunk
+    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    messages: pl.DataFrame  # MESSAGE_SCHEMA
+    horizon: np.ndarray  # last time (ns) per thread id, -1: none
+    counter_types: np.ndarray  # event type of each counter slot
+    n_bytes: int
+
+
+_T = TypeVar("_T")
+_END = object()
+
+
+def read_ahead(items: Iterator[_T], depth: int = 1) -> Iterator[_T]:
+    """Iterate ``items`` in a background thread, at most ``depth`` items ahead of the consumer.
+
+    Items and the exception that ends them arrive in order. When the consumer stops early, the thread stops
+    after the item it is working on.
+    """
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(x: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(x, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for x in items:
+                if not put((x, None)):
+                    return
+            put((_END, None))
+        except BaseException as exc:
+            put((_END, exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    worker = threading.Thread(target=work, name="synthtrace-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            x, exc = q.get()
+            if x is _END:
+                if exc is not None:
+                    raise exc
+                return
+            yield x
+    finally:
+        stop.set()
+        worker.join()
+
+
+_WARM_UP_LOCK = threading.Lock()
+_warm_up_thread: threading.Thread | None = None
+_WARM_UP_RECORDS = (
+    b"1:1:1:1:1:0:10:1\n2:1:1:1:1:10:42000050:5:43000050:9:50000002:8:50100001:4:70000001:1:80000001:2\n"
+    b"2:1:1:1:1:12:50000002:0\n3:1:1:1:1:10:10:2:1:2:1:12:12:4:1\n1:1:1:1:1:12:20:1\n1:1:1:2:1:0:20:1\n"
+    b"2:1:1:1:1:20:42000050:7:43000050:12:50000001:3\n2:1:1:2:1:20:50000001:3\n2:1:1:2:1:22:50000001:0\n"
+    b"4:1:2\n2:1:1:1:1:25:50000001:0\n"
+)
+
+
+def _warm_up() -> None:
+    """Run a tiny trace through every Numba kernel of the reader, so that they are compiled (or loaded from
+    the cache) before the first real chunk needs them."""
+    header = parse_header("#Paraver (01/01/20 at 00:00):100_ns:1(2):1:2(1:1,1:1),0", "<warm-up>")
+    parser = RecordParser(header, "<warm-up>")
+    assembler = BurstAssembler("warm-up", threads=parser.threads)
+    converter = _EventConverter(PcfCatalog(), Path("<warm-up>"), assembler, parser)
+    block = bytearray(_WARM_UP_RECORDS)
+    chunk = parser.parse(np.frombuffer(block, dtype=np.uint8), 2)
+    item = _Prepared(chunk, converter.mpi_frame(chunk.events), converter.messages(chunk.comms),
+                     parser.last_time.copy(), parser.counter_types.copy(), len(block))
+    _, calls = assembler.feed(converter.batch(item), item.horizon)
+    _, more = assembler.finish()
+    attach_messages(pl.concat([calls, more]).lazy(), item.messages).collect()
+
+
+def start_warm_up() -> None:
+    """Start :func:`_warm_up` in a background thread, once per process. Opening a trace calls it: the kernels
+    then load while the caller hashes the trace's files. A failure there is left to the real read to report."""
+    global _warm_up_thread
+    with _WARM_UP_LOCK:
+        if _warm_up_thread is not None:
+            return
+
+        def run() -> None:
+            try:
+                _warm_up()
+            except Exception:
+                pass
+
+        _warm_up_thread = threading.Thread(target=run, name="synthtrace-numba-warm-up", daemon=True)
+        _warm_up_thread.start()
+
+
+class ParaverTrace(TraceReader):
+    """One Paraver trace on disk: its header, names and resource labels, and a streaming table reader.
+
+    >>> trace = ParaverTrace("lulesh.run0.prv")
+    >>> stream = trace.read(run_id="abc")
+    >>> for part in stream: ...  # TablePart("bursts" | "uncore", frame)
+    >>> stream.summary.calls  # the MPI calls, messages attached
+    """
+
+    def __init__(self, path: str | Path, *, salvage: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 sort_records: bool = False):
+        self.path = Path(path)
+        self.salvage = salvage
+        self.chunk_bytes = chunk_bytes
+        self.sort_records = sort_records
+        self.warnings: list[str] = []
+        if not self.path.is_file():
+            raise TraceFormatError(self.path, None, "no such file")
+        self.size = self.path.stat().st_size
+        if self.size == 0:
+            raise TraceFormatError(self.path, None, "empty file")
+        self._prefix, self._body_line, header_line = self._read_prefix()
+        self.header: ParaverHeader = parse_header(header_line, str(self.path))
+        if self.header.unit not in PARAVER_UNITS:
+            self._warn(f"{self.path}:1: time unit {self.header.unit[:20]!r} is not one Paraver knows (_ns, _us, _ms): "
+                       "read as microseconds, as Paraver reads it")
+        self._check_declared_threads()
+        self._companion_bytes: list[bytes] = []
+        self.pcf = self._companion(".pcf", parse_pcf, PcfCatalog())
+        self.row = self._companion(".row", parse_row, RowNames())
+        self._warn_ignored_lines()
+        self._check_row()
+        start_warm_up()
+
+    def _read_prefix(self) -> tuple[bytes, int, str]:
+        """(bytes before the first record line, its 1-based line number, the header line): the header, its
+        communicator lines (``c:``/``i:``) and the comments and blank lines that directly follow it. The header may
+        be of any length up to :data:`MAX_HEADER_BYTES`. A ``new format`` first line is refused: paraver-kernel reads
+        such a body with another record layout (``TraceBodyIO_v2``), and paramedir loads only files whose first line
+        starts with ``#Paraver`` (``LocalKernel::isTraceFile``)."""
+        lines: list[bytes] = []
+        with _opened(self.path) as fh:
+            if b"\0" in fh.peek(4096)[:4096]:
+                raise TraceFormatError(self.path, 1, "binary file, not a Paraver text trace")
+            first = fh.readline(MAX_HEADER_BYTES + 1)
+            lines.append(first)
+            if first.rstrip(b"\r\n") == b"new format":
+                raise TraceFormatError(self.path, 1, "'new format' trace (paraver-kernel's internal record layout, "
+                                       "TraceBodyIO_v2), which paramedir does not load either: only '#Paraver (' "
+                                       "traces are read")
+            if len(first) > MAX_HEADER_BYTES:
+                raise TraceFormatError(self.path, 1, f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
+            size = sum(map(len, lines))
+            while size < MAX_HEADER_BYTES:
+                line = fh.readline(MAX_HEADER_BYTES)
+                if not line or line[:1] not in _PREFIX_STARTS:
+                    break
+                lines.append(line)
+                size += len(line)
+        try:
+            text = first.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TraceFormatError(self.path, 1, "header is not text") from None
+        return b"".join(lines), len(lines) + 1, text
+
+    def _check_declared_threads(self) -> None:
+        """Refuse a header whose declared threads the file cannot hold, before anything is allocated for them."""
+        n = self.resources["n_threads"]
+        room = self.size * (GZIP_RATIO if self.path.suffix == ".gz" else 1) // MIN_RECORD_BYTES
+        if n > MAX_THREADS or n > MAX_IDLE_THREADS + room:
+            raise TraceFormatError(self.path, 1, f"broken Paraver header: header declares {n} threads, "
+                                   f"more than a file of {self.size} bytes can describe "
+                                   f"(at most {min(MAX_THREADS, MAX_IDLE_THREADS + room)})")
+
+    def _warn_ignored_lines(self) -> None:
+        """Lines of the ``.pcf``/``.row`` that Paraver skips are skipped here too, with one warning per file."""
+        for suffix, ignored in ((".pcf", self.pcf.ignored), (".row", self.row.ignored)):
+            if ignored:
+                line, reason = ignored[0]
+                more = f" ({len(ignored)} lines skipped)" if len(ignored) > 1 else ""
+                self._warn(f"{companion(self.path, suffix)}:{line}: skipped: {reason}{more}")
+        for line, what in self.pcf.renamed_lines:
+            self._warn(f"{companion(self.path, '.pcf')}:{line}: {what}")
+
+    def _warn(self, message: str) -> None:
+        warnings.warn(message, UserWarning, stacklevel=3)
+        self.warnings.append(message)
+
+    def _check_row(self) -> None:
+        """A ``.row`` level naming another number of objects than the header has is said once (Paraver loads the
+        trace and shows no name where the ``.row`` has none; an export writes default names for that level)."""
+        h = self.header
+        expected = {"CPU": h.n_cpus, "NODE": len(h.cpus_per_node), "THREAD": self.resources["n_threads"]}
+        for level, n in expected.items():
+            names = self.row.levels.get(level)
+            if names is not None and n and len(names) != n:
+                self._warn(f"{companion(self.path, '.row')}:{self.row.level_lines[level]}: LEVEL {level} lists "
+                           f"{len(names)} names but the .prv header has {n}; its names are not used")
+
+    def _companion(self, suffix: str, parse: Callable[[bytes, Path], _T], default: _T) -> _T:
+        """The parsed ``.pcf``/``.row`` beside the trace (its bytes kept: they are part of the run's content)."""
+        path = companion(self.path, suffix)
+        if not path.is_file():
+            msg = f"{self.path}: no {suffix} file beside the trace" + (
+                "; counters keep their numeric type as name (copy the .pcf beside it and ingest again: "
+                "the .pcf is part of the run's content, so that makes a new, named run)" if suffix == ".pcf" else "")
+            warnings.warn(msg, MissingCompanionWarning, stacklevel=3)
+            self.warnings.append(msg)
+            return default
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise TraceFormatError(path, None, f"cannot be read ({exc.strerror or exc})") from None
+        self._companion_bytes.append(data)
+        return parse(data, path)
+
+    format = "paraver"
+
+    @property
+    def started_at(self):
+        return self.header.started_at
+
+    @property
+    def resources(self) -> dict[str, int]:
+        h = self.header
+        return {"n_appl": h.n_appl, "n_tasks": sum(len(t) for t in h.threads_per_task),
+                "n_threads": sum(sum(t) for t in h.threads_per_task),
+                "n_nodes": len(h.cpus_per_node), "duration_ns": h.duration_ns}
+
+    def content_files(self) -> list[Path]:
+        """The .prv and, when present, the .pcf and .row (names change the tables, so they are identity too)."""
+        return [self.path] + [p for p in (companion(self.path, ".pcf"), companion(self.path, ".row")) if p.is_file()]
+
+    def time_sorted(self, cause: RecordsOutOfOrderError) -> ParaverTrace:
+        """This trace read with its records sorted by time (stable), as Paraver sorts a trace whose threads'
+        records are out of time order when it loads it. The sorted body is a temporary file; the content id
+        stays that of the file on disk, and line numbers in later errors are those of the sorted body."""
+        if self.sort_records:  # sorted already: the order cannot be the trouble
+            raise cause
+        trace = ParaverTrace(self.path, salvage=self.salvage, chunk_bytes=self.chunk_bytes, sort_records=True)
+        trace._warn(f"{cause.path}:{cause.line}: {cause.reason}: the records were sorted by time before reading, "
+                    "as Paraver sorts them")
+        return trace
+
+    # ------------------------------------------------------------------ streaming
+    def _chunks(self, hasher: ContentHasher) -> Iterator[tuple[np.ndarray, bool]]:
+        """Yield (block, whole) of the body: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
+        (``whole`` True), then the bytes after the last newline if any (``whole`` False). The array is a view of
+        a buffer reused for the next block: consume it before asking for the next. Every byte of the file goes
+        into ``hasher``, so the run's content id can be checked against the bytes that were parsed. With
+        ``sort_records`` the blocks come from a time-sorted copy of the body (:class:`TimeSortedBody`)."""
+        if not self.sort_records:
+            with _opened(self.path) as fh:
+                self._check_prefix(fh, hasher)
+                yield from _line_blocks(fh, self.chunk_bytes, hasher.update)
+            return
+        with tempfile.TemporaryDirectory(prefix="synthtrace-sort-") as tmp:
+            body = Path(tmp) / "body.prv"
+            with _opened(self.path) as fh, body.open("wb") as out:
+                self._check_prefix(fh, hasher)
+                while block := fh.read(1 << 24):
+                    hasher.update(block)
+                    out.write(block)
+            self._sorted = TimeSortedBody(body, Path(tmp))
+            with self._sorted.path.open("rb") as fh:
+                yield from _line_blocks(fh, self.chunk_bytes, None)
+
+    def _check_prefix(self, fh: BinaryIO, hasher: ContentHasher) -> None:
+        prefix = fh.read(len(self._prefix))
+        hasher.update(prefix)
+        if prefix != self._prefix:
+            raise TraceChangedError(self.path, None, "the trace's header changed while it was read")
+
+    def _prepared(self, parser: RecordParser, converter: _EventConverter,
+                  hasher: ContentHasher) -> Iterator[_Prepared | str]:
+        """Parse the body chunk by chunk and name its MPI events; for a salvaged truncated trace the warning
+        text comes last."""
+        line = self._body_line
+        for block, whole in self._chunks(hasher):
+            if not whole:
+                if not self.salvage:
+                    raise TruncatedTraceError(
+                        self.path,
+                        line,
+                        "trace cut off mid-record (no newline at the end of the last line); --salvage keeps the "
+                        "complete records",
+                    )
+                yield f"{self.path}:{line}: dropped the incomplete last record (--salvage)"
+                return
+            try:
+                chunk = parser.parse(block, line)
+            except TraceFormatError as exc:
+                if not self.sort_records or exc.line is None:
+                    raise
+                # the line of the record in the file, not in the sorted copy
+                at = self._body_line + self._sorted.original_line(exc.line - self._body_line)
+                raise type(exc)(exc.path, at, exc.reason) from None
+            line += chunk.n_lines
+            yield _Prepared(chunk, converter.mpi_frame(chunk.events), converter.messages(chunk.comms),
+                            parser.last_time.copy(), parser.counter_types.copy(), block.size)
+
+    def _parts(self, run_id: str, progress: Callable[[int], None] | None,
+               calls: CallStore) -> Generator[TablePart, None, ReadSummary]:
+        """Bursts and uncore parts in file order; the calls go to ``calls``, attached to the messages of the
+        whole file at the end.
+
+        Parsing runs one chunk ahead in a background thread (the tokenizer releases the GIL), assembling in
+        the caller's thread.
+        """
+        parser = RecordParser(self.header, self.path)
+        assembler = BurstAssembler(run_id, threads=parser.threads)
+        converter = _EventConverter(self.pcf, self.path, assembler, parser)
+        messages: list[pl.DataFrame] = []
+        n_records: dict[int, int] = {}
+        n_bursts = n_uncore = n_negative = 0
+        last_time = parser.last_time
+        hasher = ContentHasher()
+        for item in read_ahead(self._prepared(parser, converter, hasher)):
+            if isinstance(item, str):
+                self._warn(item)
+                break
+            for k, v in item.chunk.n_records.items():
+                n_records[k] = n_records.get(k, 0) + v
+            messages.append(item.messages)
+            n_negative += int(np.count_nonzero(item.chunk.samples.value < 0))
+            if (samples := converter.uncore_samples(item, run_id)).height:
+                n_uncore += samples.height
+                yield TablePart("uncore", samples)
+            last_time = item.horizon
+            bursts, new_calls = assembler.feed(converter.batch(item), last_time)
+            n_bursts += bursts.height
+            calls.add(new_calls)
+            if bursts.height:
+                yield TablePart("bursts", bursts)
+            if progress:
+                progress(item.n_bytes)
+        if late := n_records.pop(0, 0):
+            self._warn(f"{self.path}: {late} records have times beyond the trace end in the header "
+                       f"({self.header.duration_ns} ns); kept, as Paraver keeps them")
+        if n_negative:
+            self._warn(f"{self.path}: {n_negative} counter values are negative (a counter read lower than before; "
+                       "Extrae writes such a difference as an unsigned 64-bit number); kept as Paraver reads them")
+        if not any(n_records.values()):
+            raise TraceFormatError(self.path, self._body_line, "no records after the header (an empty trace body, "
+                                   "which Paraver refuses too)")
+        bursts, new_calls = assembler.finish()
+        n_bursts += bursts.height
+        calls.add(new_calls)
+        if bursts.height:
+            yield TablePart("bursts", bursts)
+        for data in self._companion_bytes:
+            hasher.update(data)
+        all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
+        return ReadSummary(
+            calls=calls.with_messages(all_messages), messages=all_messages, thread_nodes=converter.thread_nodes(),
+            counters=tuple(assembler.counters), n_bursts=n_bursts, n_calls=calls.n_calls, n_uncore=n_uncore,
+            n_records=n_records, last_time_ns=max(int(last_time.max(initial=0)), 0), warnings=tuple(self.warnings),
+            content_hash=hasher.hexdigest())
+
+
+def _line_blocks(fh: BinaryIO, chunk_bytes: int,
+                 update: Callable[[memoryview], None] | None) -> Iterator[tuple[np.ndarray, bool]]:
+    """(block, whole) of the rest of ``fh``: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
+    (``whole`` True), then the bytes after the last newline if any (``whole`` False); every byte read is given
+    to ``update``. The array is a view of a buffer reused for the next block."""
+    buf = bytearray(chunk_bytes + 1)
+    filled = 0
+    while True:
+        if filled == len(buf):  # a line longer than the buffer
+            bigger = bytearray(2 * len(buf))
+            bigger[:filled] = buf[:filled]
+            buf = bigger
+        with memoryview(buf) as view:
+            n = fh.readinto(view[filled:])
+            if n and update is not None:
+                update(view[filled: filled + n])
+        if not n:
+            break
+        filled += n
+        cut = buf.rfind(b"\n", 0, filled)
+        if cut < 0:
+            continue
+        yield np.frombuffer(buf, dtype=np.uint8, count=cut + 1), True
+        tail = filled - cut - 1
+        buf[:tail] = buf[cut + 1: filled]
+        filled = tail
+    if filled:
+        yield np.frombuffer(buf, dtype=np.uint8, count=filled), False
+
+
+def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """Distinct (a, b) pairs in order of first appearance, the first row of each, and each row's pair index."""
+    codes, first = mpi_events.factorize_pairs(a.astype(np.int64), b.astype(np.int64))
+    return list(zip(a[first].tolist(), b[first].tolist())), first, codes
+
+
+class _EventConverter:
+    """Turns the parser's records into the assembler's batch: counter slots become named counter codes, MPI
+    events get call names, kinds, collective sizes and call sites, communication records become messages."""
+
+    def __init__(self, pcf: PcfCatalog, path: Path, assembler: BurstAssembler, parser: RecordParser):
+        self.pcf = pcf
+        self.path = path
+        self.assembler = assembler
+        self.parser = parser
+        self._slot_code = np.empty(0, dtype=np.int32)  # counter slot -> assembler counter code
+        self._names: dict[tuple[int, int], str] = {}
+        self._sites: dict[tuple[int, int], str] = {}
+        self._nodes: pl.DataFrame | None = None
+        self._uncore_slots = np.zeros(0, dtype=bool)  # counter slot -> is an uncore counter
+        self._slot_names = pl.Series([], dtype=pl.String)
+
+    def _call_name(self, t: int, v: int, line: int) -> str:
+        """Name of MPI call id ``v`` of event type ``t``; a value the ``.pcf`` does not list is an error."""
+        name = self._names.get((t, v))
+        if name is None:
+            listed = self.pcf.event_values.get(t)
+            if listed and v not in listed:
+                raise TraceFormatError(self.path, line, f"MPI call id {v} of event type {t} is not listed in the .pcf")
+            name = self.pcf.value_name(t, v) or (EXTRAE_NAMES.get(v) if not listed else None) or f"MPI_call_{v}"
+            self._names[(t, v)] = name
+        return name
+
+    def _call_site(self, func: int | None, line: int | None) -> str | None:
+        if func is None:
+            return None
+        fname = self.pcf.value_name(CALLER_TYPE, func) or f"caller_{func}"
+        if " [" in fname and fname.endswith("]"):  # "short [full name]": the full name, brackets in it kept
+            fname = fname[fname.index(" [") + 2:-1]
+        if not line:
+            return fname
+        lname = self.pcf.value_name(CALLER_LINE_TYPE, line)
+        m = _CALLER_LINE.match(lname or "")
+        if m and m["line"] == "0":  # unresolved: the function is all Extrae knows
+            return fname
+        return f"{fname} ({m['file']}:{m['line']})" if m else f"{fname} (line {line})"
+
+    @staticmethod
+    def messages(comms: pl.DataFrame) -> pl.DataFrame:
+        """Communication records as the assembler's messages (MESSAGE_SCHEMA)."""
+        return comms.select(
+            pl.col("s_appl"), pl.col("s_task"), pl.col("s_thread"), pl.col("s_logical_ns").alias("s_time_ns"),
+            pl.col("r_appl"), pl.col("r_task"), pl.col("r_thread"), pl.col("r_logical_ns").alias("r_time_ns"),
+            "size", "tag")
+
+    def batch(self, item: _Prepared) -> ArrayBatch:
+        """The assembler's batch of a prepared chunk: counter slots become the assembler's counter codes."""
+        counter_types = item.counter_types
+        if counter_types.size > self._slot_code.size:
+            new = [
+                self.assembler.counter_code(self.pcf.counter_name(int(t)))
+                for t in counter_types[self._slot_code.size :]
+            ]
+            self._slot_code = np.concatenate([self._slot_code, np.asarray(new, dtype=np.int32)])
+        sm = item.chunk.samples
+        samples = SampleArrays(sm.thread, sm.time_ns, self._slot_code[sm.counter], sm.value)
+        return ArrayBatch(intervals=item.chunk.running, samples=samples, mpi=item.mpi, messages=item.messages)
+
+    def thread_nodes(self) -> pl.DataFrame:
+        """Node of every thread of the trace (THREAD_NODE_SCHEMA; NULL nodes without resource information)."""
+        if self._nodes is not None:
+            return self._nodes
+        ids = np.asarray(self.parser.threads, dtype=np.int32).reshape(-1, 3)
+        nodes = self.parser.header.node_of_task
+        node = [nodes[a - 1][t - 1] if nodes and nodes[a - 1] else None for a, t, _ in self.parser.threads]
+        self._nodes = pl.DataFrame({"appl": ids[:, 0], "task": ids[:, 1], "thread": ids[:, 2], "node": node},
+                                   schema=THREAD_NODE_SCHEMA)
+        return self._nodes
+
+    def uncore_samples(self, item: _Prepared, run_id: str) -> pl.DataFrame:
+        """The chunk's samples of uncore counters (event types 46xxxxxx), UNCORE_SCHEMA. Tracer threads that read
+        them run no application code, so these counts belong to no burst; they are kept as a time series."""
+        types = item.counter_types
+        if types.size != self._uncore_slots.size:  # new counters seen: which slots are uncore, and their names
+            self._uncore_slots = (types >= UNCORE_BASE) & (types < UNCORE_BASE + 1_000_000)
+            self._slot_names = pl.Series([self.pcf.counter_name(int(t)) for t in types], dtype=pl.String)
+        sm = item.chunk.samples
+        if not self._uncore_slots.any() or not sm.counter.size:
+            return pl.DataFrame(schema=UNCORE_SCHEMA)
+        rows = np.flatnonzero(self._uncore_slots[sm.counter])
+        th = sm.thread[rows]
+        nodes = self.thread_nodes()
+        return pl.DataFrame({
+            "run_id": pl.repeat(run_id, rows.size, dtype=pl.String, eager=True),
+            **{c: nodes.get_column(c).gather(th) for c in ("appl", "task", "thread", "node")},
+            "time_ns": sm.time_ns[rows], "counter": self._slot_names.gather(sm.counter[rows]), "value": sm.value[rows],
+        })
+
+    def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
+        """MPI entries and exits (MPI_EVENT_SCHEMA); entries carry the sizes and call site of their time."""
+        rows, info, has = mpi_events.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
+        typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
+        entry = val != 0
+        # call names, checked against the .pcf in the order of their first line
+        e_idx = np.flatnonzero(entry)
+        pairs, first, inv = _unique_pairs(typ[e_idx], val[e_idx])
+        order = np.argsort(line[e_idx][first], kind="stable")
+        names = [""] * len(pairs)
+        for i in order.tolist():
+            names[i] = self._call_name(*pairs[i], int(line[e_idx[first[i]]]))
+        call_idx = np.zeros(rows.size, np.int64)
+        call_idx[e_idx] = inv
+        # call sites of entries whose time has a caller event
+        with_site = entry & (has & 16 > 0)
+        s_idx = np.flatnonzero(with_site)
+        f_line = np.where(has[s_idx] & 32 > 0, info[s_idx, 5], -1)
+        spairs, _, sinv = _unique_pairs(info[s_idx, 4], f_line)
+        sites = []
+        for f, ln in spairs:
+            if (f, ln) not in self._sites:
+                self._sites[(f, ln)] = self._call_site(f, None if ln < 0 else ln)
+            sites.append(self._sites[(f, ln)])
+        site_idx = np.zeros(rows.size, np.int64)
+        site_idx[s_idx] = sinv
+        appl, task, thread = self.parser.thread_columns(ev.thread[rows])
+        kind = pl.Series("kind", [MPI_TYPE_KINDS[t] for t in MPI_EVENT_TYPES], pl.String).gather(
+            typ - MPI_EVENT_TYPES[0]
+        )
+        call = pl.Series("call", names or [""], pl.String).gather(call_idx)
+        site = pl.Series("call_site", sites or [""], pl.String).gather(site_idx)
+        root = info[:, 2]
+        root_ok = (root >= -(2**31)) & (root < 2**31)  # a root beyond 32 bits is no rank: left null
+        return pl.DataFrame(
+            [
+                pl.Series("appl", appl),
+                pl.Series("task", task),
+                pl.Series("thread", thread),
+                pl.Series("cpu", ev.cpu[rows]),
+                pl.Series("time_ns", ev.time_ns[rows]),
+                kind,
+                null_unless(call, entry, "call"),
+                *(
+                    pl.Series(
+                        name,
+                        np.ma.masked_array(
+                            info[:, c], mask=~(entry & (has & (1 << c) > 0) & (root_ok if c == 2 else True))
+                        ),
+                    )
+                    for c, name in enumerate(("bytes_sent", "bytes_recv", "root", "comm"))
+                ),
+                null_unless(site, with_site, "call_site"),
+            ]
+        ).cast({"root": pl.Int32})

@@ -1,0 +1,290 @@
+"""Anchors of the alignment of two runs: bursts that are the same logical burst by structure alone (DESIGN §6).
+
+The time of a run drifts against another's (clock rates, OS noise, a slower node): after some thousand
+iterations two runs are many iterations apart in time, so no position in time over a whole run can tell which
+iteration a burst belongs to. The call sequence can: an MPI program repeats the same calls iteration after
+iteration, so every thread gets an **iteration clock** from its own call sequence and the bursts are keyed by
+*logical position*:
+
+1. the **clock signature** of a thread is the closing call (call, site, communicator, partner, bytes; ``csig`` of
+   :func:`synthtrace.tracelib.merge.align.sequence_table`) that closes the most bursts among those that close the same
+   number of bursts as most other signatures do (the calls made once per iteration), present in both runs,
+   among calls whose bursts are long (at least 90 % of them >= ``CLOCK_MIN_NS``: polling iterations repeat a
+   run-dependent number of times), calls that receive from a named partner last (an ``MPI_ANY_SOURCE`` receive
+   takes its place in the iteration from the arrival order);
+2. the **iteration** of a burst is the number of clock bursts before it on its thread, and its **rank** the number
+   of bursts with its exact signature before it in that iteration. ``(iteration, signature, rank)`` names a
+   logical burst in either run whatever the timing; an optional call missing in one iteration or a polling loop of
+   another length shifts nothing beyond that iteration;
+3. traces chopped at different points start at different iterations: the **offset** between the two runs'
+   iteration numbers is the one under which the clock bursts' reference counters (or durations) agree best over
+   the overlap, 0 unless another offset fits clearly better (:func:`_best_offset`), the median of these over the
+   threads (the chop cuts every rank at about the same time), or one iteration off where more bursts then find a
+   partner (a window that starts mid-iteration; :func:`_offsets`);
+4. bursts of the two runs with the same logical position and plausible behaviour (reference counters and duration
+   within the aligner's rejection limits) form **key pairs**. Messages completed in another order
+   (``MPI_ANY_SOURCE``, ``MPI_Waitany``) make key pairs cross: those anchor nothing (whether the work before a
+   receive follows the position or the message, behaviour decides in the dynamic programme). The longest
+   monotone chain of the other key pairs of each thread (:func:`longest_chain`, O(n log n)) is the set of anchors
+   between which the aligner runs its dynamic programme
+   on short segments, so the cost stays linear in the number of bursts. The key pairs left out of the chain still
+   name the true partner of their bursts: :func:`key_repair` restores them after the dynamic programme, and so
+   the **message pairs** (same opening message, same iteration) of bursts whose closing calls differ.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+#: bursts shorter than this (ns) do not choose the clock signature (polling iterations)
+CLOCK_MIN_NS = 10_000.0
+#: an offset other than 0 is chosen only when its mean clock-burst difference is below this share of offset 0's
+OFFSET_GAIN = 0.8
+#: offsets searched beyond the difference in clock counts (iterations)
+OFFSET_SLACK = 2
+#: candidate offsets whose mean behaviour difference over their key pairs is within (factor, plus) of the best
+OFFSET_TOL = (1.25, 0.01)
+
+
+def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
+    """Per thread (``_tid``), the clock call ``_clock`` (a ``csig``) chosen on the reference run among those both
+    runs have."""
+    counts = (ref.group_by("_tid", pl.col("csig").alias("sig"))
+              .agg(pl.len().alias("n"), pl.col("duration_ns").quantile(0.1).alias("d"),
+                   # a receive from a named partner may be a wildcard's: its place in the iteration varies
+                   (pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)).any().alias("_recv"))
+              .join(other.group_by("_tid", pl.col("csig").alias("sig")).agg(pl.len().alias("m")), on=["_tid", "sig"]))
+    counts = counts.filter((pl.col("n") >= 2) & (pl.col("m") >= 2))
+    # the count shared by most calls of long bursts is the number of iterations (a polling call, whose bursts are
+    # mostly short, never chooses); ties: counts equal in both runs, then more iterations
+    per_count = (counts.filter(pl.col("d") >= CLOCK_MIN_NS)
+                 .group_by("_tid", "n").agg(pl.len().alias("k"), (pl.col("n") - pl.col("m")).abs().min().alias("_dm"))
+                 .sort("_tid", "k", "_dm", "n", descending=[False, True, False, True]).unique("_tid", keep="first")
+                 .select("_tid", pl.col("n").alias("_n_iter")))
+    return (counts.join(per_count, on="_tid").filter(pl.col("n") == pl.col("_n_iter"))
+            .sort("_tid", (pl.col("n") - pl.col("m")).abs(), "_recv", "d", "sig",
+                  descending=[False, False, False, True, False])
+            .unique("_tid", keep="first").select("_tid", pl.col("sig").alias("_clock")))
+
+
+def _logical_keys(t: pl.DataFrame, clocks: pl.DataFrame) -> pl.DataFrame:
+    """``t`` (row order kept) with ``_it`` (clock bursts before the row on its thread; 0 without a clock) and
+    ``_rank`` (bursts with the row's signature before it in that iteration)."""
+    k = t.select("_tid", "sig", "csig").with_row_index("_row").join(clocks, on="_tid", how="left",
+                                                                      maintain_order="left")
+    tick = (k.get_column("csig") == k.get_column("_clock")).fill_null(False).cast(pl.Int64).to_numpy()
+    tid = k.get_column("_tid").to_numpy()
+    first = np.r_[True, tid[1:] != tid[:-1]] if tid.size else np.zeros(0, bool)  # rows of a thread are contiguous
+    before = np.cumsum(tick) - tick
+    k = k.with_columns(pl.Series("_it", before - np.maximum.accumulate(np.where(first, before, 0))))
+    return k.with_columns(pl.Series("_rank", rank_within(k.select("_tid", "_it", "sig"))))
+
+
+def rank_within(keys: pl.DataFrame) -> np.ndarray:
+    """For each row, how many earlier rows have the same values in every column of ``keys`` (a cumulative count
+    per group, by one stable sort of the rows' hashes instead of a window over many small groups)."""
+    h = keys.hash_rows(seed=0).to_numpy()
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    idx = np.arange(h.size)
+    start = np.r_[True, hs[1:] != hs[:-1]] if h.size else np.zeros(0, bool)
+    rank = np.empty(h.size, np.int64)
+    rank[order] = idx - np.maximum.accumulate(np.where(start, idx, 0))
+    return rank
+
+
+@njit(cache=True, nogil=True)
+def _best_offset(x: np.ndarray, y: np.ndarray, slack: int, gain: float) -> int:
+    """Offset d (reference clock burst k <-> other clock burst k + d) whose mean |x_k - y_{k+d}| over the overlap
+    is smallest; 0 unless another offset is below ``gain`` times offset 0's mean. NaN values are skipped."""
+    n, m = x.shape[0], y.shape[0]
+    lo, hi = min(0, m - n) - slack, max(0, m - n) + slack
+    best_d, best_c, zero_c = 0, np.inf, np.inf
+    need = max(1, min(n, m) // 2)
+    for d in range(lo, hi + 1):
+        tot, k = 0.0, 0
+        for i in range(max(0, -d), min(n, m - d)):
+            v = abs(x[i] - y[i + d])
+            if v == v:
+                tot += v
+                k += 1
+        if k < need:
+            continue
+        c = tot / k
+        if d == 0:
+            zero_c = c
+        if c < best_c:
+            best_c, best_d = c, d
+    if zero_c < np.inf and not best_c < gain * zero_c:
+        return 0
+    return best_d
+
+
+ON = ["_tid", "_it", "sig", "_rank"]
+
+
+def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.ndarray,
+             r_long: np.ndarray) -> pl.DataFrame:
+    """Per thread, the iteration offset of the other run (``_off``, other iteration = reference iteration + off).
+
+    Each thread's clock bursts give a best offset by behaviour (:func:`_best_offset`); their median over the
+    threads (every rank is chopped at about the same time) and 0, each +-1, are the candidates. Of those whose key
+    pairs differ in behaviour (mean |difference| of ``r_val`` / ``o_val``) within ``OFFSET_TOL`` of the thread's
+    best, a thread takes the one under which most of its bursts find a key partner (a window that starts
+    mid-iteration moves the iteration boundary by one), ties going to the behaviour's median, then to 0.
+    """
+    rows = []
+    r_clock = rk.filter(pl.col("csig") == pl.col("_clock")).select("_tid", "_row")
+    o_clock = ok.filter(pl.col("csig") == pl.col("_clock")).select("_tid", "_row")
+    o_groups = {t: g for (t,), g in o_clock.partition_by("_tid", as_dict=True).items()}
+    for (tid,), g in r_clock.partition_by("_tid", as_dict=True).items():  # one iteration per thread
+        og = o_groups.get(tid)
+        if og is None:
+            continue
+        x = r_val[g.get_column("_row").to_numpy()]
+        y = o_val[og.get_column("_row").to_numpy()]
+        rows.append(_best_offset(x, y, OFFSET_SLACK, OFFSET_GAIN))
+    med = int(round(float(np.median(rows)))) if rows else 0
+    cands = sorted({med - 1, med, med + 1, -1, 0, 1})
+    # judged on long bursts: polling iterations, hundreds per wait, are alike in every iteration
+    r = rk.select(*ON, pl.Series("_v", r_val), pl.Series("_long", r_long)).filter(pl.col("_long")).drop("_long")
+    o = ok.select(*ON, pl.Series("_w", o_val))
+    fit = pl.concat([
+        r.join(o.with_columns(pl.col("_it") - c), on=ON)
+        .group_by("_tid").agg(pl.len().alias("_k"), (pl.col("_v") - pl.col("_w")).abs().mean().alias("_d"))
+        .with_columns(pl.lit(c, pl.Int64).alias("_off"))
+        for c in cands])
+    # close enough to the best fit of the thread: then the most key pairs, the behaviour's median, 0
+    fit = fit.filter(pl.col("_d").fill_nan(0.0) <= OFFSET_TOL[0] * pl.col("_d").fill_nan(0.0).min().over("_tid")
+                     + OFFSET_TOL[1])
+    return (fit.sort("_tid", pl.col("_k"), (pl.col("_off") - med).abs(), pl.col("_off").abs(),
+                     descending=[False, True, False, False])
+            .unique("_tid", keep="first").select("_tid", "_off"))
+
+
+def _behaviour(t: pl.DataFrame, features: Sequence[str]) -> np.ndarray:
+    """The value that identifies an iteration's clock burst: the first feature (log1p counter), else log duration."""
+    col = f"f_{features[0]}" if features else "ldur"
+    return t.get_column(col).to_numpy().astype(np.float64)
+
+
+@njit(cache=True, nogil=True)
+def longest_chain(tid: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Keep-mask of the longest strictly increasing chain of ``other`` within each run of equal ``tid`` (pairs
+    sorted by thread, then reference row): patience sorting, O(n log n)."""
+    n = tid.shape[0]
+    keep = np.zeros(n, np.bool_)
+    s = 0
+    while s < n:
+        e = s
+        while e < n and tid[e] == tid[s]:
+            e += 1
+        m = e - s
+        tails = np.empty(m, np.int64)  # index (into the run) of the smallest tail of each chain length
+        prev = np.full(m, -1, np.int64)
+        length = 0
+        for k in range(m):
+            v = other[s + k]
+            lo, hi = 0, length
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if other[s + tails[mid]] < v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo > 0:
+                prev[k] = tails[lo - 1]
+            tails[lo] = k
+            if lo == length:
+                length += 1
+        if length > 0:
+            k = tails[length - 1]
+            while k >= 0:
+                keep[s + k] = True
+                k = prev[k]
+        s = e
+    return keep
+
+
+def _plausible(ref: pl.DataFrame, other: pl.DataFrame, ri: np.ndarray, oj: np.ndarray, features: Sequence[str],
+               max_feat: float, max_dur: float) -> np.ndarray:
+    """Mask of pairs whose mean reference-counter log difference is at most ``max_feat`` and whose duration log
+    difference is at most ``max_dur``."""
+    if ri.size and features:
+        cols = [f"f_{f}" for f in features]
+        diff = np.abs(ref.select(cols).to_numpy()[ri] - other.select(cols).to_numpy()[oj])
+        both = ~np.isnan(diff)
+        feat = np.where(both.any(axis=1), np.nansum(diff, axis=1) / np.maximum(both.sum(axis=1), 1), 0.0)
+    else:
+        feat = np.zeros(ri.size)
+    dur = np.abs(ref.get_column("ldur").to_numpy()[ri] - other.get_column("ldur").to_numpy()[oj])
+    return (feat <= max_feat) & (dur <= max_dur)
+
+
+def _join_pairs(rk: pl.DataFrame, ok: pl.DataFrame, on: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    p = rk.select(*on, "_row").join(ok.select(*on, pl.col("_row").alias("_orow")), on=on).sort("_row")
+    return p.get_column("_row").to_numpy().astype(np.int64), p.get_column("_orow").to_numpy().astype(np.int64)
+
+
+def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], reject: tuple[float, float],
+              substitute: tuple[float, float]) -> tuple[np.ndarray, ...]:
+    """Key pairs of two prepared runs (rows of :func:`synthtrace.tracelib.merge.align.sequence_table` tables).
+
+    Returns (reference rows, other rows, anchor mask, message reference rows, message other rows, iteration of
+    every reference row, iteration of every other row in the reference's numbering; -1 without a clock): the key
+    pairs
+    sorted by reference row and which of them form each thread's longest monotone chain, kept when their mean
+    reference-counter and duration log differences are within ``reject``; then the **message pairs**: bursts
+    that start with the same message (``osig``: the partner and size of the opening call) as the same-rank burst of
+    that message in the same iteration, within the tighter ``substitute`` limits. A message pair is the burst
+    that processes a result from ``MPI_ANY_SOURCE`` whatever call happens to end it (the last result of a round
+    may be processed before the round's collective in one run and before the next probe in the other).
+    """
+    clocks = _clock_signatures(ref, other)
+    rk, ok = _logical_keys(ref, clocks), _logical_keys(other, clocks)
+    off = _offsets(rk, ok, _behaviour(ref, features), _behaviour(other, features),
+                   ref.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS)
+    ok = (ok.join(off, on="_tid", how="left", maintain_order="left")
+          .with_columns((pl.col("_it") - pl.col("_off").fill_null(0)).alias("_it")))
+    ri, oj = _join_pairs(rk, ok, ON)
+    keep = _plausible(ref, other, ri, oj, features, *reject)
+    ri, oj = ri[keep], oj[keep]
+    # a pair that crosses another of its iteration (messages completed in another order) anchors nothing: its
+    # place among the iteration's key pairs differs between the runs
+    it = rk.get_column("_it").to_numpy()[ri]
+    tid = ref.get_column("_tid").to_numpy()[ri]
+    # pairs are sorted by reference row: a pair's place among its iteration's pairs on the reference side is the
+    # count of earlier pairs of the iteration; on the other side, of pairs whose other row is smaller
+    ti = pl.DataFrame({"t": tid, "i": it})
+    o_order = np.argsort(oj, kind="stable")
+    o_place = np.empty(oj.size, np.int64)
+    o_place[o_order] = rank_within(ti[o_order])
+    straight = rank_within(ti) == o_place
+    chain = np.zeros(ri.size, bool)
+    chain[straight] = longest_chain(tid[straight], oj[straight])
+    msg = ["_tid", "_it", "osig", "_mrank"]
+    rm, om = (k.with_columns(pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
+              for k, t in ((rk, ref), (ok, other)))
+    rm, om = (m.with_columns(pl.Series("_mrank", rank_within(m.select("_tid", "_it", "osig")))) for m in (rm, om))
+    mi, mj = _join_pairs(rm, om, msg)
+    keep = _plausible(ref, other, mi, mj, features, *substitute) if features else np.zeros(mi.size, bool)
+    clocked = [(k.get_column("_clock").is_not_null() & k.get_column("_it").is_not_null()).to_numpy() for k in (rk, ok)]
+    r_it = np.where(clocked[0], rk.get_column("_it").fill_null(-1).to_numpy(), -1)
+    o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
+    return ri, oj, chain, mi[keep], mj[keep], r_it, o_it
+
+
+def key_repair(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:
+    """``out`` (other row per reference row, -1 unmatched) with the pairs (``ri``, ``oj``) restored where the
+    aligner left both bursts unmatched: a logical position named by structure, where behaviour found nothing
+    better. (Where it paired them otherwise, e.g. by position across an ``MPI_ANY_SOURCE`` receive, behaviour
+    already judged, and its choice stands.)"""
+    out = out.copy()
+    taken = np.zeros(max(int(oj.max(initial=-1)), int(out.max(initial=-1))) + 1, bool)
+    taken[out[out >= 0]] = True
+    take = (out[ri] < 0) & ~taken[oj]
+    out[ri[take]] = oj[take]
+    return out

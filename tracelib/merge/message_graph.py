@@ -1,0 +1,248 @@
+"""The message graph of a run, and what it says about an alignment across ranks (DESIGN §6).
+
+A point-to-point message has two ends: the call that sends it on one rank and the call that receives it on another.
+Within a run, the k-th message a sender sends on a **channel** (appl, sender, receiver, tag, communicator) is the
+k-th its receiver receives there (MPI's non-overtaking rule), and so the k-th of a given size (order is kept within
+any subset of a channel's messages: counting by size too keeps a receive without a recorded send, or a send whose
+receive completed in a multi-message call, from shifting the count of the others). A trace window that cuts a
+message in flight leaves one end out, which shifts the receiver's count on that channel: the shift (within
+``MAX_SHIFT``) is the one under which the two ends of the channel's first ``HEAD`` messages lie closest in time
+(median; one run's clocks are synchronised across its ranks, and a window starts at one time on all of them), ties
+going to 0.
+
+The **ends** of a message are the bursts that produce and consume it: the burst closed by the call that sends it
+and the burst opened by the call that receives it (calls with exactly one message, a send or a receive, not both;
+after an ``MPI_ANY_SOURCE`` receive the burst that follows works on the message that arrived, whatever the order).
+``smsg`` names the message a burst sends, ``rmsg`` the one it receives (UInt64 hashes; 0: none; ``UNNAMED``: an end
+on a channel whose shift no time decides). Under a right alignment the two ends of a reference message are matched
+to the two ends of *one* message of the other run: if rank a's burst that sends it is matched to burst j, rank b's
+burst that receives it is matched to the burst that receives j's message. That ties the alignments of all ranks
+together:
+
+- :func:`agreement`: per reference end whose message has both ends matched, whether the two matches name one
+  message of the other run (the ``msg_agreement`` signal of :mod:`synthtrace.tracelib.merge.checks`);
+- :func:`disagreeing`: the threads whose own matches disagree with their partners' both ways (a rank aligned an
+  iteration off, e.g. one whose call sequence alone cannot tell its iterations apart: the ``msg_misaligned``
+  signal);
+- :func:`implied_pairs`: per end, the partner its message's other end implies; :func:`follow_messages` re-aligns
+  the :func:`outvoted` threads on them (in :func:`synthtrace.tracelib.merge.align.align_runs`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+import polars as pl
+
+from synthtrace.tracelib.merge.anchors import longest_chain
+
+#: largest shift (messages) between a channel's send and receive counts that a chopped window may cause
+MAX_SHIFT = 2
+#: the shift is judged on a channel's first messages: a window starts at one time on every rank, and the ranks'
+#: progress drifts apart later in a run (a rank may run ahead of a partner by several messages)
+HEAD = 2
+#: a shift is taken when its median gap is below this share of the next best shift's (else the channel names none)
+DECISIVE = 0.5
+#: disagreeing messages a thread sends (and receives), more than agree, before it counts as misaligned
+MIN_ENDS = 3
+#: the columns of a call :func:`message_ends` reads (besides appl, task and its time ``t``)
+MESSAGE_COLUMNS = ("mpi_call", "peer", "bytes_sent", "bytes_recv", "comm", "tag", "n_messages")
+CHANNEL = ["appl", "_src", "_dst", "tag", "comm", "_bytes"]
+UNNAMED = 1
+
+
+class Ends(NamedTuple):
+    """The message ends of one prepared run (row i of each array is row i of its sequence table)."""
+
+    send: np.ndarray  # uint64: the message the row's burst sends (0: none, UNNAMED)
+    recv: np.ndarray  # uint64: the message the row's burst receives
+    send_chan: np.ndarray  # uint64: the channel of the message it sends (0: none)
+    recv_chan: np.ndarray  # uint64: the channel of the message it receives
+
+
+def _single(calls: pl.DataFrame, sending: bool) -> pl.DataFrame:
+    """The rows of ``calls`` (with their ``_row``) that send (or receive) exactly one message and nothing else:
+    row, channel, count ``_k`` on the channel, time."""
+    one = (pl.col("n_messages").fill_null(1) == 1) & pl.col("peer").is_not_null()
+    sent, recv = pl.col("bytes_sent").fill_null(0) > 0, pl.col("bytes_recv").fill_null(0) > 0
+    me, peer = pl.col("task").cast(pl.Int64), pl.col("peer").cast(pl.Int64)
+    return (calls.filter(one & (sent & ~recv if sending else recv & ~sent))
+            .select("_row", "appl", (me if sending else peer).alias("_src"), (peer if sending else me).alias("_dst"),
+                    "tag", "comm", pl.max_horizontal(pl.col("bytes_sent").fill_null(0),
+                                                     pl.col("bytes_recv").fill_null(0)).alias("_bytes"), "t")
+            .with_columns(pl.int_range(pl.len()).over(CHANNEL, order_by="t").alias("_k")))
+
+
+def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
+    """``smsg`` and ``rmsg`` (UInt64) of every row: the message its burst sends by its closing call and receives by its
+    opening call, and ``schan`` / ``rchan``, their channels (rows of ``closing`` and ``opening``: appl, task,
+    ``MESSAGE_COLUMNS`` of that call, NULL without one, and ``t``: the burst's end, resp. start, ns)."""
+    # a receive posted by a nonblocking call (MPI_Irecv) is the burst before it; a receive that completes the
+    # message, the burst after it (the one that works on it)
+    posting = pl.col("mpi_call").fill_null("").str.starts_with("MPI_I")
+    sends = _single(closing.with_row_index("_row"), True)
+    recvs = _single(pl.concat([opening.with_row_index("_row").filter(~posting),
+                               closing.with_row_index("_row").filter(posting)]), False)
+    head = sends.select(*CHANNEL, "_k", pl.col("t").alias("_ts"))
+    # the shift of each channel's receive count: receive k is the send k + shift whose time is closest
+    fit = pl.concat([
+        recvs.filter(pl.col("_k") < HEAD).select(*CHANNEL, (pl.col("_k") + d).alias("_k"), "t")
+        .join(head, on=[*CHANNEL, "_k"], nulls_equal=True)
+        .group_by(CHANNEL).agg((pl.col("t") - pl.col("_ts")).abs().median().alias("_gap"))
+        .with_columns(pl.lit(d, pl.Int64).alias("_shift"))
+        for d in range(-MAX_SHIFT, MAX_SHIFT + 1)])
+    # decisive: the best shift's gap is below DECISIVE times the next best's (ranks that drift apart within a few
+    # messages give no answer, and their channel names no message)
+    shift = (fit.sort(*CHANNEL, "_gap", pl.col("_shift").abs(), nulls_last=True)
+             .group_by(CHANNEL, maintain_order=True)
+             .agg(pl.col("_shift").first(), pl.col("_gap").first().alias("_g0"),
+                  pl.col("_gap").get(1, null_on_oob=True).alias("_g1"))
+             .filter(pl.col("_g0") < DECISIVE * pl.col("_g1")).select(*CHANNEL, "_shift"))
+
+    def named(e: pl.DataFrame, shifted: bool) -> pl.Series:
+        e = e.join(shift, on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
+        k = pl.col("_k") + pl.col("_shift") if shifted else pl.col("_k")
+        msg = (pl.when(pl.col("_shift").is_not_null())
+               .then(pl.struct(*CHANNEL, k.alias("_k")).hash(7).clip(UNNAMED + 1)).otherwise(UNNAMED))
+        out = np.zeros((2, closing.height), np.uint64)
+        rows = e.get_column("_row").to_numpy()
+        out[0, rows] = e.select(msg).to_series().to_numpy()
+        out[1, rows] = e.select(pl.struct(CHANNEL).hash(7).clip(1)).to_series().to_numpy()
+        return out
+
+    (smsg, schan), (rmsg, rchan) = named(sends, False), named(recvs, True)
+    return pl.DataFrame({"smsg": smsg, "rmsg": rmsg, "schan": schan, "rchan": rchan}, schema=dict.fromkeys(
+        ["smsg", "rmsg", "schan", "rchan"], pl.UInt64))
+
+
+def ends(t: pl.DataFrame) -> Ends:
+    """The message ends of a sequence table (columns ``smsg``, ``rmsg``)."""
+    return Ends(*(t.get_column(c).to_numpy() for c in ("smsg", "rmsg", "schan", "rchan")))
+
+
+def _pairs(e: Ends) -> tuple[np.ndarray, np.ndarray]:
+    """(sending row, receiving row) of every named message of a run with both ends in it."""
+    rows = np.arange(e.send.size)
+    s, r = rows[e.send > UNNAMED], rows[e.recv > UNNAMED]
+    s = s[np.argsort(e.send[s], kind="stable")]
+    pos = np.searchsorted(e.send[s], e.recv[r])
+    ok = pos < s.size
+    ok[ok] = e.send[s][pos[ok]] == e.recv[r][ok]
+    return s[pos[ok]], r[ok]
+
+
+def _lookup(msgs: np.ndarray, msg: np.ndarray) -> np.ndarray:
+    """Row of each named message ``msg`` in ``msgs`` (one run's ``send`` or ``recv``; -1: not in it)."""
+    rows = np.flatnonzero(msgs > UNNAMED)
+    rows = rows[np.argsort(msgs[rows], kind="stable")]
+    pos = np.minimum(np.searchsorted(msgs[rows], msg), max(rows.size - 1, 0))
+    ok = (msg > UNNAMED) & (rows.size > 0)
+    ok[ok] = msgs[rows[pos[ok]]] == msg[ok]
+    return np.where(ok, rows[pos] if rows.size else -1, -1)
+
+
+def agreement(ref: Ends, other: Ends, out: np.ndarray) -> np.ndarray:
+    """Per reference row: 1 when the message it sends or receives has both ends matched (``out``: other row per
+    reference row, -1 unmatched) to the two ends of one message of the other run, 0 when they are matched to the
+    ends of two different messages of its channel; -1 when the row is no end, an end of its message is unmatched
+    or matched to an end on another channel (an ``MPI_ANY_SOURCE`` receive takes another partner's message in
+    another order: that is the arrival order, not the alignment) or the other run names no message there (no
+    decisive shift). A row that is the end of two messages (receives one, sends another) holds the worse."""
+    s, r = _pairs(ref)
+    so, ro = out[s], out[r]
+    both = (so >= 0) & (ro >= 0)
+    so, ro, s, r = so[both], ro[both], s[both], r[both]
+    a, b = other.send[so], other.recv[ro]
+    chan = ref.send_chan[s]
+    same = (other.send_chan[so] == chan) & (other.recv_chan[ro] == chan) & (a > UNNAMED) & (b > UNNAMED)
+    ok = np.where(same, (a == b).astype(np.int8), -1)
+    res = np.full(out.size, 2, np.int8)  # 2: not set
+    for rows in (s, r):
+        np.minimum.at(res, rows, np.where(ok < 0, 2, ok).astype(np.int8))
+        # an unchecked message leaves its ends unchecked unless another message checks them
+    return np.where(res == 2, -1, res).astype(np.int8)
+
+
+def implied_pairs(ref: Ends, other: Ends, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(reference row, other row): for each end of a reference message whose other end is matched to an end of a
+    message of the other run, that message's corresponding end."""
+    s, r = _pairs(ref)
+    so, ro = out[s], out[r]
+    from_s = so >= 0  # the sender's match names the receiver's partner
+    from_r = ro >= 0
+    ri = np.r_[r[from_s], s[from_r]]
+    oj = np.r_[_lookup(other.recv, other.send[so[from_s]]), _lookup(other.send, other.recv[ro[from_r]])]
+    keep = oj >= 0
+    ri, oj = ri[keep], oj[keep]
+    order = np.argsort(ri, kind="stable")
+    ri, oj = ri[order], oj[order]
+    first = np.r_[True, ri[1:] != ri[:-1]] if ri.size else np.zeros(0, bool)  # one per row (two messages: the first)
+    return ri[first], oj[first]
+
+
+def disagreeing(ref: Ends, thread: np.ndarray, agree: np.ndarray) -> pl.DataFrame:
+    """Per thread whose messages disagree: ``t`` (a value of ``thread``, one per reference row), ``partners`` (the
+    number of partner links on which most of its checked messages disagree, sends and receives apart) and
+    ``misaligned``: over those links, at least ``MIN_ENDS`` of the messages it sends disagree, more than agree, and
+    so do the messages it receives. A thread aligned an iteration off disagrees with every partner both ways; a
+    channel whose shift one run's timing got wrong disagrees one way only, and so does not make its two threads
+    misaligned."""
+    s, r = _pairs(ref)
+    ok = agree[s]
+    m = pl.DataFrame({"a": thread[s], "b": thread[r], "bad": ok == 0, "good": ok == 1})
+    links = (m.group_by("a", "b").agg(pl.col("bad").sum(), pl.col("good").sum())
+             .filter(pl.col("bad") > pl.col("good")))
+    ends_ = pl.concat([links.select(pl.col("a").alias("t"), pl.col("b").alias("p"), "bad", "good",
+                                    pl.lit(True).alias("sends")),
+                       links.select(pl.col("b").alias("t"), pl.col("a").alias("p"), "bad", "good",
+                                    pl.lit(False).alias("sends"))])
+    way = (ends_.group_by("t", "sends").agg(pl.col("p").n_unique(), pl.col("bad").sum(), pl.col("good").sum())
+           .with_columns(((pl.col("bad") >= MIN_ENDS) & (pl.col("bad") > pl.col("good"))).alias("off")))
+    both = (pl.col("off") & pl.col("sends")).any() & (pl.col("off") & ~pl.col("sends")).any()
+    return way.group_by("t").agg(pl.col("p").sum().alias("partners"), both.alias("misaligned"))
+
+
+def outvoted(ref: Ends, thread: np.ndarray, agree: np.ndarray) -> np.ndarray:
+    """Threads (values of ``thread``) to re-align on their partners' messages: misaligned (:func:`disagreeing`) and
+    disagreeing with more partner threads than any of those partners does (the rank an iteration off, not its
+    neighbours, which disagree with it alone)."""
+    d = disagreeing(ref, thread, agree)
+    s, r = _pairs(ref)
+    bad = agree[s] == 0
+    links = pl.DataFrame({"t": np.r_[thread[s[bad]], thread[r[bad]]], "p": np.r_[thread[r[bad]], thread[s[bad]]]})
+    most = (links.unique().join(d.select(pl.col("t").alias("p"), pl.col("partners").alias("pp")), on="p")
+            .group_by("t").agg(pl.col("pp").max()))
+    return (d.filter("misaligned").join(most, on="t", how="left")
+            .filter(pl.col("partners") > pl.col("pp").fill_null(0)).get_column("t").to_numpy())
+
+
+def follow_messages(out: np.ndarray, ref: Ends, other: Ends, r_off: np.ndarray, o_off: np.ndarray,
+                    realign: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``out`` (other row per reference row; rows of thread t are ``r_off[t]:r_off[t+1]``, its other rows
+    ``o_off[t]:o_off[t+1]``) with the :func:`outvoted` threads re-aligned by ``realign`` (the aligner's kernel on
+    the given threads, with the given anchor per reference row) on the pairs their partners' messages imply (their
+    longest monotone chain), where that leaves fewer of the thread's ends disagreeing; and the threads so
+    re-aligned."""
+    r_thread = np.repeat(np.arange(r_off.size - 1), np.diff(r_off))
+    o_thread = np.repeat(np.arange(o_off.size - 1), np.diff(o_off))
+    agree = agreement(ref, other, out)
+    bad = outvoted(ref, r_thread, agree)
+    if bad.size == 0:
+        return out, bad
+    ri, oj = implied_pairs(ref, other, out)
+    keep = np.isin(r_thread[ri], bad) & (o_thread[oj] == r_thread[ri])
+    ri, oj = ri[keep], oj[keep]
+    anchor = np.full(out.size, -1, np.int64)
+    chain = longest_chain(r_thread[ri], oj)
+    anchor[ri[chain]] = oj[chain]
+    bad = np.sort(bad)
+    new = realign(bad, anchor)
+    after = agreement(ref, other, new)
+    kept = []
+    for t in bad:  # one step per outvoted thread
+        lo, hi = r_off[t], r_off[t + 1]
+        if (after[lo:hi] == 0).sum() < (agree[lo:hi] == 0).sum():
+            out[lo:hi] = new[lo:hi]
+            kept.append(t)
+    return out, np.array(kept, np.int64)

@@ -1,0 +1,140 @@
+"""Compute phases read as several bursts: many-to-one matches of the merge (DESIGN §6).
+
+A burst that no MPI call closes (``mpi_call`` NULL before a later MPI call of its thread: the counters were read
+at a user event, a sampling point, a buffer flush) and the bursts after it up to that call are the **pieces** of
+one **unit**: the work between two MPI calls. Runs split a phase at different points, or only some runs split it,
+so the merge aligns units (:func:`units`: counters and running time summed over the pieces, from the first
+piece's start to the last one's end, closed by the last one's call, named by the last one's ``burst_seq``) and
+then goes back to the reference run's bursts (:func:`expand`): where the two matched units have as many
+pieces, each with about the same share of its unit's work (cut at the same points), the pieces pair one to
+one; otherwise every reference piece takes the other unit whole, apportioned by its share of its own unit's
+work (instructions when recorded, else running time). A piece of one run is so never paired
+with a neighbouring burst of the other.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.merge.transfer import work_counter
+
+
+@dataclass(frozen=True)
+class Units:
+    """The units of one run's bursts (rows sorted by thread, then ``burst_seq``).
+
+    ``unit``: the unit of every burst row; ``first``: the first burst row of every unit; ``size``: its number of
+    pieces; ``table``: one row per unit with the bursts' columns (see the module docstring).
+    """
+
+    unit: np.ndarray
+    first: np.ndarray
+    size: np.ndarray
+    table: pl.DataFrame
+
+    @property
+    def split(self) -> bool:
+        """Whether any unit has more than one piece."""
+        return bool((self.size > 1).any())
+
+
+def units(bursts: pl.DataFrame) -> Units:
+    """The units of ``bursts`` (sorted by thread, then ``burst_seq``, as :func:`align.sort_bursts` leaves them)."""
+    n = bursts.height
+    # a piece lies before a later burst of its thread that an MPI call closes: threads without MPI calls (OpenMP
+    # workers, sequential programs) and what follows a thread's last call are never units of several bursts
+    last_closed = pl.col("_row").filter(pl.col("mpi_call").is_not_null()).max().over(THREAD_KEYS)
+    piece = (bursts.select(*THREAD_KEYS, "mpi_call").with_row_index("_row")
+             .select((pl.col("mpi_call").is_null() & (pl.col("_row") < last_closed)).fill_null(False))
+             .to_series().to_numpy())
+    unit = np.cumsum(~piece) - ~piece  # a piece belongs to the unit of the burst after it
+    first = np.flatnonzero(np.r_[True, unit[1:] != unit[:-1]]) if n else np.zeros(0, np.int64)
+    size = np.diff(np.r_[first, n])
+    if not piece.any():
+        return Units(unit, first, size, bursts)
+    counters = counter_columns(bursts)
+    last = [c for c in bursts.columns if c not in (*counters, "start_ns", "cpu", "duration_ns", *THREAD_KEYS)]
+    table = (bursts.with_columns(pl.Series("_unit", unit))
+             .group_by("_unit", maintain_order=True)
+             .agg(*[pl.col(c).first() for c in (*THREAD_KEYS, "cpu", "start_ns") if c in bursts.columns],
+                  *[pl.col(c).last() for c in last], pl.col("duration_ns").sum(),
+                  # a counter is known for a unit only when every piece recorded it
+                  *[pl.when(pl.col(c).null_count() == 0).then(pl.col(c).sum()).alias(c) for c in counters])
+             .select(bursts.columns))
+    return Units(unit, first, size, table)
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """A unit match table taken back to the reference run's bursts.
+
+    ``matches``: one row per reference burst (columns of :func:`align.align_runs`), ``other_row`` indexing
+    ``source``: the other run's bursts followed by its multi-piece units; ``reference``: the reference bursts
+    with every counter of an apportioned burst replaced by its unit's sum (what the source row is compared
+    with); ``share``: the burst's share of its unit's work (1 where pieces pair one to one).
+    """
+
+    matches: pl.DataFrame
+    source: pl.DataFrame
+    reference: pl.DataFrame
+    share: pl.Series
+
+
+#: pieces of two units pair one to one when each one's share of its unit's work differs by at most this
+PIECE_CUT_TOL = 0.1
+
+
+def _work_shares(bursts: pl.DataFrame, u: Units, work: str | None) -> np.ndarray:
+    """Every burst's share of its unit's work (instructions when recorded, else running time); NaN for a unit of
+    no work."""
+    w = (bursts.get_column(work) if work else bursts.get_column("duration_ns")).cast(pl.Float64).fill_null(0.0)
+    unit_w = np.bincount(u.unit, weights=w.to_numpy(), minlength=u.size.size)[u.unit]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(unit_w > 0, w.to_numpy() / unit_w, np.nan)
+
+
+def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFrame, other_units: Units,
+           unit_matches: pl.DataFrame, common: list[str]) -> Expanded:
+    """Per reference burst, its source row and share (see the module docstring) from the match table of the two
+    runs' units (``unit_matches``, one row per reference unit, ``other_row`` a unit row of ``other_units``)."""
+    u = ref_units.unit
+    v = unit_matches.get_column("other_row").fill_null(-1).to_numpy()[u]
+    hit = v >= 0
+    vs = np.maximum(v, 0)
+    piece = np.arange(u.size) - ref_units.first[u]
+    work = work_counter(common)
+    ref_share = _work_shares(ref_bursts, ref_units, work)
+    # pieces pair one to one only where both units are cut alike: as many pieces, each with about the same share
+    # of its unit's work (a unit cut at other points, e.g. by writes on a timer of its own, is taken whole)
+    same_size = hit & (ref_units.size[u] == other_units.size[vs])
+    twin = np.where(same_size, other_units.first[vs] + piece, 0)
+    off = same_size & ~(np.abs(ref_share - _work_shares(other_bursts, other_units, work)[twin]) <= PIECE_CUT_TOL)
+    cut_elsewhere = np.zeros(ref_units.size.size, bool)
+    np.logical_or.at(cut_elsewhere, u, off)
+    one_to_one = same_size & ~cut_elsewhere[u]
+    # the other run's multi-piece units follow its bursts in the source table
+    multi = np.flatnonzero(other_units.size > 1)
+    slot = np.full(other_units.size.size, -1, np.int64)
+    slot[multi] = other_bursts.height + np.arange(multi.size)
+    row = np.where(one_to_one, other_units.first[vs] + piece,
+                   np.where(other_units.size[vs] > 1, slot[vs], other_units.first[vs]))
+    row = np.where(hit, row, -1)
+    source = pl.concat([other_bursts, other_units.table[multi]]) if multi.size else other_bursts
+    apportion = hit & ~one_to_one & (ref_units.size[u] > 1)
+    share = pl.Series(np.where(apportion & np.isfinite(ref_share), ref_share, 1.0))
+    reference = ref_bursts
+    if apportion.any():
+        counters = [c for c in counter_columns(ref_bursts) if c in ref_units.table.columns]
+        sums = ref_units.table.select(pl.col(c).gather(u) for c in counters)
+        reference = ref_bursts.with_columns(
+            pl.when(pl.Series(apportion)).then(sums.get_column(c)).otherwise(pl.col(c)).alias(c) for c in counters)
+    safe = pl.Series(np.where(hit, row, 0))
+    gone = np.flatnonzero(~hit)
+    per_unit = unit_matches.select("match_score", "same_sig", "same_iter", "msg_agree", "msg_misaligned")[u]
+    matches = ref_bursts.select(*THREAD_KEYS, "burst_seq").with_columns(
+        source.get_column("burst_seq").gather(safe).scatter(gone, None).alias("other_seq"),
+        pl.Series("other_row", row, pl.Int64).scatter(gone, None), *per_unit.get_columns())
+    return Expanded(matches, source, reference, share.alias("share"))

@@ -1,6 +1,0 @@
-"""Paraver (Extrae) traces: ``.prv`` records with ``.pcf`` names and ``.row`` resource labels."""
-from synthtrace.tracelib.paraver.header import ParaverHeader, parse_header
-from synthtrace.tracelib.paraver.pcf import PcfCatalog, read_pcf
-from synthtrace.tracelib.paraver.row import RowNames, read_row
-
-__all__ = ["ParaverHeader", "parse_header", "PcfCatalog", "read_pcf", "RowNames", "read_row"]
