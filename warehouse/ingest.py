@@ -309,7 +309,8 @@ class _Reported:
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
     """Read ``source`` into the staging directory of its run: bursts and uncore parts as they come, then
-    mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached)."""
+    mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached) and
+    messages.parquet (the communication records, MESSAGE_SCHEMA)."""
     for sub in ("bursts", "uncore"):
         (stage / sub).mkdir()
     stream = source.read(run_id, progress=progress, spill=stage / "_calls")
@@ -321,6 +322,8 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
     summary = stream.summary
     if summary.n_calls:
         summary.calls.sink_parquet(stage / "mpi_calls.parquet", statistics=True)
+    if summary.messages.height:  # pop (issue 25): the point-to-point messages, which the replay pairs calls by
+        summary.messages.write_parquet(stage / "messages.parquet", statistics=True)
     shutil.rmtree(stage / "_calls")
     if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
