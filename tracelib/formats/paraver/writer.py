@@ -567,19 +567,22 @@ def _windows(times: np.ndarray, rows_per_window: int) -> list[int]:
 
 def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFrame, meta: TraceMeta, *,
                   messages: pl.DataFrame | None = None, counters: Sequence[str] | None = None,
-                  exit_counters: Sequence[str] = (), rows_per_window: int = 500_000) -> Path:
+                  exit_counters: Sequence[str] | None = None, rows_per_window: int = 500_000) -> Path:
     """Write ``stem.prv/.pcf/.row`` from tidy tables; returns the ``.prv`` path.
 
     ``bursts``: one row per computation burst (appl, task, thread, cpu, start_ns, end_ns, counter columns; extra
     columns are ignored). ``counters``: the counter columns to write (default: every integer column that is not
     a fixed burst column; float columns such as rescaled merged counters must be named and are rounded).
-    ``mpi_calls``: the reader's MPI-call table (``exit_counters`` names columns of it holding counts measured inside
-    each call, written on the exit record). ``messages``: point-to-point messages with logical times as the reader's
+    ``mpi_calls``: the reader's MPI-call table; its counter columns (counts measured inside each call, or those
+    ``exit_counters`` names) are written on a record at the call's exit, as Extrae writes them. ``messages``:
+    point-to-point messages with logical times as the reader's
     ``ReadSummary.messages`` (optional ``s_phys_ns``/``r_phys_ns``); without it they are rebuilt from the calls'
     peer, tag and bytes (:func:`messages_from_calls`). Times in ns; counters in counts.
     """
     bursts = _with_defaults(bursts, {k: v for k, v in BURST_SCHEMA.items()})
     calls = _with_defaults(mpi_calls, MPI_CALL_SCHEMA)
+    if exit_counters is None:
+        exit_counters = counter_columns(calls)
     cols = _counter_columns(bursts, counters)
     bursts = _as_counts(bursts, cols, "bursts")
     calls = _as_counts(calls, list(exit_counters), "mpi_calls")
