@@ -189,8 +189,11 @@ def trace_stem(path: Path) -> str:
 
 
 def open_bytes(path: Path) -> BinaryIO:
-    """The bytes of a trace file as a reader sees them: decompressed when it is gzip-compressed (``.gz``)."""
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    """The bytes of a trace file as a reader sees them: decompressed when it is gzip-compressed (``.gz``), with a
+    bound on how far it may inflate (security, issue 23 item 4: :mod:`~synthtrace.tracelib.formats.bounded_gzip`)."""
+    from synthtrace.tracelib.formats.bounded_gzip import open_gzip
+
+    return open_gzip(path) if path.suffix == ".gz" else open(path, "rb")
 
 
 #: What reading a trace file can raise besides format errors: I/O errors, a damaged or cut gzip stream.

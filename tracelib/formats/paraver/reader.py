@@ -225,30 +225,37 @@ class ParaverTrace(TraceReader):
         be of any length up to :data:`MAX_HEADER_BYTES`. A ``new format`` first line is refused: paraver-kernel reads
         such a body with another record layout (``TraceBodyIO_v2``), and paramedir loads only files whose first line
         starts with ``#Paraver`` (``LocalKernel::isTraceFile``)."""
-        lines: list[bytes] = []
+        # security (issue 23 item 4): the prefix is gathered in one buffer and its lines counted, never kept one
+        # bytes object each (a header and 2 GB of newlines took 6 GB); at most MAX_HEADER_BYTES are read
+        prefix, n_lines = bytearray(), 0
         with _opened(self.path) as fh:
             if b"\0" in fh.peek(4096)[:4096]:
                 raise TraceFormatError(self.path, 1, "binary file, not a Paraver text trace")
             first = fh.readline(MAX_HEADER_BYTES + 1)
-            lines.append(first)
+            prefix += first
+            n_lines += 1
             if first.rstrip(b"\r\n") == b"new format":
                 raise TraceFormatError(self.path, 1, "'new format' trace (paraver-kernel's internal record layout, "
                                        "TraceBodyIO_v2), which paramedir does not load either: only '#Paraver (' "
                                        "traces are read")
             if len(first) > MAX_HEADER_BYTES:
                 raise TraceFormatError(self.path, 1, f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
-            size = sum(map(len, lines))
-            while size < MAX_HEADER_BYTES:
+            while len(prefix) < MAX_HEADER_BYTES:
                 line = fh.readline(MAX_HEADER_BYTES)
                 if not line or line[:1] not in _PREFIX_STARTS:
                     break
-                lines.append(line)
-                size += len(line)
+                prefix += line
+                n_lines += 1
+                if line in (b"\n", b"\r\n"):  # a run of blank lines is taken in one piece, not line by line
+                    ahead = fh.peek(1 << 16)
+                    blank = fh.read(min(len(ahead) - len(ahead.lstrip(b"\r\n")), MAX_HEADER_BYTES - len(prefix)))
+                    prefix += blank
+                    n_lines += blank.count(b"\n")
         try:
             text = first.decode("utf-8")
         except UnicodeDecodeError:
             raise TraceFormatError(self.path, 1, "header is not text") from None
-        return b"".join(lines), len(lines) + 1, text
+        return bytes(prefix), n_lines + 1, text
 
     def _check_declared_threads(self) -> None:
         """Refuse a header whose declared threads the file cannot hold, before anything is allocated for them."""
