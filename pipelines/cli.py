@@ -91,8 +91,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "pop": (
         "cli_pop",
-        "Print the POP efficiency table of each application (parallel efficiency, load balance, serialization, "
-        "transfer; scalability across its runs), replaying each run on an ideal network.",
+        "Print the POP efficiency table of each application (its runs as columns, by ranks), computing what is "
+        "missing.",
     ),
 }
 

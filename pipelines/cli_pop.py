@@ -112,7 +112,8 @@ def pop(
     machine: Annotated[str | None, typer.Option(
         help="What-if: the network of this machine profile (a preset or TOML file), instead of --network.")] = None,
 ) -> None:
-    """Compute what is missing and print the POP efficiency table of each application (columns: its runs by ranks)."""
+    """Print the POP efficiency table of each application (its runs as columns, by ranks), computing what is
+    missing."""
     from synthtrace.pipelines.jobs import pop_tables
     from synthtrace.tracelib.domain.pop import missing_columns, single_scale_apps
 
