@@ -24,6 +24,8 @@ VIEW_FILES: dict[str, str] = {
     "bursts": "runs/*/bursts/*.parquet",
     "mpi_calls": "runs/*/mpi_calls.parquet",
     "uncore_samples": "runs/*/uncore/*.parquet",
+    "events": "runs/*/events/*.parquet",
+    "counter_anomalies": "runs/*/counter_anomalies.parquet",
     "merged_bursts": "experiments/*/merged_bursts.parquet",
     "merge_quality": "experiments/*/merge_quality.parquet",
     "merge_matches": "experiments/*/merge_matches.parquet",
@@ -34,9 +36,11 @@ VIEW_FILES: dict[str, str] = {
     "models": "models/*/model.parquet",
     "predictions": "predictions/*/*.parquet",
     "regressions": "regressions/*.parquet",
+    "pop_metrics": "experiments/*/pop_metrics.parquet",
+    "pop_scaling": "pop/pop_scaling.parquet",
 }
 #: views that exist (empty, typed) even before anything is ingested (their schemas: :func:`_empty_view_sql`)
-ALWAYS_THERE = ("runs", "bursts", "mpi_calls")
+ALWAYS_THERE = ("runs", "bursts", "mpi_calls", "events", "counter_anomalies")
 
 
 def _sql_literal(text: str) -> str:
@@ -48,9 +52,11 @@ def _empty_view_sql(view: str) -> str:
     a query of a warehouse holding the table never pays)."""
     import polars as pl
 
-    from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
+    from synthtrace.tracelib.domain.counter_sanity import ANOMALY_SCHEMA
+    from synthtrace.tracelib.schema import BURST_SCHEMA, EVENT_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
 
-    schema = {"runs": RUN_SCHEMA, "bursts": BURST_SCHEMA, "mpi_calls": MPI_CALL_SCHEMA}[view]
+    schema = {"runs": RUN_SCHEMA, "bursts": BURST_SCHEMA, "mpi_calls": MPI_CALL_SCHEMA, "events": EVENT_SCHEMA,
+              "counter_anomalies": ANOMALY_SCHEMA}[view]
     empty = engine.relation_api().from_arrow(pl.DataFrame(schema=schema).to_arrow())
     cols = ", ".join(f'CAST(NULL AS {t}) AS "{n}"' for n, t in zip(empty.columns, empty.types))
     return f"SELECT {cols} WHERE false"

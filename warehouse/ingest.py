@@ -308,14 +308,15 @@ class _Reported:
 
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
-    """Read ``source`` into the staging directory of its run: bursts and uncore parts as they come, then
+    """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
     mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached) and
     messages.parquet (the communication records, MESSAGE_SCHEMA)."""
-    for sub in ("bursts", "uncore"):
+    tables = ("bursts", "uncore", "events")
+    for sub in tables:
         (stage / sub).mkdir()
     stream = source.read(run_id, progress=progress, spill=stage / "_calls")
     with PartWriter() as writer:
-        numbers = {"bursts": itertools.count(), "uncore": itertools.count()}
+        numbers = {table: itertools.count() for table in tables}
         for part in stream:
             writer.write(part.frame, stage / part.table / f"part-{next(numbers[part.table]):05d}.parquet",
                          statistics=True)
@@ -329,4 +330,8 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
     else:
         (stage / "uncore").rmdir()
+    if not summary.n_events:
+        (stage / "events").rmdir()
+    if summary.anomalies.height:
+        summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
     return summary
