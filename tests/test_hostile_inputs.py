@@ -172,6 +172,9 @@ def test_a_refused_ingest_creates_no_warehouse(tmp_path, run_cli):
     (tmp_path / "kept").mkdir()  # a folder that was there stays
     code, _, err = run_cli("ingest", prv, "-w", tmp_path / "kept")
     assert code == 2 and (tmp_path / "kept").is_dir()
+    good = copy_trace(PRIME, tmp_path / "good")  # one trace refused, one stored: the warehouse stays whole
+    code, _, err = run_cli("ingest", prv, good, "-w", tmp_path / "wh")
+    assert code == 2 and {p.name for p in (tmp_path / "wh").iterdir()} >= {"runs", "experiments", ".staging"}
 
 
 def test_a_tampered_model_with_an_object_array_is_the_integrity_error(tmp_path):

@@ -124,13 +124,17 @@ class Warehouse:
     def _remove_if_empty(self) -> None:
         """Remove the folder layout :meth:`ensure` creates if nothing else is in it (``rmdir`` refuses a folder that
         is not empty, so a concurrent writer's files are never touched)."""
+        layout = (self.staging_dir, self.runs_dir, self.experiments_dir, self.root / ".locks")
         with contextlib.suppress(OSError):
-            for d in (self.staging_dir, self.runs_dir, self.experiments_dir, self.root / ".locks"):
-                if d.is_dir() and not any(d.iterdir()):
+            if {p.name for p in self.root.iterdir()} - {MARKER} - {d.name for d in layout}:
+                return  # something else was stored
+            if any(any(d.iterdir()) for d in layout if d.is_dir()):
+                return
+            for d in layout:
+                if d.is_dir():
                     d.rmdir()
-            if {p.name for p in self.root.iterdir()} <= {MARKER}:
-                (self.root / MARKER).unlink(missing_ok=True)
-                self.root.rmdir()
+            (self.root / MARKER).unlink(missing_ok=True)
+            self.root.rmdir()
 
     def _clear_stale_staging(self) -> None:
         """Finish the swaps killed writers left half done (:meth:`_recover_swaps`), then remove the staging
