@@ -101,39 +101,54 @@ def scale_time() -> list[dict]:
     return rows
 
 
-_CHILD = """
+_INGEST = """
+import sys
+sys.path.insert(0, {root!r})
+import synthtrace
+synthtrace.ingest({wh!r}, {trace!r}, experiment="scale")
+"""
+_MERGE = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
-from pathlib import Path
-from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
-from synthtrace.tracelib.merge.merge_runs import RunTables, merge_runs
-runs = []
-for p in {traces!r}:
-    b, c, _ = ParaverTrace(Path(p)).read_tables(Path(p).stem)
-    runs.append(RunTables(Path(p).stem, Path(p).stem, b, c))
-read = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+import synthtrace
 t0 = time.perf_counter()
-merge_runs(runs)
-print(read, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t0,
-      sum(r.bursts.height for r in runs))
+synthtrace.merge({wh!r}, "scale")
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t0)
 """
 
 
+def _child(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+
+
 def scale_memory(ranks: int = 256, iterations: int = 2000) -> list[dict]:
-    """Peak resident memory of a process that reads and merges a ``ranks`` x ``iterations`` 2-run campaign."""
+    """Peak resident memory of ``synthtrace.merge`` (its own process, reading from the warehouse as the CLI does)
+    on a ``ranks`` x ``iterations`` 2-run campaign: the simulator's halo (vectorised engine, one exchange with
+    Testall polling per iteration, no world collective), each trace ingested in its own process first."""
+    from synthtrace.simulator import ExperimentSpec, TruthStore, simulate_experiment
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        c = simulate(tmp, campaign("no_callers", 1, ranks=ranks, iterations=iterations))
+        store = TruthStore(Path(tmp) / "truth")
+        res = simulate_experiment(Path(tmp) / "sim", ExperimentSpec(app="scale", pattern="halo", ranks=ranks,
+                                                                     iterations=iterations, runs=2, coll_every=0),
+                                  store)
+        store.close()
         sim = time.perf_counter() - t0
-        code = _CHILD.format(root=str(ROOT), traces=[str(p) for p in c.traces])
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        wh = str(Path(tmp) / "wh")
+        for trace in res.traces:
+            out = _child(_INGEST.format(root=str(ROOT), wh=wh, trace=str(trace)))
+            if out.returncode:
+                return [{"ranks": ranks, "iterations": iterations, "outcome": "ingest failed: "
+                         + out.stderr.strip().splitlines()[-1][:200]}]
+        size = sum(t.stat().st_size for t in res.traces)
+        out = _child(_MERGE.format(root=str(ROOT), wh=wh))
     if out.returncode:
-        return [{"ranks": ranks, "iterations": iterations, "outcome": out.stderr.strip().splitlines()[-1][:200]}]
-    read_kb, peak_kb, merge_s, bursts = out.stdout.split()
-    return [{"ranks": ranks, "iterations": iterations, "bursts (2 runs)": int(bursts),
-             "peak RSS after reading GB": round(int(read_kb) / 2**20, 2),
-             "peak RSS GB": round(int(peak_kb) / 2**20, 2), "merge s": round(float(merge_s), 1),
-             "simulation s": round(sim, 1)}]
+        return [{"ranks": ranks, "iterations": iterations,
+                 "outcome": "merge failed: " + out.stderr.strip().splitlines()[-1][:200]}]
+    peak_kb, merge_s = out.stdout.split()[-2:]
+    return [{"ranks": ranks, "iterations": iterations, "bursts (2 runs)": sum(res.n_bursts),
+             "traces GB": round(size / 2**30, 2), "merge peak RSS GB": round(int(peak_kb) / 2**20, 2),
+             "merge s": round(float(merge_s), 1), "simulation s": round(sim, 1)}]
 
 
 # ------------------------------------------------------------------------------------------------ report

@@ -127,11 +127,15 @@ class MechanismOutcome:
 
 def read_campaign(c) -> list[RunTables]:
     """The runs of a simulated campaign (:class:`synthtrace.simulator.mechanisms.Campaign`) read back from their
-    Paraver traces, run 0 first (run_id = the trace's stem)."""
+    Paraver traces, run 0 first (run_id = the trace's stem), with the traces' communication records when the
+    merge takes them (as the warehouse gives them to ``synthtrace merge``)."""
+    from dataclasses import fields
+    takes_messages = "messages" in {f.name for f in fields(RunTables)}  # the merge of issue 22 reads them
     out = []
     for prv in c.traces:
-        bursts, calls, _ = ParaverTrace(prv).read_tables(prv.stem)
-        out.append(RunTables(prv.stem, prv.stem, bursts, calls))
+        bursts, calls, summary = ParaverTrace(prv).read_tables(prv.stem)
+        extra = {"messages": summary.messages} if takes_messages else {}
+        out.append(RunTables(prv.stem, prv.stem, bursts, calls, **extra))
     return out
 
 

@@ -42,6 +42,7 @@ def test_mechanism_merges_right_or_says_so(tmp_path, name, ranks, iterations):
 def test_rotation_symmetric_keeps_the_numbering(tmp_path, name, ranks, iterations):
     o = run_mechanism(name, 5, tmp_path, ranks=ranks, iterations=iterations)
     assert o.verdict != "refused", o.message
+    assert o.moved < 0.005, f"{o.moved:.1%} of the bursts matched to another task"
     assert o.right >= 0.995, f"{o.right:.2%} right, verdict {o.verdict}"
 
 
