@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from synthtrace.simulator import ExperimentSpec, TruthStore, Variation, simulate_experiment
@@ -123,6 +124,12 @@ class MechanismOutcome:
             return True
         return (self.in_span > 0 and self.verdict != "ok" and (self.span_marked or 0.0) > 0.5
                 and (self.right_span or 0.0) >= 0.995)
+
+
+def plain_size(seed: int) -> tuple[int, int]:
+    """(ranks, iterations) of plain campaign ``seed`` in the benchmark and tests: 4-16 ranks, 8-60 iterations."""
+    rng = np.random.default_rng([seed, 22])
+    return int(rng.integers(4, 17)), int(rng.integers(8, 61))
 
 
 def read_campaign(c) -> list[RunTables]:
