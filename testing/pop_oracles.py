@@ -19,7 +19,8 @@ from pathlib import Path
 
 from testing.paramedir import _column, find_paramedir
 
-__all__ = ["counter_type", "dimemas_ideal_runtime", "find_dimemas", "find_paramedir", "paramedir_useful_counter"]
+__all__ = ["counter_type", "dimemas_ideal_runtime", "find_dimemas", "find_paramedir", "first_application_copy",
+           "paramedir_useful_counter"]
 
 
 def _window(wid: int, name: str, thread_fn: str, extra: list[str]) -> list[str]:
@@ -105,10 +106,42 @@ def _ideal_cfg(n_tasks: int) -> str:
         '"file system parameters" {0.0, 0.0, 8.0, 0, 1.0};;', ""])
 
 
+_HEADER = re.compile(r"^(#Paraver \([^)]*\):[^:]+:(?:\d+\([^)]*\)|\d+)):(\d+):(\d+\([^)]*\))")
+
+
+def first_application_copy(prv: Path, dest: Path) -> Path:
+    """``prv`` with its first application only (header and records of the others left out; .pcf/.row copied), for
+    prv2dim, whose parser refuses a header of several applications (Extrae's uncore readers in appl 2, written by
+    the cutter as ``2:8(...),12(...),14``). A trace of one application is returned as it is."""
+    with open(prv) as f:
+        header = f.readline()
+    m = _HEADER.match(header)
+    if m is None or m.group(2) == "1":
+        return prv
+    comms = re.search(r",(\d+)\s*$", header)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / prv.name
+    with open(prv) as f, open(out, "w") as w:
+        f.readline()
+        w.write(f"{m.group(1)}:1:{m.group(3)}" + (f",{comms.group(1)}" if comms else "") + "\n")
+        for line in f:
+            kind, _, rest = line.partition(":")
+            fields = rest.split(":")
+            if kind in ("1", "2", "3") and fields[1] != "1" or kind == "3" and fields[7] != "1":
+                continue
+            w.write(line)
+    for suffix in (".pcf", ".row"):
+        if prv.with_suffix(suffix).is_file():
+            shutil.copyfile(prv.with_suffix(suffix), out.with_suffix(suffix))
+    return out
+
+
 def dimemas_ideal_runtime(dimemas: Path, prv2dim: Path, prv: Path, n_tasks: int, workdir: Path,
                           timeout_s: float = 600) -> int:
-    """The runtime (ns) Dimemas predicts for ``prv`` on an ideal network: the end time of its simulated trace."""
+    """The runtime (ns) Dimemas predicts for ``prv`` on an ideal network: the end time of its simulated trace
+    (of its first application, see :func:`first_application_copy`)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    prv = first_application_copy(prv, workdir / "appl1")
     dim, cfg, sim = workdir / f"{prv.stem}.dim", workdir / f"{prv.stem}.ideal.cfg", workdir / f"{prv.stem}.sim.prv"
     conv = subprocess.run([str(prv2dim), str(prv), str(dim)], capture_output=True, text=True, timeout=timeout_s,
                           cwd=workdir)

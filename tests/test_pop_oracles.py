@@ -62,6 +62,7 @@ def test_the_ideal_replay_agrees_with_dimemas(prv, tmp_path):
     dimemas, prv2dim = DIMEMAS
     n_tasks = run.threads.select(pl.struct("appl", "task").n_unique()).item()
     theirs = dimemas_ideal_runtime(dimemas, prv2dim, prv, n_tasks, tmp_path)
-    assert ours["ideal_runtime_ns"] == pytest.approx(theirs, rel=0.01)
-    # serialization (max useful / ideal runtime) within 1 percentage point of Dimemas'
-    assert ours["serialization_efficiency"] == pytest.approx(ours["useful_max_ns"] / theirs, abs=0.01)
+    # measured: +0.02 % (LULESH 4+4), +0.12 % (LULESH 7+1), +0.0003 % (prime)
+    assert ours["ideal_runtime_ns"] == pytest.approx(theirs, rel=0.005)
+    # serialization (max useful / ideal runtime) within half a percentage point of Dimemas'
+    assert ours["serialization_efficiency"] == pytest.approx(ours["useful_max_ns"] / theirs, abs=0.005)
