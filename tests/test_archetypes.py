@@ -49,7 +49,9 @@ def test_no_rule_fired_gives_nearest_with_low_confidence():
 
 @pytest.mark.parametrize("change, expected", [
     ({"duration_ns": 9_999}, "fine_grain"),
-    ({"duration_ns": 10_000, "PAPI_TOT_CYC": 2_000_000}, "core_bound"),  # exactly 10 µs is not fine-grained
+    # exactly 10 µs is not fine-grained (12k instructions at IPC 0.5, 2.4 GHz)
+    ({"duration_ns": 10_000, "PAPI_TOT_INS": 12_000, "PAPI_TOT_CYC": 24_000, "PAPI_L1_DCM": 12, "PAPI_L2_DCM": 1,
+      "PAPI_L3_TCM": 0, "PAPI_BR_INS": 1_200, "PAPI_BR_MSP": 1, "PAPI_L1_ICM": 1, "PAPI_TLB_IM": 0}, "core_bound"),
     ({"PAPI_TOT_INS": 9_999, "PAPI_TOT_CYC": 8_000}, "fine_grain"),
     ({"PAPI_TOT_CYC": 1_000_000 / 1.5}, "compute_scalar"),  # IPC exactly 1.5
     ({"PAPI_TOT_CYC": 1_000_000 / 1.49}, None),  # just below: not compute_scalar
