@@ -63,11 +63,11 @@ def train(
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Train a burst performance predictor, evaluate it on unseen applications and register it."""
-    from synthtrace.models.registry import train as train_model
+    from synthtrace.pipelines.jobs import train as train_model
     if folds < 2:
         raise BadInputError("--folds must be at least 2")
     with StepProgress(3 + folds, f"training a {model} predictor of {target}") as step:
-        m = train_model(warehouse, target, model, experiments=_split(experiments), seed=seed, n_splits=folds,
+        m = train_model(Warehouse(warehouse), target, model, experiments=_split(experiments), seed=seed, n_splits=folds,
                         on_step=step)
     r = m.record
     t = Table(title=f"model {r['model_id']}")
