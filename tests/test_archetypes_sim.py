@@ -80,5 +80,10 @@ def test_mispredicting_kernel_is_bad_speculation_and_dense_kernels_keep_their_cl
         assert (pred.filter(short) == "fine_grain").mean() >= 0.99, name
     pred = classify(full, m)
     assert (pred.filter((kernel == "fft_local") & long) == "compute_vector").mean() >= 0.9
+    # issue 28: stencils and sparse kernels with many misses on a stalled core keep a memory class
+    memory = ("cache_bound", "dram_latency", "dram_bandwidth")
+    for name in ("stencil_boundary", "stencil_interior", "spmv"):
+        assert pred.filter((kernel == name) & long).is_in(memory).mean() >= 0.9, name
+    assert (pred.filter((kernel == "spmv") & long) == "dram_latency").mean() >= 0.9
     old = cascade(full, m).filter((kernel == "branchy_mispredict") & long)
     assert (old == "bad_speculation").mean() < 0.5  # the first-match cascade misses it
