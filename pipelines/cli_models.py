@@ -152,13 +152,13 @@ def predict(
     """Predict every burst of an experiment with a registered model; writes the predictions view."""
     from synthtrace.models.features import check_target
     from synthtrace.models.predictors import scores
-    from synthtrace.models.registry import predict as predict_experiment
+    from synthtrace.pipelines.jobs import predict as predict_experiment
     from synthtrace.warehouse.model_store import predictions_dir
 
     if target is not None:
         check_target(target)
     wh = Warehouse(warehouse)
-    m, out = predict_experiment(wh.root, experiment, model, target=target)
+    m, out = predict_experiment(wh, experiment, model, target=target)
     if m.record.get("status") == "rejected":
         print_warning(f"{m.model_id} is rejected (R² {m.record['cv_r2']:.3f} on unseen applications): its "
                       "predictions are worse than a constant")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from synthtrace.tracelib.domain.machine import Machine
     from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult
     from synthtrace.warehouse.experiment import Experiment, ExperimentTrace
+    from synthtrace.warehouse.ingest import IngestResult
     from synthtrace.warehouse.layout import Warehouse
 
 #: a progress callback: told the description of each step done
@@ -41,6 +42,16 @@ class NightSettings:
     None: each experiment's own profile)."""
 
     machine: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------- ingest
+def ingest(wh: Warehouse, path: str | Path, **options: Any) -> IngestResult:
+    """Read one trace and commit it as a run (:func:`synthtrace.warehouse.ingest.ingest_trace`, whose options
+    ``experiment``, ``app``, ``date``, ``salvage``, ``progress``, ``default_experiment`` and ``known`` it takes):
+    reading and storing a run is one step, streamed part by part, so the warehouse layer holds it whole."""
+    from synthtrace.warehouse.ingest import ingest_trace
+
+    return ingest_trace(wh, path, **options)
 
 
 # ---------------------------------------------------------------------------------------------- merge
@@ -205,11 +216,46 @@ def train(wh: Warehouse, target: str = "ipc", kind: str = "hgb", *, experiments:
           seed: int = 0, n_splits: int = 5, evaluate: bool = True, now: datetime | None = None,
           on_step: OnStep | None = None) -> TrainedModel:
     """Train a ``kind`` predictor of ``target`` on the warehouse's bursts (of ``experiments``, default all) and
-    register it as a new version (see :func:`synthtrace.models.registry.train`)."""
-    from synthtrace.models.registry import train as train_model
+    register it as a new version (:func:`synthtrace.models.registry.train`). ``on_step`` is told each step done
+    (reading, features, fit, every evaluation fold).
 
-    return train_model(wh.root, target, kind, experiments=experiments, seed=seed, n_splits=n_splits, evaluate=evaluate,
-                       now=now, on_step=on_step)
+    Raises :class:`~synthtrace.models.features.UnknownTargetError`,
+    :class:`~synthtrace.models.predictors.UnknownModelKindError`,
+    :class:`~synthtrace.warehouse.errors.UnknownExperimentError` and
+    :class:`~synthtrace.models.features.NoTrainingDataError`.
+    """
+    from synthtrace.models.registry import TrainedModel, check_request
+    from synthtrace.models.registry import train as fit_model
+    from synthtrace.models.training_data import load_bursts
+    from synthtrace.warehouse.model_store import model_record, write_model
+
+    check_request(target, kind, seed)
+    frame, info = load_bursts(wh, experiments)
+    if on_step:
+        on_step("bursts read")
+    model, artifact = fit_model(frame, {**info, "warehouse": str(wh.root)}, target, kind, seed=seed,
+                                n_splits=n_splits, evaluate=evaluate, now=now, on_step=on_step)
+    write_model(wh, model.record, artifact)
+    return TrainedModel(model.estimator, model_record(wh, model.model_id))
+
+
+def predict(wh: Warehouse, experiment: str, model_id: str | None = None, *, target: str | None = None,
+            store: bool = True, now: datetime | None = None) -> tuple[TrainedModel, pl.DataFrame]:
+    """Apply a registered model (``model_id``, else the newest, of ``target`` if given) to one experiment's bursts
+    and (``store``) write them to the predictions view."""
+    from synthtrace.models.features import NoTrainingDataError
+    from synthtrace.models.registry import load, predictions
+    from synthtrace.models.training_data import load_bursts
+    from synthtrace.warehouse.model_store import write_predictions
+
+    model = load(wh, model_id, target)
+    frame, _ = load_bursts(wh, [experiment])
+    if frame.height == 0:
+        raise NoTrainingDataError(f"experiment {experiment!r} has no bursts to predict")
+    out = predictions(model, frame, experiment, now=now)
+    if store:
+        write_predictions(wh, model.model_id, experiment, out)
+    return model, out
 
 
 def retrain(wh: Warehouse, settings: NightSettings = NightSettings(), target: str = "ipc", kind: str = "hgb",

@@ -25,7 +25,7 @@ from synthtrace.pipelines import jobs
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import discover, is_machine_error, quarantine
-from synthtrace.warehouse.ingest import ContentId, ingest_trace
+from synthtrace.warehouse.ingest import ContentId
 from synthtrace.warehouse.night_state import (
     Pending,
     fingerprint,
@@ -120,7 +120,7 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
     path = Path(item["path"])
     try:
         known = ContentId(item["known"][0], tuple(map(tuple, item["known"][1]))) if item.get("known") else None
-        res = ingest_trace(wh, path, default_experiment=item["experiment"], known=known)
+        res = jobs.ingest(wh, path, default_experiment=item["experiment"], known=known)
     except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
         reason = one_line(exc)
         if is_machine_error(exc):
