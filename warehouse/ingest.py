@@ -325,22 +325,30 @@ class _Reported:
 
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
-    """Read ``source`` into the staging directory of its run: bursts and uncore parts as they come, then
-    mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached)."""
-    for sub in ("bursts", "uncore"):
+    """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
+    mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached) and
+    messages.parquet (the communication records, MESSAGE_SCHEMA)."""
+    tables = ("bursts", "uncore", "events")
+    for sub in tables:
         (stage / sub).mkdir()
     stream = source.read(run_id, progress=progress, spill=stage / "_calls")
     with PartWriter() as writer:
-        numbers = {"bursts": itertools.count(), "uncore": itertools.count()}
+        numbers = {table: itertools.count() for table in tables}
         for part in stream:
             writer.write(part.frame, stage / part.table / f"part-{next(numbers[part.table]):05d}.parquet",
                          statistics=True)
     summary = stream.summary
     if summary.n_calls:
         summary.calls.sink_parquet(stage / "mpi_calls.parquet", statistics=True)
+    if summary.messages.height:  # pop (issue 25): the point-to-point messages, which the replay pairs calls by
+        summary.messages.write_parquet(stage / "messages.parquet", statistics=True)
     shutil.rmtree(stage / "_calls")
     if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
     else:
         (stage / "uncore").rmdir()
+    if not summary.n_events:
+        (stage / "events").rmdir()
+    if summary.anomalies.height:
+        summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
     return summary
