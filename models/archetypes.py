@@ -31,12 +31,17 @@ Memory rules: why their conditions and thresholds are what they are.
   L1/L2/L3/DRAM bound *by the cycles the core stalls* while a load misses at that level: a miss the out-of-order
   window or a prefetcher overlaps costs nothing. So ``dram_latency`` and ``cache_bound`` need the core **stalled**
   as well as the misses.
-- Stalled, from IPC: on a 4-issue core (Haswell to Skylake, Zen, A64FX) IPC < 1 (``memory_max_ipc``) retires
-  under ~30 % of the slots (about 1.1 micro-ops an instruction); top-down flags a level-1 node from 20 % of the
-  slots, so 70 % lost with misses present is a stalled core. IPC >= 1.5 (the retiring-dominated bound of
-  ``compute_scalar``, >= 40 % of the slots) is not memory-bound whatever its misses: real LULESH at IPC 2.7 with
-  3.5 L3 misses per kilo-instruction at 5 % of the bandwidth overlaps its misses. Where a stall counter is
-  recorded (RESOURCE_STALLS, PAPI_RES_STL) its share of the cycles must reach ``memory_min_stall_share`` too.
+- Stalled: not retiring-dominated, IPC < ``memory_max_ipc`` (1.5: on a 4-issue core, Haswell to Skylake, Zen,
+  A64FX, that is < ~40 % of the slots retiring, about 1.1 micro-ops an instruction; top-down flags a node from 20 %
+  of the slots), **and** misses that can account for the lost cycles: each level's misses per instruction x its
+  load-to-use latency, with no overlap (an upper bound of the stall), reach ``memory_min_miss_share`` (half) of
+  the burst's cycles. A burst retiring >= 1.5 instructions a cycle is not memory-bound whatever its misses: real
+  LULESH at IPC 2.7 with 3.5 L3 misses per kilo-instruction at 5 % of the bandwidth overlaps them. Where a stall
+  counter is recorded (RESOURCE_STALLS, PAPI_RES_STL) its share of the cycles must reach
+  ``memory_min_stall_share`` too: a core at IPC 0.3 whose back end is stalled 20 % of the cycles loses them in
+  front of it (bad speculation, front end), not on its misses. ``core_bound`` is the complement at IPC < 1: the
+  misses cannot account for half the cycles even without overlap, so the core itself (latency chains, a divider,
+  ports) holds it.
 - Which level the stalls come from: top-down measures it (CYCLE_ACTIVITY.STALLS_L*_MISS); from miss counts it is
   estimated as misses per instruction at each level x that level's load-to-use latency (L2 hit ~14 cycles, L3 hit
   ~40-70, DRAM ~80-100 ns = 200-300 cycles on Skylake-SP / Ice Lake: Intel's optimisation manual and published
@@ -110,8 +115,6 @@ class Thresholds:
     scalar_max_vec_share: float = 0.3
     integer_max_fp_share: float = 0.05  # below this FP share a burst counts as integer code
     core_max_ipc: float = 1.0
-    core_max_l1_mpki: float = 10.0
-    core_max_l3_mpki: float = 0.5
     core_max_br_mpki: float = 2.0
     cache_min_l1_mpki: float = 20.0
     cache_min_l2_mpki: float = 5.0
@@ -119,7 +122,8 @@ class Thresholds:
     dram_min_l3_mpki: float = 1.0
     dram_bw_min_share: float = 0.6  # of the rank's share of socket DRAM bandwidth: near the bandwidth roof
     dram_lat_max_share: float = 0.6  # below the roof, a stalled core with DRAM misses waits on latency
-    memory_max_ipc: float = 1.0  # stalled: fewer instructions a cycle than this (a quarter of 4 issue slots)
+    memory_max_ipc: float = 1.5  # not retiring-dominated: fewer instructions a cycle than this
+    memory_min_miss_share: float = 0.5  # misses at full latency account for this share of the cycles or more
     memory_min_stall_share: float = 0.3  # stalled, where a stall counter is recorded: its share of the cycles
     dram_min_cost_share: float = 0.5  # DRAM's share of the estimated cycles lost to data-cache misses
     l2_hit_cycles: float = 14.0  # load-to-use latency of an L1 miss that hits L2 (core cycles)
@@ -317,9 +321,12 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
     """Rules 1–9 over :func:`synthtrace.tracelib.domain.metrics.burst_metrics` columns (``key=False``: guards)."""
     ipc = ("ins", "cyc")
     # memory rules need a stalled core (module docstring, *Memory rules*): IPC, and a stall counter where recorded
+    shares = MissCycles(t)
     stalled = (Cond("ipc", "<", t.memory_max_ipc, ipc),
+               Cond("miss_share", ">=", t.memory_min_miss_share, ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm"),
+                    expr=shares.enough),
                IfMeasured(Cond("stall_share", ">=", t.memory_min_stall_share, ("stall_cyc", "cyc"))))
-    dram_cost = dram_cost_share(t)
+    dram_cost = shares.dram_share
     return [
         Rule(
             1,
@@ -366,8 +373,10 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
             All(
                 (
                     Cond("ipc", "<", t.core_max_ipc, ipc),
-                    Cond("l3_mpki", "<", t.core_max_l3_mpki, ("ins", "l3_tcm")),
-                    Cond("l1_mpki", "<", t.core_max_l1_mpki, ("ins", "l1_dcm"), key=False),
+                    # the misses cannot account for the lost cycles, even without any overlap
+                    Cond("miss_share", "<", t.memory_min_miss_share, ("ins", "cyc", "l3_tcm"), expr=shares.dram_known),
+                    Cond("cache_miss_share", "<", t.memory_min_miss_share, ("ins", "cyc", "l1_dcm", "l2_dcm"),
+                         key=False, expr=shares.caches),
                     Cond("br_mpki", "<", t.core_max_br_mpki, ("ins", "br_msp"), key=False),
                 )
             ),
@@ -440,17 +449,34 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
     ]
 
 
-def dram_cost_share(t: Thresholds) -> pl.Expr:
-    """DRAM's share of the cycles a burst's data-cache misses cost, each level's misses per instruction weighted
-    by its load-to-use latency (module docstring, *Memory rules*): L3 misses x DRAM latency over that plus L2
-    misses that hit L3 x L3 latency plus L1 misses that hit L2 x L2 latency. NULL without L3 misses, or without
-    both L1 and L2 misses (then whether the caches serve the misses is unknown)."""
-    l1, l2, l3 = (pl.col(c).cast(pl.Float64) for c in ("l1_mpki", "l2_mpki", "l3_mpki"))
-    l3_hits = (l2 - l3).clip(lower_bound=0.0) * t.l3_hit_cycles
-    l2_hits = (l1 - pl.coalesce(l2, l3)).clip(lower_bound=0.0) * t.l2_hit_cycles
-    cache = pl.when(l2.is_not_null() | l1.is_not_null()).then(pl.sum_horizontal(l3_hits, l2_hits))
-    dram = l3 * t.dram_cycles
-    return pl.when(dram + cache > 0).then(dram / (dram + cache))
+class MissCycles:
+    """The cycles a burst's data-cache misses would cost at full latency (no overlap: an upper bound of the stall),
+    each level's misses per instruction x its load-to-use latency (module docstring, *Memory rules*): L3 misses x
+    DRAM latency, L2 misses that hit L3 x L3 latency, L1 misses that hit L2 x L2 latency. Shares are of the
+    burst's cycles (x IPC / 1000) or of each other."""
+
+    def __init__(self, t: Thresholds):
+        l1, l2, l3 = (pl.col(c).cast(pl.Float64) for c in ("l1_mpki", "l2_mpki", "l3_mpki"))
+        ipc = pl.col("ipc").cast(pl.Float64)
+        self.dram = l3 * t.dram_cycles
+        l3_hits = (l2 - l3).clip(lower_bound=0.0) * t.l3_hit_cycles
+        l2_hits = (l1 - pl.coalesce(l2, l3)).clip(lower_bound=0.0) * t.l2_hit_cycles
+        any_level = l1.is_not_null() | l2.is_not_null() | l3.is_not_null()
+        #: cycles of the cache levels (L2 and L3 hits) per 1000 instructions; NULL without L1 and L2 misses
+        self.cache = pl.when(l2.is_not_null() | l1.is_not_null()).then(pl.sum_horizontal(l3_hits, l2_hits))
+        total = pl.when(any_level).then(pl.sum_horizontal(self.dram, l3_hits, l2_hits))
+        #: share of the cycles the measured misses would take (a lower bound where a level is not measured)
+        self.measured = total * ipc / 1000.0
+        complete = l1.is_not_null() & l2.is_not_null() & l3.is_not_null()
+        #: misses account for enough of the cycles: decided when every level is measured or the measured ones
+        #: already suffice; NULL (undecided) while an unmeasured level could still tip it
+        self.enough = pl.when(complete | (self.measured >= t.memory_min_miss_share)).then(self.measured)
+        #: as :attr:`measured`, NULL without L3 misses (the costliest level must be known to rule misses out)
+        self.dram_known = pl.when(l3.is_not_null()).then(self.measured)
+        #: share of the cycles the L2 and L3 hits would take; NULL unless both L1 and L2 misses are measured
+        self.caches = pl.when(l1.is_not_null() & l2.is_not_null()).then(self.cache * ipc / 1000.0)
+        #: DRAM's share of the miss cycles; NULL without L3 misses, or without both L1 and L2 misses
+        self.dram_share = pl.when(self.dram + self.cache > 0).then(self.dram / (self.dram + self.cache))
 
 
 def mpi_rules(t: Thresholds) -> list[Rule]:

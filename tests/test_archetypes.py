@@ -51,14 +51,18 @@ def test_no_rule_fired_gives_nearest_with_low_confidence():
 
 @pytest.mark.parametrize("change, expected", [
     ({"duration_ns": 9_999}, "fine_grain"),
-    ({"duration_ns": 10_000, "PAPI_TOT_CYC": 2_000_000}, "core_bound"),  # exactly 10 µs is not fine-grained
+    # exactly 10 µs is not fine-grained (12k instructions at IPC 0.5, 2.4 GHz)
+    ({"duration_ns": 10_000, "PAPI_TOT_INS": 12_000, "PAPI_TOT_CYC": 24_000, "PAPI_L1_DCM": 12, "PAPI_L2_DCM": 1,
+      "PAPI_L3_TCM": 0, "PAPI_BR_INS": 1_200, "PAPI_BR_MSP": 1, "PAPI_L1_ICM": 1, "PAPI_TLB_IM": 0}, "core_bound"),
     ({"PAPI_TOT_INS": 9_999, "PAPI_TOT_CYC": 8_000}, "fine_grain"),
     ({"PAPI_TOT_CYC": 1_000_000 / 1.5}, "compute_scalar"),  # IPC exactly 1.5
     ({"PAPI_TOT_CYC": 1_000_000 / 1.49}, None),  # just below: not compute_scalar
-    ({"PAPI_L1_DCM": 20_000, "PAPI_TOT_CYC": 2_000_000}, "cache_bound"),  # L1 MPKI exactly 20, stalled
-    ({"PAPI_L1_DCM": 19_999, "PAPI_TOT_CYC": 2_000_000}, None),
-    ({"PAPI_L1_DCM": 12_000, "PAPI_L2_DCM": 5_000, "PAPI_TOT_CYC": 2_000_000}, "cache_bound"),  # L2 MPKI 5
-    ({"PAPI_L1_DCM": 30_000}, None),  # L1 misses but IPC 1.2: the core is not stalled, not cache_bound
+    ({"PAPI_L1_DCM": 20_000, "PAPI_L2_DCM": 15_000, "PAPI_TOT_CYC": 1_200_000}, "cache_bound"),  # L1 MPKI 20
+    ({"PAPI_L1_DCM": 19_999, "PAPI_L2_DCM": 4_000, "PAPI_TOT_CYC": 1_200_000}, None),
+    # L2 and L3 hits at full latency: 1142 cycles per 1000 instructions, just over / under half the cycles
+    ({"PAPI_L1_DCM": 30_000, "PAPI_L2_DCM": 20_000, "PAPI_TOT_CYC": 2_280_000}, "cache_bound"),
+    ({"PAPI_L1_DCM": 30_000, "PAPI_L2_DCM": 20_000, "PAPI_TOT_CYC": 2_290_000}, "core_bound"),
+    ({"PAPI_L1_DCM": 30_000, "PAPI_TOT_CYC": 625_000}, "compute_scalar"),  # L1 misses at IPC 1.6: retiring
     ({"PAPI_L3_TCM": 37_500}, "dram_bandwidth"),  # exactly 60 % of the 4 GB/s rank share
     ({"PAPI_L3_TCM": 37_499, "PAPI_TOT_CYC": 2_000_000}, "dram_latency"),  # below the roof, stalled
     ({"PAPI_BR_MSP": 5_000}, "bad_speculation"),  # 5 % mispredicted
@@ -163,9 +167,10 @@ def test_strongest_evidence_wins_over_a_rule_listed_first():
     assert row["archetype"] == "bad_speculation"
     assert row["could_also_be"] == ["frontend_bound"] and row["provisional"] == "bad_speculation"
     assert set(row["missing_counters"]) == {"PAPI_L1_ICM", "PAPI_TLB_IM"}
-    # the same burst with its mispredictions cut to 1 %: the DRAM rule is the evidence left
+    # the same burst with its mispredictions cut to 1 %: 1 L3 miss per 1000 instructions cannot account for IPC
+    # 0.7 (issue 28): not dram_latency
     calm = classify(bursts([{**branchy, "PAPI_BR_MSP": 2_000}]))
-    assert calm["archetype"][0] == "dram_latency"
+    assert calm["archetype"][0] not in ("dram_latency", "bad_speculation")
 
 
 def test_ipc_and_llc_only_decide_core_and_memory_bound():

@@ -10,11 +10,11 @@ from synthtrace.tracelib.domain.pop import (
     PopInputError,
     missing_columns,
     pop_metrics,
+    pop_of_run,
     pop_scaling,
     single_scale_apps,
     thread_useful,
 )
-from synthtrace.tracelib.domain.replay import replay
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
 
 PINGPONG = TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"
@@ -26,12 +26,8 @@ def _run(path, run_id: str, app: str = "app") -> tuple[pl.DataFrame, pl.DataFram
 
     src = open_trace(path)
     bursts, calls, summary = src.read_tables(run_id)
-    threads = thread_useful(bursts, calls if calls.height else None)
-    ends = (pl.concat([bursts.select("appl", "task", "thread", "end_ns"),
-                       calls.select("appl", "task", "thread", "end_ns")])
-            .join(threads.select("appl", "task", "thread"), on=["appl", "task", "thread"], how="semi")
-            .group_by("appl", "task", "thread").agg(pl.col("end_ns").max()))
-    ideal = replay(calls, summary.messages, ends).runtime_ns if calls.height else None
+    run = pop_of_run(bursts, calls if calls.height else None, summary.messages)
+    threads, ideal = run.threads, run.ideal_runtime_ns
     runs = pl.DataFrame([{"run_id": run_id, "run_name": path.stem, "app": app, "experiment": app,
                           "runtime_ns": src.resources["duration_ns"], "ideal_runtime_ns": ideal}],
                         schema={"run_id": pl.String, "run_name": pl.String, "app": pl.String,

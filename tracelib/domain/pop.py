@@ -27,11 +27,13 @@ IPC scalability; no replay: no serialization or transfer), never a guess.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import polars as pl
 
 from synthtrace.tracelib.domain.counters import resolve
+from synthtrace.tracelib.domain.replay import Network, replay
 from synthtrace.tracelib.errors import BadInputError
 
 Scaling = Literal["strong", "weak"]
@@ -211,3 +213,36 @@ def missing_columns(metrics: pl.DataFrame) -> dict[str, str]:
         for c in ("ideal_runtime_ns", "serialization_efficiency", "transfer_efficiency"):
             why[c] = "the runs were not replayed (no MPI calls stored)"
     return why
+
+
+# ============================================================================ one run, end to end
+@dataclass(frozen=True)
+class RunPop:
+    """What :func:`pop_of_run` derives from one run: its per-thread useful figures (THREAD_USEFUL_SCHEMA), its
+    ideal runtime (ns; None without MPI calls to replay) and the replay's dependencies released for want of a
+    partner."""
+
+    threads: pl.DataFrame
+    ideal_runtime_ns: int | None
+    n_released: int
+
+
+def thread_ends(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | None,
+                threads: pl.DataFrame) -> pl.DataFrame:
+    """The end of each computation thread's activity (its last burst or MPI call, ns): where its replay ends."""
+    parts = [bursts.lazy().select(*THREAD, "end_ns")]
+    if calls is not None:
+        parts.append(calls.lazy().select(*THREAD, "end_ns"))
+    return (pl.concat(parts, how="vertical_relaxed").group_by(THREAD).agg(pl.col("end_ns").max())
+            .join(threads.lazy().select(THREAD), on=THREAD, how="semi").collect())
+
+
+def pop_of_run(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | None, messages: pl.DataFrame | None,
+               network: Network | None = None) -> RunPop:
+    """Per-thread useful figures of one run and its runtime replayed on ``network`` (default: the ideal one)."""
+    threads = thread_useful(bursts, calls)
+    if calls is None or calls.height == 0:
+        return RunPop(threads, None, 0)
+    mine = calls.join(threads.select(THREAD), on=THREAD, how="semi")
+    res = replay(mine, messages, thread_ends(bursts, mine, threads), network)
+    return RunPop(threads, res.runtime_ns, res.n_released)
