@@ -18,8 +18,8 @@ intervals into bursts and summing samples into them runs in one Numba kernel per
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -27,8 +27,7 @@ import polars as pl
 
 from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.domain.mpi_calls import MPI_KINDS, kind_expr
-from synthtrace.tracelib.schema import (MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA,
-                                       counter_columns)
+from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import packed, unpacked
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
@@ -45,7 +44,7 @@ HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_
 NEVER = 2**62  # a horizon beyond any trace: everything is final
 _MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
 _NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
-_TID = "_tid"  # thread id column the assembler adds to MPI events
+_TID = THREAD_ID_COLUMN = "_tid"  # thread id column the assembler adds to MPI events (a reader may give it)
 _ENTRY_SCHEMA = {_TID: pl.Int32, "time_ns": pl.Int64, "call": pl.String, "call_site": pl.String}
 
 
@@ -111,29 +110,8 @@ class ArrayBatch:
 
     intervals: IntervalArrays
     samples: SampleArrays
-    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA, and optionally THREAD_ID_COLUMN: the rows' assembler thread ids (int32)
     messages: pl.DataFrame  # MESSAGE_SCHEMA
-
-
-@dataclass
-class ReadSummary:
-    """What reading a trace found, beyond the tables."""
-
-    n_records: dict[int, int] = field(default_factory=dict)
-    counters: list[str] = field(default_factory=list)
-    n_bursts: int = 0
-    n_calls: int = 0
-    last_time_ns: int = 0
-    warnings: list[str] = field(default_factory=list)
-    messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGE_SCHEMA))
-    #: uncore counter samples (UNCORE_SCHEMA), unless ``uncore_sink`` takes them chunk by chunk (bounded memory)
-    uncore: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNCORE_SCHEMA))
-    uncore_sink: Callable[[pl.DataFrame], None] | None = None
-    n_uncore: int = 0
-    thread_nodes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=THREAD_NODE_SCHEMA))
-    #: hex content hash of the bytes the reader parsed (:class:`~synthtrace.tracelib.formats.source.ContentHasher`);
-    #: None when the format's library reads the files itself (OTF2)
-    content_hash: str | None = None
 
 
 def _empty(schema: dict) -> pl.DataFrame:
@@ -687,8 +665,11 @@ class BurstAssembler:
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if isinstance(batch, RecordBatch):
             batch = self._to_arrays(batch)
-        new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
-        new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
+        if _TID in batch.mpi.columns:  # the reader's own thread ids are the assembler's
+            new_mpi = batch.mpi.select(*MPI_EVENT_SCHEMA.keys(), _TID)
+        else:
+            new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
+            new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
         h = self._horizon(horizon)
         mpi = pl.concat([self._mpi, new_mpi])
         intervals = self._intervals.concat(batch.intervals)
