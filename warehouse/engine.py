@@ -32,6 +32,7 @@ CatalogException = _engine.CatalogException
 IOException = _engine.IOException
 InterruptException = _engine.InterruptException
 PermissionException = _engine.PermissionException
+OutOfMemoryException = _engine.OutOfMemoryException
 
 
 def relation_api() -> ModuleType:

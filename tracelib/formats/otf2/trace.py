@@ -152,7 +152,7 @@ class Otf2Trace(TraceReader):
         matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms)
         return ReadSummary(
             calls=calls.with_messages(matched), messages=matched, thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
-            counters=tuple(assembler.counters), n_bursts=read.n_bursts, n_calls=calls.n_calls, n_uncore=0,
+            counters=tuple(assembler.counters), n_bursts=read.n_bursts, n_calls=calls.n_calls, n_uncore=0, n_events=0,
             n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings))
 
     def _location_chunks(self, _otf2, handle, loc: _Location, setters: dict, messages: list[str],
