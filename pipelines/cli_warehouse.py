@@ -76,7 +76,7 @@ def ingest(
         print_note(note)
     failures: list[SynthtraceError] = []
     total = sum(trace_bytes(f) for f in files)
-    with _progress() as bar:
+    with wh.removed_if_unused(), _progress() as bar:
         task = bar.add_task("ingest", total=total)
         for f in files:
             bar.update(task, description=f"ingest {f.name}")

@@ -200,3 +200,26 @@ def test_cycles_beyond_10ghz_and_ipc_beyond_16_are_anomalies():
     clean = without_anomalies(frame)
     assert clean["PAPI_TOT_CYC"].to_list() == [None, 20_000, 9_000]  # a 10 ns burst is judged over 1 µs
     assert clean["PAPI_TOT_INS"].to_list() == [30_000, None, 9_000]
+
+
+def test_otf2_user_regions_are_events_in_extrae_s_convention():
+    """OTF2 regions that are not MPI calls (user functions) become ``events`` rows as Extrae writes user functions
+    (type 60000019, region at Enter, 0 at Leave): one per Enter/Leave the archive holds."""
+    otf2 = pytest.importorskip("otf2")
+    from synthtrace.tracelib.formats.source import open_trace
+    from testing.traces import TRACES
+
+    anchor = TRACES / "otf2" / "ping-pong-otf2-papi" / "traces.otf2"
+    want = Counter()
+    with otf2.reader.open(str(anchor)) as trace:
+        for _, event in trace.events:
+            if isinstance(event, otf2.events.Enter | otf2.events.Leave) and not event.region.name.startswith("MPI_"):
+                want[(type(event).__name__, event.region.name)] += 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, _, summary = open_trace(anchor).read_tables("r")
+    ev = summary.events
+    assert set(ev["type"].to_list()) == {60_000_019}
+    got = Counter((("Enter", n) if v else ("Leave", None)) for v, n in ev.select("value", "value_name").iter_rows())
+    assert sum(want.values()) == ev.height > 0
+    assert {k: c for k, c in got.items() if k[0] == "Enter"} == {k: c for k, c in want.items() if k[0] == "Enter"}

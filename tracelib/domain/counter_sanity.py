@@ -113,15 +113,18 @@ class AnomalyTally:
         rules = anomaly_rules(frame.schema)
         if not frame.height or not rules:
             return
-        judged = frame.select(pl.int_range(pl.len()).alias("_row"),
-                              *[_first_rule(checks).alias(c) for c, checks in rules.items()])
-        found = (judged.unpivot(index="_row", variable_name="counter", value_name="rule").drop_nulls("rule")
-                 .group_by("counter", "rule").agg(pl.len().alias("n"), pl.col("_row").first()))
-        for counter, rule, n, row in found.iter_rows():
+        # one pass counting every (counter, rule) at once; rows are looked at only where something is found
+        first = {c: _first_rule(checks) for c, checks in rules.items()}
+        names = [(c, r) for c, checks in rules.items() for r, _ in checks]
+        counts = frame.select(*[(first[c] == r).sum().alias(f"{c}\0{r}") for c, r in names]).row(0)
+        for (counter, rule), n in zip(names, counts):
+            if not n:
+                continue
             key = (counter, rule)
             self.counts[key] = self.counts.get(key, 0) + n
             if key not in self.examples:
-                self.examples[key] = _example(frame.row(row, named=True), counter, rule, what)
+                row = frame.with_row_index("_row").filter(first[counter] == rule).row(0, named=True)
+                self.examples[key] = _example(row, counter, rule, what)
 
     def add_samples(self, samples: pl.DataFrame) -> None:
         """Judge counter samples of one counter per row (``counter``, ``value``: the uncore samples), by the

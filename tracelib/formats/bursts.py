@@ -45,7 +45,7 @@ HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_
 NEVER = 2**62  # a horizon beyond any trace: everything is final
 _MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
 _NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
-_TID = "_tid"  # thread id column the assembler adds to MPI events
+_TID = THREAD_ID_COLUMN = "_tid"  # thread id column the assembler adds to MPI events (a reader may give it)
 _ENTRY_SCHEMA = {_TID: pl.Int32, "time_ns": pl.Int64, "call": pl.String, "call_site": pl.String}
 
 
@@ -111,7 +111,7 @@ class ArrayBatch:
 
     intervals: IntervalArrays
     samples: SampleArrays
-    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA, and optionally THREAD_ID_COLUMN: the rows' assembler thread ids (int32)
     messages: pl.DataFrame  # MESSAGE_SCHEMA
 
 
@@ -687,8 +687,11 @@ class BurstAssembler:
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if isinstance(batch, RecordBatch):
             batch = self._to_arrays(batch)
-        new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
-        new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
+        if _TID in batch.mpi.columns:  # the reader's own thread ids are the assembler's
+            new_mpi = batch.mpi.select(*MPI_EVENT_SCHEMA.keys(), _TID)
+        else:
+            new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
+            new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
         h = self._horizon(horizon)
         mpi = pl.concat([self._mpi, new_mpi])
         intervals = self._intervals.concat(batch.intervals)

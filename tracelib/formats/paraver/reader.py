@@ -22,6 +22,7 @@ import polars as pl
 
 from synthtrace.tracelib.formats.bursts import (
     MESSAGE_SCHEMA,
+    THREAD_ID_COLUMN,
     ArrayBatch,
     BurstAssembler,
     SampleArrays,
@@ -628,7 +629,8 @@ class _EventConverter:
         ])
 
     def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
-        """MPI entries and exits (MPI_EVENT_SCHEMA); entries carry the sizes and call site of their time."""
+        """MPI entries and exits (MPI_EVENT_SCHEMA and the thread ids); entries carry the sizes and call site of
+        their time."""
         rows, info, has = mpi_events.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
         typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
         entry = val != 0
@@ -666,6 +668,7 @@ class _EventConverter:
                 pl.Series("appl", appl),
                 pl.Series("task", task),
                 pl.Series("thread", thread),
+                pl.Series(THREAD_ID_COLUMN, ev.thread[rows], pl.Int32),  # the assembler's ids (header order)
                 pl.Series("cpu", ev.cpu[rows]),
                 pl.Series("time_ns", ev.time_ns[rows]),
                 kind,
