@@ -16,6 +16,10 @@ as it is. MPI calls take no time of their own; they wait only for what MPI makes
   network's collective cost (``ceil(log2 P)`` stages of ``latency + bytes / bandwidth`` for the fan-in and/or
   fan-out, Dimemas' logarithmic model).
 
+Messages do not contend for links (Dimemas with as many links per node as messages in flight; checked against it
+in tests/test_pop_oracles.py): on a network slow enough for a node's messages to queue, the prediction is a lower
+bound.
+
 The event loop is one Numba kernel, each call visited once plus once per wake-up (> 1 M MPI calls/s,
 benchmarks/results/pop.md). Dependencies a trace cut short leaves without their partner (a collective some
 threads never reach, a receive whose send lies outside the trace) are released at the waiting thread's own time
