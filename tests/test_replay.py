@@ -144,3 +144,13 @@ def test_replayed_on_the_recorded_network_the_runtime_is_the_traced_one_within_1
     for stem, (runtime, bursts, mpi, messages) in real_runs.items():
         res = replay(mpi, messages, _thread_ends(bursts, mpi), networks[stem.split("_")[0]])
         assert abs(res.runtime_ns - runtime) / runtime < 0.10, (stem, res.runtime_ns, runtime)
+
+
+def test_a_receive_recorded_at_the_wait_that_completed_it_completes_there():
+    # OTF2-style: the receive's record is in the MPI_Wait that completed it, not at the MPI_Irecv
+    c = calls((1, "MPI_Isend", 800, 805), (2, "MPI_Irecv", 10, 12), (2, "MPI_Wait", 500, 900),
+              (2, "MPI_Wait", 1000, 1010))
+    m = pl.DataFrame([message(1, 802, 2, 899)], schema=MSG_SCHEMA)
+    res = replay(c, m, ends(t1=805, t2=1100))
+    waits = res.calls.filter((pl.col("task") == 2) & (pl.col("mpi_call") == "MPI_Wait"))
+    assert waits["end_ns"].to_list() == [800, 900]  # the first wait waits for the data, the second for nothing

@@ -7,8 +7,8 @@ as it is. MPI calls take no time of their own; they wait only for what MPI makes
 
 - **point-to-point**: a message's send is posted by the call that holds its logical send time, its receive by the
   call that holds its logical receive time (Extrae writes the post of an ``MPI_Irecv`` there). A blocking receive
-  completes in its own call; a non-blocking one in the first wait-family call after its post that ends once the
-  message was sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or after both
+  completes in its own call, as does a receive recorded in a wait-family call (OTF2 records it where it
+  completed); a non-blocking one in the first wait-family call after its post that ends once the message was sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or after both
   ends are posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which ``prv2dim``
   writes synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
 - **collectives** (blocking ones, and ``MPI_Init``, on which ``prv2dim`` puts a barrier): the k-th collective of
@@ -370,8 +370,9 @@ def _messages(ops: _Ops, messages: pl.DataFrame, keys: np.ndarray, net: Network)
     name = ops.frame["mpi_call"]
     blocking_recv = name.is_in(list(_BLOCKING_RECV)).to_numpy()
     is_wait = name.is_in(list(_WAITS)).to_numpy()
-    # a non-blocking receive completes in the first wait after its post that ends once the message was sent
-    cop = np.where(blocking_recv[rop], rop,
+    # a non-blocking receive completes in the first wait after its post that ends once the message was sent; a
+    # receive recorded in the call that completed it (OTF2 writes it at the wait) completes there
+    cop = np.where(blocking_recv[rop] | is_wait[rop], rop,
                    _completion_kernel(ops.ptr, ops.end, is_wait, rtid, rop, np.maximum(ops.end[rop] + 1, s_time)))
     size = m["size"].fill_null(0).to_numpy()[known][ok].astype(np.float64)
     rendezvous = name.is_in(list(_RENDEZVOUS_SEND)).to_numpy()[sop]
