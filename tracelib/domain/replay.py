@@ -8,9 +8,10 @@ as it is. MPI calls take no time of their own; they wait only for what MPI makes
 - **point-to-point**: a message's send is posted by the call that holds its logical send time, its receive by the
   call that holds its logical receive time (Extrae writes the post of an ``MPI_Irecv`` there). A blocking receive
   completes in its own call, as does a receive recorded in a wait-family call (OTF2 records it where it
-  completed); a non-blocking one in the first wait-family call after its post that ends once the message was sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or after both
-  ends are posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which ``prv2dim``
-  writes synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
+  completed); a non-blocking one in the first wait-family call after its post that ends once the message was
+  sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or after both ends are
+  posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which ``prv2dim`` writes
+  synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
 - **collectives** (blocking ones, and ``MPI_Init``, on which ``prv2dim`` puts a barrier): the k-th collective of
   every thread on one communicator is one operation; everybody leaves it when the last one arrived, plus the
   network's collective cost (``ceil(log2 P)`` stages of ``latency + bytes / bandwidth`` for the fan-in and/or
