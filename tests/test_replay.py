@@ -154,3 +154,16 @@ def test_a_receive_recorded_at_the_wait_that_completed_it_completes_there():
     res = replay(c, m, ends(t1=805, t2=1100))
     waits = res.calls.filter((pl.col("task") == 2) & (pl.col("mpi_call") == "MPI_Wait"))
     assert waits["end_ns"].to_list() == [800, 900]  # the first wait waits for the data, the second for nothing
+
+
+def test_a_receive_polled_with_testall_completes_at_the_first_test_after_the_send():
+    # the simulator's halo: Irecv, then a loop of MPI_Testall polls until the data are there
+    c = calls((1, "MPI_Isend", 395, 397), (2, "MPI_Irecv", 10, 12), (2, "MPI_Testall", 100, 102),
+              (2, "MPI_Testall", 200, 202), (2, "MPI_Testall", 300, 302), (2, "MPI_Testall", 400, 402))
+    m = pl.DataFrame([message(1, 396, 2, 11)], schema=MSG_SCHEMA)
+    res = replay(c, m, ends(t1=397, t2=500))
+    assert res.n_released == 0
+    tests = res.calls.filter(pl.col("mpi_call") == "MPI_Testall")
+    # the computation between polls is replayed as recorded (98 ns each, the polls cost nothing); the poll that
+    # found the data (the first ending after the send) waits for it, the Irecv itself does not
+    assert tests["end_ns"].to_list() == [98, 196, 294, 395]

@@ -7,11 +7,11 @@ as it is. MPI calls take no time of their own; they wait only for what MPI makes
 
 - **point-to-point**: a message's send is posted by the call that holds its logical send time, its receive by the
   call that holds its logical receive time (Extrae writes the post of an ``MPI_Irecv`` there). A blocking receive
-  completes in its own call, as does a receive recorded in a wait-family call (OTF2 records it where it
-  completed); a non-blocking one in the first wait-family call after its post that ends once the message was
-  sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or after both ends are
-  posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which ``prv2dim`` writes
-  synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
+  completes in its own call, as does a receive recorded in a wait or test call (OTF2 records it where it
+  completed); a non-blocking one in the first wait or test call (``MPI_Testall`` polling) after its post that ends
+  once the message was sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or
+  after both ends are posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which
+  ``prv2dim`` writes synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
 - **collectives** (blocking ones, and ``MPI_Init``, on which ``prv2dim`` puts a barrier): the k-th collective of
   every thread on one communicator is one operation; everybody leaves it when the last one arrived, plus the
   network's collective cost (``ceil(log2 P)`` stages of ``latency + bytes / bandwidth`` for the fan-in and/or
@@ -48,7 +48,8 @@ _STAGES = {"barrier": (1, 1), "one_to_all": (0, 1), "all_to_one": (1, 0), "all_t
 _COLLECTIVES = {n: c.role for n, c in MPI_CALLS.items() if c.kind == "collective" and c.blocking}
 _BLOCKING_RECV = calls_with(roles=("recv", "sendrecv"), blocking=True)
 _RENDEZVOUS_SEND = calls_with(roles=("send",), blocking=True)
-_WAITS = calls_with(roles=("wait",))
+#: calls that complete requests: waits, and tests (a polling loop: the test that found the data completes it)
+_COMPLETIONS = calls_with(roles=("wait", "test"))
 #: MPI_Init: prv2dim puts a barrier at its end (Dimemas' default)
 _INIT = "MPI_Init"
 
@@ -240,8 +241,8 @@ def _locate_kernel(op_ptr, op_start, tids, times):  # pragma: no cover - compile
 
 @cached_njit
 def _completion_kernel(op_ptr, op_end, is_wait, tids, post_op, due):  # pragma: no cover - compiled
-    """Per non-blocking receive: the first wait-family op after its post that ends at or after ``due`` (the post
-    itself when there is none)."""
+    """Per non-blocking receive: the first completion op (wait, test) after its post that ends at or after ``due``
+    (the post itself when there is none)."""
     out = post_op.copy()
     for j in range(tids.size):
         for i in range(post_op[j] + 1, op_ptr[tids[j] + 1]):
@@ -370,7 +371,7 @@ def _messages(ops: _Ops, messages: pl.DataFrame, keys: np.ndarray, net: Network)
     stid, rtid, sop, rop, s_time = stid[ok], rtid[ok], sop[ok], rop[ok], s_time[ok]
     name = ops.frame["mpi_call"]
     blocking_recv = name.is_in(list(_BLOCKING_RECV)).to_numpy()
-    is_wait = name.is_in(list(_WAITS)).to_numpy()
+    is_wait = name.is_in(list(_COMPLETIONS)).to_numpy()
     # a non-blocking receive completes in the first wait after its post that ends once the message was sent; a
     # receive recorded in the call that completed it (OTF2 writes it at the wait) completes there
     cop = np.where(blocking_recv[rop] | is_wait[rop], rop,
