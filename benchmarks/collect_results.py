@@ -16,6 +16,7 @@ ORDER = [
     "simulate",
     "merge",
     "merge_stress",
+    "merge_mechanisms",
     "flow",
     "cli_startup",
     "report",

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -32,9 +31,7 @@ from threadpoolctl import threadpool_limits
 from synthtrace.models.features import FeatureTable, NoTrainingDataError, build_features, check_target
 from synthtrace.models.predictors import cross_validate, drop_uninformative, fit, scores
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.models.training_data import load_bursts
-from synthtrace.warehouse.model_store import (
-    ArtifactIntegrityError, model_record, read_artifact, write_model, write_predictions)
+from synthtrace.warehouse.model_store import ArtifactIntegrityError, model_record, read_artifact
 
 #: the only types beyond skops' defaults that a model artifact may contain (what hgb, rf and linear need)
 TRUSTED_TYPES: tuple[str, ...] = (
@@ -104,27 +101,28 @@ def _sorted_rows(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.sort(keys) if keys else frame
 
 
-def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experiments: list[str] | None = None,
-          seed: int = 0, n_splits: int = 5, evaluate: bool = True, now: datetime | None = None,
-          on_step: Callable[[str], None] | None = None) -> TrainedModel:
-    """Train a ``kind`` predictor of ``target`` on the warehouse's bursts and commit it as a new version.
-
-    ``on_step`` is told each step done (reading, features, fit, every evaluation fold): a progress bar.
-
-    Raises :class:`~synthtrace.models.features.UnknownTargetError`,
-    :class:`~synthtrace.models.predictors.UnknownModelKindError`,
-    :class:`~synthtrace.warehouse.errors.UnknownExperimentError` and
-    :class:`~synthtrace.models.features.NoTrainingDataError`.
-    """
+def check_request(target: str, kind: str, seed: int = 0) -> None:
+    """Raise :class:`~synthtrace.models.features.UnknownTargetError` or
+    :class:`~synthtrace.models.predictors.UnknownModelKindError` before any data is read."""
     check_target(target)
     from synthtrace.models.predictors import make_estimator
     make_estimator(kind, seed)
-    wh = Warehouse(root)
+
+
+def train(frame: pl.DataFrame, info: dict, target: str = "ipc", kind: str = "hgb", *, seed: int = 0,
+          n_splits: int = 5, evaluate: bool = True, now: datetime | None = None,
+          on_step: Callable[[str], None] | None = None) -> tuple[TrainedModel, bytes]:
+    """Train a ``kind`` predictor of ``target`` on the bursts of ``frame`` (with ``info``, what
+    :func:`~synthtrace.models.training_data.load_bursts` says they came from): the fitted model with its registry
+    record, and its skops artifact (:func:`synthtrace.pipelines.jobs.train` reads and commits).
+
+    ``on_step`` is told each step done (features, fit, every evaluation fold): a progress bar.
+    Raises :class:`~synthtrace.models.features.NoTrainingDataError`.
+    """
+    check_request(target, kind, seed)
     step = on_step or (lambda _: None)
-    frame, info = load_bursts(wh, experiments)
-    step("bursts read")
     if frame.height == 0:
-        raise NoTrainingDataError(f"no bursts to learn from in {wh.root}"
+        raise NoTrainingDataError(f"no bursts to learn from in {info.get('warehouse', 'the warehouse')}"
                                   + (f" (experiments {', '.join(info['experiments'])})" if info["experiments"] else
                                      " (ingest and merge traces first)"))
     frame = _sorted_rows(frame)
@@ -162,18 +160,16 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
         "library_versions": json.dumps(library_versions()), "fingerprint": fingerprint(est, table.X),
         "status": model_status(cv.scores["r2"] if cv else None),
     }
-    write_model(wh, record, artifact)
-    return TrainedModel(est, model_record(wh, model_id))
+    return TrainedModel(est, record), artifact
 
 
-def load(root: str | Path, model_id: str | None = None, target: str | None = None) -> TrainedModel:
+def load(wh: Warehouse, model_id: str | None = None, target: str | None = None) -> TrainedModel:
     """A registered model (``model_id``, else the newest, of ``target`` if given), loaded safely.
 
     Raises :class:`~synthtrace.warehouse.model_store.UnknownModelError` and
     :class:`~synthtrace.warehouse.model_store.ArtifactIntegrityError` (hash mismatch, or a type outside the trusted
     list).
     """
-    wh = Warehouse(root)
     record = model_record(wh, model_id, target)
     data = read_artifact(wh, record)
     try:
@@ -184,7 +180,11 @@ def load(root: str | Path, model_id: str | None = None, target: str | None = Non
     if extra:
         raise ArtifactIntegrityError(f"model {record['model_id']}: artifact holds untrusted types "
                                      f"{', '.join(extra)}; refusing to load it")
-    estimator = sio.loads(data, trusted=list(untrusted))
+    try:  # security (issue 23 item 13): a tampered archive (an object-dtype .npy, a cut member) is an integrity error
+        estimator = sio.loads(data, trusted=list(untrusted))
+    except Exception as exc:
+        raise ArtifactIntegrityError(f"model {record['model_id']}: artifact cannot be loaded ({exc}); it was altered "
+                                     "or written by another skops") from None
     return TrainedModel(estimator, record)
 
 
@@ -200,14 +200,10 @@ def predict_frame(model: TrainedModel, frame: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
-def predict(root: str | Path, experiment: str, model_id: str | None = None, *, target: str | None = None,
-            store: bool = True, now: datetime | None = None) -> tuple[TrainedModel, pl.DataFrame]:
-    """Apply a model to one experiment's bursts and (``store``) write them to the predictions view."""
-    model = load(root, model_id, target)
-    wh = Warehouse(root)
-    frame, _ = load_bursts(wh, [experiment])
-    if frame.height == 0:
-        raise NoTrainingDataError(f"experiment {experiment!r} has no bursts to predict")
+def predictions(model: TrainedModel, frame: pl.DataFrame, experiment: str, *,
+                now: datetime | None = None) -> pl.DataFrame:
+    """The rows of the predictions view for one experiment's bursts: :func:`predict_frame` with the model, target,
+    experiment, time of prediction and the burst keys (NULL where the bursts lack them)."""
     out = predict_frame(model, _sorted_rows(frame))
     out = out.with_columns(
         pl.lit(model.model_id).alias("model_id"),
@@ -219,6 +215,4 @@ def predict(root: str | Path, experiment: str, model_id: str | None = None, *, t
                  ("burst_seq", pl.Int64)):
         if c not in out.columns:
             out = out.with_columns(pl.lit(None, t).alias(c))
-    if store:
-        write_predictions(wh, model.model_id, experiment, out)
-    return model, out
+    return out

@@ -97,9 +97,9 @@ def ingest(wh: Warehouse | str | Path, *paths: str | Path, experiment: str | Non
 def merge(wh: Warehouse | str | Path, experiment: str, *, reference: str | None = None) -> MergeResult:
     """Align the experiment's runs, merge their counters into the reference run's bursts and commit the result
     (``merged_bursts``, ``merge_quality``, ``merge_matches``)."""
+    from synthtrace.pipelines.jobs import merge_experiment
     from synthtrace.tracelib.merge.merge_runs import MergeOptions
-    from synthtrace.warehouse.merged import merge_experiment
-    return merge_experiment(_warehouse(wh), experiment, MergeOptions(reference=reference))
+    return merge_experiment(_warehouse(wh).experiment(experiment), MergeOptions(reference=reference))
 
 
 def classify(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, *,

@@ -75,6 +75,16 @@ NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | frozenset(MPI_CA
     "experiment", "run_name", "app", "match_score", "estimated", "phase", "archetype", "confidence"}
 
 
+_RESERVED_LOWER = frozenset(c.lower() for c in NON_COUNTER_COLUMNS)
+
+
+def is_reserved_column(name: str) -> bool:
+    """True when a counter may not be stored under ``name``: a key or fixed column of the bursts-like tables (in any
+    letter case: DuckDB's names are case-insensitive) or a private ``_`` name. The readers rename such a counter
+    (a .pcf label ``task``, an OTF2 metric ``start_ns``) and say so."""
+    return name.lower() in _RESERVED_LOWER or name.startswith("_")
+
+
 def counter_columns(bursts: pl.DataFrame | pl.LazyFrame) -> list[str]:
     """The counter columns of a bursts-like or MPI-call table, in table order: its numeric columns that are neither
     fixed (:data:`NON_COUNTER_COLUMNS`) nor private (named ``_...``). The one rule of the code base."""

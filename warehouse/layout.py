@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import uuid
@@ -30,6 +31,8 @@ from synthtrace.warehouse.names import check_name
 
 if TYPE_CHECKING:  # polars costs ~0.3 s to import; `runs` and `sql` never need it
     import polars as pl
+
+    from synthtrace.warehouse.experiment import Experiment
 
 MARKER = "synthtrace-warehouse"
 
@@ -95,6 +98,12 @@ class Warehouse:
     def has_run(self, run_id: str) -> bool:
         return (self.run_dir(run_id) / "run.parquet").is_file()
 
+    def experiment(self, name: str) -> Experiment:
+        """Experiment ``name`` (:class:`~synthtrace.warehouse.experiment.Experiment`: the runs table read once)."""
+        from synthtrace.warehouse.experiment import Experiment  # arch (issue 26): the experiment as an object
+
+        return Experiment.open(self, name)
+
     # ------------------------------------------------------------------ writing
     def ensure(self) -> Warehouse:
         """Create the folder layout and clear staging left by killed writers."""
@@ -108,6 +117,32 @@ class Warehouse:
             raise WarehouseError(f"{self.root}: cannot create the warehouse ({exc.strerror})") from None
         self._clear_stale_staging()
         return self
+
+    @contextlib.contextmanager
+    def removed_if_unused(self) -> Iterator[Warehouse]:
+        """For a block that may create this warehouse: when the folder did not exist before and the block leaves it
+        holding nothing (every trace refused), it is removed again: a refused ingest creates no empty warehouse."""
+        existed = self.root.exists() or self.root.is_symlink()
+        try:
+            yield self
+        finally:
+            if not existed:
+                self._remove_if_empty()
+
+    def _remove_if_empty(self) -> None:
+        """Remove the folder layout :meth:`ensure` creates if nothing else is in it (``rmdir`` refuses a folder that
+        is not empty, so a concurrent writer's files are never touched)."""
+        layout = (self.staging_dir, self.runs_dir, self.experiments_dir, self.root / ".locks")
+        with contextlib.suppress(OSError):
+            if {p.name for p in self.root.iterdir()} - {MARKER} - {d.name for d in layout}:
+                return  # something else was stored
+            if any(any(d.iterdir()) for d in layout if d.is_dir()):
+                return
+            for d in layout:
+                if d.is_dir():
+                    d.rmdir()
+            (self.root / MARKER).unlink(missing_ok=True)
+            self.root.rmdir()
 
     def _clear_stale_staging(self) -> None:
         """Finish the swaps killed writers left half done (:meth:`_recover_swaps`), then remove the staging
@@ -169,8 +204,10 @@ class Warehouse:
                     shutil.rmtree(stage)
                     return
             _fsync_dir(target.parent)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(stage, ignore_errors=True)
+            if (os_error := os_error_within(exc, target)) is not None:
+                raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
             raise
 
     def _swap(self, stage: Path, target: Path) -> Path:
@@ -279,6 +316,22 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
         return False
     raise OSError(err, os.strerror(err), str(b))
+
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def os_error_within(exc: BaseException, target: Path) -> OSError | None:
+    """The operating-system error a library reported as its own exception (Polars' ``ComputeError: ... No space
+    left on device (os error 28)`` when a Parquet write fills the disk), as an :class:`OSError` naming ``target``;
+    None for an OSError itself or any other failure."""
+    if isinstance(exc, OSError) or not isinstance(exc, Exception):
+        return None
+    m = _OS_ERROR.search(str(exc))
+    if m is None:
+        return None
+    code = int(m[1])
+    return OSError(code, os.strerror(code), str(target))
 
 
 def _not_regular(folder: str, names: list[str]) -> set[str]:

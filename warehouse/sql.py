@@ -57,7 +57,8 @@ MIN_MEMORY_BYTES = 16 * 2**20
 #: attempts at a query whose files a concurrent writer removed or replaced (each on a fresh listing)
 _ATTEMPTS = 4
 #: DuckDB type ids written to CSV as they are; nested types become JSON text, every other type DuckDB's text
-_CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "utinyint", "usmallint", "uinteger", "ubigint",
+_CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger",
+              "ubigint", "uhugeint",
               "float", "double", "decimal", "varchar", "date", "time", "timestamp", "timestamp_s", "timestamp_ms",
               "timestamp_ns", "timestamp with time zone"}
 _CSV_AS_JSON = {"list", "struct", "map", "array", "union"}

@@ -406,7 +406,11 @@ class _LocationConverter:
         value = raw.view(np.int64).copy()
         fl = d.member_type[member] == 2
         if fl.any():
-            value[fl] = np.rint(raw[fl].view(np.float64)).astype(np.int64)
+            doubles = raw[fl].view(np.float64)
+            bad = ~(np.abs(doubles) < 2.0**63)  # NaN compares False: bad too
+            if bad.any():
+                self._refuse_metric(member[fl][bad][0], doubles[bad][0], t_ns[rec[fl][bad][0]])
+            value[fl] = np.rint(doubles).astype(np.int64)
         order = np.lexsort((pos[rec], member))  # per member in record order
         member, value, t = member[order], value[order], t_ns[rec][order]
         mode = d.member_mode[member]
@@ -443,6 +447,13 @@ class _LocationConverter:
         if extra:
             df = pl.concat([df, pl.DataFrame(extra, schema=df.schema, orient="row")])
         return df.select("time_ns", self._counters.gather(df["member"]).alias("counter"), "value")
+
+    def _refuse_metric(self, member: int, value: float, time_ns: int) -> None:
+        """A floating-point metric reading that is no number of events (NaN, infinite, beyond 2^63) makes the trace
+        unreadable, as a Paraver counter value beyond 64 bits does (it would be stored as INT64_MIN)."""
+        raise TraceFormatError(self.path, None, f"metric {self.defs.member_names[member]!r} reads {value} at "
+                               f"{time_ns} ns on task {self.loc.task} thread {self.loc.thread}: not a count "
+                               "(NaN, infinite or beyond 2^63)")
 
     def _p2p(self, a: dict[str, np.ndarray]) -> pl.DataFrame:
         """Point-to-point records of the chunk, for message matching once every location is read."""
