@@ -204,8 +204,10 @@ def report(store: dict) -> str:
             "arrived, polls follow timing, ANY_SOURCE receives and farm assignments follow arrivals), read back "
             "from their Paraver traces and merged with default options.", ""]
     for lab, res in store.items():
-        text.append(f"- `{lab}`: {res['when']}, commit {res['commit']}, `{res['command']}`, {res['seconds']:.0f} s, "
-                    f"load average at the end {res['load']:.1f}; {res['machine']}")
+        cpu = f" ({res['cpu_s']:.0f} s CPU)" if res.get("cpu_s") else ""
+        text.append(f"- `{lab}`: {res['when']}, commit {res['commit']}, `{res['command']}`, {res['seconds']:.0f} s"
+                    f"{cpu}, load average at the end {res['load']:.1f}; {res['machine']}"
+                    + (f". {res['note']}" if res.get("note") else ""))
         text += [f"  - rerun {r['when']}, commit {r['commit']}: `{r['command']}`, {r['seconds']:.0f} s, load "
                  f"{r['load']:.1f}" for r in res.get("reruns", [])]
     text += ["", "## Per mechanism (default sizes; the worst seed)", "", mechanism_table(store), "",
@@ -234,6 +236,7 @@ def main() -> None:
     ap.add_argument("--scale-memory", action="store_true", help="also the 256-rank x 2,000-iteration peak memory")
     ap.add_argument("--only-scale", action="store_true", help="only the scale checks (keep the label's rows)")
     ap.add_argument("--mechanisms", default="", help="comma-separated: rerun only these (their rows replaced)")
+    ap.add_argument("--note", default="", help="a sentence on what code ran (printed with the label)")
     ap.add_argument("--store", type=Path, default=STORE, help="JSON of every label's results")
     ap.add_argument("--out", type=Path, default=OUT, help="the Markdown table")
     args = ap.parse_args()
@@ -258,7 +261,9 @@ def main() -> None:
     run = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
            "command": "python benchmarks/bench_merge_mechanisms.py " + " ".join(sys.argv[1:]),
            "seconds": time.perf_counter() - t0, "load": os.getloadavg()[0], "machine": machine(),
-           "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+           "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+           "cpu_s": sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                        for f in ("ru_utime", "ru_stime")), "note": args.note}
     if (only or args.only_scale) and "command" in entry:
         entry.setdefault("reruns", []).append(run)  # a part rerun: the label's first run stays its header
     else:

@@ -36,7 +36,6 @@ from synthtrace.warehouse.night_state import (
 )
 
 FLOW_NAME = "synthtrace-nightly"
-STAGES = jobs.STAGES
 DEPLOYMENT_NAME = "nightly"
 #: seconds the ephemeral Prefect server gets to start, first try and retry (Prefect's default, 20 s, is too
 #: short on a loaded 2-core machine); a larger PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS wins
@@ -179,7 +178,7 @@ def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str]
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
     skipped = set(skip or ())
-    summary.skipped_steps = [s for s in STAGES if s in skipped]
+    summary.skipped_steps = [s for s in jobs.STAGES if s in skipped]
     wh = Warehouse(warehouse)
     settings = jobs.NightSettings(machine=machine)
 
@@ -327,8 +326,8 @@ def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,
     if todo or invalid or global_stages_left(wh, global_stages, fingerprint(wh)):
         return None
     report = wh.root / "report.html"
-    return NightSummary(drop=str(drop), warehouse=str(wh.root), skipped_steps=[s for s in STAGES if s in skipped],
-                        up_to_date=[s for s in STAGES if s not in skipped],
+    return NightSummary(drop=str(drop), warehouse=str(wh.root), skipped_steps=[s for s in jobs.STAGES if s in skipped],
+                        up_to_date=[s for s in jobs.STAGES if s not in skipped],
                         report=str(report) if "report" not in skipped and report.is_file() else None)
 
 
