@@ -16,7 +16,7 @@ import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
-from synthtrace.tracelib.schema import RUN_SCHEMA
+from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.programs import choose_program  # issue 28 (models helper)
@@ -352,8 +352,9 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
     else:
         (stage / "uncore").rmdir()
+    # events and counter_anomalies are written even when empty: their views then bind files, and `sql`/`runs`
+    # never build an empty view's types through polars (the fast path imports no frame library)
     if not summary.n_events:
-        (stage / "events").rmdir()
-    if summary.anomalies.height:
-        summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
+        pl.DataFrame(schema=EVENT_SCHEMA).write_parquet(stage / "events" / "part-00000.parquet")
+    summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
     return summary
