@@ -99,6 +99,25 @@ class ReplayResult:
 
 # ============================================================================ the kernel
 @cached_njit
+def _wake(w, stack, top, queued, done):  # pragma: no cover - compiled
+    """Queue thread ``w`` to be advanced (once: a queued or finished thread is not queued again); the new top."""
+    if queued[w] or done[w]:
+        return top
+    stack[top] = w
+    queued[w] = True
+    return top + 1
+
+
+@cached_njit
+def _release(c, when, release, member_ptr, members, stack, top, queued, done):  # pragma: no cover - compiled
+    """Release collective operation ``c`` at ``when`` and queue its members; the new top."""
+    release[c] = when
+    for k in range(member_ptr[c], member_ptr[c + 1]):
+        top = _wake(members[k], stack, top, queued, done)
+    return top
+
+
+@cached_njit
 def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cost, member_ptr, members,
                    post_ptr, posts, wait_ptr, waits, msg_cost, msg_rendezvous, msg_sender, msg_receiver):
     """Advance every thread as far as its dependencies allow, waking a message's partner when one end is posted
@@ -125,9 +144,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
     stack = np.empty(n_threads, np.int64)
     top = 0
     for th in range(n_threads - 1, -1, -1):
-        stack[top] = th
-        queued[th] = True
-        top += 1
+        top = _wake(th, stack, top, queued, done)
     remaining = n_threads
     n_released = 0
     while remaining > 0:
@@ -140,13 +157,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
             i = pc[best]
             c = coll_of[i]
             if c >= 0 and release[c] < 0:
-                release[c] = cmax[c] + coll_cost[c]
-                for k in range(member_ptr[c], member_ptr[c + 1]):
-                    w = members[k]
-                    if not queued[w] and not done[w]:
-                        stack[top] = w
-                        queued[w] = True
-                        top += 1
+                top = _release(c, cmax[c] + coll_cost[c], release, member_ptr, members, stack, top, queued, done)
             for k in range(wait_ptr[i], wait_ptr[i + 1]):
                 m = waits[k] >> 1
                 if spost[m] < 0:
@@ -154,10 +165,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
                 if rpost[m] < 0:
                     rpost[m] = t[best]
             n_released += 1
-            if not queued[best]:
-                stack[top] = best
-                queued[best] = True
-                top += 1
+            top = _wake(best, stack, top, queued, done)
         top -= 1
         th = stack[top]
         queued[th] = False
@@ -180,23 +188,18 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
                     else:
                         spost[m] = t[th]
                         w = msg_receiver[m]
-                    if w != th and not queued[w] and not done[w]:
-                        stack[top] = w
-                        queued[w] = True
-                        top += 1
+                    if w != th:
+                        top = _wake(w, stack, top, queued, done)
                 c = coll_of[i]
                 if c >= 0:
                     arrived[c] += 1
                     if t[th] > cmax[c]:
                         cmax[c] = t[th]
                     if arrived[c] >= coll_need[c] and release[c] < 0:
-                        release[c] = cmax[c] + coll_cost[c]
-                        for k in range(member_ptr[c], member_ptr[c + 1]):
-                            w = members[k]
-                            if w != th and not queued[w] and not done[w]:
-                                stack[top] = w
-                                queued[w] = True
-                                top += 1
+                        queued[th] = True  # running: not queued again by its own release
+                        top = _release(c, cmax[c] + coll_cost[c], release, member_ptr, members, stack, top, queued,
+                                       done)
+                        queued[th] = False
             ready = t[th]
             blocked = False
             c = coll_of[i]
