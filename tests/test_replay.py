@@ -129,6 +129,7 @@ def _thread_ends(bursts: pl.DataFrame, mpi: pl.DataFrame) -> pl.DataFrame:
             .group_by("appl", "task", "thread").agg(pl.col("end_ns").max()))
 
 
+@pytest.mark.real_traces
 def test_the_ideal_replay_of_real_traces_lies_between_the_useful_time_and_the_runtime(real_runs):
     for stem, (runtime, bursts, mpi, messages) in real_runs.items():
         res = replay(mpi, messages, _thread_ends(bursts, mpi))
@@ -138,6 +139,7 @@ def test_the_ideal_replay_of_real_traces_lies_between_the_useful_time_and_the_ru
         assert res.n_messages == messages.height, stem  # every communication record was paired to its calls
 
 
+@pytest.mark.real_traces
 def test_replayed_on_the_recorded_network_the_runtime_is_the_traced_one_within_10_percent(real_runs):
     # one Skylake-SP node (LULESH: shared-memory MPI, ~0.5 us, ~10 GB/s); FinisTerrae II (prime): InfiniBand FDR
     networks = {"lulesh": Network.of(0.5, 10.0), "prime": Network.of(1.5, 6.0)}
