@@ -444,6 +444,7 @@ class Job:
 JOBS: tuple[Job, ...] = (
     Job("merge", "experiment", merge, invalidates=("archetypes",), summary="merged"),
     Job("archetypes", "experiment", archetypes, summary="archetypes"),
+    Job("pop", "experiment", pop),
     Job("detect", "warehouse", detect, summary="alerts"),
     Job("retrain", "warehouse", retrain),
     Job("report", "warehouse", report, summary="report"),
