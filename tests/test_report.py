@@ -269,6 +269,7 @@ def bad_merge_wh(tmp_path, mixed_wh) -> Path:
     import shutil
 
     wh = Path(shutil.copytree(mixed_wh, tmp_path / "wh"))
+    (wh / "experiments" / "lulesh").mkdir(parents=True, exist_ok=True)
     pl.DataFrame({"counter": ["PAPI_TOT_INS", "PAPI_L3_TCM"], "verdict": ["ok", "bad"],
                   "verdict_reason": [None, "only 41% of bursts >= 10 us matched"],
                   "source_run": ["a", "b"], "coverage": [1.0, 0.41]}).write_parquet(
