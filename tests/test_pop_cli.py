@@ -145,3 +145,11 @@ def test_the_report_section_colours_each_efficiency_on_pops_scale(run_cli, tmp_p
         assert cell and float(cell.group(2)) == pytest.approx(m[col] * 100, abs=0.006)
         assert colour[cell.group(1)](m[col]), (label, m[col], cell.group(1))
     assert "need runs at two scales" in html and "<img" not in html
+
+
+def test_the_pop_views_before_pop_ran_say_how_to_fill_them(run_cli, tmp_path):
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", PRIME, "-w", wh)[0] == 0
+    for view in ("pop_metrics", "pop_scaling"):
+        code, out, err = run_cli("sql", f"SELECT * FROM {view}", "-w", wh)
+        assert code == 2 and "run `synthtrace pop`" in err, err

@@ -16,8 +16,10 @@ import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
-from synthtrace.tracelib.schema import RUN_SCHEMA
+from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
+from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
 from synthtrace.warehouse.errors import WarehouseError
+from synthtrace.warehouse.programs import choose_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import check_name
 
@@ -237,6 +239,8 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     trusted = known is not None and tuple(map(tuple, known.signature)) == signature
     run_id = known.run_id if trusted else run_identity(source)
     run_name, app_name, exp_name = default_names(path, experiment or default_experiment, app)
+    program = choose_program(wh, program_symbols(source))  # issue 28 (models helper): program identity ...
+    app_name = app or program.app or app_name  # ... is the default app: runs of one binary are one app
     check_name(exp_name)
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
@@ -258,6 +262,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                     _stat_signature(source.content_files()) != signature:
                 raise TraceChangedError(path, None, "the trace changed while it was read (a job still writing it, a "
                                         "copy in progress?); nothing stored: ingest it again once it is complete")
+            program.write(stage)  # issue 28 (models helper): the run's program, for unseen-program folds
             res = source.resources
             pl.DataFrame(
                 [
@@ -347,8 +352,9 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
     else:
         (stage / "uncore").rmdir()
+    # events and counter_anomalies are written even when empty: their views then bind files, and `sql`/`runs`
+    # never build an empty view's types through polars (the fast path imports no frame library)
     if not summary.n_events:
-        (stage / "events").rmdir()
-    if summary.anomalies.height:
-        summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
+        pl.DataFrame(schema=EVENT_SCHEMA).write_parquet(stage / "events" / "part-00000.parquet")
+    summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
     return summary
