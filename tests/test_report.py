@@ -195,7 +195,7 @@ def test_report_reads_the_machine_toml_beside_the_traces(tmp_path, run_cli):
     import synthtrace.tracelib
     from testing.traces import copy_trace
 
-    preset = Path(synthtrace.tracelib.__file__).parent / "machines" / "generic.toml"
+    preset = Path(synthtrace.tracelib.__file__).parent / "domain" / "machines" / "generic.toml"  # after the split
     copy_trace(PRIME, tmp_path / "prime")
     (tmp_path / "prime" / "machine.toml").write_text(
         preset.read_text().replace('name = "generic dual-socket AVX2 node"', 'name = "lab node [rack 7]"'))
