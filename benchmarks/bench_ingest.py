@@ -10,6 +10,9 @@ mix stays real. Each measurement runs in a fresh subprocess, so its peak RSS and
 The comparison with the line-by-line parser runs on the ``--compare-mb`` trace (issue 2: a trace of at least
 500 MB).
 
+``--dense-mb N`` instead compares records-dense traces (``benchmarks/dense_traces.py``: a 64-rank ring, an
+OpenMP shape) and the LULESH tiling, each against a plain scan and paramedir (issue 27), written to ``--out``.
+
 ``--before-rev`` also ingests the smallest trace with the code of an earlier commit (exported with
 ``git archive`` to a temp dir), for a before/after row measured in the same run.
 
@@ -24,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +80,7 @@ from synthtrace.warehouse.ingest import PartWriter, run_identity
 """
     + _USAGE
     + """
-out = Path(sys.argv[2]); (out / "bursts").mkdir(parents=True); (out / "uncore").mkdir()
+out = Path(sys.argv[2]); (out / "bursts").mkdir(parents=True); (out / "uncore").mkdir(); (out / "events").mkdir()
 ph = {}
 t0 = time.perf_counter()
 t = time.perf_counter(); source = open_trace(Path(sys.argv[1])); run_id = run_identity(source)
@@ -224,6 +228,64 @@ def cpu_comparison(mb: int, repeat: int, out: Path) -> None:
     print("\n".join(lines))
 
 
+def _paramedir_seconds(trace: Path, tmp: Path) -> dict | None:
+    """Wall and CPU time of paramedir computing per-thread Running statistics of ``trace`` (its loader reads the
+    whole trace), when it is built (``$SYNTHTRACE_PARAMEDIR`` or on PATH); None otherwise."""
+    from testing.paramedir import find_paramedir, paramedir_view
+    exe = find_paramedir()
+    if exe is None:
+        return None
+    before = os.getloadavg()[0]
+    r0 = os.times()
+    t0 = time.perf_counter()
+    paramedir_view(exe, trace, tmp)
+    r1 = os.times()
+    return {"seconds": time.perf_counter() - t0, "cpu": (r1.children_user - r0.children_user)
+            + (r1.children_system - r0.children_system), "load": (before, os.getloadavg()[0])}
+
+
+def dense_comparison(mb: int, repeat: int, out: Path) -> None:
+    """Records-dense shapes (issue 27) against the events-dense LULESH tiling: ingest end to end, a plain Python
+    line scan and paramedir (when built) on each, in one run; wall and CPU time (the machine is shared)."""
+    from benchmarks.dense_traces import write_dense
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-dense-") as tmp:
+        tmp = Path(tmp)
+        traces = {"ring (64 ranks, short bursts, 3 MPI calls per burst)": write_dense("ring", tmp / "ring.prv", mb),
+                  "openmp (4 ranks x 16 threads, OpenMP events)": write_dense("openmp", tmp / "omp.prv", mb),
+                  "LULESH tiled (events-dense, uncore readers)": _tiled(tmp, mb)}
+        os.sync()
+        for name, trace in traces.items():
+            size = trace.stat().st_size / 1e6
+            ours = _best(repeat, CHILD_INGEST, trace, tmp / "wh")
+            scan = _best(repeat, CHILD_BASELINE, trace)
+            para = _paramedir_seconds(trace, tmp / "paramedir")
+            rows.append((name, size, ours, scan, para))
+            print(name, f"{size / ours['seconds']:.0f} MB/s", file=sys.stderr)
+            trace.unlink()
+    lines = [
+        f"## Ingest of records-dense traces (issue 27, {mb} MB each)", "",
+        f"Machine: {machine_description()}, shared with other sessions (1-minute load average before-after each "
+        "run in the table; above 2 the runs compete for the two cores, and wall times grow while CPU times do not).",
+        f"Command: `python benchmarks/bench_ingest.py --dense-mb {mb} --repeat {repeat}`. Traces from "
+        "`benchmarks/dense_traces.py` (Extrae's layout) and the real LULESH trace tiled in time. Each figure is the "
+        f"fastest of {repeat} runs in a fresh process; the plain scan is the line-by-line parser above; paramedir "
+        "computes per-thread Running statistics (it loads the whole trace).", "",
+        "| trace | size | bytes per burst+call | synthtrace ingest (wall, MB/s) | CPU | peak RSS | plain scan "
+        "(wall) | ratio | paramedir (wall) | ratio | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, size, ours, scan, para in rows:
+        per = size * 1e6 / max(ours["bursts"] + ours["calls"], 1)
+        p = (f"{para['seconds']:.1f} s | x{para['seconds'] / ours['seconds']:.1f}" if para
+             else "not built | -")
+        lines.append(f"| {name} | {size:.0f} MB | {per:.0f} | {ours['seconds']:.1f} s, {size / ours['seconds']:.0f} "
+                     f"MB/s | {ours['cpu']:.1f} s | {ours['peak_rss_mb']:.0f} MB | {scan['seconds']:.1f} s | "
+                     f"x{scan['seconds'] / ours['seconds']:.1f} | {p} | {_load(ours)} |")
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[500, 1000, 2000])
@@ -251,7 +313,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ingest.md")
     ap.add_argument("--cpu-mb", type=int, default=0, help="only compare CPU times on a trace of this size "
                                                             "(.prv, .prv.gz, line-by-line), written to --out")
+    ap.add_argument("--dense-mb", type=int, default=0, help="only compare records-dense traces of this size with "
+                                                              "a plain scan and paramedir, written to --out")
     args = ap.parse_args()
+    if args.dense_mb:
+        dense_comparison(args.dense_mb, args.repeat, args.out)
+        return
     if args.cpu_mb:
         cpu_comparison(args.cpu_mb, args.repeat, args.out)
         return

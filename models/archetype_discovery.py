@@ -45,7 +45,7 @@ def _features(ridge: float) -> dict[str, pl.Expr]:
 
 #: metric columns summarised per cluster (weighted median) to name it by the rules
 _RULE_METRICS = ("duration_s", "instructions", "ipc", "l1_mpki", "l2_mpki", "l3_mpki", "icache_mpki", "itlb_mpki",
-                 "br_mpki", "br_misp_rate", "fp_share", "vec_share", "oi_dram", "dram_bw_share")
+                 "br_mpki", "br_misp_rate", "fp_share", "vec_share", "oi_dram", "dram_bw_share", "stall_share")
 
 
 class DiscoveryError(BadInputError):

@@ -15,7 +15,7 @@ for compute_scalar, OI >= ridge for compute_vector).
 - A rule has **measured evidence** when its key conditions are measured and pass and no measured guard fails.
   The label is the rule with the highest score among those; confidence 0.5 + 0.5 x min(1, score).
 - **could_also_be** lists the rules that are undecided (NULL under Kleene logic: a counter is missing) and could
-  still beat the winner: their *potential* (score with every unmeasured condition at the cap) exceeds the
+  still beat the winner: their *potential* (score with every unmeasured condition at the cap) reaches the
   winner's score. ``missing_counters`` names the counters that would decide them (and the winner's unmeasured
   guards). The label is **provisional** then (``provisional`` repeats it; confidence 0.5 + 0.25 x min(1, score)).
 - Without evidence, **insufficient_counters** when an undecided rule is supported by a measured key condition
@@ -23,6 +23,43 @@ for compute_scalar, OI >= ridge for compute_vector).
   rule is decided at all (no counters); ``provisional`` is then the best-supported undecided rule.
 - Otherwise every measured rule failed: the nearest one (largest, negative, score) with confidence below 0.5
   (phases: ``balanced``), provisional when undecided rules remain.
+
+Memory rules: why their conditions and thresholds are what they are.
+
+- Misses are not memory-boundness. Yasin's top-down method (ISPASS 2014) splits a core's issue slots into
+  frontend bound, bad speculation, retiring and backend bound, backend into core and memory bound, and memory into
+  L1/L2/L3/DRAM bound *by the cycles the core stalls* while a load misses at that level: a miss the out-of-order
+  window or a prefetcher overlaps costs nothing. So ``dram_latency`` and ``cache_bound`` need the core **stalled**
+  as well as the misses.
+- Stalled: not retiring-dominated, IPC < ``memory_max_ipc`` (1.5: on a 4-issue core, Haswell to Skylake, Zen,
+  A64FX, that is < ~40 % of the slots retiring, about 1.1 micro-ops an instruction; top-down flags a node from 20 %
+  of the slots), **and** misses that can account for the lost cycles: each level's misses per instruction x its
+  load-to-use latency, with no overlap (an upper bound of the stall), reach ``memory_min_miss_share`` (half) of
+  the burst's cycles. A burst retiring >= 1.5 instructions a cycle is not memory-bound whatever its misses: real
+  LULESH at IPC 2.7 with 3.5 L3 misses per kilo-instruction at 5 % of the bandwidth overlaps them. Where a stall
+  counter is recorded (RESOURCE_STALLS, PAPI_RES_STL) its share of the cycles must reach
+  ``memory_min_stall_share`` too: a core at IPC 0.3 whose back end is stalled 20 % of the cycles loses them in
+  front of it (bad speculation, front end), not on its misses. ``core_bound`` is the complement at IPC < 1: the
+  misses cannot account for half the cycles even without overlap, so the core itself (latency chains, a divider,
+  ports) holds it.
+- Which level the stalls come from: top-down measures it (CYCLE_ACTIVITY.STALLS_L*_MISS); from miss counts it is
+  estimated as misses per instruction at each level x that level's load-to-use latency (L2 hit ~14 cycles, L3 hit
+  ~40-70, DRAM ~80-100 ns = 200-300 cycles on Skylake-SP / Ice Lake: Intel's optimisation manual and published
+  measurements). Memory-level parallelism divides every level alike to first order, so DRAM's *share* of those
+  cycles is robust where the absolute stall is not: DRAM-bound needs >= ``dram_min_cost_share`` of them; below,
+  the misses are served by the caches (``cache_bound``: e.g. 2mm at 114 L2 but 1.5 L3 misses per kilo-instruction
+  spends ~94 % of its miss cycles on L3 hits). Without L1/L2 miss counts the share is unknown: the label stays
+  provisional and names the counter.
+- Bandwidth or latency: the roofline (Williams et al. 2009) and the cache-aware roofline (Ilic et al. 2014) put
+  a burst on the bandwidth roof when its DRAM traffic reaches the attainable bandwidth; loaded-latency curves
+  (Intel MLC) stay flat to ~60-70 % of the STREAM bandwidth and climb steeply beyond. From ``dram_bw_min_share``
+  (0.6) of the rank's STREAM share the queue is the bottleneck: ``dram_bandwidth``, whose evidence is the
+  measured traffic at the roof (no stall condition: Little's law makes a core at the roof wait). Below it, a
+  stalled core with DRAM misses waits on latency: ``dram_latency``.
+- Off the CPU: cycles / duration below ``off_cpu_max_clock_share`` of the nominal clock (under the lowest
+  P-state of server parts, ~0.4 of nominal) means the thread was descheduled or blocked for most of the burst:
+  its counters describe a fraction of its time, so it is not labelled from its rates as if it computed
+  (``insufficient_counters``, its evidence says so and what the on-CPU part looks like).
 
 >>> rules = ArchetypeRules(machine=load_machine(), thresholds=Thresholds())
 >>> labelled = rules.fit(burst_metrics_frame).classify_bursts(burst_metrics_frame)
@@ -65,7 +102,8 @@ class ThresholdsError(BadInputError):
 
 @dataclass
 class Thresholds:
-    """Rule thresholds (DESIGN §7 starting values). Units in the field names; shares are fractions."""
+    """Rule thresholds (DESIGN §7 starting values; the memory rules re-derived, see *Memory rules* in the module
+    docstring). Units in the field names; shares are fractions."""
 
     fine_grain_max_us: float = 10.0  # µs
     fine_grain_min_instructions: float = 1e4
@@ -77,15 +115,21 @@ class Thresholds:
     scalar_max_vec_share: float = 0.3
     integer_max_fp_share: float = 0.05  # below this FP share a burst counts as integer code
     core_max_ipc: float = 1.0
-    core_max_l1_mpki: float = 10.0
-    core_max_l3_mpki: float = 0.5
     core_max_br_mpki: float = 2.0
     cache_min_l1_mpki: float = 20.0
     cache_min_l2_mpki: float = 5.0
-    cache_max_l3_mpki: float = 1.0
+    cache_max_l3_mpki: float = 1.0  # with no L1/L2 misses measured: an L3 miss rate this low leaves the caches
     dram_min_l3_mpki: float = 1.0
-    dram_bw_min_share: float = 0.5  # of the rank's share of socket DRAM bandwidth
-    dram_lat_max_share: float = 0.3
+    dram_bw_min_share: float = 0.6  # of the rank's share of socket DRAM bandwidth: near the bandwidth roof
+    dram_lat_max_share: float = 0.6  # below the roof, a stalled core with DRAM misses waits on latency
+    memory_max_ipc: float = 1.5  # not retiring-dominated: fewer instructions a cycle than this
+    memory_min_miss_share: float = 0.5  # misses at full latency account for this share of the cycles or more
+    memory_min_stall_share: float = 0.3  # stalled, where a stall counter is recorded: its share of the cycles
+    dram_min_cost_share: float = 0.5  # DRAM's share of the estimated cycles lost to data-cache misses
+    l2_hit_cycles: float = 14.0  # load-to-use latency of an L1 miss that hits L2 (core cycles)
+    l3_hit_cycles: float = 50.0  # ... of an L2 miss that hits L3
+    dram_cycles: float = 250.0  # ... of an L3 miss served by DRAM (~90 ns at 2.8 GHz)
+    off_cpu_max_clock_share: float = 0.25  # cycles / duration below this share of the nominal clock: off the CPU
     frontend_min_mpki: float = 5.0  # i-cache or iTLB misses per 1000 instructions
     badspec_min_rate: float = 0.05  # mispredicted / branches
     badspec_min_mpki: float = 5.0
@@ -139,6 +183,7 @@ class Node:
     def potential(self) -> pl.Expr: ...  # the highest margin the rule could reach once everything is measured
     def evidence(self) -> list[pl.Expr]: ...
     def roles(self) -> list[str]: ...
+    def conds(self) -> list[Cond]: ...  # the leaf conditions
 
 
 @dataclass
@@ -155,9 +200,10 @@ class Cond(Node):
     needs: tuple[str, ...] = ()
     scale: float = 1.0  # metric is shown and compared as metric x scale (e.g. seconds -> µs)
     key: bool = True
+    expr: pl.Expr | None = None  # how the metric is computed from the frame's columns (None: the column ``metric``)
 
     def _x(self) -> pl.Expr:
-        return pl.col(self.metric).cast(pl.Float64) * self.scale
+        return (pl.col(self.metric) if self.expr is None else self.expr).cast(pl.Float64) * self.scale
 
     def holds(self) -> pl.Expr:
         return self._x() < self.threshold if self.op == "<" else self._x() >= self.threshold
@@ -185,6 +231,41 @@ class Cond(Node):
 
     def roles(self) -> list[str]:
         return list(self.needs)
+
+    def conds(self) -> list[Cond]:
+        return [self]
+
+
+@dataclass
+class IfMeasured(Node):
+    """A condition that counts only where its counters were recorded: unmeasured, it passes and is not asked for
+    (a stall counter confirms what IPC says; its absence leaves IPC to decide)."""
+
+    part: Cond
+
+    def holds(self) -> pl.Expr:
+        return self.part.holds().fill_null(True)
+
+    def holds_keys(self) -> pl.Expr:
+        return self.holds()
+
+    def key_support(self) -> pl.Expr:
+        return pl.lit(False)
+
+    def score(self) -> pl.Expr:
+        return self.part.score()
+
+    def potential(self) -> pl.Expr:
+        return self.part.score()
+
+    def evidence(self) -> list[pl.Expr]:
+        return [pl.concat_str([e, pl.lit(" if measured")]) for e in self.part.evidence()]
+
+    def roles(self) -> list[str]:
+        return []
+
+    def conds(self) -> list[Cond]:
+        return [self.part]
 
 
 @dataclass
@@ -216,6 +297,9 @@ class All(Node):
     def roles(self) -> list[str]:
         return list(dict.fromkeys(r for p in self.parts for r in p.roles()))
 
+    def conds(self) -> list[Cond]:
+        return [c for p in self.parts for c in p.conds()]
+
 
 @dataclass
 class Any(All):
@@ -236,6 +320,13 @@ class Rule:
 def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
     """Rules 1–9 over :func:`synthtrace.tracelib.domain.metrics.burst_metrics` columns (``key=False``: guards)."""
     ipc = ("ins", "cyc")
+    # memory rules need a stalled core (module docstring, *Memory rules*): IPC, and a stall counter where recorded
+    shares = MissCycles(t)
+    stalled = (Cond("ipc", "<", t.memory_max_ipc, ipc),
+               Cond("miss_share", ">=", t.memory_min_miss_share, ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm"),
+                    expr=shares.enough),
+               IfMeasured(Cond("stall_share", ">=", t.memory_min_stall_share, ("stall_cyc", "cyc"))))
+    dram_cost = shares.dram_share
     return [
         Rule(
             1,
@@ -265,6 +356,8 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
             All(
                 (
                     Cond("ipc", ">=", t.scalar_min_ipc, ipc),
+                    # at the DRAM roof the bandwidth sets the pace, however many instructions retire a cycle
+                    Cond("dram_bw_share", "<", t.dram_bw_min_share, ("dram",), key=False),
                     Any(
                         (
                             Cond("vec_share", "<", t.scalar_max_vec_share, ("fp_ins", "vec_ins"), key=False),
@@ -280,8 +373,10 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
             All(
                 (
                     Cond("ipc", "<", t.core_max_ipc, ipc),
-                    Cond("l3_mpki", "<", t.core_max_l3_mpki, ("ins", "l3_tcm")),
-                    Cond("l1_mpki", "<", t.core_max_l1_mpki, ("ins", "l1_dcm"), key=False),
+                    # the misses cannot account for the lost cycles, even without any overlap
+                    Cond("miss_share", "<", t.memory_min_miss_share, ("ins", "cyc", "l3_tcm"), expr=shares.dram_known),
+                    Cond("cache_miss_share", "<", t.memory_min_miss_share, ("ins", "cyc", "l1_dcm", "l2_dcm"),
+                         key=False, expr=shares.caches),
                     Cond("br_mpki", "<", t.core_max_br_mpki, ("ins", "br_msp"), key=False),
                 )
             ),
@@ -297,7 +392,14 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
                             Cond("l2_mpki", ">=", t.cache_min_l2_mpki, ("ins", "l2_dcm")),
                         )
                     ),
-                    Cond("l3_mpki", "<", t.cache_max_l3_mpki, ("ins", "l3_tcm"), key=False),
+                    *stalled,
+                    Any(
+                        (
+                            Cond("l3_mpki", "<", t.cache_max_l3_mpki, ("ins", "l3_tcm"), key=False),
+                            Cond("dram_cost_share", "<", t.dram_min_cost_share, ("ins", "l3_tcm", "l2_dcm"),
+                                 key=False, expr=dram_cost),
+                        )
+                    ),
                 )
             ),
         ),
@@ -317,7 +419,10 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
             All(
                 (
                     Cond("l3_mpki", ">=", t.dram_min_l3_mpki, ("ins", "l3_tcm")),
-                    Cond("dram_bw_share", "<", t.dram_lat_max_share, ("dram",)),
+                    *stalled,
+                    Cond("dram_bw_share", "<", t.dram_lat_max_share, ("dram",), key=False),
+                    Cond("dram_cost_share", ">=", t.dram_min_cost_share, ("ins", "l3_tcm", "l2_dcm"), key=False,
+                         expr=dram_cost),
                 )
             ),
         ),
@@ -342,6 +447,36 @@ def burst_rules(t: Thresholds, ridge: float) -> list[Rule]:
             ),
         ),
     ]
+
+
+class MissCycles:
+    """The cycles a burst's data-cache misses would cost at full latency (no overlap: an upper bound of the stall),
+    each level's misses per instruction x its load-to-use latency (module docstring, *Memory rules*): L3 misses x
+    DRAM latency, L2 misses that hit L3 x L3 latency, L1 misses that hit L2 x L2 latency. Shares are of the
+    burst's cycles (x IPC / 1000) or of each other."""
+
+    def __init__(self, t: Thresholds):
+        l1, l2, l3 = (pl.col(c).cast(pl.Float64) for c in ("l1_mpki", "l2_mpki", "l3_mpki"))
+        ipc = pl.col("ipc").cast(pl.Float64)
+        self.dram = l3 * t.dram_cycles
+        l3_hits = (l2 - l3).clip(lower_bound=0.0) * t.l3_hit_cycles
+        l2_hits = (l1 - pl.coalesce(l2, l3)).clip(lower_bound=0.0) * t.l2_hit_cycles
+        any_level = l1.is_not_null() | l2.is_not_null() | l3.is_not_null()
+        #: cycles of the cache levels (L2 and L3 hits) per 1000 instructions; NULL without L1 and L2 misses
+        self.cache = pl.when(l2.is_not_null() | l1.is_not_null()).then(pl.sum_horizontal(l3_hits, l2_hits))
+        total = pl.when(any_level).then(pl.sum_horizontal(self.dram, l3_hits, l2_hits))
+        #: share of the cycles the measured misses would take (a lower bound where a level is not measured)
+        self.measured = total * ipc / 1000.0
+        complete = l1.is_not_null() & l2.is_not_null() & l3.is_not_null()
+        #: misses account for enough of the cycles: decided when every level is measured or the measured ones
+        #: already suffice; NULL (undecided) while an unmeasured level could still tip it
+        self.enough = pl.when(complete | (self.measured >= t.memory_min_miss_share)).then(self.measured)
+        #: as :attr:`measured`, NULL without L3 misses (the costliest level must be known to rule misses out)
+        self.dram_known = pl.when(l3.is_not_null()).then(self.measured)
+        #: share of the cycles the L2 and L3 hits would take; NULL unless both L1 and L2 misses are measured
+        self.caches = pl.when(l1.is_not_null() & l2.is_not_null()).then(self.cache * ipc / 1000.0)
+        #: DRAM's share of the miss cycles; NULL without L3 misses, or without both L1 and L2 misses
+        self.dram_share = pl.when(self.dram + self.cache > 0).then(self.dram / (self.dram + self.cache))
 
 
 def mpi_rules(t: Thresholds) -> list[Rule]:
@@ -390,6 +525,8 @@ def decide(frame: pl.DataFrame, rules: list[Rule]) -> pl.DataFrame:
     Rules marked ``decisive`` (fine_grain: a burst too short for its rates to mean anything) win whenever
     they have evidence."""
     n = len(rules)
+    absent = sorted({c.metric for r in rules for c in r.condition.conds() if c.expr is None} - set(frame.columns))
+    frame = frame.with_columns(pl.lit(None, pl.Float64).alias(m) for m in absent)  # not measured at all
     per_rule = []
     for i, r in enumerate(rules):
         per_rule += [r.condition.holds().alias(f"_h{i}"), r.condition.holds_keys().fill_null(False).alias(f"_e{i}"),
@@ -413,11 +550,11 @@ def decide(frame: pl.DataFrame, rules: list[Rule]) -> pl.DataFrame:
     out = out.with_columns(_pick(s, idx).alias("_score"), _pick(und, idx).fill_null(False).alias("_open"))
     decisive = _pick([pl.lit(r.decisive) for r in rules], idx).fill_null(False) & (pl.col("_case") == 0)
     alts = [
-        u & (idx != i).fill_null(True) & ~decisive & ((pl.col("_case") == 1) | (pl.col(f"_p{i}") > pl.col("_score")))
+        u & (idx != i).fill_null(True) & ~decisive & ((pl.col("_case") == 1) | (pl.col(f"_p{i}") >= pl.col("_score")))
         for i, u in enumerate(und)
     ]
     return out.with_columns(a.alias(f"_alt{i}") for i, a in enumerate(alts)).drop(
-        f"_{x}{i}" for i in range(n) for x in "hespk")
+        *[f"_{x}{i}" for i in range(n) for x in "hespk"], *absent)
 
 
 def _label(rules: list[Rule], fallback: str | None) -> pl.Expr:
@@ -550,7 +687,27 @@ class ArchetypeRules(BaseEstimator):
     def classify_bursts(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Rules 1–9 on :func:`synthtrace.tracelib.domain.metrics.burst_metrics` output."""
         check_is_fitted(self)
-        return apply_rules(metrics, burst_rules(self.thresholds_, self.ridge_), role_labels=self.role_labels_)
+        labelled = apply_rules(metrics, burst_rules(self.thresholds_, self.ridge_), role_labels=self.role_labels_)
+        return self._off_cpu(labelled) if "ghz" in labelled.columns else labelled
+
+    def _off_cpu(self, labelled: pl.DataFrame) -> pl.DataFrame:
+        """Bursts mostly off the CPU (cycles / duration under ``off_cpu_max_clock_share`` of the nominal clock) and
+        not fine_grain: ``insufficient_counters`` with no guess, the evidence saying so (module docstring)."""
+        nominal = self.machine_.frequency_ghz
+        share = pl.col("ghz").cast(pl.Float64) / nominal
+        off = ((share < self.thresholds_.off_cpu_max_clock_share) & (pl.col("archetype") != "fine_grain")).fill_null(
+            False)
+        evidence = pl.concat_str([
+            pl.lit("off the CPU: cycles / duration "), pl.col("ghz").round_sig_figs(2).cast(pl.String),
+            pl.lit(" GHz, "), (share * 100).round_sig_figs(2).cast(pl.String),
+            pl.lit(f" % of the nominal {nominal:g} GHz: the thread ran for about that share of the burst, so its "
+                   "counter rates do not say where its time went; while on the CPU: "), pl.col("evidence")])
+        return labelled.with_columns(
+            pl.when(off).then(pl.lit(INSUFFICIENT)).otherwise(pl.col("archetype")).alias("archetype"),
+            pl.when(off).then(0.0).otherwise(pl.col("confidence")).alias("confidence"),
+            pl.when(off).then(evidence).otherwise(pl.col("evidence")).alias("evidence"),
+            pl.when(off).then(pl.lit(None, pl.String)).otherwise(pl.col("provisional")).alias("provisional"),
+            pl.when(off).then(pl.lit([], pl.List(pl.String))).otherwise(pl.col("could_also_be")).alias("could_also_be"))
 
     def classify_mpi(self, metrics: pl.DataFrame) -> pl.DataFrame:
         """Rules 10–11 on :func:`synthtrace.tracelib.domain.metrics.mpi_metrics` output (calls that move data, and

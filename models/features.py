@@ -27,6 +27,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.counters import ROLES, canonical, resolve
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.domain.counter_sanity import without_anomalies
 from synthtrace.tracelib.schema import counter_columns
 
 #: counter roles made of cycles or of time: ingredients of both targets
@@ -215,6 +216,7 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
     (application; falls back to ``experiment``, then one group). Raises :class:`UnknownTargetError`.
     """
     check_target(target)
+    frame = without_anomalies(frame)  # reader (issue 24.2): impossible counter values are missing values
     all_counters = counter_columns(frame)
     use = [c for c in (all_counters if counters is None else counters) if c in all_counters]
     fframe, allowed = unify_aliases(frame, [c for c in use if not is_cycle_counter(c)])

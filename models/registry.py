@@ -184,7 +184,11 @@ def load(root: str | Path, model_id: str | None = None, target: str | None = Non
     if extra:
         raise ArtifactIntegrityError(f"model {record['model_id']}: artifact holds untrusted types "
                                      f"{', '.join(extra)}; refusing to load it")
-    estimator = sio.loads(data, trusted=list(untrusted))
+    try:  # security (issue 23 item 13): a tampered archive (an object-dtype .npy, a cut member) is an integrity error
+        estimator = sio.loads(data, trusted=list(untrusted))
+    except Exception as exc:
+        raise ArtifactIntegrityError(f"model {record['model_id']}: artifact cannot be loaded ({exc}); it was altered "
+                                     "or written by another skops") from None
     return TrainedModel(estimator, record)
 
 

@@ -89,6 +89,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli_export",
         "Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV.",
     ),
+    "pop": (
+        "cli_pop",
+        "Print the POP efficiency table of each application (its runs as columns, by ranks), computing what is "
+        "missing.",
+    ),
 }
 
 

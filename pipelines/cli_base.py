@@ -94,9 +94,14 @@ def check_folder(path: Path, label: str) -> Path:
 
 
 def output_file(path: Path, option: str = "--output") -> Path:
-    """The FILE of an ``--output``-like ``option``, its folder created: refuse a folder, or a path under a file."""
+    """The FILE of an ``--output``-like ``option``, its folder created: refuse a folder, a path under a file, or a
+    path inside a warehouse (no command's output may replace or add a file there, issue 23 item 2)."""
+    from synthtrace.warehouse.layout import warehouse_holding
+
     if path.is_dir():
         raise BadInputError(f"{option} {path}: is a folder; give a file name")
+    if (wh := warehouse_holding(path)) is not None:
+        raise BadInputError(f"{option} {path}: lies inside the warehouse {wh}; write outputs outside it")
     try:
         check_folder(path.parent, f"{option} {path}").mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -33,6 +33,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "nightly": ("synthtrace nightly --drop /scratch/drop", "synthtrace nightly --drop /scratch/drop --skip report"),
     "serve": ('synthtrace serve --drop /scratch/drop --cron "0 2 * * *" --timezone Europe/Madrid',),
     "demo": ("synthtrace demo", "synthtrace demo --out /tmp/demo --nights 8"),
+    "pop": ("synthtrace pop", "synthtrace pop lulesh --scaling weak", "synthtrace pop lulesh-8r --network 1.5:12.5",
+            "synthtrace pop lulesh --machine marenostrum5-gpp"),
 }
 
 

@@ -64,7 +64,7 @@ class Opt:
     @property
     def dest(self) -> str:
         """The parameter name of the functions below."""
-        return self.names[0].lstrip("-")
+        return self.names[0].lstrip("-").replace("-", "_")
 
 
 SQL_FORMATS = ("table", "csv", "json", "parquet")
@@ -74,6 +74,8 @@ OUTPUT = Opt(("--output", "-o"), _path)
 #: the smallest --timeout, in seconds
 MIN_TIMEOUT_S = 0.001
 TIMEOUT = Opt(("--timeout",), _at_least(MIN_TIMEOUT_S))
+MEMORY_LIMIT = Opt(("--memory-limit",), str)
+TEMP_LIMIT = Opt(("--temp-limit",), str)
 
 RUNS_QUERY = """
     SELECT run_name, experiment, app, started_at, n_tasks, round(duration_ns / 1e9, 3) AS duration_s,
@@ -91,11 +93,13 @@ def list_runs(warehouse: Path = DEFAULT_WAREHOUSE) -> None:
 
 
 def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str | None = None,
-               output: Path | None = None, timeout: float | None = None) -> None:
+               output: Path | None = None, timeout: float | None = None, memory_limit: str | None = None,
+               temp_limit: str | None = None) -> None:
     """Answer a read-only query in ``format`` (one of :data:`SQL_FORMATS`; None: by ``output``'s extension, else
-    table) on stdout or in ``output``; ``timeout`` in seconds (None: the default limit)."""
+    table) on stdout or in ``output``; ``timeout`` in seconds, ``memory_limit``/``temp_limit`` sizes (None: the
+    default limits)."""
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.sql import DEFAULT_TIMEOUT_S, query, query_rows
+    from synthtrace.warehouse.sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TEMP_LIMIT, DEFAULT_TIMEOUT_S, query, query_rows
 
     if format is None:
         suffix = output.suffix.lower().lstrip(".") if output is not None else ""
@@ -105,11 +109,12 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
         raise BadInputError("--format parquet needs --output FILE")
     if output is not None:
         output_file(output)  # before the query runs
-    limit = DEFAULT_TIMEOUT_S if timeout is None else timeout
+    limits = {"timeout_s": DEFAULT_TIMEOUT_S if timeout is None else timeout,
+              "memory_limit": memory_limit or DEFAULT_MEMORY_LIMIT, "temp_limit": temp_limit or DEFAULT_TEMP_LIMIT}
     if format in ("csv", "parquet"):  # Arrow writes these (nested columns and all)
-        _write_arrow(query(wh, statement, timeout_s=limit), format, output)
+        _write_arrow(query(wh, statement, flat=format == "csv", **limits), format, output)
         return
-    columns, rows = query_rows(wh, statement, timeout_s=limit)
+    columns, rows = query_rows(wh, statement, **limits)
     if format == "table" and output is None:
         print_rows(columns, rows)
         return
@@ -121,18 +126,16 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
 
 
 def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
-    """CSV (nested columns as JSON text) to ``output`` or stdout, or Parquet to ``output``."""
-    import pyarrow as pa
+    """CSV (of a table :func:`~synthtrace.warehouse.sql.query` made ``flat``: nested columns as JSON text) to
+    ``output`` or stdout, or Parquet to ``output``."""
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     if fmt == "parquet":
         write_output(output, lambda p: pq.write_table(table, p))
         return
-    cols = [pa.array([None if v is None else json.dumps(v, default=str) for v in col.to_pylist()], pa.string())
-            if pa.types.is_nested(col.type) else col for col in table.columns]
     buf = io.BytesIO()
-    pacsv.write_csv(pa.table(cols, names=table.column_names), buf)
+    pacsv.write_csv(table, buf)
     if output is None:
         sys.stdout.write(buf.getvalue().decode())
     else:
@@ -172,7 +175,7 @@ class FastCommand:
 
 FAST: dict[str, FastCommand] = {
     "runs": FastCommand(list_runs, (WAREHOUSE,)),
-    "sql": FastCommand(answer_sql, (WAREHOUSE, FORMAT, OUTPUT, TIMEOUT), ("statement",)),
+    "sql": FastCommand(answer_sql, (WAREHOUSE, FORMAT, OUTPUT, TIMEOUT, MEMORY_LIMIT, TEMP_LIMIT), ("statement",)),
 }
 
 

@@ -17,7 +17,8 @@ from synthtrace.pipelines.cli_app import (
     print_note,
 )
 from synthtrace.pipelines.cli_base import app_option, progress_bar
-from synthtrace.pipelines.cli_read import FORMAT, MIN_TIMEOUT_S, OUTPUT, TIMEOUT, answer_sql, list_runs
+from synthtrace.pipelines.cli_read import (FORMAT, MEMORY_LIMIT, MIN_TIMEOUT_S, OUTPUT, TEMP_LIMIT, TIMEOUT, answer_sql,
+                                           list_runs)
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse.names import name_option
@@ -75,7 +76,7 @@ def ingest(
         print_note(note)
     failures: list[SynthtraceError] = []
     total = sum(trace_bytes(f) for f in files)
-    with _progress() as bar:
+    with wh.removed_if_unused(), _progress() as bar:
         task = bar.add_task("ingest", total=total)
         for f in files:
             bar.update(task, description=f"ingest {f.name}")
@@ -177,9 +178,19 @@ def sql(
         typer.Option(*TIMEOUT.names, min=MIN_TIMEOUT_S, show_default=False,
                      help="Stop the query after this many seconds (default: 300)."),
     ] = None,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option(*MEMORY_LIMIT.names, show_default=False,
+                     help="DuckDB's memory for the query, e.g. 4GiB (default: 1GiB); more spills to disk."),
+    ] = None,
+    temp_limit: Annotated[
+        str | None,
+        typer.Option(*TEMP_LIMIT.names, show_default=False,
+                     help="Temporary disk the query may spill to, e.g. 20GiB (default: 8GiB)."),
+    ] = None,
 ) -> None:
     """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
-    answer_sql(statement, warehouse, format.value if format else None, output, timeout)
+    answer_sql(statement, warehouse, format.value if format else None, output, timeout, memory_limit, temp_limit)
 
 
 def register(app: typer.Typer) -> None:

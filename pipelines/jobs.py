@@ -193,6 +193,130 @@ def report(wh: Warehouse, out: str | Path | None = None, machine: str | None = N
                             plot_dir=plot_dir, on_step=on_step))
 
 
+# ---------------------------------------------------------------------------------------------- POP
+@dataclass(frozen=True)
+class PopTables:
+    """The POP tables of some applications: ``metrics`` (one row per run, the pop_metrics view), ``scaling`` (one
+    row per run of each series, pop_scaling), ``predicted`` (run_id -> runtime in ns replayed on the what-if
+    network, when one was given) and ``notes``: what the user must know (a run replayed with dependencies
+    released, a run without its messages)."""
+
+    metrics: pl.DataFrame
+    scaling: pl.DataFrame
+    predicted: dict[str, int]
+    notes: list[str]
+
+
+def _run_pop(wh: Warehouse, run: dict[str, Any], network: Any = None) -> tuple[Any, list[str]]:
+    """The POP figures of one stored run (:class:`~synthtrace.tracelib.domain.pop.RunPop`) and notes about them."""
+    from synthtrace.tracelib.domain.pop import pop_of_run
+    from synthtrace.warehouse.pop_store import needs_stored_messages, run_pop_inputs
+
+    inputs, notes = run_pop_inputs(wh, run["run_id"]), []
+    messages = inputs.messages
+    if needs_stored_messages(inputs.calls, messages):
+        source = Path(run["source_path"] or "")
+        if source.is_file():  # ingested before its messages were kept: read them from the trace
+            from synthtrace.tracelib.formats.source import open_trace
+
+            messages = open_trace(source).read_tables(run["run_id"])[2].messages
+        else:
+            notes.append(f"{run['run_name']}: no ideal runtime (serialization, transfer): ingested before its "
+                         f"messages were kept and {source} is gone; remove and ingest the trace again")
+            res = pop_of_run(inputs.bursts, None, None)
+            return res, notes
+    res = pop_of_run(inputs.bursts, inputs.calls, messages, network)
+    if res.n_released:
+        notes.append(f"{run['run_name']}: {res.n_released} MPI dependencies without their partner in the trace "
+                     "(a trace cut short, or sends that only completed eagerly) were released in the replay")
+    return res, notes
+
+
+def pop_experiment(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, list[str]]:
+    """The POP table of every run of ``experiment`` (replayed on the ideal network), committed as its
+    ``pop_metrics``; a table already there for the same runs is only relabelled (run names, app). Returns the
+    table and notes."""
+    import polars as pl
+
+    from synthtrace.tracelib.domain.pop import POP_METRICS_SCHEMA, pop_metrics
+    from synthtrace.warehouse.runs import check_runs_still_in, experiment_runs
+
+    runs = experiment_runs(wh, experiment)
+    stored_file = wh.experiment_dir(experiment) / "pop_metrics.parquet"
+    labels = runs.select("run_id", "run_name", "app", "experiment")
+    if stored_file.is_file():
+        stored = pl.read_parquet(stored_file)
+        if set(stored["run_id"].to_list()) == set(runs["run_id"].to_list()):
+            fresh = stored.drop("run_name", "app", "experiment").join(labels, on="run_id").select(
+                list(POP_METRICS_SCHEMA))
+            if not fresh.equals(stored.select(list(POP_METRICS_SCHEMA))):
+                wh.update_dir(wh.experiment_dir(experiment), {"pop_metrics": fresh})
+            return fresh, []
+    threads, rows, notes = [], [], []
+    for run in runs.iter_rows(named=True):
+        res, why = _run_pop(wh, run)
+        threads.append(res.threads)
+        rows.append({"run_id": run["run_id"], "runtime_ns": run["duration_ns"],
+                     "ideal_runtime_ns": res.ideal_runtime_ns})
+        notes += why
+    per_run = labels.join(pl.DataFrame(rows, schema={"run_id": pl.String, "runtime_ns": pl.Int64,
+                                                     "ideal_runtime_ns": pl.Int64}), on="run_id")
+    table = pop_metrics(pl.concat(threads, how="vertical_relaxed"), per_run)
+    wh.update_dir(wh.experiment_dir(experiment), {"pop_metrics": table},
+                  check=lambda: check_runs_still_in(wh, experiment, runs["run_id"].to_list(),
+                                                    "its POP table was computed"))
+    return table, notes
+
+
+def pop_tables(wh: Warehouse, names: list[str] | None = None, *, scaling: str = "strong",
+               network: Any = None) -> PopTables:
+    """The POP tables of the applications or experiments ``names`` (default: all), computing what is missing;
+    the warehouse's scaling table is rewritten for every application. ``network`` (a
+    :class:`~synthtrace.tracelib.domain.replay.Network`) also predicts each run's runtime on it."""
+    import polars as pl
+
+    from synthtrace.tracelib.domain.pop import pop_scaling
+    from synthtrace.warehouse.pop_store import read_pop_metrics, write_pop_scaling
+    from synthtrace.warehouse.runs import runs_table
+
+    runs = runs_table(wh)
+    if runs.height == 0:
+        raise BadInputError(f"{wh.root}: no runs (ingest traces first)")
+    if names:
+        unknown = [n for n in names if n not in set(runs["app"].to_list()) | set(runs["experiment"].to_list())]
+        if unknown:
+            raise BadInputError(f"{', '.join(map(repr, unknown))}: neither an application nor an experiment in "
+                                f"{wh.root} (applications: {', '.join(sorted(set(runs['app'].to_list())))})")
+        runs = runs.filter(pl.col("app").is_in(names) | pl.col("experiment").is_in(names))
+    notes: list[str] = []
+    for experiment in sorted(set(runs["experiment"].to_list())):
+        notes += pop_experiment(wh, experiment)[1]
+    everything = read_pop_metrics(wh)
+    series = pop_scaling(everything, scaling)  # type: ignore[arg-type]
+    write_pop_scaling(wh, series)
+    mine = pl.col("run_id").is_in(runs["run_id"].to_list())
+    metrics = everything.filter(mine)
+    predicted = {}
+    if network is not None:
+        for run in runs.iter_rows(named=True):
+            res, _ = _run_pop(wh, run, network)
+            if res.ideal_runtime_ns is not None:
+                predicted[run["run_id"]] = res.ideal_runtime_ns
+    return PopTables(metrics, series.filter(mine), predicted, notes)
+
+
+def pop(wh: Warehouse, experiment: str) -> dict[str, Any] | None:
+    """The night's POP stage: the POP table of each run of ``experiment``, then the scaling table of every
+    application. Returns a summary (runs, parallel efficiency per run name) or None when it has no runs."""
+    tables = pop_tables(wh, [experiment])
+    if tables.metrics.height == 0:
+        return None
+    return {"experiment": experiment, "runs": tables.metrics.height,
+            "parallel_efficiency": dict(zip(tables.metrics["run_name"].to_list(),
+                                            tables.metrics["parallel_efficiency"].to_list())),
+            "notes": tables.notes}
+
+
 #: per-experiment stages of the night, in order
 EXPERIMENT_STAGES = {"merge": merge, "archetypes": archetypes}
 #: warehouse-wide stages of the night, in order

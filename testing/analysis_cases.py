@@ -26,9 +26,10 @@ CASES: dict[str, dict] = {
     "compute_vector": {"PAPI_FP_INS": 500_000, "PAPI_VEC_INS": 400_000},
     "compute_scalar": {"PAPI_TOT_CYC": 500_000},
     "core_bound": {"PAPI_TOT_CYC": 2_000_000},
-    "cache_bound": {"PAPI_L1_DCM": 30_000},
+    # memory rules need a stalled core whose misses can account for half its cycles (L3 hits here, DRAM below)
+    "cache_bound": {"PAPI_L1_DCM": 30_000, "PAPI_L2_DCM": 20_000, "PAPI_TOT_CYC": 2_000_000},
     "dram_bandwidth": {"PAPI_L3_TCM": 50_000},
-    "dram_latency": {"PAPI_L3_TCM": 2_000},
+    "dram_latency": {"PAPI_L2_DCM": 6_000, "PAPI_L3_TCM": 6_000, "PAPI_TOT_CYC": 2_000_000},
     "frontend_bound": {"PAPI_L1_ICM": 10_000},
     "bad_speculation": {"PAPI_BR_MSP": 10_000},
 }

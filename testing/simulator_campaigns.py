@@ -3,7 +3,8 @@ as Paraver traces and read back, with the simulator's ground-truth logical ids i
 :func:`testing.merge_campaigns.score` (used by tests/test_merge_stress.py and benchmarks/bench_merge_stress.py)."""
 from __future__ import annotations
 
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -72,3 +73,131 @@ def simulated_runs(kw: dict, seed: int, out: Path, run1: dict | None = None) -> 
         r = RunTables(run_id, prv.stem, bursts, calls)
         runs.append(SynthRun(run_id, prv.stem, bursts, calls, t, r.counters))
     return runs
+
+
+# ------------------------------------------------------------------------------------------------ issue 22
+#: the verdicts in order of gravity
+VERDICTS = ("ok", "suspect", "bad")
+
+
+@dataclass
+class MechanismOutcome:
+    """A merge of one campaign of :mod:`synthtrace.simulator.mechanisms`, scored against its truth.
+
+    ``right``: over every non-reference run, the smallest share of reference bursts >= 10 us matched to their
+    true logical burst (or left unmatched when that run has none); ``right_span``: the same where a burst of an
+    undecidable span (see the simulator's ``span``) is also right when matched to an interchangeable burst of the
+    span; ``in_span``: how many scored bursts lie in such a span; ``verdict``: the gravest verdict over the
+    merge's counters (``refused`` when the merge refused, with ``message``); ``span_marked``: share of the span's
+    scored bursts the merge marked ambiguous (NULL when the merge has no such mark or there is no span)."""
+
+    mechanism: str
+    seed: int
+    ranks: int
+    iterations: int
+    runs: int
+    right: float | None
+    right_span: float | None
+    scored: int
+    in_span: int
+    verdict: str
+    span_marked: float | None
+    message: str
+    sim_s: float
+    merge_s: float
+
+    @property
+    def honest(self) -> bool:
+        """Never ``ok`` below 99 % right (a refusal or a non-ok verdict is honest)."""
+        return self.verdict != "ok" or (self.right is not None and self.right >= 0.99)
+
+    @property
+    def accepted(self) -> bool:
+        """The acceptance rule of issue 22: >= 99.5 % right, or the undecidable span marked and the verdict not
+        ``ok`` (and >= 99.5 % right when the span's interchangeable bursts count as right)."""
+        if self.verdict == "refused" or self.right is None:
+            return False
+        if self.right >= 0.995:
+            return True
+        return (self.in_span > 0 and self.verdict != "ok" and (self.span_marked or 0.0) > 0.5
+                and (self.right_span or 0.0) >= 0.995)
+
+
+def read_campaign(c) -> list[RunTables]:
+    """The runs of a simulated campaign (:class:`synthtrace.simulator.mechanisms.Campaign`) read back from their
+    Paraver traces, run 0 first (run_id = the trace's stem)."""
+    out = []
+    for prv in c.traces:
+        bursts, calls, _ = ParaverTrace(prv).read_tables(prv.stem)
+        out.append(RunTables(prv.stem, prv.stem, bursts, calls))
+    return out
+
+
+def mechanism_score(truth: pl.DataFrame, ref: str, other: str, matches: pl.DataFrame,
+                    min_ns: int = 10_000) -> tuple[float, float, int, int, float | None]:
+    """(right, right_span, scored, in_span, span_marked) of the reference run ``ref``'s bursts against run
+    ``other`` from the merge's ``matches`` (columns appl, task, thread, burst_seq, other_run_id, other_task,
+    other_burst_seq; an optional boolean ``ambiguous`` marks a match the merge could not place)."""
+    t = truth.select("run_name", "task", "burst_seq", "logical_id", "span", "span_class", "duration_ns")
+    r = t.filter((pl.col("run_name") == ref) & (pl.col("duration_ns") >= min_ns)).drop("run_name")
+    o = (t.filter(pl.col("run_name") == other).unique("logical_id", keep="first")
+         .select(pl.col("logical_id"), pl.col("task").alias("true_task"), pl.col("burst_seq").alias("true_seq")))
+    got = (t.filter(pl.col("run_name") == other)
+           .select(pl.col("task").alias("other_task"), pl.col("burst_seq").alias("other_burst_seq"),
+                   pl.col("span_class").alias("got_class")))
+    cols = ["task", "burst_seq", "other_task", "other_burst_seq"]
+    flag = "ambiguous" in matches.columns
+    m = (matches.filter(pl.col("other_run_id") == other)
+         .select(*[pl.col(c).cast(pl.Int64) for c in cols], *([pl.col("ambiguous")] if flag else [])))
+    j = (r.with_columns(pl.col("task").cast(pl.Int64)).join(o, on="logical_id", how="left")
+         .join(m, on=["task", "burst_seq"], how="left")
+         .join(got.with_columns(pl.col("other_task").cast(pl.Int64)), on=["other_task", "other_burst_seq"],
+               how="left"))
+    exact = ((pl.col("true_seq").is_null() & pl.col("other_burst_seq").is_null())
+             | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_seq") == pl.col("other_burst_seq"))))
+    exact = exact.fill_null(False)
+    swap = (pl.col("span").is_not_null() & (pl.col("got_class") == pl.col("span_class"))).fill_null(False)
+    s = j.select(exact.mean().alias("right"), (exact | swap).mean().alias("span"),
+                 pl.col("span").is_not_null().sum().alias("in_span"),
+                 *([pl.col("ambiguous").filter(pl.col("span").is_not_null()).cast(pl.Float64).mean().alias("mark")]
+                   if flag else [pl.lit(None, pl.Float64).alias("mark")])).row(0)
+    return float(s[0]), float(s[1]), j.height, int(s[2]), s[3]
+
+
+def merge_campaign(c, merge=None) -> MechanismOutcome:
+    """Merge the runs of campaign ``c`` with the library's merge (``merge(runs) -> MergeResult``, default
+    :func:`synthtrace.tracelib.merge.merge_runs.merge_runs` with default options, as ``synthtrace merge``) and
+    score it."""
+    from synthtrace.tracelib.errors import SynthtraceError
+    from synthtrace.tracelib.merge.merge_runs import merge_runs
+    runs = read_campaign(c)
+    spec = c.spec
+    base = dict(mechanism=spec.mechanism, seed=spec.seed, ranks=spec.ranks, iterations=spec.iterations,
+                runs=spec.runs, sim_s=getattr(c, "seconds", 0.0))
+    t0 = time.perf_counter()
+    try:
+        res = (merge or merge_runs)(runs)
+    except SynthtraceError as e:
+        return MechanismOutcome(**base, right=None, right_span=None, scored=0, in_span=0, verdict="refused",
+                                span_marked=None, message=str(e)[:200], merge_s=time.perf_counter() - t0)
+    dt = time.perf_counter() - t0
+    ref = res.reference_run_id
+    scores = [mechanism_score(c.truth, ref, r.run_id, res.matches) for r in runs if r.run_id != ref]
+    worst = min(scores, key=lambda x: x[0])
+    q = res.quality
+    if "method" in q.columns:
+        q = q.filter(pl.col("method") != "recorded")
+    verdicts = set(q.get_column("verdict").drop_nulls().to_list()) if "verdict" in q.columns else set()
+    verdict = max(verdicts, key=VERDICTS.index) if verdicts else "ok"
+    return MechanismOutcome(**base, right=worst[0], right_span=min(x[1] for x in scores), scored=worst[2],
+                            in_span=worst[3], verdict=verdict, span_marked=worst[4],
+                            message=" / ".join(res.warnings)[:200], merge_s=dt)
+
+
+def run_mechanism(name: str, seed: int, out: Path, merge=None, **sizes) -> MechanismOutcome:
+    """Simulate mechanism ``name`` (``sizes``: ranks, iterations, runs) into ``out``, merge and score it."""
+    from synthtrace.simulator.mechanisms import campaign, simulate
+    t0 = time.perf_counter()
+    c = simulate(out, campaign(name, seed, **sizes))
+    c.seconds = time.perf_counter() - t0
+    return merge_campaign(c, merge)

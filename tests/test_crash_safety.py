@@ -121,3 +121,57 @@ def test_a_night_killed_at_any_moment_is_finished_by_the_next(tmp_path, point, p
     again = subprocess.run(_night_cmd(drop, wh), env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr
     assert "nothing new for: merge, archetypes, detect, report" in again.stdout
+
+
+# ------------------------------------------------------------------- the window between a swap's two renames
+_SWAP_KILLED = """
+import os, signal, sys
+from pathlib import Path
+from synthtrace.warehouse import layout
+
+wh, when = layout.Warehouse(sys.argv[1]), sys.argv[2]
+layout._exchange = lambda a, b: False  # the file system has no atomic exchange: two renames
+real_rename = os.rename
+
+def rename(src, dst):
+    if when == "before" and ".old." in str(dst):
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_rename(src, dst)
+    if when == "between" and ".old." in str(dst):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.rename = rename
+with wh.staged(wh.experiment_dir("lulesh"), replace=True) as stage:
+    (stage / "merged_bursts.parquet").write_text("new")
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "between"])
+def test_a_swap_killed_between_its_renames_is_recovered(tmp_path, when):
+    """Issue 23 item 3: killed between `target -> .staging/*.old.*` and `stage -> target`, both copies waited in
+    .staging and the next writer's cleanup deleted both. Recovery finishes the swap (the new copy is whole: it was
+    synced before the first rename) or keeps the old one; the only copy is never deleted."""
+    wh = Warehouse(tmp_path / "wh").ensure()
+    target = wh.experiment_dir("lulesh")
+    target.mkdir()
+    (target / "merged_bursts.parquet").write_text("old")
+    proc = subprocess.run([sys.executable, "-c", _SWAP_KILLED, str(wh.root), when], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    if when == "between":
+        assert not target.exists()  # the kill hit the window
+    Warehouse(wh.root).ensure()  # the next writer
+    expected = "new" if when == "between" else "old"
+    assert (target / "merged_bursts.parquet").read_text() == expected
+    assert list(wh.staging_dir.iterdir()) == []
+
+
+def test_a_swap_replaces_in_one_step(tmp_path):
+    """Where the file system can exchange two directories, the swap has no window at all: nothing is left
+    beside the new directory."""
+    wh = Warehouse(tmp_path / "wh").ensure()
+    target = wh.experiment_dir("lulesh")
+    for content in ("old", "new"):
+        with wh.staged(target, replace=True) as stage:
+            (stage / "merged_bursts.parquet").write_text(content)
+    assert (target / "merged_bursts.parquet").read_text() == "new"
+    assert list(wh.staging_dir.iterdir()) == []

@@ -163,3 +163,66 @@ def test_fuzzed_traces_give_exit_0_or_one_line(tmp_path):
         shutil.rmtree(tmp_path / f"b{batch_no}")
     assert n_cases >= 6
     print(f"fuzz: {n_cases} cases in {BUDGET_S:.0f} s, exit 0: {outcomes[0]}, exit 2: {outcomes[2]} (seed {SEED})")
+
+
+# ------------------------------------------------------------------ inputs built to exhaust (issue 23 item 4)
+_PEAK_RSS = """
+import resource, sys, warnings
+from pathlib import Path
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.formats.source import open_trace
+warnings.simplefilter("ignore")
+try:
+    source = open_trace(Path(sys.argv[1]))
+    outcome = "opened"
+except TraceFormatError as exc:
+    outcome = str(exc)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10)
+print(outcome)
+"""
+
+
+def _open_in_child(prv: Path) -> tuple[int, str]:
+    """(peak memory in MiB, 'opened' or the error line) of opening ``prv`` in a fresh process."""
+    proc = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(prv)], capture_output=True, text=True,
+                          timeout=CASE_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    peak, outcome = proc.stdout.splitlines()[-2:]
+    return int(peak), outcome
+
+
+def _with_body(dest: Path, stem: str, filler: bytes, n: int, compress: bool) -> Path:
+    """A copy of PRIME whose header is followed by ``filler`` written ``n`` times, then its records."""
+    import gzip
+
+    header, _, body = PRIME.read_bytes().partition(b"\n")
+    prv = dest / (f"{stem}.prv.gz" if compress else f"{stem}.prv")
+    dest.mkdir(parents=True, exist_ok=True)
+    with (gzip.open(prv, "wb", compresslevel=6) if compress else open(prv, "wb")) as fh:
+        fh.write(header + b"\n")
+        for _ in range(n):
+            fh.write(filler)
+        fh.write(body)
+    for suffix in (".pcf", ".row"):
+        shutil.copy(PRIME.with_suffix(suffix), dest / f"{stem}{suffix}")
+    return prv
+
+
+def test_blank_line_flood_after_the_header_takes_bounded_memory(tmp_path):
+    """64 MiB of blank lines between the header and the records once took a bytes object per line (an 8.7 MB
+    .prv.gz of header and newlines took 6 GB): the lines before the first record are one buffer."""
+    prv = _with_body(tmp_path, "flood", b"\r\n" * (1 << 20), 34, compress=False)
+    peak_mib, _ = _open_in_child(prv)
+    assert peak_mib < 700, f"opening a trace with {prv.stat().st_size >> 20} MiB of blank lines took {peak_mib} MiB"
+
+
+def test_a_gzip_bomb_is_refused_in_one_line(tmp_path, run_cli):
+    """A .prv.gz that inflates a thousandfold (header, 1 GiB of newlines, records) is refused with its reason,
+    before its gigabytes are read; a real trace compressed as Extrae users do is read."""
+    bomb = _with_body(tmp_path / "bomb", "bomb", b"\n" * (1 << 24), 64, compress=True)
+    code, out, err = run_cli("ingest", bomb, "-w", tmp_path / "wh")
+    assert code == 2 and "gzip bomb" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "wh" / "runs").exists() or not list((tmp_path / "wh" / "runs").iterdir())
+    real = _with_body(tmp_path / "real", "prime", b"", 0, compress=True)
+    code, out, err = run_cli("ingest", real, "-w", tmp_path / "wh")
+    assert code == 0, err

@@ -2,6 +2,7 @@
 outside the warehouse or run without a time limit (DESIGN §11). Every view stays readable."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -175,3 +176,118 @@ def test_ctrl_c_stops_a_running_query(sealed_wh):
                           "--timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, err = ctrl_c_when_busy(p, cpu_s=2.0)  # the query is running once it burns CPU
     assert p.returncode == 130 and err.strip().splitlines() == ["aborted"], (p.returncode, err)
+
+
+# ------------------------------------------------------------------------------- issue 23 (round 3 of attacks)
+def test_output_inside_the_warehouse_is_refused(sealed_wh, run_cli):
+    """Item 2: `sql --output WH/runs/<id>/run.parquet` once replaced a run; no output may land in a warehouse, also
+    through a link that points into it."""
+    before = tree_digest(sealed_wh)
+    link = sealed_wh.parent / "into-the-warehouse"
+    link.symlink_to(sealed_wh / "runs")
+    try:
+        for target in (_run_parquet(sealed_wh), sealed_wh / "new.csv", link / "x" / "run.parquet"):
+            code, out, err = run_cli("sql", "SELECT 'pwned' AS run_id", "-w", sealed_wh, "--output", target)
+            assert code == 2 and "inside the warehouse" in err and len(err.strip().splitlines()) == 1, err
+    finally:
+        link.unlink()
+    assert tree_digest(sealed_wh) == before
+
+
+def test_output_to_a_fifo_or_link_writes_through_it(sealed_wh, outside, run_cli):
+    """Item 1: a FIFO is written into (or refused when nobody reads it), a link is followed; neither is replaced."""
+    import os
+    import stat
+
+    fifo = outside / "pipe"
+    os.mkfifo(fifo)
+    code, _, err = run_cli("sql", "SELECT 42 AS answer", "-w", sealed_wh, "--output", fifo, "-f", "csv")
+    assert code == 2 and "no process reads" in err, err
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader (what is written waits in the pipe)
+    try:
+        code, _, err = run_cli("sql", "SELECT 42 AS answer", "-w", sealed_wh, "--output", fifo, "-f", "csv")
+        got = os.read(reader, 1 << 16)
+    finally:
+        os.close(reader)
+    assert code == 0, err
+    assert got == b'"answer"\n42\n'
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+    link, real = outside / "latest.csv", outside / "results" / "2026-12-02.csv"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link.symlink_to(real)
+    code, _, err = run_cli("sql", "SELECT 42 AS answer", "-w", sealed_wh, "--output", link)
+    assert code == 0, err
+    assert link.is_symlink() and real.read_text() == '"answer"\n42\n'
+
+
+def test_timeouts_without_end_are_refused_in_one_line(sealed_wh, run_cli):
+    """Item 5: `--timeout inf` or 1e10 once killed the timer thread and ran unbounded."""
+    for value in ("inf", "1e10", "9.3e9"):
+        code, out, err = run_cli("sql", "SELECT 1", "-w", sealed_wh, "--timeout", value)
+        assert code == 2 and "--timeout" in err and len(err.strip().splitlines()) == 1, (value, err)
+        assert "Traceback" not in err
+
+
+def test_memory_limit_caps_a_query(sealed_wh, run_cli):
+    """Item 5: a query needing more memory than its cap ends in one line (DuckDB's default is 80 % of the RAM);
+    with a larger cap the same query is answered."""
+    hungry = "SELECT length(string_agg(repeat('x', 100000), ',')) AS n FROM range(2000)"
+    code, out, err = run_cli("sql", hungry, "-w", sealed_wh, "--memory-limit", "64MiB", "-f", "csv")
+    assert code == 2 and "memory" in err and len(err.strip().splitlines()) == 1, err
+    code, out, err = run_cli("sql", hungry, "-w", sealed_wh, "--memory-limit", "2GiB", "-f", "csv")
+    assert code == 0 and out.splitlines()[1] == str(2000 * 100000 + 1999), err
+    code, out, err = run_cli("sql", "SELECT 1", "-w", sealed_wh, "--temp-limit", "lots")
+    assert code == 2 and "--temp-limit" in err, err
+
+
+def test_blob_and_nested_columns_to_csv(sealed_wh, run_cli):
+    """Item 5: BLOB columns in CSV gave an Arrow traceback; nested columns are JSON text, converted by DuckDB
+    (within the query's time limit: the conversion is part of the query)."""
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import query
+
+    statement = "SELECT 'ab'::BLOB AS b, [1, 2] AS l, {'k': 'v'} AS s, INTERVAL 2 DAY AS i, run_name FROM runs"
+    code, out, err = run_cli("sql", statement, "-w", sealed_wh, "-f", "csv")
+    assert code == 0, err
+    assert out.splitlines()[1].startswith('"ab","[1,2]","{""k"":""v""}","2 days",')
+    table = query(Warehouse(sealed_wh), statement, flat=True)
+    assert {str(t) for t in table.schema.types[:4]} == {"string"}
+
+
+def test_a_symlinked_folder_in_the_warehouse_is_not_read(sealed_wh, tmp_path, run_cli):
+    """Item 6: `runs/evil -> /elsewhere` was read by the views (only leaf links were left out)."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(next((sealed_wh / "runs").iterdir()), elsewhere)
+    pl.DataFrame({"run_id": ["s3cret-marker"]}).write_parquet(elsewhere / "run.parquet")
+    evil = sealed_wh / "runs" / "evil"
+    evil.symlink_to(elsewhere, target_is_directory=True)
+    try:
+        code, out, err = run_cli("sql", "SELECT run_id FROM runs", "-w", sealed_wh, "-f", "csv")
+    finally:
+        evil.unlink()
+    assert code == 0, err
+    assert "s3cret" not in out and len(out.splitlines()) == 3
+
+
+def test_a_query_racing_runs_rm_gets_the_new_state(sealed_wh, tmp_path, monkeypatch):
+    """Item 11: a run removed between the query's listing and its read was refused as a sandbox violation (DuckDB
+    retries a vanished file as a glob outside the allowed paths); the query is answered on the new state."""
+    import synthtrace.warehouse.sql as sql
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    shutil.copytree(sealed_wh, wh.root)
+    victim = next(wh.runs_dir.iterdir())
+    real_connect = sql.connect
+
+    def connect_then_rm(*args, **kwargs):
+        con = real_connect(*args, **kwargs)
+        if victim.exists():
+            wh.remove(victim)  # `runs rm` lands after the listing, before the read
+        return con
+
+    monkeypatch.setattr(sql, "connect", connect_then_rm)
+    n = sql.query_rows(wh, "SELECT count(*) FROM bursts b JOIN runs r USING (run_id)")[1][0][0]
+    assert n in (2140, 848)

@@ -2,24 +2,77 @@
 
 A disk that fills up, a killed process or a failing writer never leaves a truncated file that looks valid (a CSV
 cut mid-row, an empty report), and a reader never sees one half-written.
+
+What is at the path decides how (issue 23 item 1): a symbolic link is followed (the file it points to is written,
+the link stays); a character device (``/dev/null``, a terminal) or a FIFO with a reader is written into, as a
+shell's ``>`` would (a stream cannot be replaced whole); a block device, a socket, or a FIFO that nobody reads is
+refused with :class:`SpecialFileError`. Nothing at the path is ever replaced by something of another kind.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 
+class SpecialFileError(OSError):
+    """The path names a file that cannot be written as an output (a block device, a socket, an unread FIFO)."""
+
+
+def _special_kind(mode: int) -> str | None:
+    """How an output path's file of mode ``mode`` is refused, or None when it can be written."""
+    if stat.S_ISBLK(mode):
+        return "is a block device (a disk); refusing to write over it"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file"
+    return None
+
+
+def resolved_target(path: str | os.PathLike) -> Path:
+    """Where writing ``path`` lands: ``path`` with every symbolic link followed (a dangling link's target, a path
+    that does not exist yet as it is)."""
+    return Path(os.path.realpath(path))
+
+
+def _write_into_stream(target: Path, mode: int, write: Callable[[Path], object]) -> None:
+    """``write(target)`` into a character device or a FIFO, which is opened (and so truncated) by the writer."""
+    if stat.S_ISFIFO(mode):
+        try:  # a FIFO without a reader would block the writer for good: refuse it instead
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                raise SpecialFileError(errno.ENXIO, "is a FIFO that no process reads", str(target)) from None
+            raise
+        try:
+            write(target)
+        finally:
+            os.close(fd)
+        return
+    write(target)
+
+
 def write_atomically(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
     """``write(tmp)`` into a hidden file beside ``path``, then rename it to ``path`` (one rename within a folder:
     atomic on POSIX). On any error the partial file is removed, ``path`` is as it was, and the error propagates.
-    Returns ``path``."""
-    target = Path(path)
+    A link at ``path`` is followed; a character device or read FIFO is written into; a block device, socket or
+    unread FIFO raises :class:`SpecialFileError` (see the module). Returns ``path``."""
+    target = resolved_target(path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = 0
+    if mode and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        if (why := _special_kind(mode)) is not None:
+            raise SpecialFileError(errno.EINVAL, why, str(path))
+        _write_into_stream(target, mode, write)
+        return Path(path)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.part")
     try:
         write(tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return target
+    return Path(path)

@@ -69,15 +69,25 @@ RUN_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-#: the columns a bursts-like table carries besides its counters: BURST_SCHEMA, and what a merged, labelled or
-#: analysed experiment adds
-NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | {
+#: the columns a bursts-like (or MPI-call) table carries besides its counters: BURST_SCHEMA, MPI_CALL_SCHEMA, and
+#: what a merged, labelled or analysed experiment adds
+NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | frozenset(MPI_CALL_SCHEMA) | {
     "experiment", "run_name", "app", "match_score", "estimated", "phase", "archetype", "confidence"}
 
 
+_RESERVED_LOWER = frozenset(c.lower() for c in NON_COUNTER_COLUMNS)
+
+
+def is_reserved_column(name: str) -> bool:
+    """True when a counter may not be stored under ``name``: a key or fixed column of the bursts-like tables (in any
+    letter case: DuckDB's names are case-insensitive) or a private ``_`` name. The readers rename such a counter
+    (a .pcf label ``task``, an OTF2 metric ``start_ns``) and say so."""
+    return name.lower() in _RESERVED_LOWER or name.startswith("_")
+
+
 def counter_columns(bursts: pl.DataFrame | pl.LazyFrame) -> list[str]:
-    """The counter columns of a bursts-like table, in table order: its numeric columns that are neither fixed
-    (:data:`NON_COUNTER_COLUMNS`) nor private (named ``_...``). The one rule of the code base."""
+    """The counter columns of a bursts-like or MPI-call table, in table order: its numeric columns that are neither
+    fixed (:data:`NON_COUNTER_COLUMNS`) nor private (named ``_...``). The one rule of the code base."""
     schema = bursts.collect_schema() if isinstance(bursts, pl.LazyFrame) else bursts.schema
     return [c for c, t in schema.items() if c not in NON_COUNTER_COLUMNS and t.is_numeric() and not c.startswith("_")]
 
@@ -94,6 +104,21 @@ UNCORE_SCHEMA: dict[str, pl.DataType] = {
     "time_ns": pl.Int64(),
     "counter": pl.String(),
     "value": pl.Int64(),
+}
+
+#: Events that became neither bursts, MPI calls nor counters (OpenMP, user functions, PROFET's memory metrics, ...)
+#: and counter samples that no burst or call holds; one row per (type, value) pair of a record. Names from the
+#: trace's own definitions (Paraver: the .pcf), NULL where it has none.
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "appl": pl.Int32(),
+    "task": pl.Int32(),
+    "thread": pl.Int32(),
+    "time_ns": pl.Int64(),
+    "type": pl.Int64(),
+    "value": pl.Int64(),
+    "type_name": pl.String(),
+    "value_name": pl.String(),
 }
 
 #: Node of every thread of a run (1-based; NULL without resource information).

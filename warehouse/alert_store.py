@@ -12,8 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.model_store import file_name
+from synthtrace.warehouse.layout import Warehouse, os_error_within
+from synthtrace.warehouse.names import file_name
 
 
 def regressions_dir(wh: Warehouse) -> Path:
@@ -31,6 +31,10 @@ def write_alerts(wh: Warehouse, app: str, alerts: pl.DataFrame) -> Path:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except Exception as exc:  # a full disk is one line at the CLI edge
+        if (os_error := os_error_within(exc, target)) is not None:
+            raise os_error from None
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return target

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from synthtrace.warehouse import engine
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse, is_own_file
 
 #: view name -> file pattern below the warehouse root. Views of later stages appear once their files exist.
 VIEW_FILES: dict[str, str] = {
@@ -24,6 +24,8 @@ VIEW_FILES: dict[str, str] = {
     "bursts": "runs/*/bursts/*.parquet",
     "mpi_calls": "runs/*/mpi_calls.parquet",
     "uncore_samples": "runs/*/uncore/*.parquet",
+    "events": "runs/*/events/*.parquet",
+    "counter_anomalies": "runs/*/counter_anomalies.parquet",
     "merged_bursts": "experiments/*/merged_bursts.parquet",
     "merge_quality": "experiments/*/merge_quality.parquet",
     "merge_matches": "experiments/*/merge_matches.parquet",
@@ -34,9 +36,11 @@ VIEW_FILES: dict[str, str] = {
     "models": "models/*/model.parquet",
     "predictions": "predictions/*/*.parquet",
     "regressions": "regressions/*.parquet",
+    "pop_metrics": "experiments/*/pop_metrics.parquet",
+    "pop_scaling": "pop/pop_scaling.parquet",
 }
 #: views that exist (empty, typed) even before anything is ingested (their schemas: :func:`_empty_view_sql`)
-ALWAYS_THERE = ("runs", "bursts", "mpi_calls")
+ALWAYS_THERE = ("runs", "bursts", "mpi_calls", "events", "counter_anomalies")
 
 
 def _sql_literal(text: str) -> str:
@@ -48,33 +52,36 @@ def _empty_view_sql(view: str) -> str:
     a query of a warehouse holding the table never pays)."""
     import polars as pl
 
-    from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
+    from synthtrace.tracelib.domain.counter_sanity import ANOMALY_SCHEMA
+    from synthtrace.tracelib.schema import BURST_SCHEMA, EVENT_SCHEMA, MPI_CALL_SCHEMA, RUN_SCHEMA
 
-    schema = {"runs": RUN_SCHEMA, "bursts": BURST_SCHEMA, "mpi_calls": MPI_CALL_SCHEMA}[view]
+    schema = {"runs": RUN_SCHEMA, "bursts": BURST_SCHEMA, "mpi_calls": MPI_CALL_SCHEMA, "events": EVENT_SCHEMA,
+              "counter_anomalies": ANOMALY_SCHEMA}[view]
     empty = engine.relation_api().from_arrow(pl.DataFrame(schema=schema).to_arrow())
     cols = ", ".join(f'CAST(NULL AS {t}) AS "{n}"' for n, t in zip(empty.columns, empty.types))
     return f"SELECT {cols} WHERE false"
 
 
 def view_files(wh: Warehouse, views: Iterable[str] | None = None) -> dict[str, list[str]]:
-    """View name -> the regular files it reads now (sorted; links and views without files are left out), for
-    ``views`` (default: every view)."""
+    """View name -> the regular files it reads now (sorted; links, files reached through a linked folder and views
+    without files are left out), for ``views`` (default: every view)."""
     wanted = VIEW_FILES if views is None else [v for v in VIEW_FILES if v in set(views)]
-    found = {view: sorted(str(p) for p in wh.root.glob(VIEW_FILES[view]) if p.is_file() and not p.is_symlink())
-             for view in wanted}
+    found = {view: sorted(str(p) for p in wh.root.glob(VIEW_FILES[view]) if is_own_file(wh.root, p)) for view in wanted}
     return {view: files for view, files in found.items() if files}
 
 
 def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,
-            views: Iterable[str] | None = None) -> engine.DuckDBPyConnection:
+            views: Iterable[str] | None = None, settings: dict[str, str] | None = None,
+            files: dict[str, list[str]] | None = None) -> engine.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per warehouse table, sealed: it reads the warehouse's current
     Parquet files and nothing else. ``temp_directory`` is where DuckDB may spill a large sort or join (default:
     no spilling). ``views``: only these views (each costs a listing and a read of its files' schemas; default:
-    every view)."""
+    every view). ``settings``: more DuckDB configuration, locked with the rest (memory and temporary-disk caps).
+    ``files``: the listing to bind, as :func:`view_files` gave it (default: listed now)."""
     wanted = set(VIEW_FILES if views is None else views)
-    files = view_files(wh, wanted)
+    files = view_files(wh, wanted) if files is None else files
     con = engine.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
-                                             "allow_community_extensions": False})
+                                             "allow_community_extensions": False, **(settings or {})})
     for view, paths in files.items():
         listing = ", ".join(_sql_literal(p) for p in paths)
         con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], union_by_name = true)')

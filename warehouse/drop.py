@@ -12,10 +12,13 @@ from pathlib import Path
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.warehouse.ingest import experiment_names, run_identity
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.names import file_name
 
 QUARANTINE = ".quarantine"
 REASON_FILE = "reason.txt"
 #: errors of the machine, not of the trace: the trace stays in the drop folder for the next night
+#: bytes of a trace's name kept in its quarantine folder's name (a file system allows 255 per name)
+_NAME_BYTES = 200
 _MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOMEM}
 
 
@@ -65,12 +68,14 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
 
 
 def trace_files(path: Path) -> list[Path]:
-    """Everything that makes up the trace at ``path``: a .prv with its .pcf/.row, or an OTF2 anchor with its
-    ``.def`` and its archive folder."""
+    """Everything that makes up the trace at ``path``: a .prv (or .prv.gz) with its .pcf/.row, as Paraver finds
+    them, or an OTF2 anchor with its ``.def`` and its archive folder."""
+    from synthtrace.tracelib.formats.paraver.reader import companion
+
     if path.suffix == ".otf2":
         parts = [path, path.with_suffix(".def"), path.with_suffix("")]
     else:
-        parts = [path, path.with_suffix(".pcf"), path.with_suffix(".row")]
+        parts = [path, companion(path, ".pcf"), companion(path, ".row")]
     return [p for p in parts if p.exists() or p.is_symlink()]
 
 
@@ -81,7 +86,8 @@ def quarantine(drop: Path, path: Path, reason: str) -> Path:
     name never overwrite each other; the reason says where the trace came from. Returns that folder.
     """
     stamp = datetime.now(UTC)
-    dest = drop / QUARANTINE / f"{stamp:%Y%m%dT%H%M%S}-{path.name}-{uuid.uuid4().hex[:8]}"
+    shown = path.name if len(path.name.encode("utf-8", "surrogateescape")) <= _NAME_BYTES else file_name(path.name)
+    dest = drop / QUARANTINE / f"{stamp:%Y%m%dT%H%M%S}-{shown}-{uuid.uuid4().hex[:8]}"
     dest.mkdir(parents=True)
     (dest / REASON_FILE).write_text(f"{stamp.isoformat()}\n{path}\n{reason}\n")
     for f in trace_files(path):

@@ -30,6 +30,7 @@ Error = _engine.Error
 IOException = _engine.IOException
 InterruptException = _engine.InterruptException
 PermissionException = _engine.PermissionException
+OutOfMemoryException = _engine.OutOfMemoryException
 
 
 def relation_api() -> ModuleType:

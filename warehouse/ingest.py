@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
+import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
@@ -134,20 +135,55 @@ def existing_run(wh: Warehouse, run_id: str) -> dict | None:
         return None
 
 
-def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path) -> list[str]:
+#: where the runs ingested without their ``.pcf`` are indexed by source path (``<key>/<run_id>``, empty files), so
+#: that a later ingest of the same trace with its ``.pcf`` finds the runs it replaces without reading every stored run
+WITHOUT_PCF_INDEX = Path(".index") / "without_pcf"
+
+
+def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: str) -> list[str]:
     """Runs of this very trace ingested before its ``.pcf`` was beside it (same source path and .prv/.row bytes,
-    no .pcf then): the run being ingested now supersedes them."""
+    no .pcf then): the run ``run_id``, just committed from it, supersedes them. Called after the commit: a run
+    committed without a .pcf is indexed instead. Cost independent of the number of stored runs (one folder of the
+    index per source path; an index missing from an older warehouse is built once)."""
     files = source.content_files()
-    if source.format != "paraver" or not any(f.suffix == ".pcf" for f in files) or not wh.runs_dir.is_dir():
+    if source.format != "paraver":
+        return []
+    entry = _without_pcf_index(wh) / _source_key(path)
+    if not any(f.suffix == ".pcf" for f in files):
+        entry.mkdir(parents=True, exist_ok=True)
+        (entry / run_id).touch()
         return []
     size_without_pcf = sum(f.stat().st_size for f in files if f.suffix != ".pcf")
     found = []
-    for run_file in wh.runs_dir.glob("*/run.parquet"):
-        row = existing_run(wh, run_file.parent.name)
+    for old in sorted(entry.iterdir()) if entry.is_dir() else []:
+        row = existing_run(wh, old.name) if old.name != run_id else None
         if (row and row["source_path"] == str(path.resolve()) and row["source_bytes"] == size_without_pcf
                 and any("no .pcf file" in w for w in row["warnings"] or [])):
             found.append(row["run_id"])
+        elif row is None:  # removed or moved away since: forget it
+            old.unlink(missing_ok=True)
     return found
+
+
+def _source_key(path: Path) -> str:
+    """The index key of a trace's resolved path (a hash: paths may be long or hold any character)."""
+    return xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
+
+
+def _without_pcf_index(wh: Warehouse) -> Path:
+    """The folder of :data:`WITHOUT_PCF_INDEX`; a warehouse written before it existed is indexed once (every run
+    whose row says it was read without a .pcf)."""
+    index = wh.root / WITHOUT_PCF_INDEX
+    complete = index / ".complete"
+    if not complete.is_file():
+        for run_file in wh.runs_dir.glob("*/run.parquet"):
+            row = existing_run(wh, run_file.parent.name)
+            if row and row["source_path"] and any("no .pcf file" in w for w in row["warnings"] or []):
+                (index / _source_key(Path(row["source_path"]))).mkdir(parents=True, exist_ok=True)
+                (index / _source_key(Path(row["source_path"])) / row["run_id"]).touch()
+        index.mkdir(parents=True, exist_ok=True)
+        complete.touch()
+    return index
 
 
 def _check_same_place(row: dict, experiment: str | None, app: str | None, path: Path) -> None:
@@ -190,7 +226,6 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         _check_same_place(row, experiment, app, path)
         return IngestResult(path, run_id, row["run_name"], row["experiment"], "already",
                             row["n_bursts"], row["n_mpi_calls"])
-    superseded = _runs_without_pcf(wh, source, path)
     ingested_at = datetime.now(UTC)
     try:
         with wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists()) as stage:
@@ -242,8 +277,10 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         # another ingest of the same content committed first: it is that one's run
         return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
                             "already", summary.n_bursts, summary.n_calls)
+    superseded = _runs_without_pcf(wh, source, path, run_id)
     for old in superseded:
         wh.remove(wh.run_dir(old))
+        (wh.root / WITHOUT_PCF_INDEX / _source_key(path) / old).unlink(missing_ok=True)
     return IngestResult(path, run_id, run_name, exp_name, "ingested", summary.n_bursts, summary.n_calls,
                         list(summary.warnings), superseded)
 
@@ -271,22 +308,30 @@ class _Reported:
 
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
-    """Read ``source`` into the staging directory of its run: bursts and uncore parts as they come, then
-    mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached)."""
-    for sub in ("bursts", "uncore"):
+    """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
+    mpi_calls.parquet (streamed from the calls the reader spilled under ``_calls/``, messages attached) and
+    messages.parquet (the communication records, MESSAGE_SCHEMA)."""
+    tables = ("bursts", "uncore", "events")
+    for sub in tables:
         (stage / sub).mkdir()
     stream = source.read(run_id, progress=progress, spill=stage / "_calls")
     with PartWriter() as writer:
-        numbers = {"bursts": itertools.count(), "uncore": itertools.count()}
+        numbers = {table: itertools.count() for table in tables}
         for part in stream:
             writer.write(part.frame, stage / part.table / f"part-{next(numbers[part.table]):05d}.parquet",
                          statistics=True)
     summary = stream.summary
     if summary.n_calls:
         summary.calls.sink_parquet(stage / "mpi_calls.parquet", statistics=True)
+    if summary.messages.height:  # pop (issue 25): the point-to-point messages, which the replay pairs calls by
+        summary.messages.write_parquet(stage / "messages.parquet", statistics=True)
     shutil.rmtree(stage / "_calls")
     if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
     else:
         (stage / "uncore").rmdir()
+    if not summary.n_events:
+        (stage / "events").rmdir()
+    if summary.anomalies.height:
+        summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
     return summary

@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import uuid
@@ -38,6 +39,25 @@ class MissingWarehouseError(WarehouseError):
     """The ``--warehouse`` folder to read from does not exist (a typo): bad input."""
 
     exit_code = 2
+
+
+def warehouse_holding(path: str | Path) -> Path | None:
+    """The warehouse folder that ``path`` (links followed, as a write would follow them) is or lies in, or None.
+    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders."""
+    for folder in (real := Path(os.path.realpath(path)), *real.parents):
+        if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
+            return folder
+    return None
+
+
+def is_own_file(root: Path, path: Path) -> bool:
+    """True when ``path`` (below ``root``) is a regular file reached through no symbolic link below ``root``: a
+    linked folder or file inside a warehouse (``runs/evil -> /elsewhere``) is not the warehouse's (issue 23 item 6)."""
+    try:
+        regular = stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:  # vanished meanwhile (a run removed)
+        return False
+    return regular and os.path.realpath(path) == os.path.join(os.path.realpath(root), os.path.relpath(path, root))
 
 
 class Warehouse:
@@ -90,13 +110,63 @@ class Warehouse:
         self._clear_stale_staging()
         return self
 
+    @contextlib.contextmanager
+    def removed_if_unused(self) -> Iterator[Warehouse]:
+        """For a block that may create this warehouse: when the folder did not exist before and the block leaves it
+        holding nothing (every trace refused), it is removed again: a refused ingest creates no empty warehouse."""
+        existed = self.root.exists() or self.root.is_symlink()
+        try:
+            yield self
+        finally:
+            if not existed:
+                self._remove_if_empty()
+
+    def _remove_if_empty(self) -> None:
+        """Remove the folder layout :meth:`ensure` creates if nothing else is in it (``rmdir`` refuses a folder that
+        is not empty, so a concurrent writer's files are never touched)."""
+        layout = (self.staging_dir, self.runs_dir, self.experiments_dir, self.root / ".locks")
+        with contextlib.suppress(OSError):
+            if {p.name for p in self.root.iterdir()} - {MARKER} - {d.name for d in layout}:
+                return  # something else was stored
+            if any(any(d.iterdir()) for d in layout if d.is_dir()):
+                return
+            for d in layout:
+                if d.is_dir():
+                    d.rmdir()
+            (self.root / MARKER).unlink(missing_ok=True)
+            self.root.rmdir()
+
     def _clear_stale_staging(self) -> None:
-        """Remove staging directories whose writer process is gone (a killed ingest)."""
+        """Finish the swaps killed writers left half done (:meth:`_recover_swaps`), then remove the staging
+        directories whose writer process is gone (a killed ingest)."""
+        self._recover_swaps()
         for d in self.staging_dir.iterdir():
             pid = d.name.split(".")[-1]
-            if pid.isdigit() and _alive(int(pid)):
+            if (pid.isdigit() and _alive(int(pid))) or d.name.endswith(_SWAP_SUFFIX):
                 continue
             shutil.rmtree(d, ignore_errors=True)
+
+    def _recover_swaps(self) -> None:
+        """For each swap journal whose writer is gone: when the target is missing (killed between the two renames)
+        put the new directory in place if it is there, else the old one back; then the journal goes. The only
+        copy of a run or experiment is never deleted."""
+        for journal in self.staging_dir.glob(f"*{_SWAP_SUFFIX}"):
+            pid = journal.name.removesuffix(_SWAP_SUFFIX).split(".")[-1]
+            if pid.isdigit() and _alive(int(pid)):
+                continue
+            try:
+                swap = json.loads(journal.read_text())
+                target, old, new = (self.root / swap[k] for k in ("target", "old", "new"))
+            except (OSError, ValueError, KeyError, TypeError):
+                journal.unlink(missing_ok=True)  # written but cut: no rename had started (see _swap)
+                continue
+            if not target.exists():
+                for candidate in (new, old):
+                    if candidate.is_dir():
+                        os.rename(candidate, target)
+                        break
+            _fsync_dir(target.parent)
+            journal.unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def staged(self, target: Path, *, replace: bool = False) -> Iterator[Path]:
@@ -115,10 +185,7 @@ class Warehouse:
                 if not replace:
                     shutil.rmtree(stage)  # someone committed the same content meanwhile
                     return
-                old = self.staging_dir / f"{target.name}.old.{uuid.uuid4().hex[:8]}.{os.getpid()}"
-                os.rename(target, old)
-                os.rename(stage, target)
-                shutil.rmtree(old, ignore_errors=True)
+                shutil.rmtree(self._swap(stage, target), ignore_errors=True)
             else:
                 try:
                     os.rename(stage, target)
@@ -129,9 +196,39 @@ class Warehouse:
                     shutil.rmtree(stage)
                     return
             _fsync_dir(target.parent)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(stage, ignore_errors=True)
+            if (os_error := os_error_within(exc, target)) is not None:
+                raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
             raise
+
+    def _swap(self, stage: Path, target: Path) -> Path:
+        """Put ``stage`` in the place of the directory ``target``; returns where the old one now is (to delete).
+
+        One ``renameat2(RENAME_EXCHANGE)`` where the file system has it: readers see the old or the new directory,
+        never none. Elsewhere two renames, journalled first in ``.staging/*.swap.<pid>.json`` so that a writer
+        killed between them is finished by the next (:meth:`_recover_swaps`)."""
+        if _exchange(stage, target):
+            return stage
+        old = self.staging_dir / f"{target.name}.old.{uuid.uuid4().hex[:8]}.{os.getpid()}"
+        journal = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}{_SWAP_SUFFIX}"
+        doc = {k: str(p.relative_to(self.root)) for k, p in (("target", target), ("old", old), ("new", stage))}
+        with open(journal, "w") as fh:
+            fh.write(json.dumps(doc))
+            fh.flush()
+            os.fsync(fh.fileno())
+        _fsync_dir(self.staging_dir)
+        os.rename(target, old)
+        try:
+            os.rename(stage, target)
+        except BaseException:  # a failed second rename, Ctrl-C: the old directory goes back
+            if not target.exists():
+                os.rename(old, target)
+            journal.unlink(missing_ok=True)
+            raise
+        _fsync_dir(target.parent)
+        journal.unlink()
+        return old
 
     @contextlib.contextmanager
     def writers_lock(self, target: Path) -> Iterator[None]:
@@ -180,6 +277,53 @@ class Warehouse:
             gone = self.staging_dir / f"{target.name}.rm.{uuid.uuid4().hex[:8]}.{os.getpid()}"
             os.rename(target, gone)
             shutil.rmtree(gone, ignore_errors=True)
+
+
+_SWAP_SUFFIX = ".swap.json"
+_RENAME_EXCHANGE = 2  # renameat2 flag (linux/fs.h)
+_AT_FDCWD = -100
+_libc_renameat2: Callable[..., int] | None | bool = False  # False: not looked up yet
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the directories ``a`` and ``b`` in one step (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False
+    when this system or file system cannot (the caller renames twice instead)."""
+    global _libc_renameat2
+    if _libc_renameat2 is False:
+        try:
+            import ctypes
+
+            fn = ctypes.CDLL(None, use_errno=True).renameat2
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            _libc_renameat2 = fn
+        except (OSError, AttributeError):
+            _libc_renameat2 = None
+    if not _libc_renameat2:
+        return False
+    import ctypes
+
+    if _libc_renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def os_error_within(exc: BaseException, target: Path) -> OSError | None:
+    """The operating-system error a library reported as its own exception (Polars' ``ComputeError: ... No space
+    left on device (os error 28)`` when a Parquet write fills the disk), as an :class:`OSError` naming ``target``;
+    None for an OSError itself or any other failure."""
+    if isinstance(exc, OSError) or not isinstance(exc, Exception):
+        return None
+    m = _OS_ERROR.search(str(exc))
+    if m is None:
+        return None
+    code = int(m[1])
+    return OSError(code, os.strerror(code), str(target))
 
 
 def _not_regular(folder: str, names: list[str]) -> set[str]:

@@ -63,7 +63,8 @@ def merge_experiment(wh: Warehouse, experiment: str, options: MergeOptions = Mer
 def export_merged(wh: Warehouse, result: MergeResult, out_stem: str | Path) -> Path:
     """Write the merged trace as Paraver ``OUT_STEM.prv/.pcf/.row``; returns the ``.prv`` path.
 
-    The bursts are the merged bursts with every counter; the MPI calls are the reference run's. Resources, date,
+    The bursts are the merged bursts with every counter; the MPI calls (with the counters measured inside them) and
+    the other events are the reference run's. Resources, date,
     communicators and ``.row`` names come from the reference run's own trace when it is a Paraver file (``.prv`` or
     ``.prv.gz``) still on disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where
     readable.
@@ -89,7 +90,9 @@ def export_merged(wh: Warehouse, result: MergeResult, out_stem: str | Path) -> P
     calls_file = wh.run_dir(result.reference_run_id) / "mpi_calls.parquet"
     calls = pl.read_parquet(calls_file) if calls_file.is_file() else pl.DataFrame()
     counters = [c for c in result.quality.get_column("counter").to_list() if c in result.merged.columns]
-    return write_paraver(out_stem, result.merged, calls, meta, counters=counters)
+    events_dir = wh.run_dir(result.reference_run_id) / "events"  # reader (issue 24.3/4): its other events too
+    events = pl.read_parquet(events_dir / "*.parquet") if any(events_dir.glob("*.parquet")) else None
+    return write_paraver(out_stem, result.merged, calls, meta, counters=counters, events=events)
 
 
 def _meta_from_bursts(bursts: pl.DataFrame, meta_type):

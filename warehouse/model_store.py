@@ -27,6 +27,7 @@ from synthtrace.warehouse.analysis_store import MERGED_FILE
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, link_or_copy
+from synthtrace.warehouse.names import file_name
 
 ARTIFACT = "model.skops"
 RECORD = "model.parquet"
@@ -152,12 +153,6 @@ def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.D
                     link_or_copy(entry, stage / entry.name)
         frame.select(list(PREDICTION_SCHEMA)).cast(PREDICTION_SCHEMA).write_parquet(stage / name)
     return target / name
-
-
-def file_name(name: str) -> str:
-    """A file name for an experiment or app name (path separators and odd characters replaced)."""
-    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
-    return safe if safe.strip(".") else "_"
 
 
 # ------------------------------------------------------------------------------------------ training data

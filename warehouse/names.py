@@ -8,11 +8,17 @@ edge (:func:`name_option`, a typer callback) and again wherever a path is built 
 """
 from __future__ import annotations
 
+import hashlib
+import re
+
 from synthtrace.tracelib.errors import BadInputError
 
 MAX_CHARS = 120
 MAX_BYTES = 240
 _FORBIDDEN = set("/\\*?[]{}")
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
+#: characters of a name kept in its file name before the hash (file systems allow 255 bytes)
+_FILE_NAME_CHARS = 100
 
 
 class InvalidNameError(BadInputError):
@@ -51,3 +57,15 @@ def check_name(name: str, what: str = "experiment") -> str:
 def name_option(value: str | None) -> str | None:
     """Typer callback for an ``--experiment``/``EXPERIMENT`` parameter: the name checked, None passed through."""
     return None if value is None else check_name(value)
+
+
+def file_name(name: str) -> str:
+    """A file name (without extension) for an experiment or application name, one per name: a name of letters,
+    digits and ``_.+-`` only is its own file name; any other (``solver a``, ``a/b``, ``..``, a 300-character
+    name) is its safe characters, then ``~`` and a hash of the whole name (``~`` is never in an own name), so that
+    ``solver a`` and ``solver_a`` never share a file (issue 23 item 9)."""
+    safe = _UNSAFE_FILE_CHARS.sub("_", name)
+    if safe == name and name.strip(".") and len(name) <= _FILE_NAME_CHARS:
+        return name
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"{safe[:_FILE_NAME_CHARS].strip('.') or '_'}~{digest}"

@@ -8,11 +8,17 @@ Three walls, each enough on its own for what it guards:
    are refused before anything runs.
 2. The connection (:func:`synthtrace.warehouse.catalog.connect`) reads the warehouse's Parquet files that
    existed when it opened and no other file; external access is off and its configuration locked.
-3. A timer interrupts a query that runs longer than its time limit (DuckDB has no statement timeout).
+3. A timer interrupts a query that runs longer than its time limit (DuckDB has no statement timeout); DuckDB's
+   memory and its spill files are capped (:data:`DEFAULT_MEMORY_LIMIT`, :data:`DEFAULT_TEMP_LIMIT`; by default
+   DuckDB takes 80 % of the machine's memory and unbounded temporary disk).
+
+A query that races a writer (a run removed, an experiment re-merged) reads the warehouse as it was when it
+opened or, when a file it listed vanished, again as it is now: never a refusal, never half a change.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -26,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import engine
-from synthtrace.warehouse.catalog import VIEW_FILES, connect
+from synthtrace.warehouse.catalog import VIEW_FILES, connect, view_files
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse
 
@@ -39,6 +45,23 @@ ALLOWED = {engine.StatementType.SELECT, engine.StatementType.EXPLAIN}
 #: EXPLAIN options that execute the statement they explain
 _EXECUTING = {"analyze", "analyse"}
 DEFAULT_TIMEOUT_S = 300.0
+#: the longest time limit a query may be given, in seconds (a week); ``inf`` would mean no limit at all
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+#: DuckDB's memory (its buffer manager: hash tables, sorts, aggregates), and its temporary files on disk
+DEFAULT_MEMORY_LIMIT = "1GiB"
+DEFAULT_TEMP_LIMIT = "8GiB"
+_SIZE = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]i?b|b|)", re.IGNORECASE)
+_UNIT_BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+MIN_MEMORY_BYTES = 16 * 2**20
+#: attempts at a query whose files a concurrent writer removed or replaced (each on a fresh listing)
+_ATTEMPTS = 4
+#: DuckDB type ids written to CSV as they are; nested types become JSON text, every other type DuckDB's text
+_CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger",
+              "ubigint", "uhugeint",
+              "float", "double", "decimal", "varchar", "date", "time", "timestamp", "timestamp_s", "timestamp_ms",
+              "timestamp_ns", "timestamp with time zone"}
+_CSV_AS_JSON = {"list", "struct", "map", "array", "union"}
 #: the byte that tells the Ctrl-C watcher its query has ended (no signal has this number)
 _DONE = 255
 #: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
@@ -82,6 +105,32 @@ def check_utf8(text: str, what: str) -> str:
     return text
 
 
+def check_timeout(timeout_s: float | None) -> float | None:
+    """``timeout_s`` when it is a time limit a query can run under (more than 0, at most :data:`MAX_TIMEOUT_S`);
+    None stays None (no limit: callers inside synthtrace only)."""
+    if timeout_s is not None and not (math.isfinite(timeout_s) and 0 < timeout_s <= MAX_TIMEOUT_S):
+        raise BadInputError(f"--timeout {timeout_s:g}: give a number of seconds above 0 and at most "
+                            f"{MAX_TIMEOUT_S:.0f} (a week)")
+    return timeout_s
+
+
+def size_bytes(text: str, option: str) -> int:
+    """Bytes of a size such as ``2GiB``, ``500MB`` or ``1073741824`` (``option``: how an error line names it)."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None:
+        raise BadInputError(f"{option} {text!r}: not a size (a number with B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)")
+    n = int(float(m["n"]) * _UNIT_BYTES[m["unit"].lower()])
+    if n < MIN_MEMORY_BYTES:
+        raise BadInputError(f"{option} {text!r}: at least {MIN_MEMORY_BYTES >> 20} MiB")
+    return n
+
+
+def duckdb_limits(memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT) -> dict[str, str]:
+    """DuckDB's configuration for the memory and temporary-disk caps (checked sizes)."""
+    return {"memory_limit": f"{size_bytes(memory_limit, '--memory-limit')}B",
+            "max_temp_directory_size": f"{size_bytes(temp_limit, '--temp-limit')}B"}
+
+
 def check_read_only(query: str, con: engine.DuckDBPyConnection | None = None) -> None:
     """Raise :class:`ReadOnlyQueryError` unless every statement of ``query`` only reads. ``con``: the connection
     to parse with (default: DuckDB's default one, which costs ~50 ms to create on first use)."""
@@ -101,21 +150,44 @@ def check_read_only(query: str, con: engine.DuckDBPyConnection | None = None) ->
             raise ReadOnlyQueryError("refused: EXPLAIN ANALYZE runs its statement; use EXPLAIN without ANALYZE")
 
 
-def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> pa.Table:
+def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S, flat: bool = False,
+          memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT) -> pa.Table:
     """Run a read-only query against the warehouse views; returns an Arrow table.
 
-    ``timeout_s``: wall-clock limit in seconds (None: none). A file of the warehouse replaced by a concurrent
-    writer between opening and reading (a night re-merging an experiment) is retried once on a fresh listing.
+    ``timeout_s``: wall-clock limit in seconds (None: none); ``memory_limit``/``temp_limit``: DuckDB's memory and
+    temporary-disk caps (sizes such as ``2GiB``). ``flat``: columns as CSV can hold them (nested ones as JSON text,
+    BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time limit. A file of the
+    warehouse removed or replaced by a concurrent writer is read again on a fresh listing.
     """
     engine.relation_api()  # con.sql and Arrow results; pyarrow is imported anyway
-    return _answer(wh, sql, timeout_s, lambda con, text: con.sql(text).to_arrow_table())
+
+    def fetch(con: engine.DuckDBPyConnection, text: str) -> pa.Table:
+        rel = con.sql(text)
+        return (_csv_ready(rel) if flat and rel is not None else rel).to_arrow_table()
+
+    return _answer(wh, sql, timeout_s, fetch, duckdb_limits(memory_limit, temp_limit))
 
 
-def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S
+def _csv_ready(rel: Any) -> Any:
+    """The relation ``rel`` with every column CSV cannot hold as it is turned into text in DuckDB."""
+    exprs = []
+    for i, (name, kind) in enumerate(zip(rel.columns, rel.types), start=1):
+        quoted = '"' + name.replace('"', '""') + '"'
+        if kind.id in _CSV_AS_IS:
+            exprs.append(f"#{i} AS {quoted}")
+        elif kind.id in _CSV_AS_JSON:
+            exprs.append(f"CAST(to_json(#{i}) AS VARCHAR) AS {quoted}")
+        else:
+            exprs.append(f"CAST(#{i} AS VARCHAR) AS {quoted}")
+    return rel.project(", ".join(exprs)) if exprs else rel
+
+
+def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S,
+               memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT
                ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """:func:`query` as (column names, rows of Python values), without importing pyarrow (the CLI's table and JSON
     output), from the engine alone (:mod:`~synthtrace.warehouse.engine`)."""
-    return _answer(wh, sql, timeout_s, _fetch_rows)
+    return _answer(wh, sql, timeout_s, _fetch_rows, duckdb_limits(memory_limit, temp_limit))
 
 
 def _fetch_rows(con: engine.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -124,20 +196,31 @@ def _fetch_rows(con: engine.DuckDBPyConnection, sql: str) -> tuple[list[str], li
 
 
 def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
-            fetch: Callable[[engine.DuckDBPyConnection, str], T]) -> T:
-    """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``fetch`` its result."""
+            fetch: Callable[[engine.DuckDBPyConnection, str], T], limits: dict[str, str]) -> T:
+    """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``limits`` and ``fetch`` its
+    result; again on a fresh listing when a file it listed was removed or replaced meanwhile (DuckDB then fails
+    to open it, or, taking the vanished name for a glob, refuses it as outside the allowed paths)."""
     wh = wh.existing()
+    timeout_s = check_timeout(timeout_s)
+    views = views_named(sql)
     spill = Path(tempfile.gettempdir()) / f"synthtrace-sql-{uuid.uuid4().hex}"  # DuckDB creates it only to spill
     try:
-        try:
-            return _run(wh, sql, timeout_s, spill, fetch)
-        except engine.IOException:
-            return _run(wh, sql, timeout_s, spill, fetch)
+        for attempt in range(_ATTEMPTS):
+            listed = view_files(wh, views)
+            try:
+                return _run(wh, sql, timeout_s, spill, fetch, (views, listed), limits)
+            except (engine.IOException, engine.PermissionException):
+                if attempt + 1 == _ATTEMPTS or view_files(wh, views) == listed:
+                    raise
+        raise AssertionError("unreachable")
     except engine.InterruptException:
         raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
     except engine.PermissionException as exc:
         raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
                                  f"({str(exc).splitlines()[0]})") from None
+    except engine.OutOfMemoryException as exc:
+        raise QueryError(f"query needs more than its memory or temporary-disk limit (see --memory-limit, "
+                         f"--temp-limit): {str(exc).splitlines()[0]}") from None
     except engine.Error as exc:
         raise QueryError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
@@ -145,8 +228,11 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
 
 
 def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
-         fetch: Callable[[engine.DuckDBPyConnection, str], T]) -> T:
-    con = connect(wh, temp_directory=spill, views=views_named(sql))
+         fetch: Callable[[engine.DuckDBPyConnection, str], T], listing: tuple[set[str], dict[str, list[str]]],
+         limits: dict[str, str]) -> T:
+    """One attempt of :func:`_answer` on a connection bound to ``listing`` (the views named, their files)."""
+    views, files = listing
+    con = connect(wh, temp_directory=spill, views=views, settings=limits, files=files)
     timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
     try:
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)

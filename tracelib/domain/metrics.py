@@ -15,6 +15,7 @@ import math
 
 import polars as pl
 
+from synthtrace.tracelib.domain.counter_sanity import without_anomalies
 from synthtrace.tracelib.domain.counters import CounterMap, resolve
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import Machine
@@ -87,9 +88,11 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
       (``compute``/``dram``/``l3``/``l2``), ``roof_fraction`` (achieved / attainable) and ``roof_distance``
       (decades below the roof, log10(attainable / achieved));
     - ``missing_roles``: the counter roles (see :mod:`synthtrace.tracelib.domain.counters`) NULL or absent on the burst.
+
+    Counter values no PMU can produce (:mod:`synthtrace.tracelib.domain.counter_sanity`) count as missing.
     """
     _require(bursts, ["duration_ns"], "bursts")
-    lf = bursts.lazy()
+    lf = without_anomalies(bursts.lazy())  # impossible counter values are missing values here
     cmap = cmap or resolve(bursts)
     line = float(machine.line_bytes)
     share = machine.dram_share(ranks_per_socket)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.domain.counter_sanity import sane_samples, without_anomalies
 from synthtrace.tracelib.domain.counters import ROLES, resolve
 
 #: column added to bursts: CAS commands (64 bytes each) apportioned to the burst (an alias of role ``dram_cas``)
@@ -23,7 +24,8 @@ DRAM_CAS_COLUMN = "DRAM_CAS"
 def cas_rate_pieces(samples: pl.DataFrame) -> pl.DataFrame:
     """Piecewise-constant CAS rates per node from uncore samples (UNCORE_SCHEMA): one row per pair of
     consecutive samples of a (thread, counter) that counts DRAM CAS commands: node, start_ns, end_ns, rate
-    (CAS per ns). A series' first sample is left out: the interval it counts started before the trace."""
+    (CAS per ns). A series' first sample is left out: the interval it counts started before the trace; so are
+    impossible counts (:mod:`~synthtrace.tracelib.domain.counter_sanity`): no rate is known there."""
     cas = ROLES["dram_cas"].matches(samples.get_column("counter").unique().sort().to_list())
     if not cas:
         return pl.DataFrame(schema={"node": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64, "rate": pl.Float64})
@@ -31,7 +33,7 @@ def cas_rate_pieces(samples: pl.DataFrame) -> pl.DataFrame:
     return (samples.filter(pl.col("counter").is_in(cas))
             .sort(*series, "time_ns")
             .with_columns(pl.col("time_ns").shift(1).over(series).alias("start_ns"))
-            .filter(pl.col("start_ns").is_not_null() & (pl.col("time_ns") > pl.col("start_ns")))
+            .filter(pl.col("start_ns").is_not_null() & (pl.col("time_ns") > pl.col("start_ns")) & sane_samples())
             .select(pl.col("node").fill_null(0), "start_ns", pl.col("time_ns").alias("end_ns"),
                     (pl.col("value") / (pl.col("time_ns") - pl.col("start_ns"))).alias("rate")))
 
@@ -78,7 +80,7 @@ def attribute_dram_cas(bursts: pl.DataFrame, samples: pl.DataFrame, thread_nodes
     if pieces.height == 0:
         return bursts
     weight = cmap.expr("l3_tcm") if cmap.has("l3_tcm") else pl.col("duration_ns").cast(pl.Float64)
-    frame = (bursts.with_row_index("_row")
+    frame = (without_anomalies(bursts).with_row_index("_row")
              .join(thread_nodes.select("appl", "task", "thread", pl.col("node").fill_null(0)),
                    on=["appl", "task", "thread"], how="left")
              .select("_row", pl.col("node").fill_null(0), "start_ns", "end_ns", weight.fill_null(0.0).alias("_w")))

@@ -27,7 +27,8 @@ import polars as pl
 
 from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.domain.mpi_calls import MPI_KINDS, kind_expr
-from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
+from synthtrace.tracelib.schema import (MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA,
+                                       counter_columns)
 from synthtrace.tracelib.thread_key import packed, unpacked
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
@@ -44,7 +45,7 @@ HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_
 NEVER = 2**62  # a horizon beyond any trace: everything is final
 _MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
 _NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
-_TID = "_tid"  # thread id column the assembler adds to MPI events
+_TID = THREAD_ID_COLUMN = "_tid"  # thread id column the assembler adds to MPI events (a reader may give it)
 _ENTRY_SCHEMA = {_TID: pl.Int32, "time_ns": pl.Int64, "call": pl.String, "call_site": pl.String}
 
 
@@ -110,7 +111,7 @@ class ArrayBatch:
 
     intervals: IntervalArrays
     samples: SampleArrays
-    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA, and optionally THREAD_ID_COLUMN: the rows' assembler thread ids (int32)
     messages: pl.DataFrame  # MESSAGE_SCHEMA
 
 
@@ -327,15 +328,12 @@ def _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et, doff, ne
 
 
 @cached_njit
-def _sample_bursts(n_threads, n_codes, sm_th, sm_t, sm_c, b_t0, b_t1, boff, final, fidx):
+def _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx):
     """Where each sample goes: the first burst of its thread ending at or after it, if that burst starts before it.
-    Returns per sample its final burst's output row (-1: none, -2: an open burst, carried), which counter codes
-    reach a final burst, and the number of carried samples."""
+    Returns per sample its final burst's output row (-1: none, -2: an open burst, carried)."""
     bp = np.arange(b_t0.shape[0])
     _sort_segments(bp, boff, b_t1)
     dest = np.empty(sm_th.shape[0], dtype=np.int64)
-    used = np.zeros(n_codes, dtype=np.bool_)
-    n_carry = 0
     cur = np.empty(n_threads, dtype=np.int64)
     for t in range(n_threads):
         cur[t] = boff[t]
@@ -365,20 +363,18 @@ def _sample_bursts(n_threads, n_codes, sm_th, sm_t, sm_c, b_t0, b_t1, boff, fina
             continue
         b = bp[c]
         if b_t0[b] < x:
-            if final[b]:
-                dest[i] = fidx[b]
-                used[sm_c[i]] = True
-            else:
-                dest[i] = -2
-                n_carry += 1
-    return dest, used, n_carry
+            dest[i] = fidx[b] if final[b] else -2
+    return dest
 
 
 @cached_njit
-def _counter_sums(n_final, sm_c, sm_v, dest, used, n_carry):
-    """Per counter present (rows: counter codes in order, ``codes``) and final burst (columns): the sum of its
-    samples and whether one was seen; and the rows of the carried samples."""
-    n_codes = used.shape[0]
+def _counter_sums(n_rows, n_codes, sm_c, sm_v, dest):
+    """Per counter present (rows: counter codes in order, ``codes``) and destination row (columns; ``dest`` >= 0,
+    e.g. a final burst or a call): the sum of its samples and whether one was seen."""
+    used = np.zeros(n_codes, dtype=np.bool_)
+    for i in range(dest.shape[0]):
+        if dest[i] >= 0:
+            used[sm_c[i]] = True
     col = _filled(n_codes, -1)
     n_used = 0
     for c in range(n_codes):
@@ -389,20 +385,55 @@ def _counter_sums(n_final, sm_c, sm_v, dest, used, n_carry):
     for c in range(n_codes):
         if used[c]:
             codes[col[c]] = c
-    sums = np.zeros((n_used, n_final), dtype=np.int64)
-    has = np.zeros((n_used, n_final), dtype=np.bool_)
-    carry_sm = np.empty(n_carry, dtype=np.int64)
-    n_carry = 0
+    sums = np.zeros((n_used, n_rows), dtype=np.int64)
+    has = np.zeros((n_used, n_rows), dtype=np.bool_)
     for i in range(dest.shape[0]):
         r = dest[i]
         if r >= 0:
             k = col[sm_c[i]]
             sums[k, r] += sm_v[i]
             has[k, r] = True
-        elif r == -2:
-            carry_sm[n_carry] = i
-            n_carry += 1
-    return codes, sums, has, carry_sm
+    return codes, sums, has
+
+
+@cached_njit
+def _sample_calls(n_threads, sm_th, sm_t, dest, c_th, c_t0, c_t1, w_th, w_t):
+    """Where the samples no burst holds go: the call of their thread with start < t <= end (Extrae writes the
+    counters measured inside a call on its exit), given as the call's row (calls grouped by thread in start
+    order); -2 (carried) after the first entry of their thread still waiting for its exit (``w_th``/``w_t``); -1:
+    neither (a sample outside bursts and calls). Samples a burst holds or carries get -3."""
+    first_wait = _filled(n_threads, _MAX_I64)
+    for i in range(w_th.shape[0]):
+        if w_t[i] < first_wait[w_th[i]]:
+            first_wait[w_th[i]] = w_t[i]
+    c_lo = np.zeros(n_threads, dtype=np.int64)  # each thread's calls are one run of rows
+    c_hi = np.zeros(n_threads, dtype=np.int64)
+    for i in range(c_th.shape[0]):
+        if i == 0 or c_th[i] != c_th[i - 1]:
+            c_lo[c_th[i]] = i
+        c_hi[c_th[i]] = i + 1
+    out = np.empty(sm_th.shape[0], dtype=np.int64)
+    for i in range(sm_th.shape[0]):
+        if dest[i] != -1:
+            out[i] = -3
+            continue
+        t = sm_th[i]
+        x = sm_t[i]
+        lo, hi = c_lo[t], c_hi[t]
+        while lo < hi:  # first call of the thread starting at or after x
+            mid = (lo + hi) // 2
+            if c_t0[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo - 1
+        if j >= c_lo[t] and x <= c_t1[j]:
+            out[i] = j
+        elif x > first_wait[t]:
+            out[i] = -2
+        else:
+            out[i] = -1
+    return out
 
 
 @cached_njit
@@ -438,8 +469,9 @@ def _carried(n_threads, n_entries, ip, b_th, b_t1, b_first, final, ek, et, doff)
 
 @cached_njit
 def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t, sm_c, sm_v, n_codes, en_th, en_t,
-              horizon, next_seq):
-    """Merge intervals into bursts, sum samples into the final ones, number them; see BurstAssembler._close."""
+              horizon, next_seq, c_th, c_t0, c_t1, w_th, w_t):
+    """Merge intervals into bursts, sum samples into the final ones and the other samples into the calls
+    (``c_*``, grouped by thread in start order), number the bursts; see BurstAssembler._close_bursts."""
     ip, ioff = _group_by_thread(iv_th, n_threads)
     _sort_segments(ip, ioff, iv_t0)
     ek, et, doff = _entries_by_time(n_threads, en_th, en_t)
@@ -449,18 +481,41 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
         final[b] = b_t1[b] < horizon[b_th[b]]  # every record at or before its end has been seen
     fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry = _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et,
                                                                   doff, next_seq)
-    dest, used, n_carry = _sample_bursts(n_threads, n_codes, sm_th, sm_t, sm_c, b_t0, b_t1, boff, final, fidx)
-    codes, sums, has, carry_sm = _counter_sums(o_th.shape[0], sm_c, sm_v, dest, used, n_carry)
+    dest = _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx)
+    codes, sums, has = _counter_sums(o_th.shape[0], n_codes, sm_c, sm_v, dest)
+    cdest = _sample_calls(n_threads, sm_th, sm_t, dest, c_th, c_t0, c_t1, w_th, w_t)
+    c_codes, c_sums, c_has = _counter_sums(c_th.shape[0], n_codes, sm_c, sm_v, cdest)
+    n_carry = 0
+    n_loose = 0
+    for i in range(dest.shape[0]):
+        if dest[i] == -2 or cdest[i] == -2:
+            n_carry += 1
+        elif cdest[i] == -1:
+            n_loose += 1
+    carry_sm = np.empty(n_carry, dtype=np.int64)
+    loose_sm = np.empty(n_loose, dtype=np.int64)
+    n_carry = 0
+    n_loose = 0
+    for i in range(dest.shape[0]):
+        if dest[i] == -2 or cdest[i] == -2:
+            carry_sm[n_carry] = i
+            n_carry += 1
+        elif cdest[i] == -1:
+            loose_sm[n_loose] = i
+            n_loose += 1
     carry_iv, keep = _carried(n_threads, en_th.shape[0], ip, b_th, b_t1, b_first, final, ek, et, doff)
-    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, carry_iv, carry_sm, keep)
+    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm,
+            loose_sm, keep)
 
 
 @cached_njit
 def _pair(n_threads, thread_order, th, kind, is_entry, t, horizon, never):
     """Pair each MPI entry with the next event of the same kind on its thread (time order, ties in row order).
 
-    Returns (entry rows of the calls, their end times) ordered by thread key and start, and the entries still
-    waiting for their exit (threads whose horizon is not ``never``).
+    Only events before their thread's horizon are paired (records at the horizon's time may still come, the
+    counters of a call's exit among them). Returns (entry rows of the calls, their end times) ordered by thread
+    key and start, and the rows still waiting: entries without their exit and events at or after the horizon
+    (threads whose horizon is not ``never``).
     """
     perm, off = _group_by_thread(th, n_threads)
     _sort_segments(perm, off, t)
@@ -476,6 +531,10 @@ def _pair(n_threads, thread_order, th, kind, is_entry, t, horizon, never):
             pend[k] = -1
         for i in range(off[tt], off[tt + 1]):
             j = perm[i]
+            if horizon[tt] < never and t[j] >= horizon[tt]:
+                waits[j] = True
+                n_wait += 1
+                continue
             k = kind[j]
             if pend[k] >= 0:
                 slot_end[pend[k]] = t[j]
@@ -517,8 +576,10 @@ class BurstAssembler:
     reader passes the header's threads so that its ids are the assembler's).
     """
 
-    def __init__(self, run_id: str, threads: Sequence[tuple[int, int, int]] | None = None):
+    def __init__(self, run_id: str, threads: Sequence[tuple[int, int, int]] | None = None, *,
+                 keep_loose: bool = False):
         self.run_id = run_id
+        self.keep_loose = keep_loose
         self._key_to_id: dict[int, int] = {}
         self._appl = np.empty(0, np.int32)
         self._task = np.empty(0, np.int32)
@@ -534,6 +595,9 @@ class BurstAssembler:
         self._mpi = _empty({**MPI_EVENT_SCHEMA, _TID: pl.Int32})
         self._recent_entries = _empty(_ENTRY_SCHEMA)
         self.counters: list[str] = []
+        #: with ``keep_loose``: the counter samples neither a burst nor an MPI call holds (thread ids, counter
+        #: codes), in chunks, until :meth:`take_loose`
+        self.loose: list[SampleArrays] = []
         if threads:
             t = np.asarray(threads, dtype=np.int64).reshape(-1, 3)
             self._register(t[:, 0], t[:, 1], t[:, 2])
@@ -623,14 +687,19 @@ class BurstAssembler:
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if isinstance(batch, RecordBatch):
             batch = self._to_arrays(batch)
-        new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
-        new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
+        if _TID in batch.mpi.columns:  # the reader's own thread ids are the assembler's
+            new_mpi = batch.mpi.select(*MPI_EVENT_SCHEMA.keys(), _TID)
+        else:
+            new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
+            new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
         h = self._horizon(horizon)
         mpi = pl.concat([self._mpi, new_mpi])
         intervals = self._intervals.concat(batch.intervals)
         samples = self._samples.concat(batch.samples)
-        calls, self._mpi = self._pair_calls(mpi, h)
-        bursts = self._close_bursts(intervals, samples, mpi, h)
+        calls, spans, self._mpi = self._pair_calls(mpi, h)
+        waiting = self._mpi.filter(pl.col("call").is_not_null())
+        waits = (waiting.get_column(_TID).to_numpy(), waiting.get_column("time_ns").to_numpy())
+        bursts, calls = self._close_bursts(intervals, samples, mpi, h, calls, spans, waits)
         return bursts, calls
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -651,45 +720,68 @@ class BurstAssembler:
         nxt[tid[starts]] += np.diff(np.append(starts, n))
         return seq
 
-    def _close_bursts(self, intervals: IntervalArrays, samples: SampleArrays, mpi: pl.DataFrame,
-                      h: np.ndarray) -> pl.DataFrame:
+    def _counter_columns(self, codes: np.ndarray, sums: np.ndarray, has: np.ndarray) -> list[pl.Series]:
+        """One Int64 column per counter code present (NULL where no sample), sorted by name; the names join
+        :attr:`counters`."""
+        names = sorted((self._names[c], i) for i, c in enumerate(codes.tolist()))
+        self.counters = sorted(set(self.counters) | {n for n, _ in names})
+        return [pl.Series(name, np.ma.masked_array(sums[i], mask=~has[i])) for name, i in names]
+
+    def _close_bursts(self, intervals: IntervalArrays, samples: SampleArrays, mpi: pl.DataFrame, h: np.ndarray,
+                      calls: pl.DataFrame, spans: tuple[np.ndarray, np.ndarray, np.ndarray],
+                      waiting: tuple[np.ndarray, np.ndarray]) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The final bursts, and ``calls`` (whose thread ids, starts and ends are ``spans``) with the counters
+        measured inside them; the samples neither holds are kept in :attr:`loose`."""
         entries = pl.concat(
             [self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(_ENTRY_SCHEMA.keys())]
         )
         order = self._thread_order()
         n_codes = max(len(self._names), 1)
-        (th, cpu, t0, t1, seq, entry, codes, sums, has, carry_iv, carry_sm, keep) = _assemble(
+        (th, cpu, t0, t1, seq, entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm, loose_sm,
+         keep) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
             samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
-            entries.get_column(_TID).to_numpy(), entries.get_column("time_ns").to_numpy(), h, self._burst_next)
+            entries.get_column(_TID).to_numpy(), entries.get_column("time_ns").to_numpy(), h, self._burst_next,
+            *spans, *waiting)
         self._intervals = intervals.take(carry_iv)
         self._samples = samples.take(carry_sm)
+        if loose_sm.size and self.keep_loose:
+            self.loose.append(samples.take(loose_sm))
         self._recent_entries = entries[keep]
         closed = entry >= 0
         pick = np.where(closed, entry, 0)
         closing = [null_unless(entries.get_column(c).gather(pick) if entries.height else
                                 pl.Series(c, [None] * entry.size, pl.String), closed, name)
                    for c, name in (("call", "mpi_call"), ("call_site", "call_site"))]
-        names = sorted((self._names[c], i) for i, c in enumerate(codes.tolist()))
         bursts = pl.DataFrame([
             pl.repeat(self.run_id, th.size, dtype=pl.String, eager=True).alias("run_id"),
             pl.Series("appl", self._appl[th]), pl.Series("task", self._task[th]), pl.Series("thread", self._thread[th]),
             pl.Series("burst_seq", seq), _cpu_series(cpu), pl.Series("start_ns", t0), pl.Series("end_ns", t1),
-            pl.Series("duration_ns", t1 - t0), *closing,
-            *(pl.Series(name, np.ma.masked_array(sums[i], mask=~has[i])) for name, i in names),
+            pl.Series("duration_ns", t1 - t0), *closing, *self._counter_columns(codes, sums, has),
         ])
-        self.counters = sorted(set(self.counters) | {n for n, _ in names})
-        return bursts
+        if c_codes.size:
+            calls = calls.with_columns(self._counter_columns(c_codes, c_sums, c_has))
+        return bursts, calls
 
-    def _pair_calls(self, mpi: pl.DataFrame, h: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Pair each MPI entry with the next exit of the same kind on its thread; (calls, still open entries)."""
+    def take_loose(self) -> SampleArrays:
+        """The counter samples found so far that neither a burst nor an MPI call holds (emptied)."""
+        out = SampleArrays.empty()
+        for part in self.loose:
+            out = out.concat(part)
+        self.loose = []
+        return out
+
+    def _pair_calls(self, mpi: pl.DataFrame,
+                    h: np.ndarray) -> tuple[pl.DataFrame, tuple[np.ndarray, np.ndarray, np.ndarray], pl.DataFrame]:
+        """Pair each MPI entry with the next exit of the same kind on its thread: (calls, their thread ids, starts
+        and ends, the events still waiting)."""
         k = pl.col("kind")
         kind = mpi.select(pl.when(k == MPI_KINDS[0]).then(0).when(k == MPI_KINDS[1]).then(1).otherwise(2)
                           .cast(pl.Int8)).to_series().to_numpy()
         rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.get_column(_TID).to_numpy(), kind,
                                    mpi.get_column("call").is_not_null().to_numpy(),
                                    mpi.get_column("time_ns").to_numpy(), h, NEVER)
-        tid = mpi.get_column(_TID).to_numpy()[rows]
+        tid = mpi.get_column(_TID).to_numpy()[rows].astype(np.int64)
         seq = self._numbered(tid, self._call_next)
         g = mpi.select("cpu", "call", "kind", "time_ns", "bytes_sent", "bytes_recv", "comm", "root", "call_site")[rows]
         n = rows.size
@@ -717,7 +809,7 @@ class BurstAssembler:
                 g.get_column("call_site"),
             ]
         ).cast(MPI_CALL_SCHEMA)
-        return calls, mpi[waiting]
+        return calls, (tid, start, end), mpi[waiting]
 
 
 @cached_njit
@@ -827,7 +919,8 @@ def with_message_columns(calls: pl.DataFrame | pl.LazyFrame, columns: pl.DataFra
         (pl.col("bytes_sent").fill_null(0) + pl.col("msg._add_sent")).alias("bytes_sent"),
         (pl.col("bytes_recv").fill_null(0) + pl.col("msg._add_recv")).alias("bytes_recv"),
         pl.col("msg.peer").alias("peer"), pl.col("msg.tag").alias("tag"), pl.col("msg.n_messages").alias("n_messages"),
-    ).select([pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items()])
+    ).select(*[pl.col(k).cast(v) for k, v in MPI_CALL_SCHEMA.items()], *counter_columns(calls))
+
 
 
 def attach_messages(calls: pl.LazyFrame, messages: pl.DataFrame) -> pl.LazyFrame:

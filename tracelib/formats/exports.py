@@ -45,7 +45,8 @@ def _json_rows(df: pl.DataFrame) -> str:
 def perfetto_json(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, name: str = "synthtrace") -> str:
     """Chrome trace-event JSON (loads in Perfetto and chrome://tracing): one process per rank, one track per
     thread, a complete event per burst coloured by its ``archetype`` column (when present) with its counters as
-    args, and a complete event per MPI call. Timestamps in µs (the format's unit) with ns precision."""
+    args, and a complete event per MPI call (its counters, measured inside it, as args). Timestamps in µs (the
+    format's unit) with ns precision."""
     counters = counter_columns(bursts)
     pid = (pl.col("appl") * 100_000 + pl.col("task")).alias("pid")
     arch = pl.col("archetype") if "archetype" in bursts.columns else pl.lit(None, pl.String)
@@ -67,7 +68,8 @@ def perfetto_json(bursts: pl.DataFrame, calls: pl.DataFrame | None = None, name:
     parts = [_json_rows(meta), _json_rows(burst_events)]
     if calls is not None and calls.height:
         call_events = _slices(calls, pid, pl.col("mpi_call"), "mpi", pl.lit(MPI_COLOUR),
-                              pl.struct("bytes_sent", "bytes_recv", "peer", "tag", "comm", "call_site"))
+                              pl.struct("bytes_sent", "bytes_recv", "peer", "tag", "comm", "call_site",
+                                        *counter_columns(calls)))
         parts.append(_json_rows(call_events))
     body = ",".join(p for p in parts if p)
     return ('{"traceEvents":[' + body + '],"displayTimeUnit":"ns","otherData":{"generator":"synthtrace","trace":'
@@ -96,16 +98,17 @@ def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.
     ``Process`` (0-based rank, later applications numbered after earlier ones), then one column per counter. A burst is
     an Enter/Leave pair named
     ``Computation`` whose counters sit on its Leave row (they are the burst's deltas); MPI calls are Enter/Leave
-    pairs named after the call with their bytes on the Leave row."""
+    pairs named after the call with their bytes and the counters measured inside them on the Leave row."""
     counters = counter_columns(bursts)
     base = bursts.select(
         _process(bursts, calls if calls is not None else bursts), pl.col("thread").sub(1).alias("Thread"),
         "start_ns", "end_ns", pl.lit("Computation").alias("Name"), *counters)
     parts = _enter_leave(base, counters)
     if calls is not None and calls.height:
+        inside = counter_columns(calls)
         c = calls.select(_process(bursts, calls), pl.col("thread").sub(1).alias("Thread"),
-                         "start_ns", "end_ns", pl.col("mpi_call").alias("Name"), "bytes_sent", "bytes_recv")
-        parts += _enter_leave(c, ["bytes_sent", "bytes_recv"])
+                         "start_ns", "end_ns", pl.col("mpi_call").alias("Name"), "bytes_sent", "bytes_recv", *inside)
+        parts += _enter_leave(c, ["bytes_sent", "bytes_recv", *inside])
     order = pl.col("Event Type").replace_strict({"Leave": 0, "Enter": 1}, return_dtype=pl.Int8)
     return (pl.concat(parts, how="diagonal_relaxed")
             .sort(["Timestamp (ns)", "Process", "Thread", order], maintain_order=True))

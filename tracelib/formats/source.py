@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import gzip
+import warnings
 import zlib
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -15,18 +16,20 @@ from typing import BinaryIO, Literal, Protocol
 
 import polars as pl
 
+from synthtrace.tracelib.domain.counter_sanity import ANOMALY_SCHEMA, AnomalyTally
 from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.errors import RecordsOutOfOrderError, TraceFormatError
-from synthtrace.tracelib.schema import THREAD_KEYS, UNCORE_SCHEMA
+from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_KEYS, UNCORE_SCHEMA
 
 
-Table = Literal["bursts", "uncore"]
+Table = Literal["bursts", "uncore", "events"]
 
 
 @dataclass(frozen=True)
 class TablePart:
     """One streamed piece of a trace's tables: ``bursts`` (BURST_SCHEMA plus one column per counter; final rows,
-    in file order) or ``uncore`` (UNCORE_SCHEMA: memory-controller samples, which belong to no burst)."""
+    in file order), ``uncore`` (UNCORE_SCHEMA: memory-controller samples, which belong to no burst) or ``events``
+    (EVENT_SCHEMA: the events that became neither bursts, calls nor counters)."""
 
     table: Table
     frame: pl.DataFrame
@@ -43,14 +46,19 @@ class ReadSummary:
     n_bursts: int
     n_calls: int
     n_uncore: int
+    n_events: int  # rows of the ``events`` parts
     n_records: Mapping[int, int]  # records read per kind (Paraver record type; OTF2: region/metric/p2p/collective)
     last_time_ns: int  # the last record time (ns)
     warnings: tuple[str, ...]
     #: hex content hash of the bytes the reader parsed (:class:`ContentHasher`); None when the format's library
     #: reads the files itself (OTF2)
     content_hash: str | None = None
-    #: the uncore samples, filled only by :meth:`TraceReader.read_tables` (a streamed read yields them as parts)
+    #: the uncore samples and the events, filled only by :meth:`TraceReader.read_tables` (a streamed read yields
+    #: them as parts)
     uncore: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNCORE_SCHEMA))
+    events: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=EVENT_SCHEMA))
+    #: impossible counter values of the bursts and calls, per counter and rule (ANOMALY_SCHEMA)
+    anomalies: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ANOMALY_SCHEMA))
 
 
 class TableStream:
@@ -95,10 +103,36 @@ class TraceReader(abc.ABC):
 
     def read(self, run_id: str, *, progress: Callable[[int], None] | None = None,
              spill: Path | None = None) -> TableStream:
-        """Read the trace: bursts and uncore parts stream out as they are assembled (``progress`` gets bytes
-        consumed); the MPI calls, which wait for the messages of the whole trace, come with the summary. They are
-        kept in memory, or, with ``spill`` (a folder, created), written there as Parquet parts and scanned back."""
-        return TableStream(self._parts(run_id, progress, CallStore(spill)))
+        """Read the trace: bursts, uncore and events parts stream out as they are assembled (``progress`` gets
+        bytes consumed); the MPI calls, which wait for the messages of the whole trace, come with the summary. They
+        are kept in memory, or, with ``spill`` (a folder, created), written there as Parquet parts and scanned back.
+        Impossible counter values of bursts and calls are counted on the way (the summary's ``anomalies``, one
+        warning per counter)."""
+        tally = AnomalyTally()
+        return TableStream(self._judged(self._parts(run_id, progress, CallStore(spill, on_add=tally.add)), tally,
+                                        run_id))
+
+    def _judged(self, parts: Generator[TablePart, None, ReadSummary], tally: AnomalyTally,
+                run_id: str) -> Generator[TablePart, None, ReadSummary]:
+        """``parts`` with their bursts judged by ``tally``, and its findings added to the summary."""
+        try:
+            while True:
+                try:
+                    part = next(parts)
+                except StopIteration as done:
+                    summary: ReadSummary = done.value
+                    break
+                if part.table == "bursts":
+                    tally.add(part.frame, "burst")
+                elif part.table == "uncore":
+                    tally.add_samples(part.frame)
+                yield part
+        finally:
+            parts.close()
+        said = tally.warnings(str(self.path))
+        for line in said:
+            warnings.warn(line, UserWarning, stacklevel=2)
+        return replace(summary, anomalies=tally.frame(run_id), warnings=(*summary.warnings, *said))
 
     @abc.abstractmethod
     def _parts(self, run_id: str, progress: Callable[[int], None] | None,
@@ -112,10 +146,11 @@ class TraceReader(abc.ABC):
 
     def read_tables(self, run_id: str = "") -> tuple[pl.DataFrame, pl.DataFrame, ReadSummary]:
         """The whole trace in memory: (bursts, mpi_calls, summary), sorted by thread and sequence; the summary's
-        ``uncore`` holds the uncore samples. Records out of time order are sorted first (:meth:`time_sorted`).
+        ``uncore`` and ``events`` hold the uncore samples and the events. Records out of time order are sorted
+        first (:meth:`time_sorted`).
         For small traces and tests."""
         stream = self.read(run_id)
-        parts: dict[str, list[pl.DataFrame]] = {"bursts": [], "uncore": []}
+        parts: dict[str, list[pl.DataFrame]] = {"bursts": [], "uncore": [], "events": []}
         try:
             for part in stream:
                 parts[part.table].append(part.frame)
@@ -125,8 +160,10 @@ class TraceReader(abc.ABC):
         bursts = pl.concat(parts["bursts"], how="diagonal_relaxed") if parts["bursts"] else pl.DataFrame()
         calls = summary.calls.collect()
         uncore = pl.concat([summary.uncore, *parts["uncore"]])
+        events = pl.concat([summary.events, *parts["events"]])
         return (bursts.sort([*THREAD_KEYS, "burst_seq"]) if bursts.height else bursts,
-                calls.sort([*THREAD_KEYS, "call_seq"]) if calls.height else calls, replace(summary, uncore=uncore))
+                calls.sort([*THREAD_KEYS, "call_seq"]) if calls.height else calls,
+                replace(summary, uncore=uncore, events=events))
 
 
 PARAVER_SUFFIXES = (".prv", ".prv.gz")  # gzip-compressed traces are read as Paraver reads them
@@ -152,8 +189,11 @@ def trace_stem(path: Path) -> str:
 
 
 def open_bytes(path: Path) -> BinaryIO:
-    """The bytes of a trace file as a reader sees them: decompressed when it is gzip-compressed (``.gz``)."""
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    """The bytes of a trace file as a reader sees them: decompressed when it is gzip-compressed (``.gz``), with a
+    bound on how far it may inflate (security, issue 23 item 4: :mod:`~synthtrace.tracelib.formats.bounded_gzip`)."""
+    from synthtrace.tracelib.formats.bounded_gzip import open_gzip
+
+    return open_gzip(path) if path.suffix == ".gz" else open(path, "rb")
 
 
 #: What reading a trace file can raise besides format errors: I/O errors, a damaged or cut gzip stream.

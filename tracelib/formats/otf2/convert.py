@@ -18,6 +18,8 @@ from synthtrace.tracelib.formats.bursts import (
     RecordBatch,
 )
 from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.formats.paraver.event_types import USER_FUNCTION_EVENT
+from synthtrace.tracelib.schema import EVENT_SCHEMA
 from synthtrace.tracelib.formats.otf2.definitions import _CUM, _CUM_ZERO, _DELTA_NEXT, _GAUGE, _Definitions, _Location
 from synthtrace.tracelib.formats.otf2.events import (
     _ENTER, _IRECV_REQ, _LEAVE, _MRECV, _TEAM_BEGIN, _TEAM_END, _EventBuffer,
@@ -82,8 +84,9 @@ class _LocationConverter:
     """Turns chunks of one location's raw records into the generic frames of
     :mod:`synthtrace.tracelib.formats.bursts`."""
 
-    def __init__(self, defs: _Definitions, loc: _Location, path: Path):
-        self.defs, self.loc, self.path = defs, loc, path
+    def __init__(self, defs: _Definitions, loc: _Location, path: Path, run_id: str = ""):
+        self.defs, self.loc, self.path, self.run_id = defs, loc, path, run_id
+        self.events = pl.DataFrame(schema=EVENT_SCHEMA)  # the last chunk's user-region events
         self.state = _LocationState()
         self.n_out_of_order = 0
         self.dropped_open_call: str | None = None
@@ -182,6 +185,22 @@ class _LocationConverter:
         st.stack = stack.tolist()
         return sites
 
+    def _user_regions(self, ref: np.ndarray, ns: np.ndarray, kind: np.ndarray, user: np.ndarray) -> pl.DataFrame:
+        """Enter/Leave of the regions that are not MPI calls (user functions, OpenMP constructs: the bursts hold
+        their time, the calls their names as call sites) as ``events`` rows, in Extrae's convention for user
+        functions: event :data:`USER_FUNCTION_EVENT`, value = region ref + 1 at Enter, 0 at Leave."""
+        rows = np.flatnonzero(user)
+        if not rows.size:
+            return pl.DataFrame(schema=EVENT_SCHEMA)
+        enter = kind[rows] == _ENTER
+        value = np.where(enter, ref[rows] + 1, 0)
+        names = pl.Series("value_name", ["End", *self.defs.region_names], dtype=pl.String)
+        return self._with_keys(pl.DataFrame({
+            "time_ns": ns[rows].astype(np.int64), "type": np.full(rows.size, USER_FUNCTION_EVENT, np.int64),
+            "value": value.astype(np.int64)})).with_columns(
+            pl.lit(self.run_id, pl.String).alias("run_id"), pl.lit("User function", pl.String).alias("type_name"),
+            names.gather(value).alias("value_name")).select(EVENT_SCHEMA.keys())
+
     def _regions(self, a: dict[str, np.ndarray], final: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Enter/Leave records -> burst intervals and outermost MPI calls (entry and exit rows)."""
         d, st = self.defs, self.state
@@ -199,6 +218,7 @@ class _LocationConverter:
         exits = np.flatnonzero(mpi & (kind == _LEAVE) & (depth == 0))
         sites = self._call_sites(ref, is_region, mpi, kind, entries)
         st.depth = int(depth[-1]) if depth.size else depth0
+        self.events = self._user_regions(ref, ns, kind, is_region & ~mpi)
 
         # bursts: from the carried start or an outer exit to the next outer entry
         starts = ns[exits]
@@ -386,7 +406,11 @@ class _LocationConverter:
         value = raw.view(np.int64).copy()
         fl = d.member_type[member] == 2
         if fl.any():
-            value[fl] = np.rint(raw[fl].view(np.float64)).astype(np.int64)
+            doubles = raw[fl].view(np.float64)
+            bad = ~(np.abs(doubles) < 2.0**63)  # NaN compares False: bad too
+            if bad.any():
+                self._refuse_metric(member[fl][bad][0], doubles[bad][0], t_ns[rec[fl][bad][0]])
+            value[fl] = np.rint(doubles).astype(np.int64)
         order = np.lexsort((pos[rec], member))  # per member in record order
         member, value, t = member[order], value[order], t_ns[rec][order]
         mode = d.member_mode[member]
@@ -423,6 +447,13 @@ class _LocationConverter:
         if extra:
             df = pl.concat([df, pl.DataFrame(extra, schema=df.schema, orient="row")])
         return df.select("time_ns", self._counters.gather(df["member"]).alias("counter"), "value")
+
+    def _refuse_metric(self, member: int, value: float, time_ns: int) -> None:
+        """A floating-point metric reading that is no number of events (NaN, infinite, beyond 2^63) makes the trace
+        unreadable, as a Paraver counter value beyond 64 bits does (it would be stored as INT64_MIN)."""
+        raise TraceFormatError(self.path, None, f"metric {self.defs.member_names[member]!r} reads {value} at "
+                               f"{time_ns} ns on task {self.loc.task} thread {self.loc.thread}: not a count "
+                               "(NaN, infinite or beyond 2^63)")
 
     def _p2p(self, a: dict[str, np.ndarray]) -> pl.DataFrame:
         """Point-to-point records of the chunk, for message matching once every location is read."""

@@ -13,6 +13,7 @@ import polars as pl
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
+from synthtrace.tracelib.schema import is_reserved_column
 
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
 _FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events)
@@ -66,20 +67,39 @@ class _Definitions:
     comm_ranks: pl.DataFrame  # comm, rank, task, thread: who is rank r of communicator c
     self_comms: set[int]
     warnings: list[str] = field(default_factory=list)
+    anchor: Path = Path("traces.otf2")  # the archive's anchor file, for error lines
 
     def to_ns(self, ticks: np.ndarray) -> np.ndarray:
-        """Timer ticks (uint64) -> int64 ns from the global offset (floor)."""
-        d = ticks.astype(np.int64) - np.int64(self.offset)
+        """Timer ticks (uint64) -> int64 ns from the global offset (floor). A time more than 2^63 ticks or ns
+        from the offset (a timestamp >= 2^63 ticks, a corrupt offset) is a TraceFormatError, never a wrapped
+        number or an OverflowError."""
+        t, off = np.asarray(ticks).astype(np.uint64), np.uint64(self.offset)
+        after = t >= off
+        with np.errstate(over="ignore"):
+            magnitude = np.where(after, t - off, off - t)  # no wrap on the branch np.where keeps
+        if magnitude.size and magnitude.max() > np.uint64(_INT64_MAX):
+            raise self._out_of_range(int(t[np.argmax(magnitude)]))
+        d = np.where(after, magnitude.astype(np.int64), -magnitude.astype(np.int64))
         res = self.resolution
         if res == 1_000_000_000:
             return d
+        if magnitude.size and int(magnitude.max()) // res > _INT64_MAX // 1_000_000_000:
+            raise self._out_of_range(int(t[np.argmax(magnitude)]))
         if res <= 9_000_000_000:  # exact integer arithmetic without overflow
             q, r = np.divmod(d, np.int64(res))
             return q * np.int64(1_000_000_000) + (r * np.int64(1_000_000_000)) // np.int64(res)
         return np.floor(d.astype(np.float64) * (1e9 / res)).astype(np.int64)
 
+    def _out_of_range(self, tick: int) -> TraceFormatError:
+        return TraceFormatError(self.anchor, None, f"timestamp {tick} lies more than 2^63 ticks or ns from the "
+                                f"clock's offset {self.offset} ({self.resolution} ticks/s): a corrupt record or "
+                                "clock definition")
+
     def scalar_ns(self, ticks: int) -> int:
         return int(self.to_ns(np.array([ticks], dtype=np.uint64))[0])
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def _metric_semantics(mode_value: int) -> int:
@@ -117,7 +137,7 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
         region_names=names, region_is_mpi=is_mpi, region_kind=kinds, region_site=sites,
         member_names=member_names, member_mode=np.array(member_mode, dtype=np.int8),
         member_type=np.array(member_type, dtype=np.int8), metric_base=metric_base, metric_count=metric_count,
-        comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns)
+        comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns, anchor=anchor)
 
 
 def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], dict[int, tuple[int, int]], int, int]:
@@ -201,7 +221,12 @@ def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], li
     member_id: dict[int, int] = {}
     for m in defs.metric_members:
         member_id[m._ref] = len(member_names)
-        member_names.append(str(m.name))
+        name = str(m.name)
+        if is_reserved_column(name):  # a metric never takes a key column's name (issue 23 item 7)
+            warns.append(f"{anchor}: metric {name!r} is named like a column of every burst: read as "
+                         f"'{name}_metric{m._ref}'")
+            name = f"{name}_metric{m._ref}"
+        member_names.append(name)
         member_mode.append(_metric_semantics(m.metric_mode.value))
         vt = m.value_type.value
         member_type.append(2 if vt in (9, 10) else 1 if vt in (1, 2, 3, 4) else 0)

@@ -1,8 +1,11 @@
 """Point-to-point messages of an OTF2 run: send and receive records matched across locations."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
+from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA
 from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
 
@@ -22,6 +25,24 @@ def _matched_probes_as_receives(lf: pl.LazyFrame) -> pl.LazyFrame:
                             pl.col("_comm").alias("comm"), pl.col("_tag").alias("tag"))
               .drop("_peer", "_comm", "_tag"))
     return pl.concat([lf.filter(~pl.col("kind").is_in([_PROBE, _MRECV])), mrecvs])
+
+
+def check_peers(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int], anchor: Path) -> None:
+    """Refuse a send or receive whose partner is no rank of its communicator (a send to rank 99 of a world of
+    2 was stored as peer INT32_MIN), as the Paraver reader refuses a message to a task outside its header."""
+    ends = p2p.filter(pl.col("kind").is_in([_SEND, _ISEND, _RECV, _IRECV]) & ~pl.col("comm").is_in(sorted(self_comms)))
+    if ends.height == 0:
+        return
+    sizes = comm_ranks.group_by("comm").agg(pl.len().alias("n_ranks"))
+    outside = (ends.join(comm_ranks.select("comm", pl.col("rank").alias("peer"), pl.lit(True).alias("_known")),
+                         on=["comm", "peer"], how="left")
+               .join(sizes, on="comm", how="left").filter(pl.col("_known").is_null()).head(1))
+    if outside.height:
+        r = outside.row(0, named=True)
+        what = "send to" if r["kind"] in (_SEND, _ISEND) else "receive from"
+        world = f"its {r['n_ranks']} ranks" if r["n_ranks"] is not None else "a communicator with no definition"
+        raise TraceFormatError(anchor, None, f"task {r['task']} thread {r['thread']}: {what} rank {r['peer']} of "
+                               f"communicator {r['comm']} at {r['time_ns']} ns, outside {world}")
 
 
 def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int]) -> pl.DataFrame:

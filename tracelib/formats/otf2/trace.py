@@ -23,7 +23,7 @@ from synthtrace.tracelib.formats.otf2.library import (
     _library_reason,
     _python_callback_errors,
 )
-from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, match_messages
+from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, check_peers, match_messages
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
 DEFAULT_CHUNK_EVENTS = 200_000
@@ -33,7 +33,9 @@ DEFAULT_CHUNK_EVENTS = 200_000
 class _ReadState:
     """What one read of an archive tallies across its locations."""
 
+    run_id: str = ""
     n_bursts: int = 0
+    n_events: int = 0
     n_records: dict[int, int] = field(default_factory=lambda: {1: 0, 2: 0, 3: 0, 4: 0})
     last_ns: int = 0
     p2p_parts: list[pl.DataFrame] = field(default_factory=list)
@@ -129,7 +131,7 @@ class Otf2Trace(TraceReader):
 
         self.warnings = list(self.defs.warnings)  # what reading adds is found again on every read
         assembler = BurstAssembler(run_id)
-        read = _ReadState()
+        read = _ReadState(run_id)
         with _captured_otf2_errors() as messages:
             reader = self._open_reader(messages)
             handle = reader.handle
@@ -137,23 +139,28 @@ class Otf2Trace(TraceReader):
                 self._read_local_definitions(_otf2, handle, messages)
                 setters = {name: _callback_setter(name) for name in _EventBuffer().callbacks()}
                 for loc in self._read_locations:
-                    for batch, horizon in self._location_chunks(_otf2, handle, loc, setters, messages, read, progress):
+                    for batch, horizon, events in self._location_chunks(_otf2, handle, loc, setters, messages, read,
+                                                                        progress):
                         h = pl.DataFrame(
                             {"appl": [1], "task": [loc.task], "thread": [loc.thread], "time_ns": [horizon]},
                             schema=HORIZON_SCHEMA,
                         )
                         yield from read.assembled(*assembler.feed(batch, h), calls)
+                        if events.height:
+                            read.n_events += events.height
+                            yield TablePart("events", events)
             finally:
                 with contextlib.suppress(Exception):
                     _otf2.Reader_CloseEvtFiles(handle)
                 reader.close()
         yield from read.assembled(*assembler.finish(), calls)
         p2p = pl.concat(read.p2p_parts) if read.p2p_parts else pl.DataFrame(schema=_P2P_SCHEMA)
+        check_peers(p2p, self.defs.comm_ranks, self.defs.self_comms, self.path)  # security: issue 23 item 8
         matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms)
         return ReadSummary(
             calls=calls.with_messages(matched), messages=matched, thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
             counters=tuple(assembler.counters), n_bursts=read.n_bursts, n_calls=calls.n_calls, n_uncore=0,
-            n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings))
+            n_events=read.n_events, n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings))
 
     def _location_chunks(self, _otf2, handle, loc: _Location, setters: dict, messages: list[str],
                          read: _ReadState, progress: Callable[[int], None] | None) -> Iterator[tuple[RecordBatch, int]]:
@@ -161,7 +168,7 @@ class Otf2Trace(TraceReader):
         failures and a location that ends before the events its definitions announce are bad input."""
         buf = _EventBuffer()
         pointers = buf.callbacks()  # referenced until the location is read: the C library calls them
-        conv = _LocationConverter(self.defs, loc, self.path)
+        conv = _LocationConverter(self.defs, loc, self.path, read.run_id)
         evt_bytes = loc.evt_file.stat().st_size
         try:
             evt_reader = _otf2.Reader_GetEvtReader(handle, loc.ref)
@@ -192,7 +199,7 @@ class Otf2Trace(TraceReader):
             _clear(buf)
             if p2p.height:
                 read.p2p_parts.append(p2p)
-            yield batch, horizon
+            yield batch, horizon, conv.events
             if progress:
                 done = evt_bytes if final else min(evt_bytes, evt_bytes * n_read // max(loc.n_events, 1))
                 progress(done - reported)

@@ -23,5 +23,7 @@ INFO_TYPES = (*COLLECTIVE_INFO_TYPES, CALLER_TYPE, CALLER_LINE_TYPE)
 #: hardware counters: 42/43 PAPI presets, 44/45 natives, 46/47 uncore (+1,000,000: absolute values); max exclusive
 COUNTER_TYPE_MIN, COUNTER_TYPE_MAX = 42_000_000, 48_000_000
 PRESET_BASE, NATIVE_BASE, UNCORE_BASE = 42_000_000, 44_000_000, 46_000_000
+#: a user function (Extrae: value = function id at entry, 0 at exit); the OTF2 reader writes its user regions so
+USER_FUNCTION_EVENT = 60_000_019
 #: application begin/end, and the active hardware counter set
 APPL_EVENT, COUNTER_SET_EVENT = 40_000_001, 41_999_999

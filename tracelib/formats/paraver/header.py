@@ -117,6 +117,8 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
             raise bad(f"cpu counts {_short(res['items'])!r} are not integers") from None
         if len(cpus) != int(res["n"]):
             raise bad(f"{_short(res['n'])} nodes declared but {len(cpus)} cpu counts given")
+        if (odd := next((c for c in cpus if not 0 <= c <= INT32_MAX), None)) is not None:
+            raise bad(f"node {cpus.index(odd) + 1} declares {_short(str(odd))} cpus (expected 0 to {INT32_MAX})")
         if sum(cpus) > INT32_MAX:
             raise bad(f"{_short(str(sum(cpus)))} cpus do not fit in a 32-bit integer")
 
@@ -131,6 +133,8 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     n_comm = 0
     if appl_tokens and appl_tokens[-1].isdigit() and len(appl_tokens) == n_appl + 1:
         n_comm = int(appl_tokens.pop())
+        if n_comm > INT32_MAX:
+            raise bad(f"{_short(str(n_comm))} communicators declared (expected at most {INT32_MAX})")
     if len(appl_tokens) != n_appl:
         raise bad(f"{_short(tokens[2])} applications declared but {len(appl_tokens)} described")
     threads, nodes = [], []

@@ -81,6 +81,18 @@ def mpi_rows(th: np.ndarray, t: np.ndarray, ty: np.ndarray, val: np.ndarray, n_t
 
 
 @cached_njit
+def describes_calls(ty: np.ndarray) -> np.ndarray:
+    """Whether each event type is an MPI call or one of the :data:`INFO_TYPES` that describe its entry (the
+    events the MPI-call table holds)."""
+    out = np.empty(ty.shape[0], dtype=np.bool_)
+    for i in range(ty.shape[0]):
+        t = ty[i]
+        out[i] = (_MPI_MIN <= t <= _MPI_MAX) or (_SIZES_MIN <= t <= _SIZES_MAX) or t == CALLER_TYPE \
+            or t == CALLER_LINE_TYPE
+    return out
+
+
+@cached_njit
 def factorize_pairs(a: np.ndarray, b: np.ndarray):
     """Distinct (a, b) pairs in order of first appearance: (code of each row, first row of each pair)."""
     n = a.shape[0]

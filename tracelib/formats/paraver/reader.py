@@ -22,6 +22,7 @@ import polars as pl
 
 from synthtrace.tracelib.formats.bursts import (
     MESSAGE_SCHEMA,
+    THREAD_ID_COLUMN,
     ArrayBatch,
     BurstAssembler,
     SampleArrays,
@@ -48,7 +49,7 @@ from synthtrace.tracelib.formats.paraver.event_types import (
 from synthtrace.tracelib.formats.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.formats.paraver.row import RowNames, parse_row
 from synthtrace.tracelib.formats.paraver.time_order import TimeSortedBody
-from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA, UNCORE_SCHEMA
+from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 
@@ -83,6 +84,7 @@ class _Prepared:
 
     chunk: ParsedChunk
     mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    events: pl.DataFrame  # EVENT_SCHEMA: the events that are neither MPI calls nor what describes them
     messages: pl.DataFrame  # MESSAGE_SCHEMA
     horizon: np.ndarray  # last time (ns) per thread id, -1: none
     counter_types: np.ndarray  # event type of each counter slot
@@ -154,14 +156,15 @@ def _warm_up() -> None:
     the cache) before the first real chunk needs them."""
     header = parse_header("#Paraver (01/01/20 at 00:00):100_ns:1(2):1:2(1:1,1:1),0", "<warm-up>")
     parser = RecordParser(header, "<warm-up>")
-    assembler = BurstAssembler("warm-up", threads=parser.threads)
+    assembler = BurstAssembler("warm-up", threads=parser.threads, keep_loose=True)
     converter = _EventConverter(PcfCatalog(), Path("<warm-up>"), assembler, parser)
     block = bytearray(_WARM_UP_RECORDS)
     chunk = parser.parse(np.frombuffer(block, dtype=np.uint8), 2)
-    item = _Prepared(chunk, converter.mpi_frame(chunk.events), converter.messages(chunk.comms),
-                     parser.last_time.copy(), parser.counter_types.copy(), len(block))
+    item = _Prepared(chunk, converter.mpi_frame(chunk.events), converter.events(chunk.events, "warm-up"),
+                     converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(), len(block))
     _, calls = assembler.feed(converter.batch(item), item.horizon)
     _, more = assembler.finish()
+    converter.loose_samples("warm-up")
     attach_messages(pl.concat([calls, more]).lazy(), item.messages).collect()
 
 
@@ -223,30 +226,37 @@ class ParaverTrace(TraceReader):
         be of any length up to :data:`MAX_HEADER_BYTES`. A ``new format`` first line is refused: paraver-kernel reads
         such a body with another record layout (``TraceBodyIO_v2``), and paramedir loads only files whose first line
         starts with ``#Paraver`` (``LocalKernel::isTraceFile``)."""
-        lines: list[bytes] = []
+        # security (issue 23 item 4): the prefix is gathered in one buffer and its lines counted, never kept one
+        # bytes object each (a header and 2 GB of newlines took 6 GB); at most MAX_HEADER_BYTES are read
+        prefix, n_lines = bytearray(), 0
         with _opened(self.path) as fh:
             if b"\0" in fh.peek(4096)[:4096]:
                 raise TraceFormatError(self.path, 1, "binary file, not a Paraver text trace")
             first = fh.readline(MAX_HEADER_BYTES + 1)
-            lines.append(first)
+            prefix += first
+            n_lines += 1
             if first.rstrip(b"\r\n") == b"new format":
                 raise TraceFormatError(self.path, 1, "'new format' trace (paraver-kernel's internal record layout, "
                                        "TraceBodyIO_v2), which paramedir does not load either: only '#Paraver (' "
                                        "traces are read")
             if len(first) > MAX_HEADER_BYTES:
                 raise TraceFormatError(self.path, 1, f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
-            size = sum(map(len, lines))
-            while size < MAX_HEADER_BYTES:
+            while len(prefix) < MAX_HEADER_BYTES:
                 line = fh.readline(MAX_HEADER_BYTES)
                 if not line or line[:1] not in _PREFIX_STARTS:
                     break
-                lines.append(line)
-                size += len(line)
+                prefix += line
+                n_lines += 1
+                if line in (b"\n", b"\r\n"):  # a run of blank lines is taken in one piece, not line by line
+                    ahead = fh.peek(1 << 16)
+                    blank = fh.read(min(len(ahead) - len(ahead.lstrip(b"\r\n")), MAX_HEADER_BYTES - len(prefix)))
+                    prefix += blank
+                    n_lines += blank.count(b"\n")
         try:
             text = first.decode("utf-8")
         except UnicodeDecodeError:
             raise TraceFormatError(self.path, 1, "header is not text") from None
-        return b"".join(lines), len(lines) + 1, text
+        return bytes(prefix), n_lines + 1, text
 
     def _check_declared_threads(self) -> None:
         """Refuse a header whose declared threads the file cannot hold, before anything is allocated for them."""
@@ -356,8 +366,8 @@ class ParaverTrace(TraceReader):
         if prefix != self._prefix:
             raise TraceChangedError(self.path, None, "the trace's header changed while it was read")
 
-    def _prepared(self, parser: RecordParser, converter: _EventConverter,
-                  hasher: ContentHasher) -> Iterator[_Prepared | str]:
+    def _prepared(self, parser: RecordParser, converter: _EventConverter, hasher: ContentHasher,
+                  run_id: str) -> Iterator[_Prepared | str]:
         """Parse the body chunk by chunk and name its MPI events; for a salvaged truncated trace the warning
         text comes last."""
         line = self._body_line
@@ -381,8 +391,9 @@ class ParaverTrace(TraceReader):
                 at = self._body_line + self._sorted.original_line(exc.line - self._body_line)
                 raise type(exc)(exc.path, at, exc.reason) from None
             line += chunk.n_lines
-            yield _Prepared(chunk, converter.mpi_frame(chunk.events), converter.messages(chunk.comms),
-                            parser.last_time.copy(), parser.counter_types.copy(), block.size)
+            yield _Prepared(chunk, converter.mpi_frame(chunk.events), converter.events(chunk.events, run_id),
+                            converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(),
+                            block.size)
 
     def _parts(self, run_id: str, progress: Callable[[int], None] | None,
                calls: CallStore) -> Generator[TablePart, None, ReadSummary]:
@@ -393,21 +404,20 @@ class ParaverTrace(TraceReader):
         the caller's thread.
         """
         parser = RecordParser(self.header, self.path)
-        assembler = BurstAssembler(run_id, threads=parser.threads)
+        assembler = BurstAssembler(run_id, threads=parser.threads, keep_loose=True)
         converter = _EventConverter(self.pcf, self.path, assembler, parser)
         messages: list[pl.DataFrame] = []
         n_records: dict[int, int] = {}
-        n_bursts = n_uncore = n_negative = 0
+        n_bursts = n_uncore = n_events = 0
         last_time = parser.last_time
         hasher = ContentHasher()
-        for item in read_ahead(self._prepared(parser, converter, hasher)):
+        for item in read_ahead(self._prepared(parser, converter, hasher, run_id)):
             if isinstance(item, str):
                 self._warn(item)
                 break
             for k, v in item.chunk.n_records.items():
                 n_records[k] = n_records.get(k, 0) + v
             messages.append(item.messages)
-            n_negative += int(np.count_nonzero(item.chunk.samples.value < 0))
             if (samples := converter.uncore_samples(item, run_id)).height:
                 n_uncore += samples.height
                 yield TablePart("uncore", samples)
@@ -417,14 +427,14 @@ class ParaverTrace(TraceReader):
             calls.add(new_calls)
             if bursts.height:
                 yield TablePart("bursts", bursts)
+            if (events := _concat_events(item.events, converter.loose_samples(run_id))).height:
+                n_events += events.height
+                yield TablePart("events", events)
             if progress:
                 progress(item.n_bytes)
         if late := n_records.pop(0, 0):
             self._warn(f"{self.path}: {late} records have times beyond the trace end in the header "
                        f"({self.header.duration_ns} ns); kept, as Paraver keeps them")
-        if n_negative:
-            self._warn(f"{self.path}: {n_negative} counter values are negative (a counter read lower than before; "
-                       "Extrae writes such a difference as an unsigned 64-bit number); kept as Paraver reads them")
         if not any(n_records.values()):
             raise TraceFormatError(self.path, self._body_line, "no records after the header (an empty trace body, "
                                    "which Paraver refuses too)")
@@ -433,12 +443,16 @@ class ParaverTrace(TraceReader):
         calls.add(new_calls)
         if bursts.height:
             yield TablePart("bursts", bursts)
+        if (events := converter.loose_samples(run_id)).height:
+            n_events += events.height
+            yield TablePart("events", events)
         for data in self._companion_bytes:
             hasher.update(data)
         all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
         return ReadSummary(
             calls=calls.with_messages(all_messages), messages=all_messages, thread_nodes=converter.thread_nodes(),
             counters=tuple(assembler.counters), n_bursts=n_bursts, n_calls=calls.n_calls, n_uncore=n_uncore,
+            n_events=n_events,
             n_records=n_records, last_time_ns=max(int(last_time.max(initial=0)), 0), warnings=tuple(self.warnings),
             content_hash=hasher.hexdigest())
 
@@ -471,6 +485,12 @@ def _line_blocks(fh: BinaryIO, chunk_bytes: int,
         filled = tail
     if filled:
         yield np.frombuffer(buf, dtype=np.uint8, count=filled), False
+
+
+def _concat_events(*frames: pl.DataFrame) -> pl.DataFrame:
+    """Event frames (EVENT_SCHEMA) one after the other, without copying when only one has rows."""
+    full = [f for f in frames if f.height]
+    return full[0] if len(full) == 1 else pl.concat(frames) if full else frames[0]
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
@@ -571,8 +591,46 @@ class _EventConverter:
             "time_ns": sm.time_ns[rows], "counter": self._slot_names.gather(sm.counter[rows]), "value": sm.value[rows],
         })
 
+    def events(self, ev: EventArrays, run_id: str) -> pl.DataFrame:
+        """The chunk's events that are neither MPI calls nor what describes them (collective sizes, the caller
+        and its line), EVENT_SCHEMA, names from the ``.pcf``."""
+        rows = np.flatnonzero(~mpi_events.describes_calls(ev.type))
+        return self._event_frame(run_id, ev.thread[rows], ev.time_ns[rows], ev.type[rows], ev.value[rows])
+
+    def loose_samples(self, run_id: str) -> pl.DataFrame:
+        """The counter samples that neither a burst nor an MPI call holds (e.g. at OpenMP or user-function events),
+        as events (EVENT_SCHEMA) of their counter type with their count; uncore samples, a table of their own,
+        are left out."""
+        sm = self.assembler.take_loose()
+        types = np.zeros(int(self._slot_code.max(initial=-1)) + 1, dtype=np.int64)  # counter code -> event type
+        types[self._slot_code] = self.parser.counter_types[: self._slot_code.size]
+        t = types[sm.counter]
+        rows = np.flatnonzero((t < UNCORE_BASE) | (t >= UNCORE_BASE + 2_000_000))
+        return self._event_frame(run_id, sm.thread[rows], sm.time_ns[rows], t[rows], sm.value[rows])
+
+    def _event_frame(self, run_id: str, thread: np.ndarray, time_ns: np.ndarray, types: np.ndarray,
+                     values: np.ndarray) -> pl.DataFrame:
+        """EVENT_SCHEMA rows; type and value names looked up once per distinct (type, value)."""
+        if not thread.size:
+            return pl.DataFrame(schema=EVENT_SCHEMA)
+        pairs, _, codes = _unique_pairs(types, values)
+        type_names, value_names = [], []
+        for t, v in pairs:
+            type_names.append(self.pcf.event_labels.get(t))
+            value_names.append(self.pcf.value_name(t, v))
+        appl, task, th = self.parser.thread_columns(thread)
+        return pl.DataFrame([
+            pl.repeat(run_id, thread.size, dtype=pl.String, eager=True).alias("run_id"),
+            pl.Series("appl", appl), pl.Series("task", task), pl.Series("thread", th),
+            pl.Series("time_ns", time_ns, pl.Int64), pl.Series("type", types, pl.Int64),
+            pl.Series("value", values, pl.Int64),
+            pl.Series("type_name", type_names, pl.String).gather(codes),
+            pl.Series("value_name", value_names, pl.String).gather(codes),
+        ])
+
     def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
-        """MPI entries and exits (MPI_EVENT_SCHEMA); entries carry the sizes and call site of their time."""
+        """MPI entries and exits (MPI_EVENT_SCHEMA and the thread ids); entries carry the sizes and call site of
+        their time."""
         rows, info, has = mpi_events.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
         typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
         entry = val != 0
@@ -610,6 +668,7 @@ class _EventConverter:
                 pl.Series("appl", appl),
                 pl.Series("task", task),
                 pl.Series("thread", thread),
+                pl.Series(THREAD_ID_COLUMN, ev.thread[rows], pl.Int32),  # the assembler's ids (header order)
                 pl.Series("cpu", ev.cpu[rows]),
                 pl.Series("time_ns", ev.time_ns[rows]),
                 kind,

@@ -2,7 +2,7 @@
 
 A chunk of whole lines goes through the Numba tokenizer (:mod:`synthtrace.tracelib.formats.paraver.tokenizer`) in one
 pass: it
-checks every line and keeps Running intervals, counter samples, MPI-related events and communication records.
+checks every line and keeps Running intervals, counter samples, the other events and communication records.
 The first bad line of the file stops the read with a :class:`~synthtrace.tracelib.errors.TraceFormatError` naming the
 line
 and the reason. Times are converted to ns with the header's time scale.
@@ -36,8 +36,8 @@ COMM_SCHEMA = {
 
 @dataclass
 class EventArrays:
-    """Kept non-counter events in file order: thread id and cpu (int32), time (int64 ns), type, value and
-    1-based line (int64)."""
+    """Non-counter events in file order: thread id and cpu (int32), time (int64 ns), type, value and 1-based line
+    (int64)."""
 
     thread: np.ndarray
     cpu: np.ndarray
@@ -59,7 +59,7 @@ class ParsedChunk:
 
     running: IntervalArrays  # Running intervals (ns)
     samples: SampleArrays  # counter samples, counter = slot; absolute counters already as deltas
-    events: EventArrays  # MPI calls, collective sizes, callers
+    events: EventArrays  # every event that is not a counter: MPI calls, collective sizes, callers, the rest
     comms: pl.DataFrame  # COMM_SCHEMA
     n_records: dict[int, int] = field(default_factory=dict)  # per record type; 0: records beyond the header's end
     n_lines: int = 0

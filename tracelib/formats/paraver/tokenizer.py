@@ -1,12 +1,11 @@
 """One-pass Numba tokenizer for the record lines of a ``.prv`` chunk.
 
 :func:`tokenize` walks the bytes of a block of whole lines once and fills numpy arrays with what the reader
-keeps: Running state intervals, counter samples (absolute counters already turned into deltas), the other kept
-events (MPI, collective sizes, callers; with their line number) and communication records. On the way it checks
-every line (digits only, no empty field, field counts, record type, times within the header's duration, the
+keeps: Running state intervals, counter samples (absolute counters already turned into deltas), every other event
+(MPI calls, collective sizes, callers and the rest; with their line number) and communication records. On the way it
+checks every line (digits only, no empty field, field counts, record type, times within the header's duration, the
 resource model, time order per thread); blank lines and comments are skipped and stops at the first bad line with an
-error code that
-:func:`synthtrace.tracelib.formats.paraver.records.error_reason` turns into the one-line reason.
+error code that :func:`synthtrace.tracelib.formats.paraver.records.error_reason` turns into the one-line reason.
 
 State that spans chunks (last time per thread, the counter-type table, the last reading of absolute counters)
 lives in a :class:`TokenizerState` and is updated in place.
@@ -21,14 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from synthtrace.tracelib.jit import cached_njit
-from synthtrace.tracelib.formats.paraver.event_types import (
-    CALLER_LINE_TYPE,
-    CALLER_TYPE,
-    COLLECTIVE_INFO_TYPES,
-    COUNTER_TYPE_MAX,
-    COUNTER_TYPE_MIN,
-    MPI_EVENT_TYPES,
-)
+from synthtrace.tracelib.formats.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
 
 # ---------------------------------------------------------------------------------------------- error codes
 E_NONE = 0
@@ -47,8 +39,6 @@ E_CPU_INT32 = 15
 E_ORDER = 16
 E_TOO_MANY_TYPES = 17
 
-_MPI_MIN, _MPI_MAX = MPI_EVENT_TYPES[0], MPI_EVENT_TYPES[-1]
-_INFO_MIN, _INFO_MAX = COLLECTIVE_INFO_TYPES[0], COLLECTIVE_INFO_TYPES[-1]
 
 SLOT_TABLE = 1 << 13  # open-addressing table of counter types (power of two)
 MAX_SLOTS = SLOT_TABLE // 2  # distinct counter types per trace
@@ -113,7 +103,7 @@ class Tokens:
     cn_time: np.ndarray  # int64 ns
     cn_slot: np.ndarray  # int32 counter slot (TokenizerState.slot_type)
     cn_value: np.ndarray  # int64 count (delta for absolute counters)
-    ev_thread: np.ndarray  # int32 thread id of the other kept events
+    ev_thread: np.ndarray  # int32 thread id of the other events (not counters)
     ev_cpu: np.ndarray  # int32
     ev_time: np.ndarray  # int64 ns
     ev_type: np.ndarray  # int64
@@ -167,7 +157,7 @@ class SampleColumns(NamedTuple):
 
 
 class EventColumns(NamedTuple):
-    """Other kept events: thread id, cpu, time (ns), type, value, 1-based line."""
+    """Events other than counters: thread id, cpu, time (ns), type, value, 1-based line."""
 
     thread: np.ndarray
     cpu: np.ndarray
@@ -254,12 +244,6 @@ def _parse_u64(buf: np.ndarray, a: int, b: int) -> tuple[np.uint64, bool]:
 
 
 _DONE, _ERROR = 0, -1  # other statuses: bit mask of full outputs (1 states, 2 samples, 4 events, 8 comms)
-
-
-@cached_njit(inline="always")
-def _kept_other(t: int) -> bool:
-    """Whether a non-counter event type is kept (MPI calls, collective sizes, callers)."""
-    return (_MPI_MIN <= t <= _MPI_MAX) or (_INFO_MIN <= t <= _INFO_MAX) or t == CALLER_TYPE or t == CALLER_LINE_TYPE
 
 
 @cached_njit
@@ -424,7 +408,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                                 cn_sl[n_cn] = sl
                                 cn_v[n_cn] = v
                                 n_cn += 1
-                    elif _kept_other(ptype):
+                    else:  # every other event: MPI calls and what describes them, and the rest (``events``)
                         if big:
                             if later == 0:
                                 later = E_NOT_INT64

@@ -46,7 +46,7 @@ from synthtrace.tracelib.formats.paraver.event_types import (
                                                     COUNTER_SET_EVENT, MPI_TYPE_KINDS)
 from synthtrace.tracelib.formats.paraver.records import STATE_RUNNING
 from synthtrace.tracelib.formats.paraver.row import format_row
-from synthtrace.tracelib.schema import BURST_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
+from synthtrace.tracelib.schema import BURST_SCHEMA, EVENT_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 # ----------------------------------------------------------------------------------------------- MPI calls
 #: the event type a call of each kind is written under (``other``: 50000003, the first of Extrae's "other" types)
@@ -65,7 +65,7 @@ STATE_OTHERS, STATE_NOT_CREATED = 15, 2
 COMPLETING_CALLS = (*calls_with(roles=("wait", "test")), *calls_with(roles=("recv", "sendrecv"), blocking=True))
 
 #: record order at equal (time, appl, task, thread)
-ORDER_STATE, ORDER_ENTRY, ORDER_EXIT, ORDER_COMM, ORDER_EXIT_COUNTERS = 0, 1, 2, 3, 4
+ORDER_STATE, ORDER_ENTRY, ORDER_EXIT, ORDER_COMM, ORDER_EXIT_COUNTERS, ORDER_EVENTS = 0, 1, 2, 3, 4, 5
 
 STATE_NAMES: tuple[str, ...] = (
     "Idle", "Running", "Not created", "Waiting a message", "Blocking Send", "Synchronization", "Test/Probe",
@@ -208,6 +208,8 @@ class PcfSpec:
     callers: dict[int, str] = field(default_factory=dict)  # 70000001 value -> function label
     caller_lines: dict[int, str] = field(default_factory=dict)  # 80000001 value -> "line (file, binary)"
     application_events: bool = False  # 40000001 Application begin/end (written by the simulator)
+    #: other event types written (the ``events`` table): type -> (label, value -> name)
+    other_events: dict[int, tuple[str, dict[int, str]]] = field(default_factory=dict)
 
 
 def format_pcf(spec: PcfSpec) -> str:
@@ -230,10 +232,21 @@ def format_pcf(spec: PcfSpec) -> str:
             f"1    {COLLECTIVE_INFO_TYPES[3]}    Communicator in MPI Global OP", "", ""]
     if spec.application_events:
         out += ["EVENT_TYPE", f"6    {APPL_EVENT}    Application", "VALUES", "0      End", "1      Begin", "", ""]
-    if spec.counters:
+    counter_types = {c.event_type for c in spec.counters}
+    more_counters = {t: label for t, (label, _) in spec.other_events.items()
+                     if is_counter_type(t) and t not in counter_types}
+    if spec.counters or more_counters:
         out += ["EVENT_TYPE"]
         out += [f"7  {c.event_type} {c.name} [{c.description}]" for c in spec.counters]
+        out += [f"7  {t} {label}" for t, label in sorted(more_counters.items())]
         out += [f"7  {COUNTER_SET_EVENT} Active hardware counter set", ""]
+    for etype, (label, values) in sorted(spec.other_events.items()):
+        if is_counter_type(etype):
+            continue
+        out += ["EVENT_TYPE", f"0    {etype}    {label}"]
+        if values:
+            out += ["VALUES"] + [f"{v}   {name}" for v, name in sorted(values.items())]
+        out += ["", ""]
     out += ["GRADIENT_COLOR"] + [f"{i}    {{0,{255 - 12 * i},{2 + 12 * i}}}" for i in range(15)] + [""]
     out += ["GRADIENT_NAMES", "0    Gradient 0", "1    Grad. 1/MPI Events", "2    Grad. 2/OMP Events",
             "3    Grad. 3/OMP locks", "4    Grad. 4/User func", "5    Grad. 5/User Events",
@@ -567,19 +580,25 @@ def _windows(times: np.ndarray, rows_per_window: int) -> list[int]:
 
 def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFrame, meta: TraceMeta, *,
                   messages: pl.DataFrame | None = None, counters: Sequence[str] | None = None,
-                  exit_counters: Sequence[str] = (), rows_per_window: int = 500_000) -> Path:
+                  exit_counters: Sequence[str] | None = None, events: pl.DataFrame | None = None,
+                  rows_per_window: int = 500_000) -> Path:
     """Write ``stem.prv/.pcf/.row`` from tidy tables; returns the ``.prv`` path.
 
     ``bursts``: one row per computation burst (appl, task, thread, cpu, start_ns, end_ns, counter columns; extra
     columns are ignored). ``counters``: the counter columns to write (default: every integer column that is not
     a fixed burst column; float columns such as rescaled merged counters must be named and are rounded).
-    ``mpi_calls``: the reader's MPI-call table (``exit_counters`` names columns of it holding counts measured inside
-    each call, written on the exit record). ``messages``: point-to-point messages with logical times as the reader's
+    ``mpi_calls``: the reader's MPI-call table; its counter columns (counts measured inside each call, or those
+    ``exit_counters`` names) are written on a record at the call's exit, as Extrae writes them. ``messages``:
+    point-to-point messages with logical times as the reader's
     ``ReadSummary.messages`` (optional ``s_phys_ns``/``r_phys_ns``); without it they are rebuilt from the calls'
-    peer, tag and bytes (:func:`messages_from_calls`). Times in ns; counters in counts.
+    peer, tag and bytes (:func:`messages_from_calls`). ``events``: the run's other events (EVENT_SCHEMA, the
+    ``events`` view), written back each on a record of its own, their names into the ``.pcf``. Times in ns;
+    counters in counts.
     """
     bursts = _with_defaults(bursts, {k: v for k, v in BURST_SCHEMA.items()})
     calls = _with_defaults(mpi_calls, MPI_CALL_SCHEMA)
+    if exit_counters is None:
+        exit_counters = counter_columns(calls)
     cols = _counter_columns(bursts, counters)
     bursts = _as_counts(bursts, cols, "bursts")
     calls = _as_counts(calls, list(exit_counters), "mpi_calls")
@@ -639,6 +658,8 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
     )
 
     thread_cpu = bursts.group_by(THREAD_KEYS).agg(pl.col("cpu").first().alias("_tcpu"))
+    events = (events if events is not None else pl.DataFrame(schema=EVENT_SCHEMA)).join(
+        thread_cpu, on=THREAD_KEYS, how="left").with_columns(pl.col("_tcpu").fill_null(0).alias("cpu"))
     messages = (messages.join(thread_cpu.rename({"appl": "s_appl", "task": "s_task", "thread": "s_thread"}),
                               on=["s_appl", "s_task", "s_thread"], how="left")
                 .with_columns(pl.coalesce("s_cpu", "_tcpu", pl.lit(1)).alias("s_cpu")).drop("_tcpu")
@@ -653,6 +674,7 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
             for v in (
                 bursts.get_column("end_ns").max(),
                 calls.get_column("end_ns").max(),
+                events.get_column("time_ns").max(),
                 messages.get_column("r_phys_ns").max(),
             )
             if v is not None
@@ -673,7 +695,8 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
                 return df.filter(m)
 
             recs = _table_records(window(bursts, "start_ns"), window(bursts, "end_ns"), window(calls, "start_ns"),
-                                  window(dangling, "start_ns"), window(messages, "s_time_ns"), cols,
+                                  window(dangling, "start_ns"), window(messages, "s_time_ns"),
+                                  window(events, "time_ns"), cols,
                                   list(exit_counters), ctype)
             writer.add(recs, hi)
     except BaseException:
@@ -683,11 +706,23 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
     mpi_values: dict[int, dict[int, str]] = {}
     for (_, name), (etype, value) in ids.items():
         mpi_values.setdefault(etype, {})[value] = name
-    return writer.close(PcfSpec(mpi_values=mpi_values, counters=infos, callers=funcs, caller_lines=lines), end)
+    return writer.close(PcfSpec(mpi_values=mpi_values, counters=infos, callers=funcs, caller_lines=lines,
+                                other_events=_event_names(events)), end)
+
+
+def _event_names(events: pl.DataFrame) -> dict[int, tuple[str, dict[int, str]]]:
+    """Label and value names of each event type of ``events`` (EVENT_SCHEMA), as the .pcf declares them."""
+    named = events.select("type", "value", "type_name", "value_name").unique(["type", "value"]).sort("type", "value")
+    out: dict[int, tuple[str, dict[int, str]]] = {}
+    for etype, value, label, value_name in named.iter_rows():
+        _, values = out.setdefault(etype, (label or f"Event type {etype}", {}))
+        if value_name is not None:
+            values[value] = value_name
+    return out
 
 
 def _table_records(bursts: pl.DataFrame, ending: pl.DataFrame, calls: pl.DataFrame, dangling: pl.DataFrame,
-                   messages: pl.DataFrame, counters: list[str], exit_counters: list[str],
+                   messages: pl.DataFrame, events: pl.DataFrame, counters: list[str], exit_counters: list[str],
                    ctype: dict[str, int]) -> pl.DataFrame:
     """The record block of one time window: ``bursts`` starting in it, ``ending`` bursts ending in it (their
     counters go on the entry record of the call that closes them), calls and messages starting in it."""
@@ -703,6 +738,9 @@ def _table_records(bursts: pl.DataFrame, ending: pl.DataFrame, calls: pl.DataFra
     if exit_counters:
         parts.append(calls.select(block(pl.col("end_ns"), a, k, h, ORDER_EXIT_COUNTERS, event_line(
             cpu, a, k, h, pl.col("end_ns"), [(ctype[c], pl.col(c)) for c in exit_counters]))))
+    if events.height:
+        parts.append(events.select(block(pl.col("time_ns"), a, k, h, ORDER_EVENTS, event_line(
+            cpu, a, k, h, pl.col("time_ns"), [(pl.col("type"), pl.col("value"))]))))
     # entry records: MPI call, collective info, the closing burst's counters, callers (one record per time)
     entries = pl.concat([
         calls.select(*THREAD_KEYS, "cpu", pl.col("start_ns").alias("_t"), "_type", "_value", "_csend", "_crecv",

@@ -1,0 +1,741 @@
+"""Campaigns of valid runs that differ between runs the way real ones do (issue 22 item 8), with ground truth.
+
+Each campaign is one SPMD application (or a master-worker farm) run ``runs`` times under :mod:`.mpi_exec`, so that
+completion calls complete what has arrived, polling loops test as often as the timing makes them, an
+``MPI_ANY_SOURCE`` receive takes whichever message came first and a master serves whichever worker answered. Runs
+are written as Paraver traces (``<out>/<name>/<app>.run<k>.prv``, Extrae's records via the project's writer) and
+the truth as Parquet (``<out>/<name>/truth.parquet``): one row per computation burst of every run, keyed as the
+reader numbers them (run_name, task, burst_seq from 0 per task in time order), with
+
+- ``logical_id``: the same for the same logical burst in every run; a burst whose id another run lacks has no
+  counterpart there (an extra iteration, a checkpoint, polls and housekeeping calls the other run did not make).
+  A burst that a message's arrival opened (the master's processing of a result, the unpacking after ``Waitany``)
+  takes the identity of that message: (communicator, sender, receiver, tag, k), k its order among the sender's
+  messages to that receiver on that communicator and tag (MPI's non-overtaking rule);
+- ``span``: for an inserted, missing or repeated iteration whose place the data cannot decide (its iterations are
+  identical), the number of the outer iteration whose bursts form that span (NULL elsewhere); ``span_class``: the
+  logical id with the inner-iteration (or repeat) part cleared: two bursts of one span with the same class are
+  interchangeable;
+- ``role`` (work | poll | housekeeping | checkpoint | prologue | epilogue), ``iteration``, ``inner``, ``duration_ns``
+  and every modelled counter's true value in that run.
+
+Mechanisms (:data:`MECHANISMS`), each a real cause of run-to-run difference; every campaign also has the
+simulator's usual differences (placement, clock, counter noise, OS noise, exit skew of collectives):
+
+``completion``      halo on a 2-D torus or a random neighbour graph, the interior computed in chunks with an
+                    ``MPI_Testsome`` after each (completing 0-3 receives, by arrival), then ``MPI_Waitany`` per
+                    remaining receive (unpacking the face that came) and ``MPI_Waitall`` on the sends
+``polling``         a gather to rank 0 each iteration: rank 0 polls ``MPI_Iprobe(ANY_SOURCE)`` (hundreds of
+                    polls) and receives from whoever is there
+``extra_inner`` / ``missing_inner``   one run's inner solver needs one more / one fewer iteration in one outer
+                    iteration (identical inner iterations: the place is undecidable, the span is marked)
+``repeated``        one run repeats one outer iteration (a rejected time step redone: undecidable, span marked)
+``extra_varying``   one run's inner solver needs one more iteration, inner iterations differ in work and rates
+                    (decidable)
+``checkpoint``      one run writes a checkpoint (Gather to rank 0, a write, a Barrier) in one iteration
+``ring`` / ``torus`` rotation-symmetric topologies (every rank the same messages), ranks differ by their work only
+``no_callers``      no caller events (no 70000001/80000001 types)
+``one_site``        every MPI call from one call site (a wrapper library)
+``master_worker``   a dynamic task farm over 40+ iterations: ``MPI_Recv(ANY_SOURCE)`` of a result, the next
+                    task to that worker
+``pairs8`` / ``single10``   8 runs recording two counters each / 10 runs recording one counter each
+``placement``       random placement, one slow node per run (5-25 % slower), network jitter (sigma 0.3)
+``varying_rates``   kernels whose per-instruction rates change from one iteration to the next
+``plain``           a random valid application per seed (topology, completion style, collectives, sizes)
+"""
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from synthtrace.simulator.counter_model import COUNTERS, PROGRAMMABLE_COUNTERS, CounterModel, \
+    draw_noise_sizes
+from synthtrace.simulator.kernels import KERNELS, Kernel, kid
+from synthtrace.simulator.mpi_exec import ANY, Call, Executor, Timing
+from synthtrace.simulator.network import INTRA_BW_FACTOR, INTRA_LATENCY_NS
+from synthtrace.simulator.pmu import assign_counter_sets
+from synthtrace.simulator.variation import place, run_clock
+from synthtrace.tracelib.domain.machine import Machine, load_machine
+from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.paraver.writer import Communicator, TraceMeta, write_paraver
+
+ROLES = ("work", "poll", "housekeeping", "checkpoint", "prologue", "epilogue")
+WORK, POLL, HOUSEKEEPING, CHECKPOINT, PROLOGUE, EPILOGUE = range(len(ROLES))
+#: tags
+TAG_HALO, TAG_GATHER, TAG_TASK, TAG_RESULT, TAG_STOP = 100, 300, 1000, 5000, 9000
+TASK_BYTES, RESULT_BYTES, STOP_BYTES = 4096, 49152, 8
+MAX_POLLS = 2000
+
+#: kernel variants whose per-instruction rates differ (for ``varying_rates``): the stencil's, with cache misses,
+#: vectorisation and branch behaviour changed; appended after the simulator's kernels (their ids follow)
+_BASE = KERNELS[kid("stencil_interior")]
+VARIANTS: tuple[Kernel, ...] = tuple(
+    Kernel(f"stencil_v{i}", "dram_bandwidth", ld=_BASE.ld * f, sr=_BASE.sr, br=_BASE.br * g, fp=_BASE.fp / f,
+           vec=min(0.95, _BASE.vec * g), fma=_BASE.fma, l1_mpki=_BASE.l1_mpki * m, l2_mpki=_BASE.l2_mpki * m,
+           l3_mpki=_BASE.l3_mpki * m, br_misp=_BASE.br_misp * g, cpi_base=_BASE.cpi_base * f, mlp=_BASE.mlp,
+           stream_eff=_BASE.stream_eff)
+    for i, (f, g, m) in enumerate([(1.0, 1.0, 0.15), (1.2, 0.6, 0.05), (0.8, 1.4, 0.4), (1.1, 0.8, 0.02),
+                                   (0.9, 1.2, 0.25), (1.3, 0.5, 0.1)]))
+ALL_KERNELS = KERNELS + VARIANTS
+V0 = len(KERNELS)
+
+
+def lid(task: int, it: int, inner: int, pos: int, sub: int = 0) -> int:
+    """Logical burst id: (it + 2) << 44 | inner << 34 | task << 18 | pos << 9 | sub (task 0-based; it -1 for the
+    start-up; inner >= 512 marks a repeated outer iteration's second pass)."""
+    return ((it + 2) << 44) | (inner << 34) | (task << 18) | (pos << 9) | min(sub, 511)
+
+
+INNER_MASK = ~(((1 << 10) - 1) << 34)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The logical application (the same in every run). ``topology``: ring | torus | graph | none;
+    ``completion``: testsome | waitany | waitall | wait_each | test_poll; ``inner``: inner solver iterations per
+    outer iteration (an Allreduce each when ``inner_reduce``); ``coll_every``: an outer Allreduce every k
+    iterations (0: never); ``gather``: rank 0 collects a result from every rank by ANY_SOURCE polling each
+    iteration; ``varying``: per-iteration kernel variants; ``symmetric``: every rank exchanges the same sizes;
+    ``sites``: normal | none | one."""
+
+    topology: str = "torus"
+    completion: str = "testsome"
+    chunks: int = 4
+    inner: int = 1
+    inner_reduce: bool = False
+    inner_varying: bool = False
+    coll_every: int = 1
+    gather: bool = False
+    varying: bool = False
+    symmetric: bool = False
+    sites: str = "normal"
+    face_bytes: int = 64 * 1024
+    interior_ins: float = 2.0e6
+    housekeeping_p: float = 0.02
+    farm: bool = False
+    tasks_per_worker: int = 3
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run does differently from the logical program: ``inner_delta`` (+1 / -1 inner iterations at outer
+    iteration ``at``), ``repeat`` (outer iteration ``at`` done twice), ``checkpoint`` (at ``at``)."""
+
+    inner_delta: int = 0
+    repeat: bool = False
+    checkpoint: bool = False
+    at: int = -1
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    """One campaign: ``mechanism`` (a key of :data:`MECHANISMS`), size, seed; the rest is set by the mechanism."""
+
+    mechanism: str
+    ranks: int = 8
+    iterations: int = 20
+    runs: int = 2
+    seed: int = 0
+    shape: Shape = field(default_factory=Shape)
+    plans: tuple[RunPlan, ...] = ()
+    counter_sets: tuple[tuple[str, ...], ...] = ()
+    slow_node: bool = False
+    jitter: float = 0.05
+    machine: str | None = None
+    app: str = "mech"
+    recv_at_completion: bool = False  # logical receive time inside the completing call (as OTF2 records it)
+
+    @property
+    def name(self) -> str:
+        return f"{self.mechanism}_s{self.seed}"
+
+    def plan(self, run: int) -> RunPlan:
+        return self.plans[run] if run < len(self.plans) else RunPlan()
+
+
+def _rng(*parts: int | str) -> np.random.Generator:
+    return np.random.default_rng([p if isinstance(p, int) else zlib.crc32(p.encode()) for p in parts])
+
+
+# ---------------------------------------------------------------------------------------------------- topology
+def neighbours(topology: str, p: int, rng: np.random.Generator) -> list[list[int]]:
+    """Neighbour task indices per task (symmetric relation)."""
+    if p == 1 or topology == "none":
+        return [[] for _ in range(p)]
+    if topology == "ring":
+        return [sorted({(r - 1) % p, (r + 1) % p} - {r}) for r in range(p)]
+    if topology == "torus":
+        py = int(np.floor(np.sqrt(p)))
+        while p % py:
+            py -= 1
+        px = p // py
+        out = []
+        for r in range(p):
+            x, y = r % px, r // px
+            s = {((x - 1) % px) + y * px, ((x + 1) % px) + y * px, x + ((y - 1) % py) * px, x + ((y + 1) % py) * px}
+            out.append(sorted(s - {r}))
+        return out
+    # graph: a ring plus random chords (2-4 neighbours each)
+    adj = [set() for _ in range(p)]
+    for r in range(p):
+        adj[r].add((r + 1) % p)
+        adj[(r + 1) % p].add(r)
+    for _ in range(p // 2):
+        a, b = rng.integers(0, p, 2)
+        if a != b and len(adj[a]) < 4 and len(adj[b]) < 4:
+            adj[a].add(int(b))
+            adj[b].add(int(a))
+    return [sorted(s - {r}) for r, s in enumerate(adj)]
+
+
+# ---------------------------------------------------------------------------------------------------- programs
+@dataclass
+class Logic:
+    """The logical program's sizes (drawn once per campaign from its seed): work factors per rank, per iteration
+    and per position, message sizes per (sender, receiver), kernel of every outer/inner iteration."""
+
+    spec: CampaignSpec
+    nb: list[list[int]]
+    rank_work: np.ndarray
+    iter_work: np.ndarray
+    inner_work: np.ndarray
+    face: dict[tuple[int, int], int]
+    kernel_of: np.ndarray  # (iterations, inner + 2) kernel id of the interior
+    n_inner: np.ndarray  # per outer iteration: inner iterations in the logical program
+    task_ins: np.ndarray  # farm: (iterations, tasks) instructions of each task
+
+    @classmethod
+    def draw(cls, spec: CampaignSpec) -> Logic:
+        s, P, n = spec.shape, spec.ranks, spec.iterations
+        rng = _rng(spec.seed, spec.mechanism, "logic")
+        nb = neighbours(s.topology, P, rng)
+        # ranks of a symmetric topology differ a little (their subdomains): behaviour, not structure, tells them apart
+        rank_work = np.exp((0.03 if s.symmetric else 0.12) * rng.standard_normal(P))
+        iter_work = np.exp(0.05 * rng.standard_normal(n + 1))
+        inner_max = s.inner + 2
+        inner_work = (np.exp(0.25 * rng.standard_normal((n + 1, inner_max))) if s.inner_varying
+                      else np.ones((n + 1, inner_max)))
+        face = {}
+        for a in range(P):
+            for b in nb[a]:
+                face[(a, b)] = s.face_bytes if s.symmetric else int(s.face_bytes * rng.choice([0.5, 1, 1, 2]))
+        if s.varying or s.inner_varying:
+            # neighbouring iterations (outer and inner) never share a kernel: a shifted match reads other rates
+            step = rng.integers(1, len(VARIANTS), n + 1)
+            first = np.cumsum(step) % len(VARIANTS)
+            kernel_of = V0 + (first[:, None] + np.arange(inner_max)[None, :]) % len(VARIANTS)
+        else:
+            kernel_of = np.full((n + 1, inner_max), kid("stencil_interior"))
+        n_inner = np.full(n + 1, s.inner)
+        n_tasks = max(1, (P - 1) * s.tasks_per_worker)
+        task_ins = 1.5e6 * np.exp(0.5 * rng.standard_normal((n + 1, n_tasks)))
+        return cls(spec, nb, rank_work, iter_work, inner_work, face, kernel_of, n_inner, task_ins)
+
+
+class Sites:
+    """Call sites of the application (index into :attr:`names`), or none / one for every call."""
+
+    NAMES = ("main (main.c:21)", "main (main.c:23)", "main (main.c:24)", "setup (main.c:48)",
+             "exchange (halo.c:88)", "exchange (halo.c:97)", "overlap (halo.c:120)", "overlap (halo.c:131)",
+             "exchange (halo.c:140)", "solve (solver.c:57)", "step (main.c:90)", "collect (gather.c:30)",
+             "collect (gather.c:33)", "report (gather.c:12)", "control (control.c:41)", "checkpoint (io.c:70)",
+             "checkpoint (io.c:81)", "distribute (farm.c:64)", "collect (farm.c:88)", "worker (farm.c:140)",
+             "worker (farm.c:152)", "main (main.c:97)", "inner (solver.c:77)")
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.index = {n.split(" (")[1].rstrip(")"): i for i, n in enumerate(self.NAMES)}
+
+    def __call__(self, where: str) -> int:
+        if self.mode == "none":
+            return -1
+        if self.mode == "one":
+            return len(self.NAMES)
+        return self.index[where]
+
+    def names(self) -> list[str]:
+        return [*self.NAMES, "mpi_wrapper (pmpi_wrap.c:12)"]
+
+
+POLL_INS = 2500.0
+
+
+def _prologue(task: int, sites: Sites, P: int) -> Iterator[Call]:
+    su = kid("startup")
+    yield Call("MPI_Init", su, 2.0e7, lid(task, -1, 0, 1), sites("main.c:21"), cost_ns=3.0e5, role=PROLOGUE)
+    yield Call("MPI_Comm_rank", su, 4000.0, lid(task, -1, 0, 2), sites("main.c:23"), role=PROLOGUE)
+    yield Call("MPI_Comm_size", su, 3000.0, lid(task, -1, 0, 3), sites("main.c:24"), role=PROLOGUE)
+    yield Call("MPI_Barrier", su, 4.0e6, lid(task, -1, 0, 4), sites("main.c:48"),
+               cost_ns=2000.0 * np.log2(P + 1), role=PROLOGUE)
+
+
+def _epilogue(task: int, iterations: int, sites: Sites) -> Iterator[Call]:
+    fin = kid("finalize")
+    yield Call("MPI_Finalize", fin, 1.5e6, lid(task, iterations, 0, 1), sites("main.c:97"), cost_ns=1e5, role=EPILOGUE)
+    yield Call("END", fin, 3.0e5, lid(task, iterations, 0, 2), role=EPILOGUE)
+
+
+def spmd(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
+    """The program of one rank of the SPMD application (a generator of :class:`Call`)."""
+    spec, s = lg.spec, lg.spec.shape
+    P = spec.ranks
+    sites = Sites(s.sites)
+    yield from _prologue(task, sites, P)
+    nb = lg.nb[task]
+    role_hk = run_rng.random((spec.iterations + 2, 64)) < s.housekeeping_p
+    dot = kid("dot")
+    for it in range(spec.iterations):
+        passes = 2 if (plan.repeat and plan.at == it) else 1
+        for ps in range(passes):
+            if plan.checkpoint and plan.at == it and ps == 0:
+                yield from _checkpoint(task, it, P, sites)
+            n_in = int(lg.n_inner[it]) + (plan.inner_delta if plan.at == it else 0)
+            for j in range(n_in):
+                inner = j + 512 * ps
+                w = lg.rank_work[task] * lg.iter_work[it] * lg.inner_work[it, min(j, lg.inner_work.shape[1] - 1)]
+                kern = int(lg.kernel_of[it, min(j, lg.kernel_of.shape[1] - 1)])
+                yield from _exchange(task, it, inner, nb, lg, w, kern, sites, role_hk[it, j % 64] and ps == 0)
+                if s.inner_reduce:
+                    yield Call("MPI_Allreduce", dot, 6000.0 * w, lid(task, it, inner, 60), sites("solver.c:77"),
+                               size=8, cost_ns=1500.0 * np.log2(P + 1))
+            if s.gather:
+                yield from _gather(task, it, 512 * ps, P, lg, sites)
+            if s.coll_every and it % s.coll_every == s.coll_every - 1:
+                yield Call("MPI_Allreduce", dot, 2.0e4 * lg.rank_work[task], lid(task, it, 512 * ps, 70),
+                           sites("solver.c:57"), size=8, cost_ns=1500.0 * np.log2(P + 1))
+    yield from _epilogue(task, spec.iterations, sites)
+
+
+def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float, kern: int, sites: Sites,
+              housekeeping: bool):
+    """One halo exchange overlapped with the interior computation."""
+    s = lg.spec.shape
+    pack, poll = kid("pack_halo"), kid("poll")
+    recv = []
+    for d, src in enumerate(nb):
+        recv.append((yield Call("MPI_Irecv", pack if d == 0 else poll, 6000.0 if d == 0 else 500.0,
+                                lid(task, it, inner, 10 + d), sites("halo.c:88"), peer=src, tag=TAG_HALO,
+                                size=lg.face[(src, task)])))
+    sends = []
+    boundary = kid("stencil_boundary")
+    for d, dst in enumerate(nb):
+        ins = 3.0e5 * w if d == 0 else 4000.0 + lg.face[(task, dst)] / 16
+        sends.append((yield Call("MPI_Isend", boundary if d == 0 else pack, ins, lid(task, it, inner, 20 + d),
+                                 sites("halo.c:97"), peer=dst, tag=TAG_HALO, size=lg.face[(task, dst)])))
+    if housekeeping:
+        yield Call("MPI_Iprobe", poll, 3 * POLL_INS, lid(task, it, inner, 30) | 1 << 8, sites("control.c:41"),
+                   peer=ANY, tag=TAG_STOP, role=HOUSEKEEPING)
+    interior = s.interior_ins * w
+    pending = list(recv)
+    mode = s.completion if nb else "waitall"
+    if mode == "testsome":
+        for c in range(s.chunks):
+            done = yield Call("MPI_Testsome", kern, interior / s.chunks, lid(task, it, inner, 40 + c),
+                              sites("halo.c:120"), reqs=tuple(pending))
+            pending = [r for r in pending if r not in done]
+        mode = "waitany"
+        interior = 0.0
+    if mode == "waitany":
+        prev = None
+        for _ in range(len(pending)):
+            ins = interior if prev is None else 2.0e4 + lg.face[(nb[recv.index(prev)], task)] / 8
+            pos = 50 if prev is None else 80 + recv.index(prev)  # unpacking follows the message it received
+            prev = yield Call("MPI_Waitany", kern if prev is None else pack, max(ins, 3000.0),
+                              lid(task, it, inner, pos), sites("halo.c:131"), reqs=tuple(pending))
+            pending.remove(prev)
+        ins, pos = (interior, 50) if prev is None else (2.0e4 + lg.face[(nb[recv.index(prev)], task)] / 8,
+                                                        80 + recv.index(prev))
+        yield Call("MPI_Waitall", kern if prev is None else pack, max(ins, 3000.0), lid(task, it, inner, pos),
+                   sites("halo.c:140"), reqs=tuple(sends))
+    elif mode == "waitall":
+        yield Call("MPI_Waitall", kern, interior, lid(task, it, inner, 50), sites("halo.c:131"),
+                   reqs=tuple(recv + sends))
+    elif mode == "wait_each":
+        for d, r in enumerate(recv):
+            yield Call("MPI_Wait", kern if d == 0 else pack, interior if d == 0 else 2.0e4,
+                       lid(task, it, inner, 50 + d), sites("halo.c:131"), reqs=(r,))
+        yield Call("MPI_Waitall", pack, 2.0e4, lid(task, it, inner, 50 + len(recv)), sites("halo.c:140"),
+                   reqs=tuple(sends))
+    elif mode == "test_poll":
+        sub, ins, kk = 0, interior, kern
+        while pending:
+            done = yield Call("MPI_Testall", kk, ins, lid(task, it, inner, 50, sub), sites("halo.c:131"),
+                              reqs=tuple(pending), role=POLL if sub else WORK)
+            pending = [r for r in pending if r not in done]
+            sub, ins, kk = min(sub + 1, MAX_POLLS), POLL_INS, poll
+        yield Call("MPI_Waitall", pack, 2.0e4, lid(task, it, inner, 51), sites("halo.c:140"), reqs=tuple(sends))
+
+
+def _gather(task: int, it: int, inner: int, P: int, lg: Logic, sites: Sites):
+    """Every rank sends rank 0 a result; rank 0 polls ``MPI_Iprobe(ANY_SOURCE)`` and receives whoever is there,
+    processing each result in the burst after its receive (that burst follows the message's identity)."""
+    red, poll = kid("reduce_results"), kid("poll")
+    if task != 0:
+        yield Call("MPI_Send", red, 3.0e6 * lg.rank_work[task] * lg.iter_work[it], lid(task, it, inner, 100),
+                   sites("gather.c:12"), peer=0, tag=TAG_GATHER, size=4096 + 512 * task)
+        return
+    ins, kern, pos, sub = 5.0e4, red, 101, 0
+    for _ in range(P - 1):
+        while True:
+            found = yield Call("MPI_Iprobe", kern, ins, lid(task, it, inner, pos, sub), sites("gather.c:30"),
+                               peer=ANY, tag=TAG_GATHER, role=POLL if sub else WORK)
+            if found is not None:
+                break
+            ins, kern, sub = POLL_INS, poll, sub + 1
+        src, _size = yield Call("MPI_Recv", poll, 800.0, lid(task, it, inner, 200 + found), sites("gather.c:33"),
+                                peer=found, tag=TAG_GATHER, size=4096 + 512 * found)
+        # the result's processing: its work depends on the sender, its identity is the message's (src -> 0, it)
+        ins, kern, pos, sub = 1.0e5 * (1 + src % 3), red, 300 + src, 0
+    yield Call("MPI_Comm_rank", kern, ins, lid(task, it, inner, pos, sub), sites("gather.c:12"))
+
+
+def _checkpoint(task: int, it: int, P: int, sites: Sites):
+    io = kid("pack_transpose")
+    yield Call("MPI_Gather", io, 4.0e5, lid(task, it, 0, 400), sites("io.c:70"), size=1 << 16, root=0,
+               cost_ns=2e4 * np.log2(P + 1), role=CHECKPOINT)
+    if task == 0:
+        yield Call("MPI_File_write", io, 2.0e6, lid(task, it, 0, 401), sites("io.c:81"), cost_ns=3.0e6,
+                   role=CHECKPOINT)
+    yield Call("MPI_Barrier", io, 5.0e4, lid(task, it, 0, 402), sites("io.c:81"), cost_ns=1500.0 * np.log2(P + 1),
+               role=CHECKPOINT)
+
+
+def farm(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
+    """Dynamic master-worker: per iteration the master hands out ``tasks_per_worker`` x workers tasks (tag
+    ``TAG_TASK + it``), one to each worker first, then the next one to whichever worker returned a result
+    (``MPI_Recv(ANY_SOURCE)``), then a stop message (8 bytes) to each; a Bcast starts every iteration and a
+    Barrier ends it. A worker's burst of its k-th task of an iteration and the master's processing of the k-th
+    result from that worker are identified by those messages ((0 -> worker, k), (worker -> 0, k)); what a task
+    holds (its work) depends on which worker was free."""
+    spec = lg.spec
+    P, s = spec.ranks, spec.shape
+    sites = Sites(s.sites)
+    yield from _prologue(task, sites, P)
+    interp, red, poll = kid("interpret"), kid("reduce_results"), kid("poll")
+    n_tasks = (P - 1) * s.tasks_per_worker
+    for it in range(spec.iterations):
+        yield Call("MPI_Bcast", red if task == 0 else poll, 5.0e4 if task == 0 else 2000.0, lid(task, it, 0, 1),
+                   sites("main.c:90"), size=64, root=0, cost_ns=1500.0 * np.log2(P + 1))
+        tag_t, tag_r = TAG_TASK + it, TAG_RESULT + it
+        if task == 0:
+            nxt = 0
+            for w in range(1, P):
+                yield Call("MPI_Send", poll, 2500.0, lid(0, it, 0, 2, w), sites("farm.c:64"), peer=w, tag=tag_t,
+                           size=TASK_BYTES + 8 * nxt)
+                nxt += 1
+            got = np.zeros(P, np.int64)
+            ins, b = 3000.0, lid(0, it, 0, 3)
+            for _ in range(n_tasks):
+                src, _size = yield Call("MPI_Recv", red, ins, b, sites("farm.c:88"), peer=ANY, tag=tag_r,
+                                        size=RESULT_BYTES)
+                k = int(got[src])
+                got[src] += 1
+                # processing the result: identity (src -> 0, tag_r, k); its work depends on the sender
+                ins, b = 1.0e5 * (1 + 0.3 * (src % 4)) * lg.rank_work[0], lid(0, it, k + 1, 10, src)
+                if nxt < n_tasks:
+                    yield Call("MPI_Send", red, ins, b, sites("farm.c:64"), peer=src, tag=tag_t,
+                               size=TASK_BYTES + 8 * nxt)
+                    nxt += 1
+                    ins, b = 2000.0, lid(0, it, k + 1, 11, src)
+            for w in range(1, P):
+                yield Call("MPI_Send", red if w == 1 else poll, ins if w == 1 else 1500.0,
+                           b if w == 1 else lid(0, it, 0, 12, w), sites("farm.c:64"), peer=w, tag=tag_t,
+                           size=STOP_BYTES)
+        else:
+            k = 0
+            while True:
+                _src, size = yield Call("MPI_Recv", poll, 1500.0, lid(task, it, 0, 20, k), sites("farm.c:140"),
+                                        peer=0, tag=tag_t, size=TASK_BYTES)
+                if size == STOP_BYTES:
+                    break
+                work = lg.task_ins[it, (size - TASK_BYTES) // 8] * lg.rank_work[task]
+                yield Call("MPI_Send", interp, work, lid(task, it, 0, 22, k), sites("farm.c:152"), peer=0,
+                           tag=tag_r, size=RESULT_BYTES)
+                k += 1
+        yield Call("MPI_Barrier", poll, 2000.0, lid(task, it, 0, 13), sites("main.c:90"),
+                   cost_ns=1500.0 * np.log2(P + 1))
+    yield from _epilogue(task, spec.iterations, sites)
+
+
+# ---------------------------------------------------------------------------------------------------- campaigns
+def _pairs(n: int) -> tuple[tuple[str, ...], ...]:
+    """``n`` runs recording two counters each: instructions and one programmable counter."""
+    return tuple(("PAPI_TOT_INS", PROGRAMMABLE_COUNTERS[r % len(PROGRAMMABLE_COUNTERS)]) for r in range(n))
+
+
+def _singles(n: int) -> tuple[tuple[str, ...], ...]:
+    """``n`` runs recording one counter each (run 0 instructions; no counter common to all runs)."""
+    return tuple((("PAPI_TOT_INS",) if r == 0 else (PROGRAMMABLE_COUNTERS[(r - 1) % len(PROGRAMMABLE_COUNTERS)],))
+                 for r in range(n))
+
+
+def _mid(n: int) -> int:
+    return max(1, n // 2)
+
+
+#: mechanism -> (description, builder of the spec from (seed, ranks, iterations))
+MECHANISMS: dict[str, tuple[str, object]] = {}
+
+
+def mechanism(name: str, description: str, ranks: int, iterations: int):
+    def deco(fn):
+        MECHANISMS[name] = (description, fn, ranks, iterations)
+        return fn
+    return deco
+
+
+@mechanism("completion", "Testsome between interior chunks, Waitany per face, Allreduce every 5th", 8, 30)
+def _completion(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.2, shape=Shape(topology="graph", completion="testsome", chunks=6, coll_every=5))
+
+
+@mechanism("completion_at_wait", "as completion, receives recorded in the call that completed them", 8, 30)
+def _completion_at_wait(spec: CampaignSpec) -> CampaignSpec:
+    return replace(_completion(spec), recv_at_completion=True)
+
+
+@mechanism("polling", "gather to rank 0 by Iprobe(ANY_SOURCE) polling (hundreds of polls)", 8, 20)
+def _polling(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="ring", completion="waitall", gather=True, coll_every=0))
+
+
+@mechanism("extra_inner", "one more inner-solver iteration in run 1 (identical iterations: undecidable)", 8, 30)
+def _extra_inner(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(inner=4, inner_reduce=True, completion="waitall", coll_every=1),
+                   plans=(RunPlan(), RunPlan(inner_delta=1, at=_mid(spec.iterations))))
+
+
+@mechanism("missing_inner", "one fewer inner-solver iteration in run 1 (undecidable)", 8, 30)
+def _missing_inner(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(inner=4, inner_reduce=True, completion="waitall", coll_every=1),
+                   plans=(RunPlan(), RunPlan(inner_delta=-1, at=_mid(spec.iterations))))
+
+
+@mechanism("repeated", "run 1 repeats one outer iteration (identical: undecidable)", 8, 30)
+def _repeated(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(completion="testsome", coll_every=1),
+                   plans=(RunPlan(), RunPlan(repeat=True, at=_mid(spec.iterations))))
+
+
+@mechanism("extra_varying", "one more inner iteration in run 1, inner iterations differ (decidable)", 8, 30)
+def _extra_varying(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(inner=4, inner_reduce=False, inner_varying=True, completion="testsome",
+                                     coll_every=1),
+                   plans=(RunPlan(), RunPlan(inner_delta=1, at=_mid(spec.iterations))))
+
+
+@mechanism("checkpoint", "run 1 writes a checkpoint (Gather, write, Barrier) in one iteration", 8, 30)
+def _checkpoint_mech(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(completion="testsome", coll_every=3),
+                   plans=(RunPlan(), RunPlan(checkpoint=True, at=_mid(spec.iterations))))
+
+
+@mechanism("ring", "rotation-symmetric 4-rank ring, ranks differ by work only", 4, 40)
+def _ring(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="ring", symmetric=True, completion="waitall", coll_every=10))
+
+
+@mechanism("torus", "rotation-symmetric 4x4 torus, ranks differ by work only", 16, 20)
+def _torus(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="torus", symmetric=True, completion="waitany", coll_every=0))
+
+
+@mechanism("no_callers", "no caller events, no collectives", 8, 30)
+def _no_callers(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(sites="none", completion="testsome", coll_every=0))
+
+
+@mechanism("one_site", "one call site for every MPI call, no collectives", 8, 30)
+def _one_site(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(sites="one", completion="testsome", coll_every=0))
+
+
+@mechanism("master_worker", "dynamic farm, Recv(ANY_SOURCE), next task to whoever answered", 6, 40)
+def _master_worker(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(farm=True, topology="none", tasks_per_worker=3))
+
+
+@mechanism("pairs8", "8 runs, each recording instructions and one other counter", 8, 20)
+def _pairs8(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, runs=8, counter_sets=_pairs(8), shape=Shape(completion="testsome", coll_every=5))
+
+
+@mechanism("single10", "10 runs, each recording a single counter", 8, 20)
+def _single10(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, runs=10, counter_sets=_singles(10), shape=Shape(completion="testsome", coll_every=5))
+
+
+@mechanism("placement", "random placement, one slow node per run, network jitter", 16, 30)
+def _placement(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, slow_node=True, jitter=0.3, shape=Shape(topology="graph", completion="testsome",
+                                                                 coll_every=4))
+
+
+@mechanism("varying_rates", "kernel rates change from iteration to iteration, no collectives", 8, 30)
+def _varying(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(varying=True, completion="testsome", coll_every=0))
+
+
+@mechanism("plain", "a random valid application per seed", 8, 30)
+def _plain(spec: CampaignSpec) -> CampaignSpec:
+    rng = _rng(spec.seed, "plain")
+    shape = Shape(topology=str(rng.choice(["ring", "torus", "graph"])),
+                  completion=str(rng.choice(["testsome", "waitany", "waitall", "wait_each", "test_poll"])),
+                  chunks=int(rng.integers(2, 6)), inner=int(rng.choice([1, 1, 2])),
+                  inner_reduce=bool(rng.random() < 0.5), coll_every=int(rng.choice([1, 1, 5, 0])),
+                  gather=bool(rng.random() < 0.2), face_bytes=int(rng.choice([8192, 65536, 262144])),
+                  interior_ins=float(rng.uniform(5e5, 4e6)))
+    return replace(spec, shape=shape)
+
+
+def campaign(name: str, seed: int = 0, *, ranks: int | None = None, iterations: int | None = None,
+             runs: int = 2) -> CampaignSpec:
+    """The spec of mechanism ``name`` (sizes default to the mechanism's own)."""
+    if name not in MECHANISMS:
+        raise BadInputError(f"unknown mechanism {name!r} (known: {', '.join(MECHANISMS)})")
+    _, build, r0, i0 = MECHANISMS[name]
+    return build(CampaignSpec(name, ranks=ranks or r0, iterations=iterations or i0, runs=runs, seed=seed))
+
+
+@dataclass
+class Campaign:
+    """What :func:`simulate` wrote: the traces (run 0 first) and the truth (see module docstring)."""
+
+    spec: CampaignSpec
+    traces: list[Path]
+    truth: pl.DataFrame
+    counters: list[list[str]]
+
+
+def _timing(spec: CampaignSpec, machine: Machine, run: int, node_of_task: np.ndarray, model: CounterModel,
+            rng: np.random.Generator) -> Timing:
+    P = spec.ranks
+    probe, dur = model.counts(np.arange(len(ALL_KERNELS)), np.full(len(ALL_KERNELS), 1.0e6), None)
+    ns_per_ins = dur.astype(np.float64) / 1.0e6
+    speed = np.ones(P)
+    if spec.slow_node:
+        slow = int(rng.integers(0, int(node_of_task.max()) + 1))
+        speed[node_of_task == slow] = 1.0 / (1.0 + rng.uniform(0.05, 0.25))
+    lat, bw = machine.network_latency_us * 1e3, machine.link_bw() * 1e-9
+
+    def latency(a: int, b: int) -> float:
+        return INTRA_LATENCY_NS if node_of_task[a] == node_of_task[b] else lat
+
+    def bandwidth(a: int, b: int) -> float:
+        return INTRA_BW_FACTOR * bw if node_of_task[a] == node_of_task[b] else bw
+
+    return Timing(ns_per_ins, 0.02, latency, bandwidth, speed, jitter=spec.jitter, rng=rng)
+
+
+def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
+    """Run every run of ``spec``, write ``out_dir/<spec.name>/<app>.run<k>.prv/.pcf/.row`` and return the truth."""
+    machine = load_machine(spec.machine)
+    P = spec.ranks
+    if P < 2 or spec.iterations < 2:
+        raise BadInputError("a campaign needs at least 2 ranks and 2 iterations")
+    exp_rng = _rng(spec.seed, spec.mechanism, "experiment")
+    sigma = draw_noise_sizes(exp_rng)
+    sets = [list(c) for c in spec.counter_sets] or assign_counter_sets(spec.runs, 4, exp_rng)
+    lg = Logic.draw(spec)
+    rpn = 4 if spec.slow_node else min(P, 16)
+    d = Path(out_dir) / spec.name
+    d.mkdir(parents=True, exist_ok=True)
+    traces, truths = [], []
+    for r in range(spec.runs):
+        rng = _rng(spec.seed, spec.mechanism, r, "run")
+        placement = place(P, rpn, machine.cores_per_node, rng)
+        freq = run_clock(machine.frequency_ghz * 1e9, 0.004, rng)
+        model = CounterModel(machine, machine.dram_share(float(min(P, rpn))), freq, sigma, ALL_KERNELS)
+        timing = _timing(spec, machine, r, placement.node_of_task, model, rng)
+        program = farm if spec.shape.farm else spmd
+        programs = [program(t, lg, spec.plan(r), _rng(spec.seed, spec.mechanism, r, t, "prog")) for t in range(P)]
+        ex = Executor(programs, timing, rng.uniform(5_000, 80_000, P)).run()
+        name = f"{spec.app}.run{r}"
+        bursts, calls, msgs, truth = _tables(ex, spec, model, timing, placement.cpu_of_task, sets[r], name, rng)
+        meta = TraceMeta(cpus_per_node=placement.cpus_per_node, threads_per_task=(tuple([1] * P),),
+                         node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),),
+                         communicators=(Communicator(1, 1, tuple(range(1, P + 1))),),
+                         node_names=placement.node_names, binary=spec.app)
+        traces.append(write_paraver(d / name, bursts, calls, meta, messages=msgs, counters=sets[r]))
+        truths.append(truth)
+    truth = _spans(pl.concat(truths), spec)
+    truth.write_parquet(d / "truth.parquet")
+    return Campaign(spec, traces, truth, sets)
+
+
+def _tables(ex, spec: CampaignSpec, model: CounterModel, timing: Timing, cpu_of_task: np.ndarray,
+            counters: list[str], run_name: str, rng: np.random.Generator):
+    """Bursts, MPI calls and messages as the writer takes them, and the truth rows of one run."""
+    b = {k: np.asarray(v) for k, v in ex.bursts.items()}
+    order = np.lexsort((b["start"], b["task"]))
+    b = {k: v[order] for k, v in b.items()}
+    n = b["task"].size
+    start, end, exit = (np.rint(b[k]).astype(np.int64) for k in ("start", "end", "exit"))
+    counts, _ = model.counts(b["kernel"].astype(np.int64), b["ins"].astype(np.float64), rng)
+    # cycles follow the time the burst ran (its own noise, slow node), not the time the OS took it away
+    ran = (end - start) / b["stretched"]
+    cyc_old = np.maximum(counts[:, COUNTERS.index("PAPI_TOT_CYC")].astype(np.float64), 1.0)
+    cyc = np.maximum(np.rint(ran * model.freq_hz * 1e-9 * timing.speed[b["task"]]), 1.0)
+    ratio = cyc / cyc_old
+    for c in ("PAPI_TOT_CYC", "PAPI_REF_CYC", "PAPI_RES_STL", "CYCLE_ACTIVITY:STALLS_L3_MISS"):
+        counts[:, COUNTERS.index(c)] = np.rint(counts[:, COUNTERS.index(c)] * ratio).astype(np.int64)
+    task1 = (b["task"] + 1).astype(np.int32)
+    first = np.r_[True, b["task"][1:] != b["task"][:-1]]
+    idx = np.arange(n)
+    seq = idx - np.maximum.accumulate(np.where(first, idx, 0))
+    site_names = Sites(spec.shape.sites).names()
+    site = pl.Series([*site_names, None], dtype=pl.String).gather(np.where(b["site"] >= 0, b["site"], len(site_names)))
+    has_call = b["call"] != "END"
+    call = pl.Series(np.where(has_call, b["call"], "")).replace("", None)
+    cpu = cpu_of_task[b["task"]].astype(np.int32)
+    bursts = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task1, "thread": np.ones(n, np.int32), "cpu": cpu,
+                           "start_ns": start, "end_ns": end, "mpi_call": call,
+                           "call_site": site.scatter(np.flatnonzero(~has_call), None)})
+    bursts = bursts.with_columns(pl.Series(c, counts[:, COUNTERS.index(c)]) for c in counters)
+    coll = b["csend"] >= 0
+    calls = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task1, "thread": np.ones(n, np.int32), "cpu": cpu,
+                          "mpi_call": call, "start_ns": end, "end_ns": exit, "call_site": site,
+                          "bytes_sent": np.where(coll, b["csend"], 0), "bytes_recv": np.where(coll, b["crecv"], 0),
+                          "comm": pl.Series(np.where(coll, 1, 0)).replace(0, None),
+                          "root": pl.Series(np.where(coll & (b["root"] >= 0), b["root"], -1)).replace(-1, None)
+                          .cast(pl.Int32)}).filter(pl.Series(has_call))
+    m = ex.messages
+    fields = ("src", "dst", "s_l", "s_p", "r_c" if spec.recv_at_completion else "r_l", "r_p", "size", "tag")
+    v = {f: np.array([getattr(x, f) for x in m], np.float64).reshape(-1) for f in fields}
+    r_l = v["r_c" if spec.recv_at_completion else "r_l"]
+    one = np.ones(len(m), np.int32)
+    src, dst = v["src"].astype(np.int64), v["dst"].astype(np.int64)
+    cpu_s, cpu_d = cpu_of_task[src].astype(np.int32), cpu_of_task[dst].astype(np.int32)
+    msgs = pl.DataFrame({
+        "s_appl": one, "s_task": (src + 1).astype(np.int32), "s_thread": one, "s_cpu": cpu_s,
+        "s_time_ns": np.rint(v["s_l"]).astype(np.int64), "s_phys_ns": np.rint(v["s_p"]).astype(np.int64),
+        "r_appl": one, "r_task": (dst + 1).astype(np.int32), "r_thread": one, "r_cpu": cpu_d,
+        "r_time_ns": np.rint(r_l).astype(np.int64), "r_phys_ns": np.rint(v["r_p"]).astype(np.int64),
+        "size": v["size"].astype(np.int64), "tag": v["tag"].astype(np.int64)}).filter(pl.col("r_phys_ns") >= 0)
+    lids = b["lid"].astype(np.int64)
+    truth = pl.DataFrame({
+        "run_name": [run_name] * n, "task": task1, "burst_seq": seq.astype(np.int64), "logical_id": lids,
+        "role": pl.Series(ROLES).gather(b["role"].astype(np.int64)), "iteration": (lids >> 44) - 2,
+        "inner": (lids >> 34) & 1023, "start_ns": start, "duration_ns": end - start, "mpi_call": call,
+        "os_noise": b["stretched"] > 1.0,
+    }).with_columns(pl.Series(c, counts[:, COUNTERS.index(c)]) for c in COUNTERS)
+    return bursts, calls, msgs, truth
+
+
+def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:
+    """Mark the bursts of an inserted, missing or repeated iteration whose place cannot be decided (identical
+    iterations): the outer iteration's inner loop (``span``) and the id without its inner part (``span_class``)."""
+    plans = [p for p in spec.plans if p.at >= 0 and (p.repeat or p.inner_delta)]
+    undecidable = [p for p in plans if not spec.shape.inner_varying]
+    at = {p.at for p in undecidable}
+    pos = (pl.col("logical_id") // 512) % 512
+    in_loop = pos < 70 if not any(p.repeat for p in undecidable) else pl.lit(True)
+    span = pl.col("iteration").is_in(sorted(at)) & in_loop & pl.col("role").is_in(["work", "poll", "housekeeping"])
+    return truth.with_columns(
+        pl.when(span).then(pl.col("iteration")).otherwise(None).cast(pl.Int64).alias("span"),
+        pl.when(span).then(pl.col("logical_id").and_(INNER_MASK)).otherwise(None).alias("span_class"))

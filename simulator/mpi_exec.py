@@ -1,0 +1,466 @@
+"""An MPI program executor: ranks run Python generator programs, messages complete by their arrival time.
+
+Where :mod:`.builder` computes whole iterations at once from a fixed program shape, this executor runs each rank's
+program call by call in global time order (a discrete-event simulation), so what a completion call completes, how
+many times a polling loop tests, which message an ``MPI_ANY_SOURCE`` receive takes and which worker a master
+serves next all follow from when messages arrive, as in a real run. Nothing here knows what a merge looks for.
+
+A program is a generator per rank that yields :class:`Call` objects (the computation burst before the call, then
+the call) and receives the call's outcome: a ``Recv``/``Iprobe`` from ``ANY`` gets the source task index (``None``
+when an ``Iprobe`` found nothing), ``Waitany`` the request completed, ``Test``/``Testsome`` the requests completed
+(a tuple, maybe empty), ``Isend``/``Irecv`` their request id. A program ends with ``Call("END", ...)`` (the last
+burst, no call). Rules (MPI's): messages between two ranks on one (communicator, tag) are received in the order
+they were sent (non-overtaking: a later one never arrives earlier); a receive from a given source takes that
+channel's next message in the order the receives were posted; a receive from ``ANY`` takes the message that
+arrived first among the channels' next messages; sends are eager (buffered: an ``Isend`` request is complete at
+once); a collective on the world communicator ends for everyone ``cost`` after the last rank entered it.
+
+Time: ns. The result (:class:`Execution`) holds per burst its rank, times, kernel, instructions, logical id, the
+call that closes it (name, exit, site, collective bytes/root); per message both ends' logical and physical times,
+size, tag and its logical identity ``k`` (its order on its channel).
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ANY = -1
+WORLD = 1
+INF = float("inf")
+
+#: call kinds the executor knows
+P2P_SEND = ("MPI_Send", "MPI_Isend")
+P2P_RECV = ("MPI_Recv", "MPI_Irecv")
+COLLECTIVES = ("MPI_Allreduce", "MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Gather", "MPI_Alltoall")
+
+
+@dataclass(slots=True)
+class Call:
+    """The burst of ``ins`` instructions of ``kernel`` (kernel id, see :mod:`.kernels`) labelled ``lid``, then MPI
+    call ``name`` at ``site`` (an index into the program's call sites; -1: no caller).
+
+    ``peer``/``tag``/``size``: point-to-point partner (task index, or :data:`ANY`), tag, bytes; ``reqs``: request
+    ids of a completion call; ``size``/``root`` of a collective: bytes each rank sends, root task index (-1 none).
+    """
+
+    name: str
+    kernel: int
+    ins: float
+    lid: int
+    site: int = -1
+    peer: int = -1
+    tag: int = 0
+    size: int = 0
+    reqs: tuple[int, ...] = ()
+    root: int = -1
+    cost_ns: float = 0.0  # extra time inside the call (a collective's algorithm, an I/O write)
+    role: int = 0  # what the burst is in the program (the caller's code: work, poll, ...)
+
+
+Program = Generator[Call, object, None]
+
+
+@dataclass
+class Timing:
+    """Per-run timing model: a burst's duration from its kernel and instructions, message transfer times, call
+    overheads. ``speed[task]`` divides the durations of one rank (a slow node), ``jitter`` is the sigma of a
+    lognormal factor on every message's transfer time (network noise)."""
+
+    ns_per_ins: np.ndarray  # per kernel id: ns per instruction at this run's clock
+    burst_sigma: float  # lognormal sigma of a burst's duration (run-to-run noise)
+    latency_ns: Callable[[int, int], float]
+    bw_bytes_per_ns: Callable[[int, int], float]
+    speed: np.ndarray
+    jitter: float = 0.0
+    os_noise_p: float = 0.004
+    call_ns: float = 600.0
+    test_ns: float = 250.0
+    skew_ns: float = 400.0
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+
+    def __post_init__(self) -> None:
+        self._pool = np.empty(0)
+        self._at = 0
+
+    def normal(self) -> float:
+        if self._at >= self._pool.size:
+            self._pool = self.rng.standard_normal(65536)
+            self._at = 0
+        self._at += 1
+        return float(self._pool[self._at - 1])
+
+    def burst_ns(self, task: int, kernel: int, ins: float) -> tuple[float, float]:
+        """Duration (ns) of a burst and the factor by which the OS stretched it (1: not; its counts unchanged)."""
+        base = max(20.0, ins * self.ns_per_ins[kernel] / self.speed[task] * np.exp(self.burst_sigma * self.normal()))
+        if base > 20_000 and self.os_noise_p and self.rng.random() < self.os_noise_p:
+            f = float(self.rng.uniform(1.3, 4.0))
+            return base * f, f
+        return base, 1.0
+
+    def transfer_ns(self, src: int, dst: int, size: int) -> float:
+        t = self.latency_ns(src, dst) + size / self.bw_bytes_per_ns(src, dst)
+        return t * float(np.exp(self.jitter * self.normal())) if self.jitter else t
+
+
+@dataclass
+class _Msg:
+    src: int
+    dst: int
+    tag: int
+    k: int
+    size: int
+    s_l: float
+    s_p: float
+    arrival: float
+    r_l: float = -1.0  # logical receive: the receive was posted (Irecv's exit, Recv's entry)
+    r_p: float = -1.0  # physical receive: exit of the call that completed it
+    r_c: float = -1.0  # entry of the call that completed it
+
+
+@dataclass
+class _Req:
+    kind: str  # "send" | "recv"
+    src: int  # recv: source (ANY allowed only for blocking receives)
+    dst: int
+    tag: int
+    posted: float
+    msg: _Msg | None = None
+    chan_index: int = -1  # recv from a given source: the channel message it takes
+    done: bool = False
+
+
+@dataclass
+class _Rank:
+    task: int
+    program: Program
+    clock: float
+    version: int = 0
+    call: Call | None = None
+    entry: float = 0.0
+    start: float = 0.0
+    wait: str = ""  # what a blocked rank waits for: "msgs" | "any" | "coll" | ""
+    reqs: list[_Req] = field(default_factory=list)
+    finished: bool = False
+    stretched: float = 1.0
+
+
+class DeadlockError(RuntimeError):
+    """The program blocks every rank (a bug in a simulated program)."""
+
+
+@dataclass
+class Execution:
+    """What one run did (see module docstring). Burst arrays are in execution order per rank."""
+
+    bursts: dict[str, list]
+    messages: list[_Msg]
+    coll_k: dict[int, int]
+
+
+class Executor:
+    """Runs ``programs`` (one per task index) under ``timing``; ``start_ns[task]`` is when each rank begins."""
+
+    def __init__(self, programs: list[Program], timing: Timing, start_ns: np.ndarray):
+        self.t = timing
+        self.ranks = [_Rank(i, p, float(start_ns[i])) for i, p in enumerate(programs)]
+        self.n = len(programs)
+        self.heap: list[tuple[float, int, int, int]] = []
+        self.seq = 0
+        self.chan: dict[tuple[int, int, int], list[_Msg]] = {}  # (src, dst, tag) -> messages in send order
+        self.posted: dict[tuple[int, int, int], int] = {}  # receives posted from a given source per channel
+        self.taken: dict[tuple[int, int, int], int] = {}  # messages taken per channel (ANY receives)
+        self.waiters: dict[tuple[int, int, int, int], list[int]] = {}  # (src, dst, tag, index) -> blocked ranks
+        self.any_waiters: dict[tuple[int, int], list[int]] = {}  # (dst, tag) -> ranks in a Recv(ANY)
+        self.coll_in: list[tuple[int, float]] = []
+        self.b: dict[str, list] = {k: [] for k in ("task", "start", "end", "kernel", "ins", "lid", "call", "exit",
+                                                   "site", "csend", "crecv", "root", "role", "stretched")}
+        self.messages: list[_Msg] = []
+        self.n_coll = 0
+
+    # ------------------------------------------------------------------ scheduling
+    def _push(self, r: _Rank, time: float) -> None:
+        r.version += 1
+        if time < INF:
+            self.seq += 1
+            heapq.heappush(self.heap, (time, self.seq, r.task, r.version))
+
+    def _next(self, r: _Rank, outcome: object = None) -> None:
+        """Take rank ``r``'s next call (its burst starts at ``r.clock``) and schedule its entry."""
+        try:
+            c = r.program.send(outcome) if r.call is not None else next(r.program)
+        except StopIteration:
+            r.finished = True
+            return
+        r.call = c
+        r.start = r.clock
+        dur, r.stretched = self.t.burst_ns(r.task, c.kernel, c.ins)
+        r.entry = r.clock + dur
+        r.wait = ""
+        if c.name == "END":
+            self._record(r, r.entry)
+            r.finished = True
+            return
+        self._push(r, r.entry)
+
+    def _record(self, r: _Rank, exit: float, csend: int = -1, crecv: int = -1, root: int = -1) -> None:
+        c = r.call
+        b = self.b
+        b["task"].append(r.task)
+        b["start"].append(r.start)
+        b["end"].append(r.entry)
+        b["kernel"].append(c.kernel)
+        b["ins"].append(c.ins)
+        b["lid"].append(c.lid)
+        b["call"].append(c.name)
+        b["exit"].append(exit)
+        b["site"].append(c.site)
+        b["csend"].append(csend)
+        b["crecv"].append(crecv)
+        b["root"].append(root)
+        b["role"].append(c.role)
+        b["stretched"].append(r.stretched)
+
+    def _finish(self, r: _Rank, exit: float, outcome: object = None, **coll: int) -> None:
+        self._record(r, exit, **coll)
+        r.clock = exit
+        self._next(r, outcome)
+
+    # ------------------------------------------------------------------ messages
+    def _send(self, r: _Rank, c: Call, exit: float) -> _Msg:
+        key = (r.task, c.peer, c.tag)
+        q = self.chan.setdefault(key, [])
+        arrival = r.entry + self.t.transfer_ns(r.task, c.peer, c.size)
+        if q:
+            arrival = max(arrival, q[-1].arrival + 1.0)  # non-overtaking
+        m = _Msg(r.task, c.peer, c.tag, len(q), c.size, r.entry, exit, arrival)
+        q.append(m)
+        self.messages.append(m)
+        for w in self.waiters.pop((*key, m.k), []):
+            self._retry(self.ranks[w])
+        for w in self.any_waiters.get((c.peer, c.tag), []):
+            self._retry(self.ranks[w])
+        return m
+
+    def _post_recv(self, r: _Rank, src: int, tag: int) -> _Req:
+        req = _Req("recv", src, r.task, tag, r.entry)
+        if src != ANY:
+            key = (src, r.task, tag)
+            req.chan_index = self.posted.get(key, 0)
+            self.posted[key] = req.chan_index + 1
+        return req
+
+    def _msg_of(self, req: _Req) -> _Msg | None:
+        """The message a receive from a given source takes (None: not sent yet)."""
+        if req.msg is None and req.kind == "recv" and req.src != ANY:
+            q = self.chan.get((req.src, req.dst, req.tag), [])
+            if req.chan_index < len(q):
+                req.msg = q[req.chan_index]
+        return req.msg
+
+    def _any_head(self, dst: int, tag: int, before: float) -> _Msg | None:
+        """The first-arrived next message to ``dst`` on ``tag`` over all sources (arrival <= ``before``)."""
+        best = None
+        for src in range(self.n):
+            key = (src, dst, tag)
+            q = self.chan.get(key)
+            if not q:
+                continue
+            i = max(self.taken.get(key, 0), self.posted.get(key, 0))
+            if i < len(q) and q[i].arrival <= before and (best is None or q[i].arrival < best.arrival):
+                best = q[i]
+        return best
+
+    def _take(self, m: _Msg) -> None:
+        key = (m.src, m.dst, m.tag)
+        self.taken[key] = max(self.taken.get(key, 0), m.k + 1)
+
+    # ------------------------------------------------------------------ calls
+    def run(self) -> Execution:
+        for r in self.ranks:
+            self._next(r)
+        while self.heap:
+            time, _, task, version = heapq.heappop(self.heap)
+            r = self.ranks[task]
+            if version != r.version:
+                continue
+            if r.wait:
+                self._decide(r, time)
+            else:
+                self._enter(r)
+        stuck = [r.task for r in self.ranks if not r.finished]
+        if stuck:
+            raise DeadlockError(f"ranks {stuck[:8]} blocked for ever (in {self.ranks[stuck[0]].call})")
+        return Execution(self.b, self.messages, {})
+
+    def _enter(self, r: _Rank) -> None:
+        c = r.call
+        t = self.t
+        name = c.name
+        if name in P2P_SEND:
+            copy = c.size / (4.0 * t.bw_bytes_per_ns(r.task, r.task))
+            exit = r.entry + t.call_ns + (copy if name == "MPI_Send" else 0.25 * copy)
+            m = self._send(r, c, exit)
+            if name == "MPI_Isend":
+                r.reqs.append(_Req("send", r.task, c.peer, c.tag, r.entry, m))
+                self._finish(r, exit, len(r.reqs) - 1)
+            else:
+                self._finish(r, exit)
+        elif name == "MPI_Irecv":
+            r.reqs.append(self._post_recv(r, c.peer, c.tag))
+            r.reqs[-1].posted = r.entry + t.call_ns  # Extrae's logical receive: the Irecv's exit
+            self._finish(r, r.entry + t.call_ns, len(r.reqs) - 1)
+        elif name == "MPI_Recv":
+            if c.peer == ANY:
+                r.wait = "any"
+                self._decide(r, r.entry)
+            else:
+                r.reqs.append(self._post_recv(r, c.peer, c.tag))
+                c.reqs = (len(r.reqs) - 1,)
+                r.wait = "msgs"
+                self._retry(r)
+        elif name in ("MPI_Wait", "MPI_Waitall"):
+            r.wait = "msgs"
+            self._retry(r)
+        elif name == "MPI_Waitany":
+            r.wait = "waitany"
+            self._decide(r, r.entry)
+        elif name in ("MPI_Test", "MPI_Testsome", "MPI_Testall"):
+            done = self._arrived(r, c.reqs, r.entry)
+            if name == "MPI_Testall" and len(done) < sum(1 for i in c.reqs if not r.reqs[i].done):
+                done = ()
+            exit = r.entry + t.test_ns
+            self._complete(r, done, exit)
+            self._finish(r, exit, tuple(done))
+        elif name == "MPI_Iprobe":
+            m = self._any_head(r.task, c.tag, r.entry) if c.peer == ANY else None
+            self._finish(r, r.entry + t.test_ns, None if m is None else m.src)
+        elif name in COLLECTIVES:
+            r.wait = "coll"
+            self.coll_in.append((r.task, r.entry))
+            if len(self.coll_in) == self.n:
+                self._collective()
+        else:  # a call that touches no message (Comm_rank, I/O ...): its own cost
+            self._finish(r, r.entry + t.call_ns + c.cost_ns)
+
+    def _arrived(self, r: _Rank, ids: tuple[int, ...], time: float) -> list[int]:
+        out = []
+        for i in ids:
+            q = r.reqs[i]
+            if q.done:
+                continue
+            m = q.msg if q.kind == "send" else self._msg_of(q)
+            if q.kind == "send" or (m is not None and m.arrival <= time):
+                out.append(i)
+        return out
+
+    def _complete(self, r: _Rank, ids, exit: float) -> None:
+        for i in ids:
+            q = r.reqs[i]
+            q.done = True
+            if q.kind == "recv":
+                m = q.msg
+                m.r_l, m.r_p, m.r_c = q.posted, exit, r.entry
+
+    def _retry(self, r: _Rank) -> None:
+        """A rank in a Wait/Waitall/Recv(source) or Recv(ANY)/Waitany: finish it if it now can."""
+        if r.wait == "msgs":
+            c = r.call
+            latest = r.entry
+            for i in c.reqs:
+                q = r.reqs[i]
+                if q.done or q.kind == "send":
+                    continue
+                m = self._msg_of(q)
+                if m is None:
+                    key = (q.src, r.task, q.tag, q.chan_index)
+                    ws = self.waiters.setdefault(key, [])
+                    if r.task not in ws:
+                        ws.append(r.task)
+                    return
+                latest = max(latest, m.arrival)
+            exit = latest + self.t.call_ns + (0.0 if latest == r.entry else 150.0)
+            self._complete(r, [i for i in c.reqs if not r.reqs[i].done], exit)
+            m = r.reqs[c.reqs[0]].msg if c.name == "MPI_Recv" else None
+            self._finish(r, exit, None if m is None else (m.src, m.size))
+        elif r.wait in ("any", "waitany"):
+            self._push(r, max(r.entry, self._candidate(r)))
+
+    def _candidate(self, r: _Rank) -> float:
+        c = r.call
+        if r.wait == "any":
+            m = self._any_head(r.task, c.tag, INF)
+            return INF if m is None else m.arrival
+        best = INF
+        for i in c.reqs:
+            q = r.reqs[i]
+            if q.done:
+                continue
+            if q.kind == "send":
+                return r.entry
+            m = self._msg_of(q)
+            if m is None:
+                key = (q.src, r.task, q.tag, q.chan_index)
+                ws = self.waiters.setdefault(key, [])
+                if r.task not in ws:
+                    ws.append(r.task)
+            else:
+                best = min(best, m.arrival)
+        return best
+
+    def _decide(self, r: _Rank, time: float) -> None:
+        """A time-dependent choice at ``time``: every rank's next event is at or after it, so every message that
+        arrives by then is known."""
+        c = r.call
+        if r.wait == "any":
+            m = self._any_head(r.task, c.tag, max(time, r.entry))
+            if m is None:
+                ws = self.any_waiters.setdefault((r.task, c.tag), [])
+                if r.task not in ws:
+                    ws.append(r.task)
+                self._push(r, max(r.entry, self._candidate(r)))
+                return
+            ws = self.any_waiters.get((r.task, c.tag), [])
+            if r.task in ws:
+                ws.remove(r.task)
+            self._take(m)
+            exit = max(r.entry, m.arrival) + self.t.call_ns
+            m.r_l, m.r_p, m.r_c = r.entry, exit, r.entry
+            self._finish(r, exit, (m.src, m.size))
+            return
+        # Waitany: the pending request that completed first
+        now = max(time, r.entry)
+        pending = [i for i in c.reqs if not r.reqs[i].done]
+        if not pending:
+            raise DeadlockError(f"rank {r.task}: MPI_Waitany with no pending request")
+        best, when = None, INF
+        for i in pending:
+            q = r.reqs[i]
+            a = q.posted if q.kind == "send" else (m.arrival if (m := self._msg_of(q)) is not None else INF)
+            if a < when:
+                best, when = i, a
+        if best is None or when > now:
+            self._push(r, max(r.entry, self._candidate(r)))
+            return
+        exit = max(r.entry, when) + self.t.call_ns
+        self._complete(r, [best], exit)
+        self._finish(r, exit, best)
+
+    def _collective(self) -> None:
+        entries = dict(self.coll_in)
+        self.coll_in = []
+        calls = [self.ranks[i].call for i in range(self.n)]
+        names = {c.name for c in calls}
+        if len(names) > 1:
+            raise DeadlockError(f"ranks enter different collectives: {sorted(names)}")
+        base = max(entries.values()) + max(c.cost_ns for c in calls)
+        self.n_coll += 1
+        for i in range(self.n):
+            r = self.ranks[i]
+            c = r.call
+            skew = abs(self.t.normal()) * self.t.skew_ns
+            recv = c.size * (self.n if c.name in ("MPI_Gather", "MPI_Alltoall") and (c.root in (-1, i)) else 1)
+            self._finish(r, base + skew, None, csend=c.size, crecv=recv if c.name != "MPI_Barrier" else 0,
+                         root=c.root)

@@ -1,0 +1,205 @@
+"""Inputs built to break synthtrace, and disks that fill up (issue 23 items 7-10, 12, 13): each is refused in one
+line or read correctly, and nothing stored is lost."""
+from __future__ import annotations
+
+import io
+import resource
+import signal
+import subprocess
+import sys
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from synthtrace.warehouse import Warehouse
+from testing import hostile_otf2
+from testing.traces import LULESH_A, LULESH_B, PRIME, copy_trace, tree_digest
+
+pytestmark = pytest.mark.real_traces
+
+
+def _with_header(dest: Path, old: bytes, new: bytes) -> Path:
+    """A copy of PRIME whose header has ``old`` replaced by ``new``."""
+    prv = copy_trace(PRIME, dest)
+    data = prv.read_bytes()
+    header, _, body = data.partition(b"\n")
+    assert old in header
+    prv.write_bytes(header.replace(old, new, 1) + b"\n" + body)
+    return prv
+
+
+# ------------------------------------------------------------------------------ item 8: counts out of range
+@pytest.mark.parametrize(("old", "new", "reason"), [
+    (b"4(13,1,1,1)", b"4(13,-1,1,1)", "node 2 declares -1 cpus"),
+    (b"4(13,1,1,1)", b"4(99999999999999999999,1,1,-99999999999999999990)", "cpus (expected 0 to"),
+    (b",17", b",99999999999999999999", "communicators declared"),
+])
+def test_paraver_header_counts_out_of_range_are_refused(tmp_path, run_cli, old, new, reason):
+    """A negative cpu count (`1(-1)`) was accepted; counts past 64 bits (summing to a small number) reached Numba."""
+    prv = _with_header(tmp_path / "t", old, new)
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 2 and reason in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("defect", hostile_otf2.DEFECTS)
+def test_otf2_semantic_defects_are_refused_or_read(tmp_path, run_cli, defect):
+    """Timestamps >= 2^63 ticks gave an OverflowError; NaN/inf metrics were stored as INT64_MIN and a send to a
+    rank outside the world as peer INT32_MIN, silently. Each is now one error line (as the Paraver reader refuses
+    the same); a valid archive on a clock offset beyond 2^63 (a TSC after long uptime) is read."""
+    anchor = hostile_otf2.write(tmp_path / "archive", defect)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", anchor, "-w", wh)
+    if defect in hostile_otf2.REFUSED:
+        assert code == 2 and len(err.strip().splitlines()) == 1 and str(anchor) in err, err
+        assert not wh.exists()  # item 13: a refused ingest leaves no empty warehouse behind
+        return
+    assert code == 0, err
+    code, out, err = run_cli("sql", "SELECT task, peer, bytes_sent FROM mpi_calls WHERE peer IS NOT NULL "
+                             "ORDER BY task", "-w", wh, "-f", "csv")
+    assert out.splitlines()[1:] == ["1,2,64", "2,1,0"]
+    if defect == "key_metric":  # item 7: renamed, with a warning, no Polars DuplicateError
+        cols = pl.read_parquet(next(wh.glob("runs/*/bursts/*.parquet"))).columns
+        assert cols.count("task") == 1 and any(c.startswith("task_metric") for c in cols), cols
+
+
+# ------------------------------------------------------------------------ item 7: counters named like keys
+def test_pcf_counter_named_like_a_key_column_is_renamed(tmp_path, run_cli):
+    """A .pcf labelling PAPI_TOT_INS `task` (or `START_NS`: DuckDB's names ignore case) gave a DuplicateError."""
+    prv = copy_trace(PRIME, tmp_path / "t")
+    pcf = prv.with_suffix(".pcf")
+    text = pcf.read_text()
+    pcf.write_text(text.replace("42000050 PAPI_TOT_INS [Instr completed]", "42000050 task [Instr completed]")
+                   .replace("42000059 PAPI_TOT_CYC [Total cycles]", "42000059 START_NS [Total cycles]"))
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 0, err
+    assert "task_42000050" in err and "START_NS_42000059" in err
+    code, out, err = run_cli("sql", "SELECT count(*) AS n, sum(task_42000050) > 0 AS counted FROM bursts",
+                             "-w", tmp_path / "wh", "-f", "csv")
+    assert code == 0 and out.splitlines()[1].endswith(",true"), (out, err)
+
+
+# ------------------------------------------------------------------ item 9: distinct names, distinct files
+def test_distinct_experiment_and_app_names_keep_distinct_files(tmp_path):
+    """Predictions of experiments `solver a` and `solver_a` shared one file (822 rows gone); alerts likewise."""
+    from synthtrace.warehouse.alert_store import read_alerts, write_alerts
+    from synthtrace.warehouse.model_store import PREDICTION_SCHEMA, write_predictions
+
+    wh = Warehouse(tmp_path / "wh")
+    names = ["solver a", "solver_a", "solver/a", "..", "_", "x" * 300]
+    for k, name in enumerate(names):
+        frame = pl.DataFrame({c: [None] * (k + 1) for c in PREDICTION_SCHEMA}, schema=PREDICTION_SCHEMA)
+        write_predictions(wh, "m1", name, frame.with_columns(pl.lit(name).alias("experiment")))
+        write_alerts(wh, name, pl.DataFrame({"app": [name] * (k + 1), "metric": ["time"] * (k + 1)}))
+    stored = pl.read_parquet(wh.root / "predictions" / "m1" / "*.parquet")
+    assert stored.group_by("experiment").len().sort("experiment").rows() == \
+        sorted((name, k + 1) for k, name in enumerate(names))
+    for k, name in enumerate(names):
+        assert read_alerts(wh, name).height == k + 1
+    assert read_alerts(wh).height == sum(range(1, len(names) + 1))
+
+
+# --------------------------------------------------------------------------------- item 10: quarantine
+def test_quarantine_takes_a_compressed_trace_whole_and_long_names(tmp_path):
+    """A broken .prv.gz went without its .pcf/.row (`with_suffix`); a 236-character name never went at all
+    (File name too long), failing every night."""
+    import gzip
+
+    from synthtrace.warehouse.drop import QUARANTINE, quarantine
+
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop, "broken.run1")
+    gz = prv.with_name("broken.run1.prv.gz")
+    gz.write_bytes(gzip.compress(b"#Paraver (garbage"))
+    prv.unlink()
+    dest = quarantine(drop, gz, "broken")
+    assert sorted(p.name for p in dest.iterdir()) == ["broken.run1.pcf", "broken.run1.prv.gz", "broken.run1.row",
+                                                      "reason.txt"]
+    long = copy_trace(PRIME, drop, "n" * 232)  # 236 characters with .prv
+    dest = quarantine(drop, long, "broken")
+    assert dest.parent == drop / QUARANTINE
+    assert {p.name for p in dest.iterdir()} == {long.name, long.with_suffix(".pcf").name,
+                                               long.with_suffix(".row").name, "reason.txt"}
+    assert not list(drop.glob("*.prv")) and not list(drop.glob("*.prv.gz"))
+
+
+# ----------------------------------------------------------------------------------- item 12: full disk
+def _full_disk() -> None:
+    """In the child: files stop growing at 16 KB (EFBIG, as ENOSPC for the writer), and no SIGXFSZ."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 14, 1 << 14))
+
+
+@pytest.fixture(scope="module")
+def lulesh_wh(tmp_path_factory) -> Path:
+    from synthtrace.pipelines.cli import main
+
+    root = tmp_path_factory.mktemp("full-disk")
+    drop = root / "drop"
+    copy_trace(LULESH_A, drop)
+    copy_trace(LULESH_B, drop)
+    assert main(["ingest", str(drop), "-w", str(root / "wh"), "--experiment", "lulesh"]) == 0
+    return root / "wh"
+
+
+@pytest.mark.parametrize("command", [["merge", "lulesh"], ["archetypes"]])
+def test_full_disk_in_merge_and_archetypes_is_one_line(lulesh_wh, tmp_path, command):
+    """`merge` and `archetypes` ended with a Polars ComputeError traceback when the disk filled (ingest mapped it)."""
+    import shutil
+
+    wh = tmp_path / "wh"
+    shutil.copytree(lulesh_wh, wh)
+    def stored() -> dict[str, str]:  # what the warehouse holds (a writer's lock file aside)
+        return {k: v for k, v in tree_digest(wh).items() if not k.startswith(".locks/")}
+
+    before = stored()
+    proc = subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", *command, "-w", str(wh)],
+                          preexec_fn=_full_disk, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [f"error: {wh}/experiments/lulesh: File too large"], proc.stderr
+    assert stored() == before
+
+
+# ----------------------------------------------------------------------------- item 13: refusals leave nothing
+def test_a_refused_ingest_creates_no_warehouse(tmp_path, run_cli):
+    prv = _with_header(tmp_path / "t", b"4(13,1,1,1)", b"4(13,-1,1,1)")
+    code, _, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 2 and not (tmp_path / "wh").exists(), err
+    (tmp_path / "kept").mkdir()  # a folder that was there stays
+    code, _, err = run_cli("ingest", prv, "-w", tmp_path / "kept")
+    assert code == 2 and (tmp_path / "kept").is_dir()
+    good = copy_trace(PRIME, tmp_path / "good")  # one trace refused, one stored: the warehouse stays whole
+    code, _, err = run_cli("ingest", prv, good, "-w", tmp_path / "wh")
+    assert code == 2 and {p.name for p in (tmp_path / "wh").iterdir()} >= {"runs", "experiments", ".staging"}
+
+
+def test_a_tampered_model_with_an_object_array_is_the_integrity_error(tmp_path):
+    """An artifact whose hash was forged along with it, holding an object-dtype .npy (what np.load would unpickle),
+    gave skops' ValueError traceback."""
+    import skops.io as sio
+    from sklearn.linear_model import LinearRegression
+
+    from synthtrace.models.registry import load
+    from synthtrace.warehouse.model_store import MODEL_SCHEMA, ArtifactIntegrityError, write_model
+
+    good = sio.dumps(LinearRegression().fit([[0.0], [1.0]], [0.0, 1.0]))
+    src, out = zipfile.ZipFile(io.BytesIO(good)), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        npy = next(n for n in src.namelist() if n.endswith(".npy"))
+        for name in src.namelist():
+            data = src.read(name)
+            if name == npy:
+                buf = io.BytesIO()
+                np.save(buf, np.array([1, "x"], dtype=object), allow_pickle=True)
+                data = buf.getvalue()
+            dst.writestr(name, data)
+    record = {c: None for c in MODEL_SCHEMA if c not in ("artifact", "artifact_sha256")}
+    record |= {"model_id": "tampered", "target": "ipc", "created_at": datetime.now(UTC), "status": "ok"}
+    wh = Warehouse(tmp_path / "wh")
+    write_model(wh, record, out.getvalue())
+    with pytest.raises(ArtifactIntegrityError, match="cannot be loaded"):
+        load(wh.root, "tampered")

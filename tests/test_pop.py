@@ -1,0 +1,121 @@
+"""The POP efficiency model (issue 25 items 2 and 6): per-run factors on the real traces, scaling factors as BSC's
+modelfactors defines them, and what a user is told when the input cannot give them all."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from synthtrace.tracelib.domain.pop import (
+    POP_METRICS_SCHEMA,
+    PopInputError,
+    missing_columns,
+    pop_metrics,
+    pop_of_run,
+    pop_scaling,
+    single_scale_apps,
+    thread_useful,
+)
+from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
+
+PINGPONG = TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"
+
+
+def _run(path, run_id: str, app: str = "app") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(threads, runs) inputs of pop_metrics for one real trace, replayed on the ideal network."""
+    from synthtrace.tracelib.formats.source import open_trace
+
+    src = open_trace(path)
+    bursts, calls, summary = src.read_tables(run_id)
+    run = pop_of_run(bursts, calls if calls.height else None, summary.messages)
+    threads, ideal = run.threads, run.ideal_runtime_ns
+    runs = pl.DataFrame([{"run_id": run_id, "run_name": path.stem, "app": app, "experiment": app,
+                          "runtime_ns": src.resources["duration_ns"], "ideal_runtime_ns": ideal}],
+                        schema={"run_id": pl.String, "run_name": pl.String, "app": pl.String,
+                                "experiment": pl.String, "runtime_ns": pl.Int64, "ideal_runtime_ns": pl.Int64})
+    return threads, runs
+
+
+@pytest.fixture(scope="module")
+def real():
+    return {p.stem.split("_")[0]: _run(p, p.stem[:8]) for p in (LULESH_A, LULESH_B, PRIME, JACOBI)}
+
+
+def test_per_run_factors_follow_the_pop_definitions_on_real_traces(real):
+    for name, (threads, runs) in real.items():
+        m = pop_metrics(threads, runs).row(0, named=True)
+        useful = threads["useful_ns"]
+        assert m["useful_sum_ns"] == useful.sum() and m["useful_max_ns"] == useful.max(), name
+        assert m["load_balance"] == pytest.approx(useful.mean() / useful.max()), name
+        assert m["communication_efficiency"] == pytest.approx(useful.max() / m["runtime_ns"]), name
+        assert m["parallel_efficiency"] == pytest.approx(m["load_balance"] * m["communication_efficiency"]), name
+        assert m["ipc"] == pytest.approx(threads["instructions"].sum() / threads["cycles"].sum()), name
+        assert 0 < m["parallel_efficiency"] <= 1, name
+        if m["ideal_runtime_ns"] is not None:  # serialization x transfer = communication efficiency
+            assert m["serialization_efficiency"] * m["transfer_efficiency"] == pytest.approx(
+                m["communication_efficiency"]), name
+
+
+def test_ranks_threads_and_hybrid_terms(real):
+    lulesh = pop_metrics(*real["lulesh"]).row(0, named=True)
+    assert (lulesh["n_ranks"], lulesh["n_threads"]) == (8, 1)  # the 12 uncore readers (appl 2) are no ranks
+    assert lulesh["openmp_parallel_efficiency"] is None  # pure MPI: no hybrid terms
+    jacobi = pop_metrics(*real["jacobi-2d-imper"]).row(0, named=True)
+    assert jacobi["n_ranks"] == 1 and jacobi["n_threads"] > 1
+    # no MPI: all of the rank's time is outside MPI, so the thread-level parallel efficiency is all OpenMP's
+    assert jacobi["mpi_parallel_efficiency"] == pytest.approx(1.0)
+    assert jacobi["openmp_parallel_efficiency"] == pytest.approx(jacobi["parallel_efficiency"])
+
+
+def _series(*rows: dict) -> pl.DataFrame:
+    base = dict.fromkeys(POP_METRICS_SCHEMA)
+    return pl.DataFrame([base | r for r in rows], schema=POP_METRICS_SCHEMA)
+
+
+def test_strong_and_weak_scaling_factors_against_the_smallest_run():
+    s = _series(
+        {"run_id": "b", "run_name": "x.16", "app": "x", "n_ranks": 16, "n_threads": 1, "runtime_ns": 30,
+         "useful_sum_ns": 400, "useful_instructions": 1100.0, "ipc": 1.5, "frequency_ghz": 2.0,
+         "parallel_efficiency": 0.8},
+        {"run_id": "a", "run_name": "x.4", "app": "x", "n_ranks": 4, "n_threads": 1, "runtime_ns": 100,
+         "useful_sum_ns": 360, "useful_instructions": 1000.0, "ipc": 2.0, "frequency_ghz": 2.5,
+         "parallel_efficiency": 0.9},
+    )
+    strong = pop_scaling(s).sort("n_ranks")
+    assert strong["reference_run_id"].to_list() == ["a", "a"]
+    big = strong.row(1, named=True)
+    assert big["speedup"] == pytest.approx(100 / 30)
+    assert big["computation_scalability"] == pytest.approx(360 / 400)
+    assert big["instruction_scalability"] == pytest.approx(1000 / 1100)
+    assert big["ipc_scalability"] == pytest.approx(1.5 / 2.0)
+    assert big["frequency_scalability"] == pytest.approx(2.0 / 2.5)
+    assert big["global_efficiency"] == pytest.approx(0.8 * 360 / 400)
+    assert strong.row(0, named=True)["speedup"] == 1.0
+    weak = pop_scaling(s, "weak").sort("n_ranks").row(1, named=True)
+    assert weak["speedup"] == pytest.approx(100 / 30 * 4)
+    assert weak["computation_scalability"] == pytest.approx(360 / 400 * 4)
+    assert weak["ipc_scalability"] == pytest.approx(1.5 / 2.0)  # rates do not scale with the work
+    with pytest.raises(PopInputError, match="scaling"):
+        pop_scaling(s, "linear")
+
+
+def test_a_series_with_one_scale_is_said_to_need_two(real):
+    threads, runs = real["prime"]
+    m = pop_metrics(threads, runs)
+    assert single_scale_apps(m) == ["app"]
+    assert pop_scaling(m).row(0, named=True)["speedup"] == 1.0
+
+
+def test_a_run_without_counters_gives_the_time_factors_and_says_which_columns_are_empty():
+    threads, runs = _run(PINGPONG, "pp")
+    m = pop_metrics(threads, runs)
+    row = m.row(0, named=True)
+    assert row["load_balance"] is not None and row["parallel_efficiency"] is not None
+    assert row["ipc"] is None and row["useful_instructions"] is None
+    why = missing_columns(m)
+    assert set(why) >= {"ipc", "useful_instructions", "frequency_ghz", "ipc_scalability"}
+    assert "no instructions" in why["ipc"]
+
+
+def test_bursts_without_their_columns_are_refused():
+    with pytest.raises(PopInputError, match="duration_ns"):
+        thread_useful(pl.DataFrame({"run_id": ["r"], "appl": [1], "task": [1], "thread": [1]}), None)

@@ -1,0 +1,176 @@
+"""The simulator's issue-22 mechanisms (synthtrace.simulator.mechanisms): each is a real run-to-run difference, the
+traces read back as the truth says, and the truth is what a perfect merge would be scored right against."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from synthtrace.simulator.mechanisms import MECHANISMS, campaign, simulate
+from synthtrace.simulator.mpi_exec import ANY, Call, Executor, Timing
+from testing.simulator_campaigns import mechanism_score, read_campaign
+
+import numpy as np
+
+
+@pytest.fixture(scope="module")
+def sims(tmp_path_factory):
+    """One small campaign per mechanism, simulated once."""
+    out = tmp_path_factory.mktemp("mech")
+    cache = {}
+
+    def get(name: str, **sizes):
+        key = (name, tuple(sorted(sizes.items())))
+        if key not in cache:
+            cache[key] = simulate(out / f"{name}{len(cache)}", campaign(name, 3, **sizes))
+        return cache[key]
+    return get
+
+
+def _oracle(truth: pl.DataFrame, ref: str, other: str) -> pl.DataFrame:
+    """merge_matches rows a perfect merge would write: every reference burst to its true logical burst."""
+    o = truth.filter(pl.col("run_name") == other).unique("logical_id", keep="first").select(
+        "logical_id", pl.col("task").alias("other_task"), pl.col("burst_seq").alias("other_burst_seq"))
+    return (truth.filter(pl.col("run_name") == ref).select("task", "burst_seq", "logical_id")
+            .join(o, on="logical_id", how="left").with_columns(pl.lit(other).alias("other_run_id")))
+
+
+@pytest.mark.parametrize("name", sorted(MECHANISMS))
+def test_traces_read_back_as_the_truth_says(sims, name):
+    c = sims(name, ranks=4, iterations=6)
+    runs = read_campaign(c)
+    for r in runs:
+        t = c.truth.filter(pl.col("run_name") == r.run_id)
+        j = r.bursts.join(t, on=["task", "burst_seq"], how="full")
+        assert j.height == r.bursts.height == t.height
+        assert (j["duration_ns"] == j["duration_ns_right"]).all()
+        assert (j["mpi_call"].fill_null("-") == j["mpi_call_right"].fill_null("-")).all()
+    # a perfect merge scores 100 %, a merge shifted by one burst does not
+    ref, other = runs[0].run_id, runs[1].run_id
+    perfect = _oracle(c.truth, ref, other)
+    assert mechanism_score(c.truth, ref, other, perfect)[0] == 1.0
+    shifted = perfect.with_columns(pl.col("other_burst_seq") + 1)
+    assert mechanism_score(c.truth, ref, other, shifted)[0] < 0.5
+
+
+def _calls(c, run: int) -> pl.DataFrame:
+    return read_campaign(c)[run].mpi_calls
+
+
+def test_completion_calls_complete_what_arrived(sims):
+    """Testsome calls complete 0-3 receives by arrival: the same logical call completes different numbers of
+    requests in the two runs; the number of Waitany calls after them differs too."""
+    c = sims("completion_at_wait", ranks=8, iterations=20)
+    per_run = []
+    for r in (0, 1):
+        calls = _calls(c, r).filter(pl.col("mpi_call") == "MPI_Testsome")
+        per_run.append(calls.select("task", "call_seq", pl.col("n_messages").fill_null(0)))
+        assert set(calls["n_messages"].fill_null(0).unique().to_list()) >= {0, 1, 2}
+    t = c.truth.filter(pl.col("mpi_call") == "MPI_Testsome").select("run_name", "task", "burst_seq", "logical_id")
+    runs = read_campaign(c)
+    got = []
+    for r, run in enumerate(runs):
+        calls = run.mpi_calls.filter(pl.col("mpi_call") == "MPI_Testsome").with_columns(
+            pl.int_range(pl.len()).over("task").alias("k"))
+        lids = t.filter(pl.col("run_name") == run.run_id).sort("task", "burst_seq").with_columns(
+            pl.int_range(pl.len()).over("task").alias("k"))
+        got.append(calls.join(lids, on=["task", "k"]).select("logical_id", pl.col("n_messages").fill_null(0)
+                                                             .alias(f"n{r}")))
+    both = got[0].join(got[1], on="logical_id")
+    assert both.height > 100
+    assert (both["n0"] != both["n1"]).mean() > 0.05
+    waitany = [_calls(c, r).filter(pl.col("mpi_call") == "MPI_Waitany").height for r in (0, 1)]
+    assert waitany[0] != waitany[1]
+
+
+def test_polling_counts_differ_and_reach_hundreds(sims):
+    c = sims("polling", ranks=8, iterations=10)
+    polls = c.truth.filter(pl.col("role") == "poll").group_by("run_name", "iteration").len()
+    assert polls["len"].max() >= 200
+    a = polls.filter(pl.col("run_name") == "mech.run0").sort("iteration")["len"]
+    b = polls.filter(pl.col("run_name") == "mech.run1").sort("iteration")["len"]
+    assert (a != b).any()
+
+
+def test_any_source_order_and_farm_assignment_follow_arrivals(sims):
+    """The master receives results in another order in each run; workers get other numbers of tasks; the truth
+    follows the messages: a burst id of the master names the worker whose result it processes."""
+    c = sims("master_worker", ranks=6, iterations=40)
+    order = []
+    for r in (0, 1):
+        calls = read_campaign(c)[r].mpi_calls
+        order.append(calls.filter((pl.col("task") == 1) & (pl.col("mpi_call") == "MPI_Recv"))["peer"].to_list())
+    assert order[0] != order[1]
+    work = c.truth.filter((pl.col("task") > 1) & (pl.col("mpi_call") == "MPI_Send")).group_by(
+        "run_name", "task", "iteration").len()
+    wide = work.pivot(on="run_name", index=["task", "iteration"], values="len")
+    assert (wide["mech.run0"] != wide["mech.run1"]).any()
+    assert c.spec.iterations >= 40
+
+
+@pytest.mark.parametrize("name, delta", [("extra_inner", 1), ("missing_inner", -1), ("repeated", None),
+                                         ("checkpoint", None)])
+def test_one_run_does_more_or_less(sims, name, delta):
+    c = sims(name, ranks=4, iterations=8)
+    n = c.truth.filter(pl.col("role") != "housekeeping").group_by("run_name").len().sort("run_name")["len"]
+    assert n[0] != n[1]
+    ids = [set(c.truth.filter(pl.col("run_name") == f"mech.run{r}")["logical_id"]) for r in (0, 1)]
+    only = ids[1] - ids[0] if (delta or 1) > 0 else ids[0] - ids[1]
+    assert only
+    span = c.truth.filter(pl.col("span").is_not_null())
+    assert (span.height > 0) == (name != "checkpoint")
+
+
+def test_rotation_symmetric_topologies_exchange_the_same_messages(sims):
+    for name in ("ring", "torus"):
+        c = sims(name, ranks=4 if name == "ring" else 16, iterations=6)
+        calls = read_campaign(c)[0].mpi_calls.filter(pl.col("mpi_call") == "MPI_Isend")
+        per_rank = calls.group_by("task").agg(pl.col("bytes_sent").sum(), pl.len())
+        assert per_rank["bytes_sent"].n_unique() == 1 and per_rank["len"].n_unique() == 1
+
+
+def test_call_site_modes(sims):
+    none = read_campaign(sims("no_callers", ranks=4, iterations=6))[0]
+    assert none.mpi_calls["call_site"].null_count() == none.mpi_calls.height
+    one = read_campaign(sims("one_site", ranks=4, iterations=6))[0]
+    assert one.mpi_calls["call_site"].n_unique() == 1
+
+
+def test_counter_pairs_and_single_counters(sims):
+    pairs = sims("pairs8", ranks=4, iterations=4)
+    assert len(pairs.traces) == 8 and all(len(s) == 2 for s in pairs.counters)
+    single = sims("single10", ranks=4, iterations=4)
+    assert len(single.traces) == 10 and all(len(s) == 1 for s in single.counters)
+    assert not set.intersection(*(set(s) for s in single.counters))
+
+
+def test_varying_rates_change_between_iterations(sims):
+    c = sims("varying_rates", ranks=4, iterations=8)
+    t = c.truth.filter((pl.col("run_name") == "mech.run0") & (pl.col("mpi_call") == "MPI_Testsome")).with_columns(
+        (pl.col("PAPI_L1_DCM") / pl.col("PAPI_TOT_INS")).alias("rate"))
+    per_it = t.group_by("iteration").agg(pl.col("rate").median()).sort("iteration")["rate"]
+    assert (per_it.shift(1) / per_it - 1).abs().drop_nulls().min() > 0.05
+
+
+def _timing(n: int) -> Timing:
+    return Timing(np.full(40, 0.5), 0.0, lambda a, b: 1000.0, lambda a, b: 10.0, np.ones(n), os_noise_p=0.0)
+
+
+def test_non_overtaking_and_any_source():
+    """Two messages on one channel arrive in send order even when the second is smaller; an ANY_SOURCE receive
+    takes the first to arrive."""
+    def sender(big: int, delay: float):
+        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=5, size=big)
+        yield Call("MPI_Send", 0, 10.0, 2, peer=2, tag=5, size=8)
+        yield Call("END", 0, 10.0, 3)
+
+    got = []
+
+    def receiver():
+        for i in range(4):
+            src, size = yield Call("MPI_Recv", 0, 10.0, 10 + i, peer=ANY, tag=5)
+            got.append((src, size))
+        yield Call("END", 0, 10.0, 20)
+
+    Executor([sender(10_000_000, 10.0), sender(80, 1e5), receiver()], _timing(3), np.zeros(3)).run()
+    # rank 1's messages come first; rank 0's small message waits behind its big one
+    assert got == [(1, 80), (1, 8), (0, 10_000_000), (0, 8)]

@@ -1,0 +1,248 @@
+"""The POP efficiency model per run and per scaling series, as the POP Centre of Excellence and BSC's modelfactors
+define it (frames in, frames out).
+
+Per run, from its computation threads:
+
+- useful time = time in the Running state (the bursts); ``useful_sum/mean/max`` over the threads (ns);
+- runtime = the trace's span (ns); ``ideal_runtime`` = the run replayed on an ideal network
+  (:mod:`synthtrace.tracelib.domain.replay`);
+- load balance = mean / max useful; communication efficiency = max useful / runtime = serialization x transfer,
+  serialization = max useful / ideal runtime, transfer = ideal runtime / runtime; parallel efficiency = load
+  balance x communication efficiency (= mean useful / runtime);
+- instructions and cycles summed over the useful bursts; IPC = instructions / cycles; frequency (GHz) = cycles /
+  useful_sum (ns);
+- hybrid MPI+OpenMP runs (more than one thread per rank) add the MPI terms, from each rank's time outside MPI
+  (runtime minus the MPI time of its thread that spends most in MPI): MPI load balance = mean / max, MPI
+  communication efficiency = max / runtime, MPI parallel efficiency = their product, and the OpenMP (thread)
+  parallel efficiency = parallel efficiency / MPI parallel efficiency.
+
+Per scaling series (the runs of one application, the one with the fewest cores, ranks x threads, as reference):
+speedup = runtime_ref / runtime, computation scalability = useful_sum_ref / useful_sum, instruction scalability =
+instructions_ref / instructions, IPC and frequency scalability = IPC (frequency) / the reference's, global
+efficiency = parallel efficiency x computation scalability. Weak scaling multiplies speedup, computation and
+instruction scalability by cores / cores_ref (each core's share of the work stays the same).
+
+Efficiencies are fractions (0-1); NULL where an input is missing (no counters: no IPC, frequency, instruction or
+IPC scalability; no replay: no serialization or transfer), never a guess.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+from synthtrace.tracelib.domain.counters import resolve
+from synthtrace.tracelib.domain.replay import Network, replay
+from synthtrace.tracelib.errors import BadInputError
+
+Scaling = Literal["strong", "weak"]
+THREAD = ["appl", "task", "thread"]
+
+#: per-thread inputs of :func:`pop_metrics`
+THREAD_USEFUL_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
+    "useful_ns": pl.Int64(), "instructions": pl.Float64(), "cycles": pl.Float64(), "counted_ns": pl.Int64(),
+    "mpi_ns": pl.Int64(),
+}
+#: one row per run (the ``pop_metrics`` view)
+POP_METRICS_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(), "run_name": pl.String(), "app": pl.String(), "experiment": pl.String(),
+    "n_ranks": pl.Int32(), "n_threads": pl.Int32(), "runtime_ns": pl.Int64(), "ideal_runtime_ns": pl.Int64(),
+    "useful_sum_ns": pl.Int64(), "useful_mean_ns": pl.Float64(), "useful_max_ns": pl.Int64(),
+    "useful_instructions": pl.Float64(), "useful_cycles": pl.Float64(), "ipc": pl.Float64(),
+    "frequency_ghz": pl.Float64(), "load_balance": pl.Float64(), "communication_efficiency": pl.Float64(),
+    "serialization_efficiency": pl.Float64(), "transfer_efficiency": pl.Float64(),
+    "parallel_efficiency": pl.Float64(), "mpi_load_balance": pl.Float64(),
+    "mpi_communication_efficiency": pl.Float64(), "mpi_parallel_efficiency": pl.Float64(),
+    "openmp_parallel_efficiency": pl.Float64(), "counter_coverage": pl.Float64(),
+}
+#: one row per run of a series (the ``pop_scaling`` view)
+POP_SCALING_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(), "run_name": pl.String(), "app": pl.String(), "n_ranks": pl.Int32(),
+    "n_threads": pl.Int32(), "reference_run_id": pl.String(), "scaling": pl.String(), "speedup": pl.Float64(),
+    "computation_scalability": pl.Float64(), "ipc_scalability": pl.Float64(),
+    "instruction_scalability": pl.Float64(), "frequency_scalability": pl.Float64(),
+    "global_efficiency": pl.Float64(),
+}
+#: share of useful time whose bursts must carry instructions and cycles for the counter metrics to be given
+MIN_COUNTER_COVERAGE = 0.95
+
+
+class PopInputError(BadInputError):
+    """The frames given to the POP model lack what it needs."""
+
+
+def _ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
+    return pl.when(den > 0).then(num.cast(pl.Float64) / den.cast(pl.Float64))
+
+
+def thread_useful(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | pl.LazyFrame | None) -> pl.DataFrame:
+    """Per computation thread of a run (THREAD_USEFUL_SCHEMA): useful time (sum of its Running bursts, ns),
+    instructions and cycles over them (NULL without the counters), ``counted_ns`` (useful time of the bursts that
+    carry both) and ``mpi_ns`` (time in MPI calls). Computation threads are those of the appls that have bursts
+    (an uncore-reading appl has none)."""
+    lf = bursts.lazy()
+    names = lf.collect_schema().names()
+    missing = [c for c in ("run_id", *THREAD, "duration_ns") if c not in names]
+    if missing:
+        raise PopInputError(f"bursts lack column(s) {', '.join(missing)}")
+    cmap = resolve(names)
+    ins, cyc = cmap.expr("ins").cast(pl.Float64), cmap.expr("cyc").cast(pl.Float64)
+    both = ins.is_not_null() & cyc.is_not_null()
+    per = lf.group_by("run_id", *THREAD).agg(
+        pl.col("duration_ns").sum().alias("useful_ns"),
+        pl.when(both).then(ins).sum().alias("instructions"),
+        pl.when(both).then(cyc).sum().alias("cycles"),
+        pl.when(both).then(pl.col("duration_ns")).otherwise(0).sum().alias("counted_ns"),
+    )
+    if calls is not None:
+        mpi = calls.lazy().group_by("run_id", *THREAD).agg(pl.col("duration_ns").sum().alias("mpi_ns"))
+        appls = per.select("run_id", "appl").unique()
+        mpi = mpi.join(appls, on=["run_id", "appl"], how="semi")
+        per = per.join(mpi, on=["run_id", *THREAD], how="full", coalesce=True)
+    else:
+        per = per.with_columns(pl.lit(0, pl.Int64).alias("mpi_ns"))
+    out = per.with_columns(pl.col("useful_ns").fill_null(0), pl.col("counted_ns").fill_null(0),
+                           pl.col("mpi_ns").fill_null(0)).collect()
+    return out.select([pl.col(c).cast(t) for c, t in THREAD_USEFUL_SCHEMA.items()]).sort("run_id", *THREAD)
+
+
+def pop_metrics(threads: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """The POP table of each run (POP_METRICS_SCHEMA, one row per run).
+
+    ``threads``: :func:`thread_useful` of the runs; ``runs``: run_id, run_name, app, experiment, runtime_ns (the
+    trace's span) and ideal_runtime_ns (NULL: not replayed)."""
+    need = ["run_id", "run_name", "app", "experiment", "runtime_ns", "ideal_runtime_ns"]
+    if missing := [c for c in need if c not in runs.columns]:
+        raise PopInputError(f"runs lack column(s) {', '.join(missing)}")
+    per_run = threads.group_by("run_id").agg(
+        pl.struct("appl", "task").n_unique().cast(pl.Int32).alias("n_ranks"),
+        pl.len().alias("_n_units"),
+        pl.col("useful_ns").sum().alias("useful_sum_ns"),
+        pl.col("useful_ns").mean().alias("useful_mean_ns"),
+        pl.col("useful_ns").max().alias("useful_max_ns"),
+        pl.col("instructions").sum().alias("_ins"),
+        pl.col("cycles").sum().alias("_cyc"),
+        pl.col("counted_ns").sum().alias("_counted"),
+    )
+    threads_per_rank = threads.group_by("run_id", "appl", "task").agg(pl.len().alias("_k"), pl.col("mpi_ns").max())
+    hybrid = threads_per_rank.group_by("run_id").agg(pl.col("_k").max().cast(pl.Int32).alias("n_threads"),
+                                                      pl.col("mpi_ns").alias("_rank_mpi"))
+    df = (runs.select(need).join(per_run, on="run_id", how="inner").join(hybrid, on="run_id", how="left"))
+    coverage = _ratio(pl.col("_counted"), pl.col("useful_sum_ns"))
+    counted = coverage >= MIN_COUNTER_COVERAGE
+    df = df.with_columns(
+        coverage.alias("counter_coverage"),
+        pl.when(counted & (pl.col("_ins") > 0)).then(pl.col("_ins")).alias("useful_instructions"),
+        pl.when(counted & (pl.col("_cyc") > 0)).then(pl.col("_cyc")).alias("useful_cycles"),
+        (pl.col("runtime_ns") - pl.col("_rank_mpi").list.max()).alias("_out_min"),
+        (pl.col("runtime_ns") - pl.col("_rank_mpi").list.min()).alias("_out_max"),
+        (pl.col("runtime_ns") - pl.col("_rank_mpi").list.mean()).alias("_out_mean"),
+    )
+    df = df.with_columns(
+        _ratio(pl.col("useful_instructions"), pl.col("useful_cycles")).alias("ipc"),
+        _ratio(pl.col("useful_cycles"), pl.col("useful_sum_ns")).alias("frequency_ghz"),
+        _ratio(pl.col("useful_mean_ns"), pl.col("useful_max_ns")).alias("load_balance"),
+        _ratio(pl.col("useful_max_ns"), pl.col("runtime_ns")).alias("communication_efficiency"),
+        _ratio(pl.col("useful_max_ns"), pl.col("ideal_runtime_ns")).clip(upper_bound=1.0)
+        .alias("serialization_efficiency"),
+        _ratio(pl.col("ideal_runtime_ns"), pl.col("runtime_ns")).clip(upper_bound=1.0).alias("transfer_efficiency"),
+        _ratio(pl.col("useful_mean_ns"), pl.col("runtime_ns")).alias("parallel_efficiency"),
+    )
+    is_hybrid = pl.col("n_threads") > 1
+    df = df.with_columns(
+        pl.when(is_hybrid).then(_ratio(pl.col("_out_mean"), pl.col("_out_max"))).alias("mpi_load_balance"),
+        pl.when(is_hybrid).then(_ratio(pl.col("_out_max"), pl.col("runtime_ns"))).alias("mpi_communication_efficiency"),
+        pl.when(is_hybrid).then(_ratio(pl.col("_out_mean"), pl.col("runtime_ns"))).alias("mpi_parallel_efficiency"),
+    ).with_columns(
+        pl.when(is_hybrid).then(_ratio(pl.col("parallel_efficiency"), pl.col("mpi_parallel_efficiency")))
+        .alias("openmp_parallel_efficiency"))
+    return df.select([pl.col(c).cast(t) for c, t in POP_METRICS_SCHEMA.items()]).sort("app", "n_ranks", "run_name")
+
+
+def cores() -> pl.Expr:
+    """Cores of a run: ranks x threads per rank."""
+    return pl.col("n_ranks").cast(pl.Int64) * pl.col("n_threads").fill_null(1).cast(pl.Int64)
+
+
+def pop_scaling(metrics: pl.DataFrame, scaling: Scaling = "strong") -> pl.DataFrame:
+    """The scalability factors of every run against its application's reference run (the one with the fewest
+    cores; ties: first by name). POP_SCALING_SCHEMA, one row per run; an application with one scale gives its
+    reference's row only (all factors 1), see :func:`single_scale_apps`."""
+    if scaling not in ("strong", "weak"):
+        raise PopInputError(f"scaling must be 'strong' or 'weak', not {scaling!r}")
+    m = metrics.with_columns(cores().alias("_cores")).sort("app", "_cores", "run_name", "run_id")
+    ref_cols = ["run_id", "_cores", "runtime_ns", "useful_sum_ns", "ipc", "useful_instructions", "frequency_ghz"]
+    ref = m.group_by("app", maintain_order=True).first().select("app", *[pl.col(c).alias(f"_ref_{c}")
+                                                                           for c in ref_cols])
+    m = m.join(ref, on="app")
+    ratio = (pl.col("_cores") / pl.col("_ref__cores")) if scaling == "weak" else pl.lit(1.0)
+    out = m.with_columns(
+        pl.col("_ref_run_id").alias("reference_run_id"), pl.lit(scaling).alias("scaling"),
+        (_ratio(pl.col("_ref_runtime_ns"), pl.col("runtime_ns")) * ratio).alias("speedup"),
+        (_ratio(pl.col("_ref_useful_sum_ns"), pl.col("useful_sum_ns")) * ratio).alias("computation_scalability"),
+        _ratio(pl.col("ipc"), pl.col("_ref_ipc")).alias("ipc_scalability"),
+        (_ratio(pl.col("_ref_useful_instructions"), pl.col("useful_instructions")) * ratio)
+        .alias("instruction_scalability"),
+        _ratio(pl.col("frequency_ghz"), pl.col("_ref_frequency_ghz")).alias("frequency_scalability"),
+    ).with_columns((pl.col("parallel_efficiency") * pl.col("computation_scalability")).alias("global_efficiency"))
+    return out.select([pl.col(c).cast(t) for c, t in POP_SCALING_SCHEMA.items()])
+
+
+def single_scale_apps(metrics: pl.DataFrame) -> list[str]:
+    """Applications whose runs are all at one scale: their scalability factors say nothing (they need two)."""
+    n = metrics.with_columns(cores().alias("_cores")).group_by("app").agg(pl.col("_cores").n_unique().alias("n"))
+    return sorted(n.filter(pl.col("n") < 2)["app"].to_list())
+
+
+def missing_columns(metrics: pl.DataFrame) -> dict[str, str]:
+    """Column -> why it is empty, for the POP columns NULL in every run of ``metrics`` (bad input, said once)."""
+    why: dict[str, str] = {}
+    if metrics.height == 0:
+        return why
+    if metrics["useful_instructions"].is_null().all() or metrics["useful_cycles"].is_null().all():
+        low = metrics["counter_coverage"].fill_null(0.0).max()
+        reason = ("the runs record no instructions (PAPI_TOT_INS) or cycles (PAPI_TOT_CYC)" if low == 0 else
+                  f"instructions and cycles cover at most {low:.0%} of the useful time "
+                  f"(< {MIN_COUNTER_COVERAGE:.0%})")
+        for c in ("useful_instructions", "useful_cycles", "ipc", "frequency_ghz", "ipc_scalability",
+                  "instruction_scalability", "frequency_scalability"):
+            why[c] = reason
+    if metrics["ideal_runtime_ns"].is_null().all():
+        for c in ("ideal_runtime_ns", "serialization_efficiency", "transfer_efficiency"):
+            why[c] = "the runs were not replayed (no MPI calls stored)"
+    return why
+
+
+# ============================================================================ one run, end to end
+@dataclass(frozen=True)
+class RunPop:
+    """What :func:`pop_of_run` derives from one run: its per-thread useful figures (THREAD_USEFUL_SCHEMA), its
+    ideal runtime (ns; None without MPI calls to replay) and the replay's dependencies released for want of a
+    partner."""
+
+    threads: pl.DataFrame
+    ideal_runtime_ns: int | None
+    n_released: int
+
+
+def thread_ends(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | None,
+                threads: pl.DataFrame) -> pl.DataFrame:
+    """The end of each computation thread's activity (its last burst or MPI call, ns): where its replay ends."""
+    parts = [bursts.lazy().select(*THREAD, "end_ns")]
+    if calls is not None:
+        parts.append(calls.lazy().select(*THREAD, "end_ns"))
+    return (pl.concat(parts, how="vertical_relaxed").group_by(THREAD).agg(pl.col("end_ns").max())
+            .join(threads.lazy().select(THREAD), on=THREAD, how="semi").collect())
+
+
+def pop_of_run(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | None, messages: pl.DataFrame | None,
+               network: Network | None = None) -> RunPop:
+    """Per-thread useful figures of one run and its runtime replayed on ``network`` (default: the ideal one)."""
+    threads = thread_useful(bursts, calls)
+    if calls is None or calls.height == 0:
+        return RunPop(threads, None, 0)
+    mine = calls.join(threads.select(THREAD), on=THREAD, how="semi")
+    res = replay(mine, messages, thread_ends(bursts, mine, threads), network)
+    return RunPop(threads, res.runtime_ns, res.n_released)

@@ -1,0 +1,77 @@
+"""Where the POP tables live (DESIGN §5, §7): a run's inputs to them read back from Parquet, and the scaling table.
+
+- ``experiments/<name>/pop_metrics.parquet``: one row per run of the experiment (the ``pop_metrics`` view),
+  committed beside its merge;
+- ``pop/pop_scaling.parquet``: one row per run of every application's series (the ``pop_scaling`` view),
+  rewritten whole when any experiment's POP table changes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from synthtrace.tracelib.domain.counters import resolve
+from synthtrace.tracelib.domain.pop import POP_METRICS_SCHEMA, POP_SCALING_SCHEMA
+from synthtrace.tracelib.schema import THREAD_KEYS
+from synthtrace.warehouse.layout import Warehouse
+
+POP_METRICS = "pop_metrics"
+POP_SCALING = "pop_scaling"
+#: the folder of the warehouse-wide POP files
+POP_DIR = "pop"
+_BURST_COLUMNS = ["run_id", *THREAD_KEYS, "end_ns", "duration_ns"]
+
+
+@dataclass(frozen=True)
+class RunPopInputs:
+    """What the POP table of one run is computed from: its bursts (only the columns it needs, lazily), its MPI
+    calls and its point-to-point messages (None when the run has none, or was ingested before they were kept)."""
+
+    bursts: pl.LazyFrame
+    calls: pl.DataFrame | None
+    messages: pl.DataFrame | None
+
+
+def run_pop_inputs(wh: Warehouse, run_id: str) -> RunPopInputs:
+    """Read one run's POP inputs back from its folder."""
+    run_dir = wh.run_dir(run_id)
+    parts = sorted((run_dir / "bursts").glob("*.parquet"))
+    if parts:
+        scan = pl.concat([pl.scan_parquet(p) for p in parts], how="diagonal_relaxed")
+        names = scan.collect_schema().names()
+        cmap = resolve(names)
+        counters = sorted({c for role in ("ins", "cyc") for c in cmap.columns.get(role, [])})
+        bursts = scan.select(*_BURST_COLUMNS, *counters)
+    else:
+        bursts = pl.LazyFrame(schema={"run_id": pl.String, "appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32,
+                                      "end_ns": pl.Int64, "duration_ns": pl.Int64})
+    calls_file, msg_file = run_dir / "mpi_calls.parquet", run_dir / "messages.parquet"
+    calls = pl.read_parquet(calls_file) if calls_file.is_file() else None
+    messages = pl.read_parquet(msg_file) if msg_file.is_file() else None
+    return RunPopInputs(bursts, calls, messages)
+
+
+def needs_stored_messages(calls: pl.DataFrame | None, messages: pl.DataFrame | None) -> bool:
+    """True when a run's calls carry point-to-point messages that its folder does not hold (ingested before
+    messages.parquet was written): its replay needs them from the source trace."""
+    return (messages is None and calls is not None and "n_messages" in calls.columns
+            and bool(calls["n_messages"].fill_null(0).sum() > 0))
+
+
+def read_pop_metrics(wh: Warehouse) -> pl.DataFrame:
+    """Every experiment's POP table, one row per run (typed and empty when none was computed)."""
+    files = sorted(wh.experiments_dir.glob(f"*/{POP_METRICS}.parquet")) if wh.experiments_dir.is_dir() else []
+    frames = [pl.read_parquet(f) for f in files]
+    empty = pl.DataFrame(schema=POP_METRICS_SCHEMA)
+    return pl.concat([empty, *frames], how="diagonal_relaxed") if frames else empty
+
+
+def write_pop_scaling(wh: Warehouse, scaling: pl.DataFrame) -> None:
+    """Replace the warehouse's scaling table (atomically: readers see the old or the new one)."""
+    wh.update_dir(wh.root / POP_DIR, {POP_SCALING: scaling.select(list(POP_SCALING_SCHEMA))})
+
+
+def read_pop_scaling(wh: Warehouse) -> pl.DataFrame:
+    f = wh.root / POP_DIR / f"{POP_SCALING}.parquet"
+    return pl.read_parquet(f) if f.is_file() else pl.DataFrame(schema=POP_SCALING_SCHEMA)
