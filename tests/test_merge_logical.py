@@ -203,3 +203,24 @@ def test_partners_scrambled_is_refused_in_one_line():
     with pytest.raises(RankCorrespondenceError, match="cannot tell which task is which") as e:
         merge_runs([tables(runs)[0], RunTables("x", "x", runs[1].bursts, calls)])
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.skipif(not LULESH.is_file(), reason="real traces not found")
+def test_mpi_messages_view_one_row_per_message_with_its_logical_id(tmp_path):
+    """Fails on the old code: no mpi_messages view."""
+    from synthtrace.warehouse.ingest import ingest_trace
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import query
+
+    wh = Warehouse(tmp_path / "wh")
+    ingest_trace(wh, LULESH, experiment="lulesh")
+    rows = query(wh, "select sender, receiver, tag, k, bytes, s_call_seq, r_call_seq, s_time_ns, r_time_ns "
+                     "from mpi_messages").to_pylist()
+    assert len(rows) == 484  # the trace's communication records
+    assert all(r["s_call_seq"] is not None and r["r_call_seq"] is not None for r in rows)
+    ids = {(r["sender"], r["receiver"], r["tag"], r["k"]) for r in rows}
+    assert len(ids) == len(rows)
+    # the ends are the stored calls that hold the message
+    calls = query(wh, "select m.k, c.mpi_call from mpi_messages m join mpi_calls c on c.run_id = m.run_id "
+                      "and c.task = m.sender and c.call_seq = m.s_call_seq").to_pylist()
+    assert len(calls) == 484 and {c["mpi_call"] for c in calls} <= {"MPI_Isend", "MPI_Send"}

@@ -37,6 +37,9 @@ MESSAGE_ID: list[str] = [*CHANNEL, "k"]
 COMPLETION_CALLS: tuple[str, ...] = calls_with(roles=("wait", "test"))
 #: calls that poll (a loop of them collapses into one unit)
 POLLING_CALLS: tuple[str, ...] = (*calls_with(roles=("test", "probe"), blocking=False), )
+#: the columns of the MPI calls :func:`logical_messages` reads
+CALL_COLUMNS: tuple[str, ...] = ("appl", "task", "thread", "call_seq", "mpi_call", "start_ns", "end_ns", "bytes_sent",
+                                 "bytes_recv", "peer", "n_messages", "comm", "tag")
 #: the communicator of a point-to-point message whose call names none
 NO_COMM = -1
 COUNT_SCHEMA: dict[str, pl.DataType] = {
@@ -125,8 +128,11 @@ def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None) -
     """One row per point-to-point message of a run (:data:`LOGICAL_MESSAGE_SCHEMA`): its logical identity
     (appl, comm, sender, receiver, tag, k; ``comm`` ``NO_COMM`` when the calls name none, ``tag`` 0 when the
     trace has none), its size (bytes) and both ends (thread, call_seq, logical time ns; NULL for an end outside
-    the trace or not known). ``records``: the run's communication records (MESSAGE_SCHEMA), else the ends come
-    from the calls alone (see the module docstring)."""
+    the trace or not known). ``records``: the run's communication records (MESSAGE_SCHEMA; a table that is already
+    logical, as the warehouse's ``mpi_messages``, is returned as it is), else the ends come from the calls alone
+    (see the module docstring)."""
+    if records is not None and "k" in records.columns:  # already logical (the warehouse's mpi_messages)
+        return records.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
     if calls.height == 0 or "peer" not in calls.columns:
         return pl.DataFrame(schema=LOGICAL_MESSAGE_SCHEMA)
     if records is not None and records.height:
