@@ -55,7 +55,7 @@ def halo_runs(*, n_tasks: int = 4, n_iters: int = 8, seed: int = 0, offsets: tup
         rows = []  # (task, it, slot, sub, call, site, peer, sent, recv, n_msg, tag)
         for t in range(n_tasks):
             for it in iters:
-                for j, o in enumerate(offsets):
+                for j in range(nb):
                     rows.append((t, it, j, 0, "MPI_Irecv", f"halo.c:{10 + j}", None, 0, 0, 0, 100 + j))
                 for j, o in enumerate(offsets):
                     rows.append((t, it, nb + j, 0, "MPI_Isend", f"halo.c:{20 + j}", (t + o) % n_tasks, sizes[j], 0,
