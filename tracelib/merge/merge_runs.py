@@ -292,7 +292,10 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
         warnings.warn(msg, TimingOnlyWarning, stacklevel=3)
         notes.append(msg)
     o_units = units(bursts)
-    o_seq = sequence_table(o_units.table, calls, counters, options.align, messages)
+    # message ends are named from the communication records when the run has them (exact pairing); from the calls,
+    # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
+    o_seq = sequence_table(o_units.table, calls, counters, options.align,
+                           messages if o.messages is not None else None)
     m = align_runs(ref_seq, o_seq, feats, options.align)
     _check_same_program(ref, o, calls, ref_seq, o_seq, m.get_column("other_seq").is_not_null(), options, notes)
     reference, source, share = ref.bursts, bursts, None
@@ -368,7 +371,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                 "match; use --allow-timing-only to match by MPI structure and timing alone")
     ref_units = units(ref.bursts)
     ref_messages = logical_messages(ref.mpi_calls, ref.messages)
-    ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align, ref_messages)
+    ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align,
+                             ref_messages if ref.messages is not None else None)
     base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
     long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
