@@ -113,15 +113,15 @@ def verdict(misfit: float | None, coverage_long: float | None, work_shift: float
     """(verdict, reason) of a transferred counter from the signals of its source run (``inconsistent`` of
     ``checked`` long pairs lie between logical messages that disagree)."""
     spans = inconsistent / checked if checked else 0.0
-    if spans > BAD_MISFIT:
-        return "bad", (f"{inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the runs "
-                       "disagree on: misaligned (an iteration one run has and the other has not?)")
     if misfit is not None and misfit > BAD_MISFIT:
         return "bad", f"{misfit:.0%} of matched bursts differ in work and rate: misaligned"
     if coverage_long is not None and coverage_long < BAD_COVERAGE:
         return "bad", f"only {coverage_long:.0%} of bursts >= 10 us matched"
     if msg_misaligned:
         return "bad", f"{msg_misaligned} thread(s) disagree with their partners' messages both ways: misaligned"
+    if spans > BAD_MISFIT:
+        return "bad", (f"{inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the runs "
+                       "disagree on: misaligned (an iteration one run has and the other has not?)")
     if spans > SUSPECT_MISFIT:
         return "suspect", (f"an ambiguous span: {inconsistent} matched bursts >= 10 us ({spans:.1%}) lie between "
                            "logical messages the runs disagree on (merge_matches.ambiguous)")
