@@ -25,7 +25,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from synthtrace.models.analysis import analyse_experiment, mix  # noqa: E402
+from synthtrace.models.analysis import mix  # noqa: E402
+from synthtrace.pipelines.jobs import analyse as analyse_experiment  # noqa: E402
 from synthtrace.models.archetypes import INSUFFICIENT  # noqa: E402
 from synthtrace.tracelib.domain.machine import load_machine  # noqa: E402
 
@@ -159,7 +160,8 @@ def real_section(fig_dir: Path, machine_name: str) -> list[str]:
             ingest_trace(wh, TRACES / f, experiment=exp)
         for exp in REAL:
             t0 = time.perf_counter()
-            inp, res = analyse_experiment(tmp, exp, machine=machine)
+            done = analyse_experiment(wh.experiment(exp), machine=machine)
+            inp, res = done.trace, done.result
             dt = time.perf_counter() - t0
             a = res.archetypes
             m = mix(a)

@@ -30,11 +30,9 @@ from synthtrace.warehouse.ingest import ingest_trace
 drop, wh = Path(sys.argv[1]), Warehouse(sys.argv[2])
 found = discover(drop, wh.ensure())
 exps = sorted({ingest_trace(wh, d.path, default_experiment=d.experiment).experiment for d in found})
-for stage in jobs.EXPERIMENT_STAGES.values():
-    for e in exps:
-        stage(wh, e)
-for stage in jobs.WAREHOUSE_STAGES.values():
-    stage(wh)
+for job in jobs.JOBS:
+    for args in ([[e] for e in exps] if job.scope == "experiment" else [[]]):
+        job.run(wh, *args, jobs.NightSettings())
 print(json.dumps({"seconds": time.perf_counter() - t0, "runs": len(found), "experiments": len(exps)}))
 """
 

@@ -50,6 +50,7 @@ from benchmarks.results_io import emit
 from synthtrace.models.regression import DetectorParams, detect, detect_series, label_archetypes
 from testing.model_campaigns import regression_campaign
 from synthtrace.models.site_signals import site_history
+from synthtrace.warehouse import Warehouse
 
 KEYS = ["app", "call_site"]
 
@@ -186,7 +187,7 @@ def evaluate(seed: int, args: argparse.Namespace) -> tuple[list[dict], list[dict
                                  seed=seed, p_regression=0.85)
     t_gen = time.perf_counter() - t0
     t1 = time.perf_counter()
-    history = site_history(root)
+    history = site_history(Warehouse(root))
     t_hist = time.perf_counter() - t1
     history = label_archetypes(history)
     series = {(k[0], k[1]): g.sort("started_at") for k, g in history.group_by(KEYS, maintain_order=True)}
@@ -246,7 +247,7 @@ def simulator_campaign(seed: int, nights: int, inject: bool, tmp: Path, toleranc
             raise SystemExit(f"synthtrace {a[0]} failed")
     truth = pl.read_parquet(sim / "ground_truth" / "regressions.parquet") if inject else pl.DataFrame(
         schema={"app": pl.String, "night": pl.Int64, "kind": pl.String})
-    history = label_archetypes(site_history(wh))
+    history = label_archetypes(site_history(Warehouse(wh)))
     series = {(k[0], k[1]): g.sort("started_at") for k, g in history.group_by(KEYS, maintain_order=True)}
     apps = sorted({k[0] for k in series})
     rows = []
@@ -285,10 +286,10 @@ def polling_section(seeds: list[int], tolerance: int = 1) -> list[str]:
     for seed in seeds:
         with tempfile.TemporaryDirectory(prefix="bench-polling-") as d:
             polling_history(d, n_nights=14, change_night=8, seed=seed)
-            h = site_history(d)
+            h = site_history(Warehouse(d))
             saved = hist.POLLING_CALLS
             hist.POLLING_CALLS = ()  # ablation: every burst its own visit
-            h_bursts = site_history(d)
+            h_bursts = site_history(Warehouse(d))
             hist.POLLING_CALLS = saved
         def ours(app: str, s: str, h: pl.DataFrame) -> list[int]:
             """Alert nights at ``s``; the app total also counts when folded into a site's alert."""

@@ -16,6 +16,7 @@ ORDER = [
     "simulate",
     "merge",
     "merge_stress",
+    "merge_mechanisms",
     "flow",
     "cli_startup",
     "report",
@@ -24,6 +25,7 @@ ORDER = [
     "regression",
     "otf2",
     "openmp_wait",
+    "pop",
 ]
 HEADER = """# Benchmark results
 

@@ -1,8 +1,8 @@
 """The analysis stage of one experiment: metrics, rule archetypes and discovered archetypes (DESIGN §7).
 
-:func:`analyse` works on frames (testable without a warehouse); :func:`analyse_experiment` reads an experiment
-from the warehouse, analyses it and commits the four outputs (``burst_metrics``, ``mpi_metrics``,
-``phase_metrics``, ``archetypes``) atomically.
+:func:`analyse` works on frames, without a warehouse; :func:`synthtrace.pipelines.jobs.analyse` reads an
+experiment's trace, calls it and commits the four outputs (``burst_metrics``, ``mpi_metrics``, ``phase_metrics``,
+``archetypes``) atomically.
 
 The ``archetypes`` frame has one row per burst, MPI call (those that move data, and collectives) and phase:
 experiment, run_id, appl, task, thread, burst_seq (NULL for other units), call_seq (MPI calls only), unit
@@ -14,7 +14,6 @@ provisional (the label while it is provisional; for insufficient_counters the be
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -22,7 +21,7 @@ import polars as pl
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
 from synthtrace.models.archetypes import ArchetypeRules, Thresholds
 from synthtrace.tracelib.domain.counters import resolve
-from synthtrace.tracelib.domain.machine import Machine, load_machine, resolve_machine
+from synthtrace.tracelib.domain.machine import Machine, load_machine
 from synthtrace.tracelib.domain.metrics import (
     assign_phases,
     burst_metrics,
@@ -31,9 +30,7 @@ from synthtrace.tracelib.domain.metrics import (
     ranks_per_socket,
     source_keys,
 )
-from synthtrace.warehouse.analysis_store import ExperimentInput, load_experiment, write_analysis
-from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.experiment import ExperimentTrace
 
 ARCHETYPE_COLUMNS: dict[str, pl.DataType] = {
     "experiment": pl.String(), "run_id": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
@@ -155,43 +152,11 @@ def analyse(bursts: pl.DataFrame, calls: pl.DataFrame | None, *, machine: Machin
     )
 
 
-def analyse_input(inp: ExperimentInput, *, machine: Machine | None = None, thresholds: Thresholds | None = None,
+def analyse_input(inp: ExperimentTrace, *, machine: Machine | None = None, thresholds: Thresholds | None = None,
                   discover: bool = True) -> AnalysisResult:
-    """:func:`analyse` on what :func:`synthtrace.warehouse.analysis_store.load_experiment` read."""
+    """:func:`analyse` on an experiment's trace labelled with ``experiment`` and ``run_id`` (see
+    :meth:`~synthtrace.warehouse.experiment.ExperimentTrace.labelled`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
         return analyse(inp.bursts, inp.calls, machine=machine, thresholds=thresholds, n_nodes=inp.n_nodes,
                        discover=discover)
-
-
-def machine_profile(root: str, experiment: str, spec: str | None = None) -> Machine:
-    """The machine profile of an experiment: ``spec`` (``--machine``: preset or TOML file) when given, else the
-    ``machine.toml`` beside its traces, else the default preset (see
-    :func:`synthtrace.tracelib.domain.machine.resolve_machine`).
-    ``Machine.label`` names it and where it came from (what the CLI and the report print)."""
-    runs = runs_table(Warehouse(root))
-    paths = runs.filter(pl.col("experiment") == experiment)["source_path"].drop_nulls().to_list() if runs.height else []
-    return resolve_machine(spec, paths)
-
-
-def analyse_experiment(root: str, experiment: str, *, machine: Machine | None = None,
-                       thresholds: Thresholds | None = None, discover: bool = True, store: bool = True,
-                       on_step: Callable[[str], None] | None = None) -> tuple[ExperimentInput, AnalysisResult]:
-    """Read an experiment from the warehouse at ``root``, analyse it and (``store``) commit the outputs;
-    ``on_step`` is told each of the three steps done (read, analysed, stored): a progress bar.
-
-    ``machine`` None: :func:`machine_profile` (a ``machine.toml`` beside the traces, else the default). The
-    profile used is stored beside the outputs as ``machine.json``."""
-    step = on_step or (lambda _: None)
-    wh = Warehouse(root)
-    inp = load_experiment(wh, experiment)
-    step(f"{experiment} read")
-    machine = machine or machine_profile(root, experiment)
-    result = analyse_input(inp, machine=machine, thresholds=thresholds, discover=discover)
-    step(f"{experiment} analysed")
-    if store:
-        write_analysis(wh, experiment, result.frames(), {"archetype_discovery": result.discovery,
-                                                         "machine": {**machine.as_dict(), "source": machine.source}},
-                       read=inp)
-    step(f"{experiment} stored")
-    return inp, result

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from synthtrace.models.archetypes import BURST_ARCHETYPES
 from synthtrace.tracelib.domain.counters import ROLES, canonical, resolve
+from synthtrace.tracelib.domain.mpi_calls import MPI_CALLS, calls_with
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.counter_sanity import without_anomalies
 from synthtrace.tracelib.schema import counter_columns
@@ -61,19 +63,15 @@ ROLE_FEATURES: dict[str, tuple[str, str | None, float]] = {
 }
 
 #: MPI context: the closing call's family (one-hot, fixed vocabulary so train and predict agree)
+#: (from the MPI call catalogue, :mod:`synthtrace.tracelib.domain.mpi_calls`; arch, issue 26 item 7)
 MPI_FAMILIES: dict[str, tuple[str, ...]] = {
-    "collective": ("MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Barrier", "MPI_Alltoall", "MPI_Alltoallv",
-                   "MPI_Allgather", "MPI_Allgatherv", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv",
-                   "MPI_Reduce_scatter", "MPI_Scan", "MPI_Exscan"),
-    "blocking_p2p": ("MPI_Send", "MPI_Recv", "MPI_Sendrecv", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend",
-                     "MPI_Sendrecv_replace", "MPI_Probe"),
-    "nonblocking_p2p": ("MPI_Isend", "MPI_Irecv", "MPI_Issend", "MPI_Ibsend", "MPI_Irsend"),
-    "completion": ("MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test", "MPI_Testall",
-                   "MPI_Testany", "MPI_Testsome", "MPI_Iprobe"),
+    "collective": tuple(sorted(n for n, c in MPI_CALLS.items() if c.kind == "collective" and c.blocking)),
+    "blocking_p2p": calls_with(roles=("send", "recv", "sendrecv", "probe"), blocking=True),
+    "nonblocking_p2p": calls_with(roles=("send", "recv", "sendrecv"), blocking=False),
+    "completion": calls_with(roles=("wait", "test")) + calls_with(roles=("probe",), blocking=False),
 }
-#: archetype one-hot vocabulary (target-blind rules; see :func:`blind_archetypes`)
-ARCHETYPE_VOCAB: tuple[str, ...] = ("fine_grain", "compute_vector", "compute_scalar", "core_bound", "cache_bound",
-                                    "dram_bandwidth", "dram_latency", "frontend_bound", "bad_speculation")
+#: archetype one-hot vocabulary (target-blind rules; see :func:`blind_archetypes`): the burst archetypes
+ARCHETYPE_VOCAB: tuple[str, ...] = BURST_ARCHETYPES
 #: bursts with fewer instructions are left out of training and evaluation (their rates are noise)
 MIN_INSTRUCTIONS: float = 1e4
 
@@ -208,12 +206,13 @@ def blind_archetypes(frame: pl.DataFrame, counters: list[str]) -> pl.Series:
 
 
 def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | None = None,
-                   groups: str = "app", archetype: bool = True) -> FeatureTable:
+                   groups: str = "program", archetype: bool = True) -> FeatureTable:
     """Features and target of every burst of a bursts-like ``frame``.
 
-    ``counters``: only these counters may feed features (default: every counter column); the target is always
-    computed from the frame's own instructions/cycles/time. ``groups``: column holding the workload of each row
-    (application; falls back to ``experiment``, then one group). Raises :class:`UnknownTargetError`.
+    ``counters``: only these counters may feed features (default: every counter column); the target is always computed
+    from the frame's own instructions/cycles/time. ``groups``: column holding the workload of each row (the program,
+    :mod:`synthtrace.warehouse.programs`; falls back to ``app``, ``experiment``, then one group). Raises
+    :class:`UnknownTargetError`.
     """
     check_target(target)
     frame = without_anomalies(frame)  # reader (issue 24.2): impossible counter values are missing values
@@ -255,7 +254,7 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
     )
     key_cols = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
     keys = frame.select(key_cols)
-    gcol = next((c for c in (groups, "app", "experiment") if c in frame.columns), None)
+    gcol = next((c for c in (groups, "program", "app", "experiment") if c in frame.columns), None)
     g = frame[gcol].cast(pl.String).fill_null("?").to_numpy() if gcol else np.full(frame.height, "all", dtype=object)
     return FeatureTable(target, names, np.asarray(X, dtype=np.float64), y, keys, g, use)
 

@@ -1,10 +1,10 @@
 """The model registry: train, record, load safely, and apply burst performance predictors (DESIGN §8).
 
-Every trained version is kept, with a ``status``: a model whose R² on unseen applications is below 0 is
-``rejected`` and only used when asked for by id (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`)
-with what it saw
-(experiments, applications, run ids, row count and a SHA-256 of its feature matrix and target), its features,
-its cross-validated and in-sample metrics, its parameters and the versions of the libraries that built it.
+Every trained version is kept, with a ``status``: a model not clearly better than the training mean on unseen programs
+(R² < 0.3, or MAPE not 20 % below the mean predictor's, :func:`model_status`) is ``rejected`` and only used when asked
+for by id (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`) with what it saw (experiments,
+applications, run ids, row count and a SHA-256 of its feature matrix and target), its features, its cross-validated and
+in-sample metrics, its parameters and the versions of the libraries that built it.
 
 Loading is safe by construction: the artifact's SHA-256 must match the record, and the skops file may only hold
 types from :data:`TRUSTED_TYPES` (beyond skops' own defaults) — nothing is unpickled.
@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -32,9 +31,7 @@ from threadpoolctl import threadpool_limits
 from synthtrace.models.features import FeatureTable, NoTrainingDataError, build_features, check_target
 from synthtrace.models.predictors import cross_validate, drop_uninformative, fit, scores
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.models.training_data import load_bursts
-from synthtrace.warehouse.model_store import (
-    ArtifactIntegrityError, model_record, read_artifact, write_model, write_predictions)
+from synthtrace.warehouse.model_store import ArtifactIntegrityError, model_record, read_artifact
 
 #: the only types beyond skops' defaults that a model artifact may contain (what hgb, rf and linear need)
 TRUSTED_TYPES: tuple[str, ...] = (
@@ -91,12 +88,25 @@ def fingerprint(estimator, X: np.ndarray) -> str:
         return hashlib.sha256(np.ascontiguousarray(estimator.predict(X), dtype=np.float64).tobytes()).hexdigest()
 
 
-def model_status(cv_r2: float | None) -> str:
-    """``rejected`` when the model predicts unseen applications worse than their mean (R² < 0), ``unevaluated``
-    without such an evaluation, else ``ok`` (see :data:`synthtrace.warehouse.model_store.STATUSES`)."""
+#: a model must explain this share of the variance on unseen programs ...
+MIN_UNSEEN_R2 = 0.3
+#: ... and cut the training mean's MAPE on them by this fraction, else it is ``rejected``
+MIN_MAPE_CUT = 0.2
+
+
+def model_status(cv_r2: float | None, cv_mape: float | None = None, mean_mape: float | None = None) -> str:
+    """``rejected`` when the model is not clearly better than predicting the training mean on unseen programs:
+    R² below :data:`MIN_UNSEEN_R2`, or a MAPE not :data:`MIN_MAPE_CUT` below the mean predictor's under the same
+    folds; ``unevaluated`` without such an evaluation, else ``ok`` (see
+    :data:`synthtrace.warehouse.model_store.STATUSES`)."""
     if cv_r2 is None or not np.isfinite(cv_r2):
         return "unevaluated"
-    return "rejected" if cv_r2 < 0 else "ok"
+    if cv_r2 < MIN_UNSEEN_R2:
+        return "rejected"
+    if cv_mape is not None and mean_mape is not None and np.isfinite(cv_mape) and np.isfinite(mean_mape) \
+            and cv_mape > (1.0 - MIN_MAPE_CUT) * mean_mape:
+        return "rejected"
+    return "ok"
 
 
 def _sorted_rows(frame: pl.DataFrame) -> pl.DataFrame:
@@ -104,27 +114,28 @@ def _sorted_rows(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.sort(keys) if keys else frame
 
 
-def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experiments: list[str] | None = None,
-          seed: int = 0, n_splits: int = 5, evaluate: bool = True, now: datetime | None = None,
-          on_step: Callable[[str], None] | None = None) -> TrainedModel:
-    """Train a ``kind`` predictor of ``target`` on the warehouse's bursts and commit it as a new version.
-
-    ``on_step`` is told each step done (reading, features, fit, every evaluation fold): a progress bar.
-
-    Raises :class:`~synthtrace.models.features.UnknownTargetError`,
-    :class:`~synthtrace.models.predictors.UnknownModelKindError`,
-    :class:`~synthtrace.warehouse.errors.UnknownExperimentError` and
-    :class:`~synthtrace.models.features.NoTrainingDataError`.
-    """
+def check_request(target: str, kind: str, seed: int = 0) -> None:
+    """Raise :class:`~synthtrace.models.features.UnknownTargetError` or
+    :class:`~synthtrace.models.predictors.UnknownModelKindError` before any data is read."""
     check_target(target)
     from synthtrace.models.predictors import make_estimator
     make_estimator(kind, seed)
-    wh = Warehouse(root)
+
+
+def train(frame: pl.DataFrame, info: dict, target: str = "ipc", kind: str = "hgb", *, seed: int = 0,
+          n_splits: int = 5, evaluate: bool = True, now: datetime | None = None,
+          on_step: Callable[[str], None] | None = None) -> tuple[TrainedModel, bytes]:
+    """Train a ``kind`` predictor of ``target`` on the bursts of ``frame`` (with ``info``, what
+    :func:`~synthtrace.models.training_data.load_bursts` says they came from): the fitted model with its registry
+    record, and its skops artifact (:func:`synthtrace.pipelines.jobs.train` reads and commits).
+
+    ``on_step`` is told each step done (features, fit, every evaluation fold): a progress bar.
+    Raises :class:`~synthtrace.models.features.NoTrainingDataError`.
+    """
+    check_request(target, kind, seed)
     step = on_step or (lambda _: None)
-    frame, info = load_bursts(wh, experiments)
-    step("bursts read")
     if frame.height == 0:
-        raise NoTrainingDataError(f"no bursts to learn from in {wh.root}"
+        raise NoTrainingDataError(f"no bursts to learn from in {info.get('warehouse', 'the warehouse')}"
                                   + (f" (experiments {', '.join(info['experiments'])})" if info["experiments"] else
                                      " (ingest and merge traces first)"))
     frame = _sorted_rows(frame)
@@ -147,7 +158,7 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
         metrics["cv"] = cv.scores
         metrics["cv_per_app"] = cv.per_group().to_dicts()
     else:
-        metrics["cv"] = {"skipped": "evaluation on unseen workloads needs two applications or more"}
+        metrics["cv"] = {"skipped": "evaluation on unseen workloads needs two programs or more"}
     created = now or datetime.now(UTC)
     model_id = f"{target}-{kind}-{created:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     artifact = sio.dumps(est)
@@ -160,20 +171,18 @@ def train(root: str | Path, target: str = "ipc", kind: str = "hgb", *, experimen
         "cv_folds": cv.n_splits if cv else None, "train_r2": insample["r2"], "train_mape": insample["mape"],
         "metrics": json.dumps(metrics, default=float), "params": json.dumps(est.get_params(deep=True), default=repr),
         "library_versions": json.dumps(library_versions()), "fingerprint": fingerprint(est, table.X),
-        "status": model_status(cv.scores["r2"] if cv else None),
+        "status": model_status(*((cv.scores["r2"], cv.scores["mape"], cv.scores.get("mean_mape")) if cv else (None,))),
     }
-    write_model(wh, record, artifact)
-    return TrainedModel(est, model_record(wh, model_id))
+    return TrainedModel(est, record), artifact
 
 
-def load(root: str | Path, model_id: str | None = None, target: str | None = None) -> TrainedModel:
+def load(wh: Warehouse, model_id: str | None = None, target: str | None = None) -> TrainedModel:
     """A registered model (``model_id``, else the newest, of ``target`` if given), loaded safely.
 
     Raises :class:`~synthtrace.warehouse.model_store.UnknownModelError` and
     :class:`~synthtrace.warehouse.model_store.ArtifactIntegrityError` (hash mismatch, or a type outside the trusted
     list).
     """
-    wh = Warehouse(root)
     record = model_record(wh, model_id, target)
     data = read_artifact(wh, record)
     try:
@@ -204,14 +213,10 @@ def predict_frame(model: TrainedModel, frame: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
-def predict(root: str | Path, experiment: str, model_id: str | None = None, *, target: str | None = None,
-            store: bool = True, now: datetime | None = None) -> tuple[TrainedModel, pl.DataFrame]:
-    """Apply a model to one experiment's bursts and (``store``) write them to the predictions view."""
-    model = load(root, model_id, target)
-    wh = Warehouse(root)
-    frame, _ = load_bursts(wh, [experiment])
-    if frame.height == 0:
-        raise NoTrainingDataError(f"experiment {experiment!r} has no bursts to predict")
+def predictions(model: TrainedModel, frame: pl.DataFrame, experiment: str, *,
+                now: datetime | None = None) -> pl.DataFrame:
+    """The rows of the predictions view for one experiment's bursts: :func:`predict_frame` with the model, target,
+    experiment, time of prediction and the burst keys (NULL where the bursts lack them)."""
     out = predict_frame(model, _sorted_rows(frame))
     out = out.with_columns(
         pl.lit(model.model_id).alias("model_id"),
@@ -223,6 +228,4 @@ def predict(root: str | Path, experiment: str, model_id: str | None = None, *, t
                  ("burst_seq", pl.Int64)):
         if c not in out.columns:
             out = out.with_columns(pl.lit(None, t).alias(c))
-    if store:
-        write_predictions(wh, model.model_id, experiment, out)
-    return model, out
+    return out

@@ -11,11 +11,10 @@ taken from the runs that recorded it. Points are ordered by ``started_at``.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
 from synthtrace.warehouse.history import HISTORY_ROLES, site_rank_table
+from synthtrace.warehouse.layout import Warehouse
 
 #: the series of the whole application run (all sites of a rank summed)
 APP_TOTAL = "(application total)"
@@ -33,10 +32,10 @@ def with_app_total(t: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([t, total.select(t.columns)], how="vertical_relaxed")
 
 
-def site_history(root: str | Path, app: str | list[str] | None = None) -> pl.DataFrame:
+def site_history(wh: Warehouse, app: str | list[str] | None = None) -> pl.DataFrame:
     """:func:`site_signals` of the warehouse's :func:`~synthtrace.warehouse.history.site_rank_table` (of ``app``:
     one name or several; default every application)."""
-    return site_signals(site_rank_table(root, app))
+    return site_signals(site_rank_table(wh, app))
 
 
 def site_signals(t: pl.DataFrame) -> pl.DataFrame:

@@ -110,9 +110,9 @@ def archetypes(
     if not names:
         raise BadInputError(f"{warehouse}: no experiments (ingest traces first)")
     with StepProgress(3 * len(names), "archetypes") as step:
-        done = [(name, *analyse(wh, name, machine=machine, thresholds=th, discover=discover, on_step=step))
+        done = [(name, analyse(wh.experiment(name), machine=machine, thresholds=th, discover=discover, on_step=step))
                 for name in names]
-    for name, m, inp, res in done:
+    for name, (m, inp, res) in ((n, (a.machine, a.trace, a.result)) for n, a in done):
         t = Table(title=f"archetypes of {name} ({inp.source}: {len(inp.run_names) if inp.source == 'runs' else 1} "
                         f"{'run(s)' if inp.source == 'runs' else 'merged trace'})")
         for col in ("unit", "archetype", "count", "time (s)", "time share", "provisional"):
@@ -145,6 +145,7 @@ def report(
     plots: Annotated[Path | None, typer.Option(help="Also save the PNG plots in this folder.")] = None,
 ) -> None:
     """Write a self-contained HTML report (archetype mix, roofline, Ridgeline, timeline, merge quality, alerts)."""
+    from synthtrace.pipelines.jobs import NightSettings
     from synthtrace.pipelines.jobs import report as build
     from synthtrace.pipelines.report import report_sections
     from synthtrace.warehouse.analysis_store import experiments
@@ -159,7 +160,8 @@ def report(
             raise BadInputError(f"--plots {plots}: is a file, not a folder")
         plots.mkdir(parents=True, exist_ok=True)
     with StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
-        path = build(wh, out, machine, experiment=experiment, thresholds=th, plot_dir=plots, on_step=step)
+        path = build(wh, NightSettings(machine), out, experiment=experiment, thresholds=th, plot_dir=plots,
+                     on_step=step)
     console.print(f"report written to {path}")
 
 

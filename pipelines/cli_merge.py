@@ -21,7 +21,8 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.merge_runs import DEFAULT_RESCALE, MergeOptions, MergeResult
 from synthtrace.tracelib.merge.checks import worst
 from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.merged import export_merged, merge_experiment
+from synthtrace.pipelines.jobs import merge_experiment
+from synthtrace.warehouse.merged import export_merged
 from synthtrace.warehouse.names import name_option
 
 
@@ -73,15 +74,16 @@ def merge(
     opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)
+    exp = wh.experiment(experiment)
     with StepProgress(1, f"merge {experiment}") as step:  # the total comes with the first step
-        result = merge_experiment(wh, experiment, opts, on_step=step)
+        result = merge_experiment(exp, opts, on_step=step)
     print_quality(result)
     console.print(f"merged {result.merged.height} bursts of {result.reference_run} into "
                   f"{wh.experiment_dir(experiment)}", soft_wrap=True)
     if export_prv is not None:
         export_prv.parent.mkdir(parents=True, exist_ok=True)
         with StepProgress(1, f"writing {export_prv}.prv") as step:
-            prv = export_merged(wh, result, export_prv)
+            prv = export_merged(exp, result, export_prv)
             step("done")
         console.print(f"exported the merged trace to {prv} (.pcf, .row beside it)", soft_wrap=True)
 

@@ -63,11 +63,11 @@ def train(
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Train a burst performance predictor, evaluate it on unseen applications and register it."""
-    from synthtrace.models.registry import train as train_model
+    from synthtrace.pipelines.jobs import train as train_model
     if folds < 2:
         raise BadInputError("--folds must be at least 2")
     with StepProgress(3 + folds, f"training a {model} predictor of {target}") as step:
-        m = train_model(warehouse, target, model, experiments=_split(experiments), seed=seed, n_splits=folds,
+        m = train_model(Warehouse(warehouse), target, model, experiments=_split(experiments), seed=seed, n_splits=folds,
                         on_step=step)
     r = m.record
     t = Table(title=f"model {r['model_id']}")
@@ -152,13 +152,13 @@ def predict(
     """Predict every burst of an experiment with a registered model; writes the predictions view."""
     from synthtrace.models.features import check_target
     from synthtrace.models.predictors import scores
-    from synthtrace.models.registry import predict as predict_experiment
+    from synthtrace.pipelines.jobs import predict as predict_experiment
     from synthtrace.warehouse.model_store import predictions_dir
 
     if target is not None:
         check_target(target)
     wh = Warehouse(warehouse)
-    m, out = predict_experiment(wh.root, experiment, model, target=target)
+    m, out = predict_experiment(wh, experiment, model, target=target)
     if m.record.get("status") == "rejected":
         print_warning(f"{m.model_id} is rejected (R² {m.record['cv_r2']:.3f} on unseen applications): its "
                       "predictions are worse than a constant")

@@ -62,7 +62,8 @@ def ingest(
     from synthtrace.tracelib.formats.source import find_traces, trace_bytes
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.errors import WarehouseError
-    from synthtrace.warehouse.ingest import experiment_names, ingest_trace
+    from synthtrace.pipelines.jobs import ingest as ingest_one
+    from synthtrace.warehouse.ingest import experiment_names
 
     for p in paths:
         if not p.exists():
@@ -86,8 +87,8 @@ def ingest(
             def read(n: int, upto: int = done_after) -> None:  # never past this trace's bytes (a re-read counts)
                 bar.update(task, completed=min(upto, bar.tasks[0].completed + n))
             try:
-                res = ingest_trace(wh, f, experiment=experiment, app=app, date=date, salvage=salvage,
-                                   progress=read, default_experiment=experiments.get(f))
+                res = ingest_one(wh, f, experiment=experiment, app=app, date=date, salvage=salvage,
+                                 progress=read, default_experiment=experiments.get(f))
             except WarehouseError:  # the warehouse cannot take any trace: one error, not one per trace
                 raise
             except SynthtraceError as exc:  # this trace only: the others are still ingested

@@ -1,12 +1,12 @@
-"""The work behind the commands and the night's stages, as plain functions over a
-:class:`~synthtrace.warehouse.Warehouse`: the CLI commands (which only parse options and print) and the nightly
-flow both call them.
+"""The work behind the commands and the night's stages: the one layer that loads from the warehouse, computes with
+the pure functions of tracelib and models, and commits the result (DESIGN §2, §9). The CLI commands (which only
+parse options and print) and the nightly flow both call it; everything here takes a
+:class:`~synthtrace.warehouse.Warehouse` (or an experiment opened from one), never a bare folder.
 
-The night's stages, imported directly by the flow (a missing or renamed function is an ImportError at start-up,
-never a stage silently skipped), each returning a JSON-friendly summary:
-
-- per experiment: :func:`merge` ``(wh, experiment)``, :func:`archetypes` ``(wh, experiment, machine)``;
-- per warehouse: :func:`detect` ``(wh)``, :func:`retrain` ``(wh)``, :func:`report` ``(wh, machine=...)``.
+The night's stages are the rows of :data:`JOBS`, each described once: its name (``--skip NAME``), its scope (once
+per experiment whose runs changed, or once per warehouse), what it runs, and which stages redoing it makes stale.
+The flow loops over that table; a new stage is a function here and one row in it (see docs/ARCHITECTURE.md, "Adding a
+stage"). Every stage returns a JSON-friendly summary (None: nothing to do).
 
 Each function imports the layers it needs when called, so a command that needs none of them stays quick.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from synthtrace.tracelib.errors import BadInputError
 
@@ -25,54 +25,115 @@ if TYPE_CHECKING:
 
     from synthtrace.models.analysis import AnalysisResult
     from synthtrace.models.archetypes import Thresholds
+    from synthtrace.models.registry import TrainedModel
     from synthtrace.tracelib.domain.machine import Machine
-    from synthtrace.warehouse.analysis_store import ExperimentInput
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult
+    from synthtrace.warehouse.experiment import Experiment, ExperimentTrace
+    from synthtrace.warehouse.ingest import IngestResult
     from synthtrace.warehouse.layout import Warehouse
 
 #: a progress callback: told the description of each step done
 OnStep = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class NightSettings:
+    """What the night's stages share from the command line: ``machine`` is ``--machine`` (preset or TOML file;
+    None: each experiment's own profile)."""
+
+    machine: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------- ingest
+def ingest(wh: Warehouse, path: str | Path, **options: Any) -> IngestResult:
+    """Read one trace and commit it as a run (:func:`synthtrace.warehouse.ingest.ingest_trace`, whose options
+    ``experiment``, ``app``, ``date``, ``salvage``, ``progress``, ``default_experiment`` and ``known`` it takes):
+    reading and storing a run is one step, streamed part by part, so the warehouse layer holds it whole."""
+    from synthtrace.warehouse.ingest import ingest_trace
+
+    return ingest_trace(wh, path, **options)
+
+
 # ---------------------------------------------------------------------------------------------- merge
-def merge(wh: Warehouse, experiment: str) -> dict[str, Any] | None:
+def merge_experiment(exp: Experiment, options: MergeOptions | None = None,
+                     on_step: Callable[[str, int], None] | None = None) -> MergeResult:
+    """Load, merge and commit one experiment (with its record: reference run and options). On any error the
+    warehouse is left as it was. ``on_step(what, total)`` is called as each step ends: reading the runs, each step
+    of :func:`~synthtrace.tracelib.merge.merge_runs.merge_runs`, writing the result."""
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions, merge_runs
+
+    options = options or MergeOptions()
+    runs = exp.run_tables()
+    # merge_runs' steps (each other run, each counter) and the reading and writing around them
+    total = len(runs) + 1 + len({c for r in runs for c in r.counters})
+    if on_step:
+        on_step(f"read {len(runs)} runs", total)
+    result = merge_runs(runs, options, experiment=exp.name,
+                        on_step=(lambda what, _: on_step(what, total)) if on_step else None)
+    exp.commit_merge(result, options, [r.run_id for r in runs])
+    if on_step:
+        on_step("written", total)
+    return result
+
+
+def merge(wh: Warehouse, experiment: str, settings: NightSettings = NightSettings()) -> dict[str, Any] | None:
     """The night's merge stage: merge ``experiment`` if it has two runs or more, else do nothing.
 
     Returns a summary (experiment, reference run, bursts, counters with their coverage, verdict) or None when
     there was nothing to merge. Bad input raises as on the command line.
     """
     from synthtrace.tracelib.merge.checks import worst
-    from synthtrace.warehouse.merged import experiment_runs, merge_experiment
 
-    if experiment_runs(wh, experiment).height < 2:
+    exp = wh.experiment(experiment)
+    if exp.require_runs().runs.height < 2:
         return None
-    result = merge_experiment(wh, experiment)
+    result = merge_experiment(exp)
     return {"experiment": experiment, "reference_run": result.reference_run, "n_bursts": result.merged.height,
             "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list())),
             "verdict": worst(result.quality.get_column("verdict"))}
 
 
 # ---------------------------------------------------------------------------------------------- archetypes
-def analyse(wh: Warehouse, experiment: str, *, machine: str | None = None, thresholds: Thresholds | None = None,
-            discover: bool = True, on_step: OnStep | None = None) -> tuple[Machine, ExperimentInput, AnalysisResult]:
-    """Metrics and archetypes of one experiment, stored in the warehouse; ``machine`` is ``--machine`` (a preset or
-    TOML file; None: the ``machine.toml`` beside the experiment's traces, else the default preset). Returns the
-    machine profile used, what was read, and the analysis. ``on_step`` is told each of its three steps."""
-    from synthtrace.models.analysis import analyse_experiment, machine_profile
+@dataclass(frozen=True)
+class Analysis:
+    """One experiment's analysis: the machine profile used, the trace it read, the result."""
 
-    profile = machine_profile(str(wh.root), experiment, machine)
-    inp, res = analyse_experiment(str(wh.root), experiment, machine=profile, thresholds=thresholds,
-                                  discover=discover, on_step=on_step)
-    return profile, inp, res
+    machine: Machine
+    trace: ExperimentTrace
+    result: AnalysisResult
 
 
-def archetypes(wh: Warehouse, experiment: str, machine: str | None = None) -> dict[str, float]:
+def analyse(exp: Experiment, *, machine: str | Machine | None = None, thresholds: Thresholds | None = None,
+            discover: bool = True, store: bool = True, on_step: OnStep | None = None) -> Analysis:
+    """Metrics and archetypes of one experiment, committed (``store``) beside its merge with the machine profile
+    used (``machine.json``) and the discovery figures. ``machine``: a profile, or ``--machine`` (a preset or TOML
+    file; None: the ``machine.toml`` beside the experiment's traces, else the default preset). ``on_step`` is told
+    each of its three steps (read, analysed, stored)."""
+    from synthtrace.models.analysis import analyse_input
+    from synthtrace.tracelib.domain.machine import Machine
+
+    step = on_step or (lambda _: None)
+    profile = machine if isinstance(machine, Machine) else exp.machine(machine)
+    trace = exp.trace().labelled()
+    step(f"{exp.name} read")
+    result = analyse_input(trace, machine=profile, thresholds=thresholds, discover=discover)
+    step(f"{exp.name} analysed")
+    if store:
+        exp.commit(result.frames(), {"archetype_discovery": result.discovery,
+                                     "machine": {**profile.as_dict(), "source": profile.source}},
+                   what="it was analysed", read=trace.run_names, needs_merged=trace.source == "merged")
+    step(f"{exp.name} stored")
+    return Analysis(profile, trace, result)
+
+
+def archetypes(wh: Warehouse, experiment: str, settings: NightSettings = NightSettings()) -> dict[str, float]:
     """The night's archetypes stage: analyse and store one experiment; returns archetype -> share of burst time."""
     import polars as pl
 
     from synthtrace.models.analysis import mix
 
-    _, _, res = analyse(wh, experiment, machine=machine)
-    m = mix(res.archetypes).filter(pl.col("unit") == "burst")
+    m = mix(analyse(wh.experiment(experiment), machine=settings.machine).result.archetypes)
+    m = m.filter(pl.col("unit") == "burst")
     return dict(zip(m["archetype"].to_list(), m["time_share"].to_list()))
 
 
@@ -100,18 +161,18 @@ def detection(wh: Warehouse, app: str | None = None, now: datetime | None = None
     import polars as pl
 
     from synthtrace.warehouse.alert_store import write_alerts
-    from synthtrace.warehouse.history import apps, match_apps
+    from synthtrace.warehouse.history import apps, match_apps, site_rank_table
 
     step = on_step or (lambda _: None)
-    names = match_apps(wh.root, app) if app is not None else apps(wh.root)
+    names = match_apps(wh, app) if app is not None else apps(wh)
     if not names:
         raise BadInputError(f"{wh.root}: no runs to look at (ingest traces first)")
     from synthtrace.models.regression import REGRESSION_SCHEMA
     from synthtrace.models.regression import detect as detect_alerts
-    from synthtrace.models.site_signals import site_history
+    from synthtrace.models.site_signals import site_signals
 
     step(DETECTION_STEPS[0])
-    history = site_history(wh.root, names)
+    history = site_signals(site_rank_table(wh, names))
     step(DETECTION_STEPS[1])
     alerts = detect_alerts(history, now=now) if history.height else pl.DataFrame(schema=REGRESSION_SCHEMA)
     step(DETECTION_STEPS[2])
@@ -132,16 +193,16 @@ def _history_nights(history: pl.DataFrame, names: list[str]) -> dict[str, int]:
     return {a: dict(n.iter_rows()).get(a, 0) for a in names}
 
 
-def detect(wh: Warehouse) -> list[dict[str, Any]]:
+def detect(wh: Warehouse, settings: NightSettings = NightSettings()) -> list[dict[str, Any]]:
     """The night's detection stage: rewrite the regressions view; return the alerts that are new.
 
     New = not among the alerts stored before (same app, configuration, call site and change date). Each alert
     is a JSON-friendly dict (dates as ISO strings). Returns [] when nothing is ingested.
     """
-    from synthtrace.warehouse.history import apps
     from synthtrace.warehouse.alert_store import read_alerts
+    from synthtrace.warehouse.history import apps
 
-    if not apps(wh.root):
+    if not apps(wh):
         return []
     before = read_alerts(wh)
     seen = set(before.select("app", "config", "call_site", "changed_at").iter_rows()) if before.height else set()
@@ -151,7 +212,54 @@ def detect(wh: Warehouse) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------------------------- models
-def retrain(wh: Warehouse, target: str = "ipc", kind: str = "hgb", seed: int = 0) -> dict[str, Any] | None:
+def train(wh: Warehouse, target: str = "ipc", kind: str = "hgb", *, experiments: list[str] | None = None,
+          seed: int = 0, n_splits: int = 5, evaluate: bool = True, now: datetime | None = None,
+          on_step: OnStep | None = None) -> TrainedModel:
+    """Train a ``kind`` predictor of ``target`` on the warehouse's bursts (of ``experiments``, default all) and
+    register it as a new version (:func:`synthtrace.models.registry.train`). ``on_step`` is told each step done
+    (reading, features, fit, every evaluation fold).
+
+    Raises :class:`~synthtrace.models.features.UnknownTargetError`,
+    :class:`~synthtrace.models.predictors.UnknownModelKindError`,
+    :class:`~synthtrace.warehouse.errors.UnknownExperimentError` and
+    :class:`~synthtrace.models.features.NoTrainingDataError`.
+    """
+    from synthtrace.models.registry import TrainedModel, check_request
+    from synthtrace.models.registry import train as fit_model
+    from synthtrace.models.training_data import load_bursts
+    from synthtrace.warehouse.model_store import model_record, write_model
+
+    check_request(target, kind, seed)
+    frame, info = load_bursts(wh, experiments)
+    if on_step:
+        on_step("bursts read")
+    model, artifact = fit_model(frame, {**info, "warehouse": str(wh.root)}, target, kind, seed=seed,
+                                n_splits=n_splits, evaluate=evaluate, now=now, on_step=on_step)
+    write_model(wh, model.record, artifact)
+    return TrainedModel(model.estimator, model_record(wh, model.model_id))
+
+
+def predict(wh: Warehouse, experiment: str, model_id: str | None = None, *, target: str | None = None,
+            store: bool = True, now: datetime | None = None) -> tuple[TrainedModel, pl.DataFrame]:
+    """Apply a registered model (``model_id``, else the newest, of ``target`` if given) to one experiment's bursts
+    and (``store``) write them to the predictions view."""
+    from synthtrace.models.features import NoTrainingDataError
+    from synthtrace.models.registry import load, predictions
+    from synthtrace.models.training_data import load_bursts
+    from synthtrace.warehouse.model_store import write_predictions
+
+    model = load(wh, model_id, target)
+    frame, _ = load_bursts(wh, [experiment])
+    if frame.height == 0:
+        raise NoTrainingDataError(f"experiment {experiment!r} has no bursts to predict")
+    out = predictions(model, frame, experiment, now=now)
+    if store:
+        write_predictions(wh, model.model_id, experiment, out)
+    return model, out
+
+
+def retrain(wh: Warehouse, settings: NightSettings = NightSettings(), target: str = "ipc", kind: str = "hgb",
+            seed: int = 0) -> dict[str, Any] | None:
     """The night's retraining stage: train a new ``target`` model when experiments appeared since the newest.
 
     Returns a summary (model_id, target, kind, n_rows, cv_r2, cv_mape, new experiments) or None when no
@@ -160,7 +268,6 @@ def retrain(wh: Warehouse, target: str = "ipc", kind: str = "hgb", seed: int = 0
     import polars as pl
 
     from synthtrace.models.features import NoTrainingDataError
-    from synthtrace.models.registry import train as train_model
     from synthtrace.warehouse.model_store import experiment_apps, read_models
 
     available = set(experiment_apps(wh))
@@ -172,7 +279,7 @@ def retrain(wh: Warehouse, target: str = "ipc", kind: str = "hgb", seed: int = 0
     if ms.height and not fresh:
         return None
     try:
-        m = train_model(wh.root, target, kind, seed=seed)
+        m = train(wh, target, kind, seed=seed)
     except NoTrainingDataError:
         return None
     r = m.record
@@ -181,15 +288,15 @@ def retrain(wh: Warehouse, target: str = "ipc", kind: str = "hgb", seed: int = 0
 
 
 # ---------------------------------------------------------------------------------------------- report
-def report(wh: Warehouse, out: str | Path | None = None, machine: str | None = None, *,
+def report(wh: Warehouse, settings: NightSettings = NightSettings(), out: str | Path | None = None, *,
            experiment: str | None = None, thresholds: Thresholds | None = None, plot_dir: Path | None = None,
            on_step: OnStep | None = None) -> str:
     """The HTML report of the warehouse (default ``WAREHOUSE/report.html``; the night's report stage); returns its
-    path. ``machine`` (``--machine``) overrides each experiment's own profile (its ``machine.toml``)."""
+    path. ``settings.machine`` (``--machine``) overrides each experiment's own profile (its ``machine.toml``)."""
     from synthtrace.pipelines.report import build_report
 
     out = Path(out) if out else wh.root / "report.html"
-    return str(build_report(wh, out, experiment=experiment, machine=machine, thresholds=thresholds,
+    return str(build_report(wh, out, experiment=experiment, machine=settings.machine, thresholds=thresholds,
                             plot_dir=plot_dir, on_step=on_step))
 
 
@@ -239,18 +346,18 @@ def pop_experiment(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, list[s
     import polars as pl
 
     from synthtrace.tracelib.domain.pop import POP_METRICS_SCHEMA, pop_metrics
-    from synthtrace.warehouse.runs import check_runs_still_in, experiment_runs
+    from synthtrace.warehouse.analysis_store import read_analysis
 
-    runs = experiment_runs(wh, experiment)
-    stored_file = wh.experiment_dir(experiment) / "pop_metrics.parquet"
+    exp = wh.experiment(experiment).require_runs()
+    runs = exp.runs
     labels = runs.select("run_id", "run_name", "app", "experiment")
-    if stored_file.is_file():
-        stored = pl.read_parquet(stored_file)
+    what = "its POP table was computed"
+    if (stored := read_analysis(wh, experiment, "pop_metrics")) is not None:
         if set(stored["run_id"].to_list()) == set(runs["run_id"].to_list()):
             fresh = stored.drop("run_name", "app", "experiment").join(labels, on="run_id").select(
                 list(POP_METRICS_SCHEMA))
             if not fresh.equals(stored.select(list(POP_METRICS_SCHEMA))):
-                wh.update_dir(wh.experiment_dir(experiment), {"pop_metrics": fresh})
+                exp.commit({"pop_metrics": fresh}, what=what)
             return fresh, []
     threads, rows, notes = [], [], []
     for run in runs.iter_rows(named=True):
@@ -262,9 +369,7 @@ def pop_experiment(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, list[s
     per_run = labels.join(pl.DataFrame(rows, schema={"run_id": pl.String, "runtime_ns": pl.Int64,
                                                      "ideal_runtime_ns": pl.Int64}), on="run_id")
     table = pop_metrics(pl.concat(threads, how="vertical_relaxed"), per_run)
-    wh.update_dir(wh.experiment_dir(experiment), {"pop_metrics": table},
-                  check=lambda: check_runs_still_in(wh, experiment, runs["run_id"].to_list(),
-                                                    "its POP table was computed"))
+    exp.commit({"pop_metrics": table}, what=what)
     return table, notes
 
 
@@ -305,7 +410,7 @@ def pop_tables(wh: Warehouse, names: list[str] | None = None, *, scaling: str = 
     return PopTables(metrics, series.filter(mine), predicted, notes)
 
 
-def pop(wh: Warehouse, experiment: str) -> dict[str, Any] | None:
+def pop(wh: Warehouse, experiment: str, settings: NightSettings = NightSettings()) -> dict[str, Any] | None:
     """The night's POP stage: the POP table of each run of ``experiment``, then the scaling table of every
     application. Returns a summary (runs, parallel efficiency per run name) or None when it has no runs."""
     tables = pop_tables(wh, [experiment])
@@ -317,8 +422,36 @@ def pop(wh: Warehouse, experiment: str) -> dict[str, Any] | None:
             "notes": tables.notes}
 
 
-#: per-experiment stages of the night, in order
-EXPERIMENT_STAGES = {"merge": merge, "archetypes": archetypes}
-#: warehouse-wide stages of the night, in order
-WAREHOUSE_STAGES = {"detect": detect, "retrain": retrain, "report": report}
-STAGES = (*EXPERIMENT_STAGES, *WAREHOUSE_STAGES)
+# ---------------------------------------------------------------------------------------------- the night's jobs
+@dataclass(frozen=True)
+class Job:
+    """One stage of the night, described once.
+
+    ``run`` is ``run(wh, experiment, settings)`` for scope ``experiment`` (run for each experiment whose runs
+    changed since the stage last completed on it, or that a stage before it redid tonight), ``run(wh, settings)``
+    for scope ``warehouse`` (run when any experiment's runs or completed stages changed). ``invalidates``: the
+    stages whose results are stale once this one is redone (run again on that experiment tonight). ``summary``:
+    the field of the night's summary its results go to (experiment scope: experiment -> result)."""
+
+    name: str
+    scope: Literal["experiment", "warehouse"]
+    run: Callable[..., Any]
+    invalidates: tuple[str, ...] = ()
+    summary: str | None = None
+
+
+#: the night's stages, in order
+JOBS: tuple[Job, ...] = (
+    Job("merge", "experiment", merge, invalidates=("archetypes",), summary="merged"),
+    Job("archetypes", "experiment", archetypes, summary="archetypes"),
+    Job("pop", "experiment", pop),
+    Job("detect", "warehouse", detect, summary="alerts"),
+    Job("retrain", "warehouse", retrain),
+    Job("report", "warehouse", report, summary="report"),
+)
+STAGES: tuple[str, ...] = tuple(j.name for j in JOBS)
+
+
+def job(name: str) -> Job:
+    """The job called ``name`` (a KeyError names an unknown one)."""
+    return {j.name: j for j in JOBS}[name]

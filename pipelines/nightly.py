@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger, task, unmapped
+from prefect import Flow, flow, get_run_logger, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import as_completed
 from prefect.states import Completed
@@ -25,7 +25,7 @@ from synthtrace.pipelines import jobs
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import discover, is_machine_error, quarantine
-from synthtrace.warehouse.ingest import ingest_trace
+from synthtrace.warehouse.ingest import ContentId
 from synthtrace.warehouse.night_state import (
     Pending,
     fingerprint,
@@ -36,15 +36,13 @@ from synthtrace.warehouse.night_state import (
 )
 
 FLOW_NAME = "synthtrace-nightly"
-STAGES = jobs.STAGES
 DEPLOYMENT_NAME = "nightly"
 #: seconds the ephemeral Prefect server gets to start, first try and retry (Prefect's default, 20 s, is too
 #: short on a loaded 2-core machine); a larger PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS wins
 STARTUP_TIMEOUTS_S = (90, 180)
 
-#: progress callback of the running night: (stage, items done, items in the stage); set by :func:`run_night`
+#: progress callback of a night: (stage, items done, items in the stage)
 Progress = Callable[[str, int, int], None]
-_progress: Progress | None = None
 
 
 def cores() -> int:
@@ -72,15 +70,23 @@ class NightSummary:
     up_to_date: list[str] = field(default_factory=list)  # stages with nothing to do tonight
     errors: list[dict[str, Any]] = field(default_factory=list)
 
+    def record(self, job: jobs.Job, result: Any) -> None:
+        """Keep a job's result (experiment scope: experiment -> result) in its field of the summary."""
+        if job.summary == "merged":
+            self.merged = [m for m in result.values() if m]
+        elif job.summary == "alerts":
+            self.alerts = list(result or [])
+        elif job.summary is not None:
+            setattr(self, job.summary, result)
+
     def message(self) -> str:
         return (f"{len(self.ingested)} runs ingested, {len(self.quarantined)} quarantined, "
                 f"{len(self.merged)} experiments merged, {len(self.alerts)} alerts"
                 + (f", {len(self.errors)} stage errors" if self.errors else ""))
 
 
-def _tell(stage: str, done: int, total: int) -> None:
-    if _progress is not None:
-        _progress(stage, done, total)
+def _silent(stage: str, done: int, total: int) -> None:
+    """The progress of a night nobody watches (a served deployment)."""
 
 
 def one_line(exc: BaseException) -> str:
@@ -93,10 +99,17 @@ def one_line(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- tasks
+def discovered(drop: str | Path, wh: Warehouse) -> list[dict[str, Any]]:
+    """The new traces of the drop folder (:func:`~synthtrace.warehouse.drop.discover`), each hashed once: its id
+    and files' stat go to its ingest (``known``), which then does not hash it again."""
+    return [{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment,
+             "known": [d.known.run_id, [list(s) for s in d.known.signature]] if d.known else None}
+            for d in discover(Path(drop), wh)]
+
+
 @task(name="discover")
 def discover_task(drop: str, wh: Warehouse) -> list[dict[str, Any]]:
-    found = discover(Path(drop), wh.ensure())
-    return [{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment} for d in found]
+    return discovered(drop, wh.ensure())
 
 
 @task(name="ingest", retries=0)
@@ -105,7 +118,8 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
     failure is the machine's (disk full, read-only warehouse): then the trace stays for the next night."""
     path = Path(item["path"])
     try:
-        res = ingest_trace(wh, path, default_experiment=item["experiment"])
+        known = ContentId(item["known"][0], tuple(map(tuple, item["known"][1]))) if item.get("known") else None
+        res = jobs.ingest(wh, path, default_experiment=item["experiment"], known=known)
     except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
         reason = one_line(exc)
         if is_machine_error(exc):
@@ -122,24 +136,24 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
 
 
 @task(name="stage")
-def stage_task(stage: str, wh: Warehouse, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Run one later stage ``jobs.<stage>(wh, *args, **kwargs)``: ``{"ok": result}``, or ``{"error": ...}`` when
-    it fails (one experiment's failure is reported and retried next night, never allowed to end this one)."""
-    fn = {**jobs.EXPERIMENT_STAGES, **jobs.WAREHOUSE_STAGES}[stage]
+def stage_task(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightSettings) -> dict[str, Any]:
+    """Run one later stage, ``run(wh, *args, settings)`` of its :class:`~synthtrace.pipelines.jobs.Job`:
+    ``{"ok": result}``, or ``{"error": ...}`` when it fails (one experiment's failure is reported and retried next
+    night, never allowed to end this one)."""
     try:
-        return {"ok": fn(wh, *args, **kwargs)}
+        return {"ok": jobs.job(stage).run(wh, *args, settings)}
     except Exception as exc:  # reported in the summary; the stage stays pending
         text = one_line(exc)
         get_run_logger().warning("%s %s failed: %s", stage, " ".join(map(str, args)), text)
         return {"error": text, "stage": stage, "args": [str(a) for a in args]}
 
 
-def _experiment_stage(stage: str, wh: Warehouse, items: list[Pending], kwargs: dict[str, Any],
-                      summary: NightSummary) -> dict[str, Any]:
-    """Run ``stage`` over ``items`` (mapped tasks); experiment -> result of those that completed."""
-    _tell(stage, 0, len(items))
-    futures = stage_task.with_options(name=stage).map(unmapped(stage), unmapped(wh), [[p.experiment] for p in items],
-                                                      unmapped(kwargs))
+def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settings: jobs.NightSettings,
+                      summary: NightSummary, tell: Progress) -> dict[str, Any]:
+    """Run ``job`` over ``items`` (mapped tasks); experiment -> result of those that completed."""
+    tell(job.name, 0, len(items))
+    futures = stage_task.with_options(name=job.name).map(unmapped(job.name), unmapped(wh),
+                                                         [[p.experiment] for p in items], unmapped(settings))
     by_future = {f.task_run_id: p.experiment for f, p in zip(futures, items)}
     done: dict[str, Any] = {}
     for n, fut in enumerate(as_completed(futures), 1):
@@ -148,27 +162,33 @@ def _experiment_stage(stage: str, wh: Warehouse, items: list[Pending], kwargs: d
             summary.errors.append(out)
         else:
             done[by_future[fut.task_run_id]] = out["ok"]
-        _tell(stage, n, len(items))
+        tell(job.name, n, len(items))
     return done
 
 
 # ---------------------------------------------------------------------------------------------- flow
-@flow(name=FLOW_NAME, log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=cores()))
-def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
-                 skip: list[str] | None = None) -> NightSummary:
-    """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night
-    left unfinished), publish the results. ``skip`` names later stages not to run tonight."""
+def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
+          found: list[dict[str, Any]] | None = None, tell: Progress = _silent) -> NightSummary:
+    """One night, inside a flow: ingest what cluster jobs dropped, then every job of :data:`jobs.JOBS` not in
+    ``skip``, in order: an experiment job on the experiments it has not completed on for their current runs (or that
+    a job before it redid tonight, see ``Job.invalidates``), skipping an experiment once one of its jobs failed
+    tonight; a warehouse job when the warehouse changed since it last completed. ``found``: the new traces when
+    the caller has discovered them already (:func:`discovered`). ``tell`` hears the progress."""
     summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
     skipped = set(skip or ())
-    summary.skipped_steps = [s for s in STAGES if s in skipped]
+    summary.skipped_steps = [s for s in jobs.STAGES if s in skipped]
     wh = Warehouse(warehouse)
+    settings = jobs.NightSettings(machine=machine)
 
-    _tell("discover", 0, 1)
-    found = discover_task(drop, wh)
-    _tell("discover", 1, 1)
-    _tell("ingest", 0, len(found))
+    tell("discover", 0, 1)
+    if found is None:
+        found = discover_task(drop, wh)
+    else:
+        wh.ensure()
+    tell("discover", 1, 1)
+    tell("ingest", 0, len(found))
     for n, fut in enumerate(as_completed(ingest_task.map(found, drop=drop, wh=unmapped(wh))), 1):
         r = fut.result()
         if r["status"] == "quarantined":
@@ -177,50 +197,74 @@ def nightly_flow(drop: str, warehouse: str, machine: str | None = None,
             summary.errors.append({"stage": "ingest", "args": [r["path"]], "error": r["reason"]})
         elif r["status"] == "ingested":
             summary.ingested.append(r)
-        _tell("ingest", n, len(found))
+        tell("ingest", n, len(found))
 
-    wanted = [s for s in jobs.EXPERIMENT_STAGES if s not in skipped]
-    todo, invalid = pending(wh, wanted)
-    summary.up_to_date = [s for s in wanted if not any(s in p.stages for p in todo)]
-    summary.errors += [{"stage": "merge", "args": [e], "error": "not a valid experiment name; move its runs to "
+    per_experiment = [j for j in jobs.JOBS if j.scope == "experiment" and j.name not in skipped]
+    todo, invalid = pending(wh, [j.name for j in per_experiment])
+    summary.up_to_date = [j.name for j in per_experiment if not any(j.name in p.stages for p in todo)]
+    first = next(j.name for j in jobs.JOBS if j.scope == "experiment")
+    summary.errors += [{"stage": first, "args": [e], "error": "not a valid experiment name; move its runs to "
                         "another experiment"} for e in invalid]
-    if "merge" in wanted:
-        to_merge = [p for p in todo if "merge" in p.stages]
-        merged = _experiment_stage("merge", wh, to_merge, {}, summary)
-        summary.merged = [m for m in merged.values() if m]
-        for p in to_merge:
-            if p.experiment in merged:
-                mark_experiment(wh, p, ["merge"], invalidates=["archetypes"])
-        todo = [p for p in todo if p.experiment in merged or "merge" not in p.stages]
-    if "archetypes" in wanted:
-        to_analyse = [p for p in todo if "archetypes" in p.stages or "merge" in p.stages]
-        summary.archetypes = _experiment_stage("archetypes", wh, to_analyse, {"machine": machine}, summary)
-        for p in to_analyse:
-            if p.experiment in summary.archetypes:
-                mark_experiment(wh, p, ["archetypes"])
+    stale: dict[str, set[str]] = {}  # experiment -> jobs made stale by a job redone tonight
+    failed: set[str] = set()  # experiments one of whose jobs failed tonight: their later jobs wait
+    for job in per_experiment:
+        items = [p for p in todo if p.experiment not in failed
+                 and (job.name in p.stages or job.name in stale.get(p.experiment, ()))]
+        done = _experiment_stage(job, wh, items, settings, summary, tell)
+        for p in items:
+            if p.experiment in done:
+                mark_experiment(wh, p, [job.name], invalidates=job.invalidates)
+                stale.setdefault(p.experiment, set()).update(job.invalidates)
+            else:
+                failed.add(p.experiment)
+        summary.record(job, done)
 
     state = fingerprint(wh)
-    left = global_stages_left(wh, [s for s in jobs.WAREHOUSE_STAGES if s not in skipped], state)
-    summary.up_to_date += [s for s in jobs.WAREHOUSE_STAGES if s not in skipped and s not in left]
+    per_warehouse = [j for j in jobs.JOBS if j.scope == "warehouse" and j.name not in skipped]
+    left = global_stages_left(wh, [j.name for j in per_warehouse], state)
+    summary.up_to_date += [j.name for j in per_warehouse if j.name not in left]
     completed = []
-    for name in left:
-        _tell(name, 0, 1)
-        out = stage_task.with_options(name=name)(name, wh, [], {"machine": machine} if name == "report" else {})
-        _tell(name, 1, 1)
+    for job in (j for j in per_warehouse if j.name in left):
+        tell(job.name, 0, 1)
+        out = stage_task.with_options(name=job.name)(job.name, wh, [], settings)
+        tell(job.name, 1, 1)
         if "error" in out:
             summary.errors.append(out)
             continue
-        completed.append(name)
-        if name == "detect":
-            summary.alerts = list(out["ok"] or [])
-        elif name == "report":
-            summary.report = out["ok"]
+        completed.append(job.name)
+        summary.record(job, out["ok"])
     if completed:
         mark_global(wh, state, completed)
     if summary.report is None and "report" not in skipped and (wh.root / "report.html").is_file():
         summary.report = str(wh.root / "report.html")
     _publish(summary)
     return Completed(message=summary.message(), data=summary)
+
+
+def _flow_options(task_runner: Any = None) -> dict[str, Any]:
+    return {"name": FLOW_NAME, "log_prints": False, "validate_parameters": True,
+            "task_runner": task_runner or ThreadPoolTaskRunner(max_workers=cores())}
+
+
+def night_flow(tell: Progress = _silent, task_runner: Any = None) -> Flow:
+    """The nightly flow (its name :data:`FLOW_NAME` in Prefect) of a night someone watches: its progress goes to
+    ``tell``. Run in this process only (:func:`run_night`); the deployed flow is :func:`nightly_flow`."""
+    def watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
+                      found: list[dict[str, Any]] | None = None) -> NightSummary:
+        return night(drop, warehouse, machine, skip, found, tell)
+
+    watched_night.__doc__ = nightly_flow.__doc__
+    return flow(watched_night, **_flow_options(task_runner))
+
+
+@flow(**_flow_options())
+def nightly_flow(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
+                 found: list[dict[str, Any]] | None = None) -> NightSummary:
+    """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night left
+    unfinished), publish the results. ``skip`` names later stages not to run tonight; ``found``: the new traces,
+    when discovered before the flow started (else the flow discovers them). The flow ``synthtrace serve``
+    deploys (a module-level function: its entrypoint must import)."""
+    return night(drop, warehouse, machine, skip, found)
 
 
 def _publish(summary: NightSummary) -> None:
@@ -276,21 +320,23 @@ def start_prefect() -> None:
         "to a running server")
 
 
-def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None) -> NightSummary | None:
+def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,
+                  found: list[dict[str, Any]] | None = None) -> NightSummary | None:
     """The summary of a night with nothing to do (no new trace, no stage pending), found without starting
-    Prefect (most of such a night's time on a busy machine); None when there is work."""
+    Prefect (most of such a night's time on a busy machine); None when there is work. ``found``: the new traces
+    (:func:`discovered`), when known."""
     skipped = set(skip or ())
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
-    if not (wh.root / "runs").is_dir() or discover(Path(drop), wh):
+    if not (wh.root / "runs").is_dir() or (found if found is not None else discover(Path(drop), wh)):
         return None
-    todo, invalid = pending(wh, [s for s in jobs.EXPERIMENT_STAGES if s not in skipped])
-    global_stages = [s for s in jobs.WAREHOUSE_STAGES if s not in skipped]
+    todo, invalid = pending(wh, [j.name for j in jobs.JOBS if j.scope == "experiment" and j.name not in skipped])
+    global_stages = [j.name for j in jobs.JOBS if j.scope == "warehouse" and j.name not in skipped]
     if todo or invalid or global_stages_left(wh, global_stages, fingerprint(wh)):
         return None
     report = wh.root / "report.html"
-    return NightSummary(drop=str(drop), warehouse=str(wh.root), skipped_steps=[s for s in STAGES if s in skipped],
-                        up_to_date=[s for s in STAGES if s not in skipped],
+    return NightSummary(drop=str(drop), warehouse=str(wh.root), skipped_steps=[s for s in jobs.STAGES if s in skipped],
+                        up_to_date=[s for s in jobs.STAGES if s not in skipped],
                         report=str(report) if "report" not in skipped and report.is_file() else None)
 
 
@@ -299,21 +345,20 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
               progress: Progress | None = None) -> NightSummary:
     """Run the flow once in this process (ephemeral Prefect unless PREFECT_API_URL is set); ``progress`` is
     called as stages advance. A night with nothing to do returns at once, without Prefect."""
-    global _progress
-    f = nightly_flow
+    runner_ = None
     if runner == "dask":
         from prefect_dask import DaskTaskRunner
-        f = nightly_flow.with_options(task_runner=DaskTaskRunner(address=dask_address) if dask_address
-                                      else DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1,
-                                                                          "processes": True}))
-    if (quiet := nothing_to_do(drop, wh, skip)) is not None:
+        runner_ = (DaskTaskRunner(address=dask_address) if dask_address else
+                   DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1, "processes": True}))
+    if not Path(drop).is_dir():
+        raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
+    found = discovered(drop, wh)  # once: the flow ingests what this found, by the ids it hashed
+    if (quiet := nothing_to_do(drop, wh, skip, found)) is not None:
         return quiet
     start_prefect()
-    _progress = progress
-    try:
-        state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), return_state=True)
-    finally:
-        _progress = None
+    f = night_flow(progress or _silent, runner_)
+    state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), found=found,
+              return_state=True)
     if state.is_failed():
         state.result()  # raises the flow's exception
     return state.result()

@@ -371,7 +371,7 @@ def alerts_section(wh: Warehouse, alerts: pl.DataFrame | None) -> str:
     histories: dict[str, pl.DataFrame] = {}
     for alert in alerts.head(MAX_ALERT_PLOTS).iter_rows(named=True):
         if alert["app"] not in histories:
-            histories[alert["app"]] = site_history(wh.root, alert["app"])
+            histories[alert["app"]] = site_history(wh, alert["app"])
         if histories[alert["app"]].height:
             parts.append(_img(figure_png(plot_alert_history(histories[alert["app"]], alert).figure),
                               f"history of {alert['app']} at {alert['call_site']}"))
@@ -646,8 +646,6 @@ def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = Non
     build however long the history grows. Each experiment's roofs come from ``machine`` (``--machine``: a preset
     or TOML file) when given, else from the ``machine.toml`` beside its traces, else the default preset, as in its
     analysis. ``on_step`` is told each section done (:func:`report_sections` + 1 steps)."""
-    from synthtrace.models.analysis import machine_profile
-
     step = on_step or (lambda _: None)
     names = report_sections(wh, experiment)
     body = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · generated "
@@ -659,7 +657,7 @@ def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = Non
     elif not experiment:
         body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
     for n in names:
-        profile = machine_profile(str(wh.root), n, machine)
+        profile = wh.experiment(n).machine(machine)  # arch (issue 26): the profile is the experiment's
         body.append(cached_section(wh, n, profile, thresholds) if plot_dir is None else
                     experiment_section(wh, n, profile, thresholds, plot_dir)[0])
         step(n)

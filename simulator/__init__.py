@@ -11,6 +11,13 @@ behave differently (``--apps-per-pattern``: ``halo_1``, ``halo_2``, ...; inputs,
 miss rates, instruction mix and core efficiency). Traces are real Paraver files written with
 :mod:`synthtrace.tracelib.formats.paraver.writer`, streamed block by block (:mod:`.engine`).
 
+:mod:`.mechanisms` (issue 22) runs campaigns call by call instead (:mod:`.mpi_exec`, an event-driven MPI executor:
+completion calls complete what has arrived, polls and ``MPI_ANY_SOURCE`` matches follow arrival times), for the
+run-to-run mechanisms a merge must survive (completion grouping, heavy polling, an extra / missing / repeated
+iteration, a checkpoint in one run, rotation-symmetric rings and tori, no or one call site, a dynamic
+master-worker farm, 8-10 runs with one or two counters, slow nodes and network jitter, iteration-dependent
+kernel rates), each with its truth per burst (``truth.parquet`` in the campaign's folder; see that module).
+
 Output layout (``synthtrace simulate OUT_DIR``)::
 
     OUT_DIR/<experiment>/<app>.run<k>.prv|.pcf|.row        one experiment per app (experiment = app)

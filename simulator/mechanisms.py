@@ -22,9 +22,11 @@ reader numbers them (run_name, task, burst_seq from 0 per task in time order), w
 Mechanisms (:data:`MECHANISMS`), each a real cause of run-to-run difference; every campaign also has the
 simulator's usual differences (placement, clock, counter noise, OS noise, exit skew of collectives):
 
-``completion``      halo on a 2-D torus or a random neighbour graph, the interior computed in chunks with an
-                    ``MPI_Testsome`` after each (completing 0-3 receives, by arrival), then ``MPI_Waitany`` per
-                    remaining receive (unpacking the face that came) and ``MPI_Waitall`` on the sends
+``completion``      halo on a random neighbour graph, the interior computed in chunks with an ``MPI_Testsome``
+                    after each (completing 0-3 receives, by arrival), then ``MPI_Waitany`` per remaining receive
+                    (unpacking the face that came) and ``MPI_Waitall`` on the sends; receives recorded at their
+                    post, as Extrae does (``completion_at_wait``: in the call that completed them, as Score-P
+                    records them)
 ``polling``         a gather to rank 0 each iteration: rank 0 polls ``MPI_Iprobe(ANY_SOURCE)`` (hundreds of
                     polls) and receives from whoever is there
 ``extra_inner`` / ``missing_inner``   one run's inner solver needs one more / one fewer iteration in one outer
@@ -33,15 +35,18 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
 ``extra_varying``   one run's inner solver needs one more iteration, inner iterations differ in work and rates
                     (decidable)
 ``checkpoint``      one run writes a checkpoint (Gather to rank 0, a write, a Barrier) in one iteration
-``ring`` / ``torus`` rotation-symmetric topologies (every rank the same messages), ranks differ by their work only
+``ring`` / ``torus`` rotation-symmetric topologies (every rank the same messages), ranks differ a little by their
+                    work only (the ring's receives recorded at completion)
 ``no_callers``      no caller events (no 70000001/80000001 types)
 ``one_site``        every MPI call from one call site (a wrapper library)
 ``master_worker``   a dynamic task farm over 40+ iterations: ``MPI_Recv(ANY_SOURCE)`` of a result, the next
                     task to that worker
-``pairs8`` / ``single10``   8 runs recording two counters each / 10 runs recording one counter each
+``pairs8`` / ``single10``   8 runs recording two counters each / 10 runs recording one counter each (receives
+                    recorded at completion, as in ``completion_at_wait``; so is ``checkpoint``)
 ``placement``       random placement, one slow node per run (5-25 % slower), network jitter (sigma 0.3)
 ``varying_rates``   kernels whose per-instruction rates change from one iteration to the next
-``plain``           a random valid application per seed (topology, completion style, collectives, sizes)
+``plain``           a random valid application per seed (topology, completion style, collectives, sizes, where
+                    receives are recorded)
 """
 from __future__ import annotations
 
@@ -119,6 +124,7 @@ class Shape:
     housekeeping_p: float = 0.02
     farm: bool = False
     tasks_per_worker: int = 3
+    rank_sigma: float = 0.12  # spread of the ranks' work (their subdomains): behaviour that tells ranks apart
 
 
 @dataclass(frozen=True)
@@ -214,8 +220,7 @@ class Logic:
         s, P, n = spec.shape, spec.ranks, spec.iterations
         rng = _rng(spec.seed, spec.mechanism, "logic")
         nb = neighbours(s.topology, P, rng)
-        # ranks of a symmetric topology differ a little (their subdomains): behaviour, not structure, tells them apart
-        rank_work = np.exp((0.03 if s.symmetric else 0.12) * rng.standard_normal(P))
+        rank_work = np.exp(s.rank_sigma * rng.standard_normal(P))
         iter_work = np.exp(0.05 * rng.standard_normal(n + 1))
         inner_max = s.inner + 2
         inner_work = (np.exp(0.25 * rng.standard_normal((n + 1, inner_max))) if s.inner_varying
@@ -529,20 +534,23 @@ def _extra_varying(spec: CampaignSpec) -> CampaignSpec:
                    plans=(RunPlan(), RunPlan(inner_delta=1, at=_mid(spec.iterations))))
 
 
-@mechanism("checkpoint", "run 1 writes a checkpoint (Gather, write, Barrier) in one iteration", 8, 30)
+@mechanism("checkpoint", "run 1 writes a checkpoint (Gather, write, Barrier) in one iteration; receives recorded "
+           "at completion", 8, 30)
 def _checkpoint_mech(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, shape=Shape(completion="testsome", coll_every=3),
+    return replace(spec, recv_at_completion=True, shape=Shape(completion="testsome", coll_every=3),
                    plans=(RunPlan(), RunPlan(checkpoint=True, at=_mid(spec.iterations))))
 
 
-@mechanism("ring", "rotation-symmetric 4-rank ring, ranks differ by work only", 4, 40)
+@mechanism("ring", "rotation-symmetric 4-rank ring (Testsome, receives at completion), ranks alike", 4, 40)
 def _ring(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, shape=Shape(topology="ring", symmetric=True, completion="waitall", coll_every=10))
+    return replace(spec, recv_at_completion=True, shape=Shape(topology="ring", symmetric=True, completion="testsome",
+                                                              coll_every=0, rank_sigma=0.01))
 
 
 @mechanism("torus", "rotation-symmetric 4x4 torus, ranks differ by work only", 16, 20)
 def _torus(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, shape=Shape(topology="torus", symmetric=True, completion="waitany", coll_every=0))
+    return replace(spec, shape=Shape(topology="torus", symmetric=True, completion="waitany", coll_every=0,
+                                                 rank_sigma=0.03))
 
 
 @mechanism("no_callers", "no caller events, no collectives", 8, 30)
@@ -560,14 +568,17 @@ def _master_worker(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, shape=Shape(farm=True, topology="none", tasks_per_worker=3))
 
 
-@mechanism("pairs8", "8 runs, each recording instructions and one other counter", 8, 20)
+@mechanism("pairs8", "8 runs, each recording instructions and one other counter; receives recorded at completion",
+           8, 20)
 def _pairs8(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, runs=8, counter_sets=_pairs(8), shape=Shape(completion="testsome", coll_every=5))
+    return replace(spec, runs=8, recv_at_completion=True, counter_sets=_pairs(8),
+                   shape=Shape(completion="testsome", coll_every=5))
 
 
-@mechanism("single10", "10 runs, each recording a single counter", 8, 20)
+@mechanism("single10", "10 runs, each recording a single counter; receives recorded at completion", 8, 20)
 def _single10(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, runs=10, counter_sets=_singles(10), shape=Shape(completion="testsome", coll_every=5))
+    return replace(spec, runs=10, recv_at_completion=True, counter_sets=_singles(10),
+                   shape=Shape(completion="testsome", coll_every=5))
 
 
 @mechanism("placement", "random placement, one slow node per run, network jitter", 16, 30)
@@ -590,7 +601,9 @@ def _plain(spec: CampaignSpec) -> CampaignSpec:
                   inner_reduce=bool(rng.random() < 0.5), coll_every=int(rng.choice([1, 1, 5, 0])),
                   gather=bool(rng.random() < 0.2), face_bytes=int(rng.choice([8192, 65536, 262144])),
                   interior_ins=float(rng.uniform(5e5, 4e6)))
-    return replace(spec, shape=shape)
+    # tracers record a non-blocking receive at its post (Extrae) or in the call that completed it (Score-P)
+    return replace(spec, shape=shape, recv_at_completion=bool(rng.random() < 0.5),
+                   jitter=float(rng.choice([0.05, 0.2])))
 
 
 def campaign(name: str, seed: int = 0, *, ranks: int | None = None, iterations: int | None = None,

@@ -212,7 +212,9 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     """
     from pathlib import Path
 
-    from synthtrace.models.analysis import analyse, analyse_experiment
+    from synthtrace.models.analysis import analyse
+    from synthtrace.pipelines.jobs import analyse as analyse_experiment
+    from synthtrace.pipelines.jobs import merge_experiment
     from synthtrace.models.archetypes import simulator_labeller
     from synthtrace.simulator.engine import ExperimentSpec, simulate_experiment
     from synthtrace.simulator.truth import TruthStore
@@ -221,7 +223,6 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     from synthtrace.warehouse.runs import runs_table
     from synthtrace.warehouse.ingest import ingest_trace
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.merged import merge_experiment
 
     base = Path(root)
     m = load_machine()
@@ -241,7 +242,7 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
     for pat, res in results.items():
         for f in res.traces:
             ingest_trace(wh, f, experiment=pat)
-        merge_experiment(wh, pat)
+        merge_experiment(wh.experiment(pat))
         tb = pl.read_parquet(gt / "bursts" / f"{pat}.parquet")
         tc = pl.read_parquet(gt / "mpi_calls" / f"{pat}.parquet")
         tp = pl.read_parquet(gt / "phases" / f"{pat}.parquet")
@@ -249,7 +250,7 @@ def pipeline_campaign(root: str, patterns: tuple[str, ...] = ("halo", "cg", "mas
         n_runs = max(n_runs, runs.height)
         ref = runs["run_name"][0]
         sel = lambda df, name: df.filter(pl.col("run_name") == name)  # noqa: E731
-        _, merged = analyse_experiment(str(wh.root), pat, discover=False)
+        merged = analyse_experiment(wh.experiment(pat), discover=False).result
         pairs.setdefault("merged", []).append(_pairs(sel(tb, ref), sel(tc, ref), sel(tp, ref), merged.archetypes))
         # the reference run with every counter it would have recorded with an unlimited PMU
         ref_calls = pl.read_parquet(wh.run_dir(runs["run_id"][0]) / "mpi_calls.parquet")

@@ -259,8 +259,8 @@ def predictor_campaign(root: str | Path, *, n_apps: int = 6, n_kernels: int = 6,
         if merge == "truth":
             write_merged(wh, exp, *ref)
         elif merge == "real":
-            from synthtrace.warehouse.merged import merge_experiment
-            merge_experiment(wh, exp)
+            from synthtrace.pipelines.jobs import merge_experiment
+            merge_experiment(wh.experiment(exp))
         names.append(exp)
     return names
 

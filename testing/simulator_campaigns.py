@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from synthtrace.simulator import ExperimentSpec, TruthStore, Variation, simulate_experiment
@@ -89,7 +90,8 @@ class MechanismOutcome:
     undecidable span (see the simulator's ``span``) is also right when matched to an interchangeable burst of the
     span; ``in_span``: how many scored bursts lie in such a span; ``verdict``: the gravest verdict over the
     merge's counters (``refused`` when the merge refused, with ``message``); ``span_marked``: share of the span's
-    scored bursts the merge marked ambiguous (NULL when the merge has no such mark or there is no span)."""
+    scored bursts the merge marked ambiguous (NULL when the merge has no such mark or there is no span);
+    ``moved``: share of the scored bursts matched to a burst of another task (a rank renumbering the merge chose)."""
 
     mechanism: str
     seed: int
@@ -102,6 +104,7 @@ class MechanismOutcome:
     in_span: int
     verdict: str
     span_marked: float | None
+    moved: float | None
     message: str
     sim_s: float
     merge_s: float
@@ -123,21 +126,32 @@ class MechanismOutcome:
                 and (self.right_span or 0.0) >= 0.995)
 
 
+def plain_size(seed: int) -> tuple[int, int]:
+    """(ranks, iterations) of plain campaign ``seed`` in the benchmark and tests: 4-16 ranks, 8-60 iterations."""
+    rng = np.random.default_rng([seed, 22])
+    return int(rng.integers(4, 17)), int(rng.integers(8, 61))
+
+
 def read_campaign(c) -> list[RunTables]:
     """The runs of a simulated campaign (:class:`synthtrace.simulator.mechanisms.Campaign`) read back from their
-    Paraver traces, run 0 first (run_id = the trace's stem)."""
+    Paraver traces, run 0 first (run_id = the trace's stem), with the traces' communication records when the
+    merge takes them (as the warehouse gives them to ``synthtrace merge``)."""
+    from dataclasses import fields
+    takes_messages = "messages" in {f.name for f in fields(RunTables)}  # the merge of issue 22 reads them
     out = []
     for prv in c.traces:
-        bursts, calls, _ = ParaverTrace(prv).read_tables(prv.stem)
-        out.append(RunTables(prv.stem, prv.stem, bursts, calls))
+        bursts, calls, summary = ParaverTrace(prv).read_tables(prv.stem)
+        extra = {"messages": summary.messages} if takes_messages else {}
+        out.append(RunTables(prv.stem, prv.stem, bursts, calls, **extra))
     return out
 
 
 def mechanism_score(truth: pl.DataFrame, ref: str, other: str, matches: pl.DataFrame,
-                    min_ns: int = 10_000) -> tuple[float, float, int, int, float | None]:
-    """(right, right_span, scored, in_span, span_marked) of the reference run ``ref``'s bursts against run
+                    min_ns: int = 10_000) -> tuple[float, float, int, int, float | None, float]:
+    """(right, right_span, scored, in_span, span_marked, moved) of the reference run ``ref``'s bursts against run
     ``other`` from the merge's ``matches`` (columns appl, task, thread, burst_seq, other_run_id, other_task,
-    other_burst_seq; an optional boolean ``ambiguous`` marks a match the merge could not place)."""
+    other_burst_seq; a column whose name holds ``ambig`` (boolean, or non-null and non-zero) marks a match the merge
+    could not place)."""
     t = truth.select("run_name", "task", "burst_seq", "logical_id", "span", "span_class", "duration_ns")
     r = t.filter((pl.col("run_name") == ref) & (pl.col("duration_ns") >= min_ns)).drop("run_name")
     o = (t.filter(pl.col("run_name") == other).unique("logical_id", keep="first")
@@ -146,9 +160,12 @@ def mechanism_score(truth: pl.DataFrame, ref: str, other: str, matches: pl.DataF
            .select(pl.col("task").alias("other_task"), pl.col("burst_seq").alias("other_burst_seq"),
                    pl.col("span_class").alias("got_class")))
     cols = ["task", "burst_seq", "other_task", "other_burst_seq"]
-    flag = "ambiguous" in matches.columns
+    mark = next((c for c in matches.columns if "ambig" in c), None)
+    flag = mark is not None
+    marked = ((pl.col(mark) if matches.schema[mark] == pl.Boolean else pl.col(mark).is_not_null() & (pl.col(mark) != 0))
+              .fill_null(False).alias("ambiguous") if flag else None)
     m = (matches.filter(pl.col("other_run_id") == other)
-         .select(*[pl.col(c).cast(pl.Int64) for c in cols], *([pl.col("ambiguous")] if flag else [])))
+         .select(*[pl.col(c).cast(pl.Int64) for c in cols], *([marked] if flag else [])))
     j = (r.with_columns(pl.col("task").cast(pl.Int64)).join(o, on="logical_id", how="left")
          .join(m, on=["task", "burst_seq"], how="left")
          .join(got.with_columns(pl.col("other_task").cast(pl.Int64)), on=["other_task", "other_burst_seq"],
@@ -160,8 +177,9 @@ def mechanism_score(truth: pl.DataFrame, ref: str, other: str, matches: pl.DataF
     s = j.select(exact.mean().alias("right"), (exact | swap).mean().alias("span"),
                  pl.col("span").is_not_null().sum().alias("in_span"),
                  *([pl.col("ambiguous").filter(pl.col("span").is_not_null()).cast(pl.Float64).mean().alias("mark")]
-                   if flag else [pl.lit(None, pl.Float64).alias("mark")])).row(0)
-    return float(s[0]), float(s[1]), j.height, int(s[2]), s[3]
+                   if flag else [pl.lit(None, pl.Float64).alias("mark")]),
+                 (pl.col("other_task") != pl.col("task")).fill_null(False).mean().alias("moved")).row(0)
+    return float(s[0]), float(s[1]), j.height, int(s[2]), s[3], float(s[4])
 
 
 def merge_campaign(c, merge=None) -> MechanismOutcome:
@@ -179,7 +197,7 @@ def merge_campaign(c, merge=None) -> MechanismOutcome:
         res = (merge or merge_runs)(runs)
     except SynthtraceError as e:
         return MechanismOutcome(**base, right=None, right_span=None, scored=0, in_span=0, verdict="refused",
-                                span_marked=None, message=str(e)[:200], merge_s=time.perf_counter() - t0)
+                                span_marked=None, moved=None, message=str(e)[:200], merge_s=time.perf_counter() - t0)
     dt = time.perf_counter() - t0
     ref = res.reference_run_id
     scores = [mechanism_score(c.truth, ref, r.run_id, res.matches) for r in runs if r.run_id != ref]
@@ -190,7 +208,7 @@ def merge_campaign(c, merge=None) -> MechanismOutcome:
     verdicts = set(q.get_column("verdict").drop_nulls().to_list()) if "verdict" in q.columns else set()
     verdict = max(verdicts, key=VERDICTS.index) if verdicts else "ok"
     return MechanismOutcome(**base, right=worst[0], right_span=min(x[1] for x in scores), scored=worst[2],
-                            in_span=worst[3], verdict=verdict, span_marked=worst[4],
+                            in_span=worst[3], verdict=verdict, span_marked=worst[4], moved=worst[5],
                             message=" / ".join(res.warnings)[:200], merge_s=dt)
 
 

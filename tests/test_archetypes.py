@@ -10,7 +10,9 @@ import pytest
 from testing.analysis_cases import BASE, CASES, RPS, TEST_MACHINE, bursts, calls, case_bursts
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
 from testing.analysis_cases import two_rank_program
-from synthtrace.models.analysis import analyse, analyse_experiment, mix
+from synthtrace.models.analysis import analyse, mix
+from synthtrace.pipelines.jobs import analyse as analyse_experiment
+from synthtrace.warehouse.layout import Warehouse
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, ArchetypeRules, Thresholds, ThresholdsError
 from synthtrace.tracelib.domain.counters import resolve
@@ -343,7 +345,8 @@ def test_real_traces_decide_by_what_they_recorded(real_warehouse, experiment):
     """Issue 15: on every real trace that records instructions at most 10 % of burst time is
     insufficient_counters; the Score-P ping-pong pair, without PAPI_TOT_INS, cannot meet that bound (see
     :func:`_assert_undecidable_without_instructions`)."""
-    inp, res = analyse_experiment(str(real_warehouse), experiment, discover=False)
+    done = analyse_experiment(Warehouse(real_warehouse).experiment(experiment), discover=False)
+    inp, res = done.trace, done.result
     b = res.archetypes.filter(pl.col("unit") == "burst")
     assert b.height == inp.bursts.filter(pl.col("appl").is_not_null()).height
     assert set(b["archetype"]) <= {*ARCHETYPES, INSUFFICIENT}
@@ -386,7 +389,6 @@ def test_archetypes_view_and_cli(real_warehouse, run_cli):
 
 def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
     from synthtrace.warehouse.analysis_store import load_experiment, read_analysis
-    from synthtrace.warehouse.layout import Warehouse
     wh = Warehouse(tmp_path).ensure()
     b, expected = case_bursts()
     d = wh.experiment_dir("m")
@@ -398,7 +400,7 @@ def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
     before = (d / "merge_quality.parquet").read_bytes()
     assert load_experiment(wh, "m").source == "merged"
     for _ in range(2):  # re-analysing replaces the analysis, never the merge's files
-        _, res = analyse_experiment(str(tmp_path), "m", machine=TEST_MACHINE, discover=False)
+        analyse_experiment(wh.experiment("m"), machine=TEST_MACHINE, discover=False)
     assert (d / "merge_quality.parquet").read_bytes() == before and (d / "merged_bursts.parquet").is_file()
     stored = read_analysis(wh, "m", "archetypes").filter(pl.col("unit") == "burst").sort("task", "burst_seq")
     assert stored["experiment"].unique().to_list() == ["m"] and stored["run_id"].unique().to_list() == ["r0"]

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("synthtrace.simulator.engine")
-pytest.importorskip("synthtrace.warehouse.merged")
-
 from testing.archetype_campaigns import RANKS_PER_SOCKET, classify, f1_13, macro_f1, pipeline_campaign, simulate
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery
 from synthtrace.models.archetypes import ARCHETYPES, BURST_ARCHETYPES

@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from synthtrace.models.analysis import analyse_experiment
 from synthtrace.models.archetypes import INSUFFICIENT
+from synthtrace.pipelines.jobs import analyse
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME
 
 DATA = Path(__file__).parent / "data" / "spotcheck"
@@ -33,7 +33,7 @@ def labelled(tmp_path_factory) -> pl.DataFrame:
     parts = []
     for name, path in TRACES.items():
         ingest_trace(wh, path, experiment=name)
-        inp, res = analyse_experiment(str(root), name, discover=False, store=False)
+        res = analyse(wh.experiment(name), discover=False, store=False).result
         b = res.archetypes.filter(pl.col("unit") == "burst").join(
             res.burst_metrics.select("task", "thread", "burst_seq", "ipc", "dram_bw_share"),
             on=["task", "thread", "burst_seq"], how="left")

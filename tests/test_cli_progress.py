@@ -37,14 +37,14 @@ def test_merge_tells_each_of_its_steps_with_their_total(tmp_path):
     knowing the total, so that `synthtrace merge` shows a bar that ends where the merge ends."""
     from synthtrace.warehouse.ingest import ingest_trace
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.merged import merge_experiment
+    from synthtrace.pipelines.jobs import merge_experiment
     from testing.traces import LULESH_A, LULESH_B
 
     wh = Warehouse(tmp_path / "wh")
     for prv in (LULESH_A, LULESH_B):
         ingest_trace(wh, prv, experiment="lulesh")
     told: list[tuple[str, int]] = []
-    result = merge_experiment(wh, "lulesh", on_step=lambda what, total: told.append((what, total)))
+    result = merge_experiment(wh.experiment("lulesh"), on_step=lambda what, total: told.append((what, total)))
     counters = result.quality.get_column("counter").to_list()
     assert told[1][0].startswith("aligned ")
     assert [what for what, _ in told] == ["read 2 runs", told[1][0], *(f"merged {c}" for c in counters), "written"]

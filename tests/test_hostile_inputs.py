@@ -202,4 +202,4 @@ def test_a_tampered_model_with_an_object_array_is_the_integrity_error(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     write_model(wh, record, out.getvalue())
     with pytest.raises(ArtifactIntegrityError, match="cannot be loaded"):
-        load(wh.root, "tampered")
+        load(wh, "tampered")

@@ -11,19 +11,8 @@ import pytest
 
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.ingest import WITHOUT_PCF_INDEX, ingest_trace
-from testing.traces import JACOBI, PRIME, copy_trace
-
-
-def _warehouse(root: Path, n_runs: int) -> Warehouse:
-    """A warehouse holding JACOBI's run and ``n_runs - 1`` copies of it under other ids (many nights' runs)."""
-    wh = Warehouse(root)
-    first = wh.run_dir(ingest_trace(wh, copy_trace(JACOBI, root.parent / f"{root.name}-seed")).run_id)
-    row = pl.read_parquet(first / "run.parquet")
-    for k in range(n_runs - 1):
-        run_id = f"{k:016x}"
-        shutil.copytree(first, wh.run_dir(run_id))
-        row.with_columns(pl.lit(run_id).alias("run_id")).write_parquet(wh.run_dir(run_id) / "run.parquet")
-    return wh
+from testing.stored_runs import warehouse_with_runs
+from testing.traces import PRIME, copy_trace
 
 
 def _stored_rows_read(monkeypatch, wh: Warehouse, prv: Path) -> int:
@@ -47,14 +36,14 @@ def test_ingest_reads_as_many_stored_rows_with_1_or_40_runs_stored(tmp_path, mon
     prv = copy_trace(PRIME, tmp_path / "drop")
     if not with_pcf:
         prv.with_suffix(".pcf").unlink()
-    few = _stored_rows_read(monkeypatch, _warehouse(tmp_path / "one", 1), prv)
-    many = _stored_rows_read(monkeypatch, _warehouse(tmp_path / "forty", 40), prv)
+    few = _stored_rows_read(monkeypatch, warehouse_with_runs(tmp_path / "one", 1), prv)
+    many = _stored_rows_read(monkeypatch, warehouse_with_runs(tmp_path / "forty", 40), prv)
     assert many == few, f"ingest read {few} stored run rows with 1 run stored, {many} with 40"
 
 
 @pytest.mark.parametrize("indexed", [True, False], ids=["new-warehouse", "warehouse-before-the-index"])
 def test_trace_ingested_before_its_pcf_is_replaced_among_many_runs(tmp_path, indexed):
-    wh = _warehouse(tmp_path / "wh", 5)
+    wh = warehouse_with_runs(tmp_path / "wh", 5)
     prv = copy_trace(PRIME, tmp_path / "late")
     prv.with_suffix(".pcf").unlink()
     bare = ingest_trace(wh, prv)

@@ -24,12 +24,8 @@ from synthtrace.tracelib.merge.merge_runs import (
 from synthtrace.warehouse import Warehouse
 
 from testing.merge_campaigns import make_runs, true_matches
+from testing.traces import LULESH_A, LULESH_B, PRIME
 
-ROOT = Path(__file__).resolve().parents[1]
-PARAVER = ROOT.parent / "shared" / "traces" / "paraver"
-LULESH_A = PARAVER / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv"
-LULESH_B = PARAVER / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv"
-PRIME = PARAVER / "prime_v0.prv"
 DROPPED = ["PAPI_REF_CYC", "LONGEST_LAT_CACHE:MISS"]
 KEYS = ["appl", "task", "thread", "burst_seq"]
 real = pytest.mark.skipif(not LULESH_A.is_file(), reason="real traces not found")
@@ -485,7 +481,6 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
 
 @real
 def test_cli_export_round_trip(lulesh_wh, capsys, tmp_path):
-    pytest.importorskip("synthtrace.tracelib.formats.paraver.writer")
     out = tmp_path / "exp" / "merged"  # the folder does not exist yet: the export creates it
     code, _, err = run_cli(capsys, "merge", "lulesh", "-w", lulesh_wh, "--reference", LULESH_B.stem,
                            "--export-prv", out)

@@ -17,11 +17,8 @@ from synthtrace.tracelib.merge.merge_runs import MergeOptions, NotSameProgramErr
 from synthtrace.tracelib.merge.ranks import RankCorrespondenceError
 
 from testing.merge_campaigns import CONDITIONS, make_condition, make_runs, score, true_matches
+from testing.traces import LULESH_A, LULESH_B, PARAVER
 
-ROOT = Path(__file__).resolve().parents[1]
-PARAVER = ROOT.parent / "shared" / "traces" / "paraver"
-LULESH_A = PARAVER / "lulesh_4+4_with_uncores_sockets1+2.chop_5it.prv"
-LULESH_B = PARAVER / "lulesh_7+1_with_uncores_sockets1+2.chop8.prv"
 KEYS = ["appl", "task", "thread", "burst_seq"]
 real = pytest.mark.skipif(not LULESH_A.is_file(), reason="real traces not found")
 #: conditions at test size (the benchmark runs them at full size), ANY_SOURCE arrival order swapped at random

@@ -121,7 +121,7 @@ def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefe
             raise RuntimeError("a bug, not bad input")
         return real(wh, path, **kw)
 
-    monkeypatch.setattr(nightly, "ingest_trace", buggy)
+    monkeypatch.setattr(ingest_mod, "ingest_trace", buggy)  # what jobs.ingest calls
     s = nightly.run_night(drop, Warehouse(tmp_path / "wh"), skip=["detect", "retrain", "report"])
     assert sorted(r["run_name"] for r in s.ingested) == ["lulesh.4x2", "lulesh.7x1"]
     assert sorted(Path(q["path"]).name for q in s.quarantined) == ["bug.prv", "poison.prv"]

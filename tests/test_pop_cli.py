@@ -76,6 +76,10 @@ def test_a_strong_scaling_series_is_referred_to_its_smallest_run(run_cli, tmp_pa
     assert code == 0 and "weak scaling" in out
     weak = _sql(run_cli, wh, "SELECT speedup FROM pop_scaling ORDER BY n_ranks")["speedup"].to_list()
     assert weak[1] == pytest.approx(big["speedup"] * 2)
+    from synthtrace.pipelines.report_pop import pop_section
+    from synthtrace.warehouse import Warehouse
+
+    assert "<img alt='POP scaling of halo'" in pop_section(Warehouse(wh))  # two scales: the scaling plot
 
 
 def test_a_what_if_network_adds_a_predicted_runtime(run_cli, warehouse):
@@ -121,3 +125,31 @@ def test_bad_input_is_one_line_and_exit_2(run_cli, warehouse, args, message):
     code, out, err = run_cli(*args, "-w", warehouse)
     assert code == 2
     assert message in err and "Traceback" not in err
+
+
+def test_the_report_section_colours_each_efficiency_on_pops_scale(run_cli, tmp_path):
+    import re
+
+    from synthtrace.pipelines.report_pop import pop_section
+    from synthtrace.warehouse import Warehouse
+
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", PRIME, "--app", "prime", "-w", wh)[0] == 0
+    assert "run <code>synthtrace pop</code>" in pop_section(Warehouse(wh))
+    assert run_cli("pop", "-w", wh)[0] == 0
+    html = pop_section(Warehouse(wh))
+    m = _sql(run_cli, wh, "SELECT load_balance, communication_efficiency FROM pop_metrics").row(0, named=True)
+    colour = {"#c6efce": lambda v: v >= 0.8, "#ffeb9c": lambda v: 0.6 <= v < 0.8, "#ffc7ce": lambda v: v < 0.6}
+    for label, col in (("Load balance", "load_balance"), ("Communication efficiency", "communication_efficiency")):
+        cell = re.search(rf">{label}</td><td style='background:(#\w+)'>([\d.]+)%", html)
+        assert cell and float(cell.group(2)) == pytest.approx(m[col] * 100, abs=0.006)
+        assert colour[cell.group(1)](m[col]), (label, m[col], cell.group(1))
+    assert "need runs at two scales" in html and "<img" not in html
+
+
+def test_the_pop_views_before_pop_ran_say_how_to_fill_them(run_cli, tmp_path):
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", PRIME, "-w", wh)[0] == 0
+    for view in ("pop_metrics", "pop_scaling"):
+        code, out, err = run_cli("sql", f"SELECT * FROM {view}", "-w", wh)
+        assert code == 2 and "run `synthtrace pop`" in err, err

@@ -14,7 +14,8 @@ from synthtrace.models.features import (
     ARCHETYPE_VOCAB, NoTrainingDataError, UnknownTargetError, build_features, counter_sets, is_cycle_counter)
 from synthtrace.models.predictors import (
     ESTIMATORS, UnknownModelKindError, compare_counter_sets, cross_validate, make_estimator)
-from synthtrace.models.registry import TRUSTED_TYPES, load, predict, train
+from synthtrace.models.registry import TRUSTED_TYPES, load
+from synthtrace.pipelines.jobs import predict, train
 from testing.model_campaigns import PREDICT_PLAN, predictor_campaign
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError
@@ -34,7 +35,7 @@ def campaign(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(campaign):
     root, _ = campaign
-    return train(root, "ipc", "hgb", seed=7)
+    return train(Warehouse(root), "ipc", "hgb", seed=7)
 
 
 def test_features_never_contain_the_target(campaign):
@@ -194,14 +195,16 @@ def test_registry_records_what_the_model_saw(campaign, trained):
 
 def test_same_seed_and_data_give_the_same_model(campaign, trained):
     root, frame = campaign
-    again = train(root, "ipc", "hgb", seed=7)
+    again = train(Warehouse(root), "ipc", "hgb", seed=7)
     assert again.model_id != trained.model_id  # every version is kept
     assert again.record["data_hash"] == trained.record["data_hash"]
     assert again.record["fingerprint"] == trained.record["fingerprint"]
     X = build_features(frame, "ipc").select(trained.features)
-    np.testing.assert_array_equal(load(root, again.model_id).estimator.predict(X), trained.estimator.predict(X))
+    np.testing.assert_array_equal(load(Warehouse(root), again.model_id).estimator.predict(X),
+                                  trained.estimator.predict(X))
     # the seed matters where the estimator draws random numbers (bootstrap samples of a random forest)
-    rf1, rf2 = train(root, "ipc", "rf", seed=1, evaluate=False), train(root, "ipc", "rf", seed=2, evaluate=False)
+    rf1, rf2 = (train(Warehouse(root), "ipc", "rf", seed=1, evaluate=False),
+                train(Warehouse(root), "ipc", "rf", seed=2, evaluate=False))
     assert rf1.record["fingerprint"] != rf2.record["fingerprint"]
 
 
@@ -212,10 +215,10 @@ def test_load_refuses_a_tampered_artifact(campaign, trained, tmp_path):
     try:
         path.write_bytes(good[:-10] + b"0123456789")
         with pytest.raises(ArtifactIntegrityError, match="SHA-256"):
-            load(root, trained.model_id)
+            load(Warehouse(root), trained.model_id)
     finally:
         path.write_bytes(good)
-    assert load(root, trained.model_id).model_id == trained.model_id
+    assert load(Warehouse(root), trained.model_id).model_id == trained.model_id
 
 
 class Payload:
@@ -234,7 +237,7 @@ def test_load_refuses_untrusted_types_even_with_a_matching_hash(campaign, traine
         pl.read_parquet(d / "model.parquet").with_columns(pl.lit(sha256(evil)).alias("artifact_sha256")).write_parquet(
             d / "model.parquet")
         with pytest.raises(ArtifactIntegrityError, match="untrusted"):
-            load(root, trained.model_id)
+            load(Warehouse(root), trained.model_id)
     finally:
         (d / "model.skops").write_bytes(good_art)
         (d / "model.parquet").write_bytes(good_rec)
@@ -243,7 +246,7 @@ def test_load_refuses_untrusted_types_even_with_a_matching_hash(campaign, traine
 def test_predict_writes_the_predictions_view(campaign, trained):
     root, _ = campaign
     from synthtrace.warehouse.sql import query
-    _, out = predict(root, "app1-exp", trained.model_id)
+    _, out = predict(Warehouse(root), "app1-exp", trained.model_id)
     assert out.height and out["predicted"].is_not_null().all()
     rows = pl.from_arrow(
         query(
@@ -254,9 +257,9 @@ def test_predict_writes_the_predictions_view(campaign, trained):
     )
     assert rows["n"][0] == out.height and rows["mape"][0] < 0.2
     with pytest.raises(UnknownModelError):
-        load(root, "no-such-model")
+        load(Warehouse(root), "no-such-model")
     with pytest.raises(UnknownExperimentError):
-        predict(root, "no-such-experiment", trained.model_id)
+        predict(Warehouse(root), "no-such-experiment", trained.model_id)
 
 
 @pytest.mark.parametrize("kind", ["hgb", "rf", "linear"])

@@ -114,7 +114,7 @@ def nightly(tmp_path_factory):
 
 def test_site_history_combines_the_runs_of_a_night(nightly):
     root, _ = nightly
-    h = site_history(root, "app000")
+    h = site_history(Warehouse(root), "app000")
     assert h.height == 16 * (4 + 1) and set(h["runs"].to_list()) == {2}  # 4 kernel sites and the app's total
     total = h.filter(pl.col("call_site") == APP_TOTAL)
     sites = h.filter(pl.col("call_site") != APP_TOTAL).group_by("point").agg(pl.col("instructions").sum())
@@ -132,14 +132,14 @@ def test_site_history_combines_the_runs_of_a_night(nightly):
     )
     lab = label_archetypes(h)
     assert lab["archetype"].is_not_null().all()
-    assert apps(root) == ["app000", "app001", "app002"]
+    assert apps(Warehouse(root)) == ["app000", "app001", "app002"]
     with pytest.raises(UnknownAppError):
-        check_app(root, "nope")
+        check_app(Warehouse(root), "nope")
 
 
 def test_detect_finds_the_injected_regressions(nightly):
     root, labels = nightly
-    out = detect(site_history(root))
+    out = detect(site_history(Warehouse(root)))
     truth = labels.filter(pl.col("kind").is_not_null())
     hits = out.join(truth, on=["app", "call_site"], how="inner")
     assert hits.height == truth.height  # each injected change found ...
@@ -181,7 +181,7 @@ def test_polling_at_the_kernel_site_does_not_hide_a_step(polling, monkeypatch):
     2.5 µs bursts at the same site. One alert, for the right app, within one night, naming the kernel's site and
     the signals that moved; none for the control."""
     root, labels = polling
-    h = site_history(root)
+    h = site_history(Warehouse(root))
     kernel = h.filter((pl.col("app") == "stepapp") & (pl.col("call_site") == "solve (step.c:120)")).sort("started_at")
     assert kernel["instructions"].head(8).to_numpy() == pytest.approx(3.6e6, rel=0.01)  # the kernel, not a poll
     assert kernel["instructions"].tail(6).to_numpy() == pytest.approx(4.5e6, rel=0.01)
@@ -197,7 +197,7 @@ def test_polling_at_the_kernel_site_does_not_hide_a_step(polling, monkeypatch):
     assert moved["app_time_ns"]["after"] / moved["app_time_ns"]["before"] - 1 == pytest.approx(0.2, abs=0.05)
     # each burst as its own visit (no logical regions): the kernel's site is mixed with its polls
     monkeypatch.setattr(history, "POLLING_CALLS", ())
-    mixed = site_history(root)
+    mixed = site_history(Warehouse(root))
     site = mixed.filter((pl.col("app") == "stepapp") & (pl.col("call_site") == "solve (step.c:120)"))
     assert site["instructions"].max() < 0.75 * 4.5e6  # per-visit signals diluted by the polls, night by night
     assert "solve (step.c:120)" not in detect(mixed)["call_site"].to_list()

@@ -159,7 +159,7 @@ def mixed_wh(tmp_path_factory):
     ingest_trace(wh, PRIME, experiment="mixed", app="prime")
     ingest_trace(wh, JACOBI, experiment="mixed", app="jacobi")
     ingest_trace(wh, LULESH_A, experiment="lulesh", app="lulesh")
-    site = site_history(wh.root, "prime").row(0, named=True)
+    site = site_history(wh, "prime").row(0, named=True)
     alert = {k: None for k in REGRESSION_SCHEMA} | {
         "app": "prime", "config": site["config"], "call_site": site["call_site"], "changed_at": site["started_at"],
         "point": site["point"], "magnitude": 0.3, "score": 9.0,
@@ -195,7 +195,7 @@ def test_report_reads_the_machine_toml_beside_the_traces(tmp_path, run_cli):
     import synthtrace.tracelib
     from testing.traces import copy_trace
 
-    preset = Path(synthtrace.tracelib.__file__).parent / "machines" / "generic.toml"
+    preset = Path(synthtrace.tracelib.__file__).parent / "domain" / "machines" / "generic.toml"  # after the split
     copy_trace(PRIME, tmp_path / "prime")
     (tmp_path / "prime" / "machine.toml").write_text(
         preset.read_text().replace('name = "generic dual-socket AVX2 node"', 'name = "lab node [rack 7]"'))

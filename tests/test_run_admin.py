@@ -110,7 +110,8 @@ def test_failed_move_leaves_the_run_as_it_was(wh, monkeypatch):
 def test_a_run_that_leaves_during_the_merge_is_not_committed(wh, monkeypatch, change):
     """`runs rm|move` while a merge of the experiment runs (a user beside the nightly flow): the merge, computed
     from a run that has left, commits nothing and says so; it is never stored as if the run were still there."""
-    from synthtrace.warehouse import merged
+    from synthtrace.pipelines import jobs
+    from synthtrace.tracelib.merge import merge_runs as merged
     from synthtrace.warehouse.errors import RunsChangedError
     from synthtrace.warehouse.run_admin import move_runs, remove_runs
 
@@ -125,7 +126,7 @@ def test_a_run_that_leaves_during_the_merge_is_not_committed(wh, monkeypatch, ch
 
     monkeypatch.setattr(merged, "merge_runs", merge_then_change)
     with pytest.raises(RunsChangedError, match=f"run\\(s\\) {leaving} left it while it merged"):
-        merged.merge_experiment(w, "lulesh-8r")
+        jobs.merge_experiment(w.experiment("lulesh-8r"))
     assert not (wh / "experiments" / "lulesh-8r").exists()
     assert not list((wh / ".staging").iterdir())
 
@@ -133,6 +134,7 @@ def test_a_run_that_leaves_during_the_merge_is_not_committed(wh, monkeypatch, ch
 def test_a_run_that_leaves_during_the_analysis_is_not_committed(wh, monkeypatch):
     """The same for `archetypes`: its metrics of a merge whose run was removed meanwhile are not stored."""
     from synthtrace.models import analysis
+    from synthtrace.pipelines import jobs
     from synthtrace.warehouse.errors import RunsChangedError
     from synthtrace.warehouse.run_admin import remove_runs
 
@@ -146,7 +148,7 @@ def test_a_run_that_leaves_during_the_analysis_is_not_committed(wh, monkeypatch)
 
     monkeypatch.setattr(analysis, "analyse_input", analyse_then_remove)
     with pytest.raises(RunsChangedError, match="left it while it was analysed"):
-        analysis.analyse_experiment(str(wh), "lulesh-8r", discover=False)
+        jobs.analyse(Warehouse(wh).experiment("lulesh-8r"), discover=False)
     assert not (wh / "experiments" / "lulesh-8r").exists()
 
 

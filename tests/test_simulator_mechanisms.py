@@ -174,3 +174,25 @@ def test_non_overtaking_and_any_source():
     Executor([sender(10_000_000, 10.0), sender(80, 1e5), receiver()], _timing(3), np.zeros(3)).run()
     # rank 1's messages come first; rank 0's small message waits behind its big one
     assert got == [(1, 80), (1, 8), (0, 10_000_000), (0, 8)]
+
+
+def test_completion_calls_complete_by_arrival():
+    """Testsome completes the receives that have arrived when it is called; Waitany the first one to arrive;
+    a Recv from a given source takes that sender's messages in order."""
+    def sender(delay: float, tag: int):
+        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=tag, size=100)
+        yield Call("END", 0, 10.0, 2)
+
+    seen = {}
+
+    def receiver():
+        a = yield Call("MPI_Irecv", 0, 10.0, 10, peer=0, tag=1)
+        b = yield Call("MPI_Irecv", 0, 10.0, 11, peer=1, tag=2)
+        seen["early"] = yield Call("MPI_Testsome", 0, 100.0, 12, reqs=(a, b))  # at ~0.1 us: nothing yet
+        seen["mid"] = yield Call("MPI_Testsome", 0, 8000.0, 13, reqs=(a, b))  # at ~4 us: rank 0's message only
+        seen["any"] = yield Call("MPI_Waitany", 0, 10.0, 14, reqs=(b,))
+        yield Call("END", 0, 10.0, 15)
+
+    # rank 0 sends at 0.5 us (arrives ~1.5 us), rank 1 at 20 us (arrives ~21 us)
+    Executor([sender(1000.0, 1), sender(40_000.0, 2), receiver()], _timing(3), np.zeros(3)).run()
+    assert seen["early"] == () and seen["mid"] == (0,) and seen["any"] == 1

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from synthtrace.tracelib.formats.source import find_traces
-from synthtrace.warehouse.ingest import experiment_names, run_identity
+from synthtrace.warehouse.ingest import ContentId, content_id, experiment_names
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
 
@@ -29,6 +29,7 @@ class DroppedTrace:
     path: Path
     run_id: str | None  # None when the file could not even be opened (it will be quarantined)
     experiment: str  # where its run goes (:func:`~synthtrace.warehouse.ingest.experiment_names`)
+    known: ContentId | None = None  # its id with the files' stat when hashed: the ingest need not hash it again
 
 
 def is_machine_error(exc: BaseException) -> bool:
@@ -54,7 +55,8 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
             with warnings.catch_warnings():  # the ingest that follows reports them
                 warnings.simplefilter("ignore")
                 source = open_trace(path, salvage=False)
-            run_id = run_identity(source)
+            known = content_id(source)
+            run_id = known.run_id
         except Exception as exc:  # one trace's failure, of whatever kind, must not end the night
             if is_machine_error(exc):
                 raise
@@ -63,7 +65,7 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
         if run_id in seen or wh.has_run(run_id):
             continue
         seen.add(run_id)
-        out.append(DroppedTrace(path, run_id, experiments[path]))
+        out.append(DroppedTrace(path, run_id, experiments[path], known))
     return out
 
 

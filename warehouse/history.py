@@ -16,12 +16,12 @@ The signals of each night and site are computed from this table by :mod:`synthtr
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from synthtrace.tracelib.domain.counters import ROLES
+from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.catalog import connect
 from synthtrace.warehouse.errors import UnknownExperimentError
@@ -31,27 +31,26 @@ from synthtrace.warehouse.layout import Warehouse
 HISTORY_ROLES: tuple[str, ...] = ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm", "br_ins", "br_msp", "fp_ins", "vec_ins",
                                   "l1_icm")
 END_OF_THREAD = "(end of thread)"
-#: MPI calls that poll: the bursts between repeated polls at one site are one logical region with the compute
-#: before the first poll
-POLLING_CALLS: tuple[str, ...] = ("MPI_Test", "MPI_Testany", "MPI_Testsome", "MPI_Testall", "MPI_Iprobe",
-                                  "MPI_Improbe")
+#: MPI calls that poll (the test family and the nonblocking probes of the MPI call catalogue): the bursts between
+#: repeated polls at one site are one logical region with the compute before the first poll
+POLLING_CALLS: tuple[str, ...] = calls_with(roles=("test",)) + calls_with(roles=("probe",), blocking=False)
 
 
 class UnknownAppError(UnknownExperimentError):
     """An application named by the user has no runs in the warehouse."""
 
 
-def apps(root: str | Path) -> list[str]:
+def apps(wh: Warehouse) -> list[str]:
     """Applications with runs in the warehouse, sorted."""
-    runs = runs_table(Warehouse(root))
+    runs = runs_table(wh)
     return sorted(runs["app"].drop_nulls().unique().to_list()) if "app" in runs.columns else []
 
 
-def match_apps(root: str | Path, app: str) -> list[str]:
+def match_apps(wh: Warehouse, app: str) -> list[str]:
     """The applications ``app`` names: itself if it has runs, else those whose name starts with it at a word
     boundary (``lulesh`` -> ``lulesh_4+4_with_uncores_sockets1+2``, ``lulesh_7+1_...``; an app is its trace's
     stem up to the first dot). Raises :class:`UnknownAppError` naming the closest applications otherwise."""
-    known = apps(root)
+    known = apps(wh)
     if app in known:
         return [app]
     hits = [a for a in known if a.startswith(app) and not a[len(app)].isalnum()]
@@ -64,13 +63,13 @@ def match_apps(root: str | Path, app: str) -> list[str]:
 
     close = sorted((a for a in known if likeness(a) >= 0.6), key=likeness, reverse=True)[:3]
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
-    raise UnknownAppError(f"no application {app!r} in {root}"
+    raise UnknownAppError(f"no application {app!r} in {wh.root}"
                           + (f" (applications: {', '.join(known)}){hint}" if known else " (nothing ingested)"))
 
 
-def check_app(root: str | Path, app: str) -> None:
+def check_app(wh: Warehouse, app: str) -> None:
     """Raise :class:`UnknownAppError` unless ``app`` names applications of the warehouse (see :func:`match_apps`)."""
-    match_apps(root, app)
+    match_apps(wh, app)
 
 
 def _quote(name: str) -> str:
@@ -102,7 +101,7 @@ def _regions(table: str, seq: str, site: str, extra: str) -> str:
       FROM {table} x JOIN r USING (run_id)))"""
 
 
-def site_rank_table(root: str | Path, app: str | list[str] | None = None) -> pl.DataFrame:
+def site_rank_table(wh: Warehouse, app: str | list[str] | None = None) -> pl.DataFrame:
     """Per (run, call site, thread): visits (logical regions), compute and MPI time (ns), MPI bytes and calls,
     summed counters.
 
@@ -111,7 +110,7 @@ def site_rank_table(root: str | Path, app: str | list[str] | None = None) -> pl.
     mpi_calls, mpi_bytes and one column per role of :data:`HISTORY_ROLES`. Empty when nothing is ingested.
     A thread of any application of the trace (``appl``) is one unit; "rank" below means such a unit.
     """
-    con = connect(Warehouse(root))
+    con = connect(wh)
     try:
         cols = [r[0] for r in con.sql("DESCRIBE bursts").fetchall()]
         has_calls = bool(con.sql("SELECT count(*) FROM duckdb_views() WHERE view_name = 'mpi_calls'").fetchall()[0][0])

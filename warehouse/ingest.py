@@ -9,14 +9,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
-from synthtrace.tracelib.schema import RUN_SCHEMA
+from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
+from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
 from synthtrace.warehouse.errors import WarehouseError
+from synthtrace.warehouse.programs import choose_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import check_name
 
@@ -52,6 +55,20 @@ def run_identity(source: TraceSource) -> str:
     """The run_id: a hash of the bytes of the trace's files (so renames and re-drops are recognised); see
     :class:`~synthtrace.tracelib.formats.source.ContentHasher`."""
     return ContentHasher.of_files(source.content_files())[:RUN_ID_CHARS]
+
+
+class ContentId(NamedTuple):
+    """A trace's run_id as hashed once (by the night's discovery), with its files' (size, mtime) then: an ingest
+    trusts it while the files are unchanged since, so a night hashes each trace once (arch, issue 26 item 6)."""
+
+    run_id: str
+    signature: tuple[tuple[int, int], ...]
+
+
+def content_id(source: TraceSource) -> ContentId:
+    """The :class:`ContentId` of ``source`` now (its files stat'ed before they are hashed)."""
+    signature = _stat_signature(source.content_files())
+    return ContentId(run_identity(source), signature)
 
 
 def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[str, str, str]:
@@ -197,14 +214,14 @@ def _check_same_place(row: dict, experiment: str | None, app: str | None, path: 
                 f"{value!r}; to move it: synthtrace runs move {row['run_id']} --{key} {value}")
 
 
-def _stat_signature(files: list[Path]) -> list[tuple[int, int]]:
-    return [(f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+def _stat_signature(files: list[Path]) -> tuple[tuple[int, int], ...]:
+    return tuple((f.stat().st_size, f.stat().st_mtime_ns) for f in files)
 
 
 def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = None, app: str | None = None,
                  date: datetime | None = None, salvage: bool = False,
                  progress: Callable[[int], None] | None = None,
-                 default_experiment: str | None = None) -> IngestResult:
+                 default_experiment: str | None = None, known: ContentId | None = None) -> IngestResult:
     """Read a trace and commit it as one run directory. Re-ingesting the same content does nothing.
 
     ``experiment`` is the user's choice (a trace already in another experiment is refused); without it the run
@@ -213,13 +230,17 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     Raises :class:`~synthtrace.tracelib.errors.TraceFormatError` for a broken trace (and
     :class:`~synthtrace.tracelib.errors.TraceChangedError` for one that changed while it was read: the run
     stored is always the content its run_id names), :class:`RunConflictError` when the trace is already in
-    another experiment than ``experiment``; the warehouse is then unchanged.
+    another experiment than ``experiment``; the warehouse is then unchanged. ``known``: the trace's id as discovery
+    hashed it, used instead of hashing the files again while they are unchanged since.
     """
     path = Path(path)
     source = open_trace(path, salvage=salvage)
     signature = _stat_signature(source.content_files())
-    run_id = run_identity(source)
+    trusted = known is not None and tuple(map(tuple, known.signature)) == signature
+    run_id = known.run_id if trusted else run_identity(source)
     run_name, app_name, exp_name = default_names(path, experiment or default_experiment, app)
+    program = choose_program(wh, program_symbols(source))  # issue 28 (models helper): program identity ...
+    app_name = app or program.app or app_name  # ... is the default app: runs of one binary are one app
     check_name(exp_name)
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
@@ -241,6 +262,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                     _stat_signature(source.content_files()) != signature:
                 raise TraceChangedError(path, None, "the trace changed while it was read (a job still writing it, a "
                                         "copy in progress?); nothing stored: ingest it again once it is complete")
+            program.write(stage)  # issue 28 (models helper): the run's program, for unseen-program folds
             res = source.resources
             pl.DataFrame(
                 [
@@ -342,8 +364,9 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
     else:
         (stage / "uncore").rmdir()
+    # events and counter_anomalies are written even when empty: their views then bind files, and `sql`/`runs`
+    # never build an empty view's types through polars (the fast path imports no frame library)
     if not summary.n_events:
-        (stage / "events").rmdir()
-    if summary.anomalies.height:
-        summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
+        pl.DataFrame(schema=EVENT_SCHEMA).write_parquet(stage / "events" / "part-00000.parquet")
+    summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
     return summary

@@ -32,6 +32,8 @@ from synthtrace.warehouse.names import check_name
 if TYPE_CHECKING:  # polars costs ~0.3 s to import; `runs` and `sql` never need it
     import polars as pl
 
+    from synthtrace.warehouse.experiment import Experiment
+
 MARKER = "synthtrace-warehouse"
 
 
@@ -95,6 +97,12 @@ class Warehouse:
 
     def has_run(self, run_id: str) -> bool:
         return (self.run_dir(run_id) / "run.parquet").is_file()
+
+    def experiment(self, name: str) -> Experiment:
+        """Experiment ``name`` (:class:`~synthtrace.warehouse.experiment.Experiment`: the runs table read once)."""
+        from synthtrace.warehouse.experiment import Experiment  # arch (issue 26): the experiment as an object
+
+        return Experiment.open(self, name)
 
     # ------------------------------------------------------------------ writing
     def ensure(self) -> Warehouse:

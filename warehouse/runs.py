@@ -6,7 +6,7 @@ from collections.abc import Iterable
 import polars as pl
 from synthtrace.tracelib.schema import RUN_SCHEMA
 from synthtrace.tracelib.domain.uncore import attribute_dram_cas
-from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError
+from synthtrace.warehouse.errors import RunsChangedError
 from synthtrace.warehouse.layout import Warehouse
 
 
@@ -20,22 +20,18 @@ def runs_table(wh: Warehouse) -> pl.DataFrame:
 
 def experiment_runs(wh: Warehouse, experiment: str) -> pl.DataFrame:
     """The runs of ``experiment`` sorted by run name; raises :class:`UnknownExperimentError` if it has none."""
-    runs = runs_table(wh)
-    mine = runs.filter(pl.col("experiment") == experiment).sort("run_name", "run_id")
-    if mine.height == 0:
-        known = sorted(set(runs.get_column("experiment").drop_nulls().to_list()))
-        raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
-                                     + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
-    return mine
+    return wh.experiment(experiment).require_runs().runs
 
 
 def check_runs_still_in(wh: Warehouse, experiment: str, run_ids: Iterable[str], what: str) -> None:
     """Raise :class:`RunsChangedError` when a run of ``run_ids`` is no longer a run of ``experiment`` (removed or
-    moved since ``what``, e.g. "it merged", read them). Call it under the experiment's
+    moved since ``what``, e.g. "it merged", read them). Reads those runs' rows only. Call it under the experiment's
     :meth:`~Warehouse.writers_lock`, which ``synthtrace runs rm|move`` hold while they change runs."""
-    runs = runs_table(wh)
-    now = set(runs.filter(pl.col("experiment") == experiment).get_column("run_id").to_list()) if runs.height else set()
-    if gone := [r for r in run_ids if r not in now]:
+    def still_in(run_id: str) -> bool:
+        f = wh.run_dir(run_id) / "run.parquet"
+        return f.is_file() and pl.read_parquet(f, columns=["experiment"]).get_column("experiment")[0] == experiment
+
+    if gone := [r for r in run_ids if not still_in(r)]:
         raise RunsChangedError(f"experiment {experiment!r}: run(s) {', '.join(gone)} left it while {what} (removed "
                                "or moved); nothing was committed: run the command again")
 

@@ -239,7 +239,14 @@ def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
         if timer:
             timer.start()
         with _interrupted_by_ctrl_c(con):
-            return fetch(con, sql)
+            try:
+                return fetch(con, sql)
+            except (engine.BinderException, engine.CatalogException) as exc:
+                from synthtrace.warehouse.query_errors import explain
+
+                if (said := explain(con, exc, views)) is None:
+                    raise
+                raise QueryError(f"query failed: {said}") from None
     finally:
         if timer:
             timer.cancel()
@@ -273,15 +280,28 @@ def _interrupted_by_ctrl_c(con: engine.DuckDBPyConnection) -> Iterator[None]:
 
     watcher = threading.Thread(target=watch, name="synthtrace-sql-ctrl-c", daemon=True)
     watcher.start()
+    stopped = False
+
+    def stop_watcher() -> None:
+        """Tell the watcher the query ended and wait for it: every byte the signal handler wrote before (a
+        SIGINT) is read first, so ``pressed`` is then final."""
+        nonlocal stopped
+        if not stopped:
+            stopped = True
+            signal.set_wakeup_fd(previous)
+            os.write(write_fd, bytes([_DONE]))
+            watcher.join()
+
     try:
         yield
     except Exception:
-        if pressed.is_set():  # DuckDB took the pending KeyboardInterrupt as "Query interrupted"
+        # DuckDB may take the pending KeyboardInterrupt itself (its "Query interrupted" RuntimeError) before the
+        # watcher thread, on a loaded machine, has even read the SIGINT: wait for the watcher before deciding
+        stop_watcher()
+        if pressed.is_set():
             raise KeyboardInterrupt from None
         raise
     finally:
-        signal.set_wakeup_fd(previous)
-        os.write(write_fd, bytes([_DONE]))
-        watcher.join()
+        stop_watcher()
         os.close(read_fd)
         os.close(write_fd)

@@ -7,14 +7,19 @@ as it is. MPI calls take no time of their own; they wait only for what MPI makes
 
 - **point-to-point**: a message's send is posted by the call that holds its logical send time, its receive by the
   call that holds its logical receive time (Extrae writes the post of an ``MPI_Irecv`` there). A blocking receive
-  completes in its own call; a non-blocking one in the first wait-family call after its post that ends once the
-  message was sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or after both
-  ends are posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which ``prv2dim``
-  writes synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
+  completes in its own call, as does a receive recorded in a wait or test call (OTF2 records it where it
+  completed); a non-blocking one in the first wait or test call (``MPI_Testall`` polling) after its post that ends
+  once the message was sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or
+  after both ends are posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which
+  ``prv2dim`` writes synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
 - **collectives** (blocking ones, and ``MPI_Init``, on which ``prv2dim`` puts a barrier): the k-th collective of
   every thread on one communicator is one operation; everybody leaves it when the last one arrived, plus the
   network's collective cost (``ceil(log2 P)`` stages of ``latency + bytes / bandwidth`` for the fan-in and/or
   fan-out, Dimemas' logarithmic model).
+
+Messages do not contend for links (Dimemas with as many links per node as messages in flight; checked against it
+in tests/test_pop_oracles.py): on a network slow enough for a node's messages to queue, the prediction is a lower
+bound.
 
 The event loop is one Numba kernel, each call visited once plus once per wake-up (> 1 M MPI calls/s,
 benchmarks/results/pop.md). Dependencies a trace cut short leaves without their partner (a collective some
@@ -35,6 +40,7 @@ import polars as pl
 from synthtrace.tracelib.domain.mpi_calls import MPI_CALLS, calls_with
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.jit import cached_njit
+from synthtrace.tracelib.thread_key import packed, unpacked
 
 #: the blocking collective roles and how many stages of the logarithmic model each has (fan-in, fan-out)
 _STAGES = {"barrier": (1, 1), "one_to_all": (0, 1), "all_to_one": (1, 0), "all_to_all": (1, 1), "scan": (1, 0),
@@ -42,7 +48,8 @@ _STAGES = {"barrier": (1, 1), "one_to_all": (0, 1), "all_to_one": (1, 0), "all_t
 _COLLECTIVES = {n: c.role for n, c in MPI_CALLS.items() if c.kind == "collective" and c.blocking}
 _BLOCKING_RECV = calls_with(roles=("recv", "sendrecv"), blocking=True)
 _RENDEZVOUS_SEND = calls_with(roles=("send",), blocking=True)
-_WAITS = calls_with(roles=("wait",))
+#: calls that complete requests: waits, and tests (a polling loop: the test that found the data completes it)
+_COMPLETIONS = calls_with(roles=("wait", "test"))
 #: MPI_Init: prv2dim puts a barrier at its end (Dimemas' default)
 _INIT = "MPI_Init"
 
@@ -92,6 +99,25 @@ class ReplayResult:
 
 # ============================================================================ the kernel
 @cached_njit
+def _wake(w, stack, top, queued, done):  # pragma: no cover - compiled
+    """Queue thread ``w`` to be advanced (once: a queued or finished thread is not queued again); the new top."""
+    if queued[w] or done[w]:
+        return top
+    stack[top] = w
+    queued[w] = True
+    return top + 1
+
+
+@cached_njit
+def _release(c, when, release, member_ptr, members, stack, top, queued, done):  # pragma: no cover - compiled
+    """Release collective operation ``c`` at ``when`` and queue its members; the new top."""
+    release[c] = when
+    for k in range(member_ptr[c], member_ptr[c + 1]):
+        top = _wake(members[k], stack, top, queued, done)
+    return top
+
+
+@cached_njit
 def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cost, member_ptr, members,
                    post_ptr, posts, wait_ptr, waits, msg_cost, msg_rendezvous, msg_sender, msg_receiver):
     """Advance every thread as far as its dependencies allow, waking a message's partner when one end is posted
@@ -118,9 +144,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
     stack = np.empty(n_threads, np.int64)
     top = 0
     for th in range(n_threads - 1, -1, -1):
-        stack[top] = th
-        queued[th] = True
-        top += 1
+        top = _wake(th, stack, top, queued, done)
     remaining = n_threads
     n_released = 0
     while remaining > 0:
@@ -133,13 +157,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
             i = pc[best]
             c = coll_of[i]
             if c >= 0 and release[c] < 0:
-                release[c] = cmax[c] + coll_cost[c]
-                for k in range(member_ptr[c], member_ptr[c + 1]):
-                    w = members[k]
-                    if not queued[w] and not done[w]:
-                        stack[top] = w
-                        queued[w] = True
-                        top += 1
+                top = _release(c, cmax[c] + coll_cost[c], release, member_ptr, members, stack, top, queued, done)
             for k in range(wait_ptr[i], wait_ptr[i + 1]):
                 m = waits[k] >> 1
                 if spost[m] < 0:
@@ -147,10 +165,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
                 if rpost[m] < 0:
                     rpost[m] = t[best]
             n_released += 1
-            if not queued[best]:
-                stack[top] = best
-                queued[best] = True
-                top += 1
+            top = _wake(best, stack, top, queued, done)
         top -= 1
         th = stack[top]
         queued[th] = False
@@ -173,23 +188,18 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
                     else:
                         spost[m] = t[th]
                         w = msg_receiver[m]
-                    if w != th and not queued[w] and not done[w]:
-                        stack[top] = w
-                        queued[w] = True
-                        top += 1
+                    if w != th:
+                        top = _wake(w, stack, top, queued, done)
                 c = coll_of[i]
                 if c >= 0:
                     arrived[c] += 1
                     if t[th] > cmax[c]:
                         cmax[c] = t[th]
                     if arrived[c] >= coll_need[c] and release[c] < 0:
-                        release[c] = cmax[c] + coll_cost[c]
-                        for k in range(member_ptr[c], member_ptr[c + 1]):
-                            w = members[k]
-                            if w != th and not queued[w] and not done[w]:
-                                stack[top] = w
-                                queued[w] = True
-                                top += 1
+                        queued[th] = True  # running: not queued again by its own release
+                        top = _release(c, cmax[c] + coll_cost[c], release, member_ptr, members, stack, top, queued,
+                                       done)
+                        queued[th] = False
             ready = t[th]
             blocked = False
             c = coll_of[i]
@@ -218,6 +228,33 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
     return t, op_in, op_out, n_released
 
 
+@cached_njit
+def _locate_kernel(op_ptr, op_start, tids, times):  # pragma: no cover - compiled
+    """Per point: the last op of its thread starting at or before its time (the thread's first op if none; -1 for
+    a thread without ops)."""
+    out = np.full(tids.size, -1, np.int64)
+    for j in range(tids.size):
+        lo, hi = op_ptr[tids[j]], op_ptr[tids[j] + 1]
+        if lo == hi:
+            continue
+        k = lo + np.searchsorted(op_start[lo:hi], times[j], side="right") - 1
+        out[j] = k if k >= lo else lo
+    return out
+
+
+@cached_njit
+def _completion_kernel(op_ptr, op_end, is_wait, tids, post_op, due):  # pragma: no cover - compiled
+    """Per non-blocking receive: the first completion op (wait, test) after its post that ends at or after ``due``
+    (the post itself when there is none)."""
+    out = post_op.copy()
+    for j in range(tids.size):
+        for i in range(post_op[j] + 1, op_ptr[tids[j] + 1]):
+            if is_wait[i] and op_end[i] >= due[j]:
+                out[j] = i
+                break
+    return out
+
+
 # ============================================================================ building the replay's arrays
 THREAD = ["appl", "task", "thread"]
 _CALL_COLUMNS = [*THREAD, "call_seq", "mpi_call", "start_ns", "end_ns"]
@@ -238,24 +275,48 @@ def _csr(owner: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.
     return ptr, values[order].astype(np.int64)
 
 
-def _ops(calls: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
-    """The calls in replay order (thread, time), with ``_op`` (row), ``_tid`` and the computation before each."""
-    ops = (calls.select(*_CALL_COLUMNS, *[c for c in ("comm", "bytes_sent", "bytes_recv") if c in calls.columns])
-           .join(threads.select(*THREAD, "_tid"), on=THREAD, how="inner")
-           .sort("_tid", "start_ns", "call_seq")
-           .with_row_index("_op"))
-    prev_end = pl.col("end_ns").shift(1).over("_tid").fill_null(0)
-    return ops.with_columns((pl.col("start_ns") - prev_end).clip(lower_bound=0).alias("_pre"))
+def _key(df: pl.DataFrame, prefix: str = "") -> np.ndarray:
+    return packed(*(df[f"{prefix}{c}"].to_numpy() for c in THREAD))
 
 
-def _collectives(ops: pl.DataFrame, net: Network) -> tuple[np.ndarray, ...]:
+@dataclass(frozen=True)
+class _Ops:
+    """The calls in replay order (thread, start, call_seq) as arrays, and that order's frame."""
+
+    frame: pl.DataFrame
+    tid: np.ndarray
+    ptr: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    pre: np.ndarray
+
+
+def _ops(calls: pl.DataFrame, keys: np.ndarray) -> _Ops:
+    tid = np.searchsorted(keys, _key(calls))
+    start, seq = calls["start_ns"].to_numpy(), calls["call_seq"].to_numpy()
+    d_tid, d_start = np.diff(tid), np.diff(start)
+    if np.all((d_tid > 0) | ((d_tid == 0) & (d_start >= 0))):  # as stored: by thread, then time
+        frame = calls
+    else:
+        order = np.lexsort((seq, start, tid))
+        frame, tid, start = calls[order], tid[order], start[order]
+    end = frame["end_ns"].to_numpy()
+    ptr = np.zeros(keys.size + 1, np.int64)
+    np.cumsum(np.bincount(tid, minlength=keys.size), out=ptr[1:])
+    prev_end = np.empty_like(end)
+    prev_end[1:] = end[:-1]
+    prev_end[ptr[:-1][ptr[:-1] < ptr[1:]]] = 0  # a thread's first call follows the start of the trace
+    return _Ops(frame, tid.astype(np.int64), ptr, start, end, np.maximum(start - prev_end, 0).astype(np.float64))
+
+
+def _collectives(ops: _Ops, net: Network) -> tuple[np.ndarray, ...]:
     """Per op its collective operation (-1: none), and per operation its number of participants, cost (ns) and
     members (CSR of thread ids). The k-th collective of a thread on a communicator (MPI_Init: the appl's) is one."""
-    coll = ops.filter(pl.col("mpi_call").is_in(list(_COLLECTIVES)) | (pl.col("mpi_call") == _INIT))
-    if "comm" not in coll.columns:
-        coll = coll.with_columns(pl.lit(None, pl.Int64).alias("comm"))
-    if "bytes_sent" not in coll.columns:
-        coll = coll.with_columns(pl.lit(0, pl.Int64).alias("bytes_sent"), pl.lit(0, pl.Int64).alias("bytes_recv"))
+    f = ops.frame.with_columns(pl.Series("_tid", ops.tid), pl.int_range(pl.len(), dtype=pl.Int64).alias("_op"))
+    coll = f.filter(pl.col("mpi_call").is_in(list(_COLLECTIVES)) | (pl.col("mpi_call") == _INIT))
+    for c in ("comm", "bytes_sent", "bytes_recv"):
+        if c not in coll.columns:
+            coll = coll.with_columns(pl.lit(None, pl.Int64).alias(c))
     coll = coll.with_columns(
         pl.when(pl.col("mpi_call") == _INIT).then(pl.lit(-2, pl.Int64)).otherwise(pl.col("comm").fill_null(-1))
         .alias("_comm"),
@@ -274,47 +335,53 @@ def _collectives(ops: pl.DataFrame, net: Network) -> tuple[np.ndarray, ...]:
     inst = inst.with_columns((stages * (fan_in * (net.latency_ns + pl.col("_in") * nspb)
                                         + fan_out * (net.latency_ns + pl.col("_out") * nspb))).alias("_cost"))
     coll = coll.join(inst.select("appl", "_comm", "_k", "_coll"), on=["appl", "_comm", "_k"])
-    coll_of = np.full(ops.height, -1, np.int64)
+    coll_of = np.full(f.height, -1, np.int64)
     coll_of[coll["_op"].to_numpy()] = coll["_coll"].to_numpy()
     member_ptr, members = _csr(coll["_coll"].to_numpy().astype(np.int64), coll["_tid"].to_numpy(), inst.height)
     return (coll_of, inst["need"].to_numpy().astype(np.int64), inst["_cost"].to_numpy().astype(np.float64),
             member_ptr, members)
 
 
-def _locate(points: pl.DataFrame, ops: pl.DataFrame, time_col: str, out: str,
-            strategy: str = "backward") -> pl.DataFrame:
-    """The op of each point's thread (``_tid``) that holds (backward: starts at or before) ``time_col``."""
-    right = ops.select("_tid", pl.col("start_ns" if strategy == "backward" else "end_ns").alias("_at"),
-                       pl.col("_op").alias(out)).sort("_at")
-    return points.sort(time_col).join_asof(right, left_on=time_col, right_on="_at", by="_tid", strategy=strategy,
-                                           check_sortedness=False).drop("_at")
+@dataclass(frozen=True)
+class _Messages:
+    """Per message (paired to its calls): sender and receiver thread, the ops posting its ends and completing its
+    receive, whether the send is a rendezvous, and its transfer cost (ns)."""
+
+    stid: np.ndarray
+    rtid: np.ndarray
+    sop: np.ndarray
+    rop: np.ndarray
+    cop: np.ndarray
+    rendezvous: np.ndarray
+    cost: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.stid.size)
 
 
-def _messages(ops: pl.DataFrame, messages: pl.DataFrame, threads: pl.DataFrame, net: Network) -> pl.DataFrame:
-    """Per message: sender/receiver thread, the op posting each end, the op completing the receive, whether the
-    send is a rendezvous, and its transfer cost (ns)."""
-    tid = threads.select(*THREAD, "_tid")
-    m = (messages.select(_MESSAGE_COLUMNS).with_row_index("_m")
-         .join(tid.rename({c: f"s_{c}" for c in THREAD} | {"_tid": "_stid"}), on=[f"s_{c}" for c in THREAD])
-         .join(tid.rename({c: f"r_{c}" for c in THREAD} | {"_tid": "_rtid"}), on=[f"r_{c}" for c in THREAD]))
-    m = _locate(m.rename({"_stid": "_tid"}), ops, "s_time_ns", "_sop").rename({"_tid": "_stid"})
-    m = _locate(m.rename({"_rtid": "_tid"}), ops, "r_time_ns", "_rop").rename({"_tid": "_rtid"})
-    m = m.drop_nulls(["_sop", "_rop"])
-    call = ops.select("_op", "mpi_call", "end_ns")
-    m = (m.join(call.rename({"_op": "_sop", "mpi_call": "_scall", "end_ns": "_send"}), on="_sop")
-         .join(call.rename({"_op": "_rop", "mpi_call": "_rcall", "end_ns": "_rend"}), on="_rop"))
-    # a non-blocking receive completes in the first wait after its post that ends once the message was sent
-    waits = ops.filter(pl.col("mpi_call").is_in(list(_WAITS)))
-    nb = m.filter(~pl.col("_rcall").is_in(list(_BLOCKING_RECV))).with_columns(
-        pl.max_horizontal(pl.col("_rend") + 1, "s_time_ns").alias("_due"))
-    nb = _locate(nb.rename({"_rtid": "_tid"}), waits, "_due", "_cop", strategy="forward").rename({"_tid": "_rtid"})
-    done = pl.concat([m.filter(pl.col("_rcall").is_in(list(_BLOCKING_RECV))).with_columns(
-        pl.col("_rop").alias("_cop")), nb.drop("_due")], how="diagonal_relaxed")
-    return done.with_columns(
-        pl.col("_cop").fill_null(pl.col("_rop")),
-        pl.col("_scall").is_in(list(_RENDEZVOUS_SEND)).alias("_rdv"),
-        (net.latency_ns + pl.col("size").fill_null(0).cast(pl.Float64) * net.ns_per_byte).alias("_cost"),
-    ).sort("_m").with_row_index("_mi")
+def _messages(ops: _Ops, messages: pl.DataFrame, keys: np.ndarray, net: Network) -> _Messages:
+    m = messages.select(_MESSAGE_COLUMNS)
+    sk, rk = _key(m, "s_"), _key(m, "r_")
+    stid = np.minimum(np.searchsorted(keys, sk), keys.size - 1)
+    rtid = np.minimum(np.searchsorted(keys, rk), keys.size - 1)
+    known = (keys[stid] == sk) & (keys[rtid] == rk)  # both ends on threads being replayed
+    stid, rtid = stid[known].astype(np.int64), rtid[known].astype(np.int64)
+    s_time, r_time = m["s_time_ns"].to_numpy()[known], m["r_time_ns"].to_numpy()[known]
+    sop = _locate_kernel(ops.ptr, ops.start, stid, s_time)
+    rop = _locate_kernel(ops.ptr, ops.start, rtid, r_time)
+    ok = (sop >= 0) & (rop >= 0)
+    stid, rtid, sop, rop, s_time = stid[ok], rtid[ok], sop[ok], rop[ok], s_time[ok]
+    name = ops.frame["mpi_call"]
+    blocking_recv = name.is_in(list(_BLOCKING_RECV)).to_numpy()
+    is_wait = name.is_in(list(_COMPLETIONS)).to_numpy()
+    # a non-blocking receive completes in the first wait after its post that ends once the message was sent; a
+    # receive recorded in the call that completed it (OTF2 writes it at the wait) completes there
+    cop = np.where(blocking_recv[rop] | is_wait[rop], rop,
+                   _completion_kernel(ops.ptr, ops.end, is_wait, rtid, rop, np.maximum(ops.end[rop] + 1, s_time)))
+    size = m["size"].fill_null(0).to_numpy()[known][ok].astype(np.float64)
+    rendezvous = name.is_in(list(_RENDEZVOUS_SEND)).to_numpy()[sop]
+    return _Messages(stid, rtid, sop, rop, cop, rendezvous, net.latency_ns + size * net.ns_per_byte)
 
 
 def replay(calls: pl.DataFrame, messages: pl.DataFrame | None, thread_ends: pl.DataFrame,
@@ -329,36 +396,33 @@ def replay(calls: pl.DataFrame, messages: pl.DataFrame | None, thread_ends: pl.D
     _require(calls, _CALL_COLUMNS, "MPI calls")
     _require(thread_ends, [*THREAD, "end_ns"], "thread ends")
     net = network or Network.ideal()
-    threads = (pl.concat([thread_ends.select(*THREAD, "end_ns"),
-                          calls.group_by(THREAD).agg(pl.col("end_ns").max())], how="vertical_relaxed")
-               .group_by(THREAD).agg(pl.col("end_ns").max()).sort(THREAD).with_row_index("_tid"))
-    ops = _ops(calls, threads)
-    if messages is not None and messages.height:
+    keys = np.unique(np.concatenate([_key(thread_ends), _key(calls)]))
+    ops = _ops(calls, keys)
+    if messages is not None and messages.height and keys.size:
         _require(messages, _MESSAGE_COLUMNS, "messages")
-        msgs = _messages(ops, messages, threads, net)
+        msgs = _messages(ops, messages, keys, net)
     else:
-        msgs = pl.DataFrame(schema={"_mi": pl.UInt32, "_stid": pl.UInt32, "_rtid": pl.UInt32, "_sop": pl.UInt32,
-                                    "_rop": pl.UInt32, "_cop": pl.UInt32, "_rdv": pl.Boolean, "_cost": pl.Float64})
-    n_ops, n_thr = ops.height, threads.height
-    op_ptr = np.zeros(n_thr + 1, np.int64)
-    np.cumsum(np.bincount(ops["_tid"].to_numpy().astype(np.int64), minlength=n_thr), out=op_ptr[1:])
-    last_end = ops.group_by("_tid").agg(pl.col("end_ns").last())
-    tail = (threads.join(last_end.rename({"end_ns": "_last"}), on="_tid", how="left")
-            .select((pl.col("end_ns") - pl.col("_last").fill_null(0)).clip(lower_bound=0)).to_series().to_numpy())
+        empty = np.zeros(0, np.int64)
+        msgs = _Messages(empty, empty, empty, empty, empty, np.zeros(0, np.bool_), np.zeros(0, np.float64))
+    n_ops = ops.frame.height
+    # each thread ends at the end of its activity (the later of its thread_ends and its last call)
+    ends = np.zeros(keys.size, np.int64)
+    np.maximum.at(ends, np.searchsorted(keys, _key(thread_ends)), thread_ends["end_ns"].fill_null(0).to_numpy())
+    has_ops = ops.ptr[1:] > ops.ptr[:-1]
+    last_end = np.zeros(keys.size, np.int64)
+    last_end[has_ops] = ops.end[ops.ptr[1:][has_ops] - 1]
+    tail = np.maximum(ends - last_end, 0).astype(np.float64)
     coll_of, need, cost, member_ptr, members = _collectives(ops, net)
-    mi = msgs["_mi"].to_numpy().astype(np.int64)
-    post_ptr, posts = _csr(np.concatenate([msgs["_sop"].to_numpy(), msgs["_rop"].to_numpy()]).astype(np.int64),
-                           np.concatenate([mi * 2, mi * 2 + 1]), n_ops)
-    rdv = msgs.filter(pl.col("_rdv"))
-    wait_ptr, waits = _csr(np.concatenate([msgs["_cop"].to_numpy(), rdv["_sop"].to_numpy()]).astype(np.int64),
-                           np.concatenate([mi * 2 + 1, rdv["_mi"].to_numpy().astype(np.int64) * 2]), n_ops)
-    own = np.zeros(n_ops, np.float64)  # MPI calls cost nothing of their own (as in Dimemas)
+    mi = np.arange(msgs.n, dtype=np.int64)
+    post_ptr, posts = _csr(np.concatenate([msgs.sop, msgs.rop]), np.concatenate([mi * 2, mi * 2 + 1]), n_ops)
+    rdv = np.flatnonzero(msgs.rendezvous)
+    wait_ptr, waits = _csr(np.concatenate([msgs.cop, msgs.sop[rdv]]), np.concatenate([mi * 2 + 1, rdv * 2]), n_ops)
     t, op_in, op_out, n_released = _replay_kernel(
-        op_ptr, ops["_pre"].to_numpy().astype(np.float64), own, tail.astype(np.float64), coll_of, need, cost,
-        member_ptr, members, post_ptr, posts, wait_ptr, waits, msgs["_cost"].to_numpy().astype(np.float64),
-        msgs["_rdv"].to_numpy().astype(np.bool_), msgs["_stid"].to_numpy().astype(np.int64),
-        msgs["_rtid"].to_numpy().astype(np.int64))
-    thr = threads.select(*THREAD, pl.Series("end_ns", np.round(t).astype(np.int64)))
-    replayed = ops.select(*THREAD, "call_seq", "mpi_call", pl.Series("start_ns", np.round(op_in).astype(np.int64)),
-                          pl.Series("end_ns", np.round(op_out).astype(np.int64)))
-    return ReplayResult(int(thr["end_ns"].max() or 0), thr, replayed, msgs.height, int(need.size), int(n_released))
+        ops.ptr, ops.pre, np.zeros(n_ops, np.float64), tail, coll_of, need, cost, member_ptr, members,
+        post_ptr, posts, wait_ptr, waits, msgs.cost, msgs.rendezvous, msgs.stid, msgs.rtid)
+    appl, task, thread = unpacked(keys)
+    thr = pl.DataFrame({"appl": appl.astype(np.int32), "task": task.astype(np.int32),
+                        "thread": thread.astype(np.int32), "end_ns": np.round(t).astype(np.int64)})
+    replayed = ops.frame.select(*THREAD, "call_seq", "mpi_call").with_columns(
+        pl.Series("start_ns", np.round(op_in).astype(np.int64)), pl.Series("end_ns", np.round(op_out).astype(np.int64)))
+    return ReplayResult(int(thr["end_ns"].max() or 0), thr, replayed, msgs.n, int(need.size), int(n_released))

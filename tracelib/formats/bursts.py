@@ -18,8 +18,8 @@ intervals into bursts and summing samples into them runs in one Numba kernel per
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -27,8 +27,7 @@ import polars as pl
 
 from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.domain.mpi_calls import MPI_KINDS, kind_expr
-from synthtrace.tracelib.schema import (MPI_CALL_SCHEMA, THREAD_KEYS, THREAD_NODE_SCHEMA, UNCORE_SCHEMA,
-                                       counter_columns)
+from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import packed, unpacked
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
@@ -113,27 +112,6 @@ class ArrayBatch:
     samples: SampleArrays
     mpi: pl.DataFrame  # MPI_EVENT_SCHEMA, and optionally THREAD_ID_COLUMN: the rows' assembler thread ids (int32)
     messages: pl.DataFrame  # MESSAGE_SCHEMA
-
-
-@dataclass
-class ReadSummary:
-    """What reading a trace found, beyond the tables."""
-
-    n_records: dict[int, int] = field(default_factory=dict)
-    counters: list[str] = field(default_factory=list)
-    n_bursts: int = 0
-    n_calls: int = 0
-    last_time_ns: int = 0
-    warnings: list[str] = field(default_factory=list)
-    messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGE_SCHEMA))
-    #: uncore counter samples (UNCORE_SCHEMA), unless ``uncore_sink`` takes them chunk by chunk (bounded memory)
-    uncore: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=UNCORE_SCHEMA))
-    uncore_sink: Callable[[pl.DataFrame], None] | None = None
-    n_uncore: int = 0
-    thread_nodes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=THREAD_NODE_SCHEMA))
-    #: hex content hash of the bytes the reader parsed (:class:`~synthtrace.tracelib.formats.source.ContentHasher`);
-    #: None when the format's library reads the files itself (OTF2)
-    content_hash: str | None = None
 
 
 def _empty(schema: dict) -> pl.DataFrame:

@@ -1,0 +1,278 @@
+"""The merge on the run-to-run mechanisms of issue 22 (simulator/mechanisms.py), scored against the true logical burst.
+
+    python benchmarks/bench_merge_mechanisms.py --label before          # ~10 min on a quiet 2-core machine
+    python benchmarks/bench_merge_mechanisms.py --label after --quick   # 1-2 min: 1 seed per mechanism, 20 plain
+    python benchmarks/bench_merge_mechanisms.py --label after --scale-time      # 10k vs 1k iterations, time/burst
+    python benchmarks/bench_merge_mechanisms.py --label after --scale-memory    # 256 ranks x 2,000 its, peak RSS
+
+Every campaign is simulated (Paraver traces and truth in a temporary folder), read back with the reader and merged
+with the library's merge at default options (``merge_runs``, what ``synthtrace merge`` runs), then scored
+(``testing/simulator_campaigns.py``): ``right`` is, over the non-reference runs, the smallest share of reference
+bursts >= 10 us matched to their true logical burst (or left unmatched when that run has none); ``right (span)``
+counts a burst of an undecidable span (an inserted, missing or repeated iteration among identical ones) right when
+matched to an interchangeable burst of that span; ``verdict`` is the gravest of the merge's verdicts (``refused``:
+the merge refused the campaign); ``accepted``: issue 22's rule (>= 99.5 % right, or the span marked, verdict not
+``ok`` and >= 99.5 % right with the span's interchangeable bursts); ``silent``: verdict ``ok`` below 99 % right.
+
+Results of each ``--label`` are kept in ``benchmarks/results/merge_mechanisms.json``; the Markdown table
+(``benchmarks/results/merge_mechanisms.md``) puts every label side by side (``before``: the merge at the split
+commit of issue 26, run first; later labels: the merge of issue 22).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.bench_merge import machine  # noqa: E402
+from benchmarks.results_io import emit  # noqa: E402
+from synthtrace.simulator.mechanisms import MECHANISMS, campaign, simulate  # noqa: E402
+from testing.simulator_campaigns import MechanismOutcome, plain_size, read_campaign, run_mechanism  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+STORE = RESULTS / "merge_mechanisms.json"
+OUT = RESULTS / "merge_mechanisms.md"
+
+
+def _row(o: MechanismOutcome) -> dict:
+    return {"mechanism": o.mechanism, "seed": o.seed, "ranks": o.ranks, "iterations": o.iterations, "runs": o.runs,
+            "right": o.right, "right_span": o.right_span, "scored": o.scored, "in_span": o.in_span,
+            "verdict": o.verdict, "span_marked": o.span_marked, "moved": o.moved, "accepted": o.accepted,
+            "silent": not o.honest,
+            "message": o.message, "sim_s": round(o.sim_s, 2), "merge_s": round(o.merge_s, 2)}
+
+
+def mechanism_rows(seeds: int, plain: int, only: list[str] | None = None) -> list[dict]:
+    rows = []
+    names = [n for n in MECHANISMS if n != "plain" and (not only or n in only)]
+    jobs = [(n, s, {}) for n in names for s in range(seeds)]
+    if not only or "plain" in only:
+        jobs += [("plain", s, dict(zip(("ranks", "iterations"), plain_size(s)))) for s in range(plain)]
+    for name, seed, sizes in jobs:
+        with tempfile.TemporaryDirectory() as tmp:
+            o = run_mechanism(name, seed, Path(tmp), **sizes)
+        rows.append(_row(o))
+        print(f"{name:20s} seed {seed:3d}: right {o.right if o.right is None else round(100 * o.right, 2)} "
+              f"{o.verdict} {o.merge_s:.1f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ scale
+def _merge_seconds(runs) -> float:
+    from synthtrace.tracelib.merge.merge_runs import merge_runs
+    merge_runs(runs)  # compiled kernels warm
+    best = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        merge_runs(runs)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def scale_time() -> list[dict]:
+    """Merge time per burst at 1,000 and 10,000 iterations (4 ranks, no collective, 2 runs)."""
+    rows = []
+    for its in (1000, 10_000):
+        with tempfile.TemporaryDirectory() as tmp:
+            c = simulate(tmp, campaign("no_callers", 1, ranks=4, iterations=its))
+            runs = read_campaign(c)
+            dt = _merge_seconds(runs)
+        n = sum(r.bursts.height for r in runs)
+        rows.append({"iterations": its, "bursts (2 runs)": n, "merge s": round(dt, 2),
+                     "us per burst": round(dt / n * 1e6, 2)})
+    return rows
+
+
+_INGEST = """
+import sys
+sys.path.insert(0, {root!r})
+import synthtrace
+synthtrace.ingest({wh!r}, {trace!r}, experiment="scale")
+"""
+_MERGE = """
+import resource, sys, time
+sys.path.insert(0, {root!r})
+import synthtrace
+t0 = time.perf_counter()
+synthtrace.merge({wh!r}, "scale")
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t0)
+"""
+
+
+def _child(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+
+
+def scale_memory(ranks: int = 256, iterations: int = 2000) -> list[dict]:
+    """Peak resident memory of ``synthtrace.merge`` (its own process, reading from the warehouse as the CLI does)
+    on a ``ranks`` x ``iterations`` 2-run campaign: the simulator's halo (vectorised engine, one exchange with
+    Testall polling per iteration, no world collective), each trace ingested in its own process first."""
+    from synthtrace.simulator import ExperimentSpec, TruthStore, simulate_experiment
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        store = TruthStore(Path(tmp) / "truth")
+        res = simulate_experiment(Path(tmp) / "sim", ExperimentSpec(app="scale", pattern="halo", ranks=ranks,
+                                                                     iterations=iterations, runs=2, coll_every=0),
+                                  store)
+        store.close()
+        sim = time.perf_counter() - t0
+        wh = str(Path(tmp) / "wh")
+        for trace in res.traces:
+            out = _child(_INGEST.format(root=str(ROOT), wh=wh, trace=str(trace)))
+            if out.returncode:
+                return [{"ranks": ranks, "iterations": iterations, "outcome": "ingest failed: "
+                         + out.stderr.strip().splitlines()[-1][:200]}]
+        size = sum(t.stat().st_size for t in res.traces)
+        out = _child(_MERGE.format(root=str(ROOT), wh=wh))
+    if out.returncode:
+        return [{"ranks": ranks, "iterations": iterations,
+                 "outcome": "merge failed: " + out.stderr.strip().splitlines()[-1][:200]}]
+    peak_kb, merge_s = out.stdout.split()[-2:]
+    return [{"ranks": ranks, "iterations": iterations, "bursts (2 runs)": sum(res.n_bursts),
+             "traces GB": round(size / 2**30, 2), "merge peak RSS GB": round(int(peak_kb) / 2**20, 2),
+             "merge s": round(float(merge_s), 1), "simulation s": round(sim, 1)}]
+
+
+# ------------------------------------------------------------------------------------------------ report
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{100 * v:.2f} %"
+
+
+def md(df: pl.DataFrame) -> str:
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in df.iter_rows()]
+    return "\n".join(lines)
+
+
+def mechanism_table(store: dict) -> str:
+    labels = list(store)
+    names = [n for n in MECHANISMS if n != "plain"]
+    out = []
+    for n in names:
+        row = {"mechanism": n, "what": MECHANISMS[n][0]}
+        for lab in labels:
+            rs = [r for r in store[lab]["rows"] if r["mechanism"] == n]
+            if not rs:
+                row |= {f"{lab}: right": "", f"{lab}: right (span)": "", f"{lab}: verdict": "",
+                        f"{lab}: accepted": ""}
+                continue
+            rights = [r["right"] for r in rs if r["right"] is not None]
+            spans = [r["right_span"] for r in rs if r["right_span"] is not None]
+            row |= {f"{lab}: right": _pct(min(rights)) if rights else "refused",
+                    f"{lab}: right (span)": _pct(min(spans)) if spans else "",
+                    f"{lab}: verdict": ",".join(sorted({r["verdict"] for r in rs})),
+                    f"{lab}: accepted": f"{sum(r['accepted'] for r in rs)}/{len(rs)}"
+                    + (f" ({sum(r['silent'] for r in rs)} silent)" if any(r["silent"] for r in rs) else "")}
+        out.append(row)
+    return md(pl.DataFrame(out))
+
+
+def plain_table(store: dict) -> str:
+    out = []
+    for lab, res in store.items():
+        rs = [r for r in res["rows"] if r["mechanism"] == "plain"]
+        if not rs:
+            continue
+        rights = [r["right"] for r in rs if r["right"] is not None]
+        out.append({"label": lab, "campaigns": len(rs), "refused": sum(r["verdict"] == "refused" for r in rs),
+                    "below 99.5 %": sum(r["right"] is not None and r["right"] < 0.995 for r in rs),
+                    "silent (ok below 99 %)": sum(r["silent"] for r in rs),
+                    "min right": _pct(min(rights)) if rights else "",
+                    "median right": _pct(float(np.median(rights))) if rights else "",
+                    "verdicts": ", ".join(f"{v} {sum(r['verdict'] == v for r in rs)}"
+                                          for v in ("ok", "suspect", "bad", "refused")
+                                          if any(r["verdict"] == v for r in rs))})
+    return md(pl.DataFrame(out)) if out else "(not run)"
+
+
+def report(store: dict) -> str:
+    text = ["# Merge on the run-to-run mechanisms of issue 22", "",
+            "Script: `benchmarks/bench_merge_mechanisms.py` (see its docstring for the columns). Campaigns from "
+            "`synthtrace.simulator.mechanisms` (an event-driven MPI executor: completion calls complete what has "
+            "arrived, polls follow timing, ANY_SOURCE receives and farm assignments follow arrivals), read back "
+            "from their Paraver traces and merged with default options.", ""]
+    for lab, res in store.items():
+        cpu = f" ({res['cpu_s']:.0f} s CPU)" if res.get("cpu_s") else ""
+        text.append(f"- `{lab}`: {res['when']}, commit {res['commit']}, `{res['command']}`, {res['seconds']:.0f} s"
+                    f"{cpu}, load average at the end {res['load']:.1f}; {res['machine']}"
+                    + (f". {res['note']}" if res.get("note") else ""))
+        text += [f"  - rerun {r['when']}, commit {r['commit']}: `{r['command']}`, {r['seconds']:.0f} s, load "
+                 f"{r['load']:.1f}" for r in res.get("reruns", [])]
+    text += ["", "## Per mechanism (default sizes; the worst seed)", "", mechanism_table(store), "",
+             "## Plain 2-run campaigns (4-16 ranks, 8-60 iterations, one random valid application per seed)", "",
+             plain_table(store), ""]
+    for key, title in (("scale_time", "Time per burst, 1,000 vs 10,000 iterations (4 ranks, 2 runs)"),
+                       ("scale_memory", "Peak memory, 256 ranks x 2,000 iterations, 2 runs")):
+        for lab, res in store.items():
+            if res.get(key):
+                text += [f"## {title}: `{lab}`", "", md(pl.DataFrame(res[key])), ""]
+    failing = {lab: [f"{r['mechanism']} seed {r['seed']}: {r['message']}" for r in res["rows"]
+                     if r["verdict"] == "refused"] for lab, res in store.items()}
+    for lab, msgs in failing.items():
+        if msgs:
+            text += [f"Refusals (`{lab}`): " + "; ".join(sorted(set(msgs))[:8]), ""]
+    return "\n".join(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--label", required=True, help="name of this code's column (before, after, ...)")
+    ap.add_argument("--quick", action="store_true", help="1 seed per mechanism and 20 plain campaigns")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per mechanism (default 2; quick 1)")
+    ap.add_argument("--plain", type=int, default=None, help="plain campaigns (default 200; quick 20)")
+    ap.add_argument("--scale-time", action="store_true", help="also time 1k vs 10k iterations")
+    ap.add_argument("--scale-memory", action="store_true", help="also the 256-rank x 2,000-iteration peak memory")
+    ap.add_argument("--only-scale", action="store_true", help="only the scale checks (keep the label's rows)")
+    ap.add_argument("--mechanisms", default="", help="comma-separated: rerun only these (their rows replaced)")
+    ap.add_argument("--note", default="", help="a sentence on what code ran (printed with the label)")
+    ap.add_argument("--store", type=Path, default=STORE, help="JSON of every label's results")
+    ap.add_argument("--out", type=Path, default=OUT, help="the Markdown table")
+    args = ap.parse_args()
+    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
+    plain = args.plain if args.plain is not None else (20 if args.quick else 200)
+    store = json.loads(args.store.read_text()) if args.store.is_file() else {}
+    t0 = time.perf_counter()
+    only = [m for m in args.mechanisms.split(",") if m]
+    entry = store.get(args.label, {}) if (args.only_scale or only) else {}
+    if only:
+        kept = [r for r in entry.get("rows", []) if r["mechanism"] not in only]
+        entry["rows"] = kept + mechanism_rows(seeds, plain, only)
+    elif not args.only_scale:
+        entry["rows"] = mechanism_rows(seeds, plain)
+    entry.setdefault("rows", [])
+    if args.scale_time:
+        entry["scale_time"] = scale_time()
+    if args.scale_memory:
+        entry["scale_memory"] = scale_memory()
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=False).stdout.strip()
+    run = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
+           "command": "python benchmarks/bench_merge_mechanisms.py " + " ".join(sys.argv[1:]),
+           "seconds": time.perf_counter() - t0, "load": os.getloadavg()[0], "machine": machine(),
+           "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+           "cpu_s": sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                        for f in ("ru_utime", "ru_stime")), "note": args.note}
+    if (only or args.only_scale) and "command" in entry:
+        entry.setdefault("reruns", []).append(run)  # a part rerun: the label's first run stays its header
+    else:
+        entry |= run
+    store[args.label] = entry
+    args.store.parent.mkdir(parents=True, exist_ok=True)
+    args.store.write_text(json.dumps(store, indent=1, default=str))
+    emit(report(store), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""A warehouse holding many stored runs without ingesting each: what many nights leave behind (ingest scaling)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+
+from synthtrace.warehouse import Warehouse
+from testing.traces import JACOBI, copy_trace
+
+
+def warehouse_with_runs(root: Path, n_runs: int) -> Warehouse:
+    """A warehouse at ``root`` with ``n_runs`` runs: the real jacobi trace ingested once (from a copy beside
+    ``root``), and its run folder copied under ``n_runs - 1`` other ids."""
+    from synthtrace.warehouse.ingest import ingest_trace
+
+    wh = Warehouse(root)
+    first = wh.run_dir(ingest_trace(wh, copy_trace(JACOBI, root.parent / f"{root.name}-seed")).run_id)
+    row = pl.read_parquet(first / "run.parquet")
+    for k in range(n_runs - 1):
+        run_id = f"{k:016x}"
+        shutil.copytree(first, wh.run_dir(run_id))
+        row.with_columns(pl.lit(run_id).alias("run_id")).write_parquet(wh.run_dir(run_id) / "run.parquet")
+    return wh

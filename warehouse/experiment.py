@@ -1,0 +1,214 @@
+"""One experiment of the warehouse as an object (DESIGN §3, §5): its runs, read from the runs table once, their
+tables, its trace as the stages read it, its record, and the atomic commit of what a stage computed from it.
+
+::
+
+    WAREHOUSE/experiments/<name>/experiment.json       the merge's reference run and options (written by the merge)
+    WAREHOUSE/experiments/<name>/merged_bursts.parquet  ... and the other files the stages commit
+
+Open one with :meth:`Warehouse.experiment <synthtrace.warehouse.layout.Warehouse.experiment>`. Every stage commits
+through :meth:`Experiment.commit`: the experiment folder is rebuilt in staging (files other stages wrote are
+hard-linked in unchanged) and swapped in by one rename, under the experiment's writers' lock, after checking that
+the runs it was computed from are still the experiment's (``synthtrace runs rm|move`` take the same lock).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
+from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, runs_table
+
+if TYPE_CHECKING:
+    from synthtrace.tracelib.domain.machine import Machine
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult, RunTables
+    from synthtrace.warehouse.layout import Warehouse
+
+#: the experiment's record: ``experiments/<name>/experiment.json``
+RECORD = "experiment"
+MERGED_FILE = "merged_bursts.parquet"
+#: the files the merge commits together
+MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches")
+
+
+@dataclass(frozen=True)
+class ExperimentTrace:
+    """An experiment's trace, read by :meth:`Experiment.trace`: the **merged** bursts with the MPI calls of the
+    merge's reference run (the merged bursts are that run's bursts), or, before a merge, every **single run**'s own
+    bursts and calls, told apart by ``run_id``. The frames are as stored; :meth:`labelled` adds what the analysis
+    keys its outputs by."""
+
+    experiment: str
+    source: str  # "merged" | "runs"
+    bursts: pl.DataFrame
+    calls: pl.DataFrame | None  # None: no MPI calls
+    reference_run_id: str | None = None  # merged: the run the bursts are of
+    run_names: dict[str, str] = field(default_factory=dict)  # run_id -> run_name
+    n_nodes: dict[str, int] = field(default_factory=dict)  # run_id -> nodes
+
+    def labelled(self) -> ExperimentTrace:
+        """The same trace with an ``experiment`` column on bursts and calls and, merged, ``run_id`` the
+        reference run's on every burst (appended last)."""
+        name = pl.lit(self.experiment).alias("experiment")
+        bursts = self.bursts
+        if self.source == "merged":
+            bursts = bursts.drop("run_id", strict=False).with_columns(
+                name, pl.lit(self.reference_run_id, pl.String).alias("run_id"))
+        else:
+            bursts = bursts.with_columns(name)
+        calls = self.calls.with_columns(name) if self.calls is not None else None
+        return replace(self, bursts=bursts, calls=calls)
+
+
+class Experiment:
+    """An experiment: its runs (sorted by run name, then id) as the runs table held them when it was opened."""
+
+    def __init__(self, wh: Warehouse, name: str, runs: pl.DataFrame, known: Iterable[str] = ()):
+        self.wh = wh
+        self.name = name
+        self.runs = runs
+        self._known = sorted(known)
+
+    @classmethod
+    def open(cls, wh: Warehouse, name: str) -> Experiment:
+        """Read the runs table (once) and keep the runs of experiment ``name``."""
+        table = runs_table(wh)
+        mine = table.filter(pl.col("experiment") == name).sort("run_name", "run_id")
+        return cls(wh, name, mine, table.get_column("experiment").drop_nulls().unique().to_list())
+
+    # ------------------------------------------------------------------ what it holds
+    @property
+    def dir(self) -> Path:
+        """Its folder under ``experiments/`` (its name checked)."""
+        return self.wh.experiment_dir(self.name)
+
+    @property
+    def run_ids(self) -> list[str]:
+        return self.runs.get_column("run_id").to_list()
+
+    @property
+    def run_names(self) -> dict[str, str]:
+        """run_id -> run_name."""
+        return dict(zip(self.run_ids, self.runs.get_column("run_name").to_list()))
+
+    @property
+    def n_nodes(self) -> dict[str, int]:
+        """run_id -> nodes of the runs that know it."""
+        return {r: int(n) for r, n in zip(self.run_ids, self.runs.get_column("n_nodes").to_list()) if n is not None}
+
+    @property
+    def source_paths(self) -> list[str]:
+        """Where its runs' traces were read from (what a ``machine.toml`` is looked for beside)."""
+        return self.runs.get_column("source_path").drop_nulls().to_list()
+
+    def machine(self, spec: str | None = None) -> Machine:
+        """Its machine profile: ``spec`` (``--machine``: preset or TOML file) when given, else the ``machine.toml``
+        beside its traces, else the default preset (:func:`~synthtrace.tracelib.domain.machine.resolve_machine`);
+        ``Machine.label`` names it and where it came from."""
+        from synthtrace.tracelib.domain.machine import resolve_machine
+
+        return resolve_machine(spec, self.source_paths)
+
+    @property
+    def is_merged(self) -> bool:
+        return (self.dir / MERGED_FILE).is_file()
+
+    def require_runs(self) -> Experiment:
+        """This experiment, after checking it has runs; raises :class:`UnknownExperimentError` naming the others."""
+        if self.runs.height == 0:
+            known = self._known
+            raise UnknownExperimentError(f"no experiment {self.name!r} in {self.wh.root}"
+                                         + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
+        return self
+
+    def record(self) -> dict[str, Any]:
+        """Its ``experiment.json`` ({} before its first merge, or when unreadable)."""
+        try:
+            return json.loads((self.dir / f"{RECORD}.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def reference_run_id(self, merged: pl.DataFrame | None = None) -> str | None:
+        """The run whose bursts the merged trace keeps: as the merge recorded it; for a merge stored before the
+        record existed, the one ``run_id`` of its merged bursts (``merged``), else the first run by name."""
+        if ref := self.record().get("reference_run_id"):
+            return ref
+        if merged is not None and "run_id" in merged.columns and merged.get_column("run_id").n_unique() == 1:
+            return merged.get_column("run_id")[0]
+        return self.run_ids[0] if self.run_ids else None
+
+    # ------------------------------------------------------------------ its tables
+    def bursts(self, run_id: str, *, dram_from_uncore: bool = True) -> pl.DataFrame:
+        """One run's bursts (see :func:`~synthtrace.warehouse.runs.run_bursts`)."""
+        return run_bursts(self.wh, run_id, dram_from_uncore=dram_from_uncore)
+
+    def calls(self, run_id: str) -> pl.DataFrame | None:
+        """One run's MPI calls, or None when it has none."""
+        return run_calls(self.wh, run_id)
+
+    def run_tables(self) -> list[RunTables]:
+        """Every run with its bursts and MPI calls, sorted by run name: what the merge aligns."""
+        from synthtrace.tracelib.merge.merge_runs import RunTables
+
+        self.require_runs()
+        out = []
+        for run_id, run_name in zip(self.run_ids, self.runs.get_column("run_name").to_list()):
+            calls = self.calls(run_id)
+            out.append(RunTables(run_id, run_name, self.bursts(run_id),
+                                 calls if calls is not None else pl.DataFrame()))
+        return out
+
+    def trace(self, *, dram_from_uncore: bool = True) -> ExperimentTrace:
+        """Its trace: merged when it was merged, else its runs' own bursts and calls (``dram_from_uncore``: with
+        the ``DRAM_CAS`` column apportioned from uncore samples). Raises :class:`UnknownExperimentError` when it
+        has neither, :class:`WarehouseError` when its runs have no computation bursts."""
+        if self.is_merged:
+            bursts = pl.read_parquet(self.dir / MERGED_FILE)
+            ref_id = self.reference_run_id(bursts)
+            return ExperimentTrace(self.name, "merged", bursts, self.calls(ref_id) if ref_id else None, ref_id,
+                                   self.run_names, self.n_nodes)
+        self.require_runs()
+        parts = [b for b in (self.bursts(r, dram_from_uncore=dram_from_uncore) for r in self.run_ids) if b.height]
+        if not parts:
+            raise WarehouseError(f"experiment {self.name!r}: its runs have no computation bursts")
+        calls = [c for c in (self.calls(r) for r in self.run_ids) if c is not None and c.height]
+        return ExperimentTrace(self.name, "runs", pl.concat(parts, how="diagonal_relaxed"),
+                               pl.concat(calls, how="diagonal_relaxed") if calls else None, None,
+                               self.run_names, self.n_nodes)
+
+    def stored(self, name: str) -> pl.DataFrame | None:
+        """One frame a stage committed (``<name>.parquet``), or None when that stage has not run."""
+        f = self.dir / f"{name}.parquet"
+        return pl.read_parquet(f) if f.is_file() else None
+
+    # ------------------------------------------------------------------ committing
+    def commit(self, frames: dict[str, pl.DataFrame], documents: dict[str, dict] | None = None, *,
+               what: str = "it was computed", read: Iterable[str] | None = None, needs_merged: bool = False) -> Path:
+        """Replace ``<name>.parquet`` per frame and ``<name>.json`` per document of the experiment folder, keeping
+        its other files, in one atomic swap; returns the folder. ``read``: the run ids the frames were computed
+        from (default: the experiment's runs when opened); if one left the experiment meanwhile, or
+        (``needs_merged``) its merged data was removed, nothing is written (:class:`RunsChangedError`, saying
+        ``while <what>``)."""
+        run_ids = list(self.run_ids if read is None else read)
+
+        def unchanged() -> None:
+            check_runs_still_in(self.wh, self.name, run_ids, what)
+            if needs_merged and not self.is_merged:
+                raise RunsChangedError(f"experiment {self.name!r}: its merged data was removed while {what} (its "
+                                       "runs changed); nothing was committed: merge it again")
+        return self.wh.update_dir(self.dir, frames, documents, check=unchanged)
+
+    def commit_merge(self, result: MergeResult, options: MergeOptions, read: Iterable[str]) -> Path:
+        """Commit a merge (replacing any earlier one) with the experiment's record: the reference run and the
+        options it was merged with, so that later stages read the reference, never guess it."""
+        record = {"experiment": self.name, "reference_run_id": result.reference_run_id,
+                  "reference_run": result.reference_run, "run_ids": sorted(read),
+                  "merge_options": asdict(options), "merged_at": datetime.now(UTC).isoformat()}
+        return self.commit({"merged_bursts": result.merged, "merge_quality": result.quality,
+                            "merge_matches": result.matches}, {RECORD: record}, what="it merged", read=read)
