@@ -206,12 +206,13 @@ def blind_archetypes(frame: pl.DataFrame, counters: list[str]) -> pl.Series:
 
 
 def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | None = None,
-                   groups: str = "app", archetype: bool = True) -> FeatureTable:
+                   groups: str = "program", archetype: bool = True) -> FeatureTable:
     """Features and target of every burst of a bursts-like ``frame``.
 
-    ``counters``: only these counters may feed features (default: every counter column); the target is always
-    computed from the frame's own instructions/cycles/time. ``groups``: column holding the workload of each row
-    (application; falls back to ``experiment``, then one group). Raises :class:`UnknownTargetError`.
+    ``counters``: only these counters may feed features (default: every counter column); the target is always computed
+    from the frame's own instructions/cycles/time. ``groups``: column holding the workload of each row (the program,
+    :mod:`synthtrace.warehouse.programs`; falls back to ``app``, ``experiment``, then one group). Raises
+    :class:`UnknownTargetError`.
     """
     check_target(target)
     frame = without_anomalies(frame)  # reader (issue 24.2): impossible counter values are missing values
@@ -253,7 +254,7 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
     )
     key_cols = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
     keys = frame.select(key_cols)
-    gcol = next((c for c in (groups, "app", "experiment") if c in frame.columns), None)
+    gcol = next((c for c in (groups, "program", "app", "experiment") if c in frame.columns), None)
     g = frame[gcol].cast(pl.String).fill_null("?").to_numpy() if gcol else np.full(frame.height, "all", dtype=object)
     return FeatureTable(target, names, np.asarray(X, dtype=np.float64), y, keys, g, use)
 

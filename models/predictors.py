@@ -11,10 +11,11 @@ Each kind is an estimator class (:data:`ESTIMATORS`) with its hyperparameters in
 learns the logarithm of the target (targets are positive ratios spanning decades; errors are judged relatively)
 through :class:`~sklearn.compose.TransformedTargetRegressor`.
 
-Evaluation keeps workloads out of training: :class:`~sklearn.model_selection.GroupKFold` with the application
-as group, so each fold predicts applications the model never saw. Scores: R² and MAPE (mean absolute
-percentage error, as a fraction). :func:`compare_counter_sets` puts the merged counter set beside every
-single-run counter set and the best single set in one table.
+Evaluation keeps workloads out of training: :class:`~sklearn.model_selection.GroupKFold` with the program as group (runs
+of one binary at every scale are one group, :mod:`synthtrace.warehouse.programs`), so each fold predicts programs the
+model never saw; beside it, the training mean as a predictor under the same folds. Scores: R² and MAPE (mean absolute
+percentage error, as a fraction). :func:`compare_counter_sets` puts the merged counter set beside every single-run
+counter set and the best single set in one table.
 """
 from __future__ import annotations
 
@@ -161,11 +162,17 @@ class CrossValidation:
     y_pred: np.ndarray
     groups: np.ndarray
     n_splits: int
+    y_mean: np.ndarray | None = None  # the baseline: each fold's training mean of the target
 
     @property
     def scores(self) -> dict[str, float]:
+        """R², MAPE and n out of fold, and the same of the training-mean baseline (``mean_r2``, ``mean_mape``)."""
         ok = np.isfinite(self.y_pred)
-        return {**scores(self.y_true[ok], self.y_pred[ok]), "folds": self.n_splits}
+        out = {**scores(self.y_true[ok], self.y_pred[ok]), "folds": self.n_splits}
+        if self.y_mean is not None:
+            base = scores(self.y_true[ok], self.y_mean[ok])
+            out.update(mean_r2=base["r2"], mean_mape=base["mape"])
+        return out
 
     def per_group(self) -> pl.DataFrame:
         """Scores per held-out application."""
@@ -205,14 +212,16 @@ def cross_validate(table: FeatureTable, kind: str = "hgb", seed: int = 0, n_spli
     k = min(n_splits, n_groups)
     X = table.select(features) if features is not None else table.X
     pred = np.full(table.y.shape, np.nan)
+    mean = np.full(table.y.shape, np.nan)
     est = make_estimator(kind, seed)
     for i, (train, test) in enumerate(GroupKFold(n_splits=k).split(X, table.y, groups), start=1):
         cols = informative(X[train])
         m = clone(est).fit(X[train][:, cols], table.y[train])
         pred[test] = m.predict(X[test][:, cols])
+        mean[test] = float(np.mean(table.y[train]))
         if on_fold is not None:
             on_fold(f"fold {i}/{k}")
-    return CrossValidation(table.y, pred, groups, k)
+    return CrossValidation(table.y, pred, groups, k, mean)
 
 
 def fit(table: FeatureTable, kind: str = "hgb", seed: int = 0) -> RegressorMixin:

@@ -1,10 +1,10 @@
 """The model registry: train, record, load safely, and apply burst performance predictors (DESIGN §8).
 
-Every trained version is kept, with a ``status``: a model whose R² on unseen applications is below 0 is
-``rejected`` and only used when asked for by id (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`)
-with what it saw
-(experiments, applications, run ids, row count and a SHA-256 of its feature matrix and target), its features,
-its cross-validated and in-sample metrics, its parameters and the versions of the libraries that built it.
+Every trained version is kept, with a ``status``: a model not clearly better than the training mean on unseen programs
+(R² < 0.3, or MAPE not 20 % below the mean predictor's, :func:`model_status`) is ``rejected`` and only used when asked
+for by id (``models`` view; storage in :mod:`synthtrace.warehouse.model_store`) with what it saw (experiments,
+applications, run ids, row count and a SHA-256 of its feature matrix and target), its features, its cross-validated and
+in-sample metrics, its parameters and the versions of the libraries that built it.
 
 Loading is safe by construction: the artifact's SHA-256 must match the record, and the skops file may only hold
 types from :data:`TRUSTED_TYPES` (beyond skops' own defaults) — nothing is unpickled.
@@ -88,12 +88,25 @@ def fingerprint(estimator, X: np.ndarray) -> str:
         return hashlib.sha256(np.ascontiguousarray(estimator.predict(X), dtype=np.float64).tobytes()).hexdigest()
 
 
-def model_status(cv_r2: float | None) -> str:
-    """``rejected`` when the model predicts unseen applications worse than their mean (R² < 0), ``unevaluated``
-    without such an evaluation, else ``ok`` (see :data:`synthtrace.warehouse.model_store.STATUSES`)."""
+#: a model must explain this share of the variance on unseen programs ...
+MIN_UNSEEN_R2 = 0.3
+#: ... and cut the training mean's MAPE on them by this fraction, else it is ``rejected``
+MIN_MAPE_CUT = 0.2
+
+
+def model_status(cv_r2: float | None, cv_mape: float | None = None, mean_mape: float | None = None) -> str:
+    """``rejected`` when the model is not clearly better than predicting the training mean on unseen programs:
+    R² below :data:`MIN_UNSEEN_R2`, or a MAPE not :data:`MIN_MAPE_CUT` below the mean predictor's under the same
+    folds; ``unevaluated`` without such an evaluation, else ``ok`` (see
+    :data:`synthtrace.warehouse.model_store.STATUSES`)."""
     if cv_r2 is None or not np.isfinite(cv_r2):
         return "unevaluated"
-    return "rejected" if cv_r2 < 0 else "ok"
+    if cv_r2 < MIN_UNSEEN_R2:
+        return "rejected"
+    if cv_mape is not None and mean_mape is not None and np.isfinite(cv_mape) and np.isfinite(mean_mape) \
+            and cv_mape > (1.0 - MIN_MAPE_CUT) * mean_mape:
+        return "rejected"
+    return "ok"
 
 
 def _sorted_rows(frame: pl.DataFrame) -> pl.DataFrame:
@@ -145,7 +158,7 @@ def train(frame: pl.DataFrame, info: dict, target: str = "ipc", kind: str = "hgb
         metrics["cv"] = cv.scores
         metrics["cv_per_app"] = cv.per_group().to_dicts()
     else:
-        metrics["cv"] = {"skipped": "evaluation on unseen workloads needs two applications or more"}
+        metrics["cv"] = {"skipped": "evaluation on unseen workloads needs two programs or more"}
     created = now or datetime.now(UTC)
     model_id = f"{target}-{kind}-{created:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     artifact = sio.dumps(est)
@@ -158,7 +171,7 @@ def train(frame: pl.DataFrame, info: dict, target: str = "ipc", kind: str = "hgb
         "cv_folds": cv.n_splits if cv else None, "train_r2": insample["r2"], "train_mape": insample["mape"],
         "metrics": json.dumps(metrics, default=float), "params": json.dumps(est.get_params(deep=True), default=repr),
         "library_versions": json.dumps(library_versions()), "fingerprint": fingerprint(est, table.X),
-        "status": model_status(cv.scores["r2"] if cv else None),
+        "status": model_status(*((cv.scores["r2"], cv.scores["mape"], cv.scores.get("mean_mape")) if cv else (None,))),
     }
     return TrainedModel(est, record), artifact
 

@@ -18,11 +18,15 @@ from synthtrace.models.features import counter_sets
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.model_store import experiment_apps, merged_bursts
+from synthtrace.warehouse.programs import run_programs
 from synthtrace.warehouse.runs import run_bursts, runs_table
 
 
 def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl.DataFrame, dict]:
-    """Bursts to learn from, with ``experiment`` and ``app`` columns, and what they came from.
+    """Bursts to learn from, with ``experiment``, ``app`` and ``program`` columns, and what they came from.
+
+    ``program`` (the folds of every evaluation on unseen workloads): the program its runs were identified as at
+    ingest (:mod:`synthtrace.warehouse.programs`: runs of one binary at any scale or file name are one), else the app.
 
     Returns (frame, info) with info = {experiments, run_ids, merged: [experiments read merged]}.
     Raises :class:`~synthtrace.warehouse.errors.UnknownExperimentError` for a named experiment that does not exist.
@@ -36,6 +40,7 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl
             + (f" (experiments: {', '.join(sorted(apps))})" if apps else " (nothing ingested)")
         )
     runs = runs_table(wh)
+    programs = run_programs(wh)
     parts, run_ids, merged = [], [], []
     for exp in names:
         ids = runs.filter(pl.col("experiment") == exp).sort("run_name")["run_id"].to_list() if runs.height else []
@@ -50,7 +55,9 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl
                 continue
             df = pl.concat(frames, how="diagonal_relaxed")
         run_ids += ids
-        parts.append(df.with_columns(pl.lit(exp).alias("experiment"), pl.lit(apps[exp]).alias("app")))
+        program = next((programs[r] for r in ids if r in programs), None) or apps[exp]
+        parts.append(df.with_columns(pl.lit(exp).alias("experiment"), pl.lit(apps[exp]).alias("app"),
+                                     pl.lit(program).alias("program")))
     frame = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
     return frame, {"experiments": names, "run_ids": sorted(set(run_ids)), "merged": merged}
 

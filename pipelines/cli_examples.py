@@ -24,7 +24,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "machines": ("synthtrace machines",),
     "simulate": ("synthtrace simulate sim/ --pattern all --runs 4",
                  "synthtrace simulate nights/ --nights 10 --inject random"),
-    "plan": ("synthtrace plan --counters PAPI_L1_DCM,PAPI_L2_DCM,PAPI_FP_OPS --slots 4 --format extrae",
+    "plan": ("synthtrace plan --counters PAPI_L1_DCM,PAPI_L2_DCM,PAPI_DP_OPS --slots 4 --format extrae",
              "synthtrace plan --counters PAPI_L1_DCM,PAPI_BR_MSP --machine zen4-epyc --format scorep"),
     "train": ("synthtrace train --target ipc --compare", "synthtrace train --target ipc --experiment lulesh-8r"),
     "models": ("synthtrace models",),

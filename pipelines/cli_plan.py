@@ -28,6 +28,7 @@ from synthtrace.tracelib.domain.counter_plan import (
 )
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
+from synthtrace.tracelib.domain.papi_presets import preset_table
 
 
 def plan(
@@ -88,7 +89,7 @@ def plan(
         raise BadInputError(f"{m.label}: the profile has no [pmu] programmable count; give --slots")
     result = plan_counters(parse_counter_list(counters), parse_counter_list(fixed),
                            m.pmu_programmable if slots is None else slots, groups, fixed_function_roles=m.pmu_fixed,
-                           check_names=True)
+                           presets=preset_table(m.pmu_papi) if m.pmu_papi else None, check_names=True)
     if output is not None:
         text = render(result, format)
         write_output(output, lambda p: p.write_text(text))
@@ -104,10 +105,13 @@ def _print_table(result: CounterPlan) -> None:
     t.add_column("run", justify="right")
     t.add_column("fixed")
     t.add_column("counters")
+    t.add_column("programmable counters", justify="right")
     for i, run in enumerate(result.runs, start=1):
-        t.add_row(str(i), ", ".join(result.carried), ", ".join(run[len(result.carried):]))
+        t.add_row(str(i), ", ".join(result.carried), ", ".join(run[len(result.carried):]),
+                  f"{result.counters_used(run)} of {result.slots}")
     print_table(t)
-    console.print(render(result, "table").splitlines()[-1], soft_wrap=True)
+    for line in render(result, "table").splitlines()[len(result.runs) + 1:]:
+        console.print(line, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,13 @@ from typing import TYPE_CHECKING
 # sleep while they wait cost little on an idle machine. Set before any OpenMP runtime loads; a user's own setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Run from a checkout (`python -m pytest` puts the current folder first on sys.path, so this folder is imported
+# before any installed copy), the layers are the folders beside this one, not inside it as in site-packages: they
+# are looked up there too, so that a checkout imports as the installed package does, installed or not.
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if not (Path(__file__).resolve().parent / "tracelib").is_dir() and (_CHECKOUT / "tracelib" / "__init__.py").is_file():
+    __path__.append(str(_CHECKOUT))
+
 if TYPE_CHECKING:  # pragma: no cover - names for type checkers only
     import polars as pl
 

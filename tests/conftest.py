@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from testing.traces import LULESH_A, LULESH_B, PARAVER, TRACES, copy_trace
+from testing.traces import LULESH_A, LULESH_B, PARAVER, ROOT, TRACES, copy_trace
+
+# The processes a test starts (CLI commands, nights, workers) import this checkout, as the tests themselves do
+# (synthtrace/__init__.py), never an installed copy of it that may be older than the code under test.
+os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 # Prefect must never write to the user's home, phone home, or chat on the console during tests.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="synthtrace-prefect-"))

@@ -320,14 +320,133 @@ def test_fixed_function_counters_take_no_slot():
     assert ref.n_runs == 1 and "PAPI_REF_CYC" in ref.runs[0][:3]
 
 
+#: presets PAPI defines with one native event each on both Skylake-SP and Zen 4
+EIGHT = ["PAPI_L1_DCM", "PAPI_BR_INS", "PAPI_BR_MSP", "PAPI_BR_CN", "PAPI_L2_DCR", "PAPI_L2_ICR", "PAPI_L2_ICM",
+         "PAPI_L2_ICH"]
+
+
 def test_plan_command_uses_the_machine_pmu(run_cli):
-    code, out, err = run_cli("plan", "-c", ",".join(TEN), "--slots", "4", "--machine", "skylake-sp", "-f", "json")
+    code, out, err = run_cli("plan", "-c", ",".join(EIGHT), "--slots", "4", "--machine", "skylake-sp", "-f", "json")
     assert code == 0, err
     d = json.loads(out)
-    assert d["n_runs"] == 3 and d["optimal"] and d["fixed_function"] == ["PAPI_TOT_INS", "PAPI_TOT_CYC"]
-    code, out, _ = run_cli("plan", "-c", ",".join(TEN), "--machine", "zen4-epyc", "-f", "json")  # its 6 slots
-    assert code == 0 and json.loads(out)["slots"] == 6 and json.loads(out)["n_runs"] == 3
-    code, out, _ = run_cli("plan", "-c", ",".join(TEN), "--slots", "4", "--machine", "zen4-epyc", "-f", "json")
-    assert code == 0 and json.loads(out)["n_runs"] == 5  # two of the four slots hold the references
+    assert d["n_runs"] == 2 and d["optimal"] and d["fixed_function"] == ["PAPI_TOT_INS", "PAPI_TOT_CYC"]
+    code, out, _ = run_cli("plan", "-c", ",".join(EIGHT), "--machine", "zen4-epyc", "-f", "json")  # its 6 slots
+    assert code == 0 and json.loads(out)["slots"] == 6 and json.loads(out)["n_runs"] == 2
+    code, out, _ = run_cli("plan", "-c", ",".join(EIGHT), "--slots", "4", "--machine", "zen4-epyc", "-f", "json")
+    assert code == 0 and json.loads(out)["n_runs"] == 4  # two of the four slots hold the references
     code, out, _ = run_cli("plan", "-c", "LONGEST_LAT_CACHE:MISS,skx_unc_imc0::UNC_M_CAS_COUNT:RD", "--slots", "4")
     assert code == 0  # native EVENT:UMASK names are the PMU's: accepted
+
+
+# ---------------------------------------------------------------------------------------------- PAPI presets (issue 24)
+def _papi_natives(arch: str) -> dict[str, list[str]]:
+    """The preset table as stored (read here without the planner's code)."""
+    import tomllib
+
+    from synthtrace.tracelib.domain.papi_presets import TABLE
+
+    return tomllib.loads(TABLE.read_text())[arch]["presets"]
+
+
+def _programmable(run: list[str], table: dict[str, list[str]], fixed_function: set[str]) -> int:
+    return len({n for c in run if c not in fixed_function for n in table.get(c, [c])})
+
+
+@pytest.mark.parametrize(("machine", "arch"), [("skylake-sp", "skx"), ("icelake-sp", "icx"),
+                                               ("marenostrum5-gpp", "spr")])
+def test_every_run_fits_the_pmu_counting_derived_presets_natively(run_cli, machine, arch):
+    """PAPI_DP_OPS and PAPI_VEC_DP are sums of 3-4 FP_ARITH events: a '4-slot' run holding them and two cache
+    counters needs 7 programmable counters on Skylake-SP; the plan must fit as PAPI would program it."""
+    wanted = ["PAPI_L1_DCM", "PAPI_L2_DCM", "PAPI_DP_OPS", "PAPI_VEC_DP"]
+    code, out, err = run_cli("plan", "-c", ",".join(wanted), "--machine", machine, "-f", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    table = _papi_natives(arch)
+    for run in d["runs"]:
+        assert _programmable(run["counters"], table, set(d["fixed_function"])) <= d["slots"] == 4, run
+        assert run["programmable_counters"] == _programmable(run["counters"], table, set(d["fixed_function"]))
+    assert d["optimal"] and d["n_runs"] == 2  # the FP events together (they share them), the caches apart
+    assert sorted(c for r in d["runs"] for c in r["counters"] if c not in d["fixed"]) == sorted(wanted)
+
+
+def test_a_preset_the_pmu_does_not_define_is_refused_with_the_reason(run_cli):
+    code, out, err = run_cli("plan", "-c", "PAPI_L1_DCM,PAPI_FP_OPS", "--machine", "skylake-sp")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "PAPI_FP_OPS is not available on Intel Skylake-SP" in err and "PAPI defines no PAPI_FP_OPS" in err
+
+
+def test_a_preset_wider_than_the_pmu_is_refused_until_the_slots_allow_it(run_cli):
+    code, out, err = run_cli("plan", "-c", "PAPI_FP_OPS", "--machine", "icelake-sp")
+    assert code == 2 and "PAPI_FP_OPS takes 8 programmable counters on Intel Ice Lake-SP" in err, err
+    assert "FP_ARITH_INST_RETIRED:512B_PACKED_DOUBLE" in err and "--slots 8" in err
+    code, out, err = run_cli("plan", "-c", "PAPI_FP_OPS", "--machine", "icelake-sp", "--slots", "8", "-f", "json")
+    assert code == 0 and json.loads(out)["runs"][0]["programmable_counters"] == 8, err
+
+
+def test_amd_flops_take_a_counter_pair():
+    """Zen's RETIRED_SSE_AVX_FLOPS is read with MergeEvent on two counters."""
+    from synthtrace.tracelib.domain.papi_presets import preset_table
+
+    zen3 = preset_table("amd64_fam19h_zen3")
+    assert len(zen3.natives("PAPI_FP_OPS")) == 2 and len(zen3.natives("PAPI_L1_DCM")) == 1
+    # 6 slots, the references take 2: FP_OPS (2) + 2 single ones fill a run, the fifth counter needs a second
+    plan = plan_counters(["PAPI_FP_OPS", "PAPI_L1_DCM", "PAPI_L2_DCM", "PAPI_BR_INS"], FIXED, slots=6, presets=zen3)
+    assert plan.n_runs == 2 and all(plan.counters_used(r) <= 6 for r in plan.runs)
+
+
+def test_every_machine_profile_names_a_preset_table():
+    from synthtrace.tracelib.domain.machine import PRESET_DIR, load_machine
+    from synthtrace.tracelib.domain.papi_presets import preset_table
+
+    for path in PRESET_DIR.glob("*.toml"):
+        m = load_machine(path.stem)
+        if m.pmu_papi is not None:
+            t = preset_table(m.pmu_papi)
+            assert t.natives("PAPI_TOT_INS") and t.natives("PAPI_TOT_CYC"), path.stem
+
+
+def brute_force_with_events(names: list[str], cap: int, conflicts, events: dict[str, set[str]]) -> int:
+    """The fewest runs by enumerating every partition, a run holding at most ``cap`` distinct events."""
+    bad = {frozenset(p) for p in conflicts}
+    best = len(names)
+
+    def grow(i: int, blocks: list[list[str]]) -> None:
+        nonlocal best
+        if len(blocks) >= best:
+            return
+        if i == len(names):
+            best = len(blocks)
+            return
+        for b in blocks:
+            b.append(names[i])
+            if (len(set().union(*(events[c] for c in b))) <= cap
+                    and all(frozenset(p) not in bad for p in combinations(b, 2))):
+                grow(i + 1, blocks)
+            b.pop()
+        blocks.append([names[i]])
+        grow(i + 1, blocks)
+        blocks.pop()
+
+    grow(0, [])
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_minimal_with_shared_native_events_against_brute_force(data):
+    """Counters taking several events, some shared (PAPI_DP_OPS and PAPI_VEC_DP share three on Sapphire Rapids)."""
+    from synthtrace.tracelib.domain.papi_presets import PresetTable
+
+    n = data.draw(st.integers(1, 7), label="counters")
+    cap = data.draw(st.integers(1, 4), label="slots")
+    names = [f"PAPI_K{i}" for i in range(n)]
+    pool = [f"EV{j}" for j in range(6)]
+    events = {c: data.draw(st.sets(st.sampled_from(pool), min_size=1, max_size=cap), label=c) for c in names}
+    all_pairs = list(combinations(names, 2))
+    conflicts = data.draw(st.lists(st.sampled_from(all_pairs), unique=True), label="conflicts") if all_pairs else []
+    table = PresetTable("test", "a test PMU", {c: tuple(sorted(e)) for c, e in events.items()})
+    plan = plan_counters(names, [], slots=cap, conflicts=conflicts, presets=table)
+    assert plan.optimal
+    assert plan.n_runs == brute_force_with_events(names, cap, conflicts, events)
+    assert all(plan.counters_used(r) <= cap for r in plan.runs)
+    assert sorted(c for r in plan.runs for c in r) == sorted(names)

@@ -118,6 +118,60 @@ def _run_batch(cases: list[dict]) -> list[dict]:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+def _check_outcome(case: dict, res: dict, where: str) -> int:
+    """The invariants of any ingest of hostile input; returns the exit code."""
+    lines = [ln for ln in res["stderr"].splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    others = [ln for ln in lines if not ln.startswith(("error:", "warning:", "note:"))]
+    assert res["code"] in (0, 2), f"exit {res['code']} {where}"
+    assert not others, f"stray stderr lines {where}"
+    assert "Traceback" not in res["stderr"], where
+    assert len(errors) <= len(case["paths"]), where  # one line per trace that failed
+    assert (res["code"] == 2) == bool(errors), where
+    wh = Path(case["warehouse"])
+    runs = list((wh / "runs").glob("*/run.parquet"))  # a failed trace leaves nothing behind
+    assert len(runs) <= len(case["paths"]) - len(errors), where
+    assert not list((wh / ".staging").glob("*")), where
+    if len(errors) == len(case["paths"]):
+        assert not wh.exists(), f"a refused ingest created a warehouse {where}"
+    return res["code"]
+
+
+def test_structure_aware_cases_give_exit_0_or_one_line(tmp_path):
+    """Issue 23: well-formed traces with one semantic defect each (counts out of range, records outside the
+    header's resources, counters named like key columns, 2^63 timestamps, NaN metrics, sends outside the world,
+    floods), Paraver and OTF2, until half the time budget is spent; every defect is drawn at least once."""
+    from testing.attack_cases import PARAVER_DEFECTS, otf2_case, paraver_case
+
+    rnd = random.Random(SEED + 1)
+    deadline = time.monotonic() + BUDGET_S / 2
+    todo = list(PARAVER_DEFECTS)
+    batch_no, n_cases, defects = 0, 0, set()
+    while todo or time.monotonic() < deadline:
+        batch_no += 1
+        cases = []
+        for k in range(8):
+            case_dir = tmp_path / f"s{batch_no}" / f"c{k}"
+            if todo:
+                path, defect = paraver_case(case_dir / "prv", rnd, todo.pop())
+            elif rnd.random() < 0.3:
+                path, defect = otf2_case(case_dir / "otf2", rnd)
+            else:
+                path, defect = paraver_case(case_dir / "prv", rnd)
+            defects.add(defect)
+            cases.append({"paths": [str(path)], "warehouse": str(case_dir / "wh"), "defect": defect})
+        try:
+            results = _run_batch(cases)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"ingest hung on one of {cases} (seed {SEED}, batch {batch_no})")
+        for case, res in zip(cases, results):
+            n_cases += 1
+            _check_outcome(case, res, f"(seed {SEED}, {case['defect']}) {case['paths']}:\n{res['stderr'][-3000:]}")
+        shutil.rmtree(tmp_path / f"s{batch_no}")
+    assert set(PARAVER_DEFECTS) <= defects
+    print(f"structure-aware fuzz: {n_cases} cases, {len(defects)} defects (seed {SEED})")
+
+
 def test_fuzzed_traces_give_exit_0_or_one_line(tmp_path):
     """Batches of mutated copies (2 traces per ingest call, so a failure cannot disturb the next trace), until the
     time budget is spent."""
@@ -145,21 +199,8 @@ def test_fuzzed_traces_give_exit_0_or_one_line(tmp_path):
             pytest.fail(f"ingest hung on one of {cases} (seed {SEED}, batch {batch_no})")
         for case, res in zip(cases, results):
             n_cases += 1
-            lines = [ln for ln in res["stderr"].splitlines() if ln.strip()]
-            errors = [ln for ln in lines if ln.startswith("error:")]
-            others = [ln for ln in lines if not ln.startswith(("error:", "warning:", "note:"))]
             where = f"(seed {SEED}, batch {batch_no}) {case['paths']}:\n{res['stderr'][-3000:]}"
-            assert res["code"] in (0, 2), f"exit {res['code']} {where}"
-            assert not others, f"stray stderr lines {where}"
-            assert "Traceback" not in res["stderr"], where
-            # one line per trace that failed, each naming the file it is about
-            assert len(errors) <= len(case["paths"]), where
-            assert (res["code"] == 2) == bool(errors), where
-            wh = Path(case["warehouse"])
-            runs = list((wh / "runs").glob("*/run.parquet"))  # a failed trace leaves nothing behind
-            assert len(runs) <= len(case["paths"]) - len(errors), where
-            assert not list((wh / ".staging").glob("*")), where
-            outcomes[res["code"]] += 1
+            outcomes[_check_outcome(case, res, where)] += 1
         shutil.rmtree(tmp_path / f"b{batch_no}")
     assert n_cases >= 6
     print(f"fuzz: {n_cases} cases in {BUDGET_S:.0f} s, exit 0: {outcomes[0]}, exit 2: {outcomes[2]} (seed {SEED})")

@@ -1,31 +1,67 @@
-"""Numba kernels compiled once and cached: the first call of a process loads them from Numba's cache
-(``__pycache__`` beside the module, else the user cache, else a folder in the temp dir), or compiles them."""
+"""Numba kernels compiled once and cached: the first call of a process loads them from Numba's on-disk cache, or
+compiles them.
+
+The cache is never written beside the modules (Numba's default, ``__pycache__`` in the package): files left there
+outlive an uninstall, and a ``synthtrace`` folder left in site-packages without its ``__init__.py`` makes
+``synthtrace`` a namespace package that shadows an editable install. It goes to ``$NUMBA_CACHE_DIR`` when the
+user set one, else to ``$XDG_CACHE_HOME/synthtrace/numba`` (``~/.cache/...``), else to a folder of the temp dir;
+without any writable place the kernels are compiled in each process.
+"""
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from numba import njit
 
 
-def cached_njit(fn: Callable | None = None, **options) -> Callable:
-    """``njit(cache=True, nogil=True, **options)``; when neither the package folder nor the user cache is
-    writable (a read-only install, no home), the cache goes to a folder of the temp dir; without any, no cache."""
+def cache_roots() -> list[Path]:
+    """Where the kernels' cache may go, in order of preference."""
     from numba.core import config
 
+    if config.CACHE_DIR:  # NUMBA_CACHE_DIR: the user's own choice
+        return [Path(config.CACHE_DIR)]
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return [user_cache / "synthtrace" / "numba", Path(tempfile.gettempdir()) / f"synthtrace-numba-{uid}"]
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _numba_cache_dir(folder: Path) -> Iterator[None]:
+    """Numba's cache folder set to ``folder`` while a kernel is decorated (its cache locator is chosen then), the
+    user's setting restored after, so that other Numba code of the process is not moved."""
+    from numba.core import config
+
+    before = config.CACHE_DIR
+    config.CACHE_DIR = str(folder)
+    try:
+        yield
+    finally:
+        config.CACHE_DIR = before
+
+
+def cached_njit(fn: Callable | None = None, **options) -> Callable:
+    """``njit(cache=True, nogil=True, **options)`` with the cache in the first writable folder of
+    :func:`cache_roots`; without one, ``njit(cache=False, ...)``."""
     if fn is None:
         return lambda f: cached_njit(f, **options)
-    try:
-        return njit(cache=True, nogil=True, **options)(fn)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        pass
-    if not config.CACHE_DIR:
-        config.CACHE_DIR = os.path.join(
-            tempfile.gettempdir(), f"synthtrace-numba-{os.getuid() if hasattr(os, 'getuid') else 0}"
-        )
-        try:
-            return njit(cache=True, nogil=True, **options)(fn)
-        except (RuntimeError, OSError):
-            pass
+    for root in cache_roots():
+        if _writable(root):
+            with _numba_cache_dir(root):
+                try:
+                    return njit(cache=True, nogil=True, **options)(fn)
+                except (RuntimeError, OSError):  # "cannot cache function ...: no locator available"
+                    continue
     return njit(cache=False, nogil=True, **options)(fn)

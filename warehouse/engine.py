@@ -27,6 +27,8 @@ token_type = _engine.token_type
 tokenize = _engine.tokenize
 
 Error = _engine.Error
+BinderException = _engine.BinderException
+CatalogException = _engine.CatalogException
 IOException = _engine.IOException
 InterruptException = _engine.InterruptException
 PermissionException = _engine.PermissionException

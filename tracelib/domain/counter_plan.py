@@ -45,6 +45,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from synthtrace.tracelib.domain.counters import check_counter_names, fixed_function
+from synthtrace.tracelib.domain.papi_presets import PresetTable
 from synthtrace.tracelib.errors import BadInputError
 
 DEFAULT_FIXED = ("PAPI_TOT_INS", "PAPI_TOT_CYC")
@@ -77,6 +78,14 @@ class CounterPlan:
     nodes: int = 0  # search nodes explored
     conflicts: list[tuple[str, str]] = field(default_factory=list)  # the pairs that applied
     free: list[str] = field(default_factory=list)  # counters of ``fixed`` + wanted that fixed-function counters record
+    #: the programmable counters each planned counter takes (PAPI's native events; a name of its own when no
+    #: preset table applies); counters of one run share the native events they have in common
+    natives: dict[str, list[str]] = field(default_factory=dict)
+    pmu: str = ""  # the PMU whose preset table gave ``natives`` ("" when none did)
+
+    def counters_used(self, run: list[str]) -> int:
+        """Programmable counters a run takes: the native events of its counters, each once."""
+        return len({n for c in run if c not in self.free for n in self.natives.get(c, [c])})
 
     @property
     def n_runs(self) -> int:
@@ -91,8 +100,10 @@ class CounterPlan:
         return {"n_runs": self.n_runs, "optimal": self.optimal, "lower_bound": self.lower_bound,
                 "slots": self.slots, "fixed": self.fixed, "counters": self.wanted,
                 "fixed_function": self.free,
-                "runs": [{"run": i + 1, "counters": r} for i, r in enumerate(self.runs)],
-                "conflicts": [list(p) for p in self.conflicts]}
+                "runs": [{"run": i + 1, "counters": r, "programmable_counters": self.counters_used(r)}
+                         for i, r in enumerate(self.runs)],
+                "conflicts": [list(p) for p in self.conflicts], "pmu": self.pmu or None,
+                "native_events": {c: n for c, n in self.natives.items() if [c] != n}}
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -154,13 +165,18 @@ def _pairs(groups: Iterable[Sequence[str]]) -> set[tuple[str, str]]:
 # ---------------------------------------------------------------------------------------------- planning
 def plan_counters(wanted: Sequence[str], fixed: Sequence[str] = DEFAULT_FIXED, slots: int = 4,
                   conflicts: Iterable[Sequence[str]] = (), *, fixed_function_roles: Sequence[str] = (),
-                  check_names: bool = False, node_budget: int = DEFAULT_NODE_BUDGET) -> CounterPlan:
+                  presets: PresetTable | None = None, check_names: bool = False,
+                  node_budget: int = DEFAULT_NODE_BUDGET) -> CounterPlan:
     """The fewest runs that record every counter of ``wanted``, each run carrying ``fixed``, in ``slots``
     programmable slots; ``fixed_function_roles``: what the PMU's fixed-function counters record (no slot).
 
+    ``presets``: the PMU's PAPI preset table: a preset takes one slot per native event PAPI programs for it (a
+    derived preset several), counters of a run share their common native events, and a preset the PMU does not
+    define is refused. Without it every counter takes one slot.
     ``check_names``: refuse names that are no counter (:func:`synthtrace.tracelib.domain.counters.check_counter_names`).
     Raises :class:`UnsatisfiableCountersError` when no plan exists (a wanted counter that conflicts with a fixed
-    one or with itself, fixed counters that conflict with each other or outnumber the slots).
+    one or with itself, fixed counters that conflict with each other or outnumber the slots, a preset the PMU
+    lacks or that takes more counters than it has).
     """
     fixed = list(dict.fromkeys(fixed))
     wanted_all = list(dict.fromkeys(wanted))
@@ -173,9 +189,12 @@ def plan_counters(wanted: Sequence[str], fixed: Sequence[str] = DEFAULT_FIXED, s
     free = [c for c in dict.fromkeys(fixed + wanted_all) if fixed_function(c, list(fixed_function_roles))]
     carried = list(dict.fromkeys(fixed + free))  # in every run
     programmable_fixed = [c for c in fixed if c not in free]
-    if len(programmable_fixed) > slots:
+    natives = _natives(programmable_fixed + [c for c in wanted_all if c not in carried], presets)
+    base = {n for c in programmable_fixed for n in natives[c]}  # native events every run programs
+    if len(base) > slots:
+        took = f" ({len(base)} programmable counters)" if len(base) != len(programmable_fixed) else ""
         raise UnsatisfiableCountersError(
-            f"{len(programmable_fixed)} fixed counters ({', '.join(programmable_fixed)}) do not fit in "
+            f"{len(programmable_fixed)} fixed counters ({', '.join(programmable_fixed)}){took} do not fit in "
             f"{slots} slot(s); "
             "every run must carry them all"
         )
@@ -192,20 +211,52 @@ def plan_counters(wanted: Sequence[str], fixed: Sequence[str] = DEFAULT_FIXED, s
             f, c = (a, b) if a in carried else (b, a)
             raise UnsatisfiableCountersError(
                 f"{c} conflicts with the fixed counter {f}: no run can record it, since every run carries {f}")
+    shown = {c: list(n) for c, n in natives.items()}
+    pmu = presets.label if presets else ""
     if not todo:
-        return CounterPlan([list(carried)], fixed, wanted_all, slots, 1, True, 0, applied, free)
-    cap = slots - len(programmable_fixed)
+        return CounterPlan([list(carried)], fixed, wanted_all, slots, 1, True, 0, applied, free, shown, pmu)
+    cap = slots - len(base)
     if cap < 1:
         raise UnsatisfiableCountersError(
             f"the {len(programmable_fixed)} fixed counters fill all {slots} slot(s): no room for {', '.join(todo)}")
+    own = {c: [n for n in dict.fromkeys(natives[c]) if n not in base] for c in todo}
+    for c in todo:
+        if len(own[c]) > cap:
+            raise UnsatisfiableCountersError(_too_wide(c, natives[c], cap, slots, presets))
+    universe = {n: i for i, n in enumerate(dict.fromkeys(n for c in todo for n in own[c]))}
+    nat = [sum(1 << universe[n] for n in own[c]) for c in todo]
     index = {c: i for i, c in enumerate(todo)}
     adj = [0] * len(todo)
     for a, b in applied:
         adj[index[a]] |= 1 << index[b]
         adj[index[b]] |= 1 << index[a]
-    groups, lb, optimal, nodes = _search(adj, cap, node_budget)
+    groups, lb, optimal, nodes = _search(adj, cap, node_budget, nat)
     runs = [list(carried) + [todo[i] for i in sorted(g)] for g in sorted(groups, key=min)]
-    return CounterPlan(runs, fixed, wanted_all, slots, lb, optimal, nodes, applied, free)
+    return CounterPlan(runs, fixed, wanted_all, slots, lb, optimal, nodes, applied, free, shown, pmu)
+
+
+def _natives(counters: Sequence[str], presets: PresetTable | None) -> dict[str, tuple[str, ...]]:
+    """The programmable counters each counter takes; a preset the PMU does not define is refused."""
+    if presets is None:
+        return {c: (c,) for c in counters}
+    out: dict[str, tuple[str, ...]] = {}
+    for c in counters:
+        events = presets.natives(c)
+        if events is None:
+            raise UnsatisfiableCountersError(
+                f"{c} is not available on {presets.label}: PAPI defines no {c} there "
+                "(papi_avail lists a machine's presets; record its native events instead)")
+        out[c] = events
+    return out
+
+
+def _too_wide(counter: str, events: Sequence[str], cap: int, slots: int, presets: PresetTable | None) -> str:
+    """Why ``counter`` fits no run: the programmable counters it takes against those a run has free."""
+    room = f"{cap} of the {slots}" if cap < slots else f"the {slots}"
+    on = f" on {presets.label}" if presets else ""
+    intel = " (with Hyper-Threading off, Intel cores have 8: --slots 8)" if presets and "Intel" in presets.label else ""
+    return (f"{counter} takes {len(events)} programmable counters{on} (PAPI adds {', '.join(events)}), more than "
+            f"{room} a run has free: no run can record it{intel}")
 
 
 def _cliques(adj: list[int], within: int, tries: int) -> Iterator[list[int]]:
@@ -224,50 +275,82 @@ def _clique_size(adj: list[int], within: int, tries: int) -> int:
     return max((len(c) for c in _cliques(adj, within, tries)), default=0)
 
 
-def _lower_bound(adj: list[int], cap: int) -> int:
-    """Runs no plan can undercut: ``ceil(n / cap)``; and for large cliques Q of conflicting counters, ``|Q|`` runs
-    plus the runs the other counters need beyond the room beside Q's members (at most cap - 1 non-conflicting each)."""
+def _union(nat: list[int], members: int) -> int:
+    """The native events (bitmask) of the counters in the bitmask ``members``."""
+    out = 0
+    while members:
+        low = members & -members
+        out |= nat[low.bit_length() - 1]
+        members ^= low
+    return out
+
+
+def _lower_bound(adj: list[int], cap: int, nat: list[int]) -> int:
+    """Runs no plan can undercut: the native events over ``cap``; and for large cliques Q of conflicting counters,
+    ``|Q|`` runs plus the runs the other counters' events need beyond the room left beside Q's members (in the
+    unit case, one event per counter, this is ``ceil(n / cap)`` and ``|Q|`` plus the counters beyond cap - 1
+    non-conflicting ones beside each member)."""
     n = len(adj)
     everything = (1 << n) - 1
-    bound = math.ceil(n / cap)
+    bound = math.ceil(_union(nat, everything).bit_count() / cap)
     for clique in _cliques(adj, everything, tries=64):
         in_q = sum(1 << c for c in clique)
-        room = sum(min(cap - 1, (everything & ~adj[q] & ~in_q).bit_count()) for q in clique)
-        bound = max(bound, len(clique) + math.ceil(max(0, n - len(clique) - room) / cap))
+        events_q = _union(nat, in_q)
+        others = _union(nat, everything & ~in_q) & ~events_q
+        room = sum(min(cap - nat[q].bit_count(), (_union(nat, everything & ~adj[q] & ~in_q) & ~events_q).bit_count())
+                   for q in clique)
+        bound = max(bound, len(clique) + math.ceil(max(0, others.bit_count() - room) / cap))
     return bound
 
 
-def _pack_greedily(adj: list[int], cap: int, order: list[int]) -> list[list[int]]:
+def _pack_greedily(adj: list[int], cap: int, order: list[int], nat: list[int]) -> list[list[int]]:
     """A quick plan: fill one run at a time, hardest counters (most conflicts) first."""
     left = (1 << len(adj)) - 1
     runs: list[list[int]] = []
     while left:
-        run, blocked = [], 0
+        run, blocked, events = [], 0, 0
         for v in order:
-            if left >> v & 1 and not blocked >> v & 1:
+            if left >> v & 1 and not blocked >> v & 1 and (events | nat[v]).bit_count() <= cap:
                 run.append(v)
                 blocked |= adj[v]
+                events |= nat[v]
                 left &= ~(1 << v)
-                if len(run) == cap:
-                    break
         runs.append(run)
     return runs
 
 
-def _search(adj: list[int], cap: int, node_budget: int) -> tuple[list[list[int]], int, bool, int]:
-    """Exact DSATUR branch and bound; returns (runs as vertex lists, lower bound, proven optimal, nodes)."""
+def _search(adj: list[int], cap: int, node_budget: int,
+            nat: list[int] | None = None) -> tuple[list[list[int]], int, bool, int]:
+    """Exact DSATUR branch and bound; returns (runs as vertex lists, lower bound, proven optimal, nodes).
+    ``nat``: each counter's native events as a bitmask (default: one event of its own each); a run holds at
+    most ``cap`` distinct events."""
     n = len(adj)
-    global_lb = _lower_bound(adj, cap)
+    nat = nat if nat is not None else [1 << v for v in range(n)]
+    unit = all(m.bit_count() == 1 for m in nat) and len(set(nat)) == n  # one event each, none shared
+    global_lb = _lower_bound(adj, cap, nat)
     by_degree = sorted(range(n), key=lambda v: (-adj[v].bit_count(), v))
-    best = _pack_greedily(adj, cap, by_degree)
+    best = _pack_greedily(adj, cap, by_degree, nat)
     best_k = len(best)
     if best_k <= global_lb:
         return best, best_k, True, 0
     blocked: list[int] = []  # bitmask of the counters that conflict with a member of each open run
-    counts: list[int] = []
+    events: list[int] = []  # bitmask of the native events each open run programs
     assign = [-1] * n
     nodes = 0
     exhausted = False
+
+    def fitting(r: int, unplaced: int) -> int:
+        """The unplaced counters run ``r`` can still take (no conflict, its events within ``cap``)."""
+        room = unplaced & ~blocked[r]
+        if unit:
+            return room if events[r].bit_count() < cap else 0
+        out = 0
+        while room:
+            low = room & -room
+            if (events[r] | nat[low.bit_length() - 1]).bit_count() <= cap:
+                out |= low
+            room ^= low
+        return out
 
     def recurse(unplaced: int, placed: int) -> bool:
         """Place one more counter; returns True to stop the whole search (optimum proven or budget spent)."""
@@ -276,19 +359,23 @@ def _search(adj: list[int], cap: int, node_budget: int) -> tuple[list[list[int]]
         if nodes > node_budget:
             exhausted = True
             return True
-        k = len(counts)
+        k = len(events)
         if placed == n:
             if k < best_k:
                 best_k = k
                 best = [[v for v in range(n) if assign[v] == r] for r in range(k)]
             return best_k <= global_lb
-        free = sum(cap - c for c in counts)
-        if k + max(0, math.ceil((n - placed - free) / cap)) >= best_k:
+        in_runs = 0
+        for e in events:
+            in_runs |= e
+        needed = (_union(nat, unplaced) & ~in_runs).bit_count()  # events no open run programs yet
+        free = sum(cap - e.bit_count() for e in events)
+        if k + max(0, math.ceil((needed - free) / cap)) >= best_k:
             return False
-        open_runs = [r for r in range(k) if counts[r] < cap]
         # DSATUR: the unplaced counter that fits the fewest open runs (ties: most conflicts, then first).
         # Counts per counter are kept bit-sliced: planes[i] holds bit i of every counter's number of fitting runs.
-        fit = [unplaced & ~blocked[r] for r in open_runs]
+        open_runs = list(range(k))
+        fit = [fitting(r, unplaced) for r in open_runs]
         planes: list[int] = []
         anywhere = 0
         for m in fit:
@@ -302,7 +389,7 @@ def _search(adj: list[int], cap: int, node_budget: int) -> tuple[list[list[int]]
                 i += 1
         homeless = unplaced & ~anywhere
         if homeless:  # counters that fit no open run need new runs, one per member of a conflict clique
-            need = max(math.ceil(homeless.bit_count() / cap), _clique_size(adj, homeless, tries=2))
+            need = max(math.ceil(_union(nat, homeless).bit_count() / cap), _clique_size(adj, homeless, tries=2))
             if k + need >= best_k:
                 return False
             fewest = homeless
@@ -314,26 +401,25 @@ def _search(adj: list[int], cap: int, node_budget: int) -> tuple[list[list[int]]
         choice = next(v for v in by_degree if fewest >> v & 1)
         bit = 1 << choice
         fits = [r for r, m in zip(open_runs, fit) if m & bit]
-        fits.sort(key=lambda r: -counts[r])  # fullest run first: tight packings are found early
+        fits.sort(key=lambda r: -events[r].bit_count())  # fullest run first: tight packings are found early
         for r in fits:
-            saved = blocked[r]
+            saved_blocked, saved_events = blocked[r], events[r]
             blocked[r] |= adj[choice]
-            counts[r] += 1
+            events[r] |= nat[choice]
             assign[choice] = r
             stop = recurse(unplaced & ~bit, placed + 1)
-            blocked[r] = saved
-            counts[r] -= 1
+            blocked[r], events[r] = saved_blocked, saved_events
             assign[choice] = -1
             if stop:
                 return True
         if k + 1 < best_k:
             blocked.append(adj[choice])
-            counts.append(1)
+            events.append(nat[choice])
             assign[choice] = k
             stop = recurse(unplaced & ~bit, placed + 1)
             assign[choice] = -1
             blocked.pop()
-            counts.pop()
+            events.pop()
             if stop:
                 return True
         return False
@@ -381,6 +467,11 @@ def render_table(plan: CounterPlan) -> str:
              f"not proven minimal (search budget spent; no plan has fewer than {plan.lower_bound})")
     n_new = len([c for c in plan.wanted if c not in plan.fixed and c not in plan.free])
     ff = f"; fixed-function: {', '.join(plan.free)}" if plan.free else ""
+    derived = [f"{c} {len(n)}" for c, n in plan.natives.items() if len(n) > 1]
+    if plan.pmu:
+        used = ", ".join(f"run {i} {plan.counters_used(r)}" for i, r in enumerate(plan.runs, start=1))
+        out.append(f"programmable counters taken ({plan.pmu}, PAPI native events, shared ones once): {used}"
+                   + (f"; presets taking several: {', '.join(derived)}" if derived else ""))
     out.append(f"{plan.n_runs} run(s) for {n_new} counter(s) + {len(plan.fixed)} fixed in {plan.slots} "
                f"programmable slot(s){ff}: {proof}")
     return "\n".join(out) + "\n"

@@ -6,7 +6,7 @@ A profile is a small TOML file (see ``tracelib/domain/machines/*.toml``)::
     [peak_flops_per_cycle]  scalar = 4.0, avx2 = 16.0, avx512 = 32.0     # FLOP/cycle/core by ISA width
     [bandwidth_gbs]         dram_per_socket, l1_per_core, l2_per_core, l3_per_core, network_per_link   # GB/s
     [network]               latency_us, links_per_node
-    [pmu]                   programmable = 4, fixed = ["ins", "cyc", "ref_cyc"]   # counter slots per thread
+    [pmu]                   programmable = 4, fixed = ["ins", "cyc", "ref_cyc"], papi = "skx"   # counter slots
 
 ``[pmu]``: the programmable counters one hardware thread reads at once, and the quantities fixed-function
 counters record without taking a slot (roles of :mod:`synthtrace.tracelib.domain.counters`: Intel ``ins``, ``cyc``,
@@ -57,6 +57,7 @@ class Machine:
     source: str = ""
     pmu_programmable: int | None = None  # programmable counters per hardware thread (None: unknown)
     pmu_fixed: tuple[str, ...] = ()  # roles recorded by fixed-function counters
+    pmu_papi: str | None = None  # the PMU's name in PAPI's preset tables (papi_presets.toml), None: unknown
 
     @property
     def label(self) -> str:
@@ -170,6 +171,9 @@ def machine_from_dict(d: dict, where: str = "machine profile") -> Machine:
     fixed = pmu.get("fixed", [])
     if not isinstance(fixed, list) or not all(isinstance(x, str) for x in fixed):
         raise MachineProfileError(f"{where} [pmu]: fixed must be a list of counter roles (e.g. [\"ins\", \"cyc\"])")
+    papi = pmu.get("papi")
+    if papi is not None and not isinstance(papi, str):
+        raise MachineProfileError(f"{where} [pmu]: papi must be the PMU's name in PAPI's tables (e.g. \"skx\")")
     m = Machine(
         name=str(_need(d, "name", where, str)),
         sockets=int(_need(d, "sockets", where, num)),
@@ -184,6 +188,7 @@ def machine_from_dict(d: dict, where: str = "machine profile") -> Machine:
         source=where,
         pmu_programmable=prog,
         pmu_fixed=tuple(fixed),
+        pmu_papi=papi,
     )
     if m.sockets < 1 or m.cores_per_socket < 1 or m.frequency_ghz <= 0:
         raise MachineProfileError(f"{where}: sockets, cores_per_socket and frequency_ghz must be positive")

@@ -1,0 +1,156 @@
+"""Structure-aware hostile traces (issue 23): copies of the real Paraver traces, cut short so that one costs
+milliseconds to read, each with one *semantic* defect that keeps every line well-formed (counts out of range,
+records naming tasks, cpus or times outside the header, counters named like key columns, floods and gzip bombs),
+and OTF2 archives with one defect each (:mod:`testing.hostile_otf2`). Used by ``tests/test_fuzz_ingest.py`` (a
+bounded sample) and ``benchmarks/bench_attack.py`` (thousands).
+
+Every case must end in exit 0 or in exit 2 with one error line, never a traceback, with bounded memory.
+"""
+from __future__ import annotations
+
+import gzip
+import random
+import shutil
+from pathlib import Path
+
+from testing import hostile_otf2
+from testing.traces import JACOBI, LULESH_B, PRIME
+
+PARAVER_SOURCES = (PRIME, JACOBI, LULESH_B)
+#: the semantic defects of :func:`paraver_case`
+PARAVER_DEFECTS = (
+    "none", "neg_cpus", "huge_cpus", "comm_count", "task_outside", "thread_zero", "appl_outside", "cpu_outside",
+    "time_past_int64", "negative_time", "state_backwards", "value_past_int64", "negative_counter",
+    "message_outside", "message_negative_size", "key_counter", "duplicate_counter", "out_of_order", "crlf",
+    "blank_flood", "gzip", "long_name", "repeated_type", "end_before_records",
+)
+_KEY_NAMES = ("task", "run_id", "START_NS", "burst_seq", "_hidden", "Duration_ns", "mpi_call")
+_BOMB_NEWLINES = 80 << 20  # a gzip bomb: 80 MiB of newlines in about 80 KB
+
+
+def _cut(src: Path, rnd: random.Random, max_records: int) -> tuple[list[bytes], list[bytes]]:
+    """(header and communicator lines, the first records) of ``src``: a short, still valid trace."""
+    lines = src.read_bytes().splitlines(keepends=True)
+    head = [ln for ln in lines[:1]] + [ln for ln in lines[1:400] if ln.startswith(b"c:")]
+    records = [ln for ln in lines[len(head):] if ln[:2] in (b"1:", b"2:", b"3:")]
+    return head, records[: rnd.randint(max_records // 4, max_records)]
+
+
+def _fields(line: bytes) -> list[bytes]:
+    return line.rstrip(b"\r\n").split(b":")
+
+
+def _join(fields: list[bytes]) -> bytes:
+    return b":".join(fields) + b"\n"
+
+
+def _pick(records: list[bytes], rnd: random.Random, kind: bytes) -> int | None:
+    idx = [i for i, r in enumerate(records) if r.startswith(kind)]
+    return rnd.choice(idx) if idx else None
+
+
+def paraver_case(dest: Path, rnd: random.Random, defect: str | None = None, max_records: int = 300) -> tuple[Path, str]:
+    """A short copy of a real trace under ``dest`` with one ``defect`` (random if None); returns (.prv path,
+    defect)."""
+    defect = defect or rnd.choice(PARAVER_DEFECTS)
+    src = rnd.choice(PARAVER_SOURCES)
+    head, records = _cut(src, rnd, max_records)
+    pcf = src.with_suffix(".pcf").read_text()
+    header = _fields(head[0])
+    text_header = head[0].rstrip(b"\r\n").decode()
+    if defect in ("neg_cpus", "huge_cpus"):
+        res = text_header.split("):", 1)[1].split(":")[1]  # NODES(cpus,...)
+        n, _, cpus = res.partition("(")
+        counts = cpus.rstrip(")").split(",")
+        if defect == "neg_cpus":
+            counts[rnd.randrange(len(counts))] = str(-rnd.randint(1, 5))
+        else:
+            counts[0], counts[-1] = str(2**64 + 5), str(-(2**64))
+        head[0] = text_header.replace(res, f"{n}({','.join(counts)})", 1).encode() + b"\n"
+    elif defect == "comm_count":
+        count = str(2 ** rnd.choice([31, 63, 70])).encode()
+        head[0] = _join(header[:-1] + [header[-1].rsplit(b",", 1)[0] + b"," + count])
+    elif defect == "end_before_records":
+        dur = header[1]
+        unit = dur[len(dur.rstrip(b"_nsum")):] if not dur.isdigit() else b""
+        header[1] = b"1" + unit
+        head[0] = _join(header)
+    elif records and defect in ("task_outside", "thread_zero", "appl_outside", "cpu_outside", "time_past_int64",
+                                "negative_time", "state_backwards"):
+        i = _pick(records, rnd, b"1:" if defect == "state_backwards" else rnd.choice([b"1:", b"2:"])) or 0
+        f = _fields(records[i])
+        where = {"task_outside": 3, "thread_zero": 4, "appl_outside": 2, "cpu_outside": 1}
+        if defect in where:
+            f[where[defect]] = {"task_outside": b"4097", "thread_zero": b"0", "appl_outside": b"7",
+                                "cpu_outside": b"1000000"}[defect]
+        elif defect == "time_past_int64":
+            f[5] = str(2**63 + rnd.randint(0, 1000)).encode()
+        elif defect == "negative_time":
+            f[5] = b"-5"
+        elif f[0] == b"1" and len(f) >= 8:
+            f[5], f[6] = f[6], f[5] if f[5] != f[6] else str(int(f[5]) - 1).encode()
+        records[i] = _join(f)
+    elif records and defect in ("value_past_int64", "negative_counter", "repeated_type"):
+        i = _pick(records, rnd, b"2:")
+        if i is not None:
+            f = _fields(records[i])
+            k = 6 + 2 * rnd.randrange((len(f) - 6) // 2) if len(f) >= 8 else 6
+            if defect == "value_past_int64":
+                f[k + 1] = str(2**64 + 7).encode()
+            elif defect == "negative_counter":
+                f[k], f[k + 1] = b"42000050", b"-1"
+            else:
+                f += [f[6], f[7]]
+            records[i] = _join(f)
+    elif defect in ("message_outside", "message_negative_size"):
+        t = next((_fields(r)[5] for r in records if r.startswith(b"1:")), b"0")
+        size = b"-1" if defect == "message_negative_size" else b"64"
+        peer = b"99" if defect == "message_outside" else b"1"
+        msg = b":".join([b"3", b"1", b"1", b"1", b"1", t, t, b"1", b"1", peer, b"1", t, t, size, b"5"]) + b"\n"
+        records.insert(len(records) // 2, msg)
+    elif defect in ("key_counter", "duplicate_counter"):
+        name = rnd.choice(_KEY_NAMES) if defect == "key_counter" else "PAPI_TOT_INS"
+        pcf = pcf.replace("PAPI_TOT_CYC [", f"{name} [", 1).replace("(PAPI_TOT_CYC)", f"({name})", 1)
+    elif defect == "out_of_order" and len(records) > 2:
+        i = rnd.randrange(len(records) - 1)
+        records[i], records[i + 1] = records[i + 1], records[i]
+    body = b"".join(head + records)
+    if defect == "crlf":
+        body = body.replace(b"\n", b"\r\n")
+    if defect == "blank_flood":
+        body = b"".join(head[:1]) + b"\r\n" * (1 << 20) + b"".join(head[1:] + records)
+    stem = ("n" * 230) if defect == "long_name" else f"{src.stem}.{defect}"
+    dest.mkdir(parents=True, exist_ok=True)
+    prv = dest / (f"{stem}.prv.gz" if defect == "gzip" else f"{stem}.prv")
+    prv.write_bytes(gzip.compress(body, compresslevel=1) if defect == "gzip" else body)
+    (dest / f"{stem}.pcf").write_text(pcf)
+    shutil.copyfile(src.with_suffix(".row"), dest / f"{stem}.row")
+    return prv, defect
+
+
+def gzip_bomb(dest: Path) -> Path:
+    """PRIME's header, 80 MiB of newlines, then its records, as a .prv.gz of about 100 KB (written once per
+    folder; later calls return it)."""
+    prv = dest / "bomb.prv.gz"
+    if prv.exists():
+        return prv
+    dest.mkdir(parents=True, exist_ok=True)
+    header, _, body = PRIME.read_bytes().partition(b"\n")
+    with gzip.open(prv, "wb", compresslevel=6) as fh:
+        fh.write(header + b"\n")
+        block = b"\n" * (1 << 20)
+        for _ in range(_BOMB_NEWLINES >> 20):
+            fh.write(block)
+        fh.write(body)
+    for suffix in (".pcf", ".row"):
+        shutil.copyfile(PRIME.with_suffix(suffix), dest / f"bomb{suffix}")
+    return prv
+
+
+def otf2_case(dest: Path, rnd: random.Random) -> tuple[Path, str]:
+    """An OTF2 archive with one random defect and random parameters (peer rank, metric reading)."""
+    defect = rnd.choice(hostile_otf2.DEFECTS)
+    reading = rnd.choice([float("nan"), float("inf"), float("-inf"), 1e19, -1e30, 2.0**63, 123.0])
+    peer = rnd.choice([2, 3, 99, 2**31 - 1, 2**32 - 2])
+    anchor = hostile_otf2.write(dest, defect, peer=peer, reading=reading if defect in hostile_otf2.REFUSED else None)
+    return anchor, defect

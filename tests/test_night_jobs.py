@@ -1,0 +1,51 @@
+"""The night as a loop over the jobs table (issue 26 items 2 and 6): a stage added as one row of ``jobs.JOBS`` runs
+on the experiments that changed, is recorded as done, is skipped by ``--skip`` and by the next night with nothing
+new; and a night hashes each new trace once (discovery's hash is the ingest's run_id)."""
+from __future__ import annotations
+
+import pytest
+
+from synthtrace.pipelines import jobs
+from synthtrace.warehouse import Warehouse
+from testing.traces import PRIME, copy_trace
+
+pytestmark = [pytest.mark.real_traces, pytest.mark.slow]  # runs nights (Prefect)
+
+
+def test_a_job_added_to_the_table_runs_once_per_changed_experiment_and_each_trace_is_hashed_once(
+        prefect_harness, tmp_path, monkeypatch):
+    from synthtrace.pipelines.nightly import run_night
+    from synthtrace.tracelib.formats.source import ContentHasher
+
+    seen: list[tuple[str, str | None]] = []
+
+    def count_bursts(wh: Warehouse, experiment: str, settings: jobs.NightSettings) -> dict:
+        exp = wh.experiment(experiment)
+        seen.append((experiment, settings.machine))
+        return {"bursts": exp.trace().bursts.height}
+
+    row = jobs.Job("count", "experiment", count_bursts, invalidates=())
+    monkeypatch.setattr(jobs, "JOBS", (*jobs.JOBS[:2], row, *jobs.JOBS[2:]))
+    monkeypatch.setattr(jobs, "STAGES", tuple(j.name for j in jobs.JOBS))
+    hashed: list[list[str]] = []
+    of_files = ContentHasher.of_files.__func__
+
+    def counting(cls, files):
+        hashed.append([f.name for f in files])
+        return of_files(cls, files)
+
+    monkeypatch.setattr(ContentHasher, "of_files", classmethod(counting))
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "prime")
+    wh = Warehouse(tmp_path / "wh")
+    skip = ["merge", "archetypes", "detect", "retrain", "report"]
+
+    first = run_night(drop, wh, machine="generic", skip=skip)
+    assert [r["run_name"] for r in first.ingested] == ["prime_v0"]
+    assert seen == [("prime", "generic")]
+    assert len(hashed) == 1, f"the trace was hashed {len(hashed)} times in one night: {hashed}"
+    second = run_night(drop, wh, skip=skip)  # nothing new: the job is done for prime's runs
+    assert seen == [("prime", "generic")] and "count" in second.up_to_date
+    copy_trace(PRIME, drop / "prime", "prime.run1")  # same bytes: no new run, nothing to redo
+    run_night(drop, wh, skip=[*skip, "count"])
+    assert seen == [("prime", "generic")]

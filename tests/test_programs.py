@@ -1,0 +1,105 @@
+"""Program identity (issue 28 item 3): runs of one program are one program whatever their file names or scales; it is
+the default app and the folds of every evaluation on unseen programs; a model no better than the training mean on
+unseen programs is rejected."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from synthtrace.models.features import FeatureTable
+from synthtrace.models.predictors import cross_validate
+from synthtrace.models.registry import model_status
+from synthtrace.tracelib.formats.program import paraver_symbols, program_symbols, region_symbols
+from synthtrace.tracelib.formats.source import open_trace
+from synthtrace.warehouse.ingest import ingest_trace
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.programs import run_programs
+from synthtrace.warehouse.runs import runs_table
+from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
+
+SPOT = Path(__file__).parent / "data" / "spotcheck"
+
+
+@pytest.mark.real_traces
+def test_what_real_traces_say_of_their_program():
+    a, b = program_symbols(open_trace(LULESH_A)), program_symbols(open_trace(LULESH_B))
+    assert a.binary == b.binary == "lulesh2.0" and {"CalcForceForNodes", "LagrangeNodal"} <= a.symbols & b.symbols
+    # toolchain and runtime names are not the program's
+    assert not {s for s in a.symbols if s.startswith("__") or "@@" in s or s.startswith("ompi_")}
+    assert program_symbols(open_trace(SPOT / "2mm_v0.prv")).binary == "2mm_v0"
+    assert program_symbols(open_trace(PRIME)).symbols == frozenset()  # its .pcf names nothing of its own
+    pingpong = program_symbols(open_trace(TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"))
+    assert "MEASUREMENT OFF" not in pingpong.symbols and not any("main(" in s for s in pingpong.symbols)
+
+
+def test_symbols_from_pcf_tables_and_regions():
+    pcf = {70000001: {0: "End", 1: "Unresolved", 5: "main", 6: "solve_cg", 7: "__GI___libc_malloc"},
+           80000001: {1: "0 (Unresolved)", 5: "101 (cg.c, cg_solver)", 6: "12 (malloc.c, libc-2.28.so)"},
+           41000000: {1: "completed.6834 [0x1-0x2]", 2: "grid [0x3-0x4]", 3: "ompi_mpi_comm_world [0x5-0x6]"}}
+    s = paraver_symbols(pcf)
+    assert s.binary == "cg_solver" and s.symbols == {"solve_cg", "file:cg.c", "grid"}
+    r = region_symbols(["main", "MPI_Send", "exchange", "THREADS"], [False, True, False, False])
+    assert r.binary is None and r.symbols == {"exchange"}
+
+
+@pytest.mark.real_traces
+def test_a_scaling_series_under_other_names_is_one_program(tmp_path):
+    """Two runs of the LULESH binary named like a scaling series, and jacobi, 2mm and prime beside them: the LULESH
+    runs are one app and one program without --app; the others each their own."""
+    series = [copy_trace(LULESH_A, tmp_path / "series", "epoch_1proc"),
+              copy_trace(LULESH_B, tmp_path / "series", "epoch_16proc")]
+    wh = Warehouse(tmp_path / "wh")
+    for p in series:
+        ingest_trace(wh, p, experiment="scaling")
+    for p, exp in ((JACOBI, "jacobi"), (SPOT / "2mm_v0.prv", "mm"), (PRIME, "prime")):
+        ingest_trace(wh, p, experiment=exp)
+    runs = runs_table(wh).sort("run_name")
+    apps = dict(zip(runs["run_name"], runs["app"]))
+    assert apps["epoch_1proc"] == apps["epoch_16proc"] == "lulesh2.0"
+    assert apps["2mm_v0"] == "2mm_v0" and apps["prime_v0"] == "prime_v0"
+    programs = run_programs(wh)
+    keys = dict(zip(runs["run_name"], [programs.get(r) for r in runs["run_id"]]))
+    assert keys["epoch_1proc"] == keys["epoch_16proc"] and keys["epoch_1proc"] != keys["jacobi-2d-imper_v0"]
+    assert keys["prime_v0"] is None  # nothing to identify it by: its app stays its file name
+    # an explicit --app is the user's; the program key stays what the trace says
+    other = Warehouse(tmp_path / "wh2")
+    ingest_trace(other, series[0], experiment="a", app="small")
+    ingest_trace(other, series[1], experiment="b", app="large")
+    assert set(runs_table(other)["app"]) == {"small", "large"} and len(set(run_programs(other).values())) == 1
+
+
+def _table(groups: list[str], y: np.ndarray, X: np.ndarray) -> FeatureTable:
+    keys = pl.DataFrame({"burst_seq": np.arange(y.size)})
+    return FeatureTable("ipc", [f"f{i}" for i in range(X.shape[1])], X, y, keys, np.array(groups, dtype=object), [])
+
+
+def test_folds_keep_every_scale_of_a_program_out_together():
+    """Each program's rows (all its scales) are predicted by a model that saw none of them; the training mean
+    under the same folds is the baseline the evaluation reports beside the model's figures."""
+    rng = np.random.default_rng(0)
+    groups = [g for g in ("lulesh", "prime", "jacobi") for _ in range(60)]
+    X = rng.normal(size=(180, 3))
+    y = np.exp(0.3 * X[:, 0] + rng.normal(0, 0.05, 180))
+    cv = cross_validate(_table(groups, y, X), "linear", n_splits=3)
+    s = cv.scores
+    assert {"mean_mape", "mean_r2"} <= set(s) and s["r2"] > 0.8 and s["mape"] < 0.5 * s["mean_mape"]
+    assert model_status(s["r2"], s["mape"], s["mean_mape"]) == "ok"
+    # pure noise: no better than the mean on unseen programs
+    cv = cross_validate(_table(groups, np.exp(rng.normal(0, 0.3, 180)), X), "linear", n_splits=3)
+    assert model_status(cv.scores["r2"], cv.scores["mape"], cv.scores["mean_mape"]) == "rejected"
+
+
+@pytest.mark.parametrize("r2, mape, mean_mape, status", [
+    (0.009, 0.817, 0.85, "rejected"),  # issue 28: was registered ok
+    (0.878, 0.10, 0.40, "ok"),
+    (0.29, 0.10, 0.40, "rejected"),  # R² under 0.3
+    (0.6, 0.35, 0.40, "rejected"),  # MAPE only 12.5 % under the mean predictor's
+    (0.6, 0.30, 0.40, "ok"),
+    (0.6, 0.30, None, "ok"),  # no baseline recorded: R² alone
+    (None, None, None, "unevaluated"),
+])
+def test_a_model_not_clearly_better_than_the_mean_is_rejected(r2, mape, mean_mape, status):
+    assert model_status(r2, mape, mean_mape) == status

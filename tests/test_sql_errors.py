@@ -1,0 +1,70 @@
+"""``synthtrace sql`` errors that name what exists: the counter columns of the view a mistyped counter was looked
+for in, and what to run before a view that nothing has filled yet (issue 24 item 6)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testing.traces import LULESH_A, PRIME, copy_trace
+
+pytestmark = pytest.mark.real_traces
+
+
+@pytest.fixture(scope="module")
+def lulesh_wh(tmp_path_factory) -> Path:
+    """The LULESH 4+4 run ingested, nothing merged or analysed."""
+    from synthtrace.pipelines.cli import main
+
+    root = tmp_path_factory.mktemp("sql-errors")
+    copy_trace(LULESH_A, root / "lulesh")
+    assert main(["ingest", str(root / "lulesh"), "-w", str(root / "wh")]) == 0
+    return root / "wh"
+
+
+def one_error_line(run_cli, *args: str) -> str:
+    code, out, err = run_cli("sql", *args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and not out, (code, out, err)
+    return lines[0]
+
+
+def test_an_unknown_counter_lists_the_counter_columns_of_the_view(lulesh_wh, run_cli):
+    err = one_error_line(run_cli, "SELECT sum(PAPI_TOT_INZ) FROM bursts", "-w", lulesh_wh)
+    assert "PAPI_TOT_INZ" in err and "did you mean PAPI_TOT_INS" in err, err
+    listed = err.split("the counter columns of bursts: ", 1)[1].split(";")[0].split(", ")
+    assert set(listed) == {"PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_REF_CYC", "LONGEST_LAT_CACHE:MISS"}, err
+    assert '"LONGEST_LAT_CACHE:MISS"' in err  # how to quote a name with a colon
+
+
+def test_an_unknown_column_in_a_join_names_each_view_read(lulesh_wh, run_cli):
+    err = one_error_line(run_cli, "SELECT r.run_name, PAPI_L9_TCM FROM bursts JOIN runs r USING (run_id)",
+                         "-w", lulesh_wh)
+    assert "the counter columns of bursts: " in err and "the columns of runs: " in err and "run_name" in err, err
+    assert "did you mean" not in err  # no column within two edits of PAPI_L9_TCM
+
+
+def test_merged_bursts_before_any_merge_says_to_merge(lulesh_wh, run_cli):
+    for view in ("merged_bursts", "merge_quality"):
+        err = one_error_line(run_cli, f"SELECT count(*) FROM {view}", "-w", lulesh_wh)
+        assert "no experiment has been merged yet: run `synthtrace merge`" in err, err
+        assert "Catalog Error" not in err
+
+
+def test_a_mistyped_view_names_the_views(lulesh_wh, run_cli):
+    err = one_error_line(run_cli, "SELECT * FROM burst", "-w", lulesh_wh)
+    assert "no view named burst" in err and "did you mean bursts" in err and "merged_bursts" in err, err
+
+
+def test_a_counter_of_another_run_is_listed_once_it_is_stored(tmp_path, run_cli):
+    """The list is read from the warehouse's files, not from a fixed catalogue of counters."""
+    import polars as pl
+
+    from synthtrace.tracelib.schema import counter_columns
+
+    copy_trace(PRIME, tmp_path / "prime")
+    assert run_cli("ingest", tmp_path / "prime", "-w", tmp_path / "wh")[0] == 0
+    stored = pl.read_parquet(next((tmp_path / "wh" / "runs").glob("*/bursts/*.parquet")))
+
+    err = one_error_line(run_cli, "SELECT nope FROM bursts", "-w", tmp_path / "wh")
+    assert err.split("the counter columns of bursts: ", 1)[1].split(";")[0].split(", ") == counter_columns(stored)
