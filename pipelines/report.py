@@ -840,3 +840,9 @@ def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = Non
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     return write_atomically(out, lambda p: p.write_text(doc, encoding="utf-8"))
+
+
+# the POP efficiency section (issue 25), a warehouse-level part
+from synthtrace.pipelines.report_pop import pop_section  # noqa: E402
+
+REPORT_PARTS.append(pop_section)

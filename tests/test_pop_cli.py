@@ -153,3 +153,13 @@ def test_the_pop_views_before_pop_ran_say_how_to_fill_them(run_cli, tmp_path):
     for view in ("pop_metrics", "pop_scaling"):
         code, out, err = run_cli("sql", f"SELECT * FROM {view}", "-w", wh)
         assert code == 2 and "run `synthtrace pop`" in err, err
+
+
+def test_synthtrace_report_has_the_pop_section_in_its_contents(run_cli, warehouse, tmp_path):
+    assert run_cli("pop", "-w", warehouse)[0] == 0
+    out = tmp_path / "report.html"
+    code, _, err = run_cli("report", "-w", warehouse, "--out", out)
+    assert code == 0, err
+    html = out.read_text()
+    assert "id='pop'>POP efficiency</h2>" in html and "href='#pop'" in html  # listed in the table of contents
+    assert "id='pop-lulesh'" in html and "id='pop-prime'" in html  # one table per application

@@ -328,6 +328,16 @@ class _Reported:
         return self
 
 
+def _write_logical_messages(stage: Path, run_id: str, records: pl.DataFrame) -> None:
+    """mpi_messages.parquet: one row per point-to-point message with its logical identity and both ends' thread,
+    call_seq and time (:func:`synthtrace.tracelib.merge.messages.logical_messages`), from the stored calls."""
+    from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages
+
+    calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
+    logical_messages(calls, records).select(pl.lit(run_id).alias("run_id"), pl.all()).write_parquet(
+        stage / "mpi_messages.parquet", statistics=True)
+
+
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
     """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
@@ -347,6 +357,8 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         summary.calls.sink_parquet(stage / "mpi_calls.parquet", statistics=True)
     if summary.messages.height:  # pop (issue 25): the point-to-point messages, which the replay pairs calls by
         summary.messages.write_parquet(stage / "messages.parquet", statistics=True)
+        if summary.n_calls:  # merge-core (issue 22): their logical identities, the mpi_messages view
+            _write_logical_messages(stage, run_id, summary.messages)
     shutil.rmtree(stage / "_calls")
     if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
