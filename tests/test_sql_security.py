@@ -291,3 +291,28 @@ def test_a_query_racing_runs_rm_gets_the_new_state(sealed_wh, tmp_path, monkeypa
     monkeypatch.setattr(sql, "connect", connect_then_rm)
     n = sql.query_rows(wh, "SELECT count(*) FROM bursts b JOIN runs r USING (run_id)")[1][0][0]
     assert n in (2140, 848)
+
+
+def test_views_listed_across_a_run_removal_see_that_run_whole_or_not_at_all(sealed_wh, tmp_path, monkeypatch):
+    """Item 11: the views are listed one after another; a `runs rm` landing between the `runs` and the `bursts`
+    listings gave a `runs` row without its bursts (a state that never existed). The run is now left out whole."""
+    from pathlib import Path
+
+    from synthtrace.warehouse.catalog import view_files
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    shutil.copytree(sealed_wh, wh.root)
+    victim = next(wh.runs_dir.iterdir())
+    real_glob = Path.glob
+
+    def glob_then_rm(self, pattern, *args, **kwargs):
+        if pattern.startswith("runs/*/bursts") and victim.exists():
+            wh.remove(victim)  # the writer lands after the `runs` listing, before the `bursts` one
+        return real_glob(self, pattern, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "glob", glob_then_rm)
+    files = view_files(wh, ["runs", "bursts", "mpi_calls"])
+    runs_of = {view: {Path(f).relative_to(wh.root).parts[1] for f in paths} for view, paths in files.items()}
+    assert victim.name not in runs_of["runs"]
+    assert runs_of["bursts"] <= runs_of["runs"] and runs_of["runs"] <= runs_of["bursts"]

@@ -67,8 +67,21 @@ def view_files(wh: Warehouse, views: Iterable[str] | None = None) -> dict[str, l
     """View name -> the regular files it reads now (sorted; links, files reached through a linked folder and views
     without files are left out), for ``views`` (default: every view)."""
     wanted = VIEW_FILES if views is None else [v for v in VIEW_FILES if v in set(views)]
-    found = {view: sorted(str(p) for p in wh.root.glob(VIEW_FILES[view]) if is_own_file(wh.root, p)) for view in wanted}
-    return {view: files for view, files in found.items() if files}
+
+    def listing(view: str) -> list[Path]:
+        return sorted(p for p in wh.root.glob(VIEW_FILES[view]) if is_own_file(wh.root, p))
+
+    # The views are listed one after another while a writer may commit or remove a run in between. A run counts
+    # only if its run.parquet (written last, the run's directory appears by rename) is listed both before and after
+    # the other listings: it then existed whole throughout, so a query sees each run whole or not at all, never a
+    # `runs` row without its bursts or bursts without their `runs` row.
+    before = {p.parent.name for p in listing("runs")}
+    found = {view: listing(view) for view in wanted}
+    whole = before & {p.parent.name for p in listing("runs")}
+    for view in wanted:
+        if VIEW_FILES[view].startswith("runs/"):
+            found[view] = [p for p in found[view] if p.relative_to(wh.root).parts[1] in whole]
+    return {view: [str(p) for p in files] for view, files in found.items() if files}
 
 
 def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,
