@@ -25,6 +25,7 @@ ORDER = [
     "regression",
     "otf2",
     "openmp_wait",
+    "pop",
 ]
 HEADER = """# Benchmark results
 

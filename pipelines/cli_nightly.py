@@ -24,6 +24,7 @@ from synthtrace.pipelines.cli_app import (
 )
 from synthtrace.pipelines.cli_base import progress_bar
 from synthtrace.pipelines.cli_examples import epilog
+from synthtrace.pipelines.jobs import STAGES
 from synthtrace.tracelib.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -31,12 +32,11 @@ if TYPE_CHECKING:
 
 DropOption = Annotated[Path, typer.Option("--drop", help="Folder that cluster jobs drop traces into.")]
 MachineOption = Annotated[Path | None, typer.Option("--machine", help="Machine profile (TOML) for roofline metrics.")]
-SkipOption = Annotated[list[str] | None, typer.Option("--skip", help="A later stage not to run (merge, archetypes, "
-                                                      "detect, retrain, report); repeatable.")]
+SkipOption = Annotated[list[str] | None, typer.Option("--skip", help=f"A later stage not to run ({', '.join(STAGES)}); "
+                                                      "repeatable.")]
 
 
 def _check_skip(skip: list[str] | None) -> list[str]:
-    from synthtrace.pipelines.jobs import STAGES
     bad = [s for s in skip or [] if s not in STAGES]
     if bad:
         raise BadInputError(f"--skip {bad[0]!r}: not a stage (stages: {', '.join(STAGES)})")

@@ -2,7 +2,6 @@
 :func:`synthtrace.pipelines.jobs.pop_tables`; this module parses the options and prints."""
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 import polars as pl
@@ -12,54 +11,18 @@ from rich.text import Text
 
 from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, ReadWarehouseOption, console, err_console, print_table
 from synthtrace.pipelines.cli_examples import epilog
+from synthtrace.pipelines.report_pop import HYBRID, ROWS, band, format_value
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.replay import Network
 from synthtrace.warehouse import Warehouse
 
-#: the rows of the table: (label, column of pop_metrics / pop_scaling, kind); kind "eff" (percent, coloured),
-#: "x" (a factor), "s" (seconds), "n" (a count), "f" (a plain number)
-ROWS: tuple[tuple[str, str, str], ...] = (
-    ("Global efficiency", "global_efficiency", "eff"),
-    ("  Parallel efficiency", "parallel_efficiency", "eff"),
-    ("    Load balance", "load_balance", "eff"),
-    ("    Communication efficiency", "communication_efficiency", "eff"),
-    ("      Serialization efficiency", "serialization_efficiency", "eff"),
-    ("      Transfer efficiency", "transfer_efficiency", "eff"),
-    ("    MPI parallel efficiency", "mpi_parallel_efficiency", "eff"),
-    ("      MPI load balance", "mpi_load_balance", "eff"),
-    ("      MPI communication efficiency", "mpi_communication_efficiency", "eff"),
-    ("    OpenMP parallel efficiency", "openmp_parallel_efficiency", "eff"),
-    ("  Computation scalability", "computation_scalability", "eff"),
-    ("    IPC scalability", "ipc_scalability", "eff"),
-    ("    Instruction scalability", "instruction_scalability", "eff"),
-    ("    Frequency scalability", "frequency_scalability", "eff"),
-    ("Speedup", "speedup", "x"),
-    ("Average IPC", "ipc", "f"),
-    ("Average frequency (GHz)", "frequency_ghz", "f"),
-    ("Runtime (s)", "runtime_ns", "s"),
-    ("Runtime, ideal network (s)", "ideal_runtime_ns", "s"),
-    ("Useful duration, max (s)", "useful_max_ns", "s"),
-    ("Useful instructions", "useful_instructions", "n"),
-)
-#: POP's colour scale of an efficiency
-GOOD, FAIR = 0.8, 0.6
-HYBRID = {"mpi_parallel_efficiency", "mpi_load_balance", "mpi_communication_efficiency",
-          "openmp_parallel_efficiency"}
-
-
-def efficiency_style(value: float | None) -> str:
-    """green >= 0.8, yellow >= 0.6, red below (POP's scale); dim when unknown."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "dim"
-    return "green" if value >= GOOD else "yellow" if value >= FAIR else "red"
+#: rich styles of POP's colour bands
+STYLES = {"good": "green", "fair": "yellow", "poor": "red", None: "dim"}
 
 
 def _cell(value: float | int | None, kind: str) -> Text:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return Text("-", style="dim")
-    if kind == "eff":
-        return Text(f"{value:.2%}", style=efficiency_style(value))
-    return Text({"x": f"{value:.2f}", "s": f"{value * 1e-9:.4g}", "n": f"{value:.4g}", "f": f"{value:.3f}"}[kind])
+    text = format_value(value, kind) or "-"
+    return Text(text, style=STYLES[band(value)] if kind == "eff" or text == "-" else "")
 
 
 def _network(spec: str | None, machine: str | None) -> Network | None:

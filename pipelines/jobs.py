@@ -357,18 +357,18 @@ def pop_experiment(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, list[s
     import polars as pl
 
     from synthtrace.tracelib.domain.pop import POP_METRICS_SCHEMA, pop_metrics
-    from synthtrace.warehouse.runs import check_runs_still_in, experiment_runs
+    from synthtrace.warehouse.analysis_store import read_analysis
 
-    runs = experiment_runs(wh, experiment)
-    stored_file = wh.experiment_dir(experiment) / "pop_metrics.parquet"
+    exp = wh.experiment(experiment).require_runs()
+    runs = exp.runs
     labels = runs.select("run_id", "run_name", "app", "experiment")
-    if stored_file.is_file():
-        stored = pl.read_parquet(stored_file)
+    what = "its POP table was computed"
+    if (stored := read_analysis(wh, experiment, "pop_metrics")) is not None:
         if set(stored["run_id"].to_list()) == set(runs["run_id"].to_list()):
             fresh = stored.drop("run_name", "app", "experiment").join(labels, on="run_id").select(
                 list(POP_METRICS_SCHEMA))
             if not fresh.equals(stored.select(list(POP_METRICS_SCHEMA))):
-                wh.update_dir(wh.experiment_dir(experiment), {"pop_metrics": fresh})
+                exp.commit({"pop_metrics": fresh}, what=what)
             return fresh, []
     threads, rows, notes = [], [], []
     for run in runs.iter_rows(named=True):
@@ -380,9 +380,7 @@ def pop_experiment(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, list[s
     per_run = labels.join(pl.DataFrame(rows, schema={"run_id": pl.String, "runtime_ns": pl.Int64,
                                                      "ideal_runtime_ns": pl.Int64}), on="run_id")
     table = pop_metrics(pl.concat(threads, how="vertical_relaxed"), per_run)
-    wh.update_dir(wh.experiment_dir(experiment), {"pop_metrics": table},
-                  check=lambda: check_runs_still_in(wh, experiment, runs["run_id"].to_list(),
-                                                    "its POP table was computed"))
+    exp.commit({"pop_metrics": table}, what=what)
     return table, notes
 
 
@@ -457,6 +455,7 @@ class Job:
 JOBS: tuple[Job, ...] = (
     Job("merge", "experiment", merge, invalidates=("archetypes",), summary="merged"),
     Job("archetypes", "experiment", archetypes, summary="archetypes"),
+    Job("pop", "experiment", pop),
     Job("detect", "warehouse", detect, summary="alerts"),
     Job("retrain", "warehouse", retrain),
     Job("report", "warehouse", report, summary="report"),

@@ -244,21 +244,30 @@ def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str]
     return Completed(message=summary.message(), data=summary)
 
 
+def _flow_options(task_runner: Any = None) -> dict[str, Any]:
+    return {"name": FLOW_NAME, "log_prints": False, "validate_parameters": True,
+            "task_runner": task_runner or ThreadPoolTaskRunner(max_workers=cores())}
+
+
 def night_flow(tell: Progress = _silent, task_runner: Any = None) -> Flow:
-    """The nightly flow (its name :data:`FLOW_NAME` in Prefect), reporting its progress to ``tell``."""
-    def nightly_flow(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                     found: list[dict[str, Any]] | None = None) -> NightSummary:
-        """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night
-        left unfinished), publish the results. ``skip`` names later stages not to run tonight; ``found``: the new
-        traces, when discovered before the flow started (else the flow discovers them)."""
+    """The nightly flow (its name :data:`FLOW_NAME` in Prefect) of a night someone watches: its progress goes to
+    ``tell``. Run in this process only (:func:`run_night`); the deployed flow is :func:`nightly_flow`."""
+    def watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
+                      found: list[dict[str, Any]] | None = None) -> NightSummary:
         return night(drop, warehouse, machine, skip, found, tell)
 
-    return flow(nightly_flow, name=FLOW_NAME, log_prints=False, validate_parameters=True,
-                task_runner=task_runner or ThreadPoolTaskRunner(max_workers=cores()))
+    watched_night.__doc__ = nightly_flow.__doc__
+    return flow(watched_night, **_flow_options(task_runner))
 
 
-#: the night nobody watches, as ``synthtrace serve`` deploys it
-nightly_flow = night_flow()
+@flow(**_flow_options())
+def nightly_flow(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
+                 found: list[dict[str, Any]] | None = None) -> NightSummary:
+    """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night left
+    unfinished), publish the results. ``skip`` names later stages not to run tonight; ``found``: the new traces,
+    when discovered before the flow started (else the flow discovers them). The flow ``synthtrace serve``
+    deploys (a module-level function: its entrypoint must import)."""
+    return night(drop, warehouse, machine, skip, found)
 
 
 def _publish(summary: NightSummary) -> None:

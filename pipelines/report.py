@@ -21,6 +21,7 @@ import html
 import io
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,13 +35,14 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import EngFormatter, FuncFormatter, NullLocator
 
 from synthtrace.models.analysis import analyse_input, mix
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds
 from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.domain.machine import Machine
-from synthtrace.tracelib.domain.metrics import ranks_per_socket
+from synthtrace.tracelib.domain.counters import same_quantity
+from synthtrace.tracelib.domain.metrics import MISSING_ROLES, ranks_per_socket
 from synthtrace.warehouse.analysis_store import (
     ExperimentInput,
     experiments,
@@ -235,7 +237,10 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
     ax2 = fig.add_subplot(grid[2], sharex=ax)
     strip.set_yticks([])
     strip.tick_params(labelbottom=False, bottom=False)
-    ax.tick_params(labelbottom=False)
+    # time labels under the bars themselves (not only under the roof panel), in engineering units: 5 ms, 1.2 s
+    ax.tick_params(labelbottom=True)
+    ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
+    ax.set_xlabel("time since the trace's first burst", fontsize=8)
     t0 = float(arch["start_ns"].min() or 0)
     n = 0
     drawn: set[str] = set()
@@ -307,7 +312,8 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
         _plain_ticks(ax2.yaxis)
         ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax2.set_ylabel("use of roof")
-    ax2.set_xlabel("time (s)")
+    ax2.set_xlabel("time since the trace's first burst")
+    ax2.xaxis.set_major_formatter(EngFormatter(unit="s"))
     return PlotInfo(fig, {"units": n})
 
 
@@ -406,7 +412,42 @@ _CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;margin-top:28px}h3{font-size:15px}
 table{border-collapse:collapse;font-size:12px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
 th{background:#f2f2f2}td.l,th.l{text-align:left}.bar{display:inline-block;height:9px;background:#4878a8}
-.note{color:#666;font-size:12px}img{max-width:100%;border:1px solid #eee;margin:6px 0}.alert{color:#a40000}"""
+.note{color:#666;font-size:12px}img{max-width:100%;border:1px solid #eee;margin:6px 0}.alert{color:#a40000}
+.warn{background:#fff3cd;border:1px solid #e0b000;padding:6px 10px;margin:8px 0;font-size:13px}
+.warn.bad{background:#f8d7da;border-color:#a40000}nav.toc{font-size:13px;columns:2}nav.toc a{color:#24579a}
+nav.toc .l3{margin-left:18px;font-size:12px}"""
+
+
+def heading(level: int, text: str, anchor: str) -> str:
+    """An ``<h2>``/``<h3>`` with an id: the table of contents lists every heading made here."""
+    return f"<h{level} id='{html.escape(_anchor(anchor))}'>{html.escape(text)}</h{level}>"
+
+
+def _anchor(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-").lower() or "section"
+
+
+_HEADING = re.compile(r"<h([23]) id='([^']+)'>(.*?)</h\1>", re.S)
+_WARNING = re.compile(r"<div class='warn[^']*' data-summary='([^']*)'>")
+
+
+def table_of_contents(body: str) -> str:
+    """Links to every heading of ``body`` made by :func:`heading`, sections (h2) and their parts (h3)."""
+    items = [f"<div class='l{lvl}'><a href='#{anchor}'>{text}</a></div>"
+             for lvl, anchor, text in _HEADING.findall(body)]
+    return f"<nav class='toc'><b>Contents</b>{''.join(items)}</nav>" if items else ""
+
+
+def warning(text: str, *, summary: str, bad: bool = False) -> str:
+    """A banner; ``summary`` (plain text) is also listed at the top of the report."""
+    return (f"<div class='warn{' bad' if bad else ''}' data-summary='{html.escape(summary, quote=True)}'>"
+            f"&#9888; {text}</div>")
+
+
+def warnings_in(body: str) -> list[str]:
+    """The summaries of the banners in ``body`` (HTML-escaped text)."""
+    return _WARNING.findall(body)
+
 
 
 def _table(df: pl.DataFrame, *, bars: str | None = None, max_rows: int = 50) -> str:
@@ -456,11 +497,16 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def _top_consumers(bm: pl.DataFrame, arch: pl.DataFrame, n: int = 15) -> pl.DataFrame:
+    """Where the time goes: bursts grouped by what closed them (the MPI call site, else the call; a burst no MPI
+    call closes is a thread's last one, ``(end of thread)``, or one of code without MPI, ``(no MPI call)``, as
+    in an OpenMP-only trace) and by archetype."""
     b = arch.filter(pl.col("unit") == "burst").select("run_id", "appl", "task", "thread", "burst_seq", "archetype")
     keys = ["run_id", "appl", "task", "thread", "burst_seq"]
+    last = pl.col("burst_seq") == pl.col("burst_seq").max().over("run_id", "appl", "task", "thread")
     site = bm.select(*keys, pl.coalesce(pl.col("call_site") if "call_site" in bm.columns else pl.lit(None, pl.String),
                                         pl.col("mpi_call") if "mpi_call" in bm.columns else pl.lit(None, pl.String),
-                                        pl.lit("(end of thread)")).alias("closed_by"), "duration_s", "ipc")
+                                        pl.when(last).then(pl.lit("(end of thread)")).otherwise(pl.lit("(no MPI call)"))
+                                        ).alias("closed_by"), "duration_s", "ipc")
     j = site.join(b, on=keys, how="left")
     total = float(j["duration_s"].sum() or 1.0)
     return (
@@ -481,6 +527,116 @@ def _optional_view(wh: Warehouse, pattern: str) -> pl.DataFrame | None:
     return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
 
 
+#: Parts of every experiment's section after the built-in ones, in order. Each takes (warehouse, experiment, machine
+#: profile) and returns HTML starting with a :func:`heading` of level 3 (the table of contents lists it), or "" when it
+#: has nothing to say. Other modules append to it (the POP efficiencies, issue 25); a part's output is cached with
+#: its section (:func:`section_key`: the experiment's runs and the files of its folder).
+EXPERIMENT_PARTS: list[Callable[[Warehouse, str, Machine], str]] = []
+#: Parts of the report after the experiments overview, before the experiment sections: each takes the warehouse
+#: and returns HTML starting with a level-2 :func:`heading`, or "". Other modules append to it.
+REPORT_PARTS: list[Callable[[Warehouse], str]] = []
+#: share of burst time above a roof beyond which the profile is taken for another machine's
+ROOF_EXCESS_WARN = 0.01
+
+
+def merge_verdict(quality: pl.DataFrame) -> tuple[str, str]:
+    """An experiment's merge verdict (the worst of its counters') and the reason its worst counter gives."""
+    from synthtrace.tracelib.merge.checks import worst
+
+    if "verdict" not in quality.columns or quality.height == 0:
+        return "ok", ""
+    v = worst(quality["verdict"].fill_null("ok"))
+    reasons = (quality.filter(pl.col("verdict") == v)["verdict_reason"].drop_nulls().to_list()
+               if "verdict_reason" in quality.columns else [])
+    return v, next((r for r in reasons if r), "")
+
+
+def roof_excess(bm: pl.DataFrame, machine: Machine) -> dict[str, float]:
+    """Share of burst time above each per-core roof of ``machine``: the compute roof (FLOP/s at its widest ISA)
+    and, for bursts without FLOP counts, the instruction roof the roofline draws (4 instructions per cycle at the
+    profile's clock). A core cannot exceed them: time above means the profile is not the machine's."""
+    if bm.height == 0 or "duration_s" not in bm.columns:
+        return {}
+    total = float(bm["duration_s"].sum() or 0.0)
+    if total <= 0:
+        return {}
+    rate = pl.col("duration_s")
+    checks = {}
+    if "flop_rate" in bm.columns:
+        checks[f"compute roof ({machine.peak_flops_core() / 1e9:.3g} GFLOP/s per core)"] = (
+            pl.col("flop_rate") > machine.peak_flops_core())
+    if "instructions" in bm.columns:
+        no_flops = pl.col("flop_rate").is_null() if "flop_rate" in bm.columns else pl.lit(True)
+        checks[f"instruction roof ({machine.peak_ips_core(4.0) / 1e9:.3g} G instructions/s per core)"] = (
+            no_flops & (pl.col("instructions") / rate > machine.peak_ips_core(4.0)))
+    shares = bm.select(*[(pl.when(c.fill_null(False)).then(rate).otherwise(0.0).sum() / total).alias(name)
+                         for name, c in checks.items()]).row(0, named=True)
+    return {name: float(v) for name, v in shares.items() if v}
+
+
+def _profile_warning(name: str, bm: pl.DataFrame, machine: Machine) -> str:
+    over = {roof: share for roof, share in roof_excess(bm, machine).items() if share > ROOF_EXCESS_WARN}
+    if not over:
+        return ""
+    what = "; ".join(f"{share:.1%} of burst time above the {roof}" for roof, share in over.items())
+    return warning(f"{html.escape(what)} of the profile <b>{html.escape(machine.name)}</b>: the profile is probably "
+                   "not this machine: --machine PRESET (<code>synthtrace machines</code> lists them) or a machine.toml "
+                   "beside the traces", summary=f"{name}: the profile is probably not this machine ({what})")
+
+
+def _counter_advice(arch: pl.DataFrame, bm: pl.DataFrame, recorded: list[str]) -> list[str]:
+    """What to say of the bursts no archetype rule could decide: the counters that would decide them and no run
+    of the experiment recorded (record them in another run and merge); apart, the bursts without any counter
+    sample (a thread's last burst: no MPI call closed it, so no counter was read) and those whose recorded counters
+    hold no usable value (impossible values are treated as missing)."""
+    insuff = arch.filter((pl.col("unit") == "burst") & (pl.col("archetype") == INSUFFICIENT))
+    if insuff.height == 0:
+        return []
+    keys = [k for k in ("run_id", "appl", "task", "thread", "burst_seq") if k in insuff.columns and k in bm.columns]
+    if "missing_roles" in bm.columns and keys:
+        sampled = bm.select(*keys, (pl.col("missing_roles").list.len() < len(MISSING_ROLES)).alias("_sampled"))
+        insuff = insuff.join(sampled, on=keys, how="left").with_columns(pl.col("_sampled").fill_null(True))
+    else:
+        insuff = insuff.with_columns(pl.lit(True).alias("_sampled"))
+    unsampled = insuff.filter(~pl.col("_sampled"))
+    insuff = insuff.filter(pl.col("_sampled"))
+
+    def is_recorded(label: str) -> bool:
+        return any(same_quantity(token, c) or token == c for token in re.findall(r"[A-Za-z0-9_:]+", label)
+                   for c in recorded)
+
+    need = (insuff.explode("missing_counters").drop_nulls("missing_counters")
+            .group_by("missing_counters").agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9)
+                                                                         .alias("time_s"))
+            .with_columns(pl.col("missing_counters").map_elements(is_recorded, return_dtype=pl.Boolean)
+                          .alias("_recorded"))
+            .sort("time_s", descending=True))
+    parts = []
+    absent = (need.filter(~pl.col("_recorded")).drop("_recorded")
+              .rename({"missing_counters": "counter that would decide"}))
+    if absent.height:
+        parts += [f"<p class='note'>{insuff.height} bursts are <b>insufficient_counters</b>: the counters below, which "
+                  "no run of this experiment recorded, would decide them (record them in another run and merge).</p>",
+                  _table(absent)]
+    present = need.filter(pl.col("_recorded"))
+    if present.height:
+        names = html.escape(", ".join(present["missing_counters"].to_list()))
+        parts.append(f"<p class='note'>Bursts lack values of counters the experiment recorded ({names}): impossible "
+                     "values are treated as missing (<code>counter_anomalies</code>), or the run that recorded them "
+                     "was not merged.</p>")
+    if unsampled.height:
+        parts.append(f"<p class='note'>{unsampled.height} bursts ({unsampled['duration_ns'].sum() * 1e-9:.3g} s) have "
+                     "no counter sample at all: a thread's last burst, which no MPI call closed, so the tracer read no "
+                     "counter (no other run can supply them).</p>")
+    if insuff.height:
+        prov = (insuff.group_by("provisional")
+                .agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
+                .sort("time_s", descending=True))
+        parts += ["<p class='note'>Provisional archetypes of the bursts with samples (first rule that fires among "
+                  "those the counters decide):</p>", _table(prov)]
+    return parts
+
+
 def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None = None,
                        plot_dir: Path | None = None) -> tuple[str, dict]:
     """HTML of one experiment (computing the analysis in memory, without discovery, when it was not stored)."""
@@ -496,30 +652,32 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
         inp = load_experiment(wh, name)
         res = analyse_input(inp, machine=machine, thresholds=thresholds, discover=False)
         arch, bm, pm, discovery = res.archetypes, res.burst_metrics, res.phase_metrics, res.discovery
-    parts = [f"<h2>Experiment {html.escape(name)}</h2>", _machine_note(machine)]
+    parts = [heading(2, f"Experiment {name}", f"experiment-{name}")]
     mq = wh.experiment_dir(name) / "merge_quality.parquet"
-    if mq.is_file():
-        q = pl.read_parquet(mq)
-        cols = [c for c in ("counter", "source_run", "method", "coverage", "estimated_error", "estimated_error_p95",
-                            "cross_run_diff", "match_rate") if c in q.columns]
-        parts += ["<h3>Merge quality</h3>", _table(q.select(cols))]
-    parts += ["<h3>Archetype mix</h3>", _table(mix(arch), bars="time_share")]
-    insuff = arch.filter(pl.col("archetype") == INSUFFICIENT)
-    if insuff.height:
-        need = (insuff.explode("missing_counters").group_by("missing_counters").agg(pl.len().alias("bursts"))
-                .sort("bursts", descending=True).rename({"missing_counters": "counter that would decide"}))
-        prov = (
-            insuff.group_by("provisional")
-            .agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
-            .sort("time_s", descending=True)
-        )
-        parts += [
-            f"<p class='note'>{insuff.height} bursts are <b>insufficient_counters</b>: the counters below would "
-            "decide them (record them in another run and merge).</p>",
-            _table(need),
-            "<p class='note'>Their provisional archetypes (first rule that fires among those the counters decide):</p>",
-            _table(prov),
-        ]
+    q = pl.read_parquet(mq) if mq.is_file() else None
+    verdict, reason = merge_verdict(q) if q is not None else ("", "")
+    if verdict and verdict != "ok":
+        parts.append(warning(
+            f"merge verdict <b>{verdict}</b>{': ' + html.escape(reason) if reason else ''}. The merged counters of "
+            "this experiment, and the metrics, archetypes and plots drawn from them, may be wrong"
+            f"{' (misaligned runs)' if verdict == 'bad' else ''}: check the runs (<code>synthtrace runs</code>) and "
+            "the merge quality below.", summary=f"{name}: merge verdict {verdict}" + (f" ({reason})" if reason else ""),
+            bad=verdict == "bad"))
+    parts.append(_machine_note(machine))
+    # plots of one run: the merged trace (one run) or, before a merge, the first run; the table covers every run
+    run_ids = bm["run_id"].unique(maintain_order=True).to_list() if "run_id" in bm.columns else [None]
+    rid = run_ids[0]
+    b = bm.filter(pl.col("run_id") == rid) if rid is not None else bm
+    parts.append(_profile_warning(name, bm, machine))
+    if q is not None:
+        cols = [c for c in ("counter", "verdict", "verdict_reason", "source_run", "method", "coverage",
+                            "estimated_error", "estimated_error_p95", "cross_run_diff", "match_rate") if c in q.columns]
+        parts += [heading(3, "Merge quality", f"merge-quality-{name}"), _table(q.select(cols))]
+    parts += [heading(3, "Archetype mix", f"archetype-mix-{name}"), _table(mix(arch), bars="time_share")]
+    experiment_runs = runs_table(wh).filter(pl.col("experiment") == name)
+    recorded = (experiment_runs["counters"].explode().drop_nulls().unique().to_list()
+                if "counters" in experiment_runs.columns else [])
+    parts += _counter_advice(arch, bm, recorded)
     if discovery and "kappa" in discovery:
         parts.append(
             f"<p class='note'>Unsupervised discovery: {discovery.get('n_clusters')} duration-weighted "
@@ -527,10 +685,6 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
             f"{discovery.get('kappa', float('nan')):.3f} on {discovery.get('n_compared')} bursts, bootstrap ARI "
             f"{discovery.get('stability_ari', float('nan')):.3f}.</p>"
         )
-    # plots of one run: the merged trace (one run) or, before a merge, the first run; the table covers every run
-    run_ids = bm["run_id"].unique(maintain_order=True).to_list() if "run_id" in bm.columns else [None]
-    rid = run_ids[0]
-    b = bm.filter(pl.col("run_id") == rid) if rid is not None else bm
     a = arch.filter(pl.col("run_id") == rid) if rid is not None else arch
     p = pm.filter(pl.col("run_id") == rid) if rid is not None and "run_id" in pm.columns else pm
     keys = ["run_id", "appl", "task", "thread", "burst_seq"]
@@ -539,6 +693,13 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     pa = p.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
                 on=["run_id", "appl", "phase"], how="left") if "archetype" not in p.columns else p
     stem = f"{name}.{rid}" if rid else name
+    parts.append(heading(3, "Roofline, Ridgeline and timeline", f"plots-{name}"))
+    if verdict:
+        said = "" if verdict == "ok" else f": {html.escape(reason)}" if reason else ""
+        parts.append(f"<p class='{'note' if verdict == 'ok' else 'alert'}'>Merge verdict of these plots' data: "
+                     f"<b>{verdict}</b>{said}.</p>")
+    else:
+        parts.append("<p class='note'>Not merged: the plots show one run's own counters.</p>")
     if len(run_ids) > 1:
         parts.append(f"<p class='note'>Plots of run {html.escape(str(rid))}, the first of {len(run_ids)} runs "
                      f"(merge the experiment for one synthetic trace of them all).</p>")
@@ -547,13 +708,14 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
                        ("timeline", lambda: plot_timeline(a, pa, machine, ranks_per_socket=rps))):
         png = figure_png(plot().figure, (plot_dir / f"{stem}.{kind}.png") if plot_dir else None)
         parts.append(_img(png, f"{kind} of {stem}"))
-    parts += ["<h3>Top time consumers (closing MPI call site x archetype)</h3>",
+    parts += [heading(3, "Top time consumers (what closed the burst x archetype)", f"top-consumers-{name}"),
               _table(_top_consumers(bm, arch), bars="time_share")]
-    return "\n".join(parts), discovery
+    parts += [part(wh, name, machine) for part in EXPERIMENT_PARTS]
+    return "\n".join(x for x in parts if x), discovery
 
 
 #: bump when the HTML of a section changes shape: cached sections of an older shape are not reused
-SECTION_FORMAT = 1
+SECTION_FORMAT = 2
 
 
 def section_key(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None) -> str:
@@ -648,21 +810,39 @@ def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = Non
     analysis. ``on_step`` is told each section done (:func:`report_sections` + 1 steps)."""
     step = on_step or (lambda _: None)
     names = report_sections(wh, experiment)
-    body = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · generated "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>"]
-    body += ["<h2>Alerts</h2>", alerts_section(wh, _optional_view(wh, "regressions/*.parquet"))]
+    body = [heading(2, "Alerts", "alerts"), alerts_section(wh, _optional_view(wh, "regressions/*.parquet"))]
     step("alerts")
     if not names:
         body.append("<p>The warehouse holds no experiment yet.</p>")
     elif not experiment:
-        body += ["<h2>Experiments</h2>", _table(experiment_overview(wh), max_rows=500)]
+        body += [heading(2, "Experiments", "experiments"), _table(experiment_overview(wh), max_rows=500)]
+    body += [part(wh) for part in REPORT_PARTS]
+    profiles: dict[str, list[str]] = {}
     for n in names:
         profile = wh.experiment(n).machine(machine)  # arch (issue 26): the profile is the experiment's
+        profiles.setdefault(f"<b>{html.escape(profile.name)}</b> ({html.escape(profile.source or 'built in')})",
+                            []).append(n)
         body.append(cached_section(wh, n, profile, thresholds) if plot_dir is None else
                     experiment_section(wh, n, profile, thresholds, plot_dir)[0])
         step(n)
+    main = "".join(x for x in body if x)
+    used = "; ".join(f"{label} for {html.escape(', '.join(exps))}" for label, exps in profiles.items())
+    top = [f"<h1>synthtrace report</h1><p class='note'>warehouse {html.escape(str(wh.root))} · generated "
+           f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>"]
+    if used:
+        top.append(f"<p>Machine profile: {used}. Roofs and archetype thresholds come from it "
+                   "(<code>--machine</code>, or a machine.toml beside the traces).</p>")
+    said = warnings_in(main)
+    if said:
+        top.append("<div class='warn'><b>Warnings</b><ul>" + "".join(f"<li>{w}</li>" for w in said) + "</ul></div>")
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>synthtrace report</title>"
-           f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+           f"<style>{_CSS}</style></head><body>{''.join(top)}{table_of_contents(main)}{main}</body></html>")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     return write_atomically(out, lambda p: p.write_text(doc, encoding="utf-8"))
+
+
+# the POP efficiency section (issue 25), a warehouse-level part
+from synthtrace.pipelines.report_pop import pop_section  # noqa: E402
+
+REPORT_PARTS.append(pop_section)

@@ -11,8 +11,58 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.pipelines.cli_pop import FAIR, GOOD, HYBRID, ROWS
 from synthtrace.warehouse.layout import Warehouse
+
+#: the rows of the table: (label, column of pop_metrics / pop_scaling, kind); kind "eff" (percent, coloured),
+#: "x" (a factor), "s" (seconds), "n" (a count), "f" (a plain number)
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("Global efficiency", "global_efficiency", "eff"),
+    ("  Parallel efficiency", "parallel_efficiency", "eff"),
+    ("    Load balance", "load_balance", "eff"),
+    ("    Communication efficiency", "communication_efficiency", "eff"),
+    ("      Serialization efficiency", "serialization_efficiency", "eff"),
+    ("      Transfer efficiency", "transfer_efficiency", "eff"),
+    ("    MPI parallel efficiency", "mpi_parallel_efficiency", "eff"),
+    ("      MPI load balance", "mpi_load_balance", "eff"),
+    ("      MPI communication efficiency", "mpi_communication_efficiency", "eff"),
+    ("    OpenMP parallel efficiency", "openmp_parallel_efficiency", "eff"),
+    ("  Computation scalability", "computation_scalability", "eff"),
+    ("    IPC scalability", "ipc_scalability", "eff"),
+    ("    Instruction scalability", "instruction_scalability", "eff"),
+    ("    Frequency scalability", "frequency_scalability", "eff"),
+    ("Speedup", "speedup", "x"),
+    ("Average IPC", "ipc", "f"),
+    ("Average frequency (GHz)", "frequency_ghz", "f"),
+    ("Runtime (s)", "runtime_ns", "s"),
+    ("Runtime, ideal network (s)", "ideal_runtime_ns", "s"),
+    ("Useful duration, max (s)", "useful_max_ns", "s"),
+    ("Useful instructions", "useful_instructions", "n"),
+)
+#: POP's colour scale of an efficiency
+GOOD, FAIR = 0.8, 0.6
+HYBRID = {"mpi_parallel_efficiency", "mpi_load_balance", "mpi_communication_efficiency",
+          "openmp_parallel_efficiency"}
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def band(value: float | None) -> str | None:
+    """POP's colour band of an efficiency: ``good`` (>= 0.8, green), ``fair`` (>= 0.6, yellow), ``poor`` (red);
+    None when unknown."""
+    if _missing(value):
+        return None
+    return "good" if value >= GOOD else "fair" if value >= FAIR else "poor"
+
+
+def format_value(value: object, kind: str) -> str:
+    """A table cell's text by the row's kind (see :data:`ROWS`); "" when unknown."""
+    if _missing(value):
+        return ""
+    return {"eff": f"{value:.2%}", "x": f"{value:.2f}", "s": f"{value * 1e-9:.4g}", "n": f"{value:.4g}",
+            "f": f"{value:.3f}"}[kind]
+
 
 _COLOURS = {"good": "#c6efce", "fair": "#ffeb9c", "poor": "#ffc7ce"}
 #: the efficiencies drawn against cores
@@ -21,13 +71,9 @@ PLOTTED = ("global_efficiency", "parallel_efficiency", "load_balance", "communic
 
 
 def _td(value: object, kind: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "<td></td>"
-    if kind == "eff":
-        band = "good" if value >= GOOD else "fair" if value >= FAIR else "poor"
-        return f"<td style='background:{_COLOURS[band]}'>{value:.2%}</td>"
-    text = {"x": f"{value:.2f}", "s": f"{value * 1e-9:.4g}", "n": f"{value:.4g}", "f": f"{value:.3f}"}[kind]
-    return f"<td>{text}</td>"
+    colour = _COLOURS.get(band(value) or "") if kind == "eff" else None
+    style = f" style='background:{colour}'" if colour else ""
+    return f"<td{style}>{format_value(value, kind)}</td>"
 
 
 def pop_table_html(runs: pl.DataFrame) -> str:
@@ -81,18 +127,20 @@ def plot_scaling(runs: pl.DataFrame, app: str, path: Path | None = None) -> byte
 def pop_section(wh: Warehouse, plot_dir: Path | None = None) -> str:
     """The report's POP section: per application its table and, with runs at two scales or more, its scaling plot;
     a note when ``synthtrace pop`` has not been run."""
+    from synthtrace.pipelines.report import heading
     from synthtrace.tracelib.domain.pop import cores
     from synthtrace.warehouse.pop_store import read_pop_metrics, read_pop_scaling
 
     metrics, scaling = read_pop_metrics(wh), read_pop_scaling(wh)
+    title = heading(2, "POP efficiency", "pop")
     if metrics.height == 0:
-        return "<h2>POP efficiency</h2><p class='note'>No POP table yet: run <code>synthtrace pop</code>.</p>"
+        return f"{title}<p class='note'>No POP table yet: run <code>synthtrace pop</code>.</p>"
     df = (metrics.join(scaling.drop("run_name", "app", "n_ranks", "n_threads"), on="run_id", how="left")
           .with_columns(cores().alias("_cores")).sort("app", "_cores", "run_name"))
-    out = ["<h2>POP efficiency</h2>"]
+    out = [title]
     for app in df["app"].unique(maintain_order=True).to_list():
         runs = df.filter(pl.col("app") == app)
-        out.append(f"<h3>{html.escape(app)} ({runs['scaling'].drop_nulls().first() or 'strong'} scaling)</h3>")
+        out.append(heading(3, f"{app} ({runs['scaling'].drop_nulls().first() or 'strong'} scaling)", f"pop-{app}"))
         out.append(pop_table_html(runs))
         if runs["_cores"].n_unique() >= 2:
             safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", app)

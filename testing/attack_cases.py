@@ -152,5 +152,5 @@ def otf2_case(dest: Path, rnd: random.Random) -> tuple[Path, str]:
     defect = rnd.choice(hostile_otf2.DEFECTS)
     reading = rnd.choice([float("nan"), float("inf"), float("-inf"), 1e19, -1e30, 2.0**63, 123.0])
     peer = rnd.choice([2, 3, 99, 2**31 - 1, 2**32 - 2])
-    anchor = hostile_otf2.write(dest, defect, peer=peer, reading=reading if "metric" in defect else None)
+    anchor = hostile_otf2.write(dest, defect, peer=peer, reading=reading if defect in hostile_otf2.REFUSED else None)
     return anchor, defect

@@ -44,7 +44,8 @@ def write(root: Path, defect: str, *, peer: int = 99, reading: float | None = No
             e.mpi_recv(110, 0, a.world, 7, 64)
         e.leave(200, call, ins=5)
         if extra is not None:
-            e.ev.metric(a.ticks(250), extra, [reading if reading is not None else _READINGS[defect]])
+            value = reading if reading is not None and defect != "key_metric" else _READINGS[defect]
+            e.ev.metric(a.ticks(250), extra, [value])
         e.enter(300, "MPI_Barrier", ins=50)
         if defect == "timestamp_2_63" and rank == 1:  # the location's last records, at tick 2^63 + 5
             e.ev.leave(2**63 + 5, a.regions["MPI_Barrier"])

@@ -4,8 +4,8 @@
   over the useful (Running) bursts, the way BSC's modelfactors asks for it: a window of the counter's next event
   value, a window of the ``Useful`` function (1 while Running), their product, and a histogram of its ``Sum bursts``.
 - **Dimemas** (``SYNTHTRACE_DIMEMAS``, else ``Dimemas`` on ``PATH``; ``prv2dim`` beside it): the trace translated with
-  ``prv2dim`` and simulated on an ideal network (zero latency, no bandwidth limit, one task per node, no bus
-  contention); the ideal runtime is the end time of the Paraver trace Dimemas writes.
+  ``prv2dim`` and simulated on an ideal network (zero latency, no bandwidth limit, one task per node), or on a
+  given latency and bandwidth; the runtime is the end time of the Paraver trace Dimemas writes.
 
 Both are built from BSC's public repositories (/work/coord/TOOLS.md); tests skip where they are not found.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from testing.paramedir import _column, find_paramedir
 
-__all__ = ["counter_type", "dimemas_ideal_runtime", "find_dimemas", "find_paramedir", "first_application_copy",
-           "paramedir_useful_counter"]
+__all__ = ["counter_type", "dimemas_ideal_runtime", "dimemas_runtime", "find_dimemas", "find_paramedir",
+           "first_application_copy", "paramedir_useful_counter"]
 
 
 def _window(wid: int, name: str, thread_fn: str, extra: list[str]) -> list[str]:
@@ -94,13 +94,17 @@ def find_dimemas() -> tuple[Path, Path] | None:
     return (Path(found), prv2dim) if prv2dim.is_file() else None
 
 
-def _ideal_cfg(n_tasks: int) -> str:
-    """A Dimemas configuration of an ideal network: one task per node, no latency, instantaneous transfers."""
+def _network_cfg(n_tasks: int, latency_us: float = 0.0, bandwidth_gbs: float = 0.0, links: int = 1) -> str:
+    """A Dimemas configuration: one task per node, ``latency_us`` per message and ``bandwidth_gbs`` between nodes
+    (0: instantaneous), ``links`` input and output links per node (1 serialises a node's messages; many: no
+    contention, synthtrace's model)."""
+    lat, mbps = latency_us * 1e-6, bandwidth_gbs * 1e3
     return "\n".join([
         "#DIMEMAS_CONFIGURATION", "",
         '"wide area network information" {"", 1, 0, 4, 0.0, 0.0, 1};;', "",
-        f'"environment information" {{"", 0, "", {n_tasks}, 0.0, 0, 1}};;', "",
-        f'"multi node information" {{0, {n_tasks}, "ideal", 1, 1.0, 0.0, 0.0, 0, 1, 0, 0.0, 1, 1, 0.0}};;', "",
+        f'"environment information" {{"", 0, "", {n_tasks}, {mbps}, 0, 1}};;', "",
+        f'"multi node information" {{0, {n_tasks}, "node", 1, 1.0, 0.0, 0.0, 0, {links}, {links}, {lat}, {links}, '
+        f'{links}, 0.0}};;', "",
         '"predefined mapping information" {"1 TASKS_PER_NODE"};;', "",
         '"configuration files" {"", "", "", ""};;', "",
         '"file system parameters" {0.0, 0.0, 8.0, 0, 1.0};;', ""])
@@ -136,18 +140,19 @@ def first_application_copy(prv: Path, dest: Path) -> Path:
     return out
 
 
-def dimemas_ideal_runtime(dimemas: Path, prv2dim: Path, prv: Path, n_tasks: int, workdir: Path,
-                          timeout_s: float = 600) -> int:
-    """The runtime (ns) Dimemas predicts for ``prv`` on an ideal network: the end time of its simulated trace
-    (of its first application, see :func:`first_application_copy`)."""
+def dimemas_runtime(dimemas: Path, prv2dim: Path, prv: Path, n_tasks: int, workdir: Path, *,
+                    latency_us: float = 0.0, bandwidth_gbs: float = 0.0, links: int = 1,
+                    timeout_s: float = 600) -> int:
+    """The runtime (ns) Dimemas predicts for ``prv`` (its first application, see :func:`first_application_copy`) on
+    a network (default: the ideal one): the end time of its simulated trace."""
     workdir.mkdir(parents=True, exist_ok=True)
     prv = first_application_copy(prv, workdir / "appl1")
-    dim, cfg, sim = workdir / f"{prv.stem}.dim", workdir / f"{prv.stem}.ideal.cfg", workdir / f"{prv.stem}.sim.prv"
+    dim, cfg, sim = workdir / f"{prv.stem}.dim", workdir / f"{prv.stem}.network.cfg", workdir / f"{prv.stem}.sim.prv"
     conv = subprocess.run([str(prv2dim), str(prv), str(dim)], capture_output=True, text=True, timeout=timeout_s,
                           cwd=workdir)
     if not dim.is_file():
         raise RuntimeError(f"prv2dim could not translate {prv} (exit {conv.returncode}): {conv.stdout}{conv.stderr}")
-    cfg.write_text(_ideal_cfg(n_tasks))
+    cfg.write_text(_network_cfg(n_tasks, latency_us, bandwidth_gbs, links))
     run = subprocess.run([str(dimemas), "-S", "32k", "--dim", str(dim), "-p", str(sim), str(cfg)],
                          capture_output=True, text=True, timeout=timeout_s, cwd=workdir)
     if not sim.is_file():
@@ -158,3 +163,8 @@ def dimemas_ideal_runtime(dimemas: Path, prv2dim: Path, prv: Path, n_tasks: int,
     if m is None:
         raise RuntimeError(f"Dimemas wrote a trace without an end time: {header!r}")
     return int(m.group(1)) * (1000 if m.group(2) == "_us" else 1)
+
+
+def dimemas_ideal_runtime(dimemas: Path, prv2dim: Path, prv: Path, n_tasks: int, workdir: Path) -> int:
+    """The runtime (ns) Dimemas predicts for ``prv`` on an ideal network (zero latency, instantaneous transfers)."""
+    return dimemas_runtime(dimemas, prv2dim, prv, n_tasks, workdir)

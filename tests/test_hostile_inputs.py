@@ -69,15 +69,17 @@ def test_otf2_semantic_defects_are_refused_or_read(tmp_path, run_cli, defect):
 
 # ------------------------------------------------------------------------ item 7: counters named like keys
 def test_pcf_counter_named_like_a_key_column_is_renamed(tmp_path, run_cli):
-    """A .pcf labelling PAPI_TOT_INS `task` (or `START_NS`: DuckDB's names ignore case) gave a DuplicateError."""
+    """A .pcf labelling PAPI_TOT_INS `task` (or `START_NS`: DuckDB's names ignore case) gave a DuplicateError; a
+    private name (`_hidden`) a SchemaError."""
     prv = copy_trace(PRIME, tmp_path / "t")
     pcf = prv.with_suffix(".pcf")
     text = pcf.read_text()
     pcf.write_text(text.replace("42000050 PAPI_TOT_INS [Instr completed]", "42000050 task [Instr completed]")
-                   .replace("42000059 PAPI_TOT_CYC [Total cycles]", "42000059 START_NS [Total cycles]"))
+                   .replace("42000059 PAPI_TOT_CYC [Total cycles]", "42000059 START_NS [Total cycles]")
+                   .replace("42000055 PAPI_BR_INS [Branches]", "42000055 _hidden [Branches]"))
     code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
     assert code == 0, err
-    assert "task_42000050" in err and "START_NS_42000059" in err
+    assert "task_42000050" in err and "START_NS_42000059" in err and "'hidden_42000055'" in err
     code, out, err = run_cli("sql", "SELECT count(*) AS n, sum(task_42000050) > 0 AS counted FROM bursts",
                              "-w", tmp_path / "wh", "-f", "csv")
     assert code == 0 and out.splitlines()[1].endswith(",true"), (out, err)

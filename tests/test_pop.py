@@ -18,6 +18,7 @@ from synthtrace.tracelib.domain.pop import (
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES
 
 PINGPONG = TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"
+real_traces = pytest.mark.real_traces
 
 
 def _run(path, run_id: str, app: str = "app") -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -40,6 +41,7 @@ def real():
     return {p.stem.split("_")[0]: _run(p, p.stem[:8]) for p in (LULESH_A, LULESH_B, PRIME, JACOBI)}
 
 
+@real_traces
 def test_per_run_factors_follow_the_pop_definitions_on_real_traces(real):
     for name, (threads, runs) in real.items():
         m = pop_metrics(threads, runs).row(0, named=True)
@@ -55,6 +57,7 @@ def test_per_run_factors_follow_the_pop_definitions_on_real_traces(real):
                 m["communication_efficiency"]), name
 
 
+@real_traces
 def test_ranks_threads_and_hybrid_terms(real):
     lulesh = pop_metrics(*real["lulesh"]).row(0, named=True)
     assert (lulesh["n_ranks"], lulesh["n_threads"]) == (8, 1)  # the 12 uncore readers (appl 2) are no ranks
@@ -98,6 +101,7 @@ def test_strong_and_weak_scaling_factors_against_the_smallest_run():
         pop_scaling(s, "linear")
 
 
+@real_traces
 def test_a_series_with_one_scale_is_said_to_need_two(real):
     threads, runs = real["prime"]
     m = pop_metrics(threads, runs)
@@ -105,6 +109,7 @@ def test_a_series_with_one_scale_is_said_to_need_two(real):
     assert pop_scaling(m).row(0, named=True)["speedup"] == 1.0
 
 
+@real_traces
 def test_a_run_without_counters_gives_the_time_factors_and_says_which_columns_are_empty():
     threads, runs = _run(PINGPONG, "pp")
     m = pop_metrics(threads, runs)

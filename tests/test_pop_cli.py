@@ -145,3 +145,21 @@ def test_the_report_section_colours_each_efficiency_on_pops_scale(run_cli, tmp_p
         assert cell and float(cell.group(2)) == pytest.approx(m[col] * 100, abs=0.006)
         assert colour[cell.group(1)](m[col]), (label, m[col], cell.group(1))
     assert "need runs at two scales" in html and "<img" not in html
+
+
+def test_the_pop_views_before_pop_ran_say_how_to_fill_them(run_cli, tmp_path):
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", PRIME, "-w", wh)[0] == 0
+    for view in ("pop_metrics", "pop_scaling"):
+        code, out, err = run_cli("sql", f"SELECT * FROM {view}", "-w", wh)
+        assert code == 2 and "run `synthtrace pop`" in err, err
+
+
+def test_synthtrace_report_has_the_pop_section_in_its_contents(run_cli, warehouse, tmp_path):
+    assert run_cli("pop", "-w", warehouse)[0] == 0
+    out = tmp_path / "report.html"
+    code, _, err = run_cli("report", "-w", warehouse, "--out", out)
+    assert code == 0, err
+    html = out.read_text()
+    assert "id='pop'>POP efficiency</h2>" in html and "href='#pop'" in html  # listed in the table of contents
+    assert "id='pop-lulesh'" in html and "id='pop-prime'" in html  # one table per application

@@ -129,6 +129,7 @@ def _thread_ends(bursts: pl.DataFrame, mpi: pl.DataFrame) -> pl.DataFrame:
             .group_by("appl", "task", "thread").agg(pl.col("end_ns").max()))
 
 
+@pytest.mark.real_traces
 def test_the_ideal_replay_of_real_traces_lies_between_the_useful_time_and_the_runtime(real_runs):
     for stem, (runtime, bursts, mpi, messages) in real_runs.items():
         res = replay(mpi, messages, _thread_ends(bursts, mpi))
@@ -138,9 +139,33 @@ def test_the_ideal_replay_of_real_traces_lies_between_the_useful_time_and_the_ru
         assert res.n_messages == messages.height, stem  # every communication record was paired to its calls
 
 
+@pytest.mark.real_traces
 def test_replayed_on_the_recorded_network_the_runtime_is_the_traced_one_within_10_percent(real_runs):
     # one Skylake-SP node (LULESH: shared-memory MPI, ~0.5 us, ~10 GB/s); FinisTerrae II (prime): InfiniBand FDR
     networks = {"lulesh": Network.of(0.5, 10.0), "prime": Network.of(1.5, 6.0)}
     for stem, (runtime, bursts, mpi, messages) in real_runs.items():
         res = replay(mpi, messages, _thread_ends(bursts, mpi), networks[stem.split("_")[0]])
         assert abs(res.runtime_ns - runtime) / runtime < 0.10, (stem, res.runtime_ns, runtime)
+
+
+def test_a_receive_recorded_at_the_wait_that_completed_it_completes_there():
+    # OTF2-style: the receive's record is in the MPI_Wait that completed it, not at the MPI_Irecv
+    c = calls((1, "MPI_Isend", 800, 805), (2, "MPI_Irecv", 10, 12), (2, "MPI_Wait", 500, 900),
+              (2, "MPI_Wait", 1000, 1010))
+    m = pl.DataFrame([message(1, 802, 2, 899)], schema=MSG_SCHEMA)
+    res = replay(c, m, ends(t1=805, t2=1100))
+    waits = res.calls.filter((pl.col("task") == 2) & (pl.col("mpi_call") == "MPI_Wait"))
+    assert waits["end_ns"].to_list() == [800, 900]  # the first wait waits for the data, the second for nothing
+
+
+def test_a_receive_polled_with_testall_completes_at_the_first_test_after_the_send():
+    # the simulator's halo: Irecv, then a loop of MPI_Testall polls until the data are there
+    c = calls((1, "MPI_Isend", 395, 397), (2, "MPI_Irecv", 10, 12), (2, "MPI_Testall", 100, 102),
+              (2, "MPI_Testall", 200, 202), (2, "MPI_Testall", 300, 302), (2, "MPI_Testall", 400, 402))
+    m = pl.DataFrame([message(1, 396, 2, 11)], schema=MSG_SCHEMA)
+    res = replay(c, m, ends(t1=397, t2=500))
+    assert res.n_released == 0
+    tests = res.calls.filter(pl.col("mpi_call") == "MPI_Testall")
+    # the computation between polls is replayed as recorded (98 ns each, the polls cost nothing); the poll that
+    # found the data (the first ending after the send) waits for it, the Irecv itself does not
+    assert tests["end_ns"].to_list() == [98, 196, 294, 395]

@@ -179,7 +179,7 @@ def test_report_lists_each_experiment_once(tmp_path, mixed_wh, run_cli):
     code, _, err = run_cli("report", "--out", out, "--warehouse", mixed_wh, "--machine", "generic")
     assert code == 0, err
     text = out.read_text()
-    assert text.count("<h2>Experiment mixed</h2>") == 1 and text.count("<h2>Experiment lulesh</h2>") == 1
+    assert text.count(">Experiment mixed</h2>") == 1 and text.count(">Experiment lulesh</h2>") == 1
     assert "ipc 1.5 → 1.1 (z -7.0)" in text and "{'name'" not in text
 
     assert "Machine profile <b>generic dual-socket AVX2 node</b> (preset generic)" in text
@@ -195,7 +195,7 @@ def test_report_reads_the_machine_toml_beside_the_traces(tmp_path, run_cli):
     import synthtrace.tracelib
     from testing.traces import copy_trace
 
-    preset = Path(synthtrace.tracelib.__file__).parent / "machines" / "generic.toml"
+    preset = Path(synthtrace.tracelib.__file__).parent / "domain" / "machines" / "generic.toml"  # after the split
     copy_trace(PRIME, tmp_path / "prime")
     (tmp_path / "prime" / "machine.toml").write_text(
         preset.read_text().replace('name = "generic dual-socket AVX2 node"', 'name = "lab node [rack 7]"'))
@@ -244,3 +244,112 @@ def test_report_redraws_only_the_experiments_that_changed(tmp_path, mixed_wh, ru
     assert sorted(drawn) == ["lulesh", "lulesh", "mixed"]
     assert run_cli("report", "--out", out3, "-w", wh, "--machine", "a64fx")[0] == 0  # another machine: redrawn
     assert sorted(drawn) == ["lulesh", "lulesh", "lulesh", "mixed", "mixed"]
+
+
+# ---------------------------------------------------------------------------------------------- issue 24 item 5
+def test_timeline_labels_time_under_the_bars():
+    """The bars themselves carry time labels in readable units (they had none; only the roof panel did)."""
+    b, c = two_rank_program()
+    res = analyse(b, c, machine=TEST_MACHINE, discover=False)
+    tl = plot_timeline(res.archetypes, _phase_archetypes(res), TEST_MACHINE, ranks_per_socket=2)
+    tl.figure.canvas.draw()
+    labels = [t.get_text() for t in tl.figure.axes[0].get_xticklabels() if t.get_visible() and t.get_text()]
+    assert "10 ms" in labels and "time" in tl.figure.axes[0].get_xlabel()
+
+
+def _report(run_cli, wh: Path, out: Path, *extra) -> str:
+    code, _, err = run_cli("report", "--out", out, "-w", wh, *extra)
+    assert code == 0, err
+    return out.read_text()
+
+
+@pytest.fixture
+def bad_merge_wh(tmp_path, mixed_wh) -> Path:
+    """mixed_wh with a merge of lulesh whose quality says one transferred counter is badly aligned."""
+    import shutil
+
+    wh = Path(shutil.copytree(mixed_wh, tmp_path / "wh"))
+    (wh / "experiments" / "lulesh").mkdir(parents=True, exist_ok=True)
+    pl.DataFrame({"counter": ["PAPI_TOT_INS", "PAPI_L3_TCM"], "verdict": ["ok", "bad"],
+                  "verdict_reason": [None, "only 41% of bursts >= 10 us matched"],
+                  "source_run": ["a", "b"], "coverage": [1.0, 0.41]}).write_parquet(
+        wh / "experiments" / "lulesh" / "merge_quality.parquet")
+    return wh
+
+
+def test_report_shows_the_merge_verdict_beside_the_plots(tmp_path, bad_merge_wh, run_cli):
+    text = _report(run_cli, bad_merge_wh, tmp_path / "r.html", "--machine", "generic")
+    section = text[text.index(">Experiment lulesh</h2>"):]
+    section = section[:section.index("<h2", 1)] if "<h2" in section[1:] else section
+    assert "merge verdict <b>bad</b>: only 41% of bursts &gt;= 10 us matched" in section  # the banner
+    before_plots = section[:section.index("data:image/png")]
+    assert "Merge verdict of these plots' data: <b>bad</b>" in before_plots
+    assert "verdict_reason" in section  # the merge quality table says why, per counter
+    top = text[:text.index("<h2")]
+    assert "lulesh: merge verdict bad (only 41% of bursts &gt;= 10 us matched)" in top  # listed at the top
+
+
+def test_report_names_its_profile_and_warns_when_bursts_exceed_its_roofs(tmp_path, mixed_wh, run_cli):
+    """A profile whose roofs the measured bursts exceed is not the machine's: the report says so."""
+    import synthtrace.tracelib
+
+    generic = Path(synthtrace.tracelib.__file__).parent / "domain" / "machines" / "generic.toml"
+    slow = tmp_path / "slow.toml"
+    named = generic.read_text().replace('name = "generic dual-socket AVX2 node"', 'name = "a 50 MHz node"')
+    slow.write_text(re.sub(r"frequency_ghz = [0-9.]+", "frequency_ghz = 0.05", named))
+    text = _report(run_cli, mixed_wh, tmp_path / "r.html", "--machine", slow)
+    top = text[:text.index("<h2")]
+    assert "Machine profile: <b>a 50 MHz node</b>" in top
+    assert "the profile is probably not this machine: --machine" in text
+    assert "the profile is probably not this machine" in top and "of burst time above the instruction roof" in top
+
+
+def test_report_has_a_table_of_contents_and_honest_counter_advice(tmp_path, mixed_wh, run_cli, monkeypatch):
+    """Contents link to every section; 'record these counters' names only counters no run recorded; OpenMP bursts
+    closed by no MPI call are not all '(end of thread)'; a part appended to EXPERIMENT_PARTS is drawn and listed."""
+    from synthtrace.pipelines import report as report_mod
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.runs import runs_table
+
+    monkeypatch.setattr(report_mod, "EXPERIMENT_PARTS", [
+        lambda wh, name, machine: report_mod.heading(3, f"Extra of {name}", f"extra-{name}") + "<p>extra</p>"])
+    text = _report(run_cli, mixed_wh, tmp_path / "r.html", "--machine", "generic")
+    toc = text[text.index("<nav class='toc'>"):text.index("</nav>")]
+    anchors = re.findall(r"href='#([^']+)'", toc)
+    assert {"alerts", "experiments", "experiment-mixed", "experiment-lulesh", "extra-mixed"} <= set(anchors)
+    assert all(f"id='{a}'" in text for a in anchors)
+    recorded = runs_table(Warehouse(mixed_wh)).filter(pl.col("experiment") == "mixed")["counters"].explode().to_list()
+    mixed = text[text.index(">Experiment mixed</h2>"):]
+    mixed = mixed[:mixed.index(">Experiment lulesh</h2>")] if ">Experiment lulesh</h2>" in mixed else mixed
+    if "counter that would decide" in mixed:
+        table = mixed[mixed.index("counter that would decide"):]
+        table = table[:table.index("</table>")]
+        asked = re.findall(r"<td class='l'>([^<]+)</td>", table)
+        assert asked and not [c for c in asked if c.split(" ")[0] in recorded], asked
+    consumers = mixed[mixed.index(">Top time consumers"):]
+    consumers = consumers[:consumers.index("</table>")]
+    closed_by = re.findall(r"<tr><td class='l'>([^<]+)</td>", consumers)
+    assert closed_by and set(closed_by) != {"(end of thread)"}, closed_by
+    assert "(no MPI call)" in closed_by  # jacobi's OpenMP bursts
+
+
+@pytest.mark.slow
+def test_report_loads_in_headless_chromium_without_errors_or_requests(tmp_path, bad_merge_wh, run_cli):
+    """The report opened as a reader opens it: no console error, no request beyond the file itself and its
+    embedded images, every image decoded, every contents link lands on a heading."""
+    from testing.browser import chromium, load_page
+
+    if chromium() is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    page = tmp_path / "r.html"
+    _report(run_cli, bad_merge_wh, page, "--machine", "generic")
+    probe = ("{images: [...document.images].map(i => i.complete && i.naturalWidth > 0), "
+             "links: [...document.querySelectorAll('nav.toc a')].map(a => "
+             "!!document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1)))), "
+             "banners: document.querySelectorAll('div.warn').length}")
+    load = load_page(page, probe)
+    assert load.errors == [] and load.failed == [], (load.errors, load.failed)
+    assert load.requests[0] == page.resolve().as_uri()
+    assert all(u.startswith("data:image/png;base64,") for u in load.requests[1:]), load.requests
+    assert load.facts["images"] and all(load.facts["images"]), load.facts
+    assert load.facts["links"] and all(load.facts["links"]) and load.facts["banners"] >= 2, load.facts

@@ -60,5 +60,5 @@ def test_every_spelling_of_a_view_is_found(wh, run_cli, spelling):
 ])
 def test_listing_the_catalog_sees_every_view(wh, run_cli, listing):
     """The views with files in the warehouse, whichever way the catalog is listed."""
-    assert csv_values(run_cli, listing, wh) == ["bursts", "counter_anomalies", "events", "mpi_calls", "runs",
-                                               "uncore_samples"]
+    assert csv_values(run_cli, listing, wh) == ["bursts", "counter_anomalies", "events", "mpi_calls",
+                                               "mpi_messages", "runs", "uncore_samples"]

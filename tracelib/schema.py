@@ -85,6 +85,12 @@ def is_reserved_column(name: str) -> bool:
     return name.lower() in _RESERVED_LOWER or name.startswith("_")
 
 
+def unreserved_column(name: str, suffix: str) -> str:
+    """The column a counter named ``name`` is stored under when :func:`is_reserved_column` (``task`` ->
+    ``task_<suffix>``, ``_hidden`` -> ``hidden_<suffix>``: never private, never a key)."""
+    return f"{name.lstrip('_') or 'counter'}_{suffix}"
+
+
 def counter_columns(bursts: pl.DataFrame | pl.LazyFrame) -> list[str]:
     """The counter columns of a bursts-like or MPI-call table, in table order: its numeric columns that are neither
     fixed (:data:`NON_COUNTER_COLUMNS`) nor private (named ``_...``). The one rule of the code base."""

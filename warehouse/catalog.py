@@ -38,6 +38,7 @@ VIEW_FILES: dict[str, str] = {
     "regressions": "regressions/*.parquet",
     "pop_metrics": "experiments/*/pop_metrics.parquet",
     "pop_scaling": "pop/pop_scaling.parquet",
+    "mpi_messages": "runs/*/mpi_messages.parquet",
 }
 #: views that exist (empty, typed) even before anything is ingested (their schemas: :func:`_empty_view_sql`)
 ALWAYS_THERE = ("runs", "bursts", "mpi_calls", "events", "counter_anomalies")

@@ -16,7 +16,7 @@ import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
-from synthtrace.tracelib.schema import RUN_SCHEMA
+from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.programs import choose_program  # issue 28 (models helper)
@@ -328,6 +328,16 @@ class _Reported:
         return self
 
 
+def _write_logical_messages(stage: Path, run_id: str, records: pl.DataFrame) -> None:
+    """mpi_messages.parquet: one row per point-to-point message with its logical identity and both ends' thread,
+    call_seq and time (:func:`synthtrace.tracelib.merge.messages.logical_messages`), from the stored calls."""
+    from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages
+
+    calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
+    logical_messages(calls, records).select(pl.lit(run_id).alias("run_id"), pl.all()).write_parquet(
+        stage / "mpi_messages.parquet", statistics=True)
+
+
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
     """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
@@ -347,13 +357,16 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         summary.calls.sink_parquet(stage / "mpi_calls.parquet", statistics=True)
     if summary.messages.height:  # pop (issue 25): the point-to-point messages, which the replay pairs calls by
         summary.messages.write_parquet(stage / "messages.parquet", statistics=True)
+        if summary.n_calls:  # merge-core (issue 22): their logical identities, the mpi_messages view
+            _write_logical_messages(stage, run_id, summary.messages)
     shutil.rmtree(stage / "_calls")
     if summary.n_uncore:  # memory-controller samples: per-burst DRAM traffic is derived on read
         summary.thread_nodes.write_parquet(stage / "threads.parquet")
     else:
         (stage / "uncore").rmdir()
+    # events and counter_anomalies are written even when empty: their views then bind files, and `sql`/`runs`
+    # never build an empty view's types through polars (the fast path imports no frame library)
     if not summary.n_events:
-        (stage / "events").rmdir()
-    if summary.anomalies.height:
-        summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
+        pl.DataFrame(schema=EVENT_SCHEMA).write_parquet(stage / "events" / "part-00000.parquet")
+    summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
     return summary

@@ -27,6 +27,8 @@ FILLED_BY = {
     "predictions": "nothing has been predicted yet: run `synthtrace predict`",
     "regressions": "no regression detection has run yet: run `synthtrace detect`",
     "uncore_samples": "no run holds uncore samples (Extrae's uncore readers)",
+    "pop_metrics": "no POP table has been computed yet: run `synthtrace pop`",
+    "pop_scaling": "no POP table has been computed yet: run `synthtrace pop`",
 }
 _MISSING_COLUMN = re.compile(r'Referenced column "?(.+?)"? not found', re.I)
 _MISSING_TABLE = re.compile(r"Table with name (\S+) does not exist", re.I)

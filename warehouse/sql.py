@@ -55,7 +55,7 @@ _UNIT_BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**1
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 MIN_MEMORY_BYTES = 16 * 2**20
 #: attempts at a query whose files a concurrent writer removed or replaced (each on a fresh listing)
-_ATTEMPTS = 4
+_ATTEMPTS = 8
 #: DuckDB type ids written to CSV as they are; nested types become JSON text, every other type DuckDB's text
 _CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger",
               "ubigint", "uhugeint",
@@ -209,8 +209,8 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
             listed = view_files(wh, views)
             try:
                 return _run(wh, sql, timeout_s, spill, fetch, (views, listed), limits)
-            except (engine.IOException, engine.PermissionException):
-                if attempt + 1 == _ATTEMPTS or view_files(wh, views) == listed:
+            except (engine.IOException, engine.PermissionException) as exc:
+                if attempt + 1 == _ATTEMPTS or not _raced(exc, listed, view_files(wh, views)):
                     raise
         raise AssertionError("unreachable")
     except engine.InterruptException:
@@ -225,6 +225,15 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
         raise QueryError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
         shutil.rmtree(spill, ignore_errors=True)
+
+
+def _raced(exc: Exception, listed: dict[str, list[str]], now: dict[str, list[str]]) -> bool:
+    """True when a failure to read comes from a writer, not from the query: the files changed since the listing,
+    or the error names a listed file (removed and written again meanwhile: a run removed and re-ingested)."""
+    if now != listed:
+        return True
+    message = str(exc)
+    return any(path in message for paths in listed.values() for path in paths)
 
 
 def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,

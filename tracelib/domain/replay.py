@@ -7,14 +7,19 @@ as it is. MPI calls take no time of their own; they wait only for what MPI makes
 
 - **point-to-point**: a message's send is posted by the call that holds its logical send time, its receive by the
   call that holds its logical receive time (Extrae writes the post of an ``MPI_Irecv`` there). A blocking receive
-  completes in its own call; a non-blocking one in the first wait-family call after its post that ends once the
-  message was sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or after both
-  ends are posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which ``prv2dim``
-  writes synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
+  completes in its own call, as does a receive recorded in a wait or test call (OTF2 records it where it
+  completed); a non-blocking one in the first wait or test call (``MPI_Testall`` polling) after its post that ends
+  once the message was sent. The data arrive ``latency + bytes / bandwidth`` after the send is posted (eager), or
+  after both ends are posted for a blocking send, which is a rendezvous (as Dimemas replays ``MPI_Send``, which
+  ``prv2dim`` writes synchronous); the sender of a rendezvous waits for the transfer; non-blocking sends never wait.
 - **collectives** (blocking ones, and ``MPI_Init``, on which ``prv2dim`` puts a barrier): the k-th collective of
   every thread on one communicator is one operation; everybody leaves it when the last one arrived, plus the
   network's collective cost (``ceil(log2 P)`` stages of ``latency + bytes / bandwidth`` for the fan-in and/or
   fan-out, Dimemas' logarithmic model).
+
+Messages do not contend for links (Dimemas with as many links per node as messages in flight; checked against it
+in tests/test_pop_oracles.py): on a network slow enough for a node's messages to queue, the prediction is a lower
+bound.
 
 The event loop is one Numba kernel, each call visited once plus once per wake-up (> 1 M MPI calls/s,
 benchmarks/results/pop.md). Dependencies a trace cut short leaves without their partner (a collective some
@@ -43,7 +48,8 @@ _STAGES = {"barrier": (1, 1), "one_to_all": (0, 1), "all_to_one": (1, 0), "all_t
 _COLLECTIVES = {n: c.role for n, c in MPI_CALLS.items() if c.kind == "collective" and c.blocking}
 _BLOCKING_RECV = calls_with(roles=("recv", "sendrecv"), blocking=True)
 _RENDEZVOUS_SEND = calls_with(roles=("send",), blocking=True)
-_WAITS = calls_with(roles=("wait",))
+#: calls that complete requests: waits, and tests (a polling loop: the test that found the data completes it)
+_COMPLETIONS = calls_with(roles=("wait", "test"))
 #: MPI_Init: prv2dim puts a barrier at its end (Dimemas' default)
 _INIT = "MPI_Init"
 
@@ -93,6 +99,25 @@ class ReplayResult:
 
 # ============================================================================ the kernel
 @cached_njit
+def _wake(w, stack, top, queued, done):  # pragma: no cover - compiled
+    """Queue thread ``w`` to be advanced (once: a queued or finished thread is not queued again); the new top."""
+    if queued[w] or done[w]:
+        return top
+    stack[top] = w
+    queued[w] = True
+    return top + 1
+
+
+@cached_njit
+def _release(c, when, release, member_ptr, members, stack, top, queued, done):  # pragma: no cover - compiled
+    """Release collective operation ``c`` at ``when`` and queue its members; the new top."""
+    release[c] = when
+    for k in range(member_ptr[c], member_ptr[c + 1]):
+        top = _wake(members[k], stack, top, queued, done)
+    return top
+
+
+@cached_njit
 def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cost, member_ptr, members,
                    post_ptr, posts, wait_ptr, waits, msg_cost, msg_rendezvous, msg_sender, msg_receiver):
     """Advance every thread as far as its dependencies allow, waking a message's partner when one end is posted
@@ -119,9 +144,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
     stack = np.empty(n_threads, np.int64)
     top = 0
     for th in range(n_threads - 1, -1, -1):
-        stack[top] = th
-        queued[th] = True
-        top += 1
+        top = _wake(th, stack, top, queued, done)
     remaining = n_threads
     n_released = 0
     while remaining > 0:
@@ -134,13 +157,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
             i = pc[best]
             c = coll_of[i]
             if c >= 0 and release[c] < 0:
-                release[c] = cmax[c] + coll_cost[c]
-                for k in range(member_ptr[c], member_ptr[c + 1]):
-                    w = members[k]
-                    if not queued[w] and not done[w]:
-                        stack[top] = w
-                        queued[w] = True
-                        top += 1
+                top = _release(c, cmax[c] + coll_cost[c], release, member_ptr, members, stack, top, queued, done)
             for k in range(wait_ptr[i], wait_ptr[i + 1]):
                 m = waits[k] >> 1
                 if spost[m] < 0:
@@ -148,10 +165,7 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
                 if rpost[m] < 0:
                     rpost[m] = t[best]
             n_released += 1
-            if not queued[best]:
-                stack[top] = best
-                queued[best] = True
-                top += 1
+            top = _wake(best, stack, top, queued, done)
         top -= 1
         th = stack[top]
         queued[th] = False
@@ -174,23 +188,18 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
                     else:
                         spost[m] = t[th]
                         w = msg_receiver[m]
-                    if w != th and not queued[w] and not done[w]:
-                        stack[top] = w
-                        queued[w] = True
-                        top += 1
+                    if w != th:
+                        top = _wake(w, stack, top, queued, done)
                 c = coll_of[i]
                 if c >= 0:
                     arrived[c] += 1
                     if t[th] > cmax[c]:
                         cmax[c] = t[th]
                     if arrived[c] >= coll_need[c] and release[c] < 0:
-                        release[c] = cmax[c] + coll_cost[c]
-                        for k in range(member_ptr[c], member_ptr[c + 1]):
-                            w = members[k]
-                            if w != th and not queued[w] and not done[w]:
-                                stack[top] = w
-                                queued[w] = True
-                                top += 1
+                        queued[th] = True  # running: not queued again by its own release
+                        top = _release(c, cmax[c] + coll_cost[c], release, member_ptr, members, stack, top, queued,
+                                       done)
+                        queued[th] = False
             ready = t[th]
             blocked = False
             c = coll_of[i]
@@ -235,8 +244,8 @@ def _locate_kernel(op_ptr, op_start, tids, times):  # pragma: no cover - compile
 
 @cached_njit
 def _completion_kernel(op_ptr, op_end, is_wait, tids, post_op, due):  # pragma: no cover - compiled
-    """Per non-blocking receive: the first wait-family op after its post that ends at or after ``due`` (the post
-    itself when there is none)."""
+    """Per non-blocking receive: the first completion op (wait, test) after its post that ends at or after ``due``
+    (the post itself when there is none)."""
     out = post_op.copy()
     for j in range(tids.size):
         for i in range(post_op[j] + 1, op_ptr[tids[j] + 1]):
@@ -365,9 +374,10 @@ def _messages(ops: _Ops, messages: pl.DataFrame, keys: np.ndarray, net: Network)
     stid, rtid, sop, rop, s_time = stid[ok], rtid[ok], sop[ok], rop[ok], s_time[ok]
     name = ops.frame["mpi_call"]
     blocking_recv = name.is_in(list(_BLOCKING_RECV)).to_numpy()
-    is_wait = name.is_in(list(_WAITS)).to_numpy()
-    # a non-blocking receive completes in the first wait after its post that ends once the message was sent
-    cop = np.where(blocking_recv[rop], rop,
+    is_wait = name.is_in(list(_COMPLETIONS)).to_numpy()
+    # a non-blocking receive completes in the first wait after its post that ends once the message was sent; a
+    # receive recorded in the call that completed it (OTF2 writes it at the wait) completes there
+    cop = np.where(blocking_recv[rop] | is_wait[rop], rop,
                    _completion_kernel(ops.ptr, ops.end, is_wait, rtid, rop, np.maximum(ops.end[rop] + 1, s_time)))
     size = m["size"].fill_null(0).to_numpy()[known][ok].astype(np.float64)
     rendezvous = name.is_in(list(_RENDEZVOUS_SEND)).to_numpy()[sop]

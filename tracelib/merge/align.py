@@ -69,8 +69,8 @@ from numba import njit, prange
 from synthtrace.tracelib.merge.anchors import key_pairs, key_repair
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.message_graph import (
-    MESSAGE_COLUMNS, Ends, agreement, disagreeing, ends, follow_messages,
-                                               message_ends)
+    MESSAGE_COLUMNS, Ends, agreement, bracketed, disagreeing, ends, follow_messages, logical_ends, message_ends)
+from synthtrace.tracelib.merge.messages import POLLING_CALLS, is_completion
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.tracelib.thread_key import thread_key
 
@@ -220,7 +220,7 @@ def _closing_rows(b_tid: np.ndarray, b_end: np.ndarray, c_tid: np.ndarray, c_sta
 
 
 def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence[str],
-                   config: AlignConfig = AlignConfig()) -> pl.DataFrame:
+                   config: AlignConfig = AlignConfig(), messages: pl.DataFrame | None = None) -> pl.DataFrame:
     """One run's bursts prepared for alignment, sorted by thread and ``burst_seq`` (a sorted input keeps its order).
 
     Columns: appl, task, thread, burst_seq, start_ns, end_ns, duration_ns (ns), mpi_call, peer, bytes_sent,
@@ -230,7 +230,8 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     call site than the others), when that call has a partner; else the ``osig`` the previous burst got from its own
     opening call if that burst lasted less than ``carry_ns``; 0 otherwise), smsg / rmsg / schan / rchan (the message
     the burst sends and receives, and their channels: :func:`synthtrace.tracelib.merge.message_graph.message_ends`),
-    ldur
+    ``repeat`` (a burst closed by a completion or polling call
+    that also closed the burst before it: one unit with it), ldur
     (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN
     when not recorded) for each of ``features``.
     """
@@ -248,8 +249,13 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     b = _sorted_by_thread(b, "burst_seq")
     # the MPI call closing each burst: same thread, call start == burst end (first such call)
     if calls.height:
+        # a completion call (Wait/Test families) posts no message: which messages it completed depends on their
+        # arrival, so its partner and sizes stay out of every signature (its communicator stays)
+        posts = ~is_completion(pl.col("mpi_call"))
         c = _sorted_by_thread(calls.select(thread_id(), "call_seq", "start_ns", "end_ns", "appl",
-                                           *[pl.col(k).cast(t) if k in calls.columns else pl.lit(None, t).alias(k)
+                                           *[(pl.col(k).cast(t) if k == "comm" else
+                                              pl.when(posts).then(pl.col(k).cast(t)).alias(k))
+                                             if k in calls.columns else pl.lit(None, t).alias(k)
                                              for k, t in call_cols.items()],
                                            pl.struct("mpi_call", "call_site").hash(SIG_SEED).alias("_csig"),
                                            pl.col("mpi_call").cast(pl.String)),
@@ -257,7 +263,8 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         b_tid, c_tid = b.get_column("_tid").to_numpy(), c.get_column("_tid").to_numpy()
         rows = _closing_rows(b_tid, b.get_column("end_ns").to_numpy(), c_tid, c.get_column("start_ns").to_numpy())
         idx = pl.Series(rows).scatter(np.flatnonzero(rows < 0), None)
-        b = b.with_columns(c.select(pl.col(k).gather(idx) for k in call_cols))
+        b = b.with_columns(c.select(*[pl.col(k).gather(idx) for k in call_cols],
+                                    pl.col("call_seq").gather(idx).alias("_close_seq")))
         # the call that opened the burst (exit == burst start): its partner and size tell which message the
         # burst processes after an MPI_ANY_SOURCE receive or MPI_Waitany
         rows = _closing_rows(b_tid, b.get_column("start_ns").to_numpy(), c_tid, c.get_column("end_ns").to_numpy())
@@ -265,11 +272,13 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         b = b.with_columns(c.select(pl.col("peer").gather(idx).alias("open_peer"),
                                     pl.col("bytes_recv").gather(idx).alias("open_bytes"),
                                     pl.col("_csig").gather(idx).alias("open_call"),
+                                    pl.col("call_seq").gather(idx).alias("_open_seq"),
                                     *[pl.col(k).gather(idx).alias(f"open_{k}") for k in OPEN_ONLY]))
     else:
         b = b.with_columns(*[pl.lit(None, t).alias(k) for k, t in call_cols.items()],
                            pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"),
-                           pl.lit(None, pl.UInt64).alias("open_call"),
+                           pl.lit(None, pl.UInt64).alias("open_call"), pl.lit(None, pl.Int64).alias("_close_seq"),
+                           pl.lit(None, pl.Int64).alias("_open_seq"),
                            *[pl.lit(None, {**call_cols, "mpi_call": pl.String}[k]).alias(f"open_{k}")
                              for k in OPEN_ONLY])
     b = b.with_columns(
@@ -284,11 +293,16 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         .cast(pl.UInt64).alias("osig"),
     )
     # the messages a burst sends (its closing call) and receives (its opening call): message_graph
-    opening = {"peer": "open_peer", "bytes_recv": "open_bytes", **{k: f"open_{k}" for k in OPEN_ONLY}}
-    b = pl.concat([b, message_ends(
-        b.select("appl", "task", *MESSAGE_COLUMNS, pl.col("end_ns").alias("t")),
-        b.select("appl", "task", *[pl.col(opening[k]).alias(k) for k in MESSAGE_COLUMNS],
-                 pl.col("start_ns").alias("t")))], how="horizontal")
+    if messages is not None:  # the run's logical messages: every end named exactly, whatever the timing
+        ends_ = logical_ends(b.select("appl", "task", "thread", "mpi_call", "_close_seq", "_open_seq",
+                                      pl.col("open_mpi_call").alias("_open_call")), messages)
+    else:  # from the calls' partners and sizes, channels shifted by time (message_graph.message_ends)
+        opening = {"peer": "open_peer", "bytes_recv": "open_bytes", **{k: f"open_{k}" for k in OPEN_ONLY}}
+        ends_ = message_ends(
+            b.select("appl", "task", *MESSAGE_COLUMNS, pl.col("end_ns").alias("t")),
+            b.select("appl", "task", *[pl.col(opening[k]).alias(k) for k in MESSAGE_COLUMNS],
+                     pl.col("start_ns").alias("t")))
+    b = pl.concat([b, ends_], how="horizontal")
     n = b.height
     tid = b.get_column("_tid").to_numpy()
     dur = b.get_column("duration_ns").to_numpy().astype(np.float64)
@@ -300,8 +314,16 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     carry = np.zeros(n, bool)
     carry[1:] = (osig[1:] == 0) & ~new_thread[1:] & (dur[:-1] < config.carry_ns)
     osig = np.where(carry, np.roll(osig, 1), osig)
+    # a run of completion or polling calls is one unit (Test x N is Test x M): every burst after the first of
+    # the run is a repeat, which counts for no iteration clock
+    lsig = b.get_column("lsig").to_numpy()
+    repeat = np.zeros(n, bool)
+    repeat[1:] = ~new_thread[1:] & (lsig[1:] == lsig[:-1])
+    repeat &= b.select((is_completion(pl.col("mpi_call")) | pl.col("mpi_call").is_in(list(POLLING_CALLS)))
+                       .fill_null(False)).to_series().to_numpy()
     b = b.with_columns(
         pl.Series("osig", osig, pl.UInt64),
+        pl.Series("repeat", repeat, pl.Boolean),
         pl.Series("ldur", np.log1p(dur / 1e3), pl.Float64),
         pl.Series("gap", config.gap_base + config.gap_size * dur / (dur + config.gap_half_ns), pl.Float64),
         *[
@@ -311,7 +333,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     )
     return b.drop(
         "open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site",
-        "tag", "n_messages", *[f"open_{k}" for k in OPEN_ONLY])
+        "tag", "n_messages", "_close_seq", "_open_seq", *[f"open_{k}" for k in OPEN_ONLY])
 
 
 # --------------------------------------------------------------------------------------------- kernel
@@ -881,7 +903,9 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     sequence, see :mod:`synthtrace.tracelib.merge.anchors`; NULL when unmatched or the thread has no iteration clock),
     msg_agree (the message the burst sends or receives is matched end to end to one message of the other run; NULL
     when not checked) and msg_misaligned (the burst's thread disagrees with its partners' messages both ways), see
-    :mod:`synthtrace.tracelib.merge.message_graph`. With ``config.message_graph``, a thread whose matches disagree with
+    :mod:`synthtrace.tracelib.merge.message_graph`, and msg_consistent (the nearest checked messages before and after
+    the burst on its thread, itself included, have their ends matched to one message each: :func:`bracketed`; NULL
+    when unmatched or none is checked). With ``config.message_graph``, a thread whose matches disagree with
     its partners' is re-aligned on the pairs their messages imply (:func:`message_graph.follow_messages`).
     """
     timing_only = len(features) == 0
@@ -913,8 +937,9 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     r_pos[r_rows] = np.arange(r_rows.size)
     o_pos = np.full(other.height, -1, np.int64)
     o_pos[o_rows] = np.arange(o_rows.size)
-    ki, kj, chain, mi, mj, r_it, o_it = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur),
-                                                  (config.sub_feat, config.sub_dur))
+    kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur))
+    ki, kj, chain, mi, mj = kp.ref, kp.other, kp.chain, kp.msg_ref, kp.msg_other
+    r_it, o_it = kp.ref_iteration, kp.other_iteration
     if config.anchors:
         inside = (r_pos[ki] >= 0) & (o_pos[kj] >= 0)
         ki, kj, chain = r_pos[ki[inside]], o_pos[kj[inside]], chain[inside]
@@ -992,4 +1017,6 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         # the two ends of the row's message are matched to the two ends of one message (NULL: not checked)
         pl.Series("msg_agree", agree == 1, pl.Boolean).scatter(np.flatnonzero(agree < 0), None),
         # the row's thread disagrees with its partners' messages both ways (message_graph.disagreeing)
-        pl.Series("msg_misaligned", np.isin(r_tid, misaligned), pl.Boolean))
+        pl.Series("msg_misaligned", np.isin(r_tid, misaligned), pl.Boolean),
+        # the checked messages just before and after the pair on its thread agree (NULL: unmatched, or none checked)
+        bracketed(r_tid, agree, hit))

@@ -6,7 +6,8 @@ iteration a burst belongs to. The call sequence can: an MPI program repeats the 
 iteration, so every thread gets an **iteration clock** from its own call sequence and the bursts are keyed by
 *logical position*:
 
-1. the **clock signature** of a thread is the closing call (call, site, communicator, partner, bytes; ``csig`` of
+1. the **clock signature** of a thread is the closing call (of a run of completion or polling calls, which repeat
+   as often as messages arrive, the first only; call, site, communicator, partner, bytes; ``csig`` of
    :func:`synthtrace.tracelib.merge.align.sequence_table`) that closes the most bursts among those that close the same
    number of bursts as most other signatures do (the calls made once per iteration), present in both runs,
    among calls whose bursts are long (at least 90 % of them >= ``CLOCK_MIN_NS``: polling iterations repeat a
@@ -34,6 +35,7 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -52,6 +54,8 @@ OFFSET_TOL = (1.25, 0.01)
 def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     """Per thread (``_tid``), the clock call ``_clock`` (a ``csig``) chosen on the reference run among those both
     runs have."""
+    # a completion or polling call repeats as often as messages arrive: the first of a run of them counts
+    ref, other = ref.filter(~pl.col("repeat")), other.filter(~pl.col("repeat"))
     counts = (ref.group_by("_tid", pl.col("csig").alias("sig"))
               .agg(pl.len().alias("n"), pl.col("duration_ns").quantile(0.1).alias("d"),
                    # a receive from a named partner may be a wildcard's: its place in the iteration varies
@@ -73,9 +77,10 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
 def _logical_keys(t: pl.DataFrame, clocks: pl.DataFrame) -> pl.DataFrame:
     """``t`` (row order kept) with ``_it`` (clock bursts before the row on its thread; 0 without a clock) and
     ``_rank`` (bursts with the row's signature before it in that iteration)."""
-    k = t.select("_tid", "sig", "csig").with_row_index("_row").join(clocks, on="_tid", how="left",
+    k = t.select("_tid", "sig", "csig", "repeat").with_row_index("_row").join(clocks, on="_tid", how="left",
                                                                       maintain_order="left")
-    tick = (k.get_column("csig") == k.get_column("_clock")).fill_null(False).cast(pl.Int64).to_numpy()
+    tick = ((k.get_column("csig") == k.get_column("_clock")).fill_null(False) & ~k.get_column("repeat")
+            ).cast(pl.Int64).to_numpy()
     tid = k.get_column("_tid").to_numpy()
     first = np.r_[True, tid[1:] != tid[:-1]] if tid.size else np.zeros(0, bool)  # rows of a thread are contiguous
     before = np.cumsum(tick) - tick
@@ -137,8 +142,8 @@ def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.nd
     mid-iteration moves the iteration boundary by one), ties going to the behaviour's median, then to 0.
     """
     rows = []
-    r_clock = rk.filter(pl.col("csig") == pl.col("_clock")).select("_tid", "_row")
-    o_clock = ok.filter(pl.col("csig") == pl.col("_clock")).select("_tid", "_row")
+    r_clock = rk.filter((pl.col("csig") == pl.col("_clock")) & ~pl.col("repeat")).select("_tid", "_row")
+    o_clock = ok.filter((pl.col("csig") == pl.col("_clock")) & ~pl.col("repeat")).select("_tid", "_row")
     o_groups = {t: g for (t,), g in o_clock.partition_by("_tid", as_dict=True).items()}
     for (tid,), g in r_clock.partition_by("_tid", as_dict=True).items():  # one iteration per thread
         og = o_groups.get(tid)
@@ -229,8 +234,20 @@ def _join_pairs(rk: pl.DataFrame, ok: pl.DataFrame, on: list[str]) -> tuple[np.n
     return p.get_column("_row").to_numpy().astype(np.int64), p.get_column("_orow").to_numpy().astype(np.int64)
 
 
+class KeyPairs(NamedTuple):
+    """What :func:`key_pairs` finds (rows of the two prepared tables, int64 arrays)."""
+
+    ref: np.ndarray  # reference rows of the key pairs, sorted
+    other: np.ndarray  # their other rows
+    chain: np.ndarray  # bool per key pair: in its thread's longest monotone chain (an anchor)
+    msg_ref: np.ndarray  # reference rows of the message pairs
+    msg_other: np.ndarray  # their other rows
+    ref_iteration: np.ndarray  # iteration of every reference row (-1: no clock)
+    other_iteration: np.ndarray  # iteration of every other row in the reference's numbering (-1: no clock)
+
+
 def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], reject: tuple[float, float],
-              substitute: tuple[float, float]) -> tuple[np.ndarray, ...]:
+              substitute: tuple[float, float]) -> KeyPairs:
     """Key pairs of two prepared runs (rows of :func:`synthtrace.tracelib.merge.align.sequence_table` tables).
 
     Returns (reference rows, other rows, anchor mask, message reference rows, message other rows, iteration of
@@ -274,7 +291,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     clocked = [(k.get_column("_clock").is_not_null() & k.get_column("_it").is_not_null()).to_numpy() for k in (rk, ok)]
     r_it = np.where(clocked[0], rk.get_column("_it").fill_null(-1).to_numpy(), -1)
     o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
-    return ri, oj, chain, mi[keep], mj[keep], r_it, o_it
+    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it)
 
 
 def key_repair(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:

@@ -14,6 +14,9 @@ count), from the reference counters both runs recorded:
   of one call site that holds at least ``SITE_MIN_SHARE`` of the instructions; the same program on the same input
   executes the same instructions for the same burst (within 1 %), another input deck or code version does not
   (a code version may change one kernel only);
+- **bracketing messages**: every matched pair is checked against the logical messages just before and after it on
+  its thread: both must have their two ends matched to the two ends of one message of the other run. A pair that
+  fails lies in a span the alignment placed differently from its partners (``merge_matches.ambiguous``);
 - **message agreement** (:mod:`synthtrace.tracelib.merge.message_graph`): ``msg_agreement`` is the share of the
   reference run's messages, among those whose two ends are matched and named in both runs, whose ends are matched
   to the two ends of one message of the other run; ``msg_misaligned`` counts the threads that disagree with their
@@ -21,8 +24,9 @@ count), from the reference counters both runs recorded:
   however alike its iterations look. One channel disagreeing one way is a channel whose shift a run's timing got
   wrong (ranks that drift apart), not a misalignment. Messages are judged whatever the length of their bursts.
 
-Verdict per (experiment, counter): ``bad`` when the misfit share exceeds ``BAD_MISFIT``, coverage is below
-``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the misfit share exceeds
+Verdict per (experiment, counter): ``bad`` when the share of checked pairs in ambiguous spans or the misfit share
+exceeds ``BAD_MISFIT``, coverage is below
+``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when either exceeds
 ``SUSPECT_MISFIT``, coverage is below ``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or
 matching used timing only; else ``ok``. A recorded counter is ``ok``. The experiment's verdict is the worst of
 its counters'.
@@ -30,6 +34,7 @@ its counters'.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -41,11 +46,24 @@ SITE_MIN_SHARE, SITE_MIN_PAIRS = 0.1, 20
 ORDER = {"ok": 0, "suspect": 1, "bad": 2}
 
 
+@dataclass(frozen=True)
+class PairSignals:
+    """What the matched pairs of one other run say (see the module docstring): ``misfit`` (share of long matched
+    pairs), ``work_shift`` (log ratio), ``coverage_long`` (share), ``msg_agreement`` (share; None: no message
+    checked), ``msg_misaligned`` (threads)."""
+
+    misfit: float | None
+    work_shift: float | None
+    coverage_long: float | None
+    msg_agreement: float | None
+    msg_misaligned: int
+    inconsistent: int = 0  # long matched pairs whose logical messages before or after disagree (ambiguous span)
+    checked: int = 0  # long matched pairs with a checked message before or after them
+
+
 def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl.DataFrame, work: str | None,
-                 rate: str | None, long_ref: pl.Series) -> dict[str, float | None]:
-    """misfit (share of long matched pairs), work_shift (median log ratio of work), coverage_long,
-    msg_agreement (None: no message checked) and msg_misaligned (threads), from a match table of
-    :func:`synthtrace.tracelib.merge.align.align_runs`."""
+                 rate: str | None, long_ref: pl.Series) -> PairSignals:
+    """The :class:`PairSignals` of a match table of :func:`synthtrace.tracelib.merge.align.align_runs`."""
     other_row = matches.get_column("other_row")
     n_long = int(long_ref.sum())
     matched = other_row.is_not_null() & long_ref
@@ -53,10 +71,11 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
     off_iter = (~matches.get_column("same_iter")).fill_null(False)
+    consistent = matches.get_column("msg_consistent").filter(matched)
+    spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     if work is None or not matched.any():
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
-        return {"misfit": misfit, "work_shift": None, "coverage_long": cov, "msg_agreement": agree,
-                "msg_misaligned": off_ranks}
+        return PairSignals(misfit, None, cov, agree, off_ranks, *spans)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
     f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
@@ -71,8 +90,7 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     site = ref_bursts.select(pl.coalesce([c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
                                          or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
-    return {"misfit": s[0], "work_shift": _largest_site_shift(pairs, s[1]), "coverage_long": cov,
-            "msg_agreement": agree, "msg_misaligned": off_ranks}
+    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans)
 
 
 def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | None:
@@ -91,14 +109,22 @@ def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | N
 
 
 def verdict(misfit: float | None, coverage_long: float | None, work_shift: float | None,
-            timing_only: bool, msg_misaligned: int = 0) -> tuple[str, str]:
-    """(verdict, reason) of a transferred counter from the signals of its source run."""
+            timing_only: bool, msg_misaligned: int = 0, inconsistent: int = 0, checked: int = 0) -> tuple[str, str]:
+    """(verdict, reason) of a transferred counter from the signals of its source run (``inconsistent`` of
+    ``checked`` long pairs lie between logical messages that disagree)."""
+    spans = inconsistent / checked if checked else 0.0
     if misfit is not None and misfit > BAD_MISFIT:
         return "bad", f"{misfit:.0%} of matched bursts differ in work and rate: misaligned"
     if coverage_long is not None and coverage_long < BAD_COVERAGE:
         return "bad", f"only {coverage_long:.0%} of bursts >= 10 us matched"
     if msg_misaligned:
         return "bad", f"{msg_misaligned} thread(s) disagree with their partners' messages both ways: misaligned"
+    if spans > BAD_MISFIT:
+        return "bad", (f"{inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the runs "
+                       "disagree on: misaligned (an iteration one run has and the other has not?)")
+    if spans > SUSPECT_MISFIT:
+        return "suspect", (f"an ambiguous span: {inconsistent} matched bursts >= 10 us ({spans:.1%}) lie between "
+                           "logical messages the runs disagree on (merge_matches.ambiguous)")
     if misfit is not None and misfit > SUSPECT_MISFIT:
         return "suspect", f"{misfit:.1%} of matched bursts differ in work and rate"
     if coverage_long is not None and coverage_long < SUSPECT_COVERAGE:

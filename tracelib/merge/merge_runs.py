@@ -7,7 +7,9 @@ and MPI calls as read by a trace reader or from the warehouse) and returns a :cl
   times, its closing MPI call, one column per counter of *any* run, ``match_score`` and ``estimated``;
 - ``quality``: one row per counter: the run it comes from, how it got there, coverage and estimated error;
 - ``matches``: provenance (merge_matches): per reference burst and other run, the other run's task, thread and
-  burst (in its own numbering; NULL when unmatched) and the match score.
+  burst (in its own numbering; NULL when unmatched), the match score and ``ambiguous``: the logical messages
+  just before or after the pair disagree between the runs (the pair lies in a span the data did not place, e.g.
+  around an iteration one run has and the other has not).
 
 **Before aligning**, each other run's task numbering is checked against the reference's
 (:mod:`synthtrace.tracelib.merge.ranks`: renumbered when the message graph says so, refused when it cannot tell), and
@@ -36,14 +38,15 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.checks import WORK_SHIFT, pair_signals, verdict
+from synthtrace.tracelib.merge.checks import WORK_SHIFT, PairSignals, pair_signals, verdict
+from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.ranks import rank_mapping, renumber
 from synthtrace.tracelib.merge.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
@@ -74,7 +77,7 @@ QUALITY_SCHEMA: dict[str, pl.DataType] = {
 MATCHES_SCHEMA: dict[str, pl.DataType] = {
     "experiment": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(), "burst_seq": pl.Int64(),
     "other_run": pl.String(), "other_run_id": pl.String(), "other_task": pl.Int32(), "other_thread": pl.Int32(),
-    "other_burst_seq": pl.Int64(), "score": pl.Float64(),
+    "other_burst_seq": pl.Int64(), "score": pl.Float64(), "ambiguous": pl.Boolean(),
 }
 
 
@@ -112,6 +115,10 @@ class RunTables:
     run_name: str
     bursts: pl.DataFrame
     mpi_calls: pl.DataFrame
+    #: the trace's communication records (MESSAGE_SCHEMA of :mod:`synthtrace.tracelib.formats.bursts`: both ends'
+    #: task, thread and logical time, size, tag), when the reader or the warehouse kept them; else None and the
+    #: logical messages come from the calls alone (:mod:`synthtrace.tracelib.merge.messages`)
+    messages: pl.DataFrame | None = None
 
     @property
     def counters(self) -> list[str]:
@@ -148,6 +155,60 @@ class MergeResult:
     quality: pl.DataFrame
     matches: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AlignedRun:
+    """One other run aligned to the reference (what :func:`_align_other` returns).
+
+    ``run``: the run with its tasks renumbered as the reference's (``renumbered``: {appl << ID_BITS | own task:
+    reference task}, None when they correspond as numbered); ``original``: the run as given; ``matches``: the match
+    table of the reference bursts (:func:`synthtrace.tracelib.merge.align.align_runs`), its ``other_row`` indexing
+    ``source`` (the run's bursts followed by its multi-piece units), compared with ``reference`` (the reference
+    bursts, an apportioned burst's counters replaced by its unit's) and ``share`` (a reference burst's share of its
+    unit; None when no unit is split); ``common``: counters both runs recorded, ``features`` those the alignment
+    compared; ``signals``: the checks of :mod:`synthtrace.tracelib.merge.checks`; ``rate``: share of reference
+    bursts matched; ``mean_score``: mean match score; ``comm``: share of matched pairs whose closing calls agree
+    (None when nothing matched)."""
+
+    run: RunTables
+    original: RunTables
+    renumbered: dict[int, int] | None
+    matches: pl.DataFrame
+    common: tuple[str, ...]
+    features: tuple[str, ...]
+    reference: pl.DataFrame
+    source: pl.DataFrame
+    share: pl.Series | None
+    signals: PairSignals
+    rate: float
+    mean_score: float
+    comm: float | None
+
+
+@dataclass(frozen=True)
+class QualityRow:
+    """One row of ``merge_quality`` before the experiment's columns are added (see QUALITY_SCHEMA and the module
+    docstring; shares in [0, 1], errors relative)."""
+
+    counter: str
+    source_run: str
+    source_run_id: str
+    method: str
+    rescaled_by: str | None
+    coverage: float
+    coverage_long: float | None
+    estimated_share: float
+    estimated_error: float | None
+    estimated_error_p95: float | None
+    cross_run_diff: float | None
+    match_rate: float
+    mean_match_score: float
+    comm_agreement: float | None
+    msg_agreement: float | None
+    misfit: float | None
+    verdict: str
+    verdict_reason: str | None
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -204,22 +265,23 @@ def _call_histogram(calls: pl.DataFrame) -> str:
 
 # --------------------------------------------------------------------------------------------- merge
 def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.DataFrame, ref_counters: list[str],
-                 counters: list[str], options: MergeOptions, notes: list[str]) -> dict:
-    """Align one other run to the reference: its rank correspondence, match table and signals.
+                 counters: list[str], options: MergeOptions, notes: list[str],
+                 ref_messages: pl.DataFrame) -> AlignedRun:
+    """Align one other run to the reference: its rank correspondence, match table and signals (:class:`AlignedRun`).
 
-    Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned; the match table is that of the reference bursts, its
-    ``other_row`` indexing ``run``'s bursts (followed by its multi-piece units), and ``reference`` / ``share``
-    say what each source row is compared with and which share of it a reference burst gets."""
+    Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts."""
     check_same_layout(ref, o)  # the same tasks and threads, whatever their numbering
     bursts, calls, renum = o.bursts, o.mpi_calls, None
+    messages = logical_messages(o.mpi_calls, o.messages)
     if options.map_ranks:
-        renum = rank_mapping(ref.bursts, ref.mpi_calls, o.bursts, o.mpi_calls, (ref.run_name, o.run_name))
+        renum = rank_mapping(ref.bursts, message_counts(ref_messages), o.bursts, message_counts(messages),
+                             (ref.run_name, o.run_name))
     if renum:
-        bursts, calls = renumber(o.bursts, o.mpi_calls, renum)
+        bursts, calls, messages = renumber(o.bursts, o.mpi_calls, renum, messages)
         bursts = sort_bursts(bursts)
         moved = sorted((task_of(k), v) for k, v in renum.items() if task_of(k) != v)
         notes.append(f"run {o.run_name!r} numbers its tasks differently from {ref.run_name!r}: mapped by its "
-                     f"message graph and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
+                     f"logical messages and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
                      f"{', ...' if len(moved) > 8 else ''})")
     mapped = replace(o, bursts=bursts, mpi_calls=calls)
     common = [c for c in ref_counters if c in counters]
@@ -230,7 +292,10 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
         warnings.warn(msg, TimingOnlyWarning, stacklevel=3)
         notes.append(msg)
     o_units = units(bursts)
-    o_seq = sequence_table(o_units.table, calls, counters, options.align)
+    # message ends are named from the communication records when the run has them (exact pairing); from the calls,
+    # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
+    o_seq = sequence_table(o_units.table, calls, counters, options.align,
+                           messages if o.messages is not None else None)
     m = align_runs(ref_seq, o_seq, feats, options.align)
     _check_same_program(ref, o, calls, ref_seq, o_seq, m.get_column("other_seq").is_not_null(), options, notes)
     reference, source, share = ref.bursts, bursts, None
@@ -242,14 +307,15 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
-    if sig["work_shift"] is not None and abs(sig["work_shift"]) > WORK_SHIFT:
-        notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig['work_shift']):.3f} the "
+    if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
+        notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
                      f"instructions of {ref.run_name!r}'s: not the same input or code version?")
-    return {"run": mapped, "original": o, "renumbered": renum, "matches": m, "common": common, "features": feats,
-            "reference": reference, "source": source, "share": share, "signals": sig,
-            "rate": float(matched.mean()) if ref.bursts.height else 0.0,
-            "mean_score": float(m.get_column("match_score").mean() or 0.0),
-            "comm": float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None}
+    return AlignedRun(
+        run=mapped, original=o, renumbered=renum, matches=m, common=tuple(common), features=tuple(feats),
+        reference=reference, source=source, share=share, signals=sig,
+        rate=float(matched.mean()) if ref.bursts.height else 0.0,
+        mean_score=float(m.get_column("match_score").mean() or 0.0),
+        comm=float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None)
 
 
 def _check_same_program(ref: RunTables, o: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFrame,
@@ -304,7 +370,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                 f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common to validate the "
                 "match; use --allow-timing-only to match by MPI structure and timing alone")
     ref_units = units(ref.bursts)
-    ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align)
+    ref_messages = logical_messages(ref.mpi_calls, ref.messages)
+    ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align,
+                             ref_messages if ref.messages is not None else None)
     base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
     long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
@@ -312,16 +380,16 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     for o in others:
         all_counters += [c for c in counters_of[o.run_id] if c not in all_counters]
     n_steps = len(others) + len(all_counters)
-    per_run = {}
+    per_run: dict[str, AlignedRun] = {}
     for o in others:
         per_run[o.run_id] = _align_other(ref, ref_units, o, ref_seq, ref_counters, counters_of[o.run_id], options,
-                                         notes)
+                                         notes, ref_messages)
         if on_step:
             on_step(f"aligned {o.run_name}", n_steps)
 
     # ---- counters: recorded by the reference, or transferred from the best source run
     merged = pl.concat([base, ref.bursts.select(ref_counters)], how="horizontal")
-    quality_rows = []
+    quality_rows: list[QualityRow] = []
     flags: list[pl.Expr] = []  # per transferred counter: estimated?
     score_cols: dict[str, str] = {}
     choices: dict[str, Choice] = {}
@@ -329,39 +397,38 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         if on_step and i:  # the step of the counter before has ended (the loop body has several exits)
             on_step(f"merged {all_counters[i - 1]}", n_steps)
         if c in ref_counters:
-            partner = next((per_run[o.run_id] for o in others if c in per_run[o.run_id]["common"]), None)
+            partner = next((per_run[o.run_id] for o in others if c in per_run[o.run_id].common), None)
             cross = None
             if partner:
-                e = relative_errors(transferred(partner["reference"], partner["source"],
-                                                partner["matches"].get_column("other_row"), c, Plan()),
-                                    partner["reference"].get_column(c), long_ref)
+                e = relative_errors(transferred(partner.reference, partner.source,
+                                                partner.matches.get_column("other_row"), c, Plan()),
+                                    partner.reference.get_column(c), long_ref)
                 cross = float(e.median()) if e.len() else None
-            quality_rows.append({"counter": c, "source_run": ref.run_name, "source_run_id": ref.run_id,
-                                 "method": "recorded", "rescaled_by": None,
-                                 "coverage": float(merged.get_column(c).is_not_null().mean()) if n_ref else 0.0,
-                                 "coverage_long": _share(merged.get_column(c).is_not_null(), long_ref),
-                                 "estimated_share": 0.0, "estimated_error": 0.0, "estimated_error_p95": 0.0,
-                                 "cross_run_diff": cross, "match_rate": 1.0, "mean_match_score": 1.0,
-                                 "comm_agreement": 1.0, "msg_agreement": None, "misfit": None, "verdict": "ok",
-                                 "verdict_reason": None})
+            quality_rows.append(QualityRow(
+                counter=c, source_run=ref.run_name, source_run_id=ref.run_id, method="recorded", rescaled_by=None,
+                coverage=float(merged.get_column(c).is_not_null().mean()) if n_ref else 0.0,
+                coverage_long=_share(merged.get_column(c).is_not_null(), long_ref), estimated_share=0.0,
+                estimated_error=0.0, estimated_error_p95=0.0, cross_run_diff=cross, match_rate=1.0,
+                mean_match_score=1.0, comm_agreement=1.0, msg_agreement=None, misfit=None, verdict="ok",
+                verdict_reason=None))
             continue
         sources = [o for o in others if c in counters_of[o.run_id]]
-        src = max(sources, key=lambda o: per_run[o.run_id]["rate"])  # first by name among the best
+        src = max(sources, key=lambda o: per_run[o.run_id].rate)  # first by name among the best
         info = per_run[src.run_id]
-        other_row = info["matches"].get_column("other_row")
+        other_row = info.matches.get_column("other_row")
         if src.run_id not in choices:
-            choices[src.run_id] = choose(info["reference"], info["source"], other_row, info["common"], long_ref,
+            choices[src.run_id] = choose(info.reference, info.source, other_row, list(info.common), long_ref,
                                          options.rescale)
-        plan = choices[src.run_id].plan(info["run"].bursts, c, info["common"])
-        values = transferred(info["reference"], info["source"], other_row, c, plan)
-        if info["share"] is not None:  # a piece's share of the other run's whole unit (tracelib.merge.pieces)
-            values = values * info["share"]
+        plan = choices[src.run_id].plan(info.run.bursts, c, list(info.common))
+        values = transferred(info.reference, info.source, other_row, c, plan)
+        if info.share is not None:  # a piece's share of the other run's whole unit (tracelib.merge.pieces)
+            values = values * info.share
         values = values.round().cast(pl.Int64)
         est = pl.Series(c, [False] * n_ref, pl.Boolean)
         if options.estimate_unmatched:
             own_seq = sequence_table(ref.bursts, ref.mpi_calls, [], options.align) if ref_units.split else ref_seq
-            guess = _estimates(ref, info["run"], c, plan, own_seq, sequence_table(
-                info["run"].bursts, info["run"].mpi_calls, [], options.align))
+            guess = _estimates(ref, info.run, c, plan, own_seq, sequence_table(
+                info.run.bursts, info.run.mpi_calls, [], options.align))
             est = values.is_null() & guess.is_not_null()
             values = pl.select(pl.when(values.is_null()).then(guess).otherwise(values).alias(c)).get_column(c)
             merged = merged.with_columns(est.alias(f"_est_{c}"))
@@ -369,23 +436,22 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         merged = merged.with_columns(values.alias(c))
         score_cols[src.run_id] = f"_score_{src.run_id}"
         err, err95 = choices[src.run_id].error(plan)
-        sig = info["signals"]
-        v, why = verdict(sig["misfit"], sig["coverage_long"], sig["work_shift"], not info["features"],
-                         sig["msg_misaligned"])
-        quality_rows.append({
-            "counter": c, "source_run": src.run_name, "source_run_id": src.run_id, "method": plan.method,
-            "rescaled_by": plan.label, "coverage": float(other_row.is_not_null().mean()) if n_ref else 0.0,
-            "coverage_long": sig["coverage_long"], "estimated_share": float(est.mean()) if n_ref else 0.0,
-            "estimated_error": err, "estimated_error_p95": err95, "cross_run_diff": None,
-            "match_rate": info["rate"], "mean_match_score": info["mean_score"], "comm_agreement": info["comm"],
-            "msg_agreement": sig["msg_agreement"], "misfit": sig["misfit"], "verdict": v,
-            "verdict_reason": why or None})
+        sig = info.signals
+        v, why = verdict(sig.misfit, sig.coverage_long, sig.work_shift, not info.features, sig.msg_misaligned,
+                         sig.inconsistent, sig.checked)
+        quality_rows.append(QualityRow(
+            counter=c, source_run=src.run_name, source_run_id=src.run_id, method=plan.method,
+            rescaled_by=plan.label, coverage=float(other_row.is_not_null().mean()) if n_ref else 0.0,
+            coverage_long=sig.coverage_long, estimated_share=float(est.mean()) if n_ref else 0.0,
+            estimated_error=err, estimated_error_p95=err95, cross_run_diff=None, match_rate=info.rate,
+            mean_match_score=info.mean_score, comm_agreement=info.comm, msg_agreement=sig.msg_agreement,
+            misfit=sig.misfit, verdict=v, verdict_reason=why or None))
     if on_step and all_counters:
         on_step(f"merged {all_counters[-1]}", n_steps)
 
     # ---- per-burst match score: lowest score over the source runs that supplied counters (NULL if unmatched)
     for run_id, col in score_cols.items():
-        merged = merged.with_columns(per_run[run_id]["matches"].get_column("match_score").alias(col))
+        merged = merged.with_columns(per_run[run_id].matches.get_column("match_score").alias(col))
     if score_cols:
         cols = list(score_cols.values())
         score = (pl.when(pl.any_horizontal(pl.col(x).is_null() for x in cols)).then(None)
@@ -397,20 +463,20 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     merged = merged.select(pl.lit(experiment).alias("experiment"), pl.lit(ref.run_id).alias("run_id"),
                            pl.lit(ref.run_name).alias("run_name"), *BASE_COLUMNS, *all_counters,
                            "match_score", "estimated")
-    quality = pl.DataFrame([{**q, "experiment": experiment, "reference_run": ref.run_name, "n_bursts": n_ref}
+    quality = pl.DataFrame([{**asdict(q), "experiment": experiment, "reference_run": ref.run_name, "n_bursts": n_ref}
                             for q in quality_rows], schema=QUALITY_SCHEMA)
     matches = pl.concat([_provenance(experiment, per_run[o.run_id]) for o in others])
     return MergeResult(experiment, ref.run_id, ref.run_name, merged, quality, matches, notes)
 
 
-def _provenance(experiment: str, info: dict) -> pl.DataFrame:
+def _provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
     """merge_matches rows of one other run: where each reference burst's values came from, in the other run's own
     task numbering (MATCHES_SCHEMA)."""
-    m, orig = info["matches"], info["original"]
+    m, orig = info.matches, info.original
     row = m.get_column("other_row")
-    sel = info["source"].select(pl.col("appl", "task", "thread").gather(row))
-    if info["renumbered"]:  # back to the other run's own numbering
-        back = {appl_base(k) + v: task_of(k) for k, v in info["renumbered"].items()}
+    sel = info.source.select(pl.col("appl", "task", "thread").gather(row))
+    if info.renumbered:  # back to the other run's own numbering
+        back = {appl_base(k) + v: task_of(k) for k, v in info.renumbered.items()}
         sel = sel.with_columns(
             task_key()
             .replace_strict(back, default=pl.col("task").cast(pl.Int64))
@@ -419,9 +485,12 @@ def _provenance(experiment: str, info: dict) -> pl.DataFrame:
         )
     sel = sel.select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"))
     return pl.concat([m.select(*KEYS), sel, m.select(pl.col("other_seq").alias("other_burst_seq"),
-                                                     pl.col("match_score").alias("score"))], how="horizontal").select(
+                                                     pl.col("match_score").alias("score"),
+                                                     (~pl.col("msg_consistent")).fill_null(False).alias("ambiguous"))],
+                     how="horizontal").select(
         pl.lit(experiment).alias("experiment"), *KEYS, pl.lit(orig.run_name).alias("other_run"),
-        pl.lit(orig.run_id).alias("other_run_id"), "other_task", "other_thread", "other_burst_seq", "score")
+        pl.lit(orig.run_id).alias("other_run_id"), "other_task", "other_thread", "other_burst_seq", "score",
+        "ambiguous")
 
 
 def _share(flags: pl.Series, among: pl.Series) -> float | None:

@@ -116,6 +116,38 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
         ["smsg", "rmsg", "schan", "rchan"], pl.UInt64))
 
 
+def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """``smsg``, ``rmsg``, ``schan``, ``rchan`` (UInt64, as :func:`message_ends`) of every row of ``bursts`` (appl,
+    task, thread, ``mpi_call`` (closing call), ``_close_seq`` / ``_open_seq``: call_seq of the call closing /
+    opening the burst, ``_open_call``: the opening call's name) from the run's logical messages
+    (:func:`synthtrace.tracelib.merge.messages.logical_messages`): a message is sent by the burst its sending call
+    closes, and received by the burst its receiving call opens, or closes when that call only posts the receive
+    (``MPI_Irecv``: the burst before it). Names come from the logical identity: no time, no shift."""
+    name = pl.struct("appl", "comm", "sender", "receiver", "tag", "k").hash(7).clip(UNNAMED + 1)
+    chan = pl.struct("appl", "comm", "sender", "receiver", "tag", "bytes").hash(7).clip(1)
+    m = messages.select(pl.col("appl").cast(pl.Int32), pl.col("sender").cast(pl.Int32),
+                        pl.col("receiver").cast(pl.Int32), pl.col("s_thread").cast(pl.Int32), "s_call_seq",
+                        pl.col("r_thread").cast(pl.Int32), "r_call_seq", name.alias("_msg"), chan.alias("_chan"))
+    b = bursts.with_row_index("_row").with_columns(pl.col("appl", "task", "thread").cast(pl.Int32))
+    posts = pl.col("mpi_call").fill_null("").str.starts_with("MPI_I")
+    opened_by_completion = ~pl.col("_open_call").fill_null("").str.starts_with("MPI_I")
+    keys = ["appl", "task", "thread"]
+    sends = b.join(m, left_on=[*keys, "_close_seq"], right_on=["appl", "sender", "s_thread", "s_call_seq"])
+    recvs = pl.concat([
+        b.filter(posts).join(m, left_on=[*keys, "_close_seq"], right_on=["appl", "receiver", "r_thread", "r_call_seq"]),
+        b.filter(opened_by_completion).join(m, left_on=[*keys, "_open_seq"],
+                                            right_on=["appl", "receiver", "r_thread", "r_call_seq"])],
+        how="diagonal_relaxed")
+    out = np.zeros((4, bursts.height), np.uint64)
+    for i, e in enumerate((sends, recvs)):  # a row that is the end of several messages keeps its first
+        e = e.select("_row", "_msg", "_chan").sort("_row").unique("_row", keep="first")
+        rows = e.get_column("_row").to_numpy()
+        out[2 * i, rows] = e.get_column("_msg").to_numpy()
+        out[2 * i + 1, rows] = e.get_column("_chan").to_numpy()
+    return pl.DataFrame({"smsg": out[0], "rmsg": out[2], "schan": out[1], "rchan": out[3]},
+                        schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan"], pl.UInt64))
+
+
 def ends(t: pl.DataFrame) -> Ends:
     """The message ends of a sequence table (columns ``smsg``, ``rmsg``)."""
     return Ends(*(t.get_column(c).to_numpy() for c in ("smsg", "rmsg", "schan", "rchan")))
@@ -162,6 +194,22 @@ def agreement(ref: Ends, other: Ends, out: np.ndarray) -> np.ndarray:
         np.minimum.at(res, rows, np.where(ok < 0, 2, ok).astype(np.int8))
         # an unchecked message leaves its ends unchecked unless another message checks them
     return np.where(res == 2, -1, res).astype(np.int8)
+
+
+def bracketed(thread: np.ndarray, agree: np.ndarray, matched: np.ndarray) -> pl.Series:
+    """Per reference row (rows of a thread contiguous, in order): whether the nearest checked message end at or
+    before it and the nearest at or after it on its thread (``agree`` of :func:`agreement`: 1 agrees, 0 disagrees,
+    -1 unchecked) both agree (a Boolean series); NULL when the row is not ``matched`` or its thread checks no message
+    on either side. A pair between two agreeing messages lies where both runs' partners say it does: a shift of an
+    iteration on one rank and not on its partner makes the messages around it disagree."""
+    f = pl.DataFrame({"t": thread, "a": np.where(agree >= 0, agree, -1).astype(np.int8)}).with_columns(
+        pl.when(pl.col("a") >= 0).then(pl.col("a")).alias("a"))
+    f = f.with_columns(pl.col("a").forward_fill().over("t").alias("p"),
+                       pl.col("a").backward_fill().over("t").alias("n"))
+    ok = f.select(
+        pl.when(~pl.Series(matched) | (pl.col("p").is_null() & pl.col("n").is_null())).then(None)
+        .otherwise((pl.col("p").fill_null(1) == 1) & (pl.col("n").fill_null(1) == 1))).to_series()
+    return ok.alias("msg_consistent")
 
 
 def implied_pairs(ref: Ends, other: Ends, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

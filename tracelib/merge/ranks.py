@@ -1,31 +1,46 @@
 """Which task of one run is which task of another (DESIGN §6): rank correspondence before the merge.
 
 A launcher may number the ranks of two runs of one program differently (another rank file, a reordering for the
-topology). The merge aligns a task with the task of the same number, so the numbering is checked first:
+topology). The merge aligns a task with the task of the same number, so the numbering is checked first, from
+timing-free facts only:
 
-- the **message graph** of a run is its set of point-to-point edges (task, peer, bytes) from its MPI calls;
-  under the right correspondence the two runs' graphs agree (their Jaccard index is high) whatever the timing;
+- the **logical messages** of a run (:mod:`synthtrace.tracelib.merge.messages`), counted per (appl, communicator,
+  sender, receiver, tag, bytes per message): under the right correspondence the two runs have messages on the same
+  keys in about the same proportions, whatever the timing and whatever calls completed the messages. A numbering
+  **explains** the share of the two runs' messages that lie on keys both runs have (each run weighs one half):
+  windows chopped at other points, a run a few iterations longer, a few messages that differ cost only their
+  share. Among numberings that explain alike, the **overlap** of the two runs' normalised counts (per key, the
+  smaller share, summed) tells which keeps the proportions;
 - the **behaviour** of a task is its work profile: per closing call (call, call site), ``log1p`` of the
   instructions (or duration, in microseconds) of the first ``PROFILE`` bursts it closes, in order: the same
   logical bursts do the same work in every run, and a rank's share of the domain shows in it.
 
-As numbered, the runs correspond when their graphs agree (``min_agreement``) or when neither has messages. Else
-the assignment of tasks that minimises the profile distance (Hungarian method, SciPy's
-``linear_sum_assignment``) is tried: when the graphs agree under it, the other run's tasks are renumbered (and the
-merge says so); when they do not, the correspondence cannot be decided and :class:`RankCorrespondenceError` says
-so in one line.
+The numbering as it is is kept unless another explains the messages clearly better (``CLEARLY`` more), or, when
+both explain them alike (a ring or a torus looks the same rotated), unless behaviour tells the tasks apart clearly
+(the behaviour assignment's profile distance below ``BEHAVIOUR_CLEARLY`` times the numbering's): ties go to the
+numbering as it is. The other numbering tried is the assignment of tasks that minimises the profile distance
+(Hungarian method, SciPy's ``linear_sum_assignment``). When no numbering explains ``MIN_EXPLAINED`` of the
+messages, the correspondence cannot be decided and :class:`RankCorrespondenceError` says so in one line.
 """
 from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 from scipy.optimize import linear_sum_assignment
 
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.merge.messages import CHANNEL
 from synthtrace.tracelib.thread_key import task_int, task_key, task_of
 
-#: Jaccard index of the two runs' message graphs above which a correspondence holds
-MIN_AGREEMENT = 0.8
+#: share of the messages a numbering must explain to be taken
+MIN_EXPLAINED = 0.9
+#: another numbering replaces the one as it is only when it explains this much more of the messages
+CLEARLY = 0.05
+#: ... or, when both explain the messages alike, when its behaviour distance is below this share of the numbering's
+BEHAVIOUR_CLEARLY = 0.5
 WORK = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")
 PROFILE = 64  # bursts per closing call in a task's work profile
 
@@ -43,23 +58,34 @@ def _mapped(task: str, mapping: dict[int, int]) -> pl.Expr:
     return _key(task).replace_strict(mapping, default=pl.col(task).cast(pl.Int64)).cast(pl.Int32).alias(task)
 
 
-def _edges(calls: pl.DataFrame, mapping: dict[int, int] | None = None) -> set[tuple[int, int, int, int]]:
-    """(appl, task, peer, bytes) of every point-to-point call with a partner, tasks mapped by ``mapping``."""
-    if calls.height == 0 or "peer" not in calls.columns:
-        return set()
-    e = calls.filter(pl.col("peer").is_not_null()).select(
-        "appl", "task", "peer", (pl.col("bytes_sent").fill_null(0) + pl.col("bytes_recv").fill_null(0)).alias("b")
-    ).unique()
-    if mapping:
-        e = e.with_columns(_mapped("task", mapping), _mapped("peer", mapping))
-    return set(e.iter_rows())
+class Fit(NamedTuple):
+    """How well a numbering explains the other run's logical messages: ``explained`` (share of messages on keys
+    both runs have) and ``overlap`` (of the normalised counts), both in [0, 1]."""
+
+    explained: float
+    overlap: float
+
+    @property
+    def score(self) -> float:
+        return self.explained + self.overlap
 
 
-def agreement(a: set, b: set) -> float | None:
-    """Jaccard index of two edge sets (None when both are empty)."""
-    if not a and not b:
+def explained(ref: pl.DataFrame, other: pl.DataFrame, mapping: dict[int, int] | None = None) -> Fit | None:
+    """The :class:`Fit` of two count tables (:func:`synthtrace.tracelib.merge.messages.message_counts`), the other
+    run's tasks renumbered by ``mapping`` ({appl << ID_BITS | task: new task}); None when neither run has
+    messages (a run without messages explains nothing of the other's)."""
+    n_ref, n_oth = int(ref.get_column("n").sum()), int(other.get_column("n").sum())
+    if not n_ref and not n_oth:
         return None
-    return len(a & b) / len(a | b)
+    if not n_ref or not n_oth:
+        return Fit(0.0, 0.0)
+    if mapping:
+        other = (other.with_columns(_mapped("sender", mapping), _mapped("receiver", mapping))
+                 .group_by(*CHANNEL, "bytes").agg(pl.col("n").sum()))
+    both = ref.join(other, on=[*CHANNEL, "bytes"], how="inner", suffix="_o", nulls_equal=True)
+    a, b = pl.col("n").cast(pl.Float64) / n_ref, pl.col("n_o").cast(pl.Float64) / n_oth
+    fit = both.select(((a + b) / 2).sum().alias("e"), pl.min_horizontal(a, b).sum().alias("o")).row(0)
+    return Fit(float(fit[0] or 0.0), float(fit[1] or 0.0))
 
 
 def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray]:
@@ -68,15 +94,28 @@ def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray
     work = next((c for c in WORK if c in bursts.columns), None)
     w = pl.col(work).cast(pl.Float64) if work else pl.col("duration_ns").cast(pl.Float64) / 1e3
     key = pl.concat_str(pl.col("mpi_call").fill_null(""), pl.lit("@"), pl.col("call_site").fill_null(""))
-    p = (bursts.filter(pl.col("appl") == appl).select("task", key.alias("key"), w.log1p().alias("w"))
+    # a run of bursts closed by one call (a polling loop, completion calls as messages arrive) is one unit: its
+    # first burst (the work before the loop) stands for it
+    p = (bursts.filter(pl.col("appl") == appl).select("task", "thread", key.alias("key"), w.log1p().alias("w"))
+         .filter(pl.col("key") != pl.col("key").shift(1).over("task", "thread"))
          .with_columns(pl.int_range(pl.len()).over("task", "key").alias("k")).filter(pl.col("k") < PROFILE))
     return p, p.get_column("task").unique().sort().to_numpy()
 
 
-def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
-    """{appl << ID_BITS | other task: reference task} minimising the distance of work profiles, per appl: the mean
-    |difference| of the first bursts' work, call by call (a missing optional call shifts only its own profile)."""
+class Assignment(NamedTuple):
+    """The behaviour assignment of tasks: {appl << ID_BITS | other task: reference task}, its profile distance and
+    that of the numbering as it is (sums over tasks of the mean |log1p work difference|; 0 without profiles)."""
+
+    mapping: dict[int, int]
+    distance: float
+    as_numbered: float
+
+
+def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> Assignment:
+    """The assignment minimising the distance of work profiles, per appl: the mean |difference| of the first
+    bursts' work, call by call (a missing optional call shifts only its own profile)."""
     mapping: dict[int, int] = {}
+    distance = as_numbered = 0.0
     for appl in ref.get_column("appl").unique().to_list():
         pr, tr = _profiles(ref, appl)
         po, to = _profiles(other, appl)
@@ -92,40 +131,54 @@ def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, int]:
                 q.get_column("w").to_numpy()
             return a
 
-        a, b = cube(pr, tr, keys), cube(po, to, keys)
-        with np.errstate(invalid="ignore"):
-            d = np.abs(a[:, None] - b[None, :])  # ref task x other task x key x k
-            cost = np.nan_to_num(np.nanmean(d.reshape(*d.shape[:2], -1), axis=2), nan=1e6)
+        a, b = cube(pr, tr, keys).reshape(tr.size, -1), cube(po, to, keys).reshape(to.size, -1)
+        cost = np.empty((tr.size, to.size))
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a pair of tasks without a common burst: NaN, then 1e6
+            for r in range(tr.size):  # one reference task at a time: memory O(tasks x profile), not O(tasks^2 x ...)
+                cost[r] = np.nan_to_num(np.nanmean(np.abs(a[r][None, :] - b), axis=1), nan=1e6)
         rows, cols = linear_sum_assignment(cost)
+        distance += float(cost[rows, cols].sum())
+        same = tr[:, None] == to[None, :]
+        as_numbered += float(cost[same].sum()) if same.sum() == tr.size else float("inf")
         mapping.update({task_int(int(appl), int(to[c])): int(tr[r]) for r, c in zip(rows, cols)})
-    return mapping
+    return Assignment(mapping, distance, as_numbered)
 
 
-def rank_mapping(ref_bursts: pl.DataFrame, ref_calls: pl.DataFrame, oth_bursts: pl.DataFrame,
-                 oth_calls: pl.DataFrame, names: tuple[str, str],
-                 min_agreement: float = MIN_AGREEMENT) -> dict[int, int] | None:
-    """None when the tasks correspond as numbered; else {appl << ID_BITS | other task: reference task} to renumber the
-    other run with (:func:`renumber`).
+def rank_mapping(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts: pl.DataFrame,
+                 oth_counts: pl.DataFrame, names: tuple[str, str],
+                 min_explained: float = MIN_EXPLAINED) -> dict[int, int] | None:
+    """None when the tasks correspond as numbered; else {appl << ID_BITS | other task: reference task} to renumber
+    the other run with (:func:`renumber`). ``*_counts``: the runs' logical message counts
+    (:func:`synthtrace.tracelib.merge.messages.message_counts`).
 
-    Raises :class:`RankCorrespondenceError` when neither the numbering nor the behaviour-based assignment makes
-    the message graphs agree.
+    Raises :class:`RankCorrespondenceError` when no numbering tried explains ``min_explained`` of the messages.
     """
-    e_ref = _edges(ref_calls)
-    as_numbered = agreement(e_ref, _edges(oth_calls))
-    if as_numbered is None or as_numbered >= min_agreement:
+    as_numbered = explained(ref_counts, oth_counts)
+    if as_numbered is None:  # no messages: nothing tells the tasks apart but behaviour, and ties keep the numbering
+        as_numbered = Fit(1.0, 1.0)
+    best = _assignment(ref_bursts, oth_bursts)
+    moves = any(task_of(k) != v for k, v in best.mapping.items())
+    mapped = (explained(ref_counts, oth_counts, best.mapping) if moves else None) or as_numbered
+    if moves and mapped.explained >= min_explained and (
+            mapped.score > as_numbered.score + CLEARLY
+            or (as_numbered.explained < min_explained and mapped.score > as_numbered.score)
+            or (mapped.score >= as_numbered.score - 1e-9 and best.distance < BEHAVIOUR_CLEARLY * best.as_numbered)):
+        return best.mapping
+    if as_numbered.explained >= min_explained:
         return None
-    mapping = _assignment(ref_bursts, oth_bursts)
-    mapped = agreement(e_ref, _edges(oth_calls, mapping)) or 0.0
-    if mapped >= min_agreement and any(task_of(k) != v for k, v in mapping.items()):
-        return mapping
     raise RankCorrespondenceError(
-        f"runs {names[0]!r} and {names[1]!r}: cannot tell which task is which: their message graphs agree "
-        f"{as_numbered:.0%} as numbered and {mapped:.0%} under the best match of task behaviour "
-        f"(needs {min_agreement:.0%}); not the same program or decomposition?")
+        f"runs {names[0]!r} and {names[1]!r}: cannot tell which task is which: {as_numbered.explained:.0%} of "
+        f"their logical messages agree as numbered and {mapped.explained:.0%} under the best match of task "
+        f"behaviour (needs {min_explained:.0%}); not the same program or decomposition?")
 
 
-def renumber(bursts: pl.DataFrame, calls: pl.DataFrame, mapping: dict[int, int]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The run's bursts and calls with tasks (and message partners) renumbered by ``mapping``."""
+def renumber(bursts: pl.DataFrame, calls: pl.DataFrame, mapping: dict[int, int],
+             messages: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
+    """The run's bursts, calls and logical messages (:func:`synthtrace.tracelib.merge.messages.logical_messages`)
+    with tasks (and message partners) renumbered by ``mapping``."""
     b = bursts.with_columns(_mapped("task", mapping))
     c = calls.with_columns(_mapped("peer", mapping), _mapped("task", mapping)) if calls.height else calls
-    return b, c
+    if messages is not None and messages.height:
+        messages = messages.with_columns(_mapped("sender", mapping), _mapped("receiver", mapping))
+    return b, c, messages

@@ -13,7 +13,7 @@ import polars as pl
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
-from synthtrace.tracelib.schema import is_reserved_column
+from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
 
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
 _FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events)
@@ -223,9 +223,9 @@ def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], li
         member_id[m._ref] = len(member_names)
         name = str(m.name)
         if is_reserved_column(name):  # a metric never takes a key column's name (issue 23 item 7)
-            warns.append(f"{anchor}: metric {name!r} is named like a column of every burst: read as "
-                         f"'{name}_metric{m._ref}'")
-            name = f"{name}_metric{m._ref}"
+            renamed = unreserved_column(name, f"metric{m._ref}")
+            warns.append(f"{anchor}: metric {name!r} is named like a column of every burst: read as {renamed!r}")
+            name = renamed
         member_names.append(name)
         member_mode.append(_metric_semantics(m.metric_mode.value))
         vt = m.value_type.value

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synthtrace.tracelib.formats.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
-from synthtrace.tracelib.schema import is_reserved_column
+from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
 
 _PAREN_NAME = re.compile(r"^\((?P<name>[^)\s]+)\)")
 
@@ -146,7 +146,7 @@ def _check_counter_names(cat: PcfCatalog) -> None:
     for etype in sorted(t for t in cat.event_labels if is_counter_type(t)):
         name = cat.counter_name(etype)
         if is_reserved_column(name):  # security (issue 23 item 7): a counter never takes a key column's name
-            cat.renamed[etype] = f"{name}_{etype}"
+            cat.renamed[etype] = unreserved_column(name, str(etype))
             cat.renamed_lines.append((cat.event_lines[etype], f"counter name {name!r} of event type {etype} is a "
                                       f"column of every burst: read as {cat.renamed[etype]!r}"))
             continue

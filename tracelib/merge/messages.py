@@ -1,0 +1,162 @@
+"""Logical messages: a timing-free identity for every point-to-point message and collective (DESIGN §6, issue 22).
+
+MPI's non-overtaking rule orders the messages one sender sends to one receiver on one (communicator, tag): the
+k-th such message is received by the k-th matching receive, whatever the timing. So
+``(appl, comm, sender, receiver, tag, k)`` names a message the same way in every run of a deterministic program;
+an ``MPI_ANY_SOURCE`` receive takes the identity of the send it matched (the trace's communication records pair
+them). Collectives are named ``(appl, comm, k)``: the k-th collective of a task on a communicator.
+
+:func:`logical_messages` builds one row per message (:data:`LOGICAL_MESSAGE_SCHEMA`) from a run's MPI calls and,
+when the reader kept them, its communication records (``ReadSummary.messages``, MESSAGE_SCHEMA): each end is the
+call of its thread that holds the message's logical time (its ``call_seq``), the communicator is the sending
+call's. Without communication records the send ends come from the calls that send one message (``peer`` and
+``bytes_sent``); receive ends are named only on channels where every receive is a call that receives that
+channel's messages one at a time (a completion call that completes a run-dependent number of messages names
+none). Never a size summed over what a completion call happened to complete.
+
+:func:`message_counts` is the compact per-channel table the cross-rank steps work from (rank correspondence,
+same-program check): messages and bytes per (appl, comm, sender, receiver, tag, bytes).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from synthtrace.tracelib.domain.mpi_calls import calls_with
+from synthtrace.tracelib.schema import THREAD_KEYS
+
+LOGICAL_MESSAGE_SCHEMA: dict[str, pl.DataType] = {
+    "appl": pl.Int32(), "comm": pl.Int64(), "sender": pl.Int32(), "receiver": pl.Int32(), "tag": pl.Int64(),
+    "k": pl.Int64(), "bytes": pl.Int64(),
+    "s_thread": pl.Int32(), "s_call_seq": pl.Int64(), "s_time_ns": pl.Int64(),
+    "r_thread": pl.Int32(), "r_call_seq": pl.Int64(), "r_time_ns": pl.Int64(),
+}
+#: the identity of a logical message (with ``k``) and of its channel (without)
+CHANNEL: list[str] = ["appl", "comm", "sender", "receiver", "tag"]
+MESSAGE_ID: list[str] = [*CHANNEL, "k"]
+#: calls that complete requests: which messages they complete depends on arrival, so they post no message
+COMPLETION_CALLS: tuple[str, ...] = calls_with(roles=("wait", "test"))
+#: calls that poll (a loop of them collapses into one unit)
+POLLING_CALLS: tuple[str, ...] = (*calls_with(roles=("test", "probe"), blocking=False), )
+#: the columns of the MPI calls :func:`logical_messages` reads
+CALL_COLUMNS: tuple[str, ...] = ("appl", "task", "thread", "call_seq", "mpi_call", "start_ns", "end_ns", "bytes_sent",
+                                 "bytes_recv", "peer", "n_messages", "comm", "tag")
+#: the communicator of a point-to-point message whose call names none
+NO_COMM = -1
+COUNT_SCHEMA: dict[str, pl.DataType] = {
+    "appl": pl.Int32(), "comm": pl.Int64(), "sender": pl.Int32(), "receiver": pl.Int32(), "tag": pl.Int64(),
+    "bytes": pl.Int64(), "n": pl.UInt32()}
+
+
+def is_completion(call: pl.Expr) -> pl.Expr:
+    """Whether a call name is a completion call (Wait/Test families)."""
+    return call.is_in(list(COMPLETION_CALLS)).fill_null(False)
+
+
+def _ends_in_calls(ends: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """``ends`` (rows with appl, task, thread, ``t``: a logical time, ns; ``_i``: row id) with the ``call_seq`` and
+    ``comm`` of the call of that thread whose [start, end] holds ``t`` (the last one starting at or before it; NULL
+    when none holds it)."""
+    c = (calls.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], pl.col("start_ns").alias("t"),
+                      pl.col("end_ns").alias("_end"), "call_seq", pl.col("comm").cast(pl.Int64))
+         .sort("t"))
+    e = ends.with_columns(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS]).sort("t")
+    j = e.join_asof(c, on="t", by=THREAD_KEYS, strategy="backward", check_sortedness=False)  # sorted by t above
+    inside = pl.col("t") <= pl.col("_end")
+    return j.with_columns(pl.when(inside).then(pl.col("call_seq")).alias("call_seq"),
+                          pl.when(inside).then(pl.col("comm")).alias("comm")).drop("_end").sort("_i")
+
+
+def _numbered(m: pl.DataFrame) -> pl.DataFrame:
+    """``m`` with ``k``: the message's order among its channel's messages, by send time (then receive time)."""
+    return (m.with_columns(pl.col("comm").fill_null(NO_COMM), pl.col("tag").fill_null(0))
+            .sort("s_time_ns", "r_time_ns", nulls_last=True)
+            .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(CHANNEL).alias("k"))
+            .select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()]))
+
+
+def _from_records(calls: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+    r = records.with_row_index("_i")
+    s = _ends_in_calls(r.select("_i", pl.col("s_appl").alias("appl"), pl.col("s_task").alias("task"),
+                                pl.col("s_thread").alias("thread"), pl.col("s_time_ns").alias("t"))
+                       .drop_nulls(["appl", "task", "thread", "t"]), calls)
+    v = _ends_in_calls(r.select("_i", pl.col("r_appl").alias("appl"), pl.col("r_task").alias("task"),
+                                pl.col("r_thread").alias("thread"), pl.col("r_time_ns").alias("t"))
+                       .drop_nulls(["appl", "task", "thread", "t"]), calls)
+    m = (r.select("_i", pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"),
+                  pl.col("s_task").alias("sender"), pl.col("r_task").alias("receiver"), "tag",
+                  pl.col("size").alias("bytes"), pl.col("s_thread"), pl.col("s_time_ns"), pl.col("r_thread"),
+                  pl.col("r_time_ns"))
+         .join(s.select("_i", pl.col("call_seq").alias("s_call_seq"), pl.col("comm").alias("_s_comm")), on="_i",
+               how="left")
+         .join(v.select("_i", pl.col("call_seq").alias("r_call_seq"), pl.col("comm").alias("_r_comm")), on="_i",
+               how="left")
+         .with_columns(pl.coalesce("_s_comm", "_r_comm").alias("comm")))
+    return _numbered(m)
+
+
+def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:
+    """Send ends from the calls that send (peer, bytes_sent); receive ends on channels whose receives are all
+    single-message receiving calls other than completion calls."""
+    p2p = calls.filter(pl.col("peer").is_not_null())
+    me = pl.col("task").cast(pl.Int32)
+    sends = (p2p.filter(pl.col("bytes_sent").fill_null(0) > 0)
+             .select("appl", pl.col("comm").cast(pl.Int64), me.alias("sender"),
+                     pl.col("peer").cast(pl.Int32).alias("receiver"), "tag", pl.col("bytes_sent").alias("bytes"),
+                     pl.col("thread").alias("s_thread"), pl.col("call_seq").alias("s_call_seq"),
+                     pl.col("start_ns").alias("s_time_ns")))
+    sends = _numbered(sends.with_columns(pl.lit(None, pl.Int32).alias("r_thread"),
+                                         pl.lit(None, pl.Int64).alias("r_time_ns"),
+                                         pl.lit(None, pl.Int64).alias("r_call_seq")))
+    recv = pl.col("bytes_recv").fill_null(0) > 0
+    single = (pl.col("n_messages").fill_null(1) == 1) & (pl.col("bytes_sent").fill_null(0) == 0)
+    r = calls.filter(recv).select(
+        "appl", pl.col("comm").cast(pl.Int64).fill_null(NO_COMM), pl.col("peer").cast(pl.Int32).alias("sender"),
+        me.alias("receiver"), pl.col("tag").fill_null(0), pl.col("thread").alias("r_thread"),
+        pl.col("call_seq").alias("r_call_seq"), pl.col("start_ns").alias("r_time_ns"),
+        (single & pl.col("peer").is_not_null() & ~is_completion(pl.col("mpi_call"))).alias("_ok"))
+    # a channel names its receive ends only if every receiving call of its receiver could be one of its
+    # messages' alone (a multi-message or completion call may hold some: counting would shift)
+    bad_receivers = r.filter(~pl.col("_ok")).select("appl", "receiver").unique()
+    r = (r.filter("_ok").join(bad_receivers, on=["appl", "receiver"], how="anti")
+         .sort("r_time_ns").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(CHANNEL).alias("k")))
+    out = sends.drop("r_thread", "r_call_seq", "r_time_ns").join(
+        r.select(*MESSAGE_ID, "r_thread", "r_call_seq", "r_time_ns"), on=MESSAGE_ID, how="left")
+    return out.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
+
+
+def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per point-to-point message of a run (:data:`LOGICAL_MESSAGE_SCHEMA`): its logical identity
+    (appl, comm, sender, receiver, tag, k; ``comm`` ``NO_COMM`` when the calls name none, ``tag`` 0 when the
+    trace has none), its size (bytes) and both ends (thread, call_seq, logical time ns; NULL for an end outside
+    the trace or not known). ``records``: the run's communication records (MESSAGE_SCHEMA; a table that is already
+    logical, as the warehouse's ``mpi_messages``, is returned as it is), else the ends come from the calls alone
+    (see the module docstring)."""
+    if records is not None and "k" in records.columns:  # already logical (the warehouse's mpi_messages)
+        return records.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
+    if calls.height == 0 or "peer" not in calls.columns:
+        return pl.DataFrame(schema=LOGICAL_MESSAGE_SCHEMA)
+    if records is not None and records.height:
+        return _from_records(calls, records)
+    return _from_calls(calls)
+
+
+def logical_collectives(calls: pl.DataFrame) -> pl.DataFrame:
+    """One row per collective call: appl, task, thread, call_seq, mpi_call, comm and ``k``, its order among the
+    task's collectives on that communicator (``(appl, comm, k)`` names one collective operation in every task)."""
+    if calls.height == 0:
+        return pl.DataFrame(schema={"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "call_seq": pl.Int64,
+                                    "mpi_call": pl.String, "comm": pl.Int64, "k": pl.Int64})
+    return (calls.filter(pl.col("mpi_kind") == "collective")
+            .select(*THREAD_KEYS, "call_seq", "mpi_call", pl.col("comm").cast(pl.Int64).fill_null(NO_COMM),
+                    "start_ns")
+            .sort("start_ns")
+            .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("appl", "task", "comm").alias("k"))
+            .drop("start_ns"))
+
+
+def message_counts(messages: pl.DataFrame) -> pl.DataFrame:
+    """Messages per (appl, comm, sender, receiver, tag, bytes) of a :func:`logical_messages` table
+    (:data:`COUNT_SCHEMA`): what the rank correspondence and the same-program check compare."""
+    return (messages.filter(pl.col("sender").is_not_null() & pl.col("receiver").is_not_null())
+            .group_by(*CHANNEL, "bytes").agg(pl.len().alias("n"))
+            .select([pl.col(c).cast(t) for c, t in COUNT_SCHEMA.items()]))
