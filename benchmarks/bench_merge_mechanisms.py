@@ -115,32 +115,42 @@ def _child(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
 
 
-def scale_memory(ranks: int = 256, iterations: int = 2000) -> list[dict]:
+def simulate_scale(folder: Path, ranks: int, iterations: int) -> tuple[list[Path], int, float]:
+    """The scale campaign's traces in ``folder`` (kept there: simulated once), their bursts, simulation seconds."""
+    from synthtrace.simulator import ExperimentSpec, TruthStore, simulate_experiment
+    traces = sorted((folder / "sim" / "scale").glob("scale.run*.prv"))
+    done = folder / "sim" / "bursts.txt"
+    if len(traces) == 2 and done.is_file():
+        return traces, int(done.read_text()), 0.0
+    t0 = time.perf_counter()
+    store = TruthStore(folder / "truth")
+    res = simulate_experiment(folder / "sim", ExperimentSpec(app="scale", pattern="halo", ranks=ranks,
+                                                             iterations=iterations, runs=2, coll_every=0), store)
+    store.close()
+    done.write_text(str(sum(res.n_bursts)))
+    return res.traces, sum(res.n_bursts), time.perf_counter() - t0
+
+
+def scale_memory(ranks: int = 256, iterations: int = 2000, keep: Path | None = None) -> list[dict]:
     """Peak resident memory of ``synthtrace.merge`` (its own process, reading from the warehouse as the CLI does)
     on a ``ranks`` x ``iterations`` 2-run campaign: the simulator's halo (vectorised engine, one exchange with
-    Testall polling per iteration, no world collective), each trace ingested in its own process first."""
-    from synthtrace.simulator import ExperimentSpec, TruthStore, simulate_experiment
+    Testall polling per iteration, no world collective), each trace ingested in its own process first.
+    ``keep``: a folder that keeps the simulated traces between calls."""
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        store = TruthStore(Path(tmp) / "truth")
-        res = simulate_experiment(Path(tmp) / "sim", ExperimentSpec(app="scale", pattern="halo", ranks=ranks,
-                                                                     iterations=iterations, runs=2, coll_every=0),
-                                  store)
-        store.close()
-        sim = time.perf_counter() - t0
+        traces, n_bursts, sim = simulate_scale(keep or Path(tmp), ranks, iterations)
         wh = str(Path(tmp) / "wh")
-        for trace in res.traces:
+        for trace in traces:
             out = _child(_INGEST.format(root=str(ROOT), wh=wh, trace=str(trace)))
             if out.returncode:
                 return [{"ranks": ranks, "iterations": iterations, "outcome": "ingest failed: "
                          + out.stderr.strip().splitlines()[-1][:200]}]
-        size = sum(t.stat().st_size for t in res.traces)
+        size = sum(t.stat().st_size for t in traces)
         out = _child(_MERGE.format(root=str(ROOT), wh=wh))
     if out.returncode:
         return [{"ranks": ranks, "iterations": iterations,
                  "outcome": "merge failed: " + out.stderr.strip().splitlines()[-1][:200]}]
     peak_kb, merge_s = out.stdout.split()[-2:]
-    return [{"ranks": ranks, "iterations": iterations, "bursts (2 runs)": sum(res.n_bursts),
+    return [{"ranks": ranks, "iterations": iterations, "bursts (2 runs)": n_bursts,
              "traces GB": round(size / 2**30, 2), "merge peak RSS GB": round(int(peak_kb) / 2**20, 2),
              "merge s": round(float(merge_s), 1), "simulation s": round(sim, 1)}]
 
@@ -236,6 +246,7 @@ def main() -> None:
     ap.add_argument("--scale-memory", action="store_true", help="also the 256-rank x 2,000-iteration peak memory")
     ap.add_argument("--only-scale", action="store_true", help="only the scale checks (keep the label's rows)")
     ap.add_argument("--mechanisms", default="", help="comma-separated: rerun only these (their rows replaced)")
+    ap.add_argument("--scale-dir", type=Path, default=None, help="keep the scale campaign's traces here")
     ap.add_argument("--note", default="", help="a sentence on what code ran (printed with the label)")
     ap.add_argument("--store", type=Path, default=STORE, help="JSON of every label's results")
     ap.add_argument("--out", type=Path, default=OUT, help="the Markdown table")
@@ -255,7 +266,7 @@ def main() -> None:
     if args.scale_time:
         entry["scale_time"] = scale_time()
     if args.scale_memory:
-        entry["scale_memory"] = scale_memory()
+        entry["scale_memory"] = scale_memory(keep=args.scale_dir)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, check=False).stdout.strip()
     run = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
