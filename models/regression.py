@@ -28,6 +28,7 @@ applied to the site's aggregated counters; a shift of the label at the change is
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -83,6 +84,8 @@ REGRESSION_SCHEMA: dict[str, pl.DataType] = {
     "explained_by": pl.List(pl.String()), "magnitude": pl.Float64(), "score": pl.Float64(),
     "time_before_ns": pl.Float64(), "time_after_ns": pl.Float64(), "n_before": pl.Int64(), "n_after": pl.Int64(),
     "detected_at": pl.Datetime("us", "UTC"),
+    # identity kept night after night (issue 28): the alert's id and the night it was first raised
+    "alert_id": pl.String(), "first_detected_at": pl.Datetime("us", "UTC"),
 }
 
 
@@ -221,7 +224,23 @@ def detect_series(series: pl.DataFrame, params: DetectorParams = DetectorParams(
     for a in found:
         if all(abs(a["night"] - b["night"]) >= params.merge_within for b in kept):
             kept.append(a)
-    return sorted(kept, key=lambda a: a["night"])
+    return _fold_drift(sorted(kept, key=lambda a: a["night"]), params.window // 2)
+
+
+def _fold_drift(alerts: list[dict], within: int) -> list[dict]:
+    """One alert per drift: rises of one series that follow each other within ``within`` nights are one change that
+    grows, dated at its first night, its magnitude from before the first to after the last."""
+    out: list[dict] = []
+    for a in alerts:
+        prev = out[-1] if out else None
+        if prev is None or a["night"] - prev["night"] > within or a["magnitude"] <= 0 or prev["magnitude"] <= 0:
+            out.append(a)
+            continue
+        prev.update(time_after_ns=a["time_after_ns"], n_after=a["n_after"] + a["night"] - prev["night"],
+                    magnitude=a["time_after_ns"] / prev["time_before_ns"] - 1.0, score=max(prev["score"], a["score"]),
+                    explained_by=list(dict.fromkeys(prev["explained_by"] + a["explained_by"])),
+                    archetype_after=a["archetype_after"], signals=a["signals"])
+    return out
 
 
 class _Context:
@@ -369,7 +388,77 @@ def detect(history: pl.DataFrame, params: DetectorParams = DetectorParams(), *, 
     stamp = now or datetime.now(UTC)
     if not rows:
         return pl.DataFrame(schema=REGRESSION_SCHEMA)
-    return pl.DataFrame([{**r, "detected_at": stamp} for r in rows], schema=REGRESSION_SCHEMA)
+    return pl.DataFrame([{**r, "detected_at": stamp, "first_detected_at": stamp, "alert_id": alert_id(r)}
+                         for r in rows], schema=REGRESSION_SCHEMA)
+
+
+def alert_id(alert: dict) -> str:
+    """A stable identity: the series and the night the change started."""
+    key = "|".join(str(alert.get(k)) for k in (*SERIES_KEYS, "changed_at"))
+    return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Reconciled:
+    """Tonight's alerts against the stored ones: ``alerts`` to store (open), and which of them are ``new``, which
+    stored ones were ``updated`` (same change, grown or confirmed) and which were ``withdrawn`` (later nights
+    contradict them: detection on the longer history no longer finds them)."""
+
+    alerts: pl.DataFrame
+    new: list[str]
+    updated: list[str]
+    withdrawn: pl.DataFrame
+
+
+def reconcile(before: pl.DataFrame, tonight: pl.DataFrame, params: DetectorParams = DetectorParams()) -> Reconciled:
+    """Stable alerts night by night (issue 28): a change detected tonight that a stored alert of the same series
+    already reports (its change night within ``params.window // 2`` nights) keeps that alert's id, change date and
+    first detection, with tonight's figures (a drift grows in one alert, a step is never re-dated); a stored alert
+    tonight's detection no longer finds is withdrawn; the rest are new."""
+    if before.height == 0 or "alert_id" not in before.columns:
+        return Reconciled(tonight, tonight["alert_id"].to_list(), [], pl.DataFrame(schema=REGRESSION_SCHEMA))
+    within = params.window // 2
+    old = before.filter(pl.col("alert_id").is_not_null()).to_dicts()
+    kept, new, updated, used = [], [], [], set()
+    for a in tonight.to_dicts():
+        match = min((b for b in old if b["alert_id"] not in used and all(a[k] == b[k] for k in SERIES_KEYS)
+                     and abs(a["night"] - b["night"]) <= within), key=lambda b: abs(a["night"] - b["night"]),
+                    default=None)
+        if match is None:
+            kept.append(a)
+            new.append(a["alert_id"])
+            continue
+        used.add(match["alert_id"])
+        since = {k: match[k] for k in ("alert_id", "changed_at", "night", "run_id", "point", "first_detected_at")}
+        a = {**a, **since, "time_before_ns": match["time_before_ns"]}
+        a["magnitude"] = a["time_after_ns"] / a["time_before_ns"] - 1.0 if a["time_before_ns"] else a["magnitude"]
+        kept.append(a)
+        updated.append(a["alert_id"])
+    gone = [b for b in old if b["alert_id"] not in used]
+    return Reconciled(pl.DataFrame(kept, schema=REGRESSION_SCHEMA), new, updated,
+                      pl.DataFrame(gone, schema=REGRESSION_SCHEMA))
+
+
+def replay_nights(history: pl.DataFrame, params: DetectorParams = DetectorParams(), *, first: int = 7,
+                  archetypes: bool = False) -> list[dict]:
+    """Detection run after each night as the nightly does, on the history up to that night, reconciled with the
+    previous night's alerts. One row per night from the ``first``: night, open alerts, and the ids raised,
+    updated, withdrawn, and re-dated (an alert whose change date moved: never, by construction of
+    :func:`reconcile`, counted to prove it)."""
+    points = history.sort("started_at").select("started_at").unique(maintain_order=True)["started_at"]
+    stored = pl.DataFrame(schema=REGRESSION_SCHEMA)
+    dates: dict[str, object] = {}
+    out = []
+    for k in range(first, points.len() + 1):
+        upto = history.filter(pl.col("started_at") <= points[k - 1])
+        r = reconcile(stored, detect(upto, params, archetypes=archetypes, now=datetime(2000, 1, 1, tzinfo=UTC)),
+                      params)
+        redated = [i for i, d in zip(r.alerts["alert_id"], r.alerts["changed_at"]) if i in dates and dates[i] != d]
+        dates.update(zip(r.alerts["alert_id"].to_list(), r.alerts["changed_at"].to_list()))
+        out.append({"night": k - 1, "open": r.alerts["alert_id"].to_list(), "new": r.new, "updated": r.updated,
+                    "withdrawn": r.withdrawn["alert_id"].to_list(), "redated": redated})
+        stored = r.alerts
+    return out
 
 
 def _fold_app_total(rows: list[dict], within: int) -> list[dict]:

@@ -146,6 +146,7 @@ class Detection:
     alerts: pl.DataFrame
     apps: list[str]
     nights: dict[str, int]
+    withdrawn: pl.DataFrame | None = None  # stored alerts tonight's longer history contradicts (issue 28)
 
 
 #: the steps of :func:`detection`, as its ``on_step`` is told them
@@ -175,11 +176,17 @@ def detection(wh: Warehouse, app: str | None = None, now: datetime | None = None
     history = site_signals(site_rank_table(wh, names))
     step(DETECTION_STEPS[1])
     alerts = detect_alerts(history, now=now) if history.height else pl.DataFrame(schema=REGRESSION_SCHEMA)
+    # issue 28 (models helper): alerts keep their identity and change date night by night; contradicted ones go
+    from synthtrace.models.regression import reconcile
+    from synthtrace.warehouse.alert_store import read_alerts
+    before = read_alerts(wh)
+    kept = reconcile(before.filter(pl.col("app").is_in(names)) if "app" in before.columns else before, alerts)
+    alerts = kept.alerts
     step(DETECTION_STEPS[2])
     for name in names:
         write_alerts(wh, name, alerts.filter(pl.col("app") == name))
     step(DETECTION_STEPS[3])
-    return Detection(alerts, names, _history_nights(history, names))
+    return Detection(alerts, names, _history_nights(history, names), kept.withdrawn)
 
 
 def _history_nights(history: pl.DataFrame, names: list[str]) -> dict[str, int]:
@@ -206,9 +213,13 @@ def detect(wh: Warehouse, settings: NightSettings = NightSettings()) -> list[dic
         return []
     before = read_alerts(wh)
     seen = set(before.select("app", "config", "call_site", "changed_at").iter_rows()) if before.height else set()
-    new = [r for r in detection(wh).alerts.iter_rows(named=True)
+    found = detection(wh)
+    new = [r for r in found.alerts.iter_rows(named=True)
            if (r["app"], r["config"], r["call_site"], r["changed_at"]) not in seen]
-    return [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in r.items()} for r in new]
+    # issue 28 (models helper): the summary also says which stored alerts later nights withdrew
+    gone = [{**r, "status": "withdrawn"} for r in found.withdrawn.iter_rows(named=True)] \
+        if found.withdrawn is not None else []
+    return [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in r.items()} for r in new + gone]
 
 
 # ---------------------------------------------------------------------------------------------- models

@@ -81,7 +81,10 @@ class NightSummary:
 
     def message(self) -> str:
         return (f"{len(self.ingested)} runs ingested, {len(self.quarantined)} quarantined, "
-                f"{len(self.merged)} experiments merged, {len(self.alerts)} alerts"
+                f"{len(self.merged)} experiments merged, "
+                # issue 28 (models helper): alerts later nights contradicted are withdrawn, and said so
+                f"{sum(a.get('status') != 'withdrawn' for a in self.alerts)} alerts"
+                + (f", {n} withdrawn" if (n := sum(a.get("status") == "withdrawn" for a in self.alerts)) else "")
                 + (f", {len(self.errors)} stage errors" if self.errors else ""))
 
 

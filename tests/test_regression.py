@@ -10,6 +10,8 @@ import polars as pl
 import pytest
 
 from synthtrace.models.regression import (
+    reconcile,
+    replay_nights,
     REGRESSION_SCHEMA,
     DetectorParams,
     detect,
@@ -201,3 +203,65 @@ def test_polling_at_the_kernel_site_does_not_hide_a_step(polling, monkeypatch):
     site = mixed.filter((pl.col("app") == "stepapp") & (pl.col("call_site") == "solve (step.c:120)"))
     assert site["instructions"].max() < 0.75 * 4.5e6  # per-visit signals diluted by the polls, night by night
     assert "solve (step.c:120)" not in detect(mixed)["call_site"].to_list()
+
+
+# ------------------------------------------------------------------ night by night (issue 28 item 4)
+def _drift(start: int, nights: int, total: float, seed: int = 0) -> pl.DataFrame:
+    """A series whose time and instructions grow linearly by ``total`` over ``nights`` nights from ``start``."""
+    base = series(None, seed=seed)
+    ramp = np.clip((np.arange(N) - start + 1) / nights, 0, 1) * total
+    return base.with_columns((pl.col("time_ns") * (1 + ramp)).alias("time_ns"),
+                             (pl.col("compute_ns") * (1 + ramp)).alias("compute_ns"),
+                             (pl.col("instructions") * (1 + ramp)).alias("instructions"))
+
+
+def _raised(nights: list[dict]) -> list[str]:
+    return [i for n in nights for i in n["new"]]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_quiet_nights_raise_nothing_night_by_night(seed):
+    nights = replay_nights(series(None, seed=seed))
+    assert len(nights) == N - 6 and _raised(nights) == [] and all(not n["open"] for n in nights)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_step_is_one_alert_dated_at_its_night_and_never_redated(seed):
+    nights = replay_nights(series(15, time_step=0.10, ins_step=0.10, seed=seed))
+    raised = _raised(nights)
+    assert len(raised) == 1
+    first = next(n["night"] for n in nights if n["new"])
+    assert first <= 15 + 2  # raised within two nights of the change
+    assert all(n["open"] == raised for n in nights if n["night"] >= first)  # kept, updated, never re-raised
+    assert not any(n["redated"] or n["withdrawn"] for n in nights)
+    final = detect(series(15, time_step=0.10, ins_step=0.10, seed=seed), archetypes=False)
+    assert final["changed_at"].to_list() == [datetime(2026, 1, 16)]
+
+
+def test_a_drift_is_one_alert_that_grows():
+    nights = replay_nights(_drift(10, 10, 0.25))
+    assert len(_raised(nights)) == 1 and not any(n["withdrawn"] for n in nights)
+    assert detect(_drift(10, 10, 0.25), archetypes=False).height == 1
+
+
+def test_a_transient_that_later_nights_contradict_is_withdrawn():
+    """Three slow nights with more instructions at the end of the history, then back to normal: raised while they
+    look like a step, withdrawn once the next nights contradict them; the stored alerts say so."""
+    s = series(None, seed=3)
+    bump = (pl.int_range(pl.len()).is_between(18, 20)).cast(pl.Float64) * 0.15 + 1.0
+    s = s.with_columns(pl.col("time_ns") * bump, pl.col("compute_ns") * bump, pl.col("instructions") * bump)
+    nights = replay_nights(s)
+    raised, withdrawn = _raised(nights), [i for n in nights for i in n["withdrawn"]]
+    assert withdrawn == raised and not nights[-1]["open"]
+
+
+def test_reconcile_keeps_identity_and_date():
+    hist = series(15, time_step=0.10, ins_step=0.10)
+    early = detect(hist.head(19), archetypes=False)
+    late = detect(hist, archetypes=False)
+    r = reconcile(early, late)
+    assert r.new == [] and r.updated == early["alert_id"].to_list()
+    assert r.alerts["changed_at"].to_list() == early["changed_at"].to_list()
+    assert r.alerts["first_detected_at"].to_list() == early["first_detected_at"].to_list()
+    gone = reconcile(early, late.head(0))
+    assert gone.alerts.height == 0 and gone.withdrawn["alert_id"].to_list() == early["alert_id"].to_list()
