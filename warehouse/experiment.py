@@ -160,8 +160,12 @@ class Experiment:
         out = []
         for run_id, run_name in zip(self.run_ids, self.runs.get_column("run_name").to_list()):
             calls = self.calls(run_id)
+            # the trace's communication records name each message's both ends exactly (the merge's logical
+            # messages); runs ingested before they were kept fall back to the calls
+            records = self.wh.runs_dir / run_id / "messages.parquet"
             out.append(RunTables(run_id, run_name, self.bursts(run_id),
-                                 calls if calls is not None else pl.DataFrame()))
+                                 calls if calls is not None else pl.DataFrame(),
+                                 pl.read_parquet(records) if records.is_file() else None))
         return out
 
     def trace(self, *, dram_from_uncore: bool = True) -> ExperimentTrace:
