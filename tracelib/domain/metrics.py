@@ -52,7 +52,7 @@ def _require(df: pl.DataFrame | pl.LazyFrame, needed: list[str], what: str) -> N
         raise MetricsInputError(f"{what}: missing column(s) {', '.join(missing)}")
 
 
-def _safe_div(num: pl.Expr, den: pl.Expr) -> pl.Expr:
+def safe_div(num: pl.Expr, den: pl.Expr) -> pl.Expr:
     """num / den, NULL where den is 0 or NULL."""
     return pl.when(den > 0).then(num / den)
 
@@ -106,7 +106,7 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
              "fp_ins", "vec_ins", "fp_ops", "dram_cas"]
     lf = lf.select(*keep, *[cmap.expr(r).alias(f"_{r}") for r in roles])
     ins = pl.col("_ins")
-    per_kins = lambda c: _safe_div(pl.col(c) * 1000.0, ins)  # noqa: E731
+    per_kins = lambda c: safe_div(pl.col(c) * 1000.0, ins)  # noqa: E731
     # FLOPs: measured ops, else FP instructions with vector ones counted at the machine's lane width
     flops_from_ins = (pl.col("_fp_ins") - pl.col("_vec_ins")).clip(lower_bound=0.0) + pl.col(
         "_vec_ins"
@@ -115,21 +115,21 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
         (pl.col("duration_ns").cast(pl.Float64) * 1e-9).alias("duration_s"),
         ins.alias("instructions"),
         pl.col("_cyc").alias("cycles"),
-        _safe_div(ins, pl.col("_cyc")).alias("ipc"),
-        _safe_div(pl.col("_cyc"), pl.col("duration_ns").cast(pl.Float64)).alias("ghz"),
+        safe_div(ins, pl.col("_cyc")).alias("ipc"),
+        safe_div(pl.col("_cyc"), pl.col("duration_ns").cast(pl.Float64)).alias("ghz"),
         per_kins("_l1_dcm").alias("l1_mpki"),
         per_kins("_l2_dcm").alias("l2_mpki"),
         per_kins("_l3_tcm").alias("l3_mpki"),
         per_kins("_l1_icm").alias("icache_mpki"),
         per_kins("_itlb_miss").alias("itlb_mpki"),
         per_kins("_br_msp").alias("br_mpki"),
-        _safe_div(pl.col("_br_msp"), pl.col("_br_ins")).alias("br_misp_rate"),
-        _safe_div(pl.col("_stall_cyc"), pl.col("_cyc")).alias("stall_share"),
-        _safe_div(pl.col("_fp_ins"), ins).alias("fp_share"),
+        safe_div(pl.col("_br_msp"), pl.col("_br_ins")).alias("br_misp_rate"),
+        safe_div(pl.col("_stall_cyc"), pl.col("_cyc")).alias("stall_share"),
+        safe_div(pl.col("_fp_ins"), ins).alias("fp_share"),
         # no FP instruction at all: the burst is integer code, its vector FP share is 0
         pl.when(pl.col("_fp_ins") == 0)
         .then(pl.lit(0.0))
-        .otherwise(_safe_div(pl.col("_vec_ins"), pl.col("_fp_ins")))
+        .otherwise(safe_div(pl.col("_vec_ins"), pl.col("_fp_ins")))
         .alias("vec_share"),
         pl.coalesce(pl.col("_fp_ops"), flops_from_ins).alias("flops"),
         (pl.col("_fp_ops").is_null() & flops_from_ins.is_not_null()).alias("flops_estimated"),
@@ -139,12 +139,12 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
         (pl.col("_l2_dcm") * line).alias("l3_bytes"),
     )
     lf = lf.with_columns(
-        _safe_div(pl.col("flops"), pl.col("duration_s")).alias("flop_rate"),
-        _safe_div(pl.col("dram_bytes"), pl.col("duration_s")).alias("dram_bw"),
-        _safe_div(pl.col("flops"), pl.col("dram_bytes")).alias("oi_dram"),
-        _safe_div(pl.col("flops"), pl.col("l3_bytes")).alias("oi_l3"),
-        _safe_div(pl.col("flops"), pl.col("l2_bytes")).alias("oi_l2"),
-        _safe_div(pl.col("instructions"), pl.col("dram_bytes")).alias("ins_per_byte"),
+        safe_div(pl.col("flops"), pl.col("duration_s")).alias("flop_rate"),
+        safe_div(pl.col("dram_bytes"), pl.col("duration_s")).alias("dram_bw"),
+        safe_div(pl.col("flops"), pl.col("dram_bytes")).alias("oi_dram"),
+        safe_div(pl.col("flops"), pl.col("l3_bytes")).alias("oi_l3"),
+        safe_div(pl.col("flops"), pl.col("l2_bytes")).alias("oi_l2"),
+        safe_div(pl.col("instructions"), pl.col("dram_bytes")).alias("ins_per_byte"),
     ).with_columns((pl.col("dram_bw") / share).alias("dram_bw_share"))
 
     # cache-aware roof: the lowest of the compute peak and every measured level's bandwidth x intensity
@@ -160,7 +160,7 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
     for name, expr in reversed(list(roofs.items())):
         bound = pl.when(expr.is_not_null() & (expr <= attainable)).then(pl.lit(name)).otherwise(bound)
     lf = lf.with_columns(attainable.alias("attainable_flop_rate"), bound.alias("bound_by")).with_columns(
-        _safe_div(pl.col("flop_rate"), pl.col("attainable_flop_rate")).alias("roof_fraction"),
+        safe_div(pl.col("flop_rate"), pl.col("attainable_flop_rate")).alias("roof_fraction"),
         pl.when(pl.col("flop_rate") > 0)
         .then((pl.col("attainable_flop_rate") / pl.col("flop_rate")).log10())
         .alias("roof_distance"),
@@ -280,21 +280,21 @@ def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Mac
     p = (
         p.with_columns(elapsed.alias("elapsed_s"))
         .with_columns(
-            _safe_div(pl.col("useful_mean_s"), pl.col("useful_max_s")).alias("load_balance"),
-            _safe_div(pl.col("useful_max_s"), pl.col("elapsed_s")).clip(upper_bound=1.0).alias("comm_efficiency"),
-            _safe_div(pl.col("elapsed_s") - pl.col("transfer_max_s"), pl.col("elapsed_s"))
+            safe_div(pl.col("useful_mean_s"), pl.col("useful_max_s")).alias("load_balance"),
+            safe_div(pl.col("useful_max_s"), pl.col("elapsed_s")).clip(upper_bound=1.0).alias("comm_efficiency"),
+            safe_div(pl.col("elapsed_s") - pl.col("transfer_max_s"), pl.col("elapsed_s"))
             .clip(0.0, 1.0)
             .alias("transfer_efficiency"),
         )
         .with_columns(
-            _safe_div(pl.col("comm_efficiency"), pl.col("transfer_efficiency"))
+            safe_div(pl.col("comm_efficiency"), pl.col("transfer_efficiency"))
             .clip(upper_bound=1.0)
             .alias("serialization_efficiency"),
             (pl.col("load_balance") * pl.col("comm_efficiency")).alias("parallel_efficiency"),
-            _safe_div(pl.col("flops"), pl.col("dram_bytes")).alias("oi"),
-            _safe_div(pl.col("flops"), pl.col("network_bytes")).alias("ci"),
-            _safe_div(pl.col("instructions"), pl.col("dram_bytes")).alias("oi_ins"),
-            _safe_div(pl.col("instructions"), pl.col("network_bytes")).alias("ci_ins"),
+            safe_div(pl.col("flops"), pl.col("dram_bytes")).alias("oi"),
+            safe_div(pl.col("flops"), pl.col("network_bytes")).alias("ci"),
+            safe_div(pl.col("instructions"), pl.col("dram_bytes")).alias("oi_ins"),
+            safe_div(pl.col("instructions"), pl.col("network_bytes")).alias("ci_ins"),
         )
     )
     # Ridgeline (per rank): attainable = min(peak, OI x DRAM share, CI x link share)
@@ -308,7 +308,7 @@ def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Mac
     for name, expr in reversed(list(roofs.items())):
         bound = pl.when(expr.is_not_null() & (expr <= att)).then(pl.lit(name)).otherwise(bound)
     return p.with_columns(att.alias("attainable_flop_rate"), bound.alias("ridgeline_bound"),
-                          _safe_div(pl.col("flops"), pl.col("elapsed_s") * pl.col("n_ranks")).alias("flop_rate"))
+                          safe_div(pl.col("flops"), pl.col("elapsed_s") * pl.col("n_ranks")).alias("flop_rate"))
 
 
 # ============================================================================ MPI calls
@@ -329,7 +329,7 @@ def mpi_metrics(calls: pl.DataFrame, machine: Machine, bursts: pl.DataFrame | No
         (pl.col("duration_ns").cast(pl.Float64) * 1e-9).alias("duration_s"),
     ).with_columns(
         (pl.col("bytes") / pl.max_horizontal(pl.col("n_messages").fill_null(0), 1)).alias("mean_message_bytes"),
-        _safe_div(pl.col("bytes"), pl.col("duration_s")).alias("bandwidth"),
+        safe_div(pl.col("bytes"), pl.col("duration_s")).alias("bandwidth"),
     ).with_columns((pl.col("bandwidth") / machine.link_bw()).alias("link_fraction"))
     thread = [k for k in (*source_keys(c), "appl", "task", "thread") if k in c.columns]
     if bursts is not None and bursts.height and "end_ns" in bursts.columns:
@@ -343,6 +343,6 @@ def mpi_metrics(calls: pl.DataFrame, machine: Machine, bursts: pl.DataFrame | No
     else:
         c = c.with_columns(pl.lit(None, pl.Float64).alias("_flops"), pl.lit(None, pl.Float64).alias("_instructions"))
     return c.with_columns(
-        _safe_div(pl.col("_flops"), pl.col("bytes")).alias("comm_intensity"),
-        _safe_div(pl.col("_instructions"), pl.col("bytes")).alias("comm_intensity_ins"),
+        safe_div(pl.col("_flops"), pl.col("bytes")).alias("comm_intensity"),
+        safe_div(pl.col("_instructions"), pl.col("bytes")).alias("comm_intensity_ins"),
     ).drop("_flops", "_instructions")

@@ -33,6 +33,7 @@ from typing import Literal
 import polars as pl
 
 from synthtrace.tracelib.domain.counters import resolve
+from synthtrace.tracelib.domain.metrics import safe_div
 from synthtrace.tracelib.domain.replay import Network, replay
 from synthtrace.tracelib.errors import BadInputError
 
@@ -71,10 +72,6 @@ MIN_COUNTER_COVERAGE = 0.95
 
 class PopInputError(BadInputError):
     """The frames given to the POP model lack what it needs."""
-
-
-def _ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
-    return pl.when(den > 0).then(num.cast(pl.Float64) / den.cast(pl.Float64))
 
 
 def thread_useful(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | pl.LazyFrame | None) -> pl.DataFrame:
@@ -130,7 +127,7 @@ def pop_metrics(threads: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     hybrid = threads_per_rank.group_by("run_id").agg(pl.col("_k").max().cast(pl.Int32).alias("n_threads"),
                                                       pl.col("mpi_ns").alias("_rank_mpi"))
     df = (runs.select(need).join(per_run, on="run_id", how="inner").join(hybrid, on="run_id", how="left"))
-    coverage = _ratio(pl.col("_counted"), pl.col("useful_sum_ns"))
+    coverage = safe_div(pl.col("_counted"), pl.col("useful_sum_ns"))
     counted = coverage >= MIN_COUNTER_COVERAGE
     df = df.with_columns(
         coverage.alias("counter_coverage"),
@@ -141,23 +138,24 @@ def pop_metrics(threads: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
         (pl.col("runtime_ns") - pl.col("_rank_mpi").list.mean()).alias("_out_mean"),
     )
     df = df.with_columns(
-        _ratio(pl.col("useful_instructions"), pl.col("useful_cycles")).alias("ipc"),
-        _ratio(pl.col("useful_cycles"), pl.col("useful_sum_ns")).alias("frequency_ghz"),
-        _ratio(pl.col("useful_mean_ns"), pl.col("useful_max_ns")).alias("load_balance"),
-        _ratio(pl.col("useful_max_ns"), pl.col("runtime_ns")).alias("communication_efficiency"),
+        safe_div(pl.col("useful_instructions"), pl.col("useful_cycles")).alias("ipc"),
+        safe_div(pl.col("useful_cycles"), pl.col("useful_sum_ns")).alias("frequency_ghz"),
+        safe_div(pl.col("useful_mean_ns"), pl.col("useful_max_ns")).alias("load_balance"),
+        safe_div(pl.col("useful_max_ns"), pl.col("runtime_ns")).alias("communication_efficiency"),
         # not clipped, as modelfactors: serialization x transfer = communication efficiency always (a transfer
         # above 1 says the replay waited longer than the run did: blocking sends replayed as rendezvous)
-        _ratio(pl.col("useful_max_ns"), pl.col("ideal_runtime_ns")).alias("serialization_efficiency"),
-        _ratio(pl.col("ideal_runtime_ns"), pl.col("runtime_ns")).alias("transfer_efficiency"),
-        _ratio(pl.col("useful_mean_ns"), pl.col("runtime_ns")).alias("parallel_efficiency"),
+        safe_div(pl.col("useful_max_ns"), pl.col("ideal_runtime_ns")).alias("serialization_efficiency"),
+        safe_div(pl.col("ideal_runtime_ns"), pl.col("runtime_ns")).alias("transfer_efficiency"),
+        safe_div(pl.col("useful_mean_ns"), pl.col("runtime_ns")).alias("parallel_efficiency"),
     )
     is_hybrid = pl.col("n_threads") > 1
     df = df.with_columns(
-        pl.when(is_hybrid).then(_ratio(pl.col("_out_mean"), pl.col("_out_max"))).alias("mpi_load_balance"),
-        pl.when(is_hybrid).then(_ratio(pl.col("_out_max"), pl.col("runtime_ns"))).alias("mpi_communication_efficiency"),
-        pl.when(is_hybrid).then(_ratio(pl.col("_out_mean"), pl.col("runtime_ns"))).alias("mpi_parallel_efficiency"),
+        pl.when(is_hybrid).then(safe_div(pl.col("_out_mean"), pl.col("_out_max"))).alias("mpi_load_balance"),
+        pl.when(is_hybrid).then(safe_div(pl.col("_out_max"), pl.col("runtime_ns")))
+        .alias("mpi_communication_efficiency"),
+        pl.when(is_hybrid).then(safe_div(pl.col("_out_mean"), pl.col("runtime_ns"))).alias("mpi_parallel_efficiency"),
     ).with_columns(
-        pl.when(is_hybrid).then(_ratio(pl.col("parallel_efficiency"), pl.col("mpi_parallel_efficiency")))
+        pl.when(is_hybrid).then(safe_div(pl.col("parallel_efficiency"), pl.col("mpi_parallel_efficiency")))
         .alias("openmp_parallel_efficiency"))
     return df.select([pl.col(c).cast(t) for c, t in POP_METRICS_SCHEMA.items()]).sort("app", "n_ranks", "run_name")
 
@@ -181,12 +179,12 @@ def pop_scaling(metrics: pl.DataFrame, scaling: Scaling = "strong") -> pl.DataFr
     ratio = (pl.col("_cores") / pl.col("_ref__cores")) if scaling == "weak" else pl.lit(1.0)
     out = m.with_columns(
         pl.col("_ref_run_id").alias("reference_run_id"), pl.lit(scaling).alias("scaling"),
-        (_ratio(pl.col("_ref_runtime_ns"), pl.col("runtime_ns")) * ratio).alias("speedup"),
-        (_ratio(pl.col("_ref_useful_sum_ns"), pl.col("useful_sum_ns")) * ratio).alias("computation_scalability"),
-        _ratio(pl.col("ipc"), pl.col("_ref_ipc")).alias("ipc_scalability"),
-        (_ratio(pl.col("_ref_useful_instructions"), pl.col("useful_instructions")) * ratio)
+        (safe_div(pl.col("_ref_runtime_ns"), pl.col("runtime_ns")) * ratio).alias("speedup"),
+        (safe_div(pl.col("_ref_useful_sum_ns"), pl.col("useful_sum_ns")) * ratio).alias("computation_scalability"),
+        safe_div(pl.col("ipc"), pl.col("_ref_ipc")).alias("ipc_scalability"),
+        (safe_div(pl.col("_ref_useful_instructions"), pl.col("useful_instructions")) * ratio)
         .alias("instruction_scalability"),
-        _ratio(pl.col("frequency_ghz"), pl.col("_ref_frequency_ghz")).alias("frequency_scalability"),
+        safe_div(pl.col("frequency_ghz"), pl.col("_ref_frequency_ghz")).alias("frequency_scalability"),
     ).with_columns((pl.col("parallel_efficiency") * pl.col("computation_scalability")).alias("global_efficiency"))
     return out.select([pl.col(c).cast(t) for c, t in POP_SCALING_SCHEMA.items()])
 
