@@ -168,7 +168,7 @@ HEADERS = {
         "does not fit in a signed 64-bit",
     ),
     "duration_31_digits": (PRIME_HEADER.replace("1871482775_ns", "9" * 31 + "_ns"), "more than 30 digits"),
-    "cpu_count_30_digits": (PRIME_HEADER.replace("4(13,", "4(" + "9" * 30 + ","), "do not fit in a 32-bit integer"),
+    "cpu_count_30_digits": (PRIME_HEADER.replace("4(13,", "4(" + "9" * 30 + ","), "cpus (expected 0 to 2147483647)"),
     "node_beyond_declared": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:5")), "header declares 4 nodes"),
     "node_above_int32": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "1:" + "9" * 12)), "node 9999"),
     "threads_50M": (PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", "50000000:4")), "declares 50000000 threads"),
