@@ -167,10 +167,26 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print("aborted")
         return ABORTED
     except Exception as exc:
-        if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C inside a library that wrapped it
+        if _interrupted(exc):  # Ctrl-C inside a library that wrapped it (numba's SystemError, ...)
             err_console.print("aborted")
             return ABORTED
         raise
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt stands anywhere in ``exc``'s chain of causes and contexts (a library may wrap
+    it more than once: numba's SystemError raised while another error was being handled)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        todo += [e.__cause__, e.__context__]
+    return False
 
 
 #: the exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
