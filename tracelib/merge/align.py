@@ -66,7 +66,7 @@ import numpy as np
 import polars as pl
 from numba import njit, prange
 
-from synthtrace.tracelib.merge.anchors import key_pairs, key_repair
+from synthtrace.tracelib.merge.anchors import force_pairs, key_pairs, key_repair
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.message_graph import (
     MESSAGE_COLUMNS, Ends, agreement, bracketed, disagreeing, ends, follow_messages, logical_ends, message_ends)
@@ -992,6 +992,10 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
                 idx = o_rows[o_off[t]:o_off[t + 1]]
                 shift = int(np.median(r_it[rr[hit]][ok] - o_it[oo_][ok]))
                 o_it[idx] = np.where(o_it[idx] >= 0, o_it[idx] + shift, -1)
+    if config.anchors:  # the work on an arrived message is that message's, whatever order it arrived in
+        ai, aj = kp.arrival_ref, kp.arrival_other
+        inside = (r_pos[ai] >= 0) & (o_pos[aj] >= 0)
+        out = force_pairs(out, r_pos[ai[inside]], o_pos[aj[inside]])
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
     rp_all = np.zeros(ref.height)

@@ -244,6 +244,8 @@ class KeyPairs(NamedTuple):
     msg_other: np.ndarray  # their other rows
     ref_iteration: np.ndarray  # iteration of every reference row (-1: no clock)
     other_iteration: np.ndarray  # iteration of every other row in the reference's numbering (-1: no clock)
+    arrival_ref: np.ndarray  # reference rows of the arrival pairs (:func:`arrival_pairs`)
+    arrival_other: np.ndarray  # their other rows
 
 
 def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], reject: tuple[float, float],
@@ -291,7 +293,59 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     clocked = [(k.get_column("_clock").is_not_null() & k.get_column("_it").is_not_null()).to_numpy() for k in (rk, ok)]
     r_it = np.where(clocked[0], rk.get_column("_it").fill_null(-1).to_numpy(), -1)
     o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
-    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it)
+    ai, aj = arrival_pairs(ref, other, rk, ok)
+    plausible = _plausible(ref, other, ai, aj, features, *reject)
+    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it, ai[plausible], aj[plausible])
+
+
+def arrival_pairs(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame,
+                  ok: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(reference rows, other rows) of the bursts that work on the same arrived message: opened by a call that
+    completed one message (``achan``, its channel: :func:`synthtrace.tracelib.merge.message_graph.logical_ends`),
+    the same-rank one of that channel in the same iteration (``rk`` / ``ok``: the two runs' logical keys, the
+    other's iterations in the reference's numbering). Which message an ``MPI_Waitany`` or an ``MPI_ANY_SOURCE``
+    receive completes depends on arrival; the work after it is that message's (MPI's non-overtaking rule orders
+    the messages of one channel, so the k-th of a channel in an iteration is the same message in both runs)."""
+    on = ["_tid", "_it", "achan", "_arank"]
+    ra, oa = (k.select("_tid", "_it", "_row", pl.Series("achan", t.get_column("achan"))).filter(pl.col("achan") != 0)
+              for k, t in ((rk, ref), (ok, other)))
+    ra, oa = (a.with_columns(pl.Series("_arank", rank_within(a.select("_tid", "_it", "achan")), pl.Int64))
+              for a in (ra, oa))
+    return _join_pairs(ra, oa, on)
+
+
+def force_pairs(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:
+    """``out`` (other row per reference row, -1 unmatched) with every pair (``ri``, ``oj``) made a match: the
+    reference row that held ``oj`` takes the row ``ri`` held (two bursts completed in the other order trade
+    places), so no other row is matched twice."""
+    out = out.copy()
+    _force(out, ri.astype(np.int64), oj.astype(np.int64))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _force(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> None:
+    size = oj.max() + 1 if oj.size else 0
+    for v in out:
+        size = max(size, v + 1)
+    owner = np.full(size, -1, np.int64)
+    for i in range(out.shape[0]):
+        if out[i] >= 0:
+            owner[out[i]] = i
+    for k in range(ri.shape[0]):
+        i, j = ri[k], oj[k]
+        old = out[i]
+        if old == j:
+            continue
+        holder = owner[j]
+        out[i] = j
+        owner[j] = i
+        if old >= 0:
+            owner[old] = -1
+        if holder >= 0 and holder != i:
+            out[holder] = old
+            if old >= 0:
+                owner[old] = holder
 
 
 def key_repair(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:

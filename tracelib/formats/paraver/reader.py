@@ -542,11 +542,15 @@ class _EventConverter:
 
     @staticmethod
     def messages(comms: pl.DataFrame) -> pl.DataFrame:
-        """Communication records as the assembler's messages (MESSAGE_SCHEMA)."""
+        """Communication records as the assembler's messages (MESSAGE_SCHEMA, with the physical send and receive
+        times ``s_phys_ns`` / ``r_phys_ns``)."""
         return comms.select(
             pl.col("s_appl"), pl.col("s_task"), pl.col("s_thread"), pl.col("s_logical_ns").alias("s_time_ns"),
             pl.col("r_appl"), pl.col("r_task"), pl.col("r_thread"), pl.col("r_logical_ns").alias("r_time_ns"),
-            "size", "tag")
+            "size", "tag",
+            # merge-align (issue 22): the physical times too (the receive's: the exit of the call that completed
+            # it), so the merge knows which completion call (MPI_Waitany, ...) completed which message
+            pl.col("s_physical_ns").alias("s_phys_ns"), pl.col("r_physical_ns").alias("r_phys_ns"))
 
     def batch(self, item: _Prepared) -> ArrayBatch:
         """The assembler's batch of a prepared chunk: counter slots become the assembler's counter codes."""
