@@ -47,6 +47,10 @@ CLOCK_MIN_NS = 10_000.0
 OFFSET_GAIN = 0.8
 #: offsets searched beyond the difference in clock counts (iterations)
 OFFSET_SLACK = 2
+#: a thread takes the iteration offset its logical messages give when at least this share of them agree on it
+MESSAGE_OFFSET_SHARE = 0.6
+#: ... and at least this many
+MESSAGE_OFFSET_MIN = 3
 #: candidate offsets whose mean behaviour difference over their key pairs is within (factor, plus) of the best
 OFFSET_TOL = (1.25, 0.01)
 
@@ -170,6 +174,29 @@ def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.nd
             .unique("_tid", keep="first").select("_tid", "_off"))
 
 
+def _message_offsets(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame, ok: pl.DataFrame) -> pl.DataFrame:
+    """Per thread, the iteration offset (``_moff``, other iteration = reference iteration + offset) under which the
+    bursts that send or receive the same logical message (``smsg`` / ``rmsg`` of
+    :func:`synthtrace.tracelib.merge.message_graph.logical_ends`, named the same in every run) lie in the same
+    iteration, when at least ``MESSAGE_OFFSET_SHARE`` of its named messages agree on one (a thread whose trace starts
+    mid-iteration, or whose own behaviour cannot tell its iterations apart, is so placed by its partners' messages;
+    none: the thread has no clear one)."""
+    parts = []
+    for col in ("smsg", "rmsg"):
+        if col not in ref.columns or col not in other.columns:
+            continue
+        r = rk.select("_tid", "_it", pl.Series(col, ref.get_column(col))).filter(pl.col(col) > 1)
+        o = ok.select("_tid", pl.col("_it").alias("_oit"), pl.Series(col, other.get_column(col))).filter(pl.col(col) > 1)
+        parts.append(r.join(o, on=["_tid", col]).select("_tid", (pl.col("_oit") - pl.col("_it")).alias("_moff")))
+    if not parts:
+        return pl.DataFrame(schema={"_tid": pl.Int64, "_moff": pl.Int64})
+    d = pl.concat(parts)
+    return (d.group_by("_tid", "_moff").agg(pl.len().alias("_n"))
+            .with_columns(pl.col("_n").sum().over("_tid").alias("_all"))
+            .filter((pl.col("_n") >= MESSAGE_OFFSET_SHARE * pl.col("_all")) & (pl.col("_n") >= MESSAGE_OFFSET_MIN))
+            .select(pl.col("_tid").cast(rk.schema["_tid"]), pl.col("_moff").cast(pl.Int64)))
+
+
 def _behaviour(t: pl.DataFrame, features: Sequence[str]) -> np.ndarray:
     """The value that identifies an iteration's clock burst: the first feature (log1p counter), else log duration."""
     col = f"f_{features[0]}" if features else "ldur"
@@ -266,6 +293,9 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     rk, ok = _logical_keys(ref, clocks), _logical_keys(other, clocks)
     off = _offsets(rk, ok, _behaviour(ref, features), _behaviour(other, features),
                    ref.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS)
+    moff = _message_offsets(ref, other, rk, ok)
+    off = (off.join(moff, on="_tid", how="full", coalesce=True)
+           .select("_tid", pl.coalesce("_moff", "_off").alias("_off")))
     ok = (ok.join(off, on="_tid", how="left", maintain_order="left")
           .with_columns((pl.col("_it") - pl.col("_off").fill_null(0)).alias("_it")))
     ri, oj = _join_pairs(rk, ok, ON)
