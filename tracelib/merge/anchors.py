@@ -177,24 +177,41 @@ def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.nd
 def _message_offsets(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame, ok: pl.DataFrame) -> pl.DataFrame:
     """Per thread, the iteration offset (``_moff``, other iteration = reference iteration + offset) under which the
     bursts that send or receive the same logical message (``smsg`` / ``rmsg`` of
-    :func:`synthtrace.tracelib.merge.message_graph.logical_ends`, named the same in every run) lie in the same
-    iteration, when at least ``MESSAGE_OFFSET_SHARE`` of its named messages agree on one (a thread whose trace starts
-    mid-iteration, or whose own behaviour cannot tell its iterations apart, is so placed by its partners' messages;
-    none: the thread has no clear one)."""
+    :func:`synthtrace.tracelib.merge.message_graph.logical_ends`, named the same way in both runs) lie in the same
+    iteration: when at least ``MESSAGE_OFFSET_SHARE`` of the messages it sends agree on one, and so do those it
+    receives, and sends and receives agree (a trace that starts later on one rank names that rank's sends from its
+    own start: they then disagree with its receives, and the thread gets none)."""
     parts = []
     for col in ("smsg", "rmsg"):
         if col not in ref.columns or col not in other.columns:
             continue
         r = rk.select("_tid", "_it", pl.Series(col, ref.get_column(col))).filter(pl.col(col) > 1)
-        o = ok.select("_tid", pl.col("_it").alias("_oit"), pl.Series(col, other.get_column(col))).filter(pl.col(col) > 1)
-        parts.append(r.join(o, on=["_tid", col]).select("_tid", (pl.col("_oit") - pl.col("_it")).alias("_moff")))
+        o = (ok.select("_tid", pl.col("_it").alias("_oit"), pl.Series(col, other.get_column(col)))
+             .filter(pl.col(col) > 1))
+        parts.append(r.join(o, on=["_tid", col]).select("_tid", pl.lit(col).alias("_way"),
+                                                        (pl.col("_oit") - pl.col("_it")).alias("_moff")))
     if not parts:
-        return pl.DataFrame(schema={"_tid": pl.Int64, "_moff": pl.Int64})
-    d = pl.concat(parts)
-    return (d.group_by("_tid", "_moff").agg(pl.len().alias("_n"))
-            .with_columns(pl.col("_n").sum().over("_tid").alias("_all"))
-            .filter((pl.col("_n") >= MESSAGE_OFFSET_SHARE * pl.col("_all")) & (pl.col("_n") >= MESSAGE_OFFSET_MIN))
-            .select(pl.col("_tid").cast(rk.schema["_tid"]), pl.col("_moff").cast(pl.Int64)))
+        return pl.DataFrame(schema={"_tid": rk.schema["_tid"], "_moff": pl.Int64})
+    way = (pl.concat(parts).group_by("_tid", "_way", "_moff").agg(pl.len().alias("_n"))
+           .with_columns(pl.col("_n").sum().over("_tid", "_way").alias("_all"))
+           .filter((pl.col("_n") >= MESSAGE_OFFSET_SHARE * pl.col("_all")) & (pl.col("_n") >= MESSAGE_OFFSET_MIN)))
+    return (way.group_by("_tid").agg(pl.col("_moff").first(), pl.col("_moff").n_unique().alias("_k"))
+            .filter(pl.col("_k") == 1).select(pl.col("_tid").cast(rk.schema["_tid"]), pl.col("_moff").cast(pl.Int64)))
+
+
+def _with_message_offsets(off: pl.DataFrame, moff: pl.DataFrame) -> pl.DataFrame:
+    """The threads' iteration offsets (``off``: ``_tid``, ``_off`` from behaviour) placed relative to each other
+    by their logical messages (``moff`` of :func:`_message_offsets`): a thread with a message offset takes the
+    threads' median behaviour offset plus its message offset's difference to the median message offset. Message
+    names count from each trace's start, so they fix how the ranks lie to each other (one rank's trace cut
+    mid-iteration, one whose behaviour is the same every iteration); where the two runs' windows start, the
+    behaviour decides, as before."""
+    if moff.height == 0 or off.height == 0:
+        return off
+    base = int(round(float(off.get_column("_off").median())))
+    mid = int(round(float(moff.get_column("_moff").median())))
+    return (off.join(moff, on="_tid", how="full", coalesce=True)
+            .select("_tid", pl.coalesce(pl.col("_moff") - mid + base, "_off").cast(pl.Int64).alias("_off")))
 
 
 def _behaviour(t: pl.DataFrame, features: Sequence[str]) -> np.ndarray:
@@ -293,9 +310,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     rk, ok = _logical_keys(ref, clocks), _logical_keys(other, clocks)
     off = _offsets(rk, ok, _behaviour(ref, features), _behaviour(other, features),
                    ref.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS)
-    moff = _message_offsets(ref, other, rk, ok)
-    off = (off.join(moff, on="_tid", how="full", coalesce=True)
-           .select("_tid", pl.coalesce("_moff", "_off").alias("_off")))
+    off = _with_message_offsets(off, _message_offsets(ref, other, rk, ok))
     ok = (ok.join(off, on="_tid", how="left", maintain_order="left")
           .with_columns((pl.col("_it") - pl.col("_off").fill_null(0)).alias("_it")))
     ri, oj = _join_pairs(rk, ok, ON)
@@ -324,7 +339,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     r_it = np.where(clocked[0], rk.get_column("_it").fill_null(-1).to_numpy(), -1)
     o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
     ai, aj = arrival_pairs(ref, other, rk, ok)
-    plausible = _plausible(ref, other, ai, aj, features, *reject)
+    plausible = _plausible(ref, other, ai, aj, features, *substitute)  # one message's work: alike in both runs
     return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it, ai[plausible], aj[plausible])
 
 

@@ -117,7 +117,8 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
     arrived = _single(opening.with_row_index("_row").filter(
         ~pl.col("mpi_call").fill_null("").is_in(list(MULTI_COMPLETION_CALLS)) & ~posting), False)
     achan = np.zeros(closing.height, np.uint64)
-    achan[arrived.get_column("_row").to_numpy()] = arrived.select(pl.struct(CHANNEL).hash(7).clip(1)).to_series().to_numpy()
+    achan[arrived.get_column("_row").to_numpy()] = (arrived.select(pl.struct(CHANNEL).hash(7).clip(1))
+                                                    .to_series().to_numpy())
     return pl.DataFrame({"smsg": smsg, "rmsg": rmsg, "schan": schan, "rchan": rchan, "achan": achan},
                         schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan", "achan"], pl.UInt64))
 

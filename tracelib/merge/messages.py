@@ -143,9 +143,9 @@ def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None) -
     trace has none), its size (bytes), both ends (thread, call_seq, logical time ns; NULL for an end outside
     the trace or not known) and ``c_call_seq``: the receiver's call that completed the receive (the call holding
     the record's physical receive time, e.g. the ``MPI_Waitany`` that completed an ``MPI_Irecv``; the receiving
-    call when the trace records the receive at its completion or has no physical time). ``records``: the run's communication records (MESSAGE_SCHEMA; a table that is already
-    logical, as the warehouse's ``mpi_messages``, is returned as it is), else the ends come from the calls alone
-    (see the module docstring)."""
+    call when the trace records the receive at its completion or has no physical time). ``records``: the run's
+    communication records (MESSAGE_SCHEMA; a table that is already logical, as the warehouse's ``mpi_messages``,
+    is returned as it is), else the ends come from the calls alone (see the module docstring)."""
     if records is not None and "k" in records.columns:  # already logical (the warehouse's mpi_messages)
         if "c_call_seq" not in records.columns:  # stored before the completing call was kept
             records = records.with_columns(pl.col("r_call_seq").alias("c_call_seq"))
