@@ -13,7 +13,7 @@ Three walls, each enough on its own for what it guards:
    DuckDB takes 80 % of the machine's memory and unbounded temporary disk).
 
 A query that races a writer (a run removed, an experiment re-merged) reads the warehouse as it was when it
-opened or, when a file it listed vanished, again as it is now: never a refusal, never half a change.
+started: its files are held open (:mod:`~synthtrace.warehouse.snapshot`), never a refusal, never half a change.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.warehouse import engine
-from synthtrace.warehouse.catalog import VIEW_FILES, connect, view_files
+from synthtrace.warehouse import engine, snapshot
+from synthtrace.warehouse.catalog import VIEW_FILES, connect
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse
 
@@ -54,8 +54,6 @@ _SIZE = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]i?b|b|)", re.IGNORECA
 _UNIT_BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 MIN_MEMORY_BYTES = 16 * 2**20
-#: attempts at a query whose files a concurrent writer removed or replaced (each on a fresh listing)
-_ATTEMPTS = 8
 #: DuckDB type ids written to CSV as they are; nested types become JSON text, every other type DuckDB's text
 _CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger",
               "ubigint", "uhugeint",
@@ -156,8 +154,8 @@ def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_
 
     ``timeout_s``: wall-clock limit in seconds (None: none); ``memory_limit``/``temp_limit``: DuckDB's memory and
     temporary-disk caps (sizes such as ``2GiB``). ``flat``: columns as CSV can hold them (nested ones as JSON text,
-    BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time limit. A file of the
-    warehouse removed or replaced by a concurrent writer is read again on a fresh listing.
+    BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time limit. The warehouse is
+    read as it was when the query started, whatever a concurrent writer removes or replaces meanwhile.
     """
     engine.relation_api()  # con.sql and Arrow results; pyarrow is imported anyway
 
@@ -197,51 +195,37 @@ def _fetch_rows(con: engine.DuckDBPyConnection, sql: str) -> tuple[list[str], li
 
 def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
             fetch: Callable[[engine.DuckDBPyConnection, str], T], limits: dict[str, str]) -> T:
-    """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``limits`` and ``fetch`` its
-    result; again on a fresh listing when a file it listed was removed or replaced meanwhile (DuckDB then fails
-    to open it, or, taking the vanished name for a glob, refuses it as outside the allowed paths)."""
+    """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``limits`` over the files of
+    the views it names, held open from before it starts (:mod:`~synthtrace.warehouse.snapshot`: a concurrent
+    writer cannot take them away), and ``fetch`` its result."""
     wh = wh.existing()
     timeout_s = check_timeout(timeout_s)
     views = views_named(sql)
     spill = Path(tempfile.gettempdir()) / f"synthtrace-sql-{uuid.uuid4().hex}"  # DuckDB creates it only to spill
-    try:
-        for attempt in range(_ATTEMPTS):
-            listed = view_files(wh, views)
-            try:
-                return _run(wh, sql, timeout_s, spill, fetch, (views, listed), limits)
-            except (engine.IOException, engine.PermissionException) as exc:
-                if attempt + 1 == _ATTEMPTS or not _raced(exc, listed, view_files(wh, views)):
-                    raise
-        raise AssertionError("unreachable")
-    except engine.InterruptException:
-        raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
-    except engine.PermissionException as exc:
-        raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
-                                 f"({str(exc).splitlines()[0]})") from None
-    except engine.OutOfMemoryException as exc:
-        raise QueryError(f"query needs more than its memory or temporary-disk limit (see --memory-limit, "
-                         f"--temp-limit): {str(exc).splitlines()[0]}") from None
-    except engine.Error as exc:
-        raise QueryError(f"query failed: {str(exc).splitlines()[0]}") from None
-    finally:
-        shutil.rmtree(spill, ignore_errors=True)
-
-
-def _raced(exc: Exception, listed: dict[str, list[str]], now: dict[str, list[str]]) -> bool:
-    """True when a failure to read comes from a writer, not from the query: the files changed since the listing,
-    or the error names a listed file (removed and written again meanwhile: a run removed and re-ingested)."""
-    if now != listed:
-        return True
-    message = str(exc)
-    return any(path in message for paths in listed.values() for path in paths)
+    with snapshot.pinned(wh, views) as snap:
+        try:
+            return _run(wh, sql, timeout_s, spill, fetch, (views, snap), limits)
+        except engine.InterruptException:
+            raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
+        except engine.PermissionException as exc:
+            raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
+                                     f"({snap.named(str(exc).splitlines()[0])})") from None
+        except engine.OutOfMemoryException as exc:
+            raise QueryError(f"query needs more than its memory or temporary-disk limit (see --memory-limit, "
+                             f"--temp-limit): {str(exc).splitlines()[0]}") from None
+        except engine.Error as exc:
+            raise QueryError(f"query failed: {snap.named(str(exc).splitlines()[0])}") from None
+        finally:
+            shutil.rmtree(spill, ignore_errors=True)
 
 
 def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
-         fetch: Callable[[engine.DuckDBPyConnection, str], T], listing: tuple[set[str], dict[str, list[str]]],
+         fetch: Callable[[engine.DuckDBPyConnection, str], T], listing: tuple[set[str], snapshot.Snapshot],
          limits: dict[str, str]) -> T:
-    """One attempt of :func:`_answer` on a connection bound to ``listing`` (the views named, their files)."""
-    views, files = listing
-    con = connect(wh, temp_directory=spill, views=views, settings=limits, files=files)
+    """:func:`_answer` on a connection bound to ``listing`` (the views named, their files)."""
+    views, snap = listing
+    con = connect(wh, temp_directory=spill, views=views, settings=limits, files=snap.files,
+                  also_allowed=snap.originals)
     timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
     try:
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)
