@@ -60,6 +60,12 @@ def _counters(rng: random.Random, ns: int) -> str:
                                                            ins // rng.randint(5, 9))))
 
 
+#: a ring rank's steps per iteration: (Paraver state, duration range in ns, MPI event type and value at its end):
+#: a burst, then MPI_Isend, a burst, MPI_Irecv, a burst, then MPI_Waitall's entry
+RING_STEPS = ((1, (300, 3000), 50000001, 3), (10, (200, 800), 50000001, 0), (1, (100, 400), 50000001, 4),
+              (11, (200, 600), 50000001, 0), (1, (100, 400), 50000003, 9))
+
+
 def ring(out, target: int, rng: random.Random) -> int:
     """64 ranks, one thread each (see module docstring)."""
     n = 64
@@ -69,24 +75,14 @@ def ring(out, target: int, rng: random.Random) -> int:
         lines = []
         send = [0] * n
         for r in range(n):
-            a, b = t[r], t[r] + rng.randint(300, 3000)
             c = r + 1
-            lines.append(f"1:{c}:1:{c}:1:{a}:{b}:1\n")
-            lines.append(f"2:{c}:1:{c}:1:{b}:50000001:3:{_counters(rng, b - a)}\n")
-            e = b + rng.randint(200, 800)
-            lines.append(f"1:{c}:1:{c}:1:{b}:{e}:10\n")
-            lines.append(f"2:{c}:1:{c}:1:{e}:50000001:0:{_counters(rng, e - b)}\n")
-            send[r] = b
-            f = e + rng.randint(100, 400)
-            lines.append(f"1:{c}:1:{c}:1:{e}:{f}:1\n")
-            lines.append(f"2:{c}:1:{c}:1:{f}:50000001:4:{_counters(rng, f - e)}\n")
-            g = f + rng.randint(200, 600)
-            lines.append(f"1:{c}:1:{c}:1:{f}:{g}:11\n")
-            lines.append(f"2:{c}:1:{c}:1:{g}:50000001:0:{_counters(rng, g - f)}\n")
-            h = g + rng.randint(100, 400)
-            lines.append(f"1:{c}:1:{c}:1:{g}:{h}:1\n")
-            lines.append(f"2:{c}:1:{c}:1:{h}:50000003:9:{_counters(rng, h - g)}\n")
-            t[r] = h
+            for state, (lo, hi), event, value in RING_STEPS:
+                end = t[r] + rng.randint(lo, hi)
+                lines.append(f"1:{c}:1:{c}:1:{t[r]}:{end}:{state}\n")
+                lines.append(f"2:{c}:1:{c}:1:{end}:{event}:{value}:{_counters(rng, end - t[r])}\n")
+                if (event, value) == (50000001, 3):  # the MPI_Isend's entry: the message leaves
+                    send[r] = end
+                t[r] = end
         for r in range(n):  # Waitall ends once the left neighbour's message is there
             c, left = r + 1, (r - 1) % n
             end = max(t[r], send[left]) + rng.randint(500, 5000)

@@ -19,7 +19,7 @@ from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, Trace
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
 from synthtrace.warehouse.errors import WarehouseError
-from synthtrace.warehouse.programs import choose_program  # issue 28 (models helper)
+from synthtrace.warehouse.programs import choose_program, remember_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import check_name
 
@@ -299,6 +299,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         # another ingest of the same content committed first: it is that one's run
         return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
                             "already", summary.n_bursts, summary.n_calls)
+    remember_program(wh, program, run_id)  # issue 26 item 6: the next ingest matches it without a scan of runs
     superseded = _runs_without_pcf(wh, source, path, run_id)
     for old in superseded:
         wh.remove(wh.run_dir(old))
