@@ -242,6 +242,22 @@ def test_memory_limit_caps_a_query(sealed_wh, run_cli):
     assert code == 2 and "--temp-limit" in err, err
 
 
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv", "parquet"])
+def test_a_result_larger_than_the_memory_limit_is_refused_in_one_line(sealed_wh, run_cli, tmp_path, fmt):
+    """Item 5, found by the attack rerun: DuckDB's cap bounds what it computes, not the result it hands over; the
+    rows of `SELECT * FROM range(20000000)` took 1.8 GB in Python at the default 1 GiB limit (10 GB for 10^8 rows).
+    The result is now held to the same limit: one line naming it, exit 2, nothing written."""
+    out_file = tmp_path / f"out.{fmt}"
+    args = ["-o", out_file] if fmt in ("csv", "parquet") else []
+    code, out, err = run_cli("sql", "SELECT range AS i, range * 2 AS j FROM range(2000000)", "-w", sealed_wh,
+                             "--memory-limit", "16MiB", "-f", fmt, *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--memory-limit" in err and "result" in err, err
+    assert not out and not out_file.exists()
+    code, out, err = run_cli("sql", "SELECT range AS i FROM range(1000)", "-w", sealed_wh, "--memory-limit", "16MiB",
+                             "-f", fmt, *args)
+    assert code == 0, err
+
 def test_blob_and_nested_columns_to_csv(sealed_wh, run_cli):
     """Item 5: BLOB columns in CSV gave an Arrow traceback; nested columns are JSON text, converted by DuckDB
     (within the query's time limit: the conversion is part of the query)."""
@@ -255,6 +271,22 @@ def test_blob_and_nested_columns_to_csv(sealed_wh, run_cli):
     table = query(Warehouse(sealed_wh), statement, flat=True)
     assert {str(t) for t in table.schema.types[:4]} == {"string"}
 
+
+
+def test_interval_and_union_columns_to_parquet(sealed_wh, run_cli, tmp_path):
+    """Found by the attack rerun: an INTERVAL or UNION column (alone or in a list) written with `-f parquet` gave
+    an Arrow traceback (Parquet has no such type); it is written as DuckDB's text, the other columns as they are."""
+    import pyarrow.parquet as pq
+
+    out_file = tmp_path / "out.parquet"
+    statement = ("SELECT INTERVAL 2 DAY AS i, [INTERVAL 1 HOUR] AS li, union_value(k := 1) AS u, 7 AS n, "
+                 "'ab'::BLOB AS b FROM runs")
+    code, out, err = run_cli("sql", statement, "-w", sealed_wh, "-o", out_file)
+    assert code == 0, err
+    table = pq.read_table(out_file)
+    assert table.column("i").to_pylist() == ["2 days"] * 2 and table.column("li").to_pylist() == ["['01:00:00']"] * 2
+    assert table.column("u").to_pylist() == ["1"] * 2 and table.column("n").to_pylist() == [7] * 2
+    assert table.column("b").to_pylist() == [b"ab"] * 2
 
 def test_a_symlinked_folder_in_the_warehouse_is_not_read(sealed_wh, tmp_path, run_cli):
     """Item 6: `runs/evil -> /elsewhere` was read by the views (only leaf links were left out)."""

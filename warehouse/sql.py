@@ -10,7 +10,8 @@ Three walls, each enough on its own for what it guards:
    existed when it opened and no other file; external access is off and its configuration locked.
 3. A timer interrupts a query that runs longer than its time limit (DuckDB has no statement timeout); DuckDB's
    memory and its spill files are capped (:data:`DEFAULT_MEMORY_LIMIT`, :data:`DEFAULT_TEMP_LIMIT`; by default
-   DuckDB takes 80 % of the machine's memory and unbounded temporary disk).
+   DuckDB takes 80 % of the machine's memory and unbounded temporary disk), and so is the result it hands over
+   (fetched in batches, refused past the memory limit).
 
 A query that races a writer (a run removed, an experiment re-merged) reads the warehouse as it was when it
 started: its files are held open (:mod:`~synthtrace.warehouse.snapshot`), never a refusal, never half a change.
@@ -23,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import uuid
@@ -60,6 +62,10 @@ _CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", 
               "float", "double", "decimal", "varchar", "date", "time", "timestamp", "timestamp_s", "timestamp_ms",
               "timestamp_ns", "timestamp with time zone"}
 _CSV_AS_JSON = {"list", "struct", "map", "array", "union"}
+#: DuckDB types (in a type's text, nested or not) that Arrow cannot write to Parquet
+_NOT_PARQUET = re.compile(r"\b(INTERVAL|UNION)\b", re.IGNORECASE)
+#: rows fetched at a time while the result's size is checked against the memory limit
+_BATCH_ROWS = 65536
 #: the byte that tells the Ctrl-C watcher its query has ended (no signal has this number)
 _DONE = 255
 #: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
@@ -149,35 +155,61 @@ def check_read_only(query: str, con: engine.DuckDBPyConnection | None = None) ->
 
 
 def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S, flat: bool = False,
-          memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT) -> pa.Table:
+          for_parquet: bool = False, memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT
+          ) -> pa.Table:
     """Run a read-only query against the warehouse views; returns an Arrow table.
 
     ``timeout_s``: wall-clock limit in seconds (None: none); ``memory_limit``/``temp_limit``: DuckDB's memory and
     temporary-disk caps (sizes such as ``2GiB``). ``flat``: columns as CSV can hold them (nested ones as JSON text,
-    BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time limit. The warehouse is
+    BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time limit; ``for_parquet``:
+    columns Parquet cannot hold (intervals, unions, also inside lists and structs) as DuckDB's text. The warehouse is
     read as it was when the query started, whatever a concurrent writer removes or replaces meanwhile.
     """
     engine.relation_api()  # con.sql and Arrow results; pyarrow is imported anyway
+    budget = size_bytes(memory_limit, "--memory-limit")
 
     def fetch(con: engine.DuckDBPyConnection, text: str) -> pa.Table:
+        import pyarrow as pa
+
         rel = con.sql(text)
-        return (_csv_ready(rel) if flat and rel is not None else rel).to_arrow_table()
+        if (flat or for_parquet) and rel is not None:
+            rel = _as_text(rel, _csv_kind if flat else _parquet_kind)
+        reader = rel.to_arrow_reader(_BATCH_ROWS)
+        batches, held = [], 0
+        for batch in reader:
+            held += batch.nbytes
+            _check_result_size(held, budget, memory_limit)
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=reader.schema)
 
     return _answer(wh, sql, timeout_s, fetch, duckdb_limits(memory_limit, temp_limit))
 
 
-def _csv_ready(rel: Any) -> Any:
-    """The relation ``rel`` with every column CSV cannot hold as it is turned into text in DuckDB."""
+def _as_text(rel: Any, kind_of: Callable[[Any], str]) -> Any:
+    """The relation ``rel`` with every column a file format cannot hold turned into text in DuckDB: ``kind_of``
+    says, per DuckDB column type, ``"as is"``, ``"json"`` or ``"text"``."""
     exprs = []
     for i, (name, kind) in enumerate(zip(rel.columns, rel.types), start=1):
         quoted = '"' + name.replace('"', '""') + '"'
-        if kind.id in _CSV_AS_IS:
+        how = kind_of(kind)
+        if how == "as is":
             exprs.append(f"#{i} AS {quoted}")
-        elif kind.id in _CSV_AS_JSON:
+        elif how == "json":
             exprs.append(f"CAST(to_json(#{i}) AS VARCHAR) AS {quoted}")
         else:
             exprs.append(f"CAST(#{i} AS VARCHAR) AS {quoted}")
     return rel.project(", ".join(exprs)) if exprs else rel
+
+
+def _csv_kind(kind: Any) -> str:
+    """CSV: nested columns as JSON text, every other type CSV cannot hold as DuckDB's text."""
+    return "as is" if kind.id in _CSV_AS_IS else "json" if kind.id in _CSV_AS_JSON else "text"
+
+
+def _parquet_kind(kind: Any) -> str:
+    """Parquet: intervals and unions (Arrow's month-day-nano interval and sparse union), anywhere in the type, as
+    DuckDB's text."""
+    return "text" if _NOT_PARQUET.search(str(kind)) else "as is"
 
 
 def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S,
@@ -185,12 +217,44 @@ def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIM
                ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """:func:`query` as (column names, rows of Python values), without importing pyarrow (the CLI's table and JSON
     output), from the engine alone (:mod:`~synthtrace.warehouse.engine`)."""
-    return _answer(wh, sql, timeout_s, _fetch_rows, duckdb_limits(memory_limit, temp_limit))
+    budget = size_bytes(memory_limit, "--memory-limit")
+
+    def fetch(con: engine.DuckDBPyConnection, text: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        con.execute(text)
+        rows: list[tuple[Any, ...]] = []
+        held = 0
+        while batch := con.fetchmany(_BATCH_ROWS):
+            held += _rows_bytes(batch)
+            _check_result_size(held, budget, memory_limit)
+            rows += batch
+        return [d[0] for d in con.description or ()], rows
+
+    return _answer(wh, sql, timeout_s, fetch, duckdb_limits(memory_limit, temp_limit))
 
 
-def _fetch_rows(con: engine.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    con.execute(sql)
-    return [d[0] for d in con.description or ()], con.fetchall()
+def _rows_bytes(rows: list[tuple[Any, ...]]) -> int:
+    """Bytes ``rows`` hold as Python objects, estimated from up to 8 of them (each row's slot in the list, its
+    tuple, its values, and the values of lists and dicts among them, one level down)."""
+    step = max(1, len(rows) // 8)
+    sample = rows[::step]
+    per_row = 8 + sum(sys.getsizeof(row) + sum(_value_bytes(v) for v in row) for row in sample) / len(sample)
+    return int(per_row * len(rows))
+
+
+def _value_bytes(value: Any) -> int:
+    if isinstance(value, dict):
+        return sys.getsizeof(value) + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sys.getsizeof(value) + sum(sys.getsizeof(v) for v in value)
+    return sys.getsizeof(value)
+
+
+def _check_result_size(held: int, budget: int, memory_limit: str) -> None:
+    """Refuse a result past ``budget`` bytes (DuckDB's cap bounds what it computes, not the result it hands over:
+    ``SELECT * FROM range(1e9)`` would fill the machine's memory in Python)."""
+    if held > budget:
+        raise QueryError(f"query result larger than its memory limit ({memory_limit}, see --memory-limit): "
+                         "add a LIMIT, aggregate, or select fewer columns")
 
 
 def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
