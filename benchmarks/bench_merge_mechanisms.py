@@ -4,6 +4,7 @@
     python benchmarks/bench_merge_mechanisms.py --label after --quick   # 1-2 min: 1 seed per mechanism, 20 plain
     python benchmarks/bench_merge_mechanisms.py --label after --scale-time      # 10k vs 1k iterations, time/burst
     python benchmarks/bench_merge_mechanisms.py --label after --scale-memory    # 256 ranks x 2,000 its, peak RSS
+    python benchmarks/bench_merge_mechanisms.py --label after --mechanisms plain --plain-from 50 --plain 25  # a chunk
 
 Every campaign is simulated (Paraver traces and truth in a temporary folder), read back with the reader and merged
 with the library's merge at default options (``merge_runs``, what ``synthtrace merge`` runs), then scored
@@ -54,12 +55,15 @@ def _row(o: MechanismOutcome) -> dict:
             "message": o.message, "sim_s": round(o.sim_s, 2), "merge_s": round(o.merge_s, 2)}
 
 
-def mechanism_rows(seeds: int, plain: int, only: list[str] | None = None) -> list[dict]:
+def mechanism_rows(seeds: int, plain: int, only: list[str] | None = None, plain_from: int = 0) -> list[dict]:
+    """Rows of mechanisms ``only`` (default: all), seeds 0..``seeds``-1 each, and of plain campaigns
+    ``plain_from``..``plain_from + plain``-1 when plain is among them."""
     rows = []
     names = [n for n in MECHANISMS if n != "plain" and (not only or n in only)]
     jobs = [(n, s, {}) for n in names for s in range(seeds)]
     if not only or "plain" in only:
-        jobs += [("plain", s, dict(zip(("ranks", "iterations"), plain_size(s)))) for s in range(plain)]
+        jobs += [("plain", s, dict(zip(("ranks", "iterations"), plain_size(s))))
+                 for s in range(plain_from, plain_from + plain)]
     for name, seed, sizes in jobs:
         with tempfile.TemporaryDirectory() as tmp:
             o = run_mechanism(name, seed, Path(tmp), **sizes)
@@ -242,6 +246,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 seed per mechanism and 20 plain campaigns")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per mechanism (default 2; quick 1)")
     ap.add_argument("--plain", type=int, default=None, help="plain campaigns (default 200; quick 20)")
+    ap.add_argument("--plain-from", type=int, default=0,
+                    help="first plain seed (with --mechanisms plain: run a chunk of seeds, e.g. 50 from 100)")
     ap.add_argument("--scale-time", action="store_true", help="also time 1k vs 10k iterations")
     ap.add_argument("--scale-memory", action="store_true", help="also the 256-rank x 2,000-iteration peak memory")
     ap.add_argument("--only-scale", action="store_true", help="only the scale checks (keep the label's rows)")
@@ -257,9 +263,10 @@ def main() -> None:
     t0 = time.perf_counter()
     only = [m for m in args.mechanisms.split(",") if m]
     entry = store.get(args.label, {}) if (args.only_scale or only) else {}
-    if only:
-        kept = [r for r in entry.get("rows", []) if r["mechanism"] not in only]
-        entry["rows"] = kept + mechanism_rows(seeds, plain, only)
+    if only:  # a part rerun: its rows replace those of the same (mechanism, seed), the others are kept
+        new = mechanism_rows(seeds, plain, only, args.plain_from)
+        done = {(r["mechanism"], r["seed"]) for r in new}
+        entry["rows"] = [r for r in entry.get("rows", []) if (r["mechanism"], r["seed"]) not in done] + new
     elif not args.only_scale:
         entry["rows"] = mechanism_rows(seeds, plain)
     entry.setdefault("rows", [])

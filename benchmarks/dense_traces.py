@@ -1,11 +1,13 @@
 """Records-dense Paraver traces for the ingest benchmark (issue 27): short bursts and many records per byte, in the
 layout Extrae writes (counters on the MPI entry for the burst it closes, on the exit for the call, a
-communication record per message), of two shapes:
+communication record per message), of three shapes:
 
 - ``ring``: 64 MPI ranks of one thread; per iteration a short burst, MPI_Isend to the right neighbour,
   MPI_Irecv from the left, MPI_Waitall; every 50 iterations an MPI_Allreduce;
 - ``openmp``: 4 ranks of 16 threads; per iteration every thread runs a short burst inside an OpenMP parallel
-  function (event 60000018, counters on its entry and exit), the master then an MPI_Allreduce.
+  function (event 60000018, counters on its entry and exit), the master then an MPI_Allreduce;
+- ``collective``: 256 ranks of one thread on 4 nodes; per iteration a short burst, then an MPI_Allreduce (its
+  sizes and communicator on the entry) that every rank leaves together.
 
     python benchmarks/dense_traces.py ring OUT.prv --mb 270
 """
@@ -60,6 +62,26 @@ def _counters(rng: random.Random, ns: int) -> str:
                                                            ins // rng.randint(5, 9))))
 
 
+#: a ring rank's steps per iteration: (Paraver state, duration range in ns, MPI event type and value at its end):
+#: a burst, then MPI_Isend, a burst, MPI_Irecv, a burst, then MPI_Waitall's entry
+RING_STEPS = ((1, (300, 3000), 50000001, 3), (10, (200, 800), 50000001, 0), (1, (100, 400), 50000001, 4),
+              (11, (200, 600), 50000001, 0), (1, (100, 400), 50000003, 9))
+
+
+def _allreduce(lines: list[str], rng: random.Random, t: list[int], burst: int, cost: int) -> None:
+    """Every rank (one thread each) runs a burst of ``burst`` ns, then an MPI_Allreduce of 8 bytes that all leave
+    ``cost`` ns after the last one entered; ``t`` (each rank's time) advances."""
+    top = max(t) + burst + cost
+    for r in range(len(t)):
+        c = r + 1
+        lines.append(f"1:{c}:1:{c}:1:{t[r]}:{t[r] + burst}:1\n")
+        lines.append(f"2:{c}:1:{c}:1:{t[r] + burst}:50000002:10:50100001:8:50100002:8:50100004:1:"
+                     f"{_counters(rng, burst)}\n")
+        lines.append(f"1:{c}:1:{c}:1:{t[r] + burst}:{top}:13\n")
+        lines.append(f"2:{c}:1:{c}:1:{top}:50000002:0:{_counters(rng, top - t[r] - burst)}\n")
+        t[r] = top
+
+
 def ring(out, target: int, rng: random.Random) -> int:
     """64 ranks, one thread each (see module docstring)."""
     n = 64
@@ -69,24 +91,14 @@ def ring(out, target: int, rng: random.Random) -> int:
         lines = []
         send = [0] * n
         for r in range(n):
-            a, b = t[r], t[r] + rng.randint(300, 3000)
             c = r + 1
-            lines.append(f"1:{c}:1:{c}:1:{a}:{b}:1\n")
-            lines.append(f"2:{c}:1:{c}:1:{b}:50000001:3:{_counters(rng, b - a)}\n")
-            e = b + rng.randint(200, 800)
-            lines.append(f"1:{c}:1:{c}:1:{b}:{e}:10\n")
-            lines.append(f"2:{c}:1:{c}:1:{e}:50000001:0:{_counters(rng, e - b)}\n")
-            send[r] = b
-            f = e + rng.randint(100, 400)
-            lines.append(f"1:{c}:1:{c}:1:{e}:{f}:1\n")
-            lines.append(f"2:{c}:1:{c}:1:{f}:50000001:4:{_counters(rng, f - e)}\n")
-            g = f + rng.randint(200, 600)
-            lines.append(f"1:{c}:1:{c}:1:{f}:{g}:11\n")
-            lines.append(f"2:{c}:1:{c}:1:{g}:50000001:0:{_counters(rng, g - f)}\n")
-            h = g + rng.randint(100, 400)
-            lines.append(f"1:{c}:1:{c}:1:{g}:{h}:1\n")
-            lines.append(f"2:{c}:1:{c}:1:{h}:50000003:9:{_counters(rng, h - g)}\n")
-            t[r] = h
+            for state, (lo, hi), event, value in RING_STEPS:
+                end = t[r] + rng.randint(lo, hi)
+                lines.append(f"1:{c}:1:{c}:1:{t[r]}:{end}:{state}\n")
+                lines.append(f"2:{c}:1:{c}:1:{end}:{event}:{value}:{_counters(rng, end - t[r])}\n")
+                if (event, value) == (50000001, 3):  # the MPI_Isend's entry: the message leaves
+                    send[r] = end
+                t[r] = end
         for r in range(n):  # Waitall ends once the left neighbour's message is there
             c, left = r + 1, (r - 1) % n
             end = max(t[r], send[left]) + rng.randint(500, 5000)
@@ -96,15 +108,7 @@ def ring(out, target: int, rng: random.Random) -> int:
                          f"4096:{it}\n")
             t[r] = end
         if it % 50 == 49:
-            top = max(t) + 1000
-            for r in range(n):
-                c = r + 1
-                lines.append(f"1:{c}:1:{c}:1:{t[r]}:{t[r] + 10}:1\n")
-                lines.append(f"2:{c}:1:{c}:1:{t[r] + 10}:50000002:10:50100001:8:50100002:8:50100004:1:"
-                             f"{_counters(rng, 10)}\n")
-                lines.append(f"1:{c}:1:{c}:1:{t[r] + 10}:{top}:13\n")
-                lines.append(f"2:{c}:1:{c}:1:{top}:50000002:0:{_counters(rng, top - t[r])}\n")
-                t[r] = top
+            _allreduce(lines, rng, t, 10, 1000)
         lines.sort(key=lambda ln: int(ln.split(":")[5]))
         text = "".join(lines)
         out.write(text)
@@ -150,8 +154,23 @@ def openmp(out, target: int, rng: random.Random) -> int:
     return max(t)
 
 
+def collective(out, target: int, rng: random.Random) -> int:
+    """256 ranks of one thread on 4 nodes (see module docstring)."""
+    t = [1000 + 13 * r for r in range(256)]
+    written = 0
+    while written < target:
+        lines: list[str] = []
+        _allreduce(lines, rng, t, rng.randint(300, 3000), rng.randint(500, 2000))
+        lines.sort(key=lambda ln: int(ln.split(":")[5]))
+        text = "".join(lines)
+        out.write(text)
+        written += len(text)
+    return max(t)
+
+
 SHAPES = {"ring": (ring, "1(64):1:64(" + ",".join("1:1" for _ in range(64)) + ")"),
-          "openmp": (openmp, "1(64):1:4(" + ",".join("16:1" for _ in range(4)) + ")")}
+          "openmp": (openmp, "1(64):1:4(" + ",".join("16:1" for _ in range(4)) + ")"),
+          "collective": (collective, "4(64,64,64,64):1:256(" + ",".join(f"1:{1 + r // 64}" for r in range(256)) + ")")}
 
 
 def write_dense(shape: str, prv: Path, mb: int, seed: int = 1) -> Path:

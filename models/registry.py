@@ -109,6 +109,21 @@ def model_status(cv_r2: float | None, cv_mape: float | None = None, mean_mape: f
     return "ok"
 
 
+def rejection_reason(record: dict) -> str:
+    """Why :func:`model_status` rejected a registered model (its record), in words, with its figures on unseen
+    programs; empty for a model that is not rejected."""
+    if record.get("status") != "rejected":
+        return ""
+    r2 = record.get("cv_r2")
+    if r2 is not None and np.isfinite(r2) and r2 < MIN_UNSEEN_R2:
+        return f"R² {r2:.3f} on unseen programs, below {MIN_UNSEEN_R2}"
+    mean = json.loads(record.get("metrics") or "{}").get("cv", {}).get("mean_mape")
+    mape = record.get("cv_mape")
+    against = f" (the training mean's: {mean:.1%})" if mean is not None else ""
+    return (f"MAPE {mape:.1%} on unseen programs{against}, not {MIN_MAPE_CUT:.0%} below the training mean's"
+            if mape is not None else "not better than the training mean on unseen programs")
+
+
 def _sorted_rows(frame: pl.DataFrame) -> pl.DataFrame:
     keys = [c for c in ("experiment", "run_id", "appl", "task", "thread", "burst_seq") if c in frame.columns]
     return frame.sort(keys) if keys else frame

@@ -52,8 +52,10 @@ def site_signals(t: pl.DataFrame) -> pl.DataFrame:
     - ``instructions`` (per visit and rank), ``ipc``, ``l1_mpki``, ``l2_mpki``, ``l3_mpki``, ``br_mpki``,
       ``icache_mpki`` (per 1000 instructions), ``br_per_ins``, ``br_misp_rate`` (mispredicted / branches),
       ``fp_share`` (FP / instructions), ``vec_share`` (vector / FP);
-    - ``mpi_bytes`` (bytes per call and rank), ``mpi_bw`` (bytes per call / MPI time per call:
-      bytes per ns = GB/s, including the waits).
+    - ``mpi_bytes``: bytes of the messages the site posts per visit and rank (each point-to-point message at its
+      send and its receive end, collectives their sizes; never what a completion call happened to complete, nor
+      per call, whose count polls make timing-dependent: see :mod:`synthtrace.warehouse.history`), ``mpi_bw``
+      (those bytes / MPI time per visit: bytes per ns = GB/s, including the waits).
 
     Keys: app, config (``<tasks>x<threads>``), point (experiment@day), started_at (first run of the point),
     run_id (that run), call_site, runs (runs in the point).
@@ -95,9 +97,9 @@ def site_signals(t: pl.DataFrame) -> pl.DataFrame:
         rate("l1_icm").alias("icache_mpki"),
         rate("fp_ins", 1.0).alias("fp_share"),
         pl.when(pl.col("fp_ins") > 0).then(pl.col("vec_ins") / pl.col("fp_ins")).alias("vec_share"),
-        pl.when(pl.col("_calls") > 0).then(pl.col("_bytes") / pl.col("_calls")).alias("mpi_bytes"),
+        pl.when(pl.col("_calls") > 0).then(pl.col("_bytes") / pl.col("_visits")).alias("mpi_bytes"),
         pl.when((pl.col("_mpi") > 0) & (pl.col("_calls") > 0))
-        .then(pl.col("_bytes") / pl.col("_calls") / pl.col("_mpi"))
+        .then(pl.col("_bytes") / pl.col("_visits") / pl.col("_mpi"))
         .alias("mpi_bw"),
     )
     signals = [c for c in per_run.columns if c not in ("app", "config", "point", "run_id", "started_at", "call_site")]

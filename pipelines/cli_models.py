@@ -63,6 +63,7 @@ def train(
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Train a burst performance predictor, evaluate it on unseen applications and register it."""
+    from synthtrace.models.registry import rejection_reason
     from synthtrace.pipelines.jobs import train as train_model
     if folds < 2:
         raise BadInputError("--folds must be at least 2")
@@ -86,8 +87,9 @@ def train(
         t.add_row(k, v)
     print_table(t)
     if r["status"] == "rejected":
-        print_warning(f"{r['model_id']} predicts unseen applications worse than their mean (R² {r['cv_r2']:.3f}); "
-                      f"registered as rejected: predict uses it only with --model {r['model_id']}")
+        print_warning(f"{r['model_id']} is not clearly better than the training mean on unseen programs "
+                      f"({rejection_reason(r)}); registered as rejected: predict uses it only with "
+                      f"--model {r['model_id']}")
     if compare:
         _print_comparison(Warehouse(warehouse), target, model, _split(experiments), seed, folds)
 
@@ -152,6 +154,7 @@ def predict(
     """Predict every burst of an experiment with a registered model; writes the predictions view."""
     from synthtrace.models.features import check_target
     from synthtrace.models.predictors import scores
+    from synthtrace.models.registry import rejection_reason
     from synthtrace.pipelines.jobs import predict as predict_experiment
     from synthtrace.warehouse.model_store import predictions_dir
 
@@ -160,8 +163,8 @@ def predict(
     wh = Warehouse(warehouse)
     m, out = predict_experiment(wh, experiment, model, target=target)
     if m.record.get("status") == "rejected":
-        print_warning(f"{m.model_id} is rejected (R² {m.record['cv_r2']:.3f} on unseen applications): its "
-                      "predictions are worse than a constant")
+        print_warning(f"{m.model_id} is rejected ({rejection_reason(m.record)}): its predictions are not clearly "
+                      "better than the training mean's")
     known = out.filter(pl.col("actual").is_not_null() & pl.col("predicted").is_not_null())
     s = scores(known["actual"].to_numpy(), known["predicted"].to_numpy()) if known.height else None
     path = predictions_dir(wh) / m.model_id

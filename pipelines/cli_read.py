@@ -112,7 +112,9 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
     limits = {"timeout_s": DEFAULT_TIMEOUT_S if timeout is None else timeout,
               "memory_limit": memory_limit or DEFAULT_MEMORY_LIMIT, "temp_limit": temp_limit or DEFAULT_TEMP_LIMIT}
     if format in ("csv", "parquet"):  # Arrow writes these (nested columns and all)
-        _write_arrow(query(wh, statement, flat=format == "csv", **limits), format, output)
+        # security (issue 23): for_parquet, marked one-line edit
+        _write_arrow(query(wh, statement, flat=format == "csv", for_parquet=format == "parquet", **limits), format,
+                     output)
         return
     columns, rows = query_rows(wh, statement, **limits)
     if format == "table" and output is None:

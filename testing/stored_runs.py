@@ -1,6 +1,7 @@
 """A warehouse holding many stored runs without ingesting each: what many nights leave behind (ingest scaling)."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -23,3 +24,12 @@ def warehouse_with_runs(root: Path, n_runs: int) -> Warehouse:
         shutil.copytree(first, wh.run_dir(run_id))
         row.with_columns(pl.lit(run_id).alias("run_id")).write_parquet(wh.run_dir(run_id) / "run.parquet")
     return wh
+
+
+def another_run_of(prv: Path, dest: Path, day: int) -> Path:
+    """A copy of ``prv`` (with its .pcf/.row) in ``dest`` as another run of the same program: the day of the header's
+    date set to ``day``, so its content (run_id) differs while its .pcf names the same symbols."""
+    copy = copy_trace(prv, dest)
+    header, _, body = copy.read_bytes().partition(b"\n")
+    copy.write_bytes(re.sub(rb"^#Paraver \(\d\d/", b"#Paraver (%02d/" % day, header) + b"\n" + body)
+    return copy

@@ -33,3 +33,14 @@ def tree_digest(root: Path) -> dict[str, str]:
         return {}
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def ingested(root: Path, folder: str, *traces: Path) -> Path:
+    """``traces`` copied into ``root/folder`` and ingested (by the CLI, in this process) into the warehouse
+    ``root/wh``, which is returned."""
+    from synthtrace.pipelines.cli import main
+
+    for prv in traces:
+        copy_trace(prv, root / folder)
+    assert main(["ingest", str(root / folder), "-w", str(root / "wh")]) == 0
+    return root / "wh"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from synthtrace.pipelines.cli import main
-from testing.traces import JACOBI, PRIME, copy_trace
+from testing.traces import JACOBI, PRIME, copy_trace, ingested
 
 
 def synthtrace(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -35,12 +35,7 @@ def one_error_line(p: subprocess.CompletedProcess) -> str:
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory) -> Path:
     """A warehouse holding the prime trace."""
-    from synthtrace.pipelines.cli import main
-
-    root = tmp_path_factory.mktemp("edge")
-    copy_trace(PRIME, root / "prime")
-    assert main(["ingest", str(root / "prime"), "-w", str(root / "wh")]) == 0
-    return root / "wh"
+    return ingested(tmp_path_factory.mktemp("edge"), "prime", PRIME)
 
 
 @pytest.mark.parametrize(("args", "says"), [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from itertools import combinations
 
 import pytest
@@ -39,13 +40,10 @@ def assert_valid(plan: CounterPlan, wanted, fixed, slots, conflicts) -> None:
     assert sorted(seen) == sorted(c for c in dict.fromkeys(wanted) if c not in fixed)
 
 
-def brute_force_min_runs(names: list[str], cap: int, conflicts: list[tuple[str, str]]) -> int:
-    """The fewest runs by enumerating every partition of the counters (restricted growth strings)."""
-    bad = {frozenset(p) for p in conflicts}
+def fewest_blocks(names: list[str], ok: Callable[[list[str]], bool]) -> int:
+    """The fewest blocks of a partition of ``names`` whose every block is ``ok``, by enumerating every partition
+    (restricted growth strings)."""
     n, best = len(names), len(names)
-
-    def ok(block: list[str]) -> bool:
-        return len(block) <= cap and all(frozenset(p) not in bad for p in combinations(block, 2))
 
     def grow(i: int, blocks: list[list[str]]) -> None:
         nonlocal best
@@ -65,6 +63,16 @@ def brute_force_min_runs(names: list[str], cap: int, conflicts: list[tuple[str, 
 
     grow(0, [])
     return best
+
+
+def brute_force_min_runs(names: list[str], cap: int, conflicts: list[tuple[str, str]]) -> int:
+    """The fewest runs by enumerating every partition of the counters (restricted growth strings)."""
+    bad = {frozenset(p) for p in conflicts}
+
+    def ok(block: list[str]) -> bool:
+        return len(block) <= cap and all(frozenset(p) not in bad for p in combinations(block, 2))
+
+    return fewest_blocks(names, ok)
 
 
 # ---------------------------------------------------------------------------------------------- known optima
@@ -409,27 +417,12 @@ def test_every_machine_profile_names_a_preset_table():
 def brute_force_with_events(names: list[str], cap: int, conflicts, events: dict[str, set[str]]) -> int:
     """The fewest runs by enumerating every partition, a run holding at most ``cap`` distinct events."""
     bad = {frozenset(p) for p in conflicts}
-    best = len(names)
 
-    def grow(i: int, blocks: list[list[str]]) -> None:
-        nonlocal best
-        if len(blocks) >= best:
-            return
-        if i == len(names):
-            best = len(blocks)
-            return
-        for b in blocks:
-            b.append(names[i])
-            if (len(set().union(*(events[c] for c in b))) <= cap
-                    and all(frozenset(p) not in bad for p in combinations(b, 2))):
-                grow(i + 1, blocks)
-            b.pop()
-        blocks.append([names[i]])
-        grow(i + 1, blocks)
-        blocks.pop()
+    def ok(b: list[str]) -> bool:
+        return (len(set().union(*(events[c] for c in b))) <= cap
+                and all(frozenset(p) not in bad for p in combinations(b, 2)))
 
-    grow(0, [])
-    return best
+    return fewest_blocks(names, ok)
 
 
 @settings(max_examples=150, deadline=None)

@@ -137,6 +137,17 @@ def _check_outcome(case: dict, res: dict, where: str) -> int:
     return res["code"]
 
 
+def _checked_batch(cases: list[dict], batch_no: int) -> list[int]:
+    """Ingest ``cases`` in one subprocess and check each outcome (:func:`_check_outcome`); their exit codes."""
+    try:
+        results = _run_batch(cases)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ingest hung on one of {cases} (seed {SEED}, batch {batch_no})")
+    return [_check_outcome(case, res, f"(seed {SEED}, batch {batch_no}, {case.get('defect', 'mutated')}) "
+                                      f"{case['paths']}:\n{res['stderr'][-3000:]}")
+            for case, res in zip(cases, results)]
+
+
 def test_structure_aware_cases_give_exit_0_or_one_line(tmp_path):
     """Issue 23: well-formed traces with one semantic defect each (counts out of range, records outside the
     header's resources, counters named like key columns, 2^63 timestamps, NaN metrics, sends outside the world,
@@ -160,13 +171,7 @@ def test_structure_aware_cases_give_exit_0_or_one_line(tmp_path):
                 path, defect = paraver_case(case_dir / "prv", rnd)
             defects.add(defect)
             cases.append({"paths": [str(path)], "warehouse": str(case_dir / "wh"), "defect": defect})
-        try:
-            results = _run_batch(cases)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"ingest hung on one of {cases} (seed {SEED}, batch {batch_no})")
-        for case, res in zip(cases, results):
-            n_cases += 1
-            _check_outcome(case, res, f"(seed {SEED}, {case['defect']}) {case['paths']}:\n{res['stderr'][-3000:]}")
+        n_cases += len(_checked_batch(cases, batch_no))
         shutil.rmtree(tmp_path / f"s{batch_no}")
     assert set(PARAVER_DEFECTS) <= defects
     print(f"structure-aware fuzz: {n_cases} cases, {len(defects)} defects (seed {SEED})")
@@ -193,14 +198,9 @@ def test_fuzzed_traces_give_exit_0_or_one_line(tmp_path):
                     paths.append(_paraver_case(rnd.choice(sources), case_dir / f"prv-{j}", rnd))
             wh = case_dir / "wh"
             cases.append({"paths": [str(p) for p in paths], "warehouse": str(wh)})
-        try:
-            results = _run_batch(cases)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"ingest hung on one of {cases} (seed {SEED}, batch {batch_no})")
-        for case, res in zip(cases, results):
+        for code in _checked_batch(cases, batch_no):
             n_cases += 1
-            where = f"(seed {SEED}, batch {batch_no}) {case['paths']}:\n{res['stderr'][-3000:]}"
-            outcomes[_check_outcome(case, res, where)] += 1
+            outcomes[code] += 1
         shutil.rmtree(tmp_path / f"b{batch_no}")
     assert n_cases >= 6
     print(f"fuzz: {n_cases} cases in {BUDGET_S:.0f} s, exit 0: {outcomes[0]}, exit 2: {outcomes[2]} (seed {SEED})")

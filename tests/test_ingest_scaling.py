@@ -4,6 +4,7 @@ by the ingest that has it, in a new warehouse and in one written before that loo
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -11,8 +12,10 @@ import pytest
 
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.ingest import WITHOUT_PCF_INDEX, ingest_trace
-from testing.stored_runs import warehouse_with_runs
-from testing.traces import PRIME, copy_trace
+from synthtrace.warehouse.programs import PROGRAM_INDEX, run_programs
+from synthtrace.warehouse.runs import runs_table
+from testing.stored_runs import another_run_of, warehouse_with_runs
+from testing.traces import JACOBI, LULESH_B, PRIME, copy_trace
 
 
 def _stored_rows_read(monkeypatch, wh: Warehouse, prv: Path) -> int:
@@ -54,3 +57,61 @@ def test_trace_ingested_before_its_pcf_is_replaced_among_many_runs(tmp_path, ind
     named = ingest_trace(wh, prv)
     assert named.replaced == [bare.run_id] and not wh.has_run(bare.run_id) and wh.has_run(named.run_id)
     assert len(list(wh.runs_dir.glob("*/run.parquet"))) == 6
+
+
+_opened: list[str] | None = None
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _opened is not None and event == "open" and isinstance(args[0], (str, bytes, Path)):
+        _opened.append(str(args[0]))
+
+
+sys.addaudithook(_audit)
+
+
+def _stored_files_read(monkeypatch, wh: Warehouse, prv: Path) -> tuple[int, str]:
+    """How many files of other stored runs the ingest of ``prv`` opens (from Python or as Parquet), and its app."""
+    global _opened
+    read = pl.read_parquet
+    with monkeypatch.context() as m:
+        m.setattr(pl, "read_parquet", lambda source, *a, **k: (_opened.append(str(source)), read(source, *a, **k))[1])
+        _opened = []
+        try:
+            res = ingest_trace(wh, prv)
+        finally:
+            opened, _opened = _opened, None
+    assert res.status == "ingested"
+    runs = str(wh.runs_dir) + "/"
+    own = str(wh.run_dir(res.run_id)) + "/"
+    return sum(f.startswith(runs) and not f.startswith(own) for f in opened), runs_table(wh).filter(
+        pl.col("run_id") == res.run_id)["app"][0]
+
+
+def test_matching_a_program_by_its_symbols_reads_as_much_with_1_or_40_runs_stored(tmp_path, monkeypatch):
+    """jacobi's .pcf names no binary but its own symbols: its program is matched against the stored ones (fails on
+    the scan of every stored run's program.json: 2 files read with 1 run stored, 80 with 40)."""
+    prv = another_run_of(JACOBI, tmp_path / "drop", 1)
+    few, few_app = _stored_files_read(monkeypatch, warehouse_with_runs(tmp_path / "one", 1), prv)
+    many, many_app = _stored_files_read(monkeypatch, warehouse_with_runs(tmp_path / "forty", 40), prv)
+    assert many == few, f"ingest read {few} files of stored runs with 1 run stored, {many} with 40"
+    assert few_app == many_app == "jacobi-2d-imper_v0"
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["new-warehouse", "warehouse-before-the-index"])
+def test_runs_of_one_program_stay_one_program_when_its_first_run_is_removed(tmp_path, indexed):
+    """Runs matched by their symbols get the first run's program key and app, with or without an index written
+    before, and still after that first run is removed (its index entry is then stale)."""
+    wh = Warehouse(tmp_path / "wh")
+    first = ingest_trace(wh, another_run_of(JACOBI, tmp_path / "a", 1), app="stencils")
+    second = ingest_trace(wh, another_run_of(JACOBI, tmp_path / "b", 2))
+    if not indexed:
+        shutil.rmtree(wh.root / PROGRAM_INDEX)
+    wh.remove(wh.run_dir(first.run_id))
+    third = ingest_trace(wh, another_run_of(JACOBI, tmp_path / "c", 3))
+    programs = run_programs(wh)
+    apps = dict(zip(*runs_table(wh).select("run_id", "app")))
+    assert programs[second.run_id] == programs[third.run_id] and programs[third.run_id].startswith("symbols:")
+    assert apps[second.run_id] == apps[third.run_id] == "stencils"
+    other = ingest_trace(wh, copy_trace(LULESH_B, tmp_path / "d"))  # another program (it names its binary)
+    assert run_programs(wh)[other.run_id] != programs[third.run_id]

@@ -272,3 +272,15 @@ def test_every_estimator_kind_loads_with_the_trusted_list(kind):
     assert set(sio.get_untrusted_types(data=data)) <= set(TRUSTED_TYPES)
     back = sio.loads(data, trusted=list(TRUSTED_TYPES))
     np.testing.assert_array_equal(back.predict(X), est.predict(X))
+
+
+def test_a_rejected_model_says_which_part_of_the_rule_it_failed():
+    """Issue 28: the rejection rule is R² < 0.3 on unseen programs or a MAPE not 20 % below the training mean's; the
+    warning names the part that failed, with its figures (was: 'worse than their mean (R² ...)' for both)."""
+    from synthtrace.models.registry import rejection_reason
+    low_r2 = {"status": "rejected", "cv_r2": 0.009, "cv_mape": 0.817, "metrics": '{"cv": {"mean_mape": 0.85}}'}
+    assert rejection_reason(low_r2) == "R² 0.009 on unseen programs, below 0.3"
+    mape = {**low_r2, "cv_r2": 0.45}
+    assert rejection_reason(mape) == ("MAPE 81.7% on unseen programs (the training mean's: 85.0%), "
+                                      "not 20% below the training mean's")
+    assert rejection_reason({**mape, "status": "ok"}) == ""

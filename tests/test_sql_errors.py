@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.traces import LULESH_A, PRIME, copy_trace
+from testing.traces import LULESH_A, PRIME, copy_trace, ingested
 
 pytestmark = pytest.mark.real_traces
 
@@ -14,12 +14,7 @@ pytestmark = pytest.mark.real_traces
 @pytest.fixture(scope="module")
 def lulesh_wh(tmp_path_factory) -> Path:
     """The LULESH 4+4 run ingested, nothing merged or analysed."""
-    from synthtrace.pipelines.cli import main
-
-    root = tmp_path_factory.mktemp("sql-errors")
-    copy_trace(LULESH_A, root / "lulesh")
-    assert main(["ingest", str(root / "lulesh"), "-w", str(root / "wh")]) == 0
-    return root / "wh"
+    return ingested(tmp_path_factory.mktemp("sql-errors"), "lulesh", LULESH_A)
 
 
 def one_error_line(run_cli, *args: str) -> str:

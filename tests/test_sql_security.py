@@ -242,6 +242,22 @@ def test_memory_limit_caps_a_query(sealed_wh, run_cli):
     assert code == 2 and "--temp-limit" in err, err
 
 
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv", "parquet"])
+def test_a_result_larger_than_the_memory_limit_is_refused_in_one_line(sealed_wh, run_cli, tmp_path, fmt):
+    """Item 5, found by the attack rerun: DuckDB's cap bounds what it computes, not the result it hands over; the
+    rows of `SELECT * FROM range(20000000)` took 1.8 GB in Python at the default 1 GiB limit (10 GB for 10^8 rows).
+    The result is now held to the same limit: one line naming it, exit 2, nothing written."""
+    out_file = tmp_path / f"out.{fmt}"
+    args = ["-o", out_file] if fmt in ("csv", "parquet") else []
+    code, out, err = run_cli("sql", "SELECT range AS i, range * 2 AS j FROM range(2000000)", "-w", sealed_wh,
+                             "--memory-limit", "16MiB", "-f", fmt, *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--memory-limit" in err and "result" in err, err
+    assert not out and not out_file.exists()
+    code, out, err = run_cli("sql", "SELECT range AS i FROM range(1000)", "-w", sealed_wh, "--memory-limit", "16MiB",
+                             "-f", fmt, *args)
+    assert code == 0, err
+
 def test_blob_and_nested_columns_to_csv(sealed_wh, run_cli):
     """Item 5: BLOB columns in CSV gave an Arrow traceback; nested columns are JSON text, converted by DuckDB
     (within the query's time limit: the conversion is part of the query)."""
@@ -255,6 +271,22 @@ def test_blob_and_nested_columns_to_csv(sealed_wh, run_cli):
     table = query(Warehouse(sealed_wh), statement, flat=True)
     assert {str(t) for t in table.schema.types[:4]} == {"string"}
 
+
+
+def test_interval_and_union_columns_to_parquet(sealed_wh, run_cli, tmp_path):
+    """Found by the attack rerun: an INTERVAL or UNION column (alone or in a list) written with `-f parquet` gave
+    an Arrow traceback (Parquet has no such type); it is written as DuckDB's text, the other columns as they are."""
+    import pyarrow.parquet as pq
+
+    out_file = tmp_path / "out.parquet"
+    statement = ("SELECT INTERVAL 2 DAY AS i, [INTERVAL 1 HOUR] AS li, union_value(k := 1) AS u, 7 AS n, "
+                 "'ab'::BLOB AS b FROM runs")
+    code, out, err = run_cli("sql", statement, "-w", sealed_wh, "-o", out_file)
+    assert code == 0, err
+    table = pq.read_table(out_file)
+    assert table.column("i").to_pylist() == ["2 days"] * 2 and table.column("li").to_pylist() == ["['01:00:00']"] * 2
+    assert table.column("u").to_pylist() == ["1"] * 2 and table.column("n").to_pylist() == [7] * 2
+    assert table.column("b").to_pylist() == [b"ab"] * 2
 
 def test_a_symlinked_folder_in_the_warehouse_is_not_read(sealed_wh, tmp_path, run_cli):
     """Item 6: `runs/evil -> /elsewhere` was read by the views (only leaf links were left out)."""
@@ -271,9 +303,10 @@ def test_a_symlinked_folder_in_the_warehouse_is_not_read(sealed_wh, tmp_path, ru
     assert "s3cret" not in out and len(out.splitlines()) == 3
 
 
-def test_a_query_racing_runs_rm_gets_the_new_state(sealed_wh, tmp_path, monkeypatch):
+def test_a_query_racing_runs_rm_reads_the_state_it_started_on(sealed_wh, tmp_path, monkeypatch):
     """Item 11: a run removed between the query's listing and its read was refused as a sandbox violation (DuckDB
-    retries a vanished file as a glob outside the allowed paths); the query is answered on the new state."""
+    retries a vanished file as a glob outside the allowed paths); the query is answered on the state it started
+    on (it was answered on the new one, after a second listing; the files are now held for it)."""
     import synthtrace.warehouse.sql as sql
     from synthtrace.warehouse.layout import Warehouse
 
@@ -290,7 +323,7 @@ def test_a_query_racing_runs_rm_gets_the_new_state(sealed_wh, tmp_path, monkeypa
 
     monkeypatch.setattr(sql, "connect", connect_then_rm)
     n = sql.query_rows(wh, "SELECT count(*) FROM bursts b JOIN runs r USING (run_id)")[1][0][0]
-    assert n in (2140, 848)
+    assert n == 2140 + 848 and not victim.exists()
 
 
 def test_views_listed_across_a_run_removal_see_that_run_whole_or_not_at_all(sealed_wh, tmp_path, monkeypatch):
@@ -316,3 +349,104 @@ def test_views_listed_across_a_run_removal_see_that_run_whole_or_not_at_all(seal
     runs_of = {view: {Path(f).relative_to(wh.root).parts[1] for f in paths} for view, paths in files.items()}
     assert victim.name not in runs_of["runs"]
     assert runs_of["bursts"] <= runs_of["runs"] and runs_of["runs"] <= runs_of["bursts"]
+
+
+def _copy_of(sealed_wh: Path, tmp_path: Path):
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    shutil.copytree(sealed_wh, wh.root)
+    return wh
+
+
+def test_a_query_under_a_writer_faster_than_its_reads_is_answered(sealed_wh, tmp_path, monkeypatch):
+    """Item 11 (the attack rerun's 7 queries that failed after 8 attempts): a writer that removes a run after
+    every listing and stores it again before the next (`runs rm` and `ingest` in a loop) made each attempt fail
+    on a vanished file, however many. The query now reads the files it listed, whatever the writer does after:
+    all of the old state, at the first attempt."""
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    victim = next(wh.runs_dir.iterdir())
+    saved = tmp_path / "saved"
+    shutil.copytree(victim, saved)
+    joined = "SELECT count(DISTINCT r.run_id), count(*) FROM bursts b JOIN runs r USING (run_id)"
+    before = sql.query_rows(wh, joined)[1]
+    real_connect, real_listing, attempts = sql.connect, getattr(sql, "view_files", None), []
+
+    def store_then_list(*args, **kwargs):  # the listing of the earlier code (the query's own, by name)
+        if not victim.exists():
+            with wh.staged(victim) as stage:
+                shutil.copytree(saved, stage, dirs_exist_ok=True)
+        return real_listing(*args, **kwargs)
+
+    def connect_then_rm(*args, **kwargs):
+        attempts.append(1)
+        con = real_connect(*args, **kwargs)
+        wh.remove(victim)
+        return con
+
+    monkeypatch.setattr(sql, "view_files", store_then_list, raising=False)
+    monkeypatch.setattr(sql, "connect", connect_then_rm)
+    assert sql.query_rows(wh, joined)[1] == before == [(2, 2988)]
+    assert len(attempts) == 1
+
+def test_a_damaged_file_is_named_by_its_warehouse_path(sealed_wh, tmp_path):
+    """The query reads the files it pinned (through descriptors); an error about one still names the file as it
+    lies in the warehouse."""
+    import synthtrace.warehouse.sql as sql
+    from synthtrace.warehouse.errors import QueryError
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    damaged = _run_parquet(wh.root)
+    damaged.write_bytes(b"PAR1 not really")
+    with pytest.raises(QueryError, match=str(damaged.relative_to(wh.root))) as err:
+        sql.query_rows(wh, "SELECT count(*) FROM runs")
+    assert "/proc/" not in str(err.value)
+
+
+def test_a_run_replaced_while_the_query_links_it_is_read_whole(sealed_wh, tmp_path, monkeypatch):
+    """Item 11: a run swapped for a new version while the query takes hold of its files (`ingest --replace`, a
+    re-merge) is read as one version, never the old `runs` row with the new bursts; nothing stays behind."""
+    import os
+
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    victim = next(wh.runs_dir.iterdir())
+    n_victim = pl.scan_parquet(victim / "bursts" / "*.parquet").select(pl.len()).collect().item()
+    real_link, swapped = os.link, []
+
+    def swap_then_link(*args, **kwargs):
+        if not swapped:
+            swapped.append(1)
+            with wh.staged(victim, replace=True) as stage:  # the new version of the run: no bursts
+                shutil.copy(victim / "run.parquet", stage / "run.parquet")
+        return real_link(*args, **kwargs)
+
+    monkeypatch.setattr(os, "link", swap_then_link)
+    runs, bursts = sql.query_rows(wh, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts)")[1][0]
+    assert swapped and (runs, bursts) in ((2, 2988), (2, 2988 - n_victim))
+    assert list(wh.staging_dir.iterdir()) == []
+
+
+def test_the_links_of_a_killed_query_are_removed_by_the_next(sealed_wh, tmp_path):
+    """A query killed (-9) while it held the warehouse's files leaves its links in `.staging`; the next query (or
+    writer) removes them, and a query without write access to the warehouse reads the files by their paths."""
+    import subprocess
+    import sys
+
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # a pid that has surely ended
+    left = wh.staging_dir / f"query.0123456789ab.{proc.pid}"
+    left.mkdir()
+    (left / "0.parquet").hardlink_to(_run_parquet(wh.root))
+    assert sql.query_rows(wh, "SELECT count(*) FROM runs")[1] == [(2,)]
+    assert list(wh.staging_dir.iterdir()) == []
+
+    shutil.rmtree(wh.staging_dir)  # no place for links (as on a read-only mount): bound by path
+    assert sql.query_rows(wh, "SELECT count(*) FROM runs")[1] == [(2,)]
+    assert not wh.staging_dir.exists()

@@ -86,12 +86,14 @@ def view_files(wh: Warehouse, views: Iterable[str] | None = None) -> dict[str, l
 
 def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,
             views: Iterable[str] | None = None, settings: dict[str, str] | None = None,
-            files: dict[str, list[str]] | None = None) -> engine.DuckDBPyConnection:
+            files: dict[str, list[str]] | None = None, also_allowed: Iterable[str] = ()
+            ) -> engine.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per warehouse table, sealed: it reads the warehouse's current
     Parquet files and nothing else. ``temp_directory`` is where DuckDB may spill a large sort or join (default:
     no spilling). ``views``: only these views (each costs a listing and a read of its files' schemas; default:
     every view). ``settings``: more DuckDB configuration, locked with the rest (memory and temporary-disk caps).
-    ``files``: the listing to bind, as :func:`view_files` gave it (default: listed now)."""
+    ``files``: the listing to bind, as :func:`view_files` gave it (default: listed now). ``also_allowed``: more
+    warehouse files a query may name (the places of the files a query snapshot binds, issue 23 item 11)."""
     wanted = set(VIEW_FILES if views is None else views)
     files = view_files(wh, wanted) if files is None else files
     con = engine.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False,
@@ -102,7 +104,9 @@ def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,
     for view in ALWAYS_THERE:
         if view in wanted and view not in files:
             con.execute(f'CREATE VIEW "{view}" AS {_empty_view_sql(view)}')
-    con.execute("SET allowed_paths = $paths", {"paths": [p for paths in files.values() for p in paths]})
+    # security (issue 23 item 11): also_allowed, marked edit
+    con.execute("SET allowed_paths = $paths", {"paths": [p for paths in files.values() for p in paths]
+                                               + list(also_allowed)})
     con.execute("SET temp_directory = $dir", {"dir": str(temp_directory or "")})
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")

@@ -1,8 +1,15 @@
 """The per-(run, call site, rank) table of every application's runs, read for regression detection (DESIGN §8).
 
-One DuckDB query over the ``runs``, ``bursts`` and ``mpi_calls`` views sums, per (run, call site, rank), the
-compute that ends at the call site and the MPI calls made there (the site is the caller of the MPI call; where
-traces do not resolve callers, the MPI call's name stands for it). Counters are summed per hardware quantity
+One DuckDB query over the ``runs``, ``bursts``, ``mpi_calls`` and ``mpi_messages`` views sums, per (run, call
+site, rank), the compute that ends at the call site and the MPI calls made there (the site is the caller of the MPI
+call; where traces do not resolve callers, the MPI call's name stands for it).
+
+The bytes of a site are the bytes of the messages its calls post, never what a completion call happened to
+complete: a point-to-point message counts at the call holding its send end and at the call holding its receive end
+(the logical messages of ``mpi_messages``, :mod:`synthtrace.tracelib.merge.messages`), a collective with the sizes
+on its call. Which ``MPI_Wait``/``Waitall``/``Test`` completes a message depends on arrival, so bytes summed over
+completions move from night to night on a quiet code. A run ingested before ``mpi_messages`` existed counts the
+bytes on its calls except completion calls. Counters are summed per hardware quantity
 (any alias a run recorded it under, see :mod:`synthtrace.tracelib.domain.counters`), NULL where the run did not record
 it.
 
@@ -22,6 +29,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.counters import ROLES
 from synthtrace.tracelib.domain.mpi_calls import calls_with
+from synthtrace.tracelib.merge.messages import COMPLETION_CALLS
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.catalog import connect
 from synthtrace.warehouse.errors import UnknownExperimentError
@@ -101,9 +109,38 @@ def _regions(table: str, seq: str, site: str, extra: str) -> str:
       FROM {table} x JOIN r USING (run_id)))"""
 
 
+def has_view(con: duckdb.DuckDBPyConnection, view: str) -> bool:
+    """Whether the catalog connection ``con`` has the view ``view`` (views over files exist once a file does)."""
+    return bool(con.sql(f"SELECT count(*) FROM duckdb_views() WHERE view_name = {_literal(view)}").fetchall()[0][0])
+
+
+def _posted_bytes_cte(has_messages: bool) -> str:
+    """CTE ``cm``: the MPI calls of the runs in ``r`` with ``posted_bytes``, the bytes of the messages each call
+    posts (see the module docstring): collectives their sizes; point-to-point calls the logical messages whose send
+    or receive end they hold; in a run without logical messages, the call's bytes unless it is a completion call."""
+    completions = ", ".join(_literal(c) for c in COMPLETION_CALLS)
+    own = "coalesce(c.bytes_sent, 0) + coalesce(c.bytes_recv, 0)"
+    fallback = f"CASE WHEN c.mpi_call IN ({completions}) THEN 0 ELSE {own} END"
+    if not has_messages:
+        return f"""cm AS (SELECT c.*, CASE WHEN c.mpi_kind = 'collective' THEN {own} ELSE {fallback} END::DOUBLE
+         AS posted_bytes FROM mpi_calls c JOIN r USING (run_id))"""
+    return f"""mr AS (SELECT DISTINCT run_id FROM mpi_messages JOIN r USING (run_id)),
+mb AS (SELECT run_id, appl, task, thread, call_seq, sum(bytes)::DOUBLE AS msg_bytes FROM (
+         SELECT run_id, appl, sender AS task, s_thread AS thread, s_call_seq AS call_seq, bytes FROM mpi_messages
+         WHERE s_call_seq IS NOT NULL
+         UNION ALL
+         SELECT run_id, appl, receiver, r_thread, r_call_seq, bytes FROM mpi_messages WHERE r_call_seq IS NOT NULL)
+       JOIN r USING (run_id) GROUP BY ALL),
+cm AS (SELECT c.*, CASE WHEN c.mpi_kind = 'collective' THEN {own}
+                        WHEN mr.run_id IS NOT NULL THEN coalesce(mb.msg_bytes, 0)
+                        ELSE {fallback} END::DOUBLE AS posted_bytes
+       FROM mpi_calls c JOIN r USING (run_id) LEFT JOIN mr USING (run_id)
+       LEFT JOIN mb USING (run_id, appl, task, thread, call_seq))"""
+
+
 def site_rank_table(wh: Warehouse, app: str | list[str] | None = None) -> pl.DataFrame:
-    """Per (run, call site, thread): visits (logical regions), compute and MPI time (ns), MPI bytes and calls,
-    summed counters.
+    """Per (run, call site, thread): visits (logical regions), compute and MPI time (ns), MPI calls, the bytes of
+    the messages posted there (see the module docstring), summed counters.
 
     Columns: app, experiment, run_id, started_at, n_tasks, n_threads, call_site, appl, task, thread, visits,
     compute_ns (sum), compute_med_ns (median per visit), mpi_ns, mpi_med_ns,
@@ -113,16 +150,16 @@ def site_rank_table(wh: Warehouse, app: str | list[str] | None = None) -> pl.Dat
     con = connect(wh)
     try:
         cols = [r[0] for r in con.sql("DESCRIBE bursts").fetchall()]
-        has_calls = bool(con.sql("SELECT count(*) FROM duckdb_views() WHERE view_name = 'mpi_calls'").fetchall()[0][0])
+        has_calls = has_view(con, "mpi_calls")
         names = [app] if isinstance(app, str) else app
         where = f"WHERE app IN ({', '.join(_literal(a) for a in names)})" if names else ""
         roles = ", ".join(_role_sql(r, cols) for r in HISTORY_ROLES)
         sums = ", ".join(f"sum({r}) AS {r}" for r in HISTORY_ROLES)
         bursts = _regions("bursts", "burst_seq", f"coalesce(x.call_site, x.mpi_call, {_literal(END_OF_THREAD)})", roles)
-        calls = _regions("mpi_calls", "call_seq", "coalesce(x.call_site, x.mpi_call)",
-                         "coalesce(x.bytes_sent, 0) + coalesce(x.bytes_recv, 0) AS bytes")
+        calls = _regions("cm", "call_seq", "coalesce(x.call_site, x.mpi_call)", "x.posted_bytes AS bytes")
         calls_cte = (
-            f"""cr AS (SELECT run_id, call_site, appl, task, thread, region_, count(*) AS n,
+            f"""{_posted_bytes_cte(has_view(con, "mpi_messages"))},
+cr AS (SELECT run_id, call_site, appl, task, thread, region_, count(*) AS n,
          sum(duration_ns)::DOUBLE AS dur, sum(bytes)::DOUBLE AS bytes FROM {calls} GROUP BY ALL),
 c AS (SELECT run_id, call_site, appl, task, thread, sum(n) AS mpi_calls, sum(dur) AS mpi_ns, median(dur) AS mpi_med_ns,
          sum(bytes) AS mpi_bytes FROM cr GROUP BY ALL)"""

@@ -150,7 +150,7 @@ class Warehouse:
         self._recover_swaps()
         for d in self.staging_dir.iterdir():
             pid = d.name.split(".")[-1]
-            if (pid.isdigit() and _alive(int(pid))) or d.name.endswith(_SWAP_SUFFIX):
+            if (pid.isdigit() and pid_alive(int(pid))) or d.name.endswith(_SWAP_SUFFIX):
                 continue
             shutil.rmtree(d, ignore_errors=True)
 
@@ -160,7 +160,7 @@ class Warehouse:
         copy of a run or experiment is never deleted."""
         for journal in self.staging_dir.glob(f"*{_SWAP_SUFFIX}"):
             pid = journal.name.removesuffix(_SWAP_SUFFIX).split(".")[-1]
-            if pid.isdigit() and _alive(int(pid)):
+            if pid.isdigit() and pid_alive(int(pid)):
                 continue
             try:
                 swap = json.loads(journal.read_text())
@@ -349,7 +349,8 @@ def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
         shutil.copy2(src, dst)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

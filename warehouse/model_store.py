@@ -42,8 +42,9 @@ MODEL_SCHEMA: dict[str, pl.DataType] = {
     "train_mape": pl.Float64(), "metrics": pl.String(), "params": pl.String(), "library_versions": pl.String(),
     "artifact": pl.String(), "artifact_sha256": pl.String(), "fingerprint": pl.String(), "status": pl.String(),
 }
-#: ``status`` of a model: ``ok``; ``rejected`` (worse than the mean on unseen applications, R² < 0: not used
-#: unless asked for by id); ``unevaluated`` (fewer than two applications to test it on unseen ones)
+#: ``status`` of a model: ``ok``; ``rejected`` (not clearly better than the training mean on unseen programs: R² < 0.3
+#: or MAPE not 20 % below the mean predictor's, models.registry.model_status; not used unless asked for by id);
+#: ``unevaluated`` (fewer than two applications to test it on unseen ones)
 STATUSES: tuple[str, ...] = ("ok", "rejected", "unevaluated")
 PREDICTION_SCHEMA: dict[str, pl.DataType] = {
     "model_id": pl.String(), "target": pl.String(), "experiment": pl.String(), "run_id": pl.String(),
@@ -122,9 +123,11 @@ def model_record(wh: Warehouse, model_id: str | None = None, target: str | None 
     usable = models.filter(pl.col("status").fill_null("ok") != "rejected")
     if usable.height == 0:
         newest = models.row(models.height - 1, named=True)
+        # models (issue 28 wording): the rejection rule is R² < 0.3 or MAPE not 20 % below the mean predictor's
+        mape = f", MAPE {newest['cv_mape']:.1%}" if newest.get("cv_mape") is not None else ""
         raise UnknownModelError(f"no usable model{what} in {wh.root}: every one is rejected (the newest, "
-                                f"{newest['model_id']}, has R² {newest['cv_r2']:.3f} on unseen applications); "
-                                "pass --model ID to use one anyway")
+                                f"{newest['model_id']}, is not clearly better than the training mean on unseen "
+                                f"programs: R² {newest['cv_r2']:.3f}{mape}); pass --model ID to use one anyway")
     return usable.row(usable.height - 1, named=True)
 
 

@@ -11,18 +11,33 @@ compared with the programs already in the warehouse:
 The run's program key is stored beside it (``program.json``); :func:`run_programs` reads them back for the folds of
 every evaluation on unseen programs, and :func:`choose_program` gives the default app when ``--app`` is not given:
 the binary's name, else the app of the matching program's first run, else the name from the file.
+
+Matching a run against the stored ones reads an index (:data:`PROGRAM_INDEX`: one small file per distinct symbol
+set, with its program key and the first run that had it), not every stored run's ``program.json``: ingest cost does
+not grow with the number of runs stored (issue 26 item 6), only with the number of distinct symbol-identified
+programs. An entry whose run was removed since is noticed when it matches, and the index is then rebuilt once.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
+
+from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.formats.program import ProgramSymbols
 from synthtrace.warehouse.layout import Warehouse
 
 PROGRAM_FILE = "program.json"
+#: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id}, and ``.complete``
+#: once every stored run is in it (a warehouse written before the index is indexed on its first ingest)
+PROGRAM_INDEX = Path(".index") / "programs"
 #: symbol sets at least this similar (Jaccard) are one program (runs of one binary at other scales share ~0.9;
 #: kernels of one benchmark suite sharing its harness ~0.6)
 SAME_PROGRAM_JACCARD = 0.8
@@ -49,12 +64,17 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
 
 
+def _symbol_hash(symbols: frozenset[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(symbols)).encode()).hexdigest()[:16]
+
+
 def _symbol_key(symbols: frozenset[str]) -> str:
-    return "symbols:" + hashlib.sha256("\n".join(sorted(symbols)).encode()).hexdigest()[:16]
+    return "symbols:" + _symbol_hash(symbols)
 
 
 def _stored(wh: Warehouse) -> list[tuple[str, dict]]:
-    """(run_id, stored identity) of every run that has one, by run id."""
+    """(run_id, stored identity) of every run that has one, by run id (reads every stored run: for the folds of an
+    evaluation and to build the index once, never per ingest)."""
     if not wh.runs_dir.is_dir():
         return []
     out = []
@@ -66,25 +86,97 @@ def _stored(wh: Warehouse) -> list[tuple[str, dict]]:
     return out
 
 
+def _index_entry(index: Path, key: str, symbols: frozenset[str], run_id: str) -> None:
+    """Index the symbol set of run ``run_id`` under program ``key``, unless that set is indexed already (the first
+    run with a set names it; two ingests adding the same set at once each write a valid entry, one wins)."""
+    entry = index / f"{_symbol_hash(symbols)}.json"
+    if not entry.is_file():
+        body = json.dumps({"key": key, "symbols": sorted(symbols), "run_id": run_id})
+        write_atomically(entry, lambda tmp: tmp.write_text(body))
+
+
+def _program_index(wh: Warehouse) -> Path:
+    """The folder of :data:`PROGRAM_INDEX`, built from every stored ``program.json`` when it is not complete (a
+    warehouse written before it, or one whose indexed run was removed). It is built aside and renamed into place, so
+    a concurrent ingest sees the old index or the whole new one."""
+    index = wh.root / PROGRAM_INDEX
+    if (index / ".complete").is_file():
+        return index
+    index.parent.mkdir(parents=True, exist_ok=True)
+    built = index.with_name(f".{index.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}")
+    built.mkdir()
+    for run_id, stored in _stored(wh):
+        if stored.get("key") and not stored.get("binary"):
+            _index_entry(built, stored["key"], frozenset(stored.get("symbols", ())), run_id)
+    (built / ".complete").touch()
+    old = index.with_name(built.name + ".old")
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(index, old)
+    try:
+        os.rename(built, index)
+    except OSError:  # another ingest put its index in place meanwhile: use that one
+        shutil.rmtree(built, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+    return index
+
+
+def _indexed(index: Path) -> list[dict]:
+    """The entries of the index, in file-name order (a damaged entry only loses its match)."""
+    out = []
+    for f in sorted(index.glob("*.json")):
+        try:
+            out.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _candidates(wh: Warehouse, *, scan: bool) -> list[dict]:
+    """The symbol-identified programs to match against, as index entries: from the index when it is complete and
+    ``scan`` is False, else from every stored run's identity (a warehouse written before the index; an index that
+    names a removed run, until the next commit rebuilds it). Writes nothing: a refused ingest leaves no trace."""
+    index = wh.root / PROGRAM_INDEX
+    if not scan and (index / ".complete").is_file():
+        return _indexed(index)
+    return [{"key": stored["key"], "symbols": stored.get("symbols", ()), "run_id": run_id}
+            for run_id, stored in _stored(wh) if stored.get("key") and not stored.get("binary")]
+
+
+def _app_of(wh: Warehouse, run_id: str) -> str | None | bool:
+    """The stored app of run ``run_id``; False when the run is gone (or its row unreadable)."""
+    try:
+        return pl.read_parquet(wh.run_dir(run_id) / "run.parquet", columns=["app"]).get_column("app")[0]
+    except (OSError, pl.exceptions.PolarsError, IndexError):
+        return False
+
+
 def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
-    """The program of a run about to be ingested, matched against the runs already in ``wh``."""
+    """The program of a run about to be ingested, matched against the programs already in ``wh`` (through the index:
+    the cost does not depend on how many runs are stored)."""
     if symbols.binary:
         return Program(symbols.binary, symbols.binary, symbols)
     if len(symbols.symbols) < MIN_SYMBOLS:
         return Program(None, None, symbols)
-    from synthtrace.warehouse.runs import runs_table
-    best: tuple[float, str, str] | None = None
-    for run_id, stored in _stored(wh):
-        if stored.get("binary") or not stored.get("key"):
-            continue
-        score = jaccard(symbols.symbols, frozenset(stored.get("symbols", ())))
-        if score >= SAME_PROGRAM_JACCARD and (best is None or score > best[0]):
-            best = (score, run_id, stored["key"])
-    if best is None:
-        return Program(_symbol_key(symbols.symbols), None, symbols)
-    runs = runs_table(wh)
-    apps = runs.filter(runs["run_id"] == best[1])["app"].to_list() if runs.height else []
-    return Program(best[2], apps[0] if apps else None, symbols)
+    for scan in (False, True):  # a scan when the best entry's run was removed since the index named it
+        best: tuple[float, dict] | None = None
+        for stored in _candidates(wh, scan=scan):
+            score = jaccard(symbols.symbols, frozenset(stored.get("symbols", ())))
+            if score >= SAME_PROGRAM_JACCARD and (best is None or score > best[0]):
+                best = (score, stored)
+        if best is None:
+            break
+        app = _app_of(wh, best[1]["run_id"])
+        if app is not False:
+            return Program(best[1]["key"], app, symbols)
+        (wh.root / PROGRAM_INDEX / ".complete").unlink(missing_ok=True)  # the next commit rebuilds it
+    return Program(_symbol_key(symbols.symbols), None, symbols)
+
+
+def remember_program(wh: Warehouse, program: Program, run_id: str) -> None:
+    """Index the program of run ``run_id``, just committed (called after the commit: a refused ingest indexes
+    nothing)."""
+    if program.key and not program.symbols.binary:
+        _index_entry(_program_index(wh), program.key, program.symbols.symbols, run_id)
 
 
 def run_programs(wh: Warehouse) -> dict[str, str]:

@@ -10,10 +10,11 @@ Three walls, each enough on its own for what it guards:
    existed when it opened and no other file; external access is off and its configuration locked.
 3. A timer interrupts a query that runs longer than its time limit (DuckDB has no statement timeout); DuckDB's
    memory and its spill files are capped (:data:`DEFAULT_MEMORY_LIMIT`, :data:`DEFAULT_TEMP_LIMIT`; by default
-   DuckDB takes 80 % of the machine's memory and unbounded temporary disk).
+   DuckDB takes 80 % of the machine's memory and unbounded temporary disk), and so is the result it hands over
+   (fetched in batches, refused past the memory limit).
 
 A query that races a writer (a run removed, an experiment re-merged) reads the warehouse as it was when it
-opened or, when a file it listed vanished, again as it is now: never a refusal, never half a change.
+started: its files are held open (:mod:`~synthtrace.warehouse.snapshot`), never a refusal, never half a change.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import uuid
@@ -31,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.warehouse import engine
-from synthtrace.warehouse.catalog import VIEW_FILES, connect, view_files
+from synthtrace.warehouse import engine, snapshot
+from synthtrace.warehouse.catalog import VIEW_FILES, connect
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse
 
@@ -54,14 +56,16 @@ _SIZE = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]i?b|b|)", re.IGNORECA
 _UNIT_BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 MIN_MEMORY_BYTES = 16 * 2**20
-#: attempts at a query whose files a concurrent writer removed or replaced (each on a fresh listing)
-_ATTEMPTS = 8
 #: DuckDB type ids written to CSV as they are; nested types become JSON text, every other type DuckDB's text
 _CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger",
               "ubigint", "uhugeint",
               "float", "double", "decimal", "varchar", "date", "time", "timestamp", "timestamp_s", "timestamp_ms",
               "timestamp_ns", "timestamp with time zone"}
 _CSV_AS_JSON = {"list", "struct", "map", "array", "union"}
+#: DuckDB types (in a type's text, nested or not) that Arrow cannot write to Parquet
+_NOT_PARQUET = re.compile(r"\b(INTERVAL|UNION)\b", re.IGNORECASE)
+#: rows fetched at a time while the result's size is checked against the memory limit
+_BATCH_ROWS = 65536
 #: the byte that tells the Ctrl-C watcher its query has ended (no signal has this number)
 _DONE = 255
 #: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
@@ -151,35 +155,61 @@ def check_read_only(query: str, con: engine.DuckDBPyConnection | None = None) ->
 
 
 def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S, flat: bool = False,
-          memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT) -> pa.Table:
+          for_parquet: bool = False, memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT
+          ) -> pa.Table:
     """Run a read-only query against the warehouse views; returns an Arrow table.
 
     ``timeout_s``: wall-clock limit in seconds (None: none); ``memory_limit``/``temp_limit``: DuckDB's memory and
     temporary-disk caps (sizes such as ``2GiB``). ``flat``: columns as CSV can hold them (nested ones as JSON text,
-    BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time limit. A file of the
-    warehouse removed or replaced by a concurrent writer is read again on a fresh listing.
+    BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time limit; ``for_parquet``:
+    columns Parquet cannot hold (intervals, unions, also inside lists and structs) as DuckDB's text. The warehouse is
+    read as it was when the query started, whatever a concurrent writer removes or replaces meanwhile.
     """
     engine.relation_api()  # con.sql and Arrow results; pyarrow is imported anyway
+    budget = size_bytes(memory_limit, "--memory-limit")
 
     def fetch(con: engine.DuckDBPyConnection, text: str) -> pa.Table:
+        import pyarrow as pa
+
         rel = con.sql(text)
-        return (_csv_ready(rel) if flat and rel is not None else rel).to_arrow_table()
+        if (flat or for_parquet) and rel is not None:
+            rel = _as_text(rel, _csv_kind if flat else _parquet_kind)
+        reader = rel.to_arrow_reader(_BATCH_ROWS)
+        batches, held = [], 0
+        for batch in reader:
+            held += batch.nbytes
+            _check_result_size(held, budget, memory_limit)
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=reader.schema)
 
     return _answer(wh, sql, timeout_s, fetch, duckdb_limits(memory_limit, temp_limit))
 
 
-def _csv_ready(rel: Any) -> Any:
-    """The relation ``rel`` with every column CSV cannot hold as it is turned into text in DuckDB."""
+def _as_text(rel: Any, kind_of: Callable[[Any], str]) -> Any:
+    """The relation ``rel`` with every column a file format cannot hold turned into text in DuckDB: ``kind_of``
+    says, per DuckDB column type, ``"as is"``, ``"json"`` or ``"text"``."""
     exprs = []
     for i, (name, kind) in enumerate(zip(rel.columns, rel.types), start=1):
         quoted = '"' + name.replace('"', '""') + '"'
-        if kind.id in _CSV_AS_IS:
+        how = kind_of(kind)
+        if how == "as is":
             exprs.append(f"#{i} AS {quoted}")
-        elif kind.id in _CSV_AS_JSON:
+        elif how == "json":
             exprs.append(f"CAST(to_json(#{i}) AS VARCHAR) AS {quoted}")
         else:
             exprs.append(f"CAST(#{i} AS VARCHAR) AS {quoted}")
     return rel.project(", ".join(exprs)) if exprs else rel
+
+
+def _csv_kind(kind: Any) -> str:
+    """CSV: nested columns as JSON text, every other type CSV cannot hold as DuckDB's text."""
+    return "as is" if kind.id in _CSV_AS_IS else "json" if kind.id in _CSV_AS_JSON else "text"
+
+
+def _parquet_kind(kind: Any) -> str:
+    """Parquet: intervals and unions (Arrow's month-day-nano interval and sparse union), anywhere in the type, as
+    DuckDB's text."""
+    return "text" if _NOT_PARQUET.search(str(kind)) else "as is"
 
 
 def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S,
@@ -187,61 +217,79 @@ def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIM
                ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """:func:`query` as (column names, rows of Python values), without importing pyarrow (the CLI's table and JSON
     output), from the engine alone (:mod:`~synthtrace.warehouse.engine`)."""
-    return _answer(wh, sql, timeout_s, _fetch_rows, duckdb_limits(memory_limit, temp_limit))
+    budget = size_bytes(memory_limit, "--memory-limit")
+
+    def fetch(con: engine.DuckDBPyConnection, text: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        con.execute(text)
+        rows: list[tuple[Any, ...]] = []
+        held = 0
+        while batch := con.fetchmany(_BATCH_ROWS):
+            held += _rows_bytes(batch)
+            _check_result_size(held, budget, memory_limit)
+            rows += batch
+        return [d[0] for d in con.description or ()], rows
+
+    return _answer(wh, sql, timeout_s, fetch, duckdb_limits(memory_limit, temp_limit))
 
 
-def _fetch_rows(con: engine.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    con.execute(sql)
-    return [d[0] for d in con.description or ()], con.fetchall()
+def _rows_bytes(rows: list[tuple[Any, ...]]) -> int:
+    """Bytes ``rows`` hold as Python objects, estimated from up to 8 of them (each row's slot in the list, its
+    tuple, its values, and the values of lists and dicts among them, one level down)."""
+    step = max(1, len(rows) // 8)
+    sample = rows[::step]
+    per_row = 8 + sum(sys.getsizeof(row) + sum(_value_bytes(v) for v in row) for row in sample) / len(sample)
+    return int(per_row * len(rows))
+
+
+def _value_bytes(value: Any) -> int:
+    if isinstance(value, dict):
+        return sys.getsizeof(value) + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sys.getsizeof(value) + sum(sys.getsizeof(v) for v in value)
+    return sys.getsizeof(value)
+
+
+def _check_result_size(held: int, budget: int, memory_limit: str) -> None:
+    """Refuse a result past ``budget`` bytes (DuckDB's cap bounds what it computes, not the result it hands over:
+    ``SELECT * FROM range(1e9)`` would fill the machine's memory in Python)."""
+    if held > budget:
+        raise QueryError(f"query result larger than its memory limit ({memory_limit}, see --memory-limit): "
+                         "add a LIMIT, aggregate, or select fewer columns")
 
 
 def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
             fetch: Callable[[engine.DuckDBPyConnection, str], T], limits: dict[str, str]) -> T:
-    """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``limits`` and ``fetch`` its
-    result; again on a fresh listing when a file it listed was removed or replaced meanwhile (DuckDB then fails
-    to open it, or, taking the vanished name for a glob, refuses it as outside the allowed paths)."""
+    """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``limits`` over the files of
+    the views it names, held open from before it starts (:mod:`~synthtrace.warehouse.snapshot`: a concurrent
+    writer cannot take them away), and ``fetch`` its result."""
     wh = wh.existing()
     timeout_s = check_timeout(timeout_s)
     views = views_named(sql)
     spill = Path(tempfile.gettempdir()) / f"synthtrace-sql-{uuid.uuid4().hex}"  # DuckDB creates it only to spill
-    try:
-        for attempt in range(_ATTEMPTS):
-            listed = view_files(wh, views)
-            try:
-                return _run(wh, sql, timeout_s, spill, fetch, (views, listed), limits)
-            except (engine.IOException, engine.PermissionException) as exc:
-                if attempt + 1 == _ATTEMPTS or not _raced(exc, listed, view_files(wh, views)):
-                    raise
-        raise AssertionError("unreachable")
-    except engine.InterruptException:
-        raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
-    except engine.PermissionException as exc:
-        raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
-                                 f"({str(exc).splitlines()[0]})") from None
-    except engine.OutOfMemoryException as exc:
-        raise QueryError(f"query needs more than its memory or temporary-disk limit (see --memory-limit, "
-                         f"--temp-limit): {str(exc).splitlines()[0]}") from None
-    except engine.Error as exc:
-        raise QueryError(f"query failed: {str(exc).splitlines()[0]}") from None
-    finally:
-        shutil.rmtree(spill, ignore_errors=True)
-
-
-def _raced(exc: Exception, listed: dict[str, list[str]], now: dict[str, list[str]]) -> bool:
-    """True when a failure to read comes from a writer, not from the query: the files changed since the listing,
-    or the error names a listed file (removed and written again meanwhile: a run removed and re-ingested)."""
-    if now != listed:
-        return True
-    message = str(exc)
-    return any(path in message for paths in listed.values() for path in paths)
+    with snapshot.pinned(wh, views) as snap:
+        try:
+            return _run(wh, sql, timeout_s, spill, fetch, (views, snap), limits)
+        except engine.InterruptException:
+            raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
+        except engine.PermissionException as exc:
+            raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
+                                     f"({snap.named(str(exc).splitlines()[0])})") from None
+        except engine.OutOfMemoryException as exc:
+            raise QueryError(f"query needs more than its memory or temporary-disk limit (see --memory-limit, "
+                             f"--temp-limit): {str(exc).splitlines()[0]}") from None
+        except engine.Error as exc:
+            raise QueryError(f"query failed: {snap.named(str(exc).splitlines()[0])}") from None
+        finally:
+            shutil.rmtree(spill, ignore_errors=True)
 
 
 def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
-         fetch: Callable[[engine.DuckDBPyConnection, str], T], listing: tuple[set[str], dict[str, list[str]]],
+         fetch: Callable[[engine.DuckDBPyConnection, str], T], listing: tuple[set[str], snapshot.Snapshot],
          limits: dict[str, str]) -> T:
-    """One attempt of :func:`_answer` on a connection bound to ``listing`` (the views named, their files)."""
-    views, files = listing
-    con = connect(wh, temp_directory=spill, views=views, settings=limits, files=files)
+    """:func:`_answer` on a connection bound to ``listing`` (the views named, their files)."""
+    views, snap = listing
+    con = connect(wh, temp_directory=spill, views=views, settings=limits, files=snap.files,
+                  also_allowed=snap.originals)
     timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
     try:
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)

@@ -169,7 +169,9 @@ class AlignConfig:
     sub_score: float = 0.7
     carry_ns: float = 10_000.0  # a burst shorter than this (ns) passes its opening message on (see ``osig``)
     # the burst after a call that completed one message is paired by that message (anchors.arrival_pairs) unless
-    # the burst the aligner chose behaves closer by more than this (behaviour cost, as in the pair cost)
+    # the burst the aligner chose behaves closer by more than this (behaviour cost, as in the pair cost); False:
+    # by position alone (the aligner before the arrival pairs, for tests of the checks and benchmarks)
+    arrival: bool = True
     arrival_tol: float = 0.1
 
 
@@ -1004,7 +1006,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
                 idx = o_rows[o_off[t]:o_off[t + 1]]
                 shift = int(np.median(r_it[rr[hit]][ok] - o_it[oo_][ok]))
                 o_it[idx] = np.where(o_it[idx] >= 0, o_it[idx] + shift, -1)
-    if config.anchors:  # the work on an arrived message is that message's, whatever order it arrived in
+    if config.anchors and config.arrival:  # the work on an arrived message is that message's, whatever its order
         ai, aj = kp.arrival_ref, kp.arrival_other
         # in the iteration the thread lies in now (the message graph may have moved a thread by an iteration)
         inside = (r_pos[ai] >= 0) & (o_pos[aj] >= 0) & (r_it[ai] == o_it[aj])

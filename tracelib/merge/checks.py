@@ -17,6 +17,14 @@ count), from the reference counters both runs recorded:
 - **bracketing messages**: every matched pair is checked against the logical messages just before and after it on
   its thread: both must have their two ends matched to the two ends of one message of the other run. A pair that
   fails lies in a span the alignment placed differently from its partners (``merge_matches.ambiguous``);
+- **opening messages**: a burst opened by a call that returns because its messages arrived (a blocking receive,
+  ``MPI_Wait``/``Waitany``/``Waitsome``/``Waitall``) works on those messages; which ones an ``MPI_Waitany`` or
+  ``MPI_ANY_SOURCE`` receive returns follows arrival, which differs between runs. The call completing each
+  receive is named by the trace's records (Paraver's physical receive time is the exit of the call that
+  completed it; a receive recorded in its completing call, as Score-P does, names it by its time), never by
+  position. A matched pair whose two bursts were opened by the completion of messages of no common channel
+  (appl, sender, receiver, tag) pairs the work on one message with the work on another
+  (``merge_matches.msg_mismatch``);
 - **message agreement** (:mod:`synthtrace.tracelib.merge.message_graph`): ``msg_agreement`` is the share of the
   reference run's messages, among those whose two ends are matched and named in both runs, whose ends are matched
   to the two ends of one message of the other run; ``msg_misaligned`` counts the threads that disagree with their
@@ -24,12 +32,13 @@ count), from the reference counters both runs recorded:
   however alike its iterations look. One channel disagreeing one way is a channel whose shift a run's timing got
   wrong (ranks that drift apart), not a misalignment. Messages are judged whatever the length of their bursts.
 
-Verdict per (experiment, counter): ``bad`` when the share of checked pairs in ambiguous spans or the misfit share
-exceeds ``BAD_MISFIT``, coverage is below
-``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when either exceeds
-``SUSPECT_MISFIT``, coverage is below ``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or
-matching used timing only; else ``ok``. A recorded counter is ``ok``. The experiment's verdict is the worst of
-its counters'.
+Verdict per (experiment, counter): ``bad`` when the share of checked pairs in ambiguous spans, the share of long
+matched pairs opened by other messages or the misfit share exceeds ``BAD_MISFIT``, coverage is below
+``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the share of long matched pairs
+opened by other messages, the ambiguous-span or the misfit share exceeds ``SUSPECT_MISFIT``, coverage is below
+``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or matching used timing only without the
+logical messages vouching for it (:attr:`PairSignals.validated_by_messages`); else ``ok``. A recorded counter is
+``ok``. The experiment's verdict is the worst of its counters'.
 """
 from __future__ import annotations
 
@@ -38,12 +47,25 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from synthtrace.tracelib.domain.mpi_calls import calls_with
+from synthtrace.tracelib.schema import THREAD_KEYS
+
 MISFIT_LOG = math.log(1.5)
 SUSPECT_MISFIT, BAD_MISFIT = 0.005, 0.05
 SUSPECT_COVERAGE, BAD_COVERAGE = 0.9, 0.5
 WORK_SHIFT = math.log(1.03)
 SITE_MIN_SHARE, SITE_MIN_PAIRS = 0.1, 20
 ORDER = {"ok": 0, "suspect": 1, "bad": 2}
+#: runs without a common counter are validated by their logical messages when this share of the long matched pairs
+#: lie between checked messages, and this share of those messages agree
+VALIDATED_SHARE, VALIDATED_AGREEMENT = 0.5, 0.99
+#: calls that return because the messages they complete have arrived: the burst they open works on those messages
+OPENING_CALLS: tuple[str, ...] = calls_with(roles=("wait", "recv", "sendrecv"), blocking=True)
+#: a message's channel as the opening-message check compares it (the communicator is left out: records name none)
+OPEN_CHANNEL = ["appl", "sender", "receiver", "tag"]
+OPENED_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
+                                         "burst_seq": pl.Int64(), "sender": pl.Int32(), "receiver": pl.Int32(),
+                                         "tag": pl.Int64(), "k": pl.Int64(), "site": pl.String()}
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,18 @@ class PairSignals:
     msg_misaligned: int
     inconsistent: int = 0  # long matched pairs whose logical messages before or after disagree (ambiguous span)
     checked: int = 0  # long matched pairs with a checked message before or after them
+    opened_other: int = 0  # long matched pairs opened by the completion of messages of no common channel
+    opened_checked: int = 0  # long matched pairs whose two bursts were both opened by completed messages
+    long_matched: int = 0  # long matched pairs
+    opened_example: str = ""  # one such pair, in words (the reason's example)
+
+    @property
+    def validated_by_messages(self) -> bool:
+        """The logical messages vouch for the match: at least ``VALIDATED_SHARE`` of the long matched pairs lie
+        between checked messages and at least ``VALIDATED_AGREEMENT`` of the checked messages agree (what lets runs
+        without a common counter merge with an ``ok`` verdict: the structure is timing-free)."""
+        return (self.long_matched > 0 and self.checked >= VALIDATED_SHARE * self.long_matched
+                and self.msg_agreement is not None and self.msg_agreement >= VALIDATED_AGREEMENT)
 
 
 def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl.DataFrame, work: str | None,
@@ -93,6 +127,123 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans)
 
 
+def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, records: pl.DataFrame | None) -> pl.DataFrame:
+    """Which messages opened each burst (:data:`OPENED_SCHEMA`, one row per burst and message): the point-to-point
+    messages completed by the call that opened the burst (the call ending where the burst starts), when that call is
+    one of :data:`OPENING_CALLS` (a test returns whether or not anything arrived: what follows it is not opened
+    by a message); ``k``: the message's order on its channel (by send time: MPI's non-overtaking rule), ``site``:
+    the opening call and its call site.
+
+    The completing call of a receive is the call of the receiver's thread holding the record's physical receive
+    time (``r_phys_ns``: Paraver's records, the exit of the call that completed it), else its (logical) receive
+    time (a receive recorded in its completing call, as Score-P and OTF2 do); ``records``: the run's
+    communication records (MESSAGE_SCHEMA, or the logical messages of :mod:`synthtrace.tracelib.merge.messages`).
+    Without records, the opening call's own partner (``peer``, a call that receives one message) names it."""
+    empty = pl.DataFrame(schema=OPENED_SCHEMA)
+    if calls.height == 0 or bursts.height == 0:
+        return empty
+    keys = [pl.col(k).cast(pl.Int32) for k in THREAD_KEYS]
+    site = pl.concat_str(pl.col("mpi_call"), pl.lit("@"), pl.col("call_site").fill_null("") if "call_site" in
+                         calls.columns else pl.lit("")).alias("site")
+    c = calls.filter(pl.col("mpi_call").is_in(list(OPENING_CALLS))).select(
+        *keys, pl.col("start_ns").alias("t"), pl.col("end_ns").alias("_end"), site,
+        *[pl.col(k) for k in ("peer", "tag", "n_messages", "bytes_recv") if k in calls.columns])
+    if records is not None and records.height:
+        if "k" in records.columns:  # logical messages (the warehouse's mpi_messages)
+            m = records.select(pl.col("appl").cast(pl.Int32), pl.col("sender").cast(pl.Int32),
+                               pl.col("receiver").cast(pl.Int32), pl.col("tag").cast(pl.Int64).fill_null(0),
+                               pl.col("receiver").cast(pl.Int32).alias("task"),
+                               pl.col("r_thread").cast(pl.Int32).alias("thread"), pl.col("r_time_ns").alias("t"),
+                               pl.col("s_time_ns").alias("_s"))
+        else:
+            t = (pl.coalesce("r_phys_ns", "r_time_ns") if "r_phys_ns" in records.columns else pl.col("r_time_ns"))
+            m = records.select(pl.col("r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").cast(pl.Int32)
+                               .alias("sender"), pl.col("r_task").cast(pl.Int32).alias("receiver"),
+                               pl.col("tag").cast(pl.Int64).fill_null(0),
+                               pl.col("r_task").cast(pl.Int32).alias("task"),
+                               pl.col("r_thread").cast(pl.Int32).alias("thread"), t.alias("t"),
+                               pl.col("s_time_ns").alias("_s"))
+        m = (m.drop_nulls(["appl", "sender", "receiver", "task", "thread", "t"])
+             .sort("_s", "t", nulls_last=True)
+             .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(OPEN_CHANNEL).alias("k")).sort("t"))
+        # the opening call holding the completion time (the last one starting at or before it, if it holds it)
+        done = (m.join_asof(c.select(*THREAD_KEYS, "t", "_end", "site").sort("t"), on="t", by=THREAD_KEYS,
+                            strategy="backward", check_sortedness=False)
+                .filter(pl.col("t") <= pl.col("_end"))
+                .select(*THREAD_KEYS, pl.col("_end").alias("start_ns"), *OPEN_CHANNEL[1:], "k", "site"))
+    elif "peer" in c.columns:  # the calls alone: an opening call that received one message from a named partner
+        done = (c.filter(pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)
+                         & (pl.col("n_messages").fill_null(1) == 1))
+                .select(*THREAD_KEYS, pl.col("_end").alias("start_ns"), pl.col("peer").cast(pl.Int32).alias("sender"),
+                        pl.col("task").alias("receiver"), pl.col("tag").cast(pl.Int64).fill_null(0), "site", "t")
+                .sort("t").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(OPEN_CHANNEL).alias("k"))
+                .drop("t"))
+    else:
+        return empty
+    b = bursts.select(*keys, "burst_seq", "start_ns")
+    return (b.join(done, on=[*THREAD_KEYS, "start_ns"], how="inner")
+            .select([pl.col(k).cast(v) for k, v in OPENED_SCHEMA.items()]).unique())
+
+
+def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, matches: pl.DataFrame,
+                       other_bursts: pl.DataFrame, ref_work: pl.Series, other_work: pl.Series) -> pl.DataFrame:
+    """Per reference burst (rows of ``matches``, in order): ``opened_checked`` (both bursts of the pair were opened by
+    completed messages: :func:`opened_by`) and ``opened_other`` (those messages share no channel, and the message
+    identity is not outvoted by work; NULL when not checked); ``opened_what``: the two channels in words where they
+    differ.
+
+    The other run's burst opened by the reference burst's own logical message (channel, k) at the same call site is
+    its **twin**: the burst a match following the message would have taken. Whether the work after such a call
+    belongs to the message (unpacking the face that came) or to the position (the code after the first of two
+    ``MPI_ANY_SOURCE`` receives, whatever came) the calls cannot say; the work can: per reference thread and
+    opening site, when the positional matches fit the reference bursts' work clearly better than their twins do
+    (median log distance smaller by ``MISFIT_LOG``), the position is the identity and nothing is flagged.
+    ``other_bursts``: appl, task, thread, burst_seq of the other run's rows (reference numbering); ``ref_work`` /
+    ``other_work``: per row of the reference (``matches``) / the other run, the work of the burst (instructions,
+    or duration without a common work counter)."""
+    row = matches.get_column("other_row")
+    pairs = pl.concat([matches.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"),
+                                      *[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "burst_seq"),
+                       other_bursts.select(*[pl.col(k).cast(pl.Int32).alias(f"o_{k}") for k in THREAD_KEYS],
+                                           pl.col("burst_seq").alias("o_burst_seq")).gather(row.fill_null(0))
+                       .with_columns(pl.Series("_row", row)),
+                       pl.DataFrame({"_w": ref_work.cast(pl.Float64).log()})], how="horizontal")
+    pairs = pairs.with_columns(pl.when(pl.col("_row").is_not_null()).then(pl.col("o_burst_seq")).alias("o_burst_seq"))
+    ow = other_bursts.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "burst_seq").with_columns(
+        other_work.cast(pl.Float64).log().alias("_ow"))
+    bk = [*THREAD_KEYS, "burst_seq"]
+    chan = OPEN_CHANNEL[1:]
+    r = ref_opened.join(pairs, on=bk).select("_i", *THREAD_KEYS, *chan, "k", "site", "_w", "_row")
+    o = other_opened.rename({k: f"o_{k}" for k in bk}).join(pairs, on=[f"o_{k}" for k in bk]).select(
+        "_i", *[pl.col(k).alias(f"o_{k}") for k in chan])
+    both = r.select("_i").unique().join(o.select("_i").unique(), on="_i")
+    common = r.join(o, left_on=["_i", *chan], right_on=["_i", *[f"o_{k}" for k in chan]]).select("_i").unique()
+    # the twins of the pairs opened by messages of no common channel, and the work of both candidates
+    differ = both.join(common, on="_i", how="anti")
+    twins = (r.join(differ, on="_i")
+             .join(other_opened.join(ow, on=bk).select(*chan, "k", "site", pl.col("_ow").alias("_tw")),
+                   on=[*chan, "k", "site"])
+             .join(ow.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), pl.col("_ow").alias("_pw")),
+                   on="_row", how="left")
+             .group_by("_i", maintain_order=True).agg(pl.col(*THREAD_KEYS, "site", "_w", "_pw", "_tw").first()))
+    # per reference thread and opening site: do the positional matches fit the work better than the twins?
+    verdict_of_site = (twins.group_by(*THREAD_KEYS, "site")
+                       .agg(((pl.col("_w") - pl.col("_tw")).abs() - (pl.col("_w") - pl.col("_pw")).abs()).median()
+                            .alias("_gain")))
+    flagged = (twins.join(verdict_of_site, on=[*THREAD_KEYS, "site"])
+               .filter(~(pl.col("_gain") > MISFIT_LOG)).select("_i"))
+    what = (r.join(o, on="_i").group_by("_i").agg(
+        pl.format("task {}'s burst after the message from task {} (tag {}) matched to the one after the message "
+                  "from task {} (tag {})", pl.col("receiver").first(), pl.col("sender").first(), pl.col("tag").first(),
+                  pl.col("o_sender").first(), pl.col("o_tag").first()).first().alias("opened_what")))
+    flags = (both.with_columns(pl.lit(True).alias("opened_checked"),
+                               pl.col("_i").is_in(flagged.get_column("_i").implode()).alias("opened_other"))
+             .join(what, on="_i", how="left"))
+    out = pairs.select("_i").join(flags, on="_i", how="left", maintain_order="left")
+    return out.select("opened_checked", "opened_other",
+                      pl.when(pl.col("opened_other")).then(pl.col("opened_what")).alias("opened_what"))
+
+
 def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | None:
     """The work shift: the median log ratio of the pairs' instructions, or, when larger, that of the bursts of one
     call site (the call closing them) holding at least ``SITE_MIN_SHARE`` of the reference's instructions over at
@@ -108,22 +259,30 @@ def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | N
     return overall
 
 
-def verdict(misfit: float | None, coverage_long: float | None, work_shift: float | None,
-            timing_only: bool, msg_misaligned: int = 0, inconsistent: int = 0, checked: int = 0) -> tuple[str, str]:
-    """(verdict, reason) of a transferred counter from the signals of its source run (``inconsistent`` of
-    ``checked`` long pairs lie between logical messages that disagree)."""
-    spans = inconsistent / checked if checked else 0.0
+def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
+    """(verdict, reason) of a transferred counter from the :class:`PairSignals` of its source run (``timing_only``:
+    matched without a common counter)."""
+    misfit, coverage_long, work_shift = sig.misfit, sig.coverage_long, sig.work_shift
+    spans = sig.inconsistent / sig.checked if sig.checked else 0.0
+    opened = sig.opened_other / sig.long_matched if sig.long_matched else 0.0
+    opened_why = (f"{sig.opened_other} matched bursts >= 10 us ({opened:.1%}) work on another message than their "
+                  f"match (e.g. {sig.opened_example}): the runs' messages arrived in another order and the match "
+                  "followed the call order; their values are another burst's (merge_matches.msg_mismatch)")
     if misfit is not None and misfit > BAD_MISFIT:
         return "bad", f"{misfit:.0%} of matched bursts differ in work and rate: misaligned"
     if coverage_long is not None and coverage_long < BAD_COVERAGE:
         return "bad", f"only {coverage_long:.0%} of bursts >= 10 us matched"
-    if msg_misaligned:
-        return "bad", f"{msg_misaligned} thread(s) disagree with their partners' messages both ways: misaligned"
+    if sig.msg_misaligned:
+        return "bad", f"{sig.msg_misaligned} thread(s) disagree with their partners' messages both ways: misaligned"
+    if opened > BAD_MISFIT:
+        return "bad", opened_why
     if spans > BAD_MISFIT:
-        return "bad", (f"{inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the runs "
-                       "disagree on: misaligned (an iteration one run has and the other has not?)")
+        return "bad", (f"{sig.inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the "
+                       "runs disagree on: misaligned (an iteration one run has and the other has not?)")
+    if opened > SUSPECT_MISFIT:
+        return "suspect", opened_why
     if spans > SUSPECT_MISFIT:
-        return "suspect", (f"an ambiguous span: {inconsistent} matched bursts >= 10 us ({spans:.1%}) lie between "
+        return "suspect", (f"an ambiguous span: {sig.inconsistent} matched bursts >= 10 us ({spans:.1%}) lie between "
                            "logical messages the runs disagree on (merge_matches.ambiguous)")
     if misfit is not None and misfit > SUSPECT_MISFIT:
         return "suspect", f"{misfit:.1%} of matched bursts differ in work and rate"
@@ -132,7 +291,7 @@ def verdict(misfit: float | None, coverage_long: float | None, work_shift: float
     if work_shift is not None and abs(work_shift) > WORK_SHIFT:
         return "suspect", (f"matched bursts execute x{math.exp(work_shift):.3f} the instructions: another input or "
                            "code version?")
-    if timing_only:
+    if timing_only and not sig.validated_by_messages:
         return "suspect", "matched by MPI structure and timing only"
     return "ok", ""
 

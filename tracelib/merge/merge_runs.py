@@ -9,7 +9,9 @@ and MPI calls as read by a trace reader or from the warehouse) and returns a :cl
 - ``matches``: provenance (merge_matches): per reference burst and other run, the other run's task, thread and
   burst (in its own numbering; NULL when unmatched), the match score and ``ambiguous``: the logical messages
   just before or after the pair disagree between the runs (the pair lies in a span the data did not place, e.g.
-  around an iteration one run has and the other has not).
+  around an iteration one run has and the other has not) and ``msg_mismatch``: the two bursts were opened by the
+  completion of different messages (an ``MPI_Waitany`` or ``MPI_ANY_SOURCE`` receive that returned another
+  partner's message in the other run), so the values come from the work on another message.
 
 **Before aligning**, each other run's task numbering is checked against the reference's
 (:mod:`synthtrace.tracelib.merge.ranks`: renumbered when the message graph says so, refused when it cannot tell), and
@@ -45,10 +47,11 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.checks import WORK_SHIFT, PairSignals, pair_signals, verdict
+from synthtrace.tracelib.merge.checks import (WORK_SHIFT, PairSignals, opened_by, opened_differently, pair_signals,
+                                              verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
-from synthtrace.tracelib.merge.ranks import rank_mapping, renumber
+from synthtrace.tracelib.merge.ranks import rank_mapping, renumber, renumber_columns
 from synthtrace.tracelib.merge.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
@@ -77,7 +80,7 @@ QUALITY_SCHEMA: dict[str, pl.DataType] = {
 MATCHES_SCHEMA: dict[str, pl.DataType] = {
     "experiment": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(), "burst_seq": pl.Int64(),
     "other_run": pl.String(), "other_run_id": pl.String(), "other_task": pl.Int32(), "other_thread": pl.Int32(),
-    "other_burst_seq": pl.Int64(), "score": pl.Float64(), "ambiguous": pl.Boolean(),
+    "other_burst_seq": pl.Int64(), "score": pl.Float64(), "ambiguous": pl.Boolean(), "msg_mismatch": pl.Boolean(),
 }
 
 
@@ -99,7 +102,8 @@ class NotSameProgramError(MergeInputError):
 
 
 class NoCommonCounterError(MergeInputError):
-    """Two runs share no counter to validate matches with (``allow_timing_only`` merges anyway, with a warning)."""
+    """Two runs share no counter and no logical messages to validate matches with (``allow_timing_only`` merges
+    anyway, with a warning)."""
 
 
 class TimingOnlyWarning(UserWarning):
@@ -266,7 +270,7 @@ def _call_histogram(calls: pl.DataFrame) -> str:
 # --------------------------------------------------------------------------------------------- merge
 def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.DataFrame, ref_counters: list[str],
                  counters: list[str], options: MergeOptions, notes: list[str],
-                 ref_messages: pl.DataFrame) -> AlignedRun:
+                 ref_messages: pl.DataFrame, ref_opened: pl.DataFrame) -> AlignedRun:
     """Align one other run to the reference: its rank correspondence, match table and signals (:class:`AlignedRun`).
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts."""
@@ -288,7 +292,7 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     feats = pick_features(common)
     if not feats:
         msg = (f"runs {ref.run_name!r} and {o.run_name!r} share no counter: matched by MPI structure and "
-               "timing only, with lower match scores")
+               "timing, checked by their logical messages, with lower match scores")
         warnings.warn(msg, TimingOnlyWarning, stacklevel=3)
         notes.append(msg)
     o_units = units(bursts)
@@ -307,6 +311,7 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
+    m, sig = _check_opened(ref, ref_opened, o, renum, m, reference, source, work, sig, long_ref)
     if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
         notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
                      f"instructions of {ref.run_name!r}'s: not the same input or code version?")
@@ -316,6 +321,26 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
         rate=float(matched.mean()) if ref.bursts.height else 0.0,
         mean_score=float(m.get_column("match_score").mean() or 0.0),
         comm=float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None)
+
+
+def _check_opened(ref: RunTables, ref_opened: pl.DataFrame, o: RunTables, renum: dict[int, int] | None,
+                  m: pl.DataFrame, reference: pl.DataFrame, source: pl.DataFrame, work: str | None, sig: PairSignals,
+                  long_ref: pl.Series) -> tuple[pl.DataFrame, PairSignals]:
+    """The match table with ``msg_mismatch`` (the pair's bursts were opened by the completion of different messages:
+    :func:`synthtrace.tracelib.merge.checks.opened_differently`) and the signals with its counts."""
+    opened = opened_by(o.bursts, o.mpi_calls, o.messages)
+    if renum:
+        opened = renumber_columns(opened, renum, ("task", "sender", "receiver"))
+    w = work or "duration_ns"  # without a common work counter, the time a burst takes
+    flags = opened_differently(ref_opened, opened, m, source.select(*THREAD_KEYS, "burst_seq"),
+                               reference.get_column(w), source.get_column(w))
+    long_matched = long_ref & m.get_column("other_row").is_not_null()
+    other = flags.get_column("opened_other").fill_null(False)
+    example = flags.get_column("opened_what").filter(other & long_matched).head(1).to_list()
+    m = m.with_columns(other.alias("msg_mismatch"))
+    return m, replace(sig, opened_other=int((other & long_matched).sum()),
+                      opened_checked=int((flags.get_column("opened_checked").fill_null(False) & long_matched).sum()),
+                      long_matched=int(long_matched.sum()), opened_example=example[0] if example else "")
 
 
 def _check_same_program(ref: RunTables, o: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFrame,
@@ -350,8 +375,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     Raises :class:`TooFewRunsError` (fewer than two runs), :class:`UnknownReferenceError`,
     :class:`NotSameProgramError` (different tasks/threads, or a run whose MPI structure matches less than
     ``min_match_rate`` of the shorter run's bursts), :class:`RankCorrespondenceError` (task numbering differs and
-    cannot be mapped) and :class:`NoCommonCounterError` (a run shares no counter with the reference and
-    ``allow_timing_only`` is off).
+    cannot be mapped) and :class:`NoCommonCounterError` (a run shares no counter with the reference, either run has
+    no point-to-point message to check the match by and ``allow_timing_only`` is off).
     """
     if len(runs) < 2:
         raise TooFewRunsError(f"experiment {experiment!r} has {len(runs)} run(s); merging needs at least two")
@@ -363,16 +388,21 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     notes: list[str] = []
     ref_counters = ref.counters
     counters_of = {r.run_id: r.counters for r in runs}
-    for o in others:
-        if not set(ref_counters) & set(counters_of[o.run_id]) and not options.allow_timing_only:
-            raise NoCommonCounterError(
-                f"runs {ref.run_name!r} ({', '.join(ref_counters) or 'no counters'}) and {o.run_name!r} "
-                f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common to validate the "
-                "match; use --allow-timing-only to match by MPI structure and timing alone")
-    ref_units = units(ref.bursts)
     ref_messages = logical_messages(ref.mpi_calls, ref.messages)
+    for o in others:
+        if set(ref_counters) & set(counters_of[o.run_id]) or options.allow_timing_only:
+            continue
+        # no counter to validate the match by: the logical messages (timing-free structure) do, when both runs have
+        if ref_messages.height and logical_messages(o.mpi_calls, o.messages).height:
+            continue
+        raise NoCommonCounterError(
+            f"runs {ref.run_name!r} ({', '.join(ref_counters) or 'no counters'}) and {o.run_name!r} "
+            f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common and no point-to-point "
+            "messages to validate the match by; use --allow-timing-only to match by MPI structure and timing alone")
+    ref_units = units(ref.bursts)
     ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align,
                              ref_messages if ref.messages is not None else None)
+    ref_opened = opened_by(ref.bursts, ref.mpi_calls, ref.messages)
     base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
     long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
@@ -383,7 +413,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     per_run: dict[str, AlignedRun] = {}
     for o in others:
         per_run[o.run_id] = _align_other(ref, ref_units, o, ref_seq, ref_counters, counters_of[o.run_id], options,
-                                         notes, ref_messages)
+                                         notes, ref_messages, ref_opened)
         if on_step:
             on_step(f"aligned {o.run_name}", n_steps)
 
@@ -437,8 +467,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         score_cols[src.run_id] = f"_score_{src.run_id}"
         err, err95 = choices[src.run_id].error(plan)
         sig = info.signals
-        v, why = verdict(sig.misfit, sig.coverage_long, sig.work_shift, not info.features, sig.msg_misaligned,
-                         sig.inconsistent, sig.checked)
+        v, why = verdict(sig, not info.features)
         quality_rows.append(QualityRow(
             counter=c, source_run=src.run_name, source_run_id=src.run_id, method=plan.method,
             rescaled_by=plan.label, coverage=float(other_row.is_not_null().mean()) if n_ref else 0.0,
@@ -486,11 +515,12 @@ def _provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
     sel = sel.select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"))
     return pl.concat([m.select(*KEYS), sel, m.select(pl.col("other_seq").alias("other_burst_seq"),
                                                      pl.col("match_score").alias("score"),
-                                                     (~pl.col("msg_consistent")).fill_null(False).alias("ambiguous"))],
+                                                     (~pl.col("msg_consistent")).fill_null(False).alias("ambiguous"),
+                                                     "msg_mismatch")],
                      how="horizontal").select(
         pl.lit(experiment).alias("experiment"), *KEYS, pl.lit(orig.run_name).alias("other_run"),
         pl.lit(orig.run_id).alias("other_run_id"), "other_task", "other_thread", "other_burst_seq", "score",
-        "ambiguous")
+        "ambiguous", "msg_mismatch")
 
 
 def _share(flags: pl.Series, among: pl.Series) -> float | None:

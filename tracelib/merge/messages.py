@@ -88,21 +88,31 @@ def _from_records(calls: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
     if "r_phys_ns" in r.columns:  # the physical receive: the exit of the call that completed the receive
         c = _ends_in_calls(r.select("_i", pl.col("r_appl").alias("appl"), pl.col("r_task").alias("task"),
                                     pl.col("r_thread").alias("thread"), pl.col("r_phys_ns").alias("t"))
-                           .drop_nulls(["appl", "task", "thread", "t"]), calls).select("_i", "call_seq")
+                           .drop_nulls(["appl", "task", "thread", "t"]), calls)
     else:  # the logical receive is all the trace has
-        c = v.select("_i", "call_seq")
-    m = (r.select("_i", pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"),
-                  pl.col("s_task").alias("sender"), pl.col("r_task").alias("receiver"), "tag",
-                  pl.col("size").alias("bytes"), pl.col("s_thread"), pl.col("s_time_ns"), pl.col("r_thread"),
-                  pl.col("r_time_ns"))
-         .join(s.select("_i", pl.col("call_seq").alias("s_call_seq"), pl.col("comm").alias("_s_comm")), on="_i",
-               how="left")
-         .join(v.select("_i", pl.col("call_seq").alias("r_call_seq"), pl.col("comm").alias("_r_comm")), on="_i",
-               how="left")
-         .join(c.select("_i", pl.col("call_seq").alias("c_call_seq")), on="_i", how="left")
-         .with_columns(pl.coalesce("_s_comm", "_r_comm").alias("comm"),
-                       pl.coalesce("c_call_seq", "r_call_seq").alias("c_call_seq")))
-    return _numbered(m)
+        c = v
+    ends = (r.select("_i")
+            .join(s.select("_i", pl.col("call_seq").alias("s_call_seq"), pl.col("comm").alias("s_comm")), on="_i",
+                  how="left", maintain_order="left")
+            .join(v.select("_i", pl.col("call_seq").alias("r_call_seq"), pl.col("comm").alias("r_comm")), on="_i",
+                  how="left", maintain_order="left")
+            .join(c.select("_i", pl.col("call_seq").alias("c_call_seq")), on="_i", how="left", maintain_order="left")
+            .with_columns(pl.coalesce("c_call_seq", "r_call_seq").alias("c_call_seq")))
+    return logical_messages_at(records, ends.drop("_i"))
+
+
+def logical_messages_at(records: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFrame:
+    """:func:`logical_messages` of communication records whose ends are already placed in their calls (reader
+    (issue 27): the reader places them once for the calls' message columns). ``ends``: per row of ``records``,
+    ``s_call_seq``, ``s_comm``, ``r_call_seq``, ``r_comm`` of the calls holding the send and the receive (NULL:
+    none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known)."""
+    if "c_call_seq" not in ends.columns:
+        ends = ends.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
+    m = pl.concat([records.select(
+        pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").alias("sender"),
+        pl.col("r_task").alias("receiver"), "tag", pl.col("size").alias("bytes"), "s_thread", "s_time_ns", "r_thread",
+        "r_time_ns"), ends], how="horizontal")
+    return _numbered(m.with_columns(pl.coalesce("s_comm", "r_comm").alias("comm")))
 
 
 def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:
@@ -147,8 +157,8 @@ def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None) -
     communication records (MESSAGE_SCHEMA; a table that is already logical, as the warehouse's ``mpi_messages``,
     is returned as it is), else the ends come from the calls alone (see the module docstring)."""
     if records is not None and "k" in records.columns:  # already logical (the warehouse's mpi_messages)
-        if "c_call_seq" not in records.columns:  # stored before the completing call was kept
-            records = records.with_columns(pl.col("r_call_seq").alias("c_call_seq"))
+        if "c_call_seq" not in records.columns:  # stored before the completing call was kept: not known
+            records = records.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
         return records.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
     if calls.height == 0 or "peer" not in calls.columns:
         return pl.DataFrame(schema=LOGICAL_MESSAGE_SCHEMA)

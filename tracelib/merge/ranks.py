@@ -25,6 +25,7 @@ messages, the correspondence cannot be decided and :class:`RankCorrespondenceErr
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -171,6 +172,11 @@ def rank_mapping(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
         f"runs {names[0]!r} and {names[1]!r}: cannot tell which task is which: {as_numbered.explained:.0%} of "
         f"their logical messages agree as numbered and {mapped.explained:.0%} under the best match of task "
         f"behaviour (needs {min_explained:.0%}); not the same program or decomposition?")
+
+
+def renumber_columns(df: pl.DataFrame, mapping: dict[int, int], columns: Sequence[str]) -> pl.DataFrame:
+    """``df`` with its task-valued ``columns`` (tasks of its ``appl``) renumbered by ``mapping``."""
+    return df.with_columns(_mapped(c, mapping) for c in columns) if df.height else df
 
 
 def renumber(bursts: pl.DataFrame, calls: pl.DataFrame, mapping: dict[int, int],

@@ -246,6 +246,16 @@ def _parse_u64(buf: np.ndarray, a: int, b: int) -> tuple[np.uint64, bool]:
 _DONE, _ERROR = 0, -1  # other statuses: bit mask of full outputs (1 states, 2 samples, 4 events, 8 comms)
 
 
+@cached_njit(inline="always")
+def _fail(err: np.ndarray, code: int, line: int, field: int, line_start: int) -> int:
+    """Record a bad line in ``err`` (code, 1-based line and field, offset of the line's start); returns ``_ERROR``."""
+    err[0] = code
+    err[1] = line
+    err[2] = field
+    err[3] = line_start
+    return _ERROR
+
+
 @cached_njit
 def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarray, slots: CounterSlots,
               out: Outputs, at: Progress) -> int:
@@ -295,11 +305,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             continue
         nxt = buf[pos + 1]
         if c < 49 or c > 52 or not (nxt == 58 or nxt == 10 or (nxt == 13 and buf[pos + 2] == 10)):
-            err[0] = E_RECORD_TYPE
-            err[1] = line
-            err[2] = 1
-            err[3] = ls
-            status = _ERROR
+            status = _fail(err, E_RECORD_TYPE, line, 1, ls)
             break
         rtype = c - 48
         pos += 1
@@ -425,11 +431,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                             n_ev += 1
             nf += 1
         if bad != 0:
-            err[0] = bad
-            err[1] = line
-            err[2] = bad_k
-            err[3] = ls
-            status = _ERROR
+            status = _fail(err, bad, line, bad_k, ls)
             break
         # pos is at the '\n'
         pos += 1
@@ -451,11 +453,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             elif nf > 15:
                 code = E_LONG
         if code != E_NONE:
-            err[0] = code
-            err[1] = line
-            err[2] = nf
-            err[3] = ls
-            status = _ERROR
+            status = _fail(err, code, line, nf, ls)
             break
         if rtype == 4:
             n_rec[4] += 1
@@ -506,19 +504,12 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             code = later
             k = later_k
         if code != E_NONE:
-            err[0] = code
-            err[1] = line
-            err[2] = k
-            err[3] = ls
-            status = _ERROR
+            status = _fail(err, code, line, k, ls)
             break
         t_ns = fv[5] * scale
         if rtype <= 2 and t_ns < last_time[tid]:
-            err[0] = E_ORDER
-            err[1] = line
-            err[3] = ls
+            status = _fail(err, E_ORDER, line, 0, ls)
             err[4] = last_time[tid]
-            status = _ERROR
             break
         # ---- room for this line's outputs, else suspend before it
         running = rtype == 1 and fv[7] == 1
