@@ -558,9 +558,14 @@ def main() -> int:
 
 
 def _store_chunk(store: Path, chunk: dict) -> None:
-    chunks = json.loads(store.read_text()) if store.exists() else []
-    chunks.append(chunk)
-    store.write_text(json.dumps(chunks, indent=1, default=str))
+    """Add ``chunk`` to ``store`` (under a lock: chunks of two families may end at once)."""
+    import fcntl
+
+    with open(Path(tempfile.gettempdir()) / f"{store.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        chunks = json.loads(store.read_text()) if store.exists() else []
+        chunks.append(chunk)
+        store.write_text(json.dumps(chunks, indent=1, default=str))
 
 
 def write_report(store: Path, out: Path) -> None:
