@@ -250,6 +250,7 @@ def _kill_a_query(base: Path, rnd: random.Random, expected: tuple) -> str | None
     time.sleep(rnd.uniform(0.0, 0.5))
     proc.kill()
     proc.wait()
+    proc.stdout.close()
     got = query_rows(wh, _COUNTS)[1][0]
     if got != expected:
         return f"after a killed query the next one answered {got}, not {expected}"
