@@ -56,6 +56,7 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     column every second one, none on the world
 ``amr``             message bytes and work follow each rank's refinement (a random walk), the neighbour graph is
                     redrawn every 10 iterations
+``amr_stages``      as amr without regrid, 2 Runge-Kutta stages (an exchange each) per step, no collective
 ``clock_offsets``   every node's clock off by tens of us and drifting by ppm (receives can precede their sends)
 ``layout``          16 ranks on one node in run 0, 4 per node in run 1 (shared memory against the network)
 ``flush`` / ``flush_all``   the tracer flushes its buffer (Extrae event 40000003, 0.2-2 ms) every ~40 calls of a
@@ -70,6 +71,7 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
+``mixed``           a random valid application per seed drawing several of the later mechanisms at once
 ``plain``           a random valid application per seed (topology, completion style, collectives, sizes, where
                     receives are recorded)
 
@@ -817,6 +819,12 @@ def _amr(spec: CampaignSpec) -> CampaignSpec:
                                      coll_every=5))
 
 
+@mechanism("amr_stages", "refinement changes bytes and work every iteration, 2 Runge-Kutta stages per step (a "
+           "halo exchange each), no collective", 8, 30)
+def _amr_stages(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="graph", completion="waitall", size_sigma=0.5, inner=2, coll_every=0))
+
+
 @mechanism("clock_offsets", "node clocks off by tens of us and drifting by ppm (receives can precede sends), "
            "4 ranks per node", 16, 30)
 def _clock_offsets(spec: CampaignSpec) -> CampaignSpec:
@@ -878,6 +886,32 @@ def _irecv_any(spec: CampaignSpec) -> CampaignSpec:
 def _noisy(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, os_noise_p=0.05, late_start_ns=3.0e7,
                    shape=Shape(topology="graph", completion="waitall", coll_every=5))
+
+
+@mechanism("mixed", "a random valid application per seed with several later mechanisms at once (exchange style, "
+           "completion calls, Iallreduce, row/column collectives, refinement, clocks, layout, flushes, threads, "
+           "ANY_SOURCE receives, renumbering)", 12, 30)
+def _mixed(spec: CampaignSpec) -> CampaignSpec:
+    rng = _rng(spec.seed, "mixed")
+    topology = str(rng.choice(["ring", "torus", "graph"]))
+    exchange = str(rng.choice(["isend", "isend", "sendrecv", "persistent"]))
+    recv_any = exchange == "isend" and rng.random() < 0.3
+    completion = ("waitall" if recv_any else
+                  str(rng.choice(["testsome", "waitany", "waitall", "wait_each", "test_poll", "waitsome", "testany"])))
+    shape = Shape(topology=topology, exchange=exchange, completion=completion, recv_any=recv_any,
+                  chunks=int(rng.integers(2, 6)), inner=int(rng.choice([1, 1, 2])),
+                  inner_reduce=bool(rng.random() < 0.3), nb_reduce=bool(rng.random() < 0.3),
+                  sub_comms=bool(topology == "torus" and rng.random() < 0.5),
+                  coll_every=int(rng.choice([1, 5, 0])), size_sigma=float(rng.choice([0.0, 0.0, 0.3])),
+                  threads=int(rng.choice([1, 1, 2, 4])), face_bytes=int(rng.choice([8192, 65536, 262144])),
+                  interior_ins=float(rng.uniform(5e5, 4e6)))
+    runs = spec.runs
+    return replace(spec, shape=shape, recv_at_completion=bool(rng.random() < 0.5),
+                   jitter=float(rng.choice([0.05, 0.2, 0.3])),
+                   clock_offset_ns=float(rng.choice([0.0, 0.0, 20_000.0])), clock_drift_ppm=float(rng.choice([0, 2])),
+                   ranks_per_node=tuple(int(rng.choice([4, 8, 16])) for _ in range(runs)),
+                   flush_run=int(rng.choice([-1, -1, 1, -2])), renumber_run=int(rng.choice([-1, -1, -1, 1])),
+                   os_noise_p=float(rng.choice([0.004, 0.02])))
 
 
 @mechanism("plain", "a random valid application per seed", 8, 30)
