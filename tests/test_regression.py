@@ -265,3 +265,14 @@ def test_reconcile_keeps_identity_and_date():
     assert r.alerts["first_detected_at"].to_list() == early["first_detected_at"].to_list()
     gone = reconcile(early, late.head(0))
     assert gone.alerts.height == 0 and gone.withdrawn["alert_id"].to_list() == early["alert_id"].to_list()
+
+
+def test_replay_steps_by_night_when_apps_run_at_different_hours():
+    """The nightly detects once a night, after every app's runs of that night: two apps run at 01:00 and 03:00
+    are one night. Fails on the old code, which stepped by each distinct start time (60 'nights' of 30)."""
+    a = series(15, time_step=0.10, ins_step=0.10)
+    b = series(None, seed=5).with_columns(pl.lit("b").alias("app"), pl.col("started_at") + timedelta(hours=2))
+    nights = replay_nights(pl.concat([a.with_columns(pl.col("started_at") + timedelta(hours=1)), b]))
+    assert [n["night"] for n in nights] == list(range(6, N))
+    first = next(n["night"] for n in nights if n["new"])
+    assert 15 <= first <= 17 and len(_raised(nights)) == 1
