@@ -17,9 +17,11 @@ Per series (app, configuration, call site):
    that slows code down (z >= ``z_signal`` and beyond its own minimum relative change), or the site's archetype
    shifted. Time itself must show the rise (z >= ``z_time``) and stay up (a share ``persistence`` of the nights
    after the change beyond the midpoint, not back down after the next change point: a passing disturbance) —
-   unless an explaining signal moved clearly (z >= ``z_strong``): then time at the site may be noisy, and the
-   lasting change is judged on that signal. Unexplained changes of time (OS noise, a busy machine) are not
-   reported;
+   unless an explaining signal moved clearly (z >= ``z_strong``, in a series of at least ``window`` nights: a
+   noise estimated from fewer is too uncertain): then time at the site may be noisy, and the lasting change is
+   judged on that signal. Unexplained changes of time (OS noise, a busy machine) are not reported. On the
+   application's total, signals derived from times (MPI time and bandwidth, load balance) explain nothing: its
+   waits follow every rank's OS noise; a change of communication or balance shows at its call sites;
 4. ``magnitude`` = relative change of time per visit; ``score`` in (0, 1] grows with the evidence of time and
    of the strongest explaining signal.
 
@@ -101,8 +103,8 @@ class DetectorParams:
     penalty: float = 3.0  # PELT penalty = penalty x log(n) (standardised, filtered signals)
     min_rel_time: float = 0.02  # smallest relative rise of time per visit reported
     z_time: float = 3.0  # evidence needed on time ...
-    z_strong: float = 8.0  # ... unless an explaining signal moved this clearly (then a rise of time suffices ...
-    z_time_weak: float = 2.0  # ... that shows this much evidence: a counter alone, time flat, is no regression)
+    z_strong: float = 8.0  # ... unless an explaining signal moved this clearly (then a rise of time suffices) in
+    #   a series of at least ``window`` nights (fewer: the signal's noise, estimated from them, is too uncertain)
     z_signal: float = 4.0  # evidence for an explaining signal to count
     persistence: float = 0.7  # share of the nights after the change above the before/after midpoint
     merge_within: int = 3  # alerts closer than this (nights) in one series are one change
@@ -288,7 +290,7 @@ class _Context:
             stats[s] = x
             direction_ok = spec.bad == 0 or np.sign(x.change) == spec.bad
             z_min = p.z_signal if spec.z_min is None else max(spec.z_min, p.z_signal)
-            explains = spec.confirms
+            explains = spec.confirms and (self.timing_explains or not spec.timing)
             if explains and direction_ok and abs(x.z) >= z_min and abs(x.change) >= spec.min_change:
                 moved.append(s)
         arch_before, share_b = _mode(self.labels[lo:k])
@@ -299,11 +301,13 @@ class _Context:
             return None
         strongest = max(moved, key=lambda s: abs(stats[s].z), default=None)
         z_strongest = abs(stats[strongest].z) if strongest else 0.0
-        # a lasting rise: judged on time, or (time noisy at this site) on the explaining signal that moved clearly
-        lasting = "time_ns" if z_strongest < p.z_strong else strongest
+        # a lasting rise: judged on time, or (time noisy at this site) on the explaining signal that moved clearly,
+        # once the series is long enough to trust that signal's noise estimate
+        strong = z_strongest >= p.z_strong and n >= p.window
+        lasting = strongest if strong else "time_ns"
         if not self._lasts(lasting, stats[lasting], lo, k, hi):
             return None
-        if z_strongest < p.z_strong and st.z < p.z_time:
+        if not strong and st.z < p.z_time:
             return None
         score = 1 - math.exp(-0.08 * (min(max(st.z, 0.0), 25.0) + min(z_strongest, 25.0) + (5.0 if shifted else 0.0)))
         shown = ["time_ns", "compute_ns", "mpi_ns", *moved]
