@@ -45,8 +45,37 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     recorded at completion, as in ``completion_at_wait``; so is ``checkpoint``)
 ``placement``       random placement, one slow node per run (5-25 % slower), network jitter (sigma 0.3)
 ``varying_rates``   kernels whose per-instruction rates change from one iteration to the next
+``waitsome``        ``MPI_Testany`` after each interior chunk (one face at most), then ``MPI_Waitsome`` until every
+                    face came, unpacking what came together (that burst takes its first face's identity)
+``sendrecv``        compute, then a blocking ``MPI_Sendrecv`` (``_replace`` where both faces have one size) per
+                    neighbour
+``persistent``      ``MPI_Send_init``/``MPI_Recv_init`` once, ``MPI_Startall`` every exchange (one call posts every
+                    send and receive), Testsome
+``nb_collective``   ``MPI_Iallreduce`` posted before each exchange, ``MPI_Wait`` after it, no blocking collective
+``sub_comms``       row and column communicators (``MPI_Comm_split``): an Allreduce per row every iteration, per
+                    column every second one, none on the world
+``amr``             message bytes and work follow each rank's refinement (a random walk), the neighbour graph is
+                    redrawn every 10 iterations
+``amr_stages``      as amr without regrid, 2 Runge-Kutta stages (an exchange each) per step, no collective
+``clock_offsets``   every node's clock off by tens of us and drifting by ppm (receives can precede their sends)
+``layout``          16 ranks on one node in run 0, 4 per node in run 1 (shared memory against the network)
+``flush`` / ``flush_all``   the tracer flushes its buffer (Extrae event 40000003, 0.2-2 ms) every ~40 calls of a
+                    rank in run 1 / in every run at other calls: a burst cut in two, its first piece has no
+                    counterpart (``NO_MATCH_BIT``)
+``hybrid`` / ``hybrid_locks``   MPI + OpenMP, 4 threads per rank: each interior chunk is a parallel region, a burst
+                    on every thread (worker ids: the region's with the thread in bits 58-61); with locks the
+                    workers' bursts are cut by 0-2 lock waits a region, as the timing falls
+``inner_counts``    run 1's inner solver needs +1, -1, +1 iterations at three outer iterations (decidable)
+``tail``            run 1 makes 2 more outer iterations at the end, run 2 (with ``runs=3``) 2 fewer
+``renumbered`` / ``renumbered_torus``   run 1's MPI ranks numbered by a random permutation (``MPI_Cart_create``
+                    with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
+``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
+``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
+``mixed``           a random valid application per seed drawing several of the later mechanisms at once
 ``plain``           a random valid application per seed (topology, completion style, collectives, sizes, where
                     receives are recorded)
+
+The calls carry the bytes of their messages (a tracer's sizes; a collective's own sizes on 50100001/2).
 """
 from __future__ import annotations
 
@@ -61,13 +90,15 @@ import polars as pl
 from synthtrace.simulator.counter_model import COUNTERS, PROGRAMMABLE_COUNTERS, CounterModel, \
     draw_noise_sizes
 from synthtrace.simulator.kernels import KERNELS, Kernel, kid
-from synthtrace.simulator.mpi_exec import ANY, Call, Executor, Timing
+from synthtrace.simulator.mpi_exec import ANY, NO_MATCH_BIT, WORLD, Call, Executor, Timing
 from synthtrace.simulator.network import INTRA_BW_FACTOR, INTRA_LATENCY_NS
 from synthtrace.simulator.pmu import assign_counter_sets
 from synthtrace.simulator.variation import place, run_clock
 from synthtrace.tracelib.domain.machine import Machine, load_machine
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA, message_columns
 from synthtrace.tracelib.formats.paraver.writer import Communicator, TraceMeta, write_paraver
+from synthtrace.tracelib.schema import EVENT_SCHEMA
 
 ROLES = ("work", "poll", "housekeeping", "checkpoint", "prologue", "epilogue")
 WORK, POLL, HOUSEKEEPING, CHECKPOINT, PROLOGUE, EPILOGUE = range(len(ROLES))
@@ -97,6 +128,13 @@ def lid(task: int, it: int, inner: int, pos: int, sub: int = 0) -> int:
 
 
 INNER_MASK = ~(((1 << 10) - 1) << 34)
+ITER_MASK = (1 << 14) - 1  # bits 44-57: iteration + 2; 58-61: OpenMP thread; 62: first piece of a flushed burst
+#: Extrae's event type of its buffer flushes (value 1 at the start, 0 at the end)
+EXTRAE_FLUSH = 40_000_003
+#: Extrae's OpenMP event types: parallel region (3 open, 0 close), outlined function executed (id, 0 end),
+#: barrier (1 begin, 0 end)
+OMP_PARALLEL, OMP_FUNCTION, OMP_BARRIER = 60_000_001, 60_000_018, 60_000_005
+OMP_MASTER, OMP_FIRST, OMP_LAST = 1, 2, 4  # a region's burst on its master thread / a worker's first / last piece
 
 
 @dataclass(frozen=True)
@@ -125,15 +163,27 @@ class Shape:
     farm: bool = False
     tasks_per_worker: int = 3
     rank_sigma: float = 0.12  # spread of the ranks' work (their subdomains): behaviour that tells ranks apart
+    exchange: str = "isend"  # isend | sendrecv (MPI_Sendrecv(_replace) per neighbour) | persistent (Startall)
+    nb_reduce: bool = False  # an MPI_Iallreduce posted before each exchange, MPI_Wait after it
+    sub_comms: bool = False  # row and column communicators (Comm_split): Allreduce per row, every 2nd per column
+    size_sigma: float = 0.0  # per-iteration spread of each rank's refinement (message bytes and work, AMR-like)
+    regrid_every: int = 0  # the neighbour graph is redrawn every this many iterations (0: never)
+    threads: int = 1  # threads per rank (OpenMP): each parallel region is a burst on every thread
+    locks: bool = False  # worker threads wait for a lock 0-2 times per region (when: timing), cutting their burst
+    recv_any: bool = False  # halo receives posted as MPI_Irecv(MPI_ANY_SOURCE): which face each takes follows arrival
 
 
 @dataclass(frozen=True)
 class RunPlan:
     """What one run does differently from the logical program: ``inner_delta`` (+1 / -1 inner iterations at outer
-    iteration ``at``), ``repeat`` (outer iteration ``at`` done twice), ``checkpoint`` (at ``at``)."""
+    iteration ``at``), ``repeat`` (outer iteration ``at`` done twice), ``checkpoint`` (at ``at``), ``more_inner``
+    ((outer iteration, +/- inner iterations) at several places), ``tail`` (outer iterations more (+) or fewer (-)
+    at the end: a solver that converged later, a run stopped by its time budget)."""
 
     inner_delta: int = 0
     repeat: bool = False
+    more_inner: tuple[tuple[int, int], ...] = ()
+    tail: int = 0
     checkpoint: bool = False
     at: int = -1
 
@@ -155,6 +205,14 @@ class CampaignSpec:
     machine: str | None = None
     app: str = "mech"
     recv_at_completion: bool = False  # logical receive time inside the completing call (as OTF2 records it)
+    clock_offset_ns: float = 0.0  # sigma of each node's clock offset in a run (clocks not synchronised)
+    clock_drift_ppm: float = 0.0  # sigma of each node's clock drift in a run (parts per million)
+    ranks_per_node: tuple[int, ...] = ()  # per run (default: 4 with a slow node, else up to 16)
+    flush_run: int = -1  # this run's tracer flushes its buffer (-2: every run's, each at its own calls)
+    flush_every: int = 40  # calls between flushes of a rank in the flushing run
+    renumber_run: int = -1  # this run's ranks are numbered by a random permutation (MPI_Cart_create reorder)
+    os_noise_p: float = 0.004  # share of bursts > 20 us the OS stretches (1.3-4 x)
+    late_start_ns: float = 0.0  # run 1's last rank starts this much later (a slow launch on its node)
 
     @property
     def name(self) -> str:
@@ -169,6 +227,14 @@ def _rng(*parts: int | str) -> np.random.Generator:
 
 
 # ---------------------------------------------------------------------------------------------------- topology
+def grid(P: int) -> tuple[int, int]:
+    """(columns, rows) of the most square process grid of ``P`` ranks (the torus's)."""
+    py = int(np.floor(np.sqrt(P)))
+    while P % py:
+        py -= 1
+    return P // py, py
+
+
 def neighbours(topology: str, p: int, rng: np.random.Generator) -> list[list[int]]:
     """Neighbour task indices per task (symmetric relation)."""
     if p == 1 or topology == "none":
@@ -176,10 +242,7 @@ def neighbours(topology: str, p: int, rng: np.random.Generator) -> list[list[int
     if topology == "ring":
         return [sorted({(r - 1) % p, (r + 1) % p} - {r}) for r in range(p)]
     if topology == "torus":
-        py = int(np.floor(np.sqrt(p)))
-        while p % py:
-            py -= 1
-        px = p // py
+        px, py = grid(p)
         out = []
         for r in range(p):
             x, y = r % px, r // px
@@ -214,6 +277,17 @@ class Logic:
     kernel_of: np.ndarray  # (iterations, inner + 2) kernel id of the interior
     n_inner: np.ndarray  # per outer iteration: inner iterations in the logical program
     task_ins: np.ndarray  # farm: (iterations, tasks) instructions of each task
+    epochs: list[list[list[int]]]  # neighbours per regrid epoch (epoch 0 = ``nb``)
+    refine: np.ndarray  # (iterations + 1, ranks) refinement factor of each rank's bytes and work (1: none)
+
+    def nb_at(self, it: int) -> list[list[int]]:
+        """Neighbours per task in outer iteration ``it``."""
+        every = self.spec.shape.regrid_every
+        return self.epochs[min(it // every, len(self.epochs) - 1)] if every else self.nb
+
+    def bytes(self, src: int, dst: int, it: int) -> int:
+        """Bytes of the face ``src`` sends ``dst`` in iteration ``it`` (a multiple of 8)."""
+        return max(8, int(self.face[(src, dst)] * self.refine[min(it, self.refine.shape[0] - 1), src]) // 8 * 8)
 
     @classmethod
     def draw(cls, spec: CampaignSpec) -> Logic:
@@ -239,7 +313,21 @@ class Logic:
         n_inner = np.full(n + 1, s.inner)
         n_tasks = max(1, (P - 1) * s.tasks_per_worker)
         task_ins = 1.5e6 * np.exp(0.5 * rng.standard_normal((n + 1, n_tasks)))
-        return cls(spec, nb, rank_work, iter_work, inner_work, face, kernel_of, n_inner, task_ins)
+        # later mechanisms draw from their own streams: the earlier mechanisms' campaigns stay as they were
+        epochs = [nb]
+        if s.regrid_every:
+            for e in range(1, n // s.regrid_every + 1):
+                epochs.append(neighbours(s.topology, P, _rng(spec.seed, spec.mechanism, "regrid", e)))
+        for g in epochs[1:]:
+            r2 = _rng(spec.seed, spec.mechanism, "faces", len(face))
+            for a in range(P):
+                for b in g[a]:
+                    face.setdefault((a, b), s.face_bytes if s.symmetric else int(s.face_bytes * r2.choice([0.5, 1, 2])))
+        refine = np.ones((n + 1, P))
+        if s.size_sigma:
+            walk = _rng(spec.seed, spec.mechanism, "refine").standard_normal((n + 1, P)) * s.size_sigma / 3
+            refine = np.exp(np.clip(np.cumsum(walk, axis=0), -3 * s.size_sigma, 3 * s.size_sigma))
+        return cls(spec, nb, rank_work, iter_work, inner_work, face, kernel_of, n_inner, task_ins, epochs, refine)
 
 
 class Sites:
@@ -285,31 +373,73 @@ def _epilogue(task: int, iterations: int, sites: Sites) -> Iterator[Call]:
     yield Call("END", fin, 3.0e5, lid(task, iterations, 0, 2), role=EPILOGUE)
 
 
+def sub_communicators(spec: CampaignSpec) -> dict[int, tuple[int, ...]]:
+    """Communicator id -> member task indices of the row and column communicators (``Shape.sub_comms``; ids 2..
+    after the world's 1): rows first, then columns of :func:`grid`."""
+    if not spec.shape.sub_comms:
+        return {}
+    px, py = grid(spec.ranks)
+    rows = {2 + y: tuple(range(y * px, (y + 1) * px)) for y in range(py)}
+    cols = {2 + py + x: tuple(range(x, spec.ranks, px)) for x in range(px)}
+    return rows | cols
+
+
+def comm_of(comms: dict[int, tuple[int, ...]], task: int, kind: str) -> int:
+    """The id of ``task``'s row (``kind`` "row") or column communicator."""
+    ids = sorted(c for c, m in comms.items() if task in m)
+    return ids[0] if kind == "row" else ids[-1]
+
+
 def spmd(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
     """The program of one rank of the SPMD application (a generator of :class:`Call`)."""
     spec, s = lg.spec, lg.spec.shape
     P = spec.ranks
     sites = Sites(s.sites)
     yield from _prologue(task, sites, P)
-    nb = lg.nb[task]
+    su = kid("startup")
+    if s.exchange == "persistent":  # the requests, made once, started every exchange
+        for d in range(len(lg.nb[task])):
+            yield Call("MPI_Recv_init", su, 3000.0, lid(task, -1, 0, 10 + d), sites("halo.c:88"), role=PROLOGUE)
+            yield Call("MPI_Send_init", su, 3000.0, lid(task, -1, 0, 20 + d), sites("halo.c:97"), role=PROLOGUE)
+    comms = sub_communicators(spec)
+    row, col = (comm_of(comms, task, k) for k in ("row", "col")) if s.sub_comms else (WORLD, WORLD)
+    if s.sub_comms:
+        for k in range(2):
+            yield Call("MPI_Comm_split", su, 2.0e4, lid(task, -1, 0, 30 + k), sites("main.c:48"),
+                       cost_ns=5000.0, role=PROLOGUE)
     role_hk = run_rng.random((spec.iterations + 2, 64)) < s.housekeeping_p
     dot = kid("dot")
-    for it in range(spec.iterations):
+    deltas = dict(plan.more_inner)
+    for it in range(spec.iterations + plan.tail):
+        nb = lg.nb_at(it)[task]
         passes = 2 if (plan.repeat and plan.at == it) else 1
         for ps in range(passes):
             if plan.checkpoint and plan.at == it and ps == 0:
                 yield from _checkpoint(task, it, P, sites)
-            n_in = int(lg.n_inner[it]) + (plan.inner_delta if plan.at == it else 0)
+            li = min(it, spec.iterations)  # the logical arrays' row (tail iterations past the end share the last)
+            n_in = int(lg.n_inner[li]) + (plan.inner_delta if plan.at == it else 0) + deltas.get(it, 0)
             for j in range(n_in):
                 inner = j + 512 * ps
-                w = lg.rank_work[task] * lg.iter_work[it] * lg.inner_work[it, min(j, lg.inner_work.shape[1] - 1)]
-                kern = int(lg.kernel_of[it, min(j, lg.kernel_of.shape[1] - 1)])
+                w = lg.rank_work[task] * lg.iter_work[li] * lg.inner_work[li, min(j, lg.inner_work.shape[1] - 1)]
+                w *= lg.refine[li, task]
+                kern = int(lg.kernel_of[li, min(j, lg.kernel_of.shape[1] - 1)])
+                if s.nb_reduce:  # the previous residual's reduction overlaps the exchange
+                    req = yield Call("MPI_Iallreduce", dot, 6000.0 * w, lid(task, it, inner, 5), sites("solver.c:77"),
+                                     size=8, cost_ns=1500.0 * np.log2(P + 1))
                 yield from _exchange(task, it, inner, nb, lg, w, kern, sites, role_hk[it, j % 64] and ps == 0)
+                if s.nb_reduce:
+                    yield Call("MPI_Wait", dot, 1.0e4 * w, lid(task, it, inner, 76), sites("solver.c:77"), reqs=(req,))
                 if s.inner_reduce:
                     yield Call("MPI_Allreduce", dot, 6000.0 * w, lid(task, it, inner, 60), sites("solver.c:77"),
                                size=8, cost_ns=1500.0 * np.log2(P + 1))
             if s.gather:
                 yield from _gather(task, it, 512 * ps, P, lg, sites)
+            if s.sub_comms:  # a reduction along the row every iteration, along the column every second one
+                yield Call("MPI_Allreduce", dot, 1.5e4 * lg.rank_work[task], lid(task, it, 512 * ps, 72),
+                           sites("solver.c:57"), size=8, cost_ns=1500.0 * np.log2(P + 1), comm=row)
+                if it % 2:
+                    yield Call("MPI_Allreduce", dot, 1.0e4 * lg.rank_work[task], lid(task, it, 512 * ps, 73),
+                               sites("solver.c:77"), size=16, cost_ns=1500.0 * np.log2(P + 1), comm=col)
             if s.coll_every and it % s.coll_every == s.coll_every - 1:
                 yield Call("MPI_Allreduce", dot, 2.0e4 * lg.rank_work[task], lid(task, it, 512 * ps, 70),
                            sites("solver.c:57"), size=8, cost_ns=1500.0 * np.log2(P + 1))
@@ -318,20 +448,32 @@ def spmd(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
 
 def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float, kern: int, sites: Sites,
               housekeeping: bool):
-    """One halo exchange overlapped with the interior computation."""
+    """One halo exchange overlapped with the interior computation (``Shape.exchange``: nonblocking sends and
+    receives, persistent requests started together, or a blocking Sendrecv per neighbour)."""
     s = lg.spec.shape
     pack, poll = kid("pack_halo"), kid("poll")
-    recv = []
-    for d, src in enumerate(nb):
-        recv.append((yield Call("MPI_Irecv", pack if d == 0 else poll, 6000.0 if d == 0 else 500.0,
-                                lid(task, it, inner, 10 + d), sites("halo.c:88"), peer=src, tag=TAG_HALO,
-                                size=lg.face[(src, task)])))
-    sends = []
     boundary = kid("stencil_boundary")
-    for d, dst in enumerate(nb):
-        ins = 3.0e5 * w if d == 0 else 4000.0 + lg.face[(task, dst)] / 16
+    size_in = {src: lg.bytes(src, task, it) for src in nb}
+    size_out = {dst: lg.bytes(task, dst, it) for dst in nb}
+    if s.exchange == "sendrecv":
+        yield from _sendrecv_exchange(task, it, inner, nb, w, kern, sites, size_in, size_out,
+                                      s.interior_ins * w)
+        return
+    recv, sends = [], []
+    if s.exchange == "persistent" and nb:
+        posts = (*[("recv", src, TAG_HALO, size_in[src]) for src in nb],
+                 *[("send", dst, TAG_HALO, size_out[dst]) for dst in nb])
+        ins = 3.0e5 * w + sum(4000.0 + size_out[dst] / 16 for dst in nb)
+        ids = yield Call("MPI_Startall", boundary, ins, lid(task, it, inner, 20), sites("halo.c:97"), posts=posts)
+        recv, sends = list(ids[:len(nb)]), list(ids[len(nb):])
+    for d, src in enumerate(nb if s.exchange != "persistent" else []):
+        recv.append((yield Call("MPI_Irecv", pack if d == 0 else poll, 6000.0 if d == 0 else 500.0,
+                                lid(task, it, inner, 10 + d), sites("halo.c:88"), peer=ANY if s.recv_any else src,
+                                tag=TAG_HALO, size=size_in[src])))
+    for d, dst in enumerate(nb if s.exchange != "persistent" else []):
+        ins = 3.0e5 * w if d == 0 else 4000.0 + size_out[dst] / 16
         sends.append((yield Call("MPI_Isend", boundary if d == 0 else pack, ins, lid(task, it, inner, 20 + d),
-                                 sites("halo.c:97"), peer=dst, tag=TAG_HALO, size=lg.face[(task, dst)])))
+                                 sites("halo.c:97"), peer=dst, tag=TAG_HALO, size=size_out[dst])))
     if housekeeping:
         yield Call("MPI_Iprobe", poll, 3 * POLL_INS, lid(task, it, inner, 30) | 1 << 8, sites("control.c:41"),
                    peer=ANY, tag=TAG_STOP, role=HOUSEKEEPING)
@@ -345,15 +487,35 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
             pending = [r for r in pending if r not in done]
         mode = "waitany"
         interior = 0.0
-    if mode == "waitany":
+    if mode == "testany":  # one request at most per test: the first face that came
+        for c in range(s.chunks):
+            done = yield Call("MPI_Testany", kern, interior / s.chunks, lid(task, it, inner, 40 + c),
+                              sites("halo.c:120"), reqs=tuple(pending))
+            pending = [r for r in pending if r not in done]
+        mode = "waitsome"
+        interior = 0.0
+    if mode == "waitsome":  # unpack whatever came, together: the burst after takes its first face's identity
+        prev: tuple[int, ...] = ()
+        while pending:
+            first = min((recv.index(r) for r in prev), default=-1)
+            ins = interior if first < 0 else 2.0e4 + sum(size_in[nb[recv.index(r)]] for r in prev) / 8
+            prev = yield Call("MPI_Waitsome", kern if first < 0 else pack, max(ins, 3000.0),
+                              lid(task, it, inner, 50 if first < 0 else 80 + first), sites("halo.c:131"),
+                              reqs=tuple(pending))
+            pending = [r for r in pending if r not in prev]
+        first = min((recv.index(r) for r in prev), default=-1)
+        ins = interior if first < 0 else 2.0e4 + sum(size_in[nb[recv.index(r)]] for r in prev) / 8
+        yield Call("MPI_Waitall", kern if first < 0 else pack, max(ins, 3000.0),
+                   lid(task, it, inner, 50 if first < 0 else 80 + first), sites("halo.c:140"), reqs=tuple(sends))
+    elif mode == "waitany":
         prev = None
         for _ in range(len(pending)):
-            ins = interior if prev is None else 2.0e4 + lg.face[(nb[recv.index(prev)], task)] / 8
+            ins = interior if prev is None else 2.0e4 + size_in[nb[recv.index(prev)]] / 8
             pos = 50 if prev is None else 80 + recv.index(prev)  # unpacking follows the message it received
             prev = yield Call("MPI_Waitany", kern if prev is None else pack, max(ins, 3000.0),
                               lid(task, it, inner, pos), sites("halo.c:131"), reqs=tuple(pending))
             pending.remove(prev)
-        ins, pos = (interior, 50) if prev is None else (2.0e4 + lg.face[(nb[recv.index(prev)], task)] / 8,
+        ins, pos = (interior, 50) if prev is None else (2.0e4 + size_in[nb[recv.index(prev)]] / 8,
                                                         80 + recv.index(prev))
         yield Call("MPI_Waitall", kern if prev is None else pack, max(ins, 3000.0), lid(task, it, inner, pos),
                    sites("halo.c:140"), reqs=tuple(sends))
@@ -374,6 +536,19 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
             pending = [r for r in pending if r not in done]
             sub, ins, kk = min(sub + 1, MAX_POLLS), POLL_INS, poll
         yield Call("MPI_Waitall", pack, 2.0e4, lid(task, it, inner, 51), sites("halo.c:140"), reqs=tuple(sends))
+
+
+def _sendrecv_exchange(task: int, it: int, inner: int, nb: list[int], w: float, kern: int, sites: Sites,
+                       size_in: dict[int, int], size_out: dict[int, int], interior: float):
+    """Compute, then one blocking MPI_Sendrecv per neighbour (MPI_Sendrecv_replace where both faces have the
+    same size: one buffer)."""
+    pack = kid("pack_halo")
+    for d, peer in enumerate(nb):
+        ins = 3.0e5 * w + interior if d == 0 else 4000.0 + size_out[peer] / 16
+        name = "MPI_Sendrecv_replace" if size_in[peer] == size_out[peer] and d % 2 else "MPI_Sendrecv"
+        yield Call(name, kern if d == 0 else pack, ins, lid(task, it, inner, 20 + d), sites("halo.c:97"),
+                   peer=peer, tag=TAG_HALO, size=size_out[peer],
+                   posts=(("send", peer, TAG_HALO, size_out[peer]), ("recv", peer, TAG_HALO, size_in[peer])))
 
 
 def _gather(task: int, it: int, inner: int, P: int, lg: Logic, sites: Sites):
@@ -534,6 +709,21 @@ def _extra_varying(spec: CampaignSpec) -> CampaignSpec:
                    plans=(RunPlan(), RunPlan(inner_delta=1, at=_mid(spec.iterations))))
 
 
+@mechanism("inner_counts", "run 1's inner solver needs +1, -1, +1 iterations at three outer iterations (inner "
+           "iterations differ: decidable)", 8, 30)
+def _inner_counts(spec: CampaignSpec) -> CampaignSpec:
+    n = spec.iterations
+    return replace(spec, shape=Shape(inner=4, inner_varying=True, completion="waitall", coll_every=1),
+                   plans=(RunPlan(), RunPlan(more_inner=((n // 4, 1), (n // 2, -1), (3 * n // 4, 1)))))
+
+
+@mechanism("tail", "run 1 makes 2 more outer iterations at the end (converged later), run 2 (if any) 2 fewer",
+           8, 30)
+def _tail(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="graph", completion="testsome", coll_every=2),
+                   plans=(RunPlan(), RunPlan(tail=2), RunPlan(tail=-2)))
+
+
 @mechanism("checkpoint", "run 1 writes a checkpoint (Gather, write, Barrier) in one iteration; receives recorded "
            "at completion", 8, 30)
 def _checkpoint_mech(spec: CampaignSpec) -> CampaignSpec:
@@ -592,6 +782,138 @@ def _varying(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, shape=Shape(varying=True, completion="testsome", coll_every=0))
 
 
+@mechanism("waitsome", "Testany between interior chunks, then Waitsome until every face came (unpacking what came "
+           "together)", 8, 30)
+def _waitsome(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.2, shape=Shape(topology="graph", completion="testany", chunks=4, coll_every=5))
+
+
+@mechanism("sendrecv", "blocking MPI_Sendrecv / Sendrecv_replace per neighbour after the compute", 9, 30)
+def _sendrecv(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="torus", exchange="sendrecv", coll_every=5))
+
+
+@mechanism("persistent", "persistent requests (Send_init/Recv_init once, MPI_Startall every exchange), Testsome",
+           8, 30)
+def _persistent(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.2, shape=Shape(topology="graph", exchange="persistent", completion="testsome",
+                                                 coll_every=4))
+
+
+@mechanism("nb_collective", "MPI_Iallreduce posted before each exchange, MPI_Wait after it; no blocking collective",
+           8, 30)
+def _nb_collective(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="torus", completion="waitall", nb_reduce=True, coll_every=0))
+
+
+@mechanism("sub_comms", "row and column communicators (Comm_split): Allreduce per row every iteration, per column "
+           "every second; no world collective", 16, 20)
+def _sub_comms(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="torus", completion="waitall", sub_comms=True, coll_every=0))
+
+
+@mechanism("amr", "message bytes and work change every iteration (refinement), neighbours redrawn every 10 "
+           "iterations", 8, 30)
+def _amr(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="graph", completion="waitall", size_sigma=0.5, regrid_every=10,
+                                     coll_every=5))
+
+
+@mechanism("amr_stages", "refinement changes bytes and work every iteration, 2 Runge-Kutta stages per step (a "
+           "halo exchange each), no collective", 8, 30)
+def _amr_stages(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="graph", completion="waitall", size_sigma=0.5, inner=2, coll_every=0))
+
+
+@mechanism("clock_offsets", "node clocks off by tens of us and drifting by ppm (receives can precede sends), "
+           "4 ranks per node", 16, 30)
+def _clock_offsets(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, clock_offset_ns=30_000.0, clock_drift_ppm=5.0, ranks_per_node=(4,) * spec.runs,
+                   shape=Shape(topology="graph", completion="testsome", coll_every=5))
+
+
+@mechanism("layout", "16 ranks on one node in run 0, 4 per node in run 1 (shared memory vs network)", 16, 30)
+def _layout(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, ranks_per_node=tuple(16 if r % 2 == 0 else 4 for r in range(spec.runs)),
+                   shape=Shape(topology="graph", completion="testsome", coll_every=5))
+
+
+@mechanism("flush", "run 1's tracer flushes its buffer every 40 calls of a rank (0.2-2 ms, bursts cut in two)",
+           8, 30)
+def _flush(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, flush_run=1, shape=Shape(topology="graph", completion="testsome", coll_every=5))
+
+
+@mechanism("flush_all", "every run's tracer flushes its buffer, each at other calls (every 40 / 43 / .. calls)", 8, 30)
+def _flush_all(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, flush_run=-2, shape=Shape(topology="graph", completion="waitall", coll_every=5))
+
+
+@mechanism("hybrid", "MPI + OpenMP, 4 threads per rank: every interior chunk a parallel region on each thread",
+           8, 30)
+def _hybrid(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="torus", completion="testsome", chunks=3, coll_every=5, threads=4))
+
+
+@mechanism("hybrid_locks", "as hybrid, worker threads wait for a lock 0-2 times per parallel region (when: timing)",
+           8, 30)
+def _hybrid_locks(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="torus", completion="waitall", chunks=3, coll_every=5, threads=4,
+                                     locks=True))
+
+
+@mechanism("renumbered", "run 1's MPI ranks numbered by a random permutation (Cart_create with reorder), "
+           "irregular neighbour graph", 8, 30)
+def _renumbered_mech(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, shape=Shape(topology="graph", completion="waitall", coll_every=5))
+
+
+@mechanism("renumbered_torus", "run 1's ranks renumbered by a random permutation on a symmetric 4x4 torus (only "
+           "the ranks' work tells them apart)", 16, 20)
+def _renumbered_torus(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, shape=Shape(topology="torus", symmetric=True, completion="waitall",
+                                                     coll_every=0))
+
+
+@mechanism("irecv_any", "halo receives posted as Irecv(ANY_SOURCE): which neighbour's face each receive takes "
+           "follows arrival (Waitall)", 8, 30)
+def _irecv_any(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.3, shape=Shape(topology="graph", completion="waitall", recv_any=True,
+                                                 coll_every=5))
+
+
+@mechanism("noisy", "OS noise on 5 % of bursts (1.3-4 x longer), one rank of run 1 launched 30 ms late", 8, 30)
+def _noisy(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, os_noise_p=0.05, late_start_ns=3.0e7,
+                   shape=Shape(topology="graph", completion="waitall", coll_every=5))
+
+
+@mechanism("mixed", "a random valid application per seed with several later mechanisms at once (exchange style, "
+           "completion calls, Iallreduce, row/column collectives, refinement, clocks, layout, flushes, threads, "
+           "ANY_SOURCE receives, renumbering)", 12, 30)
+def _mixed(spec: CampaignSpec) -> CampaignSpec:
+    rng = _rng(spec.seed, "mixed")
+    topology = str(rng.choice(["ring", "torus", "graph"]))
+    exchange = str(rng.choice(["isend", "isend", "sendrecv", "persistent"]))
+    recv_any = exchange == "isend" and rng.random() < 0.3
+    completion = ("waitall" if recv_any else
+                  str(rng.choice(["testsome", "waitany", "waitall", "wait_each", "test_poll", "waitsome", "testany"])))
+    shape = Shape(topology=topology, exchange=exchange, completion=completion, recv_any=recv_any,
+                  chunks=int(rng.integers(2, 6)), inner=int(rng.choice([1, 1, 2])),
+                  inner_reduce=bool(rng.random() < 0.3), nb_reduce=bool(rng.random() < 0.3),
+                  sub_comms=bool(topology == "torus" and rng.random() < 0.5),
+                  coll_every=int(rng.choice([1, 5, 0])), size_sigma=float(rng.choice([0.0, 0.0, 0.3])),
+                  threads=int(rng.choice([1, 1, 2, 4])), face_bytes=int(rng.choice([8192, 65536, 262144])),
+                  interior_ins=float(rng.uniform(5e5, 4e6)))
+    runs = spec.runs
+    return replace(spec, shape=shape, recv_at_completion=bool(rng.random() < 0.5),
+                   jitter=float(rng.choice([0.05, 0.2, 0.3])),
+                   clock_offset_ns=float(rng.choice([0.0, 0.0, 20_000.0])), clock_drift_ppm=float(rng.choice([0, 2])),
+                   ranks_per_node=tuple(int(rng.choice([4, 8, 16])) for _ in range(runs)),
+                   flush_run=int(rng.choice([-1, -1, 1, -2])), renumber_run=int(rng.choice([-1, -1, -1, 1])),
+                   os_noise_p=float(rng.choice([0.004, 0.02])))
+
+
 @mechanism("plain", "a random valid application per seed", 8, 30)
 def _plain(spec: CampaignSpec) -> CampaignSpec:
     rng = _rng(spec.seed, "plain")
@@ -642,7 +964,8 @@ def _timing(spec: CampaignSpec, machine: Machine, run: int, node_of_task: np.nda
     def bandwidth(a: int, b: int) -> float:
         return INTRA_BW_FACTOR * bw if node_of_task[a] == node_of_task[b] else bw
 
-    return Timing(ns_per_ins, 0.02, latency, bandwidth, speed, jitter=spec.jitter, rng=rng)
+    return Timing(ns_per_ins, 0.02, latency, bandwidth, speed, jitter=spec.jitter, rng=rng, os_noise_p=spec.os_noise_p,
+                  flush_every=spec.flush_every + 3 * run if spec.flush_run in (run, -2) else 0)
 
 
 def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
@@ -655,89 +978,213 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
     sigma = draw_noise_sizes(exp_rng)
     sets = [list(c) for c in spec.counter_sets] or assign_counter_sets(spec.runs, 4, exp_rng)
     lg = Logic.draw(spec)
-    rpn = 4 if spec.slow_node else min(P, 16)
+    T = spec.shape.threads
+    comms = sub_communicators(spec)
     d = Path(out_dir) / spec.name
     d.mkdir(parents=True, exist_ok=True)
     traces, truths = [], []
     for r in range(spec.runs):
         rng = _rng(spec.seed, spec.mechanism, r, "run")
-        placement = place(P, rpn, machine.cores_per_node, rng)
+        rpn = spec.ranks_per_node[r] if spec.ranks_per_node else 4 if spec.slow_node else min(P, 16)
+        placement = place(P, rpn, machine.cores_per_node // T, rng)
         freq = run_clock(machine.frequency_ghz * 1e9, 0.004, rng)
-        model = CounterModel(machine, machine.dram_share(float(min(P, rpn))), freq, sigma, ALL_KERNELS)
+        model = CounterModel(machine, machine.dram_share(float(min(P, rpn) * T)), freq, sigma, ALL_KERNELS)
         timing = _timing(spec, machine, r, placement.node_of_task, model, rng)
         program = farm if spec.shape.farm else spmd
         programs = [program(t, lg, spec.plan(r), _rng(spec.seed, spec.mechanism, r, t, "prog")) for t in range(P)]
-        ex = Executor(programs, timing, rng.uniform(5_000, 80_000, P)).run()
+        start = rng.uniform(5_000, 80_000, P)
+        if r == 1:
+            start[-1] += spec.late_start_ns
+        ex = Executor(programs, timing, start, comms).run()
         name = f"{spec.app}.run{r}"
-        bursts, calls, msgs, truth = _tables(ex, spec, model, timing, placement.cpu_of_task, sets[r], name, rng)
-        meta = TraceMeta(cpus_per_node=placement.cpus_per_node, threads_per_task=(tuple([1] * P),),
+        bursts, calls, msgs, events, truth = _tables(ex, spec, model, timing, placement, machine.cores_per_node,
+                                                     sets[r], name, rng, r)
+        if r == spec.renumber_run:
+            perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
+            bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
+            placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
+        meta = TraceMeta(cpus_per_node=(machine.cores_per_node,) * len(placement.node_names),
+                         threads_per_task=(tuple([T] * P),),
                          node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),),
-                         communicators=(Communicator(1, 1, tuple(range(1, P + 1))),),
+                         communicators=tuple(Communicator(1, c, tuple(int(t) + 1 for t in m))
+                                             for c, m in {WORLD: tuple(range(P)), **comms}.items()),
                          node_names=placement.node_names, binary=spec.app)
-        traces.append(write_paraver(d / name, bursts, calls, meta, messages=msgs, counters=sets[r]))
+        traces.append(write_paraver(d / name, bursts, calls, meta, messages=msgs, counters=sets[r], events=events))
         truths.append(truth)
     truth = _spans(pl.concat(truths), spec)
     truth.write_parquet(d / "truth.parquet")
     return Campaign(spec, traces, truth, sets)
 
 
-def _tables(ex, spec: CampaignSpec, model: CounterModel, timing: Timing, cpu_of_task: np.ndarray,
-            counters: list[str], run_name: str, rng: np.random.Generator):
-    """Bursts, MPI calls and messages as the writer takes them, and the truth rows of one run."""
+def _renumbered(perm: np.ndarray, *frames: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
+    """``frames`` with task ``t + 1`` renumbered ``perm[t] + 1`` in every task column (the run's MPI ranks
+    reordered: the program's logical rank t is MPI rank perm[t] in this run)."""
+    new = {i + 1: int(v) + 1 for i, v in enumerate(perm)}
+    out = []
+    for f in frames:
+        cols = [c for c in ("task", "s_task", "r_task") if c in f.columns]
+        out.append(f.with_columns(pl.col(c).replace_strict(new, return_dtype=f.schema[c]) for c in cols))
+    return tuple(out)
+
+
+def _tables(ex, spec: CampaignSpec, model: CounterModel, timing: Timing, placement, cores_per_node: int,
+            counters: list[str], run_name: str, rng: np.random.Generator, run: int):
+    """Bursts, MPI calls, messages and other events (the tracer's flushes) as the writer takes them, and the truth
+    rows of one run."""
     b = {k: np.asarray(v) for k, v in ex.bursts.items()}
-    order = np.lexsort((b["start"], b["task"]))
+    b["thread"] = np.zeros(b["task"].size, np.int64)
+    b["omp"] = np.zeros(b["task"].size, np.int64)  # OMP_* flags of a parallel region's bursts
+    if spec.shape.threads > 1:
+        b = _omp_workers(b, spec.shape.threads, _rng(spec.seed, spec.mechanism, run, "omp"), spec.shape.locks)
+    order = np.lexsort((b["start"], b["thread"], b["task"]))
     b = {k: v[order] for k, v in b.items()}
+    b["call"] = b["call"].astype(str)
     n = b["task"].size
-    start, end, exit = (np.rint(b[k]).astype(np.int64) for k in ("start", "end", "exit"))
+    clock = _node_clocks(spec, placement.node_of_task, run)
+    start, end, exit = (clock(b[k], b["task"]) for k in ("start", "end", "exit"))
     counts, _ = model.counts(b["kernel"].astype(np.int64), b["ins"].astype(np.float64), rng)
     # cycles follow the time the burst ran (its own noise, slow node), not the time the OS took it away
-    ran = (end - start) / b["stretched"]
+    ran = (np.rint(b["end"]) - np.rint(b["start"])) / b["stretched"]
     cyc_old = np.maximum(counts[:, COUNTERS.index("PAPI_TOT_CYC")].astype(np.float64), 1.0)
     cyc = np.maximum(np.rint(ran * model.freq_hz * 1e-9 * timing.speed[b["task"]]), 1.0)
     ratio = cyc / cyc_old
     for c in ("PAPI_TOT_CYC", "PAPI_REF_CYC", "PAPI_RES_STL", "CYCLE_ACTIVITY:STALLS_L3_MISS"):
         counts[:, COUNTERS.index(c)] = np.rint(counts[:, COUNTERS.index(c)] * ratio).astype(np.int64)
     task1 = (b["task"] + 1).astype(np.int32)
-    first = np.r_[True, b["task"][1:] != b["task"][:-1]]
+    thread1 = (b["thread"] + 1).astype(np.int32)
+    first = np.r_[True, (b["task"][1:] != b["task"][:-1]) | (b["thread"][1:] != b["thread"][:-1])]
     idx = np.arange(n)
     seq = idx - np.maximum.accumulate(np.where(first, idx, 0))
     site_names = Sites(spec.shape.sites).names()
     site = pl.Series([*site_names, None], dtype=pl.String).gather(np.where(b["site"] >= 0, b["site"], len(site_names)))
-    has_call = b["call"] != "END"
+    has_call = ~np.isin(b["call"], ("END", "FLUSH", ""))
     call = pl.Series(np.where(has_call, b["call"], "")).replace("", None)
-    cpu = cpu_of_task[b["task"]].astype(np.int32)
-    bursts = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task1, "thread": np.ones(n, np.int32), "cpu": cpu,
+    # a thread's cpu: its rank's cores are consecutive on the rank's node (thread 1's: cpu_task)
+    node = placement.node_of_task
+    cpu_task = node * cores_per_node + (placement.cpu_of_task - 1 - node * placement.cores_per_node) \
+        * spec.shape.threads + 1
+    cpu = (cpu_task[b["task"]] + b["thread"]).astype(np.int32)
+    bursts = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task1, "thread": thread1, "cpu": cpu,
                            "start_ns": start, "end_ns": end, "mpi_call": call,
                            "call_site": site.scatter(np.flatnonzero(~has_call), None)})
     bursts = bursts.with_columns(pl.Series(c, counts[:, COUNTERS.index(c)]) for c in counters)
     coll = b["csend"] >= 0
-    calls = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task1, "thread": np.ones(n, np.int32), "cpu": cpu,
+    calls = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task1, "thread": thread1, "cpu": cpu,
                           "mpi_call": call, "start_ns": end, "end_ns": exit, "call_site": site,
                           "bytes_sent": np.where(coll, b["csend"], 0), "bytes_recv": np.where(coll, b["crecv"], 0),
-                          "comm": pl.Series(np.where(coll, 1, 0)).replace(0, None),
+                          "comm": pl.Series(np.where(coll, b["comm"], 0)).replace(0, None),
                           "root": pl.Series(np.where(coll & (b["root"] >= 0), b["root"], -1)).replace(-1, None)
                           .cast(pl.Int32)}).filter(pl.Series(has_call))
+    flush = b["call"] == "FLUSH"
+    omp = b["omp"]
+    # Extrae's events: buffer flushes; OpenMP regions (master), outlined functions and barriers (workers)
+    events = pl.concat([_events(run_name, task1[w], thread1[w], t[w], etype, value, names)
+                        for w, t, etype, value, names in (
+                            (flush, end, EXTRAE_FLUSH, 1, ("Flushing Traces", "Start")),
+                            (flush, exit, EXTRAE_FLUSH, 0, ("Flushing Traces", "End")),
+                            (omp & OMP_MASTER > 0, start, OMP_PARALLEL, 3, ("Parallel (OMP)", "REGION (open)")),
+                            (omp & OMP_MASTER > 0, end, OMP_PARALLEL, 0, ("Parallel (OMP)", "close")),
+                            (omp & OMP_FIRST > 0, start, OMP_FUNCTION, 3,
+                             ("Executed OpenMP parallel function", "interior._omp_fn.0")),
+                            (omp & OMP_LAST > 0, end, OMP_FUNCTION, 0, ("Executed OpenMP parallel function", "End")),
+                            (omp & OMP_LAST > 0, end, OMP_BARRIER, 1, ("OpenMP barrier", "Begin")))])
     m = ex.messages
     fields = ("src", "dst", "s_l", "s_p", "r_c" if spec.recv_at_completion else "r_l", "r_p", "size", "tag")
     v = {f: np.array([getattr(x, f) for x in m], np.float64).reshape(-1) for f in fields}
     r_l = v["r_c" if spec.recv_at_completion else "r_l"]
     one = np.ones(len(m), np.int32)
     src, dst = v["src"].astype(np.int64), v["dst"].astype(np.int64)
-    cpu_s, cpu_d = cpu_of_task[src].astype(np.int32), cpu_of_task[dst].astype(np.int32)
+    cpu_s, cpu_d = cpu_task[src].astype(np.int32), cpu_task[dst].astype(np.int32)
+    received = r_l >= 0
     msgs = pl.DataFrame({
         "s_appl": one, "s_task": (src + 1).astype(np.int32), "s_thread": one, "s_cpu": cpu_s,
-        "s_time_ns": np.rint(v["s_l"]).astype(np.int64), "s_phys_ns": np.rint(v["s_p"]).astype(np.int64),
+        "s_time_ns": clock(v["s_l"], src), "s_phys_ns": clock(v["s_p"], src),
         "r_appl": one, "r_task": (dst + 1).astype(np.int32), "r_thread": one, "r_cpu": cpu_d,
-        "r_time_ns": np.rint(r_l).astype(np.int64), "r_phys_ns": np.rint(v["r_p"]).astype(np.int64),
-        "size": v["size"].astype(np.int64), "tag": v["tag"].astype(np.int64)}).filter(pl.col("r_phys_ns") >= 0)
+        "r_time_ns": clock(np.where(received, r_l, 0.0), dst), "r_phys_ns": clock(np.maximum(v["r_p"], 0.0), dst),
+        "size": v["size"].astype(np.int64), "tag": v["tag"].astype(np.int64)}).filter(pl.Series(v["r_p"] >= 0))
+    # the calls' bytes as a tracer records them: a collective's own sizes plus the messages each call sent and
+    # received (the writer keeps only the collective part for its 50100001/2 events)
+    added = message_columns(calls.select("appl", "task", "thread", "start_ns", "end_ns"), msgs.select(*MESSAGE_SCHEMA))
+    calls = calls.with_columns(pl.col("bytes_sent") + added["_add_sent"], pl.col("bytes_recv") + added["_add_recv"])
     lids = b["lid"].astype(np.int64)
     truth = pl.DataFrame({
-        "run_name": [run_name] * n, "task": task1, "burst_seq": seq.astype(np.int64), "logical_id": lids,
-        "role": pl.Series(ROLES).gather(b["role"].astype(np.int64)), "iteration": (lids >> 44) - 2,
-        "inner": (lids >> 34) & 1023, "start_ns": start, "duration_ns": end - start, "mpi_call": call,
-        "os_noise": b["stretched"] > 1.0,
+        "run_name": [run_name] * n, "task": task1, "thread": thread1, "burst_seq": seq.astype(np.int64),
+        "logical_id": lids, "role": pl.Series(ROLES).gather(b["role"].astype(np.int64)),
+        "iteration": ((lids >> 44) & ITER_MASK) - 2, "inner": (lids >> 34) & 1023, "start_ns": start,
+        "duration_ns": end - start, "mpi_call": call, "os_noise": b["stretched"] > 1.0,
     }).with_columns(pl.Series(c, counts[:, COUNTERS.index(c)]) for c in COUNTERS)
-    return bursts, calls, msgs, truth
+    return bursts, calls, msgs, events, truth
+
+
+def _lock_waits(w: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Cut each worker burst of ``w`` into 1-3 pieces (lock waits of 1-5 us between them)."""
+    k = rng.choice([1, 1, 2, 3], w["start"].size)
+    at = np.repeat(np.arange(k.size), k)
+    piece = np.arange(at.size) - np.repeat(np.cumsum(k) - k, k)
+    kk = k[at]
+    start, end = w["start"][at], w["end"][at]
+    span = end - start
+    lo = start + span * piece / kk + np.where(piece > 0, rng.uniform(1000.0, 5000.0, at.size), 0.0)
+    hi = np.maximum(start + span * (piece + 1) / kk, lo + 50.0)
+    out = {key: v[at] for key, v in w.items()}
+    out |= {"start": lo, "end": hi, "exit": hi, "ins": w["ins"][at] * (hi - lo) / np.maximum(span, 1.0),
+            "lid": out["lid"] | np.where(piece < kk - 1, NO_MATCH_BIT | (piece + 1), 0),
+            "omp": np.where(piece == 0, OMP_FIRST, 0) | np.where(piece == kk - 1, OMP_LAST, 0)}
+    return out
+
+
+def _events(run_name: str, task: np.ndarray, thread: np.ndarray, time: np.ndarray, etype: int, value: int,
+            names: tuple[str, str]) -> pl.DataFrame:
+    """Event records (EVENT_SCHEMA) of one type and value at ``time`` on (task, thread)."""
+    n = time.size
+    return pl.DataFrame({"run_id": [run_name] * n, "appl": np.ones(n, np.int32), "task": task, "thread": thread,
+                         "time_ns": time, "type": np.full(n, etype, np.int64), "value": np.full(n, value, np.int64),
+                         "type_name": [names[0]] * n, "value_name": [names[1]] * n}, schema=EVENT_SCHEMA)
+
+
+def _node_clocks(spec: CampaignSpec, node_of_task: np.ndarray, run: int):
+    """``clock(times_ns, task_index) -> int64 ns``: the times as each node's clock reads them (an offset and a
+    drift per node and run, ``clock_offset_ns`` / ``clock_drift_ppm``; the identity when both are 0)."""
+    n_nodes = int(node_of_task.max()) + 1
+    g = _rng(spec.seed, spec.mechanism, run, "clock")
+    offset = g.normal(0.0, spec.clock_offset_ns, n_nodes) if spec.clock_offset_ns else np.zeros(n_nodes)
+    offset -= offset.min()  # the earliest clock reads the true time (a trace's times are never negative)
+    drift = g.normal(0.0, spec.clock_drift_ppm * 1e-6, n_nodes) if spec.clock_drift_ppm else np.zeros(n_nodes)
+    base = 1.0e6  # clocks agree at the start (MPI_Init's synchronisation), offsets are what remains
+
+    def clock(t: np.ndarray, task: np.ndarray) -> np.ndarray:
+        node = node_of_task[np.asarray(task, np.int64)]
+        return np.rint(t + offset[node] + drift[node] * (t - base)).astype(np.int64)
+    return clock
+
+
+def _omp_workers(b: dict[str, np.ndarray], threads: int, rng: np.random.Generator,
+                 locks: bool = False) -> dict[str, np.ndarray]:
+    """Add the OpenMP worker threads' bursts: every interior burst of a rank (a parallel region: an interior
+    kernel, >= 1e5 instructions) runs on ``threads`` threads; worker ``th`` starts after the fork (0.5-3 us),
+    does a share of the work that dynamic scheduling makes differ from run to run (80-100 % of the master's)
+    and ends before the join; its logical id is the region's with ``th`` in bits 58-61. ``locks``: a worker
+    waits for a lock 0, 1 or 2 times in a region (as the timing falls), each wait (1-5 us, not Running) cutting
+    its burst; the pieces before the last have no counterpart in another run (:data:`NO_MATCH_BIT`)."""
+    interior = np.isin(b["kernel"], [kid("stencil_interior"), *range(V0, len(ALL_KERNELS))])
+    region = np.flatnonzero(interior & (b["ins"] >= 1.0e5) & (b["call"] != "FLUSH"))
+    k, w = region.size, threads - 1
+    rows = np.repeat(region, w)
+    th = np.tile(np.arange(1, threads), k)
+    share = rng.uniform(0.8, 1.0, rows.size)
+    fork = rng.uniform(500.0, 3000.0, rows.size)
+    start = b["start"][rows] + fork
+    end = start + np.maximum(b["end"][rows] - start, 100.0) * share
+    b["omp"] = np.where(np.isin(np.arange(b["start"].size), region), OMP_MASTER, 0)
+    extra = {key: v[rows] for key, v in b.items()}
+    extra |= {"start": start, "end": end, "exit": end, "ins": b["ins"][rows] * share, "thread": th,
+              "omp": np.full(rows.size, OMP_FIRST | OMP_LAST),
+              "lid": b["lid"][rows] | (th.astype(np.int64) << 58), "call": np.full(rows.size, "", dtype=object),
+              "site": np.full(rows.size, -1), "csend": np.full(rows.size, -1), "crecv": np.full(rows.size, -1),
+              "root": np.full(rows.size, -1), "stretched": np.ones(rows.size)}
+    if locks:
+        extra = _lock_waits(extra, rng)
+    return {key: np.concatenate([v.astype(object) if key == "call" else v, extra[key]]) for key, v in b.items()}
 
 
 def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:

@@ -23,18 +23,27 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 ANY = -1
 WORLD = 1
 INF = float("inf")
+#: logical-id bit of a piece of a burst with no counterpart in another run (the first piece of a burst that a
+#: tracer's flush cut in two, a thread's piece before a lock wait)
+NO_MATCH_BIT = 1 << 62
 
 #: call kinds the executor knows
 P2P_SEND = ("MPI_Send", "MPI_Isend")
 P2P_RECV = ("MPI_Recv", "MPI_Irecv")
 COLLECTIVES = ("MPI_Allreduce", "MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Gather", "MPI_Alltoall")
+#: nonblocking collectives: the call posts, a Wait/Test on its request completes it
+NB_COLLECTIVES = ("MPI_Iallreduce", "MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce")
+#: calls that post several point-to-point operations at once (``Call.posts``): Sendrecv blocks until both are done,
+#: Start/Startall (persistent requests) return their requests
+SENDRECV = ("MPI_Sendrecv", "MPI_Sendrecv_replace")
+STARTS = ("MPI_Start", "MPI_Startall")
 
 
 @dataclass(slots=True)
@@ -58,6 +67,8 @@ class Call:
     root: int = -1
     cost_ns: float = 0.0  # extra time inside the call (a collective's algorithm, an I/O write)
     role: int = 0  # what the burst is in the program (the caller's code: work, poll, ...)
+    posts: tuple[tuple[str, int, int, int], ...] = ()  # Sendrecv/Start(all): ("send" | "recv", peer, tag, bytes)
+    comm: int = 1  # the communicator of a collective (see ``Executor(comms=)``)
 
 
 Program = Generator[Call, object, None]
@@ -79,6 +90,7 @@ class Timing:
     call_ns: float = 600.0
     test_ns: float = 250.0
     skew_ns: float = 400.0
+    flush_every: int = 0  # the tracer flushes its buffer every this many calls of a rank (0: never)
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
 
     def __post_init__(self) -> None:
@@ -99,6 +111,10 @@ class Timing:
             f = float(self.rng.uniform(1.3, 4.0))
             return base * f, f
         return base, 1.0
+
+    def flush_ns(self) -> float:
+        """How long a tracer's buffer flush stops the rank (ns): writing some MB to a parallel file system."""
+        return float(self.rng.uniform(2.0e5, 2.0e6))
 
     def transfer_ns(self, src: int, dst: int, size: int) -> float:
         t = self.latency_ns(src, dst) + size / self.bw_bytes_per_ns(src, dst)
@@ -122,7 +138,7 @@ class _Msg:
 
 @dataclass
 class _Req:
-    kind: str  # "send" | "recv"
+    kind: str  # "send" | "recv" | "coll" (a nonblocking collective)
     src: int  # recv: source (ANY allowed only for blocking receives)
     dst: int
     tag: int
@@ -130,6 +146,18 @@ class _Req:
     msg: _Msg | None = None
     chan_index: int = -1  # recv from a given source: the channel message it takes
     done: bool = False
+    coll: _NbColl | None = None
+
+
+@dataclass
+class _NbColl:
+    """One nonblocking collective (the k-th on its communicator): complete ``cost`` after its last member posted."""
+
+    members: int
+    entries: list[float] = field(default_factory=list)
+    cost: float = 0.0
+    done_at: float | None = None
+    waiters: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -145,6 +173,7 @@ class _Rank:
     reqs: list[_Req] = field(default_factory=list)
     finished: bool = False
     stretched: float = 1.0
+    calls: int = 0  # calls made (for the tracer's flushes)
 
 
 class DeadlockError(RuntimeError):
@@ -161,12 +190,19 @@ class Execution:
 
 
 class Executor:
-    """Runs ``programs`` (one per task index) under ``timing``; ``start_ns[task]`` is when each rank begins."""
+    """Runs ``programs`` (one per task index) under ``timing``; ``start_ns[task]`` is when each rank begins;
+    ``comms``: communicator id -> its member task indices (default: only :data:`WORLD`, every task)."""
 
-    def __init__(self, programs: list[Program], timing: Timing, start_ns: np.ndarray):
+    def __init__(self, programs: list[Program], timing: Timing, start_ns: np.ndarray,
+                 comms: dict[int, tuple[int, ...]] | None = None):
         self.t = timing
         self.ranks = [_Rank(i, p, float(start_ns[i])) for i, p in enumerate(programs)]
         self.n = len(programs)
+        self.comms = {WORLD: tuple(range(self.n)), **(comms or {})}
+        self.nb_colls: dict[tuple[int, int], _NbColl] = {}  # (comm, k) -> the k-th nonblocking collective
+        self.nb_posted: dict[tuple[int, int], int] = {}  # (comm, task) -> nonblocking collectives it posted
+        self.any_posted: dict[tuple[int, int], list[_Req]] = {}  # (dst, tag) -> Irecv(ANY_SOURCE) in post order
+        self.any_matched: dict[tuple[int, int], int] = {}  # (dst, tag) -> how many of them took a message
         self.heap: list[tuple[float, int, int, int]] = []
         self.seq = 0
         self.chan: dict[tuple[int, int, int], list[_Msg]] = {}  # (src, dst, tag) -> messages in send order
@@ -174,9 +210,9 @@ class Executor:
         self.taken: dict[tuple[int, int, int], int] = {}  # messages taken per channel (ANY receives)
         self.waiters: dict[tuple[int, int, int, int], list[int]] = {}  # (src, dst, tag, index) -> blocked ranks
         self.any_waiters: dict[tuple[int, int], list[int]] = {}  # (dst, tag) -> ranks in a Recv(ANY)
-        self.coll_in: list[tuple[int, float]] = []
+        self.coll_in: dict[int, list[tuple[int, float]]] = {}  # comm -> (task, entry) of the ranks inside
         self.b: dict[str, list] = {k: [] for k in ("task", "start", "end", "kernel", "ins", "lid", "call", "exit",
-                                                   "site", "csend", "crecv", "root", "role", "stretched")}
+                                                   "site", "csend", "crecv", "root", "role", "stretched", "comm")}
         self.messages: list[_Msg] = []
         self.n_coll = 0
 
@@ -194,6 +230,9 @@ class Executor:
         except StopIteration:
             r.finished = True
             return
+        r.calls += 1
+        if self.t.flush_every and c.name != "END" and (r.calls + 7 * r.task) % self.t.flush_every == 0:
+            c = self._flush(r, c)
         r.call = c
         r.start = r.clock
         dur, r.stretched = self.t.burst_ns(r.task, c.kernel, c.ins)
@@ -204,6 +243,20 @@ class Executor:
             r.finished = True
             return
         self._push(r, r.entry)
+
+    def _flush(self, r: _Rank, c: Call) -> Call:
+        """The tracer flushes its buffer inside the burst before ``c``: a first piece of the burst ends at the
+        flush (call ``FLUSH``, logical id with bit :data:`NO_MATCH_BIT`: no counterpart in another run), the rest
+        runs after it; returns the call with the rest of the burst."""
+        f = 0.2 + 0.6 * float(self.t.rng.random())
+        r.call = replace(c, name="FLUSH", ins=c.ins * f, lid=c.lid | NO_MATCH_BIT)
+        r.start = r.clock
+        dur, r.stretched = self.t.burst_ns(r.task, c.kernel, c.ins * f)
+        r.entry = r.clock + dur
+        exit = r.entry + self.t.flush_ns()
+        self._record(r, exit)
+        r.clock = exit
+        return replace(c, ins=c.ins * (1.0 - f))
 
     def _record(self, r: _Rank, exit: float, csend: int = -1, crecv: int = -1, root: int = -1) -> None:
         c = r.call
@@ -222,6 +275,7 @@ class Executor:
         b["root"].append(root)
         b["role"].append(c.role)
         b["stretched"].append(r.stretched)
+        b["comm"].append(c.comm)
 
     def _finish(self, r: _Rank, exit: float, outcome: object = None, **coll: int) -> None:
         self._record(r, exit, **coll)
@@ -229,18 +283,18 @@ class Executor:
         self._next(r, outcome)
 
     # ------------------------------------------------------------------ messages
-    def _send(self, r: _Rank, c: Call, exit: float) -> _Msg:
-        key = (r.task, c.peer, c.tag)
+    def _send(self, r: _Rank, peer: int, tag: int, size: int, exit: float) -> _Msg:
+        key = (r.task, peer, tag)
         q = self.chan.setdefault(key, [])
-        arrival = r.entry + self.t.transfer_ns(r.task, c.peer, c.size)
+        arrival = r.entry + self.t.transfer_ns(r.task, peer, size)
         if q:
             arrival = max(arrival, q[-1].arrival + 1.0)  # non-overtaking
-        m = _Msg(r.task, c.peer, c.tag, len(q), c.size, r.entry, exit, arrival)
+        m = _Msg(r.task, peer, tag, len(q), size, r.entry, exit, arrival)
         q.append(m)
         self.messages.append(m)
         for w in self.waiters.pop((*key, m.k), []):
             self._retry(self.ranks[w])
-        for w in self.any_waiters.get((c.peer, c.tag), []):
+        for w in self.any_waiters.get((peer, tag), []):
             self._retry(self.ranks[w])
         return m
 
@@ -250,7 +304,27 @@ class Executor:
             key = (src, r.task, tag)
             req.chan_index = self.posted.get(key, 0)
             self.posted[key] = req.chan_index + 1
+        else:
+            self.any_posted.setdefault((r.task, tag), []).append(req)
         return req
+
+    def _match_any(self, dst: int, tag: int, time: float) -> None:
+        """Nonblocking ANY_SOURCE receives of ``dst`` on ``tag``, in the order they were posted, take the messages
+        that arrived by ``time`` in arrival order (MPI's matching; no other receive competes on that tag)."""
+        posted = self.any_posted.get((dst, tag), [])
+        i = self.any_matched.get((dst, tag), 0)
+        while i < len(posted) and (m := self._any_head(dst, tag, time)) is not None:
+            posted[i].msg = m
+            self._take(m)
+            i += 1
+        self.any_matched[(dst, tag)] = i
+
+    def _match_pending(self, r: _Rank, ids, time: float) -> bool:
+        """Match ``r``'s pending ANY_SOURCE receives among ``ids`` at ``time``; True when there are such."""
+        tags = {r.reqs[i].tag for i in ids if r.reqs[i].src == ANY and r.reqs[i].kind == "recv" and not r.reqs[i].done}
+        for tag in tags:
+            self._match_any(r.task, tag, time)
+        return bool(tags)
 
     def _msg_of(self, req: _Req) -> _Msg | None:
         """The message a receive from a given source takes (None: not sent yet)."""
@@ -302,7 +376,7 @@ class Executor:
         if name in P2P_SEND:
             copy = c.size / (4.0 * t.bw_bytes_per_ns(r.task, r.task))
             exit = r.entry + t.call_ns + (copy if name == "MPI_Send" else 0.25 * copy)
-            m = self._send(r, c, exit)
+            m = self._send(r, c.peer, c.tag, c.size, exit)
             if name == "MPI_Isend":
                 r.reqs.append(_Req("send", r.task, c.peer, c.tag, r.entry, m))
                 self._finish(r, exit, len(r.reqs) - 1)
@@ -321,16 +395,36 @@ class Executor:
                 c.reqs = (len(r.reqs) - 1,)
                 r.wait = "msgs"
                 self._retry(r)
+        elif name in SENDRECV or name in STARTS:
+            ids = self._post_all(r, c)
+            if name in STARTS:
+                for i in ids:
+                    if r.reqs[i].kind == "recv":
+                        r.reqs[i].posted = r.entry + t.call_ns  # a started receive is posted at the Start's exit
+                self._finish(r, r.entry + t.call_ns, tuple(ids))
+            else:
+                c.reqs = tuple(ids)
+                r.wait = "msgs"
+                self._retry(r)
+        elif name in NB_COLLECTIVES:
+            r.reqs.append(self._post_collective(r, c))
+            self._finish(r, r.entry + t.call_ns, len(r.reqs) - 1)
         elif name in ("MPI_Wait", "MPI_Waitall"):
+            if any(r.reqs[i].src == ANY and r.reqs[i].kind == "recv" and not r.reqs[i].done for i in c.reqs):
+                r.wait = "waitall_any"  # which message each receive takes is decided by arrival time
+                self._decide(r, r.entry)
+                return
             r.wait = "msgs"
             self._retry(r)
-        elif name == "MPI_Waitany":
+        elif name in ("MPI_Waitany", "MPI_Waitsome"):
             r.wait = "waitany"
             self._decide(r, r.entry)
-        elif name in ("MPI_Test", "MPI_Testsome", "MPI_Testall"):
+        elif name in ("MPI_Test", "MPI_Testsome", "MPI_Testall", "MPI_Testany"):
             done = self._arrived(r, c.reqs, r.entry)
             if name == "MPI_Testall" and len(done) < sum(1 for i in c.reqs if not r.reqs[i].done):
                 done = ()
+            if name == "MPI_Testany":  # one request at most: the first that completed
+                done = sorted(done, key=lambda i: self._ready_at(r.reqs[i]))[:1]
             exit = r.entry + t.test_ns
             self._complete(r, done, exit)
             self._finish(r, exit, tuple(done))
@@ -339,22 +433,53 @@ class Executor:
             self._finish(r, r.entry + t.test_ns, None if m is None else m.src)
         elif name in COLLECTIVES:
             r.wait = "coll"
-            self.coll_in.append((r.task, r.entry))
-            if len(self.coll_in) == self.n:
-                self._collective()
+            inside = self.coll_in.setdefault(c.comm, [])
+            inside.append((r.task, r.entry))
+            if len(inside) == len(self.comms[c.comm]):
+                self._collective(c.comm)
         else:  # a call that touches no message (Comm_rank, I/O ...): its own cost
             self._finish(r, r.entry + t.call_ns + c.cost_ns)
 
+    def _post_all(self, r: _Rank, c: Call) -> list[int]:
+        """Post the sends and receives of a Sendrecv or Start(all) (``c.posts``); their request ids."""
+        ids = []
+        for kind, peer, tag, size in c.posts:
+            if kind == "send":
+                m = self._send(r, peer, tag, size, r.entry + self.t.call_ns)
+                r.reqs.append(_Req("send", r.task, peer, tag, r.entry, m))
+            else:
+                r.reqs.append(self._post_recv(r, peer, tag))
+            ids.append(len(r.reqs) - 1)
+        return ids
+
+    def _post_collective(self, r: _Rank, c: Call) -> _Req:
+        """Rank ``r`` posts its next nonblocking collective on ``c.comm``; complete once every member posted."""
+        k = self.nb_posted.get((c.comm, r.task), 0)
+        self.nb_posted[(c.comm, r.task)] = k + 1
+        nb = self.nb_colls.setdefault((c.comm, k), _NbColl(len(self.comms[c.comm])))
+        nb.entries.append(r.entry)
+        nb.cost = max(nb.cost, c.cost_ns)
+        if len(nb.entries) == nb.members:
+            nb.done_at = max(nb.entries) + nb.cost
+            for w in nb.waiters:
+                self._retry(self.ranks[w])
+            nb.waiters = []
+        return _Req("coll", r.task, -1, c.comm, r.entry, coll=nb)
+
+    def _ready_at(self, q: _Req) -> float:
+        """When request ``q`` can complete (INF: not known yet)."""
+        if q.kind == "send":
+            return q.posted
+        if q.kind == "coll":
+            return INF if q.coll.done_at is None else q.coll.done_at
+        if q.src == ANY:
+            return INF if q.msg is None else q.msg.arrival
+        m = self._msg_of(q)
+        return INF if m is None else m.arrival
+
     def _arrived(self, r: _Rank, ids: tuple[int, ...], time: float) -> list[int]:
-        out = []
-        for i in ids:
-            q = r.reqs[i]
-            if q.done:
-                continue
-            m = q.msg if q.kind == "send" else self._msg_of(q)
-            if q.kind == "send" or (m is not None and m.arrival <= time):
-                out.append(i)
-        return out
+        self._match_pending(r, ids, time)
+        return [i for i in ids if not r.reqs[i].done and self._ready_at(r.reqs[i]) <= time]
 
     def _complete(self, r: _Rank, ids, exit: float) -> None:
         for i in ids:
@@ -373,20 +498,30 @@ class Executor:
                 q = r.reqs[i]
                 if q.done or q.kind == "send":
                     continue
+                if q.kind == "coll":
+                    if q.coll.done_at is None:
+                        if r.task not in q.coll.waiters:
+                            q.coll.waiters.append(r.task)
+                        return
+                    latest = max(latest, q.coll.done_at)
+                    continue
                 m = self._msg_of(q)
                 if m is None:
-                    key = (q.src, r.task, q.tag, q.chan_index)
-                    ws = self.waiters.setdefault(key, [])
-                    if r.task not in ws:
-                        ws.append(r.task)
+                    self._wait_for_send(r, q)
                     return
                 latest = max(latest, m.arrival)
             exit = latest + self.t.call_ns + (0.0 if latest == r.entry else 150.0)
             self._complete(r, [i for i in c.reqs if not r.reqs[i].done], exit)
             m = r.reqs[c.reqs[0]].msg if c.name == "MPI_Recv" else None
             self._finish(r, exit, None if m is None else (m.src, m.size))
-        elif r.wait in ("any", "waitany"):
+        elif r.wait in ("any", "waitany", "waitall_any"):
             self._push(r, max(r.entry, self._candidate(r)))
+
+    def _wait_for_send(self, r: _Rank, q: _Req) -> None:
+        """Wake rank ``r`` when the message its receive ``q`` takes is sent."""
+        ws = self.waiters.setdefault((q.src, r.task, q.tag, q.chan_index), [])
+        if r.task not in ws:
+            ws.append(r.task)
 
     def _candidate(self, r: _Rank) -> float:
         c = r.call
@@ -400,12 +535,23 @@ class Executor:
                 continue
             if q.kind == "send":
                 return r.entry
-            m = self._msg_of(q)
-            if m is None:
-                key = (q.src, r.task, q.tag, q.chan_index)
-                ws = self.waiters.setdefault(key, [])
+            if q.kind == "coll":
+                if q.coll.done_at is None:
+                    if r.task not in q.coll.waiters:
+                        q.coll.waiters.append(r.task)
+                else:
+                    best = min(best, q.coll.done_at)
+                continue
+            if q.src == ANY and q.msg is None:
+                ws = self.any_waiters.setdefault((r.task, q.tag), [])
                 if r.task not in ws:
                     ws.append(r.task)
+                head = self._any_head(r.task, q.tag, INF)
+                best = min(best, INF if head is None else head.arrival)
+                continue
+            m = self._msg_of(q)
+            if m is None:
+                self._wait_for_send(r, q)
             else:
                 best = min(best, m.arrival)
         return best
@@ -430,37 +576,55 @@ class Executor:
             m.r_l, m.r_p, m.r_c = r.entry, exit, r.entry
             self._finish(r, exit, (m.src, m.size))
             return
-        # Waitany: the pending request that completed first
+        # Waitany: the pending request that completed first; Waitsome: every one completed by then
         now = max(time, r.entry)
         pending = [i for i in c.reqs if not r.reqs[i].done]
+        self._match_pending(r, pending, now)
+        if r.wait == "waitall_any":  # a Wait(all) over ANY_SOURCE receives: done when every one took its message
+            ready = [self._ready_at(r.reqs[i]) for i in pending]
+            if max(ready, default=r.entry) > now:
+                later = [a for a in ready if now < a < INF]
+                self._candidate(r)  # registers the rank with the senders it waits for
+                heads = [self._any_head(r.task, r.reqs[i].tag, INF) for i in pending
+                         if r.reqs[i].src == ANY and r.reqs[i].msg is None]
+                later += [m.arrival for m in heads if m is not None and m.arrival > now]
+                self._push(r, min(later, default=INF))
+                return
+            exit = max([r.entry, *ready]) + self.t.call_ns
+            self._complete(r, pending, exit)
+            self._finish(r, exit)
+            return
         if not pending:
-            raise DeadlockError(f"rank {r.task}: MPI_Waitany with no pending request")
-        best, when = None, INF
-        for i in pending:
-            q = r.reqs[i]
-            a = q.posted if q.kind == "send" else (m.arrival if (m := self._msg_of(q)) is not None else INF)
-            if a < when:
-                best, when = i, a
-        if best is None or when > now:
+            raise DeadlockError(f"rank {r.task}: {c.name} with no pending request")
+        ready = {i: self._ready_at(r.reqs[i]) for i in pending}
+        best = min(pending, key=ready.__getitem__)
+        when = ready[best]
+        if when > now:
             self._push(r, max(r.entry, self._candidate(r)))
             return
         exit = max(r.entry, when) + self.t.call_ns
+        if c.name == "MPI_Waitsome":
+            done = tuple(i for i in pending if ready[i] <= max(r.entry, when))
+            self._complete(r, done, exit)
+            self._finish(r, exit, done)
+            return
         self._complete(r, [best], exit)
         self._finish(r, exit, best)
 
-    def _collective(self) -> None:
-        entries = dict(self.coll_in)
-        self.coll_in = []
-        calls = [self.ranks[i].call for i in range(self.n)]
+    def _collective(self, comm: int) -> None:
+        entries = dict(self.coll_in.pop(comm))
+        members = self.comms[comm]
+        calls = [self.ranks[i].call for i in members]
         names = {c.name for c in calls}
         if len(names) > 1:
-            raise DeadlockError(f"ranks enter different collectives: {sorted(names)}")
+            raise DeadlockError(f"ranks enter different collectives on communicator {comm}: {sorted(names)}")
         base = max(entries.values()) + max(c.cost_ns for c in calls)
         self.n_coll += 1
-        for i in range(self.n):
+        n = len(members)
+        for i in members:
             r = self.ranks[i]
             c = r.call
             skew = abs(self.t.normal()) * self.t.skew_ns
-            recv = c.size * (self.n if c.name in ("MPI_Gather", "MPI_Alltoall") and (c.root in (-1, i)) else 1)
+            recv = c.size * (n if c.name in ("MPI_Gather", "MPI_Alltoall") and (c.root in (-1, i)) else 1)
             self._finish(r, base + skew, None, csend=c.size, crecv=recv if c.name != "MPI_Barrier" else 0,
                          root=c.root)

@@ -150,28 +150,35 @@ def mechanism_score(truth: pl.DataFrame, ref: str, other: str, matches: pl.DataF
                     min_ns: int = 10_000) -> tuple[float, float, int, int, float | None, float]:
     """(right, right_span, scored, in_span, span_marked, moved) of the reference run ``ref``'s bursts against run
     ``other`` from the merge's ``matches`` (columns appl, task, thread, burst_seq, other_run_id, other_task,
-    other_burst_seq; a column whose name holds ``ambig`` (boolean, or non-null and non-zero) marks a match the merge
-    could not place)."""
-    t = truth.select("run_name", "task", "burst_seq", "logical_id", "span", "span_class", "duration_ns")
+    other_thread, other_burst_seq; a column whose name holds ``ambig`` (boolean, or non-null and non-zero) marks a
+    match the merge could not place). A burst is right when matched to the burst of the same logical id (same task,
+    thread and burst_seq there), or left unmatched when ``other`` has none."""
+    if "thread" not in truth.columns:
+        truth = truth.with_columns(pl.lit(1, pl.Int32).alias("thread"))
+    if "other_thread" not in matches.columns:
+        matches = matches.with_columns(pl.lit(1, pl.Int32).alias("other_thread"))
+    t = truth.select("run_name", "task", "thread", "burst_seq", "logical_id", "span", "span_class", "duration_ns")
     r = t.filter((pl.col("run_name") == ref) & (pl.col("duration_ns") >= min_ns)).drop("run_name")
     o = (t.filter(pl.col("run_name") == other).unique("logical_id", keep="first")
-         .select(pl.col("logical_id"), pl.col("task").alias("true_task"), pl.col("burst_seq").alias("true_seq")))
+         .select(pl.col("logical_id"), pl.col("task").alias("true_task"), pl.col("thread").alias("true_thread"),
+                 pl.col("burst_seq").alias("true_seq")))
     got = (t.filter(pl.col("run_name") == other)
-           .select(pl.col("task").alias("other_task"), pl.col("burst_seq").alias("other_burst_seq"),
-                   pl.col("span_class").alias("got_class")))
-    cols = ["task", "burst_seq", "other_task", "other_burst_seq"]
+           .select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"),
+                   pl.col("burst_seq").alias("other_burst_seq"), pl.col("span_class").alias("got_class")))
+    cols = ["task", "thread", "burst_seq", "other_task", "other_thread", "other_burst_seq"]
     mark = next((c for c in matches.columns if "ambig" in c), None)
     flag = mark is not None
     marked = ((pl.col(mark) if matches.schema[mark] == pl.Boolean else pl.col(mark).is_not_null() & (pl.col(mark) != 0))
               .fill_null(False).alias("ambiguous") if flag else None)
     m = (matches.filter(pl.col("other_run_id") == other)
          .select(*[pl.col(c).cast(pl.Int64) for c in cols], *([marked] if flag else [])))
-    j = (r.with_columns(pl.col("task").cast(pl.Int64)).join(o, on="logical_id", how="left")
-         .join(m, on=["task", "burst_seq"], how="left")
-         .join(got.with_columns(pl.col("other_task").cast(pl.Int64)), on=["other_task", "other_burst_seq"],
-               how="left"))
+    j = (r.with_columns(pl.col("task", "thread").cast(pl.Int64)).join(o, on="logical_id", how="left")
+         .join(m, on=["task", "thread", "burst_seq"], how="left")
+         .join(got.with_columns(pl.col("other_task", "other_thread").cast(pl.Int64)),
+               on=["other_task", "other_thread", "other_burst_seq"], how="left"))
     exact = ((pl.col("true_seq").is_null() & pl.col("other_burst_seq").is_null())
-             | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_seq") == pl.col("other_burst_seq"))))
+             | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_thread") == pl.col("other_thread"))
+                & (pl.col("true_seq") == pl.col("other_burst_seq"))))
     exact = exact.fill_null(False)
     swap = (pl.col("span").is_not_null() & (pl.col("got_class") == pl.col("span_class"))).fill_null(False)
     s = j.select(exact.mean().alias("right"), (exact | swap).mean().alias("span"),

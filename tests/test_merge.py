@@ -359,10 +359,18 @@ def test_bad_input_errors_pure():
         merge_runs([t[0], RunTables("x", "x", fewer.bursts, fewer.mpi_calls)])
     renamed = t[1].bursts.rename({c: f"OTHER_{c}" for c in runs[1].counters})
     no_common = RunTables("y", "y", renamed, t[1].mpi_calls)
-    with pytest.raises(NoCommonCounterError):
-        merge_runs([t[0], no_common])
+    # no counter in common and no point-to-point message to check the match by (calls without partners): refused
+    mute = [RunTables(r.run_id, r.run_name, r.bursts, r.mpi_calls.with_columns(pl.lit(None, pl.Int32).alias("peer")))
+            for r in (t[0], no_common)]
+    with pytest.raises(NoCommonCounterError, match="'synth.run0' .* and 'y' .* no counter in common and no point"):
+        merge_runs(mute)
     with pytest.warns(TimingOnlyWarning):
-        res = merge_runs([t[0], no_common], MergeOptions(allow_timing_only=True))
+        res = merge_runs(mute, MergeOptions(allow_timing_only=True))
+    assert res.matches.get_column("score").drop_nulls().max() <= AlignConfig().timing_only_factor
+    assert set(res.quality.filter(pl.col("method") != "recorded").get_column("verdict")) == {"suspect"}
+    # issue 22: the logical messages (timing-free) check the match instead: merged, not refused
+    with pytest.warns(TimingOnlyWarning):
+        res = merge_runs([t[0], no_common])
     assert res.matches.get_column("score").drop_nulls().max() <= AlignConfig().timing_only_factor
     # a different program: same tasks, unrelated MPI structure
     other = t[1].bursts.with_columns(
@@ -498,6 +506,38 @@ def test_cli_export_round_trip(lulesh_wh, capsys, tmp_path):
         assert (j.get_column(c) == j.get_column(f"{c}_x")).all(), c
 
 
+def renamed_copy(trace: Path, folder: Path) -> Path:
+    """A copy of ``trace`` (with .pcf/.row) in ``folder`` whose .pcf names every counter differently."""
+    d = folder / "renamed"
+    d.mkdir()
+    for suffix in (".prv", ".pcf", ".row"):
+        shutil.copyfile(trace.with_suffix(suffix), d / f"{trace.stem}_renamed{suffix}")
+    pcf = d / f"{trace.stem}_renamed.pcf"
+    text = re.sub(r"(\d+ +\d+ +)(PAPI_|LONGEST_LAT|RESOURCE_STALLS)", r"\1OTHER_\2", pcf.read_text())
+    pcf.write_text(text.replace("UNC_M_CAS_COUNT", "OTHER_CAS_COUNT"))  # no DRAM CAS to apportion either
+    return d / f"{trace.stem}_renamed.prv"
+
+
+@real
+def test_cli_merge_without_common_counter_checked_by_messages(tmp_path, capsys):
+    """Two LULESH runs that share no counter (issue 22): their logical messages, timing-free, check the match, so
+    the merge is made instead of refused; the copy's counters are the original's, so the transferred values are
+    the reference's own within the runs' natural variation."""
+    wh = tmp_path / "wh"
+    code, _, err = run_cli(capsys, "ingest", LULESH_B, renamed_copy(LULESH_B, tmp_path), "--experiment", "exp",
+                           "-w", wh)
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "merge", "exp", "-w", wh, "--reference", LULESH_B.stem)
+    assert code == 0, err
+    merged = pl.read_parquet(Warehouse(wh).experiment_dir("exp") / "merged_bursts.parquet")
+    long = merged.filter(pl.col("duration_ns") >= 10_000)
+    e = long.select(((pl.col("OTHER_PAPI_TOT_INS") - pl.col("PAPI_TOT_INS")).abs() / pl.col("PAPI_TOT_INS"))
+                    .median()).item()
+    assert e < 1e-9  # the same run: matched one to one
+    q = pl.read_parquet(Warehouse(wh).experiment_dir("exp") / "merge_quality.parquet")
+    assert set(q.get_column("verdict")) == {"ok"}, q.select("counter", "verdict", "verdict_reason").rows()
+
+
 @real
 @pytest.mark.parametrize("case", ["tasks", "one_run", "no_common"])
 def test_cli_bad_input_exit_2_and_warehouse_unchanged(case, tmp_path, capsys):
@@ -506,17 +546,8 @@ def test_cli_bad_input_exit_2_and_warehouse_unchanged(case, tmp_path, capsys):
         files = [LULESH_B, PRIME]
     elif case == "one_run":
         files = [LULESH_B]
-    else:  # a copy of the 7+1 run whose .pcf names every counter differently
-        d = tmp_path / "renamed"
-        d.mkdir()
-        for suffix in (".prv", ".pcf", ".row"):
-            shutil.copyfile(LULESH_B.with_suffix(suffix), d / f"lulesh_renamed{suffix}")
-        pcf = d / "lulesh_renamed.pcf"
-        text = re.sub(
-            r" (PAPI_TOT_INS|PAPI_TOT_CYC|PAPI_REF_CYC|LONGEST_LAT_CACHE:MISS) ", r" OTHER_\1 ", pcf.read_text()
-        )
-        pcf.write_text(text.replace("UNC_M_CAS_COUNT", "OTHER_CAS_COUNT"))  # no DRAM CAS to apportion either
-        files = [LULESH_A, d / "lulesh_renamed.prv"]
+    else:  # a copy of the prime run whose .pcf names every counter differently: collectives only, no message
+        files = [PRIME, renamed_copy(PRIME, tmp_path)]
     code, _, err = run_cli(capsys, "ingest", *files, "--experiment", "exp", "-w", wh)
     assert code == 0, err
     before = tree_digest(wh)

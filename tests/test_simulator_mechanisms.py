@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from synthtrace.simulator.mechanisms import MECHANISMS, campaign, simulate
-from synthtrace.simulator.mpi_exec import ANY, Call, Executor, Timing
+from synthtrace.simulator.mpi_exec import ANY, NO_MATCH_BIT, Call, Executor, Timing
 from testing.simulator_campaigns import mechanism_score, read_campaign
 
 import numpy as np
@@ -29,8 +29,9 @@ def sims(tmp_path_factory):
 def _oracle(truth: pl.DataFrame, ref: str, other: str) -> pl.DataFrame:
     """merge_matches rows a perfect merge would write: every reference burst to its true logical burst."""
     o = truth.filter(pl.col("run_name") == other).unique("logical_id", keep="first").select(
-        "logical_id", pl.col("task").alias("other_task"), pl.col("burst_seq").alias("other_burst_seq"))
-    return (truth.filter(pl.col("run_name") == ref).select("task", "burst_seq", "logical_id")
+        "logical_id", pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"),
+        pl.col("burst_seq").alias("other_burst_seq"))
+    return (truth.filter(pl.col("run_name") == ref).select("task", "thread", "burst_seq", "logical_id")
             .join(o, on="logical_id", how="left").with_columns(pl.lit(other).alias("other_run_id")))
 
 
@@ -40,7 +41,7 @@ def test_traces_read_back_as_the_truth_says(sims, name):
     runs = read_campaign(c)
     for r in runs:
         t = c.truth.filter(pl.col("run_name") == r.run_id)
-        j = r.bursts.join(t, on=["task", "burst_seq"], how="full")
+        j = r.bursts.join(t, on=["task", "thread", "burst_seq"], how="full")
         assert j.height == r.bursts.height == t.height
         assert (j["duration_ns"] == j["duration_ns_right"]).all()
         assert (j["mpi_call"].fill_null("-") == j["mpi_call_right"].fill_null("-")).all()
@@ -196,3 +197,227 @@ def test_completion_calls_complete_by_arrival():
     # rank 0 sends at 0.5 us (arrives ~1.5 us), rank 1 at 20 us (arrives ~21 us)
     Executor([sender(1000.0, 1), sender(40_000.0, 2), receiver()], _timing(3), np.zeros(3)).run()
     assert seen["early"] == () and seen["mid"] == (0,) and seen["any"] == 1
+
+
+# ------------------------------------------------------------------------------------------ later mechanisms
+#: mechanisms whose runs execute the same logical program (no extra, missing or repeated work in one run)
+SAME_PROGRAM = ("waitsome", "sendrecv", "persistent", "nb_collective", "sub_comms", "amr", "clock_offsets", "layout",
+                "flush", "flush_all", "hybrid", "hybrid_locks", "completion", "placement", "irecv_any", "noisy")
+
+
+def _logical_messages(run) -> pl.DataFrame:
+    """(sender, receiver, tag, k, bytes) of every message of a run read back, k its order on its channel by the
+    sender's clock, with the receiver's physical receive time."""
+    return (run.messages.sort("s_time_ns")
+            .with_columns(pl.int_range(pl.len()).over("s_task", "r_task", "tag").alias("k")))
+
+
+@pytest.mark.parametrize("name", SAME_PROGRAM)
+def test_logical_messages_are_the_same_in_every_run(sims, name):
+    """Whatever the timing (completion order, clocks, layout, flushes, threads), a deterministic program sends the
+    same messages: (sender, receiver, tag, k) -> bytes is identical across runs (MPI's non-overtaking rule)."""
+    c = sims(name, iterations=8)
+    msgs = [_logical_messages(r).select("s_task", "r_task", "tag", "k", "size") for r in read_campaign(c)]
+    assert msgs[0].height > 50
+    for m in msgs[1:]:
+        assert m.sort(m.columns).equals(msgs[0].sort(m.columns))
+
+
+@pytest.mark.parametrize("name", ["sendrecv", "waitsome", "clock_offsets", "layout"])
+def test_messages_on_a_channel_are_received_in_send_order(sims, name):
+    """Non-overtaking: on one (sender, receiver, tag) channel the k-th message completes no later than the
+    (k+1)-th, on the receiver's clock."""
+    c = sims(name, iterations=8)
+    for run in read_campaign(c):
+        m = _logical_messages(run).sort("s_task", "r_task", "tag", "k")
+        back = m.with_columns((pl.col("r_time_ns").diff().over("s_task", "r_task", "tag") < 0).alias("back"))
+        assert back["back"].fill_null(False).sum() == 0
+
+
+def _physical_times(prv) -> pl.DataFrame:
+    """Physical send and receive times of the trace's ``3:`` records."""
+    rows = [line.split(":") for line in prv.read_text().splitlines() if line.startswith("3:")]
+    return pl.DataFrame({"send": [int(r[6]) for r in rows], "recv": [int(r[12]) for r in rows]})
+
+
+def test_clock_offsets_put_some_receives_before_their_sends(sims):
+    """Node clocks that disagree by tens of us: some messages arrive (receiver's clock) before they left (sender's
+    clock), as in real traces from unsynchronised nodes; with one clock none does."""
+    skewed = [_physical_times(p) for p in sims("clock_offsets", iterations=8).traces]
+    assert any((t["recv"] < t["send"]).any() for t in skewed)
+    one_clock = [_physical_times(p) for p in sims("layout", iterations=8).traces]
+    assert not any((t["recv"] < t["send"]).any() for t in one_clock)
+
+
+def test_sendrecv_and_persistent_calls_carry_both_directions(sims):
+    sr = read_campaign(sims("sendrecv", iterations=6))[0].mpi_calls
+    both = sr.filter(pl.col("mpi_call").is_in(["MPI_Sendrecv", "MPI_Sendrecv_replace"]))
+    assert set(both["mpi_call"]) == {"MPI_Sendrecv", "MPI_Sendrecv_replace"}
+    assert (both["bytes_sent"] > 0).all() and (both["bytes_recv"] > 0).all()
+    pe = read_campaign(sims("persistent", iterations=6))[0].mpi_calls
+    starts = pe.filter(pl.col("mpi_call") == "MPI_Startall")
+    assert starts.height == 8 * 6 and (starts["bytes_sent"] > 0).all()
+    inits = pe.filter(pl.col("mpi_call").is_in(["MPI_Send_init", "MPI_Recv_init"])).group_by("task", "mpi_call").len()
+    assert inits["len"].min() >= 2
+    assert pe.filter(pl.col("mpi_call") == "MPI_Isend").height == 0
+
+
+def test_nonblocking_collective_completes_after_every_rank_posted(sims):
+    """The k-th MPI_Wait on an Iallreduce ends after the last rank posted its k-th Iallreduce."""
+    c = sims("nb_collective", iterations=6)
+    calls = read_campaign(c)[0].mpi_calls
+    post = calls.filter(pl.col("mpi_call") == "MPI_Iallreduce").with_columns(pl.int_range(pl.len()).over("task")
+                                                                              .alias("k"))
+    wait = calls.filter((pl.col("mpi_call") == "MPI_Wait") & (pl.col("call_site").str.contains("solver"))
+                        ).with_columns(pl.int_range(pl.len()).over("task").alias("k"))
+    assert post.height == wait.height == 8 * 6
+    last = post.group_by("k").agg(pl.col("start_ns").max().alias("last"))
+    assert (wait.join(last, on="k")["end_ns"] >= wait.join(last, on="k")["last"]).all()
+    assert calls.filter(pl.col("mpi_call").is_in(["MPI_Allreduce", "MPI_Barrier"])).height <= 8  # prologue only
+
+
+def test_sub_communicator_collectives_synchronise_their_members_only(sims):
+    c = sims("sub_comms", iterations=6)
+    calls = read_campaign(c)[0].mpi_calls.filter(pl.col("mpi_call") == "MPI_Allreduce")
+    assert set(calls["comm"].unique()) == set(range(2, 10))  # 4 rows, 4 columns of a 4x4 grid
+    per = calls.with_columns(pl.int_range(pl.len()).over("task", "comm").alias("k")).group_by("comm", "k").agg(
+        pl.len().alias("n"), pl.col("start_ns").max().alias("last_in"), pl.col("end_ns").min().alias("first_out"))
+    assert (per["n"] == 4).all() and (per["first_out"] >= per["last_in"]).all()
+    # rows do not wait for each other: some row's reduction ends before another row's starts
+    k0 = per.filter(pl.col("k") == 0)
+    assert k0["first_out"].min() < k0["last_in"].max()
+
+
+def test_amr_changes_sizes_and_neighbours(sims):
+    c = sims("amr", iterations=24)
+    m = _logical_messages(read_campaign(c)[0])
+    assert m.group_by("s_task", "r_task").agg(pl.col("size").n_unique())["size"].max() > 3
+    pairs = [set(zip(*m.filter(pl.col("s_time_ns").is_between(lo, hi)).select("s_task", "r_task")))
+             for lo, hi in ((0, m["s_time_ns"].quantile(0.3)), (m["s_time_ns"].quantile(0.7), 2**62))]
+    assert pairs[0] != pairs[1]
+
+
+def test_flushes_cut_bursts_in_the_flushing_run_only(sims):
+    c = sims("flush", iterations=8)
+    runs = read_campaign(c)
+    no_call = [r.bursts.filter(pl.col("mpi_call").is_null()).height for r in runs]
+    assert no_call[1] > no_call[0] + 5
+    cut = pl.col("logical_id").and_(NO_MATCH_BIT) != 0
+    flush = c.truth.filter(cut)
+    assert set(flush["run_name"]) == {"mech.run1"}
+    all_runs = sims("flush_all", iterations=8).truth.filter(cut)
+    assert set(all_runs["run_name"]) == {"mech.run0", "mech.run1"}
+
+
+def test_hybrid_worker_threads_run_inside_their_regions(sims):
+    """4 threads per rank; worker threads make no MPI call and each worker burst lies inside the master's burst
+    of the same parallel region; with locks the number of pieces per region differs between runs."""
+    c = sims("hybrid", iterations=6)
+    run = read_campaign(c)[0]
+    assert set(run.bursts["thread"].unique()) == {1, 2, 3, 4}
+    assert run.bursts.filter(pl.col("thread") > 1)["mpi_call"].null_count() == (run.bursts["thread"] > 1).sum()
+    t = c.truth.filter(pl.col("run_name") == "mech.run0")
+    region = (pl.col("logical_id") & ((1 << 58) - 1)).alias("region")
+    master = t.filter(pl.col("thread") == 1).select("task", region, pl.col("start_ns").alias("m0"),
+                                                     (pl.col("start_ns") + pl.col("duration_ns")).alias("m1"))
+    w = t.filter(pl.col("thread") > 1).select("task", region, "start_ns", "duration_ns").join(
+        master, on=["task", "region"])
+    assert w.height == 3 * master.join(w.select("task", "region").unique(), on=["task", "region"]).height
+    assert ((w["start_ns"] >= w["m0"]) & (w["start_ns"] + w["duration_ns"] <= w["m1"])).all()
+    # as Extrae writes them: a region opens on the master (60000001), each worker runs the outlined function
+    # (60000018) and enters the join barrier (60000005) at its burst's end
+    lines = c.traces[0].read_text().splitlines()
+    regions = w.select("task", "region").unique().height
+    assert sum(":60000001:3" in x for x in lines) == regions
+    assert sum(":60000018:3" in x for x in lines) == sum(":60000005:1" in x for x in lines) == 3 * regions
+    locks = sims("hybrid_locks", iterations=6).truth.filter(pl.col("thread") > 1)
+    pieces = locks.group_by("run_name", "task", "thread").len().pivot(on="run_name", index=["task", "thread"],
+                                                                        values="len")
+    assert (pieces["mech.run0"] != pieces["mech.run1"]).any()
+
+
+def test_runs_differ_in_iteration_counts_where_the_plan_says(sims):
+    tail = sims("tail", iterations=8, runs=3)
+    last = tail.truth.filter(pl.col("role") == "work").group_by("run_name").agg(pl.col("iteration").max()).sort(
+        "run_name")["iteration"].to_list()
+    assert last == [7, 9, 5]
+    inner = sims("inner_counts", iterations=8).truth.filter((pl.col("mpi_call") == "MPI_Waitall")
+                                                            & (pl.col("task") == 1))
+    per_it = inner.group_by("run_name", "iteration").len().pivot(on="run_name", index="iteration", values="len")
+    assert (per_it["mech.run0"] != per_it["mech.run1"]).sum() == 3
+
+
+def test_testany_completes_one_and_waitsome_every_arrived():
+    """Two receives arrived: MPI_Testany completes one of them (the first to arrive), MPI_Waitsome the rest;
+    a Waitsome called before anything arrived returns with the first arrival only."""
+    def sender(delay: float, tag: int):
+        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=tag, size=100)
+        yield Call("END", 0, 10.0, 2)
+
+    seen = {}
+
+    def receiver():
+        a = yield Call("MPI_Irecv", 0, 10.0, 10, peer=0, tag=1)
+        b = yield Call("MPI_Irecv", 0, 10.0, 11, peer=1, tag=2)
+        seen["early"] = yield Call("MPI_Waitsome", 0, 10.0, 12, reqs=(a, b))  # rank 0's arrives first
+        c = yield Call("MPI_Irecv", 0, 10.0, 13, peer=0, tag=3)
+        seen["any"] = yield Call("MPI_Testany", 0, 200_000.0, 14, reqs=(b, c))  # at ~100 us both have arrived
+        seen["some"] = yield Call("MPI_Waitsome", 0, 10.0, 15, reqs=(b, c))
+        yield Call("END", 0, 10.0, 16)
+
+    def sender2():
+        yield Call("MPI_Send", 0, 1000.0, 1, peer=2, tag=1, size=100)
+        yield Call("MPI_Send", 0, 20_000.0, 3, peer=2, tag=3, size=100)
+        yield Call("END", 0, 10.0, 4)
+
+    Executor([sender2(), sender(30_000.0, 2), receiver()], _timing(3), np.zeros(3)).run()
+    assert seen["early"] == (0,)
+    assert seen["any"] == (2,) and seen["some"] == (1,)  # rank 0's second message (21 us) before rank 1's (30 us)
+
+
+def test_point_to_point_calls_carry_their_messages_bytes(sims):
+    """A send records the bytes it sent, a receive those it received, as a tracer writes them: no negative
+    collective sizes on point-to-point calls (the writer's 50100001/2 events carry only a collective's sizes)."""
+    c = sims("completion", ranks=4, iterations=4)
+    run = read_campaign(c)[0]
+    sent = run.mpi_calls.filter(pl.col("mpi_call") == "MPI_Isend")
+    assert (sent["bytes_sent"] > 0).all() and sent["bytes_sent"].sum() == run.messages["size"].sum()
+    assert ":-" not in "".join(line for line in c.traces[0].read_text().splitlines() if line.startswith("2:"))
+
+
+def test_any_source_irecvs_take_faces_in_arrival_order():
+    """Two Irecv(ANY_SOURCE) posted before anything arrived take the messages in the order they arrive (the
+    later sender's message first when it is faster), and a Waitall over them ends after both arrived."""
+    def sender(delay: float):
+        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=7, size=100)
+        yield Call("END", 0, 10.0, 2)
+
+    got = {}
+
+    def receiver():
+        a = yield Call("MPI_Irecv", 0, 10.0, 10, peer=ANY, tag=7)
+        b = yield Call("MPI_Irecv", 0, 10.0, 11, peer=ANY, tag=7)
+        got["done"] = yield Call("MPI_Waitall", 0, 10.0, 12, reqs=(a, b))
+        yield Call("END", 0, 10.0, 13)
+
+    ex = Executor([sender(60_000.0), sender(2000.0), receiver()], _timing(3), np.zeros(3))
+    ex.run()
+    first = sorted(ex.messages, key=lambda m: m.r_l)
+    assert [m.src for m in ex.messages] == [1, 0] and [m.src for m in first] == [1, 0]
+    assert min(m.r_p for m in ex.messages) >= max(m.arrival for m in ex.messages)
+
+
+@pytest.mark.parametrize("name", ["renumbered", "renumbered_torus"])
+def test_renumbered_run_keeps_the_logical_messages_under_its_permutation(sims, name):
+    """Run 1 numbers its ranks by a permutation: its messages are run 0's with the tasks renamed, and the truth
+    names the same logical bursts on the renamed tasks."""
+    c = sims(name, iterations=6)
+    runs = read_campaign(c)
+    t0 = c.truth.filter(pl.col("run_name") == "mech.run0").select("logical_id", pl.col("task").alias("t0"))
+    t1 = c.truth.filter(pl.col("run_name") == "mech.run1").select("logical_id", pl.col("task").alias("t1"))
+    perm = dict(t0.join(t1, on="logical_id").unique(["t0", "t1"]).select("t0", "t1").iter_rows())
+    assert len(perm) == c.spec.ranks and perm != {t: t for t in perm}
+    m0 = _logical_messages(runs[0]).select(pl.col("s_task").replace_strict(perm), pl.col("r_task").replace_strict(perm),
+                                           "tag", "k", "size")
+    m1 = _logical_messages(runs[1]).select("s_task", "r_task", "tag", "k", "size")
+    assert m0.sort(m0.columns).equals(m1.sort(m0.columns).cast(m0.schema))

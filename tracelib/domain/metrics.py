@@ -57,6 +57,11 @@ def safe_div(num: pl.Expr, den: pl.Expr) -> pl.Expr:
     return pl.when(den > 0).then(num / den)
 
 
+def ratios(spec: dict[str, tuple[str, str]]) -> list[pl.Expr]:
+    """One ``safe_div`` column per entry: ``{name: (numerator column, denominator column)}``."""
+    return [safe_div(pl.col(num), pl.col(den)).alias(name) for name, (num, den) in spec.items()]
+
+
 def ranks_per_socket(bursts: pl.DataFrame, machine: Machine, n_nodes: int | None = None) -> float:
     """Ranks (task x thread) sharing one socket: all ranks of the trace spread over its nodes' sockets."""
     if bursts.height == 0:
@@ -138,14 +143,11 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
         (pl.col("_l1_dcm") * line).alias("l2_bytes"),
         (pl.col("_l2_dcm") * line).alias("l3_bytes"),
     )
-    lf = lf.with_columns(
-        safe_div(pl.col("flops"), pl.col("duration_s")).alias("flop_rate"),
-        safe_div(pl.col("dram_bytes"), pl.col("duration_s")).alias("dram_bw"),
-        safe_div(pl.col("flops"), pl.col("dram_bytes")).alias("oi_dram"),
-        safe_div(pl.col("flops"), pl.col("l3_bytes")).alias("oi_l3"),
-        safe_div(pl.col("flops"), pl.col("l2_bytes")).alias("oi_l2"),
-        safe_div(pl.col("instructions"), pl.col("dram_bytes")).alias("ins_per_byte"),
-    ).with_columns((pl.col("dram_bw") / share).alias("dram_bw_share"))
+    lf = lf.with_columns(ratios({
+        "flop_rate": ("flops", "duration_s"), "dram_bw": ("dram_bytes", "duration_s"),
+        "oi_dram": ("flops", "dram_bytes"), "oi_l3": ("flops", "l3_bytes"), "oi_l2": ("flops", "l2_bytes"),
+        "ins_per_byte": ("instructions", "dram_bytes"),
+    })).with_columns((pl.col("dram_bw") / share).alias("dram_bw_share"))
 
     # cache-aware roof: the lowest of the compute peak and every measured level's bandwidth x intensity
     peak = machine.peak_flops_core()

@@ -33,7 +33,7 @@ from typing import Literal
 import polars as pl
 
 from synthtrace.tracelib.domain.counters import resolve
-from synthtrace.tracelib.domain.metrics import safe_div
+from synthtrace.tracelib.domain.metrics import ratios, safe_div
 from synthtrace.tracelib.domain.replay import Network, replay
 from synthtrace.tracelib.errors import BadInputError
 
@@ -137,17 +137,16 @@ def pop_metrics(threads: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
         (pl.col("runtime_ns") - pl.col("_rank_mpi").list.min()).alias("_out_max"),
         (pl.col("runtime_ns") - pl.col("_rank_mpi").list.mean()).alias("_out_mean"),
     )
-    df = df.with_columns(
-        safe_div(pl.col("useful_instructions"), pl.col("useful_cycles")).alias("ipc"),
-        safe_div(pl.col("useful_cycles"), pl.col("useful_sum_ns")).alias("frequency_ghz"),
-        safe_div(pl.col("useful_mean_ns"), pl.col("useful_max_ns")).alias("load_balance"),
-        safe_div(pl.col("useful_max_ns"), pl.col("runtime_ns")).alias("communication_efficiency"),
-        # not clipped, as modelfactors: serialization x transfer = communication efficiency always (a transfer
-        # above 1 says the replay waited longer than the run did: blocking sends replayed as rendezvous)
-        safe_div(pl.col("useful_max_ns"), pl.col("ideal_runtime_ns")).alias("serialization_efficiency"),
-        safe_div(pl.col("ideal_runtime_ns"), pl.col("runtime_ns")).alias("transfer_efficiency"),
-        safe_div(pl.col("useful_mean_ns"), pl.col("runtime_ns")).alias("parallel_efficiency"),
-    )
+    # not clipped, as modelfactors: serialization x transfer = communication efficiency always (a transfer
+    # above 1 says the replay waited longer than the run did: blocking sends replayed as rendezvous)
+    df = df.with_columns(ratios({
+        "ipc": ("useful_instructions", "useful_cycles"), "frequency_ghz": ("useful_cycles", "useful_sum_ns"),
+        "load_balance": ("useful_mean_ns", "useful_max_ns"),
+        "communication_efficiency": ("useful_max_ns", "runtime_ns"),
+        "serialization_efficiency": ("useful_max_ns", "ideal_runtime_ns"),
+        "transfer_efficiency": ("ideal_runtime_ns", "runtime_ns"),
+        "parallel_efficiency": ("useful_mean_ns", "runtime_ns"),
+    }))
     is_hybrid = pl.col("n_threads") > 1
     df = df.with_columns(
         pl.when(is_hybrid).then(safe_div(pl.col("_out_mean"), pl.col("_out_max"))).alias("mpi_load_balance"),

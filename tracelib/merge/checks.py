@@ -36,8 +36,9 @@ Verdict per (experiment, counter): ``bad`` when the share of checked pairs in am
 matched pairs opened by other messages or the misfit share exceeds ``BAD_MISFIT``, coverage is below
 ``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the share of long matched pairs
 opened by other messages, the ambiguous-span or the misfit share exceeds ``SUSPECT_MISFIT``, coverage is below
-``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or matching used timing only; else ``ok``. A
-recorded counter is ``ok``. The experiment's verdict is the worst of its counters'.
+``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or matching used timing only without the
+logical messages vouching for it (:attr:`PairSignals.validated_by_messages`); else ``ok``. A recorded counter is
+``ok``. The experiment's verdict is the worst of its counters'.
 """
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ SUSPECT_COVERAGE, BAD_COVERAGE = 0.9, 0.5
 WORK_SHIFT = math.log(1.03)
 SITE_MIN_SHARE, SITE_MIN_PAIRS = 0.1, 20
 ORDER = {"ok": 0, "suspect": 1, "bad": 2}
+#: runs without a common counter are validated by their logical messages when this share of the long matched pairs
+#: lie between checked messages, and this share of those messages agree
+VALIDATED_SHARE, VALIDATED_AGREEMENT = 0.5, 0.99
 #: calls that return because the messages they complete have arrived: the burst they open works on those messages
 OPENING_CALLS: tuple[str, ...] = calls_with(roles=("wait", "recv", "sendrecv"), blocking=True)
 #: a message's channel as the opening-message check compares it (the communicator is left out: records name none)
@@ -81,6 +85,14 @@ class PairSignals:
     opened_checked: int = 0  # long matched pairs whose two bursts were both opened by completed messages
     long_matched: int = 0  # long matched pairs
     opened_example: str = ""  # one such pair, in words (the reason's example)
+
+    @property
+    def validated_by_messages(self) -> bool:
+        """The logical messages vouch for the match: at least ``VALIDATED_SHARE`` of the long matched pairs lie
+        between checked messages and at least ``VALIDATED_AGREEMENT`` of the checked messages agree (what lets runs
+        without a common counter merge with an ``ok`` verdict: the structure is timing-free)."""
+        return (self.long_matched > 0 and self.checked >= VALIDATED_SHARE * self.long_matched
+                and self.msg_agreement is not None and self.msg_agreement >= VALIDATED_AGREEMENT)
 
 
 def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl.DataFrame, work: str | None,
@@ -279,7 +291,7 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
     if work_shift is not None and abs(work_shift) > WORK_SHIFT:
         return "suspect", (f"matched bursts execute x{math.exp(work_shift):.3f} the instructions: another input or "
                            "code version?")
-    if timing_only:
+    if timing_only and not sig.validated_by_messages:
         return "suspect", "matched by MPI structure and timing only"
     return "ok", ""
 

@@ -102,7 +102,8 @@ class NotSameProgramError(MergeInputError):
 
 
 class NoCommonCounterError(MergeInputError):
-    """Two runs share no counter to validate matches with (``allow_timing_only`` merges anyway, with a warning)."""
+    """Two runs share no counter and no logical messages to validate matches with (``allow_timing_only`` merges
+    anyway, with a warning)."""
 
 
 class TimingOnlyWarning(UserWarning):
@@ -291,7 +292,7 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     feats = pick_features(common)
     if not feats:
         msg = (f"runs {ref.run_name!r} and {o.run_name!r} share no counter: matched by MPI structure and "
-               "timing only, with lower match scores")
+               "timing, checked by their logical messages, with lower match scores")
         warnings.warn(msg, TimingOnlyWarning, stacklevel=3)
         notes.append(msg)
     o_units = units(bursts)
@@ -374,8 +375,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     Raises :class:`TooFewRunsError` (fewer than two runs), :class:`UnknownReferenceError`,
     :class:`NotSameProgramError` (different tasks/threads, or a run whose MPI structure matches less than
     ``min_match_rate`` of the shorter run's bursts), :class:`RankCorrespondenceError` (task numbering differs and
-    cannot be mapped) and :class:`NoCommonCounterError` (a run shares no counter with the reference and
-    ``allow_timing_only`` is off).
+    cannot be mapped) and :class:`NoCommonCounterError` (a run shares no counter with the reference, either run has
+    no point-to-point message to check the match by and ``allow_timing_only`` is off).
     """
     if len(runs) < 2:
         raise TooFewRunsError(f"experiment {experiment!r} has {len(runs)} run(s); merging needs at least two")
@@ -387,14 +388,18 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     notes: list[str] = []
     ref_counters = ref.counters
     counters_of = {r.run_id: r.counters for r in runs}
-    for o in others:
-        if not set(ref_counters) & set(counters_of[o.run_id]) and not options.allow_timing_only:
-            raise NoCommonCounterError(
-                f"runs {ref.run_name!r} ({', '.join(ref_counters) or 'no counters'}) and {o.run_name!r} "
-                f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common to validate the "
-                "match; use --allow-timing-only to match by MPI structure and timing alone")
-    ref_units = units(ref.bursts)
     ref_messages = logical_messages(ref.mpi_calls, ref.messages)
+    for o in others:
+        if set(ref_counters) & set(counters_of[o.run_id]) or options.allow_timing_only:
+            continue
+        # no counter to validate the match by: the logical messages (timing-free structure) do, when both runs have
+        if ref_messages.height and logical_messages(o.mpi_calls, o.messages).height:
+            continue
+        raise NoCommonCounterError(
+            f"runs {ref.run_name!r} ({', '.join(ref_counters) or 'no counters'}) and {o.run_name!r} "
+            f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common and no point-to-point "
+            "messages to validate the match by; use --allow-timing-only to match by MPI structure and timing alone")
+    ref_units = units(ref.bursts)
     ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align,
                              ref_messages if ref.messages is not None else None)
     ref_opened = opened_by(ref.bursts, ref.mpi_calls, ref.messages)
