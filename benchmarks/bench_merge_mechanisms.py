@@ -263,12 +263,16 @@ def main() -> None:
     ap.add_argument("--mechanisms", default="", help="comma-separated: rerun only these (their rows replaced)")
     ap.add_argument("--scale-dir", type=Path, default=None, help="keep the scale campaign's traces here")
     ap.add_argument("--note", default="", help="a sentence on what code ran (printed with the label)")
+    ap.add_argument("--report-only", action="store_true", help="only rewrite the Markdown from the stored results")
     ap.add_argument("--store", type=Path, default=STORE, help="JSON of every label's results")
     ap.add_argument("--out", type=Path, default=OUT, help="the Markdown table")
     args = ap.parse_args()
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
     plain = args.plain if args.plain is not None else (20 if args.quick else 200)
     store = json.loads(args.store.read_text()) if args.store.is_file() else {}
+    if args.report_only:
+        emit(report(store), args.out)
+        return
     t0 = time.perf_counter()
     only = [m for m in args.mechanisms.split(",") if m]
     entry = store.get(args.label, {}) if (args.only_scale or only) else {}
