@@ -17,6 +17,8 @@ from synthtrace.simulator.mechanisms import campaign, simulate
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from synthtrace.tracelib.merge.checks import PairSignals, opened_by, opened_differently, verdict
 from synthtrace.tracelib.merge.merge_runs import merge_runs
+from synthtrace.tracelib.merge.messages import COUNT_SCHEMA
+from synthtrace.tracelib.merge.ranks import RankCorrespondenceError, rank_mapping
 from testing.simulator_campaigns import mechanism_score, read_campaign
 from testing.traces import LULESH_A
 
@@ -154,3 +156,39 @@ def test_verdict_says_what_is_wrong():
     assert v == "suspect" and why.startswith("30 matched bursts >= 10 us (3.0%)") and "task 3" in why
     assert verdict(PairSignals(0.0, 0.0, 1.0, 1.0, 0, opened_other=60, long_matched=1000), False)[0] == "bad"
     assert verdict(PairSignals(0.0, 0.0, 1.0, 1.0, 0, opened_other=2, long_matched=1000), False) == ("ok", "")
+
+
+# ----------------------------------------------------------------------------------------------- rank correspondence
+def _ring_counts(n_tasks: int, per_channel: int, changed: int = 0) -> pl.DataFrame:
+    """Logical message counts of a ring (each task sends ``per_channel`` messages of 4 KiB to each neighbour), the
+    last ``changed`` channels' messages of another size (a run whose messages differ there)."""
+    rows = [(1, -1, t, (t + d - 1) % n_tasks + 1, 0, 4096, per_channel) for t in range(1, n_tasks + 1) for d in (-1, 1)]
+    rows = [r if i < len(rows) - changed else (*r[:5], 8192, r[6]) for i, r in enumerate(rows)]
+    return pl.DataFrame(rows, schema=COUNT_SCHEMA, orient="row")
+
+
+def _alike_bursts(n_tasks: int) -> pl.DataFrame:
+    """Bursts of tasks that all do the same work: behaviour cannot tell them apart."""
+    return pl.DataFrame({"appl": [1] * 8 * n_tasks, "task": np.repeat(np.arange(1, n_tasks + 1), 8).tolist(),
+                         "thread": [1] * 8 * n_tasks, "mpi_call": ["MPI_Isend"] * 8 * n_tasks,
+                         "call_site": ["halo (a.c:1)"] * 8 * n_tasks, "PAPI_TOT_INS": [1_000_000] * 8 * n_tasks,
+                         "duration_ns": [100_000] * 8 * n_tasks}, schema_overrides={"appl": pl.Int32, "task": pl.Int32,
+                                                                                    "thread": pl.Int32})
+
+
+def test_rank_correspondence_tolerates_a_few_differing_messages_and_keeps_the_numbering():
+    """A ring (rotation-symmetric: every rotation explains its messages as the numbering does) whose second run
+    differs on 1 of 16 channels (94 % of the messages explained): the numbering as it is is kept, not refused."""
+    b = _alike_bursts(8)
+    assert rank_mapping(b, _ring_counts(8, 100), b, _ring_counts(8, 100, changed=1), ("a", "b")) is None
+
+
+def test_rank_correspondence_refused_below_90_percent_names_runs_and_figure():
+    """3 of 16 channels differing (81 % explained, by any numbering): refused in one line that names both runs, the
+    share explained and the share needed."""
+    b = _alike_bursts(8)
+    with pytest.raises(RankCorrespondenceError) as e:
+        rank_mapping(b, _ring_counts(8, 100), b, _ring_counts(8, 100, changed=3), ("run.a", "run.b"))
+    msg = str(e.value)
+    assert "\n" not in msg and "'run.a'" in msg and "'run.b'" in msg
+    assert "81%" in msg and "needs 90%" in msg

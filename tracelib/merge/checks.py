@@ -56,6 +56,9 @@ SUSPECT_COVERAGE, BAD_COVERAGE = 0.9, 0.5
 WORK_SHIFT = math.log(1.03)
 SITE_MIN_SHARE, SITE_MIN_PAIRS = 0.1, 20
 ORDER = {"ok": 0, "suspect": 1, "bad": 2}
+#: the position, not the message, is the identity of the bursts after a call when the positional matches fit their
+#: work better than the message's twins by this much (log; instructions vary by ~1 % between runs, durations more)
+POSITION_BY_WORK, POSITION_BY_TIME = math.log(1.1), math.log(1.5)
 #: runs without a common counter are validated by their logical messages when this share of the long matched pairs
 #: lie between checked messages, and this share of those messages agree
 VALIDATED_SHARE, VALIDATED_AGREEMENT = 0.5, 0.99
@@ -186,7 +189,8 @@ def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, records: pl.DataFrame |
 
 
 def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, matches: pl.DataFrame,
-                       other_bursts: pl.DataFrame, ref_work: pl.Series, other_work: pl.Series) -> pl.DataFrame:
+                       other_bursts: pl.DataFrame, ref_work: pl.Series, other_work: pl.Series,
+                       tolerance: float = POSITION_BY_WORK) -> pl.DataFrame:
     """Per reference burst (rows of ``matches``, in order): ``opened_checked`` (both bursts of the pair were opened by
     completed messages: :func:`opened_by`) and ``opened_other`` (those messages share no channel, and the message
     identity is not outvoted by work; NULL when not checked); ``opened_what``: the two channels in words where they
@@ -197,10 +201,10 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     belongs to the message (unpacking the face that came) or to the position (the code after the first of two
     ``MPI_ANY_SOURCE`` receives, whatever came) the calls cannot say; the work can: per reference thread and
     opening site, when the positional matches fit the reference bursts' work clearly better than their twins do
-    (median log distance smaller by ``MISFIT_LOG``), the position is the identity and nothing is flagged.
+    (median log distance smaller by ``tolerance``), the position is the identity and nothing is flagged.
     ``other_bursts``: appl, task, thread, burst_seq of the other run's rows (reference numbering); ``ref_work`` /
     ``other_work``: per row of the reference (``matches``) / the other run, the work of the burst (instructions,
-    or duration without a common work counter)."""
+    or duration without a common work counter: then pass ``POSITION_BY_TIME``, durations vary more)."""
     row = matches.get_column("other_row")
     pairs = pl.concat([matches.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"),
                                       *[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "burst_seq"),
@@ -231,7 +235,7 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
                        .agg(((pl.col("_w") - pl.col("_tw")).abs() - (pl.col("_w") - pl.col("_pw")).abs()).median()
                             .alias("_gain")))
     flagged = (twins.join(verdict_of_site, on=[*THREAD_KEYS, "site"])
-               .filter(~(pl.col("_gain") > MISFIT_LOG)).select("_i"))
+               .filter(~(pl.col("_gain") > tolerance)).select("_i"))
     what = (r.join(o, on="_i").group_by("_i").agg(
         pl.format("task {}'s burst after the message from task {} (tag {}) matched to the one after the message "
                   "from task {} (tag {})", pl.col("receiver").first(), pl.col("sender").first(), pl.col("tag").first(),

@@ -47,8 +47,8 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.checks import (WORK_SHIFT, PairSignals, opened_by, opened_differently, pair_signals,
-                                              verdict)
+from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals, opened_by,
+                                              opened_differently, pair_signals, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.ranks import rank_mapping, renumber, renumber_columns
@@ -333,7 +333,8 @@ def _check_opened(ref: RunTables, ref_opened: pl.DataFrame, o: RunTables, renum:
         opened = renumber_columns(opened, renum, ("task", "sender", "receiver"))
     w = work or "duration_ns"  # without a common work counter, the time a burst takes
     flags = opened_differently(ref_opened, opened, m, source.select(*THREAD_KEYS, "burst_seq"),
-                               reference.get_column(w), source.get_column(w))
+                               reference.get_column(w), source.get_column(w),
+                               POSITION_BY_WORK if work else POSITION_BY_TIME)
     long_matched = long_ref & m.get_column("other_row").is_not_null()
     other = flags.get_column("opened_other").fill_null(False)
     example = flags.get_column("opened_what").filter(other & long_matched).head(1).to_list()
