@@ -9,8 +9,8 @@ Per series (app, configuration, call site):
 1. every signal is put on a log scale (shares and balance stay linear) and its night-to-night noise is
    estimated robustly (MAD of first differences);
 2. **candidates**: change points of each standardised, median-filtered signal found with ruptures (PELT, L2
-   cost, penalty proportional to log n) — time itself and every explaining signal, so a small change in time
-   is localised by a precise counter;
+   cost as its linear-kernel ``KernelCPD``, penalty proportional to log n) — time itself and every explaining
+   signal, so a small change in time is localised by a precise counter;
 3. **test**: around each candidate, medians before/after (local windows bounded by the time signal's own change
    points) give each signal's change and a z-score against its noise. An alert needs time to rise (relative
    change >= ``min_rel_time``) and to be **confirmed**: at least one explaining signal moved in the direction
@@ -145,7 +145,9 @@ def change_points(z: np.ndarray, penalty: float, min_size: int) -> list[int]:
     if n < 2 * min_size:
         return []
     zf = median_filter(z, size=3, mode="nearest")
-    algo = rpt.Pelt(model="l2", min_size=min_size, jump=1).fit(zf.reshape(-1, 1))
+    # PELT with the linear kernel is PELT with the L2 cost (the same change points as rpt.Pelt(model="l2")), in
+    # ruptures' C code: ~250x faster, which running detection after every night needs
+    algo = rpt.KernelCPD(kernel="linear", min_size=min_size, jump=1).fit(zf.reshape(-1, 1))
     bkps = algo.predict(pen=penalty * math.log(n))
     return [b for b in bkps if 0 < b < n]
 
@@ -444,19 +446,22 @@ def replay_nights(history: pl.DataFrame, params: DetectorParams = DetectorParams
     """Detection run after each night as the nightly does, on the history up to that night, reconciled with the
     previous night's alerts. One row per night from the ``first``: night, open alerts, and the ids raised,
     updated, withdrawn, and re-dated (an alert whose change date moved: never, by construction of
-    :func:`reconcile`, counted to prove it)."""
+    :func:`reconcile`, counted to prove it); ``alerts``: the open alerts (series keys, ``alert_id``, change
+    ``night``); ``raw``: tonight's detection before reconciling (series keys, change ``night``)."""
     points = history.sort("started_at").select("started_at").unique(maintain_order=True)["started_at"]
     stored = pl.DataFrame(schema=REGRESSION_SCHEMA)
     dates: dict[str, object] = {}
     out = []
     for k in range(first, points.len() + 1):
         upto = history.filter(pl.col("started_at") <= points[k - 1])
-        r = reconcile(stored, detect(upto, params, archetypes=archetypes, now=datetime(2000, 1, 1, tzinfo=UTC)),
-                      params)
+        tonight = detect(upto, params, archetypes=archetypes, now=datetime(2000, 1, 1, tzinfo=UTC))
+        r = reconcile(stored, tonight, params)
         redated = [i for i, d in zip(r.alerts["alert_id"], r.alerts["changed_at"]) if i in dates and dates[i] != d]
         dates.update(zip(r.alerts["alert_id"].to_list(), r.alerts["changed_at"].to_list()))
         out.append({"night": k - 1, "open": r.alerts["alert_id"].to_list(), "new": r.new, "updated": r.updated,
-                    "withdrawn": r.withdrawn["alert_id"].to_list(), "redated": redated})
+                    "withdrawn": r.withdrawn["alert_id"].to_list(), "redated": redated,
+                    "alerts": r.alerts.select(*SERIES_KEYS, "alert_id", "night").to_dicts(),
+                    "raw": tonight.select(*SERIES_KEYS, "night").to_dicts()})
         stored = r.alerts
     return out
 

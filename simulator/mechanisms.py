@@ -66,6 +66,10 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     workers' bursts are cut by 0-2 lock waits a region, as the timing falls
 ``inner_counts``    run 1's inner solver needs +1, -1, +1 iterations at three outer iterations (decidable)
 ``tail``            run 1 makes 2 more outer iterations at the end, run 2 (with ``runs=3``) 2 fewer
+``renumbered`` / ``renumbered_torus``   run 1's MPI ranks numbered by a random permutation (``MPI_Cart_create``
+                    with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
+``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
+``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
 ``plain``           a random valid application per seed (topology, completion style, collectives, sizes, where
                     receives are recorded)
 
@@ -160,6 +164,7 @@ class Shape:
     regrid_every: int = 0  # the neighbour graph is redrawn every this many iterations (0: never)
     threads: int = 1  # threads per rank (OpenMP): each parallel region is a burst on every thread
     locks: bool = False  # worker threads wait for a lock 0-2 times per region (when: timing), cutting their burst
+    recv_any: bool = False  # halo receives posted as MPI_Irecv(MPI_ANY_SOURCE): which face each takes follows arrival
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,9 @@ class CampaignSpec:
     ranks_per_node: tuple[int, ...] = ()  # per run (default: 4 with a slow node, else up to 16)
     flush_run: int = -1  # this run's tracer flushes its buffer (-2: every run's, each at its own calls)
     flush_every: int = 40  # calls between flushes of a rank in the flushing run
+    renumber_run: int = -1  # this run's ranks are numbered by a random permutation (MPI_Cart_create reorder)
+    os_noise_p: float = 0.004  # share of bursts > 20 us the OS stretches (1.3-4 x)
+    late_start_ns: float = 0.0  # run 1's last rank starts this much later (a slow launch on its node)
 
     @property
     def name(self) -> str:
@@ -454,8 +462,8 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
         recv, sends = list(ids[:len(nb)]), list(ids[len(nb):])
     for d, src in enumerate(nb if s.exchange != "persistent" else []):
         recv.append((yield Call("MPI_Irecv", pack if d == 0 else poll, 6000.0 if d == 0 else 500.0,
-                                lid(task, it, inner, 10 + d), sites("halo.c:88"), peer=src, tag=TAG_HALO,
-                                size=size_in[src])))
+                                lid(task, it, inner, 10 + d), sites("halo.c:88"), peer=ANY if s.recv_any else src,
+                                tag=TAG_HALO, size=size_in[src])))
     for d, dst in enumerate(nb if s.exchange != "persistent" else []):
         ins = 3.0e5 * w if d == 0 else 4000.0 + size_out[dst] / 16
         sends.append((yield Call("MPI_Isend", boundary if d == 0 else pack, ins, lid(task, it, inner, 20 + d),
@@ -842,6 +850,32 @@ def _hybrid_locks(spec: CampaignSpec) -> CampaignSpec:
                                      locks=True))
 
 
+@mechanism("renumbered", "run 1's MPI ranks numbered by a random permutation (Cart_create with reorder), "
+           "irregular neighbour graph", 8, 30)
+def _renumbered_mech(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, shape=Shape(topology="graph", completion="waitall", coll_every=5))
+
+
+@mechanism("renumbered_torus", "run 1's ranks renumbered by a random permutation on a symmetric 4x4 torus (only "
+           "the ranks' work tells them apart)", 16, 20)
+def _renumbered_torus(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, shape=Shape(topology="torus", symmetric=True, completion="waitall",
+                                                     coll_every=0))
+
+
+@mechanism("irecv_any", "halo receives posted as Irecv(ANY_SOURCE): which neighbour's face each receive takes "
+           "follows arrival (Waitall)", 8, 30)
+def _irecv_any(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.3, shape=Shape(topology="graph", completion="waitall", recv_any=True,
+                                                 coll_every=5))
+
+
+@mechanism("noisy", "OS noise on 5 % of bursts (1.3-4 x longer), one rank of run 1 launched 30 ms late", 8, 30)
+def _noisy(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, os_noise_p=0.05, late_start_ns=3.0e7,
+                   shape=Shape(topology="graph", completion="waitall", coll_every=5))
+
+
 @mechanism("plain", "a random valid application per seed", 8, 30)
 def _plain(spec: CampaignSpec) -> CampaignSpec:
     rng = _rng(spec.seed, "plain")
@@ -892,7 +926,7 @@ def _timing(spec: CampaignSpec, machine: Machine, run: int, node_of_task: np.nda
     def bandwidth(a: int, b: int) -> float:
         return INTRA_BW_FACTOR * bw if node_of_task[a] == node_of_task[b] else bw
 
-    return Timing(ns_per_ins, 0.02, latency, bandwidth, speed, jitter=spec.jitter, rng=rng,
+    return Timing(ns_per_ins, 0.02, latency, bandwidth, speed, jitter=spec.jitter, rng=rng, os_noise_p=spec.os_noise_p,
                   flush_every=spec.flush_every + 3 * run if spec.flush_run in (run, -2) else 0)
 
 
@@ -920,10 +954,17 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
         timing = _timing(spec, machine, r, placement.node_of_task, model, rng)
         program = farm if spec.shape.farm else spmd
         programs = [program(t, lg, spec.plan(r), _rng(spec.seed, spec.mechanism, r, t, "prog")) for t in range(P)]
-        ex = Executor(programs, timing, rng.uniform(5_000, 80_000, P), comms).run()
+        start = rng.uniform(5_000, 80_000, P)
+        if r == 1:
+            start[-1] += spec.late_start_ns
+        ex = Executor(programs, timing, start, comms).run()
         name = f"{spec.app}.run{r}"
         bursts, calls, msgs, events, truth = _tables(ex, spec, model, timing, placement, machine.cores_per_node,
                                                      sets[r], name, rng, r)
+        if r == spec.renumber_run:
+            perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
+            bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
+            placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
         meta = TraceMeta(cpus_per_node=(machine.cores_per_node,) * len(placement.node_names),
                          threads_per_task=(tuple([T] * P),),
                          node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),),
@@ -935,6 +976,17 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
     truth = _spans(pl.concat(truths), spec)
     truth.write_parquet(d / "truth.parquet")
     return Campaign(spec, traces, truth, sets)
+
+
+def _renumbered(perm: np.ndarray, *frames: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
+    """``frames`` with task ``t + 1`` renumbered ``perm[t] + 1`` in every task column (the run's MPI ranks
+    reordered: the program's logical rank t is MPI rank perm[t] in this run)."""
+    new = {i + 1: int(v) + 1 for i, v in enumerate(perm)}
+    out = []
+    for f in frames:
+        cols = [c for c in ("task", "s_task", "r_task") if c in f.columns]
+        out.append(f.with_columns(pl.col(c).replace_strict(new, return_dtype=f.schema[c]) for c in cols))
+    return tuple(out)
 
 
 def _tables(ex, spec: CampaignSpec, model: CounterModel, timing: Timing, placement, cores_per_node: int,

@@ -201,6 +201,8 @@ class Executor:
         self.comms = {WORLD: tuple(range(self.n)), **(comms or {})}
         self.nb_colls: dict[tuple[int, int], _NbColl] = {}  # (comm, k) -> the k-th nonblocking collective
         self.nb_posted: dict[tuple[int, int], int] = {}  # (comm, task) -> nonblocking collectives it posted
+        self.any_posted: dict[tuple[int, int], list[_Req]] = {}  # (dst, tag) -> Irecv(ANY_SOURCE) in post order
+        self.any_matched: dict[tuple[int, int], int] = {}  # (dst, tag) -> how many of them took a message
         self.heap: list[tuple[float, int, int, int]] = []
         self.seq = 0
         self.chan: dict[tuple[int, int, int], list[_Msg]] = {}  # (src, dst, tag) -> messages in send order
@@ -302,7 +304,27 @@ class Executor:
             key = (src, r.task, tag)
             req.chan_index = self.posted.get(key, 0)
             self.posted[key] = req.chan_index + 1
+        else:
+            self.any_posted.setdefault((r.task, tag), []).append(req)
         return req
+
+    def _match_any(self, dst: int, tag: int, time: float) -> None:
+        """Nonblocking ANY_SOURCE receives of ``dst`` on ``tag``, in the order they were posted, take the messages
+        that arrived by ``time`` in arrival order (MPI's matching; no other receive competes on that tag)."""
+        posted = self.any_posted.get((dst, tag), [])
+        i = self.any_matched.get((dst, tag), 0)
+        while i < len(posted) and (m := self._any_head(dst, tag, time)) is not None:
+            posted[i].msg = m
+            self._take(m)
+            i += 1
+        self.any_matched[(dst, tag)] = i
+
+    def _match_pending(self, r: _Rank, ids, time: float) -> bool:
+        """Match ``r``'s pending ANY_SOURCE receives among ``ids`` at ``time``; True when there are such."""
+        tags = {r.reqs[i].tag for i in ids if r.reqs[i].src == ANY and r.reqs[i].kind == "recv" and not r.reqs[i].done}
+        for tag in tags:
+            self._match_any(r.task, tag, time)
+        return bool(tags)
 
     def _msg_of(self, req: _Req) -> _Msg | None:
         """The message a receive from a given source takes (None: not sent yet)."""
@@ -388,6 +410,10 @@ class Executor:
             r.reqs.append(self._post_collective(r, c))
             self._finish(r, r.entry + t.call_ns, len(r.reqs) - 1)
         elif name in ("MPI_Wait", "MPI_Waitall"):
+            if any(r.reqs[i].src == ANY and r.reqs[i].kind == "recv" and not r.reqs[i].done for i in c.reqs):
+                r.wait = "waitall_any"  # which message each receive takes is decided by arrival time
+                self._decide(r, r.entry)
+                return
             r.wait = "msgs"
             self._retry(r)
         elif name in ("MPI_Waitany", "MPI_Waitsome"):
@@ -446,10 +472,13 @@ class Executor:
             return q.posted
         if q.kind == "coll":
             return INF if q.coll.done_at is None else q.coll.done_at
+        if q.src == ANY:
+            return INF if q.msg is None else q.msg.arrival
         m = self._msg_of(q)
         return INF if m is None else m.arrival
 
     def _arrived(self, r: _Rank, ids: tuple[int, ...], time: float) -> list[int]:
+        self._match_pending(r, ids, time)
         return [i for i in ids if not r.reqs[i].done and self._ready_at(r.reqs[i]) <= time]
 
     def _complete(self, r: _Rank, ids, exit: float) -> None:
@@ -485,7 +514,7 @@ class Executor:
             self._complete(r, [i for i in c.reqs if not r.reqs[i].done], exit)
             m = r.reqs[c.reqs[0]].msg if c.name == "MPI_Recv" else None
             self._finish(r, exit, None if m is None else (m.src, m.size))
-        elif r.wait in ("any", "waitany"):
+        elif r.wait in ("any", "waitany", "waitall_any"):
             self._push(r, max(r.entry, self._candidate(r)))
 
     def _wait_for_send(self, r: _Rank, q: _Req) -> None:
@@ -512,6 +541,13 @@ class Executor:
                         q.coll.waiters.append(r.task)
                 else:
                     best = min(best, q.coll.done_at)
+                continue
+            if q.src == ANY and q.msg is None:
+                ws = self.any_waiters.setdefault((r.task, q.tag), [])
+                if r.task not in ws:
+                    ws.append(r.task)
+                head = self._any_head(r.task, q.tag, INF)
+                best = min(best, INF if head is None else head.arrival)
                 continue
             m = self._msg_of(q)
             if m is None:
@@ -543,6 +579,21 @@ class Executor:
         # Waitany: the pending request that completed first; Waitsome: every one completed by then
         now = max(time, r.entry)
         pending = [i for i in c.reqs if not r.reqs[i].done]
+        self._match_pending(r, pending, now)
+        if r.wait == "waitall_any":  # a Wait(all) over ANY_SOURCE receives: done when every one took its message
+            ready = [self._ready_at(r.reqs[i]) for i in pending]
+            if max(ready, default=r.entry) > now:
+                later = [a for a in ready if now < a < INF]
+                self._candidate(r)  # registers the rank with the senders it waits for
+                heads = [self._any_head(r.task, r.reqs[i].tag, INF) for i in pending
+                         if r.reqs[i].src == ANY and r.reqs[i].msg is None]
+                later += [m.arrival for m in heads if m is not None and m.arrival > now]
+                self._push(r, min(later, default=INF))
+                return
+            exit = max([r.entry, *ready]) + self.t.call_ns
+            self._complete(r, pending, exit)
+            self._finish(r, exit)
+            return
         if not pending:
             raise DeadlockError(f"rank {r.task}: {c.name} with no pending request")
         ready = {i: self._ready_at(r.reqs[i]) for i in pending}

@@ -202,7 +202,7 @@ def test_completion_calls_complete_by_arrival():
 # ------------------------------------------------------------------------------------------ later mechanisms
 #: mechanisms whose runs execute the same logical program (no extra, missing or repeated work in one run)
 SAME_PROGRAM = ("waitsome", "sendrecv", "persistent", "nb_collective", "sub_comms", "amr", "clock_offsets", "layout",
-                "flush", "flush_all", "hybrid", "hybrid_locks", "completion", "placement")
+                "flush", "flush_all", "hybrid", "hybrid_locks", "completion", "placement", "irecv_any", "noisy")
 
 
 def _logical_messages(run) -> pl.DataFrame:
@@ -377,3 +377,41 @@ def test_point_to_point_calls_carry_their_messages_bytes(sims):
     sent = run.mpi_calls.filter(pl.col("mpi_call") == "MPI_Isend")
     assert (sent["bytes_sent"] > 0).all() and sent["bytes_sent"].sum() == run.messages["size"].sum()
     assert ":-" not in "".join(line for line in c.traces[0].read_text().splitlines() if line.startswith("2:"))
+
+
+def test_any_source_irecvs_take_faces_in_arrival_order():
+    """Two Irecv(ANY_SOURCE) posted before anything arrived take the messages in the order they arrive (the
+    later sender's message first when it is faster), and a Waitall over them ends after both arrived."""
+    def sender(delay: float):
+        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=7, size=100)
+        yield Call("END", 0, 10.0, 2)
+
+    got = {}
+
+    def receiver():
+        a = yield Call("MPI_Irecv", 0, 10.0, 10, peer=ANY, tag=7)
+        b = yield Call("MPI_Irecv", 0, 10.0, 11, peer=ANY, tag=7)
+        got["done"] = yield Call("MPI_Waitall", 0, 10.0, 12, reqs=(a, b))
+        yield Call("END", 0, 10.0, 13)
+
+    ex = Executor([sender(60_000.0), sender(2000.0), receiver()], _timing(3), np.zeros(3))
+    ex.run()
+    first = sorted(ex.messages, key=lambda m: m.r_l)
+    assert [m.src for m in ex.messages] == [1, 0] and [m.src for m in first] == [1, 0]
+    assert min(m.r_p for m in ex.messages) >= max(m.arrival for m in ex.messages)
+
+
+@pytest.mark.parametrize("name", ["renumbered", "renumbered_torus"])
+def test_renumbered_run_keeps_the_logical_messages_under_its_permutation(sims, name):
+    """Run 1 numbers its ranks by a permutation: its messages are run 0's with the tasks renamed, and the truth
+    names the same logical bursts on the renamed tasks."""
+    c = sims(name, iterations=6)
+    runs = read_campaign(c)
+    t0 = c.truth.filter(pl.col("run_name") == "mech.run0").select("logical_id", pl.col("task").alias("t0"))
+    t1 = c.truth.filter(pl.col("run_name") == "mech.run1").select("logical_id", pl.col("task").alias("t1"))
+    perm = dict(t0.join(t1, on="logical_id").unique(["t0", "t1"]).select("t0", "t1").iter_rows())
+    assert len(perm) == c.spec.ranks and perm != {t: t for t in perm}
+    m0 = _logical_messages(runs[0]).select(pl.col("s_task").replace_strict(perm), pl.col("r_task").replace_strict(perm),
+                                           "tag", "k", "size")
+    m1 = _logical_messages(runs[1]).select("s_task", "r_task", "tag", "k", "size")
+    assert m0.sort(m0.columns).equals(m1.sort(m0.columns).cast(m0.schema))

@@ -131,6 +131,17 @@ def _indexed(index: Path) -> list[dict]:
     return out
 
 
+def _candidates(wh: Warehouse, *, scan: bool) -> list[dict]:
+    """The symbol-identified programs to match against, as index entries: from the index when it is complete and
+    ``scan`` is False, else from every stored run's identity (a warehouse written before the index; an index that
+    names a removed run, until the next commit rebuilds it). Writes nothing: a refused ingest leaves no trace."""
+    index = wh.root / PROGRAM_INDEX
+    if not scan and (index / ".complete").is_file():
+        return _indexed(index)
+    return [{"key": stored["key"], "symbols": stored.get("symbols", ()), "run_id": run_id}
+            for run_id, stored in _stored(wh) if stored.get("key") and not stored.get("binary")]
+
+
 def _app_of(wh: Warehouse, run_id: str) -> str | None | bool:
     """The stored app of run ``run_id``; False when the run is gone (or its row unreadable)."""
     try:
@@ -146,11 +157,9 @@ def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
         return Program(symbols.binary, symbols.binary, symbols)
     if len(symbols.symbols) < MIN_SYMBOLS:
         return Program(None, None, symbols)
-    if not wh.runs_dir.is_dir():
-        return Program(_symbol_key(symbols.symbols), None, symbols)
-    for _ in range(2):  # a second time after a rebuild, when the best entry's run was removed since
+    for scan in (False, True):  # a scan when the best entry's run was removed since the index named it
         best: tuple[float, dict] | None = None
-        for stored in _indexed(_program_index(wh)):
+        for stored in _candidates(wh, scan=scan):
             score = jaccard(symbols.symbols, frozenset(stored.get("symbols", ())))
             if score >= SAME_PROGRAM_JACCARD and (best is None or score > best[0]):
                 best = (score, stored)
@@ -159,7 +168,7 @@ def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
         app = _app_of(wh, best[1]["run_id"])
         if app is not False:
             return Program(best[1]["key"], app, symbols)
-        (wh.root / PROGRAM_INDEX / ".complete").unlink(missing_ok=True)
+        (wh.root / PROGRAM_INDEX / ".complete").unlink(missing_ok=True)  # the next commit rebuilds it
     return Program(_symbol_key(symbols.symbols), None, symbols)
 
 

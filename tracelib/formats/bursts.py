@@ -123,6 +123,12 @@ def _cpu_series(cpu: np.ndarray) -> pl.Series:
     return pl.Series("cpu", np.ma.masked_array(cpu, mask=cpu == _NULL_CPU))
 
 
+def writable(s: pl.Series) -> np.ndarray:
+    """``s`` as a writable numpy array: Polars gives a read-only view of a one-chunk column and a writable copy of
+    another, and Numba compiles (or loads) a kernel once per such array type; one type keeps it to one."""
+    return s.to_numpy(writable=True)
+
+
 def null_unless(s: pl.Series, keep: np.ndarray, name: str) -> pl.Series:
     """``s`` named ``name`` with nulls where ``keep`` is False."""
     if keep.all():
@@ -636,17 +642,17 @@ class BurstAssembler:
         iv = batch.intervals
         intervals = IntervalArrays(
             self._frame_ids(iv),
-            iv.get_column("cpu").cast(pl.Int32).fill_null(_NULL_CPU).to_numpy(),
-            iv.get_column("start_ns").cast(pl.Int64).to_numpy(),
-            iv.get_column("end_ns").cast(pl.Int64).to_numpy(),
+            writable(iv.get_column("cpu").cast(pl.Int32).fill_null(_NULL_CPU)),
+            writable(iv.get_column("start_ns").cast(pl.Int64)),
+            writable(iv.get_column("end_ns").cast(pl.Int64)),
         )
         sm = batch.samples
         names = sm.get_column("counter").unique().to_list()
         mapping = {n: self.counter_code(n) for n in names}
-        codes = sm.get_column("counter").replace_strict(mapping, return_dtype=pl.Int32).to_numpy() if sm.height \
-            else np.empty(0, np.int32)
-        samples = SampleArrays(self._frame_ids(sm), sm.get_column("time_ns").cast(pl.Int64).to_numpy(), codes,
-                               sm.get_column("value").cast(pl.Int64).to_numpy())
+        codes = (writable(sm.get_column("counter").replace_strict(mapping, return_dtype=pl.Int32))
+                 if sm.height else np.empty(0, np.int32))
+        samples = SampleArrays(self._frame_ids(sm), writable(sm.get_column("time_ns").cast(pl.Int64)),
+                               codes, writable(sm.get_column("value").cast(pl.Int64)))
         return ArrayBatch(intervals, samples, batch.mpi, batch.messages)
 
     def _horizon(self, horizon: pl.DataFrame | np.ndarray) -> np.ndarray:
@@ -676,7 +682,7 @@ class BurstAssembler:
         samples = self._samples.concat(batch.samples)
         calls, spans, self._mpi = self._pair_calls(mpi, h)
         waiting = self._mpi.filter(pl.col("call").is_not_null())
-        waits = (waiting.get_column(_TID).to_numpy(), waiting.get_column("time_ns").to_numpy())
+        waits = (writable(waiting.get_column(_TID)), writable(waiting.get_column("time_ns")))
         bursts, calls = self._close_bursts(intervals, samples, mpi, h, calls, spans, waits)
         return bursts, calls
 
@@ -719,7 +725,7 @@ class BurstAssembler:
          keep) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
             samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
-            entries.get_column(_TID).to_numpy(), entries.get_column("time_ns").to_numpy(), h, self._burst_next,
+            writable(entries.get_column(_TID)), writable(entries.get_column("time_ns")), h, self._burst_next,
             *spans, *waiting)
         self._intervals = intervals.take(carry_iv)
         self._samples = samples.take(carry_sm)
@@ -755,10 +761,10 @@ class BurstAssembler:
         and ends, the events still waiting)."""
         k = pl.col("kind")
         kind = mpi.select(pl.when(k == MPI_KINDS[0]).then(0).when(k == MPI_KINDS[1]).then(1).otherwise(2)
-                          .cast(pl.Int8)).to_series().to_numpy()
-        rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.get_column(_TID).to_numpy(), kind,
-                                   mpi.get_column("call").is_not_null().to_numpy(),
-                                   mpi.get_column("time_ns").to_numpy(), h, NEVER)
+                          .cast(pl.Int8)).to_series()
+        rows, end, waiting = _pair(self.n_threads, self._thread_order(), writable(mpi.get_column(_TID)), writable(kind),
+                                   writable(mpi.get_column("call").is_not_null()),
+                                   writable(mpi.get_column("time_ns")), h, NEVER)
         tid = mpi.get_column(_TID).to_numpy()[rows].astype(np.int64)
         seq = self._numbered(tid, self._call_next)
         g = mpi.select("cpu", "call", "kind", "time_ns", "bytes_sent", "bytes_recv", "comm", "root", "call_site")[rows]
@@ -844,17 +850,17 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     return add_s, add_r, n_msg, peer, tag, side
 
 
-def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
-    """Point-to-point columns for MPI calls given by their thread keys, start_ns and end_ns (``spans``), one row
-    per call in the order of ``spans``: ``_add_sent``, ``_add_recv`` (bytes), ``peer``, ``tag``, ``n_messages``.
+def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Row in ``spans`` (MPI calls by their thread keys, start_ns and end_ns) of the call holding each message's send
+    side and of the call holding its receive side, -1 for none, one row per message in the order of ``messages``.
 
     A message's send side belongs to the sender's call that contains its logical send time, its receive side
     to the receiver's call that contains its logical receive time (times at call boundaries count as inside;
-    among calls starting at the same time, the last one). Collective sizes already on the calls are kept and
-    added to. Only the calls' thread and time columns are read to place the messages; the new columns are
-    added in the calls' row order.
+    among calls starting at the same time, the last one).
     """
     n = spans.height
+    if not n or not messages.height:
+        return np.full(messages.height, -1, dtype=np.int64), np.full(messages.height, -1, dtype=np.int64)
     ck = packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
     cs = spans.get_column("start_ns").to_numpy()
     ce = spans.get_column("end_ns").to_numpy()
@@ -863,29 +869,53 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame
     if n > 1 and not bool(np.all((ck[1:] > ck[:-1]) | ((ck[1:] == ck[:-1]) & (cs[1:] >= cs[:-1])))):
         resort = np.lexsort((cs, ck))
         order, ck, cs, ce = order[resort], ck[resort], cs[resort], ce[resort]
-    del spans
-    m = messages
 
     def rows(prefix: str) -> np.ndarray:
-        """Row (in ``calls``) of the call holding each message's ``prefix`` side, -1 for none."""
-        if not n or not m.height:
-            return np.full(m.height, -1, dtype=np.int64)
         # a half message (its other side unknown: NULL keys) is keyed (0, 0, 0), which no call has
-        keys = (m.get_column(f"{prefix}{c}").fill_null(0).to_numpy() for c in THREAD_KEYS)
-        pos = _containing_call(ck, cs, ce, packed(*keys), m.get_column(f"{prefix}time_ns").fill_null(0).to_numpy())
+        keys = (messages.get_column(f"{prefix}{c}").fill_null(0).to_numpy() for c in THREAD_KEYS)
+        pos = _containing_call(ck, cs, ce, packed(*keys),
+                               writable(messages.get_column(f"{prefix}time_ns").fill_null(0)))
         return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
+    return rows("s_"), rows("r_")
+
+
+def message_columns(spans: pl.DataFrame, messages: pl.DataFrame,
+                    rows: tuple[np.ndarray, np.ndarray] | None = None) -> pl.DataFrame:
+    """Point-to-point columns for MPI calls given by their thread keys, start_ns and end_ns (``spans``), one row
+    per call in the order of ``spans``: ``_add_sent``, ``_add_recv`` (bytes), ``peer``, ``tag``, ``n_messages``.
+
+    Each message counts for the calls :func:`message_rows` places it in (``rows``, when already computed).
+    Collective sizes already on the calls are kept and added to. Only the calls' thread and time columns are read
+    to place the messages; the new columns are added in the calls' row order.
+    """
+    row_s, row_r = rows if rows is not None else message_rows(spans, messages)
     col = {
-        c: m.get_column(c).cast(pl.Int64).to_numpy()
+        c: writable(messages.get_column(c).cast(pl.Int64))
         for c in ("s_time_ns", "r_time_ns", "s_task", "r_task", "size", "tag")
     }
     add_s, add_r, n_msg, peer, tag, side = _message_columns(
-        n, rows("s_"), col["s_time_ns"], col["r_task"], col["tag"], col["size"],
-        rows("r_"), col["r_time_ns"], col["s_task"], col["tag"], col["size"])
+        spans.height, row_s, col["s_time_ns"], col["r_task"], col["tag"], col["size"],
+        row_r, col["r_time_ns"], col["s_task"], col["tag"], col["size"])
     none = side == 0
     return pl.DataFrame({"_add_sent": add_s, "_add_recv": add_r,
                          "peer": np.ma.masked_array(peer, mask=none), "tag": np.ma.masked_array(tag, mask=none),
                          "n_messages": n_msg})
+
+
+def message_ends(spans: pl.DataFrame, rows: tuple[np.ndarray, np.ndarray]) -> pl.DataFrame:
+    """Per message (the rows of :func:`message_rows`): ``s_call_seq``/``s_comm`` of the call holding its send side
+    and ``r_call_seq``/``r_comm`` of the one holding its receive side (NULL: none), from the calls' ``call_seq`` and
+    ``comm`` columns in ``spans``."""
+    out = {}
+    for side, r in zip(("s", "r"), rows):
+        held = r >= 0
+        pick = pl.Series(np.where(held, r, 0))
+        for c, dtype in (("call_seq", pl.Int64), ("comm", pl.Int64)):
+            values = spans.get_column(c).cast(dtype).gather(pick) if spans.height else pl.Series(c, [None] * r.size,
+                                                                                                 dtype)
+            out[f"{side}_{c}"] = null_unless(values, held, f"{side}_{c}")
+    return pl.DataFrame(list(out.values()))
 
 
 def with_message_columns(calls: pl.DataFrame | pl.LazyFrame, columns: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.tracelib.formats.bursts import attach_messages
-from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, counter_columns
+from synthtrace.tracelib.formats.bursts import message_columns, message_ends, message_rows, with_message_columns
+from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 
 class CallStore:
@@ -25,6 +25,9 @@ class CallStore:
         self._frames: list[pl.DataFrame] = []
         self._names = itertools.count()
         self._counters: dict[str, None] = {}  # counter columns seen, in order of first appearance
+        #: after :meth:`with_messages`: per message, the call_seq and comm of the calls holding its two ends
+        #: (:func:`~synthtrace.tracelib.formats.bursts.message_ends`)
+        self.message_ends: pl.DataFrame | None = None
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
 
@@ -44,12 +47,19 @@ class CallStore:
 
     def with_messages(self, messages: pl.DataFrame) -> pl.LazyFrame:
         """Every call kept, in the order added, with bytes, peer, tag and message counts from ``messages``, and one
-        column per counter measured inside calls (sorted by name; NULL where a call has no sample)."""
+        column per counter measured inside calls (sorted by name; NULL where a call has no sample). Sets
+        :attr:`message_ends` (the messages placed in their calls once, for both)."""
         schema = {**MPI_CALL_SCHEMA, **{c: pl.Int64 for c in sorted(self._counters)}}
         if not self.n_calls:
+            self.message_ends = message_ends(pl.DataFrame(schema={"call_seq": pl.Int64, "comm": pl.Int64}),
+                                             message_rows(pl.DataFrame(), messages))
             return pl.LazyFrame(schema=schema)
         if self.folder is None:
             calls = pl.concat(self._frames, how="diagonal").lazy()
         else:  # parts hold the counters seen by their time: the others are NULL
             calls = pl.scan_parquet(self.folder / "*.parquet", schema=schema, missing_columns="insert")
-        return attach_messages(calls.select(schema.keys()), messages)
+        calls = calls.select(schema.keys())
+        spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns", "call_seq", "comm").collect()
+        rows = message_rows(spans, messages)
+        self.message_ends = message_ends(spans, rows)
+        return with_message_columns(calls, message_columns(spans.drop("call_seq", "comm"), messages, rows))

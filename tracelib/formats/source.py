@@ -41,6 +41,9 @@ class ReadSummary:
 
     calls: pl.LazyFrame  # every MPI call, point-to-point messages attached (MPI_CALL_SCHEMA), in read order
     messages: pl.DataFrame  # MESSAGE_SCHEMA: the point-to-point messages (their physical times when known)
+    #: per row of ``messages``: s_call_seq, s_comm, r_call_seq, r_comm of the calls holding its two ends (NULL: none;
+    #: :func:`~synthtrace.tracelib.formats.bursts.message_ends`); None when the reader did not place them
+    message_ends: pl.DataFrame | None
     thread_nodes: pl.DataFrame  # THREAD_NODE_SCHEMA: the node of every thread (NULL without resource information)
     counters: tuple[str, ...]  # counter columns of the bursts, sorted
     n_bursts: int

@@ -82,16 +82,24 @@ def _from_records(calls: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
     v = _ends_in_calls(r.select("_i", pl.col("r_appl").alias("appl"), pl.col("r_task").alias("task"),
                                 pl.col("r_thread").alias("thread"), pl.col("r_time_ns").alias("t"))
                        .drop_nulls(["appl", "task", "thread", "t"]), calls)
-    m = (r.select("_i", pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"),
-                  pl.col("s_task").alias("sender"), pl.col("r_task").alias("receiver"), "tag",
-                  pl.col("size").alias("bytes"), pl.col("s_thread"), pl.col("s_time_ns"), pl.col("r_thread"),
-                  pl.col("r_time_ns"))
-         .join(s.select("_i", pl.col("call_seq").alias("s_call_seq"), pl.col("comm").alias("_s_comm")), on="_i",
-               how="left")
-         .join(v.select("_i", pl.col("call_seq").alias("r_call_seq"), pl.col("comm").alias("_r_comm")), on="_i",
-               how="left")
-         .with_columns(pl.coalesce("_s_comm", "_r_comm").alias("comm")))
-    return _numbered(m)
+    ends = (r.select("_i")
+            .join(s.select("_i", pl.col("call_seq").alias("s_call_seq"), pl.col("comm").alias("s_comm")), on="_i",
+                  how="left", maintain_order="left")
+            .join(v.select("_i", pl.col("call_seq").alias("r_call_seq"), pl.col("comm").alias("r_comm")), on="_i",
+                  how="left", maintain_order="left"))
+    return logical_messages_at(records, ends.drop("_i"))
+
+
+def logical_messages_at(records: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFrame:
+    """:func:`logical_messages` of communication records whose ends are already placed in their calls (reader
+    (issue 27): the reader places them once for the calls' message columns). ``ends``: per row of ``records``,
+    ``s_call_seq``, ``s_comm``, ``r_call_seq``, ``r_comm`` of the calls holding the send and the receive (NULL:
+    none)."""
+    m = pl.concat([records.select(
+        pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").alias("sender"),
+        pl.col("r_task").alias("receiver"), "tag", pl.col("size").alias("bytes"), "s_thread", "s_time_ns", "r_thread",
+        "r_time_ns"), ends], how="horizontal")
+    return _numbered(m.with_columns(pl.coalesce("s_comm", "r_comm").alias("comm")))
 
 
 def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:

@@ -158,7 +158,8 @@ class Otf2Trace(TraceReader):
         check_peers(p2p, self.defs.comm_ranks, self.defs.self_comms, self.path)  # security: issue 23 item 8
         matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms)
         return ReadSummary(
-            calls=calls.with_messages(matched), messages=matched, thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
+            calls=calls.with_messages(matched), messages=matched, message_ends=calls.message_ends,
+            thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
             counters=tuple(assembler.counters), n_bursts=read.n_bursts, n_calls=calls.n_calls, n_uncore=0,
             n_events=read.n_events, n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings))
 

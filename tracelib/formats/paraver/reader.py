@@ -26,7 +26,6 @@ from synthtrace.tracelib.formats.bursts import (
     ArrayBatch,
     BurstAssembler,
     SampleArrays,
-    attach_messages,
     null_unless,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
@@ -52,6 +51,7 @@ from synthtrace.tracelib.formats.paraver.time_order import TimeSortedBody
 from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
+FIRST_CHUNK_BYTES = 4 * 1024 * 1024  # the first block: parsed before anything else can start
 
 _CALLER_LINE = re.compile(r"^(?P<line>\d+) \((?P<file>[^,)]+)")
 
@@ -153,19 +153,26 @@ _WARM_UP_RECORDS = (
 
 def _warm_up() -> None:
     """Run a tiny trace through every Numba kernel of the reader, so that they are compiled (or loaded from
-    the cache) before the first real chunk needs them."""
+    the cache) before the first real chunk needs them. It is read in two chunks, as a real trace is: a kernel's
+    arguments are read-only arrays (Polars' zero-copy views) on a first chunk and writable copies once frames are
+    concatenated, and Numba keeps one specialisation of each."""
     header = parse_header("#Paraver (01/01/20 at 00:00):100_ns:1(2):1:2(1:1,1:1),0", "<warm-up>")
     parser = RecordParser(header, "<warm-up>")
     assembler = BurstAssembler("warm-up", threads=parser.threads, keep_loose=True)
     converter = _EventConverter(PcfCatalog(), Path("<warm-up>"), assembler, parser)
-    block = bytearray(_WARM_UP_RECORDS)
-    chunk = parser.parse(np.frombuffer(block, dtype=np.uint8), 2)
-    item = _Prepared(chunk, converter.mpi_frame(chunk.events), converter.events(chunk.events, "warm-up"),
-                     converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(), len(block))
-    _, calls = assembler.feed(converter.batch(item), item.horizon)
-    _, more = assembler.finish()
+    calls, messages = CallStore(), []
+    lines = _WARM_UP_RECORDS.splitlines(keepends=True)
+    for first, block in ((2, b"".join(lines[:6])), (8, b"".join(lines[6:]))):
+        buf = bytearray(block)
+        chunk = parser.parse(np.frombuffer(buf, dtype=np.uint8), first)
+        item = _Prepared(chunk, converter.mpi_frame(chunk.events), converter.events(chunk.events, "warm-up"),
+                         converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(),
+                         len(buf))
+        messages.append(item.messages)
+        calls.add(assembler.feed(converter.batch(item), item.horizon)[1])
+    calls.add(assembler.finish()[1])
     converter.loose_samples("warm-up")
-    attach_messages(pl.concat([calls, more]).lazy(), item.messages).collect()
+    calls.with_messages(pl.concat(messages)).collect()
 
 
 def start_warm_up() -> None:
@@ -450,7 +457,8 @@ class ParaverTrace(TraceReader):
             hasher.update(data)
         all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
         return ReadSummary(
-            calls=calls.with_messages(all_messages), messages=all_messages, thread_nodes=converter.thread_nodes(),
+            calls=calls.with_messages(all_messages), messages=all_messages, message_ends=calls.message_ends,
+            thread_nodes=converter.thread_nodes(),
             counters=tuple(assembler.counters), n_bursts=n_bursts, n_calls=calls.n_calls, n_uncore=n_uncore,
             n_events=n_events,
             n_records=n_records, last_time_ns=max(int(last_time.max(initial=0)), 0), warnings=tuple(self.warnings),
@@ -461,16 +469,19 @@ def _line_blocks(fh: BinaryIO, chunk_bytes: int,
                  update: Callable[[memoryview], None] | None) -> Iterator[tuple[np.ndarray, bool]]:
     """(block, whole) of the rest of ``fh``: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
     (``whole`` True), then the bytes after the last newline if any (``whole`` False); every byte read is given
-    to ``update``. The array is a view of a buffer reused for the next block."""
+    to ``update``. The array is a view of a buffer reused for the next block. The first block is at most
+    :data:`FIRST_CHUNK_BYTES`: the assembling thread waits for it with nothing else to do (issue 27)."""
     buf = bytearray(chunk_bytes + 1)
     filled = 0
+    limit = min(FIRST_CHUNK_BYTES, chunk_bytes)
     while True:
         if filled == len(buf):  # a line longer than the buffer
             bigger = bytearray(2 * len(buf))
             bigger[:filled] = buf[:filled]
             buf = bigger
         with memoryview(buf) as view:
-            n = fh.readinto(view[filled:])
+            n = fh.readinto(view[filled:limit])
+            limit = len(buf)
             if n and update is not None:
                 update(view[filled: filled + n])
         if not n:
