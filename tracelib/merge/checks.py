@@ -16,7 +16,9 @@ count), from the reference counters both runs recorded:
   (a code version may change one kernel only);
 - **bracketing messages**: every matched pair is checked against the logical messages just before and after it on
   its thread: both must have their two ends matched to the two ends of one message of the other run. A pair that
-  fails lies in a span the alignment placed differently from its partners (``merge_matches.ambiguous``);
+  fails lies in a span the alignment placed differently from its partners (``merge_matches.ambiguous``). The
+  receive ends of a thread whose posted receives hold other partners' messages in the two runs (``MPI_ANY_SOURCE``
+  receives: which message a receive takes follows arrival) are left out (:func:`arrival_tolerant`);
 - **opening messages**: a burst opened by a call that returns because its messages arrived (a blocking receive,
   ``MPI_Wait``/``Waitany``/``Waitsome``/``Waitall``) works on those messages; which ones an ``MPI_Waitany`` or
   ``MPI_ANY_SOURCE`` receive returns follows arrival, which differs between runs. The call completing each
@@ -45,9 +47,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
+from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 MISFIT_LOG = math.log(1.5)
@@ -246,6 +250,32 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     out = pairs.select("_i").join(flags, on="_i", how="left", maintain_order="left")
     return out.select("opened_checked", "opened_other",
                       pl.when(pl.col("opened_other")).then(pl.col("opened_what")).alias("opened_what"))
+
+
+def arrival_tolerant(ref_seq: pl.DataFrame, other_seq: pl.DataFrame, matches: pl.DataFrame) -> list[pl.Series]:
+    """``msg_agree`` and ``msg_consistent`` of a match table of :func:`synthtrace.tracelib.merge.align.align_runs`
+    recomputed without the receive ends of the threads whose receives follow arrival.
+
+    A receive posted for ``MPI_ANY_SOURCE`` takes whichever message arrives first, so which logical message a posted
+    receive holds differs between runs of one program while the bursts around it are the same (they are
+    delimited by the calls, in program order). Such a thread shows it: some of its matched receive ends hold
+    messages of other channels in the two runs, which a receive naming its source never does. Its receive ends
+    then say nothing about the alignment (neither do the messages they end on the senders' side); its sends and
+    every other thread's messages are still checked."""
+    r, o = ends(ref_seq), ends(other_seq)
+    out = matches.get_column("other_row").fill_null(-1).to_numpy()
+    hit = out >= 0
+    o_chan = np.where(hit, o.recv_chan[np.maximum(out, 0)], 0)
+    tid = ref_seq.get_column("_tid").to_numpy()
+    crossed = hit & (r.recv_chan > 0) & (o_chan > 0) & (r.recv_chan != o_chan)
+    wild = np.isin(tid, np.unique(tid[crossed]))
+    if not wild.any():
+        return [matches.get_column("msg_agree"), matches.get_column("msg_consistent")]
+    masked = r._replace(recv=np.where(wild, 0, r.recv).astype(np.uint64),
+                        recv_chan=np.where(wild, 0, r.recv_chan).astype(np.uint64))
+    agree = agreement(masked, o, out)
+    return [pl.Series("msg_agree", agree == 1, pl.Boolean).scatter(np.flatnonzero(agree < 0), None),
+            bracketed(tid, agree, hit)]
 
 
 def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | None:
