@@ -5,7 +5,9 @@ input. Signals, over matched pairs of reference bursts of at least 10 us (pollin
 count), from the reference counters both runs recorded:
 
 - **misfit**: a pair is misaligned when its two bursts lie in different iterations of their threads' own call
-  sequences (iteration consistency, where the sequence is periodic), or when its work (instructions) *and*
+  sequences (iteration consistency, where the sequence is periodic; past a thread's first or last checked message,
+  only when that message disagrees: a run that converged later numbers its epilogue apart), or when its work
+  (instructions) *and*
   per-instruction rate of a second common counter (cycles: the IPC) both differ by more than ``MISFIT_LOG``
   (log): work alone may differ (dynamic load balancing), rate alone too (OS noise, contention); both at once
   means another burst;
@@ -111,7 +113,13 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     cov = float(matched.sum()) / n_long if n_long else None
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
-    off_iter = (~matches.get_column("same_iter")).fill_null(False)
+    # another iteration of the threads' own call sequences counts, except past a thread's first or last checked
+    # message where the messages on its one side agree: a run that converged later numbers its epilogue apart
+    checked = pl.col("msg_agree").is_not_null()
+    inside = ((checked.cum_sum().over(THREAD_KEYS) > 0)
+              & (checked.reverse().cum_sum().reverse().over(THREAD_KEYS) > 0))
+    off_iter = matches.select(
+        (~pl.col("same_iter")).fill_null(False) & ~(~inside & pl.col("msg_consistent").fill_null(False))).to_series()
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     if work is None or not matched.any():
