@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -244,44 +245,92 @@ def _paramedir_seconds(trace: Path, tmp: Path) -> dict | None:
             + (r1.children_system - r0.children_system), "load": (before, os.getloadavg()[0])}
 
 
-def dense_comparison(mb: int, repeat: int, out: Path) -> None:
-    """Records-dense shapes (issue 27) against the events-dense LULESH tiling: ingest end to end, a plain Python
-    line scan and paramedir (when built) on each, in one run; wall and CPU time (the machine is shared)."""
+DENSE_SHAPES = {
+    "ring": "ring (64 ranks, short bursts, 3 MPI calls per burst, a message each)",
+    "openmp": "openmp (4 ranks x 16 threads, OpenMP events)",
+    "collective": "collective (256 ranks on 4 nodes, a burst and an MPI_Allreduce)",
+    "lulesh": "LULESH tiled (real; events-dense, uncore readers)",
+}
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def dense_comparison(mb: int, repeat: int, shapes: list[str], paramedir_rounds: int, out: Path) -> None:
+    """Records-dense shapes (issue 27) and the events-dense LULESH tiling: ingest end to end, a plain Python line
+    scan and paramedir (when built) on each, interleaved round by round (``repeat`` rounds; paramedir in the first
+    ``paramedir_rounds``, it is slow), medians kept; each round's ratio is taken within the round, so a load change
+    between rounds moves both sides. Rows accumulate in ``out`` with a ``.json`` beside it, one per shape, so that
+    shapes can be measured in separate short runs."""
     from benchmarks.dense_traces import write_dense
-    rows = []
+    store = out.with_suffix(".json")
+    rows = json.loads(store.read_text()) if store.is_file() else {}
     with tempfile.TemporaryDirectory(prefix="bench-ingest-dense-") as tmp:
         tmp = Path(tmp)
-        traces = {"ring (64 ranks, short bursts, 3 MPI calls per burst)": write_dense("ring", tmp / "ring.prv", mb),
-                  "openmp (4 ranks x 16 threads, OpenMP events)": write_dense("openmp", tmp / "omp.prv", mb),
-                  "LULESH tiled (events-dense, uncore readers)": _tiled(tmp, mb)}
-        os.sync()
-        for name, trace in traces.items():
+        for shape in shapes:
+            trace = _tiled(tmp, mb) if shape == "lulesh" else write_dense(shape, tmp / f"{shape}.prv", mb)
+            os.sync()
             size = trace.stat().st_size / 1e6
-            ours = _best(repeat, CHILD_INGEST, trace, tmp / "wh")
-            scan = _best(repeat, CHILD_BASELINE, trace)
-            para = _paramedir_seconds(trace, tmp / "paramedir")
-            rows.append((name, size, ours, scan, para))
-            print(name, f"{size / ours['seconds']:.0f} MB/s", file=sys.stderr)
+            rounds = []
+            for k in range(repeat):
+                ours = _run(CHILD_INGEST, str(trace), str(tmp / "wh"))
+                shutil.rmtree(tmp / "wh", ignore_errors=True)
+                scan = _run(CHILD_BASELINE, str(trace))
+                para = _paramedir_seconds(trace, tmp / "paramedir") if k < paramedir_rounds else None
+                rounds.append({"ours": ours, "scan": scan, "para": para})
+                print(f"  {shape} round {k + 1}: ingest {ours['seconds']:.1f} s, scan {scan['seconds']:.1f} s, "
+                      f"paramedir {para['seconds'] if para else float('nan'):.1f} s, load {_load(ours)}",
+                      file=sys.stderr)
             trace.unlink()
+            ours_s = _median([r["ours"]["seconds"] for r in rounds])
+            para_s = [r["para"]["seconds"] for r in rounds if r["para"]]
+            rows[shape] = {
+                "size_mb": size, "rounds": repeat, "paramedir_rounds": len(para_s),
+                "bytes_per_record": size * 1e6 / max(rounds[0]["ours"]["bursts"] + rounds[0]["ours"]["calls"], 1),
+                "ingest_s": ours_s, "ingest_cpu_s": _median([r["ours"]["cpu"] for r in rounds]),
+                "peak_rss_mb": max(r["ours"]["peak_rss_mb"] for r in rounds),
+                "scan_s": _median([r["scan"]["seconds"] for r in rounds]),
+                "scan_cpu_s": _median([r["scan"]["cpu"] for r in rounds]),
+                "scan_ratio": _median([r["scan"]["seconds"] / r["ours"]["seconds"] for r in rounds]),
+                "scan_cpu_ratio": _median([r["scan"]["cpu"] / r["ours"]["cpu"] for r in rounds]),
+                "paramedir_s": _median(para_s) if para_s else None,
+                "paramedir_ratio": _median([r["para"]["seconds"] / r["ours"]["seconds"] for r in rounds
+                                            if r["para"]]) if para_s else None,
+                "load": [min(min(r[k]["load"]) for r in rounds for k in ("ours", "scan")),
+                         max(max(r[k]["load"]) for r in rounds for k in ("ours", "scan"))],
+                "machine": machine_description(),
+            }
+            store.write_text(json.dumps(rows, indent=1))
+    _write_dense_table(rows, out)
+
+
+def _write_dense_table(rows: dict, out: Path) -> None:
+    """The issue-27 table of every shape measured so far (``rows``: :func:`dense_comparison`'s store)."""
     lines = [
-        f"## Ingest of records-dense traces (issue 27, {mb} MB each)", "",
-        f"Machine: {machine_description()}, shared with other sessions (1-minute load average before-after each "
-        "run in the table; above 2 the runs compete for the two cores, and wall times grow while CPU times do not).",
-        f"Command: `python benchmarks/bench_ingest.py --dense-mb {mb} --repeat {repeat}`. Traces from "
-        "`benchmarks/dense_traces.py` (Extrae's layout) and the real LULESH trace tiled in time. Each figure is the "
-        f"fastest of {repeat} runs in a fresh process; the plain scan is the line-by-line parser above; paramedir "
-        "computes per-thread Running statistics (it loads the whole trace).", "",
-        "| trace | size | bytes per burst+call | synthtrace ingest (wall, MB/s) | CPU | peak RSS | plain scan "
-        "(wall) | ratio | paramedir (wall) | ratio | load avg |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "## Ingest of records-dense traces (issue 27)", "",
+        f"Machine: {next(iter(rows.values()))['machine']}, shared with other sessions: the 1-minute load average "
+        "over each shape's rounds is in the table (2 cores; at load L a process gets about 2/L of a core, and "
+        "wall times grow while ratios within a round hold better).",
+        "Command: `SYNTHTRACE_PARAMEDIR=/work/tools/bin/paramedir nice -n 10 python benchmarks/bench_ingest.py "
+        "--dense-mb MB --shapes SHAPE --repeat 3 --paramedir-rounds P` (one short run per shape). Traces from "
+        "`benchmarks/dense_traces.py` (Extrae's layout) and the real LULESH trace tiled in time. Each round runs, "
+        "each in a fresh process: `ingest_trace` end to end (hash, parse, bursts, calls, messages, Parquet commit "
+        "into a fresh warehouse), the plain line-by-line Python scan above, then paramedir computing per-thread "
+        "Running statistics (it loads the whole trace). Times are medians over the rounds; a ratio is the median of "
+        "the rounds' own ratios (paramedir's: its median over ingest's median).", "",
+        "| trace | size | bytes per burst+call | ingest wall (median) | MB/s | ingest CPU | peak RSS | plain scan "
+        "wall | ratio (wall) | ratio (CPU) | paramedir wall | ratio | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, size, ours, scan, para in rows:
-        per = size * 1e6 / max(ours["bursts"] + ours["calls"], 1)
-        p = (f"{para['seconds']:.1f} s | x{para['seconds'] / ours['seconds']:.1f}" if para
-             else "not built | -")
-        lines.append(f"| {name} | {size:.0f} MB | {per:.0f} | {ours['seconds']:.1f} s, {size / ours['seconds']:.0f} "
-                     f"MB/s | {ours['cpu']:.1f} s | {ours['peak_rss_mb']:.0f} MB | {scan['seconds']:.1f} s | "
-                     f"x{scan['seconds'] / ours['seconds']:.1f} | {p} | {_load(ours)} |")
+    for shape, r in rows.items():
+        p = (f"{r['paramedir_s']:.1f} s ({r['paramedir_rounds']} runs) | x{r['paramedir_ratio']:.1f}"
+             if r["paramedir_s"] else "not run | -")
+        lines.append(
+            f"| {DENSE_SHAPES[shape]} | {r['size_mb']:.0f} MB | {r['bytes_per_record']:.0f} | {r['ingest_s']:.2f} s "
+            f"| {r['size_mb'] / r['ingest_s']:.0f} | {r['ingest_cpu_s']:.2f} s | {r['peak_rss_mb']:.0f} MB | "
+            f"{r['scan_s']:.1f} s | x{r['scan_ratio']:.1f} | x{r['scan_cpu_ratio']:.1f} | {p} | "
+            f"{r['load'][0]:.0f}-{r['load'][1]:.0f} |")
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -315,9 +364,12 @@ def main() -> None:
                                                             "(.prv, .prv.gz, line-by-line), written to --out")
     ap.add_argument("--dense-mb", type=int, default=0, help="only compare records-dense traces of this size with "
                                                               "a plain scan and paramedir, written to --out")
+    ap.add_argument("--shapes", nargs="+", choices=sorted(DENSE_SHAPES), default=list(DENSE_SHAPES),
+                    help="with --dense-mb: the trace shapes to measure")
+    ap.add_argument("--paramedir-rounds", type=int, default=1, help="with --dense-mb: rounds that run paramedir too")
     args = ap.parse_args()
     if args.dense_mb:
-        dense_comparison(args.dense_mb, args.repeat, args.out)
+        dense_comparison(args.dense_mb, args.repeat, args.shapes, args.paramedir_rounds, args.out)
         return
     if args.cpu_mb:
         cpu_comparison(args.cpu_mb, args.repeat, args.out)

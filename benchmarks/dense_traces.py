@@ -1,11 +1,13 @@
 """Records-dense Paraver traces for the ingest benchmark (issue 27): short bursts and many records per byte, in the
 layout Extrae writes (counters on the MPI entry for the burst it closes, on the exit for the call, a
-communication record per message), of two shapes:
+communication record per message), of three shapes:
 
 - ``ring``: 64 MPI ranks of one thread; per iteration a short burst, MPI_Isend to the right neighbour,
   MPI_Irecv from the left, MPI_Waitall; every 50 iterations an MPI_Allreduce;
 - ``openmp``: 4 ranks of 16 threads; per iteration every thread runs a short burst inside an OpenMP parallel
-  function (event 60000018, counters on its entry and exit), the master then an MPI_Allreduce.
+  function (event 60000018, counters on its entry and exit), the master then an MPI_Allreduce;
+- ``collective``: 256 ranks of one thread on 4 nodes; per iteration a short burst, then an MPI_Allreduce (its
+  sizes and communicator on the entry) that every rank leaves together.
 
     python benchmarks/dense_traces.py ring OUT.prv --mb 270
 """
@@ -66,6 +68,20 @@ RING_STEPS = ((1, (300, 3000), 50000001, 3), (10, (200, 800), 50000001, 0), (1, 
               (11, (200, 600), 50000001, 0), (1, (100, 400), 50000003, 9))
 
 
+def _allreduce(lines: list[str], rng: random.Random, t: list[int], burst: int, cost: int) -> None:
+    """Every rank (one thread each) runs a burst of ``burst`` ns, then an MPI_Allreduce of 8 bytes that all leave
+    ``cost`` ns after the last one entered; ``t`` (each rank's time) advances."""
+    top = max(t) + burst + cost
+    for r in range(len(t)):
+        c = r + 1
+        lines.append(f"1:{c}:1:{c}:1:{t[r]}:{t[r] + burst}:1\n")
+        lines.append(f"2:{c}:1:{c}:1:{t[r] + burst}:50000002:10:50100001:8:50100002:8:50100004:1:"
+                     f"{_counters(rng, burst)}\n")
+        lines.append(f"1:{c}:1:{c}:1:{t[r] + burst}:{top}:13\n")
+        lines.append(f"2:{c}:1:{c}:1:{top}:50000002:0:{_counters(rng, top - t[r] - burst)}\n")
+        t[r] = top
+
+
 def ring(out, target: int, rng: random.Random) -> int:
     """64 ranks, one thread each (see module docstring)."""
     n = 64
@@ -92,15 +108,7 @@ def ring(out, target: int, rng: random.Random) -> int:
                          f"4096:{it}\n")
             t[r] = end
         if it % 50 == 49:
-            top = max(t) + 1000
-            for r in range(n):
-                c = r + 1
-                lines.append(f"1:{c}:1:{c}:1:{t[r]}:{t[r] + 10}:1\n")
-                lines.append(f"2:{c}:1:{c}:1:{t[r] + 10}:50000002:10:50100001:8:50100002:8:50100004:1:"
-                             f"{_counters(rng, 10)}\n")
-                lines.append(f"1:{c}:1:{c}:1:{t[r] + 10}:{top}:13\n")
-                lines.append(f"2:{c}:1:{c}:1:{top}:50000002:0:{_counters(rng, top - t[r])}\n")
-                t[r] = top
+            _allreduce(lines, rng, t, 10, 1000)
         lines.sort(key=lambda ln: int(ln.split(":")[5]))
         text = "".join(lines)
         out.write(text)
@@ -146,8 +154,23 @@ def openmp(out, target: int, rng: random.Random) -> int:
     return max(t)
 
 
+def collective(out, target: int, rng: random.Random) -> int:
+    """256 ranks of one thread on 4 nodes (see module docstring)."""
+    t = [1000 + 13 * r for r in range(256)]
+    written = 0
+    while written < target:
+        lines: list[str] = []
+        _allreduce(lines, rng, t, rng.randint(300, 3000), rng.randint(500, 2000))
+        lines.sort(key=lambda ln: int(ln.split(":")[5]))
+        text = "".join(lines)
+        out.write(text)
+        written += len(text)
+    return max(t)
+
+
 SHAPES = {"ring": (ring, "1(64):1:64(" + ",".join("1:1" for _ in range(64)) + ")"),
-          "openmp": (openmp, "1(64):1:4(" + ",".join("16:1" for _ in range(4)) + ")")}
+          "openmp": (openmp, "1(64):1:4(" + ",".join("16:1" for _ in range(4)) + ")"),
+          "collective": (collective, "4(64,64,64,64):1:256(" + ",".join(f"1:{1 + r // 64}" for r in range(256)) + ")")}
 
 
 def write_dense(shape: str, prv: Path, mb: int, seed: int = 1) -> Path:

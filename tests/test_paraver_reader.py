@@ -215,3 +215,32 @@ def test_caller_names_keep_their_brackets(tmp_path):
         "EVENT_TYPE\n0    80000001    Caller line at level 1\nVALUES\n4 42 (vec.h, app)\n\n")
     bursts, _, _ = ParaverTrace(prv).read_tables("r")
     assert bursts["call_site"].to_list() == ["std::vector<int>::operator[] (vec.h:42)"]
+
+
+def test_calls_spilled_to_disk_come_back_as_held_in_memory(tmp_path, monkeypatch):
+    """A trace whose calls outgrow the memory the reader holds them in spills them to Parquet parts and reads
+    them back in order: the run's MPI calls and messages are the same as when they stay in memory."""
+    from synthtrace.tracelib.formats import call_store
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.ingest import ingest_trace
+
+    def stored(name: str) -> dict[str, pl.DataFrame]:
+        wh = Warehouse(tmp_path / name)
+        run = wh.run_dir(ingest_trace(wh, LULESH_A).run_id)
+        return {t: pl.read_parquet(run / f"{t}.parquet") for t in ("mpi_calls", "mpi_messages")}
+
+    held = stored("held")
+    spilled_parts: list[str] = []
+    write = pl.DataFrame.write_parquet
+
+    def spy(frame, path, *args, **kwargs):
+        if "_calls" in str(path):
+            spilled_parts.append(str(path))
+        return write(frame, path, *args, **kwargs)
+
+    monkeypatch.setattr(call_store, "HOLD_BYTES", 0)
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", spy)
+    spilled = stored("spilled")
+    assert spilled_parts, "no call was spilled"
+    for table, frame in held.items():
+        assert spilled[table].equals(frame), table

@@ -13,16 +13,23 @@ from synthtrace.tracelib.formats.bursts import message_columns, message_ends, me
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 
+#: with a spill folder, calls are still held in memory up to this many bytes (most traces: no spill written and
+#: read back, issue 27); beyond it every call held so far and after goes to the folder
+HOLD_BYTES = 256 * 1024 * 1024
+
+
 class CallStore:
-    """Calls kept in memory, or, with ``folder``, written there as uncompressed Parquet parts (read back once,
-    streamed: memory stays bounded by a chunk of calls on big traces). ``on_add(calls, "MPI call")`` sees every
-    chunk of calls added."""
+    """Calls kept in memory, or, with ``folder``, in memory up to :data:`HOLD_BYTES` and then written there as
+    uncompressed Parquet parts (read back once, streamed: memory stays bounded by a chunk of calls on big traces).
+    ``on_add(calls, "MPI call")`` sees every chunk of calls added."""
 
     def __init__(self, folder: Path | None = None, on_add: Callable[[pl.DataFrame, str], None] | None = None):
         self.folder = folder
         self._on_add = on_add
         self.n_calls = 0
         self._frames: list[pl.DataFrame] = []
+        self._held_bytes = 0
+        self._spilled = False
         self._names = itertools.count()
         self._counters: dict[str, None] = {}  # counter columns seen, in order of first appearance
         #: after :meth:`with_messages`: per message, the call_seq and comm of the calls holding its two ends
@@ -39,11 +46,13 @@ class CallStore:
         if self._on_add is not None:
             self._on_add(calls, "MPI call")
         self._counters.update((c, None) for c in counter_columns(calls))
-        if self.folder is None:
-            self._frames.append(calls)
-        else:
-            calls.write_parquet(self.folder / f"part-{next(self._names):08d}.parquet", compression="uncompressed",
-                                statistics=False)
+        self._held_bytes += calls.estimated_size()
+        self._frames.append(calls)
+        if self.folder is not None and self._held_bytes > HOLD_BYTES:
+            for frame in self._frames:
+                frame.write_parquet(self.folder / f"part-{next(self._names):08d}.parquet", compression="uncompressed",
+                                    statistics=False)
+            self._frames, self._held_bytes, self._spilled = [], 0, True
 
     def with_messages(self, messages: pl.DataFrame) -> pl.LazyFrame:
         """Every call kept, in the order added, with bytes, peer, tag and message counts from ``messages``, and one
@@ -54,10 +63,10 @@ class CallStore:
             self.message_ends = message_ends(pl.DataFrame(schema={"call_seq": pl.Int64, "comm": pl.Int64}),
                                              message_rows(pl.DataFrame(), messages))
             return pl.LazyFrame(schema=schema)
-        if self.folder is None:
-            calls = pl.concat(self._frames, how="diagonal").lazy()
-        else:  # parts hold the counters seen by their time: the others are NULL
-            calls = pl.scan_parquet(self.folder / "*.parquet", schema=schema, missing_columns="insert")
+        held = [f.lazy() for f in self._frames]
+        if self._spilled:  # parts hold the counters seen by their time: the others are NULL
+            held.insert(0, pl.scan_parquet(self.folder / "*.parquet", schema=schema, missing_columns="insert"))
+        calls = pl.concat(held, how="diagonal")
         calls = calls.select(schema.keys())
         spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns", "call_seq", "comm").collect()
         rows = message_rows(spans, messages)
