@@ -571,7 +571,7 @@ def _store_chunk(store: Path, chunk: dict) -> None:
 
 def write_report(store: Path, out: Path) -> None:
     """The "Run 3" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
-    chunks = json.loads(store.read_text()) if store.exists() else []
+    chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
         f = fam.setdefault(c["family"], {"chunks": 0, "seconds": 0.0, "violations": [], "peak_mb": 0, "loads": []})
