@@ -10,7 +10,11 @@ application total) and labelled with archetypes once (a night's labels depend on
 - **steps**: the same seed with one step change per app (the simulator's injections: more instructions 10 %,
   worse locality, more MPI bytes, a new imbalance, a slower network), at nights 12-18;
 - **drift**: the same seed with every app's main kernel needing 2 % more instructions each night for 10 nights
-  (ten stacked ``more_instructions`` injections: +21.9 % in all).
+  (ten stacked ``more_instructions`` injections: +21.9 % in all);
+- **campaign**: ``testing/model_campaigns.regression_campaign`` (bench_regression's generator), 16 apps x 4 call
+  sites, half of the apps with one step change (any kind, true effect 3-50 %) in their second half, and 5 % of
+  nights disturbed on every app (network contention 1.3-2.5x or every burst stretched 5-30 %): the quiet apps'
+  disturbed nights are where transient false alarms come from.
 
 Each detector after each night k (from night 6 on) reports change nights per series. Alerts are followed from
 night to night with one rule for every detector: tonight's change of a series within ``window / 2`` (6) nights of
@@ -47,10 +51,12 @@ from benchmarks.results_io import emit
 from synthtrace.models.regression import SERIES_KEYS, DetectorParams, label_archetypes, replay_nights
 from synthtrace.models.site_signals import site_history
 from synthtrace.warehouse import Warehouse
+from testing.model_campaigns import regression_campaign
 
 STEPS = ("more_instructions:halo:15:0.1", "worse_locality:cg:12:0.6", "more_mpi_bytes:transpose:18:1.0",
          "new_imbalance:wavefront:14:0.4", "network_slowdown:master_worker:16:1.0")
 DRIFT_START, DRIFT_NIGHTS, DRIFT_STEP = 12, 10, 0.02
+CAMPAIGN_APPS = 16
 APPS = ("halo", "cg", "transpose", "wavefront", "master_worker")
 FIRST = 6  # detection starts after this night (0-based; fewer nights cannot hold a change)
 
@@ -74,6 +80,14 @@ def build(history: str, nights: int, seed: int, cache: Path) -> tuple[pl.DataFra
         return pl.read_parquet(hist_file), pl.read_parquet(truth_file), float("nan")
     t0 = time.perf_counter()
     sim, wh = out / "sim", out / "wh"
+    if history == "campaign":
+        labels = regression_campaign(wh, n_apps=CAMPAIGN_APPS, n_nights=nights, n_kernels=4, seed=seed,
+                                     p_regression=0.5)
+        truth = labels.filter(pl.col("kind").is_not_null()).select("app", "night", "kind")
+        h = label_archetypes(site_history(Warehouse(wh)))
+        h.write_parquet(hist_file)
+        truth.write_parquet(truth_file)
+        return h, truth, time.perf_counter() - t0
     args = ["simulate", sim, "--nights", nights, "--ranks", 4, "--iterations", 6, "--seed", seed]
     for inj in injections(history):
         args += ["--inject", inj]
@@ -210,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nights", type=int, default=30)
     ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--histories", default="quiet,steps,drift")
+    ap.add_argument("--histories", default="quiet,steps,drift,campaign")
     ap.add_argument("--tolerance", type=int, default=2, help="nights between an alert's date and the change")
     ap.add_argument("--cache", type=Path, required=True, help="folder for the simulated warehouses and histories")
     ap.add_argument("--out", type=Path, default=None)

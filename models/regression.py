@@ -17,9 +17,11 @@ Per series (app, configuration, call site):
    that slows code down (z >= ``z_signal`` and beyond its own minimum relative change), or the site's archetype
    shifted. Time itself must show the rise (z >= ``z_time``) and stay up (a share ``persistence`` of the nights
    after the change beyond the midpoint, not back down after the next change point: a passing disturbance) —
-   unless an explaining signal moved clearly (z >= ``z_strong``): then time at the site may be noisy, and the
-   lasting change is judged on that signal. Unexplained changes of time (OS noise, a busy machine) are not
-   reported;
+   unless an explaining signal moved clearly (z >= ``z_strong``, in a series of at least ``window`` nights: a
+   noise estimated from fewer is too uncertain): then time at the site may be noisy, and the lasting change is
+   judged on that signal. Unexplained changes of time (OS noise, a busy machine) are not reported. On the
+   application's total, signals derived from times (MPI time and bandwidth, load balance) explain nothing: its
+   waits follow every rank's OS noise; a change of communication or balance shows at its call sites;
 4. ``magnitude`` = relative change of time per visit; ``score`` in (0, 1] grows with the evidence of time and
    of the strongest explaining signal.
 
@@ -54,12 +56,13 @@ class Signal:
     confirms: bool  # can explain a change of time
     floor: float  # noise floor (log units or absolute)
     z_min: float | None = None  # evidence needed to count as an explanation (None: DetectorParams.z_signal)
+    timing: bool = False  # derived from times (waits, balance), not from what the program executes
 
 
 SIGNALS: dict[str, Signal] = {
     "time_ns": Signal(True, +1, 0.02, False, 0.003),
     "compute_ns": Signal(True, +1, 0.02, False, 0.003),
-    "mpi_ns": Signal(True, +1, 0.10, True, 0.01, 6.0),  # time itself: noisier evidence, asks for more
+    "mpi_ns": Signal(True, +1, 0.10, True, 0.01, 6.0, True),  # time itself: noisier evidence, asks for more
     "instructions": Signal(True, +1, 0.01, True, 0.001),
     "ipc": Signal(True, -1, 0.02, True, 0.003),
     "l1_mpki": Signal(True, +1, 0.1, True, 0.01),
@@ -70,8 +73,8 @@ SIGNALS: dict[str, Signal] = {
     "fp_share": Signal(True, 0, 0.05, True, 0.003),
     "vec_share": Signal(False, -1, 0.05, True, 0.005),
     "mpi_bytes": Signal(True, +1, 0.02, True, 0.001),
-    "mpi_bw": Signal(True, -1, 0.1, True, 0.01, 6.0),
-    "load_balance": Signal(False, -1, 0.03, True, 0.005),
+    "mpi_bw": Signal(True, -1, 0.1, True, 0.01, 6.0, True),
+    "load_balance": Signal(False, -1, 0.03, True, 0.005, timing=True),
 }
 SERIES_KEYS: tuple[str, ...] = ("app", "config", "call_site")
 
@@ -100,7 +103,8 @@ class DetectorParams:
     penalty: float = 3.0  # PELT penalty = penalty x log(n) (standardised, filtered signals)
     min_rel_time: float = 0.02  # smallest relative rise of time per visit reported
     z_time: float = 3.0  # evidence needed on time ...
-    z_strong: float = 8.0  # ... unless an explaining signal moved this clearly (then a rise of time suffices)
+    z_strong: float = 8.0  # ... unless an explaining signal moved this clearly (then a rise of time suffices) in
+    #   a series of at least ``window`` nights (fewer: the signal's noise, estimated from them, is too uncertain)
     z_signal: float = 4.0  # evidence for an explaining signal to count
     persistence: float = 0.7  # share of the nights after the change above the before/after midpoint
     merge_within: int = 3  # alerts closer than this (nights) in one series are one change
@@ -182,8 +186,12 @@ def _mode(labels: list[str | None]) -> tuple[str | None, float]:
     return str(u[i]), float(c[i] / len(vals))
 
 
-def detect_series(series: pl.DataFrame, params: DetectorParams = DetectorParams()) -> list[dict]:
-    """Alerts of one series (rows of one app/configuration/call site sorted by ``started_at``)."""
+def detect_series(series: pl.DataFrame, params: DetectorParams = DetectorParams(), *, timing_explains: bool = True
+                  ) -> list[dict]:
+    """Alerts of one series (rows of one app/configuration/call site sorted by ``started_at``). Without
+    ``timing_explains``, signals derived from times (MPI time and bandwidth, load balance) explain nothing: the
+    application total's waits follow every rank's OS noise and the machine's network, night by night; a change
+    of communication or balance shows at the call sites it happens at."""
     n = series.height
     if n < params.min_before + params.min_after:
         return []
@@ -210,7 +218,7 @@ def detect_series(series: pl.DataFrame, params: DetectorParams = DetectorParams(
     starts = series["started_at"].to_list()
     run_ids = series["run_id"].to_list() if "run_id" in series.columns else [None] * n
     points = series["point"].to_list() if "point" in series.columns else [None] * n
-    ctx = _Context(vals, sig, time_cps, labels, n, params)
+    ctx = _Context(vals, sig, time_cps, labels, n, params, timing_explains)
     found = []
     for k in sorted(candidates):
         a = ctx.evaluate(k)
@@ -249,8 +257,9 @@ class _Context:
     """One series' prepared signals, and the test of a change at a given night."""
 
     def __init__(self, vals: dict[str, np.ndarray], sig: dict[str, float], time_cps: list[int],
-                 labels: list[str | None], n: int, params: DetectorParams):
+                 labels: list[str | None], n: int, params: DetectorParams, timing_explains: bool = True):
         self.vals, self.sig, self.time_cps, self.labels, self.n, self.p = vals, sig, time_cps, labels, n, params
+        self.timing_explains = timing_explains
 
     def window(self, k: int) -> tuple[int, int]:
         """Nights compared around ``k``: bounded by the time signal's other change points (those far enough)."""
@@ -281,7 +290,8 @@ class _Context:
             stats[s] = x
             direction_ok = spec.bad == 0 or np.sign(x.change) == spec.bad
             z_min = p.z_signal if spec.z_min is None else max(spec.z_min, p.z_signal)
-            if spec.confirms and direction_ok and abs(x.z) >= z_min and abs(x.change) >= spec.min_change:
+            explains = spec.confirms and (self.timing_explains or not spec.timing)
+            if explains and direction_ok and abs(x.z) >= z_min and abs(x.change) >= spec.min_change:
                 moved.append(s)
         arch_before, share_b = _mode(self.labels[lo:k])
         arch_after, share_a = _mode(self.labels[k:hi])
@@ -291,11 +301,13 @@ class _Context:
             return None
         strongest = max(moved, key=lambda s: abs(stats[s].z), default=None)
         z_strongest = abs(stats[strongest].z) if strongest else 0.0
-        # a lasting rise: judged on time, or (time noisy at this site) on the explaining signal that moved clearly
-        lasting = "time_ns" if z_strongest < p.z_strong else strongest
+        # a lasting rise: judged on time, or (time noisy at this site) on the explaining signal that moved clearly,
+        # once the series is long enough to trust that signal's noise estimate
+        strong = z_strongest >= p.z_strong and n >= p.window
+        lasting = strongest if strong else "time_ns"
         if not self._lasts(lasting, stats[lasting], lo, k, hi):
             return None
-        if z_strongest < p.z_strong and st.z < p.z_time:
+        if not strong and st.z < p.z_time:
             return None
         score = 1 - math.exp(-0.08 * (min(max(st.z, 0.0), 25.0) + min(z_strongest, 25.0) + (5.0 if shifted else 0.0)))
         shown = ["time_ns", "compute_ns", "mpi_ns", *moved]
@@ -382,7 +394,7 @@ def detect(history: pl.DataFrame, params: DetectorParams = DetectorParams(), *, 
         history = label_archetypes(history)
     rows = []
     for key, part in history.sort(*SERIES_KEYS, "started_at").group_by(*SERIES_KEYS, maintain_order=True):
-        for a in detect_series(part, params):
+        for a in detect_series(part, params, timing_explains=key[2] != APP_TOTAL):
             site = key[2]
             rows.append({"app": key[0], "config": key[1], "call_site": site,
                          "kernel": site.split(" (")[0] if site else None, **a})
@@ -443,17 +455,19 @@ def reconcile(before: pl.DataFrame, tonight: pl.DataFrame, params: DetectorParam
 
 def replay_nights(history: pl.DataFrame, params: DetectorParams = DetectorParams(), *, first: int = 7,
                   archetypes: bool = False) -> list[dict]:
-    """Detection run after each night as the nightly does, on the history up to that night, reconciled with the
-    previous night's alerts. One row per night from the ``first``: night, open alerts, and the ids raised,
-    updated, withdrawn, and re-dated (an alert whose change date moved: never, by construction of
-    :func:`reconcile`, counted to prove it); ``alerts``: the open alerts (series keys, ``alert_id``, change
-    ``night``); ``raw``: tonight's detection before reconciling (series keys, change ``night``)."""
-    points = history.sort("started_at").select("started_at").unique(maintain_order=True)["started_at"]
+    """Detection run after each night (calendar day of ``started_at``) as the nightly does, on the history up to
+    that night, reconciled with the previous night's alerts. One row per night from the ``first``-th on: night
+    (0-based index), open alerts, and the ids raised, updated, withdrawn, and re-dated (an alert whose change date
+    moved: never, by construction of :func:`reconcile`, counted to prove it); ``alerts``: the open alerts (series
+    keys, ``alert_id``, change ``night``); ``raw``: tonight's detection before reconciling (series keys, change
+    ``night``)."""
+    # one detection per calendar night (every app's runs of a night are in before the night's detection runs)
+    points = history.select(pl.col("started_at").dt.date().unique().sort())["started_at"]
     stored = pl.DataFrame(schema=REGRESSION_SCHEMA)
     dates: dict[str, object] = {}
     out = []
     for k in range(first, points.len() + 1):
-        upto = history.filter(pl.col("started_at") <= points[k - 1])
+        upto = history.filter(pl.col("started_at").dt.date() <= points[k - 1])
         tonight = detect(upto, params, archetypes=archetypes, now=datetime(2000, 1, 1, tzinfo=UTC))
         r = reconcile(stored, tonight, params)
         redated = [i for i, d in zip(r.alerts["alert_id"], r.alerts["changed_at"]) if i in dates and dates[i] != d]
