@@ -4,22 +4,32 @@ data losses and peak memory.
 Families (each counted; the run fails loudly if one case breaks its invariant):
 
 1. **Paraver**: ``--paraver N`` structure-aware cases (:mod:`testing.attack_cases`: semantic defects of short real
-   traces, floods, gzip) plus the gzip bomb, each ``synthtrace ingest``-ed by one long-lived worker process
-   (a fresh process per case costs seconds of imports on a loaded machine). Invariant: exit 0, or exit 2 with one
-   ``error:`` line; no traceback; a refused trace leaves no run, no staging and no new warehouse.
-2. **OTF2**: ``--otf2 N`` archives with one semantic defect each (:mod:`testing.hostile_otf2`), same invariant.
-   The worker's peak RSS over both families is the memory figure (every input went through it).
-3. **Kills**: ``--kills N`` writer processes (forked) that swap an experiment folder again and again
-   (``Warehouse.staged(replace=True)``) and are SIGKILLed at a random moment; a third of them have no atomic
-   exchange and kill themselves exactly between the two renames. After each kill the next writer's
-   ``ensure()`` must leave the folder whole, old or new (never missing, never mixed), and ``.staging`` empty.
-4. **Queries**: ``--queries N`` queries from two threads while a forked writer adds and removes a second run
-   (``staged`` / ``remove``): every answer must be a consistent state ((1 run, n bursts) or (2 runs, 2n)) and no
-   query may fail.
+   traces, floods, gzip; ``--fresh-share`` of them drawn from the defects added by the second rerun) plus the gzip
+   bomb, each ``synthtrace ingest``-ed by one long-lived worker process (a fresh process per case costs seconds of
+   imports on a loaded machine; a case that takes longer than ``--case-timeout-s`` is a hang, and the worker is
+   started again). Invariant: exit 0, or exit 2 with one ``error:`` line; no traceback; a refused trace leaves no
+   run, no staging and no new warehouse.
+2. **OTF2**: ``--otf2 N`` archives with one semantic defect each (:mod:`testing.hostile_otf2`, the fresh ones in the
+   same share), same invariant. The worker's peak RSS over both families is the memory figure.
+3. **Kills**: ``--kills N`` writers SIGKILLed at a random moment, in turn: swapping an experiment folder
+   (``Warehouse.staged(replace=True)``), the same without atomic exchange killed exactly between the two renames,
+   removing and storing a folder again (``remove``/``staged``), replacing one file of a folder
+   (``update_dir``), and a ``synthtrace sql`` process holding its query's files. After each kill the next writer
+   (or query) must leave the folder whole, old or new (never mixed, never lost), ``.staging`` empty, and no link
+   of the killed query behind.
+4. **Queries**: ``--queries N`` queries from two threads while a forked writer adds and removes a second run and
+   replaces the first by a new copy of itself: every answer must be a consistent state (the ``runs``, ``bursts``
+   and ``mpi_calls`` counts of 1 or 2 whole runs) and no query may fail.
+5. **SQL** (``--sql``): hostile statements (sandbox escapes, memory and time bombs, every DuckDB type in every
+   output format, odd column names), each a ``synthtrace sql`` process at ``--memory-limit 512MiB --timeout 10``:
+   exit 0 or one error line, no traceback, refused when it reads outside the warehouse, peak RSS within
+   :data:`SQL_RSS_CAP_MB`, stopped within its time limit plus :data:`SQL_GRACE_S`; the warehouse unchanged.
 
-    nice -n 19 python benchmarks/bench_attack.py [--paraver 2000] [--otf2 400] [--kills 100] [--queries 4000]
+Runs in chunks (``--store`` keeps every chunk's figures; the report adds them up):
 
-Writes benchmarks/results/attack.md (``--out``).
+    nice -n 10 python benchmarks/bench_attack.py --paraver 400 --otf2 0 --kills 0 --queries 0 --seed 1
+
+Writes the "Run 3" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
 """
 from __future__ import annotations
 
@@ -27,6 +37,7 @@ import argparse
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -41,6 +52,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.machine import machine_description  # noqa: E402
 
 MEMORY_CAP_MB = 1536
+SQL_RSS_CAP_MB = 1536
+SQL_MEMORY_LIMIT = "512MiB"
+SQL_TIMEOUT_S = 10
+SQL_GRACE_S = 60
+RUN_HEADING = "## Run 3"
 
 _WORKER = """
 import contextlib, io, json, resource, sys, traceback
@@ -79,111 +95,224 @@ def _violation(case: dict, res: dict) -> str | None:
     return None
 
 
-def ingest_family(cases: list[dict], timeout_s: float) -> dict:
+class _Worker:
+    """The long-lived ingest process; started again after a case it did not answer in time."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+
+    def ask(self, case: dict, timeout_s: float) -> dict | None:
+        """The worker's answer for ``case``, or None when it hung or died (it is then killed)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.proc.stdin.write(json.dumps(case) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.close(kill=True)
+            return None
+        return json.loads(line)
+
+    def close(self, kill: bool = False) -> None:
+        if self.proc is not None:
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.stdin.close()
+            self.proc.wait()
+            self.proc = None
+
+
+def ingest_family(cases: list[dict], case_timeout_s: float) -> dict:
     """Feed ``cases`` to one worker; counts, violations, peak MB."""
-    proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    worker = _Worker()
     out = {"cases": 0, "exit0": 0, "exit2": 0, "violations": [], "peak_mb": 0, "by_defect": {}}
-    timer = threading.Timer(timeout_s, proc.kill)
-    timer.start()
     try:
         for case in cases:
-            proc.stdin.write(json.dumps(case) + "\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()
-            if not line:
-                out["violations"].append((case["defect"], "worker died or timed out", case["paths"]))
-                break
-            res = json.loads(line)
+            res = worker.ask(case, case_timeout_s)
             out["cases"] += 1
+            if res is None:
+                out["violations"].append((case["defect"], f"no answer within {case_timeout_s:.0f} s (hang or crash)",
+                                          case["paths"]))
+                continue
             out["peak_mb"] = max(out["peak_mb"], res["peak_mb"])
             out["exit0" if res["code"] == 0 else "exit2"] += res["code"] in (0, 2)
             d = out["by_defect"].setdefault(case["defect"], [0, 0])
             d[0 if res["code"] == 0 else 1] += 1
             if (why := _violation(case, res)) is not None:
                 out["violations"].append((case["defect"], why, case["paths"], res["stderr"][-500:]))
-            if out["cases"] % 100 == 0:  # progress, and the figures so far should the run be cut short
+            if out["cases"] % 100 == 0:  # progress
                 print(json.dumps({k: v for k, v in out.items() if k != "by_defect"} | {"violations": len(
                     out["violations"])}), flush=True)
             shutil.rmtree(Path(case["paths"][0]).parent, ignore_errors=True)
             shutil.rmtree(case["warehouse"], ignore_errors=True)
     finally:
-        timer.cancel()
-        proc.stdin.close()
-        proc.wait()
+        worker.close()
     return out
 
 
+#: the counts a consistent state of the warehouse has: one or two whole runs
+_COUNTS = "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts), (SELECT count(*) FROM mpi_calls)"
+
 # ------------------------------------------------------------------------------------------------------- kills
-def _swapper(root: Path, window: bool, seed: int) -> None:
-    """In a forked child: swap ``experiments/x`` forever (each version: files a, b, c holding its number); with
-    ``window``, no exchange, and SIGKILL itself between the two renames of its first swap after a few."""
+KILL_MODES = ("swap_window", "swap", "remove", "update", "query")
+
+
+def _window_renames(rnd: random.Random) -> None:
+    """In a forked child: no atomic exchange, and SIGKILL itself between the two renames of a swap after a few."""
+    from synthtrace.warehouse import layout
+
+    layout._exchange = lambda a, b: False
+    real, left = os.rename, rnd.randint(0, 3)
+
+    def rename(src, dst):
+        nonlocal left
+        real(src, dst)
+        if ".old." in str(dst):
+            if left == 0:
+                os.kill(os.getpid(), signal.SIGKILL)
+            left -= 1
+    os.rename = rename
+
+
+def _writer(root: Path, mode: str, seed: int) -> None:
+    """In a forked child: change ``experiments/x`` (files a, b, c holding one version number) forever, by
+    ``mode``: swap it for a new version, remove it and store it again, or replace its file b alone."""
     from synthtrace.warehouse import layout
 
     wh = layout.Warehouse(root)
     rnd = random.Random(seed)
-    if window:
-        layout._exchange = lambda a, b: False
-        real, left = os.rename, rnd.randint(0, 3)
-
-        def rename(src, dst):
-            nonlocal left
-            real(src, dst)
-            if ".old." in str(dst):
-                if left == 0:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                left -= 1
-        os.rename = rename
-    version = int((wh.experiment_dir("x") / "a").read_text())
+    if mode == "swap_window":
+        _window_renames(rnd)
+    target = wh.experiment_dir("x")
+    version = 0
     while True:
         version += 1
-        with wh.staged(wh.experiment_dir("x"), replace=True) as stage:
-            for name in "abc":
-                (stage / name).write_text(str(version))
+        if mode in ("swap", "swap_window"):
+            with wh.staged(target, replace=True) as stage:
+                for name in "abc":
+                    (stage / name).write_text(str(version))
+        elif mode == "remove":
+            wh.remove(target)
+            with wh.staged(target) as stage:
+                for name in "abc":
+                    (stage / name).write_text(str(version))
+        else:  # update: b alone, through update_dir (a and c kept by hard link)
+            import polars as pl
+
+            wh.update_dir(target, {"b": pl.DataFrame({"version": [version]})})
+
+
+def _folder_problem(target: Path, mode: str) -> str | None:
+    """What is wrong with ``experiments/x`` after a kill and the next writer's recovery, or None."""
+    if mode == "remove" and not target.exists():
+        return None  # killed between remove and the new version: removed, which is a whole state
+    if not target.is_dir():
+        return "the folder is gone"
+    names = sorted(p.name for p in target.iterdir())
+    if mode == "update":
+        import polars as pl
+
+        if names != ["a", "b.parquet", "c"] or {(target / n).read_text() for n in "ac"} != {"0"}:
+            return f"files lost or changed: {names}"
+        try:
+            pl.read_parquet(target / "b.parquet")
+        except Exception as exc:  # any unreadable file is the violation
+            return f"b.parquet unreadable: {exc}"
+        return None
+    versions = {(target / n).read_text() for n in "abc" if (target / n).is_file()}
+    return None if names == ["a", "b", "c"] and len(versions) == 1 else f"mixed or partial folder {names} {versions}"
+
+
+_QUERY_LOOP = """
+import sys
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.sql import query_rows
+wh = Warehouse(sys.argv[1])
+print("ready", flush=True)
+while True:
+    query_rows(wh, sys.argv[2])
+"""
+
+
+def _kill_a_query(base: Path, rnd: random.Random, expected: tuple) -> str | None:
+    """Start a process querying the warehouse in a loop, SIGKILL it at a random moment; the next query must answer
+    ``expected`` and leave no link of either behind."""
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import query_rows
+
+    wh = Warehouse(base / "wh-kill-query")
+    proc = subprocess.Popen([sys.executable, "-c", _QUERY_LOOP, str(wh.root), _COUNTS], stdout=subprocess.PIPE,
+                            text=True)
+    proc.stdout.readline()
+    time.sleep(rnd.uniform(0.0, 0.5))
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    got = query_rows(wh, _COUNTS)[1][0]
+    if got != expected:
+        return f"after a killed query the next one answered {got}, not {expected}"
+    if left := list(wh.staging_dir.iterdir()):
+        return f"left in .staging: {[p.name for p in left]}"
+    return None
 
 
 def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
-    from synthtrace.warehouse.layout import Warehouse
+    import polars as pl
 
-    out = {"kills": 0, "window_kills": 0, "recovered_new": 0, "violations": []}
+    from synthtrace.pipelines.cli import main
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import query_rows
+    from testing.traces import PRIME
+
+    out = {"kills": 0, "by_mode": {m: 0 for m in KILL_MODES}, "window_kills": 0, "recovered_new": 0,
+           "violations": []}
+    kq = base / "wh-kill-query"
+    assert main(["ingest", str(PRIME), "-w", str(kq)]) == 0
+    expected = query_rows(Warehouse(kq), _COUNTS)[1][0]
     for k in range(n):
+        mode = KILL_MODES[k % len(KILL_MODES)]
+        out["kills"] += 1
+        out["by_mode"][mode] += 1
+        if mode == "query":
+            if (why := _kill_a_query(base, rnd, expected)) is not None:
+                out["violations"].append((k, mode, why))
+            continue
         root = base / f"k{k}"
         wh = Warehouse(root).ensure()
         target = wh.experiment_dir("x")
         target.mkdir()
-        for name in "abc":
+        for name in "ac" if mode == "update" else "abc":
             (target / name).write_text("0")
-        window = k % 3 == 0
+        if mode == "update":
+            pl.DataFrame({"version": [0]}).write_parquet(target / "b.parquet")
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             try:
-                _swapper(root, window, k)
+                _writer(root, mode, k)
             finally:
                 os._exit(1)
-        if not window:
+        if mode != "swap_window":
             time.sleep(rnd.uniform(0.0, 0.05))
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
-        out["kills"] += 1
-        out["window_kills"] += window and os.WTERMSIG(status) == signal.SIGKILL
-        in_window = not target.exists()
+        out["window_kills"] += mode == "swap_window" and os.WTERMSIG(status) == signal.SIGKILL
+        out["recovered_new"] += mode != "remove" and not target.exists()
         Warehouse(root).ensure()  # the next writer recovers
-        if not target.is_dir():
-            out["violations"].append((k, "the folder is gone"))
-        else:
-            versions = {(target / name).read_text() for name in "abc" if (target / name).is_file()}
-            if len(versions) != 1 or len(list(target.iterdir())) != 3:
-                out["violations"].append((k, f"mixed or partial folder {versions}"))
-        if list(wh.staging_dir.iterdir()):
-            out["violations"].append((k, "staging left behind"))
-        out["recovered_new"] += in_window
+        if (why := _folder_problem(target, mode)) is not None:
+            out["violations"].append((k, mode, why))
+        if left := list(wh.staging_dir.iterdir()):
+            out["violations"].append((k, mode, f"staging left behind: {[p.name for p in left]}"))
         shutil.rmtree(root)
     return out
 
 
 # ----------------------------------------------------------------------------------------------------- queries
 def _run_churn(root: Path, stop_after_s: float) -> None:
-    """In a forked child: add a copy of the warehouse's run under a second id, then remove it, again and again."""
+    """In a forked child: add a copy of the warehouse's run under a second id, remove it, and replace the first
+    run by a new copy of itself (new files, same content), again and again."""
     from synthtrace.warehouse.layout import Warehouse
 
     wh = Warehouse(root)
@@ -194,6 +323,8 @@ def _run_churn(root: Path, stop_after_s: float) -> None:
             shutil.copytree(src, stage, dirs_exist_ok=True)
         time.sleep(rnd.uniform(0.0, 0.05))  # the second run stays a moment
         wh.remove(wh.run_dir("copy0000deadbeef"))
+        with wh.staged(src, replace=True) as stage:
+            shutil.copytree(src, stage, dirs_exist_ok=True)
         time.sleep(rnd.uniform(0.0, 0.05))
 
 
@@ -206,8 +337,9 @@ def query_family(base: Path, n: int) -> dict:
     root = base / "wh-queries"
     assert main(["ingest", str(PRIME), "-w", str(root)]) == 0
     wh = Warehouse(root)
-    n_bursts = query_rows(wh, "SELECT count(*) FROM bursts")[1][0][0]
-    out = {"queries": 0, "two_runs_seen": 0, "violations": [], "n_bursts": n_bursts}
+    one = query_rows(wh, _COUNTS)[1][0]
+    whole = {one, tuple(2 * v for v in one)}
+    out = {"queries": 0, "two_runs_seen": 0, "violations": [], "one_run": list(one)}
     lock = threading.Lock()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
@@ -219,14 +351,13 @@ def query_family(base: Path, n: int) -> dict:
     def reader(count: int) -> None:
         for _ in range(count):
             try:
-                runs, bursts = query_rows(wh, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts)")[1][0]
-                bad = (runs, bursts) not in ((1, n_bursts), (2, 2 * n_bursts))
-                why = f"inconsistent state: {runs} runs, {bursts} bursts" if bad else None
-            except Exception as exc:
-                runs, why = 0, f"{type(exc).__name__}: {exc}"
+                got = query_rows(wh, _COUNTS)[1][0]
+                why = None if got in whole else f"inconsistent state: {got}"
+            except Exception as exc:  # every failure is counted
+                got, why = (0,), f"{type(exc).__name__}: {exc}"
             with lock:
                 out["queries"] += 1
-                out["two_runs_seen"] += runs == 2
+                out["two_runs_seen"] += got[0] == 2
                 if why:
                     out["violations"].append(why)
 
@@ -242,90 +373,259 @@ def query_family(base: Path, n: int) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------------------------------------- sql
+#: (statement, formats, must be refused: it reads outside the warehouse)
+SQL_CASES: list[tuple[str, tuple[str, ...], bool]] = [
+    ("SELECT length(repeat('x', 1 << 30)) AS n", ("table",), False),
+    ("SELECT list(range) FROM range(50000000)", ("table",), False),
+    ("SELECT * FROM range(30000000)", ("table", "json", "csv", "parquet"), False),
+    ("SELECT length(string_agg(repeat('x', 100000), ',')) AS n FROM range(20000)", ("table",), False),
+    ("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t", ("table",), False),
+    ("SELECT * FROM range(100000000) ORDER BY random()", ("csv",), False),
+    ("SELECT count(*) FROM bursts a, bursts b, bursts c, bursts d", ("table",), False),
+    ("SELECT " + "(" * 5000 + "1" + ")" * 5000, ("table",), False),
+    ("SELECT " + "+".join(["1"] * 30000), ("table",), False),  # a command-line argument holds 128 KiB
+    ("SELECT 1; SELECT 2", ("table",), False),
+    ("SELECT * FROM read_parquet('.staging/query.*/0.parquet')", ("table",), True),
+    ("SELECT * FROM read_parquet('runs/*/run.parquet')", ("table",), True),
+    ("SELECT * FROM parquet_metadata('/etc/passwd')", ("table",), True),
+    ("FROM query('SELECT * FROM read_text(''/etc/passwd'')')", ("table",), True),
+    ("SELECT * FROM read_blob('/proc/self/environ')", ("table",), True),
+    ("SELECT * FROM read_csv('/proc/self/fd/0')", ("table",), True),
+    ("SELECT * FROM read_parquet('/proc/self/fd/3')", ("table",), True),
+    ("SELECT * FROM read_parquet('/proc/self/cwd/../../etc/passwd')", ("table",), True),
+    ("SELECT * FROM glob('/**')", ("table",), True),
+    ("SELECT * FROM sniff_csv('/etc/passwd')", ("table",), True),
+    ("SELECT * FROM read_json_auto('/etc/hostname')", ("table",), True),
+    ("SELECT * FROM read_parquet('https://example.com/x.parquet')", ("table",), True),
+    ("SELECT * FROM duckdb_secrets()", ("table",), True),
+    ("SELECT * FROM read_parquet(['/etc/passwd', '/etc/hostname'])", ("table",), True),
+    ("SELECT * FROM 'runs/../../../../etc/passwd'", ("table",), True),
+    ("SELECT 'x'::BLOB AS b, INTERVAL 1 DAY AS i, uuid() AS u, 'nan'::DOUBLE AS n, 'inf'::DOUBLE AS f, "
+     "[1, 2] AS l, {'a': 1} AS st, MAP {'k': 2} AS m, 1.5::DECIMAL(38, 10) AS d, 'infinity'::DATE AS dt, "
+     "now() AS ts, 170141183460469231731687303715884105727::HUGEINT AS h, 'a' || chr(0) || 'b' AS nul, "
+     "union_value(k := 1) AS un, '\\x80'::BLOB AS b2, 18446744073709551615::UBIGINT AS ub, '12:00'::TIME AS t, "
+     "'2020-01-01 00:00:00+05'::TIMESTAMPTZ AS tz, '101'::BIT AS bi, [INTERVAL 1 HOUR] AS li, "
+     "{'u': union_value(k := 2)} AS su, 10::VARINT AS vi, 'a'::ENUM('a', 'b') AS en",
+     ("table", "json", "csv", "parquet"), False),
+    ("SELECT 1 AS a, 2 AS a, 3 AS \"A\"", ("table", "json", "csv", "parquet"), False),
+    ("SELECT 1 AS \"line\nbreak\", 2 AS \"quote\"\"\", 3 AS \"\x1b[31mred\", 4 AS \"\u202eevil\"",
+     ("table", "json", "csv", "parquet"), False),
+    ("SELECT 1 WHERE false", ("table", "json", "csv", "parquet"), False),
+    ("SELECT [[[[1]]]] AS deep, [] AS empty_list, NULL AS nothing, [NULL] AS ln, {'': 1} AS empty_key",
+     ("table", "json", "csv", "parquet"), False),
+    ("SELECT 'x' AS \"" + "c" * 60000 + "\"", ("table", "json", "csv", "parquet"), False),
+    ("SELECT chr(27) || '[2J' || chr(27) || '[31m pwned' AS s, 'a' || chr(10) || 'error: forged' AS t",
+     ("table", "json", "csv"), False),
+    ("SELECT 1/0, 0/0", ("table", "json"), False),
+    ("SELECT pg_sleep(1)", ("table",), False),
+    ("SUMMARIZE SELECT * FROM bursts", ("table", "json", "csv", "parquet"), False),
+    ("EXPLAIN (FORMAT JSON) SELECT * FROM runs", ("table", "json", "csv", "parquet"), False),
+    ("DESCRIBE SELECT 'x'::BLOB", ("table", "json", "csv", "parquet"), False),
+    ("SELECT * FROM duckdb_settings()", ("table",), False),
+    ("SELECT current_setting('allowed_paths')", ("table",), False),
+    ("SELECT * FROM runs, bursts", ("json",), False),
+]
+
+_SQL_PROBE = """
+import contextlib, io, json, resource, sys, time, traceback
+from synthtrace.pipelines.cli import main
+err, out = io.StringIO(), io.StringIO()
+t0 = time.monotonic()
+with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+    try:
+        code = main(sys.argv[1:])
+    except BaseException:
+        code = -1
+        err.write(traceback.format_exc())
+print(json.dumps({"code": code, "stderr": err.getvalue()[-2000:], "stdout_bytes": len(out.getvalue()),
+                  "seconds": time.monotonic() - t0,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}))
+"""
+
+
+def _sql_violation(res: dict, refused: bool) -> str | None:
+    lines = [ln for ln in res["stderr"].splitlines() if ln.strip()]
+    if res["code"] not in (0, 2) or "Traceback" in res["stderr"]:
+        return f"escaped: exit {res['code']}"
+    if len(lines) > 1:
+        return f"{len(lines)} stderr lines"
+    if refused and res["code"] != 2:
+        return "answered a read outside the warehouse"
+    if res["peak_mb"] > SQL_RSS_CAP_MB:
+        return f"peak RSS {res['peak_mb']} MB over {SQL_RSS_CAP_MB} MB"
+    if res["seconds"] > SQL_TIMEOUT_S + SQL_GRACE_S:
+        return f"ran {res['seconds']:.0f} s at --timeout {SQL_TIMEOUT_S}"
+    return None
+
+
+def sql_family(base: Path) -> dict:
+    from synthtrace.pipelines.cli import main
+    from testing.traces import PRIME, tree_digest
+
+    wh = base / "wh-sql"
+    assert main(["ingest", str(PRIME), "-w", str(wh)]) == 0
+    before = tree_digest(wh)
+    out = {"cases": 0, "exit0": 0, "exit2": 0, "violations": [], "peak_mb": 0, "max_seconds": 0.0}
+    for statement, formats, refused in SQL_CASES:
+        for fmt in formats:
+            target = base / f"sql-out.{fmt}"
+            args = ["sql", statement, "-w", str(wh), "-f", fmt, "--timeout", str(SQL_TIMEOUT_S),
+                    "--memory-limit", SQL_MEMORY_LIMIT, *(["-o", str(target)] if fmt == "parquet" else [])]
+            try:
+                proc = subprocess.run([sys.executable, "-c", _SQL_PROBE, *args], capture_output=True, text=True,
+                                      timeout=SQL_TIMEOUT_S + SQL_GRACE_S + 60, cwd=wh)
+                res = json.loads(proc.stdout.splitlines()[-1])
+            except (subprocess.TimeoutExpired, IndexError, ValueError) as exc:
+                res = {"code": -9, "stderr": f"probe died: {type(exc).__name__}", "peak_mb": 0, "seconds": 0.0}
+            out["cases"] += 1
+            out["exit0" if res["code"] == 0 else "exit2"] += res["code"] in (0, 2)
+            out["peak_mb"] = max(out["peak_mb"], res["peak_mb"])
+            out["max_seconds"] = max(out["max_seconds"], res["seconds"])
+            if (why := _sql_violation(res, refused)) is not None:
+                out["violations"].append((statement[:80], fmt, why, res["stderr"][-300:]))
+            target.unlink(missing_ok=True)
+    if tree_digest(wh) != before:
+        out["violations"].append(("(all)", "-", "the warehouse changed", ""))
+    return out
+
+
 # -------------------------------------------------------------------------------------------------------- main
+def _paraver_cases(base: Path, n: int, rnd: random.Random, fresh_share: float) -> list[dict]:
+    from testing.attack_cases import FRESH_PARAVER_DEFECTS, PARAVER_DEFECTS, gzip_bomb, paraver_case
+
+    cases = [{"paths": [str(gzip_bomb(base / "bomb"))], "warehouse": str(base / "bomb-wh"), "defect": "gzip_bomb"}]
+    for k in range(n):
+        pool = FRESH_PARAVER_DEFECTS if rnd.random() < fresh_share else PARAVER_DEFECTS
+        prv, defect = paraver_case(base / f"p{k}", rnd, rnd.choice(pool))
+        cases.append({"paths": [str(prv)], "warehouse": str(base / f"p{k}-wh"), "defect": defect})
+    return cases
+
+
+def _otf2_cases(base: Path, n: int, rnd: random.Random, fresh_share: float) -> list[dict]:
+    from testing import hostile_otf2
+    from testing.attack_cases import otf2_case
+
+    cases = []
+    for k in range(n):
+        pool = hostile_otf2.FRESH_DEFECTS if rnd.random() < fresh_share else hostile_otf2.DEFECTS
+        anchor, defect = otf2_case(base / f"o{k}" / "archive", rnd, pool)
+        cases.append({"paths": [str(anchor)], "warehouse": str(base / f"o{k}-wh"), "defect": defect})
+    return cases
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--paraver", type=int, default=2000)
-    ap.add_argument("--otf2", type=int, default=400)
-    ap.add_argument("--kills", type=int, default=100)
-    ap.add_argument("--queries", type=int, default=4000)
+    ap.add_argument("--paraver", type=int, default=0)
+    ap.add_argument("--otf2", type=int, default=0)
+    ap.add_argument("--kills", type=int, default=0)
+    ap.add_argument("--queries", type=int, default=0)
+    ap.add_argument("--sql", action="store_true", help="the hostile statements of SQL_CASES")
     ap.add_argument("--seed", type=int, default=20261202)
-    ap.add_argument("--timeout-s", type=float, default=3600.0, help="of each ingest family")
+    ap.add_argument("--fresh-share", type=float, default=0.5, help="of the ingest cases, from the fresh defects")
+    ap.add_argument("--case-timeout-s", type=float, default=180.0, help="one ingest case; past it, a hang")
+    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run3.json")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "attack.md")
     args = ap.parse_args()
-    from testing.attack_cases import gzip_bomb, otf2_case, paraver_case
 
     rnd = random.Random(args.seed)
     base = Path(tempfile.mkdtemp(prefix="synthtrace-attack-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
-    report: dict[str, dict] = {}
-    t_all = time.monotonic()
+    command = " ".join(sys.argv[1:])
+    bad = 0
     try:
-        if args.paraver:
+        for family, wanted, run in (
+            ("paraver", args.paraver, lambda: ingest_family(
+                _paraver_cases(base, args.paraver, rnd, args.fresh_share), args.case_timeout_s)),
+            ("otf2", args.otf2, lambda: ingest_family(
+                _otf2_cases(base, args.otf2, rnd, args.fresh_share), args.case_timeout_s)),
+            ("kills", args.kills, lambda: kill_family(base, args.kills, rnd)),
+            ("queries", args.queries, lambda: query_family(base, args.queries)),
+            ("sql", args.sql, lambda: sql_family(base)),
+        ):
+            if not wanted:
+                continue
             t0 = time.monotonic()
-            cases = [{"paths": [str(gzip_bomb(base / "bomb"))], "warehouse": str(base / "bomb-wh"),
-                      "defect": "gzip_bomb"}]
-            for k in range(args.paraver):
-                prv, defect = paraver_case(base / f"p{k}", rnd)
-                cases.append({"paths": [str(prv)], "warehouse": str(base / f"p{k}-wh"), "defect": defect})
-            report["paraver"] = ingest_family(cases, args.timeout_s) | {"seconds": time.monotonic() - t0}
-            write_report(args, report, time.monotonic() - t_all)
-        if args.otf2:
-            t0 = time.monotonic()
-            cases = []
-            for k in range(args.otf2):
-                anchor, defect = otf2_case(base / f"o{k}" / "archive", rnd)
-                cases.append({"paths": [str(anchor)], "warehouse": str(base / f"o{k}-wh"), "defect": defect})
-            report["otf2"] = ingest_family(cases, args.timeout_s) | {"seconds": time.monotonic() - t0}
-            write_report(args, report, time.monotonic() - t_all)
-        if args.kills:
-            t0 = time.monotonic()
-            report["kills"] = kill_family(base, args.kills, rnd) | {"seconds": time.monotonic() - t0}
-            write_report(args, report, time.monotonic() - t_all)
-        if args.queries:
-            t0 = time.monotonic()
-            report["queries"] = query_family(base, args.queries) | {"seconds": time.monotonic() - t0}
+            result = run() | {"seconds": time.monotonic() - t0}
+            _store_chunk(args.store, {"family": family, "seed": args.seed, "command": command,
+                                      "load": os.getloadavg()[0], "at": time.strftime("%H:%M UTC", time.gmtime()),
+                                      **result})
+            bad += len(result["violations"])
+            print(f"{family}: {len(result['violations'])} violations, {result.get('peak_mb', '-')} MB peak, "
+                  f"{result['seconds']:.0f} s", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    write_report(args, report, time.monotonic() - t_all)
-    bad = sum(len(r["violations"]) for r in report.values())
-    peak = max((report[f]["peak_mb"] for f in ("paraver", "otf2") if f in report), default=0)
-    print(f"{bad} violations, peak {peak} MB; {args.out}")
-    return 1 if bad or peak > MEMORY_CAP_MB else 0
+    write_report(args.store, args.out)
+    return 1 if bad else 0
 
 
-def write_report(args: argparse.Namespace, r: dict[str, dict], total_s: float) -> None:
-    """The figures of the families run so far, as markdown in ``args.out`` (rewritten after each family)."""
-    load = os.getloadavg()[0]
+def _store_chunk(store: Path, chunk: dict) -> None:
+    """Add ``chunk`` to ``store`` (under a lock: chunks of two families may end at once)."""
+    import fcntl
+
+    with open(Path(tempfile.gettempdir()) / f"{store.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        chunks = json.loads(store.read_text()) if store.exists() else []
+        chunks.append(chunk)
+        store.write_text(json.dumps(chunks, indent=1, default=str))
+
+
+def write_report(store: Path, out: Path) -> None:
+    """The "Run 3" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
+    chunks = json.loads(store.read_text()) if store.exists() else []
+    fam: dict[str, dict] = {}
+    for c in chunks:
+        f = fam.setdefault(c["family"], {"chunks": 0, "seconds": 0.0, "violations": [], "peak_mb": 0, "loads": []})
+        f["chunks"] += 1
+        f["seconds"] += c["seconds"]
+        f["violations"] += c["violations"]
+        f["peak_mb"] = max(f["peak_mb"], c.get("peak_mb", 0))
+        f["loads"].append(c["load"])
+        for key in ("cases", "exit0", "exit2", "kills", "window_kills", "recovered_new", "queries", "two_runs_seen"):
+            f[key] = f.get(key, 0) + c.get(key, 0)
+        for name, (a, b) in c.get("by_defect", {}).items():
+            prev = f.setdefault("by_defect", {}).get(name, (0, 0))
+            f["by_defect"][name] = (prev[0] + a, prev[1] + b)
+        for name, v in c.get("by_mode", {}).items():
+            modes = f.setdefault("by_mode", {})
+            modes[name] = modes.get(name, 0) + v
+    loads = [x for f in fam.values() for x in f["loads"]]
     lines = [
-        "# Attack rerun (issue 23)", "",
-        f"`nice -n 19 python benchmarks/bench_attack.py --paraver {args.paraver} --otf2 {args.otf2} "
-        f"--kills {args.kills} --queries {args.queries} --seed {args.seed}`; {total_s:.0f} s so far.", "",
-        f"Machine: {machine_description()}; 1-minute load average {load:.1f} (shared by other sessions).",
-        "",
+        f"{RUN_HEADING} (after issue 23 item 11's file snapshot; fresh mutations; in chunks of <= 5 minutes)", "",
+        f"`nice -n 10 python benchmarks/bench_attack.py ...` in {len(chunks)} chunks (commands and seeds in "
+        f"`benchmarks/results/{store.name}`). Machine: {machine_description()}, shared by 7 sessions: 1-minute "
+        f"load average {min(loads, default=0):.0f}-{max(loads, default=0):.0f} during the chunks.", "",
         "| family | cases | exit 0 | exit 2 | escaping exceptions / violations | peak RSS | seconds |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    names = {"paraver": "Paraver (structure-aware + gzip bomb)", "otf2": "OTF2 (semantic defects)"}
-    for fam in ("paraver", "otf2"):
-        if (f := r.get(fam)) is not None:
-            lines.append(f"| {names[fam]} | {f['cases']} | {f['exit0']} | {f['exit2']} | {len(f['violations'])} | "
+    names = {"paraver": "Paraver (structure-aware, half fresh, + gzip bomb)", "otf2": "OTF2 (semantic, half fresh)"}
+    for key in ("paraver", "otf2"):
+        if (f := fam.get(key)) is not None:
+            lines.append(f"| {names[key]} | {f['cases']} | {f['exit0']} | {f['exit2']} | {len(f['violations'])} | "
                          f"{f['peak_mb']} MB | {f['seconds']:.0f} |")
-    if (k := r.get("kills")) is not None:
-        lines.append(f"| kill -9 of swapping writers | {k['kills']} ({k['window_kills']} between the two renames, "
-                     f"{k['recovered_new']} found mid-swap) | | | {len(k['violations'])} data losses | | "
+    if (k := fam.get("kills")) is not None:
+        modes = ", ".join(f"{m} {v}" for m, v in k["by_mode"].items())
+        lines.append(f"| kill -9 ({modes}; {k['window_kills']} between the two renames, {k['recovered_new']} "
+                     f"found mid-swap) | {k['kills']} | | | {len(k['violations'])} data losses | | "
                      f"{k['seconds']:.0f} |")
-    if (q := r.get("queries")) is not None:
-        lines.append(f"| concurrent queries during runs add/rm | {q['queries']} ({q['two_runs_seen']} saw the added "
-                     f"run) | | | {len(q['violations'])} | | {q['seconds']:.0f} |")
-    lines += ["", f"Memory cap judged: {MEMORY_CAP_MB} MB for every input (the worker's peak over all its cases).", ""]
-    for fam in ("paraver", "otf2"):
-        if (f := r.get(fam)) is not None:
-            lines += [f"Outcomes per {names[fam]} defect (exit 0 / exit 2):", "",
+    if (q := fam.get("queries")) is not None:
+        lines.append(f"| queries during runs add/rm/replace | {q['queries']} ({q['two_runs_seen']} saw 2 runs) | | | "
+                     f"{len(q['violations'])} | | {q['seconds']:.0f} |")
+    if (s := fam.get("sql")) is not None:
+        lines.append(f"| hostile `sql` statements x formats (--memory-limit {SQL_MEMORY_LIMIT}, --timeout "
+                     f"{SQL_TIMEOUT_S}) | {s['cases']} | {s['exit0']} | {s['exit2']} | {len(s['violations'])} | "
+                     f"{s['peak_mb']} MB | {s['seconds']:.0f} |")
+    lines += ["", f"Memory caps judged: {MEMORY_CAP_MB} MB for every ingest input (the worker's peak over all its "
+              f"cases); {SQL_RSS_CAP_MB} MB for each `sql` process.", ""]
+    for key in ("paraver", "otf2"):
+        if (f := fam.get(key)) is not None:
+            lines += [f"Outcomes per {names[key]} defect (exit 0 / exit 2):", "",
                       ", ".join(f"{d} {a}/{b}" for d, (a, b) in sorted(f["by_defect"].items())), ""]
-    violations = [v for f in r.values() for v in f["violations"]]
+    violations = [(key, v) for key, f in fam.items() for v in f["violations"]]
     if violations:
-        lines += ["Violations:", ""] + [f"- {v}" for v in violations[:50]] + [""]
-    args.out.write_text("\n".join(lines))
+        lines += ["Violations:", ""] + [f"- {key}: {v}" for key, v in violations[:60]] + [""]
+    text = out.read_text() if out.exists() else "# Attack rerun (issue 23)\n"
+    head = text.split(f"\n{RUN_HEADING}", 1)[0].rstrip("\n")
+    out.write_text(head + "\n\n" + "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     column every second one, none on the world
 ``amr``             message bytes and work follow each rank's refinement (a random walk), the neighbour graph is
                     redrawn every 10 iterations
+``amr_stages``      as amr without regrid, 2 Runge-Kutta stages (an exchange each) per step, no collective
 ``clock_offsets``   every node's clock off by tens of us and drifting by ppm (receives can precede their sends)
 ``layout``          16 ranks on one node in run 0, 4 per node in run 1 (shared memory against the network)
 ``flush`` / ``flush_all``   the tracer flushes its buffer (Extrae event 40000003, 0.2-2 ms) every ~40 calls of a
@@ -70,6 +71,7 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
+``mixed``           a random valid application per seed drawing several of the later mechanisms at once
 ``plain``           a random valid application per seed (topology, completion style, collectives, sizes, where
                     receives are recorded)
 
@@ -129,6 +131,10 @@ INNER_MASK = ~(((1 << 10) - 1) << 34)
 ITER_MASK = (1 << 14) - 1  # bits 44-57: iteration + 2; 58-61: OpenMP thread; 62: first piece of a flushed burst
 #: Extrae's event type of its buffer flushes (value 1 at the start, 0 at the end)
 EXTRAE_FLUSH = 40_000_003
+#: Extrae's OpenMP event types: parallel region (3 open, 0 close), outlined function executed (id, 0 end),
+#: barrier (1 begin, 0 end)
+OMP_PARALLEL, OMP_FUNCTION, OMP_BARRIER = 60_000_001, 60_000_018, 60_000_005
+OMP_MASTER, OMP_FIRST, OMP_LAST = 1, 2, 4  # a region's burst on its master thread / a worker's first / last piece
 
 
 @dataclass(frozen=True)
@@ -813,6 +819,12 @@ def _amr(spec: CampaignSpec) -> CampaignSpec:
                                      coll_every=5))
 
 
+@mechanism("amr_stages", "refinement changes bytes and work every iteration, 2 Runge-Kutta stages per step (a "
+           "halo exchange each), no collective", 8, 30)
+def _amr_stages(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="graph", completion="waitall", size_sigma=0.5, inner=2, coll_every=0))
+
+
 @mechanism("clock_offsets", "node clocks off by tens of us and drifting by ppm (receives can precede sends), "
            "4 ranks per node", 16, 30)
 def _clock_offsets(spec: CampaignSpec) -> CampaignSpec:
@@ -874,6 +886,32 @@ def _irecv_any(spec: CampaignSpec) -> CampaignSpec:
 def _noisy(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, os_noise_p=0.05, late_start_ns=3.0e7,
                    shape=Shape(topology="graph", completion="waitall", coll_every=5))
+
+
+@mechanism("mixed", "a random valid application per seed with several later mechanisms at once (exchange style, "
+           "completion calls, Iallreduce, row/column collectives, refinement, clocks, layout, flushes, threads, "
+           "ANY_SOURCE receives, renumbering)", 12, 30)
+def _mixed(spec: CampaignSpec) -> CampaignSpec:
+    rng = _rng(spec.seed, "mixed")
+    topology = str(rng.choice(["ring", "torus", "graph"]))
+    exchange = str(rng.choice(["isend", "isend", "sendrecv", "persistent"]))
+    recv_any = exchange == "isend" and rng.random() < 0.3
+    completion = ("waitall" if recv_any else
+                  str(rng.choice(["testsome", "waitany", "waitall", "wait_each", "test_poll", "waitsome", "testany"])))
+    shape = Shape(topology=topology, exchange=exchange, completion=completion, recv_any=recv_any,
+                  chunks=int(rng.integers(2, 6)), inner=int(rng.choice([1, 1, 2])),
+                  inner_reduce=bool(rng.random() < 0.3), nb_reduce=bool(rng.random() < 0.3),
+                  sub_comms=bool(topology == "torus" and rng.random() < 0.5),
+                  coll_every=int(rng.choice([1, 5, 0])), size_sigma=float(rng.choice([0.0, 0.0, 0.3])),
+                  threads=int(rng.choice([1, 1, 2, 4])), face_bytes=int(rng.choice([8192, 65536, 262144])),
+                  interior_ins=float(rng.uniform(5e5, 4e6)))
+    runs = spec.runs
+    return replace(spec, shape=shape, recv_at_completion=bool(rng.random() < 0.5),
+                   jitter=float(rng.choice([0.05, 0.2, 0.3])),
+                   clock_offset_ns=float(rng.choice([0.0, 0.0, 20_000.0])), clock_drift_ppm=float(rng.choice([0, 2])),
+                   ranks_per_node=tuple(int(rng.choice([4, 8, 16])) for _ in range(runs)),
+                   flush_run=int(rng.choice([-1, -1, 1, -2])), renumber_run=int(rng.choice([-1, -1, -1, 1])),
+                   os_noise_p=float(rng.choice([0.004, 0.02])))
 
 
 @mechanism("plain", "a random valid application per seed", 8, 30)
@@ -995,6 +1033,7 @@ def _tables(ex, spec: CampaignSpec, model: CounterModel, timing: Timing, placeme
     rows of one run."""
     b = {k: np.asarray(v) for k, v in ex.bursts.items()}
     b["thread"] = np.zeros(b["task"].size, np.int64)
+    b["omp"] = np.zeros(b["task"].size, np.int64)  # OMP_* flags of a parallel region's bursts
     if spec.shape.threads > 1:
         b = _omp_workers(b, spec.shape.threads, _rng(spec.seed, spec.mechanism, run, "omp"), spec.shape.locks)
     order = np.lexsort((b["start"], b["thread"], b["task"]))
@@ -1037,13 +1076,18 @@ def _tables(ex, spec: CampaignSpec, model: CounterModel, timing: Timing, placeme
                           "root": pl.Series(np.where(coll & (b["root"] >= 0), b["root"], -1)).replace(-1, None)
                           .cast(pl.Int32)}).filter(pl.Series(has_call))
     flush = b["call"] == "FLUSH"
-    nf = int(flush.sum())
-    events = pl.DataFrame({"run_id": [run_name] * 2 * nf, "appl": np.ones(2 * nf, np.int32),
-                           "task": np.r_[task1[flush], task1[flush]], "thread": np.r_[thread1[flush], thread1[flush]],
-                           "time_ns": np.r_[end[flush], exit[flush]], "type": np.full(2 * nf, EXTRAE_FLUSH, np.int64),
-                           "value": np.r_[np.ones(nf, np.int64), np.zeros(nf, np.int64)],
-                           "type_name": ["Flushing Traces"] * 2 * nf,
-                           "value_name": ["Start"] * nf + ["End"] * nf}, schema=EVENT_SCHEMA)
+    omp = b["omp"]
+    # Extrae's events: buffer flushes; OpenMP regions (master), outlined functions and barriers (workers)
+    events = pl.concat([_events(run_name, task1[w], thread1[w], t[w], etype, value, names)
+                        for w, t, etype, value, names in (
+                            (flush, end, EXTRAE_FLUSH, 1, ("Flushing Traces", "Start")),
+                            (flush, exit, EXTRAE_FLUSH, 0, ("Flushing Traces", "End")),
+                            (omp & OMP_MASTER > 0, start, OMP_PARALLEL, 3, ("Parallel (OMP)", "REGION (open)")),
+                            (omp & OMP_MASTER > 0, end, OMP_PARALLEL, 0, ("Parallel (OMP)", "close")),
+                            (omp & OMP_FIRST > 0, start, OMP_FUNCTION, 3,
+                             ("Executed OpenMP parallel function", "interior._omp_fn.0")),
+                            (omp & OMP_LAST > 0, end, OMP_FUNCTION, 0, ("Executed OpenMP parallel function", "End")),
+                            (omp & OMP_LAST > 0, end, OMP_BARRIER, 1, ("OpenMP barrier", "Begin")))])
     m = ex.messages
     fields = ("src", "dst", "s_l", "s_p", "r_c" if spec.recv_at_completion else "r_l", "r_p", "size", "tag")
     v = {f: np.array([getattr(x, f) for x in m], np.float64).reshape(-1) for f in fields}
@@ -1084,8 +1128,18 @@ def _lock_waits(w: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str,
     hi = np.maximum(start + span * (piece + 1) / kk, lo + 50.0)
     out = {key: v[at] for key, v in w.items()}
     out |= {"start": lo, "end": hi, "exit": hi, "ins": w["ins"][at] * (hi - lo) / np.maximum(span, 1.0),
-            "lid": out["lid"] | np.where(piece < kk - 1, NO_MATCH_BIT | (piece + 1), 0)}
+            "lid": out["lid"] | np.where(piece < kk - 1, NO_MATCH_BIT | (piece + 1), 0),
+            "omp": np.where(piece == 0, OMP_FIRST, 0) | np.where(piece == kk - 1, OMP_LAST, 0)}
     return out
+
+
+def _events(run_name: str, task: np.ndarray, thread: np.ndarray, time: np.ndarray, etype: int, value: int,
+            names: tuple[str, str]) -> pl.DataFrame:
+    """Event records (EVENT_SCHEMA) of one type and value at ``time`` on (task, thread)."""
+    n = time.size
+    return pl.DataFrame({"run_id": [run_name] * n, "appl": np.ones(n, np.int32), "task": task, "thread": thread,
+                         "time_ns": time, "type": np.full(n, etype, np.int64), "value": np.full(n, value, np.int64),
+                         "type_name": [names[0]] * n, "value_name": [names[1]] * n}, schema=EVENT_SCHEMA)
 
 
 def _node_clocks(spec: CampaignSpec, node_of_task: np.ndarray, run: int):
@@ -1113,7 +1167,8 @@ def _omp_workers(b: dict[str, np.ndarray], threads: int, rng: np.random.Generato
     waits for a lock 0, 1 or 2 times in a region (as the timing falls), each wait (1-5 us, not Running) cutting
     its burst; the pieces before the last have no counterpart in another run (:data:`NO_MATCH_BIT`)."""
     interior = np.isin(b["kernel"], [kid("stencil_interior"), *range(V0, len(ALL_KERNELS))])
-    region = np.flatnonzero(interior & (b["ins"] >= 1.0e5) & (b["call"] != "FLUSH"))
+    # a region is the program's (its whole instructions): a flush on the master does not remove it
+    region = np.flatnonzero(interior & (b["whole"] >= 1.0e5) & (b["call"] != "FLUSH"))
     k, w = region.size, threads - 1
     rows = np.repeat(region, w)
     th = np.tile(np.arange(1, threads), k)
@@ -1121,8 +1176,10 @@ def _omp_workers(b: dict[str, np.ndarray], threads: int, rng: np.random.Generato
     fork = rng.uniform(500.0, 3000.0, rows.size)
     start = b["start"][rows] + fork
     end = start + np.maximum(b["end"][rows] - start, 100.0) * share
+    b["omp"] = np.where(np.isin(np.arange(b["start"].size), region), OMP_MASTER, 0)
     extra = {key: v[rows] for key, v in b.items()}
     extra |= {"start": start, "end": end, "exit": end, "ins": b["ins"][rows] * share, "thread": th,
+              "omp": np.full(rows.size, OMP_FIRST | OMP_LAST),
               "lid": b["lid"][rows] | (th.astype(np.int64) << 58), "call": np.full(rows.size, "", dtype=object),
               "site": np.full(rows.size, -1), "csend": np.full(rows.size, -1), "crecv": np.full(rows.size, -1),
               "root": np.full(rows.size, -1), "stretched": np.ones(rows.size)}

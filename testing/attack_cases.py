@@ -24,6 +24,13 @@ PARAVER_DEFECTS = (
     "message_outside", "message_negative_size", "key_counter", "duplicate_counter", "out_of_order", "crlf",
     "blank_flood", "gzip", "long_name", "repeated_type", "end_before_records",
 )
+#: defects added by the second attack rerun (fresh mutations: not drawn by the suite's fuzz test until they hold)
+FRESH_PARAVER_DEFECTS = (
+    "type_past_int64", "wide_event", "type_flood", "nodes_huge", "appl_count_huge", "threads_huge", "duration_unit",
+    "pcf_type_huge", "pcf_binary", "row_huge", "deep_nesting", "exit_without_enter", "same_time_flood",
+    "state_value_huge", "message_to_self", "message_backwards", "header_extra_fields", "truncated_gzip",
+    "multi_member_gzip", "utf8_bom", "header_only", "event_no_pairs", "cpu_zero", "task_zero",
+)
 _KEY_NAMES = ("task", "run_id", "START_NS", "burst_seq", "_hidden", "Duration_ns", "mpi_call")
 _BOMB_NEWLINES = 80 << 20  # a gzip bomb: 80 MiB of newlines in about 80 KB
 
@@ -56,6 +63,8 @@ def paraver_case(dest: Path, rnd: random.Random, defect: str | None = None, max_
     src = rnd.choice(PARAVER_SOURCES)
     head, records = _cut(src, rnd, max_records)
     pcf = src.with_suffix(".pcf").read_text()
+    if defect in FRESH_PARAVER_DEFECTS:
+        return _fresh_case(dest, rnd, defect, src, head, records, pcf)
     header = _fields(head[0])
     text_header = head[0].rstrip(b"\r\n").decode()
     if defect in ("neg_cpus", "huge_cpus"):
@@ -147,10 +156,87 @@ def gzip_bomb(dest: Path) -> Path:
     return prv
 
 
-def otf2_case(dest: Path, rnd: random.Random) -> tuple[Path, str]:
-    """An OTF2 archive with one random defect and random parameters (peer rank, metric reading)."""
-    defect = rnd.choice(hostile_otf2.DEFECTS)
+def otf2_case(dest: Path, rnd: random.Random, defects: tuple[str, ...] = hostile_otf2.DEFECTS) -> tuple[Path, str]:
+    """An OTF2 archive with one random defect of ``defects`` and random parameters (peer rank, metric reading)."""
+    defect = rnd.choice(defects)
     reading = rnd.choice([float("nan"), float("inf"), float("-inf"), 1e19, -1e30, 2.0**63, 123.0])
     peer = rnd.choice([2, 3, 99, 2**31 - 1, 2**32 - 2])
     anchor = hostile_otf2.write(dest, defect, peer=peer, reading=reading if defect in hostile_otf2.REFUSED else None)
     return anchor, defect
+
+
+def _fresh_case(dest: Path, rnd: random.Random, defect: str, src: Path, head: list[bytes], records: list[bytes],
+                pcf: str) -> tuple[Path, str]:
+    """One of :data:`FRESH_PARAVER_DEFECTS` applied to the cut trace (``head``, ``records``, ``pcf``) of ``src``."""
+    text_header = head[0].rstrip(b"\r\n").decode()
+    row = src.with_suffix(".row").read_bytes()
+    first = next((_fields(r) for r in records if r.startswith((b"1:", b"2:"))), [b"1", b"1", b"1", b"1", b"1", b"0"])
+    where, t = first[1:5], int(first[5]) if first[5].isdigit() else 0
+    gz = False
+    if defect == "type_past_int64" and (i := _pick(records, rnd, b"2:")) is not None:
+        f = _fields(records[i])
+        f[6] = str(2**64 + 3).encode()
+        records[i] = _join(f)
+    elif defect == "wide_event":
+        pairs = [x for k in range(3000) for x in (str(90000000 + k).encode(), str(k).encode())]
+        records.insert(len(records) // 2, _join([b"2", *where, str(t).encode(), *pairs]))
+    elif defect == "type_flood":
+        records += [_join([b"2", *where, str(t + k).encode(), str(91000000 + k).encode(), b"1"]) for k in range(1500)]
+    elif defect in ("nodes_huge", "appl_count_huge", "threads_huge", "duration_unit", "header_extra_fields"):
+        nodes = text_header.split("):", 1)[1].split(":")[1]
+        if defect == "nodes_huge":
+            text_header = text_header.replace(nodes, "1000000000000(4)", 1)
+        elif defect == "appl_count_huge":
+            fields = text_header.split("):", 1)[1].split(":")
+            text_header = text_header.replace(f"{nodes}:{fields[2]}:", f"{nodes}:{2**40}:", 1)
+        elif defect == "threads_huge":
+            text_header = text_header.replace("(1:1", "(4000000000:1", 1).replace("(24:1", "(4000000000:1", 1)
+        elif defect == "duration_unit":
+            dur = text_header.split("):", 1)[1].split(":")[0]
+            text_header = text_header.replace(f"):{dur}:", f"):{rnd.choice(['123_xs', '12e5_ns', '_ns', '-5_ns'])}:", 1)
+        else:
+            text_header += rnd.choice([":::", ",7,8", ":x", "\t"])
+        head[0] = text_header.encode() + b"\n"
+    elif defect == "pcf_type_huge":
+        pcf = pcf.replace("42000050", str(2**70), 1).replace("40000050", str(2**70), 1)
+    elif defect == "pcf_binary":
+        pcf = pcf.replace("PAPI_TOT_CYC", "PAPI\x00TOT\udc80CYC", 1)
+    elif defect == "row_huge":
+        row = b"LEVEL THREAD SIZE 4000000000\n" + row
+    elif defect in ("deep_nesting", "exit_without_enter"):
+        value = (lambda k: str(k % 10 + 1).encode()) if defect == "deep_nesting" else (lambda k: b"0")
+        records += [_join([b"2", *where, str(t + k).encode(), b"50000001", value(k)]) for k in range(20000)]
+    elif defect == "same_time_flood":
+        records += [_join([b"1", *where, str(t).encode(), str(t).encode(), b"1"]) for _ in range(50000)]
+    elif defect == "state_value_huge" and (i := _pick(records, rnd, b"1:")) is not None:
+        f = _fields(records[i])
+        f[7] = str(rnd.choice([2**40, 2**63 + 1, -3])).encode()
+        records[i] = _join(f)
+    elif defect in ("message_to_self", "message_backwards"):
+        late, early = str(t + 1000).encode(), str(t + 10).encode()
+        send = (late, late) if defect == "message_backwards" else (early, early)
+        recv = (early, early) if defect == "message_backwards" else (late, late)
+        records.insert(len(records) // 2, b":".join([b"3", *where, *send, *where, *recv, b"64", b"5"]) + b"\n")
+    elif defect == "header_only":
+        records = []
+    elif defect == "event_no_pairs":
+        records.insert(len(records) // 2, _join([b"2", *where, str(t).encode()]))
+    elif defect in ("cpu_zero", "task_zero") and (i := _pick(records, rnd, rnd.choice([b"1:", b"2:"]))) is not None:
+        f = _fields(records[i])
+        f[1 if defect == "cpu_zero" else 3] = b"0"
+        records[i] = _join(f)
+    body = b"".join(head + records)
+    if defect == "utf8_bom":
+        body = b"\xef\xbb\xbf" + body
+    if defect in ("truncated_gzip", "multi_member_gzip"):
+        gz = True
+        cut = len(body) // 2
+        body = (gzip.compress(body, compresslevel=1)[: rnd.randint(20, 400)] if defect == "truncated_gzip"
+                else gzip.compress(body[:cut]) + gzip.compress(body[cut:]))
+    stem = f"{src.stem}.{defect}"
+    dest.mkdir(parents=True, exist_ok=True)
+    prv = dest / (f"{stem}.prv.gz" if gz else f"{stem}.prv")
+    prv.write_bytes(body)
+    (dest / f"{stem}.pcf").write_bytes(pcf.encode("utf-8", "surrogateescape"))
+    (dest / f"{stem}.row").write_bytes(row)
+    return prv, defect

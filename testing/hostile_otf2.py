@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from otf2.enums import MetricMode, MetricOccurrence, RecorderKind, Type
+from otf2.enums import MetricMode, MetricOccurrence, Paradigm, RecorderKind, RegionRole, Type
 
 from testing.otf2_variants import _Archive
 
 DEFECTS = ("none", "nan_metric", "inf_metric", "huge_metric", "peer_outside", "timestamp_2_63", "key_metric",
            "high_offset")
+#: defects added by the second attack rerun (fresh mutations: not drawn by the suite's fuzz test until they hold)
+FRESH_DEFECTS = ("leave_unmatched", "unclosed", "recv_peer_outside", "msg_len_huge",
+                 "metric_int64_min", "many_metrics", "empty_location", "deep_nesting", "metric_name_dup",
+                 "region_name_control", "resolution_one", "resolution_huge", "tag_huge", "self_message")
 #: defects the reader must refuse (the others are read: renamed, or valid)
 REFUSED = frozenset({"nan_metric", "inf_metric", "huge_metric", "peer_outside", "timestamp_2_63"})
 _READINGS = {"nan_metric": float("nan"), "inf_metric": float("inf"), "huge_metric": 1e30, "key_metric": 5}
@@ -23,29 +27,50 @@ _READINGS = {"nan_metric": float("nan"), "inf_metric": float("inf"), "huge_metri
 
 def write(root: Path, defect: str, *, peer: int = 99, reading: float | None = None) -> Path:
     """The archive with ``defect`` under ``root``; returns its anchor (``traces.otf2``)."""
-    a = _Archive(root, ranks=2, threads=1, offset=2**63 + 10 if defect == "high_offset" else 0)
+    resolution = {"resolution_one": 1, "resolution_huge": 2**62}.get(defect, 10**9)
+    a = _Archive(root, ranks=2, threads=1, offset=2**63 + 10 if defect == "high_offset" else 0, resolution=resolution)
     a.mpi("MPI_Send", "MPI_Recv", "MPI_Barrier")
+    if defect == "region_name_control":
+        a.region("evil\nerror: forged\x1b[31m", RegionRole.FUNCTION, Paradigm.COMPILER, "x.c", 1)
     extra = None
     if defect in _READINGS:
         name, vtype = ("task", Type.UINT64) if defect == "key_metric" else ("energy", Type.DOUBLE)
         extra = a.d.metric_class([a.member(name, MetricMode.ACCUMULATED_START, vtype)],
                                  MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+    elif defect in ("metric_int64_min", "many_metrics", "metric_name_dup"):
+        n = {"many_metrics": 400, "metric_name_dup": 2}.get(defect, 1)
+        names = ["PAPI_TOT_INS"] * 2 if defect == "metric_name_dup" else [f"m{k}" for k in range(n)]
+        extra = a.d.metric_class([a.member(nm, MetricMode.ABSOLUTE_POINT, Type.INT64) for nm in names],
+                                 MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
     for rank in range(2):
         e = a.events(rank)
+        if defect == "empty_location" and rank == 1:
+            continue
         e.program_begin(0, "hostile", [])
         e.enter(0, "main")
-        if extra is not None:
+        if defect == "region_name_control":
+            e.enter(10, "evil\nerror: forged\x1b[31m")
+            e.leave(20, "evil\nerror: forged\x1b[31m")
+        if extra is not None and defect in _READINGS:
             e.ev.metric(a.ticks(0), extra, [0 if defect == "key_metric" else 0.0])
+        elif extra is not None:
+            e.ev.metric(a.ticks(0), extra, [-(2**63) if defect == "metric_int64_min" else k
+                                            for k in range(len(extra.members))])
         call = "MPI_Send" if rank == 0 else "MPI_Recv"
         e.enter(100, call, ins=100)
+        length = 2**64 - 1 if defect == "msg_len_huge" else 64
+        tag = 2**32 - 1 if defect == "tag_huge" else 7
         if rank == 0:
-            e.mpi_send(110, peer if defect == "peer_outside" else 1, a.world, 7, 64)
+            e.mpi_send(110, peer if defect == "peer_outside" else 0 if defect == "self_message" else 1, a.world, tag,
+                       length)
         else:
-            e.mpi_recv(110, 0, a.world, 7, 64)
+            e.mpi_recv(110, 99 if defect == "recv_peer_outside" else 0, a.world, tag, length)
         e.leave(200, call, ins=5)
-        if extra is not None:
+        if extra is not None and defect in _READINGS:
             value = reading if reading is not None and defect != "key_metric" else _READINGS[defect]
             e.ev.metric(a.ticks(250), extra, [value])
+        if defect == "leave_unmatched":
+            e.leave(260, "MPI_Barrier")
         e.enter(300, "MPI_Barrier", ins=50)
         if defect == "timestamp_2_63" and rank == 1:  # the location's last records, at tick 2^63 + 5
             e.ev.leave(2**63 + 5, a.regions["MPI_Barrier"])
@@ -53,6 +78,14 @@ def write(root: Path, defect: str, *, peer: int = 99, reading: float | None = No
             e.ev.program_end(2**63 + 5, 0)
             continue
         e.leave(400, "MPI_Barrier", ins=5)
-        e.leave(500, "main")
-        e.program_end(500, 0)
+        if defect == "unclosed":
+            continue
+        if defect == "deep_nesting":  # 3,000 nested regions (as a recursive code or a broken plugin writes)
+            for k in range(3000):
+                e.ev.enter(a.ticks(410 + k), a.regions["main"])
+            for k in range(3000):
+                e.ev.leave(a.ticks(3500 + k), a.regions["main"])
+        end = 7000 if defect == "deep_nesting" else 500
+        e.leave(end, "main")
+        e.program_end(end, 0)
     return a.close()

@@ -219,10 +219,33 @@ def merge_campaign(c, merge=None) -> MechanismOutcome:
                             message=" / ".join(res.warnings)[:200], merge_s=dt)
 
 
-def run_mechanism(name: str, seed: int, out: Path, merge=None, **sizes) -> MechanismOutcome:
-    """Simulate mechanism ``name`` (``sizes``: ranks, iterations, runs) into ``out``, merge and score it."""
-    from synthtrace.simulator.mechanisms import campaign, simulate
+def simulated(name: str, seed: int, out: Path, cache: Path | None = None, **sizes):
+    """The campaign of mechanism ``name`` (``sizes``: ranks, iterations, runs), simulated into ``out``, or read
+    from ``cache`` when the same generator (same source of simulator/mechanisms.py and mpi_exec.py) wrote it
+    there before (else simulated into the cache)."""
+    import hashlib
+
+    import synthtrace.simulator.mechanisms as mech
+    import synthtrace.simulator.mpi_exec as exe
+    spec = mech.campaign(name, seed, **sizes)
     t0 = time.perf_counter()
-    c = simulate(out, campaign(name, seed, **sizes))
+    if cache is None:
+        c = mech.simulate(out, spec)
+    else:
+        code = hashlib.sha1(b"".join(Path(m.__file__).read_bytes() for m in (mech, exe))).hexdigest()[:10]
+        d = Path(cache) / f"{spec.name}_{spec.ranks}x{spec.iterations}x{spec.runs}_{code}"
+        truth = d / spec.name / "truth.parquet"
+        traces = [d / spec.name / f"{spec.app}.run{r}.prv" for r in range(spec.runs)]
+        if truth.is_file() and all(t.is_file() for t in traces):
+            c = mech.Campaign(spec, traces, pl.read_parquet(truth), [])
+        else:
+            c = mech.simulate(d, spec)
     c.seconds = time.perf_counter() - t0
-    return merge_campaign(c, merge)
+    return c
+
+
+def run_mechanism(name: str, seed: int, out: Path, merge=None, cache: Path | None = None,
+                  **sizes) -> MechanismOutcome:
+    """Simulate mechanism ``name`` (``sizes``: ranks, iterations, runs) into ``out`` (or take it from ``cache``,
+    see :func:`simulated`), merge and score it."""
+    return merge_campaign(simulated(name, seed, out, cache, **sizes), merge)

@@ -9,13 +9,16 @@ and the merge is not ``ok``. Merges that are right stay ``ok``.
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
 from synthtrace.simulator.mechanisms import campaign, simulate
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
-from synthtrace.tracelib.merge.checks import PairSignals, opened_by, verdict
+from synthtrace.tracelib.merge.checks import PairSignals, opened_by, opened_differently, verdict
 from synthtrace.tracelib.merge.merge_runs import merge_runs
+from synthtrace.tracelib.merge.messages import COUNT_SCHEMA
+from synthtrace.tracelib.merge.ranks import RankCorrespondenceError, rank_mapping
 from testing.simulator_campaigns import mechanism_score, read_campaign
 from testing.traces import LULESH_A
 
@@ -44,19 +47,52 @@ def _wrong_and_flagged(c, res, other: str) -> pl.DataFrame:
 
 def test_waitany_matched_by_position_is_flagged_and_not_ok(tmp_path):
     """A torus whose faces arrive in another order in each run, unpacked as MPI_Waitany returns them (receives
-    recorded at their post, as Extrae does): the unpack bursts the merge pairs by position are flagged, every
-    flagged pair is wrong, and the verdict is not ok (on the merge before this check: ok at 69.7 % right)."""
+    recorded at their post, as Extrae does): every flagged pair is wrong, and the merge is never ok below 99 %
+    right (on the merge before this check: ok at 69.7 % right, the unpack bursts paired by position)."""
     c, runs, res = _merge(tmp_path, "torus")
     other = runs[1].run_id
     right = mechanism_score(c.truth, res.reference_run_id, other, res.matches)[0]
-    pairs = _wrong_and_flagged(c, res, other)
-    flagged = pairs.filter("msg_mismatch")
-    assert flagged.height > 0 and not flagged.get_column("right").any()  # a flag is never on a right pair
+    flagged = _wrong_and_flagged(c, res, other).filter("msg_mismatch")
+    assert not flagged.get_column("right").any()  # a flag is never on a right pair
     q = res.quality.filter(pl.col("method") != "recorded")
-    assert right < 0.99
-    assert set(q.get_column("verdict")) == {"bad"}
-    reason = q.get_column("verdict_reason")[0]
-    assert "another message" in reason and "msg_mismatch" in reason and "task" in reason
+    assert right >= 0.99 or "ok" not in set(q.get_column("verdict")), (right, q.get_column("verdict_reason")[0])
+
+
+def test_swapped_unpack_bursts_are_flagged(tmp_path):
+    """The torus's pairs with the unpack bursts of each Waitany round rotated by one (what a match by position makes
+    of faces that arrived in another order): the check flags only rotated pairs, and most of those whose two bursts
+    were opened by messages from different partners."""
+    c, runs, res = _merge(tmp_path, "torus")
+    ref, oth = runs
+    m = res.matches.filter(pl.col("other_run_id") == oth.run_id)
+    opened_ref, opened_oth = (opened_by(r.bursts, r.mpi_calls, r.messages) for r in runs)
+    keys = ["appl", "task", "thread", "burst_seq"]
+    index = {k: i for i, k in enumerate(oth.bursts.select("task", "burst_seq").iter_rows())}
+    o_rows = np.array([index.get((t, b), -1) for t, b in m.select("other_task", "other_burst_seq").iter_rows()])
+    # reference rows opened by a message; each run of consecutive ones (a Waitany round) rotated by one
+    rows = (ref.bursts.select(keys).with_row_index("_r").join(opened_ref.select(keys).unique(), on=keys)
+            .get_column("_r").sort().to_numpy())
+    swapped = o_rows.copy()
+    for r in np.split(rows, np.flatnonzero(np.diff(rows) != 1) + 1):
+        swapped[r] = o_rows[np.roll(r, 1)]
+    moved = swapped != o_rows
+
+    def flagged(other_rows: np.ndarray) -> np.ndarray:
+        matches = ref.bursts.select(keys).with_columns(
+            pl.Series("other_row", np.where(other_rows >= 0, other_rows, 0)).scatter(
+                np.flatnonzero(other_rows < 0), None).cast(pl.Int64))
+        f = opened_differently(opened_ref, opened_oth, matches, oth.bursts.select(keys),
+                               ref.bursts.get_column("PAPI_TOT_INS"), oth.bursts.get_column("PAPI_TOT_INS"))
+        return f.get_column("opened_other").fill_null(False).to_numpy()
+
+    before, after = flagged(o_rows), flagged(swapped)
+    sender = dict(zip(opened_oth.select("task", "burst_seq").iter_rows(), opened_oth.get_column("sender")))
+    other_sender = np.array([sender.get(k) for k in oth.bursts.select("task", "burst_seq").iter_rows()],
+                            dtype=object)
+    differs = moved & (other_sender[np.maximum(swapped, 0)] != other_sender[np.maximum(o_rows, 0)])
+    assert differs.sum() > 100
+    assert not (after & ~moved & ~before).any()  # only rotated pairs become flagged
+    assert (after & differs).sum() >= 0.5 * differs.sum()
 
 
 @pytest.mark.parametrize("name", ["completion", "completion_at_wait", "ring"])
@@ -67,6 +103,24 @@ def test_right_merges_stay_ok_and_unflagged(tmp_path, name):
     assert mechanism_score(c.truth, res.reference_run_id, runs[1].run_id, res.matches)[0] >= 0.995
     assert not res.matches.get_column("msg_mismatch").any()
     assert set(res.quality.get_column("verdict")) == {"ok"}
+
+
+def test_receives_for_any_source_are_no_false_alarm(tmp_path):
+    """Halo receives posted for MPI_ANY_SOURCE (network jitter): which neighbour's message each MPI_Irecv takes
+    follows arrival, so the messages at the posted receives differ between runs while every burst is paired right;
+    the merge stays ok (on the merge before: 'bad', 6 % of pairs 'between logical messages the runs disagree on')."""
+    c, runs, res = _merge(tmp_path, "irecv_any", seed=1)
+    assert mechanism_score(c.truth, res.reference_run_id, runs[1].run_id, res.matches)[0] >= 0.995
+    assert set(res.quality.get_column("verdict")) == {"ok"}, res.quality.get_column("verdict_reason").to_list()
+
+
+def test_a_run_that_converged_later_is_no_false_alarm(tmp_path):
+    """One run makes 2 more outer iterations at the end: its epilogue is matched right but lies in another iteration
+    of its own call sequence; the messages around it agree, so it is not a misfit (on the merge before: suspect,
+    '1.3% of matched bursts differ in work and rate')."""
+    c, runs, res = _merge(tmp_path, "tail")
+    assert mechanism_score(c.truth, res.reference_run_id, runs[1].run_id, res.matches)[0] >= 0.995
+    assert set(res.quality.get_column("verdict")) == {"ok"}, res.quality.get_column("verdict_reason").to_list()
 
 
 def test_opened_by_names_the_completing_call_not_a_test(tmp_path):
@@ -120,3 +174,39 @@ def test_verdict_says_what_is_wrong():
     assert v == "suspect" and why.startswith("30 matched bursts >= 10 us (3.0%)") and "task 3" in why
     assert verdict(PairSignals(0.0, 0.0, 1.0, 1.0, 0, opened_other=60, long_matched=1000), False)[0] == "bad"
     assert verdict(PairSignals(0.0, 0.0, 1.0, 1.0, 0, opened_other=2, long_matched=1000), False) == ("ok", "")
+
+
+# ----------------------------------------------------------------------------------------------- rank correspondence
+def _ring_counts(n_tasks: int, per_channel: int, changed: int = 0) -> pl.DataFrame:
+    """Logical message counts of a ring (each task sends ``per_channel`` messages of 4 KiB to each neighbour), the
+    last ``changed`` channels' messages of another size (a run whose messages differ there)."""
+    rows = [(1, -1, t, (t + d - 1) % n_tasks + 1, 0, 4096, per_channel) for t in range(1, n_tasks + 1) for d in (-1, 1)]
+    rows = [r if i < len(rows) - changed else (*r[:5], 8192, r[6]) for i, r in enumerate(rows)]
+    return pl.DataFrame(rows, schema=COUNT_SCHEMA, orient="row")
+
+
+def _alike_bursts(n_tasks: int) -> pl.DataFrame:
+    """Bursts of tasks that all do the same work: behaviour cannot tell them apart."""
+    return pl.DataFrame({"appl": [1] * 8 * n_tasks, "task": np.repeat(np.arange(1, n_tasks + 1), 8).tolist(),
+                         "thread": [1] * 8 * n_tasks, "mpi_call": ["MPI_Isend"] * 8 * n_tasks,
+                         "call_site": ["halo (a.c:1)"] * 8 * n_tasks, "PAPI_TOT_INS": [1_000_000] * 8 * n_tasks,
+                         "duration_ns": [100_000] * 8 * n_tasks}, schema_overrides={"appl": pl.Int32, "task": pl.Int32,
+                                                                                    "thread": pl.Int32})
+
+
+def test_rank_correspondence_tolerates_a_few_differing_messages_and_keeps_the_numbering():
+    """A ring (rotation-symmetric: every rotation explains its messages as the numbering does) whose second run
+    differs on 1 of 16 channels (94 % of the messages explained): the numbering as it is is kept, not refused."""
+    b = _alike_bursts(8)
+    assert rank_mapping(b, _ring_counts(8, 100), b, _ring_counts(8, 100, changed=1), ("a", "b")) is None
+
+
+def test_rank_correspondence_refused_below_90_percent_names_runs_and_figure():
+    """3 of 16 channels differing (81 % explained, by any numbering): refused in one line that names both runs, the
+    share explained and the share needed."""
+    b = _alike_bursts(8)
+    with pytest.raises(RankCorrespondenceError) as e:
+        rank_mapping(b, _ring_counts(8, 100), b, _ring_counts(8, 100, changed=3), ("run.a", "run.b"))
+    msg = str(e.value)
+    assert "\n" not in msg and "'run.a'" in msg and "'run.b'" in msg
+    assert "81%" in msg and "needs 90%" in msg

@@ -324,6 +324,12 @@ def test_hybrid_worker_threads_run_inside_their_regions(sims):
         master, on=["task", "region"])
     assert w.height == 3 * master.join(w.select("task", "region").unique(), on=["task", "region"]).height
     assert ((w["start_ns"] >= w["m0"]) & (w["start_ns"] + w["duration_ns"] <= w["m1"])).all()
+    # as Extrae writes them: a region opens on the master (60000001), each worker runs the outlined function
+    # (60000018) and enters the join barrier (60000005) at its burst's end
+    lines = c.traces[0].read_text().splitlines()
+    regions = w.select("task", "region").unique().height
+    assert sum(":60000001:3" in x for x in lines) == regions
+    assert sum(":60000018:3" in x for x in lines) == sum(":60000005:1" in x for x in lines) == 3 * regions
     locks = sims("hybrid_locks", iterations=6).truth.filter(pl.col("thread") > 1)
     pieces = locks.group_by("run_name", "task", "thread").len().pivot(on="run_name", index=["task", "thread"],
                                                                         values="len")

@@ -450,3 +450,24 @@ def test_the_links_of_a_killed_query_are_removed_by_the_next(sealed_wh, tmp_path
     shutil.rmtree(wh.staging_dir)  # no place for links (as on a read-only mount): bound by path
     assert sql.query_rows(wh, "SELECT count(*) FROM runs")[1] == [(2,)]
     assert not wh.staging_dir.exists()
+
+
+
+def test_a_long_query_prints_nothing_on_its_callers_stdout(sealed_wh):
+    """Found by the attack rerun: a query running longer than 2 s drew DuckDB's progress bar on the process's
+    standard output (the probe's JSON line, or the CSV a script writes to stdout, came out with bar text in it)."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from synthtrace.warehouse.layout import Warehouse\n"
+              "from synthtrace.warehouse.sql import query_rows\n"
+              "from synthtrace.warehouse.errors import QueryError\n"
+              "try:\n"
+              "    query_rows(Warehouse(sys.argv[1]), 'SELECT count(*) FROM range(3000000000) a, range(2) b '\n"
+              "               'WHERE a.range % 7 = b.range', timeout_s=4)\n"
+              "except QueryError:\n"
+              "    pass\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(sealed_wh)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""

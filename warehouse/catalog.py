@@ -108,6 +108,9 @@ def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,
     con.execute("SET allowed_paths = $paths", {"paths": [p for paths in files.values() for p in paths]
                                                + list(also_allowed)})
     con.execute("SET temp_directory = $dir", {"dir": str(temp_directory or "")})
+    # security (issue 23): no progress bar, marked edit: DuckDB draws it on the process's standard output, into the
+    # CSV or JSON a caller writes there
+    con.execute("SET enable_progress_bar = false")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

@@ -5,7 +5,9 @@ input. Signals, over matched pairs of reference bursts of at least 10 us (pollin
 count), from the reference counters both runs recorded:
 
 - **misfit**: a pair is misaligned when its two bursts lie in different iterations of their threads' own call
-  sequences (iteration consistency, where the sequence is periodic), or when its work (instructions) *and*
+  sequences (iteration consistency, where the sequence is periodic; past a thread's first or last checked message,
+  only when that message disagrees: a run that converged later numbers its epilogue apart), or when its work
+  (instructions) *and*
   per-instruction rate of a second common counter (cycles: the IPC) both differ by more than ``MISFIT_LOG``
   (log): work alone may differ (dynamic load balancing), rate alone too (OS noise, contention); both at once
   means another burst;
@@ -16,7 +18,9 @@ count), from the reference counters both runs recorded:
   (a code version may change one kernel only);
 - **bracketing messages**: every matched pair is checked against the logical messages just before and after it on
   its thread: both must have their two ends matched to the two ends of one message of the other run. A pair that
-  fails lies in a span the alignment placed differently from its partners (``merge_matches.ambiguous``);
+  fails lies in a span the alignment placed differently from its partners (``merge_matches.ambiguous``). The
+  receive ends of a thread whose posted receives hold other partners' messages in the two runs (``MPI_ANY_SOURCE``
+  receives: which message a receive takes follows arrival) are left out (:func:`arrival_tolerant`);
 - **opening messages**: a burst opened by a call that returns because its messages arrived (a blocking receive,
   ``MPI_Wait``/``Waitany``/``Waitsome``/``Waitall``) works on those messages; which ones an ``MPI_Waitany`` or
   ``MPI_ANY_SOURCE`` receive returns follows arrival, which differs between runs. The call completing each
@@ -45,9 +49,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
+from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 MISFIT_LOG = math.log(1.5)
@@ -56,6 +62,9 @@ SUSPECT_COVERAGE, BAD_COVERAGE = 0.9, 0.5
 WORK_SHIFT = math.log(1.03)
 SITE_MIN_SHARE, SITE_MIN_PAIRS = 0.1, 20
 ORDER = {"ok": 0, "suspect": 1, "bad": 2}
+#: the position, not the message, is the identity of the bursts after a call when the positional matches fit their
+#: work better than the message's twins by this much (log; instructions vary by ~1 % between runs, durations more)
+POSITION_BY_WORK, POSITION_BY_TIME = math.log(1.1), math.log(1.5)
 #: runs without a common counter are validated by their logical messages when this share of the long matched pairs
 #: lie between checked messages, and this share of those messages agree
 VALIDATED_SHARE, VALIDATED_AGREEMENT = 0.5, 0.99
@@ -104,7 +113,13 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     cov = float(matched.sum()) / n_long if n_long else None
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
-    off_iter = (~matches.get_column("same_iter")).fill_null(False)
+    # another iteration of the threads' own call sequences counts, except past a thread's first or last checked
+    # message where the messages on its one side agree: a run that converged later numbers its epilogue apart
+    checked = pl.col("msg_agree").is_not_null()
+    inside = ((checked.cum_sum().over(THREAD_KEYS) > 0)
+              & (checked.reverse().cum_sum().reverse().over(THREAD_KEYS) > 0))
+    off_iter = matches.select(
+        (~pl.col("same_iter")).fill_null(False) & ~(~inside & pl.col("msg_consistent").fill_null(False))).to_series()
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     if work is None or not matched.any():
@@ -186,7 +201,8 @@ def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, records: pl.DataFrame |
 
 
 def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, matches: pl.DataFrame,
-                       other_bursts: pl.DataFrame, ref_work: pl.Series, other_work: pl.Series) -> pl.DataFrame:
+                       other_bursts: pl.DataFrame, ref_work: pl.Series, other_work: pl.Series,
+                       tolerance: float = POSITION_BY_WORK) -> pl.DataFrame:
     """Per reference burst (rows of ``matches``, in order): ``opened_checked`` (both bursts of the pair were opened by
     completed messages: :func:`opened_by`) and ``opened_other`` (those messages share no channel, and the message
     identity is not outvoted by work; NULL when not checked); ``opened_what``: the two channels in words where they
@@ -197,10 +213,10 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     belongs to the message (unpacking the face that came) or to the position (the code after the first of two
     ``MPI_ANY_SOURCE`` receives, whatever came) the calls cannot say; the work can: per reference thread and
     opening site, when the positional matches fit the reference bursts' work clearly better than their twins do
-    (median log distance smaller by ``MISFIT_LOG``), the position is the identity and nothing is flagged.
+    (median log distance smaller by ``tolerance``), the position is the identity and nothing is flagged.
     ``other_bursts``: appl, task, thread, burst_seq of the other run's rows (reference numbering); ``ref_work`` /
     ``other_work``: per row of the reference (``matches``) / the other run, the work of the burst (instructions,
-    or duration without a common work counter)."""
+    or duration without a common work counter: then pass ``POSITION_BY_TIME``, durations vary more)."""
     row = matches.get_column("other_row")
     pairs = pl.concat([matches.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"),
                                       *[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "burst_seq"),
@@ -231,7 +247,7 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
                        .agg(((pl.col("_w") - pl.col("_tw")).abs() - (pl.col("_w") - pl.col("_pw")).abs()).median()
                             .alias("_gain")))
     flagged = (twins.join(verdict_of_site, on=[*THREAD_KEYS, "site"])
-               .filter(~(pl.col("_gain") > MISFIT_LOG)).select("_i"))
+               .filter(~(pl.col("_gain") > tolerance)).select("_i"))
     what = (r.join(o, on="_i").group_by("_i").agg(
         pl.format("task {}'s burst after the message from task {} (tag {}) matched to the one after the message "
                   "from task {} (tag {})", pl.col("receiver").first(), pl.col("sender").first(), pl.col("tag").first(),
@@ -242,6 +258,32 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     out = pairs.select("_i").join(flags, on="_i", how="left", maintain_order="left")
     return out.select("opened_checked", "opened_other",
                       pl.when(pl.col("opened_other")).then(pl.col("opened_what")).alias("opened_what"))
+
+
+def arrival_tolerant(ref_seq: pl.DataFrame, other_seq: pl.DataFrame, matches: pl.DataFrame) -> list[pl.Series]:
+    """``msg_agree`` and ``msg_consistent`` of a match table of :func:`synthtrace.tracelib.merge.align.align_runs`
+    recomputed without the receive ends of the threads whose receives follow arrival.
+
+    A receive posted for ``MPI_ANY_SOURCE`` takes whichever message arrives first, so which logical message a posted
+    receive holds differs between runs of one program while the bursts around it are the same (they are
+    delimited by the calls, in program order). Such a thread shows it: some of its matched receive ends hold
+    messages of other channels in the two runs, which a receive naming its source never does. Its receive ends
+    then say nothing about the alignment (neither do the messages they end on the senders' side); its sends and
+    every other thread's messages are still checked."""
+    r, o = ends(ref_seq), ends(other_seq)
+    out = matches.get_column("other_row").fill_null(-1).to_numpy()
+    hit = out >= 0
+    o_chan = np.where(hit, o.recv_chan[np.maximum(out, 0)], 0)
+    tid = ref_seq.get_column("_tid").to_numpy()
+    crossed = hit & (r.recv_chan > 0) & (o_chan > 0) & (r.recv_chan != o_chan)
+    wild = np.isin(tid, np.unique(tid[crossed]))
+    if not wild.any():
+        return [matches.get_column("msg_agree"), matches.get_column("msg_consistent")]
+    masked = r._replace(recv=np.where(wild, 0, r.recv).astype(np.uint64),
+                        recv_chan=np.where(wild, 0, r.recv_chan).astype(np.uint64))
+    agree = agreement(masked, o, out)
+    return [pl.Series("msg_agree", agree == 1, pl.Boolean).scatter(np.flatnonzero(agree < 0), None),
+            bracketed(tid, agree, hit)]
 
 
 def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | None:

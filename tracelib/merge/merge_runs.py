@@ -47,7 +47,8 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.checks import (WORK_SHIFT, PairSignals, opened_by, opened_differently, pair_signals,
+from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
+                                              arrival_tolerant, opened_by, opened_differently, pair_signals,
                                               verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
@@ -301,6 +302,7 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     o_seq = sequence_table(o_units.table, calls, counters, options.align,
                            messages if o.messages is not None else None)
     m = align_runs(ref_seq, o_seq, feats, options.align)
+    m = m.with_columns(arrival_tolerant(ref_seq, o_seq, m))  # receives that follow arrival say nothing
     _check_same_program(ref, o, calls, ref_seq, o_seq, m.get_column("other_seq").is_not_null(), options, notes)
     reference, source, share = ref.bursts, bursts, None
     if ref_units.split or o_units.split:
@@ -333,7 +335,8 @@ def _check_opened(ref: RunTables, ref_opened: pl.DataFrame, o: RunTables, renum:
         opened = renumber_columns(opened, renum, ("task", "sender", "receiver"))
     w = work or "duration_ns"  # without a common work counter, the time a burst takes
     flags = opened_differently(ref_opened, opened, m, source.select(*THREAD_KEYS, "burst_seq"),
-                               reference.get_column(w), source.get_column(w))
+                               reference.get_column(w), source.get_column(w),
+                               POSITION_BY_WORK if work else POSITION_BY_TIME)
     long_matched = long_ref & m.get_column("other_row").is_not_null()
     other = flags.get_column("opened_other").fill_null(False)
     example = flags.get_column("opened_what").filter(other & long_matched).head(1).to_list()
