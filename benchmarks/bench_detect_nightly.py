@@ -265,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         "Histories (seed " + str(args.seed) + "): " + "; ".join(facts) + ". Injected: steps "
         + ", ".join(STEPS) + f"; drift: +{DRIFT_STEP:.0%} instructions of each app's main kernel per night from night "
         f"{DRIFT_START} for {DRIFT_NIGHTS} nights. Detection after each night from night {FIRST}; an alert "
-        f"belongs to a change when dated within {args.tolerance} nights of it.", "",
+        f"belongs to a change when dated from {args.tolerance} nights before it to {args.tolerance} nights after "
+        "its last night.", "",
         head, "|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
         "Columns: raised = alerts raised over all nights (every one counts once, whatever happened to it); false "
         "alarms = raised alerts that belong to no injected change; withdrawn = raised, then no longer reported; "
