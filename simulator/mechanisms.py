@@ -1167,7 +1167,8 @@ def _omp_workers(b: dict[str, np.ndarray], threads: int, rng: np.random.Generato
     waits for a lock 0, 1 or 2 times in a region (as the timing falls), each wait (1-5 us, not Running) cutting
     its burst; the pieces before the last have no counterpart in another run (:data:`NO_MATCH_BIT`)."""
     interior = np.isin(b["kernel"], [kid("stencil_interior"), *range(V0, len(ALL_KERNELS))])
-    region = np.flatnonzero(interior & (b["ins"] >= 1.0e5) & (b["call"] != "FLUSH"))
+    # a region is the program's (its whole instructions): a flush on the master does not remove it
+    region = np.flatnonzero(interior & (b["whole"] >= 1.0e5) & (b["call"] != "FLUSH"))
     k, w = region.size, threads - 1
     rows = np.repeat(region, w)
     th = np.tile(np.arange(1, threads), k)

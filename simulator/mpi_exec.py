@@ -69,6 +69,7 @@ class Call:
     role: int = 0  # what the burst is in the program (the caller's code: work, poll, ...)
     posts: tuple[tuple[str, int, int, int], ...] = ()  # Sendrecv/Start(all): ("send" | "recv", peer, tag, bytes)
     comm: int = 1  # the communicator of a collective (see ``Executor(comms=)``)
+    whole_ins: float = 0.0  # a burst a flush cut in two: the whole burst's instructions (0: ``ins``)
 
 
 Program = Generator[Call, object, None]
@@ -212,7 +213,8 @@ class Executor:
         self.any_waiters: dict[tuple[int, int], list[int]] = {}  # (dst, tag) -> ranks in a Recv(ANY)
         self.coll_in: dict[int, list[tuple[int, float]]] = {}  # comm -> (task, entry) of the ranks inside
         self.b: dict[str, list] = {k: [] for k in ("task", "start", "end", "kernel", "ins", "lid", "call", "exit",
-                                                   "site", "csend", "crecv", "root", "role", "stretched", "comm")}
+                                                   "site", "csend", "crecv", "root", "role", "stretched", "comm",
+                                                   "whole")}
         self.messages: list[_Msg] = []
         self.n_coll = 0
 
@@ -249,14 +251,14 @@ class Executor:
         flush (call ``FLUSH``, logical id with bit :data:`NO_MATCH_BIT`: no counterpart in another run), the rest
         runs after it; returns the call with the rest of the burst."""
         f = 0.2 + 0.6 * float(self.t.rng.random())
-        r.call = replace(c, name="FLUSH", ins=c.ins * f, lid=c.lid | NO_MATCH_BIT)
+        r.call = replace(c, name="FLUSH", ins=c.ins * f, lid=c.lid | NO_MATCH_BIT, whole_ins=c.ins)
         r.start = r.clock
         dur, r.stretched = self.t.burst_ns(r.task, c.kernel, c.ins * f)
         r.entry = r.clock + dur
         exit = r.entry + self.t.flush_ns()
         self._record(r, exit)
         r.clock = exit
-        return replace(c, ins=c.ins * (1.0 - f))
+        return replace(c, ins=c.ins * (1.0 - f), whole_ins=c.ins)
 
     def _record(self, r: _Rank, exit: float, csend: int = -1, crecv: int = -1, root: int = -1) -> None:
         c = r.call
@@ -276,6 +278,7 @@ class Executor:
         b["role"].append(c.role)
         b["stretched"].append(r.stretched)
         b["comm"].append(c.comm)
+        b["whole"].append(c.whole_ins or c.ins)
 
     def _finish(self, r: _Rank, exit: float, outcome: object = None, **coll: int) -> None:
         self._record(r, exit, **coll)

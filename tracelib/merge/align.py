@@ -66,7 +66,7 @@ import numpy as np
 import polars as pl
 from numba import njit, prange
 
-from synthtrace.tracelib.merge.anchors import key_pairs, key_repair
+from synthtrace.tracelib.merge.anchors import force_pairs, key_pairs, key_repair
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.message_graph import (
     MESSAGE_COLUMNS, Ends, agreement, bracketed, disagreeing, ends, follow_messages, logical_ends, message_ends)
@@ -168,6 +168,11 @@ class AlignConfig:
     sub_dur: float = math.log(1.6)
     sub_score: float = 0.7
     carry_ns: float = 10_000.0  # a burst shorter than this (ns) passes its opening message on (see ``osig``)
+    # the burst after a call that completed one message is paired by that message (anchors.arrival_pairs) unless
+    # the burst the aligner chose behaves closer by more than this (behaviour cost, as in the pair cost); False:
+    # by position alone (the aligner before the arrival pairs, for tests of the checks and benchmarks)
+    arrival: bool = True
+    arrival_tol: float = 0.1
 
 
 # --------------------------------------------------------------------------------------------- preparation
@@ -867,6 +872,15 @@ def _score_kernel(out, ref, oth, prm, peer_score, sub_score, factor):
     return score, same
 
 
+def _behaviour_cost(ri: np.ndarray, oj: np.ndarray, ref: Side, oth: Side, prm: np.ndarray) -> np.ndarray:
+    """Behaviour part of the pair cost (``w_feat`` * mean reference-counter log difference + ``w_dur`` * duration
+    log difference) of the pairs (``ri``, ``oj``) of rows of ``ref`` and ``oth``."""
+    diff = np.abs(ref.feat[ri] - oth.feat[oj])
+    known = ~np.isnan(diff)
+    feat = np.where(known.any(axis=1), np.nansum(diff, axis=1) / np.maximum(known.sum(axis=1), 1), 0.0)
+    return prm[P_W_FEAT] * feat + prm[P_W_DUR] * np.abs(ref.ldur[ri] - oth.ldur[oj])
+
+
 # --------------------------------------------------------------------------------------------- driver
 def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
     feats = (t.select([f"f_{f}" for f in features]).to_numpy().astype(np.float64, copy=False)
@@ -992,6 +1006,22 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
                 idx = o_rows[o_off[t]:o_off[t + 1]]
                 shift = int(np.median(r_it[rr[hit]][ok] - o_it[oo_][ok]))
                 o_it[idx] = np.where(o_it[idx] >= 0, o_it[idx] + shift, -1)
+    if config.anchors and config.arrival:  # the work on an arrived message is that message's, whatever its order
+        ai, aj = kp.arrival_ref, kp.arrival_other
+        # in the iteration the thread lies in now (the message graph may have moved a thread by an iteration)
+        inside = (r_pos[ai] >= 0) & (o_pos[aj] >= 0) & (r_it[ai] == o_it[aj])
+        ai, aj = r_pos[ai[inside]], o_pos[aj[inside]]
+        # unless behaviour says the work follows the place in the call sequence: the burst the aligner chose
+        # for it, or the burst the aligner gave the message's burst, behaves clearly closer (a program whose work
+        # after a receive does not depend on which message came; one run's extra work after the message)
+        now = out[ai]
+        holder = np.full(oth_side.sig.size, -1, np.int64)
+        holder[out[out >= 0]] = np.flatnonzero(out >= 0)
+        held = holder[aj]
+        cost = _behaviour_cost(ai, aj, ref_side, oth_side, prm) - config.arrival_tol
+        take = ((now < 0) | (cost <= _behaviour_cost(ai, np.maximum(now, 0), ref_side, oth_side, prm))) & (
+            (held < 0) | (cost <= _behaviour_cost(np.maximum(held, 0), aj, ref_side, oth_side, prm)))
+        out = force_pairs(out, ai[take], aj[take])
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
     rp_all = np.zeros(ref.height)

@@ -47,6 +47,10 @@ CLOCK_MIN_NS = 10_000.0
 OFFSET_GAIN = 0.8
 #: offsets searched beyond the difference in clock counts (iterations)
 OFFSET_SLACK = 2
+#: a thread takes the iteration offset its logical messages give when at least this share of them agree on it
+MESSAGE_OFFSET_SHARE = 0.6
+#: ... and at least this many
+MESSAGE_OFFSET_MIN = 3
 #: candidate offsets whose mean behaviour difference over their key pairs is within (factor, plus) of the best
 OFFSET_TOL = (1.25, 0.01)
 
@@ -170,6 +174,46 @@ def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.nd
             .unique("_tid", keep="first").select("_tid", "_off"))
 
 
+def _message_offsets(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame, ok: pl.DataFrame) -> pl.DataFrame:
+    """Per thread, the iteration offset (``_moff``, other iteration = reference iteration + offset) under which the
+    bursts that send or receive the same logical message (``smsg`` / ``rmsg`` of
+    :func:`synthtrace.tracelib.merge.message_graph.logical_ends`, named the same way in both runs) lie in the same
+    iteration: when at least ``MESSAGE_OFFSET_SHARE`` of the messages it sends agree on one, and so do those it
+    receives, and sends and receives agree (a trace that starts later on one rank names that rank's sends from its
+    own start: they then disagree with its receives, and the thread gets none)."""
+    parts = []
+    for col in ("smsg", "rmsg"):
+        if col not in ref.columns or col not in other.columns:
+            continue
+        r = rk.select("_tid", "_it", pl.Series(col, ref.get_column(col))).filter(pl.col(col) > 1)
+        o = (ok.select("_tid", pl.col("_it").alias("_oit"), pl.Series(col, other.get_column(col)))
+             .filter(pl.col(col) > 1))
+        parts.append(r.join(o, on=["_tid", col]).select("_tid", pl.lit(col).alias("_way"),
+                                                        (pl.col("_oit") - pl.col("_it")).alias("_moff")))
+    if not parts:
+        return pl.DataFrame(schema={"_tid": rk.schema["_tid"], "_moff": pl.Int64})
+    way = (pl.concat(parts).group_by("_tid", "_way", "_moff").agg(pl.len().alias("_n"))
+           .with_columns(pl.col("_n").sum().over("_tid", "_way").alias("_all"))
+           .filter((pl.col("_n") >= MESSAGE_OFFSET_SHARE * pl.col("_all")) & (pl.col("_n") >= MESSAGE_OFFSET_MIN)))
+    return (way.group_by("_tid").agg(pl.col("_moff").first(), pl.col("_moff").n_unique().alias("_k"))
+            .filter(pl.col("_k") == 1).select(pl.col("_tid").cast(rk.schema["_tid"]), pl.col("_moff").cast(pl.Int64)))
+
+
+def _with_message_offsets(off: pl.DataFrame, moff: pl.DataFrame) -> pl.DataFrame:
+    """The threads' iteration offsets (``off``: ``_tid``, ``_off`` from behaviour) placed relative to each other
+    by their logical messages (``moff`` of :func:`_message_offsets`): a thread with a message offset takes the
+    threads' median behaviour offset plus its message offset's difference to the median message offset. Message
+    names count from each trace's start, so they fix how the ranks lie to each other (one rank's trace cut
+    mid-iteration, one whose behaviour is the same every iteration); where the two runs' windows start, the
+    behaviour decides, as before."""
+    if moff.height == 0 or off.height == 0:
+        return off
+    base = int(round(float(off.get_column("_off").median())))
+    mid = int(round(float(moff.get_column("_moff").median())))
+    return (off.join(moff, on="_tid", how="full", coalesce=True)
+            .select("_tid", pl.coalesce(pl.col("_moff") - mid + base, "_off").cast(pl.Int64).alias("_off")))
+
+
 def _behaviour(t: pl.DataFrame, features: Sequence[str]) -> np.ndarray:
     """The value that identifies an iteration's clock burst: the first feature (log1p counter), else log duration."""
     col = f"f_{features[0]}" if features else "ldur"
@@ -244,6 +288,8 @@ class KeyPairs(NamedTuple):
     msg_other: np.ndarray  # their other rows
     ref_iteration: np.ndarray  # iteration of every reference row (-1: no clock)
     other_iteration: np.ndarray  # iteration of every other row in the reference's numbering (-1: no clock)
+    arrival_ref: np.ndarray  # reference rows of the arrival pairs (:func:`arrival_pairs`)
+    arrival_other: np.ndarray  # their other rows
 
 
 def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], reject: tuple[float, float],
@@ -264,6 +310,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     rk, ok = _logical_keys(ref, clocks), _logical_keys(other, clocks)
     off = _offsets(rk, ok, _behaviour(ref, features), _behaviour(other, features),
                    ref.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS)
+    off = _with_message_offsets(off, _message_offsets(ref, other, rk, ok))
     ok = (ok.join(off, on="_tid", how="left", maintain_order="left")
           .with_columns((pl.col("_it") - pl.col("_off").fill_null(0)).alias("_it")))
     ri, oj = _join_pairs(rk, ok, ON)
@@ -291,7 +338,59 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     clocked = [(k.get_column("_clock").is_not_null() & k.get_column("_it").is_not_null()).to_numpy() for k in (rk, ok)]
     r_it = np.where(clocked[0], rk.get_column("_it").fill_null(-1).to_numpy(), -1)
     o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
-    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it)
+    ai, aj = arrival_pairs(ref, other, rk, ok)
+    plausible = _plausible(ref, other, ai, aj, features, *substitute)  # one message's work: alike in both runs
+    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it, ai[plausible], aj[plausible])
+
+
+def arrival_pairs(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame,
+                  ok: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(reference rows, other rows) of the bursts that work on the same arrived message: opened by a call that
+    completed one message (``achan``, its channel: :func:`synthtrace.tracelib.merge.message_graph.logical_ends`),
+    the same-rank one of that channel in the same iteration (``rk`` / ``ok``: the two runs' logical keys, the
+    other's iterations in the reference's numbering). Which message an ``MPI_Waitany`` or an ``MPI_ANY_SOURCE``
+    receive completes depends on arrival; the work after it is that message's (MPI's non-overtaking rule orders
+    the messages of one channel, so the k-th of a channel in an iteration is the same message in both runs)."""
+    on = ["_tid", "_it", "achan", "_arank"]
+    ra, oa = (k.select("_tid", "_it", "_row", pl.Series("achan", t.get_column("achan"))).filter(pl.col("achan") != 0)
+              for k, t in ((rk, ref), (ok, other)))
+    ra, oa = (a.with_columns(pl.Series("_arank", rank_within(a.select("_tid", "_it", "achan")), pl.Int64))
+              for a in (ra, oa))
+    return _join_pairs(ra, oa, on)
+
+
+def force_pairs(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:
+    """``out`` (other row per reference row, -1 unmatched) with every pair (``ri``, ``oj``) made a match: the
+    reference row that held ``oj`` takes the row ``ri`` held (two bursts completed in the other order trade
+    places), so no other row is matched twice."""
+    out = out.copy()
+    _force(out, ri.astype(np.int64), oj.astype(np.int64))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _force(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> None:
+    size = oj.max() + 1 if oj.size else 0
+    for v in out:
+        size = max(size, v + 1)
+    owner = np.full(size, -1, np.int64)
+    for i in range(out.shape[0]):
+        if out[i] >= 0:
+            owner[out[i]] = i
+    for k in range(ri.shape[0]):
+        i, j = ri[k], oj[k]
+        old = out[i]
+        if old == j:
+            continue
+        holder = owner[j]
+        out[i] = j
+        owner[j] = i
+        if old >= 0:
+            owner[old] = -1
+        if holder >= 0 and holder != i:
+            out[holder] = old
+            if old >= 0:
+                owner[old] = holder
 
 
 def key_repair(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:

@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.merge.anchors import longest_chain
+from synthtrace.tracelib.merge.messages import MULTI_COMPLETION_CALLS
 
 #: largest shift (messages) between a channel's send and receive counts that a chopped window may cause
 MAX_SHIFT = 2
@@ -112,8 +113,14 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
         return out
 
     (smsg, schan), (rmsg, rchan) = named(sends, False), named(recvs, True)
-    return pl.DataFrame({"smsg": smsg, "rmsg": rmsg, "schan": schan, "rchan": rchan}, schema=dict.fromkeys(
-        ["smsg", "rmsg", "schan", "rchan"], pl.UInt64))
+    # the message the opening call completed: a single-message receive that is no set-completing call
+    arrived = _single(opening.with_row_index("_row").filter(
+        ~pl.col("mpi_call").fill_null("").is_in(list(MULTI_COMPLETION_CALLS)) & ~posting), False)
+    achan = np.zeros(closing.height, np.uint64)
+    achan[arrived.get_column("_row").to_numpy()] = (arrived.select(pl.struct(CHANNEL).hash(7).clip(1))
+                                                    .to_series().to_numpy())
+    return pl.DataFrame({"smsg": smsg, "rmsg": rmsg, "schan": schan, "rchan": rchan, "achan": achan},
+                        schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan", "achan"], pl.UInt64))
 
 
 def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
@@ -122,12 +129,16 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     opening the burst, ``_open_call``: the opening call's name) from the run's logical messages
     (:func:`synthtrace.tracelib.merge.messages.logical_messages`): a message is sent by the burst its sending call
     closes, and received by the burst its receiving call opens, or closes when that call only posts the receive
-    (``MPI_Irecv``: the burst before it). Names come from the logical identity: no time, no shift."""
+    (``MPI_Irecv``: the burst before it). Names come from the logical identity: no time, no shift. ``achan``: the
+    channel (as ``rchan``) of the message the burst's opening call completed (``c_call_seq``), when that call
+    completed exactly one and is no set-completing call (``MPI_Waitall``, ``MPI_Testsome``, ...): the burst that
+    follows an ``MPI_Waitany`` or an ``MPI_ANY_SOURCE`` receive works on the message that arrived (0: none)."""
     name = pl.struct("appl", "comm", "sender", "receiver", "tag", "k").hash(7).clip(UNNAMED + 1)
     chan = pl.struct("appl", "comm", "sender", "receiver", "tag", "bytes").hash(7).clip(1)
     m = messages.select(pl.col("appl").cast(pl.Int32), pl.col("sender").cast(pl.Int32),
                         pl.col("receiver").cast(pl.Int32), pl.col("s_thread").cast(pl.Int32), "s_call_seq",
-                        pl.col("r_thread").cast(pl.Int32), "r_call_seq", name.alias("_msg"), chan.alias("_chan"))
+                        pl.col("r_thread").cast(pl.Int32), "r_call_seq", "c_call_seq", name.alias("_msg"),
+                        chan.alias("_chan"))
     b = bursts.with_row_index("_row").with_columns(pl.col("appl", "task", "thread").cast(pl.Int32))
     posts = pl.col("mpi_call").fill_null("").str.starts_with("MPI_I")
     opened_by_completion = ~pl.col("_open_call").fill_null("").str.starts_with("MPI_I")
@@ -144,8 +155,18 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
         rows = e.get_column("_row").to_numpy()
         out[2 * i, rows] = e.get_column("_msg").to_numpy()
         out[2 * i + 1, rows] = e.get_column("_chan").to_numpy()
-    return pl.DataFrame({"smsg": out[0], "rmsg": out[2], "schan": out[1], "rchan": out[3]},
-                        schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan"], pl.UInt64))
+    # the message the burst's opening call completed, when it completed exactly one and is no set-completing call
+    done = (m.filter(pl.col("c_call_seq").is_not_null())
+            .group_by("appl", "receiver", "r_thread", "c_call_seq").agg(pl.len().alias("_n"), pl.col("_chan").first())
+            .filter(pl.col("_n") == 1))
+    one = ~pl.col("_open_call").fill_null("").is_in(list(MULTI_COMPLETION_CALLS))
+    arr = (b.filter(one).join(done, left_on=[*keys, "_open_seq"], right_on=["appl", "receiver", "r_thread",
+                                                                            "c_call_seq"])
+           .select("_row", "_chan"))
+    achan = np.zeros(bursts.height, np.uint64)
+    achan[arr.get_column("_row").to_numpy()] = arr.get_column("_chan").to_numpy()
+    return pl.DataFrame({"smsg": out[0], "rmsg": out[2], "schan": out[1], "rchan": out[3], "achan": achan},
+                        schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan", "achan"], pl.UInt64))
 
 
 def ends(t: pl.DataFrame) -> Ends:

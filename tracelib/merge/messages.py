@@ -28,13 +28,16 @@ LOGICAL_MESSAGE_SCHEMA: dict[str, pl.DataType] = {
     "appl": pl.Int32(), "comm": pl.Int64(), "sender": pl.Int32(), "receiver": pl.Int32(), "tag": pl.Int64(),
     "k": pl.Int64(), "bytes": pl.Int64(),
     "s_thread": pl.Int32(), "s_call_seq": pl.Int64(), "s_time_ns": pl.Int64(),
-    "r_thread": pl.Int32(), "r_call_seq": pl.Int64(), "r_time_ns": pl.Int64(),
+    "r_thread": pl.Int32(), "r_call_seq": pl.Int64(), "r_time_ns": pl.Int64(), "c_call_seq": pl.Int64(),
 }
 #: the identity of a logical message (with ``k``) and of its channel (without)
 CHANNEL: list[str] = ["appl", "comm", "sender", "receiver", "tag"]
 MESSAGE_ID: list[str] = [*CHANNEL, "k"]
 #: calls that complete requests: which messages they complete depends on arrival, so they post no message
 COMPLETION_CALLS: tuple[str, ...] = calls_with(roles=("wait", "test"))
+#: completion calls that complete a set of requests (the program goes on whatever arrived: no burst after one follows
+#: one message)
+MULTI_COMPLETION_CALLS: tuple[str, ...] = tuple(c for c in COMPLETION_CALLS if c.endswith(("all", "some")))
 #: calls that poll (a loop of them collapses into one unit)
 POLLING_CALLS: tuple[str, ...] = (*calls_with(roles=("test", "probe"), blocking=False), )
 #: the columns of the MPI calls :func:`logical_messages` reads
@@ -82,11 +85,19 @@ def _from_records(calls: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
     v = _ends_in_calls(r.select("_i", pl.col("r_appl").alias("appl"), pl.col("r_task").alias("task"),
                                 pl.col("r_thread").alias("thread"), pl.col("r_time_ns").alias("t"))
                        .drop_nulls(["appl", "task", "thread", "t"]), calls)
+    if "r_phys_ns" in r.columns:  # the physical receive: the exit of the call that completed the receive
+        c = _ends_in_calls(r.select("_i", pl.col("r_appl").alias("appl"), pl.col("r_task").alias("task"),
+                                    pl.col("r_thread").alias("thread"), pl.col("r_phys_ns").alias("t"))
+                           .drop_nulls(["appl", "task", "thread", "t"]), calls)
+    else:  # the logical receive is all the trace has
+        c = v
     ends = (r.select("_i")
             .join(s.select("_i", pl.col("call_seq").alias("s_call_seq"), pl.col("comm").alias("s_comm")), on="_i",
                   how="left", maintain_order="left")
             .join(v.select("_i", pl.col("call_seq").alias("r_call_seq"), pl.col("comm").alias("r_comm")), on="_i",
-                  how="left", maintain_order="left"))
+                  how="left", maintain_order="left")
+            .join(c.select("_i", pl.col("call_seq").alias("c_call_seq")), on="_i", how="left", maintain_order="left")
+            .with_columns(pl.coalesce("c_call_seq", "r_call_seq").alias("c_call_seq")))
     return logical_messages_at(records, ends.drop("_i"))
 
 
@@ -94,7 +105,9 @@ def logical_messages_at(records: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFra
     """:func:`logical_messages` of communication records whose ends are already placed in their calls (reader
     (issue 27): the reader places them once for the calls' message columns). ``ends``: per row of ``records``,
     ``s_call_seq``, ``s_comm``, ``r_call_seq``, ``r_comm`` of the calls holding the send and the receive (NULL:
-    none)."""
+    none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known)."""
+    if "c_call_seq" not in ends.columns:
+        ends = ends.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
     m = pl.concat([records.select(
         pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").alias("sender"),
         pl.col("r_task").alias("receiver"), "tag", pl.col("size").alias("bytes"), "s_thread", "s_time_ns", "r_thread",
@@ -114,7 +127,8 @@ def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:
                      pl.col("start_ns").alias("s_time_ns")))
     sends = _numbered(sends.with_columns(pl.lit(None, pl.Int32).alias("r_thread"),
                                          pl.lit(None, pl.Int64).alias("r_time_ns"),
-                                         pl.lit(None, pl.Int64).alias("r_call_seq")))
+                                         pl.lit(None, pl.Int64).alias("r_call_seq"),
+                                         pl.lit(None, pl.Int64).alias("c_call_seq")))
     recv = pl.col("bytes_recv").fill_null(0) > 0
     single = (pl.col("n_messages").fill_null(1) == 1) & (pl.col("bytes_sent").fill_null(0) == 0)
     r = calls.filter(recv).select(
@@ -127,19 +141,24 @@ def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:
     bad_receivers = r.filter(~pl.col("_ok")).select("appl", "receiver").unique()
     r = (r.filter("_ok").join(bad_receivers, on=["appl", "receiver"], how="anti")
          .sort("r_time_ns").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(CHANNEL).alias("k")))
-    out = sends.drop("r_thread", "r_call_seq", "r_time_ns").join(
-        r.select(*MESSAGE_ID, "r_thread", "r_call_seq", "r_time_ns"), on=MESSAGE_ID, how="left")
+    out = sends.drop("r_thread", "r_call_seq", "r_time_ns", "c_call_seq").join(
+        r.select(*MESSAGE_ID, "r_thread", "r_call_seq", "r_time_ns", pl.col("r_call_seq").alias("c_call_seq")),
+        on=MESSAGE_ID, how="left")
     return out.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
 
 
 def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per point-to-point message of a run (:data:`LOGICAL_MESSAGE_SCHEMA`): its logical identity
     (appl, comm, sender, receiver, tag, k; ``comm`` ``NO_COMM`` when the calls name none, ``tag`` 0 when the
-    trace has none), its size (bytes) and both ends (thread, call_seq, logical time ns; NULL for an end outside
-    the trace or not known). ``records``: the run's communication records (MESSAGE_SCHEMA; a table that is already
-    logical, as the warehouse's ``mpi_messages``, is returned as it is), else the ends come from the calls alone
-    (see the module docstring)."""
+    trace has none), its size (bytes), both ends (thread, call_seq, logical time ns; NULL for an end outside
+    the trace or not known) and ``c_call_seq``: the receiver's call that completed the receive (the call holding
+    the record's physical receive time, e.g. the ``MPI_Waitany`` that completed an ``MPI_Irecv``; the receiving
+    call when the trace records the receive at its completion or has no physical time). ``records``: the run's
+    communication records (MESSAGE_SCHEMA; a table that is already logical, as the warehouse's ``mpi_messages``,
+    is returned as it is), else the ends come from the calls alone (see the module docstring)."""
     if records is not None and "k" in records.columns:  # already logical (the warehouse's mpi_messages)
+        if "c_call_seq" not in records.columns:  # stored before the completing call was kept: not known
+            records = records.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
         return records.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
     if calls.height == 0 or "peer" not in calls.columns:
         return pl.DataFrame(schema=LOGICAL_MESSAGE_SCHEMA)
