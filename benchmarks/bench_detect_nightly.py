@@ -46,7 +46,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_regression import machine, otava_alerts, ttest_alerts
+from benchmarks.bench_regression import _detectors, machine
 from benchmarks.results_io import emit
 
 from synthtrace.models.regression import SERIES_KEYS, DetectorParams, label_archetypes, replay_nights
@@ -201,19 +201,7 @@ def score(f: Followed, truth: pl.DataFrame, tolerance: int) -> dict:
 
 def detectors() -> dict[str, Callable[[pl.DataFrame], list[int]]]:
     """The time-alone baselines of bench_regression (Otava only when importable)."""
-    d: dict[str, Callable[[pl.DataFrame], list[int]]] = {
-        "Otava, time alone (window 50, p<=0.001)": lambda s: otava_alerts(s["time_ns"].to_numpy()),
-        "Otava, time alone (window 30, p<=0.01)": lambda s: otava_alerts(s["time_ns"].to_numpy(), window=30,
-                                                                         max_pvalue=0.01),
-        "t-test, time alone (12-24 vs 12, t>=7)": lambda s: ttest_alerts(s["time_ns"].to_numpy()),
-        "t-test, time alone (12-24 vs 6, t>=5)": lambda s: ttest_alerts(s["time_ns"].to_numpy(), fore=6, threshold=5),
-    }
-    try:
-        import otava  # noqa: F401
-    except ImportError:
-        print("apache-otava not importable: Otava baselines skipped (see the module docstring)", file=sys.stderr)
-        d = {k: v for k, v in d.items() if not k.startswith("Otava")}
-    return d
+    return {k: v for k, v in _detectors().items() if not k.startswith("synthtrace")}
 
 
 def _delays(changes: list[dict]) -> str:
