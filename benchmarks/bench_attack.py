@@ -490,6 +490,36 @@ def sql_family(base: Path) -> dict:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- snapshot cost
+def snapshot_cost(base: Path, n_runs: int) -> dict:
+    """Seconds to take hold of the files of ``runs``, ``bursts`` and ``mpi_calls`` in a warehouse of ``n_runs``
+    runs: linked (:mod:`synthtrace.warehouse.snapshot`, what a query does now) against the listing by path it
+    replaced (:func:`synthtrace.warehouse.catalog.view_files`), best and median of 5, same run."""
+    import statistics
+
+    from synthtrace.warehouse import snapshot
+    from synthtrace.warehouse.catalog import view_files
+    from testing.stored_runs import warehouse_with_runs
+
+    wh = warehouse_with_runs(base / "wh-snapshot", n_runs)
+    views = ["runs", "bursts", "mpi_calls"]
+
+    def timed(fn) -> list[float]:
+        xs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fn()
+            xs.append(time.perf_counter() - t0)
+        return [min(xs), statistics.median(xs)]
+
+    def pin() -> None:
+        with snapshot.pinned(wh, views):
+            pass
+
+    return {"runs": n_runs, "files": sum(len(v) for v in view_files(wh, views).values()),
+            "by_path_s": timed(lambda: view_files(wh, views)), "linked_s": timed(pin), "violations": []}
+
+
 # -------------------------------------------------------------------------------------------------------- main
 def _paraver_cases(base: Path, n: int, rnd: random.Random, fresh_share: float) -> list[dict]:
     from testing.attack_cases import FRESH_PARAVER_DEFECTS, PARAVER_DEFECTS, gzip_bomb, paraver_case
@@ -521,6 +551,7 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=0)
     ap.add_argument("--queries", type=int, default=0)
     ap.add_argument("--sql", action="store_true", help="the hostile statements of SQL_CASES")
+    ap.add_argument("--snapshot-runs", type=int, default=0, help="time a query's file snapshot over N runs")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--fresh-share", type=float, default=0.5, help="of the ingest cases, from the fresh defects")
     ap.add_argument("--case-timeout-s", type=float, default=180.0, help="one ingest case; past it, a hang")
@@ -541,6 +572,7 @@ def main() -> int:
             ("kills", args.kills, lambda: kill_family(base, args.kills, rnd)),
             ("queries", args.queries, lambda: query_family(base, args.queries)),
             ("sql", args.sql, lambda: sql_family(base)),
+            ("snapshot", args.snapshot_runs, lambda: snapshot_cost(base, args.snapshot_runs)),
         ):
             if not wanted:
                 continue
@@ -571,7 +603,7 @@ def _store_chunk(store: Path, chunk: dict) -> None:
 
 def write_report(store: Path, out: Path) -> None:
     """The "Run 3" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
-    chunks = json.loads(store.read_text()) if store.exists() else []
+    chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
         f = fam.setdefault(c["family"], {"chunks": 0, "seconds": 0.0, "violations": [], "peak_mb": 0, "loads": []})
@@ -614,6 +646,12 @@ def write_report(store: Path, out: Path) -> None:
         lines.append(f"| hostile `sql` statements x formats (--memory-limit {SQL_MEMORY_LIMIT}, --timeout "
                      f"{SQL_TIMEOUT_S}) | {s['cases']} | {s['exit0']} | {s['exit2']} | {len(s['violations'])} | "
                      f"{s['peak_mb']} MB | {s['seconds']:.0f} |")
+    for c in chunks:
+        if c["family"] == "snapshot":
+            (p_min, p_med), (l_min, l_med) = c["by_path_s"], c["linked_s"]
+            lines.append(f"| cost: a query's hold on runs+bursts+mpi_calls, {c['runs']} runs ({c['files']} files) | "
+                         f"linked {l_min:.3f} s (median {l_med:.3f}) vs listed by path {p_min:.3f} s (median "
+                         f"{p_med:.3f}): x{p_min / l_min:.1f} | | | | | {c['seconds']:.0f} |")
     lines += ["", f"Memory caps judged: {MEMORY_CAP_MB} MB for every ingest input (the worker's peak over all its "
               f"cases); {SQL_RSS_CAP_MB} MB for each `sql` process.", ""]
     for key in ("paraver", "otf2"):

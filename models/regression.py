@@ -234,18 +234,22 @@ def detect_series(series: pl.DataFrame, params: DetectorParams = DetectorParams(
     for a in found:
         if all(abs(a["night"] - b["night"]) >= params.merge_within for b in kept):
             kept.append(a)
-    return _fold_drift(sorted(kept, key=lambda a: a["night"]), params.window // 2)
+    return _fold_drift(sorted(kept, key=lambda a: a["night"]), params.window)
 
 
 def _fold_drift(alerts: list[dict], within: int) -> list[dict]:
-    """One alert per drift: rises of one series that follow each other within ``within`` nights are one change that
-    grows, dated at its first night, its magnitude from before the first to after the last."""
+    """One alert per drift: rises of one series that follow each other within ``within`` nights (of the previous
+    rise) are one change that grows, dated at its first night, its magnitude from before the first to after the
+    last. A 10-night drift is often seen as two change points 7-10 nights apart (its start and its end). Each
+    alert's ``_last`` is the night of its last rise."""
     out: list[dict] = []
     for a in alerts:
         prev = out[-1] if out else None
-        if prev is None or a["night"] - prev["night"] > within or a["magnitude"] <= 0 or prev["magnitude"] <= 0:
+        a.setdefault("_last", a["night"])
+        if prev is None or a["night"] - prev["_last"] > within or a["magnitude"] <= 0 or prev["magnitude"] <= 0:
             out.append(a)
             continue
+        prev["_last"] = a["night"]
         prev.update(time_after_ns=a["time_after_ns"], n_after=a["n_after"] + a["night"] - prev["night"],
                     magnitude=a["time_after_ns"] / prev["time_before_ns"] - 1.0, score=max(prev["score"], a["score"]),
                     explained_by=list(dict.fromkeys(prev["explained_by"] + a["explained_by"])),
@@ -398,7 +402,7 @@ def detect(history: pl.DataFrame, params: DetectorParams = DetectorParams(), *, 
             site = key[2]
             rows.append({"app": key[0], "config": key[1], "call_site": site,
                          "kernel": site.split(" (")[0] if site else None, **a})
-    rows = _fold_app_total(rows, params.merge_within)
+    rows = _fold_app_total(rows, params.merge_within, params.window // 2)
     stamp = now or datetime.now(UTC)
     if not rows:
         return pl.DataFrame(schema=REGRESSION_SCHEMA)
@@ -480,21 +484,24 @@ def replay_nights(history: pl.DataFrame, params: DetectorParams = DetectorParams
     return out
 
 
-def _fold_app_total(rows: list[dict], within: int) -> list[dict]:
-    """One alert per change: an alert of the application's total time near (``within`` nights) a call site's
-    alert of the same app and configuration is folded into the site's (as its ``app_time_ns`` signal); alone,
-    it stays (the change is spread over sites)."""
+def _fold_app_total(rows: list[dict], within: int, after: int) -> list[dict]:
+    """One alert per change: an alert of the application's total time near a call site's alert of the same app and
+    configuration (dated from ``within`` nights before the site's change to ``after`` nights after it, or to
+    ``within`` nights after its last rise: the total, noisier, is often seen later in a drift) is folded into the
+    site's (as its ``app_time_ns`` signal); alone, it stays (the change is spread over sites)."""
     sites = [r for r in rows if r["call_site"] != APP_TOTAL]
     out = list(sites)
     for t in (r for r in rows if r["call_site"] == APP_TOTAL):
         near = [s for s in sites if (s["app"], s["config"]) == (t["app"], t["config"])
-                and abs(s["night"] - t["night"]) < within]
+                and s["night"] - within < t["night"] < max(s["night"] + after, s.get("_last", s["night"]) + within)]
         if not near:
             out.append(t)
             continue
         time = next(x for x in t["signals"] if x["name"] == "time_ns")
         for s in near:
             s["signals"] = [*s["signals"], {**time, "name": "app_time_ns"}]
+    for r in out:
+        r.pop("_last", None)
     return out
 
 

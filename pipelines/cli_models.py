@@ -87,9 +87,8 @@ def train(
         t.add_row(k, v)
     print_table(t)
     if r["status"] == "rejected":
-        print_warning(f"{r['model_id']} is not clearly better than the training mean on unseen programs "
-                      f"({rejection_reason(r)}); registered as rejected: predict uses it only with "
-                      f"--model {r['model_id']}")
+        print_warning(f"{r['model_id']} is not clearly better than the training mean ({rejection_reason(r)}); "
+                      f"registered as rejected: predict uses it only with --model {r['model_id']}")
     if compare:
         _print_comparison(Warehouse(warehouse), target, model, _split(experiments), seed, folds)
 

@@ -151,12 +151,14 @@ def _checked_batch(cases: list[dict], batch_no: int) -> list[int]:
 def test_structure_aware_cases_give_exit_0_or_one_line(tmp_path):
     """Issue 23: well-formed traces with one semantic defect each (counts out of range, records outside the
     header's resources, counters named like key columns, 2^63 timestamps, NaN metrics, sends outside the world,
-    floods), Paraver and OTF2, until half the time budget is spent; every defect is drawn at least once."""
-    from testing.attack_cases import PARAVER_DEFECTS, otf2_case, paraver_case
+    floods; and the fresh mutations of the third attack rerun), Paraver and OTF2, until half the time budget is
+    spent; every Paraver defect is drawn at least once."""
+    from testing import hostile_otf2
+    from testing.attack_cases import FRESH_PARAVER_DEFECTS, PARAVER_DEFECTS, otf2_case, paraver_case
 
     rnd = random.Random(SEED + 1)
     deadline = time.monotonic() + BUDGET_S / 2
-    todo = list(PARAVER_DEFECTS)
+    todo = list(PARAVER_DEFECTS + FRESH_PARAVER_DEFECTS)
     batch_no, n_cases, defects = 0, 0, set()
     while todo or time.monotonic() < deadline:
         batch_no += 1
@@ -166,14 +168,14 @@ def test_structure_aware_cases_give_exit_0_or_one_line(tmp_path):
             if todo:
                 path, defect = paraver_case(case_dir / "prv", rnd, todo.pop())
             elif rnd.random() < 0.3:
-                path, defect = otf2_case(case_dir / "otf2", rnd)
+                path, defect = otf2_case(case_dir / "otf2", rnd, hostile_otf2.DEFECTS + hostile_otf2.FRESH_DEFECTS)
             else:
                 path, defect = paraver_case(case_dir / "prv", rnd)
             defects.add(defect)
             cases.append({"paths": [str(path)], "warehouse": str(case_dir / "wh"), "defect": defect})
         n_cases += len(_checked_batch(cases, batch_no))
         shutil.rmtree(tmp_path / f"s{batch_no}")
-    assert set(PARAVER_DEFECTS) <= defects
+    assert set(PARAVER_DEFECTS + FRESH_PARAVER_DEFECTS) <= defects
     print(f"structure-aware fuzz: {n_cases} cases, {len(defects)} defects (seed {SEED})")
 
 

@@ -302,3 +302,15 @@ def test_disturbed_nights_raise_no_transient_alarm_night_by_night(disturbed):
         first = next(n["night"] for n in nights if mine[0]["alert_id"] in n["new"])
         assert first <= c["night"] + 2
     assert len(raised) == changes.height
+
+
+@pytest.mark.parametrize(("seed", "start"), [(1, 10), (4, 12), (5, 10)])
+def test_a_drift_seen_at_its_start_and_its_end_is_still_one_alert(seed, start):
+    """A +20 % drift over 10 nights often shows as two change points 7 nights apart (its start and its end). Fails
+    on the old code: two alerts (e.g. nights 11 and 18), the second raised a week after the first."""
+    hist = _drift(start, 10, 0.20, seed=seed)
+    nights = replay_nights(hist)
+    assert len(_raised(nights)) == 1 and not any(n["withdrawn"] for n in nights)
+    final = detect(hist, archetypes=False)
+    assert final.height == 1 and abs(final["night"][0] - start) <= 2
+    assert final["magnitude"][0] == pytest.approx(0.20, abs=0.06)  # the whole rise, not its first step

@@ -471,3 +471,24 @@ def test_a_long_query_prints_nothing_on_its_callers_stdout(sealed_wh):
     proc = subprocess.run([sys.executable, "-c", script, str(sealed_wh)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_query_over_more_runs_than_open_files_allowed(tmp_path):
+    """The snapshot held one descriptor per run folder until every view was linked: 150 runs under an open-file
+    limit of 128 (many clusters' default is 1024 against thousands of runs) failed with `Too many open files`.
+    The folders are now taken one at a time."""
+    import subprocess
+    import sys
+
+    from testing.stored_runs import warehouse_with_runs
+
+    wh = warehouse_with_runs(tmp_path / "wh", 150)
+    script = ("import resource, sys\n"
+              "resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))\n"
+              "from synthtrace.warehouse.layout import Warehouse\n"
+              "from synthtrace.warehouse.sql import query_rows\n"
+              "print(query_rows(Warehouse(sys.argv[1]), 'SELECT count(*) FROM runs JOIN bursts USING (run_id)')[1])\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(wh.root)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    n_bursts = pl.scan_parquet(next(wh.runs_dir.iterdir()) / "bursts" / "*.parquet").select(pl.len()).collect().item()
+    assert proc.stdout.strip() == str([(150 * n_bursts,)])

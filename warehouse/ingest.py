@@ -27,6 +27,8 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 #: how a run's big tables are written: zstd level 1 stores them as small as the default level 3 (within 0.5 % on
 #: bursts and calls) for 20-25 % less CPU time; statistics let DuckDB skip row groups
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
+#: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
+CONCURRENT_MESSAGES = 1_000_000
 
 
 @dataclass
@@ -367,7 +369,9 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
             writer.write(part.frame, stage / part.table / f"part-{next(numbers[part.table]):05d}.parquet",
                          **TABLE_PARQUET)
     summary = stream.summary
-    with PartWriter() as writer:  # the messages' tables in a second thread while the calls stream to Parquet
+    # the messages' tables in a second thread while the calls stream to Parquet; one after the other when there
+    # are many (the two at once held 1.96 GB on a 2 GB trace, issue 27)
+    with PartWriter(background=summary.messages.height <= CONCURRENT_MESSAGES) as writer:
         if summary.messages.height:  # pop (issue 25): the point-to-point messages, which the replay pairs calls by
             writer.write(summary.messages, stage / "messages.parquet", **TABLE_PARQUET)
             if summary.n_calls and summary.message_ends is not None:  # merge-core (issue 22): the mpi_messages view

@@ -130,31 +130,48 @@ def _empty(snap: Snapshot) -> None:
 
 
 def _link(snap: Snapshot, views: list[str]) -> None:
-    """Link the files of ``views`` into ``snap.links``: each folder opened and listed once (shared by every view
-    below it), each file linked through its folder's descriptor."""
+    """Link the files of ``views`` into ``snap.links``, each through its folder's descriptor. Every folder is
+    opened and listed once; a run or experiment folder (the second level of a view's pattern) serves every view
+    below it and is closed before the next one is opened, so the descriptors held stay few however many runs."""
     folders: dict[tuple[str, ...], Folder | None] = {}
     out = os.open(snap.links, _DIR_FLAGS)
-    try:
-        def folder(parts: tuple[str, ...]) -> Folder | None:
-            if parts not in folders:
-                folders[parts] = None
-                parent = folder(parts[:-1]) if parts else None
-                if parts and parent is None:
-                    return None
-                fd = (_open_dir(parts[-1], parent[0]) if parts
-                      else _open_dir(str(snap.root), None, follow=True))  # the root itself may be a link
-                if fd is not None:
-                    with os.scandir(fd) as entries:
-                        folders[parts] = (fd, sorted(e.name for e in entries))
-            return folders[parts]
 
+    def folder(parts: tuple[str, ...]) -> Folder | None:
+        if parts not in folders:
+            folders[parts] = None
+            parent = folder(parts[:-1]) if parts else None
+            if parts and parent is None:
+                return None
+            fd = (_open_dir(parts[-1], parent[0]) if parts
+                  else _open_dir(str(snap.root), None, follow=True))  # the root itself may be a link
+            if fd is not None:
+                with os.scandir(fd) as entries:
+                    folders[parts] = (fd, sorted(e.name for e in entries))
+        return folders[parts]
+
+    def take(view: str, found: Iterator[tuple[str, ...]]) -> None:
+        for rel in found:
+            if _whole(rel, folder) and (name := _link_one(snap, rel, folder(rel[:-1]), out)) is not None:
+                snap.files.setdefault(view, []).append(str(snap.links / name))
+
+    def forget(prefix: tuple[str, ...]) -> None:
+        for parts in [p for p in folders if p[:len(prefix)] == prefix]:
+            if (entry := folders.pop(parts)) is not None:
+                os.close(entry[0])
+
+    per_folder: dict[tuple[str, str], list[str]] = {}  # (top folder, pattern of its subfolders) -> views below
+    try:
         for view in views:
-            paths = []
-            for rel in _matches((), VIEW_FILES[view].split("/"), folder):
-                if _whole(rel, folder) and (name := _link_one(snap, rel, folder(rel[:-1]), out)) is not None:
-                    paths.append(str(snap.links / name))
-            if paths:
-                snap.files[view] = paths
+            pattern = VIEW_FILES[view].split("/")
+            if len(pattern) <= 2:
+                take(view, _matches((), pattern, folder))
+            else:
+                per_folder.setdefault((pattern[0], pattern[1]), []).append(view)
+        for (top, sub), below in per_folder.items():
+            for rel in _matches((), [top, sub], folder):
+                for view in below:
+                    take(view, _matches(rel, VIEW_FILES[view].split("/")[2:], folder))
+                forget(rel)
     finally:
         os.close(out)
         for entry in folders.values():

@@ -49,10 +49,14 @@ class CallStore:
         self._held_bytes += calls.estimated_size()
         self._frames.append(calls)
         if self.folder is not None and self._held_bytes > HOLD_BYTES:
-            for frame in self._frames:
-                frame.write_parquet(self.folder / f"part-{next(self._names):08d}.parquet", compression="uncompressed",
-                                    statistics=False)
-            self._frames, self._held_bytes, self._spilled = [], 0, True
+            self._spill()
+
+    def _spill(self) -> None:
+        """Write the calls held in memory to the folder (from then on every call goes there)."""
+        for frame in self._frames:
+            frame.write_parquet(self.folder / f"part-{next(self._names):08d}.parquet", compression="uncompressed",
+                                statistics=False)
+        self._frames, self._held_bytes, self._spilled = [], 0, True
 
     def with_messages(self, messages: pl.DataFrame) -> pl.LazyFrame:
         """Every call kept, in the order added, with bytes, peer, tag and message counts from ``messages``, and one
@@ -63,12 +67,16 @@ class CallStore:
             self.message_ends = message_ends(pl.DataFrame(schema={"call_seq": pl.Int64, "comm": pl.Int64}),
                                              message_rows(pl.DataFrame(), messages))
             return pl.LazyFrame(schema=schema)
+        if self._spilled:  # the calls still held go too: the messages are placed with less in memory
+            self._spill()
         held = [f.lazy() for f in self._frames]
         if self._spilled:  # parts hold the counters seen by their time: the others are NULL
             held.insert(0, pl.scan_parquet(self.folder / "*.parquet", schema=schema, missing_columns="insert"))
         calls = pl.concat(held, how="diagonal")
         calls = calls.select(schema.keys())
-        spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns", "call_seq", "comm").collect()
+        spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns").collect()
         rows = message_rows(spans, messages)
-        self.message_ends = message_ends(spans, rows)
-        return with_message_columns(calls, message_columns(spans.drop("call_seq", "comm"), messages, rows))
+        columns = message_columns(spans, messages, rows)
+        del spans  # the spans go before the ends' columns come: one call table in memory at a time (issue 27)
+        self.message_ends = message_ends(calls.select("call_seq", "comm").collect(), rows)
+        return with_message_columns(calls, columns)
