@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.merge.anchors import longest_chain
-from synthtrace.tracelib.merge.messages import MULTI_COMPLETION_CALLS
+from synthtrace.tracelib.merge.messages import NOT_ARRIVAL_CALLS
 
 #: largest shift (messages) between a channel's send and receive counts that a chopped window may cause
 MAX_SHIFT = 2
@@ -115,7 +115,7 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
     (smsg, schan), (rmsg, rchan) = named(sends, False), named(recvs, True)
     # the message the opening call completed: a single-message receive that is no set-completing call
     arrived = _single(opening.with_row_index("_row").filter(
-        ~pl.col("mpi_call").fill_null("").is_in(list(MULTI_COMPLETION_CALLS)) & ~posting), False)
+        ~pl.col("mpi_call").fill_null("").is_in(list(NOT_ARRIVAL_CALLS)) & ~posting), False)
     achan = np.zeros(closing.height, np.uint64)
     achan[arrived.get_column("_row").to_numpy()] = (arrived.select(pl.struct(CHANNEL).hash(7).clip(1))
                                                     .to_series().to_numpy())
@@ -131,7 +131,7 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     closes, and received by the burst its receiving call opens, or closes when that call only posts the receive
     (``MPI_Irecv``: the burst before it). Names come from the logical identity: no time, no shift. ``achan``: the
     channel (as ``rchan``) of the message the burst's opening call completed (``c_call_seq``), when that call
-    completed exactly one and is no set-completing call (``MPI_Waitall``, ``MPI_Testsome``, ...): the burst that
+    completed exactly one and is no set-completing call nor a test (``MPI_Waitall``, ``MPI_Test``, ...): the burst that
     follows an ``MPI_Waitany`` or an ``MPI_ANY_SOURCE`` receive works on the message that arrived (0: none)."""
     name = pl.struct("appl", "comm", "sender", "receiver", "tag", "k").hash(7).clip(UNNAMED + 1)
     chan = pl.struct("appl", "comm", "sender", "receiver", "tag", "bytes").hash(7).clip(1)
@@ -159,7 +159,7 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     done = (m.filter(pl.col("c_call_seq").is_not_null())
             .group_by("appl", "receiver", "r_thread", "c_call_seq").agg(pl.len().alias("_n"), pl.col("_chan").first())
             .filter(pl.col("_n") == 1))
-    one = ~pl.col("_open_call").fill_null("").is_in(list(MULTI_COMPLETION_CALLS))
+    one = ~pl.col("_open_call").fill_null("").is_in(list(NOT_ARRIVAL_CALLS))
     arr = (b.filter(one).join(done, left_on=[*keys, "_open_seq"], right_on=["appl", "receiver", "r_thread",
                                                                             "c_call_seq"])
            .select("_row", "_chan"))

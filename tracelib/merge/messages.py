@@ -38,6 +38,9 @@ COMPLETION_CALLS: tuple[str, ...] = calls_with(roles=("wait", "test"))
 #: completion calls that complete a set of requests (the program goes on whatever arrived: no burst after one follows
 #: one message)
 MULTI_COMPLETION_CALLS: tuple[str, ...] = tuple(c for c in COMPLETION_CALLS if c.endswith(("all", "some")))
+#: completion calls after which the work is no message's: sets, and tests (a test returns whether or not a message
+#: came: the code after it goes on with its own work, e.g. the next chunk of a computation)
+NOT_ARRIVAL_CALLS: tuple[str, ...] = tuple(sorted({*MULTI_COMPLETION_CALLS, *calls_with(roles=("test",))}))
 #: calls that poll (a loop of them collapses into one unit)
 POLLING_CALLS: tuple[str, ...] = (*calls_with(roles=("test", "probe"), blocking=False), )
 #: the columns of the MPI calls :func:`logical_messages` reads
