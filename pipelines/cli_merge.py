@@ -64,7 +64,8 @@ def merge(
         bool,
         typer.Option(
             "--allow-timing-only",
-            help="Merge runs that share no counter, matched by MPI structure and timing alone (lower scores).",
+            help="Merge runs that share no counter and no point-to-point message to check the match by (matched by "
+                 "MPI structure and timing alone: lower scores). Runs with messages in common merge without it.",
         ),
     ] = False,
 ) -> None:

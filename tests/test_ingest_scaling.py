@@ -15,7 +15,7 @@ from synthtrace.warehouse.ingest import WITHOUT_PCF_INDEX, ingest_trace
 from synthtrace.warehouse.programs import PROGRAM_INDEX, run_programs
 from synthtrace.warehouse.runs import runs_table
 from testing.stored_runs import another_run_of, warehouse_with_runs
-from testing.traces import JACOBI, LULESH_B, PRIME, copy_trace
+from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
 
 
 def _stored_rows_read(monkeypatch, wh: Warehouse, prv: Path) -> int:
@@ -115,3 +115,19 @@ def test_runs_of_one_program_stay_one_program_when_its_first_run_is_removed(tmp_
     assert apps[second.run_id] == apps[third.run_id] == "stencils"
     other = ingest_trace(wh, copy_trace(LULESH_B, tmp_path / "d"))  # another program (it names its binary)
     assert run_programs(wh)[other.run_id] != programs[third.run_id]
+
+
+@pytest.mark.parametrize("trace", [LULESH_A, TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"], ids=["prv", "otf2"])
+def test_stored_logical_messages_are_those_of_the_stored_calls(tmp_path, trace):
+    """Ingest places each message in its calls once (for the calls' message columns and for mpi_messages): the
+    stored mpi_messages equal logical_messages computed afresh from the stored calls and communication records,
+    the call that completed each receive included."""
+    from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages
+
+    wh = Warehouse(tmp_path / "wh")
+    run = wh.run_dir(ingest_trace(wh, trace).run_id)
+    stored = pl.read_parquet(run / "mpi_messages.parquet").drop("run_id")
+    fresh = logical_messages(pl.read_parquet(run / "mpi_calls.parquet", columns=list(CALL_COLUMNS)),
+                             pl.read_parquet(run / "messages.parquet"))
+    assert stored.height and stored["c_call_seq"].null_count() < stored.height
+    assert stored.equals(fresh)

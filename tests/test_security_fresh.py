@@ -10,8 +10,6 @@ from testing.traces import PRIME, copy_trace
 pytestmark = pytest.mark.real_traces
 
 
-@pytest.mark.xfail(strict=True, reason="reader: an OTF2 message of 2^64-1 bytes is stored as -1 bytes, silently "
-                                       "(the Paraver reader refuses a negative size; see coord/security-findings.md)")
 def test_an_otf2_message_length_past_int64_is_refused(tmp_path, run_cli):
     """A send/receive pair whose length is 2^64 - 1 (OTF2 keeps it as uint64): the stored `bytes` became -1.
     A length that no signed 64-bit column can hold is bad input: one line naming the file, exit 2, nothing stored."""
@@ -21,8 +19,6 @@ def test_an_otf2_message_length_past_int64_is_refused(tmp_path, run_cli):
     assert not (tmp_path / "wh").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="lead (pipelines output) / reader (run names): a trace file name holding a "
-                                       "newline or an escape sequence is printed raw (see security-findings.md)")
 def test_a_trace_name_with_control_characters_cannot_forge_output_lines(tmp_path, run_cli):
     """A trace dropped as `a<newline>error: forged.prv` printed a line `error: forged ...` for an ingest that
     succeeded (and an ESC sequence in a name repaints the terminal): names are printed escaped, one line each."""

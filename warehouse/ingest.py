@@ -21,7 +21,7 @@ from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (mod
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.programs import choose_program, remember_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.names import check_name
+from synthtrace.warehouse.names import InvalidNameError, check_name
 
 RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files kept as run_id
 #: how a run's big tables are written: zstd level 1 stores them as small as the default level 3 (within 0.5 % on
@@ -251,6 +251,8 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     program = choose_program(wh, program_symbols(source))  # issue 28 (models helper): program identity ...
     app_name = app or program.app or app_name  # ... is the default app: runs of one binary are one app
     check_name(exp_name)
+    if not run_name.isprintable():  # a newline or an escape sequence in a file name would forge output lines
+        raise InvalidNameError(f"{str(path)!r}: the trace's name holds a control character; rename the file")
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
         _check_same_place(row, experiment, app, path)

@@ -850,9 +850,11 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     return add_s, add_r, n_msg, peer, tag, side
 
 
-def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row in ``spans`` (MPI calls by their thread keys, start_ns and end_ns) of the call holding each message's send
-    side and of the call holding its receive side, -1 for none, one row per message in the order of ``messages``.
+    side, of the call holding its receive side and of the receiver's call holding its physical receive time
+    (``r_phys_ns``: the call that completed the receive, e.g. a wait after an ``MPI_Irecv``; the receive side's when
+    the messages have no such column), -1 for none, one row per message in the order of ``messages``.
 
     A message's send side belongs to the sender's call that contains its logical send time, its receive side
     to the receiver's call that contains its logical receive time (times at call boundaries count as inside;
@@ -860,7 +862,7 @@ def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarra
     """
     n = spans.height
     if not n or not messages.height:
-        return np.full(messages.height, -1, dtype=np.int64), np.full(messages.height, -1, dtype=np.int64)
+        return tuple(np.full(messages.height, -1, dtype=np.int64) for _ in range(3))
     ck = packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
     cs = spans.get_column("start_ns").to_numpy()
     ce = spans.get_column("end_ns").to_numpy()
@@ -870,14 +872,15 @@ def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarra
         resort = np.lexsort((cs, ck))
         order, ck, cs, ce = order[resort], ck[resort], cs[resort], ce[resort]
 
-    def rows(prefix: str) -> np.ndarray:
+    def rows(prefix: str, time: str) -> np.ndarray:
         # a half message (its other side unknown: NULL keys) is keyed (0, 0, 0), which no call has
         keys = (messages.get_column(f"{prefix}{c}").fill_null(0).to_numpy() for c in THREAD_KEYS)
-        pos = _containing_call(ck, cs, ce, packed(*keys),
-                               writable(messages.get_column(f"{prefix}time_ns").fill_null(0)))
+        pos = _containing_call(ck, cs, ce, packed(*keys), writable(messages.get_column(time).fill_null(0)))
         return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
-    return rows("s_"), rows("r_")
+    received = rows("r_", "r_time_ns")
+    completed = rows("r_", "r_phys_ns") if "r_phys_ns" in messages.columns else received
+    return rows("s_", "s_time_ns"), received, completed
 
 
 def message_columns(spans: pl.DataFrame, messages: pl.DataFrame,
@@ -889,7 +892,7 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame,
     Collective sizes already on the calls are kept and added to. Only the calls' thread and time columns are read
     to place the messages; the new columns are added in the calls' row order.
     """
-    row_s, row_r = rows if rows is not None else message_rows(spans, messages)
+    row_s, row_r = (rows if rows is not None else message_rows(spans, messages))[:2]
     col = {
         c: writable(messages.get_column(c).cast(pl.Int64))
         for c in ("s_time_ns", "r_time_ns", "s_task", "r_task", "size", "tag")
@@ -903,19 +906,21 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame,
                          "n_messages": n_msg})
 
 
-def message_ends(spans: pl.DataFrame, rows: tuple[np.ndarray, np.ndarray]) -> pl.DataFrame:
-    """Per message (the rows of :func:`message_rows`): ``s_call_seq``/``s_comm`` of the call holding its send side
-    and ``r_call_seq``/``r_comm`` of the one holding its receive side (NULL: none), from the calls' ``call_seq`` and
-    ``comm`` columns in ``spans``."""
+def message_ends(spans: pl.DataFrame, rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> pl.DataFrame:
+    """Per message (the rows of :func:`message_rows`): ``s_call_seq``/``s_comm`` of the call holding its send side,
+    ``r_call_seq``/``r_comm`` of the one holding its receive side (NULL: none) and ``c_call_seq`` of the call that
+    completed the receive (the receiving call when no call holds the physical receive), from the calls'
+    ``call_seq`` and ``comm`` columns in ``spans``."""
     out = {}
-    for side, r in zip(("s", "r"), rows):
+    for side, r in zip(("s", "r", "c"), rows):
         held = r >= 0
         pick = pl.Series(np.where(held, r, 0))
-        for c, dtype in (("call_seq", pl.Int64), ("comm", pl.Int64)):
-            values = spans.get_column(c).cast(dtype).gather(pick) if spans.height else pl.Series(c, [None] * r.size,
-                                                                                                 dtype)
+        for c in ("call_seq", "comm")[: 1 if side == "c" else 2]:
+            values = (spans.get_column(c).cast(pl.Int64).gather(pick) if spans.height
+                      else pl.Series(c, [None] * r.size, pl.Int64))
             out[f"{side}_{c}"] = null_unless(values, held, f"{side}_{c}")
-    return pl.DataFrame(list(out.values()))
+    ends = pl.DataFrame(list(out.values()))
+    return ends.with_columns(pl.coalesce("c_call_seq", "r_call_seq").alias("c_call_seq"))
 
 
 def with_message_columns(calls: pl.DataFrame | pl.LazyFrame, columns: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:

@@ -5,9 +5,7 @@ input. Signals, over matched pairs of reference bursts of at least 10 us (pollin
 count), from the reference counters both runs recorded:
 
 - **misfit**: a pair is misaligned when its two bursts lie in different iterations of their threads' own call
-  sequences (iteration consistency, where the sequence is periodic; past a thread's first or last checked message,
-  only when that message disagrees: a run that converged later numbers its epilogue apart), or when its work
-  (instructions) *and*
+  sequences (iteration consistency, where the sequence is periodic), or when its work (instructions) *and*
   per-instruction rate of a second common counter (cycles: the IPC) both differ by more than ``MISFIT_LOG``
   (log): work alone may differ (dynamic load balancing), rate alone too (OS noise, contention); both at once
   means another burst;
@@ -94,6 +92,7 @@ class PairSignals:
     opened_checked: int = 0  # long matched pairs whose two bursts were both opened by completed messages
     long_matched: int = 0  # long matched pairs
     opened_example: str = ""  # one such pair, in words (the reason's example)
+    unpaired: int = 0  # long reference bursts left unmatched across from long unmatched bursts of the other run
 
     @property
     def validated_by_messages(self) -> bool:
@@ -113,13 +112,7 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     cov = float(matched.sum()) / n_long if n_long else None
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
-    # another iteration of the threads' own call sequences counts, except past a thread's first or last checked
-    # message where the messages on its one side agree: a run that converged later numbers its epilogue apart
-    checked = pl.col("msg_agree").is_not_null()
-    inside = ((checked.cum_sum().over(THREAD_KEYS) > 0)
-              & (checked.reverse().cum_sum().reverse().over(THREAD_KEYS) > 0))
-    off_iter = matches.select(
-        (~pl.col("same_iter")).fill_null(False) & ~(~inside & pl.col("msg_consistent").fill_null(False))).to_series()
+    off_iter = (~matches.get_column("same_iter")).fill_null(False)
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     if work is None or not matched.any():
@@ -260,6 +253,31 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
                       pl.when(pl.col("opened_other")).then(pl.col("opened_what")).alias("opened_what"))
 
 
+def unpaired(matches: pl.DataFrame, other_bursts: pl.DataFrame, long_ref: pl.Series, min_ns: int) -> int:
+    """Long reference bursts (``long_ref``) left unmatched where the other run also left a burst of at least
+    ``min_ns`` unmatched between the same two matched neighbours of the thread: a pair the alignment could not make
+    (an iteration one run has and the other has not leaves bursts unmatched on one side only). ``other_bursts``:
+    the other run's rows (appl, task, thread, duration_ns) that ``other_row`` indexes, sorted by thread; rows past
+    them (multi-piece units) count as matched."""
+    row = matches.get_column("other_row")
+    n_o = other_bursts.height
+    used = np.zeros(n_o + 1, bool)
+    hit = row.drop_nulls().to_numpy()
+    used[hit[hit < n_o]] = True
+    free_long = (~used[:n_o]) & (other_bursts.get_column("duration_ns").to_numpy() >= min_ns)
+    # the other run's free long bursts counted up to each row: a gap (p, n) holds one when the count differs
+    before = np.r_[0, np.cumsum(free_long)]
+    f = matches.select(*THREAD_KEYS, pl.col("other_row").clip(upper_bound=n_o - 1).alias("_r")).with_columns(
+        pl.col("_r").forward_fill().over(THREAD_KEYS).alias("_p"),
+        pl.col("_r").backward_fill().over(THREAD_KEYS).alias("_n"))
+    p = f.get_column("_p").fill_null(-1).to_numpy()
+    n = f.get_column("_n").fill_null(-1).to_numpy()
+    ok = (p >= 0) & (n >= 0) & (n > p)
+    gap = np.zeros(p.size, bool)
+    gap[ok] = before[n[ok]] - before[p[ok] + 1] > 0
+    return int((row.is_null().to_numpy() & long_ref.to_numpy() & gap).sum())
+
+
 def arrival_tolerant(ref_seq: pl.DataFrame, other_seq: pl.DataFrame, matches: pl.DataFrame) -> list[pl.Series]:
     """``msg_agree`` and ``msg_consistent`` of a match table of :func:`synthtrace.tracelib.merge.align.align_runs`
     recomputed without the receive ends of the threads whose receives follow arrival.
@@ -323,6 +341,11 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
                        "runs disagree on: misaligned (an iteration one run has and the other has not?)")
     if opened > SUSPECT_MISFIT:
         return "suspect", opened_why
+    unpaired_share = sig.unpaired / sig.long_matched if sig.long_matched else 0.0
+    if unpaired_share > SUSPECT_MISFIT:
+        return "suspect", (f"{sig.unpaired} bursts >= 10 us ({unpaired_share:.1%}) left unmatched across from "
+                           "unmatched bursts of the other run between the same matched neighbours: pairs the "
+                           "alignment could not make (their values are NULL; merge_matches.other_burst_seq)")
     if spans > SUSPECT_MISFIT:
         return "suspect", (f"an ambiguous span: {sig.inconsistent} matched bursts >= 10 us ({spans:.1%}) lie between "
                            "logical messages the runs disagree on (merge_matches.ambiguous)")

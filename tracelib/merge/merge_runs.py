@@ -49,7 +49,7 @@ from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_ta
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, opened_by, opened_differently, pair_signals,
-                                              verdict)
+                                              unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.ranks import rank_mapping, renumber, renumber_columns
@@ -314,6 +314,8 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     rate = next((c for c in common if c != work), None)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
     m, sig = _check_opened(ref, ref_opened, o, renum, m, reference, source, work, sig, long_ref)
+    sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
+                                         options.min_error_duration_ns))
     if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
         notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
                      f"instructions of {ref.run_name!r}'s: not the same input or code version?")

@@ -45,6 +45,16 @@ def check_peers(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int
                                f"communicator {r['comm']} at {r['time_ns']} ns, outside {world}")
 
 
+def check_sizes(p2p: pl.DataFrame, anchor: Path) -> None:
+    """Refuse a message length that no signed 64-bit column holds: OTF2 keeps lengths as uint64, and one of
+    2^63 bytes or more wrapped into a negative ``bytes`` (the Paraver reader refuses a negative size alike)."""
+    bad = p2p.filter((pl.col("size") < 0) & (pl.col("kind") != _PROBE)).head(1)
+    if bad.height:
+        r = bad.row(0, named=True)
+        raise TraceFormatError(anchor, None, f"task {r['task']} thread {r['thread']}: a message of "
+                               f"{r['size'] % 2**64} bytes at {r['time_ns']} ns, past what a signed 64-bit size holds")
+
+
 def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int]) -> pl.DataFrame:
     """Pair send and receive records into messages (``MESSAGE_SCHEMA``).
 

@@ -23,7 +23,7 @@ from synthtrace.tracelib.formats.otf2.library import (
     _library_reason,
     _python_callback_errors,
 )
-from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, check_peers, match_messages
+from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, check_peers, check_sizes, match_messages
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
 DEFAULT_CHUNK_EVENTS = 200_000
@@ -156,6 +156,7 @@ class Otf2Trace(TraceReader):
         yield from read.assembled(*assembler.finish(), calls)
         p2p = pl.concat(read.p2p_parts) if read.p2p_parts else pl.DataFrame(schema=_P2P_SCHEMA)
         check_peers(p2p, self.defs.comm_ranks, self.defs.self_comms, self.path)  # security: issue 23 item 8
+        check_sizes(p2p, self.path)
         matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms)
         return ReadSummary(
             calls=calls.with_messages(matched), messages=matched, message_ends=calls.message_ends,
