@@ -15,6 +15,9 @@ import pytest
 from testing.simulator_campaigns import plain_size, run_mechanism
 
 ISSUE = pytest.mark.xfail(strict=False, raises=AssertionError, reason="issue 22: merge-core")
+# merge-gen's mechanisms of 08:00 (marks agreed with merge-align in /work/coord/merge-findings.md, 08:14 UTC)
+ALIGN = pytest.mark.xfail(strict=False, raises=AssertionError,
+                          reason="issue 22: merge-align (cut bursts / worker threads / several inner-count changes)")
 
 #: (mechanism, slow); seed 0 at the mechanism's default size (8 ranks x 20-30 iterations unless named)
 CASES = [
@@ -33,6 +36,23 @@ PASSING = {"completion", "completion_at_wait", "checkpoint", "ring", 103, 1, 2, 
 
 def _marks(key, slow: bool = False) -> list:
     return ([] if key in PASSING else [ISSUE]) + ([pytest.mark.slow] if slow else [])
+
+
+#: (mechanism, seed, xfail mark or None, slow): run-to-run differences of real clusters added by merge-gen; the
+#: first seed at the default size, irecv_any's seed 1 (its ANY_SOURCE receives take other faces in the two runs)
+LATER = [("sendrecv", 0, None, False), ("persistent", 0, None, True), ("nb_collective", 0, None, False),
+         ("sub_comms", 0, None, True), ("renumbered", 0, None, True), ("irecv_any", 1, None, True),
+         ("hybrid_locks", 0, ALIGN, True), ("flush_all", 0, ALIGN, True), ("inner_counts", 0, ALIGN, True)]
+
+
+@pytest.mark.parametrize("name, seed", [
+    pytest.param(n, s, marks=[m for m in (mark, pytest.mark.slow if slow else None) if m], id=f"{n}-s{s}")
+    for n, s, mark, slow in LATER])
+def test_later_mechanism_merges_right_or_says_so(tmp_path, name, seed):
+    o = run_mechanism(name, seed, tmp_path)
+    assert o.verdict != "refused", o.message
+    assert o.honest, f"verdict ok with {o.right:.1%} right"
+    assert o.accepted, f"{o.right:.2%} right, verdict {o.verdict}"
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n, slow), id=n) for n, slow in CASES])
