@@ -34,34 +34,43 @@ PASSING = {"completion", "completion_at_wait", "checkpoint", "ring", 103, 1, 2, 
            "torus", "no_callers", "one_site", "varying_rates", "placement", "pairs8", 48, 147}
 
 
+#: not yet right but honest about it (never `ok` below 99 %): the honesty is asserted, the share expected to fail
+HONEST_SHORT = {"polling", "extra_inner", "missing_inner", "repeated", "extra_varying", "master_worker", "single10",
+                "inner_counts"}
+
+
 def _marks(key, slow: bool = False) -> list:
-    return ([] if key in PASSING else [ISSUE]) + ([pytest.mark.slow] if slow else [])
+    return ([] if key in PASSING | HONEST_SHORT else [ISSUE]) + ([pytest.mark.slow] if slow else [])
+
+
+def _right_or_says_so(o, name: str) -> None:
+    """Issue 22's rule: never refused, never ``ok`` below 99 % right; accepted (>= 99.5 % right, or the span of an
+    undecidable iteration marked and the verdict not ``ok``), which cases of HONEST_SHORT do not reach yet."""
+    assert o.verdict != "refused", o.message
+    assert o.honest, f"verdict ok with {o.right:.1%} right"
+    if not o.accepted and name in HONEST_SHORT:
+        pytest.xfail(f"issue 22: {o.right:.2%} right, verdict {o.verdict} (honest, not accepted yet)")
+    assert o.accepted, (f"{o.right:.2%} right ({o.right_span:.2%} with the span's interchangeable bursts, "
+                        f"{o.in_span} in the span, marked {o.span_marked}), verdict {o.verdict}")
 
 
 #: (mechanism, seed, xfail mark or None, slow): run-to-run differences of real clusters added by merge-gen; the
 #: first seed at the default size, irecv_any's seed 1 (its ANY_SOURCE receives take other faces in the two runs)
 LATER = [("sendrecv", 0, None, False), ("persistent", 0, None, True), ("nb_collective", 0, None, False),
          ("sub_comms", 0, None, True), ("renumbered", 0, None, True), ("irecv_any", 1, None, True),
-         ("hybrid_locks", 0, ALIGN, True), ("flush_all", 0, ALIGN, True), ("inner_counts", 0, ALIGN, True)]
+         ("hybrid_locks", 0, ALIGN, True), ("flush_all", 0, ALIGN, True), ("inner_counts", 0, None, True)]
 
 
 @pytest.mark.parametrize("name, seed", [
     pytest.param(n, s, marks=[m for m in (mark, pytest.mark.slow if slow else None) if m], id=f"{n}-s{s}")
     for n, s, mark, slow in LATER])
 def test_later_mechanism_merges_right_or_says_so(tmp_path, name, seed):
-    o = run_mechanism(name, seed, tmp_path)
-    assert o.verdict != "refused", o.message
-    assert o.honest, f"verdict ok with {o.right:.1%} right"
-    assert o.accepted, f"{o.right:.2%} right, verdict {o.verdict}"
+    _right_or_says_so(run_mechanism(name, seed, tmp_path), name)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n, slow), id=n) for n, slow in CASES])
 def test_mechanism_merges_right_or_says_so(tmp_path, name):
-    o = run_mechanism(name, 0, tmp_path)
-    assert o.verdict != "refused", o.message
-    assert o.honest, f"verdict ok with {o.right:.1%} right"
-    assert o.accepted, (f"{o.right:.2%} right ({o.right_span:.2%} with the span's interchangeable bursts, "
-                        f"{o.in_span} in the span, marked {o.span_marked}), verdict {o.verdict}")
+    _right_or_says_so(run_mechanism(name, 0, tmp_path), name)
 
 
 @pytest.mark.parametrize("name", [pytest.param("ring", marks=_marks("ring"), id="ring"),
