@@ -480,19 +480,12 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
     interior = s.interior_ins * w
     pending = list(recv)
     mode = s.completion if nb else "waitall"
-    if mode == "testsome":
+    if mode in ("testsome", "testany"):  # Testany: one request at most per test, the first face that came
+        test, mode = ("MPI_Testsome", "waitany") if mode == "testsome" else ("MPI_Testany", "waitsome")
         for c in range(s.chunks):
-            done = yield Call("MPI_Testsome", kern, interior / s.chunks, lid(task, it, inner, 40 + c),
+            done = yield Call(test, kern, interior / s.chunks, lid(task, it, inner, 40 + c),
                               sites("halo.c:120"), reqs=tuple(pending))
             pending = [r for r in pending if r not in done]
-        mode = "waitany"
-        interior = 0.0
-    if mode == "testany":  # one request at most per test: the first face that came
-        for c in range(s.chunks):
-            done = yield Call("MPI_Testany", kern, interior / s.chunks, lid(task, it, inner, 40 + c),
-                              sites("halo.c:120"), reqs=tuple(pending))
-            pending = [r for r in pending if r not in done]
-        mode = "waitsome"
         interior = 0.0
     if mode == "waitsome":  # unpack whatever came, together: the burst after takes its first face's identity
         prev: tuple[int, ...] = ()

@@ -177,13 +177,15 @@ def test_non_overtaking_and_any_source():
     assert got == [(1, 80), (1, 8), (0, 10_000_000), (0, 8)]
 
 
+def _sender(delay: float, tag: int):
+    """Rank 0 or 1 of a three-rank test: one 100-byte MPI_Send to rank 2 after ``delay`` instructions."""
+    yield Call("MPI_Send", 0, delay, 1, peer=2, tag=tag, size=100)
+    yield Call("END", 0, 10.0, 2)
+
+
 def test_completion_calls_complete_by_arrival():
     """Testsome completes the receives that have arrived when it is called; Waitany the first one to arrive;
     a Recv from a given source takes that sender's messages in order."""
-    def sender(delay: float, tag: int):
-        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=tag, size=100)
-        yield Call("END", 0, 10.0, 2)
-
     seen = {}
 
     def receiver():
@@ -195,7 +197,7 @@ def test_completion_calls_complete_by_arrival():
         yield Call("END", 0, 10.0, 15)
 
     # rank 0 sends at 0.5 us (arrives ~1.5 us), rank 1 at 20 us (arrives ~21 us)
-    Executor([sender(1000.0, 1), sender(40_000.0, 2), receiver()], _timing(3), np.zeros(3)).run()
+    Executor([_sender(1000.0, 1), _sender(40_000.0, 2), receiver()], _timing(3), np.zeros(3)).run()
     assert seen["early"] == () and seen["mid"] == (0,) and seen["any"] == 1
 
 
@@ -350,10 +352,6 @@ def test_runs_differ_in_iteration_counts_where_the_plan_says(sims):
 def test_testany_completes_one_and_waitsome_every_arrived():
     """Two receives arrived: MPI_Testany completes one of them (the first to arrive), MPI_Waitsome the rest;
     a Waitsome called before anything arrived returns with the first arrival only."""
-    def sender(delay: float, tag: int):
-        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=tag, size=100)
-        yield Call("END", 0, 10.0, 2)
-
     seen = {}
 
     def receiver():
@@ -370,7 +368,7 @@ def test_testany_completes_one_and_waitsome_every_arrived():
         yield Call("MPI_Send", 0, 20_000.0, 3, peer=2, tag=3, size=100)
         yield Call("END", 0, 10.0, 4)
 
-    Executor([sender2(), sender(30_000.0, 2), receiver()], _timing(3), np.zeros(3)).run()
+    Executor([sender2(), _sender(30_000.0, 2), receiver()], _timing(3), np.zeros(3)).run()
     assert seen["early"] == (0,)
     assert seen["any"] == (2,) and seen["some"] == (1,)  # rank 0's second message (21 us) before rank 1's (30 us)
 
