@@ -53,7 +53,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               same_structure, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
-from synthtrace.tracelib.merge.ranks import rank_mapping, renumber, renumber_columns
+from synthtrace.tracelib.merge.ranks import rank_mapping, renumber
 from synthtrace.tracelib.merge.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
@@ -314,7 +314,8 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
-    m, sig = _check_opened(ref, ref_opened, o, renum, m, reference, source, work, sig, long_ref)
+    # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
+    m, sig = _check_opened(ref_opened, opened_by(bursts, calls, messages), m, reference, source, work, sig, long_ref)
     sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
     if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
@@ -328,14 +329,12 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
         comm=float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None)
 
 
-def _check_opened(ref: RunTables, ref_opened: pl.DataFrame, o: RunTables, renum: dict[int, int] | None,
-                  m: pl.DataFrame, reference: pl.DataFrame, source: pl.DataFrame, work: str | None, sig: PairSignals,
+def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFrame, reference: pl.DataFrame,
+                  source: pl.DataFrame, work: str | None, sig: PairSignals,
                   long_ref: pl.Series) -> tuple[pl.DataFrame, PairSignals]:
     """The match table with ``msg_mismatch`` (the pair's bursts were opened by the completion of different messages:
-    :func:`synthtrace.tracelib.merge.checks.opened_differently`) and the signals with its counts."""
-    opened = opened_by(o.bursts, o.mpi_calls, o.messages)
-    if renum:
-        opened = renumber_columns(opened, renum, ("task", "sender", "receiver"))
+    :func:`synthtrace.tracelib.merge.checks.opened_differently`; ``opened``: the other run's, numbered as the
+    reference's) and the signals with its counts."""
     w = work or "duration_ns"  # without a common work counter, the time a burst takes
     flags = opened_differently(ref_opened, opened, m, source.select(*THREAD_KEYS, "burst_seq"),
                                reference.get_column(w), source.get_column(w),
@@ -408,7 +407,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_units = units(ref.bursts)
     ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align,
                              ref_messages if ref.messages is not None else None)
-    ref_opened = opened_by(ref.bursts, ref.mpi_calls, ref.messages)
+    ref_opened = opened_by(ref.bursts, ref.mpi_calls, ref_messages)  # [helper merge-verdict]
     base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
     long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
