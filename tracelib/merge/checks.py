@@ -52,6 +52,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
+from synthtrace.tracelib.merge.messages import COMPLETION_CALLS, POLLING_CALLS
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 MISFIT_LOG = math.log(1.5)
@@ -73,6 +74,50 @@ OPEN_CHANNEL = ["appl", "sender", "receiver", "tag"]
 OPENED_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
                                          "burst_seq": pl.Int64(), "sender": pl.Int32(), "receiver": pl.Int32(),
                                          "tag": pl.Int64(), "k": pl.Int64(), "site": pl.String()}
+
+
+#: calls whose number follows timing (a loop polls or completes until its messages came): a run of them is one unit
+POLL_UNIT_CALLS: tuple[str, ...] = tuple(sorted({*COMPLETION_CALLS, *POLLING_CALLS}))
+_POLL_UNIT = 0  # the token of such a run (never the hash of a call)
+
+
+def call_structure(calls: pl.DataFrame, sites: bool = True) -> pl.DataFrame:
+    """A run's MPI call sequence as timing-free structure: per thread, the counts of consecutive pairs of units
+    (appl, task, thread, ``a``, ``b``, ``n``). A unit is a call other than a poll or a completion call, named by
+    its call and, with ``sites``, its call site (never its partner: which partner an ``MPI_ANY_SOURCE`` receive
+    got follows arrival), or a maximal run of polling and completion calls (:data:`POLL_UNIT_CALLS`), whatever
+    they are and however many: how often a loop tests, and whether the messages came before its final wait,
+    follow timing (Test x N is Test x M)."""
+    if calls.height == 0:
+        return pl.DataFrame(schema={**{k: pl.Int32 for k in THREAD_KEYS}, "a": pl.UInt64, "b": pl.UInt64,
+                                    "n": pl.UInt32})
+    poll = pl.col("mpi_call").is_in(list(POLL_UNIT_CALLS)).fill_null(False)
+    in_run = (pl.col("a") == _POLL_UNIT) & (pl.col("a").shift(1).over(THREAD_KEYS) == _POLL_UNIT)
+    name = pl.struct("mpi_call", "call_site") if sites and "call_site" in calls.columns else pl.col("mpi_call")
+    u = (calls.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "call_seq",
+                      pl.when(poll).then(pl.lit(_POLL_UNIT, pl.UInt64)).otherwise(name.hash(7).replace(_POLL_UNIT, 1))
+                      .alias("a"))
+         .sort(*THREAD_KEYS, "call_seq")
+         .filter(~in_run.fill_null(False)))
+    return (u.with_columns(pl.col("a").shift(-1).over(THREAD_KEYS).alias("b")).drop_nulls("b")
+            .group_by(*THREAD_KEYS, "a", "b").agg(pl.len().alias("n")))
+
+
+def same_structure(ref_calls: pl.DataFrame, other_calls: pl.DataFrame) -> float | None:
+    """The share of the shorter run's call structure (:func:`call_structure`: consecutive units per thread,
+    the other run's tasks numbered as the reference's) that the other run has too, in [0, 1]: 1 for two runs of
+    one program on one input whatever their timing (a run cut short, or a few calls more, cost only their share);
+    near 0 for another program. Call sites count when both runs name them. None when neither run has a call."""
+    sites = all("call_site" in c.columns and c.get_column("call_site").is_not_null().any()
+                for c in (ref_calls, other_calls))
+    r, o = call_structure(ref_calls, sites), call_structure(other_calls, sites)
+    total = min(int(r.get_column("n").sum()), int(o.get_column("n").sum()))
+    if r.height == 0 and o.height == 0:
+        return None
+    if total == 0:
+        return 0.0
+    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
+    return float(common) / total
 
 
 @dataclass(frozen=True)
