@@ -19,6 +19,7 @@ same-program check): messages and bytes per (appl, comm, sender, receiver, tag, 
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
@@ -61,10 +62,32 @@ def is_completion(call: pl.Expr) -> pl.Expr:
 
 def _numbered(m: pl.DataFrame) -> pl.DataFrame:
     """``m`` with ``k``: the message's order among its channel's messages, by send time (then receive time)."""
-    return (m.with_columns(pl.col("comm").fill_null(NO_COMM), pl.col("tag").fill_null(0))
-            .sort("s_time_ns", "r_time_ns", nulls_last=True)
-            .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(CHANNEL).alias("k"))
-            .select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()]))
+    m = (m.with_columns(pl.col("comm").fill_null(NO_COMM), pl.col("tag").fill_null(0))
+         .sort("s_time_ns", "r_time_ns", nulls_last=True, maintain_order=True))
+    return m.with_columns(pl.Series("k", _rank_in_channel(m))).select(
+        [pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
+
+
+def _rank_in_channel(m: pl.DataFrame) -> np.ndarray:
+    """Per row of ``m``, its rank among the earlier rows of its channel (int64). [helper reader] issue 27: a stable
+    sort by channel, not a window over it: ``int_range().over(CHANNEL)`` took 0.3 s for 130k messages each on a
+    channel of its own (a tag per iteration), a fifth of a records-dense ingest's Python-side time."""
+    keys = []
+    for c in reversed(CHANNEL):  # np.lexsort: the last key sorts first; a NULL is its own value
+        s = m.get_column(c)
+        keys += [s.fill_null(0).to_numpy(), s.is_null().to_numpy()]
+    order = np.lexsort(keys)  # stable: a channel's rows keep their order
+    n = order.size
+    first = np.ones(n, dtype=bool)  # the first row of its channel (in channel order)
+    for key in keys:
+        k = key[order]
+        first[1:] &= k[1:] == k[:-1]
+    first[1:] = ~first[1:]
+    i = np.arange(n, dtype=np.int64)
+    start = np.maximum.accumulate(np.where(first, i, 0))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = i - start
+    return rank
 
 
 def _from_records(calls: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
