@@ -41,6 +41,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -241,6 +242,23 @@ class AlignedRun:
     sample: Sample
     run_sample: pl.DataFrame
 
+    @property
+    def pairs(self) -> Pairs:
+        m = self.matches
+        return Pairs(self.reference, self.source, m.get_column("other_row"), m.get_column("match_score"), self.share)
+
+
+class Pairs(NamedTuple):
+    """What the values of a transferred counter come from: per reference burst (``reference``, the rows compared),
+    the ``source`` row it matched (``other_row``, NULL when unmatched), the match ``score`` and its ``share`` of
+    the matched unit (None: 1)."""
+
+    reference: pl.DataFrame
+    source: pl.DataFrame
+    other_row: pl.Series
+    score: pl.Series
+    share: pl.Series | None
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -327,17 +345,22 @@ def _layout(r: RunTables) -> pl.DataFrame:
 
 def check_same_layout(ref: RunTables, other: RunTables) -> None:
     """Raise :class:`NotSameProgramError` when the two runs do not have the same tasks and threads."""
-    a, b = _layout(ref), _layout(other)
+    same_layout(_layout(ref), _layout(other), ref.run_name, other.run_name)
+
+
+def same_layout(a: pl.DataFrame, b: pl.DataFrame, name_a: str, name_b: str) -> None:
+    """Raise :class:`NotSameProgramError` when two runs' thread tables (appl, task, thread) differ."""
+    a, b = a.select(*THREAD_KEYS), b.select(*THREAD_KEYS)
     ta = a.select("appl", "task").unique().height
     tb = b.select("appl", "task").unique().height
     if ta != tb:
-        raise NotSameProgramError(f"runs {ref.run_name!r} and {other.run_name!r} are not the same program: "
+        raise NotSameProgramError(f"runs {name_a!r} and {name_b!r} are not the same program: "
                                   f"{ta} vs {tb} tasks with bursts")
     if a.height != b.height or a.join(b, on=THREAD_KEYS, how="anti").height:
         only = a.join(b, on=THREAD_KEYS, how="anti").head(3).rows()
-        raise NotSameProgramError(f"runs {ref.run_name!r} and {other.run_name!r} are not the same program: "
+        raise NotSameProgramError(f"runs {name_a!r} and {name_b!r} are not the same program: "
                                   f"{a.height} vs {b.height} threads with bursts"
-                                  + (f" (e.g. appl/task/thread {only} only in {ref.run_name!r})" if only else ""))
+                                  + (f" (e.g. appl/task/thread {only} only in {name_a!r})" if only else ""))
 
 
 def pick_features(common: Sequence[str]) -> list[str]:
@@ -646,11 +669,11 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
     return Transfer(all_counters, source, plans, quality)
 
 
-def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, AlignedRun], transfer: Transfer, experiment: str,
+def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, Pairs], transfer: Transfer, experiment: str,
                 ref: RunTables) -> pl.DataFrame:
-    """The merged rows of the reference bursts ``ref_bursts`` (the rows the ``aligned`` runs report): recorded
-    counters kept, the others transferred by ``transfer``'s plans, the match score (lowest over the source runs
-    that supplied a counter; NULL where one left the burst unmatched), ``estimated`` False."""
+    """The merged rows of the reference bursts ``ref_bursts`` (``aligned``: per other run, the pairs of those rows):
+    recorded counters kept, the others transferred by ``transfer``'s plans, the match score (lowest over the source
+    runs that supplied a counter; NULL where one left the burst unmatched), ``estimated`` False."""
     rec = [c for c in transfer.counters if transfer.source[c] is None]
     values = []
     for c in transfer.counters:
@@ -658,12 +681,12 @@ def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, AlignedRun], transf
         if run_id is None:
             continue
         info = aligned[run_id]
-        v = transferred(info.reference, info.source, info.matches.get_column("other_row"), c, transfer.plans[c])
+        v = transferred(info.reference, info.source, info.other_row, c, transfer.plans[c])
         if info.share is not None:  # a piece's share of the other run's whole unit (tracelib.merge.pieces)
             v = v * info.share
         values.append(v.round().cast(pl.Int64).alias(c))
     used = sorted({r for r in transfer.source.values() if r is not None}, key=list(aligned).index)
-    scores = [aligned[r].matches.get_column("match_score").alias(f"_score_{i}") for i, r in enumerate(used)]
+    scores = [aligned[r].score.alias(f"_score_{i}") for i, r in enumerate(used)]
     out = pl.concat([ref_bursts.select(BASE_COLUMNS), ref_bursts.select(rec)], how="horizontal").with_columns(
         *values, *scores)
     cols = [f"_score_{i}" for i in range(len(used))]
@@ -736,7 +759,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                       {k: a.tally for k, a in aligned.items()}, {k: a.sample for k, a in aligned.items()},
                       {k: a.run_sample for k, a in aligned.items()},
                       Recorded.of(ref_run.bursts, ref.counters, long_ref), options, notes, on_step, n_steps)
-    merged = merged_rows(ref_run.bursts, aligned, transfer, experiment, ref_run)
+    merged = merged_rows(ref_run.bursts, {k: a.pairs for k, a in aligned.items()}, transfer, experiment, ref_run)
     quality_rows = transfer.quality
     if options.estimate_unmatched:
         merged, quality_rows = _with_estimates(merged, ref, aligned, transfer, options)
