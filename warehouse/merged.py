@@ -121,8 +121,9 @@ def stored_bursts(exp: Experiment) -> int:
 def merge_stored(exp: Experiment, options: MergeOptions, on_step: Callable[[str, int], None] | None = None, *,
                  partition_bursts: int | None = None, group_bursts: int | None = None) -> MergeResult:
     """Load, merge and commit ``exp`` (with its record: reference run and options); on any error the warehouse is
-    left as it was. Its runs are read whole when they hold at most ``partition_bursts`` bursts, else a group of tasks
-    at a time (``group_bursts`` loaded at once; defaults ``PARTITION_BURSTS``, ``GROUP_BURSTS``; the result's ``merged`` and ``matches`` are then
+    left as it was. Its runs are read whole when they hold at most ``partition_bursts`` bursts (default
+    ``PARTITION_BURSTS``), else a group of tasks at a time (``group_bursts`` loaded at once, default
+    ``GROUP_BURSTS``; the result's ``merged`` and ``matches`` are then
     :class:`~synthtrace.tracelib.merge.partitioned.PartedTable` over the committed files). ``on_step(what,
     total)`` is called as each step ends: reading, aligning each run (each group), each counter, writing."""
     exp.require_runs()

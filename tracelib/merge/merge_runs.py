@@ -15,10 +15,11 @@ and MPI calls as read by a trace reader or from the warehouse) and returns a :cl
 
 **Before aligning**, each other run's task numbering is checked against the reference's
 (:mod:`synthtrace.tracelib.merge.ranks`: renumbered when the message graph says so, refused when it cannot tell), and
-the runs' structure must match on at least ``min_match_rate`` of the shorter run's bursts (else
-:class:`NotSameProgramError`); a match rate below ``SAME_LENGTH`` of the *longer* run, or matched bursts that
-execute other instruction counts (``merge_checks.WORK_SHIFT``), are warned about: another input deck, another code
-version, or a run cut short.
+the runs' call structure (per thread, consecutive calls with polling and completion loops collapsed: timing-free,
+:func:`synthtrace.tracelib.merge.checks.same_structure`) must agree on at least ``min_match_rate`` of the shorter
+run's (else :class:`NotSameProgramError`); a match rate below ``SAME_LENGTH`` of the *longer* run, or matched
+bursts that execute other instruction counts (``merge_checks.WORK_SHIFT``), are warned about: another input deck,
+another code version, or a run cut short.
 
 **Counter transfer.** A counter the reference run recorded is kept as recorded. Any other counter comes from one
 *source run*: among the runs that recorded it, the one whose bursts matched most reference bursts (ties: first by
@@ -50,10 +51,10 @@ from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_ta
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, opened_by, opened_differently, pair_signals,
-                                              unpaired, verdict)
+                                              call_structure, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
-from synthtrace.tracelib.merge.ranks import rank_mapping, renumber, renumber_columns
+from synthtrace.tracelib.merge.ranks import rank_mapping, renumber
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
@@ -146,7 +147,7 @@ class MergeOptions:
     map_ranks: bool = True  # renumber the other run's tasks when its numbering differs (see tracelib.merge.ranks)
     estimate_unmatched: bool = False
     allow_timing_only: bool = False
-    min_match_rate: float = 0.5  # share of the shorter run's bursts that must match to count as the same program
+    min_match_rate: float = 0.5  # share of the shorter run's call structure both runs must have (same program)
     min_error_duration_ns: int = 10_000  # bursts shorter than this are left out of error statistics (ns)
     align: AlignConfig = field(default_factory=AlignConfig)
 
@@ -170,8 +171,8 @@ class Tally:
     (the partitioned merge adds its groups' tallies; :meth:`signals` and the shares come from the sums): bursts,
     matched, match scores, agreeing closing calls, long (>= ``min_error_duration_ns``) and long matched, misfit
     pairs, checked / agreeing logical messages, misaligned threads, the counts of
-    :class:`synthtrace.tracelib.merge.checks.PairSignals`, and the same-program check's units (matched, each
-    run's, long ones)."""
+    :class:`synthtrace.tracelib.merge.checks.PairSignals`, and the same-program check's: call structure (each run's
+    consecutive call pairs, those both have) and long units (matched, each run's)."""
 
     rows: int = 0
     matched: int = 0
@@ -189,9 +190,9 @@ class Tally:
     opened_checked: int = 0
     unpaired: int = 0
     example: str = ""
-    units_matched: int = 0
-    units_ref: int = 0
-    units_other: int = 0
+    structure_ref: int = 0
+    structure_other: int = 0
+    structure_common: int = 0
     units_long_matched: int = 0
     units_long_ref: int = 0
     units_long_other: int = 0
@@ -396,7 +397,7 @@ class Reference:
         u = units(ref.bursts)
         seq = sequence_table(u.table, ref.mpi_calls, counters, options.align,
                              messages if ref.messages is not None else None)
-        return cls(ref, u, seq, messages, opened_by(ref.bursts, ref.mpi_calls, ref.messages), counters)
+        return cls(ref, u, seq, messages, opened_by(ref.bursts, ref.mpi_calls, messages), counters)
 
 
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions) -> dict[int, int] | None:
@@ -446,7 +447,8 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                            messages if o.messages is not None else None)
     m = align_runs(ref.seq, o_seq, feats, options.align)
     m = m.with_columns(arrival_tolerant(ref.seq, o_seq, m))  # receives that follow arrival say nothing
-    units_tally = _same_program_tally(ref.seq, o_seq, m.get_column("other_seq").is_not_null(), options, own)
+    units_tally = _same_program_tally(ref.run, calls, ref.seq, o_seq, m.get_column("other_seq").is_not_null(),
+                                      options, own)
     reference, source, share = ref.run.bursts, bursts, None
     if ref.units.split or o_units.split:
         ex = expand(ref.run.bursts, ref.units, bursts, o_units, m, common)
@@ -459,7 +461,8 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
-    m, sig = _check_opened(ref.opened, o, renum, m, reference, source, work, sig, long_ref)
+    # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
+    m, sig = _check_opened(ref.opened, opened_by(bursts, calls, messages), m, reference, source, work, sig, long_ref)
     sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
     matched = m.get_column("other_seq").is_not_null()
@@ -513,14 +516,12 @@ class OwnTasks:
 Own = OwnTasks | None
 
 
-def _check_opened(ref_opened: pl.DataFrame, o: RunTables, renum: dict[int, int] | None,
-                  m: pl.DataFrame, reference: pl.DataFrame, source: pl.DataFrame, work: str | None, sig: PairSignals,
+def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFrame, reference: pl.DataFrame,
+                  source: pl.DataFrame, work: str | None, sig: PairSignals,
                   long_ref: pl.Series) -> tuple[pl.DataFrame, PairSignals]:
     """The match table with ``msg_mismatch`` (the pair's bursts were opened by the completion of different messages:
-    :func:`synthtrace.tracelib.merge.checks.opened_differently`) and the signals with its counts."""
-    opened = opened_by(o.bursts, o.mpi_calls, o.messages)
-    if renum:
-        opened = renumber_columns(opened, renum, ("task", "sender", "receiver"))
+    :func:`synthtrace.tracelib.merge.checks.opened_differently`; ``opened``: the other run's, numbered as the
+    reference's) and the signals with its counts."""
     w = work or "duration_ns"  # without a common work counter, the time a burst takes
     flags = opened_differently(ref_opened, opened, m, source.select(*THREAD_KEYS, "burst_seq"),
                                reference.get_column(w), source.get_column(w),
@@ -534,34 +535,45 @@ def _check_opened(ref_opened: pl.DataFrame, o: RunTables, renum: dict[int, int] 
                       long_matched=int(long_matched.sum()), opened_example=example[0] if example else "")
 
 
-def _same_program_tally(ref_seq: pl.DataFrame, o_seq: pl.DataFrame, matched: pl.Series, options: MergeOptions,
-                        own: Own) -> Tally:
-    """The same-program check's sums over the aligned units (``matched``: per row of ``ref_seq``) of ``own``'s
-    tasks."""
+def _same_program_tally(ref: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFrame, o_seq: pl.DataFrame,
+                        matched: pl.Series, options: MergeOptions, own: Own) -> Tally:
+    """The same-program check's sums over ``own``'s tasks: their timing-free call structure in both runs
+    (:func:`synthtrace.tracelib.merge.checks.call_structure`, per thread: ``calls`` the other run's, numbered as the
+    reference's) and the aligned units (``matched``: per row of ``ref_seq``)."""
+    r_calls, o_calls = ref.mpi_calls, calls
     r_long = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
     o_long = o_seq.get_column("duration_ns") >= options.min_error_duration_ns
     if own:
         r_own, o_own = own.rows_of(ref_seq), own.rows_of(o_seq)
         matched, r_long, o_long = matched.filter(r_own), r_long.filter(r_own), o_long.filter(o_own)
-    return Tally(units_matched=int(matched.sum()), units_ref=r_long.len(), units_other=o_long.len(),
-                 units_long_matched=int((matched & r_long).sum()), units_long_ref=int(r_long.sum()),
-                 units_long_other=int(o_long.sum()))
+        r_calls, o_calls = (c.filter(own.rows_of(c)) if c.height else c for c in (r_calls, o_calls))
+    # [helper merge-verdict] consecutive calls per thread, polls and completion calls collapsed; sites count when
+    # both runs name them
+    sites = all("call_site" in c.columns and c.get_column("call_site").is_not_null().any()
+                for c in (ref.mpi_calls, calls))
+    r, o = call_structure(r_calls, sites), call_structure(o_calls, sites)
+    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
+    return Tally(units_long_matched=int((matched & r_long).sum()), units_long_ref=int(r_long.sum()),
+                 units_long_other=int(o_long.sum()), structure_ref=int(r.get_column("n").sum()),
+                 structure_other=int(o.get_column("n").sum()), structure_common=int(common or 0))
 
 
 def check_same_program(ref: RunTables, o: RunTables, t: Tally, options: MergeOptions, notes: list[str],
                        calls: str = "") -> None:
-    """Refuse runs whose MPI structure matches less than ``min_match_rate`` of the shorter run's bursts; warn (in
+    """Refuse runs whose call structure agrees on less than ``min_match_rate`` of the shorter run's; warn (in
     ``notes``) when less than ``SAME_LENGTH`` of the longer run's bursts >= 10 us match (``t``: the tallies of the
-    aligned units; ``calls``: the runs' call histograms for the refusal, computed when empty)."""
-    # the structure is judged on the shorter run (chopped windows differ in length), the length on the longer
-    shorter = min(t.units_ref, t.units_other)
-    same = t.units_matched / shorter if shorter else 0.0
-    if same < options.min_match_rate:
+    call structure and the aligned units; ``calls``: the runs' call histograms for the refusal, computed when
+    empty)."""
+    # [helper merge-verdict] the structure is judged timing-free on the shorter run (chopped windows differ in
+    # length), the length on the longer run
+    shorter = min(t.structure_ref, t.structure_other)
+    same = None if not (t.structure_ref or t.structure_other) else t.structure_common / shorter if shorter else 0.0
+    if same is not None and same < options.min_match_rate:
         calls = calls or (f"calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
                           f"of {o.run_name}: {_call_histogram(o.mpi_calls)}")
         raise NotSameProgramError(
-            f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the bursts of "
-            f"the shorter run align by MPI structure ({calls})")
+            f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the shorter "
+            f"run's MPI call sequence (polling and completion loops collapsed) align by MPI structure ({calls})")
     # the length on the longer run, over bursts of at least 10 us (polling loops differ in length, not the run)
     n_long = max(t.units_long_ref, t.units_long_other)
     on_longer = t.units_long_matched / n_long if n_long else 1.0
@@ -720,8 +732,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ``total``: the number of steps).
 
     Raises :class:`TooFewRunsError` (fewer than two runs), :class:`UnknownReferenceError`,
-    :class:`NotSameProgramError` (different tasks/threads, or a run whose MPI structure matches less than
-    ``min_match_rate`` of the shorter run's bursts), :class:`RankCorrespondenceError` (task numbering differs and
+    :class:`NotSameProgramError` (different tasks/threads, or runs whose call structure agrees on less than
+    ``min_match_rate`` of the shorter run's), :class:`RankCorrespondenceError` (task numbering differs and
     cannot be mapped) and :class:`NoCommonCounterError` (a run shares no counter with the reference, either run has
     no point-to-point message to check the match by and ``allow_timing_only`` is off).
     """
