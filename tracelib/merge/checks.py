@@ -139,6 +139,9 @@ class PairSignals:
     long_matched: int = 0  # long matched pairs
     opened_example: str = ""  # one such pair, in words (the reason's example)
     unpaired: int = 0  # long reference bursts left unmatched across from long unmatched bursts of the other run
+    # [helper merge-iter] long matched pairs in an iteration span one run has more of, whose place the data cannot
+    # tell (align's ambiguous_span): interchangeable partners
+    undecided: int = 0
 
     @property
     def validated_by_messages(self) -> bool:
@@ -161,9 +164,11 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     off_iter = (~matches.get_column("same_iter")).fill_null(False)
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
+    undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
+                 if "ambiguous_span" in matches.columns else 0)
     if work is None or not matched.any():
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
-        return PairSignals(misfit, None, cov, agree, off_ranks, *spans)
+        return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
     f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
@@ -178,7 +183,7 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     site = ref_bursts.select(pl.coalesce([c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
                                          or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
-    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans)
+    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided)
 
 
 def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataFrame | None) -> pl.DataFrame:
@@ -353,6 +358,10 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
     if spans > BAD_MISFIT:
         return "bad", (f"{sig.inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the "
                        "runs disagree on: misaligned (an iteration one run has and the other has not?)")
+    if sig.undecided:  # [helper merge-iter]
+        return "suspect", (f"an undecidable span: {sig.undecided} matched bursts >= 10 us lie in iterations one run "
+                           "has more of than the other, alike in work and rates, so where the extra ones lie the data "
+                           "cannot tell: their partners are interchangeable (merge_matches.ambiguous)")
     if opened > SUSPECT_MISFIT:
         return "suspect", opened_why
     unpaired_share = sig.unpaired / sig.long_matched if sig.long_matched else 0.0

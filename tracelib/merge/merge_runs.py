@@ -825,7 +825,9 @@ def provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
     sel = sel.select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"))
     return pl.concat([m.select(*KEYS), sel, m.select(pl.col("other_seq").alias("other_burst_seq"),
                                                      pl.col("match_score").alias("score"),
-                                                     (~pl.col("msg_consistent")).fill_null(False).alias("ambiguous"),
+                                                     # [helper merge-iter] or an undecidable iteration span
+                                                     ((~pl.col("msg_consistent")).fill_null(False)
+                                                      | pl.col("ambiguous_span").fill_null(False)).alias("ambiguous"),
                                                      "msg_mismatch")],
                      how="horizontal").select(
         pl.lit(experiment).alias("experiment"), *KEYS, pl.lit(orig.run_name).alias("other_run"),
