@@ -189,6 +189,7 @@ class Tally:
     opened_other: int = 0
     opened_checked: int = 0
     unpaired: int = 0
+    undecided: int = 0
     example: str = ""
     structure_ref: int = 0
     structure_other: int = 0
@@ -212,7 +213,7 @@ class Tally:
                            self.long_matched / self.long if self.long else None,
                            self.agree / self.agree_n if self.agree_n else None, self.misaligned, self.inconsistent,
                            self.checked, self.opened_other, self.opened_checked, self.long_matched, self.example,
-                           self.unpaired)
+                           self.unpaired, self.undecided)
 
 
 @dataclass(frozen=True)
@@ -475,7 +476,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         agree=int(agree.fill_null(False).sum()), agree_n=int(agree.is_not_null().sum()),
         misaligned=sig.msg_misaligned, inconsistent=sig.inconsistent, checked=sig.checked,
         opened_other=sig.opened_other, opened_checked=sig.opened_checked, unpaired=sig.unpaired,
-        example=sig.opened_example)
+        undecided=sig.undecided, example=sig.opened_example)
     offset, total = own.offset if own else 0, own.total if own else ref.run.bursts.height
     at = sample_rows(m.height, offset, total)
     picked = m[at]
