@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -65,3 +66,28 @@ def cached_njit(fn: Callable | None = None, **options) -> Callable:
                 except (RuntimeError, OSError):  # "cannot cache function ...: no locator available"
                     continue
     return njit(cache=False, nogil=True, **options)(fn)
+
+
+#: modules Numba imports on its first compile or cache load only to offer what the kernels never use: SciPy's
+#: linear algebra (``numba.np.arraymath`` probes for a BLAS through ``scipy.linalg``, 0.2-0.6 s) and cffi
+_UNUSED_BY_KERNELS = ("scipy.linalg", "cffi")
+_NUMBA_MODULES_PROBING = ("numba.np.arraymath", "numba.core.typing.cffi_utils")
+
+
+def load_numba_extensions() -> None:
+    """Import the Numba modules that the first kernel call of a process imports, without letting them import
+    SciPy's linear algebra or cffi when neither is loaded yet (issue 27 item 2: start-up of every command that
+    reads a trace). Numba then offers no ``np.dot``/``np.linalg`` nor cffi calls to kernels, which use neither.
+    Call it from the main thread before kernels are dispatched; it does nothing the second time."""
+    if all(m in sys.modules for m in _NUMBA_MODULES_PROBING):
+        return
+    blocked = [m for m in _UNUSED_BY_KERNELS if m not in sys.modules]
+    for m in blocked:
+        sys.modules[m] = None  # an import of it raises ImportError: the probe says "not available"
+    try:
+        for m in _NUMBA_MODULES_PROBING:
+            __import__(m)
+    finally:
+        for m in blocked:
+            if sys.modules.get(m, 0) is None:
+                del sys.modules[m]

@@ -15,10 +15,11 @@ and MPI calls as read by a trace reader or from the warehouse) and returns a :cl
 
 **Before aligning**, each other run's task numbering is checked against the reference's
 (:mod:`synthtrace.tracelib.merge.ranks`: renumbered when the message graph says so, refused when it cannot tell), and
-the runs' structure must match on at least ``min_match_rate`` of the shorter run's bursts (else
-:class:`NotSameProgramError`); a match rate below ``SAME_LENGTH`` of the *longer* run, or matched bursts that
-execute other instruction counts (``merge_checks.WORK_SHIFT``), are warned about: another input deck, another code
-version, or a run cut short.
+the runs' call structure (per thread, consecutive calls with polling and completion loops collapsed: timing-free,
+:func:`synthtrace.tracelib.merge.checks.same_structure`) must agree on at least ``min_match_rate`` of the shorter
+run's (else :class:`NotSameProgramError`); a match rate below ``SAME_LENGTH`` of the *longer* run, or matched
+bursts that execute other instruction counts (``merge_checks.WORK_SHIFT``), are warned about: another input deck,
+another code version, or a run cut short.
 
 **Counter transfer.** A counter the reference run recorded is kept as recorded. Any other counter comes from one
 *source run*: among the runs that recorded it, the one whose bursts matched most reference bursts (ties: first by
@@ -49,10 +50,10 @@ from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_ta
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, opened_by, opened_differently, pair_signals,
-                                              unpaired, verdict)
+                                              same_structure, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
-from synthtrace.tracelib.merge.ranks import rank_mapping, renumber, renumber_columns
+from synthtrace.tracelib.merge.ranks import rank_mapping, renumber
 from synthtrace.tracelib.merge.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
@@ -144,7 +145,7 @@ class MergeOptions:
     map_ranks: bool = True  # renumber the other run's tasks when its numbering differs (see tracelib.merge.ranks)
     estimate_unmatched: bool = False
     allow_timing_only: bool = False
-    min_match_rate: float = 0.5  # share of the shorter run's bursts that must match to count as the same program
+    min_match_rate: float = 0.5  # share of the shorter run's call structure both runs must have (same program)
     min_error_duration_ns: int = 10_000  # bursts shorter than this are left out of error statistics (ns)
     align: AlignConfig = field(default_factory=AlignConfig)
 
@@ -313,7 +314,8 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
-    m, sig = _check_opened(ref, ref_opened, o, renum, m, reference, source, work, sig, long_ref)
+    # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
+    m, sig = _check_opened(ref_opened, opened_by(bursts, calls, messages), m, reference, source, work, sig, long_ref)
     sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
     if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
@@ -327,14 +329,12 @@ def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.Dat
         comm=float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None)
 
 
-def _check_opened(ref: RunTables, ref_opened: pl.DataFrame, o: RunTables, renum: dict[int, int] | None,
-                  m: pl.DataFrame, reference: pl.DataFrame, source: pl.DataFrame, work: str | None, sig: PairSignals,
+def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFrame, reference: pl.DataFrame,
+                  source: pl.DataFrame, work: str | None, sig: PairSignals,
                   long_ref: pl.Series) -> tuple[pl.DataFrame, PairSignals]:
     """The match table with ``msg_mismatch`` (the pair's bursts were opened by the completion of different messages:
-    :func:`synthtrace.tracelib.merge.checks.opened_differently`) and the signals with its counts."""
-    opened = opened_by(o.bursts, o.mpi_calls, o.messages)
-    if renum:
-        opened = renumber_columns(opened, renum, ("task", "sender", "receiver"))
+    :func:`synthtrace.tracelib.merge.checks.opened_differently`; ``opened``: the other run's, numbered as the
+    reference's) and the signals with its counts."""
     w = work or "duration_ns"  # without a common work counter, the time a burst takes
     flags = opened_differently(ref_opened, opened, m, source.select(*THREAD_KEYS, "burst_seq"),
                                reference.get_column(w), source.get_column(w),
@@ -350,18 +350,18 @@ def _check_opened(ref: RunTables, ref_opened: pl.DataFrame, o: RunTables, renum:
 
 def _check_same_program(ref: RunTables, o: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFrame,
                         o_seq: pl.DataFrame, matched: pl.Series, options: MergeOptions, notes: list[str]) -> None:
-    """Refuse runs whose MPI structure matches less than ``min_match_rate`` of the shorter run's bursts; warn (in
+    """Refuse runs whose call structure agrees on less than ``min_match_rate`` of the shorter run's; warn (in
     ``notes``) when less than ``SAME_LENGTH`` of the longer run's bursts >= 10 us match (``matched``: per row of
     ``ref_seq``, the aligned units of the two runs)."""
-    n_ref, n_oth = ref_seq.height, o_seq.height
-    # the structure is judged on the shorter run (chopped windows differ in length), the length on the longer
-    shorter = min(n_ref, n_oth)
-    same = int(matched.sum()) / shorter if shorter else 0.0
-    if same < options.min_match_rate:
+    # [helper merge-verdict] the structure is judged timing-free on the shorter run (chopped windows differ in
+    # length): consecutive calls per thread, polls and completion calls collapsed (checks.same_structure); the
+    # length on the longer run
+    same = same_structure(ref.mpi_calls, calls)
+    if same is not None and same < options.min_match_rate:
         raise NotSameProgramError(
-            f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the bursts of "
-            f"the shorter run align by MPI structure (calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
-            f"of {o.run_name}: {_call_histogram(calls)})")
+            f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the shorter "
+            "run's MPI call sequence (polling and completion loops collapsed) align by MPI structure (calls of "
+            f"{ref.run_name}: {_call_histogram(ref.mpi_calls)}; of {o.run_name}: {_call_histogram(calls)})")
     long_ref = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
     # the length on the longer run, over bursts of at least 10 us (polling loops differ in length, not the run)
     n_long = max(int(long_ref.sum()), int((o_seq.get_column("duration_ns") >= options.min_error_duration_ns).sum()))
@@ -378,8 +378,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ``total``: the number of steps).
 
     Raises :class:`TooFewRunsError` (fewer than two runs), :class:`UnknownReferenceError`,
-    :class:`NotSameProgramError` (different tasks/threads, or a run whose MPI structure matches less than
-    ``min_match_rate`` of the shorter run's bursts), :class:`RankCorrespondenceError` (task numbering differs and
+    :class:`NotSameProgramError` (different tasks/threads, or runs whose call structure agrees on less than
+    ``min_match_rate`` of the shorter run's), :class:`RankCorrespondenceError` (task numbering differs and
     cannot be mapped) and :class:`NoCommonCounterError` (a run shares no counter with the reference, either run has
     no point-to-point message to check the match by and ``allow_timing_only`` is off).
     """
@@ -407,7 +407,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_units = units(ref.bursts)
     ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align,
                              ref_messages if ref.messages is not None else None)
-    ref_opened = opened_by(ref.bursts, ref.mpi_calls, ref.messages)
+    ref_opened = opened_by(ref.bursts, ref.mpi_calls, ref_messages)  # [helper merge-verdict]
     base = ref.bursts.select(BASE_COLUMNS)
     n_ref = base.height
     long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
@@ -520,7 +520,9 @@ def _provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
     sel = sel.select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"))
     return pl.concat([m.select(*KEYS), sel, m.select(pl.col("other_seq").alias("other_burst_seq"),
                                                      pl.col("match_score").alias("score"),
-                                                     (~pl.col("msg_consistent")).fill_null(False).alias("ambiguous"),
+                                                     # [helper merge-iter] or an undecidable iteration span
+                                                     ((~pl.col("msg_consistent")).fill_null(False)
+                                                      | pl.col("ambiguous_span").fill_null(False)).alias("ambiguous"),
                                                      "msg_mismatch")],
                      how="horizontal").select(
         pl.lit(experiment).alias("experiment"), *KEYS, pl.lit(orig.run_name).alias("other_run"),

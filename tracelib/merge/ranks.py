@@ -183,8 +183,5 @@ def renumber(bursts: pl.DataFrame, calls: pl.DataFrame, mapping: dict[int, int],
              messages: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
     """The run's bursts, calls and logical messages (:func:`synthtrace.tracelib.merge.messages.logical_messages`)
     with tasks (and message partners) renumbered by ``mapping``."""
-    b = bursts.with_columns(_mapped("task", mapping))
-    c = calls.with_columns(_mapped("peer", mapping), _mapped("task", mapping)) if calls.height else calls
-    if messages is not None and messages.height:
-        messages = messages.with_columns(_mapped("sender", mapping), _mapped("receiver", mapping))
-    return b, c, messages
+    return (renumber_columns(bursts, mapping, ("task",)), renumber_columns(calls, mapping, ("peer", "task")),
+            None if messages is None else renumber_columns(messages, mapping, ("sender", "receiver")))

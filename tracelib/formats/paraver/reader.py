@@ -29,6 +29,7 @@ from synthtrace.tracelib.formats.bursts import (
     null_unless,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
+from synthtrace.tracelib.jit import load_numba_extensions
 from synthtrace.tracelib.errors import (
     MissingCompanionWarning,
     RecordsOutOfOrderError,
@@ -182,6 +183,7 @@ def start_warm_up() -> None:
     with _WARM_UP_LOCK:
         if _warm_up_thread is not None:
             return
+        load_numba_extensions()  # here, not in the thread: no other import may see its modules blocked
 
         def run() -> None:
             try:
