@@ -539,3 +539,27 @@ def test_a_query_after_polars_work_in_the_same_process_is_answered(tmp_path):
     frame = pl.DataFrame({"a": range(2_000_000)}).with_columns(b=pl.col("a") * 2)
     assert frame.group_by(pl.col("a") % 7).agg(pl.col("b").sum()).height == 7  # the pool is started
     assert query_rows(wh, "SELECT count(*) FROM runs, bursts", timeout_s=120)[1] == [(0,)]
+
+
+def test_the_links_of_a_killed_query_process_left_unreaped_are_removed(sealed_wh, tmp_path):
+    """Found by the kill family after F3: a query process killed with its caller (PR_SET_PDEATHSIG) stays a zombie
+    where nobody reaps orphans (a container's first process), and its links counted as those of a live query:
+    they stayed in `.staging` for good. A zombie holds nothing; the next query removes them."""
+    import os
+
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child ends at once, and stays a zombie until reaped below
+        os._exit(0)
+    try:
+        while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            pass
+        left = wh.staging_dir / f"query.0123456789ab.{pid}"
+        left.mkdir()
+        (left / "0.parquet").hardlink_to(_run_parquet(wh.root))
+        assert sql.query_rows(wh, "SELECT count(*) FROM runs")[1] == [(2,)]
+        assert list(wh.staging_dir.iterdir()) == []
+    finally:
+        os.waitpid(pid, 0)
