@@ -563,3 +563,27 @@ def test_the_links_of_a_killed_query_process_left_unreaped_are_removed(sealed_wh
         assert list(wh.staging_dir.iterdir()) == []
     finally:
         os.waitpid(pid, 0)
+
+
+def test_the_regression_history_racing_runs_rm_reads_the_state_it_started_on(sealed_wh, tmp_path, monkeypatch):
+    """The nightly regression history (warehouse/history.py) read the files by their paths: a `runs rm` landing
+    between its listing and its read failed the night (DuckDB retried the vanished file as a glob outside the
+    allowed paths). It now holds the files as `synthtrace sql` does: the state it started on, both runs whole."""
+    import synthtrace.warehouse.history as history
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    before = history.site_rank_table(wh)
+    victim = next(wh.runs_dir.iterdir())
+    real_connect = history.connect
+
+    def connect_then_rm(*args, **kwargs):
+        con = real_connect(*args, **kwargs)
+        if victim.exists():
+            wh.remove(victim)  # `runs rm` lands after the listing, before the read
+        return con
+
+    monkeypatch.setattr(history, "connect", connect_then_rm)
+    during = history.site_rank_table(wh)
+    assert not victim.exists() and during["run_id"].n_unique() == 2
+    assert during.equals(before)
+    assert list(wh.staging_dir.iterdir()) == []
