@@ -225,7 +225,9 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     belongs to the message (unpacking the face that came) or to the position (the code after the first of two
     ``MPI_ANY_SOURCE`` receives, whatever came) the calls cannot say; the work can: per reference thread and
     opening site, when the positional matches fit the reference bursts' work clearly better than their twins do
-    (median log distance smaller by ``tolerance``), the position is the identity and nothing is flagged.
+    (median log distance smaller by ``tolerance``), the position is the identity and nothing is flagged. A pair
+    whose reference message opened no burst at that site in the other run (completed there by a test, or at
+    another site: no twin) is flagged unless its thread and site's twins say the position is the identity.
     ``other_bursts``: appl, task, thread, burst_seq of the other run's rows (reference numbering); ``ref_work`` /
     ``other_work``: per row of the reference (``matches``) / the other run, the work of the burst (instructions,
     or duration without a common work counter: then pass ``POSITION_BY_TIME``, durations vary more)."""
@@ -250,16 +252,18 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     differ = both.join(common, on="_i", how="anti")
     twins = (r.join(differ, on="_i")
              .join(other_opened.join(ow, on=bk).select(*chan, "k", "site", pl.col("_ow").alias("_tw")),
-                   on=[*chan, "k", "site"])
+                   on=[*chan, "k", "site"], how="left")
              .join(ow.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), pl.col("_ow").alias("_pw")),
                    on="_row", how="left")
-             .group_by("_i", maintain_order=True).agg(pl.col(*THREAD_KEYS, "site", "_w", "_pw", "_tw").first()))
-    # per reference thread and opening site: do the positional matches fit the work better than the twins?
+             .group_by("_i", maintain_order=True).agg(pl.col(*THREAD_KEYS, "site", "_w", "_pw").first(),
+                                                      pl.col("_tw").drop_nulls().first()))
+    # per reference thread and opening site: do the positional matches fit the work better than the twins? (a site
+    # without any twin has no such evidence: the message is the identity)
     verdict_of_site = (twins.group_by(*THREAD_KEYS, "site")
                        .agg(((pl.col("_w") - pl.col("_tw")).abs() - (pl.col("_w") - pl.col("_pw")).abs()).median()
                             .alias("_gain")))
     flagged = (twins.join(verdict_of_site, on=[*THREAD_KEYS, "site"])
-               .filter(~(pl.col("_gain") > tolerance)).select("_i"))
+               .filter(~(pl.col("_gain") > tolerance).fill_null(False)).select("_i"))
     what = (r.join(o, on="_i").group_by("_i").agg(
         pl.format("task {}'s burst after the message from task {} (tag {}) matched to the one after the message "
                   "from task {} (tag {})", pl.col("receiver").first(), pl.col("sender").first(), pl.col("tag").first(),
