@@ -161,11 +161,7 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     cov = float(matched.sum()) / n_long if n_long else None
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
-    # the iteration clock counts a thread's own calls: a thread that makes none (an OpenMP worker, matched through
-    # its master's parallel regions) has no clock to judge by, and a burst that a unique call names needs none
-    callless = ref_bursts.select(pl.col("mpi_call").is_null().all().over(THREAD_KEYS)).to_series()
-    off_iter = ((~matches.get_column("same_iter")).fill_null(False) & ~callless
-                & ~placed_by_unique_call(ref_bursts, src_bursts, other_row))
+    off_iter = (~matches.get_column("same_iter")).fill_null(False) & _clock_judges(ref_bursts, src_bursts, other_row)
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
@@ -198,6 +194,17 @@ def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:
     once = pl.col("mpi_call").is_not_null() & (pl.len().over(*THREAD_KEYS, name) == 1)
     return bursts.select(*THREAD_KEYS, pl.when(once).then(name).alias("_uc")).select(
         "_uc", pl.col("_uc").shift(1).over(THREAD_KEYS).alias("_uo"))
+
+
+def _clock_judges(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series) -> pl.Series:
+    """Per reference row: whether the iteration clock judges its pair. The clock counts a thread's own calls: a
+    thread that makes none (an OpenMP worker, matched through its master's parallel regions) has no clock, and a
+    pair that a unique call names (:func:`placed_by_unique_call`) needs none. All True for frames without the
+    bursts' thread keys and closing calls (counter samples)."""
+    if not {*THREAD_KEYS, "mpi_call"} <= set(ref_bursts.columns) & set(src_bursts.columns):
+        return pl.Series([True] * other_row.len(), dtype=pl.Boolean)
+    callless = ref_bursts.select(pl.col("mpi_call").is_null().all().over(THREAD_KEYS)).to_series()
+    return ~callless & ~placed_by_unique_call(ref_bursts, src_bursts, other_row)
 
 
 def placed_by_unique_call(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series) -> pl.Series:
