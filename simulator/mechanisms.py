@@ -71,6 +71,9 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
+``rendezvous``      messages above a 64 KiB eager limit wait for their receive to be posted before their data
+                    travels (the MPI libraries' rendezvous protocol): Send, Sendrecv and the sender's Wait last
+                    as long as the receiver takes to post its receive
 ``mixed``           a random valid application per seed drawing several of the later mechanisms at once
 ``plain``           a random valid application per seed (topology, completion style, collectives, sizes, where
                     receives are recorded)
@@ -213,6 +216,7 @@ class CampaignSpec:
     renumber_run: int = -1  # this run's ranks are numbered by a random permutation (MPI_Cart_create reorder)
     os_noise_p: float = 0.004  # share of bursts > 20 us the OS stretches (1.3-4 x)
     late_start_ns: float = 0.0  # run 1's last rank starts this much later (a slow launch on its node)
+    eager_limit: int = 0  # bytes: larger messages use the rendezvous protocol (0: every message eager)
 
     @property
     def name(self) -> str:
@@ -907,6 +911,19 @@ def _mixed(spec: CampaignSpec) -> CampaignSpec:
                    os_noise_p=float(rng.choice([0.004, 0.02])))
 
 
+@mechanism("rendezvous", "messages above the eager limit (64 KiB) use the rendezvous protocol: a send waits for its "
+           "receive to be posted, so how long a Send, an Isend's Wait or a Sendrecv takes and which call of the "
+           "sender waits follow the receiver's timing (faces of 32-512 KiB: some eager, some not)", 8, 30)
+def _rendezvous(spec: CampaignSpec) -> CampaignSpec:
+    rng = _rng(spec.seed, "rendezvous")
+    exchange = str(rng.choice(["isend", "isend", "sendrecv", "persistent"]))
+    shape = Shape(topology=str(rng.choice(["ring", "torus", "graph"])), exchange=exchange,
+                  completion=str(rng.choice(["testsome", "waitany", "waitall", "wait_each", "test_poll"])),
+                  chunks=int(rng.integers(2, 6)), coll_every=int(rng.choice([1, 5, 0])),
+                  face_bytes=int(rng.choice([65536, 131072, 262144])), interior_ins=float(rng.uniform(5e5, 4e6)))
+    return replace(spec, shape=shape, eager_limit=65536, jitter=0.2, recv_at_completion=bool(rng.random() < 0.5))
+
+
 @mechanism("plain", "a random valid application per seed", 8, 30)
 def _plain(spec: CampaignSpec) -> CampaignSpec:
     rng = _rng(spec.seed, "plain")
@@ -958,7 +975,8 @@ def _timing(spec: CampaignSpec, machine: Machine, run: int, node_of_task: np.nda
         return INTRA_BW_FACTOR * bw if node_of_task[a] == node_of_task[b] else bw
 
     return Timing(ns_per_ins, 0.02, latency, bandwidth, speed, jitter=spec.jitter, rng=rng, os_noise_p=spec.os_noise_p,
-                  flush_every=spec.flush_every + 3 * run if spec.flush_run in (run, -2) else 0)
+                  flush_every=spec.flush_every + 3 * run if spec.flush_run in (run, -2) else 0,
+                  eager_limit=spec.eager_limit or float("inf"))
 
 
 def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
