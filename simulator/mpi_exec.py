@@ -5,19 +5,20 @@ program call by call in global time order (a discrete-event simulation), so what
 many times a polling loop tests, which message an ``MPI_ANY_SOURCE`` receive takes and which worker a master
 serves next all follow from when messages arrive, as in a real run. Nothing here knows what a merge looks for.
 
-A program is a generator per rank that yields :class:`Call` objects (the computation burst before the call, then
-the call) and receives the call's outcome: a ``Recv``/``Iprobe`` from ``ANY`` gets the source task index (``None``
-when an ``Iprobe`` found nothing; a ``Recv`` with tag ``ANY``, MPI_ANY_TAG, gets (source, bytes, tag)),
-``Waitany`` the request completed, ``Test``/``Testsome`` the requests completed (a tuple, maybe empty),
-``Isend``/``Irecv`` their request id. A program ends with ``Call("END", ...)`` (the last burst, no call).
-Rules (MPI's): messages between two ranks on one (communicator, tag) are received in the order they were sent (non-overtaking: a later one never arrives earlier); a receive from a given source takes that
-channel's next message in the order the receives were posted; a receive from ``ANY`` takes the message that
-arrived first among the channels' next messages; a collective on the world communicator ends for everyone
-``cost`` after the last rank entered it. Sends up to ``Timing.eager_limit`` bytes are eager (buffered: an ``Isend``
-request is complete at once, an ``MPI_Send`` returns after the copy); larger ones use the **rendezvous** protocol, as
-MPI libraries do: the envelope travels first, the data only once the matching receive is posted (a reply
-travels back), so an ``MPI_Send`` blocks, and an ``Isend`` request stays pending, until the receiver has posted its
-receive: how long a send takes, and which call of the sender waits, follow the receiver's timing.
+A program is a generator per rank that yields :class:`Call` objects (the computation burst before the call, then the
+call) and receives the call's outcome: a ``Recv``/``Iprobe`` from ``ANY`` gets the source task index (``None`` when
+an ``Iprobe`` found nothing; a ``Recv`` with tag ``ANY``, MPI_ANY_TAG, gets (source, bytes, tag)), ``Waitany`` the
+request completed, ``Test``/``Testsome`` the requests completed (a tuple, maybe empty), ``Isend``/``Irecv`` their
+request id. A program ends with ``Call("END", ...)`` (the last burst, no call). Rules (MPI's): messages between two
+ranks on one (communicator, tag) are received in the order they were sent (non-overtaking: a later one never arrives
+earlier); a receive from a given source takes that channel's next message in the order the receives were posted; a
+receive from ``ANY`` takes the message that arrived first among the channels' next messages; a collective on the
+world communicator ends for everyone ``cost`` after the last rank entered it. Sends up to ``Timing.eager_limit``
+bytes are eager (buffered: an ``Isend`` request is complete at once, an ``MPI_Send`` returns after the copy); larger
+ones use the **rendezvous** protocol, as MPI libraries do: the envelope travels first, the data only once the
+matching receive is posted (a reply travels back), so an ``MPI_Send`` blocks, and an ``Isend`` request stays
+pending, until the receiver has posted its receive: how long a send takes, and which call of the sender waits,
+follow the receiver's timing.
 
 Time: ns. The result (:class:`Execution`) holds per burst its rank, times, kernel, instructions, logical id, the
 call that closes it (name, exit, site, collective bytes/root); per message both ends' logical and physical times,
