@@ -5,19 +5,20 @@ program call by call in global time order (a discrete-event simulation), so what
 many times a polling loop tests, which message an ``MPI_ANY_SOURCE`` receive takes and which worker a master
 serves next all follow from when messages arrive, as in a real run. Nothing here knows what a merge looks for.
 
-A program is a generator per rank that yields :class:`Call` objects (the computation burst before the call, then
-the call) and receives the call's outcome: a ``Recv``/``Iprobe`` from ``ANY`` gets the source task index (``None``
-when an ``Iprobe`` found nothing), ``Waitany`` the request completed, ``Test``/``Testsome`` the requests completed
-(a tuple, maybe empty), ``Isend``/``Irecv`` their request id. A program ends with ``Call("END", ...)`` (the last
-burst, no call). Rules (MPI's): messages between two ranks on one (communicator, tag) are received in the order
-they were sent (non-overtaking: a later one never arrives earlier); a receive from a given source takes that
-channel's next message in the order the receives were posted; a receive from ``ANY`` takes the message that
-arrived first among the channels' next messages; a collective on the world communicator ends for everyone
-``cost`` after the last rank entered it. Sends up to ``Timing.eager_limit`` bytes are eager (buffered: an ``Isend``
-request is complete at once, an ``MPI_Send`` returns after the copy); larger ones use the **rendezvous** protocol, as
-MPI libraries do: the envelope travels first, the data only once the matching receive is posted (a reply
-travels back), so an ``MPI_Send`` blocks, and an ``Isend`` request stays pending, until the receiver has posted its
-receive: how long a send takes, and which call of the sender waits, follow the receiver's timing.
+A program is a generator per rank that yields :class:`Call` objects (the computation burst before the call, then the
+call) and receives the call's outcome: a ``Recv``/``Iprobe`` from ``ANY`` gets the source task index (``None`` when
+an ``Iprobe`` found nothing; a ``Recv`` with tag ``ANY``, MPI_ANY_TAG, gets (source, bytes, tag)), ``Waitany`` the
+request completed, ``Test``/``Testsome`` the requests completed (a tuple, maybe empty), ``Isend``/``Irecv`` their
+request id. A program ends with ``Call("END", ...)`` (the last burst, no call). Rules (MPI's): messages between two
+ranks on one (communicator, tag) are received in the order they were sent (non-overtaking: a later one never arrives
+earlier); a receive from a given source takes that channel's next message in the order the receives were posted; a
+receive from ``ANY`` takes the message that arrived first among the channels' next messages; a collective on the
+world communicator ends for everyone ``cost`` after the last rank entered it. Sends up to ``Timing.eager_limit``
+bytes are eager (buffered: an ``Isend`` request is complete at once, an ``MPI_Send`` returns after the copy); larger
+ones use the **rendezvous** protocol, as MPI libraries do: the envelope travels first, the data only once the
+matching receive is posted (a reply travels back), so an ``MPI_Send`` blocks, and an ``Isend`` request stays
+pending, until the receiver has posted its receive: how long a send takes, and which call of the sender waits,
+follow the receiver's timing.
 
 Time: ns. The result (:class:`Execution`) holds per burst its rank, times, kernel, instructions, logical id, the
 call that closes it (name, exit, site, collective bytes/root); per message both ends' logical and physical times,
@@ -313,7 +314,7 @@ class Executor:
         self.messages.append(m)
         for w in self.waiters.pop((*key, m.k), []):
             self._retry(self.ranks[w])
-        for w in self.any_waiters.get((peer, tag), []):
+        for w in (*self.any_waiters.get((peer, tag), []), *self.any_waiters.get((peer, ANY), [])):
             self._retry(self.ranks[w])
         return m
 
@@ -357,8 +358,12 @@ class Executor:
                 req.msg = q[req.chan_index]
         return req.msg
 
-    def _any_head(self, dst: int, tag: int, before: float) -> _Msg | None:
-        """The first-arrived next message to ``dst`` on ``tag`` over all sources (arrival <= ``before``)."""
+    def _any_head(self, dst: int, tag: int, before: float, src: int = ANY) -> _Msg | None:
+        """The first-arrived next message to ``dst`` on ``tag`` over all sources (arrival <= ``before``); with
+        ``tag`` :data:`ANY` (MPI_ANY_TAG), over every tag: from one source (``src``) its earliest-sent unmatched
+        message (MPI's non-overtaking order), if it has arrived; from ``ANY``, the first arrived among those."""
+        if tag == ANY:
+            return self._any_tag_head(dst, before, src)
         best = None
         for src in range(self.n):
             key = (src, dst, tag)
@@ -369,6 +374,17 @@ class Executor:
             if i < len(q) and q[i].ready <= before and (best is None or q[i].ready < best.ready):
                 best = q[i]
         return best
+
+    def _any_tag_head(self, dst: int, before: float, src: int) -> _Msg | None:
+        heads: dict[int, _Msg] = {}  # per source, its earliest-sent unmatched message on any tag
+        for key, q in self.chan.items():
+            if key[1] != dst or (src != ANY and key[0] != src):
+                continue
+            i = max(self.taken.get(key, 0), self.posted.get(key, 0))
+            if i < len(q) and (key[0] not in heads or q[i].s_l < heads[key[0]].s_l):
+                heads[key[0]] = q[i]
+        ready = [m for m in heads.values() if m.ready <= before]
+        return min(ready, key=lambda m: (m.ready, m.src)) if ready else None
 
     def _take(self, m: _Msg, time: float) -> None:
         """An ANY_SOURCE receive takes ``m`` at ``time`` (a rendezvous message's data starts then)."""
@@ -431,7 +447,7 @@ class Executor:
             r.reqs[-1].posted = r.entry + t.call_ns  # Extrae's logical receive: the Irecv's exit
             self._finish(r, r.entry + t.call_ns, len(r.reqs) - 1)
         elif name == "MPI_Recv":
-            if c.peer == ANY:
+            if c.peer == ANY or c.tag == ANY:  # matched by arrival (ANY_TAG: one source's messages in order)
                 r.wait = "any"
                 self._decide(r, r.entry)
             else:
@@ -473,7 +489,7 @@ class Executor:
             self._complete(r, done, exit)
             self._finish(r, exit, tuple(done))
         elif name == "MPI_Iprobe":
-            m = self._any_head(r.task, c.tag, r.entry) if c.peer == ANY else None
+            m = self._any_head(r.task, c.tag, r.entry, c.peer) if ANY in (c.peer, c.tag) else None
             self._finish(r, r.entry + t.test_ns, None if m is None else m.src)
         elif name in COLLECTIVES:
             r.wait = "coll"
@@ -578,7 +594,7 @@ class Executor:
     def _candidate(self, r: _Rank) -> float:
         c = r.call
         if r.wait == "any":
-            m = self._any_head(r.task, c.tag, INF)
+            m = self._any_head(r.task, c.tag, INF, c.peer)
             return INF if m is None else m.ready
         best = INF
         for i in c.reqs:
@@ -618,7 +634,7 @@ class Executor:
         arrives by then is known."""
         c = r.call
         if r.wait == "any":
-            m = self._any_head(r.task, c.tag, max(time, r.entry))
+            m = self._any_head(r.task, c.tag, max(time, r.entry), c.peer)
             if m is None:
                 ws = self.any_waiters.setdefault((r.task, c.tag), [])
                 if r.task not in ws:
@@ -631,7 +647,7 @@ class Executor:
             self._take(m, max(time, r.entry))
             exit = max(r.entry, m.arrival) + self.t.call_ns
             m.r_l, m.r_p, m.r_c = r.entry, exit, r.entry
-            self._finish(r, exit, (m.src, m.size))
+            self._finish(r, exit, (m.src, m.size, m.tag) if c.tag == ANY else (m.src, m.size))
             return
         # Waitany: the pending request that completed first; Waitsome: every one completed by then
         now = max(time, r.entry)

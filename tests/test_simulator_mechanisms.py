@@ -472,3 +472,26 @@ def test_rendezvous_campaign_makes_the_same_large_sends_in_both_runs(sims):
     assert c.spec.eager_limit == 65536
     big = [_calls(c, r).filter(pl.col("bytes_sent") > 65536) for r in range(2)]
     assert big[0].height and big[0].height == big[1].height
+
+
+def test_any_tag_receives_take_one_source_in_send_order_and_say_the_tag():
+    """MPI_ANY_TAG: from one source, messages of any tag are received in the order they were sent (non-overtaking),
+    even when a later small one arrives before an earlier large one; the outcome names the tag. From ANY_SOURCE,
+    the first to arrive."""
+    def sender(delay: float):
+        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=7, size=4_000_000)
+        yield Call("MPI_Send", 0, 10.0, 2, peer=2, tag=8, size=8)
+        yield Call("END", 0, 10.0, 3)
+
+    got = []
+
+    def receiver():
+        for i in range(2):
+            got.append((yield Call("MPI_Recv", 0, 10.0, 10 + i, peer=0, tag=ANY)))
+        for i in range(2):
+            got.append((yield Call("MPI_Recv", 0, 10.0, 20 + i, peer=ANY, tag=ANY)))
+        yield Call("END", 0, 10.0, 30)
+
+    Executor([sender(10.0), sender(1e6), receiver()], _timing(3), np.zeros(3)).run()
+    assert got[:2] == [(0, 4_000_000, 7), (0, 8, 8)]
+    assert got[2:] == [(1, 4_000_000, 7), (1, 8, 8)]

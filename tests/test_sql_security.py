@@ -587,3 +587,56 @@ def test_the_regression_history_racing_runs_rm_reads_the_state_it_started_on(sea
     assert not victim.exists() and during["run_id"].n_unique() == 2
     assert during.equals(before)
     assert list(wh.staging_dir.iterdir()) == []
+
+
+def test_a_shell_data_limit_below_the_query_cap_is_kept(sealed_wh):
+    """Fresh attack after F3: under a batch job's `ulimit -d` (hard) below the query's cap, the query process
+    asked for more than its hard limit and died before it could say why ('the child process ended by exit status
+    1' for `SELECT 1`). The cap is now the hard limit where that is lower: small queries are answered, a query
+    past it ends in the memory-limit line."""
+    import resource
+    import subprocess
+    import sys
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (700 << 20, 700 << 20))
+
+    def sql(statement: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", "sql", statement, "-w",
+                               str(sealed_wh), "-f", "csv"], capture_output=True, text=True, timeout=600,
+                              preexec_fn=low_limit)
+
+    small = sql("SELECT count(*) AS n FROM runs")
+    assert small.returncode == 0 and small.stdout.splitlines()[1] == "2", small.stderr
+    hog = sql("SELECT length(repeat('x', 1 << 30)) AS n")
+    assert hog.returncode == 2 and "--memory-limit" in hog.stderr and len(hog.stderr.splitlines()) == 1, hog.stderr
+
+
+def test_a_memory_limit_no_machine_has_is_one_line_naming_it(sealed_wh, run_cli):
+    """Fresh attack after F3: `--memory-limit 99999999999TiB` overflowed the kernel's limit in the query process
+    ('query failed: the child process ended by exit status 1')."""
+    for option in ("--memory-limit", "--temp-limit"):
+        code, _, err = run_cli("sql", "SELECT 1", "-w", sealed_wh, option, "99999999999TiB")
+        assert code == 2 and f"{option} '99999999999TiB': at most" in err and len(err.splitlines()) == 1, err
+
+
+def test_the_spill_of_a_killed_query_is_removed_by_the_next(sealed_wh, tmp_path, monkeypatch):
+    """Fresh attack after F3: `kill -9` of a `sql` that spilled (a sort past --memory-limit) left its spill folder,
+    up to --temp-limit (8 GiB by default), in the temporary folder for good; killed again and again, the disk
+    fills. The next query removes the spill of a query whose process is gone (this user's), never a live one's."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    import synthtrace.warehouse.sql as sql
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # a pid that has surely ended
+    dead, live = tmp_path / f"synthtrace-sql-0123abcd.{proc.pid}", tmp_path / f"synthtrace-sql-4567cdef.{os.getpid()}"
+    for left in (dead, live):
+        left.mkdir()
+        (left / "duckdb_temp_storage-0.tmp").write_bytes(b"\0" * 4096)
+    assert sql.query_rows(sql.Warehouse(sealed_wh), "SELECT count(*) FROM runs")[1] == [(2,)]
+    assert not dead.exists() and live.exists()

@@ -118,13 +118,12 @@ def _child(work: Callable[[Callable[[Any], None]], None], out: int, parent: int,
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the parent died before the line above
             os._exit(1)
-        cap = data_segment_bytes() + allowance_bytes
-        resource.setrlimit(resource.RLIMIT_DATA, (cap, resource.getrlimit(resource.RLIMIT_DATA)[1]))
 
         def send(item: Any) -> None:
             _write(out, ("item", item))
 
         try:
+            _cap_data_segment(allowance_bytes)
             work(send)
             _write(out, ("end", None))
         except MemoryError:
@@ -137,6 +136,16 @@ def _child(work: Callable[[Callable[[Any], None]], None], out: int, parent: int,
         code = 1
     finally:
         os._exit(code)
+
+
+def _cap_data_segment(allowance_bytes: int) -> None:
+    """Cap this process's data segment at what it holds now plus ``allowance_bytes``, never above the hard limit
+    it was given (``ulimit -d`` of a batch job: a larger cap is not this process's to take)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = min(data_segment_bytes() + allowance_bytes, 2**63 - 1)
+    if hard != resource.RLIM_INFINITY:  # (RLIM_INFINITY is -1 to Python: never a bound to take the minimum with)
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
 
 
 def _picklable(exc: BaseException) -> BaseException:

@@ -24,6 +24,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
@@ -35,7 +36,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import capped_child, engine, snapshot
 from synthtrace.warehouse.catalog import VIEW_FILES, connect, warm_empty_views
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse, pid_alive
 
 if TYPE_CHECKING:  # pyarrow costs ~0.3 s to import: `synthtrace sql` prints its rows without it
     import pyarrow as pa
@@ -56,6 +57,8 @@ _SIZE = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]i?b|b|)", re.IGNORECA
 _UNIT_BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 MIN_MEMORY_BYTES = 16 * 2**20
+#: the largest memory or temporary-disk cap (a size past it is a typo; the kernel's limits are 64-bit)
+MAX_SIZE_BYTES = 2**50
 #: DuckDB type ids written to CSV as they are; nested types become JSON text, every other type DuckDB's text
 _CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger",
               "ubigint", "uhugeint",
@@ -64,6 +67,7 @@ _CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", 
 _CSV_AS_JSON = {"list", "struct", "map", "array", "union"}
 #: DuckDB types (in a type's text, nested or not) that Arrow cannot write to Parquet
 _NOT_PARQUET = re.compile(r"\b(INTERVAL|UNION)\b", re.IGNORECASE)
+_SPILL_PREFIX = "synthtrace-sql-"
 #: rows fetched at a time while the result's size is checked against the memory limit
 _BATCH_ROWS = 65536
 #: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
@@ -124,6 +128,8 @@ def size_bytes(text: str, option: str) -> int:
     n = int(float(m["n"]) * _UNIT_BYTES[m["unit"].lower()])
     if n < MIN_MEMORY_BYTES:
         raise BadInputError(f"{option} {text!r}: at least {MIN_MEMORY_BYTES >> 20} MiB")
+    if n > MAX_SIZE_BYTES:
+        raise BadInputError(f"{option} {text!r}: at most {MAX_SIZE_BYTES >> 40} TiB")
     return n
 
 
@@ -285,7 +291,7 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
     limits = duckdb_limits(memory_limit, temp_limit)
     allowance = memory_allowance(memory_limit)
     views = views_named(sql)
-    spill = Path(tempfile.gettempdir()) / f"synthtrace-sql-{uuid.uuid4().hex}"  # DuckDB creates it only to spill
+    spill = _spill_folder()
     if "polars" in sys.modules:  # the child must not use Polars' thread pool (a forked child has none of its threads)
         warm_empty_views()
 
@@ -305,6 +311,27 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
         raise QueryError(f"query needs more memory than its limit ({memory_limit}, see --memory-limit)") from None
     except capped_child.ChildError as exc:
         raise QueryError(f"query failed: {exc}") from None
+
+
+def _spill_folder() -> Path:
+    """A new name for the folder DuckDB may spill to (it creates it only to spill), after removing those of queries
+    whose process was killed (a killed query's spill, up to its --temp-limit, would stay in the temporary folder
+    for good): ``synthtrace-sql-<id>.<pid>`` in the temporary folder, the pid of the process that removes it."""
+    tmp = Path(tempfile.gettempdir())
+    for left in tmp.glob(f"{_SPILL_PREFIX}*.*"):
+        pid = left.name.rsplit(".", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)) and _own_folder(left):
+            shutil.rmtree(left, ignore_errors=True)
+    return tmp / f"{_SPILL_PREFIX}{uuid.uuid4().hex}.{os.getpid()}"
+
+
+def _own_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder (not a link to one) of this user."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
 
 
 def _run(wh: Warehouse, sql: str, spill: Path, fetch: Callable[[engine.DuckDBPyConnection, str], None],
