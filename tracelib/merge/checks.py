@@ -161,7 +161,7 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     cov = float(matched.sum()) / n_long if n_long else None
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
-    off_iter = (~matches.get_column("same_iter")).fill_null(False)
+    off_iter = (~matches.get_column("same_iter")).fill_null(False) & _clock_judges(ref_bursts, src_bursts, other_row)
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
@@ -184,6 +184,38 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
                                          or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
     return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided)
+
+
+def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:
+    """Per burst row: ``_uc``, the hash of its closing call (call and call site) when that call closes no other
+    burst of its thread (``MPI_Init``, ``MPI_Finalize``), and ``_uo``, that of its opening call (the closing call of
+    the thread's previous burst) when that one is unique; NULL otherwise."""
+    name = pl.struct("mpi_call", *[c for c in ("call_site",) if c in bursts.columns]).hash(11)
+    once = pl.col("mpi_call").is_not_null() & (pl.len().over(*THREAD_KEYS, name) == 1)
+    return bursts.select(*THREAD_KEYS, pl.when(once).then(name).alias("_uc")).select(
+        "_uc", pl.col("_uc").shift(1).over(THREAD_KEYS).alias("_uo"))
+
+
+def _clock_judges(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series) -> pl.Series:
+    """Per reference row: whether the iteration clock judges its pair. The clock counts a thread's own calls: a
+    thread that makes none (an OpenMP worker, matched through its master's parallel regions) has no clock, and a
+    pair that a unique call names (:func:`placed_by_unique_call`) needs none. All True for frames without the
+    bursts' thread keys and closing calls (counter samples)."""
+    if not {*THREAD_KEYS, "mpi_call"} <= set(ref_bursts.columns) & set(src_bursts.columns):
+        return pl.Series([True] * other_row.len(), dtype=pl.Boolean)
+    callless = ref_bursts.select(pl.col("mpi_call").is_null().all().over(THREAD_KEYS)).to_series()
+    return ~callless & ~placed_by_unique_call(ref_bursts, src_bursts, other_row)
+
+
+def placed_by_unique_call(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series) -> pl.Series:
+    """Per reference row: its pair's two bursts are closed, or opened, by one call that occurs once in each run's
+    thread (the burst before ``MPI_Finalize``, the one after it): that call names them, whatever the iteration
+    clocks say (a run with more iterations numbers its epilogue apart)."""
+    r, o = _unique_calls(ref_bursts), _unique_calls(src_bursts)
+    hit = other_row.is_not_null()
+    o = o.select(pl.all().gather(other_row.fill_null(0)))
+    same = [(r.get_column(c) == o.get_column(c)).fill_null(False) for c in ("_uc", "_uo")]
+    return (same[0] | same[1]) & hit
 
 
 def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataFrame | None) -> pl.DataFrame:
