@@ -104,21 +104,35 @@ def call_structure(calls: pl.DataFrame, sites: bool = True) -> pl.DataFrame:
             .group_by(*THREAD_KEYS, "a", "b").agg(pl.len().alias("n")))
 
 
+def sites_named(*calls: pl.DataFrame) -> bool:
+    """Whether call sites can tell calls apart in every one of these runs' calls (each names some)."""
+    return all("call_site" in c.columns and c.get_column("call_site").is_not_null().any() for c in calls)
+
+
+def structure_counts(ref_calls: pl.DataFrame, other_calls: pl.DataFrame, sites: bool) -> tuple[int, int, int]:
+    """(reference's, other's, common) consecutive unit pairs of two runs' :func:`call_structure` (the other run's
+    tasks numbered as the reference's; common: per thread and pair, the smaller count). Additive over groups of
+    tasks (``sites``: :func:`sites_named` of the whole runs)."""
+    r, o = call_structure(ref_calls, sites), call_structure(other_calls, sites)
+    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
+    return int(r.get_column("n").sum()), int(o.get_column("n").sum()), int(common or 0)
+
+
+def structure_share(n_ref: int, n_other: int, n_common: int) -> float | None:
+    """The share of the shorter run's call structure the other run has too (:func:`structure_counts`), in [0, 1]:
+    None when neither run has two consecutive calls."""
+    if not (n_ref or n_other):
+        return None
+    shorter = min(n_ref, n_other)
+    return n_common / shorter if shorter else 0.0
+
+
 def same_structure(ref_calls: pl.DataFrame, other_calls: pl.DataFrame) -> float | None:
     """The share of the shorter run's call structure (:func:`call_structure`: consecutive units per thread,
     the other run's tasks numbered as the reference's) that the other run has too, in [0, 1]: 1 for two runs of
     one program on one input whatever their timing (a run cut short, or a few calls more, cost only their share);
     near 0 for another program. Call sites count when both runs name them. None when neither run has a call."""
-    sites = all("call_site" in c.columns and c.get_column("call_site").is_not_null().any()
-                for c in (ref_calls, other_calls))
-    r, o = call_structure(ref_calls, sites), call_structure(other_calls, sites)
-    total = min(int(r.get_column("n").sum()), int(o.get_column("n").sum()))
-    if r.height == 0 and o.height == 0:
-        return None
-    if total == 0:
-        return 0.0
-    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
-    return float(common) / total
+    return structure_share(*structure_counts(ref_calls, other_calls, sites_named(ref_calls, other_calls)))
 
 
 @dataclass(frozen=True)
