@@ -71,6 +71,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.message_graph import (
     MESSAGE_COLUMNS, Ends, agreement, bracketed, disagreeing, ends, follow_messages, logical_ends, message_ends)
 from synthtrace.tracelib.merge.messages import POLLING_CALLS, is_completion
+from synthtrace.tracelib.merge.pieces import host_rows
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.tracelib.thread_key import thread_key
 
@@ -173,10 +174,6 @@ class AlignConfig:
     # by position alone (the aligner before the arrival pairs, for tests of the checks and benchmarks)
     arrival: bool = True
     arrival_tol: float = 0.1
-    # issue 22 item 5, EXPERIMENTAL (off: 19 of the merge tests fail with it on; extra_varying 51 -> 99.8 % right,
-    # extra_inner 54 -> 98.6 %): iterations one run has and the other has not placed per thread by a path over
-    # iteration offsets from the iterations' behaviour (anchors._iteration_maps) instead of one offset per thread
-    iteration_paths: bool = False
 
 
 # --------------------------------------------------------------------------------------------- preparation
@@ -240,7 +237,8 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     opening call if that burst lasted less than ``carry_ns``; 0 otherwise), smsg / rmsg / schan / rchan (the message
     the burst sends and receives, and their channels: :func:`synthtrace.tracelib.merge.message_graph.message_ends`),
     ``repeat`` (a burst closed by a completion or polling call
-    that also closed the burst before it: one unit with it), ldur
+    that also closed the burst before it: one unit with it), host (the row of the master burst whose epoch holds
+    a worker thread's burst, -1 for other rows: :func:`synthtrace.tracelib.merge.pieces.host_rows`), ldur
     (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN
     when not recorded) for each of ``features``.
     """
@@ -333,6 +331,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     b = b.with_columns(
         pl.Series("osig", osig, pl.UInt64),
         pl.Series("repeat", repeat, pl.Boolean),
+        pl.Series("host", host_rows(b), pl.Int64),
         pl.Series("ldur", np.log1p(dur / 1e3), pl.Float64),
         pl.Series("gap", config.gap_base + config.gap_size * dur / (dur + config.gap_half_ns), pl.Float64),
         *[
@@ -844,13 +843,14 @@ def _align_threads(threads, anchor, ref, oth, r_time, o_time, band, max_cells, p
 
 
 @njit(cache=True, parallel=True)
-def _score_kernel(out, ref, oth, prm, peer_score, sub_score, factor):
+def _score_kernel(out, ref, oth, prm, peer_score, sub_score, factor, named):
     """Match score of every reference row (see :class:`AlignConfig`) and whether the signatures agree: ``out[i]``
     is the row of ``oth`` matched to row i of ``ref`` (both :class:`Side`, positions written), ``prm`` the
     kernels' parameter vector (``P_*``), ``factor`` what every score is multiplied by.
 
     Pairs that the fast paths matched by signature alone are checked here too: one whose reference counters or
-    duration are implausibly far apart is unmatched (``out[i] = -1``).
+    duration are implausibly far apart is unmatched (``out[i] = -1``), unless ``named[i]``: a pair that structure
+    alone names (a worker thread's unit in the region its master's match names), scored but kept.
     """
     n = out.shape[0]
     score = np.zeros(n)
@@ -861,7 +861,7 @@ def _score_kernel(out, ref, oth, prm, peer_score, sub_score, factor):
             continue
         d_feat, _ = _feat_dist(i, j, ref.feat, oth.feat)
         d_dur = abs(ref.ldur[i] - oth.ldur[j])
-        if d_feat > prm[P_REJ_FEAT] or d_dur > prm[P_REJ_DUR]:
+        if (d_feat > prm[P_REJ_FEAT] or d_dur > prm[P_REJ_DUR]) and not named[i]:
             out[i] = -1
             continue
         cost = prm[P_W_FEAT] * d_feat + prm[P_W_DUR] * d_dur + prm[P_W_POS] * abs(ref.pos[i] - oth.pos[j])
@@ -905,6 +905,26 @@ def sort_bursts(bursts: pl.DataFrame) -> pl.DataFrame:
     """``bursts`` in the row order :func:`sequence_table` uses (thread, then ``burst_seq``); no copy if already so."""
     b = _sorted_by_thread(bursts.with_columns(thread_id()), "burst_seq")
     return b.drop("_tid")
+
+
+def _through_hosts(ref: pl.DataFrame, other: pl.DataFrame, other_row: np.ndarray) -> np.ndarray | None:
+    """``other_row`` (per row of ``ref``, the matched row of ``other`` or -1) with every worker thread's row
+    matched through its master: to the other run's row of the same thread hosted by the master row that its host
+    is matched to, or to none (the worker did no work in that epoch of the other run, or its host has no match).
+    None when ``ref`` has no worker rows. A worker's bursts are cut by barriers, lock waits and flushes where timing
+    decides, so its position in its own thread says nothing; its master's MPI calls say which region it is in."""
+    r_host = ref.get_column("host").to_numpy()
+    worker = np.flatnonzero(r_host >= 0)
+    if worker.size == 0:
+        return None
+    mine = pl.DataFrame({"_tid": ref.get_column("_tid").gather(worker),
+                         "_mh": other_row[r_host[worker]], "_i": worker})
+    theirs = (other.select("_tid", pl.col("host").alias("_mh")).with_row_index("_j")
+              .filter(pl.col("_mh") >= 0).with_columns(pl.col("_j").cast(pl.Int64)))
+    got = mine.join(theirs, on=["_tid", "_mh"], how="left", maintain_order="left").get_column("_j")
+    out = other_row.copy()
+    out[worker] = got.fill_null(-1).to_numpy()
+    return out
 
 
 def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
@@ -955,8 +975,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     r_pos[r_rows] = np.arange(r_rows.size)
     o_pos = np.full(other.height, -1, np.int64)
     o_pos[o_rows] = np.arange(o_rows.size)
-    kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur),
-                   config.iteration_paths)
+    kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur))
     ki, kj, chain, mi, mj = kp.ref, kp.other, kp.chain, kp.msg_ref, kp.msg_other
     r_it, o_it = kp.ref_iteration, kp.other_iteration
     if config.anchors:
@@ -1033,9 +1052,16 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     rp_all[r_rows] = rp
     op_all = np.zeros(other.height)
     op_all[o_rows] = op
+    hosted = _through_hosts(ref, other, other_row)
+    named = np.zeros(ref.height, np.bool_)
+    if hosted is not None:  # worker threads' units: their master's match, no position term
+        other_row = hosted
+        named = ref.get_column("host").to_numpy() >= 0
+        rp_all[named] = 0.0
+        op_all[other.get_column("host").to_numpy() >= 0] = 0.0
     score, same = _score_kernel(other_row, Side(*ref_arrays[:5], rp_all, ref_arrays[7]),
                                 Side(*other_arrays[:5], op_all, other_arrays[7]), prm, config.peer_score,
-                                config.sub_score, config.timing_only_factor if timing_only else 1.0)
+                                config.sub_score, config.timing_only_factor if timing_only else 1.0, named)
     hit = other_row >= 0
     safe = np.maximum(other_row, 0)
     o_seq = other.get_column("burst_seq").to_numpy()[safe]
@@ -1054,4 +1080,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         # the row's thread disagrees with its partners' messages both ways (message_graph.disagreeing)
         pl.Series("msg_misaligned", np.isin(r_tid, misaligned), pl.Boolean),
         # the checked messages just before and after the pair on its thread agree (NULL: unmatched, or none checked)
-        bracketed(r_tid, agree, hit))
+        bracketed(r_tid, agree, hit),
+        # [helper merge-iter] the burst lies in an iteration span one run has more of, whose place the data cannot
+        # tell (anchors.KeyPairs.undecidable): its partner is one of several interchangeable bursts
+        pl.Series("ambiguous_span", kp.undecidable, pl.Boolean))

@@ -25,7 +25,7 @@ count), from the reference counters both runs recorded:
   receive is named by the trace's records (Paraver's physical receive time is the exit of the call that
   completed it; a receive recorded in its completing call, as Score-P does, names it by its time), never by
   position. A matched pair whose two bursts were opened by the completion of messages of no common channel
-  (appl, sender, receiver, tag) pairs the work on one message with the work on another
+  (appl, comm, sender, receiver, tag) pairs the work on one message with the work on another
   (``merge_matches.msg_mismatch``);
 - **message agreement** (:mod:`synthtrace.tracelib.merge.message_graph`): ``msg_agreement`` is the share of the
   reference run's messages, among those whose two ends are matched and named in both runs, whose ends are matched
@@ -52,7 +52,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
-from synthtrace.tracelib.merge.messages import COMPLETION_CALLS, POLLING_CALLS
+from synthtrace.tracelib.merge.messages import CHANNEL, COMPLETION_CALLS, POLLING_CALLS
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 MISFIT_LOG = math.log(1.5)
@@ -69,11 +69,12 @@ POSITION_BY_WORK, POSITION_BY_TIME = math.log(1.1), math.log(1.5)
 VALIDATED_SHARE, VALIDATED_AGREEMENT = 0.5, 0.99
 #: calls that return because the messages they complete have arrived: the burst they open works on those messages
 OPENING_CALLS: tuple[str, ...] = calls_with(roles=("wait", "recv", "sendrecv"), blocking=True)
-#: a message's channel as the opening-message check compares it (the communicator is left out: records name none)
-OPEN_CHANNEL = ["appl", "sender", "receiver", "tag"]
+#: a message's channel as the opening-message check compares it: the logical messages' (messages.CHANNEL)
+OPEN_CHANNEL = CHANNEL
 OPENED_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(),
-                                         "burst_seq": pl.Int64(), "sender": pl.Int32(), "receiver": pl.Int32(),
-                                         "tag": pl.Int64(), "k": pl.Int64(), "site": pl.String()}
+                                         "burst_seq": pl.Int64(), "comm": pl.Int64(), "sender": pl.Int32(),
+                                         "receiver": pl.Int32(), "tag": pl.Int64(), "k": pl.Int64(),
+                                         "site": pl.String()}
 
 
 #: calls whose number follows timing (a loop polls or completes until its messages came): a run of them is one unit
@@ -138,6 +139,9 @@ class PairSignals:
     long_matched: int = 0  # long matched pairs
     opened_example: str = ""  # one such pair, in words (the reason's example)
     unpaired: int = 0  # long reference bursts left unmatched across from long unmatched bursts of the other run
+    # [helper merge-iter] long matched pairs in an iteration span one run has more of, whose place the data cannot
+    # tell (align's ambiguous_span): interchangeable partners
+    undecided: int = 0
 
     @property
     def validated_by_messages(self) -> bool:
@@ -160,9 +164,11 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     off_iter = (~matches.get_column("same_iter")).fill_null(False)
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
+    undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
+                 if "ambiguous_span" in matches.columns else 0)
     if work is None or not matched.any():
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
-        return PairSignals(misfit, None, cov, agree, off_ranks, *spans)
+        return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
     f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
@@ -177,64 +183,32 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     site = ref_bursts.select(pl.coalesce([c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
                                          or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
-    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans)
+    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided)
 
 
-def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, records: pl.DataFrame | None) -> pl.DataFrame:
+def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataFrame | None) -> pl.DataFrame:
     """Which messages opened each burst (:data:`OPENED_SCHEMA`, one row per burst and message): the point-to-point
     messages completed by the call that opened the burst (the call ending where the burst starts), when that call is
     one of :data:`OPENING_CALLS` (a test returns whether or not anything arrived: what follows it is not opened
-    by a message); ``k``: the message's order on its channel (by send time: MPI's non-overtaking rule), ``site``:
-    the opening call and its call site.
+    by a message); ``k``: the message's logical order on its channel, ``site``: the opening call and its call site.
 
-    The completing call of a receive is the call of the receiver's thread holding the record's physical receive
-    time (``r_phys_ns``: Paraver's records, the exit of the call that completed it), else its (logical) receive
-    time (a receive recorded in its completing call, as Score-P and OTF2 do); ``records``: the run's
-    communication records (MESSAGE_SCHEMA, or the logical messages of :mod:`synthtrace.tracelib.merge.messages`).
-    Without records, the opening call's own partner (``peer``, a call that receives one message) names it."""
+    ``messages``: the run's logical messages (:func:`synthtrace.tracelib.merge.messages.logical_messages`, numbered as
+    ``bursts`` and ``calls``): each names the call that completed its receive (``c_call_seq``, from the trace's
+    records), so the check and the aligner share one identity of a message and of its completing call."""
     empty = pl.DataFrame(schema=OPENED_SCHEMA)
-    if calls.height == 0 or bursts.height == 0:
+    if calls.height == 0 or bursts.height == 0 or messages is None or messages.height == 0:
         return empty
     keys = [pl.col(k).cast(pl.Int32) for k in THREAD_KEYS]
     site = pl.concat_str(pl.col("mpi_call"), pl.lit("@"), pl.col("call_site").fill_null("") if "call_site" in
                          calls.columns else pl.lit("")).alias("site")
-    c = calls.filter(pl.col("mpi_call").is_in(list(OPENING_CALLS))).select(
-        *keys, pl.col("start_ns").alias("t"), pl.col("end_ns").alias("_end"), site,
-        *[pl.col(k) for k in ("peer", "tag", "n_messages", "bytes_recv") if k in calls.columns])
-    if records is not None and records.height:
-        if "k" in records.columns:  # logical messages (the warehouse's mpi_messages)
-            m = records.select(pl.col("appl").cast(pl.Int32), pl.col("sender").cast(pl.Int32),
-                               pl.col("receiver").cast(pl.Int32), pl.col("tag").cast(pl.Int64).fill_null(0),
-                               pl.col("receiver").cast(pl.Int32).alias("task"),
-                               pl.col("r_thread").cast(pl.Int32).alias("thread"), pl.col("r_time_ns").alias("t"),
-                               pl.col("s_time_ns").alias("_s"))
-        else:
-            t = (pl.coalesce("r_phys_ns", "r_time_ns") if "r_phys_ns" in records.columns else pl.col("r_time_ns"))
-            m = records.select(pl.col("r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").cast(pl.Int32)
-                               .alias("sender"), pl.col("r_task").cast(pl.Int32).alias("receiver"),
-                               pl.col("tag").cast(pl.Int64).fill_null(0),
-                               pl.col("r_task").cast(pl.Int32).alias("task"),
-                               pl.col("r_thread").cast(pl.Int32).alias("thread"), t.alias("t"),
-                               pl.col("s_time_ns").alias("_s"))
-        m = (m.drop_nulls(["appl", "sender", "receiver", "task", "thread", "t"])
-             .sort("_s", "t", nulls_last=True)
-             .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(OPEN_CHANNEL).alias("k")).sort("t"))
-        # the opening call holding the completion time (the last one starting at or before it, if it holds it)
-        done = (m.join_asof(c.select(*THREAD_KEYS, "t", "_end", "site").sort("t"), on="t", by=THREAD_KEYS,
-                            strategy="backward", check_sortedness=False)
-                .filter(pl.col("t") <= pl.col("_end"))
-                .select(*THREAD_KEYS, pl.col("_end").alias("start_ns"), *OPEN_CHANNEL[1:], "k", "site"))
-    elif "peer" in c.columns:  # the calls alone: an opening call that received one message from a named partner
-        done = (c.filter(pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)
-                         & (pl.col("n_messages").fill_null(1) == 1))
-                .select(*THREAD_KEYS, pl.col("_end").alias("start_ns"), pl.col("peer").cast(pl.Int32).alias("sender"),
-                        pl.col("task").alias("receiver"), pl.col("tag").cast(pl.Int64).fill_null(0), "site", "t")
-                .sort("t").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(OPEN_CHANNEL).alias("k"))
-                .drop("t"))
-    else:
-        return empty
-    b = bursts.select(*keys, "burst_seq", "start_ns")
-    return (b.join(done, on=[*THREAD_KEYS, "start_ns"], how="inner")
+    opening = calls.filter(pl.col("mpi_call").is_in(list(OPENING_CALLS))).select(
+        *keys, "call_seq", pl.col("end_ns").alias("start_ns"), site)
+    done = (messages.filter(pl.col("c_call_seq").is_not_null())
+            .select(pl.col("appl").cast(pl.Int32), pl.col("receiver").cast(pl.Int32).alias("task"),
+                    pl.col("r_thread").cast(pl.Int32).alias("thread"), pl.col("c_call_seq").alias("call_seq"),
+                    *OPEN_CHANNEL[1:], "k")
+            .join(opening, on=[*THREAD_KEYS, "call_seq"]))
+    return (bursts.select(*keys, "burst_seq", "start_ns").join(done, on=[*THREAD_KEYS, "start_ns"])
             .select([pl.col(k).cast(v) for k, v in OPENED_SCHEMA.items()]).unique())
 
 
@@ -251,7 +225,9 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     belongs to the message (unpacking the face that came) or to the position (the code after the first of two
     ``MPI_ANY_SOURCE`` receives, whatever came) the calls cannot say; the work can: per reference thread and
     opening site, when the positional matches fit the reference bursts' work clearly better than their twins do
-    (median log distance smaller by ``tolerance``), the position is the identity and nothing is flagged.
+    (median log distance smaller by ``tolerance``), the position is the identity and nothing is flagged. A pair
+    whose reference message opened no burst at that site in the other run (completed there by a test, or at
+    another site: no twin) is flagged unless its thread and site's twins say the position is the identity.
     ``other_bursts``: appl, task, thread, burst_seq of the other run's rows (reference numbering); ``ref_work`` /
     ``other_work``: per row of the reference (``matches``) / the other run, the work of the burst (instructions,
     or duration without a common work counter: then pass ``POSITION_BY_TIME``, durations vary more)."""
@@ -276,16 +252,18 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     differ = both.join(common, on="_i", how="anti")
     twins = (r.join(differ, on="_i")
              .join(other_opened.join(ow, on=bk).select(*chan, "k", "site", pl.col("_ow").alias("_tw")),
-                   on=[*chan, "k", "site"])
+                   on=[*chan, "k", "site"], how="left")
              .join(ow.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), pl.col("_ow").alias("_pw")),
                    on="_row", how="left")
-             .group_by("_i", maintain_order=True).agg(pl.col(*THREAD_KEYS, "site", "_w", "_pw", "_tw").first()))
-    # per reference thread and opening site: do the positional matches fit the work better than the twins?
+             .group_by("_i", maintain_order=True).agg(pl.col(*THREAD_KEYS, "site", "_w", "_pw").first(),
+                                                      pl.col("_tw").drop_nulls().first()))
+    # per reference thread and opening site: do the positional matches fit the work better than the twins? (a site
+    # without any twin has no such evidence: the message is the identity)
     verdict_of_site = (twins.group_by(*THREAD_KEYS, "site")
                        .agg(((pl.col("_w") - pl.col("_tw")).abs() - (pl.col("_w") - pl.col("_pw")).abs()).median()
                             .alias("_gain")))
     flagged = (twins.join(verdict_of_site, on=[*THREAD_KEYS, "site"])
-               .filter(~(pl.col("_gain") > tolerance)).select("_i"))
+               .filter(~(pl.col("_gain") > tolerance).fill_null(False)).select("_i"))
     what = (r.join(o, on="_i").group_by("_i").agg(
         pl.format("task {}'s burst after the message from task {} (tag {}) matched to the one after the message "
                   "from task {} (tag {})", pl.col("receiver").first(), pl.col("sender").first(), pl.col("tag").first(),
@@ -384,6 +362,10 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
     if spans > BAD_MISFIT:
         return "bad", (f"{sig.inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the "
                        "runs disagree on: misaligned (an iteration one run has and the other has not?)")
+    if sig.undecided:  # [helper merge-iter]
+        return "suspect", (f"an undecidable span: {sig.undecided} matched bursts >= 10 us lie in iterations one run "
+                           "has more of than the other, alike in work and rates, so where the extra ones lie the data "
+                           "cannot tell: their partners are interchangeable (merge_matches.ambiguous)")
     if opened > SUSPECT_MISFIT:
         return "suspect", opened_why
     unpaired_share = sig.unpaired / sig.long_matched if sig.long_matched else 0.0

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
+from synthtrace.tracelib.formats.bursts import message_ends, message_rows
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 LOGICAL_MESSAGE_SCHEMA: dict[str, pl.DataType] = {
@@ -59,20 +60,6 @@ def is_completion(call: pl.Expr) -> pl.Expr:
     return call.is_in(list(COMPLETION_CALLS)).fill_null(False)
 
 
-def _ends_in_calls(ends: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """``ends`` (rows with appl, task, thread, ``t``: a logical time, ns; ``_i``: row id) with the ``call_seq`` and
-    ``comm`` of the call of that thread whose [start, end] holds ``t`` (the last one starting at or before it; NULL
-    when none holds it)."""
-    c = (calls.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], pl.col("start_ns").alias("t"),
-                      pl.col("end_ns").alias("_end"), "call_seq", pl.col("comm").cast(pl.Int64))
-         .sort("t"))
-    e = ends.with_columns(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS]).sort("t")
-    j = e.join_asof(c, on="t", by=THREAD_KEYS, strategy="backward", check_sortedness=False)  # sorted by t above
-    inside = pl.col("t") <= pl.col("_end")
-    return j.with_columns(pl.when(inside).then(pl.col("call_seq")).alias("call_seq"),
-                          pl.when(inside).then(pl.col("comm")).alias("comm")).drop("_end").sort("_i")
-
-
 def _numbered(m: pl.DataFrame) -> pl.DataFrame:
     """``m`` with ``k``: the message's order among its channel's messages, by send time (then receive time)."""
     m = (m.with_columns(pl.col("comm").fill_null(NO_COMM), pl.col("tag").fill_null(0))
@@ -104,27 +91,11 @@ def _rank_in_channel(m: pl.DataFrame) -> np.ndarray:
 
 
 def _from_records(calls: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
-    r = records.with_row_index("_i")
-    s = _ends_in_calls(r.select("_i", pl.col("s_appl").alias("appl"), pl.col("s_task").alias("task"),
-                                pl.col("s_thread").alias("thread"), pl.col("s_time_ns").alias("t"))
-                       .drop_nulls(["appl", "task", "thread", "t"]), calls)
-    v = _ends_in_calls(r.select("_i", pl.col("r_appl").alias("appl"), pl.col("r_task").alias("task"),
-                                pl.col("r_thread").alias("thread"), pl.col("r_time_ns").alias("t"))
-                       .drop_nulls(["appl", "task", "thread", "t"]), calls)
-    if "r_phys_ns" in r.columns:  # the physical receive: the exit of the call that completed the receive
-        c = _ends_in_calls(r.select("_i", pl.col("r_appl").alias("appl"), pl.col("r_task").alias("task"),
-                                    pl.col("r_thread").alias("thread"), pl.col("r_phys_ns").alias("t"))
-                           .drop_nulls(["appl", "task", "thread", "t"]), calls)
-    else:  # the logical receive is all the trace has
-        c = v
-    ends = (r.select("_i")
-            .join(s.select("_i", pl.col("call_seq").alias("s_call_seq"), pl.col("comm").alias("s_comm")), on="_i",
-                  how="left", maintain_order="left")
-            .join(v.select("_i", pl.col("call_seq").alias("r_call_seq"), pl.col("comm").alias("r_comm")), on="_i",
-                  how="left", maintain_order="left")
-            .join(c.select("_i", pl.col("call_seq").alias("c_call_seq")), on="_i", how="left", maintain_order="left")
-            .with_columns(pl.coalesce("c_call_seq", "r_call_seq").alias("c_call_seq")))
-    return logical_messages_at(records, ends.drop("_i"))
+    """The records' ends placed in their calls as the reader places them (one rule: the call of the thread holding the
+    time; the physical receive time names the completing call)."""
+    spans = calls.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "start_ns", "end_ns", "call_seq",
+                         pl.col("comm").cast(pl.Int64))
+    return logical_messages_at(records, message_ends(spans, message_rows(spans, records)))
 
 
 def logical_messages_at(records: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFrame:

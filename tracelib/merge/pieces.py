@@ -10,6 +10,13 @@ pieces, each with about the same share of its unit's work (cut at the same point
 one; otherwise every reference piece takes the other unit whole, apportioned by its share of its own unit's
 work (instructions when recorded, else running time). A piece of one run is so never paired
 with a neighbouring burst of the other.
+
+A **worker thread** (a thread of a task whose MPI calls another thread, its **master**, makes: OpenMP workers) has no
+call to close a unit: its bursts are cut by barriers, lock waits and the tracer's flushes at points that timing
+decides. Its units are the master's instead: the bursts of a worker that lie in one **epoch** of its master (from
+the start of a master unit to the start of the next one: the fork of a parallel region to the next fork) are one
+unit, hosted by that master unit (:func:`host_rows`), and the worker's unit is matched through its host's match
+(:func:`synthtrace.tracelib.merge.align.align_runs`), not by its position in its own thread.
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.thread_key import thread_key
 from synthtrace.tracelib.merge.transfer import work_counter
 
 
@@ -41,15 +49,54 @@ class Units:
         return bool((self.size > 1).any())
 
 
+def host_rows(bursts: pl.DataFrame) -> np.ndarray:
+    """Per row of ``bursts`` (appl, task, thread, start_ns, end_ns, mpi_call; sorted by thread, then ``burst_seq``),
+    the row of the master burst whose epoch holds the middle of the row's burst, for rows of worker threads; -1
+    elsewhere (masters, threads of tasks without MPI calls, worker bursts before the master's first burst).
+
+    A task's master is its lowest thread with a burst closed by an MPI call, its workers the other threads of the
+    task without any; a master burst's epoch runs from its start to the start of the master's next burst (the
+    middle, not the start, so that a worker that leaves a barrier a little before its master still falls in the
+    master's epoch, and one that works on after its master reached the join still in the region's).
+    """
+    t = bursts.select("appl", "task", "thread", "start_ns", "end_ns",
+                      pl.col("mpi_call").is_not_null().alias("_closed")).with_row_index("_row")
+    per_thread = t.group_by("appl", "task", "thread").agg(pl.col("_closed").any())
+    master = (per_thread.filter("_closed").group_by("appl", "task").agg(pl.col("thread").min().alias("_master")))
+    t = t.join(master, on=["appl", "task"], how="left", maintain_order="left").join(
+        per_thread.rename({"_closed": "_mpi_thread"}), on=["appl", "task", "thread"], how="left",
+        maintain_order="left")
+    hosts = np.full(bursts.height, -1, np.int64)
+    masters = (t.filter(pl.col("thread") == pl.col("_master"))
+               .select("appl", "task", pl.col("_row").alias("_host"), pl.col("start_ns").alias("_t")).sort("_t"))
+    workers = (t.filter(pl.col("_master").is_not_null() & (pl.col("thread") != pl.col("_master"))
+                        & ~pl.col("_mpi_thread"))
+               .select("appl", "task", "_row", ((pl.col("start_ns") + pl.col("end_ns")) // 2).alias("_t")).sort("_t"))
+    if workers.height and masters.height:
+        j = workers.join_asof(masters, on="_t", by=["appl", "task"], strategy="backward",
+                             check_sortedness=False)  # both sorted by _t just above
+        got = j.filter(pl.col("_host").is_not_null())
+        hosts[got.get_column("_row").to_numpy()] = got.get_column("_host").to_numpy()
+    return hosts
+
+
 def units(bursts: pl.DataFrame) -> Units:
     """The units of ``bursts`` (sorted by thread, then ``burst_seq``, as :func:`align.sort_bursts` leaves them)."""
     n = bursts.height
     # a piece lies before a later burst of its thread that an MPI call closes: threads without MPI calls (OpenMP
     # workers, sequential programs) and what follows a thread's last call are never units of several bursts
+    # that way
     last_closed = pl.col("_row").filter(pl.col("mpi_call").is_not_null()).max().over(THREAD_KEYS)
     piece = (bursts.select(*THREAD_KEYS, "mpi_call").with_row_index("_row")
              .select((pl.col("mpi_call").is_null() & (pl.col("_row") < last_closed)).fill_null(False))
              .to_series().to_numpy())
+    # a worker's bursts in one epoch of its master are one unit (the master's unit hosts them)
+    host = host_rows(bursts)
+    if n > 1 and (host >= 0).any():
+        master_unit = np.cumsum(~piece) - ~piece
+        hu = np.where(host >= 0, master_unit[np.maximum(host, 0)], -1)
+        tid = bursts.select(thread_key()).to_series().to_numpy()
+        piece[:-1] |= (hu[:-1] >= 0) & (hu[:-1] == hu[1:]) & (tid[:-1] == tid[1:])
     unit = np.cumsum(~piece) - ~piece  # a piece belongs to the unit of the burst after it
     first = np.flatnonzero(np.r_[True, unit[1:] != unit[:-1]]) if n else np.zeros(0, np.int64)
     size = np.diff(np.r_[first, n])
@@ -134,7 +181,7 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
     safe = pl.Series(np.where(hit, row, 0))
     gone = np.flatnonzero(~hit)
     per_unit = unit_matches.select("match_score", "same_sig", "same_iter", "msg_agree", "msg_misaligned",
-                                   "msg_consistent")[u]
+                                   "msg_consistent", "ambiguous_span")[u]  # [helper merge-iter] ambiguous_span
     matches = ref_bursts.select(*THREAD_KEYS, "burst_seq").with_columns(
         source.get_column("burst_seq").gather(safe).scatter(gone, None).alias("other_seq"),
         pl.Series("other_row", row, pl.Int64).scatter(gone, None), *per_unit.get_columns())
