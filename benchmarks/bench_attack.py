@@ -29,7 +29,7 @@ Runs in chunks (``--store`` keeps every chunk's figures; the report adds them up
 
     nice -n 10 python benchmarks/bench_attack.py --paraver 400 --otf2 0 --kills 0 --queries 0 --seed 1
 
-Writes the "Run 3" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
+Writes the "Run 4" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
 """
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ SQL_RSS_CAP_MB = 1536
 SQL_MEMORY_LIMIT = "512MiB"
 SQL_TIMEOUT_S = 10
 SQL_GRACE_S = 60
-RUN_HEADING = "## Run 3"
+RUN_HEADING = "## Run 4"
+RUN_TITLE = "(after F3's capped query process; fresh SQL escapes; in chunks of <= 5 minutes)"
 
 _WORKER = """
 import contextlib, io, json, resource, sys, traceback
@@ -237,6 +238,21 @@ while True:
 """
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _kill_a_query(base: Path, rnd: random.Random, expected: tuple) -> str | None:
     """Start a process querying the warehouse in a loop, SIGKILL it at a random moment; the next query must answer
     ``expected`` and leave no link of either behind."""
@@ -248,9 +264,15 @@ def _kill_a_query(base: Path, rnd: random.Random, expected: tuple) -> str | None
                             text=True)
     proc.stdout.readline()
     time.sleep(rnd.uniform(0.0, 0.5))
+    children = _children(proc.pid)  # the query process the loop had forked at that moment, if any
     proc.kill()
     proc.wait()
     proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while (alive := [c for c in children if _running(c)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if alive:
+        return f"the query process {alive} outlived its killed caller"
     got = query_rows(wh, _COUNTS)[1][0]
     if got != expected:
         return f"after a killed query the next one answered {got}, not {expected}"
@@ -386,6 +408,20 @@ SQL_CASES: list[tuple[str, tuple[str, ...], bool]] = [
     ("SELECT " + "(" * 5000 + "1" + ")" * 5000, ("table",), False),
     ("SELECT " + "+".join(["1"] * 30000), ("table",), False),  # a command-line argument holds 128 KiB
     ("SELECT 1; SELECT 2", ("table",), False),
+    # rerun 4: scalars and lists DuckDB builds outside its memory limit, and scalars that ignore its interrupt
+    ("SELECT length(range(1 << 28)) AS n", ("table",), False),
+    ("SELECT length(list_concat(range(1 << 26), range(1 << 26))) AS n", ("table",), False),
+    ("SELECT length(regexp_replace(repeat('a', 1 << 27), 'a', 'bbbb', 'g')) AS n", ("table",), False),
+    ("SELECT length(lpad('x', 1 << 30, 'y')) AS n", ("table",), False),
+    ("SELECT length(to_json(range(1 << 25))) AS n", ("table",), False),
+    ("SELECT length(array_to_string(range(1 << 26), ',')) AS n", ("table",), False),
+    ("SELECT length(repeat(repeat('ab', 1 << 14), 1 << 15)) AS n", ("table",), False),
+    ("SELECT cardinality(map_from_entries(list_transform(range(1 << 24), x -> (x, x)))) AS n", ("table",), False),
+    ("SELECT count(*) FROM (SELECT list(range) AS l FROM range(1 << 27) GROUP BY range % 2)", ("table",), False),
+    ("SELECT count(*) FROM (SELECT unnest(range(1 << 28)))", ("table",), False),
+    ("SELECT length(json_group_array(range)) AS n FROM range(1 << 27)", ("table",), False),
+    ("SELECT levenshtein(repeat('a', 200000), repeat('b', 200000)) AS d", ("table",), False),
+    ("SELECT range(1 << 22) AS l", ("csv", "json", "parquet"), False),
     ("SELECT * FROM read_parquet('.staging/query.*/0.parquet')", ("table",), True),
     ("SELECT * FROM read_parquet('runs/*/run.parquet')", ("table",), True),
     ("SELECT * FROM parquet_metadata('/etc/passwd')", ("table",), True),
@@ -440,7 +476,8 @@ with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         err.write(traceback.format_exc())
 print(json.dumps({"code": code, "stderr": err.getvalue()[-2000:], "stdout_bytes": len(out.getvalue()),
                   "seconds": time.monotonic() - t0,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}))
+                  "peak_mb": max(resource.getrusage(who).ru_maxrss >> 10
+                                 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))}))
 """
 
 
@@ -474,7 +511,8 @@ def sql_family(base: Path) -> dict:
                     "--memory-limit", SQL_MEMORY_LIMIT, *(["-o", str(target)] if fmt == "parquet" else [])]
             try:
                 proc = subprocess.run([sys.executable, "-c", _SQL_PROBE, *args], capture_output=True, text=True,
-                                      timeout=SQL_TIMEOUT_S + SQL_GRACE_S + 60, cwd=wh)
+                                      timeout=SQL_TIMEOUT_S + SQL_GRACE_S + 60, cwd=wh,
+                                      env={**os.environ, "PYTHONPATH": str(ROOT)})  # this checkout's code
                 res = json.loads(proc.stdout.splitlines()[-1])
             except (subprocess.TimeoutExpired, IndexError, ValueError) as exc:
                 res = {"code": -9, "stderr": f"probe died: {type(exc).__name__}", "peak_mb": 0, "seconds": 0.0}
@@ -555,7 +593,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--fresh-share", type=float, default=0.5, help="of the ingest cases, from the fresh defects")
     ap.add_argument("--case-timeout-s", type=float, default=180.0, help="one ingest case; past it, a hang")
-    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run3.json")
+    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run4.json")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "attack.md")
     args = ap.parse_args()
 
@@ -602,7 +640,7 @@ def _store_chunk(store: Path, chunk: dict) -> None:
 
 
 def write_report(store: Path, out: Path) -> None:
-    """The "Run 3" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
+    """The "Run 4" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
     chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
@@ -622,7 +660,7 @@ def write_report(store: Path, out: Path) -> None:
             modes[name] = modes.get(name, 0) + v
     loads = [x for f in fam.values() for x in f["loads"]]
     lines = [
-        f"{RUN_HEADING} (after issue 23 item 11's file snapshot; fresh mutations; in chunks of <= 5 minutes)", "",
+        f"{RUN_HEADING} {RUN_TITLE}", "",
         f"`nice -n 10 python benchmarks/bench_attack.py ...` in {len(chunks)} chunks (commands and seeds in "
         f"`benchmarks/results/{store.name}`). Machine: {machine_description()}, shared by 7 sessions: 1-minute "
         f"load average {min(loads, default=0):.0f}-{max(loads, default=0):.0f} during the chunks.", "",

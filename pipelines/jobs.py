@@ -60,20 +60,10 @@ def merge_experiment(exp: Experiment, options: MergeOptions | None = None,
     """Load, merge and commit one experiment (with its record: reference run and options). On any error the
     warehouse is left as it was. ``on_step(what, total)`` is called as each step ends: reading the runs, each step
     of :func:`~synthtrace.tracelib.merge.merge_runs.merge_runs`, writing the result."""
-    from synthtrace.tracelib.merge.merge_runs import MergeOptions, merge_runs
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions
+    from synthtrace.warehouse.merged import merge_stored  # [helper merge-scale] whole, or a group of tasks at a time
 
-    options = options or MergeOptions()
-    runs = exp.run_tables()
-    # merge_runs' steps (each other run, each counter) and the reading and writing around them
-    total = len(runs) + 1 + len({c for r in runs for c in r.counters})
-    if on_step:
-        on_step(f"read {len(runs)} runs", total)
-    result = merge_runs(runs, options, experiment=exp.name,
-                        on_step=(lambda what, _: on_step(what, total)) if on_step else None)
-    exp.commit_merge(result, options, [r.run_id for r in runs])
-    if on_step:
-        on_step("written", total)
-    return result
+    return merge_stored(exp, options or MergeOptions(), on_step)
 
 
 def merge(wh: Warehouse, experiment: str, settings: NightSettings = NightSettings()) -> dict[str, Any] | None:

@@ -71,6 +71,11 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
+``rendezvous``      messages above a 64 KiB eager limit wait for their receive to be posted before their data
+                    travels (the MPI libraries' rendezvous protocol): Send, Sendrecv and the sender's Wait last
+                    as long as the receiver takes to post its receive
+``any_tag``         master-worker with ``MPI_ANY_TAG`` receives: the master takes a result or a progress report,
+                    whichever came, and handles it by its tag
 ``mixed``           a random valid application per seed drawing several of the later mechanisms at once
 ``plain``           a random valid application per seed (topology, completion style, collectives, sizes, where
                     receives are recorded)
@@ -103,8 +108,8 @@ from synthtrace.tracelib.schema import EVENT_SCHEMA
 ROLES = ("work", "poll", "housekeeping", "checkpoint", "prologue", "epilogue")
 WORK, POLL, HOUSEKEEPING, CHECKPOINT, PROLOGUE, EPILOGUE = range(len(ROLES))
 #: tags
-TAG_HALO, TAG_GATHER, TAG_TASK, TAG_RESULT, TAG_STOP = 100, 300, 1000, 5000, 9000
-TASK_BYTES, RESULT_BYTES, STOP_BYTES = 4096, 49152, 8
+TAG_HALO, TAG_GATHER, TAG_TASK, TAG_RESULT, TAG_STOP, TAG_LOG = 100, 300, 1000, 5000, 9000, 7000
+TASK_BYTES, RESULT_BYTES, STOP_BYTES, LOG_BYTES = 4096, 49152, 8, 256
 MAX_POLLS = 2000
 
 #: kernel variants whose per-instruction rates differ (for ``varying_rates``): the stencil's, with cache misses,
@@ -171,6 +176,7 @@ class Shape:
     threads: int = 1  # threads per rank (OpenMP): each parallel region is a burst on every thread
     locks: bool = False  # worker threads wait for a lock 0-2 times per region (when: timing), cutting their burst
     recv_any: bool = False  # halo receives posted as MPI_Irecv(MPI_ANY_SOURCE): which face each takes follows arrival
+    any_tag: bool = False  # farm: MPI_ANY_TAG receives; workers also report progress (a small message, its own tag)
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,7 @@ class CampaignSpec:
     renumber_run: int = -1  # this run's ranks are numbered by a random permutation (MPI_Cart_create reorder)
     os_noise_p: float = 0.004  # share of bursts > 20 us the OS stretches (1.3-4 x)
     late_start_ns: float = 0.0  # run 1's last rank starts this much later (a slow launch on its node)
+    eager_limit: int = 0  # bytes: larger messages use the rendezvous protocol (0: every message eager)
 
     @property
     def name(self) -> str:
@@ -602,10 +609,17 @@ def farm(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
                            size=TASK_BYTES + 8 * nxt)
                 nxt += 1
             got = np.zeros(P, np.int64)
+            logs = np.zeros(P, np.int64)
             ins, b = 3000.0, lid(0, it, 0, 3)
-            for _ in range(n_tasks):
-                src, _size = yield Call("MPI_Recv", red, ins, b, sites("farm.c:88"), peer=ANY, tag=tag_r,
-                                        size=RESULT_BYTES)
+            results = 0
+            while results < n_tasks:
+                src, _size, *tag = yield Call("MPI_Recv", red, ins, b, sites("farm.c:88"), peer=ANY,
+                                              tag=ANY if s.any_tag else tag_r, size=RESULT_BYTES)
+                if tag and tag[0] == TAG_LOG + it:  # a progress report: its own short processing
+                    ins, b = 2.0e4, lid(0, it, int(logs[src]) + 1, 14, src)
+                    logs[src] += 1
+                    continue
+                results += 1
                 k = int(got[src])
                 got[src] += 1
                 # processing the result: identity (src -> 0, tag_r, k); its work depends on the sender
@@ -617,16 +631,20 @@ def farm(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
                     ins, b = 2000.0, lid(0, it, k + 1, 11, src)
             for w in range(1, P):
                 yield Call("MPI_Send", red if w == 1 else poll, ins if w == 1 else 1500.0,
-                           b if w == 1 else lid(0, it, 0, 12, w), sites("farm.c:64"), peer=w, tag=tag_t,
-                           size=STOP_BYTES)
+                           b if w == 1 else lid(0, it, 0, 12, w), sites("farm.c:64"), peer=w,
+                           tag=TAG_STOP if s.any_tag else tag_t, size=STOP_BYTES)
         else:
             k = 0
             while True:
-                _src, size = yield Call("MPI_Recv", poll, 1500.0, lid(task, it, 0, 20, k), sites("farm.c:140"),
-                                        peer=0, tag=tag_t, size=TASK_BYTES)
-                if size == STOP_BYTES:
+                _src, size, *tag = yield Call("MPI_Recv", poll, 1500.0, lid(task, it, 0, 20, k), sites("farm.c:140"),
+                                              peer=0, tag=ANY if s.any_tag else tag_t, size=TASK_BYTES)
+                if (tag[0] == TAG_STOP) if tag else size == STOP_BYTES:
                     break
                 work = lg.task_ins[it, (size - TASK_BYTES) // 8] * lg.rank_work[task]
+                if s.any_tag and k % 2 == 0:  # a progress report half-way through every second task
+                    yield Call("MPI_Send", interp, work / 2, lid(task, it, 0, 21, k), sites("farm.c:152"), peer=0,
+                               tag=TAG_LOG + it, size=LOG_BYTES)
+                    work /= 2
                 yield Call("MPI_Send", interp, work, lid(task, it, 0, 22, k), sites("farm.c:152"), peer=0,
                            tag=tag_r, size=RESULT_BYTES)
                 k += 1
@@ -907,6 +925,26 @@ def _mixed(spec: CampaignSpec) -> CampaignSpec:
                    os_noise_p=float(rng.choice([0.004, 0.02])))
 
 
+@mechanism("rendezvous", "messages above the eager limit (64 KiB) use the rendezvous protocol: a send waits for its "
+           "receive to be posted, so how long a Send, an Isend's Wait or a Sendrecv takes and which call of the "
+           "sender waits follow the receiver's timing (faces of 32-512 KiB: some eager, some not)", 8, 30)
+def _rendezvous(spec: CampaignSpec) -> CampaignSpec:
+    rng = _rng(spec.seed, "rendezvous")
+    exchange = str(rng.choice(["isend", "isend", "sendrecv", "persistent"]))
+    shape = Shape(topology=str(rng.choice(["ring", "torus", "graph"])), exchange=exchange,
+                  completion=str(rng.choice(["testsome", "waitany", "waitall", "wait_each", "test_poll"])),
+                  chunks=int(rng.integers(2, 6)), coll_every=int(rng.choice([1, 5, 0])),
+                  face_bytes=int(rng.choice([65536, 131072, 262144])), interior_ins=float(rng.uniform(5e5, 4e6)))
+    return replace(spec, shape=shape, eager_limit=65536, jitter=0.2, recv_at_completion=bool(rng.random() < 0.5))
+
+
+@mechanism("any_tag", "master-worker over 40 iterations with MPI_ANY_TAG receives: workers send a progress report "
+           "(its own tag) half-way through every second task, the master receives Recv(ANY_SOURCE, ANY_TAG) and "
+           "handles a report or a result by its tag; workers receive a task or a stop by tag", 6, 40)
+def _any_tag(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.2, shape=Shape(topology="none", farm=True, coll_every=0, any_tag=True))
+
+
 @mechanism("plain", "a random valid application per seed", 8, 30)
 def _plain(spec: CampaignSpec) -> CampaignSpec:
     rng = _rng(spec.seed, "plain")
@@ -958,7 +996,8 @@ def _timing(spec: CampaignSpec, machine: Machine, run: int, node_of_task: np.nda
         return INTRA_BW_FACTOR * bw if node_of_task[a] == node_of_task[b] else bw
 
     return Timing(ns_per_ins, 0.02, latency, bandwidth, speed, jitter=spec.jitter, rng=rng, os_noise_p=spec.os_noise_p,
-                  flush_every=spec.flush_every + 3 * run if spec.flush_run in (run, -2) else 0)
+                  flush_every=spec.flush_every + 3 * run if spec.flush_run in (run, -2) else 0,
+                  eager_limit=spec.eager_limit or float("inf"))
 
 
 def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:

@@ -5,15 +5,20 @@ program call by call in global time order (a discrete-event simulation), so what
 many times a polling loop tests, which message an ``MPI_ANY_SOURCE`` receive takes and which worker a master
 serves next all follow from when messages arrive, as in a real run. Nothing here knows what a merge looks for.
 
-A program is a generator per rank that yields :class:`Call` objects (the computation burst before the call, then
-the call) and receives the call's outcome: a ``Recv``/``Iprobe`` from ``ANY`` gets the source task index (``None``
-when an ``Iprobe`` found nothing), ``Waitany`` the request completed, ``Test``/``Testsome`` the requests completed
-(a tuple, maybe empty), ``Isend``/``Irecv`` their request id. A program ends with ``Call("END", ...)`` (the last
-burst, no call). Rules (MPI's): messages between two ranks on one (communicator, tag) are received in the order
-they were sent (non-overtaking: a later one never arrives earlier); a receive from a given source takes that
-channel's next message in the order the receives were posted; a receive from ``ANY`` takes the message that
-arrived first among the channels' next messages; sends are eager (buffered: an ``Isend`` request is complete at
-once); a collective on the world communicator ends for everyone ``cost`` after the last rank entered it.
+A program is a generator per rank that yields :class:`Call` objects (the computation burst before the call, then the
+call) and receives the call's outcome: a ``Recv``/``Iprobe`` from ``ANY`` gets the source task index (``None`` when
+an ``Iprobe`` found nothing; a ``Recv`` with tag ``ANY``, MPI_ANY_TAG, gets (source, bytes, tag)), ``Waitany`` the
+request completed, ``Test``/``Testsome`` the requests completed (a tuple, maybe empty), ``Isend``/``Irecv`` their
+request id. A program ends with ``Call("END", ...)`` (the last burst, no call). Rules (MPI's): messages between two
+ranks on one (communicator, tag) are received in the order they were sent (non-overtaking: a later one never arrives
+earlier); a receive from a given source takes that channel's next message in the order the receives were posted; a
+receive from ``ANY`` takes the message that arrived first among the channels' next messages; a collective on the
+world communicator ends for everyone ``cost`` after the last rank entered it. Sends up to ``Timing.eager_limit``
+bytes are eager (buffered: an ``Isend`` request is complete at once, an ``MPI_Send`` returns after the copy); larger
+ones use the **rendezvous** protocol, as MPI libraries do: the envelope travels first, the data only once the
+matching receive is posted (a reply travels back), so an ``MPI_Send`` blocks, and an ``Isend`` request stays
+pending, until the receiver has posted its receive: how long a send takes, and which call of the sender waits,
+follow the receiver's timing.
 
 Time: ns. The result (:class:`Execution`) holds per burst its rank, times, kernel, instructions, logical id, the
 call that closes it (name, exit, site, collective bytes/root); per message both ends' logical and physical times,
@@ -92,6 +97,7 @@ class Timing:
     test_ns: float = 250.0
     skew_ns: float = 400.0
     flush_every: int = 0  # the tracer flushes its buffer every this many calls of a rank (0: never)
+    eager_limit: float = float("inf")  # bytes: a larger message uses the rendezvous protocol
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
 
     def __post_init__(self) -> None:
@@ -135,6 +141,8 @@ class _Msg:
     r_l: float = -1.0  # logical receive: the receive was posted (Irecv's exit, Recv's entry)
     r_p: float = -1.0  # physical receive: exit of the call that completed it
     r_c: float = -1.0  # entry of the call that completed it
+    ready: float = -1.0  # when the receiver can match it: its arrival (eager), its envelope's (rendezvous)
+    xfer: float = 0.0  # rendezvous: the data's transfer time once the receive is posted (0: eager)
 
 
 @dataclass
@@ -217,6 +225,8 @@ class Executor:
                                                    "whole")}
         self.messages: list[_Msg] = []
         self.n_coll = 0
+        self.recv_posts: dict[tuple[int, int, int], list[float]] = {}  # channel -> post times of its receives
+        self.rdv_waiters: dict[int, list[int]] = {}  # id(message) -> ranks waiting for its rendezvous transfer
 
     # ------------------------------------------------------------------ scheduling
     def _push(self, r: _Rank, time: float) -> None:
@@ -289,15 +299,22 @@ class Executor:
     def _send(self, r: _Rank, peer: int, tag: int, size: int, exit: float) -> _Msg:
         key = (r.task, peer, tag)
         q = self.chan.setdefault(key, [])
-        arrival = r.entry + self.t.transfer_ns(r.task, peer, size)
-        if q:
+        transfer = self.t.transfer_ns(r.task, peer, size)
+        arrival = r.entry + transfer
+        if q and q[-1].arrival < INF:
             arrival = max(arrival, q[-1].arrival + 1.0)  # non-overtaking
-        m = _Msg(r.task, peer, tag, len(q), size, r.entry, exit, arrival)
+        m = _Msg(r.task, peer, tag, len(q), size, r.entry, exit, arrival, ready=arrival)
+        if size > self.t.eager_limit:  # rendezvous: the envelope now, the data once the receive is posted
+            m.arrival, m.xfer = INF, transfer
+            m.ready = r.entry + self.t.latency_ns(r.task, peer)
+            posts = self.recv_posts.get(key, [])
+            if m.k < len(posts):
+                self._rendezvous(m, posts[m.k])
         q.append(m)
         self.messages.append(m)
         for w in self.waiters.pop((*key, m.k), []):
             self._retry(self.ranks[w])
-        for w in self.any_waiters.get((peer, tag), []):
+        for w in (*self.any_waiters.get((peer, tag), []), *self.any_waiters.get((peer, ANY), [])):
             self._retry(self.ranks[w])
         return m
 
@@ -307,6 +324,10 @@ class Executor:
             key = (src, r.task, tag)
             req.chan_index = self.posted.get(key, 0)
             self.posted[key] = req.chan_index + 1
+            self.recv_posts.setdefault(key, []).append(r.entry)
+            q = self.chan.get(key, [])
+            if req.chan_index < len(q) and q[req.chan_index].arrival == INF:
+                self._rendezvous(q[req.chan_index], r.entry)
         else:
             self.any_posted.setdefault((r.task, tag), []).append(req)
         return req
@@ -318,7 +339,7 @@ class Executor:
         i = self.any_matched.get((dst, tag), 0)
         while i < len(posted) and (m := self._any_head(dst, tag, time)) is not None:
             posted[i].msg = m
-            self._take(m)
+            self._take(m, max(time, posted[i].posted))
             i += 1
         self.any_matched[(dst, tag)] = i
 
@@ -337,8 +358,12 @@ class Executor:
                 req.msg = q[req.chan_index]
         return req.msg
 
-    def _any_head(self, dst: int, tag: int, before: float) -> _Msg | None:
-        """The first-arrived next message to ``dst`` on ``tag`` over all sources (arrival <= ``before``)."""
+    def _any_head(self, dst: int, tag: int, before: float, src: int = ANY) -> _Msg | None:
+        """The first-arrived next message to ``dst`` on ``tag`` over all sources (arrival <= ``before``); with
+        ``tag`` :data:`ANY` (MPI_ANY_TAG), over every tag: from one source (``src``) its earliest-sent unmatched
+        message (MPI's non-overtaking order), if it has arrived; from ``ANY``, the first arrived among those."""
+        if tag == ANY:
+            return self._any_tag_head(dst, before, src)
         best = None
         for src in range(self.n):
             key = (src, dst, tag)
@@ -346,13 +371,40 @@ class Executor:
             if not q:
                 continue
             i = max(self.taken.get(key, 0), self.posted.get(key, 0))
-            if i < len(q) and q[i].arrival <= before and (best is None or q[i].arrival < best.arrival):
+            if i < len(q) and q[i].ready <= before and (best is None or q[i].ready < best.ready):
                 best = q[i]
         return best
 
-    def _take(self, m: _Msg) -> None:
+    def _any_tag_head(self, dst: int, before: float, src: int) -> _Msg | None:
+        heads: dict[int, _Msg] = {}  # per source, its earliest-sent unmatched message on any tag
+        for key, q in self.chan.items():
+            if key[1] != dst or (src != ANY and key[0] != src):
+                continue
+            i = max(self.taken.get(key, 0), self.posted.get(key, 0))
+            if i < len(q) and (key[0] not in heads or q[i].s_l < heads[key[0]].s_l):
+                heads[key[0]] = q[i]
+        ready = [m for m in heads.values() if m.ready <= before]
+        return min(ready, key=lambda m: (m.ready, m.src)) if ready else None
+
+    def _take(self, m: _Msg, time: float) -> None:
+        """An ANY_SOURCE receive takes ``m`` at ``time`` (a rendezvous message's data starts then)."""
         key = (m.src, m.dst, m.tag)
         self.taken[key] = max(self.taken.get(key, 0), m.k + 1)
+        if m.arrival == INF:
+            self._rendezvous(m, time)
+
+    def _rendezvous(self, m: _Msg, posted: float) -> None:
+        """The receive of rendezvous message ``m`` is posted at ``posted``: the receiver's reply travels back,
+        then the data; wake the ranks waiting for it."""
+        start = max(m.ready, posted) + self.t.latency_ns(m.dst, m.src)
+        m.arrival = start + m.xfer
+        for w in self.rdv_waiters.pop(id(m), []):
+            self._retry(self.ranks[w])
+
+    def _wait_rendezvous(self, r: _Rank, m: _Msg) -> None:
+        ws = self.rdv_waiters.setdefault(id(m), [])
+        if r.task not in ws:
+            ws.append(r.task)
 
     # ------------------------------------------------------------------ calls
     def run(self) -> Execution:
@@ -383,6 +435,11 @@ class Executor:
             if name == "MPI_Isend":
                 r.reqs.append(_Req("send", r.task, c.peer, c.tag, r.entry, m))
                 self._finish(r, exit, len(r.reqs) - 1)
+            elif m.xfer:  # a rendezvous send returns once its data has gone
+                r.reqs.append(_Req("send", r.task, c.peer, c.tag, r.entry, m))
+                c.reqs = (len(r.reqs) - 1,)
+                r.wait = "msgs"
+                self._retry(r)
             else:
                 self._finish(r, exit)
         elif name == "MPI_Irecv":
@@ -390,7 +447,7 @@ class Executor:
             r.reqs[-1].posted = r.entry + t.call_ns  # Extrae's logical receive: the Irecv's exit
             self._finish(r, r.entry + t.call_ns, len(r.reqs) - 1)
         elif name == "MPI_Recv":
-            if c.peer == ANY:
+            if c.peer == ANY or c.tag == ANY:  # matched by arrival (ANY_TAG: one source's messages in order)
                 r.wait = "any"
                 self._decide(r, r.entry)
             else:
@@ -432,7 +489,7 @@ class Executor:
             self._complete(r, done, exit)
             self._finish(r, exit, tuple(done))
         elif name == "MPI_Iprobe":
-            m = self._any_head(r.task, c.tag, r.entry) if c.peer == ANY else None
+            m = self._any_head(r.task, c.tag, r.entry, c.peer) if ANY in (c.peer, c.tag) else None
             self._finish(r, r.entry + t.test_ns, None if m is None else m.src)
         elif name in COLLECTIVES:
             r.wait = "coll"
@@ -472,7 +529,7 @@ class Executor:
     def _ready_at(self, q: _Req) -> float:
         """When request ``q`` can complete (INF: not known yet)."""
         if q.kind == "send":
-            return q.posted
+            return q.posted if not q.msg.xfer else q.msg.arrival
         if q.kind == "coll":
             return INF if q.coll.done_at is None else q.coll.done_at
         if q.src == ANY:
@@ -499,7 +556,13 @@ class Executor:
             latest = r.entry
             for i in c.reqs:
                 q = r.reqs[i]
-                if q.done or q.kind == "send":
+                if q.done or (q.kind == "send" and not q.msg.xfer):
+                    continue
+                if q.kind == "send":  # rendezvous: done once its data has gone
+                    if q.msg.arrival == INF:
+                        self._wait_rendezvous(r, q.msg)
+                        return
+                    latest = max(latest, q.msg.arrival)
                     continue
                 if q.kind == "coll":
                     if q.coll.done_at is None:
@@ -514,6 +577,8 @@ class Executor:
                     return
                 latest = max(latest, m.arrival)
             exit = latest + self.t.call_ns + (0.0 if latest == r.entry else 150.0)
+            if c.name == "MPI_Send":  # a rendezvous send: its physical send is its exit
+                r.reqs[c.reqs[0]].msg.s_p = exit
             self._complete(r, [i for i in c.reqs if not r.reqs[i].done], exit)
             m = r.reqs[c.reqs[0]].msg if c.name == "MPI_Recv" else None
             self._finish(r, exit, None if m is None else (m.src, m.size))
@@ -529,15 +594,20 @@ class Executor:
     def _candidate(self, r: _Rank) -> float:
         c = r.call
         if r.wait == "any":
-            m = self._any_head(r.task, c.tag, INF)
-            return INF if m is None else m.arrival
+            m = self._any_head(r.task, c.tag, INF, c.peer)
+            return INF if m is None else m.ready
         best = INF
         for i in c.reqs:
             q = r.reqs[i]
             if q.done:
                 continue
             if q.kind == "send":
-                return r.entry
+                if not q.msg.xfer:
+                    return r.entry
+                if q.msg.arrival == INF:
+                    self._wait_rendezvous(r, q.msg)
+                best = min(best, q.msg.arrival)
+                continue
             if q.kind == "coll":
                 if q.coll.done_at is None:
                     if r.task not in q.coll.waiters:
@@ -550,7 +620,7 @@ class Executor:
                 if r.task not in ws:
                     ws.append(r.task)
                 head = self._any_head(r.task, q.tag, INF)
-                best = min(best, INF if head is None else head.arrival)
+                best = min(best, INF if head is None else head.ready)
                 continue
             m = self._msg_of(q)
             if m is None:
@@ -564,7 +634,7 @@ class Executor:
         arrives by then is known."""
         c = r.call
         if r.wait == "any":
-            m = self._any_head(r.task, c.tag, max(time, r.entry))
+            m = self._any_head(r.task, c.tag, max(time, r.entry), c.peer)
             if m is None:
                 ws = self.any_waiters.setdefault((r.task, c.tag), [])
                 if r.task not in ws:
@@ -574,10 +644,10 @@ class Executor:
             ws = self.any_waiters.get((r.task, c.tag), [])
             if r.task in ws:
                 ws.remove(r.task)
-            self._take(m)
+            self._take(m, max(time, r.entry))
             exit = max(r.entry, m.arrival) + self.t.call_ns
             m.r_l, m.r_p, m.r_c = r.entry, exit, r.entry
-            self._finish(r, exit, (m.src, m.size))
+            self._finish(r, exit, (m.src, m.size, m.tag) if c.tag == ANY else (m.src, m.size))
             return
         # Waitany: the pending request that completed first; Waitsome: every one completed by then
         now = max(time, r.entry)
@@ -590,7 +660,7 @@ class Executor:
                 self._candidate(r)  # registers the rank with the senders it waits for
                 heads = [self._any_head(r.task, r.reqs[i].tag, INF) for i in pending
                          if r.reqs[i].src == ANY and r.reqs[i].msg is None]
-                later += [m.arrival for m in heads if m is not None and m.arrival > now]
+                later += [m.ready for m in heads if m is not None and m.ready > now]
                 self._push(r, min(later, default=INF))
                 return
             exit = max([r.entry, *ready]) + self.t.call_ns

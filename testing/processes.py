@@ -9,9 +9,16 @@ from pathlib import Path
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process, in seconds (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a live process and its live descendants, in seconds (Linux /proc).
+    [helper security, issue 23 F3: `sql` computes in a child process]"""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):  # it ended meanwhile
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(c) for c in children)
 
 
 def ctrl_c_when_busy(p: subprocess.Popen, cpu_s: float, timeout_s: float = 300) -> tuple[str, str]:

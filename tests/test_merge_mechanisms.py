@@ -31,12 +31,13 @@ PLAIN_SEEDS = [103, 1, 48, 2, 105, 147]
 #: what the merge of issue 22 (merge-core) gets right so far: no xfail mark
 PASSING = {"completion", "completion_at_wait", "checkpoint", "ring", 103, 1, 2, 105,
            # merge-align: the work on an arrived message paired by that message, iterations placed by messages
-           "torus", "no_callers", "one_site", "varying_rates", "placement", "pairs8", 48, 147}
+           "torus", "no_callers", "one_site", "varying_rates", "placement", "pairs8", 48, 147,
+           # merge-iter: iterations one run has more of placed by the iterations' work, ranks tied by their messages
+           "extra_inner", "missing_inner", "repeated", "extra_varying"}
 
 
 #: not yet right but honest about it (never `ok` below 99 %): the honesty is asserted, the share expected to fail
-HONEST_SHORT = {"polling", "extra_inner", "missing_inner", "repeated", "extra_varying", "master_worker", "single10",
-                "inner_counts"}
+HONEST_SHORT = {"polling", "master_worker", "single10"}
 
 
 def _marks(key, slow: bool = False) -> list:

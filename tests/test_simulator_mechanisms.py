@@ -419,3 +419,79 @@ def test_renumbered_run_keeps_the_logical_messages_under_its_permutation(sims, n
                                            "tag", "k", "size")
     m1 = _logical_messages(runs[1]).select("s_task", "r_task", "tag", "k", "size")
     assert m0.sort(m0.columns).equals(m1.sort(m0.columns).cast(m0.schema))
+
+
+def _rows(ex, task: int, call: str) -> list[tuple[float, float]]:
+    """(entry, exit) of every ``call`` of ``task`` in an execution."""
+    b = ex.bursts
+    return [(e, x) for t, c, e, x in zip(b["task"], b["call"], b["end"], b["exit"]) if t == task and c == call]
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_rendezvous_send_waits_for_the_posted_receive(blocking):
+    """Above the eager limit a send's data leaves only once the receive is posted: an MPI_Send (or the Wait of an
+    Isend) returns after the receiver, busy for 50 us, posts its receive; below it, at once."""
+    def sender(size: int):
+        if blocking:
+            yield Call("MPI_Send", 0, 10.0, 1, peer=1, tag=1, size=size)
+        else:
+            req = yield Call("MPI_Isend", 0, 10.0, 1, peer=1, tag=1, size=size)
+            yield Call("MPI_Wait", 0, 10.0, 2, reqs=(req,))
+        yield Call("END", 0, 10.0, 3)
+
+    def receiver():
+        yield Call("MPI_Recv", 0, 100_000.0, 10, peer=0, tag=1)  # 50 us of work first
+        yield Call("END", 0, 10.0, 11)
+
+    done = "MPI_Send" if blocking else "MPI_Wait"
+    for size, waits in ((1 << 20, True), (1 << 10, False)):
+        t = _timing(2)
+        t.eager_limit = 64 * 1024
+        ex = Executor([sender(size), receiver()], t, np.zeros(2)).run()
+        (_, sent), = _rows(ex, 0, done)
+        (posted, got), = _rows(ex, 1, "MPI_Recv")
+        assert bool(sent > posted) == waits
+        assert got > posted + (1 << 20) / 10.0 * 0.9 if waits else got < posted + 1000.0 + (1 << 10)
+    # the receive side of an ANY_SOURCE receive matches the envelope, then the data comes
+    ex_any = []
+
+    def any_receiver():
+        src, size = yield Call("MPI_Recv", 0, 100_000.0, 10, peer=ANY, tag=1)
+        ex_any.append((src, size))
+        yield Call("END", 0, 10.0, 11)
+    t = _timing(2)
+    t.eager_limit = 64 * 1024
+    Executor([sender(1 << 20), any_receiver()], t, np.zeros(2)).run()
+    assert ex_any == [(0, 1 << 20)]
+
+
+def test_rendezvous_campaign_makes_the_same_large_sends_in_both_runs(sims):
+    """The rendezvous mechanism: both runs send the same messages above the eager limit (the protocol changes when
+    a send returns, never which messages there are)."""
+    c = sims("rendezvous", ranks=6, iterations=8)
+    assert c.spec.eager_limit == 65536
+    big = [_calls(c, r).filter(pl.col("bytes_sent") > 65536) for r in range(2)]
+    assert big[0].height and big[0].height == big[1].height
+
+
+def test_any_tag_receives_take_one_source_in_send_order_and_say_the_tag():
+    """MPI_ANY_TAG: from one source, messages of any tag are received in the order they were sent (non-overtaking),
+    even when a later small one arrives before an earlier large one; the outcome names the tag. From ANY_SOURCE,
+    the first to arrive."""
+    def sender(delay: float):
+        yield Call("MPI_Send", 0, delay, 1, peer=2, tag=7, size=4_000_000)
+        yield Call("MPI_Send", 0, 10.0, 2, peer=2, tag=8, size=8)
+        yield Call("END", 0, 10.0, 3)
+
+    got = []
+
+    def receiver():
+        for i in range(2):
+            got.append((yield Call("MPI_Recv", 0, 10.0, 10 + i, peer=0, tag=ANY)))
+        for i in range(2):
+            got.append((yield Call("MPI_Recv", 0, 10.0, 20 + i, peer=ANY, tag=ANY)))
+        yield Call("END", 0, 10.0, 30)
+
+    Executor([sender(10.0), sender(1e6), receiver()], _timing(3), np.zeros(3)).run()
+    assert got[:2] == [(0, 4_000_000, 7), (0, 8, 8)]
+    assert got[2:] == [(1, 4_000_000, 7), (1, 8, 8)]

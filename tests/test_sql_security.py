@@ -372,7 +372,8 @@ def test_a_query_under_a_writer_faster_than_its_reads_is_answered(sealed_wh, tmp
     shutil.copytree(victim, saved)
     joined = "SELECT count(DISTINCT r.run_id), count(*) FROM bursts b JOIN runs r USING (run_id)"
     before = sql.query_rows(wh, joined)[1]
-    real_connect, real_listing, attempts = sql.connect, getattr(sql, "view_files", None), []
+    real_connect, real_listing = sql.connect, getattr(sql, "view_files", None)
+    attempts = tmp_path / "attempts"  # a file: the query runs in a child process
 
     def store_then_list(*args, **kwargs):  # the listing of the earlier code (the query's own, by name)
         if not victim.exists():
@@ -381,7 +382,8 @@ def test_a_query_under_a_writer_faster_than_its_reads_is_answered(sealed_wh, tmp
         return real_listing(*args, **kwargs)
 
     def connect_then_rm(*args, **kwargs):
-        attempts.append(1)
+        with attempts.open("a") as f:
+            f.write("1\n")
         con = real_connect(*args, **kwargs)
         wh.remove(victim)
         return con
@@ -389,7 +391,7 @@ def test_a_query_under_a_writer_faster_than_its_reads_is_answered(sealed_wh, tmp
     monkeypatch.setattr(sql, "view_files", store_then_list, raising=False)
     monkeypatch.setattr(sql, "connect", connect_then_rm)
     assert sql.query_rows(wh, joined)[1] == before == [(2, 2988)]
-    assert len(attempts) == 1
+    assert attempts.read_text() == "1\n"
 
 def test_a_damaged_file_is_named_by_its_warehouse_path(sealed_wh, tmp_path):
     """The query reads the files it pinned (through descriptors); an error about one still names the file as it
@@ -415,18 +417,18 @@ def test_a_run_replaced_while_the_query_links_it_is_read_whole(sealed_wh, tmp_pa
     wh = _copy_of(sealed_wh, tmp_path)
     victim = next(wh.runs_dir.iterdir())
     n_victim = pl.scan_parquet(victim / "bursts" / "*.parquet").select(pl.len()).collect().item()
-    real_link, swapped = os.link, []
+    real_link, swapped = os.link, tmp_path / "swapped"  # a file: the query runs in a child process
 
     def swap_then_link(*args, **kwargs):
-        if not swapped:
-            swapped.append(1)
+        if not swapped.exists():
+            swapped.touch()
             with wh.staged(victim, replace=True) as stage:  # the new version of the run: no bursts
                 shutil.copy(victim / "run.parquet", stage / "run.parquet")
         return real_link(*args, **kwargs)
 
     monkeypatch.setattr(os, "link", swap_then_link)
     runs, bursts = sql.query_rows(wh, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts)")[1][0]
-    assert swapped and (runs, bursts) in ((2, 2988), (2, 2988 - n_victim))
+    assert swapped.exists() and (runs, bursts) in ((2, 2988), (2, 2988 - n_victim))
     assert list(wh.staging_dir.iterdir()) == []
 
 
@@ -492,3 +494,149 @@ def test_a_query_over_more_runs_than_open_files_allowed(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     n_bursts = pl.scan_parquet(next(wh.runs_dir.iterdir()) / "bursts" / "*.parquet").select(pl.len()).collect().item()
     assert proc.stdout.strip() == str([(150 * n_bursts,)])
+
+
+# ------------------------------------------------------------------ issue 23 F3 (memory outside DuckDB's accounting)
+_PEAK_OF_SQL = """
+import resource, subprocess, sys
+proc = subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", "sql", *sys.argv[1:]], capture_output=True,
+                      text=True)
+sys.stdout.write(proc.stderr)
+print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_a_huge_scalar_is_held_to_the_memory_limit(sealed_wh):
+    """F3 (found by the attack rerun): DuckDB builds one scalar outside its memory limit; `repeat('x', 1 << 30)` took
+    1 GiB at `--memory-limit 64MiB` and was answered (2.1 GB peak as CSV), `length(range(1 << 28))` 14.7 GB in
+    196 s. The query now ends in one memory-limit line, and no process of the command grew past its cap; a scalar
+    within the limit is answered."""
+    import subprocess
+    import sys
+
+    for hog in ("SELECT length(repeat('x', 1 << 30)) AS n", "SELECT length(range(1 << 28)) AS n"):
+        proc = subprocess.run([sys.executable, "-c", _PEAK_OF_SQL, hog, "-w", str(sealed_wh), "--memory-limit",
+                               "64MiB", "-f", "csv"], capture_output=True, text=True, timeout=600)
+        *err, last = proc.stdout.splitlines()
+        code, peak_mb = map(int, last.split())
+        assert code == 2 and len(err) == 1 and "--memory-limit" in err[0] and "Traceback" not in err[0], proc.stdout
+        assert peak_mb < 768, (hog, peak_mb)
+    code, _, err = (lambda p: (p.returncode, p.stdout, p.stderr))(subprocess.run(
+        [sys.executable, "-m", "synthtrace.pipelines.cli", "sql", "SELECT length(repeat('x', 1 << 26)) AS n", "-w",
+         str(sealed_wh), "--memory-limit", "256MiB", "-f", "csv"], capture_output=True, text=True, timeout=600))
+    assert code == 0, err
+
+
+def test_a_query_after_polars_work_in_the_same_process_is_answered(tmp_path):
+    """The query runs in a forked child, which has none of the threads of the parent's Polars pool: a view built
+    there through Polars (the empty, typed `runs` view of a warehouse with nothing ingested) would wait for ever.
+    Python API callers (a notebook, a flow) have used Polars before they query."""
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import query_rows
+
+    wh = Warehouse(tmp_path / "wh").ensure()
+    frame = pl.DataFrame({"a": range(2_000_000)}).with_columns(b=pl.col("a") * 2)
+    assert frame.group_by(pl.col("a") % 7).agg(pl.col("b").sum()).height == 7  # the pool is started
+    assert query_rows(wh, "SELECT count(*) FROM runs, bursts", timeout_s=120)[1] == [(0,)]
+
+
+def test_the_links_of_a_killed_query_process_left_unreaped_are_removed(sealed_wh, tmp_path):
+    """Found by the kill family after F3: a query process killed with its caller (PR_SET_PDEATHSIG) stays a zombie
+    where nobody reaps orphans (a container's first process), and its links counted as those of a live query:
+    they stayed in `.staging` for good. A zombie holds nothing; the next query removes them."""
+    import os
+
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child ends at once, and stays a zombie until reaped below
+        os._exit(0)
+    try:
+        while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            pass
+        left = wh.staging_dir / f"query.0123456789ab.{pid}"
+        left.mkdir()
+        (left / "0.parquet").hardlink_to(_run_parquet(wh.root))
+        assert sql.query_rows(wh, "SELECT count(*) FROM runs")[1] == [(2,)]
+        assert list(wh.staging_dir.iterdir()) == []
+    finally:
+        os.waitpid(pid, 0)
+
+
+def test_the_regression_history_racing_runs_rm_reads_the_state_it_started_on(sealed_wh, tmp_path, monkeypatch):
+    """The nightly regression history (warehouse/history.py) read the files by their paths: a `runs rm` landing
+    between its listing and its read failed the night (DuckDB retried the vanished file as a glob outside the
+    allowed paths). It now holds the files as `synthtrace sql` does: the state it started on, both runs whole."""
+    import synthtrace.warehouse.history as history
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    before = history.site_rank_table(wh)
+    victim = next(wh.runs_dir.iterdir())
+    real_connect = history.connect
+
+    def connect_then_rm(*args, **kwargs):
+        con = real_connect(*args, **kwargs)
+        if victim.exists():
+            wh.remove(victim)  # `runs rm` lands after the listing, before the read
+        return con
+
+    monkeypatch.setattr(history, "connect", connect_then_rm)
+    during = history.site_rank_table(wh)
+    assert not victim.exists() and during["run_id"].n_unique() == 2
+    assert during.equals(before)
+    assert list(wh.staging_dir.iterdir()) == []
+
+
+def test_a_shell_data_limit_below_the_query_cap_is_kept(sealed_wh):
+    """Fresh attack after F3: under a batch job's `ulimit -d` (hard) below the query's cap, the query process
+    asked for more than its hard limit and died before it could say why ('the child process ended by exit status
+    1' for `SELECT 1`). The cap is now the hard limit where that is lower: small queries are answered, a query
+    past it ends in the memory-limit line."""
+    import resource
+    import subprocess
+    import sys
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (700 << 20, 700 << 20))
+
+    def sql(statement: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", "sql", statement, "-w",
+                               str(sealed_wh), "-f", "csv"], capture_output=True, text=True, timeout=600,
+                              preexec_fn=low_limit)
+
+    small = sql("SELECT count(*) AS n FROM runs")
+    assert small.returncode == 0 and small.stdout.splitlines()[1] == "2", small.stderr
+    hog = sql("SELECT length(repeat('x', 1 << 30)) AS n")
+    assert hog.returncode == 2 and "--memory-limit" in hog.stderr and len(hog.stderr.splitlines()) == 1, hog.stderr
+
+
+def test_a_memory_limit_no_machine_has_is_one_line_naming_it(sealed_wh, run_cli):
+    """Fresh attack after F3: `--memory-limit 99999999999TiB` overflowed the kernel's limit in the query process
+    ('query failed: the child process ended by exit status 1')."""
+    for option in ("--memory-limit", "--temp-limit"):
+        code, _, err = run_cli("sql", "SELECT 1", "-w", sealed_wh, option, "99999999999TiB")
+        assert code == 2 and f"{option} '99999999999TiB': at most" in err and len(err.splitlines()) == 1, err
+
+
+def test_the_spill_of_a_killed_query_is_removed_by_the_next(sealed_wh, tmp_path, monkeypatch):
+    """Fresh attack after F3: `kill -9` of a `sql` that spilled (a sort past --memory-limit) left its spill folder,
+    up to --temp-limit (8 GiB by default), in the temporary folder for good; killed again and again, the disk
+    fills. The next query removes the spill of a query whose process is gone (this user's), never a live one's."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    import synthtrace.warehouse.sql as sql
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # a pid that has surely ended
+    dead, live = tmp_path / f"synthtrace-sql-0123abcd.{proc.pid}", tmp_path / f"synthtrace-sql-4567cdef.{os.getpid()}"
+    for left in (dead, live):
+        left.mkdir()
+        (left / "duckdb_temp_storage-0.tmp").write_bytes(b"\0" * 4096)
+    assert sql.query_rows(sql.Warehouse(sealed_wh), "SELECT count(*) FROM runs")[1] == [(2,)]
+    assert not dead.exists() and live.exists()

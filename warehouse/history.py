@@ -30,6 +30,7 @@ import polars as pl
 from synthtrace.tracelib.domain.counters import ROLES
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.messages import COMPLETION_CALLS
+from synthtrace.warehouse import snapshot
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.catalog import connect
 from synthtrace.warehouse.errors import UnknownExperimentError
@@ -39,6 +40,8 @@ from synthtrace.warehouse.layout import Warehouse
 HISTORY_ROLES: tuple[str, ...] = ("ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm", "br_ins", "br_msp", "fp_ins", "vec_ins",
                                   "l1_icm")
 END_OF_THREAD = "(end of thread)"
+#: the views the history reads
+HISTORY_VIEWS: tuple[str, ...] = ("runs", "bursts", "mpi_calls", "mpi_messages")
 #: MPI calls that poll (the test family and the nonblocking probes of the MPI call catalogue): the bursts between
 #: repeated polls at one site are one logical region with the compute before the first poll
 POLLING_CALLS: tuple[str, ...] = calls_with(roles=("test",)) + calls_with(roles=("probe",), blocking=False)
@@ -146,35 +149,48 @@ def site_rank_table(wh: Warehouse, app: str | list[str] | None = None) -> pl.Dat
     compute_ns (sum), compute_med_ns (median per visit), mpi_ns, mpi_med_ns,
     mpi_calls, mpi_bytes and one column per role of :data:`HISTORY_ROLES`. Empty when nothing is ingested.
     A thread of any application of the trace (``appl``) is one unit; "rank" below means such a unit.
+
+    The warehouse is read as it was when the table was started (the files held as ``synthtrace sql`` holds them,
+    :mod:`~synthtrace.warehouse.snapshot`): a run removed or replaced meanwhile is read whole, old or new.
     """
-    con = connect(wh)
-    try:
-        cols = [r[0] for r in con.sql("DESCRIBE bursts").fetchall()]
-        has_calls = has_view(con, "mpi_calls")
-        names = [app] if isinstance(app, str) else app
-        where = f"WHERE app IN ({', '.join(_literal(a) for a in names)})" if names else ""
-        roles = ", ".join(_role_sql(r, cols) for r in HISTORY_ROLES)
-        sums = ", ".join(f"sum({r}) AS {r}" for r in HISTORY_ROLES)
-        bursts = _regions("bursts", "burst_seq", f"coalesce(x.call_site, x.mpi_call, {_literal(END_OF_THREAD)})", roles)
-        calls = _regions("cm", "call_seq", "coalesce(x.call_site, x.mpi_call)", "x.posted_bytes AS bytes")
-        calls_cte = (
-            f"""{_posted_bytes_cte(has_view(con, "mpi_messages"))},
+    with snapshot.pinned(wh, HISTORY_VIEWS) as snap:
+        con = connect(wh, views=HISTORY_VIEWS, files=snap.files, also_allowed=snap.originals)
+        try:
+            return _site_rank_table(con, app)
+        except duckdb.CatalogException:  # no bursts view: nothing ingested
+            return pl.DataFrame()
+        finally:
+            con.close()
+
+
+def _site_rank_table(con: duckdb.DuckDBPyConnection, app: str | list[str] | None) -> pl.DataFrame:
+    """:func:`site_rank_table` on the connection ``con``."""
+    cols = [r[0] for r in con.sql("DESCRIBE bursts").fetchall()]
+    has_calls = has_view(con, "mpi_calls")
+    names = [app] if isinstance(app, str) else app
+    where = f"WHERE app IN ({', '.join(_literal(a) for a in names)})" if names else ""
+    roles = ", ".join(_role_sql(r, cols) for r in HISTORY_ROLES)
+    sums = ", ".join(f"sum({r}) AS {r}" for r in HISTORY_ROLES)
+    bursts = _regions("bursts", "burst_seq", f"coalesce(x.call_site, x.mpi_call, {_literal(END_OF_THREAD)})", roles)
+    calls = _regions("cm", "call_seq", "coalesce(x.call_site, x.mpi_call)", "x.posted_bytes AS bytes")
+    calls_cte = (
+        f"""{_posted_bytes_cte(has_view(con, "mpi_messages"))},
 cr AS (SELECT run_id, call_site, appl, task, thread, region_, count(*) AS n,
-         sum(duration_ns)::DOUBLE AS dur, sum(bytes)::DOUBLE AS bytes FROM {calls} GROUP BY ALL),
+     sum(duration_ns)::DOUBLE AS dur, sum(bytes)::DOUBLE AS bytes FROM {calls} GROUP BY ALL),
 c AS (SELECT run_id, call_site, appl, task, thread, sum(n) AS mpi_calls, sum(dur) AS mpi_ns, median(dur) AS mpi_med_ns,
-         sum(bytes) AS mpi_bytes FROM cr GROUP BY ALL)"""
-            if has_calls
-            else "c AS (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS call_site, NULL::INTEGER AS appl, "
-            "NULL::INTEGER AS task, NULL::INTEGER AS thread, "
-            "NULL::BIGINT AS mpi_calls, NULL::DOUBLE AS mpi_ns, NULL::DOUBLE AS mpi_med_ns, NULL::DOUBLE AS mpi_bytes "
-            "WHERE false)"
-        )
-        sql = f"""
+     sum(bytes) AS mpi_bytes FROM cr GROUP BY ALL)"""
+        if has_calls
+        else "c AS (SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS call_site, NULL::INTEGER AS appl, "
+        "NULL::INTEGER AS task, NULL::INTEGER AS thread, "
+        "NULL::BIGINT AS mpi_calls, NULL::DOUBLE AS mpi_ns, NULL::DOUBLE AS mpi_med_ns, NULL::DOUBLE AS mpi_bytes "
+        "WHERE false)"
+    )
+    sql = f"""
 WITH r AS (SELECT run_id, app, experiment, started_at, n_tasks, n_threads FROM runs {where}),
 br AS (SELECT run_id, call_site, appl, task, thread, region_, sum(duration_ns)::DOUBLE AS dur, {sums}
        FROM {bursts} GROUP BY ALL),
 b AS (SELECT run_id, call_site, appl, task, thread, count(*) AS visits, sum(dur) AS compute_ns,
-             median(dur) AS compute_med_ns, {sums} FROM br GROUP BY ALL),
+         median(dur) AS compute_med_ns, {sums} FROM br GROUP BY ALL),
 {calls_cte}
 SELECT r.app, r.experiment, r.run_id, r.started_at, r.n_tasks, r.n_threads, b.call_site, b.appl, b.task, b.thread,
        b.visits,
@@ -184,8 +200,4 @@ SELECT r.app, r.experiment, r.run_id, r.started_at, r.n_tasks, r.n_threads, b.ca
 FROM b JOIN r USING (run_id) LEFT JOIN c ON c.run_id = b.run_id AND c.call_site = b.call_site AND c.appl = b.appl
      AND c.task = b.task AND c.thread = b.thread
 ORDER BY r.app, r.started_at, r.run_id, b.call_site, b.appl, b.task, b.thread"""
-        return pl.from_arrow(con.sql(sql).to_arrow_table())
-    except duckdb.CatalogException:  # no bursts view: nothing ingested
-        return pl.DataFrame()
-    finally:
-        con.close()
+    return pl.from_arrow(con.sql(sql).to_arrow_table())

@@ -350,14 +350,19 @@ def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    """True while process ``pid`` exists (another user's counts)."""
+    """True while process ``pid`` exists (another user's counts) and is not a zombie: a process killed after its
+    parent (a query process whose caller was killed) stays one for as long as nobody reaps it, which in a
+    container whose first process reaps nothing is for ever."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):  # no /proc (not Linux), or it ended meanwhile
+        return True
 
 
 def _fsync_tree(root: Path) -> None:

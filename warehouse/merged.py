@@ -9,18 +9,152 @@
 The three files are written together with ``experiment.json`` (the reference run and the merge options) by
 :meth:`Experiment.commit_merge <synthtrace.warehouse.experiment.Experiment.commit_merge>`, so re-merging replaces the
 merged data whole and a reader sees the old merge or the new one, never a mix; the merge itself (load, merge,
-commit) is :func:`synthtrace.pipelines.jobs.merge_experiment`.
+commit) is :func:`synthtrace.pipelines.jobs.merge_experiment`, which reads the runs through :func:`merge_stored`:
+whole (:func:`synthtrace.tracelib.merge.merge_runs.merge_runs`) when they are small, a group of tasks at a time
+(:func:`synthtrace.tracelib.merge.partitioned.merge_partitioned` on :class:`StoredRun`, the runs' Parquet tables read
+with a predicate on the task) when their bursts exceed ``PARTITION_BURSTS``: the same result in bounded memory.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import polars as pl
 
 from synthtrace.tracelib.errors import SynthtraceError
 from synthtrace.tracelib.formats.source import is_paraver
-from synthtrace.tracelib.merge.merge_runs import MergeResult
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult, RunTables, merge_runs
+from synthtrace.tracelib.merge.messages import message_counts
+from synthtrace.tracelib.merge.ranks import WORK, profile_rows
+from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.thread_key import task_key
 from synthtrace.warehouse.experiment import Experiment
+from synthtrace.warehouse.layout import Warehouse
+
+#: an experiment whose runs hold more bursts than this (all runs) is merged a group of tasks at a time
+PARTITION_BURSTS = 2_000_000
+#: bursts (all runs) one group of a partitioned merge loads at once, its tasks' partners included (about 1 kB each
+#: while aligned)
+GROUP_BURSTS = 400_000
+
+
+class StoredRun:
+    """One stored run read a group of tasks at a time (:class:`synthtrace.tracelib.merge.partitioned.RunSource`):
+    its ``bursts/`` parts, ``mpi_calls.parquet`` and ``messages.parquet`` scanned with a predicate on the task, so
+    only the rows of the tasks asked for are held; the compact tables (threads, counters, logical message counts
+    from ``mpi_messages.parquet``) are aggregated while scanning."""
+
+    def __init__(self, wh: Warehouse, run_id: str, run_name: str):
+        self.run_id, self.run_name = run_id, run_name
+        self.dir = wh.run_dir(run_id)
+        self._threads: pl.DataFrame | None = None
+
+    def _bursts(self) -> pl.LazyFrame:
+        parts = sorted((self.dir / "bursts").glob("*.parquet"))
+        return pl.concat([pl.scan_parquet(p) for p in parts], how="diagonal_relaxed")
+
+    def threads(self) -> pl.DataFrame:
+        if self._threads is None:
+            self._threads = (self._bursts().group_by(*THREAD_KEYS).agg(pl.len().alias("bursts"))
+                             .sort(*THREAD_KEYS).collect())
+        return self._threads
+
+    def counters(self) -> list[str]:
+        b = self._bursts()
+        cols = counter_columns(b)
+        got = b.select(pl.col(c).is_not_null().any() for c in cols).collect().row(0) if cols else ()
+        return [c for c, has in zip(cols, got) if has]
+
+    def message_counts(self) -> pl.DataFrame:
+        logical = self.dir / "mpi_messages.parquet"
+        return message_counts(pl.scan_parquet(logical)).collect()
+
+    def _chunks(self, size: int = 200_000) -> Iterator[list[int]]:
+        """Packed keys of consecutive tasks, about ``size`` bursts a chunk."""
+        per = self.threads().group_by(task_key().alias("k")).agg(pl.col("bursts").sum()).sort("k")
+        chunk, n = [], 0
+        for k, b in per.iter_rows():
+            if chunk and n + b > size:
+                yield chunk
+                chunk, n = [], 0
+            chunk.append(k)
+            n += b
+        if chunk:
+            yield chunk
+
+    def profile_rows(self) -> pl.DataFrame:
+        b = self._bursts()
+        have = b.collect_schema().names()
+        cols = [*THREAD_KEYS, "burst_seq", "mpi_call", "call_site", "duration_ns", *[c for c in WORK if c in have]]
+        return pl.concat([profile_rows(b.select(cols).filter(task_key().is_in(keys)).collect()
+                                       .sort(*THREAD_KEYS, "burst_seq")) for keys in self._chunks()])
+
+    def load(self, tasks: Sequence[int]) -> RunTables:
+        keys = list(tasks)
+        bursts = self._bursts().filter(task_key().is_in(keys)).collect().sort(*THREAD_KEYS, "burst_seq")
+        calls_file = self.dir / "mpi_calls.parquet"
+        calls = (pl.scan_parquet(calls_file).filter(task_key().is_in(keys)).collect()
+                 .sort(*THREAD_KEYS, "call_seq") if calls_file.is_file() else pl.DataFrame())
+        records_file = self.dir / "messages.parquet"
+        records = (pl.scan_parquet(records_file).filter(task_key("s_appl", "s_task").is_in(keys)
+                                                        | task_key("r_appl", "r_task").is_in(keys)).collect()
+                   if records_file.is_file() else None)
+        return RunTables(self.run_id, self.run_name, bursts, calls, records)
+
+
+def _partitionable(exp: Experiment) -> bool:
+    """Whether the runs can be read a group of tasks at a time: logical messages stored, no uncore samples (their
+    DRAM_CAS is apportioned over a node's bursts)."""
+    return all((exp.wh.run_dir(r) / "mpi_messages.parquet").is_file()
+               and not any((exp.wh.run_dir(r) / "uncore").glob("*.parquet")) for r in exp.run_ids)
+
+
+def stored_bursts(exp: Experiment) -> int:
+    """Bursts of the experiment's runs (from the Parquet footers)."""
+    return sum(pl.scan_parquet(p).select(pl.len()).collect().item()
+               for r in exp.run_ids for p in (exp.wh.run_dir(r) / "bursts").glob("*.parquet"))
+
+
+def merge_stored(exp: Experiment, options: MergeOptions, on_step: Callable[[str, int], None] | None = None, *,
+                 partition_bursts: int | None = None, group_bursts: int | None = None) -> MergeResult:
+    """Load, merge and commit ``exp`` (with its record: reference run and options); on any error the warehouse is
+    left as it was. Its runs are read whole when they hold at most ``partition_bursts`` bursts (default
+    ``PARTITION_BURSTS``), else a group of tasks at a time (``group_bursts`` loaded at once, default
+    ``GROUP_BURSTS``; the result's ``merged`` and ``matches`` are then
+    :class:`~synthtrace.tracelib.merge.partitioned.PartedTable` over the committed files). ``on_step(what,
+    total)`` is called as each step ends: reading, aligning each run (each group), each counter, writing."""
+    exp.require_runs()
+    partition_bursts = PARTITION_BURSTS if partition_bursts is None else partition_bursts
+    group_bursts = GROUP_BURSTS if group_bursts is None else group_bursts
+    if stored_bursts(exp) <= partition_bursts or options.estimate_unmatched or not _partitionable(exp):
+        runs = exp.run_tables()
+        # merge_runs' steps (each other run, each counter) and the reading and writing around them
+        total = len(runs) + 1 + len({c for r in runs for c in r.counters})
+        if on_step:
+            on_step(f"read {len(runs)} runs", total)
+        result = merge_runs(runs, options, experiment=exp.name,
+                            on_step=(lambda what, _: on_step(what, total)) if on_step else None)
+        exp.commit_merge(result, options, [r.run_id for r in runs])
+        if on_step:
+            on_step("written", total)
+        return result
+    from synthtrace.tracelib.merge.partitioned import PartedTable, merge_partitioned
+    spill = exp.wh.staging_dir / f"merge-{exp.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}"
+    try:
+        sources = [StoredRun(exp.wh, r, exp.run_names[r]) for r in exp.run_ids]
+        result = merge_partitioned(sources, spill, options, exp.name, group_bursts,
+                                   (lambda what, n: on_step(what, n + 1)) if on_step else None)
+        exp.commit_merge(result, options, exp.run_ids)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+    if on_step:
+        on_step("written", 1)
+    result.merged, result.matches = (PartedTable([exp.dir / f"{n}.parquet"]) for n in ("merged_bursts",
+                                                                                      "merge_matches"))
+    return result
 
 
 def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) -> Path:

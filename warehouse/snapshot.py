@@ -107,6 +107,12 @@ def pinned(wh: Warehouse, views: Iterable[str]) -> Iterator[Snapshot]:
         shutil.rmtree(snap.links, ignore_errors=True)
 
 
+def release(wh: Warehouse, pid: int) -> None:
+    """Remove the links of the query process ``pid`` (ended, killed or not)."""
+    for d in wh.staging_dir.glob(f"{_PREFIX}*.{pid}"):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def _links_folder(wh: Warehouse) -> Path | None:
     """A new private folder for the links under ``.staging`` (after removing those of queries that were killed),
     or None when it cannot be made there."""

@@ -8,40 +8,38 @@ Three walls, each enough on its own for what it guards:
    are refused before anything runs.
 2. The connection (:func:`synthtrace.warehouse.catalog.connect`) reads the warehouse's Parquet files that
    existed when it opened and no other file; external access is off and its configuration locked.
-3. A timer interrupts a query that runs longer than its time limit (DuckDB has no statement timeout); DuckDB's
-   memory and its spill files are capped (:data:`DEFAULT_MEMORY_LIMIT`, :data:`DEFAULT_TEMP_LIMIT`; by default
-   DuckDB takes 80 % of the machine's memory and unbounded temporary disk), and so is the result it hands over
-   (fetched in batches, refused past the memory limit).
+3. The query runs in a child process (:mod:`~synthtrace.warehouse.capped_child`), killed past its time limit
+   (DuckDB has no statement timeout) or at Ctrl-C, whose memory the kernel caps: DuckDB's memory limit does not
+   see every allocation (one huge scalar, issue 23 F3). DuckDB's memory and its spill files are capped too
+   (:data:`DEFAULT_MEMORY_LIMIT`, :data:`DEFAULT_TEMP_LIMIT`; by default DuckDB takes 80 % of the machine's
+   memory and unbounded temporary disk), and so is the result it hands over (in batches, refused past the memory
+   limit).
 
 A query that races a writer (a run removed, an experiment re-merged) reads the warehouse as it was when it
 started: its files are held open (:mod:`~synthtrace.warehouse.snapshot`), never a refusal, never half a change.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
 import shutil
-import signal
+import stat
 import sys
 import tempfile
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.warehouse import engine, snapshot
-from synthtrace.warehouse.catalog import VIEW_FILES, connect
+from synthtrace.warehouse import capped_child, engine, snapshot
+from synthtrace.warehouse.catalog import VIEW_FILES, connect, warm_empty_views
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse, pid_alive
 
 if TYPE_CHECKING:  # pyarrow costs ~0.3 s to import: `synthtrace sql` prints its rows without it
     import pyarrow as pa
-
-T = TypeVar("T")
 
 ALLOWED = {engine.StatementType.SELECT, engine.StatementType.EXPLAIN}
 #: EXPLAIN options that execute the statement they explain
@@ -52,10 +50,15 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 #: DuckDB's memory (its buffer manager: hash tables, sorts, aggregates), and its temporary files on disk
 DEFAULT_MEMORY_LIMIT = "1GiB"
 DEFAULT_TEMP_LIMIT = "8GiB"
+#: what the process answering a query needs beyond DuckDB's memory limit and its threads' stacks: the engine's own
+#: structures, the batch being handed over, pyarrow's conversion (bytes)
+ENGINE_OVERHEAD_BYTES = 256 * 2**20
 _SIZE = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]i?b|b|)", re.IGNORECASE)
 _UNIT_BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 MIN_MEMORY_BYTES = 16 * 2**20
+#: the largest memory or temporary-disk cap (a size past it is a typo; the kernel's limits are 64-bit)
+MAX_SIZE_BYTES = 2**50
 #: DuckDB type ids written to CSV as they are; nested types become JSON text, every other type DuckDB's text
 _CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger",
               "ubigint", "uhugeint",
@@ -64,10 +67,9 @@ _CSV_AS_IS = {"boolean", "tinyint", "smallint", "integer", "bigint", "hugeint", 
 _CSV_AS_JSON = {"list", "struct", "map", "array", "union"}
 #: DuckDB types (in a type's text, nested or not) that Arrow cannot write to Parquet
 _NOT_PARQUET = re.compile(r"\b(INTERVAL|UNION)\b", re.IGNORECASE)
+_SPILL_PREFIX = "synthtrace-sql-"
 #: rows fetched at a time while the result's size is checked against the memory limit
 _BATCH_ROWS = 65536
-#: the byte that tells the Ctrl-C watcher its query has ended (no signal has this number)
-_DONE = 255
 #: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
 #: such a query gets every view
 _CATALOG_WORDS = re.compile(r"show|describe|information_schema|(duckdb|pg|pragma|sqlite)_\w*")
@@ -126,6 +128,8 @@ def size_bytes(text: str, option: str) -> int:
     n = int(float(m["n"]) * _UNIT_BYTES[m["unit"].lower()])
     if n < MIN_MEMORY_BYTES:
         raise BadInputError(f"{option} {text!r}: at least {MIN_MEMORY_BYTES >> 20} MiB")
+    if n > MAX_SIZE_BYTES:
+        raise BadInputError(f"{option} {text!r}: at most {MAX_SIZE_BYTES >> 40} TiB")
     return n
 
 
@@ -159,30 +163,32 @@ def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_
           ) -> pa.Table:
     """Run a read-only query against the warehouse views; returns an Arrow table.
 
-    ``timeout_s``: wall-clock limit in seconds (None: none); ``memory_limit``/``temp_limit``: DuckDB's memory and
-    temporary-disk caps (sizes such as ``2GiB``). ``flat``: columns as CSV can hold them (nested ones as JSON text,
-    BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time limit; ``for_parquet``:
-    columns Parquet cannot hold (intervals, unions, also inside lists and structs) as DuckDB's text. The warehouse is
-    read as it was when the query started, whatever a concurrent writer removes or replaces meanwhile.
+    ``timeout_s``: wall-clock limit in seconds (None: none); ``memory_limit``/``temp_limit``: the query's memory
+    and temporary-disk caps (sizes such as ``2GiB``; see :func:`_answer`). ``flat``: columns as CSV can hold them
+    (nested ones as JSON text, BLOBs, intervals, UUIDs ... as DuckDB's text), converted by DuckDB within the time
+    limit; ``for_parquet``: columns Parquet cannot hold (intervals, unions, also inside lists and structs) as
+    DuckDB's text. The warehouse is read as it was when the query started, whatever a concurrent writer removes or
+    replaces meanwhile.
     """
-    engine.relation_api()  # con.sql and Arrow results; pyarrow is imported anyway
+    import pyarrow as pa
+
+    engine.relation_api()  # con.sql and Arrow results
     budget = size_bytes(memory_limit, "--memory-limit")
 
-    def fetch(con: engine.DuckDBPyConnection, text: str) -> pa.Table:
-        import pyarrow as pa
-
+    def produce(con: engine.DuckDBPyConnection, text: str, send: Callable[[Any], None]) -> None:
         rel = con.sql(text)
         if (flat or for_parquet) and rel is not None:
             rel = _as_text(rel, _csv_kind if flat else _parquet_kind)
         reader = rel.to_arrow_reader(_BATCH_ROWS)
-        batches, held = [], 0
+        send(reader.schema)
+        held = 0
         for batch in reader:
             held += batch.nbytes
             _check_result_size(held, budget, memory_limit)
-            batches.append(batch)
-        return pa.Table.from_batches(batches, schema=reader.schema)
+            send(batch)
 
-    return _answer(wh, sql, timeout_s, fetch, duckdb_limits(memory_limit, temp_limit))
+    schema, *batches = _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit))
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 def _as_text(rel: Any, kind_of: Callable[[Any], str]) -> Any:
@@ -219,17 +225,17 @@ def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIM
     output), from the engine alone (:mod:`~synthtrace.warehouse.engine`)."""
     budget = size_bytes(memory_limit, "--memory-limit")
 
-    def fetch(con: engine.DuckDBPyConnection, text: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def produce(con: engine.DuckDBPyConnection, text: str, send: Callable[[Any], None]) -> None:
         con.execute(text)
-        rows: list[tuple[Any, ...]] = []
+        send([d[0] for d in con.description or ()])
         held = 0
         while batch := con.fetchmany(_BATCH_ROWS):
             held += _rows_bytes(batch)
             _check_result_size(held, budget, memory_limit)
-            rows += batch
-        return [d[0] for d in con.description or ()], rows
+            send(batch)
 
-    return _answer(wh, sql, timeout_s, fetch, duckdb_limits(memory_limit, temp_limit))
+    columns, *batches = _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit))
+    return columns, [row for batch in batches for row in batch]
 
 
 def _rows_bytes(rows: list[tuple[Any, ...]]) -> int:
@@ -257,108 +263,103 @@ def _check_result_size(held: int, budget: int, memory_limit: str) -> None:
                          "add a LIMIT, aggregate, or select fewer columns")
 
 
-def _answer(wh: Warehouse, sql: str, timeout_s: float | None,
-            fetch: Callable[[engine.DuckDBPyConnection, str], T], limits: dict[str, str]) -> T:
-    """Check ``sql``, run it on a sealed connection within ``timeout_s`` seconds and ``limits`` over the files of
-    the views it names, held open from before it starts (:mod:`~synthtrace.warehouse.snapshot`: a concurrent
-    writer cannot take them away), and ``fetch`` its result."""
+def memory_allowance(memory_limit: str) -> int:
+    """Bytes the process answering a query may grow by: ``memory_limit`` (DuckDB's buffer manager, and the
+    result batch it hands over) plus :data:`ENGINE_OVERHEAD_BYTES` and a reserved stack per DuckDB thread (one per
+    core; each counts against the cap whether it is used or not)."""
+    return (size_bytes(memory_limit, "--memory-limit") + ENGINE_OVERHEAD_BYTES
+            + (os.cpu_count() or 1) * capped_child.thread_stack_bytes())
+
+
+#: what a query sends back through :func:`_answer`: (connection, query text, send) -> None
+Produce = Callable[[Any, str, Callable[[Any], None]], None]
+
+
+def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, caps: tuple[str, str]) -> list[Any]:
+    """Check ``sql`` and run it in a child process (:mod:`~synthtrace.warehouse.capped_child`) on a sealed
+    connection over the files of the views it names, held from before it starts
+    (:mod:`~synthtrace.warehouse.snapshot`: a concurrent writer cannot take them away); the items ``produce``
+    sends, as they come.
+
+    ``caps``: (memory limit, temporary-disk limit). DuckDB gets both; the child's data segment may grow by
+    :func:`memory_allowance` (DuckDB builds a scalar such as ``repeat('x', 1 << 30)`` outside its memory limit) and
+    it is killed after ``timeout_s`` seconds (a scalar function does not look at DuckDB's interrupt flag), or at
+    Ctrl-C."""
     wh = wh.existing()
     timeout_s = check_timeout(timeout_s)
+    memory_limit, temp_limit = caps
+    limits = duckdb_limits(memory_limit, temp_limit)
+    allowance = memory_allowance(memory_limit)
     views = views_named(sql)
-    spill = Path(tempfile.gettempdir()) / f"synthtrace-sql-{uuid.uuid4().hex}"  # DuckDB creates it only to spill
-    with snapshot.pinned(wh, views) as snap:
-        try:
-            return _run(wh, sql, timeout_s, spill, fetch, (views, snap), limits)
-        except engine.InterruptException:
-            raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
-        except engine.PermissionException as exc:
-            raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
-                                     f"({snap.named(str(exc).splitlines()[0])})") from None
-        except engine.OutOfMemoryException as exc:
-            raise QueryError(f"query needs more than its memory or temporary-disk limit (see --memory-limit, "
-                             f"--temp-limit): {str(exc).splitlines()[0]}") from None
-        except engine.Error as exc:
-            raise QueryError(f"query failed: {snap.named(str(exc).splitlines()[0])}") from None
-        finally:
-            shutil.rmtree(spill, ignore_errors=True)
+    spill = _spill_folder()
+    if "polars" in sys.modules:  # the child must not use Polars' thread pool (a forked child has none of its threads)
+        warm_empty_views()
+
+    def work(send: Callable[[Any], None]) -> None:
+        with snapshot.pinned(wh, views) as snap:
+            _run(wh, sql, spill, lambda con, text: produce(con, text, send), (views, snap), limits)
+
+    def ended(pid: int) -> None:
+        snapshot.release(wh, pid)
+        shutil.rmtree(spill, ignore_errors=True)
+
+    try:
+        return list(capped_child.stream(work, allowance_bytes=allowance, deadline_s=timeout_s, on_exit=ended))
+    except capped_child.ChildTimedOut:
+        raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
+    except capped_child.ChildOutOfMemory:
+        raise QueryError(f"query needs more memory than its limit ({memory_limit}, see --memory-limit)") from None
+    except capped_child.ChildError as exc:
+        raise QueryError(f"query failed: {exc}") from None
 
 
-def _run(wh: Warehouse, sql: str, timeout_s: float | None, spill: Path,
-         fetch: Callable[[engine.DuckDBPyConnection, str], T], listing: tuple[set[str], snapshot.Snapshot],
-         limits: dict[str, str]) -> T:
-    """:func:`_answer` on a connection bound to ``listing`` (the views named, their files)."""
+def _spill_folder() -> Path:
+    """A new name for the folder DuckDB may spill to (it creates it only to spill), after removing those of queries
+    whose process was killed (a killed query's spill, up to its --temp-limit, would stay in the temporary folder
+    for good): ``synthtrace-sql-<id>.<pid>`` in the temporary folder, the pid of the process that removes it."""
+    tmp = Path(tempfile.gettempdir())
+    for left in tmp.glob(f"{_SPILL_PREFIX}*.*"):
+        pid = left.name.rsplit(".", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)) and _own_folder(left):
+            shutil.rmtree(left, ignore_errors=True)
+    return tmp / f"{_SPILL_PREFIX}{uuid.uuid4().hex}.{os.getpid()}"
+
+
+def _own_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder (not a link to one) of this user."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+
+
+def _run(wh: Warehouse, sql: str, spill: Path, fetch: Callable[[engine.DuckDBPyConnection, str], None],
+         listing: tuple[set[str], snapshot.Snapshot], limits: dict[str, str]) -> None:
+    """In the child: ``fetch`` the answer of ``sql`` on a connection bound to ``listing`` (the views named, their
+    files), every DuckDB error mapped to one line."""
     views, snap = listing
-    con = connect(wh, temp_directory=spill, views=views, settings=limits, files=snap.files,
-                  also_allowed=snap.originals)
-    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+    con = None
     try:
+        con = connect(wh, temp_directory=spill, views=views, settings=limits, files=snap.files,
+                      also_allowed=snap.originals)
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)
-        if timer:
-            timer.start()
-        with _interrupted_by_ctrl_c(con):
-            try:
-                return fetch(con, sql)
-            except (engine.BinderException, engine.CatalogException) as exc:
-                from synthtrace.warehouse.query_errors import explain
+        try:
+            fetch(con, sql)
+        except (engine.BinderException, engine.CatalogException) as exc:
+            from synthtrace.warehouse.query_errors import explain
 
-                if (said := explain(con, exc, views)) is None:
-                    raise
-                raise QueryError(f"query failed: {said}") from None
+            if (said := explain(con, exc, views)) is None:
+                raise
+            raise QueryError(f"query failed: {said}") from None
+    except engine.PermissionException as exc:
+        raise ReadOnlyQueryError(f"refused: synthtrace sql reads only the warehouse views "
+                                 f"({snap.named(str(exc).splitlines()[0])})") from None
+    except engine.OutOfMemoryException as exc:
+        raise QueryError(f"query needs more than its memory or temporary-disk limit (see --memory-limit, "
+                         f"--temp-limit): {str(exc).splitlines()[0]}") from None
+    except engine.Error as exc:
+        raise QueryError(f"query failed: {snap.named(str(exc).splitlines()[0])}") from None
     finally:
-        if timer:
-            timer.cancel()
-        con.close()
-
-
-@contextlib.contextmanager
-def _interrupted_by_ctrl_c(con: engine.DuckDBPyConnection) -> Iterator[None]:
-    """Let Ctrl-C stop a running query. Python runs its SIGINT handler in the main thread between bytecodes, never
-    while DuckDB computes there; but the C-level handler writes the signal to the wakeup fd at once, and a watcher
-    thread reading it interrupts DuckDB. The KeyboardInterrupt then goes on as usual. Outside the main thread
-    (where no wakeup fd can be set) the query runs as it is."""
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    try:
-        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    except ValueError:  # not the main thread
-        os.close(read_fd)
-        os.close(write_fd)
-        yield
-        return
-
-    pressed = threading.Event()
-
-    def watch() -> None:
-        while (got := os.read(read_fd, 64)) and signal.SIGINT not in got and _DONE not in got:
-            pass
-        if got and signal.SIGINT in got:
-            pressed.set()
-            con.interrupt()
-
-    watcher = threading.Thread(target=watch, name="synthtrace-sql-ctrl-c", daemon=True)
-    watcher.start()
-    stopped = False
-
-    def stop_watcher() -> None:
-        """Tell the watcher the query ended and wait for it: every byte the signal handler wrote before (a
-        SIGINT) is read first, so ``pressed`` is then final."""
-        nonlocal stopped
-        if not stopped:
-            stopped = True
-            signal.set_wakeup_fd(previous)
-            os.write(write_fd, bytes([_DONE]))
-            watcher.join()
-
-    try:
-        yield
-    except Exception:
-        # DuckDB may take the pending KeyboardInterrupt itself (its "Query interrupted" RuntimeError) before the
-        # watcher thread, on a loaded machine, has even read the SIGINT: wait for the watcher before deciding
-        stop_watcher()
-        if pressed.is_set():
-            raise KeyboardInterrupt from None
-        raise
-    finally:
-        stop_watcher()
-        os.close(read_fd)
-        os.close(write_fd)
+        if con is not None:
+            con.close()

@@ -174,10 +174,6 @@ class AlignConfig:
     # by position alone (the aligner before the arrival pairs, for tests of the checks and benchmarks)
     arrival: bool = True
     arrival_tol: float = 0.1
-    # issue 22 item 5, EXPERIMENTAL (off: 19 of the merge tests fail with it on; extra_varying 51 -> 99.8 % right,
-    # extra_inner 54 -> 98.6 %): iterations one run has and the other has not placed per thread by a path over
-    # iteration offsets from the iterations' behaviour (anchors._iteration_maps) instead of one offset per thread
-    iteration_paths: bool = False
 
 
 # --------------------------------------------------------------------------------------------- preparation
@@ -979,8 +975,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     r_pos[r_rows] = np.arange(r_rows.size)
     o_pos = np.full(other.height, -1, np.int64)
     o_pos[o_rows] = np.arange(o_rows.size)
-    kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur),
-                   config.iteration_paths)
+    kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur))
     ki, kj, chain, mi, mj = kp.ref, kp.other, kp.chain, kp.msg_ref, kp.msg_other
     r_it, o_it = kp.ref_iteration, kp.other_iteration
     if config.anchors:
@@ -1091,4 +1086,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         # the row's thread disagrees with its partners' messages both ways (message_graph.disagreeing)
         pl.Series("msg_misaligned", np.isin(r_tid, misaligned), pl.Boolean),
         # the checked messages just before and after the pair on its thread agree (NULL: unmatched, or none checked)
-        bracketed(r_tid, agree, hit))
+        bracketed(r_tid, agree, hit),
+        # [helper merge-iter] the burst lies in an iteration span one run has more of, whose place the data cannot
+        # tell (anchors.KeyPairs.undecidable): its partner is one of several interchangeable bursts
+        pl.Series("ambiguous_span", kp.undecidable, pl.Boolean))

@@ -41,6 +41,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from synthtrace.tracelib.merge.iterations import iteration_paths
+
 #: bursts shorter than this (ns) do not choose the clock signature (polling iterations)
 CLOCK_MIN_NS = 10_000.0
 #: an offset other than 0 is chosen only when its mean clock-burst difference is below this share of offset 0's
@@ -51,12 +53,6 @@ OFFSET_SLACK = 2
 MESSAGE_OFFSET_SHARE = 0.6
 #: ... and at least this many
 MESSAGE_OFFSET_MIN = 3
-#: iteration offsets a thread's path may take beyond its constant offset (inserted / missing iterations)
-ITERATION_SLACK = 2
-#: a changed offset is taken where it fits at most this share of the constant offset's misfit
-ITERATION_GAIN = 0.4
-#: cost of a change of offset: (factor on the thread's median clock-burst difference, floor) in log units
-ITERATION_SWITCH = (8.0, 0.5)
 #: candidate offsets whose mean behaviour difference over their key pairs is within (factor, plus) of the best
 OFFSET_TOL = (1.25, 0.01)
 
@@ -220,113 +216,6 @@ def _with_message_offsets(off: pl.DataFrame, moff: pl.DataFrame) -> pl.DataFrame
             .select("_tid", pl.coalesce(pl.col("_moff") - mid + base, "_off").cast(pl.Int64).alias("_off")))
 
 
-@njit(cache=True, nogil=True)
-def _offset_path(x: np.ndarray, y: np.ndarray, d0: int, slack: int, switch: float) -> np.ndarray:
-    """Per reference iteration k, the offset d (other iteration k + d) of the cheapest path over offsets
-    d0 - slack .. d0 + slack: ``|x_k - y_{k+d}|`` per iteration (NaN, or no such other iteration: the median
-    cost), ``switch`` per change of offset by one (an iteration one run has and the other has not), starting
-    at d0 (Viterbi, O(n * slack^2))."""
-    n, m = x.shape[0], y.shape[0]
-    w = 2 * slack + 1
-    cost = np.empty((n, w))
-    for k in range(n):
-        for s in range(w):
-            j = k + d0 - slack + s
-            v = abs(x[k] - y[j]) if 0 <= j < m else np.nan
-            cost[k, s] = v
-    fill = np.nanmedian(cost) if n > 0 and np.isfinite(cost).any() else 0.0
-    for k in range(n):
-        for s in range(w):
-            if not cost[k, s] == cost[k, s]:
-                cost[k, s] = fill
-    acc = np.empty(w)
-    for s in range(w):
-        acc[s] = abs(s - slack) * switch + (cost[0, s] if n else 0.0)
-    back = np.zeros((n, w), np.int64)
-    for k in range(1, n):
-        new = np.empty(w)
-        for s in range(w):
-            best, arg = np.inf, s
-            for t in range(w):
-                c = acc[t] + abs(s - t) * switch
-                if c < best or (c == best and t == s):
-                    best, arg = c, t
-            new[s] = best + cost[k, s]
-            back[k, s] = arg
-        acc = new
-    out = np.empty(n, np.int64)
-    if n == 0:
-        return out
-    s = slack
-    for t in range(w):
-        if acc[t] < acc[s]:
-            s = t
-    for k in range(n - 1, -1, -1):
-        out[k] = d0 - slack + s
-        s = back[k, s]
-    return out
-
-
-def _clearly_better(x: np.ndarray, y: np.ndarray, path: np.ndarray, d0: int) -> bool:
-    """Whether the iterations where ``path`` leaves the constant offset ``d0`` fit at most ``ITERATION_GAIN``
-    times as badly under the path as under ``d0`` (a real insertion: the runs' iterations agree again after it;
-    optional calls that move a few iterations' values: no offset fits much better)."""
-    k = np.flatnonzero(path != d0)
-
-    def cost(d: np.ndarray) -> float:
-        j = k + d
-        ok = (j >= 0) & (j < y.size)
-        v = np.abs(x[k[ok]] - y[j[ok]])
-        return float(np.nansum(v))
-    return cost(path[k]) <= ITERATION_GAIN * cost(np.full(k.size, d0))
-
-
-def _iteration_maps(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.ndarray, r_long: np.ndarray,
-                    o_long: np.ndarray, off: pl.DataFrame) -> pl.DataFrame:
-    """Per thread whose two runs differ by whole iterations somewhere (an inner solver that needs one more or one
-    fewer iteration, a repeated time step): other iteration ``_oit`` -> reference iteration ``_rit``, where the
-    cheapest path over iteration offsets (:func:`_offset_path`, from each iteration's mean behaviour over its
-    long bursts, ``r_val`` / ``o_val`` where ``r_long`` / ``o_long``) changes its offset and fits clearly better
-    (:func:`_clearly_better`); the other run's iterations no reference iteration maps to are absent (they
-    have no counterpart). A thread whose path keeps its offset (``off``) is absent: behaviour cannot place a
-    change there (identical iterations), and the constant offset stands."""
-    def per_iteration(k: pl.DataFrame, val: np.ndarray) -> pl.DataFrame:
-        # an iteration's value: the mean over its long bursts (the rows the iteration number groups)
-        return (k.select("_tid", "_it", "_clock", pl.Series("_v", val), pl.Series("_long", long))
-                .filter(pl.col("_clock").is_not_null() & pl.col("_long") & pl.col("_v").is_not_nan())
-                .group_by("_tid", "_it").agg(pl.col("_v").mean()).sort("_tid", "_it"))
-
-    long = r_long
-    r_it = per_iteration(rk, r_val)
-    long = o_long
-    o_it = per_iteration(ok, o_val)
-    o_groups = {t: g for (t,), g in o_it.partition_by("_tid", as_dict=True).items()}
-    base = dict(off.iter_rows())
-    parts = []
-    for (tid,), g in r_it.partition_by("_tid", as_dict=True).items():  # one iteration per thread
-        og = o_groups.get(tid)
-        if og is None or g.height < 2 * ITERATION_SLACK:
-            continue
-        x = np.full(int(g.get_column("_it").max()) + 1, np.nan)
-        x[g.get_column("_it").to_numpy()] = g.get_column("_v").to_numpy()
-        y = np.full(int(og.get_column("_it").max()) + 1, np.nan)
-        y[og.get_column("_it").to_numpy()] = og.get_column("_v").to_numpy()
-        d0 = int(base.get(tid, 0) or 0)
-        diff = np.abs(x - y[np.clip(np.arange(x.size) + d0, 0, y.size - 1)])
-        noise = float(np.nanmedian(diff)) if np.isfinite(diff).any() else 0.0
-        path = _offset_path(x, y, d0, ITERATION_SLACK, max(ITERATION_SWITCH[0] * noise, ITERATION_SWITCH[1]))
-        if (path == d0).all() or not _clearly_better(x, y, path, d0):
-            continue
-        k = np.arange(x.size)
-        j = k + path
-        keep = np.r_[True, j[1:] != j[:-1]]  # a reference iteration the other run lacks maps nowhere
-        parts.append(pl.DataFrame({"_tid": np.full(keep.sum(), tid), "_oit": j[keep], "_rit": k[keep]}))
-    schema = {"_tid": rk.schema["_tid"], "_oit": rk.schema["_it"], "_rit": rk.schema["_it"]}
-    if not parts:
-        return pl.DataFrame(schema=schema)
-    return pl.concat(parts).select([pl.col(c).cast(t) for c, t in schema.items()])
-
-
 def _behaviour(t: pl.DataFrame, features: Sequence[str]) -> np.ndarray:
     """The value that identifies an iteration's clock burst: the first feature (log1p counter), else log duration."""
     col = f"f_{features[0]}" if features else "ldur"
@@ -403,10 +292,11 @@ class KeyPairs(NamedTuple):
     other_iteration: np.ndarray  # iteration of every other row in the reference's numbering (-1: no clock)
     arrival_ref: np.ndarray  # reference rows of the arrival pairs (:func:`arrival_pairs`)
     arrival_other: np.ndarray  # their other rows
+    undecidable: np.ndarray  # bool per reference row: in an iteration span whose counterpart the data cannot place
 
 
 def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], reject: tuple[float, float],
-              substitute: tuple[float, float], iteration_paths: bool = False) -> KeyPairs:
+              substitute: tuple[float, float]) -> KeyPairs:
     """Key pairs of two prepared runs (rows of :func:`synthtrace.tracelib.merge.align.sequence_table` tables).
 
     Returns (reference rows, other rows, anchor mask, message reference rows, message other rows, iteration of
@@ -415,28 +305,32 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     sorted by reference row and which of them form each thread's longest monotone chain, kept when their mean
     reference-counter and duration log differences are within ``reject``; then the **message pairs**: bursts
     that start with the same message (``osig``: the partner and size of the opening call) as the same-rank burst of
-    that message in the same iteration, within the tighter ``substitute`` limits (``iteration_paths``: the other
-    run's iterations mapped by :func:`_iteration_maps`, else by one offset per thread). A message pair is the burst
+    that message in the same iteration, within the tighter ``substitute`` limits. The other run's iterations are
+    mapped to the reference's by one offset per thread, or, where the runs differ by whole iterations, by the
+    iteration paths of :mod:`synthtrace.tracelib.merge.iterations` (whose undecidable spans are returned too).
+    A message pair is the burst
     that processes a result from ``MPI_ANY_SOURCE`` whatever call happens to end it (the last result of a round
     may be processed before the round's collective in one run and before the next probe in the other).
     """
     clocks = _clock_signatures(ref, other)
     rk, ok = _logical_keys(ref, clocks), _logical_keys(other, clocks)
-    off = _offsets(rk, ok, _behaviour(ref, features), _behaviour(other, features),
-                   ref.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS)
+    r_long = ref.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS
+    off = _offsets(rk, ok, _behaviour(ref, features), _behaviour(other, features), r_long)
     off = _with_message_offsets(off, _message_offsets(ref, other, rk, ok))
-    maps = (_iteration_maps(rk, ok, _behaviour(ref, features), _behaviour(other, features),
-                            ref.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS,
-                            other.get_column("duration_ns").to_numpy() >= CLOCK_MIN_NS, off)
-            if iteration_paths else pl.DataFrame(schema={"_tid": rk.schema["_tid"], "_oit": rk.schema["_it"],
-                                                         "_rit": rk.schema["_it"]}))
+    paths = iteration_paths(rk, ok, ref, other, features, r_long, off)
+    maps = paths.maps
     ok = (ok.join(off, on="_tid", how="left", maintain_order="left")
           .join(maps, left_on=["_tid", "_it"], right_on=["_tid", "_oit"], how="left", maintain_order="left")
           .with_columns(pl.when(pl.col("_tid").is_in(maps.get_column("_tid").unique().implode()))
                         .then(pl.col("_rit").fill_null(-1 - pl.col("_it")))
                         .otherwise(pl.col("_it") - pl.col("_off").fill_null(0)).alias("_it"))
           .drop("_rit"))
+    undecidable = np.zeros(ref.height, bool)
+    undecidable[paths.undecided] = True
     ri, oj = _join_pairs(rk, ok, ON)
+    if paths.ref.size:  # bursts of iterations that pair burst by burst, where their own work places them
+        order = np.argsort(np.r_[ri, paths.ref], kind="stable")
+        ri, oj = np.r_[ri, paths.ref][order], np.r_[oj, paths.other][order]
     keep = _plausible(ref, other, ri, oj, features, *reject)
     ri, oj = ri[keep], oj[keep]
     # a pair that crosses another of its iteration (messages completed in another order) anchors nothing: its
@@ -463,7 +357,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
     ai, aj = arrival_pairs(ref, other, rk, ok)
     plausible = _plausible(ref, other, ai, aj, features, *substitute)  # one message's work: alike in both runs
-    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it, ai[plausible], aj[plausible])
+    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it, ai[plausible], aj[plausible], undecidable)
 
 
 def arrival_pairs(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame,

@@ -104,21 +104,35 @@ def call_structure(calls: pl.DataFrame, sites: bool = True) -> pl.DataFrame:
             .group_by(*THREAD_KEYS, "a", "b").agg(pl.len().alias("n")))
 
 
+def sites_named(*calls: pl.DataFrame) -> bool:
+    """Whether call sites can tell calls apart in every one of these runs' calls (each names some)."""
+    return all("call_site" in c.columns and c.get_column("call_site").is_not_null().any() for c in calls)
+
+
+def structure_counts(ref_calls: pl.DataFrame, other_calls: pl.DataFrame, sites: bool) -> tuple[int, int, int]:
+    """(reference's, other's, common) consecutive unit pairs of two runs' :func:`call_structure` (the other run's
+    tasks numbered as the reference's; common: per thread and pair, the smaller count). Additive over groups of
+    tasks (``sites``: :func:`sites_named` of the whole runs)."""
+    r, o = call_structure(ref_calls, sites), call_structure(other_calls, sites)
+    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
+    return int(r.get_column("n").sum()), int(o.get_column("n").sum()), int(common or 0)
+
+
+def structure_share(n_ref: int, n_other: int, n_common: int) -> float | None:
+    """The share of the shorter run's call structure the other run has too (:func:`structure_counts`), in [0, 1]:
+    None when neither run has two consecutive calls."""
+    if not (n_ref or n_other):
+        return None
+    shorter = min(n_ref, n_other)
+    return n_common / shorter if shorter else 0.0
+
+
 def same_structure(ref_calls: pl.DataFrame, other_calls: pl.DataFrame) -> float | None:
     """The share of the shorter run's call structure (:func:`call_structure`: consecutive units per thread,
     the other run's tasks numbered as the reference's) that the other run has too, in [0, 1]: 1 for two runs of
     one program on one input whatever their timing (a run cut short, or a few calls more, cost only their share);
     near 0 for another program. Call sites count when both runs name them. None when neither run has a call."""
-    sites = all("call_site" in c.columns and c.get_column("call_site").is_not_null().any()
-                for c in (ref_calls, other_calls))
-    r, o = call_structure(ref_calls, sites), call_structure(other_calls, sites)
-    total = min(int(r.get_column("n").sum()), int(o.get_column("n").sum()))
-    if r.height == 0 and o.height == 0:
-        return None
-    if total == 0:
-        return 0.0
-    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
-    return float(common) / total
+    return structure_share(*structure_counts(ref_calls, other_calls, sites_named(ref_calls, other_calls)))
 
 
 @dataclass(frozen=True)
@@ -139,6 +153,9 @@ class PairSignals:
     long_matched: int = 0  # long matched pairs
     opened_example: str = ""  # one such pair, in words (the reason's example)
     unpaired: int = 0  # long reference bursts left unmatched across from long unmatched bursts of the other run
+    # [helper merge-iter] long matched pairs in an iteration span one run has more of, whose place the data cannot
+    # tell (align's ambiguous_span): interchangeable partners
+    undecided: int = 0
 
     @property
     def validated_by_messages(self) -> bool:
@@ -158,12 +175,14 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     cov = float(matched.sum()) / n_long if n_long else None
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
-    off_iter = (~matches.get_column("same_iter")).fill_null(False)
+    off_iter = (~matches.get_column("same_iter")).fill_null(False) & _clock_judges(ref_bursts, src_bursts, other_row)
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
+    undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
+                 if "ambiguous_span" in matches.columns else 0)
     if work is None or not matched.any():
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
-        return PairSignals(misfit, None, cov, agree, off_ranks, *spans)
+        return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
     f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
@@ -178,7 +197,39 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     site = ref_bursts.select(pl.coalesce([c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
                                          or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
-    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans)
+    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided)
+
+
+def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:
+    """Per burst row: ``_uc``, the hash of its closing call (call and call site) when that call closes no other
+    burst of its thread (``MPI_Init``, ``MPI_Finalize``), and ``_uo``, that of its opening call (the closing call of
+    the thread's previous burst) when that one is unique; NULL otherwise."""
+    name = pl.struct("mpi_call", *[c for c in ("call_site",) if c in bursts.columns]).hash(11)
+    once = pl.col("mpi_call").is_not_null() & (pl.len().over(*THREAD_KEYS, name) == 1)
+    return bursts.select(*THREAD_KEYS, pl.when(once).then(name).alias("_uc")).select(
+        "_uc", pl.col("_uc").shift(1).over(THREAD_KEYS).alias("_uo"))
+
+
+def _clock_judges(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series) -> pl.Series:
+    """Per reference row: whether the iteration clock judges its pair. The clock counts a thread's own calls: a
+    thread that makes none (an OpenMP worker, matched through its master's parallel regions) has no clock, and a
+    pair that a unique call names (:func:`placed_by_unique_call`) needs none. All True for frames without the
+    bursts' thread keys and closing calls (counter samples)."""
+    if not {*THREAD_KEYS, "mpi_call"} <= set(ref_bursts.columns) & set(src_bursts.columns):
+        return pl.Series([True] * other_row.len(), dtype=pl.Boolean)
+    callless = ref_bursts.select(pl.col("mpi_call").is_null().all().over(THREAD_KEYS)).to_series()
+    return ~callless & ~placed_by_unique_call(ref_bursts, src_bursts, other_row)
+
+
+def placed_by_unique_call(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series) -> pl.Series:
+    """Per reference row: its pair's two bursts are closed, or opened, by one call that occurs once in each run's
+    thread (the burst before ``MPI_Finalize``, the one after it): that call names them, whatever the iteration
+    clocks say (a run with more iterations numbers its epilogue apart)."""
+    r, o = _unique_calls(ref_bursts), _unique_calls(src_bursts)
+    hit = other_row.is_not_null()
+    o = o.select(pl.all().gather(other_row.fill_null(0)))
+    same = [(r.get_column(c) == o.get_column(c)).fill_null(False) for c in ("_uc", "_uo")]
+    return (same[0] | same[1]) & hit
 
 
 def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataFrame | None) -> pl.DataFrame:
@@ -220,7 +271,9 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     belongs to the message (unpacking the face that came) or to the position (the code after the first of two
     ``MPI_ANY_SOURCE`` receives, whatever came) the calls cannot say; the work can: per reference thread and
     opening site, when the positional matches fit the reference bursts' work clearly better than their twins do
-    (median log distance smaller by ``tolerance``), the position is the identity and nothing is flagged.
+    (median log distance smaller by ``tolerance``), the position is the identity and nothing is flagged. A pair
+    whose reference message opened no burst at that site in the other run (completed there by a test, or at
+    another site: no twin) is flagged unless its thread and site's twins say the position is the identity.
     ``other_bursts``: appl, task, thread, burst_seq of the other run's rows (reference numbering); ``ref_work`` /
     ``other_work``: per row of the reference (``matches``) / the other run, the work of the burst (instructions,
     or duration without a common work counter: then pass ``POSITION_BY_TIME``, durations vary more)."""
@@ -245,16 +298,18 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     differ = both.join(common, on="_i", how="anti")
     twins = (r.join(differ, on="_i")
              .join(other_opened.join(ow, on=bk).select(*chan, "k", "site", pl.col("_ow").alias("_tw")),
-                   on=[*chan, "k", "site"])
+                   on=[*chan, "k", "site"], how="left")
              .join(ow.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), pl.col("_ow").alias("_pw")),
                    on="_row", how="left")
-             .group_by("_i", maintain_order=True).agg(pl.col(*THREAD_KEYS, "site", "_w", "_pw", "_tw").first()))
-    # per reference thread and opening site: do the positional matches fit the work better than the twins?
+             .group_by("_i", maintain_order=True).agg(pl.col(*THREAD_KEYS, "site", "_w", "_pw").first(),
+                                                      pl.col("_tw").drop_nulls().first()))
+    # per reference thread and opening site: do the positional matches fit the work better than the twins? (a site
+    # without any twin has no such evidence: the message is the identity)
     verdict_of_site = (twins.group_by(*THREAD_KEYS, "site")
                        .agg(((pl.col("_w") - pl.col("_tw")).abs() - (pl.col("_w") - pl.col("_pw")).abs()).median()
                             .alias("_gain")))
     flagged = (twins.join(verdict_of_site, on=[*THREAD_KEYS, "site"])
-               .filter(~(pl.col("_gain") > tolerance)).select("_i"))
+               .filter(~(pl.col("_gain") > tolerance).fill_null(False)).select("_i"))
     what = (r.join(o, on="_i").group_by("_i").agg(
         pl.format("task {}'s burst after the message from task {} (tag {}) matched to the one after the message "
                   "from task {} (tag {})", pl.col("receiver").first(), pl.col("sender").first(), pl.col("tag").first(),
@@ -353,6 +408,10 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
     if spans > BAD_MISFIT:
         return "bad", (f"{sig.inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the "
                        "runs disagree on: misaligned (an iteration one run has and the other has not?)")
+    if sig.undecided:  # [helper merge-iter]
+        return "suspect", (f"an undecidable span: {sig.undecided} matched bursts >= 10 us lie in iterations one run "
+                           "has more of than the other, alike in work and rates, so where the extra ones lie the data "
+                           "cannot tell: their partners are interchangeable (merge_matches.ambiguous)")
     if opened > SUSPECT_MISFIT:
         return "suspect", opened_why
     unpaired_share = sig.unpaired / sig.long_matched if sig.long_matched else 0.0

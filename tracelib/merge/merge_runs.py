@@ -42,6 +42,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -50,11 +51,12 @@ from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_ta
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, opened_by, opened_differently, pair_signals,
-                                              same_structure, unpaired, verdict)
+                                              sites_named, structure_counts, structure_share, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.ranks import rank_mapping, renumber
-from synthtrace.tracelib.merge.transfer import Choice, Plan, choose, relative_errors, transferred, work_counter
+from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, Choice, Plan, choose, relative_errors,
+                                                transferred, work_counter)
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
 
@@ -164,8 +166,60 @@ class MergeResult:
 
 
 @dataclass(frozen=True)
+class Tally:
+    """Sums over the reference bursts of one other run's alignment, additive over groups of the reference's tasks
+    (the partitioned merge adds its groups' tallies; :meth:`signals` and the shares come from the sums): bursts,
+    matched, match scores, agreeing closing calls, long (>= ``min_error_duration_ns``) and long matched, misfit
+    pairs, checked / agreeing logical messages, misaligned threads, the counts of
+    :class:`synthtrace.tracelib.merge.checks.PairSignals`, and the same-program check's: call structure (each run's
+    consecutive call pairs, those both have) and long units (matched, each run's)."""
+
+    rows: int = 0
+    matched: int = 0
+    score_sum: float = 0.0
+    same_sig: int = 0
+    long: int = 0
+    long_matched: int = 0
+    misfit: int = 0
+    agree: int = 0
+    agree_n: int = 0
+    misaligned: int = 0
+    inconsistent: int = 0
+    checked: int = 0
+    opened_other: int = 0
+    opened_checked: int = 0
+    unpaired: int = 0
+    undecided: int = 0
+    example: str = ""
+    structure_ref: int = 0
+    structure_other: int = 0
+    structure_common: int = 0
+    units_long_matched: int = 0
+    units_long_ref: int = 0
+    units_long_other: int = 0
+
+    def __add__(self, other: Tally) -> Tally:
+        sums = {k: getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__ if k != "example"}
+        return Tally(**sums, example=self.example or other.example)
+
+    @property
+    def rate(self) -> float:
+        """Share of reference bursts matched."""
+        return self.matched / self.rows if self.rows else 0.0
+
+    def signals(self, work_shift: float | None) -> PairSignals:
+        """The :class:`PairSignals` of the sums (``work_shift`` from the choice sample: a median)."""
+        return PairSignals(self.misfit / self.long_matched if self.long_matched else None, work_shift,
+                           self.long_matched / self.long if self.long else None,
+                           self.agree / self.agree_n if self.agree_n else None, self.misaligned, self.inconsistent,
+                           self.checked, self.opened_other, self.opened_checked, self.long_matched, self.example,
+                           self.unpaired, self.undecided)
+
+
+@dataclass(frozen=True)
 class AlignedRun:
-    """One other run aligned to the reference (what :func:`_align_other` returns).
+    """One other run aligned to the reference (what :func:`_align_other` returns), over the reference bursts it
+    reports (all, or the tasks of one group of a partitioned merge).
 
     ``run``: the run with its tasks renumbered as the reference's (``renumbered``: {appl << ID_BITS | own task:
     reference task}, None when they correspond as numbered); ``original``: the run as given; ``matches``: the match
@@ -173,9 +227,9 @@ class AlignedRun:
     ``source`` (the run's bursts followed by its multi-piece units), compared with ``reference`` (the reference
     bursts, an apportioned burst's counters replaced by its unit's) and ``share`` (a reference burst's share of its
     unit; None when no unit is split); ``common``: counters both runs recorded, ``features`` those the alignment
-    compared; ``signals``: the checks of :mod:`synthtrace.tracelib.merge.checks`; ``rate``: share of reference
-    bursts matched; ``mean_score``: mean match score; ``comm``: share of matched pairs whose closing calls agree
-    (None when nothing matched)."""
+    compared; ``tally``: the sums the checks and shares come from; ``sample``: the pairs of the choice sample
+    (:func:`choice_sample`); ``run_sample``: the choice sample of the run's own bursts (what rescaling is chosen
+    on)."""
 
     run: RunTables
     original: RunTables
@@ -186,10 +240,61 @@ class AlignedRun:
     reference: pl.DataFrame
     source: pl.DataFrame
     share: pl.Series | None
-    signals: PairSignals
-    rate: float
-    mean_score: float
-    comm: float | None
+    tally: Tally
+    sample: Sample
+    run_sample: pl.DataFrame
+
+    @property
+    def pairs(self) -> Pairs:
+        m = self.matches
+        return Pairs(self.reference, self.source, m.get_column("other_row"), m.get_column("match_score"), self.share)
+
+
+class Pairs(NamedTuple):
+    """What the values of a transferred counter come from: per reference burst (``reference``, the rows compared),
+    the ``source`` row it matched (``other_row``, NULL when unmatched), the match ``score`` and its ``share`` of
+    the matched unit (None: 1)."""
+
+    reference: pl.DataFrame
+    source: pl.DataFrame
+    other_row: pl.Series
+    score: pl.Series
+    share: pl.Series | None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The choice sample of one other run's pairs: every k-th reference burst (k from the reference's size, see
+    :func:`sample_rows`), with the columns the transfer plan's choice and the work-shift check read:
+    ``reference`` (keys, call and site, common counters), ``source`` (the matched bursts' common counters, row i
+    matched to row i; NULL when unmatched), ``matches`` (the match table's rows, ``other_row`` indexing ``source``)
+    and ``long`` (bursts >= ``min_error_duration_ns``)."""
+
+    reference: pl.DataFrame
+    source: pl.DataFrame
+    matches: pl.DataFrame
+    long: pl.Series
+
+    @staticmethod
+    def concat(parts: Sequence[Sample]) -> Sample:
+        """The samples of consecutive groups of tasks as one (``other_row`` renumbered)."""
+        ref, src, m, long = (pl.concat([getattr(p, f) for p in parts]) for f in ("reference", "source", "matches",
+                                                                                "long"))
+        return Sample(ref, src, _paired(m), long)
+
+
+def _paired(m: pl.DataFrame) -> pl.DataFrame:
+    """``m`` with ``other_row`` i on its matched rows (their source is row i of the sample's ``source``)."""
+    return m.with_columns(pl.when(pl.col("other_row").is_not_null()).then(pl.int_range(pl.len(), dtype=pl.Int64))
+                          .alias("other_row"))
+
+
+def sample_rows(n: int, offset: int = 0, total: int | None = None) -> np.ndarray:
+    """The rows of a block of ``n`` rows, starting at row ``offset`` of a table of ``total`` rows (default: the
+    block is the table), that belong to its choice sample: every k-th row of the table, k = total //
+    CHOICE_SAMPLE + 1 (every row up to CHOICE_SAMPLE rows)."""
+    k = (n if total is None else total) // CHOICE_SAMPLE + 1
+    return np.arange((-offset) % k, n, k, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -242,17 +347,22 @@ def _layout(r: RunTables) -> pl.DataFrame:
 
 def check_same_layout(ref: RunTables, other: RunTables) -> None:
     """Raise :class:`NotSameProgramError` when the two runs do not have the same tasks and threads."""
-    a, b = _layout(ref), _layout(other)
+    same_layout(_layout(ref), _layout(other), ref.run_name, other.run_name)
+
+
+def same_layout(a: pl.DataFrame, b: pl.DataFrame, name_a: str, name_b: str) -> None:
+    """Raise :class:`NotSameProgramError` when two runs' thread tables (appl, task, thread) differ."""
+    a, b = a.select(*THREAD_KEYS), b.select(*THREAD_KEYS)
     ta = a.select("appl", "task").unique().height
     tb = b.select("appl", "task").unique().height
     if ta != tb:
-        raise NotSameProgramError(f"runs {ref.run_name!r} and {other.run_name!r} are not the same program: "
+        raise NotSameProgramError(f"runs {name_a!r} and {name_b!r} are not the same program: "
                                   f"{ta} vs {tb} tasks with bursts")
     if a.height != b.height or a.join(b, on=THREAD_KEYS, how="anti").height:
         only = a.join(b, on=THREAD_KEYS, how="anti").head(3).rows()
-        raise NotSameProgramError(f"runs {ref.run_name!r} and {other.run_name!r} are not the same program: "
+        raise NotSameProgramError(f"runs {name_a!r} and {name_b!r} are not the same program: "
                                   f"{a.height} vs {b.height} threads with bursts"
-                                  + (f" (e.g. appl/task/thread {only} only in {ref.run_name!r})" if only else ""))
+                                  + (f" (e.g. appl/task/thread {only} only in {name_a!r})" if only else ""))
 
 
 def pick_features(common: Sequence[str]) -> list[str]:
@@ -270,63 +380,141 @@ def _call_histogram(calls: pl.DataFrame) -> str:
 
 
 # --------------------------------------------------------------------------------------------- merge
-def _align_other(ref: RunTables, ref_units: Units, o: RunTables, ref_seq: pl.DataFrame, ref_counters: list[str],
-                 counters: list[str], options: MergeOptions, notes: list[str],
-                 ref_messages: pl.DataFrame, ref_opened: pl.DataFrame) -> AlignedRun:
-    """Align one other run to the reference: its rank correspondence, match table and signals (:class:`AlignedRun`).
+@dataclass(frozen=True)
+class Reference:
+    """The reference run prepared once: its units, sequence table, logical messages, opening messages, counters."""
+
+    run: RunTables
+    units: Units
+    seq: pl.DataFrame
+    messages: pl.DataFrame
+    opened: pl.DataFrame
+    counters: list[str]
+
+    @classmethod
+    def of(cls, ref: RunTables, options: MergeOptions, counters: list[str] | None = None) -> Reference:
+        counters = ref.counters if counters is None else counters
+        messages = logical_messages(ref.mpi_calls, ref.messages)
+        u = units(ref.bursts)
+        seq = sequence_table(u.table, ref.mpi_calls, counters, options.align,
+                             messages if ref.messages is not None else None)
+        return cls(ref, u, seq, messages, opened_by(ref.bursts, ref.mpi_calls, messages), counters)
+
+
+def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions) -> dict[int, int] | None:
+    """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.rank_mapping`),
+    None when they correspond as numbered or ``map_ranks`` is off."""
+    if not options.map_ranks:
+        return None
+    return rank_mapping(ref.run.bursts, message_counts(ref.messages), o.bursts,
+                        message_counts(logical_messages(o.mpi_calls, o.messages)), (ref.run.run_name, o.run_name))
+
+
+def renumbered_note(ref: RunTables, o: RunTables, renum: dict[int, int]) -> str:
+    moved = sorted((task_of(k), v) for k, v in renum.items() if task_of(k) != v)
+    return (f"run {o.run_name!r} numbers its tasks differently from {ref.run_name!r}: mapped by its "
+            f"logical messages and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
+            f"{', ...' if len(moved) > 8 else ''})")
+
+
+def timing_only_note(ref: RunTables, o: RunTables, features: Sequence[str]) -> str | None:
+    """The warning (also issued as :class:`TimingOnlyWarning`) when the runs share no counter to compare with."""
+    if features:
+        return None
+    msg = (f"runs {ref.run_name!r} and {o.run_name!r} share no counter: matched by MPI structure and "
+           "timing, checked by their logical messages, with lower match scores")
+    warnings.warn(msg, TimingOnlyWarning, stacklevel=3)
+    return msg
+
+
+def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, counters: list[str],
+                 options: MergeOptions, own: Own = None) -> AlignedRun:
+    """Align one other run (its tasks renumbered by ``renum``) to the reference: its match table, tallies and
+    choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts."""
-    check_same_layout(ref, o)  # the same tasks and threads, whatever their numbering
-    bursts, calls, renum = o.bursts, o.mpi_calls, None
+    bursts, calls = o.bursts, o.mpi_calls
     messages = logical_messages(o.mpi_calls, o.messages)
-    if options.map_ranks:
-        renum = rank_mapping(ref.bursts, message_counts(ref_messages), o.bursts, message_counts(messages),
-                             (ref.run_name, o.run_name))
     if renum:
         bursts, calls, messages = renumber(o.bursts, o.mpi_calls, renum, messages)
         bursts = sort_bursts(bursts)
-        moved = sorted((task_of(k), v) for k, v in renum.items() if task_of(k) != v)
-        notes.append(f"run {o.run_name!r} numbers its tasks differently from {ref.run_name!r}: mapped by its "
-                     f"logical messages and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
-                     f"{', ...' if len(moved) > 8 else ''})")
     mapped = replace(o, bursts=bursts, mpi_calls=calls)
-    common = [c for c in ref_counters if c in counters]
+    common = [c for c in ref.counters if c in counters]
     feats = pick_features(common)
-    if not feats:
-        msg = (f"runs {ref.run_name!r} and {o.run_name!r} share no counter: matched by MPI structure and "
-               "timing, checked by their logical messages, with lower match scores")
-        warnings.warn(msg, TimingOnlyWarning, stacklevel=3)
-        notes.append(msg)
     o_units = units(bursts)
     # message ends are named from the communication records when the run has them (exact pairing); from the calls,
     # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
     o_seq = sequence_table(o_units.table, calls, counters, options.align,
                            messages if o.messages is not None else None)
-    m = align_runs(ref_seq, o_seq, feats, options.align)
-    m = m.with_columns(arrival_tolerant(ref_seq, o_seq, m))  # receives that follow arrival say nothing
-    _check_same_program(ref, o, calls, ref_seq, o_seq, m.get_column("other_seq").is_not_null(), options, notes)
-    reference, source, share = ref.bursts, bursts, None
-    if ref_units.split or o_units.split:
-        ex = expand(ref.bursts, ref_units, bursts, o_units, m, common)
+    m = align_runs(ref.seq, o_seq, feats, options.align)
+    m = m.with_columns(arrival_tolerant(ref.seq, o_seq, m))  # receives that follow arrival say nothing
+    units_tally = _same_program_tally(ref.run, calls, ref.seq, o_seq, m.get_column("other_seq").is_not_null(),
+                                      options, own)
+    reference, source, share = ref.run.bursts, bursts, None
+    if ref.units.split or o_units.split:
+        ex = expand(ref.run.bursts, ref.units, bursts, o_units, m, common)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
-    matched = m.get_column("other_seq").is_not_null()
-    long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
+    rows = own.rows(ref.run.bursts) if own else None
+    if rows is not None:  # the tasks this merge reports: the others were loaded as their partners
+        m, reference, share = m[rows], reference[rows], (share[rows] if share is not None else None)
+    r_bursts = ref.run.bursts if rows is None else ref.run.bursts[rows]
+    long_ref = r_bursts.get_column("duration_ns") >= options.min_error_duration_ns
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
     # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
-    m, sig = _check_opened(ref_opened, opened_by(bursts, calls, messages), m, reference, source, work, sig, long_ref)
+    m, sig = _check_opened(ref.opened, opened_by(bursts, calls, messages), m, reference, source, work, sig, long_ref)
     sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
-    if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
-        notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
-                     f"instructions of {ref.run_name!r}'s: not the same input or code version?")
-    return AlignedRun(
-        run=mapped, original=o, renumbered=renum, matches=m, common=tuple(common), features=tuple(feats),
-        reference=reference, source=source, share=share, signals=sig,
-        rate=float(matched.mean()) if ref.bursts.height else 0.0,
-        mean_score=float(m.get_column("match_score").mean() or 0.0),
-        comm=float(m.get_column("same_sig").mean() or 0.0) if matched.any() else None)
+    matched = m.get_column("other_seq").is_not_null()
+    agree = m.get_column("msg_agree")
+    tally = replace(
+        units_tally, rows=m.height, matched=int(matched.sum()),
+        score_sum=float(m.get_column("match_score").sum() or 0.0),
+        same_sig=int(m.get_column("same_sig").fill_null(False).sum()), long=int(long_ref.sum()),
+        long_matched=sig.long_matched, misfit=round((sig.misfit or 0.0) * sig.long_matched),
+        agree=int(agree.fill_null(False).sum()), agree_n=int(agree.is_not_null().sum()),
+        misaligned=sig.msg_misaligned, inconsistent=sig.inconsistent, checked=sig.checked,
+        opened_other=sig.opened_other, opened_checked=sig.opened_checked, unpaired=sig.unpaired,
+        undecided=sig.undecided, example=sig.opened_example)
+    offset, total = own.offset if own else 0, own.total if own else ref.run.bursts.height
+    at = sample_rows(m.height, offset, total)
+    picked = m[at]
+    sample = Sample(reference.select(*THREAD_KEYS, *[c for c in ("call_site", "mpi_call") if c in reference.columns],
+                                     *common)[at],
+                    source.select(pl.col(common).gather(picked.get_column("other_row"))),
+                    _paired(picked.drop("other_seq")), long_ref[at])
+    own_bursts = bursts if not own else bursts.filter(own.rows_of(bursts))
+    run_sample = own_bursts[sample_rows(own_bursts.height, own.other_offset if own else 0,
+                                        own.other_total if own else bursts.height)]
+    return AlignedRun(run=mapped, original=o, renumbered=renum, matches=m, common=tuple(common),
+                      features=tuple(feats), reference=reference, source=source, share=share, tally=tally,
+                      sample=sample, run_sample=run_sample)
+
+
+@dataclass(frozen=True)
+class OwnTasks:
+    """The reference tasks one group of a partitioned merge reports (packed appl/task keys, consecutive in the
+    sorted order), with where its bursts start in the whole run (``offset`` of ``total``) and where the other
+    run's bursts of those tasks start (``other_offset`` of ``other_total``): the choice sample is taken from the
+    whole runs' row numbers."""
+
+    keys: frozenset[int]
+    offset: int
+    total: int
+    other_offset: int
+    other_total: int
+
+    def rows_of(self, frame: pl.DataFrame) -> pl.Series:
+        """Whether each row of ``frame`` (appl, task columns) is one of these tasks'."""
+        return frame.select(task_key().is_in(list(self.keys))).to_series()
+
+    def rows(self, bursts: pl.DataFrame) -> np.ndarray:
+        """The row numbers of these tasks' rows of ``bursts``."""
+        return np.flatnonzero(self.rows_of(bursts).to_numpy())
+
+
+Own = OwnTasks | None
 
 
 def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFrame, reference: pl.DataFrame,
@@ -348,27 +536,190 @@ def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFram
                       long_matched=int(long_matched.sum()), opened_example=example[0] if example else "")
 
 
-def _check_same_program(ref: RunTables, o: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFrame,
-                        o_seq: pl.DataFrame, matched: pl.Series, options: MergeOptions, notes: list[str]) -> None:
+def _same_program_tally(ref: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFrame, o_seq: pl.DataFrame,
+                        matched: pl.Series, options: MergeOptions, own: Own) -> Tally:
+    """The same-program check's sums over ``own``'s tasks: their timing-free call structure in both runs
+    (:func:`synthtrace.tracelib.merge.checks.call_structure`, per thread: ``calls`` the other run's, numbered as the
+    reference's) and the aligned units (``matched``: per row of ``ref_seq``)."""
+    r_calls, o_calls = ref.mpi_calls, calls
+    r_long = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
+    o_long = o_seq.get_column("duration_ns") >= options.min_error_duration_ns
+    if own:
+        r_own, o_own = own.rows_of(ref_seq), own.rows_of(o_seq)
+        matched, r_long, o_long = matched.filter(r_own), r_long.filter(r_own), o_long.filter(o_own)
+        r_calls, o_calls = (c.filter(own.rows_of(c)) if c.height else c for c in (r_calls, o_calls))
+    # [helper merge-verdict] consecutive calls per thread, polls and completion calls collapsed; sites count when
+    # both runs name them
+    n_ref, n_other, n_common = structure_counts(r_calls, o_calls, sites_named(ref.mpi_calls, calls))
+    return Tally(units_long_matched=int((matched & r_long).sum()), units_long_ref=int(r_long.sum()),
+                 units_long_other=int(o_long.sum()), structure_ref=n_ref, structure_other=n_other,
+                 structure_common=n_common)
+
+
+def check_same_program(ref: RunTables, o: RunTables, t: Tally, options: MergeOptions, notes: list[str],
+                       calls: str = "") -> None:
     """Refuse runs whose call structure agrees on less than ``min_match_rate`` of the shorter run's; warn (in
-    ``notes``) when less than ``SAME_LENGTH`` of the longer run's bursts >= 10 us match (``matched``: per row of
-    ``ref_seq``, the aligned units of the two runs)."""
+    ``notes``) when less than ``SAME_LENGTH`` of the longer run's bursts >= 10 us match (``t``: the tallies of the
+    call structure and the aligned units; ``calls``: the runs' call histograms for the refusal, computed when
+    empty)."""
     # [helper merge-verdict] the structure is judged timing-free on the shorter run (chopped windows differ in
-    # length): consecutive calls per thread, polls and completion calls collapsed (checks.same_structure); the
-    # length on the longer run
-    same = same_structure(ref.mpi_calls, calls)
+    # length), the length on the longer run
+    same = structure_share(t.structure_ref, t.structure_other, t.structure_common)
     if same is not None and same < options.min_match_rate:
+        calls = calls or (f"calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
+                          f"of {o.run_name}: {_call_histogram(o.mpi_calls)}")
         raise NotSameProgramError(
             f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the shorter "
-            "run's MPI call sequence (polling and completion loops collapsed) align by MPI structure (calls of "
-            f"{ref.run_name}: {_call_histogram(ref.mpi_calls)}; of {o.run_name}: {_call_histogram(calls)})")
-    long_ref = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
+            f"run's MPI call sequence (polling and completion loops collapsed) align by MPI structure ({calls})")
     # the length on the longer run, over bursts of at least 10 us (polling loops differ in length, not the run)
-    n_long = max(int(long_ref.sum()), int((o_seq.get_column("duration_ns") >= options.min_error_duration_ns).sum()))
-    on_longer = int((matched & long_ref).sum()) / n_long if n_long else 1.0
+    n_long = max(t.units_long_ref, t.units_long_other)
+    on_longer = t.units_long_matched / n_long if n_long else 1.0
     if on_longer < SAME_LENGTH:
         notes.append(f"runs {ref.run_name!r} and {o.run_name!r} cover different lengths: {on_longer:.0%} of the "
                      "longer run's bursts >= 10 us matched (chopped windows, or a run cut short or on another input)")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The reference's bursts (``rows``, ``long``: >= ``min_error_duration_ns``) and per counter it recorded, its
+    non-NULL values (all, long): sums, additive over groups of tasks."""
+
+    rows: int
+    long: int
+    values: dict[str, tuple[int, int]]
+
+    @classmethod
+    def of(cls, bursts: pl.DataFrame, counters: Sequence[str], long: pl.Series) -> Recorded:
+        got = bursts.select(*[pl.col(c).is_not_null().sum().alias(c) for c in counters],
+                            *[(pl.col(c).is_not_null() & long).sum().alias(f"_l_{c}") for c in counters])
+        return cls(bursts.height, int(long.sum()),
+                   {c: (int(got.get_column(c)[0]), int(got.get_column(f"_l_{c}")[0])) for c in counters})
+
+    def __add__(self, other: Recorded) -> Recorded:
+        return Recorded(self.rows + other.rows, self.long + other.long,
+                        {c: (a + other.values[c][0], b + other.values[c][1]) for c, (a, b) in self.values.items()})
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """How the counters move, decided once over the whole runs: per counter the source run (None: recorded by the
+    reference) and its plan, and the quality rows."""
+
+    counters: list[str]
+    source: dict[str, str | None]
+    plans: dict[str, Plan]
+    quality: list[QualityRow]
+
+
+def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables], counters_of: dict[str, list[str]],
+           aligned: dict[str, AlignedRun], tallies: dict[str, Tally], samples: dict[str, Sample],
+           run_samples: dict[str, pl.DataFrame], recorded: Recorded, options: MergeOptions,
+           notes: list[str], on_step: Callable[[str, int], None] | None = None, n_steps: int = 0) -> Transfer:
+    """Source run and plan of every counter and the quality rows, from the tallies (sums over every reference
+    burst) and choice samples of the aligned runs (``aligned``: one group's, for the counters' lists of common
+    counters and features). ``recorded``: the reference's bursts and its counters' recorded values."""
+    all_counters: list[str] = list(ref_counters)
+    for o in others:
+        all_counters += [c for c in counters_of[o.run_id] if c not in all_counters]
+    quality: list[QualityRow] = []
+    plans: dict[str, Plan] = {}
+    source: dict[str, str | None] = {}
+    choices: dict[str, Choice] = {}
+    verdicts: dict[str, tuple[PairSignals, tuple[str, str]]] = {}
+    for o in others:
+        info, s = aligned[o.run_id], samples[o.run_id]
+        work = work_counter(info.common)
+        rate = next((c for c in info.common if c != work), None)
+        shift = pair_signals(s.reference, s.source, s.matches, work, rate, s.long).work_shift if work else None
+        sig = tallies[o.run_id].signals(shift)
+        verdicts[o.run_id] = (sig, verdict(sig, not info.features))
+        if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
+            notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
+                         f"instructions of {ref.run_name!r}'s: not the same input or code version?")
+    for i, c in enumerate(all_counters):
+        if on_step and i:  # the step of the counter before has ended (the loop body has several exits)
+            on_step(f"merged {all_counters[i - 1]}", n_steps)
+        if c in ref_counters:
+            partner = next((o for o in others if c in aligned[o.run_id].common), None)
+            cross = None
+            if partner:
+                s = samples[partner.run_id]
+                e = relative_errors(transferred(s.reference, s.source, s.matches.get_column("other_row"), c, Plan()),
+                                    s.reference.get_column(c), s.long)
+                cross = float(e.median()) if e.len() else None
+            source[c] = None
+            quality.append(QualityRow(
+                counter=c, source_run=ref.run_name, source_run_id=ref.run_id, method="recorded", rescaled_by=None,
+                coverage=recorded.values[c][0] / recorded.rows if recorded.rows else 0.0,
+                coverage_long=recorded.values[c][1] / recorded.long if recorded.long else None,
+                estimated_share=0.0, estimated_error=0.0, estimated_error_p95=0.0, cross_run_diff=cross,
+                match_rate=1.0, mean_match_score=1.0, comm_agreement=1.0, msg_agreement=None, misfit=None,
+                verdict="ok", verdict_reason=None))
+            continue
+        sources = [o for o in others if c in counters_of[o.run_id]]
+        src = max(sources, key=lambda o: tallies[o.run_id].rate)  # first by name among the best
+        info, t, s = aligned[src.run_id], tallies[src.run_id], samples[src.run_id]
+        if src.run_id not in choices:
+            choices[src.run_id] = choose(s.reference, s.source, s.matches.get_column("other_row"), list(info.common),
+                                         s.long, options.rescale, run_samples[src.run_id])
+        plan = choices[src.run_id].plan(run_samples[src.run_id], c, list(info.common))
+        plans[c], source[c] = plan, src.run_id
+        err, err95 = choices[src.run_id].error(plan)
+        sig, (v, why) = verdicts[src.run_id]
+        quality.append(QualityRow(
+            counter=c, source_run=src.run_name, source_run_id=src.run_id, method=plan.method,
+            rescaled_by=plan.label, coverage=t.rate, coverage_long=sig.coverage_long, estimated_share=0.0,
+            estimated_error=err, estimated_error_p95=err95, cross_run_diff=None, match_rate=t.rate,
+            mean_match_score=t.score_sum / t.matched if t.matched else 0.0,
+            comm_agreement=t.same_sig / t.matched if t.matched else None, msg_agreement=sig.msg_agreement,
+            misfit=sig.misfit, verdict=v, verdict_reason=why or None))
+    if on_step and all_counters:
+        on_step(f"merged {all_counters[-1]}", n_steps)
+    return Transfer(all_counters, source, plans, quality)
+
+
+def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, Pairs], transfer: Transfer, experiment: str,
+                ref: RunTables) -> pl.DataFrame:
+    """The merged rows of the reference bursts ``ref_bursts`` (``aligned``: per other run, the pairs of those rows):
+    recorded counters kept, the others transferred by ``transfer``'s plans, the match score (lowest over the source
+    runs that supplied a counter; NULL where one left the burst unmatched), ``estimated`` False."""
+    rec = [c for c in transfer.counters if transfer.source[c] is None]
+    values = []
+    for c in transfer.counters:
+        run_id = transfer.source[c]
+        if run_id is None:
+            continue
+        info = aligned[run_id]
+        v = transferred(info.reference, info.source, info.other_row, c, transfer.plans[c])
+        if info.share is not None:  # a piece's share of the other run's whole unit (tracelib.merge.pieces)
+            v = v * info.share
+        values.append(v.round().cast(pl.Int64).alias(c))
+    used = sorted({r for r in transfer.source.values() if r is not None}, key=list(aligned).index)
+    scores = [aligned[r].score.alias(f"_score_{i}") for i, r in enumerate(used)]
+    out = pl.concat([ref_bursts.select(BASE_COLUMNS), ref_bursts.select(rec)], how="horizontal").with_columns(
+        *values, *scores)
+    cols = [f"_score_{i}" for i in range(len(used))]
+    score = (pl.when(pl.any_horizontal(pl.col(x).is_null() for x in cols)).then(None)
+             .otherwise(pl.min_horizontal(cols))) if cols else pl.lit(1.0)
+    return out.select(pl.lit(experiment).alias("experiment"), pl.lit(ref.run_id).alias("run_id"),
+                      pl.lit(ref.run_name).alias("run_name"), *BASE_COLUMNS, *transfer.counters,
+                      score.cast(pl.Float64).alias("match_score"), pl.lit(False).alias("estimated"))
+
+
+def check_counters(ref: RunTables, others: Sequence[RunTables], counters_of: dict[str, list[str]],
+                   has_messages: Callable[[RunTables], bool], options: MergeOptions) -> None:
+    """Raise :class:`NoCommonCounterError` when a run shares no counter with the reference and either run has no
+    point-to-point message to validate the match by (unless ``allow_timing_only``)."""
+    for o in others:
+        if set(counters_of[ref.run_id]) & set(counters_of[o.run_id]) or options.allow_timing_only:
+            continue
+        # no counter to validate the match by: the logical messages (timing-free structure) do, when both runs have
+        if has_messages(ref) and has_messages(o):
+            continue
+        raise NoCommonCounterError(
+            f"runs {ref.run_name!r} ({', '.join(counters_of[ref.run_id]) or 'no counters'}) and {o.run_name!r} "
+            f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common and no point-to-point "
+            "messages to validate the match by; use --allow-timing-only to match by MPI structure and timing alone")
 
 
 def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions(),
@@ -388,122 +739,73 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     # every frame below shares the row order of its run's sorted bursts: values move by row index, not by joins
     runs = [replace(r, bursts=sort_bursts(r.bursts)) for r in runs]
     ri = choose_reference(runs, options.reference)
-    ref = runs[ri]
+    ref_run = runs[ri]
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
-    ref_counters = ref.counters
     counters_of = {r.run_id: r.counters for r in runs}
-    ref_messages = logical_messages(ref.mpi_calls, ref.messages)
+    ref = Reference.of(ref_run, options, counters_of[ref_run.run_id])
+    check_counters(ref_run, others, counters_of,
+                   lambda r: (ref.messages if r is ref_run else logical_messages(r.mpi_calls, r.messages)).height > 0,
+                   options)
+    n_ref = ref_run.bursts.height
+    long_ref = ref_run.bursts.get_column("duration_ns") >= options.min_error_duration_ns
+    n_counters = len({c for r in runs for c in counters_of[r.run_id]})
+    n_steps = len(others) + n_counters
+    aligned: dict[str, AlignedRun] = {}
     for o in others:
-        if set(ref_counters) & set(counters_of[o.run_id]) or options.allow_timing_only:
-            continue
-        # no counter to validate the match by: the logical messages (timing-free structure) do, when both runs have
-        if ref_messages.height and logical_messages(o.mpi_calls, o.messages).height:
-            continue
-        raise NoCommonCounterError(
-            f"runs {ref.run_name!r} ({', '.join(ref_counters) or 'no counters'}) and {o.run_name!r} "
-            f"({', '.join(counters_of[o.run_id]) or 'no counters'}) have no counter in common and no point-to-point "
-            "messages to validate the match by; use --allow-timing-only to match by MPI structure and timing alone")
-    ref_units = units(ref.bursts)
-    ref_seq = sequence_table(ref_units.table, ref.mpi_calls, ref_counters, options.align,
-                             ref_messages if ref.messages is not None else None)
-    ref_opened = opened_by(ref.bursts, ref.mpi_calls, ref_messages)  # [helper merge-verdict]
-    base = ref.bursts.select(BASE_COLUMNS)
-    n_ref = base.height
-    long_ref = ref.bursts.get_column("duration_ns") >= options.min_error_duration_ns
-    all_counters: list[str] = list(ref_counters)
-    for o in others:
-        all_counters += [c for c in counters_of[o.run_id] if c not in all_counters]
-    n_steps = len(others) + len(all_counters)
-    per_run: dict[str, AlignedRun] = {}
-    for o in others:
-        per_run[o.run_id] = _align_other(ref, ref_units, o, ref_seq, ref_counters, counters_of[o.run_id], options,
-                                         notes, ref_messages, ref_opened)
+        check_same_layout(ref_run, o)  # the same tasks and threads, whatever their numbering
+        renum = rank_correspondence(ref, o, options)
+        if renum:
+            notes.append(renumbered_note(ref_run, o, renum))
+        common = [c for c in ref.counters if c in counters_of[o.run_id]]
+        if msg := timing_only_note(ref_run, o, pick_features(common)):
+            notes.append(msg)
+        aligned[o.run_id] = info = _align_other(ref, o, renum, counters_of[o.run_id], options)
+        check_same_program(ref_run, info.run, info.tally, options, notes)
         if on_step:
             on_step(f"aligned {o.run_name}", n_steps)
+    transfer = decide(ref_run, ref.counters, others, counters_of, aligned,
+                      {k: a.tally for k, a in aligned.items()}, {k: a.sample for k, a in aligned.items()},
+                      {k: a.run_sample for k, a in aligned.items()},
+                      Recorded.of(ref_run.bursts, ref.counters, long_ref), options, notes, on_step, n_steps)
+    merged = merged_rows(ref_run.bursts, {k: a.pairs for k, a in aligned.items()}, transfer, experiment, ref_run)
+    quality_rows = transfer.quality
+    if options.estimate_unmatched:
+        merged, quality_rows = _with_estimates(merged, ref, aligned, transfer, options)
+    quality = pl.DataFrame([{**asdict(q), "experiment": experiment, "reference_run": ref_run.run_name,
+                             "n_bursts": n_ref} for q in quality_rows], schema=QUALITY_SCHEMA)
+    matches = pl.concat([provenance(experiment, aligned[o.run_id]) for o in others])
+    return MergeResult(experiment, ref_run.run_id, ref_run.run_name, merged, quality, matches, notes)
 
-    # ---- counters: recorded by the reference, or transferred from the best source run
-    merged = pl.concat([base, ref.bursts.select(ref_counters)], how="horizontal")
-    quality_rows: list[QualityRow] = []
-    flags: list[pl.Expr] = []  # per transferred counter: estimated?
-    score_cols: dict[str, str] = {}
-    choices: dict[str, Choice] = {}
-    for i, c in enumerate(all_counters):
-        if on_step and i:  # the step of the counter before has ended (the loop body has several exits)
-            on_step(f"merged {all_counters[i - 1]}", n_steps)
-        if c in ref_counters:
-            partner = next((per_run[o.run_id] for o in others if c in per_run[o.run_id].common), None)
-            cross = None
-            if partner:
-                e = relative_errors(transferred(partner.reference, partner.source,
-                                                partner.matches.get_column("other_row"), c, Plan()),
-                                    partner.reference.get_column(c), long_ref)
-                cross = float(e.median()) if e.len() else None
-            quality_rows.append(QualityRow(
-                counter=c, source_run=ref.run_name, source_run_id=ref.run_id, method="recorded", rescaled_by=None,
-                coverage=float(merged.get_column(c).is_not_null().mean()) if n_ref else 0.0,
-                coverage_long=_share(merged.get_column(c).is_not_null(), long_ref), estimated_share=0.0,
-                estimated_error=0.0, estimated_error_p95=0.0, cross_run_diff=cross, match_rate=1.0,
-                mean_match_score=1.0, comm_agreement=1.0, msg_agreement=None, misfit=None, verdict="ok",
-                verdict_reason=None))
+
+def _with_estimates(merged: pl.DataFrame, ref: Reference, aligned: dict[str, AlignedRun], transfer: Transfer,
+                    options: MergeOptions) -> tuple[pl.DataFrame, list[QualityRow]]:
+    """``merged`` with a flagged estimate for every transferred counter's unmatched bursts (``estimate_unmatched``)
+    and the quality rows' ``estimated_share``."""
+    own_seq = (sequence_table(ref.run.bursts, ref.run.mpi_calls, [], options.align) if ref.units.split
+               else ref.seq)
+    flags, rows = [], []
+    n_ref = merged.height
+    for q in transfer.quality:
+        run_id = transfer.source[q.counter]
+        if run_id is None:
+            rows.append(q)
             continue
-        sources = [o for o in others if c in counters_of[o.run_id]]
-        src = max(sources, key=lambda o: per_run[o.run_id].rate)  # first by name among the best
-        info = per_run[src.run_id]
-        other_row = info.matches.get_column("other_row")
-        if src.run_id not in choices:
-            choices[src.run_id] = choose(info.reference, info.source, other_row, list(info.common), long_ref,
-                                         options.rescale)
-        plan = choices[src.run_id].plan(info.run.bursts, c, list(info.common))
-        values = transferred(info.reference, info.source, other_row, c, plan)
-        if info.share is not None:  # a piece's share of the other run's whole unit (tracelib.merge.pieces)
-            values = values * info.share
-        values = values.round().cast(pl.Int64)
-        est = pl.Series(c, [False] * n_ref, pl.Boolean)
-        if options.estimate_unmatched:
-            own_seq = sequence_table(ref.bursts, ref.mpi_calls, [], options.align) if ref_units.split else ref_seq
-            guess = _estimates(ref, info.run, c, plan, own_seq, sequence_table(
-                info.run.bursts, info.run.mpi_calls, [], options.align))
-            est = values.is_null() & guess.is_not_null()
-            values = pl.select(pl.when(values.is_null()).then(guess).otherwise(values).alias(c)).get_column(c)
-            merged = merged.with_columns(est.alias(f"_est_{c}"))
-            flags.append(pl.col(f"_est_{c}"))
-        merged = merged.with_columns(values.alias(c))
-        score_cols[src.run_id] = f"_score_{src.run_id}"
-        err, err95 = choices[src.run_id].error(plan)
-        sig = info.signals
-        v, why = verdict(sig, not info.features)
-        quality_rows.append(QualityRow(
-            counter=c, source_run=src.run_name, source_run_id=src.run_id, method=plan.method,
-            rescaled_by=plan.label, coverage=float(other_row.is_not_null().mean()) if n_ref else 0.0,
-            coverage_long=sig.coverage_long, estimated_share=float(est.mean()) if n_ref else 0.0,
-            estimated_error=err, estimated_error_p95=err95, cross_run_diff=None, match_rate=info.rate,
-            mean_match_score=info.mean_score, comm_agreement=info.comm, msg_agreement=sig.msg_agreement,
-            misfit=sig.misfit, verdict=v, verdict_reason=why or None))
-    if on_step and all_counters:
-        on_step(f"merged {all_counters[-1]}", n_steps)
-
-    # ---- per-burst match score: lowest score over the source runs that supplied counters (NULL if unmatched)
-    for run_id, col in score_cols.items():
-        merged = merged.with_columns(per_run[run_id].matches.get_column("match_score").alias(col))
-    if score_cols:
-        cols = list(score_cols.values())
-        score = (pl.when(pl.any_horizontal(pl.col(x).is_null() for x in cols)).then(None)
-                 .otherwise(pl.min_horizontal(cols)))
-    else:
-        score = pl.lit(1.0)
-    estimated = pl.any_horizontal(flags) if flags else pl.lit(False)
-    merged = merged.with_columns(score.cast(pl.Float64).alias("match_score"), estimated.alias("estimated"))
-    merged = merged.select(pl.lit(experiment).alias("experiment"), pl.lit(ref.run_id).alias("run_id"),
-                           pl.lit(ref.run_name).alias("run_name"), *BASE_COLUMNS, *all_counters,
-                           "match_score", "estimated")
-    quality = pl.DataFrame([{**asdict(q), "experiment": experiment, "reference_run": ref.run_name, "n_bursts": n_ref}
-                            for q in quality_rows], schema=QUALITY_SCHEMA)
-    matches = pl.concat([_provenance(experiment, per_run[o.run_id]) for o in others])
-    return MergeResult(experiment, ref.run_id, ref.run_name, merged, quality, matches, notes)
+        c, info = q.counter, aligned[run_id]
+        guess = _estimates(ref.run, info.run, c, transfer.plans[c], own_seq, sequence_table(
+            info.run.bursts, info.run.mpi_calls, [], options.align))
+        values = merged.get_column(c)
+        est = values.is_null() & guess.is_not_null()
+        merged = merged.with_columns(pl.when(est).then(guess).otherwise(values).alias(c), est.alias(f"_est_{c}"))
+        flags.append(pl.col(f"_est_{c}"))
+        rows.append(replace(q, estimated_share=float(est.mean()) if n_ref else 0.0))
+    if flags:
+        merged = merged.with_columns(pl.any_horizontal(flags).alias("estimated")).drop(
+            [f"_est_{q.counter}" for q in transfer.quality if transfer.source[q.counter] is not None])
+    return merged, rows
 
 
-def _provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
+def provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
     """merge_matches rows of one other run: where each reference burst's values came from, in the other run's own
     task numbering (MATCHES_SCHEMA)."""
     m, orig = info.matches, info.original
@@ -520,7 +822,9 @@ def _provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
     sel = sel.select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"))
     return pl.concat([m.select(*KEYS), sel, m.select(pl.col("other_seq").alias("other_burst_seq"),
                                                      pl.col("match_score").alias("score"),
-                                                     (~pl.col("msg_consistent")).fill_null(False).alias("ambiguous"),
+                                                     # [helper merge-iter] or an undecidable iteration span
+                                                     ((~pl.col("msg_consistent")).fill_null(False)
+                                                      | pl.col("ambiguous_span").fill_null(False)).alias("ambiguous"),
                                                      "msg_mismatch")],
                      how="horizontal").select(
         pl.lit(experiment).alias("experiment"), *KEYS, pl.lit(orig.run_name).alias("other_run"),

@@ -89,12 +89,34 @@ def explained(ref: pl.DataFrame, other: pl.DataFrame, mapping: dict[int, int] | 
     return Fit(float(fit[0] or 0.0), float(fit[1] or 0.0))
 
 
+def _profile_key() -> pl.Expr:
+    """A burst's profile key: its closing call and call site."""
+    return pl.concat_str(pl.col("mpi_call").fill_null(""), pl.lit("@"), pl.col("call_site").fill_null(""))
+
+
+def profile_rows(bursts: pl.DataFrame) -> pl.DataFrame:  # [helper merge-scale] for the partitioned merge
+    """The rows of ``bursts`` (sorted by thread and burst_seq) that decide every task's work profile: whatever else
+    is dropped, :func:`rank_mapping` on these rows (concatenated over groups of whole tasks) decides as on all of
+    them. Kept per thread: its first row, the first burst of every unit among the first ``PROFILE`` of its key, and
+    the first of each run of later units (so that no two kept units of one key become neighbours). At most about
+    ``2 * PROFILE`` rows per task and closing call: the compact input of the rank correspondence."""
+    thread = ["appl", "task", "thread"]
+    b = bursts.with_row_index("_r").with_columns(_profile_key().alias("_key"))
+    first = b.group_by(thread).agg(pl.col("_r").min()).get_column("_r")
+    u = (b.filter(pl.col("_key") != pl.col("_key").shift(1).over(thread))
+         .with_columns((pl.int_range(pl.len()).over("appl", "task", "_key") < PROFILE).alias("_keep")))
+    # a unit past the first PROFILE right after a kept one (or after the thread's first row) separates them
+    u = u.filter(pl.col("_keep") | pl.col("_keep").shift(1, fill_value=True).over(thread))
+    rows = pl.concat([first, u.get_column("_r")]).unique().sort()
+    return bursts.gather(rows)
+
+
 def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray]:
     """(profile rows: task, key, k, w; the tasks): per task of ``appl`` and closing call (call, call site), ``log1p`` of
     the work of its first ``PROFILE`` bursts in order (NaN past the end): instructions, else microseconds."""
     work = next((c for c in WORK if c in bursts.columns), None)
     w = pl.col(work).cast(pl.Float64) if work else pl.col("duration_ns").cast(pl.Float64) / 1e3
-    key = pl.concat_str(pl.col("mpi_call").fill_null(""), pl.lit("@"), pl.col("call_site").fill_null(""))
+    key = _profile_key()
     # a run of bursts closed by one call (a polling loop, completion calls as messages arrive) is one unit: its
     # first burst (the work before the loop) stands for it
     p = (bursts.filter(pl.col("appl") == appl).select("task", "thread", key.alias("key"), w.log1p().alias("w"))

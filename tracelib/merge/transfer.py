@@ -180,8 +180,10 @@ class Choice:
 
 
 def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, common: Sequence[str],
-           long_ref: pl.Series, rescale: bool | None) -> Choice:
-    """Leave-one-out over the common counters (see the module docstring); ``rescale`` None: by the estimate."""
+           long_ref: pl.Series, rescale: bool | None, src_run: pl.DataFrame | None = None) -> Choice:
+    """Leave-one-out over the common counters (see the module docstring); ``rescale`` None: by the estimate.
+    ``src_run``: the source run's own bursts (or a regular sample of them) the rescaling counters are chosen on
+    (default ``src_bursts``)."""
     work = work_counter(common)
     tol = _work_noise(ref_bursts, src_bursts, other_row, work, long_ref) if work else 0.0
     errs: dict[str, dict[str, tuple[float, float]]] = {"verbatim": {}, "per_ins": {}, "rescaled": {}}
@@ -190,7 +192,7 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
         plans = {"verbatim": Plan()}
         if work and c != work:
             plans["per_ins"] = Plan(work, work_tol=tol)
-        r = rescale_counter(src_bursts, c, others)
+        r = rescale_counter(src_bursts if src_run is None else src_run, c, others)
         if r and c != work:
             plans["rescaled"] = Plan(work, *r, tol) if work else Plan(None, *r)
         for kind, plan in plans.items():

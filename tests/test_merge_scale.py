@@ -1,0 +1,120 @@
+"""The merge a group of tasks at a time (issue 22, memory bounded whatever the number of ranks): the same committed
+result as the merge of the whole runs, on campaigns of the simulator read back from a warehouse."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import synthtrace
+from synthtrace.pipelines import jobs
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, NotSameProgramError, merge_runs
+from synthtrace.tracelib.merge.partitioned import PartedTable, merge_partitioned, task_groups
+from synthtrace.tracelib.merge.ranks import _profiles, profile_rows
+from synthtrace.warehouse import merged as merged_mod
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.merged import StoredRun, merge_stored
+from testing.simulator_campaigns import simulated
+
+
+def _warehouse(tmp: Path, mechanism: str, seed: int = 0, **sizes) -> tuple[Warehouse, str]:
+    c = simulated(mechanism, seed, tmp / "sim", **sizes)
+    for t in c.traces:
+        synthtrace.ingest(str(tmp / "wh"), str(t), experiment=mechanism)
+    return Warehouse(tmp / "wh"), mechanism
+
+
+def _whole(wh: Warehouse, name: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return merge_runs(wh.experiment(name).run_tables(), MergeOptions(), experiment=name)
+
+
+@pytest.mark.parametrize("mechanism", ["renumbered", "completion", "pairs8"])
+def test_partitioned_merge_is_the_whole_merge(tmp_path: Path, mechanism: str) -> None:
+    """Renumbered ranks (the rank correspondence from profile rows and message counts), Testsome/Waitany completion
+    on a neighbour graph, 8 runs with counter pairs: merged in groups of a few tasks with their partners, the
+    merged bursts, quality and provenance are those of the whole runs' merge."""
+    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=12)
+    whole = _whole(wh, name)
+    exp = wh.experiment(name)
+    steps: list[str] = []
+    sources = [StoredRun(wh, r, exp.run_names[r]) for r in exp.run_ids]
+    per_task = sum(s.threads().get_column("bursts").sum() for s in sources) // 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pairs8: runs without a common counter
+        part = merge_partitioned(sources, tmp_path / "spill", MergeOptions(), name, budget=3 * per_task,
+                                 on_step=lambda what, n: steps.append(what))
+    assert sum("aligned" in s for s in steps) >= 3  # several groups, each a few tasks
+    assert isinstance(part.merged, PartedTable)
+    assert_frame_equal(part.merged.collect(), whole.merged, check_exact=False, rel_tol=1e-9)
+    assert_frame_equal(part.quality, whole.quality, check_exact=False, rel_tol=1e-9)
+    assert_frame_equal(part.matches.collect(), whole.matches)
+    assert sorted(part.warnings) == sorted(whole.warnings)
+
+
+def test_merge_command_commits_the_same_in_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``synthtrace merge`` (jobs.merge_experiment) on runs above the partition threshold commits what the whole
+    merge commits, and leaves no spilled part behind."""
+    wh, name = _warehouse(tmp_path, "torus", ranks=9, iterations=10)
+    whole = _whole(wh, name)
+    monkeypatch.setattr(merged_mod, "PARTITION_BURSTS", 0)
+    monkeypatch.setattr(merged_mod, "GROUP_BURSTS", merged_mod.stored_bursts(wh.experiment(name)) // 2)
+    steps: list[tuple[str, int]] = []
+    result = jobs.merge_experiment(wh.experiment(name), on_step=lambda what, n: steps.append((what, n)))
+    assert any("group 2/" in s for s, _ in steps) and steps[-1][0] == "written"
+    committed = wh.experiment(name).dir
+    assert_frame_equal(pl.read_parquet(committed / "merged_bursts.parquet"), whole.merged, check_exact=False,
+                       rel_tol=1e-9)
+    assert_frame_equal(pl.read_parquet(committed / "merge_matches.parquet"), whole.matches)
+    assert result.merged.height == whole.merged.height
+    assert not list(wh.staging_dir.iterdir())
+
+
+def test_partitioned_merge_refuses_another_layout(tmp_path: Path) -> None:
+    """Runs with other tasks are refused in groups as whole: one clear error naming both runs."""
+    eight = simulated("completion", 0, tmp_path / "sim8", ranks=8, iterations=8)
+    six = simulated("completion", 0, tmp_path / "sim6", ranks=6, iterations=8)
+    for t in (eight.traces[0], six.traces[1]):
+        synthtrace.ingest(str(tmp_path / "wh"), str(t), experiment="mixed_sizes")
+    exp = Warehouse(tmp_path / "wh").experiment("mixed_sizes")
+    with pytest.raises(NotSameProgramError, match="8 vs 6 tasks|6 vs 8 tasks"):
+        merge_stored(exp, MergeOptions(), partition_bursts=0, group_bursts=100)
+
+
+def test_task_groups_keep_partners_within_budget() -> None:
+    """Consecutive tasks, each group with the partners of its tasks, within the budget unless one task alone
+    exceeds it; every task in exactly one group."""
+    bursts = {t: 100 for t in range(1, 17)}
+    ring = {t: {(t % 16) + 1, ((t - 2) % 16) + 1} for t in range(1, 17)}
+    groups = task_groups(bursts, ring, budget=600)
+    assert [t for g in groups for t in g.tasks] == list(range(1, 17))
+    for g in groups:
+        assert set(g.partners) == set().union(*(ring[t] for t in g.tasks)) - set(g.tasks)
+        assert 100 * (len(g.tasks) + len(g.partners)) <= 600
+    assert [g.tasks for g in task_groups(bursts, ring, budget=50)] == [(t,) for t in range(1, 17)]
+
+
+def test_profile_rows_decide_the_profiles_as_all_bursts() -> None:
+    """The compact rows the rank correspondence reads give every task the work profile all its bursts give (keys
+    that recur past the profile's length, runs of one call, several threads, calls without a site)."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        n = int(rng.integers(50, 5000))
+        b = pl.DataFrame({
+            "appl": np.ones(n, np.int32), "task": rng.integers(1, 4, n).astype(np.int32),
+            "thread": rng.integers(1, 3, n).astype(np.int32),
+            "mpi_call": pl.Series(rng.choice(["MPI_Send", "MPI_Wait", "MPI_Test", "-"], n,
+                                             p=[0.5, 0.3, 0.15, 0.05])).replace("-", None),
+            "call_site": rng.choice(["a.c:1", "a.c:2"], n), "duration_ns": rng.integers(1, 10**6, n),
+        }).with_row_index("burst_seq").sort("appl", "task", "thread", "burst_seq")
+        rows = profile_rows(b)
+        assert rows.height < b.height
+        want, tasks = _profiles(b, 1)
+        got, got_tasks = _profiles(rows, 1)
+        assert np.array_equal(tasks, got_tasks)
+        assert_frame_equal(got.sort("task", "key", "k"), want.sort("task", "key", "k"))
