@@ -177,7 +177,11 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
                 metas[run_id] = TraceMeta.from_trace(ParaverTrace(path))
             except SynthtraceError:
                 continue
-    meta = metas.get(result.reference_run_id) or _meta_from_bursts(result.merged, TraceMeta)
+    from synthtrace.tracelib.merge.partitioned import PartedTable
+
+    # a merge made a group of tasks at a time holds its bursts in Parquet: the writer takes them whole
+    merged = result.merged.collect() if isinstance(result.merged, PartedTable) else result.merged
+    meta = metas.get(result.reference_run_id) or _meta_from_bursts(merged, TraceMeta)
     for m in metas.values():  # counter types of counters the reference run did not record
         for name, etype in m.counter_types.items():
             meta.counter_types.setdefault(name, etype)
@@ -185,10 +189,10 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
             meta.counter_labels.setdefault(name, label)
     calls = exp.calls(result.reference_run_id)
     calls = calls if calls is not None else pl.DataFrame()
-    counters = [c for c in result.quality.get_column("counter").to_list() if c in result.merged.columns]
+    counters = [c for c in result.quality.get_column("counter").to_list() if c in merged.columns]
     events_dir = exp.wh.run_dir(result.reference_run_id) / "events"  # reader (issue 24.3/4): its other events too
     events = pl.read_parquet(events_dir / "*.parquet") if any(events_dir.glob("*.parquet")) else None
-    return write_paraver(out_stem, result.merged, calls, meta, counters=counters, events=events)
+    return write_paraver(out_stem, merged, calls, meta, counters=counters, events=events)
 
 
 def _meta_from_bursts(bursts: pl.DataFrame, meta_type):
