@@ -142,8 +142,9 @@ def _cap_data_segment(allowance_bytes: int) -> None:
     """Cap this process's data segment at what it holds now plus ``allowance_bytes``, never above the hard limit
     it was given (``ulimit -d`` of a batch job: a larger cap is not this process's to take)."""
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    cap = min(data_segment_bytes() + allowance_bytes, resource.RLIM_INFINITY - 1 if hard == resource.RLIM_INFINITY
-              else hard, 2**63 - 1)
+    cap = min(data_segment_bytes() + allowance_bytes, 2**63 - 1)
+    if hard != resource.RLIM_INFINITY:  # (RLIM_INFINITY is -1 to Python: never a bound to take the minimum with)
+        cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
 
 

@@ -104,21 +104,35 @@ def call_structure(calls: pl.DataFrame, sites: bool = True) -> pl.DataFrame:
             .group_by(*THREAD_KEYS, "a", "b").agg(pl.len().alias("n")))
 
 
+def sites_named(*calls: pl.DataFrame) -> bool:
+    """Whether call sites can tell calls apart in every one of these runs' calls (each names some)."""
+    return all("call_site" in c.columns and c.get_column("call_site").is_not_null().any() for c in calls)
+
+
+def structure_counts(ref_calls: pl.DataFrame, other_calls: pl.DataFrame, sites: bool) -> tuple[int, int, int]:
+    """(reference's, other's, common) consecutive unit pairs of two runs' :func:`call_structure` (the other run's
+    tasks numbered as the reference's; common: per thread and pair, the smaller count). Additive over groups of
+    tasks (``sites``: :func:`sites_named` of the whole runs)."""
+    r, o = call_structure(ref_calls, sites), call_structure(other_calls, sites)
+    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
+    return int(r.get_column("n").sum()), int(o.get_column("n").sum()), int(common or 0)
+
+
+def structure_share(n_ref: int, n_other: int, n_common: int) -> float | None:
+    """The share of the shorter run's call structure the other run has too (:func:`structure_counts`), in [0, 1]:
+    None when neither run has two consecutive calls."""
+    if not (n_ref or n_other):
+        return None
+    shorter = min(n_ref, n_other)
+    return n_common / shorter if shorter else 0.0
+
+
 def same_structure(ref_calls: pl.DataFrame, other_calls: pl.DataFrame) -> float | None:
     """The share of the shorter run's call structure (:func:`call_structure`: consecutive units per thread,
     the other run's tasks numbered as the reference's) that the other run has too, in [0, 1]: 1 for two runs of
     one program on one input whatever their timing (a run cut short, or a few calls more, cost only their share);
     near 0 for another program. Call sites count when both runs name them. None when neither run has a call."""
-    sites = all("call_site" in c.columns and c.get_column("call_site").is_not_null().any()
-                for c in (ref_calls, other_calls))
-    r, o = call_structure(ref_calls, sites), call_structure(other_calls, sites)
-    total = min(int(r.get_column("n").sum()), int(o.get_column("n").sum()))
-    if r.height == 0 and o.height == 0:
-        return None
-    if total == 0:
-        return 0.0
-    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
-    return float(common) / total
+    return structure_share(*structure_counts(ref_calls, other_calls, sites_named(ref_calls, other_calls)))
 
 
 @dataclass(frozen=True)
@@ -161,7 +175,7 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     cov = float(matched.sum()) / n_long if n_long else None
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
-    off_iter = (~matches.get_column("same_iter")).fill_null(False)
+    off_iter = (~matches.get_column("same_iter")).fill_null(False) & _clock_judges(ref_bursts, src_bursts, other_row)
     consistent = matches.get_column("msg_consistent").filter(matched)
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
@@ -184,6 +198,38 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
                                          or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
     return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided)
+
+
+def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:
+    """Per burst row: ``_uc``, the hash of its closing call (call and call site) when that call closes no other
+    burst of its thread (``MPI_Init``, ``MPI_Finalize``), and ``_uo``, that of its opening call (the closing call of
+    the thread's previous burst) when that one is unique; NULL otherwise."""
+    name = pl.struct("mpi_call", *[c for c in ("call_site",) if c in bursts.columns]).hash(11)
+    once = pl.col("mpi_call").is_not_null() & (pl.len().over(*THREAD_KEYS, name) == 1)
+    return bursts.select(*THREAD_KEYS, pl.when(once).then(name).alias("_uc")).select(
+        "_uc", pl.col("_uc").shift(1).over(THREAD_KEYS).alias("_uo"))
+
+
+def _clock_judges(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series) -> pl.Series:
+    """Per reference row: whether the iteration clock judges its pair. The clock counts a thread's own calls: a
+    thread that makes none (an OpenMP worker, matched through its master's parallel regions) has no clock, and a
+    pair that a unique call names (:func:`placed_by_unique_call`) needs none. All True for frames without the
+    bursts' thread keys and closing calls (counter samples)."""
+    if not {*THREAD_KEYS, "mpi_call"} <= set(ref_bursts.columns) & set(src_bursts.columns):
+        return pl.Series([True] * other_row.len(), dtype=pl.Boolean)
+    callless = ref_bursts.select(pl.col("mpi_call").is_null().all().over(THREAD_KEYS)).to_series()
+    return ~callless & ~placed_by_unique_call(ref_bursts, src_bursts, other_row)
+
+
+def placed_by_unique_call(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series) -> pl.Series:
+    """Per reference row: its pair's two bursts are closed, or opened, by one call that occurs once in each run's
+    thread (the burst before ``MPI_Finalize``, the one after it): that call names them, whatever the iteration
+    clocks say (a run with more iterations numbers its epilogue apart)."""
+    r, o = _unique_calls(ref_bursts), _unique_calls(src_bursts)
+    hit = other_row.is_not_null()
+    o = o.select(pl.all().gather(other_row.fill_null(0)))
+    same = [(r.get_column(c) == o.get_column(c)).fill_null(False) for c in ("_uc", "_uo")]
+    return (same[0] | same[1]) & hit
 
 
 def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataFrame | None) -> pl.DataFrame:

@@ -51,7 +51,7 @@ from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_ta
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, opened_by, opened_differently, pair_signals,
-                                              call_structure, unpaired, verdict)
+                                              sites_named, structure_counts, structure_share, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.ranks import rank_mapping, renumber
@@ -550,13 +550,10 @@ def _same_program_tally(ref: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFra
         r_calls, o_calls = (c.filter(own.rows_of(c)) if c.height else c for c in (r_calls, o_calls))
     # [helper merge-verdict] consecutive calls per thread, polls and completion calls collapsed; sites count when
     # both runs name them
-    sites = all("call_site" in c.columns and c.get_column("call_site").is_not_null().any()
-                for c in (ref.mpi_calls, calls))
-    r, o = call_structure(r_calls, sites), call_structure(o_calls, sites)
-    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
+    n_ref, n_other, n_common = structure_counts(r_calls, o_calls, sites_named(ref.mpi_calls, calls))
     return Tally(units_long_matched=int((matched & r_long).sum()), units_long_ref=int(r_long.sum()),
-                 units_long_other=int(o_long.sum()), structure_ref=int(r.get_column("n").sum()),
-                 structure_other=int(o.get_column("n").sum()), structure_common=int(common or 0))
+                 units_long_other=int(o_long.sum()), structure_ref=n_ref, structure_other=n_other,
+                 structure_common=n_common)
 
 
 def check_same_program(ref: RunTables, o: RunTables, t: Tally, options: MergeOptions, notes: list[str],
@@ -567,8 +564,7 @@ def check_same_program(ref: RunTables, o: RunTables, t: Tally, options: MergeOpt
     empty)."""
     # [helper merge-verdict] the structure is judged timing-free on the shorter run (chopped windows differ in
     # length), the length on the longer run
-    shorter = min(t.structure_ref, t.structure_other)
-    same = None if not (t.structure_ref or t.structure_other) else t.structure_common / shorter if shorter else 0.0
+    same = structure_share(t.structure_ref, t.structure_other, t.structure_common)
     if same is not None and same < options.min_match_rate:
         calls = calls or (f"calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
                           f"of {o.run_name}: {_call_histogram(o.mpi_calls)}")
