@@ -36,6 +36,8 @@ from synthtrace.warehouse.layout import Warehouse
 
 #: an experiment whose runs hold more bursts than this (all runs) is merged a group of tasks at a time
 PARTITION_BURSTS = 2_000_000
+#: the runs' tables are split into this many buckets of consecutive tasks before a partitioned merge reads them
+SPLIT_BUCKETS = 16
 #: bursts (all runs) one group of a partitioned merge loads at once, its tasks' partners included (about 1 kB each
 #: while aligned)
 GROUP_BURSTS = 400_000
@@ -46,8 +48,9 @@ class StoredRun:
     its ``bursts/`` parts, ``mpi_calls.parquet`` and ``messages.parquet`` read with a predicate on the task, so only
     the rows of the tasks asked for are held; the compact tables (threads, counters, logical message counts from
     ``mpi_messages.parquet``) are aggregated while scanning. With ``spill``, the tables are first split there by
-    task, in one streaming pass each (Polars' partitioned sink), so that a group reads its tasks' files only instead
-    of scanning the whole run again."""
+    task, in one streaming pass each (Polars' partitioned sink) into ``SPLIT_BUCKETS`` buckets of consecutive tasks
+    (more open partitions make the sink buffer them in memory), so that a group reads the buckets of its tasks only
+    instead of scanning the whole run again."""
 
     def __init__(self, wh: Warehouse, run_id: str, run_name: str, spill: Path | None = None):
         self.run_id, self.run_name = run_id, run_name
@@ -71,12 +74,20 @@ class StoredRun:
             out["received"] = (records, task_key("r_appl", "r_task"))
         return out
 
+    def _bucket(self, key: pl.Expr) -> tuple[pl.Expr, Callable[[int], int]]:
+        """The bucket of a packed task key, as an expression and as a function: ``SPLIT_BUCKETS`` equal ranges of
+        the run's keys (arithmetic: a mapping table would not stream)."""
+        keys = self.threads().select(task_key().alias("k")).get_column("k")
+        lo, span = int(keys.min()), int(keys.max()) - int(keys.min()) + 1
+        n = min(SPLIT_BUCKETS, keys.n_unique())
+        return (key - lo) * n // span, lambda k: (k - lo) * n // span
+
     def _split_by_task(self) -> None:
         if self._split or self.spill is None:
             return
         for name, (frame, key) in self._tables().items():
-            frame.with_columns(key.alias("_k")).sink_parquet(
-                pl.PartitionBy(self.spill / name, key="_k", include_key=False), mkdir=True)
+            frame.with_columns(self._bucket(key)[0].alias("_b")).sink_parquet(
+                pl.PartitionBy(self.spill / name, key="_b", include_key=False), mkdir=True)
         self._split = True
 
     def _read(self, name: str, keys: Sequence[int]) -> pl.DataFrame | None:
@@ -87,9 +98,13 @@ class StoredRun:
         frame, key = tables[name]
         if self.spill is None:
             return frame.filter(key.is_in(list(keys))).collect()
-        files = [f for k in keys for f in sorted((self.spill / name / f"_k={k}").glob("*.parquet"))]
-        return (pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed").collect() if files
-                else frame.head(0).collect())
+        bucket = self._bucket(key)[1]
+        files = [f for b in sorted({bucket(k) for k in keys})
+                 for f in sorted((self.spill / name / f"_b={b}").glob("*.parquet"))]
+        if not files:
+            return frame.head(0).collect()
+        return pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed").filter(
+            key.is_in(list(keys))).collect()
 
     def threads(self) -> pl.DataFrame:
         if self._threads is None:
@@ -180,7 +195,7 @@ def merge_stored(exp: Experiment, options: MergeOptions, on_step: Callable[[str,
     try:
         sources = [StoredRun(exp.wh, r, exp.run_names[r], spill / "runs") for r in exp.run_ids]
         result = merge_partitioned(sources, spill, options, exp.name, group_bursts,
-                                   (lambda what, n: on_step(what, n + 1)) if on_step else None)
+                                   (lambda what, n: on_step(what, n + 1 if n else 0)) if on_step else None)
         exp.commit_merge(result, options, exp.run_ids)
     finally:
         shutil.rmtree(spill, ignore_errors=True)
