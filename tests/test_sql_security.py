@@ -303,6 +303,18 @@ def test_a_symlinked_folder_in_the_warehouse_is_not_read(sealed_wh, tmp_path, ru
     assert "s3cret" not in out and len(out.splitlines()) == 3
 
 
+def _removing_after(connect, wh, victim: Path):
+    """``connect`` that removes the run folder ``victim`` once the connection is made: `runs rm` landing after
+    the listing, before the read."""
+    def connect_then_rm(*args, **kwargs):
+        con = connect(*args, **kwargs)
+        if victim.exists():
+            wh.remove(victim)
+        return con
+
+    return connect_then_rm
+
+
 def test_a_query_racing_runs_rm_reads_the_state_it_started_on(sealed_wh, tmp_path, monkeypatch):
     """Item 11: a run removed between the query's listing and its read was refused as a sandbox violation (DuckDB
     retries a vanished file as a glob outside the allowed paths); the query is answered on the state it started
@@ -313,15 +325,7 @@ def test_a_query_racing_runs_rm_reads_the_state_it_started_on(sealed_wh, tmp_pat
     wh = Warehouse(tmp_path / "wh")
     shutil.copytree(sealed_wh, wh.root)
     victim = next(wh.runs_dir.iterdir())
-    real_connect = sql.connect
-
-    def connect_then_rm(*args, **kwargs):
-        con = real_connect(*args, **kwargs)
-        if victim.exists():
-            wh.remove(victim)  # `runs rm` lands after the listing, before the read
-        return con
-
-    monkeypatch.setattr(sql, "connect", connect_then_rm)
+    monkeypatch.setattr(sql, "connect", _removing_after(sql.connect, wh, victim))
     n = sql.query_rows(wh, "SELECT count(*) FROM bursts b JOIN runs r USING (run_id)")[1][0][0]
     assert n == 2140 + 848 and not victim.exists()
 
@@ -574,15 +578,7 @@ def test_the_regression_history_racing_runs_rm_reads_the_state_it_started_on(sea
     wh = _copy_of(sealed_wh, tmp_path)
     before = history.site_rank_table(wh)
     victim = next(wh.runs_dir.iterdir())
-    real_connect = history.connect
-
-    def connect_then_rm(*args, **kwargs):
-        con = real_connect(*args, **kwargs)
-        if victim.exists():
-            wh.remove(victim)  # `runs rm` lands after the listing, before the read
-        return con
-
-    monkeypatch.setattr(history, "connect", connect_then_rm)
+    monkeypatch.setattr(history, "connect", _removing_after(history.connect, wh, victim))
     during = history.site_rank_table(wh)
     assert not victim.exists() and during["run_id"].n_unique() == 2
     assert during.equals(before)
