@@ -636,3 +636,30 @@ def test_the_spill_of_a_killed_query_is_removed_by_the_next(sealed_wh, tmp_path,
         (left / "duckdb_temp_storage-0.tmp").write_bytes(b"\0" * 4096)
     assert sql.query_rows(sql.Warehouse(sealed_wh), "SELECT count(*) FROM runs")[1] == [(2,)]
     assert not dead.exists() and live.exists()
+
+
+def test_a_run_replaced_just_after_the_query_opened_it_is_read_whole(sealed_wh, tmp_path, monkeypatch):
+    """Found by the query family of attack run 4 (2 of 900 queries saw no run at all): the query opened a run's
+    folder, then a writer swapped in a new version and deleted the old one under it; the listing through the
+    descriptor of the old version missed its run.parquet, so the run was left out whole, a state that never
+    existed. A version that left its path while it was taken is now taken again: the new one, whole."""
+    import shutil as sh
+
+    import synthtrace.warehouse.snapshot as snapshot
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    victim = next(wh.runs_dir.iterdir())
+    real_open_dir, swapped = snapshot._open_dir, tmp_path / "swapped"  # a file: the query runs in a child process
+
+    def open_then_swap(name, dir_fd, **kwargs):
+        fd = real_open_dir(name, dir_fd, **kwargs)
+        if name == victim.name and not swapped.exists():
+            swapped.touch()
+            with wh.staged(victim, replace=True) as stage:  # a new copy; the old version is deleted at once
+                sh.copytree(victim, stage, dirs_exist_ok=True)
+        return fd
+
+    monkeypatch.setattr(snapshot, "_open_dir", open_then_swap)
+    got = sql.query_rows(wh, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts)")[1][0]
+    assert swapped.exists() and got == (2, 2140 + 848)
