@@ -10,6 +10,8 @@ stderr and an exit code (2 for bad input or bad usage), never a traceback.
 """
 from __future__ import annotations
 
+import errno
+import io
 import os
 import shutil
 import sys
@@ -125,9 +127,20 @@ def _quick(argv: list[str]) -> int | None:
     return None
 
 
+class _ClosedOutput(io.TextIOBase):
+    """[helper security, issue 23 fresh attack] Standard output closed by the caller (``synthtrace sql ... >&-``;
+    Python then sets ``sys.stdout`` to None, and the first print was an AttributeError traceback): writing to it
+    is an OSError, one line at the edge, as ``echo x >&-`` says 'Bad file descriptor'."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed (the command was started with it closed)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if sys.stdout is None:  # [helper security] see _ClosedOutput
+        sys.stdout = _ClosedOutput()
     if len(args) == 2 and args[0] == "--show-completion":
         # the script of a named shell, through click's completion variable: typer's own option only detects the
         # shell from the processes above, which a container or a CI job may not have

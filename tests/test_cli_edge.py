@@ -356,3 +356,20 @@ def test_every_help_example_parses_with_the_commands_own_options(tmp_path, monke
             assert words[: 1 + len(path.split())] == ["synthtrace", *path.split()], line
             with cmd.make_context(path, words[1 + len(path.split()):]) as ctx:
                 assert ctx.params, line
+
+
+@pytest.mark.parametrize("args", [["sql", "SELECT 1 AS x", "-f", "csv"], ["sql", "SELECT 1 AS x"], ["runs"]])
+def test_a_closed_standard_output_is_one_line(wh, args):
+    """Fresh attack (issue 23): started with its standard output closed (`synthtrace sql ... >&-`), a command that
+    prints ended in an AttributeError traceback ('NoneType' object has no attribute 'write'); now one line, exit 2,
+    as `echo x >&-` says 'Bad file descriptor'. Output to a file still works."""
+    def run(*more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "synthtrace.pipelines.cli", *args, "-w", str(wh), *more],
+                              stderr=subprocess.PIPE, text=True, timeout=300, preexec_fn=lambda: os.close(1))
+
+    proc = run()
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        "error: [Errno 9] standard output is closed (the command was started with it closed)"], proc.stderr
+    if args[0] == "sql":
+        out = wh.parent / "closed-stdout.csv"
+        assert run("-o", str(out)).returncode == 0 and out.read_text() == '"x"\n1\n'
