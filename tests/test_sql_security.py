@@ -663,3 +663,25 @@ def test_a_run_replaced_just_after_the_query_opened_it_is_read_whole(sealed_wh, 
     monkeypatch.setattr(snapshot, "_open_dir", open_then_swap)
     got = sql.query_rows(wh, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts)")[1][0]
     assert swapped.exists() and got == (2, 2140 + 848)
+
+
+def test_a_staging_folder_planted_as_a_link_is_not_written_through(sealed_wh, tmp_path):
+    """Fresh attack (issue 23): with the warehouse's `.staging` replaced by a link to another file system, every
+    query failed ('part-00000.parquet: Invalid cross-device link'); on the same file system its links went to
+    wherever the link points. The query now binds the files by path there, and writes nothing through it."""
+    import os
+    import tempfile
+
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    elsewhere = Path(tempfile.mkdtemp(dir="/dev/shm" if Path("/dev/shm").is_dir() else tmp_path))
+    try:
+        if os.stat(elsewhere).st_dev == os.stat(wh.root).st_dev:
+            pytest.skip("needs a second file system for the link's target")
+        shutil.rmtree(wh.staging_dir)
+        wh.staging_dir.symlink_to(elsewhere)
+        assert sql.query_rows(wh, "SELECT count(*) FROM bursts")[1] == [(2140 + 848,)]
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        shutil.rmtree(elsewhere)

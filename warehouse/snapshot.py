@@ -117,6 +117,8 @@ def _links_folder(wh: Warehouse) -> Path | None:
     """A new private folder for the links under ``.staging`` (after removing those of queries that were killed),
     or None when it cannot be made there."""
     try:
+        if not stat.S_ISDIR(wh.staging_dir.lstat().st_mode):
+            return None  # a link planted in the warehouse: the links would go wherever it points
         for d in wh.staging_dir.glob(f"{_PREFIX}*"):
             pid = d.name.rsplit(".", 1)[-1]
             if pid.isdigit() and not pid_alive(int(pid)):
@@ -229,7 +231,7 @@ def _link_one(snap: Snapshot, rel: tuple[str, ...], parent: Folder | None, out: 
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise _Vanished from None  # listed in this folder version, deleted since: the version is going
-        if exc.errno == errno.EPERM:
+        if exc.errno in (errno.EPERM, errno.EXDEV):  # someone else's files; a .staging on another file system
             raise _CannotLink from None
         raise
     if not stat.S_ISREG(os.stat(name, dir_fd=out, follow_symlinks=False).st_mode):
