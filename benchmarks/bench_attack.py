@@ -511,7 +511,8 @@ def sql_family(base: Path) -> dict:
                     "--memory-limit", SQL_MEMORY_LIMIT, *(["-o", str(target)] if fmt == "parquet" else [])]
             try:
                 proc = subprocess.run([sys.executable, "-c", _SQL_PROBE, *args], capture_output=True, text=True,
-                                      timeout=SQL_TIMEOUT_S + SQL_GRACE_S + 60, cwd=wh)
+                                      timeout=SQL_TIMEOUT_S + SQL_GRACE_S + 60, cwd=wh,
+                                      env={**os.environ, "PYTHONPATH": str(ROOT)})  # this checkout's code
                 res = json.loads(proc.stdout.splitlines()[-1])
             except (subprocess.TimeoutExpired, IndexError, ValueError) as exc:
                 res = {"code": -9, "stderr": f"probe died: {type(exc).__name__}", "peak_mb": 0, "seconds": 0.0}

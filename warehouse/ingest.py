@@ -6,7 +6,7 @@ import shutil
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -352,8 +352,19 @@ def _write_logical_messages(stage: Path, run_id: str, summary: ReadSummary) -> N
     else:
         calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
         logical = logical_messages(calls, summary.messages)
-    logical.select(pl.lit(run_id).alias("run_id"), pl.all()).write_parquet(stage / "mpi_messages.parquet",
-                                                                           **TABLE_PARQUET)
+    # streamed by row groups: an eager write of a 2 GB trace's 2.7 M messages held their encoded pages too (issue 27)
+    logical.lazy().select(pl.lit(run_id).alias("run_id"), pl.all()).sink_parquet(stage / "mpi_messages.parquet",
+                                                                                 **TABLE_PARQUET)
+
+
+def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary: ReadSummary) -> None:
+    """messages.parquet (pop, issue 25: the point-to-point messages the replay pairs calls by) and, when the reader
+    placed their ends in calls, mpi_messages.parquet (merge-core, issue 22: the mpi_messages view), by ``writer``."""
+    if not summary.messages.height:
+        return
+    writer.write(summary.messages, stage / "messages.parquet", **TABLE_PARQUET)
+    if summary.n_calls and summary.message_ends is not None:
+        writer.submit(_write_logical_messages, stage, run_id, summary)
 
 
 def _write_run(source: TraceSource, run_id: str, stage: Path,
@@ -371,15 +382,19 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
             writer.write(part.frame, stage / part.table / f"part-{next(numbers[part.table]):05d}.parquet",
                          **TABLE_PARQUET)
     summary = stream.summary
-    # the messages' tables in a second thread while the calls stream to Parquet; one after the other when there
-    # are many (the two at once held 1.96 GB on a 2 GB trace, issue 27)
-    with PartWriter(background=summary.messages.height <= CONCURRENT_MESSAGES) as writer:
-        if summary.messages.height:  # pop (issue 25): the point-to-point messages, which the replay pairs calls by
-            writer.write(summary.messages, stage / "messages.parquet", **TABLE_PARQUET)
-            if summary.n_calls and summary.message_ends is not None:  # merge-core (issue 22): the mpi_messages view
-                writer.submit(_write_logical_messages, stage, run_id, summary)
+    del stream  # from here on the summary is the one holder of the calls, released once they are written
+    if summary.messages.height <= CONCURRENT_MESSAGES:  # the messages' tables in a second thread meanwhile
+        with PartWriter() as writer:
+            _write_message_tables(writer, stage, run_id, summary)
+            if summary.n_calls:
+                summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
+    else:  # many messages: one table at a time, the calls first, whose per-call message columns (about 40 bytes
+        # per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
         if summary.n_calls:
             summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
+        summary = replace(summary, calls=pl.LazyFrame())
+        with PartWriter(background=False) as writer:
+            _write_message_tables(writer, stage, run_id, summary)
     if summary.messages.height and summary.n_calls and summary.message_ends is None:
         _write_logical_messages(stage, run_id, summary)
     shutil.rmtree(stage / "_calls")

@@ -28,7 +28,7 @@ import polars as pl
 from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.domain.mpi_calls import MPI_KINDS, kind_expr
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
-from synthtrace.tracelib.thread_key import packed, unpacked
+from synthtrace.tracelib.thread_key import MASK, packed, thread_key, unpacked
 
 INTERVAL_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "cpu": pl.Int32,
                    "start_ns": pl.Int64, "end_ns": pl.Int64}
@@ -850,6 +850,19 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     return add_s, add_r, n_msg, peer, tag, side
 
 
+def _thread_keys(frame: pl.DataFrame, prefix: str = "") -> np.ndarray:
+    """:func:`~synthtrace.tracelib.thread_key.packed` of the ``{prefix}appl``, ``task`` and ``thread`` columns of
+    ``frame`` (NULL as 0), computed by Polars into one writable int64 array: NumPy's packing made three int64 copies
+    first (issue 27: 290 MB more at the peak of a 2 GB trace's ingest). Parts outside [0, MASK] are refused as
+    ``packed`` refuses them."""
+    cols = [pl.col(f"{prefix}{c}").fill_null(0) for c in THREAD_KEYS]
+    lo, hi = frame.select(pl.min_horizontal(c.min() for c in cols).alias("lo"),
+                          pl.max_horizontal(c.max() for c in cols).alias("hi")).row(0)
+    if frame.height and (lo < 0 or hi > MASK):
+        raise ValueError(f"appl, task and thread numbers must lie in [0, {MASK}]")
+    return writable(frame.select(thread_key(*cols)).to_series())
+
+
 def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row in ``spans`` (MPI calls by their thread keys, start_ns and end_ns) of the call holding each message's send
     side, of the call holding its receive side and of the receiver's call holding its physical receive time
@@ -863,7 +876,7 @@ def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarra
     n = spans.height
     if not n or not messages.height:
         return tuple(np.full(messages.height, -1, dtype=np.int64) for _ in range(3))
-    ck = packed(*(spans.get_column(c).to_numpy() for c in THREAD_KEYS))
+    ck = _thread_keys(spans)
     cs = spans.get_column("start_ns").to_numpy()
     ce = spans.get_column("end_ns").to_numpy()
     order = np.argsort(ck, kind="stable")  # calls come grouped by thread in start order: runs, cheap
@@ -874,8 +887,8 @@ def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarra
 
     def rows(prefix: str, time: str) -> np.ndarray:
         # a half message (its other side unknown: NULL keys) is keyed (0, 0, 0), which no call has
-        keys = (messages.get_column(f"{prefix}{c}").fill_null(0).to_numpy() for c in THREAD_KEYS)
-        pos = _containing_call(ck, cs, ce, packed(*keys), writable(messages.get_column(time).fill_null(0)))
+        pos = _containing_call(ck, cs, ce, _thread_keys(messages, prefix),
+                               writable(messages.get_column(time).fill_null(0)))
         return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
     received = rows("r_", "r_time_ns")

@@ -328,6 +328,9 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     undecidable = np.zeros(ref.height, bool)
     undecidable[paths.undecided] = True
     ri, oj = _join_pairs(rk, ok, ON)
+    if paths.ref.size:  # bursts of iterations that pair burst by burst, where their own work places them
+        order = np.argsort(np.r_[ri, paths.ref], kind="stable")
+        ri, oj = np.r_[ri, paths.ref][order], np.r_[oj, paths.other][order]
     keep = _plausible(ref, other, ri, oj, features, *reject)
     ri, oj = ri[keep], oj[keep]
     # a pair that crosses another of its iteration (messages completed in another order) anchors nothing: its

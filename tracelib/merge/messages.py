@@ -105,11 +105,12 @@ def logical_messages_at(records: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFra
     none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known)."""
     if "c_call_seq" not in ends.columns:
         ends = ends.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
-    m = pl.concat([records.select(
+    # one expression, no frame kept here: _numbered's sorted copy then has no unsorted one beside it ([helper
+    # reader] issue 27: 270 MB less at the peak of a 2 GB trace's ingest)
+    return _numbered(pl.concat([records.select(
         pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").alias("sender"),
         pl.col("r_task").alias("receiver"), "tag", pl.col("size").alias("bytes"), "s_thread", "s_time_ns", "r_thread",
-        "r_time_ns"), ends], how="horizontal")
-    return _numbered(m.with_columns(pl.coalesce("s_comm", "r_comm").alias("comm")))
+        "r_time_ns"), ends], how="horizontal").with_columns(pl.coalesce("s_comm", "r_comm").alias("comm")))
 
 
 def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:

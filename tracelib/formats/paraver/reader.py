@@ -51,7 +51,9 @@ from synthtrace.tracelib.formats.paraver.row import RowNames, parse_row
 from synthtrace.tracelib.formats.paraver.time_order import TimeSortedBody
 from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
-DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
+#: bytes of whole lines parsed at a time: three chunks are in flight (read ahead, assembled, written); 8 MiB
+#: costs no more CPU than 32 MiB and keeps a 2 GB trace's streaming below 1.2 GB instead of 2 GB (issue 27)
+DEFAULT_CHUNK_BYTES = 8 * 1024 * 1024
 FIRST_CHUNK_BYTES = 4 * 1024 * 1024  # the first block: parsed before anything else can start
 
 _CALLER_LINE = re.compile(r"^(?P<line>\d+) \((?P<file>[^,)]+)")
