@@ -40,6 +40,9 @@ from numba import njit
 ITERATION_SLACK = 2
 #: at most this many iterations of difference are placed (beyond: one offset, as before)
 MAX_DIFFERENCE = 16
+#: a thread with fewer iterations than this keeps one offset (its noise cannot be told from a few iterations: a
+#: clock that ticks once in many of the program's iterations)
+MIN_ITERATIONS = 8
 #: cost of an iteration one run has and the other has not, per thread, in noise units
 ITERATION_GAP = 6.0
 #: a thread's iteration cost counts at most this many noise units (one disturbed iteration never decides alone)
@@ -50,6 +53,9 @@ NOISE_FLOOR = 0.002
 DECIDE_RATIO = 0.5
 #: ... and below it by at least this many noise units (divided by the square root of the threads judged)
 DECIDE_MARGIN = 2.0
+#: two offsets fit an iteration alike only when the better one fits: a mean cost per thread of at most this many
+#: noise units (a matched iteration costs about 1), or, for one burst, at most this many
+FIT_ITERATION, FIT_BURST = 3.0, 5.0
 
 
 class IterationPaths(NamedTuple):
@@ -57,6 +63,8 @@ class IterationPaths(NamedTuple):
 
     maps: pl.DataFrame  # _tid, _oit (other iteration), _rit (its reference iteration); threads whose path moved
     undecided: np.ndarray  # reference rows (int64) in an undecidable span whose own behaviour does not place them
+    ref: np.ndarray  # reference rows of the pairs bursts of iterations that pair burst by burst make
+    other: np.ndarray  # their other rows
 
 
 def behaviour(t: pl.DataFrame, features: Sequence[str]) -> np.ndarray:
@@ -134,24 +142,108 @@ def _pair_costs(r: pl.DataFrame, o: pl.DataFrame, r_val: np.ndarray, o_val: np.n
             Noise(columns, total))
 
 
-def undecided_bursts(r: pl.DataFrame, o: pl.DataFrame, r_val: np.ndarray, o_val: np.ndarray, spans: pl.DataFrame,
-                     noise: Noise) -> np.ndarray:
-    """Reference rows (``_row``) of the spans' iterations (``spans``: ``_tid``, ``_it``, ``_a``, ``_b``: the two
-    offsets beyond the thread's constant one between which the gap may lie) whose own burst fits both alike: the
-    burst of a clock iteration that straddles two logical iterations is decided by its own work when the
-    iteration is not (the part of it on the decided side)."""
-    r = r.join(spans, on=["_tid", "_it"])
+class Border(NamedTuple):
+    """What the bursts around the changes of offset say (:func:`border_bursts`; reference and other rows, int64)."""
+
+    undecided: np.ndarray  # reference rows whose partner the data cannot place
+    ref: np.ndarray  # reference rows of the pairs the bursts' own behaviour makes
+    other: np.ndarray  # their other rows
+
+
+def _split(side: np.ndarray) -> int:
+    """Where a run of choices (0: before the change, 1: after it, -1: none) changes sides: the index that leaves
+    the fewest choices on the wrong side."""
+    wrong = np.r_[0, np.cumsum(side == 1)] + np.r_[np.cumsum((side == 0)[::-1])[::-1], 0]
+    return int(np.argmin(wrong))
+
+
+def border_bursts(r: pl.DataFrame, o: pl.DataFrame, r_val: np.ndarray, o_val: np.ndarray, around: pl.DataFrame,
+                  noise: Noise) -> Border:
+    """The bursts around each change of offset, asked one by one (``around``: per thread ``_tid``, its group ``_g``
+    and place ``_p`` on the group's axis, and change ``_ch`` the iterations ``_it`` near it, the offsets ``_a``
+    before and ``_b`` after it beyond the thread's constant one, ``_k0`` the first iteration at ``_b`` on the
+    group's axis, ``_free`` the iterations that pair burst by burst, ``_drop`` when the offset drops,
+    ``_partial`` the thread's first or last iteration when the change is at the trace's start or end). A burst is
+    judged with the bursts at its place in its iteration on the tied threads (their mean cost, the margin
+    shrinking with their number): ranks that exchange messages do the same work at the same place.
+
+    - a burst of a free iteration that fits one offset clearly better than the other pairs with that offset's
+      burst (a clock iteration straddles two logical iterations: its part before the change pairs at ``_a``, its
+      part after at ``_b``), in burst order (the side changes once);
+    - the run of long bursts, from the change outwards, that fit both offsets alike is undecidable: the inserted
+      iteration's bursts, wherever the clock cut it. Inside the run the change is put at its last iteration border
+      (a solver converging later iterates last; an inserted iteration is a whole one). A run shorter than an
+      iteration's bursts is a change the bursts place (work that repeats on the change's border); a dropped offset
+      leaves one reference iteration without partner: any of an iteration's bursts on either side of the run may
+      be it."""
+    none = np.zeros(0, np.int64)
+    r = r.join(around, on=["_tid", "_it"])
     if r.height == 0:
-        return np.zeros(0, np.int64)
+        return Border(none, none, none)
     cost = []
     for side in ("_a", "_b"):  # the other iteration k + offset, named by its reference number k + offset
-        at = r.with_columns(pl.col("_it") + pl.col(side))
+        at = r.select("_tid", (pl.col("_it") + pl.col(side)).alias("_it"), "sig", "_rank", "_row").unique("_row")
         c = _in_noise_units(_differences(at, o, 0, r_val, o_val), noise)
-        cost.append(c.select("_row", pl.col("_c").alias(side)))
-    both = r.select("_row").join(cost[0], on="_row", how="left").join(cost[1], on="_row", how="left")
-    x, y = (both.get_column(c).fill_null(np.nan).to_numpy() for c in ("_a", "_b"))
-    same = np.isfinite(x) & np.isfinite(y) & ~_clear(x, y, DECIDE_MARGIN)
-    return both.get_column("_row").to_numpy()[same]
+        cost.append(c.select("_row", pl.col("_c").alias(f"{side}_c"), pl.col("_orow").alias(f"{side}_row")))
+    r = (r.join(cost[0], on="_row", how="left").join(cost[1], on="_row", how="left")
+         .with_columns((pl.col("_it") + pl.col("_p")).alias("_kp"),
+                       pl.col("_row").rank("ordinal").over("_tid", "_ch", "_it").alias("_pos"),
+                       (pl.col("_it") == pl.col("_partial")).alias("_isp")))
+    on = ["_g", "_ch", "_kp", "_pos"]
+    both = pl.col("_a_c").is_not_null() & pl.col("_b_c").is_not_null()
+    q = (r.group_by(on).agg(pl.col("_a_c").filter(both).mean(), pl.col("_b_c").filter(both).mean(),
+                            both.sum().alias("_n"), pl.col("_k0", "_drop", "_free").first(), pl.col("_isp").all())
+         .sort(on))
+    x, y = (q.get_column(c).fill_null(np.nan).to_numpy() for c in ("_a_c", "_b_c"))
+    margin = DECIDE_MARGIN / np.sqrt(np.maximum(q.get_column("_n").to_numpy(), 1))
+    same = _alike(x, y, margin, FIT_BURST)
+    clear = _clear(x, y, margin) & (np.fmin(x, y) <= FIT_BURST)
+    side = np.where(clear & (x < y), 0, np.where(clear & (y < x), 1, -1))
+    marked = np.zeros(q.height, bool)
+    its = q.get_column("_kp").to_numpy()
+    k0, drop, free, isp = (q.get_column(c).to_numpy() for c in ("_k0", "_drop", "_free", "_isp"))
+    key = q.select("_g", "_ch").hash_rows().to_numpy()
+    cut = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, key.size]
+    for lo, hi in zip(cut[:-1], cut[1:]):  # one change of one group at a time, its bursts in order
+        sm, it = same[lo:hi], its[lo:hi]
+        per_iteration = max(1, int(np.median(np.unique(it, return_counts=True)[1])))
+        mid = int(np.searchsorted(it, k0[lo]))
+        left = mid
+        while left > 0 and sm[left - 1]:
+            left -= 1
+        right = mid
+        while right < sm.size and sm[right]:
+            right += 1
+        borders = np.flatnonzero(np.diff(it[left:right + 1]) != 0) + left + 1 if right > left else np.zeros(0, int)
+        at = int(borders[-1]) if borders.size and borders[-1] <= right else right
+        side[lo + left:lo + at], side[lo + at:lo + right] = 0, 1
+        if right - left < per_iteration or isp[lo + left:lo + right].all():
+            continue
+        if drop[lo]:
+            left, right = max(left - per_iteration, 0), min(right + per_iteration, sm.size)
+        marked[lo + left:lo + right] = True
+    side = np.where(free, side, -1)
+    r = (r.join(q.select(*on, pl.Series("_side", side), pl.Series("_marked", marked)), on=on)
+         .sort("_tid", "_ch", "_row"))
+    undecided = r.filter("_marked").get_column("_row").to_numpy()
+    # per thread: the side changes once (the fewest choices on the wrong side), one partner each, in order
+    pairs = r.filter(pl.col("_side") >= 0).select(
+        "_tid", "_ch", "_row", "_side",
+        pl.when(pl.col("_side") == 0).then(pl.col("_a_row")).otherwise(pl.col("_b_row")).fill_null(-1).alias("_o"))
+    pr, po = [], []
+    key = pairs.select("_tid", "_ch").hash_rows().to_numpy()
+    cut = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, key.size]
+    sd, orow, rows = (pairs.get_column(c).to_numpy() for c in ("_side", "_o", "_row"))
+    for lo, hi in zip(cut[:-1], cut[1:]):
+        t = _split(sd[lo:hi])
+        keep = np.r_[sd[lo:lo + t] == 0, sd[lo + t:hi] == 1] & (orow[lo:hi] >= 0)
+        got = orow[lo:hi][keep]
+        # of two that share a partner, the later has none (one that converged earlier lacks its last iteration)
+        ok = got > np.maximum.accumulate(np.r_[-1, got[:-1]])
+        pr.append(rows[lo:hi][keep][ok])
+        po.append(got[ok])
+    cat = [np.concatenate(v).astype(np.int64) if v else none for v in (pr, po)]
+    return Border(undecided.astype(np.int64), *cat)
 
 
 def message_lags(t: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
@@ -236,11 +328,15 @@ def _viterbi(cost: np.ndarray, gap: np.ndarray, start: np.ndarray, end: np.ndarr
 
 
 def alike(mean: np.ndarray, margin: np.ndarray) -> np.ndarray:
-    """(K, w, w) whether two offsets fit iteration k alike: both judged (``mean``, the mean cost per thread in
-    noise units) and neither clearly better than the other (at most ``DECIDE_RATIO`` of it and below by
-    ``margin[k]``)."""
-    a, b = mean[:, :, None], mean[:, None, :]
-    return np.isfinite(a) & np.isfinite(b) & ~_clear(a, b, margin[:, None, None])
+    """(K, w, w) whether two offsets fit iteration k alike (:func:`_alike`; ``mean``, the mean cost per thread in
+    noise units, ``margin[k]``)."""
+    return _alike(mean[:, :, None], mean[:, None, :], margin[:, None, None], FIT_ITERATION)
+
+
+def _alike(x: np.ndarray, y: np.ndarray, margin: np.ndarray | float, fit: float) -> np.ndarray:
+    """Whether two costs are both judged, the smaller one a fit (at most ``fit``), and neither clearly below the
+    other (:func:`_clear`): two offsets that both misfit are not alike, they both say no."""
+    return np.isfinite(x) & np.isfinite(y) & (np.fmin(x, y) <= fit) & ~_clear(x, y, margin)
 
 
 def _clear(x: np.ndarray, y: np.ndarray, margin: np.ndarray | float) -> np.ndarray:
@@ -249,11 +345,28 @@ def _clear(x: np.ndarray, y: np.ndarray, margin: np.ndarray | float) -> np.ndarr
     return (lo <= DECIDE_RATIO * hi) & (hi - lo >= margin)
 
 
+class Change(NamedTuple):
+    """A change of offset from ``a`` to ``b`` (states) at iteration ``k0`` (0: before the first, K: after the last),
+    the run of iterations ``k1`` .. ``k2`` - 1 around it that fit both alike, whether that run is a ``span`` (the
+    change could lie anywhere in it), and the iterations ``free_lo`` .. ``free_hi`` - 1 that pair burst by burst:
+    the span and a neighbour on either side that fits neither offset (a clock iteration that straddles the
+    change: part of it on each side). A change at the start or the end pairs nothing burst by burst: traces cut
+    at other points keep their iterations in order, the span is only said."""
+
+    k0: int
+    k1: int
+    k2: int
+    a: int
+    b: int
+    span: bool
+    free_lo: int
+    free_hi: int
+
+
 def settle(path: np.ndarray, mean: np.ndarray, margin: np.ndarray, zero: int,
-           final: int) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
-    """(path, spans) from the Viterbi ``path`` over K iterations and ``mean`` (K, w), the mean cost per thread of
-    each iteration under each offset, in noise units (NaN: not judged; see :func:`alike`); a span is (first,
-    end, a, b): iterations [first, end) inside which the offset changes from a to b, the data cannot say where.
+           final: int) -> tuple[np.ndarray, list[Change]]:
+    """(path, changes) from the Viterbi ``path`` over K iterations and ``mean`` (K, w), the mean cost per thread of
+    each iteration under each offset, in noise units (NaN: not judged; see :func:`alike`).
 
     A stretch the path moved to another offset and back, whose iterations fit both offsets alike, is put back (a
     run of identical iterations never hides a pair of gaps). Each remaining change of offset, a -> b at iteration
@@ -267,9 +380,8 @@ def settle(path: np.ndarray, mean: np.ndarray, margin: np.ndarray, zero: int,
     neighbour."""
     n = path.size
     path = path.copy()
-    spans: list[tuple[int, int, int, int]] = []
     if n == 0:
-        return path, spans
+        return path, []
     same = alike(mean, margin)
     changed = True
     while changed:  # bumps: a -> b -> a over iterations alike under a and b
@@ -287,6 +399,7 @@ def settle(path: np.ndarray, mean: np.ndarray, margin: np.ndarray, zero: int,
         changes.append((0, zero, int(path[0])))
     if path[-1] != final:
         changes.append((n, int(path[-1]), final))
+    out = []
     for k0, a, b in changes:
         k1 = k0
         while k1 > 0 and same[k1 - 1, a, b]:
@@ -295,13 +408,16 @@ def settle(path: np.ndarray, mean: np.ndarray, margin: np.ndarray, zero: int,
         while k2 < n and same[k2, a, b]:
             k2 += 1
         if b < a and 0 < k0 < n:  # iterations k0 - 1 and k0 share one other iteration
-            twin = not _clear(mean[k0 - 1, a], mean[k0, b], margin[k0])
+            twin = bool(_alike(mean[k0 - 1, a], mean[k0, b], margin[k0], FIT_ITERATION))
             if k2 > k1 or twin:
                 k1, k2 = max(k1 - 1, 0), min(k2 + 1, n)
-        if k2 <= k1 or (k2 - k1 == 1 and (k1 == 0 or k2 == n)):
-            continue
-        spans.append((k1, k2, a, b))
-    return path, spans
+        span = not (k2 <= k1 or (k2 - k1 == 1 and (k1 == 0 or k2 == n)))
+        lo, hi = (k1, k2) if span and 0 < k0 < n else (k0, k0)  # at the ends: the window's start or end
+        if 0 < k0 < n:
+            lo -= int(lo > 0 and mean[lo - 1, a] > FIT_ITERATION)
+            hi += int(hi < n and mean[hi, b] > FIT_ITERATION)
+        out.append(Change(k0, k1, k2, a, b, span, lo, hi))
+    return path, out
 
 
 def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other: pl.DataFrame,
@@ -311,16 +427,22 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
     prepared tables), ``r_long`` the reference rows long enough to judge, ``off`` the threads' constant offsets
     (``_tid``, ``_off``)."""
     tid_t = rk.schema["_tid"]
-    none = IterationPaths(pl.DataFrame(schema={"_tid": tid_t, "_oit": pl.Int64, "_rit": pl.Int64}),
-                          np.zeros(0, np.int64))
+    nothing = np.zeros(0, np.int64)
+    none = IterationPaths(pl.DataFrame(schema={"_tid": tid_t, "_oit": pl.Int64, "_rit": pl.Int64}), nothing, nothing,
+                          nothing)
     off = off.select("_tid", pl.col("_off").fill_null(0).cast(pl.Int64))
     counts = [k.filter(pl.col("_clock").is_not_null()).group_by("_tid").agg((pl.col("_it").max() + 1)
                                                                               .cast(pl.Int64).alias(c))
               for k, c in ((rk, "_n"), (ok, "_m"))]
-    th = (counts[0].join(counts[1], on="_tid").join(off, on="_tid", how="left")
+    # threads whose clock is an MPI call: a thread without one (an OpenMP worker) follows its master elsewhere
+    mpi = (rk.select("_tid", (pl.col("csig") == pl.col("_clock")).fill_null(False).alias("_tick"),
+                     pl.Series("_mpi", ref.get_column("mpi_call").is_not_null()))
+           .filter("_tick").group_by("_tid").agg(pl.col("_mpi").all()).filter("_mpi").select("_tid"))
+    th = (counts[0].join(counts[1], on="_tid").join(mpi, on="_tid").join(off, on="_tid", how="left")
           .with_columns(pl.col("_off").fill_null(0))
           .with_columns((pl.col("_m") - pl.col("_n") - pl.col("_off")).alias("_delta"))
-          .filter((pl.col("_n") >= 3) & (pl.col("_m") >= 3) & (pl.col("_delta").abs() <= MAX_DIFFERENCE)))
+          .filter((pl.col("_n") >= MIN_ITERATIONS) & (pl.col("_m") >= MIN_ITERATIONS)
+                  & (pl.col("_delta").abs() <= MAX_DIFFERENCE)))
     if th.height == 0:
         return none
     lo = min(0, int(th.get_column("_delta").min())) - ITERATION_SLACK
@@ -339,15 +461,18 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
     w = len(states)
     zero = -lo
     s_all = np.arange(lo, hi + 1)
-    maps, spans = [], []
-    for _, g in sorted(th.partition_by("_g", as_dict=True).items()):  # one group of tied threads at a time
+    maps, around = [], []
+    for (gid,), g in sorted(th.partition_by("_g", as_dict=True).items()):  # one group of tied threads at a time
         g = g.with_columns(pl.col("_p") - pl.col("_p").min())
         K = int((g.get_column("_p") + g.get_column("_n")).max())
         c = costs.join(g.select("_tid", "_p"), on="_tid")
         k_idx = (c.get_column("_it") + c.get_column("_p")).to_numpy()
         s_idx = c.get_column("_s").to_numpy() - lo
-        total, seen = np.zeros((K, w)), np.zeros((K, w))
+        total, capped, seen = np.zeros((K, w)), np.zeros((K, w)), np.zeros((K, w))
         np.add.at(total, (k_idx, s_idx), c.get_column("_c").to_numpy())
+        # on the path, one iteration of a thread never outweighs the two gaps of a detour: a single iteration that
+        # differs (noise, a burst cut in two) is a mismatch, not an iteration inserted and another dropped
+        np.add.at(capped, (k_idx, s_idx), np.minimum(c.get_column("_c").to_numpy(), ITERATION_GAP))
         np.add.at(seen, (k_idx, s_idx), 1.0)
         present = np.zeros(K)  # threads with an iteration at each place of the group's axis
         gap = np.zeros((K, w))  # out of the other run's range: that thread's reference iteration has no partner
@@ -363,12 +488,12 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
             end += ITERATION_GAP * np.maximum((m - n - o) - s_all, 0)  # ... and after the last
         mean = np.where(seen > 0, total / np.maximum(seen, 1), np.nan)
         # a place no common long burst judges costs what a matched iteration costs: 1 noise unit per thread
-        step = total + (inside - seen).clip(0) + gap
+        step = capped + (inside - seen).clip(0) + gap
         path = _viterbi(step, ITERATION_GAP * np.maximum(present, 1.0), start, end, zero)
         margin = DECIDE_MARGIN / np.sqrt(np.maximum(seen.max(axis=1), 1.0))
         final = min(max(zero + int(np.round(np.median(g.get_column("_delta").to_numpy()))), 0), w - 1)
-        path, group_spans = settle(path, mean, margin, zero, final)
-        if not (path != zero).any() and not group_spans:
+        path, changes = settle(path, mean, margin, zero, final)
+        if not changes:
             continue
         for t, p, n, m, o in g.select("_tid", "_p", "_n", "_m", "_off").iter_rows():
             k = np.arange(n)
@@ -384,24 +509,27 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
             # a span's iterations and the other iterations between its neighbours' partners pair by their
             # bursts' own behaviour and order (the dynamic programme between anchors), not as whole iterations
             free = np.zeros(m + 1, bool)
-            for k1, k2, a, b in group_spans:
-                k1, k2 = max(k1 - p, 0), min(k2 - p, n)
+            for i, ch in enumerate(changes):
+                k1, k2, k0 = max(ch.free_lo - p, 0), min(ch.free_hi - p, n), ch.k0 - p
+                near = np.arange(max(k1 - 1, 0), min(max(k2, k0) + 1, n))
+                if near.size:  # the iterations where the bursts are asked one by one
+                    end = 0 if ch.k0 == 0 else (n - 1 if ch.k0 == K else -1)
+                    one = {"_tid": t, "_g": gid, "_p": p, "_ch": i, "_a": ch.a - zero, "_b": ch.b - zero,
+                           "_k0": ch.k0, "_drop": ch.b < ch.a, "_partial": end}
+                    around.append(pl.DataFrame({"_it": near, "_free": (near >= k1) & (near < k2)}
+                                               | {c: np.full(near.size, v) for c, v in one.items()}))
                 if k2 <= k1:
                     continue
                 keep[k1:k2] = False
                 j_lo = j[k1 - 1] + 1 if k1 > 0 else 0
                 j_hi = j[k2] if k2 < n else m
                 free[max(j_lo, 0):max(min(j_hi, m), 0)] = True
-                spans.append(pl.DataFrame({"_tid": np.full(k2 - k1, t), "_it": np.arange(k1, k2),
-                                           "_a": np.full(k2 - k1, o + a - zero), "_b": np.full(k2 - k1, o + b - zero)}))
             keep &= ~free[np.clip(j, 0, m)]
+            keep[keep] &= j[keep] > np.maximum.accumulate(np.r_[-1, j[keep][:-1]])  # in order, one each
             maps.append(pl.DataFrame({"_tid": np.full(int(keep.sum()), t), "_oit": j[keep], "_rit": k[keep]}))
     out_maps = (pl.concat(maps).select(pl.col("_tid").cast(tid_t), pl.col("_oit", "_rit").cast(pl.Int64))
                 if maps else none.maps)
-    if not spans:
-        return IterationPaths(out_maps, none.undecided)
-    span = pl.concat(spans).select(pl.col("_tid").cast(tid_t), pl.col("_it", "_a", "_b").cast(pl.Int64))
-    # the offsets of the spans are counted from the thread's constant one: ``others`` is numbered by it
-    span = span.join(th.select("_tid", "_off"), on="_tid").select("_tid", "_it", pl.col("_a") - pl.col("_off"),
-                                                                 pl.col("_b") - pl.col("_off"))
-    return IterationPaths(out_maps, undecided_bursts(judged, others, r_val, o_val, span, noise))
+    if not around:
+        return none._replace(maps=out_maps)
+    near = pl.concat(around).with_columns(pl.col("_tid").cast(tid_t), pl.col("_it", "_a", "_b", "_k0").cast(pl.Int64))
+    return IterationPaths(out_maps, *border_bursts(judged, others, r_val, o_val, near, noise))
