@@ -17,7 +17,7 @@ from synthtrace.tracelib.merge.partitioned import PartedTable, merge_partitioned
 from synthtrace.tracelib.merge.ranks import _profiles, profile_rows
 from synthtrace.warehouse import merged as merged_mod
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.merged import StoredRun, merge_stored
+from synthtrace.warehouse.merged import StoredRun, export_merged, merge_stored
 from testing.simulator_campaigns import simulated
 
 
@@ -59,7 +59,7 @@ def test_partitioned_merge_is_the_whole_merge(tmp_path: Path, mechanism: str) ->
 
 def test_merge_command_commits_the_same_in_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``synthtrace merge`` (jobs.merge_experiment) on runs above the partition threshold commits what the whole
-    merge commits, and leaves no spilled part behind."""
+    merge commits, leaves no spilled part behind, and exports the merged trace as Paraver."""
     wh, name = _warehouse(tmp_path, "torus", ranks=9, iterations=10)
     whole = _whole(wh, name)
     monkeypatch.setattr(merged_mod, "PARTITION_BURSTS", 0)
@@ -73,6 +73,9 @@ def test_merge_command_commits_the_same_in_groups(tmp_path: Path, monkeypatch: p
     assert_frame_equal(pl.read_parquet(committed / "merge_matches.parquet"), whole.matches)
     assert result.merged.height == whole.merged.height
     assert not list(wh.staging_dir.iterdir())
+    # --export-prv after it: the merged bursts written back as Paraver
+    prv = export_merged(wh.experiment(name), result, tmp_path / "out" / "merged")
+    assert prv.is_file() and prv.stat().st_size > 0
 
 
 def test_partitioned_merge_refuses_another_layout(tmp_path: Path) -> None:

@@ -303,6 +303,18 @@ def test_a_symlinked_folder_in_the_warehouse_is_not_read(sealed_wh, tmp_path, ru
     assert "s3cret" not in out and len(out.splitlines()) == 3
 
 
+def _removing_after(connect, wh, victim: Path):
+    """``connect`` that removes the run folder ``victim`` once the connection is made: `runs rm` landing after
+    the listing, before the read."""
+    def connect_then_rm(*args, **kwargs):
+        con = connect(*args, **kwargs)
+        if victim.exists():
+            wh.remove(victim)
+        return con
+
+    return connect_then_rm
+
+
 def test_a_query_racing_runs_rm_reads_the_state_it_started_on(sealed_wh, tmp_path, monkeypatch):
     """Item 11: a run removed between the query's listing and its read was refused as a sandbox violation (DuckDB
     retries a vanished file as a glob outside the allowed paths); the query is answered on the state it started
@@ -313,15 +325,7 @@ def test_a_query_racing_runs_rm_reads_the_state_it_started_on(sealed_wh, tmp_pat
     wh = Warehouse(tmp_path / "wh")
     shutil.copytree(sealed_wh, wh.root)
     victim = next(wh.runs_dir.iterdir())
-    real_connect = sql.connect
-
-    def connect_then_rm(*args, **kwargs):
-        con = real_connect(*args, **kwargs)
-        if victim.exists():
-            wh.remove(victim)  # `runs rm` lands after the listing, before the read
-        return con
-
-    monkeypatch.setattr(sql, "connect", connect_then_rm)
+    monkeypatch.setattr(sql, "connect", _removing_after(sql.connect, wh, victim))
     n = sql.query_rows(wh, "SELECT count(*) FROM bursts b JOIN runs r USING (run_id)")[1][0][0]
     assert n == 2140 + 848 and not victim.exists()
 
@@ -574,15 +578,7 @@ def test_the_regression_history_racing_runs_rm_reads_the_state_it_started_on(sea
     wh = _copy_of(sealed_wh, tmp_path)
     before = history.site_rank_table(wh)
     victim = next(wh.runs_dir.iterdir())
-    real_connect = history.connect
-
-    def connect_then_rm(*args, **kwargs):
-        con = real_connect(*args, **kwargs)
-        if victim.exists():
-            wh.remove(victim)  # `runs rm` lands after the listing, before the read
-        return con
-
-    monkeypatch.setattr(history, "connect", connect_then_rm)
+    monkeypatch.setattr(history, "connect", _removing_after(history.connect, wh, victim))
     during = history.site_rank_table(wh)
     assert not victim.exists() and during["run_id"].n_unique() == 2
     assert during.equals(before)
@@ -640,3 +636,52 @@ def test_the_spill_of_a_killed_query_is_removed_by_the_next(sealed_wh, tmp_path,
         (left / "duckdb_temp_storage-0.tmp").write_bytes(b"\0" * 4096)
     assert sql.query_rows(sql.Warehouse(sealed_wh), "SELECT count(*) FROM runs")[1] == [(2,)]
     assert not dead.exists() and live.exists()
+
+
+def test_a_run_replaced_just_after_the_query_opened_it_is_read_whole(sealed_wh, tmp_path, monkeypatch):
+    """Found by the query family of attack run 4 (2 of 900 queries saw no run at all): the query opened a run's
+    folder, then a writer swapped in a new version and deleted the old one under it; the listing through the
+    descriptor of the old version missed its run.parquet, so the run was left out whole, a state that never
+    existed. A version that left its path while it was taken is now taken again: the new one, whole."""
+    import shutil as sh
+
+    import synthtrace.warehouse.snapshot as snapshot
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    victim = next(wh.runs_dir.iterdir())
+    real_open_dir, swapped = snapshot._open_dir, tmp_path / "swapped"  # a file: the query runs in a child process
+
+    def open_then_swap(name, dir_fd, **kwargs):
+        fd = real_open_dir(name, dir_fd, **kwargs)
+        if name == victim.name and not swapped.exists():
+            swapped.touch()
+            with wh.staged(victim, replace=True) as stage:  # a new copy; the old version is deleted at once
+                sh.copytree(victim, stage, dirs_exist_ok=True)
+        return fd
+
+    monkeypatch.setattr(snapshot, "_open_dir", open_then_swap)
+    got = sql.query_rows(wh, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts)")[1][0]
+    assert swapped.exists() and got == (2, 2140 + 848)
+
+
+def test_a_staging_folder_planted_as_a_link_is_not_written_through(sealed_wh, tmp_path):
+    """Fresh attack (issue 23): with the warehouse's `.staging` replaced by a link to another file system, every
+    query failed ('part-00000.parquet: Invalid cross-device link'); on the same file system its links went to
+    wherever the link points. The query now binds the files by path there, and writes nothing through it."""
+    import os
+    import tempfile
+
+    import synthtrace.warehouse.sql as sql
+
+    wh = _copy_of(sealed_wh, tmp_path)
+    elsewhere = Path(tempfile.mkdtemp(dir="/dev/shm" if Path("/dev/shm").is_dir() else tmp_path))
+    try:
+        if os.stat(elsewhere).st_dev == os.stat(wh.root).st_dev:
+            pytest.skip("needs a second file system for the link's target")
+        shutil.rmtree(wh.staging_dir)
+        wh.staging_dir.symlink_to(elsewhere)
+        assert sql.query_rows(wh, "SELECT count(*) FROM bursts")[1] == [(2140 + 848,)]
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        shutil.rmtree(elsewhere)

@@ -28,7 +28,7 @@ from synthtrace.tracelib.errors import SynthtraceError
 from synthtrace.tracelib.formats.source import is_paraver
 from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult, RunTables, merge_runs
 from synthtrace.tracelib.merge.messages import message_counts
-from synthtrace.tracelib.merge.ranks import WORK, profile_rows
+from synthtrace.tracelib.merge.ranks import profile_rows
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import task_key
 from synthtrace.warehouse.experiment import Experiment
@@ -36,6 +36,8 @@ from synthtrace.warehouse.layout import Warehouse
 
 #: an experiment whose runs hold more bursts than this (all runs) is merged a group of tasks at a time
 PARTITION_BURSTS = 2_000_000
+#: the runs' tables are split into this many buckets of consecutive tasks before a partitioned merge reads them
+SPLIT_BUCKETS = 16
 #: bursts (all runs) one group of a partitioned merge loads at once, its tasks' partners included (about 1 kB each
 #: while aligned)
 GROUP_BURSTS = 400_000
@@ -43,18 +45,66 @@ GROUP_BURSTS = 400_000
 
 class StoredRun:
     """One stored run read a group of tasks at a time (:class:`synthtrace.tracelib.merge.partitioned.RunSource`):
-    its ``bursts/`` parts, ``mpi_calls.parquet`` and ``messages.parquet`` scanned with a predicate on the task, so
-    only the rows of the tasks asked for are held; the compact tables (threads, counters, logical message counts
-    from ``mpi_messages.parquet``) are aggregated while scanning."""
+    its ``bursts/`` parts, ``mpi_calls.parquet`` and ``messages.parquet`` read with a predicate on the task, so only
+    the rows of the tasks asked for are held; the compact tables (threads, counters, logical message counts from
+    ``mpi_messages.parquet``) are aggregated while scanning. With ``spill``, the tables are first split there by
+    task, in one streaming pass each (Polars' partitioned sink) into ``SPLIT_BUCKETS`` buckets of consecutive tasks
+    (more open partitions make the sink buffer them in memory), so that a group reads the buckets of its tasks only
+    instead of scanning the whole run again."""
 
-    def __init__(self, wh: Warehouse, run_id: str, run_name: str):
+    def __init__(self, wh: Warehouse, run_id: str, run_name: str, spill: Path | None = None):
         self.run_id, self.run_name = run_id, run_name
         self.dir = wh.run_dir(run_id)
+        self.spill = spill / run_id if spill is not None else None
         self._threads: pl.DataFrame | None = None
+        self._split = False
 
     def _bursts(self) -> pl.LazyFrame:
         parts = sorted((self.dir / "bursts").glob("*.parquet"))
         return pl.concat([pl.scan_parquet(p) for p in parts], how="diagonal_relaxed")
+
+    def _tables(self) -> dict[str, tuple[pl.LazyFrame, pl.Expr]]:
+        """The tables a group reads, each with the packed task key it is split by."""
+        out = {"bursts": (self._bursts(), task_key())}
+        if (self.dir / "mpi_calls.parquet").is_file():
+            out["calls"] = (pl.scan_parquet(self.dir / "mpi_calls.parquet"), task_key())
+        if (self.dir / "messages.parquet").is_file():  # a record goes to its sender's and its receiver's task
+            records = pl.scan_parquet(self.dir / "messages.parquet").with_row_index("_row")
+            out["sent"] = (records, task_key("s_appl", "s_task"))
+            out["received"] = (records, task_key("r_appl", "r_task"))
+        return out
+
+    def _bucket(self, key: pl.Expr) -> tuple[pl.Expr, Callable[[int], int]]:
+        """The bucket of a packed task key, as an expression and as a function: ``SPLIT_BUCKETS`` equal ranges of
+        the run's keys (arithmetic: a mapping table would not stream)."""
+        keys = self.threads().select(task_key().alias("k")).get_column("k")
+        lo, span = int(keys.min()), int(keys.max()) - int(keys.min()) + 1
+        n = min(SPLIT_BUCKETS, keys.n_unique())
+        return (key - lo) * n // span, lambda k: (k - lo) * n // span
+
+    def _split_by_task(self) -> None:
+        if self._split or self.spill is None:
+            return
+        for name, (frame, key) in self._tables().items():
+            frame.with_columns(self._bucket(key)[0].alias("_b")).sink_parquet(
+                pl.PartitionBy(self.spill / name, key="_b", include_key=False), mkdir=True)
+        self._split = True
+
+    def _read(self, name: str, keys: Sequence[int]) -> pl.DataFrame | None:
+        """The rows of table ``name`` whose split key is one of ``keys`` (None: the run has no such table)."""
+        tables = self._tables()
+        if name not in tables:
+            return None
+        frame, key = tables[name]
+        if self.spill is None:
+            return frame.filter(key.is_in(list(keys))).collect()
+        bucket = self._bucket(key)[1]
+        files = [f for b in sorted({bucket(k) for k in keys})
+                 for f in sorted((self.spill / name / f"_b={b}").glob("*.parquet"))]
+        if not files:
+            return frame.head(0).collect()
+        return pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed").filter(
+            key.is_in(list(keys))).collect()
 
     def threads(self) -> pl.DataFrame:
         if self._threads is None:
@@ -86,22 +136,21 @@ class StoredRun:
             yield chunk
 
     def profile_rows(self) -> pl.DataFrame:
-        b = self._bursts()
-        have = b.collect_schema().names()
-        cols = [*THREAD_KEYS, "burst_seq", "mpi_call", "call_site", "duration_ns", *[c for c in WORK if c in have]]
-        return pl.concat([profile_rows(b.select(cols).filter(task_key().is_in(keys)).collect()
-                                       .sort(*THREAD_KEYS, "burst_seq")) for keys in self._chunks()])
+        self._split_by_task()
+        return pl.concat([profile_rows(self._read("bursts", keys).sort(*THREAD_KEYS, "burst_seq"))
+                          for keys in self._chunks()])
 
     def load(self, tasks: Sequence[int]) -> RunTables:
+        self._split_by_task()
         keys = list(tasks)
-        bursts = self._bursts().filter(task_key().is_in(keys)).collect().sort(*THREAD_KEYS, "burst_seq")
-        calls_file = self.dir / "mpi_calls.parquet"
-        calls = (pl.scan_parquet(calls_file).filter(task_key().is_in(keys)).collect()
-                 .sort(*THREAD_KEYS, "call_seq") if calls_file.is_file() else pl.DataFrame())
-        records_file = self.dir / "messages.parquet"
-        records = (pl.scan_parquet(records_file).filter(task_key("s_appl", "s_task").is_in(keys)
-                                                        | task_key("r_appl", "r_task").is_in(keys)).collect()
-                   if records_file.is_file() else None)
+        bursts = self._read("bursts", keys).sort(*THREAD_KEYS, "burst_seq")
+        calls = self._read("calls", keys)
+        calls = calls.sort(*THREAD_KEYS, "call_seq") if calls is not None else pl.DataFrame()
+        sent, received = self._read("sent", keys), self._read("received", keys)
+        records = None
+        if sent is not None:  # each record once, in the order the run stored them
+            inside = task_key("s_appl", "s_task").is_in(keys).fill_null(False)
+            records = pl.concat([sent, received.filter(~inside)]).sort("_row").drop("_row")
         return RunTables(self.run_id, self.run_name, bursts, calls, records)
 
 
@@ -144,9 +193,9 @@ def merge_stored(exp: Experiment, options: MergeOptions, on_step: Callable[[str,
     from synthtrace.tracelib.merge.partitioned import PartedTable, merge_partitioned
     spill = exp.wh.staging_dir / f"merge-{exp.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}"
     try:
-        sources = [StoredRun(exp.wh, r, exp.run_names[r]) for r in exp.run_ids]
+        sources = [StoredRun(exp.wh, r, exp.run_names[r], spill / "runs") for r in exp.run_ids]
         result = merge_partitioned(sources, spill, options, exp.name, group_bursts,
-                                   (lambda what, n: on_step(what, n + 1)) if on_step else None)
+                                   (lambda what, n: on_step(what, n + 1 if n else 0)) if on_step else None)
         exp.commit_merge(result, options, exp.run_ids)
     finally:
         shutil.rmtree(spill, ignore_errors=True)
@@ -177,7 +226,11 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
                 metas[run_id] = TraceMeta.from_trace(ParaverTrace(path))
             except SynthtraceError:
                 continue
-    meta = metas.get(result.reference_run_id) or _meta_from_bursts(result.merged, TraceMeta)
+    from synthtrace.tracelib.merge.partitioned import PartedTable
+
+    # a merge made a group of tasks at a time holds its bursts in Parquet: the writer takes them whole
+    merged = result.merged.collect() if isinstance(result.merged, PartedTable) else result.merged
+    meta = metas.get(result.reference_run_id) or _meta_from_bursts(merged, TraceMeta)
     for m in metas.values():  # counter types of counters the reference run did not record
         for name, etype in m.counter_types.items():
             meta.counter_types.setdefault(name, etype)
@@ -185,10 +238,10 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
             meta.counter_labels.setdefault(name, label)
     calls = exp.calls(result.reference_run_id)
     calls = calls if calls is not None else pl.DataFrame()
-    counters = [c for c in result.quality.get_column("counter").to_list() if c in result.merged.columns]
+    counters = [c for c in result.quality.get_column("counter").to_list() if c in merged.columns]
     events_dir = exp.wh.run_dir(result.reference_run_id) / "events"  # reader (issue 24.3/4): its other events too
     events = pl.read_parquet(events_dir / "*.parquet") if any(events_dir.glob("*.parquet")) else None
-    return write_paraver(out_stem, result.merged, calls, meta, counters=counters, events=events)
+    return write_paraver(out_stem, merged, calls, meta, counters=counters, events=events)
 
 
 def _meta_from_bursts(bursts: pl.DataFrame, meta_type):

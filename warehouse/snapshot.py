@@ -117,6 +117,8 @@ def _links_folder(wh: Warehouse) -> Path | None:
     """A new private folder for the links under ``.staging`` (after removing those of queries that were killed),
     or None when it cannot be made there."""
     try:
+        if not stat.S_ISDIR(wh.staging_dir.lstat().st_mode):
+            return None  # a link planted in the warehouse: the links would go wherever it points
         for d in wh.staging_dir.glob(f"{_PREFIX}*"):
             pid = d.name.rsplit(".", 1)[-1]
             if pid.isdigit() and not pid_alive(int(pid)):
@@ -177,12 +179,29 @@ def _link(snap: Snapshot, views: list[str]) -> None:
             for rel in _matches((), [top, sub], folder):
                 for view in below:
                     take(view, _matches(rel, VIEW_FILES[view].split("/")[2:], folder))
+                if not _still_in_place(rel, folder):
+                    raise _Vanished  # this version was swapped out or removed while it was taken: its listing
+                    # may miss what the writer's deletion had already removed (a run without run.parquet)
                 forget(rel)
     finally:
         os.close(out)
         for entry in folders.values():
             if entry is not None:
                 os.close(entry[0])
+
+
+def _still_in_place(rel: tuple[str, ...], folder: Callable[[tuple[str, ...]], Folder | None]) -> bool:
+    """Whether the folder version taken for ``rel`` (a run or experiment) is still the one at its path. A version
+    that never left its path was never being deleted; one that left may have been listed half deleted."""
+    here, parent = folder(rel), folder(rel[:-1])
+    if here is None or parent is None:
+        return True  # nothing was taken from it
+    try:
+        now = os.stat(rel[-1], dir_fd=parent[0], follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(here[0])
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _matches(parts: tuple[str, ...], pattern: list[str],
@@ -212,7 +231,7 @@ def _link_one(snap: Snapshot, rel: tuple[str, ...], parent: Folder | None, out: 
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise _Vanished from None  # listed in this folder version, deleted since: the version is going
-        if exc.errno == errno.EPERM:
+        if exc.errno in (errno.EPERM, errno.EXDEV):  # someone else's files; a .staging on another file system
             raise _CannotLink from None
         raise
     if not stat.S_ISREG(os.stat(name, dir_fd=out, follow_symlinks=False).st_mode):

@@ -21,7 +21,10 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
    iteration numbers is the one under which the clock bursts' reference counters (or durations) agree best over
    the overlap, 0 unless another offset fits clearly better (:func:`_best_offset`), the median of these over the
    threads (the chop cuts every rank at about the same time), or one iteration off where more bursts then find a
-   partner (a window that starts mid-iteration; :func:`_offsets`);
+   partner (a window that starts mid-iteration; :func:`_offsets`); where the runs differ by whole iterations (an
+   inner solver that converged later, a repeated time step), the offset changes along the run, placed by the
+   iterations' work for the threads tied by their messages together, and where the data cannot place it the span
+   is said (:mod:`synthtrace.tracelib.merge.iterations`);
 4. bursts of the two runs with the same logical position and plausible behaviour (reference counters and duration
    within the aligner's rejection limits) form **key pairs**. Messages completed in another order
    (``MPI_ANY_SOURCE``, ``MPI_Waitany``) make key pairs cross: those anchor nothing (whether the work before a

@@ -1,14 +1,18 @@
 """Signals that a merge is wrong, and the verdict they give (DESIGN §6, merge_quality's ``verdict``).
 
 Noise does not make a merge wrong; misalignment does, and so do runs that are not the same program on the same
-input. Signals, over matched pairs of reference bursts of at least 10 us (polling iterations and glue bursts never
-count), from the reference counters both runs recorded:
+input. **Same program or not** is decided before, from timing-free structure only (:func:`same_structure`): per
+thread, the consecutive calls (call and call site, never a partner), every loop of polls and completion calls one
+unit, whatever its length; runs sharing less than half of the shorter one's are refused. Signals, over matched
+pairs of reference bursts of at least 10 us (polling iterations and glue bursts never count), from the reference
+counters both runs recorded:
 
 - **misfit**: a pair is misaligned when its two bursts lie in different iterations of their threads' own call
-  sequences (iteration consistency, where the sequence is periodic), or when its work (instructions) *and*
-  per-instruction rate of a second common counter (cycles: the IPC) both differ by more than ``MISFIT_LOG``
-  (log): work alone may differ (dynamic load balancing), rate alone too (OS noise, contention); both at once
-  means another burst;
+  sequences (iteration consistency, where the sequence is periodic; not on a thread without MPI calls, which has
+  no call sequence, nor for bursts a call made once per thread names: :func:`placed_by_unique_call`), or when its
+  work (instructions) *and* per-instruction rate of a second common counter (cycles: the IPC) both differ by more
+  than ``MISFIT_LOG`` (log): work alone may differ (dynamic load balancing), rate alone too (OS noise,
+  contention); both at once means another burst;
 - **coverage**: the share of long reference bursts matched;
 - **work shift**: the median log ratio of the pairs' instructions, over all pairs or, when larger, over the pairs
   of one call site that holds at least ``SITE_MIN_SHARE`` of the instructions; the same program on the same input
@@ -24,9 +28,9 @@ count), from the reference counters both runs recorded:
   ``MPI_ANY_SOURCE`` receive returns follows arrival, which differs between runs. The call completing each
   receive is named by the trace's records (Paraver's physical receive time is the exit of the call that
   completed it; a receive recorded in its completing call, as Score-P does, names it by its time), never by
-  position. A matched pair whose two bursts were opened by the completion of messages of no common channel
-  (appl, comm, sender, receiver, tag) pairs the work on one message with the work on another
-  (``merge_matches.msg_mismatch``);
+  position: the logical messages' ``c_call_seq``, the identity the aligner uses too. A matched pair whose two
+  bursts were opened by the completion of messages of no common channel (appl, comm, sender, receiver, tag) pairs
+  the work on one message with the work on another (``merge_matches.msg_mismatch``);
 - **message agreement** (:mod:`synthtrace.tracelib.merge.message_graph`): ``msg_agreement`` is the share of the
   reference run's messages, among those whose two ends are matched and named in both runs, whose ends are matched
   to the two ends of one message of the other run; ``msg_misaligned`` counts the threads that disagree with their

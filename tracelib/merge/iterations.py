@@ -40,6 +40,9 @@ from numba import njit
 ITERATION_SLACK = 2
 #: at most this many iterations of difference are placed (beyond: one offset, as before)
 MAX_DIFFERENCE = 16
+#: a thread with fewer iterations than this keeps one offset (its noise cannot be told from a few iterations: a
+#: clock that ticks once in many of the program's iterations)
+MIN_ITERATIONS = 8
 #: cost of an iteration one run has and the other has not, per thread, in noise units
 ITERATION_GAP = 6.0
 #: a thread's iteration cost counts at most this many noise units (one disturbed iteration never decides alone)
@@ -438,7 +441,8 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
     th = (counts[0].join(counts[1], on="_tid").join(mpi, on="_tid").join(off, on="_tid", how="left")
           .with_columns(pl.col("_off").fill_null(0))
           .with_columns((pl.col("_m") - pl.col("_n") - pl.col("_off")).alias("_delta"))
-          .filter((pl.col("_n") >= 3) & (pl.col("_m") >= 3) & (pl.col("_delta").abs() <= MAX_DIFFERENCE)))
+          .filter((pl.col("_n") >= MIN_ITERATIONS) & (pl.col("_m") >= MIN_ITERATIONS)
+                  & (pl.col("_delta").abs() <= MAX_DIFFERENCE)))
     if th.height == 0:
         return none
     lo = min(0, int(th.get_column("_delta").min())) - ITERATION_SLACK
@@ -464,8 +468,11 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
         c = costs.join(g.select("_tid", "_p"), on="_tid")
         k_idx = (c.get_column("_it") + c.get_column("_p")).to_numpy()
         s_idx = c.get_column("_s").to_numpy() - lo
-        total, seen = np.zeros((K, w)), np.zeros((K, w))
+        total, capped, seen = np.zeros((K, w)), np.zeros((K, w)), np.zeros((K, w))
         np.add.at(total, (k_idx, s_idx), c.get_column("_c").to_numpy())
+        # on the path, one iteration of a thread never outweighs the two gaps of a detour: a single iteration that
+        # differs (noise, a burst cut in two) is a mismatch, not an iteration inserted and another dropped
+        np.add.at(capped, (k_idx, s_idx), np.minimum(c.get_column("_c").to_numpy(), ITERATION_GAP))
         np.add.at(seen, (k_idx, s_idx), 1.0)
         present = np.zeros(K)  # threads with an iteration at each place of the group's axis
         gap = np.zeros((K, w))  # out of the other run's range: that thread's reference iteration has no partner
@@ -481,7 +488,7 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
             end += ITERATION_GAP * np.maximum((m - n - o) - s_all, 0)  # ... and after the last
         mean = np.where(seen > 0, total / np.maximum(seen, 1), np.nan)
         # a place no common long burst judges costs what a matched iteration costs: 1 noise unit per thread
-        step = total + (inside - seen).clip(0) + gap
+        step = capped + (inside - seen).clip(0) + gap
         path = _viterbi(step, ITERATION_GAP * np.maximum(present, 1.0), start, end, zero)
         margin = DECIDE_MARGIN / np.sqrt(np.maximum(seen.max(axis=1), 1.0))
         final = min(max(zero + int(np.round(np.median(g.get_column("_delta").to_numpy()))), 0), w - 1)

@@ -171,10 +171,14 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     notes: list[str] = []
     renum: dict[str, dict[int, int] | None] = {}
     ref_profile = ref.profile_rows() if options.map_ranks else None
+    if on_step and ref_profile is not None:
+        on_step(f"{ref.run_name}: work profiles read", 0)  # the total is known once the groups are
     for o in others:
         same_layout(threads[ref.run_id], threads[o.run_id], ref.run_name, o.run_name)
         renum[o.run_id] = (rank_mapping(ref_profile, counts[ref.run_id], o.profile_rows(), counts[o.run_id],
                                         (ref.run_name, o.run_name)) if options.map_ranks else None)
+        if on_step and options.map_ranks:
+            on_step(f"{o.run_name}: work profiles read, tasks put in correspondence", 0)
         if renum[o.run_id]:
             notes.append(renumbered_note(ref, o, renum[o.run_id]))
         common = [c for c in counters_of[ref.run_id] if c in counters_of[o.run_id]]
@@ -191,7 +195,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         for a, bs in _partners(counts[r.run_id]).items():
             partners.setdefault(m.get(a, a) if m else a, set()).update(_mapped(bs, m))
     groups = task_groups(load, partners, budget)
-    n_steps = 2 * len(groups)
+    n_steps = 2 * len(groups) + (len(sources) if options.map_ranks else 0)
     inverse = {o.run_id: {v_key: k for k, v_key in _packed(renum[o.run_id]).items()} for o in others}
     starts = {r.run_id: _starts(per_task[r.run_id]) for r in sources}
     totals = {r.run_id: sum(per_task[r.run_id].values()) for r in sources}
