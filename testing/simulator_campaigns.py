@@ -12,6 +12,7 @@ import polars as pl
 
 from synthtrace.simulator import ExperimentSpec, TruthStore, Variation, simulate_experiment
 from synthtrace.simulator.counter_model import COUNTERS
+from synthtrace.simulator.mpi_exec import NO_MATCH_BIT
 from synthtrace.tracelib.merge.merge_runs import RunTables
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from testing.merge_campaigns import SynthRun
@@ -152,19 +153,28 @@ def mechanism_score(truth: pl.DataFrame, ref: str, other: str, matches: pl.DataF
     ``other`` from the merge's ``matches`` (columns appl, task, thread, burst_seq, other_run_id, other_task,
     other_thread, other_burst_seq; a column whose name holds ``ambig`` (boolean, or non-null and non-zero) marks a
     match the merge could not place). A burst is right when matched to the burst of the same logical id (same task,
-    thread and burst_seq there), or left unmatched when ``other`` has none."""
+    thread and burst_seq there), or left unmatched when ``other`` has none. A **piece** (a burst cut by something
+    that is no MPI call: a tracer flush, a lock wait; logical id with ``NO_MATCH_BIT``) is also right when matched
+    within its **unit** (the work up to its thread's next MPI call, named by the next burst without the bit): the
+    merge matches a phase split in one run and whole in the other many-to-one (DESIGN §6). A piece matched to a
+    burst of another unit is wrong."""
     if "thread" not in truth.columns:
         truth = truth.with_columns(pl.lit(1, pl.Int32).alias("thread"))
     if "other_thread" not in matches.columns:
         matches = matches.with_columns(pl.lit(1, pl.Int32).alias("other_thread"))
-    t = truth.select("run_name", "task", "thread", "burst_seq", "logical_id", "span", "span_class", "duration_ns")
+    piece = (pl.col("logical_id") & NO_MATCH_BIT) != 0
+    unit = (pl.when(piece).then(None).otherwise(pl.col("logical_id")).backward_fill()
+            .over("run_name", "task", "thread", order_by="burst_seq"))
+    t = truth.select("run_name", "task", "thread", "burst_seq", "logical_id", "span", "span_class", "duration_ns",
+                     piece.alias("piece"), unit.alias("unit"))
     r = t.filter((pl.col("run_name") == ref) & (pl.col("duration_ns") >= min_ns)).drop("run_name")
     o = (t.filter(pl.col("run_name") == other).unique("logical_id", keep="first")
          .select(pl.col("logical_id"), pl.col("task").alias("true_task"), pl.col("thread").alias("true_thread"),
                  pl.col("burst_seq").alias("true_seq")))
     got = (t.filter(pl.col("run_name") == other)
            .select(pl.col("task").alias("other_task"), pl.col("thread").alias("other_thread"),
-                   pl.col("burst_seq").alias("other_burst_seq"), pl.col("span_class").alias("got_class")))
+                   pl.col("burst_seq").alias("other_burst_seq"), pl.col("span_class").alias("got_class"),
+                   pl.col("unit").alias("got_unit")))
     cols = ["task", "thread", "burst_seq", "other_task", "other_thread", "other_burst_seq"]
     mark = next((c for c in matches.columns if "ambig" in c), None)
     flag = mark is not None
@@ -179,7 +189,7 @@ def mechanism_score(truth: pl.DataFrame, ref: str, other: str, matches: pl.DataF
     exact = ((pl.col("true_seq").is_null() & pl.col("other_burst_seq").is_null())
              | ((pl.col("true_task") == pl.col("other_task")) & (pl.col("true_thread") == pl.col("other_thread"))
                 & (pl.col("true_seq") == pl.col("other_burst_seq"))))
-    exact = exact.fill_null(False)
+    exact = (exact | (pl.col("piece") & (pl.col("got_unit") == pl.col("unit")))).fill_null(False)
     swap = (pl.col("span").is_not_null() & (pl.col("got_class") == pl.col("span_class"))).fill_null(False)
     s = j.select(exact.mean().alias("right"), (exact | swap).mean().alias("span"),
                  pl.col("span").is_not_null().sum().alias("in_span"),

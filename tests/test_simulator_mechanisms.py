@@ -53,6 +53,35 @@ def test_traces_read_back_as_the_truth_says(sims, name):
     assert mechanism_score(c.truth, ref, other, shifted)[0] < 0.5
 
 
+def test_a_piece_is_right_within_its_unit_only(sims):
+    """A burst cut by a tracer flush (no counterpart of its own) matched many-to-one to the other run's burst of its
+    unit is right (DESIGN §6); the same piece matched to the burst after that unit is wrong."""
+    c = sims("flush_all", ranks=4, iterations=6)
+    runs = read_campaign(c)
+    ref, other = runs[0].run_id, runs[1].run_id
+    t = c.truth.sort("run_name", "task", "thread", "burst_seq").with_columns(
+        pl.when((pl.col("logical_id") & NO_MATCH_BIT) != 0).then(None).otherwise(pl.col("logical_id"))
+        .backward_fill().over("run_name", "task", "thread").alias("unit"))
+    units = t.filter(pl.col("run_name") == other).unique("logical_id").select(
+        pl.col("logical_id").alias("unit"), pl.col("task").alias("u_task"), pl.col("thread").alias("u_thread"),
+        pl.col("burst_seq").alias("u_seq"))
+    pieces = (t.filter((pl.col("run_name") == ref) & ((pl.col("logical_id") & NO_MATCH_BIT) != 0)
+                       & (pl.col("duration_ns") >= 10_000))
+              .join(units, on="unit").select("task", "thread", "burst_seq", "u_task", "u_thread", "u_seq"))
+    assert pieces.height > 0
+    perfect = _oracle(c.truth, ref, other)
+
+    def matched(shift: int) -> pl.DataFrame:
+        j = perfect.join(pieces, on=["task", "thread", "burst_seq"], how="left")
+        return j.with_columns(pl.coalesce("u_task", "other_task").alias("other_task"),
+                              pl.coalesce("u_thread", "other_thread").alias("other_thread"),
+                              pl.coalesce(pl.col("u_seq") + shift, "other_burst_seq").alias("other_burst_seq")
+                              ).drop("u_task", "u_thread", "u_seq")
+    assert mechanism_score(c.truth, ref, other, matched(0))[0] == 1.0
+    scored = mechanism_score(c.truth, ref, other, matched(1))
+    assert scored[0] == pytest.approx(1 - pieces.height / scored[2])
+
+
 def _calls(c, run: int) -> pl.DataFrame:
     return read_campaign(c)[run].mpi_calls
 
