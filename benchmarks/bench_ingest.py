@@ -13,6 +13,9 @@ The comparison with the line-by-line parser runs on the ``--compare-mb`` trace (
 ``--dense-mb N`` instead compares records-dense traces (``benchmarks/dense_traces.py``: a 64-rank ring, an
 OpenMP shape) and the LULESH tiling, each against a plain scan and paramedir (issue 27), written to ``--out``.
 
+``--startup-rounds N --before-rev REV`` compares the start-up of a command that reads a trace (imports, Numba
+kernels) with that of REV, N interleaved runs each (issue 27 item 2).
+
 ``--before-rev`` also ingests the smallest trace with the code of an earlier commit (exported with
 ``git archive`` to a temp dir), for a before/after row measured in the same run.
 
@@ -152,6 +155,20 @@ t3 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "kernels": t2 - t1, "read": t3 - t2}))
 """
 
+# Start-up of a command that reads a trace (issue 27 item 2): the ingest module's imports, then the reader's Numba
+# kernels loaded from the cache by the warm-up thread opening a trace starts.
+CHILD_STARTUP = """
+import json, time
+""" + _USAGE + """
+t0 = time.perf_counter()
+from synthtrace.warehouse.ingest import ingest_trace  # noqa: F401
+from synthtrace.tracelib.formats.paraver import reader
+t1 = time.perf_counter()
+reader.start_warm_up()
+reader._warm_up_thread.join()
+print(json.dumps({**usage(t0), "import": t1 - t0, "kernels": time.perf_counter() - t1}))
+"""
+
 
 def _run(code: str, *args: str, env: dict | None = None, root: Path = ROOT) -> dict:
     """Run ``code`` in a fresh interpreter with ``root`` first on the path; its last stdout line is JSON.
@@ -227,6 +244,28 @@ def cpu_comparison(mb: int, repeat: int, out: Path) -> None:
                      f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def startup_comparison(rounds: int, before_rev: str) -> None:
+    """Start-up of this checkout against ``before_rev`` (exported whole with ``git archive``), ``rounds`` times each,
+    interleaved (after one unmeasured run each, which fills the Numba cache of the exported copy); prints the
+    medians of wall time (imports, kernels) and CPU time."""
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-startup-") as tmp:
+        old = Path(tmp)
+        tar = subprocess.run(["git", "archive", before_rev], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=tar, check=True)
+        sides = {before_rev: old, "this checkout": ROOT}
+        for root in sides.values():
+            _run(CHILD_STARTUP, root=root)
+        runs: dict[str, list[dict]] = {name: [] for name in sides}
+        for _ in range(rounds):
+            for name, root in sides.items():
+                runs[name].append(_run(CHILD_STARTUP, root=root))
+    print(f"| code | imports (wall) | kernels loaded (wall) | CPU | load | ({rounds} interleaved runs, medians)")
+    for name, rs in runs.items():
+        med = {k: _median([r[k] for r in rs]) for k in ("import", "kernels", "cpu")}
+        load = f"{min(min(r['load']) for r in rs):.0f}-{max(max(r['load']) for r in rs):.0f}"
+        print(f"| {name} | {med['import']:.2f} s | {med['kernels']:.2f} s | {med['cpu']:.2f} s | {load} |")
 
 
 def _paramedir_seconds(trace: Path, tmp: Path) -> dict | None:
@@ -318,7 +357,7 @@ def _write_dense_table(rows: dict, out: Path) -> None:
         "each in a fresh process: `ingest_trace` end to end (hash, parse, bursts, calls, messages, Parquet commit "
         "into a fresh warehouse), the plain line-by-line Python scan above, then paramedir computing per-thread "
         "Running statistics (it loads the whole trace). Times are medians over the rounds; a ratio is the median of "
-        "the rounds' own ratios (paramedir's: its median over ingest's median).", "",
+        "the rounds' own ratios (paramedir's: within its rounds).", "",
         "| trace | size | bytes per burst+call | ingest wall (median) | MB/s | ingest CPU | peak RSS | plain scan "
         "wall | ratio (wall) | ratio (CPU) | paramedir wall | ratio | load |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -367,7 +406,12 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", choices=sorted(DENSE_SHAPES), default=list(DENSE_SHAPES),
                     help="with --dense-mb: the trace shapes to measure")
     ap.add_argument("--paramedir-rounds", type=int, default=1, help="with --dense-mb: rounds that run paramedir too")
+    ap.add_argument("--startup-rounds", type=int, default=0, help="only compare the start-up (imports, Numba "
+                    "kernels) of this checkout with --before-rev, this many interleaved runs each")
     args = ap.parse_args()
+    if args.startup_rounds:
+        startup_comparison(args.startup_rounds, args.before_rev or "HEAD")
+        return
     if args.dense_mb:
         dense_comparison(args.dense_mb, args.repeat, args.shapes, args.paramedir_rounds, args.out)
         return

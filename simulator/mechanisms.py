@@ -551,18 +551,26 @@ def _sendrecv_exchange(task: int, it: int, inner: int, nb: list[int], w: float, 
                    posts=(("send", peer, TAG_HALO, size_out[peer]), ("recv", peer, TAG_HALO, size_in[peer])))
 
 
+#: [helper merge-pieces] rank 0's results received per source in the run being generated (the messages' k)
+_RESULTS_OF: dict[int, int] = {}
+
+
 def _gather(task: int, it: int, inner: int, P: int, lg: Logic, sites: Sites):
     """Every rank sends rank 0 a result; rank 0 polls ``MPI_Iprobe(ANY_SOURCE)`` and receives whoever is there,
-    processing each result in the burst after its receive (that burst follows the message's identity)."""
+    processing each result in the burst after its receive (that burst follows the message's identity: the k-th
+    result of its source, which a fast source may have sent for the next round)."""
     red, poll = kid("reduce_results"), kid("poll")
     if task != 0:
         yield Call("MPI_Send", red, 3.0e6 * lg.rank_work[task] * lg.iter_work[it], lid(task, it, inner, 100),
                    sites("gather.c:12"), peer=0, tag=TAG_GATHER, size=4096 + 512 * task)
         return
     ins, kern, pos, sub = 5.0e4, red, 101, 0
+    if it == 0 and inner == 0:  # [helper merge-pieces] a new run: no result received yet
+        _RESULTS_OF.clear()
+    pit = it
     for _ in range(P - 1):
         while True:
-            found = yield Call("MPI_Iprobe", kern, ins, lid(task, it, inner, pos, sub), sites("gather.c:30"),
+            found = yield Call("MPI_Iprobe", kern, ins, lid(task, pit, inner, pos, sub), sites("gather.c:30"),
                                peer=ANY, tag=TAG_GATHER, role=POLL if sub else WORK)
             if found is not None:
                 break
@@ -571,7 +579,11 @@ def _gather(task: int, it: int, inner: int, P: int, lg: Logic, sites: Sites):
                                 peer=found, tag=TAG_GATHER, size=4096 + 512 * found)
         # the result's processing: its work depends on the sender, its identity is the message's (src -> 0, it)
         ins, kern, pos, sub = 1.0e5 * (1 + src % 3), red, 300 + src, 0
-    yield Call("MPI_Comm_rank", kern, ins, lid(task, it, inner, pos, sub), sites("gather.c:12"))
+        # [helper merge-pieces] the message's identity is (src -> 0, k): k = results of src received so far (a fast
+        # rank's next result can arrive within this round), not this round's number
+        pit = _RESULTS_OF.get(src, 0)
+        _RESULTS_OF[src] = pit + 1
+    yield Call("MPI_Comm_rank", kern, ins, lid(task, pit, inner, pos, sub), sites("gather.c:12"))
 
 
 def _checkpoint(task: int, it: int, P: int, sites: Sites):

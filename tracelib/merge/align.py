@@ -1032,8 +1032,11 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
                 o_it[idx] = np.where(o_it[idx] >= 0, o_it[idx] + shift, -1)
     if config.anchors and config.arrival:  # the work on an arrived message is that message's, whatever its order
         ai, aj = kp.arrival_ref, kp.arrival_other
-        # in the iteration the thread lies in now (the message graph may have moved a thread by an iteration)
-        inside = (r_pos[ai] >= 0) & (o_pos[aj] >= 0) & (r_it[ai] == o_it[aj])
+        # in the iteration the thread lies in now (the message graph may have moved a thread by an iteration),
+        # unless both runs name the message (then it is the same message whatever iteration each clock says)
+        r_amsg = ref.get_column("amsg").to_numpy()[ai]
+        named = (r_amsg != 0) & (r_amsg == other.get_column("amsg").to_numpy()[aj])
+        inside = (r_pos[ai] >= 0) & (o_pos[aj] >= 0) & ((r_it[ai] == o_it[aj]) | named)
         ai, aj = r_pos[ai[inside]], o_pos[aj[inside]]
         # unless behaviour says the work follows the place in the call sequence: the burst the aligner chose
         # for it, or the burst the aligner gave the message's burst, behaves clearly closer (a program whose work
@@ -1065,6 +1068,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     hit = other_row >= 0
     safe = np.maximum(other_row, 0)
     o_seq = other.get_column("burst_seq").to_numpy()[safe]
+    r_amsg = ref.get_column("amsg").to_numpy()
+    by_message = hit & (r_amsg != 0) & (r_amsg == other.get_column("amsg").to_numpy()[safe])
     agree = agreement(ends(ref), ends(other), other_row)
     misaligned = disagreeing(ends(ref), r_tid, agree).filter("misaligned").get_column("t").to_numpy()
     return ref.select(*THREAD_KEYS, "burst_seq").with_columns(
@@ -1072,9 +1077,10 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         pl.Series("other_row", other_row, pl.Int64).scatter(np.flatnonzero(~hit), None),
         pl.Series("match_score", score, pl.Float64).scatter(np.flatnonzero(~hit), None),
         pl.Series("same_sig", same, pl.Boolean).scatter(np.flatnonzero(~hit), None),
-        # the pair lies in the same iteration of both runs' own call sequences (NULL: unmatched or no clock)
+        # the pair lies in the same iteration of both runs' own call sequences (NULL: unmatched, no clock, or both
+        # work on one message both runs name, wherever each run's clock puts it)
         pl.Series("same_iter", r_it == o_it[safe], pl.Boolean).scatter(
-            np.flatnonzero(~hit | (r_it < 0) | (o_it[safe] < 0)), None),
+            np.flatnonzero(~hit | (r_it < 0) | (o_it[safe] < 0) | by_message), None),
         # the two ends of the row's message are matched to the two ends of one message (NULL: not checked)
         pl.Series("msg_agree", agree == 1, pl.Boolean).scatter(np.flatnonzero(agree < 0), None),
         # the row's thread disagrees with its partners' messages both ways (message_graph.disagreeing)

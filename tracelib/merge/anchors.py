@@ -370,13 +370,34 @@ def arrival_pairs(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame,
     the same-rank one of that channel in the same iteration (``rk`` / ``ok``: the two runs' logical keys, the
     other's iterations in the reference's numbering). Which message an ``MPI_Waitany`` or an ``MPI_ANY_SOURCE``
     receive completes depends on arrival; the work after it is that message's (MPI's non-overtaking rule orders
-    the messages of one channel, so the k-th of a channel in an iteration is the same message in both runs)."""
+    the messages of one channel, so the k-th of a channel in an iteration is the same message in both runs).
+
+    [helper merge-pieces] A burst whose message both runs name (``amsg``: the logical message, channel and k over
+    the run) is paired by that name, whatever iteration each run's clock puts it in, on channels that delivered as
+    many such messages to the thread in both runs: a result that a fast rank sent early is received in an earlier
+    round of the receiver's loop in one run than in the other, and a clock that ticks at an arrival-ordered call
+    misplaces a round's end. The others by their rank on the channel in the iteration (traces chopped at other
+    points number a channel's messages from another k; an extra iteration numbers the messages after it one
+    further)."""
+    # only on a channel that delivered as many messages to the thread in both runs: where one run has a message
+    # more (an extra iteration), the messages after it are numbered one further and k names another message
+    named = [k.select("_tid", "_row", *[pl.Series(c, t.get_column(c)) for c in ("amsg", "achan")])
+             .filter(pl.col("amsg") != 0).unique(["_tid", "amsg"], keep="none") for k, t in ((rk, ref), (ok, other))]
+    same = (named[0].group_by("_tid", "achan").len().join(named[1].group_by("_tid", "achan").len(),
+                                                          on=["_tid", "achan"])
+            .filter(pl.col("len") == pl.col("len_right")).select("_tid", "achan"))
+    named = [n.join(same, on=["_tid", "achan"]) for n in named]
+    ni, nj = _join_pairs(*named, ["_tid", "amsg"])
     on = ["_tid", "_it", "achan", "_arank"]
     ra, oa = (k.select("_tid", "_it", "_row", pl.Series("achan", t.get_column("achan"))).filter(pl.col("achan") != 0)
               for k, t in ((rk, ref), (ok, other)))
     ra, oa = (a.with_columns(pl.Series("_arank", rank_within(a.select("_tid", "_it", "achan")), pl.Int64))
               for a in (ra, oa))
-    return _join_pairs(ra, oa, on)
+    ci, cj = _join_pairs(ra, oa, on)
+    free = ~np.isin(ci, ni) & ~np.isin(cj, nj)
+    ri, oj = np.r_[ni, ci[free]], np.r_[nj, cj[free]]
+    order = np.argsort(ri, kind="stable")
+    return ri[order], oj[order]
 
 
 def force_pairs(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:

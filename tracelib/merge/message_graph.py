@@ -119,8 +119,10 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
     achan = np.zeros(closing.height, np.uint64)
     achan[arrived.get_column("_row").to_numpy()] = (arrived.select(pl.struct(CHANNEL).hash(7).clip(1))
                                                     .to_series().to_numpy())
-    return pl.DataFrame({"smsg": smsg, "rmsg": rmsg, "schan": schan, "rchan": rchan, "achan": achan},
-                        schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan", "achan"], pl.UInt64))
+    # [helper merge-pieces] amsg: without logical messages no message is named across runs (0)
+    return pl.DataFrame({"smsg": smsg, "rmsg": rmsg, "schan": schan, "rchan": rchan, "achan": achan,
+                         "amsg": np.zeros(closing.height, np.uint64)},
+                        schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan", "achan", "amsg"], pl.UInt64))
 
 
 def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
@@ -132,7 +134,8 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     (``MPI_Irecv``: the burst before it). Names come from the logical identity: no time, no shift. ``achan``: the
     channel (as ``rchan``) of the message the burst's opening call completed (``c_call_seq``), when that call
     completed exactly one and is no set-completing call nor a test (``MPI_Waitall``, ``MPI_Test``, ...): the burst that
-    follows an ``MPI_Waitany`` or an ``MPI_ANY_SOURCE`` receive works on the message that arrived (0: none)."""
+    follows an ``MPI_Waitany`` or an ``MPI_ANY_SOURCE`` receive works on the message that arrived (0: none);
+    ``amsg``: that message's name (as ``rmsg``)."""
     name = pl.struct("appl", "comm", "sender", "receiver", "tag", "k").hash(7).clip(UNNAMED + 1)
     chan = pl.struct("appl", "comm", "sender", "receiver", "tag", "bytes").hash(7).clip(1)
     m = messages.select(pl.col("appl").cast(pl.Int32), pl.col("sender").cast(pl.Int32),
@@ -157,16 +160,21 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
         out[2 * i + 1, rows] = e.get_column("_chan").to_numpy()
     # the message the burst's opening call completed, when it completed exactly one and is no set-completing call
     done = (m.filter(pl.col("c_call_seq").is_not_null())
-            .group_by("appl", "receiver", "r_thread", "c_call_seq").agg(pl.len().alias("_n"), pl.col("_chan").first())
+            .group_by("appl", "receiver", "r_thread", "c_call_seq").agg(pl.len().alias("_n"), pl.col("_chan").first(),
+                                                                        pl.col("_msg").first())  # [helper merge-pieces]
             .filter(pl.col("_n") == 1))
     one = ~pl.col("_open_call").fill_null("").is_in(list(NOT_ARRIVAL_CALLS))
     arr = (b.filter(one).join(done, left_on=[*keys, "_open_seq"], right_on=["appl", "receiver", "r_thread",
                                                                             "c_call_seq"])
-           .select("_row", "_chan"))
+           .select("_row", "_chan", "_msg"))
     achan = np.zeros(bursts.height, np.uint64)
     achan[arr.get_column("_row").to_numpy()] = arr.get_column("_chan").to_numpy()
-    return pl.DataFrame({"smsg": out[0], "rmsg": out[2], "schan": out[1], "rchan": out[3], "achan": achan},
-                        schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan", "achan"], pl.UInt64))
+    # [helper merge-pieces] amsg: that message's logical name (as rmsg), what the burst works on in every run
+    amsg = np.zeros(bursts.height, np.uint64)
+    amsg[arr.get_column("_row").to_numpy()] = arr.get_column("_msg").to_numpy()
+    return pl.DataFrame({"smsg": out[0], "rmsg": out[2], "schan": out[1], "rchan": out[3], "achan": achan,
+                         "amsg": amsg},
+                        schema=dict.fromkeys(["smsg", "rmsg", "schan", "rchan", "achan", "amsg"], pl.UInt64))
 
 
 def ends(t: pl.DataFrame) -> Ends:

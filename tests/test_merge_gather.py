@@ -1,0 +1,45 @@
+"""ANY_SOURCE gathers (issue 22): the work after a receive that completed one message is that message's, so it is
+matched to the burst after the same logical message (sender, receiver, tag, k) in the other run, wherever the
+receiver's loop took it: a fast rank's next result is received in an earlier round in one run than in the other."""
+from __future__ import annotations
+
+import polars as pl
+
+from synthtrace.tracelib.merge.merge_runs import merge_runs
+from synthtrace.tracelib.merge.messages import MESSAGE_ID, logical_messages
+from testing.simulator_campaigns import read_campaign, simulated
+
+
+def _worked_on(run, messages: pl.DataFrame) -> pl.DataFrame:
+    """Per burst of ``run`` opened by a receive that completed one message (the call ending where the burst
+    starts): that message's logical id."""
+    done = messages.filter(pl.col("c_call_seq").is_not_null()).filter(
+        pl.len().over("receiver", "r_thread", "c_call_seq") == 1)
+    calls = run.mpi_calls.select(pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32), "call_seq",
+                                 pl.col("end_ns").alias("start_ns"))
+    opened = run.bursts.select(pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32), "burst_seq",
+                               "start_ns", "duration_ns").join(calls, on=["task", "thread", "start_ns"])
+    return opened.join(done.select(*MESSAGE_ID, pl.col("receiver").alias("task"), pl.col("r_thread").alias("thread"),
+                                   pl.col("c_call_seq").alias("call_seq")), on=["task", "thread", "call_seq"])
+
+
+def test_the_work_after_an_any_source_receive_follows_its_message(tmp_path):
+    """Rank 0 polls MPI_Iprobe(ANY_SOURCE) and receives whoever is there, eight ranks, no collective between the
+    rounds: every long burst that works on a received result is matched to the burst that works on the same
+    logical message in the other run. Before, the message was named by its rank on its channel within rank 0's
+    round, so a result received a round earlier in one run was matched to another one (polling seed 0: 38 of
+    rank 0's processing bursts >= 10 us on eb3a11a + 5beecc6)."""
+    c = simulated("polling", 0, tmp_path)
+    runs = read_campaign(c)
+    res = merge_runs(runs)
+    ref = next(r for r in runs if r.run_id == res.reference_run_id)
+    other = next(r for r in runs if r.run_id != res.reference_run_id)
+    mine = _worked_on(ref, logical_messages(ref.mpi_calls, ref.messages)).filter(pl.col("duration_ns") >= 10_000)
+    theirs = _worked_on(other, logical_messages(other.mpi_calls, other.messages)).select(
+        *MESSAGE_ID, pl.col("burst_seq").alias("same_message"))
+    assert mine.height > 100
+    got = (mine.join(res.matches.select(pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32), "burst_seq",
+                                        "other_burst_seq"), on=["task", "thread", "burst_seq"])
+           .join(theirs, on=MESSAGE_ID, how="left", nulls_equal=True))
+    wrong = got.filter((pl.col("other_burst_seq") != pl.col("same_message")).fill_null(True))
+    assert wrong.height == 0, wrong.select("task", "burst_seq", "sender", "k", "other_burst_seq", "same_message")
