@@ -111,7 +111,7 @@ def test_a_run_that_leaves_during_the_merge_is_not_committed(wh, monkeypatch, ch
     """`runs rm|move` while a merge of the experiment runs (a user beside the nightly flow): the merge, computed
     from a run that has left, commits nothing and says so; it is never stored as if the run were still there."""
     from synthtrace.pipelines import jobs
-    from synthtrace.tracelib.merge import merge_runs as merged
+    from synthtrace.warehouse import merged  # the merge the warehouse runs on its stored runs
     from synthtrace.warehouse.errors import RunsChangedError
     from synthtrace.warehouse.run_admin import move_runs, remove_runs
 
