@@ -12,7 +12,9 @@ counters both runs recorded:
   no call sequence, nor for bursts a call made once per thread names: :func:`placed_by_unique_call`), or when its
   work (instructions) *and* per-instruction rate of a second common counter (cycles: the IPC) both differ by more
   than ``MISFIT_LOG`` (log): work alone may differ (dynamic load balancing), rate alone too (OS noise,
-  contention); both at once means another burst;
+  contention); both at once means another burst. The rate is compared with the task's typical rate difference
+  between the runs (its median over the task's pairs): a run on slower nodes, at another clock or with more
+  ranks per node runs every burst of a task at another rate;
 - **coverage**: the share of long reference bursts matched;
 - **work shift**: the median log ratio of the pairs' instructions, over all pairs or, when larger, over the pairs
   of one call site that holds at least ``SITE_MIN_SHARE`` of the instructions; the same program on the same input
@@ -58,6 +60,9 @@ from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
 from synthtrace.tracelib.merge.messages import CHANNEL, COMPLETION_CALLS, POLLING_CALLS
 from synthtrace.tracelib.schema import THREAD_KEYS
+
+#: the keys of a task (its node: the rates of its bursts shift together between runs)
+TASK_KEYS = THREAD_KEYS[:2]
 
 MISFIT_LOG = math.log(1.5)
 SUSPECT_MISFIT, BAD_MISFIT = 0.005, 0.05
@@ -211,13 +216,17 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
         return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided, **counts)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
-    f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
+    f = pl.concat([ref_bursts.select(*[pl.col(k) for k in TASK_KEYS],
+                                     *[pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols]),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
                                      for c in cols)], how="horizontal").filter(matched)
     dw = pl.col(f"r_{work}") - pl.col(f"s_{work}")
     off = dw.abs() > MISFIT_LOG
     if rate and rate != work:
-        off = off & ((pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw).abs() > MISFIT_LOG)
+        # the rate's difference from the task's typical one: a task on a slower node, at another clock or sharing
+        # it with more ranks in one run runs every burst at another rate (up to x3), which is no misalignment
+        dr = pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw
+        off = off & ((dr - dr.filter(dr.is_finite()).median().over(TASK_KEYS)).abs() > MISFIT_LOG)
     off = off.fill_null(False) | pl.Series(off_iter).filter(matched)
     s = f.select(off.mean().alias("m"), dw.median().alias("w")).row(0)
     # the call closing each burst (its source location where the trace has one) names the code it runs
