@@ -132,8 +132,8 @@ def test_pair_signals_of_task_groups_add_up_to_the_whole_runs() -> None:
     rng = np.random.default_rng(3)
     n, n_src = 4000, 4200
     task = np.sort(rng.integers(1, 9, n)).astype(np.int32)
-    ref = pl.DataFrame({"PAPI_TOT_INS": rng.lognormal(10, 1, n), "PAPI_TOT_CYC": rng.lognormal(10, 1, n),
-                        "mpi_call": rng.choice(["MPI_Send", "MPI_Wait"], n)})
+    ref = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task, "PAPI_TOT_INS": rng.lognormal(10, 1, n),
+                        "PAPI_TOT_CYC": rng.lognormal(10, 1, n), "mpi_call": rng.choice(["MPI_Send", "MPI_Wait"], n)})
     src = pl.DataFrame({"PAPI_TOT_INS": rng.lognormal(10, 1, n_src), "PAPI_TOT_CYC": rng.lognormal(10, 1, n_src)})
 
     def maybe(p_null: float, p_true: float) -> pl.Series:
