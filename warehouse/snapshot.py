@@ -183,8 +183,11 @@ def read_whole(wh: Warehouse, views: Iterable[str], read: Callable[[Snapshot], T
 
 def _bind_by_path(snap: Snapshot, wh: Warehouse, views: list[str]) -> None:
     """Bind ``views`` by their paths: hold every folder (or top-level file) they may read from, then list."""
-    snap._held = _hold_units(wh.root, views)
-    snap.files, snap.by_path = view_files(wh, views), True
+    snap._held, snap.by_path = _hold_units(wh.root, views), True
+    try:
+        snap.files = view_files(wh, views)
+    except (FileNotFoundError, NotADirectoryError):  # a folder being listed was removed meanwhile
+        raise SnapshotChanged(f"{wh.root}: changed while it was listed") from None
 
 
 def _hold_units(root: Path, views: list[str]) -> dict[tuple[str, ...], int]:
