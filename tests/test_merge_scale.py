@@ -157,3 +157,28 @@ def test_pair_signals_of_task_groups_add_up_to_the_whole_runs() -> None:
     tally = sum((Tally(rows=len(rows), pairs=s) for rows, s in zip(parts, sigs)), Tally())
     assert tally.rows == n
     assert tally.signals(whole.work_shift) == replace(summed, work_shift=whole.work_shift)
+
+
+def test_merge_reads_the_stored_logical_messages(tmp_path: Path) -> None:
+    """The merge takes each run's logical messages as ingest stored them (mpi_messages), not numbering the
+    communication records again, with the same merged result as from the records; a run stored before its logical
+    messages were kept is merged from its records, the same way."""
+    wh, name = _warehouse(tmp_path, "completion", ranks=4, iterations=6)
+    exp = wh.experiment(name)
+    runs = exp.run_tables()
+    for r in runs:
+        stored = pl.read_parquet(wh.run_dir(r.run_id) / "mpi_messages.parquet").drop("run_id")
+        assert_frame_equal(r.messages, stored)
+    from_stored = _whole(wh, name)
+    records = [replace(r, messages=pl.read_parquet(wh.run_dir(r.run_id) / "messages.parquet")) for r in runs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from_records = merge_runs(records, MergeOptions(), experiment=name)
+    for older in runs:
+        (wh.run_dir(older.run_id) / "mpi_messages.parquet").unlink()  # as ingested before they were kept
+    assert all("k" not in r.messages.columns for r in exp.run_tables())
+    from_older = _whole(wh, name)
+    for got in (from_records, from_older):
+        assert_frame_equal(got.merged, from_stored.merged)
+        assert_frame_equal(got.quality, from_stored.quality)
+        assert_frame_equal(got.matches, from_stored.matches)
