@@ -240,7 +240,8 @@ def test_calls_spilled_to_disk_come_back_as_held_in_memory(tmp_path, monkeypatch
         return write(frame, path, *args, **kwargs)
 
     monkeypatch.setattr(call_store, "HOLD_BYTES", 0)
-    monkeypatch.setattr(call_store, "SPILL_PART_BYTES", 0, raising=False)  # a part per chunk: messages cross part boundaries
+    # a part per chunk: messages cross part boundaries
+    monkeypatch.setattr(call_store, "SPILL_PART_BYTES", 0, raising=False)
     monkeypatch.setattr(pl.DataFrame, "write_parquet", spy)
     spilled = stored("spilled")
     assert len(spilled_parts) > 2, "the calls were not spilled in several parts"
