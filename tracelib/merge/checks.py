@@ -51,7 +51,7 @@ logical messages vouching for it (:attr:`PairSignals.validated_by_messages`); el
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import polars as pl
@@ -148,12 +148,14 @@ def same_structure(ref_calls: pl.DataFrame, other_calls: pl.DataFrame) -> float 
 class PairSignals:
     """What the matched pairs of one other run say (see the module docstring): ``misfit`` (share of long matched
     pairs), ``work_shift`` (log ratio), ``coverage_long`` (share), ``msg_agreement`` (share; None: no message
-    checked), ``msg_misaligned`` (threads)."""
+    checked), ``msg_misaligned`` (threads). Summable over disjoint groups of reference tasks (``+``, the grouped
+    merge's tallies)."""
 
-    misfit: float | None
-    work_shift: float | None
-    coverage_long: float | None
-    msg_agreement: float | None
+    # [helper merge-scale] a share's metadata names its denominator (a count field), so that ``+`` can add it
+    misfit: float | None = field(metadata={"per": "long_matched"})
+    work_shift: float | None = field(metadata={"per": None})  # a median: not additive (from a sample)
+    coverage_long: float | None = field(metadata={"per": "long_total"})
+    msg_agreement: float | None = field(metadata={"per": "agree_checked"})
     msg_misaligned: int
     inconsistent: int = 0  # long matched pairs whose logical messages before or after disagree (ambiguous span)
     checked: int = 0  # long matched pairs with a checked message before or after them
@@ -165,6 +167,25 @@ class PairSignals:
     # [helper merge-iter] long matched pairs in an iteration span one run has more of, whose place the data cannot
     # tell (align's ambiguous_span): interchangeable partners
     undecided: int = 0
+    long_total: int = 0  # [helper merge-scale] long reference bursts (coverage_long's denominator)
+    agree_checked: int = 0  # [helper merge-scale] pairs whose message agreement was checked (msg_agreement's)
+
+    def __add__(self, other: PairSignals) -> PairSignals:
+        """[helper merge-scale] The signals of two disjoint groups of reference tasks: counts add, a share is its
+        summed count over its summed denominator, a median (``work_shift``) is None (take it from a sample), the
+        first example."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if "per" in f.metadata:
+                per = f.metadata["per"]  # a share is None exactly when its denominator is 0
+                parts = [(round(v * getattr(g, per)), getattr(g, per)) for g, v in ((self, a), (other, b))
+                         if per and v is not None]
+                n = sum(w for _, w in parts)
+                out[f.name] = sum(c for c, _ in parts) / n if n else None
+            else:
+                out[f.name] = (a or b) if isinstance(a, str) else a + b
+        return PairSignals(**out)
 
     @property
     def validated_by_messages(self) -> bool:
@@ -189,9 +210,11 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
                  if "ambiguous_span" in matches.columns else 0)
+    counts = dict(long_total=n_long, long_matched=int(matched.sum()),  # [helper merge-scale] the shares' counts
+                  agree_checked=int(matches.get_column("msg_agree").is_not_null().sum()))
     if work is None or not matched.any():
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
-        return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided)
+        return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided, **counts)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
     f = pl.concat([ref_bursts.select(*[pl.col(k) for k in TASK_KEYS],
                                      *[pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols]),
@@ -210,7 +233,8 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     site = ref_bursts.select(pl.coalesce([c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
                                          or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
-    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided)
+    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided,
+                       **counts)
 
 
 def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:
