@@ -30,7 +30,7 @@ Runs in chunks (``--store`` keeps every chunk's figures; the report adds them up
 
     nice -n 10 python benchmarks/bench_attack.py --paraver 400 --otf2 0 --kills 0 --queries 0 --seed 1
 
-Writes the "Run 4" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
+Writes the "Run 5" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
 """
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ SQL_RSS_CAP_MB = 1536
 SQL_MEMORY_LIMIT = "512MiB"
 SQL_TIMEOUT_S = 10
 SQL_GRACE_S = 60
-RUN_HEADING = "## Run 4"
-RUN_TITLE = "(after F3's capped query process; fresh SQL escapes; in chunks of <= 5 minutes)"
+RUN_HEADING = "## Run 5"
+RUN_TITLE = "(after the by-path hold of a read without .staging access; in chunks of <= 5 minutes)"
 
 _WORKER = """
 import contextlib, io, json, resource, sys, threading, time, traceback
@@ -620,7 +620,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--fresh-share", type=float, default=0.5, help="of the ingest cases, from the fresh defects")
     ap.add_argument("--case-timeout-s", type=float, default=180.0, help="one ingest case; past it, a hang")
-    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run4.json")
+    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run5.json")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "attack.md")
     args = ap.parse_args()
 
@@ -668,7 +668,7 @@ def _store_chunk(store: Path, chunk: dict) -> None:
 
 
 def write_report(store: Path, out: Path) -> None:
-    """The "Run 4" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
+    """The "Run 5" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
     chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
