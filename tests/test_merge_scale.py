@@ -36,12 +36,13 @@ def _whole(wh: Warehouse, name: str):
         return merge_runs(wh.experiment(name).run_tables(), MergeOptions(), experiment=name)
 
 
-@pytest.mark.parametrize("mechanism", ["renumbered", "completion", "pairs8"])
+@pytest.mark.parametrize("mechanism", ["renumbered", "completion", "pairs8", "master_worker"])
 def test_partitioned_merge_is_the_whole_merge(tmp_path: Path, mechanism: str) -> None:
     """Renumbered ranks (the rank correspondence from profile rows and message counts), Testsome/Waitany completion
-    on a neighbour graph, 8 runs with counter pairs: merged in groups of a few tasks with their partners, the
-    merged bursts, quality and provenance are those of the whole runs' merge."""
-    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=12)
+    on a neighbour graph, 8 runs with counter pairs, a master and its workers (a hub: the master's alignment
+    depends on every worker, two messages away from each other): merged in groups of a few tasks with their
+    partners, the merged bursts, quality and provenance are those of the whole runs' merge."""
+    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=12 if mechanism != "master_worker" else 20)
     whole = _whole(wh, name)
     exp = wh.experiment(name)
     steps: list[str] = []

@@ -215,7 +215,8 @@ class AlignedRun:
     unit; None when no unit is split); ``common``: counters both runs recorded, ``features`` those the alignment
     compared; ``tally``: the sums the checks and shares come from; ``sample``: the pairs of the choice sample
     (:func:`choice_sample`); ``run_sample``: the choice sample of the run's own bursts (what rescaling is chosen
-    on)."""
+    on); ``partner_pairs``: in a group of a partitioned merge, the pairs of the partners' bursts it aligned too
+    (reference keys and ``other_seq``), None otherwise."""
 
     run: RunTables
     original: RunTables
@@ -229,6 +230,7 @@ class AlignedRun:
     tally: Tally
     sample: Sample
     run_sample: pl.DataFrame
+    partner_pairs: pl.DataFrame | None = None
 
     @property
     def pairs(self) -> Pairs:
@@ -441,7 +443,9 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         ex = expand(ref.run.bursts, ref.units, bursts, o_units, m, common)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
     rows = own.rows(ref.run.bursts) if own else None
+    partner_pairs = None
     if rows is not None:  # the tasks this merge reports: the others were loaded as their partners
+        partner_pairs = m.filter(~own.rows_of(ref.run.bursts)).select(*KEYS, "other_seq")
         m, reference, share = m[rows], reference[rows], (share[rows] if share is not None else None)
     r_bursts = ref.run.bursts if rows is None else ref.run.bursts[rows]
     long_ref = r_bursts.get_column("duration_ns") >= options.min_error_duration_ns
@@ -468,7 +472,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                                         own.other_total if own else bursts.height)]
     return AlignedRun(run=mapped, original=o, renumbered=renum, matches=m, common=tuple(common),
                       features=tuple(feats), reference=reference, source=source, share=share, tally=tally,
-                      sample=sample, run_sample=run_sample)
+                      sample=sample, run_sample=run_sample, partner_pairs=partner_pairs)
 
 
 @dataclass(frozen=True)
