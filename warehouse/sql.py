@@ -29,6 +29,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -306,9 +307,14 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
         snapshot.release(wh, pid)
         shutil.rmtree(spill, ignore_errors=True)
 
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s  # one limit for every attempt
+
+    def attempt() -> list[Any]:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return list(capped_child.stream(work, allowance_bytes=allowance, deadline_s=left, on_exit=ended))
+
     try:  # read again (a new child) when the files, bound by path, changed under the query
-        return snapshot.retried(wh, lambda: list(capped_child.stream(work, allowance_bytes=allowance,
-                                                                     deadline_s=timeout_s, on_exit=ended)))
+        return snapshot.retried(wh, attempt)
     except capped_child.ChildTimedOut:
         raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
     except capped_child.ChildOutOfMemory:
