@@ -680,7 +680,8 @@ def write_report(store: Path, out: Path) -> None:
     chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
-        f = fam.setdefault(c["family"], {"chunks": 0, "seconds": 0.0, "violations": [], "peak_mb": 0, "loads": []})
+        key = c["family"] + (f"@{c.get('churn_pause_s', 0.05)}" if c["family"] == "queries_by_path" else "")
+        f = fam.setdefault(key, {"chunks": 0, "seconds": 0.0, "violations": [], "peak_mb": 0, "loads": []})
         f["chunks"] += 1
         f["seconds"] += c["seconds"]
         f["violations"] += c["violations"]
@@ -717,10 +718,12 @@ def write_report(store: Path, out: Path) -> None:
     if (q := fam.get("queries")) is not None:
         lines.append(f"| queries during runs add/rm/replace | {q['queries']} ({q['two_runs_seen']} saw 2 runs) | | | "
                      f"{len(q['violations'])} | | {q['seconds']:.0f} |")
-    if (q := fam.get("queries_by_path")) is not None:
-        lines.append(f"| queries during runs add/rm/replace, bound by path (no links: `.staging` a link) | "
-                     f"{q['queries']} ({q['two_runs_seen']} saw 2 runs, {q['refused']} refused with one line after "
-                     f"repeated changes) | | | {len(q['violations'])} | | {q['seconds']:.0f} |")
+    for key in sorted(k for k in fam if k.startswith("queries_by_path@")):
+        q, pause = fam[key], key.split("@")[1]
+        lines.append(f"| queries bound by path (no links: `.staging` a link) during runs add/rm/replace, the writer "
+                     f"pausing up to {pause} s after each change | {q['queries']} ({q['two_runs_seen']} saw 2 runs, "
+                     f"{q['refused']} refused with one line after repeated changes) | | | {len(q['violations'])} | | "
+                     f"{q['seconds']:.0f} |")
     if (s := fam.get("sql")) is not None:
         lines.append(f"| hostile `sql` statements x formats (--memory-limit {SQL_MEMORY_LIMIT}, --timeout "
                      f"{SQL_TIMEOUT_S}) | {s['cases']} | {s['exit0']} | {s['exit2']} | {len(s['violations'])} | "
