@@ -19,7 +19,8 @@ Families (each counted; the run fails loudly if one case breaks its invariant):
    of the killed query behind.
 4. **Queries**: ``--queries N`` queries from two threads while a forked writer adds and removes a second run and
    replaces the first by a new copy of itself: every answer must be a consistent state (the ``runs``, ``bursts``
-   and ``mpi_calls`` counts of 1 or 2 whole runs) and no query may fail.
+   and ``mpi_calls`` counts of 1 or 2 whole runs) and no query may fail. ``--queries-by-path N``: the same with
+   the queries unable to take links (they bind by path): a consistent state or one refusal line.
 5. **SQL** (``--sql``): hostile statements (sandbox escapes, memory and time bombs, every DuckDB type in every
    output format, odd column names), each a ``synthtrace sql`` process at ``--memory-limit 512MiB --timeout 10``:
    exit 0 or one error line, no traceback, refused when it reads outside the warehouse, peak RSS within
@@ -29,7 +30,7 @@ Runs in chunks (``--store`` keeps every chunk's figures; the report adds them up
 
     nice -n 10 python benchmarks/bench_attack.py --paraver 400 --otf2 0 --kills 0 --queries 0 --seed 1
 
-Writes the "Run 4" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
+Writes the "Run 5" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
 """
 from __future__ import annotations
 
@@ -56,23 +57,27 @@ SQL_RSS_CAP_MB = 1536
 SQL_MEMORY_LIMIT = "512MiB"
 SQL_TIMEOUT_S = 10
 SQL_GRACE_S = 60
-RUN_HEADING = "## Run 4"
-RUN_TITLE = "(after F3's capped query process; fresh SQL escapes; in chunks of <= 5 minutes)"
+RUN_HEADING = "## Run 5"
+RUN_TITLE = "(after the by-path hold of a read without .staging access; in chunks of <= 5 minutes)"
 
 _WORKER = """
-import contextlib, io, json, resource, sys, traceback
+import contextlib, io, json, resource, sys, threading, time, traceback
 from synthtrace.pipelines.cli import main
 for line in sys.stdin:
     case = json.loads(line)
     err = io.StringIO()
+    t0 = time.monotonic()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = main(["ingest", *case["paths"], "-w", case["warehouse"]])
         except BaseException:
             code = -1
             err.write(traceback.format_exc())
+        swapped = sys.stderr is not err  # something replaced sys.stderr during the case
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
-    print(json.dumps({"code": code, "stderr": err.getvalue(), "peak_mb": peak}), flush=True)
+    print(json.dumps({"code": code, "stderr": err.getvalue(), "peak_mb": peak, "seconds": time.monotonic() - t0,
+                      "stderr_swapped": swapped, "threads": sorted(t.name for t in threading.enumerate())}),
+          flush=True)
 """
 
 
@@ -101,12 +106,15 @@ class _Worker:
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
+        #: the worker's own standard error (what a case wrote past its redirection: C libraries, sys.__stderr__)
+        self.own_stderr = tempfile.TemporaryFile("w+")
 
     def ask(self, case: dict, timeout_s: float) -> dict | None:
         """The worker's answer for ``case``, or None when it hung or died (it is then killed)."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                         stdout=subprocess.PIPE, stderr=self.own_stderr, text=True)
+        at = self.own_stderr.seek(0, os.SEEK_END)
         self.proc.stdin.write(json.dumps(case) + "\n")
         self.proc.stdin.flush()
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
@@ -114,7 +122,8 @@ class _Worker:
         if not line:
             self.close(kill=True)
             return None
-        return json.loads(line)
+        self.own_stderr.seek(at)
+        return json.loads(line) | {"worker_stderr": self.own_stderr.read()[-500:]}
 
     def close(self, kill: bool = False) -> None:
         if self.proc is not None:
@@ -143,7 +152,9 @@ def ingest_family(cases: list[dict], case_timeout_s: float) -> dict:
             d = out["by_defect"].setdefault(case["defect"], [0, 0])
             d[0 if res["code"] == 0 else 1] += 1
             if (why := _violation(case, res)) is not None:
-                out["violations"].append((case["defect"], why, case["paths"], res["stderr"][-500:]))
+                out["violations"].append((case["defect"], why, case["paths"], res["stderr"][-500:],
+                                          {k: res.get(k) for k in ("seconds", "stderr_swapped", "threads",
+                                                                   "worker_stderr")}))
             if out["cases"] % 100 == 0:  # progress
                 print(json.dumps({k: v for k, v in out.items() if k != "by_defect"} | {"violations": len(
                     out["violations"])}), flush=True)
@@ -350,18 +361,27 @@ def _run_churn(root: Path, stop_after_s: float) -> None:
         time.sleep(rnd.uniform(0.0, 0.05))
 
 
-def query_family(base: Path, n: int) -> dict:
+def query_family(base: Path, n: int, by_path: bool = False) -> dict:
+    """``n`` queries from two threads during the churn of :func:`_run_churn`. ``by_path``: the warehouse's
+    ``.staging`` is a link (to a folder on the same file system), so queries cannot take links and bind the files by
+    path (as without write access to it) while the writer still commits; a query may then be refused with one line
+    after repeated changes (counted as ``refused``), never answered with a mixed state."""
     from synthtrace.pipelines.cli import main
+    from synthtrace.warehouse.errors import WarehouseError
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.sql import query_rows
     from testing.traces import PRIME
 
-    root = base / "wh-queries"
+    root = base / ("wh-queries-by-path" if by_path else "wh-queries")
     assert main(["ingest", str(PRIME), "-w", str(root)]) == 0
     wh = Warehouse(root)
+    if by_path:
+        shutil.rmtree(wh.staging_dir)
+        (base / "staging-elsewhere").mkdir()
+        wh.staging_dir.symlink_to(base / "staging-elsewhere")
     one = query_rows(wh, _COUNTS)[1][0]
     whole = {one, tuple(2 * v for v in one)}
-    out = {"queries": 0, "two_runs_seen": 0, "violations": [], "one_run": list(one)}
+    out = {"queries": 0, "two_runs_seen": 0, "refused": 0, "violations": [], "one_run": list(one)}
     lock = threading.Lock()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
@@ -372,13 +392,18 @@ def query_family(base: Path, n: int) -> dict:
 
     def reader(count: int) -> None:
         for _ in range(count):
+            refused = False
             try:
                 got = query_rows(wh, _COUNTS)[1][0]
                 why = None if got in whole else f"inconsistent state: {got}"
+            except WarehouseError as exc:  # by path: refused after repeated changes, one line
+                refused = by_path and "changed while it was read" in str(exc)
+                got, why = (0,), None if refused else f"{type(exc).__name__}: {exc}"
             except Exception as exc:  # every failure is counted
                 got, why = (0,), f"{type(exc).__name__}: {exc}"
             with lock:
                 out["queries"] += 1
+                out["refused"] += refused
                 out["two_runs_seen"] += got[0] == 2
                 if why:
                     out["violations"].append(why)
@@ -496,7 +521,8 @@ def _sql_violation(res: dict, refused: bool) -> str | None:
     return None
 
 
-def sql_family(base: Path) -> dict:
+def sql_family(base: Path, part: tuple[int, int] = (1, 1)) -> dict:
+    """The statements of :data:`SQL_CASES` (``part`` = (k, n): the k-th of n interleaved shares of them)."""
     from synthtrace.pipelines.cli import main
     from testing.traces import PRIME, tree_digest
 
@@ -504,7 +530,8 @@ def sql_family(base: Path) -> dict:
     assert main(["ingest", str(PRIME), "-w", str(wh)]) == 0
     before = tree_digest(wh)
     out = {"cases": 0, "exit0": 0, "exit2": 0, "violations": [], "peak_mb": 0, "max_seconds": 0.0}
-    for statement, formats, refused in SQL_CASES:
+    k, n = part
+    for statement, formats, refused in SQL_CASES[k - 1::n]:
         for fmt in formats:
             target = base / f"sql-out.{fmt}"
             args = ["sql", statement, "-w", str(wh), "-f", fmt, "--timeout", str(SQL_TIMEOUT_S),
@@ -588,12 +615,15 @@ def main() -> int:
     ap.add_argument("--otf2", type=int, default=0)
     ap.add_argument("--kills", type=int, default=0)
     ap.add_argument("--queries", type=int, default=0)
+    ap.add_argument("--queries-by-path", type=int, default=0,
+                    help="the query family with .staging a link: queries bind by path")
     ap.add_argument("--sql", action="store_true", help="the hostile statements of SQL_CASES")
+    ap.add_argument("--sql-part", default="1/1", help="K/N: the K-th of N interleaved shares of the statements")
     ap.add_argument("--snapshot-runs", type=int, default=0, help="time a query's file snapshot over N runs")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--fresh-share", type=float, default=0.5, help="of the ingest cases, from the fresh defects")
     ap.add_argument("--case-timeout-s", type=float, default=180.0, help="one ingest case; past it, a hang")
-    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run4.json")
+    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run5.json")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "attack.md")
     args = ap.parse_args()
 
@@ -609,7 +639,8 @@ def main() -> int:
                 _otf2_cases(base, args.otf2, rnd, args.fresh_share), args.case_timeout_s)),
             ("kills", args.kills, lambda: kill_family(base, args.kills, rnd)),
             ("queries", args.queries, lambda: query_family(base, args.queries)),
-            ("sql", args.sql, lambda: sql_family(base)),
+            ("queries_by_path", args.queries_by_path, lambda: query_family(base, args.queries_by_path, True)),
+            ("sql", args.sql, lambda: sql_family(base, tuple(map(int, args.sql_part.split("/"))))),
             ("snapshot", args.snapshot_runs, lambda: snapshot_cost(base, args.snapshot_runs)),
         ):
             if not wanted:
@@ -640,7 +671,7 @@ def _store_chunk(store: Path, chunk: dict) -> None:
 
 
 def write_report(store: Path, out: Path) -> None:
-    """The "Run 4" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
+    """The "Run 5" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
     chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
@@ -650,7 +681,8 @@ def write_report(store: Path, out: Path) -> None:
         f["violations"] += c["violations"]
         f["peak_mb"] = max(f["peak_mb"], c.get("peak_mb", 0))
         f["loads"].append(c["load"])
-        for key in ("cases", "exit0", "exit2", "kills", "window_kills", "recovered_new", "queries", "two_runs_seen"):
+        for key in ("cases", "exit0", "exit2", "kills", "window_kills", "recovered_new", "queries", "two_runs_seen",
+                    "refused"):
             f[key] = f.get(key, 0) + c.get(key, 0)
         for name, (a, b) in c.get("by_defect", {}).items():
             prev = f.setdefault("by_defect", {}).get(name, (0, 0))
@@ -680,6 +712,10 @@ def write_report(store: Path, out: Path) -> None:
     if (q := fam.get("queries")) is not None:
         lines.append(f"| queries during runs add/rm/replace | {q['queries']} ({q['two_runs_seen']} saw 2 runs) | | | "
                      f"{len(q['violations'])} | | {q['seconds']:.0f} |")
+    if (q := fam.get("queries_by_path")) is not None:
+        lines.append(f"| queries during runs add/rm/replace, bound by path (no links: `.staging` a link) | "
+                     f"{q['queries']} ({q['two_runs_seen']} saw 2 runs, {q['refused']} refused with one line after "
+                     f"repeated changes) | | | {len(q['violations'])} | | {q['seconds']:.0f} |")
     if (s := fam.get("sql")) is not None:
         lines.append(f"| hostile `sql` statements x formats (--memory-limit {SQL_MEMORY_LIMIT}, --timeout "
                      f"{SQL_TIMEOUT_S}) | {s['cases']} | {s['exit0']} | {s['exit2']} | {len(s['violations'])} | "

@@ -417,6 +417,7 @@ def spmd(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
     role_hk = run_rng.random((spec.iterations + 2, 64)) < s.housekeeping_p
     dot = kid("dot")
     deltas = dict(plan.more_inner)
+    results_of: dict[int, int] = {}  # the gather's results received per source (rank 0, this run)
     for it in range(spec.iterations + plan.tail):
         nb = lg.nb_at(it)[task]
         passes = 2 if (plan.repeat and plan.at == it) else 1
@@ -440,7 +441,7 @@ def spmd(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
                     yield Call("MPI_Allreduce", dot, 6000.0 * w, lid(task, it, inner, 60), sites("solver.c:77"),
                                size=8, cost_ns=1500.0 * np.log2(P + 1))
             if s.gather:
-                yield from _gather(task, it, 512 * ps, P, lg, sites)
+                yield from _gather(task, it, 512 * ps, P, lg, sites, results_of)
             if s.sub_comms:  # a reduction along the row every iteration, along the column every second one
                 yield Call("MPI_Allreduce", dot, 1.5e4 * lg.rank_work[task], lid(task, it, 512 * ps, 72),
                            sites("solver.c:57"), size=8, cost_ns=1500.0 * np.log2(P + 1), comm=row)
@@ -551,22 +552,17 @@ def _sendrecv_exchange(task: int, it: int, inner: int, nb: list[int], w: float, 
                    posts=(("send", peer, TAG_HALO, size_out[peer]), ("recv", peer, TAG_HALO, size_in[peer])))
 
 
-#: [helper merge-pieces] rank 0's results received per source in the run being generated (the messages' k)
-_RESULTS_OF: dict[int, int] = {}
-
-
-def _gather(task: int, it: int, inner: int, P: int, lg: Logic, sites: Sites):
+def _gather(task: int, it: int, inner: int, P: int, lg: Logic, sites: Sites, results_of: dict[int, int]):
     """Every rank sends rank 0 a result; rank 0 polls ``MPI_Iprobe(ANY_SOURCE)`` and receives whoever is there,
     processing each result in the burst after its receive (that burst follows the message's identity: the k-th
-    result of its source, which a fast source may have sent for the next round)."""
+    result of its source, which a fast source may have sent for the next round). ``results_of``: rank 0's results
+    received so far per source in this run (the messages' k), owned by the run's rank-0 program."""
     red, poll = kid("reduce_results"), kid("poll")
     if task != 0:
         yield Call("MPI_Send", red, 3.0e6 * lg.rank_work[task] * lg.iter_work[it], lid(task, it, inner, 100),
                    sites("gather.c:12"), peer=0, tag=TAG_GATHER, size=4096 + 512 * task)
         return
     ins, kern, pos, sub = 5.0e4, red, 101, 0
-    if it == 0 and inner == 0:  # [helper merge-pieces] a new run: no result received yet
-        _RESULTS_OF.clear()
     pit = it
     for _ in range(P - 1):
         while True:
@@ -579,10 +575,10 @@ def _gather(task: int, it: int, inner: int, P: int, lg: Logic, sites: Sites):
                                 peer=found, tag=TAG_GATHER, size=4096 + 512 * found)
         # the result's processing: its work depends on the sender, its identity is the message's (src -> 0, it)
         ins, kern, pos, sub = 1.0e5 * (1 + src % 3), red, 300 + src, 0
-        # [helper merge-pieces] the message's identity is (src -> 0, k): k = results of src received so far (a fast
-        # rank's next result can arrive within this round), not this round's number
-        pit = _RESULTS_OF.get(src, 0)
-        _RESULTS_OF[src] = pit + 1
+        # the message's identity is (src -> 0, k): k = results of src received so far (a fast rank's next result
+        # can arrive within this round), not this round's number
+        pit = results_of.get(src, 0)
+        results_of[src] = pit + 1
     yield Call("MPI_Comm_rank", kern, ins, lid(task, pit, inner, pos, sub), sites("gather.c:12"))
 
 

@@ -26,16 +26,20 @@ def lulesh(merged_lulesh, tmp_path) -> Path:
 
 
 def _runs_table_reads(monkeypatch) -> list[str]:
-    """Every scan of the runs table (a glob of ``runs/*/run.parquet``) from now on."""
+    """Every read of the runs table (the ``runs`` view's files, read through the warehouse's snapshot) from now on.
+    [helper security] it counted globs of ``runs/*/run.parquet``; the runs table reads through
+    ``warehouse.snapshot.read_whole`` since issue 23 (the count is then 0 if the reads move again: the test fails)."""
+    from synthtrace.warehouse import snapshot
+
     scans: list[str] = []
-    glob = Path.glob
+    read_whole = snapshot.read_whole
 
-    def counting(self, pattern, *args, **kwargs):
-        if pattern.endswith("run.parquet") and self.name == "runs":
-            scans.append(str(self))
-        return glob(self, pattern, *args, **kwargs)
+    def counting(wh, views, read):
+        if list(views) == ["runs"]:
+            scans.append(str(wh.root))
+        return read_whole(wh, views, read)
 
-    monkeypatch.setattr(Path, "glob", counting)
+    monkeypatch.setattr(snapshot, "read_whole", counting)
     return scans
 
 

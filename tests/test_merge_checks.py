@@ -205,6 +205,30 @@ def test_a_thread_without_mpi_calls_is_not_judged_by_an_iteration_clock():
     assert pair_signals(bursts, bursts, matches({1}), "PAPI_TOT_INS", "PAPI_TOT_CYC", long_ref).misfit == 0.5
 
 
+def test_a_task_running_slower_in_one_run_is_judged_against_its_own_rate():
+    """A task whose node is slower in one run (another clock, more ranks per node: mixed s1/s10, every burst x3 the
+    cycles) has no misfit where only a burst's work differs (a worker's share of a parallel region, dynamic load
+    balancing): the rate is compared with the task's typical rate difference between the runs. A pair whose rate
+    also differs from that is another burst and stays a misfit (on the merge before: both pairs were misfits)."""
+    n = 20
+    ins = [1_000_000] * n
+    ref = pl.DataFrame({"appl": [1] * n, "task": [1] * n, "thread": [1] * n, "mpi_call": ["MPI_Allreduce"] * n,
+                        "PAPI_TOT_INS": ins, "PAPI_REF_CYC": ins})
+    less = [550_000 if i in (3, 11) else 1_000_000 for i in range(n)]
+    # run 1: every burst x3 the cycles per instruction; bursts 3 and 11 do 55 % of the work at that rate
+    slower = ref.with_columns(pl.Series("PAPI_TOT_INS", less), pl.Series("PAPI_REF_CYC", [3 * w for w in less]))
+    matches = ref.select("appl", "task", "thread").with_columns(
+        pl.Series("other_row", range(n), pl.Int64), pl.lit(True).alias("same_iter"),
+        pl.lit(None, pl.Boolean).alias("msg_agree"), pl.lit(False).alias("msg_misaligned"),
+        pl.lit(None, pl.Boolean).alias("msg_consistent"))
+    long_ref = pl.Series([True] * n)
+    assert pair_signals(ref, slower, matches, "PAPI_TOT_INS", "PAPI_REF_CYC", long_ref).misfit == 0.0
+    # burst 11 runs at the reference's rate in the slower run: its rate differs from the task's, with its work
+    other_burst = slower.with_columns(pl.when(pl.int_range(n) == 11).then(pl.col("PAPI_TOT_INS"))
+                                      .otherwise(pl.col("PAPI_REF_CYC")).alias("PAPI_REF_CYC"))
+    assert pair_signals(ref, other_burst, matches, "PAPI_TOT_INS", "PAPI_REF_CYC", long_ref).misfit == 1 / n
+
+
 def test_unpaired_counts_gaps_on_both_sides_only():
     """A reference burst left unmatched counts when the other run left a long burst unmatched between the same two
     matched neighbours; an extra burst of one run (nothing free across from it) does not."""

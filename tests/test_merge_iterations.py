@@ -76,6 +76,18 @@ def test_an_extra_inner_iteration_is_placed_by_the_iterations_work(tmp_path):
     assert "undecidable" not in " ".join(res.quality.get_column("verdict_reason").drop_nulls())
 
 
+def test_each_rank_changes_offset_where_its_own_clock_iteration_holds_the_extra_one(tmp_path):
+    """Ranks tied by messages insert the extra inner iteration at one logical place, but their clocks tick at
+    different calls of the iteration (each its own Isend): on some ranks the clock iteration holding the change is
+    one later on the group's axis, and on those the whole straddling iteration went to the new offset, its first
+    part one inner iteration early (extra_varying s4 at 8 x 12 on the code before: 99.11 %, `suspect` from the
+    disagreeing messages; 8 x 30 s0: 99.73 %, s1 99.55 %). Each rank's own costs move its change."""
+    truth, _, res = merged(tmp_path, "extra_varying", 4, ranks=8, iterations=12)
+    s = scored(truth, res)
+    assert s.get_column("right").mean() >= 0.999, s.group_by("task").agg(pl.col("right").mean()).sort("task")
+    assert verdicts(res) == {"ok"}, res.quality.select("verdict", "verdict_reason")
+
+
 def test_a_rank_whose_iterations_look_alike_moves_with_its_partners(tmp_path):
     """As above, but rank 3's counters are the same in every iteration: its own work cannot place the gap, its
     messages to its partners do (a rank never shifts by an iteration while its partners do not). Fails on the

@@ -3,6 +3,7 @@ result as the merge of the whole runs, on campaigns of the simulator read back f
 from __future__ import annotations
 
 import warnings
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,8 @@ from polars.testing import assert_frame_equal
 
 import synthtrace
 from synthtrace.pipelines import jobs
-from synthtrace.tracelib.merge.merge_runs import MergeOptions, NotSameProgramError, merge_runs
+from synthtrace.tracelib.merge.checks import PairSignals, pair_signals
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, NotSameProgramError, Tally, merge_runs
 from synthtrace.tracelib.merge.partitioned import PartedTable, merge_partitioned, task_groups
 from synthtrace.tracelib.merge.ranks import _profiles, profile_rows
 from synthtrace.warehouse import merged as merged_mod
@@ -34,12 +36,13 @@ def _whole(wh: Warehouse, name: str):
         return merge_runs(wh.experiment(name).run_tables(), MergeOptions(), experiment=name)
 
 
-@pytest.mark.parametrize("mechanism", ["renumbered", "completion", "pairs8"])
+@pytest.mark.parametrize("mechanism", ["renumbered", "completion", "pairs8", "master_worker"])
 def test_partitioned_merge_is_the_whole_merge(tmp_path: Path, mechanism: str) -> None:
     """Renumbered ranks (the rank correspondence from profile rows and message counts), Testsome/Waitany completion
-    on a neighbour graph, 8 runs with counter pairs: merged in groups of a few tasks with their partners, the
-    merged bursts, quality and provenance are those of the whole runs' merge."""
-    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=12)
+    on a neighbour graph, 8 runs with counter pairs, a master and its workers (a hub: the master's alignment
+    depends on every worker, two messages away from each other): merged in groups of a few tasks with their
+    partners, the merged bursts, quality and provenance are those of the whole runs' merge."""
+    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=12 if mechanism != "master_worker" else 20)
     whole = _whole(wh, name)
     exp = wh.experiment(name)
     steps: list[str] = []
@@ -121,3 +124,62 @@ def test_profile_rows_decide_the_profiles_as_all_bursts() -> None:
         got, got_tasks = _profiles(rows, 1)
         assert np.array_equal(tasks, got_tasks)
         assert_frame_equal(got.sort("task", "key", "k"), want.sort("task", "key", "k"))
+
+
+def test_pair_signals_of_task_groups_add_up_to_the_whole_runs() -> None:
+    """The grouped merge sums its groups' signals: for groups of tasks, the sum of their PairSignals has every count
+    and every share (misfit, long coverage, message agreement) of the signals of all tasks at once; the work shift
+    (a median) is left to the choice sample; a merge's tallies carry every signal through their sum."""
+    rng = np.random.default_rng(3)
+    n, n_src = 4000, 4200
+    task = np.sort(rng.integers(1, 9, n)).astype(np.int32)
+    ref = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task, "PAPI_TOT_INS": rng.lognormal(10, 1, n),
+                        "PAPI_TOT_CYC": rng.lognormal(10, 1, n), "mpi_call": rng.choice(["MPI_Send", "MPI_Wait"], n)})
+    src = pl.DataFrame({"PAPI_TOT_INS": rng.lognormal(10, 1, n_src), "PAPI_TOT_CYC": rng.lognormal(10, 1, n_src)})
+
+    def maybe(p_null: float, p_true: float) -> pl.Series:
+        return pl.Series(rng.random(n) < p_true).scatter(np.flatnonzero(rng.random(n) < p_null), None)
+    matches = pl.DataFrame({
+        "appl": np.ones(n, np.int32), "task": task, "thread": rng.integers(1, 3, n).astype(np.int32),
+        "other_row": pl.Series(rng.integers(0, n_src, n)).scatter(np.flatnonzero(rng.random(n) < 0.1), None),
+        "msg_agree": maybe(0.5, 0.9), "msg_misaligned": rng.random(n) < 0.01, "same_iter": maybe(0.1, 0.95),
+        "msg_consistent": maybe(0.3, 0.9), "ambiguous_span": rng.random(n) < 0.02})
+    long_ref = pl.Series(rng.random(n) < 0.6)
+    whole = pair_signals(ref, src, matches, "PAPI_TOT_INS", "PAPI_TOT_CYC", long_ref)
+    parts = [np.flatnonzero(task <= 3), np.flatnonzero((task > 3) & (task <= 6)), np.flatnonzero(task > 6)]
+    sigs = [pair_signals(ref[rows], src, matches[rows], "PAPI_TOT_INS", "PAPI_TOT_CYC", long_ref.gather(rows))
+            for rows in parts]
+    summed = sigs[0] + sigs[1] + sigs[2]
+    for f in fields(PairSignals):
+        if f.name != "work_shift":
+            assert getattr(summed, f.name) == getattr(whole, f.name), f.name
+    assert summed.work_shift is None and whole.work_shift is not None
+    assert whole.long_matched > 0 and whole.msg_misaligned > 0 and whole.undecided > 0
+    tally = sum((Tally(rows=len(rows), pairs=s) for rows, s in zip(parts, sigs)), Tally())
+    assert tally.rows == n
+    assert tally.signals(whole.work_shift) == replace(summed, work_shift=whole.work_shift)
+
+
+def test_merge_reads_the_stored_logical_messages(tmp_path: Path) -> None:
+    """The merge takes each run's logical messages as ingest stored them (mpi_messages), not numbering the
+    communication records again, with the same merged result as from the records; a run stored before its logical
+    messages were kept is merged from its records, the same way."""
+    wh, name = _warehouse(tmp_path, "completion", ranks=4, iterations=6)
+    exp = wh.experiment(name)
+    runs = exp.run_tables()
+    for r in runs:
+        stored = pl.read_parquet(wh.run_dir(r.run_id) / "mpi_messages.parquet").drop("run_id")
+        assert_frame_equal(r.messages, stored)
+    from_stored = _whole(wh, name)
+    records = [replace(r, messages=pl.read_parquet(wh.run_dir(r.run_id) / "messages.parquet")) for r in runs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from_records = merge_runs(records, MergeOptions(), experiment=name)
+    for older in runs:
+        (wh.run_dir(older.run_id) / "mpi_messages.parquet").unlink()  # as ingested before they were kept
+    assert all("k" not in r.messages.columns for r in exp.run_tables())
+    from_older = _whole(wh, name)
+    for got in (from_records, from_older):
+        assert_frame_equal(got.merged, from_stored.merged)
+        assert_frame_equal(got.quality, from_stored.quality)
+        assert_frame_equal(got.matches, from_stored.matches)

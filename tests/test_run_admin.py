@@ -107,48 +107,46 @@ def test_failed_move_leaves_the_run_as_it_was(wh, monkeypatch):
 
 
 @pytest.mark.parametrize("change", ["rm", "move"])
-def test_a_run_that_leaves_during_the_merge_is_not_committed(wh, monkeypatch, change):
+def test_a_run_that_leaves_during_the_merge_is_not_committed(wh, change):
     """`runs rm|move` while a merge of the experiment runs (a user beside the nightly flow): the merge, computed
     from a run that has left, commits nothing and says so; it is never stored as if the run were still there."""
     from synthtrace.pipelines import jobs
-    from synthtrace.warehouse import merged  # the merge the warehouse runs on its stored runs
     from synthtrace.warehouse.errors import RunsChangedError
     from synthtrace.warehouse.run_admin import move_runs, remove_runs
 
     w = Warehouse(wh)
     leaving = _runs(wh)[LULESH_B.stem]["run_id"]
-    real = merged.merge_runs
+    steps: list[str] = []
 
-    def merge_then_change(*args, **kwargs):
-        result = real(*args, **kwargs)
-        remove_runs(w, [leaving]) if change == "rm" else move_runs(w, [leaving], "elsewhere")
-        return result
+    def change_once(what: str, total: int) -> None:  # the merge's own step hook: the runs were read, it goes on
+        if not steps:
+            remove_runs(w, [leaving]) if change == "rm" else move_runs(w, [leaving], "elsewhere")
+        steps.append(what)
 
-    monkeypatch.setattr(merged, "merge_runs", merge_then_change)
     with pytest.raises(RunsChangedError, match=f"run\\(s\\) {leaving} left it while it merged"):
-        jobs.merge_experiment(w.experiment("lulesh-8r"))
+        jobs.merge_experiment(w.experiment("lulesh-8r"), on_step=change_once)
+    assert steps, "the merge never reached a step: the run did not leave during it"
     assert not (wh / "experiments" / "lulesh-8r").exists()
     assert not list((wh / ".staging").iterdir())
 
 
-def test_a_run_that_leaves_during_the_analysis_is_not_committed(wh, monkeypatch):
+def test_a_run_that_leaves_during_the_analysis_is_not_committed(wh):
     """The same for `archetypes`: its metrics of a merge whose run was removed meanwhile are not stored."""
-    from synthtrace.models import analysis
     from synthtrace.pipelines import jobs
     from synthtrace.warehouse.errors import RunsChangedError
     from synthtrace.warehouse.run_admin import remove_runs
 
     leaving = _runs(wh)[LULESH_B.stem]["run_id"]
-    real = analysis.analyse_input
+    steps: list[str] = []
 
-    def analyse_then_remove(*args, **kwargs):
-        result = real(*args, **kwargs)
-        remove_runs(Warehouse(wh), [leaving])
-        return result
+    def remove_once_analysed(what: str) -> None:  # the analysis's own step hook: analysed, not yet stored
+        steps.append(what)
+        if what.endswith("analysed"):
+            remove_runs(Warehouse(wh), [leaving])
 
-    monkeypatch.setattr(analysis, "analyse_input", analyse_then_remove)
     with pytest.raises(RunsChangedError, match="left it while it was analysed"):
-        jobs.analyse(Warehouse(wh).experiment("lulesh-8r"), discover=False)
+        jobs.analyse(Warehouse(wh).experiment("lulesh-8r"), discover=False, on_step=remove_once_analysed)
+    assert any(w.endswith("analysed") for w in steps), "the run did not leave during the analysis"
     assert not (wh / "experiments" / "lulesh-8r").exists()
 
 

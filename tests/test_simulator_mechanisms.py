@@ -524,3 +524,51 @@ def test_any_tag_receives_take_one_source_in_send_order_and_say_the_tag():
     Executor([sender(10.0), sender(1e6), receiver()], _timing(3), np.zeros(3)).run()
     assert got[:2] == [(0, 4_000_000, 7), (0, 8, 8)]
     assert got[2:] == [(1, 4_000_000, 7), (1, 8, 8)]
+
+
+def _rank0_lids(programs: list, sources: list[int], steps: list[int]) -> list[list[int]]:
+    """Drive the rank-0 programs of several runs in one process, interleaved: ``steps[i]`` is the program to advance
+    next by one call; every ``MPI_Iprobe`` finds the next of ``sources`` (per program), every receive takes it.
+    Returns each program's logical burst ids in call order."""
+    out: list[list[int]] = [[] for _ in programs]
+    reply: list = [None] * len(programs)
+    nxt = [0] * len(programs)
+    ended: set[int] = set()
+    for i in steps:
+        if i in ended:
+            continue
+        try:
+            c = programs[i].send(reply[i]) if out[i] else next(programs[i])
+        except StopIteration:
+            ended.add(i)
+            continue
+        out[i].append(c.lid)
+        if c.name == "MPI_Iprobe":
+            reply[i] = sources[nxt[i] % len(sources)]
+            nxt[i] += 1
+        elif c.name == "MPI_Recv":
+            reply[i] = (c.peer, c.size)
+        else:
+            reply[i] = None
+    return out
+
+
+def test_two_runs_generated_at_once_keep_their_own_gather_truth():
+    """Rank 0 names the burst that processes a gathered result by the message's k (its source's results so far in
+    this run); two runs generated in one process at the same time (a parallel campaign build) must each count their
+    own results, so each run's truth is what it is when generated alone."""
+    from dataclasses import replace
+
+    from synthtrace.simulator.mechanisms import Logic, RunPlan, Shape, spmd
+    spec = replace(campaign("plain", 0, ranks=4, iterations=6),
+                   shape=Shape(topology="none", gather=True, coll_every=0, sites="normal"))
+    lg = Logic.draw(spec)
+
+    def rank0():
+        return spmd(0, lg, RunPlan(), np.random.default_rng(1))
+    n = 80  # more calls than a program makes: the prologue, 6 gathers, the epilogue
+    alone = _rank0_lids([rank0()], [3, 3, 1, 2], [0] * n)[0]
+    # run B is generated whole while run A is in its third round
+    together = _rank0_lids([rank0(), rank0()], [3, 3, 1, 2], [0] * 25 + [1] * n + [0] * n)
+    assert together[0] == alone
+    assert together[1] == alone

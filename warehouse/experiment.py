@@ -35,6 +35,22 @@ RECORD = "experiment"
 MERGED_FILE = "merged_bursts.parquet"
 #: the files the merge commits together
 MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches")
+#: the logical messages ingest stored (one row per message, both ends placed: what the merge works from)
+LOGICAL_MESSAGES = "mpi_messages.parquet"
+#: the trace's communication records (the merge numbers them into logical messages itself)
+MESSAGE_RECORDS = "messages.parquet"
+
+
+def message_table(run_dir: Path) -> Path | None:
+    """The file the merge takes a stored run's messages from: its logical messages when ingest stored them with
+    each receive's completing call (``c_call_seq``), else its communication records (runs ingested before the
+    logical messages, or before their completing call, were kept: the merge numbers them again); None when the
+    run has neither (the merge reads the messages from the calls)."""
+    logical = run_dir / LOGICAL_MESSAGES
+    if logical.is_file() and "c_call_seq" in pl.read_parquet_schema(logical):
+        return logical
+    records = run_dir / MESSAGE_RECORDS
+    return records if records.is_file() else None
 
 
 @dataclass(frozen=True)
@@ -160,12 +176,10 @@ class Experiment:
         out = []
         for run_id, run_name in zip(self.run_ids, self.runs.get_column("run_name").to_list()):
             calls = self.calls(run_id)
-            # the trace's communication records name each message's both ends exactly (the merge's logical
-            # messages); runs ingested before they were kept fall back to the calls
-            records = self.wh.runs_dir / run_id / "messages.parquet"
+            messages = message_table(self.wh.runs_dir / run_id)
             out.append(RunTables(run_id, run_name, self.bursts(run_id),
                                  calls if calls is not None else pl.DataFrame(),
-                                 pl.read_parquet(records) if records.is_file() else None))
+                                 pl.read_parquet(messages).drop("run_id", strict=False) if messages else None))
         return out
 
     def trace(self, *, dram_from_uncore: bool = True) -> ExperimentTrace:

@@ -153,7 +153,7 @@ def site_rank_table(wh: Warehouse, app: str | list[str] | None = None) -> pl.Dat
     The warehouse is read as it was when the table was started (the files held as ``synthtrace sql`` holds them,
     :mod:`~synthtrace.warehouse.snapshot`): a run removed or replaced meanwhile is read whole, old or new.
     """
-    with snapshot.pinned(wh, HISTORY_VIEWS) as snap:
+    def read(snap: snapshot.Snapshot) -> pl.DataFrame:
         con = connect(wh, views=HISTORY_VIEWS, files=snap.files, also_allowed=snap.originals)
         try:
             return _site_rank_table(con, app)
@@ -161,6 +161,8 @@ def site_rank_table(wh: Warehouse, app: str | list[str] | None = None) -> pl.Dat
             return pl.DataFrame()
         finally:
             con.close()
+
+    return snapshot.read_whole(wh, HISTORY_VIEWS, read)
 
 
 def _site_rank_table(con: duckdb.DuckDBPyConnection, app: str | list[str] | None) -> pl.DataFrame:

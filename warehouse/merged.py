@@ -31,7 +31,7 @@ from synthtrace.tracelib.merge.messages import message_counts
 from synthtrace.tracelib.merge.ranks import profile_rows
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import task_key
-from synthtrace.warehouse.experiment import Experiment
+from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, message_table
 from synthtrace.warehouse.layout import Warehouse
 
 #: an experiment whose runs hold more bursts than this (all runs) is merged a group of tasks at a time
@@ -45,7 +45,8 @@ GROUP_BURSTS = 400_000
 
 class StoredRun:
     """One stored run read a group of tasks at a time (:class:`synthtrace.tracelib.merge.partitioned.RunSource`):
-    its ``bursts/`` parts, ``mpi_calls.parquet`` and ``messages.parquet`` read with a predicate on the task, so only
+    its ``bursts/`` parts, ``mpi_calls.parquet`` and messages (:func:`~synthtrace.warehouse.experiment.message_table`:
+    the stored logical messages, else the communication records) read with a predicate on the task, so only
     the rows of the tasks asked for are held; the compact tables (threads, counters, logical message counts from
     ``mpi_messages.parquet``) are aggregated while scanning. With ``spill``, the tables are first split there by
     task, in one streaming pass each (Polars' partitioned sink) into ``SPLIT_BUCKETS`` buckets of consecutive tasks
@@ -68,10 +69,12 @@ class StoredRun:
         out = {"bursts": (self._bursts(), task_key())}
         if (self.dir / "mpi_calls.parquet").is_file():
             out["calls"] = (pl.scan_parquet(self.dir / "mpi_calls.parquet"), task_key())
-        if (self.dir / "messages.parquet").is_file():  # a record goes to its sender's and its receiver's task
-            records = pl.scan_parquet(self.dir / "messages.parquet").with_row_index("_row")
-            out["sent"] = (records, task_key("s_appl", "s_task"))
-            out["received"] = (records, task_key("r_appl", "r_task"))
+        if (messages := message_table(self.dir)) is not None:  # a message goes to its sender's and receiver's task
+            rows = pl.scan_parquet(messages).drop("run_id", strict=False).with_row_index("_row")
+            ends = (("appl", "sender"), ("appl", "receiver")) if messages.name == LOGICAL_MESSAGES else (
+                ("s_appl", "s_task"), ("r_appl", "r_task"))
+            out["sent"] = (rows, task_key(*ends[0]))
+            out["received"] = (rows, task_key(*ends[1]))
         return out
 
     def _bucket(self, key: pl.Expr) -> tuple[pl.Expr, Callable[[int], int]]:
@@ -147,11 +150,11 @@ class StoredRun:
         calls = self._read("calls", keys)
         calls = calls.sort(*THREAD_KEYS, "call_seq") if calls is not None else pl.DataFrame()
         sent, received = self._read("sent", keys), self._read("received", keys)
-        records = None
-        if sent is not None:  # each record once, in the order the run stored them
-            inside = task_key("s_appl", "s_task").is_in(keys).fill_null(False)
-            records = pl.concat([sent, received.filter(~inside)]).sort("_row").drop("_row")
-        return RunTables(self.run_id, self.run_name, bursts, calls, records)
+        messages = None
+        if sent is not None:  # each message once, in the order the run stored them
+            inside = self._tables()["sent"][1].is_in(keys).fill_null(False)
+            messages = pl.concat([sent, received.filter(~inside)]).sort("_row").drop("_row")
+        return RunTables(self.run_id, self.run_name, bursts, calls, messages)
 
 
 def _partitionable(exp: Experiment) -> bool:

@@ -6,16 +6,22 @@ from collections.abc import Iterable
 import polars as pl
 from synthtrace.tracelib.schema import RUN_SCHEMA
 from synthtrace.tracelib.domain.uncore import attribute_dram_cas
+from synthtrace.warehouse import snapshot
 from synthtrace.warehouse.errors import RunsChangedError
 from synthtrace.warehouse.layout import Warehouse
 
 
 def runs_table(wh: Warehouse) -> pl.DataFrame:
-    """Every run's row of the runs view (typed and empty when nothing was ingested)."""
-    files = sorted(wh.runs_dir.glob("*/run.parquet")) if wh.runs_dir.is_dir() else []
-    if not files:
-        return pl.DataFrame(schema=RUN_SCHEMA)
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+    """Every run's row of the runs view (typed and empty when nothing was ingested), read as ``synthtrace sql``
+    reads it (:mod:`~synthtrace.warehouse.snapshot`): one state of the warehouse whatever a writer removes or
+    replaces meanwhile, and only the warehouse's own files (no run folder reached through a link)."""
+    def read(snap: snapshot.Snapshot) -> pl.DataFrame:
+        files = snap.files.get("runs", [])
+        if not files:
+            return pl.DataFrame(schema=RUN_SCHEMA)
+        return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+
+    return snapshot.read_whole(wh, ["runs"], read)
 
 
 def experiment_runs(wh: Warehouse, experiment: str) -> pl.DataFrame:

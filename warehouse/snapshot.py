@@ -13,7 +13,11 @@ next query's.
 Only regular files reached without a symbolic link below the warehouse root are taken (a ``runs/evil ->
 /elsewhere`` folder is not the warehouse's, issue 23 item 6); a run folder counts only with its ``run.parquet``.
 Where the querying user cannot write the warehouse's ``.staging`` (a read-only mount, someone else's warehouse)
-the files are bound by their paths (:func:`catalog.view_files`), and :attr:`Snapshot.by_path` says so.
+the files are bound by their paths (:func:`catalog.view_files`), and :attr:`Snapshot.by_path` says so. Nothing
+holds them there, so each run or experiment folder (or top-level file) they lie in is held open from before the
+listing, and a read is kept only if every such folder is still the one at its path when it ends (a folder version
+never comes back once it left, and while held its inode cannot be reused): else it is read again
+(:func:`read_whole`, :func:`retried`), and refused with one line after :data:`BY_PATH_ATTEMPTS` changed reads.
 """
 from __future__ import annotations
 
@@ -22,12 +26,14 @@ import errno
 import fnmatch
 import os
 import re
+import resource
 import shutil
 import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from synthtrace.warehouse.catalog import VIEW_FILES, view_files
 from synthtrace.warehouse.errors import WarehouseError
@@ -39,8 +45,16 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _LEFT_OUT = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP}
 #: times the linking starts again because a writer deleted a folder version under it (each takes milliseconds)
 _ATTEMPTS = 50
+#: times a read bound by path is made again because a writer changed what it read, before it is refused
+BY_PATH_ATTEMPTS = 5
+_HOLD_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC  # holds the inode; opens no content (a FIFO cannot block)
 
 Folder = tuple[int, list[str]]  # a folder's descriptor and its entry names, as listed once
+T = TypeVar("T")
+
+
+class SnapshotChanged(WarehouseError):
+    """A read bound by path found a run or experiment it read replaced or removed meanwhile: read again."""
 
 
 class _Vanished(Exception):
@@ -62,6 +76,7 @@ class Snapshot:
     by_path: bool = False
     links: Path | None = None
     _origin: dict[str, str] = field(default_factory=dict)  # link name -> path below the warehouse root
+    _held: dict[tuple[str, ...], int] = field(default_factory=dict)  # by path: folder (2 parts) -> its descriptor
 
     @property
     def originals(self) -> list[str]:
@@ -75,20 +90,52 @@ class Snapshot:
         pattern = re.escape(str(self.links)) + r"/(\d+\.parquet)"
         return re.sub(pattern, lambda m: str(self.root / self._origin.get(m[1], m[1])), text)
 
+    def moved(self) -> bool:
+        """Bound by path: whether a folder (or top-level file) holding a listed file is no longer the one held
+        before the listing (replaced, removed, or appeared while being listed). Linked: never."""
+        if not self.by_path:
+            return False
+        units = {Path(f).relative_to(self.root).parts[:2] for files in self.files.values() for f in files}
+        for unit in units:
+            if (fd := self._held.get(unit)) is None:
+                return True
+            try:
+                now = os.lstat(self.root.joinpath(*unit))
+            except FileNotFoundError:
+                return True
+            held = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+                return True
+        return False
+
+    def checked(self, read: Callable[[], T]) -> T:
+        """``read()`` (which reads this snapshot's files), or :class:`SnapshotChanged` when they were bound by
+        path and a writer changed them while it read (its result, or its error, is then about no single state)."""
+        try:
+            out = read()
+        except Exception:
+            if self.moved():
+                raise SnapshotChanged(f"{self.root}: changed while it was read") from None
+            raise
+        if self.moved():
+            raise SnapshotChanged(f"{self.root}: changed while it was read")
+        return out
+
 
 @contextlib.contextmanager
 def pinned(wh: Warehouse, views: Iterable[str]) -> Iterator[Snapshot]:
     """The files of ``views`` (names of :data:`~synthtrace.warehouse.catalog.VIEW_FILES`) as they are now, linked
-    until the block ends; by path where the warehouse cannot take the links."""
+    until the block ends; by path where the warehouse cannot take the links (then read them inside
+    :meth:`Snapshot.checked`)."""
     wanted = [v for v in VIEW_FILES if v in set(views)]
     snap = Snapshot(wh.root)
     if wanted:
         snap.links = _links_folder(wh)
-    if snap.links is None:
-        snap.files, snap.by_path = view_files(wh, wanted), True
-        yield snap
-        return
     try:
+        if snap.links is None:
+            _bind_by_path(snap, wh, wanted)
+            yield snap
+            return
         for _ in range(_ATTEMPTS):
             try:
                 _link(snap, wanted)
@@ -97,14 +144,95 @@ def pinned(wh: Warehouse, views: Iterable[str]) -> Iterator[Snapshot]:
                 _empty(snap)
             except _CannotLink:
                 _empty(snap)
-                snap.files, snap.by_path = view_files(wh, wanted), True
+                _bind_by_path(snap, wh, wanted)
                 break
         else:
             raise WarehouseError(f"{wh.root}: the warehouse changed {_ATTEMPTS} times while a query was being "
                                  "prepared; try again")
         yield snap
     finally:
-        shutil.rmtree(snap.links, ignore_errors=True)
+        if snap.links is not None:
+            shutil.rmtree(snap.links, ignore_errors=True)
+        for fd in snap._held.values():
+            os.close(fd)
+        snap._held.clear()
+
+
+def retried(wh: Warehouse, attempt: Callable[[], T]) -> T:
+    """``attempt()`` (a read of a :func:`pinned` snapshot inside :meth:`Snapshot.checked`), made again while a
+    writer changes what it read by path; one line after :data:`BY_PATH_ATTEMPTS` changed reads."""
+    for _ in range(BY_PATH_ATTEMPTS):
+        try:
+            return attempt()
+        except SnapshotChanged:
+            continue
+    raise WarehouseError(f"{wh.root}: the warehouse changed while it was read, {BY_PATH_ATTEMPTS} times in a row "
+                         "(reading it without write access to its .staging, the read cannot hold its files); try "
+                         "again when its writers are done")
+
+
+def read_whole(wh: Warehouse, views: Iterable[str], read: Callable[[Snapshot], T]) -> T:
+    """``read(snapshot)`` of the files of ``views`` as one state of the warehouse, whatever writers do meanwhile
+    (linked; or by path, read again when a writer changed them)."""
+    def attempt() -> T:
+        with pinned(wh, views) as snap:
+            return snap.checked(lambda: read(snap))
+
+    return retried(wh, attempt)
+
+
+def _bind_by_path(snap: Snapshot, wh: Warehouse, views: list[str]) -> None:
+    """Bind ``views`` by their paths: hold every folder (or top-level file) they may read from, then list."""
+    snap._held, snap.by_path = _hold_units(wh.root, views), True
+    try:
+        snap.files = view_files(wh, views)
+    except (FileNotFoundError, NotADirectoryError):  # a folder being listed was removed meanwhile
+        raise SnapshotChanged(f"{wh.root}: changed while it was listed") from None
+
+
+def _hold_units(root: Path, views: list[str]) -> dict[tuple[str, ...], int]:
+    """A descriptor of each entry of the warehouse's top folders that the patterns of ``views`` name at their
+    second level (``runs/<id>``, ``experiments/<name>``, ``regressions/<file>``), keyed by its two path parts."""
+    held: dict[tuple[str, ...], int] = {}
+    try:
+        for top, pattern in dict.fromkeys(tuple(VIEW_FILES[v].split("/")[:2]) for v in views):
+            try:
+                top_fd = os.open(root / top, _DIR_FLAGS)
+            except OSError as exc:
+                if exc.errno in _LEFT_OUT:
+                    continue
+                raise
+            try:
+                for name in fnmatch.filter(os.listdir(top_fd), pattern):
+                    if (top, name) not in held and (fd := _hold(name, top_fd, root / top)) is not None:
+                        held[(top, name)] = fd
+            finally:
+                os.close(top_fd)
+    except BaseException:
+        for fd in held.values():
+            os.close(fd)
+        raise
+    return held
+
+
+def _hold(name: str, dir_fd: int, where: Path) -> int | None:
+    """An ``O_PATH`` descriptor of ``name`` in ``dir_fd`` (None when gone meanwhile); the soft limit of open
+    descriptors is raised to the hard one when a large warehouse needs it, else one line."""
+    for _ in range(2):
+        try:
+            return os.open(name, _HOLD_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if exc.errno != errno.EMFILE or soft == hard:
+                if exc.errno == errno.EMFILE:
+                    raise WarehouseError(f"{where}: too many folders to hold open for a read without write access "
+                                         f"to the warehouse's .staging (limit {soft} descriptors; see ulimit -n)"
+                                         ) from None
+                raise
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return None
 
 
 def release(wh: Warehouse, pid: int) -> None:

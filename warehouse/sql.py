@@ -16,7 +16,9 @@ Three walls, each enough on its own for what it guards:
    limit).
 
 A query that races a writer (a run removed, an experiment re-merged) reads the warehouse as it was when it
-started: its files are held open (:mod:`~synthtrace.warehouse.snapshot`), never a refusal, never half a change.
+started: its files are held by links (:mod:`~synthtrace.warehouse.snapshot`), never a refusal, never half a change.
+Without write access to the warehouse's ``.staging`` it binds them by path and is answered again when a writer
+changed them meanwhile (one line after a few such changes in a row), never half a change either.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -297,14 +300,21 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
 
     def work(send: Callable[[Any], None]) -> None:
         with snapshot.pinned(wh, views) as snap:
-            _run(wh, sql, spill, lambda con, text: produce(con, text, send), (views, snap), limits)
+            snap.checked(lambda: _run(wh, sql, spill, lambda con, text: produce(con, text, send), (views, snap),
+                                      limits))
 
     def ended(pid: int) -> None:
         snapshot.release(wh, pid)
         shutil.rmtree(spill, ignore_errors=True)
 
-    try:
-        return list(capped_child.stream(work, allowance_bytes=allowance, deadline_s=timeout_s, on_exit=ended))
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s  # one limit for every attempt
+
+    def attempt() -> list[Any]:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return list(capped_child.stream(work, allowance_bytes=allowance, deadline_s=left, on_exit=ended))
+
+    try:  # read again (a new child) when the files, bound by path, changed under the query
+        return snapshot.retried(wh, attempt)
     except capped_child.ChildTimedOut:
         raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
     except capped_child.ChildOutOfMemory:

@@ -12,7 +12,9 @@ counters both runs recorded:
   no call sequence, nor for bursts a call made once per thread names: :func:`placed_by_unique_call`), or when its
   work (instructions) *and* per-instruction rate of a second common counter (cycles: the IPC) both differ by more
   than ``MISFIT_LOG`` (log): work alone may differ (dynamic load balancing), rate alone too (OS noise,
-  contention); both at once means another burst;
+  contention); both at once means another burst. The rate is compared with the task's typical rate difference
+  between the runs (its median over the task's pairs): a run on slower nodes, at another clock or with more
+  ranks per node runs every burst of a task at another rate;
 - **coverage**: the share of long reference bursts matched;
 - **work shift**: the median log ratio of the pairs' instructions, over all pairs or, when larger, over the pairs
   of one call site that holds at least ``SITE_MIN_SHARE`` of the instructions; the same program on the same input
@@ -49,7 +51,7 @@ logical messages vouching for it (:attr:`PairSignals.validated_by_messages`); el
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import polars as pl
@@ -58,6 +60,9 @@ from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
 from synthtrace.tracelib.merge.messages import CHANNEL, COMPLETION_CALLS, POLLING_CALLS
 from synthtrace.tracelib.schema import THREAD_KEYS
+
+#: the keys of a task (its node: the rates of its bursts shift together between runs)
+TASK_KEYS = THREAD_KEYS[:2]
 
 MISFIT_LOG = math.log(1.5)
 SUSPECT_MISFIT, BAD_MISFIT = 0.005, 0.05
@@ -143,12 +148,14 @@ def same_structure(ref_calls: pl.DataFrame, other_calls: pl.DataFrame) -> float 
 class PairSignals:
     """What the matched pairs of one other run say (see the module docstring): ``misfit`` (share of long matched
     pairs), ``work_shift`` (log ratio), ``coverage_long`` (share), ``msg_agreement`` (share; None: no message
-    checked), ``msg_misaligned`` (threads)."""
+    checked), ``msg_misaligned`` (threads). Summable over disjoint groups of reference tasks (``+``, the grouped
+    merge's tallies)."""
 
-    misfit: float | None
-    work_shift: float | None
-    coverage_long: float | None
-    msg_agreement: float | None
+    # [helper merge-scale] a share's metadata names its denominator (a count field), so that ``+`` can add it
+    misfit: float | None = field(metadata={"per": "long_matched"})
+    work_shift: float | None = field(metadata={"per": None})  # a median: not additive (from a sample)
+    coverage_long: float | None = field(metadata={"per": "long_total"})
+    msg_agreement: float | None = field(metadata={"per": "agree_checked"})
     msg_misaligned: int
     inconsistent: int = 0  # long matched pairs whose logical messages before or after disagree (ambiguous span)
     checked: int = 0  # long matched pairs with a checked message before or after them
@@ -160,6 +167,25 @@ class PairSignals:
     # [helper merge-iter] long matched pairs in an iteration span one run has more of, whose place the data cannot
     # tell (align's ambiguous_span): interchangeable partners
     undecided: int = 0
+    long_total: int = 0  # [helper merge-scale] long reference bursts (coverage_long's denominator)
+    agree_checked: int = 0  # [helper merge-scale] pairs whose message agreement was checked (msg_agreement's)
+
+    def __add__(self, other: PairSignals) -> PairSignals:
+        """[helper merge-scale] The signals of two disjoint groups of reference tasks: counts add, a share is its
+        summed count over its summed denominator, a median (``work_shift``) is None (take it from a sample), the
+        first example."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if "per" in f.metadata:
+                per = f.metadata["per"]  # a share is None exactly when its denominator is 0
+                parts = [(round(v * getattr(g, per)), getattr(g, per)) for g, v in ((self, a), (other, b))
+                         if per and v is not None]
+                n = sum(w for _, w in parts)
+                out[f.name] = sum(c for c, _ in parts) / n if n else None
+            else:
+                out[f.name] = (a or b) if isinstance(a, str) else a + b
+        return PairSignals(**out)
 
     @property
     def validated_by_messages(self) -> bool:
@@ -184,24 +210,31 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     spans = (int((~consistent).sum()), int(consistent.is_not_null().sum()))
     undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
                  if "ambiguous_span" in matches.columns else 0)
+    counts = dict(long_total=n_long, long_matched=int(matched.sum()),  # [helper merge-scale] the shares' counts
+                  agree_checked=int(matches.get_column("msg_agree").is_not_null().sum()))
     if work is None or not matched.any():
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
-        return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided)
+        return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided, **counts)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
-    f = pl.concat([ref_bursts.select(pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols),
+    f = pl.concat([ref_bursts.select(*[pl.col(k) for k in TASK_KEYS],
+                                     *[pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols]),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
                                      for c in cols)], how="horizontal").filter(matched)
     dw = pl.col(f"r_{work}") - pl.col(f"s_{work}")
     off = dw.abs() > MISFIT_LOG
     if rate and rate != work:
-        off = off & ((pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw).abs() > MISFIT_LOG)
+        # the rate's difference from the task's typical one: a task on a slower node, at another clock or sharing
+        # it with more ranks in one run runs every burst at another rate (up to x3), which is no misalignment
+        dr = pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw
+        off = off & ((dr - dr.filter(dr.is_finite()).median().over(TASK_KEYS)).abs() > MISFIT_LOG)
     off = off.fill_null(False) | pl.Series(off_iter).filter(matched)
     s = f.select(off.mean().alias("m"), dw.median().alias("w")).row(0)
     # the call closing each burst (its source location where the trace has one) names the code it runs
     site = ref_bursts.select(pl.coalesce([c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
                                          or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
-    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided)
+    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided,
+                       **counts)
 
 
 def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:

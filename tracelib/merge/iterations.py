@@ -21,7 +21,12 @@ the iterations *do*:
    gap lies somewhere in the undecided stretch between them: the data cannot say where, the stretch is an
    **undecidable span** (so is a stretch at either end when the iteration counts leave an iteration to place).
    A reference iteration left without counterpart (the other run lacks it) is interchangeable with its alike
-   neighbours: those are in the span too.
+   neighbours: those are in the span too;
+5. **each thread's own place**: tied threads change offset at one logical place, but each thread's clock ticks
+   at its own call of the iteration, so the clock iteration that holds a decided change may lie one later or
+   earlier on one thread than on the group's axis: the thread's own costs move its change
+   (:func:`thread_shift`), its own straddling iteration pairs burst by burst, and its bursts are asked apart from
+   threads at another place on the axis.
 
 The result: per thread, other iteration -> reference iteration where the path leaves the constant offset, and the
 reference iterations of the undecidable spans (their bursts are marked ``merge_matches.ambiguous``, the verdict
@@ -53,6 +58,8 @@ NOISE_FLOOR = 0.002
 DECIDE_RATIO = 0.5
 #: ... and below it by at least this many noise units (divided by the square root of the threads judged)
 DECIDE_MARGIN = 2.0
+#: a thread's own iterations move a decided change of offset by at most this many iterations from its group's place
+MAX_THREAD_SHIFT = 2
 #: two offsets fit an iteration alike only when the better one fits: a mean cost per thread of at most this many
 #: noise units (a matched iteration costs about 1), or, for one burst, at most this many
 FIT_ITERATION, FIT_BURST = 3.0, 5.0
@@ -420,6 +427,33 @@ def settle(path: np.ndarray, mean: np.ndarray, margin: np.ndarray, zero: int,
     return path, out
 
 
+def thread_shift(tc: np.ndarray, ch: Change, p: int) -> int:
+    """How many iterations later (> 0) or earlier (< 0) than on its group's axis a thread's own iterations put a
+    decided change of offset ``ch`` (``tc``: the thread's cost per iteration and state, in its noise units, NaN
+    where not judged; ``p``: its place on the axis). Threads tied by messages change offset at one logical place,
+    but their clocks tick at different calls of the iteration: the clock iteration that holds the change (part of
+    it before, part after) may be one later on a thread whose clock ticks earlier in the iteration than its
+    partners'. While the thread's first iteration at the new offset clearly fits the old one (at most
+    ``MAX_THREAD_SHIFT``), the change lies later; while its last at the old offset clearly fits the new one,
+    earlier. An undecidable span, or a change at either end, stays where the group put it."""
+    n = tc.shape[0]
+    k0 = ch.k0 - p
+    if ch.span or not 0 < k0 < n:
+        return 0
+
+    def fits(k: int, x: int, y: int) -> bool:  # iteration k fits state x clearly better than y
+        cx, cy = tc[k, x], tc[k, y]
+        return bool(np.isfinite(cx) and np.isfinite(cy) and cx <= FIT_ITERATION and cx < cy
+                    and _clear(np.array(cx), np.array(cy), DECIDE_MARGIN))
+    d = 0
+    while d < MAX_THREAD_SHIFT and k0 + d < n - 1 and fits(k0 + d, ch.a, ch.b):
+        d += 1
+    if d == 0:
+        while -d < MAX_THREAD_SHIFT and k0 + d > 1 and fits(k0 + d - 1, ch.b, ch.a):
+            d -= 1
+    return d
+
+
 def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other: pl.DataFrame,
                     features: Sequence[str], r_long: np.ndarray, off: pl.DataFrame) -> IterationPaths:
     """Where the two runs' iterations differ by whole iterations (see the module docstring): ``rk`` / ``ok`` the
@@ -495,12 +529,23 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
         path, changes = settle(path, mean, margin, zero, final)
         if not changes:
             continue
+        own = {t: f for (t,), f in c.partition_by("_tid", as_dict=True).items()}
+        kinds: dict[tuple[int, int, int, int], int] = {}
         for t, p, n, m, o in g.select("_tid", "_p", "_n", "_m", "_off").iter_rows():
             k = np.arange(n)
-            j = k + o + path[p:p + n] - zero
+            tc = np.full((n, w), np.nan)
+            if t in own:
+                f = own[t].filter(pl.col("_it") < n)
+                tc[f.get_column("_it").to_numpy(), f.get_column("_s").to_numpy() - lo] = f.get_column("_c").to_numpy()
+            tpath = path[p:p + n].copy()
+            shifts = [thread_shift(tc, ch, p) for ch in changes]
+            for ch, d in zip(changes, shifts):  # this thread's own iterations place its change elsewhere
+                k0 = ch.k0 - p
+                tpath[min(k0, k0 + d):max(k0, k0 + d)] = ch.a if d > 0 else ch.b
+            j = k + o + tpath - zero
             # of two reference iterations sharing one other iteration, the one that fits it worse has no partner
             # (alike: the later, as a solver that converged earlier lacks its last iteration)
-            cost = mean[p + k, path[p:p + n]]
+            cost = mean[p + k, tpath]
             dup = np.flatnonzero(j[1:] == j[:-1])
             later_better = (cost[dup + 1] < cost[dup]) & _clear(cost[dup], cost[dup + 1], margin[p + dup + 1])
             keep = np.ones(n, bool)
@@ -509,13 +554,22 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
             # a span's iterations and the other iterations between its neighbours' partners pair by their
             # bursts' own behaviour and order (the dynamic programme between anchors), not as whole iterations
             free = np.zeros(m + 1, bool)
-            for i, ch in enumerate(changes):
-                k1, k2, k0 = max(ch.free_lo - p, 0), min(ch.free_hi - p, n), ch.k0 - p
+            for i, (ch, d) in enumerate(zip(changes, shifts)):
+                k1, k2, k0 = max(ch.free_lo - p + d, 0), min(ch.free_hi - p + d, n), ch.k0 - p + d
+                if not ch.span and 0 < k0 < n:  # the thread's own iterations that straddle its change are free too
+                    k1 = min(k1, k0 - int(tc[k0 - 1, ch.a] > FIT_ITERATION))
+                    k2 = max(k2, k0 + int(tc[k0, ch.b] > FIT_ITERATION))
                 near = np.arange(max(k1 - 1, 0), min(max(k2, k0) + 1, n))
-                if near.size:  # the iterations where the bursts are asked one by one
+                # the iterations where the bursts are asked one by one, pooled with the threads whose change and
+                # free iterations lie alike; around a decided change, only with those at the same place on the
+                # axis too (where a thread's clock ticks in the iteration differs: the same place on the axis
+                # may be another part of the iteration)
+                kind = (i, d, k1 - k0, k2 - k0, p if not ch.span else 0)
+                if near.size:
                     end = 0 if ch.k0 == 0 else (n - 1 if ch.k0 == K else -1)
-                    one = {"_tid": t, "_g": gid, "_p": p, "_ch": i, "_a": ch.a - zero, "_b": ch.b - zero,
-                           "_k0": ch.k0, "_drop": ch.b < ch.a, "_partial": end}
+                    one = {"_tid": t, "_g": gid, "_p": p, "_ch": kinds.setdefault(kind, len(kinds)),
+                           "_a": ch.a - zero, "_b": ch.b - zero, "_k0": ch.k0 + d, "_drop": ch.b < ch.a,
+                           "_partial": end}
                     around.append(pl.DataFrame({"_it": near, "_free": (near >= k1) & (near < k2)}
                                                | {c: np.full(near.size, v) for c, v in one.items()}))
                 if k2 <= k1:

@@ -165,32 +165,23 @@ class MergeResult:
     warnings: list[str] = field(default_factory=list)
 
 
+#: the signals of no pairs (the zero of their sum)
+NO_PAIRS = PairSignals(None, None, None, None, 0)
+
+
 @dataclass(frozen=True)
 class Tally:
     """Sums over the reference bursts of one other run's alignment, additive over groups of the reference's tasks
     (the partitioned merge adds its groups' tallies; :meth:`signals` and the shares come from the sums): bursts,
-    matched, match scores, agreeing closing calls, long (>= ``min_error_duration_ns``) and long matched, misfit
-    pairs, checked / agreeing logical messages, misaligned threads, the counts of
-    :class:`synthtrace.tracelib.merge.checks.PairSignals`, and the same-program check's: call structure (each run's
-    consecutive call pairs, those both have) and long units (matched, each run's)."""
+    matched, match scores, agreeing closing calls, the pairs' signals
+    (:class:`synthtrace.tracelib.merge.checks.PairSignals`, summable), and the same-program check's: call structure
+    (each run's consecutive call pairs, those both have) and long units (matched, each run's)."""
 
     rows: int = 0
     matched: int = 0
     score_sum: float = 0.0
     same_sig: int = 0
-    long: int = 0
-    long_matched: int = 0
-    misfit: int = 0
-    agree: int = 0
-    agree_n: int = 0
-    misaligned: int = 0
-    inconsistent: int = 0
-    checked: int = 0
-    opened_other: int = 0
-    opened_checked: int = 0
-    unpaired: int = 0
-    undecided: int = 0
-    example: str = ""
+    pairs: PairSignals = NO_PAIRS
     structure_ref: int = 0
     structure_other: int = 0
     structure_common: int = 0
@@ -199,8 +190,7 @@ class Tally:
     units_long_other: int = 0
 
     def __add__(self, other: Tally) -> Tally:
-        sums = {k: getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__ if k != "example"}
-        return Tally(**sums, example=self.example or other.example)
+        return Tally(**{k: getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__})
 
     @property
     def rate(self) -> float:
@@ -209,11 +199,7 @@ class Tally:
 
     def signals(self, work_shift: float | None) -> PairSignals:
         """The :class:`PairSignals` of the sums (``work_shift`` from the choice sample: a median)."""
-        return PairSignals(self.misfit / self.long_matched if self.long_matched else None, work_shift,
-                           self.long_matched / self.long if self.long else None,
-                           self.agree / self.agree_n if self.agree_n else None, self.misaligned, self.inconsistent,
-                           self.checked, self.opened_other, self.opened_checked, self.long_matched, self.example,
-                           self.unpaired, self.undecided)
+        return replace(self.pairs, work_shift=work_shift)
 
 
 @dataclass(frozen=True)
@@ -229,7 +215,8 @@ class AlignedRun:
     unit; None when no unit is split); ``common``: counters both runs recorded, ``features`` those the alignment
     compared; ``tally``: the sums the checks and shares come from; ``sample``: the pairs of the choice sample
     (:func:`choice_sample`); ``run_sample``: the choice sample of the run's own bursts (what rescaling is chosen
-    on)."""
+    on); ``partner_pairs``: in a group of a partitioned merge, the pairs of the partners' bursts it aligned too
+    (reference keys and ``other_seq``), None otherwise."""
 
     run: RunTables
     original: RunTables
@@ -243,6 +230,7 @@ class AlignedRun:
     tally: Tally
     sample: Sample
     run_sample: pl.DataFrame
+    partner_pairs: pl.DataFrame | None = None
 
     @property
     def pairs(self) -> Pairs:
@@ -455,7 +443,9 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         ex = expand(ref.run.bursts, ref.units, bursts, o_units, m, common)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
     rows = own.rows(ref.run.bursts) if own else None
+    partner_pairs = None
     if rows is not None:  # the tasks this merge reports: the others were loaded as their partners
+        partner_pairs = m.filter(~own.rows_of(ref.run.bursts)).select(*KEYS, "other_seq")
         m, reference, share = m[rows], reference[rows], (share[rows] if share is not None else None)
     r_bursts = ref.run.bursts if rows is None else ref.run.bursts[rows]
     long_ref = r_bursts.get_column("duration_ns") >= options.min_error_duration_ns
@@ -467,16 +457,9 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
     matched = m.get_column("other_seq").is_not_null()
-    agree = m.get_column("msg_agree")
-    tally = replace(
-        units_tally, rows=m.height, matched=int(matched.sum()),
-        score_sum=float(m.get_column("match_score").sum() or 0.0),
-        same_sig=int(m.get_column("same_sig").fill_null(False).sum()), long=int(long_ref.sum()),
-        long_matched=sig.long_matched, misfit=round((sig.misfit or 0.0) * sig.long_matched),
-        agree=int(agree.fill_null(False).sum()), agree_n=int(agree.is_not_null().sum()),
-        misaligned=sig.msg_misaligned, inconsistent=sig.inconsistent, checked=sig.checked,
-        opened_other=sig.opened_other, opened_checked=sig.opened_checked, unpaired=sig.unpaired,
-        undecided=sig.undecided, example=sig.opened_example)
+    tally = replace(units_tally, rows=m.height, matched=int(matched.sum()),
+                    score_sum=float(m.get_column("match_score").sum() or 0.0),
+                    same_sig=int(m.get_column("same_sig").fill_null(False).sum()), pairs=sig)
     offset, total = own.offset if own else 0, own.total if own else ref.run.bursts.height
     at = sample_rows(m.height, offset, total)
     picked = m[at]
@@ -489,7 +472,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                                         own.other_total if own else bursts.height)]
     return AlignedRun(run=mapped, original=o, renumbered=renum, matches=m, common=tuple(common),
                       features=tuple(feats), reference=reference, source=source, share=share, tally=tally,
-                      sample=sample, run_sample=run_sample)
+                      sample=sample, run_sample=run_sample, partner_pairs=partner_pairs)
 
 
 @dataclass(frozen=True)
