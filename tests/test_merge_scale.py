@@ -183,3 +183,23 @@ def test_merge_reads_the_stored_logical_messages(tmp_path: Path) -> None:
         assert_frame_equal(got.merged, from_stored.merged)
         assert_frame_equal(got.quality, from_stored.quality)
         assert_frame_equal(got.matches, from_stored.matches)
+
+
+def test_task_groups_on_a_grid_are_tiles() -> None:
+    """On a 2-D torus (8 x 8 ranks, 4 neighbours each) a group takes tasks close by their messages, so that fewer
+    partners are loaded beside its own tasks than with strips of consecutive ranks (4 own + 10 partners at a
+    budget of 16 tasks), every group within the budget, every task in one group."""
+    px = py = 8
+    grid = {}
+    for r in range(px * py):
+        x, y = r % px, r // px
+        grid[r + 1] = {(x - 1) % px + y * px + 1, (x + 1) % px + y * px + 1, x + (y - 1) % py * px + 1,
+                       x + (y + 1) % py * px + 1}
+    bursts = dict.fromkeys(grid, 100)
+    groups = task_groups(bursts, grid, budget=1600)
+    assert sorted(t for g in groups for t in g.tasks) == sorted(grid)
+    for g in groups:
+        assert set(g.partners) == set().union(*(grid[t] for t in g.tasks)) - set(g.tasks)
+        assert 100 * (len(g.tasks) + len(g.partners)) <= 1600
+    loaded = sum(len(g.tasks) + len(g.partners) for g in groups)
+    assert loaded <= 2.75 * len(grid)  # strips of 4: 3.5 tasks loaded per task

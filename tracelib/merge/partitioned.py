@@ -9,11 +9,13 @@ through a :class:`RunSource` (the warehouse's Parquet tables read with a predica
 1. **cross-rank steps from compact tables**: the task layout (threads and their bursts per run), the counters, the
    logical message counts per channel (rank correspondence, same-program check) and the rows that decide every
    task's work profile (:func:`synthtrace.tracelib.merge.ranks.profile_rows`, read a group of tasks at a time);
-2. **groups of consecutive tasks** (:func:`task_groups`) whose bursts, with those of their **partners** (every task
-   they exchange messages with, in any run), fit ``budget`` bursts: a group is aligned with its partners loaded,
+2. **groups of tasks close by their messages** (:func:`task_groups`: tiles of a grid, not strips) whose bursts,
+   with those of their **partners** (every task they exchange messages with, in any run), fit ``budget`` bursts:
+   a group is aligned with its partners loaded,
    so that the logical messages tie its threads to theirs as in the whole run, and reports its own tasks only
    (:class:`synthtrace.tracelib.merge.merge_runs.OwnTasks`); what it reports (each reference burst with the
-   matched bursts' counters, its provenance rows) is written out as a Parquet part and freed; its tallies and its
+   matched bursts' counters, its provenance rows) is written out as Parquet parts, one per task, and freed; its
+   tallies and its
    share of the choice sample are kept (small: sums, and at most ``CHOICE_SAMPLE`` rows for the whole run);
    **settled**: a task whose bursts one group paired otherwise than another (as its own task or as a partner)
    depends on tasks further away (a hub: a master's alignment depends on every worker, so a worker's group, which
@@ -88,21 +90,41 @@ class Group:
 
 
 def task_groups(bursts: dict[int, int], partners: dict[int, set[int]], budget: int) -> list[Group]:
-    """Consecutive tasks (by packed key) grouped so that a group's bursts and its partners' (``bursts``: per task,
-    over every run) stay within ``budget``; a task whose own load exceeds it is a group alone."""
+    """Tasks grouped by message locality so that a group's bursts and its partners' (``bursts``: per task, over
+    every run) stay within ``budget``: a group starts at the first task not yet grouped and grows by the task, among
+    its tasks' partners not yet grouped, whose bursts and partners add the fewest bursts to what it loads (a tile
+    of a grid rather than a strip, so that fewer partners are loaded twice), else by the next task not yet grouped;
+    a task whose own load exceeds the budget is a group alone. Every task is in exactly one group."""
+    left = sorted(bursts)
+    free = set(left)
     groups: list[Group] = []
-    tasks: list[int] = []
-    loaded: set[int] = set()
-    for t in sorted(bursts):
-        more = {t, *partners.get(t, ())} - loaded
-        if tasks and sum(bursts.get(x, 0) for x in loaded | more) > budget:
-            groups.append(Group(tuple(tasks), tuple(sorted(loaded - set(tasks)))))
-            tasks, loaded = [], set()
-            more = {t, *partners.get(t, ())}
-        tasks.append(t)
-        loaded |= more
-    if tasks:
-        groups.append(Group(tuple(tasks), tuple(sorted(loaded - set(tasks)))))
+
+    def cost(ts: set[int]) -> int:
+        return sum(bursts.get(x, 0) for x in ts)
+    nxt = 0
+    while free:
+        while left[nxt] not in free:
+            nxt += 1
+        tasks, loaded = [left[nxt]], {left[nxt], *partners.get(left[nxt], ())}
+        free.discard(left[nxt])
+        used = cost(loaded)
+        while free:
+            near = sorted({q for t in tasks for q in partners.get(t, ()) if q in free})
+            pick = None
+            if near:
+                pick = min(near, key=lambda q: (cost({q, *partners.get(q, ())} - loaded), q))
+            else:
+                while left[nxt] not in free:
+                    nxt += 1
+                pick = left[nxt]
+            more = {pick, *partners.get(pick, ())} - loaded
+            if used + cost(more) > budget:
+                break
+            tasks.append(pick)
+            free.discard(pick)
+            loaded |= more
+            used += cost(more)
+        groups.append(Group(tuple(sorted(tasks)), tuple(sorted(loaded - set(tasks)))))
     return groups
 
 
@@ -171,17 +193,18 @@ class GroupResult:
     recorded: Recorded | None
 
 
-def _disagreeing(spill: Path, gi: int, n_others: int, owner: dict[int, int]) -> set[int]:
-    """The partner tasks (packed keys) whose bursts group ``gi`` paired otherwise than the tasks' own groups
-    (``owner``: task -> group) did, for any other run (from the groups' ``partners-`` and ``matches-`` files in
-    ``spill``)."""
+def _disagreeing(spill: Path, gi: int, n_others: int) -> set[int]:
+    """The partner tasks (packed keys) whose bursts group ``gi`` paired otherwise than the tasks' own groups did,
+    for any other run (from the groups' ``partners-`` and the tasks' ``matches-`` files in ``spill``)."""
     off: set[int] = set()
     for j in range(n_others):
         mine = pl.read_parquet(spill / f"partners-{j:04d}-{gi:05d}.parquet")
         if not mine.height:
             continue
         tasks = mine.select(task_key().unique()).to_series().to_list()
-        files = [spill / f"matches-{j:04d}-{g:05d}.parquet" for g in sorted({owner[t] for t in tasks})]
+        files = [f for t in sorted(tasks) if (f := spill / f"matches-{j:04d}-{t:012d}.parquet").is_file()]
+        if not files:
+            continue
         theirs = (pl.scan_parquet(files).filter(task_key().is_in(tasks))
                   .select(*KEYS, "other_burst_seq").collect())
         diff = mine.join(theirs, on=KEYS, how="left").filter(
@@ -240,7 +263,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     starts = {r.run_id: _starts(per_task[r.run_id]) for r in sources}
     totals = {r.run_id: sum(per_task[r.run_id].values()) for r in sources}
     spill.mkdir(parents=True, exist_ok=True)
-    n_steps = 2 * len(groups) + (len(sources) if options.map_ranks else 0)
+    n_steps = len(groups) + len(load) + (len(sources) if options.map_ranks else 0)  # groups, parts (a task's)
     aligned: dict[str, AlignedRun] = {}  # the last group's (decide() reads the common counters and features)
 
     def aligned_group(gi: int, g: Group, keys: Sequence[int]) -> GroupResult:
@@ -249,23 +272,21 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         r_run = ref.load(keys)
         r_run = replace(r_run, bursts=sort_bursts(r_run.bursts))
         r = Reference.of(r_run, options, counters_of[ref.run_id])
-        first = g.tasks[0]
         out = GroupResult({}, {}, {}, None)
         for j, o in enumerate(others):
-            own = OwnTasks(frozenset(g.tasks), starts[ref.run_id][first], totals[ref.run_id],
-                           starts[o.run_id][first], totals[o.run_id])
+            own = OwnTasks(frozenset(g.tasks), starts[ref.run_id], totals[ref.run_id], starts[o.run_id],
+                           totals[o.run_id])
             o_run = o.load([inverse[o.run_id].get(k, k) for k in keys])
             aligned[o.run_id] = info = _align_other(r, o_run, renum[o.run_id], counters_of[o.run_id], options, own)
             out.tallies[o.run_id], out.samples[o.run_id] = info.tally, info.sample
             out.run_samples[o.run_id] = info.run_sample
-            provenance(experiment, info).write_parquet(spill / f"matches-{j:04d}-{gi:05d}.parquet")
+            _by_task(provenance(experiment, info), spill, f"matches-{j:04d}")
             info.partner_pairs.write_parquet(spill / f"partners-{j:04d}-{gi:05d}.parquet")
-        ref_own = r_run.bursts[OwnTasks(frozenset(g.tasks), 0, 0, 0, 0).rows(r_run.bursts)]
+        ref_own = r_run.bursts[OwnTasks(frozenset(g.tasks), {}, 0, {}, 0).rows(r_run.bursts)]
         long_own = ref_own.get_column("duration_ns") >= options.min_error_duration_ns
         out.recorded = Recorded.of(ref_own, counters_of[ref.run_id], long_own)
-        pl.concat([ref_own, pl.DataFrame([c for j, o in enumerate(others) for c in _part_columns(
-            j, aligned[o.run_id], counters_of[o.run_id])])], how="horizontal").write_parquet(
-            spill / f"pairs-{gi:05d}.parquet")
+        _by_task(pl.concat([ref_own, pl.DataFrame([c for j, o in enumerate(others) for c in _part_columns(
+            j, aligned[o.run_id], counters_of[o.run_id])])], how="horizontal"), spill, "pairs")
         return out
 
     done: list[GroupResult] = []
@@ -287,7 +308,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         redo = []
         off: dict[int, set[int]] = {}  # per group, its tasks (own or partners) paired otherwise in another group
         for gi in sorted(check):
-            for t in _disagreeing(spill, gi, len(others), owner):
+            for t in _disagreeing(spill, gi, len(others)):
                 off.setdefault(gi, set()).add(t)
                 off.setdefault(owner[t], set()).add(t)
         for gi, tasks in sorted(off.items()):
@@ -320,8 +341,10 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         recorded = recorded + d.recorded
     samples = {o.run_id: [d.samples[o.run_id] for d in done] for o in others}
     run_samples = {o.run_id: [d.run_samples[o.run_id] for d in done] for o in others}
-    parts = [spill / f"pairs-{gi:05d}.parquet" for gi in range(len(groups))]
-    matches = [spill / f"matches-{j:04d}-{gi:05d}.parquet" for j in range(len(others)) for gi in range(len(groups))]
+    tasks = sorted(load)  # the parts in the order of the whole run: by task
+    parts = [f for t in tasks if (f := spill / f"pairs-{t:012d}.parquet").is_file()]
+    matches = [f for j in range(len(others)) for t in tasks
+               if (f := spill / f"matches-{j:04d}-{t:012d}.parquet").is_file()]
     for f in spill.glob("partners-*.parquet"):
         f.unlink()
     for o in others:
@@ -335,7 +358,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         part = pl.read_parquet(p)
         pairs = {o.run_id: _pairs_of(part, j, aligned[o.run_id].common, counters_of[o.run_id])
                  for j, o in enumerate(others)}
-        merged.append(spill / f"merged-{gi:05d}.parquet")
+        merged.append(spill / p.name.replace("pairs-", "merged-"))
         merged_rows(part, pairs, transfer, experiment, ref).write_parquet(merged[-1])
         p.unlink()
         if on_step:
@@ -345,6 +368,15 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
                            schema=QUALITY_SCHEMA)
     return MergeResult(experiment, ref.run_id, ref.run_name, PartedTable(merged), quality,
                        PartedTable(matches), notes)
+
+
+def _by_task(frame: pl.DataFrame, spill: Path, name: str) -> None:
+    """``frame`` (a group's rows, sorted by task) written as one file per task: ``<name>-<packed key>.parquet``,
+    so that the parts read back by task are in the whole run's order whatever tasks a group held."""
+    keys = frame.select(task_key().alias("_k")).to_series()
+    for key, part in zip(keys.unique(maintain_order=True).to_list(),
+                         frame.with_columns(keys).partition_by("_k", maintain_order=True, include_key=False)):
+        part.write_parquet(spill / f"{name}-{key:012d}.parquet")
 
 
 def _packed(mapping: dict[int, int] | None) -> dict[int, int]:
