@@ -521,7 +521,8 @@ def _sql_violation(res: dict, refused: bool) -> str | None:
     return None
 
 
-def sql_family(base: Path) -> dict:
+def sql_family(base: Path, part: tuple[int, int] = (1, 1)) -> dict:
+    """The statements of :data:`SQL_CASES` (``part`` = (k, n): the k-th of n interleaved shares of them)."""
     from synthtrace.pipelines.cli import main
     from testing.traces import PRIME, tree_digest
 
@@ -529,7 +530,8 @@ def sql_family(base: Path) -> dict:
     assert main(["ingest", str(PRIME), "-w", str(wh)]) == 0
     before = tree_digest(wh)
     out = {"cases": 0, "exit0": 0, "exit2": 0, "violations": [], "peak_mb": 0, "max_seconds": 0.0}
-    for statement, formats, refused in SQL_CASES:
+    k, n = part
+    for statement, formats, refused in SQL_CASES[k - 1::n]:
         for fmt in formats:
             target = base / f"sql-out.{fmt}"
             args = ["sql", statement, "-w", str(wh), "-f", fmt, "--timeout", str(SQL_TIMEOUT_S),
@@ -616,6 +618,7 @@ def main() -> int:
     ap.add_argument("--queries-by-path", type=int, default=0,
                     help="the query family with .staging a link: queries bind by path")
     ap.add_argument("--sql", action="store_true", help="the hostile statements of SQL_CASES")
+    ap.add_argument("--sql-part", default="1/1", help="K/N: the K-th of N interleaved shares of the statements")
     ap.add_argument("--snapshot-runs", type=int, default=0, help="time a query's file snapshot over N runs")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--fresh-share", type=float, default=0.5, help="of the ingest cases, from the fresh defects")
@@ -637,7 +640,7 @@ def main() -> int:
             ("kills", args.kills, lambda: kill_family(base, args.kills, rnd)),
             ("queries", args.queries, lambda: query_family(base, args.queries)),
             ("queries_by_path", args.queries_by_path, lambda: query_family(base, args.queries_by_path, True)),
-            ("sql", args.sql, lambda: sql_family(base)),
+            ("sql", args.sql, lambda: sql_family(base, tuple(map(int, args.sql_part.split("/"))))),
             ("snapshot", args.snapshot_runs, lambda: snapshot_cost(base, args.snapshot_runs)),
         ):
             if not wanted:

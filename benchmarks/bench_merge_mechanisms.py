@@ -5,6 +5,14 @@
     python benchmarks/bench_merge_mechanisms.py --label after --scale-time      # 10k vs 1k iterations, time/burst
     python benchmarks/bench_merge_mechanisms.py --label after --scale-memory    # 256 ranks x 2,000 its, peak RSS
     python benchmarks/bench_merge_mechanisms.py --label after --mechanisms plain --plain-from 50 --plain 25  # a chunk
+    python benchmarks/bench_merge_mechanisms.py --label after --mechanisms all --part 2/4  # a quarter of the rest
+    python benchmarks/bench_merge_mechanisms.py --label after --from-log /tmp/merge_mechanisms.after.jsonl  # rescue
+
+A run in parts (``--mechanisms`` lists, ``all`` (every mechanism but plain), ``--part K/N``, plain seeds by
+``--plain-from``/``--plain``) adds its rows to its label's (a row replaces the label's row of the same mechanism and
+seed); the store is re-read and written under a lock, so parts may run one after the other or at once. Every
+campaign's row is also appended to ``--log`` (JSON lines) as soon as it is scored: a part that was stopped keeps its
+finished campaigns, and ``--from-log`` adds them to the label.
 
 Every campaign is simulated (Paraver traces and truth in a temporary folder), read back with the reader and merged
 with the library's merge at default options (``merge_runs``, what ``synthtrace merge`` runs), then scored
@@ -22,8 +30,10 @@ commit of issue 26, run first; later labels: the merge of issue 22).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -56,17 +66,26 @@ def _row(o: MechanismOutcome) -> dict:
             "message": o.message, "sim_s": round(o.sim_s, 2), "merge_s": round(o.merge_s, 2)}
 
 
-def mechanism_rows(seeds: int, plain: int, only: list[str] | None = None, plain_from: int = 0,
-                   cache: Path | None = None, simulate_only: bool = False) -> list[dict]:
-    """Rows of mechanisms ``only`` (default: all), seeds 0..``seeds``-1 each, and of plain campaigns
-    ``plain_from``..``plain_from + plain``-1 when plain is among them (campaigns kept in ``cache``; with
-    ``simulate_only`` only simulated into it, no rows)."""
-    rows = []
-    names = [n for n in MECHANISMS if n != "plain" and (not only or n in only)]
+def campaigns(seeds: int, plain: int, only: list[str] | None = None, plain_from: int = 0,
+              part: tuple[int, int] = (1, 1)) -> list[tuple[str, int, dict]]:
+    """(mechanism, seed, sizes) of mechanisms ``only`` (default: all; ``all`` in it: every mechanism but plain),
+    seeds 0..``seeds``-1 each, and of plain campaigns ``plain_from``..``plain_from + plain``-1 when plain is among
+    them; with ``part`` (k, n) the k-th of n consecutive slices of that list."""
+    every = not only or "all" in only
+    names = [n for n in MECHANISMS if n != "plain" and (every or n in only)]
     jobs = [(n, s, {}) for n in names for s in range(seeds)]
     if not only or "plain" in only:
         jobs += [("plain", s, dict(zip(("ranks", "iterations"), plain_size(s))))
                  for s in range(plain_from, plain_from + plain)]
+    k, n = part
+    return jobs[len(jobs) * (k - 1) // n:len(jobs) * k // n]
+
+
+def mechanism_rows(jobs: list[tuple[str, int, dict]], cache: Path | None = None, simulate_only: bool = False,
+                   log: Path | None = None) -> list[dict]:
+    """Rows of the campaigns ``jobs`` (:func:`campaigns`; kept in ``cache``; with ``simulate_only`` only simulated
+    into it, no rows), each appended to ``log`` (JSON lines) as soon as it is scored."""
+    rows = []
     for name, seed, sizes in jobs:
         if simulate_only:
             simulated(name, seed, cache, cache, **sizes)
@@ -74,34 +93,55 @@ def mechanism_rows(seeds: int, plain: int, only: list[str] | None = None, plain_
         with tempfile.TemporaryDirectory() as tmp:
             o = run_mechanism(name, seed, Path(tmp), cache=cache, **sizes)
         rows.append(_row(o))
+        if log is not None:
+            with log.open("a") as f:
+                f.write(json.dumps(rows[-1], default=str) + "\n")
         print(f"{name:20s} seed {seed:3d}: right {o.right if o.right is None else round(100 * o.right, 2)} "
               f"{o.verdict} {o.merge_s:.1f} s", file=sys.stderr, flush=True)
     return rows
 
 
+def logged_rows(logs: list[Path]) -> list[dict]:
+    """The rows of ``--log`` files (the last row of a mechanism and seed wins)."""
+    rows: dict[tuple[str, int], dict] = {}
+    for log in logs:
+        for line in log.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                rows[(r["mechanism"], r["seed"])] = r
+    return list(rows.values())
+
+
 # ------------------------------------------------------------------------------------------------ scale
-def _merge_seconds(runs) -> float:
+def _merge_seconds(runs) -> tuple[float, float]:
+    """Best of two merges of ``runs``: wall seconds, and CPU seconds of this process (all its threads: the work,
+    which a machine shared with other jobs stretches much less than the wall time)."""
     from synthtrace.tracelib.merge.merge_runs import merge_runs
     merge_runs(runs)  # compiled kernels warm
-    best = float("inf")
+    wall = cpu = float("inf")
     for _ in range(2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         merge_runs(runs)
-        best = min(best, time.perf_counter() - t0)
-    return best
+        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+    return wall, cpu
 
 
-def scale_time() -> list[dict]:
-    """Merge time per burst at 1,000 and 10,000 iterations (4 ranks, no collective, 2 runs)."""
+def scale_time(cache: Path | None = None) -> list[dict]:
+    """Merge time per burst at 1,000 and 10,000 iterations (4 ranks, no collective, 2 runs; campaigns kept in
+    ``cache`` when given)."""
     rows = []
     for its in (1000, 10_000):
         with tempfile.TemporaryDirectory() as tmp:
-            c = simulate(tmp, campaign("no_callers", 1, ranks=4, iterations=its))
+            c = (simulated("no_callers", 1, Path(tmp), cache, ranks=4, iterations=its) if cache
+                 else simulate(tmp, campaign("no_callers", 1, ranks=4, iterations=its)))
             runs = read_campaign(c)
-            dt = _merge_seconds(runs)
+            dt, cpu = _merge_seconds(runs)
         n = sum(r.bursts.height for r in runs)
         rows.append({"iterations": its, "bursts (2 runs)": n, "merge s": round(dt, 2),
-                     "us per burst": round(dt / n * 1e6, 2)})
+                     "us per burst": round(dt / n * 1e6, 2), "merge CPU s": round(cpu, 2),
+                     "CPU us per burst": round(cpu / n * 1e6, 2), "load": round(os.getloadavg()[0], 1)})
+    for r in rows[1:]:
+        r["x (CPU per burst)"] = round(r["CPU us per burst"] / rows[0]["CPU us per burst"], 2)
     return rows
 
 
@@ -266,7 +306,14 @@ def main() -> None:
     ap.add_argument("--scale-time", action="store_true", help="also time 1k vs 10k iterations")
     ap.add_argument("--scale-memory", action="store_true", help="also the 256-rank x 2,000-iteration peak memory")
     ap.add_argument("--only-scale", action="store_true", help="only the scale checks (keep the label's rows)")
-    ap.add_argument("--mechanisms", default="", help="comma-separated: rerun only these (their rows replaced)")
+    ap.add_argument("--mechanisms", default="",
+                    help="comma-separated: rerun only these (their rows replaced); all: every mechanism but plain")
+    ap.add_argument("--part", default="1/1", help="K/N: only the K-th of N slices of the campaigns asked for")
+    ap.add_argument("--log", type=Path, default=None,
+                    help="JSON lines, one row per campaign as it is scored (default: $TMPDIR/merge_mechanisms."
+                         "<label>.jsonl)")
+    ap.add_argument("--from-log", type=Path, nargs="+", default=None,
+                    help="add the rows of these --log files to the label (a stopped part's finished campaigns)")
     ap.add_argument("--scale-dir", type=Path, default=None, help="keep the scale campaign's traces here")
     ap.add_argument("--note", default="", help="a sentence on what code ran (printed with the label)")
     ap.add_argument("--report-only", action="store_true", help="only rewrite the Markdown from the stored results")
@@ -278,27 +325,28 @@ def main() -> None:
     args = ap.parse_args()
     seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
     plain = args.plain if args.plain is not None else (20 if args.quick else 200)
-    store = json.loads(args.store.read_text()) if args.store.is_file() else {}
     if args.report_only:
-        emit(report(store), args.out)
+        emit(report(json.loads(args.store.read_text()) if args.store.is_file() else {}), args.out)
         return
     t0 = time.perf_counter()
     only = [m for m in args.mechanisms.split(",") if m]
+    k, n = (int(x) for x in args.part.split("/"))
+    part = args.part != "1/1"
+    jobs = campaigns(seeds, plain, only, args.plain_from, (k, n))
     if args.simulate_only:
-        mechanism_rows(seeds, plain, only, args.plain_from, args.cache, simulate_only=True)
+        mechanism_rows(jobs, args.cache, simulate_only=True)
         return
-    entry = store.get(args.label, {}) if (args.only_scale or only) else {}
-    if only:  # a part rerun: its rows replace those of the same (mechanism, seed), the others are kept
-        new = mechanism_rows(seeds, plain, only, args.plain_from, args.cache)
-        done = {(r["mechanism"], r["seed"]) for r in new}
-        entry["rows"] = [r for r in entry.get("rows", []) if (r["mechanism"], r["seed"]) not in done] + new
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.label)
+    log = args.log or Path(tempfile.gettempdir()) / f"merge_mechanisms.{slug}.jsonl"
+    new: dict = {}
+    if args.from_log:
+        new["rows"] = logged_rows(args.from_log)
     elif not args.only_scale:
-        entry["rows"] = mechanism_rows(seeds, plain, cache=args.cache)
-    entry.setdefault("rows", [])
+        new["rows"] = mechanism_rows(jobs, args.cache, log=log)
     if args.scale_time:
-        entry["scale_time"] = scale_time()
+        new["scale_time"] = scale_time(args.cache)
     if args.scale_memory:
-        entry["scale_memory"] = scale_memory(keep=args.scale_dir)
+        new["scale_memory"] = scale_memory(keep=args.scale_dir)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, check=False).stdout.strip()
     run = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
@@ -307,14 +355,32 @@ def main() -> None:
            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
            "cpu_s": sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                         for f in ("ru_utime", "ru_stime")), "note": args.note}
-    if (only or args.only_scale) and "command" in entry:
-        entry.setdefault("reruns", []).append(run)  # a part rerun: the label's first run stays its header
-    else:
-        entry |= run
-    store[args.label] = entry
-    args.store.parent.mkdir(parents=True, exist_ok=True)
-    args.store.write_text(json.dumps(store, indent=1, default=str))
-    emit(report(store), args.out)
+    whole = not (only or part or args.only_scale or args.from_log)
+    emit(report(save(args.store, args.label, new, run, whole)), args.out)
+
+
+def save(path: Path, label: str, new: dict, run: dict, whole: bool) -> dict:
+    """Add one run's results to label ``label`` of the store at ``path`` (re-read under a lock, so that parts
+    running at once lose nothing) and return the store. ``whole``: the run replaces the label's rows; else its
+    rows replace those of the same mechanism and seed, and it is listed as a rerun of the label."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        store = json.loads(path.read_text()) if path.is_file() else {}
+        entry = {} if whole else store.get(label, {})
+        rows = new.pop("rows", [])
+        done = {(r["mechanism"], r["seed"]) for r in rows}
+        entry["rows"] = [r for r in entry.get("rows", []) if (r["mechanism"], r["seed"]) not in done] + rows
+        entry |= new
+        if not whole and "command" in entry:
+            entry.setdefault("reruns", []).append(run)  # a part: the label's first run stays its header
+        else:
+            entry |= run
+        store[label] = entry
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(store, indent=1, default=str))
+        tmp.replace(path)
+    return store
 
 
 if __name__ == "__main__":

@@ -25,6 +25,11 @@ from typing import TYPE_CHECKING
 # 9-85x slower than with a passive wait on 2 shared cores (benchmarks/results/openmp_wait.md). Threads that
 # sleep while they wait cost little on an idle machine. Set before any OpenMP runtime loads; a user's own setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# [helper security, issue 23] Numba colours its error messages through colorama, whose init/deinit replace
+# sys.stderr process-wide each time a message is built; Numba builds some at the import of its modules, which the
+# reader's kernel warm-up does in a background thread: a command's error line went to a stream from before (a
+# caller's old capture), and the command exited 2 with nothing on its stderr (attack reruns 4 and 5).
+os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 # Run from a checkout (`python -m pytest` puts the current folder first on sys.path, so this folder is imported
 # before any installed copy), the layers are the folders beside this one, not inside it as in site-packages: they

@@ -36,12 +36,13 @@ def _whole(wh: Warehouse, name: str):
         return merge_runs(wh.experiment(name).run_tables(), MergeOptions(), experiment=name)
 
 
-@pytest.mark.parametrize("mechanism", ["renumbered", "completion", "pairs8"])
+@pytest.mark.parametrize("mechanism", ["renumbered", "completion", "pairs8", "master_worker"])
 def test_partitioned_merge_is_the_whole_merge(tmp_path: Path, mechanism: str) -> None:
     """Renumbered ranks (the rank correspondence from profile rows and message counts), Testsome/Waitany completion
-    on a neighbour graph, 8 runs with counter pairs: merged in groups of a few tasks with their partners, the
-    merged bursts, quality and provenance are those of the whole runs' merge."""
-    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=12)
+    on a neighbour graph, 8 runs with counter pairs, a master and its workers (a hub: the master's alignment
+    depends on every worker, two messages away from each other): merged in groups of a few tasks with their
+    partners, the merged bursts, quality and provenance are those of the whole runs' merge."""
+    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=12 if mechanism != "master_worker" else 20)
     whole = _whole(wh, name)
     exp = wh.experiment(name)
     steps: list[str] = []
@@ -182,3 +183,23 @@ def test_merge_reads_the_stored_logical_messages(tmp_path: Path) -> None:
         assert_frame_equal(got.merged, from_stored.merged)
         assert_frame_equal(got.quality, from_stored.quality)
         assert_frame_equal(got.matches, from_stored.matches)
+
+
+def test_task_groups_on_a_grid_are_tiles() -> None:
+    """On a 2-D torus (8 x 8 ranks, 4 neighbours each) a group takes tasks close by their messages, so that fewer
+    partners are loaded beside its own tasks than with strips of consecutive ranks (4 own + 10 partners at a
+    budget of 16 tasks), every group within the budget, every task in one group."""
+    px = py = 8
+    grid = {}
+    for r in range(px * py):
+        x, y = r % px, r // px
+        grid[r + 1] = {(x - 1) % px + y * px + 1, (x + 1) % px + y * px + 1, x + (y - 1) % py * px + 1,
+                       x + (y + 1) % py * px + 1}
+    bursts = dict.fromkeys(grid, 100)
+    groups = task_groups(bursts, grid, budget=1600)
+    assert sorted(t for g in groups for t in g.tasks) == sorted(grid)
+    for g in groups:
+        assert set(g.partners) == set().union(*(grid[t] for t in g.tasks)) - set(g.tasks)
+        assert 100 * (len(g.tasks) + len(g.partners)) <= 1600
+    loaded = sum(len(g.tasks) + len(g.partners) for g in groups)
+    assert loaded <= 2.75 * len(grid)  # strips of 4: 3.5 tasks loaded per task

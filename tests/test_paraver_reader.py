@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -239,8 +240,38 @@ def test_calls_spilled_to_disk_come_back_as_held_in_memory(tmp_path, monkeypatch
         return write(frame, path, *args, **kwargs)
 
     monkeypatch.setattr(call_store, "HOLD_BYTES", 0)
+    # a part per chunk: messages cross part boundaries
+    monkeypatch.setattr(call_store, "SPILL_PART_BYTES", 0, raising=False)
     monkeypatch.setattr(pl.DataFrame, "write_parquet", spy)
     spilled = stored("spilled")
-    assert spilled_parts, "no call was spilled"
+    assert len(spilled_parts) > 2, "the calls were not spilled in several parts"
     for table, frame in held.items():
         assert spilled[table].equals(frame), table
+
+
+def test_spilled_calls_get_their_messages_one_part_at_a_time(tmp_path, monkeypatch):
+    """Issue 27 (memory of a 2 GB trace): the calls of a trace that spilled them come back with their messages
+    attached part by part, so that writing them never holds every call at once (the whole table with its message
+    columns was 1.4 GB of a 2 GB trace's ingest); the calls and their messages are those of an in-memory read."""
+    from synthtrace.tracelib.formats import call_store
+
+    def read(spill: Path | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+        stream = ParaverTrace(LULESH_A, chunk_bytes=1 << 16).read("r", spill=spill)
+        for _ in stream:
+            pass
+        return stream.summary.calls.collect(), stream.summary.message_ends
+
+    calls, ends = read(None)
+    attached: list[int | None] = []
+    attach = call_store.with_message_columns
+
+    def spy(frame, columns):
+        attached.append(frame.height if isinstance(frame, pl.DataFrame) else None)
+        return attach(frame, columns)
+
+    monkeypatch.setattr(call_store, "HOLD_BYTES", 0)
+    monkeypatch.setattr(call_store, "SPILL_PART_BYTES", 0, raising=False)
+    monkeypatch.setattr(call_store, "with_message_columns", spy)
+    spilled_calls, spilled_ends = read(tmp_path / "_calls")
+    assert len(attached) > 2 and None not in attached and max(attached) < calls.height, attached
+    assert spilled_calls.equals(calls) and spilled_ends.equals(ends)

@@ -114,3 +114,25 @@ def test_the_runs_table_reads_no_run_folder_reached_through_a_link(three_runs, t
     (wh.runs_dir / "evil").symlink_to(elsewhere)
     assert "evil" not in history.apps(wh)
     assert history.apps(wh) == sorted(set(row["app"]))
+
+
+def test_the_attempts_of_a_query_bound_by_path_share_its_time_limit(three_runs, tmp_path, monkeypatch, run_cli):
+    """Each attempt of a query read again had the whole `--timeout` (5 attempts of 0.3 s and more ran past a limit
+    of 1.2 s, then said the warehouse changed); the attempts now share the limit, and the query stops at it."""
+    import time
+
+    wh = _without_staging(three_runs, tmp_path)
+    victim = sorted(wh.runs_dir.iterdir())[0]
+
+    def slow_replace(n: int) -> None:  # each attempt takes at least 0.3 s, and finds the run replaced
+        time.sleep(0.3)
+        new = tmp_path / f"new{n}"
+        shutil.copytree(victim, new)
+        os.rename(victim, tmp_path / f"old{n}")
+        os.rename(new, victim)
+
+    _racing_connect(monkeypatch, tmp_path / "calls", slow_replace)
+    code, out, err = run_cli("sql", "SELECT count(*) FROM bursts", "-w", wh.root, "--timeout", "1.2")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "query stopped after 1.2 s (its time limit" in err
+    assert (tmp_path / "calls").read_text().count("connect") < 5

@@ -29,8 +29,9 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,13 +185,34 @@ def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_
         reader = rel.to_arrow_reader(_BATCH_ROWS)
         send(reader.schema)
         held = 0
-        for batch in reader:
+        for batch in _batches(reader):
             held += batch.nbytes
             _check_result_size(held, budget, memory_limit)
             send(batch)
 
     schema, *batches = _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit))
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+    """The batches of ``reader``. A DuckDB error met while the result streams (a failing ``error()``, an
+    allocation past the cap in its Arrow conversion) comes out of Arrow's stream interface as Arrow's exception (an
+    ``OSError`` whose text is DuckDB's whole message, several lines): it is raised as DuckDB's own type again, for
+    :func:`_run` to say in one line."""
+    import pyarrow as pa
+
+    batches = iter(reader)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as exc:
+            text = str(exc)
+            if isinstance(exc, MemoryError) or text.startswith("Out of Memory Error"):
+                raise engine.OutOfMemoryException(text) from None
+            raise engine.Error(text) from None
+        yield batch
 
 
 def _as_text(rel: Any, kind_of: Callable[[Any], str]) -> Any:
@@ -306,9 +328,14 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
         snapshot.release(wh, pid)
         shutil.rmtree(spill, ignore_errors=True)
 
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s  # one limit for every attempt
+
+    def attempt() -> list[Any]:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return list(capped_child.stream(work, allowance_bytes=allowance, deadline_s=left, on_exit=ended))
+
     try:  # read again (a new child) when the files, bound by path, changed under the query
-        return snapshot.retried(wh, lambda: list(capped_child.stream(work, allowance_bytes=allowance,
-                                                                     deadline_s=timeout_s, on_exit=ended)))
+        return snapshot.retried(wh, attempt)
     except capped_child.ChildTimedOut:
         raise QueryError(f"query stopped after {timeout_s:g} s (its time limit; see --timeout)") from None
     except capped_child.ChildOutOfMemory:

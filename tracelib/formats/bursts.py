@@ -850,7 +850,7 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     return add_s, add_r, n_msg, peer, tag, side
 
 
-def _thread_keys(frame: pl.DataFrame, prefix: str = "") -> np.ndarray:
+def packed_thread_keys(frame: pl.DataFrame, prefix: str = "") -> np.ndarray:
     """:func:`~synthtrace.tracelib.thread_key.packed` of the ``{prefix}appl``, ``task`` and ``thread`` columns of
     ``frame`` (NULL as 0), computed by Polars into one writable int64 array: NumPy's packing made three int64 copies
     first (issue 27: 290 MB more at the peak of a 2 GB trace's ingest). Parts outside [0, MASK] are refused as
@@ -873,21 +873,32 @@ def message_rows(spans: pl.DataFrame, messages: pl.DataFrame) -> tuple[np.ndarra
     to the receiver's call that contains its logical receive time (times at call boundaries count as inside;
     among calls starting at the same time, the last one).
     """
-    n = spans.height
+    if not spans.height or not messages.height:
+        return tuple(np.full(messages.height, -1, dtype=np.int64) for _ in range(3))
+    return placed_rows(packed_thread_keys(spans), writable(spans.get_column("start_ns")),
+                       writable(spans.get_column("end_ns")), messages)
+
+
+def placed_rows(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray,
+                messages: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`message_rows` of calls given as three int64 arrays in the calls' order: their packed thread keys
+    (:func:`~synthtrace.tracelib.thread_key.packed`), starts and ends (ns). The arrays are sorted in place (by
+    thread, then start), so that no sorted copy of them is held (issue 27: memory of a 2 GB trace's ingest)."""
+    n = ck.shape[0]
     if not n or not messages.height:
         return tuple(np.full(messages.height, -1, dtype=np.int64) for _ in range(3))
-    ck = _thread_keys(spans)
-    cs = spans.get_column("start_ns").to_numpy()
-    ce = spans.get_column("end_ns").to_numpy()
     order = np.argsort(ck, kind="stable")  # calls come grouped by thread in start order: runs, cheap
-    ck, cs, ce = ck[order], cs[order], ce[order]
+    for a in (ck, cs, ce):
+        a[:] = a[order]
     if n > 1 and not bool(np.all((ck[1:] > ck[:-1]) | ((ck[1:] == ck[:-1]) & (cs[1:] >= cs[:-1])))):
         resort = np.lexsort((cs, ck))
-        order, ck, cs, ce = order[resort], ck[resort], cs[resort], ce[resort]
+        order = order[resort]
+        for a in (ck, cs, ce):
+            a[:] = a[resort]
 
     def rows(prefix: str, time: str) -> np.ndarray:
         # a half message (its other side unknown: NULL keys) is keyed (0, 0, 0), which no call has
-        pos = _containing_call(ck, cs, ce, _thread_keys(messages, prefix),
+        pos = _containing_call(ck, cs, ce, packed_thread_keys(messages, prefix),
                                writable(messages.get_column(time).fill_null(0)))
         return np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
 
@@ -906,13 +917,19 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame,
     to place the messages; the new columns are added in the calls' row order.
     """
     row_s, row_r = (rows if rows is not None else message_rows(spans, messages))[:2]
-    col = {
-        c: writable(messages.get_column(c).cast(pl.Int64))
-        for c in ("s_time_ns", "r_time_ns", "s_task", "r_task", "size", "tag")
-    }
+    return columns_of_messages(spans.height, messages, row_s, messages, row_r)
+
+
+def columns_of_messages(n_calls: int, sent: pl.DataFrame, row_s: np.ndarray, received: pl.DataFrame,
+                        row_r: np.ndarray) -> pl.DataFrame:
+    """:func:`message_columns` of ``n_calls`` calls from the messages ``sent`` by them (MESSAGE_SCHEMA rows, each
+    sent by call ``row_s``) and those ``received`` (by call ``row_r``; -1: by none of them). Messages of one call
+    count in the order given (the earliest one names its peer and tag; the first of equal times)."""
+    s = {c: writable(sent.get_column(c).cast(pl.Int64)) for c in ("s_time_ns", "r_task", "tag", "size")}
+    r = {c: writable(received.get_column(c).cast(pl.Int64)) for c in ("r_time_ns", "s_task", "tag", "size")}
     add_s, add_r, n_msg, peer, tag, side = _message_columns(
-        spans.height, row_s, col["s_time_ns"], col["r_task"], col["tag"], col["size"],
-        row_r, col["r_time_ns"], col["s_task"], col["tag"], col["size"])
+        n_calls, row_s, s["s_time_ns"], s["r_task"], s["tag"], s["size"],
+        row_r, r["r_time_ns"], r["s_task"], r["tag"], r["size"])
     none = side == 0
     return pl.DataFrame({"_add_sent": add_s, "_add_recv": add_r,
                          "peer": np.ma.masked_array(peer, mask=none), "tag": np.ma.masked_array(tag, mask=none),

@@ -4,23 +4,29 @@ their messages attached."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import polars as pl
+from polars.io.plugins import register_io_source
 
-from synthtrace.tracelib.formats.bursts import message_columns, message_ends, message_rows, with_message_columns
+from synthtrace.tracelib.formats.heap import release_free_heap
+from synthtrace.tracelib.formats.bursts import (columns_of_messages, message_ends, message_rows, packed_thread_keys,
+                                                placed_rows, with_message_columns)
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 
 #: with a spill folder, calls are still held in memory up to this many bytes (most traces: no spill written and
 #: read back, issue 27); beyond it every call held so far and after goes to the folder
 HOLD_BYTES = 256 * 1024 * 1024
+#: once a trace has spilled, the calls added since are written as a part when they hold this many bytes
+SPILL_PART_BYTES = 8 * 1024 * 1024
 
 
 class CallStore:
     """Calls kept in memory, or, with ``folder``, in memory up to :data:`HOLD_BYTES` and then written there as
-    uncompressed Parquet parts (read back once, streamed: memory stays bounded by a chunk of calls on big traces).
+    uncompressed Parquet parts (read back once, streamed: memory stays bounded by a part of calls on big traces).
     ``on_add(calls, "MPI call")`` sees every chunk of calls added."""
 
     def __init__(self, folder: Path | None = None, on_add: Callable[[pl.DataFrame, str], None] | None = None):
@@ -29,7 +35,7 @@ class CallStore:
         self.n_calls = 0
         self._frames: list[pl.DataFrame] = []
         self._held_bytes = 0
-        self._spilled = False
+        self._files: list[Path] = []
         self._names = itertools.count()
         self._counters: dict[str, None] = {}  # counter columns seen, in order of first appearance
         #: after :meth:`with_messages`: per message, the call_seq and comm of the calls holding its two ends
@@ -48,35 +54,96 @@ class CallStore:
         self._counters.update((c, None) for c in counter_columns(calls))
         self._held_bytes += calls.estimated_size()
         self._frames.append(calls)
-        if self.folder is not None and self._held_bytes > HOLD_BYTES:
+        if self.folder is not None and self._held_bytes > (SPILL_PART_BYTES if self._files else HOLD_BYTES):
             self._spill()
 
     def _spill(self) -> None:
-        """Write the calls held in memory to the folder (from then on every call goes there)."""
-        for frame in self._frames:
-            frame.write_parquet(self.folder / f"part-{next(self._names):08d}.parquet", compression="uncompressed",
-                                statistics=False)
-        self._frames, self._held_bytes, self._spilled = [], 0, True
+        """Write the calls held in memory to the folder, in parts of about :data:`SPILL_PART_BYTES` (from then on
+        every call goes there)."""
+        group: list[pl.DataFrame] = []
+        size = 0
+        for i, frame in enumerate(self._frames):
+            group.append(frame)
+            size += frame.estimated_size()
+            if size > SPILL_PART_BYTES or i == len(self._frames) - 1:
+                self._files.append(self.folder / f"part-{next(self._names):08d}.parquet")
+                pl.concat(group, how="diagonal").write_parquet(self._files[-1], compression="uncompressed",
+                                                               statistics=False)
+                group, size = [], 0
+        self._frames, self._held_bytes = [], 0
+
+    def _parts(self, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
+        """The calls kept, in the order added, part by part (spilled parts, else the frames held); only ``columns``
+        (of MPI_CALL_SCHEMA: every part has them) when given."""
+        if self._files:
+            yield from (pl.read_parquet(f, columns=columns) for f in self._files)
+        else:
+            yield from (f.select(columns) if columns is not None else f for f in self._frames)
+
+    def _spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The packed thread keys, starts and ends (ns) of every call kept, as int64 arrays in the order added,
+        filled part by part (no frame of every call's spans is built)."""
+        keys, starts, ends = (np.empty(self.n_calls, dtype=np.int64) for _ in range(3))
+        at = 0
+        for part in self._parts([*THREAD_KEYS, "start_ns", "end_ns"]):
+            end = at + part.height
+            keys[at:end] = packed_thread_keys(part)
+            starts[at:end] = part.get_column("start_ns").to_numpy()
+            ends[at:end] = part.get_column("end_ns").to_numpy()
+            at = end
+        return keys, starts, ends
 
     def with_messages(self, messages: pl.DataFrame) -> pl.LazyFrame:
         """Every call kept, in the order added, with bytes, peer, tag and message counts from ``messages``, and one
         column per counter measured inside calls (sorted by name; NULL where a call has no sample). Sets
-        :attr:`message_ends` (the messages placed in their calls once, for both)."""
+        :attr:`message_ends` (the messages placed in their calls once, for both).
+
+        The calls come from a lazy source that attaches the messages part by part, so that a sink streams them
+        (issue 27: a 2 GB trace's 8 M calls are never one frame)."""
         schema = {**MPI_CALL_SCHEMA, **{c: pl.Int64 for c in sorted(self._counters)}}
         if not self.n_calls:
             self.message_ends = message_ends(pl.DataFrame(schema={"call_seq": pl.Int64, "comm": pl.Int64}),
                                              message_rows(pl.DataFrame(), messages))
             return pl.LazyFrame(schema=schema)
-        if self._spilled:  # the calls still held go too: the messages are placed with less in memory
+        if self._files:  # the calls still held go too: the messages are placed with less in memory
             self._spill()
-        held = [f.lazy() for f in self._frames]
-        if self._spilled:  # parts hold the counters seen by their time: the others are NULL
-            held.insert(0, pl.scan_parquet(self.folder / "*.parquet", schema=schema, missing_columns="insert"))
-        calls = pl.concat(held, how="diagonal")
-        calls = calls.select(schema.keys())
-        spans = calls.select(*THREAD_KEYS, "start_ns", "end_ns").collect()
-        rows = message_rows(spans, messages)
-        columns = message_columns(spans, messages, rows)
-        del spans  # the spans go before the ends' columns come: one call table in memory at a time (issue 27)
-        self.message_ends = message_ends(calls.select("call_seq", "comm").collect(), rows)
-        return with_message_columns(calls, columns)
+            release_free_heap()  # what streaming freed, before the placing allocates (a big trace: it spilled)
+        rows = placed_rows(*self._spans(), messages)
+        self.message_ends = message_ends(pl.concat(self._parts(["call_seq", "comm"])), rows)
+        placed = _PlacedMessages(messages, rows[0], rows[1])
+        del rows
+        if self._files:
+            release_free_heap()
+
+        def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+                   _batch_size: int | None) -> Iterator[pl.DataFrame]:
+            left, at = n_rows, 0
+            for part in self._parts():
+                part = part.select(pl.col(c) if c in part.columns else pl.lit(None, t).alias(c)
+                                   for c, t in schema.items())
+                part, at = with_message_columns(part, placed.columns(at, part.height)), at + part.height
+                part = part.select(with_columns) if with_columns is not None else part
+                part = part.filter(predicate) if predicate is not None else part
+                if left is not None:
+                    part, left = part.head(left), left - min(left, part.height)
+                yield part
+                if left == 0:
+                    return
+
+        return register_io_source(source, schema=schema)
+
+
+class _PlacedMessages:
+    """The messages of a trace with the rows of the calls holding their two ends (:func:`message_rows`), indexed so
+    that the point-to-point columns of any run of consecutive calls are computed from its messages alone."""
+
+    def __init__(self, messages: pl.DataFrame, row_s: np.ndarray, row_r: np.ndarray):
+        self.messages = messages
+        self.by_s, self.by_r = np.argsort(row_s, kind="stable"), np.argsort(row_r, kind="stable")
+        self.row_s, self.row_r = row_s[self.by_s], row_r[self.by_r]
+
+    def columns(self, first: int, n: int) -> pl.DataFrame:
+        """:func:`~synthtrace.tracelib.formats.bursts.message_columns` of the calls ``first`` .. ``first + n - 1``."""
+        (s0, s1), (r0, r1) = (np.searchsorted(rows, [first, first + n]) for rows in (self.row_s, self.row_r))
+        return columns_of_messages(n, self.messages[self.by_s[s0:s1]], self.row_s[s0:s1] - first,
+                                   self.messages[self.by_r[r0:r1]], self.row_r[r0:r1] - first)

@@ -215,7 +215,8 @@ class AlignedRun:
     unit; None when no unit is split); ``common``: counters both runs recorded, ``features`` those the alignment
     compared; ``tally``: the sums the checks and shares come from; ``sample``: the pairs of the choice sample
     (:func:`choice_sample`); ``run_sample``: the choice sample of the run's own bursts (what rescaling is chosen
-    on)."""
+    on); ``partner_pairs``: in a group of a partitioned merge, the pairs of the partners' bursts it aligned too
+    (reference keys and ``other_seq``), None otherwise."""
 
     run: RunTables
     original: RunTables
@@ -229,6 +230,7 @@ class AlignedRun:
     tally: Tally
     sample: Sample
     run_sample: pl.DataFrame
+    partner_pairs: pl.DataFrame | None = None
 
     @property
     def pairs(self) -> Pairs:
@@ -441,7 +443,9 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         ex = expand(ref.run.bursts, ref.units, bursts, o_units, m, common)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
     rows = own.rows(ref.run.bursts) if own else None
+    partner_pairs = None
     if rows is not None:  # the tasks this merge reports: the others were loaded as their partners
+        partner_pairs = m.filter(~own.rows_of(ref.run.bursts)).select(*KEYS, "other_seq")
         m, reference, share = m[rows], reference[rows], (share[rows] if share is not None else None)
     r_bursts = ref.run.bursts if rows is None else ref.run.bursts[rows]
     long_ref = r_bursts.get_column("duration_ns") >= options.min_error_duration_ns
@@ -456,33 +460,43 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     tally = replace(units_tally, rows=m.height, matched=int(matched.sum()),
                     score_sum=float(m.get_column("match_score").sum() or 0.0),
                     same_sig=int(m.get_column("same_sig").fill_null(False).sum()), pairs=sig)
-    offset, total = own.offset if own else 0, own.total if own else ref.run.bursts.height
-    at = sample_rows(m.height, offset, total)
+    at = own.sample(m, own.starts, own.total) if own else sample_rows(m.height)
     picked = m[at]
     sample = Sample(reference.select(*THREAD_KEYS, *[c for c in ("call_site", "mpi_call") if c in reference.columns],
                                      *common)[at],
                     source.select(pl.col(common).gather(picked.get_column("other_row"))),
                     _paired(picked.drop("other_seq")), long_ref[at])
     own_bursts = bursts if not own else bursts.filter(own.rows_of(bursts))
-    run_sample = own_bursts[sample_rows(own_bursts.height, own.other_offset if own else 0,
-                                        own.other_total if own else bursts.height)]
+    run_sample = own_bursts[own.sample(own_bursts, own.other_starts, own.other_total) if own
+                            else sample_rows(bursts.height)]
     return AlignedRun(run=mapped, original=o, renumbered=renum, matches=m, common=tuple(common),
                       features=tuple(feats), reference=reference, source=source, share=share, tally=tally,
-                      sample=sample, run_sample=run_sample)
+                      sample=sample, run_sample=run_sample, partner_pairs=partner_pairs)
 
 
 @dataclass(frozen=True)
 class OwnTasks:
-    """The reference tasks one group of a partitioned merge reports (packed appl/task keys, consecutive in the
-    sorted order), with where its bursts start in the whole run (``offset`` of ``total``) and where the other
-    run's bursts of those tasks start (``other_offset`` of ``other_total``): the choice sample is taken from the
-    whole runs' row numbers."""
+    """The reference tasks one group of a partitioned merge reports (packed appl/task keys), with the row each
+    task's bursts start at in the whole run sorted by task (``starts``; ``total`` rows) and in the other run
+    (``other_starts`` of ``other_total``): the choice sample is taken from the whole runs' row numbers."""
 
     keys: frozenset[int]
-    offset: int
+    starts: dict[int, int]
     total: int
-    other_offset: int
+    other_starts: dict[int, int]
     other_total: int
+
+    def sample(self, frame: pl.DataFrame, starts: dict[int, int], total: int) -> np.ndarray:
+        """The rows of ``frame`` (these tasks' rows of a run, sorted by task) in the choice sample of the whole run
+        (:func:`sample_rows`: every k-th row of its ``total``, counted from the tasks' ``starts``)."""
+        if not frame.height:
+            return np.zeros(0, np.int64)
+        key = frame.select(task_key().alias("k")).to_series()
+        first = key.to_frame().with_row_index("i").group_by("k", maintain_order=True).agg(pl.col("i").min())
+        base = (key.replace_strict(first.get_column("k"), [starts[k] - i for k, i in first.iter_rows()],
+                                   return_dtype=pl.Int64).to_numpy())
+        k = total // CHOICE_SAMPLE + 1
+        return np.flatnonzero((base + np.arange(frame.height)) % k == 0).astype(np.int64)
 
     def rows_of(self, frame: pl.DataFrame) -> pl.Series:
         """Whether each row of ``frame`` (appl, task columns) is one of these tasks'."""

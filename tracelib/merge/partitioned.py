@@ -9,12 +9,19 @@ through a :class:`RunSource` (the warehouse's Parquet tables read with a predica
 1. **cross-rank steps from compact tables**: the task layout (threads and their bursts per run), the counters, the
    logical message counts per channel (rank correspondence, same-program check) and the rows that decide every
    task's work profile (:func:`synthtrace.tracelib.merge.ranks.profile_rows`, read a group of tasks at a time);
-2. **groups of consecutive tasks** (:func:`task_groups`) whose bursts, with those of their **partners** (every task
-   they exchange messages with, in any run), fit ``budget`` bursts: a group is aligned with its partners loaded,
+2. **groups of tasks close by their messages** (:func:`task_groups`: tiles of a grid, not strips) whose bursts,
+   with those of their **partners** (every task they exchange messages with, in any run), fit ``budget`` bursts:
+   a group is aligned with its partners loaded,
    so that the logical messages tie its threads to theirs as in the whole run, and reports its own tasks only
    (:class:`synthtrace.tracelib.merge.merge_runs.OwnTasks`); what it reports (each reference burst with the
-   matched bursts' counters, its provenance rows) is written out as a Parquet part and freed; its tallies and its
+   matched bursts' counters, its provenance rows) is written out as Parquet parts, one per task, and freed; its
+   tallies and its
    share of the choice sample are kept (small: sums, and at most ``CHOICE_SAMPLE`` rows for the whole run);
+   **settled**: a task whose bursts one group paired otherwise than another (as its own task or as a partner)
+   depends on tasks further away (a hub: a master's alignment depends on every worker, so a worker's group, which
+   loads the master without the other workers, pairs them otherwise than the master's group): the groups holding
+   it are aligned again with the tasks two messages away from it loaded too (at most ``MAX_LOAD`` x the budget;
+   beyond, the merge says that some pairs may differ from the whole merge's), until every task's pairs agree;
 3. **the decisions once**: the same-program check on the summed tallies, the transfer plans from the choice
    sample, the verdicts (:func:`synthtrace.tracelib.merge.merge_runs.decide`);
 4. **the values part by part**: each part's counters transferred by the plans (:func:`merged_rows`).
@@ -34,7 +41,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.merge.align import sort_bursts
-from synthtrace.tracelib.merge.merge_runs import (QUALITY_SCHEMA, AlignedRun, MergeOptions,
+from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError,
                                                   _align_other, check_counters, check_same_program,
@@ -42,6 +49,12 @@ from synthtrace.tracelib.merge.merge_runs import (QUALITY_SCHEMA, AlignedRun, Me
                                                   renumbered_note, same_layout, timing_only_note)
 from synthtrace.tracelib.merge.ranks import rank_mapping
 from synthtrace.tracelib.thread_key import appl_base, task_key
+
+#: rounds of aligning groups again with their partners' partners (each round: the groups whose partners' pairs
+#: still disagree with those partners' own groups)
+MAX_ROUNDS = 3
+#: a group aligned again loads at most this many times ``budget`` bursts
+MAX_LOAD = 3
 
 
 class RunSource(Protocol):
@@ -77,21 +90,41 @@ class Group:
 
 
 def task_groups(bursts: dict[int, int], partners: dict[int, set[int]], budget: int) -> list[Group]:
-    """Consecutive tasks (by packed key) grouped so that a group's bursts and its partners' (``bursts``: per task,
-    over every run) stay within ``budget``; a task whose own load exceeds it is a group alone."""
+    """Tasks grouped by message locality so that a group's bursts and its partners' (``bursts``: per task, over
+    every run) stay within ``budget``: a group starts at the first task not yet grouped and grows by the task, among
+    its tasks' partners not yet grouped, whose bursts and partners add the fewest bursts to what it loads (a tile
+    of a grid rather than a strip, so that fewer partners are loaded twice), else by the next task not yet grouped;
+    a task whose own load exceeds the budget is a group alone. Every task is in exactly one group."""
+    left = sorted(bursts)
+    free = set(left)
     groups: list[Group] = []
-    tasks: list[int] = []
-    loaded: set[int] = set()
-    for t in sorted(bursts):
-        more = {t, *partners.get(t, ())} - loaded
-        if tasks and sum(bursts.get(x, 0) for x in loaded | more) > budget:
-            groups.append(Group(tuple(tasks), tuple(sorted(loaded - set(tasks)))))
-            tasks, loaded = [], set()
-            more = {t, *partners.get(t, ())}
-        tasks.append(t)
-        loaded |= more
-    if tasks:
-        groups.append(Group(tuple(tasks), tuple(sorted(loaded - set(tasks)))))
+
+    def cost(ts: set[int]) -> int:
+        return sum(bursts.get(x, 0) for x in ts)
+    nxt = 0
+    while free:
+        while left[nxt] not in free:
+            nxt += 1
+        tasks, loaded = [left[nxt]], {left[nxt], *partners.get(left[nxt], ())}
+        free.discard(left[nxt])
+        used = cost(loaded)
+        while free:
+            near = sorted({q for t in tasks for q in partners.get(t, ()) if q in free})
+            pick = None
+            if near:
+                pick = min(near, key=lambda q: (cost({q, *partners.get(q, ())} - loaded), q))
+            else:
+                while left[nxt] not in free:
+                    nxt += 1
+                pick = left[nxt]
+            more = {pick, *partners.get(pick, ())} - loaded
+            if used + cost(more) > budget:
+                break
+            tasks.append(pick)
+            free.discard(pick)
+            loaded |= more
+            used += cost(more)
+        groups.append(Group(tuple(sorted(tasks)), tuple(sorted(loaded - set(tasks)))))
     return groups
 
 
@@ -149,9 +182,40 @@ def _pairs_of(part: pl.DataFrame, j: int, common: Sequence[str], counters: Seque
                  part.get_column(f"_share{j}"))
 
 
+@dataclass
+class GroupResult:
+    """What a group of a partitioned merge keeps in memory, per other run: its tallies, its share of the choice
+    sample and of the run's own sample; and the reference's recorded values of its tasks."""
+
+    tallies: dict[str, Tally]
+    samples: dict[str, Sample]
+    run_samples: dict[str, pl.DataFrame]
+    recorded: Recorded | None
+
+
+def _disagreeing(spill: Path, gi: int, n_others: int) -> set[int]:
+    """The partner tasks (packed keys) whose bursts group ``gi`` paired otherwise than the tasks' own groups did,
+    for any other run (from the groups' ``partners-`` and the tasks' ``matches-`` files in ``spill``)."""
+    off: set[int] = set()
+    for j in range(n_others):
+        mine = pl.read_parquet(spill / f"partners-{j:04d}-{gi:05d}.parquet")
+        if not mine.height:
+            continue
+        tasks = mine.select(task_key().unique()).to_series().to_list()
+        files = [f for t in sorted(tasks) if (f := spill / f"matches-{j:04d}-{t:012d}.parquet").is_file()]
+        if not files:
+            continue
+        theirs = (pl.scan_parquet(files).filter(task_key().is_in(tasks))
+                  .select(*KEYS, "other_burst_seq").collect())
+        diff = mine.join(theirs, on=KEYS, how="left").filter(
+            pl.col("other_seq").ne_missing(pl.col("other_burst_seq")))
+        off |= set(diff.select(task_key().unique()).to_series().to_list())
+    return off
+
+
 def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeOptions = MergeOptions(),
                       experiment: str = "", budget: int = 400_000,
-                      on_step: Callable[[str, int], None] | None = None) -> MergeResult:
+                      on_step: Callable[[str, int], None] | None = None, max_load: int | None = None) -> MergeResult:
     """:func:`~synthtrace.tracelib.merge.merge_runs.merge_runs` of the runs ``sources`` read a group of tasks at a
     time (see the module docstring); ``budget``: bursts (all runs) loaded at once; ``spill``: an empty folder for
     the parts (the result's ``merged`` and ``matches`` are :class:`PartedTable` over files in it: commit them
@@ -195,49 +259,94 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         for a, bs in _partners(counts[r.run_id]).items():
             partners.setdefault(m.get(a, a) if m else a, set()).update(_mapped(bs, m))
     groups = task_groups(load, partners, budget)
-    n_steps = 2 * len(groups) + (len(sources) if options.map_ranks else 0)
     inverse = {o.run_id: {v_key: k for k, v_key in _packed(renum[o.run_id]).items()} for o in others}
     starts = {r.run_id: _starts(per_task[r.run_id]) for r in sources}
     totals = {r.run_id: sum(per_task[r.run_id].values()) for r in sources}
-    tallies = {o.run_id: Tally() for o in others}
-    samples: dict[str, list[Sample]] = {o.run_id: [] for o in others}
-    run_samples: dict[str, list[pl.DataFrame]] = {o.run_id: [] for o in others}
-    recorded: Recorded | None = None
-    parts: list[Path] = []
-    matches: list[Path] = []
-    aligned: dict[str, AlignedRun] = {}
     spill.mkdir(parents=True, exist_ok=True)
-    for gi, g in enumerate(groups):
-        keys = [*g.tasks, *g.partners]
+    n_steps = len(groups) + len(load) + (len(sources) if options.map_ranks else 0)  # groups, parts (a task's)
+    aligned: dict[str, AlignedRun] = {}  # the last group's (decide() reads the common counters and features)
+
+    def aligned_group(gi: int, g: Group, keys: Sequence[int]) -> GroupResult:
+        """Group ``g`` aligned with the tasks ``keys`` loaded (its tasks first): its part, provenance and
+        partners' pairs written to ``spill``, its sums and samples returned."""
         r_run = ref.load(keys)
         r_run = replace(r_run, bursts=sort_bursts(r_run.bursts))
         r = Reference.of(r_run, options, counters_of[ref.run_id])
-        first = g.tasks[0]
-        for o in others:
-            inv = inverse[o.run_id]
-            own = OwnTasks(frozenset(g.tasks), starts[ref.run_id][first], totals[ref.run_id],
-                           starts[o.run_id][first], totals[o.run_id])
-            o_run = o.load([inv.get(k, k) for k in keys])
+        out = GroupResult({}, {}, {}, None)
+        for j, o in enumerate(others):
+            own = OwnTasks(frozenset(g.tasks), starts[ref.run_id], totals[ref.run_id], starts[o.run_id],
+                           totals[o.run_id])
+            o_run = o.load([inverse[o.run_id].get(k, k) for k in keys])
             aligned[o.run_id] = info = _align_other(r, o_run, renum[o.run_id], counters_of[o.run_id], options, own)
-            tallies[o.run_id] += info.tally
-            samples[o.run_id].append(info.sample)
-            run_samples[o.run_id].append(info.run_sample)
-        own_rows = OwnTasks(frozenset(g.tasks), 0, 0, 0, 0).rows(r_run.bursts)
-        ref_own = r_run.bursts[own_rows]
+            out.tallies[o.run_id], out.samples[o.run_id] = info.tally, info.sample
+            out.run_samples[o.run_id] = info.run_sample
+            _by_task(provenance(experiment, info), spill, f"matches-{j:04d}")
+            info.partner_pairs.write_parquet(spill / f"partners-{j:04d}-{gi:05d}.parquet")
+        ref_own = r_run.bursts[OwnTasks(frozenset(g.tasks), {}, 0, {}, 0).rows(r_run.bursts)]
         long_own = ref_own.get_column("duration_ns") >= options.min_error_duration_ns
-        rec = Recorded.of(ref_own, counters_of[ref.run_id], long_own)
-        recorded = rec if recorded is None else recorded + rec
-        part = pl.concat([ref_own, pl.DataFrame([c for j, o in enumerate(others) for c in _part_columns(
-            j, aligned[o.run_id], counters_of[o.run_id])])], how="horizontal")
-        parts.append(spill / f"pairs-{gi:05d}.parquet")
-        part.write_parquet(parts[-1])
-        for j, o in enumerate(others):  # merge_matches run by run, each run's rows in task order
-            matches.append(spill / f"matches-{j:04d}-{gi:05d}.parquet")
-            provenance(experiment, aligned[o.run_id]).write_parquet(matches[-1])
-        del part, r_run, r, ref_own
+        out.recorded = Recorded.of(ref_own, counters_of[ref.run_id], long_own)
+        _by_task(pl.concat([ref_own, pl.DataFrame([c for j, o in enumerate(others) for c in _part_columns(
+            j, aligned[o.run_id], counters_of[o.run_id])])], how="horizontal"), spill, "pairs")
+        return out
+
+    done: list[GroupResult] = []
+    closure: list[set[int]] = []
+    for gi, g in enumerate(groups):
+        closure.append({*g.tasks, *g.partners})
+        done.append(aligned_group(gi, g, [*g.tasks, *g.partners]))
         if on_step:
             on_step(f"group {gi + 1}/{len(groups)} aligned ({len(g.tasks)} tasks, {len(g.partners)} partners)",
                     n_steps)
+    # a group aligned its partners without their own partners: where it paired a partner's bursts otherwise than
+    # the partner's own group did (a hub, whose alignment depends on every task it exchanges with), the group is
+    # aligned again with that partner's partners loaded too, unless that load would exceed ``max_load``
+    max_load = max_load or MAX_LOAD * budget
+    owner = {t: gi for gi, g in enumerate(groups) for t in g.tasks}
+    unsettled: set[int] = set()
+    check = set(range(len(groups)))
+    for _ in range(MAX_ROUNDS):
+        redo = []
+        off: dict[int, set[int]] = {}  # per group, its tasks (own or partners) paired otherwise in another group
+        for gi in sorted(check):
+            for t in _disagreeing(spill, gi, len(others)):
+                off.setdefault(gi, set()).add(t)
+                off.setdefault(owner[t], set()).add(t)
+        for gi, tasks in sorted(off.items()):
+            near = {q for t in tasks for q in partners.get(t, ())}  # two messages away from those tasks
+            grown = closure[gi] | near | {q for t in near for q in partners.get(t, ())}
+            if grown == closure[gi]:
+                continue
+            if sum(load.get(t, 0) for t in grown) > max_load:
+                unsettled.add(gi)
+                continue
+            redo.append(gi)
+            closure[gi] = grown
+        # next round: the groups aligned again, and those whose partners' own groups were
+        moved = {t for gi in redo for t in groups[gi].tasks}
+        check = set(redo) | {gi for gi in range(len(groups)) if closure[gi] & moved}
+        for gi in redo:
+            g = groups[gi]
+            done[gi] = aligned_group(gi, g, [*g.tasks, *sorted(closure[gi] - set(g.tasks))])
+            if on_step:
+                on_step(f"group {gi + 1}/{len(groups)} aligned again with its partners' partners "
+                        f"({len(closure[gi]) - len(g.tasks)} tasks loaded beside its own)", n_steps)
+        if not redo:
+            break
+    if unsettled:
+        notes.append(f"{len(unsettled)} of {len(groups)} groups of tasks were aligned with partners whose own "
+                     f"partners did not fit the memory bound: their pairs may differ from the merge of the whole runs")
+    tallies = {o.run_id: sum((d.tallies[o.run_id] for d in done), Tally()) for o in others}
+    recorded = done[0].recorded
+    for d in done[1:]:
+        recorded = recorded + d.recorded
+    samples = {o.run_id: [d.samples[o.run_id] for d in done] for o in others}
+    run_samples = {o.run_id: [d.run_samples[o.run_id] for d in done] for o in others}
+    tasks = sorted(load)  # the parts in the order of the whole run: by task
+    parts = [f for t in tasks if (f := spill / f"pairs-{t:012d}.parquet").is_file()]
+    matches = [f for j in range(len(others)) for t in tasks
+               if (f := spill / f"matches-{j:04d}-{t:012d}.parquet").is_file()]
+    for f in spill.glob("partners-*.parquet"):
+        f.unlink()
     for o in others:
         check_same_program(ref, o, tallies[o.run_id], options, notes,
                            calls="the MPI calls of its tasks differ")
@@ -249,7 +358,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         part = pl.read_parquet(p)
         pairs = {o.run_id: _pairs_of(part, j, aligned[o.run_id].common, counters_of[o.run_id])
                  for j, o in enumerate(others)}
-        merged.append(spill / f"merged-{gi:05d}.parquet")
+        merged.append(spill / p.name.replace("pairs-", "merged-"))
         merged_rows(part, pairs, transfer, experiment, ref).write_parquet(merged[-1])
         p.unlink()
         if on_step:
@@ -258,7 +367,16 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
                              "n_bursts": recorded.rows if recorded else 0} for q in transfer.quality],
                            schema=QUALITY_SCHEMA)
     return MergeResult(experiment, ref.run_id, ref.run_name, PartedTable(merged), quality,
-                       PartedTable(sorted(matches)), notes)
+                       PartedTable(matches), notes)
+
+
+def _by_task(frame: pl.DataFrame, spill: Path, name: str) -> None:
+    """``frame`` (a group's rows, sorted by task) written as one file per task: ``<name>-<packed key>.parquet``,
+    so that the parts read back by task are in the whole run's order whatever tasks a group held."""
+    keys = frame.select(task_key().alias("_k")).to_series()
+    for key, part in zip(keys.unique(maintain_order=True).to_list(),
+                         frame.with_columns(keys).partition_by("_k", maintain_order=True, include_key=False)):
+        part.write_parquet(spill / f"{name}-{key:012d}.parquet")
 
 
 def _packed(mapping: dict[int, int] | None) -> dict[int, int]:
