@@ -396,7 +396,10 @@ def unpaired(matches: pl.DataFrame, other_bursts: pl.DataFrame, long_ref: pl.Ser
     ok = (p >= 0) & (n >= 0) & (n > p)
     gap = np.zeros(p.size, bool)
     gap[ok] = before[n[ok]] - before[p[ok] + 1] > 0
-    return int((row.is_null().to_numpy() & long_ref.to_numpy() & gap).sum())
+    # [helper merge-hub] a burst on an arrived message the other run lacks (a task farm's) has no partner to make
+    absent = (matches.get_column("message_absent").fill_null(False).to_numpy() if "message_absent" in matches.columns
+              else np.zeros(p.size, bool))
+    return int((row.is_null().to_numpy() & long_ref.to_numpy() & gap & ~absent).sum())
 
 
 def arrival_tolerant(ref_seq: pl.DataFrame, other_seq: pl.DataFrame, matches: pl.DataFrame) -> list[pl.Series]:
