@@ -181,6 +181,30 @@ def _run(code: str, *args: str, env: dict | None = None, root: Path = ROOT) -> d
     return res
 
 
+CHILD_WHERE = """
+import json
+import synthtrace.tracelib.formats.source as source
+import synthtrace.warehouse.ingest as ingest
+print(json.dumps({"tracelib": source.__file__, "warehouse": ingest.__file__}))
+"""
+
+
+def exported(rev: str, dest: Path) -> Path:
+    """The whole tree of commit ``rev`` (``git archive``) in ``dest``, checked to be what a child run with it as its
+    root imports (the ``synthtrace/`` folder that maps the layers is part of it: without it the installed code was
+    imported), and run once on a small trace so that its Numba kernels are compiled before anything is timed."""
+    dest.mkdir(parents=True, exist_ok=True)
+    tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
+    where = _run(CHILD_WHERE, root=dest)
+    for layer in ("tracelib", "warehouse"):
+        if not Path(where[layer]).resolve().is_relative_to(dest.resolve()):
+            raise SystemExit(f"the code of {rev} in {dest} imports {layer} from {where[layer]}, not from its own tree")
+    _run(CHILD_INGEST, str(SMALL), str(dest / ".warm-up-warehouse"), root=dest)
+    shutil.rmtree(dest / ".warm-up-warehouse", ignore_errors=True)
+    return dest
+
+
 def _best(repeat: int, code: str, trace: Path, out: Path | None = None) -> dict:
     """The fastest of ``repeat`` runs of ``code`` on ``trace`` (each ingest into a fresh folder under ``out``):
     the shared machine only ever adds time, so the minimum is the closest to the code's own cost."""
@@ -251,9 +275,7 @@ def startup_comparison(rounds: int, before_rev: str) -> None:
     interleaved (after one unmeasured run each, which fills the Numba cache of the exported copy); prints the
     medians of wall time (imports, kernels) and CPU time."""
     with tempfile.TemporaryDirectory(prefix="bench-ingest-startup-") as tmp:
-        old = Path(tmp)
-        tar = subprocess.run(["git", "archive", before_rev], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(old)], input=tar, check=True)
+        old = exported(before_rev, Path(tmp))
         sides = {before_rev: old, "this checkout": ROOT}
         for root in sides.values():
             _run(CHILD_STARTUP, root=root)
@@ -290,6 +312,13 @@ DENSE_SHAPES = {
     "collective": "collective (256 ranks on 4 nodes, a burst and an MPI_Allreduce)",
     "lulesh": "LULESH tiled (real; events-dense, uncore readers)",
 }
+
+
+def _commit() -> str:
+    """The short commit of this checkout, ``+`` when its tracked files differ from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT).returncode != 0
+    return head.strip() + ("+" if dirty else "")
 
 
 def _median(values: list[float]) -> float:
@@ -336,6 +365,9 @@ def dense_comparison(mb: int, repeat: int, shapes: list[str], paramedir_rounds: 
                 "paramedir_s": _median(para_s) if para_s else None,
                 "paramedir_ratio": _median([r["para"]["seconds"] / r["ours"]["seconds"] for r in rounds
                                             if r["para"]]) if para_s else None,
+                "paramedir_cpu_ratio": _median([r["para"]["cpu"] / r["ours"]["cpu"] for r in rounds
+                                                if r["para"]]) if para_s else None,
+                "commit": _commit(),
                 "load": [min(min(r[k]["load"]) for r in rounds for k in ("ours", "scan")),
                          max(max(r[k]["load"]) for r in rounds for k in ("ours", "scan"))],
                 "machine": machine_description(),
@@ -358,18 +390,22 @@ def _write_dense_table(rows: dict, out: Path) -> None:
         "into a fresh warehouse), the plain line-by-line Python scan above, then paramedir computing per-thread "
         "Running statistics (it loads the whole trace). Times are medians over the rounds; a ratio is the median of "
         "the rounds' own ratios (paramedir's: within its rounds).", "",
-        "| trace | size | bytes per burst+call | ingest wall (median) | MB/s | ingest CPU | peak RSS | plain scan "
-        "wall | ratio (wall) | ratio (CPU) | paramedir wall | ratio | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| trace | size | bytes per burst+call | ingest wall (median) | MB/s (wall) | ingest CPU | MB per CPU-s | "
+        "peak RSS | plain scan wall | ratio (wall) | ratio (CPU) | paramedir wall | ratio (wall) | ratio (CPU) | "
+        "load | code |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for shape, r in rows.items():
-        p = (f"{r['paramedir_s']:.1f} s ({r['paramedir_rounds']} runs) | x{r['paramedir_ratio']:.1f}"
-             if r["paramedir_s"] else "not run | -")
+        p = (f"{r['paramedir_s']:.1f} s ({r['paramedir_rounds']} runs) | x{r['paramedir_ratio']:.1f} | "
+             f"x{r['paramedir_cpu_ratio']:.1f}" if r.get("paramedir_cpu_ratio") else
+             f"{r['paramedir_s']:.1f} s ({r['paramedir_rounds']} runs) | x{r['paramedir_ratio']:.1f} | -"
+             if r["paramedir_s"] else "not run | - | -")
         lines.append(
             f"| {DENSE_SHAPES[shape]} | {r['size_mb']:.0f} MB | {r['bytes_per_record']:.0f} | {r['ingest_s']:.2f} s "
-            f"| {r['size_mb'] / r['ingest_s']:.0f} | {r['ingest_cpu_s']:.2f} s | {r['peak_rss_mb']:.0f} MB | "
-            f"{r['scan_s']:.1f} s | x{r['scan_ratio']:.1f} | x{r['scan_cpu_ratio']:.1f} | {p} | "
-            f"{r['load'][0]:.0f}-{r['load'][1]:.0f} |")
+            f"| {r['size_mb'] / r['ingest_s']:.0f} | {r['ingest_cpu_s']:.2f} s | "
+            f"{r['size_mb'] / r['ingest_cpu_s']:.0f} | {r['peak_rss_mb']:.0f} MB | {r['scan_s']:.1f} s | "
+            f"x{r['scan_ratio']:.1f} | x{r['scan_cpu_ratio']:.1f} | "
+            f"{p} | {r['load'][0]:.0f}-{r['load'][1]:.0f} | {r.get('commit', '?')} |")
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -450,11 +486,7 @@ def main() -> None:
                 assert read["bursts"] == line["bursts"] == ours["bursts"], (read, line, ours)
                 base = (mb, ours, read, line)
                 if args.before_rev:
-                    old = tmp / "before"
-                    old.mkdir()
-                    tar = subprocess.run(["git", "archive", args.before_rev, "tracelib", "warehouse", "pipelines"],
-                                         cwd=ROOT, capture_output=True, check=True).stdout
-                    subprocess.run(["tar", "-x", "-C", str(old)], input=tar, check=True)
+                    old = exported(args.before_rev, tmp / "before")
                     before = _run(CHILD_INGEST, str(trace), str(tmp / "wh-before"), root=old)
                     print(f"before ({args.before_rev}) {mb:.0f} MB: {mb / before['seconds']:.1f} MB/s")
                 print(

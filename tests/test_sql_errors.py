@@ -65,3 +65,18 @@ def test_a_counter_of_another_run_is_listed_once_it_is_stored(tmp_path, run_cli)
 
     err = one_error_line(run_cli, "SELECT nope FROM bursts", "-w", tmp_path / "wh")
     assert err.split("the counter columns of bursts: ", 1)[1].split(";")[0].split(", ") == counter_columns(stored)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_error_met_while_the_result_streams_is_one_line(tmp_path, run_cli, fmt):
+    """Attack rerun 5: an error DuckDB meets after the first rows were handed over (here `error()` at row 300,001;
+    also an allocation past the memory cap in its Arrow conversion) came out of Arrow's stream as an OSError with
+    DuckDB's whole text, several lines (a query could print a forged line), in CSV and Parquet; one line now."""
+    from synthtrace.warehouse.layout import Warehouse
+
+    Warehouse(tmp_path / "wh").ensure()  # an empty warehouse: the query reads no view
+    out = ["-o", str(tmp_path / "out.parquet")] if fmt == "parquet" else []
+    err = one_error_line(run_cli, "SELECT CASE WHEN range > 300000 THEN error('boom' || chr(10) || 'error: forged') "
+                         "ELSE range END AS x FROM range(400000)", "-w", tmp_path / "wh", "-f", fmt, *out)
+    assert err == "error: query failed: Invalid Input Error: boom", err
+    assert not (tmp_path / "out.parquet").exists()

@@ -15,6 +15,7 @@ import polars as pl
 import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
+from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
@@ -393,6 +394,7 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         if summary.n_calls:
             summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
         summary = replace(summary, calls=pl.LazyFrame())
+        release_free_heap()  # what writing the calls freed, before the messages are numbered
         with PartWriter(background=False) as writer:
             _write_message_tables(writer, stage, run_id, summary)
     if summary.messages.height and summary.n_calls and summary.message_ends is None:

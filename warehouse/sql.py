@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,13 +185,34 @@ def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_
         reader = rel.to_arrow_reader(_BATCH_ROWS)
         send(reader.schema)
         held = 0
-        for batch in reader:
+        for batch in _batches(reader):
             held += batch.nbytes
             _check_result_size(held, budget, memory_limit)
             send(batch)
 
     schema, *batches = _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit))
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+    """The batches of ``reader``. A DuckDB error met while the result streams (a failing ``error()``, an
+    allocation past the cap in its Arrow conversion) comes out of Arrow's stream interface as Arrow's exception (an
+    ``OSError`` whose text is DuckDB's whole message, several lines): it is raised as DuckDB's own type again, for
+    :func:`_run` to say in one line."""
+    import pyarrow as pa
+
+    batches = iter(reader)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as exc:
+            text = str(exc)
+            if isinstance(exc, MemoryError) or text.startswith("Out of Memory Error"):
+                raise engine.OutOfMemoryException(text) from None
+            raise engine.Error(text) from None
+        yield batch
 
 
 def _as_text(rel: Any, kind_of: Callable[[Any], str]) -> Any:

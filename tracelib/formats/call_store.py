@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 from polars.io.plugins import register_io_source
 
+from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.bursts import (columns_of_messages, message_ends, message_rows, packed_thread_keys,
                                                 placed_rows, with_message_columns)
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
@@ -20,7 +21,7 @@ from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_col
 #: read back, issue 27); beyond it every call held so far and after goes to the folder
 HOLD_BYTES = 256 * 1024 * 1024
 #: once a trace has spilled, the calls added since are written as a part when they hold this many bytes
-SPILL_PART_BYTES = 32 * 1024 * 1024
+SPILL_PART_BYTES = 8 * 1024 * 1024
 
 
 class CallStore:
@@ -106,10 +107,15 @@ class CallStore:
             return pl.LazyFrame(schema=schema)
         if self._files:  # the calls still held go too: the messages are placed with less in memory
             self._spill()
+            release_free_heap()  # what streaming freed, before the placing allocates (a big trace: it spilled)
         rows = placed_rows(*self._spans(), messages)
+        if self._files:
+            release_free_heap()  # what placing them freed
         self.message_ends = message_ends(pl.concat(self._parts(["call_seq", "comm"])), rows)
         placed = _PlacedMessages(messages, rows[0], rows[1])
         del rows
+        if self._files:
+            release_free_heap()
 
         def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
                    _batch_size: int | None) -> Iterator[pl.DataFrame]:

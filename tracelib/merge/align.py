@@ -67,6 +67,7 @@ import polars as pl
 from numba import njit, prange
 
 from synthtrace.tracelib.merge.anchors import force_pairs, key_pairs, key_repair
+from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.message_graph import (
     MESSAGE_COLUMNS, Ends, agreement, bracketed, disagreeing, ends, follow_messages, logical_ends, message_ends)
@@ -79,6 +80,11 @@ from synthtrace.tracelib.thread_key import thread_key
 OPEN_ONLY = ("bytes_sent", "comm", "tag", "n_messages", "mpi_call")
 SIG_SEED = 0x5EED_5167  # seed of the signature hashes (stable within one Polars version, hashes are never stored)
 _INF = 1e300
+#: the blocking completion calls, and the loose signature every burst one of them closes has in the kernels
+WAIT_CALLS: tuple[str, ...] = calls_with(roles=("wait",))
+WAIT_LSIG = np.int64(0x5A17_C1A5)
+#: the calls that receive one message and return with it (MPI_Recv, MPI_Sendrecv, ...)
+BLOCKING_RECEIVES: tuple[str, ...] = calls_with(roles=("recv", "sendrecv"), blocking=True)
 # the weights of AlignConfig as the compiled kernels get them: one float64 array, read by these indices (compile-time
 # constants to Numba, so a named read costs what prm[8] did)
 (P_BONUS, P_W_PEER, P_W_FEAT, P_W_DUR, P_W_POS, P_REJ_FEAT, P_REJ_DUR, P_TRIM_TOL, P_W_SUB, P_SUB_FEAT,
@@ -234,11 +240,12 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     call alone), osig (UInt64 hash of the message that opened the burst: the opening call's partner and the bytes
     it received, whatever call received it (the first receive of an ``MPI_ANY_SOURCE`` round may sit at another
     call site than the others), when that call has a partner; else the ``osig`` the previous burst got from its own
-    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), smsg / rmsg / schan / rchan (the message
-    the burst sends and receives, and their channels: :func:`synthtrace.tracelib.merge.message_graph.message_ends`),
-    ``repeat`` (a burst closed by a completion or polling call
-    that also closed the burst before it: one unit with it), host (the row of the master burst whose epoch holds
-    a worker thread's burst, -1 for other rows: :func:`synthtrace.tracelib.merge.pieces.host_rows`), ldur
+    opening call if that burst lasted less than ``carry_ns``; 0 otherwise), rsite / rline (UInt64 hash of the
+    blocking receive that opened the burst: its call, site and communicator, and with the sender; 0 otherwise),
+    smsg / rmsg / schan / rchan (the message the burst sends and receives, and their channels:
+    :func:`synthtrace.tracelib.merge.message_graph.message_ends`), ``repeat`` (a burst closed by a completion or
+    polling call that also closed the burst before it: one unit with it), host (the row of the master burst whose
+    epoch holds a worker thread's burst, -1 for other rows: :func:`synthtrace.tracelib.merge.pieces.host_rows`), ldur
     (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN
     when not recorded) for each of ``features``.
     """
@@ -298,6 +305,12 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         pl.when(pl.col("open_peer").is_not_null())
         .then(pl.struct("open_peer", "open_bytes").hash(SIG_SEED).replace(0, 1)).otherwise(0)
         .cast(pl.UInt64).alias("osig"),
+        # the blocking receive that opened the burst: its call site and communicator (rsite), and with the sender
+        # (rline); 0 = none
+        *[pl.when(pl.col("open_mpi_call").is_in(list(BLOCKING_RECEIVES)).fill_null(False)
+                  & pl.col("open_peer").is_not_null() & (pl.col("open_bytes").fill_null(0) > 0))
+          .then(pl.struct("open_call", "open_comm", *extra).hash(SIG_SEED).replace(0, 1)).otherwise(0)
+          .cast(pl.UInt64).alias(name) for name, extra in (("rsite", ()), ("rline", ("open_peer",)))],
     )
     # the messages a burst sends (its closing call) and receives (its opening call): message_graph
     if messages is not None:  # the run's logical messages: every end named exactly, whatever the timing
@@ -891,7 +904,11 @@ def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
              if features else np.zeros((t.height, 0)))
     return (
         t.get_column("sig").to_numpy().view(np.int64),
-        t.get_column("lsig").to_numpy().view(np.int64),
+        # which wait a program makes follows arrival (an MPI_Waitany for a face still missing, then the MPI_Waitall;
+        # or the MPI_Waitall alone when every face came during the overlap): the bursts a wait closes pair whichever
+        # wait it is, an exact signature costs less (w_peer)
+        np.where(t.get_column("mpi_call").is_in(list(WAIT_CALLS)).fill_null(False).to_numpy(), WAIT_LSIG,
+                 t.get_column("lsig").to_numpy().view(np.int64)),
         t.get_column("osig").to_numpy().view(np.int64),
         np.ascontiguousarray(feats),
         t.get_column("ldur").to_numpy().astype(np.float64),
@@ -943,7 +960,9 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     when not checked) and msg_misaligned (the burst's thread disagrees with its partners' messages both ways), see
     :mod:`synthtrace.tracelib.merge.message_graph`, and msg_consistent (the nearest checked messages before and after
     the burst on its thread, itself included, have their ends matched to one message each: :func:`bracketed`; NULL
-    when unmatched or none is checked). With ``config.message_graph``, a thread whose matches disagree with
+    when unmatched or none is checked), ambiguous_span (an iteration span whose place the data cannot tell) and
+    message_absent (unmatched: the burst works on an arrived message the other run lacks, :func:`anchors.orphans`).
+    With ``config.message_graph``, a thread whose matches disagree with
     its partners' is re-aligned on the pairs their messages imply (:func:`message_graph.follow_messages`).
     """
     timing_only = len(features) == 0
@@ -1049,6 +1068,18 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         take = ((now < 0) | (cost <= _behaviour_cost(ai, np.maximum(now, 0), ref_side, oth_side, prm))) & (
             (held < 0) | (cost <= _behaviour_cost(np.maximum(held, 0), aj, ref_side, oth_side, prm)))
         out = force_pairs(out, ai[take], aj[take])
+    if config.anchors and config.arrival:  # the work on a message the other run lacks has no counterpart
+        r_orphan, o_orphan = kp.orphan_ref[r_rows], kp.orphan_other[o_rows]
+        held = out >= 0
+        held[held] = r_orphan[held] | o_orphan[out[held]]
+        out[held] = -1
+    lined = np.zeros(ref.height, np.bool_)
+    if config.anchors:  # the k-th message from a site's one sender is the k-th receive: structure alone names it
+        li, lj = kp.line_ref, kp.line_other
+        inside = (r_pos[li] >= 0) & (o_pos[lj] >= 0) & (r_it[li] == o_it[lj])
+        li, lj = li[inside], lj[inside]
+        out = force_pairs(out, r_pos[li], o_pos[lj])
+        lined[li] = True
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
     rp_all = np.zeros(ref.height)
@@ -1056,10 +1087,10 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     op_all = np.zeros(other.height)
     op_all[o_rows] = op
     hosted = _through_hosts(ref, other, other_row)
-    named = np.zeros(ref.height, np.bool_)
+    named = lined.copy()  # scored but kept whatever their behaviour
     if hosted is not None:  # worker threads' units: their master's match, no position term
         other_row = hosted
-        named = ref.get_column("host").to_numpy() >= 0
+        named |= ref.get_column("host").to_numpy() >= 0
         rp_all[named] = 0.0
         op_all[other.get_column("host").to_numpy() >= 0] = 0.0
     score, same = _score_kernel(other_row, Side(*ref_arrays[:5], rp_all, ref_arrays[7]),
@@ -1089,4 +1120,6 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         bracketed(r_tid, agree, hit),
         # [helper merge-iter] the burst lies in an iteration span one run has more of, whose place the data cannot
         # tell (anchors.KeyPairs.undecidable): its partner is one of several interchangeable bursts
-        pl.Series("ambiguous_span", kp.undecidable, pl.Boolean))
+        pl.Series("ambiguous_span", kp.undecidable, pl.Boolean),
+        # the burst works on an arrived message the other run does not have (anchors.orphans): no counterpart
+        pl.Series("message_absent", kp.orphan_ref & ~hit, pl.Boolean))

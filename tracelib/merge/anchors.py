@@ -71,15 +71,21 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
                    (pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)).any().alias("_recv"))
               .join(other.group_by("_tid", pl.col("csig").alias("sig")).agg(pl.len().alias("m")), on=["_tid", "sig"]))
     counts = counts.filter((pl.col("n") >= 2) & (pl.col("m") >= 2))
-    # the count shared by most calls of long bursts is the number of iterations (a polling call, whose bursts are
-    # mostly short, never chooses); ties: counts equal in both runs, then more iterations
-    per_count = (counts.filter(pl.col("d") >= CLOCK_MIN_NS)
-                 .group_by("_tid", "n").agg(pl.len().alias("k"), (pl.col("n") - pl.col("m")).abs().min().alias("_dm"))
-                 .sort("_tid", "k", "_dm", "n", descending=[False, True, False, True]).unique("_tid", keep="first")
-                 .select("_tid", pl.col("n").alias("_n_iter")))
-    return (counts.join(per_count, on="_tid").filter(pl.col("n") == pl.col("_n_iter"))
-            .sort("_tid", (pl.col("n") - pl.col("m")).abs(), "_recv", "d", "sig",
-                  descending=[False, False, False, True, False])
+    # the calls made once per iteration are made as often as each other in the reference (n) and in the other run
+    # (m): the (n, m) shared by most calls is the number of iterations. A call whose partner or size follows the
+    # arrival order (a reply to whoever sent, a size that carries a task index) is made a count of times that
+    # differs from run to run, so such calls scatter over many (n, m) and do not outvote the iteration's calls
+    # (which, in a task farm, are often short: a Bcast, a first receive, a stop message). Ties: counts equal in
+    # both runs, long bursts, more iterations
+    per_count = (counts.group_by("_tid", "n", "m")
+                 .agg(pl.len().alias("k"), (pl.col("d") >= CLOCK_MIN_NS).sum().alias("_kl"))
+                 .sort("_tid", "k", (pl.col("n") - pl.col("m")).abs(), "_kl", "n",
+                       descending=[False, True, False, True, True])
+                 .unique("_tid", keep="first")
+                 .select("_tid", pl.col("n").alias("_n_iter"), pl.col("m").alias("_m_iter")))
+    return (counts.join(per_count, on="_tid").filter((pl.col("n") == pl.col("_n_iter"))
+                                                      & (pl.col("m") == pl.col("_m_iter")))
+            .sort("_tid", "_recv", "d", "sig", descending=[False, False, True, False])
             .unique("_tid", keep="first").select("_tid", pl.col("sig").alias("_clock")))
 
 
@@ -296,6 +302,10 @@ class KeyPairs(NamedTuple):
     arrival_ref: np.ndarray  # reference rows of the arrival pairs (:func:`arrival_pairs`)
     arrival_other: np.ndarray  # their other rows
     undecidable: np.ndarray  # bool per reference row: in an iteration span whose counterpart the data cannot place
+    line_ref: np.ndarray  # reference rows of the line pairs (:func:`line_pairs`)
+    line_other: np.ndarray  # their other rows
+    orphan_ref: np.ndarray  # bool per reference row: works on an arrived message the other run lacks (:func:`orphans`)
+    orphan_other: np.ndarray  # bool per other row: idem, a message the reference lacks
 
 
 def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], reject: tuple[float, float],
@@ -360,7 +370,38 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
     ai, aj = arrival_pairs(ref, other, rk, ok)
     plausible = _plausible(ref, other, ai, aj, features, *substitute)  # one message's work: alike in both runs
-    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it, ai[plausible], aj[plausible], undecidable)
+    li, lj = line_pairs(rk, ok, ref, other)
+    return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it, ai[plausible], aj[plausible], undecidable, li, lj,
+                    *orphans(ref, other, rk, ok))
+
+
+def line_pairs(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame,
+               other: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(reference rows, other rows) of the bursts opened by the k-th receive of an iteration at a receive site that
+    hears from one sender only, in both runs (``rsite`` / ``rline`` of
+    :func:`synthtrace.tracelib.merge.align.sequence_table`; ``rk`` / ``ok``: the runs' logical keys, the other's
+    iterations in the reference's numbering). MPI delivers one sender's messages to a receive in the order they
+    were sent (non-overtaking), so there the k-th receive of the iteration is the k-th message whatever the
+    timing: its place in the call sequence and its message name the same burst, and behaviour has nothing to
+    decide. A task farm's worker is the case: how many tasks it gets in an iteration, and which, follows arrival,
+    so its k-th task in one run may be work of another size than in the other; it is still the burst of that
+    message (the logical identity). The bursts are ranked per call that closes them too: the message that ends
+    the loop (a stop message from the same sender at the same site) opens other work than a task, and a worker
+    with one task fewer gets its stop message as the k-th."""
+    lines = []
+    for k, t in ((rk, ref), (ok, other)):
+        r = k.select("_tid", "_it", "_row", *[pl.Series(c, t.get_column(c)) for c in ("rsite", "rline", "lsig")])
+        lines.append(r.filter(pl.col("rsite") != 0))
+    # sites that hear from one sender in each run, the same one
+    one = [x.group_by("_tid", "rsite").agg(pl.col("rline").n_unique().alias("_n"), pl.col("rline").first())
+           .filter(pl.col("_n") == 1).drop("_n") for x in lines]
+    one = one[0].join(one[1], on=["_tid", "rsite", "rline"]).select("_tid", "rline")
+    on = ["_tid", "_it", "rline", "lsig", "_lrank"]
+    r, o = (x.join(one, on=["_tid", "rline"]).filter(pl.col("_it").is_not_null() & (pl.col("_it") >= 0))
+            .sort("_row") for x in lines)
+    r, o = (x.with_columns(pl.Series("_lrank", rank_within(x.select("_tid", "_it", "rline", "lsig")), pl.Int64))
+            for x in (r, o))
+    return _join_pairs(r, o, on)
 
 
 def arrival_pairs(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame,
@@ -388,16 +429,47 @@ def arrival_pairs(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame,
             .filter(pl.col("len") == pl.col("len_right")).select("_tid", "achan"))
     named = [n.join(same, on=["_tid", "achan"]) for n in named]
     ni, nj = _join_pairs(*named, ["_tid", "amsg"])
-    on = ["_tid", "_it", "achan", "_arank"]
-    ra, oa = (k.select("_tid", "_it", "_row", pl.Series("achan", t.get_column("achan"))).filter(pl.col("achan") != 0)
-              for k, t in ((rk, ref), (ok, other)))
-    ra, oa = (a.with_columns(pl.Series("_arank", rank_within(a.select("_tid", "_it", "achan")), pl.Int64))
-              for a in (ra, oa))
-    ci, cj = _join_pairs(ra, oa, on)
+    ra, oa = _arrivals(ref, rk), _arrivals(other, ok)
+    ci, cj = _join_pairs(ra, oa, ARRIVAL)
     free = ~np.isin(ci, ni) & ~np.isin(cj, nj)
     ri, oj = np.r_[ni, ci[free]], np.r_[nj, cj[free]]
     order = np.argsort(ri, kind="stable")
     return ri[order], oj[order]
+
+
+#: an arrived message in an iteration: its channel and its rank on the channel in the iteration
+ARRIVAL = ["_tid", "_it", "achan", "_arank"]
+
+
+def _arrivals(t: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``t`` opened by a call that completed one message (``achan`` != 0) with their ``ARRIVAL`` key
+    (``keys``: the run's logical keys, iterations in the reference's numbering)."""
+    a = (keys.select("_tid", "_it", "_row", *[pl.Series(c, t.get_column(c)) for c in ("achan", "amsg")])
+         .filter(pl.col("achan") != 0))
+    return a.with_columns(pl.Series("_arank", rank_within(a.select("_tid", "_it", "achan")), pl.Int64))
+
+
+def orphans(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame,
+            ok: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Bool per reference row and per other row: the burst works on an arrived message that the other run does not
+    have, a message of a channel (``achan``) that both runs use in that iteration, but fewer times in the other.
+    A deterministic program sends the same messages in every run; a task farm does not: which worker takes how
+    many tasks follows arrival, so the master gets a fourth result from one worker in one run and from another
+    in the other. The work on such a message has no counterpart (the other run's burst at that place works on
+    another message). A message the other run names too (``amsg``: channel and k over the run) is no orphan: a
+    rank that ran ahead had its next message received one iteration early there."""
+    ra, oa = _arrivals(ref, rk), _arrivals(other, ok)
+    both = (ra.select("_tid", "_it", "achan").unique()
+            .join(oa.select("_tid", "_it", "achan").unique(), on=["_tid", "_it", "achan"]))
+    out = []
+    for mine, theirs, height in ((ra, oa, ref.height), (oa, ra, other.height)):
+        rows = (mine.join(both, on=["_tid", "_it", "achan"]).join(theirs.select(ARRIVAL), on=ARRIVAL, how="anti")
+                .join(theirs.select("_tid", "amsg"), on=["_tid", "amsg"], how="anti")
+                .get_column("_row").to_numpy())
+        mask = np.zeros(height, bool)
+        mask[rows] = True
+        out.append(mask)
+    return out[0], out[1]
 
 
 def force_pairs(out: np.ndarray, ri: np.ndarray, oj: np.ndarray) -> np.ndarray:

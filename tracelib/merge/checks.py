@@ -31,8 +31,9 @@ counters both runs recorded:
   receive is named by the trace's records (Paraver's physical receive time is the exit of the call that
   completed it; a receive recorded in its completing call, as Score-P does, names it by its time), never by
   position: the logical messages' ``c_call_seq``, the identity the aligner uses too. A matched pair whose two
-  bursts were opened by the completion of messages of no common channel (appl, comm, sender, receiver, tag) pairs
-  the work on one message with the work on another (``merge_matches.msg_mismatch``);
+  bursts were opened by the completion of other sets of channels (appl, comm, sender, receiver, tag: none in
+  common, or one run completed the reference burst's messages by several calls and the match is the work after
+  one of them) pairs the work on some messages with the work on others (``merge_matches.msg_mismatch``);
 - **message agreement** (:mod:`synthtrace.tracelib.merge.message_graph`): ``msg_agreement`` is the share of the
   reference run's messages, among those whose two ends are matched and named in both runs, whose ends are matched
   to the two ends of one message of the other run; ``msg_misaligned`` counts the threads that disagree with their
@@ -159,7 +160,7 @@ class PairSignals:
     msg_misaligned: int
     inconsistent: int = 0  # long matched pairs whose logical messages before or after disagree (ambiguous span)
     checked: int = 0  # long matched pairs with a checked message before or after them
-    opened_other: int = 0  # long matched pairs opened by the completion of messages of no common channel
+    opened_other: int = 0  # long matched pairs opened by the completion of other sets of channels
     opened_checked: int = 0  # long matched pairs whose two bursts were both opened by completed messages
     long_matched: int = 0  # long matched pairs
     opened_example: str = ""  # one such pair, in words (the reason's example)
@@ -299,9 +300,9 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
                        other_bursts: pl.DataFrame, ref_work: pl.Series, other_work: pl.Series,
                        tolerance: float = POSITION_BY_WORK) -> pl.DataFrame:
     """Per reference burst (rows of ``matches``, in order): ``opened_checked`` (both bursts of the pair were opened by
-    completed messages: :func:`opened_by`) and ``opened_other`` (those messages share no channel, and the message
-    identity is not outvoted by work; NULL when not checked); ``opened_what``: the two channels in words where they
-    differ.
+    completed messages: :func:`opened_by`) and ``opened_other`` (those messages are another set of channels, and the
+    message identity is not outvoted by work; NULL when not checked); ``opened_what``: the two sets' senders in words
+    where they differ.
 
     The other run's burst opened by the reference burst's own logical message (channel, k) at the same call site is
     its **twin**: the burst a match following the message would have taken. Whether the work after such a call
@@ -330,12 +331,23 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
     o = other_opened.rename({k: f"o_{k}" for k in bk}).join(pairs, on=[f"o_{k}" for k in bk]).select(
         "_i", *[pl.col(k).alias(f"o_{k}") for k in chan])
     both = r.select("_i").unique().join(o.select("_i").unique(), on="_i")
-    common = r.join(o, left_on=["_i", *chan], right_on=["_i", *[f"o_{k}" for k in chan]]).select("_i").unique()
-    # the twins of the pairs opened by messages of no common channel, and the work of both candidates
-    differ = both.join(common, on="_i", how="anti")
+    # the pairs whose two bursts work on the same set of channels (the set a completion call returned)
+    r_set, o_set = r.select("_i", *chan).unique(), o.select("_i", *[f"o_{k}" for k in chan]).unique()
+    n_common = (r_set.join(o_set, left_on=["_i", *chan], right_on=["_i", *[f"o_{k}" for k in chan]])
+                .group_by("_i").agg(pl.len().alias("_nc")))
+    same = (r_set.group_by("_i").agg(pl.len().alias("_nr")).join(o_set.group_by("_i").agg(pl.len().alias("_no")),
+                                                                  on="_i")
+            .join(n_common, on="_i").filter((pl.col("_nc") == pl.col("_nr")) & (pl.col("_nc") == pl.col("_no")))
+            .select("_i"))
+    # the twins of the pairs opened by other sets of messages (none in common, or a part: the other run completed
+    # the reference burst's messages by several calls and the match took the work after one of them), and the work
+    # of both candidates; a twin is another burst than the match itself
+    differ = both.join(same, on="_i", how="anti")
     twins = (r.join(differ, on="_i")
-             .join(other_opened.join(ow, on=bk).select(*chan, "k", "site", pl.col("_ow").alias("_tw")),
+             .join(other_opened.join(ow.with_row_index("_tr"), on=bk)
+                   .select(*chan, "k", "site", pl.col("_ow").alias("_tw"), pl.col("_tr").cast(pl.Int64)),
                    on=[*chan, "k", "site"], how="left")
+             .with_columns(pl.when(pl.col("_tr") != pl.col("_row")).then(pl.col("_tw")).alias("_tw"))
              .join(ow.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), pl.col("_ow").alias("_pw")),
                    on="_row", how="left")
              .group_by("_i", maintain_order=True).agg(pl.col(*THREAD_KEYS, "site", "_w", "_pw").first(),
@@ -347,10 +359,13 @@ def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, mat
                             .alias("_gain")))
     flagged = (twins.join(verdict_of_site, on=[*THREAD_KEYS, "site"])
                .filter(~(pl.col("_gain") > tolerance).fill_null(False)).select("_i"))
-    what = (r.join(o, on="_i").group_by("_i").agg(
-        pl.format("task {}'s burst after the message from task {} (tag {}) matched to the one after the message "
-                  "from task {} (tag {})", pl.col("receiver").first(), pl.col("sender").first(), pl.col("tag").first(),
-                  pl.col("o_sender").first(), pl.col("o_tag").first()).first().alias("opened_what")))
+
+    def senders(f: pl.DataFrame, col: str, name: str) -> pl.DataFrame:
+        return f.group_by("_i").agg(pl.col(col).unique().sort().cast(pl.String).str.join(", ").alias(name))
+    what = (r.group_by("_i").agg(pl.col("receiver").first())
+            .join(senders(r, "sender", "_rs"), on="_i").join(senders(o, "o_sender", "_os"), on="_i")
+            .select("_i", pl.format("task {}'s burst after the messages from task(s) {} matched to the one after "
+                                    "those from task(s) {}", "receiver", "_rs", "_os").alias("opened_what")))
     flags = (both.with_columns(pl.lit(True).alias("opened_checked"),
                                pl.col("_i").is_in(flagged.get_column("_i").implode()).alias("opened_other"))
              .join(what, on="_i", how="left"))
@@ -381,7 +396,10 @@ def unpaired(matches: pl.DataFrame, other_bursts: pl.DataFrame, long_ref: pl.Ser
     ok = (p >= 0) & (n >= 0) & (n > p)
     gap = np.zeros(p.size, bool)
     gap[ok] = before[n[ok]] - before[p[ok] + 1] > 0
-    return int((row.is_null().to_numpy() & long_ref.to_numpy() & gap).sum())
+    # [helper merge-hub] a burst on an arrived message the other run lacks (a task farm's) has no partner to make
+    absent = (matches.get_column("message_absent").fill_null(False).to_numpy() if "message_absent" in matches.columns
+              else np.zeros(p.size, bool))
+    return int((row.is_null().to_numpy() & long_ref.to_numpy() & gap & ~absent).sum())
 
 
 def arrival_tolerant(ref_seq: pl.DataFrame, other_seq: pl.DataFrame, matches: pl.DataFrame) -> list[pl.Series]:
@@ -431,7 +449,7 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
     misfit, coverage_long, work_shift = sig.misfit, sig.coverage_long, sig.work_shift
     spans = sig.inconsistent / sig.checked if sig.checked else 0.0
     opened = sig.opened_other / sig.long_matched if sig.long_matched else 0.0
-    opened_why = (f"{sig.opened_other} matched bursts >= 10 us ({opened:.1%}) work on another message than their "
+    opened_why = (f"{sig.opened_other} matched bursts >= 10 us ({opened:.1%}) work on other messages than their "
                   f"match (e.g. {sig.opened_example}): the runs' messages arrived in another order and the match "
                   "followed the call order; their values are another burst's (merge_matches.msg_mismatch)")
     if misfit is not None and misfit > BAD_MISFIT:

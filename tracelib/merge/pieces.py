@@ -181,7 +181,7 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
     safe = pl.Series(np.where(hit, row, 0))
     gone = np.flatnonzero(~hit)
     per_unit = unit_matches.select("match_score", "same_sig", "same_iter", "msg_agree", "msg_misaligned",
-                                   "msg_consistent", "ambiguous_span")[u]  # [helper merge-iter] ambiguous_span
+                                   "msg_consistent", "ambiguous_span", "message_absent")[u]
     matches = ref_bursts.select(*THREAD_KEYS, "burst_seq").with_columns(
         source.get_column("burst_seq").gather(safe).scatter(gone, None).alias("other_seq"),
         pl.Series("other_row", row, pl.Int64).scatter(gone, None), *per_unit.get_columns())
