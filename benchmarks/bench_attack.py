@@ -343,9 +343,10 @@ def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------- queries
-def _run_churn(root: Path, stop_after_s: float) -> None:
+def _run_churn(root: Path, stop_after_s: float, pause_s: float = 0.05) -> None:
     """In a forked child: add a copy of the warehouse's run under a second id, remove it, and replace the first
-    run by a new copy of itself (new files, same content), again and again."""
+    run by a new copy of itself (new files, same content), again and again, pausing up to ``pause_s`` seconds
+    (uniformly drawn) after each add and each replace."""
     from synthtrace.warehouse.layout import Warehouse
 
     wh = Warehouse(root)
@@ -354,14 +355,14 @@ def _run_churn(root: Path, stop_after_s: float) -> None:
     while time.monotonic() < end:
         with wh.staged(wh.run_dir("copy0000deadbeef")) as stage:
             shutil.copytree(src, stage, dirs_exist_ok=True)
-        time.sleep(rnd.uniform(0.0, 0.05))  # the second run stays a moment
+        time.sleep(rnd.uniform(0.0, pause_s))  # the second run stays a moment
         wh.remove(wh.run_dir("copy0000deadbeef"))
         with wh.staged(src, replace=True) as stage:
             shutil.copytree(src, stage, dirs_exist_ok=True)
-        time.sleep(rnd.uniform(0.0, 0.05))
+        time.sleep(rnd.uniform(0.0, pause_s))
 
 
-def query_family(base: Path, n: int, by_path: bool = False) -> dict:
+def query_family(base: Path, n: int, by_path: bool = False, pause_s: float = 0.05) -> dict:
     """``n`` queries from two threads during the churn of :func:`_run_churn`. ``by_path``: the warehouse's
     ``.staging`` is a link (to a folder on the same file system), so queries cannot take links and bind the files by
     path (as without write access to it) while the writer still commits; a query may then be refused with one line
@@ -381,12 +382,13 @@ def query_family(base: Path, n: int, by_path: bool = False) -> dict:
         wh.staging_dir.symlink_to(base / "staging-elsewhere")
     one = query_rows(wh, _COUNTS)[1][0]
     whole = {one, tuple(2 * v for v in one)}
-    out = {"queries": 0, "two_runs_seen": 0, "refused": 0, "violations": [], "one_run": list(one)}
+    out = {"queries": 0, "two_runs_seen": 0, "refused": 0, "violations": [], "one_run": list(one),
+           "churn_pause_s": pause_s}
     lock = threading.Lock()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
-            _run_churn(root, 3600)
+            _run_churn(root, 3600, pause_s)
         finally:
             os._exit(0)
 
@@ -617,6 +619,8 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=0)
     ap.add_argument("--queries-by-path", type=int, default=0,
                     help="the query family with .staging a link: queries bind by path")
+    ap.add_argument("--churn-pause-s", type=float, default=0.05,
+                    help="--queries-by-path: the writer pauses up to this long after each change")
     ap.add_argument("--sql", action="store_true", help="the hostile statements of SQL_CASES")
     ap.add_argument("--sql-part", default="1/1", help="K/N: the K-th of N interleaved shares of the statements")
     ap.add_argument("--snapshot-runs", type=int, default=0, help="time a query's file snapshot over N runs")
@@ -639,7 +643,8 @@ def main() -> int:
                 _otf2_cases(base, args.otf2, rnd, args.fresh_share), args.case_timeout_s)),
             ("kills", args.kills, lambda: kill_family(base, args.kills, rnd)),
             ("queries", args.queries, lambda: query_family(base, args.queries)),
-            ("queries_by_path", args.queries_by_path, lambda: query_family(base, args.queries_by_path, True)),
+            ("queries_by_path", args.queries_by_path, lambda: query_family(base, args.queries_by_path, True,
+                                                                           args.churn_pause_s)),
             ("sql", args.sql, lambda: sql_family(base, tuple(map(int, args.sql_part.split("/"))))),
             ("snapshot", args.snapshot_runs, lambda: snapshot_cost(base, args.snapshot_runs)),
         ):
@@ -675,7 +680,8 @@ def write_report(store: Path, out: Path) -> None:
     chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
-        f = fam.setdefault(c["family"], {"chunks": 0, "seconds": 0.0, "violations": [], "peak_mb": 0, "loads": []})
+        key = c["family"] + (f"@{c.get('churn_pause_s', 0.05)}" if c["family"] == "queries_by_path" else "")
+        f = fam.setdefault(key, {"chunks": 0, "seconds": 0.0, "violations": [], "peak_mb": 0, "loads": []})
         f["chunks"] += 1
         f["seconds"] += c["seconds"]
         f["violations"] += c["violations"]
@@ -712,10 +718,12 @@ def write_report(store: Path, out: Path) -> None:
     if (q := fam.get("queries")) is not None:
         lines.append(f"| queries during runs add/rm/replace | {q['queries']} ({q['two_runs_seen']} saw 2 runs) | | | "
                      f"{len(q['violations'])} | | {q['seconds']:.0f} |")
-    if (q := fam.get("queries_by_path")) is not None:
-        lines.append(f"| queries during runs add/rm/replace, bound by path (no links: `.staging` a link) | "
-                     f"{q['queries']} ({q['two_runs_seen']} saw 2 runs, {q['refused']} refused with one line after "
-                     f"repeated changes) | | | {len(q['violations'])} | | {q['seconds']:.0f} |")
+    for key in sorted(k for k in fam if k.startswith("queries_by_path@")):
+        q, pause = fam[key], key.split("@")[1]
+        lines.append(f"| queries bound by path (no links: `.staging` a link) during runs add/rm/replace, the writer "
+                     f"pausing up to {pause} s after each change | {q['queries']} ({q['two_runs_seen']} saw 2 runs, "
+                     f"{q['refused']} refused with one line after repeated changes) | | | {len(q['violations'])} | | "
+                     f"{q['seconds']:.0f} |")
     if (s := fam.get("sql")) is not None:
         lines.append(f"| hostile `sql` statements x formats (--memory-limit {SQL_MEMORY_LIMIT}, --timeout "
                      f"{SQL_TIMEOUT_S}) | {s['cases']} | {s['exit0']} | {s['exit2']} | {len(s['violations'])} | "

@@ -136,3 +136,29 @@ def test_the_attempts_of_a_query_bound_by_path_share_its_time_limit(three_runs, 
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "query stopped after 1.2 s (its time limit" in err
     assert (tmp_path / "calls").read_text().count("connect") < 5
+
+
+_FEW_DESCRIPTORS = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))  # a batch job's `ulimit -n 64`, hard
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.sql import query_rows
+wh = Warehouse(sys.argv[1])
+print(runs_table(wh).height, query_rows(wh, "SELECT count(*) FROM runs")[1][0][0])
+"""
+
+
+def test_a_warehouse_with_more_runs_than_descriptors_is_read_by_path(tmp_path):
+    """A read without links held every run folder open: past the descriptors a process may open (80 runs under
+    `ulimit -n 64`) every read of the warehouse was refused ('too many folders to hold open'). The folders it cannot
+    hold are now known by their identity (inode and times)."""
+    import subprocess
+    import sys
+
+    wh = warehouse_with_runs(tmp_path / "wh", 80)
+    shutil.rmtree(wh.staging_dir)
+    out = subprocess.run([sys.executable, "-c", _FEW_DESCRIPTORS, str(wh.root)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["80", "80"]

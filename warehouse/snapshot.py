@@ -76,7 +76,8 @@ class Snapshot:
     by_path: bool = False
     links: Path | None = None
     _origin: dict[str, str] = field(default_factory=dict)  # link name -> path below the warehouse root
-    _held: dict[tuple[str, ...], int] = field(default_factory=dict)  # by path: folder (2 parts) -> its descriptor
+    #: by path: folder (2 parts) -> its descriptor, or its identity when too many to hold (see :func:`_hold_units`)
+    _held: dict[tuple[str, ...], int | tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def originals(self) -> list[str]:
@@ -97,14 +98,14 @@ class Snapshot:
             return False
         units = {Path(f).relative_to(self.root).parts[:2] for files in self.files.values() for f in files}
         for unit in units:
-            if (fd := self._held.get(unit)) is None:
+            if (held := self._held.get(unit)) is None:
                 return True
             try:
                 now = os.lstat(self.root.joinpath(*unit))
             except FileNotFoundError:
                 return True
-            held = os.fstat(fd)
-            if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            if _identity(now, exact=isinstance(held, int)) != (
+                    _identity(os.fstat(held), exact=True) if isinstance(held, int) else held):
                 return True
         return False
 
@@ -154,7 +155,8 @@ def pinned(wh: Warehouse, views: Iterable[str]) -> Iterator[Snapshot]:
         if snap.links is not None:
             shutil.rmtree(snap.links, ignore_errors=True)
         for fd in snap._held.values():
-            os.close(fd)
+            if isinstance(fd, int):
+                os.close(fd)
         snap._held.clear()
 
 
@@ -190,10 +192,14 @@ def _bind_by_path(snap: Snapshot, wh: Warehouse, views: list[str]) -> None:
         raise SnapshotChanged(f"{wh.root}: changed while it was listed") from None
 
 
-def _hold_units(root: Path, views: list[str]) -> dict[tuple[str, ...], int]:
-    """A descriptor of each entry of the warehouse's top folders that the patterns of ``views`` name at their
-    second level (``runs/<id>``, ``experiments/<name>``, ``regressions/<file>``), keyed by its two path parts."""
-    held: dict[tuple[str, ...], int] = {}
+def _hold_units(root: Path, views: list[str]) -> dict[tuple[str, ...], int | tuple[int, ...]]:
+    """Each entry of the warehouse's top folders that the patterns of ``views`` name at their second level
+    (``runs/<id>``, ``experiments/<name>``, ``regressions/<file>``), keyed by its two path parts: held by an
+    ``O_PATH`` descriptor (exact: its inode cannot be reused while held) while at most half of the descriptors this
+    process may open go to it (the soft limit raised to the hard one first when needed), else known by its identity
+    (device, inode, change and modification times: a version replaced in the same clock tick by one reusing its inode
+    number would pass unseen)."""
+    held: dict[tuple[str, ...], int | tuple[int, ...]] = {}
     try:
         for top, pattern in dict.fromkeys(tuple(VIEW_FILES[v].split("/")[:2]) for v in views):
             try:
@@ -203,36 +209,55 @@ def _hold_units(root: Path, views: list[str]) -> dict[tuple[str, ...], int]:
                     continue
                 raise
             try:
-                for name in fnmatch.filter(os.listdir(top_fd), pattern):
-                    if (top, name) not in held and (fd := _hold(name, top_fd, root / top)) is not None:
-                        held[(top, name)] = fd
+                names = fnmatch.filter(os.listdir(top_fd), pattern)
+                budget = _descriptor_budget(len(held) + len(names))
+                for name in names:
+                    if (top, name) not in held and (unit := _hold(name, top_fd, budget > 0)) is not None:
+                        held[(top, name)] = unit
+                        budget -= isinstance(unit, int)
             finally:
                 os.close(top_fd)
     except BaseException:
-        for fd in held.values():
-            os.close(fd)
+        for unit in held.values():
+            if isinstance(unit, int):
+                os.close(unit)
         raise
     return held
 
 
-def _hold(name: str, dir_fd: int, where: Path) -> int | None:
-    """An ``O_PATH`` descriptor of ``name`` in ``dir_fd`` (None when gone meanwhile); the soft limit of open
-    descriptors is raised to the hard one when a large warehouse needs it, else one line."""
-    for _ in range(2):
-        try:
-            return os.open(name, _HOLD_FLAGS, dir_fd=dir_fd)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            if exc.errno != errno.EMFILE or soft == hard:
-                if exc.errno == errno.EMFILE:
-                    raise WarehouseError(f"{where}: too many folders to hold open for a read without write access "
-                                         f"to the warehouse's .staging (limit {soft} descriptors; see ulimit -n)"
-                                         ) from None
-                raise
+def _descriptor_budget(wanted: int) -> int:
+    """How many more descriptors a read may hold (half of what the process may open), the soft limit raised to
+    the hard one when ``wanted`` needs more than half of it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if wanted > soft // 2 and soft != hard:
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    return None
+            soft = hard
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:  # no /proc (not Linux)
+        open_now = 64
+    return max(0, min(soft, 1 << 20) // 2 - open_now)
+
+
+def _hold(name: str, dir_fd: int, by_descriptor: bool) -> int | tuple[int, ...] | None:
+    """``name`` in ``dir_fd`` held (an ``O_PATH`` descriptor) or known by its identity; None when gone."""
+    try:
+        if by_descriptor:
+            try:
+                return os.open(name, _HOLD_FLAGS, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+        return _identity(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), exact=False)
+    except FileNotFoundError:
+        return None
+
+
+def _identity(st: os.stat_result, *, exact: bool) -> tuple[int, ...]:
+    """What tells a folder version from another: device and inode for one held open; also its change and
+    modification times (nanoseconds) for one only looked at."""
+    return (st.st_dev, st.st_ino) if exact else (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
 
 
 def release(wh: Warehouse, pid: int) -> None:

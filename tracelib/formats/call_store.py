@@ -109,6 +109,8 @@ class CallStore:
             self._spill()
             release_free_heap()  # what streaming freed, before the placing allocates (a big trace: it spilled)
         rows = placed_rows(*self._spans(), messages)
+        if self._files:
+            release_free_heap()  # what placing them freed
         self.message_ends = message_ends(pl.concat(self._parts(["call_seq", "comm"])), rows)
         placed = _PlacedMessages(messages, rows[0], rows[1])
         del rows

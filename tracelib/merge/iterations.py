@@ -530,7 +530,7 @@ def iteration_paths(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame, other
         if not changes:
             continue
         own = {t: f for (t,), f in c.partition_by("_tid", as_dict=True).items()}
-        kinds: dict[tuple[int, int, int, int], int] = {}
+        kinds: dict[tuple[int, ...], int] = {}  # pooling groups of border bursts
         for t, p, n, m, o in g.select("_tid", "_p", "_n", "_m", "_off").iter_rows():
             k = np.arange(n)
             tc = np.full((n, w), np.nan)
