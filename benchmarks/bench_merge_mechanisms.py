@@ -364,7 +364,8 @@ def save(path: Path, label: str, new: dict, run: dict, whole: bool) -> dict:
     running at once lose nothing) and return the store. ``whole``: the run replaces the label's rows; else its
     rows replace those of the same mechanism and seed, and it is listed as a rerun of the label."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
+    lock = os.open(path.parent, os.O_RDONLY)  # the store's folder: no lock file left beside the results
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         store = json.loads(path.read_text()) if path.is_file() else {}
         entry = {} if whole else store.get(label, {})
@@ -380,6 +381,8 @@ def save(path: Path, label: str, new: dict, run: dict, whole: bool) -> dict:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(store, indent=1, default=str))
         tmp.replace(path)
+    finally:
+        os.close(lock)  # closing the descriptor releases the lock
     return store
 
 
