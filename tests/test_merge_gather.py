@@ -60,3 +60,14 @@ def test_a_task_farm_is_matched_by_its_messages(tmp_path, mechanism, seed):
     """
     o = merge_campaign(simulated(mechanism, seed, tmp_path, ranks=4, iterations=12))
     assert o.right >= 0.995 and o.verdict == "ok", (o.right, o.verdict, o.message)
+
+
+def test_a_workers_task_and_the_work_after_its_progress_report_keep_the_tasks_name(tmp_path):
+    """MPI_ANY_TAG farm, 5 ranks x 20 iterations: a worker sends a progress report half-way through every second
+    task, then its result. The half after the report is the k-th task's too (it follows the k-th message from
+    rank 0 by program order), whatever the work of the task it got in the other run: every burst >= 10 us is
+    matched to its true logical burst. Before: 99.85 % / 99.70 % (seeds 0 / 1: a worker's second half matched by
+    its work to the next task's)."""
+    for seed in (0, 1):
+        o = merge_campaign(simulated("any_tag", seed, tmp_path / str(seed), ranks=5, iterations=20))
+        assert o.right == 1.0 and o.verdict == "ok", (seed, o.right, o.verdict)

@@ -890,12 +890,13 @@ def _score_kernel(out, ref, oth, prm, peer_score, sub_score, factor, named):
 
 
 def _behaviour_cost(ri: np.ndarray, oj: np.ndarray, ref: Side, oth: Side, prm: np.ndarray) -> np.ndarray:
-    """Behaviour part of the pair cost (``w_feat`` * mean reference-counter log difference + ``w_dur`` * duration
-    log difference) of the pairs (``ri``, ``oj``) of rows of ``ref`` and ``oth``."""
+    """How far the work of the pairs (``ri``, ``oj``) of rows of ``ref`` and ``oth`` lies apart: ``w_feat`` * mean
+    reference-counter log difference where a counter is compared, else ``w_dur`` * duration log difference (the
+    counters say what work a burst did; its duration also holds the noise and the contention of its run)."""
     diff = np.abs(ref.feat[ri] - oth.feat[oj])
     known = ~np.isnan(diff)
-    feat = np.where(known.any(axis=1), np.nansum(diff, axis=1) / np.maximum(known.sum(axis=1), 1), 0.0)
-    return prm[P_W_FEAT] * feat + prm[P_W_DUR] * np.abs(ref.ldur[ri] - oth.ldur[oj])
+    feat = np.nansum(diff, axis=1) / np.maximum(known.sum(axis=1), 1)
+    return np.where(known.any(axis=1), prm[P_W_FEAT] * feat, prm[P_W_DUR] * np.abs(ref.ldur[ri] - oth.ldur[oj]))
 
 
 # --------------------------------------------------------------------------------------------- driver

@@ -369,7 +369,9 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     r_it = np.where(clocked[0], rk.get_column("_it").fill_null(-1).to_numpy(), -1)
     o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
     ai, aj = arrival_pairs(ref, other, rk, ok)
-    plausible = _plausible(ref, other, ai, aj, features, *substitute)  # one message's work: alike in both runs
+    # one message's work: alike in both runs; its duration, where counters tell the work, only within the rejection
+    # limit (a processing burst slowed by noise or a busy node)
+    plausible = _plausible(ref, other, ai, aj, features, substitute[0], reject[1] if features else substitute[1])
     li, lj = line_pairs(rk, ok, ref, other)
     return KeyPairs(ri, oj, chain, mi[keep], mj[keep], r_it, o_it, ai[plausible], aj[plausible], undecidable, li, lj,
                     *orphans(ref, other, rk, ok))
@@ -401,7 +403,38 @@ def line_pairs(rk: pl.DataFrame, ok: pl.DataFrame, ref: pl.DataFrame,
             .sort("_row") for x in lines)
     r, o = (x.with_columns(pl.Series("_lrank", rank_within(x.select("_tid", "_it", "rline", "lsig")), pl.Int64))
             for x in (r, o))
-    return _join_pairs(r, o, on)
+    ri, oj = _join_pairs(r, o, on)
+    return _following(ri, oj, ref, other)
+
+
+#: bursts after a line pair that follow it by program order (same signatures in both runs), at most
+LINE_FOLLOW = 4
+
+
+def _following(ri: np.ndarray, oj: np.ndarray, ref: pl.DataFrame,
+               other: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (``ri``, ``oj``) and the bursts that follow each in both runs up to the next receive (``rsite``):
+    the same calls in the same order after the k-th message (a progress report half-way through a task, then the
+    result) are the same logical bursts, whatever their work."""
+    r_tid, o_tid = ref.get_column("_tid").to_numpy(), other.get_column("_tid").to_numpy()
+    r_sig, o_sig = ref.get_column("sig").to_numpy(), other.get_column("sig").to_numpy()
+    r_free, o_free = ref.get_column("rsite").to_numpy() == 0, other.get_column("rsite").to_numpy() == 0
+    out_r, out_o = [ri], [oj]
+    cur_r, cur_o = ri, oj
+    for _ in range(LINE_FOLLOW):
+        nr, no = cur_r + 1, cur_o + 1
+        ok = (nr < ref.height) & (no < other.height)
+        nr, no, cur_r, cur_o = nr[ok], no[ok], cur_r[ok], cur_o[ok]
+        ok = ((r_tid[nr] == r_tid[cur_r]) & (o_tid[no] == o_tid[cur_o]) & (r_sig[nr] == o_sig[no])
+              & r_free[nr] & o_free[no])
+        cur_r, cur_o = nr[ok], no[ok]
+        if cur_r.size == 0:
+            break
+        out_r.append(cur_r)
+        out_o.append(cur_o)
+    ri, oj = np.concatenate(out_r), np.concatenate(out_o)
+    order = np.argsort(ri, kind="stable")
+    return ri[order], oj[order]
 
 
 def arrival_pairs(ref: pl.DataFrame, other: pl.DataFrame, rk: pl.DataFrame,
