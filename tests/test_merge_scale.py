@@ -42,7 +42,8 @@ def test_partitioned_merge_is_the_whole_merge(tmp_path: Path, mechanism: str) ->
     on a neighbour graph, 8 runs with counter pairs, a master and its workers (a hub: the master's alignment
     depends on every worker, two messages away from each other): merged in groups of a few tasks with their
     partners, the merged bursts, quality and provenance are those of the whole runs' merge."""
-    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=12 if mechanism != "master_worker" else 20)
+    iterations = {"master_worker": 20, "pairs8": 6}.get(mechanism, 12)  # pairs8: 8 runs, the slowest to ingest
+    wh, name = _warehouse(tmp_path, mechanism, ranks=8, iterations=iterations)
     whole = _whole(wh, name)
     exp = wh.experiment(name)
     steps: list[str] = []
