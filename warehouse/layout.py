@@ -163,10 +163,10 @@ class Warehouse:
             if pid.isdigit() and pid_alive(int(pid)):
                 continue
             try:
-                swap = json.loads(journal.read_text())
-                target, old, new = (self.root / swap[k] for k in ("target", "old", "new"))
+                target, old, new = self._journal_paths(json.loads(journal.read_text()))
             except (OSError, ValueError, KeyError, TypeError):
-                journal.unlink(missing_ok=True)  # written but cut: no rename had started (see _swap)
+                # written but cut (no rename had started, see _swap), or not one this warehouse's writers write
+                journal.unlink(missing_ok=True)
                 continue
             if not target.exists():
                 for candidate in (new, old):
@@ -175,6 +175,23 @@ class Warehouse:
                         break
             _fsync_dir(target.parent)
             journal.unlink(missing_ok=True)
+
+    def _journal_paths(self, swap: dict) -> tuple[Path, Path, Path]:
+        """A swap journal's (target, old, new), or ValueError unless they are where :meth:`_swap` puts them: the
+        target a folder inside the warehouse (``runs/<id>``, ``experiments/<name>``, ...), old and new directories
+        right inside ``.staging``. Anyone who may query may write in ``.staging`` (the query snapshots' links), so
+        a planted journal must not make the next writer rename a folder from, or to, anywhere else."""
+        rel = {k: Path(swap[k]) for k in ("target", "old", "new")}
+        for path in rel.values():
+            if path.is_absolute() or any(part in ("", ".", "..") for part in path.parts):
+                raise ValueError(f"{path}: not a path inside the warehouse")
+        if (len(rel["target"].parts) < 2 or rel["target"].parts[0] == self.staging_dir.name
+                or (self.root / rel["target"]).parent.is_symlink()):
+            raise ValueError(f"{rel['target']}: not a stored folder")
+        for k in ("old", "new"):
+            if rel[k].parent != Path(self.staging_dir.name) or (self.root / rel[k]).is_symlink():
+                raise ValueError(f"{rel[k]}: not a directory of {self.staging_dir.name}")
+        return self.root / rel["target"], self.root / rel["old"], self.root / rel["new"]
 
     @contextlib.contextmanager
     def staged(self, target: Path, *, replace: bool = False) -> Iterator[Path]:

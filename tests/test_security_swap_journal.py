@@ -1,0 +1,47 @@
+"""A swap journal in ``.staging`` (written by a writer between the two renames of a directory swap) is acted on only
+where the warehouse's own writers put its folders: ``.staging`` is writable by whoever may query (the snapshots'
+links), so a planted journal must not make the next writer move a folder from, or to, anywhere else (issue 23)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from synthtrace.warehouse.layout import Warehouse
+
+
+def _plant(wh: Warehouse, doc: dict) -> Path:
+    journal = wh.staging_dir / "x.abcd1234.999999.swap.json"  # pid 999999: a writer that is gone
+    journal.write_text(json.dumps(doc))
+    return journal
+
+
+@pytest.mark.parametrize("doc", [
+    {"target": "{out}/stolen", "old": "{out}/victim", "new": "x"},                 # absolute paths
+    {"target": "runs/stolen", "old": "../victim", "new": ".staging/none"},          # old outside the warehouse
+    {"target": "../stolen", "old": ".staging/none", "new": "../victim"},            # target and new outside
+    {"target": "runs/stolen", "old": ".staging/../../victim", "new": ".staging/x"},  # dot-dot inside a name
+], ids=["absolute", "old-outside", "target-outside", "dot-dot"])
+def test_a_planted_journal_moves_nothing_outside_the_warehouse(tmp_path: Path, doc: dict) -> None:
+    wh = Warehouse(tmp_path / "wh").ensure()
+    victim = tmp_path / "victim"
+    (victim / "data").mkdir(parents=True)
+    journal = _plant(wh, {k: v.format(out=tmp_path) for k, v in doc.items()})
+    wh.ensure()  # what every writer does first
+    assert (victim / "data").is_dir(), "a folder outside the warehouse was moved"
+    assert not (tmp_path / "stolen").exists() and not (wh.runs_dir / "stolen").exists()
+    assert not journal.exists()
+
+
+def test_a_journal_of_a_swap_killed_between_its_renames_is_still_finished(tmp_path: Path) -> None:
+    """The journal _swap writes (paths relative to the warehouse): the new directory is put in place."""
+    wh = Warehouse(tmp_path / "wh").ensure()
+    new = wh.staging_dir / "r1.abcd1234.999999"
+    (new / "bursts").mkdir(parents=True)
+    old = wh.staging_dir / "r1.old.abcd1234.999999"
+    old.mkdir()
+    _plant(wh, {"target": "runs/r1", "old": os.path.relpath(old, wh.root), "new": os.path.relpath(new, wh.root)})
+    wh.ensure()
+    assert (wh.runs_dir / "r1" / "bursts").is_dir()
