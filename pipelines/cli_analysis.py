@@ -14,6 +14,7 @@ from synthtrace.pipelines.cli_app import (
     ReadWarehouseOption,
     StepProgress,
     WarehouseOption,
+    check_folder,
     console,
     err_console,
     output_file,
@@ -156,9 +157,7 @@ def report(
     th = _thresholds(thresholds)
     output_file(out, "--out")  # a folder or an impossible path is refused before minutes of work
     if plots:
-        if plots.exists() and not plots.is_dir():
-            raise BadInputError(f"--plots {plots}: is a file, not a folder")
-        plots.mkdir(parents=True, exist_ok=True)
+        check_folder(plots, f"--plots {plots}").mkdir(parents=True, exist_ok=True)
     with StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
         path = build(wh, NightSettings(machine), out, experiment=experiment, thresholds=th, plot_dir=plots,
                      on_step=step)

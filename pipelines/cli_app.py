@@ -19,6 +19,7 @@ from synthtrace import DEFAULT_WAREHOUSE
 from synthtrace.pipelines.cli import COMMANDS, SUMMARY
 from synthtrace.pipelines.cli_base import (
     StepProgress,
+    check_folder,
     console,
     err_console,
     existing_warehouse,
@@ -31,8 +32,8 @@ from synthtrace.pipelines.cli_base import (
 )
 from synthtrace.pipelines.cli_read import WAREHOUSE
 
-__all__ = ["DEFAULT_WAREHOUSE", "ReadWarehouseOption", "StepProgress", "WarehouseOption", "app", "console",
-           "err_console", "existing_warehouse", "output_file", "print_error", "print_note", "print_table",
+__all__ = ["DEFAULT_WAREHOUSE", "ReadWarehouseOption", "StepProgress", "WarehouseOption", "app", "check_folder",
+           "console", "err_console", "existing_warehouse", "output_file", "print_error", "print_note", "print_table",
            "print_warning", "write_output"]
 
 class LazyGroup(TyperGroup):

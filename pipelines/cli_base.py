@@ -84,7 +84,12 @@ def app_option(value: str | None) -> str | None:
 def check_folder(path: Path, label: str) -> Path:
     """A folder a command will write into: refuse a path that is a file or lies under one, or whose nearest
     existing folder cannot be written (read-only, not ours) (``label``: how the error line names the path).
-    Nothing is created."""
+    Nothing is created. A folder inside a warehouse is refused too (no command's output may add files there, issue 23
+    item 2)."""
+    from synthtrace.warehouse.layout import warehouse_holding
+
+    if (wh := warehouse_holding(path)) is not None:
+        raise BadInputError(f"{label}: lies inside the warehouse {wh}; write outputs outside it")
     blocking = next((p for p in (path, *path.parents) if p.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise BadInputError(f"{label}: {blocking} is a file, not a folder")

@@ -12,6 +12,7 @@ from synthtrace.pipelines.cli_app import (
     DEFAULT_WAREHOUSE,
     ReadWarehouseOption,
     StepProgress,
+    check_folder,
     console,
     print_table,
     print_warning,
@@ -70,8 +71,12 @@ def merge(
     ] = False,
 ) -> None:
     """Merge the counters of an experiment's runs into its reference run's bursts; print the quality per counter."""
-    if export_prv is not None and export_prv.parent.exists() and not export_prv.parent.is_dir():
-        raise BadInputError(f"--export-prv {export_prv}: {export_prv.parent} is not a folder")
+    if export_prv is not None:  # refused before minutes of merging
+        check_folder(export_prv.parent, f"--export-prv {export_prv}")
+        for part in (export_prv.with_name(export_prv.name + ext) for ext in (".prv", ".pcf", ".row")):
+            if part.is_symlink() or (part.exists() and not part.is_file()):
+                raise BadInputError(f"--export-prv {export_prv}: {part} is a link or a special file, not replaced; "
+                                    "give another OUT_STEM")
     opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)
