@@ -208,6 +208,56 @@ def test_same_seed_and_data_give_the_same_model(campaign, trained):
     assert rf1.record["fingerprint"] != rf2.record["fingerprint"]
 
 
+def test_load_refuses_a_link_or_special_file_in_place_of_the_artifact(campaign, trained):
+    """A link to /dev/zero (or any file elsewhere) in place of model.skops is refused before a byte is read: it
+    once grew the process to 4.5 GB and ended in a MemoryError traceback (issue 23, fresh attacker)."""
+    root, _ = campaign
+    path = models_dir(Warehouse(root)) / trained.model_id / "model.skops"
+    good = path.read_bytes()
+    try:
+        path.unlink()
+        path.symlink_to("/dev/zero")
+        with pytest.raises(ArtifactIntegrityError, match="not the regular file"):
+            load(Warehouse(root), trained.model_id)
+    finally:
+        path.unlink()
+        path.write_bytes(good)
+    assert load(Warehouse(root), trained.model_id).model_id == trained.model_id
+
+
+def test_a_damaged_or_planted_model_record_is_one_error_not_a_hang(campaign, trained, tmp_path):
+    """Random bytes as a model's record: the integrity error (it was a Polars traceback); a FIFO planted as another
+    model's record is not read (reading it waited forever)."""
+    import os
+    import threading
+
+    root, _ = campaign
+    record = models_dir(Warehouse(root)) / trained.model_id / "model.parquet"
+    good = record.read_bytes()
+    try:
+        record.write_bytes(os.urandom(5000))
+        with pytest.raises(ArtifactIntegrityError, match="cannot be read"):
+            load(Warehouse(root), trained.model_id)
+    finally:
+        record.write_bytes(good)
+    planted = models_dir(Warehouse(root)) / "planted"
+    planted.mkdir()
+    os.mkfifo(planted / "model.parquet")
+    try:
+        done: list[str] = []
+        reader = threading.Thread(target=lambda: done.append(load(Warehouse(root), trained.model_id).model_id),
+                                  daemon=True)
+        reader.start()
+        reader.join(60)
+        assert done == [trained.model_id], "loading the models waited on a FIFO planted in models/"
+    finally:
+        if reader.is_alive():  # unblock the old code's reader so the worker can go on
+            with open(planted / "model.parquet", "wb"):
+                pass
+        (planted / "model.parquet").unlink()
+        planted.rmdir()
+
+
 def test_load_refuses_a_tampered_artifact(campaign, trained, tmp_path):
     root, _ = campaign
     path = models_dir(Warehouse(root)) / trained.model_id / "model.skops"

@@ -26,7 +26,7 @@ import polars as pl
 from synthtrace.warehouse.analysis_store import MERGED_FILE
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
-from synthtrace.warehouse.layout import Warehouse, link_or_copy
+from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
 from synthtrace.warehouse.names import file_name
 
 ARTIFACT = "model.skops"
@@ -93,12 +93,28 @@ def write_model(wh: Warehouse, record: dict, artifact: bytes) -> Path:
     return target
 
 
+#: an artifact larger than this is not one synthtrace wrote (its models are kilobytes to megabytes), bytes
+MAX_ARTIFACT_BYTES = 1 << 30
+
+
+def _read_record(path: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ArtifactIntegrityError(f"{path}: the model record cannot be read (altered or damaged: {reason}); "
+                                     "remove its folder or train again") from None
+
+
 def read_models(wh: Warehouse) -> pl.DataFrame:
-    """The models view as a frame, oldest first (empty, typed, when no model was trained)."""
-    files = sorted(models_dir(wh).glob(f"*/{RECORD}")) if models_dir(wh).is_dir() else []
+    """The models view as a frame, oldest first (empty, typed, when no model was trained). Only regular files
+    reached through no link count (a FIFO or a link planted in ``models/`` is not a record: reading it could hang
+    or leave the warehouse); a record that cannot be read raises ArtifactIntegrityError."""
+    root = models_dir(wh)
+    files = sorted(f for f in root.glob(f"*/{RECORD}") if is_own_file(root, f)) if root.is_dir() else []
     if not files:
         return pl.DataFrame(schema=MODEL_SCHEMA)
-    out = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed").sort("created_at", "model_id")
+    out = pl.concat([_read_record(f) for f in files], how="diagonal_relaxed").sort("created_at", "model_id")
     if "status" not in out.columns:  # versions written before models had a status
         out = out.with_columns(pl.lit(None, pl.String).alias("status"))
     return out
@@ -132,9 +148,18 @@ def model_record(wh: Warehouse, model_id: str | None = None, target: str | None 
 
 
 def read_artifact(wh: Warehouse, record: dict) -> bytes:
-    """The artifact bytes of a model, after checking their SHA-256 against the record."""
-    path = models_dir(wh) / record["model_id"] / record["artifact"]
+    """The artifact bytes of a model, after checking their SHA-256 against the record. The artifact is the
+    regular file ``models/<model_id>/model.skops`` reached through no link, at most :data:`MAX_ARTIFACT_BYTES`: a
+    record naming another path, or a link, FIFO or device in its place, is refused before anything is read."""
+    folder = models_dir(wh) / str(record["model_id"])
+    path = folder / ARTIFACT
+    if record["artifact"] != ARTIFACT or folder.parent != models_dir(wh) or not is_own_file(models_dir(wh), path):
+        raise ArtifactIntegrityError(f"{path}: the model artifact is not the regular file its record names "
+                                     f"({record['artifact']!r}); refusing to load it")
     try:
+        if path.stat().st_size > MAX_ARTIFACT_BYTES:
+            raise ArtifactIntegrityError(f"{path}: the model artifact is larger than {MAX_ARTIFACT_BYTES >> 20} MiB: "
+                                         "not one synthtrace wrote; refusing to load it")
         data = path.read_bytes()
     except OSError as exc:
         raise ArtifactIntegrityError(f"{path}: cannot read the model artifact ({exc.strerror})") from None
