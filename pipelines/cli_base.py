@@ -105,6 +105,7 @@ def output_file(path: Path, option: str = "--output") -> Path:
 
     if path.is_dir():
         raise BadInputError(f"{option} {path}: is a folder; give a file name")
+    # the path itself, links followed: an output that is a link into a warehouse (check_folder asks of the parent)
     if (wh := warehouse_holding(path)) is not None:
         raise BadInputError(f"{option} {path}: lies inside the warehouse {wh}; write outputs outside it")
     try:
