@@ -595,8 +595,7 @@ class BurstAssembler:
         self._sorted_ids = np.empty(0, np.int64)  # ... and their ids
         self._burst_next = np.zeros(0, np.int64)
         self._call_next = np.zeros(0, np.int64)
-        self._names: list[str] = []
-        self._name_code: dict[str, int] = {}
+        self._counters = _Names()  # counter names (SampleArrays.counter)
         self._calls = _Names()  # MPI call names (MpiArrays.call)
         self._sites = _Names()  # call sites (MpiArrays.site)
         self._call_kind = np.empty(0, np.int8)  # call code -> catalogue kind (index in MPI_KINDS), -1: not listed
@@ -655,11 +654,7 @@ class BurstAssembler:
 
     def counter_code(self, name: str) -> int:
         """Code of a counter name in :class:`SampleArrays` (registered on first use)."""
-        code = self._name_code.get(name)
-        if code is None:
-            code = self._name_code[name] = len(self._names)
-            self._names.append(name)
-        return code
+        return self._counters.code(name)
 
     def call_code(self, name: str) -> int:
         """Code of an MPI call name in :class:`MpiArrays` (registered on first use)."""
@@ -755,7 +750,7 @@ class BurstAssembler:
     def _counter_columns(self, codes: np.ndarray, sums: np.ndarray, has: np.ndarray) -> list[pl.Series]:
         """One Int64 column per counter code present (NULL where no sample), sorted by name; the names join
         :attr:`counters`."""
-        names = sorted((self._names[c], i) for i, c in enumerate(codes.tolist()))
+        names = sorted((self._counters.names[c], i) for i, c in enumerate(codes.tolist()))
         self.counters = sorted(set(self.counters) | {n for n, _ in names})
         return [pl.Series(name, np.ma.masked_array(sums[i], mask=~has[i])) for name, i in names]
 
@@ -766,7 +761,7 @@ class BurstAssembler:
         measured inside them; the samples neither holds are kept in :attr:`loose`."""
         entries = self._recent_entries.concat(mpi.take(np.flatnonzero(mpi.call >= 0)))
         order = self._thread_order()
-        n_codes = max(len(self._names), 1)
+        n_codes = max(len(self._counters.names), 1)
         (th, cpu, t0, t1, seq, entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm, loose_sm,
          keep) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
