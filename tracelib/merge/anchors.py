@@ -11,7 +11,8 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
    :func:`synthtrace.tracelib.merge.align.sequence_table`) that closes the most bursts among those that close the same
    number of bursts as most other signatures do (the calls made once per iteration), present in both runs,
    among calls whose bursts are long (at least 90 % of them >= ``CLOCK_MIN_NS``: polling iterations repeat a
-   run-dependent number of times), calls that receive from a named partner last (an ``MPI_ANY_SOURCE`` receive
+   run-dependent number of times) and that are no probe or test (one extra ``MPI_Iprobe`` in one run's iteration
+   must not shift every later iteration of that run), calls that receive from a named partner last (an ``MPI_ANY_SOURCE`` receive
    takes its place in the iteration from the arrival order);
 2. the **iteration** of a burst is the number of clock bursts before it on its thread, and its **rank** the number
    of bursts with its exact signature before it in that iteration. ``(iteration, signature, rank)`` names a
@@ -45,6 +46,7 @@ import polars as pl
 from numba import njit
 
 from synthtrace.tracelib.merge.iterations import iteration_paths
+from synthtrace.tracelib.merge.messages import POLLING_CALLS
 
 #: bursts shorter than this (ns) do not choose the clock signature (polling iterations)
 CLOCK_MIN_NS = 10_000.0
@@ -68,7 +70,10 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     counts = (ref.group_by("_tid", pl.col("csig").alias("sig"))
               .agg(pl.len().alias("n"), pl.col("duration_ns").quantile(0.1).alias("d"),
                    # a receive from a named partner may be a wildcard's: its place in the iteration varies
-                   (pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)).any().alias("_recv"))
+                   (pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)).any().alias("_recv"),
+                   # a probe or test is made as often as the timing lets it (a housekeeping MPI_Iprobe in one run's
+                   # iteration only): it ticks no clock while a call the program makes itself can
+                   pl.col("mpi_call").is_in(list(POLLING_CALLS)).any().alias("_poll"))
               .join(other.group_by("_tid", pl.col("csig").alias("sig")).agg(pl.len().alias("m")), on=["_tid", "sig"]))
     counts = counts.filter((pl.col("n") >= 2) & (pl.col("m") >= 2))
     # the calls made once per iteration are made as often as each other in the reference (n) and in the other run
@@ -85,7 +90,8 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
                  .select("_tid", pl.col("n").alias("_n_iter"), pl.col("m").alias("_m_iter")))
     return (counts.join(per_count, on="_tid").filter((pl.col("n") == pl.col("_n_iter"))
                                                       & (pl.col("m") == pl.col("_m_iter")))
-            .sort("_tid", "_recv", "d", "sig", descending=[False, False, True, False])
+            .sort("_tid", pl.col("_poll") | (pl.col("d") < CLOCK_MIN_NS), "_recv", "d", "sig",
+                  descending=[False, False, False, True, False])
             .unique("_tid", keep="first").select("_tid", pl.col("sig").alias("_clock")))
 
 
