@@ -141,5 +141,6 @@ def test_a_call_site_whose_partners_change_every_iteration_votes_once_for_the_it
     twice); the Waitall is made once per iteration: the call site votes once, so the Waitall (30 iterations) is the
     clock. On the code before, the 15 signatures outvoted it and a Startall made twice was the clock (mixed s16:
     task 7's iterations unnumbered, 79.8 % right, bad; 100 % ok after)."""
-    calls = [("MPI_Startall", lambda it: 100 + it % 15, 150_000.0, None), ("MPI_Waitall", lambda it: 1, 900_000.0, None)]
+    calls = [("MPI_Startall", lambda it: 100 + it % 15, 150_000.0, None),
+             ("MPI_Waitall", lambda it: 1, 900_000.0, None)]
     assert _clock_signatures(_clock_thread(30, calls), _clock_thread(30, calls)).get_column("_clock").to_list() == [1]

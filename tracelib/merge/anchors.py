@@ -12,8 +12,9 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
    number of bursts as most other signatures do (the calls made once per iteration), present in both runs,
    among calls whose bursts are long (at least 90 % of them >= ``CLOCK_MIN_NS``: polling iterations repeat a
    run-dependent number of times) and that are no short probe or test (one extra ``MPI_Iprobe`` in one run's
-   iteration must not shift every later iteration of that run), calls that receive from a named partner last (an ``MPI_ANY_SOURCE`` receive
-   takes its place in the iteration from the arrival order);
+   iteration must not shift every later iteration of that run), calls that receive from a named partner last
+   (an ``MPI_ANY_SOURCE`` receive takes its place in the iteration from the arrival order); each call site votes
+   once for the number of iterations, whatever the partners and sizes it is made with;
 2. the **iteration** of a burst is the number of clock bursts before it on its thread, and its **rank** the number
    of bursts with its exact signature before it in that iteration. ``(iteration, signature, rank)`` names a
    logical burst in either run whatever the timing; an optional call missing in one iteration or a polling loop of
@@ -92,7 +93,8 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     # (which, in a task farm, are often short: a Bcast, a first receive, a stop message). Ties: counts equal in
     # both runs, long bursts, more iterations
     per_count = (counts.group_by("_tid", "n", "m")
-                 .agg(pl.col("_w").sum().alias("k"), pl.col("_w").filter(pl.col("d") >= CLOCK_MIN_NS).sum().alias("_kl"))
+                 .agg(pl.col("_w").sum().alias("k"),
+                      pl.col("_w").filter(pl.col("d") >= CLOCK_MIN_NS).sum().alias("_kl"))
                  .sort("_tid", "k", (pl.col("n") - pl.col("m")).abs(), "_kl", "n",
                        descending=[False, True, False, True, True])
                  .unique("_tid", keep="first")
