@@ -194,6 +194,28 @@ def test_full_disk_in_merge_and_archetypes_is_one_line(lulesh_wh, tmp_path, comm
     assert stored() == before
 
 
+def _fill_the_disk(path: Path) -> None:
+    path.write_bytes(b"x")
+    raise OSError(28, "No space left on device")  # as a write() that fills the disk raises it: naming no file
+
+
+def test_a_full_disk_names_the_file_or_folder_being_written(tmp_path):
+    """Session 6 item 3: `report` and `train` on a full disk said "[Errno 28] No space left on device" (a write()
+    names no file): an output file and a warehouse folder being written are named; nothing is left behind."""
+    from synthtrace.tracelib.atomic_file import write_atomically
+
+    out = tmp_path / "report.html"
+    with pytest.raises(OSError) as raised:
+        write_atomically(out, _fill_the_disk)
+    assert raised.value.filename == str(out) and raised.value.errno == 28
+    wh = Warehouse(tmp_path / "wh").ensure()
+    model = wh.root / "models" / "ipc-hgb-1"
+    with pytest.raises(OSError) as raised, wh.staged(model) as stage:
+        _fill_the_disk(stage / "model.skops")
+    assert raised.value.filename == str(model) and raised.value.errno == 28
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wh"] and not any(wh.staging_dir.iterdir())
+
+
 # ----------------------------------------------------------------------------- item 13: refusals leave nothing
 def test_a_refused_ingest_creates_no_warehouse(tmp_path, run_cli):
     prv = _with_header(tmp_path / "t", b"4(13,1,1,1)", b"4(13,-1,1,1)")

@@ -89,6 +89,10 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], object]) -
     try:
         write(tmp)
         os.replace(tmp, target)
+    except OSError as exc:
+        if exc.filename is None and exc.errno:  # a write() that filled the disk names no file: name the output
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return Path(path)
