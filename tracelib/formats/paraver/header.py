@@ -19,6 +19,7 @@ _HEADER = re.compile(r"^#Paraver \((?P<date>[^)]*)\):(?P<rest>.*)$")
 # also take Arabic-Indic and other Unicode digits, '+', blanks inside and '_' digit grouping (1_871_482_775_ns was
 # read as 1 us with the unit "_871_482_775_ns")
 _NUMBER = re.compile(r"[0-9]+")
+_SIGNED = re.compile(r"-?[0-9]+")
 _DURATION = re.compile(r"^(?P<value>[0-9]+)(?P<unit>_[^0-9]*)?$")
 _COUNTED = re.compile(r"^(?P<n>[0-9]+)(?:\((?P<items>[^)]*)\))?$")
 #: ns per trace unit of each suffix Paraver knows (traceheader.h); any other suffix, or none, is microseconds
@@ -71,8 +72,9 @@ def _split_top_level(text: str, sep: str) -> list[str]:
 
 
 def _number(text: str) -> int:
-    """A header number: ASCII digits, blanks around them allowed (Paraver reads with ``>>``); else ValueError."""
-    if not _NUMBER.fullmatch(text := text.strip()):
+    """A header number: ASCII digits, blanks around them allowed (Paraver reads with ``>>``), a minus sign kept for
+    the range checks to name; else ValueError."""
+    if not _SIGNED.fullmatch(text := text.strip()):
         raise ValueError(text)
     return int(text)
 
