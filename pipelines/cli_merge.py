@@ -23,7 +23,7 @@ from synthtrace.tracelib.merge.merge_runs import DEFAULT_RESCALE, MergeOptions, 
 from synthtrace.tracelib.merge.checks import worst
 from synthtrace.warehouse import Warehouse
 from synthtrace.pipelines.jobs import merge_experiment
-from synthtrace.warehouse.merged import export_merged
+from synthtrace.warehouse.merged import check_export_inputs, export_merged
 from synthtrace.warehouse.names import name_option
 
 
@@ -81,6 +81,8 @@ def merge(
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)
     exp = wh.experiment(experiment)
+    if export_prv is not None:
+        check_export_inputs(exp)
     with StepProgress(1, f"merge {experiment}") as step:  # the total comes with the first step
         result = merge_experiment(exp, opts, on_step=step)
     print_quality(result)

@@ -374,3 +374,21 @@ def test_rank_correspondence_refused_below_90_percent_names_runs_and_figure():
     msg = str(e.value)
     assert "\n" not in msg and "'run.a'" in msg and "'run.b'" in msg
     assert "81%" in msg and "needs 90%" in msg
+
+
+def test_bursts_without_calls_or_sites_are_judged_by_their_work():
+    """Counter samples (or a reader that names no call) have neither ``mpi_call`` nor ``call_site``: the signals are
+    still computed from the work, and the largest site shift is over one unnamed site (on the code before: a
+    Polars ShapeError, the one-row NULL site beside every matched pair)."""
+    n = 12
+    bursts = pl.DataFrame({"appl": [1] * n, "task": [1] * n, "thread": [1] * n,
+                           "PAPI_TOT_INS": [1_000_000] * n, "PAPI_TOT_CYC": [800_000] * n})
+    other = bursts.with_columns(pl.when(pl.int_range(n) == 5).then(3_000_000).otherwise(pl.col("PAPI_TOT_INS"))
+                                .alias("PAPI_TOT_INS"))
+    matches = bursts.select("appl", "task", "thread").with_columns(
+        pl.Series("other_row", range(n), pl.Int64), pl.lit(True).alias("same_iter"),
+        pl.lit(None, pl.Boolean).alias("msg_agree"), pl.lit(False).alias("msg_misaligned"),
+        pl.lit(None, pl.Boolean).alias("msg_consistent"))
+    signals = pair_signals(bursts, other, matches, "PAPI_TOT_INS", "PAPI_TOT_CYC", pl.Series([True] * n))
+    assert signals.misfit == 1 / n
+    assert signals.coverage_long == 1.0

@@ -395,12 +395,12 @@ def test_a_damaged_file_is_named_by_its_warehouse_path(sealed_wh, tmp_path):
     """The query reads the files it pinned (through descriptors); an error about one still names the file as it
     lies in the warehouse."""
     import synthtrace.warehouse.sql as sql
-    from synthtrace.warehouse.errors import QueryError
+    from synthtrace.warehouse.errors import DamagedPartError
 
     wh = _copy_of(sealed_wh, tmp_path)
     damaged = _run_parquet(wh.root)
     damaged.write_bytes(b"PAR1 not really")
-    with pytest.raises(QueryError, match=str(damaged.relative_to(wh.root))) as err:
+    with pytest.raises(DamagedPartError, match=str(damaged.relative_to(wh.root))) as err:
         sql.query_rows(wh, "SELECT count(*) FROM runs")
     assert "/proc/" not in str(err.value)
 

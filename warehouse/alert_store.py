@@ -14,6 +14,7 @@ import polars as pl
 
 from synthtrace.warehouse.layout import Warehouse, os_error_within
 from synthtrace.warehouse.names import file_name
+from synthtrace.warehouse.parts import read_part
 
 
 def regressions_dir(wh: Warehouse) -> Path:
@@ -44,5 +45,5 @@ def read_alerts(wh: Warehouse, app: str | None = None) -> pl.DataFrame:
     """Stored alerts (of ``app`` if given); an empty frame when there are none."""
     d = regressions_dir(wh)
     files = [d / f"{file_name(app)}.parquet"] if app is not None else sorted(d.glob("*.parquet")) if d.is_dir() else []
-    parts = [pl.read_parquet(f) for f in files if f.is_file()]
+    parts = [read_part(f) for f in files if f.is_file()]
     return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()

@@ -14,6 +14,7 @@ import polars as pl
 from synthtrace.warehouse.experiment import MERGED_FILE, ExperimentTrace
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.parts import read_part
 
 ANALYSIS_FILES: tuple[str, ...] = ("burst_metrics", "mpi_metrics", "phase_metrics", "archetypes")
 #: what the analysis of one experiment works on (its trace, labelled with ``experiment`` and ``run_id``)
@@ -37,4 +38,4 @@ def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
 def read_analysis(wh: Warehouse, experiment: str, name: str) -> pl.DataFrame | None:
     """One stored analysis frame of an experiment, or None if the analysis has not run."""
     f = wh.experiment_dir(experiment) / f"{name}.parquet"
-    return pl.read_parquet(f) if f.is_file() else None
+    return read_part(f) if f.is_file() else None

@@ -33,6 +33,7 @@ IOException = _engine.IOException
 InterruptException = _engine.InterruptException
 PermissionException = _engine.PermissionException
 OutOfMemoryException = _engine.OutOfMemoryException
+ParserException = _engine.ParserException
 
 
 def relation_api() -> ModuleType:

@@ -6,6 +6,11 @@ class WarehouseError(BadInputError):
     """The warehouse folder cannot be used (not a warehouse, not writable, ...)."""
 
 
+class DamagedPartError(WarehouseError):
+    """A stored Parquet file of the warehouse cannot be read (damaged, cut short, empty): names the file; raised by
+    :mod:`synthtrace.warehouse.parts` only."""
+
+
 class QueryError(BadInputError):
     """A query given to ``synthtrace sql`` does not parse or fails."""
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
+from synthtrace.warehouse.parts import read_part, schema_of
 from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, runs_table
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def message_table(run_dir: Path) -> Path | None:
     logical messages, or before their completing call, were kept: the merge numbers them again); None when the
     run has neither (the merge reads the messages from the calls)."""
     logical = run_dir / LOGICAL_MESSAGES
-    if logical.is_file() and "c_call_seq" in pl.read_parquet_schema(logical):
+    if logical.is_file() and "c_call_seq" in schema_of(logical):
         return logical
     records = run_dir / MESSAGE_RECORDS
     return records if records.is_file() else None
@@ -179,7 +180,7 @@ class Experiment:
             messages = message_table(self.wh.runs_dir / run_id)
             out.append(RunTables(run_id, run_name, self.bursts(run_id),
                                  calls if calls is not None else pl.DataFrame(),
-                                 pl.read_parquet(messages).drop("run_id", strict=False) if messages else None))
+                                 read_part(messages).drop("run_id", strict=False) if messages else None))
         return out
 
     def trace(self, *, dram_from_uncore: bool = True) -> ExperimentTrace:
@@ -187,7 +188,7 @@ class Experiment:
         the ``DRAM_CAS`` column apportioned from uncore samples). Raises :class:`UnknownExperimentError` when it
         has neither, :class:`WarehouseError` when its runs have no computation bursts."""
         if self.is_merged:
-            bursts = pl.read_parquet(self.dir / MERGED_FILE)
+            bursts = read_part(self.dir / MERGED_FILE)
             ref_id = self.reference_run_id(bursts)
             return ExperimentTrace(self.name, "merged", bursts, self.calls(ref_id) if ref_id else None, ref_id,
                                    self.run_names, self.n_nodes)
@@ -203,7 +204,7 @@ class Experiment:
     def stored(self, name: str) -> pl.DataFrame | None:
         """One frame a stage committed (``<name>.parquet``), or None when that stage has not run."""
         f = self.dir / f"{name}.parquet"
-        return pl.read_parquet(f) if f.is_file() else None
+        return read_part(f) if f.is_file() else None
 
     # ------------------------------------------------------------------ committing
     def commit(self, frames: dict[str, pl.DataFrame], documents: dict[str, dict] | None = None, *,

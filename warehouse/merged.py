@@ -33,6 +33,7 @@ from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import task_key
 from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, message_table
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.parts import check_parts, read_parts, scan_parts
 
 #: an experiment whose runs hold more bursts than this (all runs) is merged a group of tasks at a time
 PARTITION_BURSTS = 2_000_000
@@ -61,16 +62,15 @@ class StoredRun:
         self._split = False
 
     def _bursts(self) -> pl.LazyFrame:
-        parts = sorted((self.dir / "bursts").glob("*.parquet"))
-        return pl.concat([pl.scan_parquet(p) for p in parts], how="diagonal_relaxed")
+        return scan_parts(sorted((self.dir / "bursts").glob("*.parquet")))
 
     def _tables(self) -> dict[str, tuple[pl.LazyFrame, pl.Expr]]:
         """The tables a group reads, each with the packed task key it is split by."""
         out = {"bursts": (self._bursts(), task_key())}
         if (self.dir / "mpi_calls.parquet").is_file():
-            out["calls"] = (pl.scan_parquet(self.dir / "mpi_calls.parquet"), task_key())
+            out["calls"] = (scan_parts([self.dir / "mpi_calls.parquet"]), task_key())
         if (messages := message_table(self.dir)) is not None:  # a message goes to its sender's and receiver's task
-            rows = pl.scan_parquet(messages).drop("run_id", strict=False).with_row_index("_row")
+            rows = scan_parts([messages]).drop("run_id", strict=False).with_row_index("_row")
             ends = (("appl", "sender"), ("appl", "receiver")) if messages.name == LOGICAL_MESSAGES else (
                 ("s_appl", "s_task"), ("r_appl", "r_task"))
             out["sent"] = (rows, task_key(*ends[0]))
@@ -123,7 +123,7 @@ class StoredRun:
 
     def message_counts(self) -> pl.DataFrame:
         logical = self.dir / "mpi_messages.parquet"
-        return message_counts(pl.scan_parquet(logical)).collect()
+        return message_counts(scan_parts([logical])).collect()
 
     def _chunks(self, size: int = 200_000) -> Iterator[list[int]]:
         """Packed keys of consecutive tasks, about ``size`` bursts a chunk."""
@@ -166,7 +166,7 @@ def _partitionable(exp: Experiment) -> bool:
 
 def stored_bursts(exp: Experiment) -> int:
     """Bursts of the experiment's runs (from the Parquet footers)."""
-    return sum(pl.scan_parquet(p).select(pl.len()).collect().item()
+    return sum(scan_parts([p]).select(pl.len()).collect().item()
                for r in exp.run_ids for p in (exp.wh.run_dir(r) / "bursts").glob("*.parquet"))
 
 
@@ -209,6 +209,12 @@ def merge_stored(exp: Experiment, options: MergeOptions, on_step: Callable[[str,
     return result
 
 
+def check_export_inputs(exp: Experiment) -> None:
+    """Refuse, before a merge, an export it could not finish: a damaged events part of any of the experiment's runs
+    (the reference run is known only once merged) is :class:`~synthtrace.warehouse.errors.DamagedPartError`."""
+    check_parts(p for r in exp.run_ids for p in sorted((exp.wh.run_dir(r) / "events").glob("*.parquet")))
+
+
 def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) -> Path:
     """Write the merged trace as Paraver ``OUT_STEM.prv/.pcf/.row``; returns the ``.prv`` path.
 
@@ -243,7 +249,7 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
     calls = calls if calls is not None else pl.DataFrame()
     counters = [c for c in result.quality.get_column("counter").to_list() if c in merged.columns]
     events_dir = exp.wh.run_dir(result.reference_run_id) / "events"  # reader (issue 24.3/4): its other events too
-    events = pl.read_parquet(events_dir / "*.parquet") if any(events_dir.glob("*.parquet")) else None
+    events = read_parts(sorted(events_dir.glob("*.parquet"))) if any(events_dir.glob("*.parquet")) else None
     return write_paraver(out_stem, merged, calls, meta, counters=counters, events=events)
 
 

@@ -28,6 +28,7 @@ from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
 from synthtrace.warehouse.names import file_name
+from synthtrace.warehouse.parts import read_part
 
 ARTIFACT = "model.skops"
 RECORD = "model.parquet"
@@ -201,4 +202,4 @@ def experiment_apps(wh: Warehouse) -> dict[str, str]:
 def merged_bursts(wh: Warehouse, experiment: str) -> pl.DataFrame | None:
     """The merged bursts of ``experiment``, or None when it was not merged."""
     f = wh.experiment_dir(experiment) / MERGED_FILE
-    return pl.read_parquet(f) if f.is_file() else None
+    return read_part(f) if f.is_file() else None

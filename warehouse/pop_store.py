@@ -15,6 +15,7 @@ from synthtrace.tracelib.domain.counters import resolve
 from synthtrace.tracelib.domain.pop import POP_METRICS_SCHEMA, POP_SCALING_SCHEMA
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.parts import read_part, scan_parts
 
 POP_METRICS = "pop_metrics"
 POP_SCALING = "pop_scaling"
@@ -38,7 +39,7 @@ def run_pop_inputs(wh: Warehouse, run_id: str) -> RunPopInputs:
     run_dir = wh.run_dir(run_id)
     parts = sorted((run_dir / "bursts").glob("*.parquet"))
     if parts:
-        scan = pl.concat([pl.scan_parquet(p) for p in parts], how="diagonal_relaxed")
+        scan = scan_parts(parts)
         names = scan.collect_schema().names()
         cmap = resolve(names)
         counters = sorted({c for role in ("ins", "cyc") for c in cmap.columns.get(role, [])})
@@ -47,8 +48,8 @@ def run_pop_inputs(wh: Warehouse, run_id: str) -> RunPopInputs:
         bursts = pl.LazyFrame(schema={"run_id": pl.String, "appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32,
                                       "end_ns": pl.Int64, "duration_ns": pl.Int64})
     calls_file, msg_file = run_dir / "mpi_calls.parquet", run_dir / "messages.parquet"
-    calls = pl.read_parquet(calls_file) if calls_file.is_file() else None
-    messages = pl.read_parquet(msg_file) if msg_file.is_file() else None
+    calls = read_part(calls_file) if calls_file.is_file() else None
+    messages = read_part(msg_file) if msg_file.is_file() else None
     return RunPopInputs(bursts, calls, messages)
 
 
@@ -62,7 +63,7 @@ def needs_stored_messages(calls: pl.DataFrame | None, messages: pl.DataFrame | N
 def read_pop_metrics(wh: Warehouse) -> pl.DataFrame:
     """Every experiment's POP table, one row per run (typed and empty when none was computed)."""
     files = sorted(wh.experiments_dir.glob(f"*/{POP_METRICS}.parquet")) if wh.experiments_dir.is_dir() else []
-    frames = [pl.read_parquet(f) for f in files]
+    frames = [read_part(f) for f in files]
     empty = pl.DataFrame(schema=POP_METRICS_SCHEMA)
     return pl.concat([empty, *frames], how="diagonal_relaxed") if frames else empty
 
@@ -74,4 +75,4 @@ def write_pop_scaling(wh: Warehouse, scaling: pl.DataFrame) -> None:
 
 def read_pop_scaling(wh: Warehouse) -> pl.DataFrame:
     f = wh.root / POP_DIR / f"{POP_SCALING}.parquet"
-    return pl.read_parquet(f) if f.is_file() else pl.DataFrame(schema=POP_SCALING_SCHEMA)
+    return read_part(f) if f.is_file() else pl.DataFrame(schema=POP_SCALING_SCHEMA)

@@ -17,6 +17,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.parts import read_part
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResul
         invalidated = invalidate_experiments(wh, experiments)
         for run_id in runs.get_column("run_id"):
             run_dir = wh.run_dir(run_id)
-            row = pl.read_parquet(run_dir / "run.parquet")
+            row = read_part(run_dir / "run.parquet")
             wh.update_dir(
                 run_dir, {"run": row.with_columns(pl.lit(experiment, row.schema["experiment"]).alias("experiment"))}
             )

@@ -9,6 +9,7 @@ from synthtrace.tracelib.domain.uncore import attribute_dram_cas
 from synthtrace.warehouse import snapshot
 from synthtrace.warehouse.errors import RunsChangedError
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.parts import read_part, read_parts
 
 
 def runs_table(wh: Warehouse) -> pl.DataFrame:
@@ -35,7 +36,7 @@ def check_runs_still_in(wh: Warehouse, experiment: str, run_ids: Iterable[str], 
     :meth:`~Warehouse.writers_lock`, which ``synthtrace runs rm|move`` hold while they change runs."""
     def still_in(run_id: str) -> bool:
         f = wh.run_dir(run_id) / "run.parquet"
-        return f.is_file() and pl.read_parquet(f, columns=["experiment"]).get_column("experiment")[0] == experiment
+        return f.is_file() and read_part(f, columns=["experiment"]).get_column("experiment")[0] == experiment
 
     if gone := [r for r in run_ids if not still_in(r)]:
         raise RunsChangedError(f"experiment {experiment!r}: run(s) {', '.join(gone)} left it while {what} (removed "
@@ -52,16 +53,16 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> 
     parts = sorted((run_dir / "bursts").glob("*.parquet"))
     if not parts:
         return pl.DataFrame()
-    bursts = pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed").sort(
+    bursts = read_parts(parts).sort(
         "appl", "task", "thread", "burst_seq"
     )
     uncore = sorted((run_dir / "uncore").glob("*.parquet")) if dram_from_uncore else []
     if uncore:
-        bursts = attribute_dram_cas(bursts, pl.read_parquet(uncore), pl.read_parquet(run_dir / "threads.parquet"))
+        bursts = attribute_dram_cas(bursts, read_parts(uncore), read_part(run_dir / "threads.parquet"))
     return bursts
 
 
 def run_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:
     """The MPI calls of one run sorted by thread and call_seq, or None when it has none."""
     f = wh.run_dir(run_id) / "mpi_calls.parquet"
-    return pl.read_parquet(f).sort("appl", "task", "thread", "call_seq") if f.is_file() else None
+    return read_part(f).sort("appl", "task", "thread", "call_seq") if f.is_file() else None

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from synthtrace.warehouse.parts import first_damaged, may_be_damage
 from synthtrace.warehouse.catalog import VIEW_FILES, view_files
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.layout import Warehouse, pid_alive
@@ -111,12 +112,17 @@ class Snapshot:
 
     def checked(self, read: Callable[[], T]) -> T:
         """``read()`` (which reads this snapshot's files), or :class:`SnapshotChanged` when they were bound by
-        path and a writer changed them while it read (its result, or its error, is then about no single state)."""
+        path and a writer changed them while it read (its result, or its error, is then about no single state);
+        a read that failed on a damaged file is :class:`~synthtrace.warehouse.errors.DamagedPartError` naming it
+        (:mod:`~synthtrace.warehouse.parts`)."""
         try:
             out = read()
-        except Exception:
+        except Exception as exc:
             if self.moved():
                 raise SnapshotChanged(f"{self.root}: changed while it was read") from None
+            if may_be_damage(exc) and (bad := first_damaged(
+                    [f for files in self.files.values() for f in files], self.named)) is not None:
+                raise bad from None  # DuckDB names no file for some damage ("don't know what type")
             raise
         if self.moved():
             raise SnapshotChanged(f"{self.root}: changed while it was read")

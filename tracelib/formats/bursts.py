@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.jit import cached_njit
-from synthtrace.tracelib.domain.mpi_calls import MPI_KINDS, kind_expr
+from synthtrace.tracelib.domain.mpi_calls import MPI_KINDS, mpi_kind
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import MASK, packed, thread_key, unpacked
 
@@ -44,8 +44,8 @@ HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_
 NEVER = 2**62  # a horizon beyond any trace: everything is final
 _MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
 _NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
-_TID = THREAD_ID_COLUMN = "_tid"  # thread id column the assembler adds to MPI events (a reader may give it)
-_ENTRY_SCHEMA = {_TID: pl.Int32, "time_ns": pl.Int64, "call": pl.String, "call_site": pl.String}
+#: the MPI event columns :class:`MpiArrays` holds besides its codes, bit ``k`` of ``known`` for the k-th of them
+MPI_VALUE_COLUMNS = ("bytes_sent", "bytes_recv", "root", "comm")
 
 
 @dataclass
@@ -105,17 +105,45 @@ class SampleArrays(_Columns):
 
 
 @dataclass
+class MpiArrays(_Columns):
+    """MPI entries and exits over the assembler's thread ids: thread id (int32), cpu (int32, ``-2**31`` for none),
+    time (int64 ns), kind (int8: index in :data:`MPI_KINDS`, the format's hint where the catalogue does not name the
+    call), call (int32: :meth:`BurstAssembler.call_code`, -1 at an exit), call site (int32:
+    :meth:`BurstAssembler.site_code`, -1 for none), bytes sent, bytes received, root and communicator (int64) and
+    which of these four are known (uint8, bit k for the k-th of :data:`MPI_VALUE_COLUMNS`)."""
+
+    thread: np.ndarray
+    cpu: np.ndarray
+    time_ns: np.ndarray
+    kind: np.ndarray
+    call: np.ndarray
+    site: np.ndarray
+    bytes_sent: np.ndarray
+    bytes_recv: np.ndarray
+    root: np.ndarray
+    comm: np.ndarray
+    known: np.ndarray
+    _DTYPES: ClassVar[tuple[type, ...]] = (np.int32, np.int32, np.int64, np.int8, np.int32, np.int32, np.int64,
+                                           np.int64, np.int64, np.int64, np.uint8)
+
+
+@dataclass
 class ArrayBatch:
-    """A chunk whose intervals and samples are arrays over the assembler's thread ids and counter codes."""
+    """A chunk whose records are arrays over the assembler's thread ids, counter, call and call-site codes."""
 
     intervals: IntervalArrays
     samples: SampleArrays
-    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA, and optionally THREAD_ID_COLUMN: the rows' assembler thread ids (int32)
+    mpi: MpiArrays
     messages: pl.DataFrame  # MESSAGE_SCHEMA
 
 
 def _empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
+
+
+def constant(name: str, value: object, dtype: pl.DataType, n: int) -> pl.Series:
+    """A column of ``n`` times ``value`` (a fifth of the CPU of ``pl.repeat`` for a string, issue 27)."""
+    return pl.Series(name, [value], dtype).new_from_index(0, n) if n else pl.Series(name, [], dtype)
 
 
 def _cpu_series(cpu: np.ndarray) -> pl.Series:
@@ -572,12 +600,14 @@ class BurstAssembler:
         self._sorted_ids = np.empty(0, np.int64)  # ... and their ids
         self._burst_next = np.zeros(0, np.int64)
         self._call_next = np.zeros(0, np.int64)
-        self._names: list[str] = []
-        self._name_code: dict[str, int] = {}
+        self._counters = _Names()  # counter names (SampleArrays.counter)
+        self._calls = _Names()  # MPI call names (MpiArrays.call)
+        self._sites = _Names()  # call sites (MpiArrays.site)
+        self._call_kind = np.empty(0, np.int8)  # call code -> catalogue kind (index in MPI_KINDS), -1: not listed
         self._intervals = IntervalArrays.empty()
         self._samples = SampleArrays.empty()
-        self._mpi = _empty({**MPI_EVENT_SCHEMA, _TID: pl.Int32})
-        self._recent_entries = _empty(_ENTRY_SCHEMA)
+        self._mpi = MpiArrays.empty()  # MPI events waiting for their pair or the horizon
+        self._recent_entries = MpiArrays.empty()  # entries that may still close a burst
         self.counters: list[str] = []
         #: with ``keep_loose``: the counter samples neither a burst nor an MPI call holds (thread ids, counter
         #: codes), in chunks, until :meth:`take_loose`
@@ -629,11 +659,15 @@ class BurstAssembler:
 
     def counter_code(self, name: str) -> int:
         """Code of a counter name in :class:`SampleArrays` (registered on first use)."""
-        code = self._name_code.get(name)
-        if code is None:
-            code = self._name_code[name] = len(self._names)
-            self._names.append(name)
-        return code
+        return self._counters.code(name)
+
+    def call_code(self, name: str) -> int:
+        """Code of an MPI call name in :class:`MpiArrays` (registered on first use)."""
+        return self._calls.code(name)
+
+    def site_code(self, name: str) -> int:
+        """Code of a call site in :class:`MpiArrays` (registered on first use)."""
+        return self._sites.code(name)
 
     def _frame_ids(self, df: pl.DataFrame) -> np.ndarray:
         return self.thread_ids(*(df.get_column(c).to_numpy() for c in THREAD_KEYS))
@@ -653,7 +687,26 @@ class BurstAssembler:
                  if sm.height else np.empty(0, np.int32))
         samples = SampleArrays(self._frame_ids(sm), writable(sm.get_column("time_ns").cast(pl.Int64)),
                                codes, writable(sm.get_column("value").cast(pl.Int64)))
-        return ArrayBatch(intervals, samples, batch.mpi, batch.messages)
+        return ArrayBatch(intervals, samples, self._mpi_arrays(batch.mpi), batch.messages)
+
+    def _mpi_arrays(self, mpi: pl.DataFrame) -> MpiArrays:
+        """MPI events (MPI_EVENT_SCHEMA) as :class:`MpiArrays`; a kind outside :data:`MPI_KINDS` pairs as ``other``."""
+        kinds = {k: i for i, k in enumerate(MPI_KINDS)}
+
+        def codes(column: str, code) -> np.ndarray:
+            s = mpi.get_column(column)
+            mapping = {n: code(n) for n in s.drop_nulls().unique().to_list()}
+            return writable(s.replace_strict(mapping, default=-1, return_dtype=pl.Int32))
+
+        known = np.zeros(mpi.height, np.uint8)
+        for k, c in enumerate(MPI_VALUE_COLUMNS):
+            known |= mpi.get_column(c).is_not_null().to_numpy().astype(np.uint8) << k
+        return MpiArrays(
+            self._frame_ids(mpi), writable(mpi.get_column("cpu").cast(pl.Int32).fill_null(_NULL_CPU)),
+            writable(mpi.get_column("time_ns").cast(pl.Int64)),
+            writable(mpi.get_column("kind").replace_strict(kinds, default=len(MPI_KINDS) - 1, return_dtype=pl.Int8)),
+            codes("call", self.call_code), codes("call_site", self.site_code),
+            *(writable(mpi.get_column(c).cast(pl.Int64).fill_null(0)) for c in MPI_VALUE_COLUMNS), known)
 
     def _horizon(self, horizon: pl.DataFrame | np.ndarray) -> np.ndarray:
         if isinstance(horizon, np.ndarray):
@@ -671,24 +724,19 @@ class BurstAssembler:
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if isinstance(batch, RecordBatch):
             batch = self._to_arrays(batch)
-        if _TID in batch.mpi.columns:  # the reader's own thread ids are the assembler's
-            new_mpi = batch.mpi.select(*MPI_EVENT_SCHEMA.keys(), _TID)
-        else:
-            new_mpi = batch.mpi.select(MPI_EVENT_SCHEMA.keys())
-            new_mpi = new_mpi.with_columns(pl.Series(_TID, self._frame_ids(new_mpi), pl.Int32))
         h = self._horizon(horizon)
-        mpi = pl.concat([self._mpi, new_mpi])
+        mpi = self._mpi.concat(batch.mpi)
         intervals = self._intervals.concat(batch.intervals)
         samples = self._samples.concat(batch.samples)
         calls, spans, self._mpi = self._pair_calls(mpi, h)
-        waiting = self._mpi.filter(pl.col("call").is_not_null())
-        waits = (writable(waiting.get_column(_TID)), writable(waiting.get_column("time_ns")))
-        bursts, calls = self._close_bursts(intervals, samples, mpi, h, calls, spans, waits)
+        waiting = self._mpi.take(np.flatnonzero(self._mpi.call >= 0))
+        bursts, calls = self._close_bursts(intervals, samples, mpi, h, calls, spans,
+                                           (waiting.thread, waiting.time_ns))
         return bursts, calls
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         empty = ArrayBatch(
-            IntervalArrays.empty(), SampleArrays.empty(), _empty(MPI_EVENT_SCHEMA), _empty(MESSAGE_SCHEMA)
+            IntervalArrays.empty(), SampleArrays.empty(), MpiArrays.empty(), _empty(MESSAGE_SCHEMA)
         )
         return self.feed(empty, np.full(self.n_threads, NEVER, dtype=np.int64))
 
@@ -707,38 +755,36 @@ class BurstAssembler:
     def _counter_columns(self, codes: np.ndarray, sums: np.ndarray, has: np.ndarray) -> list[pl.Series]:
         """One Int64 column per counter code present (NULL where no sample), sorted by name; the names join
         :attr:`counters`."""
-        names = sorted((self._names[c], i) for i, c in enumerate(codes.tolist()))
+        names = sorted((self._counters.names[c], i) for i, c in enumerate(codes.tolist()))
         self.counters = sorted(set(self.counters) | {n for n, _ in names})
         return [pl.Series(name, np.ma.masked_array(sums[i], mask=~has[i])) for name, i in names]
 
-    def _close_bursts(self, intervals: IntervalArrays, samples: SampleArrays, mpi: pl.DataFrame, h: np.ndarray,
+    def _close_bursts(self, intervals: IntervalArrays, samples: SampleArrays, mpi: MpiArrays, h: np.ndarray,
                       calls: pl.DataFrame, spans: tuple[np.ndarray, np.ndarray, np.ndarray],
                       waiting: tuple[np.ndarray, np.ndarray]) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The final bursts, and ``calls`` (whose thread ids, starts and ends are ``spans``) with the counters
         measured inside them; the samples neither holds are kept in :attr:`loose`."""
-        entries = pl.concat(
-            [self._recent_entries, mpi.filter(pl.col("call").is_not_null()).select(_ENTRY_SCHEMA.keys())]
-        )
+        entries = self._recent_entries.concat(mpi.take(np.flatnonzero(mpi.call >= 0)))
         order = self._thread_order()
-        n_codes = max(len(self._names), 1)
+        n_codes = max(len(self._counters.names), 1)
         (th, cpu, t0, t1, seq, entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm, loose_sm,
          keep) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
             samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
-            writable(entries.get_column(_TID)), writable(entries.get_column("time_ns")), h, self._burst_next,
+            entries.thread, entries.time_ns, h, self._burst_next,
             *spans, *waiting)
         self._intervals = intervals.take(carry_iv)
         self._samples = samples.take(carry_sm)
         if loose_sm.size and self.keep_loose:
             self.loose.append(samples.take(loose_sm))
-        self._recent_entries = entries[keep]
+        self._recent_entries = entries.take(keep)
         closed = entry >= 0
         pick = np.where(closed, entry, 0)
-        closing = [null_unless(entries.get_column(c).gather(pick) if entries.height else
-                                pl.Series(c, [None] * entry.size, pl.String), closed, name)
-                   for c, name in (("call", "mpi_call"), ("call_site", "call_site"))]
+        closing = [names.series(name, np.where(closed, codes[pick], -1) if codes.size else np.full(entry.size, -1))
+                   for codes, names, name in ((entries.call, self._calls, "mpi_call"),
+                                              (entries.site, self._sites, "call_site"))]
         bursts = pl.DataFrame([
-            pl.repeat(self.run_id, th.size, dtype=pl.String, eager=True).alias("run_id"),
+            constant("run_id", self.run_id, pl.String, th.size),
             pl.Series("appl", self._appl[th]), pl.Series("task", self._task[th]), pl.Series("thread", self._thread[th]),
             pl.Series("burst_seq", seq), _cpu_series(cpu), pl.Series("start_ns", t0), pl.Series("end_ns", t1),
             pl.Series("duration_ns", t1 - t0), *closing, *self._counter_columns(codes, sums, has),
@@ -755,45 +801,77 @@ class BurstAssembler:
         self.loose = []
         return out
 
-    def _pair_calls(self, mpi: pl.DataFrame,
-                    h: np.ndarray) -> tuple[pl.DataFrame, tuple[np.ndarray, np.ndarray, np.ndarray], pl.DataFrame]:
+    def _pair_calls(self, mpi: MpiArrays,
+                    h: np.ndarray) -> tuple[pl.DataFrame, tuple[np.ndarray, np.ndarray, np.ndarray], MpiArrays]:
         """Pair each MPI entry with the next exit of the same kind on its thread: (calls, their thread ids, starts
         and ends, the events still waiting)."""
-        k = pl.col("kind")
-        kind = mpi.select(pl.when(k == MPI_KINDS[0]).then(0).when(k == MPI_KINDS[1]).then(1).otherwise(2)
-                          .cast(pl.Int8)).to_series()
-        rows, end, waiting = _pair(self.n_threads, self._thread_order(), writable(mpi.get_column(_TID)), writable(kind),
-                                   writable(mpi.get_column("call").is_not_null()),
-                                   writable(mpi.get_column("time_ns")), h, NEVER)
-        tid = mpi.get_column(_TID).to_numpy()[rows].astype(np.int64)
+        rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.thread, mpi.kind, mpi.call >= 0,
+                                   mpi.time_ns, h, NEVER)
+        tid = mpi.thread[rows].astype(np.int64)
         seq = self._numbered(tid, self._call_next)
-        g = mpi.select("cpu", "call", "kind", "time_ns", "bytes_sent", "bytes_recv", "comm", "root", "call_site")[rows]
+        g = mpi.take(rows)
         n = rows.size
-        start = g.get_column("time_ns").to_numpy()
+        start = g.time_ns
+        call_kind = self._catalogue_kinds()[g.call]
+        kind = np.where(call_kind >= 0, call_kind, g.kind)
+        value = {c: pl.Series(c, np.ma.masked_array(getattr(g, c), mask=(g.known >> k) & 1 == 0),
+                              pl.Int32 if c == "root" else pl.Int64)
+                 for k, c in enumerate(MPI_VALUE_COLUMNS)}
         calls = pl.DataFrame(
             [
-                pl.repeat(self.run_id, n, dtype=pl.String, eager=True).alias("run_id"),
+                constant("run_id", self.run_id, pl.String, n),
                 pl.Series("appl", self._appl[tid]),
                 pl.Series("task", self._task[tid]),
                 pl.Series("thread", self._thread[tid]),
                 pl.Series("call_seq", seq, pl.Int64),
-                g.get_column("cpu"),
-                g.get_column("call").alias("mpi_call"),
-                g.select(kind_expr(pl.col("call"), pl.col("kind"))).to_series().alias("mpi_kind"),
+                _cpu_series(g.cpu),
+                self._calls.series("mpi_call", g.call),
+                pl.Series("mpi_kind", MPI_KINDS, pl.String).gather(kind),
                 pl.Series("start_ns", start, pl.Int64),
                 pl.Series("end_ns", end, pl.Int64),
                 pl.Series("duration_ns", end - start, pl.Int64),
-                g.get_column("bytes_sent"),
-                g.get_column("bytes_recv"),
-                pl.repeat(None, n, dtype=pl.Int32, eager=True).alias("peer"),
-                pl.repeat(0, n, dtype=pl.Int32, eager=True).alias("n_messages"),
-                g.get_column("comm"),
-                g.get_column("root"),
-                pl.repeat(None, n, dtype=pl.Int64, eager=True).alias("tag"),
-                g.get_column("call_site"),
+                value["bytes_sent"],
+                value["bytes_recv"],
+                constant("peer", None, pl.Int32, n),
+                constant("n_messages", 0, pl.Int32, n),
+                value["comm"],
+                value["root"],
+                constant("tag", None, pl.Int64, n),
+                self._sites.series("call_site", g.site),
             ]
-        ).cast(MPI_CALL_SCHEMA)
-        return calls, (tid, start, end), mpi[waiting]
+        )
+        return calls, (tid, start, end), mpi.take(waiting)
+
+    def _catalogue_kinds(self) -> np.ndarray:
+        """Per call code, the kind the MPI call catalogue gives its name (index in MPI_KINDS), -1 where it lists
+        none (the format's hint stands)."""
+        names = self._calls.names
+        if len(names) > self._call_kind.size:
+            new = [mpi_kind(n) for n in names[self._call_kind.size:]]
+            self._call_kind = np.concatenate([self._call_kind, np.asarray(
+                [MPI_KINDS.index(k) if k is not None else -1 for k in new], dtype=np.int8)])
+        return self._call_kind
+
+
+class _Names:
+    """Strings coded in order of first appearance (appended to while a reader's thread prepares the next chunk)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._code: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        code = self._code.get(name)
+        if code is None:
+            code = self._code[name] = len(self.names)
+            self.names.append(name)
+        return code
+
+    def series(self, name: str, codes: np.ndarray) -> pl.Series:
+        """The strings of ``codes`` as a column ``name``, NULL where a code is -1."""
+        missing = codes < 0
+        idx = pl.Series(np.ma.masked_array(codes, mask=missing) if missing.any() else codes)
+        return pl.Series(name, self.names or [""], pl.String).gather(idx)
 
 
 @cached_njit

@@ -231,8 +231,9 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     off = off.fill_null(False) | pl.Series(off_iter).filter(matched)
     s = f.select(off.mean().alias("m"), dw.median().alias("w")).row(0)
     # the call closing each burst (its source location where the trace has one) names the code it runs
-    site = ref_bursts.select(pl.coalesce([c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
-                                         or [pl.lit(None, pl.String)]).cast(pl.String)).to_series().filter(matched)
+    named_by = [c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
+    site = (ref_bursts.select(pl.coalesce(named_by).cast(pl.String)).to_series() if named_by
+            else pl.repeat(None, ref_bursts.height, dtype=pl.String, eager=True)).filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
     return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided,
                        **counts)

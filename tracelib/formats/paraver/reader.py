@@ -22,11 +22,12 @@ import polars as pl
 
 from synthtrace.tracelib.formats.bursts import (
     MESSAGE_SCHEMA,
-    THREAD_ID_COLUMN,
+    MPI_VALUE_COLUMNS,
     ArrayBatch,
     BurstAssembler,
+    MpiArrays,
     SampleArrays,
-    null_unless,
+    constant,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.jit import load_numba_extensions
@@ -42,7 +43,7 @@ from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, Tabl
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
 from synthtrace.tracelib.formats.paraver.pcf import PcfCatalog, parse_pcf
 from synthtrace.tracelib.formats.paraver import mpi_events
-from synthtrace.tracelib.domain.mpi_calls import EXTRAE_NAMES
+from synthtrace.tracelib.domain.mpi_calls import EXTRAE_NAMES, MPI_KINDS
 from synthtrace.tracelib.formats.paraver.event_types import (
     CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS,
                                                     UNCORE_BASE)
@@ -86,7 +87,7 @@ class _Prepared:
     """A parsed chunk with its MPI events named, the parser's horizon after it and its counter slot types."""
 
     chunk: ParsedChunk
-    mpi: pl.DataFrame  # MPI_EVENT_SCHEMA
+    mpi: MpiArrays
     events: pl.DataFrame  # EVENT_SCHEMA: the events that are neither MPI calls nor what describes them
     messages: pl.DataFrame  # MESSAGE_SCHEMA
     horizon: np.ndarray  # last time (ns) per thread id, -1: none
@@ -168,7 +169,7 @@ def _warm_up() -> None:
     for first, block in ((2, b"".join(lines[:6])), (8, b"".join(lines[6:]))):
         buf = bytearray(block)
         chunk = parser.parse(np.frombuffer(buf, dtype=np.uint8), first)
-        item = _Prepared(chunk, converter.mpi_frame(chunk.events), converter.events(chunk.events, "warm-up"),
+        item = _Prepared(chunk, converter.mpi_arrays(chunk.events), converter.events(chunk.events, "warm-up"),
                          converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(),
                          len(buf))
         messages.append(item.messages)
@@ -402,7 +403,7 @@ class ParaverTrace(TraceReader):
                 at = self._body_line + self._sorted.original_line(exc.line - self._body_line)
                 raise type(exc)(exc.path, at, exc.reason) from None
             line += chunk.n_lines
-            yield _Prepared(chunk, converter.mpi_frame(chunk.events), converter.events(chunk.events, run_id),
+            yield _Prepared(chunk, converter.mpi_arrays(chunk.events), converter.events(chunk.events, run_id),
                             converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(),
                             block.size)
 
@@ -602,10 +603,10 @@ class _EventConverter:
             return pl.DataFrame(schema=UNCORE_SCHEMA)
         rows = np.flatnonzero(self._uncore_slots[sm.counter])
         th = sm.thread[rows]
-        nodes = self.thread_nodes()
+        appl, task, thread = self.parser.thread_columns(th)
         return pl.DataFrame({
-            "run_id": pl.repeat(run_id, rows.size, dtype=pl.String, eager=True),
-            **{c: nodes.get_column(c).gather(th) for c in ("appl", "task", "thread", "node")},
+            "run_id": constant("run_id", run_id, pl.String, rows.size),
+            "appl": appl, "task": task, "thread": thread, "node": self.thread_nodes().get_column("node").gather(th),
             "time_ns": sm.time_ns[rows], "counter": self._slot_names.gather(sm.counter[rows]), "value": sm.value[rows],
         })
 
@@ -638,7 +639,7 @@ class _EventConverter:
             value_names.append(self.pcf.value_name(t, v))
         appl, task, th = self.parser.thread_columns(thread)
         return pl.DataFrame([
-            pl.repeat(run_id, thread.size, dtype=pl.String, eager=True).alias("run_id"),
+            constant("run_id", run_id, pl.String, thread.size),
             pl.Series("appl", appl), pl.Series("task", task), pl.Series("thread", th),
             pl.Series("time_ns", time_ns, pl.Int64), pl.Series("type", types, pl.Int64),
             pl.Series("value", values, pl.Int64),
@@ -646,9 +647,9 @@ class _EventConverter:
             pl.Series("value_name", value_names, pl.String).gather(codes),
         ])
 
-    def mpi_frame(self, ev: EventArrays) -> pl.DataFrame:
-        """MPI entries and exits (MPI_EVENT_SCHEMA and the thread ids); entries carry the sizes and call site of
-        their time."""
+    def mpi_arrays(self, ev: EventArrays) -> MpiArrays:
+        """MPI entries and exits, call names and sites coded by the assembler; entries carry the sizes and call
+        site of their time."""
         rows, info, has = mpi_events.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
         typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
         entry = val != 0
@@ -656,50 +657,30 @@ class _EventConverter:
         e_idx = np.flatnonzero(entry)
         pairs, first, inv = _unique_pairs(typ[e_idx], val[e_idx])
         order = np.argsort(line[e_idx][first], kind="stable")
-        names = [""] * len(pairs)
+        codes = np.empty(len(pairs), np.int32)
         for i in order.tolist():
-            names[i] = self._call_name(*pairs[i], int(line[e_idx[first[i]]]))
-        call_idx = np.zeros(rows.size, np.int64)
-        call_idx[e_idx] = inv
+            codes[i] = self.assembler.call_code(self._call_name(*pairs[i], int(line[e_idx[first[i]]])))
+        call = np.full(rows.size, -1, np.int32)
+        call[e_idx] = codes[inv]
         # call sites of entries whose time has a caller event
-        with_site = entry & (has & 16 > 0)
-        s_idx = np.flatnonzero(with_site)
+        s_idx = np.flatnonzero(entry & (has & 16 > 0))
         f_line = np.where(has[s_idx] & 32 > 0, info[s_idx, 5], -1)
         spairs, _, sinv = _unique_pairs(info[s_idx, 4], f_line)
-        sites = []
-        for f, ln in spairs:
+        site_codes = np.empty(len(spairs), np.int32)
+        for i, (f, ln) in enumerate(spairs):
             if (f, ln) not in self._sites:
                 self._sites[(f, ln)] = self._call_site(f, None if ln < 0 else ln)
-            sites.append(self._sites[(f, ln)])
-        site_idx = np.zeros(rows.size, np.int64)
-        site_idx[s_idx] = sinv
-        appl, task, thread = self.parser.thread_columns(ev.thread[rows])
-        kind = pl.Series("kind", [MPI_TYPE_KINDS[t] for t in MPI_EVENT_TYPES], pl.String).gather(
-            typ - MPI_EVENT_TYPES[0]
-        )
-        call = pl.Series("call", names or [""], pl.String).gather(call_idx)
-        site = pl.Series("call_site", sites or [""], pl.String).gather(site_idx)
+            site_codes[i] = self.assembler.site_code(self._sites[(f, ln)])
+        site = np.full(rows.size, -1, np.int32)
+        site[s_idx] = site_codes[sinv]
         root = info[:, 2]
         root_ok = (root >= -(2**31)) & (root < 2**31)  # a root beyond 32 bits is no rank: left null
-        return pl.DataFrame(
-            [
-                pl.Series("appl", appl),
-                pl.Series("task", task),
-                pl.Series("thread", thread),
-                pl.Series(THREAD_ID_COLUMN, ev.thread[rows], pl.Int32),  # the assembler's ids (header order)
-                pl.Series("cpu", ev.cpu[rows]),
-                pl.Series("time_ns", ev.time_ns[rows]),
-                kind,
-                null_unless(call, entry, "call"),
-                *(
-                    pl.Series(
-                        name,
-                        np.ma.masked_array(
-                            info[:, c], mask=~(entry & (has & (1 << c) > 0) & (root_ok if c == 2 else True))
-                        ),
-                    )
-                    for c, name in enumerate(("bytes_sent", "bytes_recv", "root", "comm"))
-                ),
-                null_unless(site, with_site, "call_site"),
-            ]
-        ).cast({"root": pl.Int32})
+        known = np.zeros(rows.size, np.uint8)
+        for c in range(len(MPI_VALUE_COLUMNS)):
+            known |= ((entry & (has & (1 << c) > 0) & (root_ok if c == 2 else True)).astype(np.uint8) << c)
+        return MpiArrays(ev.thread[rows], ev.cpu[rows], ev.time_ns[rows], _TYPE_KIND[typ - MPI_EVENT_TYPES[0]], call,
+                         site, info[:, 0].copy(), info[:, 1].copy(), root.copy(), info[:, 3].copy(), known)
+
+
+#: the kind code (index in MPI_KINDS) of each MPI event type, from the first
+_TYPE_KIND = np.array([MPI_KINDS.index(MPI_TYPE_KINDS[t]) for t in MPI_EVENT_TYPES], dtype=np.int8)

@@ -1,0 +1,97 @@
+"""A damaged stored Parquet file is one line naming it, exit 2, for every command and night stage that reads it, and
+the warehouse is left as it was (issue 23, session 6 item 1).
+
+A stored file can be damaged behind synthtrace's back (a disk fault, a copy cut short, a hand edit). Three kinds:
+random bytes (``head -c 3000 /dev/urandom > part``), a file cut short behind valid magic bytes (its footer's
+length and ``PAR1`` kept, the footer itself gone), and zero bytes. Before, ``merge`` ended with Polars'
+``ComputeError`` traceback and ``detect`` with DuckDB's (exit 1); ``sql`` said "don't know what type" naming no
+file. One ingested and merged warehouse (the session's ``merged_lulesh``) is copied per case.
+"""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from testing.traces import tree_digest
+
+EXPERIMENT = "lulesh-8r"
+
+
+def _random(data: bytes) -> bytes:
+    return bytes((i * 7919 + 13) % 251 for i in range(3000))  # fixed "random" bytes: no Parquet frame
+
+
+def _cut_footer(data: bytes) -> bytes:
+    return data[: len(data) // 2] + data[-8:]  # valid magic and footer length; the footer itself is gone
+
+
+def _empty(data: bytes) -> bytes:
+    return b""
+
+
+DAMAGE: dict[str, Callable[[bytes], bytes]] = {"random": _random, "cut_footer": _cut_footer, "empty": _empty}
+
+#: stored table -> (its files below the warehouse, the commands that read it, the night stages that read it)
+READERS: dict[str, tuple[str, list[list[str]], list[str]]] = {
+    "bursts": ("runs/*/bursts/*.parquet",
+               [["merge", EXPERIMENT], ["detect"], ["pop"], ["sql", "SELECT count(*) FROM bursts"]],
+               ["merge", "pop", "detect"]),
+    "mpi_calls": ("runs/*/mpi_calls.parquet",
+                  [["merge", EXPERIMENT], ["detect"], ["pop"], ["archetypes", EXPERIMENT, "--no-discover"],
+                   ["export", EXPERIMENT, "-o", "{out}/e.json"], ["report", "-o", "{out}/r.html"]],
+                  ["archetypes", "detect"]),
+    "mpi_messages": ("runs/*/mpi_messages.parquet", [["merge", EXPERIMENT], ["detect"]], ["merge", "detect"]),
+    "events": ("runs/*/events/*.parquet",
+               [["sql", "SELECT count(*) FROM events"], ["merge", EXPERIMENT, "--export-prv", "{out}/m"]], []),
+    "merged": ("experiments/*/merged_bursts.parquet",
+               [["archetypes", EXPERIMENT, "--no-discover"], ["export", EXPERIMENT, "-o", "{out}/e.json"],
+                ["report", "-o", "{out}/r.html"], ["train", "--folds", "2"],
+                ["sql", "SELECT count(*) FROM merged_bursts"]],
+               ["archetypes", "report"]),
+    "models": ("models/*/model.parquet", [["predict", "--experiment", EXPERIMENT], ["models"]], ["retrain"]),
+}
+
+
+@pytest.fixture(scope="module")
+def stored(merged_lulesh: Path, tmp_path_factory) -> Path:
+    """The merged LULESH warehouse with a model record folder (its record is damaged in every case that reads it,
+    so a trained model is not needed: training one would cost seconds per session)."""
+    wh = tmp_path_factory.mktemp("damaged-parts") / "wh"
+    shutil.copytree(merged_lulesh, wh, symlinks=True)
+    model = wh / "models" / "ipc-hgb-20260101T000000-000000"
+    model.mkdir(parents=True)
+    shutil.copyfile(next((wh / "experiments").glob("*/merge_quality.parquet")), model / "model.parquet")
+    return wh
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("kind", DAMAGE)
+@pytest.mark.parametrize("table", READERS)
+def test_a_damaged_stored_part_is_one_line_naming_it_and_changes_nothing(stored, tmp_path, run_cli, table, kind):
+    from synthtrace.pipelines import jobs
+    from synthtrace.tracelib.errors import SynthtraceError
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh, out = tmp_path / "wh", tmp_path / "out"
+    shutil.copytree(stored, wh, symlinks=True)
+    pattern, commands, stages = READERS[table]
+    files = sorted(wh.glob(pattern))
+    assert files, pattern
+    for f in files:
+        f.write_bytes(DAMAGE[kind](f.read_bytes()))
+    before = tree_digest(wh)
+    for args in commands:
+        code, _, err = run_cli(*(a.format(out=out) for a in args), "-w", wh)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, code, err[-2000:])
+        assert any(str(f) in lines[0] for f in files), (args, lines[0])
+        assert tree_digest(wh) == before, args
+    for stage in stages:
+        job = jobs.job(stage)
+        with pytest.raises(SynthtraceError) as raised:
+            job.run(Warehouse(wh), *([EXPERIMENT] if job.scope == "experiment" else []), jobs.NightSettings())
+        assert any(str(f) in str(raised.value).splitlines()[0] for f in files), (stage, raised.value)
+        assert tree_digest(wh) == before, stage

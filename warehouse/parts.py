@@ -1,0 +1,161 @@
+"""Reading the warehouse's stored Parquet files, where a damaged one is one line naming it (issue 23).
+
+A stored file can be damaged behind synthtrace's back: a disk or file-system fault, a copy cut short, a hand edit
+(``head -c 3000 /dev/urandom > runs/<id>/bursts/part-00000.parquet``), a zero-byte file left by a full disk in
+another tool. Polars, pyarrow and DuckDB then fail with their own exceptions, most of which do not name the file
+(Polars' ``ComputeError: parquet: File out of specification``, DuckDB's ``don't know what type``). Every read of a
+stored file goes through this module (:func:`read_part`, :func:`scan_parts`; DuckDB's through
+:meth:`Snapshot.checked <synthtrace.warehouse.snapshot.Snapshot.checked>`, which asks :func:`first_damaged`), and
+this is the one place that turns such a failure into :class:`~synthtrace.warehouse.errors.DamagedPartError`:
+the file, the reason, what to do; the CLI prints it as one line (exit 2). Nothing is written on the way.
+
+What is checked up front is the file's frame, read from its end: the magic bytes and the footer (the schema and
+the row groups' places, which a lazy scan reads before any row); a damaged page inside a file with a good footer
+is found when it is read (:func:`read_part`) or, for DuckDB, by the same footer check on failure only.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from synthtrace.warehouse.errors import DamagedPartError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+#: the top folder of a stored file -> what to do about a damaged file there
+_REMEDY = {
+    "runs": "remove the run (`synthtrace runs rm {unit}`) and ingest its trace again",
+    "experiments": "compute it again (`synthtrace merge {unit}`, then the later stages)",
+    "models": "train the model again (`synthtrace train`)",
+    "predictions": "predict again (`synthtrace predict`)",
+    "regressions": "detect again (`synthtrace detect`)",
+    "pop": "compute the POP tables again (`synthtrace pop`)",
+}
+#: OSError numbers that are the machine's, not the file's (reported as they are)
+_MACHINE_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EISDIR,
+                   errno.ENOTDIR, errno.ELOOP, errno.EINTR}
+
+
+def damaged(path: str | os.PathLike, reason: str, shown: str | None = None) -> DamagedPartError:
+    """The error for the stored file ``path`` that cannot be read for ``reason`` (``shown``: how to name it, when
+    ``path`` is a query's link to it)."""
+    where = Path(shown or path)
+    parts = where.parts
+    top = next((i for i, p in enumerate(parts) if p in _REMEDY and i + 1 < len(parts)), None)
+    remedy = (_REMEDY[parts[top]].format(unit=parts[top + 1]) if top is not None
+              else "restore it from a backup or compute it again")
+    return DamagedPartError(f"{where}: a damaged stored Parquet file ({reason}); {remedy}")
+
+
+def frame_damage(path: str | os.PathLike) -> str | None:
+    """Why the Parquet file ``path`` cannot be opened (empty, cut short, not Parquet, an unreadable footer), or None
+    when its frame is sound. Reads its footer only (a few kB). pyarrow, never Polars: a query's forked child may
+    call this, and Polars' thread pool is not there."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(path)
+    except (pa.ArrowException, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:
+            raise
+        return _reason(exc)
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0].strip() if text and text[0].strip() else type(exc).__name__
+
+
+def check_parts(paths: Iterable[str | os.PathLike]) -> None:
+    """Raise :class:`DamagedPartError` for the first of ``paths`` whose frame is damaged (:func:`frame_damage`)."""
+    for p in paths:
+        if (why := frame_damage(p)) is not None:
+            raise damaged(p, why)
+
+
+def first_damaged(paths: Iterable[str], shown: Callable[[str], str] = str) -> DamagedPartError | None:
+    """The error for the first of ``paths`` whose frame is damaged, named by ``shown(path)``; None if all are
+    sound (or gone meanwhile)."""
+    for p in paths:
+        try:
+            why = frame_damage(p)
+        except OSError:
+            continue
+        if why is not None:
+            return damaged(p, why, shown(p))
+    return None
+
+
+def may_be_damage(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from or while handling) is a Parquet reader's failure that a
+    damaged file can cause: worth looking for the file (on failure only; a sound warehouse costs nothing)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if _reader_failure(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _reader_failure(e: BaseException) -> bool:
+    if isinstance(e, OSError):
+        return e.errno not in _MACHINE_ERRNOS
+    if "polars" in sys.modules and isinstance(e, sys.modules["polars"].exceptions.ComputeError):
+        return True
+    if "pyarrow" in sys.modules and isinstance(e, sys.modules["pyarrow"].ArrowException):
+        return True
+    if "_duckdb" in sys.modules or "duckdb" in sys.modules:
+        from synthtrace.warehouse import engine
+
+        refused = (engine.ParserException, engine.BinderException, engine.CatalogException,
+                   engine.PermissionException, engine.OutOfMemoryException, engine.InterruptException)
+        return isinstance(e, engine.Error) and not isinstance(e, refused)
+    return False
+
+
+def read_part(path: str | os.PathLike, **options: Any) -> pl.DataFrame:
+    """``pl.read_parquet(path, **options)``; a damaged file is :class:`DamagedPartError`."""
+    import polars as pl
+
+    try:
+        return pl.read_parquet(path, **options)
+    except (pl.exceptions.ComputeError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:
+            raise
+        raise damaged(path, _reason(exc)) from None
+
+
+def read_parts(paths: Iterable[str | os.PathLike]) -> pl.DataFrame:
+    """The files ``paths`` read and unioned by column name (experiments differ in counters)."""
+    import polars as pl
+
+    return pl.concat([read_part(p) for p in paths], how="diagonal_relaxed")
+
+
+def scan_parts(paths: Iterable[str | os.PathLike]) -> pl.LazyFrame:
+    """A lazy scan of the files ``paths`` unioned by column name, their frames checked first (a damaged footer
+    would otherwise fail wherever the scan is collected, as Polars' ``ComputeError`` naming no file)."""
+    import polars as pl
+
+    paths = list(paths)
+    check_parts(paths)
+    return pl.concat([pl.scan_parquet(p) for p in paths], how="diagonal_relaxed")
+
+
+def schema_of(path: str | os.PathLike) -> dict[str, Any]:
+    """The column names and Polars types of the stored file ``path`` (its footer only)."""
+    import polars as pl
+
+    try:
+        return dict(pl.read_parquet_schema(path))
+    except pl.exceptions.ComputeError as exc:
+        raise damaged(path, _reason(exc)) from None
