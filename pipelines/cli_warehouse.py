@@ -16,7 +16,7 @@ from synthtrace.pipelines.cli_app import (
     print_error,
     print_note,
 )
-from synthtrace.pipelines.cli_base import app_option, progress_bar
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, app_option, progress_bar
 from synthtrace.pipelines.cli_read import (FORMAT, MEMORY_LIMIT, MIN_TIMEOUT_S, OUTPUT, TEMP_LIMIT, TIMEOUT, answer_sql,
                                            list_runs)
 from synthtrace.pipelines.cli_examples import epilog
@@ -172,7 +172,7 @@ def sql(
                           "a table in a file is tab-separated)."),
     ] = None,
     output: Annotated[
-        Path | None, typer.Option(*OUTPUT.names, help="Write to this file instead of the terminal.")
+        Path | None, typer.Option(*OUTPUT.names, help="Write to this file instead of the terminal. " + OUTPUT_RULE)
     ] = None,
     timeout: Annotated[
         float | None,
