@@ -390,3 +390,16 @@ def test_a_trace_path_that_is_not_a_regular_file_says_what_it_is(tmp_path, run_c
             "dangling link": f"a link to {tmp_path / 'gone.prv'}, which does not exist"}
     assert code == 2 and err.strip() == f"error: {trace}: {said[kind]}", err
     assert not (tmp_path / "wh").exists()
+
+
+def test_a_ctrl_c_before_the_command_starts_is_aborted_not_a_traceback(monkeypatch, capsys):
+    """Session 6 item 3: a Ctrl-C while `synthtrace sql ... --output` imported its modules (before the command's
+    own handler) escaped as a KeyboardInterrupt traceback and the process died by SIGINT; now "aborted", 130."""
+    import synthtrace.pipelines.cli_read as cli_read
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_read, "understood", interrupted)
+    assert main(["sql", "SELECT 1", "--output", "x.csv"]) == 130
+    assert capsys.readouterr().err == "aborted\n"
