@@ -137,7 +137,17 @@ class _ClosedOutput(io.TextIOBase):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the process exit code."""
+    """Entry point of the console script; returns the process exit code. A Ctrl-C anywhere in it, the imports
+    before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal."""
+    try:  # [helper security, issue 23 session 6 item 3] a Ctrl-C while the modules below were imported escaped
+        return _main(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("aborted\n")
+        return ABORTED
+
+
+def _main(argv: list[str] | None) -> int:
+    """:func:`main`, a Ctrl-C inside a command already "aborted"."""
     args = sys.argv[1:] if argv is None else list(argv)
     if sys.stdout is None:  # [helper security] see _ClosedOutput
         sys.stdout = _ClosedOutput()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,22 +67,24 @@ def run_cli(capsys) -> Callable[..., tuple[int, str, str]]:
 
 
 @pytest.fixture(scope="session")
-def prefect_api(tmp_path_factory) -> Iterator[str]:
-    """The API URL of one Prefect server on 127.0.0.1 (per xdist worker) for tests that run nights as processes:
-    each night then skips the ephemeral server's start-up (testing/prefect_server.py)."""
-    from testing.prefect_server import prefect_server
-
-    with prefect_server(tmp_path_factory.mktemp("prefect-server")) as api:
-        yield api
-
-
-@pytest.fixture(scope="session")
 def prefect_harness():
-    """One temporary Prefect backend for every flow test of the session."""
+    """One temporary Prefect backend (a server process on 127.0.0.1, its database in a temp dir) per xdist worker
+    for every flow test of the session."""
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def prefect_api(prefect_harness) -> str:
+    """The API URL of that same server, for tests that run nights as processes: each night then skips the
+    ephemeral server's start-up (testing/prefect_server.py), and the session starts one server, not two."""
+    from prefect.settings import PREFECT_API_URL
+
+    api = PREFECT_API_URL.value()
+    assert api and api.startswith("http://127.0.0.1:"), api
+    return api
 
 
 @pytest.fixture(scope="session")

@@ -105,10 +105,33 @@ class Warehouse:
         return Experiment.open(self, name)
 
     # ------------------------------------------------------------------ writing
+    @property
+    def layout_dirs(self) -> tuple[Path, ...]:
+        """The folders every writer writes in (and cleans, for ``.staging``)."""
+        return self.runs_dir, self.experiments_dir, self.staging_dir, self.root / ".locks"
+
+    def check_layout(self) -> None:
+        """Refuse a warehouse whose layout folders (:attr:`layout_dirs`) are not its own folders: a symbolic link
+        there would make every writer write, and the stale-staging cleanup delete, wherever it points (attack 6,
+        F2/F3: ``.staging -> /elsewhere`` lost the subfolders of /elsewhere at the next ingest)."""
+        for d in self.layout_dirs:
+            try:
+                mode = d.lstat().st_mode
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(mode):
+                raise WarehouseError(f"{d}: is a symbolic link (to {os.readlink(d)}), not a folder of the warehouse; "
+                                     "nothing was written: replace it with a folder (or give --warehouse the "
+                                     "folder it belongs to)")
+            if not stat.S_ISDIR(mode):
+                raise WarehouseError(f"{d}: is not a folder; nothing was written: move it away")
+
     def ensure(self) -> Warehouse:
-        """Create the folder layout and clear staging left by killed writers."""
+        """Create the folder layout and clear staging left by killed writers (a layout folder that is a link or a
+        file is refused: :meth:`check_layout`)."""
         if self.root.exists() and not self.root.is_dir():
             raise WarehouseError(f"{self.root}: exists and is not a folder")
+        self.check_layout()
         try:
             for d in (self.runs_dir, self.experiments_dir, self.staging_dir):
                 d.mkdir(parents=True, exist_ok=True)
@@ -132,7 +155,7 @@ class Warehouse:
     def _remove_if_empty(self) -> None:
         """Remove the folder layout :meth:`ensure` creates if nothing else is in it (``rmdir`` refuses a folder that
         is not empty, so a concurrent writer's files are never touched)."""
-        layout = (self.staging_dir, self.runs_dir, self.experiments_dir, self.root / ".locks")
+        layout = self.layout_dirs
         with contextlib.suppress(OSError):
             if {p.name for p in self.root.iterdir()} - {MARKER} - {d.name for d in layout}:
                 return  # something else was stored
@@ -200,6 +223,7 @@ class Warehouse:
         On any error the staging directory is removed and ``target`` is left as it was. With ``replace`` an
         existing ``target`` is swapped out (renamed aside, then deleted), so readers see old or new, never a mix.
         """
+        self.check_layout()
         stage = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}"
         stage.mkdir(parents=True)
         try:
@@ -341,8 +365,11 @@ _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 def os_error_within(exc: BaseException, target: Path) -> OSError | None:
     """The operating-system error a library reported as its own exception (Polars' ``ComputeError: ... No space
     left on device (os error 28)`` when a Parquet write fills the disk), as an :class:`OSError` naming ``target``;
-    None for an OSError itself or any other failure."""
-    if isinstance(exc, OSError) or not isinstance(exc, Exception):
+    an OSError that names no file (a write() that filled the disk: ``[Errno 28] No space left on device``) named
+    ``target`` too; None for an OSError naming its file or any other failure."""
+    if isinstance(exc, OSError):
+        return OSError(exc.errno, exc.strerror, str(target)) if exc.filename is None and exc.errno else None
+    if not isinstance(exc, Exception):
         return None
     m = _OS_ERROR.search(str(exc))
     if m is None:

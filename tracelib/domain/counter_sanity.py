@@ -83,6 +83,19 @@ def _first_rule(rules: list[tuple[str, pl.Expr]]) -> pl.Expr:
     return expr
 
 
+def _first_broken_counts(rules: dict[str, list[tuple[str, pl.Expr]]]) -> list[pl.Expr]:
+    """Per counter and rule, in order: how many values break that rule and none before it ([helper reader] issue 27:
+    each rule's mask once, where comparing :func:`_first_rule` with every rule evaluated the chain once per rule)."""
+    counts = []
+    for c, checks in rules.items():
+        earlier = pl.lit(False)
+        for r, broken in checks:
+            broken = broken.fill_null(False)
+            counts.append((broken & ~earlier).sum().alias(f"{c}\0{r}"))
+            earlier = earlier | broken
+    return counts
+
+
 def sane_samples() -> pl.Expr:
     """True for counter samples (a ``value`` column of counts) that no rule of one value breaks."""
     return _in_range("value")
@@ -120,7 +133,7 @@ class AnomalyTally:
             # one pass counting every (counter, rule) at once; rows are looked at only where something is found
             first = {c: _first_rule(checks) for c, checks in rules.items()}
             names = [(c, r) for c, checks in rules.items() for r, _ in checks]
-            self._queries[schema] = first, names, [(first[c] == r).sum().alias(f"{c}\0{r}") for c, r in names]
+            self._queries[schema] = first, names, _first_broken_counts(rules)
         first, names, query = self._queries[schema]
         if not frame.height or not names:
             return

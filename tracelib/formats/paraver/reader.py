@@ -27,6 +27,7 @@ from synthtrace.tracelib.formats.bursts import (
     BurstAssembler,
     MpiArrays,
     SampleArrays,
+    constant,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.jit import load_numba_extensions
@@ -602,10 +603,10 @@ class _EventConverter:
             return pl.DataFrame(schema=UNCORE_SCHEMA)
         rows = np.flatnonzero(self._uncore_slots[sm.counter])
         th = sm.thread[rows]
-        nodes = self.thread_nodes()
+        appl, task, thread = self.parser.thread_columns(th)
         return pl.DataFrame({
-            "run_id": pl.repeat(run_id, rows.size, dtype=pl.String, eager=True),
-            **{c: nodes.get_column(c).gather(th) for c in ("appl", "task", "thread", "node")},
+            "run_id": constant("run_id", run_id, pl.String, rows.size),
+            "appl": appl, "task": task, "thread": thread, "node": self.thread_nodes().get_column("node").gather(th),
             "time_ns": sm.time_ns[rows], "counter": self._slot_names.gather(sm.counter[rows]), "value": sm.value[rows],
         })
 
@@ -638,7 +639,7 @@ class _EventConverter:
             value_names.append(self.pcf.value_name(t, v))
         appl, task, th = self.parser.thread_columns(thread)
         return pl.DataFrame([
-            pl.repeat(run_id, thread.size, dtype=pl.String, eager=True).alias("run_id"),
+            constant("run_id", run_id, pl.String, thread.size),
             pl.Series("appl", appl), pl.Series("task", task), pl.Series("thread", th),
             pl.Series("time_ns", time_ns, pl.Int64), pl.Series("type", types, pl.Int64),
             pl.Series("value", values, pl.Int64),
