@@ -151,6 +151,10 @@ def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if sys.stdout is None:  # [helper security] see _ClosedOutput
         sys.stdout = _ClosedOutput()
+    for stream in (sys.stdout, sys.stderr):  # [helper security, attack 6 F10] a stream that cannot encode the data
+        # (PYTHONIOENCODING=ascii, a C locale) shows it escaped, as error lines already are, never a traceback
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
     if len(args) == 2 and args[0] == "--show-completion":
         # the script of a named shell, through click's completion variable: typer's own option only detects the
         # shell from the processes above, which a container or a CI job may not have

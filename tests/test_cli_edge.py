@@ -403,3 +403,18 @@ def test_a_ctrl_c_before_the_command_starts_is_aborted_not_a_traceback(monkeypat
     monkeypatch.setattr(cli_read, "understood", interrupted)
     assert main(["sql", "SELECT 1", "--output", "x.csv"]) == 130
     assert capsys.readouterr().err == "aborted\n"
+
+
+def test_an_output_stream_that_cannot_encode_the_data_shows_it_escaped(tmp_path, monkeypatch):
+    """Attack 6 F10: with PYTHONIOENCODING=ascii (or a C locale) a value or a warehouse path outside ASCII in a
+    table was a UnicodeEncodeError traceback; it is shown escaped, as error lines are."""
+    import io
+
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = Warehouse(tmp_path / "wh_\u00fc\u6f22").ensure()
+    raw = io.BytesIO()
+    monkeypatch.setattr("sys.stdout", io.TextIOWrapper(raw, encoding="ascii", write_through=True))
+    assert main(["sql", "SELECT '\u00fc\u6f22' AS x", "-w", str(wh.root)]) == 0
+    assert main(["runs", "-w", str(wh.root)]) == 0
+    assert b"\\xfc\\u6f22" in raw.getvalue()

@@ -43,11 +43,22 @@ class MissingWarehouseError(WarehouseError):
     exit_code = 2
 
 
+#: what a stored folder holds together (a run, a merged or analysed experiment, a model), each set all of it: a
+#: folder of a warehouse reached through another mount (a bind mount or a container volume of ``runs/<id>``) has
+#: no marker above it, but is known by its own files (attack 6, F11: ``sql -o MOUNT/run.parquet`` replaced a run)
+STORED_FOLDER_FILES: tuple[frozenset[str], ...] = (
+    frozenset({"run.parquet", "bursts"}), frozenset({"experiment.json", "merged_bursts.parquet"}),
+    frozenset({"archetypes.parquet", "burst_metrics.parquet"}), frozenset({"model.skops", "model.parquet"}))
+
+
 def warehouse_holding(path: str | Path) -> Path | None:
     """The warehouse folder that ``path`` (links followed, as a write would follow them) is or lies in, or None.
-    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders."""
+    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders; a stored
+    folder of one (:data:`STORED_FOLDER_FILES`), however reached, counts as a warehouse folder."""
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
         if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
+            return folder
+        if any(all((folder / name).exists() for name in names) for names in STORED_FOLDER_FILES):
             return folder
     return None
 
