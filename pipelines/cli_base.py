@@ -22,6 +22,7 @@ from rich.text import Text
 
 from synthtrace.tracelib.atomic_file import output_refusal, place_file, write_atomically
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.printable import escaped  # [helper security2]
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
@@ -52,7 +53,10 @@ def print_note(message: str) -> None:
 
 def print_table(table: Table) -> None:
     """Print a table on stdout: fitted to a terminal, at its natural width (nothing folded, ids and names whole)
-    when stdout is a pipe or a file, which is read, copied and grepped."""
+    when stdout is a pipe or a file, which is read, copied and grepped. Headers and text cells are shown with
+    control characters escaped: no stored value (a run's --app, a counter name) can forge lines or drive the
+    terminal."""
+    _escape_cells(table)  # [helper security2] issue 23 F7
     if console.is_terminal:
         console.print(table)
         return
@@ -60,6 +64,22 @@ def print_table(table: Table) -> None:
     # a console of its own: print(width=) cannot widen one, and the shared one keeps its width for what follows
     Console(file=console.file, width=max(console.width, natural), markup=False, emoji=False,
             highlight=False).print(table)
+
+
+def _escape_cells(table: Table) -> None:  # [helper security2] issue 23 F7
+    """Escape control characters (newline, ESC, ...) in the headers and text cells of ``table``, in place."""
+    for column in table.columns:
+        if isinstance(column.header, str):
+            column.header = escaped(column.header)
+        column._cells[:] = [_escaped_cell(c) for c in column._cells]
+
+
+def _escaped_cell(cell: object) -> object:  # [helper security2] issue 23 F7
+    if isinstance(cell, str):
+        return escaped(cell)
+    if isinstance(cell, Text) and not cell.plain.isprintable():
+        return Text(escaped(cell.plain), style=cell.style)
+    return cell
 
 
 def existing_warehouse(path: Path) -> Path:
@@ -78,10 +98,11 @@ def existing_warehouse(path: Path) -> Path:
 
 
 def app_option(value: str | None) -> str | None:
-    """Typer callback for ``--app``, a name stored as data: it must be UTF-8 text."""
-    from synthtrace.warehouse.sql import check_utf8
+    """Typer callback for ``--app``, a name stored as data and shown in tables: checked as an experiment name is
+    (printable UTF-8 text, no control characters that could forge output lines)."""
+    from synthtrace.warehouse.names import check_name  # [helper security2] issue 23 F7: the experiment-name rule
 
-    return None if value is None else check_utf8(value, "--app")
+    return None if value is None else check_name(value, "--app")
 
 
 def check_folder(path: Path, label: str) -> Path:
