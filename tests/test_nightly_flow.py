@@ -164,10 +164,13 @@ def _night_cmd(drop: Path, wh: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_killed_night_leaves_no_partial_run_and_next_night_completes(tmp_path, big_lulesh):
+    """Both nights on the ephemeral Prefect server a night starts when no PREFECT_API_URL is set, as a user without
+    a server meets it (the other tests' nights talk to the session's server)."""
     drop = tmp_path / "drop"
     copy_trace(big_lulesh, drop / "exp")
     wh = tmp_path / "wh"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
     # its own session, so the kill takes the flow's ephemeral Prefect server (a child process) with it
     proc = subprocess.Popen(_night_cmd(drop, wh), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
