@@ -137,10 +137,24 @@ class _ClosedOutput(io.TextIOBase):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the process exit code."""
+    """Entry point of the console script; returns the process exit code. A Ctrl-C anywhere in it, the imports
+    before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal."""
+    try:  # [helper security, issue 23 session 6 item 3] a Ctrl-C while the modules below were imported escaped
+        return _main(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("aborted\n")
+        return ABORTED
+
+
+def _main(argv: list[str] | None) -> int:
+    """:func:`main`, a Ctrl-C inside a command already "aborted"."""
     args = sys.argv[1:] if argv is None else list(argv)
     if sys.stdout is None:  # [helper security] see _ClosedOutput
         sys.stdout = _ClosedOutput()
+    for stream in (sys.stdout, sys.stderr):  # [helper security, attack 6 F10] a stream that cannot encode the data
+        # (PYTHONIOENCODING=ascii, a C locale) shows it escaped, as error lines already are, never a traceback
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
     if len(args) == 2 and args[0] == "--show-completion":
         # the script of a named shell, through click's completion variable: typer's own option only detects the
         # shell from the processes above, which a container or a CI job may not have

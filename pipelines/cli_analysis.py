@@ -20,6 +20,7 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     print_table,
 )
+from synthtrace.pipelines.cli_base import OUTPUT_RULE
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
@@ -136,7 +137,8 @@ def archetypes(
 
 
 def report(
-    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("synthtrace-report.html"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write. " + OUTPUT_RULE)] = Path(
+        "synthtrace-report.html"),
     experiment: Annotated[
         str | None, typer.Option(help="Only this experiment (default: all).", callback=name_option)
     ] = None,

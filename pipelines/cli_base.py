@@ -7,18 +7,22 @@ highlighting; styles are given as rich Text, never as markup inside a string.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Self
 
 from rich.console import Console
 from rich.text import Text
 
-from synthtrace.tracelib.atomic_file import write_atomically
+from synthtrace.tracelib.atomic_file import output_refusal, place_file, write_atomically
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.printable import escaped  # [helper security2]
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
@@ -49,7 +53,10 @@ def print_note(message: str) -> None:
 
 def print_table(table: Table) -> None:
     """Print a table on stdout: fitted to a terminal, at its natural width (nothing folded, ids and names whole)
-    when stdout is a pipe or a file, which is read, copied and grepped."""
+    when stdout is a pipe or a file, which is read, copied and grepped. Headers and text cells are shown with
+    control characters escaped: no stored value (a run's --app, a counter name) can forge lines or drive the
+    terminal."""
+    _escape_cells(table)  # [helper security2] issue 23 F7
     if console.is_terminal:
         console.print(table)
         return
@@ -57,6 +64,22 @@ def print_table(table: Table) -> None:
     # a console of its own: print(width=) cannot widen one, and the shared one keeps its width for what follows
     Console(file=console.file, width=max(console.width, natural), markup=False, emoji=False,
             highlight=False).print(table)
+
+
+def _escape_cells(table: Table) -> None:  # [helper security2] issue 23 F7
+    """Escape control characters (newline, ESC, ...) in the headers and text cells of ``table``, in place."""
+    for column in table.columns:
+        if isinstance(column.header, str):
+            column.header = escaped(column.header)
+        column._cells[:] = [_escaped_cell(c) for c in column._cells]
+
+
+def _escaped_cell(cell: object) -> object:  # [helper security2] issue 23 F7
+    if isinstance(cell, str):
+        return escaped(cell)
+    if isinstance(cell, Text) and not cell.plain.isprintable():
+        return Text(escaped(cell.plain), style=cell.style)
+    return cell
 
 
 def existing_warehouse(path: Path) -> Path:
@@ -75,10 +98,11 @@ def existing_warehouse(path: Path) -> Path:
 
 
 def app_option(value: str | None) -> str | None:
-    """Typer callback for ``--app``, a name stored as data: it must be UTF-8 text."""
-    from synthtrace.warehouse.sql import check_utf8
+    """Typer callback for ``--app``, a name stored as data and shown in tables: checked as an experiment name is
+    (printable UTF-8 text, no control characters that could forge output lines)."""
+    from synthtrace.warehouse.names import check_name  # [helper security2] issue 23 F7: the experiment-name rule
 
-    return None if value is None else check_utf8(value, "--app")
+    return None if value is None else check_name(value, "--app")
 
 
 def check_folder(path: Path, label: str) -> Path:
@@ -98,30 +122,76 @@ def check_folder(path: Path, label: str) -> Path:
     return path
 
 
+#: the rule every output path of every command follows (tracelib/atomic_file.py), as each output option's help says it
+OUTPUT_RULE = ("An existing link is followed; a FIFO that a process reads or a character device (/dev/stdout) is "
+               "written into; a folder, a block device, a socket, an unread FIFO or a path inside a warehouse is "
+               "refused; a file is replaced whole, never left half written.")
+
+
 def output_file(path: Path, option: str = "--output") -> Path:
-    """The FILE of an ``--output``-like ``option``, its folder created: refuse a folder, a path under a file, or a
-    path inside a warehouse (no command's output may replace or add a file there, issue 23 item 2)."""
+    """Check the FILE of an ``--output``-like ``option`` by :data:`OUTPUT_RULE` before any work: refuse a folder, a
+    block device or socket (links followed), a path inside a warehouse (no command's output may replace or add a
+    file there, issue 23 item 2), a path under a file or in a folder that cannot be written. Creates nothing (the
+    folders are made when it is written: :func:`write_output`)."""
     from synthtrace.warehouse.layout import warehouse_holding
 
-    if path.is_dir():
-        raise BadInputError(f"{option} {path}: is a folder; give a file name")
+    if (why := output_refusal(path)) is not None:
+        raise BadInputError(f"{option} {path}: {why}")
     # the path itself, links followed: an output that is a link into a warehouse (check_folder asks of the parent)
     if (wh := warehouse_holding(path)) is not None:
         raise BadInputError(f"{option} {path}: lies inside the warehouse {wh}; write outputs outside it")
-    try:
-        check_folder(path.parent, f"{option} {path}").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInputError(f"{option} {path}: cannot create its folder {path.parent} ({exc.strerror})") from None
+    check_folder(path.parent, f"{option} {path}")
     return path
 
 
 def write_output(path: Path, write: Callable[[Path], object], option: str = "--output") -> None:
-    """``write(path)`` into :func:`output_file` ``path``, whole or not at all (a full disk leaves no truncated
-    file); a file that cannot be written is one line (exit 2)."""
-    try:
+    """``write(path)`` into :func:`output_file` ``path`` (checked again: the work took time), whole or not at all
+    (a full disk leaves no truncated file), by :data:`OUTPUT_RULE`; the folders made for it are removed again when
+    it fails. A file that cannot be written is one line (exit 2)."""
+    with _output_folder(path, option):
         write_atomically(output_file(path, option), write)
+
+
+def write_outputs(paths: list[Path], write: Callable[[Path], object], option: str) -> None:
+    """Several files written together (a Paraver trace's ``.prv``, ``.pcf``, ``.row``), all in one folder:
+    ``write(folder)`` writes each under its name into a private folder beside them, then each is put at its path
+    by :data:`OUTPUT_RULE`, in order (the last appears last: a folder watcher never picks up half of them)."""
+    for p in paths:
+        output_file(p, option)
+    with _output_folder(paths[0], option):
+        stage = paths[0].parent / f".{paths[0].name}.{uuid.uuid4().hex[:8]}.part"
+        try:
+            stage.mkdir()
+            write(stage)
+            for p in paths:
+                place_file(stage / p.name, output_file(p, option))
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _output_folder(path: Path, option: str) -> Iterator[None]:
+    """The missing folders above the output ``path`` made for the block, and removed again (those still empty) when
+    it fails: a failed command leaves nothing behind; an OSError is one line naming the output."""
+    folder = path.parent.absolute()
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BadInputError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
+        raise BadInputError(f"{option} {path}: cannot create its folder {path.parent} ({exc.strerror})") from None
+    try:
+        yield
+    except BaseException as exc:
+        from synthtrace.warehouse.layout import os_error_within
+
+        if not isinstance(exc, OSError):  # a library's own exception for a full disk (Polars' "os error 28")
+            exc = os_error_within(exc, path) or exc
+        for p in made:
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        if isinstance(exc, OSError):
+            raise BadInputError(f"{option} {exc.filename or path}: cannot write it ({exc.strerror or exc})") from None
+        raise
 
 
 def progress_bar(*columns: ProgressColumn | str, transient: bool = True) -> Progress:

@@ -15,6 +15,7 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     write_output,
 )
+from synthtrace.pipelines.cli_base import OUTPUT_RULE
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.warehouse.names import name_option
 
@@ -45,7 +46,7 @@ def export(
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="File to write. Default: EXPERIMENT.json (perfetto), EXPERIMENT.pipit.csv "
-                     "(pipit) or EXPERIMENT.csv (csv), in the current folder."),
+                     "(pipit) or EXPERIMENT.csv (csv), in the current folder. " + OUTPUT_RULE),
     ] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:

@@ -12,13 +12,13 @@ from synthtrace.pipelines.cli_app import (
     DEFAULT_WAREHOUSE,
     ReadWarehouseOption,
     StepProgress,
-    check_folder,
     console,
+    output_file,
     print_table,
     print_warning,
 )
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, write_outputs
 from synthtrace.pipelines.cli_examples import epilog
-from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.merge_runs import DEFAULT_RESCALE, MergeOptions, MergeResult
 from synthtrace.tracelib.merge.checks import worst
 from synthtrace.warehouse import Warehouse
@@ -41,7 +41,8 @@ def merge(
     export_prv: Annotated[
         Path | None,
         typer.Option(
-            "--export-prv", metavar="OUT_STEM", help="Also write the merged trace as Paraver OUT_STEM.prv/.pcf/.row."
+            "--export-prv", metavar="OUT_STEM", help="Also write the merged trace as Paraver OUT_STEM.prv/.pcf/.row. "
+            + OUTPUT_RULE
         ),
     ] = None,
     rescale: Annotated[
@@ -71,12 +72,9 @@ def merge(
     ] = False,
 ) -> None:
     """Merge the counters of an experiment's runs into its reference run's bursts; print the quality per counter."""
-    if export_prv is not None:  # refused before minutes of merging
-        check_folder(export_prv.parent, f"--export-prv {export_prv}")
-        for part in (export_prv.with_name(export_prv.name + ext) for ext in (".prv", ".pcf", ".row")):
-            if part.is_symlink() or (part.exists() and not part.is_file()):
-                raise BadInputError(f"--export-prv {export_prv}: {part} is a link or a special file, not replaced; "
-                                    "give another OUT_STEM")
+    parts = _export_files(export_prv) if export_prv is not None else []
+    for part in parts:  # refused before minutes of merging
+        output_file(part, "--export-prv")
     opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)
@@ -89,11 +87,16 @@ def merge(
     console.print(f"merged {result.merged.height} bursts of {result.reference_run} into "
                   f"{wh.experiment_dir(experiment)}", soft_wrap=True)
     if export_prv is not None:
-        export_prv.parent.mkdir(parents=True, exist_ok=True)
-        with StepProgress(1, f"writing {export_prv}.prv") as step:
-            prv = export_merged(exp, result, export_prv)
+        with StepProgress(1, f"writing {parts[-1]}") as step:
+            write_outputs(parts, lambda folder: export_merged(exp, result, folder / parts[-1].name), "--export-prv")
             step("done")
-        console.print(f"exported the merged trace to {prv} (.pcf, .row beside it)", soft_wrap=True)
+        console.print(f"exported the merged trace to {parts[-1]} (.pcf, .row beside it)", soft_wrap=True)
+
+
+def _export_files(stem: Path) -> list[Path]:
+    """The files ``--export-prv OUT_STEM`` writes, the ``.prv`` last (as the Paraver writer names them)."""
+    prv = stem if stem.suffix == ".prv" else stem.with_name(stem.name + ".prv")
+    return [prv.with_suffix(".pcf"), prv.with_suffix(".row"), prv]
 
 
 def print_quality(result: MergeResult) -> None:

@@ -1,6 +1,8 @@
 """``synthtrace ingest``, ``runs`` and ``sql``: getting traces in and asking questions of them."""
 from __future__ import annotations
 
+import os
+import stat
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -16,7 +18,7 @@ from synthtrace.pipelines.cli_app import (
     print_error,
     print_note,
 )
-from synthtrace.pipelines.cli_base import app_option, progress_bar
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, app_option, progress_bar
 from synthtrace.pipelines.cli_read import (FORMAT, MEMORY_LIMIT, MIN_TIMEOUT_S, OUTPUT, TEMP_LIMIT, TIMEOUT, answer_sql,
                                            list_runs)
 from synthtrace.pipelines.cli_examples import epilog
@@ -66,8 +68,8 @@ def ingest(
     from synthtrace.warehouse.ingest import experiment_names
 
     for p in paths:
-        if not p.exists():
-            raise BadInputError(f"{p}: no such file or folder")
+        if (why := _not_a_trace_path(p)) is not None:
+            raise BadInputError(f"{p}: {why}")
     files = find_traces(paths)
     if not files:
         raise BadInputError(f"no traces (.prv, .prv.gz or .otf2) under {', '.join(map(str, paths))}")
@@ -172,7 +174,7 @@ def sql(
                           "a table in a file is tab-separated)."),
     ] = None,
     output: Annotated[
-        Path | None, typer.Option(*OUTPUT.names, help="Write to this file instead of the terminal.")
+        Path | None, typer.Option(*OUTPUT.names, help="Write to this file instead of the terminal. " + OUTPUT_RULE)
     ] = None,
     timeout: Annotated[
         float | None,
@@ -192,6 +194,22 @@ def sql(
 ) -> None:
     """Answer a read-only SQL query over the warehouse views (SELECT, or EXPLAIN of one; it reads no other file)."""
     answer_sql(statement, warehouse, format.value if format else None, output, timeout, memory_limit, temp_limit)
+
+
+def _not_a_trace_path(path: Path) -> str | None:
+    """Why ``path`` named on the command line cannot hold traces (missing, or neither a regular file nor a folder,
+    links followed: a link to /dev/zero, a FIFO), or None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"a link to {os.readlink(path)}, which does not exist" if path.is_symlink() else "no such file or folder"
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = next((name for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+                 if test(mode)), "a special file")
+    via = f"a link to {os.readlink(path)}, " if path.is_symlink() else ""
+    return f"{via}{kind}, not a regular file: a trace is a file or a folder of them"
 
 
 def register(app: typer.Typer) -> None:

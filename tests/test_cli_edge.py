@@ -373,3 +373,48 @@ def test_a_closed_standard_output_is_one_line(wh, args):
     if args[0] == "sql":
         out = wh.parent / "closed-stdout.csv"
         assert run("-o", str(out)).returncode == 0 and out.read_text() == '"x"\n1\n'
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "dangling link"])
+def test_a_trace_path_that_is_not_a_regular_file_says_what_it_is(tmp_path, run_cli, kind):
+    """Session 6 item 3: a trace that is a link to /dev/zero or a FIFO was reported "no such file"."""
+    trace = tmp_path / "t.prv"
+    if kind == "fifo":
+        os.mkfifo(trace)
+    else:
+        trace.symlink_to("/dev/zero" if kind == "link to /dev/zero" else tmp_path / "gone.prv")
+    code, _, err = run_cli("ingest", trace, "-w", tmp_path / "wh")
+    rule = ": a trace is a file or a folder of them"
+    said = {"link to /dev/zero": "a link to /dev/zero, a character device, not a regular file" + rule,
+            "fifo": "a FIFO, not a regular file" + rule,
+            "dangling link": f"a link to {tmp_path / 'gone.prv'}, which does not exist"}
+    assert code == 2 and err.strip() == f"error: {trace}: {said[kind]}", err
+    assert not (tmp_path / "wh").exists()
+
+
+def test_a_ctrl_c_before_the_command_starts_is_aborted_not_a_traceback(monkeypatch, capsys):
+    """Session 6 item 3: a Ctrl-C while `synthtrace sql ... --output` imported its modules (before the command's
+    own handler) escaped as a KeyboardInterrupt traceback and the process died by SIGINT; now "aborted", 130."""
+    import synthtrace.pipelines.cli_read as cli_read
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_read, "understood", interrupted)
+    assert main(["sql", "SELECT 1", "--output", "x.csv"]) == 130
+    assert capsys.readouterr().err == "aborted\n"
+
+
+def test_an_output_stream_that_cannot_encode_the_data_shows_it_escaped(tmp_path, monkeypatch):
+    """Attack 6 F10: with PYTHONIOENCODING=ascii (or a C locale) a value or a warehouse path outside ASCII in a
+    table was a UnicodeEncodeError traceback; it is shown escaped, as error lines are."""
+    import io
+
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = Warehouse(tmp_path / "wh_\u00fc\u6f22").ensure()
+    raw = io.BytesIO()
+    monkeypatch.setattr("sys.stdout", io.TextIOWrapper(raw, encoding="ascii", write_through=True))
+    assert main(["sql", "SELECT '\u00fc\u6f22' AS x", "-w", str(wh.root)]) == 0
+    assert main(["runs", "-w", str(wh.root)]) == 0
+    assert b"\\xfc\\u6f22" in raw.getvalue()

@@ -46,6 +46,34 @@ def test_paraver_header_counts_out_of_range_are_refused(tmp_path, run_cli, old, 
     assert "Traceback" not in err
 
 
+ARABIC_INDIC = str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")
+PRIME_HEADER = ("#Paraver (25/10/2018 at 14:04):1871482775_ns:4(13,1,1,1):1:16(1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,"
+                "1:1,1:1,1:1,1:1,1:1,1:2,1:3,1:4),17")
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("1871482775_ns", "1_871_482_775_ns"),  # was read as 1 us, with "_871_482_775_ns" as its unit
+    ("1871482775_ns", "1871482775".translate(ARABIC_INDIC) + "_ns"),
+    ("4(13,1,1,1)", "4(13,1,1,1)".translate(ARABIC_INDIC)),
+    ("4(13,1,1,1)", "4(1_3,1,1,1)"),
+    ("4(13,1,1,1)", "4(+13,1,1,1)"),
+    (":1:16(", ":" + "1".translate(ARABIC_INDIC) + ":16("),
+    (":1:16(", ":1:1\u0666("),
+    ("1:2,1:3", "1:\u0662,1:3"),
+    ("1:2,1:3", "1:2,1_0:3"),
+    ("),17", ")," + "17".translate(ARABIC_INDIC)),
+])
+def test_paraver_header_numbers_are_ascii_digits_only(old, new):
+    """Session 6 item 3: Python's int() and \\d take Unicode digits, '+' and '_' grouping; Paraver's stream does not.
+    Each such header number is refused (the first as the unit is no unit: digits after its underscore)."""
+    from synthtrace.tracelib.errors import TraceFormatError
+    from synthtrace.tracelib.formats.paraver.header import parse_header
+
+    assert parse_header(PRIME_HEADER).duration_ns == 1871482775
+    with pytest.raises(TraceFormatError, match="broken Paraver header"):
+        parse_header(PRIME_HEADER.replace(old, new, 1))
+
+
 @pytest.mark.parametrize("defect", hostile_otf2.DEFECTS)
 def test_otf2_semantic_defects_are_refused_or_read(tmp_path, run_cli, defect):
     """Timestamps >= 2^63 ticks gave an OverflowError; NaN/inf metrics were stored as INT64_MIN and a send to a
@@ -164,6 +192,51 @@ def test_full_disk_in_merge_and_archetypes_is_one_line(lulesh_wh, tmp_path, comm
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines() == [f"error: {wh}/experiments/lulesh: File too large"], proc.stderr
     assert stored() == before
+
+
+def _fill_the_disk(path: Path) -> None:
+    path.write_bytes(b"x")
+    raise OSError(28, "No space left on device")  # as a write() that fills the disk raises it: naming no file
+
+
+def test_a_full_disk_names_the_file_or_folder_being_written(tmp_path):
+    """Session 6 item 3: `report` and `train` on a full disk said "[Errno 28] No space left on device" (a write()
+    names no file): an output file and a warehouse folder being written are named; nothing is left behind."""
+    from synthtrace.tracelib.atomic_file import write_atomically
+
+    out = tmp_path / "report.html"
+    with pytest.raises(OSError) as raised:
+        write_atomically(out, _fill_the_disk)
+    assert raised.value.filename == str(out) and raised.value.errno == 28
+    wh = Warehouse(tmp_path / "wh").ensure()
+    model = wh.root / "models" / "ipc-hgb-1"
+    with pytest.raises(OSError) as raised, wh.staged(model) as stage:
+        _fill_the_disk(stage / "model.skops")
+    assert raised.value.filename == str(model) and raised.value.errno == 28
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wh"] and not any(wh.staging_dir.iterdir())
+
+
+def test_a_parquet_write_cut_by_a_full_disk_without_an_errno_is_the_full_disk(tmp_path, monkeypatch):
+    """Attack 6 F12: with ~20 kB free, Polars' Parquet writer failed with "Invalid thrift: transport error" (no
+    "os error 28"), and `merge` ended with that ComputeError's traceback. A library's failure while the file system
+    is full (free space below FULL_FILE_SYSTEM_BYTES) is the full disk, naming the folder being written."""
+    from synthtrace.warehouse import layout
+
+    wh = Warehouse(tmp_path / "wh").ensure()
+    target = wh.experiments_dir / "pr"
+
+    def stage_fails() -> None:
+        with wh.staged(target) as stage:
+            (stage / "x").write_bytes(b"x")
+            raise pl.exceptions.ComputeError("parquet: File out of specification: Invalid thrift: transport error")
+
+    with pytest.raises(pl.exceptions.ComputeError):  # a disk with room: the library's error as it is
+        stage_fails()
+    monkeypatch.setattr(layout, "FULL_FILE_SYSTEM_BYTES", 1 << 62)  # every file system is "full"
+    with pytest.raises(OSError) as raised:
+        stage_fails()
+    assert (raised.value.errno, raised.value.filename) == (28, str(target))
+    assert not target.exists() and not any(wh.staging_dir.iterdir())
 
 
 # ----------------------------------------------------------------------------- item 13: refusals leave nothing

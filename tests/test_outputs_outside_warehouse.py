@@ -4,6 +4,9 @@ and ``simulate OUT_DIR``): one line, exit 2, before any work, and nothing writte
 from __future__ import annotations
 
 import os
+import shutil
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -41,15 +44,107 @@ def test_simulate_into_the_warehouse_is_refused(wh: Warehouse, run_cli) -> None:
     assert "lies inside the warehouse" in line and not (wh.runs_dir / "sim").exists()
 
 
-@pytest.mark.parametrize("kind", ["fifo", "symlink"])
-def test_merge_export_never_replaces_a_fifo_or_a_link(wh: Warehouse, tmp_path: Path, run_cli, kind: str) -> None:
-    out = tmp_path / "ep"
-    out.mkdir()
-    if kind == "fifo":
-        os.mkfifo(out / "m.prv")
-    else:
-        (tmp_path / "elsewhere.prv").write_text("kept\n")
-        (out / "m.prv").symlink_to(tmp_path / "elsewhere.prv")
-    line = _refused(run_cli, "merge", "lulesh", "-w", wh.root, "--export-prv", out / "m")
-    assert "not replaced" in line
-    assert (out / "m.prv").is_fifo() if kind == "fifo" else (out / "m.prv").is_symlink()
+def _reading(fifo: Path):
+    """A reader of ``fifo`` draining it in a thread while the block runs; what it read (bytes) is the list's item."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader from now on (a writer may open it)
+    got, done = bytearray(), threading.Event()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:  # a writer is there, nothing written yet
+                chunk = None
+            if chunk:
+                got.extend(chunk)
+            elif done.is_set():
+                return
+            else:
+                done.wait(0.01)
+
+    return fd, got, done, threading.Thread(target=drain, daemon=True)
+
+
+#: command -> (its arguments, "{out}": the output path under test; the output file a stem names)
+OUTPUTS = {
+    "sql --output": (["sql", "SELECT 42 AS answer", "-f", "csv", "--output", "{out}"], ""),
+    "export --output": (["export", "lulesh-8r", "-f", "csv", "--output", "{out}"], ""),
+    "merge --export-prv": (["merge", "lulesh-8r", "--export-prv", "{out}"], ".prv"),
+}
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("command", OUTPUTS)
+def test_every_output_follows_one_rule_for_links_and_fifos(merged_lulesh: Path, tmp_path: Path, run_cli,
+                                                           command: str) -> None:
+    """Session 6 item 2: ``--export-prv`` refused a FIFO or a link that ``--output`` wrote into or followed. Now
+    every output path: a link is followed (the link stays), a FIFO a process reads is written into (it stays a
+    FIFO), an unread FIFO and a link into a warehouse are refused in one line, before or without writing."""
+    wh = tmp_path / "wh"
+    shutil.copytree(merged_lulesh, wh)
+    args, suffix = OUTPUTS[command]
+    out = tmp_path / "out" / "result"
+    out.parent.mkdir()
+    written = out.with_name(out.name + suffix)  # the file at the path (a stem names OUT_STEM.prv)
+
+    def run() -> tuple[int, str]:
+        code, _, err = run_cli(*(a.format(out=out) for a in args), "-w", wh)
+        return code, err
+
+    real = tmp_path / "elsewhere" / "kept.txt"  # a link is followed: the file it points to is written
+    real.parent.mkdir()
+    real.write_text("old\n")
+    written.symlink_to(real)
+    code, err = run()
+    assert code == 0, err
+    assert written.is_symlink() and real.read_text() not in ("", "old\n")
+    written.unlink()
+
+    os.mkfifo(written)  # nobody reads it: refused, still a FIFO
+    code, err = run()
+    errors = [line for line in err.splitlines() if line.startswith("error:")]  # merge also warns about its runs
+    assert code == 2 and errors == [f"error: {args[-2]} {written}: cannot write it (is a FIFO that no process "
+                                    "reads)"] and "Traceback" not in err, err
+    fd, got, done, reader = _reading(written)
+    reader.start()
+    try:
+        code, err = run()
+    finally:
+        done.set()
+        reader.join()
+        os.close(fd)
+    assert code == 0, err
+    assert stat.S_ISFIFO(os.lstat(written).st_mode) and got.startswith(real.read_bytes()[:8])
+    written.unlink()
+
+    inside = next(wh.glob("runs/*/run.parquet"))  # a link into a warehouse: refused, the stored file unchanged
+    kept = inside.read_bytes()
+    written.symlink_to(inside)
+    code, err = run()
+    assert code == 2 and "lies inside the warehouse" in err, err
+    assert inside.read_bytes() == kept
+
+
+@pytest.mark.parametrize("command", [["sql", "SELECT 'pwned' AS run_id", "--output"], ["report", "--out"],
+                                     ["export", "lulesh", "--output"]])
+def test_an_output_into_a_stored_folder_reached_through_another_mount_is_refused(wh: Warehouse, tmp_path: Path,
+                                                                                  run_cli, command) -> None:
+    """Attack 6 F11: a bind mount (a container volume) of ``runs/<id>`` has no warehouse marker above it, and
+    ``sql -o MOUNT/run.parquet`` replaced the run. A stored folder is known by its own files, however reached
+    (bind-mounted where this test may mount, else a copy of it: the same files with no marker above)."""
+    import subprocess
+
+    run = wh.runs_dir / "r1"
+    (run / "bursts").mkdir()
+    (run / "run.parquet").write_bytes(b"stored")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "--bind", str(run), str(mnt)], capture_output=True).returncode != 0:
+        mnt.rmdir()
+        shutil.copytree(run, mnt)
+    try:
+        line = _refused(run_cli, *command, mnt / "run.parquet", "-w", wh.root)
+        assert "lies inside the warehouse" in line and (run / "run.parquet").read_bytes() == b"stored"
+        assert sorted(p.name for p in run.iterdir()) == ["bursts", "run.parquet"]
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)

@@ -224,14 +224,14 @@ def test_communication_beyond_the_trace_end_is_kept_with_a_warning(tmp_path, run
 def test_unreadable_pcf_is_one_line(tmp_path, run_cli, monkeypatch):
     prv = copy_trace(PRIME, tmp_path / "perm")
     pcf = prv.with_suffix(".pcf")
-    real = Path.read_bytes
+    real = Path.open  # [helper security2] companions are read through Path.open now (size-capped, issue 23 F5)
 
-    def read_bytes(self):  # the tests run as root, where chmod 000 does not stop a read
+    def opened(self, *args, **kwargs):  # the tests run as root, where chmod 000 does not stop a read
         if self == pcf:
             raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "open", opened)
     code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
     assert code == 2 and err.strip() == f"error: {pcf}: cannot be read (Permission denied)"
 

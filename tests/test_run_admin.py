@@ -166,3 +166,17 @@ def test_rm_waits_for_a_writer_of_the_experiment(wh):
         assert rm.is_alive() and (wh / "runs" / leaving).is_dir()
     rm.join(timeout=300)
     assert not rm.is_alive() and not (wh / "runs" / leaving).exists()
+
+
+def test_the_move_hint_of_a_conflicting_ingest_pastes_into_a_shell(tmp_path, run_cli):
+    """Session 6 item 3: the hint `synthtrace runs move ID --experiment NAME` was not shell-quoted: a name with a
+    blank or a quote, pasted, moved the run elsewhere (or ran something else)."""
+    import shlex
+
+    drop = copy_trace(PRIME, tmp_path / "drop").parent
+    assert run_cli("ingest", drop, "-w", tmp_path / "w")[0] == 0
+    name = "prime it's; x"
+    code, _, err = run_cli("ingest", drop, "-w", tmp_path / "w", "--experiment", name)
+    assert code == 2 and "to move it: " in err, err
+    hint = shlex.split(err.split("to move it: ", 1)[1].strip())
+    assert hint[:3] == ["synthtrace", "runs", "move"] and hint[-2:] == ["--experiment", name], hint

@@ -80,3 +80,13 @@ def test_an_error_met_while_the_result_streams_is_one_line(tmp_path, run_cli, fm
                          "ELSE range END AS x FROM range(400000)", "-w", tmp_path / "wh", "-f", fmt, *out)
     assert err == "error: query failed: Invalid Input Error: boom", err
     assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_failed_query_leaves_no_folder_made_for_its_output(lulesh_wh, tmp_path, run_cli):
+    """Session 6 item 3: ``--output new/dir/x.csv`` made new/dir before the query ran, and a query that failed
+    left it behind. Folders are made when the output is written."""
+    out = tmp_path / "new" / "dir" / "x.csv"
+    err = one_error_line(run_cli, "SELECT sum(PAPI_TOT_INZ) FROM bursts", "-w", lulesh_wh, "--output", out)
+    assert "PAPI_TOT_INZ" in err and not (tmp_path / "new").exists()
+    code, _, err = run_cli("sql", "SELECT 42 AS answer", "-w", lulesh_wh, "--output", out)
+    assert code == 0 and out.read_text() == '"answer"\n42\n', err

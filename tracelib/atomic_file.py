@@ -3,15 +3,19 @@
 A disk that fills up, a killed process or a failing writer never leaves a truncated file that looks valid (a CSV
 cut mid-row, an empty report), and a reader never sees one half-written.
 
-What is at the path decides how (issue 23 item 1): a symbolic link is followed (the file it points to is written,
-the link stays); a character device (``/dev/null``, a terminal) or a FIFO with a reader is written into, as a
-shell's ``>`` would (a stream cannot be replaced whole); a block device, a socket, or a FIFO that nobody reads is
-refused with :class:`SpecialFileError`. Nothing at the path is ever replaced by something of another kind.
+What is at the path decides how (issue 23 item 1), the one rule of every output path of every command
+(:func:`output_refusal` up front, :func:`write_atomically` when written; the CLI's help says it as
+``OUTPUT_RULE``): a symbolic link is followed (the file it points to is written, the link stays); a character
+device (``/dev/null``, a terminal) or a FIFO with a reader is written into, as a shell's ``>`` would (a stream
+cannot be replaced whole); a folder, a block device, a socket, or a FIFO that nobody reads is refused with
+:class:`SpecialFileError`. Nothing at the path is ever replaced by something of another kind. Several files
+written together (a Paraver trace's ``.prv``/``.pcf``/``.row``) are each put in place by :func:`place_file`.
 """
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import uuid
 from collections.abc import Callable
@@ -29,6 +33,18 @@ def _special_kind(mode: int) -> str | None:
     if stat.S_ISSOCK(mode):
         return "is a socket, not a file"
     return None
+
+
+def output_refusal(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be written as an output, by the module's rule (a folder, a block device, a socket; links
+    followed), or None when it can. A FIFO is judged when written (a reader may come meanwhile)."""
+    try:
+        mode = os.stat(resolved_target(path)).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder; give a file name"
+    return _special_kind(mode)
 
 
 def resolved_target(path: str | os.PathLike) -> Path:
@@ -73,6 +89,27 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], object]) -
     try:
         write(tmp)
         os.replace(tmp, target)
+    except OSError as exc:
+        if exc.filename is None and exc.errno:  # a write() that filled the disk names no file: name the output
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return Path(path)
+
+
+def place_file(src: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Put the finished file ``src`` at ``path`` by the module's rule (renamed into place, copied where ``path``
+    lies on another file system, copied into a stream); ``src`` is gone or left for its caller to remove."""
+    def write(dest: Path) -> None:
+        if not dest.exists():  # the hidden file beside a regular target
+            try:
+                os.replace(src, dest)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+        with open(src, "rb") as fin, open(dest, "wb") as fout:  # another file system, or a stream
+            shutil.copyfileobj(fin, fout, 1 << 20)
+
+    return write_atomically(path, write)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import shlex  # [helper security]
 import shutil
 from collections import deque
 from collections.abc import Callable
@@ -221,7 +222,8 @@ def _check_same_place(row: dict, experiment: str | None, app: str | None, path: 
         if value is not None and value != row[key]:
             raise RunConflictError(
                 f"{path}: already ingested as {row['run_name']} (run {row['run_id']}) in {key} {row[key]!r}, not "
-                f"{value!r}; to move it: synthtrace runs move {row['run_id']} --{key} {value}")
+                f"{value!r}; to move it: synthtrace runs move {row['run_id']} --{key} "
+                f"{shlex.quote(value)}")  # [helper security] a name with a blank or a quote, pasted into a shell
 
 
 def _stat_signature(files: list[Path]) -> tuple[tuple[int, int], ...]:

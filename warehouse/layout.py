@@ -43,11 +43,22 @@ class MissingWarehouseError(WarehouseError):
     exit_code = 2
 
 
+#: what a stored folder holds together (a run, a merged or analysed experiment, a model), each set all of it: a
+#: folder of a warehouse reached through another mount (a bind mount or a container volume of ``runs/<id>``) has
+#: no marker above it, but is known by its own files (attack 6, F11: ``sql -o MOUNT/run.parquet`` replaced a run)
+STORED_FOLDER_FILES: tuple[frozenset[str], ...] = (
+    frozenset({"run.parquet", "bursts"}), frozenset({"experiment.json", "merged_bursts.parquet"}),
+    frozenset({"archetypes.parquet", "burst_metrics.parquet"}), frozenset({"model.skops", "model.parquet"}))
+
+
 def warehouse_holding(path: str | Path) -> Path | None:
     """The warehouse folder that ``path`` (links followed, as a write would follow them) is or lies in, or None.
-    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders."""
+    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders; a stored
+    folder of one (:data:`STORED_FOLDER_FILES`), however reached, counts as a warehouse folder."""
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
         if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
+            return folder
+        if any(all((folder / name).exists() for name in names) for names in STORED_FOLDER_FILES):
             return folder
     return None
 
@@ -105,10 +116,33 @@ class Warehouse:
         return Experiment.open(self, name)
 
     # ------------------------------------------------------------------ writing
+    @property
+    def layout_dirs(self) -> tuple[Path, ...]:
+        """The folders every writer writes in (and cleans, for ``.staging``)."""
+        return self.runs_dir, self.experiments_dir, self.staging_dir, self.root / ".locks"
+
+    def check_layout(self) -> None:
+        """Refuse a warehouse whose layout folders (:attr:`layout_dirs`) are not its own folders: a symbolic link
+        there would make every writer write, and the stale-staging cleanup delete, wherever it points (attack 6,
+        F2/F3: ``.staging -> /elsewhere`` lost the subfolders of /elsewhere at the next ingest)."""
+        for d in self.layout_dirs:
+            try:
+                mode = d.lstat().st_mode
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(mode):
+                raise WarehouseError(f"{d}: is a symbolic link (to {os.readlink(d)}), not a folder of the warehouse; "
+                                     "nothing was written: replace it with a folder (or give --warehouse the "
+                                     "folder it belongs to)")
+            if not stat.S_ISDIR(mode):
+                raise WarehouseError(f"{d}: is not a folder; nothing was written: move it away")
+
     def ensure(self) -> Warehouse:
-        """Create the folder layout and clear staging left by killed writers."""
+        """Create the folder layout and clear staging left by killed writers (a layout folder that is a link or a
+        file is refused: :meth:`check_layout`)."""
         if self.root.exists() and not self.root.is_dir():
             raise WarehouseError(f"{self.root}: exists and is not a folder")
+        self.check_layout()
         try:
             for d in (self.runs_dir, self.experiments_dir, self.staging_dir):
                 d.mkdir(parents=True, exist_ok=True)
@@ -132,7 +166,7 @@ class Warehouse:
     def _remove_if_empty(self) -> None:
         """Remove the folder layout :meth:`ensure` creates if nothing else is in it (``rmdir`` refuses a folder that
         is not empty, so a concurrent writer's files are never touched)."""
-        layout = (self.staging_dir, self.runs_dir, self.experiments_dir, self.root / ".locks")
+        layout = self.layout_dirs
         with contextlib.suppress(OSError):
             if {p.name for p in self.root.iterdir()} - {MARKER} - {d.name for d in layout}:
                 return  # something else was stored
@@ -200,6 +234,7 @@ class Warehouse:
         On any error the staging directory is removed and ``target`` is left as it was. With ``replace`` an
         existing ``target`` is swapped out (renamed aside, then deleted), so readers see old or new, never a mix.
         """
+        self.check_layout()
         stage = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}"
         stage.mkdir(parents=True)
         try:
@@ -222,8 +257,9 @@ class Warehouse:
                     return
             _fsync_dir(target.parent)
         except BaseException as exc:
+            os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
             shutil.rmtree(stage, ignore_errors=True)
-            if (os_error := os_error_within(exc, target)) is not None:
+            if os_error is not None:
                 raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
             raise
 
@@ -341,14 +377,35 @@ _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 def os_error_within(exc: BaseException, target: Path) -> OSError | None:
     """The operating-system error a library reported as its own exception (Polars' ``ComputeError: ... No space
     left on device (os error 28)`` when a Parquet write fills the disk), as an :class:`OSError` naming ``target``;
-    None for an OSError itself or any other failure."""
-    if isinstance(exc, OSError) or not isinstance(exc, Exception):
+    an OSError that names no file (a write() that filled the disk: ``[Errno 28] No space left on device``) named
+    ``target`` too; None for an OSError naming its file or any other failure."""
+    if isinstance(exc, OSError):
+        return OSError(exc.errno, exc.strerror, str(target)) if exc.filename is None and exc.errno else None
+    if not isinstance(exc, Exception):
         return None
     m = _OS_ERROR.search(str(exc))
-    if m is None:
-        return None
-    code = int(m[1])
-    return OSError(code, os.strerror(code), str(target))
+    if m is not None:
+        code = int(m[1])
+        return OSError(code, os.strerror(code), str(target))
+    if _full_file_system(target):  # a Parquet writer's short write: "Invalid thrift: transport error", no errno
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+    return None
+
+
+#: free bytes below which a file system counts as full when a library's write fails without saying why
+FULL_FILE_SYSTEM_BYTES = 4 << 20
+
+
+def _full_file_system(target: Path) -> bool:
+    """Whether the file system that holds (or would hold) ``target`` has less than :data:`FULL_FILE_SYSTEM_BYTES`
+    free for this user (attack 6 F12: with ~20 kB free, Polars' Parquet writer failed with ``Invalid thrift:
+    transport error``, naming neither the disk nor the file)."""
+    folder = next((p for p in (target, *target.parents) if p.exists()), None)
+    try:
+        st = os.statvfs(folder) if folder is not None else None
+    except OSError:
+        return False
+    return st is not None and st.f_bavail * st.f_frsize < FULL_FILE_SYSTEM_BYTES
 
 
 def _not_regular(folder: str, names: list[str]) -> set[str]:

@@ -133,66 +133,92 @@ def presets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(PRESET_DIR.glob("*.toml"))}
 
 
-def _need(d: dict, key: str, where: str, kind: type | tuple[type, ...]) -> object:
-    if key not in d:
-        raise MachineProfileError(f"{where}: missing {key!r}")
-    v = d[key]
-    if not isinstance(v, kind) or isinstance(v, bool):
-        raise MachineProfileError(
-            f"{where}: {key!r} must be a number" if kind is not str else f"{where}: {key!r} must be text"
-        )
+#: plausible range (inclusive) of every number a profile holds, by key: a value outside it (0, a negative count,
+#: NaN, inf, 1e300 GHz) is refused, never carried into a roof where it becomes a traceback or a silent nonsense
+_RANGES: dict[str, tuple[float, float]] = {
+    "sockets": (1, 1024), "cores_per_socket": (1, 1 << 16), "frequency_ghz": (0.01, 100.0),
+    "line_bytes": (1, 1 << 16), "latency_us": (1e-6, 1e7), "links_per_node": (1, 1024),
+    "peak_flops_per_cycle": (1e-6, 1e6), "bandwidth_gbs": (1e-6, 1e9), "caches_kib": (1e-6, 1 << 40),
+}
+#: keys that count things: whole numbers
+_WHOLE = frozenset({"sockets", "cores_per_socket", "line_bytes", "links_per_node"})
+
+
+def _table(d: dict, key: str, where: str, required: bool = False) -> dict:
+    """The TOML table ``[key]`` of ``d`` (empty when absent and not required)."""
+    if key not in d and not required:
+        return {}
+    v = d.get(key)
+    if not isinstance(v, dict):
+        raise MachineProfileError(f"{where}: [{key}] must be a table" + (" (it is missing)" if v is None else
+                                  f", not {v!r}"))
     return v
 
 
+def _number(table: dict, key: str, where: str, default: float | None = None, kind: str | None = None) -> float:
+    """``table[key]`` checked against its :data:`_RANGES` entry (``kind``: the entry, when not ``key``); a whole
+    number for the counts of :data:`_WHOLE`. Missing and no default: :class:`MachineProfileError`."""
+    if key not in table:
+        if default is None:
+            raise MachineProfileError(f"{where}: missing {key!r}")
+        return default
+    v, kind = table[key], kind or key
+    low, high = _RANGES[kind]
+    whole = kind in _WHOLE
+    if isinstance(v, bool) or not isinstance(v, int if whole else (int, float)):
+        raise MachineProfileError(f"{where}: {key} = {v!r} must be a {'whole number' if whole else 'number'}")
+    if not low <= v <= high:  # NaN compares false: refused too
+        raise MachineProfileError(f"{where}: {key} = {v!r} must be positive, from {low:g} to {high:g}")
+    return v
+
+
+def _numbers(d: dict, key: str, where: str, required: bool = False) -> dict[str, float]:
+    """The table ``[key]`` of numbers (GB/s, FLOP/cycle, KiB), each checked against ``key``'s range."""
+    table = _table(d, key, where, required)
+    return {k: float(_number(table, k, f"{where} [{key}]", kind=key)) for k in table}
+
+
 def machine_from_dict(d: dict, where: str = "machine profile") -> Machine:
-    """Build a :class:`Machine` from the parsed TOML table; raises :class:`MachineProfileError`."""
-    num = (int, float)
-    peaks = d.get("peak_flops_per_cycle")
-    if not isinstance(peaks, dict) or not peaks or not any(i in peaks for i in ISA_ORDER):
+    """Build a :class:`Machine` from the parsed TOML table; raises :class:`MachineProfileError` naming ``where``
+    (the file) and the key for any missing, mistyped or implausible value (security, issue 23 attack F1)."""
+    peaks = _numbers(d, "peak_flops_per_cycle", where, required=True)
+    if not any(i in peaks for i in ISA_ORDER):
         raise MachineProfileError(f"{where}: [peak_flops_per_cycle] needs at least one of {', '.join(ISA_ORDER)}")
-    bw = d.get("bandwidth_gbs")
-    if not isinstance(bw, dict):
-        raise MachineProfileError(f"{where}: missing [bandwidth_gbs]")
+    bw = _numbers(d, "bandwidth_gbs", where, required=True)
     for key in ("dram_per_socket", "network_per_link"):
-        v = _need(bw, key, f"{where} [bandwidth_gbs]", num)
-        if v <= 0:
-            raise MachineProfileError(f"{where} [bandwidth_gbs]: {key} must be > 0")
-    for table in (peaks, bw):
-        for k, v in table.items():
-            if not isinstance(v, num) or isinstance(v, bool) or v <= 0:
-                raise MachineProfileError(f"{where}: {k} must be a positive number, not {v!r}")
-    net = d.get("network", {})
-    pmu = d.get("pmu", {})
-    if not isinstance(pmu, dict):
-        raise MachineProfileError(f"{where}: [pmu] must be a table")
+        if key not in bw:
+            raise MachineProfileError(f"{where} [bandwidth_gbs]: missing {key!r}")
+    net = _table(d, "network", where)
+    pmu = _table(d, "pmu", where)
     prog = pmu.get("programmable")
-    if prog is not None and (not isinstance(prog, int) or isinstance(prog, bool) or prog < 1):
-        raise MachineProfileError(f"{where} [pmu]: programmable must be a whole number >= 1")
+    if prog is not None and (not isinstance(prog, int) or isinstance(prog, bool) or not 1 <= prog <= 1024):
+        raise MachineProfileError(f"{where} [pmu]: programmable must be a whole number from 1 to 1024")
     fixed = pmu.get("fixed", [])
     if not isinstance(fixed, list) or not all(isinstance(x, str) for x in fixed):
         raise MachineProfileError(f"{where} [pmu]: fixed must be a list of counter roles (e.g. [\"ins\", \"cyc\"])")
     papi = pmu.get("papi")
     if papi is not None and not isinstance(papi, str):
         raise MachineProfileError(f"{where} [pmu]: papi must be the PMU's name in PAPI's tables (e.g. \"skx\")")
-    m = Machine(
-        name=str(_need(d, "name", where, str)),
-        sockets=int(_need(d, "sockets", where, num)),
-        cores_per_socket=int(_need(d, "cores_per_socket", where, num)),
-        frequency_ghz=float(_need(d, "frequency_ghz", where, num)),
-        peak_flops_per_cycle={k: float(v) for k, v in peaks.items()},
-        bandwidth_gbs={k: float(v) for k, v in bw.items()},
-        line_bytes=int(d.get("line_bytes", 64)),
-        network_latency_us=float(net.get("latency_us", 1.0)),
-        links_per_node=int(net.get("links_per_node", 1)),
-        caches_kib={k: float(v) for k, v in d.get("caches_kib", {}).items()},
+    name = d.get("name")
+    if not isinstance(name, str) or not name.strip() or not name.isprintable() or len(name) > 200:
+        raise MachineProfileError(f"{where}: name must be printable text of 1 to 200 characters"
+                                  + (" (it is missing)" if name is None else ""))
+    return Machine(
+        name=name,
+        sockets=int(_number(d, "sockets", where)),
+        cores_per_socket=int(_number(d, "cores_per_socket", where)),
+        frequency_ghz=float(_number(d, "frequency_ghz", where)),
+        peak_flops_per_cycle=peaks,
+        bandwidth_gbs=bw,
+        line_bytes=int(_number(d, "line_bytes", where, default=64)),
+        network_latency_us=float(_number(net, "latency_us", f"{where} [network]", default=1.0)),
+        links_per_node=int(_number(net, "links_per_node", f"{where} [network]", default=1)),
+        caches_kib=_numbers(d, "caches_kib", where),
         source=where,
         pmu_programmable=prog,
         pmu_fixed=tuple(fixed),
         pmu_papi=papi,
     )
-    if m.sockets < 1 or m.cores_per_socket < 1 or m.frequency_ghz <= 0:
-        raise MachineProfileError(f"{where}: sockets, cores_per_socket and frequency_ghz must be positive")
-    return m
 
 
 def load_machine(spec: str | Path | None = None) -> Machine:

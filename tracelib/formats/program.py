@@ -52,8 +52,11 @@ def _own(name: str, *, data_object: bool = False) -> bool:
     return not (data_object and re.search(r"\.\d+$", name))
 
 
+_LIBRARY = re.compile(r"\.so(\.|$)")
+
+
 def _is_library(binary: str) -> bool:
-    return bool(re.search(r"\.so(\.|$)", binary)) or binary.startswith("ld-")
+    return bool(_LIBRARY.search(binary)) or binary.startswith("ld-")
 
 
 def paraver_symbols(event_values: dict[int, dict[int, str]]) -> ProgramSymbols:

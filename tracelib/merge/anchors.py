@@ -11,8 +11,10 @@ iteration, so every thread gets an **iteration clock** from its own call sequenc
    :func:`synthtrace.tracelib.merge.align.sequence_table`) that closes the most bursts among those that close the same
    number of bursts as most other signatures do (the calls made once per iteration), present in both runs,
    among calls whose bursts are long (at least 90 % of them >= ``CLOCK_MIN_NS``: polling iterations repeat a
-   run-dependent number of times), calls that receive from a named partner last (an ``MPI_ANY_SOURCE`` receive
-   takes its place in the iteration from the arrival order);
+   run-dependent number of times) and that are no short probe or test (one extra ``MPI_Iprobe`` in one run's
+   iteration must not shift every later iteration of that run), calls that receive from a named partner last
+   (an ``MPI_ANY_SOURCE`` receive takes its place in the iteration from the arrival order); each call site votes
+   once for the number of iterations, whatever the partners and sizes it is made with;
 2. the **iteration** of a burst is the number of clock bursts before it on its thread, and its **rank** the number
    of bursts with its exact signature before it in that iteration. ``(iteration, signature, rank)`` names a
    logical burst in either run whatever the timing; an optional call missing in one iteration or a polling loop of
@@ -45,6 +47,7 @@ import polars as pl
 from numba import njit
 
 from synthtrace.tracelib.merge.iterations import iteration_paths
+from synthtrace.tracelib.merge.messages import POLLING_CALLS
 
 #: bursts shorter than this (ns) do not choose the clock signature (polling iterations)
 CLOCK_MIN_NS = 10_000.0
@@ -66,11 +69,23 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     # a completion or polling call repeats as often as messages arrive: the first of a run of them counts
     ref, other = ref.filter(~pl.col("repeat")), other.filter(~pl.col("repeat"))
     counts = (ref.group_by("_tid", pl.col("csig").alias("sig"))
-              .agg(pl.len().alias("n"), pl.col("duration_ns").quantile(0.1).alias("d"),
+              .agg(pl.len().alias("n"), pl.col("duration_ns").quantile(0.1).alias("d"), pl.col("lsig").first(),
                    # a receive from a named partner may be a wildcard's: its place in the iteration varies
-                   (pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)).any().alias("_recv"))
+                   (pl.col("peer").is_not_null() & (pl.col("bytes_recv").fill_null(0) > 0)).any().alias("_recv"),
+                   # a probe or test right after another call is made as often as the timing lets it (a
+                   # housekeeping MPI_Iprobe in one run's iteration only): it ticks no clock while a call the
+                   # program makes itself can. The first test of a polling loop after the iteration's work can
+                   pl.col("mpi_call").is_in(list(POLLING_CALLS)).any().alias("_poll"))
+              .with_columns(pl.col("_poll") & (pl.col("d") < CLOCK_MIN_NS))
               .join(other.group_by("_tid", pl.col("csig").alias("sig")).agg(pl.len().alias("m")), on=["_tid", "sig"]))
     counts = counts.filter((pl.col("n") >= 2) & (pl.col("m") >= 2))
+    # one vote per call site (lsig: call, site, communicator), shared by the partners and sizes it is made with: a
+    # halo exchange whose neighbours or sizes change every iteration makes one signature per (partner, size), each
+    # a few times, which must not outvote the calls made once per iteration (mixed s16: 233 Isend/Irecv
+    # signatures made twice each against Wait, Waitall, Iallreduce and Testall made 60 times). A probe or test votes
+    # for nothing (see _poll)
+    counts = counts.with_columns(pl.when(pl.col("_poll")).then(0.0).otherwise(1.0 / pl.len().over("_tid", "lsig"))
+                                 .alias("_w"))
     # the calls made once per iteration are made as often as each other in the reference (n) and in the other run
     # (m): the (n, m) shared by most calls is the number of iterations. A call whose partner or size follows the
     # arrival order (a reply to whoever sent, a size that carries a task index) is made a count of times that
@@ -78,14 +93,15 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     # (which, in a task farm, are often short: a Bcast, a first receive, a stop message). Ties: counts equal in
     # both runs, long bursts, more iterations
     per_count = (counts.group_by("_tid", "n", "m")
-                 .agg(pl.len().alias("k"), (pl.col("d") >= CLOCK_MIN_NS).sum().alias("_kl"))
+                 .agg(pl.col("_w").sum().alias("k"),
+                      pl.col("_w").filter(pl.col("d") >= CLOCK_MIN_NS).sum().alias("_kl"))
                  .sort("_tid", "k", (pl.col("n") - pl.col("m")).abs(), "_kl", "n",
                        descending=[False, True, False, True, True])
                  .unique("_tid", keep="first")
                  .select("_tid", pl.col("n").alias("_n_iter"), pl.col("m").alias("_m_iter")))
     return (counts.join(per_count, on="_tid").filter((pl.col("n") == pl.col("_n_iter"))
                                                       & (pl.col("m") == pl.col("_m_iter")))
-            .sort("_tid", "_recv", "d", "sig", descending=[False, False, True, False])
+            .sort("_tid", "_poll", "_recv", "d", "sig", descending=[False, False, False, True, False])
             .unique("_tid", keep="first").select("_tid", pl.col("sig").alias("_clock")))
 
 

@@ -15,13 +15,18 @@ from datetime import datetime
 from synthtrace.tracelib.errors import TraceFormatError
 
 _HEADER = re.compile(r"^#Paraver \((?P<date>[^)]*)\):(?P<rest>.*)$")
-_DURATION = re.compile(r"^(?P<value>\d+)(?P<unit>_.*)?$")
-_COUNTED = re.compile(r"^(?P<n>\d+)(?:\((?P<items>[^)]*)\))?$")
+# Every number of the header is ASCII digits only, as Paraver's C++ stream reads it: Python's int() and \d would
+# also take Arabic-Indic and other Unicode digits, '+', blanks inside and '_' digit grouping (1_871_482_775_ns was
+# read as 1 us with the unit "_871_482_775_ns")
+_NUMBER = re.compile(r"[0-9]+")
+_SIGNED = re.compile(r"-?[0-9]+")
+_DURATION = re.compile(r"^(?P<value>[0-9]+)(?P<unit>_[^0-9]*)?$")
+_COUNTED = re.compile(r"^(?P<n>[0-9]+)(?:\((?P<items>[^)]*)\))?$")
 #: ns per trace unit of each suffix Paraver knows (traceheader.h); any other suffix, or none, is microseconds
 _UNIT_NS = {"_ns": 1, "_ms": 1_000_000}
 PARAVER_UNITS = frozenset({"_ns", "_us", "_ms", ""})
 MAX_DIGITS = 30  # no header number is longer (a 64-bit integer has 20 digits)
-_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+_LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_DIGITS + 1},}}")
 INT32_MAX = 2**31 - 1
 ID_BITS = 21  # appl, task and thread numbers are kept in 21 bits each (one sortable 64-bit key)
 MAX_ID = (1 << ID_BITS) - 1
@@ -64,6 +69,14 @@ def _split_top_level(text: str, sep: str) -> list[str]:
             start = i + 1
     parts.append(text[start:])
     return parts
+
+
+def _number(text: str) -> int:
+    """A header number: ASCII digits, blanks around them allowed (Paraver reads with ``>>``), a minus sign kept for
+    the range checks to name; else ValueError."""
+    if not _SIGNED.fullmatch(text := text.strip()):
+        raise ValueError(text)
+    return int(text)
 
 
 def _short(text: str, limit: int = 40) -> str:
@@ -112,7 +125,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         cpus = (1,) * n_nodes
     elif n_nodes:
         try:
-            cpus = tuple(int(x) for x in res["items"].split(","))
+            cpus = tuple(_number(x) for x in res["items"].split(","))
         except ValueError:
             raise bad(f"cpu counts {_short(res['items'])!r} are not integers") from None
         if len(cpus) != int(res["n"]):
@@ -122,7 +135,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         if sum(cpus) > INT32_MAX:
             raise bad(f"{_short(str(sum(cpus)))} cpus do not fit in a 32-bit integer")
 
-    if not tokens[2].isdigit():
+    if not _NUMBER.fullmatch(tokens[2]):
         raise bad(f"number of applications {_short(tokens[2])!r} is not an integer")
     n_appl = int(tokens[2])
     if not 1 <= n_appl <= MAX_ID:
@@ -131,7 +144,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
     # bare integer is the number of communicator ('c:') lines that follow the header.
     appl_tokens = [t.strip() for tok in tokens[3:] for t in _split_top_level(tok, ",")]
     n_comm = 0
-    if appl_tokens and appl_tokens[-1].isdigit() and len(appl_tokens) == n_appl + 1:
+    if appl_tokens and _NUMBER.fullmatch(appl_tokens[-1]) and len(appl_tokens) == n_appl + 1:
         n_comm = int(appl_tokens.pop())
         if n_comm > INT32_MAX:
             raise bad(f"{_short(str(n_comm))} communicators declared (expected at most {INT32_MAX})")
@@ -148,7 +161,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         if len(pairs) != int(am["n"]):
             raise bad(f"application {k} declares {_short(am['n'])} tasks but describes {len(pairs)}")
         try:
-            tn = [tuple(int(v) for v in p.split(":")) for p in pairs]
+            tn = [tuple(_number(v) for v in p.split(":")) for p in pairs]
         except ValueError:
             raise bad(f"application {k} task list {_short(am['items'])!r} is not threads:node pairs") from None
         if any(len(p) != 2 for p in tn):

@@ -10,7 +10,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, read_companion, too_long
 from synthtrace.tracelib.formats.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
+from synthtrace.tracelib.printable import escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
 
 _PAREN_NAME = re.compile(r"^\((?P<name>[^)\s]+)\)")
@@ -38,7 +40,18 @@ def counter_name_from_label(label: str) -> str:
 #: Section names of a ``.pcf`` file, as Paraver's own parser (paraver-kernel ``pcffileparser``) knows them.
 SECTIONS = frozenset({"DEFAULT_OPTIONS", "DEFAULT_SEMANTIC", "STATES", "STATES_COLOR", "EVENT_TYPE",
                       "GRADIENT_COLOR", "GRADIENT_NAMES"})
-_INT = re.compile(r"^-?\d+$")
+_INT = re.compile(r"^-?\d{1,19}$")  # at most int64's digits: a longer number is no type or value of any record
+_INT64_MAX = (1 << 63) - 1
+#: longest counter name kept (characters); PAPI and perf names are under 64
+MAX_COUNTER_NAME = 128
+
+
+def _int64(text: str) -> int | None:
+    """The integer ``text`` spells when it fits int64 (as the records' types and values do), else None."""
+    if not _INT.match(text):
+        return None
+    value = int(text)
+    return value if -_INT64_MAX - 1 <= value <= _INT64_MAX else None
 
 
 @dataclass
@@ -68,7 +81,7 @@ class PcfCatalog:
 
 def read_pcf(path: str | Path) -> PcfCatalog:
     """Parse a ``.pcf`` file (see :func:`parse_pcf`)."""
-    return parse_pcf(Path(path).read_bytes(), path)
+    return parse_pcf(read_companion(Path(path)), path)
 
 
 def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
@@ -77,28 +90,32 @@ def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
     Lines are trimmed (tabs count as spaces); blank lines and ``#`` comments are skipped anywhere; a section name
     alone on its line starts that section; an EVENT_TYPE block holds ``<gradient> <type> <label>`` lines, optional
     ``PRECISION <n>`` lines and, after ``VALUES``, ``<value> <label>`` lines for every type of the block, until the
-    next section. A line that does not parse is skipped, as Paraver skips it, and listed in ``ignored``.
+    next section. A line that does not parse is skipped, as Paraver skips it, and listed in ``ignored``: so is a
+    number beyond int64 (Paraver's ``std::stoi`` throws on it and skips the line) and a line longer than
+    :data:`~synthtrace.tracelib.formats.paraver.companion_text.MAX_LINE_BYTES` (security, issue 23 F5/F6).
+    The types of one block share one value table (a block of 1,000 types and 60,000 values is one table, not 1,000).
     """
     cat = PcfCatalog()
     section: str | None = None
-    block: list[int] = []  # event types of the current EVENT_TYPE block
-    in_values = False
-    for lineno, raw in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
+    block = _Block()  # event types and value table of the current EVENT_TYPE block
+    for lineno, raw in companion_lines(data):
+        if raw is None:
+            cat.ignored.append(too_long(lineno))
+            continue
         line = raw.replace("\t", " ").strip()
         if not line or line.startswith("#"):
             continue
         if line in SECTIONS:
-            section, block, in_values = line, [], False
+            section, block = line, _Block()
             continue
         if section == "STATES":
             parts = line.split(None, 1)
-            if _INT.match(parts[0]):
-                cat.states[int(parts[0])] = parts[1] if len(parts) > 1 else ""
+            if (state := _int64(parts[0])) is not None:
+                cat.states[state] = parts[1] if len(parts) > 1 else ""
             else:
                 cat.ignored.append((lineno, f"state line {_shown(line)!r} does not start with a state number"))
         elif section == "EVENT_TYPE":
-            _event_line(cat, line, lineno, block, in_values)
-            in_values = in_values or line == "VALUES"
+            _event_line(cat, line, lineno, block)
         elif section is None:
             cat.ignored.append((lineno, f"{_shown(line)!r} before any section (EVENT_TYPE, STATES, ...)"))
     if data and not (cat.states or cat.event_labels or section):
@@ -108,43 +125,92 @@ def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
 
 
 def _shown(line: str, limit: int = 60) -> str:
+    """The start of ``line`` for a message (shown with ``!r``, which escapes control characters)."""
     return line if len(line) <= limit else line[:limit] + "..."
 
 
-def _event_line(cat: PcfCatalog, line: str, lineno: int, block: list[int], in_values: bool) -> None:
+@dataclass
+class _Block:
+    """The EVENT_TYPE block being read: its types, whether VALUES began, the value table its types share and the
+    types that also had values from an earlier block (they get this block's values in their own table too)."""
+
+    types: list[int] = field(default_factory=list)
+    in_values: bool = False
+    values: dict[int, str] = field(default_factory=dict)
+    own_tables: list[dict[int, str]] = field(default_factory=list)
+
+    def add_value(self, cat: PcfCatalog, value: int, label: str) -> None:
+        if not self.values:  # the block's first value: its types take the shared table
+            self._share(cat)
+        self.values[value] = label
+        for table in self.own_tables:
+            table[value] = label
+
+    def _share(self, cat: PcfCatalog) -> None:
+        for etype in dict.fromkeys(self.types):
+            table = cat.event_values.setdefault(etype, self.values)
+            if table is not self.values:  # values of an earlier block: a copy of its own, as it may be shared
+                cat.event_values[etype] = table = dict(table)
+                self.own_tables.append(table)
+
+
+def _event_line(cat: PcfCatalog, line: str, lineno: int, block: _Block) -> None:
     """One line of an EVENT_TYPE block (see :func:`parse_pcf`); ``block`` gets the types it declares."""
     if line == "VALUES":
+        block.in_values = True
         return
     parts = line.split(None, 2)
     if parts[0] == "PRECISION":
-        if len(parts) == 2 and parts[1].isdigit():
-            cat.event_precision.update(dict.fromkeys(block, int(parts[1])))
+        if len(parts) == 2 and parts[1].isdigit() and len(parts[1]) < 10:
+            cat.event_precision.update(dict.fromkeys(block.types, int(parts[1])))
         else:
             cat.ignored.append((lineno, f"{_shown(line)!r} is not 'PRECISION <decimals>'"))
-    elif not in_values:
-        if len(parts) < 2 or not _INT.match(parts[1]):
-            cat.ignored.append((lineno, f"{_shown(line)!r} is not '<gradient> <type> <label>'"))
+    elif not block.in_values:
+        if len(parts) < 2 or (etype := _int64(parts[1])) is None:
+            cat.ignored.append((lineno, f"{_shown(line)!r} is not '<gradient> <type> <label>' (type an int64)"))
             return
-        etype = int(parts[1])
         cat.event_labels[etype] = parts[2] if len(parts) > 2 else ""
-        if _INT.match(parts[0]):
-            cat.event_gradient[etype] = int(parts[0])
+        if (gradient := _int64(parts[0])) is not None:
+            cat.event_gradient[etype] = gradient
         cat.event_lines[etype] = lineno
-        block.append(etype)
-    elif _INT.match(parts[0]):
-        label = (line.split(None, 1) + [""])[1]
-        for etype in block:
-            cat.event_values.setdefault(etype, {})[int(parts[0])] = label
+        block.types.append(etype)
+    elif (value := _int64(parts[0])) is not None:
+        block.add_value(cat, value, (line.split(None, 1) + [""])[1])
     else:
-        cat.ignored.append((lineno, f"{_shown(line)!r} is not '<value> <label>'"))
+        cat.ignored.append((lineno, f"{_shown(line)!r} is not '<value> <label>' (value an int64)"))
+
+
+def _column_problem(name: str) -> str | None:
+    """Why a counter name cannot be a column as it is (security, issue 23 F6/F7), or None."""
+    if not name.isprintable():
+        return "holds control characters (they would reach the terminal raw)"
+    if len(name) > MAX_COUNTER_NAME:
+        return f"is longer than {MAX_COUNTER_NAME} characters"
+    if name == "*" or (name.startswith("^") and name.endswith("$")):
+        return "is a column pattern (every column, a regular expression), not a name"
+    return None
+
+
+def _usable_column(name: str, etype: int) -> str:
+    """The column of a counter whose name has a :func:`_column_problem`: escaped, cut, or ``counter_<type>``."""
+    column = escaped(name)
+    if len(column) > MAX_COUNTER_NAME:
+        column = f"{column[:MAX_COUNTER_NAME - 21]}_{etype}"
+    return f"counter_{etype}" if _column_problem(column) else column
 
 
 def _check_counter_names(cat: PcfCatalog) -> None:
     """Two counter types with one name would fold two counters into one column: as Paraver keeps both (by type),
-    the later type's column is ``NAME_TYPE`` (noted in ``renamed_lines``, which the reader warns of)."""
+    the later type's column is ``NAME_TYPE`` (noted in ``renamed_lines``, which the reader warns of). A name that
+    is a key column, holds control characters, is too long or is a pattern is renamed too (said once per file)."""
     seen: dict[str, int] = {}
+    unusable: list[tuple[int, str, str, str]] = []  # (line, name, why, column)
     for etype in sorted(t for t in cat.event_labels if is_counter_type(t)):
         name = cat.counter_name(etype)
+        if (problem := _column_problem(name)) is not None:
+            cat.renamed[etype] = _usable_column(name, etype)
+            unusable.append((cat.event_lines[etype], name, problem, cat.renamed[etype]))
+            name = cat.renamed[etype]
         if is_reserved_column(name):  # security (issue 23 item 7): a counter never takes a key column's name
             cat.renamed[etype] = unreserved_column(name, str(etype))
             cat.renamed_lines.append((cat.event_lines[etype], f"counter name {name!r} of event type {etype} is a "
@@ -156,3 +222,7 @@ def _check_counter_names(cat: PcfCatalog) -> None:
                                       f"{seen[name]} and {etype}: the second read as {cat.renamed[etype]!r}"))
             continue
         seen.setdefault(name, etype)
+    if unusable:
+        line, name, problem, column = unusable[0]
+        more = f" ({len(unusable)} counter names renamed so)" if len(unusable) > 1 else ""
+        cat.renamed_lines.append((line, f"counter name {_shown(name)!r} {problem}: read as {column!r}{more}"))

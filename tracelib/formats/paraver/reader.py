@@ -41,6 +41,7 @@ from synthtrace.tracelib.errors import (
 from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
+from synthtrace.tracelib.formats.paraver.companion_text import read_companion  # [helper security2]
 from synthtrace.tracelib.formats.paraver.pcf import PcfCatalog, parse_pcf
 from synthtrace.tracelib.formats.paraver import mpi_events
 from synthtrace.tracelib.domain.mpi_calls import EXTRAE_NAMES, MPI_KINDS
@@ -286,8 +287,10 @@ class ParaverTrace(TraceReader):
                 line, reason = ignored[0]
                 more = f" ({len(ignored)} lines skipped)" if len(ignored) > 1 else ""
                 self._warn(f"{companion(self.path, suffix)}:{line}: skipped: {reason}{more}")
-        for line, what in self.pcf.renamed_lines:
-            self._warn(f"{companion(self.path, '.pcf')}:{line}: {what}")
+        # [helper security2] issue 23 F7: .row names kept escaped are said too
+        for suffix, renamed in ((".pcf", self.pcf.renamed_lines), (".row", self.row.renamed_lines)):
+            for line, what in renamed:
+                self._warn(f"{companion(self.path, suffix)}:{line}: {what}")
 
     def _warn(self, message: str) -> None:
         warnings.warn(message, UserWarning, stacklevel=3)
@@ -314,10 +317,7 @@ class ParaverTrace(TraceReader):
             warnings.warn(msg, MissingCompanionWarning, stacklevel=3)
             self.warnings.append(msg)
             return default
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise TraceFormatError(path, None, f"cannot be read ({exc.strerror or exc})") from None
+        data = read_companion(path)  # [helper security2] issue 23 F5: size-capped, one error naming the file
         self._companion_bytes.append(data)
         return parse(data, path)
 

@@ -4,11 +4,16 @@ Read as Paraver reads them (paraver-kernel ``utils/traceparser/rowfileparser.cpp
 blank lines and ``#`` comments between levels are skipped, levels come in any order, a line that is not a known
 ``LEVEL <name> SIZE <n>`` statement is skipped, and a level's names are the N lines after its statement (fewer when
 the file ends first). Names are only labels: what Paraver skips is skipped here too, listed in ``ignored``.
+The file is read within the bounds of :mod:`~synthtrace.tracelib.formats.paraver.companion_text`, line by line; a
+name holding control characters is kept escaped (``\x1b``), never raw, and said once (security, issue 23 F5/F7).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, read_companion, too_long
+from synthtrace.tracelib.printable import escaped
 
 #: the levels Paraver's .row parser knows (tracelabels.h)
 LEVELS = frozenset({"WORKLOAD", "APPL", "TASK", "THREAD", "SYSTEM", "NODE", "CPU"})
@@ -21,6 +26,7 @@ class RowNames:
     levels: dict[str, list[str]] = field(default_factory=dict)
     level_lines: dict[str, int] = field(default_factory=dict)  # 1-based line of each LEVEL statement
     ignored: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): what Paraver skips too
+    renamed_lines: list[tuple[int, str]] = field(default_factory=list)  # (line, which names were escaped)
 
     def names(self, level: str) -> list[str]:
         return self.levels.get(level.upper(), [])
@@ -28,7 +34,7 @@ class RowNames:
 
 def read_row(path: str | Path) -> RowNames:
     """Read a ``.row`` file (see :func:`parse_row`)."""
-    return parse_row(Path(path).read_bytes(), path)
+    return parse_row(read_companion(Path(path)), path)
 
 
 def _statement(line: str) -> tuple[str, int] | str:
@@ -46,26 +52,41 @@ def parse_row(data: bytes, path: str | Path) -> RowNames:
     levels: dict[str, list[str]] = {}
     level_lines: dict[str, int] = {}
     ignored: list[tuple[int, str]] = []
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    if lines[-1] == "":  # the end of the last line, not a line
-        lines.pop()
-    i = 0
-    while i < len(lines):
-        line = lines[i].strip()
-        i += 1
+    escaped_at: list[int] = []  # lines of names with control characters
+    names: list[str] = []
+    wanted, level, lineno = 0, "", 0  # names still to read for ``level``
+    for lineno, raw in companion_lines(data):
+        if wanted:
+            wanted -= 1
+            if raw is None:
+                ignored.append(too_long(lineno))
+                raw = ""
+            name = raw.strip()
+            if not name.isprintable():
+                escaped_at.append(lineno)
+                name = escaped(name)
+            names.append(name)
+            continue
+        if raw is None:
+            ignored.append(too_long(lineno))
+            continue
+        line = raw.strip()
         if not line or line.startswith("#"):
             continue
         stmt = _statement(line)
         if isinstance(stmt, str):
-            ignored.append((i, stmt))
+            ignored.append((lineno, stmt))
             continue
-        level, size = stmt
-        names = [ln.strip() for ln in lines[i: i + size]]
-        if len(names) < size:
-            ignored.append((i, f"LEVEL {level} declares {size} names but the file ends after {len(names)}"))
-        levels[level], level_lines[level] = names, i
-        i += size
-    return RowNames(levels, level_lines, ignored)
+        level, wanted = stmt
+        names = levels[level] = []
+        level_lines[level] = lineno
+    if wanted:
+        ignored.append((level_lines[level], f"LEVEL {level} declares {len(names) + wanted} names but the file ends "
+                        f"after {len(names)}"))
+    renamed = []
+    if escaped_at:
+        renamed.append((escaped_at[0], f"name holds control characters: kept escaped ({len(escaped_at)} names)"))
+    return RowNames(levels, level_lines, ignored, renamed)
 
 
 def format_row(levels: dict[str, list[str]]) -> str:

@@ -1,0 +1,139 @@
+"""Hostile ``.pcf``/``.row`` companions, names with control characters and hostile machine profiles (issue 23,
+attack round 6 F1/F4-F7): each is refused in one line naming the file (exit 2, nothing stored) or read as Paraver
+reads it, with a warning naming the file and line."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from synthtrace.tracelib.formats.paraver.companion_text import MAX_COMPANION_BYTES, MAX_LINE_BYTES
+from synthtrace.tracelib.formats.paraver.pcf import parse_pcf
+from synthtrace.tracelib.formats.paraver.row import parse_row
+from testing.traces import PRIME, copy_trace
+
+pytestmark = pytest.mark.real_traces
+
+_PCF = PRIME.with_suffix(".pcf").read_bytes()
+
+
+def _with_companion(dest: Path, suffix: str, data: bytes | None = None, size: int | None = None) -> Path:
+    """A copy of PRIME whose ``suffix`` companion is ``data`` or, with ``size``, a sparse file of that many bytes."""
+    prv = copy_trace(PRIME, dest)
+    path = prv.with_suffix(suffix)
+    if data is not None:
+        path.write_bytes(data)
+    if size is not None:
+        os.truncate(path, size)
+    return prv
+
+
+# ------------------------------------------------------------------------------ F5: companions of any size
+@pytest.mark.parametrize("suffix", [".pcf", ".row"])
+def test_companion_beyond_the_cap_is_refused_in_one_line(tmp_path, run_cli, suffix):
+    """A 1 GB .pcf/.row was read whole, decoded and split (3.3 GB of RAM) and accepted; now one line names it."""
+    prv = _with_companion(tmp_path / "t", suffix, size=MAX_COMPANION_BYTES + 1)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(prv.with_suffix(suffix)) in err and "MiB" in err
+    assert not wh.exists()  # nothing stored, not even an empty warehouse
+
+
+def test_a_line_beyond_the_line_cap_is_skipped_with_its_line_number():
+    """A 20 MB label line became a 20 MB column name (an abort in the Parquet sink); it is skipped, as a line
+    Paraver cannot read is, and the lines after it are still read."""
+    long_line = b"7  42000050 " + b"X" * MAX_LINE_BYTES + b"\n"
+    data = b"EVENT_TYPE\n" + long_line + b"7  42000059 PAPI_TOT_CYC [Cycles]\n"
+    cat = parse_pcf(data, "t.pcf")
+    assert cat.ignored and cat.ignored[0][0] == 2 and "longer than" in cat.ignored[0][1]
+    assert 42000050 not in cat.event_labels and cat.counter_name(42000059) == "PAPI_TOT_CYC"
+    row = parse_row(b"LEVEL NODE SIZE 2\nnode1\n" + b"n" * (MAX_LINE_BYTES + 1) + b"\nLEVEL CPU SIZE 1\n1.node1\n",
+                    "t.row")
+    assert row.names("NODE") == ["node1", ""] and row.names("CPU") == ["1.node1"]
+    assert row.ignored == [(3, f"line longer than {MAX_LINE_BYTES >> 10} KiB (no Paraver name is that long)")]
+
+
+# ------------------------------------------------------------------------------ F6: hostile labels and numbers
+@pytest.mark.parametrize(("line", "skipped"), [
+    (b"EVENT_TYPE\n7 " + b"9" * 5000 + b" X\n", 2),  # a type beyond int64: ValueError (4300-digit limit)
+    (b"EVENT_TYPE\n7 42000050 PAPI_TOT_INS\nVALUES\n" + b"9" * 5000 + b" big\n", 4),
+    (b"EVENT_TYPE\n7 42000050 PAPI_TOT_INS\nVALUES\n9223372036854775808 big\n", 4),  # int64 max + 1
+    (b"STATES\n" + b"9" * 30 + b" Running\n", 2),
+], ids=["type-5000-digits", "value-5000-digits", "value-int64-max+1", "state-30-digits"])
+def test_numbers_beyond_int64_are_skipped_with_their_line(line, skipped):
+    """Paraver's parser skips a line whose number it cannot convert (std::stoi throws); so does this one, instead
+    of a ValueError traceback or a value no record can hold."""
+    cat = parse_pcf(line, "t.pcf")
+    assert [n for n, _ in cat.ignored] == [skipped], cat.ignored
+    assert all(abs(v) < 1 << 63 for t in cat.event_values.values() for v in t)
+
+
+def test_one_value_table_per_block_not_per_type():
+    """A block of many types shares its VALUES: 1,000 types x 60,000 values took 1,000 tables (GBs of RAM)."""
+    types = b"".join(b"0 %d T%d\n" % (50000000 + i, i) for i in range(200))
+    values = b"".join(b"%d v%d\n" % (i, i) for i in range(300))
+    cat = parse_pcf(b"EVENT_TYPE\n" + types + b"VALUES\n" + values + b"EVENT_TYPE\n0 50000000 again\nVALUES\n9 nine\n",
+                    "t.pcf")
+    tables = {id(cat.event_values[50000000 + i]) for i in range(200)}
+    assert len(tables) == 2  # the type given values again has a table of its own; the other 199 share one
+    assert cat.value_name(50000000, 9) == "nine" and cat.value_name(50000001, 9) == "v9"
+    assert cat.value_name(50000001, 299) == "v299" and cat.value_name(50000000, 299) == "v299"
+
+
+@pytest.mark.parametrize(("label", "column"), [
+    ("*", "counter_42000050"),  # Polars reads `*` as every column: DuplicateError traceback
+    ("^PAPI.*$", "counter_42000050"),  # a regular expression to Polars
+    ("\x1b[2J\x1b[31mEVIL", "\\x1b[2J\\x1b[31mEVIL"),  # clears the screen in `sql "describe bursts"`
+    ("EV\x00IL", "EV\\x00IL"),
+    ("L" * 5000, "L" * 107 + "_42000050"),
+], ids=["star", "regex", "ansi", "nul", "5000-chars"])
+def test_counter_names_that_cannot_be_columns_are_renamed_once(label, column):
+    data = _PCF.replace(b"PAPI_TOT_INS [Instr completed]", label.encode() + b" [x]")
+    cat = parse_pcf(data, "t.pcf")
+    assert cat.counter_name(42000050) == column
+    assert len(cat.renamed_lines) == 1 and column in cat.renamed_lines[0][1]
+
+
+def test_hostile_counter_and_node_names_are_stored_escaped(tmp_path, run_cli):
+    """A counter label `*` gave a DuplicateError traceback; labels and .row node names with escape sequences
+    reached the terminal raw through `sql`. Ingest now stores them renamed/escaped and says so."""
+    pcf = _PCF.replace(b"PAPI_TOT_INS [Instr completed]", b"* [x]").replace(
+        b"PAPI_TOT_CYC [Total cycles]", b"\x1b]0;T\x07EVIL [x]")
+    prv = _with_companion(tmp_path / "t", ".pcf", pcf)
+    row = prv.with_suffix(".row")
+    row.write_bytes(row.read_bytes().replace(b"\nc7101\n", b"\nc7101\x1b[2J\n"))  # a node name
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0, err
+    assert f"{prv.with_suffix('.pcf')}:142: " in err and f"{row}:20: name holds control characters" in err
+    code, out, err = run_cli("sql", "select column_name from (describe bursts)", "-w", wh)
+    assert code == 0 and "counter_42000050" in out and "\\x1b]0;T\\x07EVIL" in out
+    code, out, err = run_cli("sql", "select * from bursts limit 3", "-w", wh)
+    assert "\x1b" not in out + err
+
+
+# ------------------------------------------------------------------------------ F7: --app and table cells
+def test_app_with_control_characters_is_refused_like_an_experiment_name(tmp_path, run_cli):
+    """`--app $'EV\\x1b[2JIL\\nerror: forged'` was stored and printed raw by `runs` (a screen clear, a forged
+    error line); --app now follows the experiment-name rule."""
+    prv = copy_trace(PRIME, tmp_path / "t")
+    code, out, err = run_cli("ingest", prv, "--app", "EV\x1b[2JIL\nerror: forged", "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "control character" in err, err
+    assert "\x1b" not in err and not (tmp_path / "wh").exists()
+
+
+def test_table_cells_are_printed_escaped(capsys):
+    """Whatever a stored value holds (a warehouse written by an older version, a query's own text), a table cell
+    or header cannot print a line of its own or an escape sequence."""
+    from rich.table import Table
+
+    from synthtrace.pipelines.cli_base import print_table
+
+    table = Table("name\x1b]0;title\x07")
+    table.add_row("ok\nerror: forged\x1b[2J")
+    print_table(table)
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b[2J" in out and "\\x1b]0;title\\x07" in out
+    assert not any(line.lstrip("│| ").startswith("error:") for line in out.splitlines()), out

@@ -1,0 +1,33 @@
+"""A warehouse whose layout folders (runs/, experiments/, .staging/, .locks/) are symbolic links or files is refused
+by every writer with one line, and nothing is written or deleted where the link points (attack 6, F2 and F3:
+``.staging -> /elsewhere`` made the next ingest's stale-staging cleanup delete every subfolder of /elsewhere, and
+``experiments -> /elsewhere`` made ``merge`` write there and exit 0)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from testing.traces import JACOBI, PRIME, copy_trace, tree_digest
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("folder", ["runs", "experiments", ".staging", ".locks"])
+def test_a_layout_folder_that_is_a_link_is_refused_and_nothing_where_it_points_changes(tmp_path, run_cli, folder):
+    drop = copy_trace(PRIME, tmp_path / "drop").parent
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", drop, "-w", wh)[0] == 0
+    victim = tmp_path / "victim"
+    for sub in ("sub", "d.123", "q.1.999999999"):  # names the stale-staging cleanup took for a dead writer's
+        (victim / sub).mkdir(parents=True)
+        (victim / sub / "kept.txt").write_text("keep\n")
+    (victim / "important.txt").write_text("keep\n")
+    before = tree_digest(victim)
+    link = wh / folder
+    if link.exists():
+        shutil.rmtree(link)
+    link.symlink_to(victim, target_is_directory=True)
+    code, _, err = run_cli("ingest", copy_trace(JACOBI, tmp_path / "drop2"), "-w", wh)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and str(link) in lines[0] and "symbolic link" in lines[0], err
+    assert tree_digest(victim) == before and link.is_symlink()

@@ -1,0 +1,49 @@
+"""Lines of a ``.pcf``/``.row`` companion file, read within bounds (issue 23 item 4, attack F5/F6).
+
+Paraver's own ``.pcf`` files are at most a few MB and a ``.row`` naming a million cpus and threads some tens of
+MB: a companion beyond :data:`MAX_COMPANION_BYTES` is refused (one error naming the file), and a line beyond
+:data:`MAX_LINE_BYTES` is never decoded: it is handed on as ``None`` for the parser to skip with its line number
+(Paraver skips lines it cannot read). Lines are split one at a time, never the whole file at once.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from synthtrace.tracelib.errors import TraceFormatError
+
+#: largest .pcf/.row read (bytes); a larger one is refused
+MAX_COMPANION_BYTES = 64 << 20
+#: longest line decoded (bytes); a longer one is skipped
+MAX_LINE_BYTES = 64 << 10
+
+
+def read_companion(path: Path) -> bytes:
+    """The bytes of a companion file of at most :data:`MAX_COMPANION_BYTES`; else :class:`TraceFormatError`."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_COMPANION_BYTES + 1)
+    except OSError as exc:
+        raise TraceFormatError(path, None, f"cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_COMPANION_BYTES:
+        raise TraceFormatError(path, None, f"larger than {MAX_COMPANION_BYTES >> 20} MiB, far beyond any Paraver "
+                               f"{path.suffix} file: not read")
+    return data
+
+
+def companion_lines(data: bytes) -> Iterator[tuple[int, str | None]]:
+    """(1-based line number, line without its end) for each line of ``data``; the line is ``None`` when it is
+    longer than :data:`MAX_LINE_BYTES`. Undecodable bytes become U+FFFD; a final newline ends the last line."""
+    pos, lineno, end_of_data = 0, 0, len(data)
+    while pos < end_of_data:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            end = end_of_data
+        lineno += 1
+        yield lineno, (data[pos:end].decode("utf-8", errors="replace") if end - pos <= MAX_LINE_BYTES else None)
+        pos = end + 1
+
+
+def too_long(lineno: int) -> tuple[int, str]:
+    """The ``ignored`` entry of a line longer than :data:`MAX_LINE_BYTES`."""
+    return lineno, f"line longer than {MAX_LINE_BYTES >> 10} KiB (no Paraver name is that long)"
