@@ -182,6 +182,10 @@ def _output_folder(path: Path, option: str) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
+        from synthtrace.warehouse.layout import os_error_within
+
+        if not isinstance(exc, OSError):  # a library's own exception for a full disk (Polars' "os error 28")
+            exc = os_error_within(exc, path) or exc
         for p in made:
             with contextlib.suppress(OSError):
                 p.rmdir()

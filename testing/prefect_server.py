@@ -3,8 +3,8 @@
 A night run without ``PREFECT_API_URL`` starts Prefect's ephemeral server in its own process: about 18-25 s of
 CPU on this project's 2-core machines, against 2-3 s for a night that talks to a running server. Tests that start
 nights or a served deployment as processes point them at the server of the session's Prefect test harness
-(``prefect_api`` in tests/conftest.py); the demo and the killed night of tests/test_nightly_flow.py keep the
-ephemeral server, as a user meets it.
+(``prefect_api`` in tests/conftest.py); the killed night of tests/test_nightly_flow.py keeps the ephemeral server,
+as a user without a server meets it (its second night runs to the end on one), and so does .ci/run's demo.
 """
 from __future__ import annotations
 

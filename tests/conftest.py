@@ -20,6 +20,13 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
+# pytest-xdist runs one worker per core: an OpenMP pool per worker (scikit-learn's fits) of one thread per core
+# oversubscribes the cores, and the pools' threads cost CPU waiting for each other (a quarter of the model tests'
+# CPU on 2 cores: benchmarks/results/test_time.md). Each worker, and every process it starts, one OpenMP thread;
+# a user's own setting wins.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_setupnodes(config, specs):

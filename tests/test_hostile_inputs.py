@@ -216,6 +216,44 @@ def test_a_full_disk_names_the_file_or_folder_being_written(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wh"] and not any(wh.staging_dir.iterdir())
 
 
+def test_a_parquet_write_cut_by_a_full_disk_without_an_errno_is_the_full_disk(tmp_path, monkeypatch):
+    """Attack 6 F12: with ~20 kB free, Polars' Parquet writer failed with "Invalid thrift: transport error" (no
+    "os error 28"), and `merge` ended with that ComputeError's traceback. A library's failure while the file system
+    is full (free space below FULL_FILE_SYSTEM_BYTES) is the full disk, naming the folder being written."""
+    from synthtrace.warehouse import layout
+
+    wh = Warehouse(tmp_path / "wh").ensure()
+    target = wh.experiments_dir / "pr"
+
+    def stage_fails() -> None:
+        with wh.staged(target) as stage:
+            (stage / "x").write_bytes(b"x")
+            raise pl.exceptions.ComputeError("parquet: File out of specification: Invalid thrift: transport error")
+
+    with pytest.raises(pl.exceptions.ComputeError):  # a disk with room: the library's error as it is
+        stage_fails()
+    monkeypatch.setattr(layout, "FULL_FILE_SYSTEM_BYTES", 1 << 62)  # every file system is "full"
+    with pytest.raises(OSError) as raised:
+        stage_fails()
+    assert (raised.value.errno, raised.value.filename) == (28, str(target))
+    assert not target.exists() and not any(wh.staging_dir.iterdir())
+
+
+def test_a_detection_that_fails_to_store_changes_no_application_s_alerts(tmp_path):
+    """Attack 6 F12: `detect` on a full disk failed at its third application's file after replacing the first
+    two. The alerts of every application are replaced in one swap: a failure keeps them all as they were."""
+    from synthtrace.warehouse.alert_store import read_alerts, write_alerts, write_all_alerts
+
+    wh = Warehouse(tmp_path / "wh").ensure()
+    for app in ("a", "b"):
+        write_alerts(wh, app, pl.DataFrame({"app": [app], "metric": ["time"]}))
+    before = tree_digest(wh.root / "regressions")
+    unwritable = pl.DataFrame({"app": ["b"]}).with_columns(pl.Series("o", [object()], dtype=pl.Object))
+    with pytest.raises(pl.exceptions.ComputeError):
+        write_all_alerts(wh, {"a": pl.DataFrame({"app": ["a"] * 2, "metric": ["time", "ipc"]}), "b": unwritable})
+    assert tree_digest(wh.root / "regressions") == before and read_alerts(wh).height == 2
+
+
 # ----------------------------------------------------------------------------- item 13: refusals leave nothing
 def test_a_refused_ingest_creates_no_warehouse(tmp_path, run_cli):
     prv = _with_header(tmp_path / "t", b"4(13,1,1,1)", b"4(13,-1,1,1)")

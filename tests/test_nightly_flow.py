@@ -35,9 +35,14 @@ def drop(tmp_path) -> Path:
 
 
 def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, drop):
-    from synthtrace.pipelines.nightly import run_night
+    """The first night run as the deployed flow runs (``synthtrace serve``), whose final state says what happened;
+    the second as ``synthtrace nightly`` runs it. (The final state was a test of its own, one more full night.)"""
+    from synthtrace.pipelines.nightly import nightly_flow, run_night
     wh = tmp_path / "wh"
-    s = run_night(drop, Warehouse(wh))
+    state = nightly_flow(drop=str(drop), warehouse=str(wh), return_state=True)
+    assert state.is_completed()
+    assert state.message.startswith("2 runs ingested, 1 quarantined")
+    s = state.result()
     assert {r["run_name"] for r in s.ingested} == {"prime_v0", LULESH_B.stem}
     assert len(s.quarantined) == 1 and "task 5" in s.quarantined[0]["reason"]
     [folder] = (drop / ".quarantine").iterdir()
@@ -137,13 +142,6 @@ def test_drop_folder_must_exist(tmp_path, run_cli):
     assert not missing.exists() and not (tmp_path / "no").exists() and not (tmp_path / "wh").exists()
 
 
-def test_flow_final_state_says_what_happened(prefect_harness, tmp_path, drop):
-    from synthtrace.pipelines.nightly import nightly_flow
-    state = nightly_flow(drop=str(drop), warehouse=str(tmp_path / "wh"), return_state=True)
-    assert state.is_completed()
-    assert state.message.startswith("2 runs ingested, 1 quarantined")
-
-
 def test_dask_runner_on_a_local_cluster(prefect_harness, tmp_path, drop):
     distributed = pytest.importorskip("distributed")
     from synthtrace.pipelines.nightly import run_night
@@ -164,10 +162,13 @@ def _night_cmd(drop: Path, wh: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_killed_night_leaves_no_partial_run_and_next_night_completes(tmp_path, big_lulesh):
+    """Both nights on the ephemeral Prefect server a night starts when no PREFECT_API_URL is set, as a user without
+    a server meets it (the other tests' nights talk to the session's server)."""
     drop = tmp_path / "drop"
     copy_trace(big_lulesh, drop / "exp")
     wh = tmp_path / "wh"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
     # its own session, so the kill takes the flow's ephemeral Prefect server (a child process) with it
     proc = subprocess.Popen(_night_cmd(drop, wh), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)

@@ -100,9 +100,11 @@ def test_quick_start_test_command_runs_from_a_fresh_clone_after_a_plain_install(
 
 
 @pytest.fixture
-def user_folder(tmp_path) -> tuple[Path, dict[str, str]]:
+def user_folder(tmp_path, prefect_api) -> tuple[Path, dict[str, str]]:
     """A fresh folder holding traces/lulesh/ (links to the real pair) and a ``synthtrace`` on PATH that runs this
-    checkout with this interpreter."""
+    checkout with this interpreter. ``synthtrace nightly`` talks to the session's Prefect server (PREFECT_API_URL,
+    as for a user who runs one) instead of starting an ephemeral one, 15-20 s of CPU: the killed night of
+    tests/test_nightly_flow.py runs a night to its end on an ephemeral server, and .ci/run's demo another."""
     lulesh = tmp_path / "traces" / "lulesh"
     lulesh.mkdir(parents=True)
     for prv in (LULESH_A, LULESH_B):
@@ -115,7 +117,7 @@ def user_folder(tmp_path) -> tuple[Path, dict[str, str]]:
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
     env = {k: v for k, v in os.environ.items() if k != "SYNTHTRACE_WAREHOUSE"}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PREFECT_HOME=str(tmp_path / ".prefect"),
-               COLUMNS="120", PYTHONPATH=str(ROOT))
+               COLUMNS="120", PYTHONPATH=str(ROOT), PREFECT_API_URL=prefect_api)
     return tmp_path, env
 
 

@@ -257,8 +257,9 @@ class Warehouse:
                     return
             _fsync_dir(target.parent)
         except BaseException as exc:
+            os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
             shutil.rmtree(stage, ignore_errors=True)
-            if (os_error := os_error_within(exc, target)) is not None:
+            if os_error is not None:
                 raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
             raise
 
@@ -383,10 +384,28 @@ def os_error_within(exc: BaseException, target: Path) -> OSError | None:
     if not isinstance(exc, Exception):
         return None
     m = _OS_ERROR.search(str(exc))
-    if m is None:
-        return None
-    code = int(m[1])
-    return OSError(code, os.strerror(code), str(target))
+    if m is not None:
+        code = int(m[1])
+        return OSError(code, os.strerror(code), str(target))
+    if _full_file_system(target):  # a Parquet writer's short write: "Invalid thrift: transport error", no errno
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+    return None
+
+
+#: free bytes below which a file system counts as full when a library's write fails without saying why
+FULL_FILE_SYSTEM_BYTES = 4 << 20
+
+
+def _full_file_system(target: Path) -> bool:
+    """Whether the file system that holds (or would hold) ``target`` has less than :data:`FULL_FILE_SYSTEM_BYTES`
+    free for this user (attack 6 F12: with ~20 kB free, Polars' Parquet writer failed with ``Invalid thrift:
+    transport error``, naming neither the disk nor the file)."""
+    folder = next((p for p in (target, *target.parents) if p.exists()), None)
+    try:
+        st = os.statvfs(folder) if folder is not None else None
+    except OSError:
+        return False
+    return st is not None and st.f_bavail * st.f_frsize < FULL_FILE_SYSTEM_BYTES
 
 
 def _not_regular(folder: str, names: list[str]) -> set[str]:
