@@ -65,7 +65,13 @@ def test_a_fifo_or_a_link_to_dev_zero_planted_as_a_record_neither_hangs_nor_fill
         "from synthtrace.warehouse.layout import Warehouse",
         "wh = Warehouse(sys.argv[1]).ensure()  # what every writer does first: finish or drop the journals",
         "print(wh.experiment('e').record())",
+        "from pathlib import Path; from synthtrace.warehouse.programs import _indexed",
+        "print(_indexed(Path(sys.argv[2])))  # the program index of ingest, a FIFO planted in it",
     ])
-    proc = subprocess.run([sys.executable, "-c", probe, str(wh.root)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stdout.strip() == "{}", proc.stderr[-2000:]
+    index = tmp_path / "index"
+    index.mkdir()
+    os.mkfifo(index / "p.json")
+    proc = subprocess.run([sys.executable, "-c", probe, str(wh.root), str(index)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["{}", "[]"], proc.stderr[-2000:]
     assert not any(wh.staging_dir.glob("*.swap.json"))
