@@ -45,3 +45,33 @@ def test_a_journal_of_a_swap_killed_between_its_renames_is_still_finished(tmp_pa
     _plant(wh, {"target": "runs/r1", "old": os.path.relpath(old, wh.root), "new": os.path.relpath(new, wh.root)})
     wh.ensure()
     assert (wh.runs_dir / "r1" / "bursts").is_dir()
+
+
+def test_a_fifo_or_a_link_to_dev_zero_planted_as_a_record_neither_hangs_nor_fills_memory(tmp_path: Path) -> None:
+    """Attack 6 F14: a FIFO planted as ``.staging/*.swap.json`` hung every writer (ensure() read it), a link to
+    /dev/zero grew one to 2.7 GB; an experiment.json FIFO hung any reader of the record. Records are read only from
+    regular files of at most MAX_RECORD_BYTES reached through no link: these are left out (a journal removed)."""
+    import subprocess
+    import sys
+
+    wh = Warehouse(tmp_path / "wh").ensure()
+    os.mkfifo(wh.staging_dir / "x.abcd1234.999999.swap.json")
+    (wh.staging_dir / "y.abcd1234.999999.swap.json").symlink_to("/dev/zero")
+    (wh.experiments_dir / "e").mkdir()
+    os.mkfifo(wh.experiments_dir / "e" / "experiment.json")
+    probe = "\n".join([
+        "import resource, sys",
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # the old code's read of /dev/zero: MemoryError",
+        "from synthtrace.warehouse.layout import Warehouse",
+        "wh = Warehouse(sys.argv[1]).ensure()  # what every writer does first: finish or drop the journals",
+        "print(wh.experiment('e').record())",
+        "from pathlib import Path; from synthtrace.warehouse.programs import _indexed",
+        "print(_indexed(Path(sys.argv[2])))  # the program index of ingest, a FIFO planted in it",
+    ])
+    index = tmp_path / "index"
+    index.mkdir()
+    os.mkfifo(index / "p.json")
+    proc = subprocess.run([sys.executable, "-c", probe, str(wh.root), str(index)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["{}", "[]"], proc.stderr[-2000:]
+    assert not any(wh.staging_dir.glob("*.swap.json"))

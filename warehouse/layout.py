@@ -24,7 +24,7 @@ import stat
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.names import check_name
@@ -61,6 +61,27 @@ def warehouse_holding(path: str | Path) -> Path | None:
         if any(all((folder / name).exists() for name in names) for names in STORED_FOLDER_FILES):
             return folder
     return None
+
+
+#: the largest record a warehouse keeps as JSON (a swap journal, experiment.json, night.json), bytes
+MAX_RECORD_BYTES = 1 << 20
+
+
+def read_record(path: Path) -> Any:
+    """The JSON document in the warehouse's record file ``path``; ValueError when it is not one: anything but a
+    regular file (a FIFO would block the reader for good, a link to /dev/zero fill its memory: attack 6 F14), one
+    larger than :data:`MAX_RECORD_BYTES`, or no JSON. Opened without following a link or blocking on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path}: a symbolic link, not a record") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
+            raise ValueError(f"{path}: not a record (a special file, or larger than {MAX_RECORD_BYTES} bytes)")
+        return json.loads(fh.read(MAX_RECORD_BYTES + 1))
 
 
 def is_own_file(root: Path, path: Path) -> bool:
@@ -197,7 +218,7 @@ class Warehouse:
             if pid.isdigit() and pid_alive(int(pid)):
                 continue
             try:
-                target, old, new = self._journal_paths(json.loads(journal.read_text()))
+                target, old, new = self._journal_paths(read_record(journal))
             except (OSError, ValueError, KeyError, TypeError):
                 # written but cut (no rename had started, see _swap), or not one this warehouse's writers write
                 journal.unlink(missing_ok=True)
