@@ -85,16 +85,25 @@ for line in sys.stdin:
 """
 
 
-def _violation(case: dict, res: dict) -> str | None:
-    """What is wrong with the outcome of one ingest, or None."""
+def _one_line_violation(res: dict) -> tuple[str | None, list[str]]:
+    """What breaks "exit 0, or exit 2 with one ``error:`` line, no traceback" in a worker's answer (or None), and
+    its error lines."""
     lines = [ln for ln in res["stderr"].splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("error:")]
     if res["code"] not in (0, 2) or "Traceback" in res["stderr"]:
-        return f"escaped: exit {res['code']}"
+        return f"escaped: exit {res['code']}", errors
     if [ln for ln in lines if not ln.startswith(("error:", "warning:", "note:"))]:
-        return "stray stderr"
+        return "stray stderr", errors
     if (res["code"] == 2) != bool(errors) or len(errors) > 1:
-        return "not one error line"
+        return "not one error line", errors
+    return None, errors
+
+
+def _violation(case: dict, res: dict) -> str | None:
+    """What is wrong with the outcome of one ingest, or None."""
+    why, errors = _one_line_violation(res)
+    if why is not None:
+        return why
     wh = Path(case["warehouse"])
     if errors and wh.exists():
         return "a refused ingest left a warehouse"
@@ -224,14 +233,9 @@ def damaged_family(base: Path, n: int, rnd: random.Random, case_timeout_s: float
 def _damaged_violation(res: dict, files: list[Path], frame: bool, before: dict, after: dict) -> str | None:
     """What is wrong with one command's outcome on a warehouse with ``files`` damaged (``frame``: their frame, which
     every reader checks), or None."""
-    lines = [ln for ln in res["stderr"].splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("error:")]
-    if res["code"] not in (0, 2) or "Traceback" in res["stderr"]:
-        return f"escaped: exit {res['code']}"
-    if [ln for ln in lines if not ln.startswith(("error:", "warning:", "note:"))]:
-        return "stray stderr"
-    if (res["code"] == 2) != bool(errors) or len(errors) > 1:
-        return "not one error line"
+    why, errors = _one_line_violation(res)
+    if why is not None:
+        return why
     if res["code"] == 0:
         return "a damaged file was read as sound" if frame else None
     if "damaged" in errors[0] and not any(str(f) in errors[0] for f in files):
