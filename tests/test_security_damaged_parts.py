@@ -10,60 +10,20 @@ file. One ingested and merged warehouse (the session's ``merged_lulesh``) is cop
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from testing.attack_cases import DAMAGE, DAMAGED_EXPERIMENT as EXPERIMENT, STORED_READERS as READERS, add_model_record
 from testing.traces import tree_digest
-
-EXPERIMENT = "lulesh-8r"
-
-
-def _random(data: bytes) -> bytes:
-    return bytes((i * 7919 + 13) % 251 for i in range(3000))  # fixed "random" bytes: no Parquet frame
-
-
-def _cut_footer(data: bytes) -> bytes:
-    return data[: len(data) // 2] + data[-8:]  # valid magic and footer length; the footer itself is gone
-
-
-def _empty(data: bytes) -> bytes:
-    return b""
-
-
-DAMAGE: dict[str, Callable[[bytes], bytes]] = {"random": _random, "cut_footer": _cut_footer, "empty": _empty}
-
-#: stored table -> (its files below the warehouse, the commands that read it, the night stages that read it)
-READERS: dict[str, tuple[str, list[list[str]], list[str]]] = {
-    "bursts": ("runs/*/bursts/*.parquet",
-               [["merge", EXPERIMENT], ["detect"], ["pop"], ["sql", "SELECT count(*) FROM bursts"]],
-               ["merge", "pop", "detect"]),
-    "mpi_calls": ("runs/*/mpi_calls.parquet",
-                  [["merge", EXPERIMENT], ["detect"], ["pop"], ["archetypes", EXPERIMENT, "--no-discover"],
-                   ["export", EXPERIMENT, "-o", "{out}/e.json"], ["report", "-o", "{out}/r.html"]],
-                  ["archetypes", "detect"]),
-    "mpi_messages": ("runs/*/mpi_messages.parquet", [["merge", EXPERIMENT], ["detect"]], ["merge", "detect"]),
-    "events": ("runs/*/events/*.parquet",
-               [["sql", "SELECT count(*) FROM events"], ["merge", EXPERIMENT, "--export-prv", "{out}/m"]], []),
-    "merged": ("experiments/*/merged_bursts.parquet",
-               [["archetypes", EXPERIMENT, "--no-discover"], ["export", EXPERIMENT, "-o", "{out}/e.json"],
-                ["report", "-o", "{out}/r.html"], ["train", "--folds", "2"],
-                ["sql", "SELECT count(*) FROM merged_bursts"]],
-               ["archetypes", "report"]),
-    "models": ("models/*/model.parquet", [["predict", "--experiment", EXPERIMENT], ["models"]], ["retrain"]),
-}
 
 
 @pytest.fixture(scope="module")
 def stored(merged_lulesh: Path, tmp_path_factory) -> Path:
-    """The merged LULESH warehouse with a model record folder (its record is damaged in every case that reads it,
-    so a trained model is not needed: training one would cost seconds per session)."""
+    """The merged LULESH warehouse with a model record folder (damaged in every case that reads it)."""
     wh = tmp_path_factory.mktemp("damaged-parts") / "wh"
     shutil.copytree(merged_lulesh, wh, symlinks=True)
-    model = wh / "models" / "ipc-hgb-20260101T000000-000000"
-    model.mkdir(parents=True)
-    shutil.copyfile(next((wh / "experiments").glob("*/merge_quality.parquet")), model / "model.parquet")
+    add_model_record(wh)
     return wh
 
 
