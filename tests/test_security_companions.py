@@ -82,6 +82,22 @@ def test_one_value_table_per_block_not_per_type():
     assert cat.value_name(50000001, 299) == "v299" and cat.value_name(50000000, 299) == "v299"
 
 
+def test_types_declared_again_in_many_blocks_are_refused_not_copied_without_end(monkeypatch):
+    """Each block that declares a type again gives it this block's values too (Paraver does the same): a file of
+    one big VALUES table and thousands of such blocks would copy the table thousands of times (hours, GBs). Beyond
+    MAX_VALUE_NAMES names set, the file is refused in one line naming it and the line (the budget lowered here to
+    keep the test small; 16.7 M in use)."""
+    from synthtrace.tracelib.errors import TraceFormatError
+    from synthtrace.tracelib.formats.paraver import pcf
+
+    monkeypatch.setattr(pcf, "MAX_VALUE_NAMES", 1000)
+    values = b"".join(b"%d v%d\n" % (i, i) for i in range(300))
+    again = b"EVENT_TYPE\n0 50000000 T\nVALUES\n1 one\n" * 10
+    with pytest.raises(TraceFormatError, match=r"^t\.pcf:(\d+): more than 1,000 event value names"):
+        parse_pcf(b"EVENT_TYPE\n0 50000000 T\n0 50000001 U\nVALUES\n" + values + again, "t.pcf")
+    assert parse_pcf(_PCF, "t.pcf").value_name(50000002, 7) == "MPI_Bcast"  # a real .pcf is far below the budget
+
+
 @pytest.mark.parametrize(("label", "column"), [
     ("*", "counter_42000050"),  # Polars reads `*` as every column: DuplicateError traceback
     ("^PAPI.*$", "counter_42000050"),  # a regular expression to Polars
