@@ -58,9 +58,32 @@ def warehouse_holding(path: str | Path) -> Path | None:
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
         if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
             return folder
-        if any(all((folder / name).exists() for name in names) for names in STORED_FOLDER_FILES):
+        if _stored_folder(folder) or _holds_stored_folders(folder):
             return folder
     return None
+
+
+def _stored_folder(folder: Path) -> bool:
+    return any(all((folder / name).exists() for name in names) for names in STORED_FOLDER_FILES)
+
+
+def _holds_stored_folders(folder: Path, sample: int = 8) -> bool:
+    """Whether ``folder`` is a warehouse's ``runs/`` or ``experiments/`` (reached through another mount: attack 6
+    F16, a new folder made under a bind mount of experiments/ was read by the views): one of its first ``sample``
+    subfolders is a stored folder. Stops at the first ``sample`` subfolders, so a large folder costs no more."""
+    try:
+        with os.scandir(folder) as entries:
+            seen = 0
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    if _stored_folder(Path(e.path)):
+                        return True
+                    seen += 1
+                    if seen >= sample:
+                        return False
+    except OSError:
+        return False
+    return False
 
 
 #: the largest record a warehouse keeps as JSON (a swap journal, experiment.json, night.json), bytes
