@@ -424,7 +424,7 @@ def test_an_output_stream_that_cannot_encode_the_data_shows_it_escaped(tmp_path,
 def test_a_link_to_a_trace_beside_it_is_one_run_read_with_its_companions(tmp_path, run_cli):
     """Attack 6 F13: a link in a drop folder to a trace there was ingested as a second run of the same execution
     (its .pcf/.row looked for beside the link: counters by number, another content id), and the experiment's merge
-    then failed every night. A link is followed to the trace, where its companions lie; a trace found twice is one."""
+    then failed every night. A trace found twice is found once, by its own path (where its companions lie)."""
     drop = tmp_path / "drop"
     prv = copy_trace(PRIME, drop / "a")
     (drop / "linkdup.prv").symlink_to(prv)

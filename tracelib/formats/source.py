@@ -266,9 +266,10 @@ def open_trace(path: str | Path, *, salvage: bool = False) -> TraceSource:
 
 
 def find_traces(paths: list[Path]) -> list[Path]:
-    """Trace files among ``paths``: files as given, folders searched recursively, sorted by path. A link to a trace
-    is followed to it, where its ``.pcf``/``.row`` lie, and a trace reached twice is found once ([helper security]
-    attack 6 F13: a link in a drop folder was ingested as a second run, its companions looked for beside the link)."""
+    """Trace files among ``paths``: files as given, folders searched recursively, sorted by path. A trace reached
+    twice (through a link beside it) is found once, by its own path where there is one ([helper security] attack 6
+    F13: a link in a drop folder was ingested as a second run, its companions looked for beside the link). A link
+    stays a link: a night's quarantine moves the link, never a trace outside its drop folder."""
     found: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -278,7 +279,8 @@ def find_traces(paths: list[Path]) -> list[Path]:
     unique: dict[str, Path] = {}
     for q in found:
         real = os.path.realpath(q)
-        unique.setdefault(real, Path(real) if q.is_symlink() else q)
+        if real not in unique or (unique[real].is_symlink() and not q.is_symlink()):
+            unique[real] = q
     return list(unique.values())
 
 
