@@ -23,7 +23,7 @@ from synthtrace.pipelines.cli_app import (
     WarehouseOption,
     console,
 )
-from synthtrace.pipelines.cli_base import check_folder, progress_bar
+from synthtrace.pipelines.cli_base import app_option, check_folder, progress_bar
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.simulator import (
     PATTERNS,
@@ -70,7 +70,8 @@ def simulate(
         Path, typer.Argument(help="Folder to write the traces (<experiment>/<app>.run<k>.prv) and ground_truth/ into.")
     ],
     app: Annotated[
-        str | None, typer.Option(help="Application name (default: the pattern's name; a prefix with --pattern all).")
+        str | None, typer.Option(help="Application name (default: the pattern's name; a prefix with --pattern all).",
+                                 callback=app_option)  # [helper security2] issue 23 F21: the experiment-name rule
     ] = None,
     pattern: Annotated[str, typer.Option(help=f"Communication pattern: all, {', '.join(PATTERNS)}.")] = "all",
     ranks: Annotated[int, typer.Option(help="MPI ranks per run.")] = 8,

@@ -140,6 +140,13 @@ def test_app_with_control_characters_is_refused_like_an_experiment_name(tmp_path
     assert "\x1b" not in err and not (tmp_path / "wh").exists()
 
 
+def test_simulate_app_with_control_characters_is_refused(tmp_path, run_cli):
+    """`simulate --app $'a\x1b[2Jb'` wrote trace files whose names hold ESC (which ingest then refuses)."""
+    code, out, err = run_cli("simulate", tmp_path / "s", "--app", "a\x1b[2Jb", "--ranks", "2", "--iterations", "2")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "control character" in err, err
+    assert not (tmp_path / "s").exists()
+
+
 def test_table_cells_are_printed_escaped(capsys):
     """Whatever a stored value holds (a warehouse written by an older version, a query's own text), a table cell
     or header cannot print a line of its own or an escape sequence."""
