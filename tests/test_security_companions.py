@@ -197,6 +197,18 @@ def test_hostile_machine_profile_is_one_line_naming_file_and_key(tmp_path, run_c
     assert not (tmp_path / "wh").exists()
 
 
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"\xff\xfe", "not UTF-8 text (byte 1)"),  # UnicodeDecodeError traceback (attack F19)
+    (b"name = 'x'\n" + b"# padding\n" * 120_000, "larger than 1024 KiB"),  # read whole by tomllib
+])
+def test_machine_profile_that_is_not_text_or_too_big_is_one_line(tmp_path, run_cli, content, reason):
+    bad = tmp_path / "m.toml"
+    bad.write_bytes(content)
+    code, out, err = run_cli("archetypes", "prime", "--machine", bad, "-w", tmp_path / "wh")
+    assert code == 2 and err.strip() == f"error: {bad}: {reason}" + (
+        ", so not TOML" if "UTF-8" in reason else ": not a machine profile"), err
+
+
 def test_every_preset_is_still_a_valid_profile():
     from synthtrace.tracelib.domain.machine import load_machine, presets
 
