@@ -11,17 +11,20 @@ Families (each counted; the run fails loudly if one case breaks its invariant):
    run, no staging and no new warehouse.
 2. **OTF2**: ``--otf2 N`` archives with one semantic defect each (:mod:`testing.hostile_otf2`, the fresh ones in the
    same share), same invariant. The worker's peak RSS over both families is the memory figure.
-3. **Kills**: ``--kills N`` writers SIGKILLed at a random moment, in turn: swapping an experiment folder
+3. **Damaged stored files** (``--damaged N``): commands and night stages' readers on the merged LULESH pair with one
+   stored table's files damaged (random bytes, a cut footer, zero bytes, a damaged page), in the same worker:
+   exit 0 or one error line, a damaged frame always refused naming a damaged file, nothing stored changed.
+4. **Kills**: ``--kills N`` writers SIGKILLed at a random moment, in turn: swapping an experiment folder
    (``Warehouse.staged(replace=True)``), the same without atomic exchange killed exactly between the two renames,
    removing and storing a folder again (``remove``/``staged``), replacing one file of a folder
    (``update_dir``), and a ``synthtrace sql`` process holding its query's files. After each kill the next writer
    (or query) must leave the folder whole, old or new (never mixed, never lost), ``.staging`` empty, and no link
    of the killed query behind.
-4. **Queries**: ``--queries N`` queries from two threads while a forked writer adds and removes a second run and
+5. **Queries**: ``--queries N`` queries from two threads while a forked writer adds and removes a second run and
    replaces the first by a new copy of itself: every answer must be a consistent state (the ``runs``, ``bursts``
    and ``mpi_calls`` counts of 1 or 2 whole runs) and no query may fail. ``--queries-by-path N``: the same with
    the queries unable to take links (they bind by path): a consistent state or one refusal line.
-5. **SQL** (``--sql``): hostile statements (sandbox escapes, memory and time bombs, every DuckDB type in every
+6. **SQL** (``--sql``): hostile statements (sandbox escapes, memory and time bombs, every DuckDB type in every
    output format, odd column names), each a ``synthtrace sql`` process at ``--memory-limit 512MiB --timeout 10``:
    exit 0 or one error line, no traceback, refused when it reads outside the warehouse, peak RSS within
    :data:`SQL_RSS_CAP_MB`, stopped within its time limit plus :data:`SQL_GRACE_S`; the warehouse unchanged.
@@ -30,7 +33,7 @@ Runs in chunks (``--store`` keeps every chunk's figures; the report adds them up
 
     nice -n 10 python benchmarks/bench_attack.py --paraver 400 --otf2 0 --kills 0 --queries 0 --seed 1
 
-Writes the "Run 5" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
+Writes the "Run 6" section of benchmarks/results/attack.md (``--out``; the sections before it are kept).
 """
 from __future__ import annotations
 
@@ -57,8 +60,9 @@ SQL_RSS_CAP_MB = 1536
 SQL_MEMORY_LIMIT = "512MiB"
 SQL_TIMEOUT_S = 10
 SQL_GRACE_S = 60
-RUN_HEADING = "## Run 5"
-RUN_TITLE = "(after the by-path hold of a read without .staging access; in chunks of <= 5 minutes)"
+RUN_HEADING = "## Run 6"
+RUN_TITLE = ("(session 6: damaged stored files, one output rule, layout links, planted records; in chunks of <= 5 "
+             "minutes)")
 
 _WORKER = """
 import contextlib, io, json, resource, sys, threading, time, traceback
@@ -69,7 +73,7 @@ for line in sys.stdin:
     t0 = time.monotonic()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            code = main(["ingest", *case["paths"], "-w", case["warehouse"]])
+            code = main(case["args"] if "args" in case else ["ingest", *case["paths"], "-w", case["warehouse"]])
         except BaseException:
             code = -1
             err.write(traceback.format_exc())
@@ -81,16 +85,25 @@ for line in sys.stdin:
 """
 
 
-def _violation(case: dict, res: dict) -> str | None:
-    """What is wrong with the outcome of one ingest, or None."""
+def _one_line_violation(res: dict) -> tuple[str | None, list[str]]:
+    """What breaks "exit 0, or exit 2 with one ``error:`` line, no traceback" in a worker's answer (or None), and
+    its error lines."""
     lines = [ln for ln in res["stderr"].splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("error:")]
     if res["code"] not in (0, 2) or "Traceback" in res["stderr"]:
-        return f"escaped: exit {res['code']}"
+        return f"escaped: exit {res['code']}", errors
     if [ln for ln in lines if not ln.startswith(("error:", "warning:", "note:"))]:
-        return "stray stderr"
+        return "stray stderr", errors
     if (res["code"] == 2) != bool(errors) or len(errors) > 1:
-        return "not one error line"
+        return "not one error line", errors
+    return None, errors
+
+
+def _violation(case: dict, res: dict) -> str | None:
+    """What is wrong with the outcome of one ingest, or None."""
+    why, errors = _one_line_violation(res)
+    if why is not None:
+        return why
     wh = Path(case["warehouse"])
     if errors and wh.exists():
         return "a refused ingest left a warehouse"
@@ -163,6 +176,71 @@ def ingest_family(cases: list[dict], case_timeout_s: float) -> dict:
     finally:
         worker.close()
     return out
+
+
+def damaged_family(base: Path, n: int, rnd: random.Random, case_timeout_s: float) -> dict:
+    """``n`` commands that read a stored table of the merged LULESH pair with that table's files damaged (random
+    bytes, a footer cut behind valid magic bytes, zero bytes, or a data page overwritten behind an intact footer:
+    :mod:`testing.attack_cases`), each run by the long-lived worker on a copy. Invariant: exit 0 or 2 with one
+    ``error:`` line and no traceback; a damaged frame is always refused; a refusal that says a stored file is
+    damaged names one of them; a refusal leaves the warehouse as it was."""
+    from testing.attack_cases import DAMAGE, DAMAGED_EXPERIMENT, PAGE_DAMAGE, STORED_READERS, add_model_record
+    from testing.traces import LULESH_A, LULESH_B, copy_trace, tree_digest
+
+    worker = _Worker()
+    stored = base / "damaged-source" / "wh"
+    for prv in (LULESH_A, LULESH_B):
+        copy_trace(prv, stored.parent / "drop")
+    for args in (["ingest", str(stored.parent / "drop"), "--experiment", DAMAGED_EXPERIMENT], ["merge",
+                                                                                                DAMAGED_EXPERIMENT]):
+        res = worker.ask({"args": [*args, "-w", str(stored)]}, case_timeout_s)
+        if res is None or res["code"] != 0:
+            raise RuntimeError(f"could not build the warehouse to damage: {args} -> {res}")
+    add_model_record(stored)
+    kinds = DAMAGE | PAGE_DAMAGE
+    out = {"cases": 0, "exit0": 0, "exit2": 0, "violations": [], "peak_mb": 0, "by_defect": {}}
+    try:
+        for i in range(n):
+            table, kind = rnd.choice(sorted(STORED_READERS)), rnd.choice(sorted(kinds))
+            pattern, commands, _ = STORED_READERS[table]
+            args = rnd.choice(commands)
+            case = base / f"damaged-{i}"
+            wh = case / "wh"
+            shutil.copytree(stored, wh, symlinks=True)
+            files = sorted(wh.glob(pattern))
+            for f in files:
+                f.write_bytes(kinds[kind](f.read_bytes()))
+            before = tree_digest(wh)
+            argv = [*(a.format(out=case / "out") for a in args), "-w", str(wh)]
+            res = worker.ask({"args": argv}, case_timeout_s)
+            out["cases"] += 1
+            name = f"{table}/{kind}"
+            if res is None:
+                out["violations"].append((name, f"no answer within {case_timeout_s:.0f} s (hang or crash)", argv))
+                continue
+            out["peak_mb"] = max(out["peak_mb"], res["peak_mb"])
+            out["exit0" if res["code"] == 0 else "exit2"] += res["code"] in (0, 2)
+            d = out["by_defect"].setdefault(name, [0, 0])
+            d[0 if res["code"] == 0 else 1] += 1
+            if (why := _damaged_violation(res, files, kind in DAMAGE, before, tree_digest(wh))) is not None:
+                out["violations"].append((name, why, argv, res["stderr"][-500:]))
+            shutil.rmtree(case, ignore_errors=True)
+    finally:
+        worker.close()
+    return out
+
+
+def _damaged_violation(res: dict, files: list[Path], frame: bool, before: dict, after: dict) -> str | None:
+    """What is wrong with one command's outcome on a warehouse with ``files`` damaged (``frame``: their frame, which
+    every reader checks), or None."""
+    why, errors = _one_line_violation(res)
+    if why is not None:
+        return why
+    if res["code"] == 0:
+        return "a damaged file was read as sound" if frame else None
+    if "damaged" in errors[0] and not any(str(f) in errors[0] for f in files):
+        return "says damaged but names no damaged file"
+    return "a refused command changed the warehouse" if before != after else None
 
 
 #: the counts a consistent state of the warehouse has: one or two whole runs
@@ -615,6 +693,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--paraver", type=int, default=0)
     ap.add_argument("--otf2", type=int, default=0)
+    ap.add_argument("--damaged", type=int, default=0, help="commands reading a damaged stored table")
     ap.add_argument("--kills", type=int, default=0)
     ap.add_argument("--queries", type=int, default=0)
     ap.add_argument("--queries-by-path", type=int, default=0,
@@ -627,7 +706,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--fresh-share", type=float, default=0.5, help="of the ingest cases, from the fresh defects")
     ap.add_argument("--case-timeout-s", type=float, default=180.0, help="one ingest case; past it, a hang")
-    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run5.json")
+    ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run6.json")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "attack.md")
     args = ap.parse_args()
 
@@ -641,6 +720,7 @@ def main() -> int:
                 _paraver_cases(base, args.paraver, rnd, args.fresh_share), args.case_timeout_s)),
             ("otf2", args.otf2, lambda: ingest_family(
                 _otf2_cases(base, args.otf2, rnd, args.fresh_share), args.case_timeout_s)),
+            ("damaged", args.damaged, lambda: damaged_family(base, args.damaged, rnd, args.case_timeout_s)),
             ("kills", args.kills, lambda: kill_family(base, args.kills, rnd)),
             ("queries", args.queries, lambda: query_family(base, args.queries)),
             ("queries_by_path", args.queries_by_path, lambda: query_family(base, args.queries_by_path, True,
@@ -676,7 +756,7 @@ def _store_chunk(store: Path, chunk: dict) -> None:
 
 
 def write_report(store: Path, out: Path) -> None:
-    """The "Run 5" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
+    """The "Run 6" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
     chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
@@ -705,8 +785,9 @@ def write_report(store: Path, out: Path) -> None:
         "| family | cases | exit 0 | exit 2 | escaping exceptions / violations | peak RSS | seconds |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    names = {"paraver": "Paraver (structure-aware, half fresh, + gzip bomb)", "otf2": "OTF2 (semantic, half fresh)"}
-    for key in ("paraver", "otf2"):
+    names = {"paraver": "Paraver (structure-aware, half fresh, + gzip bomb)", "otf2": "OTF2 (semantic, half fresh)",
+             "damaged": "commands reading a damaged stored table (random bytes, cut footer, empty, damaged page)"}
+    for key in ("paraver", "otf2", "damaged"):
         if (f := fam.get(key)) is not None:
             lines.append(f"| {names[key]} | {f['cases']} | {f['exit0']} | {f['exit2']} | {len(f['violations'])} | "
                          f"{f['peak_mb']} MB | {f['seconds']:.0f} |")
@@ -736,7 +817,7 @@ def write_report(store: Path, out: Path) -> None:
                          f"{p_med:.3f}): x{p_min / l_min:.1f} | | | | | {c['seconds']:.0f} |")
     lines += ["", f"Memory caps judged: {MEMORY_CAP_MB} MB for every ingest input (the worker's peak over all its "
               f"cases); {SQL_RSS_CAP_MB} MB for each `sql` process.", ""]
-    for key in ("paraver", "otf2"):
+    for key in ("paraver", "otf2", "damaged"):
         if (f := fam.get(key)) is not None:
             lines += [f"Outcomes per {names[key]} defect (exit 0 / exit 2):", "",
                       ", ".join(f"{d} {a}/{b}" for d, (a, b) in sorted(f["by_defect"].items())), ""]

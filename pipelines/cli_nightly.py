@@ -72,6 +72,8 @@ def nightly(
         summary = run_night(drop, Warehouse(warehouse), machine=str(machine) if machine else None, runner=runner.value,
                             dask_address=dask_address, skip=_check_skip(skip), progress=progress)
     _print_summary(summary)
+    if summary.errors:  # [helper security2] issue 23 F4: a night whose stages failed does not exit 0 (cron mails it)
+        raise typer.Exit(1)
 
 
 @contextlib.contextmanager

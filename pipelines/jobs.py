@@ -151,7 +151,7 @@ def detection(wh: Warehouse, app: str | None = None, now: datetime | None = None
     ``on_step`` is told each of :data:`DETECTION_STEPS` as it ends (the first, importing the models, takes seconds)."""
     import polars as pl
 
-    from synthtrace.warehouse.alert_store import write_alerts
+    from synthtrace.warehouse.alert_store import write_all_alerts
     from synthtrace.warehouse.history import apps, match_apps, site_rank_table
 
     step = on_step or (lambda _: None)
@@ -173,8 +173,7 @@ def detection(wh: Warehouse, app: str | None = None, now: datetime | None = None
     kept = reconcile(before.filter(pl.col("app").is_in(names)) if "app" in before.columns else before, alerts)
     alerts = kept.alerts
     step(DETECTION_STEPS[2])
-    for name in names:
-        write_alerts(wh, name, alerts.filter(pl.col("app") == name))
+    write_all_alerts(wh, {name: alerts.filter(pl.col("app") == name) for name in names})  # [helper security] one swap
     step(DETECTION_STEPS[3])
     return Detection(alerts, names, _history_nights(history, names), kept.withdrawn)
 

@@ -40,7 +40,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, NullLocator
 from synthtrace.models.analysis import analyse_input, mix
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds
 from synthtrace.tracelib.atomic_file import write_atomically
-from synthtrace.tracelib.domain.machine import Machine
+from synthtrace.tracelib.domain.machine import Machine, MachineProfileError
 from synthtrace.tracelib.domain.counters import same_quantity
 from synthtrace.tracelib.domain.metrics import MISSING_ROLES, ranks_per_socket
 from synthtrace.warehouse.analysis_store import (
@@ -819,7 +819,15 @@ def build_report(wh: Warehouse, out: str | Path, *, experiment: str | None = Non
     body += [part(wh) for part in REPORT_PARTS]
     profiles: dict[str, list[str]] = {}
     for n in names:
-        profile = wh.experiment(n).machine(machine)  # arch (issue 26): the profile is the experiment's
+        try:
+            profile = wh.experiment(n).machine(machine)  # arch (issue 26): the profile is the experiment's
+        except MachineProfileError as exc:  # [helper security2] issue 23 F4: one experiment's bad machine.toml
+            if machine is not None or experiment:  # is said in its section; the overview report goes on
+                raise
+            body += [heading(2, f"Experiment {n}", f"experiment-{n}"),
+                     warning(html.escape(str(exc)), summary=f"{n}: not analysed: {exc}", bad=True)]
+            step(n)
+            continue
         profiles.setdefault(f"<b>{html.escape(profile.name)}</b> ({html.escape(profile.source or 'built in')})",
                             []).append(n)
         body.append(cached_section(wh, n, profile, thresholds) if plot_dir is None else

@@ -240,3 +240,60 @@ def _fresh_case(dest: Path, rnd: random.Random, defect: str, src: Path, head: li
     (dest / f"{stem}.pcf").write_bytes(pcf.encode("utf-8", "surrogateescape"))
     (dest / f"{stem}.row").write_bytes(row)
     return prv, defect
+
+
+# ---------------------------------------------------------------------------------- damaged stored Parquet files
+#: the experiment of the warehouse the damaged-file cases damage (the LULESH pair, merged)
+DAMAGED_EXPERIMENT = EXP = "lulesh-8r"
+
+
+def _random_bytes(data: bytes) -> bytes:
+    return bytes((i * 7919 + 13) % 251 for i in range(3000))  # fixed "random" bytes: no Parquet frame
+
+
+def _cut_footer(data: bytes) -> bytes:
+    return data[: len(data) // 2] + data[-8:]  # valid magic and footer length; the footer itself is gone
+
+
+def _empty(data: bytes) -> bytes:
+    return b""
+
+
+def _damaged_page(data: bytes) -> bytes:
+    """The footer intact, bytes in the middle (a data page) overwritten: found only when the rows are read."""
+    mid = len(data) // 3
+    return data[:mid] + bytes(255 - b for b in data[mid:mid + 512]) + data[mid + 512:]
+
+
+#: how a stored file is damaged (the suite's test takes the frame damages; the attack bench also a damaged page)
+DAMAGE = {"random": _random_bytes, "cut_footer": _cut_footer, "empty": _empty}
+PAGE_DAMAGE = {"page": _damaged_page}
+
+#: stored table -> (its files below the warehouse, the commands that read it, the night stages that read it);
+#: "{out}" in a command is a folder outside the warehouse for its outputs
+STORED_READERS: dict[str, tuple[str, list[list[str]], list[str]]] = {
+    "bursts": ("runs/*/bursts/*.parquet",
+               [["merge", EXP], ["detect"], ["pop"], ["sql", "SELECT count(*) FROM bursts"]],
+               ["merge", "pop", "detect"]),
+    "mpi_calls": ("runs/*/mpi_calls.parquet",
+                  [["merge", EXP], ["detect"], ["pop"], ["archetypes", EXP, "--no-discover"],
+                   ["export", EXP, "-o", "{out}/e.json"], ["report", "-o", "{out}/r.html"]],
+                  ["archetypes", "detect"]),
+    "mpi_messages": ("runs/*/mpi_messages.parquet", [["merge", EXP], ["detect"]], ["merge", "detect"]),
+    "events": ("runs/*/events/*.parquet",
+               [["sql", "SELECT count(*) FROM events"], ["merge", EXP, "--export-prv", "{out}/m"]], []),
+    "merged": ("experiments/*/merged_bursts.parquet",
+               [["archetypes", EXP, "--no-discover"], ["export", EXP, "-o", "{out}/e.json"],
+                ["report", "-o", "{out}/r.html"], ["train", "--folds", "2"],
+                ["sql", "SELECT count(*) FROM merged_bursts"]],
+               ["archetypes", "report"]),
+    "models": ("models/*/model.parquet", [["predict", "--experiment", EXP], ["models"]], ["retrain"]),
+}
+
+
+def add_model_record(wh: Path) -> None:
+    """A model folder whose record the damaged-file cases damage (any Parquet file stands for it: it is damaged in
+    every case that reads it, so no model needs training)."""
+    model = wh / "models" / "ipc-hgb-20260101T000000-000000"
+    model.mkdir(parents=True)
+    shutil.copyfile(next((wh / "experiments").glob("*/merge_quality.parquet")), model / "model.parquet")

@@ -418,3 +418,26 @@ def test_an_output_stream_that_cannot_encode_the_data_shows_it_escaped(tmp_path,
     assert main(["sql", "SELECT '\u00fc\u6f22' AS x", "-w", str(wh.root)]) == 0
     assert main(["runs", "-w", str(wh.root)]) == 0
     assert b"\\xfc\\u6f22" in raw.getvalue()
+
+
+@pytest.mark.real_traces
+def test_a_link_to_a_trace_beside_it_is_one_run_read_with_its_companions(tmp_path, run_cli):
+    """Attack 6 F13: a link in a drop folder to a trace there was ingested as a second run of the same execution
+    (its .pcf/.row looked for beside the link: counters by number, another content id), and the experiment's merge
+    then failed every night. A trace found twice is found once, by its own path (where its companions lie)."""
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop / "a")
+    (drop / "linkdup.prv").symlink_to(prv)
+    code, out, err = run_cli("ingest", drop, "-w", tmp_path / "wh")
+    assert code == 0, err
+    code, out, _ = run_cli("sql", "SELECT run_name, source_path FROM runs", "-w", tmp_path / "wh", "-f", "csv")
+    assert out.splitlines()[1:] == [f'"prime_v0","{prv}"'], out
+    assert "PAPI_TOT_INS" in run_cli("sql", "DESCRIBE bursts", "-w", tmp_path / "wh", "-f", "csv")[1]
+
+
+@pytest.mark.parametrize("seed", ["99999999999999999999999", "4294967296", "-1"])
+def test_a_train_seed_scikit_learn_cannot_take_is_one_usage_line(tmp_path, run_cli, seed):
+    """Attack 6 F20: `train --seed` past 32 bits ended with scikit-learn's InvalidParameterError traceback after
+    the data was read; it is a usage error before any work."""
+    code, _, err = run_cli("train", "--seed", seed, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--seed" in err and "Traceback" not in err, err

@@ -239,6 +239,21 @@ def test_a_parquet_write_cut_by_a_full_disk_without_an_errno_is_the_full_disk(tm
     assert not target.exists() and not any(wh.staging_dir.iterdir())
 
 
+def test_a_detection_that_fails_to_store_changes_no_application_s_alerts(tmp_path):
+    """Attack 6 F12: `detect` on a full disk failed at its third application's file after replacing the first
+    two. The alerts of every application are replaced in one swap: a failure keeps them all as they were."""
+    from synthtrace.warehouse.alert_store import read_alerts, write_alerts, write_all_alerts
+
+    wh = Warehouse(tmp_path / "wh").ensure()
+    for app in ("a", "b"):
+        write_alerts(wh, app, pl.DataFrame({"app": [app], "metric": ["time"]}))
+    before = tree_digest(wh.root / "regressions")
+    unwritable = pl.DataFrame({"app": ["b"]}).with_columns(pl.Series("o", [object()], dtype=pl.Object))
+    with pytest.raises(pl.exceptions.ComputeError):
+        write_all_alerts(wh, {"a": pl.DataFrame({"app": ["a"] * 2, "metric": ["time", "ipc"]}), "b": unwritable})
+    assert tree_digest(wh.root / "regressions") == before and read_alerts(wh).height == 2
+
+
 # ----------------------------------------------------------------------------- item 13: refusals leave nothing
 def test_a_refused_ingest_creates_no_warehouse(tmp_path, run_cli):
     prv = _with_header(tmp_path / "t", b"4(13,1,1,1)", b"4(13,-1,1,1)")

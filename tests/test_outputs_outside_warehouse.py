@@ -127,24 +127,28 @@ def test_every_output_follows_one_rule_for_links_and_fifos(merged_lulesh: Path, 
 
 @pytest.mark.parametrize("command", [["sql", "SELECT 'pwned' AS run_id", "--output"], ["report", "--out"],
                                      ["export", "lulesh", "--output"]])
+@pytest.mark.parametrize("bound", ["runs/r1", "runs"])
 def test_an_output_into_a_stored_folder_reached_through_another_mount_is_refused(wh: Warehouse, tmp_path: Path,
-                                                                                  run_cli, command) -> None:
-    """Attack 6 F11: a bind mount (a container volume) of ``runs/<id>`` has no warehouse marker above it, and
-    ``sql -o MOUNT/run.parquet`` replaced the run. A stored folder is known by its own files, however reached
-    (bind-mounted where this test may mount, else a copy of it: the same files with no marker above)."""
+                                                                                  run_cli, command, bound) -> None:
+    """Attack 6 F11/F16: a bind mount (a container volume) of ``runs/<id>`` or ``runs/`` has no warehouse marker
+    above it: ``sql -o MOUNT/run.parquet`` replaced the run, ``-o MOUNT/new/run.parquet`` added one. A stored folder
+    is known by its own files, and runs/ or experiments/ by their stored folders, however reached (bind-mounted
+    where this test may mount, else a copy: the same files with no marker above)."""
     import subprocess
 
     run = wh.runs_dir / "r1"
     (run / "bursts").mkdir()
     (run / "run.parquet").write_bytes(b"stored")
-    mnt = tmp_path / "mnt"
+    source, mnt = wh.root / bound, tmp_path / "mnt"
     mnt.mkdir()
-    if subprocess.run(["mount", "--bind", str(run), str(mnt)], capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "--bind", str(source), str(mnt)], capture_output=True).returncode != 0:
         mnt.rmdir()
-        shutil.copytree(run, mnt)
+        shutil.copytree(source, mnt)
+    out = mnt / ("run.parquet" if bound == "runs/r1" else "r2/run.parquet")
     try:
-        line = _refused(run_cli, *command, mnt / "run.parquet", "-w", wh.root)
+        line = _refused(run_cli, *command, out, "-w", wh.root)
         assert "lies inside the warehouse" in line and (run / "run.parquet").read_bytes() == b"stored"
         assert sorted(p.name for p in run.iterdir()) == ["bursts", "run.parquet"]
+        assert sorted(p.name for p in wh.runs_dir.iterdir()) == ["r1"]
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)

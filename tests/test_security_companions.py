@@ -82,6 +82,22 @@ def test_one_value_table_per_block_not_per_type():
     assert cat.value_name(50000001, 299) == "v299" and cat.value_name(50000000, 299) == "v299"
 
 
+def test_types_declared_again_in_many_blocks_are_refused_not_copied_without_end(monkeypatch):
+    """Each block that declares a type again gives it this block's values too (Paraver does the same): a file of
+    one big VALUES table and thousands of such blocks would copy the table thousands of times (hours, GBs). Beyond
+    MAX_VALUE_NAMES names set, the file is refused in one line naming it and the line (the budget lowered here to
+    keep the test small; 16.7 M in use)."""
+    from synthtrace.tracelib.errors import TraceFormatError
+    from synthtrace.tracelib.formats.paraver import pcf
+
+    monkeypatch.setattr(pcf, "MAX_VALUE_NAMES", 1000)
+    values = b"".join(b"%d v%d\n" % (i, i) for i in range(300))
+    again = b"EVENT_TYPE\n0 50000000 T\nVALUES\n1 one\n" * 10
+    with pytest.raises(TraceFormatError, match=r"^t\.pcf:(\d+): more than 1,000 event value names"):
+        parse_pcf(b"EVENT_TYPE\n0 50000000 T\n0 50000001 U\nVALUES\n" + values + again, "t.pcf")
+    assert parse_pcf(_PCF, "t.pcf").value_name(50000002, 7) == "MPI_Bcast"  # a real .pcf is far below the budget
+
+
 @pytest.mark.parametrize(("label", "column"), [
     ("*", "counter_42000050"),  # Polars reads `*` as every column: DuplicateError traceback
     ("^PAPI.*$", "counter_42000050"),  # a regular expression to Polars
@@ -137,3 +153,91 @@ def test_table_cells_are_printed_escaped(capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\\x1b[2J" in out and "\\x1b]0;title\\x07" in out
     assert not any(line.lstrip("│| ").startswith("error:") for line in out.splitlines()), out
+
+
+# ------------------------------------------------------------------------------ F1/F4: hostile machine profiles
+_GENERIC = (Path(__file__).parents[1] / "tracelib" / "domain" / "machines" / "generic.toml").read_text()
+_PROFILE_DEFECTS = {  # (line of generic.toml, its replacement, the key the error names)
+    "text count": ("line_bytes = 64", 'line_bytes = "abc"', "line_bytes"),  # ValueError traceback
+    "text latency": ("latency_us = 1.5", 'latency_us = "x"', "latency_us"),  # ValueError
+    "text cache": ("l1d_per_core = 32", 'l1d_per_core = "big"', "l1d_per_core"),  # ValueError
+    "inf count": ("sockets = 2", "sockets = inf", "sockets"),  # OverflowError
+    "inf bandwidth": ("dram_per_socket = 150.0", "dram_per_socket = inf", "dram_per_socket"),  # ZeroDivisionError
+    "network not a table": ("[network]\nlatency_us = 1.5\nlinks_per_node = 1\n", "", "[network]"),  # AttributeError
+    "caches not a table": ("[caches_kib]\n", "", "[caches_kib]"),  # AttributeError
+    "nan frequency": ("frequency_ghz = 2.5", "frequency_ghz = nan", "frequency_ghz"),  # silently accepted
+    "inf frequency": ("frequency_ghz = 2.5", "frequency_ghz = inf", "frequency_ghz"),
+    "nan peak": ("avx2 = 16.0", "avx2 = nan", "avx2"),
+    "negative latency": ("latency_us = 1.5", "latency_us = -5", "latency_us"),
+    "no links": ("links_per_node = 1", "links_per_node = 0", "links_per_node"),
+    "negative line": ("line_bytes = 64", "line_bytes = -64", "line_bytes"),
+}
+
+
+def _profile(path: Path, defect: str) -> Path:
+    old, new, _ = _PROFILE_DEFECTS[defect]
+    assert old in _GENERIC
+    text = _GENERIC.replace(old, new, 1)
+    if defect == "network not a table":
+        text = "network = 5\n" + text
+    if defect == "caches not a table":
+        text = "caches_kib = 3\n" + text.replace("l1d_per_core = 32\nl2_per_core = 1024\nl3_per_socket = 32768\n", "")
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("defect", list(_PROFILE_DEFECTS))
+def test_hostile_machine_profile_is_one_line_naming_file_and_key(tmp_path, run_cli, defect):
+    """Seven forms gave a 50-line traceback (exit 1), six were accepted silently and stored archetypes computed
+    from NaN or a zero link count: each is now one line naming the file and the key, exit 2, before any work."""
+    bad = _profile(tmp_path / "m.toml", defect)
+    code, out, err = run_cli("archetypes", "prime", "--machine", bad, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(bad) in err and _PROFILE_DEFECTS[defect][2] in err and "Traceback" not in err
+    assert not (tmp_path / "wh").exists()
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (b"\xff\xfe", "not UTF-8 text (byte 1)"),  # UnicodeDecodeError traceback (attack F19)
+    (b"name = 'x'\n" + b"# padding\n" * 120_000, "larger than 1024 KiB"),  # read whole by tomllib
+])
+def test_machine_profile_that_is_not_text_or_too_big_is_one_line(tmp_path, run_cli, content, reason):
+    bad = tmp_path / "m.toml"
+    bad.write_bytes(content)
+    code, out, err = run_cli("archetypes", "prime", "--machine", bad, "-w", tmp_path / "wh")
+    assert code == 2 and err.strip() == f"error: {bad}: {reason}" + (
+        ", so not TOML" if "UTF-8" in reason else ": not a machine profile"), err
+
+
+def test_every_preset_is_still_a_valid_profile():
+    from synthtrace.tracelib.domain.machine import load_machine, presets
+
+    assert all(load_machine(name).cores_per_node >= 1 for name in presets())
+
+
+def test_a_night_with_a_failed_stage_does_not_exit_0(tmp_path, run_cli, monkeypatch):
+    """A bad machine.toml failed the night's archetypes every night while `nightly` exited 0: now the failed
+    stage (its message naming the file) ends the command with exit 1, as cron and CI read it."""
+    from synthtrace.pipelines import nightly
+
+    error = {"stage": "archetypes", "args": ["prime"], "error": "drop/prime/machine.toml: sockets = inf must be ..."}
+    monkeypatch.setattr(nightly, "run_night", lambda *a, **k: nightly.NightSummary(
+        drop=str(tmp_path), warehouse=str(tmp_path / "wh"), errors=[error]))
+    code, out, err = run_cli("nightly", "--drop", tmp_path, "-w", tmp_path / "wh")
+    assert code == 1 and "archetypes failed prime: drop/prime/machine.toml" in out, (out, err)
+
+
+def test_a_bad_machine_toml_is_named_in_the_report_and_refused_for_its_experiment(tmp_path, run_cli):
+    """One experiment's bad machine.toml failed the whole nightly report with `OverflowError: cannot convert float
+    infinity to integer`, naming no file: the overview report now says it in that experiment's section (naming the
+    file) and is written; a report of that experiment alone is refused in one line, exit 2."""
+    prv = copy_trace(PRIME, tmp_path / "drop" / "prime")
+    bad = _profile(prv.parent / "machine.toml", "inf count")
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", prv, "--experiment", "prime", "-w", wh)[0] == 0
+    out_html = tmp_path / "report.html"
+    code, out, err = run_cli("report", "-o", out_html, "-w", wh)
+    assert code == 0, err
+    assert f"prime: not analysed: {bad}: sockets = inf must be a whole number" in out_html.read_text()
+    code, out, err = run_cli("report", "--experiment", "prime", "-o", tmp_path / "one.html", "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{bad}: sockets" in err, err

@@ -1,18 +1,17 @@
 """Storage of regression alerts: ``WAREHOUSE/regressions/<app>.parquet``, one file per application (DESIGN §5, §8).
 
-Each detection run replaces the files of the applications it looked at, each in one atomic rename (written in
-``.staging/`` first), so a reader sees an application's previous alerts or its new ones, never a mix. An
+Each detection run replaces the files of the applications it looked at, all in one atomic swap of the folder
+(:meth:`~synthtrace.warehouse.layout.Warehouse.update_dir`), so a reader sees the previous alerts or the new ones,
+never a mix, and a failed detection changes none. An
 application without alerts gets an empty file, so alerts that no longer hold disappear.
 """
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import polars as pl
 
-from synthtrace.warehouse.layout import Warehouse, os_error_within
+from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
 from synthtrace.warehouse.parts import read_part
 
@@ -23,22 +22,16 @@ def regressions_dir(wh: Warehouse) -> Path:
 
 def write_alerts(wh: Warehouse, app: str, alerts: pl.DataFrame) -> Path:
     """Replace the alerts of ``app`` (``alerts`` holds only that app's rows, possibly none); returns the file."""
+    return write_all_alerts(wh, {app: alerts})[app]
+
+
+def write_all_alerts(wh: Warehouse, alerts: dict[str, pl.DataFrame]) -> dict[str, Path]:
+    """Replace the alerts of every application of ``alerts`` (app -> its rows, possibly none) in one atomic swap of
+    the regressions folder, the other applications' files kept: a detection that fails (a full disk) changes
+    none of them (attack 6 F12: the applications written before the failure were replaced). Returns app -> file."""
     wh.ensure()
-    target = regressions_dir(wh) / f"{file_name(app)}.parquet"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = wh.staging_dir / f"regressions.{uuid.uuid4().hex[:8]}.{os.getpid()}.parquet"
-    try:
-        alerts.write_parquet(tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except Exception as exc:  # a full disk is one line at the CLI edge
-        if (os_error := os_error_within(exc, target)) is not None:
-            raise os_error from None
-        raise
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+    wh.update_dir(regressions_dir(wh), {file_name(app): frame for app, frame in alerts.items()})
+    return {app: regressions_dir(wh) / f"{file_name(app)}.parquet" for app in alerts}
 
 
 def read_alerts(wh: Warehouse, app: str | None = None) -> pl.DataFrame:

@@ -13,7 +13,6 @@ the runs it was computed from are still the experiment's (``synthtrace runs rm|m
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
+from synthtrace.warehouse.layout import read_record
 from synthtrace.warehouse.parts import read_part, schema_of
 from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, runs_table
 
@@ -147,7 +147,7 @@ class Experiment:
     def record(self) -> dict[str, Any]:
         """Its ``experiment.json`` ({} before its first merge, or when unreadable)."""
         try:
-            return json.loads((self.dir / f"{RECORD}.json").read_text())
+            return read_record(self.dir / f"{RECORD}.json")
         except (OSError, ValueError):
             return {}
 

@@ -24,7 +24,7 @@ import stat
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.names import check_name
@@ -58,9 +58,53 @@ def warehouse_holding(path: str | Path) -> Path | None:
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
         if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
             return folder
-        if any(all((folder / name).exists() for name in names) for names in STORED_FOLDER_FILES):
+        if _stored_folder(folder) or _holds_stored_folders(folder):
             return folder
     return None
+
+
+def _stored_folder(folder: Path) -> bool:
+    return any(all((folder / name).exists() for name in names) for names in STORED_FOLDER_FILES)
+
+
+def _holds_stored_folders(folder: Path, sample: int = 8) -> bool:
+    """Whether ``folder`` is a warehouse's ``runs/`` or ``experiments/`` (reached through another mount: attack 6
+    F16, a new folder made under a bind mount of experiments/ was read by the views): one of its first ``sample``
+    subfolders is a stored folder. Stops at the first ``sample`` subfolders, so a large folder costs no more."""
+    try:
+        with os.scandir(folder) as entries:
+            seen = 0
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    if _stored_folder(Path(e.path)):
+                        return True
+                    seen += 1
+                    if seen >= sample:
+                        return False
+    except OSError:
+        return False
+    return False
+
+
+#: the largest record a warehouse keeps as JSON (a swap journal, experiment.json, night.json), bytes
+MAX_RECORD_BYTES = 1 << 20
+
+
+def read_record(path: Path) -> Any:
+    """The JSON document in the warehouse's record file ``path``; ValueError when it is not one: anything but a
+    regular file (a FIFO would block the reader for good, a link to /dev/zero fill its memory: attack 6 F14), one
+    larger than :data:`MAX_RECORD_BYTES`, or no JSON. Opened without following a link or blocking on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path}: a symbolic link, not a record") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
+            raise ValueError(f"{path}: not a record (a special file, or larger than {MAX_RECORD_BYTES} bytes)")
+        return json.loads(fh.read(MAX_RECORD_BYTES + 1))
 
 
 def is_own_file(root: Path, path: Path) -> bool:
@@ -184,23 +228,38 @@ class Warehouse:
         self._recover_swaps()
         for d in self.staging_dir.iterdir():
             pid = d.name.split(".")[-1]
-            if (pid.isdigit() and pid_alive(int(pid))) or d.name.endswith(_SWAP_SUFFIX):
+            if pid.isdigit() and pid_alive(int(pid)):
+                continue
+            if d.name.endswith(_SWAP_SUFFIX) and not d.is_dir():  # not a writer's journal (they are in .locks)
+                d.unlink(missing_ok=True)
                 continue
             shutil.rmtree(d, ignore_errors=True)
+
+    @property
+    def journal_dir(self) -> Path:
+        """Where a directory swap's journal is written: ``.locks/``, which only writers write. ``.staging`` is
+        writable by whoever may query (the snapshots' links): a journal planted there with a planted folder made
+        the next writer commit a forged run (attack 6 F17); one there is never acted on, only removed."""
+        return self.root / ".locks"
 
     def _recover_swaps(self) -> None:
         """For each swap journal whose writer is gone: when the target is missing (killed between the two renames)
         put the new directory in place if it is there, else the old one back; then the journal goes. The only
         copy of a run or experiment is never deleted."""
-        for journal in self.staging_dir.glob(f"*{_SWAP_SUFFIX}"):
+        if not self.journal_dir.is_dir():
+            return
+        for journal in self.journal_dir.glob(f"*{_SWAP_SUFFIX}"):
             pid = journal.name.removesuffix(_SWAP_SUFFIX).split(".")[-1]
             if pid.isdigit() and pid_alive(int(pid)):
                 continue
             try:
-                target, old, new = self._journal_paths(json.loads(journal.read_text()))
+                target, old, new = self._journal_paths(read_record(journal))
             except (OSError, ValueError, KeyError, TypeError):
                 # written but cut (no rename had started, see _swap), or not one this warehouse's writers write
-                journal.unlink(missing_ok=True)
+                if journal.is_dir() and not journal.is_symlink():
+                    shutil.rmtree(journal, ignore_errors=True)  # a folder named like one (attack 6 F18)
+                else:
+                    journal.unlink(missing_ok=True)
                 continue
             if not target.exists():
                 for candidate in (new, old):
@@ -267,18 +326,19 @@ class Warehouse:
         """Put ``stage`` in the place of the directory ``target``; returns where the old one now is (to delete).
 
         One ``renameat2(RENAME_EXCHANGE)`` where the file system has it: readers see the old or the new directory,
-        never none. Elsewhere two renames, journalled first in ``.staging/*.swap.<pid>.json`` so that a writer
+        never none. Elsewhere two renames, journalled first in ``.locks/*.<pid>.swap.json`` so that a writer
         killed between them is finished by the next (:meth:`_recover_swaps`)."""
         if _exchange(stage, target):
             return stage
         old = self.staging_dir / f"{target.name}.old.{uuid.uuid4().hex[:8]}.{os.getpid()}"
-        journal = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}{_SWAP_SUFFIX}"
+        self.journal_dir.mkdir(exist_ok=True)
+        journal = self.journal_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}{_SWAP_SUFFIX}"
         doc = {k: str(p.relative_to(self.root)) for k, p in (("target", target), ("old", old), ("new", stage))}
         with open(journal, "w") as fh:
             fh.write(json.dumps(doc))
             fh.flush()
             os.fsync(fh.fileno())
-        _fsync_dir(self.staging_dir)
+        _fsync_dir(self.journal_dir)
         os.rename(target, old)
         try:
             os.rename(stage, target)

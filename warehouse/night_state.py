@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import xxhash
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse, read_record
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.runs import runs_table
 
@@ -35,7 +35,7 @@ class Pending:
 
 def _read(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        return read_record(path)
     except (OSError, ValueError):
         return {}
 

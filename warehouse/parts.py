@@ -49,6 +49,8 @@ def damaged(path: str | os.PathLike, reason: str, shown: str | None = None) -> D
     top = next((i for i, p in enumerate(parts) if p in _REMEDY and i + 1 < len(parts)), None)
     remedy = (_REMEDY[parts[top]].format(unit=parts[top + 1]) if top is not None
               else "restore it from a backup or compute it again")
+    if top is not None and parts[top] == "runs" and where.name == "run.parquet":  # the record `runs rm` reads
+        remedy = "ingest its trace again (a run whose record is damaged is replaced whole)"
     return DamagedPartError(f"{where}: a damaged stored Parquet file ({reason}); {remedy}")
 
 
@@ -80,16 +82,43 @@ def check_parts(paths: Iterable[str | os.PathLike]) -> None:
             raise damaged(p, why)
 
 
-def first_damaged(paths: Iterable[str], shown: Callable[[str], str] = str) -> DamagedPartError | None:
-    """The error for the first of ``paths`` whose frame is damaged, named by ``shown(path)``; None if all are
-    sound (or gone meanwhile)."""
-    for p in paths:
-        try:
-            why = frame_damage(p)
-        except OSError:
-            continue
-        if why is not None:
-            return damaged(p, why, shown(p))
+def first_damaged(paths: Iterable[str], shown: Callable[[str], str] = str,
+                  failure: BaseException | None = None) -> DamagedPartError | None:
+    """The error for the first of ``paths`` that is damaged, named by ``shown(path)``; None if all are sound (or
+    gone meanwhile). Their frames first (a few kB each); then the file a reader's ``failure`` names; then their
+    pages, read one row group at a time (on a reader's failure only: a damaged page behind an intact footer)."""
+    paths = list(paths)
+    for check in (frame_damage, lambda p: _named_by(failure, p), page_damage):
+        for p in paths:
+            try:
+                why = check(p)
+            except OSError:
+                continue
+            if why is not None:
+                return damaged(p, why, shown(p))
+    return None
+
+
+def _named_by(failure: BaseException | None, path: str) -> str | None:
+    """The reason ``failure`` gives, when its text names ``path`` (DuckDB's "Failed to read file ..."), else None."""
+    text = str(failure) if failure is not None else ""
+    return _reason(failure) if path in text else None
+
+
+def page_damage(path: str | os.PathLike) -> str | None:
+    """Why a page of the Parquet file ``path`` cannot be decoded, or None when every row group reads. Reads the
+    whole file, a row group at a time, in this thread (pyarrow: a query's forked child may call it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with pq.ParquetFile(path) as f:
+            for i in range(f.num_row_groups):
+                f.read_row_group(i, use_threads=False)
+    except (pa.ArrowException, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:
+            raise
+        return _reason(exc)
     return None
 
 

@@ -15,7 +15,7 @@ from synthtrace.tracelib.domain.counters import resolve
 from synthtrace.tracelib.domain.pop import POP_METRICS_SCHEMA, POP_SCALING_SCHEMA
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.parts import read_part, scan_parts
+from synthtrace.warehouse.parts import read_part, schema_of
 
 POP_METRICS = "pop_metrics"
 POP_SCALING = "pop_scaling"
@@ -39,11 +39,13 @@ def run_pop_inputs(wh: Warehouse, run_id: str) -> RunPopInputs:
     run_dir = wh.run_dir(run_id)
     parts = sorted((run_dir / "bursts").glob("*.parquet"))
     if parts:
-        scan = scan_parts(parts)
-        names = scan.collect_schema().names()
-        cmap = resolve(names)
+        schemas = [schema_of(p) for p in parts]
+        cmap = resolve(list(dict.fromkeys(c for schema in schemas for c in schema)))
         counters = sorted({c for role in ("ins", "cyc") for c in cmap.columns.get(role, [])})
-        bursts = scan.select(*_BURST_COLUMNS, *counters)
+        # read here, the few columns POP needs: a damaged page is then DamagedPartError naming its file, not a
+        # Polars error wherever a lazy scan would be collected
+        bursts = pl.concat([read_part(p, columns=[c for c in (*_BURST_COLUMNS, *counters) if c in schema])
+                            for p, schema in zip(parts, schemas)], how="diagonal_relaxed").lazy()
     else:
         bursts = pl.LazyFrame(schema={"run_id": pl.String, "appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32,
                                       "end_ns": pl.Int64, "duration_ns": pl.Int64})

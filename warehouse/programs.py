@@ -32,7 +32,7 @@ import polars as pl
 
 from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.formats.program import ProgramSymbols
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse, read_record  # [helper security]
 
 PROGRAM_FILE = "program.json"
 #: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id}, and ``.complete``
@@ -80,7 +80,7 @@ def _stored(wh: Warehouse) -> list[tuple[str, dict]]:
     out = []
     for f in sorted(wh.runs_dir.glob(f"*/{PROGRAM_FILE}")):
         try:
-            out.append((f.parent.name, json.loads(f.read_text())))
+            out.append((f.parent.name, read_record(f)))  # [helper security] F14: no FIFO or /dev/zero link
         except (OSError, ValueError):
             continue  # a damaged identity file only loses the match
     return out
@@ -125,7 +125,7 @@ def _indexed(index: Path) -> list[dict]:
     out = []
     for f in sorted(index.glob("*.json")):
         try:
-            out.append(json.loads(f.read_text()))
+            out.append(read_record(f))  # [helper security] F14: no FIFO or /dev/zero link
         except (OSError, ValueError):
             continue
     return out

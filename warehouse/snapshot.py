@@ -121,7 +121,7 @@ class Snapshot:
             if self.moved():
                 raise SnapshotChanged(f"{self.root}: changed while it was read") from None
             if may_be_damage(exc) and (bad := first_damaged(
-                    [f for files in self.files.values() for f in files], self.named)) is not None:
+                    [f for files in self.files.values() for f in files], self.named, exc)) is not None:
                 raise bad from None  # DuckDB names no file for some damage ("don't know what type")
             raise
         if self.moved():

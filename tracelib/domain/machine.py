@@ -34,6 +34,8 @@ BESIDE_FILE = "machine.toml"
 ISA_ORDER = ("scalar", "sse", "neon", "avx2", "sve", "avx512")
 #: cache levels with a bandwidth roof, nearest the core first
 CACHE_LEVELS = ("l1", "l2", "l3")
+#: largest profile read (bytes): a real one is under 2 KiB
+MAX_PROFILE_BYTES = 1 << 20
 
 
 class MachineProfileError(BadInputError):
@@ -236,7 +238,12 @@ def load_machine(spec: str | Path | None = None) -> Machine:
         path = known[str(spec)]
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            raw = fh.read(MAX_PROFILE_BYTES + 1)
+        if len(raw) > MAX_PROFILE_BYTES:
+            raise MachineProfileError(f"{path}: larger than {MAX_PROFILE_BYTES >> 10} KiB: not a machine profile")
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:  # security (issue 23 attack F19)
+        raise MachineProfileError(f"{path}: not UTF-8 text (byte {exc.start + 1}), so not TOML") from None
     except tomllib.TOMLDecodeError as exc:
         raise MachineProfileError(f"{path}: not valid TOML ({exc})") from None
     except OSError as exc:

@@ -17,7 +17,6 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-import polars as pl
 
 MpiKind = Literal["point_to_point", "collective", "other"]
 MPI_KINDS: tuple[MpiKind, ...] = ("point_to_point", "collective", "other")
@@ -145,9 +144,3 @@ def calls_with(*, roles: tuple[str, ...], blocking: bool | None = None) -> tuple
     """Names of the catalogue's calls of the given roles (and blocking mode, when given), sorted."""
     return tuple(sorted(n for n, c in MPI_CALLS.items()
                         if c.role in roles and (blocking is None or c.blocking == blocking)))
-
-
-def kind_expr(call: pl.Expr, fallback: pl.Expr) -> pl.Expr:
-    """:func:`mpi_kind` of each call name in ``call`` (matched without case); ``fallback`` where it is None."""
-    return call.str.to_lowercase().replace_strict({n: c.kind for n, c in _BY_LOWER.items()}, default=fallback,
-                                                  return_dtype=pl.String)

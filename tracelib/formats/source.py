@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import gzip
+import os  # [helper security]
 import warnings
 import zlib
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -265,14 +266,22 @@ def open_trace(path: str | Path, *, salvage: bool = False) -> TraceSource:
 
 
 def find_traces(paths: list[Path]) -> list[Path]:
-    """Trace files among ``paths``: files as given, folders searched recursively, sorted by path."""
+    """Trace files among ``paths``: files as given, folders searched recursively, sorted by path. A trace reached
+    twice (through a link beside it) is found once, by its own path where there is one ([helper security] attack 6
+    F13: a link in a drop folder was ingested as a second run, its companions looked for beside the link). A link
+    stays a link: a night's quarantine moves the link, never a trace outside its drop folder."""
     found: list[Path] = []
     for p in paths:
         if p.is_dir():
             found.extend(sorted(q for q in p.rglob("*") if is_trace(q) and q.is_file()))
         else:
             found.append(p)
-    return found
+    unique: dict[str, Path] = {}
+    for q in found:
+        real = os.path.realpath(q)
+        if real not in unique or (unique[real].is_symlink() and not q.is_symlink()):
+            unique[real] = q
+    return list(unique.values())
 
 
 def trace_bytes(path: Path) -> int:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, read_companion, too_long
 from synthtrace.tracelib.formats.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
 from synthtrace.tracelib.printable import escaped
@@ -97,7 +98,8 @@ def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
     """
     cat = PcfCatalog()
     section: str | None = None
-    block = _Block()  # event types and value table of the current EVENT_TYPE block
+    budget = _Budget(str(path))
+    block = _Block(budget)  # event types and value table of the current EVENT_TYPE block
     for lineno, raw in companion_lines(data):
         if raw is None:
             cat.ignored.append(too_long(lineno))
@@ -106,7 +108,7 @@ def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
         if not line or line.startswith("#"):
             continue
         if line in SECTIONS:
-            section, block = line, _Block()
+            section, block = line, _Block(budget)
             continue
         if section == "STATES":
             parts = line.split(None, 1)
@@ -129,27 +131,49 @@ def _shown(line: str, limit: int = 60) -> str:
     return line if len(line) <= limit else line[:limit] + "..."
 
 
+#: (type, value) names one .pcf may set, table copies included; Paraver's own files set some ten thousand. A file
+#: that declares types again in many blocks would have any reader copy or fill tables without end.
+MAX_VALUE_NAMES = 1 << 24
+
+
+@dataclass
+class _Budget:
+    """What is left of :data:`MAX_VALUE_NAMES` while one file is parsed."""
+
+    path: str
+    left: int = field(default_factory=lambda: MAX_VALUE_NAMES)
+
+    def spend(self, n: int, lineno: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise TraceFormatError(self.path, lineno, f"more than {MAX_VALUE_NAMES:,} event value names (types "
+                                   "declared again in many blocks): not a Paraver .pcf, not read")
+
+
 @dataclass
 class _Block:
     """The EVENT_TYPE block being read: its types, whether VALUES began, the value table its types share and the
     types that also had values from an earlier block (they get this block's values in their own table too)."""
 
+    budget: _Budget
     types: list[int] = field(default_factory=list)
     in_values: bool = False
     values: dict[int, str] = field(default_factory=dict)
     own_tables: list[dict[int, str]] = field(default_factory=list)
 
-    def add_value(self, cat: PcfCatalog, value: int, label: str) -> None:
+    def add_value(self, cat: PcfCatalog, value: int, label: str, lineno: int) -> None:
         if not self.values:  # the block's first value: its types take the shared table
-            self._share(cat)
+            self._share(cat, lineno)
+        self.budget.spend(1 + len(self.own_tables), lineno)
         self.values[value] = label
         for table in self.own_tables:
             table[value] = label
 
-    def _share(self, cat: PcfCatalog) -> None:
+    def _share(self, cat: PcfCatalog, lineno: int) -> None:
         for etype in dict.fromkeys(self.types):
             table = cat.event_values.setdefault(etype, self.values)
             if table is not self.values:  # values of an earlier block: a copy of its own, as it may be shared
+                self.budget.spend(len(table), lineno)
                 cat.event_values[etype] = table = dict(table)
                 self.own_tables.append(table)
 
@@ -175,7 +199,7 @@ def _event_line(cat: PcfCatalog, line: str, lineno: int, block: _Block) -> None:
         cat.event_lines[etype] = lineno
         block.types.append(etype)
     elif (value := _int64(parts[0])) is not None:
-        block.add_value(cat, value, (line.split(None, 1) + [""])[1])
+        block.add_value(cat, value, (line.split(None, 1) + [""])[1], lineno)
     else:
         cat.ignored.append((lineno, f"{_shown(line)!r} is not '<value> <label>' (value an int64)"))
 

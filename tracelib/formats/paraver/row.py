@@ -17,6 +17,8 @@ from synthtrace.tracelib.printable import escaped
 
 #: the levels Paraver's .row parser knows (tracelabels.h)
 LEVELS = frozenset({"WORKLOAD", "APPL", "TASK", "THREAD", "SYSTEM", "NODE", "CPU"})
+#: distinct names shared as one object each (beyond it, names are kept as read: a table of all would double them)
+_SHARED_NAMES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ def parse_row(data: bytes, path: str | Path) -> RowNames:
     ignored: list[tuple[int, str]] = []
     escaped_at: list[int] = []  # lines of names with control characters
     names: list[str] = []
+    known: dict[str, str] = {}
     wanted, level, lineno = 0, "", 0  # names still to read for ``level``
     for lineno, raw in companion_lines(data):
         if wanted:
@@ -65,6 +68,8 @@ def parse_row(data: bytes, path: str | Path) -> RowNames:
             if not name.isprintable():
                 escaped_at.append(lineno)
                 name = escaped(name)
+            if len(known) < _SHARED_NAMES:  # one object per repeated name (a million "node1" or 2-character lines)
+                name = known.setdefault(name, name)
             names.append(name)
             continue
         if raw is None:
