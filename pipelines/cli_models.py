@@ -55,7 +55,8 @@ def train(
             help="Experiments to learn from (repeatable or comma-separated; default: all).",
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Random seed (same seed and data give the same model).")] = 0,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed and data give the same model; 0 to 2^32-1, as "
+                                           "scikit-learn takes it).", min=0, max=2**32 - 1)] = 0,
     folds: Annotated[int, typer.Option(help="Folds of the evaluation grouped by application.")] = 5,
     compare: Annotated[
         bool, typer.Option(help="Also compare the merged counter set with each single-run set.")

@@ -433,3 +433,11 @@ def test_a_link_to_a_trace_beside_it_is_one_run_read_with_its_companions(tmp_pat
     code, out, _ = run_cli("sql", "SELECT run_name, source_path FROM runs", "-w", tmp_path / "wh", "-f", "csv")
     assert out.splitlines()[1:] == [f'"prime_v0","{prv}"'], out
     assert "PAPI_TOT_INS" in run_cli("sql", "DESCRIBE bursts", "-w", tmp_path / "wh", "-f", "csv")[1]
+
+
+@pytest.mark.parametrize("seed", ["99999999999999999999999", "4294967296", "-1"])
+def test_a_train_seed_scikit_learn_cannot_take_is_one_usage_line(tmp_path, run_cli, seed):
+    """Attack 6 F20: `train --seed` past 32 bits ended with scikit-learn's InvalidParameterError traceback after
+    the data was read; it is a usage error before any work."""
+    code, _, err = run_cli("train", "--seed", seed, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--seed" in err and "Traceback" not in err, err

@@ -293,3 +293,15 @@ def test_a_tampered_model_with_an_object_array_is_the_integrity_error(tmp_path):
     write_model(wh, record, out.getvalue())
     with pytest.raises(ArtifactIntegrityError, match="cannot be loaded"):
         load(wh, "tampered")
+
+
+@pytest.mark.parametrize(("latency", "bandwidth"), [(float("nan"), 12.5), (1.5, float("nan")), (1.5, float("inf")),
+                                                    (float("inf"), 12.5)])
+def test_a_what_if_network_with_a_figure_that_is_no_number_is_refused(latency, bandwidth):
+    """Attack 6 F20: `pop --network nan:inf` printed a what-if of NaN latency and infinite bandwidth as figures (NaN
+    passes `latency >= 0`); a network's figures are finite."""
+    from synthtrace.tracelib.domain.replay import Network
+    from synthtrace.tracelib.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="finite"):
+        Network.of(latency, bandwidth)

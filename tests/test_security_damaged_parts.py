@@ -77,3 +77,24 @@ def test_a_damaged_page_behind_an_intact_footer_is_one_line_naming_its_file(stor
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and any(str(f) in lines[0] for f in files), err[-2000:]
     assert tree_digest(wh) == before
+
+
+@pytest.mark.real_traces
+def test_a_damaged_run_record_says_how_to_repair_it_and_the_repair_works(stored, tmp_path, run_cli):
+    """The line's remedy must work: `runs rm` reads the runs table, so for a damaged run.parquet it says to ingest
+    the trace again, which replaces the run whole; then the warehouse reads again."""
+    import polars as pl
+
+    wh = tmp_path / "wh"
+    shutil.copytree(stored, wh, symlinks=True)
+    record = sorted(wh.glob("runs/*/run.parquet"))[0]
+    source = pl.read_parquet(record).get_column("source_path")[0]
+    record.write_bytes(b"")
+    code, _, err = run_cli("runs", "-w", wh)
+    assert code == 2 and err.strip() == (f"error: {record}: a damaged stored Parquet file (Parquet file size is 0 "
+                                         "bytes); ingest its trace again (a run whose record is damaged is replaced "
+                                         "whole)"), err
+    code, _, err = run_cli("ingest", source, "--experiment", EXPERIMENT, "-w", wh)
+    assert code == 0, err
+    code, out, err = run_cli("sql", "SELECT count(*) AS n FROM runs", "-w", wh, "-f", "csv")
+    assert code == 0 and out.splitlines()[1] == "2", (out, err)

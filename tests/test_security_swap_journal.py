@@ -12,8 +12,11 @@ import pytest
 from synthtrace.warehouse.layout import Warehouse
 
 
-def _plant(wh: Warehouse, doc: dict) -> Path:
-    journal = wh.staging_dir / "x.abcd1234.999999.swap.json"  # pid 999999: a writer that is gone
+def _plant(wh: Warehouse, doc: dict, folder: Path | None = None) -> Path:
+    """A journal of a writer that is gone (pid 999999) in the writers' journal folder (``.locks``: a writer killed
+    between its renames left it), or in ``folder``."""
+    journal = (folder or wh.journal_dir) / "x.abcd1234.999999.swap.json"
+    journal.parent.mkdir(exist_ok=True)
     journal.write_text(json.dumps(doc))
     return journal
 
@@ -55,8 +58,9 @@ def test_a_fifo_or_a_link_to_dev_zero_planted_as_a_record_neither_hangs_nor_fill
     import sys
 
     wh = Warehouse(tmp_path / "wh").ensure()
-    os.mkfifo(wh.staging_dir / "x.abcd1234.999999.swap.json")
-    (wh.staging_dir / "y.abcd1234.999999.swap.json").symlink_to("/dev/zero")
+    wh.journal_dir.mkdir(exist_ok=True)
+    os.mkfifo(wh.journal_dir / "x.abcd1234.999999.swap.json")
+    (wh.journal_dir / "y.abcd1234.999999.swap.json").symlink_to("/dev/zero")
     (wh.experiments_dir / "e").mkdir()
     os.mkfifo(wh.experiments_dir / "e" / "experiment.json")
     probe = "\n".join([
@@ -74,4 +78,23 @@ def test_a_fifo_or_a_link_to_dev_zero_planted_as_a_record_neither_hangs_nor_fill
     proc = subprocess.run([sys.executable, "-c", probe, str(wh.root), str(index)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and proc.stdout.split() == ["{}", "[]"], proc.stderr[-2000:]
-    assert not any(wh.staging_dir.glob("*.swap.json"))
+    assert not any(wh.journal_dir.glob("*.swap.json"))
+
+
+def test_a_journal_planted_in_staging_commits_nothing_and_blocks_no_writer(tmp_path: Path) -> None:
+    """Attack 6 F17/F18: whoever may query may write ``.staging``: a journal planted there naming a planted folder
+    made the next writer commit it as a run (a forged run in the views), and a FOLDER named like a journal there
+    refused every writer for good ("Is a directory"). Writers journal in ``.locks``; what is in ``.staging`` under
+    a journal's name is removed, never acted on."""
+    wh = Warehouse(tmp_path / "wh").ensure()
+    planted = wh.staging_dir / "planted"
+    (planted / "bursts").mkdir(parents=True)
+    (planted / "run.parquet").write_bytes(b"forged")
+    journal = _plant(wh, {"target": "runs/forged", "old": ".staging/nothing", "new": ".staging/planted"},
+                     wh.staging_dir)
+    (wh.staging_dir / "d.999999.swap.json").mkdir()
+    wh.ensure()  # what every writer does first
+    with wh.staged(wh.runs_dir / "r1") as stage:  # a writer is not refused
+        (stage / "x").write_text("x")
+    assert sorted(p.name for p in wh.runs_dir.iterdir()) == ["r1"]
+    assert not journal.exists() and not (wh.staging_dir / "d.999999.swap.json").exists()

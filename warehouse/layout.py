@@ -228,15 +228,27 @@ class Warehouse:
         self._recover_swaps()
         for d in self.staging_dir.iterdir():
             pid = d.name.split(".")[-1]
-            if (pid.isdigit() and pid_alive(int(pid))) or d.name.endswith(_SWAP_SUFFIX):
+            if pid.isdigit() and pid_alive(int(pid)):
+                continue
+            if d.name.endswith(_SWAP_SUFFIX) and not d.is_dir():  # not a writer's journal (they are in .locks)
+                d.unlink(missing_ok=True)
                 continue
             shutil.rmtree(d, ignore_errors=True)
+
+    @property
+    def journal_dir(self) -> Path:
+        """Where a directory swap's journal is written: ``.locks/``, which only writers write. ``.staging`` is
+        writable by whoever may query (the snapshots' links): a journal planted there with a planted folder made
+        the next writer commit a forged run (attack 6 F17); one there is never acted on, only removed."""
+        return self.root / ".locks"
 
     def _recover_swaps(self) -> None:
         """For each swap journal whose writer is gone: when the target is missing (killed between the two renames)
         put the new directory in place if it is there, else the old one back; then the journal goes. The only
         copy of a run or experiment is never deleted."""
-        for journal in self.staging_dir.glob(f"*{_SWAP_SUFFIX}"):
+        if not self.journal_dir.is_dir():
+            return
+        for journal in self.journal_dir.glob(f"*{_SWAP_SUFFIX}"):
             pid = journal.name.removesuffix(_SWAP_SUFFIX).split(".")[-1]
             if pid.isdigit() and pid_alive(int(pid)):
                 continue
@@ -244,7 +256,10 @@ class Warehouse:
                 target, old, new = self._journal_paths(read_record(journal))
             except (OSError, ValueError, KeyError, TypeError):
                 # written but cut (no rename had started, see _swap), or not one this warehouse's writers write
-                journal.unlink(missing_ok=True)
+                if journal.is_dir() and not journal.is_symlink():
+                    shutil.rmtree(journal, ignore_errors=True)  # a folder named like one (attack 6 F18)
+                else:
+                    journal.unlink(missing_ok=True)
                 continue
             if not target.exists():
                 for candidate in (new, old):
@@ -311,18 +326,19 @@ class Warehouse:
         """Put ``stage`` in the place of the directory ``target``; returns where the old one now is (to delete).
 
         One ``renameat2(RENAME_EXCHANGE)`` where the file system has it: readers see the old or the new directory,
-        never none. Elsewhere two renames, journalled first in ``.staging/*.swap.<pid>.json`` so that a writer
+        never none. Elsewhere two renames, journalled first in ``.locks/*.<pid>.swap.json`` so that a writer
         killed between them is finished by the next (:meth:`_recover_swaps`)."""
         if _exchange(stage, target):
             return stage
         old = self.staging_dir / f"{target.name}.old.{uuid.uuid4().hex[:8]}.{os.getpid()}"
-        journal = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}{_SWAP_SUFFIX}"
+        self.journal_dir.mkdir(exist_ok=True)
+        journal = self.journal_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}{_SWAP_SUFFIX}"
         doc = {k: str(p.relative_to(self.root)) for k, p in (("target", target), ("old", old), ("new", stage))}
         with open(journal, "w") as fh:
             fh.write(json.dumps(doc))
             fh.flush()
             os.fsync(fh.fileno())
-        _fsync_dir(self.staging_dir)
+        _fsync_dir(self.journal_dir)
         os.rename(target, old)
         try:
             os.rename(stage, target)

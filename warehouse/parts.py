@@ -49,6 +49,8 @@ def damaged(path: str | os.PathLike, reason: str, shown: str | None = None) -> D
     top = next((i for i, p in enumerate(parts) if p in _REMEDY and i + 1 < len(parts)), None)
     remedy = (_REMEDY[parts[top]].format(unit=parts[top + 1]) if top is not None
               else "restore it from a backup or compute it again")
+    if top is not None and parts[top] == "runs" and where.name == "run.parquet":  # the record `runs rm` reads
+        remedy = "ingest its trace again (a run whose record is damaged is replaced whole)"
     return DamagedPartError(f"{where}: a damaged stored Parquet file ({reason}); {remedy}")
 
 

@@ -73,9 +73,10 @@ class Network:
     @classmethod
     def of(cls, latency_us: float, bandwidth_gbs: float) -> Network:
         """From a machine profile's figures: latency in us, bandwidth in GB/s (1 GB/s = 1 byte/ns)."""
-        if latency_us < 0 or bandwidth_gbs <= 0:
-            raise BadInputError(f"network: latency must be >= 0 us and bandwidth > 0 GB/s, got {latency_us} us, "
-                                f"{bandwidth_gbs} GB/s")
+        # [helper security] attack 6 F20: NaN passed both comparisons, and an infinite figure is no network
+        if not (math.isfinite(latency_us) and math.isfinite(bandwidth_gbs)) or latency_us < 0 or bandwidth_gbs <= 0:
+            raise BadInputError(f"network: latency must be >= 0 us and bandwidth > 0 GB/s (finite), got "
+                                f"{latency_us} us, {bandwidth_gbs} GB/s")
         return cls(latency_us * 1e3, bandwidth_gbs)
 
     @property
