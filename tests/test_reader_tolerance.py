@@ -203,6 +203,27 @@ def test_header_only_trace_is_refused(tmp_path, run_cli):
     assert code == 2 and "no records after the header" in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("offset", [2**62, 2**63 - 1 - 1871482775 - 10], ids=["2^62", "near-2^63"])
+def test_times_far_from_zero_keep_every_burst(tmp_path, run_cli, reference, offset):
+    """A trace whose times all lie far from 0 (a clock that counts from another epoch) keeps every burst: on the
+    code before, each thread's last burst (after MPI_Finalize, up to the trace's end) was dropped, silently, once
+    it ended at or past 2^62 ns (attack 6 F8: 704 -> 688 bursts, exit 0)."""
+    prv = copy_trace(PRIME, tmp_path / "far")
+    fields = {"1": (5, 6), "2": (5,), "3": (5, 6, 11, 12)}  # the time fields of states, events, communications
+    lines = prv.read_text().splitlines()
+    for k, line in enumerate(lines):
+        f = line.split(":")
+        for i in fields.get(f[0], ()) if k else ():
+            f[i] = str(int(f[i]) + offset)
+        lines[k] = ":".join(f)
+    end = re.search(r":(\d+)_ns:", lines[0])
+    lines[0] = lines[0].replace(end.group(0), f":{int(end.group(1)) + offset}_ns:")
+    prv.write_text("\n".join(lines) + "\n")
+    row = _ingest_one(run_cli, prv, tmp_path / "wh")
+    ref = reference[PRIME.name]
+    assert (row["n_bursts"], row["n_mpi_calls"]) == (ref["n_bursts"], ref["n_mpi_calls"])
+
+
 def test_communication_beyond_the_trace_end_is_kept_with_a_warning(tmp_path, run_cli):
     """paramedir loads a trace whose communication times pass the header's end: kept, and said once."""
     prv = copy_trace(LULESH_A, tmp_path / "comm")

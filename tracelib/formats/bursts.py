@@ -41,7 +41,7 @@ MESSAGE_SCHEMA = {"s_appl": pl.Int32, "s_task": pl.Int32, "s_thread": pl.Int32, 
                   "r_appl": pl.Int32, "r_task": pl.Int32, "r_thread": pl.Int32, "r_time_ns": pl.Int64,
                   "size": pl.Int64, "tag": pl.Int64}
 HORIZON_SCHEMA = {"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "time_ns": pl.Int64}
-NEVER = 2**62  # a horizon beyond any trace: everything is final
+NEVER = 2**63 - 1  # the horizon of a trace read to its end: everything is final, whatever its times (int64 ns)
 _MIN_I64, _MAX_I64 = -(2**63), 2**63 - 1
 _NULL_CPU = -(2**31)  # an interval without cpu (OTF2) in IntervalArrays.cpu
 #: the MPI event columns :class:`MpiArrays` holds besides its codes, bit ``k`` of ``known`` for the k-th of them
@@ -490,7 +490,8 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     b_th, b_cpu, b_t0, b_t1, b_first, boff = _merged_intervals(n_threads, ip, ioff, iv_cpu, iv_t0, iv_t1, et, doff)
     final = np.empty(b_th.shape[0], dtype=np.bool_)
     for b in range(b_th.shape[0]):
-        final[b] = b_t1[b] < horizon[b_th[b]]  # every record at or before its end has been seen
+        # every record at or before its end has been seen (at NEVER: every record of the trace)
+        final[b] = b_t1[b] < horizon[b_th[b]] or horizon[b_th[b]] == NEVER
     fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry = _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et,
                                                                   doff, next_seq)
     dest = _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx)
