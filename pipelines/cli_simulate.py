@@ -128,8 +128,6 @@ def simulate(
     The traces are written, not ingested: run `synthtrace ingest OUT_DIR` (or drop them where the nightly flow looks).
     """
     check_folder(out_dir, f"OUT_DIR {out_dir}")
-    if scale <= 0:
-        raise BadInputError("--scale must be positive")
     apps = _apps(app, pattern, apps_per_pattern)
     spread = kernel_spread if kernel_spread is not None else (DEFAULT_SPREAD if apps_per_pattern > 1 else 0.0)
     variants = app_variants(apps, seed, spread)
@@ -153,8 +151,8 @@ def simulate(
     for s in specs:
         s.validate()
     choice = [s.strip() for s in (inject or ["random" if nights else "none"])]
-    if nights < 0:
-        raise BadInputError("--nights must not be negative")
+    if not 0 <= nights <= 3660:
+        raise BadInputError(f"--nights must be between 0 and 3660 (ten years; got {nights})")
     if not nights and choice not in (["none"], []):
         raise BadInputError("--inject needs --nights (regressions are injected into nightly histories)")
     if choice == ["random"]:

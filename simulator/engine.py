@@ -49,6 +49,11 @@ from synthtrace.simulator.variation import Variation, node_count, place, run_clo
 DEFAULT_DATE = datetime(2026, 1, 5, 2, 0)
 
 
+#: iterations per run at most: a run of 2 ranks writes about 23 kB of trace per iteration, so a million iterations
+#: of 8 ranks is already some 100 GB (the simulator streams, so memory stays flat; the disk does not)
+MAX_ITERATIONS = 1_000_000
+
+
 @dataclass(frozen=True)
 class ExperimentSpec:
     """One application instance and its runs. ``app_kernels``: the application's own kernel behaviour where it
@@ -104,11 +109,13 @@ class ExperimentSpec:
             raise BadInputError(f"unknown pattern {self.pattern!r} (known: {', '.join(PATTERNS)})")
         if not 1 <= self.ranks <= 4095:
             raise BadInputError(f"--ranks must be between 1 and 4095 (got {self.ranks})")
-        if self.iterations < 1:
-            raise BadInputError(f"--iterations must be at least 1 (got {self.iterations})")
+        if not 1 <= self.iterations <= MAX_ITERATIONS:
+            raise BadInputError(f"--iterations must be between 1 and {MAX_ITERATIONS:,} (got {self.iterations})")
+        if not (math.isfinite(self.scale) and self.scale > 0):
+            raise BadInputError(f"--scale must be a positive number (got {self.scale})")
         if not self.app or "." in self.app or "/" in self.app:
             raise BadInputError(f"app name {self.app!r} must be non-empty without '.' or '/'")
-        if self.n_runs() < 1 or self.counters_per_run < 1:
+        if self.counters_per_run < 1 or self.n_runs() < 1:  # n_runs divides by counters_per_run
             raise BadInputError("--runs and --counters-per-run must be at least 1")
         if self.coll_every < 0:
             raise BadInputError(f"coll_every must be >= 0 (got {self.coll_every})")

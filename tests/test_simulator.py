@@ -262,6 +262,17 @@ def test_cli_errors(tmp_path, run_cli):
     assert code == 2 and "unknown kind" in err
 
 
+
+@pytest.mark.parametrize("option", [("--counters-per-run", "0"), ("--scale", "nan"), ("--scale", "inf"),
+                                    ("--iterations", "1000000000"), ("--nights", "100000")],
+                         ids=lambda o: " ".join(o))
+def test_an_option_out_of_range_is_one_line_before_anything_is_written(tmp_path, run_cli, option):
+    """Before: --counters-per-run 0 was a ZeroDivisionError traceback, --scale nan wrote traces of NaN work (exit
+    0), --iterations 1e9 wrote on until the disk was full (attack 6 F21)."""
+    code, _, err = run_cli("simulate", tmp_path / "x", "--ranks", "2", "--iterations", "2", "--runs", "2", *option)
+    assert code == 2 and option[0] in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()
+
 def test_fast_labels_equal_the_rule_classifier(sim):
     from synthtrace.models.archetypes import ArchetypeRules
     from synthtrace.tracelib.domain.machine import load_machine
