@@ -66,7 +66,7 @@ Memory rules: why their conditions and thresholds are what they are.
 """
 from __future__ import annotations
 
-import tomllib
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, ClassVar
@@ -79,6 +79,7 @@ from sklearn.utils.validation import check_is_fitted
 from synthtrace.tracelib.domain.counters import PREFERRED, CounterMap
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import Machine, load_machine
+from synthtrace.tracelib.toml_file import read_toml
 
 if TYPE_CHECKING:
     from synthtrace.simulator.engine import Labeller
@@ -145,11 +146,7 @@ class Thresholds:
     @classmethod
     def from_toml(cls, path: str | Path) -> Thresholds:
         """Read thresholds from a TOML file (flat keys, or under ``[thresholds]``); unknown keys are an error."""
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ThresholdsError(f"{path}: cannot read thresholds ({exc})") from None
+        data = read_toml(Path(path), ThresholdsError, "thresholds file")
         data = data.get("thresholds", data)
         return cls.from_dict(data, str(path))
 
@@ -162,6 +159,9 @@ class Thresholds:
         for k, v in data.items():
             if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)):
                 raise ThresholdsError(f"{where}: {k} must be a number")
+            # every threshold is a duration, a count, a share, a rate or a size: finite and not negative
+            if v is not None and not 0 <= v < math.inf:  # NaN compares false: refused too
+                raise ThresholdsError(f"{where}: {k} = {v!r} must be a finite number, 0 or more")
         return cls(**data)
 
     def as_dict(self) -> dict:

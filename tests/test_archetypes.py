@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import polars as pl
+
 import pytest
 
 from testing.analysis_cases import BASE, CASES, RPS, TEST_MACHINE, bursts, calls, case_bursts
@@ -128,6 +130,25 @@ def test_thresholds_are_configurable(tmp_path):
     with pytest.raises(ThresholdsError, match="no_such_threshold"):
         Thresholds.from_toml(f)
 
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"\xff", "not UTF-8 text (byte 1), so not a thresholds file"),  # a UnicodeDecodeError traceback before
+    (b"core_max_ipc = nan\n", "core_max_ipc = nan must be a finite number, 0 or more"),  # stored before
+    (b"fine_grain_max_us = -1e308\n", "fine_grain_max_us = -1e+308 must be a finite number, 0 or more"),
+    (b"dram_cycles = inf\n", "dram_cycles = inf must be a finite number, 0 or more"),
+    (None, "not a regular file, so not a thresholds file"),  # a FIFO: open() would wait for a writer
+], ids=["binary", "nan", "negative", "inf", "fifo"])
+def test_a_thresholds_file_that_is_no_thresholds_is_one_error_naming_it(tmp_path, content, reason):
+    """Attack 6 F23: the thresholds file is read like a machine profile (tracelib.toml_file)."""
+    f = tmp_path / "t.toml"
+    if content is None:
+        os.mkfifo(f)
+    else:
+        f.write_bytes(content)
+    with pytest.raises(ThresholdsError) as err:
+        Thresholds.from_toml(f)
+    assert str(err.value) == f"{f}: {reason}"
 
 def test_insufficient_counters_name_what_would_decide():
     b = bursts([{"PAPI_FP_INS": 500_000, "PAPI_VEC_INS": 400_000}, CASES["fine_grain"]])

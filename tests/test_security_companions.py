@@ -213,7 +213,7 @@ def test_machine_profile_that_is_not_text_or_too_big_is_one_line(tmp_path, run_c
     bad.write_bytes(content)
     code, out, err = run_cli("archetypes", "prime", "--machine", bad, "-w", tmp_path / "wh")
     assert code == 2 and err.strip() == f"error: {bad}: {reason}" + (
-        ", so not TOML" if "UTF-8" in reason else ": not a machine profile"), err
+        ", so not a machine profile" if "UTF-8" in reason else ": not a machine profile"), err
 
 
 def test_every_preset_is_still_a_valid_profile():

@@ -20,11 +20,11 @@ Units inside :class:`Machine` methods are SI: FLOP/s, bytes/s, seconds.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.toml_file import read_toml
 
 PRESET_DIR = Path(__file__).with_name("machines")
 DEFAULT_PRESET = "marenostrum5-gpp"
@@ -34,8 +34,6 @@ BESIDE_FILE = "machine.toml"
 ISA_ORDER = ("scalar", "sse", "neon", "avx2", "sve", "avx512")
 #: cache levels with a bandwidth roof, nearest the core first
 CACHE_LEVELS = ("l1", "l2", "l3")
-#: largest profile read (bytes): a real one is under 2 KiB
-MAX_PROFILE_BYTES = 1 << 20
 
 
 class MachineProfileError(BadInputError):
@@ -236,18 +234,7 @@ def load_machine(spec: str | Path | None = None) -> Machine:
                                       + (f" (did you mean {close[0]}?)" if close else "")
                                       + f" (presets: {', '.join(known)})")
         path = known[str(spec)]
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_PROFILE_BYTES + 1)
-        if len(raw) > MAX_PROFILE_BYTES:
-            raise MachineProfileError(f"{path}: larger than {MAX_PROFILE_BYTES >> 10} KiB: not a machine profile")
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:  # security (issue 23 attack F19)
-        raise MachineProfileError(f"{path}: not UTF-8 text (byte {exc.start + 1}), so not TOML") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise MachineProfileError(f"{path}: not valid TOML ({exc})") from None
-    except OSError as exc:
-        raise MachineProfileError(f"{path}: cannot read ({exc.strerror})") from None
+    data = read_toml(path, MachineProfileError, "machine profile")
     where = f"preset {path.stem}" if path.parent == PRESET_DIR else str(path)
     return machine_from_dict(data, where)
 
