@@ -71,18 +71,20 @@ def test_a_damaged_page_is_one_line_naming_its_file_and_changes_nothing(analysed
 
 
 @pytest.mark.real_traces
-@pytest.mark.parametrize("stage", ["archetypes", "report"])
-def test_a_night_stage_reading_a_damaged_page_is_the_one_error(analysed, tmp_path, stage):
+@pytest.mark.parametrize(("pattern", "stage"), [("experiments/*/merged_bursts.parquet", "archetypes"),
+                                               ("experiments/*/archetypes.parquet", "report"),
+                                               ("runs/*/bursts/*.parquet", "detect")])
+def test_a_night_stage_reading_a_damaged_page_is_the_one_error(analysed, tmp_path, pattern, stage):
     from synthtrace.pipelines import jobs
     from synthtrace.warehouse.errors import DamagedPartError
     from synthtrace.warehouse.layout import Warehouse
 
-    wh, files = _damaged_copy(analysed, tmp_path, "experiments/*/merged_bursts.parquet")
+    wh, files = _damaged_copy(analysed, tmp_path, pattern)
     before = tree_digest(wh)
     job = jobs.job(stage)
     with pytest.raises(DamagedPartError) as raised:
         job.run(Warehouse(wh), *([EXP] if job.scope == "experiment" else []), jobs.NightSettings())
-    assert str(files[0]) in str(raised.value)
+    assert any(str(f) in str(raised.value) for f in files), raised.value
     assert tree_digest(wh) == before
 
 

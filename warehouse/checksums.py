@@ -72,8 +72,9 @@ def file_digest(path: str | os.PathLike) -> str:
 
 def write_manifest(stage: Path, previous: Path | None = None) -> None:
     """Write ``stage``/:data:`MANIFEST` for every regular file below ``stage``. A file that is the same file (a hard
-    link) as the one at its place in ``previous`` (the folder ``stage`` replaces), unchanged in size and mtime
-    since that folder's manifest recorded it, keeps the recorded digest unread."""
+    link) as the one at its place in ``previous`` (the folder ``stage`` replaces) keeps what that folder's manifest
+    recorded, unread: writers never change a stored file in place, so if it changed since, it is damaged, and
+    hashing it now would bless the damage."""
     before = _manifest(previous / MANIFEST) if previous is not None else None
     files: dict[str, list] = {}
     for dirpath, _, names in os.walk(stage):
@@ -84,12 +85,10 @@ def write_manifest(stage: Path, previous: Path | None = None) -> None:
             if rel == MANIFEST or not stat.S_ISREG(st.st_mode):
                 continue
             old = before.get(rel) if before else None
-            if old is not None and (old.size, old.mtime_ns) == (st.st_size, st.st_mtime_ns) and _same_file(
-                    st, previous / rel):
-                digest = old.digest
+            if old is not None and _same_file(st, previous / rel):
+                files[rel] = [old.digest, old.size, old.mtime_ns]  # changed since? then damaged, and still found
             else:
-                digest = file_digest(path)
-            files[rel] = [digest, st.st_size, st.st_mtime_ns]
+                files[rel] = [file_digest(path), st.st_size, st.st_mtime_ns]
     (stage / MANIFEST).unlink(missing_ok=True)  # never written through a link into another folder's copy
     (stage / MANIFEST).write_text(json.dumps({"algorithm": ALGORITHM, "files": files}))
 
