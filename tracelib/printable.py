@@ -24,4 +24,5 @@ def unprintable(text: str) -> str | None:
         return None
     at, c = next((i, c) for i, c in enumerate(text) if not c.isprintable())
     kind = "a control character" if unicodedata.category(c).startswith("C") else "a non-printing character"
-    return f"{kind} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}) at character {at + 1}"
+    name = unicodedata.name(c, "")  # control characters have no Unicode name
+    return f"{kind} (U+{ord(c):04X}{' ' + name if name else ''}) at character {at + 1}"
