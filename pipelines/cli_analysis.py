@@ -2,6 +2,7 @@
 (DESIGN §7). The work is in :mod:`synthtrace.pipelines.jobs`; this module parses the options and prints."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,7 +21,7 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     print_table,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, staged_folder
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
@@ -159,9 +160,11 @@ def report(
     th = _thresholds(thresholds)
     output_file(out, "--out")  # a folder or an impossible path is refused before minutes of work
     if plots:
-        check_folder(plots, f"--plots {plots}").mkdir(parents=True, exist_ok=True)
-    with StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
-        path = build(wh, NightSettings(machine), out, experiment=experiment, thresholds=th, plot_dir=plots,
+        check_folder(plots, f"--plots {plots}")
+    with contextlib.ExitStack() as stack, StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
+        # the PNGs are put in place only once the report is written: a failure leaves none of them (attack 6 F12)
+        plot_dir = stack.enter_context(staged_folder(plots, "--plots")) if plots else None
+        path = build(wh, NightSettings(machine), out, experiment=experiment, thresholds=th, plot_dir=plot_dir,
                      on_step=step)
     console.print(f"report written to {path}")
 

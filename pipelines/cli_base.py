@@ -170,27 +170,85 @@ def write_outputs(paths: list[Path], write: Callable[[Path], object], option: st
 
 
 @contextlib.contextmanager
+def staged_folder(folder: Path, option: str) -> Iterator[Path]:
+    """A private folder (hidden, beside ``folder``) to write the files of ``folder`` into; when the block ends well
+    each is put at its place in ``folder`` (made if missing; a file of the same name replaced) by
+    :data:`OUTPUT_RULE`, so a folder watcher (a nightly drop folder) never sees a file half written. A block that
+    fails (a full disk, Ctrl-C) leaves nothing behind, not its files, not the folders made for them; an OSError is
+    one line naming the file it was writing (``option``: how that line names ``folder``)."""
+    folder = folder.absolute()
+    with _folder_made(folder.parent, option, folder):
+        stage = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.part"
+        try:
+            stage.mkdir()
+            try:
+                yield stage
+            except BaseException as exc:
+                if (named := _named_in(exc, stage, folder)) is exc:
+                    raise
+                raise named from None
+            made = not folder.exists()
+            folder.mkdir(exist_ok=True)
+            try:
+                for src in sorted(p for p in stage.rglob("*") if not p.is_dir()):
+                    dest = folder / src.relative_to(stage)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    place_file(src, dest)
+            except BaseException:
+                if made:  # nothing of this command stays in a folder it made
+                    shutil.rmtree(folder, ignore_errors=True)
+                raise
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _named_in(exc: BaseException, stage: Path, folder: Path) -> BaseException:
+    """``exc`` of a write into ``stage`` naming the file at its place in ``folder``: the file it names, or, when it
+    names none (a write() that filled the disk, a library's "os error 28"), the file of ``stage`` written last."""
+    if isinstance(exc, OSError) and exc.filename and Path(exc.filename).is_relative_to(stage):
+        return OSError(exc.errno, exc.strerror, str(folder / Path(exc.filename).relative_to(stage)))
+    if getattr(exc, "filename", None) or not isinstance(exc, Exception):
+        return exc
+    files = [p for p in stage.rglob("*") if p.is_file()]
+    last = max(files, key=lambda p: p.stat().st_mtime_ns) if files else None
+    return _os_error(exc, folder / last.relative_to(stage) if last else folder) or exc
+
+
+def _os_error(exc: BaseException, path: Path) -> OSError | None:
+    """``exc`` as an OSError naming ``path`` when it is the operating system's error (see ``os_error_within``)."""
+    from synthtrace.warehouse.layout import os_error_within
+
+    return os_error_within(exc, path)
+
+
+@contextlib.contextmanager
 def _output_folder(path: Path, option: str) -> Iterator[None]:
     """The missing folders above the output ``path`` made for the block, and removed again (those still empty) when
     it fails: a failed command leaves nothing behind; an OSError is one line naming the output."""
-    folder = path.parent.absolute()
+    with _folder_made(path.parent, option, path):
+        yield
+
+
+@contextlib.contextmanager
+def _folder_made(folder: Path, option: str, named: Path) -> Iterator[None]:
+    """``folder`` and the missing folders above it made for the block, and removed again (those still empty) when it
+    fails; an OSError is one line ``option FILE: cannot write it (reason)``, FILE the error's or ``named``."""
+    folder = folder.absolute()
     made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BadInputError(f"{option} {path}: cannot create its folder {path.parent} ({exc.strerror})") from None
+        raise BadInputError(f"{option} {named}: cannot create its folder {folder} ({exc.strerror})") from None
     try:
         yield
     except BaseException as exc:
-        from synthtrace.warehouse.layout import os_error_within
-
         if not isinstance(exc, OSError):  # a library's own exception for a full disk (Polars' "os error 28")
-            exc = os_error_within(exc, path) or exc
+            exc = _os_error(exc, named) or exc
         for p in made:
             with contextlib.suppress(OSError):
                 p.rmdir()
         if isinstance(exc, OSError):
-            raise BadInputError(f"{option} {exc.filename or path}: cannot write it ({exc.strerror or exc})") from None
+            raise BadInputError(f"{option} {exc.filename or named}: cannot write it ({exc.strerror or exc})") from None
         raise
 
 

@@ -23,7 +23,7 @@ from synthtrace.pipelines.cli_app import (
     WarehouseOption,
     console,
 )
-from synthtrace.pipelines.cli_base import app_option, check_folder, progress_bar
+from synthtrace.pipelines.cli_base import app_option, check_folder, progress_bar, staged_folder
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.simulator import (
     PATTERNS,
@@ -162,22 +162,24 @@ def simulate(
     else:
         injections = [parse_injection(s) for s in choice]
     total = sum(s.n_blocks() * s.n_runs() for s in specs) * max(nights, 1)
-    truth = TruthStore(out_dir / TRUTH_DIR)
     labeller = simulator_labeller if labels else None
     began = time.perf_counter()
-    with progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TimeRemainingColumn()) as bar:
+    # written aside and moved in when whole: a full disk or Ctrl-C leaves nothing half made (attack 6 F12)
+    with staged_folder(out_dir, "OUT_DIR") as stage, \
+            progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                         TimeRemainingColumn()) as bar:
+        truth = TruthStore(stage / TRUTH_DIR)
         task = bar.add_task("simulate", total=total)
         step = lambda n: bar.advance(task, n)  # noqa: E731
         if nights:
-            results = simulate_campaign(out_dir, template, apps, nights, injections, truth, labeller=labeller,
+            results = simulate_campaign(stage, template, apps, nights, injections, truth, labeller=labeller,
                                         progress=step, app_kernels=variants)
         else:
             results = []
             for s in specs:
                 bar.update(task, description=f"simulate {s.app}")
-                results.append(simulate_experiment(out_dir, s, truth, labeller=labeller, progress=step))
-    truth.close(machine=_machine_dict(specs[0]))
+                results.append(simulate_experiment(stage, s, truth, labeller=labeller, progress=step))
+        truth.close(machine=_machine_dict(specs[0]))
     elapsed = time.perf_counter() - began
     table = Table("experiment", "runs", "bursts (run 0)", "MB", title=f"simulated into {out_dir}")
     for r in results[:40]:

@@ -36,6 +36,7 @@ from synthtrace.tracelib.formats.paraver.writer import (
 )
 from synthtrace.simulator.builder import CALLS, ROLES, BlockBuilder, PairBlock, RunContext, logical_id
 from synthtrace.simulator.io_split import split_by_writes
+from synthtrace.simulator.written import writing
 from synthtrace.simulator.counter_model import COUNTERS, NOISE_CLASS, CounterModel, draw_noise_sizes
 from synthtrace.simulator.kernels import KERNEL_INDEX, KERNELS, MPI_KERNEL, PARAMS, SHARED_KERNELS, Kernel, base_kernel
 from synthtrace.simulator.network import Network
@@ -268,7 +269,8 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
                 last = np.zeros(P, np.int64)
                 np.maximum.at(last, pb.cols["task"], pb.cols["c_exit"])
                 watermark = None if kind == "epilogue" else int(last.min())
-                run.writer.add(records, watermark)
+                with writing(run.writer.prv):
+                    run.writer.add(records, watermark)
                 if run.index == 0:
                     ref_ids, ref_counters, ref_ns = ids_run, pb.counters, pb.cols["b_end"] - pb.cols["b_start"]
                 else:
@@ -291,7 +293,8 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     for run in runs:
         pcf = PcfSpec(mpi_values=mpi_values, counters=[i for i in infos if i.name in run.counters], callers=funcs,
                       caller_lines=lines, application_events=True)
-        traces.append(run.writer.close(pcf))
+        with writing(run.writer.prv):
+            traces.append(run.writer.close(pcf))
         total += traces[-1].stat().st_size
     truth.close_experiment(spec.name)
     _truth_tables(truth, spec, runs, traces, machine, rps, sigma, oracle)

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from synthtrace.simulator.counter_model import COUNTERS
+from synthtrace.simulator.written import writing
 
 TRUTH_DIR = "ground_truth"
 STREAMED = ("bursts", "mpi_calls", "phases")
@@ -36,32 +37,37 @@ class TruthStore:
         if df.height == 0:
             return
         key = (table, experiment)
-        if key not in self._writers:
-            path = self.root / table / f"{experiment}.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            arrow = df.to_arrow()
-            strings = [f.name for f in arrow.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
-            self._writers[key] = (pq.ParquetWriter(path, arrow.schema, compression="lz4", use_dictionary=strings),
-                                  arrow.schema)
-        writer, schema = self._writers[key]
-        writer.write_table(df.to_arrow().cast(schema))
+        path = self.root / table / f"{experiment}.parquet"
+        with writing(path):
+            if key not in self._writers:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                arrow = df.to_arrow()
+                strings = [f.name for f in arrow.schema
+                           if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+                self._writers[key] = (pq.ParquetWriter(path, arrow.schema, compression="lz4",
+                                                       use_dictionary=strings), arrow.schema)
+            writer, schema = self._writers[key]
+            writer.write_table(df.to_arrow().cast(schema))
 
     def close_experiment(self, experiment: str) -> None:
         for key in [k for k in self._writers if k[1] == experiment]:
-            self._writers.pop(key)[0].close()
+            with writing(self.root / key[0] / f"{experiment}.parquet"):
+                self._writers.pop(key)[0].close()
 
     def add(self, table: str, df: pl.DataFrame) -> None:
         """Collect rows of a small table (written by :meth:`close`)."""
         self._small[table].append(df)
 
     def close(self, machine: dict | None = None) -> None:
-        for key in list(self._writers):
-            self._writers.pop(key)[0].close()
+        for experiment in {e for _, e in self._writers}:
+            self.close_experiment(experiment)
         for name, frames in self._small.items():
             if frames:
-                pl.concat(frames, how="diagonal_relaxed").write_parquet(self.root / f"{name}.parquet")
+                with writing(self.root / f"{name}.parquet"):
+                    pl.concat(frames, how="diagonal_relaxed").write_parquet(self.root / f"{name}.parquet")
         if machine is not None:
-            (self.root / "machine.json").write_text(json.dumps(machine, indent=2, sort_keys=True) + "\n")
+            with writing(self.root / "machine.json"):
+                (self.root / "machine.json").write_text(json.dumps(machine, indent=2, sort_keys=True) + "\n")
 
 
 ORACLE_MIN_NS = 10_000  # bursts shorter than this (fine-grain, counts of a few units) are left out of the oracle

@@ -441,3 +441,33 @@ def test_a_train_seed_scikit_learn_cannot_take_is_one_usage_line(tmp_path, run_c
     the data was read; it is a usage error before any work."""
     code, _, err = run_cli("train", "--seed", seed, "-w", tmp_path / "wh")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--seed" in err and "Traceback" not in err, err
+
+
+def test_a_report_whose_plots_fail_leaves_none_and_names_the_file(wh, tmp_path, run_cli, monkeypatch):
+    """Attack 6 F12: `report --plots DIR` on a full disk said "[Errno 28] No space left on device" naming no file
+    and left the PNGs written before the failure in DIR. The PNGs are put in DIR once the report is whole: one line
+    naming the PNG being written, and no PNG, no DIR, no report left."""
+    import errno
+
+    from synthtrace.pipelines import report
+
+    write_atomically = report.write_atomically
+    written: list[Path] = []
+
+    def full_at_the_second(path, write):
+        written.append(Path(path))
+        if len(written) < 2:
+            return write_atomically(path, write)
+
+        def short_write(p: Path) -> None:  # part of the PNG, then the disk is full (a write() names no file)
+            p.write_bytes(b"\x89PNG")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write_atomically(path, short_write)
+
+    monkeypatch.setattr(report, "write_atomically", full_at_the_second)
+    plots = tmp_path / "out" / "plots"
+    code, _, err = run_cli("report", "--out", tmp_path / "r.html", "-w", wh, "--plots", plots, "--machine", "generic")
+    assert code == 2 and written[-1].suffix == ".png", err
+    assert list(tmp_path.iterdir()) == []  # before: the first PNG stayed in plots/
+    assert err.strip().splitlines() == [
+        f"error: --plots {plots / written[-1].name}: cannot write it (No space left on device)"]

@@ -36,7 +36,10 @@ def test_bad_names_are_refused_in_one_line(name):
     ("caf\udce9\udcff", "is not UTF-8 text (at character 4)"),  # Latin-1 bytes on a UTF-8 command line
     ("x" * 300, "is too long (300 characters, 300 bytes; at most 120 and 240)"),
     ("é" * 121, "is too long (121 characters, 242 bytes; at most 120 and 240)"),
-    ("a\tb", "holds a control character"),
+    ("a\tb", "holds a control character (U+0009) at character 2"),
+    # a no-break space was "a control character" (attack 6 note): it is refused, but called what it is
+    ("run\u00a01", "holds a non-printing character (U+00A0 NO-BREAK SPACE) at character 4"),
+    ("a\u2028b", "holds a non-printing character (U+2028 LINE SEPARATOR) at character 2"),
 ])
 def test_a_bad_name_says_what_is_wrong_with_it(name, says):
     with pytest.raises(InvalidNameError, match=re.escape(says)):

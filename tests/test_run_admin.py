@@ -180,3 +180,35 @@ def test_the_move_hint_of_a_conflicting_ingest_pastes_into_a_shell(tmp_path, run
     assert code == 2 and "to move it: " in err, err
     hint = shlex.split(err.split("to move it: ", 1)[1].strip())
     assert hint[:3] == ["synthtrace", "runs", "move"] and hint[-2:] == ["--experiment", name], hint
+
+
+@pytest.mark.parametrize("change", ["move", "rm"])
+def test_a_run_moved_by_another_admin_after_the_resolve_invalidates_where_it_is(wh, monkeypatch, tmp_path, change):
+    """Attack 6 F9: two `runs move` (or a move and an rm) of one run at once. The second resolved the run in
+    experiment q, then paused; meanwhile the first moved it into lulesh-8r and lulesh-8r was merged with it. The
+    second must invalidate lulesh-8r (where the run is when it changes it), not q (where its resolve saw it): no view
+    may show a merge of a run that is no longer in the experiment."""
+    from synthtrace.warehouse import run_admin
+
+    w = Warehouse(wh)
+    run_id = _runs(wh)[LULESH_B.stem]["run_id"]
+    merge_with_b = shutil.copytree(wh / "experiments" / "lulesh-8r", tmp_path / "merge_with_b")
+    run_admin.move_runs(w, [run_id], "q")  # where the paused admin will see it
+    resolve = run_admin.resolve_runs
+    paused: list[str] = []
+
+    def resolve_then_pause(wh_: Warehouse, refs):
+        seen = resolve(wh_, refs)
+        if not paused:  # while this admin is paused: the run goes back and lulesh-8r is merged with it again
+            paused.append("moved")
+            run_admin.move_runs(w, [run_id], "lulesh-8r")
+            shutil.copytree(merge_with_b, wh / "experiments" / "lulesh-8r")
+        return seen
+
+    monkeypatch.setattr(run_admin, "resolve_runs", resolve_then_pause)
+    res = run_admin.move_runs(w, [run_id], "y") if change == "move" else run_admin.remove_runs(w, [run_id])
+    assert paused and "lulesh-8r" in res.invalidated
+    assert not (wh / "experiments" / "lulesh-8r").exists()  # its merge holds a run that left it
+    assert res.runs.get_column("experiment").to_list() == ["lulesh-8r"]  # the row as it was when changed
+    assert {r["run_name"]: r["experiment"] for r in _runs(wh).values()}.get(LULESH_B.stem) == \
+        ("y" if change == "move" else None)

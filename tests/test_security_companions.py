@@ -216,6 +216,24 @@ def test_machine_profile_that_is_not_text_or_too_big_is_one_line(tmp_path, run_c
         ", so not a machine profile" if "UTF-8" in reason else ": not a machine profile"), err
 
 
+@pytest.mark.parametrize(("old", "new", "said"), [
+    ("cores_per_socket = 32", "cores_per_sockets = 32",
+     "unknown key 'cores_per_sockets' (did you mean 'cores_per_socket'?)"),
+    ("latency_us = 1.5", "latency_us = 1.5\nlatency_ns = 900", "[network]: unknown key 'latency_ns'"),
+    ("avx2 = 16.0", "avx2 = 16.0\navx-512 = 32.0", "[peak_flops_per_cycle]: unknown key 'avx-512'"),
+    ("l3_per_core = 25.0", "l3_per_cores = 25.0", "[bandwidth_gbs]: unknown key 'l3_per_cores'"),
+    ("l1d_per_core = 32", "l1d_per_core = 32\nL2 = 1024", "[caches_kib]: unknown key 'L2'"),
+])
+def test_an_unknown_key_in_a_machine_profile_is_named_not_ignored(tmp_path, run_cli, old, new, said):
+    """A misspelt key was ignored silently (attack 6 note): `cores_per_sockets = 32` left the profile without its
+    core count, a `latency_ns` beside `latency_us` was never read. Each is one line naming the file and the key."""
+    assert old in _GENERIC
+    bad = tmp_path / "m.toml"
+    bad.write_text(_GENERIC.replace(old, new, 1))
+    code, out, err = run_cli("archetypes", "prime", "--machine", bad, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{bad}" in err and said in err, err
+
+
 def test_every_preset_is_still_a_valid_profile():
     from synthtrace.tracelib.domain.machine import load_machine, presets
 

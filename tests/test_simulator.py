@@ -3,6 +3,7 @@ variation between runs, consistent counters, the 13 archetypes over the 5 patter
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import polars as pl
@@ -272,6 +273,56 @@ def test_an_option_out_of_range_is_one_line_before_anything_is_written(tmp_path,
     code, _, err = run_cli("simulate", tmp_path / "x", "--ranks", "2", "--iterations", "2", "--runs", "2", *option)
     assert code == 2 and option[0] in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x").exists()
+
+@pytest.mark.parametrize("failure", ["full disk", "Ctrl-C"])
+def test_a_simulation_that_fails_leaves_nothing_and_names_the_file(tmp_path, run_cli, monkeypatch, failure):
+    """Attack 6 F12: on a full disk `simulate` said "No space left on device (os error 28)" naming no file and left
+    OUT_DIR/<experiment>/ and OUT_DIR/ground_truth/ half made. Now the traces are written aside and moved in whole:
+    one line naming the file being written, and nothing of the run left (not in OUT_DIR, not beside it); a folder
+    that was there keeps what it had. A Ctrl-C leaves nothing either."""
+    import errno
+    import io
+
+    from synthtrace.tracelib.formats.paraver.writer import ParaverWriter
+
+    class FullDisk(io.FileIO):
+        """A file on a disk that fills after 100 more bytes: write() raises ENOSPC, naming no file."""
+
+        def write(self, data) -> int:
+            if self.tell() > self.full_at:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return super().write(data)
+
+    add = ParaverWriter.add
+    calls: list[str] = []
+
+    def add_until_full(self, records, watermark_ns=None):
+        calls.append(self.prv.name)
+        if len(calls) == 3 and failure == "Ctrl-C":
+            raise KeyboardInterrupt
+        if len(calls) == 3:  # some blocks written, then the disk fills under the writer (Polars writes the lines)
+            self._fh.close()
+            self._fh = FullDisk(self._fh.name, "ab")
+            self._fh.full_at = self._fh.tell() + 100
+        return add(self, records, watermark_ns)
+
+    monkeypatch.setattr(ParaverWriter, "add", add_until_full)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    for out in (tmp_path / "new" / "sim", kept):
+        calls.clear()
+        code, _, err = run_cli("simulate", out, "--pattern", "halo", "--ranks", "2", "--iterations", "2", "--runs", "2",
+                               "--no-labels")
+        lines = err.strip().splitlines()
+        if failure == "full disk":
+            assert code == 2 and len(lines) == 1, err
+            assert lines[0] == f"error: OUT_DIR {out / 'halo' / calls[-1]}: cannot write it (No space left on device)"
+        else:
+            assert code == 130 and lines == ["aborted"], err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+        assert sorted(p.name for p in kept.iterdir()) == ["notes.txt"]
+
 
 def test_fast_labels_equal_the_rule_classifier(sim):
     from synthtrace.models.archetypes import ArchetypeRules

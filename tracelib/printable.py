@@ -5,6 +5,8 @@ let trace content print its own ``error:`` lines, clear the screen or set the wi
 """
 from __future__ import annotations
 
+import unicodedata
+
 
 def escaped(text: str) -> str:
     """``text`` with every non-printable character as its Python escape (``\\n``, ``\\x1b``, ``\\u2028``)."""
@@ -12,3 +14,15 @@ def escaped(text: str) -> str:
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
                    for c in text)
+
+
+def unprintable(text: str) -> str | None:
+    """The first character of ``text`` a terminal would not print as itself, described for a message
+    (``"U+00A0 NO-BREAK SPACE at character 3"``: a control character, a line or paragraph separator, a space other
+    than the plain one, a format character), or None when every character prints."""
+    if text.isprintable():
+        return None
+    at, c = next((i, c) for i, c in enumerate(text) if not c.isprintable())
+    kind = "a control character" if unicodedata.category(c).startswith("C") else "a non-printing character"
+    name = unicodedata.name(c, "")  # control characters have no Unicode name
+    return f"{kind} (U+{ord(c):04X}{' ' + name if name else ''}) at character {at + 1}"

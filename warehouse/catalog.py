@@ -109,7 +109,11 @@ def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,
                                              "allow_community_extensions": False, **(settings or {})})
     for view, paths in files.items():
         listing = ", ".join(_sql_literal(p) for p in paths)
-        con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], union_by_name = true)')
+        # DuckDB reads a `name=value` folder of a path as a column that replaces the file's own (hive
+        # partitioning): a warehouse under /scratch/task=5/ or an experiment named `run_id=x` would relabel rows
+        # (issue 23, attack 7 A1)
+        con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM read_parquet([{listing}], union_by_name = true, '
+                    'hive_partitioning = false)')
     for view in ALWAYS_THERE:
         if view in wanted and view not in files:
             con.execute(f'CREATE VIEW "{view}" AS {_empty_view_sql(view)}')

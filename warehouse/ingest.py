@@ -20,6 +20,7 @@ from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
+from synthtrace.tracelib.printable import unprintable
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.programs import choose_program, remember_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
@@ -254,8 +255,8 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     program = choose_program(wh, program_symbols(source))  # issue 28 (models helper): program identity ...
     app_name = app or program.app or app_name  # ... is the default app: runs of one binary are one app
     check_name(exp_name)
-    if not run_name.isprintable():  # a newline or an escape sequence in a file name would forge output lines
-        raise InvalidNameError(f"{str(path)!r}: the trace's name holds a control character; rename the file")
+    if (what := unprintable(run_name)) is not None:  # a newline or an escape sequence would forge output lines
+        raise InvalidNameError(f"{str(path)!r}: the trace's name holds {what}; rename the file")
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
         _check_same_place(row, experiment, app, path)

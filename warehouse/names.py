@@ -12,6 +12,7 @@ import hashlib
 import re
 
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.printable import unprintable
 
 MAX_CHARS = 120
 MAX_BYTES = 240
@@ -35,8 +36,8 @@ def name_problem(name: str) -> str | None:
         return f"is not UTF-8 text (at character {exc.start + 1})"
     if len(name) > MAX_CHARS or n_bytes > MAX_BYTES:
         return f"is too long ({len(name)} characters, {n_bytes} bytes; at most {MAX_CHARS} and {MAX_BYTES})"
-    if not name.isprintable():
-        return "holds a control character"
+    if (what := unprintable(name)) is not None:
+        return f"holds {what}"
     if bad := sorted(_FORBIDDEN & set(name)):
         return f"holds {' '.join(bad)} (path separators and glob characters are not allowed)"
     if name.startswith("."):

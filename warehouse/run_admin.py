@@ -68,27 +68,55 @@ def _experiments_locked(wh: Warehouse, names: Iterable[str]) -> Iterator[None]:
         yield
 
 
+def _rows_now(wh: Warehouse, runs: pl.DataFrame) -> pl.DataFrame:
+    """The stored rows of ``runs`` read again from each run's ``run.parquet`` (a run removed meanwhile is left
+    out): where each run is now, not where a resolve made earlier saw it."""
+    files = [wh.run_dir(r) / "run.parquet" for r in runs.get_column("run_id")]
+    rows = [read_part(f) for f in files if f.is_file()]
+    return pl.concat(rows, how="diagonal_relaxed") if rows else runs.clear()
+
+
+@contextlib.contextmanager
+def _runs_locked(wh: Warehouse, runs: pl.DataFrame, joined: Iterable[str] = ()) -> Iterator[pl.DataFrame]:
+    """Hold the writers' lock of the experiment each of ``runs`` is in, and of ``joined``; yields the runs' rows
+    as read under those locks. A run's experiment changes only under its lock, so what is read there holds until
+    the block ends; a run that another admin moved between the resolve and the locks has its new experiment's lock
+    taken instead (released and taken again in name order, so that two admins never deadlock)."""
+    joined = set(joined)
+    names = set(runs.get_column("experiment").drop_nulls()) | joined
+    while True:
+        with _experiments_locked(wh, names):
+            rows = _rows_now(wh, runs)
+            now = set(rows.get_column("experiment").drop_nulls()) | joined
+            if now <= names:
+                yield rows
+                return
+        names = now
+
+
 def remove_runs(wh: Warehouse, refs: Sequence[str]) -> AdminResult:
-    """Remove the runs named (see :func:`resolve_runs`) and the derived data of their experiments."""
-    runs = resolve_runs(wh, refs)
-    experiments = runs.get_column("experiment").drop_nulls().to_list()
-    with _experiments_locked(wh, experiments):
-        invalidated = invalidate_experiments(wh, experiments)
+    """Remove the runs named (see :func:`resolve_runs`) and the derived data of the experiments they are in when
+    removed. A run another admin removed meanwhile is left out of the result."""
+    with _runs_locked(wh, resolve_runs(wh, refs)) as runs:
+        invalidated = invalidate_experiments(wh, runs.get_column("experiment").drop_nulls().to_list())
         for run_id in runs.get_column("run_id"):
             wh.remove(wh.run_dir(run_id))
     return AdminResult(runs, invalidated)
 
 
 def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResult:
-    """Assign the runs named to ``experiment``; the derived data of the experiments they leave and join is removed.
-    Runs already in ``experiment`` are left alone."""
+    """Assign the runs named to ``experiment``; the derived data of the experiments they leave (where they are
+    when moved) and join is removed. Runs already in ``experiment`` are left alone; a run removed meanwhile changes
+    nothing (:class:`UnknownExperimentError`)."""
     _check_experiment_name(wh, experiment)
-    runs = resolve_runs(wh, refs).filter(pl.col("experiment").ne_missing(experiment))
-    if runs.height == 0:
-        return AdminResult(runs, [])
-    experiments = [*runs.get_column("experiment").drop_nulls().to_list(), experiment]
-    with _experiments_locked(wh, experiments):
-        invalidated = invalidate_experiments(wh, experiments)
+    resolved = resolve_runs(wh, refs)
+    with _runs_locked(wh, resolved, [experiment]) as now:
+        if gone := sorted(set(resolved.get_column("run_id")) - set(now.get_column("run_id"))):
+            raise UnknownExperimentError(f"run(s) {', '.join(gone)} removed from {wh.root} meanwhile; nothing moved")
+        runs = now.filter(pl.col("experiment").ne_missing(experiment))
+        if runs.height == 0:
+            return AdminResult(runs, [])
+        invalidated = invalidate_experiments(wh, [*runs.get_column("experiment").drop_nulls().to_list(), experiment])
         for run_id in runs.get_column("run_id"):
             run_dir = wh.run_dir(run_id)
             row = read_part(run_dir / "run.parquet")

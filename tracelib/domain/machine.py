@@ -7,6 +7,9 @@ A profile is a small TOML file (see ``tracelib/domain/machines/*.toml``)::
     [bandwidth_gbs]         dram_per_socket, l1_per_core, l2_per_core, l3_per_core, network_per_link   # GB/s
     [network]               latency_us, links_per_node
     [pmu]                   programmable = 4, fixed = ["ins", "cyc", "ref_cyc"], papi = "skx"   # counter slots
+    [caches_kib]            l1d_per_core, l2_per_core, l3_per_socket, ...                          # KiB
+
+A key outside these is refused with the file and the key (a misspelt key would otherwise leave a default unseen).
 
 ``[pmu]``: the programmable counters one hardware thread reads at once, and the quantities fixed-function
 counters record without taking a slot (roles of :mod:`synthtrace.tracelib.domain.counters`: Intel ``ins``, ``cyc``,
@@ -20,6 +23,7 @@ Units inside :class:`Machine` methods are SI: FLOP/s, bytes/s, seconds.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,6 +146,35 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 #: keys that count things: whole numbers
 _WHOLE = frozenset({"sockets", "cores_per_socket", "line_bytes", "links_per_node"})
+#: the keys a profile may hold, per table ("" the top level; None: any key matching ``_CACHE_KEY``)
+_KEYS: dict[str, tuple[str, ...] | None] = {
+    "": ("name", "sockets", "cores_per_socket", "frequency_ghz", "line_bytes", "peak_flops_per_cycle",
+         "bandwidth_gbs", "network", "caches_kib", "pmu"),
+    "peak_flops_per_cycle": ISA_ORDER,
+    "bandwidth_gbs": ("dram_per_socket", "network_per_link", *(f"{c}_per_core" for c in CACHE_LEVELS)),
+    "network": ("latency_us", "links_per_node"),
+    "pmu": ("programmable", "fixed", "papi"),
+    "caches_kib": None,
+}
+#: a cache size's key: level (l1d, l1i, l2, l3, l4) and what it is per
+_CACHE_KEY = re.compile(r"l(1[di]?|[234])_per_(core|socket|node)")
+
+
+def _check_keys(d: dict, where: str) -> None:
+    """Refuse a key no profile has (a misspelt ``cores_per_sockets`` would leave the default in force unseen)."""
+    for table, known in _KEYS.items():
+        values = d if not table else d.get(table)
+        if not isinstance(values, dict):
+            continue  # a missing or mistyped table is _table's to report
+        for key in values:
+            if known is None and _CACHE_KEY.fullmatch(str(key)):
+                continue
+            if known is not None and key in known:
+                continue
+            hint = difflib.get_close_matches(str(key), list(known or ()), n=1, cutoff=0.6)
+            expected = (f"did you mean {hint[0]!r}?" if hint else f"known: {', '.join(known)}" if known
+                        else "cache sizes are l1d/l1i/l2/l3/l4_per_core/socket/node")
+            raise MachineProfileError(f"{where}{f' [{table}]' if table else ''}: unknown key {key!r} ({expected})")
 
 
 def _table(d: dict, key: str, where: str, required: bool = False) -> dict:
@@ -180,7 +213,8 @@ def _numbers(d: dict, key: str, where: str, required: bool = False) -> dict[str,
 
 def machine_from_dict(d: dict, where: str = "machine profile") -> Machine:
     """Build a :class:`Machine` from the parsed TOML table; raises :class:`MachineProfileError` naming ``where``
-    (the file) and the key for any missing, mistyped or implausible value (security, issue 23 attack F1)."""
+    (the file) and the key for any missing, mistyped, implausible or unknown value (security, issue 23 attack F1)."""
+    _check_keys(d, where)
     peaks = _numbers(d, "peak_flops_per_cycle", where, required=True)
     if not any(i in peaks for i in ISA_ORDER):
         raise MachineProfileError(f"{where}: [peak_flops_per_cycle] needs at least one of {', '.join(ISA_ORDER)}")
