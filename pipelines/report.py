@@ -53,6 +53,10 @@ from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import read_part, read_parts
 from synthtrace.warehouse.runs import runs_table
 
+# Every text a plot draws comes from data (application, call-site and counter names from traces, a profile's name):
+# matplotlib would parse `$...$` in them as TeX, so `run_$SLURM_JOB_ID` drew wrongly and `job_$^$` failed the whole
+# report with a ParseSyntaxException (issue 23, attack 7 A4). No plot here uses math text.
+matplotlib.rcParams["text.parse_math"] = False
 _PALETTE = matplotlib.colormaps["tab20"].colors
 #: one fixed colour per archetype, the same in every plot
 COLORS: dict[str, tuple] = {a: _PALETTE[i % len(_PALETTE)] for i, a in enumerate(ARCHETYPES)}
