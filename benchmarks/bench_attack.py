@@ -13,7 +13,7 @@ Families (each counted; the run fails loudly if one case breaks its invariant):
    same share), same invariant. The worker's peak RSS over both families is the memory figure.
 3. **Damaged stored files** (``--damaged N``): commands and night stages' readers on the merged LULESH pair with one
    stored table's files damaged (random bytes, a cut footer, zero bytes, a damaged page), in the same worker:
-   exit 0 or one error line, a damaged frame always refused naming a damaged file, nothing stored changed.
+   exit 0 or one error line, a damaged frame or page always refused naming a damaged file, nothing stored changed.
 4. **Kills**: ``--kills N`` writers SIGKILLed at a random moment, in turn: swapping an experiment folder
    (``Warehouse.staged(replace=True)``), the same without atomic exchange killed exactly between the two renames,
    removing and storing a folder again (``remove``/``staged``), replacing one file of a folder
@@ -182,8 +182,9 @@ def damaged_family(base: Path, n: int, rnd: random.Random, case_timeout_s: float
     """``n`` commands that read a stored table of the merged LULESH pair with that table's files damaged (random
     bytes, a footer cut behind valid magic bytes, zero bytes, or a data page overwritten behind an intact footer:
     :mod:`testing.attack_cases`), each run by the long-lived worker on a copy. Invariant: exit 0 or 2 with one
-    ``error:`` line and no traceback; a damaged frame is always refused; a refusal that says a stored file is
-    damaged names one of them; a refusal leaves the warehouse as it was."""
+    ``error:`` line and no traceback; a damaged file, frame or page, is always refused (a command that exits 0
+    after reading a damaged page answered from garbage); a refusal that says a stored file is damaged names one of
+    them; a refusal leaves the warehouse as it was."""
     from testing.attack_cases import DAMAGE, DAMAGED_EXPERIMENT, PAGE_DAMAGE, STORED_READERS, add_model_record
     from testing.traces import LULESH_A, LULESH_B, copy_trace, tree_digest
 
@@ -236,8 +237,8 @@ def _damaged_violation(res: dict, files: list[Path], frame: bool, before: dict, 
     why, errors = _one_line_violation(res)
     if why is not None:
         return why
-    if res["code"] == 0:
-        return "a damaged file was read as sound" if frame else None
+    if res["code"] == 0:  # every command of STORED_READERS reads its table: exit 0 answered from damaged bytes
+        return "a damaged file was read as sound" if frame else "exit 0 after reading a damaged page (garbage)"
     if "damaged" in errors[0] and not any(str(f) in errors[0] for f in files):
         return "says damaged but names no damaged file"
     return "a refused command changed the warehouse" if before != after else None
@@ -708,6 +709,8 @@ def main() -> int:
     ap.add_argument("--case-timeout-s", type=float, default=180.0, help="one ingest case; past it, a hang")
     ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run6.json")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "attack.md")
+    ap.add_argument("--heading", default=RUN_HEADING, help="the section of --out the report replaces")
+    ap.add_argument("--title", default=RUN_TITLE)
     args = ap.parse_args()
 
     rnd = random.Random(args.seed)
@@ -740,7 +743,7 @@ def main() -> int:
                   f"{result['seconds']:.0f} s", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    write_report(args.store, args.out)
+    write_report(args.store, args.out, args.heading, args.title)
     return 1 if bad else 0
 
 
@@ -755,8 +758,8 @@ def _store_chunk(store: Path, chunk: dict) -> None:
         store.write_text(json.dumps(chunks, indent=1, default=str))
 
 
-def write_report(store: Path, out: Path) -> None:
-    """The "Run 6" section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
+def write_report(store: Path, out: Path, heading: str = RUN_HEADING, title: str = RUN_TITLE) -> None:
+    """The ``heading`` section of ``out`` (the text before it kept), from every chunk in ``store`` added up."""
     chunks = [c for c in (json.loads(store.read_text()) if store.exists() else []) if "superseded" not in c]
     fam: dict[str, dict] = {}
     for c in chunks:
@@ -778,7 +781,7 @@ def write_report(store: Path, out: Path) -> None:
             modes[name] = modes.get(name, 0) + v
     loads = [x for f in fam.values() for x in f["loads"]]
     lines = [
-        f"{RUN_HEADING} {RUN_TITLE}", "",
+        f"{heading} {title}", "",
         f"`nice -n 10 python benchmarks/bench_attack.py ...` in {len(chunks)} chunks (commands and seeds in "
         f"`benchmarks/results/{store.name}`). Machine: {machine_description()}, shared by 7 sessions: 1-minute "
         f"load average {min(loads, default=0):.0f}-{max(loads, default=0):.0f} during the chunks.", "",
@@ -825,7 +828,7 @@ def write_report(store: Path, out: Path) -> None:
     if violations:
         lines += ["Violations:", ""] + [f"- {key}: {v}" for key, v in violations[:60]] + [""]
     text = out.read_text() if out.exists() else "# Attack rerun (issue 23)\n"
-    head = text.split(f"\n{RUN_HEADING}", 1)[0].rstrip("\n")
+    head = text.split(f"\n{heading}", 1)[0].rstrip("\n")
     out.write_text(head + "\n\n" + "\n".join(lines))
 
 

@@ -21,6 +21,7 @@ from synthtrace.pipelines.cli_base import OUTPUT_RULE, write_outputs
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.merge.merge_runs import DEFAULT_RESCALE, MergeOptions, MergeResult
 from synthtrace.tracelib.merge.checks import worst
+from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import Warehouse
 from synthtrace.pipelines.jobs import merge_experiment
 from synthtrace.warehouse.merged import check_export_inputs, export_merged
@@ -94,7 +95,16 @@ def merge(
 
 
 def _export_files(stem: Path) -> list[Path]:
-    """The files ``--export-prv OUT_STEM`` writes, the ``.prv`` last (as the Paraver writer names them)."""
+    """The files ``--export-prv OUT_STEM`` writes, the ``.prv`` last (as the Paraver writer names them); a stem
+    that names no file (empty, ``.``, ``..``, ``/``, ``DIR/.prv``, an existing folder) or asks for a compression
+    the writer does not make (``x.prv.gz``) is refused before the merge (attack 7 A2)."""
+    name = stem.name.removesuffix(".prv") if stem.suffix == ".prv" or stem.name == ".prv" else stem.name
+    if name in ("", ".", "..") or stem.is_dir():
+        raise BadInputError(f"--export-prv {str(stem) or repr('')}: names a folder, not a file stem; give one inside "
+                            "it (e.g. out/merged, which writes out/merged.prv, .pcf and .row)")
+    if stem.suffix in (".gz", ".bz2", ".xz", ".zst") and stem.stem.endswith(".prv"):
+        raise BadInputError(f"--export-prv {stem}: the merged trace is written uncompressed; give the stem "
+                            f"({stem.stem.removesuffix('.prv')}) and compress the .prv afterwards if you wish")
     prv = stem if stem.suffix == ".prv" else stem.with_name(stem.name + ".prv")
     return [prv.with_suffix(".pcf"), prv.with_suffix(".row"), prv]
 

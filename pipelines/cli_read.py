@@ -144,10 +144,23 @@ def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
         write_output(output, lambda p: p.write_bytes(buf.getvalue()))
 
 
+def _json_value(v: object) -> object:
+    """``v`` as JSON can hold it: a NaN or infinite float is null (JSON has no such number: Python's ``NaN`` token
+    is refused by jq, JavaScript and every strict parser), nested lists and structs likewise."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    return v
+
+
 def _render(columns: list[str], rows: list[tuple], fmt: str) -> str:
-    """Rows as JSON records, or as tab-separated text with a header line."""
+    """Rows as JSON records (NaN and infinities as null), or as tab-separated text with a header line."""
     if fmt == "json":
-        return json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=None) + "\n"
+        records = [dict(zip(columns, map(_json_value, r))) for r in rows]
+        return json.dumps(records, default=str, indent=None, allow_nan=False) + "\n"
     lines = ["\t".join(columns), *("\t".join("" if v is None else str(v) for v in r) for r in rows)]
     return "\n".join(lines) + "\n"
 

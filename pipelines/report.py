@@ -50,8 +50,13 @@ from synthtrace.warehouse.analysis_store import (
     read_analysis,
 )
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.parts import read_part, read_parts
 from synthtrace.warehouse.runs import runs_table
 
+# Every text a plot draws comes from data (application, call-site and counter names from traces, a profile's name):
+# matplotlib would parse `$...$` in them as TeX, so `run_$SLURM_JOB_ID` drew wrongly and `job_$^$` failed the whole
+# report with a ParseSyntaxException (issue 23, attack 7 A4). No plot here uses math text.
+matplotlib.rcParams["text.parse_math"] = False
 _PALETTE = matplotlib.colormaps["tab20"].colors
 #: one fixed colour per archetype, the same in every plot
 COLORS: dict[str, tuple] = {a: _PALETTE[i % len(_PALETTE)] for i, a in enumerate(ARCHETYPES)}
@@ -524,7 +529,7 @@ def _optional_view(wh: Warehouse, pattern: str) -> pl.DataFrame | None:
     files = sorted(wh.root.glob(pattern))
     if not files:
         return None
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+    return read_parts(files)  # [helper integrity] issue 23: checked against the stored checksums
 
 
 #: Parts of every experiment's section after the built-in ones, in order. Each takes (warehouse, experiment, machine
@@ -654,7 +659,7 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
         arch, bm, pm, discovery = res.archetypes, res.burst_metrics, res.phase_metrics, res.discovery
     parts = [heading(2, f"Experiment {name}", f"experiment-{name}")]
     mq = wh.experiment_dir(name) / "merge_quality.parquet"
-    q = pl.read_parquet(mq) if mq.is_file() else None
+    q = read_part(mq) if mq.is_file() else None  # [helper integrity] issue 23
     verdict, reason = merge_verdict(q) if q is not None else ("", "")
     if verdict and verdict != "ok":
         parts.append(warning(

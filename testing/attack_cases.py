@@ -293,7 +293,9 @@ STORED_READERS: dict[str, tuple[str, list[list[str]], list[str]]] = {
 
 def add_model_record(wh: Path) -> None:
     """A model folder whose record the damaged-file cases damage (any Parquet file stands for it: it is damaged in
-    every case that reads it, so no model needs training)."""
-    model = wh / "models" / "ipc-hgb-20260101T000000-000000"
-    model.mkdir(parents=True)
-    shutil.copyfile(next((wh / "experiments").glob("*/merge_quality.parquet")), model / "model.parquet")
+    every case that reads it, so no model needs training), committed as a writer commits one (with its folder's
+    checksums)."""
+    from synthtrace.warehouse.layout import Warehouse
+
+    with Warehouse(wh).staged(wh / "models" / "ipc-hgb-20260101T000000-000000") as model:
+        shutil.copyfile(next((wh / "experiments").glob("*/merge_quality.parquet")), model / "model.parquet")

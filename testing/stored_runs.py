@@ -21,8 +21,9 @@ def warehouse_with_runs(root: Path, n_runs: int) -> Warehouse:
     row = pl.read_parquet(first / "run.parquet")
     for k in range(n_runs - 1):
         run_id = f"{k:016x}"
-        shutil.copytree(first, wh.run_dir(run_id))
-        row.with_columns(pl.lit(run_id).alias("run_id")).write_parquet(wh.run_dir(run_id) / "run.parquet")
+        with wh.staged(wh.run_dir(run_id)) as stage:  # [helper integrity] committed with its checksums, as ingest does
+            shutil.copytree(first, stage, dirs_exist_ok=True, ignore=shutil.ignore_patterns("checksums.json"))
+            row.with_columns(pl.lit(run_id).alias("run_id")).write_parquet(stage / "run.parquet")
     return wh
 
 

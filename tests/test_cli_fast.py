@@ -152,3 +152,20 @@ def test_output_format_follows_the_file_extension(wh, tmp_path, typed, run_cli):
     assert (tmp_path / "q.csv").read_text().splitlines()[0] == '"run_name","n_bursts"'
     assert list(json.loads((tmp_path / "q.json").read_text())[0]) == ["run_name", "n_bursts"]
     assert (tmp_path / "q.txt").read_text().splitlines()[0] == "run_name\tn_bursts"
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_json_output_is_json_whatever_the_floats(wh, tmp_path, typed, run_cli):
+    """A NaN or an infinity (a 0/0 ratio, a merge's error column) was written as Python's `NaN`/`Infinity`
+    tokens, which jq, JavaScript and every strict JSON parser refuse (attack 7 A3): they are null, nested too."""
+    extra = ["--timeout=60", "--timeout=60"] if typed else []
+    query = ("SELECT 'nan'::DOUBLE AS x, ['inf'::DOUBLE, 1.5] AS y, {'a': '-inf'::DOUBLE, 'b': 2.0::DOUBLE} AS z, "
+             "n_bursts FROM runs LIMIT 1")
+    code, out, err = run_cli("sql", query, "-w", str(wh), "-f", "json", *extra)
+    assert code == 0, err
+
+    def strict(token: str) -> None:
+        raise ValueError(f"not JSON: {token}")
+
+    row = json.loads(out, parse_constant=strict)[0]
+    assert row["x"] is None and row["y"] == [None, 1.5] and row["z"] == {"a": None, "b": 2.0} and row["n_bursts"] > 0

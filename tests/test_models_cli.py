@@ -189,6 +189,7 @@ def test_a_model_worse_than_the_mean_on_unseen_apps_is_rejected(run_cli, tmp_pat
     d = models_dir(Warehouse(w))
     shutil.copytree(d / good, d / bad["model_id"])
     pl.DataFrame([bad], schema=MODEL_SCHEMA).write_parquet(d / bad["model_id"] / "model.parquet")
+    (d / bad["model_id"] / "checksums.json").unlink()  # [helper integrity] a folder made by hand has no checksums
     assert models.height == 1
     code, out, err = run_cli("predict", "--experiment", "app1-exp", "-w", w)
     assert code == 0 and good in out and "bad" not in out  # the newest usable one

@@ -71,6 +71,7 @@ def test_merge_of_an_escaping_experiment_name_touches_nothing(tmp_path, run_cli,
         res = ingest_trace(wh, copy_trace(prv, tmp_path / "traces"), experiment="stored")
         run_file = wh.run_dir(res.run_id) / "run.parquet"
         pl.read_parquet(run_file).with_columns(experiment=pl.lit(name)).write_parquet(run_file)
+        (run_file.parent / "checksums.json").unlink()  # [helper integrity] an older release wrote no checksums
     before, before_victim = tree_digest(wh_root), tree_digest(victim)
     code, out, err = run_cli("merge", name, "-w", wh_root)
     assert code == 2, out
@@ -96,7 +97,7 @@ def test_a_fifo_in_the_target_never_blocks_the_commit(tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['kept.parquet', 'new.parquet', 'sub']"
+    assert done.stdout.strip() == "['checksums.json', 'kept.parquet', 'new.parquet', 'sub']"  # [helper integrity]
 
 
 def test_run_ids_are_names_too(tmp_path):

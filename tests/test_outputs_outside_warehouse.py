@@ -34,6 +34,19 @@ def test_merge_export_into_a_run_folder_is_refused(wh: Warehouse, run_cli) -> No
     assert sorted(p.name for p in (wh.runs_dir / "r1").iterdir()) == []
 
 
+@pytest.mark.parametrize(("stem", "said"), [
+    ("", "names a folder"), (".", "names a folder"), ("/", "names a folder"), ("..", "names a folder"),
+    ("{tmp}", "names a folder"), ("{tmp}/.prv", "names a folder"), ("{tmp}/x.prv.gz", "written uncompressed"),
+])
+def test_an_export_stem_that_names_no_file_is_refused_before_the_merge(wh: Warehouse, tmp_path: Path, run_cli,
+                                                                       stem: str, said: str) -> None:
+    """`--export-prv ""`, `.` or `/` ended in a ValueError traceback; `..` wrote `...prv` into the working folder,
+    an existing folder `out` wrote `out.prv` beside it, `x.prv.gz` an uncompressed `x.prv.gz.prv` (attack 7 A2)."""
+    line = _refused(run_cli, "merge", "lulesh", "-w", wh.root, "--export-prv", stem.format(tmp=tmp_path))
+    assert line.startswith("error: --export-prv") and said in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wh"]
+
+
 def test_report_plots_inside_the_warehouse_are_refused(wh: Warehouse, tmp_path: Path, run_cli) -> None:
     line = _refused(run_cli, "report", "--out", tmp_path / "r.html", "-w", wh.root, "--plots", wh.runs_dir / "plots")
     assert "lies inside the warehouse" in line and not (wh.runs_dir / "plots").exists()

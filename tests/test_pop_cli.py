@@ -163,3 +163,15 @@ def test_synthtrace_report_has_the_pop_section_in_its_contents(run_cli, warehous
     html = out.read_text()
     assert "id='pop'>POP efficiency</h2>" in html and "href='#pop'" in html  # listed in the table of contents
     assert "id='pop-lulesh'" in html and "id='pop-prime'" in html  # one table per application
+
+
+@pytest.mark.parametrize("app", ["job_$^$", "a$_$b", "a$\\frac{$"])
+def test_a_name_with_dollars_is_drawn_as_text(app):
+    """Trace files are often named after unexpanded shell variables: matplotlib read `$...$` in the plot's title as
+    TeX, and `job_$^$` ended the report (every night) in a ParseSyntaxException traceback (attack 7 A4)."""
+    from synthtrace.pipelines.report_pop import PLOTTED, plot_scaling
+
+    runs = pl.DataFrame({"n_ranks": [1, 16], "n_threads": [1, 1], "speedup": [1.0, 12.0],
+                         **{col: [1.0, 0.8] for col in PLOTTED}})
+    png = plot_scaling(runs, app)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -282,15 +282,18 @@ def test_load_refuses_untrusted_types_even_with_a_matching_hash(campaign, traine
     evil = sio.dumps({"model": Payload()})
     assert set(sio.get_untrusted_types(data=evil)) - set(TRUSTED_TYPES)
     good_art, good_rec = (d / "model.skops").read_bytes(), (d / "model.parquet").read_bytes()
+    sums = (d / "checksums.json").read_bytes()  # [helper integrity] whoever forges the record can drop these too
     try:
         (d / "model.skops").write_bytes(evil)
         pl.read_parquet(d / "model.parquet").with_columns(pl.lit(sha256(evil)).alias("artifact_sha256")).write_parquet(
             d / "model.parquet")
+        (d / "checksums.json").unlink()
         with pytest.raises(ArtifactIntegrityError, match="untrusted"):
             load(Warehouse(root), trained.model_id)
     finally:
         (d / "model.skops").write_bytes(good_art)
         (d / "model.parquet").write_bytes(good_rec)
+        (d / "checksums.json").write_bytes(sums)
 
 
 def test_predict_writes_the_predictions_view(campaign, trained):

@@ -89,11 +89,12 @@ def test_a_damaged_run_record_says_how_to_repair_it_and_the_repair_works(stored,
     shutil.copytree(stored, wh, symlinks=True)
     record = sorted(wh.glob("runs/*/run.parquet"))[0]
     source = pl.read_parquet(record).get_column("source_path")[0]
+    size = record.stat().st_size
     record.write_bytes(b"")
     code, _, err = run_cli("runs", "-w", wh)
-    assert code == 2 and err.strip() == (f"error: {record}: a damaged stored Parquet file (Parquet file size is 0 "
-                                         "bytes); ingest its trace again (a run whose record is damaged is replaced "
-                                         "whole)"), err
+    assert code == 2 and err.strip() == (f"error: {record}: a damaged stored Parquet file (0 bytes where "
+                                         f"{size} were stored); ingest its trace again (a run whose record is "
+                                         "damaged is replaced whole)"), err
     code, _, err = run_cli("ingest", source, "--experiment", EXPERIMENT, "-w", wh)
     assert code == 0, err
     code, out, err = run_cli("sql", "SELECT count(*) AS n FROM runs", "-w", wh, "-f", "csv")

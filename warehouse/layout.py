@@ -9,6 +9,7 @@
       runs/<run_id>/uncore/part-*.parquet  uncore counter samples (memory controllers), when the trace has them
       runs/<run_id>/threads.parquet        node of every thread (beside uncore/)
       experiments/<name>/...               merged data of one experiment (written by the merge)
+      <stored folder>/checksums.json       digest, size and mtime of each file below it (warehouse/checksums.py)
       .staging/                            directories being written; never read
 """
 from __future__ import annotations
@@ -35,6 +36,8 @@ if TYPE_CHECKING:  # polars costs ~0.3 s to import; `runs` and `sql` never need 
     from synthtrace.warehouse.experiment import Experiment
 
 MARKER = "synthtrace-warehouse"
+#: the checksums of a stored folder's files (:mod:`synthtrace.warehouse.checksums`), written by :meth:`Warehouse.staged`
+MANIFEST = "checksums.json"
 
 
 class MissingWarehouseError(WarehouseError):
@@ -90,10 +93,10 @@ def _holds_stored_folders(folder: Path, sample: int = 8) -> bool:
 MAX_RECORD_BYTES = 1 << 20
 
 
-def read_record(path: Path) -> Any:
+def read_record(path: Path, limit: int = MAX_RECORD_BYTES) -> Any:
     """The JSON document in the warehouse's record file ``path``; ValueError when it is not one: anything but a
     regular file (a FIFO would block the reader for good, a link to /dev/zero fill its memory: attack 6 F14), one
-    larger than :data:`MAX_RECORD_BYTES`, or no JSON. Opened without following a link or blocking on a FIFO."""
+    larger than ``limit`` bytes, or no JSON. Opened without following a link or blocking on a FIFO."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -102,9 +105,9 @@ def read_record(path: Path) -> Any:
         raise
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
-            raise ValueError(f"{path}: not a record (a special file, or larger than {MAX_RECORD_BYTES} bytes)")
-        return json.loads(fh.read(MAX_RECORD_BYTES + 1))
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            raise ValueError(f"{path}: not a record (a special file, or larger than {limit} bytes)")
+        return json.loads(fh.read(limit + 1))
 
 
 def is_own_file(root: Path, path: Path) -> bool:
@@ -292,12 +295,16 @@ class Warehouse:
 
         On any error the staging directory is removed and ``target`` is left as it was. With ``replace`` an
         existing ``target`` is swapped out (renamed aside, then deleted), so readers see old or new, never a mix.
+        The folder's checksums (:data:`MANIFEST`) are written into it last, before the rename.
         """
         self.check_layout()
         stage = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}"
         stage.mkdir(parents=True)
         try:
             yield stage
+            from synthtrace.warehouse.checksums import write_manifest  # checksums reads records with this module
+
+            write_manifest(stage, target if target.is_dir() else None)
             _fsync_tree(stage)
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.exists():
@@ -381,7 +388,7 @@ class Warehouse:
             with self.staged(target, replace=True) as stage:
                 if target.is_dir():
                     for entry in target.iterdir():
-                        if entry.name in mine:
+                        if entry.name in mine or entry.name == MANIFEST:  # written anew by staged()
                             continue
                         mode = entry.lstat().st_mode
                         if stat.S_ISDIR(mode):

@@ -211,8 +211,11 @@ def merge_stored(exp: Experiment, options: MergeOptions, on_step: Callable[[str,
 
 def check_export_inputs(exp: Experiment) -> None:
     """Refuse, before a merge, an export it could not finish: a damaged events part of any of the experiment's runs
-    (the reference run is known only once merged) is :class:`~synthtrace.warehouse.errors.DamagedPartError`."""
-    check_parts(p for r in exp.run_ids for p in sorted((exp.wh.run_dir(r) / "events").glob("*.parquet")))
+    (the reference run is known only once merged) is :class:`~synthtrace.warehouse.errors.DamagedPartError`. Their
+    content is checked whole (a damaged page behind an intact footer, found only after the merge was committed,
+    made a refused command change the warehouse)."""
+    check_parts((p for r in exp.run_ids for p in sorted((exp.wh.run_dir(r) / "events").glob("*.parquet"))),
+                pages=True)
 
 
 def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) -> Path:

@@ -28,6 +28,7 @@ from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
 from synthtrace.warehouse.names import file_name
+from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.parts import read_part
 
 ARTIFACT = "model.skops"
@@ -100,6 +101,8 @@ MAX_ARTIFACT_BYTES = 1 << 30
 
 def _read_record(path: Path) -> pl.DataFrame:
     try:
+        if reason := content_damage(path):  # [helper integrity] issue 23: a damaged page is not read as a record
+            raise OSError(reason)
         return pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

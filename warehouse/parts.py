@@ -9,9 +9,13 @@ stored file goes through this module (:func:`read_part`, :func:`scan_parts`; Duc
 this is the one place that turns such a failure into :class:`~synthtrace.warehouse.errors.DamagedPartError`:
 the file, the reason, what to do; the CLI prints it as one line (exit 2). Nothing is written on the way.
 
-What is checked up front is the file's frame, read from its end: the magic bytes and the footer (the schema and
-the row groups' places, which a lazy scan reads before any row); a damaged page inside a file with a good footer
-is found when it is read (:func:`read_part`) or, for DuckDB, by the same footer check on failure only.
+What is checked up front is the file's content against the checksum its folder's commit recorded
+(:mod:`~synthtrace.warehouse.checksums`: hashed whole by every Polars read here; by DuckDB's reads when the file's
+size or mtime changed since, :func:`content_check`), then its frame, read from its end: the magic bytes and the
+footer (the schema and the row groups' places, which a lazy scan reads before any row). A damaged page behind an
+intact footer decodes to garbage without an error as often as not (DuckDB), so only the checksum finds it for
+sure; in a folder stored without checksums it is found when a reader fails on it (:func:`read_part`; for DuckDB,
+by reading the files a row group at a time on failure only).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synthtrace.warehouse.checksums import content_damage, recorded
 from synthtrace.warehouse.errors import DamagedPartError
 
 if TYPE_CHECKING:
@@ -75,10 +80,28 @@ def _reason(exc: BaseException) -> str:
     return text[0].strip() if text and text[0].strip() else type(exc).__name__
 
 
-def check_parts(paths: Iterable[str | os.PathLike]) -> None:
-    """Raise :class:`DamagedPartError` for the first of ``paths`` whose frame is damaged (:func:`frame_damage`)."""
+def content_check(path: str | os.PathLike, place: str | os.PathLike | None = None, *, thorough: bool = True,
+                  shown: str | None = None) -> None:
+    """Raise :class:`DamagedPartError` when the file ``path`` (a link to the stored file at ``place``, default
+    ``path``) is not what its folder's commit stored (:func:`~synthtrace.warehouse.checksums.content_damage`;
+    ``thorough``: hashed whatever its mtime). A file stored without checksums passes."""
+    try:
+        why = content_damage(path, place, thorough=thorough)
+    except OSError as exc:
+        if exc.errno in _MACHINE_ERRNOS:
+            raise
+        why = _reason(exc)
+    if why is not None:
+        raise damaged(path, why, shown or (str(place) if place is not None else None))
+
+
+def check_parts(paths: Iterable[str | os.PathLike], *, pages: bool = False) -> None:
+    """Raise :class:`DamagedPartError` for the first of ``paths`` whose content (:func:`content_check`, hashed) or
+    frame (:func:`frame_damage`) is damaged; with ``pages``, a file stored without checksums is also read a row
+    group at a time (:func:`page_damage`: for a command that must check before it commits what it reads after)."""
     for p in paths:
-        if (why := frame_damage(p)) is not None:
+        content_check(p)
+        if (why := frame_damage(p)) is not None or (pages and recorded(p) is None and (why := page_damage(p))):
             raise damaged(p, why)
 
 
@@ -152,9 +175,11 @@ def _reader_failure(e: BaseException) -> bool:
 
 
 def read_part(path: str | os.PathLike, **options: Any) -> pl.DataFrame:
-    """``pl.read_parquet(path, **options)``; a damaged file is :class:`DamagedPartError`."""
+    """``pl.read_parquet(path, **options)``, its content checked first (:func:`content_check`); a damaged file is
+    :class:`DamagedPartError`."""
     import polars as pl
 
+    content_check(path)
     try:
         return pl.read_parquet(path, **options)
     except (pl.exceptions.ComputeError, OSError) as exc:
@@ -171,8 +196,9 @@ def read_parts(paths: Iterable[str | os.PathLike]) -> pl.DataFrame:
 
 
 def scan_parts(paths: Iterable[str | os.PathLike]) -> pl.LazyFrame:
-    """A lazy scan of the files ``paths`` unioned by column name, their frames checked first (a damaged footer
-    would otherwise fail wherever the scan is collected, as Polars' ``ComputeError`` naming no file)."""
+    """A lazy scan of the files ``paths`` unioned by column name, their content and frames checked first (a damaged
+    footer would otherwise fail wherever the scan is collected, as Polars' ``ComputeError`` naming no file; a
+    damaged page be read as garbage or fail there)."""
     import polars as pl
 
     paths = list(paths)

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from synthtrace.warehouse.parts import first_damaged, may_be_damage
+from synthtrace.warehouse.parts import content_check, first_damaged, may_be_damage
 from synthtrace.warehouse.catalog import VIEW_FILES, view_files
-from synthtrace.warehouse.errors import WarehouseError
+from synthtrace.warehouse.errors import DamagedPartError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, pid_alive
 
 _PREFIX = "query."
@@ -110,11 +110,35 @@ class Snapshot:
                 return True
         return False
 
+    def place(self, path: str) -> str:
+        """The warehouse path of the stored file a snapshot path reads (a link's original; a bound path itself)."""
+        if self.links is not None and path.startswith(str(self.links) + os.sep):
+            return str(self.root / self._origin.get(os.path.basename(path), os.path.basename(path)))
+        return path
+
+    def verify(self) -> None:
+        """Check the files of this snapshot against the checksums their folders' commits recorded, hashing only
+        those whose size or mtime changed since (:func:`~synthtrace.warehouse.parts.content_check`, not thorough:
+        a query must not read a large warehouse twice). A damaged one is
+        :class:`~synthtrace.warehouse.errors.DamagedPartError`; a mismatch because a writer replaced the folder
+        since it was linked (the checksums are read at the file's place, which now holds another version) is
+        :class:`SnapshotChanged` (the read is made again)."""
+        for files in self.files.values():
+            for f in files:
+                place = self.place(f)
+                try:
+                    content_check(f, place, thorough=False)
+                except DamagedPartError:
+                    if self.moved() or not _same_inode(f, place):
+                        raise SnapshotChanged(f"{self.root}: changed while it was read") from None
+                    raise
+
     def checked(self, read: Callable[[], T]) -> T:
         """``read()`` (which reads this snapshot's files), or :class:`SnapshotChanged` when they were bound by
         path and a writer changed them while it read (its result, or its error, is then about no single state);
         a read that failed on a damaged file is :class:`~synthtrace.warehouse.errors.DamagedPartError` naming it
         (:mod:`~synthtrace.warehouse.parts`)."""
+        self.verify()
         try:
             out = read()
         except Exception as exc:
@@ -258,6 +282,14 @@ def _hold(name: str, dir_fd: int, by_descriptor: bool) -> int | tuple[int, ...] 
         return _identity(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), exact=False)
     except FileNotFoundError:
         return None
+
+
+def _same_inode(a: str, b: str) -> bool:
+    """Whether the paths ``a`` and ``b`` are the same file (both there)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _identity(st: os.stat_result, *, exact: bool) -> tuple[int, ...]:

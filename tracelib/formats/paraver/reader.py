@@ -195,7 +195,10 @@ def start_warm_up() -> None:
             except Exception:
                 pass
 
-        _warm_up_thread = threading.Thread(target=run, name="synthtrace-numba-warm-up", daemon=True)
+        # not a daemon: the interpreter's exit waits for it. A daemon thread still inside LLVM when a short command
+        # ended was unwound by the finalising interpreter through a C++ catch(...): "FATAL: exception not rethrown",
+        # exit 134 after a committed ingest (issue 23, attack 7 A5)
+        _warm_up_thread = threading.Thread(target=run, name="synthtrace-numba-warm-up", daemon=False)
         _warm_up_thread.start()
 
 

@@ -1,0 +1,161 @@
+"""Content checksums of the warehouse's stored files, written when a folder is committed and checked when a file is
+read (issue 23: a damaged page behind an intact Parquet footer).
+
+Why a checksum of the whole file, per stored folder: Parquet's own page CRCs would find a damaged page too, but
+Polars' writer (``write_parquet``, every stored file) writes none and DuckDB's reader checks none; and a damaged
+data page behind an intact footer is otherwise read as garbage without an error (DuckDB decoded a damaged bursts
+page to nonsense numbers: ``sql`` answered from them, ``detect`` failed later in Polars). So each committed folder
+(a run, an experiment, a model, the regressions, ...) holds :data:`MANIFEST`: for every regular file below it, its
+xxh3-128 digest, size and modification time (ns). It is written inside the staged folder, before the folder is
+renamed into place (:meth:`Warehouse.staged <synthtrace.warehouse.layout.Warehouse.staged>`), so a folder and its
+checksums appear together. Files kept by :meth:`~synthtrace.warehouse.layout.Warehouse.update_dir` (hard links)
+keep the digest written when they were first stored: a file damaged meanwhile is not blessed by a rewrite.
+
+How it is checked (:func:`content_damage`), two ways by cost:
+
+- ``thorough`` (every Polars read, :mod:`~synthtrace.warehouse.parts`; ``merge --export-prv``'s inputs before the
+  merge): the file is hashed whole (xxh3 runs at several GB/s, far faster than the Parquet decoding that follows;
+  a file hashed once in a process is not hashed again while its (device, inode, size, mtime, ctime) is unchanged).
+  Finds any change of content: an edit, a page overwritten, bit rot.
+- fast (DuckDB's reads: ``sql`` and every query; :meth:`Snapshot.checked
+  <synthtrace.warehouse.snapshot.Snapshot.checked>`): a file whose size and mtime (ns) are still those recorded
+  at the commit is trusted without being read; any other is hashed. A query over a 100 GB warehouse so reads no
+  byte more than it did. Found: every edit through ``write()`` (it sets the mtime), a file cut short or grown,
+  a file replaced by another copy. Not found until a thorough reader reads the file: bit rot (the mtime stays),
+  and an edit that puts the old mtime back (``touch -r``, ``cp -p`` of a same-sized file). The ctime, which such an
+  edit cannot put back, cannot be the key: every query's hard link to a file (its snapshot) and every writer's
+  kept link changes it.
+
+What a checksum does not do: stop someone who may write the stored folders (they can rewrite the manifest too); it
+finds damage, not tampering. A folder stored before this (no manifest) is checked by its Parquet frame as before
+(:func:`~synthtrace.warehouse.parts.frame_damage`, pages on a reader's failure); it gains checksums when a writer
+next rewrites it (a run ingested again, an experiment merged or analysed again). A file a manifest does not list
+(put there by hand) is checked by its frame too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import xxhash
+
+from synthtrace.warehouse.layout import MANIFEST, MARKER, read_record
+
+ALGORITHM = "xxh3_128"
+#: the largest manifest read, bytes (about 100 bytes a file)
+MAX_MANIFEST_BYTES = 64 << 20
+#: how far above a stored file its folder's manifest may be (runs/<id>/bursts/part.parquet: two folders up)
+_MAX_DEPTH = 3
+_CHUNK = 4 << 20
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the commit recorded for one stored file: its digest, size (bytes) and modification time (ns)."""
+
+    digest: str
+    size: int
+    mtime_ns: int
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The xxh3-128 digest (hex) of the file ``path``, read in chunks of 4 MiB."""
+    h = xxhash.xxh3_128()
+    with open(path, "rb", buffering=0) as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_manifest(stage: Path, previous: Path | None = None) -> None:
+    """Write ``stage``/:data:`MANIFEST` for every regular file below ``stage``. A file that is the same file (a hard
+    link) as the one at its place in ``previous`` (the folder ``stage`` replaces) keeps what that folder's manifest
+    recorded, unread: writers never change a stored file in place, so if it changed since, it is damaged, and
+    hashing it now would bless the damage."""
+    before = _manifest(previous / MANIFEST) if previous is not None else None
+    files: dict[str, list] = {}
+    for dirpath, _, names in os.walk(stage):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, stage)
+            st = os.lstat(path)
+            if rel == MANIFEST or not stat.S_ISREG(st.st_mode):
+                continue
+            old = before.get(rel) if before else None
+            if old is not None and _same_file(st, previous / rel):
+                files[rel] = [old.digest, old.size, old.mtime_ns]  # changed since? then damaged, and still found
+            else:
+                files[rel] = [file_digest(path), st.st_size, st.st_mtime_ns]
+    (stage / MANIFEST).unlink(missing_ok=True)  # never written through a link into another folder's copy
+    (stage / MANIFEST).write_text(json.dumps({"algorithm": ALGORITHM, "files": files}))
+
+
+def _same_file(st: os.stat_result, other: Path) -> bool:
+    try:
+        o = os.lstat(other)
+    except OSError:
+        return False
+    return (o.st_dev, o.st_ino) == (st.st_dev, st.st_ino)
+
+
+_MANIFESTS: dict[tuple, dict[str, Recorded] | None] = {}  # (path, dev, inode, size, mtime) -> its files
+_VERIFIED: dict[tuple[int, int, int, int, int], str] = {}  # (dev, inode, size, mtime, ctime) -> digest hashed
+
+
+def _manifest(path: Path) -> dict[str, Recorded] | None:
+    """The files a manifest lists (cached while it is unchanged); None when there is none or it is not one (a
+    damaged manifest: the folder's files are then checked by their frames, as a folder stored before)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _MANIFESTS:
+        try:
+            doc = read_record(path, limit=MAX_MANIFEST_BYTES)
+            files = {rel: Recorded(str(v[0]), int(v[1]), int(v[2])) for rel, v in doc["files"].items()}
+            _MANIFESTS[key] = files if doc.get("algorithm") == ALGORITHM else None
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+            _MANIFESTS[key] = None
+    return _MANIFESTS[key]
+
+
+def recorded(place: str | os.PathLike) -> Recorded | None:
+    """What the commit recorded for the stored file at ``place``: looked up in the manifest of the nearest folder
+    above it that has one (below the warehouse root); None for a file stored without checksums."""
+    place = Path(place)
+    folder = place.parent
+    for _ in range(_MAX_DEPTH):
+        if (folder / MARKER).exists() or folder == folder.parent:
+            return None  # the warehouse root: no manifest of a stored folder above
+        files = _manifest(folder / MANIFEST)
+        if files is not None:
+            return files.get(place.relative_to(folder).as_posix())
+        if (folder / MANIFEST).exists():
+            return None  # a manifest that is not one
+        folder = folder.parent
+    return None
+
+
+def content_damage(path: str | os.PathLike, place: str | os.PathLike | None = None, *,
+                   thorough: bool = True) -> str | None:
+    """Why the file ``path`` (the stored file at ``place``, default ``path``; a query reads a link to it) is not
+    what was stored there, or None when it is (or nothing was recorded for it). ``thorough``: hash it whatever
+    its mtime (see the module's docstring)."""
+    want = recorded(place if place is not None else path)
+    if want is None:
+        return None
+    st = os.stat(path)
+    if st.st_size != want.size:
+        return f"{st.st_size} bytes where {want.size} were stored"
+    if not thorough and st.st_mtime_ns == want.mtime_ns:
+        return None
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    digest = _VERIFIED.get(key) or file_digest(path)
+    if digest != want.digest:
+        return f"its content differs from the {ALGORITHM} checksum written when it was stored"
+    _VERIFIED[key] = digest
+    return None
