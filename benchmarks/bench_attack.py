@@ -789,7 +789,8 @@ def write_report(store: Path, out: Path, heading: str = RUN_HEADING, title: str 
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     names = {"paraver": "Paraver (structure-aware, half fresh, + gzip bomb)", "otf2": "OTF2 (semantic, half fresh)",
-             "damaged": "commands reading a damaged stored table (random bytes, cut footer, empty, damaged page)"}
+             "damaged": "commands reading a damaged stored table (random bytes, cut footer, empty, damaged page, "
+                        "one flipped bit)"}
     for key in ("paraver", "otf2", "damaged"):
         if (f := fam.get(key)) is not None:
             lines.append(f"| {names[key]} | {f['cases']} | {f['exit0']} | {f['exit2']} | {len(f['violations'])} | "

@@ -74,8 +74,9 @@ def compare_runs(before: Path, after: Path) -> list[str]:
         problems.append(f"runs differ: only before {sorted(runs_a - runs_b)}, only after {sorted(runs_b - runs_a)}")
     for run in sorted(runs_a & runs_b):
         ra, rb = before / "runs" / run, after / "runs" / run
-        fa = sorted(p.relative_to(ra) for p in ra.rglob("*") if p.is_file())
-        fb = sorted(p.relative_to(rb) for p in rb.rglob("*") if p.is_file())
+        # [helper integrity] checksums.json holds the files' mtimes (and is new in issue 23): never equal
+        fa = sorted(p.relative_to(ra) for p in ra.rglob("*") if p.is_file() and p.name != "checksums.json")
+        fb = sorted(p.relative_to(rb) for p in rb.rglob("*") if p.is_file() and p.name != "checksums.json")
         if fa != fb:
             problems.append(f"{run}: files differ: {sorted(set(map(str, fa)) ^ set(map(str, fb)))}")
             continue

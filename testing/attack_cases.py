@@ -265,9 +265,15 @@ def _damaged_page(data: bytes) -> bytes:
     return data[:mid] + bytes(255 - b for b in data[mid:mid + 512]) + data[mid + 512:]
 
 
-#: how a stored file is damaged (the suite's test takes the frame damages; the attack bench also a damaged page)
+def _flipped_bit(data: bytes) -> bytes:
+    """One bit flipped in the middle of the file (bit rot): no reader's decoder need notice it."""
+    mid = len(data) // 2
+    return data[:mid] + bytes([data[mid] ^ 0x10]) + data[mid + 1:]
+
+
+#: how a stored file is damaged (the suite's test takes the frame damages; the attack bench also the page damages)
 DAMAGE = {"random": _random_bytes, "cut_footer": _cut_footer, "empty": _empty}
-PAGE_DAMAGE = {"page": _damaged_page}
+PAGE_DAMAGE = {"page": _damaged_page, "bit": _flipped_bit}
 
 #: stored table -> (its files below the warehouse, the commands that read it, the night stages that read it);
 #: "{out}" in a command is a folder outside the warehouse for its outputs

@@ -18,7 +18,7 @@ import pytest
 from testing.attack_cases import DAMAGED_EXPERIMENT as EXP, PAGE_DAMAGE
 from testing.traces import tree_digest
 
-damage_page = PAGE_DAMAGE["page"]
+damage_page = PAGE_DAMAGE["page"]  # 512 bytes overwritten a third into the file
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +32,13 @@ def analysed(merged_lulesh: Path, tmp_path_factory) -> Path:
     return wh
 
 
-def _damaged_copy(analysed: Path, tmp_path: Path, pattern: str) -> tuple[Path, list[Path]]:
+def _damaged_copy(analysed: Path, tmp_path: Path, pattern: str, kind: str = "page") -> tuple[Path, list[Path]]:
     wh = tmp_path / "wh"
     shutil.copytree(analysed, wh, symlinks=True)
     files = sorted(wh.glob(pattern))
     assert files, pattern
     for f in files:
-        f.write_bytes(damage_page(f.read_bytes()))
+        f.write_bytes(PAGE_DAMAGE[kind](f.read_bytes()))
     return wh, files
 
 
@@ -46,6 +46,7 @@ def _damaged_copy(analysed: Path, tmp_path: Path, pattern: str) -> tuple[Path, l
 CASES = {
     "bursts-sql": ("runs/*/bursts/*.parquet", ["sql", "SELECT sum(duration_ns), max(task) FROM bursts"]),
     "bursts-detect": ("runs/*/bursts/*.parquet", ["detect"]),
+    "bursts-bit-sql": ("runs/*/bursts/*.parquet", ["sql", "SELECT sum(duration_ns), max(task) FROM bursts"], "bit"),
     "events-merge-export": ("runs/*/events/*.parquet", ["merge", EXP, "--export-prv", "{out}/m"]),
     "events-sql": ("runs/*/events/*.parquet", ["sql", "SELECT sum(value) FROM events"]),
     "merged-export": ("experiments/*/merged_bursts.parquet", ["export", EXP, "-o", "{out}/e.json"]),
@@ -59,8 +60,8 @@ CASES = {
 @pytest.mark.real_traces
 @pytest.mark.parametrize("case", CASES)
 def test_a_damaged_page_is_one_line_naming_its_file_and_changes_nothing(analysed, tmp_path, run_cli, case):
-    pattern, args = CASES[case]
-    wh, files = _damaged_copy(analysed, tmp_path, pattern)
+    pattern, args, *kind = CASES[case]
+    wh, files = _damaged_copy(analysed, tmp_path, pattern, *kind)
     before = tree_digest(wh)
     code, _, err = run_cli(*(a.format(out=tmp_path / "out") for a in args), "-w", wh)
     lines = err.strip().splitlines()

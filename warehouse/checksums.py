@@ -75,7 +75,7 @@ def write_manifest(stage: Path, previous: Path | None = None) -> None:
     link) as the one at its place in ``previous`` (the folder ``stage`` replaces) keeps what that folder's manifest
     recorded, unread: writers never change a stored file in place, so if it changed since, it is damaged, and
     hashing it now would bless the damage."""
-    before = _manifest(previous / MANIFEST) if previous is not None else None
+    before = _manifest(str(previous / MANIFEST)) if previous is not None else None
     files: dict[str, list] = {}
     for dirpath, _, names in os.walk(stage):
         for name in names:
@@ -84,7 +84,7 @@ def write_manifest(stage: Path, previous: Path | None = None) -> None:
             st = os.lstat(path)
             if rel == MANIFEST or not stat.S_ISREG(st.st_mode):
                 continue
-            old = before.get(rel) if before else None
+            old = before.get(rel) if isinstance(before, dict) else None
             if old is not None and _same_file(st, previous / rel):
                 files[rel] = [old.digest, old.size, old.mtime_ns]  # changed since? then damaged, and still found
             else:
@@ -103,19 +103,21 @@ def _same_file(st: os.stat_result, other: Path) -> bool:
 
 _MANIFESTS: dict[tuple, dict[str, Recorded] | None] = {}  # (path, dev, inode, size, mtime) -> its files
 _VERIFIED: dict[tuple[int, int, int, int, int], str] = {}  # (dev, inode, size, mtime, ctime) -> digest hashed
+_ABSENT = object()
 
 
-def _manifest(path: Path) -> dict[str, Recorded] | None:
-    """The files a manifest lists (cached while it is unchanged); None when there is none or it is not one (a
-    damaged manifest: the folder's files are then checked by their frames, as a folder stored before)."""
+def _manifest(path: str) -> dict[str, Recorded] | None | object:
+    """The files the manifest ``path`` lists (cached while it is unchanged); :data:`_ABSENT` when there is none;
+    None when it is not one (a damaged manifest: the folder's files are then checked by their frames, as a folder
+    stored before)."""
     try:
         st = os.lstat(path)
     except OSError:
-        return None
-    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        return _ABSENT
+    key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _MANIFESTS:
         try:
-            doc = read_record(path, limit=MAX_MANIFEST_BYTES)
+            doc = read_record(Path(path), limit=MAX_MANIFEST_BYTES)
             files = {rel: Recorded(str(v[0]), int(v[1]), int(v[2])) for rel, v in doc["files"].items()}
             _MANIFESTS[key] = files if doc.get("algorithm") == ALGORITHM else None
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
@@ -126,17 +128,15 @@ def _manifest(path: Path) -> dict[str, Recorded] | None:
 def recorded(place: str | os.PathLike) -> Recorded | None:
     """What the commit recorded for the stored file at ``place``: looked up in the manifest of the nearest folder
     above it that has one (below the warehouse root); None for a file stored without checksums."""
-    place = Path(place)
-    folder = place.parent
+    folder, rel = os.path.split(os.fspath(place))  # strings, not Path: a query checks thousands of files
     for _ in range(_MAX_DEPTH):
-        if (folder / MARKER).exists() or folder == folder.parent:
-            return None  # the warehouse root: no manifest of a stored folder above
-        files = _manifest(folder / MANIFEST)
-        if files is not None:
-            return files.get(place.relative_to(folder).as_posix())
-        if (folder / MANIFEST).exists():
-            return None  # a manifest that is not one
-        folder = folder.parent
+        files = _manifest(os.path.join(folder, MANIFEST))
+        if files is not _ABSENT:
+            return files.get(rel) if isinstance(files, dict) else None  # None: a manifest that is not one
+        up, name = os.path.split(folder)
+        if up == folder or os.path.exists(os.path.join(folder, MARKER)):
+            return None  # the warehouse root: no stored folder above
+        folder, rel = up, f"{name}/{rel}"
     return None
 
 

@@ -112,8 +112,9 @@ class Snapshot:
 
     def place(self, path: str) -> str:
         """The warehouse path of the stored file a snapshot path reads (a link's original; a bound path itself)."""
-        if self.links is not None and path.startswith(str(self.links) + os.sep):
-            return str(self.root / self._origin.get(os.path.basename(path), os.path.basename(path)))
+        if self.links is not None and os.path.dirname(path) == str(self.links):
+            name = os.path.basename(path)
+            return os.path.join(self.root, self._origin.get(name, name))
         return path
 
     def verify(self) -> None:
