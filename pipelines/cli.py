@@ -139,11 +139,19 @@ class _ClosedOutput(io.TextIOBase):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code. A Ctrl-C anywhere in it, the imports
     before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal."""
+    from synthtrace.pipelines import interrupts  # [helper races] attack 6 F22/F15: SIGTERM stops as Ctrl-C does;
+
+    restore = interrupts.arm()  # the line says what the command had stored when it stopped
     try:  # [helper security, issue 23 session 6 item 3] a Ctrl-C while the modules below were imported escaped
-        return _main(argv)
+        code = _main(argv)
     except KeyboardInterrupt:
-        sys.stderr.write("aborted\n")
-        return ABORTED
+        sys.stderr.write(interrupts.stopped_line() + "\n")
+        code = interrupts.exit_code()
+    finally:
+        restore()
+    if argv is None:  # [helper races] the console script: a signal after the command is said too (F22)
+        interrupts.end_process(code)
+    return code
 
 
 def _main(argv: list[str] | None) -> int:
@@ -163,7 +171,7 @@ def _main(argv: list[str] | None) -> int:
     completing = "_SYNTHTRACE_COMPLETE" in os.environ
     if not completing and (code := _quick(args)) is not None:
         return code
-    from synthtrace.pipelines.cli_base import err_console, print_error, print_warning
+    from synthtrace.pipelines.cli_base import print_error, print_warning
 
     if args == ["--install-completion"] and (shell := _detected_shell()) not in COMPLETION_SHELLS:
         # typer would print "Shell None is not supported." and exit 1 (a cron job, a container, a CI step)
@@ -190,13 +198,9 @@ def _main(argv: list[str] | None) -> int:
     except OSError as exc:  # a path no check foresaw: a full disk, a name too long, a folder turned read-only
         print_error(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
         return 2
-    except KeyboardInterrupt:
-        err_console.print("aborted")
-        return ABORTED
-    except Exception as exc:
+    except Exception as exc:  # a KeyboardInterrupt is said by main, which knows what was stored [helper races]
         if _interrupted(exc):  # Ctrl-C inside a library that wrapped it (numba's SystemError, ...)
-            err_console.print("aborted")
-            return ABORTED
+            raise KeyboardInterrupt from exc
         raise
 
 

@@ -78,7 +78,10 @@ def nightly(
 
 @contextlib.contextmanager
 def night_progress() -> Iterator[Callable[[str, int, int], None]]:
-    """A progress display on stderr with one bar per nightly stage; yields the flow's progress callback."""
+    """A progress display on stderr with one bar per nightly stage; yields the flow's progress callback. Ctrl-C or
+    SIGTERM meanwhile stops the night at once, in one line (:func:`~synthtrace.pipelines.nightly.stopping_at_once`)."""
+    from synthtrace.pipelines.nightly import stopping_at_once
+
     # kept when done: a night's log (cron) ends with what each stage did
     bars = progress_bar(TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         transient=False)
@@ -89,7 +92,7 @@ def night_progress() -> Iterator[Callable[[str, int, int], None]]:
             ids[stage] = bars.add_task(stage, total=total)
         bars.update(ids[stage], completed=done, total=total)
 
-    with bars:
+    with bars, stopping_at_once(bars.stop):
         yield advance
 
 

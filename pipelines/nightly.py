@@ -9,8 +9,12 @@ time as the machine has cores (:func:`cores`): merges and ingests are CPU-bound.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,7 @@ from prefect.futures import as_completed
 from prefect.states import Completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from synthtrace.pipelines import jobs
+from synthtrace.pipelines import interrupts, jobs
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import discover, is_machine_error, quarantine
@@ -254,6 +258,8 @@ def night_flow(tell: Progress = _silent, task_runner: Any = None) -> Flow:
     ``tell``. Run in this process only (:func:`run_night`); the deployed flow is :func:`nightly_flow`."""
     def watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
                       found: list[dict[str, Any]] | None = None) -> NightSummary:
+        if _stop_now is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
         return night(drop, warehouse, machine, skip, found, tell)
 
     watched_night.__doc__ = nightly_flow.__doc__
@@ -296,6 +302,49 @@ def _publish(summary: NightSummary) -> None:
     create_table_artifact(summary.alerts or [{"alert": "none"}], key="night-alerts", description="regression alerts")
 
 
+#: the handler of a night someone watches that stops it at once (:func:`stopping_at_once`), None when none runs
+_stop_now: Callable[[int, Any], None] | None = None
+#: the ephemeral Prefect server this process started (:func:`start_prefect`), stopped with a night stopped at once
+_server: Any = None
+
+
+@contextlib.contextmanager
+def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """While the block runs a night in this process, Ctrl-C or SIGTERM (``timeout``, a batch system's ``scancel``
+    or time limit, with SIGKILL some 30 s later) ends the process at once: one line saying what the night had
+    stored (:func:`~synthtrace.pipelines.interrupts.stopped_line`), ``before_exit()`` (a progress display put
+    away), the ephemeral server stopped, exit 128 + the signal. Unwinding would instead wait for the running
+    stages' threads, and Prefect would report the crash to a server the same signal stopped, retrying for a minute
+    with a page of tracebacks. Stopping at any moment leaves the warehouse whole: every stage commits by one
+    rename, and the next night finishes what this one left (:mod:`~synthtrace.warehouse.night_state`)."""
+    global _stop_now
+
+    def stop_now(signum: int, frame: Any) -> None:
+        interrupts.received = signum
+        with contextlib.suppress(Exception):
+            before_exit()
+        sys.stderr.write(f"{interrupts.stopped_line()}; the next night finishes what this one left\n")
+        sys.stderr.flush()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        if _server is not None:
+            with contextlib.suppress(Exception):
+                _server.stop()
+        os._exit(interrupts.exit_code())
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, stop_now) for s in (signal.SIGINT, signal.SIGTERM)}
+    _stop_now = stop_now
+    try:
+        yield
+    finally:
+        _stop_now = None
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+
+
 def start_prefect() -> None:
     """Start the ephemeral Prefect server when no PREFECT_API_URL is set, with a start-up time that survives a
     loaded machine and one retry; one clear line (:class:`PrefectUnavailableError`) if it still fails."""
@@ -310,8 +359,9 @@ def start_prefect() -> None:
         return
     configured = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
     timeouts = [max(configured, t) for t in STARTUP_TIMEOUTS_S]
+    global _server
     for timeout in timeouts:
-        server = SubprocessASGIServer()
+        server = _server = SubprocessASGIServer()
         try:
             server.start(timeout=timeout)
             return

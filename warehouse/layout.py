@@ -311,7 +311,9 @@ class Warehouse:
                 if not replace:
                     shutil.rmtree(stage)  # someone committed the same content meanwhile
                     return
-                shutil.rmtree(self._swap(stage, target), ignore_errors=True)
+                old = self._swap(stage, target)
+                COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
+                shutil.rmtree(old, ignore_errors=True)
             else:
                 try:
                     os.rename(stage, target)
@@ -321,6 +323,7 @@ class Warehouse:
                         raise
                     shutil.rmtree(stage)
                     return
+                COMMITTED.append(target)  # [helper races]
             _fsync_dir(target.parent)
         except BaseException as exc:
             os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
@@ -404,9 +407,13 @@ class Warehouse:
         if target.exists():
             gone = self.staging_dir / f"{target.name}.rm.{uuid.uuid4().hex[:8]}.{os.getpid()}"
             os.rename(target, gone)
+            COMMITTED.append(target)  # [helper races] removed: committed
             shutil.rmtree(gone, ignore_errors=True)
 
 
+#: [helper races] every folder this process committed (renamed into place or removed), in order: the CLI says
+#: what a command had stored when a signal stopped it (pipelines/interrupts.py)
+COMMITTED: list[Path] = []
 _SWAP_SUFFIX = ".swap.json"
 _RENAME_EXCHANGE = 2  # renameat2 flag (linux/fs.h)
 _AT_FDCWD = -100
