@@ -125,3 +125,24 @@ def test_a_folder_stored_without_checksums_still_reads(analysed, tmp_path, run_c
     assert code == 0 and int(out.splitlines()[1]) > 0, err
     code, _, err = run_cli("export", EXP, "-o", tmp_path / "e.json", "-w", wh)
     assert code == 0, err
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("kind", PAGE_DAMAGE)
+def test_a_run_record_damaged_inside_is_named_and_ingesting_its_trace_again_repairs_it(analysed, tmp_path, run_cli,
+                                                                                         kind):
+    """The remedy the line gives must work for damage a decoder does not notice: ingest took a run whose
+    run.parquet still decoded for already stored (and left it damaged)."""
+    import polars as pl
+
+    wh = tmp_path / "wh"
+    shutil.copytree(analysed, wh, symlinks=True)
+    record = sorted(wh.glob("runs/*/run.parquet"))[0]
+    source = pl.read_parquet(record).get_column("source_path")[0]
+    record.write_bytes(PAGE_DAMAGE[kind](record.read_bytes()))
+    code, _, err = run_cli("runs", "-w", wh)
+    assert code == 2 and str(record) in err and "ingest its trace again" in err, err
+    code, _, err = run_cli("ingest", source, "--experiment", EXP, "-w", wh)
+    assert code == 0, err
+    code, out, err = run_cli("sql", "SELECT count(*) AS n FROM runs", "-w", wh, "-f", "csv")
+    assert code == 0 and out.splitlines()[1] == "2", (out, err)
