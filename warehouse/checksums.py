@@ -24,13 +24,14 @@ How it is checked (:func:`content_damage`), two ways by cost:
   a file replaced by another copy. Not found until a thorough reader reads the file: bit rot (the mtime stays),
   and an edit that puts the old mtime back (``touch -r``, ``cp -p`` of a same-sized file). The ctime, which such an
   edit cannot put back, cannot be the key: every query's hard link to a file (its snapshot) and every writer's
-  kept link changes it.
+  kept link changes it. A warehouse copied without its mtimes (``cp -r``; ``cp -a`` and ``rsync -a`` keep them)
+  reads correctly but hashes every file each query reads, in every query, until its folders are rewritten.
 
 What a checksum does not do: stop someone who may write the stored folders (they can rewrite the manifest too); it
 finds damage, not tampering. A folder stored before this (no manifest) is checked by its Parquet frame as before
 (:func:`~synthtrace.warehouse.parts.frame_damage`, pages on a reader's failure); it gains checksums when a writer
-next rewrites it (a run ingested again, an experiment merged or analysed again). A file a manifest does not list
-(put there by hand) is checked by its frame too.
+next rewrites it (a run removed and ingested again, an experiment merged or analysed again). A file a manifest
+does not list (put there by hand) is checked by its frame too.
 """
 from __future__ import annotations
 
