@@ -21,6 +21,7 @@ from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, Trace
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
 from synthtrace.tracelib.printable import unprintable
+from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.programs import choose_program, remember_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
@@ -159,6 +160,8 @@ def existing_run(wh: Warehouse, run_id: str) -> dict | None:
     if not f.is_file():
         return None
     try:
+        if content_damage(f) is not None:  # [helper integrity] issue 23: damaged though it decodes
+            return None
         return pl.read_parquet(f).row(0, named=True)
     except (OSError, pl.exceptions.PolarsError, IndexError):
         return None

@@ -38,7 +38,8 @@ _REMEDY = {
     "experiments": "compute it again (`synthtrace merge {unit}`, then the later stages)",
     "models": "train the model again (`synthtrace train`)",
     "predictions": "predict again (`synthtrace predict`)",
-    "regressions": "detect again (`synthtrace detect`)",
+    "regressions": "remove the file and detect again (`synthtrace detect` reads the stored alerts first; that "
+                   "application's alerts then start afresh)",
     "pop": "compute the POP tables again (`synthtrace pop`)",
 }
 #: OSError numbers that are the machine's, not the file's (reported as they are)
