@@ -28,10 +28,16 @@ import polars as pl
 import skops.io as sio
 from threadpoolctl import threadpool_limits
 
+from synthtrace.tracelib.errors import BadInputError
 from synthtrace.models.features import FeatureTable, NoTrainingDataError, build_features, check_target
 from synthtrace.models.predictors import cross_validate, drop_uninformative, fit, scores
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.model_store import ArtifactIntegrityError, model_record, read_artifact
+
+
+class NothingToPredictFromError(BadInputError):
+    """No burst has any of the measured features a model reads (its counters were not recorded)."""
+
 
 #: the only types beyond skops' defaults that a model artifact may contain (what hgb, rf and linear need)
 TRUSTED_TYPES: tuple[str, ...] = (
@@ -216,14 +222,32 @@ def load(wh: Warehouse, model_id: str | None = None, target: str | None = None) 
     return TrainedModel(estimator, record)
 
 
+def measured_features(features: list[str]) -> list[str]:
+    """The features of ``features`` made from hardware counters (not the MPI call family, not the archetype drawn
+    from the same counters)."""
+    return [f for f in features if not f.startswith(("mpi_", "arch_"))]
+
+
 def predict_frame(model: TrainedModel, frame: pl.DataFrame) -> pl.DataFrame:
-    """Predictions of ``model`` for every burst of a bursts-like frame: keys, predicted, actual (NaN if unknown)."""
+    """Predictions of ``model`` for every burst of a bursts-like frame: keys, predicted, actual (NULL if unknown).
+
+    A burst with none of the model's measured features (:func:`measured_features`: the counters were not recorded)
+    is predicted NULL, not from the model's default branches; when no burst has any,
+    :class:`NothingToPredictFromError` (attack 7 A12: a model of PAPI_TOT_INS rates stored 42 'predictions' for an
+    experiment that recorded no instructions)."""
     table = build_features(frame, model.record["target"])
     X = table.select(model.features)
+    measured = [i for i, f in enumerate(model.features) if f in measured_features(model.features)]
+    supported = np.isfinite(X[:, measured]).any(axis=1) if measured else np.ones(X.shape[0], bool)
+    if X.shape[0] and not supported.any():
+        raise NothingToPredictFromError(
+            f"model {model.model_id} reads {', '.join(measured_features(model.features))}; no burst has any of "
+            f"them (their counters: {', '.join(model.record.get('counters') or []) or 'none recorded'}; the bursts "
+            f"have {', '.join(table.counters) or 'no counter'})")
     with threadpool_limits(1):
         pred = model.estimator.predict(X) if X.shape[0] else np.empty(0)
     keys = table.keys
-    out = keys.with_columns(pl.Series("predicted", pred, dtype=pl.Float64),
+    out = keys.with_columns(pl.Series("predicted", np.where(supported, pred, np.nan), dtype=pl.Float64).fill_nan(None),
                             pl.Series("actual", table.y, dtype=pl.Float64).fill_nan(None))
     return out
 

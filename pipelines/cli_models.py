@@ -170,6 +170,8 @@ def predict(
     path = predictions_dir(wh) / m.model_id
     msg = f"predicted {m.record['target']} of {out.height} bursts of {experiment} with {m.model_id} -> {path}"
     console.print(msg, soft_wrap=True)
+    if n_null := out["predicted"].null_count():  # [lead] attack 7 A12: bursts without the model's counters
+        print_warning(f"{n_null} of {out.height} bursts have none of the counters {m.model_id} reads: predicted NULL")
     if s is not None and s["n"] >= 2:
         console.print(f"error against the measured {m.record['target']}: R² {_fmt(s['r2'])}, MAPE "
                       f"{_fmt(s['mape'], '.1%')} on {s['n']} bursts", soft_wrap=True)

@@ -186,3 +186,41 @@ def test_a_swap_replaces_in_one_step(tmp_path):
             (stage / "merged_bursts.parquet").write_text(content)
     assert (target / "merged_bursts.parquet").read_text() == "new"
     assert list(wh.staging_dir.iterdir()) == []
+
+
+def test_a_live_writers_stage_survives_another_writers_cleanup_whatever_its_pid(tmp_path, monkeypatch):
+    """Attack 7 A6: every writer's start removed the `.staging` folders whose writer's pid was not alive here; a
+    writer on another host or in another PID namespace (Dask workers sharing the warehouse, a container) looks dead
+    by pid, and its stage was deleted under it (a good trace quarantined for "No such file"). Seen from there every
+    pid looks dead (pid_alive says so below): a stage is now judged by its writer's lease, held while it writes."""
+    from synthtrace.warehouse import layout
+
+    wh = layout.Warehouse(tmp_path / "wh").ensure()
+    monkeypatch.setattr(layout, "pid_alive", lambda pid: False)
+    target = wh.run_dir("0123456789abcdef")
+    with wh.staged(target) as stage:
+        (stage / "run.json").write_text("{}")
+        layout.Warehouse(wh.root).ensure()  # another writer starts meanwhile and clears what it takes for stale
+        assert stage.is_dir()
+    assert (target / "run.json").read_text() == "{}"
+    assert not list(wh.staging_dir.iterdir()) and not list((wh.root / ".locks").glob("*.lease"))
+
+
+def test_a_killed_writers_stage_is_still_cleared(tmp_path):
+    """What a writer killed mid-stage leaves (its lease no longer held: the lock went with the process) is removed
+    by the next writer's start, whatever names it: a lease left behind, none, a pid that has ended."""
+    from synthtrace.warehouse import layout
+
+    wh = layout.Warehouse(tmp_path / "wh").ensure()
+    left = []
+    with wh.lease() as owner:
+        lease = wh.root / ".locks" / f"{owner}.lease"
+        left.append(wh.staging_dir / f"r1.0badc0de.{owner}")
+    lease.write_text("")  # a lease file nobody holds (its writer was killed before removing it)
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    left += [wh.staging_dir / "r2.0badc0de.L0123456789abcdef", wh.staging_dir / f"r3.0badc0de.{proc.pid}"]
+    for d in left:
+        d.mkdir()
+    wh.ensure()
+    assert not list(wh.staging_dir.iterdir()) and not lease.exists()

@@ -96,7 +96,7 @@ def test_every_committed_folder_lists_its_files_and_a_rewrite_keeps_the_recorded
     file damaged before the rewrite is still found after it (hashing it anew would bless the damage)."""
     import polars as pl
 
-    from synthtrace.warehouse.checksums import recorded
+    from synthtrace.warehouse.checksums import Recorded, recorded
     from synthtrace.warehouse.errors import DamagedPartError
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.parts import read_part
@@ -105,7 +105,7 @@ def test_every_committed_folder_lists_its_files_and_a_rewrite_keeps_the_recorded
     shutil.copytree(analysed, wh, symlinks=True)
     for folder in [*wh.glob("runs/*"), *wh.glob("experiments/*")]:
         stored = [p for p in folder.rglob("*") if p.is_file() and p.name != "checksums.json"]
-        assert stored and all(recorded(p) is not None for p in stored), folder
+        assert stored and all(isinstance(recorded(p), Recorded) for p in stored), folder
     exp = next(wh.glob("experiments/*"))
     merged = exp / "merged_bursts.parquet"
     merged.write_bytes(damage_page(merged.read_bytes()))
@@ -142,6 +142,28 @@ def test_a_run_record_damaged_inside_is_named_and_ingesting_its_trace_again_repa
     record.write_bytes(PAGE_DAMAGE[kind](record.read_bytes()))
     code, _, err = run_cli("runs", "-w", wh)
     assert code == 2 and str(record) in err and "ingest its trace again" in err, err
+    code, _, err = run_cli("ingest", source, "--experiment", EXP, "-w", wh)
+    assert code == 0, err
+    code, out, err = run_cli("sql", "SELECT count(*) AS n FROM runs", "-w", wh, "-f", "csv")
+    assert code == 0 and out.splitlines()[1] == "2", (out, err)
+
+
+@pytest.mark.real_traces
+def test_a_damaged_checksums_file_vouches_for_nothing_and_its_runs_remedy_repairs_it(analysed, tmp_path, run_cli):
+    """Damaged checksums cannot tell a sound file from a damaged one: each read of a file of that folder is
+    refused (they once read as a folder stored without checksums: unchecked); ingesting the trace again
+    replaces the run whole."""
+    import polars as pl
+
+    wh = tmp_path / "wh"
+    shutil.copytree(analysed, wh, symlinks=True)
+    run = sorted(wh.glob("runs/*"))[0]
+    source = pl.read_parquet(run / "run.parquet").get_column("source_path")[0]
+    (run / "checksums.json").write_bytes(b'{"algorithm": "xxh3_128", "files": {"run.parquet": [')
+    before = tree_digest(wh)
+    code, _, err = run_cli("sql", "SELECT count(*) FROM bursts", "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and str(run) in err and "checksums.json" in err, err
+    assert tree_digest(wh) == before
     code, _, err = run_cli("ingest", source, "--experiment", EXP, "-w", wh)
     assert code == 0, err
     code, out, err = run_cli("sql", "SELECT count(*) AS n FROM runs", "-w", wh, "-f", "csv")

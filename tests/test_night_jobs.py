@@ -3,6 +3,8 @@ on the experiments that changed, is recorded as done, is skipped by ``--skip`` a
 new; and a night hashes each new trace once (discovery's hash is the ingest's run_id)."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from synthtrace.pipelines import jobs
@@ -49,3 +51,25 @@ def test_a_job_added_to_the_table_runs_once_per_changed_experiment_and_each_trac
     copy_trace(PRIME, drop / "prime", "prime.run1")  # same bytes: no new run, nothing to redo
     run_night(drop, wh, skip=[*skip, "count"], settle_s=0)
     assert seen == [("prime", "generic")]
+
+
+def test_a_run_that_could_not_be_stored_leaves_its_trace_for_the_next_night(tmp_path, monkeypatch):
+    """Attack 7 A6: a night whose stage was removed under it (another writer's cleanup) quarantined the good trace
+    for "No such file or directory", for good. A run that could not be stored says nothing of the trace: it stays
+    in the drop folder for the next night, reported as failed."""
+    from synthtrace.pipelines import nightly
+    from synthtrace.warehouse.ingest import RunStoreError
+
+    drop = copy_trace(PRIME, tmp_path / "drop").parent
+    wh = Warehouse(tmp_path / "wh").ensure()
+
+    def stage_removed(*args, **kwargs):
+        raise RunStoreError(f"{wh.root}: cannot store the run of {PRIME.name} (No such file or directory (os "
+                            f"error 2): {wh.staging_dir}/r.0badc0de.1/uncore/part-00000.parquet)")
+
+    monkeypatch.setattr(jobs, "ingest", stage_removed)
+    monkeypatch.setattr(nightly, "get_run_logger", lambda: logging.getLogger("night"))  # the task, outside a flow
+    item = {"path": str(drop / PRIME.name), "run_id": None, "experiment": "drop", "known": None}
+    out = nightly.ingest_task.fn(item, str(drop), wh)
+    assert out["status"] == "failed" and "No such file" in out["reason"]
+    assert (drop / PRIME.name).is_file() and not (drop / ".quarantine").exists()

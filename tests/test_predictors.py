@@ -337,3 +337,24 @@ def test_a_rejected_model_says_which_part_of_the_rule_it_failed():
     assert rejection_reason(mape) == ("MAPE 81.7% on unseen programs (the training mean's: 85.0%), "
                                       "not 20% below the training mean's")
     assert rejection_reason({**mape, "status": "ok"}) == ""
+
+
+def test_bursts_without_the_models_counters_are_not_predicted_from_nothing(campaign, trained):
+    """A model of counter rates applied to bursts that recorded none of its counters stored a 'prediction' per
+    burst from its default branches (attack 7 A12: 42 IPC values for an OTF2 ping-pong without instructions).
+    Such bursts are NULL; when no burst has any of them, one error naming the model and what it reads."""
+    from synthtrace.models.registry import NothingToPredictFromError, load, measured_features, predict_frame
+    from synthtrace.tracelib.schema import counter_columns
+
+    root, frame = campaign
+    model = load(Warehouse(root), trained.model_id)
+    frame = frame.filter(pl.col("experiment") == "app1-exp")
+    counters = [c for c in counter_columns(frame) if not is_cycle_counter(c)]
+    assert measured_features(model.features) and counters
+    half = frame.with_row_index("_i").with_columns(
+        [pl.when(pl.col("_i") % 2 == 0).then(None).otherwise(pl.col(c)).alias(c) for c in counters]).drop("_i")
+    out = predict_frame(model, half)
+    assert out.height == frame.height
+    assert out["predicted"].null_count() == (frame.height + 1) // 2 and out["predicted"].drop_nulls().min() > 0
+    with pytest.raises(NothingToPredictFromError, match=f"model {model.model_id} reads .*no burst has any of them"):
+        predict_frame(model, frame.with_columns([pl.lit(None, frame.schema[c]).alias(c) for c in counters]))

@@ -24,13 +24,14 @@ How it is checked (:func:`content_damage`), two ways by cost:
   a file replaced by another copy. Not found until a thorough reader reads the file: bit rot (the mtime stays),
   and an edit that puts the old mtime back (``touch -r``, ``cp -p`` of a same-sized file). The ctime, which such an
   edit cannot put back, cannot be the key: every query's hard link to a file (its snapshot) and every writer's
-  kept link changes it.
+  kept link changes it. A warehouse copied without its mtimes (``cp -r``; ``cp -a`` and ``rsync -a`` keep them)
+  reads correctly but hashes every file each query reads, in every query, until its folders are rewritten.
 
 What a checksum does not do: stop someone who may write the stored folders (they can rewrite the manifest too); it
 finds damage, not tampering. A folder stored before this (no manifest) is checked by its Parquet frame as before
 (:func:`~synthtrace.warehouse.parts.frame_damage`, pages on a reader's failure); it gains checksums when a writer
-next rewrites it (a run ingested again, an experiment merged or analysed again). A file a manifest does not list
-(put there by hand) is checked by its frame too.
+next rewrites it (a run removed and ingested again, an experiment merged or analysed again). A file a manifest
+does not list (put there by hand) is checked by its frame too.
 """
 from __future__ import annotations
 
@@ -101,15 +102,16 @@ def _same_file(st: os.stat_result, other: Path) -> bool:
     return (o.st_dev, o.st_ino) == (st.st_dev, st.st_ino)
 
 
-_MANIFESTS: dict[tuple, dict[str, Recorded] | None] = {}  # (path, dev, inode, size, mtime) -> its files
+_MANIFESTS: dict[tuple, dict[str, Recorded] | str | None] = {}  # (path, dev, inode, size, mtime) -> its files
 _VERIFIED: dict[tuple[int, int, int, int, int], str] = {}  # (dev, inode, size, mtime, ctime) -> digest hashed
 _ABSENT = object()
 
 
-def _manifest(path: str) -> dict[str, Recorded] | None | object:
+def _manifest(path: str) -> dict[str, Recorded] | str | None | object:
     """The files the manifest ``path`` lists (cached while it is unchanged); :data:`_ABSENT` when there is none;
-    None when it is not one (a damaged manifest: the folder's files are then checked by their frames, as a folder
-    stored before)."""
+    why it cannot be read when it is damaged (then no file of its folder can be vouched for: each read of one is
+    refused, and the folder's remedy rewrites it); None for one of another algorithm (a later version's: its
+    files are checked by their frames, as a folder stored before)."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -120,19 +122,21 @@ def _manifest(path: str) -> dict[str, Recorded] | None | object:
             doc = read_record(Path(path), limit=MAX_MANIFEST_BYTES)
             files = {rel: Recorded(str(v[0]), int(v[1]), int(v[2])) for rel, v in doc["files"].items()}
             _MANIFESTS[key] = files if doc.get("algorithm") == ALGORITHM else None
-        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-            _MANIFESTS[key] = None
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            _MANIFESTS[key] = f"the checksums of its folder ({MANIFEST}) cannot be read: {why}"
     return _MANIFESTS[key]
 
 
-def recorded(place: str | os.PathLike) -> Recorded | None:
+def recorded(place: str | os.PathLike) -> Recorded | str | None:
     """What the commit recorded for the stored file at ``place``: looked up in the manifest of the nearest folder
-    above it that has one (below the warehouse root); None for a file stored without checksums."""
+    above it that has one (below the warehouse root); None for a file stored without checksums; why not, when
+    that manifest is damaged."""
     folder, rel = os.path.split(os.fspath(place))  # strings, not Path: a query checks thousands of files
     for _ in range(_MAX_DEPTH):
         files = _manifest(os.path.join(folder, MANIFEST))
         if files is not _ABSENT:
-            return files.get(rel) if isinstance(files, dict) else None  # None: a manifest that is not one
+            return files.get(rel) if isinstance(files, dict) else files
         up, name = os.path.split(folder)
         if up == folder or os.path.exists(os.path.join(folder, MARKER)):
             return None  # the warehouse root: no stored folder above
@@ -146,8 +150,8 @@ def content_damage(path: str | os.PathLike, place: str | os.PathLike | None = No
     what was stored there, or None when it is (or nothing was recorded for it). ``thorough``: hash it whatever
     its mtime (see the module's docstring)."""
     want = recorded(place if place is not None else path)
-    if want is None:
-        return None
+    if want is None or isinstance(want, str):
+        return want
     st = os.stat(path)
     if st.st_size != want.size:
         return f"{st.st_size} bytes where {want.size} were stored"

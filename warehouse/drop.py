@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from synthtrace.tracelib.formats.source import find_traces
-from synthtrace.warehouse.ingest import ContentId, content_id, experiment_names
+from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
 
@@ -86,8 +86,10 @@ def is_utf8(path: Path) -> bool:
 
 
 def is_machine_error(exc: BaseException) -> bool:
-    """True for failures that say nothing about the trace (disk full, read-only warehouse, out of memory)."""
-    return isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS)
+    """True for failures that say nothing about the trace (disk full, read-only warehouse, out of memory, a run
+    that could not be stored): the trace stays for the next night, never quarantined."""
+    # attack 7 A6: a run that could not be stored (its stage removed under it, a full disk) says nothing of the trace
+    return isinstance(exc, MemoryError | RunStoreError) or (isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS)
 
 
 def is_warehouse_error(exc: BaseException, wh: Warehouse) -> bool:

@@ -230,13 +230,49 @@ class Warehouse:
         directories whose writer process is gone (a killed ingest)."""
         self._recover_swaps()
         for d in self.staging_dir.iterdir():
-            pid = d.name.split(".")[-1]
-            if pid.isdigit() and pid_alive(int(pid)):
+            if self.owner_alive(d.name.split(".")[-1]):  # [helper races] attack 7 A6: by lease, not by pid
                 continue
             if d.name.endswith(_SWAP_SUFFIX) and not d.is_dir():  # not a writer's journal (they are in .locks)
                 d.unlink(missing_ok=True)
                 continue
             shutil.rmtree(d, ignore_errors=True)
+        for lease in [*self.journal_dir.glob(f"L*{_LEASE_SUFFIX}"), *self.journal_dir.glob(".L*.new")]:
+            _lease_held(lease)  # [helper races] the leases of writers gone (and of those killed taking one)
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[str]:
+        """[helper races] attack 7 A6. What ends the names of what a block puts in ``.staging`` (a stage, the old
+        folder of a swap, query links, a merge's spill) and of a swap's journal: the id of a lease, a file in
+        ``.locks/`` this process holds locked (``flock``) until the block ends, then removes. A writer on another host
+        or in another PID namespace (Dask workers sharing the warehouse, a container) thus tells a live writer's
+        stage from a killed one's (its lease unlocked): a pid says nothing there. Where ``.locks/`` cannot be written
+        (a reader of someone else's warehouse) the id is the pid, judged on this host as before."""
+        owner = f"L{uuid.uuid4().hex[:16]}"
+        tmp, lease = self.journal_dir / f".{owner}.new", self.journal_dir / f"{owner}{_LEASE_SUFFIX}"
+        try:
+            self.journal_dir.mkdir(exist_ok=True)
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError:
+            fd = None
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # before it has its name: nobody ever sees it unlocked
+                os.rename(tmp, lease)
+            yield owner if fd is not None else str(os.getpid())
+        finally:
+            if fd is not None:
+                lease.unlink(missing_ok=True)
+                tmp.unlink(missing_ok=True)
+                os.close(fd)
+
+    def owner_alive(self, owner: str) -> bool:
+        """[helper races] Whether the process that named a ``.staging`` entry or a journal ``...<owner>`` lives: its
+        lease is held (on any host; a dead one's lease file is removed here), or, for a pid, the process exists."""
+        if owner.isdigit():
+            return pid_alive(int(owner))
+        if not _LEASE_ID.fullmatch(owner):
+            return False
+        return _lease_held(self.journal_dir / f"{owner}{_LEASE_SUFFIX}")
 
     @property
     def journal_dir(self) -> Path:
@@ -252,8 +288,7 @@ class Warehouse:
         if not self.journal_dir.is_dir():
             return
         for journal in self.journal_dir.glob(f"*{_SWAP_SUFFIX}"):
-            pid = journal.name.removesuffix(_SWAP_SUFFIX).split(".")[-1]
-            if pid.isdigit() and pid_alive(int(pid)):
+            if self.owner_alive(journal.name.removesuffix(_SWAP_SUFFIX).split(".")[-1]):  # [helper races] A6
                 continue
             try:
                 target, old, new = self._journal_paths(read_record(journal))
@@ -298,41 +333,42 @@ class Warehouse:
         The folder's checksums (:data:`MANIFEST`) are written into it last, before the rename.
         """
         self.check_layout()
-        stage = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}"
-        stage.mkdir(parents=True)
-        try:
-            yield stage
-            from synthtrace.warehouse.checksums import write_manifest  # checksums reads records with this module
+        with self.lease() as owner:  # [helper races] attack 7 A6: what it stages is judged by this lease
+            stage = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{owner}"
+            stage.mkdir(parents=True)
+            try:
+                yield stage
+                from synthtrace.warehouse.checksums import write_manifest  # checksums reads records with this module
 
-            write_manifest(stage, target if target.is_dir() else None)
-            _fsync_tree(stage)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists():
-                if not replace:
-                    shutil.rmtree(stage)  # someone committed the same content meanwhile
-                    return
-                old = self._swap(stage, target)
-                COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                try:
-                    os.rename(stage, target)
-                except OSError as exc:
-                    # another writer committed the same target between our exists() check and this rename
-                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
-                        raise
-                    shutil.rmtree(stage)
-                    return
-                COMMITTED.append(target)  # [helper races]
-            _fsync_dir(target.parent)
-        except BaseException as exc:
-            os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
-            shutil.rmtree(stage, ignore_errors=True)
-            if os_error is not None:
-                raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
-            raise
+                write_manifest(stage, target if target.is_dir() else None)
+                _fsync_tree(stage)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.exists():
+                    if not replace:
+                        shutil.rmtree(stage)  # someone committed the same content meanwhile
+                        return
+                    old = self._swap(stage, target, owner)
+                    COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
+                    try:
+                        os.rename(stage, target)
+                    except OSError as exc:
+                        # another writer committed the same target between our exists() check and this rename
+                        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
+                            raise
+                        shutil.rmtree(stage)
+                        return
+                    COMMITTED.append(target)  # [helper races]
+                _fsync_dir(target.parent)
+            except BaseException as exc:
+                os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
+                shutil.rmtree(stage, ignore_errors=True)
+                if os_error is not None:
+                    raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
+                raise
 
-    def _swap(self, stage: Path, target: Path) -> Path:
+    def _swap(self, stage: Path, target: Path, owner: str) -> Path:
         """Put ``stage`` in the place of the directory ``target``; returns where the old one now is (to delete).
 
         One ``renameat2(RENAME_EXCHANGE)`` where the file system has it: readers see the old or the new directory,
@@ -340,9 +376,9 @@ class Warehouse:
         killed between them is finished by the next (:meth:`_recover_swaps`)."""
         if _exchange(stage, target):
             return stage
-        old = self.staging_dir / f"{target.name}.old.{uuid.uuid4().hex[:8]}.{os.getpid()}"
+        old = self.staging_dir / f"{target.name}.old.{uuid.uuid4().hex[:8]}.{owner}"  # [helper races] A6
         self.journal_dir.mkdir(exist_ok=True)
-        journal = self.journal_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}{_SWAP_SUFFIX}"
+        journal = self.journal_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{owner}{_SWAP_SUFFIX}"
         doc = {k: str(p.relative_to(self.root)) for k, p in (("target", target), ("old", old), ("new", stage))}
         with open(journal, "w") as fh:
             fh.write(json.dumps(doc))
@@ -495,6 +531,29 @@ def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+# [helper races] attack 7 A6: leases (Warehouse.owner)
+_LEASE_SUFFIX = ".lease"
+_LEASE_ID = re.compile(r"L[0-9a-f]{16}")
+def _lease_held(lease: Path) -> bool:
+    """Whether some process (on any host sharing the file system's locks) holds ``lease``; one nobody holds is
+    removed (its holder is gone). A lease that cannot be looked at counts as held: nothing is removed on a guess."""
+    try:
+        fd = os.open(lease, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        lease.unlink(missing_ok=True)
+        return False
+    finally:
+        os.close(fd)
 
 
 def pid_alive(pid: int) -> bool:

@@ -97,6 +97,7 @@ def mark_global(wh: Warehouse, state: str, completed: Iterable[str]) -> None:
     done = _read(target)
     keep = set(done.get("stages", [])) if done.get("fingerprint") == state else set()
     doc = {"fingerprint": state, "stages": sorted(keep | set(completed)), "at": datetime.now(UTC).isoformat()}
-    tmp = wh.ensure().staging_dir / f"{RECORD}.json.{uuid.uuid4().hex[:8]}.{os.getpid()}"
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, target)
+    with wh.ensure().lease() as owner:  # attack 7 A6: judged by a lease, not a pid
+        tmp = wh.staging_dir / f"{RECORD}.json.{uuid.uuid4().hex[:8]}.{owner}"
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, target)

@@ -38,7 +38,7 @@ from typing import TypeVar
 from synthtrace.warehouse.parts import content_check, first_damaged, may_be_damage
 from synthtrace.warehouse.catalog import VIEW_FILES, view_files
 from synthtrace.warehouse.errors import DamagedPartError, WarehouseError
-from synthtrace.warehouse.layout import Warehouse, pid_alive
+from synthtrace.warehouse.layout import Warehouse
 
 _PREFIX = "query."
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -161,8 +161,9 @@ def pinned(wh: Warehouse, views: Iterable[str]) -> Iterator[Snapshot]:
     :meth:`Snapshot.checked`)."""
     wanted = [v for v in VIEW_FILES if v in set(views)]
     snap = Snapshot(wh.root)
+    held = contextlib.ExitStack()  # [helper races] attack 7 A6: the links are judged by this lease
     if wanted:
-        snap.links = _links_folder(wh)
+        snap.links = _links_folder(wh, held.enter_context(wh.lease()))
     try:
         if snap.links is None:
             _bind_by_path(snap, wh, wanted)
@@ -185,6 +186,7 @@ def pinned(wh: Warehouse, views: Iterable[str]) -> Iterator[Snapshot]:
     finally:
         if snap.links is not None:
             shutil.rmtree(snap.links, ignore_errors=True)
+        held.close()
         for fd in snap._held.values():
             if isinstance(fd, int):
                 os.close(fd)
@@ -301,21 +303,20 @@ def _identity(st: os.stat_result, *, exact: bool) -> tuple[int, ...]:
 
 def release(wh: Warehouse, pid: int) -> None:
     """Remove the links of the query process ``pid`` (ended, killed or not)."""
-    for d in wh.staging_dir.glob(f"{_PREFIX}*.{pid}"):
+    for d in wh.staging_dir.glob(f"{_PREFIX}*.{pid}.*"):  # [helper races] query.<id>.<pid>.<owner>
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _links_folder(wh: Warehouse) -> Path | None:
+def _links_folder(wh: Warehouse, owner: str) -> Path | None:
     """A new private folder for the links under ``.staging`` (after removing those of queries that were killed),
     or None when it cannot be made there."""
     try:
         if not stat.S_ISDIR(wh.staging_dir.lstat().st_mode):
             return None  # a link planted in the warehouse: the links would go wherever it points
         for d in wh.staging_dir.glob(f"{_PREFIX}*"):
-            pid = d.name.rsplit(".", 1)[-1]
-            if pid.isdigit() and not pid_alive(int(pid)):
+            if not wh.owner_alive(d.name.rsplit(".", 1)[-1]):  # [helper races] attack 7 A6: by lease, not pid
                 shutil.rmtree(d, ignore_errors=True)
-        links = wh.staging_dir / f"{_PREFIX}{uuid.uuid4().hex[:12]}.{os.getpid()}"
+        links = wh.staging_dir / f"{_PREFIX}{uuid.uuid4().hex[:12]}.{os.getpid()}.{owner}"
         links.mkdir(mode=0o700)
         return links
     except OSError:
