@@ -302,9 +302,11 @@ def _identity(st: os.stat_result, *, exact: bool) -> tuple[int, ...]:
 
 
 def release(wh: Warehouse, pid: int) -> None:
-    """Remove the links of the query process ``pid`` (ended, killed or not)."""
+    """Remove the links of the query process ``pid`` (ended, killed or not), and its lease (a query killed at its
+    time limit left its ``.locks/<owner>.lease`` for the next writer: the warehouse changed by a read)."""
     for d in wh.staging_dir.glob(f"{_PREFIX}*.{pid}.*"):  # [helper races] query.<id>.<pid>.<owner>
         shutil.rmtree(d, ignore_errors=True)
+        wh.owner_alive(d.name.rsplit(".", 1)[-1])  # a lease nobody holds is removed
 
 
 def _links_folder(wh: Warehouse, owner: str) -> Path | None:
