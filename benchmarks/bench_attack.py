@@ -297,12 +297,18 @@ def _writer(root: Path, mode: str, seed: int) -> None:
 
 
 def _folder_problem(target: Path, mode: str) -> str | None:
-    """What is wrong with ``experiments/x`` after a kill and the next writer's recovery, or None."""
+    """What is wrong with ``experiments/x`` after a kill and the next writer's recovery, or None. A whole state
+    includes its checksums (issue 23): every file matches the folder's ``checksums.json``."""
+    from synthtrace.warehouse.checksums import content_damage
+    from synthtrace.warehouse.layout import MANIFEST
+
     if mode == "remove" and not target.exists():
         return None  # killed between remove and the new version: removed, which is a whole state
     if not target.is_dir():
         return "the folder is gone"
-    names = sorted(p.name for p in target.iterdir())
+    names = sorted(p.name for p in target.iterdir() if p.name != MANIFEST)
+    if (bad := [n for n in names if (target / n).is_file() and content_damage(target / n) is not None]):
+        return f"files that do not match the folder's checksums: {bad}"
     if mode == "update":
         import polars as pl
 

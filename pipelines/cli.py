@@ -139,6 +139,9 @@ class _ClosedOutput(io.TextIOBase):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code. A Ctrl-C anywhere in it, the imports
     before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal."""
+    from synthtrace.pipelines.address_space import fit_to_address_space
+
+    fit_to_address_space()  # before any library that starts threads is loaded (attack 7 A10)
     from synthtrace.pipelines import interrupts  # [helper races] attack 6 F22/F15: SIGTERM stops as Ctrl-C does;
 
     restore = interrupts.arm()  # the line says what the command had stored when it stopped
@@ -179,6 +182,7 @@ def _main(argv: list[str] | None) -> int:
                     f"above this process; print the script of yours with `synthtrace --show-completion "
                     f"{'|'.join(COMPLETION_SHELLS)}` and source it from that shell's start-up file")
         return 2
+    from synthtrace.pipelines.address_space import out_of_memory_line
     from synthtrace.pipelines.cli_read import understood
     from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 
@@ -196,12 +200,23 @@ def _main(argv: list[str] | None) -> int:
         print_error(str(exc))
         return 2 if isinstance(exc, BadInputError) else exc.exit_code
     except OSError as exc:  # a path no check foresaw: a full disk, a name too long, a folder turned read-only
+        if (line := out_of_memory_line(exc)) is not None:
+            print_error(line)
+            return 1
         print_error(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
         return 2
     except Exception as exc:  # a KeyboardInterrupt is said by main, which knows what was stored [helper races]
         if _interrupted(exc):  # Ctrl-C inside a library that wrapped it (numba's SystemError, ...)
             raise KeyboardInterrupt from exc
-        raise
+        if (line := out_of_memory_line(exc)) is None:
+            raise
+        print_error(line)
+        return 1
+    except BaseException as exc:  # a Rust panic (pyo3's PanicException is no Exception) for want of memory
+        if (line := out_of_memory_line(exc)) is None:
+            raise
+        print_error(line)
+        return 1
 
 
 def _interrupted(exc: BaseException) -> bool:

@@ -1,0 +1,60 @@
+"""Running under an address-space limit (``ulimit -v``, as HPC login nodes and batch systems set it).
+
+The limit counts address space reserved, not memory used. glibc gives every thread that allocates its own malloc
+arena of 64 MiB reserved, and Polars, Numba, DuckDB and OpenMP each start one thread per core: on small data a
+command reserved several GiB and died at 0.8-1.5 GiB limits: LLVM's ``std::bad_alloc`` (an abort, exit 134), a
+Rust panic, a ``MemoryError``, a shared library that could not be mapped (issue 23, attack 7 A10). Under a limit
+the arenas are capped at two and the thread pools sized to it, before any of those libraries is loaded; what still
+does not fit is one line at the CLI edge (:func:`out_of_memory_line`).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+
+#: address space per pool thread the libraries need room for (bytes): one thread per GiB of the limit
+_PER_THREAD = 1 << 30
+#: the thread-pool sizes of the libraries a command may load (each read once, when its library is imported)
+_POOL_VARIABLES = ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS",
+                   "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: glibc's mallopt parameter for the number of malloc arenas
+_M_ARENA_MAX = -8
+
+
+def address_space_limit() -> int | None:
+    """The process's address-space limit (bytes), None when unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def fit_to_address_space() -> int | None:
+    """Under a limit: at most two malloc arenas (glibc; a no-op elsewhere) and thread pools of one thread per GiB
+    of it (at least one, at most one per core), unless the user set a pool's size. Call before Polars, Numba or
+    DuckDB is imported. Returns the limit (bytes) or None."""
+    limit = address_space_limit()
+    if limit is None:
+        return None
+    try:
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 2)
+    except (AttributeError, OSError):  # not glibc
+        pass
+    threads = max(1, min(os.cpu_count() or 1, limit // _PER_THREAD))
+    for name in _POOL_VARIABLES:
+        os.environ.setdefault(name, str(threads))
+    return limit
+
+
+def out_of_memory_line(exc: BaseException) -> str | None:
+    """The one line for an allocation failure ``exc`` (a ``MemoryError``, a Rust panic or a shared library that
+    could not be mapped, under a limit), or None when ``exc`` is not one."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    limit = address_space_limit()
+    mapped = isinstance(exc, (ImportError, OSError)) and limit is not None and (
+        "failed to map segment" in text or "Could not find/load shared object" in text)  # dlopen's mmap refused
+    panic = type(exc).__name__ == "PanicException" and limit is not None
+    if not (isinstance(exc, MemoryError) or mapped or panic):
+        return None
+    where = (f"under the address-space limit of {limit / (1 << 30):.2f} GiB (ulimit -v): raise it, or run where "
+             "more memory may be reserved" if limit is not None else "the machine has no more to give")
+    return f"out of memory ({text or 'an allocation failed'}); {where}"

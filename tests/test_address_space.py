@@ -1,0 +1,39 @@
+"""Commands under an address-space limit (``ulimit -v``, as login nodes and batch systems set it; attack 7 A10).
+
+The limit counts address space reserved: glibc's 64 MiB malloc arena per allocating thread and one pool thread per
+core in each of Polars, Numba, DuckDB and OpenMP reserved several GiB for a 300 kB trace, and an ingest under 1.5 GiB
+ended in a MemoryError traceback (1.2 GiB: a Rust panic; 1.0 GiB: an abort, exit 134)."""
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from synthtrace.pipelines.address_space import out_of_memory_line
+
+LIMIT = 1536 << 20  # bytes
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+
+@pytest.mark.real_traces
+def test_an_ingest_fits_in_a_modest_address_space_limit(tmp_path):
+    code = ("import sys; from synthtrace.pipelines.cli import main; "
+            "sys.exit(main(['ingest', '../shared/traces/paraver/prime_v0.prv', '-w', sys.argv[1]]))")
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "wh")], capture_output=True, text=True,
+                       timeout=300, preexec_fn=_limited, check=False)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert (tmp_path / "wh" / "runs").is_dir()
+
+
+def test_an_allocation_failure_is_one_line_naming_the_limit(monkeypatch):
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (LIMIT, resource.RLIM_INFINITY))
+    line = out_of_memory_line(MemoryError())
+    assert line == "out of memory (MemoryError); under the address-space limit of 1.50 GiB (ulimit -v): raise it, " \
+                   "or run where more memory may be reserved"
+    assert out_of_memory_line(ImportError("x.so: failed to map segment from shared object")).startswith("out of")
+    assert out_of_memory_line(ValueError("no")) is None and out_of_memory_line(OSError(2, "No such file")) is None
