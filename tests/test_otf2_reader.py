@@ -648,3 +648,18 @@ def test_damaged_definitions_are_one_line_each_without_library_tracebacks(tmp_pa
     assert code == 2 and "Traceback" not in err and "unhandled python exception" not in err, err
     assert len(lines) == len(anchors) and all(ln.startswith("error: ") for ln in lines), err
     assert any("UnicodeDecodeError" in ln for ln in lines) and any("Duplicate definition" in ln for ln in lines), err
+
+
+@real
+def test_an_event_file_of_another_run_is_refused_not_read_silently(tmp_path, run_cli):
+    """The PAPI run's rank-0 event file copied into the plain run's archive (a re-run into one folder, an rsync of
+    the wrong job) was read under this archive's region numbers: exit 0 and rank 0's 20 MPI calls gone, no word
+    (attack 7 A14). Its Metric records name a metric this archive does not define: one line naming the file."""
+    dest = tmp_path / "mixed"
+    shutil.copytree(PING.parent, dest)
+    shutil.copy(PING_PAPI.parent / "traces" / "0.evt", dest / "traces" / "0.evt")
+    code, out, err = run_cli("ingest", dest, "-w", tmp_path / "wh")
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {dest / 'traces' / '0.evt'}: an event (rank 0) names metric 0, which the archive's definitions do "
+        "not define: an event file of another run?"], err
+    assert not (tmp_path / "wh").exists()

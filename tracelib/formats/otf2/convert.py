@@ -206,6 +206,9 @@ class _LocationConverter:
         d, st = self.defs, self.state
         kind, ref, ns, pos = a["r_kind"], a["r_ref"].astype(np.int64), a["r_ns"], a["r_pos"].astype(np.int64)
         valid = ref < d.region_is_mpi.size
+        if (undefined := (kind <= _LEAVE) & ~valid).any():
+            i = int(np.argmax(undefined))
+            self._refuse_reference(f"region {int(ref[i])}", int(ns[i]))
         is_region = (kind <= _LEAVE) & valid
         mpi = is_region & d.region_is_mpi[np.where(valid, ref, 0)]
         depth0 = st.depth
@@ -399,6 +402,9 @@ class _LocationConverter:
         within = np.arange(vals.size) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
         lut_base = np.array([d.metric_base.get(int(r), -1) for r in range(int(refs.max()) + 1)], dtype=np.int64)
         lut_size = np.array([d.metric_count.get(int(r), 0) for r in range(int(refs.max()) + 1)], dtype=np.int64)
+        if (undefined := lut_base[refs] < 0).any():
+            i = int(np.argmax(undefined))
+            self._refuse_reference(f"metric {int(refs[i])}", int(t_ns[i]))
         base, size = lut_base[refs][rec], lut_size[refs][rec]
         ok = (base >= 0) & (within < size)
         ok[ok] = d.member_mode[(base + within)[ok]] != _GAUGE
@@ -447,6 +453,14 @@ class _LocationConverter:
         if extra:
             df = pl.concat([df, pl.DataFrame(extra, schema=df.schema, orient="row")])
         return df.select("time_ns", self._counters.gather(df["member"]).alias("counter"), "value")
+
+    def _refuse_reference(self, what: str, time_ns: int) -> None:
+        """An event that names a definition the archive does not have (an event file of another run copied in,
+        attack 7 A14: rank 0's calls were read under the other run's region numbers and vanished) makes the trace
+        unreadable: the otf2 library's own reader stops there too."""
+        when = f" at {time_ns} ns" if time_ns >= 0 else ""  # a time before the archive's start says nothing
+        raise TraceFormatError(self.loc.evt_file, None, f"an event{when} (rank {self.loc.task - 1}) names {what}, "
+                               "which the archive's definitions do not define: an event file of another run?")
 
     def _refuse_metric(self, member: int, value: float, time_ns: int) -> None:
         """A floating-point metric reading that is no number of events (NaN, infinite, beyond 2^63) makes the trace
