@@ -67,7 +67,7 @@ def demo(
     console.print(f"simulated {len(DEMO_APPS)} apps x {nights} nights: {len(results)} experiments, {n_traces} traces "
                   f"({sum(r.bytes for r in results) / 1e6:.0f} MB) in {time.perf_counter() - began:.0f} s")
     with night_progress() as progress:
-        summary = run_night(drop, Warehouse(wh), progress=progress)
+        summary = run_night(drop, Warehouse(wh), progress=progress, settle_s=0)  # [helper drop] its traces are complete
     console.print(f"night: {summary.message()}", soft_wrap=True)
     mix: dict[str, float] = {}
     for m in summary.archetypes.values():

@@ -26,12 +26,17 @@ from synthtrace.pipelines.cli_base import progress_bar
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.pipelines.jobs import STAGES
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.warehouse.drop import DEFAULT_SETTLE_S
 
 if TYPE_CHECKING:
     from synthtrace.pipelines.nightly import NightSummary
 
 DropOption = Annotated[Path, typer.Option("--drop", help="Folder that cluster jobs drop traces into.")]
 MachineOption = Annotated[Path | None, typer.Option("--machine", help="Machine profile (TOML) for roofline metrics.")]
+SettleOption = Annotated[
+    float, typer.Option("--settle", min=0, metavar="SECONDS",
+                        help="Take a trace only once all its files have kept their size and time for this long (a job "
+                             "may still be writing it); 0 takes every trace at once.")]
 SkipOption = Annotated[list[str] | None, typer.Option("--skip", help=f"A later stage not to run ({', '.join(STAGES)}); "
                                                       "repeatable.")]
 
@@ -62,6 +67,7 @@ def nightly(
         ),
     ] = None,
     skip: SkipOption = None,
+    settle: SettleOption = DEFAULT_SETTLE_S,
 ) -> None:
     """Run the nightly flow once (ephemeral Prefect, no server needed)."""
     from synthtrace.pipelines.nightly import run_night
@@ -70,7 +76,7 @@ def nightly(
     _check_drop(drop)
     with night_progress() as progress:
         summary = run_night(drop, Warehouse(warehouse), machine=str(machine) if machine else None, runner=runner.value,
-                            dask_address=dask_address, skip=_check_skip(skip), progress=progress)
+                            dask_address=dask_address, skip=_check_skip(skip), progress=progress, settle_s=settle)
     _print_summary(summary)
     if summary.errors:  # [helper security2] issue 23 F4: a night whose stages failed does not exit 0 (cron mails it)
         raise typer.Exit(1)
@@ -114,6 +120,7 @@ def serve(
     timezone: Annotated[str, typer.Option(help="Time zone of the cron schedule (IANA name).")] = "UTC",
     machine: MachineOption = None,
     skip: SkipOption = None,
+    settle: SettleOption = DEFAULT_SETTLE_S,
 ) -> None:
     """Register the nightly deployment on a Prefect server and serve it on its schedule (PREFECT_API_URL)."""
     from prefect import serve as prefect_serve
@@ -132,7 +139,8 @@ def serve(
     deployment = nightly_flow.to_deployment(
         name=DEPLOYMENT_NAME, schedules=[schedule],
         parameters={"drop": str(drop.resolve()), "warehouse": str(warehouse.resolve()),
-                    "machine": str(machine.resolve()) if machine else None, "skip": _check_skip(skip)})
+                    "machine": str(machine.resolve()) if machine else None, "skip": _check_skip(skip),
+                    "settle_s": settle})
     console.print(f"serving {nightly_flow.name}/{DEPLOYMENT_NAME} on '{cron}' ({timezone}); Ctrl-C stops")
     prefect_serve(deployment, pause_on_shutdown=False, print_starting_message=False)
 
@@ -148,6 +156,10 @@ def _print_summary(summary: NightSummary) -> None:
     console.print(Text.assemble(("night:", "bold"), f" {summary.message()}"), soft_wrap=True)
     for q in summary.quarantined:
         console.print(f"  quarantined {q['path']}: {q['reason']}", soft_wrap=True)
+    for w in summary.waiting:
+        console.print(f"  waiting {w['path']}: {w['reason']}", soft_wrap=True, markup=False, highlight=False)
+    for w in summary.skipped:
+        console.print(f"  skipped {w['path']}: {w['reason']}", soft_wrap=True, markup=False, highlight=False)
     for exp, mix in summary.archetypes.items():
         top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:5])
         console.print(f"  archetypes of {exp}: {top}")

@@ -2,7 +2,8 @@
 whose runs changed, detect, retrain, publish a summary and the report.
 
 Every task is a thin wrapper around a plain function (:mod:`synthtrace.pipelines.jobs`); nothing in the inner
-loops knows Prefect. A trace that fails in any way is quarantined with its reason and the night goes on. What
+loops knows Prefect. A trace still being written waits for a later night (:mod:`synthtrace.warehouse.drop`); a
+trace that fails in any way is quarantined with its reason and the night goes on. What
 completed is recorded in the warehouse (:mod:`synthtrace.warehouse.night_state`), so a night killed at any
 moment is finished by the next one, and a night with nothing new does nothing. Tasks run at most as many at a
 time as the machine has cores (:func:`cores`): merges and ingests are CPU-bound.
@@ -26,9 +27,17 @@ from prefect.states import Completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from synthtrace.pipelines import interrupts, jobs
-from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError
 from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.drop import discover, is_machine_error, quarantine
+from synthtrace.warehouse.drop import (
+    DEFAULT_SETTLE_S,
+    STILL_WRITTEN,
+    discover,
+    files_state,
+    is_machine_error,
+    is_warehouse_error,
+    quarantine,
+)
 from synthtrace.warehouse.ingest import ContentId
 from synthtrace.warehouse.night_state import (
     Pending,
@@ -87,6 +96,8 @@ class NightSummary:
     warehouse: str
     ingested: list[dict[str, Any]] = field(default_factory=list)
     quarantined: list[dict[str, str]] = field(default_factory=list)
+    waiting: list[dict[str, str]] = field(default_factory=list)  # traces still being written: a later night takes them
+    skipped: list[dict[str, str]] = field(default_factory=list)  # traces left with a note (gone, name not UTF-8)
     merged: list[dict[str, Any]] = field(default_factory=list)
     archetypes: dict[str, dict[str, float]] = field(default_factory=dict)
     alerts: list[dict[str, Any]] = field(default_factory=list)
@@ -110,6 +121,8 @@ class NightSummary:
                 # issue 28 (models helper): alerts later nights contradicted are withdrawn, and said so
                 f"{sum(a.get('status') != 'withdrawn' for a in self.alerts)} alerts"
                 + (f", {n} withdrawn" if (n := sum(a.get("status") == "withdrawn" for a in self.alerts)) else "")
+                + (f", {len(self.waiting)} waiting ({STILL_WRITTEN})" if self.waiting else "")
+                + (f", {len(self.skipped)} skipped" if self.skipped else "")
                 + (f", {len(self.errors)} stage errors" if self.errors else ""))
 
 
@@ -127,36 +140,67 @@ def one_line(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- tasks
-def discovered(drop: str | Path, wh: Warehouse) -> list[dict[str, Any]]:
-    """The new traces of the drop folder (:func:`~synthtrace.warehouse.drop.discover`), each hashed once: its id
-    and files' stat go to its ingest (``known``), which then does not hash it again."""
-    return [{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment,
-             "known": [d.known.run_id, [list(s) for s in d.known.signature]] if d.known else None}
-            for d in discover(Path(drop), wh)]
+def discovered(drop: str | Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> list[dict[str, Any]]:
+    """The traces of the drop folder (:func:`~synthtrace.warehouse.drop.discover`) as the flow takes them (JSON):
+    each new one hashed once (its id and files' stat go to its ingest, ``known``, which then does not hash it again;
+    ``files``: its files' state, checked again before the ingest); the others with a ``status`` (``waiting``,
+    ``skipped``) and the reason, their path escaped where it is not UTF-8."""
+    found = discover(Path(drop), wh, settle_s)
+    return ([{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment, "files": d.files,
+              "known": [d.known.run_id, [list(s) for s in d.known.signature]] if d.known else None}
+             for d in found.new]
+            + [{"path": t.path, "status": "waiting", "reason": t.reason} for t in found.waiting]
+            + [{"path": t.path, "status": "skipped", "reason": t.reason} for t in found.skipped])
+
+
+def _to_ingest(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f for f in found if "status" not in f]
 
 
 @task(name="discover")
-def discover_task(drop: str, wh: Warehouse) -> list[dict[str, Any]]:
-    return discovered(drop, wh.ensure())
+def discover_task(drop: str, wh: Warehouse, settle_s: float) -> list[dict[str, Any]]:
+    return discovered(drop, wh.ensure(), settle_s)
+
+
+#: the note of a trace gone between discovery and its ingest
+GONE = "gone since it was found (another night took it, or its owner moved it)"
 
 
 @task(name="ingest", retries=0)
 def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
-    """Ingest one trace. Whatever it raises, the trace is quarantined and the night goes on, unless the
-    failure is the machine's (disk full, read-only warehouse): then the trace stays for the next night."""
+    """Ingest one trace. Whatever it raises, the trace is quarantined and the night goes on, unless the failure says
+    nothing about the trace: the machine's or the warehouse's (disk full, read-only warehouse, a stage gone: the
+    trace stays, a stage error), a trace gone meanwhile (skipped), or one whose files changed since discovery (still
+    being written: it waits for a later night, and is never quarantined)."""
     path = Path(item["path"])
+
+    def left(status: str, reason: str) -> dict[str, Any]:
+        get_run_logger().info("%s %s: %s", status, path, reason)
+        return {"status": status, "path": str(path), "reason": reason}
+
+    changed = f"{STILL_WRITTEN} (its files changed since it was found)"
+    if not path.exists():
+        return left("skipped", GONE)
+    if "files" in item and files_state(path) != item["files"]:
+        return left("waiting", changed)
     try:
         known = ContentId(item["known"][0], tuple(map(tuple, item["known"][1]))) if item.get("known") else None
         res = jobs.ingest(wh, path, default_experiment=item["experiment"], known=known)
     except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
         reason = one_line(exc)
-        if is_machine_error(exc):
+        if is_machine_error(exc) or is_warehouse_error(exc, wh):
             get_run_logger().warning("not ingested %s: %s", path, reason)
             return {"status": "failed", "path": str(path), "reason": reason}
+        if not path.exists():
+            return left("skipped", GONE)
+        if isinstance(exc, TraceChangedError) or ("files" in item and files_state(path) != item["files"]):
+            return left("waiting", changed)
         try:
             where = quarantine(Path(drop), path, reason)
         except OSError as move_exc:  # a read-only drop folder: say so, leave the trace, go on
             return {"status": "failed", "path": str(path), "reason": f"{reason} (and not quarantined: {move_exc})"}
+        if where is None:
+            return left("skipped", GONE)
         get_run_logger().warning("quarantined %s in %s: %s", path.name, where, reason)
         return {"status": "quarantined", "path": str(path), "reason": reason, "to": str(where)}
     return {"status": res.status, "path": str(path), "run_id": res.run_id, "run_name": res.run_name,
@@ -196,12 +240,14 @@ def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settin
 
 # ---------------------------------------------------------------------------------------------- flow
 def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-          found: list[dict[str, Any]] | None = None, tell: Progress = _silent) -> NightSummary:
+          found: list[dict[str, Any]] | None = None, tell: Progress = _silent,
+          settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
     """One night, inside a flow: ingest what cluster jobs dropped, then every job of :data:`jobs.JOBS` not in
     ``skip``, in order: an experiment job on the experiments it has not completed on for their current runs (or that
     a job before it redid tonight, see ``Job.invalidates``), skipping an experiment once one of its jobs failed
     tonight; a warehouse job when the warehouse changed since it last completed. ``found``: the new traces when
-    the caller has discovered them already (:func:`discovered`). ``tell`` hears the progress."""
+    the caller has discovered them already (:func:`discovered`). ``tell`` hears the progress. ``settle_s``: seconds
+    a trace's files must have been unchanged for the night to take it (:mod:`synthtrace.warehouse.drop`)."""
     summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
@@ -212,20 +258,24 @@ def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str]
 
     tell("discover", 0, 1)
     if found is None:
-        found = discover_task(drop, wh)
+        found = discover_task(drop, wh, settle_s)
     else:
         wh.ensure()
     tell("discover", 1, 1)
-    tell("ingest", 0, len(found))
-    for n, fut in enumerate(as_completed(ingest_task.map(found, drop=drop, wh=unmapped(wh))), 1):
+    _note_left(summary, found)
+    new = _to_ingest(found)
+    tell("ingest", 0, len(new))
+    for n, fut in enumerate(as_completed(ingest_task.map(new, drop=drop, wh=unmapped(wh))), 1):
         r = fut.result()
-        if r["status"] == "quarantined":
+        if r["status"] in ("waiting", "skipped"):
+            _note_left(summary, [r])
+        elif r["status"] == "quarantined":
             summary.quarantined.append({"path": r["path"], "reason": r["reason"]})
         elif r["status"] == "failed":
             summary.errors.append({"stage": "ingest", "args": [r["path"]], "error": r["reason"]})
         elif r["status"] == "ingested":
             summary.ingested.append(r)
-        tell("ingest", n, len(found))
+        tell("ingest", n, len(new))
 
     per_experiment = [j for j in jobs.JOBS if j.scope == "experiment" and j.name not in skipped]
     todo, invalid = pending(wh, [j.name for j in per_experiment])
@@ -269,6 +319,13 @@ def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str]
     return Completed(message=summary.message(), data=summary)
 
 
+def _note_left(summary: NightSummary, items: list[dict[str, Any]]) -> None:
+    """Keep in the summary the traces of ``items`` the night leaves where they are (waiting, skipped)."""
+    for item in items:
+        if item.get("status") in ("waiting", "skipped"):
+            getattr(summary, item["status"]).append({"path": item["path"], "reason": item["reason"]})
+
+
 def _flow_options(task_runner: Any = None) -> dict[str, Any]:
     return {"name": FLOW_NAME, "log_prints": False, "validate_parameters": True,
             "task_runner": task_runner or ThreadPoolTaskRunner(max_workers=cores())}
@@ -278,10 +335,10 @@ def night_flow(tell: Progress = _silent, task_runner: Any = None) -> Flow:
     """The nightly flow (its name :data:`FLOW_NAME` in Prefect) of a night someone watches: its progress goes to
     ``tell``. Run in this process only (:func:`run_night`); the deployed flow is :func:`nightly_flow`."""
     def watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                      found: list[dict[str, Any]] | None = None) -> NightSummary:
+                      found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
         if _stop_now is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
-        return night(drop, warehouse, machine, skip, found, tell)
+        return night(drop, warehouse, machine, skip, found, tell, settle_s)
 
     watched_night.__doc__ = nightly_flow.__doc__
     return flow(watched_night, **_flow_options(task_runner))
@@ -289,12 +346,13 @@ def night_flow(tell: Progress = _silent, task_runner: Any = None) -> Flow:
 
 @flow(**_flow_options())
 def nightly_flow(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                 found: list[dict[str, Any]] | None = None) -> NightSummary:
+                 found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
     """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night left
     unfinished), publish the results. ``skip`` names later stages not to run tonight; ``found``: the new traces,
-    when discovered before the flow started (else the flow discovers them). The flow ``synthtrace serve``
-    deploys (a module-level function: its entrypoint must import)."""
-    return night(drop, warehouse, machine, skip, found)
+    when discovered before the flow started (else the flow discovers them); ``settle_s``: seconds a trace's files
+    must have been unchanged to be taken tonight. The flow ``synthtrace serve`` deploys (a module-level function:
+    its entrypoint must import)."""
+    return night(drop, warehouse, machine, skip, found, settle_s=settle_s)
 
 
 def _publish(summary: NightSummary) -> None:
@@ -304,6 +362,10 @@ def _publish(summary: NightSummary) -> None:
         lines.append(f"- report: `{summary.report}`")
     if summary.quarantined:
         lines += ["", "## Quarantined", *[f"- `{q['path']}`: {q['reason']}" for q in summary.quarantined]]
+    if summary.waiting:
+        lines += ["", "## Waiting for a later night", *[f"- `{q['path']}`: {q['reason']}" for q in summary.waiting]]
+    if summary.skipped:
+        lines += ["", "## Skipped", *[f"- `{q['path']}`: {q['reason']}" for q in summary.skipped]]
     if summary.archetypes:
         lines += ["", "## Archetype mix (share of time)"]
         for exp, mix in summary.archetypes.items():
@@ -405,23 +467,29 @@ def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,
     skipped = set(skip or ())
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
-    if not (wh.root / "runs").is_dir() or (found if found is not None else discover(Path(drop), wh)):
+    if found is None:
+        found = discovered(drop, wh)
+    if not (wh.root / "runs").is_dir() or _to_ingest(found):
         return None
     todo, invalid = pending(wh, [j.name for j in jobs.JOBS if j.scope == "experiment" and j.name not in skipped])
     global_stages = [j.name for j in jobs.JOBS if j.scope == "warehouse" and j.name not in skipped]
     if todo or invalid or global_stages_left(wh, global_stages, fingerprint(wh)):
         return None
     report = wh.root / "report.html"
-    return NightSummary(drop=str(drop), warehouse=str(wh.root), skipped_steps=[s for s in jobs.STAGES if s in skipped],
-                        up_to_date=[s for s in jobs.STAGES if s not in skipped],
-                        report=str(report) if "report" not in skipped and report.is_file() else None)
+    summary = NightSummary(drop=str(drop), warehouse=str(wh.root),
+                           skipped_steps=[s for s in jobs.STAGES if s in skipped],
+                           up_to_date=[s for s in jobs.STAGES if s not in skipped],
+                           report=str(report) if "report" not in skipped and report.is_file() else None)
+    _note_left(summary, found)
+    return summary
 
 
 def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
               runner: str = "thread", dask_address: str | None = None, skip: list[str] | None = None,
-              progress: Progress | None = None) -> NightSummary:
+              progress: Progress | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
     """Run the flow once in this process (ephemeral Prefect unless PREFECT_API_URL is set); ``progress`` is
-    called as stages advance. A night with nothing to do returns at once, without Prefect."""
+    called as stages advance. A night with nothing to do returns at once, without Prefect. ``settle_s``: seconds
+    a trace's files must have been unchanged to be taken tonight (0: at once, for traces known to be complete)."""
     runner_ = None
     if runner == "dask":
         from prefect_dask import DaskTaskRunner
@@ -429,13 +497,13 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
                    DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1, "processes": True}))
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
-    found = discovered(drop, wh)  # once: the flow ingests what this found, by the ids it hashed
+    found = discovered(drop, wh, settle_s)  # once: the flow ingests what this found, by the ids it hashed
     if (quiet := nothing_to_do(drop, wh, skip, found)) is not None:
         return quiet
     start_prefect()
     f = night_flow(progress or _silent, runner_)
     state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), found=found,
-              return_state=True)
+              settle_s=settle_s, return_state=True)
     if state.is_failed():
         state.result()  # raises the flow's exception
     return state.result()

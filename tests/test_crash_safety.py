@@ -69,7 +69,8 @@ def test_reader_during_ingest_never_sees_half_a_run(tmp_path, big_lulesh):
 # ------------------------------------------------------------------------------------------------ nights
 def _night_cmd(drop: Path, wh: Path) -> list[str]:
     return [sys.executable, "-c", "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
-            "nightly", "--drop", str(drop), "--warehouse", str(wh), "--skip", "retrain"]
+            "nightly", "--drop", str(drop), "--warehouse", str(wh), "--skip", "retrain",
+            "--settle", "0"]  # [helper drop] traces copied just before: complete
 
 
 def _experiments_with(wh: Path, name: str) -> set[str]:

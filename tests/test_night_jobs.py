@@ -42,14 +42,14 @@ def test_a_job_added_to_the_table_runs_once_per_changed_experiment_and_each_trac
     wh = Warehouse(tmp_path / "wh")
     skip = [j.name for j in jobs.JOBS if j is not row]  # the new job alone
 
-    first = run_night(drop, wh, machine="generic", skip=skip)
+    first = run_night(drop, wh, machine="generic", skip=skip, settle_s=0)
     assert [r["run_name"] for r in first.ingested] == ["prime_v0"]
     assert seen == [("prime", "generic")]
     assert len(hashed) == 1, f"the trace was hashed {len(hashed)} times in one night: {hashed}"
-    second = run_night(drop, wh, skip=skip)  # nothing new: the job is done for prime's runs
+    second = run_night(drop, wh, skip=skip, settle_s=0)  # nothing new: the job is done for prime's runs
     assert seen == [("prime", "generic")] and "count" in second.up_to_date
     copy_trace(PRIME, drop / "prime", "prime.run1")  # same bytes: no new run, nothing to redo
-    run_night(drop, wh, skip=[*skip, "count"])
+    run_night(drop, wh, skip=[*skip, "count"], settle_s=0)
     assert seen == [("prime", "generic")]
 
 

@@ -39,7 +39,7 @@ def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, 
     the second as ``synthtrace nightly`` runs it. (The final state was a test of its own, one more full night.)"""
     from synthtrace.pipelines.nightly import nightly_flow, run_night
     wh = tmp_path / "wh"
-    state = nightly_flow(drop=str(drop), warehouse=str(wh), return_state=True)
+    state = nightly_flow(drop=str(drop), warehouse=str(wh), settle_s=0, return_state=True)
     assert state.is_completed()
     assert state.message.startswith("2 runs ingested, 1 quarantined")
     s = state.result()
@@ -54,7 +54,7 @@ def test_night_ingests_quarantines_and_is_idempotent(prefect_harness, tmp_path, 
 
     # a second night over the same folder, with a renamed copy re-dropped, ingests nothing
     copy_trace(PRIME, drop / "again", "prime_renamed")
-    s2 = run_night(drop, Warehouse(wh))
+    s2 = run_night(drop, Warehouse(wh), settle_s=0)
     assert s2.ingested == [] and s2.quarantined == []
     assert _count(wh, "SELECT count(*) FROM runs") == 2
 
@@ -73,7 +73,8 @@ def test_quarantine_never_overwrites_and_moves_whole_otf2_archives(prefect_harne
     for sub in ("otf-a", "otf-b"):
         archive = shutil.copytree(OTF2, drop / sub / "run")
         (archive / "traces.def").write_bytes((archive / "traces.def").read_bytes()[:200])  # cut definitions
-    s = run_night(drop, Warehouse(tmp_path / "wh"), skip=["merge", "archetypes", "detect", "retrain", "report"])
+    s = run_night(drop, Warehouse(tmp_path / "wh"), settle_s=0,
+                  skip=["merge", "archetypes", "detect", "retrain", "report"])
     assert [r["run_name"] for r in s.ingested] == ["prime_v0"]
     assert len(s.quarantined) == 4
     folders = sorted((drop / ".quarantine").iterdir())
@@ -96,7 +97,8 @@ def test_night_names_experiments_as_ingest_does(prefect_harness, tmp_path):
     copy_trace(JACOBI, drop / "mixed")
     copy_trace(PRIME, drop / "primes", "prime.night1")
     (drop / "primes" / "prime.night1.prv").write_bytes((drop / "primes" / "prime.night1.prv").read_bytes() + b"\n")
-    s = run_night(drop, Warehouse(tmp_path / "wh"), skip=["merge", "archetypes", "detect", "retrain", "report"])
+    s = run_night(drop, Warehouse(tmp_path / "wh"), settle_s=0,
+                  skip=["merge", "archetypes", "detect", "retrain", "report"])
     assert {(r["run_name"], r["experiment"]) for r in s.ingested} == {
         ("prime_v0", "prime_v0"), (JACOBI.stem, JACOBI.stem), ("prime.night1", "primes")}
     from synthtrace.tracelib.formats.source import find_traces
@@ -127,7 +129,7 @@ def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefe
         return real(wh, path, **kw)
 
     monkeypatch.setattr(ingest_mod, "ingest_trace", buggy)  # what jobs.ingest calls
-    s = nightly.run_night(drop, Warehouse(tmp_path / "wh"), skip=["detect", "retrain", "report"])
+    s = nightly.run_night(drop, Warehouse(tmp_path / "wh"), settle_s=0, skip=["detect", "retrain", "report"])
     assert sorted(r["run_name"] for r in s.ingested) == ["lulesh.4x2", "lulesh.7x1"]
     assert sorted(Path(q["path"]).name for q in s.quarantined) == ["bug.prv", "poison.prv"]
     assert any("RuntimeError: a bug" in q["reason"] for q in s.quarantined)
@@ -149,7 +151,8 @@ def test_dask_runner_on_a_local_cluster(prefect_harness, tmp_path, drop):
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
     ) as cluster:
-        s = run_night(drop, Warehouse(tmp_path / "wh"), runner="dask", dask_address=cluster.scheduler_address)
+        s = run_night(drop, Warehouse(tmp_path / "wh"), settle_s=0, runner="dask",
+                      dask_address=cluster.scheduler_address)
     assert len(s.ingested) == 2 and len(s.quarantined) == 1
 
 
@@ -157,7 +160,7 @@ def _night_cmd(drop: Path, wh: Path) -> list[str]:
     """The night as a separate process, ingest only: these tests are about ingest and readers, not analysis."""
     skip = [a for s in ("merge", "archetypes", "detect", "retrain", "report") for a in ("--skip", s)]
     return [sys.executable, "-c", "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))",
-            "nightly", "--drop", str(drop), "--warehouse", str(wh), *skip]
+            "nightly", "--drop", str(drop), "--warehouse", str(wh), "--settle", "0", *skip]
 
 
 @pytest.mark.slow
@@ -216,7 +219,8 @@ def test_prefect_that_does_not_start_is_one_line(tmp_path):
             "from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="0")
-    done = subprocess.run([sys.executable, "-c", code, "nightly", "--drop", str(drop), "-w", str(tmp_path / "wh")],
+    done = subprocess.run([sys.executable, "-c", code, "nightly", "--drop", str(drop), "-w", str(tmp_path / "wh"),
+                           "--settle", "0"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()

@@ -36,6 +36,8 @@ def test_served_deployment_runs_the_night(tmp_path, prefect_api):
                 "0 3 * * *",
                 "--timezone",
                 "Europe/Madrid",
+                "--settle",  # [helper drop] the trace was copied just before: complete
+                "0",
             ],
             env=env,
             stdout=subprocess.PIPE,

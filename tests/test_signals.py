@@ -113,7 +113,7 @@ def test_sigterm_stops_a_night_at_once_in_one_line(tmp_path, prefect_api):
     copy_trace(PRIME, drop)
     env = server_env(tmp_path / "prefect", prefect_api)
     p = _interrupted_at("synthtrace.pipelines.jobs:ingest", signal.SIGTERM, "nightly", "--drop", drop, "-w", wh,
-                        env=env)
+                        "--settle", "0", env=env)  # [helper drop] the trace was copied just before: complete
     assert p.returncode == 143, (p.returncode, p.stderr[-3000:])
     assert p.stderr.splitlines()[-1] == \
         "terminated (SIGTERM): nothing was stored; the next night finishes what this one left", p.stderr[-3000:]

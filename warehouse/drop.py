@@ -1,11 +1,25 @@
-"""The drop folder cluster jobs write traces into: what is new, and where broken traces are set aside."""
+"""The drop folder cluster jobs write traces into: what is new, what is still being written, and where broken
+traces are set aside.
+
+A trace appears in the drop folder long before it is complete. Extrae's merger (``mpi2prv``, run at the end of the
+job or as a job step of its own) writes the ``.prv`` sequentially (header first), then the ``.pcf`` and the ``.row``;
+a ``.prv.gz`` grows the same way; a copy (``cp``, ``scp``, a stage-out) grows each file in turn. Score-P writes an
+OTF2 archive's event files and its ``.def`` during the run and the anchor ``.otf2`` last, at the archive's close
+(so an archive whose anchor is missing is not a trace yet). No writer says when it is done, so the night does what
+drop-folder ingesters do: a trace is taken only when every file of it (``.prv`` with ``.pcf``/``.row``, or the
+anchor, ``.def`` and every file of the archive folder) has kept its size and modification time for a settle time
+(:data:`DEFAULT_SETTLE_S`), and again unchanged when its ingest starts; otherwise it waits for the next night. A
+trace still changing is never quarantined: a cut record in a file being written is not a broken trace.
+"""
 from __future__ import annotations
 
 import errno
+import os
 import shutil
+import time
 import uuid
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,9 +30,14 @@ from synthtrace.warehouse.names import file_name
 
 QUARANTINE = ".quarantine"
 REASON_FILE = "reason.txt"
-#: errors of the machine, not of the trace: the trace stays in the drop folder for the next night
+#: seconds every file of a trace must have kept its size and modification time before a night takes it: longer
+#: than the pause between a writer's files (mpi2prv's .prv, then .pcf/.row) and than NFS attribute caching (3-60 s)
+DEFAULT_SETTLE_S = 60.0
+#: the note of a trace left for the next night because it is still being written
+STILL_WRITTEN = "still being written"
 #: bytes of a trace's name kept in its quarantine folder's name (a file system allows 255 per name)
 _NAME_BYTES = 200
+#: errors of the machine, not of the trace: the trace stays in the drop folder for the next night
 _MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOMEM}
 
 
@@ -30,6 +49,40 @@ class DroppedTrace:
     run_id: str | None  # None when the file could not even be opened (it will be quarantined)
     experiment: str  # where its run goes (:func:`~synthtrace.warehouse.ingest.experiment_names`)
     known: ContentId | None = None  # its id with the files' stat when hashed: the ingest need not hash it again
+    files: list[list[str | int]] = field(default_factory=list)  # :func:`files_state` when discovered
+
+
+@dataclass(frozen=True)
+class LeftTrace:
+    """A trace the night leaves where it is, and why (shown to the user: its name escaped, see :func:`shown`)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What a look at the drop folder found: new traces to ingest, traces still being written (they wait for a
+    later night) and traces no night can take as they are (a name that is not UTF-8)."""
+
+    new: list[DroppedTrace]
+    waiting: list[LeftTrace]
+    skipped: list[LeftTrace]
+
+
+def shown(path: str | Path) -> str:
+    """A path as text any output takes (JSON, a terminal, a Prefect artifact): bytes that are not UTF-8 as
+    ``\\xNN`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def is_utf8(path: Path) -> bool:
+    """True when the path's bytes are UTF-8 (a name from a Latin-1 tool or a Windows share may not be)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def is_machine_error(exc: BaseException) -> bool:
@@ -39,20 +92,87 @@ def is_machine_error(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError | RunStoreError) or (isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS)
 
 
-def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
+def is_warehouse_error(exc: BaseException, wh: Warehouse) -> bool:
+    """True when ``exc`` (or an exception it was raised from) concerns a file of the warehouse, not of the trace:
+    e.g. a writer's stage under ``.staging`` gone (another writer's clean-up). Such a failure says nothing about the
+    trace, which must never be quarantined for it."""
+    roots = {wh.root, wh.root.absolute(), wh.root.resolve()}
+    staging = {str(r / wh.staging_dir.name) for r in roots}
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.filename is not None and \
+                any(Path(os.fsdecode(cur.filename)).absolute().is_relative_to(r) for r in roots):
+            return True
+        if any(s in str(cur) for s in staging):  # Rust/Arrow errors carry the path in their text only
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def _all_files(path: Path) -> list[Path]:
+    """Every file of the trace at ``path`` (an OTF2 archive folder's files one by one), sorted."""
+    out = []
+    for part in trace_files(path):
+        if part.is_dir() and not part.is_symlink():
+            out += [Path(top) / f for top, _, names in os.walk(part) for f in names]
+        else:
+            out.append(part)
+    return sorted(out)
+
+
+def files_state(path: Path) -> list[list[str | int]]:
+    """[name, size, mtime in ns] of every file of the trace at ``path``: equal states mean unchanged files. The
+    names escaped (:func:`shown`): a state travels as JSON."""
+    state = []
+    for f in _all_files(path):
+        try:
+            st = f.stat()
+        except FileNotFoundError:  # gone meanwhile: it is not in the state
+            continue
+        state.append([shown(f), st.st_size, st.st_mtime_ns])
+    return state
+
+
+def unsettled_for(state: list[list[str | int]], settle_s: float, now_s: float | None = None) -> float | None:
+    """None when every file of a trace in ``state`` (:func:`files_state`) has been unchanged for ``settle_s``
+    seconds; else the seconds since its latest change (negative for a time stamp in the future: a file server
+    whose clock runs ahead, taken as a change just now). ``settle_s`` 0 takes every trace at once."""
+    if settle_s <= 0 or not state:
+        return None
+    age = (time.time() if now_s is None else now_s) - max(int(s[2]) for s in state) / 1e9
+    return None if age >= settle_s else age
+
+
+def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> Discovery:
     """Traces under ``drop`` (not in its quarantine) whose content is not in the warehouse yet.
 
-    Identity is the content hash, so renamed or re-dropped files are not ingested twice. A trace that cannot
-    even be opened, whatever the exception, is returned without a run_id: its ingest fails and quarantines it.
-    Each trace's experiment follows the rule of ``synthtrace ingest``, applied to every trace of the drop folder
-    (new or not), so that a folder's runs land in the same experiments night after night.
+    Identity is the content hash, so renamed or re-dropped files are not ingested twice. A trace whose files
+    changed less than ``settle_s`` seconds ago waits (it is neither opened nor hashed); a trace whose path is not
+    UTF-8 is skipped with a note (no name rule takes it, and its path could not travel as a flow parameter). A
+    trace that cannot even be opened, whatever the exception, is returned without a run_id: its ingest fails and
+    quarantines it. Each trace's experiment follows the rule of ``synthtrace ingest``, applied to every trace of
+    the drop folder (new or not), so that a folder's runs land in the same experiments night after night.
     """
     from synthtrace.tracelib.formats.source import open_trace
 
-    out, seen = [], set()
-    traces = [p for p in find_traces([drop]) if QUARANTINE not in p.relative_to(drop).parts]
+    out, seen, waiting, skipped = [], set(), [], []
+    traces = []
+    for p in find_traces([drop]):
+        if QUARANTINE in p.relative_to(drop).parts:
+            continue
+        if is_utf8(p):
+            traces.append(p)
+        else:
+            skipped.append(LeftTrace(shown(p), "its path is not UTF-8 (a Latin-1 or Windows name?); rename it"))
     experiments, _ = experiment_names(traces)
     for path in traces:
+        state = files_state(path)
+        if (age := unsettled_for(state, settle_s)) is not None:
+            waiting.append(LeftTrace(str(path), f"{STILL_WRITTEN} (changed {max(age, 0):.0f} s ago; taken once its "
+                                                f"files are unchanged for {settle_s:g} s)"))
+            continue
         try:
             with warnings.catch_warnings():  # the ingest that follows reports them
                 warnings.simplefilter("ignore")
@@ -62,13 +182,13 @@ def discover(drop: Path, wh: Warehouse) -> list[DroppedTrace]:
         except Exception as exc:  # one trace's failure, of whatever kind, must not end the night
             if is_machine_error(exc):
                 raise
-            out.append(DroppedTrace(path, None, experiments[path]))
+            out.append(DroppedTrace(path, None, experiments[path], files=state))
             continue
         if run_id in seen or wh.has_run(run_id):
             continue
         seen.add(run_id)
-        out.append(DroppedTrace(path, run_id, experiments[path], known))
-    return out
+        out.append(DroppedTrace(path, run_id, experiments[path], known, state))
+    return Discovery(out, waiting, skipped)
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -83,17 +203,28 @@ def trace_files(path: Path) -> list[Path]:
     return [p for p in parts if p.exists() or p.is_symlink()]
 
 
-def quarantine(drop: Path, path: Path, reason: str) -> Path:
+def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
     """Move a broken trace, whole, into a folder of its own under ``drop/.quarantine`` with a ``reason.txt``.
 
     The folder is new for every trace (time stamp, trace name, random suffix), so two broken traces of one
-    name never overwrite each other; the reason says where the trace came from. Returns that folder.
+    name never overwrite each other; the reason says where the trace came from. Returns that folder, or None when
+    the trace is gone (another night took it, its owner moved it): then no folder is left behind.
     """
     stamp = datetime.now(UTC)
-    shown = path.name if len(path.name.encode("utf-8", "surrogateescape")) <= _NAME_BYTES else file_name(path.name)
-    dest = drop / QUARANTINE / f"{stamp:%Y%m%dT%H%M%S}-{shown}-{uuid.uuid4().hex[:8]}"
+    name = shown(path.name)
+    short = name if len(name.encode("utf-8")) <= _NAME_BYTES else file_name(name)
+    dest = drop / QUARANTINE / f"{stamp:%Y%m%dT%H%M%S}-{short}-{uuid.uuid4().hex[:8]}"
     dest.mkdir(parents=True)
-    (dest / REASON_FILE).write_text(f"{stamp.isoformat()}\n{path}\n{reason}\n")
-    for f in trace_files(path):
-        shutil.move(str(f), dest / f.name)
+    main, *companions = trace_files(path) or [path]
+    try:  # the trace's own file first: once it is moved, no other night sees the trace
+        shutil.move(main, dest / main.name)
+    except FileNotFoundError:
+        dest.rmdir()
+        return None
+    for f in companions:
+        try:
+            shutil.move(f, dest / f.name)
+        except FileNotFoundError:  # a companion another night moved meanwhile
+            continue
+    (dest / REASON_FILE).write_text(f"{stamp.isoformat()}\n{shown(path)}\n{reason}\n", encoding="utf-8")
     return dest

@@ -1,0 +1,130 @@
+"""The drop folder as cluster jobs fill it (attack 7, A6-A9): a trace still being written waits for a later night and
+is never quarantined; a trace gone between discovery and ingest, a name that is not UTF-8, a stage removed under the
+night's writer are each a note, never a quarantine, and the rest of the night goes on."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.drop import QUARANTINE, discover, quarantine
+from synthtrace.warehouse.sql import query
+from testing.traces import JACOBI, LULESH_B, PRIME, TRACES, copy_trace
+
+pytestmark = [pytest.mark.real_traces]
+OTF2 = TRACES / "otf2" / "ping-pong-otf2"
+INGEST_ONLY = ["merge", "archetypes", "pop", "detect", "retrain", "report"]
+
+
+def _age(folder: Path, seconds: float) -> None:
+    """Every file under ``folder`` last changed ``seconds`` ago (as a trace written that long ago)."""
+    then = time.time() - seconds
+    for p in [folder, *folder.rglob("*")]:
+        os.utime(p, (then, then))
+
+
+def _runs(wh: Path) -> list[tuple[str, int]]:
+    return [tuple(r.values()) for r in query(Warehouse(wh), "SELECT run_name, n_bursts FROM runs").to_pylist()]
+
+
+def test_discovery_takes_a_trace_only_once_all_its_files_are_settled(tmp_path):
+    """mpi2prv writes the .prv, then the .pcf/.row; Score-P the OTF2 anchor last; a copy grows each file in turn.
+    A trace any of whose files changed within the settle time waits (not even hashed), a time stamp in the future
+    (a file server whose clock runs ahead) too; settle 0 takes it at once."""
+    drop, wh = tmp_path / "drop", Warehouse(tmp_path / "wh")
+    copy_trace(PRIME, drop / "prime")
+    copy_trace(LULESH_B, drop / "lulesh")
+    archive = shutil.copytree(OTF2, drop / "otf" / "run")
+    _age(drop, 600)
+    os.utime(drop / "prime" / "prime_v0.pcf")  # the .pcf just written: the .prv alone is not the trace yet
+    evt = next(p for p in (archive / "traces").rglob("*") if p.is_file())
+    os.utime(evt, (time.time() + 3600,) * 2)  # an event file stamped an hour ahead
+    found = discover(drop, wh, settle_s=60)
+    assert [d.path.name for d in found.new] == [LULESH_B.name]
+    assert sorted(Path(w.path).name for w in found.waiting) == ["prime_v0.prv", "traces.otf2"]
+    assert all("still being written" in w.reason for w in found.waiting) and found.skipped == []
+    assert {d.path.name for d in discover(drop, wh, settle_s=0).new} == {LULESH_B.name, "prime_v0.prv", "traces.otf2"}
+
+
+def test_quarantine_of_a_trace_already_gone_leaves_nothing(tmp_path):
+    """A7: another night moved the broken trace first: no empty folder with a reason saying 'no such file'."""
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop / "broken")
+    for f in prv.parent.iterdir():
+        f.unlink()
+    assert quarantine(drop, prv, "cut off mid-record") is None
+    assert not (drop / QUARANTINE).exists() or list((drop / QUARANTINE).iterdir()) == []
+
+
+def test_a_trace_being_written_waits_and_is_ingested_whole_once_finished(prefect_harness, tmp_path):
+    """A8: a .prv cut mid-record while its writer still appends was quarantined (the writer then finished into the
+    quarantined file: the run lost); cut at a line end it was ingested half, then again whole (two runs)."""
+    from synthtrace.pipelines.nightly import run_night
+
+    drop, wh = tmp_path / "drop", tmp_path / "wh"
+    prv = copy_trace(PRIME, drop / "prime")
+    whole = prv.read_bytes()
+    _age(drop, 600)
+    prv.write_bytes(whole[:150_007])  # the writer is half-way, mid-record
+    first = run_night(drop, Warehouse(wh), skip=INGEST_ONLY, settle_s=60)
+    assert first.ingested == [] and first.quarantined == [], first
+    assert [w["path"] for w in first.waiting] == [str(prv)] and "still being written" in first.waiting[0]["reason"]
+    assert "1 waiting (still being written)" in first.message()
+    with prv.open("ab") as out:  # the writer finishes into the same file
+        out.write(whole[150_007:])
+    _age(drop, 120)
+    second = run_night(drop, Warehouse(wh), skip=INGEST_ONLY, settle_s=60)
+    assert [r["run_name"] for r in second.ingested] == ["prime_v0"] and second.waiting == []
+    assert _runs(wh) == [("prime_v0", 704)]
+    assert not (drop / QUARANTINE).exists()
+
+
+def test_what_says_nothing_about_a_trace_never_quarantines_it(prefect_harness, tmp_path, monkeypatch):
+    """Between discovery and ingest one trace is taken by another night (A7), one grows (a writer appending a cut
+    record: A8, even with settle 0), and the stage of a third is removed under its writer (A6: another writer's
+    clean-up); a fourth has a name that is not UTF-8 (A9: the night died of a JSON traceback, every night). None is
+    quarantined; each is a note; the good trace is ingested."""
+    from synthtrace.pipelines import nightly
+    from synthtrace.warehouse import ingest as ingest_mod
+
+    drop, wh = tmp_path / "drop", tmp_path / "wh"
+    copy_trace(PRIME, drop / "good")
+    taken = copy_trace(JACOBI, drop / "taken", "taken")
+    growing = copy_trace(PRIME, drop / "growing", "growing")
+    growing.write_bytes(growing.read_bytes() + b"\n")  # other bytes than good's: a run of its own
+    staged = copy_trace(LULESH_B, drop / "staged", "staged")
+    latin = os.fsencode(drop / "latin") + b"/run\xe9"
+    os.makedirs(os.fsencode(drop / "latin"))
+    for suffix in (".prv", ".pcf", ".row"):
+        shutil.copyfile(PRIME.with_suffix(suffix), latin + suffix.encode())
+    with open(latin + b".prv", "ab") as out:
+        out.write(b"\n\n")  # a run of its own
+    real_discovered, real_write = nightly.discovered, ingest_mod._write_run
+
+    def then_others_act(*args, **kwargs):
+        found = real_discovered(*args, **kwargs)
+        shutil.move(taken.parent, tmp_path / "elsewhere")  # another night took it
+        with growing.open("a") as out:
+            out.write("2:0:1:1:1:12")  # its writer goes on
+        return found
+
+    def stage_removed(source, run_id, stage, *args, **kwargs):
+        if Path(source.path).stem == "staged":
+            shutil.rmtree(stage)
+        return real_write(source, run_id, stage, *args, **kwargs)
+
+    monkeypatch.setattr(nightly, "discovered", then_others_act)
+    monkeypatch.setattr(ingest_mod, "_write_run", stage_removed)
+    s = nightly.run_night(drop, Warehouse(wh), skip=INGEST_ONLY, settle_s=0)
+    assert [r["run_name"] for r in s.ingested] == ["prime_v0"]
+    assert s.quarantined == [] and not (drop / QUARANTINE).exists(), s.quarantined
+    assert [(w["path"], "still being written" in w["reason"]) for w in s.waiting] == [(str(growing), True)]
+    assert {Path(k["path"]).name: k["reason"].split(" (")[0] for k in s.skipped} == {
+        "taken.prv": "gone since it was found", "run\\xe9.prv": "its path is not UTF-8"}
+    assert [(e["stage"], e["args"]) for e in s.errors] == [("ingest", [str(staged)])]
+    assert ".staging" in s.errors[0]["error"] or "No such file" in s.errors[0]["error"], s.errors
+    assert staged.is_file() and growing.is_file() and os.path.exists(latin + b".prv")
