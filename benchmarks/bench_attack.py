@@ -637,8 +637,9 @@ def sql_family(base: Path, part: tuple[int, int] = (1, 1)) -> dict:
             if (why := _sql_violation(res, refused)) is not None:
                 out["violations"].append((statement[:80], fmt, why, res["stderr"][-300:]))
             target.unlink(missing_ok=True)
-    if tree_digest(wh) != before:
-        out["violations"].append(("(all)", "-", "the warehouse changed", ""))
+    if (after := tree_digest(wh)) != before:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        out["violations"].append(("(all)", "-", "the warehouse changed", f"{changed[:10]}"))
     return out
 
 

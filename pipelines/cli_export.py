@@ -51,7 +51,7 @@ def export(
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV."""
-    from synthtrace.tracelib.formats.exports import perfetto_json, pipit_events
+    from synthtrace.tracelib.formats.exports import pipit_events, write_perfetto
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.export_views import load_export_tables
 
@@ -61,7 +61,11 @@ def export(
         bursts, calls = load_export_tables(Warehouse(warehouse), experiment)
     with err_console.status(f"writing {output} ({format.value})"):
         if format is ExportFormat.perfetto:
-            write_output(output, lambda p: p.write_text(perfetto_json(bursts, calls, name=experiment)))
+            def perfetto(p: Path) -> None:
+                with p.open("wb") as fh:
+                    write_perfetto(fh, bursts, calls, name=experiment)
+
+            write_output(output, perfetto)
         elif format is ExportFormat.pipit:
             write_output(output, pipit_events(bursts, calls).write_csv)
         else:

@@ -126,8 +126,12 @@ def serve(
     from prefect import serve as prefect_serve
     from prefect.client.schemas.schedules import CronSchedule
 
-    from synthtrace.pipelines.nightly import DEPLOYMENT_NAME, nightly_flow
+    from synthtrace.pipelines.nightly import DEPLOYMENT_NAME, check_prefect_api, nightly_flow
     _check_drop(drop)
+    from prefect.settings import PREFECT_API_URL  # [lead] attack 7 A13: a server down is one line, not 130
+
+    if url := PREFECT_API_URL.value():
+        check_prefect_api(url)
     try:
         schedule = CronSchedule(cron=cron, timezone=timezone)
     except ValueError as exc:  # pydantic's: which field, and why

@@ -64,7 +64,28 @@ def cores() -> int:
 
 
 class PrefectUnavailableError(SynthtraceError):
-    """The ephemeral Prefect server did not start (a very busy machine) and no PREFECT_API_URL is set."""
+    """The ephemeral Prefect server did not start (a very busy machine), or the server PREFECT_API_URL names does
+    not answer."""
+
+
+#: how long a configured Prefect server has to answer its health check (s): a connect and a read
+API_CHECK_TIMEOUT_S = 20.0
+
+
+def check_prefect_api(url: str, timeout_s: float = API_CHECK_TIMEOUT_S) -> None:
+    """Raise :class:`PrefectUnavailableError` (one line naming ``url``) unless the Prefect server at ``url`` answers
+    its health check within ``timeout_s``. [lead] attack 7 A13: a server that was down gave 130-150 lines of
+    Prefect and httpx tracebacks; one that accepted connections and never answered hung the night silently."""
+    import httpx
+
+    try:
+        httpx.get(f"{url.rstrip('/')}/health", timeout=timeout_s).raise_for_status()
+    except httpx.HTTPError as exc:
+        reason = (f"no answer within {timeout_s:g} s" if isinstance(exc, httpx.TimeoutException)
+                  else str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise PrefectUnavailableError(
+            f"cannot reach the Prefect server at {url} (PREFECT_API_URL): {reason}; start it, or unset "
+            "PREFECT_API_URL to run the night on a temporary local server") from None
 
 
 @dataclass
@@ -417,7 +438,10 @@ def start_prefect() -> None:
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
     )
 
-    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+    if PREFECT_API_URL.value():
+        check_prefect_api(PREFECT_API_URL.value())
+        return
+    if not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         return
     configured = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
     timeouts = [max(configured, t) for t in STARTUP_TIMEOUTS_S]

@@ -471,3 +471,27 @@ def test_a_report_whose_plots_fail_leaves_none_and_names_the_file(wh, tmp_path, 
     assert list(tmp_path.iterdir()) == []  # before: the first PNG stayed in plots/
     assert err.strip().splitlines() == [
         f"error: --plots {plots / written[-1].name}: cannot write it (No space left on device)"]
+
+
+@pytest.mark.parametrize("errno_name", ["ENOSPC", "EDQUOT", "EMLINK"])
+def test_a_read_on_a_warehouse_with_no_room_for_links_reads_by_path(wh, run_cli, monkeypatch, tmp_path, errno_name):
+    """Attack 7 A11: on a warehouse file system with no free inode (or over quota), every read command failed with
+    `error: run.parquet: No space left on device`: the query's hard links to the files it reads could not be made.
+    A read needs no space: it reads the files by their paths instead, and leaves nothing in .staging."""
+    import errno
+
+    link, refused = os.link, tmp_path / "refused"  # a file: the query runs in a child process
+
+    def no_room(src, dst, *args, **kwargs):
+        if "/.staging/" in os.path.realpath(dst if kwargs.get("dst_dir_fd") is None else
+                                            f"/proc/self/fd/{kwargs['dst_dir_fd']}"):
+            refused.write_text(src)
+            raise OSError(getattr(errno, errno_name), os.strerror(getattr(errno, errno_name)), src)
+        return link(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "link", no_room)
+    code, out, err = run_cli("sql", "SELECT count(*) AS n FROM runs", "-w", wh, "--format", "csv")
+    assert code == 0 and out.split() == ['"n"', "1"], err
+    code, out, err = run_cli("runs", "-w", wh)
+    assert code == 0 and "prime" in out, err
+    assert refused.exists() and not any((wh / ".staging").iterdir())

@@ -165,3 +165,17 @@ def test_an_output_into_a_stored_folder_reached_through_another_mount_is_refused
         assert sorted(p.name for p in wh.runs_dir.iterdir()) == ["r1"]
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_dev_stdout_on_a_pipe_is_written_into(tmp_path: Path) -> None:
+    """`-o /dev/stdout | gzip` is how an export is streamed; on a pipe /dev/stdout resolves to
+    /proc/PID/fd/pipe:[N], a name that exists only as a magic link's text, and every command failed creating a part
+    file beside it (attack 7 A16)."""
+    import subprocess
+    import sys
+
+    code = "import sys; from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
+    p = subprocess.run([sys.executable, "-c", code, "plan", "--counters", "PAPI_L1_DCM", "-o", "/dev/stdout"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert p.returncode == 0, p.stderr
+    assert "PAPI_L1_DCM" in p.stdout.splitlines()[1], p.stdout

@@ -38,13 +38,21 @@ def _special_kind(mode: int) -> str | None:
 def output_refusal(path: str | os.PathLike) -> str | None:
     """Why ``path`` cannot be written as an output, by the module's rule (a folder, a block device, a socket; links
     followed), or None when it can. A FIFO is judged when written (a reader may come meanwhile)."""
-    try:
-        mode = os.stat(resolved_target(path)).st_mode
-    except (FileNotFoundError, NotADirectoryError):
+    if not (mode := _mode(path)):
         return None
     if stat.S_ISDIR(mode):
         return "is a folder; give a file name"
     return _special_kind(mode)
+
+
+def _mode(path: str | os.PathLike) -> int:
+    """The mode of what ``path`` names, links followed as ``open`` follows them (0 when nothing is there). Not the
+    mode of its :func:`resolved_target`: ``/dev/stdout`` on a pipe resolves to ``/proc/PID/fd/pipe:[N]``, a name
+    that exists only as the magic link's text (attack 7 A16: `-o /dev/stdout | gzip` failed for every command)."""
+    try:
+        return os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
 
 
 def resolved_target(path: str | os.PathLike) -> Path:
@@ -75,16 +83,13 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], object]) -
     atomic on POSIX). On any error the partial file is removed, ``path`` is as it was, and the error propagates.
     A link at ``path`` is followed; a character device or read FIFO is written into; a block device, socket or
     unread FIFO raises :class:`SpecialFileError` (see the module). Returns ``path``."""
-    target = resolved_target(path)
-    try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        mode = 0
+    mode = _mode(path)
     if mode and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         if (why := _special_kind(mode)) is not None:
             raise SpecialFileError(errno.EINVAL, why, str(path))
-        _write_into_stream(target, mode, write)
+        _write_into_stream(Path(path), mode, write)  # opened by its own name: a /proc magic link works so
         return Path(path)
+    target = resolved_target(path)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.part")
     try:
         write(tmp)

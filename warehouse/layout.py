@@ -249,20 +249,24 @@ class Warehouse:
         (a reader of someone else's warehouse) the id is the pid, judged on this host as before."""
         owner = f"L{uuid.uuid4().hex[:16]}"
         tmp, lease = self.journal_dir / f".{owner}.new", self.journal_dir / f"{owner}{_LEASE_SUFFIX}"
+        fd = None
         try:
             self.journal_dir.mkdir(exist_ok=True)
             fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError:
-            fd = None
-        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # before it has its name: nobody ever sees it unlocked
+            os.rename(tmp, lease)
+        except OSError:  # .locks not writable, full, or a file system without locks: the pid, as before
             if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # before it has its name: nobody ever sees it unlocked
-                os.rename(tmp, lease)
+                os.close(fd)
+                fd = None
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        try:
             yield owner if fd is not None else str(os.getpid())
         finally:
             if fd is not None:
-                lease.unlink(missing_ok=True)
-                tmp.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    lease.unlink(missing_ok=True)
                 os.close(fd)
 
     def owner_alive(self, owner: str) -> bool:

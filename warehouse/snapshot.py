@@ -302,9 +302,11 @@ def _identity(st: os.stat_result, *, exact: bool) -> tuple[int, ...]:
 
 
 def release(wh: Warehouse, pid: int) -> None:
-    """Remove the links of the query process ``pid`` (ended, killed or not)."""
+    """Remove the links of the query process ``pid`` (ended, killed or not), and its lease (a query killed at its
+    time limit left its ``.locks/<owner>.lease`` for the next writer: the warehouse changed by a read)."""
     for d in wh.staging_dir.glob(f"{_PREFIX}*.{pid}.*"):  # [helper races] query.<id>.<pid>.<owner>
         shutil.rmtree(d, ignore_errors=True)
+        wh.owner_alive(d.name.rsplit(".", 1)[-1])  # a lease nobody holds is removed
 
 
 def _links_folder(wh: Warehouse, owner: str) -> Path | None:
@@ -424,14 +426,19 @@ def _link_one(snap: Snapshot, rel: tuple[str, ...], parent: Folder | None, out: 
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise _Vanished from None  # listed in this folder version, deleted since: the version is going
-        if exc.errno in (errno.EPERM, errno.EXDEV):  # someone else's files; a .staging on another file system
-            raise _CannotLink from None
-        raise
+        if exc.errno in _NO_LINK:  # someone else's files, a .staging on another file system; [helper races]
+            raise _CannotLink from None  # attack 7 A11: no inode or quota left for a link (a read needs no space)
+        raise OSError(exc.errno, exc.strerror, str(snap.root.joinpath(*rel))) from None  # the file, not its name
     if not stat.S_ISREG(os.stat(name, dir_fd=out, follow_symlinks=False).st_mode):
         os.unlink(name, dir_fd=out)  # a symbolic link (linked as itself) or a special file
         return None
     snap._origin[name] = "/".join(rel)
     return name
+
+
+#: why a link cannot be made where the file can still be read by its path: someone else's file, another file
+#: system, a full disk or file table, a quota, a file with the most links it may have ([helper races] A11)
+_NO_LINK = frozenset({errno.EPERM, errno.EXDEV, errno.ENOSPC, errno.EDQUOT, errno.EMLINK, errno.EROFS})
 
 
 def _whole(rel: tuple[str, ...], folder: Callable[[tuple[str, ...]], Folder | None]) -> bool:
