@@ -157,9 +157,9 @@ def _print_summary(summary: NightSummary) -> None:
     for q in summary.quarantined:
         console.print(f"  quarantined {q['path']}: {q['reason']}", soft_wrap=True)
     for w in summary.waiting:
-        console.print(f"  waiting {w['path']}: {w['reason']}", soft_wrap=True, markup=False, highlight=False)
+        console.print(f"  waiting {w['path']}: {w['reason']}", soft_wrap=True)
     for w in summary.skipped:
-        console.print(f"  skipped {w['path']}: {w['reason']}", soft_wrap=True, markup=False, highlight=False)
+        console.print(f"  skipped {w['path']}: {w['reason']}", soft_wrap=True)
     for exp, mix in summary.archetypes.items():
         top = ", ".join(f"{k} {v:.0%}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:5])
         console.print(f"  archetypes of {exp}: {top}")

@@ -39,15 +39,17 @@ def test_discovery_takes_a_trace_only_once_all_its_files_are_settled(tmp_path):
     copy_trace(PRIME, drop / "prime")
     copy_trace(LULESH_B, drop / "lulesh")
     archive = shutil.copytree(OTF2, drop / "otf" / "run")
+    shutil.copytree(OTF2, drop / "scorep-measurement-tmp")  # Score-P has not renamed its measurement folder yet
     _age(drop, 600)
     os.utime(drop / "prime" / "prime_v0.pcf")  # the .pcf just written: the .prv alone is not the trace yet
     evt = next(p for p in (archive / "traces").rglob("*") if p.is_file())
     os.utime(evt, (time.time() + 3600,) * 2)  # an event file stamped an hour ahead
     found = discover(drop, wh, settle_s=60)
     assert [d.path.name for d in found.new] == [LULESH_B.name]
-    assert sorted(Path(w.path).name for w in found.waiting) == ["prime_v0.prv", "traces.otf2"]
+    assert sorted(Path(w.path).name for w in found.waiting) == ["prime_v0.prv", "traces.otf2", "traces.otf2"]
     assert all("still being written" in w.reason for w in found.waiting) and found.skipped == []
     assert {d.path.name for d in discover(drop, wh, settle_s=0).new} == {LULESH_B.name, "prime_v0.prv", "traces.otf2"}
+    assert [Path(w.path).parent.name for w in discover(drop, wh, settle_s=0).waiting] == ["scorep-measurement-tmp"]
 
 
 def test_quarantine_of_a_trace_already_gone_leaves_nothing(tmp_path):

@@ -4,8 +4,11 @@ traces are set aside.
 A trace appears in the drop folder long before it is complete. Extrae's merger (``mpi2prv``, run at the end of the
 job or as a job step of its own) writes the ``.prv`` sequentially (header first), then the ``.pcf`` and the ``.row``;
 a ``.prv.gz`` grows the same way; a copy (``cp``, ``scp``, a stage-out) grows each file in turn. Score-P writes an
-OTF2 archive's event files and its ``.def`` during the run and the anchor ``.otf2`` last, at the archive's close
-(so an archive whose anchor is missing is not a trace yet). No writer says when it is done, so the night does what
+OTF2 archive's event files and its ``.def`` during the run and the anchor ``.otf2`` at the archive's close (an
+archive without its anchor is not found as a trace); without ``SCOREP_EXPERIMENT_DIRECTORY`` it writes into
+``scorep-measurement-tmp/`` and renames that folder to ``scorep-<time>`` after a successful measurement, so a trace
+under such a folder waits (a measurement still running, or one that crashed). No writer says when it is done, so
+the night does what
 drop-folder ingesters do: a trace is taken only when every file of it (``.prv`` with ``.pcf``/``.row``, or the
 anchor, ``.def`` and every file of the archive folder) has kept its size and modification time for a settle time
 (:data:`DEFAULT_SETTLE_S`), and again unchanged when its ingest starts; otherwise it waits for the next night. A
@@ -35,6 +38,8 @@ REASON_FILE = "reason.txt"
 DEFAULT_SETTLE_S = 60.0
 #: the note of a trace left for the next night because it is still being written
 STILL_WRITTEN = "still being written"
+#: the folder Score-P measures into before renaming it (no SCOREP_EXPERIMENT_DIRECTORY set)
+SCOREP_TMP = "scorep-measurement-tmp"
 #: bytes of a trace's name kept in its quarantine folder's name (a file system allows 255 per name)
 _NAME_BYTES = 200
 #: errors of the machine, not of the trace: the trace stays in the drop folder for the next night
@@ -168,6 +173,10 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
             skipped.append(LeftTrace(shown(p), "its path is not UTF-8 (a Latin-1 or Windows name?); rename it"))
     experiments, _ = experiment_names(traces)
     for path in traces:
+        if SCOREP_TMP in path.relative_to(drop).parts:
+            waiting.append(LeftTrace(str(path), f"{STILL_WRITTEN} (Score-P renames {SCOREP_TMP}/ when its measurement "
+                                                "ends; a folder left so is a measurement that crashed)"))
+            continue
         state = files_state(path)
         if (age := unsettled_for(state, settle_s)) is not None:
             waiting.append(LeftTrace(str(path), f"{STILL_WRITTEN} (changed {max(age, 0):.0f} s ago; taken once its "
