@@ -8,8 +8,10 @@ highlighting; styles are given as rich Text, never as markup inside a string.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -34,6 +36,16 @@ err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
 
 def _say(label: str, style: str, message: str) -> None:
     err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+
+
+def status_console(output: Path) -> Console:
+    """Where a command says what it wrote to ``output``: standard error when ``output`` is this process's standard
+    output (``-o /dev/stdout | gzip``: a status line there would end the data; attack 7 A19), else standard output."""
+    try:
+        ours = os.path.samestat(os.stat(output), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # no such file yet, stdout closed or fake
+        ours = False
+    return err_console if ours else console
 
 
 def print_error(message: str) -> None:

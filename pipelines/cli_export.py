@@ -10,12 +10,11 @@ import typer
 from synthtrace.pipelines.cli_app import (
     DEFAULT_WAREHOUSE,
     ReadWarehouseOption,
-    console,
     err_console,
     output_file,
     write_output,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, status_console
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.warehouse.names import name_option
 
@@ -71,7 +70,7 @@ def export(
         else:
             write_output(output, bursts.write_csv)
     n_calls = calls.height if calls is not None else 0
-    console.print(f"wrote {output} ({format.value}, {bursts.height} bursts, {n_calls} MPI calls)")
+    status_console(output).print(f"wrote {output} ({format.value}, {bursts.height} bursts, {n_calls} MPI calls)")
 
 
 def register(app: typer.Typer) -> None:
