@@ -38,16 +38,6 @@ def _say(label: str, style: str, message: str) -> None:
     err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
 
 
-def status_console(output: Path) -> Console:
-    """Where a command says what it wrote to ``output``: standard error when ``output`` is this process's standard
-    output (``-o /dev/stdout | gzip``: a status line there would end the data; attack 7 A19), else standard output."""
-    try:
-        ours = os.path.samestat(os.stat(output), os.fstat(sys.stdout.fileno()))
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # no such file yet, stdout closed or fake
-        ours = False
-    return err_console if ours else console
-
-
 def print_error(message: str) -> None:
     """One literal ``error:`` line on stderr (the message is never read as markup)."""
     _say("error:", "red", message)
@@ -92,6 +82,22 @@ def _escaped_cell(cell: object) -> object:  # [helper security2] issue 23 F7
     if isinstance(cell, Text) and not cell.plain.isprintable():
         return Text(escaped(cell.plain), style=cell.style)
     return cell
+
+
+def print_written(line: str, output: Path) -> None:
+    """A command's status line once it wrote ``output`` (``wrote ...``): on stdout, or on stderr when ``output`` is
+    this process's stdout itself (``-o /dev/stdout`` into a pipe or a terminal), where the line would land in the
+    data written (attack 7 A19: a last CSV row, text after the JSON or HTML)."""
+    (err_console if _is_stdout(output) else console).print(line)
+
+
+def _is_stdout(path: Path) -> bool:
+    """Whether ``path`` (links followed) is the file, pipe or terminal this process's stdout writes to."""
+    try:
+        here, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
 
 
 def existing_warehouse(path: Path) -> Path:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 DropOption = Annotated[Path, typer.Option("--drop", help="Folder that cluster jobs drop traces into.")]
 MachineOption = Annotated[Path | None, typer.Option("--machine", help="Machine profile (TOML) for roofline metrics.")]
 SettleOption = Annotated[
-    float, typer.Option("--settle", min=0, metavar="SECONDS",
+    float, typer.Option("--settle", min=0, max=7 * 24 * 3600, metavar="SECONDS",
                         help="Take a trace only once all its files have kept their size and time for this long (a job "
                              "may still be writing it); 0 takes every trace at once.")]
 SkipOption = Annotated[list[str] | None, typer.Option("--skip", help=f"A later stage not to run ({', '.join(STAGES)}); "

@@ -52,6 +52,15 @@ def test_discovery_takes_a_trace_only_once_all_its_files_are_settled(tmp_path):
     assert [Path(w.path).parent.name for w in discover(drop, wh, settle_s=0).waiting] == ["scorep-measurement-tmp"]
 
 
+@pytest.mark.parametrize("settle", ["-1", "nan", "inf"])
+def test_a_settle_time_that_is_no_duration_is_refused(tmp_path, run_cli, settle):
+    """--settle inf made every trace wait for ever, silently; a negative or NaN one means nothing."""
+    (tmp_path / "drop").mkdir()
+    code, out, err = run_cli("nightly", "--drop", tmp_path / "drop", "-w", tmp_path / "wh", f"--settle={settle}")
+    assert code == 2 and "--settle" in err and len(err.strip().splitlines()) == 1, (code, out, err)
+    assert not (tmp_path / "wh").exists()
+
+
 def test_quarantine_of_a_trace_already_gone_leaves_nothing(tmp_path):
     """A7: another night moved the broken trace first: no empty folder with a reason saying 'no such file'."""
     drop = tmp_path / "drop"
