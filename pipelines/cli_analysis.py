@@ -21,7 +21,7 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     print_table,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE, staged_folder
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written, staged_folder
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
@@ -166,7 +166,7 @@ def report(
         plot_dir = stack.enter_context(staged_folder(plots, "--plots")) if plots else None
         path = build(wh, NightSettings(machine), out, experiment=experiment, thresholds=th, plot_dir=plot_dir,
                      on_step=step)
-    console.print(f"report written to {path}")
+    print_written(f"report written to {path}", Path(path))
 
 
 def machines(

@@ -8,8 +8,10 @@ highlighting; styles are given as rich Text, never as markup inside a string.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -80,6 +82,22 @@ def _escaped_cell(cell: object) -> object:  # [helper security2] issue 23 F7
     if isinstance(cell, Text) and not cell.plain.isprintable():
         return Text(escaped(cell.plain), style=cell.style)
     return cell
+
+
+def print_written(line: str, output: Path) -> None:
+    """A command's status line once it wrote ``output`` (``wrote ...``): on stdout, or on stderr when ``output`` is
+    this process's stdout itself (``-o /dev/stdout`` into a pipe or a terminal), where the line would land in the
+    data written (attack 7 A19: a last CSV row, text after the JSON or HTML)."""
+    (err_console if _is_stdout(output) else console).print(line)
+
+
+def _is_stdout(path: Path) -> bool:
+    """Whether ``path`` (links followed) is the file, pipe or terminal this process's stdout writes to."""
+    try:
+        here, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
 
 
 def existing_warehouse(path: Path) -> Path:

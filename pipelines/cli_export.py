@@ -10,12 +10,11 @@ import typer
 from synthtrace.pipelines.cli_app import (
     DEFAULT_WAREHOUSE,
     ReadWarehouseOption,
-    console,
     err_console,
     output_file,
     write_output,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written  # [helper races] A19
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.warehouse.names import name_option
 
@@ -71,7 +70,8 @@ def export(
         else:
             write_output(output, bursts.write_csv)
     n_calls = calls.height if calls is not None else 0
-    console.print(f"wrote {output} ({format.value}, {bursts.height} bursts, {n_calls} MPI calls)")
+    print_written(f"wrote {output} ({format.value}, {bursts.height} bursts, {n_calls} MPI calls)",  # [helper races]
+                  output)  # attack 7 A19: not into the data when the output is stdout
 
 
 def register(app: typer.Typer) -> None:

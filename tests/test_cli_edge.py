@@ -495,3 +495,14 @@ def test_a_read_on_a_warehouse_with_no_room_for_links_reads_by_path(wh, run_cli,
     code, out, err = run_cli("runs", "-w", wh)
     assert code == 0 and "prime" in out, err
     assert refused.exists() and not any((wh / ".staging").iterdir())
+
+
+def test_an_output_to_stdout_gets_no_status_line_in_its_data(wh):
+    """Attack 7 A19: `export -o /dev/stdout` ended its CSV with "wrote /dev/stdout (...)" (and `report -o
+    /dev/stdout` its HTML with "report written to ..."; the same cli_base.print_written serves it): the status line
+    landed in the data. It goes to stderr there."""
+    p = synthtrace("export", "prime", "-f", "csv", "-o", "/dev/stdout", "-w", wh)
+    assert p.returncode == 0, p.stderr
+    header, *rows = p.stdout.splitlines()
+    assert rows and all(r.count(",") == header.count(",") for r in rows), rows[-1]
+    assert p.stderr.splitlines()[-1].startswith("wrote /dev/stdout (csv, ")
