@@ -296,12 +296,14 @@ def test_a_tampered_model_with_an_object_array_is_the_integrity_error(tmp_path):
 
 
 @pytest.mark.parametrize(("latency", "bandwidth"), [(float("nan"), 12.5), (1.5, float("nan")), (1.5, float("inf")),
-                                                    (float("inf"), 12.5)])
+                                                    (float("inf"), 12.5), (1e308, 12.5), (1.5, 1e-308), (1.5, 0.0),
+                                                    (-1.0, 12.5)])
 def test_a_what_if_network_with_a_figure_that_is_no_number_is_refused(latency, bandwidth):
     """Attack 6 F20: `pop --network nan:inf` printed a what-if of NaN latency and infinite bandwidth as figures (NaN
-    passes `latency >= 0`); a network's figures are finite."""
+    passes `latency >= 0`); attack 7 A23: 1e308 us or 1e-308 GB/s overflowed the replay's int64 ns times and printed
+    a negative runtime. A network's figures lie in a range a replay can compute with."""
     from synthtrace.tracelib.domain.replay import Network
     from synthtrace.tracelib.errors import BadInputError
 
-    with pytest.raises(BadInputError, match="finite"):
+    with pytest.raises(BadInputError, match=r"latency must be 0 to 1e\+06 us and bandwidth 1e-06 to 1e\+06 GB/s"):
         Network.of(latency, bandwidth)

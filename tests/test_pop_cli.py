@@ -119,7 +119,7 @@ def test_a_run_without_counters_says_which_columns_are_empty_and_why(run_cli, tm
     (("pop", "nosuchapp"), "'nosuchapp': neither an application nor an experiment"),
     (("pop", "--scaling", "linear"), "--scaling 'linear': expected strong or weak"),
     (("pop", "--network", "fast"), "expected LATENCY_US:BANDWIDTH_GBS"),
-    (("pop", "--network", "1:0"), "bandwidth > 0 GB/s"),
+    (("pop", "--network", "1:0"), "bandwidth 1e-06 to 1e+06 GB/s, got 1.0 us, 0.0 GB/s"),
 ])
 def test_bad_input_is_one_line_and_exit_2(run_cli, warehouse, args, message):
     code, out, err = run_cli(*args, "-w", warehouse)

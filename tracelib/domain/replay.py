@@ -58,6 +58,12 @@ class ReplayInputError(BadInputError):
     """The calls or messages given to the replay lack the columns it needs."""
 
 
+#: the networks a what-if may name: a latency up to a second (us), a bandwidth from a kB/s to a PB/s (GB/s);
+#: beyond them a replay's nanosecond times overflow int64 (NaN compares false: refused too)
+MAX_LATENCY_US = 1e6
+MIN_BANDWIDTH_GBS, MAX_BANDWIDTH_GBS = 1e-6, 1e6
+
+
 @dataclass(frozen=True)
 class Network:
     """A network to replay on: ``latency_ns`` per message (ns) and ``bandwidth`` (bytes/ns, i.e. GB/s; inf: no
@@ -73,10 +79,12 @@ class Network:
     @classmethod
     def of(cls, latency_us: float, bandwidth_gbs: float) -> Network:
         """From a machine profile's figures: latency in us, bandwidth in GB/s (1 GB/s = 1 byte/ns)."""
-        # [helper security] attack 6 F20: NaN passed both comparisons, and an infinite figure is no network
-        if not (math.isfinite(latency_us) and math.isfinite(bandwidth_gbs)) or latency_us < 0 or bandwidth_gbs <= 0:
-            raise BadInputError(f"network: latency must be >= 0 us and bandwidth > 0 GB/s (finite), got "
-                                f"{latency_us} us, {bandwidth_gbs} GB/s")
+        # [helper security] attack 6 F20: NaN passed both comparisons, and an infinite figure is no network;
+        # attack 7 A23: 1e308 us or 1e-308 GB/s overflowed the replay's int64 ns times into a negative runtime
+        if not (0 <= latency_us <= MAX_LATENCY_US and MIN_BANDWIDTH_GBS <= bandwidth_gbs <= MAX_BANDWIDTH_GBS):
+            raise BadInputError(f"network: latency must be 0 to {MAX_LATENCY_US:g} us and bandwidth "
+                                f"{MIN_BANDWIDTH_GBS:g} to {MAX_BANDWIDTH_GBS:g} GB/s, got {latency_us} us, "
+                                f"{bandwidth_gbs} GB/s")
         return cls(latency_us * 1e3, bandwidth_gbs)
 
     @property
