@@ -28,7 +28,7 @@ from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import discover
 from synthtrace.warehouse.ingest import ingest_trace
 drop, wh = Path(sys.argv[1]), Warehouse(sys.argv[2])
-found = discover(drop, wh.ensure())
+found = discover(drop, wh.ensure(), settle_s=0).new  # [helper drop] the traces were copied just before
 exps = sorted({ingest_trace(wh, d.path, default_experiment=d.experiment).experiment for d in found})
 for job in jobs.JOBS:
     for args in ([[e] for e in exps] if job.scope == "experiment" else [[]]):
@@ -38,10 +38,11 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "runs": len(found), "expe
 
 FLOW = """
 import json, sys, time
+from pathlib import Path  # [helper drop] was missing: the flow's run died of a NameError
 t0 = time.perf_counter()
 from synthtrace.pipelines.nightly import run_night
 from synthtrace.warehouse import Warehouse
-s = run_night(Path(sys.argv[1]), Warehouse(sys.argv[2]))
+s = run_night(Path(sys.argv[1]), Warehouse(sys.argv[2]), settle_s=0)  # [helper drop] copied just before
 print(json.dumps({"seconds": time.perf_counter() - t0, "runs": len(s.ingested), "experiments": len(s.merged)}))
 """
 

@@ -13,7 +13,10 @@ import ctypes
 import os
 import resource
 
-#: address space per pool thread the libraries need room for (bytes): one thread per GiB of the limit
+#: address space a command needs before its pools (bytes: the interpreter, the libraries mapped, LLVM) and per
+#: pool thread: one thread per GiB beyond the first (a merge at 2 GiB with two threads aborted in Arrow where one
+#: thread at 1.6 GiB passed, attack 7 A20)
+_BASE = 1 << 30
 _PER_THREAD = 1 << 30
 #: the thread-pool sizes of the libraries a command may load (each read once, when its library is imported)
 _POOL_VARIABLES = ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS",
@@ -30,8 +33,9 @@ def address_space_limit() -> int | None:
 
 def fit_to_address_space() -> int | None:
     """Under a limit: at most two malloc arenas (glibc; a no-op elsewhere) and thread pools of one thread per GiB
-    of it (at least one, at most one per core), unless the user set a pool's size. Call before Polars, Numba or
-    DuckDB is imported. Returns the limit (bytes) or None."""
+    beyond the first (at least one, at most one per core), unless the user set a pool's size; Polars' jemalloc
+    with one arena (its per-core arenas' reservations made an allocation fail with an abort, not a MemoryError).
+    Call before Polars, Numba or DuckDB is imported. Returns the limit (bytes) or None."""
     limit = address_space_limit()
     if limit is None:
         return None
@@ -39,9 +43,10 @@ def fit_to_address_space() -> int | None:
         ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 2)
     except (AttributeError, OSError):  # not glibc
         pass
-    threads = max(1, min(os.cpu_count() or 1, limit // _PER_THREAD))
+    threads = max(1, min(os.cpu_count() or 1, (limit - _BASE) // _PER_THREAD))
     for name in _POOL_VARIABLES:
         os.environ.setdefault(name, str(threads))
+    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1")  # Polars' jemalloc (its symbols prefixed _rjem_)
     return limit
 
 
@@ -53,7 +58,8 @@ def out_of_memory_line(exc: BaseException) -> str | None:
     mapped = isinstance(exc, (ImportError, OSError)) and limit is not None and (
         "failed to map segment" in text or "Could not find/load shared object" in text)  # dlopen's mmap refused
     panic = type(exc).__name__ == "PanicException" and limit is not None
-    if not (isinstance(exc, MemoryError) or mapped or panic):
+    no_thread = isinstance(exc, RuntimeError) and "can't start new thread" in text and limit is not None
+    if not (isinstance(exc, MemoryError) or mapped or panic or no_thread):
         return None
     where = (f"under the address-space limit of {limit / (1 << 30):.2f} GiB (ulimit -v): raise it, or run where "
              "more memory may be reserved" if limit is not None else "the machine has no more to give")

@@ -70,6 +70,9 @@ def nightly(
     settle: SettleOption = DEFAULT_SETTLE_S,
 ) -> None:
     """Run the nightly flow once (ephemeral Prefect, no server needed)."""
+    from synthtrace.pipelines.prefect_api import api_url_from_environment
+
+    api_url_from_environment()  # [lead] attack 7 A17: empty = unset, malformed = one line, before Prefect loads
     from synthtrace.pipelines.nightly import run_night
     from synthtrace.warehouse import Warehouse
 
@@ -123,15 +126,15 @@ def serve(
     settle: SettleOption = DEFAULT_SETTLE_S,
 ) -> None:
     """Register the nightly deployment on a Prefect server and serve it on its schedule (PREFECT_API_URL)."""
+    from synthtrace.pipelines.prefect_api import api_url_from_environment, check_prefect_api
+
+    if url := api_url_from_environment():  # [lead] attack 7 A13/A17: malformed, down or silent: one line
+        check_prefect_api(url)
     from prefect import serve as prefect_serve
     from prefect.client.schemas.schedules import CronSchedule
 
-    from synthtrace.pipelines.nightly import DEPLOYMENT_NAME, check_prefect_api, nightly_flow
+    from synthtrace.pipelines.nightly import DEPLOYMENT_NAME, nightly_flow
     _check_drop(drop)
-    from prefect.settings import PREFECT_API_URL  # [lead] attack 7 A13: a server down is one line, not 130
-
-    if url := PREFECT_API_URL.value():
-        check_prefect_api(url)
     try:
         schedule = CronSchedule(cron=cron, timezone=timezone)
     except ValueError as exc:  # pydantic's: which field, and why

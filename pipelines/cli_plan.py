@@ -16,7 +16,7 @@ from synthtrace.pipelines.cli_app import (
     print_table,
     write_output,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE  # [helper security]
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written  # [helper security]
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.domain.counter_plan import (
     DEFAULT_FIXED,
@@ -95,7 +95,7 @@ def plan(
     if output is not None:
         text = render(result, format)
         write_output(output, lambda p: p.write_text(text))
-        console.print(f"{result.n_runs} run(s) written to {output}", soft_wrap=True)
+        print_written(f"{result.n_runs} run(s) written to {output}", output)
     elif format == "table":
         _print_table(result)
     else:

@@ -27,6 +27,7 @@ from prefect.states import Completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from synthtrace.pipelines import interrupts, jobs
+from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import (
@@ -61,31 +62,6 @@ Progress = Callable[[str, int, int], None]
 def cores() -> int:
     """The cores this process may run on (its CPU affinity, e.g. a batch job's share of the node)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-class PrefectUnavailableError(SynthtraceError):
-    """The ephemeral Prefect server did not start (a very busy machine), or the server PREFECT_API_URL names does
-    not answer."""
-
-
-#: how long a configured Prefect server has to answer its health check (s): a connect and a read
-API_CHECK_TIMEOUT_S = 20.0
-
-
-def check_prefect_api(url: str, timeout_s: float = API_CHECK_TIMEOUT_S) -> None:
-    """Raise :class:`PrefectUnavailableError` (one line naming ``url``) unless the Prefect server at ``url`` answers
-    its health check within ``timeout_s``. [lead] attack 7 A13: a server that was down gave 130-150 lines of
-    Prefect and httpx tracebacks; one that accepted connections and never answered hung the night silently."""
-    import httpx
-
-    try:
-        httpx.get(f"{url.rstrip('/')}/health", timeout=timeout_s).raise_for_status()
-    except httpx.HTTPError as exc:
-        reason = (f"no answer within {timeout_s:g} s" if isinstance(exc, httpx.TimeoutException)
-                  else str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        raise PrefectUnavailableError(
-            f"cannot reach the Prefect server at {url} (PREFECT_API_URL): {reason}; start it, or unset "
-            "PREFECT_API_URL to run the night on a temporary local server") from None
 
 
 @dataclass

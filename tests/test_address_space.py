@@ -36,4 +36,5 @@ def test_an_allocation_failure_is_one_line_naming_the_limit(monkeypatch):
     assert line == "out of memory (MemoryError); under the address-space limit of 1.50 GiB (ulimit -v): raise it, " \
                    "or run where more memory may be reserved"
     assert out_of_memory_line(ImportError("x.so: failed to map segment from shared object")).startswith("out of")
+    assert out_of_memory_line(RuntimeError("can't start new thread")).startswith("out of memory")  # attack 7 A20
     assert out_of_memory_line(ValueError("no")) is None and out_of_memory_line(OSError(2, "No such file")) is None

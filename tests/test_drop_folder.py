@@ -139,3 +139,28 @@ def test_what_says_nothing_about_a_trace_never_quarantines_it(prefect_harness, t
     assert [(e["stage"], e["args"]) for e in s.errors] == [("ingest", [str(staged)])]
     assert ".staging" in s.errors[0]["error"] or "No such file" in s.errors[0]["error"], s.errors
     assert staged.is_file() and growing.is_file() and os.path.exists(latin + b".prv")
+
+
+def test_a_link_out_of_the_drop_folder_is_not_read(tmp_path):
+    """The night runs as a service account over a folder users' jobs write: a .pcf linked to a file the dropping
+    user cannot read (a password file) was read by the night, its first line quoted in a warning and its labels
+    stored as columns every query user sees; a linked trace had its fields quoted in the quarantine's reason
+    (attack 7 A25). A trace with a file that a link takes out of the drop folder is skipped unread; a link that
+    stays inside it is a file like any other."""
+    drop, wh, elsewhere = tmp_path / "drop", Warehouse(tmp_path / "wh"), tmp_path / "private"
+    elsewhere.mkdir()
+    secret = elsewhere / "secret.pcf"
+    secret.write_text("root:$6$SECRETHASH:19000:0:99999:7:::\nEVENT_TYPE\n7  42000050 SECRET_LABEL\n")
+    copy_trace(PRIME, drop / "u")
+    (drop / "u" / "prime_v0.pcf").unlink()
+    (drop / "u" / "prime_v0.pcf").symlink_to(secret)
+    shutil.copy(JACOBI, elsewhere / "j.prv")
+    (drop / "v").mkdir()
+    (drop / "v" / "j.prv").symlink_to(elsewhere / "j.prv")
+    copy_trace(LULESH_B, drop / "w")
+    (drop / "w" / "again.prv").symlink_to(drop / "w" / LULESH_B.name)  # inside: read as the file it names
+    found = discover(drop, wh, settle_s=0)
+    assert {d.path.name for d in found.new} == {LULESH_B.name}
+    notes = {Path(s.path).name: s.reason for s in found.skipped}
+    assert set(notes) == {"prime_v0.prv", "j.prv"} and all("a link out of the drop folder" in r for r in notes.values())
+    assert "SECRET" not in " ".join(notes.values()) and "prime_v0.pcf" in notes["prime_v0.prv"]

@@ -179,3 +179,5 @@ def test_dev_stdout_on_a_pipe_is_written_into(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
     assert p.returncode == 0, p.stderr
     assert "PAPI_L1_DCM" in p.stdout.splitlines()[1], p.stdout
+    # the command's own status line is no part of the data it streams (attack 7 A19): it goes to stderr
+    assert "written to" not in p.stdout and "1 run(s) written to /dev/stdout" in p.stderr, (p.stdout, p.stderr)

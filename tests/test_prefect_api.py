@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from synthtrace.pipelines.nightly import PrefectUnavailableError, check_prefect_api
+from synthtrace.pipelines.prefect_api import PrefectUnavailableError, api_url_from_environment, check_prefect_api
 
 
 def test_a_server_that_is_down_is_one_line_naming_it():
@@ -33,3 +33,22 @@ def test_a_server_that_never_answers_is_given_up_on():
 
 def test_a_server_that_answers_passes(prefect_api):
     check_prefect_api(prefect_api)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://256.1.1.1:4200/api", "ftp://host/api", "http://h:99999/api",
+                                 "not a url"])
+def test_a_malformed_url_is_one_line(url, monkeypatch):
+    """A malformed PREFECT_API_URL was a pydantic or httpx traceback of 79-86 lines (attack 7 A17)."""
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    with pytest.raises(PrefectUnavailableError, match="PREFECT_API_URL") as err:
+        check_prefect_api(api_url_from_environment() or "", timeout_s=2)
+    assert "\n" not in str(err.value)
+
+
+def test_an_empty_url_is_unset(monkeypatch):
+    """`export PREFECT_API_URL=` is how people unset it: the night ran but printed a dozen event-worker tracebacks."""
+    monkeypatch.setenv("PREFECT_API_URL", " ")
+    assert api_url_from_environment() is None
+    import os
+
+    assert "PREFECT_API_URL" not in os.environ

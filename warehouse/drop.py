@@ -172,7 +172,12 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
         else:
             skipped.append(LeftTrace(shown(p), "its path is not UTF-8 (a Latin-1 or Windows name?); rename it"))
     experiments, _ = experiment_names(traces)
+    inside = os.path.realpath(drop)
     for path in traces:
+        if (away := _outside(path, inside)) is not None:
+            skipped.append(LeftTrace(shown(path), f"{shown(away)} is a link out of the drop folder: not read (the "
+                                                  "night reads only files inside its drop folder); copy the file in"))
+            continue
         if SCOREP_TMP in path.relative_to(drop).parts:
             waiting.append(LeftTrace(str(path), f"{STILL_WRITTEN} (Score-P renames {SCOREP_TMP}/ when its measurement "
                                                 "ends; a folder left so is a measurement that crashed)"))
@@ -198,6 +203,19 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
         seen.add(run_id)
         out.append(DroppedTrace(path, run_id, experiments[path], known, state))
     return Discovery(out, waiting, skipped)
+
+
+def _outside(path: Path, inside: str) -> Path | None:
+    """The first file of the trace at ``path`` (:func:`_all_files`) that a link takes out of the folder ``inside``
+    (a real path), or None. The night runs as a service account over a folder that users' jobs write: a ``.pcf`` or
+    ``.row`` linked to a file the dropping user cannot read was read by the night's account, its lines quoted in
+    warnings and its labels stored as columns every query user sees (attack 7 A25); a linked trace had its fields
+    quoted in the quarantine's reason. Only links are resolved here (``realpath``): nothing is opened."""
+    for f in _all_files(path):
+        real = os.path.realpath(f)
+        if os.path.commonpath([real, inside]) != inside:
+            return f
+    return None
 
 
 def trace_files(path: Path) -> list[Path]:
