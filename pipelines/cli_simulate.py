@@ -46,14 +46,18 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
 
 
+#: applications per pattern at most (each is a whole experiment of traces)
+MAX_APPS_PER_PATTERN = 1000
+
+
 def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:
     """app name -> pattern for the requested pattern(s); ``per_pattern`` > 1 numbers the applications of each
     pattern (``halo_1``, ``halo_2``, ...)."""
     patterns = list(PATTERNS) if pattern == "all" else [pattern]
     if pattern != "all" and pattern not in PATTERNS:
         raise BadInputError(f"--pattern {pattern!r}: unknown (known: all, {', '.join(PATTERNS)})")
-    if per_pattern < 1:
-        raise BadInputError(f"--apps-per-pattern must be at least 1 (got {per_pattern})")
+    if not 1 <= per_pattern <= MAX_APPS_PER_PATTERN:  # attack 7 A24: 1e9 took 6 GB listing the names, silently
+        raise BadInputError(f"--apps-per-pattern must be between 1 and {MAX_APPS_PER_PATTERN:,} (got {per_pattern})")
     if app is None:
         names = {p: p for p in patterns}
     elif len(patterns) == 1:
@@ -79,7 +83,8 @@ def simulate(
     runs: Annotated[
         int | None, typer.Option(help="Runs per experiment (default: enough to record every counter once).")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Random seed: the same seed and options give byte-identical traces.")] = 0,
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed and options give byte-identical traces "
+                                           "(0 to 2^32-1).", min=0, max=2**32 - 1)] = 0,
     counters_per_run: Annotated[
         int, typer.Option(help="Programmable PMU slots per run (plus the 3 fixed counters).")
     ] = DEFAULT_SLOTS,

@@ -15,6 +15,8 @@ commit). Kinds and what they change:
 """
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -69,6 +71,8 @@ def parse_injection(text: str) -> Injection:
         size = float(parts[3]) if len(parts) == 4 else sum(REGRESSION_KINDS[kind]) / 2
     except ValueError:
         raise BadInputError(f"--inject {text!r}: NIGHT must be an integer and SIZE a number") from None
+    if not (math.isfinite(size) and size > 0):  # attack 7 A24: a NaN size was stored in the ground truth
+        raise BadInputError(f"--inject {text!r}: SIZE must be a positive number (got {parts[3]})")
     return Injection(kind, app, n, size)
 
 

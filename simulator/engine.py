@@ -116,6 +116,8 @@ class ExperimentSpec:
             raise BadInputError(f"--scale must be a positive number (got {self.scale})")
         if not self.app or "." in self.app or "/" in self.app:
             raise BadInputError(f"app name {self.app!r} must be non-empty without '.' or '/'")
+        if self.ranks_per_node is not None and self.ranks_per_node < 1:  # 0 was taken for "as many as cores"
+            raise BadInputError(f"--ranks-per-node must be at least 1 (got {self.ranks_per_node})")
         if self.counters_per_run < 1 or self.n_runs() < 1:  # n_runs divides by counters_per_run
             raise BadInputError("--runs and --counters-per-run must be at least 1")
         if self.coll_every < 0:
@@ -203,7 +205,7 @@ def simulate_experiment(out_dir: str | Path, spec: ExperimentSpec, truth: TruthS
     began = time.perf_counter()
     machine: Machine = load_machine(spec.machine)
     P, n_runs = spec.ranks, spec.n_runs()
-    rpn = spec.ranks_per_node or min(P, machine.cores_per_node)
+    rpn = spec.ranks_per_node if spec.ranks_per_node is not None else min(P, machine.cores_per_node)
     n_nodes = node_count(P, rpn)
     units = pl.DataFrame({"appl": [1] * P, "task": list(range(1, P + 1)), "thread": [1] * P})
     rps = ranks_per_socket(units, machine, n_nodes)
