@@ -219,6 +219,28 @@ def test_bad_conflicts_files(tmp_path, name, text, message):
     assert message in str(err.value)
 
 
+def test_a_conflicts_file_that_is_no_settings_file_is_one_short_line(tmp_path):
+    """A 2 GB file without a line end was read whole (16.8 GB, 115 s) and quoted whole in the error line; a FIFO or a
+    folder was "no such file" (attack 7 A22). A conflicts file is a small text file; a bad line is quoted short."""
+    import os
+
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as fh:
+        fh.truncate(2 << 20)  # 2 MiB of NULs, no line end
+    fifo, folder, long = tmp_path / "f.txt", tmp_path / "d.txt", tmp_path / "long.txt"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    long.write_text("X" * 100_000 + "\n")
+    said = {}
+    for f in (big, fifo, folder, long):
+        with pytest.raises(ConflictsFileError) as err:
+            read_conflicts(f)
+        said[f.name] = str(err.value)
+    assert "larger than 1024 KiB: not a conflicts file" in said["big.txt"]
+    assert "not a regular file" in said["f.txt"] and "not a regular file" in said["d.txt"]
+    assert len(said["long.txt"]) < 200 and "long.txt:1: 'XXXX" in said["long.txt"], said["long.txt"][:300]
+
+
 def test_missing_conflicts_file(tmp_path):
     with pytest.raises(ConflictsFileError, match="no such file"):
         read_conflicts(tmp_path / "nope.txt")

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from synthtrace.tracelib.printable import escaped
+from synthtrace.tracelib.toml_file import read_small_text
 from synthtrace.tracelib.domain.counters import check_counter_names, fixed_function
 from synthtrace.tracelib.domain.papi_presets import PresetTable
 from synthtrace.tracelib.errors import BadInputError
@@ -118,12 +120,9 @@ def parse_counter_list(text: str | None) -> list[str]:
 def read_conflicts(path: str | Path) -> list[tuple[str, ...]]:
     """Conflict groups from a text or TOML file (see the module docstring)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ConflictsFileError(path, None, "no such file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConflictsFileError(path, None, "not a text file") from None
+    text = read_small_text(path, lambda reason: ConflictsFileError(path, None, reason), "conflicts file")
     if path.suffix.lower() == ".toml":
         try:
             data = tomllib.loads(text)
@@ -148,7 +147,8 @@ def read_conflicts(path: str | Path) -> list[tuple[str, ...]]:
         if not names:
             continue
         if len(names) < 2:
-            raise ConflictsFileError(path, lineno, f"'{names[0]}' alone: a conflict line needs two or more counters")
+            shown = escaped(names[0][:60]) + ("..." if len(names[0]) > 60 else "")
+            raise ConflictsFileError(path, lineno, f"'{shown}' alone: a conflict line needs two or more counters")
         out.append(names)
     return out
 
