@@ -28,9 +28,10 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from synthtrace.pipelines import interrupts, jobs
 from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
-from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError, TruncatedTraceError
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import (
+    CUT_GRACE_S,
     DEFAULT_SETTLE_S,
     STILL_WRITTEN,
     discover,
@@ -38,6 +39,7 @@ from synthtrace.warehouse.drop import (
     is_machine_error,
     is_warehouse_error,
     quarantine,
+    unsettled_for,
 )
 from synthtrace.warehouse.ingest import ContentId
 from synthtrace.warehouse.night_state import (
@@ -171,6 +173,10 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
             return left("skipped", GONE)
         if isinstance(exc, TraceChangedError) or ("files" in item and files_state(path) != item["files"]):
             return left("waiting", changed)
+        cut = isinstance(exc, TruncatedTraceError)
+        if cut and (age := unsettled_for(files_state(path), CUT_GRACE_S)) is not None:
+            return left("waiting", f"{STILL_WRITTEN}? ({reason}; changed {max(age, 0) / 3600:.1f} h ago: a writer "
+                                   f"may still hold it; quarantined if still so {CUT_GRACE_S / 3600:g} h after)")
         try:
             where = quarantine(Path(drop), path, reason)
         except OSError as move_exc:  # a read-only drop folder: say so, leave the trace, go on

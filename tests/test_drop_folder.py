@@ -94,6 +94,24 @@ def test_a_trace_being_written_waits_and_is_ingested_whole_once_finished(prefect
     assert not (drop / QUARANTINE).exists()
 
 
+def test_a_trace_cut_mid_record_waits_a_day_for_its_writer(prefect_harness, tmp_path):
+    """A18: a writer that holds its .prv open and stalls past the settle time (mpi2prv on a busy parallel file
+    system) left a file cut mid-record that the night quarantined; the writer then finished into the quarantined
+    file, and the run was lost. Cut mid-record and changed within a day, it waits; a day later it is quarantined."""
+    from synthtrace.pipelines.nightly import run_night
+
+    drop, wh = tmp_path / "drop", tmp_path / "wh"
+    prv = copy_trace(PRIME, drop / "prime")
+    prv.write_bytes(prv.read_bytes()[:150_007])
+    _age(drop, 600)  # settled for the night's 60 s, yet cut mid-record
+    night = run_night(drop, Warehouse(wh), skip=INGEST_ONLY, settle_s=60)
+    assert night.quarantined == [] and [w["path"] for w in night.waiting] == [str(prv)], night
+    assert "cut off mid-record" in night.waiting[0]["reason"] and prv.exists()
+    _age(drop, 2 * 24 * 3600)  # two days on: no writer is still at it
+    night = run_night(drop, Warehouse(wh), skip=INGEST_ONLY, settle_s=60)
+    assert night.waiting == [] and len(night.quarantined) == 1 and not prv.exists()
+
+
 def test_what_says_nothing_about_a_trace_never_quarantines_it(prefect_harness, tmp_path, monkeypatch):
     """Between discovery and ingest one trace is taken by another night (A7), one grows (a writer appending a cut
     record: A8, even with settle 0), and the stage of a third is removed under its writer (A6: another writer's

@@ -36,6 +36,10 @@ REASON_FILE = "reason.txt"
 #: seconds every file of a trace must have kept its size and modification time before a night takes it: longer
 #: than the pause between a writer's files (mpi2prv's .prv, then .pcf/.row) and than NFS attribute caching (3-60 s)
 DEFAULT_SETTLE_S = 60.0
+#: how long a trace cut mid-record waits for its writer before it is quarantined (s): a writer that holds it open
+#: and stalls (mpi2prv on a busy parallel file system) leaves exactly such a file, and quarantining it moved the
+#: file the writer then finished into (attack 7 A18); no writer stalls for a day
+CUT_GRACE_S = 24 * 3600.0
 #: the note of a trace left for the next night because it is still being written
 STILL_WRITTEN = "still being written"
 #: the folder Score-P measures into before renaming it (no SCOREP_EXPERIMENT_DIRECTORY set)
