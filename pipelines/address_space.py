@@ -23,6 +23,10 @@ _POOL_VARIABLES = ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS
                    "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 #: glibc's mallopt parameter for the number of malloc arenas
 _M_ARENA_MAX = -8
+#: the address space Arrow's mimalloc reserves at a time (its default, 1 GiB, is taken whenever it fits under the
+#: limit and falls back to 128 MiB when it does not: a merge passed at 1.6 and 2.0 GiB and failed at 1.85-1.95 GiB,
+#: where the 1 GiB reservation fit and left too little for the rest, attack 7 A27)
+_MIMALLOC_ARENA_RESERVE = "64MiB"
 
 
 def address_space_limit() -> int | None:
@@ -34,7 +38,8 @@ def address_space_limit() -> int | None:
 def fit_to_address_space() -> int | None:
     """Under a limit: at most two malloc arenas (glibc; a no-op elsewhere) and thread pools of one thread per GiB
     beyond the first (at least one, at most one per core), unless the user set a pool's size; Polars' jemalloc
-    with one arena (its per-core arenas' reservations made an allocation fail with an abort, not a MemoryError).
+    with one arena (its per-core arenas' reservations made an allocation fail with an abort, not a MemoryError);
+    Arrow's mimalloc reserving 64 MiB at a time, not 1 GiB (so that what fits grows with the limit).
     Call before Polars, Numba or DuckDB is imported. Returns the limit (bytes) or None."""
     limit = address_space_limit()
     if limit is None:
@@ -47,6 +52,7 @@ def fit_to_address_space() -> int | None:
     for name in _POOL_VARIABLES:
         os.environ.setdefault(name, str(threads))
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1")  # Polars' jemalloc (its symbols prefixed _rjem_)
+    os.environ.setdefault("MIMALLOC_ARENA_RESERVE", _MIMALLOC_ARENA_RESERVE)  # Arrow's mimalloc
     return limit
 
 

@@ -166,7 +166,7 @@ def write_output(path: Path, write: Callable[[Path], object], option: str = "--o
     """``write(path)`` into :func:`output_file` ``path`` (checked again: the work took time), whole or not at all
     (a full disk leaves no truncated file), by :data:`OUTPUT_RULE`; the folders made for it are removed again when
     it fails. A file that cannot be written is one line (exit 2)."""
-    with _output_folder(path, option):
+    with output_folder(path, option):
         write_atomically(output_file(path, option), write)
 
 
@@ -176,7 +176,7 @@ def write_outputs(paths: list[Path], write: Callable[[Path], object], option: st
     by :data:`OUTPUT_RULE`, in order (the last appears last: a folder watcher never picks up half of them)."""
     for p in paths:
         output_file(p, option)
-    with _output_folder(paths[0], option):
+    with output_folder(paths[0], option):
         stage = paths[0].parent / f".{paths[0].name}.{uuid.uuid4().hex[:8]}.part"
         try:
             stage.mkdir()
@@ -240,9 +240,10 @@ def _os_error(exc: BaseException, path: Path) -> OSError | None:
 
 
 @contextlib.contextmanager
-def _output_folder(path: Path, option: str) -> Iterator[None]:
+def output_folder(path: Path, option: str) -> Iterator[None]:
     """The missing folders above the output ``path`` made for the block, and removed again (those still empty) when
-    it fails: a failed command leaves nothing behind; an OSError is one line naming the output."""
+    it fails: a failed command leaves nothing behind; an OSError is one line naming the output (``option``: how it
+    names it). For a block that writes ``path`` itself (a report); :func:`write_output` uses it."""
     with _folder_made(path.parent, option, path):
         yield
 

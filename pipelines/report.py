@@ -748,8 +748,12 @@ def cached_section(wh: Warehouse, name: str, machine: Machine, thresholds: Thres
         for old in folder.glob("*.html"):
             old.unlink(missing_ok=True)
         write_atomically(hit, lambda p: p.write_text(section, encoding="utf-8"))  # for a report built meanwhile
-    except OSError:
-        pass  # a read-only warehouse: the report is still written, its sections drawn each time
+    except OSError:  # a read-only warehouse or a full disk: the report is still written, its sections drawn each
+        for made in (folder, folder.parent, folder.parent.parent):  # time; [helper edges] no empty cache folder stays
+            try:
+                made.rmdir()
+            except OSError:  # kept sections of other experiments (or not ours to remove)
+                break
     return section
 
 

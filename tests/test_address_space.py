@@ -38,3 +38,23 @@ def test_an_allocation_failure_is_one_line_naming_the_limit(monkeypatch):
     assert out_of_memory_line(ImportError("x.so: failed to map segment from shared object")).startswith("out of")
     assert out_of_memory_line(RuntimeError("can't start new thread")).startswith("out of memory")  # attack 7 A20
     assert out_of_memory_line(ValueError("no")) is None and out_of_memory_line(OSError(2, "No such file")) is None
+
+
+@pytest.mark.slow
+@pytest.mark.real_traces
+def test_a_merge_that_passes_under_a_limit_passes_under_a_higher_one(tmp_path, merged_lulesh):
+    """What fits grows with the limit: Arrow's mimalloc reserved 1 GiB at a time whenever that fit under the limit
+    (128 MiB when it did not), so a merge of the demo passed at 1.6 and 2.0 GiB and failed at 1.85-1.95 GiB with
+    the out-of-memory line (attack 7 A27). The LULESH pair's merge passes at 1.6 GiB and so at 1.9 GiB."""
+    import shutil
+
+    w = tmp_path / "wh"
+    shutil.copytree(merged_lulesh, w)
+    code = ("import sys; from synthtrace.pipelines.cli import main; "
+            "sys.exit(main(['merge', 'lulesh-8r', '-w', sys.argv[1]]))")
+    for gib in (1.6, 1.9):
+        limit = int(gib * (1 << 30))
+        p = subprocess.run([sys.executable, "-c", code, str(w)], capture_output=True, text=True, timeout=300,
+                           preexec_fn=lambda limit=limit: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+                           check=False)
+        assert p.returncode == 0, (gib, p.stderr[-2000:])

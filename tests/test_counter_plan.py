@@ -320,6 +320,24 @@ def test_plan_command_bad_input_exits_2(run_cli, extra, message):
     assert code == 2 and message in err and "Traceback" not in err
 
 
+def test_twenty_thousand_unknown_counters_are_one_short_line(run_cli, monkeypatch):
+    """[helper edges] issue 23: `plan` with 20,000 unknown names compared each with every known name (about 140 s of
+    CPU) and printed all 20,000 in a 1.7 MB line. The first three are named (a long one cut short), with a
+    suggestion each, and the others counted; only those three are compared with the known names."""
+    from synthtrace.tracelib.domain import counters
+
+    compared: list[str] = []
+    real = counters.closest
+    monkeypatch.setattr(counters, "closest", lambda name, known: compared.append(name) or real(name, known))
+    names = ["PAPI_L1_DMC", "X" * 100_000, *(f"FOO_{i}" for i in range(19_998))]
+    code, out, err = run_cli("plan", "--counters", ",".join(names), "--slots", "4")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and len(err) < 400, err[:600]
+    assert "'PAPI_L1_DMC' (not a PAPI preset; did you mean PAPI_L1_DCM?)" in err
+    assert f"'{'X' * 60}...' (not a PAPI preset or a known native event" in err
+    assert "'FOO_0' (" in err and "FOO_1" not in err and err.rstrip().endswith("and 19,997 more")
+    assert compared == ["PAPI_L1_DMC", "FOO_0"]  # the 100,000-character name is longer than any suggestion
+
+
 def test_plan_command_conflict_with_fixed(tmp_path, run_cli):
     conflicts = tmp_path / "c.toml"
     # PAPI defines no PAPI_REF_CYC on Zen 3 (issue 24 item 7): a preset it has stands in for the conflicting one

@@ -246,6 +246,33 @@ def test_report_redraws_only_the_experiments_that_changed(tmp_path, mixed_wh, ru
     assert sorted(drawn) == ["lulesh", "lulesh", "lulesh", "mixed", "mixed"]
 
 
+def test_a_report_on_a_full_disk_leaves_nothing_behind(tmp_path, mixed_wh, run_cli, monkeypatch):
+    """[helper edges] issue 23: `report --out new/sub/r.html` on a full disk said so but left the folders it made
+    for the report (new/sub) and, in the warehouse, the empty cache folders of the sections it could not keep. Now
+    one line naming the output, and nothing the command made stays."""
+    import errno
+    import os
+    import shutil
+
+    from synthtrace.pipelines import report as report_mod
+
+    wh = Path(shutil.copytree(mixed_wh, tmp_path / "wh"))
+    shutil.rmtree(wh / ".cache", ignore_errors=True)
+    real = report_mod.write_atomically
+
+    def fill_the_disk(part: Path) -> None:  # half a file, then a write() that names no file
+        part.write_text("<!DOCTYPE html><html>")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(report_mod, "write_atomically", lambda path, write: real(path, fill_the_disk))
+    out = tmp_path / "new" / "sub" / "r.html"
+    code, stdout, err = run_cli("report", "--out", out, "-w", wh)
+    assert code == 2 and stdout == "", err
+    assert err.splitlines() == [f"error: --out {out}: cannot write it (No space left on device)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wh"]
+    assert not (wh / ".cache").exists()  # no empty cache folder of the sections not kept
+
+
 # ---------------------------------------------------------------------------------------------- issue 24 item 5
 def test_timeline_labels_time_under_the_bars():
     """The bars themselves carry time labels in readable units (they had none; only the roof panel did)."""

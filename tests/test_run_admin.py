@@ -130,6 +130,33 @@ def test_a_run_that_leaves_during_the_merge_is_not_committed(wh, change):
     assert not list((wh / ".staging").iterdir())
 
 
+def test_a_run_that_joins_during_the_merge_is_not_committed(wh, run_cli, tmp_path):
+    """[helper edges] `runs move` INTO an experiment while its merge runs: the move removed the experiment's merged
+    data, and the merge, computed without the run that joined, stored a merged trace omitting it (only runs that
+    left were checked). It now commits nothing and says so in one line, as for a run that leaves."""
+    from synthtrace.pipelines import jobs
+    from synthtrace.warehouse.errors import RunsChangedError
+    from synthtrace.warehouse.run_admin import move_runs
+
+    copy_trace(PRIME, tmp_path / "other")
+    assert run_cli("ingest", tmp_path / "other", "--experiment", "other", "-w", wh)[0] == 0
+    w = Warehouse(wh)
+    joining = _runs(wh)[PRIME.stem]["run_id"]
+    steps: list[str] = []
+
+    def move_in_once(what: str, total: int) -> None:  # the merge's own step hook: the runs were read, it goes on
+        if not steps:
+            move_runs(w, [joining], "lulesh-8r")
+        steps.append(what)
+
+    with pytest.raises(RunsChangedError, match=f"run\\(s\\) {joining} joined it while it merged") as raised:
+        jobs.merge_experiment(w.experiment("lulesh-8r"), on_step=move_in_once)
+    assert steps and len(str(raised.value).splitlines()) == 1
+    assert not (wh / "experiments" / "lulesh-8r").exists()  # no merge of two of its three runs
+    assert not list((wh / ".staging").iterdir())
+    assert _runs(wh)[PRIME.stem]["experiment"] == "lulesh-8r"
+
+
 def test_a_run_that_leaves_during_the_analysis_is_not_committed(wh):
     """The same for `archetypes`: its metrics of a merge whose run was removed meanwhile are not stored."""
     from synthtrace.pipelines import jobs

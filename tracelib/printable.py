@@ -16,6 +16,12 @@ def escaped(text: str) -> str:
                    for c in text)
 
 
+def clipped(text: str, limit: int = 60) -> str:
+    """``text`` as an error line quotes a value a user or a file gave: :func:`escaped`, and cut to its first
+    ``limit`` characters with ``...`` when longer (a 2 GB line, a 20,000-name list, is never quoted whole)."""
+    return escaped(text[:limit]) + ("..." if len(text) > limit else "")
+
+
 def unprintable(text: str) -> str | None:
     """The first character of ``text`` a terminal would not print as itself, described for a message
     (``"U+00A0 NO-BREAK SPACE at character 3"``: a control character, a line or paragraph separator, a space other

@@ -9,7 +9,8 @@ tables, its trace as the stages read it, its record, and the atomic commit of wh
 Open one with :meth:`Warehouse.experiment <synthtrace.warehouse.layout.Warehouse.experiment>`. Every stage commits
 through :meth:`Experiment.commit`: the experiment folder is rebuilt in staging (files other stages wrote are
 hard-linked in unchanged) and swapped in by one rename, under the experiment's writers' lock, after checking that
-the runs it was computed from are still the experiment's (``synthtrace runs rm|move`` take the same lock).
+the runs it was computed from are still the experiment's, and that no run joined it meanwhile (``synthtrace runs
+rm|move`` take the same lock).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import polars as pl
 from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import read_record
 from synthtrace.warehouse.parts import read_part, schema_of
-from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, runs_table
+from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, run_folders, runs_table
 
 if TYPE_CHECKING:
     from synthtrace.tracelib.domain.machine import Machine
@@ -86,18 +87,21 @@ class ExperimentTrace:
 class Experiment:
     """An experiment: its runs (sorted by run name, then id) as the runs table held them when it was opened."""
 
-    def __init__(self, wh: Warehouse, name: str, runs: pl.DataFrame, known: Iterable[str] = ()):
+    def __init__(self, wh: Warehouse, name: str, runs: pl.DataFrame, known: Iterable[str] = (),
+                 folders: dict[str, tuple[int, int]] | None = None):
         self.wh = wh
         self.name = name
         self.runs = runs
         self._known = sorted(known)
+        self._folders = folders  # the run folders before the runs table was read (what a commit checks since)
 
     @classmethod
     def open(cls, wh: Warehouse, name: str) -> Experiment:
         """Read the runs table (once) and keep the runs of experiment ``name``."""
+        folders = run_folders(wh)  # before the table: a run written in between is read again at the commit
         table = runs_table(wh)
         mine = table.filter(pl.col("experiment") == name).sort("run_name", "run_id")
-        return cls(wh, name, mine, table.get_column("experiment").drop_nulls().unique().to_list())
+        return cls(wh, name, mine, table.get_column("experiment").drop_nulls().unique().to_list(), folders)
 
     # ------------------------------------------------------------------ what it holds
     @property
@@ -211,13 +215,13 @@ class Experiment:
                what: str = "it was computed", read: Iterable[str] | None = None, needs_merged: bool = False) -> Path:
         """Replace ``<name>.parquet`` per frame and ``<name>.json`` per document of the experiment folder, keeping
         its other files, in one atomic swap; returns the folder. ``read``: the run ids the frames were computed
-        from (default: the experiment's runs when opened); if one left the experiment meanwhile, or
-        (``needs_merged``) its merged data was removed, nothing is written (:class:`RunsChangedError`, saying
-        ``while <what>``)."""
+        from (default: the experiment's runs when opened); if one left the experiment meanwhile, a run joined it
+        since it was opened, or (``needs_merged``) its merged data was removed, nothing is written
+        (:class:`RunsChangedError`, saying ``while <what>``)."""
         run_ids = list(self.run_ids if read is None else read)
 
         def unchanged() -> None:
-            check_runs_still_in(self.wh, self.name, run_ids, what)
+            check_runs_still_in(self.wh, self.name, run_ids, what, had=self.run_ids, folders=self._folders)
             if needs_merged and not self.is_merged:
                 raise RunsChangedError(f"experiment {self.name!r}: its merged data was removed while {what} (its "
                                        "runs changed); nothing was committed: merge it again")

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from synthtrace.tracelib.printable import escaped
+from synthtrace.tracelib.printable import clipped
 from synthtrace.tracelib.toml_file import read_small_text
 from synthtrace.tracelib.domain.counters import check_counter_names, fixed_function
 from synthtrace.tracelib.domain.papi_presets import PresetTable
@@ -147,8 +147,8 @@ def read_conflicts(path: str | Path) -> list[tuple[str, ...]]:
         if not names:
             continue
         if len(names) < 2:
-            shown = escaped(names[0][:60]) + ("..." if len(names[0]) > 60 else "")
-            raise ConflictsFileError(path, lineno, f"'{shown}' alone: a conflict line needs two or more counters")
+            raise ConflictsFileError(path, lineno,
+                                     f"'{clipped(names[0])}' alone: a conflict line needs two or more counters")
         out.append(names)
     return out
 

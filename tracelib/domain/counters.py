@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.printable import clipped
 
 
 @dataclass(frozen=True)
@@ -211,22 +212,36 @@ def known_names() -> set[str]:
     )
 
 
+#: how many unknown counter names an error line names, each with its closest known name (the others are counted)
+NAMED_UNKNOWN = 3
+#: characters of an unknown counter name an error line quotes
+QUOTED_CHARS = 60
+
+
 def check_counter_names(names: list[str]) -> None:
-    """Refuse names that cannot be counters, each with the closest known name (``PAPI_L1_DMC`` -> ``PAPI_L1_DCM``).
+    """Refuse names that cannot be counters: one line naming the first :data:`NAMED_UNKNOWN`, each with the closest
+    known name (``PAPI_L1_DMC`` -> ``PAPI_L1_DCM``), and counting the others (``... and 19,997 more``); linear in
+    ``len(names)`` (only the named ones are compared with the known names).
 
     Accepted: PAPI presets, the native events of the catalogue, and any native event in ``[pmu::]EVENT:UMASK``
     form (the PMU's own names cannot be listed here; the tracer checks them on the machine)."""
     known = known_names()
-    bad = []
-    for name in names:
-        if name in known or (not name.upper().startswith("PAPI_") and _NATIVE.fullmatch(name)):
-            continue
-        close = closest(name.upper(), sorted(known))
+    bad = [name for name in names
+           if not (name in known or (not name.upper().startswith("PAPI_") and _NATIVE.fullmatch(name)))]
+    if not bad:
+        return
+    candidates = sorted(known)
+    longest = max(map(len, candidates))
+    said = []
+    for name in bad[:NAMED_UNKNOWN]:
+        # [helper edges] issue 23: a suggestion is within a quarter of the name's length, so a name much longer
+        # than every known one has none (and comparing it would cost its length times theirs)
+        close = closest(name.upper(), candidates) if len(name) <= 2 * longest + 8 else []
         what = "not a PAPI preset" if name.upper().startswith("PAPI_") else \
             "not a PAPI preset or a known native event, which are written EVENT:UMASK"
-        bad.append(f"{name!r} ({what}" + (f"; did you mean {close[0]}?)" if close else ")"))
-    if bad:
-        raise UnknownCounterError(f"unknown counter{'s' if len(bad) > 1 else ''} " + ", ".join(bad))
+        said.append(f"'{clipped(name, QUOTED_CHARS)}' ({what}" + (f"; did you mean {close[0]}?)" if close else ")"))
+    more = f" and {len(bad) - NAMED_UNKNOWN:,} more" if len(bad) > NAMED_UNKNOWN else ""
+    raise UnknownCounterError(f"unknown counter{'s' if len(bad) > 1 else ''} " + ", ".join(said) + more)
 
 
 def _osa(a: str, b: str) -> int:
