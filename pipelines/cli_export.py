@@ -50,27 +50,26 @@ def export(
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Export an experiment's synthetic trace as Perfetto JSON, a Pipit-style events table, or CSV."""
-    from synthtrace.tracelib.formats.exports import pipit_events, write_perfetto
     from synthtrace.warehouse import Warehouse
-    from synthtrace.warehouse.export_views import load_export_tables
+    from synthtrace.warehouse.export_views import export_scans, write_csv, write_perfetto, write_pipit
 
     output = output or Path(DEFAULT_OUTPUT[format].format(experiment=experiment))
     output_file(output)  # before reading anything
     with err_console.status(f"reading {experiment}"):
-        bursts, calls = load_export_tables(Warehouse(warehouse), experiment)
+        scans = export_scans(Warehouse(warehouse), experiment)
+        n_bursts, n_calls = scans.count("bursts"), scans.count("calls")
     with err_console.status(f"writing {output} ({format.value})"):
-        if format is ExportFormat.perfetto:
-            def perfetto(p: Path) -> None:
-                with p.open("wb") as fh:
-                    write_perfetto(fh, bursts, calls, name=experiment)
+        def written(p: Path) -> None:  # a window of the trace at a time (issue 23 attack 7 A21)
+            with p.open("wb") as fh:
+                if format is ExportFormat.perfetto:
+                    write_perfetto(fh, scans, experiment)
+                elif format is ExportFormat.pipit:
+                    write_pipit(fh, scans)
+                else:
+                    write_csv(fh, scans)
 
-            write_output(output, perfetto)
-        elif format is ExportFormat.pipit:
-            write_output(output, pipit_events(bursts, calls).write_csv)
-        else:
-            write_output(output, bursts.write_csv)
-    n_calls = calls.height if calls is not None else 0
-    print_written(f"wrote {output} ({format.value}, {bursts.height} bursts, {n_calls} MPI calls)",  # [helper races]
+        write_output(output, written)
+    print_written(f"wrote {output} ({format.value}, {n_bursts} bursts, {n_calls} MPI calls)",  # [helper races]
                   output)  # attack 7 A19: not into the data when the output is stdout
 
 
