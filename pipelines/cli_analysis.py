@@ -158,13 +158,13 @@ def report(
     if experiment and experiment not in experiments(wh):
         raise BadInputError(f"no experiment {experiment!r} in {warehouse}")
     th = _thresholds(thresholds)
-    output_file(out, "--out")  # a folder or an impossible path is refused before minutes of work
+    out = output_file(out, "--out")  # a folder or an impossible path is refused before minutes of work ('-': stdout)
     if plots:
         check_folder(plots, f"--plots {plots}")
     with contextlib.ExitStack() as stack, StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
+        stack.enter_context(output_folder(out, "--out"))  # [helper edges] issue 23: a full disk leaves no folder
         # the PNGs are put in place only once the report is written: a failure leaves none of them (attack 6 F12)
         plot_dir = stack.enter_context(staged_folder(plots, "--plots")) if plots else None
-        stack.enter_context(output_folder(out, "--out"))  # [helper edges] issue 23: a full disk leaves no folder
         path = build(wh, NightSettings(machine), out, experiment=experiment, thresholds=th, plot_dir=plot_dir,
                      on_step=step)
     print_written(f"report written to {path}", Path(path))

@@ -52,3 +52,56 @@ print(json.dumps({"bursts": bursts.height, "calls": calls.height, "blas": arraym
                        timeout=300, check=False)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.strip().splitlines()[-1]) == {"bursts": 704, "calls": 672, "blas": True}
+
+
+
+_FULL_COLLECTIONS = """
+import gc, json, sys
+import numpy, polars  # noqa: F401  (loaded before, as by any caller)
+full = []
+gc.callbacks.append(lambda phase, info: full.append(1) if phase == "stop" and info["generation"] == 2 else None)
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.ingest import ingest_trace
+result = ingest_trace(Warehouse(sys.argv[2]), sys.argv[1])
+print(json.dumps({"bursts": result.n_bursts, "full": len(full), "enabled": gc.isenabled()}))
+"""
+
+
+def test_loading_numba_walks_the_process_objects_in_no_full_collection(tmp_path):
+    """Importing Numba and loading the reader's kernels make ~85,000 long-lived objects; with Python's collector
+    on, two full collections walked every object of the process meanwhile (~0.07 s of CPU of every command that
+    reads a trace, serial). The collector is paused there, and on again after."""
+    p = subprocess.run([sys.executable, "-c", _FULL_COLLECTIONS, str(TRACES / "prime_v0.prv"), str(tmp_path / "wh")],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == {"bursts": 704, "full": 0, "enabled": True}
+
+
+def test_a_pause_of_the_collector_ends_with_the_last_and_leaves_it_as_the_caller_had_it():
+    import gc
+    import threading
+
+    from synthtrace.tracelib.jit import gc_paused
+
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with gc_paused():
+            inside.set()
+            release.wait(10)
+
+    t = threading.Thread(target=other)
+    with gc_paused():
+        t.start()
+        inside.wait(10)
+    assert not gc.isenabled()  # the other thread's pause goes on
+    release.set()
+    t.join()
+    assert gc.isenabled()
+    gc.disable()  # a caller that runs without the collector keeps it off
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

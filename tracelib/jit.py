@@ -10,7 +10,9 @@ without any writable place the kernels are compiled in each process.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
+import threading
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -32,11 +34,39 @@ def _held_back(modules: list[str]) -> Iterator[None]:
                 del sys.modules[m]
 
 
+_gc_pauses = 0  # pauses under way
+_gc_was_enabled = True  # whether the collector was on when the first of them began
+_gc_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while inside (any thread; overlapping pauses end with the last), then
+    as it was when the first began. Importing Numba and loading the reader's kernels make ~85,000 long-lived
+    objects, and the two full collections they set off walked every object of the process: ~0.07 s of CPU of every
+    command that reads a trace, serial (issue 27 item 2). The garbage made inside is collected after; a first
+    compile of the kernels (empty cache, once) peaks ~100 MB higher for it."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        _gc_pauses += 1
+        if _gc_pauses == 1:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 #: modules ``import numba`` loads only to check or offer what synthtrace does not use: SciPy (a version check) and
 #: PyYAML (to read a ``.numba_config.yaml`` of the working directory: held back only when there is none)
 _UNUSED_BY_NUMBA_IMPORT = ("scipy", "yaml")
 if "numba" not in sys.modules:
-    with _held_back([m for m in _UNUSED_BY_NUMBA_IMPORT if m != "yaml" or not os.path.exists(".numba_config.yaml")]):
+    with gc_paused(), _held_back([m for m in _UNUSED_BY_NUMBA_IMPORT
+                                  if m != "yaml" or not os.path.exists(".numba_config.yaml")]):
         import numba  # noqa: F401  (issue 27 item 2: 30-150 ms less start-up for every command that reads a trace)
 from numba import njit  # noqa: E402
 
@@ -103,6 +133,6 @@ def load_numba_extensions() -> None:
     Call it from the main thread before kernels are dispatched; it does nothing the second time."""
     if all(m in sys.modules for m in _NUMBA_MODULES_PROBING):
         return
-    with _held_back(list(_UNUSED_BY_KERNELS)):  # the probe says "not available"
+    with gc_paused(), _held_back(list(_UNUSED_BY_KERNELS)):  # the probe says "not available"
         for m in _NUMBA_MODULES_PROBING:
             __import__(m)

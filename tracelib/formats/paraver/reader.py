@@ -30,7 +30,7 @@ from synthtrace.tracelib.formats.bursts import (
     constant,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
-from synthtrace.tracelib.jit import load_numba_extensions
+from synthtrace.tracelib.jit import gc_paused, load_numba_extensions
 from synthtrace.tracelib.errors import (
     MissingCompanionWarning,
     RecordsOutOfOrderError,
@@ -191,7 +191,8 @@ def start_warm_up() -> None:
 
         def run() -> None:
             try:
-                _warm_up()
+                with gc_paused():  # the kernels' load makes ~57,000 long-lived objects
+                    _warm_up()
             except Exception:
                 pass
 
