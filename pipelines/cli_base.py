@@ -72,7 +72,10 @@ def write_stdout(text: str) -> None:
 
 
 def _say(label: str, style: str, message: str) -> None:
-    err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+    try:
+        err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+    except OutputClosed:  # [helper edges] nobody reads stderr any more (`2>&1 | head -0`): the exit code still says
+        pass  # it (an error stays exit 2, not 141)
 
 
 def print_error(message: str) -> None:

@@ -597,6 +597,16 @@ def test_a_closed_output_ends_the_command_quietly(wh, args):
     assert _reader_gone(*args, "-w", wh) == (141, "")
 
 
+def test_an_error_whose_stderr_is_closed_keeps_its_exit_code(wh):
+    """`2>&1 | head -0`: the error line cannot be printed, and the exit code still says what happened (2 for a bad
+    query, not the 1 of an exception escaping while the error was said); a table is the reader's closed output."""
+    for args, code in ((["sql", "SELECT nope"], 2), (["runs"], 141)):
+        p = subprocess.Popen([sys.executable, "-m", "synthtrace.pipelines.cli", *args, "-w", str(wh)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        p.stdout.close()
+        assert p.wait(timeout=300) == code, args
+
+
 @pytest.mark.slow
 def test_a_merge_whose_output_is_closed_ends_quietly(merged_lulesh, tmp_path):
     """The same for `merge` (its quality table), which has stored the merge by then."""
