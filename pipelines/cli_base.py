@@ -13,6 +13,7 @@ import io
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -71,7 +72,10 @@ def write_stdout(text: str) -> None:
 
 
 def _say(label: str, style: str, message: str) -> None:
-    err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+    try:
+        err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+    except OutputClosed:  # [helper edges] nobody reads stderr any more (`2>&1 | head -0`): the exit code still says
+        pass  # it (an error stays exit 2, not 141)
 
 
 def print_error(message: str) -> None:
@@ -199,6 +203,8 @@ def output_file(path: Path, option: str = "--output") -> Path:
     from synthtrace.warehouse.layout import warehouse_holding
 
     path = output_path(path)
+    if path == STDOUT and not is_stream(path):  # a file or a socket the shell gave: written into (output_target)
+        return path
     if (why := output_refusal(path)) is not None:
         raise BadInputError(f"{option} {path}: {why}")
     # the path itself, links followed: an output that is a link into a warehouse (check_folder asks of the parent)
@@ -214,8 +220,26 @@ def write_output(path: Path, write: Callable[[Path], object], option: str = "--o
     (a full disk leaves no truncated file), by :data:`OUTPUT_RULE`; the folders made for it are removed again when
     it fails. A file that cannot be written is one line (exit 2)."""
     path = output_path(path)
-    with output_folder(path, option):
-        write_atomically(output_file(path, option), write)
+    with output_folder(path, option), output_target(path, option) as target:
+        write_atomically(target, write)
+
+
+@contextlib.contextmanager
+def output_target(path: Path, option: str = "--output") -> Iterator[Path]:
+    """The file to write the output ``path`` (:func:`output_file`) as: ``path`` itself, but for ``-`` when the shell
+    gave standard output a file (``> out``, ``>> log``) or a socket (a service's journal), a private file whose bytes
+    go to standard output where the shell put them (after what ``>>`` kept) once the block ends well: renamed over
+    the file, ``>> log`` lost the log; a socket was refused."""
+    path = output_file(path, option)
+    if path != STDOUT or is_stream(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="synthtrace-stdout-") as folder:
+        part = Path(folder) / "output"
+        yield part
+        sys.stdout.flush()
+        with open(part, "rb") as src, open(sys.stdout.fileno(), "wb", closefd=False) as out:
+            shutil.copyfileobj(src, out, 1 << 20)
 
 
 def write_outputs(paths: list[Path], write: Callable[[Path], object], option: str) -> None:

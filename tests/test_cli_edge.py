@@ -522,6 +522,35 @@ def test_an_output_named_dash_is_standard_output(wh, tmp_path):
     assert not (tmp_path / "-").exists() and not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("stdout", ["appended file", "socket"])
+def test_dash_writes_where_the_shell_put_stdout(tmp_path, stdout):
+    """`-o -` with stdout redirected to a file or a socket (a service's journal): `>> log` replaced the whole log
+    with the output (it was renamed over the file), and a socket was refused ("is a socket, not a file"). The output
+    goes where the shell put stdout: after what `>>` kept, into the socket."""
+    import socket
+
+    args = [sys.executable, "-m", "synthtrace.pipelines.cli", "plan", "--counters", "PAPI_L1_DCM", "--slots", "4",
+            "-f", "json", "-o", "-"]
+    if stdout == "socket":
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            p = subprocess.Popen(args, stdout=theirs, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+            theirs.close()
+            data = b"".join(iter(lambda: ours.recv(1 << 16), b"")).decode()
+            err = p.stderr.read()
+            assert p.wait(timeout=300) == 0, err
+    else:
+        log = tmp_path / "log"
+        log.write_text("kept\n")
+        with open(log, "a") as out:
+            p = subprocess.run(args, stdout=out, stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        kept, data = log.read_text().split("\n", 1)
+        assert kept == "kept"
+    assert json.loads(data)["n_runs"] == 1
+    assert sorted(x.name for x in tmp_path.iterdir()) == (["log"] if stdout != "socket" else [])
+
+
 _AS_A_USER = """
 import os, sys
 from pathlib import Path
@@ -566,6 +595,16 @@ def test_a_closed_output_ends_the_command_quietly(wh, args):
     could not tell it from a failure. A closed stdout is the reader's choice: exit 141 (128 + SIGPIPE, as a shell
     reports `seq 1 1000000 | head -1`), nothing on stderr."""
     assert _reader_gone(*args, "-w", wh) == (141, "")
+
+
+def test_an_error_whose_stderr_is_closed_keeps_its_exit_code(wh):
+    """`2>&1 | head -0`: the error line cannot be printed, and the exit code still says what happened (2 for a bad
+    query, not the 1 of an exception escaping while the error was said); a table is the reader's closed output."""
+    for args, code in ((["sql", "SELECT nope"], 2), (["runs"], 141)):
+        p = subprocess.Popen([sys.executable, "-m", "synthtrace.pipelines.cli", *args, "-w", str(wh)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        p.stdout.close()
+        assert p.wait(timeout=300) == code, args
 
 
 @pytest.mark.slow
