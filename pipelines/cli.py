@@ -184,7 +184,7 @@ def _main(argv: list[str] | None) -> int:
         return 2
     from synthtrace.pipelines.address_space import out_of_memory_line
     from synthtrace.pipelines.cli_read import understood
-    from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+    from synthtrace.tracelib.errors import BadInputError, OutputClosed, SynthtraceError
 
     warnings.simplefilter("default")
     warnings.showwarning = lambda message, category, *a, **k: print_warning(str(message))
@@ -196,10 +196,14 @@ def _main(argv: list[str] | None) -> int:
             fast()
             return 0
         return _run_app(args)
+    except OutputClosed as exc:  # [helper edges] issue 23: `| head -1`: the reader's choice, no error
+        return exc.exit_code
     except SynthtraceError as exc:
         print_error(str(exc))
         return 2 if isinstance(exc, BadInputError) else exc.exit_code
     except OSError as exc:  # a path no check foresaw: a full disk, a name too long, a folder turned read-only
+        if exc.errno == errno.EPIPE:  # a write to stdout (or a FIFO) whose reader has gone: as above
+            return _output_closed()
         if (line := out_of_memory_line(exc)) is not None:
             print_error(line)
             return 1
@@ -217,6 +221,18 @@ def _main(argv: list[str] | None) -> int:
             raise
         print_error(line)
         return 1
+
+
+def _output_closed() -> int:
+    """The exit code of a command whose output's reader has gone, what is still buffered for stdout dropped
+    (:func:`~synthtrace.pipelines.cli_base.closed_output`)."""
+    from synthtrace.pipelines.cli_base import closed_output
+    from synthtrace.tracelib.errors import OutputClosed
+
+    try:
+        closed_output(sys.stdout)
+    except OutputClosed as exc:
+        return exc.exit_code
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -266,6 +282,10 @@ def _run_app(args: list[str]) -> int:
         return exc.exit_code
     except typer.Abort as exc:
         raise KeyboardInterrupt from exc
+    except SystemExit:  # typer's own for a write to a closed pipe (exit 1), its streams made to ignore it
+        if isinstance(sys.stdout, click.utils.PacifyFlushWrapper):
+            return _output_closed()
+        raise
     except click.exceptions.NoArgsIsHelpError:  # a group without its subcommand: the help was printed
         return 0
     except click.exceptions.ClickException as exc:

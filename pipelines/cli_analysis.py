@@ -21,7 +21,13 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     print_table,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE, output_folder, print_written, staged_folder
+from synthtrace.pipelines.cli_base import (
+    OUTPUT_RULE,
+    output_folder,
+    output_target,
+    print_written,
+    staged_folder,
+)
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
@@ -158,16 +164,17 @@ def report(
     if experiment and experiment not in experiments(wh):
         raise BadInputError(f"no experiment {experiment!r} in {warehouse}")
     th = _thresholds(thresholds)
-    output_file(out, "--out")  # a folder or an impossible path is refused before minutes of work
+    out = output_file(out, "--out")  # a folder or an impossible path is refused before minutes of work ('-': stdout)
     if plots:
         check_folder(plots, f"--plots {plots}")
     with contextlib.ExitStack() as stack, StepProgress(len(report_sections(wh, experiment)) + 1, "report") as step:
+        stack.enter_context(output_folder(out, "--out"))  # [helper edges] issue 23: a full disk leaves no folder
+        target = stack.enter_context(output_target(out, "--out"))  # '-': stdout, wherever the shell put it
         # the PNGs are put in place only once the report is written: a failure leaves none of them (attack 6 F12)
         plot_dir = stack.enter_context(staged_folder(plots, "--plots")) if plots else None
-        stack.enter_context(output_folder(out, "--out"))  # [helper edges] issue 23: a full disk leaves no folder
-        path = build(wh, NightSettings(machine), out, experiment=experiment, thresholds=th, plot_dir=plot_dir,
-                     on_step=step)
-    print_written(f"report written to {path}", Path(path))
+        build(wh, NightSettings(machine), target, experiment=experiment, thresholds=th, plot_dir=plot_dir,
+              on_step=step)
+    print_written(f"report written to {out}", out)
 
 
 def machines(

@@ -8,34 +8,74 @@ highlighting; styles are given as rich Text, never as markup inside a string.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import IO, TYPE_CHECKING, NoReturn, Self
 
 from rich.console import Console
 from rich.text import Text
 
-from synthtrace.tracelib.atomic_file import output_refusal, place_file, write_atomically
-from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.atomic_file import (
+    is_stream,
+    output_refusal,
+    place_file,
+    resolved_target,
+    write_atomically,
+)
+from synthtrace.tracelib.errors import BadInputError, OutputClosed
 from synthtrace.tracelib.printable import escaped  # [helper security2]
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
     from rich.table import Table
 
-console = Console(markup=False, emoji=False, highlight=False)
-err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+class _Console(Console):
+    """A rich console whose closed output (``| head -1``) ends the command quietly (:class:`OutputClosed`)."""
+
+    def on_broken_pipe(self) -> None:
+        """Rich's own exits 1 (a command that failed, to a script); [helper edges] issue 23: exit 141, quietly."""
+        closed_output(self.file)
+
+
+console = _Console(markup=False, emoji=False, highlight=False)
+err_console = _Console(stderr=True, markup=False, emoji=False, highlight=False)
+
+
+def closed_output(stream: IO[str]) -> NoReturn:
+    """End the command because the reader of ``stream`` closed it: what is still buffered for it, and anything
+    written to it later (an exit handler's flush), goes to /dev/null instead of failing again; then
+    :class:`OutputClosed`."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    raise OutputClosed
+
+
+def write_stdout(text: str) -> None:
+    """``text`` on standard output as it is (CSV, JSON, a rendered plan), written now: a reader that closed it
+    ends the command quietly (:func:`closed_output`)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        closed_output(sys.stdout)
 
 
 def _say(label: str, style: str, message: str) -> None:
-    err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+    try:
+        err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+    except OutputClosed:  # [helper edges] nobody reads stderr any more (`2>&1 | head -0`): the exit code still says
+        pass  # it (an error stays exit 2, not 141)
 
 
 def print_error(message: str) -> None:
@@ -64,8 +104,8 @@ def print_table(table: Table) -> None:
         return
     natural = console.measure(table, options=console.options.update_width(1 << 16)).maximum
     # a console of its own: print(width=) cannot widen one, and the shared one keeps its width for what follows
-    Console(file=console.file, width=max(console.width, natural), markup=False, emoji=False,
-            highlight=False).print(table)
+    _Console(file=console.file, width=max(console.width, natural), markup=False, emoji=False,
+             highlight=False).print(table)
 
 
 def _escape_cells(table: Table) -> None:  # [helper security2] issue 23 F7
@@ -86,9 +126,9 @@ def _escaped_cell(cell: object) -> object:  # [helper security2] issue 23 F7
 
 def print_written(line: str, output: Path) -> None:
     """A command's status line once it wrote ``output`` (``wrote ...``): on stdout, or on stderr when ``output`` is
-    this process's stdout itself (``-o /dev/stdout`` into a pipe or a terminal), where the line would land in the
-    data written (attack 7 A19: a last CSV row, text after the JSON or HTML)."""
-    (err_console if _is_stdout(output) else console).print(line)
+    this process's stdout itself (``-o -``, ``-o /dev/stdout`` into a pipe or a terminal), where the line would land
+    in the data written (attack 7 A19: a last CSV row, text after the JSON or HTML)."""
+    (err_console if _is_stdout(output_path(output)) else console).print(line)
 
 
 def _is_stdout(path: Path) -> bool:
@@ -141,24 +181,37 @@ def check_folder(path: Path, label: str) -> Path:
 
 
 #: the rule every output path of every command follows (tracelib/atomic_file.py), as each output option's help says it
-OUTPUT_RULE = ("An existing link is followed; a FIFO that a process reads or a character device (/dev/stdout) is "
-               "written into; a folder, a block device, a socket, an unread FIFO or a path inside a warehouse is "
-               "refused; a file is replaced whole, never left half written.")
+OUTPUT_RULE = ("- is standard output. An existing link is followed; a FIFO that a process reads or a character "
+               "device (/dev/stdout) is written into; a folder, a block device, a socket, an unread FIFO or a path "
+               "inside a warehouse is refused; a file is replaced whole, never left half written.")
+#: where an output option's ``-`` writes: this process's standard output, as ``-o /dev/stdout`` writes
+STDOUT = Path("/dev/stdout")
+
+
+def output_path(path: Path) -> Path:
+    """The file an output option's ``path`` names: :data:`STDOUT` for ``-`` (the shell's convention, as ``cat -``
+    reads stdin: ``sql -o -`` wrote a file named ``-``), else ``path`` (a file named ``-``: ``$PWD/-``)."""
+    return STDOUT if str(path) == "-" else path
 
 
 def output_file(path: Path, option: str = "--output") -> Path:
     """Check the FILE of an ``--output``-like ``option`` by :data:`OUTPUT_RULE` before any work: refuse a folder, a
     block device or socket (links followed), a path inside a warehouse (no command's output may replace or add a
     file there, issue 23 item 2), a path under a file or in a folder that cannot be written. Creates nothing (the
-    folders are made when it is written: :func:`write_output`)."""
+    folders are made when it is written: :func:`write_output`). ``-`` is standard output (:func:`output_path`);
+    returns the path to write."""
     from synthtrace.warehouse.layout import warehouse_holding
 
+    path = output_path(path)
+    if path == STDOUT and not is_stream(path):  # a file or a socket the shell gave: written into (output_target)
+        return path
     if (why := output_refusal(path)) is not None:
         raise BadInputError(f"{option} {path}: {why}")
     # the path itself, links followed: an output that is a link into a warehouse (check_folder asks of the parent)
     if (wh := warehouse_holding(path)) is not None:
         raise BadInputError(f"{option} {path}: lies inside the warehouse {wh}; write outputs outside it")
-    check_folder(path.parent, f"{option} {path}")
+    if not is_stream(path):  # [helper edges] a stream is written into: its folder (/dev) need not be writable;
+        check_folder(resolved_target(path).parent, f"{option} {path}")  # a file: where it is replaced
     return path
 
 
@@ -166,8 +219,27 @@ def write_output(path: Path, write: Callable[[Path], object], option: str = "--o
     """``write(path)`` into :func:`output_file` ``path`` (checked again: the work took time), whole or not at all
     (a full disk leaves no truncated file), by :data:`OUTPUT_RULE`; the folders made for it are removed again when
     it fails. A file that cannot be written is one line (exit 2)."""
-    with output_folder(path, option):
-        write_atomically(output_file(path, option), write)
+    path = output_path(path)
+    with output_folder(path, option), output_target(path, option) as target:
+        write_atomically(target, write)
+
+
+@contextlib.contextmanager
+def output_target(path: Path, option: str = "--output") -> Iterator[Path]:
+    """The file to write the output ``path`` (:func:`output_file`) as: ``path`` itself, but for ``-`` when the shell
+    gave standard output a file (``> out``, ``>> log``) or a socket (a service's journal), a private file whose bytes
+    go to standard output where the shell put them (after what ``>>`` kept) once the block ends well: renamed over
+    the file, ``>> log`` lost the log; a socket was refused."""
+    path = output_file(path, option)
+    if path != STDOUT or is_stream(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="synthtrace-stdout-") as folder:
+        part = Path(folder) / "output"
+        yield part
+        sys.stdout.flush()
+        with open(part, "rb") as src, open(sys.stdout.fileno(), "wb", closefd=False) as out:
+            shutil.copyfileobj(src, out, 1 << 20)
 
 
 def write_outputs(paths: list[Path], write: Callable[[Path], object], option: str) -> None:
@@ -261,11 +333,13 @@ def _folder_made(folder: Path, option: str, named: Path) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        if not isinstance(exc, OSError):  # a library's own exception for a full disk (Polars' "os error 28")
+        if not isinstance(exc, OSError) or not exc.errno:  # a library's own exception ("os error 28")
             exc = _os_error(exc, named) or exc
         for p in made:
             with contextlib.suppress(OSError):
                 p.rmdir()
+        if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # -o - into `| head -1`: the reader's choice
+            closed_output(sys.stdout)
         if isinstance(exc, OSError):
             raise BadInputError(f"{option} {exc.filename or named}: cannot write it ({exc.strerror or exc})") from None
         raise

@@ -97,12 +97,21 @@ def night_progress() -> Iterator[Callable[[str, int, int], None]]:
     ids: dict[str, TaskID] = {}
 
     def advance(stage: str, done: int, total: int) -> None:
+        if not ids:  # [helper edges] shown from the first stage on: a night that stops before (another night
+            bars.start()  # holds the warehouse, the server is down) is its one error line, no empty line before it
         if stage not in ids:
             ids[stage] = bars.add_task(stage, total=total)
         bars.update(ids[stage], completed=done, total=total)
 
-    with bars, stopping_at_once(bars.stop):
-        yield advance
+    def stop() -> None:  # rich's stop prints an empty line into a log even when nothing was shown
+        if ids:
+            bars.stop()
+
+    try:
+        with stopping_at_once(stop):
+            yield advance
+    finally:
+        stop()
 
 
 def _schedule_errors(exc: ValueError) -> list[str]:

@@ -16,7 +16,7 @@ from synthtrace.pipelines.cli_app import (
     print_table,
     write_output,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written  # [helper security]
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written, write_stdout  # [helper security]
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.domain.counter_plan import (
     DEFAULT_FIXED,
@@ -99,7 +99,7 @@ def plan(
     elif format == "table":
         _print_table(result)
     else:
-        typer.echo(render(result, format), nl=False)
+        write_stdout(render(result, format))
 
 
 def _print_table(result: CounterPlan) -> None:

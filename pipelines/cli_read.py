@@ -13,7 +13,6 @@ import io
 import json
 import math
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -21,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synthtrace import DEFAULT_WAREHOUSE
-from synthtrace.pipelines.cli_base import console, existing_warehouse, output_file, print_table, write_output
+from synthtrace.pipelines.cli_base import (
+    console,
+    existing_warehouse,
+    output_file,
+    print_table,
+    write_output,
+    write_stdout,
+)
 from synthtrace.tracelib.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -122,7 +128,7 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
         return
     text = _render(columns, rows, format)
     if output is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         write_output(output, lambda p: p.write_text(text))
 
@@ -139,7 +145,7 @@ def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
     buf = io.BytesIO()
     pacsv.write_csv(table, buf)
     if output is None:
-        sys.stdout.write(buf.getvalue().decode())
+        write_stdout(buf.getvalue().decode())
     else:
         write_output(output, lambda p: p.write_bytes(buf.getvalue()))
 

@@ -42,6 +42,8 @@ from synthtrace.warehouse.drop import (
     unsettled_for,
 )
 from synthtrace.warehouse.ingest import ContentId
+from synthtrace.warehouse.night_lock import night_lock
+from synthtrace.warehouse.night_state import RECORD as NIGHT_RECORD
 from synthtrace.warehouse.night_state import (
     Pending,
     fingerprint,
@@ -223,16 +225,25 @@ def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settin
 # ---------------------------------------------------------------------------------------------- flow
 def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
           found: list[dict[str, Any]] | None = None, tell: Progress = _silent,
-          settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+          settle_s: float = DEFAULT_SETTLE_S, *, locked: bool = False) -> NightSummary:
     """One night, inside a flow: ingest what cluster jobs dropped, then every job of :data:`jobs.JOBS` not in
     ``skip``, in order: an experiment job on the experiments it has not completed on for their current runs (or that
     a job before it redid tonight, see ``Job.invalidates``), skipping an experiment once one of its jobs failed
     tonight; a warehouse job when the warehouse changed since it last completed. ``found``: the new traces when
     the caller has discovered them already (:func:`discovered`). ``tell`` hears the progress. ``settle_s``: seconds
-    a trace's files must have been unchanged for the night to take it (:mod:`synthtrace.warehouse.drop`)."""
-    summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
+    a trace's files must have been unchanged for the night to take it (:mod:`synthtrace.warehouse.drop`). The night
+    holds the warehouse's night lock (:func:`~synthtrace.warehouse.night_lock.night_lock`; ``locked``: the caller
+    holds it already), or stops at once when another night holds it."""
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
+    with contextlib.nullcontext() if locked else night_lock(Warehouse(warehouse), drop):
+        return _night(drop, warehouse, machine, skip, found, tell, settle_s)
+
+
+def _night(drop: str, warehouse: str, machine: str | None, skip: list[str] | None,
+           found: list[dict[str, Any]] | None, tell: Progress, settle_s: float) -> NightSummary:
+    """:func:`night`, its lock held."""
+    summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
     skipped = set(skip or ())
     summary.skipped_steps = [s for s in jobs.STAGES if s in skipped]
     wh = Warehouse(warehouse)
@@ -320,7 +331,7 @@ def night_flow(tell: Progress = _silent, task_runner: Any = None) -> Flow:
                       found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
         if _stop_now is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
-        return night(drop, warehouse, machine, skip, found, tell, settle_s)
+        return night(drop, warehouse, machine, skip, found, tell, settle_s, locked=True)  # run_night holds it
 
     watched_night.__doc__ = nightly_flow.__doc__
     return flow(watched_night, **_flow_options(task_runner))
@@ -410,19 +421,23 @@ def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
-def start_prefect() -> None:
-    """Start the ephemeral Prefect server when no PREFECT_API_URL is set, with a start-up time that survives a
-    loaded machine and one retry; one clear line (:class:`PrefectUnavailableError`) if it still fails."""
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import (
-        PREFECT_API_URL,
-        PREFECT_SERVER_EPHEMERAL_ENABLED,
-        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-    )
+def configured_server() -> str | None:
+    """The Prefect server PREFECT_API_URL names (environment or Prefect profile), after checking that it answers
+    (one line, :class:`PrefectUnavailableError`, when it does not); None when none is configured."""
+    from prefect.settings import PREFECT_API_URL
 
-    if PREFECT_API_URL.value():
-        check_prefect_api(PREFECT_API_URL.value())
-        return
+    if url := PREFECT_API_URL.value():
+        check_prefect_api(url)
+    return url or None
+
+
+def start_prefect() -> None:
+    """Start the ephemeral Prefect server (no PREFECT_API_URL set: :func:`configured_server`), with a start-up
+    time that survives a loaded machine and one retry; one clear line (:class:`PrefectUnavailableError`) if it
+    still fails."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_ENABLED, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
     if not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         return
     configured = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
@@ -445,18 +460,20 @@ def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,
                   found: list[dict[str, Any]] | None = None) -> NightSummary | None:
     """The summary of a night with nothing to do (no new trace, no stage pending), found without starting
     Prefect (most of such a night's time on a busy machine); None when there is work. ``found``: the new traces
-    (:func:`discovered`), when known."""
+    (:func:`discovered`), when known. A night whose traces all wait for their writers is one (they are listed in
+    the summary; the night that takes them runs the flow), even on a warehouse that holds no run yet."""
     skipped = set(skip or ())
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
     if found is None:
         found = discovered(drop, wh)
-    if not (wh.root / "runs").is_dir() or _to_ingest(found):
+    if _to_ingest(found):
         return None
-    todo, invalid = pending(wh, [j.name for j in jobs.JOBS if j.scope == "experiment" and j.name not in skipped])
-    global_stages = [j.name for j in jobs.JOBS if j.scope == "warehouse" and j.name not in skipped]
-    if todo or invalid or global_stages_left(wh, global_stages, fingerprint(wh)):
-        return None
+    if not _new_warehouse(wh):
+        todo, invalid = pending(wh, [j.name for j in jobs.JOBS if j.scope == "experiment" and j.name not in skipped])
+        global_stages = [j.name for j in jobs.JOBS if j.scope == "warehouse" and j.name not in skipped]
+        if todo or invalid or global_stages_left(wh, global_stages, fingerprint(wh)):
+            return None
     report = wh.root / "report.html"
     summary = NightSummary(drop=str(drop), warehouse=str(wh.root),
                            skipped_steps=[s for s in jobs.STAGES if s in skipped],
@@ -466,12 +483,19 @@ def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,
     return summary
 
 
+def _new_warehouse(wh: Warehouse) -> bool:
+    """Whether ``wh`` holds no run and no night completed a stage on it: no stage has anything to do (a warehouse
+    whose runs were all removed is not new: its report and models must follow)."""
+    return not (wh.root / f"{NIGHT_RECORD}.json").exists() and not (wh.runs_dir.is_dir() and any(wh.runs_dir.iterdir()))
+
+
 def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
               runner: str = "thread", dask_address: str | None = None, skip: list[str] | None = None,
               progress: Progress | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
     """Run the flow once in this process (ephemeral Prefect unless PREFECT_API_URL is set); ``progress`` is
-    called as stages advance. A night with nothing to do returns at once, without Prefect. ``settle_s``: seconds
-    a trace's files must have been unchanged to be taken tonight (0: at once, for traces known to be complete)."""
+    called as stages advance. A night with nothing to do returns at once, without Prefect (a configured server is
+    checked all the same). ``settle_s``: seconds a trace's files must have been unchanged to be taken tonight (0:
+    at once, for traces known to be complete). The night lock is held throughout (another night: one line)."""
     runner_ = None
     if runner == "dask":
         from prefect_dask import DaskTaskRunner
@@ -479,16 +503,20 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
                    DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1, "processes": True}))
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
-    found = discovered(drop, wh, settle_s)  # once: the flow ingests what this found, by the ids it hashed
-    if (quiet := nothing_to_do(drop, wh, skip, found)) is not None:
-        return quiet
-    start_prefect()
-    f = night_flow(progress or _silent, runner_)
-    state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), found=found,
-              settle_s=settle_s, return_state=True)
-    if state.is_failed():
-        state.result()  # raises the flow's exception
-    return state.result()
+    # [helper edges] issue 23 A26: a configured server that does not answer is said every night, not only on one
+    server = configured_server()  # with work (a night with nothing to do never reached its check)
+    with night_lock(wh, drop):
+        found = discovered(drop, wh, settle_s)  # once: the flow ingests what this found, by the ids it hashed
+        if (quiet := nothing_to_do(drop, wh, skip, found)) is not None:
+            return quiet
+        if server is None:
+            start_prefect()
+        f = night_flow(progress or _silent, runner_)
+        state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), found=found,
+                  settle_s=settle_s, return_state=True)
+        if state.is_failed():
+            state.result()  # raises the flow's exception
+        return state.result()
 
 
 def summary_dict(summary: NightSummary) -> dict[str, Any]:

@@ -506,3 +506,111 @@ def test_an_output_to_stdout_gets_no_status_line_in_its_data(wh):
     header, *rows = p.stdout.splitlines()
     assert rows and all(r.count(",") == header.count(",") for r in rows), rows[-1]
     assert p.stderr.splitlines()[-1].startswith("wrote /dev/stdout (csv, ")
+
+
+# ------------------------------------------------------------------------------------- [helper edges] issue 23
+def test_an_output_named_dash_is_standard_output(wh, tmp_path):
+    """`-o -` / `--output -` wrote a file literally named `-` (the shell's convention: standard output, as `-o
+    /dev/stdout` already wrote on a pipe). The data goes to stdout, the status line to stderr, no file is made."""
+    p = synthtrace("plan", "--counters", "PAPI_L1_DCM", "--slots", "4", "-f", "json", "-o", "-", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["n_runs"] == 1 and p.stderr.strip() == "1 run(s) written to -"
+    p = synthtrace("sql", "SELECT run_name FROM runs", "--format", "csv", "--output", "-", "-w", wh, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.split() == ['"run_name"', '"prime_v0"'], p.stderr
+    p = synthtrace("export", "prime", "-f", "csv", "-o", "-", "-w", wh, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("run_id,") and p.stderr.startswith("wrote - (csv, ")
+    assert not (tmp_path / "-").exists() and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("stdout", ["appended file", "socket"])
+def test_dash_writes_where_the_shell_put_stdout(tmp_path, stdout):
+    """`-o -` with stdout redirected to a file or a socket (a service's journal): `>> log` replaced the whole log
+    with the output (it was renamed over the file), and a socket was refused ("is a socket, not a file"). The output
+    goes where the shell put stdout: after what `>>` kept, into the socket."""
+    import socket
+
+    args = [sys.executable, "-m", "synthtrace.pipelines.cli", "plan", "--counters", "PAPI_L1_DCM", "--slots", "4",
+            "-f", "json", "-o", "-"]
+    if stdout == "socket":
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            p = subprocess.Popen(args, stdout=theirs, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+            theirs.close()
+            data = b"".join(iter(lambda: ours.recv(1 << 16), b"")).decode()
+            err = p.stderr.read()
+            assert p.wait(timeout=300) == 0, err
+    else:
+        log = tmp_path / "log"
+        log.write_text("kept\n")
+        with open(log, "a") as out:
+            p = subprocess.run(args, stdout=out, stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        kept, data = log.read_text().split("\n", 1)
+        assert kept == "kept"
+    assert json.loads(data)["n_runs"] == 1
+    assert sorted(x.name for x in tmp_path.iterdir()) == (["log"] if stdout != "socket" else [])
+
+
+_AS_A_USER = """
+import os, sys
+from pathlib import Path
+from synthtrace.pipelines import cli_base
+real = os.access  # as a user other than root: /dev cannot be written
+cli_base.os.access = lambda p, mode: os.path.realpath(p) != "/dev" and real(p, mode)
+for path in ("-", "/dev/synthtrace-test-output"):
+    try:
+        print(cli_base.output_file(Path(path)), file=sys.stderr)
+    except Exception as exc:
+        print(exc, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("stdout", ["pipe", "file"])
+def test_stdout_is_written_by_a_user_who_cannot_write_dev(tmp_path, stdout):
+    """`-o -` is /dev/stdout, whose folder (/dev) only root may write: its folder was checked as if a file were put
+    there, which refused `-o /dev/stdout` to every other user. A stream is written into (its folder does not
+    matter); a file (`> out.csv`) is replaced in its own folder."""
+    out = open(tmp_path / "out.csv", "w") if stdout == "file" else subprocess.PIPE
+    p = subprocess.run([sys.executable, "-c", _AS_A_USER], stdout=out, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.stderr.splitlines() == ["/dev/stdout", "--output /dev/synthtrace-test-output: cannot write into /dev "
+                                     "(read-only or not yours)"], p.stderr
+
+
+def _reader_gone(*args: str | Path) -> tuple[int, str]:
+    """``synthtrace ARGS`` whose standard output's reader has gone before it writes (``| head -0``): exit code and
+    stderr."""
+    p = subprocess.Popen([sys.executable, "-m", "synthtrace.pipelines.cli", *map(str, args)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "100"})
+    p.stdout.close()
+    err = p.stderr.read()
+    return p.wait(timeout=300), err
+
+
+@pytest.mark.parametrize("args", [
+    ["runs"], ["sql", "SELECT * FROM bursts"], ["sql", "SELECT * FROM bursts", "--format", "csv"], ["pop"],
+    ["plan", "--counters", "PAPI_L1_DCM", "--slots", "4", "-f", "json"], ["export", "prime", "-f", "csv", "-o", "-"],
+])
+def test_a_closed_output_ends_the_command_quietly(wh, args):
+    """`synthtrace merge ... | head -1` exited 1 (rich's own exit for a broken pipe), saying nothing: a script
+    could not tell it from a failure. A closed stdout is the reader's choice: exit 141 (128 + SIGPIPE, as a shell
+    reports `seq 1 1000000 | head -1`), nothing on stderr."""
+    assert _reader_gone(*args, "-w", wh) == (141, "")
+
+
+def test_an_error_whose_stderr_is_closed_keeps_its_exit_code(wh):
+    """`2>&1 | head -0`: the error line cannot be printed, and the exit code still says what happened (2 for a bad
+    query, not the 1 of an exception escaping while the error was said); a table is the reader's closed output."""
+    for args, code in ((["sql", "SELECT nope"], 2), (["runs"], 141)):
+        p = subprocess.Popen([sys.executable, "-m", "synthtrace.pipelines.cli", *args, "-w", str(wh)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        p.stdout.close()
+        assert p.wait(timeout=300) == code, args
+
+
+@pytest.mark.slow
+def test_a_merge_whose_output_is_closed_ends_quietly(merged_lulesh, tmp_path):
+    """The same for `merge` (its quality table), which has stored the merge by then."""
+    w = tmp_path / "wh"
+    shutil.copytree(merged_lulesh, w)
+    assert _reader_gone("merge", "lulesh-8r", "-w", w) == (141, "")
+    assert (w / "experiments" / "lulesh-8r" / "merged_bursts.parquet").is_file()

@@ -338,6 +338,29 @@ def test_twenty_thousand_unknown_counters_are_one_short_line(run_cli, monkeypatc
     assert compared == ["PAPI_L1_DMC", "FOO_0"]  # the 100,000-character name is longer than any suggestion
 
 
+def test_thousands_of_counters_are_planned_in_linear_time():
+    """[helper edges] issue 23: the greedy first plan scanned every counter not yet placed for each run it filled:
+    quadratic (14,000 native counters, 3,500 runs: 41 s of CPU; 2.8 s now). A run that is full stops the scan when
+    no other counter could join it; the plan is the same."""
+    from synthtrace.tracelib.domain import counter_plan
+
+    class Counted(list):
+        looked = 0
+
+        def __getitem__(self, i):
+            Counted.looked += 1
+            return super().__getitem__(i)
+
+    n = 3000
+    nat = Counted(1 << v for v in range(n))
+    runs = counter_plan._pack_greedily([0] * n, 4, list(range(n)), nat)
+    assert runs == [list(range(i, i + 4)) for i in range(0, n, 4)]
+    assert Counted.looked <= 2 * n, Counted.looked  # was n * n / 8 = 1,125,000
+    names = [f"EV{i}:UMASK" for i in range(n)]
+    plan = plan_counters(names, slots=4, fixed=[], check_names=True)
+    assert plan.n_runs == n // 4 and plan.optimal and sorted(c for r in plan.runs for c in r) == sorted(names)
+
+
 def test_plan_command_conflict_with_fixed(tmp_path, run_cli):
     conflicts = tmp_path / "c.toml"
     # PAPI defines no PAPI_REF_CYC on Zen 3 (issue 24 item 7): a preset it has stands in for the conflicting one

@@ -55,6 +55,12 @@ def _mode(path: str | os.PathLike) -> int:
         return 0
 
 
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether ``path`` (links followed) is a character device or a FIFO: written into, never replaced."""
+    mode = _mode(path)
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
 def resolved_target(path: str | os.PathLike) -> Path:
     """Where writing ``path`` lands: ``path`` with every symbolic link followed (a dangling link's target, a path
     that does not exist yet as it is)."""

@@ -44,5 +44,14 @@ class TraceChangedError(TraceFormatError):
     """The trace's files changed while they were read (a job still writing, a copy in progress): nothing stored."""
 
 
+class OutputClosed(BaseException):
+    """The reader of the command's output closed it (``synthtrace merge ... | head -1``, a pager quit): no error,
+    the reader's choice. The command ends at once and quietly with :attr:`exit_code`, 128 + SIGPIPE, as a shell
+    reports a program a closed pipe ended (``seq 1 1000000 | head -1``). A BaseException, so that no handler of a
+    command's errors takes it for one (the CLI edge alone catches it)."""
+
+    exit_code = 141
+
+
 class MissingCompanionWarning(UserWarning):
     """A ``.pcf`` or ``.row`` file is missing; the trace is still usable."""

@@ -14,7 +14,7 @@ import polars as pl
 from synthtrace.warehouse.experiment import MERGED_FILE, ExperimentTrace
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import runs_table
-from synthtrace.warehouse.parts import read_part
+from synthtrace.warehouse.parts import read_part, schema_of
 
 ANALYSIS_FILES: tuple[str, ...] = ("burst_metrics", "mpi_metrics", "phase_metrics", "archetypes")
 #: what the analysis of one experiment works on (its trace, labelled with ``experiment`` and ``run_id``)
@@ -35,7 +35,10 @@ def load_experiment(wh: Warehouse, experiment: str) -> ExperimentInput:
     return wh.experiment(experiment).trace().labelled()
 
 
-def read_analysis(wh: Warehouse, experiment: str, name: str) -> pl.DataFrame | None:
-    """One stored analysis frame of an experiment, or None if the analysis has not run."""
+def read_analysis(wh: Warehouse, experiment: str, name: str, without: tuple[str, ...] = ()) -> pl.DataFrame | None:
+    """One stored analysis frame of an experiment (its columns but ``without``), or None if the analysis has not
+    run."""
     f = wh.experiment_dir(experiment) / f"{name}.parquet"
-    return read_part(f) if f.is_file() else None
+    if not f.is_file():
+        return None
+    return read_part(f, columns=[c for c in schema_of(f) if c not in without]) if without else read_part(f)

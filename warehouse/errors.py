@@ -26,3 +26,11 @@ class UnknownExperimentError(BadInputError):
 class RunsChangedError(SynthtraceError):
     """Runs an experiment's merge or analysis was computed from left it (removed or moved) before the result was
     committed; nothing was written (exit code 1: run the command again)."""
+
+
+class NightRunningError(SynthtraceError):
+    """Another night holds the warehouse's night lock (:mod:`synthtrace.warehouse.night_lock`): this one did nothing
+    and ends with exit code 75 (EX_TEMPFAIL of sysexits.h: a temporary failure, to be tried again later; what cron
+    and batch wrappers read as "not now"), not 1 (the night failed) nor 0 (the night ran)."""
+
+    exit_code = 75

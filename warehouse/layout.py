@@ -492,9 +492,10 @@ def os_error_within(exc: BaseException, target: Path) -> OSError | None:
     """The operating-system error a library reported as its own exception (Polars' ``ComputeError: ... No space
     left on device (os error 28)`` when a Parquet write fills the disk), as an :class:`OSError` naming ``target``;
     an OSError that names no file (a write() that filled the disk: ``[Errno 28] No space left on device``) named
-    ``target`` too; None for an OSError naming its file or any other failure."""
-    if isinstance(exc, OSError):
-        return OSError(exc.errno, exc.strerror, str(target)) if exc.filename is None and exc.errno else None
+    ``target`` too; None for an OSError naming its file or any other failure. A library's OSError without an errno
+    (Polars' ``OSError: Broken pipe (os error 32)``) is read as its text."""
+    if isinstance(exc, OSError) and exc.errno:
+        return OSError(exc.errno, exc.strerror, str(target)) if exc.filename is None else None
     if not isinstance(exc, Exception):
         return None
     m = _OS_ERROR.search(str(exc))

@@ -22,6 +22,10 @@ POP_SCALING = "pop_scaling"
 #: the folder of the warehouse-wide POP files
 POP_DIR = "pop"
 _BURST_COLUMNS = ["run_id", *THREAD_KEYS, "end_ns", "duration_ns"]
+#: the columns of the MPI calls POP and its replay read (the counters, call sites, peers and CPUs they do not: half
+#: of the calls' memory)
+_CALL_COLUMNS = ["run_id", *THREAD_KEYS, "call_seq", "mpi_call", "start_ns", "end_ns", "duration_ns", "bytes_sent",
+                 "bytes_recv", "comm", "n_messages"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,8 @@ def run_pop_inputs(wh: Warehouse, run_id: str) -> RunPopInputs:
         bursts = pl.LazyFrame(schema={"run_id": pl.String, "appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32,
                                       "end_ns": pl.Int64, "duration_ns": pl.Int64})
     calls_file, msg_file = run_dir / "mpi_calls.parquet", run_dir / "messages.parquet"
-    calls = read_part(calls_file) if calls_file.is_file() else None
+    calls = read_part(calls_file, columns=[c for c in _CALL_COLUMNS if c in schema_of(calls_file)]) \
+        if calls_file.is_file() else None
     messages = read_part(msg_file) if msg_file.is_file() else None
     return RunPopInputs(bursts, calls, messages)
 

@@ -304,18 +304,25 @@ def _lower_bound(adj: list[int], cap: int, nat: list[int]) -> int:
 
 
 def _pack_greedily(adj: list[int], cap: int, order: list[int], nat: list[int]) -> list[list[int]]:
-    """A quick plan: fill one run at a time, hardest counters (most conflicts) first."""
-    left = (1 << len(adj)) - 1
-    runs: list[list[int]] = []
+    """A quick plan: fill one run at a time, hardest counters (most conflicts) first. Each run scans the counters
+    not placed yet, and stops at a full run when every counter has one event of its own (no other could join it):
+    linear in the counters when few conflict ([helper edges] issue 23: 14,000 counters took 41 s, quadratic)."""
+    distinct = all(m.bit_count() == 1 for m in nat) and len(set(nat)) == len(nat)
+    left, runs = list(order), []
     while left:
-        run, blocked, events = [], 0, 0
-        for v in order:
-            if left >> v & 1 and not blocked >> v & 1 and (events | nat[v]).bit_count() <= cap:
+        run, blocked, events, rest = [], 0, 0, []
+        for i, v in enumerate(left):
+            if distinct and len(run) == cap:
+                rest += left[i:]
+                break
+            if not blocked >> v & 1 and (events | nat[v]).bit_count() <= cap:
                 run.append(v)
                 blocked |= adj[v]
                 events |= nat[v]
-                left &= ~(1 << v)
+            else:
+                rest.append(v)
         runs.append(run)
+        left = rest
     return runs
 
 
