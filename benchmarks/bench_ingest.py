@@ -379,6 +379,7 @@ def dense_comparison(mb: int, repeat: int, shapes: list[str], paramedir_rounds: 
                 "paramedir_cpu_ratio": _median([r["para"]["cpu"] / r["ours"]["cpu"] for r in rounds
                                                 if r["para"]]) if para_s else None,
                 "commit": _commit(),
+                "command": _command(),
                 "load": [min(min(r[k]["load"]) for r in rounds for k in ("ours", "scan")),
                          max(max(r[k]["load"]) for r in rounds for k in ("ours", "scan"))],
                 "machine": machine_description(),
@@ -389,13 +390,14 @@ def dense_comparison(mb: int, repeat: int, shapes: list[str], paramedir_rounds: 
 
 def _write_dense_table(rows: dict, out: Path) -> None:
     """The issue-27 table of every shape measured so far (``rows``: :func:`dense_comparison`'s store)."""
+    commands = list(dict.fromkeys(r.get("command", "python benchmarks/bench_ingest.py --dense-mb MB ...")
+                                  for r in rows.values()))
     lines = [
         "## Ingest of records-dense traces (issue 27)", "",
         f"Machine: {next(iter(rows.values()))['machine']}, shared with other sessions: the 1-minute load average "
         "over each shape's rounds is in the table (2 cores; at load L a process gets about 2/L of a core, and "
         "wall times grow while ratios within a round hold better).",
-        "Command: `SYNTHTRACE_PARAMEDIR=/work/tools/bin/paramedir nice -n 10 python benchmarks/bench_ingest.py "
-        "--dense-mb MB --shapes SHAPE --repeat 3 --paramedir-rounds P` (one short run per shape). Traces from "
+        f"Command{'s' if len(commands) > 1 else ''}: {', '.join(f'`{c}`' for c in commands)}. Traces from "
         "`benchmarks/dense_traces.py` (Extrae's layout) and the real LULESH trace tiled in time. Each round runs, "
         "each in a fresh process: `ingest_trace` end to end (hash, parse, bursts, calls, messages, Parquet commit "
         "into a fresh warehouse), the plain line-by-line Python scan above, then paramedir computing per-thread "
@@ -424,6 +426,14 @@ def _write_dense_table(rows: dict, out: Path) -> None:
             f"{p} | {r['load'][0]:.0f}-{r['load'][1]:.0f} | {r.get('commit', '?')} |")
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def _command() -> str:
+    """This run's command line as measured: the paramedir it used, nice, and the arguments."""
+    exe = os.environ.get("SYNTHTRACE_PARAMEDIR")
+    nice = os.nice(0)
+    return " ".join([*([f"SYNTHTRACE_PARAMEDIR={exe}"] if exe else []), *([f"nice -n {nice}"] if nice else []),
+                     "python", "benchmarks/bench_ingest.py", *sys.argv[1:]])
 
 
 def _process(r: dict) -> str:
