@@ -484,10 +484,11 @@ def _line_blocks(fh: BinaryIO, chunk_bytes: int,
     filled = 0
     limit = min(FIRST_CHUNK_BYTES, chunk_bytes)
     while True:
-        if filled == len(buf):  # a line longer than the buffer
+        if filled == len(buf):  # a line longer than the buffer: read on into a buffer twice as long
             bigger = bytearray(2 * len(buf))
             bigger[:filled] = buf[:filled]
             buf = bigger
+            limit = len(buf)
         with memoryview(buf) as view:
             n = fh.readinto(view[filled:limit])
             limit = len(buf)
