@@ -76,3 +76,32 @@ def test_a_read_only_warehouse_is_refused_by_writers_as_read_only(merged_lulesh,
         for d in [wh, *(p for p in wh.rglob("*") if p.is_dir())]:
             d.chmod(0o755)
     assert tree_digest(wh) == before
+
+
+# ---------------------------------------------------------------------------------------------------- B4
+@pytest.mark.real_traces
+def test_an_ingest_losing_the_race_to_another_experiment_is_refused_as_one_after_the_other(tmp_path, run_cli,
+                                                                                           monkeypatch):
+    """Attack 8 B4: two ingests of one trace into different experiments at once both exited 0 (the loser said
+    "already ingested ... experiment C"), though one after the other the second is refused (exit 2, how to move it).
+    The race is made deterministic: while the ingest into A writes its stage, an ingest into C commits the run."""
+    from synthtrace.warehouse import ingest as ing
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = tmp_path / "wh"
+    real = ing._write_run
+
+    def another_commits_first(*args, **kwargs):
+        monkeypatch.setattr(ing, "_write_run", real)
+        assert ing.ingest_trace(Warehouse(wh), PRIME, experiment="C", app="other").status == "ingested"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ing, "_write_run", another_commits_first)
+    code, out, err = run_cli("ingest", PRIME, "--experiment", "A", "-w", wh)
+    monkeypatch.undo()
+    raced = _one_error_line(err)
+    code_after, _, err_after = run_cli("ingest", PRIME, "--experiment", "A", "-w", wh)
+    assert code == code_after == 2, (out, err)
+    assert raced == _one_error_line(err_after) and "synthtrace runs move" in raced, (raced, err_after)
+    code, out, _ = run_cli("sql", "SELECT experiment FROM runs", "-w", wh, "-f", "csv")
+    assert code == 0 and out.replace('"', "").split() == ["experiment", "C"]
