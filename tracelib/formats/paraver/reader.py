@@ -458,6 +458,10 @@ class ParaverTrace(TraceReader):
                                    "which Paraver refuses too)")
         bursts, new_calls = assembler.finish()
         n_bursts += bursts.height
+        if assembler.repeated_bursts:
+            self._warn(f"{self.path}: {assembler.repeated_bursts} bursts repeat the one before them on their thread "
+                       "(the same start and end: state records written twice, e.g. a thread's file merged twice?); "
+                       "kept as read, each a burst of its own")
         calls.add(new_calls)
         if bursts.height:
             yield TablePart("bursts", bursts)
