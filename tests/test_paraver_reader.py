@@ -275,3 +275,38 @@ def test_spilled_calls_get_their_messages_one_part_at_a_time(tmp_path, monkeypat
     spilled_calls, spilled_ends = read(tmp_path / "_calls")
     assert len(attached) > 2 and None not in attached and max(attached) < calls.height, attached
     assert spilled_calls.equals(calls) and spilled_ends.equals(ends)
+
+
+def test_a_line_longer_than_the_read_buffer_is_read_whole(tmp_path):
+    """Attack 8 B9: a record line longer than the read buffer was reported as a trace "cut off mid-record" (the
+    buffer grew, the read limit did not). The same trace read with a 4 KiB buffer gives the tables of a whole-file
+    buffer, the long line's events included."""
+    prv = copy_trace(PRIME, tmp_path)
+    lines = prv.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line[:2] in (b"1:", b"2:"))
+    first = lines[at].split(b":")
+    pairs = ":".join(f"{90_000_000 + i}:{i}" for i in range(1, 3001))  # ~50 KB: the 4 KiB buffer doubles 4 times
+    lines.insert(at + 1, b":".join([b"2", *first[1:6]]) + f":{pairs}\n".encode())
+    prv.write_bytes(b"".join(lines))
+    small = ParaverTrace(prv, chunk_bytes=4096).read_tables("r")
+    whole = ParaverTrace(prv, chunk_bytes=1 << 25).read_tables("r")
+    assert small[0].equals(whole[0]) and small[1].equals(whole[1])
+    ordered = [r[2].events.sort(r[2].events.columns) for r in (small, whole)]
+    assert ordered[0].equals(ordered[1])
+    assert small[2].events.height == ParaverTrace(PRIME).read_tables("r")[2].events.height + 3000
+
+
+def test_records_written_twice_are_said_once_with_their_count(tmp_path):
+    """Attack 8 B10: a trace whose every record appears twice (a thread's file merged twice) was read as twice the
+    bursts with no word. Two Running states of one thread with the same start and end cannot both be real: one
+    warning gives their count; the real trace says nothing of the kind."""
+    prv = copy_trace(PRIME, tmp_path)
+    lines = prv.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line[:2] in (b"1:", b"2:", b"3:"))
+    prv.write_bytes(b"".join(lines[:at] + [x for line in lines[at:] for x in (line, line)]))
+    once = ParaverTrace(PRIME).read_tables("r")
+    bursts, _, summary = ParaverTrace(prv, chunk_bytes=4096).read_tables("r")
+    said = [w for w in summary.warnings if "repeat the one before them" in w]
+    assert len(said) == 1 and said[0].split(": ")[1].startswith(f"{once[0].height} bursts")
+    assert bursts.height == 2 * once[0].height  # kept as read
+    assert not any("repeat the one before them" in w for w in once[2].warnings)

@@ -314,7 +314,10 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         ) from None
     row = existing_run(wh, run_id)
     if row is None or row["ingested_at"] != ingested_at.replace(tzinfo=None) and row["ingested_at"] != ingested_at:
-        # another ingest of the same content committed first: it is that one's run
+        # another ingest of the same content committed first: it is that one's run, refused as when that one had
+        # finished before this one began (attack 8 B4: a racing ingest into another experiment said "already", exit 0)
+        if row is not None:
+            _check_same_place(row, experiment, app, path)
         return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
                             "already", summary.n_bursts, summary.n_calls)
     remember_program(wh, program, run_id)  # issue 26 item 6: the next ingest matches it without a scan of runs

@@ -40,6 +40,15 @@ MARKER = "synthtrace-warehouse"
 MANIFEST = "checksums.json"
 
 
+#: why an existing warehouse cannot be written: a read-only mount, or no write permission for this user
+_CANNOT_WRITE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+class ReadOnlyWarehouseError(WarehouseError):
+    """A writer was given a warehouse it cannot write (a read-only mount, someone else's folder): bad input, exit 2;
+    nothing was changed."""
+
+
 class MissingWarehouseError(WarehouseError):
     """The ``--warehouse`` folder to read from does not exist (a typo): bad input."""
 
@@ -190,11 +199,15 @@ class Warehouse:
         if self.root.exists() and not self.root.is_dir():
             raise WarehouseError(f"{self.root}: exists and is not a folder")
         self.check_layout()
+        existed = self.root.is_dir()
         try:
             for d in (self.runs_dir, self.experiments_dir, self.staging_dir):
                 d.mkdir(parents=True, exist_ok=True)
             (self.root / MARKER).touch(exist_ok=True)
         except OSError as exc:
+            if existed and exc.errno in _CANNOT_WRITE:  # attack 8 B10: it is there, it cannot be written
+                raise ReadOnlyWarehouseError(f"{self.root}: the warehouse is read-only for this command "
+                                             f"({exc.strerror}); nothing was changed") from None
             raise WarehouseError(f"{self.root}: cannot create the warehouse ({exc.strerror})") from None
         self._clear_stale_staging()
         return self
