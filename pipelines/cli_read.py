@@ -74,6 +74,10 @@ class Opt:
 
 
 SQL_FORMATS = ("table", "csv", "json", "parquet")
+#: the format an ``--output`` file's extension names when ``--format`` is not given (``.tsv``/``.txt``: the table as
+#: tab-separated text); any of them but ``.parquet`` may end in ``.gz`` (gzip-compressed)
+OUTPUT_EXTENSIONS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".tsv": "table", ".txt": "table"}
+_KNOWN_OUTPUTS = ".csv, .json, .parquet, .tsv or .txt (tab-separated), .csv.gz, .json.gz, .tsv.gz, .txt.gz"
 WAREHOUSE = Opt(("--warehouse", "-w"), _path, envvar="SYNTHTRACE_WAREHOUSE")
 FORMAT = Opt(("--format", "-f"), _choice(*SQL_FORMATS), choices=SQL_FORMATS)
 OUTPUT = Opt(("--output", "-o"), _path)
@@ -107,9 +111,7 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TEMP_LIMIT, DEFAULT_TIMEOUT_S, query, query_rows
 
-    if format is None:
-        suffix = output.suffix.lower().lstrip(".") if output is not None else ""
-        format = suffix if suffix in SQL_FORMATS and suffix != "table" else "table"
+    format, gzipped = output_format(output, format)
     wh = Warehouse(existing_warehouse(warehouse))
     if format == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output FILE")
@@ -120,7 +122,7 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
     if format in ("csv", "parquet"):  # Arrow writes these (nested columns and all)
         # security (issue 23): for_parquet, marked one-line edit
         _write_arrow(query(wh, statement, flat=format == "csv", for_parquet=format == "parquet", **limits), format,
-                     output)
+                     output, gzipped)
         return
     columns, rows = query_rows(wh, statement, **limits)
     if format == "table" and output is None:
@@ -130,12 +132,40 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
     if output is None:
         write_stdout(text)
     else:
-        write_output(output, lambda p: p.write_text(text))
+        _write_bytes(output, text.encode(), gzipped)
 
 
-def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
+def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
+    """The format ``sql`` writes (one of :data:`SQL_FORMATS`) and whether gzip-compressed: ``format`` when given,
+    else what ``output``'s extension names (:data:`OUTPUT_EXTENSIONS`; no ``output`` or ``-``: the table). A file
+    ending in ``.gz`` is compressed. An extension that names no format (``x.xlsx``, ``x.``, ``x``, ``x.csv.bz2``) is
+    refused without ``--format``, as is Parquet in gzip (a text table once went silently into ``x.json.gz``)."""
+    if output is None or str(output) == "-":
+        return format or "table", False
+    suffixes = [s.lower() for s in output.suffixes] if not output.name.endswith(".") else []
+    gzipped = suffixes[-1:] == [".gz"]
+    inner = suffixes[:-1] if gzipped else suffixes  # the extension before .gz
+    named = OUTPUT_EXTENSIONS.get(inner[-1]) if inner else None
+    if format is None and named is None:
+        raise BadInputError(f"--output {output}: its extension names no format; use {_KNOWN_OUTPUTS}, or give "
+                            "--format")
+    format = format or named
+    if gzipped and format == "parquet":
+        raise BadInputError(f"--output {output}: Parquet is compressed inside; write it to a .parquet file")
+    return format, gzipped
+
+
+def _write_bytes(output: Path, data: bytes, gzipped: bool) -> None:
+    """``data`` into the file ``output``, gzip-compressed when ``gzipped`` (level 6, no time stamp: one query's
+    bytes are the same every time)."""
+    import gzip
+
+    write_output(output, lambda p: p.write_bytes(gzip.compress(data, 6, mtime=0) if gzipped else data))
+
+
+def _write_arrow(table: pa.Table, fmt: str, output: Path | None, gzipped: bool = False) -> None:
     """CSV (of a table :func:`~synthtrace.warehouse.sql.query` made ``flat``: nested columns as JSON text) to
-    ``output`` or stdout, or Parquet to ``output``."""
+    ``output`` (gzip-compressed when ``gzipped``) or stdout, or Parquet to ``output``."""
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
@@ -147,7 +177,7 @@ def _write_arrow(table: pa.Table, fmt: str, output: Path | None) -> None:
     if output is None:
         write_stdout(buf.getvalue().decode())
     else:
-        write_output(output, lambda p: p.write_bytes(buf.getvalue()))
+        _write_bytes(output, buf.getvalue(), gzipped)
 
 
 def _json_value(v: object) -> object:

@@ -170,8 +170,8 @@ def sql(
     format: Annotated[
         OutputFormat | None,
         typer.Option(*FORMAT.names, show_default=False,
-                     help="Output format (default: by the --output file's extension, .csv .json .parquet, else table; "
-                          "a table in a file is tab-separated)."),
+                     help="Output format (default: by the --output file's extension, .csv .json .parquet, .tsv/.txt "
+                          "the table tab-separated, .gz after one gzip; else table)."),
     ] = None,
     output: Annotated[
         Path | None, typer.Option(*OUTPUT.names, help="Write to this file instead of the terminal. " + OUTPUT_RULE)

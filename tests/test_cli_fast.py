@@ -136,7 +136,7 @@ def test_fast_commands_import_neither_typer_nor_frames(wh, args):
 
 @pytest.mark.parametrize("typed", [False, True])
 def test_output_format_follows_the_file_extension(wh, tmp_path, typed, run_cli):
-    """No --format: `-o x.parquet` is Parquet, `.csv` CSV, `.json` JSON, anything else the tab-separated table (a
+    """No --format: `-o x.parquet` is Parquet, `.csv` CSV, `.json` JSON, `.txt` or `.tsv` the tab-separated table (a
     text table in a .parquet file is no Parquet); fast path and typer alike (``--timeout`` sends it to typer). In
     process: the files are the point here (the process's own bytes: test_fast_path_prints_what_the_typer_...)."""
     import pyarrow.parquet as pq
@@ -152,6 +152,31 @@ def test_output_format_follows_the_file_extension(wh, tmp_path, typed, run_cli):
     assert (tmp_path / "q.csv").read_text().splitlines()[0] == '"run_name","n_bursts"'
     assert list(json.loads((tmp_path / "q.json").read_text())[0]) == ["run_name", "n_bursts"]
     assert (tmp_path / "q.txt").read_text().splitlines()[0] == "run_name\tn_bursts"
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_an_output_extension_that_names_no_format_is_refused_and_gz_is_gzip(wh, tmp_path, typed, run_cli):
+    """Attack 8 B10: ``-o x.csv.gz``, ``x.json.gz``, ``x``, ``x.`` wrote the tab-separated table silently (a ``.gz``
+    that is no gzip, a ``.json.gz`` that is no JSON). A ``.gz`` file is gzip of what its inner extension names, and
+    an extension that names no format is refused in one line naming the known ones (unless --format is given)."""
+    import gzip
+
+    extra = ["--timeout=60", "--timeout=60"] if typed else []
+    query = "SELECT run_name, n_bursts FROM runs ORDER BY run_name"
+    for name in ("q.csv.gz", "q.json.gz", "q.tsv.gz", "q.tsv"):
+        code, _, err = run_cli("sql", query, "-w", wh, "-o", tmp_path / name, *extra)
+        assert code == 0, err
+    assert gzip.decompress((tmp_path / "q.csv.gz").read_bytes()).decode().splitlines()[0] == '"run_name","n_bursts"'
+    assert list(json.loads(gzip.decompress((tmp_path / "q.json.gz").read_bytes()))[0]) == ["run_name", "n_bursts"]
+    assert gzip.decompress((tmp_path / "q.tsv.gz").read_bytes()).decode().splitlines()[0] == "run_name\tn_bursts"
+    assert (tmp_path / "q.tsv").read_text().splitlines()[0] == "run_name\tn_bursts"
+    for name in ("x", "x.", "x.xlsx", "x.gz", "x.csv.bz2", "x.parquet.gz"):
+        code, out, err = run_cli("sql", query, "-w", wh, "-o", tmp_path / name, *extra)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
+        assert f"--output {tmp_path / name}: " in err and ".parquet" in err
+        assert not (tmp_path / name).exists()
+    code, _, err = run_cli("sql", query, "-w", wh, "-o", tmp_path / "x", "-f", "csv", *extra)  # told: written
+    assert code == 0 and (tmp_path / "x").read_text().splitlines()[0] == '"run_name","n_bursts"', err
 
 
 @pytest.mark.parametrize("typed", [False, True])

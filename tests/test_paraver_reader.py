@@ -294,3 +294,19 @@ def test_a_line_longer_than_the_read_buffer_is_read_whole(tmp_path):
     ordered = [r[2].events.sort(r[2].events.columns) for r in (small, whole)]
     assert ordered[0].equals(ordered[1])
     assert small[2].events.height == ParaverTrace(PRIME).read_tables("r")[2].events.height + 3000
+
+
+def test_records_written_twice_are_said_once_with_their_count(tmp_path):
+    """Attack 8 B10: a trace whose every record appears twice (a thread's file merged twice) was read as twice the
+    bursts with no word. Two Running states of one thread with the same start and end cannot both be real: one
+    warning gives their count; the real trace says nothing of the kind."""
+    prv = copy_trace(PRIME, tmp_path)
+    lines = prv.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line[:2] in (b"1:", b"2:", b"3:"))
+    prv.write_bytes(b"".join(lines[:at] + [x for line in lines[at:] for x in (line, line)]))
+    once = ParaverTrace(PRIME).read_tables("r")
+    bursts, _, summary = ParaverTrace(prv, chunk_bytes=4096).read_tables("r")
+    said = [w for w in summary.warnings if "repeat the one before them" in w]
+    assert len(said) == 1 and said[0].split(": ")[1].startswith(f"{once[0].height} bursts")
+    assert bursts.height == 2 * once[0].height  # kept as read
+    assert not any("repeat the one before them" in w for w in once[2].warnings)

@@ -6,6 +6,7 @@ let trace content print its own ``error:`` lines, clear the screen or set the wi
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 
 
 def escaped(text: str) -> str:
@@ -32,3 +33,27 @@ def unprintable(text: str) -> str | None:
     kind = "a control character" if unicodedata.category(c).startswith("C") else "a non-printing character"
     name = unicodedata.name(c, "")  # control characters have no Unicode name
     return f"{kind} (U+{ord(c):04X}{' ' + name if name else ''}) at character {at + 1}"
+
+
+@dataclass
+class EscapedNames:
+    """The names one file gives (``.row`` names; OTF2 region, metric and string definitions), each kept
+    :func:`escaped` when it holds control characters, never raw: a name reaches ``sql --format csv`` and the terminal
+    as stored (an ``ESC[2J`` cleared the screen, attack 8 B7). Counts them, and keeps where the first was, for the
+    one warning its reader gives (:meth:`note`)."""
+
+    first: int | str | None = None  # where the first escaped name was: a line number, "region 12", ...
+    count: int = 0
+
+    def kept(self, name: str, where: int | str) -> str:
+        """``name`` as stored: itself when every character prints, else :func:`escaped` (and counted)."""
+        if name.isprintable():
+            return name
+        if not self.count:
+            self.first = where
+        self.count += 1
+        return escaped(name)
+
+    def note(self) -> str | None:
+        """The warning's text (``name holds control characters: kept escaped (N names)``), None when none was."""
+        return f"name holds control characters: kept escaped ({self.count} names)" if self.count else None

@@ -18,7 +18,10 @@ This module also reads what training needs: the application of each experiment a
 from __future__ import annotations
 
 import hashlib
+import io
 import re
+import struct
+import zipfile
 from pathlib import Path
 
 import polars as pl
@@ -97,6 +100,12 @@ def write_model(wh: Warehouse, record: dict, artifact: bytes) -> Path:
 
 #: an artifact larger than this is not one synthtrace wrote (its models are kilobytes to megabytes), bytes
 MAX_ARTIFACT_BYTES = 1 << 30
+#: the zip directory of an artifact, bytes: ~70 per member (hgb models have ~1,000 members: 65 kB); a longer one
+#: would have Python's zipfile build a ZipInfo object for each of millions of entries before any check
+MAX_DIRECTORY_BYTES = 8 << 20
+#: the ``schema.json`` member skops parses whole into Python objects, bytes (hgb models: ~1.2 MB)
+MAX_SCHEMA_BYTES = 64 << 20
+_END_OF_DIRECTORY = struct.Struct("<4s4H2LH")  # the zip's end-of-central-directory record (APPNOTE 4.3.16)
 
 
 def _read_record(path: Path) -> pl.DataFrame:
@@ -170,7 +179,45 @@ def read_artifact(wh: Warehouse, record: dict) -> bytes:
     if sha256(data) != record["artifact_sha256"]:
         raise ArtifactIntegrityError(f"{path}: artifact does not match its recorded SHA-256 (altered since it was "
                                      "written); refusing to load it")
+    check_members(data, f"model {record['model_id']} ({path})")
     return data
+
+
+def check_members(data: bytes, what: str) -> None:
+    """Refuse an artifact whose members could take more memory or time to read than its own bytes (``what``
+    names it in the error): synthtrace writes skops archives with every member stored, not compressed (skops'
+    default), so each member's uncompressed size in the zip directory is its stored size, and all of them fit in
+    the archive. A deflated member (a 5.7 MB archive whose one ``.npy`` inflated to 3 GiB took 3.4 GB and 9 min,
+    deaf to SIGTERM), a directory entry whose sizes disagree (a lying entry), members overlapping to more bytes
+    than the archive holds, a zip directory over :data:`MAX_DIRECTORY_BYTES` or a ``schema.json`` over
+    :data:`MAX_SCHEMA_BYTES` are refused before skops reads anything (security, attack 8 B5). Raises
+    ArtifactIntegrityError."""
+    def refused(why: str) -> ArtifactIntegrityError:
+        return ArtifactIntegrityError(f"{what}: {why}: not an artifact synthtrace wrote; refusing to load it")
+
+    end = data.rfind(b"PK\x05\x06", max(0, len(data) - (1 << 16) - _END_OF_DIRECTORY.size))
+    if end < 0 or len(data) - end < _END_OF_DIRECTORY.size:
+        raise refused("no zip directory")
+    *_, n_members, directory_bytes, _offset, _comment = _END_OF_DIRECTORY.unpack_from(data, end)
+    if n_members == 0xFFFF or directory_bytes > MAX_DIRECTORY_BYTES:  # 0xFFFF: a zip64 directory
+        raise refused(f"its zip directory holds {'more than 65,534' if n_members == 0xFFFF else n_members} members "
+                      f"in {directory_bytes:,} bytes (at most {MAX_DIRECTORY_BYTES:,})")
+    try:
+        members = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError, NotImplementedError, struct.error) as exc:
+        raise refused(f"its zip directory cannot be read ({exc})") from None
+    for m in members:
+        if m.compress_type != zipfile.ZIP_STORED:
+            raise refused(f"member {m.filename!r} is compressed (method {m.compress_type}) to inflate to "
+                          f"{m.file_size:,} bytes")
+        if m.file_size != m.compress_size or m.header_offset + m.compress_size > len(data):
+            raise refused(f"member {m.filename!r} declares {m.file_size:,} bytes stored as {m.compress_size:,} at "
+                          f"byte {m.header_offset:,} of {len(data):,}")
+        if m.filename == "schema.json" and m.file_size > MAX_SCHEMA_BYTES:
+            raise refused(f"member 'schema.json' holds {m.file_size:,} bytes (at most {MAX_SCHEMA_BYTES:,})")
+    if (total := sum(m.file_size for m in members)) > len(data):
+        raise refused(f"its {len(members)} members hold {total:,} bytes, more than the archive's {len(data):,} "
+                      "(members overlap)")
 
 
 def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.DataFrame) -> Path:

@@ -492,6 +492,10 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     for b in range(b_th.shape[0]):
         # every record at or before its end has been seen (at NEVER: every record of the trace)
         final[b] = b_t1[b] < horizon[b_th[b]] or horizon[b_th[b]] == NEVER
+    n_repeated = 0  # final bursts with the start and end of the one before them on their thread
+    for b in range(1, b_th.shape[0]):
+        if final[b] and b_th[b] == b_th[b - 1] and b_t0[b] == b_t0[b - 1] and b_t1[b] == b_t1[b - 1]:
+            n_repeated += 1
     fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry = _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et,
                                                                   doff, next_seq)
     dest = _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx)
@@ -518,7 +522,7 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
             n_loose += 1
     carry_iv, keep = _carried(n_threads, en_th.shape[0], ip, b_th, b_t1, b_first, final, ek, et, doff)
     return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm,
-            loose_sm, keep)
+            loose_sm, keep, n_repeated)
 
 
 @cached_njit
@@ -613,6 +617,9 @@ class BurstAssembler:
         #: with ``keep_loose``: the counter samples neither a burst nor an MPI call holds (thread ids, counter
         #: codes), in chunks, until :meth:`take_loose`
         self.loose: list[SampleArrays] = []
+        #: bursts with the same start and end as the one before them on their thread: impossible in a real trace
+        #: (two Running states of one thread would overlap), the sign of records written twice (attack 8 B10)
+        self.repeated_bursts = 0
         if threads:
             t = np.asarray(threads, dtype=np.int64).reshape(-1, 3)
             self._register(t[:, 0], t[:, 1], t[:, 2])
@@ -769,11 +776,12 @@ class BurstAssembler:
         order = self._thread_order()
         n_codes = max(len(self._counters.names), 1)
         (th, cpu, t0, t1, seq, entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm, loose_sm,
-         keep) = _assemble(
+         keep, n_repeated) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
             samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
             entries.thread, entries.time_ns, h, self._burst_next,
             *spans, *waiting)
+        self.repeated_bursts += n_repeated
         self._intervals = intervals.take(carry_iv)
         self._samples = samples.take(carry_sm)
         if loose_sm.size and self.keep_loose:

@@ -4,6 +4,7 @@ the checks of the archive's files before the C library sees them."""
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import polars as pl
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
+from synthtrace.tracelib.printable import EscapedNames, escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
 
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
@@ -124,9 +126,13 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
     if clock is None or not clock.timer_resolution:
         raise TraceFormatError(anchor, None, "OTF2 archive without clock properties (timer resolution)")
     warns: list[str] = []
-    locations, loc_key, n_tasks, n_nodes = _locations(defs, anchor, warns)
-    names, is_mpi, kinds, sites = _regions(defs)
-    member_names, member_mode, member_type, metric_base, metric_count = _metric_members(defs, anchor, warns)
+    escapes = EscapedNames()  # security (attack 8 B7): names with control characters are stored escaped
+    locations, loc_key, n_tasks, n_nodes = _locations(defs, anchor, warns, escapes)
+    names, is_mpi, kinds, sites = _regions(defs, escapes)
+    member_names, member_mode, member_type, metric_base, metric_count = _metric_members(defs, anchor, warns, escapes)
+    if (note := escapes.note()) is not None:  # said on the terminal too, as the .pcf/.row readers say theirs
+        warns.append(f"{anchor.with_suffix('.def')}: {note}, the first the {escapes.first}")
+        warnings.warn(warns[-1], UserWarning, stacklevel=2)
     comm_ranks, self_comms = _communicators(defs, loc_key)
     realtime = clock.realtime_timestamp
     return _Definitions(
@@ -140,10 +146,11 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
         comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns, anchor=anchor)
 
 
-def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], dict[int, tuple[int, int]], int, int]:
+def _locations(defs, anchor: Path, warns: list[str],
+               escapes: EscapedNames) -> tuple[list[_Location], dict[int, tuple[int, int]], int, int]:
     """The CPU locations as (task, thread) in that order, each location's key, the number of ranks and nodes. A
     rank is the location's place in the MPI COMM_LOCATIONS group (one location per rank, in rank order), else
-    the order of its process group."""
+    the order of its process group. Names are kept by ``escapes``."""
     from otf2.enums import GroupType, LocationType, Paradigm
 
     evt_dir = anchor.with_suffix("")
@@ -172,7 +179,8 @@ def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], d
         threads_seen[g] = threads_seen.get(g, 0) + 1
         task, thread = group_rank[g] + 1, threads_seen[g]
         loc_key[loc._ref] = (task, thread)
-        locations.append(_Location(loc._ref, str(loc.name), task, thread, int(loc.number_of_events or 0),
+        name = escapes.kept(str(loc.name), f"name of location {loc._ref}")
+        locations.append(_Location(loc._ref, name, task, thread, int(loc.number_of_events or 0),
                                    evt_dir / f"{loc._ref}.evt", evt_dir / f"{loc._ref}.def"))
     locations.sort(key=lambda x: (x.task, x.thread))
     if locations and max(max(x.task, x.thread) for x in locations) > MAX_ID:
@@ -182,9 +190,9 @@ def _locations(defs, anchor: Path, warns: list[str]) -> tuple[list[_Location], d
     return locations, loc_key, len(process_groups), len(nodes)
 
 
-def _regions(defs) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | None]]:
+def _regions(defs, escapes: EscapedNames) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | None]]:
     """Per region ref: its name, whether it is an MPI region (paradigm MPI or an ``MPI_`` name), its MPI kind and,
-    for the other regions, its call-site label (``name (file:line)``)."""
+    for the other regions, its call-site label (``name (file:line)``); names and files kept by ``escapes``."""
     from otf2.enums import Paradigm
 
     regions = list(defs.regions)
@@ -194,7 +202,7 @@ def _regions(defs) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | Non
     kinds: list[MpiKind] = ["other"] * n_reg
     sites: list[str | None] = [None] * n_reg
     for r in regions:
-        name = str(r.name or r.canonical_name or f"region_{r._ref}")
+        name = escapes.kept(str(r.name or r.canonical_name or f"region_{r._ref}"), f"name of region {r._ref}")
         names[r._ref] = name
         role = r.region_role.value if r.region_role is not None else None
         mpi = r.paradigm == Paradigm.MPI or name.upper().startswith("MPI_")
@@ -203,16 +211,17 @@ def _regions(defs) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | Non
             kinds[r._ref] = region_kind(name, role)
         else:
             src = r.source_file
-            sites[r._ref] = f"{name} ({os.path.basename(str(src))}:{r.begin_line_number})" if src else name
+            src = src and escapes.kept(os.path.basename(str(src)), f"source file of region {r._ref}")
+            sites[r._ref] = f"{name} ({src}:{r.begin_line_number})" if src else name
     return names, is_mpi, kinds, sites
 
 
-def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], list[int], list[int], dict[int, int],
-                                                                  dict[int, int]]:
+def _metric_members(defs, anchor: Path, warns: list[str],
+                    escapes: EscapedNames) -> tuple[list[str], list[int], list[int], dict[int, int], dict[int, int]]:
     """Per metric member id: name, how its values become counts (_CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT;
     _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its
     first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
-    not)."""
+    not). Names are kept by ``escapes``."""
     from otf2.enums import LocationType, MetricScope
 
     member_names: list[str] = []
@@ -221,7 +230,7 @@ def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], li
     member_id: dict[int, int] = {}
     for m in defs.metric_members:
         member_id[m._ref] = len(member_names)
-        name = str(m.name)
+        name = escapes.kept(str(m.name), f"name of metric member {m._ref}")
         if is_reserved_column(name):  # a metric never takes a key column's name (issue 23 item 7)
             renamed = unreserved_column(name, f"metric{m._ref}")
             warns.append(f"{anchor}: metric {name!r} is named like a column of every burst: read as {renamed!r}")
@@ -231,13 +240,13 @@ def _metric_members(defs, anchor: Path, warns: list[str]) -> tuple[list[str], li
         vt = m.value_type.value
         member_type.append(2 if vt in (9, 10) else 1 if vt in (1, 2, 3, 4) else 0)
         if member_mode[-1] == _GAUGE:
-            warns.append(f"{anchor}: metric {m.name} ({m.unit or 'no unit'}) is an absolute value "
+            warns.append(f"{anchor}: metric {name} ({escaped(str(m.unit or 'no unit'))}) is an absolute value "
                          f"({str(m.metric_mode).split('.')[-1]}), a level and not a count: not kept")
     for metric in defs.metrics:  # metric instances: recorded by one location for a wider scope (Score-P plugins)
         recorder, scope = getattr(metric, "recorder", None), getattr(metric, "metric_scope", None)
         if recorder is None:
             continue
-        names = ", ".join(m.name for m in metric.metric_class.members)
+        names = escaped(", ".join(m.name for m in metric.metric_class.members))
         scope_name = str(scope).split(".")[-1]
         if recorder.type not in (LocationType.CPU_THREAD, LocationType.UNKNOWN):
             warns.append(f"{anchor}: metric {names} ({scope_name} scope) is recorded on {recorder.name!r}, a "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.printable import clipped
 
 _HEADER = re.compile(r"^#Paraver \((?P<date>[^)]*)\):(?P<rest>.*)$")
 # Every number of the header is ASCII digits only, as Paraver's C++ stream reads it: Python's int() and \d would
@@ -46,6 +47,7 @@ class ParaverHeader:
     n_communicators: int = 0
     raw: str = field(default="", repr=False)
     unit: str = "_ns"  # the duration's unit suffix as written ("" for none)
+    warnings: tuple[str, ...] = ()  # what the header holds that is read anyway (an invalid date), one line each
 
     @property
     def n_cpus(self) -> int:
@@ -150,6 +152,9 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
             raise bad(f"{_short(str(n_comm))} communicators declared (expected at most {INT32_MAX})")
     if len(appl_tokens) != n_appl:
         raise bad(f"{_short(tokens[2])} applications declared but {len(appl_tokens)} described")
+    started_at = _parse_date(m["date"])
+    said = () if started_at is not None else (
+        f"{path}:1: header date {clipped(m['date'])!r} is no date (dd/mm/yyyy at hh:mm): the run has no start time",)
     threads, nodes = [], []
     for k, tok in enumerate(appl_tokens, start=1):
         am = _COUNTED.match(tok)
@@ -178,7 +183,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         threads.append(tuple(p[0] for p in tn))
         nodes.append(tuple(p[1] for p in tn))
     return ParaverHeader(
-        started_at=_parse_date(m["date"]),
+        started_at=started_at,
         duration_ns=int(dur["value"]) * scale,
         time_scale=scale,
         cpus_per_node=cpus,
@@ -187,6 +192,7 @@ def parse_header(line: str, path: str = "<trace>") -> ParaverHeader:
         n_communicators=n_comm,
         raw=line.rstrip("\r\n"),
         unit=dur["unit"] or "",
+        warnings=said,
     )
 
 

@@ -226,6 +226,8 @@ class ParaverTrace(TraceReader):
             raise TraceFormatError(self.path, None, "empty file")
         self._prefix, self._body_line, header_line = self._read_prefix()
         self.header: ParaverHeader = parse_header(header_line, str(self.path))
+        for said in self.header.warnings:  # [helper inputs] issue 23 B10: an invalid date, one-line edit
+            self._warn(said)
         if self.header.unit not in PARAVER_UNITS:
             self._warn(f"{self.path}:1: time unit {self.header.unit[:20]!r} is not one Paraver knows (_ns, _us, _ms): "
                        "read as microseconds, as Paraver reads it")
@@ -456,6 +458,10 @@ class ParaverTrace(TraceReader):
                                    "which Paraver refuses too)")
         bursts, new_calls = assembler.finish()
         n_bursts += bursts.height
+        if assembler.repeated_bursts:
+            self._warn(f"{self.path}: {assembler.repeated_bursts} bursts repeat the one before them on their thread "
+                       "(the same start and end: state records written twice, e.g. a thread's file merged twice?); "
+                       "kept as read, each a burst of its own")
         calls.add(new_calls)
         if bursts.height:
             yield TablePart("bursts", bursts)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, read_companion, too_long
-from synthtrace.tracelib.printable import escaped
+from synthtrace.tracelib.printable import EscapedNames
 
 #: the levels Paraver's .row parser knows (tracelabels.h)
 LEVELS = frozenset({"WORKLOAD", "APPL", "TASK", "THREAD", "SYSTEM", "NODE", "CPU"})
@@ -54,7 +54,7 @@ def parse_row(data: bytes, path: str | Path) -> RowNames:
     levels: dict[str, list[str]] = {}
     level_lines: dict[str, int] = {}
     ignored: list[tuple[int, str]] = []
-    escaped_at: list[int] = []  # lines of names with control characters
+    escapes = EscapedNames()  # names with control characters, by line
     names: list[str] = []
     known: dict[str, str] = {}
     wanted, level, lineno = 0, "", 0  # names still to read for ``level``
@@ -64,10 +64,7 @@ def parse_row(data: bytes, path: str | Path) -> RowNames:
             if raw is None:
                 ignored.append(too_long(lineno))
                 raw = ""
-            name = raw.strip()
-            if not name.isprintable():
-                escaped_at.append(lineno)
-                name = escaped(name)
+            name = escapes.kept(raw.strip(), lineno)
             if len(known) < _SHARED_NAMES:  # one object per repeated name (a million "node1" or 2-character lines)
                 name = known.setdefault(name, name)
             names.append(name)
@@ -88,9 +85,7 @@ def parse_row(data: bytes, path: str | Path) -> RowNames:
     if wanted:
         ignored.append((level_lines[level], f"LEVEL {level} declares {len(names) + wanted} names but the file ends "
                         f"after {len(names)}"))
-    renamed = []
-    if escaped_at:
-        renamed.append((escaped_at[0], f"name holds control characters: kept escaped ({len(escaped_at)} names)"))
+    renamed = [(escapes.first, note)] if (note := escapes.note()) is not None else []
     return RowNames(levels, level_lines, ignored, renamed)
 
 

@@ -1,0 +1,176 @@
+"""Inputs of attack 8 (issue 23, B5, B7, B8, B10): a model artifact that inflates to gigabytes, OTF2 names holding
+control characters, OTF2 events files moved between locations, a Paraver header date that is no date. Each is
+refused in one line or read with a warning that says what was done."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from testing.traces import PRIME, TRACES, copy_trace
+
+pytestmark = pytest.mark.real_traces
+
+
+def _runs(run_cli, wh: Path, columns: str) -> list[dict]:
+    code, out, err = run_cli("sql", f"SELECT {columns} FROM runs", "-w", wh, "-f", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+# ------------------------------------------------------------------------------ B10: a header date that is no date
+def test_an_invalid_paraver_header_date_is_said_and_the_trace_read(tmp_path, run_cli):
+    """``#Paraver (31/02/2018 at 25:61)`` was stored as started_at NULL with no warning (the nightly series are
+    ordered by started_at): the ingest warns, naming the file, line 1 and the text, and stores the run."""
+    prv = copy_trace(PRIME, tmp_path / "t")
+    data = prv.read_bytes()
+    prv.write_bytes(data.replace(b"#Paraver (25/10/2018 at 14:04)", b"#Paraver (31/02/2018 at 25:61)", 1))
+    code, _, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 0, err
+    said = f"{prv}:1: header date '31/02/2018 at 25:61' is no date"
+    assert said in err
+    (run,) = _runs(run_cli, tmp_path / "wh", "started_at, n_bursts, warnings")
+    assert run["started_at"] is None and run["n_bursts"] == 704
+    assert any(said in w for w in run["warnings"]), run["warnings"]
+
+
+# ------------------------------------------------------------------------------ B7: OTF2 names with control characters
+PING_PONG_PAPI = TRACES / "otf2" / "ping-pong-otf2-papi"
+
+
+def _archive_copy(dest: Path) -> Path:
+    """A copy of the ping-pong-otf2-papi archive (4 files per location, 2 ranks)."""
+    shutil.copytree(PING_PONG_PAPI, dest)
+    return dest
+
+
+def _replace_in(path: Path, old: bytes, new: bytes) -> None:
+    """The first ``old`` replaced by ``new`` of the same length (an OTF2 string definition keeps its size)."""
+    data = path.read_bytes()
+    assert len(old) == len(new) and old in data
+    path.write_bytes(data.replace(old, new, 1))
+
+
+def test_otf2_names_with_control_characters_are_stored_escaped_and_said(tmp_path, run_cli):
+    """A region named ``\\u202eX\\x1b[2J`` instead of MPI_Send was stored raw, and ``sql --format csv`` cleared the
+    terminal; a metric name likewise. Both are kept escaped (as the .row and .pcf names), with one warning naming
+    the definitions file."""
+    archive = _archive_copy(tmp_path / "pp")
+    _replace_in(archive / "traces.def", b"MPI_Send", "\u202eX\x1b[2J".encode())
+    _replace_in(archive / "traces.def", b"PAPI_TOT_CYC", b"\x1b]0;T\x07PAPI_C")
+    wh = tmp_path / "wh"
+    code, _, err = run_cli("ingest", archive, "-w", wh)
+    assert code == 0, err
+    assert f"{archive / 'traces.def'}: name holds control characters: kept escaped (2 names)" in err
+    code, out, err = run_cli("sql", "SELECT DISTINCT mpi_call FROM mpi_calls ORDER BY 1", "-w", wh, "-f", "csv")
+    assert code == 0 and "\x1b" not in out + err and "\u202e" not in out
+    assert '"\\u202eX\\x1b[2J"' in out.splitlines()
+    code, out, err = run_cli("sql", "SELECT column_name FROM (DESCRIBE bursts)", "-w", wh, "-f", "csv")
+    assert code == 0 and '"\\x1b]0;T\\x07PAPI_C"' in out.splitlines() and "\x1b" not in out
+    (run,) = _runs(run_cli, wh, "warnings")
+    assert any("kept escaped (2 names)" in w for w in run["warnings"])
+
+
+# ------------------------------------------------------------------------------ B5: a model artifact that is a bomb
+def _stored_model(wh_root: Path, model_id: str, artifact: bytes) -> None:
+    """``artifact`` committed as model ``model_id``, its SHA-256 recorded (a tamperer who may write ``models/``
+    recomputes it: the integrity check passes)."""
+    from datetime import UTC, datetime
+
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.model_store import MODEL_SCHEMA, write_model
+
+    record = {c: None for c in MODEL_SCHEMA if c not in ("artifact", "artifact_sha256")}
+    record |= {"model_id": model_id, "target": "ipc", "created_at": datetime.now(UTC), "status": "ok"}
+    write_model(Warehouse(wh_root), record, artifact)
+
+
+def _rewritten(artifact: bytes, member: str, data: bytes | None = None, compression: int = 0) -> bytes:
+    """``artifact`` with ``member`` replaced by ``data`` (kept when None), written with ``compression``."""
+    import io
+    import zipfile
+
+    src, out = zipfile.ZipFile(io.BytesIO(artifact)), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for name in src.namelist():
+            dst.writestr(name, data if name == member and data is not None else src.read(name),
+                         compress_type=compression if name == member else zipfile.ZIP_STORED)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def skops_artifact() -> tuple[bytes, str]:
+    """A model artifact as synthtrace writes it (skops, members stored) and the name of its largest ``.npy``."""
+    import io
+    import zipfile
+
+    import numpy as np
+    import skops.io as sio
+    from sklearn.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(0)
+    artifact = sio.dumps(DecisionTreeRegressor(random_state=0).fit(rng.random((200, 3)), rng.random(200)))
+    infos = zipfile.ZipFile(io.BytesIO(artifact)).infolist()
+    return artifact, max((i for i in infos if i.filename.endswith(".npy")), key=lambda i: i.file_size).filename
+
+
+def test_a_model_artifact_whose_member_inflates_is_refused_before_loading(tmp_path, skops_artifact):
+    """A 5.7 MB model.skops whose one .npy member (a tree's nodes) inflated to 3 GiB took 3.4 GB and 9+ minutes
+    in `predict`, deaf to SIGTERM. Here 256 MiB of zeros deflated to 256 kB: refused from the zip directory, before
+    skops reads a member, in one line naming the model and the member."""
+    import zipfile
+
+    import numpy as np
+
+    from synthtrace.models.registry import load
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.model_store import ArtifactIntegrityError
+
+    artifact, member = skops_artifact
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(1, dtype=np.uint8))
+    header["shape"] = (256 << 20,)
+    npy = io_bytes(lambda f: np.lib.format.write_array_header_1_0(f, header)) + bytes(256 << 20)
+    bomb = _rewritten(artifact, member, npy, zipfile.ZIP_DEFLATED)
+    assert len(bomb) < 2 << 20
+    _stored_model(tmp_path / "wh", "bomb", bomb)
+    with pytest.raises(ArtifactIntegrityError) as info:
+        load(Warehouse(tmp_path / "wh"), "bomb")
+    said = str(info.value)
+    assert said.startswith("model bomb (") and f"member {member!r} is compressed" in said and "\n" not in said
+
+
+def test_a_model_artifact_whose_zip_directory_lies_is_refused(tmp_path, skops_artifact):
+    """A directory entry that says a member is larger than the bytes stored for it (the size a reader trusts to
+    bound what it inflates) is refused before loading; what synthtrace writes is loaded."""
+    import io
+    import struct
+    import zipfile
+
+    from synthtrace.models.registry import load
+    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.model_store import ArtifactIntegrityError
+
+    artifact, member = skops_artifact
+    at = artifact.index(b"PK\x01\x02")
+    while artifact[at + 46:at + 46 + len(member)] != member.encode():  # the member's central directory entry
+        at = artifact.index(b"PK\x01\x02", at + 4)
+    lying = bytearray(artifact)
+    struct.pack_into("<L", lying, at + 24, 3 << 30)  # its uncompressed size (APPNOTE 4.3.12): 3 GiB
+    _stored_model(tmp_path / "wh", "lying", bytes(lying))
+    with pytest.raises(ArtifactIntegrityError, match=f"member {member!r} declares 3,221,225,472 bytes stored as"):
+        load(Warehouse(tmp_path / "wh"), "lying")
+    good = zipfile.ZipFile(io.BytesIO(artifact))
+    assert all(i.compress_type == zipfile.ZIP_STORED for i in good.infolist())  # what synthtrace writes is read
+    _stored_model(tmp_path / "wh", "good", artifact)
+    assert load(Warehouse(tmp_path / "wh"), "good").estimator is not None
+
+
+def io_bytes(write) -> bytes:
+    """What ``write(file)`` writes, as bytes."""
+    import io
+
+    buf = io.BytesIO()
+    write(buf)
+    return buf.getvalue()
