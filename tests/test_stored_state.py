@@ -210,3 +210,35 @@ def test_a_run_removed_while_the_merge_reads_it_is_one_line(merged_lulesh, tmp_p
     line = _one_error_line(err)
     assert code == 1 and RUN_B in line and "removed" in line and "run the command again" in line, err
     assert not (wh / "experiments" / "lulesh-8r").exists()
+
+
+# ---------------------------------------------------------------------------------------------------- B6
+@pytest.mark.real_traces
+@pytest.mark.parametrize("damage", ["record", "checksums"])
+def test_a_run_with_a_damaged_record_is_listed_apart_and_can_be_removed(merged_lulesh, tmp_path, run_cli, damage):
+    """Attack 8 B6: with a byte of a run's run.parquet damaged, or its checksums.json cut short, ``runs rm`` of it
+    was refused (the remedy the errors give) and ``runs`` failed for the whole warehouse."""
+    from synthtrace.warehouse.stored import damaged_runs
+
+    wh = _copy(merged_lulesh, tmp_path)
+    run = wh / "runs" / RUN_A
+    if damage == "record":
+        data = bytearray((run / "run.parquet").read_bytes())
+        data[len(data) // 3] ^= 0xFF
+        (run / "run.parquet").write_bytes(bytes(data))
+    else:
+        (run / "checksums.json").write_bytes((run / "checksums.json").read_bytes()[:100])
+    columns, rows, warned = _runs_listing(wh)
+    assert [r[columns.index("run_id")] for r in rows] == [RUN_B]
+    assert len(warned) == 1 and str(run) in warned[0] and f"synthtrace runs rm {RUN_A}" in warned[0], warned
+    assert list(damaged_runs(wh)) == [RUN_A]
+    before = tree_digest(wh)
+    code, _, err = run_cli("runs", "move", RUN_A, "-e", "other", "-w", wh)
+    assert code == 2 and "cannot be moved" in _one_error_line(err) and tree_digest(wh) == before, err
+    code, out, err = run_cli("runs", "rm", RUN_A[:6], "-w", wh)
+    assert code == 0 and f"removed run {RUN_A}" in out and not run.exists(), (out, err)
+    assert "experiment lulesh-8r: merged data and analysis removed" in out  # its experiment's merge listed it
+    assert not (wh / "experiments" / "lulesh-8r").exists()
+    assert _csv_row(run_cli, wh, "SELECT count(*) FROM runs") == ["1"]
+    code, _, err = run_cli("runs", "move", RUN_B, "-e", "other", "-w", wh)
+    assert code == 0, err
