@@ -63,12 +63,12 @@ def _thresholds(path: Path | None) -> Thresholds | None:
     return Thresholds.from_toml(path)
 
 
-def provisional_mix(archetypes: pl.DataFrame) -> pl.DataFrame:
+def provisional_mix(archetypes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """The archetype mix with ``provisional_share``: the share of each archetype's time whose label is provisional."""
     from synthtrace.models.analysis import mix
     from synthtrace.models.archetypes import INSUFFICIENT
-    prov = (archetypes.filter(pl.col("provisional").is_not_null() & (pl.col("archetype") != INSUFFICIENT))
-            .group_by("unit", "archetype").agg((pl.col("duration_ns").sum() * 1e-9).alias("_prov_s")))
+    prov = (archetypes.lazy().filter(pl.col("provisional").is_not_null() & (pl.col("archetype") != INSUFFICIENT))
+            .group_by("unit", "archetype").agg((pl.col("duration_ns").sum() * 1e-9).alias("_prov_s")).collect())
     return (
         mix(archetypes)
         .join(prov, on=["unit", "archetype"], how="left", maintain_order="left")
@@ -77,23 +77,29 @@ def provisional_mix(archetypes: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def undecided_lines(archetypes: pl.DataFrame) -> list[str]:
+def undecided_lines(archetypes: pl.DataFrame | pl.LazyFrame) -> list[str]:
     """What the counters left open, by burst time: the archetypes that could still win and the counters deciding."""
     from synthtrace.models.archetypes import INSUFFICIENT
-    b = archetypes.filter(pl.col("unit") == "burst")
-    total = b["duration_ns"].sum() or 1
-    lines = []
-    insufficient = b.filter(pl.col("archetype") == INSUFFICIENT)
-    if insufficient.height:
-        lines.append(f"{insufficient.height} bursts ({insufficient['duration_ns'].sum() / total:.1%} of burst time) "
-                     "have no measured evidence for any archetype")
+    b = archetypes.lazy().filter(pl.col("unit") == "burst")
+    ns = pl.col("duration_ns")
     open_ = b.filter(pl.col("provisional").is_not_null())
-    if open_.height:
+    total, n_insufficient, insufficient_ns, n_open, open_ns = b.select(
+        ns.sum().alias("total"), (pl.col("archetype") == INSUFFICIENT).sum().alias("n_insufficient"),
+        ns.filter(pl.col("archetype") == INSUFFICIENT).sum().alias("insufficient_ns"),
+        pl.col("provisional").is_not_null().sum().alias("n_open"),
+        ns.filter(pl.col("provisional").is_not_null()).sum().alias("open_ns"),
+    ).collect().row(0)
+    total = total or 1
+    lines = []
+    if n_insufficient:
+        lines.append(f"{n_insufficient} bursts ({insufficient_ns / total:.1%} of burst time) "
+                     "have no measured evidence for any archetype")
+    if n_open:
         def by_time(col: str) -> str:
-            t = (open_.explode(col).drop_nulls(col).group_by(col).agg(pl.col("duration_ns").sum())
-                 .sort("duration_ns", descending=True))
+            t = (open_.select(col, "duration_ns").explode(col).drop_nulls(col).group_by(col)
+                 .agg(pl.col("duration_ns").sum()).sort("duration_ns", descending=True).collect())
             return ", ".join(f"{c} ({ns / total:.0%})" for c, ns in t.iter_rows())
-        lines.append(f"provisional labels on {open_['duration_ns'].sum() / total:.1%} of burst time; "
+        lines.append(f"provisional labels on {open_ns / total:.1%} of burst time; "
                      f"could also be: {by_time('could_also_be') or '-'}; counters that would decide: "
                      f"{by_time('missing_counters') or '-'}")
     return lines

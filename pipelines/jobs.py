@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from synthtrace.models.analysis import AnalysisResult
     from synthtrace.models.archetypes import Thresholds
     from synthtrace.models.registry import TrainedModel
+    from synthtrace.warehouse.analysis_store import AnalysisInput
     from synthtrace.tracelib.domain.machine import Machine
     from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult
     from synthtrace.warehouse.experiment import Experiment, ExperimentTrace
@@ -89,7 +90,7 @@ class Analysis:
     """One experiment's analysis: the machine profile used, the trace it read, the result."""
 
     machine: Machine
-    trace: ExperimentTrace
+    trace: ExperimentTrace | AnalysisInput
     result: AnalysisResult
 
 
@@ -99,19 +100,31 @@ def analyse(exp: Experiment, *, machine: str | Machine | None = None, thresholds
     used (``machine.json``) and the discovery figures. ``machine``: a profile, or ``--machine`` (a preset or TOML
     file; None: the ``machine.toml`` beside the experiment's traces, else the default preset). ``on_step`` is told
     each of its three steps (read, analysed, stored)."""
-    from synthtrace.models.analysis import analyse_input
+    from dataclasses import replace
+
+    from synthtrace.models.analysis import analyse_stored
     from synthtrace.tracelib.domain.machine import Machine
+    from synthtrace.warehouse.analysis_store import AnalysisParts, load_experiment_windows, parts_folder
+    from synthtrace.warehouse.parts import scan_parts
 
     step = on_step or (lambda _: None)
     profile = machine if isinstance(machine, Machine) else exp.machine(machine)
-    trace = exp.trace().labelled()
+    # issue 23: read, measured and classified a window at a time, the frames written as parts and committed from
+    # them: the peak no longer grows with the trace
+    trace = load_experiment_windows(exp.wh, exp.name)
     step(f"{exp.name} read")
-    result = analyse_input(trace, machine=profile, thresholds=thresholds, discover=discover)
-    step(f"{exp.name} analysed")
-    if store:
-        exp.commit(result.frames(), {"archetype_discovery": result.discovery,
-                                     "machine": {**profile.as_dict(), "source": profile.source}},
-                   what="it was analysed", read=trace.run_names, needs_merged=trace.source == "merged")
+    with parts_folder() as folder:
+        result = analyse_stored(trace, AnalysisParts(folder), machine=profile, thresholds=thresholds,
+                                discover=discover)
+        step(f"{exp.name} analysed")
+        if store:
+            exp.commit(result.frames(), {"archetype_discovery": result.discovery,
+                                         "machine": {**profile.as_dict(), "source": profile.source}},
+                       what="it was analysed", read=trace.run_names, needs_merged=trace.source == "merged")
+            # what the caller reads (the mix, the labels) is what was committed, scanned
+            result = replace(result, **{n: scan_parts([exp.dir / f"{n}.parquet"]) for n in result.frames()})
+        else:
+            result = replace(result, **{n: f.lazy().collect() for n, f in result.frames().items()})
     step(f"{exp.name} stored")
     return Analysis(profile, trace, result)
 

@@ -366,9 +366,9 @@ def test_real_traces_decide_by_what_they_recorded(real_warehouse, experiment):
     """Issue 15: on every real trace that records instructions at most 10 % of burst time is
     insufficient_counters; the Score-P ping-pong pair, without PAPI_TOT_INS, cannot meet that bound (see
     :func:`_assert_undecidable_without_instructions`)."""
-    done = analyse_experiment(Warehouse(real_warehouse).experiment(experiment), discover=False)
-    inp, res = done.trace, done.result
-    b = res.archetypes.filter(pl.col("unit") == "burst")
+    exp = Warehouse(real_warehouse).experiment(experiment)
+    res, inp = analyse_experiment(exp, discover=False).result, exp.trace().labelled()
+    b = res.archetypes.lazy().filter(pl.col("unit") == "burst").collect()
     assert b.height == inp.bursts.filter(pl.col("appl").is_not_null()).height
     assert set(b["archetype"]) <= {*ARCHETYPES, INSUFFICIENT}
     off_cpu = pl.col("evidence").str.starts_with("off the CPU")

@@ -357,7 +357,7 @@ class Warehouse:
                 yield stage
                 from synthtrace.warehouse.checksums import write_manifest  # checksums reads records with this module
 
-                write_manifest(stage, target if target.is_dir() else None)
+                write_manifest(stage, target if target.is_dir() else None, target.name)
                 _fsync_tree(stage)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if target.exists():

@@ -62,13 +62,13 @@ def ratios(spec: dict[str, tuple[str, str]]) -> list[pl.Expr]:
     return [safe_div(pl.col(num), pl.col(den)).alias(name) for name, (num, den) in spec.items()]
 
 
-def ranks_per_socket(bursts: pl.DataFrame, machine: Machine, n_nodes: int | None = None) -> float:
+def ranks_per_socket(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, n_nodes: int | None = None) -> float:
     """Ranks (task x thread) sharing one socket: all ranks of the trace spread over its nodes' sockets."""
-    if bursts.height == 0:
+    lf = bursts.lazy()
+    if not lf.select(pl.len()).collect().item():
         return float(machine.cores_per_socket)
-    n_units = bursts.select(
-        pl.struct(*[c for c in ("appl", "task", "thread") if c in bursts.columns]).n_unique()
-    ).item()
+    keys = [c for c in ("appl", "task", "thread") if c in _cols(lf)]
+    n_units = lf.select(pl.struct(*keys).n_unique()).collect().item()
     sockets = max(1, (n_nodes or max(1, math.ceil(n_units / machine.cores_per_node)))) * machine.sockets
     return float(min(machine.cores_per_socket, max(1.0, math.ceil(n_units / sockets))))
 
@@ -176,36 +176,42 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
 
 
 # ============================================================================ phases
-def world_collectives(calls: pl.DataFrame) -> pl.DataFrame:
+def world_collectives(calls: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """The collective calls on a world communicator: one whose collectives every task of the appl calls.
 
-    Returns the calls with ``coll_idx`` (1-based order of the world collective on its task).
+    Returns the calls with ``coll_idx`` (1-based order of the world collective on its task). ``calls`` may be a lazy
+    scan: only its collectives and its tasks per appl are collected.
     """
-    src = source_keys(calls)
-    coll = calls.filter(pl.col("mpi_kind") == "collective").with_columns(pl.col("comm").fill_null(-1).alias("_comm"))
-    tasks = calls.group_by([*src, "appl"]).agg(pl.col("task").n_unique().alias("_n_tasks"))
+    lf = calls.lazy()
+    src = source_keys(lf)
+    coll = lf.filter(pl.col("mpi_kind") == "collective").with_columns(pl.col("comm").fill_null(-1).alias("_comm"))
+    tasks = lf.group_by([*src, "appl"]).agg(pl.col("task").n_unique().alias("_n_tasks"))
     per_comm = coll.group_by([*src, "appl", "_comm"]).agg(pl.col("task").n_unique().alias("_comm_tasks"))
     world = per_comm.join(tasks, on=[*src, "appl"]).filter(pl.col("_comm_tasks") == pl.col("_n_tasks"))
     out = coll.join(world.select(*src, "appl", "_comm"), on=[*src, "appl", "_comm"], how="semi")
     # a task's threads share its collectives; count per task in time order
-    return (out.sort([*src, "appl", "task", "end_ns"])
+    return (out.sort([*src, "appl", "task", "end_ns"], maintain_order=True)
             .with_columns(pl.int_range(1, pl.len() + 1).over([*src, "appl", "task"]).alias("coll_idx"))
-            .drop("_comm"))
+            .drop("_comm").collect())
 
 
-def assign_phases(bursts: pl.DataFrame, calls: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+def assign_phases(bursts: pl.DataFrame, calls: pl.DataFrame | None, *,
+                  world: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Add ``phase`` (0-based, per task: the number of world collectives that ended before) to bursts and calls.
 
-    A world collective belongs to the phase it closes. Without MPI calls everything is phase 0.
+    A world collective belongs to the phase it closes. Without MPI calls everything is phase 0. ``world``: the
+    :func:`world_collectives` of the whole trace when ``bursts`` and ``calls`` are one window of it (a phase is
+    numbered by every collective before it, in the window or not).
     """
-    if calls is None or calls.height == 0 or "mpi_kind" not in calls.columns:
+    if world is None and (calls is None or calls.height == 0 or "mpi_kind" not in calls.columns):
         b = bursts.with_columns(pl.lit(0, pl.Int64).alias("phase"))
         return b, (None if calls is None else calls.with_columns(pl.lit(0, pl.Int64).alias("phase")))
     src = source_keys(bursts)
-    if source_keys(calls) != src:
+    if calls is not None and source_keys(calls) != src:
         raise MetricsInputError(f"bursts are keyed by {src} but MPI calls by {source_keys(calls)}")
     world = (
-        world_collectives(calls).select(*src, "appl", "task", pl.col("end_ns").alias("_cend"), "coll_idx").sort("_cend")
+        (world if world is not None else world_collectives(calls))
+        .select(*src, "appl", "task", pl.col("end_ns").alias("_cend"), "coll_idx").sort("_cend")
     )
     by = [*src, "appl", "task"]
 
@@ -215,26 +221,24 @@ def assign_phases(bursts: pl.DataFrame, calls: pl.DataFrame | None) -> tuple[pl.
         return (j.with_columns(pl.col("coll_idx").fill_null(0).cast(pl.Int64).alias("phase"))
                 .sort("_row").drop("_row", "_cend", "coll_idx"))
 
-    return tag(bursts), tag(calls)
+    return tag(bursts), (tag(calls) if calls is not None else None)
 
 
-def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Machine, *,
-                  ranks_per_socket: float | None = None) -> pl.DataFrame:
-    """POP efficiencies and Ridgeline coordinates per phase (bursts and calls must carry ``phase``).
+#: per phase unit (source, appl, phase, task, thread): what :func:`phase_units` sums (ns and counts: exact in any
+#: order, so a window's sums add up to the whole trace's), takes the minimum and the maximum of
+_UNIT_SUMS = ("useful_ns", "mpi_ns", "network_bytes", "_bytes", "_msgs", "flops", "instructions", "dram_bytes")
+_UNIT_MIN, _UNIT_MAX = ("_s", "_cs"), ("_e", "_ce")
 
-    Per (source, appl, phase): ``n_ranks`` (task x thread units), ``start_ns``/``end_ns``/``elapsed_s``,
-    ``useful_max_s``/``useful_mean_s``, ``load_balance`` = mean/max useful time, ``comm_efficiency`` = max useful /
-    elapsed, ``transfer_efficiency`` = (elapsed - the largest per-rank transfer time at link bandwidth and latency)
-    / elapsed, ``serialization_efficiency`` = comm_efficiency / transfer_efficiency, ``parallel_efficiency`` =
-    load_balance x comm_efficiency; work (``flops``, ``instructions``), ``dram_bytes``, ``network_bytes`` (sent),
-    ``oi`` (FLOP/DRAM byte), ``ci`` (FLOP/network byte; instructions per byte in ``*_ins`` when no FLOPs),
-    ``ridgeline_bound`` (compute/memory/network) and ``attainable_flop_rate`` per rank.
-    """
+
+def phase_units(bursts: pl.DataFrame, calls: pl.DataFrame | None) -> pl.DataFrame:
+    """Per phase unit (source, appl, phase, task, thread) of bursts and calls carrying ``phase``: useful and MPI
+    time (ns), first and last instants, work, DRAM and network bytes, transferred bytes and messages. The units of
+    several windows of one trace combine into the whole trace's with :func:`combine_phase_units`."""
     src = source_keys(bursts)
     unit = [*src, "appl", "phase", "task", "thread"]
     b_cols = [c for c in ("flops", "instructions", "dram_bytes") if c in bursts.columns]
     b = bursts.group_by(unit).agg(
-        (pl.col("duration_ns").sum() * 1e-9).alias("useful_s"),
+        pl.col("duration_ns").sum().alias("useful_ns"),
         pl.col("start_ns").min().alias("_s"),
         pl.col("end_ns").max().alias("_e"),
         *[
@@ -244,27 +248,63 @@ def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Mac
             for c in b_cols
         ],
     )
-    link = machine.link_bw()
-    lat = machine.network_latency_s
     if calls is not None and calls.height:
         c = calls.with_columns(
             (pl.col("bytes_sent").fill_null(0) + pl.col("bytes_recv").fill_null(0)).cast(pl.Float64).alias("_bytes"))
         c = c.with_columns(pl.when((pl.col("_bytes") > 0) | (pl.col("mpi_kind") == "collective"))
                            .then(pl.max_horizontal(pl.col("n_messages").fill_null(0), 1)).otherwise(0).alias("_msgs"))
         cagg = c.group_by(unit).agg(
-            (pl.col("duration_ns").sum() * 1e-9).alias("mpi_s"),
+            pl.col("duration_ns").sum().alias("mpi_ns"),
             pl.col("start_ns").min().alias("_cs"), pl.col("end_ns").max().alias("_ce"),
             pl.col("bytes_sent").fill_null(0).sum().cast(pl.Float64).alias("network_bytes"),
-            (pl.col("_bytes").sum() / link + pl.col("_msgs").sum() * lat).alias("transfer_s"))
-        u = b.join(cagg, on=unit, how="full", coalesce=True)
-    else:
-        u = b.with_columns(
-            pl.lit(0.0).alias("mpi_s"),
-            pl.lit(None, pl.Int64).alias("_cs"),
-            pl.lit(None, pl.Int64).alias("_ce"),
-            pl.lit(0.0).alias("network_bytes"),
-            pl.lit(0.0).alias("transfer_s"),
-        )
+            pl.col("_bytes").sum(), pl.col("_msgs").sum().cast(pl.Int64))
+        return b.join(cagg, on=unit, how="full", coalesce=True)
+    return b.with_columns(pl.lit(None, pl.Int64).alias("mpi_ns"), pl.lit(None, pl.Int64).alias("_cs"),
+                          pl.lit(None, pl.Int64).alias("_ce"), pl.lit(None, pl.Float64).alias("network_bytes"),
+                          pl.lit(None, pl.Float64).alias("_bytes"), pl.lit(None, pl.Int64).alias("_msgs"))
+
+
+def combine_phase_units(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The :func:`phase_units` of a whole trace from those of its windows (the same unit in several windows: its
+    sums added, NULL where every window's is; its first and last instants)."""
+    units = pl.concat(parts, how="diagonal_relaxed")
+    unit = [c for c in (*SOURCE_KEYS, "appl", "phase", "task", "thread") if c in units.columns]
+    if len(parts) == 1:
+        return units
+    return units.group_by(unit).agg(
+        *[pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c) for c in _UNIT_SUMS
+          if c in units.columns],
+        *[pl.col(c).min() for c in _UNIT_MIN], *[pl.col(c).max() for c in _UNIT_MAX])
+
+
+def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Machine, *,
+                  ranks_per_socket: float | None = None) -> pl.DataFrame:
+    """POP efficiencies and Ridgeline coordinates per phase (bursts and calls must carry ``phase``): the
+    :func:`phase_units_metrics` of their :func:`phase_units`."""
+    return phase_units_metrics(phase_units(bursts, calls), machine, ranks_per_socket=ranks_per_socket)
+
+
+def phase_units_metrics(units: pl.DataFrame, machine: Machine, *, ranks_per_socket: float | None = None
+                        ) -> pl.DataFrame:
+    """POP efficiencies and Ridgeline coordinates per phase from its units (:func:`phase_units`).
+
+    Per (source, appl, phase): ``n_ranks`` (task x thread units), ``start_ns``/``end_ns``/``elapsed_s``,
+    ``useful_max_s``/``useful_mean_s``, ``load_balance`` = mean/max useful time, ``comm_efficiency`` = max useful /
+    elapsed, ``transfer_efficiency`` = (elapsed - the largest per-rank transfer time at link bandwidth and latency)
+    / elapsed, ``serialization_efficiency`` = comm_efficiency / transfer_efficiency, ``parallel_efficiency`` =
+    load_balance x comm_efficiency; work (``flops``, ``instructions``), ``dram_bytes``, ``network_bytes`` (sent),
+    ``oi`` (FLOP/DRAM byte), ``ci`` (FLOP/network byte; instructions per byte in ``*_ins`` when no FLOPs),
+    ``ridgeline_bound`` (compute/memory/network) and ``attainable_flop_rate`` per rank.
+    """
+    src = source_keys(units)
+    b_cols = [c for c in ("flops", "instructions", "dram_bytes") if c in units.columns]
+    link = machine.link_bw()
+    lat = machine.network_latency_s
+    # the units in one order, whatever the windows: the sums over units below are then the same to the last bit
+    u = units.sort([*src, "appl", "phase", "task", "thread"]).with_columns(
+        (pl.col("useful_ns").cast(pl.Float64) * 1e-9).alias("useful_s"),
+        (pl.col("mpi_ns").cast(pl.Float64) * 1e-9).alias("mpi_s"),
+        (pl.col("_bytes") / link + pl.col("_msgs") * lat).alias("transfer_s"))
     u = u.with_columns(pl.min_horizontal("_s", "_cs").alias("_s"), pl.max_horizontal("_e", "_ce").alias("_e"),
                        pl.col("useful_s").fill_null(0.0), pl.col("transfer_s").fill_null(0.0),
                        pl.col("network_bytes").fill_null(0.0), pl.col("mpi_s").fill_null(0.0))
@@ -274,7 +314,7 @@ def phase_metrics(bursts: pl.DataFrame, calls: pl.DataFrame | None, machine: Mac
            pl.col("transfer_s").max().alias("transfer_max_s"), pl.col("network_bytes").sum().alias("network_bytes")]
     agg += [(pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()) if c == "flops" else pl.col(c).sum()).alias(c)
             for c in b_cols]
-    p = u.group_by([*src, "appl", "phase"]).agg(agg).sort([*src, "appl", "phase"])
+    p = u.group_by([*src, "appl", "phase"], maintain_order=True).agg(agg).sort([*src, "appl", "phase"])
     for c in ("flops", "instructions", "dram_bytes"):
         if c not in p.columns:
             p = p.with_columns(pl.lit(None, pl.Float64).alias(c))
