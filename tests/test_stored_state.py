@@ -115,7 +115,7 @@ COUNTS = "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts), (SE
 def _csv_row(run_cli, wh: Path, query: str) -> list[str]:
     code, out, err = run_cli("sql", query, "-w", wh, "-f", "csv")
     assert code == 0, err
-    return out.splitlines()[1].split(",")
+    return [cell.strip('"') for cell in out.splitlines()[1].split(",")]
 
 
 def _runs_listing(wh: Path) -> tuple[list[str], list[tuple], list[str]]:
@@ -160,6 +160,22 @@ def test_files_and_folders_no_commit_wrote_are_not_read(merged_lulesh, tmp_path,
     assert code == 0 and "merged 2140 bursts" in out, (out, err)
     assert _csv_row(run_cli, wh, "SELECT count(*), count(DISTINCT (task, thread, burst_seq)) FROM merged_bursts "
                                  "WHERE experiment = 'lulesh-8r'") == ["2140", "2140"]
+
+
+@pytest.mark.real_traces
+def test_a_rewrite_of_a_folder_does_not_make_a_file_no_commit_wrote_stored(merged_lulesh, tmp_path, run_cli):
+    """A writer that rewrites a folder keeping its files (``runs move``: Warehouse.update_dir) kept the copy put
+    beside the parts too, and its new manifest listed it: from then on it was stored data, read by every view."""
+    import json
+
+    wh = _copy(merged_lulesh, tmp_path)
+    run = wh / "runs" / RUN_A
+    shutil.copy2(run / "bursts" / "part-00000.parquet", run / "bursts" / "part-00000 (copy).parquet")
+    code, _, err = run_cli("runs", "move", RUN_A, "-e", "other", "-w", wh)
+    assert code == 0, err
+    assert "bursts/part-00000 (copy).parquet" not in json.loads((run / "checksums.json").read_text())["files"]
+    assert _csv_row(run_cli, wh, f"SELECT count(*), any_value(r.experiment) FROM bursts b JOIN runs r USING (run_id) "
+                                 f"WHERE run_id = '{RUN_A}'") == ["2140", "other"]
 
 
 # ---------------------------------------------------------------------------------------------------- B2
