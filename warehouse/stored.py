@@ -51,6 +51,11 @@ class Folder:
     manifest: Manifest | str | None
     foreign: str | None
 
+    @classmethod
+    def of(cls, folder: Path) -> Folder:
+        """What the stored ``folder`` (a path) holds by its manifest, its name unjudged (a writer's own folder)."""
+        return cls(folder_manifest(str(folder)), None)
+
     def lists(self, rel: str) -> bool:
         """Whether the file ``rel`` (``/``-separated, below the folder) is stored data of it."""
         return self.foreign is None and (not isinstance(self.manifest, Manifest) or rel in self.manifest.files)
@@ -172,7 +177,7 @@ def stored_parts(folder: Path, pattern: str) -> list[Path]:
     """The files of the stored ``folder`` matching ``pattern`` (a glob below it: ``bursts/*.parquet``), sorted:
     those its manifest lists (a file it lists that is missing is :class:`DamagedPartError`), or, for a folder stored
     without one, those there. Empty for a folder that is not there (the caller tells a removed run)."""
-    verdict = Folder(folder_manifest(str(folder)), None)
+    verdict = Folder.of(folder)
     found = sorted(p for p in folder.glob(pattern) if verdict.lists(p.relative_to(folder).as_posix()))
     if missing := verdict.missing([pattern.split("/")], (p.relative_to(folder).as_posix() for p in found)):
         raise missing_file(folder / missing[0], len(missing) - 1)
