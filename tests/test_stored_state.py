@@ -115,7 +115,7 @@ COUNTS = "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts), (SE
 def _csv_row(run_cli, wh: Path, query: str) -> list[str]:
     code, out, err = run_cli("sql", query, "-w", wh, "-f", "csv")
     assert code == 0, err
-    return out.splitlines()[1].split(",")
+    return [cell.strip('"') for cell in out.splitlines()[1].split(",")]
 
 
 def _runs_listing(wh: Path) -> tuple[list[str], list[tuple], list[str]]:
@@ -160,6 +160,22 @@ def test_files_and_folders_no_commit_wrote_are_not_read(merged_lulesh, tmp_path,
     assert code == 0 and "merged 2140 bursts" in out, (out, err)
     assert _csv_row(run_cli, wh, "SELECT count(*), count(DISTINCT (task, thread, burst_seq)) FROM merged_bursts "
                                  "WHERE experiment = 'lulesh-8r'") == ["2140", "2140"]
+
+
+@pytest.mark.real_traces
+def test_a_rewrite_of_a_folder_does_not_make_a_file_no_commit_wrote_stored(merged_lulesh, tmp_path, run_cli):
+    """A writer that rewrites a folder keeping its files (``runs move``: Warehouse.update_dir) kept the copy put
+    beside the parts too, and its new manifest listed it: from then on it was stored data, read by every view."""
+    import json
+
+    wh = _copy(merged_lulesh, tmp_path)
+    run = wh / "runs" / RUN_A
+    shutil.copy2(run / "bursts" / "part-00000.parquet", run / "bursts" / "part-00000 (copy).parquet")
+    code, _, err = run_cli("runs", "move", RUN_A, "-e", "other", "-w", wh)
+    assert code == 0, err
+    assert "bursts/part-00000 (copy).parquet" not in json.loads((run / "checksums.json").read_text())["files"]
+    assert _csv_row(run_cli, wh, f"SELECT count(*), any_value(r.experiment) FROM bursts b JOIN runs r USING (run_id) "
+                                 f"WHERE run_id = '{RUN_A}'") == ["2140", "other"]
 
 
 # ---------------------------------------------------------------------------------------------------- B2
@@ -210,3 +226,51 @@ def test_a_run_removed_while_the_merge_reads_it_is_one_line(merged_lulesh, tmp_p
     line = _one_error_line(err)
     assert code == 1 and RUN_B in line and "removed" in line and "run the command again" in line, err
     assert not (wh / "experiments" / "lulesh-8r").exists()
+
+
+# ---------------------------------------------------------------------------------------------------- B6
+@pytest.mark.real_traces
+@pytest.mark.parametrize("damage", ["record", "checksums"])
+def test_a_run_with_a_damaged_record_is_listed_apart_and_can_be_removed(merged_lulesh, tmp_path, run_cli, damage):
+    """Attack 8 B6: with a byte of a run's run.parquet damaged, or its checksums.json cut short, ``runs rm`` of it
+    was refused (the remedy the errors give) and ``runs`` failed for the whole warehouse."""
+    from synthtrace.warehouse.stored import damaged_runs
+
+    wh = _copy(merged_lulesh, tmp_path)
+    run = wh / "runs" / RUN_A
+    if damage == "record":
+        data = bytearray((run / "run.parquet").read_bytes())
+        data[len(data) // 3] ^= 0xFF
+        (run / "run.parquet").write_bytes(bytes(data))
+    else:
+        (run / "checksums.json").write_bytes((run / "checksums.json").read_bytes()[:100])
+    columns, rows, warned = _runs_listing(wh)
+    assert [r[columns.index("run_id")] for r in rows] == [RUN_B]
+    assert len(warned) == 1 and str(run) in warned[0] and f"synthtrace runs rm {RUN_A}" in warned[0], warned
+    assert list(damaged_runs(wh)) == [RUN_A]
+    before = tree_digest(wh)
+    code, _, err = run_cli("runs", "move", RUN_A, "-e", "other", "-w", wh)
+    assert code == 2 and "cannot be moved" in _one_error_line(err) and tree_digest(wh) == before, err
+    code, out, err = run_cli("runs", "rm", RUN_A[:6], "-w", wh)
+    assert code == 0 and f"removed run {RUN_A}" in out and not run.exists(), (out, err)
+    assert "experiment lulesh-8r: merged data and analysis removed" in out  # its experiment's merge listed it
+    assert not (wh / "experiments" / "lulesh-8r").exists()
+    assert _csv_row(run_cli, wh, "SELECT count(*) FROM runs") == ["1"]
+    code, _, err = run_cli("runs", "move", RUN_B, "-e", "other", "-w", wh)
+    assert code == 0, err
+
+
+@pytest.mark.real_traces
+def test_a_planted_run_folder_whose_record_is_a_fifo_blocks_no_reader(merged_lulesh, tmp_path, run_cli):
+    """A run folder not named like a run id is judged by its record's run_id (B1, a folder stored before manifests
+    named theirs); a record that is a FIFO must not be opened (it would block the query, ``runs`` and ``runs rm``
+    for good). With a time limit, a blocked query would be refused, not answered."""
+    wh = _copy(merged_lulesh, tmp_path)
+    (wh / "runs" / "planted").mkdir()
+    os.mkfifo(wh / "runs" / "planted" / "run.parquet")
+    code, out, err = run_cli("sql", "SELECT count(*) FROM runs", "-w", wh, "-f", "csv", "--timeout", "60")
+    assert code == 0 and out.splitlines()[1] == "2", err
+    columns, rows, _ = _runs_listing(wh)
+    assert len(rows) == 2
+    code, _, err = run_cli("runs", "rm", RUN_B, "-w", wh)
+    assert code == 0, err

@@ -57,7 +57,8 @@ def damaged(path: str | os.PathLike, reason: str, shown: str | None = None, *,
     remedy = (_REMEDY[parts[top]].format(unit=parts[top + 1]) if top is not None
               else "restore it from a backup or compute it again")
     if top is not None and parts[top] == "runs" and where.name == "run.parquet":  # the record `runs rm` reads
-        remedy = "ingest its trace again (a run whose record is damaged is replaced whole)"
+        remedy = (f"ingest its trace again (a run whose record is damaged is replaced whole), or remove the run "
+                  f"(`synthtrace runs rm {parts[top + 1]}`)")
     return DamagedPartError(f"{where}: {what} ({reason}); {remedy}")
 
 
