@@ -24,7 +24,8 @@ from synthtrace.tracelib.merge.checks import worst
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import Warehouse
 from synthtrace.pipelines.jobs import merge_experiment
-from synthtrace.warehouse.merged import check_export_inputs, export_merged
+from synthtrace.tracelib.formats.heap import release_free_heap
+from synthtrace.warehouse.merged import check_export_inputs, export_merged, on_disk
 from synthtrace.warehouse.names import name_option
 
 
@@ -88,6 +89,8 @@ def merge(
     console.print(f"merged {result.merged.height} bursts of {result.reference_run} into "
                   f"{wh.experiment_dir(experiment)}", soft_wrap=True)
     if export_prv is not None:
+        result = on_disk(exp, result)  # the export reads the committed merge a window at a time: free it here
+        release_free_heap()
         with StepProgress(1, f"writing {parts[-1]}") as step:
             write_outputs(parts, lambda folder: export_merged(exp, result, folder / parts[-1].name), "--export-prv")
             step("done")

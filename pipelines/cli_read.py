@@ -111,12 +111,12 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TEMP_LIMIT, DEFAULT_TIMEOUT_S, query, query_rows
 
-    format, gzipped = output_format(output, format)
     wh = Warehouse(existing_warehouse(warehouse))
     if format == "parquet" and output is None:
         raise BadInputError("--format parquet needs --output FILE")
     if output is not None:
         output_file(output)  # before the query runs
+    format, gzipped = output_format(output, format)
     limits = {"timeout_s": DEFAULT_TIMEOUT_S if timeout is None else timeout,
               "memory_limit": memory_limit or DEFAULT_MEMORY_LIMIT, "temp_limit": temp_limit or DEFAULT_TEMP_LIMIT}
     if format in ("csv", "parquet"):  # Arrow writes these (nested columns and all)
@@ -139,8 +139,12 @@ def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
     """The format ``sql`` writes (one of :data:`SQL_FORMATS`) and whether gzip-compressed: ``format`` when given,
     else what ``output``'s extension names (:data:`OUTPUT_EXTENSIONS`; no ``output`` or ``-``: the table). A file
     ending in ``.gz`` is compressed. An extension that names no format (``x.xlsx``, ``x.``, ``x``, ``x.csv.bz2``) is
-    refused without ``--format``, as is Parquet in gzip (a text table once went silently into ``x.json.gz``)."""
-    if output is None or str(output) == "-":
+    refused without ``--format``, as is Parquet in gzip (a text table once went silently into ``x.json.gz``). A
+    device or FIFO (``/dev/stdout``, ``/dev/null``, a named pipe), written into, has no extension to follow: the
+    table, as on standard output."""
+    from synthtrace.tracelib.atomic_file import is_stream
+
+    if output is None or str(output) == "-" or is_stream(output):
         return format or "table", False
     suffixes = [s.lower() for s in output.suffixes] if not output.name.endswith(".") else []
     gzipped = suffixes[-1:] == [".gz"]

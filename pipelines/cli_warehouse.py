@@ -133,7 +133,8 @@ def runs_rm(run_refs: RunRefs, warehouse: ReadWarehouseOption = DEFAULT_WAREHOUS
 
     res = remove_runs(Warehouse(warehouse), run_refs)
     for run_id, name, exp in res.runs.select("run_id", "run_name", "experiment").iter_rows():
-        console.print(f"removed run {run_id} ({name}, experiment {exp})", soft_wrap=True)
+        what = f"{name}, experiment {exp}" if name is not None else "its record damaged"  # attack 8 B6
+        console.print(f"removed run {run_id} ({what})", soft_wrap=True, markup=False, emoji=False)
     _say_invalidated(res.invalidated)
 
 

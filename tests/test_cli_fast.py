@@ -177,6 +177,8 @@ def test_an_output_extension_that_names_no_format_is_refused_and_gz_is_gzip(wh, 
         assert not (tmp_path / name).exists()
     code, _, err = run_cli("sql", query, "-w", wh, "-o", tmp_path / "x", "-f", "csv", *extra)  # told: written
     assert code == 0 and (tmp_path / "x").read_text().splitlines()[0] == '"run_name","n_bursts"', err
+    code, _, err = run_cli("sql", query, "-w", wh, "-o", "/dev/null", *extra)  # a device has no extension: table
+    assert code == 0, err
 
 
 @pytest.mark.parametrize("typed", [False, True])

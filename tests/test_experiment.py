@@ -34,10 +34,10 @@ def _runs_table_reads(monkeypatch) -> list[str]:
     scans: list[str] = []
     read_whole = snapshot.read_whole
 
-    def counting(wh, views, read):
+    def counting(wh, views, read, *rest):
         if list(views) == ["runs"]:
             scans.append(str(wh.root))
-        return read_whole(wh, views, read)
+        return read_whole(wh, views, read, *rest)
 
     monkeypatch.setattr(snapshot, "read_whole", counting)
     return scans

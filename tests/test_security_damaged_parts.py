@@ -81,8 +81,8 @@ def test_a_damaged_page_behind_an_intact_footer_is_one_line_naming_its_file(stor
 
 @pytest.mark.real_traces
 def test_a_damaged_run_record_says_how_to_repair_it_and_the_repair_works(stored, tmp_path, run_cli):
-    """The line's remedy must work: `runs rm` reads the runs table, so for a damaged run.parquet it says to ingest
-    the trace again, which replaces the run whole; then the warehouse reads again."""
+    """The line's remedies must work: ingesting the trace again replaces the run whole; then the warehouse reads
+    again (`runs rm` of such a run works too since attack 8 B6: tests/test_stored_state.py)."""
     import polars as pl
 
     wh = tmp_path / "wh"
@@ -94,7 +94,8 @@ def test_a_damaged_run_record_says_how_to_repair_it_and_the_repair_works(stored,
     code, _, err = run_cli("runs", "-w", wh)
     assert code == 2 and err.strip() == (f"error: {record}: a damaged stored Parquet file (0 bytes where "
                                          f"{size} were stored); ingest its trace again (a run whose record is "
-                                         "damaged is replaced whole)"), err
+                                         "damaged is replaced whole), or remove the run (`synthtrace runs rm "
+                                         f"{record.parent.name}`)"), err
     code, _, err = run_cli("ingest", source, "--experiment", EXPERIMENT, "-w", wh)
     assert code == 0, err
     code, out, err = run_cli("sql", "SELECT count(*) AS n FROM runs", "-w", wh, "-f", "csv")

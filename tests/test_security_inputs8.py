@@ -174,3 +174,74 @@ def io_bytes(write) -> bytes:
     buf = io.BytesIO()
     write(buf)
     return buf.getvalue()
+
+
+# ------------------------------------------------------------------------- B8: events files moved between locations
+def test_an_events_file_copied_over_another_location_is_refused(tmp_path, run_cli):
+    """``cp traces/0.evt traces/1.evt`` was read silently: rank 1 "sent to itself", every receive unmatched, 32
+    messages instead of 16. Refused in one line that names the twin files (two real locations never record the same
+    bytes; alone, without unpaired messages, that is a warning: test_twin_events_files_without_messages_...)."""
+    archive = _archive_copy(tmp_path / "pp")
+    shutil.copyfile(archive / "traces" / "0.evt", archive / "traces" / "1.evt")
+    code, out, err = run_cli("ingest", archive, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "16 of the 16 receives have no matching send" in err
+    assert f"{archive / 'traces' / '1.evt'} holds the same bytes as 0.evt, the events of rank 0" in err
+    assert not (tmp_path / "wh").exists()
+
+
+def test_twin_events_files_without_messages_are_read_with_a_warning(tmp_path):
+    """Two ranks that only meet in a barrier, with the same local clock ticks (set apart by their local clock
+    offsets: the clock_offsets variant), write byte-identical events files; that is legal, so it is said, not
+    refused."""
+    from synthtrace.tracelib.formats.otf2 import Otf2Trace
+    from testing.otf2_variants import clock_offsets
+
+    anchor = clock_offsets(tmp_path / "a").anchor
+    stream = Otf2Trace(anchor).read(run_id="twins")
+    with pytest.warns(UserWarning, match="holds the same bytes as 0.evt"):
+        for _ in stream:
+            pass
+    assert stream.summary.n_calls == 2
+
+
+def test_swapped_events_files_are_refused_and_salvage_reads_them_with_a_warning(tmp_path, run_cli):
+    """Swapping 0.evt and 1.evt was read silently (every message a send to self, none received). OTF2 names no
+    location in an events file; MPI pairs the k-th send from A to B with a tag with the k-th receive on B from A
+    with that tag, and here no receive has a send: refused, and --salvage reads it with that warning."""
+    archive = _archive_copy(tmp_path / "pp")
+    evt0, evt1 = archive / "traces" / "0.evt", archive / "traces" / "1.evt"
+    first, second = evt0.read_bytes(), evt1.read_bytes()
+    evt0.write_bytes(second)
+    evt1.write_bytes(first)
+    code, out, err = run_cli("ingest", archive, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "16 of the 16 receives have no matching send" in err and "--salvage" in err
+    code, out, err = run_cli("ingest", archive, "-w", tmp_path / "wh", "--salvage")
+    assert code == 0 and "16 of the 16 receives have no matching send" in err, err
+
+
+def test_an_events_file_with_more_events_than_its_location_announces_is_refused(tmp_path, run_cli):
+    """The definitions announce each location's number of events: a file holding more is another location's (two
+    of the 4 ranks of the MPI variant swapped; fewer was already refused as cut)."""
+    from testing.otf2_variants import mpi
+
+    anchor = mpi(tmp_path / "a").anchor
+    evt0, evt1 = tmp_path / "a" / "traces" / "0.evt", tmp_path / "a" / "traces" / "1.evt"
+    first, second = evt0.read_bytes(), evt1.read_bytes()
+    evt0.write_bytes(second)
+    evt1.write_bytes(first)
+    code, out, err = run_cli("ingest", anchor, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{evt0}: 47 events, more than the 37 the definitions announce for location 0" in err
+
+
+@pytest.mark.parametrize("name", ["ping-pong-otf2", "ping-pong-otf2-papi"])
+def test_real_otf2_archives_are_read_as_before(tmp_path, run_cli, name):
+    """The checks of moved events files refuse none of the real archives and warn of none: 16 messages, all
+    paired."""
+    code, out, err = run_cli("ingest", TRACES / "otf2" / name, "-w", tmp_path / "wh")
+    assert code == 0 and "matching" not in err and "same bytes" not in err, err
+    code, out, err = run_cli("sql", "SELECT count(*) AS n, count(s_time_ns) AS s, count(r_time_ns) AS r "
+                             "FROM mpi_messages", "-w", tmp_path / "wh", "-f", "csv")
+    assert code == 0 and out.splitlines()[1] == "16,16,16", out + err

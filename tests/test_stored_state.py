@@ -105,3 +105,172 @@ def test_an_ingest_losing_the_race_to_another_experiment_is_refused_as_one_after
     assert raced == _one_error_line(err_after) and "synthtrace runs move" in raced, (raced, err_after)
     code, out, _ = run_cli("sql", "SELECT experiment FROM runs", "-w", wh, "-f", "csv")
     assert code == 0 and out.replace('"', "").split() == ["experiment", "C"]
+
+
+# ---------------------------------------------------------------------------------------------------- B1
+RUN_A, RUN_B = "d12d9ce89c673a43", "113698729df2a852"  # 2,140 and 848 bursts
+COUNTS = "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts), (SELECT count(*) FROM merged_bursts)"
+
+
+def _csv_row(run_cli, wh: Path, query: str) -> list[str]:
+    code, out, err = run_cli("sql", query, "-w", wh, "-f", "csv")
+    assert code == 0, err
+    return [cell.strip('"') for cell in out.splitlines()[1].split(",")]
+
+
+def _runs_listing(wh: Path) -> tuple[list[str], list[tuple], list[str]]:
+    """What ``synthtrace runs`` lists, and its warning lines (pipelines/cli_read.py's ``list_runs`` is to print
+    them: :func:`~synthtrace.warehouse.sql.runs_rows`)."""
+    from synthtrace.pipelines.cli_read import RUNS_QUERY
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import runs_rows
+
+    return runs_rows(Warehouse(wh), RUNS_QUERY)
+
+
+def _unnamed(wh: Path) -> None:
+    """The manifests as a commit before they named their folder wrote them (the readers then judge a folder by
+    its own stored table)."""
+    import json
+
+    for m in wh.rglob("checksums.json"):
+        doc = json.loads(m.read_text())
+        doc.pop("folder", None)
+        m.write_text(json.dumps(doc))
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("manifests", ["named", "before-named"])
+def test_files_and_folders_no_commit_wrote_are_not_read(merged_lulesh, tmp_path, run_cli, manifests):
+    """Attack 8 B1: a copied part beside the parts doubled the run's bursts in ``sql`` and in the merge, a copied
+    run folder (``<id>.bak``) was one more run, a copied experiment folder doubled ``merged_bursts``; all exit 0."""
+    wh = _copy(merged_lulesh, tmp_path)
+    if manifests == "before-named":
+        _unnamed(wh)
+    run = wh / "runs" / RUN_A
+    shutil.copy2(run / "bursts" / "part-00000.parquet", run / "bursts" / "part-00000 (copy).parquet")
+    shutil.copytree(run, wh / "runs" / f"{RUN_A}.bak")
+    shutil.copytree(wh / "experiments" / "lulesh-8r", wh / "experiments" / "lulesh-8r.old")
+    assert _csv_row(run_cli, wh, COUNTS) == ["2", "2988", "2140"]
+    assert _csv_row(run_cli, wh, f"SELECT count(*) FROM bursts WHERE run_id = '{RUN_A}'") == ["2140"]
+    columns, rows, warned = _runs_listing(wh)
+    assert sorted(r[columns.index("run_id")] for r in rows) == sorted([RUN_A, RUN_B]), rows
+    assert len(warned) == 2 and f"{RUN_A}.bak" in warned[0] and "lulesh-8r.old" in warned[1], warned
+    code, out, err = run_cli("merge", "lulesh-8r", "-w", wh)
+    assert code == 0 and "merged 2140 bursts" in out, (out, err)
+    assert _csv_row(run_cli, wh, "SELECT count(*), count(DISTINCT (task, thread, burst_seq)) FROM merged_bursts "
+                                 "WHERE experiment = 'lulesh-8r'") == ["2140", "2140"]
+
+
+@pytest.mark.real_traces
+def test_a_rewrite_of_a_folder_does_not_make_a_file_no_commit_wrote_stored(merged_lulesh, tmp_path, run_cli):
+    """A writer that rewrites a folder keeping its files (``runs move``: Warehouse.update_dir) kept the copy put
+    beside the parts too, and its new manifest listed it: from then on it was stored data, read by every view."""
+    import json
+
+    wh = _copy(merged_lulesh, tmp_path)
+    run = wh / "runs" / RUN_A
+    shutil.copy2(run / "bursts" / "part-00000.parquet", run / "bursts" / "part-00000 (copy).parquet")
+    code, _, err = run_cli("runs", "move", RUN_A, "-e", "other", "-w", wh)
+    assert code == 0, err
+    assert "bursts/part-00000 (copy).parquet" not in json.loads((run / "checksums.json").read_text())["files"]
+    assert _csv_row(run_cli, wh, f"SELECT count(*), any_value(r.experiment) FROM bursts b JOIN runs r USING (run_id) "
+                                 f"WHERE run_id = '{RUN_A}'") == ["2140", "other"]
+
+
+# ---------------------------------------------------------------------------------------------------- B2
+@pytest.mark.real_traces
+@pytest.mark.parametrize("command", ["sql", "merge", "runs-rm"])
+def test_a_listed_file_that_is_missing_is_one_line_naming_it(merged_lulesh, tmp_path, run_cli, command):
+    """Attack 8 B2: with a run's mpi_calls.parquet and bursts part gone (a copy cut short), ``sql`` answered
+    without them (exit 0) and ``merge`` ended in a Polars ColumnNotFoundError traceback."""
+    wh = _copy(merged_lulesh, tmp_path)
+    run = wh / "runs" / RUN_A
+    (run / "mpi_calls.parquet").unlink()
+    (run / "bursts" / "part-00000.parquet").unlink()
+    if command == "runs-rm":  # the remedy the line gives works
+        code, _, err = run_cli("runs", "rm", RUN_A, "-w", wh)
+        assert code == 0 and not run.exists(), err
+        assert _csv_row(run_cli, wh, "SELECT count(*) FROM bursts") == ["848"]
+        return
+    before = tree_digest(wh)
+    args = (["sql", "SELECT (SELECT count(*) FROM bursts), (SELECT count(*) FROM mpi_calls)"] if command == "sql"
+            else ["merge", "lulesh-8r"])
+    code, _, err = run_cli(*args, "-w", wh)
+    line = _one_error_line(err)
+    assert code == 2 and str(run) in line and "missing" in line and f"runs rm {RUN_A}" in line, err
+    assert tree_digest(wh) == before
+
+
+# ---------------------------------------------------------------------------------------------------- B3
+@pytest.mark.real_traces
+def test_a_run_removed_while_the_merge_reads_it_is_one_line(merged_lulesh, tmp_path, run_cli, monkeypatch):
+    """Attack 8 B3: ``runs rm`` of a run while ``merge`` read the runs gave the ColumnNotFoundError traceback of B2
+    (the vanished folder read as an empty table). Deterministic: the run is removed just before the merge reads
+    its bursts."""
+    from synthtrace.warehouse import experiment as exp_module
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.run_admin import remove_runs
+
+    wh = _copy(merged_lulesh, tmp_path)
+    shutil.rmtree(wh / "experiments" / "lulesh-8r")  # the merge does the whole work
+    real = exp_module.run_bursts
+
+    def removed_first(w, run_id, **kw):
+        if run_id == RUN_B and (w.run_dir(run_id)).exists():
+            remove_runs(Warehouse(wh), [RUN_B])
+        return real(w, run_id, **kw)
+
+    monkeypatch.setattr(exp_module, "run_bursts", removed_first)
+    code, _, err = run_cli("merge", "lulesh-8r", "-w", wh)
+    line = _one_error_line(err)
+    assert code == 1 and RUN_B in line and "removed" in line and "run the command again" in line, err
+    assert not (wh / "experiments" / "lulesh-8r").exists()
+
+
+# ---------------------------------------------------------------------------------------------------- B6
+@pytest.mark.real_traces
+@pytest.mark.parametrize("damage", ["record", "checksums"])
+def test_a_run_with_a_damaged_record_is_listed_apart_and_can_be_removed(merged_lulesh, tmp_path, run_cli, damage):
+    """Attack 8 B6: with a byte of a run's run.parquet damaged, or its checksums.json cut short, ``runs rm`` of it
+    was refused (the remedy the errors give) and ``runs`` failed for the whole warehouse."""
+    from synthtrace.warehouse.stored import damaged_runs
+
+    wh = _copy(merged_lulesh, tmp_path)
+    run = wh / "runs" / RUN_A
+    if damage == "record":
+        data = bytearray((run / "run.parquet").read_bytes())
+        data[len(data) // 3] ^= 0xFF
+        (run / "run.parquet").write_bytes(bytes(data))
+    else:
+        (run / "checksums.json").write_bytes((run / "checksums.json").read_bytes()[:100])
+    columns, rows, warned = _runs_listing(wh)
+    assert [r[columns.index("run_id")] for r in rows] == [RUN_B]
+    assert len(warned) == 1 and str(run) in warned[0] and f"synthtrace runs rm {RUN_A}" in warned[0], warned
+    assert list(damaged_runs(wh)) == [RUN_A]
+    before = tree_digest(wh)
+    code, _, err = run_cli("runs", "move", RUN_A, "-e", "other", "-w", wh)
+    assert code == 2 and "cannot be moved" in _one_error_line(err) and tree_digest(wh) == before, err
+    code, out, err = run_cli("runs", "rm", RUN_A[:6], "-w", wh)
+    assert code == 0 and f"removed run {RUN_A}" in out and not run.exists(), (out, err)
+    assert "experiment lulesh-8r: merged data and analysis removed" in out  # its experiment's merge listed it
+    assert not (wh / "experiments" / "lulesh-8r").exists()
+    assert _csv_row(run_cli, wh, "SELECT count(*) FROM runs") == ["1"]
+    code, _, err = run_cli("runs", "move", RUN_B, "-e", "other", "-w", wh)
+    assert code == 0, err
+
+
+@pytest.mark.real_traces
+def test_a_planted_run_folder_whose_record_is_a_fifo_blocks_no_reader(merged_lulesh, tmp_path, run_cli):
+    """A run folder not named like a run id is judged by its record's run_id (B1, a folder stored before manifests
+    named theirs); a record that is a FIFO must not be opened (it would block the query, ``runs`` and ``runs rm``
+    for good). With a time limit, a blocked query would be refused, not answered."""
+    wh = _copy(merged_lulesh, tmp_path)
+    (wh / "runs" / "planted").mkdir()
+    os.mkfifo(wh / "runs" / "planted" / "run.parquet")
+    code, out, err = run_cli("sql", "SELECT count(*) FROM runs", "-w", wh, "-f", "csv", "--timeout", "60")
+    assert code == 0 and out.splitlines()[1] == "2", err
+    columns, rows, _ = _runs_listing(wh)
+    assert len(rows) == 2
+    code, _, err = run_cli("runs", "rm", RUN_B, "-w", wh)
+    assert code == 0, err

@@ -13,11 +13,12 @@ extension, and no ``SET`` gives any of that back.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from synthtrace.warehouse import engine
 from synthtrace.warehouse.layout import Warehouse, is_own_file
+from synthtrace.warehouse.stored import Stored, unit_of
 
 #: view name -> file pattern below the warehouse root. Views of later stages appear once their files exist.
 VIEW_FILES: dict[str, str] = {
@@ -72,13 +73,19 @@ def warm_empty_views() -> None:
         _empty_view_sql(view)
 
 
-def view_files(wh: Warehouse, views: Iterable[str] | None = None) -> dict[str, list[str]]:
-    """View name -> the regular files it reads now (sorted; links, files reached through a linked folder and views
-    without files are left out), for ``views`` (default: every view)."""
+def view_files(wh: Warehouse, views: Iterable[str] | None = None, leave_out: Collection[str] = ()
+               ) -> dict[str, list[str]]:
+    """View name -> the regular files it reads now (sorted; links, files reached through a linked folder, files no
+    commit wrote (:mod:`~synthtrace.warehouse.stored`) and views without files are left out), for ``views``
+    (default: every view); ``leave_out``: stored folders not read (``runs/<id>``). A file a folder's manifest lists
+    that is missing is :class:`~synthtrace.warehouse.errors.DamagedPartError`."""
     wanted = VIEW_FILES if views is None else [v for v in VIEW_FILES if v in set(views)]
+    stored = Stored(wh.root)
 
     def listing(view: str) -> list[Path]:
-        return sorted(p for p in wh.root.glob(VIEW_FILES[view]) if is_own_file(wh.root, p))
+        return sorted(p for p in wh.root.glob(VIEW_FILES[view]) if is_own_file(wh.root, p)
+                      and "/".join(unit_of(parts := p.relative_to(wh.root).parts)) not in leave_out
+                      and stored.keep(parts))
 
     # The views are listed one after another while a writer may commit or remove a run in between. A run counts
     # only if its run.parquet (written last, the run's directory appears by rename) is listed both before and after
@@ -90,7 +97,34 @@ def view_files(wh: Warehouse, views: Iterable[str] | None = None) -> dict[str, l
     for view in wanted:
         if VIEW_FILES[view].startswith("runs/"):
             found[view] = [p for p in found[view] if p.relative_to(wh.root).parts[1] in whole]
+    _check_whole(wh, stored, wanted, found, leave_out)
     return {view: [str(p) for p in files] for view, files in found.items() if files}
+
+
+def _check_whole(wh: Warehouse, stored: Stored, views: Iterable[str], found: dict[str, list[Path]],
+                 leave_out: Collection[str]) -> None:
+    """Refuse (:class:`~synthtrace.warehouse.errors.DamagedPartError`) a run or experiment folder missing a file its
+    manifest lists that ``views`` read (``found``: what they list)."""
+    patterns: dict[str, list[list[str]]] = {}
+    for view in views:
+        top, _, *below = VIEW_FILES[view].split("/")
+        if below:
+            patterns.setdefault(top, [["run.parquet"]] if top == "runs" else []).append(below)
+    present: dict[tuple[str, ...], set[str]] = {}
+    for files in found.values():
+        for p in files:
+            parts = p.relative_to(wh.root).parts
+            present.setdefault(parts[:2], set()).add("/".join(parts[2:]))
+    for top, pats in patterns.items():
+        for unit in present.keys() | {(top, u[1]) for u in _runs_present(wh, top)}:
+            if unit[0] == top and "/".join(unit) not in leave_out:
+                stored.check_whole(unit, pats, present.get(unit, set()))
+
+
+def _runs_present(wh: Warehouse, top: str) -> set[tuple[str, ...]]:
+    """The folders of ``top`` (``runs``, ``experiments``) there now, as path parts (not links)."""
+    folder = wh.root / top
+    return {(top, p.name) for p in folder.iterdir() if p.is_dir() and not p.is_symlink()} if folder.is_dir() else set()
 
 
 def connect(wh: Warehouse, *, temp_directory: str | Path | None = None,

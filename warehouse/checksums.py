@@ -30,8 +30,12 @@ How it is checked (:func:`content_damage`), two ways by cost:
 What a checksum does not do: stop someone who may write the stored folders (they can rewrite the manifest too); it
 finds damage, not tampering. A folder stored before this (no manifest) is checked by its Parquet frame as before
 (:func:`~synthtrace.warehouse.parts.frame_damage`, pages on a reader's failure); it gains checksums when a writer
-next rewrites it (a run removed and ingested again, an experiment merged or analysed again). A file a manifest
-does not list (put there by hand) is checked by its frame too.
+next rewrites it (a run removed and ingested again, an experiment merged or analysed again).
+
+The manifest is also the statement of what the folder holds (attack 8 B1, B2; :mod:`~synthtrace.warehouse.stored`):
+a file it does not list (``part-00000 (copy).parquet`` put beside the parts) is not read as stored data, one it
+lists that is missing is a copy cut short, and it names the folder it was written for (``folder``), so that a copy
+of the folder under another name (``runs/<id>.bak``) is not read as one more run.
 """
 from __future__ import annotations
 
@@ -54,6 +58,15 @@ _CHUNK = 4 << 20
 
 
 @dataclass(frozen=True)
+class Manifest:
+    """A stored folder's manifest: what its commit recorded for each file (path relative to the folder, ``/``
+    separated), and the name of the folder it was written for (None: written before that was recorded)."""
+
+    files: dict[str, Recorded]
+    folder: str | None
+
+
+@dataclass(frozen=True)
 class Recorded:
     """What the commit recorded for one stored file: its digest, size (bytes) and modification time (ns)."""
 
@@ -71,11 +84,12 @@ def file_digest(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def write_manifest(stage: Path, previous: Path | None = None) -> None:
-    """Write ``stage``/:data:`MANIFEST` for every regular file below ``stage``. A file that is the same file (a hard
-    link) as the one at its place in ``previous`` (the folder ``stage`` replaces) keeps what that folder's manifest
-    recorded, unread: writers never change a stored file in place, so if it changed since, it is damaged, and
-    hashing it now would bless the damage."""
+def write_manifest(stage: Path, previous: Path | None = None, folder: str | None = None) -> None:
+    """Write ``stage``/:data:`MANIFEST` for every regular file below ``stage``, naming ``folder`` (the name the
+    stage is committed under; None: not named). A file that is the same file (a hard link) as the one at its place
+    in ``previous`` (the folder ``stage`` replaces) keeps what that folder's manifest recorded, unread: writers never
+    change a stored file in place, so if it changed since, it is damaged, and hashing it now would bless the
+    damage."""
     before = _manifest(str(previous / MANIFEST)) if previous is not None else None
     files: dict[str, list] = {}
     for dirpath, _, names in os.walk(stage):
@@ -85,13 +99,14 @@ def write_manifest(stage: Path, previous: Path | None = None) -> None:
             st = os.lstat(path)
             if rel == MANIFEST or not stat.S_ISREG(st.st_mode):
                 continue
-            old = before.get(rel) if isinstance(before, dict) else None
+            old = before.files.get(rel) if isinstance(before, Manifest) else None
             if old is not None and _same_file(st, previous / rel):
                 files[rel] = [old.digest, old.size, old.mtime_ns]  # changed since? then damaged, and still found
             else:
                 files[rel] = [file_digest(path), st.st_size, st.st_mtime_ns]
     (stage / MANIFEST).unlink(missing_ok=True)  # never written through a link into another folder's copy
-    (stage / MANIFEST).write_text(json.dumps({"algorithm": ALGORITHM, "files": files}))
+    doc = {"algorithm": ALGORITHM, **({"folder": folder} if folder is not None else {}), "files": files}
+    (stage / MANIFEST).write_text(json.dumps(doc))
 
 
 def _same_file(st: os.stat_result, other: Path) -> bool:
@@ -102,13 +117,13 @@ def _same_file(st: os.stat_result, other: Path) -> bool:
     return (o.st_dev, o.st_ino) == (st.st_dev, st.st_ino)
 
 
-_MANIFESTS: dict[tuple, dict[str, Recorded] | str | None] = {}  # (path, dev, inode, size, mtime) -> its files
+_MANIFESTS: dict[tuple, Manifest | str | None] = {}  # (path, dev, inode, size, mtime) -> what it lists
 _VERIFIED: dict[tuple[int, int, int, int, int], str] = {}  # (dev, inode, size, mtime, ctime) -> digest hashed
 _ABSENT = object()
 
 
-def _manifest(path: str) -> dict[str, Recorded] | str | None | object:
-    """The files the manifest ``path`` lists (cached while it is unchanged); :data:`_ABSENT` when there is none;
+def _manifest(path: str) -> Manifest | str | None | object:
+    """The manifest ``path`` (cached while it is unchanged); :data:`_ABSENT` when there is none;
     why it cannot be read when it is damaged (then no file of its folder can be vouched for: each read of one is
     refused, and the folder's remedy rewrites it); None for one of another algorithm (a later version's: its
     files are checked by their frames, as a folder stored before)."""
@@ -121,11 +136,20 @@ def _manifest(path: str) -> dict[str, Recorded] | str | None | object:
         try:
             doc = read_record(Path(path), limit=MAX_MANIFEST_BYTES)
             files = {rel: Recorded(str(v[0]), int(v[1]), int(v[2])) for rel, v in doc["files"].items()}
-            _MANIFESTS[key] = files if doc.get("algorithm") == ALGORITHM else None
+            folder = doc.get("folder")
+            _MANIFESTS[key] = (Manifest(files, folder if isinstance(folder, str) else None)
+                               if doc.get("algorithm") == ALGORITHM else None)
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             _MANIFESTS[key] = f"the checksums of its folder ({MANIFEST}) cannot be read: {why}"
     return _MANIFESTS[key]
+
+
+def folder_manifest(folder: str) -> Manifest | str | None:
+    """The manifest of the stored folder ``folder`` (a path); None when it has none (stored before checksums, or
+    by a later version); why it cannot be read when it is damaged."""
+    found = _manifest(os.path.join(folder, MANIFEST))
+    return None if found is _ABSENT else found  # type: ignore[return-value]
 
 
 def recorded(place: str | os.PathLike) -> Recorded | str | None:
@@ -136,7 +160,7 @@ def recorded(place: str | os.PathLike) -> Recorded | str | None:
     for _ in range(_MAX_DEPTH):
         files = _manifest(os.path.join(folder, MANIFEST))
         if files is not _ABSENT:
-            return files.get(rel) if isinstance(files, dict) else files
+            return files.files.get(rel) if isinstance(files, Manifest) else files
         up, name = os.path.split(folder)
         if up == folder or os.path.exists(os.path.join(folder, MARKER)):
             return None  # the warehouse root: no stored folder above

@@ -26,6 +26,7 @@ from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError
 from synthtrace.warehouse.layout import read_record
 from synthtrace.warehouse.parts import read_part, schema_of
 from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, run_folders, runs_table
+from synthtrace.warehouse.stored import stored_file
 
 if TYPE_CHECKING:
     from synthtrace.tracelib.domain.machine import Machine
@@ -47,12 +48,12 @@ def message_table(run_dir: Path) -> Path | None:
     """The file the merge takes a stored run's messages from: its logical messages when ingest stored them with
     each receive's completing call (``c_call_seq``), else its communication records (runs ingested before the
     logical messages, or before their completing call, were kept: the merge numbers them again); None when the
-    run has neither (the merge reads the messages from the calls)."""
-    logical = run_dir / LOGICAL_MESSAGES
-    if logical.is_file() and "c_call_seq" in schema_of(logical):
+    run has neither (the merge reads the messages from the calls). Only files the run's commit wrote
+    (:func:`~synthtrace.warehouse.stored.stored_file`: one its manifest lists that is missing is damage)."""
+    logical = stored_file(run_dir, LOGICAL_MESSAGES)
+    if logical is not None and "c_call_seq" in schema_of(logical):
         return logical
-    records = run_dir / MESSAGE_RECORDS
-    return records if records.is_file() else None
+    return stored_file(run_dir, MESSAGE_RECORDS)
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,9 @@ class Experiment:
 
     @property
     def is_merged(self) -> bool:
-        return (self.dir / MERGED_FILE).is_file()
+        """Whether its merge is stored (its merged bursts listed in its folder's manifest and there; listed and
+        missing is :class:`~synthtrace.warehouse.errors.DamagedPartError`)."""
+        return stored_file(self.dir, MERGED_FILE) is not None
 
     def require_runs(self) -> Experiment:
         """This experiment, after checking it has runs; raises :class:`UnknownExperimentError` naming the others."""
@@ -181,7 +184,7 @@ class Experiment:
         out = []
         for run_id, run_name in zip(self.run_ids, self.runs.get_column("run_name").to_list()):
             calls = self.calls(run_id)
-            messages = message_table(self.wh.runs_dir / run_id)
+            messages = message_table(self.wh.run_dir(run_id))
             out.append(RunTables(run_id, run_name, self.bursts(run_id),
                                  calls if calls is not None else pl.DataFrame(),
                                  read_part(messages).drop("run_id", strict=False) if messages else None))
@@ -207,8 +210,8 @@ class Experiment:
 
     def stored(self, name: str) -> pl.DataFrame | None:
         """One frame a stage committed (``<name>.parquet``), or None when that stage has not run."""
-        f = self.dir / f"{name}.parquet"
-        return read_part(f) if f.is_file() else None
+        f = stored_file(self.dir, f"{name}.parquet")
+        return read_part(f) if f is not None else None
 
     # ------------------------------------------------------------------ committing
     def commit(self, frames: dict[str, pl.DataFrame], documents: dict[str, dict] | None = None, *,

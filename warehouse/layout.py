@@ -357,7 +357,7 @@ class Warehouse:
                 yield stage
                 from synthtrace.warehouse.checksums import write_manifest  # checksums reads records with this module
 
-                write_manifest(stage, target if target.is_dir() else None)
+                write_manifest(stage, target if target.is_dir() else None, target.name)
                 _fsync_tree(stage)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if target.exists():
@@ -433,21 +433,30 @@ class Warehouse:
         into place. Writers of the same directory take turns (:meth:`writers_lock`), so none loses another's
         files; ``check()`` runs first under that lock and raises to refuse the update (what the frames were
         computed from has changed). Only regular files and folders are kept: a FIFO, socket, device or link found
-        there is not ours and is left out (opening a FIFO would block the writer for good)."""
+        there is not ours and is left out (opening a FIFO would block the writer for good); so is a file the
+        folder's manifest does not list (put there by hand: the new manifest would make it stored data, attack 8
+        B1)."""
+        from synthtrace.warehouse.stored import Folder  # stored reads manifests, which read records with this module
+
         mine = {f"{n}.parquet" for n in frames} | {f"{n}.json" for n in (documents or {})}
         with self.writers_lock(target):
             if check is not None:
                 check()  # under the lock: what it checked cannot change before the swap
             with self.staged(target, replace=True) as stage:
                 if target.is_dir():
+                    was = Folder.of(target)
+
+                    def not_kept(folder: str, names: list[str]) -> set[str]:
+                        rel = os.path.relpath(folder, target)
+                        return _not_regular(folder, names) | {
+                            n for n in names if not was.lists(f"{rel}/{n}") and os.path.isfile(os.path.join(folder, n))}
                     for entry in target.iterdir():
                         if entry.name in mine or entry.name == MANIFEST:  # written anew by staged()
                             continue
                         mode = entry.lstat().st_mode
                         if stat.S_ISDIR(mode):
-                            shutil.copytree(entry, stage / entry.name, copy_function=link_or_copy,
-                                            ignore=_not_regular)
-                        elif stat.S_ISREG(mode):
+                            shutil.copytree(entry, stage / entry.name, copy_function=link_or_copy, ignore=not_kept)
+                        elif stat.S_ISREG(mode) and was.lists(entry.name):
                             link_or_copy(entry, stage / entry.name)
                 for name, df in frames.items():
                     df.write_parquet(stage / f"{name}.parquet", statistics=True)

@@ -47,17 +47,19 @@ _MACHINE_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EMFILE, errno.
                    errno.ENOTDIR, errno.ELOOP, errno.EINTR}
 
 
-def damaged(path: str | os.PathLike, reason: str, shown: str | None = None) -> DamagedPartError:
+def damaged(path: str | os.PathLike, reason: str, shown: str | None = None, *,
+            what: str = "a damaged stored Parquet file") -> DamagedPartError:
     """The error for the stored file ``path`` that cannot be read for ``reason`` (``shown``: how to name it, when
-    ``path`` is a query's link to it)."""
+    ``path`` is a query's link to it; ``what``: what it is)."""
     where = Path(shown or path)
     parts = where.parts
     top = next((i for i, p in enumerate(parts) if p in _REMEDY and i + 1 < len(parts)), None)
     remedy = (_REMEDY[parts[top]].format(unit=parts[top + 1]) if top is not None
               else "restore it from a backup or compute it again")
     if top is not None and parts[top] == "runs" and where.name == "run.parquet":  # the record `runs rm` reads
-        remedy = "ingest its trace again (a run whose record is damaged is replaced whole)"
-    return DamagedPartError(f"{where}: a damaged stored Parquet file ({reason}); {remedy}")
+        remedy = (f"ingest its trace again (a run whose record is damaged is replaced whole), or remove the run "
+                  f"(`synthtrace runs rm {parts[top + 1]}`)")
+    return DamagedPartError(f"{where}: {what} ({reason}); {remedy}")
 
 
 def frame_damage(path: str | os.PathLike) -> str | None:

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 import polars as pl
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.warehouse.errors import UnknownExperimentError
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.errors import DamagedPartError, UnknownExperimentError
+from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
+from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
+from synthtrace.warehouse.stored import damaged_runs
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,12 @@ class AdminResult:
 
 def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     """The rows of the runs named by ``refs`` (a run id, a unique prefix of one, or a run name that is unique in the
-    warehouse); raises :class:`UnknownExperimentError` naming the first reference that matches no run or several."""
-    runs = runs_table(wh)
+    warehouse); raises :class:`UnknownExperimentError` naming the first reference that matches no run or several.
+    A run whose record or checksums are damaged (:func:`~synthtrace.warehouse.stored.damaged_runs`) is named by
+    its id (or a prefix) only; its row holds the id, the experiment(s) it may be in (:func:`_damaged_run_rows`)
+    and, in ``damaged``, the line about it (attack 8 B6: such a run could not be removed)."""
+    damaged = damaged_runs(wh.root)
+    runs = pl.concat([runs_table(wh, leave_out=damaged), _damaged_run_rows(wh, damaged)], how="diagonal_relaxed")
     picked = []
     for ref in dict.fromkeys(refs):
         hit = runs.filter((pl.col("run_id") == ref) | (pl.col("run_name") == ref))
@@ -45,6 +51,50 @@ def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
             raise UnknownExperimentError(f"run {ref!r} is ambiguous: {ids}; name it by run id")
         picked.append(hit)
     return pl.concat(picked).unique("run_id", keep="first", maintain_order=True)
+
+
+def _damaged_run_rows(wh: Warehouse, damaged: dict[str, str]) -> pl.DataFrame:
+    """A row per damaged run: its id, what is wrong (``damaged``) and the experiment it is in as far as can be
+    told: the one its record still names, if that decodes to an experiment there is, else each experiment whose
+    merge record lists the run (``experiment.json``'s ``run_ids``); ``experiment`` is the first, ``experiments``
+    all of them (removing the run removes their derived data, as for any run)."""
+    rows = []
+    for run_id, line in damaged.items():
+        places = set()
+        record = wh.run_dir(run_id) / "run.parquet"
+        with contextlib.suppress(Exception):  # a damaged file may fail any way: then the merge records tell
+            if not is_own_file(wh.root, record) or record.stat().st_size > MAX_RECORD_BYTES:
+                raise ValueError("not a run record")  # a link, a FIFO (it would block): not read
+            own = pl.read_parquet(record, columns=["experiment"]).item(0, 0)
+            if isinstance(own, str) and name_problem(own) is None and wh.experiment_dir(own).is_dir():
+                places.add(own)
+        if not places:
+            places = {name for name in _experiment_names(wh) if run_id in _merged_run_ids(wh, name)}
+        rows.append({"run_id": run_id, "experiment": min(places) if places else None,
+                     "experiments": sorted(places), "damaged": line})
+    return pl.DataFrame(rows, schema={"run_id": pl.String, "experiment": pl.String,
+                                      "experiments": pl.List(pl.String), "damaged": pl.String})
+
+
+def _experiment_names(wh: Warehouse) -> list[str]:
+    return sorted(p.name for p in wh.experiments_dir.iterdir() if p.is_dir() and not p.is_symlink()
+                  and name_problem(p.name) is None) if wh.experiments_dir.is_dir() else []
+
+
+def _merged_run_ids(wh: Warehouse, experiment: str) -> list[str]:
+    try:
+        ids = read_record(wh.experiment_dir(experiment) / "experiment.json").get("run_ids", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return ids if isinstance(ids, list) else []
+
+
+def _experiments_of(runs: pl.DataFrame) -> list[str]:
+    """The experiments ``runs`` are in (for a damaged run, each it may be in)."""
+    names = runs.get_column("experiment").drop_nulls().to_list()
+    if "experiments" in runs.columns:
+        names += [e for many in runs.get_column("experiments").drop_nulls().to_list() for e in many]
+    return list(dict.fromkeys(names))
 
 
 def invalidate_experiments(wh: Warehouse, names: Sequence[str]) -> list[str]:
@@ -70,9 +120,16 @@ def _experiments_locked(wh: Warehouse, names: Iterable[str]) -> Iterator[None]:
 
 def _rows_now(wh: Warehouse, runs: pl.DataFrame) -> pl.DataFrame:
     """The stored rows of ``runs`` read again from each run's ``run.parquet`` (a run removed meanwhile is left
-    out): where each run is now, not where a resolve made earlier saw it."""
-    files = [wh.run_dir(r) / "run.parquet" for r in runs.get_column("run_id")]
+    out): where each run is now, not where a resolve made earlier saw it. A damaged run's row is kept as resolved
+    (its record cannot be read), while its folder is there."""
+    sound = runs.filter(pl.col("damaged").is_null()) if "damaged" in runs.columns else runs
+    files = [wh.run_dir(r) / "run.parquet" for r in sound.get_column("run_id")]
     rows = [read_part(f) for f in files if f.is_file()]
+    if "damaged" in runs.columns:
+        bad = runs.filter(pl.col("damaged").is_not_null())
+        rows.append(bad.filter(pl.col("run_id").is_in([r for r in bad.get_column("run_id")
+                                                        if wh.run_dir(r).is_dir()])))
+    rows = [r for r in rows if r.height]
     return pl.concat(rows, how="diagonal_relaxed") if rows else runs.clear()
 
 
@@ -83,11 +140,11 @@ def _runs_locked(wh: Warehouse, runs: pl.DataFrame, joined: Iterable[str] = ()) 
     the block ends; a run that another admin moved between the resolve and the locks has its new experiment's lock
     taken instead (released and taken again in name order, so that two admins never deadlock)."""
     joined = set(joined)
-    names = set(runs.get_column("experiment").drop_nulls()) | joined
+    names = set(_experiments_of(runs)) | joined
     while True:
         with _experiments_locked(wh, names):
             rows = _rows_now(wh, runs)
-            now = set(rows.get_column("experiment").drop_nulls()) | joined
+            now = set(_experiments_of(rows)) | joined
             if now <= names:
                 yield rows
                 return
@@ -98,7 +155,7 @@ def remove_runs(wh: Warehouse, refs: Sequence[str]) -> AdminResult:
     """Remove the runs named (see :func:`resolve_runs`) and the derived data of the experiments they are in when
     removed. A run another admin removed meanwhile is left out of the result."""
     with _runs_locked(wh, resolve_runs(wh, refs)) as runs:
-        invalidated = invalidate_experiments(wh, runs.get_column("experiment").drop_nulls().to_list())
+        invalidated = invalidate_experiments(wh, _experiments_of(runs))
         for run_id in runs.get_column("run_id"):
             wh.remove(wh.run_dir(run_id))
     return AdminResult(runs, invalidated)
@@ -110,6 +167,9 @@ def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResul
     nothing (:class:`UnknownExperimentError`)."""
     _check_experiment_name(wh, experiment)
     resolved = resolve_runs(wh, refs)
+    if "damaged" in resolved.columns and (bad := resolved.get_column("damaged").drop_nulls().to_list()):
+        raise DamagedPartError(f"{bad[0]}; a run whose record is damaged cannot be moved (or remove it: synthtrace "
+                               f"runs rm {resolved.filter(pl.col('damaged').is_not_null()).item(0, 'run_id')})")
     with _runs_locked(wh, resolved, [experiment]) as now:
         if gone := sorted(set(resolved.get_column("run_id")) - set(now.get_column("run_id"))):
             raise UnknownExperimentError(f"run(s) {', '.join(gone)} removed from {wh.root} meanwhile; nothing moved")

@@ -1,8 +1,10 @@
 """Reading the ingested runs back: the runs table and one run's bursts and MPI calls, straight from Parquet."""
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import polars as pl
 from synthtrace.tracelib.schema import RUN_SCHEMA
@@ -12,19 +14,21 @@ from synthtrace.warehouse.errors import RunsChangedError
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.parts import read_part, read_parts
+from synthtrace.warehouse.stored import missing_file, stored_parts
 
 
-def runs_table(wh: Warehouse) -> pl.DataFrame:
+def runs_table(wh: Warehouse, leave_out: Iterable[str] = ()) -> pl.DataFrame:
     """Every run's row of the runs view (typed and empty when nothing was ingested), read as ``synthtrace sql``
     reads it (:mod:`~synthtrace.warehouse.snapshot`): one state of the warehouse whatever a writer removes or
-    replaces meanwhile, and only the warehouse's own files (no run folder reached through a link)."""
+    replaces meanwhile, and only the warehouse's own files (no run folder reached through a link). ``leave_out``:
+    run ids not read (:func:`~synthtrace.warehouse.stored.damaged_runs`)."""
     def read(snap: snapshot.Snapshot) -> pl.DataFrame:
         files = snap.files.get("runs", [])
         if not files:
             return pl.DataFrame(schema=RUN_SCHEMA)
         return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
 
-    return snapshot.read_whole(wh, ["runs"], read)
+    return snapshot.read_whole(wh, ["runs"], read, [f"runs/{r}" for r in leave_out])
 
 
 def experiment_runs(wh: Warehouse, experiment: str) -> pl.DataFrame:
@@ -69,26 +73,65 @@ def check_runs_still_in(wh: Warehouse, experiment: str, run_ids: Iterable[str], 
                                "(moved in or ingested); nothing was committed: run the command again")
 
 
+def run_parts(wh: Warehouse, run_id: str, pattern: str) -> list[Path]:
+    """The stored files of run ``run_id`` matching ``pattern`` (a glob below its folder: ``bursts/*.parquet``,
+    ``mpi_calls.parquet``), sorted: those its commit wrote, never a copy put beside them; a file its manifest lists
+    that is missing is :class:`~synthtrace.warehouse.errors.DamagedPartError` (attack 8 B1, B2;
+    :func:`~synthtrace.warehouse.stored.stored_parts`). A run that is not there (removed while a command read
+    it) is :class:`RunsChangedError` (B3: it read as an empty table)."""
+    run_dir = wh.run_dir(run_id)
+    files = stored_parts(run_dir, pattern)
+    if not (run_dir / "run.parquet").is_file():  # after the listing: removed before or while it was listed
+        raise _removed(run_id)
+    return files
+
+
+def _removed(run_id: str) -> RunsChangedError:
+    return RunsChangedError(f"run {run_id} was removed while it was read (`synthtrace runs rm`, or moved); nothing "
+                            "was committed: run the command again")
+
+
+@contextlib.contextmanager
+def _reading(wh: Warehouse, run_id: str) -> Iterator[None]:
+    """Reads of run ``run_id``'s files listed by :func:`run_parts`: one of them gone meanwhile is the run removed
+    (:class:`RunsChangedError`) or, with the run still there, a stored file missing (DamagedPartError)."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if not (wh.run_dir(run_id) / "run.parquet").is_file():
+            raise _removed(run_id) from None
+        raise missing_file(exc.filename or wh.run_dir(run_id)) from None
+
+
 def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> pl.DataFrame:
     """The bursts of one run (its parts unioned by name), sorted by thread and burst_seq; empty if none.
 
     With ``dram_from_uncore`` and uncore memory-controller samples stored with the run, a ``DRAM_CAS`` column
     is added: the node's measured CAS counts apportioned to its bursts (:mod:`synthtrace.tracelib.domain.uncore`).
     """
-    run_dir = wh.run_dir(run_id)
-    parts = sorted((run_dir / "bursts").glob("*.parquet"))
+    parts = run_parts(wh, run_id, "bursts/*.parquet")
     if not parts:
         return pl.DataFrame()
-    bursts = read_parts(parts).sort(
-        "appl", "task", "thread", "burst_seq"
-    )
-    uncore = sorted((run_dir / "uncore").glob("*.parquet")) if dram_from_uncore else []
-    if uncore:
-        bursts = attribute_dram_cas(bursts, read_parts(uncore), read_part(run_dir / "threads.parquet"))
+    with _reading(wh, run_id):
+        bursts = read_parts(parts).sort(
+            "appl", "task", "thread", "burst_seq"
+        )
+        uncore = run_parts(wh, run_id, "uncore/*.parquet") if dram_from_uncore else []
+        if uncore:
+            threads = run_parts(wh, run_id, "threads.parquet")
+            if not threads:
+                raise missing_file(wh.run_dir(run_id) / "threads.parquet")
+            bursts = attribute_dram_cas(bursts, read_parts(uncore), read_part(threads[0]))
     return bursts
 
 
 def run_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:
     """The MPI calls of one run sorted by thread and call_seq, or None when it has none."""
-    f = wh.run_dir(run_id) / "mpi_calls.parquet"
-    return read_part(f).sort("appl", "task", "thread", "call_seq") if f.is_file() else None
+    found = run_parts(wh, run_id, "mpi_calls.parquet")
+    with _reading(wh, run_id):
+        return read_part(found[0]).sort("appl", "task", "thread", "call_seq") if found else None
+
+
+def run_file(wh: Warehouse, run_id: str, name: str) -> Path | None:
+    """The stored file ``name`` of run ``run_id`` (:func:`run_parts`), or None when the run has none."""
+    return next(iter(run_parts(wh, run_id, name)), None)

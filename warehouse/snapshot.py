@@ -39,6 +39,7 @@ from synthtrace.warehouse.parts import content_check, first_damaged, may_be_dama
 from synthtrace.warehouse.catalog import VIEW_FILES, view_files
 from synthtrace.warehouse.errors import DamagedPartError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.stored import Stored, unit_of
 
 _PREFIX = "query."
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -76,6 +77,9 @@ class Snapshot:
     files: dict[str, list[str]] = field(default_factory=dict)
     by_path: bool = False
     links: Path | None = None
+    #: stored folders not read at all (``runs/<id>``: a run whose record is damaged, which ``synthtrace runs`` lists
+    #: apart, attack 8 B6)
+    leave_out: frozenset[str] = frozenset()
     _origin: dict[str, str] = field(default_factory=dict)  # link name -> path below the warehouse root
     #: by path: folder (2 parts) -> its descriptor, or its identity when too many to hold (see :func:`_hold_units`)
     _held: dict[tuple[str, ...], int | tuple[int, ...]] = field(default_factory=dict)
@@ -155,12 +159,12 @@ class Snapshot:
 
 
 @contextlib.contextmanager
-def pinned(wh: Warehouse, views: Iterable[str]) -> Iterator[Snapshot]:
+def pinned(wh: Warehouse, views: Iterable[str], leave_out: Iterable[str] = ()) -> Iterator[Snapshot]:
     """The files of ``views`` (names of :data:`~synthtrace.warehouse.catalog.VIEW_FILES`) as they are now, linked
     until the block ends; by path where the warehouse cannot take the links (then read them inside
-    :meth:`Snapshot.checked`)."""
+    :meth:`Snapshot.checked`). ``leave_out``: stored folders not read (``runs/<id>``)."""
     wanted = [v for v in VIEW_FILES if v in set(views)]
-    snap = Snapshot(wh.root)
+    snap = Snapshot(wh.root, leave_out=frozenset(leave_out))
     held = contextlib.ExitStack()  # [helper races] attack 7 A6: the links are judged by this lease
     if wanted:
         snap.links = _links_folder(wh, held.enter_context(wh.lease()))
@@ -206,11 +210,14 @@ def retried(wh: Warehouse, attempt: Callable[[], T]) -> T:
                          "again when its writers are done")
 
 
-def read_whole(wh: Warehouse, views: Iterable[str], read: Callable[[Snapshot], T]) -> T:
+def read_whole(wh: Warehouse, views: Iterable[str], read: Callable[[Snapshot], T], leave_out: Iterable[str] = ()
+               ) -> T:
     """``read(snapshot)`` of the files of ``views`` as one state of the warehouse, whatever writers do meanwhile
-    (linked; or by path, read again when a writer changed them)."""
+    (linked; or by path, read again when a writer changed them); ``leave_out``: stored folders not read."""
+    leave_out = frozenset(leave_out)
+
     def attempt() -> T:
-        with pinned(wh, views) as snap:
+        with pinned(wh, views, leave_out) as snap:
             return snap.checked(lambda: read(snap))
 
     return retried(wh, attempt)
@@ -220,7 +227,7 @@ def _bind_by_path(snap: Snapshot, wh: Warehouse, views: list[str]) -> None:
     """Bind ``views`` by their paths: hold every folder (or top-level file) they may read from, then list."""
     snap._held, snap.by_path = _hold_units(wh.root, views), True
     try:
-        snap.files = view_files(wh, views)
+        snap.files = view_files(wh, views, leave_out=snap.leave_out)
     except (FileNotFoundError, NotADirectoryError):  # a folder being listed was removed meanwhile
         raise SnapshotChanged(f"{wh.root}: changed while it was listed") from None
 
@@ -337,6 +344,7 @@ def _link(snap: Snapshot, views: list[str]) -> None:
     opened and listed once; a run or experiment folder (the second level of a view's pattern) serves every view
     below it and is closed before the next one is opened, so the descriptors held stay few however many runs."""
     folders: dict[tuple[str, ...], Folder | None] = {}
+    stored = Stored(snap.root)  # attack 8 B1, B2: only what the folders' commits wrote, and all of it
     out = os.open(snap.links, _DIR_FLAGS)
 
     def folder(parts: tuple[str, ...]) -> Folder | None:
@@ -352,10 +360,16 @@ def _link(snap: Snapshot, views: list[str]) -> None:
                     folders[parts] = (fd, sorted(e.name for e in entries))
         return folders[parts]
 
-    def take(view: str, found: Iterator[tuple[str, ...]]) -> None:
+    def take(view: str, found: Iterator[tuple[str, ...]]) -> set[str]:
+        """Link the files ``found`` of ``view``; returns those linked (``/``-separated, below their folder)."""
+        linked = set()
         for rel in found:
-            if _whole(rel, folder) and (name := _link_one(snap, rel, folder(rel[:-1]), out)) is not None:
+            if ((not snap.leave_out or "/".join(unit_of(rel)) not in snap.leave_out) and _whole(rel, folder)
+                    and stored.keep(rel)
+                    and (name := _link_one(snap, rel, folder(rel[:-1]), out)) is not None):
                 snap.files.setdefault(view, []).append(str(snap.links / name))
+                linked.add("/".join(rel[2:]))
+        return linked
 
     def forget(prefix: tuple[str, ...]) -> None:
         for parts in [p for p in folders if p[:len(prefix)] == prefix]:
@@ -372,17 +386,26 @@ def _link(snap: Snapshot, views: list[str]) -> None:
                 per_folder.setdefault((pattern[0], pattern[1]), []).append(view)
         for (top, sub), below in per_folder.items():
             for rel in _matches((), [top, sub], folder):
+                linked: set[str] = set()
                 for view in below:
-                    take(view, _matches(rel, VIEW_FILES[view].split("/")[2:], folder))
+                    linked |= take(view, _matches(rel, VIEW_FILES[view].split("/")[2:], folder))
                 if not _still_in_place(rel, folder):
                     raise _Vanished  # this version was swapped out or removed while it was taken: its listing
                     # may miss what the writer's deletion had already removed (a run without run.parquet)
+                if "/".join(rel) not in snap.leave_out:
+                    stored.check_whole(rel, _read_below(top, below), linked)
                 forget(rel)
     finally:
         os.close(out)
         for entry in folders.values():
             if entry is not None:
                 os.close(entry[0])
+
+
+def _read_below(top: str, views: Iterable[str]) -> list[list[str]]:
+    """The patterns (below a run or experiment folder) of the files ``views`` read there; a run's ``run.parquet``
+    too (without it, none of its files is read)."""
+    return [VIEW_FILES[v].split("/")[2:] for v in views] + ([["run.parquet"]] if top == "runs" else [])
 
 
 def _still_in_place(rel: tuple[str, ...], folder: Callable[[tuple[str, ...]], Folder | None]) -> bool:

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from synthtrace.warehouse import capped_child, engine, snapshot
 from synthtrace.warehouse.catalog import VIEW_FILES, connect, warm_empty_views
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse, pid_alive
+from synthtrace.warehouse.stored import damaged_runs, foreign_folders
 
 if TYPE_CHECKING:  # pyarrow costs ~0.3 s to import: `synthtrace sql` prints its rows without it
     import pyarrow as pa
@@ -243,10 +244,11 @@ def _parquet_kind(kind: Any) -> str:
 
 
 def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S,
-               memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT
-               ) -> tuple[list[str], list[tuple[Any, ...]]]:
+               memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT,
+               leave_out: Iterable[str] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
     """:func:`query` as (column names, rows of Python values), without importing pyarrow (the CLI's table and JSON
-    output), from the engine alone (:mod:`~synthtrace.warehouse.engine`)."""
+    output), from the engine alone (:mod:`~synthtrace.warehouse.engine`). ``leave_out``: stored folders the views
+    do not read (``runs/<id>``: the damaged runs ``synthtrace runs`` lists apart)."""
     budget = size_bytes(memory_limit, "--memory-limit")
 
     def produce(con: engine.DuckDBPyConnection, text: str, send: Callable[[Any], None]) -> None:
@@ -258,8 +260,21 @@ def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIM
             _check_result_size(held, budget, memory_limit)
             send(batch)
 
-    columns, *batches = _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit))
+    columns, *batches = _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit), frozenset(leave_out))
     return columns, [row for batch in batches for row in batch]
+
+
+def runs_rows(wh: Warehouse, sql: str) -> tuple[list[str], list[tuple[Any, ...]], list[str]]:
+    """:func:`query_rows` of ``sql`` over the runs view as ``synthtrace runs`` lists it, and the warning lines that
+    go with it (attack 8 B1, B6): a run whose record or checksums are damaged is left out and named, with how to
+    remove it, instead of failing the whole listing; a folder no commit wrote (``runs/<id>.bak``, a copied
+    experiment) is named once (no reader reads it)."""
+    damaged = damaged_runs(wh.existing().root)
+    columns, rows = query_rows(wh, sql, leave_out=[f"runs/{r}" for r in damaged])
+    warnings = [*foreign_folders(wh.root),
+                *(f"{line}; it is not listed (or remove it: synthtrace runs rm {run_id})"
+                  for run_id, line in damaged.items())]
+    return columns, rows, warnings
 
 
 def _rows_bytes(rows: list[tuple[Any, ...]]) -> int:
@@ -299,7 +314,8 @@ def memory_allowance(memory_limit: str) -> int:
 Produce = Callable[[Any, str, Callable[[Any], None]], None]
 
 
-def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, caps: tuple[str, str]) -> list[Any]:
+def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, caps: tuple[str, str],
+            leave_out: frozenset[str] = frozenset()) -> list[Any]:
     """Check ``sql`` and run it in a child process (:mod:`~synthtrace.warehouse.capped_child`) on a sealed
     connection over the files of the views it names, held from before it starts
     (:mod:`~synthtrace.warehouse.snapshot`: a concurrent writer cannot take them away); the items ``produce``
@@ -308,7 +324,7 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
     ``caps``: (memory limit, temporary-disk limit). DuckDB gets both; the child's data segment may grow by
     :func:`memory_allowance` (DuckDB builds a scalar such as ``repeat('x', 1 << 30)`` outside its memory limit) and
     it is killed after ``timeout_s`` seconds (a scalar function does not look at DuckDB's interrupt flag), or at
-    Ctrl-C."""
+    Ctrl-C. ``leave_out``: stored folders not read (:func:`~synthtrace.warehouse.snapshot.pinned`)."""
     wh = wh.existing()
     timeout_s = check_timeout(timeout_s)
     memory_limit, temp_limit = caps
@@ -320,7 +336,7 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
         warm_empty_views()
 
     def work(send: Callable[[Any], None]) -> None:
-        with snapshot.pinned(wh, views) as snap:
+        with snapshot.pinned(wh, views, leave_out) as snap:
             snap.checked(lambda: _run(wh, sql, spill, lambda con, text: produce(con, text, send), (views, snap),
                                       limits))
 

@@ -27,7 +27,13 @@ Model of an OTF2 run (``Otf2Trace``):
 - **messages**: ``MpiSend``/``MpiIsend`` matched with ``MpiRecv``/``MpiIrecv`` per (sender rank, receiver rank,
   communicator, tag) in order (MPI's non-overtaking rule); an ``MpiIrecv`` counts at the time of its
   ``MpiIrecvRequest`` (the logical receive, as Extrae records it), an ``MpiMrecv`` is a receive from the sender,
-  communicator and tag of the ``MpiProbe`` that found its message. Unmatched halves are kept with one side NULL.
+  communicator and tag of the ``MpiProbe`` that found its message. Unmatched halves are kept with one side NULL,
+  and said in one warning; a run where most receives have no send is refused (``--salvage`` reads it, warned).
+- **which events file is whose**: OTF2 names no location inside an events file (its chunks hold event numbers and
+  times only). A file with more events than its location's definition announces is refused; events files moved
+  between locations show as receives without sends (above); two locations with byte-identical events files are
+  named in that refusal, or warned of (a generated trace may hold twins). Names with control characters (regions,
+  metrics, locations, source files) are kept escaped, with one warning.
 
 Times are integer ns from the trace's global offset (clock properties: resolution in ticks/s). Records of a
 location are taken in (timestamp, record order). Events are read per location through the OTF2 C library with

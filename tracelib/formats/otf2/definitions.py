@@ -3,6 +3,7 @@ with their MPI kind and call-site label, metric members and how their values bec
 the checks of the archive's files before the C library sees them."""
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -334,3 +335,27 @@ def _check_location_files(loc: _Location) -> bool:
             raise TraceFormatError(f, None, f"not an OTF2 {what} file (empty, truncated or bad magic)")
     return True
 
+
+
+
+def _identical_event_files(locations: list[_Location]) -> str | None:
+    """Two locations whose events files hold the same bytes, said for a message (None when there are none). OTF2
+    names no location inside its events file; two processes never record the same events at the same clock ticks,
+    so one is most likely a copy of the other (``cp 0.evt 1.evt``: rank 1 "sent to itself", every receive unmatched;
+    attack 8 B8). Yet a generated trace may hold twins (ranks that only meet in barriers, on clocks set apart by
+    their local offsets), so this is evidence for :func:`~synthtrace.tracelib.formats.otf2.messages.check_pairing`,
+    not a refusal. Locations without events are left out (their files hold only a header); only files of one size
+    are hashed."""
+    by_size: dict[int, list[_Location]] = {}
+    for loc in locations:
+        if loc.n_events:
+            by_size.setdefault(loc.evt_file.stat().st_size, []).append(loc)
+    for same_size in (group for group in by_size.values() if len(group) > 1):
+        seen: dict[bytes, _Location] = {}
+        for loc in same_size:
+            with open(loc.evt_file, "rb") as fh:
+                digest = hashlib.file_digest(fh, "blake2b").digest()
+            if (first := seen.setdefault(digest, loc)) is not loc:
+                return (f"{loc.evt_file} holds the same bytes as {first.evt_file.name}, the events of rank "
+                        f"{first.task - 1} thread {first.thread}")
+    return None

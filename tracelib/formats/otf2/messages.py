@@ -108,3 +108,28 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
         .collect(engine="streaming")
     )
 
+
+
+
+def check_pairing(matched: pl.DataFrame, anchor: Path, salvage: bool, twins: str | None = None) -> list[str]:
+    """Judge the pairing of sends and receives (:func:`match_messages`): in a whole run every receive got a message
+    someone sent, and MPI pairs the k-th send from A to B with a tag with the k-th receive on B from A with that tag.
+    OTF2 names no location inside an events file, so an events file moved to another location (two swapped: each
+    rank "sends to itself", no receive has a send; attack 8 B8) shows as receives without a send. Refuses when most
+    receives have none: a run no MPI program makes (``salvage``, which reads traces with lost locations, is warned
+    instead). Returns the warnings: ends without a partner (a recording stopped early, or files moved among many
+    ranks), and ``twins``, two locations with the same events file (said in the refusal when there is one)."""
+    lone_recv = int(matched["s_time_ns"].is_null().sum())  # receives without a send
+    lone_send = int(matched["r_time_ns"].is_null().sum())
+    n_recv, n_send = matched.height - lone_send, matched.height - lone_recv
+    said = (f"{lone_recv} of the {n_recv} receives have no matching send and {lone_send} of the {n_send} sends no "
+            "matching receive")
+    if 2 * lone_recv > n_recv and not salvage:
+        why = f"{twins}: an events file copied over another?" if twins else ("events files moved between locations, "
+                                                                              "or of another run?")
+        raise TraceFormatError(anchor, None, f"{said}: not the record of one run ({why}); --salvage reads it anyway")
+    out = [f"{anchor}: {said}: the trace is incomplete or its events files were moved between locations"] if (
+        lone_recv or lone_send) else []
+    if twins:
+        out.append(f"{twins}: two locations rarely record the same events; an events file copied over another?")
+    return out

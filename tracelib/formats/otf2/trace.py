@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,8 +15,8 @@ from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
 from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceReader
-from synthtrace.tracelib.formats.otf2.definitions import (_check_location_files, _Location, _read_definitions,
-                                                          _validate_archive)
+from synthtrace.tracelib.formats.otf2.definitions import (_check_location_files, _identical_event_files, _Location,
+                                                          _read_definitions, _validate_archive)
 from synthtrace.tracelib.formats.otf2.events import _clear, _EventBuffer
 from synthtrace.tracelib.formats.otf2.library import (
     _callback_setter,
@@ -23,7 +24,8 @@ from synthtrace.tracelib.formats.otf2.library import (
     _library_reason,
     _python_callback_errors,
 )
-from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, check_peers, check_sizes, match_messages
+from synthtrace.tracelib.formats.otf2.messages import (_P2P_SCHEMA, check_pairing, check_peers, check_sizes,
+                                                       match_messages)
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
 DEFAULT_CHUNK_EVENTS = 200_000
@@ -87,6 +89,7 @@ class Otf2Trace(TraceReader):
                 self._unread.append(loc)
                 self.defs.warnings.append(f"{exc.path}: {exc.reason.split(';')[0]}: read without its events "
                                           "(--salvage)")
+        self._twins = _identical_event_files(self._read_locations)  # attack 8 B8: an events file copied over another
         self.warnings.extend(self.defs.warnings)
 
     def _open_reader(self, messages: list[str]):
@@ -158,6 +161,9 @@ class Otf2Trace(TraceReader):
         check_peers(p2p, self.defs.comm_ranks, self.defs.self_comms, self.path)  # security: issue 23 item 8
         check_sizes(p2p, self.path)
         matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms)
+        for said in check_pairing(matched, self.path, self.salvage, self._twins):  # attack 8 B8: moved events files
+            warnings.warn(said, UserWarning, stacklevel=2)
+            self.warnings.append(said)
         return ReadSummary(
             calls=calls.with_messages(matched), messages=matched, message_ends=calls.message_ends,
             thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
@@ -207,6 +213,10 @@ class Otf2Trace(TraceReader):
                 progress(done - reported)
                 reported = done
         _otf2.Reader_CloseEvtReader(handle, evt_reader)
+        if loc.n_events and n_read > loc.n_events:  # attack 8 B8: the file of a location that recorded more
+            raise TraceFormatError(loc.evt_file, None, f"{n_read} events, more than the {loc.n_events} the definitions "
+                                   f"announce for location {loc.ref} (rank {loc.task - 1}, thread {loc.thread}): the "
+                                   "events file of another location or another run (restore the archive)")
         if loc.n_events and n_read < loc.n_events:
             cut = TruncatedTraceError(loc.evt_file, None, f"{n_read} of the {loc.n_events} events the definitions "
                                       "announce")

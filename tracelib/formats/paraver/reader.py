@@ -30,7 +30,7 @@ from synthtrace.tracelib.formats.bursts import (
     constant,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
-from synthtrace.tracelib.jit import gc_paused, load_numba_extensions
+from synthtrace.tracelib.jit import gc_paused, load_numba_extensions, settle_long_lived
 from synthtrace.tracelib.errors import (
     MissingCompanionWarning,
     RecordsOutOfOrderError,
@@ -193,6 +193,7 @@ def start_warm_up() -> None:
             try:
                 with gc_paused():  # the kernels' load makes ~57,000 long-lived objects
                     _warm_up()
+                settle_long_lived()  # never walked by a collection again
             except Exception:
                 pass
 

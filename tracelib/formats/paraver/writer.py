@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA, attach_messages
+from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA, message_columns
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.formats.paraver.counter_types import CounterInfo, catalogue
 from synthtrace.tracelib.formats.paraver.header import ParaverHeader, format_header
@@ -487,32 +487,46 @@ def mpi_call_ids(calls: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tupl
 
 
 # ----------------------------------------------------------------------------------------------- from tables
-def _with_defaults(df: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+#: a table the writer takes: in memory, or lazy (a Parquet scan) and then read one time window at a time
+Table = pl.DataFrame | pl.LazyFrame
+
+
+def _with_defaults(df: pl.LazyFrame, schema: Mapping[str, pl.DataType]) -> pl.LazyFrame:
     """``df`` with every column of ``schema`` (missing ones NULL) cast to the schema's types."""
-    exprs = [pl.col(c).cast(dtype) if c in df.columns else pl.lit(None, dtype).alias(c) for c, dtype in schema.items()]
+    names = df.collect_schema().names()
+    exprs = [pl.col(c).cast(dtype) if c in names else pl.lit(None, dtype).alias(c) for c, dtype in schema.items()]
     return df.with_columns(exprs)
 
 
-def _counter_columns(bursts: pl.DataFrame, counters: Sequence[str] | None) -> list[str]:
+def _counter_columns(bursts: pl.LazyFrame, counters: Sequence[str] | None) -> list[str]:
+    schema = bursts.collect_schema()
     if counters is not None:
-        missing = [c for c in counters if c not in bursts.columns]
+        missing = [c for c in counters if c not in schema]
         if missing:
             raise WriterError(f"counter column(s) not in the bursts table: {', '.join(missing)}")
         return list(counters)
-    return [c for c in counter_columns(bursts) if bursts.schema[c].is_integer()]  # Paraver counts are integers
+    return [c for c in counter_columns(bursts) if schema[c].is_integer()]  # Paraver counts are integers
 
 
-def _as_counts(df: pl.DataFrame, cols: Sequence[str], what: str) -> pl.DataFrame:
-    """Counter columns as Int64 counts (floats rounded); negative counts cannot be written."""
-    exprs = []
-    for c in cols:
-        e = pl.col(c)
-        exprs.append((e.round(0) if df.schema[c].is_float() else e).cast(pl.Int64).alias(c))
-    df = df.with_columns(exprs)
-    for c in cols:
-        if df.select((pl.col(c) < 0).any()).item():
+def _as_counts(df: pl.LazyFrame, cols: Sequence[str], what: str) -> pl.LazyFrame:
+    """Counter columns as Int64 counts (floats rounded); negative counts cannot be written (checked in one pass)."""
+    schema = df.collect_schema()
+    df = df.with_columns((pl.col(c).round(0) if schema[c].is_float() else pl.col(c)).cast(pl.Int64).alias(c)
+                         for c in cols)
+    negative = df.select((pl.col(c) < 0).any() for c in cols).collect().row(0) if cols else ()
+    for c, neg in zip(cols, negative):
+        if neg:
             raise WriterError(f"{what}: counter {c!r} has negative values; Paraver counters are unsigned counts")
     return df
+
+
+def _distinct(df: pl.LazyFrame, col: str) -> list:
+    """The distinct non-NULL values of column ``col``."""
+    return df.select(pl.col(col).drop_nulls().unique()).collect().get_column(col).to_list()
+
+
+def _maximum(df: pl.LazyFrame, col: str) -> int | None:
+    return df.select(pl.col(col).max()).collect().item()
 
 
 def messages_from_calls(calls: pl.DataFrame) -> pl.DataFrame:
@@ -583,9 +597,14 @@ def _windows(times: np.ndarray, rows_per_window: int) -> list[int]:
     return sorted(set(int(q) for q in qs))
 
 
-def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFrame, meta: TraceMeta, *,
+#: the calls' columns the messages, their physical times and the calls' message bytes are computed from
+_CALL_CORE = [*THREAD_KEYS, "cpu", "start_ns", "end_ns", "mpi_call", "mpi_kind", "peer", "tag", "bytes_sent",
+              "bytes_recv"]
+
+
+def write_paraver(stem: str | Path, bursts: Table, mpi_calls: Table, meta: TraceMeta, *,
                   messages: pl.DataFrame | None = None, counters: Sequence[str] | None = None,
-                  exit_counters: Sequence[str] | None = None, events: pl.DataFrame | None = None,
+                  exit_counters: Sequence[str] | None = None, events: Table | None = None,
                   rows_per_window: int = 500_000) -> Path:
     """Write ``stem.prv/.pcf/.row`` from tidy tables; returns the ``.prv`` path.
 
@@ -599,9 +618,15 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
     peer, tag and bytes (:func:`messages_from_calls`). ``events``: the run's other events (EVENT_SCHEMA, the
     ``events`` view), written back each on a record of its own, their names into the ``.pcf``. Times in ns;
     counters in counts.
+
+    ``bursts``, ``mpi_calls`` and ``events`` may be lazy (Parquet scans): they are then read one window of about
+    ``rows_per_window`` records at a time (a scan sorted lazily is sorted per window: its sort key must order
+    every row), and only a few columns of the calls (:data:`_CALL_CORE`) and the messages are held whole, so the
+    memory does not grow with the bursts, the events or the calls' other columns. The file is the same whatever
+    the window.
     """
-    bursts = _with_defaults(bursts, {k: v for k, v in BURST_SCHEMA.items()})
-    calls = _with_defaults(mpi_calls, MPI_CALL_SCHEMA)
+    bursts = _with_defaults(bursts.lazy(), dict(BURST_SCHEMA.items()))
+    calls = _with_defaults(mpi_calls.lazy(), MPI_CALL_SCHEMA)
     if exit_counters is None:
         exit_counters = counter_columns(calls)
     cols = _counter_columns(bursts, counters)
@@ -611,60 +636,51 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
     ctype = {c.name: c.event_type for c in infos}
 
     # MPI call ids, states and caller ids
-    names = set(calls.get_column("mpi_call").drop_nulls().to_list()) | set(
-        bursts.get_column("mpi_call").drop_nulls().to_list()
-    )
+    names = set(_distinct(calls, "mpi_call")) | set(_distinct(bursts, "mpi_call"))
     kind_of = {n: mpi_kind_of(n) for n in names}
     calls = calls.with_columns(
         pl.col("mpi_kind").fill_null(pl.col("mpi_call").replace_strict(kind_of, default=None, return_dtype=pl.String))
     )
-    kinds = calls.select("mpi_kind", "mpi_call").unique().rows()
-    burst_calls = bursts.filter(pl.col("mpi_call").is_not_null()).select("mpi_call").unique().to_series().to_list()
+    kinds = calls.select("mpi_kind", "mpi_call").unique().collect().rows()
+    burst_calls = _distinct(bursts, "mpi_call")
     ids = mpi_call_ids([*kinds, *[(mpi_kind_of(n), n) for n in burst_calls]])
     id_frame = pl.DataFrame([(k, n, t, v, mpi_state_of(n)) for (k, n), (t, v) in ids.items()],
                             schema={"mpi_kind": pl.String, "mpi_call": pl.String, "_type": pl.Int64,
                                     "_value": pl.Int64, "_state": pl.Int64}, orient="row")
     sites = CallSites(binary=meta.binary)
-    all_sites = [
-        *calls.get_column("call_site").drop_nulls().to_list(),
-        *bursts.get_column("call_site").drop_nulls().to_list(),
-    ]
+    all_sites = [*_distinct(calls, "call_site"), *_distinct(bursts, "call_site")]
     sites.add(all_sites)
     site_frame = sites.frame(all_sites)
 
-    # messages and the collective part of the calls' bytes (the rest comes from the messages)
+    # messages and the collective part of the calls' bytes (the rest comes from the messages), from the calls'
+    # columns that place them
+    core = calls.select(_CALL_CORE).collect()
     if messages is None:
-        messages = messages_from_calls(calls)
-    messages = _physical_times(messages, calls)
-    zero = calls.with_columns(pl.lit(0, pl.Int64).alias("bytes_sent"), pl.lit(0, pl.Int64).alias("bytes_recv"))
-    via_msgs = attach_messages(zero.lazy(), messages.select(MESSAGE_SCHEMA.keys())).select(
-        *THREAD_KEYS, "start_ns", pl.col("bytes_sent").alias("_msent"), pl.col("bytes_recv").alias("_mrecv")).collect()
-    calls = (calls.join(via_msgs.unique(subset=[*THREAD_KEYS, "start_ns"]), on=[*THREAD_KEYS, "start_ns"], how="left")
-             .join(id_frame, on=["mpi_kind", "mpi_call"], how="left")
-             .join(site_frame, on="call_site", how="left")
-             .with_columns((pl.col("bytes_sent").fill_null(0) - pl.col("_msent").fill_null(0)).alias("_csend"),
-                           (pl.col("bytes_recv").fill_null(0) - pl.col("_mrecv").fill_null(0)).alias("_crecv")))
-    is_coll = pl.col("mpi_kind") == "collective"
-    calls = calls.with_columns(
-        pl.when(is_coll | (pl.col("_csend") != 0)).then(pl.col("_csend")).alias("_csend"),
-        pl.when(is_coll | (pl.col("_crecv") != 0)).then(pl.col("_crecv")).alias("_crecv"))
+        messages = messages_from_calls(core)
+    messages = _physical_times(messages, core)
+    placed = message_columns(core.select(*THREAD_KEYS, "start_ns", "end_ns"), messages.select(MESSAGE_SCHEMA.keys()))
+    via_msgs = pl.concat([core.select(*THREAD_KEYS, "start_ns"), placed.select(
+        pl.col("_add_sent").cast(MPI_CALL_SCHEMA["bytes_sent"]).alias("_msent"),
+        pl.col("_add_recv").cast(MPI_CALL_SCHEMA["bytes_recv"]).alias("_mrecv"))], how="horizontal")
+    via_msgs = via_msgs.unique(subset=[*THREAD_KEYS, "start_ns"])
 
     # entries named only by a burst (an MPI call entered but never left before the trace ends)
-    known = calls.select(*THREAD_KEYS, pl.col("start_ns").alias("end_ns")).unique()
+    known = core.select(*THREAD_KEYS, pl.col("start_ns").alias("end_ns")).unique()
     dangling = (
         bursts.filter(pl.col("mpi_call").is_not_null())
-        .join(known, on=[*THREAD_KEYS, "end_ns"], how="anti")
+        .select(*THREAD_KEYS, "cpu", "mpi_call", "call_site", "end_ns")
+        .join(known.lazy(), on=[*THREAD_KEYS, "end_ns"], how="anti")
         .select(*THREAD_KEYS, "cpu", "mpi_call", "call_site", pl.col("end_ns").alias("start_ns"))
         .with_columns(
             pl.col("mpi_call").replace_strict(kind_of, default=None, return_dtype=pl.String).alias("mpi_kind")
         )
+        .collect()
         .join(id_frame, on=["mpi_kind", "mpi_call"], how="left")
         .join(site_frame, on="call_site", how="left")
     )
 
-    thread_cpu = bursts.group_by(THREAD_KEYS).agg(pl.col("cpu").first().alias("_tcpu"))
-    events = (events if events is not None else pl.DataFrame(schema=EVENT_SCHEMA)).join(
-        thread_cpu, on=THREAD_KEYS, how="left").with_columns(pl.col("_tcpu").fill_null(0).alias("cpu"))
+    thread_cpu = bursts.group_by(THREAD_KEYS).agg(pl.col("cpu").first().alias("_tcpu")).collect()
+    events = events.lazy() if events is not None else pl.LazyFrame(schema=EVENT_SCHEMA)
     messages = (messages.join(thread_cpu.rename({"appl": "s_appl", "task": "s_task", "thread": "s_thread"}),
                               on=["s_appl", "s_task", "s_thread"], how="left")
                 .with_columns(pl.coalesce("s_cpu", "_tcpu", pl.lit(1)).alias("s_cpu")).drop("_tcpu")
@@ -672,36 +688,34 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
                       on=["r_appl", "r_task", "r_thread"], how="left")
                 .with_columns(pl.coalesce("r_cpu", "_tcpu", pl.lit(1)).alias("r_cpu")).drop("_tcpu"))
 
-    end = max(
-        [meta.duration_ns]
-        + [
-            int(v)
-            for v in (
-                bursts.get_column("end_ns").max(),
-                calls.get_column("end_ns").max(),
-                events.get_column("time_ns").max(),
-                messages.get_column("r_phys_ns").max(),
-            )
-            if v is not None
-        ]
-    )
+    end = max([meta.duration_ns] + [int(v) for v in (
+        _maximum(bursts, "end_ns"), core.get_column("end_ns").max(), _maximum(events, "time_ns"),
+        messages.get_column("r_phys_ns").max()) if v is not None])
+    used = [*THREAD_KEYS, "cpu", "start_ns", "end_ns", *cols]
     writer = ParaverWriter(stem, meta, duration_ns=end)
     try:
-        starts = np.concatenate([bursts.get_column("start_ns").to_numpy(), calls.get_column("start_ns").to_numpy()])
+        starts = np.concatenate([bursts.select("start_ns").collect().get_column("start_ns").to_numpy(),
+                                 core.get_column("start_ns").to_numpy(),
+                                 events.select("time_ns").collect().get_column("time_ns").to_numpy()])
+        del core
         bounds = _windows(starts, rows_per_window)
         edges = [None, *bounds, None]
         for lo, hi in zip(edges[:-1], edges[1:]):
-            def window(df: pl.DataFrame, col: str, lo=lo, hi=hi) -> pl.DataFrame:
+            def window(col: str, lo=lo, hi=hi) -> pl.Expr:
                 m = pl.lit(True)
                 if lo is not None:
                     m = m & (pl.col(col) >= lo)
                 if hi is not None:
                     m = m & (pl.col(col) < hi)
-                return df.filter(m)
+                return m
 
-            recs = _table_records(window(bursts, "start_ns"), window(bursts, "end_ns"), window(calls, "start_ns"),
-                                  window(dangling, "start_ns"), window(messages, "s_time_ns"),
-                                  window(events, "time_ns"), cols,
+            recs = _table_records(bursts.filter(window("start_ns")).select(used).collect(),
+                                  bursts.filter(window("end_ns")).select(used).collect(),
+                                  _calls_of(calls.filter(window("start_ns")).collect(), via_msgs, id_frame,
+                                            site_frame),
+                                  dangling.filter(window("start_ns")), messages.filter(window("s_time_ns")),
+                                  _events_of(events.filter(window("time_ns")).select(
+                                      *THREAD_KEYS, "time_ns", "type", "value").collect(), thread_cpu), cols,
                                   list(exit_counters), ctype)
             writer.add(recs, hi)
     except BaseException:
@@ -715,9 +729,32 @@ def write_paraver(stem: str | Path, bursts: pl.DataFrame, mpi_calls: pl.DataFram
                                 other_events=_event_names(events)), end)
 
 
-def _event_names(events: pl.DataFrame) -> dict[int, tuple[str, dict[int, str]]]:
+def _events_of(events: pl.DataFrame, thread_cpu: pl.DataFrame) -> pl.DataFrame:
+    """Events on the cpu of their thread's first burst (0: a thread without bursts), in their own order."""
+    return events.join(thread_cpu, on=THREAD_KEYS, how="left").with_columns(
+        pl.col("_tcpu").fill_null(0).alias("cpu"))
+
+
+def _calls_of(calls: pl.DataFrame, via_msgs: pl.DataFrame, id_frame: pl.DataFrame,
+              site_frame: pl.DataFrame) -> pl.DataFrame:
+    """Calls as the records need them: with their call ids and states (``id_frame``), caller ids (``site_frame``)
+    and the bytes their messages do not account for (``_csend``/``_crecv``: the collective part; ``via_msgs``: the
+    messages' bytes per call)."""
+    calls = (calls.join(via_msgs, on=[*THREAD_KEYS, "start_ns"], how="left")
+             .join(id_frame, on=["mpi_kind", "mpi_call"], how="left")
+             .join(site_frame, on="call_site", how="left")
+             .with_columns((pl.col("bytes_sent").fill_null(0) - pl.col("_msent").fill_null(0)).alias("_csend"),
+                           (pl.col("bytes_recv").fill_null(0) - pl.col("_mrecv").fill_null(0)).alias("_crecv")))
+    is_coll = pl.col("mpi_kind") == "collective"
+    return calls.with_columns(
+        pl.when(is_coll | (pl.col("_csend") != 0)).then(pl.col("_csend")).alias("_csend"),
+        pl.when(is_coll | (pl.col("_crecv") != 0)).then(pl.col("_crecv")).alias("_crecv"))
+
+
+def _event_names(events: Table) -> dict[int, tuple[str, dict[int, str]]]:
     """Label and value names of each event type of ``events`` (EVENT_SCHEMA), as the .pcf declares them."""
-    named = events.select("type", "value", "type_name", "value_name").unique(["type", "value"]).sort("type", "value")
+    named = (events.lazy().select("type", "value", "type_name", "value_name").unique(["type", "value"])
+             .sort("type", "value").collect())
     out: dict[int, tuple[str, dict[int, str]]] = {}
     for etype, value, label, value_name in named.iter_rows():
         _, values = out.setdefault(etype, (label or f"Event type {etype}", {}))

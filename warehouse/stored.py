@@ -1,0 +1,238 @@
+"""Which files below the warehouse are its stored data: those its commits wrote (issue 23, attack 8 B1, B2).
+
+Each committed folder (a run, an experiment, a model, ...) holds its manifest (:data:`~synthtrace.warehouse.layout.
+MANIFEST`, :mod:`~synthtrace.warehouse.checksums`), written by its commit: the statement of what the folder holds.
+Every reader that lists files (the query snapshots, :mod:`~synthtrace.warehouse.snapshot` and
+:func:`~synthtrace.warehouse.catalog.view_files`; a run's parts, :mod:`~synthtrace.warehouse.runs`) asks here:
+
+- a file its folder's manifest does not list (``part-00000 (copy).parquet`` beside the parts) is not stored data:
+  it is left out;
+- a file the manifest lists that is missing is a copy cut short (an rsync killed part way): one line naming it
+  (:class:`~synthtrace.warehouse.errors.DamagedPartError`, with the remedy for a damaged file), never an answer
+  without it;
+- a folder whose manifest was written for another name (``runs/<id>.bak``, ``experiments/x.old``: someone's
+  copy) is not stored data: left out whole, and ``synthtrace runs`` says so once (:func:`foreign_folders`).
+
+A folder stored before manifests (none), or before they named their folder, reads the files it has; it is judged by
+its own stored table instead: a run folder must be named by the ``run_id`` of its ``run.parquet`` (read only when
+the name is not one ingest makes, 16 hex characters: such a warehouse's queries read no more than before), an
+experiment folder by the ``experiment`` of its ``experiment.json`` (when it has one). A damaged manifest vouches
+for nothing: the folder reads as before, and every read of one of its files is refused
+(:mod:`~synthtrace.warehouse.parts`).
+"""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from synthtrace.warehouse.checksums import Manifest, folder_manifest
+from synthtrace.warehouse.errors import DamagedPartError
+from synthtrace.warehouse.layout import MANIFEST, MAX_RECORD_BYTES, is_own_file, read_record
+from synthtrace.warehouse.names import name_problem
+
+#: the top folders whose entries are stored folders of their own name (a run id, an experiment, a model id, ...)
+NAMED_TOPS = ("runs", "experiments", "models", "predictions")
+#: a run id as ingest makes them (:data:`~synthtrace.warehouse.ingest.RUN_ID_CHARS` hex characters of a hash)
+_RUN_ID = re.compile(r"[0-9a-f]{16}")
+#: what a missing listed file is called (the reason in its one line)
+MISSING = f"listed in its folder's {MANIFEST}: a copy cut short?"
+
+
+@dataclass(frozen=True)
+class Folder:
+    """The verdict on one stored folder: its manifest (None: none; text: why it cannot be read) and why it is not
+    the stored folder its name says (None: it is)."""
+
+    manifest: Manifest | str | None
+    foreign: str | None
+
+    @classmethod
+    def of(cls, folder: Path) -> Folder:
+        """What the stored ``folder`` (a path) holds by its manifest, its name unjudged (a writer's own folder)."""
+        return cls(folder_manifest(str(folder)), None)
+
+    def lists(self, rel: str) -> bool:
+        """Whether the file ``rel`` (``/``-separated, below the folder) is stored data of it."""
+        return self.foreign is None and (not isinstance(self.manifest, Manifest) or rel in self.manifest.files)
+
+    def missing(self, patterns: Iterable[Sequence[str]], present: Iterable[str]) -> list[str]:
+        """The files (``/``-separated, sorted) its manifest lists that match one of ``patterns`` (path parts below
+        the folder, glob patterns) but are not in ``present``."""
+        if self.foreign is not None or not isinstance(self.manifest, Manifest):
+            return []
+        files, have, out = self.manifest.files, set(present), set()
+        for pattern in patterns:  # a query checks every run: a name is looked up, a glob matched against the few
+            if not _is_glob(tuple(pattern)):  # files that are not there
+                rel = "/".join(pattern)
+                if rel in files and rel not in have:
+                    out.add(rel)
+            else:
+                out.update(rel for rel in files if rel not in have and rel.count("/") == len(pattern) - 1
+                           and _matches(rel.split("/"), list(pattern)))
+        return sorted(out)
+
+
+@functools.cache
+def _is_glob(pattern: tuple[str, ...]) -> bool:
+    return any(c in part for part in pattern for c in "*?[")
+
+
+def _matches(parts: list[str], pattern: list[str]) -> bool:
+    return len(parts) == len(pattern) and all(fnmatch.fnmatchcase(a, p) for a, p in zip(parts, pattern))
+
+
+def unit_of(rel: Sequence[str]) -> tuple[str, ...]:
+    """The stored folder (path parts below the root) that the file ``rel`` (path parts below the root) belongs to:
+    its second level (``runs/<id>``, ``experiments/<name>``), or its top folder for a file right in one
+    (``regressions/<app>.parquet``, ``pop/pop_scaling.parquet``)."""
+    return tuple(rel[:2]) if len(rel) > 2 else tuple(rel[:1])
+
+
+def judge(root: str | os.PathLike, unit: Sequence[str]) -> Folder:
+    """The verdict on the stored folder ``unit`` (path parts below the warehouse ``root``)."""
+    folder = os.path.join(os.fspath(root), *unit)
+    manifest = folder_manifest(folder)
+    return Folder(manifest, _foreign(folder, unit, manifest) if len(unit) == 2 and unit[0] in NAMED_TOPS else None)
+
+
+def _foreign(folder: str, unit: Sequence[str], manifest: Manifest | str | None) -> str | None:
+    """Why the folder ``unit`` is not the stored folder of its name, or None."""
+    top, name = unit
+    if isinstance(manifest, Manifest) and manifest.folder is not None:
+        return None if manifest.folder == name else f"its {MANIFEST} was written for {top}/{manifest.folder}"
+    if name_problem(name) is not None:
+        return f"its name {name_problem(name)}"
+    if top == "runs":
+        if _RUN_ID.fullmatch(name):
+            return None  # what every ingest names a run (a hash): trusted unread, so a query reads no more files
+        own = _stored_run_id(os.path.join(folder, "run.parquet"))
+        return None if own in (None, name) else f"its run.parquet is run {own}"
+    if top == "experiments":
+        try:
+            own = read_record(Path(folder) / "experiment.json").get("experiment")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return None if own in (None, name) or not isinstance(own, str) else f"its experiment.json is of {own!r}"
+    return None
+
+
+def _stored_run_id(path: str) -> str | None:
+    """The ``run_id`` a run's ``run.parquet`` holds; None when it cannot be read (its damage is reported where it
+    is read). pyarrow, never Polars: a query's forked child calls this (a folder stored before manifests named it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
+            return None  # a link, a FIFO (opening it would block the query), a device: no run's record, not read
+        ids = pq.read_table(path, columns=["run_id"]).column("run_id").to_pylist()
+    except (pa.ArrowException, OSError, KeyError):
+        return None
+    return ids[0] if len(ids) == 1 and isinstance(ids[0], str) else None
+
+
+class Stored:
+    """What one reader reads below the warehouse ``root``: each stored folder judged once (:func:`judge`)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = os.fspath(root)
+        self._folders: dict[tuple[str, ...], Folder] = {}
+
+    def folder(self, unit: Sequence[str]) -> Folder:
+        unit = tuple(unit)
+        if unit not in self._folders:
+            self._folders[unit] = judge(self.root, unit)
+        return self._folders[unit]
+
+    def keep(self, rel: Sequence[str]) -> bool:
+        """Whether the file ``rel`` (path parts below the root) is stored data."""
+        unit = unit_of(rel)
+        return self.folder(unit).lists("/".join(rel[len(unit):]))
+
+    def check_whole(self, unit: Sequence[str], patterns: Iterable[Sequence[str]], present: Iterable[str]) -> None:
+        """Raise :class:`DamagedPartError` naming the first file of ``unit`` that its manifest lists, a view
+        reads (``patterns``, path parts below it) and that is not ``present`` (``/``-separated, below it): not
+        there now either, in the folder still there (not one a writer removed or replaced while it was listed)."""
+        if not (missing := self.folder(unit).missing(patterns, present)):
+            return
+        here = os.path.join(self.root, *unit)
+        missing = [m for m in missing if not os.path.lexists(os.path.join(here, m))]
+        if missing and os.path.isfile(os.path.join(here, MANIFEST)):
+            raise missing_file(os.path.join(here, *missing[0].split("/")), len(missing) - 1)
+
+
+def missing_file(path: str | os.PathLike, more: int = 0) -> DamagedPartError:
+    """The error for the stored file ``path`` that its folder's manifest lists and that is missing (``more``: how
+    many more of that folder are missing too)."""
+    from synthtrace.warehouse.parts import damaged
+
+    also = f"; {more} more of its folder too" if more else ""
+    return damaged(path, MISSING + also, what="a stored file that is missing")
+
+
+def stored_parts(folder: Path, pattern: str) -> list[Path]:
+    """The files of the stored ``folder`` matching ``pattern`` (a glob below it: ``bursts/*.parquet``), sorted:
+    those its manifest lists (a file it lists that is missing is :class:`DamagedPartError`), or, for a folder stored
+    without one, those there. Empty for a folder that is not there (the caller tells a removed run)."""
+    verdict = Folder.of(folder)
+    found = sorted(p for p in folder.glob(pattern) if verdict.lists(p.relative_to(folder).as_posix()))
+    if missing := verdict.missing([pattern.split("/")], (p.relative_to(folder).as_posix() for p in found)):
+        raise missing_file(folder / missing[0], len(missing) - 1)
+    return found
+
+
+def stored_file(folder: Path, name: str) -> Path | None:
+    """``folder/name`` when the stored ``folder`` holds it (:func:`stored_parts`), None when it does not; a file
+    its manifest lists that is missing is :class:`DamagedPartError`."""
+    return next(iter(stored_parts(folder, name)), None)
+
+
+def _folders(root: str | os.PathLike, top: str) -> list[str]:
+    """The names of the folders (not links) in ``root/top``, sorted."""
+    try:
+        with os.scandir(os.path.join(os.fspath(root), top)) as entries:
+            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def foreign_folders(root: str | os.PathLike) -> list[str]:
+    """One line for each folder in ``runs/`` and ``experiments/`` that no reader reads because it is not the stored
+    folder its name says (:func:`judge`): what ``synthtrace runs`` warns about."""
+    return [f"{os.path.join(os.fspath(root), top, name)}: not read ({why}: a copy no commit wrote); move it out of "
+            "the warehouse" for top in ("runs", "experiments") for name in _folders(root, top)
+            if (why := judge(root, (top, name)).foreign) is not None]
+
+
+def damaged_runs(root: str | os.PathLike) -> dict[str, str]:
+    """Run id -> the one line about it, for each run of the warehouse ``root`` whose record (``run.parquet``) or
+    checksums are damaged or missing: no read of the runs view can take it, so ``synthtrace runs`` lists the others
+    and this line, and ``synthtrace runs rm`` can still remove it (attack 8 B6). A manifest read and a ``stat`` per
+    run (its record hashed only when its size or mtime changed since its commit; a run stored without checksums
+    has its record's footer read). A folder that is not the run of its name (:func:`foreign_folders`) is no run."""
+    from synthtrace.warehouse.parts import content_check, damaged, frame_damage
+
+    out: dict[str, str] = {}
+    for run_id in _folders(root, "runs"):
+        verdict = judge(root, ("runs", run_id))
+        if verdict.foreign is not None:
+            continue
+        run_dir = Path(root) / "runs" / run_id
+        try:
+            if (record := stored_file(run_dir, "run.parquet")) is None or not is_own_file(Path(root), record):
+                continue  # no run (a folder left by hand, a run being removed; a link or a FIFO: never read)
+            content_check(record, thorough=False)
+            if verdict.manifest is None and (why := frame_damage(record)) is not None:
+                raise damaged(record, why)
+        except DamagedPartError as exc:
+            out[run_id] = str(exc)
+        except FileNotFoundError:
+            continue  # removed meanwhile
+    return out
