@@ -52,6 +52,7 @@ from synthtrace.warehouse.analysis_store import (
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import read_part, read_parts, scan_parts
 from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.stored import stored_file
 
 # Every text a plot draws comes from data (application, call-site and counter names from traces, a profile's name):
 # matplotlib would parse `$...$` in them as TeX, so `run_$SLURM_JOB_ID` drew wrongly and `job_$^$` failed the whole
@@ -705,8 +706,9 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     """HTML of one experiment (computing the analysis, without discovery, when it was not stored). The stored
     frames are scanned, never read whole (issue 23): the tables are aggregates, the roofline draws the longest
     bursts and the timeline draws a large trace per pixel."""
-    files = {n: wh.experiment_dir(name) / f"{n}.parquet" for n in ("archetypes", "burst_metrics", "phase_metrics")}
-    if all(f.is_file() for f in files.values()):
+    files = {n: stored_file(wh.experiment_dir(name), f"{n}.parquet")
+             for n in ("archetypes", "burst_metrics", "phase_metrics")}
+    if all(f is not None for f in files.values()):
         arch, bm = scan_parts([files["archetypes"]]), scan_parts([files["burst_metrics"]])
         arch = arch.drop([c for c in UNREAD_ARCHETYPE_COLUMNS if c in arch.collect_schema()])
         discovery = {}
