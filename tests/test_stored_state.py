@@ -258,3 +258,19 @@ def test_a_run_with_a_damaged_record_is_listed_apart_and_can_be_removed(merged_l
     assert _csv_row(run_cli, wh, "SELECT count(*) FROM runs") == ["1"]
     code, _, err = run_cli("runs", "move", RUN_B, "-e", "other", "-w", wh)
     assert code == 0, err
+
+
+@pytest.mark.real_traces
+def test_a_planted_run_folder_whose_record_is_a_fifo_blocks_no_reader(merged_lulesh, tmp_path, run_cli):
+    """A run folder not named like a run id is judged by its record's run_id (B1, a folder stored before manifests
+    named theirs); a record that is a FIFO must not be opened (it would block the query, ``runs`` and ``runs rm``
+    for good). With a time limit, a blocked query would be refused, not answered."""
+    wh = _copy(merged_lulesh, tmp_path)
+    (wh / "runs" / "planted").mkdir()
+    os.mkfifo(wh / "runs" / "planted" / "run.parquet")
+    code, out, err = run_cli("sql", "SELECT count(*) FROM runs", "-w", wh, "-f", "csv", "--timeout", "60")
+    assert code == 0 and out.splitlines()[1] == "2", err
+    columns, rows, _ = _runs_listing(wh)
+    assert len(rows) == 2
+    code, _, err = run_cli("runs", "rm", RUN_B, "-w", wh)
+    assert code == 0, err

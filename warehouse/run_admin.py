@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import polars as pl
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.errors import DamagedPartError, UnknownExperimentError
-from synthtrace.warehouse.layout import Warehouse, read_record
+from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
@@ -61,8 +61,11 @@ def _damaged_run_rows(wh: Warehouse, damaged: dict[str, str]) -> pl.DataFrame:
     rows = []
     for run_id, line in damaged.items():
         places = set()
+        record = wh.run_dir(run_id) / "run.parquet"
         with contextlib.suppress(Exception):  # a damaged file may fail any way: then the merge records tell
-            own = pl.read_parquet(wh.run_dir(run_id) / "run.parquet", columns=["experiment"]).item(0, 0)
+            if not is_own_file(wh.root, record) or record.stat().st_size > MAX_RECORD_BYTES:
+                raise ValueError("not a run record")  # a link, a FIFO (it would block): not read
+            own = pl.read_parquet(record, columns=["experiment"]).item(0, 0)
             if isinstance(own, str) and name_problem(own) is None and wh.experiment_dir(own).is_dir():
                 places.add(own)
         if not places:

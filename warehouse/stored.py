@@ -26,13 +26,14 @@ import fnmatch
 import functools
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from synthtrace.warehouse.checksums import Manifest, folder_manifest
 from synthtrace.warehouse.errors import DamagedPartError
-from synthtrace.warehouse.layout import MANIFEST, read_record
+from synthtrace.warehouse.layout import MANIFEST, MAX_RECORD_BYTES, is_own_file, read_record
 from synthtrace.warehouse.names import name_problem
 
 #: the top folders whose entries are stored folders of their own name (a run id, an experiment, a model id, ...)
@@ -128,6 +129,9 @@ def _stored_run_id(path: str) -> str | None:
     import pyarrow.parquet as pq
 
     try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
+            return None  # a link, a FIFO (opening it would block the query), a device: no run's record, not read
         ids = pq.read_table(path, columns=["run_id"]).column("run_id").to_pylist()
     except (pa.ArrowException, OSError, KeyError):
         return None
@@ -222,8 +226,8 @@ def damaged_runs(root: str | os.PathLike) -> dict[str, str]:
             continue
         run_dir = Path(root) / "runs" / run_id
         try:
-            if (record := stored_file(run_dir, "run.parquet")) is None:
-                continue  # no run (a folder left by hand, or a run being removed)
+            if (record := stored_file(run_dir, "run.parquet")) is None or not is_own_file(Path(root), record):
+                continue  # no run (a folder left by hand, a run being removed; a link or a FIFO: never read)
             content_check(record, thorough=False)
             if verdict.manifest is None and (why := frame_damage(record)) is not None:
                 raise damaged(record, why)
