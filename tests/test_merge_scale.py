@@ -18,6 +18,7 @@ from synthtrace.tracelib.merge.merge_runs import MergeOptions, NotSameProgramErr
 from synthtrace.tracelib.merge.partitioned import PartedTable, merge_partitioned, task_groups
 from synthtrace.tracelib.merge.ranks import _profiles, profile_rows
 from synthtrace.warehouse import merged as merged_mod
+from synthtrace.warehouse.checksums import write_manifest
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.merged import StoredRun, export_merged, merge_stored
 from testing.simulator_campaigns import simulated
@@ -176,8 +177,9 @@ def test_merge_reads_the_stored_logical_messages(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from_records = merge_runs(records, MergeOptions(), experiment=name)
-    for older in runs:
-        (wh.run_dir(older.run_id) / "mpi_messages.parquet").unlink()  # as ingested before they were kept
+    for older in runs:  # as ingested before they were kept (its checksums without them too)
+        (wh.run_dir(older.run_id) / "mpi_messages.parquet").unlink()
+        write_manifest(wh.run_dir(older.run_id), folder=older.run_id)
     assert all("k" not in r.messages.columns for r in exp.run_tables())
     from_older = _whole(wh, name)
     for got in (from_records, from_older):

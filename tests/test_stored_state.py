@@ -188,6 +188,8 @@ def test_a_listed_file_that_is_missing_is_one_line_naming_it(merged_lulesh, tmp_
     run = wh / "runs" / RUN_A
     (run / "mpi_calls.parquet").unlink()
     (run / "bursts" / "part-00000.parquet").unlink()
+    columns, rows, warned = _runs_listing(wh)  # the run is listed (its record is sound), and named
+    assert len(rows) == 2 and len(warned) == 1 and str(run) in warned[0] and "missing" in warned[0], warned
     if command == "runs-rm":  # the remedy the line gives works
         code, _, err = run_cli("runs", "rm", RUN_A, "-w", wh)
         assert code == 0 and not run.exists(), err
