@@ -205,15 +205,21 @@ def test_twin_events_files_without_messages_are_read_with_a_warning(tmp_path):
     assert stream.summary.n_calls == 2
 
 
+def _swapped(folder: Path) -> Path:
+    """Swap the events files of locations 0 and 1 in an archive's event ``folder``; returns 0.evt's path."""
+    evt0, evt1 = folder / "0.evt", folder / "1.evt"
+    first, second = evt0.read_bytes(), evt1.read_bytes()
+    evt0.write_bytes(second)
+    evt1.write_bytes(first)
+    return evt0
+
+
 def test_swapped_events_files_are_refused_and_salvage_reads_them_with_a_warning(tmp_path, run_cli):
     """Swapping 0.evt and 1.evt was read silently (every message a send to self, none received). OTF2 names no
     location in an events file; MPI pairs the k-th send from A to B with a tag with the k-th receive on B from A
     with that tag, and here no receive has a send: refused, and --salvage reads it with that warning."""
     archive = _archive_copy(tmp_path / "pp")
-    evt0, evt1 = archive / "traces" / "0.evt", archive / "traces" / "1.evt"
-    first, second = evt0.read_bytes(), evt1.read_bytes()
-    evt0.write_bytes(second)
-    evt1.write_bytes(first)
+    _swapped(archive / "traces")
     code, out, err = run_cli("ingest", archive, "-w", tmp_path / "wh")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "16 of the 16 receives have no matching send" in err and "--salvage" in err
@@ -227,10 +233,7 @@ def test_an_events_file_with_more_events_than_its_location_announces_is_refused(
     from testing.otf2_variants import mpi
 
     anchor = mpi(tmp_path / "a").anchor
-    evt0, evt1 = tmp_path / "a" / "traces" / "0.evt", tmp_path / "a" / "traces" / "1.evt"
-    first, second = evt0.read_bytes(), evt1.read_bytes()
-    evt0.write_bytes(second)
-    evt1.write_bytes(first)
+    evt0 = _swapped(tmp_path / "a" / "traces")
     code, out, err = run_cli("ingest", anchor, "-w", tmp_path / "wh")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"{evt0}: 47 events, more than the 37 the definitions announce for location 0" in err
@@ -245,3 +248,40 @@ def test_real_otf2_archives_are_read_as_before(tmp_path, run_cli, name):
     code, out, err = run_cli("sql", "SELECT count(*) AS n, count(s_time_ns) AS s, count(r_time_ns) AS r "
                              "FROM mpi_messages", "-w", tmp_path / "wh", "-f", "csv")
     assert code == 0 and out.splitlines()[1] == "16,16,16", out + err
+
+
+def _one_tag_ping_pong(root: Path) -> Path:
+    """2 ranks, 4 round trips on one tag (rank 0 sends at 1000 k + 100, rank 1 receives by +150, answers at +200,
+    rank 0 receives by +250): the common ping-pong that two swapped events files turn into paired messages."""
+    from testing.otf2_variants import _Archive
+
+    a = _Archive(root, ranks=2, threads=1)
+    a.mpi("MPI_Send", "MPI_Recv")
+    ev = [a.events(r) for r in range(2)]
+    for e in ev:
+        e.program_begin(0, "ping-pong", [])
+    for k in range(4):
+        t = 1000 * k
+        for e, peer, send_at, recv_at in ((ev[0], 1, 100, 250), (ev[1], 0, 200, 150)):
+            for at, call in sorted(((send_at, "MPI_Send"), (recv_at, "MPI_Recv"))):
+                e.enter(t + at - 10, call)
+                if call == "MPI_Send":
+                    e.mpi_send(t + at, peer, a.world, 5, 64)
+                else:
+                    e.mpi_recv(t + at, peer, a.world, 5, 64)
+                e.leave(t + at + 10, call)
+    for e in ev:
+        e.program_end(5000, 0)
+    return a.close()
+
+
+def test_swapped_events_files_of_a_one_tag_ping_pong_are_refused(tmp_path, run_cli):
+    """With one tag both ways, the swapped files pair every message (a rank "sends to itself"), but each is
+    received before it is sent on one thread's clock: impossible, refused; the archive as written is read."""
+    anchor = _one_tag_ping_pong(tmp_path / "a")
+    code, out, err = run_cli("ingest", anchor, "-w", tmp_path / "wh")
+    assert code == 0 and "warning" not in err, err
+    _swapped(tmp_path / "a" / "traces")
+    code, out, err = run_cli("ingest", anchor, "-w", tmp_path / "wh2")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "task 1 thread 1: a message to itself (tag 5) received at 150 ns, before it was sent at 200 ns" in err

@@ -140,13 +140,18 @@ def _unnamed(wh: Path) -> None:
 
 
 @pytest.mark.real_traces
-@pytest.mark.parametrize("manifests", ["named", "before-named"])
-def test_files_and_folders_no_commit_wrote_are_not_read(merged_lulesh, tmp_path, run_cli, manifests):
+@pytest.mark.parametrize("manifests", ["named", "before-named", "read-by-path"])
+def test_files_and_folders_no_commit_wrote_are_not_read(merged_lulesh, tmp_path, run_cli, manifests, monkeypatch):
     """Attack 8 B1: a copied part beside the parts doubled the run's bursts in ``sql`` and in the merge, a copied
-    run folder (``<id>.bak``) was one more run, a copied experiment folder doubled ``merged_bursts``; all exit 0."""
+    run folder (``<id>.bak``) was one more run, a copied experiment folder doubled ``merged_bursts``; all exit 0.
+    ``read-by-path``: as a reader who cannot write the warehouse's .staging binds the files (catalog.view_files)."""
+    from synthtrace.warehouse import snapshot
+
     wh = _copy(merged_lulesh, tmp_path)
     if manifests == "before-named":
         _unnamed(wh)
+    if manifests == "read-by-path":
+        monkeypatch.setattr(snapshot, "_links_folder", lambda *_: None)
     run = wh / "runs" / RUN_A
     shutil.copy2(run / "bursts" / "part-00000.parquet", run / "bursts" / "part-00000 (copy).parquet")
     shutil.copytree(run, wh / "runs" / f"{RUN_A}.bak")
@@ -188,6 +193,8 @@ def test_a_listed_file_that_is_missing_is_one_line_naming_it(merged_lulesh, tmp_
     run = wh / "runs" / RUN_A
     (run / "mpi_calls.parquet").unlink()
     (run / "bursts" / "part-00000.parquet").unlink()
+    columns, rows, warned = _runs_listing(wh)  # the run is listed (its record is sound), and named
+    assert len(rows) == 2 and len(warned) == 1 and str(run) in warned[0] and "missing" in warned[0], warned
     if command == "runs-rm":  # the remedy the line gives works
         code, _, err = run_cli("runs", "rm", RUN_A, "-w", wh)
         assert code == 0 and not run.exists(), err

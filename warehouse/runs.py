@@ -126,8 +126,9 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> 
 
 
 def run_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:
-    """The MPI calls of one run sorted by thread and call_seq, or None when it has none."""
-    found = run_parts(wh, run_id, "mpi_calls.parquet")
+    """The MPI calls of one run sorted by thread and call_seq, or None when it has none (or is not there: a merged
+    experiment's reference run removed since; its bursts, :func:`run_bursts`, are refused then)."""
+    found = stored_parts(wh.run_dir(run_id), "mpi_calls.parquet")
     with _reading(wh, run_id):
         return read_part(found[0]).sort("appl", "task", "thread", "call_seq") if found else None
 

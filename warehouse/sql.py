@@ -40,7 +40,7 @@ from synthtrace.warehouse import capped_child, engine, snapshot
 from synthtrace.warehouse.catalog import VIEW_FILES, connect, warm_empty_views
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse, pid_alive
-from synthtrace.warehouse.stored import damaged_runs, foreign_folders
+from synthtrace.warehouse.stored import damaged_runs, foreign_folders, incomplete_runs
 
 if TYPE_CHECKING:  # pyarrow costs ~0.3 s to import: `synthtrace sql` prints its rows without it
     import pyarrow as pa
@@ -266,14 +266,15 @@ def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIM
 
 def runs_rows(wh: Warehouse, sql: str) -> tuple[list[str], list[tuple[Any, ...]], list[str]]:
     """:func:`query_rows` of ``sql`` over the runs view as ``synthtrace runs`` lists it, and the warning lines that
-    go with it (attack 8 B1, B6): a run whose record or checksums are damaged is left out and named, with how to
-    remove it, instead of failing the whole listing; a folder no commit wrote (``runs/<id>.bak``, a copied
-    experiment) is named once (no reader reads it)."""
+    go with it (attack 8 B1, B2, B6): a run whose record or checksums are damaged is left out and named, with how
+    to remove it, instead of failing the whole listing; a run missing a stored file is listed and named; a folder
+    no commit wrote (``runs/<id>.bak``, a copied experiment) is named once (no reader reads it)."""
     damaged = damaged_runs(wh.existing().root)
     columns, rows = query_rows(wh, sql, leave_out=[f"runs/{r}" for r in damaged])
     warnings = [*foreign_folders(wh.root),
                 *(f"{line}; it is not listed (or remove it: synthtrace runs rm {run_id})"
-                  for run_id, line in damaged.items())]
+                  for run_id, line in damaged.items()),
+                *incomplete_runs(wh.root, damaged).values()]
     return columns, rows, warnings
 
 

@@ -211,6 +211,22 @@ def foreign_folders(root: str | os.PathLike) -> list[str]:
             if (why := judge(root, (top, name)).foreign) is not None]
 
 
+def incomplete_runs(root: str | os.PathLike, skip: Iterable[str] = ()) -> dict[str, str]:
+    """Run id -> the one line about its first missing file, for each run (but ``skip``) of the warehouse ``root``
+    missing a file its manifest lists (a copy cut short, attack 8 B2): ``synthtrace runs`` still lists it (its
+    record is sound) and says so, where every read of the missing file is refused. A ``stat`` per listed file."""
+    out: dict[str, str] = {}
+    for run_id in _folders(root, "runs"):
+        if run_id in skip or not isinstance((verdict := judge(root, ("runs", run_id))).manifest, Manifest):
+            continue
+        here = os.path.join(os.fspath(root), "runs", run_id)
+        if verdict.foreign is None and (missing := [f for f in verdict.manifest.files
+                                                     if not os.path.lexists(os.path.join(here, f))]):
+            if os.path.isfile(os.path.join(here, MANIFEST)):  # not a run removed meanwhile
+                out[run_id] = str(missing_file(os.path.join(here, sorted(missing)[0]), len(missing) - 1))
+    return out
+
+
 def damaged_runs(root: str | os.PathLike) -> dict[str, str]:
     """Run id -> the one line about it, for each run of the warehouse ``root`` whose record (``run.parquet``) or
     checksums are damaged or missing: no read of the runs view can take it, so ``synthtrace runs`` lists the others

@@ -55,12 +55,15 @@ def check_sizes(p2p: pl.DataFrame, anchor: Path) -> None:
                                f"{r['size'] % 2**64} bytes at {r['time_ns']} ns, past what a signed 64-bit size holds")
 
 
-def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int]) -> pl.DataFrame:
+def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
+                   anchor: Path | None = None) -> pl.DataFrame:
     """Pair send and receive records into messages (``MESSAGE_SCHEMA``).
 
     Sends and receives between the same ranks on the same communicator with the same tag match in order (MPI's
     non-overtaking rule): sends in send order, receives in order of their logical time (an ``MpiIrecv`` counts at
-    its ``MpiIrecvRequest``). A half without its partner stays, with the other side's times NULL.
+    its ``MpiIrecvRequest``). A half without its partner stays, with the other side's times NULL. With ``anchor``
+    (the archive, for the error), a message a thread sent itself whose receive completed before the send began is
+    refused (:func:`_check_own_order`).
     """
     if p2p.height == 0:
         return pl.DataFrame(schema=MESSAGE_SCHEMA)
@@ -88,9 +91,13 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
                      pl.col("thread").alias("r_thread"), "comm", "tag",
                      pl.when((pl.col("kind") == _IRECV) & pl.col("req_ns").is_not_null())
                      .then(pl.col("req_ns")).otherwise(pl.col("time_ns")).alias("r_t"),
-                     pl.col("pos").alias("r_pos"), pl.col("size").alias("r_size"))
+                     pl.col("pos").alias("r_pos"), pl.col("size").alias("r_size"), pl.col("time_ns").alias("r_done"))
              .sort([*key, "r_t", "r_pos"]).with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
     m = sends.join(recvs, on=[*key, "_k"], how="full", coalesce=True, nulls_equal=False)
+    if anchor is not None:
+        m = m.collect(engine="streaming")
+        _check_own_order(m, anchor)
+        m = m.lazy()
     return (
         m.select(
             pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
@@ -109,6 +116,22 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
     )
 
 
+
+
+
+def _check_own_order(pairs: pl.DataFrame, anchor: Path) -> None:
+    """Refuse a message one thread sent itself and received before sending: one thread's records follow its program
+    order on one clock, and its k-th send to itself with a tag is its k-th receive from itself with that tag (MPI
+    non-overtaking holds exactly within a thread), so the receive completes (``MpiRecv``/``MpiIrecv``) at or after
+    the send began. Two ranks whose events files were swapped make every message of a one-tag ping-pong such a
+    message (attack 8 B8: paired, yet impossible)."""
+    bad = pairs.filter((pl.col("s_task") == pl.col("r_task")) & (pl.col("s_thread") == pl.col("r_thread"))
+                       & (pl.col("r_done") < pl.col("t"))).sort("t", "s_task", "s_thread").head(1)  # the first
+    if bad.height:
+        r = bad.row(0, named=True)
+        raise TraceFormatError(anchor, None, f"task {r['s_task']} thread {r['s_thread']}: a message to itself (tag "
+                               f"{r['tag']}) received at {r['r_done']} ns, before it was sent at {r['t']} ns: not the "
+                               "record of one run (events files moved between locations?); --salvage reads it anyway")
 
 
 def check_pairing(matched: pl.DataFrame, anchor: Path, salvage: bool, twins: str | None = None) -> list[str]:

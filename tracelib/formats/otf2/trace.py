@@ -160,7 +160,7 @@ class Otf2Trace(TraceReader):
         p2p = pl.concat(read.p2p_parts) if read.p2p_parts else pl.DataFrame(schema=_P2P_SCHEMA)
         check_peers(p2p, self.defs.comm_ranks, self.defs.self_comms, self.path)  # security: issue 23 item 8
         check_sizes(p2p, self.path)
-        matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms)
+        matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms, None if self.salvage else self.path)
         for said in check_pairing(matched, self.path, self.salvage, self._twins):  # attack 8 B8: moved events files
             warnings.warn(said, UserWarning, stacklevel=2)
             self.warnings.append(said)
