@@ -69,6 +69,7 @@ MAX_RANKS = 64  # ranks drawn in the timeline
 #: 3.7 M units took GBs to draw and looked the same)
 MAX_TIMELINE_UNITS = 200_000
 TIMELINE_BINS = 2_000  # time columns of a timeline drawn per pixel (its axes are ~900 pixels wide)
+TOP_CONSUMER_WINDOW = 500_000  # bursts joined with their labels at a time for the top consumers
 
 
 def _plain_ticks(*axes: Axis) -> None:
@@ -108,9 +109,9 @@ def roofline_points(bm: pl.DataFrame | pl.LazyFrame, x: str, y: str, max_points:
     """The bursts a roofline panel draws: finite positive coordinates, the ``max_points`` longest (in their order
     when there are no more)."""
     lf = bm.lazy().filter(pl.col(x).is_finite() & pl.col(y).is_finite() & (pl.col(x) > 0) & (pl.col(y) > 0))
-    if lf.select(pl.len()).collect().item() > max_points:
+    if lf.select(pl.len()).collect(engine="streaming").item() > max_points:
         lf = lf.sort("duration_s", descending=True, maintain_order=True).head(max_points)
-    return lf.collect()
+    return lf.collect(engine="streaming")
 
 
 def plot_roofline(bm: pl.DataFrame | pl.LazyFrame, machine: Machine, *, ranks_per_socket: float | None = None,
@@ -121,8 +122,9 @@ def plot_roofline(bm: pl.DataFrame | pl.LazyFrame, machine: Machine, *, ranks_pe
     bm = bm.lazy()
     columns = bm.collect_schema().names()
     measured = bm.select(pl.col(c).drop_nulls().len().alias(c) for c in ("flops", "oi_l2", "oi_l3", "oi_dram")
-                         if c in columns).collect().row(0, named=True) if columns else {}
-    has_flops = bool(measured.get("flops")) and bm.select((pl.col("flops").fill_null(0) > 0).any()).collect().item()
+                         if c in columns).collect(engine="streaming").row(0, named=True) if columns else {}
+    has_flops = bool(measured.get("flops")) and bm.select((pl.col("flops").fill_null(0) > 0).any()).collect(
+        engine="streaming").item()
     if has_flops:
         unit, rate = "flop", "flop_rate"
         panels = [(lvl, col, bw) for lvl, col, bw in (
@@ -252,11 +254,13 @@ def timeline_bars(arch: pl.DataFrame | pl.LazyFrame, ranks: pl.DataFrame, t0: in
              .join(ranks.lazy().select("task", "thread", pl.col("_y").cast(pl.Int64)), on=["task", "thread"])
              .select("unit", "start_ns", "duration_ns", "_y", lab.alias("_lab"),
                      (pl.col("archetype") == INSUFFICIENT).alias("_insuff")))
-    n, end = units.select(pl.len(), (pl.col("start_ns") + pl.col("duration_ns")).max()).collect().row(0)
+    n, end = units.select(pl.len(), (pl.col("start_ns") + pl.col("duration_ns")).max()).collect(
+        engine="streaming").row(0)
     seconds = [((pl.col("start_ns") - t0) * 1e-9).alias("_x0"), (pl.col("duration_ns") * 1e-9).alias("_len")]
     cols = ["unit", "_x0", "_len", "_y", "_lab", "_insuff", "_n"]
     if n <= max_units:
-        return units.with_columns(*seconds, pl.lit(1, pl.UInt32).alias("_n")).select(cols).collect(), False
+        one = units.with_columns(*seconds, pl.lit(1, pl.UInt32).alias("_n")).select(cols)
+        return one.collect(engine="streaming"), False
     width = max(1, -(-(end - t0) // bins))  # ns per column
     long = units.filter(pl.col("duration_ns") >= width).with_columns(*seconds, pl.lit(1, pl.UInt32).alias("_n"))
     short = (units.filter(pl.col("duration_ns") < width)
@@ -267,7 +271,7 @@ def timeline_bars(arch: pl.DataFrame | pl.LazyFrame, ranks: pl.DataFrame, t0: in
              .with_columns(pl.col("_ns").cum_sum().over("unit", "_y", "_bin").alias("_end"))
              .with_columns(((pl.col("_bin") * width + pl.col("_end") - pl.col("_ns")) * 1e-9).alias("_x0"),
                            (pl.col("_ns") * 1e-9).alias("_len")))
-    return pl.concat([long.select(cols), short.select(cols)], how="vertical_relaxed").collect(), True
+    return pl.concat([long.select(cols), short.select(cols)], how="vertical_relaxed").collect(engine="streaming"), True
 
 
 def plot_timeline(arch: pl.DataFrame | pl.LazyFrame, pm: pl.DataFrame | None, machine: Machine, *,
@@ -278,7 +282,7 @@ def plot_timeline(arch: pl.DataFrame | pl.LazyFrame, pm: pl.DataFrame | None, ma
     bursts and calls are drawn per pixel (:func:`timeline_bars`)."""
     lf = arch.lazy()
     ranks = (lf.filter(pl.col("unit") == "burst").select("task", "thread").unique().sort("task", "thread")
-             .head(max_ranks).collect().with_row_index("_y"))
+             .head(max_ranks).collect(engine="streaming").with_row_index("_y"))
     fig = Figure(figsize=(11, 6.6), layout="constrained")
     grid = fig.add_gridspec(3, 1, height_ratios=[3, 0.12, 1.2])
     ax = fig.add_subplot(grid[0])  # fig.axes[0] holds the bars and nothing else
@@ -290,7 +294,7 @@ def plot_timeline(arch: pl.DataFrame | pl.LazyFrame, pm: pl.DataFrame | None, ma
     ax.tick_params(labelbottom=True)
     ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
     ax.set_xlabel("time since the trace's first burst", fontsize=8)
-    t0 = int(lf.select(pl.col("start_ns").min()).collect().item() or 0)
+    t0 = int(lf.select(pl.col("start_ns").min()).collect(engine="streaming").item() or 0)
     n = 0
     drawn: set[str] = set()
     undecided_drawn = False
@@ -545,23 +549,29 @@ def _top_consumers(bm: pl.DataFrame | pl.LazyFrame, arch: pl.DataFrame | pl.Lazy
     """Where the time goes: bursts grouped by what closed them (the MPI call site, else the call; a burst no MPI
     call closes is a thread's last one, ``(end of thread)``, or one of code without MPI, ``(no MPI call)``, as
     in an OpenMP-only trace) and by archetype."""
+    from synthtrace.warehouse.export_views import key_windows
+
     b = (arch.lazy().filter(pl.col("unit") == "burst")
          .select("run_id", "appl", "task", "thread", "burst_seq", "archetype"))
     keys = ["run_id", "appl", "task", "thread", "burst_seq"]
     bm = bm.lazy()
     columns = bm.collect_schema().names()
     last = pl.col("burst_seq") == pl.col("_last")
-    lasts = bm.group_by(keys[:-1]).agg(pl.col("burst_seq").max().alias("_last"))
-    site = bm.join(lasts, on=keys[:-1], how="left").select(
+    lasts = bm.group_by(keys[:-1]).agg(pl.col("burst_seq").max().alias("_last")).collect(engine="streaming")
+    site = bm.join(lasts.lazy(), on=keys[:-1], how="left").select(
         *keys, pl.coalesce(pl.col("call_site") if "call_site" in columns else pl.lit(None, pl.String),
                            pl.col("mpi_call") if "mpi_call" in columns else pl.lit(None, pl.String),
                            pl.when(last).then(pl.lit("(end of thread)")).otherwise(pl.lit("(no MPI call)"))
                            ).alias("closed_by"), "duration_s", "ipc")
-    j = site.join(b, on=keys, how="left")
-    per = (j.group_by("closed_by", "archetype")
-           .agg(pl.len().alias("bursts"), pl.col("duration_s").sum().alias("time_s"),
-                pl.col("ipc").mean().alias("mean_ipc"))
-           .collect(engine="streaming"))
+    # issue 23: joined a window of bursts at a time (the whole join took 0.9 GB for a 2 GB trace's 5 M bursts)
+    parts = [site.filter(where).join(b.filter(where), on=keys, how="left")
+             .group_by("closed_by", "archetype")
+             .agg(pl.len().alias("bursts"), pl.col("duration_s").sum().alias("time_s"),
+                  pl.col("ipc").sum().alias("_ipc"), pl.col("ipc").count().alias("_n_ipc"))
+             .collect(engine="streaming") for where in key_windows(bm, keys[1:], TOP_CONSUMER_WINDOW)]
+    per = (pl.concat(parts).group_by("closed_by", "archetype")
+           .agg(pl.col("bursts").sum(), pl.col("time_s").sum(),
+                (pl.col("_ipc").sum() / pl.col("_n_ipc").sum()).alias("mean_ipc")))
     total = float(per["time_s"].sum() or 1.0)
     return (
         per.with_columns((pl.col("time_s") / total).alias("time_share"))
@@ -609,7 +619,7 @@ def roof_excess(bm: pl.DataFrame | pl.LazyFrame, machine: Machine) -> dict[str, 
     columns = bm.collect_schema().names()
     if "duration_s" not in columns:
         return {}
-    total = float(bm.select(pl.col("duration_s").sum()).collect().item() or 0.0)
+    total = float(bm.select(pl.col("duration_s").sum()).collect(engine="streaming").item() or 0.0)
     if total <= 0:
         return {}
     rate = pl.col("duration_s")
@@ -622,7 +632,7 @@ def roof_excess(bm: pl.DataFrame | pl.LazyFrame, machine: Machine) -> dict[str, 
         checks[f"instruction roof ({machine.peak_ips_core(4.0) / 1e9:.3g} G instructions/s per core)"] = (
             no_flops & (pl.col("instructions") / rate > machine.peak_ips_core(4.0)))
     shares = bm.select(*[(pl.when(c.fill_null(False)).then(rate).otherwise(0.0).sum() / total).alias(name)
-                         for name, c in checks.items()]).collect().row(0, named=True)
+                         for name, c in checks.items()]).collect(engine="streaming").row(0, named=True)
     return {name: float(v) for name, v in shares.items() if v}
 
 
@@ -643,7 +653,7 @@ def _counter_advice(arch: pl.DataFrame | pl.LazyFrame, bm: pl.DataFrame | pl.Laz
     sample (a thread's last burst: no MPI call closed it, so no counter was read) and those whose recorded counters
     hold no usable value (impossible values are treated as missing)."""
     insuff = arch.lazy().filter((pl.col("unit") == "burst") & (pl.col("archetype") == INSUFFICIENT))
-    if not insuff.select(pl.len()).collect().item():
+    if not insuff.select(pl.len()).collect(engine="streaming").item():
         return []
     bm = bm.lazy()
     have, columns = insuff.collect_schema().names(), bm.collect_schema().names()
@@ -740,8 +750,8 @@ def _experiment_html(wh: Warehouse, name: str, machine: Machine, arch: pl.LazyFr
     parts.append(_machine_note(machine))
     # plots of one run: the merged trace (one run) or, before a merge, the first run; the table covers every run
     has_run = "run_id" in bm.collect_schema()
-    run_ids = (bm.select(pl.col("run_id").unique(maintain_order=True)).collect()["run_id"].to_list() if has_run
-               else [None])
+    run_ids = (bm.select(pl.col("run_id").unique(maintain_order=True)).collect(engine="streaming")["run_id"].to_list()
+               if has_run else [None])
     rid = run_ids[0]
     b = bm.filter(pl.col("run_id") == rid) if rid is not None else bm
     parts.append(_profile_warning(name, bm, machine))
@@ -773,7 +783,8 @@ def _experiment_html(wh: Warehouse, name: str, machine: Machine, arch: pl.LazyFr
                            on=keys, how="left", maintain_order="left")
 
     rps = ranks_per_socket(b, machine)
-    pa = p.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype").collect(),
+    phase_labels = a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype")
+    pa = p.join(phase_labels.collect(engine="streaming"),
                 on=["run_id", "appl", "phase"], how="left") if "archetype" not in p.columns else p
     stem = f"{name}.{rid}" if rid else name
     parts.append(heading(3, "Roofline, Ridgeline and timeline", f"plots-{name}"))
