@@ -37,21 +37,22 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter, FuncFormatter, NullLocator
 
-from synthtrace.models.analysis import analyse_input, mix
+from synthtrace.models.analysis import analyse_stored, mix
 from synthtrace.models.archetypes import ARCHETYPES, BALANCED, INSUFFICIENT, Thresholds
 from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.domain.machine import Machine, MachineProfileError
 from synthtrace.tracelib.domain.counters import same_quantity
 from synthtrace.tracelib.domain.metrics import MISSING_ROLES, ranks_per_socket
 from synthtrace.warehouse.analysis_store import (
-    ExperimentInput,
+    AnalysisParts,
     experiments,
-    load_experiment,
-    read_analysis,
+    load_experiment_windows,
+    parts_folder,
 )
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.parts import read_part, read_parts
+from synthtrace.warehouse.parts import read_part, read_parts, scan_parts
 from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.stored import stored_file
 
 # Every text a plot draws comes from data (application, call-site and counter names from traces, a profile's name):
 # matplotlib would parse `$...$` in them as TeX, so `run_$SLURM_JOB_ID` drew wrongly and `job_$^$` failed the whole
@@ -64,6 +65,10 @@ COLORS[INSUFFICIENT] = (0.72, 0.72, 0.72)
 COLORS[BALANCED] = (0.85, 0.93, 0.85)
 MAX_POINTS = 5_000  # largest bursts drawn in a roofline panel (they carry most of the time; more only overlap)
 MAX_RANKS = 64  # ranks drawn in the timeline
+#: bursts and MPI calls the timeline draws one by one; beyond, it draws them per pixel (issue 23: a 1 GB trace's
+#: 3.7 M units took GBs to draw and looked the same)
+MAX_TIMELINE_UNITS = 200_000
+TIMELINE_BINS = 2_000  # time columns of a timeline drawn per pixel (its axes are ~900 pixels wide)
 
 
 def _plain_ticks(*axes: Axis) -> None:
@@ -99,25 +104,31 @@ class PlotInfo:
 
 
 # ============================================================================ roofline
-def roofline_points(bm: pl.DataFrame, x: str, y: str, max_points: int = MAX_POINTS) -> pl.DataFrame:
-    """The bursts a roofline panel draws: finite positive coordinates, the ``max_points`` longest."""
-    df = bm.filter(pl.col(x).is_finite() & pl.col(y).is_finite() & (pl.col(x) > 0) & (pl.col(y) > 0))
-    if df.height > max_points:
-        df = df.sort("duration_s", descending=True).head(max_points)
-    return df
+def roofline_points(bm: pl.DataFrame | pl.LazyFrame, x: str, y: str, max_points: int = MAX_POINTS) -> pl.DataFrame:
+    """The bursts a roofline panel draws: finite positive coordinates, the ``max_points`` longest (in their order
+    when there are no more)."""
+    lf = bm.lazy().filter(pl.col(x).is_finite() & pl.col(y).is_finite() & (pl.col(x) > 0) & (pl.col(y) > 0))
+    if lf.select(pl.len()).collect().item() > max_points:
+        lf = lf.sort("duration_s", descending=True, maintain_order=True).head(max_points)
+    return lf.collect()
 
 
-def plot_roofline(bm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float | None = None,
-                  label_column: str = "archetype", max_points: int = MAX_POINTS) -> PlotInfo:
+def plot_roofline(bm: pl.DataFrame | pl.LazyFrame, machine: Machine, *, ranks_per_socket: float | None = None,
+                  label_column: str = "archetype", max_points: int = MAX_POINTS,
+                  labels: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> PlotInfo:
     """Cache-aware roofline of bursts (one panel per level with traffic measured). ``bm`` is burst metrics joined
-    with a label column (default ``archetype``)."""
-    has_flops = "flops" in bm.columns and bm["flops"].drop_nulls().len() > 0 and (bm["flops"].fill_null(0) > 0).any()
+    with a label column (default ``archetype``), or ``labels`` adds it (and ``provisional``) to the points drawn."""
+    bm = bm.lazy()
+    columns = bm.collect_schema().names()
+    measured = bm.select(pl.col(c).drop_nulls().len().alias(c) for c in ("flops", "oi_l2", "oi_l3", "oi_dram")
+                         if c in columns).collect().row(0, named=True) if columns else {}
+    has_flops = bool(measured.get("flops")) and bm.select((pl.col("flops").fill_null(0) > 0).any()).collect().item()
     if has_flops:
         unit, rate = "flop", "flop_rate"
         panels = [(lvl, col, bw) for lvl, col, bw in (
             ("L2", "oi_l2", machine.cache_bw_core("l2")), ("L3", "oi_l3", machine.cache_bw_core("l3")),
             ("DRAM", "oi_dram", machine.dram_share(ranks_per_socket)))
-            if col in bm.columns and bm[col].drop_nulls().len() and bw]
+            if measured.get(col) and bw]
         peak = machine.peak_flops_core()
         ceilings = {isa: machine.peak_flops_core(isa) for isa in machine.peak_flops_per_cycle}
     else:
@@ -133,6 +144,7 @@ def plot_roofline(bm: pl.DataFrame, machine: Machine, *, ranks_per_socket: float
     points: dict[str, int] = {}
     for ax, (level, col, bw) in zip(axes[0], panels):
         pts = roofline_points(bm, col, rate, max_points)
+        pts = labels(pts) if labels is not None else pts
         points[level] = pts.height
         xs = pts[col].to_numpy() if pts.height else np.array([1.0])
         ridge = peak / bw
@@ -227,14 +239,46 @@ def plot_ridgeline(pm: pl.DataFrame, machine: Machine, *, ranks_per_socket: floa
 
 
 # ============================================================================ timeline
-def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine, *,
-                  ranks_per_socket: float | None = None, max_ranks: int = MAX_RANKS) -> PlotInfo:
+def timeline_bars(arch: pl.DataFrame | pl.LazyFrame, ranks: pl.DataFrame, t0: int,
+                  max_units: int = MAX_TIMELINE_UNITS, bins: int = TIMELINE_BINS) -> tuple[pl.DataFrame, bool]:
+    """The bars the timeline draws for the bursts and MPI calls of ``ranks`` (task, thread, row ``_y``): unit,
+    ``_x0`` (s since ``t0``), ``_len`` (s), row ``_y``, label ``_lab`` (the provisional one where insufficient),
+    ``_insuff``, and ``_n`` the units a bar stands for. Up to ``max_units`` units, one bar each; beyond, as a
+    trace viewer draws, per pixel: the time axis cut in ``bins`` columns, a unit as long as a column or longer
+    drawn itself, the shorter ones of each (row, column, label) as one bar as long as their summed time, stacked
+    in the column. Returns the bars and whether they were aggregated."""
+    lab = pl.when(pl.col("archetype") == INSUFFICIENT).then(pl.col("provisional")).otherwise(pl.col("archetype"))
+    units = (arch.lazy().filter(pl.col("unit").is_in(["burst", "mpi"]))
+             .join(ranks.lazy().select("task", "thread", pl.col("_y").cast(pl.Int64)), on=["task", "thread"])
+             .select("unit", "start_ns", "duration_ns", "_y", lab.alias("_lab"),
+                     (pl.col("archetype") == INSUFFICIENT).alias("_insuff")))
+    n, end = units.select(pl.len(), (pl.col("start_ns") + pl.col("duration_ns")).max()).collect().row(0)
+    seconds = [((pl.col("start_ns") - t0) * 1e-9).alias("_x0"), (pl.col("duration_ns") * 1e-9).alias("_len")]
+    cols = ["unit", "_x0", "_len", "_y", "_lab", "_insuff", "_n"]
+    if n <= max_units:
+        return units.with_columns(*seconds, pl.lit(1, pl.UInt32).alias("_n")).select(cols).collect(), False
+    width = max(1, -(-(end - t0) // bins))  # ns per column
+    long = units.filter(pl.col("duration_ns") >= width).with_columns(*seconds, pl.lit(1, pl.UInt32).alias("_n"))
+    short = (units.filter(pl.col("duration_ns") < width)
+             .with_columns(((pl.col("start_ns") - t0) // width).alias("_bin"))
+             .group_by("unit", "_y", "_bin", "_lab", "_insuff")
+             .agg(pl.col("duration_ns").sum().alias("_ns"), pl.len().cast(pl.UInt32).alias("_n"))
+             .sort("unit", "_y", "_bin", "_lab", nulls_last=True)
+             .with_columns(pl.col("_ns").cum_sum().over("unit", "_y", "_bin").alias("_end"))
+             .with_columns(((pl.col("_bin") * width + pl.col("_end") - pl.col("_ns")) * 1e-9).alias("_x0"),
+                           (pl.col("_ns") * 1e-9).alias("_len")))
+    return pl.concat([long.select(cols), short.select(cols)], how="vertical_relaxed").collect(), True
+
+
+def plot_timeline(arch: pl.DataFrame | pl.LazyFrame, pm: pl.DataFrame | None, machine: Machine, *,
+                  ranks_per_socket: float | None = None, max_ranks: int = MAX_RANKS,
+                  max_units: int = MAX_TIMELINE_UNITS) -> PlotInfo:
     """Ranks x time coloured by archetype (bursts; MPI calls as thin bars), phase strip on top and, below, each
-    phase's use of compute, DRAM and network relative to its roofs (campaign diagram)."""
-    bursts = arch.filter(pl.col("unit") == "burst")
-    calls = arch.filter(pl.col("unit") == "mpi")
-    ranks = (bursts.select("task", "thread").unique().sort("task", "thread").head(max_ranks)
-             .with_row_index("_y"))
+    phase's use of compute, DRAM and network relative to its roofs (campaign diagram). More than ``max_units``
+    bursts and calls are drawn per pixel (:func:`timeline_bars`)."""
+    lf = arch.lazy()
+    ranks = (lf.filter(pl.col("unit") == "burst").select("task", "thread").unique().sort("task", "thread")
+             .head(max_ranks).collect().with_row_index("_y"))
     fig = Figure(figsize=(11, 6.6), layout="constrained")
     grid = fig.add_gridspec(3, 1, height_ratios=[3, 0.12, 1.2])
     ax = fig.add_subplot(grid[0])  # fig.axes[0] holds the bars and nothing else
@@ -246,24 +290,19 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
     ax.tick_params(labelbottom=True)
     ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
     ax.set_xlabel("time since the trace's first burst", fontsize=8)
-    t0 = float(arch["start_ns"].min() or 0)
+    t0 = int(lf.select(pl.col("start_ns").min()).collect().item() or 0)
     n = 0
     drawn: set[str] = set()
     undecided_drawn = False
-    for unit_df, height in ((bursts, 0.8), (calls, 0.3)):  # MPI calls: thin bars (hatching thousands is slow)
-        d = unit_df.join(ranks, on=["task", "thread"]).with_columns(
-            pl.when(pl.col("archetype") == INSUFFICIENT)
-            .then(pl.col("provisional"))
-            .otherwise(pl.col("archetype"))
-            .alias("_lab"),
-            (pl.col("archetype") == INSUFFICIENT).alias("_insuff"),
-        )
+    bars, per_pixel = timeline_bars(lf, ranks, t0, max_units)
+    for unit, height in (("burst", 0.8), ("mpi", 0.3)):  # MPI calls: thin bars (hatching thousands is slow)
+        d = bars.filter(pl.col("unit") == unit)
         for (name, insuff), g in d.group_by("_lab", "_insuff"):
             ax.add_collection(PolyCollection(
-                _bars((g["start_ns"].to_numpy() - t0) * 1e-9, g["duration_ns"].to_numpy() * 1e-9, g["_y"].to_numpy(),
-                      height), facecolors=_color(name), edgecolors="none", hatch="..." if insuff else None,
+                _bars(g["_x0"].to_numpy(), g["_len"].to_numpy(), g["_y"].to_numpy(), height),
+                facecolors=_color(name), edgecolors="none", hatch="..." if insuff else None,
                 alpha=0.55 if insuff else 1.0))
-            n += g.height
+            n += int(g["_n"].sum())
             drawn.add(name or INSUFFICIENT)
             undecided_drawn = undecided_drawn or bool(insuff)
     ax.autoscale_view()
@@ -282,10 +321,11 @@ def plot_timeline(arch: pl.DataFrame, pm: pl.DataFrame | None, machine: Machine,
                 label="dotted: insufficient counters,\nprovisional archetype",
             )
         )
-    if calls.height:
+    if (bars["unit"] == "mpi").any():
         handles.append(Patch(facecolor="white", edgecolor="white", label="thin bars: MPI calls"))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_title(f"timeline: {n} bursts and MPI calls of {_tasks_threads(ranks)}, coloured by archetype")
+    ax.set_title(f"timeline: {n} bursts and MPI calls of {_tasks_threads(ranks)}, coloured by archetype"
+                 + (" (per pixel: each archetype's share of the time)" if per_pixel else ""))
     strip.set_ylabel("phases", rotation=0, ha="right", va="center", fontsize=7)
     if pm is not None and pm.height:
         p = pm.with_columns(
@@ -501,25 +541,30 @@ def _img(png: bytes, alt: str) -> str:
     return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
 
 
-def _top_consumers(bm: pl.DataFrame, arch: pl.DataFrame, n: int = 15) -> pl.DataFrame:
+def _top_consumers(bm: pl.DataFrame | pl.LazyFrame, arch: pl.DataFrame | pl.LazyFrame, n: int = 15) -> pl.DataFrame:
     """Where the time goes: bursts grouped by what closed them (the MPI call site, else the call; a burst no MPI
     call closes is a thread's last one, ``(end of thread)``, or one of code without MPI, ``(no MPI call)``, as
     in an OpenMP-only trace) and by archetype."""
-    b = arch.filter(pl.col("unit") == "burst").select("run_id", "appl", "task", "thread", "burst_seq", "archetype")
+    b = (arch.lazy().filter(pl.col("unit") == "burst")
+         .select("run_id", "appl", "task", "thread", "burst_seq", "archetype"))
     keys = ["run_id", "appl", "task", "thread", "burst_seq"]
-    last = pl.col("burst_seq") == pl.col("burst_seq").max().over("run_id", "appl", "task", "thread")
-    site = bm.select(*keys, pl.coalesce(pl.col("call_site") if "call_site" in bm.columns else pl.lit(None, pl.String),
-                                        pl.col("mpi_call") if "mpi_call" in bm.columns else pl.lit(None, pl.String),
-                                        pl.when(last).then(pl.lit("(end of thread)")).otherwise(pl.lit("(no MPI call)"))
-                                        ).alias("closed_by"), "duration_s", "ipc")
+    bm = bm.lazy()
+    columns = bm.collect_schema().names()
+    last = pl.col("burst_seq") == pl.col("_last")
+    lasts = bm.group_by(keys[:-1]).agg(pl.col("burst_seq").max().alias("_last"))
+    site = bm.join(lasts, on=keys[:-1], how="left").select(
+        *keys, pl.coalesce(pl.col("call_site") if "call_site" in columns else pl.lit(None, pl.String),
+                           pl.col("mpi_call") if "mpi_call" in columns else pl.lit(None, pl.String),
+                           pl.when(last).then(pl.lit("(end of thread)")).otherwise(pl.lit("(no MPI call)"))
+                           ).alias("closed_by"), "duration_s", "ipc")
     j = site.join(b, on=keys, how="left")
-    total = float(j["duration_s"].sum() or 1.0)
+    per = (j.group_by("closed_by", "archetype")
+           .agg(pl.len().alias("bursts"), pl.col("duration_s").sum().alias("time_s"),
+                pl.col("ipc").mean().alias("mean_ipc"))
+           .collect(engine="streaming"))
+    total = float(per["time_s"].sum() or 1.0)
     return (
-        j.group_by("closed_by", "archetype")
-        .agg(
-            pl.len().alias("bursts"), pl.col("duration_s").sum().alias("time_s"), pl.col("ipc").mean().alias("mean_ipc")
-        )
-        .with_columns((pl.col("time_s") / total).alias("time_share"))
+        per.with_columns((pl.col("time_s") / total).alias("time_share"))
         .sort("time_s", descending=True)
         .head(n)
     )
@@ -556,30 +601,32 @@ def merge_verdict(quality: pl.DataFrame) -> tuple[str, str]:
     return v, next((r for r in reasons if r), "")
 
 
-def roof_excess(bm: pl.DataFrame, machine: Machine) -> dict[str, float]:
+def roof_excess(bm: pl.DataFrame | pl.LazyFrame, machine: Machine) -> dict[str, float]:
     """Share of burst time above each per-core roof of ``machine``: the compute roof (FLOP/s at its widest ISA)
     and, for bursts without FLOP counts, the instruction roof the roofline draws (4 instructions per cycle at the
     profile's clock). A core cannot exceed them: time above means the profile is not the machine's."""
-    if bm.height == 0 or "duration_s" not in bm.columns:
+    bm = bm.lazy()
+    columns = bm.collect_schema().names()
+    if "duration_s" not in columns:
         return {}
-    total = float(bm["duration_s"].sum() or 0.0)
+    total = float(bm.select(pl.col("duration_s").sum()).collect().item() or 0.0)
     if total <= 0:
         return {}
     rate = pl.col("duration_s")
     checks = {}
-    if "flop_rate" in bm.columns:
+    if "flop_rate" in columns:
         checks[f"compute roof ({machine.peak_flops_core() / 1e9:.3g} GFLOP/s per core)"] = (
             pl.col("flop_rate") > machine.peak_flops_core())
-    if "instructions" in bm.columns:
-        no_flops = pl.col("flop_rate").is_null() if "flop_rate" in bm.columns else pl.lit(True)
+    if "instructions" in columns:
+        no_flops = pl.col("flop_rate").is_null() if "flop_rate" in columns else pl.lit(True)
         checks[f"instruction roof ({machine.peak_ips_core(4.0) / 1e9:.3g} G instructions/s per core)"] = (
             no_flops & (pl.col("instructions") / rate > machine.peak_ips_core(4.0)))
     shares = bm.select(*[(pl.when(c.fill_null(False)).then(rate).otherwise(0.0).sum() / total).alias(name)
-                         for name, c in checks.items()]).row(0, named=True)
+                         for name, c in checks.items()]).collect().row(0, named=True)
     return {name: float(v) for name, v in shares.items() if v}
 
 
-def _profile_warning(name: str, bm: pl.DataFrame, machine: Machine) -> str:
+def _profile_warning(name: str, bm: pl.DataFrame | pl.LazyFrame, machine: Machine) -> str:
     over = {roof: share for roof, share in roof_excess(bm, machine).items() if share > ROOF_EXCESS_WARN}
     if not over:
         return ""
@@ -589,30 +636,37 @@ def _profile_warning(name: str, bm: pl.DataFrame, machine: Machine) -> str:
                    "beside the traces", summary=f"{name}: the profile is probably not this machine ({what})")
 
 
-def _counter_advice(arch: pl.DataFrame, bm: pl.DataFrame, recorded: list[str]) -> list[str]:
+def _counter_advice(arch: pl.DataFrame | pl.LazyFrame, bm: pl.DataFrame | pl.LazyFrame,
+                    recorded: list[str]) -> list[str]:
     """What to say of the bursts no archetype rule could decide: the counters that would decide them and no run
     of the experiment recorded (record them in another run and merge); apart, the bursts without any counter
     sample (a thread's last burst: no MPI call closed it, so no counter was read) and those whose recorded counters
     hold no usable value (impossible values are treated as missing)."""
-    insuff = arch.filter((pl.col("unit") == "burst") & (pl.col("archetype") == INSUFFICIENT))
-    if insuff.height == 0:
+    insuff = arch.lazy().filter((pl.col("unit") == "burst") & (pl.col("archetype") == INSUFFICIENT))
+    if not insuff.select(pl.len()).collect().item():
         return []
-    keys = [k for k in ("run_id", "appl", "task", "thread", "burst_seq") if k in insuff.columns and k in bm.columns]
-    if "missing_roles" in bm.columns and keys:
+    bm = bm.lazy()
+    have, columns = insuff.collect_schema().names(), bm.collect_schema().names()
+    keys = [k for k in ("run_id", "appl", "task", "thread", "burst_seq") if k in have and k in columns]
+    if "missing_roles" in columns and keys:
         sampled = bm.select(*keys, (pl.col("missing_roles").list.len() < len(MISSING_ROLES)).alias("_sampled"))
         insuff = insuff.join(sampled, on=keys, how="left").with_columns(pl.col("_sampled").fill_null(True))
     else:
         insuff = insuff.with_columns(pl.lit(True).alias("_sampled"))
-    unsampled = insuff.filter(~pl.col("_sampled"))
+    n_sampled, n_unsampled, unsampled_ns = insuff.select(
+        pl.col("_sampled").sum().alias("n"), (~pl.col("_sampled")).sum().alias("u"),
+        pl.col("duration_ns").filter(~pl.col("_sampled")).sum().alias("u_ns")).collect(engine="streaming").row(0)
     insuff = insuff.filter(pl.col("_sampled"))
 
     def is_recorded(label: str) -> bool:
         return any(same_quantity(token, c) or token == c for token in re.findall(r"[A-Za-z0-9_:]+", label)
                    for c in recorded)
 
-    need = (insuff.explode("missing_counters").drop_nulls("missing_counters")
+    need = (insuff.select("missing_counters", "duration_ns").explode("missing_counters")
+            .drop_nulls("missing_counters")
             .group_by("missing_counters").agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9)
                                                                          .alias("time_s"))
+            .collect(engine="streaming")
             .with_columns(pl.col("missing_counters").map_elements(is_recorded, return_dtype=pl.Boolean)
                           .alias("_recorded"))
             .sort("time_s", descending=True))
@@ -620,7 +674,7 @@ def _counter_advice(arch: pl.DataFrame, bm: pl.DataFrame, recorded: list[str]) -
     absent = (need.filter(~pl.col("_recorded")).drop("_recorded")
               .rename({"missing_counters": "counter that would decide"}))
     if absent.height:
-        parts += [f"<p class='note'>{insuff.height} bursts are <b>insufficient_counters</b>: the counters below, which "
+        parts += [f"<p class='note'>{n_sampled} bursts are <b>insufficient_counters</b>: the counters below, which "
                   "no run of this experiment recorded, would decide them (record them in another run and merge).</p>",
                   _table(absent)]
     present = need.filter(pl.col("_recorded"))
@@ -629,14 +683,14 @@ def _counter_advice(arch: pl.DataFrame, bm: pl.DataFrame, recorded: list[str]) -
         parts.append(f"<p class='note'>Bursts lack values of counters the experiment recorded ({names}): impossible "
                      "values are treated as missing (<code>counter_anomalies</code>), or the run that recorded them "
                      "was not merged.</p>")
-    if unsampled.height:
-        parts.append(f"<p class='note'>{unsampled.height} bursts ({unsampled['duration_ns'].sum() * 1e-9:.3g} s) have "
+    if n_unsampled:
+        parts.append(f"<p class='note'>{n_unsampled} bursts ({(unsampled_ns or 0) * 1e-9:.3g} s) have "
                      "no counter sample at all: a thread's last burst, which no MPI call closed, so the tracer read no "
                      "counter (no other run can supply them).</p>")
-    if insuff.height:
+    if n_sampled:
         prov = (insuff.group_by("provisional")
                 .agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
-                .sort("time_s", descending=True))
+                .collect(engine="streaming").sort("time_s", descending=True))
         parts += ["<p class='note'>Provisional archetypes of the bursts with samples (first rule that fires among "
                   "those the counters decide):</p>", _table(prov)]
     return parts
@@ -649,19 +703,29 @@ UNREAD_ARCHETYPE_COLUMNS = ("experiment", "confidence", "evidence", "could_also_
 
 def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: Thresholds | None = None,
                        plot_dir: Path | None = None) -> tuple[str, dict]:
-    """HTML of one experiment (computing the analysis in memory, without discovery, when it was not stored)."""
-    arch = read_analysis(wh, name, "archetypes", without=UNREAD_ARCHETYPE_COLUMNS)
-    bm = read_analysis(wh, name, "burst_metrics")
-    pm = read_analysis(wh, name, "phase_metrics")
-    discovery = {}
-    disc_file = wh.experiment_dir(name) / "archetype_discovery.json"
-    if disc_file.is_file():
-        discovery = json.loads(disc_file.read_text())
-    inp: ExperimentInput | None = None
-    if arch is None or bm is None or pm is None:
-        inp = load_experiment(wh, name)
-        res = analyse_input(inp, machine=machine, thresholds=thresholds, discover=False)
-        arch, bm, pm, discovery = res.archetypes, res.burst_metrics, res.phase_metrics, res.discovery
+    """HTML of one experiment (computing the analysis, without discovery, when it was not stored). The stored
+    frames are scanned, never read whole (issue 23): the tables are aggregates, the roofline draws the longest
+    bursts and the timeline draws a large trace per pixel."""
+    files = {n: stored_file(wh.experiment_dir(name), f"{n}.parquet")
+             for n in ("archetypes", "burst_metrics", "phase_metrics")}
+    if all(f is not None for f in files.values()):
+        arch, bm = scan_parts([files["archetypes"]]), scan_parts([files["burst_metrics"]])
+        arch = arch.drop([c for c in UNREAD_ARCHETYPE_COLUMNS if c in arch.collect_schema()])
+        discovery = {}
+        disc_file = wh.experiment_dir(name) / "archetype_discovery.json"
+        if disc_file.is_file():
+            discovery = json.loads(disc_file.read_text())
+        return _experiment_html(wh, name, machine, arch, bm, read_part(files["phase_metrics"]), discovery, plot_dir)
+    with parts_folder() as folder:
+        res = analyse_stored(load_experiment_windows(wh, name), AnalysisParts(folder), machine=machine,
+                             thresholds=thresholds, discover=False)
+        return _experiment_html(wh, name, machine, res.archetypes.lazy(), res.burst_metrics.lazy(),
+                                res.phase_metrics.lazy().collect(), res.discovery, plot_dir)
+
+
+def _experiment_html(wh: Warehouse, name: str, machine: Machine, arch: pl.LazyFrame, bm: pl.LazyFrame,
+                     pm: pl.DataFrame, discovery: dict, plot_dir: Path | None) -> tuple[str, dict]:
+    """:func:`experiment_section` of an analysis: its archetypes and burst metrics scanned, its phase metrics."""
     parts = [heading(2, f"Experiment {name}", f"experiment-{name}")]
     mq = wh.experiment_dir(name) / "merge_quality.parquet"
     q = read_part(mq) if mq.is_file() else None  # [helper integrity] issue 23
@@ -675,7 +739,9 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
             bad=verdict == "bad"))
     parts.append(_machine_note(machine))
     # plots of one run: the merged trace (one run) or, before a merge, the first run; the table covers every run
-    run_ids = bm["run_id"].unique(maintain_order=True).to_list() if "run_id" in bm.columns else [None]
+    has_run = "run_id" in bm.collect_schema()
+    run_ids = (bm.select(pl.col("run_id").unique(maintain_order=True)).collect()["run_id"].to_list() if has_run
+               else [None])
     rid = run_ids[0]
     b = bm.filter(pl.col("run_id") == rid) if rid is not None else bm
     parts.append(_profile_warning(name, bm, machine))
@@ -698,9 +764,16 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     a = arch.filter(pl.col("run_id") == rid) if rid is not None else arch
     p = pm.filter(pl.col("run_id") == rid) if rid is not None and "run_id" in pm.columns else pm
     keys = ["run_id", "appl", "task", "thread", "burst_seq"]
-    ab = b.join(a.filter(pl.col("unit") == "burst").select(*keys, "archetype", "provisional"), on=keys, how="left")
+
+    def labelled(points: pl.DataFrame) -> pl.DataFrame:
+        """The roofline's points with their burst's archetype (the labels of their bursts only are read)."""
+        mine = a.filter((pl.col("unit") == "burst") & pl.col("burst_seq").is_in(points["burst_seq"].unique().implode()))
+        return points.join(mine.select(*keys, "archetype", "provisional").collect(engine="streaming")
+                           .with_columns(pl.col(k).cast(points.schema[k]) for k in keys),
+                           on=keys, how="left", maintain_order="left")
+
     rps = ranks_per_socket(b, machine)
-    pa = p.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype"),
+    pa = p.join(a.filter(pl.col("unit") == "phase").select("run_id", "appl", "phase", "archetype").collect(),
                 on=["run_id", "appl", "phase"], how="left") if "archetype" not in p.columns else p
     stem = f"{name}.{rid}" if rid else name
     parts.append(heading(3, "Roofline, Ridgeline and timeline", f"plots-{name}"))
@@ -713,7 +786,7 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
     if len(run_ids) > 1:
         parts.append(f"<p class='note'>Plots of run {html.escape(str(rid))}, the first of {len(run_ids)} runs "
                      f"(merge the experiment for one synthetic trace of them all).</p>")
-    for kind, plot in (("roofline", lambda: plot_roofline(ab, machine, ranks_per_socket=rps)),
+    for kind, plot in (("roofline", lambda: plot_roofline(b, machine, ranks_per_socket=rps, labels=labelled)),
                        ("ridgeline", lambda: plot_ridgeline(pa, machine, ranks_per_socket=rps)),
                        ("timeline", lambda: plot_timeline(a, pa, machine, ranks_per_socket=rps))):
         png = figure_png(plot().figure, (plot_dir / f"{stem}.{kind}.png") if plot_dir else None)

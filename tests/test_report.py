@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from synthtrace.models.analysis import analyse
 from synthtrace.pipelines.report import (
@@ -394,14 +395,13 @@ def test_a_section_reads_of_the_stored_archetypes_what_it_draws(tmp_path, mixed_
     wh = Path(shutil.copytree(mixed_wh, tmp_path / "wh"))
     assert run_cli("archetypes", "lulesh", "-w", wh)[0] == 0
     read: dict[str, list[str]] = {}
-    real = report_mod.read_analysis
+    real = report_mod._experiment_html
 
-    def spied(w, experiment, name, *args, **kwargs):
-        frame = real(w, experiment, name, *args, **kwargs)
-        read[name] = frame.columns
-        return frame
+    def spied(w, name, machine, arch, *args, **kwargs):
+        read["archetypes"] = arch.collect_schema().names()
+        return real(w, name, machine, arch, *args, **kwargs)
 
-    monkeypatch.setattr(report_mod, "read_analysis", spied)
+    monkeypatch.setattr(report_mod, "_experiment_html", spied)
     w = Warehouse(wh)
     machine = w.experiment("lulesh").machine()
     section, _ = report_mod.experiment_section(w, "lulesh", machine)
@@ -410,3 +410,23 @@ def test_a_section_reads_of_the_stored_archetypes_what_it_draws(tmp_path, mixed_
     monkeypatch.setattr(report_mod, "UNREAD_ARCHETYPE_COLUMNS", ())
     assert report_mod.experiment_section(w, "lulesh", machine)[0] == section
     assert "evidence" in read["archetypes"]
+
+
+def test_a_long_timeline_is_drawn_per_pixel_keeping_each_ranks_time_per_archetype():
+    """Issue 23: beyond ``max_units`` bursts and calls the timeline draws them per pixel (a unit as long as a column
+    itself, the shorter ones summed per row, column and archetype) instead of one bar each: each rank's time per
+    archetype and the units counted stay those of the bar-per-unit drawing."""
+    from synthtrace.pipelines.report import timeline_bars
+
+    arch = analyse(*two_rank_program(), machine=TEST_MACHINE, discover=False).archetypes
+    ranks = arch.filter(pl.col("unit") == "burst").select("task", "thread").unique().sort("task", "thread")
+    ranks = ranks.with_row_index("_y")
+    t0 = arch["start_ns"].min()
+    every, whole_drawn = timeline_bars(arch, ranks, t0)
+    pixels, per_pixel = timeline_bars(arch, ranks, t0, max_units=3, bins=2)
+    assert per_pixel and not whole_drawn and pixels.height < every.height
+    key = ["unit", "_y", "_lab", "_insuff"]
+    totals = [f.group_by(key).agg(pl.col("_len").sum(), pl.col("_n").sum()).sort(key, nulls_last=True)
+              for f in (every, pixels)]
+    assert_frame_equal(totals[0], totals[1], check_exact=False, rel_tol=1e-9)
+    assert (pixels["_x0"] >= 0).all()
