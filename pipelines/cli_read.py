@@ -25,6 +25,7 @@ from synthtrace.pipelines.cli_base import (
     existing_warehouse,
     output_file,
     print_table,
+    print_warning,
     write_output,
     write_stdout,
 )
@@ -96,10 +97,12 @@ RUNS_QUERY = """
 def list_runs(warehouse: Path = DEFAULT_WAREHOUSE) -> None:
     """Print the runs of the warehouse, one row each."""
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.sql import query_rows
+    from synthtrace.warehouse.sql import runs_rows
 
-    columns, rows = query_rows(Warehouse(existing_warehouse(warehouse)), RUNS_QUERY)
+    columns, rows, warnings = runs_rows(Warehouse(existing_warehouse(warehouse)), RUNS_QUERY)
     print_rows(columns, rows, title=f"runs in {warehouse}")
+    for line in warnings:  # a damaged run, a missing file, a folder no commit wrote: said, the rest listed
+        print_warning(line)
 
 
 def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str | None = None,

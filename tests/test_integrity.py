@@ -140,8 +140,9 @@ def test_a_run_record_damaged_inside_is_named_and_ingesting_its_trace_again_repa
     record = sorted(wh.glob("runs/*/run.parquet"))[0]
     source = pl.read_parquet(record).get_column("source_path")[0]
     record.write_bytes(PAGE_DAMAGE[kind](record.read_bytes()))
-    code, _, err = run_cli("runs", "-w", wh)
-    assert code == 2 and str(record) in err and "ingest its trace again" in err, err
+    code, out, err = run_cli("runs", "-w", wh)  # attack 8 B6: the other run is listed, the damaged one named
+    assert code == 0 and str(record) in err and "ingest its trace again" in err, err
+    assert f"synthtrace runs rm {record.parent.name}" in err and record.parent.name not in out, (out, err)
     code, _, err = run_cli("ingest", source, "--experiment", EXP, "-w", wh)
     assert code == 0, err
     code, out, err = run_cli("sql", "SELECT count(*) AS n FROM runs", "-w", wh, "-f", "csv")

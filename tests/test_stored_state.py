@@ -161,6 +161,9 @@ def test_files_and_folders_no_commit_wrote_are_not_read(merged_lulesh, tmp_path,
     columns, rows, warned = _runs_listing(wh)
     assert sorted(r[columns.index("run_id")] for r in rows) == sorted([RUN_A, RUN_B]), rows
     assert len(warned) == 2 and f"{RUN_A}.bak" in warned[0] and "lulesh-8r.old" in warned[1], warned
+    code, out, err = run_cli("runs", "-w", wh)  # what the user sees of it
+    said = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert code == 0 and len(said) == 2 and f"{RUN_A}.bak" in said[0] and "lulesh-8r.old" in said[1], err
     code, out, err = run_cli("merge", "lulesh-8r", "-w", wh)
     assert code == 0 and "merged 2140 bursts" in out, (out, err)
     assert _csv_row(run_cli, wh, "SELECT count(*), count(DISTINCT (task, thread, burst_seq)) FROM merged_bursts "
