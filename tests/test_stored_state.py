@@ -284,3 +284,28 @@ def test_a_planted_run_folder_whose_record_is_a_fifo_blocks_no_reader(merged_lul
     assert len(rows) == 2
     code, _, err = run_cli("runs", "rm", RUN_B, "-w", wh)
     assert code == 0, err
+
+
+@pytest.mark.real_traces
+def test_copies_beside_the_parts_are_not_exported(merged_lulesh, tmp_path, run_cli):
+    """Attack 9 C2, C3: ``merge --export-prv`` found the reference run's events (and the merge its calls) by listing
+    the folder, and ``export`` of a one-run experiment its bursts: a copy beside the parts was written twice."""
+    wh = _copy(merged_lulesh, tmp_path)
+    code, _, err = run_cli("ingest", PRIME, "--experiment", "single", "-w", wh)
+    assert code == 0, err
+
+    def exported(tag: str) -> tuple[bytes, bytes]:
+        code, _, err = run_cli("merge", "lulesh-8r", "--export-prv", tmp_path / tag / "m", "-w", wh)
+        assert code == 0, err
+        code, _, err = run_cli("export", "single", "-f", "csv", "-o", tmp_path / tag / "single.csv", "-w", wh)
+        assert code == 0, err
+        return (tmp_path / tag / "m.prv").read_bytes(), (tmp_path / tag / "single.csv").read_bytes()
+
+    before = exported("before")
+    planted = 0
+    for part in [*wh.glob("runs/*/events/*.parquet"), *wh.glob("runs/*/bursts/*.parquet"),
+                 *wh.glob("runs/*/mpi_calls.parquet")]:
+        shutil.copy2(part, part.with_name(f"{part.stem} (copy){part.suffix}"))
+        planted += 1
+    assert planted >= 5 and any(wh.glob("runs/*/events/* (copy).parquet"))
+    assert exported("after") == before

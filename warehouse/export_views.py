@@ -18,6 +18,7 @@ from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.experiment import MERGED_FILE, Experiment
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import scan_parts
+from synthtrace.warehouse.runs import run_parts
 
 BURST_KEYS = [*THREAD_KEYS, "burst_seq"]
 CALL_KEYS = [*THREAD_KEYS, "call_seq"]
@@ -103,7 +104,7 @@ def export_scans(wh: Warehouse, experiment: str) -> ExportScans:
                                       if "run_id" in bursts.collect_schema() else None)
     else:
         run_id = exp.run_ids[0]
-        parts = sorted((wh.run_dir(run_id) / "bursts").glob("*.parquet"))
+        parts = run_parts(wh, run_id, "bursts/*.parquet")  # what its commit wrote (attack 9 C3)
         if not parts:
             raise WarehouseError(f"experiment {experiment!r}: its runs have no computation bursts")
         bursts = scan_parts(parts)

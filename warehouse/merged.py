@@ -35,6 +35,7 @@ from synthtrace.tracelib.thread_key import task_key
 from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, message_table
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import check_parts, scan_parts
+from synthtrace.warehouse.runs import run_parts
 
 #: an experiment whose runs hold more bursts than this (all runs) is merged a group of tasks at a time
 PARTITION_BURSTS = 2_000_000
@@ -57,19 +58,19 @@ class StoredRun:
 
     def __init__(self, wh: Warehouse, run_id: str, run_name: str, spill: Path | None = None):
         self.run_id, self.run_name = run_id, run_name
-        self.dir = wh.run_dir(run_id)
+        self.wh, self.dir = wh, wh.run_dir(run_id)
         self.spill = spill / run_id if spill is not None else None
         self._threads: pl.DataFrame | None = None
         self._split = False
 
     def _bursts(self) -> pl.LazyFrame:
-        return scan_parts(sorted((self.dir / "bursts").glob("*.parquet")))
+        return scan_parts(run_parts(self.wh, self.run_id, "bursts/*.parquet"))
 
     def _tables(self) -> dict[str, tuple[pl.LazyFrame, pl.Expr]]:
         """The tables a group reads, each with the packed task key it is split by."""
         out = {"bursts": (self._bursts(), task_key())}
-        if (self.dir / "mpi_calls.parquet").is_file():
-            out["calls"] = (scan_parts([self.dir / "mpi_calls.parquet"]), task_key())
+        if calls := run_parts(self.wh, self.run_id, "mpi_calls.parquet"):
+            out["calls"] = (scan_parts(calls), task_key())
         if (messages := message_table(self.dir)) is not None:  # a message goes to its sender's and receiver's task
             rows = scan_parts([messages]).drop("run_id", strict=False).with_row_index("_row")
             ends = (("appl", "sender"), ("appl", "receiver")) if messages.name == LOGICAL_MESSAGES else (
@@ -161,14 +162,14 @@ class StoredRun:
 def _partitionable(exp: Experiment) -> bool:
     """Whether the runs can be read a group of tasks at a time: logical messages stored, no uncore samples (their
     DRAM_CAS is apportioned over a node's bursts)."""
-    return all((exp.wh.run_dir(r) / "mpi_messages.parquet").is_file()
-               and not any((exp.wh.run_dir(r) / "uncore").glob("*.parquet")) for r in exp.run_ids)
+    return all(run_parts(exp.wh, r, "mpi_messages.parquet") and not run_parts(exp.wh, r, "uncore/*.parquet")
+               for r in exp.run_ids)
 
 
 def stored_bursts(exp: Experiment) -> int:
     """Bursts of the experiment's runs (from the Parquet footers)."""
     return sum(scan_parts([p]).select(pl.len()).collect().item()
-               for r in exp.run_ids for p in (exp.wh.run_dir(r) / "bursts").glob("*.parquet"))
+               for r in exp.run_ids for p in run_parts(exp.wh, r, "bursts/*.parquet"))
 
 
 def merge_stored(exp: Experiment, options: MergeOptions, on_step: Callable[[str, int], None] | None = None, *,
@@ -224,8 +225,7 @@ def check_export_inputs(exp: Experiment) -> None:
     (the reference run is known only once merged) is :class:`~synthtrace.warehouse.errors.DamagedPartError`. Their
     content is checked whole (a damaged page behind an intact footer, found only after the merge was committed,
     made a refused command change the warehouse)."""
-    check_parts((p for r in exp.run_ids for p in sorted((exp.wh.run_dir(r) / "events").glob("*.parquet"))),
-                pages=True)
+    check_parts((p for r in exp.run_ids for p in run_parts(exp.wh, r, "events/*.parquet")), pages=True)
 
 
 def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) -> Path:
@@ -256,13 +256,13 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
             meta.counter_types.setdefault(name, etype)
         for name, label in m.counter_labels.items():
             meta.counter_labels.setdefault(name, label)
-    run_dir = exp.wh.run_dir(result.reference_run_id)
-    calls = (scan_parts([run_dir / "mpi_calls.parquet"]).sort(*THREAD_KEYS, "call_seq")
-             if (run_dir / "mpi_calls.parquet").is_file() else pl.DataFrame())
+    ref = result.reference_run_id
+    calls = (scan_parts(calls_file).sort(*THREAD_KEYS, "call_seq")
+             if (calls_file := run_parts(exp.wh, ref, "mpi_calls.parquet")) else pl.DataFrame())
     names = merged.collect_schema().names()
     counters = [c for c in result.quality.get_column("counter").to_list() if c in names]
-    events_dir = run_dir / "events"  # reader (issue 24.3/4): its other events too
-    events = scan_parts(sorted(events_dir.glob("*.parquet"))) if any(events_dir.glob("*.parquet")) else None
+    # reader (issue 24.3/4): its other events too; those its commit wrote (attack 9 C2: a copy was written twice)
+    events = scan_parts(parts) if (parts := run_parts(exp.wh, ref, "events/*.parquet")) else None
     return write_paraver(out_stem, merged, calls, meta, counters=counters, events=events)
 
 
