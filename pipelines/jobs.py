@@ -104,18 +104,26 @@ def analyse(exp: Experiment, *, machine: str | Machine | None = None, thresholds
 
     from synthtrace.models.analysis import analyse_stored
     from synthtrace.tracelib.domain.machine import Machine
-    from synthtrace.warehouse.analysis_store import AnalysisParts, load_experiment_windows, parts_folder
+    from synthtrace.warehouse.analysis_store import AnalysisParts, load_experiment_windows
+    from synthtrace.warehouse.errors import RunsChangedError
     from synthtrace.warehouse.parts import scan_parts
 
     step = on_step or (lambda _: None)
     profile = machine if isinstance(machine, Machine) else exp.machine(machine)
     # issue 23: read, measured and classified a window at a time, the frames written as parts and committed from
     # them: the peak no longer grows with the trace
-    trace = load_experiment_windows(exp.wh, exp.name)
+    trace = load_experiment_windows(exp.wh, exp)
     step(f"{exp.name} read")
-    with parts_folder() as folder:
-        result = analyse_stored(trace, AnalysisParts(folder), machine=profile, thresholds=thresholds,
-                                discover=discover)
+    with exp.wh.scratch(exp.dir, "analysis") as folder:  # beside the commit, cleared after a kill (attack 9 C7)
+        try:
+            result = analyse_stored(trace, AnalysisParts(folder), machine=profile, thresholds=thresholds,
+                                    discover=discover)
+        except Exception as exc:
+            if _vanished(exc, exp.dir):
+                raise RunsChangedError(f"experiment {exp.name!r}: its stored files changed while it was analysed "
+                                       "(a run removed or moved); nothing was committed: run the command again"
+                                       ) from None
+            raise
         step(f"{exp.name} analysed")
         if store:
             exp.commit(result.frames(), {"archetype_discovery": result.discovery,
@@ -127,6 +135,19 @@ def analyse(exp: Experiment, *, machine: str | Machine | None = None, thresholds
             result = replace(result, **{n: f.lazy().collect() for n, f in result.frames().items()})
     step(f"{exp.name} stored")
     return Analysis(profile, trace, result)
+
+
+def _vanished(exc: Exception, folder: Path) -> bool:
+    """Whether ``exc`` is a stored file gone while it was read (Python's or a library's "os error 2"; attack 9 C5:
+    ``runs rm`` during ``archetypes`` printed Polars' raw message)."""
+    import errno
+
+    from synthtrace.warehouse.layout import os_error_within
+
+    if isinstance(exc, FileNotFoundError):  # Polars' carries no errno
+        return True
+    os_error = os_error_within(exc, folder)
+    return os_error is not None and os_error.errno == errno.ENOENT
 
 
 def archetypes(wh: Warehouse, experiment: str, settings: NightSettings = NightSettings()) -> dict[str, float]:

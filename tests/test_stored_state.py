@@ -309,3 +309,26 @@ def test_copies_beside_the_parts_are_not_exported(merged_lulesh, tmp_path, run_c
         planted += 1
     assert planted >= 5 and any(wh.glob("runs/*/events/* (copy).parquet"))
     assert exported("after") == before
+
+
+@pytest.mark.real_traces
+def test_a_merge_removed_while_archetypes_reads_it_is_one_line(merged_lulesh, tmp_path, run_cli, monkeypatch):
+    """Attack 9 C5: ``runs rm`` while the windowed analysis read the merged bursts printed Polars' raw "No such file
+    or directory (os error 2)"; it is the runs-changed line, exit 1, nothing committed and no scratch left.
+    Deterministic: the merged file goes after the analysis planned its reads, before it reads them."""
+    from synthtrace.warehouse import analysis_store
+
+    wh = _copy(merged_lulesh, tmp_path)
+    merged = next(wh.glob("experiments/lulesh-8r/merged_bursts.parquet"))
+    plan = analysis_store.load_experiment_windows
+
+    def then_removed(*args, **kw):
+        windows = plan(*args, **kw)
+        merged.unlink()
+        return windows
+
+    monkeypatch.setattr(analysis_store, "load_experiment_windows", then_removed)
+    code, _, err = run_cli("archetypes", "lulesh-8r", "-w", wh)
+    line = _one_error_line(err)
+    assert code == 1 and "changed while it was analysed" in line and "run the command again" in line, err
+    assert not (merged.parent / "archetypes.parquet").exists() and not any((wh / ".staging").iterdir())

@@ -22,7 +22,7 @@ from synthtrace.tracelib.domain.counter_sanity import anomaly_rules
 from synthtrace.tracelib.domain.counters import resolve
 from synthtrace.tracelib.domain.uncore import DRAM_CAS_COLUMN, attribute_dram_cas
 from synthtrace.warehouse.errors import WarehouseError
-from synthtrace.warehouse.experiment import MERGED_FILE, ExperimentTrace
+from synthtrace.warehouse.experiment import MERGED_FILE, Experiment, ExperimentTrace
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import run_parts, runs_table
 from synthtrace.warehouse.stored import missing_file, stored_file, stored_parts
@@ -145,14 +145,16 @@ def _with_columns_of(scan: pl.LazyFrame, schema: dict[str, pl.DataType]) -> pl.L
         [c for c in schema])
 
 
-def load_experiment_windows(wh: Warehouse, experiment: str, rows: int | None = None) -> AnalysisInput:
-    """What the analysis of ``experiment`` reads, as :class:`TraceWindows` of about ``rows`` bursts
-    (:data:`ANALYSIS_WINDOW_ROWS`): the trace :func:`load_experiment` reads whole, labelled alike. Raises
+def load_experiment_windows(wh: Warehouse, experiment: str | Experiment, rows: int | None = None) -> AnalysisInput:
+    """What the analysis of ``experiment`` (a name, or the experiment already read: its runs table is not read
+    again) reads, as :class:`TraceWindows` of about ``rows`` bursts (:data:`ANALYSIS_WINDOW_ROWS`): the trace
+    :func:`load_experiment` reads whole, labelled alike. Raises
     :class:`~synthtrace.warehouse.errors.UnknownExperimentError` or :class:`WarehouseError` as it does."""
     from synthtrace.warehouse.export_views import key_windows  # it reads the stored analysis: imported here
 
     rows = rows or ANALYSIS_WINDOW_ROWS
-    exp = wh.experiment(experiment)
+    exp = wh.experiment(experiment) if isinstance(experiment, str) else experiment
+    experiment = exp.name
     if exp.is_merged:
         bursts = scan_parts([stored_file(exp.dir, MERGED_FILE)])
         ref = exp.reference_run_id(None if exp.record().get("reference_run_id") else

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synthtrace.tracelib.errors import SynthtraceError
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.names import check_name
 
@@ -384,6 +385,27 @@ class Warehouse:
                 if os_error is not None:
                     raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
                 raise
+
+    @contextlib.contextmanager
+    def scratch(self, target: Path, what: str) -> Iterator[Path]:
+        """A folder in ``.staging`` for a writer's intermediate files on the way to ``target`` (a merge's spill, an
+        analysis' parts; ``what`` names it), removed when the block ends and, after a kill, by the next writer's
+        stale-staging cleanup (its lease is gone). On the warehouse's own file system: a full disk there is one
+        :class:`OSError` naming ``target``, as a commit's (attack 9 C4, C7: the analysis' parts in ``$TMPDIR``
+        ended in a Polars traceback when it filled, and stayed there after a kill)."""
+        self.check_layout()
+        with self.lease() as owner:
+            folder = self.staging_dir / f"{what}-{target.name}.{uuid.uuid4().hex[:8]}.{owner}"
+            folder.mkdir(parents=True)
+            try:
+                yield folder
+            except Exception as exc:
+                os_error = None if isinstance(exc, SynthtraceError) else os_error_within(exc, target)
+                if os_error is not None:
+                    raise os_error from None
+                raise
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _swap(self, stage: Path, target: Path, owner: str) -> Path:
         """Put ``stage`` in the place of the directory ``target``; returns where the old one now is (to delete).
