@@ -171,6 +171,24 @@ def test_files_and_folders_no_commit_wrote_are_not_read(merged_lulesh, tmp_path,
 
 
 @pytest.mark.real_traces
+def test_copied_folders_without_their_manifest_are_not_read(merged_lulesh, tmp_path, run_cli):
+    """Attack 9 C1: a run folder copied under another run-id-like name with its checksums.json removed was a third
+    run (its bursts twice), and parquet files copied into a new experiment folder doubled merged_bursts: a folder
+    without a manifest was trusted by its name alone."""
+    wh = _copy(merged_lulesh, tmp_path)
+    shutil.copytree(wh / "runs" / RUN_A, wh / "runs" / "0123456789abcdef")
+    (wh / "runs" / "0123456789abcdef" / "checksums.json").unlink()
+    (wh / "experiments" / "old").mkdir()
+    for f in (wh / "experiments" / "lulesh-8r").glob("*.parquet"):
+        shutil.copy2(f, wh / "experiments" / "old" / f.name)
+    assert _csv_row(run_cli, wh, COUNTS) == ["2", "2988", "2140"]
+    code, out, err = run_cli("runs", "-w", wh)
+    said = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert code == 0 and len(said) == 2, err
+    assert "0123456789abcdef" in said[0] and "experiments/old" in said[1], said
+
+
+@pytest.mark.real_traces
 def test_a_rewrite_of_a_folder_does_not_make_a_file_no_commit_wrote_stored(merged_lulesh, tmp_path, run_cli):
     """A writer that rewrites a folder keeping its files (``runs move``: Warehouse.update_dir) kept the copy put
     beside the parts too, and its new manifest listed it: from then on it was stored data, read by every view."""

@@ -15,8 +15,8 @@ Every reader that lists files (the query snapshots, :mod:`~synthtrace.warehouse.
 
 A folder stored before manifests (none), or before they named their folder, reads the files it has; it is judged by
 its own stored table instead: a run folder must be named by the ``run_id`` of its ``run.parquet`` (read only when
-the name is not one ingest makes, 16 hex characters: such a warehouse's queries read no more than before), an
-experiment folder by the ``experiment`` of its ``experiment.json`` (when it has one). A damaged manifest vouches
+the name is not one ingest makes, 16 hex characters, or the folder has no manifest at all), an experiment folder by
+the ``experiment`` of its ``experiment.json`` (one with neither that nor a manifest is no commit's). A damaged manifest vouches
 for nothing: the folder reads as before, and every read of one of its files is refused
 (:mod:`~synthtrace.warehouse.parts`).
 """
@@ -109,13 +109,17 @@ def _foreign(folder: str, unit: Sequence[str], manifest: Manifest | str | None) 
     if name_problem(name) is not None:
         return f"its name {name_problem(name)}"
     if top == "runs":
-        if _RUN_ID.fullmatch(name):
+        if _RUN_ID.fullmatch(name) and manifest is not None:
             return None  # what every ingest names a run (a hash): trusted unread, so a query reads no more files
+        # attack 9 C1: a copy without its manifest, under another run's name, was read as that run
         own = _stored_run_id(os.path.join(folder, "run.parquet"))
         return None if own in (None, name) else f"its run.parquet is run {own}"
     if top == "experiments":
+        record = Path(folder) / "experiment.json"
+        if manifest is None and not record.is_file():  # attack 9 C1: parquet files copied into a new folder
+            return f"it has neither {MANIFEST} nor experiment.json: no commit wrote it"
         try:
-            own = read_record(Path(folder) / "experiment.json").get("experiment")
+            own = read_record(record).get("experiment")
         except (OSError, ValueError, AttributeError):
             return None
         return None if own in (None, name) or not isinstance(own, str) else f"its experiment.json is of {own!r}"
