@@ -350,3 +350,18 @@ def test_a_merge_removed_while_archetypes_reads_it_is_one_line(merged_lulesh, tm
     line = _one_error_line(err)
     assert code == 1 and "changed while it was analysed" in line and "run the command again" in line, err
     assert not (merged.parent / "archetypes.parquet").exists() and not any((wh / ".staging").iterdir())
+
+
+@pytest.mark.real_traces
+def test_pop_reads_what_the_commits_wrote(merged_lulesh, tmp_path, run_cli):
+    """Attack 8 B1 (the readers integrity 8 listed): POP read a run's bursts, calls and messages by listing its
+    folder, and every experiment's POP table by globbing: a copy beside the parts counted twice."""
+    clean = _copy(merged_lulesh, tmp_path / "clean")
+    code, before, err = run_cli("pop", "lulesh-8r", "-w", clean)
+    assert code == 0, err
+    wh = _copy(merged_lulesh, tmp_path)
+    for part in [*wh.glob("runs/*/bursts/*.parquet"), *wh.glob("runs/*/mpi_calls.parquet")]:
+        shutil.copy2(part, part.with_name(f"{part.stem} (copy){part.suffix}"))
+    code, after, err = run_cli("pop", "lulesh-8r", "-w", wh)
+    before, after = before.replace(str(clean), str(wh)), after
+    assert code == 0 and after == before, (before, after, err)

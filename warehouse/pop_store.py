@@ -16,6 +16,8 @@ from synthtrace.tracelib.domain.pop import POP_METRICS_SCHEMA, POP_SCALING_SCHEM
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import read_part, schema_of
+from synthtrace.warehouse.runs import run_parts
+from synthtrace.warehouse.stored import Stored
 
 POP_METRICS = "pop_metrics"
 POP_SCALING = "pop_scaling"
@@ -40,8 +42,7 @@ class RunPopInputs:
 
 def run_pop_inputs(wh: Warehouse, run_id: str) -> RunPopInputs:
     """Read one run's POP inputs back from its folder."""
-    run_dir = wh.run_dir(run_id)
-    parts = sorted((run_dir / "bursts").glob("*.parquet"))
+    parts = run_parts(wh, run_id, "bursts/*.parquet")  # what its commit wrote (attack 8 B1, B2)
     if parts:
         schemas = [schema_of(p) for p in parts]
         cmap = resolve(list(dict.fromkeys(c for schema in schemas for c in schema)))
@@ -53,10 +54,9 @@ def run_pop_inputs(wh: Warehouse, run_id: str) -> RunPopInputs:
     else:
         bursts = pl.LazyFrame(schema={"run_id": pl.String, "appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32,
                                       "end_ns": pl.Int64, "duration_ns": pl.Int64})
-    calls_file, msg_file = run_dir / "mpi_calls.parquet", run_dir / "messages.parquet"
-    calls = read_part(calls_file, columns=[c for c in _CALL_COLUMNS if c in schema_of(calls_file)]) \
-        if calls_file.is_file() else None
-    messages = read_part(msg_file) if msg_file.is_file() else None
+    calls = next((read_part(f, columns=[c for c in _CALL_COLUMNS if c in schema_of(f)])
+                  for f in run_parts(wh, run_id, "mpi_calls.parquet")), None)
+    messages = next((read_part(f) for f in run_parts(wh, run_id, "messages.parquet")), None)
     return RunPopInputs(bursts, calls, messages)
 
 
@@ -69,7 +69,9 @@ def needs_stored_messages(calls: pl.DataFrame | None, messages: pl.DataFrame | N
 
 def read_pop_metrics(wh: Warehouse) -> pl.DataFrame:
     """Every experiment's POP table, one row per run (typed and empty when none was computed)."""
-    files = sorted(wh.experiments_dir.glob(f"*/{POP_METRICS}.parquet")) if wh.experiments_dir.is_dir() else []
+    stored = Stored(wh.root)  # never a copied experiment folder's (attack 8 B1)
+    files = sorted(f for f in wh.experiments_dir.glob(f"*/{POP_METRICS}.parquet")
+                   if stored.keep(("experiments", f.parent.name, f.name))) if wh.experiments_dir.is_dir() else []
     frames = [read_part(f) for f in files]
     empty = pl.DataFrame(schema=POP_METRICS_SCHEMA)
     return pl.concat([empty, *frames], how="diagonal_relaxed") if frames else empty
