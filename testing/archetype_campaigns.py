@@ -169,8 +169,11 @@ def run_campaign(quick: bool = False, seed: int = 0) -> tuple[list[dict], dict]:
 
 
 # ------------------------------------------------------------------------------------------- end to end
-def _pairs(truth_b: pl.DataFrame, truth_c: pl.DataFrame, truth_p: pl.DataFrame, arch: pl.DataFrame) -> pl.DataFrame:
-    """(unit, truth, pred) for every burst, MPI call and phase the truth or the prediction labels."""
+def _pairs(truth_b: pl.DataFrame, truth_c: pl.DataFrame, truth_p: pl.DataFrame,
+           arch: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """(unit, truth, pred) for every burst, MPI call and phase the truth or the prediction labels (``arch``: the
+    analysis' archetypes, in memory or as the committed scan ``jobs.analyse`` hands back)."""
+    arch = arch.collect() if isinstance(arch, pl.LazyFrame) else arch
     kb, kc = ["task", "thread", "burst_seq"], ["task", "thread", "call_seq"]
     b = truth_b.select(*kb, pl.col("archetype").alias("truth")).join(
         arch.filter(pl.col("unit") == "burst").select(*kb, pl.col("archetype").alias("pred")), on=kb, how="left")

@@ -238,7 +238,8 @@ def test_a_conflicts_file_that_is_no_settings_file_is_one_short_line(tmp_path):
         said[f.name] = str(err.value)
     assert "larger than 1024 KiB: not a conflicts file" in said["big.txt"]
     assert "not a regular file" in said["f.txt"] and "not a regular file" in said["d.txt"]
-    assert len(said["long.txt"]) < 200 and "long.txt:1: 'XXXX" in said["long.txt"], said["long.txt"][:300]
+    quoted = said["long.txt"].replace(str(long), "")  # the file's path is as long as the temp folder makes it
+    assert len(quoted) < 150 and "long.txt:1: 'XXXX" in said["long.txt"], said["long.txt"][:300]
 
 
 def test_missing_conflicts_file(tmp_path):

@@ -272,7 +272,8 @@ def runs_rows(wh: Warehouse, sql: str) -> tuple[list[str], list[tuple[Any, ...]]
     damaged = damaged_runs(wh.existing().root)
     columns, rows = query_rows(wh, sql, leave_out=[f"runs/{r}" for r in damaged])
     warnings = [*foreign_folders(wh.root),
-                *(f"{line}; it is not listed (or remove it: synthtrace runs rm {run_id})"
+                *(f"{line}; it is not listed" + ("" if "runs rm" in line else
+                                                   f" (or remove it: synthtrace runs rm {run_id})")
                   for run_id, line in damaged.items()),
                 *incomplete_runs(wh.root, damaged).values()]
     return columns, rows, warnings

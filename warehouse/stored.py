@@ -16,8 +16,8 @@ Every reader that lists files (the query snapshots, :mod:`~synthtrace.warehouse.
 A folder stored before manifests (none), or before they named their folder, reads the files it has; it is judged by
 its own stored table instead: a run folder must be named by the ``run_id`` of its ``run.parquet`` (read only when
 the name is not one ingest makes, 16 hex characters, or the folder has no manifest at all), an experiment folder by
-the ``experiment`` of its ``experiment.json`` (one with neither that nor a manifest is no commit's). A damaged manifest vouches
-for nothing: the folder reads as before, and every read of one of its files is refused
+the ``experiment`` of its ``experiment.json`` (one with neither that nor a manifest is no commit's). A damaged
+manifest vouches for nothing: the folder reads as before, and every read of one of its files is refused
 (:mod:`~synthtrace.warehouse.parts`).
 """
 from __future__ import annotations
