@@ -63,6 +63,8 @@ gc.callbacks.append(lambda phase, info: full.append(1) if phase == "stop" and in
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.ingest import ingest_trace
 result = ingest_trace(Warehouse(sys.argv[2]), sys.argv[1])
+from synthtrace.tracelib.formats.paraver import reader
+reader._warm_up_thread.join()  # its pause ends with it; on a loaded machine it may outlive the ingest
 print(json.dumps({"bursts": result.n_bursts, "full": len(full), "enabled": gc.isenabled()}))
 """
 
@@ -83,6 +85,8 @@ from synthtrace.pipelines.cli import main
 full = []
 gc.callbacks.append(lambda phase, info: full.append(1) if phase == "stop" and info["generation"] == 2 else None)
 code = main(["ingest", sys.argv[1], "-w", sys.argv[2]])
+from synthtrace.tracelib.formats.paraver import reader
+reader._warm_up_thread.join()  # its pause ends with it; on a loaded machine it may outlive the ingest
 print(json.dumps({"code": code, "full": len(full), "enabled": gc.isenabled()}))
 """
 

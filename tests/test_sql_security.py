@@ -26,12 +26,19 @@ def sealed_wh(tmp_path_factory) -> Path:
     copy_trace(LULESH_B, drop)
     wh = root / "wh"
     assert main(["ingest", str(drop), "-w", str(wh)]) == 0
+    from synthtrace.warehouse.checksums import write_manifest
+    from synthtrace.warehouse.stored import unit_of
+
     sample = pl.read_parquet(next((wh / "runs").glob("*/bursts/*.parquet"))).head(5)
+    planted = set()
     for pattern in VIEW_FILES.values():
         if not any(wh.glob(pattern)):
             target = wh / pattern.replace("*", "lulesh")
             target.parent.mkdir(parents=True, exist_ok=True)
             sample.write_parquet(target)
+            planted.add(unit_of(target.relative_to(wh).parts))
+    for unit in planted:  # as a commit leaves them: files no commit wrote are not read (attack 8 B1, 9 C1)
+        write_manifest(wh.joinpath(*unit), None, unit[-1] if len(unit) == 2 else None)
     return wh
 
 
