@@ -272,9 +272,7 @@ def runs_rows(wh: Warehouse, sql: str) -> tuple[list[str], list[tuple[Any, ...]]
     damaged = damaged_runs(wh.existing().root)
     columns, rows = query_rows(wh, sql, leave_out=[f"runs/{r}" for r in damaged])
     warnings = [*foreign_folders(wh.root),
-                *(f"{line}; it is not listed" + ("" if "runs rm" in line else
-                                                   f" (or remove it: synthtrace runs rm {run_id})")
-                  for run_id, line in damaged.items()),
+                *(f"{line}; it is not listed" for line in damaged.values()),  # each line names its runs rm
                 *incomplete_runs(wh.root, damaged).values()]
     return columns, rows, warnings
 
