@@ -1,6 +1,8 @@
 """``synthtrace export``: the merged trace for the tools users already have."""
 from __future__ import annotations
 
+import contextlib
+import gzip
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +18,7 @@ from synthtrace.pipelines.cli_app import (
 )
 from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written  # [helper races] A19
 from synthtrace.pipelines.cli_examples import epilog
+from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.names import name_option
 
 
@@ -25,6 +28,9 @@ class ExportFormat(str, Enum):
     csv = "csv"
 
 
+#: what each export format is, as the output extensions name formats (:data:`~synthtrace.pipelines.cli_read.
+#: OUTPUT_EXTENSIONS`): perfetto JSON, the others CSV
+EXTENSION_FORMAT = {ExportFormat.perfetto: "json", ExportFormat.pipit: "csv", ExportFormat.csv: "csv"}
 #: the file an export writes when no --output is given, by format
 DEFAULT_OUTPUT = {ExportFormat.perfetto: "{experiment}.json", ExportFormat.pipit: "{experiment}.pipit.csv",
                   ExportFormat.csv: "{experiment}.csv"}
@@ -55,12 +61,14 @@ def export(
 
     output = output or Path(DEFAULT_OUTPUT[format].format(experiment=experiment))
     output_file(output)  # before reading anything
+    gzipped = export_compressed(output, format)
     with err_console.status(f"reading {experiment}"):
         scans = export_scans(Warehouse(warehouse), experiment)
         n_bursts, n_calls = scans.count("bursts"), scans.count("calls")
     with err_console.status(f"writing {output} ({format.value})"):
         def written(p: Path) -> None:  # a window of the trace at a time (issue 23 attack 7 A21)
-            with p.open("wb") as fh:
+            with p.open("wb") as raw, (gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if gzipped
+                                       else contextlib.nullcontext(raw)) as fh:
                 if format is ExportFormat.perfetto:
                     write_perfetto(fh, scans, experiment)
                 elif format is ExportFormat.pipit:
@@ -71,6 +79,24 @@ def export(
         write_output(output, written)
     print_written(f"wrote {output} ({format.value}, {n_bursts} bursts, {n_calls} MPI calls)",  # [helper races]
                   output)  # attack 7 A19: not into the data when the output is stdout
+
+
+def export_compressed(output: Path, format: ExportFormat) -> bool:
+    """Whether the export to ``output`` is gzip-compressed (its name ends in ``.gz``, as ``sql --output``'s rule);
+    an extension naming another format than ``format`` writes (``x.parquet`` for Perfetto JSON, ``x.json`` for
+    CSV) is :class:`BadInputError` (attack 10 D3: Pipit could not open the plain CSV written to ``x.pipit.gz``). A
+    device or FIFO is written into as it is."""
+    from synthtrace.pipelines.cli_read import output_extension
+    from synthtrace.tracelib.atomic_file import is_stream
+
+    if str(output) == "-" or is_stream(output):
+        return False
+    named, gzipped = output_extension(output)
+    if named is not None and named != EXTENSION_FORMAT[format]:
+        raise BadInputError(f"--output {output}: its extension names {named}, but --format {format.value} writes "
+                            f"{EXTENSION_FORMAT[format]}; name the file .{EXTENSION_FORMAT[format]} (or "
+                            f".{EXTENSION_FORMAT[format]}.gz, compressed)")
+    return gzipped
 
 
 def register(app: typer.Typer) -> None:

@@ -365,3 +365,28 @@ def test_pop_reads_what_the_commits_wrote(merged_lulesh, tmp_path, run_cli):
     code, after, err = run_cli("pop", "lulesh-8r", "-w", wh)
     before, after = before.replace(str(clean), str(wh)), after
     assert code == 0 and after == before, (before, after, err)
+
+
+@pytest.mark.slow
+@pytest.mark.real_traces
+def test_a_copied_experiment_folder_is_neither_analysed_nor_trained_on(merged_lulesh, tmp_path, run_cli):
+    """Attack 10 D1/D2: ``archetypes`` (every experiment) listed ``experiments/`` by its folders, analysed the copy
+    ``lulesh-8r.old`` and committed into it (its manifest then named it, so every reader took it: merged_bursts and
+    archetypes doubled, exit 0), and ``train`` took the copy for one more application (its bursts leaked into the
+    held-out evaluation). The experiments a stage lists are those the commits wrote."""
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.model_store import experiment_apps, merged_bursts
+
+    wh = _copy(merged_lulesh, tmp_path)
+    copy = wh / "experiments" / "lulesh-8r.old"
+    shutil.copytree(wh / "experiments" / "lulesh-8r", copy)
+    before = tree_digest(copy)
+    assert set(experiment_apps(Warehouse(wh))) == {"lulesh-8r"}
+    assert merged_bursts(Warehouse(wh), "lulesh-8r.old") is None
+    code, out, err = run_cli("archetypes", "-w", wh)
+    assert code == 0 and "lulesh-8r.old" not in out + err.replace(f"{copy}: not read", ""), (out, err)
+    assert tree_digest(copy) == before  # nothing written into the copy
+    assert _csv_row(run_cli, wh, "SELECT (SELECT count(*) FROM merged_bursts), (SELECT count(DISTINCT experiment) "
+                                 "FROM archetypes)") == ["2140", "1"]
+    code, out, err = run_cli("archetypes", "lulesh-8r.old", "-w", wh)
+    assert code != 0 and tree_digest(copy) == before, (out, err)
