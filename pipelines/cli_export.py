@@ -5,7 +5,7 @@ import contextlib
 import gzip
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +20,9 @@ from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written  # [helper 
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.names import name_option
+
+if TYPE_CHECKING:
+    from synthtrace.warehouse.layout import Warehouse
 
 
 class ExportFormat(str, Enum):
@@ -63,22 +66,41 @@ def export(
     output_file(output)  # before reading anything
     gzipped = export_compressed(output, format)
     with err_console.status(f"reading {experiment}"):
-        scans = export_scans(Warehouse(warehouse), experiment)
-        n_bursts, n_calls = scans.count("bursts"), scans.count("calls")
+        wh = Warehouse(warehouse)
+        scans = export_scans(wh, experiment)
+        try:
+            n_bursts, n_calls = scans.count("bursts"), scans.count("calls")
+        except Exception as exc:
+            raise _changed(exc, wh, experiment) from None
     with err_console.status(f"writing {output} ({format.value})"):
         def written(p: Path) -> None:  # a window of the trace at a time (issue 23 attack 7 A21)
             with p.open("wb") as raw, (gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if gzipped
                                        else contextlib.nullcontext(raw)) as fh:
-                if format is ExportFormat.perfetto:
-                    write_perfetto(fh, scans, experiment)
-                elif format is ExportFormat.pipit:
-                    write_pipit(fh, scans)
-                else:
-                    write_csv(fh, scans)
+                try:
+                    if format is ExportFormat.perfetto:
+                        write_perfetto(fh, scans, experiment)
+                    elif format is ExportFormat.pipit:
+                        write_pipit(fh, scans)
+                    else:
+                        write_csv(fh, scans)
+                except Exception as exc:  # fh is open: a file gone now is a stored one, never the output
+                    raise _changed(exc, wh, experiment) from None
 
         write_output(output, written)
     print_written(f"wrote {output} ({format.value}, {n_bursts} bursts, {n_calls} MPI calls)",  # [helper races]
                   output)  # attack 7 A19: not into the data when the output is stdout
+
+
+def _changed(exc: Exception, wh: Warehouse, experiment: str) -> Exception:
+    """``exc``, or :class:`RunsChangedError` when it is a stored file gone while the export read it (attack 10 D5:
+    ``runs rm``/``runs move`` meanwhile gave Arrow's raw "Failed to open local file", exit 2, or blamed --output)."""
+    from synthtrace.pipelines.jobs import vanished
+    from synthtrace.warehouse.errors import RunsChangedError
+
+    if not vanished(exc, wh.root):
+        return exc
+    return RunsChangedError(f"experiment {experiment!r}: its stored files changed while it was exported (a run "
+                            "removed or moved); nothing was written: run the command again")
 
 
 def export_compressed(output: Path, format: ExportFormat) -> bool:

@@ -353,6 +353,38 @@ def test_a_merge_removed_while_archetypes_reads_it_is_one_line(merged_lulesh, tm
 
 
 @pytest.mark.real_traces
+@pytest.mark.parametrize("when", ["counting", "writing"])
+def test_a_merge_removed_while_export_reads_it_is_one_line(merged_lulesh, tmp_path, run_cli, monkeypatch, when):
+    """Attack 10 D5: ``runs rm`` while ``export`` read the merged trace gave Arrow's raw "Failed to open local file"
+    (exit 2) or blamed --output ("cannot write it"); it is the runs-changed line, exit 1, and no output file.
+    Deterministic: the merged file goes after the export planned its scans (``counting``) or opened its output."""
+    from synthtrace.warehouse import export_views
+
+    wh = _copy(merged_lulesh, tmp_path)
+    merged = next(wh.glob("experiments/lulesh-8r/merged_bursts.parquet"))
+    scans, write = export_views.export_scans, export_views.write_csv
+
+    def scans_then_removed(*args, **kw):
+        planned = scans(*args, **kw)
+        merged.unlink()
+        return planned
+
+    def removed_then_written(*args, **kw):
+        merged.unlink()
+        return write(*args, **kw)
+
+    if when == "counting":
+        monkeypatch.setattr(export_views, "export_scans", scans_then_removed)
+    else:
+        monkeypatch.setattr(export_views, "write_csv", removed_then_written)
+    out = tmp_path / "out.csv"
+    code, _, err = run_cli("export", "lulesh-8r", "-f", "csv", "-o", out, "-w", wh)
+    line = _one_error_line(err)
+    assert code == 1 and "changed while it was exported" in line and "run the command again" in line, err
+    assert not out.exists()
+
+
+@pytest.mark.real_traces
 def test_pop_reads_what_the_commits_wrote(merged_lulesh, tmp_path, run_cli):
     """Attack 8 B1 (the readers integrity 8 listed): POP read a run's bursts, calls and messages by listing its
     folder, and every experiment's POP table by globbing: a copy beside the parts counted twice."""
