@@ -103,16 +103,22 @@ def report(run: dict, size_mb: float, slice_s: float) -> str:
     last: dict[str, float] = {}  # each thread's CPU at its last sample (a thread that ended is in earlier ones)
     for _, cur in samples:
         last.update(cur)
+    at_imports: dict[str, float] = {}  # each thread's CPU at the last sample before the imports ended
+    for t, cur in samples:
+        if t <= run["imports_end"]:
+            at_imports.update(cur)
     per_group: dict[str, float] = {}
+    after_imports: dict[str, float] = {}
     for tid, cpu in last.items():
         g = group(names.get(tid, "?"))
         per_group[g] = per_group.get(g, 0.0) + cpu
+        after_imports[g] = after_imports.get(g, 0.0) + cpu - at_imports.get(tid, 0.0)
     lines = [f"{size_mb:.0f} MB, load {run['load']:.1f}: wall {run['end']:.2f} s (imports end at "
              f"{run['imports_end']:.2f} s), process CPU {run['cpu']:.2f} s (sampler excluded below)", "",
-             "| thread group | CPU | share |", "|---|---|---|"]
+             "| thread group | CPU | share | CPU after the imports |", "|---|---|---|---|"]
     total = sum(per_group.values())
     for g, c in sorted(per_group.items(), key=lambda x: -x[1]):
-        lines.append(f"| {g} | {c:.3f} s | {100 * c / total:.0f} % |")
+        lines.append(f"| {g} | {c:.3f} s | {100 * c / total:.0f} % | {after_imports[g]:.3f} s |")
     groups = sorted(per_group, key=lambda g: -per_group[g])
     lines += ["", "| wall from | " + " | ".join(groups) + " | all (cores busy) |",
               "|---|" + "---|" * (len(groups) + 1)]
