@@ -33,10 +33,17 @@ def _edit(wh: Path, edit) -> Path:
 
 
 @pytest.mark.real_traces
-def test_a_run_whose_manifest_does_not_list_its_record_is_in_no_view(merged_lulesh, tmp_path, run_cli):
+@pytest.mark.parametrize("reader", ["linked", "read-by-path"])
+def test_a_run_whose_manifest_does_not_list_its_record_is_in_no_view(merged_lulesh, tmp_path, run_cli, reader,
+                                                                     monkeypatch):
     """Attack 9 C8 (a): with run.parquet dropped from a run's manifest, ``runs`` listed one run while ``bursts``
     and ``mpi_calls`` kept the other run's rows (bursts without their runs row). Such a run is an incomplete commit:
-    no view reads it, ``runs`` names it with its remedy, and the remedy works."""
+    no view reads it, ``runs`` names it with its remedy, and the remedy works. ``read-by-path``: as a reader who
+    cannot write the warehouse's .staging binds the files (catalog.view_files)."""
+    from synthtrace.warehouse import snapshot
+
+    if reader == "read-by-path":
+        monkeypatch.setattr(snapshot, "_links_folder", lambda *_: None)
     wh = _copy(merged_lulesh, tmp_path)
     _edit(wh, lambda d: {**d, "files": {k: v for k, v in d["files"].items() if k != "run.parquet"}})
     assert _csv_row(run_cli, wh, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts), "
