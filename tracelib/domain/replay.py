@@ -408,9 +408,12 @@ def replay_calls(calls: pl.LazyFrame) -> pl.DataFrame:
     (thread, start, call_seq; ties as given), so that the replay holds no sorted copy."""
     have = calls.collect_schema()
     df = (calls.select([c for c in (*_CALL_COLUMNS, *CALL_EXTRA_COLUMNS) if c in have])
-          .with_columns(pl.col("mpi_call").cast(pl.Categorical))
-          .sort(*THREAD, "start_ns", "call_seq", maintain_order=True).collect())
-    return df.with_columns([df[c].shrink_dtype() for c in ("call_seq", *CALL_EXTRA_COLUMNS) if c in df.columns])
+          .with_columns(pl.col("mpi_call").cast(pl.Categorical)).collect())
+    order = df.select(pl.arg_sort_by(*THREAD, "start_ns", "call_seq", maintain_order=True)).to_series()
+    for c in df.columns:  # a column at a time: one column's copy beside the frame, not the frame's
+        column = df.get_column(c).gather(order)
+        df = df.with_columns(column.shrink_dtype() if c in ("call_seq", *CALL_EXTRA_COLUMNS) else column)
+    return df
 
 
 def replay(calls: pl.DataFrame, messages: pl.DataFrame | None, thread_ends: pl.DataFrame,
