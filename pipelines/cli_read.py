@@ -162,6 +162,15 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
         _write_bytes(output, text.encode(), gzipped)
 
 
+def output_extension(output: Path) -> tuple[str | None, bool]:
+    """What the file name ``output`` says it holds: the format its extension before any ``.gz`` names
+    (:data:`OUTPUT_EXTENSIONS`; None: none it names, ``x.xlsx``, ``x.``, ``x``) and whether it ends in ``.gz``."""
+    suffixes = [s.lower() for s in output.suffixes] if not output.name.endswith(".") else []
+    gzipped = suffixes[-1:] == [".gz"]
+    inner = suffixes[:-1] if gzipped else suffixes  # the extension before .gz
+    return (OUTPUT_EXTENSIONS.get(inner[-1]) if inner else None), gzipped
+
+
 def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
     """The format ``sql`` writes (one of :data:`SQL_FORMATS`) and whether gzip-compressed: ``format`` when given,
     else what ``output``'s extension names (:data:`OUTPUT_EXTENSIONS`; no ``output`` or ``-``: the table). A file
@@ -173,10 +182,7 @@ def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
 
     if output is None or str(output) == "-" or is_stream(output):
         return format or "table", False
-    suffixes = [s.lower() for s in output.suffixes] if not output.name.endswith(".") else []
-    gzipped = suffixes[-1:] == [".gz"]
-    inner = suffixes[:-1] if gzipped else suffixes  # the extension before .gz
-    named = OUTPUT_EXTENSIONS.get(inner[-1]) if inner else None
+    named, gzipped = output_extension(output)
     if format is None and named is None:
         raise BadInputError(f"--output {output}: its extension names no format; use {_KNOWN_OUTPUTS}, or give "
                             "--format")

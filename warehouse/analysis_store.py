@@ -25,7 +25,7 @@ from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.experiment import MERGED_FILE, Experiment, ExperimentTrace
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.runs import run_parts, runs_table
-from synthtrace.warehouse.stored import missing_file, stored_file, stored_parts
+from synthtrace.warehouse.stored import missing_file, stored_file, stored_folders, stored_parts
 from synthtrace.warehouse.parts import read_part, scan_parts, schema_of
 
 ANALYSIS_FILES: tuple[str, ...] = ("burst_metrics", "mpi_metrics", "phase_metrics", "archetypes")
@@ -42,10 +42,11 @@ ExperimentInput = ExperimentTrace
 
 
 def experiments(wh: Warehouse) -> list[str]:
-    """Names of the experiments that have runs or merged data, sorted."""
+    """Names of the experiments that have runs or a stored merge, sorted (a copied experiment folder is none:
+    :func:`~synthtrace.warehouse.stored.stored_folders`)."""
     names = set(runs_table(wh)["experiment"].drop_nulls().to_list())
-    if wh.experiments_dir.is_dir():
-        names |= {d.name for d in wh.experiments_dir.iterdir() if (d / MERGED_FILE).is_file()}
+    names |= {name for name in stored_folders(wh.root, "experiments")
+              if stored_file(wh.experiment_dir(name), MERGED_FILE) is not None}
     return sorted(names)
 
 

@@ -59,6 +59,14 @@ class Folder:
         """What the stored ``folder`` (a path) holds by its manifest, its name unjudged (a writer's own folder)."""
         return cls(folder_manifest(str(folder)), None)
 
+    @classmethod
+    def at(cls, folder: Path) -> Folder:
+        """The verdict on ``folder`` by its place: judged (:func:`judge`) when it is an entry of a named top folder
+        (``runs/<id>``, ``experiments/<name>``, ...), its manifest alone otherwise (a writer's staging folder)."""
+        if folder.parent.name in NAMED_TOPS:
+            return judge(folder.parent.parent, (folder.parent.name, folder.name))
+        return cls.of(folder)
+
     def lists(self, rel: str) -> bool:
         """Whether the file ``rel`` (``/``-separated, below the folder) is stored data of it."""
         return (self.foreign is None and self.incomplete is None
@@ -198,9 +206,10 @@ def missing_file(path: str | os.PathLike, more: int = 0) -> DamagedPartError:
 def stored_parts(folder: Path, pattern: str, verdict: Folder | None = None) -> list[Path]:
     """The files of the stored ``folder`` matching ``pattern`` (a glob below it: ``bursts/*.parquet``), sorted:
     those its manifest lists (a file it lists that is missing is :class:`DamagedPartError`), or, for a folder stored
-    without one, those there. Empty for a folder that is not there (the caller tells a removed run). ``verdict``:
-    the folder's, when the caller has it (its manifest read once for several patterns; default: read now)."""
-    verdict = Folder.of(folder) if verdict is None else verdict
+    without one, those there. Empty for a folder that is not there (the caller tells a removed run) and for a copy
+    no commit wrote (attack 10 D1: ``experiments/x.old`` was analysed and trained on). ``verdict``: the folder's,
+    when the caller has it (its manifest read once for several patterns; default: judged now, :meth:`Folder.at`)."""
+    verdict = Folder.at(folder) if verdict is None else verdict
     if verdict.incomplete is not None:
         raise incomplete_commit(folder, verdict.incomplete)
     found = sorted(p for p in folder.glob(pattern) if verdict.lists(p.relative_to(folder).as_posix()))
@@ -230,6 +239,14 @@ def _folders(root: str | os.PathLike, top: str) -> list[str]:
             return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
     except OSError:
         return []
+
+
+def stored_folders(root: str | os.PathLike, top: str) -> list[str]:
+    """The names (sorted) of the folders in ``root/top`` that are the stored folders their names say: those a
+    reader lists (experiments to analyse or train on, runs), neither copies (:func:`foreign_folders`) nor
+    incomplete commits."""
+    return [name for name in _folders(root, top)
+            if (verdict := judge(root, (top, name))).foreign is None and verdict.incomplete is None]
 
 
 def foreign_folders(root: str | os.PathLike) -> list[str]:
