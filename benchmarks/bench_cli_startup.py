@@ -1,8 +1,9 @@
-"""CLI start-up (issue 16): wall time, CPU time and peak RSS of ``synthtrace --help``, ``runs`` and
-``sql "SELECT 1"``, each in a fresh interpreter, this checkout against the package of an earlier commit
-(``--baseline``, extracted with git archive), in the same run, the two alternating; and, as the floor no command
-can go below, the bare interpreter and the work the commands cannot avoid (DuckDB's import and one connection,
-rich's console and table), beside typer with the pydantic it coerces parameters with (what the fast path skips).
+"""CLI start-up (issue 16): wall time, CPU time and peak RSS of ``synthtrace --help``, ``runs``,
+``sql "SELECT 1"`` and ``ingest`` of a trace already stored (its arguments read without typer, issue 27), each in
+a fresh interpreter, this checkout against the package of an earlier commit (``--baseline``, extracted with git
+archive), in the same run, the two alternating; and, as the floor no command can go below, the bare interpreter and
+the work the commands cannot avoid (DuckDB's import and one connection, rich's console and table), beside typer with
+the pydantic it coerces parameters with (what the fast path skips).
 
 Ingests every real Paraver trace (``../shared/traces/paraver/``) into a temporary warehouse first.
 
@@ -76,7 +77,8 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", CLI, "ingest", str(PARAVER), "-w", str(wh)], check=True,
                        capture_output=True, cwd=here)
         commands = {"--help": ["--help"], "runs": ["runs", "-w", str(wh)],
-                    'sql "SELECT 1"': ["sql", "SELECT 1", "-w", str(wh)]}
+                    'sql "SELECT 1"': ["sql", "SELECT 1", "-w", str(wh)],
+                    "ingest TRACE (already stored)": ["ingest", str(PARAVER / "prime_v0.prv"), "-w", str(wh)]}
         load = os.getloadavg()
         rows = []
         for label, args in commands.items():
@@ -102,7 +104,7 @@ def main() -> None:
         *floor,
         "",
         "this checkout: `synthtrace`, `--help` and `--version` are answered from `cli.COMMANDS` without importing "
-        "typer or rich; `runs` and `sql` with the options they take are answered without typer "
+        "typer or rich; `runs`, `sql` and `ingest` with the options they take are read without typer's parse "
         "(`pipelines/cli_read.py`), importing DuckDB's engine (`_duckdb`, not the package's Python layer: "
         "`warehouse/engine.py`) and rich only, and the query's connection gets only the views it names. "
         "Baseline: typer (and pydantic) for runs and sql, the whole `duckdb` package, and every view created (its "

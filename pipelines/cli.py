@@ -3,10 +3,10 @@
 Each command group lives in its own ``pipelines/cli_*.py`` module with a ``register(app)`` function; the typer
 application that loads them lives in :mod:`synthtrace.pipelines.cli_app`. This module imports neither typer nor
 rich nor any command module at start-up: ``synthtrace``, ``--help`` and ``--version`` are answered from
-:data:`COMMANDS` alone; ``runs`` and ``sql`` with the options they are usually given are answered without typer
-(:mod:`synthtrace.pipelines.cli_read`); any other command loads only the module that registers it. It is also the
-one place where a :class:`~synthtrace.tracelib.errors.SynthtraceError` or a usage mistake becomes one line on
-stderr and an exit code (2 for bad input or bad usage), never a traceback.
+:data:`COMMANDS` alone; ``runs``, ``sql`` and ``ingest`` with the options they are usually given are read without
+typer's parse (:mod:`synthtrace.pipelines.cli_read`); any other command loads only the module that registers it.
+It is also the one place where a :class:`~synthtrace.tracelib.errors.SynthtraceError` or a usage mistake becomes one
+line on stderr and an exit code (2 for bad input or bad usage), never a traceback.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import shutil
 import sys
 import textwrap
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -191,14 +190,9 @@ def _main(argv: list[str] | None) -> int:
     warnings.showwarning = lambda message, category, *a, **k: print_warning(str(message))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # the CLI prints its own summary
-    fast = None if completing else understood(args)  # runs and sql, without typer
+    fast = None if completing else understood(args)  # runs, sql and ingest, without typer's parse
     try:
-        if fast is not None:
-            fast()
-            return 0
-        if not completing and (params := plain_ingest(args)) is not None:
-            return _ingest(params)
-        return _run_app(args)
+        return (fast() or 0) if fast is not None else _run_app(args)
     except OutputClosed as exc:  # [helper edges] issue 23: `| head -1`: the reader's choice, no error
         return exc.exit_code
     except SynthtraceError as exc:
@@ -268,69 +262,6 @@ def _detected_shell() -> str | None:
         return shellingham.detect_shell()[0]
     except shellingham.ShellDetectionFailure:
         return None
-
-
-#: ``ingest``'s options :func:`plain_ingest` reads: option name -> parameter of the ingest command
-_INGEST_VALUES = {"-w": "warehouse", "--warehouse": "warehouse", "--experiment": "experiment", "--app": "app"}
-_INGEST_FLAGS = {"--salvage": True, "--no-salvage": False}
-
-
-def plain_ingest(args: list[str]) -> dict[str, Any] | None:
-    """The parameters of the ``ingest`` command when ``args`` are its usual form (trace paths; ``-w/--warehouse``,
-    ``--experiment``, ``--app`` with a value, ``--salvage``/``--no-salvage``; each option at most once), read as
-    typer reads them, the names checked by the same callbacks; None for anything else (``--date``, ``--help``, a
-    repeated option, a value that looks like an option, a name the callbacks refuse: typer parses those and says
-    what is wrong). typer's parse imports pydantic and builds a validator per parameter: ~0.13 s of serial CPU of
-    every ingest (issue 27 item 2)."""
-    if not args or args[0] != "ingest":
-        return None
-    from synthtrace.pipelines.cli_read import WAREHOUSE
-
-    params: dict[str, Any] = {}
-    paths: list[str] = []
-    rest = iter(args[1:])
-    for arg in rest:
-        if not arg.startswith("-"):
-            paths.append(arg)
-            continue
-        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if name in _INGEST_FLAGS and not eq and "salvage" not in params:
-            params["salvage"] = _INGEST_FLAGS[name]
-            continue
-        dest = _INGEST_VALUES.get(name)
-        value = inline if eq else next(rest, None)
-        if dest is None or dest in params or value is None or (not eq and value.startswith("-")):
-            return None
-        params[dest] = value
-    if "warehouse" not in params and WAREHOUSE.envvar and (env := os.environ.get(WAREHOUSE.envvar)):
-        params["warehouse"] = env
-    if not paths or "" in paths or params.get("warehouse") == "":
-        return None
-    from synthtrace.pipelines.cli_base import app_option
-    from synthtrace.tracelib.errors import BadInputError
-    from synthtrace.warehouse.names import name_option
-
-    try:
-        params["experiment"] = name_option(params.get("experiment"))
-        params["app"] = app_option(params.get("app"))
-    except BadInputError:
-        return None
-    if "warehouse" in params:
-        params["warehouse"] = Path(params["warehouse"])
-    return {"paths": [Path(p) for p in paths], **params}
-
-
-def _ingest(params: dict[str, Any]) -> int:
-    """Run the ``ingest`` command with ``params`` (:func:`plain_ingest`); its exit code."""
-    import typer
-
-    from synthtrace.pipelines.cli_warehouse import ingest
-
-    try:
-        ingest(**params)
-    except typer.Exit as exc:
-        return exc.exit_code
-    return 0
 
 
 def _run_app(args: list[str]) -> int:

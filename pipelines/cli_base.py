@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import io
 import os
 import shutil
@@ -243,20 +244,89 @@ def output_target(path: Path, option: str = "--output") -> Iterator[Path]:
 
 
 def write_outputs(paths: list[Path], write: Callable[[Path], object], option: str) -> None:
-    """Several files written together (a Paraver trace's ``.prv``, ``.pcf``, ``.row``), all in one folder:
-    ``write(folder)`` writes each under its name into a private folder beside them, then each is put at its path
-    by :data:`OUTPUT_RULE`, in order (the last appears last: a folder watcher never picks up half of them)."""
+    """Several files written together (a Paraver trace's ``.pcf``, ``.row`` and, last, ``.prv``), all in one folder:
+    ``write(folder)`` writes each under its name into a private part folder beside them, then each is put at its
+    path by :data:`OUTPUT_RULE`, in order (the last appears last: a folder watcher never picks up half of them).
+
+    The last file names the set (a Paraver reader opens the ``.prv`` and reads the companions of its name), and three
+    renames are not one: killed between them, the old ``.prv`` stood beside the new ``.pcf``/``.row`` (its events
+    read under another trace's names, silently). So the old last file leaves first, into the part folder, and the
+    new one comes last: under the last file's name there is the old set, the new set, or, after a kill in between,
+    no file at all, which every reader says (a missing trace), never a mixed set. Kept in the part folder, the old
+    one is put back when placing fails before any new file is in place. A part folder is held (``flock``) while it is
+    used; one nobody holds (its writer was killed) is removed by the next write into the same folder, with a warning
+    naming the output. Where the last file is a stream, or a link to another file system, it is written over as
+    before."""
     for p in paths:
         output_file(p, option)
-    with output_folder(paths[0], option):
-        stage = paths[0].parent / f".{paths[0].name}.{uuid.uuid4().hex[:8]}.part"
+    first = paths[0]
+    with output_folder(first, option), held_folder(first.parent, f".{first.name}", f"{option} {first}") as stage:
+        write(stage)
+        last = resolved_target(paths[-1])
+        old = stage / f".old.{last.name}"
+        moved = False
+        if last.is_file() and not is_stream(last):
+            with contextlib.suppress(OSError):  # another file system (a link): written over as before
+                os.rename(last, old)
+                moved = True
+        placed = 0
         try:
-            stage.mkdir()
-            write(stage)
             for p in paths:
                 place_file(stage / p.name, output_file(p, option))
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+                placed += 1
+        except BaseException:
+            if moved and placed == 0 and not last.exists():
+                os.rename(old, last)
+            raise
+
+
+#: what a :func:`held_folder` ends with
+_PART = ".part"
+
+
+@contextlib.contextmanager
+def held_folder(parent: Path, prefix: str, said: str | None = None) -> Iterator[Path]:
+    """A new folder ``parent/PREFIX.<random>.part`` for a command's intermediate files, held locked (``flock`` on
+    its descriptor, taken before it has its name; the kernel releases it with a killed process) until the block
+    ends, then removed. Such folders of ``prefix`` that nobody holds (a killed command's) are removed first, with a
+    warning ``said: ...`` when ``said`` names what was being written (write_outputs' part folders beside an output;
+    a report's analysis parts in $TMPDIR, which a kill left there for good before)."""
+    import fcntl
+
+    for stale in parent.glob(f"{glob.escape(prefix)}.*{_PART}"):
+        if stale.is_dir() and not stale.is_symlink() and _unheld(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+            if said:
+                print_warning(f"{said}: an earlier write there was stopped before it ended (killed); its part "
+                              f"folder {stale.name} was removed")
+    folder = parent / f"{prefix}.{uuid.uuid4().hex[:8]}{_PART}"
+    new = folder.with_name(folder.name + ".new")  # locked before it has its name: never seen unheld
+    new.mkdir()
+    fd = os.open(new, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with contextlib.suppress(OSError):  # a file system without locks: never judged stale by another
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        new.rename(folder)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(new, ignore_errors=True)
+        os.close(fd)
+
+
+def _unheld(folder: Path) -> bool:
+    """Whether no process holds ``folder`` locked (its writer is gone); a folder that cannot be looked at counts as
+    held: nothing is removed on a guess."""
+    import fcntl
+
+    with contextlib.ExitStack() as opened:
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            opened.callback(os.close, fd)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released with the descriptor
+        except OSError:
+            return False
+    return True
 
 
 @contextlib.contextmanager

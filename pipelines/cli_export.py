@@ -1,9 +1,11 @@
 """``synthtrace export``: the merged trace for the tools users already have."""
 from __future__ import annotations
 
+import contextlib
+import gzip
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,7 +18,11 @@ from synthtrace.pipelines.cli_app import (
 )
 from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written  # [helper races] A19
 from synthtrace.pipelines.cli_examples import epilog
+from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.names import name_option
+
+if TYPE_CHECKING:
+    from synthtrace.warehouse.layout import Warehouse
 
 
 class ExportFormat(str, Enum):
@@ -25,6 +31,9 @@ class ExportFormat(str, Enum):
     csv = "csv"
 
 
+#: what each export format is, as the output extensions name formats (:data:`~synthtrace.pipelines.cli_read.
+#: OUTPUT_EXTENSIONS`): perfetto JSON, the others CSV
+EXTENSION_FORMAT = {ExportFormat.perfetto: "json", ExportFormat.pipit: "csv", ExportFormat.csv: "csv"}
 #: the file an export writes when no --output is given, by format
 DEFAULT_OUTPUT = {ExportFormat.perfetto: "{experiment}.json", ExportFormat.pipit: "{experiment}.pipit.csv",
                   ExportFormat.csv: "{experiment}.csv"}
@@ -55,22 +64,61 @@ def export(
 
     output = output or Path(DEFAULT_OUTPUT[format].format(experiment=experiment))
     output_file(output)  # before reading anything
+    gzipped = export_compressed(output, format)
     with err_console.status(f"reading {experiment}"):
-        scans = export_scans(Warehouse(warehouse), experiment)
-        n_bursts, n_calls = scans.count("bursts"), scans.count("calls")
+        wh = Warehouse(warehouse)
+        scans = export_scans(wh, experiment)
+        try:
+            n_bursts, n_calls = scans.count("bursts"), scans.count("calls")
+        except Exception as exc:
+            raise _changed(exc, wh, experiment) from None
     with err_console.status(f"writing {output} ({format.value})"):
         def written(p: Path) -> None:  # a window of the trace at a time (issue 23 attack 7 A21)
-            with p.open("wb") as fh:
-                if format is ExportFormat.perfetto:
-                    write_perfetto(fh, scans, experiment)
-                elif format is ExportFormat.pipit:
-                    write_pipit(fh, scans)
-                else:
-                    write_csv(fh, scans)
+            with p.open("wb") as raw, (gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if gzipped
+                                       else contextlib.nullcontext(raw)) as fh:
+                try:
+                    if format is ExportFormat.perfetto:
+                        write_perfetto(fh, scans, experiment)
+                    elif format is ExportFormat.pipit:
+                        write_pipit(fh, scans)
+                    else:
+                        write_csv(fh, scans)
+                except Exception as exc:  # fh is open: a file gone now is a stored one, never the output
+                    raise _changed(exc, wh, experiment) from None
 
         write_output(output, written)
     print_written(f"wrote {output} ({format.value}, {n_bursts} bursts, {n_calls} MPI calls)",  # [helper races]
                   output)  # attack 7 A19: not into the data when the output is stdout
+
+
+def _changed(exc: Exception, wh: Warehouse, experiment: str) -> Exception:
+    """``exc``, or :class:`RunsChangedError` when it is a stored file gone while the export read it (attack 10 D5:
+    ``runs rm``/``runs move`` meanwhile gave Arrow's raw "Failed to open local file", exit 2, or blamed --output)."""
+    from synthtrace.pipelines.jobs import vanished
+    from synthtrace.warehouse.errors import RunsChangedError
+
+    if not vanished(exc, wh.root):
+        return exc
+    return RunsChangedError(f"experiment {experiment!r}: its stored files changed while it was exported (a run "
+                            "removed or moved); nothing was written: run the command again")
+
+
+def export_compressed(output: Path, format: ExportFormat) -> bool:
+    """Whether the export to ``output`` is gzip-compressed (its name ends in ``.gz``, as ``sql --output``'s rule);
+    an extension naming another format than ``format`` writes (``x.parquet`` for Perfetto JSON, ``x.json`` for
+    CSV) is :class:`BadInputError` (attack 10 D3: Pipit could not open the plain CSV written to ``x.pipit.gz``). A
+    device or FIFO is written into as it is."""
+    from synthtrace.pipelines.cli_read import output_extension
+    from synthtrace.tracelib.atomic_file import is_stream
+
+    if str(output) == "-" or is_stream(output):
+        return False
+    named, gzipped = output_extension(output)
+    if named is not None and named != EXTENSION_FORMAT[format]:
+        raise BadInputError(f"--output {output}: its extension names {named}, but --format {format.value} writes "
+                            f"{EXTENSION_FORMAT[format]}; name the file .{EXTENSION_FORMAT[format]} (or "
+                            f".{EXTENSION_FORMAT[format]}.gz, compressed)")
+    return gzipped
 
 
 def register(app: typer.Typer) -> None:

@@ -1,11 +1,13 @@
-"""``synthtrace runs`` (the listing) and ``synthtrace sql``, answered without typer: interactive SQL starts like
-DuckDB's own shell, paying for DuckDB and rich only.
+"""``synthtrace runs`` (the listing), ``synthtrace sql`` and ``synthtrace ingest`` in their usual forms, their
+arguments read without typer: interactive SQL starts like DuckDB's own shell, paying for DuckDB and rich only, and an
+ingest skips typer's parse (pydantic's import and a validator per parameter: ~0.13 s of serial CPU, issue 27).
 
-Their options are described once, here (:class:`Opt`); the typer commands of :mod:`~synthtrace.pipelines.cli_warehouse`
-declare them from these descriptions and call the same :func:`list_runs` / :func:`answer_sql`. :func:`understood`
-takes an argument list only when it holds nothing but these options, each at most once with a valid value, and the
-command's positional arguments; anything else (``--help``, a typo, a bad or missing value, a subcommand, a value
-that looks like an option) goes to typer, so every mistake keeps typer's message and exit code.
+Their options are described once, here (:class:`Opt`, :class:`Arg`); the typer commands of
+:mod:`~synthtrace.pipelines.cli_warehouse` declare them from these descriptions and call the same functions.
+:func:`understood` takes an argument list only when it holds nothing but these options, each at most once with a
+valid value, and the command's positional arguments; anything else (``--help``, a typo, a bad or missing value, a
+subcommand, a value that looks like an option, an option no :class:`FastCommand` lists such as ``ingest --date``)
+goes to typer, so every mistake keeps typer's message and exit code.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from synthtrace import DEFAULT_WAREHOUSE
 from synthtrace.pipelines.cli_base import (
+    app_option,
     console,
     existing_warehouse,
     output_file,
@@ -58,15 +61,33 @@ def _at_least(low: float) -> Callable[[str], float]:
     return check
 
 
+def _checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A typer callback that refuses with :class:`BadInputError` as a converter (ValueError: typer judges it)."""
+    def convert(text: str) -> Any:
+        try:
+            return check(text)
+        except BadInputError as exc:
+            raise ValueError(text) from exc
+    return convert
+
+
+def _experiment_name(text: str) -> str:
+    from synthtrace.warehouse.names import name_option  # only an ingest pays for it
+
+    return name_option(text)
+
+
 @dataclass(frozen=True)
 class Opt:
     """One option of a command: its names (the long one first), how its text becomes its value (ValueError: typer
-    judges it), the environment variable it falls back to and, for a choice, its values."""
+    judges it), the environment variable it falls back to, for a choice its values and, for a flag (no text), the
+    value each name sets (``--salvage``/``--no-salvage``: True, False)."""
 
     names: tuple[str, ...]
     convert: Callable[[str], Any]
     envvar: str | None = None
     choices: tuple[str, ...] = ()
+    flags: tuple[Any, ...] = ()
 
     @property
     def dest(self) -> str:
@@ -87,6 +108,9 @@ MIN_TIMEOUT_S = 0.001
 TIMEOUT = Opt(("--timeout",), _at_least(MIN_TIMEOUT_S))
 MEMORY_LIMIT = Opt(("--memory-limit",), str)
 TEMP_LIMIT = Opt(("--temp-limit",), str)
+EXPERIMENT = Opt(("--experiment",), _checked(_experiment_name))
+APP = Opt(("--app",), _checked(app_option))
+SALVAGE = Opt(("--salvage", "--no-salvage"), bool, flags=(True, False))
 
 RUNS_QUERY = """
     SELECT run_name, experiment, app, started_at, n_tasks, round(duration_ns / 1e9, 3) AS duration_s,
@@ -138,6 +162,15 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
         _write_bytes(output, text.encode(), gzipped)
 
 
+def output_extension(output: Path) -> tuple[str | None, bool]:
+    """What the file name ``output`` says it holds: the format its extension before any ``.gz`` names
+    (:data:`OUTPUT_EXTENSIONS`; None: none it names, ``x.xlsx``, ``x.``, ``x``) and whether it ends in ``.gz``."""
+    suffixes = [s.lower() for s in output.suffixes] if not output.name.endswith(".") else []
+    gzipped = suffixes[-1:] == [".gz"]
+    inner = suffixes[:-1] if gzipped else suffixes  # the extension before .gz
+    return (OUTPUT_EXTENSIONS.get(inner[-1]) if inner else None), gzipped
+
+
 def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
     """The format ``sql`` writes (one of :data:`SQL_FORMATS`) and whether gzip-compressed: ``format`` when given,
     else what ``output``'s extension names (:data:`OUTPUT_EXTENSIONS`; no ``output`` or ``-``: the table). A file
@@ -149,10 +182,7 @@ def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
 
     if output is None or str(output) == "-" or is_stream(output):
         return format or "table", False
-    suffixes = [s.lower() for s in output.suffixes] if not output.name.endswith(".") else []
-    gzipped = suffixes[-1:] == [".gz"]
-    inner = suffixes[:-1] if gzipped else suffixes  # the extension before .gz
-    named = OUTPUT_EXTENSIONS.get(inner[-1]) if inner else None
+    named, gzipped = output_extension(output)
     if format is None and named is None:
         raise BadInputError(f"--output {output}: its extension names no format; use {_KNOWN_OUTPUTS}, or give "
                             "--format")
@@ -222,24 +252,50 @@ def print_rows(columns: list[str], rows: list[tuple], title: str | None = None, 
         console.print(f"({len(rows)} rows, first {limit} shown; use --format csv for all)")
 
 
+def ingest(**params: Any) -> int | None:
+    """The ``ingest`` command of :mod:`~synthtrace.pipelines.cli_warehouse` (imported when it runs) with
+    ``params``; its exit code (a trace refused among others: its :class:`typer.Exit`)."""
+    import typer
+
+    from synthtrace.pipelines.cli_warehouse import ingest as command
+
+    try:
+        command(**params)
+    except typer.Exit as exc:
+        return exc.exit_code
+    return None
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A positional parameter of a command: its name, how its text becomes its value (ValueError: typer judges
+    it) and whether it takes every remaining argument, one at least, as a list (``ingest PATHS...``)."""
+
+    name: str
+    convert: Callable[[str], Any] = str
+    many: bool = False
+
+
 @dataclass(frozen=True)
 class FastCommand:
-    """A command :func:`understood` may answer: the function, its options and its positional parameters."""
+    """A command :func:`understood` may answer: the function (its exit code, None for 0), its options and its
+    positional parameters."""
 
-    run: Callable[..., None]
+    run: Callable[..., int | None]
     options: tuple[Opt, ...]
-    positionals: tuple[str, ...] = ()
+    positionals: tuple[Arg, ...] = ()
 
 
 FAST: dict[str, FastCommand] = {
     "runs": FastCommand(list_runs, (WAREHOUSE,)),
-    "sql": FastCommand(answer_sql, (WAREHOUSE, FORMAT, OUTPUT, TIMEOUT, MEMORY_LIMIT, TEMP_LIMIT), ("statement",)),
+    "sql": FastCommand(answer_sql, (WAREHOUSE, FORMAT, OUTPUT, TIMEOUT, MEMORY_LIMIT, TEMP_LIMIT), (Arg("statement"),)),
+    "ingest": FastCommand(ingest, (WAREHOUSE, EXPERIMENT, APP, SALVAGE), (Arg("paths", _path, many=True),)),
 }
 
 
-def understood(args: list[str]) -> Callable[[], None] | None:
-    """The command ``args`` asks for, ready to run, when :data:`FAST` covers every argument; None otherwise (typer
-    then parses them, and says what is wrong)."""
+def understood(args: list[str]) -> Callable[[], int | None] | None:
+    """The command ``args`` asks for, ready to run (it returns its exit code, None for 0), when :data:`FAST` covers
+    every argument; None otherwise (typer then parses them, and says what is wrong)."""
     if not args or (cmd := FAST.get(args[0])) is None:
         return None
     by_name = {name: opt for opt in cmd.options for name in opt.names}
@@ -253,15 +309,30 @@ def understood(args: list[str]) -> Callable[[], None] | None:
                 continue
             name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
             opt = by_name.get(name)
+            if opt is not None and opt.flags and not eq and opt.dest not in values:
+                values[opt.dest] = opt.flags[opt.names.index(name)]
+                continue
             text = inline if eq else next(rest, None)
-            if opt is None or opt.dest in values or text is None or (not eq and text.startswith("-")):
+            if (opt is None or opt.flags or opt.dest in values or text is None
+                    or (not eq and text.startswith("-"))):
                 return None
             values[opt.dest] = opt.convert(text)
         for opt in cmd.options:
             if opt.dest not in values and opt.envvar and (env := os.environ.get(opt.envvar)):
                 values[opt.dest] = opt.convert(env)
+        params = _positionals(cmd.positionals, positional)
     except ValueError:
         return None
-    if len(positional) != len(cmd.positionals):
+    return None if params is None else partial(cmd.run, **params, **values)
+
+
+def _positionals(wanted: tuple[Arg, ...], given: list[str]) -> dict[str, Any] | None:
+    """The positional parameters ``given`` as ``wanted`` names them (ValueError: a value typer judges), or None
+    when their number does not fit."""
+    many = bool(wanted) and wanted[-1].many
+    if len(given) < len(wanted) if many else len(given) != len(wanted):
         return None
-    return partial(cmd.run, **dict(zip(cmd.positionals, positional)), **values)
+    params = {arg.name: arg.convert(text) for arg, text in zip(wanted, given)}
+    if many:
+        params[wanted[-1].name] = [wanted[-1].convert(text) for text in given[len(wanted) - 1:]]
+    return params

@@ -19,8 +19,8 @@ from synthtrace.pipelines.cli_app import (
     print_note,
 )
 from synthtrace.pipelines.cli_base import OUTPUT_RULE, app_option, progress_bar
-from synthtrace.pipelines.cli_read import (FORMAT, MEMORY_LIMIT, MIN_TIMEOUT_S, OUTPUT, TEMP_LIMIT, TIMEOUT, answer_sql,
-                                           list_runs)
+from synthtrace.pipelines.cli_read import (APP, EXPERIMENT, FORMAT, MEMORY_LIMIT, MIN_TIMEOUT_S, OUTPUT, SALVAGE,
+                                           TEMP_LIMIT, TIMEOUT, answer_sql, list_runs)
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.warehouse.names import name_option
@@ -48,19 +48,22 @@ def ingest(
     experiment: Annotated[
         str | None,
         typer.Option(
+            *EXPERIMENT.names,
             help="Experiment name (default: the folder holding each trace; "
             "its app when the folder holds several apps).",
             callback=name_option,
         ),
     ] = None,
-    app: Annotated[str | None, typer.Option(help="Application name (default: file stem up to its first dot).",
-                                            callback=app_option)] = None,
+    app: Annotated[str | None, typer.Option(*APP.names, help="Application name (default: file stem up to its first "
+                                            "dot).", callback=app_option)] = None,
     date: Annotated[
         datetime | None, typer.Option(help="Start date of the run(s), when the trace header has none.")
     ] = None,
-    salvage: Annotated[bool, typer.Option(help="Keep the complete records of a trace cut off mid-record.")] = False,
+    salvage: Annotated[bool, typer.Option("/".join(SALVAGE.names),
+                                          help="Keep the complete records of a trace cut off mid-record.")] = False,
 ) -> None:
     """Ingest traces into the warehouse (atomic per run; a trace already there is skipped)."""
+    # its usual argument lists are read without typer (cli_read.FAST, from the same option descriptions)
     from synthtrace.tracelib.formats.source import find_traces, trace_bytes
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.errors import WarehouseError

@@ -119,7 +119,7 @@ def analyse(exp: Experiment, *, machine: str | Machine | None = None, thresholds
             result = analyse_stored(trace, AnalysisParts(folder), machine=profile, thresholds=thresholds,
                                     discover=discover)
         except Exception as exc:
-            if _vanished(exc, exp.dir):
+            if vanished(exc, exp.dir):
                 raise RunsChangedError(f"experiment {exp.name!r}: its stored files changed while it was analysed "
                                        "(a run removed or moved); nothing was committed: run the command again"
                                        ) from None
@@ -137,9 +137,10 @@ def analyse(exp: Experiment, *, machine: str | Machine | None = None, thresholds
     return Analysis(profile, trace, result)
 
 
-def _vanished(exc: Exception, folder: Path) -> bool:
-    """Whether ``exc`` is a stored file gone while it was read (Python's or a library's "os error 2"; attack 9 C5:
-    ``runs rm`` during ``archetypes`` printed Polars' raw message)."""
+def vanished(exc: Exception, folder: Path) -> bool:
+    """Whether ``exc`` is a stored file below ``folder`` gone while it was read (Python's or a library's "os error
+    2"; attack 9 C5: ``runs rm`` during ``archetypes`` printed Polars' raw message; attack 10 D5: during ``export``,
+    Arrow's)."""
     import errno
 
     from synthtrace.warehouse.layout import os_error_within

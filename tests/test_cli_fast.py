@@ -81,7 +81,8 @@ def test_fast_path_reads_arguments_as_typer_does(wh, args, env, monkeypatch, tmp
     ["sql", "SELECT 1", "--format", "CSV"], ["sql", "SELECT 1", "--timeout", "0"],
     ["sql", "SELECT 1", "--timeout", "nan"], ["sql", "SELECT 1", "--timeout", "soon"],
     ["sql", "SELECT 1", "-f", "csv", "-f", "json"], ["sql", "--", "-1"], ["sql", "-1"],
-    ["sql", "SELECT 1", "-w", "-f"], ["sql", "SELECT 1", "-w=x"], ["ingest", "x"], ["--version"],
+    ["sql", "SELECT 1", "-w", "-f"], ["sql", "SELECT 1", "-w=x"], ["ingest", "x", "--date", "2024-01-01"],
+    ["--version"],
 ])
 def test_fast_path_leaves_everything_else_to_typer(args):
     """Help, subcommands, repeated options, bad or missing values, odd spellings: typer parses them (and says
@@ -196,3 +197,24 @@ def test_json_output_is_json_whatever_the_floats(wh, tmp_path, typed, run_cli):
 
     row = json.loads(out, parse_constant=strict)[0]
     assert row["x"] is None and row["y"] == [None, 1.5] and row["z"] == {"a": None, "b": 2.0} and row["n_bursts"] > 0
+
+
+def test_fast_commands_declare_the_options_of_their_typer_commands():
+    """One description of each option: every name the fast path reads is an option of the typer command of the same
+    parameter (a renamed or added option cannot make the two parse differently), every positional one of its
+    arguments; ``ingest`` among them (its plain parser was a second list of its options, issue 23)."""
+    import typer
+
+    from synthtrace.pipelines.cli_app import app
+    from synthtrace.pipelines.cli_read import FAST
+
+    assert {"runs", "sql", "ingest"} <= set(FAST)
+    group = typer.main.get_command(app)
+    ctx = group.make_context("synthtrace", ["runs"])
+    for name, fast in FAST.items():
+        command = group.get_command(ctx, name)
+        declared = {opt: p.name for p in command.params for opt in (*p.opts, *p.secondary_opts)}
+        for opt in fast.options:
+            assert {n: declared.get(n) for n in opt.names} == dict.fromkeys(opt.names, opt.dest), name
+        arguments = {p.name: p.nargs for p in command.params if p.param_type_name == "argument"}
+        assert {a.name: -1 if a.many else 1 for a in fast.positionals} == arguments, name

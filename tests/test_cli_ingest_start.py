@@ -1,6 +1,6 @@
-"""``synthtrace ingest`` in its usual forms is run without typer's parse (pipelines/cli.plain_ingest): the same
-parameters as typer's, the same outcome and exit code, and no pydantic imported (issue 27 item 2: ~0.13 s of serial
-CPU of every ingest)."""
+"""``synthtrace ingest`` in its usual forms is run without typer's parse (pipelines/cli_read.FAST, the mechanism of
+``runs`` and ``sql``): the same parameters as typer's, the same outcome and exit code, and no pydantic imported
+(issue 27 item 2: ~0.13 s of serial CPU of every ingest)."""
 from __future__ import annotations
 
 import inspect
@@ -9,9 +9,15 @@ import sys
 import pytest
 
 from testing.traces import PRIME, copy_trace
-from synthtrace.pipelines.cli import plain_ingest
+from synthtrace.pipelines.cli_read import understood
 
 pytestmark = pytest.mark.real_traces
+
+
+def plain_ingest(args: list[str]) -> dict | None:
+    """The parameters the fast path calls ``ingest`` with, or None when it leaves ``args`` to typer."""
+    call = understood(list(args)) if args[:1] == ["ingest"] else None
+    return None if call is None else dict(call.keywords)
 
 
 def typer_params(args: list[str]) -> dict:
@@ -58,6 +64,56 @@ def test_plain_ingest_reads_arguments_as_typer_does(args, env, monkeypatch):
 ])
 def test_everything_else_is_left_to_typer(args):
     assert plain_ingest(args) is None
+
+
+_S = "\udcff"  # an undecodable byte of a name, as Python holds it
+#: attacker 9's forms ("fast ingest argument path", /work/coord/attack9-findings.md), each under 5 environments
+ATTACK9_FORMS = [
+    ["ingest", "a.prv", "--experiment=-x"], ["ingest", "a.prv", "--experiment", "=x"], ["ingest", "a.prv", "--app=a=b"],
+    ["ingest", "a.prv", "-w=wh"], ["ingest", "a.prv", "-wwh"], ["ingest", "-", "a.prv"],
+    ["ingest", "a.prv", "--warehouse="], ["ingest", "a.prv", "--app="], ["ingest", "a.prv", "--experiment= x "],
+    ["ingest", "a.prv", "--experiment", "x", "--app", "y", "-w", "z", "--salvage"],
+    ["ingest", "a.prv", "--experiment", _S + "x"], ["ingest", _S + ".prv"], ["ingest", "a.prv", "-w", _S],
+    ["ingest", "a.prv", "--app", "\u202ex"], ["ingest", "a.prv", "--experiment", "x\u200b"],
+    ["ingest", "a.prv", "--experiment", "ab\u0301"], ["ingest", "a.prv", "--experiment", "x\n"],
+    ["ingest", "a.prv", "--salvage", "--salvage"], ["ingest", "a.prv", "--no-salvage", "--no-salvage"],
+    ["ingest", "a.prv", "--experiment", "-"], ["ingest", "a.prv", "--warehouse", "-"],
+    ["ingest", "a.prv", "--experiment=--"], ["ingest", "a.prv", "--exp", "x"], ["ingest", "a.prv", "--Experiment", "x"],
+    ["ingest", "a.prv", "--warehouse=a", "--experiment=b", "--app=c", "--salvage"],
+    ["ingest", "a.prv", "--warehouse", ""], ["ingest", "a.prv", "--experiment", ""], ["ingest", "a.prv", "--app", ""],
+    ["ingest", "a.prv", "--experiment", "a" * 300], ["ingest", "a.prv", "--experiment", "."],
+    ["ingest", "a.prv", "--experiment", ".."], ["ingest", "a.prv", "--experiment", "a/b"],
+    ["ingest", "a.prv", "--experiment", " "], ["ingest", "a.prv", "--app", "x y"],
+    ["ingest", "a.prv", "--experiment", "\x00"], ["ingest", "a.prv", "--salvage", "a.prv"],
+    ["ingest", "a.prv", "a.prv"],
+    ["ingest", "--salvage"], ["ingest", "-w", "x"], ["ingest", "a.prv", "--", "-b.prv"],
+    ["ingest", "a.prv", "\u2014experiment", "x"], ["ingest", "a.prv", "--experiment", "x", "--experiment=x"],
+    ["ingest", "a.prv", "--warehouse=-w"], ["ingest", "a.prv", "--help=x"],
+    ["ingest", "a.prv", "-w", "a", "--warehouse=a"],
+    ["ingest", "a.prv", "--experiment", "\ufeffx"], ["ingest", "a.prv", "--experiment", "x\t"],
+    ["ingest", "a.prv", "--experiment", "\u00a0"], ["ingest", "a.prv", "--experiment", "\U0001F600"],
+    ["ingest", "a.prv", "--experiment", "~x"],
+]
+
+
+@pytest.mark.parametrize("env", [None, "envwh", "", " ", _S])
+def test_attacker_forms_are_read_as_typer_reads_them_or_left_to_it(env, monkeypatch):
+    """Every form the fast path takes gives typer's parameters; it takes the forms the plain ingest parser it
+    replaced took (e.g. `--experiment=--`, `--app=a=b`, a name with an undecodable byte)."""
+    from synthtrace.pipelines.cli_warehouse import ingest
+
+    if env is None:
+        monkeypatch.delenv("SYNTHTRACE_WAREHOUSE", raising=False)
+    else:
+        monkeypatch.setenv("SYNTHTRACE_WAREHOUSE", env)
+    defaults = {n: p.default for n, p in inspect.signature(ingest).parameters.items()}
+    taken = 0
+    for args in ATTACK9_FORMS:
+        if (ours := plain_ingest(args)) is None:
+            continue
+        taken += 1
+        assert {**defaults, **ours} == typer_params(args), args
+    assert taken == 16  # as many as the plain ingest parser it replaced took (pipelines/cli.py at 6909bd1)
 
 
 def test_a_plain_ingest_imports_no_pydantic_and_ends_as_typer_does(tmp_path):

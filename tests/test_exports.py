@@ -76,7 +76,7 @@ def test_csv_and_unknown_experiment(tmp_path, wh, run_cli):
     out = tmp_path / "b.csv"
     assert run_cli("export", "prime-exp", "-f", "csv", "-o", out, "-w", wh)[0] == 0
     assert pl.read_csv(out).height == 704
-    code, _, err = run_cli("export", "nope", "-o", out, "-w", wh)
+    code, _, err = run_cli("export", "nope", "-f", "csv", "-o", out, "-w", wh)
     assert code == 2 and "no experiment 'nope'" in err
 
 
@@ -292,3 +292,22 @@ def test_perfetto_times_are_the_exact_microseconds(tmp_path, wh, run_cli):
     assert len(slices) == len(spans) == 704 + 672
     assert all(spans.get((e["pid"], e["tid"], e["ts"])) == e["dur"] for e in slices)
     assert not [e for e in slices if len(repr(e["ts"]).split(".")[-1]) > 3 or len(repr(e["dur"]).split(".")[-1]) > 3]
+
+
+def test_an_export_named_gz_is_compressed_and_one_naming_another_format_is_refused(tmp_path, wh, run_cli):
+    """Attack 10 D3: ``export -o x.pipit.gz`` wrote plain CSV (Pipit and pandas infer gzip from the name: "Not a
+    gzipped file"), ``-o y.parquet`` wrote Perfetto JSON; ``sql --output``'s rule holds for export: ``.gz`` is
+    compressed, an extension naming another format is one line and nothing is written."""
+    import gzip
+
+    pd = pytest.importorskip("pandas")
+    plain, packed = tmp_path / "x.pipit.csv", tmp_path / "x.pipit.csv.gz"
+    for out in (plain, packed):
+        code, _, err = run_cli("export", "prime-exp", "--format", "pipit", "-o", out, "-w", wh)
+        assert code == 0, err
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    assert pd.read_csv(packed).shape == pd.read_csv(plain).shape  # pandas infers the compression from the name
+    for fmt, name in (("perfetto", "y.parquet"), ("perfetto", "y.csv.gz"), ("csv", "y.json")):
+        code, _, err = run_cli("export", "prime-exp", "--format", fmt, "-o", tmp_path / name, "-w", wh)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "extension" in err, (fmt, name, err)
+        assert not (tmp_path / name).exists()

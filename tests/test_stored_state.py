@@ -353,6 +353,38 @@ def test_a_merge_removed_while_archetypes_reads_it_is_one_line(merged_lulesh, tm
 
 
 @pytest.mark.real_traces
+@pytest.mark.parametrize("when", ["counting", "writing"])
+def test_a_merge_removed_while_export_reads_it_is_one_line(merged_lulesh, tmp_path, run_cli, monkeypatch, when):
+    """Attack 10 D5: ``runs rm`` while ``export`` read the merged trace gave Arrow's raw "Failed to open local file"
+    (exit 2) or blamed --output ("cannot write it"); it is the runs-changed line, exit 1, and no output file.
+    Deterministic: the merged file goes after the export planned its scans (``counting``) or opened its output."""
+    from synthtrace.warehouse import export_views
+
+    wh = _copy(merged_lulesh, tmp_path)
+    merged = next(wh.glob("experiments/lulesh-8r/merged_bursts.parquet"))
+    scans, write = export_views.export_scans, export_views.write_csv
+
+    def scans_then_removed(*args, **kw):
+        planned = scans(*args, **kw)
+        merged.unlink()
+        return planned
+
+    def removed_then_written(*args, **kw):
+        merged.unlink()
+        return write(*args, **kw)
+
+    if when == "counting":
+        monkeypatch.setattr(export_views, "export_scans", scans_then_removed)
+    else:
+        monkeypatch.setattr(export_views, "write_csv", removed_then_written)
+    out = tmp_path / "out.csv"
+    code, _, err = run_cli("export", "lulesh-8r", "-f", "csv", "-o", out, "-w", wh)
+    line = _one_error_line(err)
+    assert code == 1 and "changed while it was exported" in line and "run the command again" in line, err
+    assert not out.exists()
+
+
+@pytest.mark.real_traces
 def test_pop_reads_what_the_commits_wrote(merged_lulesh, tmp_path, run_cli):
     """Attack 8 B1 (the readers integrity 8 listed): POP read a run's bursts, calls and messages by listing its
     folder, and every experiment's POP table by globbing: a copy beside the parts counted twice."""
@@ -365,3 +397,28 @@ def test_pop_reads_what_the_commits_wrote(merged_lulesh, tmp_path, run_cli):
     code, after, err = run_cli("pop", "lulesh-8r", "-w", wh)
     before, after = before.replace(str(clean), str(wh)), after
     assert code == 0 and after == before, (before, after, err)
+
+
+@pytest.mark.slow
+@pytest.mark.real_traces
+def test_a_copied_experiment_folder_is_neither_analysed_nor_trained_on(merged_lulesh, tmp_path, run_cli):
+    """Attack 10 D1/D2: ``archetypes`` (every experiment) listed ``experiments/`` by its folders, analysed the copy
+    ``lulesh-8r.old`` and committed into it (its manifest then named it, so every reader took it: merged_bursts and
+    archetypes doubled, exit 0), and ``train`` took the copy for one more application (its bursts leaked into the
+    held-out evaluation). The experiments a stage lists are those the commits wrote."""
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.model_store import experiment_apps, merged_bursts
+
+    wh = _copy(merged_lulesh, tmp_path)
+    copy = wh / "experiments" / "lulesh-8r.old"
+    shutil.copytree(wh / "experiments" / "lulesh-8r", copy)
+    before = tree_digest(copy)
+    assert set(experiment_apps(Warehouse(wh))) == {"lulesh-8r"}
+    assert merged_bursts(Warehouse(wh), "lulesh-8r.old") is None
+    code, out, err = run_cli("archetypes", "-w", wh)
+    assert code == 0 and "lulesh-8r.old" not in out + err.replace(f"{copy}: not read", ""), (out, err)
+    assert tree_digest(copy) == before  # nothing written into the copy
+    assert _csv_row(run_cli, wh, "SELECT (SELECT count(*) FROM merged_bursts), (SELECT count(DISTINCT experiment) "
+                                 "FROM archetypes)") == ["2140", "1"]
+    code, out, err = run_cli("archetypes", "lulesh-8r.old", "-w", wh)
+    assert code != 0 and tree_digest(copy) == before, (out, err)

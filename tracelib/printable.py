@@ -23,14 +23,22 @@ def clipped(text: str, limit: int = 60) -> str:
     return escaped(text[:limit]) + ("..." if len(text) > limit else "")
 
 
+#: what a character of these Unicode categories is called; any other that does not print is "a non-printing
+#: character" (a space other than the plain one, a line separator, a format character such as U+200B)
+_KINDS = {"Cc": "a control character", "Cs": "a lone surrogate (no character)"}
+
+
 def unprintable(text: str) -> str | None:
     """The first character of ``text`` a terminal would not print as itself, described for a message
     (``"U+00A0 NO-BREAK SPACE at character 3"``: a control character, a line or paragraph separator, a space other
-    than the plain one, a format character), or None when every character prints."""
+    than the plain one, a format character; a byte of a file name that is not UTF-8, which Python holds as a lone
+    surrogate, as that byte: attack 9 called it "a control character"), or None when every character prints."""
     if text.isprintable():
         return None
     at, c = next((i, c) for i, c in enumerate(text) if not c.isprintable())
-    kind = "a control character" if unicodedata.category(c).startswith("C") else "a non-printing character"
+    if 0xDC80 <= ord(c) <= 0xDCFF:  # how Python holds a byte of a file name that is not UTF-8 (surrogateescape)
+        return f"a byte that is not UTF-8 (0x{ord(c) - 0xDC00:02X}) at character {at + 1}"
+    kind = _KINDS.get(unicodedata.category(c), "a non-printing character")
     name = unicodedata.name(c, "")  # control characters have no Unicode name
     return f"{kind} (U+{ord(c):04X}{' ' + name if name else ''}) at character {at + 1}"
 

@@ -134,15 +134,73 @@ def _manifest(path: str) -> Manifest | str | None | object:
     key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _MANIFESTS:
         try:
-            doc = read_record(Path(path), limit=MAX_MANIFEST_BYTES)
-            files = {rel: Recorded(str(v[0]), int(v[1]), int(v[2])) for rel, v in doc["files"].items()}
-            folder = doc.get("folder")
-            _MANIFESTS[key] = (Manifest(files, folder if isinstance(folder, str) else None)
-                               if doc.get("algorithm") == ALGORITHM else None)
-        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            if not stat.S_ISREG(st.st_mode):
+                raise ManifestShapeError(f"it is {_kind(st.st_mode)}, not a file")
+            if st.st_size > MAX_MANIFEST_BYTES:
+                raise ManifestShapeError(f"{st.st_size} bytes, more than a manifest's {MAX_MANIFEST_BYTES}")
+            _MANIFESTS[key] = parse_manifest(read_record(Path(path), limit=MAX_MANIFEST_BYTES))
+        except ManifestShapeError as exc:
+            _MANIFESTS[key] = f"its folder's {MANIFEST} is damaged: {exc}"
+        except OSError as exc:
+            _MANIFESTS[key] = f"its folder's {MANIFEST} cannot be read ({exc.strerror or type(exc).__name__})"
+        except ValueError as exc:  # no JSON (cut short, overwritten), no UTF-8
             why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            _MANIFESTS[key] = f"the checksums of its folder ({MANIFEST}) cannot be read: {why}"
+            _MANIFESTS[key] = f"its folder's {MANIFEST} is damaged: not JSON ({why})"
     return _MANIFESTS[key]
+
+
+class ManifestShapeError(ValueError):
+    """A manifest that is JSON but not of a manifest's shape: says what is wrong and under which key."""
+
+
+#: what each file of a manifest's ``files`` maps to: its digest (hex), size (bytes) and mtime (ns)
+_ENTRY = "[digest, size (bytes), mtime (ns)]"
+
+
+def parse_manifest(doc: object) -> Manifest | None:
+    """The manifest the JSON document ``doc`` states, or None for one of another algorithm (a later version's, its
+    other keys unread); :class:`ManifestShapeError` naming the key (and file) when it is not of the shape
+    :func:`write_manifest` writes: ``{"algorithm": str, "folder": str (optional), "files": {relative path:
+    [digest str, size int, mtime_ns int]}}`` (attack 9 C8: a hand edit gave Python's own words, "'list' object has
+    no attribute 'items'"). Checked by hand, not by a JSON-Schema library: every query reads every run's manifest,
+    and ``jsonschema``'s import alone (~180 ms) is more than a query's start."""
+    if not isinstance(doc, dict):
+        raise ManifestShapeError(f"{_json_type(doc)}, not a JSON object")
+    algorithm = doc.get("algorithm", _ABSENT)
+    if not isinstance(algorithm, str):
+        raise ManifestShapeError(f'key "algorithm": {_json_type(algorithm)}, not a string naming the checksum')
+    if algorithm != ALGORITHM:
+        return None
+    folder, files = doc.get("folder"), doc.get("files", _ABSENT)
+    if folder is not None and not isinstance(folder, str):
+        raise ManifestShapeError(f'key "folder": {_json_type(folder)}, not a string naming the folder')
+    if not isinstance(files, dict):
+        raise ManifestShapeError(f'key "files": {_json_type(files)}, not an object of file -> {_ENTRY}')
+    out: dict[str, Recorded] = {}
+    for rel, entry in files.items():
+        if not rel or rel.startswith("/") or any(part in ("", ".", "..") for part in rel.split("/")):
+            raise ManifestShapeError(f'key "files", file {rel!r}: not a path below the folder')
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+                and all(type(n) is int and n >= 0 for n in entry[1:])):
+            raise ManifestShapeError(f'key "files", file {rel!r}: {json.dumps(entry)[:60]}, not {_ENTRY}')
+        out[rel] = Recorded(*entry)
+    return Manifest(out, folder)
+
+
+def _json_type(value: object) -> str:
+    """What JSON calls the type of ``value`` (as :func:`json.loads` gives it), with its article; "missing" for
+    :data:`_ABSENT`."""
+    if value is _ABSENT:
+        return "missing"
+    kinds = ((type(None), "null"), (bool, "true/false"), (int, "a number"), (float, "a number"), (str, "a string"),
+             (list, "an array"), (dict, "an object"))
+    return next((name for t, name in kinds if isinstance(value, t)), type(value).__name__)
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file of mode ``mode`` is, with its article."""
+    return ("a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a special file")
 
 
 def folder_manifest(folder: str) -> Manifest | str | None:

@@ -382,6 +382,8 @@ class Warehouse:
             except BaseException as exc:
                 os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
                 shutil.rmtree(stage, ignore_errors=True)
+                if (apart := self._apart(exc, target)) is not None:
+                    raise apart from None
                 if os_error is not None:
                     raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
                 raise
@@ -486,11 +488,32 @@ class Warehouse:
                     (stage / f"{name}.json").write_text(json.dumps(doc, indent=1, default=str))
         return target
 
+    def _apart(self, exc: BaseException, target: Path) -> WarehouseError | None:
+        """The one line for a rename between ``.staging`` and ``target`` (a run or experiment folder) that failed
+        because they lie on two file systems (a folder mounted apart: attack 9 said only "Invalid cross-device
+        link"), naming the folder that is apart; None for any other failure."""
+        if not isinstance(exc, OSError) or exc.errno != errno.EXDEV:
+            return None
+        try:
+            staging = os.stat(self.staging_dir).st_dev
+            apart = next((p for p in (target, target.parent) if p.exists() and os.stat(p).st_dev != staging),
+                         target.parent)
+        except OSError:
+            apart = target.parent
+        return WarehouseError(f"{apart}: on another file system (or mount) than the warehouse's {self.staging_dir}, "
+                              "where writers stage a folder before renaming it into place (a rename cannot cross "
+                              "file systems); nothing was changed: keep the warehouse on one file system")
+
     def remove(self, target: Path) -> None:
         """Remove a run or experiment directory whole (renamed aside first, so it disappears at once)."""
         if target.exists():
             gone = self.staging_dir / f"{target.name}.rm.{uuid.uuid4().hex[:8]}.{os.getpid()}"
-            os.rename(target, gone)
+            try:
+                os.rename(target, gone)
+            except OSError as exc:
+                if (apart := self._apart(exc, target)) is not None:
+                    raise apart from None
+                raise
             COMMITTED.append(target)  # [helper races] removed: committed
             shutil.rmtree(gone, ignore_errors=True)
 

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.warehouse.analysis_store import MERGED_FILE
+from synthtrace.warehouse.analysis_store import MERGED_FILE, experiments
 from synthtrace.warehouse.runs import runs_table
+from synthtrace.warehouse.stored import stored_file
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
 from synthtrace.warehouse.names import file_name
@@ -242,14 +243,12 @@ def experiment_apps(wh: Warehouse) -> dict[str, str]:
     if runs.height and "app" in runs.columns:
         for exp, app in runs.sort("run_name").select("experiment", "app").iter_rows():
             out.setdefault(exp, app or exp)
-    if wh.experiments_dir.is_dir():
-        for d in wh.experiments_dir.iterdir():
-            if (d / MERGED_FILE).is_file():
-                out.setdefault(d.name, d.name)
+    for name in experiments(wh):  # a copied experiment folder is no application (attack 10 D2)
+        out.setdefault(name, name)
     return out
 
 
 def merged_bursts(wh: Warehouse, experiment: str) -> pl.DataFrame | None:
-    """The merged bursts of ``experiment``, or None when it was not merged."""
-    f = wh.experiment_dir(experiment) / MERGED_FILE
-    return read_part(f) if f.is_file() else None
+    """The merged bursts of ``experiment``, or None when it was not merged (or its folder is no commit's)."""
+    f = stored_file(wh.experiment_dir(experiment), MERGED_FILE)
+    return read_part(f) if f is not None else None

@@ -19,7 +19,7 @@ from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
-from synthtrace.warehouse.stored import damaged_runs
+from synthtrace.warehouse.stored import damaged_runs, stored_folders
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,7 @@ def _damaged_run_rows(wh: Warehouse, damaged: dict[str, str]) -> pl.DataFrame:
 
 
 def _experiment_names(wh: Warehouse) -> list[str]:
-    return sorted(p.name for p in wh.experiments_dir.iterdir() if p.is_dir() and not p.is_symlink()
-                  and name_problem(p.name) is None) if wh.experiments_dir.is_dir() else []
+    return [name for name in stored_folders(wh.root, "experiments") if name_problem(name) is None]
 
 
 def _merged_run_ids(wh: Warehouse, experiment: str) -> list[str]:

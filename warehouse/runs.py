@@ -14,7 +14,7 @@ from synthtrace.warehouse.errors import RunsChangedError
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.parts import read_part, read_parts
-from synthtrace.warehouse.stored import missing_file, stored_parts
+from synthtrace.warehouse.stored import Folder, judge, missing_file, stored_parts
 
 
 def runs_table(wh: Warehouse, leave_out: Iterable[str] = ()) -> pl.DataFrame:
@@ -73,14 +73,22 @@ def check_runs_still_in(wh: Warehouse, experiment: str, run_ids: Iterable[str], 
                                "(moved in or ingested); nothing was committed: run the command again")
 
 
-def run_parts(wh: Warehouse, run_id: str, pattern: str) -> list[Path]:
+def run_folder(wh: Warehouse, run_id: str) -> Folder:
+    """The verdict on run ``run_id``'s folder (:func:`~synthtrace.warehouse.stored.judge`: its manifest read once),
+    for :func:`run_parts` of several patterns of one read of the run."""
+    return judge(wh.root, ("runs", run_id))
+
+
+def run_parts(wh: Warehouse, run_id: str, pattern: str, folder: Folder | None = None) -> list[Path]:
     """The stored files of run ``run_id`` matching ``pattern`` (a glob below its folder: ``bursts/*.parquet``,
     ``mpi_calls.parquet``), sorted: those its commit wrote, never a copy put beside them; a file its manifest lists
-    that is missing is :class:`~synthtrace.warehouse.errors.DamagedPartError` (attack 8 B1, B2;
+    that is missing, or a manifest that does not list the run's record (attack 9 C8), is
+    :class:`~synthtrace.warehouse.errors.DamagedPartError` (attack 8 B1, B2;
     :func:`~synthtrace.warehouse.stored.stored_parts`). A run that is not there (removed while a command read
-    it) is :class:`RunsChangedError` (B3: it read as an empty table)."""
+    it) is :class:`RunsChangedError` (B3: it read as an empty table). ``folder``: :func:`run_folder` of it, when
+    one read takes several patterns (default: judged now)."""
     run_dir = wh.run_dir(run_id)
-    files = stored_parts(run_dir, pattern)
+    files = stored_parts(run_dir, pattern, run_folder(wh, run_id) if folder is None else folder)
     if not (run_dir / "run.parquet").is_file():  # after the listing: removed before or while it was listed
         raise _removed(run_id)
     return files
@@ -109,16 +117,17 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> 
     With ``dram_from_uncore`` and uncore memory-controller samples stored with the run, a ``DRAM_CAS`` column
     is added: the node's measured CAS counts apportioned to its bursts (:mod:`synthtrace.tracelib.domain.uncore`).
     """
-    parts = run_parts(wh, run_id, "bursts/*.parquet")
+    folder = run_folder(wh, run_id)  # one read of its manifest serves every pattern
+    parts = run_parts(wh, run_id, "bursts/*.parquet", folder)
     if not parts:
         return pl.DataFrame()
     with _reading(wh, run_id):
         bursts = read_parts(parts).sort(
             "appl", "task", "thread", "burst_seq"
         )
-        uncore = run_parts(wh, run_id, "uncore/*.parquet") if dram_from_uncore else []
+        uncore = run_parts(wh, run_id, "uncore/*.parquet", folder) if dram_from_uncore else []
         if uncore:
-            threads = run_parts(wh, run_id, "threads.parquet")
+            threads = run_parts(wh, run_id, "threads.parquet", folder)
             if not threads:
                 raise missing_file(wh.run_dir(run_id) / "threads.parquet")
             bursts = attribute_dram_cas(bursts, read_parts(uncore), read_part(threads[0]))
@@ -128,7 +137,7 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> 
 def run_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:
     """The MPI calls of one run sorted by thread and call_seq, or None when it has none (or is not there: a merged
     experiment's reference run removed since; its bursts, :func:`run_bursts`, are refused then)."""
-    found = stored_parts(wh.run_dir(run_id), "mpi_calls.parquet")
+    found = stored_parts(wh.run_dir(run_id), "mpi_calls.parquet", run_folder(wh, run_id))
     with _reading(wh, run_id):
         return read_part(found[0]).sort("appl", "task", "thread", "call_seq") if found else None
 

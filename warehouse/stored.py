@@ -46,25 +46,36 @@ MISSING = f"listed in its folder's {MANIFEST}: a copy cut short?"
 
 @dataclass(frozen=True)
 class Folder:
-    """The verdict on one stored folder: its manifest (None: none; text: why it cannot be read) and why it is not
-    the stored folder its name says (None: it is)."""
+    """The verdict on one stored folder: its manifest (None: none; text: why it cannot be read), why it is not
+    the stored folder its name says (None: it is) and why its commit is not whole (None: it is; a run whose
+    manifest does not list its ``run.parquet``: :func:`incomplete`). Either way none of its files is read."""
 
     manifest: Manifest | str | None
     foreign: str | None
+    incomplete: str | None = None
 
     @classmethod
     def of(cls, folder: Path) -> Folder:
         """What the stored ``folder`` (a path) holds by its manifest, its name unjudged (a writer's own folder)."""
         return cls(folder_manifest(str(folder)), None)
 
+    @classmethod
+    def at(cls, folder: Path) -> Folder:
+        """The verdict on ``folder`` by its place: judged (:func:`judge`) when it is an entry of a named top folder
+        (``runs/<id>``, ``experiments/<name>``, ...), its manifest alone otherwise (a writer's staging folder)."""
+        if folder.parent.name in NAMED_TOPS:
+            return judge(folder.parent.parent, (folder.parent.name, folder.name))
+        return cls.of(folder)
+
     def lists(self, rel: str) -> bool:
         """Whether the file ``rel`` (``/``-separated, below the folder) is stored data of it."""
-        return self.foreign is None and (not isinstance(self.manifest, Manifest) or rel in self.manifest.files)
+        return (self.foreign is None and self.incomplete is None
+                and (not isinstance(self.manifest, Manifest) or rel in self.manifest.files))
 
     def missing(self, patterns: Iterable[Sequence[str]], present: Iterable[str]) -> list[str]:
         """The files (``/``-separated, sorted) its manifest lists that match one of ``patterns`` (path parts below
         the folder, glob patterns) but are not in ``present``."""
-        if self.foreign is not None or not isinstance(self.manifest, Manifest):
+        if self.foreign is not None or self.incomplete is not None or not isinstance(self.manifest, Manifest):
             return []
         files, have, out = self.manifest.files, set(present), set()
         for pattern in patterns:  # a query checks every run: a name is looked up, a glob matched against the few
@@ -98,7 +109,18 @@ def judge(root: str | os.PathLike, unit: Sequence[str]) -> Folder:
     """The verdict on the stored folder ``unit`` (path parts below the warehouse ``root``)."""
     folder = os.path.join(os.fspath(root), *unit)
     manifest = folder_manifest(folder)
-    return Folder(manifest, _foreign(folder, unit, manifest) if len(unit) == 2 and unit[0] in NAMED_TOPS else None)
+    return Folder(manifest, _foreign(folder, unit, manifest) if len(unit) == 2 and unit[0] in NAMED_TOPS else None,
+                  incomplete(unit, manifest))
+
+
+def incomplete(unit: Sequence[str], manifest: Manifest | str | None) -> str | None:
+    """Why the stored folder ``unit`` (path parts below the root) with ``manifest`` is not a whole commit, or
+    None: a run folder whose manifest does not list its record, ``run.parquet`` (attack 9 C8: a hand-edited
+    manifest gave a ``runs`` view without the run and ``bursts`` with its rows). Every commit of a run lists it,
+    so such a folder is no run: none of its files is read, and ``synthtrace runs`` names it (:func:`damaged_runs`)."""
+    if len(unit) == 2 and unit[0] == "runs" and isinstance(manifest, Manifest) and "run.parquet" not in manifest.files:
+        return "it does not list the run's record, run.parquet: an incomplete commit (edited or damaged)"
+    return None
 
 
 def _foreign(folder: str, unit: Sequence[str], manifest: Manifest | str | None) -> str | None:
@@ -181,15 +203,27 @@ def missing_file(path: str | os.PathLike, more: int = 0) -> DamagedPartError:
     return damaged(path, MISSING + also, what="a stored file that is missing")
 
 
-def stored_parts(folder: Path, pattern: str) -> list[Path]:
+def stored_parts(folder: Path, pattern: str, verdict: Folder | None = None) -> list[Path]:
     """The files of the stored ``folder`` matching ``pattern`` (a glob below it: ``bursts/*.parquet``), sorted:
     those its manifest lists (a file it lists that is missing is :class:`DamagedPartError`), or, for a folder stored
-    without one, those there. Empty for a folder that is not there (the caller tells a removed run)."""
-    verdict = Folder.of(folder)
+    without one, those there. Empty for a folder that is not there (the caller tells a removed run) and for a copy
+    no commit wrote (attack 10 D1: ``experiments/x.old`` was analysed and trained on). ``verdict``: the folder's,
+    when the caller has it (its manifest read once for several patterns; default: judged now, :meth:`Folder.at`)."""
+    verdict = Folder.at(folder) if verdict is None else verdict
+    if verdict.incomplete is not None:
+        raise incomplete_commit(folder, verdict.incomplete)
     found = sorted(p for p in folder.glob(pattern) if verdict.lists(p.relative_to(folder).as_posix()))
     if missing := verdict.missing([pattern.split("/")], (p.relative_to(folder).as_posix() for p in found)):
         raise missing_file(folder / missing[0], len(missing) - 1)
     return found
+
+
+def incomplete_commit(folder: str | os.PathLike, why: str) -> DamagedPartError:
+    """The error for the stored ``folder`` whose commit is not whole (``why``: :func:`incomplete`): one line
+    naming its manifest, with the remedy (for a run, ``synthtrace runs rm`` and ingest again)."""
+    from synthtrace.warehouse.parts import damaged
+
+    return damaged(os.path.join(folder, MANIFEST), why, what="a manifest that vouches for no stored run")
 
 
 def stored_file(folder: Path, name: str) -> Path | None:
@@ -205,6 +239,14 @@ def _folders(root: str | os.PathLike, top: str) -> list[str]:
             return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
     except OSError:
         return []
+
+
+def stored_folders(root: str | os.PathLike, top: str) -> list[str]:
+    """The names (sorted) of the folders in ``root/top`` that are the stored folders their names say: those a
+    reader lists (experiments to analyse or train on, runs), neither copies (:func:`foreign_folders`) nor
+    incomplete commits."""
+    return [name for name in _folders(root, top)
+            if (verdict := judge(root, (top, name))).foreign is None and verdict.incomplete is None]
 
 
 def foreign_folders(root: str | os.PathLike) -> list[str]:
@@ -224,8 +266,8 @@ def incomplete_runs(root: str | os.PathLike, skip: Iterable[str] = ()) -> dict[s
         if run_id in skip or not isinstance((verdict := judge(root, ("runs", run_id))).manifest, Manifest):
             continue
         here = os.path.join(os.fspath(root), "runs", run_id)
-        if verdict.foreign is None and (missing := [f for f in verdict.manifest.files
-                                                     if not os.path.lexists(os.path.join(here, f))]):
+        if verdict.foreign is None and verdict.incomplete is None and (
+                missing := [f for f in verdict.manifest.files if not os.path.lexists(os.path.join(here, f))]):
             if os.path.isfile(os.path.join(here, MANIFEST)):  # not a run removed meanwhile
                 out[run_id] = str(missing_file(os.path.join(here, sorted(missing)[0]), len(missing) - 1))
     return out
@@ -233,7 +275,8 @@ def incomplete_runs(root: str | os.PathLike, skip: Iterable[str] = ()) -> dict[s
 
 def damaged_runs(root: str | os.PathLike) -> dict[str, str]:
     """Run id -> the one line about it, for each run of the warehouse ``root`` whose record (``run.parquet``) or
-    checksums are damaged or missing: no read of the runs view can take it, so ``synthtrace runs`` lists the others
+    checksums are damaged or missing, or whose manifest does not list its record (:func:`incomplete`): no read of
+    the runs view can take it, so ``synthtrace runs`` lists the others
     and this line, and ``synthtrace runs rm`` can still remove it (attack 8 B6). A manifest read and a ``stat`` per
     run (its record hashed only when its size or mtime changed since its commit; a run stored without checksums
     has its record's footer read). A folder that is not the run of its name (:func:`foreign_folders`) is no run."""
@@ -246,6 +289,8 @@ def damaged_runs(root: str | os.PathLike) -> dict[str, str]:
             continue
         run_dir = Path(root) / "runs" / run_id
         try:
+            if verdict.incomplete is not None:  # attack 9 C8: no view reads it; `runs rm` removes it
+                raise incomplete_commit(run_dir, verdict.incomplete)
             if (record := stored_file(run_dir, "run.parquet")) is None or not is_own_file(Path(root), record):
                 continue  # no run (a folder left by hand, a run being removed; a link or a FIFO: never read)
             content_check(record, thorough=False)

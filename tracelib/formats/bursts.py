@@ -526,13 +526,27 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
 
 
 @cached_njit
-def _pair(n_threads, thread_order, th, kind, is_entry, t, horizon, never):
-    """Pair each MPI entry with the next event of the same kind on its thread (time order, ties in row order).
+def _same_mpi_event(a, b, kind, call, site, cpu, sent, recv, root, comm, known):
+    """Whether MPI events ``a`` and ``b`` (rows of one thread at one time) are alike in every column (a value
+    column where ``known`` says it is known): one record line written twice."""
+    k = known[a]
+    return (kind[a] == kind[b] and call[a] == call[b] and site[a] == site[b] and cpu[a] == cpu[b] and k == known[b]
+            and (k & 1 == 0 or sent[a] == sent[b]) and (k & 2 == 0 or recv[a] == recv[b])
+            and (k & 4 == 0 or root[a] == root[b]) and (k & 8 == 0 or comm[a] == comm[b]))
+
+
+@cached_njit
+def _pair(n_threads, thread_order, th, t, horizon, never, kind, call, site, cpu, sent, recv, root, comm, known):
+    """Pair each MPI entry (``call >= 0``) with the next event of the same kind on its thread (time order, ties in
+    row order).
 
     Only events before their thread's horizon are paired (records at the horizon's time may still come, the
-    counters of a call's exit among them). Returns (entry rows of the calls, their end times) ordered by thread
-    key and start, and the rows still waiting: entries without their exit and events at or after the horizon
-    (threads whose horizon is not ``never``).
+    counters of a call's exit among them). An entry alike in every column to the entry still open before it, at
+    the same time, is that record line written twice: it is counted and dropped (it would end its twin as a
+    zero-length phantom call). An exit written twice needs nothing: its twin finds no call open. Returns (entry
+    rows of the calls, their end times) ordered by thread key and start, the rows still waiting: entries without
+    their exit and events at or after the horizon (threads whose horizon is not ``never``), and the number of
+    entries dropped as repeated.
     """
     perm, off = _group_by_thread(th, n_threads)
     _sort_segments(perm, off, t)
@@ -543,6 +557,7 @@ def _pair(n_threads, thread_order, th, kind, is_entry, t, horizon, never):
     n_wait = 0
     ns = 0
     pend = _filled(3, -1)
+    n_repeated = 0
     for tt in thread_order:
         for k in range(3):
             pend[k] = -1
@@ -553,10 +568,14 @@ def _pair(n_threads, thread_order, th, kind, is_entry, t, horizon, never):
                 n_wait += 1
                 continue
             k = kind[j]
+            if (call[j] >= 0 and pend[k] >= 0 and t[slot_row[pend[k]]] == t[j]
+                    and _same_mpi_event(j, slot_row[pend[k]], kind, call, site, cpu, sent, recv, root, comm, known)):
+                n_repeated += 1
+                continue
             if pend[k] >= 0:
                 slot_end[pend[k]] = t[j]
                 pend[k] = -1
-            if is_entry[j]:
+            if call[j] >= 0:
                 slot_row[ns] = j
                 pend[k] = ns
                 ns += 1
@@ -577,7 +596,7 @@ def _pair(n_threads, thread_order, th, kind, is_entry, t, horizon, never):
         if waits[i]:
             waiting[n_wait] = i
             n_wait += 1
-    return slot_row[:m], slot_end[:m], waiting
+    return slot_row[:m], slot_end[:m], waiting, n_repeated
 
 
 # ---------------------------------------------------------------------------------------------- assembler
@@ -620,6 +639,9 @@ class BurstAssembler:
         #: bursts with the same start and end as the one before them on their thread: impossible in a real trace
         #: (two Running states of one thread would overlap), the sign of records written twice (attack 8 B10)
         self.repeated_bursts = 0
+        #: MPI entries alike in every column to the entry open before them at the same time on their thread (one
+        #: record line written twice, attack 9 C6): dropped, not paired (the twin would be a zero-length phantom call)
+        self.repeated_mpi_entries = 0
         if threads:
             t = np.asarray(threads, dtype=np.int64).reshape(-1, 3)
             self._register(t[:, 0], t[:, 1], t[:, 2])
@@ -814,8 +836,10 @@ class BurstAssembler:
                     h: np.ndarray) -> tuple[pl.DataFrame, tuple[np.ndarray, np.ndarray, np.ndarray], MpiArrays]:
         """Pair each MPI entry with the next exit of the same kind on its thread: (calls, their thread ids, starts
         and ends, the events still waiting)."""
-        rows, end, waiting = _pair(self.n_threads, self._thread_order(), mpi.thread, mpi.kind, mpi.call >= 0,
-                                   mpi.time_ns, h, NEVER)
+        rows, end, waiting, n_repeated = _pair(self.n_threads, self._thread_order(), mpi.thread, mpi.time_ns, h,
+                                               NEVER, mpi.kind, mpi.call, mpi.site, mpi.cpu, mpi.bytes_sent,
+                                               mpi.bytes_recv, mpi.root, mpi.comm, mpi.known)
+        self.repeated_mpi_entries += n_repeated
         tid = mpi.thread[rows].astype(np.int64)
         seq = self._numbered(tid, self._call_next)
         g = mpi.take(rows)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,9 +130,8 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
     locations, loc_key, n_tasks, n_nodes = _locations(defs, anchor, warns, escapes)
     names, is_mpi, kinds, sites = _regions(defs, escapes)
     member_names, member_mode, member_type, metric_base, metric_count = _metric_members(defs, anchor, warns, escapes)
-    if (note := escapes.note()) is not None:  # said on the terminal too, as the .pcf/.row readers say theirs
+    if (note := escapes.note()) is not None:  # said on the terminal by the reader, with every warning here
         warns.append(f"{anchor.with_suffix('.def')}: {note}, the first the {escapes.first}")
-        warnings.warn(warns[-1], UserWarning, stacklevel=2)
     comm_ranks, self_comms = _communicators(defs, loc_key)
     realtime = clock.realtime_timestamp
     return _Definitions(

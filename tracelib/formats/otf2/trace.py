@@ -18,6 +18,7 @@ from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceRead
 from synthtrace.tracelib.formats.otf2.definitions import (_check_location_files, _identical_event_files, _Location,
                                                           _read_definitions, _validate_archive)
 from synthtrace.tracelib.formats.otf2.events import _clear, _EventBuffer
+from synthtrace.tracelib.formats.otf2.evt_file import trailing_bytes
 from synthtrace.tracelib.formats.otf2.library import (
     _callback_setter,
     _captured_otf2_errors,
@@ -90,7 +91,15 @@ class Otf2Trace(TraceReader):
                 self.defs.warnings.append(f"{exc.path}: {exc.reason.split(';')[0]}: read without its events "
                                           "(--salvage)")
         self._twins = _identical_event_files(self._read_locations)  # attack 8 B8: an events file copied over another
-        self.warnings.extend(self.defs.warnings)
+        for said in self.defs.warnings:  # said once per open, as the Paraver reader says its header's and .pcf's
+            self._warn(said)
+
+    def _warn(self, message: str) -> None:
+        """Say ``message`` on the terminal (the CLI prints each warning once) and keep it with the read's summary
+        (issue 23: only the B7 and B8 warnings were said; the others, a metric left out, a location read without
+        its events or cut short under --salvage, out-of-order records, were kept in the summary alone)."""
+        warnings.warn(message, UserWarning, stacklevel=3)
+        self.warnings.append(message)
 
     def _open_reader(self, messages: list[str]):
         import otf2
@@ -162,8 +171,7 @@ class Otf2Trace(TraceReader):
         check_sizes(p2p, self.path)
         matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms, None if self.salvage else self.path)
         for said in check_pairing(matched, self.path, self.salvage, self._twins):  # attack 8 B8: moved events files
-            warnings.warn(said, UserWarning, stacklevel=2)
-            self.warnings.append(said)
+            self._warn(said)
         return ReadSummary(
             calls=calls.with_messages(matched), messages=matched, message_ends=calls.message_ends,
             thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
@@ -196,7 +204,7 @@ class Otf2Trace(TraceReader):
                                           + _library_reason(exc, messages))
                 if not self.salvage:
                     raise cut from None
-                self.warnings.append(f"{cut} (--salvage: kept the events before the cut)")
+                self._warn(f"{cut} (--salvage: kept the events before the cut)")
                 n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
                 final = True
             n_read += n
@@ -223,9 +231,24 @@ class Otf2Trace(TraceReader):
             if not self.salvage:
                 raise cut
             if not any(str(loc.evt_file) in w for w in self.warnings):
-                self.warnings.append(f"{cut} (--salvage: kept the events before the cut)")
+                self._warn(f"{cut} (--salvage: kept the events before the cut)")
+        if loc.n_events and n_read == loc.n_events:  # attack 9 C9: `cat 1.evt 1.evt > 1.evt` read as the original
+            self._say_trailing(loc, _otf2.Reader_GetChunkSize(handle)[0])
         read.last_ns = max(read.last_ns, conv.state.last_ns)
         self._location_warnings(conv)
+
+    def _say_trailing(self, loc: _Location, chunk_size: int) -> None:
+        """Warn of bytes after the events the definitions announce for ``loc`` (OTF2 reads up to the file's
+        END_OF_FILE record; chunks of ``chunk_size`` bytes): said, not refused (:mod:`.evt_file`)."""
+        try:
+            extra = trailing_bytes(loc.evt_file, chunk_size, loc.n_events)
+        except (OSError, IndexError):
+            return  # read by the library already; a layout that cannot be followed here is not said
+        if extra is not None:
+            at, n = extra
+            self._warn(f"{loc.evt_file}: {n} bytes after the {loc.n_events} events the definitions announce for "
+                       f"location {loc.ref} (from byte {at}) are not read: OTF2 ends the events there (data appended "
+                       "to the file? restore the archive to be sure)")
 
     @property
     def _read_locations(self) -> list[_Location]:
@@ -252,8 +275,8 @@ class Otf2Trace(TraceReader):
     def _location_warnings(self, conv: _LocationConverter) -> None:
         loc = conv.loc
         if conv.n_out_of_order:
-            self.warnings.append(f"{loc.evt_file}: {conv.n_out_of_order} records with a timestamp before the previous "
+            self._warn(f"{loc.evt_file}: {conv.n_out_of_order} records with a timestamp before the previous "
                                  "record's; ordered by (timestamp, record order)")
         if conv.dropped_open_call:
-            self.warnings.append(f"{loc.evt_file}: rank {loc.task - 1} ends inside {conv.dropped_open_call}; "
+            self._warn(f"{loc.evt_file}: rank {loc.task - 1} ends inside {conv.dropped_open_call}; "
                                  "that call was dropped")

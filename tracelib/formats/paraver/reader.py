@@ -463,6 +463,10 @@ class ParaverTrace(TraceReader):
             self._warn(f"{self.path}: {assembler.repeated_bursts} bursts repeat the one before them on their thread "
                        "(the same start and end: state records written twice, e.g. a thread's file merged twice?); "
                        "kept as read, each a burst of its own")
+        if assembler.repeated_mpi_entries:
+            self._warn(f"{self.path}: {assembler.repeated_mpi_entries} MPI call entries repeat the entry before them "
+                       "on their thread, alike in time and every field (event records written twice?); each read as "
+                       "one call, as a record written twice cannot be two MPI calls")
         calls.add(new_calls)
         if bursts.height:
             yield TablePart("bursts", bursts)

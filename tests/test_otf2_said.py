@@ -1,0 +1,109 @@
+"""What the OTF2 reader finds is said (issue 23, attack 9 C9 and the warnings it kept to itself): every warning of
+the reader reaches the user once, as the Paraver reader's do, and bytes after the events a location's definitions
+announce (``cat 1.evt 1.evt > 1.evt``, which OTF2 reads as the original) are said with the file and the byte where
+they start. Cases on the real ping-pong archive."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from testing.traces import TRACES
+
+pytestmark = pytest.mark.real_traces
+
+PING_PONG = TRACES / "otf2" / "ping-pong-otf2"
+
+
+def _archive(tmp_path: Path) -> Path:
+    archive = tmp_path / "pp"
+    shutil.copytree(PING_PONG, archive)
+    for f in (archive / "traces").iterdir():
+        f.chmod(0o644)
+    return archive
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("warning: ")]
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    ("missing", ["missing events file of location 1 (rank 1, thread 1) (60 events announced): read without its "
+                 "events (--salvage)"]),
+    ("cut", ["(--salvage: kept the events before the cut)", "rank 1 ends inside MPI_Recv; that call was dropped"]),
+])
+def test_every_warning_of_the_otf2_reader_is_said_once(tmp_path, run_cli, damage, said):
+    """A location read without its events file or cut short under --salvage, and a call left open, were kept in
+    the run's record alone: only the B7 (escaped names) and B8 (unpaired messages) warnings were printed."""
+    archive = _archive(tmp_path)
+    evt = archive / "traces" / "1.evt"
+    if damage == "missing":
+        evt.unlink()
+    else:
+        evt.write_bytes(evt.read_bytes()[:500])
+    code, out, err = run_cli("ingest", archive, "--salvage", "-w", tmp_path / "wh")
+    assert code == 0, err
+    warned = _warnings(err)
+    for text in said:
+        assert len([w for w in warned if text in w]) == 1, (text, err)
+    assert len(warned) == len(set(warned)), err
+
+
+def test_data_after_the_announced_events_is_said_with_its_offset(tmp_path, run_cli):
+    """``cat 1.evt 1.evt > 1.evt``: read as the original, exit 0, not a word. Now the same run and one warning
+    naming the file and the byte where the unread copy starts (the announced events were read whole: said, not
+    refused)."""
+    archive = _archive(tmp_path)
+    evt = archive / "traces" / "1.evt"
+    size = evt.stat().st_size
+    evt.write_bytes(evt.read_bytes() * 2)
+    code, out, err = run_cli("ingest", archive, "-w", tmp_path / "wh")
+    assert code == 0 and "42 bursts, 40 MPI calls" in out, (out, err)
+    (warned,) = _warnings(err)
+    assert f"{evt}: {size} bytes after the 60 events" in warned and f"(from byte {size})" in warned, err
+
+
+def test_data_after_the_last_of_several_chunks_is_found(tmp_path):
+    """An events file of several chunks (OTF2's smallest chunk, 256 KiB): only the chunk headers and the last
+    chunk are read; the file as written has nothing after its events, a copy appended or zeros have."""
+    import otf2
+    from otf2.enums import LocationGroupType, LocationType, Paradigm, RegionRole
+
+    from synthtrace.tracelib.formats.otf2.evt_file import trailing_bytes
+
+    chunk = 256 * 1024
+    with otf2.writer.open(str(tmp_path / "a"), timer_resolution=10**9, chunk_size_events=chunk) as w:
+        d = w.definitions
+        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
+                                 system_tree_parent=d.system_tree_node("node"))
+        region = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER)
+        events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
+                                                         group=group))
+        for i in range(30_000):
+            events.enter(1000 + 10 * i, region)
+            events.leave(1005 + 10 * i, region)
+    evt = tmp_path / "a" / "traces" / "0.evt"
+    data = evt.read_bytes()
+    assert len(data) > 2 * chunk and trailing_bytes(evt, chunk, 60_000) is None
+    evt.write_bytes(data + data)
+    assert trailing_bytes(evt, chunk, 60_000) == (len(data), len(data))
+    evt.write_bytes(data + bytes(100))
+    assert trailing_bytes(evt, chunk, 60_000) == (len(data), 100)
+
+
+@pytest.mark.parametrize("order", ["little", "big"])
+def test_a_long_record_is_stepped_over_by_its_eight_byte_length(tmp_path, order):
+    """A record of 255 bytes or more has 0xFF as its length byte and its length in the next 8 bytes, in the file's
+    byte order (OTF2_Buffer.h): stepped over whole, so its payload's bytes are never read as tokens."""
+    from synthtrace.tracelib.formats.otf2.evt_file import trailing_bytes
+
+    mark = {"little": 0x42, "big": 0x23}[order]
+    header = bytes([3, mark]) + (1).to_bytes(8, order) + (2).to_bytes(8, order)
+    long_record = bytes([20, 0xFF]) + (300).to_bytes(8, order) + bytes([2]) * 300  # END_OF_FILE bytes inside
+    body = header + bytes([5]) + (7).to_bytes(8, order) + long_record + bytes([12, 1, 3, 2, 1])
+    evt = tmp_path / "0.evt"
+    evt.write_bytes(body)
+    assert trailing_bytes(evt, 1 << 20, 2) is None
+    evt.write_bytes(body + b"appended")
+    assert trailing_bytes(evt, 1 << 20, 2) == (len(body), 8)
