@@ -145,7 +145,8 @@ def analyse_windows(traces: list[TraceWindows], parts: AnalysisParts, *, machine
     seen = 0
     rps_by_size: list[tuple[int, float]] = []
     burst_parts: list[int] = []  # archetypes parts holding bursts (cluster columns filled in after discovery)
-    for trace in traces:
+    for k, trace in enumerate(traces):
+        trace.prepare(parts, f"dram-{k}")  # the run's uncore DRAM CAS apportioned a window of time at a time
         rid = None
         if "run_id" in trace.bursts.collect_schema():
             rid = trace.bursts.select(pl.col("run_id").first()).collect().item()

@@ -259,7 +259,8 @@ def write_outputs(paths: list[Path], write: Callable[[Path], object], option: st
     before."""
     for p in paths:
         output_file(p, option)
-    with output_folder(paths[0], option), _part_folder(paths[0], option) as stage:
+    first = paths[0]
+    with output_folder(first, option), held_folder(first.parent, f".{first.name}", f"{option} {first}") as stage:
         write(stage)
         last = resolved_target(paths[-1])
         old = stage / f".old.{last.name}"
@@ -279,33 +280,36 @@ def write_outputs(paths: list[Path], write: Callable[[Path], object], option: st
             raise
 
 
-#: what a part folder of :func:`write_outputs` ends with
+#: what a :func:`held_folder` ends with
 _PART = ".part"
 
 
 @contextlib.contextmanager
-def _part_folder(first: Path, option: str) -> Iterator[Path]:
-    """A new hidden part folder beside ``first`` for :func:`write_outputs`, held locked (``flock`` on its
-    descriptor: the kernel releases it with a killed process) until the block ends, then removed; part folders of
-    ``first`` that nobody holds are removed first (a killed write's), with a warning."""
+def held_folder(parent: Path, prefix: str, said: str | None = None) -> Iterator[Path]:
+    """A new folder ``parent/PREFIX.<random>.part`` for a command's intermediate files, held locked (``flock`` on
+    its descriptor, taken before it has its name; the kernel releases it with a killed process) until the block
+    ends, then removed. Such folders of ``prefix`` that nobody holds (a killed command's) are removed first, with a
+    warning ``said: ...`` when ``said`` names what was being written (write_outputs' part folders beside an output;
+    a report's analysis parts in $TMPDIR, which a kill left there for good before)."""
     import fcntl
 
-    for stale in first.parent.glob(f".{glob.escape(first.name)}.*{_PART}"):
+    for stale in parent.glob(f"{glob.escape(prefix)}.*{_PART}"):
         if stale.is_dir() and not stale.is_symlink() and _unheld(stale):
             shutil.rmtree(stale, ignore_errors=True)
-            print_warning(f"{option} {first}: an earlier write there was stopped before it ended (killed); its part "
-                          f"folder {stale.name} was removed")
-    stage = first.parent / f".{first.name}.{uuid.uuid4().hex[:8]}{_PART}"
-    new = stage.with_name(stage.name + ".new")  # locked before it has its name: never seen unheld
+            if said:
+                print_warning(f"{said}: an earlier write there was stopped before it ended (killed); its part "
+                              f"folder {stale.name} was removed")
+    folder = parent / f"{prefix}.{uuid.uuid4().hex[:8]}{_PART}"
+    new = folder.with_name(folder.name + ".new")  # locked before it has its name: never seen unheld
     new.mkdir()
     fd = os.open(new, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         with contextlib.suppress(OSError):  # a file system without locks: never judged stale by another
             fcntl.flock(fd, fcntl.LOCK_EX)
-        new.rename(stage)
-        yield stage
+        new.rename(folder)
+        yield folder
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(new, ignore_errors=True)
         os.close(fd)
 
@@ -315,16 +319,13 @@ def _unheld(folder: Path) -> bool:
     held: nothing is removed on a guess."""
     import fcntl
 
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    with contextlib.ExitStack() as opened:
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            opened.callback(os.close, fd)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released with the descriptor
+        except OSError:
+            return False
     return True
 
 

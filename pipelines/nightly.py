@@ -36,6 +36,7 @@ from synthtrace.warehouse.drop import (
     DEFAULT_SETTLE_S,
     STILL_WRITTEN,
     discover,
+    drop_lock,
     files_state,
     is_machine_error,
     is_warehouse_error,
@@ -43,6 +44,7 @@ from synthtrace.warehouse.drop import (
     unsettled_for,
 )
 from synthtrace.warehouse.ingest import ContentId
+from synthtrace.warehouse.layout import ReadOnlyWarehouseError
 from synthtrace.warehouse.night_lock import night_lock
 from synthtrace.warehouse.night_state import RECORD as NIGHT_RECORD
 from synthtrace.warehouse.night_state import (
@@ -233,11 +235,15 @@ def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str]
     tonight; a warehouse job when the warehouse changed since it last completed. ``found``: the new traces when
     the caller has discovered them already (:func:`discovered`). ``tell`` hears the progress. ``settle_s``: seconds
     a trace's files must have been unchanged for the night to take it (:mod:`synthtrace.warehouse.drop`). The night
-    holds the warehouse's night lock (:func:`~synthtrace.warehouse.night_lock.night_lock`; ``locked``: the caller
-    holds it already), or stops at once when another night holds it."""
+    holds the drop folder's and the warehouse's night locks (:func:`~synthtrace.warehouse.drop.drop_lock`,
+    :func:`~synthtrace.warehouse.night_lock.night_lock`; ``locked``: the caller holds them already), or stops at once
+    when another night holds one."""
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
-    with contextlib.nullcontext() if locked else night_lock(Warehouse(warehouse), drop):
+    with contextlib.ExitStack() as held:
+        if not locked:
+            held.enter_context(drop_lock(Path(drop)))
+            held.enter_context(night_lock(Warehouse(warehouse), drop))
         return _night(drop, warehouse, machine, skip, found, tell, settle_s)
 
 
@@ -496,7 +502,9 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
     """Run the flow once in this process (ephemeral Prefect unless PREFECT_API_URL is set); ``progress`` is
     called as stages advance. A night with nothing to do returns at once, without Prefect (a configured server is
     checked all the same). ``settle_s``: seconds a trace's files must have been unchanged to be taken tonight (0:
-    at once, for traces known to be complete). The night lock is held throughout (another night: one line)."""
+    at once, for traces known to be complete). The drop folder's lock and the warehouse's night lock are held
+    throughout (another night on either: one line, exit 75). A warehouse this process cannot write is not locked: a
+    night with nothing to do needs no write access; one with work says the warehouse is read-only, nothing done."""
     runner_ = None
     if runner == "dask":
         from prefect_dask import DaskTaskRunner
@@ -506,10 +514,18 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
     # [helper edges] issue 23 A26: a configured server that does not answer is said every night, not only on one
     server = configured_server()  # with work (a night with nothing to do never reached its check)
-    with night_lock(wh, drop):
+    with contextlib.ExitStack() as held:
+        held.enter_context(drop_lock(drop))
+        try:
+            held.enter_context(night_lock(wh, drop))
+            read_only = None
+        except ReadOnlyWarehouseError as exc:  # no other night can write it either
+            read_only = exc
         found = discovered(drop, wh, settle_s)  # once: the flow ingests what this found, by the ids it hashed
         if (quiet := nothing_to_do(drop, wh, skip, found)) is not None:
             return quiet
+        if read_only is not None:
+            raise read_only
         if server is None:
             start_prefect()
         f = night_flow(progress or _silent, runner_)

@@ -16,13 +16,16 @@ returns the Figure and the number of points it drew, so tests can check the arti
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import hashlib
 import html
 import io
 import json
 import math
 import re
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,9 +50,8 @@ from synthtrace.warehouse.analysis_store import (
     AnalysisParts,
     experiments,
     load_experiment_windows,
-    parts_folder,
 )
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import ReadOnlyWarehouseError, Warehouse
 from synthtrace.warehouse.parts import read_part, read_parts, scan_parts
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import stored_file
@@ -726,11 +728,31 @@ def experiment_section(wh: Warehouse, name: str, machine: Machine, thresholds: T
         if disc_file.is_file():
             discovery = json.loads(disc_file.read_text())
         return _experiment_html(wh, name, machine, arch, bm, read_part(files["phase_metrics"]), discovery, plot_dir)
-    with parts_folder() as folder:
+    with analysis_scratch(wh, name) as folder:
         res = analyse_stored(load_experiment_windows(wh, name), AnalysisParts(folder), machine=machine,
                              thresholds=thresholds, discover=False)
         return _experiment_html(wh, name, machine, res.archetypes.lazy(), res.burst_metrics.lazy(),
                                 res.phase_metrics.lazy().collect(), res.discovery, plot_dir)
+
+
+@contextlib.contextmanager
+def analysis_scratch(wh: Warehouse, name: str) -> Iterator[Path]:
+    """Where the report's analysis of experiment ``name`` (not analysed yet) keeps its part files: the warehouse's
+    scratch in ``.staging`` (:meth:`~synthtrace.warehouse.layout.Warehouse.scratch`, as archetypes and merge keep
+    theirs: on the warehouse's disk, a full disk one line naming the experiment), the stale staging of killed
+    writers, a killed report's parts among them, cleared first. A warehouse this process cannot write (a reader's
+    read-only mount) keeps them in a folder of ``$TMPDIR`` held locked, which the next report clears when its
+    holder was killed. They were in ``$TMPDIR`` and a kill -9 left them there for good (attack 9)."""
+    from synthtrace.pipelines.cli_base import held_folder
+
+    with contextlib.ExitStack() as stack:
+        try:
+            folder = stack.enter_context(wh.ensure().scratch(wh.experiment_dir(name), "report"))
+        except (ReadOnlyWarehouseError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            folder = stack.enter_context(held_folder(Path(tempfile.gettempdir()), "synthtrace-report"))
+        yield folder
 
 
 def _experiment_html(wh: Warehouse, name: str, machine: Machine, arch: pl.LazyFrame, bm: pl.LazyFrame,

@@ -18,7 +18,7 @@ import pytest
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.errors import NightRunningError
 from synthtrace.warehouse.night_lock import NIGHT_LOCK, night_lock
-from testing.traces import PRIME, copy_trace
+from testing.traces import JACOBI, PRIME, copy_trace
 
 #: a night taking nothing from the drop folder: its traces were just written (the default settle time is 60 s)
 _HOLD = """
@@ -99,3 +99,90 @@ def test_a_night_with_nothing_to_do_checks_the_configured_server(tmp_path):
             assert p.returncode == 1 and p.stdout == "", p.stderr
             assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith(
                 f"error: cannot reach the Prefect server at {url} (PREFECT_API_URL): "), p.stderr
+
+
+# ------------------------------------------------------------------------- one drop folder, one night (issue 23)
+#: a night holding a drop folder (into its own warehouse), as run_night holds it (warehouse/drop.drop_lock)
+_HOLD_DROP = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_two_nights_from_one_drop_folder_into_two_warehouses_are_kept_apart(tmp_path, run_cli):
+    """Each warehouse's night lock let a night into another warehouse take the same drop folder: both ingested,
+    and quarantined, the same traces. The drop folder itself is locked now (flock on its descriptor: no write
+    needed); the second night is one line naming the first (its pid and command line), exit 75, nothing done."""
+    from synthtrace.pipelines.nightly import night
+
+    drop, other = tmp_path / "drop", tmp_path / "other-wh"
+    prv = copy_trace(PRIME, drop)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_DROP, str(drop)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, out, err = run_cli("nightly", "--drop", drop, "-w", other, "--settle", "0")
+        assert code == 75 and out == "", err
+        assert len(err.splitlines()) == 1 and err.startswith(f"error: another night (pid {holder.pid}: "), err
+        assert f"is taking the traces of the drop folder {drop}; this one did nothing" in err
+        with pytest.raises(NightRunningError, match=f"pid {holder.pid}"):  # the served flow's night too
+            night(str(drop), str(other), settle_s=0)
+        assert prv.is_file() and not (drop / ".quarantine").exists()
+        assert not (other / "runs").exists() or not any((other / "runs").iterdir())
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    from synthtrace.warehouse.drop import drop_lock
+
+    with drop_lock(drop):  # the killed night's lock went with it
+        pass
+
+
+def test_a_night_holds_the_drop_folder_while_it_discovers(tmp_path, monkeypatch):
+    from synthtrace.pipelines import nightly
+    from synthtrace.warehouse.drop import drop_lock
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    seen = []
+
+    def discovered(d, wh, settle_s=0):
+        with pytest.raises(NightRunningError, match=f"pid {os.getpid()}"):
+            with drop_lock(Path(d)):
+                pass
+        seen.append(d)
+        return []
+
+    monkeypatch.setattr(nightly, "discovered", discovered)
+    nightly.run_night(drop, Warehouse(tmp_path / "wh"))
+    assert seen == [drop]
+
+
+@pytest.mark.parametrize("holding", ["nothing", "a run"])
+def test_a_night_with_nothing_to_do_needs_no_write_access(tmp_path, run_cli, monkeypatch, holding):
+    """`nightly` on a read-only warehouse (a reader's mount) with nothing to ingest and no stage to run failed with
+    "the warehouse is read-only" (the night lock's layout was written first): it is a quiet night now, exit 0, the
+    warehouse unchanged. A night with a trace to ingest there says read-only in one line, the trace left."""
+    from testing.read_only import read_only
+    from testing.traces import tree_digest
+
+    drop, wh = tmp_path / "drop", tmp_path / "wh"
+    drop.mkdir()
+    wh.mkdir()
+    if holding == "a run":
+        assert run_cli("ingest", PRIME, "-w", wh)[0] == 0
+    before = tree_digest(wh)
+    read_only(wh, monkeypatch.setattr)
+    from synthtrace.pipelines.jobs import STAGES
+
+    stages = [] if holding == "nothing" else [a for s in STAGES for a in ("--skip", s)]
+    code, out, err = run_cli("nightly", "--drop", drop, "-w", wh, *stages)
+    assert code == 0 and "0 runs ingested" in out, err
+    prv = copy_trace(JACOBI, drop)  # not in the warehouse
+    code, out, err = run_cli("nightly", "--drop", drop, "-w", wh, "--settle", "0", *stages)
+    assert code == 2 and len(err.splitlines()) == 1 and "read-only" in err, err
+    assert prv.is_file() and not (drop / ".quarantine").exists()
+    monkeypatch.undo()
+    assert tree_digest(wh) == before

@@ -90,3 +90,20 @@ def test_data_after_the_last_of_several_chunks_is_found(tmp_path):
     assert trailing_bytes(evt, chunk, 60_000) == (len(data), len(data))
     evt.write_bytes(data + bytes(100))
     assert trailing_bytes(evt, chunk, 60_000) == (len(data), 100)
+
+
+@pytest.mark.parametrize("order", ["little", "big"])
+def test_a_long_record_is_stepped_over_by_its_eight_byte_length(tmp_path, order):
+    """A record of 255 bytes or more has 0xFF as its length byte and its length in the next 8 bytes, in the file's
+    byte order (OTF2_Buffer.h): stepped over whole, so its payload's bytes are never read as tokens."""
+    from synthtrace.tracelib.formats.otf2.evt_file import trailing_bytes
+
+    mark = {"little": 0x42, "big": 0x23}[order]
+    header = bytes([3, mark]) + (1).to_bytes(8, order) + (2).to_bytes(8, order)
+    long_record = bytes([20, 0xFF]) + (300).to_bytes(8, order) + bytes([2]) * 300  # END_OF_FILE bytes inside
+    body = header + bytes([5]) + (7).to_bytes(8, order) + long_record + bytes([12, 1, 3, 2, 1])
+    evt = tmp_path / "0.evt"
+    evt.write_bytes(body)
+    assert trailing_bytes(evt, 1 << 20, 2) is None
+    evt.write_bytes(body + b"appended")
+    assert trailing_bytes(evt, 1 << 20, 2) == (len(body), 8)

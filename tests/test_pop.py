@@ -124,3 +124,31 @@ def test_a_run_without_counters_gives_the_time_factors_and_says_which_columns_ar
 def test_bursts_without_their_columns_are_refused():
     with pytest.raises(PopInputError, match="duration_ns"):
         thread_useful(pl.DataFrame({"run_id": ["r"], "appl": [1], "task": [1], "thread": [1]}), None)
+
+
+@real_traces
+@pytest.mark.parametrize("path", [LULESH_A, LULESH_B, PINGPONG], ids=["lulesh_4+4", "lulesh_7+1", "pingpong"])
+def test_the_replay_holds_its_calls_narrow_and_replays_them_as_given(path):
+    """Issue 23: POP held every MPI call of a run with columns its replay never reads, and a sorted copy (2.8 GB at
+    2 GB of trace). The replay's calls are now its columns only, in the narrowest exact types and in its order:
+    replayed, they give the thread ends, call times and runtime of the calls given whole, or shuffled."""
+    from synthtrace.tracelib.domain.pop import thread_ends
+    from synthtrace.tracelib.domain.replay import replay, replay_calls
+    from synthtrace.tracelib.formats.source import open_trace
+
+    bursts, calls, summary = open_trace(path).read_tables("r")
+    ends = thread_ends(bursts, calls, thread_useful(bursts, calls))
+    whole = replay(calls, summary.messages, ends)
+    narrow = replay_calls(calls.lazy())
+    keys = ["appl", "task", "thread", "call_seq"]
+    assert narrow["mpi_call"].dtype == pl.Categorical and narrow["call_seq"].dtype in (pl.Int8, pl.Int16, pl.Int32)
+    assert narrow.sort(keys).with_columns(pl.col(c).cast(calls.schema[c]) for c in narrow.columns).equals(
+        calls.select(narrow.columns).sort(keys))  # exact: the same values
+    for given in (narrow, replay_calls(calls.sample(fraction=1.0, shuffle=True, seed=23).lazy())):
+        got = replay(given, summary.messages, ends)
+        assert (got.runtime_ns, got.n_released, got.n_messages) == (whole.runtime_ns, whole.n_released,
+                                                                    whole.n_messages)
+        assert got.threads.equals(whole.threads)
+        assert got.calls.with_columns(pl.col("mpi_call").cast(pl.String)).sort(keys).equals(whole.calls.sort(keys))
+    lean = replay(narrow, summary.messages, ends, replayed_calls=False)
+    assert lean.calls is None and lean.runtime_ns == whole.runtime_ns and lean.threads.equals(whole.threads)

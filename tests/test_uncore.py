@@ -10,9 +10,11 @@ from synthtrace.tracelib.domain.metrics import burst_metrics
 from synthtrace.tracelib.domain.machine import load_machine
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from synthtrace.tracelib.domain.uncore import DRAM_CAS_COLUMN, apportion, attribute_dram_cas, cas_rate_pieces
+from synthtrace.warehouse.analysis_store import BURST_ORDER, UncoreInput, uncore_input
 from synthtrace.warehouse.ingest import ingest_trace
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.runs import run_bursts
+from synthtrace.warehouse.parts import scan_parts
+from synthtrace.warehouse.runs import run_bursts, run_parts
 
 pytestmark = pytest.mark.real_traces
 
@@ -100,3 +102,62 @@ def test_uncore_samples_view_and_no_double_count(tmp_path, run_cli):
     again = attribute_dram_cas(bursts, pl.read_parquet(run_dir / "uncore"),
                                pl.read_parquet(run_dir / "threads.parquet"))
     assert again.equals(bursts)  # bursts that already measure DRAM CAS are left as they are
+
+
+def _apportioned(inp: UncoreInput) -> pl.DataFrame:
+    return pl.concat(list(inp.apportioned())).sort(BURST_ORDER)
+
+
+@pytest.mark.parametrize("prv", [LULESH_A, LULESH_B], ids=["lulesh_4+4", "lulesh_7+1"])
+def test_apportioned_a_window_of_time_at_a_time_the_counts_are_the_whole_runs(tmp_path, prv):
+    """Issue 23: the analysis apportions a run's CAS samples a window of time at a time (the whole run's 9 M
+    samples and 5 M bursts of a 2 GB trace held at once took 1.3 GB); every burst's count is the whole run's."""
+    wh = Warehouse(tmp_path / "wh")
+    run_id = ingest_trace(wh, prv).run_id
+    whole = run_bursts(wh, run_id)  # apportioned at once
+    inp = uncore_input(wh, run_id, scan_parts(run_parts(wh, run_id, "bursts/*.parquet")), rows=40)
+    assert len(inp.windows) > 20  # windows of ~80 bursts and samples; the run has ~2,000 bursts, ~4,000 samples
+    assert inp.straddling.height > 0  # some rate pieces cross a window's edge
+    crossing = whole.filter(pl.any_horizontal((pl.col("start_ns") < lo) & (pl.col("end_ns") >= lo)
+                                              for lo, _ in inp.windows[1:]))
+    assert crossing.height > 0  # and so do some bursts
+    got = _apportioned(inp)
+    assert got.select(*BURST_ORDER, "start_ns").equals(whole.select(*BURST_ORDER, "start_ns"))
+    assert got[DRAM_CAS_COLUMN].to_list() == whole[DRAM_CAS_COLUMN].to_list()
+    assert whole[DRAM_CAS_COLUMN].sum() > 0
+
+
+def test_samples_and_bursts_spanning_many_windows_get_the_whole_runs_counts():
+    """Rate pieces and bursts that span several windows (a reader that stops sampling for a while, bursts longer
+    than a window), two counters sampled at the same instants, bursts of two nodes: the windowed counts are the
+    whole run's to the last unit at ~1e15 CAS (where any other order of the float sums shows)."""
+    rng = np.random.default_rng(23)
+    rows = []
+    for task in (1, 2, 3):
+        t = 0
+        for seq in range(60):
+            start = t + int(rng.integers(0, 50))
+            end = start + int(rng.choice([1, 40, 400, 3_000]))
+            rows.append((1, task, 1, seq, start, end, end - start, float(rng.integers(1, 10**6))))
+            t = end
+    bursts = pl.DataFrame(rows, schema={"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32,
+                                         "burst_seq": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                                         "duration_ns": pl.Int64, "PAPI_L3_TCM": pl.Float64}, orient="row")
+    horizon = int(bursts["end_ns"].max())
+    times = sorted({*map(int, rng.integers(0, horizon // 3, 40)), *map(int, rng.integers(horizon // 2, horizon, 40))})
+    samples = pl.DataFrame([(2, task, 1, node, t, counter, int(rng.integers(10**15, 10**16)))
+                            for task, node in ((1, 1), (2, 2)) for t in times for counter in ("RD", "WR")],
+                           schema={"appl": pl.Int32, "task": pl.Int32, "thread": pl.Int32, "node": pl.Int32,
+                                   "time_ns": pl.Int64, "counter": pl.String, "value": pl.Int64}, orient="row")
+    samples = samples.with_columns(pl.format("skx_unc_imc0::UNC_M_CAS_COUNT:{}", "counter").alias("counter"))
+    nodes = pl.DataFrame({"appl": [1, 1, 1, 2, 2], "task": [1, 2, 3, 1, 2], "thread": [1] * 5,
+                          "node": [1, 1, 2, 1, 2]}, schema_overrides={"node": pl.Int32})
+    whole = attribute_dram_cas(bursts, samples, nodes)
+    assert whole[DRAM_CAS_COLUMN].sum() > 10**15
+    cas = sorted(set(samples["counter"]))
+    edges = list(range(97, horizon, 97))
+    inp = UncoreInput.of(bursts.lazy(), samples.lazy(), nodes, cas, list(zip([None, *edges], [*edges, None])))
+    assert inp is not None and inp.straddling.filter(pl.col("end_ns") - pl.col("start_ns") > 3 * 97).height
+    assert bursts.filter(pl.col("duration_ns") > 2 * 97).height  # bursts spanning whole windows
+    got = _apportioned(inp)
+    assert got[DRAM_CAS_COLUMN].to_list() == whole.sort(BURST_ORDER)[DRAM_CAS_COLUMN].to_list()

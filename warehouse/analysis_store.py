@@ -20,7 +20,14 @@ import polars as pl
 
 from synthtrace.tracelib.domain.counter_sanity import anomaly_rules
 from synthtrace.tracelib.domain.counters import resolve
-from synthtrace.tracelib.domain.uncore import DRAM_CAS_COLUMN, attribute_dram_cas
+from synthtrace.tracelib.domain.uncore import (
+    DRAM_CAS_COLUMN,
+    PIECE_SCHEMA,
+    SERIES,
+    CasRatePieces,
+    DramApportioning,
+    cas_counters,
+)
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.experiment import MERGED_FILE, Experiment, ExperimentTrace
 from synthtrace.warehouse.layout import Warehouse
@@ -65,27 +72,92 @@ def read_analysis(wh: Warehouse, experiment: str, name: str, without: tuple[str,
     return read_part(f, columns=[c for c in schema_of(f) if c not in without]) if without else read_part(f)
 
 
+#: the spans (bursts and uncore samples, each counted at its start and end) a window of the DRAM apportioning
+#: holds, per burst of the analysis' windows: its frames are narrow (~100 bytes a burst or sample)
+DRAM_WINDOW_FACTOR = 4
+
+
+@dataclass
+class UncoreInput:
+    """What apportioning one run's uncore CAS samples to its bursts reads (:mod:`~synthtrace.tracelib.domain.uncore`),
+    as lazy scans cut into ``windows`` of time ``[lo, hi)`` (ns; None: unbounded): the bursts' narrow columns, the
+    samples, the threads' nodes, the CAS counters and the rate pieces that end in a later window than they start
+    (``straddling``: at most one per series and window edge)."""
+
+    bursts: pl.LazyFrame
+    samples: pl.LazyFrame
+    thread_nodes: pl.DataFrame
+    cas: list[str]
+    windows: list[tuple[int | None, int | None]]
+    straddling: pl.DataFrame
+
+    @classmethod
+    def of(cls, bursts: pl.LazyFrame, samples: pl.LazyFrame, thread_nodes: pl.DataFrame, cas: list[str],
+           windows: list[tuple[int | None, int | None]]) -> UncoreInput | None:
+        """The input, its samples read once a window at a time for the pieces that cross a window's end; None when
+        no two samples of a series give a rate (nothing is apportioned)."""
+        from synthtrace.warehouse.export_views import in_time  # it reads the stored analysis: imported here
+
+        pieces, straddling, n = CasRatePieces(cas), [pl.DataFrame(schema=PIECE_SCHEMA)], 0
+        for lo, hi in windows:
+            ending = pieces.window(samples.filter(in_time("time_ns", lo, hi)).collect())
+            n += ending.height
+            if lo is not None:
+                straddling.append(ending.filter(pl.col("start_ns") < lo))
+        return cls(bursts, samples, thread_nodes, cas, windows, pl.concat(straddling)) if n else None
+
+    def apportioned(self) -> Iterator[pl.DataFrame]:
+        """Each window's bursts that end in it with their CAS counts (burst keys, start_ns, ``DRAM_CAS``): the
+        counts of the whole run apportioned at once, a window at a time."""
+        from synthtrace.warehouse.export_views import in_time  # it reads the stored analysis: imported here
+
+        pieces, share = CasRatePieces(self.cas), DramApportioning(BURST_ORDER)
+        for lo, hi in self.windows:
+            ending = pieces.window(self.samples.filter(in_time("time_ns", lo, hi)).collect())
+            later = self.straddling.filter(in_time("start_ns", lo, hi) & ~in_time("end_ns", lo, hi))
+            starting = pl.concat([ending.filter(pl.col("start_ns") >= lo) if lo is not None else ending, later]
+                                 ).sort(*SERIES, "end_ns", maintain_order=True)
+            bursts = (self.bursts.filter(in_time("start_ns", lo, hi) | in_time("end_ns", lo, hi)).collect()
+                      .sort(BURST_ORDER))
+            yield share.window(bursts, self.thread_nodes, starting, ending, lo, hi).select(
+                *BURST_ORDER, "start_ns", DRAM_CAS_COLUMN)
+
+
 @dataclass
 class TraceWindows:
     """One trace of an experiment's analysis input (a run, or the merged trace) as lazy scans cut into windows:
     ``windows`` are filters that split its bursts and its MPI calls alike (by thread, and a long thread by start
-    time), each row in one window; ``dram`` (burst keys, ``start_ns``, ``DRAM_CAS``) the CAS counts apportioned
-    from the run's uncore samples, joined to each window's bursts; ``ordered``: sort each window as the stored run
-    is read (thread, then sequence)."""
+    time), each row in one window; ``uncore`` the run's uncore CAS samples, apportioned to its bursts
+    (:meth:`prepare`) and joined to each window's bursts as ``DRAM_CAS``; ``ordered``: sort each window as the
+    stored run is read (thread, then sequence)."""
 
     bursts: pl.LazyFrame
     calls: pl.LazyFrame | None
     windows: list[pl.Expr]
-    dram: pl.DataFrame | None = None
+    uncore: UncoreInput | None = None
     ordered: bool = True
+    #: the apportioned CAS counts (burst keys, start_ns, ``DRAM_CAS``), once :meth:`prepare` has run
+    dram: pl.LazyFrame | None = None
+
+    def prepare(self, parts: AnalysisParts, name: str) -> None:
+        """Apportion the run's uncore CAS samples (if any) a window of time at a time into frame ``name`` of
+        ``parts``: each analysis window then reads its bursts' counts from there."""
+        if self.uncore is None or self.dram is not None:
+            return
+        for frame in self.uncore.apportioned():
+            parts.add(name, frame)
+        self.dram = parts.scan(name)
 
     def bursts_in(self, where: pl.Expr) -> pl.DataFrame:
         """The bursts of one window (with ``DRAM_CAS`` when apportioned)."""
+        if self.uncore is not None and self.dram is None:
+            self.prepare(AnalysisParts(), "dram")
         b = self.bursts.filter(where).collect()
         if self.ordered:
             b = b.sort(BURST_ORDER)
         if self.dram is not None:
-            b = b.join(self.dram.filter(where).drop("start_ns"), on=BURST_ORDER, how="left", maintain_order="left")
+            b = b.join(self.dram.filter(where).drop("start_ns").collect(), on=BURST_ORDER, how="left",
+                       maintain_order="left")
         return b
 
     def calls_in(self, where: pl.Expr) -> pl.DataFrame | None:
@@ -112,30 +184,35 @@ class AnalysisInput:
     n_nodes: dict[str, int] = field(default_factory=dict)
 
 
-def _dram_cas(wh: Warehouse, run_id: str, bursts: pl.LazyFrame) -> pl.DataFrame | None:
-    """The run's uncore CAS counts apportioned to its bursts (burst keys, start_ns, ``DRAM_CAS``), computed as
-    :func:`~synthtrace.warehouse.runs.run_bursts` does on the columns the apportioning reads only; None when the
-    run has no uncore samples or its bursts measure DRAM CAS themselves."""
+def uncore_input(wh: Warehouse, run_id: str, bursts: pl.LazyFrame, rows: int) -> UncoreInput | None:
+    """What apportioning the run's uncore CAS samples to its ``bursts`` (the stored run, scanned) reads, in windows
+    of time of about ``rows`` bursts and samples, as :func:`~synthtrace.warehouse.runs.run_bursts` apportions them
+    whole (the same counts); None when the run has no uncore CAS samples, its bursts measure DRAM CAS themselves or
+    no two samples of a series give a rate."""
+    from synthtrace.warehouse.export_views import time_windows  # they read the analysis: imported here
+
     uncore = run_parts(wh, run_id, "uncore/*.parquet")
     schema = bursts.collect_schema()
     cmap = resolve(schema.names())
     if not uncore or cmap.has("dram_cas"):
         return None
+    samples = scan_parts(uncore).select("appl", "task", "thread", "node", "time_ns", "counter", "value")
+    cas = cas_counters(samples.select(pl.col("counter").unique()).collect().get_column("counter").to_list())
+    if not cas:
+        return None
+    samples = samples.filter(pl.col("counter").is_in(cas))
     counters = set(cmap.columns.get("l3_tcm", []))
     rules = anomaly_rules(schema)
     for c in list(counters):
         counters |= {r for _, expr in rules.get(c, []) for r in expr.meta.root_names()}
-    keep = [c for c in schema.names() if c in {*BURST_ORDER, "start_ns", "end_ns", "duration_ns", *counters}]
-    narrow = bursts.select(keep).collect().sort(BURST_ORDER)
-    # the samples without their run id, their counter names as a dictionary: 4.5 M samples of a 1 GB LULESH tile
-    # took 1.4 GB as stored (the same rates, in the same order: categories compare as their names)
-    samples = (scan_parts(uncore).select("appl", "task", "thread", "node", "time_ns", "counter", "value")
-               .with_columns(pl.col("counter").cast(pl.Categorical)).collect())
+    narrow = bursts.select([c for c in schema.names()
+                            if c in {*BURST_ORDER, "start_ns", "end_ns", "duration_ns", *counters}])
+    windows = time_windows([narrow, samples.select(pl.col("time_ns").alias("start_ns"),
+                                                   pl.col("time_ns").alias("end_ns"))], DRAM_WINDOW_FACTOR * rows)
     threads = run_parts(wh, run_id, "threads.parquet")
     if not threads:
         raise missing_file(wh.run_dir(run_id) / "threads.parquet")
-    out = attribute_dram_cas(narrow, samples, read_part(threads[0]))
-    return out.select(*BURST_ORDER, "start_ns", DRAM_CAS_COLUMN) if DRAM_CAS_COLUMN in out.columns else None
+    return UncoreInput.of(narrow, samples, read_part(threads[0]), cas, windows)
 
 
 def _with_columns_of(scan: pl.LazyFrame, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
@@ -174,7 +251,7 @@ def load_experiment_windows(wh: Warehouse, experiment: str | Experiment, rows: i
         if parts:
             f = run_parts(wh, run_id, "mpi_calls.parquet")
             runs.append((run_id, scan_parts(parts), scan_parts(f) if f else None))
-    drams = {run_id: _dram_cas(wh, run_id, b) for run_id, b, _ in runs}
+    drams = {run_id: uncore_input(wh, run_id, b, rows) for run_id, b, _ in runs}
     # the runs' bursts (and calls) read as one frame unioned by name, as the whole trace is
     union: dict[str, pl.DataType] = {}
     call_union: dict[str, pl.DataType] = {}

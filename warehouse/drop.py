@@ -16,17 +16,22 @@ trace still changing is never quarantined: a cut record in a file being written 
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import time
 import uuid
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from synthtrace.tracelib.formats.source import find_traces
+from synthtrace.tracelib.printable import clipped
+from synthtrace.warehouse.errors import NightRunningError
 from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
@@ -48,6 +53,47 @@ SCOREP_TMP = "scorep-measurement-tmp"
 _NAME_BYTES = 200
 #: errors of the machine, not of the trace: the trace stays in the drop folder for the next night
 _MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOMEM}
+
+
+@contextlib.contextmanager
+def drop_lock(drop: Path) -> Iterator[None]:
+    """Hold the drop folder itself for a night's block (``flock`` on the folder's own descriptor: it needs no write
+    access, so a read-only drop folder is locked too, and the kernel releases it with a killed night); raise
+    :class:`~synthtrace.warehouse.errors.NightRunningError` at once, nothing done, naming the night that holds it.
+    Two nights into different warehouses from one drop folder both ingested, and quarantined, the same traces (the
+    warehouse's own night lock keeps only nights into one warehouse apart). A file system without locks: as before."""
+    fd = os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise NightRunningError(f"another night ({_lock_holder(fd)}) is taking the traces of the drop folder "
+                                        f"{drop}; this one did nothing: let it finish (or stop it), or run the nights "
+                                        "further apart") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _lock_holder(fd: int) -> str:
+    """Who holds the ``flock`` of the open file ``fd``: ``pid P: its command line`` from the kernel's lock table
+    (``/proc/locks``, pids as this process sees them), or that it is not known (another host)."""
+    st = os.fstat(fd)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            pids = [f[4] for f in map(str.split, fh) if len(f) > 5 and f[1] == "FLOCK" and f[5] == key]
+    except OSError:
+        pids = []
+    if not pids:
+        return "on another host, or its process not known here"
+    try:
+        with open(f"/proc/{pids[0]}/cmdline", "rb") as fh:
+            command = fh.read(4096).rstrip(b"\0").replace(b"\0", b" ").decode(errors="backslashreplace")
+    except OSError:
+        command = ""
+    return f"pid {pids[0]}" + (f": {clipped(command, 300)}" if command else "")
 
 
 @dataclass(frozen=True)

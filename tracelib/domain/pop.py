@@ -34,7 +34,8 @@ import polars as pl
 
 from synthtrace.tracelib.domain.counters import resolve
 from synthtrace.tracelib.domain.metrics import ratios, safe_div
-from synthtrace.tracelib.domain.replay import Network, replay
+from synthtrace.tracelib.domain.replay import Network, replay, replay_calls
+from synthtrace.tracelib.thread_key import thread_key
 from synthtrace.tracelib.errors import BadInputError
 
 Scaling = Literal["strong", "weak"]
@@ -100,8 +101,9 @@ def thread_useful(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | pl.
         per = per.join(mpi, on=["run_id", *THREAD], how="full", coalesce=True)
     else:
         per = per.with_columns(pl.lit(0, pl.Int64).alias("mpi_ns"))
+    # streamed: a stored run's bursts and calls are never held (sums of counts: exact in any order)
     out = per.with_columns(pl.col("useful_ns").fill_null(0), pl.col("counted_ns").fill_null(0),
-                           pl.col("mpi_ns").fill_null(0)).collect()
+                           pl.col("mpi_ns").fill_null(0)).collect(engine="streaming")
     return out.select([pl.col(c).cast(t) for c, t in THREAD_USEFUL_SCHEMA.items()]).sort("run_id", *THREAD)
 
 
@@ -225,22 +227,25 @@ class RunPop:
     n_released: int
 
 
-def thread_ends(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | None,
+def thread_ends(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | pl.LazyFrame | None,
                 threads: pl.DataFrame) -> pl.DataFrame:
     """The end of each computation thread's activity (its last burst or MPI call, ns): where its replay ends."""
     parts = [bursts.lazy().select(*THREAD, "end_ns")]
     if calls is not None:
         parts.append(calls.lazy().select(*THREAD, "end_ns"))
     return (pl.concat(parts, how="vertical_relaxed").group_by(THREAD).agg(pl.col("end_ns").max())
-            .join(threads.lazy().select(THREAD), on=THREAD, how="semi").collect())
+            .join(threads.lazy().select(THREAD), on=THREAD, how="semi").collect(engine="streaming"))
 
 
-def pop_of_run(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | None, messages: pl.DataFrame | None,
-               network: Network | None = None) -> RunPop:
-    """Per-thread useful figures of one run and its runtime replayed on ``network`` (default: the ideal one)."""
+def pop_of_run(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | pl.LazyFrame | None,
+               messages: pl.DataFrame | None, network: Network | None = None) -> RunPop:
+    """Per-thread useful figures of one run and its runtime replayed on ``network`` (default: the ideal one).
+    ``bursts`` and ``calls`` may be lazy scans: only the replay's columns of the calls are held
+    (:func:`~synthtrace.tracelib.domain.replay.replay_calls`)."""
     threads = thread_useful(bursts, calls)
-    if calls is None or calls.height == 0:
+    if calls is None or calls.lazy().select(pl.len()).collect().item() == 0:
         return RunPop(threads, None, 0)
-    mine = calls.join(threads.select(THREAD), on=THREAD, how="semi")
-    res = replay(mine, messages, thread_ends(bursts, mine, threads), network)
+    keys = threads.select(thread_key().alias("k")).get_column("k")
+    mine = replay_calls(calls.lazy().filter(thread_key().is_in(keys.implode())))  # computation threads only
+    res = replay(mine, messages, thread_ends(bursts, mine, threads), network, replayed_calls=False)
     return RunPop(threads, res.runtime_ns, res.n_released)

@@ -100,7 +100,7 @@ class ReplayResult:
 
     runtime_ns: int
     threads: pl.DataFrame
-    calls: pl.DataFrame
+    calls: pl.DataFrame | None
     n_messages: int
     n_collectives: int
     n_released: int
@@ -127,13 +127,14 @@ def _release(c, when, release, member_ptr, members, stack, top, queued, done):  
 
 
 @cached_njit
-def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cost, member_ptr, members,
-                   post_ptr, posts, wait_ptr, waits, msg_cost, msg_rendezvous, msg_sender, msg_receiver):
+def _replay_kernel(op_ptr, pre_ns, tail_ns, coll_of, coll_need, coll_cost, member_ptr, members,
+                   post_ptr, posts, wait_ptr, waits, msg_cost, msg_rendezvous, msg_sender, msg_receiver, timed):
     """Advance every thread as far as its dependencies allow, waking a message's partner when one end is posted
     and a collective's members when it is released.
 
     ``posts``/``waits`` hold ``message * 2 + side`` (side 0: the send end, 1: the receive end). Returns (thread end
-    times, per-op entry and exit times, number of dependencies released for want of a partner)."""
+    times, per-op entry and exit times (empty unless ``timed``), number of dependencies released for want of a
+    partner)."""
     n_threads = op_ptr.size - 1
     n_ops = pre_ns.size
     n_msg = msg_cost.size
@@ -148,8 +149,8 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
     arrived = np.zeros(n_coll, np.int64)
     cmax = np.zeros(n_coll, np.float64)
     release = np.full(n_coll, -1.0)
-    op_in = np.zeros(n_ops, np.float64)
-    op_out = np.zeros(n_ops, np.float64)
+    op_in = np.zeros(n_ops if timed else 0, np.float64)
+    op_out = np.zeros(n_ops if timed else 0, np.float64)
     stack = np.empty(n_threads, np.int64)
     top = 0
     for th in range(n_threads - 1, -1, -1):
@@ -187,7 +188,8 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
                 break
             if not entered[th]:
                 t[th] += pre_ns[i]
-                op_in[i] = t[th]
+                if timed:
+                    op_in[i] = t[th]
                 entered[th] = True
                 for k in range(post_ptr[i], post_ptr[i + 1]):
                     m = posts[k] >> 1
@@ -230,8 +232,9 @@ def _replay_kernel(op_ptr, pre_ns, own_ns, tail_ns, coll_of, coll_need, coll_cos
                         ready = start + msg_cost[m]
             if blocked:
                 break
-            t[th] = ready + own_ns[i]
-            op_out[i] = t[th]
+            t[th] = ready  # a call takes no time of its own
+            if timed:
+                op_out[i] = t[th]
             entered[th] = False
             pc[th] = i + 1
     return t, op_in, op_out, n_released
@@ -267,7 +270,10 @@ def _completion_kernel(op_ptr, op_end, is_wait, tids, post_op, due):  # pragma: 
 # ============================================================================ building the replay's arrays
 THREAD = ["appl", "task", "thread"]
 _CALL_COLUMNS = [*THREAD, "call_seq", "mpi_call", "start_ns", "end_ns"]
-_MESSAGE_COLUMNS = ["s_appl", "s_task", "s_thread", "s_time_ns", "r_appl", "r_task", "r_thread", "r_time_ns", "size"]
+#: what the replay reads of a call besides :data:`_CALL_COLUMNS`, when known (the collectives' communicator and
+#: sizes)
+CALL_EXTRA_COLUMNS = ["comm", "bytes_sent", "bytes_recv"]
+MESSAGE_COLUMNS = ["s_appl", "s_task", "s_thread", "s_time_ns", "r_appl", "r_task", "r_thread", "r_time_ns", "size"]
 
 
 def _require(df: pl.DataFrame, cols: list[str], what: str) -> None:
@@ -315,21 +321,23 @@ def _ops(calls: pl.DataFrame, keys: np.ndarray) -> _Ops:
     prev_end = np.empty_like(end)
     prev_end[1:] = end[:-1]
     prev_end[ptr[:-1][ptr[:-1] < ptr[1:]]] = 0  # a thread's first call follows the start of the trace
-    return _Ops(frame, tid.astype(np.int64), ptr, start, end, np.maximum(start - prev_end, 0).astype(np.float64))
+    return _Ops(frame, tid.astype(np.int64, copy=False), ptr, start, end,
+                np.maximum(start - prev_end, 0).astype(np.float64))
 
 
 def _collectives(ops: _Ops, net: Network) -> tuple[np.ndarray, ...]:
     """Per op its collective operation (-1: none), and per operation its number of participants, cost (ns) and
     members (CSR of thread ids). The k-th collective of a thread on a communicator (MPI_Init: the appl's) is one."""
-    f = ops.frame.with_columns(pl.Series("_tid", ops.tid), pl.int_range(pl.len(), dtype=pl.Int64).alias("_op"))
-    coll = f.filter(pl.col("mpi_call").is_in(list(_COLLECTIVES)) | (pl.col("mpi_call") == _INIT))
+    name = ops.frame.get_column("mpi_call")
+    at = np.flatnonzero((name.is_in(list(_COLLECTIVES)) | (name == _INIT)).to_numpy())
+    coll = ops.frame[at].with_columns(pl.Series("_tid", ops.tid[at]), pl.Series("_op", at, pl.Int64))
     for c in ("comm", "bytes_sent", "bytes_recv"):
         if c not in coll.columns:
             coll = coll.with_columns(pl.lit(None, pl.Int64).alias(c))
     coll = coll.with_columns(
         pl.when(pl.col("mpi_call") == _INIT).then(pl.lit(-2, pl.Int64)).otherwise(pl.col("comm").fill_null(-1))
         .alias("_comm"),
-        pl.col("mpi_call").replace_strict(_COLLECTIVES, default="barrier").alias("_role"))
+        pl.col("mpi_call").cast(pl.String).replace_strict(_COLLECTIVES, default="barrier").alias("_role"))
     coll = coll.with_columns(pl.int_range(pl.len()).over("_tid", "_comm").alias("_k"))
     inst = (coll.group_by("appl", "_comm", "_k", maintain_order=True)
             .agg(pl.len().alias("need"), pl.col("_role").first(),
@@ -344,7 +352,7 @@ def _collectives(ops: _Ops, net: Network) -> tuple[np.ndarray, ...]:
     inst = inst.with_columns((stages * (fan_in * (net.latency_ns + pl.col("_in") * nspb)
                                         + fan_out * (net.latency_ns + pl.col("_out") * nspb))).alias("_cost"))
     coll = coll.join(inst.select("appl", "_comm", "_k", "_coll"), on=["appl", "_comm", "_k"])
-    coll_of = np.full(f.height, -1, np.int64)
+    coll_of = np.full(ops.frame.height, -1, np.int64)
     coll_of[coll["_op"].to_numpy()] = coll["_coll"].to_numpy()
     member_ptr, members = _csr(coll["_coll"].to_numpy().astype(np.int64), coll["_tid"].to_numpy(), inst.height)
     return (coll_of, inst["need"].to_numpy().astype(np.int64), inst["_cost"].to_numpy().astype(np.float64),
@@ -370,7 +378,7 @@ class _Messages:
 
 
 def _messages(ops: _Ops, messages: pl.DataFrame, keys: np.ndarray, net: Network) -> _Messages:
-    m = messages.select(_MESSAGE_COLUMNS)
+    m = messages.select(MESSAGE_COLUMNS)
     sk, rk = _key(m, "s_"), _key(m, "r_")
     stid = np.minimum(np.searchsorted(keys, sk), keys.size - 1)
     rtid = np.minimum(np.searchsorted(keys, rk), keys.size - 1)
@@ -393,22 +401,38 @@ def _messages(ops: _Ops, messages: pl.DataFrame, keys: np.ndarray, net: Network)
     return _Messages(stid, rtid, sop, rop, cop, rendezvous, net.latency_ns + size * net.ns_per_byte)
 
 
+def replay_calls(calls: pl.LazyFrame) -> pl.DataFrame:
+    """What :func:`replay` reads of ``calls`` (:data:`_CALL_COLUMNS`, and :data:`CALL_EXTRA_COLUMNS` when there), in
+    the narrowest exact types: the call names as categories, sequence numbers, communicators and sizes as the
+    smallest integers holding their values (issue 23: a call took ~110 bytes, now ~45); in the replay's order
+    (thread, start, call_seq; ties as given), so that the replay holds no sorted copy."""
+    have = calls.collect_schema()
+    df = (calls.select([c for c in (*_CALL_COLUMNS, *CALL_EXTRA_COLUMNS) if c in have])
+          .with_columns(pl.col("mpi_call").cast(pl.Categorical)).collect())
+    order = df.select(pl.arg_sort_by(*THREAD, "start_ns", "call_seq", maintain_order=True)).to_series()
+    for c in df.columns:  # a column at a time: one column's copy beside the frame, not the frame's
+        column = df.get_column(c).gather(order)
+        df = df.with_columns(column.shrink_dtype() if c in ("call_seq", *CALL_EXTRA_COLUMNS) else column)
+    return df
+
+
 def replay(calls: pl.DataFrame, messages: pl.DataFrame | None, thread_ends: pl.DataFrame,
-           network: Network | None = None) -> ReplayResult:
+           network: Network | None = None, *, replayed_calls: bool = True) -> ReplayResult:
     """Replay one run (see the module docstring).
 
     ``calls``: its MPI calls (appl, task, thread, call_seq, mpi_call, start_ns, end_ns; comm, bytes_sent,
     bytes_recv when known); ``messages``: its point-to-point messages with logical times (s_/r_ appl, task,
     thread, time_ns, size; None: none known); ``thread_ends``: every thread (appl, task, thread) with ``end_ns``,
     the end of its activity (a thread without MPI calls keeps its timeline). ``network``: None or
-    ``Network.ideal()`` for the ideal network."""
+    ``Network.ideal()`` for the ideal network; ``replayed_calls``: give each call's replayed times (else
+    :attr:`ReplayResult.calls` is None)."""
     _require(calls, _CALL_COLUMNS, "MPI calls")
     _require(thread_ends, [*THREAD, "end_ns"], "thread ends")
     net = network or Network.ideal()
     keys = np.unique(np.concatenate([_key(thread_ends), _key(calls)]))
     ops = _ops(calls, keys)
     if messages is not None and messages.height and keys.size:
-        _require(messages, _MESSAGE_COLUMNS, "messages")
+        _require(messages, MESSAGE_COLUMNS, "messages")
         msgs = _messages(ops, messages, keys, net)
     else:
         empty = np.zeros(0, np.int64)
@@ -427,11 +451,12 @@ def replay(calls: pl.DataFrame, messages: pl.DataFrame | None, thread_ends: pl.D
     rdv = np.flatnonzero(msgs.rendezvous)
     wait_ptr, waits = _csr(np.concatenate([msgs.cop, msgs.sop[rdv]]), np.concatenate([mi * 2 + 1, rdv * 2]), n_ops)
     t, op_in, op_out, n_released = _replay_kernel(
-        ops.ptr, ops.pre, np.zeros(n_ops, np.float64), tail, coll_of, need, cost, member_ptr, members,
-        post_ptr, posts, wait_ptr, waits, msgs.cost, msgs.rendezvous, msgs.stid, msgs.rtid)
+        ops.ptr, ops.pre, tail, coll_of, need, cost, member_ptr, members,
+        post_ptr, posts, wait_ptr, waits, msgs.cost, msgs.rendezvous, msgs.stid, msgs.rtid, replayed_calls)
     appl, task, thread = unpacked(keys)
     thr = pl.DataFrame({"appl": appl.astype(np.int32), "task": task.astype(np.int32),
                         "thread": thread.astype(np.int32), "end_ns": np.round(t).astype(np.int64)})
     replayed = ops.frame.select(*THREAD, "call_seq", "mpi_call").with_columns(
-        pl.Series("start_ns", np.round(op_in).astype(np.int64)), pl.Series("end_ns", np.round(op_out).astype(np.int64)))
+        pl.Series("start_ns", np.round(op_in).astype(np.int64)), pl.Series("end_ns", np.round(op_out).astype(np.int64))
+    ) if replayed_calls else None
     return ReplayResult(int(thr["end_ns"].max() or 0), thr, replayed, msgs.n, int(need.size), int(n_released))

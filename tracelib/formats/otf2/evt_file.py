@@ -20,6 +20,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
+from synthtrace.tracelib.jit import cached_njit
+
 _END_OF_CHUNK, _END_OF_BUFFER, _END_OF_FILE, _CHUNK_HEADER, _TIMESTAMP = 0, 1, 2, 3, 5
 _HEADER_BYTES = 18  # token, endianness, first event number, last event number
 _ENDIANNESS = {0x42: "little", 0x23: "big"}
@@ -58,21 +62,37 @@ def _last_chunk(fh, size: int, chunk_size: int, n_events: int) -> int | None:
 def _end_of_file(chunk: bytes) -> int | None:
     """The offset in ``chunk`` (the last chunk, from its header) just after its END_OF_FILE record and the
     END_OF_BUFFER that follows it; None when a record runs past the chunk or the chunk ends first."""
-    order = _ENDIANNESS[chunk[1]]
-    at, n = _HEADER_BYTES, len(chunk)
+    end = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little")
+    return None if end < 0 else int(end)
+
+
+@cached_njit
+def _walk(chunk: np.ndarray, little: bool) -> int:
+    """:func:`_end_of_file` over the chunk's bytes (uint8): the offset, or -1. Compiled: a Python loop took ~40 ms
+    of CPU for a full 1 MiB chunk, a location's last chunk at OTF2's default chunk size."""
+    at, n = _HEADER_BYTES, chunk.size
     while at < n:
         token = chunk[at]
         if token == _END_OF_FILE:
             return at + 2 if at + 1 < n and chunk[at + 1] == _END_OF_BUFFER else at + 1
-        if token in (_END_OF_CHUNK, _END_OF_BUFFER, _CHUNK_HEADER):
-            return None  # not the end of a file's last chunk
+        if token == _END_OF_CHUNK or token == _END_OF_BUFFER or token == _CHUNK_HEADER:
+            return -1  # not the end of a file's last chunk
         if token == _TIMESTAMP:
             at += 9
             continue
         if at + 1 >= n:
-            return None
-        length, at = chunk[at + 1], at + 2
-        if length == 0xFF:
-            length, at = int.from_bytes(chunk[at:at + 8], order), at + 8
+            return -1
+        length = np.int64(chunk[at + 1])
+        at += 2
+        if length == 0xFF:  # a long record: its length in the next 8 bytes
+            if at + 8 > n:
+                return -1
+            length = np.int64(0)
+            for i in range(8):
+                byte = np.int64(chunk[at + i] if little else chunk[at + 7 - i])
+                length |= byte << np.int64(8 * i)
+            at += 8
+            if length < 0:
+                return -1
         at += length
-    return None
+    return -1
