@@ -11,6 +11,7 @@ time as the machine has cores (:func:`cores`): merges and ingests are CPU-bound.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -528,11 +529,62 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
         if server is None:
             start_prefect()
         f = night_flow(progress or _silent, runner_)
-        state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), found=found,
-                  settle_s=settle_s, return_state=True)
-        if state.is_failed():
-            state.result()  # raises the flow's exception
-        return state.result()
+        try:
+            if server is not None:
+                _quiet_when_server_lost()
+            state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), found=found,
+                      settle_s=settle_s, return_state=True)
+            if state.is_failed():
+                state.result()  # raises the flow's exception
+            return state.result()
+        except Exception as exc:
+            if server is not None and (lost := server_lost(exc)) is not None:
+                raise PrefectUnavailableError(
+                    f"the Prefect server at {server} (PREFECT_API_URL) stopped answering during the night ({lost}); "
+                    "what the night's stages committed before is stored, nothing is half-written: start the server "
+                    "and run the night again to finish it") from None
+            raise
+
+
+#: the Prefect loggers whose records about a server that went away mid-night are its client's retries, said once
+#: by the night's own error line instead (attack 10 D4: 14+ records of ~2 KB and a traceback)
+SERVER_RETRY_LOGGERS = ("prefect.events.clients", "prefect._internal.concurrency", "prefect.flow_runs",
+                        "prefect.task_runs")
+
+
+class _ServerRetries(logging.Filter):
+    """Drops a Prefect record that reports its client failing to reach the server (a transport error in its
+    exception, or the events client's "Unable to connect"): :func:`run_night` says it once, at the end."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None and server_lost(record.exc_info[1]) is not None:
+            return False
+        text = record.getMessage()
+        return not ("Unable to connect to" in text or "failed to process item Event" in text
+                    or "Connection refused" in text)
+
+
+def _quiet_when_server_lost() -> None:
+    """Install :class:`_ServerRetries` on :data:`SERVER_RETRY_LOGGERS` (once per process)."""
+    for name in SERVER_RETRY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _ServerRetries) for f in logger.filters):
+            logger.addFilter(_ServerRetries())
+
+
+def server_lost(exc: BaseException) -> str | None:
+    """Why the Prefect server stopped answering, when ``exc`` (or what caused it) is a transport error of its
+    client (httpx: refused, reset, timed out): attack 10 D4, a server killed mid-night ended it in four tracebacks
+    and exit 1. None for any other failure."""
+    import httpx
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, httpx.TransportError):
+            return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def summary_dict(summary: NightSummary) -> dict[str, Any]:

@@ -237,3 +237,31 @@ def test_prefect_that_does_not_start_is_one_line(tmp_path):
         except OSError:
             continue
     assert left == [], f"server processes left behind: {left}"
+
+
+def test_a_prefect_server_lost_during_the_night_is_one_line(tmp_path, run_cli, monkeypatch):
+    """Attack 10 D4: the configured Prefect server killed mid-night ended the night, after its stages had run, in
+    four httpx tracebacks and exit 1 with no error line. The client's transport error, however deep in what the
+    flow raised, is one line naming the server and saying what is kept. Fault-injected: the flow raises as
+    Prefect's engine does when the server refuses its final state."""
+    import httpx
+
+    from synthtrace.pipelines import nightly
+
+    def lost_server_flow(*_args, **_kw):
+        def night(**_kw):
+            try:
+                raise httpx.ConnectError("[Errno 111] Connection refused")
+            except httpx.ConnectError as exc:
+                raise RuntimeError("Encountered exception during execution") from exc
+        return night
+
+    monkeypatch.setattr(nightly, "configured_server", lambda: "http://127.0.0.1:9/api")
+    monkeypatch.setattr(nightly, "night_flow", lost_server_flow)
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "prime")
+    code, out, err = run_cli("nightly", "--drop", drop, "-w", tmp_path / "wh", "--settle", "0")
+    lines = [line for line in err.strip().splitlines() if line.startswith("error:")]
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
+    assert "http://127.0.0.1:9/api" in lines[0] and "stopped answering during the night" in lines[0], lines
+    assert "Connection refused" in lines[0]
