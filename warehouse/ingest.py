@@ -126,7 +126,7 @@ def _recorded_app(path: Path) -> str | None:
         if binary is not None:
             check_name(binary)
         return binary
-    except Exception:  # noqa: BLE001 - a trace that does not open is named by its stem; its ingest reports it
+    except Exception:  # a trace that does not open is named by its stem; its ingest reports it
         return None
 
 
