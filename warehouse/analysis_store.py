@@ -10,10 +10,8 @@ run, or, before a merge, every single run with its own bursts and MPI calls, tol
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-import tempfile
 from typing import Any
 
 import polars as pl
@@ -344,9 +342,3 @@ class StoredParts:
     def lazy(self) -> pl.LazyFrame:
         return self.scan
 
-
-@contextmanager
-def parts_folder() -> Iterator[Path]:
-    """A temporary folder for the analysis' part files (removed when left)."""
-    with tempfile.TemporaryDirectory(prefix="synthtrace-analysis-") as d:
-        yield Path(d)
