@@ -92,3 +92,21 @@ def test_sampled_discovery_names_bursts_as_the_whole_fit(whs, tmp_path):
     (tmp_path / "again").mkdir()
     again = analyse_windows(inp.traces, AnalysisParts(tmp_path / "again"), machine=machine, sample_rows=n // 4)
     assert again.discovery == sampled.discovery
+
+
+@pytest.mark.slow
+def test_an_input_analysed_again_apportions_again_into_its_own_scratch(whs, tmp_path):
+    """The DRAM counts are apportioned into the analysis' scratch (issue 23): analysing the same input again, after
+    the first analysis' scratch went, apportions again into the new one, the same frames."""
+    import shutil
+
+    wh, machine = whs["one"], load_machine()
+    inp = load_experiment_windows(wh, "one", rows=WINDOW)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = analyse_windows(inp.traces, AnalysisParts(tmp_path / "a"), machine=machine, discover=False)
+    frames = {name: f.lazy().collect() for name, f in first.frames().items()}
+    shutil.rmtree(tmp_path / "a")
+    again = analyse_windows(inp.traces, AnalysisParts(tmp_path / "b"), machine=machine, discover=False)
+    for name, frame in frames.items():
+        assert_frame_equal(_sorted(again.frames()[name].lazy().collect()), _sorted(frame), check_column_order=False)

@@ -165,6 +165,10 @@ def test_detect_app_prefix_on_real_traces(run_cli, tmp_path):
     assert "lulesh2.0: 2 night(s) of history" in out  # the two runs: two nights of one app
     code, _, err = run_cli("detect", "--app", "lulsh", "-w", w)
     assert code == 2 and "did you mean" in err and "lulesh2.0" in err
+    code, out, err = run_cli("detect", "--app", "lulesh", "-w", w)  # attack 10 D7: the prefix the help names
+    assert code == 0 and "lulesh2.0: 2 night(s) of history" in out, err
+    code, _, err = run_cli("detect", "--app", "lules", "-w", w)  # not at a word's end: no application
+    assert code == 2 and "did you mean" in err
     w2 = tmp_path / "wh2"
     assert run_cli("ingest", LULESH_A, LULESH_B, "-w", w2, "--app", "lulesh_8r")[0] == 0
     code, out, err = run_cli("detect", "--app", "lulesh", "-w", w2)

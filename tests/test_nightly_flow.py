@@ -108,6 +108,24 @@ def test_night_names_experiments_as_ingest_does(prefect_harness, tmp_path):
     assert {r["experiment"] for r in s.ingested} == set(named.values())
 
 
+def test_runs_of_one_recorded_binary_under_other_file_names_are_one_experiment(tmp_path, run_cli):
+    """Attack 10 D7: a drop folder holding the two LULESH runs (``lulesh_4+4...``, ``lulesh_7+1...``) became two
+    one-run experiments, named by stem, so the night never merged them, while both record the binary lulesh2.0 (the
+    app ``runs`` shows). A folder's apps are what its traces record; other programs beside them stay apart."""
+    from synthtrace.tracelib.formats.source import find_traces
+    from synthtrace.warehouse.ingest import experiment_names
+
+    copy_trace(LULESH_A, tmp_path / "lulesh")
+    copy_trace(LULESH_B, tmp_path / "lulesh")
+    code, out, err = run_cli("ingest", tmp_path / "lulesh", "-w", tmp_path / "wh")
+    assert code == 0 and "applications" not in err, err
+    assert {r["experiment"] for r in query(Warehouse(tmp_path / "wh"), "SELECT experiment FROM runs").to_pylist()} \
+        == {"lulesh"}
+    copy_trace(PRIME, tmp_path / "lulesh")
+    named, notes = experiment_names(find_traces([tmp_path / "lulesh"]))
+    assert sorted(named.values()) == ["lulesh2.0", "lulesh2.0", "prime_v0"] and len(notes) == 1, (named, notes)
+
+
 def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefect_harness, tmp_path,
                                                                              monkeypatch):
     """Not only format errors: whatever one trace raises (here a bug's RuntimeError in the reader, and a header

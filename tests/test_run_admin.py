@@ -59,6 +59,21 @@ def test_move_reassigns_and_keeps_the_data(wh, run_cli):
     assert code == 0 and "nothing to move" in out
 
 
+def test_a_move_into_a_copied_folders_name_is_refused_and_the_copy_kept(wh, run_cli):
+    """Attack 10 D8: ``runs move RUN --experiment lulesh-8r.old``, where ``lulesh-8r.old`` is a user's copy of an
+    experiment folder (``runs`` says so: not read, move it out), deleted the copy as 'merged data and analysis
+    removed', exit 0. A writer never removes a folder no commit wrote."""
+    copy = wh / "experiments" / "lulesh-8r.old"
+    shutil.copytree(wh / "experiments" / "lulesh-8r", copy)
+    before, runs = tree_digest(copy), _runs(wh)
+    code, out, err = run_cli("runs", "move", LULESH_B.stem, "--experiment", "lulesh-8r.old", "-w", wh)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "lulesh-8r.old" in lines[0] and "copy" in lines[0], (out, err)
+    assert tree_digest(copy) == before and _runs(wh) == runs
+    code, out, err = run_cli("runs", "rm", LULESH_B.stem, "-w", wh)  # the real experiment's merge goes, the copy stays
+    assert code == 0 and not (wh / "experiments" / "lulesh-8r").exists() and tree_digest(copy) == before, err
+
+
 @pytest.mark.parametrize("args", [
     ["rm", "no-such-run"],
     ["rm", LULESH_A.stem, "no-such-run"],          # one bad name: nothing at all is removed

@@ -10,10 +10,8 @@ run, or, before a merge, every single run with its own bursts and MPI calls, tol
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-import tempfile
 from typing import Any
 
 import polars as pl
@@ -136,17 +134,20 @@ class TraceWindows:
     windows: list[pl.Expr]
     uncore: UncoreInput | None = None
     ordered: bool = True
-    #: the apportioned CAS counts (burst keys, start_ns, ``DRAM_CAS``), once :meth:`prepare` has run
+    #: the apportioned CAS counts (burst keys, start_ns, ``DRAM_CAS``), once :meth:`prepare` has run, and the
+    #: parts holding them
     dram: pl.LazyFrame | None = None
+    dram_parts: AnalysisParts | None = None
 
     def prepare(self, parts: AnalysisParts, name: str) -> None:
         """Apportion the run's uncore CAS samples (if any) a window of time at a time into frame ``name`` of
-        ``parts``: each analysis window then reads its bursts' counts from there."""
-        if self.uncore is None or self.dram is not None:
+        ``parts`` (again for other parts: an analysis' scratch goes with it): each analysis window then reads its
+        bursts' counts from there."""
+        if self.uncore is None or self.dram_parts is parts:
             return
         for frame in self.uncore.apportioned():
             parts.add(name, frame)
-        self.dram = parts.scan(name)
+        self.dram, self.dram_parts = parts.scan(name), parts
 
     def bursts_in(self, where: pl.Expr) -> pl.DataFrame:
         """The bursts of one window (with ``DRAM_CAS`` when apportioned)."""
@@ -341,9 +342,3 @@ class StoredParts:
     def lazy(self) -> pl.LazyFrame:
         return self.scan
 
-
-@contextmanager
-def parts_folder() -> Iterator[Path]:
-    """A temporary folder for the analysis' part files (removed when left)."""
-    with tempfile.TemporaryDirectory(prefix="synthtrace-analysis-") as d:
-        yield Path(d)

@@ -59,12 +59,14 @@ def apps(wh: Warehouse) -> list[str]:
 
 def match_apps(wh: Warehouse, app: str) -> list[str]:
     """The applications ``app`` names: itself if it has runs, else those whose name starts with it at a word
-    boundary (``lulesh`` -> ``lulesh_4+4_with_uncores_sockets1+2``, ``lulesh_7+1_...``; an app is its trace's
-    stem up to the first dot). Raises :class:`UnknownAppError` naming the closest applications otherwise."""
+    boundary (``lulesh`` -> ``lulesh_4+4_with_uncores_sockets1+2``, ``lulesh_7+1_...``: an app named by its trace's
+    stem up to the first dot; ``lulesh`` -> ``lulesh2.0``, the binary a trace records: letters then digits is a
+    boundary, attack 10 D7; ``lu`` names no ``lulesh``). Raises :class:`UnknownAppError` naming the closest
+    applications otherwise."""
     known = apps(wh)
     if app in known:
         return [app]
-    hits = [a for a in known if a.startswith(app) and not a[len(app)].isalnum()]
+    hits = [a for a in known if a.startswith(app) and app and _boundary(app[-1], a[len(app)])]
     if hits:
         return hits
     def likeness(a: str) -> float:  # whole name, or the prefix of the same length (names are long stems)
@@ -76,6 +78,12 @@ def match_apps(wh: Warehouse, app: str) -> list[str]:
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise UnknownAppError(f"no application {app!r} in {wh.root}"
                           + (f" (applications: {', '.join(known)}){hint}" if known else " (nothing ingested)"))
+
+
+def _boundary(last: str, next_: str) -> bool:
+    """Whether a name's prefix ending in ``last`` ends at a word boundary before ``next_``: ``next_`` is no letter
+    or digit, or a digit after a letter (a version: ``lulesh2.0``) or a letter after a digit."""
+    return not next_.isalnum() or next_.isdigit() != last.isdigit()
 
 
 def check_app(wh: Warehouse, app: str) -> None:

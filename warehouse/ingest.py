@@ -97,9 +97,18 @@ def experiment_names(paths: list[Path], app: str | None = None) -> tuple[dict[Pa
 
     A folder of one application's runs is one experiment (named by the folder, DESIGN §3). Unrelated traces in
     one folder must not become one experiment (merge would mix programs): when a folder holds several apps, each
-    app's traces become an experiment named by the app.
+    app's traces become an experiment named by the app. The app is what a trace records where it records one
+    (the binary Extrae's ``.pcf`` names, as ingest stores it), else its stem up to the first dot; it is read only
+    in a folder whose stems differ: runs of one binary named ``lulesh_4+4...`` and ``lulesh_7+1...`` are one
+    experiment (attack 10 D7: the night split them by stem and never merged them).
     """
     named = {p: default_names(p, None, app) for p in paths}
+    stems: dict[str, set[str]] = {}
+    for _, app_name, folder in named.values():
+        stems.setdefault(folder, set()).add(app_name)
+    if app is None:  # the apps of a folder whose stems differ, as the traces record them
+        named = {p: (run, (_recorded_app(p) or app_name) if len(stems[folder]) > 1 else app_name, folder)
+                 for p, (run, app_name, folder) in named.items()}
     folders: dict[str, set[str]] = {}
     for _, app_name, folder in named.values():
         folders.setdefault(folder, set()).add(app_name)
@@ -107,6 +116,18 @@ def experiment_names(paths: list[Path], app: str | None = None) -> tuple[dict[Pa
     notes = [f"folder {folder} holds traces of {len(apps)} applications ({', '.join(apps)}): each becomes an "
              "experiment named by its app (--experiment NAME puts them all in one)" for folder, apps in mixed.items()]
     return {p: app_name if folder in mixed else folder for p, (_, app_name, folder) in named.items()}, notes
+
+
+def _recorded_app(path: Path) -> str | None:
+    """The binary the trace at ``path`` records (:func:`~synthtrace.tracelib.formats.program.program_symbols`), when
+    it is a valid experiment name; None when it records none or cannot be opened (its ingest says why)."""
+    try:
+        binary = program_symbols(open_trace(path)).binary
+        if binary is not None:
+            check_name(binary)
+        return binary
+    except Exception:  # a trace that does not open is named by its stem; its ingest reports it
+        return None
 
 
 class PartWriter:

@@ -19,7 +19,7 @@ from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
-from synthtrace.warehouse.stored import damaged_runs, stored_folders
+from synthtrace.warehouse.stored import damaged_runs, judge, stored_folders
 
 
 @dataclass(frozen=True)
@@ -97,11 +97,13 @@ def _experiments_of(runs: pl.DataFrame) -> list[str]:
 
 
 def invalidate_experiments(wh: Warehouse, names: Sequence[str]) -> list[str]:
-    """Remove the derived data (``experiments/<name>/``) of the experiments named; returns those that had some."""
+    """Remove the derived data (``experiments/<name>/``) of the experiments named; returns those that had some. A
+    folder of that name that no commit wrote (a user's copy: :func:`~synthtrace.warehouse.stored.judge`) is not
+    derived data: it is left alone (attack 10 D8)."""
     gone = []
     for name in dict.fromkeys(names):
         target = wh.experiment_dir(name)
-        if target.is_dir():
+        if target.is_dir() and judge(wh.root, ("experiments", name)).foreign is None:
             wh.remove(target)
             gone.append(name)
     return gone
@@ -186,7 +188,13 @@ def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResul
 
 
 def _check_experiment_name(wh: Warehouse, name: str) -> None:
-    """Refuse a name whose folder would not be a direct child of ``experiments/`` (empty, ``.``, ``..``, ``a/b``)."""
+    """Refuse a name whose folder would not be a direct child of ``experiments/`` (empty, ``.``, ``..``, ``a/b``),
+    or whose folder is there and is no commit's (attack 10 D8: ``runs move --experiment lulesh-8r.old`` deleted the
+    user's copy that ``runs`` had said to move out of the warehouse)."""
     target = wh.experiment_dir(name)
     if not name or name in (".", "..") or target.parent != wh.experiments_dir or target.name != name:
         raise BadInputError(f"--experiment {name!r}: not a valid experiment name (no path separators, not . or ..)")
+    if target.is_dir() and (why := judge(wh.root, ("experiments", name)).foreign) is not None:
+        raise BadInputError(f"--experiment {name!r}: {target} is not an experiment of the warehouse ({why}: a copy "
+                            "no commit wrote); nothing moved: move that folder out of the warehouse, or choose "
+                            "another name")
