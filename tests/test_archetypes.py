@@ -418,6 +418,7 @@ def test_merged_experiment_is_analysed_and_merge_files_kept(tmp_path):
         d / "merged_bursts.parquet"
     )
     pl.DataFrame({"counter": ["PAPI_L1_DCM"], "coverage": [1.0]}).write_parquet(d / "merge_quality.parquet")
+    (d / "experiment.json").write_text('{"experiment": "m"}')  # a merge's record: its folder is a commit's (D1)
     before = (d / "merge_quality.parquet").read_bytes()
     assert load_experiment(wh, "m").source == "merged"
     for _ in range(2):  # re-analysing replaces the analysis, never the merge's files
