@@ -136,6 +136,19 @@ class _ClosedOutput(io.TextIOBase):
         raise OSError(errno.EBADF, "standard output is closed (the command was started with it closed)")
 
 
+#: warnings a library gives about another library's code, which a user can do nothing about: pydantic 2.14 on
+#: Prefect 3.9's models ("The 'alias' attribute with value 'work_pool_name' was provided to the `Field()`
+#: function ..."), four lines at the start of every night and of `synthtrace demo`
+LIBRARY_WARNINGS = (r"The '\w+' attribute with value .* was provided to the `Field\(\)` function",)
+
+
+def show_warnings() -> None:
+    """Every warning shown once where it is raised (a trace's, the analysis'), but :data:`LIBRARY_WARNINGS`."""
+    warnings.simplefilter("default")
+    for message in LIBRARY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code. A Ctrl-C anywhere in it, the imports
     before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal."""
@@ -186,7 +199,7 @@ def _main(argv: list[str] | None) -> int:
     from synthtrace.pipelines.cli_read import understood
     from synthtrace.tracelib.errors import BadInputError, OutputClosed, SynthtraceError
 
-    warnings.simplefilter("default")
+    show_warnings()
     warnings.showwarning = lambda message, category, *a, **k: print_warning(str(message))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")  # the CLI prints its own summary

@@ -614,3 +614,19 @@ def test_a_merge_whose_output_is_closed_ends_quietly(merged_lulesh, tmp_path):
     shutil.copytree(merged_lulesh, w)
     assert _reader_gone("merge", "lulesh-8r", "-w", w) == (141, "")
     assert (w / "experiments" / "lulesh-8r" / "merged_bursts.parquet").is_file()
+
+
+def test_a_librarys_warning_about_another_library_is_not_shown_and_the_tools_own_are():
+    """`synthtrace demo` and every night began with four lines of pydantic 2.14 about Prefect 3.9's models ("warning:
+    The 'alias' attribute with value 'work_pool_name' was provided to the `Field()` function ..."), which a user can
+    do nothing about; the tool's own warnings (a trace's, the analysis') are still shown."""
+    import warnings
+
+    from synthtrace.pipelines.cli import show_warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        show_warnings()
+        warnings.warn("The 'alias' attribute with value 'work_pool_name' was provided to the `Field()` function, "
+                      "which has no effect in the context it was used.", UserWarning, stacklevel=1)
+        warnings.warn("x.prv: 2 bursts repeat the one before them", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["x.prv: 2 bursts repeat the one before them"]
