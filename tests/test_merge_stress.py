@@ -390,3 +390,24 @@ def test_bursts_split_in_both_runs_at_other_points_take_the_other_unit_whole(tmp
     assert split <= 1.5 * unsplit, (split, unsplit)
     monkeypatch.setattr("synthtrace.tracelib.merge.pieces.PIECE_CUT_TOL", float("inf"))
     assert p95(Variation(io_every_ns=3e5), tmp_path / "paired") > 3 * unsplit
+
+
+@pytest.mark.parametrize("condition, kw", [
+    ("2x2 halo, p2p only: each neighbour posted twice an iteration", dict(pattern="halo", iterations=400, coll_every=0)),
+    ("halo, work per burst differs, Testall completes the posts",
+     dict(pattern="halo", iterations=80, variation=None)),
+])
+def test_a_halo_whose_posts_outnumber_its_iterations_is_matched_right(tmp_path, condition, kw):
+    """Issue 22 regression (2e71ea6, found in session 9 by bench_merge_stress --simulator-only: 61.88 % right,
+    `bad`): in a 2x2 halo each rank posts two Isend and two Irecv to its one neighbour per iteration, so the posts'
+    count (2n) outvoted the one Waitall (n) for the iteration clock, which then ticked twice an iteration and paired
+    tasks 2 and 3 at scattered offsets. The posts vote only where no other call can."""
+    from testing.simulator_campaigns import simulated_runs
+    from synthtrace.simulator import Variation
+
+    if kw.get("variation", 0) is None:
+        kw = {**kw, "variation": Variation(work_sigma=0.3)}
+    runs = simulated_runs(kw, 1, tmp_path)
+    res = merge_runs(tables(runs))
+    right, n = score(runs[0], runs[1], res.matches)
+    assert n > 300 and right >= 0.99, (condition, right, n)

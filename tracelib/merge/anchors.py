@@ -47,6 +47,7 @@ import polars as pl
 from numba import njit
 
 from synthtrace.tracelib.merge.iterations import iteration_paths
+from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.messages import POLLING_CALLS
 
 #: bursts shorter than this (ns) do not choose the clock signature (polling iterations)
@@ -63,6 +64,10 @@ MESSAGE_OFFSET_MIN = 3
 OFFSET_TOL = (1.25, 0.01)
 
 
+#: nonblocking point-to-point posts
+_POSTS = calls_with(roles=("send", "recv", "sendrecv"), blocking=False)
+
+
 def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     """Per thread (``_tid``), the clock call ``_clock`` (a ``csig``) chosen on the reference run among those both
     runs have."""
@@ -75,7 +80,8 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
                    # a probe or test right after another call is made as often as the timing lets it (a
                    # housekeeping MPI_Iprobe in one run's iteration only): it ticks no clock while a call the
                    # program makes itself can. The first test of a polling loop after the iteration's work can
-                   pl.col("mpi_call").is_in(list(POLLING_CALLS)).any().alias("_poll"))
+                   pl.col("mpi_call").is_in(list(POLLING_CALLS)).any().alias("_poll"),
+                   pl.col("mpi_call").is_in(list(_POSTS)).any().alias("_post"))
               .with_columns(pl.col("_poll") & (pl.col("d") < CLOCK_MIN_NS))
               .join(other.group_by("_tid", pl.col("csig").alias("sig")).agg(pl.len().alias("m")), on=["_tid", "sig"]))
     counts = counts.filter((pl.col("n") >= 2) & (pl.col("m") >= 2))
@@ -84,8 +90,13 @@ def _clock_signatures(ref: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
     # a few times, which must not outvote the calls made once per iteration (mixed s16: 233 Isend/Irecv
     # signatures made twice each against Wait, Waitall, Iallreduce and Testall made 60 times). A probe or test votes
     # for nothing (see _poll)
-    counts = counts.with_columns(pl.when(pl.col("_poll")).then(0.0).otherwise(1.0 / pl.len().over("_tid", "lsig"))
-                                 .alias("_w"))
+    # a nonblocking post is made as many times per iteration as the thread posts messages to a partner (twice to the
+    # one neighbour of a 2x2 halo: 800 Isend and 800 Irecv outvoted 400 Waitall), so the posts vote only on a thread
+    # where no other call can: the call that completes them (a wait) or ends the iteration (a collective) does
+    counts = counts.filter((pl.col("n") >= 2) & (pl.col("m") >= 2)).with_columns(
+        (pl.col("_post") & (~pl.col("_post") & ~pl.col("_poll")).any().over("_tid")).alias("_post"))
+    counts = counts.with_columns(pl.when(pl.col("_poll") | pl.col("_post")).then(0.0)
+                                 .otherwise(1.0 / pl.len().over("_tid", "lsig")).alias("_w"))
     # the calls made once per iteration are made as often as each other in the reference (n) and in the other run
     # (m): the (n, m) shared by most calls is the number of iterations. A call whose partner or size follows the
     # arrival order (a reply to whoever sent, a size that carries a task index) is made a count of times that
