@@ -393,7 +393,8 @@ def test_bursts_split_in_both_runs_at_other_points_take_the_other_unit_whole(tmp
 
 
 @pytest.mark.parametrize("condition, kw", [
-    ("2x2 halo, p2p only: each neighbour posted twice an iteration", dict(pattern="halo", iterations=400, coll_every=0)),
+    ("2x2 halo, p2p only: each neighbour posted twice an iteration",
+     dict(pattern="halo", iterations=400, coll_every=0)),
     ("halo, work per burst differs, Testall completes the posts",
      dict(pattern="halo", iterations=80, variation=None)),
 ])
