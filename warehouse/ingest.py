@@ -5,7 +5,7 @@ import itertools
 import shlex  # [helper security]
 import shutil
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -103,19 +103,23 @@ def experiment_names(paths: list[Path], app: str | None = None) -> tuple[dict[Pa
     experiment (attack 10 D7: the night split them by stem and never merged them).
     """
     named = {p: default_names(p, None, app) for p in paths}
-    stems: dict[str, set[str]] = {}
-    for _, app_name, folder in named.values():
-        stems.setdefault(folder, set()).add(app_name)
     if app is None:  # the apps of a folder whose stems differ, as the traces record them
+        stems = _apps_by_folder(named.values())
         named = {p: (run, (_recorded_app(p) or app_name) if len(stems[folder]) > 1 else app_name, folder)
                  for p, (run, app_name, folder) in named.items()}
-    folders: dict[str, set[str]] = {}
-    for _, app_name, folder in named.values():
-        folders.setdefault(folder, set()).add(app_name)
+    folders = _apps_by_folder(named.values())
     mixed = {folder: sorted(apps) for folder, apps in folders.items() if len(apps) > 1}
     notes = [f"folder {folder} holds traces of {len(apps)} applications ({', '.join(apps)}): each becomes an "
              "experiment named by its app (--experiment NAME puts them all in one)" for folder, apps in mixed.items()]
     return {p: app_name if folder in mixed else folder for p, (_, app_name, folder) in named.items()}, notes
+
+
+def _apps_by_folder(names: Iterable[tuple[str, str, str]]) -> dict[str, set[str]]:
+    """Folder -> the apps of its traces, from (run_name, app, folder) triples (:func:`default_names`)."""
+    folders: dict[str, set[str]] = {}
+    for _, app_name, folder in names:
+        folders.setdefault(folder, set()).add(app_name)
+    return folders
 
 
 def _recorded_app(path: Path) -> str | None:
