@@ -107,3 +107,61 @@ def test_a_long_record_is_stepped_over_by_its_eight_byte_length(tmp_path, order)
     assert trailing_bytes(evt, 1 << 20, 2) is None
     evt.write_bytes(body + b"appended")
     assert trailing_bytes(evt, 1 << 20, 2) == (len(body), 8)
+
+
+def _written_twice(source: Path, root: Path, how: str, every: int = 1) -> Path:
+    """``source`` rewritten by the ``otf2`` wheel's writer (read back as the original), with every ``every``-th MPI
+    call of each rank written with a record twice in place: ``each`` (its Enter, MpiSend/MpiRecv/collective records
+    and Leave, each twice) or ``enter`` (its Enter alone)."""
+    import otf2
+    from otf2.events import Enter, Leave
+
+    def mpi(ev: object) -> bool:
+        return isinstance(ev, (Enter, Leave)) and ev.region.name.startswith("MPI_")
+
+    with otf2.reader.open(str(source / "traces.otf2")) as reader, \
+            otf2.writer.open(str(root), definitions=reader.definitions) as writer:
+        by_location: dict = {}
+        for loc, ev in reader.events:
+            by_location.setdefault(loc, []).append(ev)
+        for loc, events in by_location.items():
+            write, n_calls, inside = writer.event_writer_from_location(loc), 0, None
+            for ev in events:
+                if inside is None and mpi(ev) and isinstance(ev, Enter):
+                    n_calls += 1
+                    inside = ev.region if n_calls % every == 0 else None
+                    if inside is not None:
+                        write(ev)
+                elif inside is not None and how == "each":
+                    write(ev)
+                if inside is not None and mpi(ev) and isinstance(ev, Leave) and ev.region == inside:
+                    inside = None
+                write(ev)
+    return root / "traces.otf2"
+
+
+@pytest.mark.parametrize(("source", "how", "every", "n_said"), [
+    ("ping-pong-otf2", "each", 1, 56),  # 20 calls: 20 Enter, 20 Leave, 16 message records
+    ("ping-pong-otf2", "each", 3, 17),
+    ("ping-pong-otf2", "enter", 1, 20),
+    ("ping-pong-otf2-papi", "each", 2, 28),
+])
+def test_mpi_records_written_twice_are_read_once_and_said(tmp_path, source, how, every, n_said):
+    """Attack 9 C6 for OTF2: records of MPI calls written twice in place (what a buffer flushed twice leaves) were
+    read without a word: a twin Enter nested every later call inside the rank's first (``enter``: 0 MPI calls, 2
+    bursts), and twin MpiSend/MpiRecv records paired into two messages each (``each``: 32 messages of 16.7 MB in all
+    instead of 16 of 8.4 MB). Now the calls, bursts and messages are the original's, whatever the chunk size, and
+    each location's file says how many records repeated the one before them, as the Paraver reader says it."""
+    from synthtrace.tracelib.formats.otf2 import Otf2Trace
+
+    original = Otf2Trace(TRACES / "otf2" / source / "traces.otf2").read_tables("r")
+    anchor = _written_twice(TRACES / "otf2" / source, tmp_path / "twice", how, every)
+    for chunk in (200_000, 7):
+        trace = Otf2Trace(anchor, chunk_events=chunk)
+        bursts, calls, summary = trace.read_tables("r")
+        assert calls.rows() == original[1].rows() and bursts.rows() == original[0].rows()
+        assert summary.messages.rows() == original[2].messages.rows() and summary.messages.height == 16
+        assert sorted(summary.warnings) == [
+            f"{anchor.parent / 'traces' / f'{rank}.evt'}: {n_said} MPI records repeat the record before them on "
+            f"location {rank} (rank {rank}, thread 1), alike in time and every field (records written twice?); each "
+            "read once, as a record written twice cannot be two MPI calls or two messages" for rank in (0, 1)]

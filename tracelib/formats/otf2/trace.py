@@ -277,6 +277,11 @@ class Otf2Trace(TraceReader):
         if conv.n_out_of_order:
             self._warn(f"{loc.evt_file}: {conv.n_out_of_order} records with a timestamp before the previous "
                                  "record's; ordered by (timestamp, record order)")
+        if conv.n_repeated:  # worded as the Paraver reader's twin entries (attack 9 C6)
+            self._warn(f"{loc.evt_file}: {conv.n_repeated} MPI records repeat the record before them on location "
+                       f"{loc.ref} (rank {loc.task - 1}, thread {loc.thread}), alike in time and every field (records "
+                       "written twice?); each read once, as a record written twice cannot be two MPI calls or two "
+                       "messages")
         if conv.dropped_open_call:
             self._warn(f"{loc.evt_file}: rank {loc.task - 1} ends inside {conv.dropped_open_call}; "
                                  "that call was dropped")
