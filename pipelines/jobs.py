@@ -477,7 +477,7 @@ class Job:
 
 #: the night's stages, in order
 JOBS: tuple[Job, ...] = (
-    Job("merge", "experiment", merge, invalidates=("archetypes",), summary="merged"),
+    Job("merge", "experiment", merge, invalidates=("archetypes",), summary="merged"),  # experiment.MERGE_INVALIDATES
     Job("archetypes", "experiment", archetypes, summary="archetypes"),
     Job("pop", "experiment", pop),
     Job("detect", "warehouse", detect, summary="alerts"),

@@ -296,63 +296,76 @@ def test_a_line_longer_than_the_read_buffer_is_read_whole(tmp_path):
     assert small[2].events.height == ParaverTrace(PRIME).read_tables("r")[2].events.height + 3000
 
 
+def _read_whole(prv: Path, chunk_bytes: int = 1 << 25) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame,
+                                                                   pl.DataFrame, tuple[str, ...]]:
+    """Bursts and calls as read, the messages and other events as sets (sorted: a time-sorted copy may list them
+    in another order), and the warnings of one read of ``prv``."""
+    bursts, calls, summary = ParaverTrace(prv, chunk_bytes=chunk_bytes).read_tables("r")
+    messages, events = summary.messages, summary.events
+    return bursts, calls, messages.sort(messages.columns), events.sort(events.columns), summary.warnings
+
+
+def _record_lines(lines: list[bytes]) -> dict[int, int]:
+    """The record lines of each type (1 state, 2 event, 3 communication) among ``lines``."""
+    return {k: sum(1 for line in lines if line[:2] == f"{k}:".encode()) for k in (1, 2, 3)}
+
+
+#: what the warning of records written twice says
+_WRITTEN_TWICE = "record lines repeat, field for field"
+
+
 def test_records_written_twice_are_said_once_with_their_count(tmp_path):
-    """Attack 8 B10: a trace whose every record appears twice (a thread's file merged twice) was read as twice the
-    bursts with no word. Two Running states of one thread with the same start and end cannot both be real: one
-    warning gives their count; the real trace says nothing of the kind."""
+    """Attack 8 B10 and attack 9 C6: a trace whose every record appears twice (a thread's file merged twice) was read
+    as twice the bursts (B10 said so and kept them). A record line written twice is one record: the tables are the
+    real trace's, and one warning gives the count of the lines read once, per record type; the real trace says
+    nothing of the kind."""
     prv = copy_trace(PRIME, tmp_path)
     lines = prv.read_bytes().splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line[:2] in (b"1:", b"2:", b"3:"))
     prv.write_bytes(b"".join(lines[:at] + [x for line in lines[at:] for x in (line, line)]))
-    once = ParaverTrace(PRIME).read_tables("r")
-    bursts, _, summary = ParaverTrace(prv, chunk_bytes=4096).read_tables("r")
-    said = [w for w in summary.warnings if "repeat the one before them" in w]
-    assert len(said) == 1 and said[0].split(": ")[1].startswith(f"{once[0].height} bursts")
-    assert bursts.height == 2 * once[0].height  # kept as read
-    assert not any("repeat the one before them" in w for w in once[2].warnings)
+    *once, once_said = _read_whole(PRIME)
+    *twice, said = _read_whole(prv, chunk_bytes=4096)
+    for a, b in zip(once, twice):
+        assert a.equals(b)
+    said = [w for w in said if _WRITTEN_TWICE in w]
+    n = _record_lines(lines[at:])
+    assert len(said) == 1 and said[0].split(": ")[1].startswith(f"{sum(n.values())} {_WRITTEN_TWICE}")
+    assert f"{n[2]} event records" in said[0] and f"{n[1]} state records" in said[0]
+    assert not any(_WRITTEN_TWICE in w or "repeat the one before them" in w for w in once_said)
 
 
-#: the calls' columns a record written twice must leave as they are (its counter samples are summed as read)
-_CALL_COLUMNS = ["appl", "task", "thread", "call_seq", "cpu", "mpi_call", "mpi_kind", "start_ns", "end_ns",
-                 "duration_ns", "bytes_sent", "bytes_recv", "peer", "n_messages", "comm", "root", "tag", "call_site"]
-
-
-def _doubled(lines: list[bytes], at: int, how: str) -> list[bytes]:
-    """The body from ``at`` with every 10th event record line written twice beside itself (``tenth``), or the
-    records of its second half written again at its end (``tail``, out of time order)."""
+def _doubled(lines: list[bytes], at: int, how: str) -> tuple[list[bytes], list[bytes]]:
+    """The trace with the body from ``at`` changed, and the lines written twice: every 10th record line written twice
+    beside itself (``tenth``), or the records of its second half written again at its end (``tail``, out of time
+    order)."""
     body = lines[at:]
     if how == "tail":
-        return lines + body[len(body) // 2:]
-    return lines[:at] + [x for i, line in enumerate(body)
-                         for x in ((line, line) if i % 10 == 0 and line[:2] == b"2:" else (line,))]
+        return lines + body[len(body) // 2:], body[len(body) // 2:]
+    again = [line for line in body[::10] if line[:2] in (b"1:", b"2:", b"3:")]
+    return lines[:at] + [x for i, line in enumerate(body) for x in ((line, line) if i % 10 == 0 else (line,))], again
 
 
-def _entries(lines: list[bytes]) -> int:
-    """The MPI call entries of Paraver event record lines (an MPI type, 50000001-50000005, with a value not 0)."""
-    n = 0
-    for line in lines:
-        if line[:2] == b"2:":
-            f = line.split(b":")
-            n += sum(1 for k in range(6, len(f) - 1, 2) if 50000001 <= int(f[k]) <= 50000005 and int(f[k + 1]) != 0)
-    return n
-
-
-@pytest.mark.parametrize(("prv", "how"), [(PRIME, "tenth"), (PRIME, "tail"), (LULESH_A, "tenth")],
-                         ids=["prime-tenth", "prime-tail", "lulesh-tenth"])
-def test_event_records_written_twice_make_no_phantom_calls(tmp_path, prv, how):
-    """Attack 9 C6: with every 10th record line of prime_v0 written twice, mpi_calls had 809 rows instead of 672,
-    137 of them zero-length at the start of a real call, and only the bursts were warned of. An MPI entry written
-    twice is one call: the calls are the original trace's (their counters aside, summed as read), and one warning
-    gives the count of entries written twice; the real traces give no such warning."""
+@pytest.mark.parametrize(("prv", "how"), [(PRIME, "tenth"), (PRIME, "tail"), (LULESH_A, "tenth"), (LULESH_A, "tail")],
+                         ids=["prime-tenth", "prime-tail", "lulesh-tenth", "lulesh-tail"])
+def test_records_written_twice_are_read_once(tmp_path, prv, how):
+    """Attack 9 C6: with every 10th record line written twice, MPI calls had phantom twins (fixed: an MPI entry
+    written twice is one call), but the counter samples of a doubled event line were still summed twice into its burst
+    and its call, and a communication record written twice was two messages (LULESH: the calls' n_messages and bytes
+    too). A record line written twice is one record: every table is the real trace's (the counters included), and one
+    warning gives the count of lines read once, per record type; the real traces give no such warning."""
     copy = copy_trace(prv, tmp_path)
     lines = copy.read_bytes().splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line[:2] in (b"1:", b"2:", b"3:"))
-    doubled = _doubled(lines, at, how)
+    doubled, again = _doubled(lines, at, how)
     copy.write_bytes(b"".join(doubled))
-    _, calls0, summary0 = ParaverTrace(prv).read_tables("r")
-    _, calls, summary = ParaverTrace(copy, chunk_bytes=4096).read_tables("r")
-    assert calls.select(_CALL_COLUMNS).equals(calls0.select(_CALL_COLUMNS))
-    said = [w for w in summary.warnings if "MPI call entries repeat" in w]
+    *once, once_said = _read_whole(prv)
+    *twice, said = _read_whole(copy, chunk_bytes=4096)
+    for a, b in zip(once, twice):
+        assert a.equals(b)
+    said = [w for w in said if _WRITTEN_TWICE in w]
+    n = _record_lines(again)
     assert len(said) == 1
-    assert said[0].split(": ")[1].startswith(f"{_entries(doubled) - _entries(lines)} MPI call entries repeat")
-    assert not any("MPI call entries repeat" in w for w in summary0.warnings)
+    assert said[0].split(": ")[1].startswith(f"{sum(n.values())} {_WRITTEN_TWICE}")
+    assert all(f"{n[k]} {kind} records" in said[0] for k, kind in ((1, "state"), (2, "event"), (3, "communication"))
+               if n[k])
+    assert not any(_WRITTEN_TWICE in w for w in once_said)

@@ -422,3 +422,55 @@ def test_a_copied_experiment_folder_is_neither_analysed_nor_trained_on(merged_lu
                                  "FROM archetypes)") == ["2140", "1"]
     code, out, err = run_cli("archetypes", "lulesh-8r.old", "-w", wh)
     assert code != 0 and tree_digest(copy) == before, (out, err)
+
+
+@pytest.mark.slow
+@pytest.mark.real_traces
+def test_runs_ingested_under_a_copied_folders_name_are_refused_and_the_copy_kept(merged_lulesh, tmp_path, run_cli):
+    """Attack 11 E1: ``ingest --experiment lulesh-8r.old`` (the name of a user's copy of an experiment folder) was
+    accepted, and the next ``archetypes lulesh-8r.old`` committed into the copy: its manifest then named the folder,
+    so the copy's LULESH merge became stored data (merged_bursts 4,280 rows, 2,140 twice). No writer commits into,
+    or replaces, a folder no commit wrote."""
+    from synthtrace.warehouse.errors import ForeignFolderError
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = _copy(merged_lulesh, tmp_path)
+    copy = wh / "experiments" / "lulesh-8r.old"
+    shutil.copytree(wh / "experiments" / "lulesh-8r", copy)
+    before, stored = tree_digest(copy), tree_digest(wh / "runs")
+    code, out, err = run_cli("ingest", PRIME, "--experiment", "lulesh-8r.old", "-w", wh)
+    line = _one_error_line(err)
+    assert code == 2 and "lulesh-8r.old" in line and "copy" in line, (out, err)
+    assert tree_digest(copy) == before and tree_digest(wh / "runs") == stored  # nothing ingested
+    # a writer reaching the copy another way (every commit of a stage updates its folder so) is refused the same
+    with pytest.raises(ForeignFolderError, match="copy no commit wrote"):
+        Warehouse(wh).update_dir(copy, {}, {"night": {"stages": []}})
+    assert tree_digest(copy) == before
+    assert _csv_row(run_cli, wh, "SELECT count(*) FROM merged_bursts") == ["2140"]
+
+
+@pytest.mark.slow
+@pytest.mark.real_traces
+def test_a_merge_again_drops_the_analysis_of_the_bursts_it_replaces(merged_lulesh, tmp_path, run_cli):
+    """Attack 11 E2: ``merge --reference <the other run>`` replaced merged_bursts (848 bursts of that run) but kept
+    the archetypes, burst/mpi/phase metrics of the earlier merge (2,140 bursts of the first run), exit 0, and
+    ``export`` labelled each new burst with the old run's burst of the same number. A merge's commit takes the
+    analysis of the bursts it replaces with it, and the night record no longer counts that stage done."""
+    import json
+
+    wh = _copy(merged_lulesh, tmp_path)
+    exp = wh / "experiments" / "lulesh-8r"
+    assert run_cli("archetypes", "lulesh-8r", "-w", wh)[0] == 0
+    (exp / "night.json").write_text(json.dumps({"run_ids": sorted([RUN_A, RUN_B]), "stages": ["archetypes", "merge"]}))
+    assert (exp / "archetypes.parquet").is_file() and (exp / "archetype_discovery.json").is_file()
+    code, out, err = run_cli("merge", "lulesh-8r", "--reference", RUN_B, "-w", wh)
+    assert code == 0, err
+    assert not any((exp / f).exists() for f in ("archetypes.parquet", "burst_metrics.parquet", "mpi_metrics.parquet",
+                                                "phase_metrics.parquet", "archetype_discovery.json"))
+    assert json.loads((exp / "night.json").read_text())["stages"] == ["merge"]
+    assert _csv_row(run_cli, wh, "SELECT count(*), min(run_id) FROM merged_bursts") == ["848", RUN_B]
+    code, out, err = run_cli("export", "lulesh-8r", "--format", "csv", "-o", tmp_path / "x.csv", "-w", wh)
+    assert code == 0, err
+    header, *rows = (tmp_path / "x.csv").read_text().splitlines()
+    assert len(rows) == 848 and "archetype" not in header.split(",") or all(
+        r.split(",")[header.split(",").index("archetype")] in ("", '""') for r in rows), header

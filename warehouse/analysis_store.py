@@ -33,7 +33,6 @@ from synthtrace.warehouse.runs import run_parts, runs_table
 from synthtrace.warehouse.stored import missing_file, stored_file, stored_folders, stored_parts
 from synthtrace.warehouse.parts import read_part, scan_parts, schema_of
 
-ANALYSIS_FILES: tuple[str, ...] = ("burst_metrics", "mpi_metrics", "phase_metrics", "archetypes")
 #: the bursts the analysis of a stored experiment holds at a time (issue 23: a window's frames, metrics and
 #: rule columns take ~2 kB a burst; the whole 1 GB LULESH tile, 2.5 M bursts, took 5.6 GB)
 ANALYSIS_WINDOW_ROWS = 150_000

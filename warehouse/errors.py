@@ -11,6 +11,11 @@ class DamagedPartError(WarehouseError):
     :mod:`synthtrace.warehouse.parts` only."""
 
 
+class ForeignFolderError(WarehouseError):
+    """A writer's folder (``experiments/<name>``, ``runs/<id>``, ...) is there but no commit of the warehouse wrote
+    it (a user's copy: :func:`~synthtrace.warehouse.stored.judge`): nothing is written into it, nor is it replaced."""
+
+
 class QueryError(BadInputError):
     """A query given to ``synthtrace sql`` does not parse or fails."""
 

@@ -24,6 +24,8 @@ import polars as pl
 
 from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import read_record
+from synthtrace.warehouse.night_state import RECORD as NIGHT_RECORD
+from synthtrace.warehouse.night_state import record_without
 from synthtrace.warehouse.parts import read_part, schema_of
 from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, run_folders, runs_table
 from synthtrace.warehouse.stored import stored_file
@@ -36,6 +38,13 @@ if TYPE_CHECKING:
 #: the experiment's record: ``experiments/<name>/experiment.json``
 RECORD = "experiment"
 MERGED_FILE = "merged_bursts.parquet"
+#: the files of an experiment's analysis (the archetypes stage), computed from its merged bursts (or its runs'):
+#: a merge's commit removes them (attack 11 E2: a merge with another reference kept the old one's archetypes, and
+#: export labelled the new bursts with them)
+ANALYSIS_FILES = ("burst_metrics.parquet", "mpi_metrics.parquet", "phase_metrics.parquet", "archetypes.parquet",
+                  "archetype_discovery.json")
+#: the nightly stages a merge's commit makes stale (their files: :data:`ANALYSIS_FILES`)
+MERGE_INVALIDATES = ("archetypes",)
 #: the files the merge commits together
 MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches")
 #: the logical messages ingest stored (one row per message, both ends placed: what the merge works from)
@@ -215,12 +224,13 @@ class Experiment:
 
     # ------------------------------------------------------------------ committing
     def commit(self, frames: dict[str, pl.DataFrame], documents: dict[str, dict] | None = None, *,
-               what: str = "it was computed", read: Iterable[str] | None = None, needs_merged: bool = False) -> Path:
+               what: str = "it was computed", read: Iterable[str] | None = None, needs_merged: bool = False,
+               drop: Iterable[str] = ()) -> Path:
         """Replace ``<name>.parquet`` per frame and ``<name>.json`` per document of the experiment folder, keeping
         its other files, in one atomic swap; returns the folder. ``read``: the run ids the frames were computed
         from (default: the experiment's runs when opened); if one left the experiment meanwhile, a run joined it
         since it was opened, or (``needs_merged``) its merged data was removed, nothing is written
-        (:class:`RunsChangedError`, saying ``while <what>``)."""
+        (:class:`RunsChangedError`, saying ``while <what>``). ``drop``: files of the folder not kept."""
         run_ids = list(self.run_ids if read is None else read)
 
         def unchanged() -> None:
@@ -228,13 +238,18 @@ class Experiment:
             if needs_merged and not self.is_merged:
                 raise RunsChangedError(f"experiment {self.name!r}: its merged data was removed while {what} (its "
                                        "runs changed); nothing was committed: merge it again")
-        return self.wh.update_dir(self.dir, frames, documents, check=unchanged)
+        return self.wh.update_dir(self.dir, frames, documents, check=unchanged, drop=drop)
 
     def commit_merge(self, result: MergeResult, options: MergeOptions, read: Iterable[str]) -> Path:
         """Commit a merge (replacing any earlier one) with the experiment's record: the reference run and the
-        options it was merged with, so that later stages read the reference, never guess it."""
+        options it was merged with, so that later stages read the reference, never guess it. The analysis of the
+        earlier bursts goes with them (:data:`ANALYSIS_FILES`; the night record no longer counts its stage done)."""
         record = {"experiment": self.name, "reference_run_id": result.reference_run_id,
                   "reference_run": result.reference_run, "run_ids": sorted(read),
                   "merge_options": asdict(options), "merged_at": datetime.now(UTC).isoformat()}
+        documents = {RECORD: record}
+        if (night := record_without(self.dir, MERGE_INVALIDATES)) is not None:
+            documents[NIGHT_RECORD] = night
         return self.commit({"merged_bursts": result.merged, "merge_quality": result.quality,
-                            "merge_matches": result.matches}, {RECORD: record}, what="it merged", read=read)
+                            "merge_matches": result.matches}, documents, what="it merged", read=read,
+                           drop=ANALYSIS_FILES)

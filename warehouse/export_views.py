@@ -51,11 +51,13 @@ def load_export_tables(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, pl
 
 
 def _with_archetypes(bursts: pl.DataFrame | pl.LazyFrame, arch: pl.LazyFrame) -> pl.LazyFrame:
-    """``bursts`` with the ``archetype`` of each burst (first label of its keys) from the analysis' ``arch``."""
+    """``bursts`` with the ``archetype`` of each burst (first label of its keys) from the analysis' ``arch``, matched
+    by run too where both say it (a label of another run's burst of the same number is no label: attack 11 E2)."""
     schema = bursts.collect_schema() if isinstance(bursts, pl.LazyFrame) else bursts.schema
-    arch = (arch.filter(pl.col("unit") == "burst").select(*BURST_KEYS, "archetype")
-            .unique(subset=BURST_KEYS, keep="first", maintain_order=True))
-    return bursts.lazy().join(arch.with_columns(pl.col(k).cast(schema[k]) for k in BURST_KEYS), on=BURST_KEYS,
+    keys = [*BURST_KEYS, *(["run_id"] if "run_id" in schema and "run_id" in arch.collect_schema() else [])]
+    arch = (arch.filter(pl.col("unit") == "burst").select(*keys, "archetype")
+            .unique(subset=keys, keep="first", maintain_order=True))
+    return bursts.lazy().join(arch.with_columns(pl.col(k).cast(schema[k]) for k in keys), on=keys,
                               how="left", maintain_order="left")
 
 

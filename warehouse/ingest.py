@@ -26,6 +26,7 @@ from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.programs import choose_program, remember_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import InvalidNameError, check_name
+from synthtrace.warehouse.stored import refuse_foreign
 
 RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files kept as run_id
 #: how a run's big tables are written: zstd level 1 stores them as small as the default level 3 (within 0.5 % on
@@ -283,6 +284,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     program = choose_program(wh, program_symbols(source))  # issue 28 (models helper): program identity ...
     app_name = app or program.app or app_name  # ... is the default app: runs of one binary are one app
     check_name(exp_name)
+    refuse_foreign(wh.experiment_dir(exp_name), "nothing was ingested")  # attack 11 E1: its writers would adopt it
     if (what := unprintable(run_name)) is not None:  # a newline or an escape sequence would forge output lines
         raise InvalidNameError(f"{str(path)!r}: the trace's name holds {what}; rename the file")
     wh.ensure()

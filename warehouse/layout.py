@@ -23,7 +23,7 @@ import re
 import shutil
 import stat
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -348,9 +348,14 @@ class Warehouse:
 
         On any error the staging directory is removed and ``target`` is left as it was. With ``replace`` an
         existing ``target`` is swapped out (renamed aside, then deleted), so readers see old or new, never a mix.
-        The folder's checksums (:data:`MANIFEST`) are written into it last, before the rename.
+        The folder's checksums (:data:`MANIFEST`) are written into it last, before the rename. A ``target`` that is
+        there and no commit's (a user's copy) is refused before anything is staged (:func:`~synthtrace.warehouse.
+        stored.refuse_foreign`).
         """
         self.check_layout()
+        from synthtrace.warehouse.stored import refuse_foreign  # stored reads manifests, which read records here
+
+        refuse_foreign(target)
         with self.lease() as owner:  # [helper races] attack 7 A6: what it stages is judged by this lease
             stage = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{owner}"
             stage.mkdir(parents=True)
@@ -451,7 +456,8 @@ class Warehouse:
             yield
 
     def update_dir(self, target: Path, frames: dict[str, pl.DataFrame],
-                   documents: dict[str, dict] | None = None, *, check: Callable[[], None] | None = None) -> Path:
+                   documents: dict[str, dict] | None = None, *, check: Callable[[], None] | None = None,
+                   drop: Iterable[str] = ()) -> Path:
         """Replace some files of a directory (``<name>.parquet`` per frame, ``<name>.json`` per document) and keep
         the others, in one atomic swap: the directory is rebuilt in staging (kept files hard-linked) and renamed
         into place. Writers of the same directory take turns (:meth:`writers_lock`), so none loses another's
@@ -459,10 +465,10 @@ class Warehouse:
         computed from has changed). Only regular files and folders are kept: a FIFO, socket, device or link found
         there is not ours and is left out (opening a FIFO would block the writer for good); so is a file the
         folder's manifest does not list (put there by hand: the new manifest would make it stored data, attack 8
-        B1)."""
+        B1). ``drop``: names of files of the folder not kept (computed from what this update replaces)."""
         from synthtrace.warehouse.stored import Folder  # stored reads manifests, which read records with this module
 
-        mine = {f"{n}.parquet" for n in frames} | {f"{n}.json" for n in (documents or {})}
+        mine = {f"{n}.parquet" for n in frames} | {f"{n}.json" for n in (documents or {})} | set(drop)
         with self.writers_lock(target):
             if check is not None:
                 check()  # under the lock: what it checked cannot change before the swap
@@ -475,7 +481,7 @@ class Warehouse:
                         return _not_regular(folder, names) | {
                             n for n in names if not was.lists(f"{rel}/{n}") and os.path.isfile(os.path.join(folder, n))}
                     for entry in target.iterdir():
-                        if entry.name in mine or entry.name == MANIFEST:  # written anew by staged()
+                        if entry.name in mine or entry.name == MANIFEST:  # written anew by staged(), or dropped
                             continue
                         mode = entry.lstat().st_mode
                         if stat.S_ISDIR(mode):

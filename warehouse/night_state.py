@@ -63,6 +63,15 @@ def pending(wh: Warehouse, stages: Iterable[str]) -> tuple[list[Pending], list[s
     return todo, invalid
 
 
+def record_without(folder: Path, stages: Iterable[str]) -> dict | None:
+    """The night record of the experiment ``folder`` with ``stages`` no longer complete (for a commit that makes
+    them stale outside a night: a merge by hand), or None when it has no record."""
+    done = _read(folder / f"{RECORD}.json")
+    if not done:
+        return None
+    return {**done, "stages": sorted(set(done.get("stages", [])) - set(stages))}
+
+
 def mark_experiment(wh: Warehouse, item: Pending, completed: Iterable[str], invalidates: Iterable[str] = ()) -> None:
     """Record that ``completed`` stages of ``item.experiment`` ran on ``item.run_ids`` (atomic); stages in
     ``invalidates`` (computed from what was just redone) are no longer complete."""

@@ -19,7 +19,7 @@ from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
-from synthtrace.warehouse.stored import damaged_runs, judge, stored_folders
+from synthtrace.warehouse.stored import damaged_runs, judge, refuse_foreign, stored_folders
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,4 @@ def _check_experiment_name(wh: Warehouse, name: str) -> None:
     target = wh.experiment_dir(name)
     if not name or name in (".", "..") or target.parent != wh.experiments_dir or target.name != name:
         raise BadInputError(f"--experiment {name!r}: not a valid experiment name (no path separators, not . or ..)")
-    if target.is_dir() and (why := judge(wh.root, ("experiments", name)).foreign) is not None:
-        raise BadInputError(f"--experiment {name!r}: {target} is not an experiment of the warehouse ({why}: a copy "
-                            "no commit wrote); nothing moved: move that folder out of the warehouse, or choose "
-                            "another name")
+    refuse_foreign(target, "nothing moved")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthtrace.warehouse.checksums import Manifest, folder_manifest
-from synthtrace.warehouse.errors import DamagedPartError
+from synthtrace.warehouse.errors import DamagedPartError, ForeignFolderError
 from synthtrace.warehouse.layout import MANIFEST, MAX_RECORD_BYTES, is_own_file, read_record
 from synthtrace.warehouse.names import name_problem
 
@@ -247,6 +247,15 @@ def stored_folders(root: str | os.PathLike, top: str) -> list[str]:
     incomplete commits."""
     return [name for name in _folders(root, top)
             if (verdict := judge(root, (top, name))).foreign is None and verdict.incomplete is None]
+
+
+def refuse_foreign(folder: Path, what: str = "nothing was written") -> None:
+    """Raise :class:`ForeignFolderError` when ``folder`` (an entry of a named top folder: ``experiments/<name>``)
+    is there and is not the stored folder of its name: a writer must neither commit into a user's copy (its files
+    would become stored data: attack 11 E1) nor replace it (attack 10 D8). ``what``: what the refusal left undone."""
+    if folder.is_dir() and (why := Folder.at(folder).foreign) is not None:
+        raise ForeignFolderError(f"{folder}: not a folder of the warehouse ({why}: a copy no commit wrote); {what}: "
+                                 "move that folder out of the warehouse, or choose another name")
 
 
 def foreign_folders(root: str | os.PathLike) -> list[str]:

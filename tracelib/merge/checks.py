@@ -19,7 +19,10 @@ counters both runs recorded:
 - **work shift**: the median log ratio of the pairs' instructions, over all pairs or, when larger, over the pairs
   of one call site that holds at least ``SITE_MIN_SHARE`` of the instructions; the same program on the same input
   executes the same instructions for the same burst (within 1 %), another input deck or code version does not
-  (a code version may change one kernel only);
+  (a code version may change one kernel only). A median counts only where it stands ``SHIFT_Z`` standard errors
+  clear of no shift: where work moves between bursts from run to run (dynamic load balancing) the pairs' ratios
+  spread by tens of percent and a site's median over a few hundred of them is off by a few percent by chance;
+  a code version or input deck moves every burst of the site alike, far outside that error;
 - **bracketing messages**: every matched pair is checked against the logical messages just before and after it on
   its thread: both must have their two ends matched to the two ends of one message of the other run. A pair that
   fails lies in a span the alignment placed differently from its partners (``merge_matches.ambiguous``). The
@@ -70,6 +73,9 @@ SUSPECT_MISFIT, BAD_MISFIT = 0.005, 0.05
 SUSPECT_COVERAGE, BAD_COVERAGE = 0.9, 0.5
 WORK_SHIFT = math.log(1.03)
 SITE_MIN_SHARE, SITE_MIN_PAIRS = 0.1, 20
+#: a median work shift counts when it lies at least this many standard errors from 0 (the error of a median of n
+#: log ratios: 1.2533 x their robust standard deviation (1.4826 x the median absolute deviation) / sqrt(n))
+SHIFT_Z = 3.0
 ORDER = {"ok": 0, "suspect": 1, "bad": 2}
 #: the position, not the message, is the identity of the bursts after a call when the positional matches fit their
 #: work better than the message's twins by this much (log; instructions vary by ~1 % between runs, durations more)
@@ -429,15 +435,28 @@ def arrival_tolerant(ref_seq: pl.DataFrame, other_seq: pl.DataFrame, matches: pl
             bracketed(tid, agree, hit)]
 
 
+def _median_error(dw: pl.Expr) -> pl.Expr:
+    """The standard error of the median of the log ratios ``dw`` (log): 1.2533 x their robust standard deviation
+    (1.4826 x the median absolute deviation) / sqrt(n)."""
+    return 1.2533 * 1.4826 * (dw - dw.median()).abs().median() / dw.len().sqrt()
+
+
 def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | None:
-    """The work shift: the median log ratio of the pairs' instructions, or, when larger, that of the bursts of one
-    call site (the call closing them) holding at least ``SITE_MIN_SHARE`` of the reference's instructions over at
-    least ``SITE_MIN_PAIRS`` pairs: a code version that changes one kernel changes only its bursts, which the median
-    over all bursts (mostly short glue between calls) may not see."""
-    sites = (pairs.filter(pl.col("dw").is_finite())
-             .group_by("site").agg(pl.len().alias("n"), pl.col("work").sum(), pl.col("dw").median())
+    """The work shift (log): the median log ratio of the pairs' instructions, or, when larger, that of the bursts of
+    one call site (the call closing them) holding at least ``SITE_MIN_SHARE`` of the reference's instructions over
+    at least ``SITE_MIN_PAIRS`` pairs: a code version that changes one kernel changes only its bursts, which the
+    median over all bursts (mostly short glue between calls) may not see. A median less than ``SHIFT_Z`` standard
+    errors from 0 is no shift (0.0): the work of each burst varies from run to run (dynamic load balancing, by tens
+    of percent in the simulator's ``work_sigma``) and its median over a few hundred pairs by a few percent."""
+    finite = pairs.filter(pl.col("dw").is_finite())
+    if overall is not None and finite.height and abs(overall) <= SHIFT_Z * finite.select(
+            _median_error(pl.col("dw"))).item():
+        overall = 0.0
+    sites = (finite.group_by("site").agg(pl.len().alias("n"), pl.col("work").sum(), pl.col("dw").median(),
+                                         _median_error(pl.col("dw")).alias("_se"))
              .filter((pl.col("n") >= SITE_MIN_PAIRS)
-                     & (pl.col("work") >= SITE_MIN_SHARE * pl.col("work").sum()))
+                     & (pl.col("work") >= SITE_MIN_SHARE * pl.col("work").sum())
+                     & (pl.col("dw").abs() > SHIFT_Z * pl.col("_se")))
              .sort(pl.col("dw").abs(), descending=True))
     if sites.height and (overall is None or abs(sites["dw"][0]) > abs(overall)):
         return float(sites["dw"][0])

@@ -427,6 +427,7 @@ class ParaverTrace(TraceReader):
         converter = _EventConverter(self.pcf, self.path, assembler, parser)
         messages: list[pl.DataFrame] = []
         n_records: dict[int, int] = {}
+        repeated: dict[int | str, int] = {}
         n_bursts = n_uncore = n_events = 0
         last_time = parser.last_time
         hasher = ContentHasher()
@@ -436,6 +437,8 @@ class ParaverTrace(TraceReader):
                 break
             for k, v in item.chunk.n_records.items():
                 n_records[k] = n_records.get(k, 0) + v
+            for k, v in item.chunk.repeated.items():
+                repeated[k] = repeated.get(k, 0) + v
             messages.append(item.messages)
             if (samples := converter.uncore_samples(item, run_id)).height:
                 n_uncore += samples.height
@@ -463,10 +466,8 @@ class ParaverTrace(TraceReader):
             self._warn(f"{self.path}: {assembler.repeated_bursts} bursts repeat the one before them on their thread "
                        "(the same start and end: state records written twice, e.g. a thread's file merged twice?); "
                        "kept as read, each a burst of its own")
-        if assembler.repeated_mpi_entries:
-            self._warn(f"{self.path}: {assembler.repeated_mpi_entries} MPI call entries repeat the entry before them "
-                       "on their thread, alike in time and every field (event records written twice?); each read as "
-                       "one call, as a record written twice cannot be two MPI calls")
+        if said := _written_twice(repeated, assembler.repeated_mpi_entries):
+            self._warn(f"{self.path}: {said}")
         calls.add(new_calls)
         if bursts.height:
             yield TablePart("bursts", bursts)
@@ -483,6 +484,28 @@ class ParaverTrace(TraceReader):
             n_events=n_events,
             n_records=n_records, last_time_ns=max(int(last_time.max(initial=0)), 0), warnings=tuple(self.warnings),
             content_hash=hasher.hexdigest())
+
+
+def _written_twice(lines: dict[int | str, int], mpi_entries: int) -> str:
+    """What the warning of records written twice says (empty when none were): the record lines dropped as the
+    repeat of a line of their thread at the same time (``lines``: per record type, and their counter samples and other
+    events, as :class:`~synthtrace.tracelib.formats.paraver.records.ParsedChunk` counts them), and the MPI call entries
+    alike in every field to the entry open before them (from lines that differ otherwise)."""
+    said = []
+    if n := sum(lines.get(k, 0) for k in (1, 2, 3)):
+        kinds = [f"{lines[2]} event records (with {lines.get('samples', 0)} counter samples and "
+                 f"{lines.get('events', 0)} other events)" if lines.get(2) else "",
+                 f"{lines[1]} state records" if lines.get(1) else "",
+                 f"{lines[3]} communication records" if lines.get(3) else ""]
+        said.append(f"{n} record lines repeat, field for field, a line of their thread at the same time "
+                    f"({', '.join(k for k in kinds if k)})")
+    if mpi_entries:
+        said.append(f"{mpi_entries} MPI call entries repeat the entry before them on their thread, alike in time and "
+                    "every field")
+    if not said:
+        return ""
+    return ("; ".join(said) + " (records written twice?): each read once, as one record written twice cannot be two "
+            "events (its counters are counted once, a communication is one message, an MPI entry one call)")
 
 
 def _line_blocks(fh: BinaryIO, chunk_bytes: int,

@@ -62,6 +62,9 @@ class ParsedChunk:
     events: EventArrays  # every event that is not a counter: MPI calls, collective sizes, callers, the rest
     comms: pl.DataFrame  # COMM_SCHEMA
     n_records: dict[int, int] = field(default_factory=dict)  # per record type; 0: records beyond the header's end
+    #: lines dropped as a line written twice: per record type (1 state, 2 event, 3 communication), and their counter
+    #: samples ("samples") and other events ("events")
+    repeated: dict[int | str, int] = field(default_factory=dict)
     n_lines: int = 0
 
 
@@ -187,9 +190,12 @@ class RecordParser:
         comms = pl.DataFrame(t.comms, schema=list(COMM_SCHEMA), orient="row").cast(COMM_SCHEMA) if t.comms.shape[0] \
             else pl.DataFrame(schema=COMM_SCHEMA)
         counts = {k: int(t.n_records[k]) for k in range(5) if t.n_records[k]}
+        repeated = {k: int(t.n_records[k + 4]) for k in (1, 2, 3)} | {"samples": int(t.n_records[8]),
+                                                                       "events": int(t.n_records[9])}
         return ParsedChunk(running=IntervalArrays(t.st_thread, t.st_cpu, t.st_start, t.st_end),
                            samples=SampleArrays(t.cn_thread, t.cn_time, t.cn_slot, t.cn_value),
-                           events=events, comms=comms, n_records=counts, n_lines=int(t.n_lines))
+                           events=events, comms=comms, n_records=counts, n_lines=int(t.n_lines),
+                           repeated={k: v for k, v in repeated.items() if v})
 
     def _error(self, arr: np.ndarray, err: np.ndarray) -> TraceFormatError:
         code, line, k, start, prev = (int(x) for x in err)

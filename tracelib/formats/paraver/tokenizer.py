@@ -7,6 +7,12 @@ checks every line (digits only, no empty field, field counts, record type, times
 resource model, time order per thread); blank lines and comments are skipped and stops at the first bad line with an
 error code that :func:`synthtrace.tracelib.formats.paraver.records.error_reason` turns into the one-line reason.
 
+A record line that repeats, field for field, a line of its thread at the same time (a state or event record of the
+same thread and time, a communication record of the same sender and logical send time) is one record written twice,
+not two records (attack 9 C6): it is dropped and counted (``n_records[5:10]``), so that its counter samples are not
+summed twice and a communication is not two messages. A line is recognised by a 64-bit hash of its parsed fields
+(one multiply per field) among the last :data:`REPEAT_WINDOW` lines of its thread at that time.
+
 State that spans chunks (last time per thread, the counter-type table, the last reading of absolute counters)
 lives in a :class:`TokenizerState` and is updated in place.
 
@@ -43,6 +49,10 @@ E_TOO_MANY_TYPES = 17
 SLOT_TABLE = 1 << 13  # open-addressing table of counter types (power of two)
 MAX_SLOTS = SLOT_TABLE // 2  # distinct counter types per trace
 MAX_ABSOLUTE = 64  # distinct absolute (cumulative) counter types per trace
+REPEAT_WINDOW = 8  # lines per thread and time remembered to recognise a line written twice
+N_COUNTS = 10  # Tokens.n_records: see there
+
+_HASH_MUL = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64: odd, so each step is a bijection
 
 _INT64_MAX = np.int64(2**63 - 1)
 _INT64_MIN = np.int64(-(2**63))
@@ -75,6 +85,7 @@ class TokenizerState:
     slot_abs: np.ndarray = field(init=False)  # int32 [MAX_SLOTS]: index into abs_last or -1
     counts: np.ndarray = field(init=False)  # int64 [4]: slots used, absolute counters used, spare
     abs_last: np.ndarray = field(init=False)  # int64 [n_threads, MAX_ABSOLUTE], allocated on first need
+    seen: SeenLines = field(init=False)  # the lines of each thread at its last time (records written twice)
 
     def __post_init__(self) -> None:
         n_threads = int(self.task_first_thread[-1])
@@ -85,6 +96,9 @@ class TokenizerState:
         self.slot_abs = np.full(MAX_SLOTS, -1, dtype=np.int32)
         self.counts = np.zeros(4, dtype=np.int64)
         self.abs_last = np.full((0, MAX_ABSOLUTE), -1, dtype=np.int64)
+        self.seen = SeenLines(np.zeros((n_threads, REPEAT_WINDOW), np.int64), np.zeros(n_threads, np.int64),
+                              np.full(n_threads, -1, np.int64), np.zeros((n_threads, REPEAT_WINDOW), np.int64),
+                              np.zeros(n_threads, np.int64))
 
     @property
     def n_slots(self) -> int:
@@ -110,7 +124,9 @@ class Tokens:
     ev_value: np.ndarray  # int64
     ev_line: np.ndarray  # int64 1-based line
     comms: np.ndarray  # int64 [n, 15]: 14 fields (times in ns) and the line
-    n_records: np.ndarray  # int64 [5]: records of type 1..4; [0]: records with a time beyond the header's end
+    n_records: np.ndarray  # int64 [N_COUNTS]: [1..4] records of type 1..4; [0]: records with a time beyond the
+    # header's end; [5..7]: lines of type 1..3 dropped as a line written twice, [8] their counter samples, [9] their
+    # other events
     n_lines: int
     error: np.ndarray  # int64 [5]: code, line, field (1-based), line start offset, previous time (order errors)
 
@@ -165,6 +181,27 @@ class EventColumns(NamedTuple):
     type: np.ndarray
     value: np.ndarray
     line: np.ndarray
+
+
+class SeenLines(NamedTuple):
+    """Per thread id, hashes of the record lines read at its last time (states and events: ``line``, their number in
+    ``n_line``, a ring of :data:`REPEAT_WINDOW`) and of the communications it sent at the logical send time
+    ``comm_time`` (``comm``, ``n_comm``)."""
+
+    line: np.ndarray
+    n_line: np.ndarray
+    comm_time: np.ndarray
+    comm: np.ndarray
+    n_comm: np.ndarray
+
+
+@cached_njit(inline="always")
+def _seen_before(hashes: np.ndarray, n: int, h: int) -> bool:
+    """Whether ``h`` is among the first ``min(n, REPEAT_WINDOW)`` of ``hashes``."""
+    for k in range(min(n, hashes.shape[0])):
+        if hashes[k] == h:
+            return True
+    return False
 
 
 class Outputs(NamedTuple):
@@ -258,12 +295,12 @@ def _fail(err: np.ndarray, code: int, line: int, field: int, line_start: int) ->
 
 @cached_njit
 def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarray, slots: CounterSlots,
-              out: Outputs, at: Progress) -> int:
+              seen: SeenLines, out: Outputs, at: Progress) -> int:
     """Tokenize ``buf[at.cursor[0]:n_bytes]`` (whole lines; ``at.cursor[1]``: number of the line before).
 
-    The arguments are named tuples (:class:`Resources`, :class:`CounterSlots`, :class:`Outputs`,
-    :class:`Progress`), read into local variables once: the loop body stays one function, as splitting it into
-    inline steps cost 31% of the kernel's CPU time (benchmarks/results/tokenizer.md).
+    The arguments are named tuples (:class:`Resources`, :class:`CounterSlots`, :class:`SeenLines`,
+    :class:`Outputs`, :class:`Progress`), read into local variables once: the loop body stays one function, as
+    splitting it into inline steps cost 31% of the kernel's CPU time (benchmarks/results/tokenizer.md).
 
     Appends to the output arrays from ``at.fill`` (their fill counts) on; returns ``_DONE``, ``_ERROR``
     (``at.error`` filled) or, when output arrays cannot take the next line, the bit mask of those arrays (1 states,
@@ -278,6 +315,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
     ev_th, ev_cpu, ev_t, ev_ty, ev_v, ev_ln = out.events
     cm = out.comms
     cursor, fill, n_rec, err = at
+    seen_line, seen_n, comm_time, seen_comm, seen_n_comm = seen
     n_st, n_cn, n_ev, n_cm = fill[0], fill[1], fill[2], fill[3]
     fv = np.zeros(16, dtype=np.int64)
     slot_mask = slot_keys.shape[0] - 1
@@ -322,6 +360,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         ptype = 0
         ptype_big = False
         full = 0
+        hsh = np.int64(rtype)  # hash of the line's parsed fields (records written twice)
         # ---- fields
         while buf[pos] == 58:  # ':'
             pos += 1
@@ -377,6 +416,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                 v = np.int64(u - _U64_INT64_MAX - np.uint64(1)) + _INT64_MIN
             else:
                 v = _INT64_MAX
+            hsh = (hsh ^ v) * _HASH_MUL
             if nf < 16:
                 fv[nf] = v
                 if big:
@@ -511,6 +551,18 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             status = _fail(err, E_ORDER, line, 0, ls)
             err[4] = last_time[tid]
             break
+        # ---- a line written twice: the same fields as a line of its thread at the same time
+        hsh = (hsh ^ nf) * _HASH_MUL
+        # (a line whose outputs did not fit is decided once they do: its counts are then whole)
+        if full == 0 and (_seen_before(seen_line[tid], seen_n[tid], hsh) if rtype <= 2 and t_ns == last_time[tid]
+                          else rtype == 3 and comm_time[tid] == t_ns
+                          and _seen_before(seen_comm[tid], seen_n_comm[tid], hsh)):
+            n_rec[4 + rtype] += 1
+            n_rec[8] += n_cn - n_cn0
+            n_rec[9] += n_ev - n_ev0
+            n_cn = n_cn0
+            n_ev = n_ev0
+            continue
         # ---- room for this line's outputs, else suspend before it
         running = rtype == 1 and fv[7] == 1
         if running and n_st == st_th.shape[0]:
@@ -528,7 +580,17 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         if late:
             n_rec[0] += 1
         if rtype <= 2:
+            if t_ns != last_time[tid]:
+                seen_n[tid] = 0
+            seen_line[tid, seen_n[tid] % REPEAT_WINDOW] = hsh
+            seen_n[tid] += 1
             last_time[tid] = t_ns
+        elif rtype == 3:
+            if t_ns != comm_time[tid]:
+                comm_time[tid] = t_ns
+                seen_n_comm[tid] = 0
+            seen_comm[tid, seen_n_comm[tid] % REPEAT_WINDOW] = hsh
+            seen_n_comm[tid] += 1
         if running:
             st_th[n_st] = tid
             st_cpu[n_st] = fv[1]
@@ -600,12 +662,12 @@ def tokenize(buf: np.ndarray, first_line: int, state: TokenizerState, capacity: 
         EventColumns(np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int64),
                      np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64)),
         np.empty((cap_cm, 15), np.int64))
-    at = Progress(np.array([0, first_line - 1], np.int64), np.zeros(4, np.int64), np.zeros(5, np.int64),
+    at = Progress(np.array([0, first_line - 1], np.int64), np.zeros(4, np.int64), np.zeros(N_COUNTS, np.int64),
                   np.zeros(5, np.int64))
     res = Resources(s.time_scale, s.max_raw_time, s.n_cpus, s.appl_first_task, s.task_first_thread)
     slots = CounterSlots(s.slot_keys, s.slot_index, s.slot_type, s.slot_abs, s.counts)
     while True:
-        status = _tokenize(buf, buf.shape[0], res, s.last_time, slots, out, at)
+        status = _tokenize(buf, buf.shape[0], res, s.last_time, slots, s.seen, out, at)
         if status <= 0:
             break
         n_st, n_cn, n_ev, n_cm = (int(x) for x in at.fill)
