@@ -48,7 +48,9 @@ def export(
         typer.Option(
             "--format",
             "-f",
-            help="perfetto: Chrome/Perfetto JSON; pipit: Pipit-style events table (CSV); csv: one row per burst.",
+            help="perfetto: Chrome/Perfetto JSON; pipit: Pipit's events table (CSV for pipit.Trace.from_csv: "
+                 "metrics as readings, messages as MpiSend/MpiRecv rows; json.loads its Attributes before "
+                 "comm_matrix); csv: one row per burst.",
         ),
     ] = ExportFormat.perfetto,
     output: Annotated[
