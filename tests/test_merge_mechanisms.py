@@ -90,3 +90,17 @@ def test_plain_campaigns_are_merged_right(tmp_path, seed):
     o = run_mechanism("plain", seed, tmp_path, ranks=ranks, iterations=iterations)
     assert o.verdict != "refused", o.message
     assert o.right >= 0.995, f"{o.right:.2%} right, verdict {o.verdict}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 2])
+def test_inner_iterations_one_run_has_more_are_placed_by_their_work(tmp_path, seed):
+    """An inner solver needs one more, one fewer, one more iteration in run 1 at three outer iterations (4 ranks x
+    12 outer iterations of 4 inner ones, every inner iteration's work its own, so where the extra one lies is
+    decidable). The inner iterations are the clock (the posts back their Waitall's count, as the outer Allreduce's
+    one call backs its own) and their place is found by their work for all ranks tied by their messages: every
+    burst >= 10 us matched to its true logical burst, verdict ok. Before (b28cf7f: posts never vote where another
+    call can): the Allreduce's (12, 12) won a tie with the Waitall's (48, 49), two tasks' within-iteration alignment
+    put the extra inner iteration on the wrong side of another: s0 99.25 % `suspect`, s2 99.75 %."""
+    o = run_mechanism("inner_counts", seed, tmp_path, ranks=4, iterations=12)
+    assert o.right == 1.0 and o.verdict == "ok", (o.right, o.verdict, o.message)

@@ -110,6 +110,25 @@ def test_empty_warehouse(run_cli, tmp_path):
     assert code == 0 and "no models" in out
 
 
+def test_copied_model_folders_are_not_models(run_cli, wh):
+    """Attack 11 E5: ``models`` listed a model once per copy of its folder (``models/<id>.bak``, ``models/zz``),
+    ``predict --model zz`` took the copy, and with the original moved aside (``old-<id>``: a user retiring it) a
+    model that was not there was listed and predicted with. The registry is the folders the commits wrote, as the
+    ``models`` view of ``sql`` says."""
+    assert run_cli("train", "--model", "linear", "--experiments", "app0-exp,app1-exp", "-w", wh)[0] == 0
+    mid = read_models(Warehouse(wh))["model_id"][0]
+    root = models_dir(Warehouse(wh))
+    for copy in (f"{mid}.bak", "zz"):
+        shutil.copytree(root / mid, root / copy)
+    assert read_models(Warehouse(wh))["model_id"].to_list() == [mid]
+    code, out, err = run_cli("predict", "--experiment", "app0-exp", "--model", "zz", "-w", wh)
+    assert code == 2 and "no model 'zz'" in err, err
+    (root / mid).rename(root / f"old-{mid}")
+    assert read_models(Warehouse(wh)).height == 0
+    code, out, err = run_cli("predict", "--experiment", "app0-exp", "--model", mid, "-w", wh)
+    assert code == 2 and f"no model {mid!r}" in err, err
+
+
 def test_predict_refuses_a_tampered_model(run_cli, wh):
     assert run_cli("train", "--model", "linear", "--experiments", "app0-exp,app1-exp", "-w", wh)[0] == 0
     mid = read_models(Warehouse(wh))["model_id"][0]

@@ -126,6 +126,24 @@ def test_runs_of_one_recorded_binary_under_other_file_names_are_one_experiment(t
     assert sorted(named.values()) == ["lulesh2.0", "lulesh2.0", "prime_v0"] and len(notes) == 1, (named, notes)
 
 
+def test_score_p_archives_of_one_executable_are_one_experiment(tmp_path, run_cli):
+    """Attack 11 E3: the two ping-pong archives dropped as Score-P names them (``scorep-<date>_<id>``) became two
+    one-run experiments and the night merged nothing: an OTF2 archive recorded no binary for the folder's grouping.
+    Score-P records the executable (its program region): the folder's apps are what its archives record."""
+    from synthtrace.tracelib.formats.source import find_traces
+    from synthtrace.warehouse.ingest import experiment_names
+
+    drop = tmp_path / "pingpong"
+    shutil.copytree(OTF2, drop / "scorep-20261201_0200_1234")
+    shutil.copytree(TRACES / "otf2" / "ping-pong-otf2-papi", drop / "scorep-20261201_0300_5678")
+    named, notes = experiment_names(find_traces([drop]))
+    assert set(named.values()) == {"pingpong"} and not notes, (named, notes)
+    code, out, err = run_cli("ingest", drop, "-w", tmp_path / "wh")
+    assert code == 0 and "applications" not in err, err
+    assert {(r["experiment"], r["app"]) for r in query(Warehouse(tmp_path / "wh"), "SELECT experiment, app FROM runs")
+            .to_pylist()} == {("pingpong", "ping-pong.otf2")}
+
+
 def test_a_trace_that_raises_anything_is_quarantined_and_the_night_goes_on(prefect_harness, tmp_path,
                                                                              monkeypatch):
     """Not only format errors: whatever one trace raises (here a bug's RuntimeError in the reader, and a header

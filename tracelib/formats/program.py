@@ -7,7 +7,8 @@ user-level names; unrelated programs do not. Sources:
   sampled), of the caller lines (80000000-80000099: ``line (file, binary)``), of OpenMP / pthread / user functions
   (60000018-60000024, lines 60000118-60000124) and of the binary's data objects (41000000-41999999:
   ``name [address range]``).
-- OTF2 (Score-P): the names of the non-MPI region definitions.
+- OTF2 (Score-P): the names of the non-MPI region definitions; the executable's name, from the region of the
+  whole program.
 
 Names that every binary of a toolchain carries (reserved identifiers ``_x``/``__x`` other than mangled C++ ``_Z``,
 versioned libc symbols ``x@@GLIBC``, compiler-numbered static locals ``x.1234``, MPI / OpenMP runtime objects, ``main``,
@@ -78,9 +79,11 @@ def paraver_symbols(event_values: dict[int, dict[int, str]]) -> ProgramSymbols:
     return ProgramSymbols(binary, frozenset(symbols))
 
 
-def region_symbols(region_names: list[str], is_mpi: list[bool]) -> ProgramSymbols:
-    """:class:`ProgramSymbols` from OTF2 region definitions (names, and whether each is an MPI region)."""
-    return ProgramSymbols(None, frozenset(n for n, mpi in zip(region_names, is_mpi)
+def region_symbols(region_names: list[str], is_mpi: list[bool], binary: str | None = None) -> ProgramSymbols:
+    """:class:`ProgramSymbols` from OTF2 region definitions (names, and whether each is an MPI region) and the
+    executable the archive records (``binary``; attack 11 E3: Score-P archives named ``scorep-<date>_<id>`` were one
+    app, and one experiment, per run)."""
+    return ProgramSymbols(binary, frozenset(n for n, mpi in zip(region_names, is_mpi)
                                           if not mpi and not n.startswith("region_") and _own(n)))
 
 
@@ -92,5 +95,6 @@ def program_symbols(source: object) -> ProgramSymbols:
         return paraver_symbols(pcf.event_values)
     defs = getattr(source, "defs", None)
     if defs is not None:
-        return region_symbols(list(defs.region_names), [bool(x) for x in defs.region_is_mpi])
+        return region_symbols(list(defs.region_names), [bool(x) for x in defs.region_is_mpi],
+                              defs.program)
     return ProgramSymbols(None, frozenset())

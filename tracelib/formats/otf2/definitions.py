@@ -70,6 +70,7 @@ class _Definitions:
     self_comms: set[int]
     warnings: list[str] = field(default_factory=list)
     anchor: Path = Path("traces.otf2")  # the archive's anchor file, for error lines
+    program: str | None = None  # the executable's file name, where the archive records it (:func:`_program`)
 
     def to_ns(self, ticks: np.ndarray) -> np.ndarray:
         """Timer ticks (uint64) -> int64 ns from the global offset (floor). A time more than 2^63 ticks or ns
@@ -142,7 +143,7 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
         region_names=names, region_is_mpi=is_mpi, region_kind=kinds, region_site=sites,
         member_names=member_names, member_mode=np.array(member_mode, dtype=np.int8),
         member_type=np.array(member_type, dtype=np.int8), metric_base=metric_base, metric_count=metric_count,
-        comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns, anchor=anchor)
+        comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns, anchor=anchor, program=_program(defs, escapes))
 
 
 def _locations(defs, anchor: Path, warns: list[str],
@@ -213,6 +214,20 @@ def _regions(defs, escapes: EscapedNames) -> tuple[list[str], np.ndarray, list[M
             src = src and escapes.kept(os.path.basename(str(src)), f"source file of region {r._ref}")
             sites[r._ref] = f"{name} ({src}:{r.begin_line_number})" if src else name
     return names, is_mpi, kinds, sites
+
+
+def _program(defs, escapes: EscapedNames) -> str | None:
+    """The executable's file name as Score-P records it: the measurement system's artificial region of the whole
+    program, canonically the executable's path and named by its file name (``/g/.../ping-pong.otf2``,
+    ``ping-pong.otf2``: what the archive's ProgramBegin event refers to). None when no region is one."""
+    from otf2.enums import Paradigm, RegionRole
+
+    for r in defs.regions:
+        path = str(r.canonical_name or "")
+        if (r.paradigm == Paradigm.MEASUREMENT_SYSTEM and r.region_role == RegionRole.ARTIFICIAL
+                and path.startswith("/") and r.name and os.path.basename(path) == str(r.name)):
+            return escapes.kept(str(r.name), f"name of region {r._ref}")
+    return None
 
 
 def _metric_members(defs, anchor: Path, warns: list[str],
