@@ -178,7 +178,8 @@ def sql(
                           "the table tab-separated, .gz after one gzip; else table)."),
     ] = None,
     output: Annotated[
-        Path | None, typer.Option(*OUTPUT.names, help="Write to this file instead of the terminal. " + OUTPUT_RULE)
+        Path | None, typer.Option(*OUTPUT.names, parser=OUTPUT.convert,
+                                   help="Write to this file instead of the terminal. " + OUTPUT_RULE)
     ] = None,
     timeout: Annotated[
         float | None,

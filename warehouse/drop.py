@@ -21,6 +21,7 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import time
 import uuid
 import warnings
@@ -237,6 +238,7 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
             traces.append(p)
         else:
             skipped.append(LeftTrace(shown(p), "its path is not UTF-8 (a Latin-1 or Windows name?); rename it"))
+    skipped += _not_trace_files(drop)
     experiments, _ = experiment_names(traces, stored=stored_sources(wh))  # where the folders' runs went
     inside = os.path.realpath(drop)
     for path in traces:
@@ -269,6 +271,28 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
         seen.add(run_id)
         out.append(DroppedTrace(path, run_id, experiments[path], known, state))
     return Discovery(out, waiting, skipped)
+
+
+def _not_trace_files(drop: Path) -> list[LeftTrace]:
+    """What under ``drop`` (not its quarantine) is named as a trace but is no trace file, each with why it is not
+    read: a FIFO, a folder (searched, not read as a trace), a link that leads to no file (dangling, or a loop), a
+    socket or a device. The search for traces passes them by (only files are traces); a night said nothing of them,
+    while it said a link out of the folder (attack 10)."""
+    from synthtrace.tracelib.formats.source import is_trace
+
+    out = []
+    for p in sorted(drop.rglob("*")):
+        if not is_trace(p) or p.is_file() or QUARANTINE in p.relative_to(drop).parts:
+            continue
+        try:
+            mode = p.stat().st_mode
+        except OSError:
+            why = "is a link that leads to no file (dangling, or a loop of links)"
+        else:
+            why = ("is a folder (the traces inside it are read)" if stat.S_ISDIR(mode) else
+                   "is a FIFO (a named pipe)" if stat.S_ISFIFO(mode) else "is a socket or a device")
+        out.append(LeftTrace(shown(p), f"{why}, not a trace file: not read"))
+    return out
 
 
 def _outside(path: Path, inside: str) -> Path | None:
