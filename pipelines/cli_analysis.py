@@ -23,7 +23,9 @@ from synthtrace.pipelines.cli_app import (
 )
 from synthtrace.pipelines.cli_base import (
     OUTPUT_RULE,
+    folder_option,
     output_folder,
+    output_option,
     output_target,
     print_written,
     staged_folder,
@@ -150,15 +152,16 @@ def archetypes(
 
 
 def report(
-    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write. " + OUTPUT_RULE)] = Path(
-        "synthtrace-report.html"),
+    out: Annotated[Path, typer.Option("--out", "-o", parser=output_option,
+                                      help="HTML file to write. " + OUTPUT_RULE)] = Path("synthtrace-report.html"),
     experiment: Annotated[
         str | None, typer.Option(help="Only this experiment (default: all).", callback=name_option)
     ] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     machine: MachineOption = None,
     thresholds: ThresholdsOption = None,
-    plots: Annotated[Path | None, typer.Option(help="Also save the PNG plots in this folder.")] = None,
+    plots: Annotated[Path | None, typer.Option(parser=folder_option, help="Also save the PNG plots in this folder "
+                                               "(made if missing).")] = None,
 ) -> None:
     """Write a self-contained HTML report (archetype mix, roofline, Ridgeline, timeline, merge quality, alerts)."""
     from synthtrace.pipelines.jobs import NightSettings

@@ -182,11 +182,50 @@ def check_folder(path: Path, label: str) -> Path:
 
 
 #: the rule every output path of every command follows (tracelib/atomic_file.py), as each output option's help says it
-OUTPUT_RULE = ("- is standard output. An existing link is followed; a FIFO that a process reads or a character "
-               "device (/dev/stdout) is written into; a folder, a block device, a socket, an unread FIFO or a path "
-               "inside a warehouse is refused; a file is replaced whole, never left half written.")
+OUTPUT_RULE = ("- is standard output (./- a file named -). An existing link is followed; a FIFO that a process reads "
+               "or a character device (/dev/stdout) is written into; a folder, a block device, a socket, an unread "
+               "FIFO, a path inside a warehouse or in a folder that does not exist is refused; a file is replaced "
+               "whole, never left half written.")
 #: where an output option's ``-`` writes: this process's standard output, as ``-o /dev/stdout`` writes
 STDOUT = Path("/dev/stdout")
+
+
+def _as_given(text: str) -> Path:
+    """The path ``text`` names, a file or folder named ``-`` kept one: ``./-`` is ``Path('-')`` to pathlib, which
+    the output options read as standard output (attack 10: ``sql -o ./-`` wrote to stdout); given absolute, it stays
+    the file. ``-`` itself is left as it is."""
+    path = Path(text)
+    return path.absolute() if text != "-" and str(path) == "-" else path
+
+
+def output_option(text: str | Path) -> Path:
+    """Typer's parser of an output option's FILE (``--output``, ``--out``), which reads the text as given: typer's
+    own Path drops what tells (``./-`` became ``-``, standard output; ``a.csv/`` became ``a.csv``, written as a file).
+    ``-`` alone is standard output (:func:`output_path`), ``./-`` the file named ``-``; a text that ends in ``/``
+    names a folder and an empty one nothing: ValueError, typer's one line naming the option. A default (a Path) is
+    taken as it is."""
+    if isinstance(text, Path):
+        return text
+    if not text:
+        raise ValueError("names no file; give a file name")
+    if text.endswith("/"):
+        raise ValueError(f"{text} ends in /: it names a folder; give a file name")
+    return _as_given(text)
+
+
+def folder_option(text: str | Path) -> Path:
+    """Typer's parser of a FOLDER a command writes files into (``report --plots``, ``simulate OUT_DIR``): an empty
+    text names no folder (it was the current folder) and ``-`` is standard output, which holds no folder of files:
+    ValueError, typer's one line naming the option; ``./-`` is the folder named ``-``. A default (a Path) is taken as
+    it is."""
+    if isinstance(text, Path):
+        return text
+    if not text:
+        raise ValueError("names no folder; give one (. for the current folder)")
+    if text == "-":
+        raise ValueError("- is standard output, which cannot hold a folder of files; give a folder (./- for one "
+                         "named -)")
+    return _as_given(text)
 
 
 def output_path(path: Path) -> Path:
@@ -195,12 +234,14 @@ def output_path(path: Path) -> Path:
     return STDOUT if str(path) == "-" else path
 
 
-def output_file(path: Path, option: str = "--output") -> Path:
+def output_file(path: Path, option: str = "--output", *, folder_made: bool = False) -> Path:
     """Check the FILE of an ``--output``-like ``option`` by :data:`OUTPUT_RULE` before any work: refuse a folder, a
     block device or socket (links followed), a path inside a warehouse (no command's output may replace or add a
-    file there, issue 23 item 2), a path under a file or in a folder that cannot be written. Creates nothing (the
-    folders are made when it is written: :func:`write_output`). ``-`` is standard output (:func:`output_path`);
-    returns the path to write."""
+    file there, issue 23 item 2), a path under a file, in a folder that cannot be written or in one that does not
+    exist (as ``cp`` and a shell's ``>``: a mistyped folder is said, never made, and as root ``-o /x/y.json`` made
+    ``/x``; attack 10), but where ``folder_made`` (``merge --export-prv``, whose stem's folder is made when it is
+    written: :func:`write_outputs`). Creates nothing. ``-`` is standard output (:func:`output_path`); returns the path
+    to write."""
     from synthtrace.warehouse.layout import warehouse_holding
 
     path = output_path(path)
@@ -212,15 +253,18 @@ def output_file(path: Path, option: str = "--output") -> Path:
     if (wh := warehouse_holding(path)) is not None:
         raise BadInputError(f"{option} {path}: lies inside the warehouse {wh}; write outputs outside it")
     if not is_stream(path):  # [helper edges] a stream is written into: its folder (/dev) need not be writable;
-        check_folder(resolved_target(path).parent, f"{option} {path}")  # a file: where it is replaced
+        folder = check_folder(resolved_target(path).parent, f"{option} {path}")  # a file: where it is replaced
+        if not folder_made and not folder.is_dir():
+            raise BadInputError(f"{option} {path}: the folder {folder} does not exist (an output's folder is not "
+                                "made); make it first")
     return path
 
 
 def write_output(path: Path, write: Callable[[Path], object], option: str = "--output") -> None:
-    """``write(path)`` into :func:`output_file` ``path`` (checked again: the work took time), whole or not at all
-    (a full disk leaves no truncated file), by :data:`OUTPUT_RULE`; the folders made for it are removed again when
-    it fails. A file that cannot be written is one line (exit 2)."""
-    path = output_path(path)
+    """``write(path)`` into :func:`output_file` ``path`` (checked again: the work took time; its folder gone
+    meanwhile is refused, not made), whole or not at all (a full disk leaves no truncated file), by
+    :data:`OUTPUT_RULE`. A file that cannot be written is one line (exit 2)."""
+    path = output_file(path, option)
     with output_folder(path, option), output_target(path, option) as target:
         write_atomically(target, write)
 
@@ -258,7 +302,7 @@ def write_outputs(paths: list[Path], write: Callable[[Path], object], option: st
     naming the output. Where the last file is a stream, or a link to another file system, it is written over as
     before."""
     for p in paths:
-        output_file(p, option)
+        output_file(p, option, folder_made=True)
     first = paths[0]
     with output_folder(first, option), held_folder(first.parent, f".{first.name}", f"{option} {first}") as stage:
         write(stage)
@@ -272,7 +316,7 @@ def write_outputs(paths: list[Path], write: Callable[[Path], object], option: st
         placed = 0
         try:
             for p in paths:
-                place_file(stage / p.name, output_file(p, option))
+                place_file(stage / p.name, output_file(p, option, folder_made=True))
                 placed += 1
         except BaseException:
             if moved and placed == 0 and not last.exists():

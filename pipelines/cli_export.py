@@ -16,7 +16,7 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     write_output,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written  # [helper races] A19
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, output_option, print_written  # [helper races] A19
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.names import name_option
@@ -48,12 +48,15 @@ def export(
         typer.Option(
             "--format",
             "-f",
-            help="perfetto: Chrome/Perfetto JSON; pipit: Pipit-style events table (CSV); csv: one row per burst.",
+            help="perfetto: Chrome/Perfetto JSON; pipit: Pipit's events table (CSV for pipit.Trace.from_csv: "
+                 "metrics as readings, messages as MpiSend/MpiRecv rows; json.loads its Attributes before "
+                 "comm_matrix); csv: one row per burst.",
         ),
     ] = ExportFormat.perfetto,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="File to write. Default: EXPERIMENT.json (perfetto), EXPERIMENT.pipit.csv "
+        typer.Option("--output", "-o", parser=output_option,
+                     help="File to write. Default: EXPERIMENT.json (perfetto), EXPERIMENT.pipit.csv "
                      "(pipit) or EXPERIMENT.csv (csv), in the current folder. " + OUTPUT_RULE),
     ] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,

@@ -43,7 +43,8 @@ def merge(
     export_prv: Annotated[
         Path | None,
         typer.Option(
-            "--export-prv", metavar="OUT_STEM", help="Also write the merged trace as Paraver OUT_STEM.prv/.pcf/.row. "
+            "--export-prv", metavar="OUT_STEM", help="Also write the merged trace as Paraver OUT_STEM.prv/.pcf/.row "
+            "(OUT_STEM's folder is made if missing; the rule below holds otherwise). "
             + OUTPUT_RULE
         ),
     ] = None,
@@ -76,7 +77,7 @@ def merge(
     """Merge the counters of an experiment's runs into its reference run's bursts; print the quality per counter."""
     parts = _export_files(export_prv) if export_prv is not None else []
     for part in parts:  # refused before minutes of merging
-        output_file(part, "--export-prv")
+        output_file(part, "--export-prv", folder_made=True)  # the stem's folder is made
     opts = MergeOptions(reference=reference, rescale=rescale, estimate_unmatched=estimate_unmatched,
                         allow_timing_only=allow_timing_only)
     wh = Warehouse(warehouse)

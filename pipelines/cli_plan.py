@@ -16,7 +16,7 @@ from synthtrace.pipelines.cli_app import (
     print_table,
     write_output,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE, print_written, write_stdout  # [helper security]
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, output_option, print_written, write_stdout  # [helper security]
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.domain.counter_plan import (
     DEFAULT_FIXED,
@@ -75,8 +75,8 @@ def plan(
         ),
     ] = "table",
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file instead of the terminal. "
-                                                   + OUTPUT_RULE)  # [helper security] the one output rule
+        Path | None, typer.Option("--output", "-o", parser=output_option, help="Write to this file instead of the "
+                                  "terminal. " + OUTPUT_RULE)  # [helper security] the one output rule
     ] = None,
     warehouse: WarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:

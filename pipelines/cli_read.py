@@ -27,6 +27,7 @@ from synthtrace.pipelines.cli_base import (
     console,
     existing_warehouse,
     output_file,
+    output_option,
     print_table,
     print_warning,
     write_output,
@@ -102,7 +103,7 @@ OUTPUT_EXTENSIONS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".ts
 _KNOWN_OUTPUTS = ".csv, .json, .parquet, .tsv or .txt (tab-separated), .csv.gz, .json.gz, .tsv.gz, .txt.gz"
 WAREHOUSE = Opt(("--warehouse", "-w"), _path, envvar="SYNTHTRACE_WAREHOUSE")
 FORMAT = Opt(("--format", "-f"), _choice(*SQL_FORMATS), choices=SQL_FORMATS)
-OUTPUT = Opt(("--output", "-o"), _path)
+OUTPUT = Opt(("--output", "-o"), output_option)
 #: the smallest --timeout, in seconds
 MIN_TIMEOUT_S = 0.001
 TIMEOUT = Opt(("--timeout",), _at_least(MIN_TIMEOUT_S))

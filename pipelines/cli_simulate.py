@@ -23,7 +23,7 @@ from synthtrace.pipelines.cli_app import (
     WarehouseOption,
     console,
 )
-from synthtrace.pipelines.cli_base import app_option, check_folder, progress_bar, staged_folder
+from synthtrace.pipelines.cli_base import app_option, check_folder, folder_option, progress_bar, staged_folder
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.simulator import (
     PATTERNS,
@@ -71,7 +71,8 @@ def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]
 
 def simulate(
     out_dir: Annotated[
-        Path, typer.Argument(help="Folder to write the traces (<experiment>/<app>.run<k>.prv) and ground_truth/ into.")
+        Path, typer.Argument(parser=folder_option, help="Folder to write the traces (<experiment>/<app>.run<k>.prv) "
+                                                         "and ground_truth/ into.")
     ],
     app: Annotated[
         str | None, typer.Option(help="Application name (default: the pattern's name; a prefix with --pattern all).",

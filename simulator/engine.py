@@ -53,6 +53,10 @@ DEFAULT_DATE = datetime(2026, 1, 5, 2, 0)
 #: iterations per run at most: a run of 2 ranks writes about 23 kB of trace per iteration, so a million iterations
 #: of 8 ranks is already some 100 GB (the simulator streams, so memory stays flat; the disk does not)
 MAX_ITERATIONS = 1_000_000
+#: the largest --scale (problem size factor): the largest counter of a burst is about 2.4e7 at scale 1 and an
+#: iteration lasts up to about 2.5e6 ns, so at this scale a burst's counters (2.4e13) and a run of MAX_ITERATIONS
+#: (2.5e18 ns) stay in a signed 64-bit integer (9.2e18); at 1e300 they wrapped into negative counts (attack 10)
+MAX_SCALE = 1e6
 
 
 @dataclass(frozen=True)
@@ -112,8 +116,9 @@ class ExperimentSpec:
             raise BadInputError(f"--ranks must be between 1 and 4095 (got {self.ranks})")
         if not 1 <= self.iterations <= MAX_ITERATIONS:
             raise BadInputError(f"--iterations must be between 1 and {MAX_ITERATIONS:,} (got {self.iterations})")
-        if not (math.isfinite(self.scale) and self.scale > 0):
-            raise BadInputError(f"--scale must be a positive number (got {self.scale})")
+        if not (math.isfinite(self.scale) and 0 < self.scale <= MAX_SCALE):
+            raise BadInputError(f"--scale must be a positive number at most {MAX_SCALE:g}, which keeps every counter "
+                                f"and time of a run in a signed 64-bit integer (got {self.scale:g})")
         if not self.app or "." in self.app or "/" in self.app:
             raise BadInputError(f"app name {self.app!r} must be non-empty without '.' or '/'")
         if self.ranks_per_node is not None and self.ranks_per_node < 1:  # 0 was taken for "as many as cores"

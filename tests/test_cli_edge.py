@@ -271,9 +271,13 @@ def test_an_output_that_cannot_be_written_is_one_line(wh, tmp_path, command):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "x"
 
 
-def test_sql_output_creates_its_folder(wh, tmp_path):
-    """Like export and report, ``sql --output`` creates the folder it writes into."""
+def test_sql_output_does_not_create_its_folder(wh, tmp_path):
+    """Like every --output/--out, ``sql --output`` writes into a folder that exists: a missing one is one line, never
+    made (attack 10: as root, ``-o /x/y.csv`` made ``/x``); tests/test_output_args.py has every command."""
     out = tmp_path / "new" / "folder" / "one.csv"
+    line = one_error_line(synthtrace("sql", "SELECT 1 AS one", "-f", "csv", "-o", out, "-w", wh))
+    assert f"the folder {out.parent} does not exist" in line and not (tmp_path / "new").exists()
+    out.parent.mkdir(parents=True)
     p = synthtrace("sql", "SELECT 1 AS one", "-f", "csv", "-o", out, "-w", wh)
     assert p.returncode == 0, p.stderr
     assert out.read_text().split() == ['"one"', "1"]

@@ -182,3 +182,26 @@ def test_a_link_out_of_the_drop_folder_is_not_read(tmp_path):
     notes = {Path(s.path).name: s.reason for s in found.skipped}
     assert set(notes) == {"prime_v0.prv", "j.prv"} and all("a link out of the drop folder" in r for r in notes.values())
     assert "SECRET" not in " ".join(notes.values()) and "prime_v0.pcf" in notes["prime_v0.prv"]
+
+
+def test_what_is_named_as_a_trace_but_is_no_trace_file_is_said(tmp_path):
+    """A FIFO ``x.prv``, a link to itself, a dangling link and a folder named ``d.prv`` in the drop were passed by
+    in silence (only files are traces), while a link out of the drop folder was said (attack 10): each is a note
+    now, and the traces beside them are taken."""
+    import os
+
+    drop, wh = tmp_path / "drop", Warehouse(tmp_path / "wh")
+    copy_trace(PRIME, drop)
+    os.mkfifo(drop / "x.prv")
+    (drop / "loop.prv").symlink_to(drop / "loop.prv")
+    (drop / "gone.prv").symlink_to(drop / "nothing.prv")
+    (drop / "d.prv").mkdir()
+    (drop / QUARANTINE).mkdir()
+    os.mkfifo(drop / QUARANTINE / "old.prv")  # the quarantine is not the night's to read
+    found = discover(drop, wh, settle_s=0)
+    assert [d.path.name for d in found.new] == [PRIME.name]
+    assert {Path(s.path).name: s.reason for s in found.skipped} == {
+        "x.prv": "is a FIFO (a named pipe), not a trace file: not read",
+        "loop.prv": "is a link that leads to no file (dangling, or a loop of links), not a trace file: not read",
+        "gone.prv": "is a link that leads to no file (dangling, or a loop of links), not a trace file: not read",
+        "d.prv": "is a folder (the traces inside it are read), not a trace file: not read"}

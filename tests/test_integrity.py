@@ -63,6 +63,7 @@ def test_a_damaged_page_is_one_line_naming_its_file_and_changes_nothing(analysed
     pattern, args, *kind = CASES[case]
     wh, files = _damaged_copy(analysed, tmp_path, pattern, *kind)
     before = tree_digest(wh)
+    (tmp_path / "out").mkdir()  # an output's folder is not made (attack 10)
     code, _, err = run_cli(*(a.format(out=tmp_path / "out") for a in args), "-w", wh)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, err[-2000:])

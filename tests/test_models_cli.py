@@ -86,6 +86,31 @@ def test_detect_writes_the_regressions_view(run_cli, wh):
     assert sql(wh, "SELECT count(*) AS n FROM regressions")["n"][0] == 2
 
 
+def test_detect_reads_no_history_of_an_app_too_short_to_judge(run_cli, wh, monkeypatch):
+    """Attack 11 E7: ``detect`` built the history table of every burst and MPI call of an app (2.6 GB over one
+    2 GB run, uncapped DuckDB) to say it has one night of history; a DuckDB out-of-memory was a 45-line traceback.
+    An app with fewer nights than a detection needs is told from the runs table alone; the history of the others is
+    read with the caps of ``synthtrace sql``; DuckDB's out-of-memory is the one out-of-memory line."""
+    import duckdb
+
+    from synthtrace.pipelines.address_space import out_of_memory_line
+    from synthtrace.warehouse import history
+
+    real, asked = history.site_rank_table, []
+
+    def recorded(w, names=None):
+        asked.append(list(names or []))
+        return real(w, names)
+    monkeypatch.setattr(history, "site_rank_table", recorded)
+    code, out, _ = run_cli("detect", "--app", "app0", "-w", wh)
+    assert code == 0 and "app0: 1 night(s) of history; detecting a regression needs at least 7" in out
+    assert asked == []
+    code, out, _ = run_cli("detect", "-w", wh)
+    assert code == 0 and "2 regression(s)" in out and asked == [["app000", "app001"]], asked
+    line = out_of_memory_line(duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate 262144 bytes"))
+    assert line is not None and line.startswith("out of memory (Out of Memory Error")
+
+
 @pytest.mark.parametrize("args, message", [
     (["train", "--target", "flops"], "unknown target 'flops'"),
     (["train", "--model", "svm"], "unknown model kind 'svm'"),
@@ -108,6 +133,25 @@ def test_empty_warehouse(run_cli, tmp_path):
     assert run_cli("models", "-w", tmp_path / "none")[0] == 2  # a mistyped --warehouse (issue 16)
     code, out, _ = run_cli("models", "-w", Warehouse(tmp_path / "empty").ensure().root)
     assert code == 0 and "no models" in out
+
+
+def test_copied_model_folders_are_not_models(run_cli, wh):
+    """Attack 11 E5: ``models`` listed a model once per copy of its folder (``models/<id>.bak``, ``models/zz``),
+    ``predict --model zz`` took the copy, and with the original moved aside (``old-<id>``: a user retiring it) a
+    model that was not there was listed and predicted with. The registry is the folders the commits wrote, as the
+    ``models`` view of ``sql`` says."""
+    assert run_cli("train", "--model", "linear", "--experiments", "app0-exp,app1-exp", "-w", wh)[0] == 0
+    mid = read_models(Warehouse(wh))["model_id"][0]
+    root = models_dir(Warehouse(wh))
+    for copy in (f"{mid}.bak", "zz"):
+        shutil.copytree(root / mid, root / copy)
+    assert read_models(Warehouse(wh))["model_id"].to_list() == [mid]
+    code, out, err = run_cli("predict", "--experiment", "app0-exp", "--model", "zz", "-w", wh)
+    assert code == 2 and "no model 'zz'" in err, err
+    (root / mid).rename(root / f"old-{mid}")
+    assert read_models(Warehouse(wh)).height == 0
+    code, out, err = run_cli("predict", "--experiment", "app0-exp", "--model", mid, "-w", wh)
+    assert code == 2 and f"no model {mid!r}" in err, err
 
 
 def test_predict_refuses_a_tampered_model(run_cli, wh):

@@ -104,8 +104,17 @@ def test_a_night_with_nothing_to_do_checks_the_configured_server(tmp_path):
 # ------------------------------------------------------------------------- one drop folder, one night (issue 23)
 #: a night holding a drop folder (into its own warehouse), as run_night holds it (warehouse/drop.drop_lock)
 _HOLD_DROP = """
+import sys, time
+from pathlib import Path
+from synthtrace.warehouse.drop import drop_lock
+with drop_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+#: a night on another host as the NFS server sees it: a lock of the drop's lock file by another open file
+_HOLD_LOCK_FILE = """
 import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fd = os.open(os.path.join(sys.argv[1], ".synthtrace-night.lock"), os.O_RDWR | os.O_CREAT)
 fcntl.flock(fd, fcntl.LOCK_EX)
 print("held", flush=True)
 time.sleep(600)
@@ -138,6 +147,48 @@ def test_two_nights_from_one_drop_folder_into_two_warehouses_are_kept_apart(tmp_
 
     with drop_lock(drop):  # the killed night's lock went with it
         pass
+
+
+def test_the_drop_folder_is_locked_by_a_file_the_server_holds_and_a_read_only_one_by_itself(tmp_path, run_cli,
+                                                                                          monkeypatch):
+    """Attack 11 E4: the drop lock was a ``flock`` of the folder's own descriptor, which Linux's NFS client keeps
+    local (its directories have no lock operation): nights on two hosts sharing an NFS drop both took its traces.
+    The lock is a regular file in the drop (NFS forwards its ``flock`` to the server); a read-only drop folder is
+    still locked by itself; a file system that refuses locks is said, the night goes on."""
+    import errno
+    import fcntl
+
+    from synthtrace.warehouse import drop as drop_mod
+    from testing.read_only import read_only
+
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK_FILE, str(drop)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, out, err = run_cli("nightly", "--drop", drop, "-w", tmp_path / "wh", "--settle", "0")
+        assert code == 75 and "is taking the traces of the drop folder" in err and prv.is_file(), err
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    with monkeypatch.context() as m:
+        read_only(ro, m.setattr)
+        with drop_mod.drop_lock(ro):
+            with pytest.raises(NightRunningError):
+                with drop_mod.drop_lock(ro):
+                    pass
+    assert not (ro / drop_mod.DROP_LOCK).exists()
+    real = fcntl.flock
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    monkeypatch.setattr(drop_mod.fcntl, "flock", no_locks)
+    with pytest.warns(UserWarning, match="refuses locks"):
+        with drop_mod.drop_lock(drop):
+            pass
+    monkeypatch.setattr(drop_mod.fcntl, "flock", real)
 
 
 def test_a_night_holds_the_drop_folder_while_it_discovers(tmp_path, monkeypatch):

@@ -266,7 +266,7 @@ def test_a_report_on_a_full_disk_leaves_nothing_behind(tmp_path, mixed_wh, run_c
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(report_mod, "write_atomically", lambda path, write: real(path, fill_the_disk))
-    out = tmp_path / "new" / "sub" / "r.html"
+    out = tmp_path / "r.html"  # an output's folder is never made (attack 10): none to leave behind either
     code, stdout, err = run_cli("report", "--out", out, "-w", wh)
     assert code == 2 and stdout == "", err
     assert err.splitlines() == [f"error: --out {out}: cannot write it (No space left on device)"]

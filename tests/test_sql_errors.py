@@ -84,9 +84,13 @@ def test_an_error_met_while_the_result_streams_is_one_line(tmp_path, run_cli, fm
 
 def test_a_failed_query_leaves_no_folder_made_for_its_output(lulesh_wh, tmp_path, run_cli):
     """Session 6 item 3: ``--output new/dir/x.csv`` made new/dir before the query ran, and a query that failed
-    left it behind. Folders are made when the output is written."""
+    left it behind. An output's folder is never made (attack 10: tests/test_output_args.py): refused before the
+    query runs."""
     out = tmp_path / "new" / "dir" / "x.csv"
     err = one_error_line(run_cli, "SELECT sum(PAPI_TOT_INZ) FROM bursts", "-w", lulesh_wh, "--output", out)
-    assert "PAPI_TOT_INZ" in err and not (tmp_path / "new").exists()
+    assert "does not exist" in err and not (tmp_path / "new").exists()
+    out.parent.mkdir(parents=True)
+    err = one_error_line(run_cli, "SELECT sum(PAPI_TOT_INZ) FROM bursts", "-w", lulesh_wh, "--output", out)
+    assert "PAPI_TOT_INZ" in err and not out.exists()
     code, _, err = run_cli("sql", "SELECT 42 AS answer", "-w", lulesh_wh, "--output", out)
     assert code == 0 and out.read_text() == '"answer"\n42\n', err

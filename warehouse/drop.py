@@ -21,6 +21,7 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import time
 import uuid
 import warnings
@@ -32,7 +33,7 @@ from pathlib import Path
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError
-from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
+from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names, stored_sources
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
 
@@ -55,14 +56,27 @@ _NAME_BYTES = 200
 _MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOMEM}
 
 
+#: the file a night locks in a drop folder it can write (a regular file: NFS forwards its ``flock`` to the server)
+DROP_LOCK = ".synthtrace-night.lock"
+
+
 @contextlib.contextmanager
 def drop_lock(drop: Path) -> Iterator[None]:
-    """Hold the drop folder itself for a night's block (``flock`` on the folder's own descriptor: it needs no write
-    access, so a read-only drop folder is locked too, and the kernel releases it with a killed night); raise
-    :class:`~synthtrace.warehouse.errors.NightRunningError` at once, nothing done, naming the night that holds it.
-    Two nights into different warehouses from one drop folder both ingested, and quarantined, the same traces (the
-    warehouse's own night lock keeps only nights into one warehouse apart). A file system without locks: as before."""
-    fd = os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """Hold the drop folder for a night's block; raise :class:`~synthtrace.warehouse.errors.NightRunningError` at
+    once, nothing done, naming the night that holds it (two nights into different warehouses from one drop folder
+    both ingested, and quarantined, the same traces; the warehouse's own night lock keeps only nights into one
+    warehouse apart). The lock is a ``flock`` of :data:`DROP_LOCK` in the folder: on NFS (v3 through the lock
+    manager, v4 natively) the server holds it, so nights on two hosts exclude each other too, where a ``flock`` of
+    the folder itself stays on one client (attack 11 E4: Linux's NFS directories have no lock operation). A drop
+    folder this process cannot write (a read-only drop: nothing in it is moved, nothing to keep apart but the
+    ingest) is locked by its own descriptor; the kernel releases either with a killed night. A file system that
+    refuses locks (Lustre without ``-o flock``) is said once, and the night goes on unlocked."""
+    try:
+        fd = os.open(drop / DROP_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EROFS, errno.EPERM):
+            raise
+        fd = os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -71,6 +85,9 @@ def drop_lock(drop: Path) -> Iterator[None]:
                 raise NightRunningError(f"another night ({_lock_holder(fd)}) is taking the traces of the drop folder "
                                         f"{drop}; this one did nothing: let it finish (or stop it), or run the nights "
                                         "further apart") from None
+            warnings.warn(f"{drop}: the drop folder's file system refuses locks ({os.strerror(exc.errno)}): two "
+                          "nights from it at once (on two hosts) would both take its traces; run one night at a "
+                          "time, or mount it with locks", stacklevel=3)
         yield
     finally:
         os.close(fd)
@@ -221,7 +238,8 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
             traces.append(p)
         else:
             skipped.append(LeftTrace(shown(p), "its path is not UTF-8 (a Latin-1 or Windows name?); rename it"))
-    experiments, _ = experiment_names(traces)
+    skipped += _not_trace_files(drop)
+    experiments, _ = experiment_names(traces, stored=stored_sources(wh))  # where the folders' runs went
     inside = os.path.realpath(drop)
     for path in traces:
         if (away := _outside(path, inside)) is not None:
@@ -253,6 +271,28 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
         seen.add(run_id)
         out.append(DroppedTrace(path, run_id, experiments[path], known, state))
     return Discovery(out, waiting, skipped)
+
+
+def _not_trace_files(drop: Path) -> list[LeftTrace]:
+    """What under ``drop`` (not its quarantine) is named as a trace but is no trace file, each with why it is not
+    read: a FIFO, a folder (searched, not read as a trace), a link that leads to no file (dangling, or a loop), a
+    socket or a device. The search for traces passes them by (only files are traces); a night said nothing of them,
+    while it said a link out of the folder (attack 10)."""
+    from synthtrace.tracelib.formats.source import is_trace
+
+    out = []
+    for p in sorted(drop.rglob("*")):
+        if not is_trace(p) or p.is_file() or QUARANTINE in p.relative_to(drop).parts:
+            continue
+        try:
+            mode = p.stat().st_mode
+        except OSError:
+            why = "is a link that leads to no file (dangling, or a loop of links)"
+        else:
+            why = ("is a folder (the traces inside it are read)" if stat.S_ISDIR(mode) else
+                   "is a FIFO (a named pipe)" if stat.S_ISFIFO(mode) else "is a socket or a device")
+        out.append(LeftTrace(shown(p), f"{why}, not a trace file: not read"))
+    return out
 
 
 def _outside(path: Path, inside: str) -> Path | None:

@@ -28,7 +28,7 @@ import polars as pl
 
 from synthtrace.warehouse.analysis_store import MERGED_FILE, experiments
 from synthtrace.warehouse.runs import runs_table
-from synthtrace.warehouse.stored import stored_file
+from synthtrace.warehouse.stored import stored_file, stored_folders
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
 from synthtrace.warehouse.names import file_name
@@ -123,9 +123,12 @@ def _read_record(path: Path) -> pl.DataFrame:
 def read_models(wh: Warehouse) -> pl.DataFrame:
     """The models view as a frame, oldest first (empty, typed, when no model was trained). Only regular files
     reached through no link count (a FIFO or a link planted in ``models/`` is not a record: reading it could hang
-    or leave the warehouse); a record that cannot be read raises ArtifactIntegrityError."""
+    or leave the warehouse), and only in the folders the commits wrote (a copy ``models/<id>.bak``, whose manifest
+    names another folder, is not a model: attack 11 E5 listed one model three times); a record that cannot be read
+    raises ArtifactIntegrityError."""
     root = models_dir(wh)
-    files = sorted(f for f in root.glob(f"*/{RECORD}") if is_own_file(root, f)) if root.is_dir() else []
+    files = [f for name in stored_folders(wh.root, root.name)
+             if is_own_file(root, f := root / name / RECORD)] if root.is_dir() else []
     if not files:
         return pl.DataFrame(schema=MODEL_SCHEMA)
     out = pl.concat([_read_record(f) for f in files], how="diagonal_relaxed").sort("created_at", "model_id")
