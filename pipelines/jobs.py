@@ -78,10 +78,39 @@ def merge(wh: Warehouse, experiment: str, settings: NightSettings = NightSetting
     exp = wh.experiment(experiment)
     if exp.require_runs().runs.height < 2:
         return None
-    result = merge_experiment(exp)
+    result = merge_experiment(exp, recorded_options(exp))
     return {"experiment": experiment, "reference_run": result.reference_run, "n_bursts": result.merged.height,
             "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list())),
             "verdict": worst(result.quality.get_column("verdict"))}
+
+
+def recorded_options(exp: Experiment) -> MergeOptions:
+    """The options of ``exp``'s last merge (a user's ``--reference``, ``--estimate-unmatched``, ...: its record),
+    its reference kept only while that run is one of the experiment's; the defaults when it was never merged. Attack
+    11 E2: the first night on a warehouse re-merged an experiment merged by hand with the default reference."""
+    from dataclasses import fields
+
+    from synthtrace.tracelib.merge.align import AlignConfig
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions
+
+    record = exp.record()
+    saved = record.get("merge_options")
+    if not isinstance(saved, dict):
+        return MergeOptions()
+
+    def known(cls: type, values: dict) -> dict:
+        return {f.name: values[f.name] for f in fields(cls) if f.name in values}
+    options = known(MergeOptions, saved)
+    if isinstance(options.get("align"), dict):
+        options["align"] = AlignConfig(**known(AlignConfig, options["align"]))
+    else:
+        options.pop("align", None)
+    ref = record.get("reference_run_id")
+    options["reference"] = ref if ref in exp.run_ids else None
+    try:
+        return MergeOptions(**options)
+    except TypeError:  # a record of another version's options
+        return MergeOptions()
 
 
 # ---------------------------------------------------------------------------------------------- archetypes
