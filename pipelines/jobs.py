@@ -266,11 +266,11 @@ def train(wh: Warehouse, target: str = "ipc", kind: str = "hgb", *, experiments:
     """
     from synthtrace.models.registry import TrainedModel, check_request
     from synthtrace.models.registry import train as fit_model
-    from synthtrace.models.training_data import load_bursts
+    from synthtrace.models.training_data import TRAIN_BURSTS_PER_EXPERIMENT, load_bursts
     from synthtrace.warehouse.model_store import model_record, write_model
 
     check_request(target, kind, seed)
-    frame, info = load_bursts(wh, experiments)
+    frame, info = load_bursts(wh, experiments, TRAIN_BURSTS_PER_EXPERIMENT)
     if on_step:
         on_step("bursts read")
     model, artifact = fit_model(frame, {**info, "warehouse": str(wh.root)}, target, kind, seed=seed,

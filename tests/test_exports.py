@@ -374,6 +374,13 @@ def test_perfetto_times_are_the_exact_microseconds(tmp_path, wh, run_cli):
     assert not [e for e in slices if len(repr(e["ts"]).split(".")[-1]) > 3 or len(repr(e["dur"]).split(".")[-1]) > 3]
 
 
+def _gzip_name(path) -> str:
+    """The file name a gzip header records (RFC 1952 FNAME: after the 10-byte header when flag bit 3 is set)."""
+    data = path.read_bytes()
+    assert data[3] & 0x08, "no name in the gzip header"
+    return data[10:data.index(b"\0", 10)].decode()
+
+
 def test_an_export_named_gz_is_compressed_and_one_naming_another_format_is_refused(tmp_path, wh, run_cli):
     """Attack 10 D3: ``export -o x.pipit.gz`` wrote plain CSV (Pipit and pandas infer gzip from the name: "Not a
     gzipped file"), ``-o y.parquet`` wrote Perfetto JSON; ``sql --output``'s rule holds for export: ``.gz`` is
@@ -387,6 +394,9 @@ def test_an_export_named_gz_is_compressed_and_one_naming_another_format_is_refus
         assert code == 0, err
     assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
     assert pd.read_csv(packed).shape == pd.read_csv(plain).shape  # pandas infers the compression from the name
+    assert _gzip_name(packed) == "x.pipit.csv"  # attack 11: the hidden part file's name, which gunzip -N restores
+    code, _, err = run_cli("sql", "SELECT 1 AS one", "-o", tmp_path / "q.csv.gz", "-w", wh)
+    assert code == 0 and _gzip_name(tmp_path / "q.csv.gz") == "q.csv", err
     for fmt, name in (("perfetto", "y.parquet"), ("perfetto", "y.csv.gz"), ("csv", "y.json")):
         code, _, err = run_cli("export", "prime-exp", "--format", fmt, "-o", tmp_path / name, "-w", wh)
         assert code == 2 and len(err.strip().splitlines()) == 1 and "extension" in err, (fmt, name, err)
