@@ -197,12 +197,11 @@ def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
 def _write_bytes(output: Path, data: bytes, gzipped: bool) -> None:
     """``data`` into the file ``output``, gzip-compressed when ``gzipped`` (:func:`gzip_stream`)."""
     def written(p: Path) -> None:
-        with p.open("wb") as raw:
-            if not gzipped:
-                raw.write(data)
-                return
-            with gzip_stream(raw, output) as fh:
-                fh.write(data)
+        if not gzipped:
+            p.write_bytes(data)
+            return
+        with p.open("wb") as raw, gzip_stream(raw, output) as fh:
+            fh.write(data)
     write_output(output, written)
 
 
