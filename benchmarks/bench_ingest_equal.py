@@ -13,6 +13,7 @@ Without traces: every real trace of ``../shared/traces``. Exit status 1 when any
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -82,6 +83,10 @@ def compare_runs(before: Path, after: Path) -> list[str]:
             continue
         tables = {_table_of(f) for f in fa if (ra / f).read_bytes() != (rb / f).read_bytes()}
         for t in sorted(tables):
+            if t.suffix == ".json":  # a document beside the tables (program.json): equal as JSON, or it differs
+                if json.loads((ra / t).read_text()) != json.loads((rb / t).read_text()):
+                    problems.append(f"{run} {t}: the documents differ")
+                continue
             x, y = _table(ra, t), _table(rb, t)
             if t.name == "run.parquet":
                 x, y = (f.drop("ingested_at", "source_path") for f in (x, y))

@@ -13,22 +13,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from synthtrace.models.features import counter_sets
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.model_store import experiment_apps, merged_bursts
+from synthtrace.warehouse.model_store import experiment_apps, merged_bursts, merged_bursts_file
 from synthtrace.warehouse.programs import run_programs
-from synthtrace.warehouse.runs import run_bursts, runs_table
+from synthtrace.warehouse.runs import run_bursts, run_parts, runs_table
 
 
-def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl.DataFrame, dict]:
+#: the bursts a predictor learns from per experiment at most (attack 11 E8: ``train`` over the 4.7 M bursts of one
+#: 2 GB run passed 5 GB and aborted under a 4 GB limit): a larger experiment gives a sample of them, each burst kept
+#: by a hash of its keys (the same bursts every time), read a window at a time
+TRAIN_BURSTS_PER_EXPERIMENT = 300_000
+#: the keys whose hash picks a burst of the sample
+_SAMPLE_KEYS = ("appl", "task", "thread", "burst_seq")
+
+
+def load_bursts(wh: Warehouse, experiments: list[str] | None = None,
+                max_per_experiment: int | None = None) -> tuple[pl.DataFrame, dict]:
     """Bursts to learn from, with ``experiment``, ``app`` and ``program`` columns, and what they came from.
 
     ``program`` (the folds of every evaluation on unseen workloads): the program its runs were identified as at
     ingest (:mod:`synthtrace.warehouse.programs`: runs of one binary at any scale or file name are one), else the app.
 
-    Returns (frame, info) with info = {experiments, run_ids, merged: [experiments read merged]}.
+    ``max_per_experiment``: an experiment with more bursts gives about that many (:func:`_sampled`; None: every
+    burst, as ``predict`` needs). Returns (frame, info) with info = {experiments, run_ids, merged: [experiments read
+    merged], sampled: {experiment: share of its bursts kept} for those sampled}.
     Raises :class:`~synthtrace.warehouse.errors.UnknownExperimentError` for a named experiment that does not exist.
     """
     apps = experiment_apps(wh)
@@ -41,25 +53,57 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None) -> tuple[pl
         )
     runs = runs_table(wh)
     programs = run_programs(wh)
-    parts, run_ids, merged = [], [], []
+    parts, run_ids, merged, sampled = [], [], [], {}
     for exp in names:
         ids = runs.filter(pl.col("experiment") == exp).sort("run_name")["run_id"].to_list() if runs.height else []
-        df = merged_bursts(wh, exp)
-        if df is not None:
+        stride = _stride(wh, exp, ids, max_per_experiment)
+        df = merged_bursts(wh, exp) if stride == 1 else _sampled(wh, exp, stride)
+        if stride > 1:
+            sampled[exp] = 1 / stride
+            if merged_bursts_file(wh.experiment_dir(exp)) is not None:
+                merged.append(exp)
+            run_ids += ids
+        elif df is not None:
             merged.append(exp)
             if "run_id" in df.columns:
                 run_ids += [r for r in df["run_id"].unique().to_list() if r]
+            run_ids += ids
         else:
             frames = [b for b in (run_bursts(wh, r) for r in ids) if b.height]
             if not frames:
                 continue
             df = pl.concat(frames, how="diagonal_relaxed")
-        run_ids += ids
+            run_ids += ids
+        if df is None or df.height == 0:
+            continue
         program = next((programs[r] for r in ids if r in programs), None) or apps[exp]
         parts.append(df.with_columns(pl.lit(exp).alias("experiment"), pl.lit(apps[exp]).alias("app"),
                                      pl.lit(program).alias("program")))
     frame = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
-    return frame, {"experiments": names, "run_ids": sorted(set(run_ids)), "merged": merged}
+    info = {"experiments": names, "run_ids": sorted(set(run_ids)), "merged": merged}
+    return frame, {**info, "sampled": sampled} if sampled else info
+
+
+def _stride(wh: Warehouse, experiment: str, run_ids: list[str], cap: int | None) -> int:
+    """1 when ``experiment`` holds at most ``cap`` bursts (or no cap), else the k of a 1-in-k sample of them."""
+    if cap is None:
+        return 1
+    f = merged_bursts_file(wh.experiment_dir(experiment))
+    files = [f] if f is not None else [p for r in run_ids for p in run_parts(wh, r, "bursts/*.parquet")]
+    n = sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+    return max(1, -(-n // cap))
+
+
+def _sampled(wh: Warehouse, experiment: str, stride: int) -> pl.DataFrame:
+    """About one in ``stride`` bursts of ``experiment`` (those whose keys hash to 0 modulo ``stride``), read as the
+    analysis reads them, a window at a time (a merged trace, or each run's bursts with their apportioned DRAM
+    counts): never the whole experiment in memory."""
+    from synthtrace.warehouse.analysis_store import load_experiment_windows
+
+    keep = pl.struct(*_SAMPLE_KEYS).hash(seed=0) % stride == 0
+    parts = [trace.bursts_in(where).filter(keep)
+             for trace in load_experiment_windows(wh, experiment).traces for where in trace.windows]
+    return pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if parts else pl.DataFrame()
 
 
 @dataclass

@@ -65,7 +65,8 @@ def out_of_memory_line(exc: BaseException) -> str | None:
         "failed to map segment" in text or "Could not find/load shared object" in text)  # dlopen's mmap refused
     panic = type(exc).__name__ == "PanicException" and limit is not None
     no_thread = isinstance(exc, RuntimeError) and "can't start new thread" in text and limit is not None
-    if not (isinstance(exc, MemoryError) or mapped or panic or no_thread):
+    engine = type(exc).__name__ == "OutOfMemoryException"  # DuckDB's (attack 11 E7: a 45-line traceback)
+    if not (isinstance(exc, MemoryError) or mapped or panic or no_thread or engine):
         return None
     where = (f"under the address-space limit of {limit / (1 << 30):.2f} GiB (ulimit -v): raise it, or run where "
              "more memory may be reserved" if limit is not None else "the machine has no more to give")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import gzip
 import io
 import os
 import shutil
@@ -258,6 +259,13 @@ def output_file(path: Path, option: str = "--output", *, folder_made: bool = Fal
             raise BadInputError(f"{option} {path}: the folder {folder} does not exist (an output's folder is not "
                                 "made); make it first")
     return path
+
+
+def gzip_stream(raw: IO[bytes], output: Path) -> gzip.GzipFile:
+    """A gzip stream into the open file ``raw`` for the output ``output``: level 6, no time stamp (one content's
+    bytes are the same every time), its header naming ``output`` without ``.gz``, the name ``gunzip -N`` restores
+    (attack 11: it named the hidden part file the output was written as)."""
+    return gzip.GzipFile(filename=output.name.removesuffix(".gz"), fileobj=raw, mode="wb", compresslevel=6, mtime=0)
 
 
 def write_output(path: Path, write: Callable[[Path], object], option: str = "--output") -> None:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import gzip
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,7 +15,7 @@ from synthtrace.pipelines.cli_app import (
     output_file,
     write_output,
 )
-from synthtrace.pipelines.cli_base import OUTPUT_RULE, output_option, print_written  # [helper races] A19
+from synthtrace.pipelines.cli_base import OUTPUT_RULE, gzip_stream, output_option, print_written  # [helper races] A19
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse.names import name_option
@@ -48,7 +47,9 @@ def export(
         typer.Option(
             "--format",
             "-f",
-            help="perfetto: Chrome/Perfetto JSON; pipit: Pipit-style events table (CSV); csv: one row per burst.",
+            help="perfetto: Chrome/Perfetto JSON; pipit: Pipit's events table (CSV for pipit.Trace.from_csv: "
+                 "metrics as readings, messages as MpiSend/MpiRecv rows; json.loads its Attributes before "
+                 "comm_matrix); csv: one row per burst.",
         ),
     ] = ExportFormat.perfetto,
     output: Annotated[
@@ -75,8 +76,7 @@ def export(
             raise _changed(exc, wh, experiment) from None
     with err_console.status(f"writing {output} ({format.value})"):
         def written(p: Path) -> None:  # a window of the trace at a time (issue 23 attack 7 A21)
-            with p.open("wb") as raw, (gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if gzipped
-                                       else contextlib.nullcontext(raw)) as fh:
+            with p.open("wb") as raw, (gzip_stream(raw, output) if gzipped else contextlib.nullcontext(raw)) as fh:
                 try:
                     if format is ExportFormat.perfetto:
                         write_perfetto(fh, scans, experiment)

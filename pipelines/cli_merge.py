@@ -43,7 +43,8 @@ def merge(
     export_prv: Annotated[
         Path | None,
         typer.Option(
-            "--export-prv", metavar="OUT_STEM", help="Also write the merged trace as Paraver OUT_STEM.prv/.pcf/.row. "
+            "--export-prv", metavar="OUT_STEM", help="Also write the merged trace as Paraver OUT_STEM.prv/.pcf/.row "
+            "(OUT_STEM's folder is made if missing; the rule below holds otherwise). "
             + OUTPUT_RULE
         ),
     ] = None,

@@ -26,6 +26,7 @@ from synthtrace.pipelines.cli_base import (
     app_option,
     console,
     existing_warehouse,
+    gzip_stream,
     output_file,
     output_option,
     print_table,
@@ -194,11 +195,15 @@ def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
 
 
 def _write_bytes(output: Path, data: bytes, gzipped: bool) -> None:
-    """``data`` into the file ``output``, gzip-compressed when ``gzipped`` (level 6, no time stamp: one query's
-    bytes are the same every time)."""
-    import gzip
-
-    write_output(output, lambda p: p.write_bytes(gzip.compress(data, 6, mtime=0) if gzipped else data))
+    """``data`` into the file ``output``, gzip-compressed when ``gzipped`` (:func:`gzip_stream`)."""
+    def written(p: Path) -> None:
+        with p.open("wb") as raw:
+            if not gzipped:
+                raw.write(data)
+                return
+            with gzip_stream(raw, output) as fh:
+                fh.write(data)
+    write_output(output, written)
 
 
 def _write_arrow(table: pa.Table, fmt: str, output: Path | None, gzipped: bool = False) -> None:

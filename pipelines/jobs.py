@@ -78,10 +78,39 @@ def merge(wh: Warehouse, experiment: str, settings: NightSettings = NightSetting
     exp = wh.experiment(experiment)
     if exp.require_runs().runs.height < 2:
         return None
-    result = merge_experiment(exp)
+    result = merge_experiment(exp, recorded_options(exp))
     return {"experiment": experiment, "reference_run": result.reference_run, "n_bursts": result.merged.height,
             "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list())),
             "verdict": worst(result.quality.get_column("verdict"))}
+
+
+def recorded_options(exp: Experiment) -> MergeOptions:
+    """The options of ``exp``'s last merge (a user's ``--reference``, ``--estimate-unmatched``, ...: its record),
+    its reference kept only while that run is one of the experiment's; the defaults when it was never merged. Attack
+    11 E2: the first night on a warehouse re-merged an experiment merged by hand with the default reference."""
+    from dataclasses import fields
+
+    from synthtrace.tracelib.merge.align import AlignConfig
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions
+
+    record = exp.record()
+    saved = record.get("merge_options")
+    if not isinstance(saved, dict):
+        return MergeOptions()
+
+    def known(cls: type, values: dict) -> dict:
+        return {f.name: values[f.name] for f in fields(cls) if f.name in values}
+    options = known(MergeOptions, saved)
+    if isinstance(options.get("align"), dict):
+        options["align"] = AlignConfig(**known(AlignConfig, options["align"]))
+    else:
+        options.pop("align", None)
+    ref = record.get("reference_run_id")
+    options["reference"] = ref if ref in exp.run_ids else None
+    try:
+        return MergeOptions(**options)
+    except TypeError:  # a record of another version's options
+        return MergeOptions()
 
 
 # ---------------------------------------------------------------------------------------------- archetypes
@@ -187,18 +216,23 @@ def detection(wh: Warehouse, app: str | None = None, now: datetime | None = None
     import polars as pl
 
     from synthtrace.warehouse.alert_store import write_all_alerts
-    from synthtrace.warehouse.history import apps, match_apps, site_rank_table
+    from synthtrace.warehouse.history import app_nights, apps, match_apps, site_rank_table
 
     step = on_step or (lambda _: None)
     names = match_apps(wh, app) if app is not None else apps(wh)
     if not names:
         raise BadInputError(f"{wh.root}: no runs to look at (ingest traces first)")
-    from synthtrace.models.regression import REGRESSION_SCHEMA
+    from synthtrace.models.regression import REGRESSION_SCHEMA, DetectorParams
     from synthtrace.models.regression import detect as detect_alerts
     from synthtrace.models.site_signals import site_signals
 
     step(DETECTION_STEPS[0])
-    history = site_signals(site_rank_table(wh, names))
+    # attack 11 E7: an app with fewer nights than a detection needs is not read (its history table of every burst
+    # took 2.6 GB to say so over one 2 GB run)
+    p = DetectorParams()
+    upper = app_nights(wh, names)
+    deep = [a for a in names if upper[a] >= p.min_before + p.min_after]
+    history = site_signals(site_rank_table(wh, deep)) if deep else pl.DataFrame()
     step(DETECTION_STEPS[1])
     alerts = detect_alerts(history, now=now) if history.height else pl.DataFrame(schema=REGRESSION_SCHEMA)
     # issue 28 (models helper): alerts keep their identity and change date night by night; contradicted ones go
@@ -210,7 +244,7 @@ def detection(wh: Warehouse, app: str | None = None, now: datetime | None = None
     step(DETECTION_STEPS[2])
     write_all_alerts(wh, {name: alerts.filter(pl.col("app") == name) for name in names})  # [helper security] one swap
     step(DETECTION_STEPS[3])
-    return Detection(alerts, names, _history_nights(history, names), kept.withdrawn)
+    return Detection(alerts, names, {**upper, **_history_nights(history, deep)}, kept.withdrawn)
 
 
 def _history_nights(history: pl.DataFrame, names: list[str]) -> dict[str, int]:
@@ -261,11 +295,11 @@ def train(wh: Warehouse, target: str = "ipc", kind: str = "hgb", *, experiments:
     """
     from synthtrace.models.registry import TrainedModel, check_request
     from synthtrace.models.registry import train as fit_model
-    from synthtrace.models.training_data import load_bursts
+    from synthtrace.models.training_data import TRAIN_BURSTS_PER_EXPERIMENT, load_bursts
     from synthtrace.warehouse.model_store import model_record, write_model
 
     check_request(target, kind, seed)
-    frame, info = load_bursts(wh, experiments)
+    frame, info = load_bursts(wh, experiments, TRAIN_BURSTS_PER_EXPERIMENT)
     if on_step:
         on_step("bursts read")
     model, artifact = fit_model(frame, {**info, "warehouse": str(wh.root)}, target, kind, seed=seed,

@@ -86,6 +86,31 @@ def test_detect_writes_the_regressions_view(run_cli, wh):
     assert sql(wh, "SELECT count(*) AS n FROM regressions")["n"][0] == 2
 
 
+def test_detect_reads_no_history_of_an_app_too_short_to_judge(run_cli, wh, monkeypatch):
+    """Attack 11 E7: ``detect`` built the history table of every burst and MPI call of an app (2.6 GB over one
+    2 GB run, uncapped DuckDB) to say it has one night of history; a DuckDB out-of-memory was a 45-line traceback.
+    An app with fewer nights than a detection needs is told from the runs table alone; the history of the others is
+    read with the caps of ``synthtrace sql``; DuckDB's out-of-memory is the one out-of-memory line."""
+    import duckdb
+
+    from synthtrace.pipelines.address_space import out_of_memory_line
+    from synthtrace.warehouse import history
+
+    real, asked = history.site_rank_table, []
+
+    def recorded(w, names=None):
+        asked.append(list(names or []))
+        return real(w, names)
+    monkeypatch.setattr(history, "site_rank_table", recorded)
+    code, out, _ = run_cli("detect", "--app", "app0", "-w", wh)
+    assert code == 0 and "app0: 1 night(s) of history; detecting a regression needs at least 7" in out
+    assert asked == []
+    code, out, _ = run_cli("detect", "-w", wh)
+    assert code == 0 and "2 regression(s)" in out and asked == [["app000", "app001"]], asked
+    line = out_of_memory_line(duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate 262144 bytes"))
+    assert line is not None and line.startswith("out of memory (Out of Memory Error")
+
+
 @pytest.mark.parametrize("args, message", [
     (["train", "--target", "flops"], "unknown target 'flops'"),
     (["train", "--model", "svm"], "unknown model kind 'svm'"),

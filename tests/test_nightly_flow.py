@@ -126,6 +126,32 @@ def test_runs_of_one_recorded_binary_under_other_file_names_are_one_experiment(t
     assert sorted(named.values()) == ["lulesh2.0", "lulesh2.0", "prime_v0"] and len(notes) == 1, (named, notes)
 
 
+def test_a_folders_next_run_goes_where_its_runs_of_that_binary_went(prefect_harness, tmp_path):
+    """Attack 11 E6: the 4+4 LULESH run dropped alone in ``lulesh/`` went to experiment ``lulesh``; the next night
+    the 7+1 run of the same binary arrived beside an unrelated trace, the folder was judged mixed on that night's
+    traces, and 7+1 went to ``lulesh2.0``: two one-run experiments, never merged. A broken file beside a run did the
+    same. A trace goes where its folder's earlier runs of its binary went; one that does not open counts for no app."""
+    from synthtrace.pipelines.nightly import run_night
+    from synthtrace.tracelib.formats.source import find_traces
+
+    drop, wh = tmp_path / "drop", Warehouse(tmp_path / "wh")
+    copy_trace(LULESH_A, drop / "lulesh")
+    run_night(drop, wh, settle_s=0, skip=["archetypes", "pop", "detect", "retrain", "report"])
+    copy_trace(LULESH_B, drop / "lulesh")
+    copy_trace(PRIME, drop / "lulesh")
+    s = run_night(drop, wh, settle_s=0, skip=["archetypes", "pop", "detect", "retrain", "report"])
+    runs = {r["run_name"]: r["experiment"] for r in query(wh, "SELECT run_name, experiment FROM runs").to_pylist()}
+    assert runs == {LULESH_A.stem: "lulesh", LULESH_B.stem: "lulesh", PRIME.stem: PRIME.stem}, runs
+    assert [m["experiment"] for m in s.merged] == ["lulesh"], s
+    app = tmp_path / "other" / "app"
+    copy_trace(PRIME, app)
+    (app / "broken.prv").write_bytes(b"\x00random bytes\n" * 10)
+    from synthtrace.warehouse.ingest import experiment_names, stored_sources
+
+    named, notes = experiment_names(find_traces([app]), stored=stored_sources(wh))
+    assert named[app / f"{PRIME.stem}.prv"] == "app" and not notes, (named, notes)
+
+
 def test_score_p_archives_of_one_executable_are_one_experiment(tmp_path, run_cli):
     """Attack 11 E3: the two ping-pong archives dropped as Score-P names them (``scorep-<date>_<id>``) became two
     one-run experiments and the night merged nothing: an OTF2 archive recorded no binary for the folder's grouping.

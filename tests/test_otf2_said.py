@@ -165,3 +165,30 @@ def test_mpi_records_written_twice_are_read_once_and_said(tmp_path, source, how,
             f"{anchor.parent / 'traces' / f'{rank}.evt'}: {n_said} MPI records repeat the record before them on "
             f"location {rank} (rank {rank}, thread 1), alike in time and every field (records written twice?); each "
             "read once, as a record written twice cannot be two MPI calls or two messages" for rank in (0, 1)]
+
+
+def test_two_calls_alike_within_one_tick_of_a_coarse_clock_are_two(tmp_path):
+    """A clock of one tick per microsecond: two MPI_Send calls of the same message to the same rank within one
+    tick have records alike in every field, but an Enter and a Leave lie between their MpiSend records, so they
+    are two calls and two messages, not a record written twice (nothing is said)."""
+    import warnings
+
+    from testing.otf2_variants import _Archive
+    from synthtrace.tracelib.formats.otf2 import Otf2Trace
+
+    a = _Archive(tmp_path / "coarse", ranks=2, threads=1, resolution=10**6)
+    a.mpi("MPI_Send", "MPI_Recv")
+    for rank, call in ((0, "MPI_Send"), (1, "MPI_Recv")):
+        e = a.events(rank)
+        e.program_begin(0, "coarse", [])
+        e.enter(0, "main")
+        for _ in range(2):  # both calls within the tick at 1 us
+            e.enter(1000, call)
+            (e.mpi_send if rank == 0 else e.mpi_recv)(1000, 1 - rank, a.world, 7, 64)
+            e.leave(1000, call)
+        e.leave(5000, "main")
+        e.program_end(5000, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning at all
+        _, calls, summary = Otf2Trace(a.close()).read_tables("r")
+    assert calls.height == 4 and summary.messages.height == 2 and summary.warnings == ()

@@ -358,3 +358,28 @@ def test_bursts_without_the_models_counters_are_not_predicted_from_nothing(campa
     assert out["predicted"].null_count() == (frame.height + 1) // 2 and out["predicted"].drop_nulls().min() > 0
     with pytest.raises(NothingToPredictFromError, match=f"model {model.model_id} reads .*no burst has any of them"):
         predict_frame(model, frame.with_columns([pl.lit(None, frame.schema[c]).alias(c) for c in counters]))
+
+
+@pytest.mark.real_traces
+def test_an_experiment_over_the_training_cap_is_sampled_a_window_at_a_time(merged_lulesh, tmp_path):
+    """Attack 11 E8: ``train`` read every burst of every experiment whole (4.7 M bursts of one 2 GB run: past 5 GB,
+    aborted under a 4 GB limit). An experiment over the cap gives a sample, read a window at a time, whose rows are
+    the whole read's rows of the same bursts (counters, the DRAM counts apportioned from uncore samples included):
+    a merged experiment, and one run with uncore samples."""
+    from synthtrace.pipelines.cli import main
+    from testing.traces import LULESH_A, copy_trace
+
+    copy_trace(LULESH_A, tmp_path / "one")
+    assert main(["ingest", str(tmp_path / "one"), "--experiment", "one", "-w", str(tmp_path / "wh")]) == 0
+    keys = ["appl", "task", "thread", "burst_seq"]
+    for wh, name in ((merged_lulesh, "lulesh-8r"), (tmp_path / "wh", "one")):
+        whole, _ = load_bursts(Warehouse(wh), [name])
+        part, info = load_bursts(Warehouse(wh), [name], max_per_experiment=500)
+        stride = round(1 / info["sampled"][name])
+        assert stride == -(-whole.height // 500) and 250 <= part.height <= 1000, (stride, part.height)
+        assert info["merged"] == ([name] if name == "lulesh-8r" else [])
+        expected = whole.filter(pl.struct(*keys).hash(seed=0) % stride == 0)
+        if name == "one":
+            assert "DRAM_CAS" in part.columns and part["DRAM_CAS"].null_count() == 0
+        cols = [c for c in expected.columns if c != "run_id"]
+        assert part.select(cols).sort(keys).equals(expected.select(cols).sort(keys)), name

@@ -99,6 +99,17 @@ def test_ambiguous_run_name_is_refused(wh, run_cli, tmp_path):
     assert tree_digest(wh) == before
 
 
+def test_a_whole_run_id_names_its_run_even_when_another_run_is_named_so(wh, run_cli, tmp_path):
+    """Attack 11 (tiny): ``runs rm <a whole run id>`` where another run's trace was named that id said 'is
+    ambiguous ...; name it by run id', though it was one. A whole id wins over a name."""
+    a = _runs(wh)[LULESH_A.stem]
+    copy_trace(PRIME, tmp_path / "other", stem=a["run_id"])  # a trace whose name is the other run's id
+    assert run_cli("ingest", tmp_path / "other", "--experiment", "other", "-w", wh)[0] == 0
+    code, out, err = run_cli("runs", "rm", a["run_id"], "-w", wh)
+    assert code == 0 and f"removed run {a['run_id']}" in out, err
+    assert a["run_id"] in {r["run_name"] for r in _runs(wh).values()} and LULESH_A.stem not in _runs(wh)
+
+
 def test_failed_move_leaves_the_run_as_it_was(wh, monkeypatch):
     """The new run.parquet is written aside: a failure while writing leaves the old directory untouched."""
     import polars as pl

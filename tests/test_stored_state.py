@@ -474,3 +474,20 @@ def test_a_merge_again_drops_the_analysis_of_the_bursts_it_replaces(merged_lules
     header, *rows = (tmp_path / "x.csv").read_text().splitlines()
     assert len(rows) == 848 and "archetype" not in header.split(",") or all(
         r.split(",")[header.split(",").index("archetype")] in ("", '""') for r in rows), header
+
+
+@pytest.mark.slow
+@pytest.mark.real_traces
+def test_the_nights_merge_keeps_the_options_of_a_merge_by_hand(merged_lulesh, tmp_path, run_cli):
+    """Attack 11 E2: on a warehouse no night had seen, the night's merge stage re-merged an experiment merged by hand
+    with ``--reference <the other run>`` with the default reference, silently. It keeps the recorded options, the
+    reference while that run is one of the experiment's."""
+    from synthtrace.pipelines.jobs import merge, recorded_options
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = _copy(merged_lulesh, tmp_path)
+    assert run_cli("merge", "lulesh-8r", "--reference", RUN_B, "--estimate-unmatched", "-w", wh)[0] == 0
+    options = recorded_options(Warehouse(wh).experiment("lulesh-8r"))
+    assert options.reference == RUN_B and options.estimate_unmatched
+    assert merge(Warehouse(wh), "lulesh-8r")["reference_run"] == Warehouse(wh).experiment("lulesh-8r").run_names[RUN_B]
+    assert _csv_row(run_cli, wh, "SELECT count(*), min(run_id) FROM merged_bursts") == ["848", RUN_B]

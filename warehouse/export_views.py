@@ -15,7 +15,7 @@ from synthtrace.tracelib.formats.exports import pipit_window, process_numbers, w
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.warehouse.analysis_store import read_analysis
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
-from synthtrace.warehouse.experiment import MERGED_FILE, Experiment
+from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, MERGED_FILE, Experiment
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import scan_parts
 from synthtrace.warehouse.runs import run_parts
@@ -65,11 +65,12 @@ def _with_archetypes(bursts: pl.DataFrame | pl.LazyFrame, arch: pl.LazyFrame) ->
 class ExportScans:
     """An experiment's synthetic trace as lazy scans of its stored files (content checked when opened):
     ``bursts`` as stored, ``calls`` the MPI calls of the run the bursts are of (None: none), ``archetypes`` the
-    analysis' labels (None: not analysed)."""
+    analysis' labels (None: not analysed), ``messages`` that run's messages (``mpi_messages``; None: not stored)."""
 
     bursts: pl.LazyFrame
     calls: pl.LazyFrame | None
     archetypes: pl.LazyFrame | None
+    messages: pl.LazyFrame | None = None
 
     def bursts_in(self, where: pl.Expr, labels: bool = True) -> pl.DataFrame:
         """The bursts ``where`` holds, with their ``archetype`` when known (``labels``), sorted by thread and
@@ -111,9 +112,11 @@ def export_scans(wh: Warehouse, experiment: str) -> ExportScans:
             raise WarehouseError(f"experiment {experiment!r}: its runs have no computation bursts")
         bursts = scan_parts(parts)
     calls = wh.run_dir(run_id) / "mpi_calls.parquet" if run_id else None
+    messages = wh.run_dir(run_id) / LOGICAL_MESSAGES if run_id else None
     arch = exp.dir / "archetypes.parquet"
     return ExportScans(bursts, scan_parts([calls]) if calls is not None and calls.is_file() else None,
-                       scan_parts([arch]) if arch.is_file() else None)
+                       scan_parts([arch]) if arch.is_file() else None,
+                       scan_parts([messages]) if messages is not None and messages.is_file() else None)
 
 
 def _at_or_after(keys: Sequence[str], point: Sequence[int]) -> pl.Expr:
@@ -204,17 +207,20 @@ def write_csv(out: BinaryIO, scans: ExportScans, rows: int | None = None) -> int
 
 def write_pipit(out: BinaryIO, scans: ExportScans, rows: int | None = None) -> None:
     """Pipit's events table (:func:`~synthtrace.tracelib.formats.exports.pipit_events`) as CSV, a window of time
-    at a time."""
+    at a time, each window's readings carried on into the next."""
     rows = rows or EXPORT_WINDOW_ROWS
     first = process_numbers(scans.tasks())
     tables = [scans.bursts] + ([scans.calls] if scans.calls is not None and scans.count("calls") else [])
+    totals = None
     for i, (lo, hi) in enumerate(time_windows(tables, rows)):
         starts, ends = in_time("start_ns", lo, hi), in_time("end_ns", lo, hi)
         bursts = scans.bursts_in(starts | ends, labels=False)
         calls = scans.calls_in(starts | ends) if len(tables) > 1 else None
-        window = pipit_window(first, bursts.filter(starts), bursts.filter(ends),
-                              calls.filter(starts) if calls is not None else None,
-                              calls.filter(ends) if calls is not None else None)
+        sent, received = (None, None) if scans.messages is None else (
+            scans.messages.filter(in_time(f"{end}_time_ns", lo, hi)).collect(engine="streaming") for end in "sr")
+        window, totals = pipit_window(first, bursts.filter(starts), bursts.filter(ends),
+                                      calls.filter(starts) if calls is not None else None,
+                                      calls.filter(ends) if calls is not None else None, sent, received, totals)
         window.write_csv(out, include_header=i == 0)
 
 

@@ -26,6 +26,7 @@ from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.programs import choose_program, remember_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import InvalidNameError, check_name
+from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import refuse_foreign
 
 RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files kept as run_id
@@ -93,26 +94,56 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     return run_name, app or run_name.split(".")[0], experiment or holder.name
 
 
-def experiment_names(paths: list[Path], app: str | None = None) -> tuple[dict[Path, str], list[str]]:
+def experiment_names(paths: list[Path], app: str | None = None,
+                     stored: Iterable[tuple[str, str | None, str | None]] = ()) -> tuple[dict[Path, str], list[str]]:
     """Default experiment of each trace, and a note per folder that holds traces of several applications.
 
     A folder of one application's runs is one experiment (named by the folder, DESIGN §3). Unrelated traces in
     one folder must not become one experiment (merge would mix programs): when a folder holds several apps, each
     app's traces become an experiment named by the app. The app is what a trace records where it records one
-    (the binary Extrae's ``.pcf`` names, as ingest stores it), else its stem up to the first dot; it is read only
-    in a folder whose stems differ: runs of one binary named ``lulesh_4+4...`` and ``lulesh_7+1...`` are one
-    experiment (attack 10 D7: the night split them by stem and never merged them).
+    (the binary Extrae's ``.pcf`` or Score-P's definitions name, as ingest stores it), else its stem up to the first
+    dot; it is read only in a folder whose stems differ (attack 10 D7: runs of one binary named ``lulesh_4+4...``
+    and ``lulesh_7+1...`` were split) or that earlier runs came from. ``stored``: (source path, app, experiment) of
+    the runs the warehouse holds: a trace goes where its folder's earlier runs of its app went, and their apps count
+    among the folder's; a trace that does not open (its ingest says why) counts for none (attack 11 E6: the night a
+    second app, or a broken file, arrived beside a folder's runs, the next run of the same binary went to another
+    experiment, and neither was ever merged).
     """
+    earlier: dict[tuple[str, str], str] = {}
+    stored_apps: dict[str, set[str]] = {}
+    for source, run_app, experiment in stored:
+        if source and run_app and experiment:
+            folder = default_names(Path(source), None, None)[2]
+            earlier.setdefault((folder, run_app), experiment)
+            stored_apps.setdefault(folder, set()).add(run_app)
     named = {p: default_names(p, None, app) for p in paths}
-    if app is None:  # the apps of a folder whose stems differ, as the traces record them
+    unopened: set[Path] = set()
+    if app is None:  # the apps of a folder whose stems differ (or with earlier runs), as the traces record them
         stems = _apps_by_folder(named.values())
-        named = {p: (run, (_recorded_app(p) or app_name) if len(stems[folder]) > 1 else app_name, folder)
-                 for p, (run, app_name, folder) in named.items()}
-    folders = _apps_by_folder(named.values())
+
+        def recorded(p: Path, app_name: str, folder: str) -> str:
+            if len(stems[folder]) == 1 and folder not in stored_apps:
+                return app_name
+            opened, binary = _recorded_app(p)
+            if not opened:
+                unopened.add(p)
+            return binary or app_name
+        named = {p: (run, recorded(p, app_name, folder), folder) for p, (run, app_name, folder) in named.items()}
+    folders = _apps_by_folder(v for p, v in named.items() if p not in unopened)
+    for folder, apps in folders.items():
+        apps |= stored_apps.get(folder, set())
     mixed = {folder: sorted(apps) for folder, apps in folders.items() if len(apps) > 1}
     notes = [f"folder {folder} holds traces of {len(apps)} applications ({', '.join(apps)}): each becomes an "
              "experiment named by its app (--experiment NAME puts them all in one)" for folder, apps in mixed.items()]
-    return {p: app_name if folder in mixed else folder for p, (_, app_name, folder) in named.items()}, notes
+    return {p: earlier.get((folder, app_name)) or (app_name if folder in mixed else folder)
+            for p, (_, app_name, folder) in named.items()}, notes
+
+
+def stored_sources(wh: Warehouse) -> list[tuple[str, str | None, str | None]]:
+    """(source path, app, experiment) of every run ``wh`` holds: what :func:`experiment_names` places new traces by."""
+    if not wh.runs_dir.is_dir():
+        return []
+    return list(runs_table(wh).select("source_path", "app", "experiment").iter_rows())
 
 
 def _apps_by_folder(names: Iterable[tuple[str, str, str]]) -> dict[str, set[str]]:
@@ -123,16 +154,21 @@ def _apps_by_folder(names: Iterable[tuple[str, str, str]]) -> dict[str, set[str]
     return folders
 
 
-def _recorded_app(path: Path) -> str | None:
-    """The binary the trace at ``path`` records (:func:`~synthtrace.tracelib.formats.program.program_symbols`), when
-    it is a valid experiment name; None when it records none or cannot be opened (its ingest says why)."""
+def _recorded_app(path: Path) -> tuple[bool, str | None]:
+    """(whether the trace at ``path`` opens, the binary it records: :func:`~synthtrace.tracelib.formats.program.
+    program_symbols`, when it is a valid experiment name, else None). A trace that does not open is named by its
+    stem; its ingest reports why."""
     try:
-        binary = program_symbols(open_trace(path)).binary
+        source = open_trace(path)
+    except Exception:
+        return False, None
+    try:
+        binary = program_symbols(source).binary
         if binary is not None:
             check_name(binary)
-        return binary
-    except Exception:  # a trace that does not open is named by its stem; its ingest reports it
-        return None
+        return True, binary
+    except Exception:
+        return True, None
 
 
 class PartWriter:

@@ -253,5 +253,10 @@ def experiment_apps(wh: Warehouse) -> dict[str, str]:
 
 def merged_bursts(wh: Warehouse, experiment: str) -> pl.DataFrame | None:
     """The merged bursts of ``experiment``, or None when it was not merged (or its folder is no commit's)."""
-    f = stored_file(wh.experiment_dir(experiment), MERGED_FILE)
+    f = merged_bursts_file(wh.experiment_dir(experiment))
     return read_part(f) if f is not None else None
+
+
+def merged_bursts_file(folder: Path) -> Path | None:
+    """The merged bursts' file of the experiment ``folder``, or None when it was not merged (or is no commit's)."""
+    return stored_file(folder, MERGED_FILE) if folder.is_dir() else None

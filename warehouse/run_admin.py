@@ -41,7 +41,9 @@ def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     runs = pl.concat([runs_table(wh, leave_out=damaged), _damaged_run_rows(wh, damaged)], how="diagonal_relaxed")
     picked = []
     for ref in dict.fromkeys(refs):
-        hit = runs.filter((pl.col("run_id") == ref) | (pl.col("run_name") == ref))
+        hit = runs.filter(pl.col("run_id") == ref)  # a whole id names its run, whatever another run is called
+        if hit.height == 0:
+            hit = runs.filter(pl.col("run_name") == ref)
         if hit.height == 0 and ref:
             hit = runs.filter(pl.col("run_id").str.starts_with(ref))
         if hit.height == 0:

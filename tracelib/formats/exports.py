@@ -1,4 +1,4 @@
-"""The merged trace in the formats other tools read: Chrome/Perfetto trace JSON, a Pipit-style events table,
+"""The merged trace in the formats other tools read: Chrome/Perfetto trace JSON, Pipit's events table,
 plain CSV. Pure functions of burst (and MPI call) frames; times in ns in, in each format's unit out."""
 from __future__ import annotations
 
@@ -122,6 +122,13 @@ def _process(first: dict[int, int]) -> pl.Expr:
     return (pl.col("appl").replace_strict(first, return_dtype=pl.Int64) + pl.col("task") - 1).alias("Process")
 
 
+#: Pipit's columns before the metrics, as its readers name them (``Trace.from_csv`` reads them by name);
+#: ``Attributes`` holds a message row's fields as JSON text (see :func:`pipit_window`)
+PIPIT_KEYS = ("Timestamp (ns)", "Event Type", "Name", "Thread", "Process", "Attributes")
+#: the MPI bytes of a call, a metric column of the table beside the counters
+_CALL_BYTES = ["bytes_sent", "bytes_recv"]
+
+
 def _spans(frame: pl.DataFrame, first: dict[int, int], name: pl.Expr, extra: list[str]) -> pl.DataFrame:
     """The columns of Pipit's rows of the spans ``frame`` (bursts or MPI calls)."""
     return frame.select(_process(first), pl.col("thread").sub(1).alias("Thread"), "start_ns", "end_ns",
@@ -135,41 +142,101 @@ def _enter(spans: pl.DataFrame) -> pl.DataFrame:
 
 
 def _leave(spans: pl.DataFrame, on_leave: list[str]) -> pl.DataFrame:
-    """A Leave row at end_ns per span, with the ``on_leave`` columns."""
+    """A Leave row at end_ns per span, with the ``on_leave`` columns (the span's counts, made readings later)."""
     return spans.select(pl.col("end_ns").alias("Timestamp (ns)"), pl.lit("Leave").alias("Event Type"), "Name",
                         "Thread", "Process", *on_leave)
 
 
-def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Pipit's events-table shape: ``Timestamp (ns)``, ``Event Type`` (Enter/Leave), ``Name``, ``Thread``,
-    ``Process`` (0-based rank, later applications numbered after earlier ones), then one column per counter. A burst is
-    an Enter/Leave pair named
-    ``Computation`` whose counters sit on its Leave row (they are the burst's deltas); MPI calls are Enter/Leave
-    pairs named after the call with their bytes and the counters measured inside them on the Leave row.
-    :func:`pipit_window` makes the same table a window of time at a time."""
+def _message_rows(messages: pl.DataFrame, first: dict[int, int], end: str) -> pl.DataFrame:
+    """An ``Instant`` row per message of ``messages`` (the stored ``mpi_messages``: appl, comm, sender, receiver,
+    tag, bytes, s_thread, s_time_ns, r_thread, r_time_ns) at its send (``end`` "s": ``MpiSend`` on the sender) or
+    its receive ("r": ``MpiRecv`` on the receiver), its fields in ``Attributes`` as Pipit's OTF2 reader gives them
+    (the partner's 0-based process, ``communicator``, ``msg_tag``, ``msg_length``); ends not recorded are left
+    out."""
+    base = pl.col("appl").replace_strict(first, return_dtype=pl.Int64) - 1
+    me, partner = ("sender", "receiver") if end == "s" else ("receiver", "sender")
+    return messages.filter(pl.col(f"{end}_time_ns").is_not_null()).select(
+        pl.col(f"{end}_time_ns").alias("Timestamp (ns)"), pl.lit("Instant").alias("Event Type"),
+        pl.lit("MpiSend" if end == "s" else "MpiRecv").alias("Name"), pl.col(f"{end}_thread").sub(1).alias("Thread"),
+        (base + pl.col(me)).alias("Process"),
+        pl.struct((base + pl.col(partner)).alias(partner), pl.col("comm").alias("communicator"),
+                  pl.col("tag").alias("msg_tag"), pl.col("bytes").alias("msg_length")).struct.json_encode()
+        .alias("Attributes"))
+
+
+def pipit_events(bursts: pl.DataFrame, calls: pl.DataFrame | None = None,
+                 messages: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Pipit's events table, as ``pipit.Trace.from_csv`` reads it and its functions use it: ``Timestamp (ns)``,
+    ``Event Type``, ``Name``, ``Thread``, ``Process`` (0-based rank, later applications numbered after earlier
+    ones), ``Attributes``, then one column per counter and the calls' ``bytes_sent``/``bytes_recv``. A burst is an
+    Enter/Leave pair named ``Computation``, an MPI call a pair named after the call; a message (``messages``, the
+    run's ``mpi_messages``) an ``Instant`` row ``MpiSend`` at its send and ``MpiRecv`` at its receive.
+
+    The metric columns are readings, as Pipit's OTF2 reader gives a metric's values at each Enter and Leave: per
+    thread, the counts of the spans that ended before the row, so that Leave minus Enter (``calc_inc_metrics``) is
+    the span's counts (a span whose count is not known has none on its Leave row); message rows have none.
+    ``Attributes`` is JSON text (a CSV holds no dicts): ``comm_matrix`` wants Pipit's dicts, so after
+    ``Trace.from_csv`` parse it once: ``t.events["Attributes"] = t.events["Attributes"].map(json.loads,
+    na_action="ignore")``. :func:`pipit_window` makes the same table a window of time at a time."""
     tasks = [bursts.select("appl", "task")] + ([calls.select("appl", "task")] if calls is not None else [])
     has_calls = calls is not None and calls.height > 0
-    return pipit_window(process_numbers(pl.concat(tasks)), bursts, bursts, calls if has_calls else None,
-                        calls if has_calls else None)
+    rows, _ = pipit_window(process_numbers(pl.concat(tasks)), bursts, bursts, calls if has_calls else None,
+                           calls if has_calls else None, messages, messages)
+    return rows
 
 
 def pipit_window(first: dict[int, int], entered: pl.DataFrame, left: pl.DataFrame, calls_entered: pl.DataFrame |
-                 None = None, calls_left: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The rows of :func:`pipit_events` in one window of time: the Enter rows of the bursts ``entered`` and MPI
-    calls ``calls_entered`` (those starting in the window), the Leave rows of ``left`` and ``calls_left`` (those
-    ending in it); bursts in (appl, task, thread, burst_seq) order, calls in (appl, task, thread, call_seq) order,
-    calls given (perhaps empty) whenever the trace has any, so that every window has the same columns. ``first``:
-    :func:`process_numbers` of the whole trace. The windows of consecutive times, one after the other, are the
-    whole table (issue 23 attack 7 A21: the table is never held whole)."""
+                 None = None, calls_left: pl.DataFrame | None = None, sent: pl.DataFrame | None = None,
+                 received: pl.DataFrame | None = None,
+                 totals: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The rows of :func:`pipit_events` in one window of time, and the readings they end with: the Enter rows of
+    the bursts ``entered`` and MPI calls ``calls_entered`` (those starting in the window), the Leave rows of ``left``
+    and ``calls_left`` (those ending in it), the message rows of the messages ``sent`` and ``received`` in it; bursts
+    in (appl, task, thread, burst_seq) order, calls in (appl, task, thread, call_seq) order, calls given (perhaps
+    empty) whenever the trace has any and messages whenever it stores them, so that every window has the same
+    columns. ``first``: :func:`process_numbers` of the whole trace; ``totals``: the readings the windows before
+    ended with (None: the first window), per (Process, Thread). The windows of consecutive times, one after the
+    other, are the whole table (issue 23 attack 7 A21: the table is never held whole)."""
     counters = counter_columns(entered)
     computation = pl.lit("Computation")
-    parts = [_enter(_spans(entered, first, computation, [])), _leave(_spans(left, first, computation, counters),
-                                                                     counters)]
-    if calls_entered is not None and calls_left is not None:
-        inside = counter_columns(calls_left)
-        extra = ["bytes_sent", "bytes_recv", *inside]
+    has_calls = calls_entered is not None and calls_left is not None
+    bursts_left = _spans(left, first, computation, counters)
+    if has_calls:  # a burst moves no bytes: 0, not unknown
+        bursts_left = bursts_left.with_columns(pl.lit(0, pl.Int64).alias(c) for c in _CALL_BYTES)
+    parts = [_enter(_spans(entered, first, computation, [])),
+             _leave(bursts_left, [*counters, *(_CALL_BYTES if has_calls else [])])]
+    if has_calls:
+        extra = [*_CALL_BYTES, *counter_columns(calls_left)]
         parts += [_enter(_spans(calls_entered, first, pl.col("mpi_call"), [])),
                   _leave(_spans(calls_left, first, pl.col("mpi_call"), extra), extra)]
-    order = pl.col("Event Type").replace_strict({"Leave": 0, "Enter": 1}, return_dtype=pl.Int8)
-    return (pl.concat(parts, how="diagonal_relaxed")
+    if sent is not None and received is not None:
+        parts += [_message_rows(sent, first, "s"), _message_rows(received, first, "r")]
+    order = pl.col("Event Type").replace_strict({"Leave": 0, "Enter": 1, "Instant": 2}, return_dtype=pl.Int8)
+    rows = (pl.concat(parts, how="diagonal_relaxed")
             .sort(["Timestamp (ns)", "Process", "Thread", order], maintain_order=True))
+    if "Attributes" not in rows.columns:
+        rows = rows.with_columns(pl.lit(None, pl.String).alias("Attributes"))
+    metrics = [c for c in rows.columns if c not in PIPIT_KEYS]
+    return _readings(rows.select(*PIPIT_KEYS, *metrics), metrics, totals)
+
+
+def _readings(rows: pl.DataFrame, metrics: list[str], totals: pl.DataFrame | None) -> tuple[pl.DataFrame,
+                                                                                           pl.DataFrame]:
+    """``rows`` (time-ordered; each span's counts on its Leave row) with each of ``metrics`` as Pipit's readings:
+    per (Process, Thread), ``totals`` (the counts before the window) plus the counts of the spans that ended at or
+    before the row, on Enter and Leave rows (a Leave whose count is not known: none); and the new totals."""
+    keys = ["Process", "Thread"]
+    before = (totals if totals is not None else pl.DataFrame(schema={"Process": pl.Int64, "Thread": pl.Int64}))
+    before = before.select(*keys, *[pl.col(c).alias(f"_before_{c}") if c in before.columns
+                                    else pl.lit(0, pl.Int64).alias(f"_before_{c}") for c in metrics])
+    leave, span = pl.col("Event Type") == "Leave", pl.col("Event Type").is_in(["Enter", "Leave"])
+    run = rows.with_columns(pl.col(k).cast(pl.Int64) for k in keys).join(
+        before, on=keys, how="left", maintain_order="left").with_columns(
+        (pl.col(f"_before_{c}").fill_null(0) + pl.when(leave).then(pl.col(c).fill_null(0)).otherwise(0)
+         .cum_sum().over(keys)).alias(f"_total_{c}") for c in metrics)
+    now = (pl.concat([before.select(*keys, *[pl.col(f"_before_{c}").alias(c) for c in metrics]),
+                      run.select(*keys, *[pl.col(f"_total_{c}").alias(c) for c in metrics])], how="vertical_relaxed")
+           .group_by(keys, maintain_order=True).last())
+    out = run.select(*PIPIT_KEYS, *[pl.when(leave & pl.col(c).is_null()).then(None).when(span)
+                                    .then(pl.col(f"_total_{c}")).otherwise(None).alias(c) for c in metrics])
+    return out, now

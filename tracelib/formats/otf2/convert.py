@@ -62,6 +62,7 @@ class _LocationState:
     next_pending: dict[int, int] = field(default_factory=dict)  # member id -> value waiting for the next reading
     carry_samples: pl.DataFrame | None = None
     last_record: dict[str, tuple[int, ...]] = field(default_factory=dict)  # group -> its last record's fields
+    region_since: dict[str, bool] = field(default_factory=dict)  # group -> a region record came after its last one
 
 
 _GROUPS = {"r": ("kind", "time", "ref", "pos"), "m": ("time", "ref", "n", "pos"),
@@ -146,17 +147,22 @@ class _LocationConverter:
     def _without_repeats(self, a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The chunk ``a`` (each group in record order) without the MPI records that repeat the record of their
         group before them (this chunk's or the last of the previous one) in every field of :data:`_TWIN_FIELDS`:
-        an MPI call's Enter or Leave, a message record (``MpiSend`` ... with its request id), a collective's end.
-        Such a pair is one record written twice (a location's buffer flushed twice, a copy tool's bug): an MPI call
-        entered inside itself at the same nanosecond, or a second send of the same message within one call, is
-        not a program's. Kept, the twin Enter nested every later call inside the first (a rank "ends inside
-        MPI_Init", its calls gone) and twin sends and receives paired into two messages, doubling the bytes.
-        Counted in :attr:`n_repeated`; metric records are left as read (a cumulative reading twice counts 0)."""
+        an MPI call's Enter or Leave, and, with no Enter or Leave of any region between them (one call's), a
+        message record (``MpiSend`` ... with its request id) or a collective's end. Such a pair is one record
+        written twice (a location's buffer flushed twice, a copy tool's bug): an MPI call entered inside itself at
+        the same timestamp, or a second send of the same message within one call, is not a program's (two calls
+        sending alike within one tick of a coarse clock are kept: a region record lies between them). Kept, the
+        twin Enter nested every later call inside the first (a rank "ends inside MPI_Init", its calls gone) and
+        twin sends and receives paired into two messages, doubling the bytes. Counted in :attr:`n_repeated`;
+        metric records are left as read (a cumulative reading twice counts 0)."""
         st = self.state
+        regions = np.empty(0, dtype=np.int64)  # the region records kept, by position (after the r group's pass)
         for g, fields in _TWIN_FIELDS.items():
             cols = [a[f"{g}_{c}"].astype(np.int64) for c in fields]
             n = cols[0].size
             if not n:
+                if g != "r":
+                    st.region_since[g] = st.region_since.get(g, False) or regions.size > 0
                 continue
             prev = st.last_record.get(g)
             same = np.ones(n, dtype=bool)
@@ -170,12 +176,20 @@ class _LocationConverter:
                 ref = a["r_ref"].astype(np.int64)
                 known = ref < self.defs.region_is_mpi.size
                 same &= (a["r_kind"] <= _LEAVE) & known & self.defs.region_is_mpi[np.where(known, ref, 0)]
-            if not same.any():
-                continue
-            self.n_repeated += int(same.sum())
-            keep = ~same
-            for c in (*_GROUPS[g], "ns"):
-                a[f"{g}_{c}"] = a[f"{g}_{c}"][keep]
+            else:  # one call's: no region record between the twins (positions compare within a chunk only)
+                pos = a[f"{g}_pos"].astype(np.int64)
+                between = np.searchsorted(regions, pos) - np.searchsorted(regions, np.concatenate([[-1], pos[:-1]]),
+                                                                          side="right")
+                same &= between == 0
+                same[0] &= not st.region_since.get(g, False)
+                st.region_since[g] = bool(regions.size and regions[-1] > pos[-1])
+            if same.any():
+                self.n_repeated += int(same.sum())
+                keep = ~same
+                for c in (*_GROUPS[g], "ns"):
+                    a[f"{g}_{c}"] = a[f"{g}_{c}"][keep]
+            if g == "r":
+                regions = a["r_pos"].astype(np.int64)
         return a
 
     # -------------------------------------------------------------- one chunk

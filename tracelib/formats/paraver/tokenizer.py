@@ -196,10 +196,11 @@ class SeenLines(NamedTuple):
 
 
 @cached_njit(inline="always")
-def _seen_before(hashes: np.ndarray, n: int, h: int) -> bool:
-    """Whether ``h`` is among the first ``min(n, REPEAT_WINDOW)`` of ``hashes``."""
-    for k in range(min(n, hashes.shape[0])):
-        if hashes[k] == h:
+def _seen_before(hashes: np.ndarray, row: int, n: int, h: int) -> bool:
+    """Whether ``h`` is among the first ``min(n, REPEAT_WINDOW)`` of ``hashes[row]`` (indexed in place: a view of
+    the row would cost a reference count per line)."""
+    for k in range(min(n, hashes.shape[1])):
+        if hashes[row, k] == h:
             return True
     return False
 
@@ -554,9 +555,9 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         # ---- a line written twice: the same fields as a line of its thread at the same time
         hsh = (hsh ^ nf) * _HASH_MUL
         # (a line whose outputs did not fit is decided once they do: its counts are then whole)
-        if full == 0 and (_seen_before(seen_line[tid], seen_n[tid], hsh) if rtype <= 2 and t_ns == last_time[tid]
+        if full == 0 and (_seen_before(seen_line, tid, seen_n[tid], hsh) if rtype <= 2 and t_ns == last_time[tid]
                           else rtype == 3 and comm_time[tid] == t_ns
-                          and _seen_before(seen_comm[tid], seen_n_comm[tid], hsh)):
+                          and _seen_before(seen_comm, tid, seen_n_comm[tid], hsh)):
             n_rec[4 + rtype] += 1
             n_rec[8] += n_cn - n_cn0
             n_rec[9] += n_ev - n_ev0
