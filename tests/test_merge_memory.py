@@ -11,6 +11,8 @@ import polars as pl
 import pytest
 
 import synthtrace
+import synthtrace.tracelib.merge.merge_runs as merge_runs_module
+from synthtrace.tracelib.merge import anchors
 from synthtrace.tracelib.merge.merge_runs import CALL_COLUMNS, MergeOptions, MergeResult, RunTables, merge_runs
 from synthtrace.warehouse import merged as merged_module
 from synthtrace.warehouse.layout import Warehouse
@@ -65,3 +67,63 @@ def test_lulesh_merge_of_the_columns_it_reads_is_the_whole_merge(tmp_path: Path,
     run's calls again)."""
     _assert_slim_merge_is_the_whole_merge(tmp_path, [LULESH_A, LULESH_B], MergeOptions(estimate_unmatched=True),
                                           monkeypatch)
+
+
+# ------------------------------------------------------------------ what the alignment holds (issue 23, step 2)
+def _pair_runs(tmp: Path, traces: list[Path]) -> list[RunTables]:
+    for t in traces:
+        synthtrace.ingest(str(tmp / "wh"), str(t), experiment="pair")
+    return merged_module.merge_inputs(Warehouse(tmp / "wh").experiment("pair"))
+
+
+def _merge(runs: list[RunTables], options: MergeOptions) -> MergeResult:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return merge_runs(runs, options, experiment="pair")
+
+
+def test_join_by_threads_is_the_join() -> None:
+    """Joined a group of threads at a time, two tables' keys give the rows of the whole join; the groups keep
+    every thread whole and within the rows asked for (a thread longer than that alone)."""
+    left = pl.DataFrame({"_tid": [3, 3, 3, 1, 1, 7, 9, 9], "k": [0, 1, 2, 0, 1, 0, 0, 1], "_row": range(8)})
+    right = pl.DataFrame({"_tid": [1, 3, 3, 7, 7, 9, 4], "k": [1, 2, 0, 0, 0, 5, 0], "_orow": range(7)})
+    groups = anchors.thread_groups(left.get_column("_tid"), 3)
+    assert [g.to_list() for g in groups] == [[1], [3], [7, 9]]
+    whole = left.join(right, on=["_tid", "k"])
+    for rows in (1, 2, 3, 100):
+        got = anchors.join_by_threads(left, right, ["_tid", "k"], rows)
+        assert _sorted(got).equals(_sorted(whole)), rows
+
+
+def test_lulesh_alignment_a_thread_at_a_time_is_the_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real LULESH pair merged with the runs' keys joined one thread at a time gives the merge of the whole
+    joins (every table, every column; the warnings), and the sequence tables carry the counters the alignment
+    compares only (2 of the reference's 5: one Float64 column per burst each)."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    whole = _merge(runs, MergeOptions())
+    seqs: list[pl.DataFrame] = []
+    groups: list[int] = []
+    sequence_table, thread_groups = merge_runs_module.sequence_table, anchors.thread_groups
+
+    def spy_seq(*args, **kwargs):
+        seqs.append(sequence_table(*args, **kwargs))
+        return seqs[-1]
+
+    def spy_groups(*args, **kwargs):
+        groups.append(len(thread_groups(*args, **kwargs)))
+        return thread_groups(*args, **kwargs)
+
+    monkeypatch.setattr(merge_runs_module, "sequence_table", spy_seq)
+    monkeypatch.setattr(anchors, "thread_groups", spy_groups)
+    monkeypatch.setattr(anchors, "JOIN_ROWS", 1)
+    parted = _merge(runs, MergeOptions())
+    assert max(groups) >= 8  # one group per thread of the 8 ranks (and the uncore readers')
+    for name in ("merged", "matches", "quality"):
+        a, b = getattr(parted, name), getattr(whole, name)
+        assert a.schema == b.schema
+        assert _sorted(a).equals(_sorted(b)), name
+    assert parted.warnings == whole.warnings
+    assert len(seqs) == 2
+    assert runs[0].counters and len(runs[0].counters) > 2
+    for seq in seqs:
+        assert [c for c in seq.columns if c.startswith("f_")] == ["f_PAPI_TOT_INS", "f_PAPI_TOT_CYC"]

@@ -984,6 +984,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     o_rows = np.flatnonzero(o_keep)
     r_off = np.r_[0, np.cumsum(r_bounds[:, 1] - r_bounds[:, 0])].astype(np.int64)
     o_off = np.r_[0, np.cumsum(o_bounds[:, 1] - o_bounds[:, 0])].astype(np.int64)
+    # the key pairs first: the aligner's arrays (~1/3 of a sequence table) are not held while they are found
+    kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur))
     ref_arrays = _arrays(ref, features)
     other_arrays = _arrays(other, features)
     rs, rl, ro, rf, rd, rt0, rt1, rg = (ref_arrays if r_rows.size == ref.height
@@ -995,7 +997,6 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     r_pos[r_rows] = np.arange(r_rows.size)
     o_pos = np.full(other.height, -1, np.int64)
     o_pos[o_rows] = np.arange(o_rows.size)
-    kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur))
     ki, kj, chain, mi, mj = kp.ref, kp.other, kp.chain, kp.msg_ref, kp.msg_other
     r_it, o_it = kp.ref_iteration, kp.other_iteration
     if config.anchors:

@@ -206,7 +206,7 @@ def _offsets(rk: pl.DataFrame, ok: pl.DataFrame, r_val: np.ndarray, o_val: np.nd
     r = rk.select(*ON, pl.Series("_v", r_val), pl.Series("_long", r_long)).filter(pl.col("_long")).drop("_long")
     o = ok.select(*ON, pl.Series("_w", o_val))
     fit = pl.concat([
-        r.join(o.with_columns(pl.col("_it") - c), on=ON)
+        join_by_threads(r, o.with_columns(pl.col("_it") - c), ON)
         .group_by("_tid").agg(pl.len().alias("_k"), (pl.col("_v") - pl.col("_w")).abs().mean().alias("_d"))
         .with_columns(pl.lit(c, pl.Int64).alias("_off"))
         for c in cands])
@@ -317,8 +317,43 @@ def _plausible(ref: pl.DataFrame, other: pl.DataFrame, ri: np.ndarray, oj: np.nd
     return (feat <= max_feat) & (dur <= max_dur)
 
 
+#: rows of a run's keys joined at once (issue 23): the keys of two runs are joined a group of threads at a time
+JOIN_ROWS = 250_000
+
+
+def thread_groups(tid: pl.Series, rows: int | None = None) -> list[pl.Series]:
+    """The threads of ``tid`` (a table's ``_tid`` column), in order, in consecutive groups of at most ``rows`` rows
+    (default ``JOIN_ROWS``; a thread with more is a group of its own); one group when the table has at most ``rows``
+    rows."""
+    rows = JOIN_ROWS if rows is None else rows
+    if tid.len() <= rows:
+        return [tid.unique()]
+    n = tid.value_counts(sort=False).sort(tid.name)
+    size = n.get_column("count").to_numpy()
+    group = np.zeros(size.size, np.int64)
+    fill = 0
+    for i, k in enumerate(size):  # one step per thread, not per row
+        if fill and fill + k > rows:
+            group[i:] += 1
+            fill = 0
+        fill += k
+    threads = n.get_column(tid.name)
+    return [threads.filter(pl.Series(group == g)) for g in range(int(group[-1]) + 1)]
+
+
+def join_by_threads(left: pl.DataFrame, right: pl.DataFrame, on: list[str], rows: int | None = None) -> pl.DataFrame:
+    """``left.join(right, on=on)`` (``on`` starting with ``_tid``), computed a group of threads at a time
+    (:func:`thread_groups`: a join of two whole runs' keys held ~250 MB of hash tables and output at 1.3 M bursts
+    per run). The same rows; their order, which a join does not keep, may differ."""
+    groups = thread_groups(left.get_column("_tid"), rows)
+    if len(groups) == 1:
+        return left.join(right, on=on)
+    return pl.concat([left.filter(pl.col("_tid").is_in(g.implode())).join(
+        right.filter(pl.col("_tid").is_in(g.implode())), on=on) for g in groups])
+
+
 def _join_pairs(rk: pl.DataFrame, ok: pl.DataFrame, on: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    p = rk.select(*on, "_row").join(ok.select(*on, pl.col("_row").alias("_orow")), on=on).sort("_row")
+    p = join_by_threads(rk.select(*on, "_row"), ok.select(*on, pl.col("_row").alias("_orow")), on).sort("_row")
     return p.get_column("_row").to_numpy().astype(np.int64), p.get_column("_orow").to_numpy().astype(np.int64)
 
 

@@ -364,6 +364,15 @@ def pick_features(common: Sequence[str]) -> list[str]:
     return (first + rest)[:MAX_FEATURES]
 
 
+def compared_features(ref_counters: Sequence[str], others: Sequence[Sequence[str]]) -> list[str]:
+    """The reference counters some other run's alignment compares (:func:`pick_features` of the counters it shares
+    with the reference; ``others``: each other run's counters)."""
+    out: list[str] = []
+    for counters in others:
+        out += [f for f in pick_features([c for c in ref_counters if c in counters]) if f not in out]
+    return out
+
+
 def _call_histogram(calls: pl.DataFrame) -> str:
     if calls.height == 0:
         return "no MPI calls"
@@ -384,11 +393,14 @@ class Reference:
     counters: list[str]
 
     @classmethod
-    def of(cls, ref: RunTables, options: MergeOptions, counters: list[str] | None = None) -> Reference:
+    def of(cls, ref: RunTables, options: MergeOptions, counters: list[str] | None = None,
+           features: Sequence[str] | None = None) -> Reference:
+        """``features``: the counters the alignments compare (:func:`compared_features`; default: ``counters``),
+        the only ones the sequence table carries (issue 23: one Float64 column per counter and burst)."""
         counters = ref.counters if counters is None else counters
         messages = logical_messages(ref.mpi_calls, ref.messages)
         u = units(ref.bursts)
-        seq = sequence_table(u.table, ref.mpi_calls, counters, options.align,
+        seq = sequence_table(u.table, ref.mpi_calls, counters if features is None else features, options.align,
                              messages if ref.messages is not None else None)
         return cls(ref, u, seq, messages, opened_by(ref.bursts, ref.mpi_calls, messages), counters)
 
@@ -436,7 +448,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     o_units = units(bursts)
     # message ends are named from the communication records when the run has them (exact pairing); from the calls,
     # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
-    o_seq = sequence_table(o_units.table, calls, counters, options.align,
+    o_seq = sequence_table(o_units.table, calls, feats, options.align,
                            messages if o.messages is not None else None)
     m = align_runs(ref.seq, o_seq, feats, options.align)
     m = m.with_columns(arrival_tolerant(ref.seq, o_seq, m))  # receives that follow arrival say nothing
@@ -740,7 +752,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
     counters_of = {r.run_id: r.counters for r in runs}
-    ref = Reference.of(ref_run, options, counters_of[ref_run.run_id])
+    ref = Reference.of(ref_run, options, counters_of[ref_run.run_id],
+                       compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others]))
     check_counters(ref_run, others, counters_of,
                    lambda r: (ref.messages if r is ref_run else logical_messages(r.mpi_calls, r.messages)).height > 0,
                    options)

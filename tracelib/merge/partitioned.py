@@ -44,7 +44,7 @@ from synthtrace.tracelib.merge.align import sort_bursts
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError,
-                                                  _align_other, check_counters, check_same_program,
+                                                  _align_other, check_counters, compared_features, check_same_program,
                                                   choose_reference, decide, merged_rows, pick_features, provenance,
                                                   renumbered_note, same_layout, timing_only_note)
 from synthtrace.tracelib.merge.ranks import rank_mapping
@@ -271,7 +271,8 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         partners' pairs written to ``spill``, its sums and samples returned."""
         r_run = ref.load(keys)
         r_run = replace(r_run, bursts=sort_bursts(r_run.bursts))
-        r = Reference.of(r_run, options, counters_of[ref.run_id])
+        r = Reference.of(r_run, options, counters_of[ref.run_id],
+                         compared_features(counters_of[ref.run_id], [counters_of[o.run_id] for o in others]))
         out = GroupResult({}, {}, {}, None)
         for j, o in enumerate(others):
             own = OwnTasks(frozenset(g.tasks), starts[ref.run_id], totals[ref.run_id], starts[o.run_id],
