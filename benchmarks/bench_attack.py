@@ -401,11 +401,11 @@ def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
         root = base / f"k{k}"
         wh = Warehouse(root).ensure()
         target = wh.experiment_dir("x")
-        target.mkdir()
-        for name in "ac" if mode == "update" else "abc":
-            (target / name).write_text("0")
-        if mode == "update":
-            pl.DataFrame({"version": [0]}).write_parquet(target / "b.parquet")
+        with wh.staged(target) as stage:  # a commit's folder: writers replace no folder no commit wrote
+            for name in "ac" if mode == "update" else "abc":
+                (stage / name).write_text("0")
+            if mode == "update":
+                pl.DataFrame({"version": [0]}).write_parquet(stage / "b.parquet")
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             try:

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from synthtrace.models.features import counter_sets
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.model_store import experiment_apps, merged_bursts, merged_bursts_file
+from synthtrace.warehouse.parts import scan_parts
 from synthtrace.warehouse.programs import run_programs
 from synthtrace.warehouse.runs import run_bursts, run_parts, runs_table
 
@@ -90,7 +90,7 @@ def _stride(wh: Warehouse, experiment: str, run_ids: list[str], cap: int | None)
         return 1
     f = merged_bursts_file(wh.experiment_dir(experiment))
     files = [f] if f is not None else [p for r in run_ids for p in run_parts(wh, r, "bursts/*.parquet")]
-    n = sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+    n = scan_parts(files).select(pl.len()).collect().item() if files else 0  # footers checked: a damaged file is one line
     return max(1, -(-n // cap))
 
 

@@ -117,3 +117,14 @@ def merged_lulesh(tmp_path_factory) -> Path:
     assert main(["ingest", str(root / "lulesh"), "--experiment", "lulesh-8r", "-w", str(w)]) == 0
     assert main(["merge", "lulesh-8r", "-w", str(w)]) == 0
     return w
+
+
+@pytest.fixture
+def detect_reads_any_history(monkeypatch) -> None:
+    """``detect`` reads the history of an app of any number of nights (it reads none below the nights a detection
+    needs: attack 11 E7), for the tests of what it does with the stored files it reads (one LULESH night)."""
+    from types import SimpleNamespace
+
+    from synthtrace.models import regression
+
+    monkeypatch.setattr(regression, "DetectorParams", lambda: SimpleNamespace(min_before=1, min_after=0))

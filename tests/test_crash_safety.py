@@ -164,8 +164,8 @@ def test_a_swap_killed_between_its_renames_is_recovered(tmp_path, when):
     synced before the first rename) or keeps the old one; the only copy is never deleted."""
     wh = Warehouse(tmp_path / "wh").ensure()
     target = wh.experiment_dir("lulesh")
-    target.mkdir()
-    (target / "merged_bursts.parquet").write_text("old")
+    with wh.staged(target) as stage:  # a commit's folder (a writer replaces no folder no commit wrote)
+        (stage / "merged_bursts.parquet").write_text("old")
     proc = subprocess.run([sys.executable, "-c", _SWAP_KILLED, str(wh.root), when], capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     if when == "between":

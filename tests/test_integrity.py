@@ -57,22 +57,11 @@ CASES = {
 }
 
 
-def _detect_reads_one_night(monkeypatch) -> None:
-    """Make ``detect`` read the history of an app of one night (it reads none below the nights a detection needs:
-    attack 11 E7), so that its reading of the damaged files is what is tested."""
-    from types import SimpleNamespace
-
-    from synthtrace.models import regression
-
-    monkeypatch.setattr(regression, "DetectorParams", lambda: SimpleNamespace(min_before=1, min_after=0))
-
-
 @pytest.mark.real_traces
 @pytest.mark.parametrize("case", CASES)
 def test_a_damaged_page_is_one_line_naming_its_file_and_changes_nothing(analysed, tmp_path, run_cli, case,
-                                                                       monkeypatch):
+                                                                       detect_reads_any_history):
     pattern, args, *kind = CASES[case]
-    _detect_reads_one_night(monkeypatch)
     wh, files = _damaged_copy(analysed, tmp_path, pattern, *kind)
     before = tree_digest(wh)
     (tmp_path / "out").mkdir()  # an output's folder is not made (attack 10)
@@ -88,8 +77,8 @@ def test_a_damaged_page_is_one_line_naming_its_file_and_changes_nothing(analysed
 @pytest.mark.parametrize(("pattern", "stage"), [("experiments/*/merged_bursts.parquet", "archetypes"),
                                                ("experiments/*/archetypes.parquet", "report"),
                                                ("runs/*/bursts/*.parquet", "detect")])
-def test_a_night_stage_reading_a_damaged_page_is_the_one_error(analysed, tmp_path, pattern, stage, monkeypatch):
-    _detect_reads_one_night(monkeypatch)
+def test_a_night_stage_reading_a_damaged_page_is_the_one_error(analysed, tmp_path, pattern, stage,
+                                                              detect_reads_any_history):
     from synthtrace.pipelines import jobs
     from synthtrace.warehouse.errors import DamagedPartError
     from synthtrace.warehouse.layout import Warehouse

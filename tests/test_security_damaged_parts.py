@@ -30,13 +30,15 @@ def stored(merged_lulesh: Path, tmp_path_factory) -> Path:
 @pytest.mark.real_traces
 @pytest.mark.parametrize("kind", DAMAGE)
 @pytest.mark.parametrize("table", READERS)
-def test_a_damaged_stored_part_is_one_line_naming_it_and_changes_nothing(stored, tmp_path, run_cli, table, kind):
+def test_a_damaged_stored_part_is_one_line_naming_it_and_changes_nothing(stored, tmp_path, run_cli, table, kind,
+                                                                        detect_reads_any_history):
     from synthtrace.pipelines import jobs
     from synthtrace.tracelib.errors import SynthtraceError
     from synthtrace.warehouse.layout import Warehouse
 
     wh, out = tmp_path / "wh", tmp_path / "out"
     shutil.copytree(stored, wh, symlinks=True)
+    out.mkdir()  # an output's folder is not made (attack 10)
     pattern, commands, stages = READERS[table]
     files = sorted(wh.glob(pattern))
     assert files, pattern
@@ -60,7 +62,8 @@ def test_a_damaged_stored_part_is_one_line_naming_it_and_changes_nothing(stored,
 @pytest.mark.real_traces
 @pytest.mark.parametrize(("table", "args"), [("mpi_calls", ["detect"]), ("mpi_messages", ["detect"]),
                                              ("bursts", ["pop"])])
-def test_a_damaged_page_behind_an_intact_footer_is_one_line_naming_its_file(stored, tmp_path, run_cli, table, args):
+def test_a_damaged_page_behind_an_intact_footer_is_one_line_naming_its_file(stored, tmp_path, run_cli, table, args,
+                                                                            detect_reads_any_history):
     """A page overwritten in the middle of a file whose footer is intact passes the frame check: DuckDB (detect)
     failed with "Failed to read file <the query's link>" or "Variable-length int over 10 bytes" tracebacks, and
     pop's lazy scan with Polars' "zstd error" traceback. On a reader's failure the files are read a row group at a

@@ -27,7 +27,7 @@ from synthtrace.warehouse.programs import choose_program, remember_program  # is
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import InvalidNameError, check_name
 from synthtrace.warehouse.runs import runs_table
-from synthtrace.warehouse.stored import refuse_foreign
+from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
 
 RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files kept as run_id
 #: how a run's big tables are written: zstd level 1 stores them as small as the default level 3 (within 0.5 % on
@@ -143,7 +143,8 @@ def stored_sources(wh: Warehouse) -> list[tuple[str, str | None, str | None]]:
     """(source path, app, experiment) of every run ``wh`` holds: what :func:`experiment_names` places new traces by."""
     if not wh.runs_dir.is_dir():
         return []
-    return list(runs_table(wh).select("source_path", "app", "experiment").iter_rows())
+    runs = runs_table(wh, leave_out=damaged_runs(wh.root))  # a damaged run is replaced by its ingest, not read
+    return list(runs.select("source_path", "app", "experiment").iter_rows())
 
 
 def _apps_by_folder(names: Iterable[tuple[str, str, str]]) -> dict[str, set[str]]:
