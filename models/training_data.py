@@ -90,7 +90,7 @@ def _stride(wh: Warehouse, experiment: str, run_ids: list[str], cap: int | None)
         return 1
     f = merged_bursts_file(wh.experiment_dir(experiment))
     files = [f] if f is not None else [p for r in run_ids for p in run_parts(wh, r, "bursts/*.parquet")]
-    n = scan_parts(files).select(pl.len()).collect().item() if files else 0  # footers checked: a damaged file is one line
+    n = scan_parts(files).select(pl.len()).collect().item() if files else 0  # footers checked: damage is one line
     return max(1, -(-n // cap))
 
 
