@@ -164,12 +164,22 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
         _write_bytes(output, text.encode(), gzipped)
 
 
+#: packings a file name can promise that no output is written in (only ``.gz`` is): refused, never written plain
+UNWRITTEN_PACKINGS = frozenset({".bz2", ".xz", ".zst", ".zip", ".lz4", ".lzma", ".z", ".tar", ".tgz", ".7z"})
+
+
 def output_extension(output: Path) -> tuple[str | None, bool]:
     """What the file name ``output`` says it holds: the format its extension before any ``.gz`` names
-    (:data:`OUTPUT_EXTENSIONS`; None: none it names, ``x.xlsx``, ``x.``, ``x``) and whether it ends in ``.gz``."""
+    (:data:`OUTPUT_EXTENSIONS`; None: none it names, ``x.xlsx``, ``x.``, ``x``) and whether it ends in ``.gz``; a
+    name promising a packing no output is written in (:data:`UNWRITTEN_PACKINGS`, ``.gz.gz``) is
+    :class:`BadInputError`."""
     suffixes = [s.lower() for s in output.suffixes] if not output.name.endswith(".") else []
     gzipped = suffixes[-1:] == [".gz"]
     inner = suffixes[:-1] if gzipped else suffixes  # the extension before .gz
+    if inner[-1:] and inner[-1] in UNWRITTEN_PACKINGS or (gzipped and inner[-1:] == [".gz"]):
+        # attack 11: `-o x.csv.bz2 --format csv` wrote plain CSV that pandas could not open ("Invalid data stream")
+        raise BadInputError(f"--output {output}: its name says {inner[-1]}, a packing synthtrace does not write; "
+                            f"name it {_KNOWN_OUTPUTS}")
     return (OUTPUT_EXTENSIONS.get(inner[-1]) if inner else None), gzipped
 
 

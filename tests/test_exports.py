@@ -395,6 +395,11 @@ def test_an_export_named_gz_is_compressed_and_one_naming_another_format_is_refus
     assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
     assert pd.read_csv(packed).shape == pd.read_csv(plain).shape  # pandas infers the compression from the name
     assert _gzip_name(packed) == "x.pipit.csv"  # attack 11: the hidden part file's name, which gunzip -N restores
+    for name in ("x.csv.bz2", "x.tar.gz", "x.csv.gz.gz", "x.csv.xz"):  # attack 11: written plain or gzip, exit 0
+        for args in (["export", "prime-exp", "--format", "csv"], ["sql", "SELECT 1 AS one", "--format", "csv"]):
+            code, _, err = run_cli(*args, "-o", tmp_path / name, "-w", wh)
+            assert code == 2 and len(err.strip().splitlines()) == 1 and "does not write" in err, (args, name, err)
+            assert not (tmp_path / name).exists()
     code, _, err = run_cli("sql", "SELECT 1 AS one", "-o", tmp_path / "q.csv.gz", "-w", wh)
     assert code == 0 and _gzip_name(tmp_path / "q.csv.gz") == "q.csv", err
     for fmt, name in (("perfetto", "y.parquet"), ("perfetto", "y.csv.gz"), ("csv", "y.json")):
