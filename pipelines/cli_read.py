@@ -56,6 +56,8 @@ def _choice(*choices: str) -> Callable[[str], str]:
 
 def _at_least(low: float) -> Callable[[str], float]:
     def check(text: str) -> float:
+        if not text.isascii():  # Python's float reads '５' (a full-width digit); typer's FLOAT does not (attack 11)
+            raise ValueError(text)
         value = float(text)
         if not (math.isfinite(value) and value >= low):
             raise ValueError(text)

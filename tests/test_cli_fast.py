@@ -80,6 +80,7 @@ def test_fast_path_reads_arguments_as_typer_does(wh, args, env, monkeypatch, tmp
     ["sql"], ["sql", "a", "b"], ["sql", "SELECT 1", "--help"], ["sql", "SELECT 1", "-f", "pdf"],
     ["sql", "SELECT 1", "--format", "CSV"], ["sql", "SELECT 1", "--timeout", "0"],
     ["sql", "SELECT 1", "--timeout", "nan"], ["sql", "SELECT 1", "--timeout", "soon"],
+    ["sql", "SELECT 1", "--timeout", "\uff15"],  # a full-width 5: Python's float reads it, typer does not (attack 11)
     ["sql", "SELECT 1", "-f", "csv", "-f", "json"], ["sql", "--", "-1"], ["sql", "-1"],
     ["sql", "SELECT 1", "-w", "-f"], ["sql", "SELECT 1", "-w=x"], ["ingest", "x", "--date", "2024-01-01"],
     ["--version"],
