@@ -11,14 +11,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
 from synthtrace.models.features import counter_sets
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.model_store import experiment_apps, merged_bursts, merged_bursts_file
-from synthtrace.warehouse.parts import scan_parts
+from synthtrace.warehouse.model_store import experiment_apps, merged_bursts_file
+from synthtrace.warehouse.parts import read_part, scan_parts
 from synthtrace.warehouse.programs import run_programs
 from synthtrace.warehouse.runs import run_bursts, run_parts, runs_table
 
@@ -56,25 +57,24 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None,
     parts, run_ids, merged, sampled = [], [], [], {}
     for exp in names:
         ids = runs.filter(pl.col("experiment") == exp).sort("run_name")["run_id"].to_list() if runs.height else []
-        stride = _stride(wh, exp, ids, max_per_experiment)
-        df = merged_bursts(wh, exp) if stride == 1 else _sampled(wh, exp, stride)
+        merged_file = merged_bursts_file(wh.experiment_dir(exp))  # its manifest read once
+        if merged_file is not None:
+            merged.append(exp)
+        stride = _stride(wh, merged_file, ids, max_per_experiment)
         if stride > 1:
             sampled[exp] = 1 / stride
-            if merged_bursts_file(wh.experiment_dir(exp)) is not None:
-                merged.append(exp)
-            run_ids += ids
-        elif df is not None:
-            merged.append(exp)
+            df = _sampled(wh, exp, stride)
+        elif merged_file is not None:
+            df = read_part(merged_file)
             if "run_id" in df.columns:
                 run_ids += [r for r in df["run_id"].unique().to_list() if r]
-            run_ids += ids
         else:
             frames = [b for b in (run_bursts(wh, r) for r in ids) if b.height]
             if not frames:
                 continue
             df = pl.concat(frames, how="diagonal_relaxed")
-            run_ids += ids
-        if df is None or df.height == 0:
+        run_ids += ids
+        if df.height == 0:
             continue
         program = next((programs[r] for r in ids if r in programs), None) or apps[exp]
         parts.append(df.with_columns(pl.lit(exp).alias("experiment"), pl.lit(apps[exp]).alias("app"),
@@ -84,12 +84,13 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None,
     return frame, {**info, "sampled": sampled} if sampled else info
 
 
-def _stride(wh: Warehouse, experiment: str, run_ids: list[str], cap: int | None) -> int:
-    """1 when ``experiment`` holds at most ``cap`` bursts (or no cap), else the k of a 1-in-k sample of them."""
+def _stride(wh: Warehouse, merged_file: Path | None, run_ids: list[str], cap: int | None) -> int:
+    """1 when the experiment (its merged bursts' file, else its runs) holds at most ``cap`` bursts (or no cap), else
+    the k of a 1-in-k sample of them."""
     if cap is None:
         return 1
-    f = merged_bursts_file(wh.experiment_dir(experiment))
-    files = [f] if f is not None else [p for r in run_ids for p in run_parts(wh, r, "bursts/*.parquet")]
+    files = [merged_file] if merged_file is not None else [
+        p for r in run_ids for p in run_parts(wh, r, "bursts/*.parquet")]
     n = scan_parts(files).select(pl.len()).collect().item() if files else 0  # footers checked: damage is one line
     return max(1, -(-n // cap))
 

@@ -107,10 +107,7 @@ def recorded_options(exp: Experiment) -> MergeOptions:
         options.pop("align", None)
     ref = record.get("reference_run_id")
     options["reference"] = ref if ref in exp.run_ids else None
-    try:
-        return MergeOptions(**options)
-    except TypeError:  # a record of another version's options
-        return MergeOptions()
+    return MergeOptions(**options)  # only the fields this version has (a record of another version's options)
 
 
 # ---------------------------------------------------------------------------------------------- archetypes

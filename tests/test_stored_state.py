@@ -407,14 +407,14 @@ def test_a_copied_experiment_folder_is_neither_analysed_nor_trained_on(merged_lu
     archetypes doubled, exit 0), and ``train`` took the copy for one more application (its bursts leaked into the
     held-out evaluation). The experiments a stage lists are those the commits wrote."""
     from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.model_store import experiment_apps, merged_bursts
+    from synthtrace.warehouse.model_store import experiment_apps, merged_bursts_file
 
     wh = _copy(merged_lulesh, tmp_path)
     copy = wh / "experiments" / "lulesh-8r.old"
     shutil.copytree(wh / "experiments" / "lulesh-8r", copy)
     before = tree_digest(copy)
     assert set(experiment_apps(Warehouse(wh))) == {"lulesh-8r"}
-    assert merged_bursts(Warehouse(wh), "lulesh-8r.old") is None
+    assert merged_bursts_file(Warehouse(wh).experiment_dir("lulesh-8r.old")) is None
     code, out, err = run_cli("archetypes", "-w", wh)
     assert code == 0 and "lulesh-8r.old" not in out + err.replace(f"{copy}: not read", ""), (out, err)
     assert tree_digest(copy) == before  # nothing written into the copy

@@ -33,7 +33,6 @@ from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
 from synthtrace.warehouse.names import file_name
 from synthtrace.warehouse.checksums import content_damage
-from synthtrace.warehouse.parts import read_part
 
 ARTIFACT = "model.skops"
 RECORD = "model.parquet"
@@ -249,12 +248,6 @@ def experiment_apps(wh: Warehouse) -> dict[str, str]:
     for name in experiments(wh):  # a copied experiment folder is no application (attack 10 D2)
         out.setdefault(name, name)
     return out
-
-
-def merged_bursts(wh: Warehouse, experiment: str) -> pl.DataFrame | None:
-    """The merged bursts of ``experiment``, or None when it was not merged (or its folder is no commit's)."""
-    f = merged_bursts_file(wh.experiment_dir(experiment))
-    return read_part(f) if f is not None else None
 
 
 def merged_bursts_file(folder: Path) -> Path | None:
