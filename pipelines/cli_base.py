@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
-import gzip
 import io
 import os
 import shutil
@@ -37,6 +36,8 @@ from synthtrace.tracelib.errors import BadInputError, OutputClosed
 from synthtrace.tracelib.printable import escaped  # [helper security2]
 
 if TYPE_CHECKING:
+    import gzip
+
     from rich.progress import Progress, ProgressColumn
     from rich.table import Table
 
@@ -265,6 +266,8 @@ def gzip_stream(raw: IO[bytes], output: Path) -> gzip.GzipFile:
     """A gzip stream into the open file ``raw`` for the output ``output``: level 6, no time stamp (one content's
     bytes are the same every time), its header naming ``output`` without ``.gz``, the name ``gunzip -N`` restores
     (attack 11: it named the hidden part file the output was written as)."""
+    import gzip  # only a compressed output needs it: not every command's start-up
+
     return gzip.GzipFile(filename=output.name.removesuffix(".gz"), fileobj=raw, mode="wb", compresslevel=6, mtime=0)
 
 
