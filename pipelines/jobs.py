@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.warehouse.stale_stages import MERGE_INVALIDATES
 
 if TYPE_CHECKING:
     import polars as pl
@@ -508,7 +509,7 @@ class Job:
 
 #: the night's stages, in order
 JOBS: tuple[Job, ...] = (
-    Job("merge", "experiment", merge, invalidates=("archetypes",), summary="merged"),  # experiment.MERGE_INVALIDATES
+    Job("merge", "experiment", merge, invalidates=MERGE_INVALIDATES, summary="merged"),
     Job("archetypes", "experiment", archetypes, summary="archetypes"),
     Job("pop", "experiment", pop),
     Job("detect", "warehouse", detect, summary="alerts"),

@@ -28,6 +28,7 @@ from synthtrace.warehouse.night_state import RECORD as NIGHT_RECORD
 from synthtrace.warehouse.night_state import record_without
 from synthtrace.warehouse.parts import read_part, schema_of
 from synthtrace.warehouse.runs import check_runs_still_in, run_bursts, run_calls, run_folders, runs_table
+from synthtrace.warehouse.stale_stages import MERGE_INVALIDATES
 from synthtrace.warehouse.stored import stored_file
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ MERGED_FILE = "merged_bursts.parquet"
 #: export labelled the new bursts with them)
 ANALYSIS_FILES = ("burst_metrics.parquet", "mpi_metrics.parquet", "phase_metrics.parquet", "archetypes.parquet",
                   "archetype_discovery.json")
-#: the nightly stages a merge's commit makes stale (their files: :data:`ANALYSIS_FILES`)
-MERGE_INVALIDATES = ("archetypes",)
 #: the files the merge commits together
 MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches")
 #: the logical messages ingest stored (one row per message, both ends placed: what the merge works from)
