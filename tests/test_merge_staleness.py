@@ -53,3 +53,41 @@ def test_a_night_that_redoes_an_experiments_stage_redoes_the_warehouse_stages(me
     # once they are done, the next night has nothing to do
     night_state.mark_global(wh, night_state.fingerprint(wh), per_warehouse)
     assert nothing_to_do(drop, wh) is not None
+
+
+# ---------------------------------------------------------------------------------------------------- F6
+@pytest.mark.parametrize("analysed", ["merged", "runs"])
+def test_an_analysis_of_a_merge_replaced_while_it_ran_is_not_committed(merged_lulesh, tmp_path, run_cli, monkeypatch,
+                                                                       analysed):
+    """Attack 12 F6: an ``archetypes`` started before ``merge --reference <the other run>`` committed the old
+    merge's analysis (2,140 bursts of the first run) after it, exit 0: its commit checked the runs, not that the
+    merge was the one it read. It now refuses in one line and leaves the folder as the merge left it. The merge
+    lands between the analysis' read and its commit (the seam: the computation); ``runs``: an experiment analysed
+    before its first merge, merged meanwhile."""
+    from synthtrace.models import analysis
+    from testing.traces import tree_digest
+
+    wh = _copy(merged_lulesh, tmp_path)
+    exp = wh / "experiments" / "lulesh-8r"
+    if analysed == "runs":
+        shutil.rmtree(exp)
+    compute, after_merge = analysis.analyse_stored, {}
+
+    def merged_meanwhile(*args, **kwargs):
+        result = compute(*args, **kwargs)
+        code, _, err = run_cli("merge", "lulesh-8r", "--reference", RUN_B, "-w", wh)
+        assert code == 0, err
+        after_merge["digest"] = tree_digest(exp)
+        return result
+
+    monkeypatch.setattr(analysis, "analyse_stored", merged_meanwhile)
+    code, out, err = run_cli("archetypes", "lulesh-8r", "-w", wh)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1 and "the merge changed while it was analysed" in lines[0], (out, err)
+    assert "run archetypes again" in lines[0]
+    assert tree_digest(exp) == after_merge["digest"] and not (exp / "archetypes.parquet").exists()
+    monkeypatch.setattr(analysis, "analyse_stored", compute)
+    assert run_cli("archetypes", "lulesh-8r", "-w", wh)[0] == 0  # run again: the new merge's analysis
+    code, out, err = run_cli("sql", "SELECT count(*), min(run_id) FROM archetypes WHERE unit = 'burst'", "-f", "csv",
+                             "-w", wh)
+    assert code == 0 and out.splitlines()[1:] == [f'848,"{RUN_B}"'], (out, err)
