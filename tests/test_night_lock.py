@@ -191,6 +191,54 @@ def test_the_drop_folder_is_locked_by_a_file_the_server_holds_and_a_read_only_on
     monkeypatch.setattr(drop_mod.fcntl, "flock", real)
 
 
+def _as_another_account() -> list[str]:
+    """The command prefix under which a file this test made 0444 cannot be opened for writing, as another account's
+    lock file cannot: nothing for a plain user; for root (CI's containers) its DAC override dropped (``setpriv``)."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: a 0444 file stays writable")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+def test_a_night_meets_another_accounts_lock_file_it_cannot_write(tmp_path):
+    """Attack 12 F5: a night that could not open the drop's lock file for writing (another account's night made it
+    0644 in a shared, group-writable drop) locked the folder instead, never met the file's lock, and took and
+    quarantined the same traces as the night holding it. It opens the file read-only now (``flock`` needs no write
+    access): the second night is one line naming the first, exit 75, the trace left. The file a night makes is
+    writable by whom the drop lets write."""
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop)
+    drop.chmod(0o777)  # a shared drop
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK_FILE, str(drop)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        (drop / ".synthtrace-night.lock").chmod(0o444)  # as another account's file: readable, not writable
+        p = subprocess.run([*_as_another_account(), sys.executable, "-m", "synthtrace.pipelines.cli", "nightly",
+                            "--drop", str(drop), "-w", str(tmp_path / "wh"), "--settle", "0"],
+                           capture_output=True, text=True, timeout=300, check=False)
+        assert p.returncode == 75 and p.stdout == "", (p.stdout, p.stderr)
+        assert p.stderr.startswith(f"error: another night (pid {holder.pid}: "), p.stderr
+        assert prv.is_file() and not (drop / ".quarantine").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    from synthtrace.warehouse.drop import DROP_LOCK, drop_lock
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    fresh.chmod(0o2775)  # a group's drop
+    old = os.umask(0o022)
+    try:
+        with drop_lock(fresh):
+            pass
+    finally:
+        os.umask(old)
+    assert (fresh / DROP_LOCK).stat().st_mode & 0o777 == 0o664
+
+
 def test_a_night_holds_the_drop_folder_while_it_discovers(tmp_path, monkeypatch):
     from synthtrace.pipelines import nightly
     from synthtrace.warehouse.drop import drop_lock
