@@ -10,7 +10,8 @@ Open one with :meth:`Warehouse.experiment <synthtrace.warehouse.layout.Warehouse
 through :meth:`Experiment.commit`: the experiment folder is rebuilt in staging (files other stages wrote are
 hard-linked in unchanged) and swapped in by one rename, under the experiment's writers' lock, after checking that
 the runs it was computed from are still the experiment's, and that no run joined it meanwhile (``synthtrace runs
-rm|move`` take the same lock).
+rm|move`` take the same lock); what was computed from its merge, that the merge is still the one it read
+(:class:`MergeStamp`).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from synthtrace.warehouse.checksums import Recorded, recorded
 from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import read_record
 from synthtrace.warehouse.night_state import RECORD as NIGHT_RECORD
@@ -62,6 +64,18 @@ def message_table(run_dir: Path) -> Path | None:
     if logical is not None and "c_call_seq" in schema_of(logical):
         return logical
     return stored_file(run_dir, MESSAGE_RECORDS)
+
+
+@dataclass(frozen=True)
+class MergeStamp:
+    """Which merge an experiment's folder holds (:meth:`Experiment.merge_stamp`): whether it holds one, when it was
+    committed (``experiment.json``'s ``merged_at``; None for a merge stored before the record) and the merged
+    file's digest as its folder's manifest records it (None: stored before manifests). Two merges of the same runs
+    differ in both."""
+
+    merged: bool
+    merged_at: str | None = None
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +165,14 @@ class Experiment:
         missing is :class:`~synthtrace.warehouse.errors.DamagedPartError`)."""
         return stored_file(self.dir, MERGED_FILE) is not None
 
+    def merge_stamp(self) -> MergeStamp:
+        """Which merge it holds now: take it before reading what a commit is computed from, and give it to
+        :meth:`commit` (``merge=``), which refuses if another merge was committed since."""
+        if not self.is_merged:
+            return MergeStamp(False)
+        found = recorded(self.dir / MERGED_FILE)
+        return MergeStamp(True, self.record().get("merged_at"), found.digest if isinstance(found, Recorded) else None)
+
     def require_runs(self) -> Experiment:
         """This experiment, after checking it has runs; raises :class:`UnknownExperimentError` naming the others."""
         if self.runs.height == 0:
@@ -223,20 +245,28 @@ class Experiment:
 
     # ------------------------------------------------------------------ committing
     def commit(self, frames: dict[str, pl.DataFrame], documents: dict[str, dict] | None = None, *,
-               what: str = "it was computed", read: Iterable[str] | None = None, needs_merged: bool = False,
-               drop: Iterable[str] = ()) -> Path:
+               what: str = "it was computed", read: Iterable[str] | None = None, merge: MergeStamp | None = None,
+               drop: Iterable[str] = (), again: str = "the command") -> Path:
         """Replace ``<name>.parquet`` per frame and ``<name>.json`` per document of the experiment folder, keeping
         its other files, in one atomic swap; returns the folder. ``read``: the run ids the frames were computed
         from (default: the experiment's runs when opened); if one left the experiment meanwhile, a run joined it
-        since it was opened, or (``needs_merged``) its merged data was removed, nothing is written
-        (:class:`RunsChangedError`, saying ``while <what>``). ``drop``: files of the folder not kept."""
+        since it was opened, or (``merge``: the merge the frames were computed from, taken by :meth:`merge_stamp`
+        before reading) its merged data was removed or merged again, nothing is written (:class:`RunsChangedError`,
+        saying ``while <what>`` and to run ``again`` again; attack 12 F6: an analysis of the merge a merge replaced
+        while it ran was committed after it). ``drop``: files of the folder not kept."""
         run_ids = list(self.run_ids if read is None else read)
 
         def unchanged() -> None:
             check_runs_still_in(self.wh, self.name, run_ids, what, had=self.run_ids, folders=self._folders)
-            if needs_merged and not self.is_merged:
+            if merge is None:
+                return
+            now = self.merge_stamp()
+            if merge.merged and not now.merged:
                 raise RunsChangedError(f"experiment {self.name!r}: its merged data was removed while {what} (its "
                                        "runs changed); nothing was committed: merge it again")
+            if now != merge:
+                raise RunsChangedError(f"experiment {self.name!r}: the merge changed while {what}; nothing was "
+                                       f"committed: run {again} again")
         return self.wh.update_dir(self.dir, frames, documents, check=unchanged, drop=drop)
 
     def commit_merge(self, result: MergeResult, options: MergeOptions, read: Iterable[str]) -> Path:
