@@ -91,3 +91,37 @@ def test_an_analysis_of_a_merge_replaced_while_it_ran_is_not_committed(merged_lu
     code, out, err = run_cli("sql", "SELECT count(*), min(run_id) FROM archetypes WHERE unit = 'burst'", "-f", "csv",
                              "-w", wh)
     assert code == 0 and out.splitlines()[1:] == [f'848,"{RUN_B}"'], (out, err)
+
+
+# ---------------------------------------------------------------------------------------------------- F9
+def _another_night(tmp_path: Path) -> Path:
+    """The 7+1 LULESH run as another night's (its header's date changed: another content, another run)."""
+    from testing.traces import LULESH_B, copy_trace
+
+    prv = copy_trace(LULESH_B, tmp_path / "later", "x71")
+    text = prv.read_bytes()
+    assert b"(31/01/2022" in text[:40]
+    prv.write_bytes(text.replace(b"(31/01/2022", b"(01/02/2022", 1))
+    return prv
+
+
+def test_a_run_ingested_into_a_merged_experiment_is_said_to_be_out_of_its_merge(merged_lulesh, tmp_path, run_cli):
+    """Attack 12 F9: a run ingested into a merged experiment was left out of its merge without a word: ingest said
+    nothing, and ``archetypes``, ``export`` and ``report`` read the merge of the other runs, exit 0. Ingest now says
+    the experiment was merged without it, and each reader of the merge says which runs it does not cover."""
+    wh = _copy(merged_lulesh, tmp_path)
+    code, out, err = run_cli("ingest", _another_night(tmp_path), "--experiment", "lulesh-8r", "-w", wh)
+    assert code == 0 and "ingested as x71" in out, (out, err)
+    assert "note: experiment lulesh-8r was merged without this run: run `synthtrace merge lulesh-8r`" in err, err
+    uncovered = "experiment lulesh-8r: its merge does not cover 1 of its 3 runs (x71, added since it was merged)"
+    code, out, err = run_cli("archetypes", "lulesh-8r", "--no-discover", "-w", wh)
+    assert code == 0 and f"note: {uncovered}" in " ".join(err.split()), (out, err)
+    code, out, err = run_cli("export", "lulesh-8r", "--format", "csv", "-o", tmp_path / "x.csv", "-w", wh)
+    assert code == 0 and f"note: {uncovered}" in " ".join(err.split()), (out, err)
+    code, out, err = run_cli("report", "--experiment", "lulesh-8r", "-o", tmp_path / "r.html", "-w", wh)
+    assert code == 0 and f"note: {uncovered}" in " ".join(err.split()), (out, err)
+    assert "does not cover 1 of its 3 runs (x71" in (tmp_path / "r.html").read_text()
+    # merged again, nothing is said
+    assert run_cli("merge", "lulesh-8r", "-w", wh)[0] == 0
+    code, out, err = run_cli("export", "lulesh-8r", "--format", "csv", "-o", tmp_path / "y.csv", "-w", wh)
+    assert code == 0 and "does not cover" not in err, err

@@ -66,6 +66,18 @@ def message_table(run_dir: Path) -> Path | None:
     return stored_file(run_dir, MESSAGE_RECORDS)
 
 
+def merged_run_ids(folder: Path) -> set[str] | None:
+    """The runs the merge stored in the experiment ``folder`` was computed from, as its record names them; None when
+    it holds no merge, or one stored before the record named its runs."""
+    if stored_file(folder, MERGED_FILE) is None:
+        return None
+    try:
+        ids = read_record(folder / f"{RECORD}.json").get("run_ids")
+    except (OSError, ValueError):
+        return None
+    return set(ids) if isinstance(ids, list) else None
+
+
 @dataclass(frozen=True)
 class MergeStamp:
     """Which merge an experiment's folder holds (:meth:`Experiment.merge_stamp`): whether it holds one, when it was
@@ -172,6 +184,24 @@ class Experiment:
             return MergeStamp(False)
         found = recorded(self.dir / MERGED_FILE)
         return MergeStamp(True, self.record().get("merged_at"), found.digest if isinstance(found, Recorded) else None)
+
+    def runs_not_merged(self) -> list[str]:
+        """Names of its runs its stored merge was not computed from (ingested into it since: attack 12 F9, a merge
+        of 2 of its 3 runs was analysed and exported without a word); [] when not merged, or merged before the
+        record named its runs."""
+        merged = merged_run_ids(self.dir)
+        return [] if merged is None else [name for rid, name in self.run_names.items() if rid not in merged]
+
+    def merge_coverage_note(self) -> str | None:
+        """One line for the readers of its merge (archetypes, export, report) when the merge leaves some of its
+        runs out, naming them and the remedy; None when it covers them all or it is not merged."""
+        missing = self.runs_not_merged()
+        if not missing:
+            return None
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        return (f"experiment {self.name}: its merge does not cover {len(missing)} of its {len(self.run_ids)} runs "
+                f"({shown}, added since it was merged): what is read is the merge of the others; run `synthtrace "
+                f"merge {self.name}` to take them in")
 
     def require_runs(self) -> Experiment:
         """This experiment, after checking it has runs; raises :class:`UnknownExperimentError` naming the others."""
