@@ -159,3 +159,25 @@ def test_programs_that_share_a_binary_name_are_told_apart_by_their_symbols(tmp_p
     from synthtrace.warehouse.programs import shared_binary
 
     assert shared_binary("python3.11") and shared_binary("A.OUT") and not shared_binary("lulesh2.0")
+
+
+def test_an_index_written_before_shared_binary_names_counted_is_rebuilt(tmp_path):
+    """A warehouse whose program index was complete before runs of a shared binary name were indexed (they were
+    not): the index is rebuilt once, so a second ``a.out`` program is told apart from the stored one."""
+    import shutil
+    import warnings
+
+    from synthtrace.warehouse.programs import PROGRAM_INDEX
+
+    wh = Warehouse(tmp_path / "wh")
+    solver = _scorep_archive(tmp_path / "c" / "scorep-s1", "a.out", ("solve_a", "assemble_a", "precond_a"))
+    fft = _scorep_archive(tmp_path / "c" / "scorep-f1", "a.out", ("fft_b", "transpose_b", "pack_b"))
+    ingest_trace(wh, solver, experiment="c")
+    shutil.rmtree(wh.root / PROGRAM_INDEX)  # as the old code left it: complete, without the a.out run
+    (wh.root / PROGRAM_INDEX).mkdir(parents=True)
+    (wh.root / PROGRAM_INDEX / ".complete").touch()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        ingest_trace(wh, fft, experiment="c")
+    apps = sorted(runs_table(wh)["app"])
+    assert apps[0] == "a.out" and apps[1].startswith("a.out-"), apps

@@ -39,9 +39,13 @@ from synthtrace.tracelib.formats.program import ProgramSymbols
 from synthtrace.warehouse.layout import Warehouse, read_record  # [helper security]
 
 PROGRAM_FILE = "program.json"
-#: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id}, and ``.complete``
-#: once every stored run is in it (a warehouse written before the index is indexed on its first ingest)
+#: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id, binary}, and
+#: :data:`INDEX_COMPLETE` once every stored run is in it (a warehouse written before the index is indexed on its
+#: first ingest)
 PROGRAM_INDEX = Path(".index") / "programs"
+#: the index's completeness mark; ``.complete`` marked an index without the runs of shared binary names (before
+#: attack 12 F4), rebuilt once like a missing one
+INDEX_COMPLETE = ".complete-2"
 #: symbol sets at least this similar (Jaccard) are one program (runs of one binary at other scales share ~0.9;
 #: kernels of one benchmark suite sharing its harness ~0.6)
 SAME_PROGRAM_JACCARD = 0.8
@@ -129,7 +133,7 @@ def _program_index(wh: Warehouse) -> Path:
     warehouse written before it, or one whose indexed run was removed). It is built aside and renamed into place, so
     a concurrent ingest sees the old index or the whole new one."""
     index = wh.root / PROGRAM_INDEX
-    if (index / ".complete").is_file():
+    if (index / INDEX_COMPLETE).is_file():
         return index
     index.parent.mkdir(parents=True, exist_ok=True)
     built = index.with_name(f".{index.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}")
@@ -137,7 +141,7 @@ def _program_index(wh: Warehouse) -> Path:
     for run_id, stored in _stored(wh):
         if stored.get("key") and not _names_program(stored.get("binary")):
             _index_entry(built, stored["key"], frozenset(stored.get("symbols", ())), run_id, stored.get("binary"))
-    (built / ".complete").touch()
+    (built / INDEX_COMPLETE).touch()
     old = index.with_name(built.name + ".old")
     with contextlib.suppress(FileNotFoundError):
         os.rename(index, old)
@@ -165,7 +169,7 @@ def _candidates(wh: Warehouse, *, scan: bool) -> list[dict]:
     ``scan`` is False, else from every stored run's identity (a warehouse written before the index; an index that
     names a removed run, until the next commit rebuilds it). Writes nothing: a refused ingest leaves no trace."""
     index = wh.root / PROGRAM_INDEX
-    if not scan and (index / ".complete").is_file():
+    if not scan and (index / INDEX_COMPLETE).is_file():
         return _indexed(index)
     return [{"key": stored["key"], "symbols": stored.get("symbols", ()), "run_id": run_id,
              "binary": stored.get("binary")}
@@ -203,7 +207,7 @@ def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
         app = _app_of(wh, best[1]["run_id"])
         if app is not False:
             return Program(best[1]["key"], app, symbols)
-        (wh.root / PROGRAM_INDEX / ".complete").unlink(missing_ok=True)  # the next commit rebuilds it
+        (wh.root / PROGRAM_INDEX / INDEX_COMPLETE).unlink(missing_ok=True)  # the next commit rebuilds it
     key = _symbol_key(symbols.symbols)
     if binary is None or not namesakes:
         return Program(key, binary, symbols)
