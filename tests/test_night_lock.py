@@ -239,6 +239,27 @@ def test_a_night_meets_another_accounts_lock_file_it_cannot_write(tmp_path):
     assert (fresh / DROP_LOCK).stat().st_mode & 0o777 == 0o664
 
 
+def test_a_link_or_folder_planted_as_the_drop_lock_is_one_line_naming_the_remedy(tmp_path, run_cli):
+    """Attack 12: a symbolic link (to another file) or a folder under the lock file's name was refused as "Too many
+    levels of symbolic links" / "Is a directory", naming no remedy; the line says what is there and to remove it.
+    The link's target is never opened."""
+    from synthtrace.warehouse.drop import DROP_LOCK
+
+    drop, victim = tmp_path / "drop", tmp_path / "victim.txt"
+    prv = copy_trace(PRIME, drop)
+    victim.write_text("kept")
+    for planted, what in ((lambda p: p.symlink_to(victim), "a symbolic link"), (Path.mkdir, "a folder")):
+        planted(drop / DROP_LOCK)
+        code, out, err = run_cli("nightly", "--drop", drop, "-w", tmp_path / "wh", "--settle", "0")
+        assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+        assert f"{what} where the nights' lock file belongs" in err and "until it is removed" in err, err
+        assert victim.read_text() == "kept" and prv.is_file()
+        if what == "a folder":
+            (drop / DROP_LOCK).rmdir()
+        else:
+            (drop / DROP_LOCK).unlink()
+
+
 def test_a_night_holds_the_drop_folder_while_it_discovers(tmp_path, monkeypatch):
     from synthtrace.pipelines import nightly
     from synthtrace.warehouse.drop import drop_lock

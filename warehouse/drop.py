@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError
@@ -116,6 +117,10 @@ def _open_lock(drop: Path) -> int:
         except FileNotFoundError:
             break
         except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EISDIR):  # attack 12: the line named no remedy
+                what = "a symbolic link" if exc.errno == errno.ELOOP else "a folder"
+                raise BadInputError(f"{path}: {what} where the nights' lock file belongs, never opened: no night "
+                                    "takes the drop folder's traces until it is removed") from None
             if exc.errno not in refused:
                 raise
     return os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
