@@ -19,6 +19,7 @@ from synthtrace.pipelines.cli_app import (
     console,
     err_console,
     output_file,
+    print_note,
     print_table,
 )
 from synthtrace.pipelines.cli_base import (
@@ -127,9 +128,10 @@ def archetypes(
     if not names:
         raise BadInputError(f"{warehouse}: no experiments (ingest traces first)")
     with StepProgress(3 * len(names), "archetypes") as step:
-        done = [(name, analyse(wh.experiment(name), machine=machine, thresholds=th, discover=discover, on_step=step))
-                for name in names]
-    for name, (m, inp, res) in ((n, (a.machine, a.trace, a.result)) for n, a in done):
+        done = [(exp, analyse(exp, machine=machine, thresholds=th, discover=discover, on_step=step))
+                for exp in map(wh.experiment, names)]
+    for exp, (m, inp, res) in ((e, (a.machine, a.trace, a.result)) for e, a in done):
+        name = exp.name
         t = Table(title=f"archetypes of {name} ({inp.source}: {len(inp.run_names) if inp.source == 'runs' else 1} "
                         f"{'run(s)' if inp.source == 'runs' else 'merged trace'})")
         for col in ("unit", "archetype", "count", "time (s)", "time share", "provisional"):
@@ -149,6 +151,8 @@ def archetypes(
             )
         elif "skipped" in d:
             err_console.print(f"discovery skipped: {d['skipped']}")
+        if (note := exp.merge_coverage_note()) is not None:
+            print_note(note)
 
 
 def report(
@@ -184,6 +188,8 @@ def report(
         build(wh, NightSettings(machine), target, experiment=experiment, thresholds=th, plot_dir=plot_dir,
               on_step=step)
     print_written(f"report written to {out}", out)
+    for note in filter(None, (wh.experiment(n).merge_coverage_note() for n in report_sections(wh, experiment))):
+        print_note(note)  # also a banner of its section
 
 
 def machines(

@@ -264,11 +264,12 @@ def output_file(path: Path, option: str = "--output", *, folder_made: bool = Fal
 
 def gzip_stream(raw: IO[bytes], output: Path) -> gzip.GzipFile:
     """A gzip stream into the open file ``raw`` for the output ``output``: level 6, no time stamp (one content's
-    bytes are the same every time), its header naming ``output`` without ``.gz``, the name ``gunzip -N`` restores
-    (attack 11: it named the hidden part file the output was written as)."""
+    bytes are the same every time), its header naming ``output`` without ``.gz`` (any case: attack 12, ``Q.CSV.GZ``
+    kept it), the name ``gunzip -N`` restores (attack 11: it named the hidden part file the output was written as)."""
     import gzip  # only a compressed output needs it: not every command's start-up
 
-    return gzip.GzipFile(filename=output.name.removesuffix(".gz"), fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+    name = output.name[:-3] if output.name.lower().endswith(".gz") else output.name
+    return gzip.GzipFile(filename=name, fileobj=raw, mode="wb", compresslevel=6, mtime=0)
 
 
 def write_output(path: Path, write: Callable[[Path], object], option: str = "--output") -> None:

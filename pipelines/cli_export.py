@@ -13,6 +13,7 @@ from synthtrace.pipelines.cli_app import (
     ReadWarehouseOption,
     err_console,
     output_file,
+    print_note,
     write_output,
 )
 from synthtrace.pipelines.cli_base import OUTPUT_RULE, gzip_stream, output_option, print_written  # [helper races] A19
@@ -69,6 +70,7 @@ def export(
     gzipped = export_compressed(output, format)
     with err_console.status(f"reading {experiment}"):
         wh = Warehouse(warehouse)
+        note = wh.experiment(experiment).merge_coverage_note()
         scans = export_scans(wh, experiment)
         try:
             n_bursts, n_calls = scans.count("bursts"), scans.count("calls")
@@ -90,6 +92,8 @@ def export(
         write_output(output, written)
     print_written(f"wrote {output} ({format.value}, {n_bursts} bursts, {n_calls} MPI calls)",  # [helper races]
                   output)  # attack 7 A19: not into the data when the output is stdout
+    if note is not None:
+        print_note(note)
 
 
 def _changed(exc: Exception, wh: Warehouse, experiment: str) -> Exception:

@@ -28,8 +28,14 @@ from synthtrace.tracelib.domain.counter_plan import (
     render,
 )
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.printable import clipped
 from synthtrace.tracelib.domain.machine import load_machine
 from synthtrace.tracelib.domain.papi_presets import preset_table
+
+
+#: programmable slots at most: PMUs have 2 to 8 per hardware thread (uncore and GPU units a few dozen); a larger
+#: --slots is a typo (attack 12: 99999999999999999999 was planned as "1 of 99999999999999999999 slots")
+MAX_SLOTS = 256
 
 
 def plan(
@@ -83,6 +89,8 @@ def plan(
     """Plan the fewest runs that record every counter, each run carrying the fixed reference counters."""
     if format not in FORMATS:
         raise BadInputError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
+    if slots is not None and slots > MAX_SLOTS:  # (below 1: said by plan_counters)
+        raise BadInputError(f"--slots must be at most {MAX_SLOTS} (got {clipped(str(slots), 40)})")
     if output is not None:
         output_file(output)  # a folder, or a path under a file, before any planning
     groups = read_conflicts(conflicts) if conflicts is not None else []

@@ -167,7 +167,10 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
 
 
 #: packings a file name can promise that no output is written in (only ``.gz`` is): refused, never written plain
-UNWRITTEN_PACKINGS = frozenset({".bz2", ".xz", ".zst", ".zip", ".lz4", ".lzma", ".z", ".tar", ".tgz", ".7z"})
+#: (lower case: a name is compared in lower case, ``x.CSV.BZ2`` as ``x.csv.bz2``; attack 12: ``.gzip``, ``.zstd``,
+#: ``.br``, ``.sz`` and ``.snappy`` were written plain, exit 0)
+UNWRITTEN_PACKINGS = frozenset({".bz2", ".xz", ".zst", ".zstd", ".zip", ".lz4", ".lzma", ".z", ".tar", ".tgz", ".7z",
+                                ".gzip", ".br", ".sz", ".snappy"})
 
 
 def output_extension(output: Path) -> tuple[str | None, bool]:

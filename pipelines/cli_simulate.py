@@ -48,6 +48,10 @@ from synthtrace.tracelib.domain.machine import load_machine
 
 #: applications per pattern at most (each is a whole experiment of traces)
 MAX_APPS_PER_PATTERN = 1000
+#: runs per experiment at most: far above the 18 that record every counter one per run, and one file stays open per
+#: run while an experiment is written (attack 12: 30,000 ran into "Too many open files" at the descriptor limit,
+#: 1,024 by default)
+MAX_RUNS = 500
 
 
 def _apps(app: str | None, pattern: str, per_pattern: int = 1) -> dict[str, str]:
@@ -134,6 +138,8 @@ def simulate(
     The traces are written, not ingested: run `synthtrace ingest OUT_DIR` (or drop them where the nightly flow looks).
     """
     check_folder(out_dir, f"OUT_DIR {out_dir}")
+    if runs is not None and not 1 <= runs <= MAX_RUNS:
+        raise BadInputError(f"--runs must be between 1 and {MAX_RUNS:,} (got {runs})")
     apps = _apps(app, pattern, apps_per_pattern)
     spread = kernel_spread if kernel_spread is not None else (DEFAULT_SPREAD if apps_per_pattern > 1 else 0.0)
     variants = app_variants(apps, seed, spread)

@@ -111,6 +111,8 @@ def ingest(
                           markup=False, emoji=False, soft_wrap=True)
             for old in res.replaced:
                 console.print(f"{f}: replaces run {old}, ingested before its .pcf was beside it", soft_wrap=True)
+            for note in res.notes:
+                print_note(note)
     if failures:
         raise typer.Exit(max(exc.exit_code for exc in failures))
 

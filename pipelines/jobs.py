@@ -139,6 +139,7 @@ def analyse(exp: Experiment, *, machine: str | Machine | None = None, thresholds
     profile = machine if isinstance(machine, Machine) else exp.machine(machine)
     # issue 23: read, measured and classified a window at a time, the frames written as parts and committed from
     # them: the peak no longer grows with the trace
+    merge = exp.merge_stamp()  # before reading: a merge committed after it may not be the one read (attack 12 F6)
     trace = load_experiment_windows(exp.wh, exp)
     step(f"{exp.name} read")
     with exp.wh.scratch(exp.dir, "analysis") as folder:  # beside the commit, cleared after a kill (attack 9 C7)
@@ -155,7 +156,7 @@ def analyse(exp: Experiment, *, machine: str | Machine | None = None, thresholds
         if store:
             exp.commit(result.frames(), {"archetype_discovery": result.discovery,
                                          "machine": {**profile.as_dict(), "source": profile.source}},
-                       what="it was analysed", read=trace.run_names, needs_merged=trace.source == "merged")
+                       what="it was analysed", read=trace.run_names, merge=merge, again="archetypes")
             # what the caller reads (the mix, the labels) is what was committed, scanned
             result = replace(result, **{n: scan_parts([exp.dir / f"{n}.parquet"]) for n in result.frames()})
         else:

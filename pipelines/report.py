@@ -769,6 +769,8 @@ def _experiment_html(wh: Warehouse, name: str, machine: Machine, arch: pl.LazyFr
             f"{' (misaligned runs)' if verdict == 'bad' else ''}: check the runs (<code>synthtrace runs</code>) and "
             "the merge quality below.", summary=f"{name}: merge verdict {verdict}" + (f" ({reason})" if reason else ""),
             bad=verdict == "bad"))
+    if (note := wh.experiment(name).merge_coverage_note()) is not None:
+        parts.append(warning(html.escape(note), summary=note))
     parts.append(_machine_note(machine))
     # plots of one run: the merged trace (one run) or, before a merge, the first run; the table covers every run
     has_run = "run_id" in bm.collect_schema()

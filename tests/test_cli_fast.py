@@ -184,6 +184,25 @@ def test_an_output_extension_that_names_no_format_is_refused_and_gz_is_gzip(wh, 
 
 
 @pytest.mark.parametrize("typed", [False, True])
+def test_every_packing_name_not_written_is_refused_and_gz_in_any_case_is_gzip(wh, tmp_path, typed, run_cli):
+    """Attack 12: with --format, ``-o y.csv.gzip`` (``.zstd``, ``.br``, ``.sz``, ``.snappy``) wrote plain CSV, exit
+    0, under a name promising a packing; they are refused in one line like ``.bz2``, any case. ``Q.CSV.GZ`` is gzip
+    whose header names ``Q.CSV`` (it named ``Q.CSV.GZ``, which ``gunzip -N`` would restore)."""
+    import gzip
+
+    extra = ["--timeout=60", "--timeout=60"] if typed else []
+    for name in ("y.csv.gzip", "y.csv.zstd", "y.json.br", "y.csv.sz", "y.parquet.snappy", "y.csv.ZSTD",
+                 "y.csv.Snappy"):
+        code, out, err = run_cli("sql", "SELECT 1 AS a", "-w", wh, "-f", "csv", "-o", tmp_path / name, *extra)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1 and "does not write" in err, (name, err)
+        assert not (tmp_path / name).exists()
+    code, _, err = run_cli("sql", "SELECT 1 AS a", "-w", wh, "-o", tmp_path / "Q.CSV.GZ", *extra)
+    data = (tmp_path / "Q.CSV.GZ").read_bytes()
+    assert code == 0 and gzip.decompress(data).decode().splitlines() == ['"a"', "1"], err
+    assert data[3] & 0x08 and data[10:data.index(b"\0", 10)] == b"Q.CSV"  # RFC 1952 FNAME
+
+
+@pytest.mark.parametrize("typed", [False, True])
 def test_json_output_is_json_whatever_the_floats(wh, tmp_path, typed, run_cli):
     """A NaN or an infinity (a 0/0 ratio, a merge's error column) was written as Python's `NaN`/`Infinity`
     tokens, which jq, JavaScript and every strict JSON parser refuse (attack 7 A3): they are null, nested too."""

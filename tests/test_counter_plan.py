@@ -315,6 +315,7 @@ def test_plan_command_formats(tmp_path, run_cli):
     (["--counters", "PAPI_L1_DMC,FOO_BAR"], "'PAPI_L1_DMC' (not a PAPI preset; did you mean PAPI_L1_DCM?), 'FOO_BAR'"),
     (["--counters", "PAPI_L1_DCM", "--machine", "zen5"], "no such machine profile"),
     (["--counters", "PAPI_L1_DCM", "--slots", "0"], "--slots must be at least 1 (got 0)"),  # not the default
+    (["--counters", "PAPI_L1_DCM", "--slots", "9" * 20], "--slots must be at most 256 (got 99999999999999999999)"),
 ])
 def test_plan_command_bad_input_exits_2(run_cli, extra, message):
     code, out, err = run_cli("plan", *extra)

@@ -4,6 +4,7 @@ the runs it is handed carry the calls' :data:`CALL_COLUMNS` alone, and its merge
 warnings) is the merge of the whole tables, on the real LULESH and OTF2 pairs."""
 from __future__ import annotations
 
+import gc
 import warnings
 from pathlib import Path
 
@@ -42,9 +43,10 @@ def _assert_slim_merge_is_the_whole_merge(tmp: Path, traces: list[Path], options
         whole: MergeResult = merge_runs(exp.run_tables(), options, experiment=exp.name)
     (runs,) = seen
     for r in runs:  # what the merge holds: the calls' columns it reads, no run id
-        assert r.mpi_calls.columns == [c for c in CALL_COLUMNS if c in r.mpi_calls.columns]
+        names = r.mpi_calls.collect_schema().names()
+        assert names == [c for c in CALL_COLUMNS if c in names]
         assert "run_id" not in r.bursts.columns
-        assert r.mpi_calls.height > 0
+        assert r.mpi_calls.lazy().select(pl.len()).collect().item() > 0
     committed = {n: pl.read_parquet(exp.dir / f"{n}.parquet") for n in ("merged_bursts", "merge_matches",
                                                                            "merge_quality")}
     for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
@@ -127,3 +129,27 @@ def test_lulesh_alignment_a_thread_at_a_time_is_the_whole(tmp_path: Path, monkey
     assert runs[0].counters and len(runs[0].counters) > 2
     for seq in seqs:
         assert [c for c in seq.columns if c.startswith("f_")] == ["f_PAPI_TOT_INS", "f_PAPI_TOT_CYC"]
+
+
+# ------------------------------------------------------------------ the runs' calls during the alignment (issue 23)
+def _calls_alive() -> list[pl.DataFrame]:
+    """The MPI calls tables alive in the process (frames with ``call_seq`` and ``mpi_call``, rows)."""
+    return [o for o in gc.get_objects() if isinstance(o, pl.DataFrame) and o.height
+            and {"call_seq", "mpi_call"} <= set(o.columns)]
+
+
+def test_no_run_calls_held_while_aligning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real OTF2 pair: while the other run is aligned, neither run's MPI calls are held (what the
+    checks read of them, call structure and opening messages, was derived before), and the merge committed is the
+    merge of the whole tables."""
+    alive: list[int] = []
+    align_runs = merge_runs_module.align_runs
+
+    def spy(*args, **kwargs):
+        gc.collect()
+        alive.append(len(_calls_alive()))
+        return align_runs(*args, **kwargs)
+
+    monkeypatch.setattr(merge_runs_module, "align_runs", spy)
+    _assert_slim_merge_is_the_whole_merge(tmp_path, OTF2_PAIR, MergeOptions(allow_timing_only=True), monkeypatch)
+    assert alive[0] == 0  # the whole-run merge of merge_stored (the second: the whole tables, held by the test)

@@ -191,6 +191,75 @@ def test_the_drop_folder_is_locked_by_a_file_the_server_holds_and_a_read_only_on
     monkeypatch.setattr(drop_mod.fcntl, "flock", real)
 
 
+def _as_another_account() -> list[str]:
+    """The command prefix under which a file this test made 0444 cannot be opened for writing, as another account's
+    lock file cannot: nothing for a plain user; for root (CI's containers) its DAC override dropped (``setpriv``)."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: a 0444 file stays writable")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+def test_a_night_meets_another_accounts_lock_file_it_cannot_write(tmp_path):
+    """Attack 12 F5: a night that could not open the drop's lock file for writing (another account's night made it
+    0644 in a shared, group-writable drop) locked the folder instead, never met the file's lock, and took and
+    quarantined the same traces as the night holding it. It opens the file read-only now (``flock`` needs no write
+    access): the second night is one line naming the first, exit 75, the trace left. The file a night makes is
+    writable by whom the drop lets write."""
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop)
+    drop.chmod(0o777)  # a shared drop
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK_FILE, str(drop)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        (drop / ".synthtrace-night.lock").chmod(0o444)  # as another account's file: readable, not writable
+        p = subprocess.run([*_as_another_account(), sys.executable, "-m", "synthtrace.pipelines.cli", "nightly",
+                            "--drop", str(drop), "-w", str(tmp_path / "wh"), "--settle", "0"],
+                           capture_output=True, text=True, timeout=300, check=False)
+        assert p.returncode == 75 and p.stdout == "", (p.stdout, p.stderr)
+        assert p.stderr.startswith(f"error: another night (pid {holder.pid}: "), p.stderr
+        assert prv.is_file() and not (drop / ".quarantine").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    from synthtrace.warehouse.drop import DROP_LOCK, drop_lock
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    fresh.chmod(0o2775)  # a group's drop
+    old = os.umask(0o022)
+    try:
+        with drop_lock(fresh):
+            pass
+    finally:
+        os.umask(old)
+    assert (fresh / DROP_LOCK).stat().st_mode & 0o777 == 0o664
+
+
+def test_a_link_or_folder_planted_as_the_drop_lock_is_one_line_naming_the_remedy(tmp_path, run_cli):
+    """Attack 12: a symbolic link (to another file) or a folder under the lock file's name was refused as "Too many
+    levels of symbolic links" / "Is a directory", naming no remedy; the line says what is there and to remove it.
+    The link's target is never opened."""
+    from synthtrace.warehouse.drop import DROP_LOCK
+
+    drop, victim = tmp_path / "drop", tmp_path / "victim.txt"
+    prv = copy_trace(PRIME, drop)
+    victim.write_text("kept")
+    for planted, what in ((lambda p: p.symlink_to(victim), "a symbolic link"), (Path.mkdir, "a folder")):
+        planted(drop / DROP_LOCK)
+        code, out, err = run_cli("nightly", "--drop", drop, "-w", tmp_path / "wh", "--settle", "0")
+        assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+        assert f"{what} where the nights' lock file belongs" in err and "until it is removed" in err, err
+        assert victim.read_text() == "kept" and prv.is_file()
+        if what == "a folder":
+            (drop / DROP_LOCK).rmdir()
+        else:
+            (drop / DROP_LOCK).unlink()
+
+
 def test_a_night_holds_the_drop_folder_while_it_discovers(tmp_path, monkeypatch):
     from synthtrace.pipelines import nightly
     from synthtrace.warehouse.drop import drop_lock

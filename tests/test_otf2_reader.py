@@ -430,6 +430,49 @@ def test_chunk_size_changes_nothing(synthetic, chunk):
     assert_frame_equal(s.messages, ref_s.messages)
 
 
+@pytest.fixture(scope="module")
+def mpi_variant(tmp_path_factory) -> Path:
+    from testing.otf2_variants import mpi
+
+    return mpi(tmp_path_factory.mktemp("otf2_mpi")).anchor
+
+
+@pytest.mark.parametrize("which", ["ping-pong-otf2", "ping-pong-otf2-papi", "mpi variant", "synthetic"])
+def test_messages_paired_a_group_of_receiving_tasks_at_a_time_are_the_whole_runs(which, mpi_variant, synthetic,
+                                                                                  monkeypatch):
+    """issue 23: the pairing holds a group of receiving tasks at a time (a 319 MB archive's pairing took 1 GB);
+    one receiving task per group (sub-communicators, probes and Mrecv, persistent sends, Irecv requests completed
+    out of order) gives the whole run's messages and calls."""
+    from synthtrace.tracelib.formats.otf2 import messages
+
+    anchor = {"mpi variant": mpi_variant, "synthetic": synthetic}.get(which) or TRACES / "otf2" / which / "traces.otf2"
+    ref_b, ref_c, ref_s = Otf2Trace(anchor).read_tables("r")
+    assert ref_s.messages.height > 0
+    monkeypatch.setattr(messages, "MATCH_ROWS", 1)
+    b, c, s = Otf2Trace(anchor).read_tables("r")
+    assert_frame_equal(s.messages, ref_s.messages)
+    assert_frame_equal(c, ref_c)
+    assert_frame_equal(b, ref_b)
+
+
+def test_grouped_pairing_keeps_self_communicators_and_sends_to_no_rank():
+    from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _RECV, _SEND
+    from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, match_messages
+
+    # task, thread, kind, time, pos, peer rank, comm, tag, size, request; comm 9 is a self communicator
+    p2p = pl.DataFrame([(1, 1, _SEND, 100, 1, 1, 0, 7, 64, 0), (2, 1, _RECV, 150, 1, 0, 0, 7, 64, 0),
+                        (2, 1, _ISEND, 110, 2, 2, 0, 3, 8, 5), (3, 1, _IRECV_REQ, 90, 1, 0, 0, 0, 0, 44),
+                        (3, 1, _IRECV, 170, 2, 1, 0, 3, 8, 44), (3, 1, _SEND, 200, 3, 0, 9, 1, 4, 0),
+                        (3, 1, _RECV, 210, 4, 0, 9, 1, 4, 0), (1, 1, _SEND, 300, 2, 7, 0, 1, 2, 0)],
+                       schema=_P2P_SCHEMA, orient="row")
+    ranks = pl.DataFrame({"comm": [0, 0, 0], "rank": [0, 1, 2], "task": [1, 2, 3], "thread": [1, 1, 1]},
+                         schema={"comm": pl.Int64, "rank": pl.Int64, "task": pl.Int32, "thread": pl.Int32})
+    whole = match_messages(p2p, ranks, {9}, group_rows=100)
+    assert whole.select("s_task", "s_time_ns", "r_task", "r_time_ns").rows() == [
+        (1, 100, 2, 150), (1, 300, None, None), (2, 110, 3, 90), (3, 200, 3, 210)]
+    assert_frame_equal(match_messages(p2p, ranks, {9}, group_rows=1), whole)
+
+
 def test_streaming_parts_and_progress(synthetic):
     trace = Otf2Trace(synthetic, chunk_events=4)
     seen: list[int] = []

@@ -167,6 +167,25 @@ def test_an_output_into_a_stored_folder_reached_through_another_mount_is_refused
         subprocess.run(["umount", str(mnt)], capture_output=True)
 
 
+def test_a_copy_of_a_stored_folder_beside_the_users_files_blocks_no_output(tmp_path: Path, run_cli) -> None:
+    """Attack 12 F2: a folder holding a copy of one run folder (a backup, or the copy an E1 refusal says to move out
+    of the warehouse) was taken for a warehouse's runs/, so every output anywhere below it was refused as "inside
+    the warehouse". Only a real warehouse, a stored folder, or a folder of nothing but stored folders blocks one."""
+    from testing.traces import PRIME
+
+    wh = tmp_path / "wh"
+    code, _, err = run_cli("ingest", PRIME, "-w", wh)
+    assert code == 0, err
+    home = tmp_path / "home"
+    shutil.copytree(next((wh / "runs").iterdir()), home / "run-backup")
+    (home / "projects" / "out").mkdir(parents=True)
+    for out in (home / "projects" / "out" / "y.csv", home / "y.csv"):
+        code, _, err = run_cli("sql", "SELECT 1 AS one", "-o", out, "-w", wh)
+        assert code == 0 and out.read_text().splitlines() == ['"one"', "1"], (out, err)
+    line = _refused(run_cli, "sql", "SELECT 1 AS one", "-o", home / "run-backup" / "y.csv", "-w", wh)
+    assert "lies inside the warehouse" in line  # into the stored folder's own layout: a copy or a mount alike
+
+
 def test_dev_stdout_on_a_pipe_is_written_into(tmp_path: Path) -> None:
     """`-o /dev/stdout | gzip` is how an export is streamed; on a pipe /dev/stdout resolves to
     /proc/PID/fd/pipe:[N], a name that exists only as a magic link's text, and every command failed creating a part

@@ -103,3 +103,81 @@ def test_folds_keep_every_scale_of_a_program_out_together():
 ])
 def test_a_model_not_clearly_better_than_the_mean_is_rejected(r2, mape, mean_mape, status):
     assert model_status(r2, mape, mean_mape) == status
+
+
+def _scorep_archive(root: Path, binary: str, functions: tuple[str, ...]) -> Path:
+    """A 4-rank Score-P-like archive whose program region records the executable ``/home/u/<folder>/<binary>``,
+    with the program's own ``functions``: its anchor."""
+    from otf2.enums import Paradigm, RegionRole
+
+    from testing.otf2_variants import _Archive
+
+    a = _Archive(root, ranks=4, threads=1)
+    a.d.region(binary, canonical_name=f"/home/u/{functions[0]}/{binary}", region_role=RegionRole.ARTIFICIAL,
+               paradigm=Paradigm.MEASUREMENT_SYSTEM)
+    for f in functions:
+        a.region(f, RegionRole.FUNCTION, Paradigm.COMPILER, f"{f}.c", 10)
+    a.mpi("MPI_Finalize")
+    events = [a.events(r) for r in range(4)]
+    for e in events:
+        e.program_begin(0, binary, [])
+    for i in range(10):
+        for r, e in enumerate(events):
+            base = 1000 + i * 10000
+            e.enter(base, functions[0], 0)
+            e.leave(base + 5000, functions[0], 100000 * (r + 1))
+    for e in events:
+        e.enter(900000, "MPI_Finalize")
+        e.leave(900100, "MPI_Finalize")
+        e.program_end(1000000, 0)
+    return a.close()
+
+
+def test_programs_that_share_a_binary_name_are_told_apart_by_their_symbols(tmp_path):
+    """Attack 12 F4: the executable's file name alone was the program, so two unrelated codes both built as
+    ``a.out`` (the compiler's default; ``python3`` for every mpi4py code) were one app and one program (detect's
+    history, train's unseen-program folds mixed them). A name many programs share is matched by the symbols: the
+    solver's two runs are one program, the FFT another, with its own app and a warning saying so."""
+    import warnings
+
+    solver = ("solve_a", "assemble_a", "precond_a", "smooth_a", "restrict_a", "prolong_a")
+    fft = ("fft_b", "transpose_b", "pack_b", "unpack_b", "twiddle_b", "plan_b")
+    wh = Warehouse(tmp_path / "wh")
+    names = {}
+    for run, functions in (("s1", solver), ("f1", fft), ("s2", solver + ("norm_a",))):  # s2: another version
+        anchor = _scorep_archive(tmp_path / "campaign" / f"scorep-{run}", "a.out", functions)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            names[run] = ingest_trace(wh, anchor, experiment="campaign").run_id
+        told = [str(w.message) for w in said if "'a.out' is a name many programs share" in str(w.message)]
+        assert len(told) == (run == "f1"), (run, told)
+    runs = runs_table(wh)
+    apps = dict(zip(runs["run_id"], runs["app"]))
+    keys = run_programs(wh)
+    assert apps[names["s1"]] == apps[names["s2"]] == "a.out" and apps[names["f1"]].startswith("a.out-")
+    assert keys[names["s1"]] == keys[names["s2"]] != keys[names["f1"]]
+    from synthtrace.warehouse.programs import shared_binary
+
+    assert shared_binary("python3.11") and shared_binary("A.OUT") and not shared_binary("lulesh2.0")
+
+
+def test_an_index_written_before_shared_binary_names_counted_is_rebuilt(tmp_path):
+    """A warehouse whose program index was complete before runs of a shared binary name were indexed (they were
+    not): the index is rebuilt once, so a second ``a.out`` program is told apart from the stored one."""
+    import shutil
+    import warnings
+
+    from synthtrace.warehouse.programs import PROGRAM_INDEX
+
+    wh = Warehouse(tmp_path / "wh")
+    solver = _scorep_archive(tmp_path / "c" / "scorep-s1", "a.out", ("solve_a", "assemble_a", "precond_a"))
+    fft = _scorep_archive(tmp_path / "c" / "scorep-f1", "a.out", ("fft_b", "transpose_b", "pack_b"))
+    ingest_trace(wh, solver, experiment="c")
+    shutil.rmtree(wh.root / PROGRAM_INDEX)  # as the old code left it: complete, without the a.out run
+    (wh.root / PROGRAM_INDEX).mkdir(parents=True)
+    (wh.root / PROGRAM_INDEX / ".complete").touch()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        ingest_trace(wh, fft, experiment="c")
+    apps = sorted(runs_table(wh)["app"])
+    assert apps[0] == "a.out" and apps[1].startswith("a.out-"), apps

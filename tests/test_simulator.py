@@ -269,7 +269,8 @@ def test_cli_errors(tmp_path, run_cli):
                                     # attack 7 A24: 6 GB and running on / a traceback / accepted silently
                                     ("--apps-per-pattern", "1000000000"), ("--seed", "-1"),
                                     ("--ranks-per-node", "0"), ("--inject", "more_instructions:halo:1:nan", "--nights",
-                                                                "3")],
+                                                                "3"),
+                                    ("--runs", "501", "--pattern", "halo")],  # attack 12: "Too many open files"
                          ids=lambda o: " ".join(o))
 def test_an_option_out_of_range_is_one_line_before_anything_is_written(tmp_path, run_cli, option):
     """Before: --counters-per-run 0 was a ZeroDivisionError traceback, --scale nan wrote traces of NaN work (exit

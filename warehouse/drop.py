@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError
@@ -68,15 +69,13 @@ def drop_lock(drop: Path) -> Iterator[None]:
     warehouse apart). The lock is a ``flock`` of :data:`DROP_LOCK` in the folder: on NFS (v3 through the lock
     manager, v4 natively) the server holds it, so nights on two hosts exclude each other too, where a ``flock`` of
     the folder itself stays on one client (attack 11 E4: Linux's NFS directories have no lock operation). A drop
-    folder this process cannot write (a read-only drop: nothing in it is moved, nothing to keep apart but the
-    ingest) is locked by its own descriptor; the kernel releases either with a killed night. A file system that
-    refuses locks (Lustre without ``-o flock``) is said once, and the night goes on unlocked."""
-    try:
-        fd = os.open(drop / DROP_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:
-        if exc.errno not in (errno.EACCES, errno.EROFS, errno.EPERM):
-            raise
-        fd = os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    folder's lock file another account made is opened read-only when it cannot be opened for writing (``flock``
+    needs no write access; attack 12 F5: the folder lock it fell back to never met the file's, so two accounts'
+    nights both ran); only a drop without the file that this process cannot write (a read-only drop: nothing in it
+    is moved, nothing to keep apart but the ingest) is locked by its own descriptor; the kernel releases either
+    with a killed night. A file system that refuses locks (Lustre without ``-o flock``) is said once, and the night
+    goes on unlocked."""
+    fd = _open_lock(drop)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -91,6 +90,40 @@ def drop_lock(drop: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def _open_lock(drop: Path) -> int:
+    """A descriptor to ``flock`` for the drop folder ``drop``: its :data:`DROP_LOCK` file, made if missing (readable
+    by all, writable by whom the folder lets write: another account's night into a shared drop opens it for
+    writing too), opened read-only when it cannot be opened for writing (another account's file, a read-only
+    mount); the folder itself only when there is no such file and it cannot be made. A symbolic link or a folder
+    planted under the name is refused (``O_NOFOLLOW``: its target is never opened)."""
+    path = drop / DROP_LOCK
+    refused = (errno.EACCES, errno.EROFS, errno.EPERM)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        if exc.errno not in refused:
+            raise
+    else:
+        with contextlib.suppress(OSError):  # the umask took the group's write away; a root-squashed NFS may refuse
+            os.fchmod(fd, 0o644 | (os.stat(drop).st_mode & 0o022))
+        return fd
+    for flags in (os.O_RDWR, os.O_RDONLY):
+        try:
+            return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EISDIR):  # attack 12: the line named no remedy
+                what = "a symbolic link" if exc.errno == errno.ELOOP else "a folder"
+                raise BadInputError(f"{path}: {what} where the nights' lock file belongs, never opened: no night "
+                                    "takes the drop folder's traces until it is removed") from None
+            if exc.errno not in refused:
+                raise
+    return os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
 def _lock_holder(fd: int) -> str:

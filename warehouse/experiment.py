@@ -10,7 +10,8 @@ Open one with :meth:`Warehouse.experiment <synthtrace.warehouse.layout.Warehouse
 through :meth:`Experiment.commit`: the experiment folder is rebuilt in staging (files other stages wrote are
 hard-linked in unchanged) and swapped in by one rename, under the experiment's writers' lock, after checking that
 the runs it was computed from are still the experiment's, and that no run joined it meanwhile (``synthtrace runs
-rm|move`` take the same lock).
+rm|move`` take the same lock); what was computed from its merge, that the merge is still the one it read
+(:class:`MergeStamp`).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from synthtrace.warehouse.checksums import Recorded, recorded
 from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import read_record
 from synthtrace.warehouse.night_state import RECORD as NIGHT_RECORD
@@ -62,6 +64,30 @@ def message_table(run_dir: Path) -> Path | None:
     if logical is not None and "c_call_seq" in schema_of(logical):
         return logical
     return stored_file(run_dir, MESSAGE_RECORDS)
+
+
+def merged_run_ids(folder: Path) -> set[str] | None:
+    """The runs the merge stored in the experiment ``folder`` was computed from, as its record names them; None when
+    it holds no merge, or one stored before the record named its runs."""
+    if stored_file(folder, MERGED_FILE) is None:
+        return None
+    try:
+        ids = read_record(folder / f"{RECORD}.json").get("run_ids")
+    except (OSError, ValueError):
+        return None
+    return set(ids) if isinstance(ids, list) else None
+
+
+@dataclass(frozen=True)
+class MergeStamp:
+    """Which merge an experiment's folder holds (:meth:`Experiment.merge_stamp`): whether it holds one, when it was
+    committed (``experiment.json``'s ``merged_at``; None for a merge stored before the record) and the merged
+    file's digest as its folder's manifest records it (None: stored before manifests). Two merges of the same runs
+    differ in both."""
+
+    merged: bool
+    merged_at: str | None = None
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +177,32 @@ class Experiment:
         missing is :class:`~synthtrace.warehouse.errors.DamagedPartError`)."""
         return stored_file(self.dir, MERGED_FILE) is not None
 
+    def merge_stamp(self) -> MergeStamp:
+        """Which merge it holds now: take it before reading what a commit is computed from, and give it to
+        :meth:`commit` (``merge=``), which refuses if another merge was committed since."""
+        if not self.is_merged:
+            return MergeStamp(False)
+        found = recorded(self.dir / MERGED_FILE)
+        return MergeStamp(True, self.record().get("merged_at"), found.digest if isinstance(found, Recorded) else None)
+
+    def runs_not_merged(self) -> list[str]:
+        """Names of its runs its stored merge was not computed from (ingested into it since: attack 12 F9, a merge
+        of 2 of its 3 runs was analysed and exported without a word); [] when not merged, or merged before the
+        record named its runs."""
+        merged = merged_run_ids(self.dir)
+        return [] if merged is None else [name for rid, name in self.run_names.items() if rid not in merged]
+
+    def merge_coverage_note(self) -> str | None:
+        """One line for the readers of its merge (archetypes, export, report) when the merge leaves some of its
+        runs out, naming them and the remedy; None when it covers them all or it is not merged."""
+        missing = self.runs_not_merged()
+        if not missing:
+            return None
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        return (f"experiment {self.name}: its merge does not cover {len(missing)} of its {len(self.run_ids)} runs "
+                f"({shown}, added since it was merged): what is read is the merge of the others; run `synthtrace "
+                f"merge {self.name}` to take them in")
+
     def require_runs(self) -> Experiment:
         """This experiment, after checking it has runs; raises :class:`UnknownExperimentError` naming the others."""
         if self.runs.height == 0:
@@ -223,20 +275,28 @@ class Experiment:
 
     # ------------------------------------------------------------------ committing
     def commit(self, frames: dict[str, pl.DataFrame], documents: dict[str, dict] | None = None, *,
-               what: str = "it was computed", read: Iterable[str] | None = None, needs_merged: bool = False,
-               drop: Iterable[str] = ()) -> Path:
+               what: str = "it was computed", read: Iterable[str] | None = None, merge: MergeStamp | None = None,
+               drop: Iterable[str] = (), again: str = "the command") -> Path:
         """Replace ``<name>.parquet`` per frame and ``<name>.json`` per document of the experiment folder, keeping
         its other files, in one atomic swap; returns the folder. ``read``: the run ids the frames were computed
         from (default: the experiment's runs when opened); if one left the experiment meanwhile, a run joined it
-        since it was opened, or (``needs_merged``) its merged data was removed, nothing is written
-        (:class:`RunsChangedError`, saying ``while <what>``). ``drop``: files of the folder not kept."""
+        since it was opened, or (``merge``: the merge the frames were computed from, taken by :meth:`merge_stamp`
+        before reading) its merged data was removed or merged again, nothing is written (:class:`RunsChangedError`,
+        saying ``while <what>`` and to run ``again`` again; attack 12 F6: an analysis of the merge a merge replaced
+        while it ran was committed after it). ``drop``: files of the folder not kept."""
         run_ids = list(self.run_ids if read is None else read)
 
         def unchanged() -> None:
             check_runs_still_in(self.wh, self.name, run_ids, what, had=self.run_ids, folders=self._folders)
-            if needs_merged and not self.is_merged:
+            if merge is None:
+                return
+            now = self.merge_stamp()
+            if merge.merged and not now.merged:
                 raise RunsChangedError(f"experiment {self.name!r}: its merged data was removed while {what} (its "
                                        "runs changed); nothing was committed: merge it again")
+            if now != merge:
+                raise RunsChangedError(f"experiment {self.name!r}: the merge changed while {what}; nothing was "
+                                       f"committed: run {again} again")
         return self.wh.update_dir(self.dir, frames, documents, check=unchanged, drop=drop)
 
     def commit_merge(self, result: MergeResult, options: MergeOptions, read: Iterable[str]) -> Path:

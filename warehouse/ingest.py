@@ -50,6 +50,7 @@ class IngestResult:
     n_mpi_calls: int = 0
     warnings: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # run_ids of the same trace ingested before its .pcf
+    notes: list[str] = field(default_factory=list)  # what the user should know of the run's experiment
 
 
 class RunConflictError(BadInputError):
@@ -390,7 +391,21 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         wh.remove(wh.run_dir(old))
         (wh.root / WITHOUT_PCF_INDEX / _source_key(path) / old).unlink(missing_ok=True)
     return IngestResult(path, run_id, run_name, exp_name, "ingested", summary.n_bursts, summary.n_calls,
-                        list(summary.warnings), superseded)
+                        list(summary.warnings), superseded, _merge_notes(wh, exp_name, run_id))
+
+
+def _merge_notes(wh: Warehouse, experiment: str, run_id: str) -> list[str]:
+    """The note for a run ingested into an experiment merged without it (attack 12 F9: its merge was then analysed
+    and exported without a word; the night merges it again, a user must be told)."""
+    from synthtrace.warehouse.experiment import merged_run_ids
+
+    try:
+        merged = merged_run_ids(wh.experiment_dir(experiment))
+    except WarehouseError:  # a damaged merge: its readers say so
+        return []
+    if merged is None or run_id in merged:
+        return []
+    return [f"experiment {experiment} was merged without this run: run `synthtrace merge {experiment}` to take it in"]
 
 
 class _Reported:

@@ -67,7 +67,10 @@ STORED_FOLDER_FILES: tuple[frozenset[str], ...] = (
 def warehouse_holding(path: str | Path) -> Path | None:
     """The warehouse folder that ``path`` (links followed, as a write would follow them) is or lies in, or None.
     A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders; a stored
-    folder of one (:data:`STORED_FOLDER_FILES`), however reached, counts as a warehouse folder."""
+    folder of one (:data:`STORED_FOLDER_FILES`), however reached, counts as a warehouse folder, and so does a
+    folder of nothing but stored folders (a ``runs/`` or ``experiments/`` reached through another mount). A folder
+    that merely holds a copy of one stored folder among the user's own is not (attack 12 F2: every output below
+    the folder holding a backup of a run was refused as "inside the warehouse")."""
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
         if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
             return folder
@@ -82,21 +85,24 @@ def _stored_folder(folder: Path) -> bool:
 
 def _holds_stored_folders(folder: Path, sample: int = 8) -> bool:
     """Whether ``folder`` is a warehouse's ``runs/`` or ``experiments/`` (reached through another mount: attack 6
-    F16, a new folder made under a bind mount of experiments/ was read by the views): one of its first ``sample``
-    subfolders is a stored folder. Stops at the first ``sample`` subfolders, so a large folder costs no more."""
+    F16, a new folder made under a bind mount of experiments/ was read by the views): it has a subfolder, and each
+    of its first ``sample`` subfolders (hidden ones aside) is a stored folder; one that is not (the user's
+    ``projects/`` beside a copied run) says it is the user's folder. Stops at the first ``sample`` subfolders, so a
+    large folder costs no more."""
+    seen = 0
     try:
         with os.scandir(folder) as entries:
-            seen = 0
             for e in entries:
-                if e.is_dir(follow_symlinks=False):
-                    if _stored_folder(Path(e.path)):
-                        return True
-                    seen += 1
-                    if seen >= sample:
-                        return False
+                if e.name.startswith(".") or not e.is_dir(follow_symlinks=False):
+                    continue
+                if not _stored_folder(Path(e.path)):
+                    return False
+                seen += 1
+                if seen >= sample:
+                    break
     except OSError:
         return False
-    return False
+    return seen > 0
 
 
 #: the largest record a warehouse keeps as JSON (a swap journal, experiment.json, night.json), bytes

@@ -166,15 +166,16 @@ def merge_calls(calls: pl.LazyFrame) -> pl.LazyFrame:
 
 def merge_inputs(exp: Experiment) -> list[RunTables]:
     """Every run of ``exp`` as the whole-run merge reads it, sorted by run name: its bursts (with ``DRAM_CAS`` from
-    its uncore samples) without the run id, its MPI calls sorted by thread and ``call_seq`` with the columns the
-    merge reads alone (a projected scan: issue 23, 45% less than the whole calls table), its messages
+    its uncore samples) without the run id, its MPI calls as a lazy scan sorted by thread and ``call_seq`` with the
+    columns the merge reads alone (issue 23: a projected scan, 45% less than the whole calls table; read where
+    the merge derives what it needs from them, not held while it aligns), its messages
     (:func:`~synthtrace.warehouse.experiment.message_table`, None when it has none)."""
     exp.require_runs()
     out = []
     for run_id, run_name in zip(exp.run_ids, exp.runs.get_column("run_name").to_list()):
         bursts = exp.bursts(run_id).drop("run_id", strict=False)
         files = run_parts(exp.wh, run_id, "mpi_calls.parquet")
-        calls = merge_calls(scan_parts(files)).sort(*THREAD_KEYS, "call_seq").collect() if files else pl.DataFrame()
+        calls = merge_calls(scan_parts(files)).sort(*THREAD_KEYS, "call_seq") if files else pl.DataFrame()
         messages = message_table(exp.wh.run_dir(run_id))
         out.append(RunTables(run_id, run_name, bursts, calls,
                              read_part(messages).drop("run_id", strict=False) if messages else None))

@@ -3,7 +3,8 @@
 Per experiment, ``experiments/<name>/night.json`` records the runs its merge and analysis were computed from
 and which of those stages completed; an experiment whose runs differ from the record (or whose record lacks a
 stage) is pending until that stage completes. For the warehouse-wide stages (detect, retrain, report),
-``WAREHOUSE/night.json`` records the fingerprint of all runs they last completed on.
+``WAREHOUSE/night.json`` records the fingerprint of all runs (and of when each experiment's stages last completed)
+they last completed on.
 """
 from __future__ import annotations
 
@@ -84,12 +85,14 @@ def mark_experiment(wh: Warehouse, item: Pending, completed: Iterable[str], inva
 
 
 def fingerprint(wh: Warehouse) -> str:
-    """A hash of every experiment's runs and completed stages: it changes whenever a run comes, goes or moves,
-    or an experiment's merge or analysis completes."""
+    """A hash of every experiment's runs and completed stages, with when they last completed (the record's ``at``):
+    it changes whenever a run comes, goes or moves, or an experiment's merge or analysis completes, a redone one
+    too (attack 12 F3: a stage a merge by hand made stale and the night redid gave the same stage names, so the
+    warehouse stages computed from the replaced analysis were counted done)."""
     h = xxhash.xxh3_64()
     for experiment, run_ids in experiment_run_ids(wh).items():
         done = {} if name_problem(experiment) else _read(wh.experiment_dir(experiment) / f"{RECORD}.json")
-        h.update(json.dumps([experiment, run_ids, done.get("run_ids"), done.get("stages")]).encode())
+        h.update(json.dumps([experiment, run_ids, done.get("run_ids"), done.get("stages"), done.get("at")]).encode())
     return h.hexdigest()
 
 

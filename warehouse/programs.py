@@ -5,8 +5,10 @@ At ingest a run's :class:`~synthtrace.tracelib.formats.program.ProgramSymbols` (
 compared with the programs already in the warehouse:
 
 - the same binary name is the same program, a different binary name a different one;
-- without a binary name, symbol sets that overlap by :data:`SAME_PROGRAM_JACCARD` or more (Jaccard) are one program;
-  fewer than :data:`MIN_SYMBOLS` symbols say nothing (the run is its own program, named as before).
+- without a binary name, or with one that many programs share (:func:`shared_binary`: ``a.out``, ``python3``, an
+  interpreter or launcher; attack 12 F4: every ``a.out`` was one app), symbol sets that overlap by
+  :data:`SAME_PROGRAM_JACCARD` or more (Jaccard) are one program; fewer than :data:`MIN_SYMBOLS` symbols say nothing
+  (the run is its own program, named as before; a shared binary name stays the program then, nothing else tells).
 
 The run's program key is stored beside it (``program.json``); :func:`run_programs` reads them back for the folds of
 every evaluation on unseen programs, and :func:`choose_program` gives the default app when ``--app`` is not given:
@@ -23,8 +25,10 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +39,30 @@ from synthtrace.tracelib.formats.program import ProgramSymbols
 from synthtrace.warehouse.layout import Warehouse, read_record  # [helper security]
 
 PROGRAM_FILE = "program.json"
-#: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id}, and ``.complete``
-#: once every stored run is in it (a warehouse written before the index is indexed on its first ingest)
+#: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id, binary}, and
+#: :data:`INDEX_COMPLETE` once every stored run is in it (a warehouse written before the index is indexed on its
+#: first ingest)
 PROGRAM_INDEX = Path(".index") / "programs"
+#: the index's completeness mark; ``.complete`` marked an index without the runs of shared binary names (before
+#: attack 12 F4), rebuilt once like a missing one
+INDEX_COMPLETE = ".complete-2"
 #: symbol sets at least this similar (Jaccard) are one program (runs of one binary at other scales share ~0.9;
 #: kernels of one benchmark suite sharing its harness ~0.6)
 SAME_PROGRAM_JACCARD = 0.8
 #: fewer of the program's own symbols than this do not identify it
 MIN_SYMBOLS = 3
+#: executable file names that many unrelated programs share (compared in lower case; a version suffix such as
+#: ``python3.11`` or ``java17`` too): the compilers' default output, interpreters and the launchers a job runs a
+#: program under, each of which Score-P or Extrae may record as the program
+SHARED_BINARIES = frozenset({
+    "a.out", "a.exe", "b.out", "main", "main.exe", "app", "exe", "run", "program", "prog", "test",
+    "python", "python2", "python3", "pypy", "pypy3", "ipython", "ipython3", "jupyter", "julia", "r", "rscript",
+    "octave", "octave-cli", "matlab", "java", "node", "perl", "ruby", "lua", "luajit", "tclsh", "php", "dotnet",
+    "mono", "bash", "sh", "dash", "zsh", "ksh", "tcsh", "csh", "env", "time", "nohup", "taskset", "numactl",
+    "mpirun", "mpiexec", "mpiexec.hydra", "orterun", "prterun", "srun", "aprun", "jsrun", "ibrun", "orted",
+    "hydra_pmi_proxy", "valgrind", "gdb", "apptainer", "singularity", "charliecloud", "podman", "docker",
+    "shifter", "nsys", "ncu", "scorep", "extrae"})
+_VERSIONED = re.compile(r"(?P<name>.+?)[-_]?\d+(\.\d+)*[a-z]?")
 
 
 @dataclass(frozen=True)
@@ -58,6 +78,18 @@ class Program:
         """Store the identity beside a run (its staged directory)."""
         (run_dir / PROGRAM_FILE).write_text(json.dumps({
             "key": self.key, "binary": self.symbols.binary, "symbols": sorted(self.symbols.symbols)}))
+
+
+def shared_binary(binary: str) -> bool:
+    """Whether the executable file name ``binary`` is one many programs share (:data:`SHARED_BINARIES`, also with a
+    version number: ``python3.11``, ``java17``): no identity on its own."""
+    name = binary.lower()
+    return name in SHARED_BINARIES or bool((m := _VERSIONED.fullmatch(name)) and m["name"] in SHARED_BINARIES)
+
+
+def _names_program(binary: str | None) -> bool:
+    """Whether a run's recorded ``binary`` is its program's identity (else its symbols are)."""
+    return bool(binary) and not shared_binary(binary)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -86,12 +118,13 @@ def _stored(wh: Warehouse) -> list[tuple[str, dict]]:
     return out
 
 
-def _index_entry(index: Path, key: str, symbols: frozenset[str], run_id: str) -> None:
-    """Index the symbol set of run ``run_id`` under program ``key``, unless that set is indexed already (the first
-    run with a set names it; two ingests adding the same set at once each write a valid entry, one wins)."""
+def _index_entry(index: Path, key: str, symbols: frozenset[str], run_id: str, binary: str | None) -> None:
+    """Index the symbol set of run ``run_id`` (its shared ``binary`` name, or None) under program ``key``, unless
+    that set is indexed already (the first run with a set names it; two ingests adding the same set at once each
+    write a valid entry, one wins)."""
     entry = index / f"{_symbol_hash(symbols)}.json"
     if not entry.is_file():
-        body = json.dumps({"key": key, "symbols": sorted(symbols), "run_id": run_id})
+        body = json.dumps({"key": key, "symbols": sorted(symbols), "run_id": run_id, "binary": binary})
         write_atomically(entry, lambda tmp: tmp.write_text(body))
 
 
@@ -100,15 +133,15 @@ def _program_index(wh: Warehouse) -> Path:
     warehouse written before it, or one whose indexed run was removed). It is built aside and renamed into place, so
     a concurrent ingest sees the old index or the whole new one."""
     index = wh.root / PROGRAM_INDEX
-    if (index / ".complete").is_file():
+    if (index / INDEX_COMPLETE).is_file():
         return index
     index.parent.mkdir(parents=True, exist_ok=True)
     built = index.with_name(f".{index.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}")
     built.mkdir()
     for run_id, stored in _stored(wh):
-        if stored.get("key") and not stored.get("binary"):
-            _index_entry(built, stored["key"], frozenset(stored.get("symbols", ())), run_id)
-    (built / ".complete").touch()
+        if stored.get("key") and not _names_program(stored.get("binary")):
+            _index_entry(built, stored["key"], frozenset(stored.get("symbols", ())), run_id, stored.get("binary"))
+    (built / INDEX_COMPLETE).touch()
     old = index.with_name(built.name + ".old")
     with contextlib.suppress(FileNotFoundError):
         os.rename(index, old)
@@ -136,10 +169,11 @@ def _candidates(wh: Warehouse, *, scan: bool) -> list[dict]:
     ``scan`` is False, else from every stored run's identity (a warehouse written before the index; an index that
     names a removed run, until the next commit rebuilds it). Writes nothing: a refused ingest leaves no trace."""
     index = wh.root / PROGRAM_INDEX
-    if not scan and (index / ".complete").is_file():
+    if not scan and (index / INDEX_COMPLETE).is_file():
         return _indexed(index)
-    return [{"key": stored["key"], "symbols": stored.get("symbols", ()), "run_id": run_id}
-            for run_id, stored in _stored(wh) if stored.get("key") and not stored.get("binary")]
+    return [{"key": stored["key"], "symbols": stored.get("symbols", ()), "run_id": run_id,
+             "binary": stored.get("binary")}
+            for run_id, stored in _stored(wh) if stored.get("key") and not _names_program(stored.get("binary"))]
 
 
 def _app_of(wh: Warehouse, run_id: str) -> str | None | bool:
@@ -152,15 +186,20 @@ def _app_of(wh: Warehouse, run_id: str) -> str | None | bool:
 
 def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
     """The program of a run about to be ingested, matched against the programs already in ``wh`` (through the index:
-    the cost does not depend on how many runs are stored)."""
-    if symbols.binary:
-        return Program(symbols.binary, symbols.binary, symbols)
+    the cost does not depend on how many runs are stored). A binary name many programs share (:func:`shared_binary`)
+    is matched by the symbols as a trace without one; the first such program keeps the name as its app, another one
+    under the same name is ``<name>-<its symbols' hash>``, said in a warning (a note of the ingest)."""
+    binary = symbols.binary
+    if _names_program(binary):
+        return Program(binary, binary, symbols)
     if len(symbols.symbols) < MIN_SYMBOLS:
-        return Program(None, None, symbols)
+        return Program(binary, binary, symbols)
+    namesakes = False  # a program stored under the same shared binary name
     for scan in (False, True):  # a scan when the best entry's run was removed since the index named it
         best: tuple[float, dict] | None = None
         for stored in _candidates(wh, scan=scan):
             score = jaccard(symbols.symbols, frozenset(stored.get("symbols", ())))
+            namesakes |= binary is not None and stored.get("binary") == binary
             if score >= SAME_PROGRAM_JACCARD and (best is None or score > best[0]):
                 best = (score, stored)
         if best is None:
@@ -168,15 +207,22 @@ def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
         app = _app_of(wh, best[1]["run_id"])
         if app is not False:
             return Program(best[1]["key"], app, symbols)
-        (wh.root / PROGRAM_INDEX / ".complete").unlink(missing_ok=True)  # the next commit rebuilds it
-    return Program(_symbol_key(symbols.symbols), None, symbols)
+        (wh.root / PROGRAM_INDEX / INDEX_COMPLETE).unlink(missing_ok=True)  # the next commit rebuilds it
+    key = _symbol_key(symbols.symbols)
+    if binary is None or not namesakes:
+        return Program(key, binary, symbols)
+    app = f"{binary}-{key.removeprefix('symbols:')[:8]}"
+    warnings.warn(f"the program {binary!r} is a name many programs share, and this trace's symbols match none stored "
+                  f"under it: a program of its own, app {app!r} (--app NAME names it; --experiment NAME keeps its "
+                  "runs apart from the other's)", stacklevel=2)
+    return Program(key, app, symbols)
 
 
 def remember_program(wh: Warehouse, program: Program, run_id: str) -> None:
     """Index the program of run ``run_id``, just committed (called after the commit: a refused ingest indexes
     nothing)."""
-    if program.key and not program.symbols.binary:
-        _index_entry(_program_index(wh), program.key, program.symbols.symbols, run_id)
+    if program.key and not _names_program(program.symbols.binary):
+        _index_entry(_program_index(wh), program.key, program.symbols.symbols, run_id, program.symbols.binary)
 
 
 def run_programs(wh: Warehouse) -> dict[str, str]:

@@ -129,9 +129,13 @@ def structure_counts(ref_calls: pl.DataFrame, other_calls: pl.DataFrame, sites: 
     """(reference's, other's, common) consecutive unit pairs of two runs' :func:`call_structure` (the other run's
     tasks numbered as the reference's; common: per thread and pair, the smaller count). Additive over groups of
     tasks (``sites``: :func:`sites_named` of the whole runs)."""
-    r, o = call_structure(ref_calls, sites), call_structure(other_calls, sites)
-    common = r.join(o, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
-    return int(r.get_column("n").sum()), int(o.get_column("n").sum()), int(common or 0)
+    return structure_sums(call_structure(ref_calls, sites), call_structure(other_calls, sites))
+
+
+def structure_sums(ref: pl.DataFrame, other: pl.DataFrame) -> tuple[int, int, int]:
+    """:func:`structure_counts` of two runs' :func:`call_structure` tables (computed with the same ``sites``)."""
+    common = ref.join(other, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
+    return int(ref.get_column("n").sum()), int(other.get_column("n").sum()), int(common or 0)
 
 
 def structure_share(n_ref: int, n_other: int, n_common: int) -> float | None:

@@ -50,11 +50,12 @@ import polars as pl
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
-                                              arrival_tolerant, opened_by, opened_differently, pair_signals,
-                                              sites_named, structure_counts, structure_share, unpaired, verdict)
+                                              arrival_tolerant, call_structure, opened_by, opened_differently,
+                                              pair_signals, sites_named, structure_share, structure_sums, unpaired,
+                                              verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
-from synthtrace.tracelib.merge.ranks import rank_mapping, renumber
+from synthtrace.tracelib.merge.ranks import rank_mapping, renumber, renumber_calls
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
@@ -126,7 +127,9 @@ class RunTables:
     run_id: str
     run_name: str
     bursts: pl.DataFrame
-    mpi_calls: pl.DataFrame
+    #: a lazy scan is read where the merge needs the calls and not held (issue 23: :func:`merge_runs` keeps what it
+    #: derives from them, not the calls, while it aligns)
+    mpi_calls: pl.DataFrame | pl.LazyFrame
     #: the trace's communication records (MESSAGE_SCHEMA of :mod:`synthtrace.tracelib.formats.bursts`: both ends'
     #: task, thread and logical time, size, tag), when the reader or the warehouse kept them; else None and the
     #: logical messages come from the calls alone (:mod:`synthtrace.tracelib.merge.messages`)
@@ -140,6 +143,37 @@ class RunTables:
             return []
         nn = self.bursts.select(pl.col(c).is_not_null().any() for c in cols).row(0)
         return [c for c, has in zip(cols, nn) if has]
+
+
+def calls_of(run: RunTables) -> pl.DataFrame:
+    """The run's MPI calls as a frame (read now when they are a lazy scan)."""
+    calls = run.mpi_calls
+    return calls.collect() if isinstance(calls, pl.LazyFrame) else calls
+
+
+@dataclass(frozen=True)
+class CallStructure:
+    """What the same-program check reads of one run's MPI calls (:func:`synthtrace.tracelib.merge.checks.
+    call_structure`), kept instead of the calls: whether it names call sites, and its structure with the call sites
+    (when it names them) and without."""
+
+    sites: bool
+    with_sites: pl.DataFrame | None
+    without_sites: pl.DataFrame | None
+
+    @classmethod
+    def of(cls, calls: pl.DataFrame, sites: bool | None = None) -> CallStructure:
+        """``sites``: whether the structure compared will count call sites (both runs name them; None: not known
+        yet, both kept when this run names them)."""
+        named = sites_named(calls)
+        with_sites = call_structure(calls, True) if named and sites is not False else None
+        return cls(named, with_sites, call_structure(calls, False) if not (named and sites) else None)
+
+    def table(self, sites: bool) -> pl.DataFrame:
+        """The structure counted with or without call sites."""
+        got = self.with_sites if sites else self.without_sites
+        assert got is not None, "a structure this run's own did not keep"
+        return got
 
 
 @dataclass(frozen=True)
@@ -391,6 +425,7 @@ class Reference:
     messages: pl.DataFrame
     opened: pl.DataFrame
     counters: list[str]
+    structure: CallStructure
 
     @classmethod
     def of(cls, ref: RunTables, options: MergeOptions, counters: list[str] | None = None,
@@ -398,11 +433,12 @@ class Reference:
         """``features``: the counters the alignments compare (:func:`compared_features`; default: ``counters``),
         the only ones the sequence table carries (issue 23: one Float64 column per counter and burst)."""
         counters = ref.counters if counters is None else counters
-        messages = logical_messages(ref.mpi_calls, ref.messages)
+        calls = calls_of(ref)
+        messages = logical_messages(calls, ref.messages)
         u = units(ref.bursts)
-        seq = sequence_table(u.table, ref.mpi_calls, counters if features is None else features, options.align,
+        seq = sequence_table(u.table, calls, counters if features is None else features, options.align,
                              messages if ref.messages is not None else None)
-        return cls(ref, u, seq, messages, opened_by(ref.bursts, ref.mpi_calls, messages), counters)
+        return cls(ref, u, seq, messages, opened_by(ref.bursts, calls, messages), counters, CallStructure.of(calls))
 
 
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions) -> dict[int, int] | None:
@@ -411,7 +447,7 @@ def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions) -> 
     if not options.map_ranks:
         return None
     return rank_mapping(ref.run.bursts, message_counts(ref.messages), o.bursts,
-                        message_counts(logical_messages(o.mpi_calls, o.messages)), (ref.run.run_name, o.run_name))
+                        message_counts(logical_messages(calls_of(o), o.messages)), (ref.run.run_name, o.run_name))
 
 
 def renumbered_note(ref: RunTables, o: RunTables, renum: dict[int, int]) -> str:
@@ -436,13 +472,16 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     """Align one other run (its tasks renumbered by ``renum``) to the reference: its match table, tallies and
     choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
 
-    Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts."""
-    bursts, calls = o.bursts, o.mpi_calls
-    messages = logical_messages(o.mpi_calls, o.messages)
+    Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts. What
+    the checks read of the run's calls is derived before the alignment, which does not hold them (issue 23)."""
+    bursts, calls = o.bursts, calls_of(o)
+    messages = logical_messages(calls, o.messages)
+    mapped = o
     if renum:
-        bursts, calls, messages = renumber(o.bursts, o.mpi_calls, renum, messages)
+        bursts, calls, messages = renumber(o.bursts, calls, renum, messages)
         bursts = sort_bursts(bursts)
-    mapped = replace(o, bursts=bursts, mpi_calls=calls)
+        mapped = replace(o, bursts=bursts, mpi_calls=calls if isinstance(o.mpi_calls, pl.DataFrame)
+                         else renumber_calls(o.mpi_calls, renum))
     common = [c for c in ref.counters if c in counters]
     feats = pick_features(common)
     o_units = units(bursts)
@@ -450,10 +489,15 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
     o_seq = sequence_table(o_units.table, calls, feats, options.align,
                            messages if o.messages is not None else None)
+    # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
+    o_opened = opened_by(bursts, calls, messages)
+    sites = ref.structure.sites and sites_named(calls)
+    o_structure = CallStructure.of(calls, sites).table(sites)
+    del calls, messages
     m = align_runs(ref.seq, o_seq, feats, options.align)
     m = m.with_columns(arrival_tolerant(ref.seq, o_seq, m))  # receives that follow arrival say nothing
-    units_tally = _same_program_tally(ref.run, calls, ref.seq, o_seq, m.get_column("other_seq").is_not_null(),
-                                      options, own)
+    units_tally = _same_program_tally(ref.structure.table(sites), o_structure, ref.seq, o_seq,
+                                      m.get_column("other_seq").is_not_null(), options, own)
     reference, source, share = ref.run.bursts, bursts, None
     if ref.units.split or o_units.split:
         ex = expand(ref.run.bursts, ref.units, bursts, o_units, m, common)
@@ -468,8 +512,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
-    # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
-    m, sig = _check_opened(ref.opened, opened_by(bursts, calls, messages), m, reference, source, work, sig, long_ref)
+    m, sig = _check_opened(ref.opened, o_opened, m, reference, source, work, sig, long_ref)
     sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
     matched = m.get_column("other_seq").is_not_null()
@@ -545,21 +588,21 @@ def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFram
                       long_matched=int(long_matched.sum()), opened_example=example[0] if example else "")
 
 
-def _same_program_tally(ref: RunTables, calls: pl.DataFrame, ref_seq: pl.DataFrame, o_seq: pl.DataFrame,
-                        matched: pl.Series, options: MergeOptions, own: Own) -> Tally:
+def _same_program_tally(r_structure: pl.DataFrame, o_structure: pl.DataFrame, ref_seq: pl.DataFrame,
+                        o_seq: pl.DataFrame, matched: pl.Series, options: MergeOptions, own: Own) -> Tally:
     """The same-program check's sums over ``own``'s tasks: their timing-free call structure in both runs
-    (:func:`synthtrace.tracelib.merge.checks.call_structure`, per thread: ``calls`` the other run's, numbered as the
-    reference's) and the aligned units (``matched``: per row of ``ref_seq``)."""
-    r_calls, o_calls = ref.mpi_calls, calls
+    (:func:`synthtrace.tracelib.merge.checks.call_structure`, per thread, counted with call sites when both runs
+    name them: ``o_structure`` the other run's, numbered as the reference's) and the aligned units (``matched``:
+    per row of ``ref_seq``)."""
     r_long = ref_seq.get_column("duration_ns") >= options.min_error_duration_ns
     o_long = o_seq.get_column("duration_ns") >= options.min_error_duration_ns
-    if own:
+    if own:  # the structure is per thread: its rows of these tasks are the structure of their calls
         r_own, o_own = own.rows_of(ref_seq), own.rows_of(o_seq)
         matched, r_long, o_long = matched.filter(r_own), r_long.filter(r_own), o_long.filter(o_own)
-        r_calls, o_calls = (c.filter(own.rows_of(c)) if c.height else c for c in (r_calls, o_calls))
+        r_structure, o_structure = (c.filter(own.rows_of(c)) if c.height else c for c in (r_structure, o_structure))
     # [helper merge-verdict] consecutive calls per thread, polls and completion calls collapsed; sites count when
     # both runs name them
-    n_ref, n_other, n_common = structure_counts(r_calls, o_calls, sites_named(ref.mpi_calls, calls))
+    n_ref, n_other, n_common = structure_sums(r_structure, o_structure)
     return Tally(units_long_matched=int((matched & r_long).sum()), units_long_ref=int(r_long.sum()),
                  units_long_other=int(o_long.sum()), structure_ref=n_ref, structure_other=n_other,
                  structure_common=n_common)
@@ -575,8 +618,8 @@ def check_same_program(ref: RunTables, o: RunTables, t: Tally, options: MergeOpt
     # length), the length on the longer run
     same = structure_share(t.structure_ref, t.structure_other, t.structure_common)
     if same is not None and same < options.min_match_rate:
-        calls = calls or (f"calls of {ref.run_name}: {_call_histogram(ref.mpi_calls)}; "
-                          f"of {o.run_name}: {_call_histogram(o.mpi_calls)}")
+        calls = calls or (f"calls of {ref.run_name}: {_call_histogram(calls_of(ref))}; "
+                          f"of {o.run_name}: {_call_histogram(calls_of(o))}")
         raise NotSameProgramError(
             f"runs {ref.run_name!r} and {o.run_name!r} are not the same program: only {same:.0%} of the shorter "
             f"run's MPI call sequence (polling and completion loops collapsed) align by MPI structure ({calls})")
@@ -755,7 +798,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref = Reference.of(ref_run, options, counters_of[ref_run.run_id],
                        compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others]))
     check_counters(ref_run, others, counters_of,
-                   lambda r: (ref.messages if r is ref_run else logical_messages(r.mpi_calls, r.messages)).height > 0,
+                   lambda r: (ref.messages if r is ref_run else logical_messages(calls_of(r), r.messages)).height > 0,
                    options)
     n_ref = ref_run.bursts.height
     long_ref = ref_run.bursts.get_column("duration_ns") >= options.min_error_duration_ns
@@ -792,7 +835,7 @@ def _with_estimates(merged: pl.DataFrame, ref: Reference, aligned: dict[str, Ali
                     options: MergeOptions) -> tuple[pl.DataFrame, list[QualityRow]]:
     """``merged`` with a flagged estimate for every transferred counter's unmatched bursts (``estimate_unmatched``)
     and the quality rows' ``estimated_share``."""
-    own_seq = (sequence_table(ref.run.bursts, ref.run.mpi_calls, [], options.align) if ref.units.split
+    own_seq = (sequence_table(ref.run.bursts, calls_of(ref.run), [], options.align) if ref.units.split
                else ref.seq)
     flags, rows = [], []
     n_ref = merged.height
@@ -803,7 +846,7 @@ def _with_estimates(merged: pl.DataFrame, ref: Reference, aligned: dict[str, Ali
             continue
         c, info = q.counter, aligned[run_id]
         guess = _estimates(ref.run, info.run, c, transfer.plans[c], own_seq, sequence_table(
-            info.run.bursts, info.run.mpi_calls, [], options.align))
+            info.run.bursts, calls_of(info.run), [], options.align))
         values = merged.get_column(c)
         est = values.is_null() & guess.is_not_null()
         merged = merged.with_columns(pl.when(est).then(guess).otherwise(values).alias(c), est.alias(f"_est_{c}"))

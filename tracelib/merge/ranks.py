@@ -205,5 +205,13 @@ def renumber(bursts: pl.DataFrame, calls: pl.DataFrame, mapping: dict[int, int],
              messages: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
     """The run's bursts, calls and logical messages (:func:`synthtrace.tracelib.merge.messages.logical_messages`)
     with tasks (and message partners) renumbered by ``mapping``."""
-    return (renumber_columns(bursts, mapping, ("task",)), renumber_columns(calls, mapping, ("peer", "task")),
+    return (renumber_columns(bursts, mapping, ("task",)), renumber_calls(calls, mapping),
             None if messages is None else renumber_columns(messages, mapping, ("sender", "receiver")))
+
+
+def renumber_calls(calls: pl.DataFrame | pl.LazyFrame, mapping: dict[int, int]) -> pl.DataFrame | pl.LazyFrame:
+    """The run's MPI calls with their tasks and partners renumbered by ``mapping``; a lazy scan stays lazy (renumbered
+    as it is read: issue 23, calls not held)."""
+    if isinstance(calls, pl.LazyFrame):
+        return calls.map_batches(lambda c: renumber_columns(c, mapping, ("peer", "task")))
+    return renumber_columns(calls, mapping, ("peer", "task"))

@@ -1,14 +1,19 @@
 """Point-to-point messages of an OTF2 run: send and receive records matched across locations."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA
 from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
 
+_SEND_KINDS = [_SEND, _ISEND]
+#: the records that name the rank they send to or receive from (a probe's rank is its Mrecv's)
+_PEER_KINDS = [_SEND, _ISEND, _RECV, _IRECV]
 _P2P_SCHEMA = {"task": pl.Int32, "thread": pl.Int32, "kind": pl.Int8, "time_ns": pl.Int64, "pos": pl.Int64,
                "peer": pl.Int64, "comm": pl.Int64, "tag": pl.Int64, "size": pl.Int64, "req": pl.UInt64}
 
@@ -27,20 +32,42 @@ def _matched_probes_as_receives(lf: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat([lf.filter(~pl.col("kind").is_in([_PROBE, _MRECV])), mrecvs])
 
 
-def check_peers(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int], anchor: Path) -> None:
-    """Refuse a send or receive whose partner is no rank of its communicator (a send to rank 99 of a world of
-    2 was stored as peer INT32_MIN), as the Paraver reader refuses a message to a task outside its header."""
-    ends = p2p.filter(pl.col("kind").is_in([_SEND, _ISEND, _RECV, _IRECV]) & ~pl.col("comm").is_in(sorted(self_comms)))
-    if ends.height == 0:
-        return
-    sizes = comm_ranks.group_by("comm").agg(pl.len().alias("n_ranks"))
-    outside = (ends.join(comm_ranks.select("comm", pl.col("rank").alias("peer"), pl.lit(True).alias("_known")),
-                         on=["comm", "peer"], how="left")
-               .join(sizes, on="comm", how="left").filter(pl.col("_known").is_null()).head(1))
-    if outside.height:
-        r = outside.row(0, named=True)
+def peer_tasks(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int]) -> np.ndarray:
+    """Per record of ``p2p``, the task of the rank its send goes to or its receive comes from (int64): the
+    record's own task on an MPI_COMM_SELF communicator, -1 when the rank is no rank of the communicator, -2 for the
+    records that name no rank of their own (an ``MpiIrecvRequest``, an ``MpiMrecv``, a probe). Looked up in NumPy:
+    a Polars join or filter of every record held 300 MB for a 3 M-record run (``_communicators`` defines each rank
+    of a communicator once, and OTF2's ids are 32-bit)."""
+    kind, task = p2p.get_column("kind").to_numpy(), p2p.get_column("task").to_numpy().astype(np.int64)
+    comm, rank = p2p.get_column("comm").to_numpy(), p2p.get_column("peer").to_numpy()
+    named = np.isin(kind, _PEER_KINDS)
+    own = named & np.isin(comm, np.fromiter(self_comms, dtype=np.int64, count=len(self_comms)))
+    other = named & ~own
+    keys = (comm_ranks.get_column("comm").to_numpy().astype(np.uint64) << np.uint64(32)) | comm_ranks.get_column(
+        "rank").to_numpy().astype(np.uint64)
+    order = np.argsort(keys)
+    keys, tasks = keys[order], comm_ranks.get_column("task").to_numpy().astype(np.int64)[order]
+    wanted = (comm[other].astype(np.uint64) << np.uint64(32)) | rank[other].astype(np.uint64)
+    peers = np.full(p2p.height, -2, dtype=np.int64)
+    peers[own] = task[own]
+    if keys.size:
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        peers[other] = np.where(keys[at] == wanted, tasks[at], -1)
+    else:
+        peers[other] = -1
+    return peers
+
+
+def check_peers(p2p: pl.DataFrame, peers: np.ndarray, comm_ranks: pl.DataFrame, anchor: Path) -> None:
+    """Refuse a send or receive whose partner is no rank of its communicator (``peers``: :func:`peer_tasks`; a send
+    to rank 99 of a world of 2 was stored as peer INT32_MIN), as the Paraver reader refuses a message to a task
+    outside its header."""
+    outside = np.flatnonzero(peers == -1)
+    if outside.size:
+        r = p2p.row(int(outside[0]), named=True)
+        n_ranks = int((comm_ranks.get_column("comm") == r["comm"]).sum())
         what = "send to" if r["kind"] in (_SEND, _ISEND) else "receive from"
-        world = f"its {r['n_ranks']} ranks" if r["n_ranks"] is not None else "a communicator with no definition"
+        world = f"its {n_ranks} ranks" if n_ranks else "a communicator with no definition"
         raise TraceFormatError(anchor, None, f"task {r['task']} thread {r['thread']}: {what} rank {r['peer']} of "
                                f"communicator {r['comm']} at {r['time_ns']} ns, outside {world}")
 
@@ -55,21 +82,75 @@ def check_sizes(p2p: pl.DataFrame, anchor: Path) -> None:
                                f"{r['size'] % 2**64} bytes at {r['time_ns']} ns, past what a signed 64-bit size holds")
 
 
+#: send and receive records paired at a time: the records of whole receiving tasks, up to about this many (issue
+#: 23: pairing every record of a run at once held ~2.5x its records in sorts and joins, 1 GB for a 319 MB archive)
+MATCH_ROWS = 250_000
+
+
 def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
-                   anchor: Path | None = None) -> pl.DataFrame:
+                   anchor: Path | None = None, group_rows: int | None = None,
+                   peers: np.ndarray | None = None) -> pl.DataFrame:
     """Pair send and receive records into messages (``MESSAGE_SCHEMA``).
 
     Sends and receives between the same ranks on the same communicator with the same tag match in order (MPI's
     non-overtaking rule): sends in send order, receives in order of their logical time (an ``MpiIrecv`` counts at
     its ``MpiIrecvRequest``). A half without its partner stays, with the other side's times NULL. With ``anchor``
     (the archive, for the error), a message a thread sent itself whose receive completed before the send began is
-    refused (:func:`_check_own_order`).
+    refused (:func:`_check_own_order`). The records are paired a group of receiving tasks at a time (about
+    ``group_rows`` records, default :data:`MATCH_ROWS`): every record a message's pairing reads (its send, its
+    receive, the receive's request and probe) has the same receiving task (``peers``: :func:`peer_tasks` of
+    ``p2p``, computed when not given).
     """
     if p2p.height == 0:
         return pl.DataFrame(schema=MESSAGE_SCHEMA)
     ranks = comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
     self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
-    lf = _matched_probes_as_receives(p2p.lazy())
+    pieces, bad = [], []
+    group_rows = MATCH_ROWS if group_rows is None else group_rows
+    if p2p.height > group_rows and peers is None:
+        peers = peer_tasks(p2p, comm_ranks, self_comms)
+    for group in _receiver_groups(p2p, peers, group_rows):
+        m = _pairs(group.lazy(), ranks, self_list)
+        if anchor is not None:
+            bad.append(_own_order_violations(m))
+        pieces.append(m.select(
+            pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
+            pl.col("s_task").cast(pl.Int32),
+            pl.col("s_thread").cast(pl.Int32),
+            pl.col("t").alias("s_time_ns").cast(pl.Int64),
+            pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
+            pl.col("r_task").cast(pl.Int32),
+            pl.col("r_thread").cast(pl.Int32),
+            pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
+            pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"),
+            pl.col("tag").cast(pl.Int64),
+        ))
+        del m
+    if bad:
+        _check_own_order(pl.concat(bad), anchor)
+    return pl.concat(pieces).sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
+
+
+def _receiver_groups(p2p: pl.DataFrame, peers: np.ndarray | None, group_rows: int) -> Iterator[pl.DataFrame]:
+    """``p2p`` in groups of the records of whole receiving tasks, about ``group_rows`` records each (one group, the
+    frame itself, when it holds fewer). A send's receiving task is its peer's (``peers``: :func:`peer_tasks`);
+    every other record is read on the receiving task."""
+    if p2p.height <= group_rows or peers is None:
+        yield p2p
+        return
+    receiving = np.where(np.isin(p2p.get_column("kind").to_numpy(), _SEND_KINDS), peers,
+                         p2p.get_column("task").to_numpy())
+    tasks, counts = np.unique(receiving, return_counts=True)
+    group_of = (np.cumsum(counts) - 1) // group_rows
+    for g in np.unique(group_of):
+        yield p2p[np.flatnonzero(np.isin(receiving, tasks[group_of == g]))]  # a gather: Polars' filter held 6x
+
+
+def _pairs(lf: pl.LazyFrame, ranks: pl.LazyFrame, self_list: pl.Series) -> pl.DataFrame:
+    """The sends and receives of ``lf`` paired (:func:`match_messages`): per message the send's task, thread, time
+    ``t``, record position and size, the receive's task, thread, logical time ``r_t``, completion ``r_done`` and
+    size, the communicator and tag."""
+    lf = _matched_probes_as_receives(lf)
     requests = (lf.filter(pl.col("kind") == _IRECV_REQ)
                 .select("task", "thread", "req", "pos", pl.col("time_ns").alias("req_ns")).sort("pos"))
 
@@ -80,7 +161,7 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
                               .otherwise(pl.col("peer_task")).cast(pl.Int32).alias("peer_task")))
 
     key = ["s_task", "r_task", "comm", "tag"]
-    sends = (with_peer([_SEND, _ISEND])
+    sends = (with_peer(_SEND_KINDS)
              .select(pl.col("task").alias("s_task"), pl.col("thread").alias("s_thread"),
                      pl.col("peer_task").alias("r_task"), "comm", "tag", pl.col("time_ns").alias("t"), "pos",
                      pl.col("size").alias("s_size"))
@@ -93,40 +174,25 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
                      .then(pl.col("req_ns")).otherwise(pl.col("time_ns")).alias("r_t"),
                      pl.col("pos").alias("r_pos"), pl.col("size").alias("r_size"), pl.col("time_ns").alias("r_done"))
              .sort([*key, "r_t", "r_pos"]).with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
-    m = sends.join(recvs, on=[*key, "_k"], how="full", coalesce=True, nulls_equal=False)
-    if anchor is not None:
-        m = m.collect(engine="streaming")
-        _check_own_order(m, anchor)
-        m = m.lazy()
-    return (
-        m.select(
-            pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
-            pl.col("s_task").cast(pl.Int32),
-            pl.col("s_thread").cast(pl.Int32),
-            pl.col("t").alias("s_time_ns").cast(pl.Int64),
-            pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
-            pl.col("r_task").cast(pl.Int32),
-            pl.col("r_thread").cast(pl.Int32),
-            pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
-            pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"),
-            pl.col("tag").cast(pl.Int64),
-        )
-        .sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
-        .collect(engine="streaming")
-    )
+    return (sends.join(recvs, on=[*key, "_k"], how="full", coalesce=True, nulls_equal=False)
+            .collect(engine="streaming"))
 
 
+def _own_order_violations(pairs: pl.DataFrame) -> pl.DataFrame:
+    """The first message (by send time) of ``pairs`` that one thread sent itself and received before sending:
+    one thread's records follow its program order on one clock, and its k-th send to itself with a tag is its k-th
+    receive from itself with that tag (MPI non-overtaking holds exactly within a thread), so the receive completes
+    (``MpiRecv``/``MpiIrecv``) at or after the send began."""
+    return (pairs.filter((pl.col("s_task") == pl.col("r_task")) & (pl.col("s_thread") == pl.col("r_thread"))
+                         & (pl.col("r_done") < pl.col("t"))).sort("t", "s_task", "s_thread").head(1)
+            .select("s_task", "s_thread", "tag", "t", "r_done"))
 
 
-
-def _check_own_order(pairs: pl.DataFrame, anchor: Path) -> None:
-    """Refuse a message one thread sent itself and received before sending: one thread's records follow its program
-    order on one clock, and its k-th send to itself with a tag is its k-th receive from itself with that tag (MPI
-    non-overtaking holds exactly within a thread), so the receive completes (``MpiRecv``/``MpiIrecv``) at or after
-    the send began. Two ranks whose events files were swapped make every message of a one-tag ping-pong such a
-    message (attack 8 B8: paired, yet impossible)."""
-    bad = pairs.filter((pl.col("s_task") == pl.col("r_task")) & (pl.col("s_thread") == pl.col("r_thread"))
-                       & (pl.col("r_done") < pl.col("t"))).sort("t", "s_task", "s_thread").head(1)  # the first
+def _check_own_order(violations: pl.DataFrame, anchor: Path) -> None:
+    """Refuse the first of ``violations`` (:func:`_own_order_violations` of each group of pairs). Two ranks whose
+    events files were swapped make every message of a one-tag ping-pong such a message (attack 8 B8: paired, yet
+    impossible)."""
+    bad = violations.sort("t", "s_task", "s_thread").head(1)
     if bad.height:
         r = bad.row(0, named=True)
         raise TraceFormatError(anchor, None, f"task {r['s_task']} thread {r['s_thread']}: a message to itself (tag "

@@ -26,7 +26,7 @@ from synthtrace.tracelib.formats.otf2.library import (
     _python_callback_errors,
 )
 from synthtrace.tracelib.formats.otf2.messages import (_P2P_SCHEMA, check_pairing, check_peers, check_sizes,
-                                                       match_messages)
+                                                       match_messages, peer_tasks)
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
 DEFAULT_CHUNK_EVENTS = 200_000
@@ -167,9 +167,13 @@ class Otf2Trace(TraceReader):
                 reader.close()
         yield from read.assembled(*assembler.finish(), calls)
         p2p = pl.concat(read.p2p_parts) if read.p2p_parts else pl.DataFrame(schema=_P2P_SCHEMA)
-        check_peers(p2p, self.defs.comm_ranks, self.defs.self_comms, self.path)  # security: issue 23 item 8
+        read.p2p_parts.clear()
+        peers = peer_tasks(p2p, self.defs.comm_ranks, self.defs.self_comms)
+        check_peers(p2p, peers, self.defs.comm_ranks, self.path)  # security: issue 23 item 8
         check_sizes(p2p, self.path)
-        matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms, None if self.salvage else self.path)
+        matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms, None if self.salvage else self.path,
+                                 peers=peers)
+        del p2p, peers
         for said in check_pairing(matched, self.path, self.salvage, self._twins):  # attack 8 B8: moved events files
             self._warn(said)
         return ReadSummary(
