@@ -68,7 +68,7 @@ def test_a_call_one_run_makes_after_a_receive_does_not_take_the_work_s_partner()
     the same message is the burst after the extra call. The aligner says so (the extra burst unmatched, the next
     one with the other's, closing calls agreeing); the arrival pairs (the work on an arrived message is that
     message's) took the other run's burst for the extra one and left the work unmatched: seed 1, 3 bursts of the
-    reference and 4 of the other run's extra bursts (the stress tables' 1-6 bursts since 0ce0063)."""
+    reference and 1 of the other run's extra bursts (the stress tables' 1-6 bursts since 0ce0063)."""
     runs = make_runs(seed=1, n_tasks=4, n_iters=300, n_runs=2, coll_every=0, p_extra=0.1)
     res = merge_runs(tables(runs))
     ref, other = runs
