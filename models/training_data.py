@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,15 +96,29 @@ def _stride(wh: Warehouse, merged_file: Path | None, run_ids: list[str], cap: in
     return max(1, -(-n // cap))
 
 
-def _sampled(wh: Warehouse, experiment: str, stride: int) -> pl.DataFrame:
-    """About one in ``stride`` bursts of ``experiment`` (those whose keys hash to 0 modulo ``stride``), read as the
-    analysis reads them, a window at a time (a merged trace, or each run's bursts with their apportioned DRAM
-    counts): never the whole experiment in memory."""
+def holds_more_bursts(wh: Warehouse, experiment: str, cap: int) -> bool:
+    """Whether ``experiment`` holds more than ``cap`` bursts (its merged trace's, else its runs')."""
+    runs = runs_table(wh)
+    ids = runs.filter(pl.col("experiment") == experiment)["run_id"].to_list() if runs.height else []
+    return _stride(wh, merged_bursts_file(wh.experiment_dir(experiment)), ids, cap) > 1
+
+
+def burst_windows(wh: Warehouse, experiment: str) -> Iterator[pl.DataFrame]:
+    """The bursts of ``experiment`` as the analysis reads them (its merged trace, or each run's bursts with their
+    apportioned DRAM counts), a window of about ``ANALYSIS_WINDOW_ROWS`` at a time: never the whole experiment in
+    memory."""
     from synthtrace.warehouse.analysis_store import load_experiment_windows
 
+    for trace in load_experiment_windows(wh, experiment).traces:
+        for where in trace.windows:
+            yield trace.bursts_in(where)
+
+
+def _sampled(wh: Warehouse, experiment: str, stride: int) -> pl.DataFrame:
+    """About one in ``stride`` bursts of ``experiment`` (those whose keys hash to 0 modulo ``stride``), read a
+    window at a time (:func:`burst_windows`)."""
     keep = pl.struct(*_SAMPLE_KEYS).hash(seed=0) % stride == 0
-    parts = [trace.bursts_in(where).filter(keep)
-             for trace in load_experiment_windows(wh, experiment).traces for where in trace.windows]
+    parts = [window.filter(keep) for window in burst_windows(wh, experiment)]
     return pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if parts else pl.DataFrame()
 
 

@@ -10,6 +10,7 @@ does not fit is one line at the CLI edge (:func:`out_of_memory_line`).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
 
@@ -66,7 +67,10 @@ def out_of_memory_line(exc: BaseException) -> str | None:
     panic = type(exc).__name__ == "PanicException" and limit is not None
     no_thread = isinstance(exc, RuntimeError) and "can't start new thread" in text and limit is not None
     engine = type(exc).__name__ == "OutOfMemoryException"  # DuckDB's (attack 11 E7: a 45-line traceback)
-    if not (isinstance(exc, MemoryError) or mapped or panic or no_thread or engine):
+    # ENOMEM from the kernel, raised by Python or by Polars' Rust code as its text (attack 12 F8: a merge said
+    # "error: Cannot allocate memory (os error 12)" as if a file were at fault)
+    no_memory = isinstance(exc, OSError) and (exc.errno == errno.ENOMEM or "(os error 12)" in text)
+    if not (isinstance(exc, MemoryError) or mapped or panic or no_thread or engine or no_memory):
         return None
     where = (f"under the address-space limit of {limit / (1 << 30):.2f} GiB (ulimit -v): raise it, or run where "
              "more memory may be reserved" if limit is not None else "the machine has no more to give")

@@ -5,6 +5,7 @@ core in each of Polars, Numba, DuckDB and OpenMP reserved several GiB for a 300 
 ended in a MemoryError traceback (1.2 GiB: a Rust panic; 1.0 GiB: an abort, exit 134)."""
 from __future__ import annotations
 
+import errno
 import resource
 import subprocess
 import sys
@@ -38,6 +39,11 @@ def test_an_allocation_failure_is_one_line_naming_the_limit(monkeypatch):
     assert out_of_memory_line(ImportError("x.so: failed to map segment from shared object")).startswith("out of")
     assert out_of_memory_line(RuntimeError("can't start new thread")).startswith("out of memory")  # attack 7 A20
     assert out_of_memory_line(ValueError("no")) is None and out_of_memory_line(OSError(2, "No such file")) is None
+    # attack 12 F8: ENOMEM, from Python or as the text of Polars' error, is no file's fault
+    assert out_of_memory_line(OSError("Cannot allocate memory (os error 12)")) == (
+        "out of memory (Cannot allocate memory (os error 12)); under the address-space limit of 1.50 GiB (ulimit -v): "
+        "raise it, or run where more memory may be reserved")
+    assert out_of_memory_line(OSError(errno.ENOMEM, "Cannot allocate memory")).startswith("out of memory")
 
 
 @pytest.mark.slow

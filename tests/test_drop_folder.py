@@ -159,6 +159,28 @@ def test_what_says_nothing_about_a_trace_never_quarantines_it(prefect_harness, t
     assert staged.is_file() and growing.is_file() and os.path.exists(latin + b".prv")
 
 
+def test_a_trace_refused_for_the_warehouses_state_waits_in_the_drop(prefect_harness, tmp_path, merged_lulesh):
+    """Attack 12 F13: a drop subfolder named like a user's copy in ``experiments/`` had its sound trace quarantined
+    (the ingest into that name is refused: no commit wrote the copy), and after the copy was moved away no night took
+    it. The trace stays in the drop, the refusal is the night's error, and the night after the copy is gone
+    ingests it."""
+    from synthtrace.pipelines import nightly
+
+    wh = Warehouse(tmp_path / "wh")
+    shutil.copytree(merged_lulesh, wh.root)
+    shutil.copytree(wh.root / "experiments" / "lulesh-8r", wh.root / "experiments" / "lulesh-8r.old")
+    drop = tmp_path / "drop"
+    trace = copy_trace(PRIME, drop / "lulesh-8r.old")
+    s = nightly.run_night(drop, wh, skip=INGEST_ONLY, settle_s=0)
+    assert s.quarantined == [] and not (drop / QUARANTINE).exists(), s.quarantined
+    assert s.ingested == [] and trace.is_file() and trace.with_suffix(".pcf").is_file()
+    assert [(e["stage"], e["args"]) for e in s.errors] == [("ingest", [str(trace)])]
+    assert "lulesh-8r.old" in s.errors[0]["error"] and "no commit" in s.errors[0]["error"], s.errors
+    shutil.move(wh.root / "experiments" / "lulesh-8r.old", tmp_path / "kept-copy")
+    s = nightly.run_night(drop, wh, skip=INGEST_ONLY, settle_s=0)
+    assert [(r["run_name"], r["experiment"]) for r in s.ingested] == [("prime_v0", "lulesh-8r.old")], s.errors
+
+
 def test_a_link_out_of_the_drop_folder_is_not_read(tmp_path):
     """The night runs as a service account over a folder users' jobs write: a .pcf linked to a file the dropping
     user cannot read (a password file) was read by the night, its first line quoted in a warning and its labels

@@ -439,10 +439,11 @@ def mpi_variant(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("which", ["ping-pong-otf2", "ping-pong-otf2-papi", "mpi variant", "synthetic"])
 def test_messages_paired_a_group_of_receiving_tasks_at_a_time_are_the_whole_runs(which, mpi_variant, synthetic,
-                                                                                  monkeypatch):
-    """issue 23: the pairing holds a group of receiving tasks at a time (a 319 MB archive's pairing took 1 GB);
-    one receiving task per group (sub-communicators, probes and Mrecv, persistent sends, Irecv requests completed
-    out of order) gives the whole run's messages and calls."""
+                                                                                  monkeypatch, tmp_path):
+    """issue 23: the records are kept in buckets of receiving tasks, spilled to disk, and paired a group of
+    receiving tasks at a time (a 319 MB archive held and paired all its 3 M records at once: 1.2 GB); one receiving
+    task per group, or the records spilled at every chunk into 3 buckets (sub-communicators, probes and Mrecv,
+    persistent sends, Irecv requests completed out of order), gives the whole run's messages and calls."""
     from synthtrace.tracelib.formats.otf2 import messages
 
     anchor = {"mpi variant": mpi_variant, "synthetic": synthetic}.get(which) or TRACES / "otf2" / which / "traces.otf2"
@@ -453,6 +454,16 @@ def test_messages_paired_a_group_of_receiving_tasks_at_a_time_are_the_whole_runs
     assert_frame_equal(s.messages, ref_s.messages)
     assert_frame_equal(c, ref_c)
     assert_frame_equal(b, ref_b)
+    # the records kept in 3 buckets of receiving tasks, written to the spill folder at every chunk of 5 events
+    monkeypatch.setattr(messages, "P2P_BUCKETS", 3)
+    monkeypatch.setattr(messages, "P2P_HOLD_BYTES", 1)
+    spill = tmp_path / "spill"
+    stream = Otf2Trace(anchor, chunk_events=5).read("r", spill=spill)
+    bursts = pl.concat([p.frame for p in stream if p.table == "bursts"], how="diagonal_relaxed")
+    assert len(list((spill / "p2p").glob("p2p-*.parquet"))) >= 2
+    assert_frame_equal(stream.summary.messages, ref_s.messages)
+    assert_frame_equal(stream.summary.calls.collect(), ref_c)
+    assert_frame_equal(bursts.select(ref_b.columns), ref_b)
 
 
 def test_grouped_pairing_keeps_self_communicators_and_sends_to_no_rank():

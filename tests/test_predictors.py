@@ -3,10 +3,13 @@ repeatability."""
 
 from __future__ import annotations
 
+import shutil
+
 import json
 
 import numpy as np
 import polars as pl
+from polars.testing import assert_frame_equal
 import pytest
 import skops.io as sio
 
@@ -361,6 +364,46 @@ def test_bursts_without_the_models_counters_are_not_predicted_from_nothing(campa
 
 
 @pytest.mark.real_traces
+def test_an_experiment_over_the_cap_is_predicted_a_window_at_a_time(campaign, trained, monkeypatch, tmp_path):
+    """Attack 12 F7: ``predict`` read every burst of the experiment whole (4.7 M bursts of a 2 GB run: SIGABRT
+    under a 4 GB limit). Over the cap it reads a window of bursts at a time; its predictions are the whole read's,
+    row for row, on merged experiments and on experiments of unmerged runs."""
+    from datetime import UTC, datetime
+
+    from synthtrace.models import training_data
+    from synthtrace.warehouse import analysis_store
+    from synthtrace.warehouse.model_store import experiment_apps
+
+    from synthtrace.pipelines.cli import main
+
+    root, _ = campaign
+    shutil.copytree(root, tmp_path / "wh", symlinks=True)
+    wh, now = Warehouse(tmp_path / "wh"), datetime(2026, 12, 3, tzinfo=UTC)
+    a_run = runs_table(wh).filter(pl.col("experiment") == "app0-exp")["run_id"][0]
+    assert main(["runs", "move", a_run, "--experiment", "solo", "-w", str(wh.root)]) == 0  # both lose their merge
+    names = sorted(experiment_apps(wh))
+    whole = {name: predict(wh, name, trained.model_id, store=False, now=now)[1] for name in names}
+    windows: list[int] = []
+    read_windows = training_data.burst_windows
+
+    def counted(wh, experiment):
+        for w in read_windows(wh, experiment):
+            windows.append(w.height)
+            yield w
+
+    monkeypatch.setattr(training_data, "TRAIN_BURSTS_PER_EXPERIMENT", 10)
+    monkeypatch.setattr(training_data, "burst_windows", counted)
+    monkeypatch.setattr(analysis_store, "ANALYSIS_WINDOW_ROWS", 16)
+    merged = set(load_bursts(wh)[1]["merged"])
+    assert merged and set(names) - merged, "merged and unmerged experiments both"
+    for name in names:
+        windows.clear()
+        _, out = predict(wh, name, trained.model_id, store=False, now=now)
+        assert len(windows) >= 3 and max(windows) <= 40, (name, windows)
+        assert_frame_equal(out, whole[name].select(out.columns))
+        assert out.height == whole[name].height and out["predicted"].is_not_null().any()
+
+
 def test_an_experiment_over_the_training_cap_is_sampled_a_window_at_a_time(merged_lulesh, tmp_path):
     """Attack 11 E8: ``train`` read every burst of every experiment whole (4.7 M bursts of one 2 GB run: past 5 GB,
     aborted under a 4 GB limit). An experiment over the cap gives a sample, read a window at a time, whose rows are

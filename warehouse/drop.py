@@ -33,7 +33,7 @@ from pathlib import Path
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
-from synthtrace.warehouse.errors import NightRunningError
+from synthtrace.warehouse.errors import NightRunningError, WarehouseError
 from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names, stored_sources
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
@@ -198,15 +198,19 @@ def is_machine_error(exc: BaseException) -> bool:
 
 
 def is_warehouse_error(exc: BaseException, wh: Warehouse) -> bool:
-    """True when ``exc`` (or an exception it was raised from) concerns a file of the warehouse, not of the trace:
-    e.g. a writer's stage under ``.staging`` gone (another writer's clean-up). Such a failure says nothing about the
-    trace, which must never be quarantined for it."""
+    """True when ``exc`` (or an exception it was raised from) concerns the warehouse, not the trace: a file of the
+    warehouse (e.g. a writer's stage under ``.staging`` gone: another writer's clean-up), or a refusal for the
+    warehouse's state (a :class:`WarehouseError`: a user's copy where the trace's experiment folder would go, a
+    damaged stored file; attack 12 F13). Such a failure says nothing about the trace, which must never be
+    quarantined for it: it stays in the drop for the night after the warehouse is put right."""
     roots = {wh.root, wh.root.absolute(), wh.root.resolve()}
     staging = {str(r / wh.staging_dir.name) for r in roots}
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
+        if isinstance(cur, WarehouseError):
+            return True
         if isinstance(cur, OSError) and cur.filename is not None and \
                 any(Path(os.fsdecode(cur.filename)).absolute().is_relative_to(r) for r in roots):
             return True

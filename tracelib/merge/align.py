@@ -889,6 +889,13 @@ def _score_kernel(out, ref, oth, prm, peer_score, sub_score, factor, named):
     return score, same
 
 
+def _next_unopened(a: np.ndarray, b: np.ndarray, tid: np.ndarray, opened: np.ndarray) -> np.ndarray:
+    """Per pair of positions, whether ``b`` is the burst right after ``a`` on its thread (``tid`` per position) and
+    was opened by a call that completed no message (``opened`` per position: one that did); ``b`` -1: False."""
+    nb = np.minimum(np.maximum(b, 0), tid.size - 1)
+    return (b == a + 1) & (tid[a] == tid[nb]) & ~opened[nb]
+
+
 def _behaviour_cost(ri: np.ndarray, oj: np.ndarray, ref: Side, oth: Side, prm: np.ndarray) -> np.ndarray:
     """How far the work of the pairs (``ri``, ``oj``) of rows of ``ref`` and ``oth`` lies apart: ``w_feat`` * mean
     reference-counter log difference where a counter is compared, else ``w_dur`` * duration log difference (the
@@ -1069,6 +1076,13 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         cost = _behaviour_cost(ai, aj, ref_side, oth_side, prm) - config.arrival_tol
         take = ((now < 0) | (cost <= _behaviour_cost(ai, np.maximum(now, 0), ref_side, oth_side, prm))) & (
             (held < 0) | (cost <= _behaviour_cost(np.maximum(held, 0), aj, ref_side, oth_side, prm)))
+        # nor where one run made a call between the arrival and the work the other run did after it (a
+        # housekeeping or control call of that run alone): the aligner left the burst the message opened without
+        # a partner and gave the other burst to the next one of its thread, opened by that call, not by a message
+        r_open = ref.get_column("achan").to_numpy()[r_rows] != 0
+        o_open = other.get_column("achan").to_numpy()[o_rows] != 0
+        take &= ~(((now < 0) & _next_unopened(ai, held, r_tid[r_rows], r_open))
+                  | ((held < 0) & _next_unopened(aj, now, o_tid[o_rows], o_open)))
         out = force_pairs(out, ai[take], aj[take])
     if config.anchors and config.arrival:  # the work on a message the other run lacks has no counterpart
         r_orphan, o_orphan = kp.orphan_ref[r_rows], kp.orphan_other[o_rows]

@@ -1,6 +1,7 @@
 """Point-to-point messages of an OTF2 run: send and receive records matched across locations."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA
 from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
 
 _SEND_KINDS = [_SEND, _ISEND]
+_VIOLATION_SCHEMA = {"s_task": pl.Int32, "s_thread": pl.Int32, "tag": pl.Int64, "t": pl.Int64, "r_done": pl.Int64}
 #: the records that name the rank they send to or receive from (a probe's rank is its Mrecv's)
 _PEER_KINDS = [_SEND, _ISEND, _RECV, _IRECV]
 _P2P_SCHEMA = {"task": pl.Int32, "thread": pl.Int32, "kind": pl.Int8, "time_ns": pl.Int64, "pos": pl.Int64,
@@ -58,6 +60,64 @@ def peer_tasks(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int]
     return peers
 
 
+#: point-to-point records held in memory before a read with a spill folder writes them there (bytes)
+P2P_HOLD_BYTES = 64 * 2**20
+#: the buckets of receiving tasks (task modulo this) whose records are kept and paired apart
+P2P_BUCKETS = 16
+
+
+class P2pRecords:
+    """The point-to-point records of one read of ``anchor``, judged as they come (:func:`check_peers`,
+    :func:`check_sizes`) and kept by receiving task in :data:`P2P_BUCKETS` buckets: in memory, or, with
+    ``folder``, written there as uncompressed Parquet parts whenever more than :data:`P2P_HOLD_BYTES` are held
+    (issue 23: a run's records, ~0.6 bytes per byte of archive, were held and paired all at once). Each bucket is
+    read back and paired alone (:meth:`matched`)."""
+
+    def __init__(self, comm_ranks: pl.DataFrame, self_comms: set[int], anchor: Path, folder: Path | None = None):
+        self.comm_ranks, self.self_comms, self.anchor, self.folder = comm_ranks, self_comms, anchor, folder
+        self._held: list[list[pl.DataFrame]] = [[] for _ in range(P2P_BUCKETS)]
+        self._files: list[list[Path]] = [[] for _ in range(P2P_BUCKETS)]
+        self._held_bytes = 0
+        self._names = itertools.count()
+
+    def add(self, p2p: pl.DataFrame) -> None:
+        """Judge and keep a chunk of records (``_P2P_SCHEMA``)."""
+        peers = peer_tasks(p2p, self.comm_ranks, self.self_comms)
+        check_peers(p2p, peers, self.comm_ranks, self.anchor)  # security: issue 23 item 8
+        check_sizes(p2p, self.anchor)
+        sends = np.isin(p2p.get_column("kind").to_numpy(), _SEND_KINDS)
+        bucket = np.where(sends, peers, p2p.get_column("task").to_numpy()) % P2P_BUCKETS
+        for b in np.unique(bucket):
+            self._held[b].append(p2p[np.flatnonzero(bucket == b)])
+        self._held_bytes += p2p.estimated_size()
+        if self.folder is not None and self._held_bytes > P2P_HOLD_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for b, frames in enumerate(self._held):
+            if frames:
+                self._files[b].append(self.folder / f"p2p-{next(self._names):08d}.parquet")
+                pl.concat(frames).write_parquet(self._files[b][-1], compression="uncompressed", statistics=False)
+                frames.clear()
+        self._held_bytes = 0
+
+    def matched(self, check_order: bool = True) -> pl.DataFrame:
+        """The messages (:func:`match_messages`), paired a bucket at a time; ``check_order``: refuse a message a
+        thread received from itself before sending it."""
+        pieces, bad = [], []
+        for b in range(P2P_BUCKETS):
+            frames = [pl.read_parquet(f) for f in self._files[b]] + self._held[b]
+            self._held[b] = []
+            if frames:
+                messages, violations = _paired(pl.concat(frames), self.comm_ranks, self.self_comms)
+                pieces.append(messages)
+                bad.append(violations)
+        if check_order and bad:
+            _check_own_order(pl.concat(bad), self.anchor)
+        return _sorted(pl.concat(pieces)) if pieces else pl.DataFrame(schema=MESSAGE_SCHEMA)
+
+
 def check_peers(p2p: pl.DataFrame, peers: np.ndarray, comm_ranks: pl.DataFrame, anchor: Path) -> None:
     """Refuse a send or receive whose partner is no rank of its communicator (``peers``: :func:`peer_tasks`; a send
     to rank 99 of a world of 2 was stored as peer INT32_MIN), as the Paraver reader refuses a message to a task
@@ -101,18 +161,31 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
     receive, the receive's request and probe) has the same receiving task (``peers``: :func:`peer_tasks` of
     ``p2p``, computed when not given).
     """
+    messages, bad = _paired(p2p, comm_ranks, self_comms, group_rows, peers)
+    if anchor is not None:
+        _check_own_order(bad, anchor)
+    return _sorted(messages)
+
+
+def _sorted(messages: pl.DataFrame) -> pl.DataFrame:
+    return messages.sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
+
+
+def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int], group_rows: int | None = None,
+            peers: np.ndarray | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`match_messages` unsorted, and the messages a thread received from itself before sending them
+    (:func:`_own_order_violations`, one per group of receiving tasks), unchecked."""
     if p2p.height == 0:
-        return pl.DataFrame(schema=MESSAGE_SCHEMA)
+        return pl.DataFrame(schema=MESSAGE_SCHEMA), pl.DataFrame(schema=_VIOLATION_SCHEMA)
     ranks = comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
     self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
-    pieces, bad = [], []
     group_rows = MATCH_ROWS if group_rows is None else group_rows
     if p2p.height > group_rows and peers is None:
         peers = peer_tasks(p2p, comm_ranks, self_comms)
+    pieces, bad = [], []
     for group in _receiver_groups(p2p, peers, group_rows):
         m = _pairs(group.lazy(), ranks, self_list)
-        if anchor is not None:
-            bad.append(_own_order_violations(m))
+        bad.append(_own_order_violations(m))
         pieces.append(m.select(
             pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
             pl.col("s_task").cast(pl.Int32),
@@ -126,9 +199,7 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
             pl.col("tag").cast(pl.Int64),
         ))
         del m
-    if bad:
-        _check_own_order(pl.concat(bad), anchor)
-    return pl.concat(pieces).sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
+    return pl.concat(pieces), pl.concat(bad)
 
 
 def _receiver_groups(p2p: pl.DataFrame, peers: np.ndarray | None, group_rows: int) -> Iterator[pl.DataFrame]:
@@ -185,7 +256,7 @@ def _own_order_violations(pairs: pl.DataFrame) -> pl.DataFrame:
     (``MpiRecv``/``MpiIrecv``) at or after the send began."""
     return (pairs.filter((pl.col("s_task") == pl.col("r_task")) & (pl.col("s_thread") == pl.col("r_thread"))
                          & (pl.col("r_done") < pl.col("t"))).sort("t", "s_task", "s_thread").head(1)
-            .select("s_task", "s_thread", "tag", "t", "r_done"))
+            .select("s_task", "s_thread", "tag", "t", "r_done").cast(_VIOLATION_SCHEMA))
 
 
 def _check_own_order(violations: pl.DataFrame, anchor: Path) -> None:

@@ -25,8 +25,7 @@ from synthtrace.tracelib.formats.otf2.library import (
     _library_reason,
     _python_callback_errors,
 )
-from synthtrace.tracelib.formats.otf2.messages import (_P2P_SCHEMA, check_pairing, check_peers, check_sizes,
-                                                       match_messages, peer_tasks)
+from synthtrace.tracelib.formats.otf2.messages import P2pRecords, check_pairing
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
 DEFAULT_CHUNK_EVENTS = 200_000
@@ -41,7 +40,7 @@ class _ReadState:
     n_events: int = 0
     n_records: dict[int, int] = field(default_factory=lambda: {1: 0, 2: 0, 3: 0, 4: 0})
     last_ns: int = 0
-    p2p_parts: list[pl.DataFrame] = field(default_factory=list)
+    p2p: P2pRecords | None = None
 
     def assembled(self, bursts: pl.DataFrame, calls: pl.DataFrame, store: CallStore) -> Iterator[TablePart]:
         """The assembler's output: calls to the store, bursts as a part."""
@@ -143,7 +142,8 @@ class Otf2Trace(TraceReader):
 
         self.warnings = list(self.defs.warnings)  # what reading adds is found again on every read
         assembler = BurstAssembler(run_id)
-        read = _ReadState(run_id)
+        read = _ReadState(run_id, p2p=P2pRecords(self.defs.comm_ranks, self.defs.self_comms, self.path,
+                                                 calls.folder / "p2p" if calls.folder is not None else None))
         with _captured_otf2_errors() as messages:
             reader = self._open_reader(messages)
             handle = reader.handle
@@ -166,14 +166,7 @@ class Otf2Trace(TraceReader):
                     _otf2.Reader_CloseEvtFiles(handle)
                 reader.close()
         yield from read.assembled(*assembler.finish(), calls)
-        p2p = pl.concat(read.p2p_parts) if read.p2p_parts else pl.DataFrame(schema=_P2P_SCHEMA)
-        read.p2p_parts.clear()
-        peers = peer_tasks(p2p, self.defs.comm_ranks, self.defs.self_comms)
-        check_peers(p2p, peers, self.defs.comm_ranks, self.path)  # security: issue 23 item 8
-        check_sizes(p2p, self.path)
-        matched = match_messages(p2p, self.defs.comm_ranks, self.defs.self_comms, None if self.salvage else self.path,
-                                 peers=peers)
-        del p2p, peers
+        matched = read.p2p.matched(check_order=not self.salvage)
         for said in check_pairing(matched, self.path, self.salvage, self._twins):  # attack 8 B8: moved events files
             self._warn(said)
         return ReadSummary(
@@ -218,7 +211,7 @@ class Otf2Trace(TraceReader):
             batch, p2p, horizon = conv.convert(buf, final)
             _clear(buf)
             if p2p.height:
-                read.p2p_parts.append(p2p)
+                read.p2p.add(p2p)
             yield batch, horizon, conv.events
             if progress:
                 done = evt_bytes if final else min(evt_bytes, evt_bytes * n_read // max(loc.n_events, 1))
