@@ -33,7 +33,7 @@ from synthtrace.tracelib.thread_key import task_key
 from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, message_table
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import check_parts, read_part, scan_parts
-from synthtrace.warehouse.runs import run_parts
+from synthtrace.warehouse.runs import check_runs_still_in, run_parts
 
 #: an experiment whose runs hold more bursts than this (all runs) is merged a group of tasks at a time
 PARTITION_BURSTS = 2_000_000
@@ -213,8 +213,12 @@ def merge_stored(exp: Experiment, options: MergeOptions, on_step: Callable[[str,
         total = len(runs) + 1 + len({c for r in runs for c in r.counters})
         if on_step:
             on_step(f"read {len(runs)} runs", total)
-        result = merge_runs(runs, options, experiment=exp.name,
-                            on_step=(lambda what, _: on_step(what, total)) if on_step else None)
+        try:
+            result = merge_runs(runs, options, experiment=exp.name,
+                                on_step=(lambda what, _: on_step(what, total)) if on_step else None)
+        except (OSError, pl.exceptions.PolarsError):  # the runs' calls are read as the merge needs them: a run
+            check_runs_still_in(exp.wh, exp.name, [r.run_id for r in runs], "it merged")  # removed meanwhile
+            raise
         exp.commit_merge(result, options, [r.run_id for r in runs])
         if on_step:
             on_step("written", total)
