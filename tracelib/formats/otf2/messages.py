@@ -85,8 +85,7 @@ class P2pRecords:
         peers = peer_tasks(p2p, self.comm_ranks, self.self_comms)
         check_peers(p2p, peers, self.comm_ranks, self.anchor)  # security: issue 23 item 8
         check_sizes(p2p, self.anchor)
-        sends = np.isin(p2p.get_column("kind").to_numpy(), _SEND_KINDS)
-        bucket = np.where(sends, peers, p2p.get_column("task").to_numpy()) % P2P_BUCKETS
+        bucket = _receiving_tasks(p2p, peers) % P2P_BUCKETS
         for b in np.unique(bucket):
             self._held[b].append(p2p[np.flatnonzero(bucket == b)])
         self._held_bytes += p2p.estimated_size()
@@ -148,8 +147,7 @@ MATCH_ROWS = 250_000
 
 
 def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
-                   anchor: Path | None = None, group_rows: int | None = None,
-                   peers: np.ndarray | None = None) -> pl.DataFrame:
+                   anchor: Path | None = None, group_rows: int | None = None) -> pl.DataFrame:
     """Pair send and receive records into messages (``MESSAGE_SCHEMA``).
 
     Sends and receives between the same ranks on the same communicator with the same tag match in order (MPI's
@@ -158,10 +156,9 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
     (the archive, for the error), a message a thread sent itself whose receive completed before the send began is
     refused (:func:`_check_own_order`). The records are paired a group of receiving tasks at a time (about
     ``group_rows`` records, default :data:`MATCH_ROWS`): every record a message's pairing reads (its send, its
-    receive, the receive's request and probe) has the same receiving task (``peers``: :func:`peer_tasks` of
-    ``p2p``, computed when not given).
+    receive, the receive's request and probe) has the same receiving task.
     """
-    messages, bad = _paired(p2p, comm_ranks, self_comms, group_rows, peers)
+    messages, bad = _paired(p2p, comm_ranks, self_comms, group_rows)
     if anchor is not None:
         _check_own_order(bad, anchor)
     return _sorted(messages)
@@ -171,8 +168,8 @@ def _sorted(messages: pl.DataFrame) -> pl.DataFrame:
     return messages.sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
 
 
-def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int], group_rows: int | None = None,
-            peers: np.ndarray | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
+            group_rows: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """:func:`match_messages` unsorted, and the messages a thread received from itself before sending them
     (:func:`_own_order_violations`, one per group of receiving tasks), unchecked."""
     if p2p.height == 0:
@@ -180,10 +177,10 @@ def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int], g
     ranks = comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
     self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
     group_rows = MATCH_ROWS if group_rows is None else group_rows
-    if p2p.height > group_rows and peers is None:
-        peers = peer_tasks(p2p, comm_ranks, self_comms)
+    groups = [p2p] if p2p.height <= group_rows else _receiver_groups(
+        p2p, peer_tasks(p2p, comm_ranks, self_comms), group_rows)
     pieces, bad = [], []
-    for group in _receiver_groups(p2p, peers, group_rows):
+    for group in groups:
         m = _pairs(group.lazy(), ranks, self_list)
         bad.append(_own_order_violations(m))
         pieces.append(m.select(
@@ -202,19 +199,21 @@ def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int], g
     return pl.concat(pieces), pl.concat(bad)
 
 
-def _receiver_groups(p2p: pl.DataFrame, peers: np.ndarray | None, group_rows: int) -> Iterator[pl.DataFrame]:
-    """``p2p`` in groups of the records of whole receiving tasks, about ``group_rows`` records each (one group, the
-    frame itself, when it holds fewer). A send's receiving task is its peer's (``peers``: :func:`peer_tasks`);
-    every other record is read on the receiving task."""
-    if p2p.height <= group_rows or peers is None:
-        yield p2p
-        return
-    receiving = np.where(np.isin(p2p.get_column("kind").to_numpy(), _SEND_KINDS), peers,
-                         p2p.get_column("task").to_numpy())
+def _receiver_groups(p2p: pl.DataFrame, peers: np.ndarray, group_rows: int) -> Iterator[pl.DataFrame]:
+    """``p2p`` in groups of the records of whole receiving tasks (:func:`_receiving_tasks`), about ``group_rows``
+    records each."""
+    receiving = _receiving_tasks(p2p, peers)
     tasks, counts = np.unique(receiving, return_counts=True)
     group_of = (np.cumsum(counts) - 1) // group_rows
     for g in np.unique(group_of):
         yield p2p[np.flatnonzero(np.isin(receiving, tasks[group_of == g]))]  # a gather: Polars' filter held 6x
+
+
+def _receiving_tasks(p2p: pl.DataFrame, peers: np.ndarray) -> np.ndarray:
+    """Per record, the task that receives its message: a send's peer (``peers``: :func:`peer_tasks`), else the
+    record's own task (a receive, its Irecv request and its probe are read on the receiving task)."""
+    sends = np.isin(p2p.get_column("kind").to_numpy(), _SEND_KINDS)
+    return np.where(sends, peers, p2p.get_column("task").to_numpy())
 
 
 def _pairs(lf: pl.LazyFrame, ranks: pl.LazyFrame, self_list: pl.Series) -> pl.DataFrame:
