@@ -239,16 +239,20 @@ class ContentHasher:
     def hexdigest(self) -> str:
         return self._h.hexdigest()
 
-    @classmethod
-    def of_files(cls, files: list[Path]) -> str:
-        """The hex digest of ``files``' bytes, read in blocks of :attr:`BLOCK`."""
-        h = cls()
-        buf = bytearray(cls.BLOCK)
+    def update_files(self, files: list[Path]) -> None:
+        """Add ``files``' bytes, read in blocks of :attr:`BLOCK` (never a whole file in memory)."""
+        buf = bytearray(self.BLOCK)
         view = memoryview(buf)
         for f in files:
             with reading(f), open_bytes(f) as fh:
                 while n := fh.readinto(buf):
-                    h.update(view[:n])
+                    self.update(view[:n])
+
+    @classmethod
+    def of_files(cls, files: list[Path]) -> str:
+        """The hex digest of ``files``' bytes, read in blocks of :attr:`BLOCK`."""
+        h = cls()
+        h.update_files(files)
         return h.hexdigest()
 
 
