@@ -41,6 +41,7 @@ from synthtrace.tracelib.errors import (
 from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
+from synthtrace.tracelib.formats.gzip_name import gzip_named
 from synthtrace.tracelib.formats.paraver.companion_text import MAX_PCF_BYTES, read_companion
 from synthtrace.tracelib.formats.paraver.pcf import MAX_VALUE_NAME_BYTES, PcfCatalog, parse_pcf, read_pcf
 from synthtrace.tracelib.formats.paraver import mpi_events
@@ -281,7 +282,7 @@ class ParaverTrace(TraceReader):
     def _check_declared_threads(self) -> None:
         """Refuse a header whose declared threads the file cannot hold, before anything is allocated for them."""
         n = self.resources["n_threads"]
-        room = self.size * (GZIP_RATIO if self.path.suffix == ".gz" else 1) // MIN_RECORD_BYTES
+        room = self.size * (GZIP_RATIO if gzip_named(self.path) else 1) // MIN_RECORD_BYTES
         if n > MAX_THREADS or n > MAX_IDLE_THREADS + room:
             raise TraceFormatError(self.path, 1, f"broken Paraver header: header declares {n} threads, "
                                    f"more than a file of {self.size} bytes can describe "
