@@ -43,7 +43,7 @@ def test_placing_a_trace_reads_only_its_folders_runs(tmp_path, monkeypatch, run_
     for trace, folder in ((LULESH_A, "lulesh"), (PRIME, "primes"), (JACOBI, "stencils")):
         ingest_trace(wh, copy_trace(trace, tmp_path / folder))
     new = copy_trace(LULESH_B, tmp_path / "lulesh")
-    assert experiment_names([new], wh)[0] == {new: "lulesh"}  # indexes the runs stored before its first read
+    assert experiment_names([new], wh)[0] == {new: "lulesh"}
 
     read: list[str] = []
     real_existing_run = ingest.existing_run
