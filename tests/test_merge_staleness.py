@@ -55,6 +55,29 @@ def test_a_night_that_redoes_an_experiments_stage_redoes_the_warehouse_stages(me
     assert nothing_to_do(drop, wh) is not None
 
 
+def test_an_analysis_by_hand_makes_the_warehouse_stages_stale(merged_lulesh, tmp_path, run_cli):
+    """Attack 12 (after F3's fix): a hand ``archetypes`` commits a new analysis but writes no night record, so the
+    warehouse stages' fingerprint stayed the same and the next night left the report of the analysis it replaced.
+    The fingerprint follows what each experiment folder holds: the warehouse stages are due again."""
+    from synthtrace.pipelines import jobs
+    from synthtrace.pipelines.nightly import nothing_to_do
+    from synthtrace.warehouse import night_state
+
+    wh = Warehouse(_copy(merged_lulesh, tmp_path))
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    per_experiment = [j.name for j in jobs.JOBS if j.scope == "experiment"]
+    per_warehouse = [j.name for j in jobs.JOBS if j.scope == "warehouse"]
+    (item,), _ = night_state.pending(wh, per_experiment)
+    night_state.mark_experiment(wh, item, per_experiment)
+    night_state.mark_global(wh, night_state.fingerprint(wh), per_warehouse)
+    assert nothing_to_do(drop, wh) is not None
+    assert run_cli("archetypes", "lulesh-8r", "-w", wh.root)[0] == 0
+    assert night_state.pending(wh, per_experiment)[0] == []  # the experiment's stages: done (by hand)
+    assert night_state.global_stages_left(wh, per_warehouse, night_state.fingerprint(wh)) == per_warehouse
+    assert nothing_to_do(drop, wh) is None
+
+
 # ---------------------------------------------------------------------------------------------------- F6
 @pytest.mark.parametrize("analysed", ["merged", "runs"])
 def test_an_analysis_of_a_merge_replaced_while_it_ran_is_not_committed(merged_lulesh, tmp_path, run_cli, monkeypatch,
