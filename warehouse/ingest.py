@@ -25,7 +25,7 @@ from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.programs import choose_program, remember_program  # issue 28 (models helper)
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.names import InvalidNameError, check_name
+from synthtrace.warehouse.names import InvalidNameError, check_name, name_from_folder
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
 
@@ -92,7 +92,7 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     run_name = trace_stem(path)
     if path.suffix == ".otf2":
         run_name, holder = (path.parent.name, path.parent.parent) if path.stem == "traces" else (path.stem, path.parent)
-    return run_name, app or run_name.split(".")[0], experiment or holder.name
+    return run_name, app or run_name.split(".")[0], experiment or name_from_folder(holder.name)
 
 
 def experiment_names(paths: list[Path], app: str | None = None,
