@@ -34,7 +34,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError, WarehouseError
-from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names, stored_sources
+from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
 
@@ -301,7 +301,7 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
         else:
             skipped.append(LeftTrace(shown(p), "its path is not UTF-8 (a Latin-1 or Windows name?); rename it"))
     skipped += _not_trace_files(drop)
-    experiments, _ = experiment_names(traces, stored=stored_sources(wh))  # where the folders' runs went
+    experiments, _ = experiment_names(traces, wh)  # where the folders' runs went
     inside = os.path.realpath(drop)
     for path in traces:
         if (away := _outside(path, inside)) is not None:
