@@ -27,7 +27,7 @@ from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.programs import (choose_program, program_identity, program_keys, remember_program,
                                            shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.names import InvalidNameError, check_name, file_name
+from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, name_from_folder
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
 
@@ -94,7 +94,7 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     run_name = trace_stem(path)
     if path.suffix == ".otf2":
         run_name, holder = (path.parent.name, path.parent.parent) if path.stem == "traces" else (path.stem, path.parent)
-    return run_name, app or run_name.split(".")[0], experiment or holder.name
+    return run_name, app or run_name.split(".")[0], experiment or name_from_folder(holder.name)
 
 
 def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[dict[Path, str], list[str]]:

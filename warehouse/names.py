@@ -59,6 +59,23 @@ def check_name(name: str, what: str = "experiment") -> str:
     return unicodedata.normalize("NFC", name)
 
 
+def name_from_folder(folder: str) -> str:
+    """The experiment name a folder's name gives (DESIGN §3): the folder's name itself when it is a valid name;
+    else (``run[3]``, ``out_{8x8}``, a blank at an end, over :data:`MAX_CHARS`: job-array folders) its printable
+    characters with the forbidden ones as ``_``, blanks and leading dots stripped, cut, then ``~`` and a hash of the
+    whole name, so that two such folders never share an experiment (attack 13 F6: the folder's name refused every
+    trace in it, and the night quarantined them)."""
+    if name_problem(folder) is None:
+        return folder
+    text = folder.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    kept = "".join("_" if c in _FORBIDDEN or not c.isprintable() else c for c in text).strip().lstrip(".")
+    kept = kept[:_FILE_NAME_CHARS]
+    while len(kept.encode("utf-8")) > MAX_BYTES - 16:
+        kept = kept[:-1]
+    digest = hashlib.blake2b(folder.encode("utf-8", "surrogateescape"), digest_size=4).hexdigest()
+    return f"{kept.rstrip()}~{digest}"
+
+
 def name_option(value: str | None) -> str | None:
     """Typer callback for an ``--experiment``/``EXPERIMENT`` parameter: the name checked, None passed through."""
     return None if value is None else check_name(value)
