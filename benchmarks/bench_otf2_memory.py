@@ -12,7 +12,7 @@ bursts: the burst assembly streams (bounded by the chunk), it is the calls and m
 scale runs in a fresh process (its peak RSS is its own), with this checkout's code and, with ``--before TREE`` (a
 checkout or ``git archive`` export), with that tree's.
 
-    python benchmarks/bench_otf2_memory.py --calls 3.16e6 20e6 [--before /tmp/base]
+    python benchmarks/bench_otf2_memory.py --calls 3.16e6 20e6 [--before /tmp/base] [--phases]
 
 ``--calls`` 3.16 M is the 319 MB archive's count (1.02 M messages); 20 M calls (6.5 M messages) is a 2 GB
 archive of the same shape (OTF2 packs ~10 k calls per MB here).
@@ -29,7 +29,35 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r'''
-import json, resource, sys, tempfile, time
+import json, os, resource, sys, tempfile, threading, time, traceback
+
+
+def sample_phases(every_s=0.02):
+    """Sample the resident size with the main thread's innermost synthtrace frames; at exit, print the peak of
+    each (frames -> MB, largest first) on stderr."""
+    main, peaks = threading.get_ident(), {}
+
+    def rss_mb():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) // 1024 for line in f if line.startswith("VmRSS"))
+
+    def sample():
+        while True:
+            frame = sys._current_frames().get(main)
+            stack = [f"{os.path.basename(f.filename)}:{f.name}" for f in traceback.extract_stack(frame)
+                     if "synthtrace" in f.filename or "/tracelib/" in f.filename or "/warehouse/" in f.filename]
+            key = " > ".join(stack[-3:]) or "-"
+            peaks[key] = max(peaks.get(key, 0), rss_mb())
+            time.sleep(every_s)
+
+    threading.Thread(target=sample, daemon=True).start()
+    import atexit
+    atexit.register(lambda: [print(f"{mb:7,d} MB  {key}", file=sys.stderr)
+                             for key, mb in sorted(peaks.items(), key=lambda kv: -kv[1])[:15]])
+
+
+if os.environ.get("BENCH_PHASES"):
+    sample_phases()
 from pathlib import Path
 import numpy as np
 import polars as pl
@@ -125,12 +153,16 @@ print(json.dumps({**out, "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": usage.r
 '''
 
 
-def run(tree: Path, n_calls: float) -> dict:
-    """One scale in a fresh process importing ``tree``'s code (as ``bench_ingest_equal`` does)."""
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n_calls)], cwd=tree, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(tree)})
+def run(tree: Path, n_calls: float, phases: bool = False) -> dict:
+    """One scale in a fresh process importing ``tree``'s code (as ``bench_ingest_equal`` does); ``phases``: print
+    the peak resident size of each phase (innermost frames) on stderr."""
+    env = {**os.environ, "PYTHONPATH": str(tree), **({"BENCH_PHASES": "1"} if phases else {})}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, str(n_calls)], cwd=tree, capture_output=True,
+                         text=True, env=env)
     if out.returncode:
         raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
+    if phases:
+        print(out.stderr, file=sys.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -138,12 +170,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=float, nargs="+", default=[3.16e6, 20e6], help="MPI calls of each scale")
     ap.add_argument("--before", type=Path, help="another checkout or export, measured the same way")
+    ap.add_argument("--phases", action="store_true", help="also the peak of each phase (RSS sampled every 20 ms)")
     args = ap.parse_args()
     trees = [("now", ROOT)] + ([("before", args.before)] if args.before else [])
     print("| calls | messages | code | peak RSS MB | CPU s |\n|---|---|---|---|---|")
     for n in args.calls:
         for name, tree in trees:
-            r = run(tree, n)
+            r = run(tree, n, args.phases)
             print(f"| {r['calls']:,} | {r['messages']:,} | {name} | {r['peak_rss_mb']:,.0f} | {r['cpu_s']:.1f} |",
                   flush=True)
 

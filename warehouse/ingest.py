@@ -27,7 +27,7 @@ from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.programs import (choose_program, program_identity, program_keys, remember_program,
                                            shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.names import InvalidNameError, check_name, file_name
+from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, name_from_folder
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
 
@@ -94,7 +94,7 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     run_name = trace_stem(path)
     if path.suffix == ".otf2":
         run_name, holder = (path.parent.name, path.parent.parent) if path.stem == "traces" else (path.stem, path.parent)
-    return run_name, app or run_name.split(".")[0], experiment or holder.name
+    return run_name, app or run_name.split(".")[0], experiment or name_from_folder(holder.name)
 
 
 def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[dict[Path, str], list[str]]:
@@ -361,7 +361,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     run_name, app_name, exp_name = default_names(path, experiment or default_experiment, app)
     program = choose_program(wh, program_symbols(source))  # issue 28 (models helper): program identity ...
     app_name = app or program.app or app_name  # ... is the default app: runs of one binary are one app
-    check_name(exp_name)
+    exp_name = check_name(exp_name)  # NFC: a folder a Mac named gives the name typed on Linux
     refuse_foreign(wh.experiment_dir(exp_name), "nothing was ingested")  # attack 11 E1: its writers would adopt it
     if (what := unprintable(run_name)) is not None:  # a newline or an escape sequence would forge output lines
         raise InvalidNameError(f"{str(path)!r}: the trace's name holds {what}; rename the file")
