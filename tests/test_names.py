@@ -122,3 +122,22 @@ def test_ingest_refuses_a_name_that_could_not_be_a_folder(tmp_path, run_cli, arg
     assert code == 2, (out, err)
     assert "experiment name" in err and len(err.strip().splitlines()) == 1, err
     assert tree_digest(wh_root) == before
+
+
+@pytest.mark.real_traces
+def test_a_name_typed_in_two_unicode_forms_is_one_experiment(tmp_path, run_cli):
+    """Attack 12 (tiny): ``--experiment café`` typed (é: U+00E9, NFC) and ``café`` as a Mac names a drop folder (e and
+    U+0301, NFD) made two experiments that ``runs`` and ``sql`` printed identically, each merged and analysed alone.
+    Names are NFC: one experiment, whichever form arrives (an option, a folder's name)."""
+    from testing.traces import JACOBI, PRIME
+
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    assert check_name(nfd) == check_name(nfc) == nfc and name_option(nfd) == nfc
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", PRIME, "--experiment", nfc, "-w", wh)[0] == 0
+    assert run_cli("ingest", JACOBI, "--experiment", nfd, "-w", wh)[0] == 0
+    folder = copy_trace(LULESH_A, tmp_path / nfd).parent
+    assert run_cli("ingest", folder, "-w", wh)[0] == 0
+    code, out, err = run_cli("sql", "SELECT DISTINCT experiment FROM runs", "-w", wh, "-f", "csv")
+    assert code == 0 and [line.strip('"') for line in out.splitlines()[1:]] == [nfc], out
+    assert [p.name for p in (wh / "experiments").iterdir()] in ([], [nfc])

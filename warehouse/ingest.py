@@ -361,7 +361,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     run_name, app_name, exp_name = default_names(path, experiment or default_experiment, app)
     program = choose_program(wh, program_symbols(source))  # issue 28 (models helper): program identity ...
     app_name = app or program.app or app_name  # ... is the default app: runs of one binary are one app
-    check_name(exp_name)
+    exp_name = check_name(exp_name)  # NFC: a folder a Mac named gives the name typed on Linux
     refuse_foreign(wh.experiment_dir(exp_name), "nothing was ingested")  # attack 11 E1: its writers would adopt it
     if (what := unprintable(run_name)) is not None:  # a newline or an escape sequence would forge output lines
         raise InvalidNameError(f"{str(path)!r}: the trace's name holds {what}; rename the file")

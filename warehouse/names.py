@@ -2,7 +2,8 @@
 
 A name is printable text of at most :data:`MAX_CHARS` characters (:data:`MAX_BYTES` in UTF-8, within every
 file system's limit), without path separators, without a leading dot (``.``, ``..`` and hidden folders), without
-surrounding blanks and without glob characters (DuckDB would read them as a pattern). It is checked at the CLI
+surrounding blanks and without glob characters (DuckDB would read them as a pattern), in Unicode NFC (the checked
+name is normalised: one spelling of ``café``, whoever typed it). It is checked at the CLI
 edge (:func:`name_option`, a typer callback) and again wherever a path is built from it
 (:meth:`synthtrace.warehouse.layout.Warehouse.experiment_dir`), so no name ever reaches outside its folder.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.printable import unprintable
@@ -48,11 +50,13 @@ def name_problem(name: str) -> str | None:
 
 
 def check_name(name: str, what: str = "experiment") -> str:
-    """``name`` itself when valid; else :class:`InvalidNameError` (one line: the name and the reason)."""
+    """``name`` in Unicode NFC when valid; else :class:`InvalidNameError` (one line: the name and the reason). NFC:
+    ``café`` typed (é one character) and ``café`` from a folder a Mac made (e and a combining accent) print alike,
+    so they are one name (attack 12: two experiments that ``runs`` printed identically)."""
     if (problem := name_problem(name)) is not None:
         shown = name if len(name) <= 60 else name[:57] + "..."
         raise InvalidNameError(f"{what} name {shown!r} {problem}")
-    return name
+    return unicodedata.normalize("NFC", name)
 
 
 def name_from_folder(folder: str) -> str:
