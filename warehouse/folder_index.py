@@ -66,7 +66,8 @@ def forget(wh: Warehouse, folder: str, program_file: str, run_id: str) -> None:
     """Remove the entry of a run that is gone (``program_file``: its program as :func:`folder_runs` names it; the
     empty folders too, when no entry is left)."""
     entry = index_root(wh) / file_name(folder) / program_file
-    (entry / run_id).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # a read-only warehouse: the entry stays, read again (its run is still gone)
+        (entry / run_id).unlink(missing_ok=True)
     for empty in (entry, entry.parent):
         with contextlib.suppress(OSError):  # not empty (another run, a concurrent ingest): kept
             empty.rmdir()
