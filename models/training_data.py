@@ -65,15 +65,10 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None,
         if stride > 1:
             sampled[exp] = 1 / stride
             df = _sampled(wh, exp, stride)
-        elif merged_file is not None:
-            df = read_part(merged_file)
-            if "run_id" in df.columns:
-                run_ids += [r for r in df["run_id"].unique().to_list() if r]
         else:
-            frames = [b for b in (run_bursts(wh, r) for r in ids) if b.height]
-            if not frames:
-                continue
-            df = pl.concat(frames, how="diagonal_relaxed")
+            df = _whole(wh, merged_file, ids)
+            if merged_file is not None and "run_id" in df.columns:
+                run_ids += [r for r in df["run_id"].unique().to_list() if r]
         run_ids += ids
         if df.height == 0:
             continue
@@ -96,11 +91,35 @@ def _stride(wh: Warehouse, merged_file: Path | None, run_ids: list[str], cap: in
     return max(1, -(-n // cap))
 
 
-def holds_more_bursts(wh: Warehouse, experiment: str, cap: int) -> bool:
-    """Whether ``experiment`` holds more than ``cap`` bursts (its merged trace's, else its runs')."""
+def _whole(wh: Warehouse, merged_file: Path | None, run_ids: list[str]) -> pl.DataFrame:
+    """Every burst of an experiment: its merged bursts' file, else the bursts of its runs ``run_ids`` (empty when
+    none has any)."""
+    if merged_file is not None:
+        return read_part(merged_file)
+    frames = [b for b in (run_bursts(wh, r) for r in run_ids) if b.height]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+def prediction_windows(wh: Warehouse, experiment: str, cap: int | None = None) -> Iterator[pl.DataFrame]:
+    """The bursts ``predict`` reads of ``experiment``: all of them in one frame, as :func:`load_bursts` reads them
+    for training, when it holds at most ``cap`` bursts (default :data:`TRAIN_BURSTS_PER_EXPERIMENT`); else a window
+    at a time (:func:`burst_windows`; attack 12 F7: never every burst of a 2 GB run at once). The runs table and the
+    experiment's manifest are read once.
+
+    Raises :class:`~synthtrace.warehouse.errors.UnknownExperimentError` for an experiment with no run and no folder.
+    """
     runs = runs_table(wh)
-    ids = runs.filter(pl.col("experiment") == experiment)["run_id"].to_list() if runs.height else []
-    return _stride(wh, merged_bursts_file(wh.experiment_dir(experiment)), ids, cap) > 1
+    ids = runs.filter(pl.col("experiment") == experiment).sort("run_name")["run_id"].to_list() if runs.height else []
+    folder = wh.experiment_dir(experiment)
+    merged_file = merged_bursts_file(folder)
+    if not ids and merged_file is None and not folder.is_dir():
+        known = sorted(set(runs["experiment"].to_list())) if runs.height else []
+        raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
+                                     + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
+    if _stride(wh, merged_file, ids, TRAIN_BURSTS_PER_EXPERIMENT if cap is None else cap) > 1:
+        yield from burst_windows(wh, experiment)
+    else:
+        yield _whole(wh, merged_file, ids)
 
 
 def burst_windows(wh: Warehouse, experiment: str) -> Iterator[pl.DataFrame]:

@@ -33,6 +33,7 @@ from synthtrace.tracelib.atomic_file import (
     write_atomically,
 )
 from synthtrace.tracelib.errors import BadInputError, OutputClosed
+from synthtrace.tracelib.formats.gzip_name import without_gzip
 from synthtrace.tracelib.printable import escaped  # [helper security2]
 
 if TYPE_CHECKING:
@@ -268,8 +269,7 @@ def gzip_stream(raw: IO[bytes], output: Path) -> gzip.GzipFile:
     kept it), the name ``gunzip -N`` restores (attack 11: it named the hidden part file the output was written as)."""
     import gzip  # only a compressed output needs it: not every command's start-up
 
-    name = output.name[:-3] if output.name.lower().endswith(".gz") else output.name
-    return gzip.GzipFile(filename=name, fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+    return gzip.GzipFile(filename=without_gzip(output.name), fileobj=raw, mode="wb", compresslevel=6, mtime=0)
 
 
 def write_output(path: Path, write: Callable[[Path], object], option: str = "--output") -> None:

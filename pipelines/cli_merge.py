@@ -22,6 +22,7 @@ from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.merge.merge_runs import DEFAULT_RESCALE, MergeOptions, MergeResult
 from synthtrace.tracelib.merge.checks import worst
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.gzip_name import gzip_named
 from synthtrace.warehouse import Warehouse
 from synthtrace.pipelines.jobs import merge_experiment
 from synthtrace.tracelib.formats.heap import release_free_heap
@@ -106,7 +107,7 @@ def _export_files(stem: Path) -> list[Path]:
     if name in ("", ".", "..") or stem.is_dir():
         raise BadInputError(f"--export-prv {str(stem) or repr('')}: names a folder, not a file stem; give one inside "
                             "it (e.g. out/merged, which writes out/merged.prv, .pcf and .row)")
-    if stem.suffix in (".gz", ".bz2", ".xz", ".zst") and stem.stem.endswith(".prv"):
+    if (gzip_named(stem) or stem.suffix.lower() in (".bz2", ".xz", ".zst")) and stem.stem.endswith(".prv"):
         raise BadInputError(f"--export-prv {stem}: the merged trace is written uncompressed; give the stem "
                             f"({stem.stem.removesuffix('.prv')}) and compress the .prv afterwards if you wish")
     prv = stem if stem.suffix == ".prv" else stem.with_name(stem.name + ".prv")

@@ -153,8 +153,7 @@ def predict(
 ) -> None:
     """Predict every burst of an experiment with a registered model; writes the predictions view."""
     from synthtrace.models.features import check_target
-    from synthtrace.models.predictors import scores
-    from synthtrace.models.registry import rejection_reason
+    from synthtrace.models.registry import prediction_error, rejection_reason
     from synthtrace.pipelines.jobs import predict as predict_experiment
     from synthtrace.warehouse.model_store import predictions_dir
 
@@ -165,16 +164,20 @@ def predict(
     if m.record.get("status") == "rejected":
         print_warning(f"{m.model_id} is rejected ({rejection_reason(m.record)}): its predictions are not clearly "
                       "better than the training mean's")
-    known = out.filter(pl.col("actual").is_not_null() & pl.col("predicted").is_not_null())
-    s = scores(known["actual"].to_numpy(), known["predicted"].to_numpy()) if known.height else None
+    error = prediction_error(out)
     path = predictions_dir(wh) / m.model_id
     msg = f"predicted {m.record['target']} of {out.height} bursts of {experiment} with {m.model_id} -> {path}"
     console.print(msg, soft_wrap=True)
     if n_null := out["predicted"].null_count():  # [lead] attack 7 A12: bursts without the model's counters
         print_warning(f"{n_null} of {out.height} bursts have none of the counters {m.model_id} reads: predicted NULL")
-    if s is not None and s["n"] >= 2:
+    if (s := error.scores) is not None:
+        shorter = f" ({error.n_shorter} shorter not scored)" if error.n_shorter else ""
         console.print(f"error against the measured {m.record['target']}: R² {_fmt(s['r2'])}, MAPE "
-                      f"{_fmt(s['mape'], '.1%')} on {s['n']} bursts", soft_wrap=True)
+                      f"{_fmt(s['mape'], '.1%')} on {s['n']} bursts >= {error.min_instructions:g} instructions"
+                      f"{shorter}", soft_wrap=True)
+    elif error.n_shorter:
+        console.print(f"no burst of {experiment} has the >= {error.min_instructions:g} instructions "
+                      f"{m.model_id} learned from ({error.n_shorter} shorter not scored)", soft_wrap=True)
     else:
         console.print(f"no measured {m.record['target']} in {experiment} to compare with")
 

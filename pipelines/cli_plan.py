@@ -22,10 +22,12 @@ from synthtrace.tracelib.domain.counter_plan import (
     DEFAULT_FIXED,
     FORMATS,
     CounterPlan,
+    listed,
     parse_counter_list,
     plan_counters,
     read_conflicts,
     render,
+    table_notes,
 )
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.printable import clipped
@@ -36,6 +38,8 @@ from synthtrace.tracelib.domain.papi_presets import preset_table
 #: programmable slots at most: PMUs have 2 to 8 per hardware thread (uncore and GPU units a few dozen); a larger
 #: --slots is a typo (attack 12: 99999999999999999999 was planned as "1 of 99999999999999999999 slots")
 MAX_SLOTS = 256
+#: runs the terminal table shows (``--output`` writes every run)
+TABLE_RUNS = 50
 
 
 def plan(
@@ -116,11 +120,15 @@ def _print_table(result: CounterPlan) -> None:
     t.add_column("fixed")
     t.add_column("counters")
     t.add_column("programmable counters", justify="right")
-    for i, run in enumerate(result.runs, start=1):
-        t.add_row(str(i), ", ".join(result.carried), ", ".join(run[len(result.carried):]),
+    carried = listed(result.carried)
+    for i, run in enumerate(result.runs[:TABLE_RUNS], start=1):
+        t.add_row(str(i), carried, ", ".join(run[len(result.carried):]),
                   f"{result.counters_used(run)} of {result.slots}")
     print_table(t)
-    for line in render(result, "table").splitlines()[len(result.runs) + 1:]:
+    if result.n_runs > TABLE_RUNS:  # attack 12: every list plan prints is bounded; the whole plan goes to a file
+        console.print(f"... and {result.n_runs - TABLE_RUNS:,} more runs: write the plan with --output FILE (every "
+                      "run)", soft_wrap=True)
+    for line in table_notes(result):
         console.print(line, soft_wrap=True)
 
 

@@ -35,6 +35,7 @@ from synthtrace.pipelines.cli_base import (
     write_stdout,
 )
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.gzip_name import gzip_named
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -179,9 +180,9 @@ def output_extension(output: Path) -> tuple[str | None, bool]:
     name promising a packing no output is written in (:data:`UNWRITTEN_PACKINGS`, ``.gz.gz``) is
     :class:`BadInputError`."""
     suffixes = [s.lower() for s in output.suffixes] if not output.name.endswith(".") else []
-    gzipped = suffixes[-1:] == [".gz"]
+    gzipped = bool(suffixes) and gzip_named(suffixes[-1])
     inner = suffixes[:-1] if gzipped else suffixes  # the extension before .gz
-    if inner[-1:] and inner[-1] in UNWRITTEN_PACKINGS or (gzipped and inner[-1:] == [".gz"]):
+    if inner[-1:] and inner[-1] in UNWRITTEN_PACKINGS or (gzipped and inner[-1:] and gzip_named(inner[-1])):
         # attack 11: `-o x.csv.bz2 --format csv` wrote plain CSV that pandas could not open ("Invalid data stream")
         raise BadInputError(f"--output {output}: its name says {inner[-1]}, a packing synthtrace does not write; "
                             f"name it {_KNOWN_OUTPUTS}")
@@ -194,12 +195,13 @@ def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
     ending in ``.gz`` is compressed. An extension that names no format (``x.xlsx``, ``x.``, ``x``, ``x.csv.bz2``) is
     refused without ``--format``, as is Parquet in gzip (a text table once went silently into ``x.json.gz``). A
     device or FIFO (``/dev/stdout``, ``/dev/null``, a named pipe), written into, has no extension to follow: the
-    table, as on standard output."""
+    table, as on standard output; but one named ``.gz`` gets what a file of that name gets (attack 12: a FIFO
+    ``ff.csv.gz`` got plain text, so ``zcat ff.csv.gz`` failed)."""
     from synthtrace.tracelib.atomic_file import is_stream
 
-    if output is None or str(output) == "-" or is_stream(output):
+    if output is None or str(output) == "-" or (is_stream(output) and not gzip_named(output)):
         return format or "table", False
-    named, gzipped = output_extension(output)
+    named, gzipped = output_extension(output)  # a FIFO named x.csv.gz gets the gzip a file of that name gets
     if format is None and named is None:
         raise BadInputError(f"--output {output}: its extension names no format; use {_KNOWN_OUTPUTS}, or give "
                             "--format")

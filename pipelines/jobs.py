@@ -311,20 +311,12 @@ def predict(wh: Warehouse, experiment: str, model_id: str | None = None, *, targ
             store: bool = True, now: datetime | None = None) -> tuple[TrainedModel, pl.DataFrame]:
     """Apply a registered model (``model_id``, else the newest, of ``target`` if given) to one experiment's bursts
     and (``store``) write them to the predictions view."""
-    from synthtrace.models.features import NoTrainingDataError
-    from synthtrace.models.registry import load, predictions, window_predictions
-    from synthtrace.models.training_data import (TRAIN_BURSTS_PER_EXPERIMENT, burst_windows, holds_more_bursts,
-                                                 load_bursts)
+    from synthtrace.models.registry import load, window_predictions
+    from synthtrace.models.training_data import prediction_windows
     from synthtrace.warehouse.model_store import write_predictions
 
     model = load(wh, model_id, target)
-    if holds_more_bursts(wh, experiment, TRAIN_BURSTS_PER_EXPERIMENT):  # attack 12 F7: never every burst at once
-        out = window_predictions(model, burst_windows(wh, experiment), experiment, now=now)
-    else:
-        frame, _ = load_bursts(wh, [experiment])
-        if frame.height == 0:
-            raise NoTrainingDataError(f"experiment {experiment!r} has no bursts to predict")
-        out = predictions(model, frame, experiment, now=now)
+    out = window_predictions(model, prediction_windows(wh, experiment), experiment, now=now)
     if store:
         write_predictions(wh, model.model_id, experiment, out)
     return model, out

@@ -509,3 +509,19 @@ def test_minimal_with_shared_native_events_against_brute_force(data):
     assert plan.n_runs == brute_force_with_events(names, cap, conflicts, events)
     assert all(plan.counters_used(r) <= cap for r in plan.runs)
     assert sorted(c for r in plan.runs for c in r) == sorted(names)
+
+
+def test_every_list_plan_prints_is_bounded(tmp_path, run_cli):
+    """Attack 12: ``plan`` printed its lists whole: a plan of 150 runs printed 150 table rows and one line naming
+    each run, an error every fixed counter that does not fit. Each is now its first items and how many more; the
+    whole plan is written with --output."""
+    natives = ",".join(f"cpu::EV{i}:U" for i in range(300))  # native names in EVENT:UMASK form are accepted
+    code, out, err = run_cli("plan", "-c", natives, "--slots", "2", "--fixed", "")
+    assert code == 0, err
+    assert "150 run(s)" in out and "and 142 more" in out and "100 more runs" in out
+    assert max(map(len, out.splitlines())) < 400 and len(out.splitlines()) < 150, out
+    code, out, err = run_cli("plan", "-c", natives, "--slots", "2", "--fixed", "", "-o", tmp_path / "p.txt")
+    assert code == 0 and len((tmp_path / "p.txt").read_text().splitlines()) > 150, err  # every run in the file
+    fixed = ",".join(f"PAPI_L{1 + i % 3}_{x}" for i in range(3) for x in ("DCM", "ICM", "TCM", "LDM", "STM"))
+    code, out, err = run_cli("plan", "-c", "PAPI_FP_OPS", "--fixed", fixed, "--slots", "2", "--machine", "generic")
+    assert code == 2 and "do not fit" in err and "more" in err and len(err) < 400, err

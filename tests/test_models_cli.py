@@ -259,3 +259,25 @@ def test_progress_appears_only_on_long_work(capsys):
         assert (
             step.bar is not None and step.bar.tasks[0].completed == 2 and "long: two" in step.bar.tasks[0].description
         )
+
+
+@pytest.mark.real_traces
+@pytest.mark.slow
+def test_predict_scores_the_bursts_the_model_learned_from(run_cli, merged_lulesh, tmp_path):
+    """Attack 12: ``predict``'s error line scored every burst, though the model learns only bursts of >= 1e4
+    instructions (the short ones' rates are noise): a model trained on the real LULESH pair (training R² 0.998)
+    read R² -1.12 on its own bursts. The line scores what training kept, and says how many it left out."""
+    import re
+
+    w = tmp_path / "wh"
+    shutil.copytree(merged_lulesh, w)
+    assert run_cli("train", "--target", "ipc", "-w", w)[0] == 0
+    code, out, err = run_cli("predict", "--experiment", "lulesh-8r", "-w", w)
+    assert code == 0, err
+    m = re.search(r"R² (-?[\d.]+), MAPE [\d.]+% on (\d+) bursts >= 10000 instructions \((\d+) shorter not scored\)",
+                  " ".join(out.split()))
+    assert m, out
+    assert float(m[1]) > 0.5
+    n, shorter = int(m[2]), int(m[3])
+    stored = sql(w, "SELECT count(*) AS n, count(actual) AS k FROM predictions")
+    assert shorter > 0 and n + shorter == stored["k"][0] <= stored["n"][0]  # every burst is still predicted

@@ -260,6 +260,62 @@ def test_a_link_or_folder_planted_as_the_drop_lock_is_one_line_naming_the_remedy
             (drop / DROP_LOCK).unlink()
 
 
+def test_a_fifo_or_socket_planted_as_the_drop_lock_is_refused_at_once(tmp_path):
+    """Attack 13 F1: a FIFO under the lock file's name that this account could not open for writing (another
+    account's, or its own made 0444) was opened read-only, which waits for a writer: the night hung, and every
+    night after it. Anything but a regular file is one line now, at once (the night runs in a child with a
+    timeout: the old code would hang the test run); a socket likewise."""
+    from synthtrace.warehouse.drop import DROP_LOCK
+
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop)
+    os.mkfifo(drop / DROP_LOCK, 0o444)
+    argv = [*_as_another_account(), sys.executable, "-m", "synthtrace.pipelines.cli", "nightly", "--drop", str(drop),
+            "-w", str(tmp_path / "wh"), "--settle", "0"]
+    for what in ("a FIFO", "a socket"):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the night waited on {what} planted as the drop's lock file")
+        assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, (p.stdout, p.stderr)
+        assert f"{what} where the nights' lock file belongs" in p.stderr, p.stderr
+        assert prv.is_file() and not (tmp_path / "wh" / "runs").exists()
+        (drop / DROP_LOCK).unlink()
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(drop / DROP_LOCK))
+
+
+def test_a_read_only_lock_file_on_a_file_system_that_locks_only_writable_files_is_refused(tmp_path, monkeypatch):
+    """Attack 13 F2: on NFS (and CIFS) ``flock`` is a byte-range lock, which an exclusive one takes only on a file
+    open for writing: another account's lock file, opened read-only, gave EBADF, which the night took for a file
+    system without locks, warned, and ran beside the other account's night. It is one line now, nothing done.
+    (No NFS here: ``flock`` answers as NFS does for a read-only descriptor.)"""
+    import fcntl
+
+    from synthtrace.tracelib.errors import BadInputError
+    from synthtrace.warehouse import drop as drop_module
+
+    real = fcntl.flock
+
+    def nfs_flock(fd, op):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            raise OSError(9, os.strerror(9))
+        return real(fd, op)
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / drop_module.DROP_LOCK).touch()
+    monkeypatch.setattr(drop_module.fcntl, "flock", nfs_flock)
+    with drop_module.drop_lock(drop):  # a lock file it can write: locked as before
+        pass
+    opened = drop_module._open_lock
+    monkeypatch.setattr(drop_module, "_open_lock",
+                        lambda d: (os.close(opened(d)), os.open(d / drop_module.DROP_LOCK, os.O_RDONLY))[1])
+    with pytest.raises(BadInputError, match="locks only a file open for writing: this night did nothing"):
+        with drop_module.drop_lock(drop):
+            pytest.fail("the night ran unlocked")
+
+
 def test_a_night_holds_the_drop_folder_while_it_discovers(tmp_path, monkeypatch):
     from synthtrace.pipelines import nightly
     from synthtrace.warehouse.drop import drop_lock

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from synthtrace.tracelib.formats.paraver.companion_text import MAX_COMPANION_BYTES, MAX_LINE_BYTES
+from synthtrace.tracelib.formats.paraver.companion_text import MAX_COMPANION_BYTES, MAX_LINE_BYTES, MAX_PCF_BYTES
 from synthtrace.tracelib.formats.paraver.pcf import parse_pcf
 from synthtrace.tracelib.formats.paraver.row import parse_row
 from testing.traces import PRIME, copy_trace
@@ -30,15 +30,58 @@ def _with_companion(dest: Path, suffix: str, data: bytes | None = None, size: in
 
 
 # ------------------------------------------------------------------------------ F5: companions of any size
-@pytest.mark.parametrize("suffix", [".pcf", ".row"])
-def test_companion_beyond_the_cap_is_refused_in_one_line(tmp_path, run_cli, suffix):
-    """A 1 GB .pcf/.row was read whole, decoded and split (3.3 GB of RAM) and accepted; now one line names it."""
-    prv = _with_companion(tmp_path / "t", suffix, size=MAX_COMPANION_BYTES + 1)
+def test_row_beyond_the_cap_is_refused_in_one_line(tmp_path, run_cli):
+    """A 1 GB .row was read whole, decoded and split (3.3 GB of RAM) and accepted; now one line names it."""
+    prv = _with_companion(tmp_path / "t", ".row", size=MAX_COMPANION_BYTES + 1)
     wh = tmp_path / "wh"
     code, out, err = run_cli("ingest", prv, "-w", wh)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert str(prv.with_suffix(suffix)) in err and "MiB" in err
+    assert str(prv.with_suffix(".row")) in err and "MiB" in err
     assert not wh.exists()  # nothing stored, not even an empty warehouse
+
+
+def test_pcf_beyond_the_cap_is_not_read_and_the_trace_is_ingested_without_names(tmp_path, run_cli):
+    """Attack 12 F10: a .pcf is never a reason to refuse its trace. A 1 GB .pcf was read whole (3.3 GB of RAM);
+    then refused the trace over 32 MiB; one beyond MAX_PCF_BYTES is now not read at all: the trace is ingested
+    with counters named by their type, said in one warning naming the file."""
+    prv = _with_companion(tmp_path / "t", ".pcf", size=MAX_PCF_BYTES + 1)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0, err
+    said = [line for line in err.splitlines() if str(prv.with_suffix(".pcf")) in line]
+    assert len(said) == 1 and "not read" in said[0] and "without its names" in said[0], err
+    code, out, _ = run_cli("sql", "select column_name from (describe bursts)", "-w", wh)
+    assert code == 0 and "42000050" in out and "PAPI_TOT_INS" not in out
+
+
+def _caller_tables(levels: int, symbols: int) -> bytes:
+    """Extrae's caller tables of a large C++ code: ``levels`` caller and caller-line levels of ``symbols`` demangled
+    template names each (attack 12 F10: 3 x 80,000 make a 34 MB .pcf)."""
+    out = []
+    for level in range(1, levels + 1):
+        out.append(b"\n\nEVENT_TYPE\n0    7000000%d    Caller at level %d\nVALUES\n" % (level, level))
+        out += [b"%d   ns%d::Kls%d<double, std::allocator<double> >::apply_%d(int, double const*)\n" % (i, i % 97, i, i)
+                for i in range(symbols)]
+        out.append(b"\n\nEVENT_TYPE\n0    8000000%d    Caller line at level %d\nVALUES\n" % (level, level))
+        out += [b"%d   %d (src/module_%d/file_%d.cpp, prime_v0)\n" % (i, i % 2000, i % 500, i) for i in range(symbols)]
+    return b"".join(out)
+
+
+@pytest.mark.slow
+def test_a_large_codes_caller_tables_are_read(tmp_path, run_cli):
+    """Attack 12 F10: a 34 MB .pcf (3 levels of 80,000 C++ symbols and their lines) refused its 308 kB trace
+    ("larger than 32 MiB"); it is streamed and read whole: counters named, its caller names kept."""
+    from synthtrace.tracelib.formats.paraver.pcf import read_pcf
+
+    prv = _with_companion(tmp_path / "t", ".pcf", _PCF + _caller_tables(3, 80_000))
+    assert prv.with_suffix(".pcf").stat().st_size > MAX_COMPANION_BYTES
+    cat = read_pcf(prv.with_suffix(".pcf"))
+    assert cat.values_cut == 0 and cat.value_name(70000003, 79_999).endswith("apply_79999(int, double const*)")
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0 and "not kept" not in err, err
+    code, out, _ = run_cli("sql", "select column_name from (describe bursts)", "-w", wh)
+    assert code == 0 and "PAPI_TOT_INS" in out
 
 
 def test_a_line_beyond_the_line_cap_is_skipped_with_its_line_number():
@@ -49,6 +92,10 @@ def test_a_line_beyond_the_line_cap_is_skipped_with_its_line_number():
     cat = parse_pcf(data, "t.pcf")
     assert cat.ignored and cat.ignored[0][0] == 2 and "longer than" in cat.ignored[0][1]
     assert 42000050 not in cat.event_labels and cat.counter_name(42000059) == "PAPI_TOT_CYC"
+    import io
+
+    from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, file_lines
+    assert list(file_lines(io.BytesIO(data))) == list(companion_lines(data))  # streamed as ingest reads it
     row = parse_row(b"LEVEL NODE SIZE 2\nnode1\n" + b"n" * (MAX_LINE_BYTES + 1) + b"\nLEVEL CPU SIZE 1\n1.node1\n",
                     "t.row")
     assert row.names("NODE") == ["node1", ""] and row.names("CPU") == ["1.node1"]
@@ -82,19 +129,28 @@ def test_one_value_table_per_block_not_per_type():
     assert cat.value_name(50000001, 299) == "v299" and cat.value_name(50000000, 299) == "v299"
 
 
-def test_types_declared_again_in_many_blocks_are_refused_not_copied_without_end(monkeypatch):
+def test_names_beyond_the_budget_are_cut_not_kept_without_end(monkeypatch, tmp_path):
     """Each block that declares a type again gives it this block's values too (Paraver does the same): a file of
-    one big VALUES table and thousands of such blocks would copy the table thousands of times (hours, GBs). Beyond
-    MAX_VALUE_NAMES names set, the file is refused in one line naming it and the line (the budget lowered here to
-    keep the test small; 16.7 M in use)."""
-    from synthtrace.tracelib.errors import TraceFormatError
+    one big VALUES table and thousands of such blocks would copy the table thousands of times (hours, GBs), and one
+    huge table (a pcf bomb) would fill memory. Beyond MAX_VALUE_NAME_BYTES of names no more are kept, counted with
+    the first line cut; the rest of the file is still read for its event types (attack 12 F10: never a refusal of
+    the trace for its names; the budget lowered here to keep the test small)."""
     from synthtrace.tracelib.formats.paraver import pcf
 
-    monkeypatch.setattr(pcf, "MAX_VALUE_NAMES", 1000)
+    monkeypatch.setattr(pcf, "MAX_VALUE_NAME_BYTES", 1000 * (pcf.NAME_OVERHEAD + 4))
     values = b"".join(b"%d v%d\n" % (i, i) for i in range(300))
     again = b"EVENT_TYPE\n0 50000000 T\nVALUES\n1 one\n" * 10
-    with pytest.raises(TraceFormatError, match=r"^t\.pcf:(\d+): more than 1,000 event value names"):
-        parse_pcf(b"EVENT_TYPE\n0 50000000 T\n0 50000001 U\nVALUES\n" + values + again, "t.pcf")
+    tail = b"EVENT_TYPE\n7 42000050 PAPI_TOT_INS [Instr completed]\nVALUES\n" + values * 20
+    data = b"EVENT_TYPE\n0 50000000 T\n0 50000001 U\nVALUES\n" + values + again + tail
+    cat = parse_pcf(data, "t.pcf")
+    assert cat.value_name(50000001, 299) == "v299" and cat.values_cut > 0 and cat.cut_line > 4
+    assert cat.counter_name(42000050) == "PAPI_TOT_INS"  # the types after the cut are read
+    assert sum(map(len, {id(t): t for t in cat.event_values.values()}.values())) <= 1000
+    path = tmp_path / "t.pcf"
+    path.write_bytes(data)
+    streamed = pcf.read_pcf(path)  # as ingest reads it: a line at a time
+    assert (streamed.event_values, streamed.values_cut, streamed.cut_line) == (cat.event_values, cat.values_cut,
+                                                                               cat.cut_line)
     assert parse_pcf(_PCF, "t.pcf").value_name(50000002, 7) == "MPI_Bcast"  # a real .pcf is far below the budget
 
 

@@ -84,6 +84,12 @@ def drop_lock(drop: Path) -> Iterator[None]:
                 raise NightRunningError(f"another night ({_lock_holder(fd)}) is taking the traces of the drop folder "
                                         f"{drop}; this one did nothing: let it finish (or stop it), or run the nights "
                                         "further apart") from None
+            if exc.errno == errno.EBADF and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+                # attack 13 F2: NFS emulates flock by a byte-range lock, which an exclusive one needs written to
+                raise BadInputError(f"{drop / DROP_LOCK}: another account's lock file, which this account may only "
+                                    "read, and the drop folder's file system (NFS) locks only a file open for "
+                                    "writing: this night did nothing (it would run beside the other account's); "
+                                    "make the file group-writable (chmod g+w) or remove it") from None
             warnings.warn(f"{drop}: the drop folder's file system refuses locks ({os.strerror(exc.errno)}): two "
                           "nights from it at once (on two hosts) would both take its traces; run one night at a "
                           "time, or mount it with locks", stacklevel=3)
@@ -96,8 +102,8 @@ def _open_lock(drop: Path) -> int:
     """A descriptor to ``flock`` for the drop folder ``drop``: its :data:`DROP_LOCK` file, made if missing (readable
     by all, writable by whom the folder lets write: another account's night into a shared drop opens it for
     writing too), opened read-only when it cannot be opened for writing (another account's file, a read-only
-    mount); the folder itself only when there is no such file and it cannot be made. A symbolic link or a folder
-    planted under the name is refused (``O_NOFOLLOW``: its target is never opened)."""
+    mount); the folder itself only when there is no such file and it cannot be made. Anything but a regular file
+    under the name (a symbolic link, a folder, a FIFO, a device) is refused (:func:`_refuse_planted`)."""
     path = drop / DROP_LOCK
     refused = (errno.EACCES, errno.EROFS, errno.EPERM)
     try:
@@ -113,17 +119,36 @@ def _open_lock(drop: Path) -> int:
         return fd
     for flags in (os.O_RDWR, os.O_RDONLY):
         try:
-            return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW)
+            _refuse_planted(path, os.lstat(path).st_mode)
+            # O_NONBLOCK: a FIFO put there since, opened for reading alone, would wait for a writer (attack 13 F1)
+            fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
         except FileNotFoundError:
             break
         except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.EISDIR):  # attack 12: the line named no remedy
-                what = "a symbolic link" if exc.errno == errno.ELOOP else "a folder"
-                raise BadInputError(f"{path}: {what} where the nights' lock file belongs, never opened: no night "
-                                    "takes the drop folder's traces until it is removed") from None
+            if exc.errno in (errno.ELOOP, errno.EISDIR):  # put there since the look
+                _refuse_planted(path, stat.S_IFLNK if exc.errno == errno.ELOOP else stat.S_IFDIR)
             if exc.errno not in refused:
                 raise
+        else:
+            try:
+                _refuse_planted(path, os.fstat(fd).st_mode)
+            except BadInputError:
+                os.close(fd)
+                raise
+            return fd
     return os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _refuse_planted(path: Path, mode: int) -> None:
+    """Raise the one line when what is at ``path`` (its ``st_mode``) is not a regular file: a symbolic link, a
+    folder, a FIFO, a socket or a device where the drop's lock file belongs is never locked (attacks 12 and 13: a
+    link's target opened, a FIFO that blocked every night)."""
+    if stat.S_ISREG(mode):
+        return
+    what = ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device")
+    raise BadInputError(f"{path}: {what} where the nights' lock file belongs, not used as the lock: no night takes "
+                        "the drop folder's traces until it is removed")
 
 
 def _lock_holder(fd: int) -> str:

@@ -194,7 +194,7 @@ def plan_counters(wanted: Sequence[str], fixed: Sequence[str] = DEFAULT_FIXED, s
     if len(base) > slots:
         took = f" ({len(base)} programmable counters)" if len(base) != len(programmable_fixed) else ""
         raise UnsatisfiableCountersError(
-            f"{len(programmable_fixed)} fixed counters ({', '.join(programmable_fixed)}){took} do not fit in "
+            f"{len(programmable_fixed)} fixed counters ({listed(programmable_fixed)}){took} do not fit in "
             f"{slots} slot(s); "
             "every run must carry them all"
         )
@@ -218,7 +218,7 @@ def plan_counters(wanted: Sequence[str], fixed: Sequence[str] = DEFAULT_FIXED, s
     cap = slots - len(base)
     if cap < 1:
         raise UnsatisfiableCountersError(
-            f"the {len(programmable_fixed)} fixed counters fill all {slots} slot(s): no room for {', '.join(todo)}")
+            f"the {len(programmable_fixed)} fixed counters fill all {slots} slot(s): no room for {listed(todo)}")
     own = {c: [n for n in dict.fromkeys(natives[c]) if n not in base] for c in todo}
     for c in todo:
         if len(own[c]) > cap:
@@ -255,7 +255,7 @@ def _too_wide(counter: str, events: Sequence[str], cap: int, slots: int, presets
     room = f"{cap} of the {slots}" if cap < slots else f"the {slots}"
     on = f" on {presets.label}" if presets else ""
     intel = " (with Hyper-Threading off, Intel cores have 8: --slots 8)" if presets and "Intel" in presets.label else ""
-    return (f"{counter} takes {len(events)} programmable counters{on} (PAPI adds {', '.join(events)}), more than "
+    return (f"{counter} takes {len(events)} programmable counters{on} (PAPI adds {listed(events)}), more than "
             f"{room} a run has free: no run can record it{intel}")
 
 
@@ -465,20 +465,39 @@ def render_extrae(plan: CounterPlan) -> str:
 
 
 def render_table(plan: CounterPlan) -> str:
-    """A plain-text table: one line per run, then whether the count is proven minimal."""
+    """A plain-text table: one line per run, then :func:`table_notes` (whether the count is proven minimal)."""
     width = max(len("run"), len(str(plan.n_runs)))
     out = [f"{'run':>{width}}  counters"]
     for i, run in enumerate(plan.runs, start=1):
         out.append(f"{i:>{width}}  {', '.join(run)}")
+    return "\n".join(out + table_notes(plan)) + "\n"
+
+
+def table_notes(plan: CounterPlan) -> list[str]:
+    """The lines under the table of runs: the programmable counters each run takes (on a PMU with presets) and
+    the count of runs with whether it is proven minimal; every list in them :func:`listed` (attack 12: a plan of
+    thousands of runs printed one line of all of them)."""
+    out = []
     proof = ("minimal (proven)" if plan.optimal else
              f"not proven minimal (search budget spent; no plan has fewer than {plan.lower_bound})")
     n_new = len([c for c in plan.wanted if c not in plan.fixed and c not in plan.free])
-    ff = f"; fixed-function: {', '.join(plan.free)}" if plan.free else ""
+    ff = f"; fixed-function: {listed(plan.free)}" if plan.free else ""
     derived = [f"{c} {len(n)}" for c, n in plan.natives.items() if len(n) > 1]
     if plan.pmu:
-        used = ", ".join(f"run {i} {plan.counters_used(r)}" for i, r in enumerate(plan.runs, start=1))
+        used = listed([f"run {i} {plan.counters_used(r)}" for i, r in enumerate(plan.runs, start=1)])
         out.append(f"programmable counters taken ({plan.pmu}, PAPI native events, shared ones once): {used}"
-                   + (f"; presets taking several: {', '.join(derived)}" if derived else ""))
+                   + (f"; presets taking several: {listed(derived)}" if derived else ""))
     out.append(f"{plan.n_runs} run(s) for {n_new} counter(s) + {len(plan.fixed)} fixed in {plan.slots} "
                f"programmable slot(s){ff}: {proof}")
-    return "\n".join(out) + "\n"
+    return out
+
+
+#: items of a list a message or a note names before saying how many more there are
+LISTED = 8
+
+
+def listed(items: Sequence[str], limit: int = LISTED) -> str:
+    """The first ``limit`` of ``items`` joined by commas, and how many more (``A, B, ... and 19,992 more``): a
+    list ``plan`` prints is never printed whole (each item :func:`~synthtrace.tracelib.printable.clipped`)."""
+    shown = ", ".join(clipped(item) for item in items[:limit])
+    return shown + (f" and {len(items) - limit:,} more" if len(items) > limit else "")

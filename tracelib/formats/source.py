@@ -19,6 +19,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.counter_sanity import ANOMALY_SCHEMA, AnomalyTally
 from synthtrace.tracelib.formats.call_store import CallStore
+from synthtrace.tracelib.formats.gzip_name import gzip_named, without_gzip
 from synthtrace.tracelib.errors import RecordsOutOfOrderError, TraceFormatError
 from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_KEYS, UNCORE_SCHEMA
 
@@ -170,25 +171,27 @@ class TraceReader(abc.ABC):
                 replace(summary, uncore=uncore, events=events))
 
 
-PARAVER_SUFFIXES = (".prv", ".prv.gz")  # gzip-compressed traces are read as Paraver reads them
-TRACE_SUFFIXES = (*PARAVER_SUFFIXES, ".otf2")
+PARAVER_SUFFIX = ".prv"  # gzip-compressed traces (.prv.gz, any case) are read as Paraver reads them
+OTF2_SUFFIX = ".otf2"
 
 
 def is_paraver(path: Path) -> bool:
-    """Whether ``path`` names a Paraver trace (``.prv`` or ``.prv.gz``)."""
-    return path.name.endswith(PARAVER_SUFFIXES)
+    """Whether ``path`` names a Paraver trace (``.prv``, or ``.prv.gz`` with ``.gz`` in any case:
+    :func:`~synthtrace.tracelib.formats.gzip_name.gzip_named`)."""
+    return without_gzip(path.name).endswith(PARAVER_SUFFIX)
 
 
 def is_trace(path: Path) -> bool:
     """Whether ``path`` names a trace file synthtrace reads (a Paraver trace or an OTF2 anchor)."""
-    return path.name.endswith(TRACE_SUFFIXES)
+    return is_paraver(path) or path.name.endswith(OTF2_SUFFIX)
 
 
 def trace_stem(path: Path) -> str:
     """The name of a trace file without its format suffix (``lulesh.run0.prv.gz`` -> ``lulesh.run0``)."""
-    for suffix in TRACE_SUFFIXES[::-1]:  # longest first
-        if path.name.endswith(suffix):
-            return path.name[: -len(suffix)]
+    name = without_gzip(path.name) if is_paraver(path) else path.name
+    for suffix in (PARAVER_SUFFIX, OTF2_SUFFIX):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
     return path.stem
 
 
@@ -197,7 +200,7 @@ def open_bytes(path: Path) -> BinaryIO:
     bound on how far it may inflate (security, issue 23 item 4: :mod:`~synthtrace.tracelib.formats.bounded_gzip`)."""
     from synthtrace.tracelib.formats.bounded_gzip import open_gzip
 
-    return open_gzip(path) if path.suffix == ".gz" else open(path, "rb")
+    return open_gzip(path) if gzip_named(path) else open(path, "rb")
 
 
 #: What reading a trace file can raise besides format errors: I/O errors, a damaged or cut gzip stream.
@@ -239,16 +242,20 @@ class ContentHasher:
     def hexdigest(self) -> str:
         return self._h.hexdigest()
 
-    @classmethod
-    def of_files(cls, files: list[Path]) -> str:
-        """The hex digest of ``files``' bytes, read in blocks of :attr:`BLOCK`."""
-        h = cls()
-        buf = bytearray(cls.BLOCK)
+    def update_files(self, files: list[Path]) -> None:
+        """Add ``files``' bytes, read in blocks of :attr:`BLOCK` (never a whole file in memory)."""
+        buf = bytearray(self.BLOCK)
         view = memoryview(buf)
         for f in files:
             with reading(f), open_bytes(f) as fh:
                 while n := fh.readinto(buf):
-                    h.update(view[:n])
+                    self.update(view[:n])
+
+    @classmethod
+    def of_files(cls, files: list[Path]) -> str:
+        """The hex digest of ``files``' bytes, read in blocks of :attr:`BLOCK`."""
+        h = cls()
+        h.update_files(files)
         return h.hexdigest()
 
 

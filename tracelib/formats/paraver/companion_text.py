@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from synthtrace.tracelib.errors import TraceFormatError
 
@@ -17,6 +18,11 @@ from synthtrace.tracelib.errors import TraceFormatError
 MAX_COMPANION_BYTES = 32 << 20
 #: longest line decoded (bytes); a longer one is skipped
 MAX_LINE_BYTES = 64 << 10
+#: largest ``.pcf`` read (bytes): a ``.pcf`` is streamed, a line at a time, keeping a bounded number of names
+#: (:data:`~synthtrace.tracelib.formats.paraver.pcf.MAX_VALUE_NAME_BYTES`), so the caller tables of a large C++ code
+#: (34 MB for 3 levels of 80,000 symbols, attack 12 F10) are read; a larger one is not read at all (its trace is
+#: read without the names, said once): reading it would take a minute of CPU for nothing the tables need
+MAX_PCF_BYTES = 128 << 20
 
 
 def read_companion(path: Path) -> bytes:
@@ -43,6 +49,21 @@ def companion_lines(data: bytes) -> Iterator[tuple[int, str | None]]:
         lineno += 1
         yield lineno, (data[pos:end].decode("utf-8", errors="replace") if end - pos <= MAX_LINE_BYTES else None)
         pos = end + 1
+
+
+def file_lines(fh: BinaryIO) -> Iterator[tuple[int, str | None]]:
+    """:func:`companion_lines` of an open file, read a line at a time (never the whole file, never more than
+    :data:`MAX_LINE_BYTES` of one line)."""
+    lineno = 0
+    while line := fh.readline(MAX_LINE_BYTES + 1):
+        lineno += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):  # the rest of a long line is skipped
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield lineno, None
+            continue
+        line = line[:-1] if line.endswith(b"\n") else line
+        yield lineno, (line.decode("utf-8", errors="replace") if len(line) <= MAX_LINE_BYTES else None)
 
 
 def too_long(lineno: int) -> tuple[int, str]:

@@ -7,11 +7,12 @@ What is accepted follows Paraver's own ``.pcf`` parser (paraver-kernel, ``utils/
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from synthtrace.tracelib.errors import TraceFormatError
-from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, read_companion, too_long
+from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, file_lines, too_long
 from synthtrace.tracelib.formats.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
 from synthtrace.tracelib.printable import escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
@@ -68,6 +69,8 @@ class PcfCatalog:
     ignored: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): lines Paraver skips too
     renamed: dict[int, str] = field(default_factory=dict)  # counter type -> its column, where two share a name
     renamed_lines: list[tuple[int, str]] = field(default_factory=list)  # (line, what was renamed and why)
+    values_cut: int = 0  # value names not kept beyond MAX_VALUE_NAME_BYTES (their values are shown by number)
+    cut_line: int = 0  # 1-based line of the first of them
 
     def counter_name(self, event_type: int) -> str:
         """Counter column name: the ``.pcf`` name, else the numeric type as text."""
@@ -81,8 +84,14 @@ class PcfCatalog:
 
 
 def read_pcf(path: str | Path) -> PcfCatalog:
-    """Parse a ``.pcf`` file (see :func:`parse_pcf`)."""
-    return parse_pcf(read_companion(Path(path)), path)
+    """Parse a ``.pcf`` file (see :func:`parse_pcf`), streamed a line at a time (attack 12 F10: the whole file was
+    read, so one over 32 MiB, a large C++ code's caller tables, refused its trace); the caller checks its size
+    against :data:`~synthtrace.tracelib.formats.paraver.companion_text.MAX_PCF_BYTES`."""
+    try:
+        with Path(path).open("rb") as fh:
+            return _parse(file_lines(fh), path)
+    except OSError as exc:
+        raise TraceFormatError(path, None, f"cannot be read ({exc.strerror or exc})") from None
 
 
 def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
@@ -95,17 +104,30 @@ def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
     number beyond int64 (Paraver's ``std::stoi`` throws on it and skips the line) and a line longer than
     :data:`~synthtrace.tracelib.formats.paraver.companion_text.MAX_LINE_BYTES` (security, issue 23 F5/F6).
     The types of one block share one value table (a block of 1,000 types and 60,000 values is one table, not 1,000).
+    Value names beyond :data:`MAX_VALUE_NAME_BYTES` are not kept (counted in ``values_cut``): the file is still
+    read to its end for its event types and states.
     """
+    return _parse(companion_lines(data), path)
+
+
+def _parse(lines: Iterable[tuple[int, str | None]], path: str | Path) -> PcfCatalog:
+    """:func:`parse_pcf` of the numbered lines of a ``.pcf`` (``None``: a line too long to read)."""
     cat = PcfCatalog()
     section: str | None = None
     budget = _Budget(str(path))
     block = _Block(budget)  # event types and value table of the current EVENT_TYPE block
-    for lineno, raw in companion_lines(data):
+    seen = False
+    for lineno, raw in lines:
+        seen = True
         if raw is None:
             cat.ignored.append(too_long(lineno))
             continue
         line = raw.replace("\t", " ").strip()
         if not line or line.startswith("#"):
+            continue
+        if budget.left < 0 and block.in_values and line not in SECTIONS:  # names no longer kept: only count
+            cat.values_cut += 1
+            cat.cut_line = cat.cut_line or lineno
             continue
         if line in SECTIONS:
             section, block = line, _Block(budget)
@@ -120,7 +142,7 @@ def parse_pcf(data: bytes, path: str | Path) -> PcfCatalog:
             _event_line(cat, line, lineno, block)
         elif section is None:
             cat.ignored.append((lineno, f"{_shown(line)!r} before any section (EVENT_TYPE, STATES, ...)"))
-    if data and not (cat.states or cat.event_labels or section):
+    if seen and not (cat.states or cat.event_labels or section):
         cat.ignored[:0] = [(1, "no Paraver section (STATES, EVENT_TYPE, ...): not a .pcf file")]
     _check_counter_names(cat)
     return cat
@@ -131,23 +153,29 @@ def _shown(line: str, limit: int = 60) -> str:
     return line if len(line) <= limit else line[:limit] + "..."
 
 
-#: (type, value) names one .pcf may set, table copies included; Paraver's own files set some ten thousand. A file
-#: that declares types again in many blocks would have any reader copy or fill tables without end.
-MAX_VALUE_NAMES = 1 << 24
+#: memory (bytes, estimated: :data:`NAME_OVERHEAD` + the label's length per name) the (type, value) names of one
+#: .pcf may take, table copies included; beyond it no more names are kept (``values_cut``). Paraver's own files set
+#: some ten thousand names; a large C++ code's caller tables some 500,000 (86 MB by this count); a file that
+#: declares types again in many blocks would have any reader copy tables without end
+MAX_VALUE_NAME_BYTES = 256 << 20
+#: bytes of one kept name besides its label's characters (its dict slot, key and string header)
+NAME_OVERHEAD = 200
 
 
 @dataclass
 class _Budget:
-    """What is left of :data:`MAX_VALUE_NAMES` while one file is parsed."""
+    """What is left of :data:`MAX_VALUE_NAME_BYTES` while one file is parsed (below 0: no more names kept)."""
 
     path: str
-    left: int = field(default_factory=lambda: MAX_VALUE_NAMES)
+    left: int = field(default_factory=lambda: MAX_VALUE_NAME_BYTES)
 
-    def spend(self, n: int, lineno: int) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise TraceFormatError(self.path, lineno, f"more than {MAX_VALUE_NAMES:,} event value names (types "
-                                   "declared again in many blocks): not a Paraver .pcf, not read")
+    def afford(self, cost: int) -> bool:
+        """Spend ``cost`` bytes if they are left; False (and nothing more is kept after) when they are not."""
+        if self.left >= 0 and cost <= self.left:
+            self.left -= cost
+            return True
+        self.left = -1
+        return False
 
 
 @dataclass
@@ -158,22 +186,27 @@ class _Block:
     budget: _Budget
     types: list[int] = field(default_factory=list)
     in_values: bool = False
+    shared: bool = False  # the block's types were given its value table
     values: dict[int, str] = field(default_factory=dict)
     own_tables: list[dict[int, str]] = field(default_factory=list)
 
     def add_value(self, cat: PcfCatalog, value: int, label: str, lineno: int) -> None:
-        if not self.values:  # the block's first value: its types take the shared table
-            self._share(cat, lineno)
-        self.budget.spend(1 + len(self.own_tables), lineno)
+        if not self.values and not self.shared:  # the block's first value: its types take the shared table
+            self.shared = True
+            self._share(cat)
+        if not self.budget.afford((1 + len(self.own_tables)) * (NAME_OVERHEAD + len(label))):
+            cat.values_cut += 1
+            cat.cut_line = cat.cut_line or lineno
+            return
         self.values[value] = label
         for table in self.own_tables:
             table[value] = label
 
-    def _share(self, cat: PcfCatalog, lineno: int) -> None:
+    def _share(self, cat: PcfCatalog) -> None:
         for etype in dict.fromkeys(self.types):
             table = cat.event_values.setdefault(etype, self.values)
-            if table is not self.values:  # values of an earlier block: a copy of its own, as it may be shared
-                self.budget.spend(len(table), lineno)
+            if table is not self.values and self.budget.afford(len(table) * NAME_OVERHEAD):
+                # values of an earlier block: a copy of its own, as it may be shared
                 cat.event_values[etype] = table = dict(table)
                 self.own_tables.append(table)
 

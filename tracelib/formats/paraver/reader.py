@@ -41,8 +41,9 @@ from synthtrace.tracelib.errors import (
 from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
-from synthtrace.tracelib.formats.paraver.companion_text import read_companion  # [helper security2]
-from synthtrace.tracelib.formats.paraver.pcf import PcfCatalog, parse_pcf
+from synthtrace.tracelib.formats.gzip_name import gzip_named
+from synthtrace.tracelib.formats.paraver.companion_text import MAX_PCF_BYTES, read_companion
+from synthtrace.tracelib.formats.paraver.pcf import MAX_VALUE_NAME_BYTES, PcfCatalog, parse_pcf, read_pcf
 from synthtrace.tracelib.formats.paraver import mpi_events
 from synthtrace.tracelib.domain.mpi_calls import EXTRAE_NAMES, MPI_KINDS
 from synthtrace.tracelib.formats.paraver.event_types import (
@@ -234,7 +235,7 @@ class ParaverTrace(TraceReader):
                        "read as microseconds, as Paraver reads it")
         self._check_declared_threads()
         self._companion_bytes: list[bytes] = []
-        self.pcf = self._companion(".pcf", parse_pcf, PcfCatalog())
+        self.pcf = self._read_pcf()
         self.row = self._companion(".row", parse_row, RowNames())
         self._warn_ignored_lines()
         self._check_row()
@@ -281,7 +282,7 @@ class ParaverTrace(TraceReader):
     def _check_declared_threads(self) -> None:
         """Refuse a header whose declared threads the file cannot hold, before anything is allocated for them."""
         n = self.resources["n_threads"]
-        room = self.size * (GZIP_RATIO if self.path.suffix == ".gz" else 1) // MIN_RECORD_BYTES
+        room = self.size * (GZIP_RATIO if gzip_named(self.path) else 1) // MIN_RECORD_BYTES
         if n > MAX_THREADS or n > MAX_IDLE_THREADS + room:
             raise TraceFormatError(self.path, 1, f"broken Paraver header: header declares {n} threads, "
                                    f"more than a file of {self.size} bytes can describe "
@@ -313,6 +314,25 @@ class ParaverTrace(TraceReader):
             if names is not None and n and len(names) != n:
                 self._warn(f"{companion(self.path, '.row')}:{self.row.level_lines[level]}: LEVEL {level} lists "
                            f"{len(names)} names but the .prv header has {n}; its names are not used")
+
+    def _read_pcf(self) -> PcfCatalog:
+        """The names of the ``.pcf`` beside the trace, streamed (attack 12 F10: a ``.pcf`` is never a reason to
+        refuse its trace): one above :data:`MAX_PCF_BYTES` is not read and the trace is read without its names;
+        value names beyond what the catalog keeps are shown by number. Each case is said once."""
+        path = companion(self.path, ".pcf")
+        if not path.is_file():
+            return self._companion(".pcf", parse_pcf, PcfCatalog())
+        if (size := path.stat().st_size) > MAX_PCF_BYTES:
+            self._warn(f"{path}: {size / (1 << 20):,.0f} MiB, beyond the {MAX_PCF_BYTES >> 20} MiB a .pcf is read "
+                       "to: not read, so the trace is read without its names (counters keep their numeric type "
+                       "as name, calls and callers their numbers)")
+            return PcfCatalog()
+        pcf = read_pcf(path)
+        if pcf.values_cut:
+            self._warn(f"{path}:{pcf.cut_line}: {pcf.values_cut:,} event value names beyond the first "
+                       f"{MAX_VALUE_NAME_BYTES >> 20} MiB of them not kept (a large code's caller tables?): "
+                       "those values are shown by number")
+        return pcf
 
     def _companion(self, suffix: str, parse: Callable[[bytes, Path], _T], default: _T) -> _T:
         """The parsed ``.pcf``/``.row`` beside the trace (its bytes kept: they are part of the run's content)."""
@@ -474,6 +494,7 @@ class ParaverTrace(TraceReader):
         if (events := converter.loose_samples(run_id)).height:
             n_events += events.height
             yield TablePart("events", events)
+        hasher.update_files([p for p in (companion(self.path, ".pcf"),) if p.is_file()])  # streamed, as it was read
         for data in self._companion_bytes:
             hasher.update(data)
         all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
