@@ -50,6 +50,7 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, call_structure, opened_by, opened_differently,
                                               pair_signals, sites_named, structure_share, structure_sums, unpaired,
@@ -902,6 +903,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         else:
             matches.append(rows)
         del o, info, rows  # the run's tables, its match table and source: not held while the next is aligned
+        release_free_heap()  # and what they took handed back before the next is read
         if on_step:
             on_step(f"aligned {lazy.run_name}", n_steps)
     transfer = decide(ref_run, ref.counters, others, counters_of, compared, tallies, samples, run_samples,
