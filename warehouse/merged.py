@@ -178,8 +178,9 @@ def merge_inputs(exp: Experiment, spill: Path | None = None) -> list[RunTables]:
     out = []
     for run_id, run_name in zip(exp.run_ids, exp.runs.get_column("run_name").to_list()):
         bursts: pl.DataFrame | pl.LazyFrame = exp.bursts(run_id).drop("run_id", strict=False)
-        if spill is not None:
-            bursts.write_parquet(spill / f"bursts-{run_id}.parquet")
+        if spill is not None:  # one row group: read back in one chunk per column, as it is now (the alignment's
+            # to_numpy calls copy a column of several chunks whole)
+            bursts.write_parquet(spill / f"bursts-{run_id}.parquet", row_group_size=max(bursts.height, 1))
             bursts = pl.scan_parquet(spill / f"bursts-{run_id}.parquet")
         files = run_parts(exp.wh, run_id, "mpi_calls.parquet")
         calls = merge_calls(scan_parts(files)).sort(*THREAD_KEYS, "call_seq") if files else pl.DataFrame()
