@@ -112,11 +112,13 @@ def export_compressed(output: Path, format: ExportFormat) -> bool:
     """Whether the export to ``output`` is gzip-compressed (its name ends in ``.gz``, as ``sql --output``'s rule);
     an extension naming another format than ``format`` writes (``x.parquet`` for Perfetto JSON, ``x.json`` for
     CSV) is :class:`BadInputError` (attack 10 D3: Pipit could not open the plain CSV written to ``x.pipit.gz``). A
-    device or FIFO is written into as it is."""
+    device or FIFO is written into as it is, but one named ``.gz`` gets the gzip a file of that name gets (as
+    ``sql --output``: a ``zcat`` reading the FIFO failed on plain text)."""
     from synthtrace.pipelines.cli_read import output_extension
     from synthtrace.tracelib.atomic_file import is_stream
+    from synthtrace.tracelib.formats.gzip_name import gzip_named
 
-    if str(output) == "-" or is_stream(output):
+    if str(output) == "-" or (is_stream(output) and not gzip_named(output)):
         return False
     named, gzipped = output_extension(output)
     if named is not None and named != EXTENSION_FORMAT[format]:

@@ -68,7 +68,7 @@ def ingest(
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.errors import WarehouseError
     from synthtrace.pipelines.jobs import ingest as ingest_one
-    from synthtrace.warehouse.ingest import experiment_names, stored_sources
+    from synthtrace.warehouse.ingest import experiment_names
 
     for p in paths:
         if (why := _not_a_trace_path(p)) is not None:
@@ -77,7 +77,7 @@ def ingest(
     if not files:
         raise BadInputError(f"no traces (.prv, .prv.gz or .otf2) under {', '.join(map(str, paths))}")
     wh = Warehouse(warehouse)
-    experiments, notes = experiment_names(files, app, stored_sources(wh)) if experiment is None else ({}, [])
+    experiments, notes = experiment_names(files, wh) if experiment is None else ({}, [])
     for note in notes:
         print_note(note)
     failures: list[SynthtraceError] = []

@@ -102,7 +102,7 @@ def ingest(wh: Warehouse | str | Path, *paths: str | Path, experiment: str | Non
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace
     w = _warehouse(wh)
     files = find_traces([Path(p) for p in paths])
-    defaults, _ = experiment_names(files) if experiment is None else ({}, [])
+    defaults, _ = experiment_names(files, w) if experiment is None else ({}, [])
     return [ingest_trace(w, p, experiment=experiment, default_experiment=defaults.get(p)) for p in files]
 
 

@@ -224,3 +224,43 @@ def test_a_killed_writers_stage_is_still_cleared(tmp_path):
         d.mkdir()
     wh.ensure()
     assert not list(wh.staging_dir.iterdir()) and not lease.exists()
+
+
+_KILLED_WITH_ITS_SERVER = """
+import os, signal
+from synthtrace.pipelines import nightly
+nightly.start_prefect()
+print(nightly._server.server_process.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfds (Linux before 5.3)")
+def test_a_night_killed_by_a_signal_it_cannot_handle_takes_its_prefect_server_along(tmp_path):
+    """Attack 13 F4: a night ended by SIGKILL (the OOM killer) or SIGABRT (an allocation failure in Polars' Rust)
+    left the ephemeral Prefect server it started running for good, 130-190 MB each, one more every such night. The
+    server is stopped once its night is gone, however the night ended."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    out = tmp_path / "night.out"
+    with out.open("w") as fh:  # a file, not a pipe: a server left running would hold a pipe open
+        p = subprocess.run([sys.executable, "-c", _KILLED_WITH_ITS_SERVER], stdout=fh, stderr=subprocess.STDOUT,
+                           env=env, timeout=600, check=False)
+    assert p.returncode == -signal.SIGKILL, out.read_text()
+    server = next(int(line) for line in out.read_text().splitlines() if line.strip().isdigit())
+    deadline = time.monotonic() + 60
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if alive := _alive(server):
+        os.kill(server, signal.SIGKILL)
+    assert not alive, "the night's Prefect server outlived it"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie or a reused pid aside: the server is re-parented to init, which reaps it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text(errors="replace").rsplit(")", 1)[1].split()[0]
+        return state != "Z" and "uvicorn" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False

@@ -181,6 +181,28 @@ def test_a_trace_refused_for_the_warehouses_state_waits_in_the_drop(prefect_harn
     assert [(r["run_name"], r["experiment"]) for r in s.ingested] == [("prime_v0", "lulesh-8r.old")], s.errors
 
 
+def test_a_drop_subfolder_named_as_no_experiment_can_be_gives_its_traces_a_valid_experiment(prefect_harness,
+                                                                                             tmp_path, run_cli):
+    """Attack 13 F6: a job-array folder's name (``run[3]``, `` run2``: glob characters, a blank at an end) is no
+    valid experiment name, so every trace in it was refused, and the night quarantined the sound traces. The
+    folder's name gives a valid one (its forbidden characters as ``_`` and a hash of the whole name: two such
+    folders never share an experiment); the traces are ingested, the same by hand as by the night."""
+    from synthtrace.pipelines import nightly
+    from synthtrace.warehouse.names import name_problem
+
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "lulesh[8r]")
+    copy_trace(JACOBI, drop / " run2")
+    s = nightly.run_night(drop, Warehouse(tmp_path / "wh"), skip=INGEST_ONLY, settle_s=0)
+    assert s.quarantined == [] and not (drop / QUARANTINE).exists() and s.errors == [], (s.quarantined, s.errors)
+    got = {r["run_name"]: r["experiment"] for r in s.ingested}
+    assert set(got) == {"prime_v0", "jacobi-2d-imper_v0"}, got
+    assert got["prime_v0"].startswith("lulesh_8r_~") and got["jacobi-2d-imper_v0"].startswith("run2~"), got
+    assert all(name_problem(e) is None for e in got.values())
+    code, out, err = run_cli("ingest", drop / "lulesh[8r]" / PRIME.name, "-w", tmp_path / "by-hand")
+    assert code == 0 and f"experiment {got['prime_v0']})" in out, (out, err)
+
+
 def test_a_link_out_of_the_drop_folder_is_not_read(tmp_path):
     """The night runs as a service account over a folder users' jobs write: a .pcf linked to a file the dropping
     user cannot read (a password file) was read by the night, its first line quoted in a warning and its labels

@@ -73,3 +73,26 @@ def test_a_fifo_named_gz_gets_gzip_as_a_file_of_that_name(gz_upper, tmp_path, ru
     assert code == 0, err
     assert got[0] == (tmp_path / "file" / "ff.csv.gz").read_bytes()
     assert gzip.decompress(got[0]) == b'"answer"\n42\n'
+
+
+def test_an_export_into_a_fifo_named_gz_gets_gzip_as_a_file_of_that_name(merged_lulesh, tmp_path, run_cli):
+    """``export -o ff.csv.gz`` into a FIFO wrote plain CSV where a regular file of that name gets gzip, as ``sql``
+    did (attack 12): the same bytes whatever the file type."""
+    wh = merged_lulesh
+    (tmp_path / "file").mkdir()
+    code, _, err = run_cli("export", "lulesh-8r", "--format", "csv", "-o", tmp_path / "file" / "ff.csv.gz", "-w", wh)
+    assert code == 0, err
+    fifo = tmp_path / "ff.csv.gz"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    try:
+        code, _, err = run_cli("export", "lulesh-8r", "--format", "csv", "-o", fifo, "-w", wh)
+    finally:
+        if reader.is_alive():  # nothing was written: let the reader end
+            with open(fifo, "wb"):
+                pass
+        reader.join()
+    assert code == 0, err
+    assert gzip.decompress(got[0]) == gzip.decompress((tmp_path / "file" / "ff.csv.gz").read_bytes())

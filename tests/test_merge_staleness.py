@@ -23,11 +23,10 @@ def _copy(merged_lulesh: Path, tmp_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------- F3
-def test_a_night_that_redoes_an_experiments_stage_redoes_the_warehouse_stages(merged_lulesh, tmp_path, run_cli):
-    """Attack 12 F3: after a merge by hand (``--reference`` the other run) the next night redid the archetypes on
-    the new merge, then said "nothing new for: ... report" and left the report of the old merge: the warehouse
-    stages' fingerprint hashed the experiments' stage names, the same once the dropped stage was redone. The
-    night's records as the flow writes them (:mod:`~synthtrace.pipelines.nightly`'s loop), the merge by the CLI."""
+def _night_done(merged_lulesh: Path, tmp_path: Path) -> tuple[Warehouse, Path, list[str], list[str]]:
+    """A copy of the merged LULESH pair with every night stage recorded done (the night's records as the flow
+    writes them, :mod:`~synthtrace.pipelines.nightly`'s loop), an empty drop, and the per-experiment and
+    per-warehouse stage names."""
     from synthtrace.pipelines import jobs
     from synthtrace.pipelines.nightly import nothing_to_do
     from synthtrace.warehouse import night_state
@@ -37,11 +36,22 @@ def test_a_night_that_redoes_an_experiments_stage_redoes_the_warehouse_stages(me
     drop.mkdir()
     per_experiment = [j.name for j in jobs.JOBS if j.scope == "experiment"]
     per_warehouse = [j.name for j in jobs.JOBS if j.scope == "warehouse"]
-    # night 1: every stage done
     (item,), _ = night_state.pending(wh, per_experiment)
     night_state.mark_experiment(wh, item, per_experiment)
     night_state.mark_global(wh, night_state.fingerprint(wh), per_warehouse)
     assert nothing_to_do(drop, wh) is not None
+    return wh, drop, per_experiment, per_warehouse
+
+
+def test_a_night_that_redoes_an_experiments_stage_redoes_the_warehouse_stages(merged_lulesh, tmp_path, run_cli):
+    """Attack 12 F3: after a merge by hand (``--reference`` the other run) the next night redid the archetypes on
+    the new merge, then said "nothing new for: ... report" and left the report of the old merge: the warehouse
+    stages' fingerprint hashed the experiments' stage names, the same once the dropped stage was redone. The
+    night's records as the flow writes them (:mod:`~synthtrace.pipelines.nightly`'s loop), the merge by the CLI."""
+    from synthtrace.pipelines.nightly import nothing_to_do
+    from synthtrace.warehouse import night_state
+
+    wh, drop, per_experiment, per_warehouse = _night_done(merged_lulesh, tmp_path)
     # a merge by hand makes the analysis stale; night 2 redoes it ...
     assert run_cli("merge", "lulesh-8r", "--reference", RUN_B, "-w", wh.root)[0] == 0
     (item,), _ = night_state.pending(wh, per_experiment)
@@ -53,6 +63,20 @@ def test_a_night_that_redoes_an_experiments_stage_redoes_the_warehouse_stages(me
     # once they are done, the next night has nothing to do
     night_state.mark_global(wh, night_state.fingerprint(wh), per_warehouse)
     assert nothing_to_do(drop, wh) is not None
+
+
+def test_an_analysis_by_hand_makes_the_warehouse_stages_stale(merged_lulesh, tmp_path, run_cli):
+    """Attack 12 (after F3's fix): a hand ``archetypes`` commits a new analysis but writes no night record, so the
+    warehouse stages' fingerprint stayed the same and the next night left the report of the analysis it replaced.
+    The fingerprint follows what each experiment folder holds: the warehouse stages are due again."""
+    from synthtrace.pipelines.nightly import nothing_to_do
+    from synthtrace.warehouse import night_state
+
+    wh, drop, per_experiment, per_warehouse = _night_done(merged_lulesh, tmp_path)
+    assert run_cli("archetypes", "lulesh-8r", "-w", wh.root)[0] == 0
+    assert night_state.pending(wh, per_experiment)[0] == []  # the experiment's stages: done (by hand)
+    assert night_state.global_stages_left(wh, per_warehouse, night_state.fingerprint(wh)) == per_warehouse
+    assert nothing_to_do(drop, wh) is None
 
 
 # ---------------------------------------------------------------------------------------------------- F6

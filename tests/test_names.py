@@ -110,11 +110,34 @@ def test_run_ids_are_names_too(tmp_path):
 @pytest.mark.real_traces
 @pytest.mark.parametrize("args", [["--experiment", "../x"], ["--experiment", "."], []])
 def test_ingest_refuses_a_name_that_could_not_be_a_folder(tmp_path, run_cli, args):
-    """``--experiment`` is checked at the CLI edge, and a default name (the folder) inside ingest itself."""
+    """``--experiment`` is checked at the CLI edge; a default name (the folder's) that could not be one is made
+    valid (attack 13 F6: a job-array folder ``run[3]`` refused every trace in it): ``bad_folder~<hash>``."""
     wh_root = tmp_path / "wh"
     run_cli("ingest", copy_trace(LULESH_A, tmp_path / "good"), "-w", wh_root)
     before = tree_digest(wh_root)
     code, out, err = run_cli("ingest", copy_trace(LULESH_B, tmp_path / "bad*folder"), "-w", wh_root, *args)
+    if not args:
+        assert code == 0 and re.search(r"experiment bad_folder~[0-9a-f]{8}\)", out), (out, err)
+        return
     assert code == 2, (out, err)
     assert "experiment name" in err and len(err.strip().splitlines()) == 1, err
     assert tree_digest(wh_root) == before
+
+
+@pytest.mark.real_traces
+def test_a_name_typed_in_two_unicode_forms_is_one_experiment(tmp_path, run_cli):
+    """Attack 12 (tiny): ``--experiment café`` typed (é: U+00E9, NFC) and ``café`` as a Mac names a drop folder (e and
+    U+0301, NFD) made two experiments that ``runs`` and ``sql`` printed identically, each merged and analysed alone.
+    Names are NFC: one experiment, whichever form arrives (an option, a folder's name)."""
+    from testing.traces import JACOBI, PRIME
+
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    assert check_name(nfd) == check_name(nfc) == nfc and name_option(nfd) == nfc
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", PRIME, "--experiment", nfc, "-w", wh)[0] == 0
+    assert run_cli("ingest", JACOBI, "--experiment", nfd, "-w", wh)[0] == 0
+    folder = copy_trace(LULESH_A, tmp_path / nfd).parent
+    assert run_cli("ingest", folder, "-w", wh)[0] == 0
+    code, out, err = run_cli("sql", "SELECT DISTINCT experiment FROM runs", "-w", wh, "-f", "csv")
+    assert code == 0 and [line.strip('"') for line in out.splitlines()[1:]] == [nfc], out
+    assert [p.name for p in (wh / "experiments").iterdir()] in ([], [nfc])

@@ -146,9 +146,9 @@ def test_a_folders_next_run_goes_where_its_runs_of_that_binary_went(prefect_harn
     app = tmp_path / "other" / "app"
     copy_trace(PRIME, app)
     (app / "broken.prv").write_bytes(b"\x00random bytes\n" * 10)
-    from synthtrace.warehouse.ingest import experiment_names, stored_sources
+    from synthtrace.warehouse.ingest import experiment_names
 
-    named, notes = experiment_names(find_traces([app]), stored=stored_sources(wh))
+    named, notes = experiment_names(find_traces([app]), wh)
     assert named[app / f"{PRIME.stem}.prv"] == "app" and not notes, (named, notes)
 
 

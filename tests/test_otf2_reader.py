@@ -466,6 +466,91 @@ def test_messages_paired_a_group_of_receiving_tasks_at_a_time_are_the_whole_runs
     assert_frame_equal(bursts.select(ref_b.columns), ref_b)
 
 
+@pytest.mark.parametrize("which", ["ping-pong-otf2", "ping-pong-otf2-papi", "mpi variant", "synthetic"])
+def test_spilled_calls_place_their_messages_a_part_at_a_time(which, mpi_variant, synthetic, monkeypatch, tmp_path):
+    """issue 23 (OTF2 ingest memory): the calls of an archive that spilled them (read location by location, so in
+    (thread, start) order) get their messages placed, and the calls holding their ends gathered, a part of calls at
+    a time: no placement sees every call's span at once, no gathering every call's call_seq and comm (a 2 GB
+    archive's 20 M calls held 40 and 16 bytes each for them); the calls, their message columns, the messages and
+    their ends are those of an in-memory read."""
+    from synthtrace.tracelib.formats import bursts, call_store
+
+    anchor = {"mpi variant": mpi_variant, "synthetic": synthetic}.get(which) or TRACES / "otf2" / which / "traces.otf2"
+
+    def read(spill: Path | None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        stream = Otf2Trace(anchor, chunk_events=7).read("r", spill=spill)
+        for _ in stream:
+            pass
+        s = stream.summary
+        return s.calls.collect(), s.messages, s.message_ends
+
+    calls, messages, ends = read(None)
+    assert messages.height > 0 and ends["s_call_seq"].null_count() < ends.height
+    seen: list[int] = []
+    containing = bursts._containing_call
+
+    def spy(ck, cs, ce, mk, mt):
+        seen.append(ck.shape[0])
+        return containing(ck, cs, ce, mk, mt)
+
+    monkeypatch.setattr(call_store, "HOLD_BYTES", 0)
+    monkeypatch.setattr(call_store, "SPILL_PART_BYTES", 0)  # a part per chunk of calls: messages cross parts
+    monkeypatch.setattr(bursts, "_containing_call", spy)
+    gathered: list[int] = []
+    ends_of = call_store.message_ends
+    monkeypatch.setattr(call_store, "message_ends", lambda spans, rows: gathered.append(spans.height) or ends_of(
+        spans, rows))
+    spilled = read(tmp_path / "_calls")
+    assert len(seen) > 2 and max(seen) < calls.height, seen
+    assert max(gathered, default=0) < calls.height, gathered
+    for got, want in zip(spilled, (calls, messages, ends)):
+        assert_frame_equal(got, want)
+
+
+def test_placing_messages_a_part_at_a_time_is_placing_them_whole():
+    """:func:`placed_rows_in_parts` gives :func:`placed_rows`' rows for calls cut into parts anywhere (also between
+    calls that start at the same time, and into empty parts), for sends and receives at call boundaries, outside
+    every call, before the first call and without a partner; calls out of (thread, start) order are left to
+    :func:`placed_rows` (None)."""
+    import numpy as np
+
+    from synthtrace.tracelib.formats.bursts import placed_rows, placed_rows_in_parts
+    from synthtrace.tracelib.thread_key import packed
+
+    rng = np.random.default_rng(23)
+    spans = []
+    for thread in (1, 2, 3):
+        starts = np.sort(rng.choice(np.arange(0, 4000, 10), 120, replace=True))  # repeated starts: calls alike
+        spans.append((np.full(120, packed(np.array([1]), np.array([thread]), np.array([1]))[0]), starts,
+                      starts + rng.integers(0, 15, 120)))
+    ck, cs, ce = (np.concatenate(a) for a in zip(*spans))
+    n = 300
+    times = np.concatenate([cs[rng.integers(0, ck.size, n // 2)], rng.integers(-50, 4100, n - n // 2)])
+    side = {"task": rng.integers(1, 4, n).astype(np.int32), "time": times.astype(np.int64)}
+    messages = pl.DataFrame({
+        "s_appl": np.ones(n, np.int32), "s_task": side["task"], "s_thread": np.ones(n, np.int32),
+        "s_time_ns": side["time"], "r_appl": np.ones(n, np.int32), "r_task": rng.permutation(side["task"]),
+        "r_thread": np.ones(n, np.int32), "r_time_ns": rng.permutation(side["time"])})
+    messages = messages.with_columns(  # a tenth without a sender, another without a receiver
+        *[pl.when(pl.int_range(pl.len()) % 10 == 0).then(None).otherwise(pl.col(c)).alias(c)
+          for c in ("s_appl", "s_task", "s_thread", "s_time_ns")],
+        *[pl.when(pl.int_range(pl.len()) % 10 == 1).then(None).otherwise(pl.col(c)).alias(c)
+          for c in ("r_appl", "r_task", "r_thread", "r_time_ns")])
+    whole = placed_rows(ck.copy(), cs.copy(), ce.copy(), messages)
+    assert (whole[0] >= 0).sum() > n // 4 and (whole[0] < 0).sum() > n // 10
+    for cuts in ([], [1], [50, 50, 51], [119, 120, 121, 240], list(range(0, ck.size, 7))):
+        edges = [0, *cuts, ck.size]
+
+        def parts(edges=edges):
+            return ((ck[a:b].copy(), cs[a:b].copy(), ce[a:b].copy()) for a, b in zip(edges, edges[1:]))
+
+        got = placed_rows_in_parts(parts, messages)
+        for g, w in zip(got, whole):
+            np.testing.assert_array_equal(g, w)
+    swapped = [(ck[120:], cs[120:], ce[120:]), (ck[:120], cs[:120], ce[:120])]  # thread 2 before thread 1
+    assert placed_rows_in_parts(lambda: iter(swapped), messages) is None
+
+
 def test_grouped_pairing_keeps_self_communicators_and_sends_to_no_rank():
     from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _RECV, _SEND
     from synthtrace.tracelib.formats.otf2.messages import _P2P_SCHEMA, match_messages

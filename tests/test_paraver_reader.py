@@ -369,3 +369,21 @@ def test_records_written_twice_are_read_once(tmp_path, prv, how):
     assert all(f"{n[k]} {kind} records" in said[0] for k, kind in ((1, "state"), (2, "event"), (3, "communication"))
                if n[k])
     assert not any(_WRITTEN_TWICE in w for w in once_said)
+
+
+def test_a_line_whose_hash_matches_but_not_its_fields_is_kept(tmp_path):
+    """Attack 12: a record line was taken for a twin by its 64-bit hash alone, (h ^ v) * M per field. Flipping bit 63
+    of two event values of a line flips bit 63 of the hash and back, so a line of the same thread and time with
+    other values had the same hash and was dropped as 'written twice'. A matching hash is confirmed field by field:
+    the crafted line is kept (its event read); a real twin, in any number form (leading zeros), still is one."""
+    prv = copy_trace(PRIME, tmp_path)
+    lines = prv.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line[:2] == b"2:")
+    head = b":".join(lines[at].split(b":")[:6])  # 2:cpu:appl:task:thread:time of a real event line
+    flip = 1 << 63
+    a = head + b":77000001:5:77000002:7\n"
+    b = head + b":77000001:%d:77000002:%d\n" % ((5 ^ flip) - (1 << 64), (7 ^ flip) - (1 << 64))
+    twin = head + b":77000001:005:77000002:7\n"
+    prv.write_bytes(b"".join(lines[:at + 1] + [a, b, twin] + lines[at + 1:]))
+    events = ParaverTrace(prv).read_tables("r")[2].events.filter(pl.col("type").is_in([77000001, 77000002]))
+    assert sorted(events["value"].to_list()) == sorted([5, 7, (5 ^ flip) - (1 << 64), (7 ^ flip) - (1 << 64)])

@@ -50,7 +50,7 @@ def test_per_run_factors_follow_the_pop_definitions_on_real_traces(real):
         assert m["load_balance"] == pytest.approx(useful.mean() / useful.max()), name
         assert m["communication_efficiency"] == pytest.approx(useful.max() / m["runtime_ns"]), name
         assert m["parallel_efficiency"] == pytest.approx(m["load_balance"] * m["communication_efficiency"]), name
-        assert m["ipc"] == pytest.approx(threads["instructions"].sum() / threads["cycles"].sum()), name
+        assert m["ipc"] == pytest.approx(threads["paired_instructions"].sum() / threads["paired_cycles"].sum()), name
         assert 0 < m["parallel_efficiency"] <= 1, name
         if m["ideal_runtime_ns"] is not None:  # serialization x transfer = communication efficiency
             assert m["serialization_efficiency"] * m["transfer_efficiency"] == pytest.approx(
@@ -119,6 +119,37 @@ def test_a_run_without_counters_gives_the_time_factors_and_says_which_columns_ar
     why = missing_columns(m)
     assert set(why) >= {"ipc", "useful_instructions", "frequency_ghz", "ipc_scalability"}
     assert "no instructions" in why["ipc"]
+
+
+@real_traces
+@pytest.mark.parametrize("recorded", ["cyc", "ins"])
+def test_a_run_recording_one_of_instructions_and_cycles_gives_what_that_counter_gives(recorded):
+    """Attack 13 F7: a run of a counter-set campaign that records cycles but not instructions (or the reverse) got
+    no useful cycles and no frequency, "the runs record no instructions or cycles". Each counter's metrics come
+    from its own bursts now (frequency from cycles alone), IPC from the bursts that carry both; the line names the
+    counter that is missing. A real LULESH run with one of its two counters left out."""
+    from synthtrace.tracelib.domain.counters import resolve
+    from synthtrace.tracelib.formats.source import open_trace
+
+    src = open_trace(LULESH_A)
+    bursts, calls, summary = src.read_tables("la")
+    roles = resolve(bursts.columns).columns
+    whole = pop_metrics(*_run(LULESH_A, "la")).row(0, named=True)
+    dropped = "ins" if recorded == "cyc" else "cyc"
+    one = pop_of_run(bursts.drop(roles[dropped]), calls, summary.messages)
+    runs = pl.DataFrame([{"run_id": "la", "run_name": "a", "app": "app", "experiment": "app",
+                          "runtime_ns": src.resources["duration_ns"], "ideal_runtime_ns": one.ideal_runtime_ns}])
+    m = pop_metrics(one.threads, runs)
+    row, why = m.row(0, named=True), missing_columns(m)
+    assert row["ipc"] is None and why["ipc"].startswith("no run records instructions and cycles on the same bursts")
+    kept = ("useful_cycles", "frequency_ghz") if recorded == "cyc" else ("useful_instructions",)
+    lost = ("useful_instructions",) if recorded == "cyc" else ("useful_cycles", "frequency_ghz")
+    for c in kept:
+        assert row[c] == pytest.approx(whole[c]) and c not in why, c
+    missing = "instructions (PAPI_TOT_INS)" if recorded == "cyc" else "cycles (PAPI_TOT_CYC)"
+    for c in lost:
+        assert row[c] is None and why[c].startswith(f"no run records {missing} on 95%"), (c, why)
+    assert 0.5 < whole["frequency_ghz"] < 6  # GHz: cycles per ns of the bursts that carry them
 
 
 def test_bursts_without_their_columns_are_refused():

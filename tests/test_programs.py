@@ -181,3 +181,33 @@ def test_an_index_written_before_shared_binary_names_counted_is_rebuilt(tmp_path
         ingest_trace(wh, fft, experiment="c")
     apps = sorted(runs_table(wh)["app"])
     assert apps[0] == "a.out" and apps[1].startswith("a.out-"), apps
+
+
+def test_a_folder_of_two_a_out_programs_is_two_experiments(tmp_path, run_cli):
+    """Attack 12 F4 (its other half): two unrelated Score-P archives in one folder, both run as ``a.out``, were one
+    experiment (``merge campaign`` merged the solver's run into the FFT's): the folder's grouping took the shared
+    binary name for the program. They are told apart by their symbols, as the program identity is; the solver's two
+    versions stay one experiment with it."""
+    from synthtrace.tracelib.formats.source import find_traces
+    from synthtrace.warehouse.ingest import experiment_names
+
+    solver = ("solve_a", "assemble_a", "precond_a", "smooth_a", "restrict_a", "prolong_a")
+    fft = ("fft_b", "transpose_b", "pack_b", "unpack_b", "twiddle_b", "plan_b")
+    campaign = tmp_path / "campaign"
+    for run, functions in (("20261201_0200_1", solver), ("20261201_0300_2", fft),
+                           ("20261201_0400_3", solver + ("norm_a",))):
+        _scorep_archive(campaign / f"scorep-{run}", "a.out", functions)
+    named, notes = experiment_names(find_traces([campaign]))
+    by_run = {p.parent.name[-1]: e for p, e in named.items()}
+    assert by_run["1"] == by_run["3"] != by_run["2"] and len(notes) == 1, (named, notes)
+    code, out, err = run_cli("ingest", campaign, "-w", tmp_path / "wh")
+    assert code == 0 and "holds traces of 2 applications" in err, err
+    rows = runs_table(Warehouse(tmp_path / "wh")).select("run_name", "experiment").iter_rows()
+    placed = {name[-1]: experiment for name, experiment in rows}
+    assert placed["1"] == placed["3"] != placed["2"], placed
+    # the next FFT run from that folder goes where the FFT's went (its symbols match the stored program)
+    _scorep_archive(campaign / "scorep-20261202_0100_4", "a.out", fft)
+    assert run_cli("ingest", campaign / "scorep-20261202_0100_4", "-w", tmp_path / "wh")[0] == 0
+    placed = {name[-1]: e for name, e in runs_table(Warehouse(tmp_path / "wh")).select("run_name", "experiment")
+              .iter_rows()}
+    assert placed["4"] == placed["2"], placed

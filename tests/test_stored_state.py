@@ -491,3 +491,38 @@ def test_the_nights_merge_keeps_the_options_of_a_merge_by_hand(merged_lulesh, tm
     assert options.reference == RUN_B and options.estimate_unmatched
     assert merge(Warehouse(wh), "lulesh-8r")["reference_run"] == Warehouse(wh).experiment("lulesh-8r").run_names[RUN_B]
     assert _csv_row(run_cli, wh, "SELECT count(*), min(run_id) FROM merged_bursts") == ["848", RUN_B]
+
+
+@pytest.mark.real_traces
+def test_a_copy_of_an_unmerged_analysis_under_an_old_manifest_is_not_read(merged_lulesh, tmp_path, run_cli):
+    """Attack 12 F1: an experiment analysed without a merge has no experiment.json, and a manifest written before
+    manifests named their folder (12-02 23:54 to 12-03 06:36) says nothing of its name: a copy ``p.old`` of it was
+    read (``sql`` counted its archetypes twice) and adopted by ``ingest``/``archetypes``. Such a folder is judged by
+    the experiment its tables hold: the copy is refused, the warehouse's own folder under the same old manifest is
+    read as before. Also a copy with no manifest whose experiment.json lost its ``experiment`` key."""
+    import json
+
+    wh = _copy(merged_lulesh, tmp_path)
+    assert run_cli("ingest", PRIME, "--experiment", "p", "-w", wh)[0] == 0
+    assert run_cli("archetypes", "p", "-w", wh)[0] == 0
+    _unnamed(wh)
+    exp = wh / "experiments"
+    shutil.copytree(exp / "p", exp / "p.old")
+    shutil.copytree(exp / "lulesh-8r", exp / "x")
+    (exp / "x" / "checksums.json").unlink()
+    record = json.loads((exp / "x" / "experiment.json").read_text())
+    del record["experiment"]
+    (exp / "x" / "experiment.json").write_text(json.dumps(record))
+    per_experiment = "SELECT count(*), count(DISTINCT experiment) FROM archetypes"
+    held = _csv_row(run_cli, wh, per_experiment)
+    assert _csv_row(run_cli, wh, "SELECT count(*) FROM merged_bursts") == ["2140"]
+    columns, rows, warned = _runs_listing(wh)
+    assert any("p.old" in w and "holds the rows of experiment 'p'" in w for w in warned), warned
+    assert any("experiments/x" in w for w in warned), warned
+    for name in ("p.old", "x"):
+        code, out, err = run_cli("ingest", PRIME.parent / "jacobi-2d-imper_v0.prv", "--experiment", name, "-w", wh)
+        assert code != 0 and "not a folder of the warehouse" in _one_error_line(err), (name, out, err)
+        code, out, err = run_cli("archetypes", name, "-w", wh)
+        assert code != 0 and f"no experiment {name!r}" in _one_error_line(err), (name, out, err)
+    assert run_cli("archetypes", "p", "-w", wh)[0] == 0  # its own folder, manifest as old: still written
+    assert _csv_row(run_cli, wh, per_experiment) == held and int(held[0]) > 0 and held[1] == "1", held

@@ -34,7 +34,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError, WarehouseError
-from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names, stored_sources
+from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
 
@@ -102,8 +102,9 @@ def _open_lock(drop: Path) -> int:
     """A descriptor to ``flock`` for the drop folder ``drop``: its :data:`DROP_LOCK` file, made if missing (readable
     by all, writable by whom the folder lets write: another account's night into a shared drop opens it for
     writing too), opened read-only when it cannot be opened for writing (another account's file, a read-only
-    mount); the folder itself only when there is no such file and it cannot be made. Anything but a regular file
-    under the name (a symbolic link, a folder, a FIFO, a device) is refused (:func:`_refuse_planted`)."""
+    mount), refused when it cannot be opened at all; the folder itself only when there is no such file and it
+    cannot be made. Anything but a regular file under the name (a symbolic link, a folder, a FIFO, a device) is
+    refused (:func:`_refuse_planted`)."""
     path = drop / DROP_LOCK
     refused = (errno.EACCES, errno.EROFS, errno.EPERM)
     try:
@@ -129,6 +130,10 @@ def _open_lock(drop: Path) -> int:
                 _refuse_planted(path, stat.S_IFLNK if exc.errno == errno.ELOOP else stat.S_IFDIR)
             if exc.errno not in refused:
                 raise
+            if flags == os.O_RDONLY:  # attack 13: another account's 0600 file; the folder's lock never meets it
+                raise BadInputError(f"{path}: another account's lock file, which this account cannot open: this "
+                                    "night did nothing (it would run beside that account's nights); make the file "
+                                    "readable (chmod a+r; group-writable on NFS) or remove it") from None
         else:
             try:
                 _refuse_planted(path, os.fstat(fd).st_mode)
@@ -301,7 +306,7 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
         else:
             skipped.append(LeftTrace(shown(p), "its path is not UTF-8 (a Latin-1 or Windows name?); rename it"))
     skipped += _not_trace_files(drop)
-    experiments, _ = experiment_names(traces, stored=stored_sources(wh))  # where the folders' runs went
+    experiments, _ = experiment_names(traces, wh)  # where the folders' runs went
     inside = os.path.realpath(drop)
     for path in traces:
         if (away := _outside(path, inside)) is not None:

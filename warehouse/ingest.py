@@ -5,7 +5,7 @@ import itertools
 import shlex  # [helper security]
 import shutil
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -19,13 +19,15 @@ from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, Tr
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
-from synthtrace.tracelib.formats.program import program_symbols  # issue 28 (models helper)
+from synthtrace.tracelib.formats.program import ProgramSymbols, program_symbols  # issue 28 (models helper)
 from synthtrace.tracelib.printable import unprintable
 from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
-from synthtrace.warehouse.programs import choose_program, remember_program  # issue 28 (models helper)
+from synthtrace.warehouse import folder_index
+from synthtrace.warehouse.programs import (choose_program, program_identity, program_keys, remember_program,
+                                           shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.names import InvalidNameError, check_name
+from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, name_from_folder
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
 
@@ -92,60 +94,101 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     run_name = trace_stem(path)
     if path.suffix == ".otf2":
         run_name, holder = (path.parent.name, path.parent.parent) if path.stem == "traces" else (path.stem, path.parent)
-    return run_name, app or run_name.split(".")[0], experiment or holder.name
+    return run_name, app or run_name.split(".")[0], experiment or name_from_folder(holder.name)
 
 
-def experiment_names(paths: list[Path], app: str | None = None,
-                     stored: Iterable[tuple[str, str | None, str | None]] = ()) -> tuple[dict[Path, str], list[str]]:
-    """Default experiment of each trace, and a note per folder that holds traces of several applications.
+def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[dict[Path, str], list[str]]:
+    """Default experiment of each trace, and a note per folder that holds traces of several programs.
 
-    A folder of one application's runs is one experiment (named by the folder, DESIGN §3). Unrelated traces in
-    one folder must not become one experiment (merge would mix programs): when a folder holds several apps, each
-    app's traces become an experiment named by the app. The app is what a trace records where it records one
-    (the binary Extrae's ``.pcf`` or Score-P's definitions name, as ingest stores it), else its stem up to the first
-    dot; it is read only in a folder whose stems differ (attack 10 D7: runs of one binary named ``lulesh_4+4...``
-    and ``lulesh_7+1...`` were split) or that earlier runs came from. ``stored``: (source path, app, experiment) of
-    the runs the warehouse holds: a trace goes where its folder's earlier runs of its app went, and their apps count
-    among the folder's; a trace that does not open (its ingest says why) counts for none (attack 11 E6: the night a
-    second app, or a broken file, arrived beside a folder's runs, the next run of the same binary went to another
-    experiment, and neither was ever merged).
+    A folder of one program's runs is one experiment (named by the folder, DESIGN §3). Unrelated traces in one
+    folder must not become one experiment (merge would mix programs): when a folder holds several programs, each
+    program's traces become an experiment named by the program. A trace's program is what identifies it
+    (:func:`~synthtrace.warehouse.programs.program_keys`: the binary Extrae's ``.pcf`` or Score-P's definitions
+    name, matched by its symbols when many programs share that name, ``a.out``, ``python3``: attack 12 F4), else
+    its stem up to the first dot; it is read only in a folder whose stems differ (attack 10 D7: runs of one binary
+    named ``lulesh_4+4...`` and ``lulesh_7+1...`` were split), whose stem is such a shared name, or that earlier runs
+    of ``wh`` came from. A trace goes where its folder's earlier runs of its program went, and their programs count
+    among the folder's (attack 11 E6); they are matched by the program identity stored with each run, never by its
+    app, a name ``--app`` may have chosen (attack 12 F11: the next run of the binary went to another experiment),
+    and looked up in the index of their folder (:mod:`~synthtrace.warehouse.folder_index`), never the whole runs
+    table (attack 12 F12). A trace that does not open (its ingest says why) counts for none.
     """
-    earlier: dict[tuple[str, str], str] = {}
-    stored_apps: dict[str, set[str]] = {}
-    for source, run_app, experiment in stored:
-        if source and run_app and experiment:
-            folder = default_names(Path(source), None, None)[2]
-            earlier.setdefault((folder, run_app), experiment)
-            stored_apps.setdefault(folder, set()).add(run_app)
-    named = {p: default_names(p, None, app) for p in paths}
-    unopened: set[Path] = set()
-    if app is None:  # the apps of a folder whose stems differ (or with earlier runs), as the traces record them
-        stems = _apps_by_folder(named.values())
+    named = {p: default_names(p, None, None) for p in paths}  # (run name, app from the stem, folder)
+    stems = _apps_by_folder(named.values())
+    earlier = _folder_experiments(wh, stems) if wh is not None else {}
+    opened = {p: _recorded_program(p) for p, (_, stem_app, folder) in named.items()
+              if len(stems[folder]) > 1 or earlier.get(folder) or shared_binary(stem_app)}
+    readable = [p for p, symbols in opened.items() if symbols is not None]
+    keys = dict(zip(readable, program_keys(wh, [opened[p] for p in readable])))
+    program: dict[Path, tuple[str, str, str]] = {}  # trace -> (identity's file name, shown name, folder)
+    for p, (_, stem_app, folder) in named.items():
+        if opened.get(p, True) is None:
+            continue  # does not open: no program of the folder's
+        symbols = opened.get(p)
+        identity = program_identity(keys.get(p), stem_app)
+        shown = stem_app if symbols is None else shown_name(symbols, keys.get(p), stem_app)
+        program[p] = (file_name(identity), shown, folder)
+    programs: dict[str, dict[str, str]] = {}  # folder -> identity's file name -> its name in the note
+    for identity, shown, folder in program.values():
+        programs.setdefault(folder, {})[identity] = shown
+    for folder, stored in earlier.items():
+        for identity, experiment in stored.items():
+            programs.setdefault(folder, {}).setdefault(identity, experiment)
+    mixed = {folder: sorted(set(names.values())) for folder, names in programs.items() if len(names) > 1}
+    notes = [f"folder {folder} holds traces of {len(programs[folder])} applications ({', '.join(names)}), told "
+             "apart by the program each trace records: each becomes an experiment named by its program "
+             "(--experiment NAME puts them all in one)" for folder, names in mixed.items()]
+    out = {}
+    for p, (_, stem_app, folder) in named.items():
+        identity, shown, _ = program.get(p, (None, stem_app, folder))
+        out[p] = earlier.get(folder, {}).get(identity) or (shown if folder in mixed else folder)
+    return out, notes
 
-        def recorded(p: Path, app_name: str, folder: str) -> str:
-            if len(stems[folder]) == 1 and folder not in stored_apps:
-                return app_name
-            opened, binary = _recorded_app(p)
-            if not opened:
-                unopened.add(p)
-            return binary or app_name
-        named = {p: (run, recorded(p, app_name, folder), folder) for p, (run, app_name, folder) in named.items()}
-    folders = _apps_by_folder(v for p, v in named.items() if p not in unopened)
-    for folder, apps in folders.items():
-        apps |= stored_apps.get(folder, set())
-    mixed = {folder: sorted(apps) for folder, apps in folders.items() if len(apps) > 1}
-    notes = [f"folder {folder} holds traces of {len(apps)} applications ({', '.join(apps)}): each becomes an "
-             "experiment named by its app (--experiment NAME puts them all in one)" for folder, apps in mixed.items()]
-    return {p: earlier.get((folder, app_name)) or (app_name if folder in mixed else folder)
-            for p, (_, app_name, folder) in named.items()}, notes
 
-
-def stored_sources(wh: Warehouse) -> list[tuple[str, str | None, str | None]]:
-    """(source path, app, experiment) of every run ``wh`` holds: what :func:`experiment_names` places new traces by."""
+def _folder_experiments(wh: Warehouse, folders: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Trace folder name -> program identity (as its file name) -> the experiment of its first stored run (by run
+    id) from that folder, for ``folders``: from the index (:mod:`~synthtrace.warehouse.folder_index`), a run read per
+    program, an entry whose run is gone forgotten, a damaged run skipped (its ingest replaces it); from the runs
+    table while the warehouse is not indexed yet (written before the index: its next commit indexes it)."""
+    out: dict[str, dict[str, str]] = {}
     if not wh.runs_dir.is_dir():
-        return []
+        return out
+    if not folder_index.complete(wh):
+        for folder, identity, _, experiment in _placed_runs(wh):
+            if folder in folders:
+                out.setdefault(folder, {}).setdefault(file_name(identity), experiment)
+        return out
+    for folder in folders:
+        for program, run_ids in folder_index.folder_runs(wh, folder).items():
+            for run_id in run_ids:
+                if (row := existing_run(wh, run_id)) is not None:
+                    out.setdefault(folder, {})[program] = row["experiment"]
+                    break
+                if not wh.run_dir(run_id).exists():
+                    folder_index.forget(wh, folder, program, run_id)
+    return out
+
+
+def _placed_runs(wh: Warehouse) -> Iterator[tuple[str, str, str, str]]:
+    """(trace folder name, program identity, run id, experiment) of every stored run, by run id, from the runs table
+    and each run's ``program.json`` (a run stored before those files is known by its app, as the rule then was):
+    reads every stored run, only for a warehouse written before the folder index."""
+    stored = stored_programs(wh)
     runs = runs_table(wh, leave_out=damaged_runs(wh.root))  # a damaged run is replaced by its ingest, not read
-    return list(runs.select("source_path", "app", "experiment").iter_rows())
+    for run_id, run_name, app_name, source, experiment in runs.sort("run_id").select(
+            "run_id", "run_name", "app", "source_path", "experiment").iter_rows():
+        if source and experiment:
+            identity = (program_identity(stored[run_id].get("key"), run_name.split(".")[0]) if run_id in stored
+                        else app_name or run_name.split(".")[0])
+            yield default_names(Path(source), None, None)[2], identity, run_id, experiment
+
+
+def _index_folders(wh: Warehouse) -> None:
+    """Index every stored run by its trace folder and program (:mod:`~synthtrace.warehouse.folder_index`): once, at
+    the first commit into a warehouse written before the index."""
+    for folder, identity, run_id, _ in _placed_runs(wh):
+        folder_index.remember(wh, folder, identity, run_id)
+    folder_index.mark_complete(wh)
 
 
 def _apps_by_folder(names: Iterable[tuple[str, str, str]]) -> dict[str, set[str]]:
@@ -156,21 +199,18 @@ def _apps_by_folder(names: Iterable[tuple[str, str, str]]) -> dict[str, set[str]
     return folders
 
 
-def _recorded_app(path: Path) -> tuple[bool, str | None]:
-    """(whether the trace at ``path`` opens, the binary it records: :func:`~synthtrace.tracelib.formats.program.
-    program_symbols`, when it is a valid experiment name, else None). A trace that does not open is named by its
-    stem; its ingest reports why."""
+def _recorded_program(path: Path) -> ProgramSymbols | None:
+    """What the trace at ``path`` records of its program (:func:`~synthtrace.tracelib.formats.program.
+    program_symbols`; without a binary when that cannot be read); None when it does not open (it is named by its
+    stem; its ingest reports why)."""
     try:
         source = open_trace(path)
     except Exception:
-        return False, None
+        return None
     try:
-        binary = program_symbols(source).binary
-        if binary is not None:
-            check_name(binary)
-        return True, binary
+        return program_symbols(source)
     except Exception:
-        return True, None
+        return ProgramSymbols(None, frozenset())
 
 
 class PartWriter:
@@ -321,7 +361,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     run_name, app_name, exp_name = default_names(path, experiment or default_experiment, app)
     program = choose_program(wh, program_symbols(source))  # issue 28 (models helper): program identity ...
     app_name = app or program.app or app_name  # ... is the default app: runs of one binary are one app
-    check_name(exp_name)
+    exp_name = check_name(exp_name)  # NFC: a folder a Mac named gives the name typed on Linux
     refuse_foreign(wh.experiment_dir(exp_name), "nothing was ingested")  # attack 11 E1: its writers would adopt it
     if (what := unprintable(run_name)) is not None:  # a newline or an escape sequence would forge output lines
         raise InvalidNameError(f"{str(path)!r}: the trace's name holds {what}; rename the file")
@@ -331,8 +371,11 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         return IngestResult(path, run_id, row["run_name"], row["experiment"], "already",
                             row["n_bursts"], row["n_mpi_calls"])
     ingested_at = datetime.now(UTC)
+    _, stem_app, folder = default_names(path, None, None)
+    placed = (folder, program_identity(program.key, stem_app), run_id)  # attack 12 F11/F12: its folder's index
     try:
-        with wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists()) as stage:
+        with (folder_index.committing(wh, *placed),
+              wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists()) as stage):
             reported = _Reported(progress)
             try:
                 summary = _write_run(source, run_id, stage, reported)
@@ -386,6 +429,10 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
                             "already", summary.n_bursts, summary.n_calls)
     remember_program(wh, program, run_id)  # issue 26 item 6: the next ingest matches it without a scan of runs
+    if folder_index.complete(wh):  # again: a reader may have forgotten it while the run was not there yet
+        folder_index.remember(wh, *placed)
+    else:  # the first commit into a warehouse written before the index (or a new one) indexes every run
+        _index_folders(wh)
     superseded = _runs_without_pcf(wh, source, path, run_id)
     for old in superseded:
         wh.remove(wh.run_dir(old))

@@ -2,7 +2,8 @@
 
 A name is printable text of at most :data:`MAX_CHARS` characters (:data:`MAX_BYTES` in UTF-8, within every
 file system's limit), without path separators, without a leading dot (``.``, ``..`` and hidden folders), without
-surrounding blanks and without glob characters (DuckDB would read them as a pattern). It is checked at the CLI
+surrounding blanks and without glob characters (DuckDB would read them as a pattern), in Unicode NFC (the checked
+name is normalised: one spelling of ``café``, whoever typed it). It is checked at the CLI
 edge (:func:`name_option`, a typer callback) and again wherever a path is built from it
 (:meth:`synthtrace.warehouse.layout.Warehouse.experiment_dir`), so no name ever reaches outside its folder.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.printable import unprintable
@@ -48,11 +50,30 @@ def name_problem(name: str) -> str | None:
 
 
 def check_name(name: str, what: str = "experiment") -> str:
-    """``name`` itself when valid; else :class:`InvalidNameError` (one line: the name and the reason)."""
+    """``name`` in Unicode NFC when valid; else :class:`InvalidNameError` (one line: the name and the reason). NFC:
+    ``café`` typed (é one character) and ``café`` from a folder a Mac made (e and a combining accent) print alike,
+    so they are one name (attack 12: two experiments that ``runs`` printed identically)."""
     if (problem := name_problem(name)) is not None:
         shown = name if len(name) <= 60 else name[:57] + "..."
         raise InvalidNameError(f"{what} name {shown!r} {problem}")
-    return name
+    return unicodedata.normalize("NFC", name)
+
+
+def name_from_folder(folder: str) -> str:
+    """The experiment name a folder's name gives (DESIGN §3): the folder's name itself when it is a valid name;
+    else (``run[3]``, ``out_{8x8}``, a blank at an end, over :data:`MAX_CHARS`: job-array folders) its printable
+    characters with the forbidden ones as ``_``, blanks and leading dots stripped, cut, then ``~`` and a hash of the
+    whole name, so that two such folders never share an experiment (attack 13 F6: the folder's name refused every
+    trace in it, and the night quarantined them)."""
+    if name_problem(folder) is None:
+        return folder
+    text = folder.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    kept = "".join("_" if c in _FORBIDDEN or not c.isprintable() else c for c in text).strip().lstrip(".")
+    kept = kept[:_FILE_NAME_CHARS]
+    while len(kept.encode("utf-8")) > MAX_BYTES - 16:
+        kept = kept[:-1]
+    digest = hashlib.blake2b(folder.encode("utf-8", "surrogateescape"), digest_size=4).hexdigest()
+    return f"{kept.rstrip()}~{digest}"
 
 
 def name_option(value: str | None) -> str | None:

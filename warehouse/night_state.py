@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 import xxhash
-from synthtrace.warehouse.layout import Warehouse, read_record
+from synthtrace.warehouse.layout import MANIFEST, Warehouse, read_record
 from synthtrace.warehouse.names import name_problem
 from synthtrace.warehouse.runs import runs_table
 
@@ -85,14 +85,20 @@ def mark_experiment(wh: Warehouse, item: Pending, completed: Iterable[str], inva
 
 
 def fingerprint(wh: Warehouse) -> str:
-    """A hash of every experiment's runs and completed stages, with when they last completed (the record's ``at``):
-    it changes whenever a run comes, goes or moves, or an experiment's merge or analysis completes, a redone one
-    too (attack 12 F3: a stage a merge by hand made stale and the night redid gave the same stage names, so the
-    warehouse stages computed from the replaced analysis were counted done)."""
+    """A hash of every experiment's runs and completed stages, with when they last completed (the record's ``at``),
+    and of what its folder holds (its manifest, :data:`~synthtrace.warehouse.layout.MANIFEST`: each file's digest,
+    size and time): it changes whenever a run comes, goes or moves, or an experiment's merge or analysis is
+    committed, by a night or by hand, a redone one too (attack 12 F3: a stage a merge by hand made stale and the
+    night redid gave the same stage names, so the warehouse stages computed from the replaced analysis were counted
+    done; a hand ``archetypes``, which writes no night record, left the night's report of the analysis it
+    replaced)."""
     h = xxhash.xxh3_64()
     for experiment, run_ids in experiment_run_ids(wh).items():
-        done = {} if name_problem(experiment) else _read(wh.experiment_dir(experiment) / f"{RECORD}.json")
-        h.update(json.dumps([experiment, run_ids, done.get("run_ids"), done.get("stages"), done.get("at")]).encode())
+        folder = None if name_problem(experiment) else wh.experiment_dir(experiment)
+        done = _read(folder / f"{RECORD}.json") if folder else {}
+        holds = _read(folder / MANIFEST) if folder else {}
+        h.update(json.dumps([experiment, run_ids, done.get("run_ids"), done.get("stages"), done.get("at"), holds],
+                            sort_keys=True, default=str).encode())
     return h.hexdigest()
 
 

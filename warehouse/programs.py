@@ -30,6 +30,7 @@ import shutil
 import uuid
 import warnings
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -37,6 +38,7 @@ import polars as pl
 from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.formats.program import ProgramSymbols
 from synthtrace.warehouse.layout import Warehouse, read_record  # [helper security]
+from synthtrace.warehouse.names import name_problem
 
 PROGRAM_FILE = "program.json"
 #: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id, binary}, and
@@ -176,6 +178,53 @@ def _candidates(wh: Warehouse, *, scan: bool) -> list[dict]:
             for run_id, stored in _stored(wh) if stored.get("key") and not _names_program(stored.get("binary"))]
 
 
+def _best_match(symbols: frozenset[str], candidates: list[dict]) -> dict | None:
+    """The candidate (an index entry) whose symbols are the most like ``symbols``, at least
+    :data:`SAME_PROGRAM_JACCARD`; None when none is."""
+    best: tuple[float, dict] | None = None
+    for stored in candidates:
+        score = jaccard(symbols, frozenset(stored.get("symbols", ())))
+        if score >= SAME_PROGRAM_JACCARD and (best is None or score > best[0]):
+            best = (score, stored)
+    return None if best is None else best[1]
+
+
+def program_keys(wh: Warehouse | None, runs: Sequence[ProgramSymbols]) -> list[str | None]:
+    """The program key each of ``runs`` (traces not stored yet) is given by :func:`choose_program` when they are
+    ingested one after the other into ``wh`` (None: an empty warehouse): a binary name that names a program is the
+    key; runs of a shared binary name (or none) are matched by their symbols against the warehouse's programs and
+    against each other (two runs of one ``a.out`` at two scales are one program before either is stored). What
+    places traces in experiments (:func:`~synthtrace.warehouse.ingest.experiment_names`); writes nothing."""
+    known = _candidates(wh, scan=False) if wh is not None and wh.runs_dir.is_dir() else []
+    keys: list[str | None] = []
+    for symbols in runs:
+        if _names_program(symbols.binary) or len(symbols.symbols) < MIN_SYMBOLS:
+            keys.append(symbols.binary)
+            continue
+        if (best := _best_match(symbols.symbols, known)) is None:
+            best = {"key": _symbol_key(symbols.symbols), "symbols": symbols.symbols, "binary": symbols.binary}
+            known.append(best)
+        keys.append(best["key"])
+    return keys
+
+
+def program_identity(key: str | None, stem_app: str) -> str:
+    """What tells a run's program from another's where runs are placed in experiments: its program ``key`` (the
+    binary's name, or its symbols' program), else the app its file name gives (``stem_app``), never a name the user
+    chose with ``--app`` (attack 12 F11)."""
+    return key or stem_app
+
+
+def shown_name(symbols: ProgramSymbols, key: str | None, stem_app: str) -> str:
+    """The name of a program (of ``key``, from ``symbols``) where an experiment is named by its program: its
+    binary's name when that is a valid experiment name, its shared binary name with the symbols' hash
+    (``a.out-1a2b3c4d``, as :func:`choose_program` names a second program under it), else ``stem_app``."""
+    name = symbols.binary
+    if name and key and key.startswith("symbols:"):
+        name = f"{name}-{key.removeprefix('symbols:')[:8]}"
+    return name if name and name_problem(name) is None else stem_app
+
+
 def _app_of(wh: Warehouse, run_id: str) -> str | None | bool:
     """The stored app of run ``run_id``; False when the run is gone (or its row unreadable)."""
     try:
@@ -196,17 +245,13 @@ def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
         return Program(binary, binary, symbols)
     namesakes = False  # a program stored under the same shared binary name
     for scan in (False, True):  # a scan when the best entry's run was removed since the index named it
-        best: tuple[float, dict] | None = None
-        for stored in _candidates(wh, scan=scan):
-            score = jaccard(symbols.symbols, frozenset(stored.get("symbols", ())))
-            namesakes |= binary is not None and stored.get("binary") == binary
-            if score >= SAME_PROGRAM_JACCARD and (best is None or score > best[0]):
-                best = (score, stored)
-        if best is None:
+        candidates = _candidates(wh, scan=scan)
+        namesakes |= binary is not None and any(stored.get("binary") == binary for stored in candidates)
+        if (best := _best_match(symbols.symbols, candidates)) is None:
             break
-        app = _app_of(wh, best[1]["run_id"])
+        app = _app_of(wh, best["run_id"])
         if app is not False:
-            return Program(best[1]["key"], app, symbols)
+            return Program(best["key"], app, symbols)
         (wh.root / PROGRAM_INDEX / INDEX_COMPLETE).unlink(missing_ok=True)  # the next commit rebuilds it
     key = _symbol_key(symbols.symbols)
     if binary is None or not namesakes:
@@ -221,8 +266,15 @@ def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
 def remember_program(wh: Warehouse, program: Program, run_id: str) -> None:
     """Index the program of run ``run_id``, just committed (called after the commit: a refused ingest indexes
     nothing)."""
+    index = _program_index(wh)  # built once whatever the run, so a later match never scans every stored run
     if program.key and not _names_program(program.symbols.binary):
-        _index_entry(_program_index(wh), program.key, program.symbols.symbols, run_id, program.symbols.binary)
+        _index_entry(index, program.key, program.symbols.symbols, run_id, program.symbols.binary)
+
+
+def stored_programs(wh: Warehouse) -> dict[str, dict]:
+    """run_id -> its stored identity (``program.json``: key, binary, symbols), for every run that has one (reads
+    every stored run: to index an older warehouse once)."""
+    return dict(_stored(wh))
 
 
 def run_programs(wh: Warehouse) -> dict[str, str]:

@@ -16,7 +16,8 @@ Every reader that lists files (the query snapshots, :mod:`~synthtrace.warehouse.
 A folder stored before manifests (none), or before they named their folder, reads the files it has; it is judged by
 its own stored table instead: a run folder must be named by the ``run_id`` of its ``run.parquet`` (read only when
 the name is not one ingest makes, 16 hex characters, or the folder has no manifest at all), an experiment folder by
-the ``experiment`` of its ``experiment.json`` (one with neither that nor a manifest is no commit's). A damaged
+the ``experiment`` of its ``experiment.json`` (one with neither that nor a manifest is no commit's), else (an
+analysis without a merge) by the ``experiment`` its stored tables hold (attack 12 F1: a copy was adopted). A damaged
 manifest vouches for nothing: the folder reads as before, and every read of one of its files is refused
 (:mod:`~synthtrace.warehouse.parts`).
 """
@@ -143,8 +144,50 @@ def _foreign(folder: str, unit: Sequence[str], manifest: Manifest | str | None) 
         try:
             own = read_record(record).get("experiment")
         except (OSError, ValueError, AttributeError):
+            own = None
+        if isinstance(own, str):
+            return None if own == name else f"its experiment.json is of {own!r}"
+        # attack 12 F1: no experiment.json naming it (an analysis without a merge; a manifest written before it named
+        # its folder): judged by the experiment its stored tables hold
+        held = _held_experiment(folder, manifest)
+        if held is None or held[1] == {name}:
             return None
-        return None if own in (None, name) or not isinstance(own, str) else f"its experiment.json is of {own!r}"
+        return f"its {held[0]} holds the rows of experiment {', '.join(map(repr, sorted(held[1])))}"
+    return None
+
+
+def _held_experiment(folder: str, manifest: Manifest | str | None) -> tuple[str, set[str]] | None:
+    """(file, experiment) of the first Parquet file right in the experiment ``folder`` (those its manifest lists,
+    else those there) that has rows and an ``experiment`` column, with the names that column holds (from its footer's
+    statistics, else read). None when no such file tells (nothing to judge by)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        names = sorted(manifest.files) if isinstance(manifest, Manifest) else sorted(os.listdir(folder))
+    except OSError:
+        return None
+    for name in (n for n in names if n.endswith(".parquet") and "/" not in n):
+        path = os.path.join(folder, name)
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue  # a link, a FIFO, a device: never opened
+            with pq.ParquetFile(path) as table:
+                if "experiment" not in table.schema_arrow.names or not table.metadata.num_rows:
+                    continue
+                column = table.schema_arrow.names.index("experiment")
+                seen: set[str] = set()
+                for group in range(table.metadata.num_row_groups):
+                    stats = table.metadata.row_group(group).column(column).statistics
+                    if stats is None or not stats.has_min_max:
+                        seen.update(table.read_row_group(group, columns=["experiment"]).column(0).to_pylist())
+                    else:
+                        seen.update((stats.min, stats.max))
+        except (pa.ArrowException, OSError, ValueError):
+            continue  # a damaged file tells nothing here; its read says why
+        seen = {e.decode() if isinstance(e, bytes) else e for e in seen if e is not None}
+        if seen:
+            return name, seen
     return None
 
 

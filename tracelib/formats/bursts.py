@@ -18,7 +18,7 @@ intervals into bursts and summing samples into them runs in one Numba kernel per
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import ClassVar, TypeVar
 
@@ -1001,7 +1001,7 @@ def placed_rows(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray,
     order = np.argsort(ck, kind="stable")  # calls come grouped by thread in start order: runs, cheap
     for a in (ck, cs, ce):
         a[:] = a[order]
-    if n > 1 and not bool(np.all((ck[1:] > ck[:-1]) | ((ck[1:] == ck[:-1]) & (cs[1:] >= cs[:-1])))):
+    if not in_thread_order(ck, cs):
         resort = np.lexsort((cs, ck))
         order = order[resort]
         for a in (ck, cs, ce):
@@ -1016,6 +1016,58 @@ def placed_rows(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray,
     received = rows("r_", "r_time_ns")
     completed = rows("r_", "r_phys_ns") if "r_phys_ns" in messages.columns else received
     return rows("s_", "s_time_ns"), received, completed
+
+
+def in_thread_order(ck: np.ndarray, cs: np.ndarray) -> bool:
+    """Whether calls given by packed thread keys ``ck`` and starts ``cs`` (ns) are sorted by (thread, start)."""
+    return ck.size <= 1 or bool(np.all((ck[1:] > ck[:-1]) | ((ck[1:] == ck[:-1]) & (cs[1:] >= cs[:-1]))))
+
+
+def placed_rows_in_parts(parts: Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]],
+                         messages: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`placed_rows` of calls that come in parts (``parts()`` yields each part's packed thread keys, starts
+    and ends in ns, in the calls' order, and can be called again), holding one part's calls at a time; None when
+    the calls are not in (thread, start) order across the parts, which :func:`placed_rows` needs whole (issue 23: a
+    2 GB OTF2 archive's 20 M calls held 40 bytes each to place 6.5 M messages). The messages of each side are
+    sorted by (thread key, time), so that those a part can hold are one slice of them: the call holding a time is
+    the last one starting at or before it, found in the last part whose first call starts at or before it."""
+    firsts: list[tuple[int, int]] = []
+    last: tuple[int, int] | None = None
+    for ck, cs, _ in parts():
+        if not ck.size:
+            continue
+        if not in_thread_order(ck, cs) or (last is not None and (int(ck[0]), int(cs[0])) < last):
+            return None
+        firsts.append((int(ck[0]), int(cs[0])))
+        last = (int(ck[-1]), int(cs[-1]))
+    if not firsts or not messages.height:
+        return tuple(np.full(messages.height, -1, dtype=np.int64) for _ in range(3))
+
+    def rows(prefix: str, time: str) -> np.ndarray:
+        mk = packed_thread_keys(messages, prefix)  # a half message's NULL keys are (0, 0, 0): before every call
+        mt = writable(messages.get_column(time).fill_null(0))
+        by = np.lexsort((mt, mk))
+        sk, st = mk[by], mt[by]
+        del mk, mt
+
+        def first_at(key: int, start: int) -> int:  # the first message at or after (key, start)
+            lo, hi = np.searchsorted(sk, key, side="left"), np.searchsorted(sk, key, side="right")
+            return int(lo + np.searchsorted(st[lo:hi], start, side="left"))
+
+        bounds = [first_at(k, s) for k, s in firsts] + [sk.size]
+        out = np.full(sk.size, -1, dtype=np.int64)
+        at, p = 0, 0
+        for ck, cs, ce in parts():
+            if ck.size:
+                a, b = bounds[p], bounds[p + 1]
+                pos = _containing_call(ck, cs, ce, sk[a:b], st[a:b])
+                out[by[a:b]] = np.where(pos >= 0, pos + at, -1)
+                p += 1
+            at += ck.size
+        return out
+
+    sent, received = rows("s_", "s_time_ns"), rows("r_", "r_time_ns")
+    return sent, received, rows("r_", "r_phys_ns") if "r_phys_ns" in messages.columns else received
 
 
 def message_columns(spans: pl.DataFrame, messages: pl.DataFrame,
@@ -1060,6 +1112,40 @@ def message_ends(spans: pl.DataFrame, rows: tuple[np.ndarray, np.ndarray, np.nda
             values = (spans.get_column(c).cast(pl.Int64).gather(pick) if spans.height
                       else pl.Series(c, [None] * r.size, pl.Int64))
             out[f"{side}_{c}"] = null_unless(values, held, f"{side}_{c}")
+    return _ends_frame(out)
+
+
+def message_ends_in_parts(parts: Callable[[], Iterator[pl.DataFrame]],
+                          rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> pl.DataFrame:
+    """:func:`message_ends` of calls that come in parts (``parts()`` yields each part's ``call_seq`` and ``comm``
+    columns, in the calls' order, and can be called again), gathering from one part at a time (issue 23: the two
+    columns of every call, 16 bytes a call, were held to gather a 2 GB OTF2 archive's message ends). Each side's
+    messages are sorted by their call's row, so that those of a part are one slice of them."""
+    out: dict[str, pl.Series] = {}
+    for side, r in zip(("s", "r", "c"), rows):
+        names = ("call_seq", "comm")[: 1 if side == "c" else 2]
+        by = np.argsort(r, kind="stable")
+        held = r[by]
+        none = int(np.searchsorted(held, 0))  # rows -1 (no call) come first
+        pieces: dict[str, list[pl.Series]] = {c: [pl.Series(c, [], pl.Int64).extend_constant(None, none)]
+                                         for c in names}
+        at = 0
+        for part in parts():
+            a, b = np.searchsorted(held, [at, at + part.height])
+            for c in names:
+                pieces[c].append(part.get_column(c).cast(pl.Int64).gather(held[a:b] - at))
+            at += part.height
+        del held
+        back = np.empty_like(by)
+        back[by] = np.arange(by.size)
+        del by
+        for c in names:
+            out[f"{side}_{c}"] = pl.concat(pieces.pop(c)).gather(back).alias(f"{side}_{c}")
+    return _ends_frame(out)
+
+
+def _ends_frame(out: dict[str, pl.Series]) -> pl.DataFrame:
+    """The frame of :func:`message_ends` from its columns (the completing call defaults to the receiving one)."""
     ends = pl.DataFrame(list(out.values()))
     return ends.with_columns(pl.coalesce("c_call_seq", "r_call_seq").alias("c_call_seq"))
 

@@ -12,8 +12,9 @@ import polars as pl
 from polars.io.plugins import register_io_source
 
 from synthtrace.tracelib.formats.heap import release_free_heap
-from synthtrace.tracelib.formats.bursts import (columns_of_messages, message_ends, message_rows, packed_thread_keys,
-                                                placed_rows, with_message_columns)
+from synthtrace.tracelib.formats.bursts import (columns_of_messages, message_ends, message_ends_in_parts, message_rows,
+                                                packed_thread_keys, placed_rows, placed_rows_in_parts,
+                                                with_message_columns, writable)
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 
@@ -80,18 +81,29 @@ class CallStore:
         else:
             yield from (f.select(columns) if columns is not None else f for f in self._frames)
 
+    def _span_parts(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The packed thread keys, starts and ends (ns) of the calls kept, part by part in the order added."""
+        for part in self._parts([*THREAD_KEYS, "start_ns", "end_ns"]):
+            yield (packed_thread_keys(part), writable(part.get_column("start_ns")),
+                   writable(part.get_column("end_ns")))
+
     def _spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The packed thread keys, starts and ends (ns) of every call kept, as int64 arrays in the order added,
         filled part by part (no frame of every call's spans is built)."""
         keys, starts, ends = (np.empty(self.n_calls, dtype=np.int64) for _ in range(3))
         at = 0
-        for part in self._parts([*THREAD_KEYS, "start_ns", "end_ns"]):
-            end = at + part.height
-            keys[at:end] = packed_thread_keys(part)
-            starts[at:end] = part.get_column("start_ns").to_numpy()
-            ends[at:end] = part.get_column("end_ns").to_numpy()
+        for k, s, e in self._span_parts():
+            end = at + k.size
+            keys[at:end], starts[at:end], ends[at:end] = k, s, e
             at = end
         return keys, starts, ends
+
+    def _placed(self, messages: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`~synthtrace.tracelib.formats.bursts.message_rows` of the calls kept: spilled calls in (thread,
+        start) order (an OTF2 archive's, read location by location) are placed a part at a time
+        (:func:`~synthtrace.tracelib.formats.bursts.placed_rows_in_parts`), others with every call's span at once."""
+        rows = placed_rows_in_parts(self._span_parts, messages) if self._files else None
+        return rows if rows is not None else placed_rows(*self._spans(), messages)
 
     def with_messages(self, messages: pl.DataFrame) -> pl.LazyFrame:
         """Every call kept, in the order added, with bytes, peer, tag and message counts from ``messages``, and one
@@ -108,10 +120,11 @@ class CallStore:
         if self._files:  # the calls still held go too: the messages are placed with less in memory
             self._spill()
             release_free_heap()  # what streaming freed, before the placing allocates (a big trace: it spilled)
-        rows = placed_rows(*self._spans(), messages)
+        rows = self._placed(messages)
         if self._files:
             release_free_heap()  # what placing them freed
-        self.message_ends = message_ends(pl.concat(self._parts(["call_seq", "comm"])), rows)
+        self.message_ends = (message_ends_in_parts(lambda: self._parts(["call_seq", "comm"]), rows) if self._files
+                             else message_ends(pl.concat(self._parts(["call_seq", "comm"])), rows))
         placed = _PlacedMessages(messages, rows[0], rows[1])
         del rows
         if self._files:

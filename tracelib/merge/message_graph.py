@@ -8,7 +8,10 @@ receive completed in a multi-message call, from shifting the count of the others
 message in flight leaves one end out, which shifts the receiver's count on that channel: the shift (within
 ``MAX_SHIFT``) is the one under which the two ends of the channel's first ``HEAD`` messages lie closest in time
 (median; one run's clocks are synchronised across its ranks, and a window starts at one time on all of them), ties
-going to 0.
+going to 0. A message is named by the count of the end that saw more of its channel: a rank whose trace starts an
+iteration late (tracing enabled late on it) misses the first message of every channel it sends on as well as of every
+channel it receives on, so its sends are counted on from its partner's receives, as its receives are from its
+partner's sends, and its messages get the names they have in a run where it started with the others.
 
 The **ends** of a message are the bursts that produce and consume it: the burst closed by the call that sends it
 and the burst opened by the call that receives it (calls with exactly one message, a send or a receive, not both;
@@ -101,9 +104,14 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
                   pl.col("_gap").get(1, null_on_oob=True).alias("_g1"))
              .filter(pl.col("_g0") < DECISIVE * pl.col("_g1")).select(*CHANNEL, "_shift"))
 
-    def named(e: pl.DataFrame, shifted: bool) -> pl.Series:
+    def named(e: pl.DataFrame, receiving: bool) -> pl.Series:
+        # a message is named by the count of the end that saw more of its channel: receive k is send k + shift, so
+        # a positive shift (the receiver's trace missed the first messages) moves the receives' count, a negative
+        # one (the sender's trace started later: a rank whose tracing began an iteration late) the sends'. Its
+        # messages are then named as in a run where it started with the others, both ways
         e = e.join(shift, on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
-        k = pl.col("_k") + pl.col("_shift") if shifted else pl.col("_k")
+        k = pl.col("_k") + (pl.col("_shift").clip(lower_bound=0) if receiving
+                            else (-pl.col("_shift")).clip(lower_bound=0))
         msg = (pl.when(pl.col("_shift").is_not_null())
                .then(pl.struct(*CHANNEL, k.alias("_k")).hash(7).clip(UNNAMED + 1)).otherwise(UNNAMED))
         out = np.zeros((2, closing.height), np.uint64)

@@ -114,7 +114,7 @@ class P2pRecords:
                 bad.append(violations)
         if check_order and bad:
             _check_own_order(pl.concat(bad), self.anchor)
-        return _sorted(pl.concat(pieces)) if pieces else pl.DataFrame(schema=MESSAGE_SCHEMA)
+        return _sorted_by_columns(pieces) if pieces else pl.DataFrame(schema=MESSAGE_SCHEMA)
 
 
 def check_peers(p2p: pl.DataFrame, peers: np.ndarray, comm_ranks: pl.DataFrame, anchor: Path) -> None:
@@ -164,8 +164,25 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
     return _sorted(messages)
 
 
+_ORDER = ("s_task", "s_time_ns", "r_task", "r_time_ns")  # the messages' order (nulls last)
+
+
 def _sorted(messages: pl.DataFrame) -> pl.DataFrame:
-    return messages.sort("s_task", "s_time_ns", "r_task", "r_time_ns", nulls_last=True)
+    return messages.sort(*_ORDER, nulls_last=True)
+
+
+def _sorted_by_columns(pieces: list[pl.DataFrame]) -> pl.DataFrame:
+    """:func:`_sorted` of the concatenated ``pieces`` (emptied: the caller gives them up), sorted a column at a
+    time, each dropped once gathered (issue 23: the pieces, their concatenation and the sorted copy were three
+    copies of a run's messages at once)."""
+    messages = pl.concat(pieces, rechunk=False)
+    pieces.clear()
+    order = messages.select(pl.arg_sort_by(*_ORDER, nulls_last=True)).to_series()
+    columns: list[pl.Series] = []
+    for name in messages.columns:
+        columns.append(messages.get_column(name).gather(order))
+        messages = messages.drop(name)
+    return pl.DataFrame(columns)
 
 
 def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],

@@ -10,8 +10,11 @@ error code that :func:`synthtrace.tracelib.formats.paraver.records.error_reason`
 A record line that repeats, field for field, a line of its thread at the same time (a state or event record of the
 same thread and time, a communication record of the same sender and logical send time) is one record written twice,
 not two records (attack 9 C6): it is dropped and counted (``n_records[5:10]``), so that its counter samples are not
-summed twice and a communication is not two messages. A line is recognised by a 64-bit hash of its parsed fields
-(one multiply per field) among the last :data:`REPEAT_WINDOW` lines of its thread at that time.
+summed twice and a communication is not two messages. A line is looked for by a 64-bit hash of its parsed fields
+(one multiply per field) among the last :data:`REPEAT_WINDOW` lines of its thread at that time, and a line whose
+hash matches is compared with that line field by field (:func:`_same_fields`; attack 12: the hash alone let a crafted
+line of other values, of the same thread and time, be dropped as a twin). A line whose twin lies in an earlier
+block (no longer in memory) is still recognised by the hash alone.
 
 State that spans chunks (last time per thread, the counter-type table, the last reading of absolute counters)
 lives in a :class:`TokenizerState` and is updated in place.
@@ -83,7 +86,7 @@ class TokenizerState:
     slot_index: np.ndarray = field(init=False)  # int32 [SLOT_TABLE]: its slot
     slot_type: np.ndarray = field(init=False)  # int64 [MAX_SLOTS]: counter type of each slot
     slot_abs: np.ndarray = field(init=False)  # int32 [MAX_SLOTS]: index into abs_last or -1
-    counts: np.ndarray = field(init=False)  # int64 [4]: slots used, absolute counters used, spare
+    counts: np.ndarray = field(init=False)  # int64 [4]: slots used, absolute counters used, spare, blocks read
     abs_last: np.ndarray = field(init=False)  # int64 [n_threads, MAX_ABSOLUTE], allocated on first need
     seen: SeenLines = field(init=False)  # the lines of each thread at its last time (records written twice)
 
@@ -98,7 +101,8 @@ class TokenizerState:
         self.abs_last = np.full((0, MAX_ABSOLUTE), -1, dtype=np.int64)
         self.seen = SeenLines(np.zeros((n_threads, REPEAT_WINDOW), np.int64), np.zeros(n_threads, np.int64),
                               np.full(n_threads, -1, np.int64), np.zeros((n_threads, REPEAT_WINDOW), np.int64),
-                              np.zeros(n_threads, np.int64))
+                              np.zeros(n_threads, np.int64), np.full((n_threads, REPEAT_WINDOW), -1, np.int64),
+                              np.full((n_threads, REPEAT_WINDOW), -1, np.int64))
 
     @property
     def n_slots(self) -> int:
@@ -186,23 +190,76 @@ class EventColumns(NamedTuple):
 class SeenLines(NamedTuple):
     """Per thread id, hashes of the record lines read at its last time (states and events: ``line``, their number in
     ``n_line``, a ring of :data:`REPEAT_WINDOW`) and of the communications it sent at the logical send time
-    ``comm_time`` (``comm``, ``n_comm``)."""
+    ``comm_time`` (``comm``, ``n_comm``); where each of those lines is (``line_at``, ``comm_at``: its block number
+    << :data:`_BLOCK_SHIFT` | its offset in that block), to compare a line whose hash matches field by field."""
 
     line: np.ndarray
     n_line: np.ndarray
     comm_time: np.ndarray
     comm: np.ndarray
     n_comm: np.ndarray
+    line_at: np.ndarray
+    comm_at: np.ndarray
+
+
+#: a seen line's place: its block number shifted by this many bits, or'ed with its byte offset in the block
+_BLOCK_SHIFT = 40
+_OFFSET_MASK = (1 << _BLOCK_SHIFT) - 1
 
 
 @cached_njit(inline="always")
-def _seen_before(hashes: np.ndarray, row: int, n: int, h: int) -> bool:
-    """Whether ``h`` is among the first ``min(n, REPEAT_WINDOW)`` of ``hashes[row]`` (indexed in place: a view of
-    the row would cost a reference count per line)."""
+def _seen_before(hashes: np.ndarray, at: np.ndarray, row: int, n: int, h: int, buf: np.ndarray, ls: int,
+                 block: int) -> bool:
+    """Whether the line at ``buf[ls]`` (hash ``h``) repeats one of the first ``min(n, REPEAT_WINDOW)`` lines of
+    ``hashes[row]`` (places ``at[row]``): the same hash, and the same fields (:func:`_same_fields`) when that line
+    is in this block (``block``: its number << :data:`_BLOCK_SHIFT`); one of an earlier block, no longer in memory,
+    by its hash alone. Indexed in place: a view of the row would cost a reference count per line."""
     for k in range(min(n, hashes.shape[1])):
         if hashes[row, k] == h:
-            return True
+            where = at[row, k]
+            if where - (where & _OFFSET_MASK) != block or _same_fields(buf, where & _OFFSET_MASK, ls):
+                return True
     return False
+
+
+@cached_njit(inline="always")
+def _is_digit(c: int) -> bool:
+    return 48 <= c <= 57
+
+
+@cached_njit
+def _same_fields(buf: np.ndarray, a: int, b: int) -> bool:
+    """Whether the record lines starting at ``buf[a]`` and ``buf[b]`` (both read without error) hold the same
+    fields: the same record type, then field for field the same sign and digits (leading zeros aside); blanks and
+    a CR before the line end aside."""
+    if buf[a] != buf[b]:
+        return False
+    a += 1
+    b += 1
+    while True:
+        more_a = buf[a] == 58
+        if more_a != (buf[b] == 58):
+            return False  # one line has more fields
+        if not more_a:
+            return True
+        a += 1
+        b += 1
+        if (buf[a] == 45) != (buf[b] == 45):
+            return False
+        if buf[a] == 45:
+            a += 1
+            b += 1
+        while buf[a] == 48 and _is_digit(buf[a + 1]):
+            a += 1
+        while buf[b] == 48 and _is_digit(buf[b + 1]):
+            b += 1
+        while _is_digit(buf[a]) and _is_digit(buf[b]):
+            if buf[a] != buf[b]:
+                return False
+            a += 1
+            b += 1
+        if _is_digit(buf[a]) or _is_digit(buf[b]):
+            return False
 
 
 class Outputs(NamedTuple):
@@ -297,7 +354,8 @@ def _fail(err: np.ndarray, code: int, line: int, field: int, line_start: int) ->
 @cached_njit
 def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarray, slots: CounterSlots,
               seen: SeenLines, out: Outputs, at: Progress) -> int:
-    """Tokenize ``buf[at.cursor[0]:n_bytes]`` (whole lines; ``at.cursor[1]``: number of the line before).
+    """Tokenize ``buf[at.cursor[0]:n_bytes]`` (whole lines; ``at.cursor[1]``: number of the line before;
+    ``at.cursor[2]``: the block's number, for the places of the lines it remembers).
 
     The arguments are named tuples (:class:`Resources`, :class:`CounterSlots`, :class:`SeenLines`,
     :class:`Outputs`, :class:`Progress`), read into local variables once: the loop body stays one function, as
@@ -316,7 +374,8 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
     ev_th, ev_cpu, ev_t, ev_ty, ev_v, ev_ln = out.events
     cm = out.comms
     cursor, fill, n_rec, err = at
-    seen_line, seen_n, comm_time, seen_comm, seen_n_comm = seen
+    seen_line, seen_n, comm_time, seen_comm, seen_n_comm, line_at, comm_at = seen
+    block = cursor[2] << _BLOCK_SHIFT  # this block's number, as a seen line's place holds it
     n_st, n_cn, n_ev, n_cm = fill[0], fill[1], fill[2], fill[3]
     fv = np.zeros(16, dtype=np.int64)
     slot_mask = slot_keys.shape[0] - 1
@@ -555,9 +614,10 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         # ---- a line written twice: the same fields as a line of its thread at the same time
         hsh = (hsh ^ nf) * _HASH_MUL
         # (a line whose outputs did not fit is decided once they do: its counts are then whole)
-        if full == 0 and (_seen_before(seen_line, tid, seen_n[tid], hsh) if rtype <= 2 and t_ns == last_time[tid]
+        if full == 0 and (_seen_before(seen_line, line_at, tid, seen_n[tid], hsh, buf, ls, block)
+                          if rtype <= 2 and t_ns == last_time[tid]
                           else rtype == 3 and comm_time[tid] == t_ns
-                          and _seen_before(seen_comm, tid, seen_n_comm[tid], hsh)):
+                          and _seen_before(seen_comm, comm_at, tid, seen_n_comm[tid], hsh, buf, ls, block)):
             n_rec[4 + rtype] += 1
             n_rec[8] += n_cn - n_cn0
             n_rec[9] += n_ev - n_ev0
@@ -584,6 +644,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             if t_ns != last_time[tid]:
                 seen_n[tid] = 0
             seen_line[tid, seen_n[tid] % REPEAT_WINDOW] = hsh
+            line_at[tid, seen_n[tid] % REPEAT_WINDOW] = block | ls
             seen_n[tid] += 1
             last_time[tid] = t_ns
         elif rtype == 3:
@@ -591,6 +652,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                 comm_time[tid] = t_ns
                 seen_n_comm[tid] = 0
             seen_comm[tid, seen_n_comm[tid] % REPEAT_WINDOW] = hsh
+            comm_at[tid, seen_n_comm[tid] % REPEAT_WINDOW] = block | ls
             seen_n_comm[tid] += 1
         if running:
             st_th[n_st] = tid
@@ -663,8 +725,9 @@ def tokenize(buf: np.ndarray, first_line: int, state: TokenizerState, capacity: 
         EventColumns(np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int32), np.empty(cap_ev, np.int64),
                      np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64), np.empty(cap_ev, np.int64)),
         np.empty((cap_cm, 15), np.int64))
-    at = Progress(np.array([0, first_line - 1], np.int64), np.zeros(4, np.int64), np.zeros(N_COUNTS, np.int64),
-                  np.zeros(5, np.int64))
+    s.counts[3] += 1  # this block's number (a seen line's place: _seen_before compares lines of one block)
+    at = Progress(np.array([0, first_line - 1, s.counts[3]], np.int64), np.zeros(4, np.int64),
+                  np.zeros(N_COUNTS, np.int64), np.zeros(5, np.int64))
     res = Resources(s.time_scale, s.max_raw_time, s.n_cpus, s.appl_first_task, s.task_first_thread)
     slots = CounterSlots(s.slot_keys, s.slot_index, s.slot_type, s.slot_abs, s.counts)
     while True:

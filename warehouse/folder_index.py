@@ -1,0 +1,86 @@
+"""The runs each trace folder gave, by program (attack 12 F11, F12): what places a folder's next trace in the
+experiment its earlier runs of that program went to, read without the whole runs table.
+
+``.index/folders/<folder>/<program>/<run_id>``: an empty file per run, ``<folder>`` the name of the folder the
+trace came from (what names its default experiment, :func:`~synthtrace.warehouse.ingest.default_names`) and
+``<program>`` the run's program identity (:func:`~synthtrace.warehouse.programs.program_identity`), both as
+:func:`~synthtrace.warehouse.names.file_name` makes them. An ingest writes its run's entry before its commit (a crash
+after the commit leaves no run unindexed) and again after it (a reader may have removed it meanwhile, its run not
+there yet). An entry whose run is gone is removed by the reader that finds it so; the run's experiment is read from
+the run itself (``runs move`` changes it without touching the index). A warehouse written before the index is
+indexed once, from its runs table, on the first read (:data:`COMPLETE` then marks it).
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.names import file_name
+
+FOLDER_INDEX = Path(".index") / "folders"
+#: the mark of an index that holds every stored run (written by the one-time indexing of an older warehouse)
+COMPLETE = ".complete"
+
+
+def index_root(wh: Warehouse) -> Path:
+    return wh.root / FOLDER_INDEX
+
+
+def complete(wh: Warehouse) -> bool:
+    """Whether every stored run is in the index (else :func:`mark_complete` after indexing them)."""
+    return (index_root(wh) / COMPLETE).is_file()
+
+
+def mark_complete(wh: Warehouse) -> None:
+    index_root(wh).mkdir(parents=True, exist_ok=True)
+    (index_root(wh) / COMPLETE).touch()
+
+
+def remember(wh: Warehouse, folder: str, program: str, run_id: str) -> None:
+    """Index run ``run_id``, from the trace folder named ``folder``, of program identity ``program``."""
+    entry = index_root(wh) / file_name(folder) / file_name(program)
+    entry.mkdir(parents=True, exist_ok=True)
+    (entry / run_id).touch()
+
+
+@contextlib.contextmanager
+def committing(wh: Warehouse, folder: str, program: str, run_id: str) -> Iterator[None]:
+    """Index a run while its commit runs (:func:`remember`; a crash after the commit leaves it indexed); when the
+    commit fails and the run is not there, its entry is removed again: a refused ingest leaves no trace. Nothing
+    while the index is not complete: the commit then indexes every run (this one too)."""
+    if not complete(wh):
+        yield
+        return
+    remember(wh, folder, program, run_id)
+    try:
+        yield
+    except BaseException:
+        if not wh.run_dir(run_id).exists():
+            forget(wh, folder, file_name(program), run_id)
+        raise
+
+
+def forget(wh: Warehouse, folder: str, program_file: str, run_id: str) -> None:
+    """Remove the entry of a run that is gone (``program_file``: its program as :func:`folder_runs` names it; the
+    empty folders too, when no entry is left)."""
+    entry = index_root(wh) / file_name(folder) / program_file
+    with contextlib.suppress(OSError):  # a read-only warehouse: the entry stays, read again (its run is still gone)
+        (entry / run_id).unlink(missing_ok=True)
+    for empty in (entry, entry.parent):
+        with contextlib.suppress(OSError):  # not empty (another run, a concurrent ingest): kept
+            empty.rmdir()
+
+
+def folder_runs(wh: Warehouse, folder: str) -> dict[str, list[str]]:
+    """Program (as its file name) -> the run ids indexed for it (sorted), of the trace folder named ``folder``: one
+    ``scandir`` of that folder's entries, whatever the number of runs stored."""
+    out: dict[str, list[str]] = {}
+    here = index_root(wh) / file_name(folder)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for program in sorted(here.iterdir()):
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                if runs := sorted(e.name for e in program.iterdir()):
+                    out[program.name] = runs
+    return out
