@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError, WarehouseError
@@ -224,7 +224,9 @@ def is_machine_error(exc: BaseException) -> bool:
     """True for failures that say nothing about the trace (disk full, read-only warehouse, out of memory, a run
     that could not be stored): the trace stays for the next night, never quarantined."""
     # attack 7 A6: a run that could not be stored (its stage removed under it, a full disk) says nothing of the trace
-    return isinstance(exc, MemoryError | RunStoreError) or (isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS)
+    # attack 13: a trace that met a stale NFS handle or an I/O error while read is not a broken trace
+    return isinstance(exc, MemoryError | RunStoreError | TraceUnreadableError) or (
+        isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS)
 
 
 def is_warehouse_error(exc: BaseException, wh: Warehouse) -> bool:
@@ -329,6 +331,10 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
             known = content_id(source)
             run_id = known.run_id
         except Exception as exc:  # one trace's failure, of whatever kind, must not end the night
+            if isinstance(exc, TraceUnreadableError):  # the file system failed, perhaps for a moment: not the trace
+                waiting.append(LeftTrace(str(path), f"{exc.reason} (a failure of the file system, not of the trace: "
+                                                    "taken by a later night)"))
+                continue
             if is_machine_error(exc):
                 raise
             out.append(DroppedTrace(path, None, experiments[path], files=state))
