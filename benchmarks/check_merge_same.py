@@ -1,11 +1,11 @@
 """Whether two trees merge the same (issue 23: a change to what the merge holds, and when, must not move one row).
 
-Merges, through the whole-run path of ``synthtrace merge`` (``warehouse.merged.merge_inputs`` then ``merge_runs``),
-the real LULESH pair, the real OTF2 pair (``allow_timing_only``) and one campaign of every mechanism of
-``simulator/mechanisms.py`` (seed 0; 8 ranks for pairs8, master_worker and mixed, else 4; 6 iterations), each with
-and without ``estimate_unmatched``, and either saves the outcome (``merged_bursts``, ``merge_matches``,
-``merge_quality`` with rows sorted, every column; the warnings; or the error's type and message) or compares it,
-case by case, with a saved one:
+Merges, as ``synthtrace merge`` does (``warehouse.merged.merge_stored`` on a copy of the warehouse: its whole-run
+path; the tables compared are the committed ones), the real LULESH pair, the real OTF2 pair (``allow_timing_only``)
+and one campaign of every mechanism of ``simulator/mechanisms.py`` (seed 0; 8 ranks for pairs8, master_worker and
+mixed, else 4; 6 iterations), each with and without ``estimate_unmatched``, and either saves the outcome
+(``merged_bursts``, ``merge_matches``, ``merge_quality`` with rows sorted, every column; the warnings; or the
+error's type and message) or compares it, case by case, with a saved one:
 
     python benchmarks/check_merge_same.py --tree /tmp/before --save /tmp/same-before   # a tree exported by git archive
     python benchmarks/check_merge_same.py --against /tmp/same-before                     # this checkout
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import warnings
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = ("merged", "matches", "quality")
+FILES = ("merged_bursts", "merge_matches", "merge_quality")  # the committed files of TABLES
 BIG = {"pairs8", "master_worker", "mixed"}  # mechanisms simulated with 8 ranks (the others: 4)
 
 
@@ -54,20 +56,26 @@ def _cases(cache: Path) -> list[tuple[str, Path, dict]]:
 
 
 def outcome(wh: Path, opts: dict) -> tuple[dict, dict]:
-    """The merge of experiment ``x`` of ``wh``: its tables (rows sorted) and {"warnings": [...]} or {"error": ...}."""
-    from synthtrace.tracelib.merge.merge_runs import MergeOptions, merge_runs
-    from synthtrace.warehouse.layout import Warehouse
-    from synthtrace.warehouse.merged import merge_inputs
+    """The merge of experiment ``x`` of ``wh`` (committed in a copy): its tables (rows sorted) and {"warnings":
+    [...]} or {"error": ...}."""
+    import polars as pl
 
-    exp = Warehouse(wh).experiment("x")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            r = merge_runs(merge_inputs(exp), MergeOptions(**opts), experiment="x")
-    except Exception as e:  # the error is the outcome compared
-        return {}, {"error": f"{type(e).__name__}: {e}"}
-    return ({n: getattr(r, n).sort(getattr(r, n).columns, nulls_last=True) for n in TABLES},
-            {"warnings": list(r.warnings)})
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.merged import merge_stored
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "wh"
+        shutil.copytree(wh, copy)
+        exp = Warehouse(copy).experiment("x")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = merge_stored(exp, MergeOptions(**opts))
+        except Exception as e:  # the error is the outcome compared
+            return {}, {"error": f"{type(e).__name__}: {e}"}
+        tables = {n: pl.read_parquet(exp.dir / f"{f}.parquet") for n, f in zip(TABLES, FILES)}
+    return {n: f.sort(f.columns, nulls_last=True) for n, f in tables.items()}, {"warnings": list(r.warnings)}
 
 
 def main() -> None:

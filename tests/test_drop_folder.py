@@ -203,6 +203,38 @@ def test_a_drop_subfolder_named_as_no_experiment_can_be_gives_its_traces_a_valid
     assert code == 0 and f"experiment {got['prime_v0']})" in out, (out, err)
 
 
+@pytest.mark.parametrize("when", ["discovered", "ingested"])
+def test_a_trace_that_meets_a_failing_file_system_waits_in_the_drop(prefect_harness, tmp_path, monkeypatch, when):
+    """Attack 13: every error met while reading a trace became "cannot be read: ..." as a broken trace's, so a
+    sound trace on an NFS drop that met a stale handle (ESTALE) or an I/O error for a moment was quarantined. Such
+    an error says nothing of the trace: it stays in the drop for the next night; a trace this account may not read
+    (EACCES) is still judged as before."""
+    import errno
+
+    from synthtrace.pipelines import nightly
+    from synthtrace.tracelib.formats import source
+    from synthtrace.warehouse import ingest
+
+    def failing(path, *args, **kwargs):
+        with source.reading(path):
+            raise OSError(errno.ESTALE, os.strerror(errno.ESTALE))
+
+    drop = tmp_path / "drop"
+    trace = copy_trace(PRIME, drop / "prime")
+    monkeypatch.setattr(ingest, "open_trace", failing)
+    if when == "discovered":
+        monkeypatch.setattr(source, "open_trace", failing)
+    s = nightly.run_night(drop, Warehouse(tmp_path / "wh"), skip=INGEST_ONLY, settle_s=0)
+    assert s.quarantined == [] and not (drop / QUARANTINE).exists() and trace.is_file(), s.quarantined
+    said = ([(w["path"], w["reason"]) for w in s.waiting] if when == "discovered" else
+            [(e["args"][0], e["error"]) for e in s.errors])
+    assert len(said) == 1 and said[0][0] == str(trace) and os.strerror(errno.ESTALE) in said[0][1], (s.waiting,
+                                                                                                     s.errors)
+    monkeypatch.undo()
+    s = nightly.run_night(drop, Warehouse(tmp_path / "wh"), skip=INGEST_ONLY, settle_s=0)
+    assert [r["run_name"] for r in s.ingested] == ["prime_v0"], s.errors
+
+
 def test_a_link_out_of_the_drop_folder_is_not_read(tmp_path):
     """The night runs as a service account over a folder users' jobs write: a .pcf linked to a file the dropping
     user cannot read (a password file) was read by the night, its first line quoted in a warning and its labels

@@ -5,7 +5,9 @@ warnings) is the merge of the whole tables, on the real LULESH and OTF2 pairs.""
 from __future__ import annotations
 
 import gc
+import re
 import warnings
+import weakref
 from pathlib import Path
 
 import polars as pl
@@ -18,7 +20,7 @@ from synthtrace.tracelib.merge.merge_runs import CALL_COLUMNS, MergeOptions, Mer
 from synthtrace.warehouse import merged as merged_module
 from synthtrace.warehouse.layout import Warehouse
 from testing.kernels import OTF2_PAIR
-from testing.traces import LULESH_A, LULESH_B
+from testing.traces import LULESH_A, LULESH_B, copy_trace
 
 
 def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
@@ -45,7 +47,7 @@ def _assert_slim_merge_is_the_whole_merge(tmp: Path, traces: list[Path], options
     for r in runs:  # what the merge holds: the calls' columns it reads, no run id
         names = r.mpi_calls.collect_schema().names()
         assert names == [c for c in CALL_COLUMNS if c in names]
-        assert "run_id" not in r.bursts.columns
+        assert "run_id" not in r.bursts.lazy().collect_schema().names()
         assert r.mpi_calls.lazy().select(pl.len()).collect().item() > 0
     committed = {n: pl.read_parquet(exp.dir / f"{n}.parquet") for n in ("merged_bursts", "merge_matches",
                                                                            "merge_quality")}
@@ -153,3 +155,53 @@ def test_no_run_calls_held_while_aligning(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(merge_runs_module, "align_runs", spy)
     _assert_slim_merge_is_the_whole_merge(tmp_path, OTF2_PAIR, MergeOptions(allow_timing_only=True), monkeypatch)
     assert alive[0] == 0  # the whole-run merge of merge_stored (the second: the whole tables, held by the test)
+
+
+# ------------------------------------------------------------------ a campaign's runs one at a time (issue 23, F8)
+def _another_day(prv: Path, dest: Path, day: int) -> Path:
+    """A copy of the Paraver trace ``prv`` (with its .pcf and .row) whose header says it ran on ``day`` of its
+    month: another run of the same program."""
+    copy = copy_trace(prv, dest, f"{prv.stem}.day{day}")
+    head, rest = copy.read_bytes().split(b"\n", 1)
+    copy.write_bytes(re.sub(rb"^#Paraver \(\d\d/", b"#Paraver (%02d/" % day, head) + b"\n" + rest)
+    return copy
+
+
+def test_a_campaign_s_runs_are_let_go_once_aligned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of a 3-run campaign of the real LULESH traces (the 4+4 run, the same on another day, the 7+1 run):
+    while a run is aligned, nothing of the run aligned before it is alive (its bursts, its match table, the
+    bursts its values come from): memory does not grow with the number of runs (attack 12 F8: 7 runs of 270 MB
+    needed 2.66 GB, 2 of them 1.07 GB); and the merge committed is the merge of the whole tables (every table and
+    column, the warnings)."""
+    for t in (LULESH_A, _another_day(LULESH_A, tmp_path / "traces", 22), LULESH_B):
+        synthtrace.ingest(str(tmp_path / "wh"), str(t), experiment="three")
+    exp = Warehouse(tmp_path / "wh").experiment("three")
+    assert len(exp.run_ids) == 3
+    runs: list[list[weakref.ref]] = []  # per other run aligned, its frames
+    alive: list[int] = []
+    align_other, align_runs = merge_runs_module._align_other, merge_runs_module.align_runs
+
+    def spy_other(ref, o, *args, **kwargs):
+        info = align_other(ref, o, *args, **kwargs)
+        runs.append([weakref.ref(f) for f in (o.bursts, info.run.bursts, info.matches, info.source)])
+        return info
+
+    def spy_align(*args, **kwargs):
+        gc.collect()
+        alive.append(sum(f() is not None for frames in runs for f in frames))
+        return align_runs(*args, **kwargs)
+
+    monkeypatch.setattr(merge_runs_module, "_align_other", spy_other)
+    monkeypatch.setattr(merge_runs_module, "align_runs", spy_align)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = merged_module.merge_stored(exp, MergeOptions())
+        monkeypatch.undo()
+        whole = merge_runs(exp.run_tables(), MergeOptions(), experiment=exp.name)
+    assert alive == [0, 0]
+    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
+                        ("merge_quality", whole.quality)):
+        committed = pl.read_parquet(exp.dir / f"{name}.parquet")
+        assert committed.schema == frame.schema
+        assert _sorted(committed).equals(_sorted(frame)), name
+    assert got.warnings == whole.warnings

@@ -145,6 +145,11 @@ def test_a_run_ingested_into_a_merged_experiment_is_said_to_be_out_of_its_merge(
     code, out, err = run_cli("report", "--experiment", "lulesh-8r", "-o", tmp_path / "r.html", "-w", wh)
     assert code == 0 and f"note: {uncovered}" in " ".join(err.split()), (out, err)
     assert "does not cover 1 of its 3 runs (x71" in (tmp_path / "r.html").read_text()
+    # attack 13: train and predict read the same merge
+    code, out, err = run_cli("train", "--experiments", "lulesh-8r", "--folds", "2", "-w", wh)
+    assert code == 0 and f"note: {uncovered}" in " ".join(err.split()), (out, err)
+    code, out, err = run_cli("predict", "--experiment", "lulesh-8r", "-w", wh)
+    assert code == 0 and f"note: {uncovered}" in " ".join(err.split()), (out, err)
     # merged again, nothing is said
     assert run_cli("merge", "lulesh-8r", "-w", wh)[0] == 0
     code, out, err = run_cli("export", "lulesh-8r", "--format", "csv", "-o", tmp_path / "y.csv", "-w", wh)

@@ -285,6 +285,24 @@ def test_a_fifo_or_socket_planted_as_the_drop_lock_is_refused_at_once(tmp_path):
             sock.bind(str(drop / DROP_LOCK))
 
 
+def test_a_lock_file_this_account_cannot_open_at_all_is_refused(tmp_path):
+    """Attack 13 F2: another account's lock file of mode 0600 could not be opened even read-only, so the night
+    locked the folder instead, which never meets the other account's lock on the file: both nights ran. It is one
+    line now, nothing done, the trace left."""
+    from synthtrace.warehouse.drop import DROP_LOCK
+
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop)
+    (drop / DROP_LOCK).touch()
+    (drop / DROP_LOCK).chmod(0)  # as another account's 0600 file, for this account
+    p = subprocess.run([*_as_another_account(), sys.executable, "-m", "synthtrace.pipelines.cli", "nightly",
+                        "--drop", str(drop), "-w", str(tmp_path / "wh"), "--settle", "0"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, (p.stdout, p.stderr)
+    assert "another account's lock file, which this account cannot open" in p.stderr, p.stderr
+    assert prv.is_file() and not (tmp_path / "wh" / "runs").exists()
+
+
 def test_a_read_only_lock_file_on_a_file_system_that_locks_only_writable_files_is_refused(tmp_path, monkeypatch):
     """Attack 13 F2: on NFS (and CIFS) ``flock`` is a byte-range lock, which an exclusive one takes only on a file
     open for writing: another account's lock file, opened read-only, gave EBADF, which the night took for a file

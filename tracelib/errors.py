@@ -31,6 +31,11 @@ class TraceFormatError(BadInputError):
         super().__init__(f"{where}: {reason}")
 
 
+class TraceUnreadableError(TraceFormatError):
+    """A trace's file could not be read for a reason of the machine, not of its bytes (an I/O error, a stale NFS
+    handle, a time-out, no memory): the trace may well be sound, so a night leaves it where it is."""
+
+
 class TruncatedTraceError(TraceFormatError):
     """The trace ends mid-record (a killed job); ``--salvage`` keeps its complete records."""
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError, WarehouseError
@@ -102,8 +102,9 @@ def _open_lock(drop: Path) -> int:
     """A descriptor to ``flock`` for the drop folder ``drop``: its :data:`DROP_LOCK` file, made if missing (readable
     by all, writable by whom the folder lets write: another account's night into a shared drop opens it for
     writing too), opened read-only when it cannot be opened for writing (another account's file, a read-only
-    mount); the folder itself only when there is no such file and it cannot be made. Anything but a regular file
-    under the name (a symbolic link, a folder, a FIFO, a device) is refused (:func:`_refuse_planted`)."""
+    mount), refused when it cannot be opened at all; the folder itself only when there is no such file and it
+    cannot be made. Anything but a regular file under the name (a symbolic link, a folder, a FIFO, a device) is
+    refused (:func:`_refuse_planted`)."""
     path = drop / DROP_LOCK
     refused = (errno.EACCES, errno.EROFS, errno.EPERM)
     try:
@@ -129,6 +130,10 @@ def _open_lock(drop: Path) -> int:
                 _refuse_planted(path, stat.S_IFLNK if exc.errno == errno.ELOOP else stat.S_IFDIR)
             if exc.errno not in refused:
                 raise
+            if flags == os.O_RDONLY:  # attack 13: another account's 0600 file; the folder's lock never meets it
+                raise BadInputError(f"{path}: another account's lock file, which this account cannot open: this "
+                                    "night did nothing (it would run beside that account's nights); make the file "
+                                    "readable (chmod a+r; group-writable on NFS) or remove it") from None
         else:
             try:
                 _refuse_planted(path, os.fstat(fd).st_mode)
@@ -219,7 +224,9 @@ def is_machine_error(exc: BaseException) -> bool:
     """True for failures that say nothing about the trace (disk full, read-only warehouse, out of memory, a run
     that could not be stored): the trace stays for the next night, never quarantined."""
     # attack 7 A6: a run that could not be stored (its stage removed under it, a full disk) says nothing of the trace
-    return isinstance(exc, MemoryError | RunStoreError) or (isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS)
+    # attack 13: a trace that met a stale NFS handle or an I/O error while read is not a broken trace
+    return isinstance(exc, MemoryError | RunStoreError | TraceUnreadableError) or (
+        isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS)
 
 
 def is_warehouse_error(exc: BaseException, wh: Warehouse) -> bool:
@@ -324,6 +331,10 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
             known = content_id(source)
             run_id = known.run_id
         except Exception as exc:  # one trace's failure, of whatever kind, must not end the night
+            if isinstance(exc, TraceUnreadableError):  # the file system failed, perhaps for a moment: not the trace
+                waiting.append(LeftTrace(str(path), f"{exc.reason} (a failure of the file system, not of the trace: "
+                                                    "taken by a later night)"))
+                continue
             if is_machine_error(exc):
                 raise
             out.append(DroppedTrace(path, None, experiments[path], files=state))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import gzip
 import os  # [helper security]
 import warnings
@@ -20,7 +21,7 @@ import polars as pl
 from synthtrace.tracelib.domain.counter_sanity import ANOMALY_SCHEMA, AnomalyTally
 from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.formats.gzip_name import gzip_named, without_gzip
-from synthtrace.tracelib.errors import RecordsOutOfOrderError, TraceFormatError
+from synthtrace.tracelib.errors import RecordsOutOfOrderError, TraceFormatError, TraceUnreadableError
 from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_KEYS, UNCORE_SCHEMA
 
 
@@ -205,6 +206,12 @@ def open_bytes(path: Path) -> BinaryIO:
 
 #: What reading a trace file can raise besides format errors: I/O errors, a damaged or cut gzip stream.
 READ_ERRORS = (OSError, EOFError, zlib.error)
+#: errors of reading a file that say nothing of its bytes (a disk or a network file system failing, perhaps for a
+#: moment): :class:`TraceUnreadableError`, never taken for a broken trace (attack 13: a sound trace on an NFS drop
+#: that met ESTALE was quarantined)
+MACHINE_READ_ERRNOS = frozenset({errno.EIO, errno.ESTALE, errno.ETIMEDOUT, errno.EAGAIN, errno.EINTR, errno.ENOMEM,
+                                 errno.ENOLINK, errno.ECONNRESET, errno.ECONNABORTED, errno.ENOTCONN,
+                                 errno.EHOSTDOWN, errno.EHOSTUNREACH, errno.ENETDOWN, errno.ENETUNREACH})
 
 
 @contextlib.contextmanager
@@ -217,7 +224,8 @@ def reading(path: Path) -> Iterator[None]:
             reason = f"damaged or truncated gzip data ({exc})"
         else:
             reason = exc.strerror or str(exc)
-        raise TraceFormatError(path, None, f"cannot be read: {reason}") from None
+        machine = isinstance(exc, OSError) and exc.errno in MACHINE_READ_ERRNOS
+        raise (TraceUnreadableError if machine else TraceFormatError)(path, None, f"cannot be read: {reason}") from None
 
 
 class ContentHasher:

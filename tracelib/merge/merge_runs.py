@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -49,6 +50,7 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, call_structure, opened_by, opened_differently,
                                               pair_signals, sites_named, structure_share, structure_sums, unpaired,
@@ -126,14 +128,17 @@ class RunTables:
 
     run_id: str
     run_name: str
-    bursts: pl.DataFrame
+    #: a lazy scan is read when :func:`merge_runs` aligns the run and let go once it is aligned (issue 23: a
+    #: campaign's runs are not all held at once)
+    bursts: pl.DataFrame | pl.LazyFrame
     #: a lazy scan is read where the merge needs the calls and not held (issue 23: :func:`merge_runs` keeps what it
     #: derives from them, not the calls, while it aligns)
     mpi_calls: pl.DataFrame | pl.LazyFrame
     #: the trace's communication records (MESSAGE_SCHEMA of :mod:`synthtrace.tracelib.formats.bursts`: both ends'
     #: task, thread and logical time, size, tag), when the reader or the warehouse kept them; else None and the
-    #: logical messages come from the calls alone (:mod:`synthtrace.tracelib.merge.messages`)
-    messages: pl.DataFrame | None = None
+    #: logical messages come from the calls alone (:mod:`synthtrace.tracelib.merge.messages`); a lazy scan is read
+    #: as the bursts are
+    messages: pl.DataFrame | pl.LazyFrame | None = None
 
     @property
     def counters(self) -> list[str]:
@@ -141,7 +146,7 @@ class RunTables:
         cols = counter_columns(self.bursts)
         if not cols:
             return []
-        nn = self.bursts.select(pl.col(c).is_not_null().any() for c in cols).row(0)
+        nn = self.bursts.lazy().select(pl.col(c).is_not_null().any() for c in cols).collect().row(0)
         return [c for c, has in zip(cols, nn) if has]
 
 
@@ -149,6 +154,19 @@ def calls_of(run: RunTables) -> pl.DataFrame:
     """The run's MPI calls as a frame (read now when they are a lazy scan)."""
     calls = run.mpi_calls
     return calls.collect() if isinstance(calls, pl.LazyFrame) else calls
+
+
+def messages_of(run: RunTables) -> pl.DataFrame | None:
+    """The run's communication records as a frame (read now when they are a lazy scan), None when it has none."""
+    m = run.messages
+    return m.collect() if isinstance(m, pl.LazyFrame) else m
+
+
+def loaded(run: RunTables) -> RunTables:
+    """``run`` with its bursts (sorted as :func:`sort_bursts` sorts them) and communication records read, its calls
+    as they are (read where the merge derives what it needs from them)."""
+    bursts = run.bursts.collect() if isinstance(run.bursts, pl.LazyFrame) else run.bursts
+    return replace(run, bursts=sort_bursts(bursts), messages=messages_of(run))
 
 
 @dataclass(frozen=True)
@@ -190,9 +208,31 @@ class MergeOptions:
     align: AlignConfig = field(default_factory=AlignConfig)
 
 
+class PartedTable:
+    """A table written part by part as Parquet files, read or written whole without holding it in memory."""
+
+    def __init__(self, parts: Sequence[Path]):
+        self.parts = list(parts)
+
+    @property
+    def height(self) -> int:
+        return sum(pl.scan_parquet(p).select(pl.len()).collect().item() for p in self.parts)
+
+    def lazy(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.parts)
+
+    def collect(self) -> pl.DataFrame:
+        return self.lazy().collect()
+
+    def write_parquet(self, path: Path | str, **options) -> None:
+        """The parts as one Parquet file (streamed)."""
+        self.lazy().sink_parquet(path, **options)
+
+
 @dataclass
 class MergeResult:
-    """What :func:`merge_runs` returns (see module docstring)."""
+    """What :func:`merge_runs` returns (see module docstring; ``matches`` is a :class:`PartedTable` when the merge
+    wrote it a run at a time, ``merged`` too when a partitioned merge wrote it a group at a time)."""
 
     experiment: str
     reference_run_id: str
@@ -241,7 +281,16 @@ class Tally:
 
 
 @dataclass(frozen=True)
-class AlignedRun:
+class Compared:
+    """What the decisions (:func:`decide`) read of one other run's alignment beside its sums and samples: the
+    counters both runs recorded (``common``) and those the alignment compared (``features``)."""
+
+    common: tuple[str, ...]
+    features: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AlignedRun(Compared):
     """One other run aligned to the reference (what :func:`_align_other` returns), over the reference bursts it
     reports (all, or the tasks of one group of a partitioned merge).
 
@@ -260,8 +309,6 @@ class AlignedRun:
     original: RunTables
     renumbered: dict[int, int] | None
     matches: pl.DataFrame
-    common: tuple[str, ...]
-    features: tuple[str, ...]
     reference: pl.DataFrame
     source: pl.DataFrame
     share: pl.Series | None
@@ -274,6 +321,14 @@ class AlignedRun:
     def pairs(self) -> Pairs:
         m = self.matches
         return Pairs(self.reference, self.source, m.get_column("other_row"), m.get_column("match_score"), self.share)
+
+    def kept_pairs(self, counters: Sequence[str]) -> Pairs:
+        """:attr:`pairs` as the transfer reads them, without the runs' bursts (issue 23: what :func:`merge_runs`
+        keeps of a run once the next is aligned): the reference's common counters, the matched bursts' ``counters``
+        gathered (row i of ``source`` matched to reference row i; NULL when unmatched), the score and share."""
+        p = self.pairs
+        return Pairs(p.reference.select(self.common), p.source.select(pl.col(c).gather(p.other_row) for c in counters),
+                     paired_rows(p.other_row), p.score, p.share)
 
 
 class Pairs(NamedTuple):
@@ -307,6 +362,12 @@ class Sample:
         ref, src, m, long = (pl.concat([getattr(p, f) for p in parts]) for f in ("reference", "source", "matches",
                                                                                 "long"))
         return Sample(ref, src, _paired(m), long)
+
+
+def paired_rows(other_row: pl.Series) -> pl.Series:
+    """Row i on the matched rows of ``other_row`` (NULL on the others): the rows of a source gathered by it."""
+    return pl.Series(other_row.name, np.arange(other_row.len()), pl.Int64).scatter(
+        np.flatnonzero(other_row.is_null().to_numpy()), None)
 
 
 def _paired(m: pl.DataFrame) -> pl.DataFrame:
@@ -664,7 +725,7 @@ class Transfer:
 
 
 def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables], counters_of: dict[str, list[str]],
-           aligned: dict[str, AlignedRun], tallies: dict[str, Tally], samples: dict[str, Sample],
+           aligned: Mapping[str, Compared], tallies: dict[str, Tally], samples: dict[str, Sample],
            run_samples: dict[str, pl.DataFrame], recorded: Recorded, options: MergeOptions,
            notes: list[str], on_step: Callable[[str, int], None] | None = None, n_steps: int = 0) -> Transfer:
     """Source run and plan of every counter and the quality rows, from the tallies (sums over every reference
@@ -775,10 +836,18 @@ def check_counters(ref: RunTables, others: Sequence[RunTables], counters_of: dic
 
 
 def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions(),
-               experiment: str = "", on_step: Callable[[str, int], None] | None = None) -> MergeResult:
+               experiment: str = "", on_step: Callable[[str, int], None] | None = None,
+               spill: Path | None = None) -> MergeResult:
     """Align every run to the reference run and merge all counters into the reference run's bursts.
     ``on_step(what, total)`` is called as each step ends (one per other run aligned, one per counter merged;
     ``total``: the number of steps).
+
+    The other runs are aligned one at a time, each read then (when its tables are lazy scans) and let go once
+    aligned: what the later steps read of it is kept (its sums, choice samples and, when it recorded a counter the
+    reference did not, its pairs with the matched bursts' counters: :meth:`AlignedRun.kept_pairs`), its provenance
+    rows written to ``spill`` (an empty folder: the result's ``matches`` is then a :class:`PartedTable` over files
+    in it, to commit before removing it) or else held. Issue 23: memory does not grow with the number of runs but
+    by what the output holds.
 
     Raises :class:`TooFewRunsError` (fewer than two runs), :class:`UnknownReferenceError`,
     :class:`NotSameProgramError` (different tasks/threads, or runs whose call structure agrees on less than
@@ -788,24 +857,30 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     """
     if len(runs) < 2:
         raise TooFewRunsError(f"experiment {experiment!r} has {len(runs)} run(s); merging needs at least two")
-    # every frame below shares the row order of its run's sorted bursts: values move by row index, not by joins
-    runs = [replace(r, bursts=sort_bursts(r.bursts)) for r in runs]
     ri = choose_reference(runs, options.reference)
-    ref_run = runs[ri]
+    # every frame below shares the row order of its run's sorted bursts: values move by row index, not by joins
+    ref_run = loaded(runs[ri])
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
-    counters_of = {r.run_id: r.counters for r in runs}
+    counters_of = {r.run_id: r.counters for r in (ref_run, *others)}
     ref = Reference.of(ref_run, options, counters_of[ref_run.run_id],
                        compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others]))
     check_counters(ref_run, others, counters_of,
-                   lambda r: (ref.messages if r is ref_run else logical_messages(calls_of(r), r.messages)).height > 0,
-                   options)
+                   lambda r: (ref.messages if r is ref_run
+                              else logical_messages(calls_of(r), messages_of(r))).height > 0, options)
     n_ref = ref_run.bursts.height
     long_ref = ref_run.bursts.get_column("duration_ns") >= options.min_error_duration_ns
-    n_counters = len({c for r in runs for c in counters_of[r.run_id]})
+    n_counters = len({c for r in (ref_run, *others) for c in counters_of[r.run_id]})
     n_steps = len(others) + n_counters
-    aligned: dict[str, AlignedRun] = {}
-    for o in others:
+    compared: dict[str, Compared] = {}
+    tallies: dict[str, Tally] = {}
+    samples: dict[str, Sample] = {}
+    run_samples: dict[str, pl.DataFrame] = {}
+    pairs: dict[str, Pairs] = {}  # the runs that recorded a counter the reference did not: a source of it
+    whole: dict[str, AlignedRun] = {}  # estimate_unmatched reads the source runs' bursts and calls again
+    matches: list[pl.DataFrame | Path] = []
+    for j, lazy in enumerate(others):
+        o = loaded(lazy)
         check_same_layout(ref_run, o)  # the same tasks and threads, whatever their numbering
         renum = rank_correspondence(ref, o, options)
         if renum:
@@ -813,22 +888,34 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         common = [c for c in ref.counters if c in counters_of[o.run_id]]
         if msg := timing_only_note(ref_run, o, pick_features(common)):
             notes.append(msg)
-        aligned[o.run_id] = info = _align_other(ref, o, renum, counters_of[o.run_id], options)
+        info = _align_other(ref, o, renum, counters_of[o.run_id], options)
         check_same_program(ref_run, info.run, info.tally, options, notes)
+        compared[o.run_id] = Compared(info.common, info.features)
+        tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally, info.sample, info.run_sample
+        if set(counters_of[o.run_id]) - set(ref.counters):
+            pairs[o.run_id] = info.kept_pairs(counters_of[o.run_id])
+        if options.estimate_unmatched:
+            whole[o.run_id] = info
+        rows = provenance(experiment, info)
+        if spill is not None:
+            matches.append(spill / f"matches-{j:04d}.parquet")
+            rows.write_parquet(matches[-1])
+        else:
+            matches.append(rows)
+        del o, info, rows  # the run's tables, its match table and source: not held while the next is aligned
+        release_free_heap()  # and what they took handed back before the next is read
         if on_step:
-            on_step(f"aligned {o.run_name}", n_steps)
-    transfer = decide(ref_run, ref.counters, others, counters_of, aligned,
-                      {k: a.tally for k, a in aligned.items()}, {k: a.sample for k, a in aligned.items()},
-                      {k: a.run_sample for k, a in aligned.items()},
+            on_step(f"aligned {lazy.run_name}", n_steps)
+    transfer = decide(ref_run, ref.counters, others, counters_of, compared, tallies, samples, run_samples,
                       Recorded.of(ref_run.bursts, ref.counters, long_ref), options, notes, on_step, n_steps)
-    merged = merged_rows(ref_run.bursts, {k: a.pairs for k, a in aligned.items()}, transfer, experiment, ref_run)
+    merged = merged_rows(ref_run.bursts, pairs, transfer, experiment, ref_run)
     quality_rows = transfer.quality
     if options.estimate_unmatched:
-        merged, quality_rows = _with_estimates(merged, ref, aligned, transfer, options)
+        merged, quality_rows = _with_estimates(merged, ref, whole, transfer, options)
     quality = pl.DataFrame([{**asdict(q), "experiment": experiment, "reference_run": ref_run.run_name,
                              "n_bursts": n_ref} for q in quality_rows], schema=QUALITY_SCHEMA)
-    matches = pl.concat([provenance(experiment, aligned[o.run_id]) for o in others])
-    return MergeResult(experiment, ref_run.run_id, ref_run.run_name, merged, quality, matches, notes)
+    return MergeResult(experiment, ref_run.run_id, ref_run.run_name, merged, quality,
+                       PartedTable(matches) if spill is not None else pl.concat(matches), notes)
 
 
 def _with_estimates(merged: pl.DataFrame, ref: Reference, aligned: dict[str, AlignedRun], transfer: Transfer,

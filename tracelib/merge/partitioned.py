@@ -42,10 +42,11 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import sort_bursts
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, MergeOptions,
-                                                  MergeResult, OwnTasks, Pairs, Recorded,
+                                                  MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError,
                                                   _align_other, check_counters, compared_features, check_same_program,
-                                                  choose_reference, decide, merged_rows, pick_features, provenance,
+                                                  choose_reference, decide, merged_rows, paired_rows, pick_features,
+                                                  provenance,
                                                   renumbered_note, same_layout, timing_only_note)
 from synthtrace.tracelib.merge.ranks import rank_mapping
 from synthtrace.tracelib.thread_key import appl_base, task_key
@@ -139,35 +140,13 @@ def _partners(counts: pl.DataFrame) -> dict[int, set[int]]:
     return out
 
 
-class PartedTable:
-    """A table written part by part as Parquet files, read or written whole without holding it in memory."""
-
-    def __init__(self, parts: Sequence[Path]):
-        self.parts = list(parts)
-
-    @property
-    def height(self) -> int:
-        return sum(pl.scan_parquet(p).select(pl.len()).collect().item() for p in self.parts)
-
-    def lazy(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.parts)
-
-    def collect(self) -> pl.DataFrame:
-        return self.lazy().collect()
-
-    def write_parquet(self, path: Path | str, **options) -> None:
-        """The parts as one Parquet file (streamed)."""
-        self.lazy().sink_parquet(path, **options)
-
-
 def _part_columns(j: int, info: AlignedRun, counters: Sequence[str]) -> list[pl.Series]:
     """What a part keeps of other run ``j``'s pairs: the reference's common counters (``_r{j}_``), the matched
     bursts' counters (``_s{j}_``, NULL when unmatched), the match score and the piece's share."""
-    p = info.pairs
-    row = p.other_row
+    p = info.kept_pairs(counters)
     cols = [p.reference.get_column(c).alias(f"_r{j}_{c}") for c in info.common]
-    cols += [p.source.get_column(c).gather(row).alias(f"_s{j}_{c}") for c in counters]
-    cols += [p.score.alias(f"_score{j}"), (p.share if p.share is not None else pl.Series([1.0] * row.len()))
+    cols += [p.source.get_column(c).alias(f"_s{j}_{c}") for c in counters]
+    cols += [p.score.alias(f"_score{j}"), (p.share if p.share is not None else pl.Series([1.0] * p.score.len()))
              .cast(pl.Float64).alias(f"_share{j}")]
     return cols
 
@@ -175,8 +154,7 @@ def _part_columns(j: int, info: AlignedRun, counters: Sequence[str]) -> list[pl.
 def _pairs_of(part: pl.DataFrame, j: int, common: Sequence[str], counters: Sequence[str]) -> Pairs:
     """Other run ``j``'s pairs back from a part (row i of ``source`` matched to reference row i)."""
     score = part.get_column(f"_score{j}")
-    row = pl.Series("other_row", np.arange(part.height), pl.Int64).scatter(
-        np.flatnonzero(score.is_null().to_numpy()), None)
+    row = paired_rows(score).alias("other_row")
     return Pairs(part.select(pl.col(f"_r{j}_{c}").alias(c) for c in common),
                  part.select(pl.col(f"_s{j}_{c}").alias(c) for c in counters), row, score,
                  part.get_column(f"_share{j}"))
