@@ -50,49 +50,39 @@ def test_export_prv_refuses_a_gz_stem_in_any_case(tmp_path):
             _export_files(tmp_path / name)
 
 
+def _file_and_fifo(tmp_path: Path, run_cli, *command) -> tuple[bytes, bytes]:
+    """The bytes ``synthtrace COMMAND -o X`` writes into a regular file ``ff.csv.gz`` and into a FIFO of that name
+    (read by a thread while the command writes)."""
+    (tmp_path / "file").mkdir()
+    code, _, err = run_cli(*command, "-o", tmp_path / "file" / "ff.csv.gz")
+    assert code == 0, err
+    fifo = tmp_path / "ff.csv.gz"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    try:
+        code, _, err = run_cli(*command, "-o", fifo)
+    finally:
+        if reader.is_alive():  # nothing was written: let the reader end
+            with open(fifo, "wb"):
+                pass
+        reader.join()
+    assert code == 0, err
+    return (tmp_path / "file" / "ff.csv.gz").read_bytes(), got[0]
+
+
 def test_a_fifo_named_gz_gets_gzip_as_a_file_of_that_name(gz_upper, tmp_path, run_cli):
     """A FIFO named ``ff.csv.gz`` got plain CSV where a regular ``ff.csv.gz`` gets gzip (``zcat ff.csv.gz`` failed):
     the same name gives the same bytes whatever the file type."""
     wh = tmp_path / "wh"
     assert run_cli("ingest", gz_upper, "-w", wh)[0] == 0
-    query = "SELECT 42 AS answer"
-    (tmp_path / "file").mkdir()
-    assert run_cli("sql", query, "-w", wh, "-o", tmp_path / "file" / "ff.csv.gz")[0] == 0
-    fifo = tmp_path / "ff.csv.gz"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
-    try:
-        code, _, err = run_cli("sql", query, "-w", wh, "-o", fifo)
-    finally:
-        if reader.is_alive():  # nothing was written: let the reader end
-            with open(fifo, "wb"):
-                pass
-        reader.join()
-    assert code == 0, err
-    assert got[0] == (tmp_path / "file" / "ff.csv.gz").read_bytes()
-    assert gzip.decompress(got[0]) == b'"answer"\n42\n'
+    in_file, in_fifo = _file_and_fifo(tmp_path, run_cli, "sql", "SELECT 42 AS answer", "-w", wh)
+    assert in_fifo == in_file and gzip.decompress(in_fifo) == b'"answer"\n42\n'
 
 
 def test_an_export_into_a_fifo_named_gz_gets_gzip_as_a_file_of_that_name(merged_lulesh, tmp_path, run_cli):
     """``export -o ff.csv.gz`` into a FIFO wrote plain CSV where a regular file of that name gets gzip, as ``sql``
     did (attack 12): the same bytes whatever the file type."""
-    wh = merged_lulesh
-    (tmp_path / "file").mkdir()
-    code, _, err = run_cli("export", "lulesh-8r", "--format", "csv", "-o", tmp_path / "file" / "ff.csv.gz", "-w", wh)
-    assert code == 0, err
-    fifo = tmp_path / "ff.csv.gz"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
-    try:
-        code, _, err = run_cli("export", "lulesh-8r", "--format", "csv", "-o", fifo, "-w", wh)
-    finally:
-        if reader.is_alive():  # nothing was written: let the reader end
-            with open(fifo, "wb"):
-                pass
-        reader.join()
-    assert code == 0, err
-    assert gzip.decompress(got[0]) == gzip.decompress((tmp_path / "file" / "ff.csv.gz").read_bytes())
+    in_file, in_fifo = _file_and_fifo(tmp_path, run_cli, "export", "lulesh-8r", "--format", "csv", "-w", merged_lulesh)
+    assert gzip.decompress(in_fifo) == gzip.decompress(in_file)
