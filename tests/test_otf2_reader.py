@@ -569,6 +569,54 @@ def test_grouped_pairing_keeps_self_communicators_and_sends_to_no_rank():
     assert_frame_equal(match_messages(p2p, ranks, {9}, group_rows=1), whole)
 
 
+def test_a_task_receiving_from_every_rank_is_paired_a_share_of_its_senders_at_a_time(monkeypatch):
+    """Attack 13 F8: the records were paired a group of whole receiving tasks at a time, so a run whose messages all
+    go to one rank (master/worker, a gather written with point-to-point, an I/O rank) was paired in one piece: 1.5 GB
+    for a 369 MB archive. Such a task's records are paired a group of sending tasks at a time, once its receives
+    are resolved (each Irecv's request time, each Mrecv's probe): no piece is far over the group size, and the
+    messages are those of the whole pairing (Irecvs completed in reverse order, blocking receives, an Mrecv)."""
+    from synthtrace.tracelib.formats.otf2 import messages
+    from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
+
+    senders, steps, rows = 12, 40, []
+    pos = defaultdict(int)
+
+    def record(task, kind, t, peer, tag, req):
+        pos[task] += 1
+        rows.append((task, 1, kind, t, pos[task], peer, 0, tag, 64, req))
+
+    for k in range(steps):
+        base = 10_000 * k
+        for i in range(1, senders + 1):  # rank 0 posts a receive per sender, then completes them in reverse
+            record(0, _IRECV_REQ, base + i, 0, 0, k * 100 + i)
+        for i in range(1, senders + 1):
+            record(i, _ISEND, base + 100 + i, 0, 7, 0)
+            record(i, _SEND, base + 3000 + i, 0, 9, 0)
+        for i in range(senders, 0, -1):
+            record(0, _IRECV, base + 2000 + i, i, 7, k * 100 + i)
+        for i in range(1, senders + 1):  # blocking receives, and the last sender's by MPI_Mprobe + MPI_Mrecv
+            if i < senders:
+                record(0, _RECV, base + 4000 + i, i, 9, 0)
+            else:
+                record(0, _PROBE, base + 4000 + i, i, 9, 10_000 + k)
+                record(0, _MRECV, base + 4100 + i, 0, 0, 10_000 + k)
+    p2p = pl.DataFrame(rows, schema=messages._P2P_SCHEMA, orient="row")
+    ranks = pl.DataFrame({"comm": [0] * (senders + 1), "rank": list(range(senders + 1)),
+                          "task": list(range(senders + 1))},
+                         schema={"comm": pl.Int64, "rank": pl.Int64, "task": pl.Int32})
+    whole = messages.match_messages(p2p, ranks, set(), group_rows=p2p.height)
+    assert whole.height == 2 * senders * steps and whole["s_time_ns"].null_count() == 0
+    assert whole["r_time_ns"].null_count() == 0
+    irecvs = whole.filter(pl.col("tag") == 7).select("s_task", "r_time_ns").sort("s_task", "r_time_ns").rows()
+    assert irecvs == sorted((i, 10_000 * k + i) for k in range(steps) for i in range(1, senders + 1))  # requests
+    pieces: list[int] = []
+    pairs = messages._pairs
+    monkeypatch.setattr(messages, "_pairs", lambda lf, *a: pieces.append(lf.select(pl.len()).collect().item())
+                        or pairs(lf, *a))
+    assert_frame_equal(messages.match_messages(p2p, ranks, set(), group_rows=200), whole)
+    assert len(pieces) > 1 and max(pieces) <= 2 * 200, pieces  # a group of whole senders: ~200 records
+
+
 def test_streaming_parts_and_progress(synthetic):
     trace = Otf2Trace(synthetic, chunk_events=4)
     seen: list[int] = []

@@ -194,11 +194,12 @@ def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
     ranks = comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
     self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
     group_rows = MATCH_ROWS if group_rows is None else group_rows
-    groups = [p2p] if p2p.height <= group_rows else _receiver_groups(
-        p2p, peer_tasks(p2p, comm_ranks, self_comms), group_rows)
+    groups = [p2p] if p2p.height <= group_rows else _groups_of(
+        p2p, _receiving_tasks(p2p, peer_tasks(p2p, comm_ranks, self_comms)), group_rows)
+    parts = (part for group in groups for part in _sender_parts(group, comm_ranks, self_comms, group_rows))
     pieces, bad = [], []
-    for group in groups:
-        m = _pairs(group.lazy(), ranks, self_list)
+    for part in parts:
+        m = _pairs(part.lazy(), ranks, self_list)
         bad.append(_own_order_violations(m))
         pieces.append(m.select(
             pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
@@ -216,14 +217,52 @@ def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
     return pl.concat(pieces), pl.concat(bad)
 
 
-def _receiver_groups(p2p: pl.DataFrame, peers: np.ndarray, group_rows: int) -> Iterator[pl.DataFrame]:
-    """``p2p`` in groups of the records of whole receiving tasks (:func:`_receiving_tasks`), about ``group_rows``
-    records each."""
-    receiving = _receiving_tasks(p2p, peers)
-    tasks, counts = np.unique(receiving, return_counts=True)
+def _groups_of(p2p: pl.DataFrame, tasks_of: np.ndarray, group_rows: int) -> Iterator[pl.DataFrame]:
+    """``p2p`` in groups of the records of whole tasks (``tasks_of``: each record's receiving, or sending, task),
+    about ``group_rows`` records each."""
+    tasks, counts = np.unique(tasks_of, return_counts=True)
     group_of = (np.cumsum(counts) - 1) // group_rows
     for g in np.unique(group_of):
-        yield p2p[np.flatnonzero(np.isin(receiving, tasks[group_of == g]))]  # a gather: Polars' filter held 6x
+        yield p2p[np.flatnonzero(np.isin(tasks_of, tasks[group_of == g]))]  # a gather: Polars' filter held 6x
+
+
+def _sender_parts(group: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
+                  group_rows: int) -> Iterator[pl.DataFrame]:
+    """``group`` (the records of whole receiving tasks) as it is, or, past ``group_rows`` records (one task that
+    receives from many: master/worker, a gather written with point-to-point, an I/O rank; attack 13 F8: its one
+    group was paired at once, 1.5 GB for a 369 MB archive), in parts of whole sending tasks. Its receives are
+    resolved first (:func:`_resolved_receives`), so that every record a message's pairing reads (its send, its
+    receive) names the part's sending task: MPI pairs messages within a (sender, receiver, communicator, tag)."""
+    if group.height <= group_rows:
+        yield group
+        return
+    sends = pl.col("kind").is_in(_SEND_KINDS)
+    resolved = pl.concat([group.filter(sends).with_columns(pl.lit(None, pl.Int64).alias("req_ns")),
+                          _resolved_receives(group.filter(~sends), group_rows)])
+    del group
+    is_send = np.isin(resolved.get_column("kind").to_numpy(), _SEND_KINDS)
+    senders = np.where(is_send, resolved.get_column("task").to_numpy(), peer_tasks(resolved, comm_ranks, self_comms))
+    yield from _groups_of(resolved, senders, group_rows)
+
+
+def _resolved_receives(receives: pl.DataFrame, group_rows: int) -> pl.DataFrame:
+    """The receives of ``receives`` (a receiving task's records but its sends) as :func:`_pairs` reads them,
+    with nothing left to look up elsewhere: an ``MpiMrecv`` with its probe's sender, communicator and tag
+    (:func:`_matched_probes_as_receives`), an ``MpiIrecv`` with its ``MpiIrecvRequest``'s time as ``req_ns``
+    (NULL for the others); requests and probes dropped. Both look-ups are within a (thread, request or message
+    id), so they are done a share of the ids at a time (about ``group_rows`` records each)."""
+    shares = min(max(1, -(-receives.height // group_rows)), 64)  # each a pass over the receives
+    out = []
+    for share in range(shares):
+        lf = _matched_probes_as_receives(receives.lazy().filter(pl.col("req") % shares == share))
+        requests = (lf.filter(pl.col("kind") == _IRECV_REQ)
+                    .select("task", "thread", "req", "pos", pl.col("time_ns").alias("req_ns")).sort("pos"))
+        out.append(lf.filter(pl.col("kind").is_in([_RECV, _IRECV])).sort("pos")
+                   .join_asof(requests, on="pos", by=["task", "thread", "req"], strategy="backward",
+                              check_sortedness=False)
+                   .with_columns(pl.when(pl.col("kind") == _IRECV).then(pl.col("req_ns")).cast(pl.Int64))
+                   .collect())
+    return pl.concat(out)
 
 
 def _receiving_tasks(p2p: pl.DataFrame, peers: np.ndarray) -> np.ndarray:
@@ -237,9 +276,11 @@ def _pairs(lf: pl.LazyFrame, ranks: pl.LazyFrame, self_list: pl.Series) -> pl.Da
     """The sends and receives of ``lf`` paired (:func:`match_messages`): per message the send's task, thread, time
     ``t``, record position and size, the receive's task, thread, logical time ``r_t``, completion ``r_done`` and
     size, the communicator and tag."""
-    lf = _matched_probes_as_receives(lf)
-    requests = (lf.filter(pl.col("kind") == _IRECV_REQ)
-                .select("task", "thread", "req", "pos", pl.col("time_ns").alias("req_ns")).sort("pos"))
+    resolved = "req_ns" in lf.collect_schema()  # by _sender_parts: no request nor probe left to look up
+    if not resolved:
+        lf = _matched_probes_as_receives(lf)
+        requests = (lf.filter(pl.col("kind") == _IRECV_REQ)
+                    .select("task", "thread", "req", "pos", pl.col("time_ns").alias("req_ns")).sort("pos"))
 
     def with_peer(kinds: list[int]) -> pl.LazyFrame:
         return (lf.filter(pl.col("kind").is_in(kinds)).drop("req" if _IRECV not in kinds else [])
@@ -253,8 +294,11 @@ def _pairs(lf: pl.LazyFrame, ranks: pl.LazyFrame, self_list: pl.Series) -> pl.Da
                      pl.col("peer_task").alias("r_task"), "comm", "tag", pl.col("time_ns").alias("t"), "pos",
                      pl.col("size").alias("s_size"))
              .sort([*key, "t", "pos"]).with_columns(pl.int_range(pl.len()).over(key).alias("_k")))
-    recvs = (with_peer([_RECV, _IRECV]).sort("pos")
-             .join_asof(requests, on="pos", by=["task", "thread", "req"], strategy="backward", check_sortedness=False)
+    recvs = with_peer([_RECV, _IRECV]).sort("pos")
+    if not resolved:
+        recvs = recvs.join_asof(requests, on="pos", by=["task", "thread", "req"], strategy="backward",
+                                check_sortedness=False)
+    recvs = (recvs
              .select(pl.col("peer_task").alias("s_task"), pl.col("task").alias("r_task"),
                      pl.col("thread").alias("r_thread"), "comm", "tag",
                      pl.when((pl.col("kind") == _IRECV) & pl.col("req_ns").is_not_null())
