@@ -140,3 +140,31 @@ def test_unnamed_channels_are_not_checked():
     tight = calls.with_columns(pl.Series("t", [0, 100, 200, 300, 5, 105, 205, 305]))
     e = message_ends(tight, tight)
     assert (e.get_column("smsg")[:4].to_numpy() == e.get_column("rmsg")[4:].to_numpy()).all()
+
+
+def test_a_message_is_numbered_among_its_channels_messages_whatever_the_channel_values():
+    """Issue 23: the messages' numbering (``k``, each message's rank among its channel's earlier ones) sorts one
+    channel id instead of ten key arrays (~880 MB of a 2 GB OTF2 archive's 6.5 M messages). The id must keep every
+    channel apart: NULL ends, negative and full-range 64-bit tags and communicators, sparse and dense values; ``k``
+    is the window over the channel's columns on every such frame."""
+    import numpy as np
+
+    from synthtrace.tracelib.merge.messages import CHANNEL, _rank_in_channel
+
+    rng = np.random.default_rng(7)
+    for trial in range(120):
+        n = int(rng.integers(0, 2000))
+        wide = trial % 3 == 0
+
+        def column(low: int, high: int, nulls: float, dtype: pl.DataType, n: int = n) -> pl.Series:
+            s = pl.Series(rng.integers(low, high, n, dtype=np.int64), dtype=dtype)
+            return s.set(pl.Series(rng.random(n) < nulls), None) if n else s
+
+        m = pl.DataFrame({
+            "appl": column(0, 3, 0.05, pl.Int32),
+            "comm": column(-2**62, 2**62, 0.1, pl.Int64) if wide else column(-1, 4, 0.1, pl.Int64),
+            "sender": column(-2**31, 2**31 - 1, 0.2, pl.Int32) if wide else column(-1, 6, 0.2, pl.Int32),
+            "receiver": column(0, 6, 0.2, pl.Int32),
+            "tag": column(-2**63, 2**63 - 1, 0.1, pl.Int64) if wide else column(0, 3, 0.1, pl.Int64)})
+        window = m.select(pl.int_range(pl.len(), dtype=pl.Int64).over(CHANNEL)).to_series().to_numpy()
+        assert np.array_equal(_rank_in_channel(m), window), trial
