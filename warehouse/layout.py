@@ -212,12 +212,18 @@ class Warehouse:
                 d.mkdir(parents=True, exist_ok=True)
             (self.root / MARKER).touch(exist_ok=True)
         except OSError as exc:
-            if existed and exc.errno in _CANNOT_WRITE:  # attack 8 B10: it is there, it cannot be written
-                raise ReadOnlyWarehouseError(f"{self.root}: the warehouse is read-only for this command "
-                                             f"({exc.strerror}); nothing was changed") from None
+            if existed:  # attack 8 B10: it is there, it cannot be written
+                self._refuse_read_only(exc)
             raise WarehouseError(f"{self.root}: cannot create the warehouse ({exc.strerror})") from None
         self._clear_stale_staging()
         return self
+
+    def _refuse_read_only(self, exc: OSError) -> None:
+        """Raise :class:`ReadOnlyWarehouseError` when ``exc`` says the warehouse cannot be written (a read-only
+        mount, no permission); return otherwise."""
+        if exc.errno in _CANNOT_WRITE:
+            raise ReadOnlyWarehouseError(f"{self.root}: the warehouse is read-only for this command "
+                                         f"({exc.strerror}); nothing was changed") from None
 
     @contextlib.contextmanager
     def removed_if_unused(self) -> Iterator[Warehouse]:
@@ -409,7 +415,11 @@ class Warehouse:
         self.check_layout()
         with self.lease() as owner:
             folder = self.staging_dir / f"{what}-{target.name}.{uuid.uuid4().hex[:8]}.{owner}"
-            folder.mkdir(parents=True)
+            try:
+                folder.mkdir(parents=True)
+            except OSError as exc:  # the first write of a merge that reads its runs from a spill (dc6588f)
+                self._refuse_read_only(exc)
+                raise
             try:
                 yield folder
             except Exception as exc:
