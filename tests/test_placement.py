@@ -76,28 +76,25 @@ def test_placing_a_trace_reads_only_its_folders_runs(tmp_path, monkeypatch, run_
 
 
 @pytest.mark.real_traces
-def test_a_removed_runs_entry_is_forgotten_and_a_read_only_index_is_only_read(tmp_path, monkeypatch):
-    """The index entry of a run removed since (``runs rm``) is forgotten by the placement that finds it gone; where
-    the warehouse cannot be written (a read-only mount), it is left, and the trace is placed all the same."""
-    import errno
+def test_placing_a_trace_only_reads_the_index_and_runs_rm_forgets_its_entries(tmp_path, monkeypatch):
+    """Placing a trace never writes the index (a refused ingest, or one into a read-only warehouse, changes
+    nothing): the entry of a run deleted by hand is skipped, the trace placed all the same; ``runs rm``, the writer
+    that removes runs, removes their entries."""
     import shutil
     from pathlib import Path
 
     from synthtrace.warehouse import folder_index
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace
+    from synthtrace.warehouse.run_admin import remove_runs
 
     wh = Warehouse(tmp_path / "wh")
     gone = ingest_trace(wh, copy_trace(LULESH_A, tmp_path / "lulesh"), default_experiment="lulesh").run_id
-    ingest_trace(wh, copy_trace(PRIME, tmp_path / "primes"))
+    kept = ingest_trace(wh, copy_trace(PRIME, tmp_path / "primes")).run_id
     shutil.rmtree(wh.run_dir(gone))
     new = copy_trace(LULESH_B, tmp_path / "lulesh")
-
-    def read_only(self, *_a, **_k):
-        raise OSError(errno.EROFS, "Read-only file system")
-
     with monkeypatch.context() as m:
-        m.setattr(Path, "unlink", read_only)
+        m.setattr(Path, "unlink", lambda *_a, **_k: pytest.fail("placement wrote the index"))
         assert experiment_names([new], wh)[0] == {new: "lulesh"}
     assert folder_index.folder_runs(wh, "lulesh") == {"lulesh2.0": [gone]}
-    assert experiment_names([new], wh)[0] == {new: "lulesh"}
-    assert folder_index.folder_runs(wh, "lulesh") == {}
+    remove_runs(wh, [kept])
+    assert folder_index.folder_runs(wh, "primes") == {}

@@ -6,14 +6,15 @@ trace came from (what names its default experiment, :func:`~synthtrace.warehouse
 ``<program>`` the run's program identity (:func:`~synthtrace.warehouse.programs.program_identity`), both as
 :func:`~synthtrace.warehouse.names.file_name` makes them. An ingest writes its run's entry before its commit (a crash
 after the commit leaves no run unindexed) and again after it (a reader may have removed it meanwhile, its run not
-there yet). An entry whose run is gone is removed by the reader that finds it so; the run's experiment is read from
-the run itself (``runs move`` changes it without touching the index). A warehouse written before the index is
+there yet). Readers never change it: an entry whose run is gone is skipped, and removed by ``runs rm``
+(:func:`forget_runs`) or left, if the run folder was deleted by hand; the run's experiment is read from the run
+itself (``runs move`` changes it without touching the index). A warehouse written before the index is
 indexed once, from its runs table, on the first read (:data:`COMPLETE` then marks it).
 """
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from synthtrace.warehouse.layout import Warehouse
@@ -53,11 +54,12 @@ def committing(wh: Warehouse, folder: str, program: str, run_id: str) -> Iterato
     if not complete(wh):
         yield
         return
+    made = not (index_root(wh) / file_name(folder) / file_name(program) / run_id).exists()
     remember(wh, folder, program, run_id)
     try:
         yield
     except BaseException:
-        if not wh.run_dir(run_id).exists():
+        if made and not wh.run_dir(run_id).exists():  # an entry that was there (a run deleted by hand) stays
             forget(wh, folder, file_name(program), run_id)
         raise
 
@@ -65,10 +67,22 @@ def committing(wh: Warehouse, folder: str, program: str, run_id: str) -> Iterato
 def forget(wh: Warehouse, folder: str, program_file: str, run_id: str) -> None:
     """Remove the entry of a run that is gone (``program_file``: its program as :func:`folder_runs` names it; the
     empty folders too, when no entry is left)."""
-    entry = index_root(wh) / file_name(folder) / program_file
-    with contextlib.suppress(OSError):  # a read-only warehouse: the entry stays, read again (its run is still gone)
-        (entry / run_id).unlink(missing_ok=True)
-    for empty in (entry, entry.parent):
+    _forget_entry(index_root(wh) / file_name(folder) / program_file / run_id)
+
+
+def forget_runs(wh: Warehouse, run_ids: Iterable[str]) -> None:
+    """Remove the entries of runs a writer removed (``runs rm``), wherever their folder and program put them."""
+    wanted = set(run_ids)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for folder in index_root(wh).iterdir():
+            for program in folder.iterdir() if folder.is_dir() else ():
+                for run_id in wanted.intersection(e.name for e in program.iterdir()) if program.is_dir() else ():
+                    _forget_entry(program / run_id)
+
+
+def _forget_entry(entry: Path) -> None:
+    entry.unlink(missing_ok=True)
+    for empty in (entry.parent, entry.parent.parent):
         with contextlib.suppress(OSError):  # not empty (another run, a concurrent ingest): kept
             empty.rmdir()
 

@@ -148,7 +148,8 @@ def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[di
 def _folder_experiments(wh: Warehouse, folders: Iterable[str]) -> dict[str, dict[str, str]]:
     """Trace folder name -> program identity (as its file name) -> the experiment of its first stored run (by run
     id) from that folder, for ``folders``: from the index (:mod:`~synthtrace.warehouse.folder_index`), a run read per
-    program, an entry whose run is gone forgotten, a damaged run skipped (its ingest replaces it); from the runs
+    program, an entry whose run is gone skipped (nothing written: a refused ingest changes nothing), a damaged run
+    skipped (its ingest replaces it); from the runs
     table while the warehouse is not indexed yet (written before the index: its next commit indexes it)."""
     out: dict[str, dict[str, str]] = {}
     if not wh.runs_dir.is_dir():
@@ -164,8 +165,6 @@ def _folder_experiments(wh: Warehouse, folders: Iterable[str]) -> dict[str, dict
                 if (row := existing_run(wh, run_id)) is not None:
                     out.setdefault(folder, {})[program] = row["experiment"]
                     break
-                if not wh.run_dir(run_id).exists():
-                    folder_index.forget(wh, folder, program, run_id)
     return out
 
 
@@ -429,9 +428,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
                             "already", summary.n_bursts, summary.n_calls)
     remember_program(wh, program, run_id)  # issue 26 item 6: the next ingest matches it without a scan of runs
-    if folder_index.complete(wh):  # again: a reader may have forgotten it while the run was not there yet
-        folder_index.remember(wh, *placed)
-    else:  # the first commit into a warehouse written before the index (or a new one) indexes every run
+    if not folder_index.complete(wh):  # the first commit into a warehouse written before the index (or a new one)
         _index_folders(wh)
     superseded = _runs_without_pcf(wh, source, path, run_id)
     for old in superseded:

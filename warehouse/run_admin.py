@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.errors import DamagedPartError, UnknownExperimentError
 from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
 from synthtrace.warehouse.names import name_problem
@@ -161,6 +162,7 @@ def remove_runs(wh: Warehouse, refs: Sequence[str]) -> AdminResult:
         invalidated = invalidate_experiments(wh, _experiments_of(runs))
         for run_id in runs.get_column("run_id"):
             wh.remove(wh.run_dir(run_id))
+        folder_index.forget_runs(wh, runs.get_column("run_id"))
     return AdminResult(runs, invalidated)
 
 
