@@ -19,7 +19,6 @@ from synthtrace.pipelines.cli_app import (
     console,
     err_console,
     output_file,
-    print_note,
     print_table,
 )
 from synthtrace.pipelines.cli_base import (
@@ -28,6 +27,7 @@ from synthtrace.pipelines.cli_base import (
     output_folder,
     output_option,
     output_target,
+    print_merge_coverage_notes,
     print_written,
     staged_folder,
 )
@@ -151,8 +151,7 @@ def archetypes(
             )
         elif "skipped" in d:
             err_console.print(f"discovery skipped: {d['skipped']}")
-        if (note := exp.merge_coverage_note()) is not None:
-            print_note(note)
+        print_merge_coverage_notes(wh, [exp.name])
 
 
 def report(
@@ -188,8 +187,7 @@ def report(
         build(wh, NightSettings(machine), target, experiment=experiment, thresholds=th, plot_dir=plot_dir,
               on_step=step)
     print_written(f"report written to {out}", out)
-    for note in filter(None, (wh.experiment(n).merge_coverage_note() for n in report_sections(wh, experiment))):
-        print_note(note)  # also a banner of its section
+    print_merge_coverage_notes(wh, report_sections(wh, experiment))  # also a banner of its section
 
 
 def machines(

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NoReturn, Self
 
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
     from rich.progress import Progress, ProgressColumn
     from rich.table import Table
+
+    from synthtrace.warehouse import Warehouse
 
 class _Console(Console):
     """A rich console whose closed output (``| head -1``) ends the command quietly (:class:`OutputClosed`)."""
@@ -95,6 +97,13 @@ def print_warning(message: str) -> None:
 def print_note(message: str) -> None:
     """One literal ``note:`` line on stderr."""
     _say("note:", "dim", message)
+
+
+def print_merge_coverage_notes(wh: Warehouse, experiments: Iterable[str]) -> None:
+    """A note per experiment whose merge leaves some of its runs out, for the commands that read merges (attack 12
+    F9, attack 13: archetypes, export, report, train, predict)."""
+    for note in filter(None, (wh.experiment(name).merge_coverage_note() for name in experiments)):
+        print_note(note)
 
 
 def print_table(table: Table) -> None:

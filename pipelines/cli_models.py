@@ -19,6 +19,7 @@ from synthtrace.pipelines.cli_app import (
     print_warning,
     print_table,
 )
+from synthtrace.pipelines.cli_base import print_merge_coverage_notes
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import Warehouse
@@ -90,18 +91,9 @@ def train(
     if r["status"] == "rejected":
         print_warning(f"{r['model_id']} is not clearly better than the training mean ({rejection_reason(r)}); "
                       f"registered as rejected: predict uses it only with --model {r['model_id']}")
-    _say_merges_not_covering(Warehouse(warehouse), r["experiments"])
+    print_merge_coverage_notes(Warehouse(warehouse), r["experiments"])
     if compare:
         _print_comparison(Warehouse(warehouse), target, model, _split(experiments), seed, folds)
-
-
-def _say_merges_not_covering(wh: Warehouse, experiments: list[str]) -> None:
-    """A note per experiment whose merge, which train and predict read, leaves some of its runs out (attack 13:
-    archetypes, export and report said it, train and predict read the same merge without a word)."""
-    from synthtrace.pipelines.cli_base import print_note
-
-    for note in filter(None, (wh.experiment(name).merge_coverage_note() for name in experiments)):
-        print_note(note)
 
 
 def _print_comparison(wh: Warehouse, target: str, kind: str, experiments: list[str] | None, seed: int,
@@ -190,7 +182,7 @@ def predict(
                       f"{m.model_id} learned from ({error.n_shorter} shorter not scored)", soft_wrap=True)
     else:
         console.print(f"no measured {m.record['target']} in {experiment} to compare with")
-    _say_merges_not_covering(wh, [experiment])
+    print_merge_coverage_notes(wh, [experiment])
 
 
 def detect(
