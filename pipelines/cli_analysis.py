@@ -151,7 +151,7 @@ def archetypes(
             )
         elif "skipped" in d:
             err_console.print(f"discovery skipped: {d['skipped']}")
-        print_merge_coverage_notes(wh, [exp.name])
+        print_merge_coverage_notes([exp])
 
 
 def report(
@@ -187,7 +187,7 @@ def report(
         build(wh, NightSettings(machine), target, experiment=experiment, thresholds=th, plot_dir=plot_dir,
               on_step=step)
     print_written(f"report written to {out}", out)
-    print_merge_coverage_notes(wh, report_sections(wh, experiment))  # also a banner of its section
+    print_merge_coverage_notes(map(wh.experiment, report_sections(wh, experiment)))  # also a banner of its section
 
 
 def machines(

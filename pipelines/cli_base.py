@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn
     from rich.table import Table
 
-    from synthtrace.warehouse import Warehouse
+    from synthtrace.warehouse.experiment import Experiment
 
 class _Console(Console):
     """A rich console whose closed output (``| head -1``) ends the command quietly (:class:`OutputClosed`)."""
@@ -99,10 +99,11 @@ def print_note(message: str) -> None:
     _say("note:", "dim", message)
 
 
-def print_merge_coverage_notes(wh: Warehouse, experiments: Iterable[str]) -> None:
+def print_merge_coverage_notes(experiments: Iterable[Experiment]) -> None:
     """A note per experiment whose merge leaves some of its runs out, for the commands that read merges (attack 12
-    F9, attack 13: archetypes, export, report, train, predict)."""
-    for note in filter(None, (wh.experiment(name).merge_coverage_note() for name in experiments)):
+    F9, attack 13: archetypes, export, report, train, predict); the command's own :class:`Experiment` objects, so
+    that the runs table is not read again."""
+    for note in filter(None, (exp.merge_coverage_note() for exp in experiments)):
         print_note(note)
 
 

@@ -91,7 +91,7 @@ def train(
     if r["status"] == "rejected":
         print_warning(f"{r['model_id']} is not clearly better than the training mean ({rejection_reason(r)}); "
                       f"registered as rejected: predict uses it only with --model {r['model_id']}")
-    print_merge_coverage_notes(Warehouse(warehouse), r["experiments"])
+    print_merge_coverage_notes(map(Warehouse(warehouse).experiment, r["experiments"]))
     if compare:
         _print_comparison(Warehouse(warehouse), target, model, _split(experiments), seed, folds)
 
@@ -182,7 +182,7 @@ def predict(
                       f"{m.model_id} learned from ({error.n_shorter} shorter not scored)", soft_wrap=True)
     else:
         console.print(f"no measured {m.record['target']} in {experiment} to compare with")
-    print_merge_coverage_notes(wh, [experiment])
+    print_merge_coverage_notes([wh.experiment(experiment)])
 
 
 def detect(
