@@ -5,12 +5,12 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
 from synthtrace.tracelib.errors import BadInputError
+from testing.fifo_reader import reading
 from testing.traces import PRIME
 
 pytestmark = pytest.mark.real_traces
@@ -58,18 +58,10 @@ def _file_and_fifo(tmp_path: Path, run_cli, *command) -> tuple[bytes, bytes]:
     assert code == 0, err
     fifo = tmp_path / "ff.csv.gz"
     os.mkfifo(fifo)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
-    try:
+    with reading(fifo) as got:  # open before the command runs: it refuses a FIFO that no process reads
         code, _, err = run_cli(*command, "-o", fifo)
-    finally:
-        if reader.is_alive():  # nothing was written: let the reader end
-            with open(fifo, "wb"):
-                pass
-        reader.join()
     assert code == 0, err
-    return (tmp_path / "file" / "ff.csv.gz").read_bytes(), got[0]
+    return (tmp_path / "file" / "ff.csv.gz").read_bytes(), bytes(got)
 
 
 def test_a_fifo_named_gz_gets_gzip_as_a_file_of_that_name(gz_upper, tmp_path, run_cli):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import threading
 from pathlib import Path
 
 import pytest
 
 from synthtrace.warehouse.layout import Warehouse
+from testing.fifo_reader import reading
 
 
 @pytest.fixture
@@ -57,27 +57,6 @@ def test_simulate_into_the_warehouse_is_refused(wh: Warehouse, run_cli) -> None:
     assert "lies inside the warehouse" in line and not (wh.runs_dir / "sim").exists()
 
 
-def _reading(fifo: Path):
-    """A reader of ``fifo`` draining it in a thread while the block runs; what it read (bytes) is the list's item."""
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader from now on (a writer may open it)
-    got, done = bytearray(), threading.Event()
-
-    def drain() -> None:
-        while True:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:  # a writer is there, nothing written yet
-                chunk = None
-            if chunk:
-                got.extend(chunk)
-            elif done.is_set():
-                return
-            else:
-                done.wait(0.01)
-
-    return fd, got, done, threading.Thread(target=drain, daemon=True)
-
-
 #: command -> (its arguments, "{out}": the output path under test; the output file a stem names)
 OUTPUTS = {
     "sql --output": (["sql", "SELECT 42 AS answer", "-f", "csv", "--output", "{out}"], ""),
@@ -118,14 +97,8 @@ def test_every_output_follows_one_rule_for_links_and_fifos(merged_lulesh: Path, 
     errors = [line for line in err.splitlines() if line.startswith("error:")]  # merge also warns about its runs
     assert code == 2 and errors == [f"error: {args[-2]} {written}: cannot write it (is a FIFO that no process "
                                     "reads)"] and "Traceback" not in err, err
-    fd, got, done, reader = _reading(written)
-    reader.start()
-    try:
+    with reading(written) as got:
         code, err = run()
-    finally:
-        done.set()
-        reader.join()
-        os.close(fd)
     assert code == 0, err
     assert stat.S_ISFIFO(os.lstat(written).st_mode) and got.startswith(real.read_bytes()[:8])
     written.unlink()
