@@ -5,6 +5,7 @@ copy of the same warehouse. The committed merge (``merged_bursts``, ``merge_matc
 sorted, every column) and the exported ``.prv``/``.pcf``/``.row`` of both are compared byte for byte.
 
     python benchmarks/bench_merge_memory.py --mb 260 520 --before 5996006 --out benchmarks/results/merge_memory.md
+    python benchmarks/bench_merge_memory.py --mb 520 --before 3de7f8b --merge-only --tmp /tmp/x   # `merge` alone
 
 Needs GNU time at /usr/bin/time and ~6x the largest size of disk (two runs, their warehouse, two exports).
 """
@@ -49,6 +50,7 @@ def main() -> None:
                              ("--tmp", Path, "folder for the tiles, warehouses and exports (default: temporary)"),
                              ("--out", Path, "also write the markdown table to this file")):
         ap.add_argument(flag, type=kind, help=what, **({"nargs": "+", "default": [260, 520]} if flag == "--mb" else {}))
+    ap.add_argument("--merge-only", action="store_true", help="measure `merge` alone, not `merge --export-prv`")
     a = ap.parse_args()
     from testing.paraver_tile import tile_trace
 
@@ -67,7 +69,7 @@ def main() -> None:
             for trace in traces:
                 r = measure(ROOT, ["ingest", str(trace), "--experiment", EXPERIMENT, "-w", str(wh)])
                 rows.append((f"{size:.0f}", f"ingest {trace.stem}", "this checkout", r, ""))
-            for export in (False, True):
+            for export in (False,) if a.merge_only else (False, True):
                 seen: dict[str, tuple] = {}
                 for label, root in trees.items():
                     copy = work / f"wh{mb}-{label.replace(' ', '_')}"

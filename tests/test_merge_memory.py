@@ -15,6 +15,7 @@ import pytest
 
 import synthtrace
 import synthtrace.tracelib.merge.merge_runs as merge_runs_module
+from synthtrace.tracelib.merge import align as align_module
 from synthtrace.tracelib.merge import anchors
 from synthtrace.tracelib.merge.merge_runs import CALL_COLUMNS, MergeOptions, MergeResult, RunTables, merge_runs
 from synthtrace.warehouse import merged as merged_module
@@ -204,4 +205,81 @@ def test_a_campaign_s_runs_are_let_go_once_aligned(tmp_path: Path, monkeypatch: 
         committed = pl.read_parquet(exp.dir / f"{name}.parquet")
         assert committed.schema == frame.schema
         assert _sorted(committed).equals(_sorted(frame)), name
+    assert got.warnings == whole.warnings
+
+
+# ------------------------------------------------------------------ the 2 x 550 MB peak (issue 23, mergemem14)
+def _frames_with(column: str) -> int:
+    """How many frames alive in the process have ``column``."""
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, pl.DataFrame) and column in o.columns)
+
+
+def test_the_sequence_table_lets_the_calls_copy_go_before_it_grows(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sequence_table`` of the real LULESH pair: once the calls closing and opening each burst are gathered, its
+    copy of the calls (``_csig``) and the gathered call columns (``open_peer``, ...) are not alive while the table
+    takes its message ends, hosts and features (``host_rows``: the step after), and the merge is the whole one."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    whole = _merge(runs, MergeOptions())
+    seen: list[tuple[int, int]] = []
+    host_rows = align_module.host_rows
+
+    def spy(*args, **kwargs):
+        seen.append((_frames_with("_csig"), _frames_with("open_peer")))
+        return host_rows(*args, **kwargs)
+
+    monkeypatch.setattr(align_module, "host_rows", spy)
+    got = _merge(runs, MergeOptions())
+    assert len(seen) >= 2 and set(seen) == {(0, 0)}  # the reference's table and the other run's
+    for name in ("merged", "matches", "quality"):
+        a, b = getattr(got, name), getattr(whole, name)
+        assert a.schema == b.schema and _sorted(a).equals(_sorted(b)), name
+
+
+def test_the_other_run_s_sequence_table_is_let_go_before_its_pairs_are_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair: once the other run is aligned and its same-program sums taken, its sequence
+    table (~290 MB at 550 MB per run) is not alive while its pairs are checked (``_check_opened``: the step that
+    peaked at 2 x 550 MB); the reference's is (later runs align to it); the free heap (the table's NumPy-backed
+    columns, the alignment's arrays) is handed back before the checks and before each sequence table; the merge is
+    the whole one."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    whole = _merge(runs, MergeOptions())
+    tables: list[weakref.ref] = []
+    alive: list[list[bool]] = []
+    sequence_table, check_opened = merge_runs_module.sequence_table, merge_runs_module._check_opened
+
+    steps: list[str] = []  # the sequence tables made, the free heap handed back, the pairs checked, in order
+    release = merge_runs_module.release_free_heap
+
+    def spy_seq(*args, **kwargs):
+        out = sequence_table(*args, **kwargs)
+        tables.append(weakref.ref(out))
+        steps.append("table")
+        return out
+
+    def spy_check(*args, **kwargs):
+        gc.collect()
+        alive.append([t() is not None for t in tables])
+        steps.append("check")
+        return check_opened(*args, **kwargs)
+
+    def spy_release() -> None:
+        steps.append("release")
+        release()
+
+    monkeypatch.setattr(merge_runs_module, "sequence_table", spy_seq)
+    monkeypatch.setattr(merge_runs_module, "_check_opened", spy_check)
+    monkeypatch.setattr(merge_runs_module, "release_free_heap", spy_release)
+    got = _merge(runs, MergeOptions())
+    assert alive == [[True, False]]  # the reference's table, the other run's let go
+    # the heap its NumPy columns and the alignment freed is handed back before the pairs are checked, and before
+    # each sequence table (what reading the calls freed)
+    last = len(steps) - 1 - steps[::-1].index("table")
+    assert "release" in steps[last:steps.index("check")]
+    assert all(steps[i - 1] == "release" for i, s in enumerate(steps) if s == "table")
+    for name in ("merged", "matches", "quality"):
+        a, b = getattr(got, name), getattr(whole, name)
+        assert a.schema == b.schema and _sorted(a).equals(_sorted(b)), name
     assert got.warnings == whole.warnings

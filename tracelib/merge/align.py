@@ -231,6 +231,11 @@ def _closing_rows(b_tid: np.ndarray, b_end: np.ndarray, c_tid: np.ndarray, c_sta
     return np.where(ok, order[np.minimum(pos, order.size - 1)], -1).astype(np.int64)
 
 
+#: the columns :func:`sequence_table` reads of the calls closing and opening each burst, none in its output
+_CALL_HELPERS = ("open_peer", "open_bytes", "open_call", "comm", "call_site", "tag", "n_messages", "_close_seq",
+                 "_open_seq", *[f"open_{k}" for k in OPEN_ONLY])
+
+
 def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence[str],
                    config: AlignConfig = AlignConfig(), messages: pl.DataFrame | None = None) -> pl.DataFrame:
     """One run's bursts prepared for alignment, sorted by thread and ``burst_seq`` (a sorted input keeps its order).
@@ -288,6 +293,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
                                     pl.col("_csig").gather(idx).alias("open_call"),
                                     pl.col("call_seq").gather(idx).alias("_open_seq"),
                                     *[pl.col(k).gather(idx).alias(f"open_{k}") for k in OPEN_ONLY]))
+        del c, c_tid, rows, idx  # the calls' copy: not held while the signatures and message ends are made
     else:
         b = b.with_columns(*[pl.lit(None, t).alias(k) for k, t in call_cols.items()],
                            pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"),
@@ -322,7 +328,8 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
             b.select("appl", "task", *MESSAGE_COLUMNS, pl.col("end_ns").alias("t")),
             b.select("appl", "task", *[pl.col(opening[k]).alias(k) for k in MESSAGE_COLUMNS],
                      pl.col("start_ns").alias("t")))
-    b = pl.concat([b, ends_], how="horizontal")
+    # the call columns the signatures and message ends were made of are let go before the table grows (issue 23)
+    b = pl.concat([b.drop(*_CALL_HELPERS), ends_], how="horizontal")
     n = b.height
     tid = b.get_column("_tid").to_numpy()
     dur = b.get_column("duration_ns").to_numpy().astype(np.float64)
@@ -352,9 +359,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
             for i, f in enumerate(features)
         ],
     )
-    return b.drop(
-        "open_peer", "open_bytes", "open_call", *[f"_c_{i}" for i in range(len(features))], "comm", "call_site",
-        "tag", "n_messages", "_close_seq", "_open_seq", *[f"open_{k}" for k in OPEN_ONLY])
+    return b.drop(*[f"_c_{i}" for i in range(len(features))])
 
 
 # --------------------------------------------------------------------------------------------- kernel

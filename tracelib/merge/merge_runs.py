@@ -497,6 +497,7 @@ class Reference:
         calls = calls_of(ref)
         messages = logical_messages(calls, ref.messages)
         u = units(ref.bursts)
+        release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
         seq = sequence_table(u.table, calls, counters if features is None else features, options.align,
                              messages if ref.messages is not None else None)
         return cls(ref, u, seq, messages, opened_by(ref.bursts, calls, messages), counters, CallStructure.of(calls))
@@ -546,6 +547,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     common = [c for c in ref.counters if c in counters]
     feats = pick_features(common)
     o_units = units(bursts)
+    release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
     # message ends are named from the communication records when the run has them (exact pairing); from the calls,
     # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
     o_seq = sequence_table(o_units.table, calls, feats, options.align,
@@ -555,14 +557,18 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     sites = ref.structure.sites and sites_named(calls)
     o_structure = CallStructure.of(calls, sites).table(sites)
     del calls, messages
+    release_free_heap()  # what the sequence table's NumPy work freed, before the alignment's own (issue 23)
     m = align_runs(ref.seq, o_seq, feats, options.align)
     m = m.with_columns(arrival_tolerant(ref.seq, o_seq, m))  # receives that follow arrival say nothing
     units_tally = _same_program_tally(ref.structure.table(sites), o_structure, ref.seq, o_seq,
                                       m.get_column("other_seq").is_not_null(), options, own)
+    del o_seq, o_structure  # the run's sequence table is let go before the checks of the pairs (issue 23)
+    release_free_heap()
     reference, source, share = ref.run.bursts, bursts, None
     if ref.units.split or o_units.split:
         ex = expand(ref.run.bursts, ref.units, bursts, o_units, m, common)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
+    del o_units
     rows = own.rows(ref.run.bursts) if own else None
     partner_pairs = None
     if rows is not None:  # the tasks this merge reports: the others were loaded as their partners
@@ -883,6 +889,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         o = loaded(lazy)
         check_same_layout(ref_run, o)  # the same tasks and threads, whatever their numbering
         renum = rank_correspondence(ref, o, options)
+        release_free_heap()  # what its reading of the run's calls freed
         if renum:
             notes.append(renumbered_note(ref_run, o, renum))
         common = [c for c in ref.counters if c in counters_of[o.run_id]]
