@@ -355,14 +355,17 @@ class Warehouse:
         return self.root / rel["target"], self.root / rel["old"], self.root / rel["new"]
 
     @contextlib.contextmanager
-    def staged(self, target: Path, *, replace: bool = False) -> Iterator[Path]:
+    def staged(self, target: Path, *, replace: bool = False,
+               commit: Callable[[Path], contextlib.AbstractContextManager[bool]] | None = None) -> Iterator[Path]:
         """Write into a staging directory; on success it is renamed to ``target`` in one step.
 
         On any error the staging directory is removed and ``target`` is left as it was. With ``replace`` an
         existing ``target`` is swapped out (renamed aside, then deleted), so readers see old or new, never a mix.
         The folder's checksums (:data:`MANIFEST`) are written into it last, before the rename. A ``target`` that is
         there and no commit's (a user's copy) is refused before anything is staged (:func:`~synthtrace.warehouse.
-        stored.refuse_foreign`).
+        stored.refuse_foreign`). ``commit(stage)``: a context entered once the stage is complete and held through the
+        rename (a lock under which a writer decides what it commits: an ingest's placement); it may change files of
+        the stage and then yields True (the checksums are written again); an error in it refuses the commit.
         """
         self.check_layout()
         from synthtrace.warehouse.stored import refuse_foreign  # stored reads manifests, which read records here
@@ -377,25 +380,13 @@ class Warehouse:
 
                 write_manifest(stage, target if target.is_dir() else None, target.name)
                 _fsync_tree(stage)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if target.exists():
-                    if not replace:
-                        shutil.rmtree(stage)  # someone committed the same content meanwhile
-                        return
-                    old = self._swap(stage, target, owner)
-                    COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
+                with commit(stage) if commit is not None else contextlib.nullcontext(False) as changed:
+                    if changed:
+                        write_manifest(stage, target if target.is_dir() else None, target.name)
+                        _fsync_tree(stage)
+                    old = self._commit(stage, target, owner, replace)
+                if old is not None:
                     shutil.rmtree(old, ignore_errors=True)
-                else:
-                    try:
-                        os.rename(stage, target)
-                    except OSError as exc:
-                        # another writer committed the same target between our exists() check and this rename
-                        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
-                            raise
-                        shutil.rmtree(stage)
-                        return
-                    COMMITTED.append(target)  # [helper races]
-                _fsync_dir(target.parent)
             except BaseException as exc:
                 os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
                 shutil.rmtree(stage, ignore_errors=True)
@@ -404,6 +395,31 @@ class Warehouse:
                 if os_error is not None:
                     raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
                 raise
+
+    def _commit(self, stage: Path, target: Path, owner: str, replace: bool) -> Path | None:
+        """Rename the complete ``stage`` to ``target`` (:meth:`staged`); returns where a replaced folder now is (to
+        delete), else None. A ``target`` committed meanwhile by another writer (the same content) is kept, and the
+        stage removed, unless ``replace``."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            if not replace:
+                shutil.rmtree(stage)  # someone committed the same content meanwhile
+                return None
+            old = self._swap(stage, target, owner)
+            COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
+        else:
+            old = None
+            try:
+                os.rename(stage, target)
+            except OSError as exc:
+                # another writer committed the same target between our exists() check and this rename
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
+                    raise
+                shutil.rmtree(stage)
+                return None
+            COMMITTED.append(target)  # [helper races]
+        _fsync_dir(target.parent)
+        return old
 
     @contextlib.contextmanager
     def scratch(self, target: Path, what: str) -> Iterator[Path]:
