@@ -9,9 +9,10 @@ after the commit leaves no run unindexed) and again after it (a reader may have 
 there yet), under the program its commit decided. Commits that place runs take turns on the index's writers' lock
 (:meth:`~synthtrace.warehouse.layout.Warehouse.writers_lock` of :func:`index_root`), held from the placement's last
 decision to the entry written after the commit: a commit sees every run committed before it (attack 13 F5).
-Readers never change it: an entry whose run is gone is skipped, and removed by ``runs rm`` (:func:`forget_runs`) or left, if the run folder was deleted by hand; the run's experiment is read from the run
-itself (``runs move`` changes it without touching the index). A warehouse written before the index is
-indexed once, from its runs table, on the first read (:data:`COMPLETE` then marks it).
+Readers never change it: an entry whose run is gone is skipped, and removed by ``runs rm`` (:func:`forget_runs`)
+or left, if the run folder was deleted by hand; the run's experiment is read from the run itself (``runs move``
+changes it without touching the index). A warehouse written before the index is indexed once, from its runs table,
+on the first read (:data:`COMPLETE` then marks it).
 """
 from __future__ import annotations
 
