@@ -66,17 +66,36 @@ STORED_FOLDER_FILES: tuple[frozenset[str], ...] = (
 
 def warehouse_holding(path: str | Path) -> Path | None:
     """The warehouse folder that ``path`` (links followed, as a write would follow them) is or lies in, or None.
-    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders; a stored
-    folder of one (:data:`STORED_FOLDER_FILES`), however reached, counts as a warehouse folder, and so does a
-    folder of nothing but stored folders (a ``runs/`` or ``experiments/`` reached through another mount). A folder
-    that merely holds a copy of one stored folder among the user's own is not (attack 12 F2: every output below
-    the folder holding a backup of a run was refused as "inside the warehouse")."""
+    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders. A folder of one
+    reached through another mount (a bind mount or a container volume of ``runs/<id>``, ``runs/`` or
+    ``experiments/``) has neither above it: a mount point that is a stored folder (:data:`STORED_FOLDER_FILES`) or
+    holds nothing but stored folders counts as a warehouse folder too. A copy of a stored folder is no mount point,
+    and is the user's: neither the folder holding it (attack 12 F2: every output below the folder holding a backup
+    of a run was refused as "inside the warehouse"; attack 13 F3: so was every output beside a lone copied run) nor
+    the copy itself is a warehouse."""
+    mounts: frozenset[str] | None = None
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
         if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
             return folder
         if _stored_folder(folder) or _holds_stored_folders(folder):
-            return folder
+            mounts = mount_points() if mounts is None else mounts
+            if os.path.ismount(folder) or str(folder) in mounts:
+                return folder
     return None
+
+
+def mount_points() -> frozenset[str]:
+    """The mount points of this process's mount namespace (``/proc/self/mountinfo``, bind mounts on one file system
+    included, which :func:`os.path.ismount` cannot tell); empty where that file cannot be read (then only
+    :func:`os.path.ismount` tells a mount)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            text = fh.read()
+    except OSError:
+        return frozenset()
+    unescaped = (re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4])  # \040: a blank
+                 for line in text.splitlines() if len(fields := line.split(b" ")) > 4)
+    return frozenset(os.fsdecode(p) for p in unescaped)
 
 
 def _stored_folder(folder: Path) -> bool:
