@@ -102,11 +102,11 @@ def test_placing_a_trace_only_reads_the_index_and_runs_rm_forgets_its_entries(tm
     assert folder_index.folder_runs(wh, "primes") == {}
 
 
-def _interleaved(wh: Warehouse, first: Path, second: Path, monkeypatch) -> None:
+def _interleaved(wh: Warehouse, first: Path, second: Path, monkeypatch) -> list[str]:
     """Two ingests as two ``synthtrace ingest`` commands at the same moment would run them: each places its trace
     (:func:`experiment_names`) before the other has committed, and the second commits while the first is still
     writing its run (forced: the first's run is written, then the second's ingest runs whole, then the first
-    commits)."""
+    commits). Returns the first's notes."""
     from synthtrace.warehouse import ingest
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace
 
@@ -120,7 +120,7 @@ def _interleaved(wh: Warehouse, first: Path, second: Path, monkeypatch) -> None:
 
     placed = experiment_names([first], wh)[0][first]
     monkeypatch.setattr(ingest, "_write_run", write_run)
-    ingest_trace(wh, first, default_experiment=placed)
+    return ingest_trace(wh, first, default_experiment=placed).notes
 
 
 def _programs_by_experiment(wh: Warehouse) -> dict[str, set[str]]:
@@ -150,7 +150,8 @@ def test_two_programs_from_one_folder_ingested_at_once_are_two_experiments(tmp_p
     wh = Warehouse(tmp_path / "wh")
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        _interleaved(wh, first, second, monkeypatch)
+        notes = _interleaved(wh, first, second, monkeypatch)
+    assert any("while it was read, runs of another program" in n for n in notes), notes  # it says why
     by_experiment = _programs_by_experiment(wh)
     assert len(by_experiment) == 2 and all(len(p) == 1 for p in by_experiment.values()), by_experiment
     apps = {r["app"] for r in query(wh, "SELECT app FROM runs").to_pylist()}

@@ -486,7 +486,7 @@ class _Placement:
             warnings.simplefilter("always")
             program = choose_program(wh, self.program.symbols)
         app = self.app if self.app_chosen else program.app or self.stem_app
-        experiment = self.experiment if self.chosen else self._default_experiment(wh, program)
+        experiment, why = (self.experiment, "") if self.chosen else self._default_experiment(wh, program)
         if (program.key, app, experiment) == (self.program.key, self.app, self.experiment):
             return False
         if app != self.app:
@@ -495,9 +495,8 @@ class _Placement:
         if experiment != self.experiment:
             experiment = check_name(experiment)
             refuse_foreign(wh.experiment_dir(experiment), "nothing was ingested")
-            self.notes.append(f"{self.path}: a trace of another program from a folder named {self.folder} was "
-                              f"ingested meanwhile into experiment {self.experiment}: this one goes to experiment "
-                              f"{experiment}, named by its program (--experiment NAME puts them in one)")
+            self.notes.append(f"{self.path}: while it was read, {why}: it goes to experiment {experiment} "
+                              "(--experiment NAME chooses one)")
         if program.key != self.program.key:
             program.write(stage)
         self.program, self.app, self.experiment = program, app, experiment
@@ -505,17 +504,21 @@ class _Placement:
         self.write_row(stage)
         return True
 
-    def _default_experiment(self, wh: Warehouse, program: Program) -> str:
+    def _default_experiment(self, wh: Warehouse, program: Program) -> tuple[str, str]:
         """The experiment :func:`experiment_names` gives the trace now: where its folder's stored runs of its program
         went; else, when the folder's stored runs are of other programs, one named by its program, unless it was
-        placed apart from the folder's name already."""
+        placed apart from the folder's name already. With what, stored meanwhile, decides it (for its note)."""
         stored = _folder_experiments(wh, [self.folder]).get(self.folder, {})
         identity = file_name(program_identity(program.key, self.stem_app))
         if identity in stored:
-            return stored[identity]
+            return stored[identity], (f"runs of its program from a folder named {self.folder} were stored in "
+                                      f"experiment {stored[identity]}")
         if stored and self.experiment == check_name(self.folder):
-            return shown_name(self.program.symbols, program.key, self.stem_app)
-        return self.experiment
+            others = ", ".join(sorted(set(stored.values())))
+            return (shown_name(self.program.symbols, program.key, self.stem_app),
+                    f"runs of another program from a folder named {self.folder} were stored (experiment {others}), "
+                    "and a folder of several programs gives an experiment per program, named by it")
+        return self.experiment, ""
 
     def _index(self, wh: Warehouse) -> None:
         """Index the run just committed: its program (:func:`~synthtrace.warehouse.programs.remember_program`) and
