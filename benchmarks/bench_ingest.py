@@ -320,10 +320,13 @@ DENSE_SHAPES = {
 
 
 def _commit() -> str:
-    """The short commit of this checkout, ``+`` when its tracked files differ from it."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT).returncode != 0
-    return head.strip() + ("+" if dirty else "")
+    """The short commit of this checkout, ``+`` when its tracked files differ from it; "not a git checkout" for a
+    copy outside git (e.g. a ``git archive`` export: its commit is for the reader of the table to say)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode != 0:
+        return "not a git checkout"
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0
+    return head.stdout.strip() + ("+" if dirty else "")
 
 
 def _median(values: list[float]) -> float:

@@ -49,9 +49,8 @@ def _run_order(item: pytest.Item) -> tuple[bool, int]:
 
 
 def pytest_collection_modifyitems(config, items):
-    # pytest-xdist (--dist worksteal) hands each worker a contiguous share and lets an idle worker steal the tail of
-    # another's queue: with the longest tests at the head, the run does not end on one long test while the other
-    # worker idles
+    # pytest-xdist (--dist load) hands tests out in order as workers finish: with the longest tests at the head, the
+    # run does not end on one long test while the other worker idles
     items.sort(key=_run_order)
     if not PARAVER.is_dir():
         skip = pytest.mark.skip(reason=f"real traces not found at {TRACES}")

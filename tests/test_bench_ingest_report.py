@@ -19,3 +19,12 @@ def test_the_dense_table_names_the_command_each_row_was_measured_with(tmp_path, 
     assert "`SYNTHTRACE_PARAMEDIR=/opt/pk/bin/paramedir" in text
     assert "python benchmarks/bench_ingest.py --dense-mb 100 --repeat 2`" in text
     assert "/work/tools" not in text and "--repeat 3" not in text
+
+
+def test_a_copy_outside_git_is_labelled_so_not_as_changed_code(tmp_path, monkeypatch, capfd):
+    """A `git archive` export (how a before/after run measures main) was labelled `+` (changed code of no commit),
+    and git's usage text was printed once per shape."""
+    monkeypatch.setattr(bench_ingest, "ROOT", tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    assert bench_ingest._commit() == "not a git checkout"
+    assert "usage" not in capfd.readouterr().err

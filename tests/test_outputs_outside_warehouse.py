@@ -115,12 +115,15 @@ def test_every_output_follows_one_rule_for_links_and_fifos(merged_lulesh: Path, 
                                      ["export", "lulesh", "--output"]])
 @pytest.mark.parametrize("bound", ["runs/r1", "runs"])
 def test_an_output_into_a_stored_folder_reached_through_another_mount_is_refused(wh: Warehouse, tmp_path: Path,
-                                                                                  run_cli, command, bound) -> None:
+                                                                                  run_cli, command, bound,
+                                                                                  monkeypatch) -> None:
     """Attack 6 F11/F16: a bind mount (a container volume) of ``runs/<id>`` or ``runs/`` has no warehouse marker
-    above it: ``sql -o MOUNT/run.parquet`` replaced the run, ``-o MOUNT/new/run.parquet`` added one. A stored folder
-    is known by its own files, and runs/ or experiments/ by their stored folders, however reached (bind-mounted
-    where this test may mount, else a copy: the same files with no marker above)."""
+    above it: ``sql -o MOUNT/run.parquet`` replaced the run, ``-o MOUNT/new/run.parquet`` added one. A mount point
+    that is a stored folder, known by its own files, or holds nothing but stored folders (runs/, experiments/), is a
+    warehouse's (bind-mounted where this test may mount, else a copy that the mount table is made to list)."""
     import subprocess
+
+    from synthtrace.warehouse import layout
 
     run = wh.runs_dir / "r1"
     (run / "bursts").mkdir()
@@ -130,6 +133,7 @@ def test_an_output_into_a_stored_folder_reached_through_another_mount_is_refused
     if subprocess.run(["mount", "--bind", str(source), str(mnt)], capture_output=True).returncode != 0:
         mnt.rmdir()
         shutil.copytree(source, mnt)
+        monkeypatch.setattr(layout, "mount_points", lambda: frozenset({str(mnt.resolve())}))
     out = mnt / ("run.parquet" if bound == "runs/r1" else "r2/run.parquet")
     try:
         line = _refused(run_cli, *command, out, "-w", wh.root)
@@ -155,8 +159,27 @@ def test_a_copy_of_a_stored_folder_beside_the_users_files_blocks_no_output(tmp_p
     for out in (home / "projects" / "out" / "y.csv", home / "y.csv"):
         code, _, err = run_cli("sql", "SELECT 1 AS one", "-o", out, "-w", wh)
         assert code == 0 and out.read_text().splitlines() == ['"one"', "1"], (out, err)
-    line = _refused(run_cli, "sql", "SELECT 1 AS one", "-o", home / "run-backup" / "y.csv", "-w", wh)
-    assert "lies inside the warehouse" in line  # into the stored folder's own layout: a copy or a mount alike
+    assert run_cli("sql", "SELECT 1 AS one", "-o", home / "run-backup" / "y.csv", "-w", wh)[0] == 0  # F3: the
+    # copy is the user's, no mount of a warehouse's folder (test_an_output_into_a_stored_folder_reached_through...)
+
+
+def test_a_folder_holding_only_a_copied_run_is_no_warehouse(tmp_path: Path, run_cli) -> None:
+    """Attack 13 F3: a folder whose only subfolder is a run folder copied out of a warehouse was taken for a
+    warehouse's runs/ (a folder of nothing but stored folders, as a bind mount of runs/ is), so every output written
+    directly in it, or in the copy, was refused as "inside the warehouse". A copy is no mount point: the user's."""
+    from testing.traces import PRIME
+
+    wh = tmp_path / "wh"
+    code, _, err = run_cli("ingest", PRIME, "-w", wh)
+    assert code == 0, err
+    backup = tmp_path / "backup"
+    shutil.copytree(next((wh / "runs").iterdir()), backup / "run-copy")
+    for out in (backup / "y.csv", backup / "run-copy" / "y.csv", backup / "new" / "y.csv"):
+        out.parent.mkdir(exist_ok=True)
+        code, _, err = run_cli("sql", "SELECT 1 AS one", "-o", out, "-w", wh)
+        assert code == 0 and out.read_text().splitlines() == ['"one"', "1"], (out, err)
+    code, _, err = run_cli("report", "--out", backup / "r.html", "-w", wh)
+    assert code == 0 and (backup / "r.html").is_file(), err
 
 
 def test_dev_stdout_on_a_pipe_is_written_into(tmp_path: Path) -> None:

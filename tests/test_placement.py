@@ -3,6 +3,8 @@ runs of the same program, matched by the program the runs record (not the app ``
 folder's index (not the whole runs table)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from synthtrace.tracelib.formats.source import find_traces
@@ -98,3 +100,72 @@ def test_placing_a_trace_only_reads_the_index_and_runs_rm_forgets_its_entries(tm
     assert folder_index.folder_runs(wh, "lulesh") == {"lulesh2.0": [gone]}
     remove_runs(wh, [kept])
     assert folder_index.folder_runs(wh, "primes") == {}
+
+
+def _interleaved(wh: Warehouse, first: Path, second: Path, monkeypatch) -> list[str]:
+    """Two ingests as two ``synthtrace ingest`` commands at the same moment would run them: each places its trace
+    (:func:`experiment_names`) before the other has committed, and the second commits while the first is still
+    writing its run (forced: the first's run is written, then the second's ingest runs whole, then the first
+    commits). Returns the first's notes."""
+    from synthtrace.warehouse import ingest
+    from synthtrace.warehouse.ingest import experiment_names, ingest_trace
+
+    real_write_run = ingest._write_run
+
+    def write_run(*args, **kwargs):
+        summary = real_write_run(*args, **kwargs)
+        monkeypatch.setattr(ingest, "_write_run", real_write_run)
+        ingest_trace(wh, second, default_experiment=experiment_names([second], wh)[0][second])
+        return summary
+
+    placed = experiment_names([first], wh)[0][first]
+    monkeypatch.setattr(ingest, "_write_run", write_run)
+    return ingest_trace(wh, first, default_experiment=placed).notes
+
+
+def _programs_by_experiment(wh: Warehouse) -> dict[str, set[str]]:
+    from synthtrace.warehouse.programs import run_programs
+
+    keys = run_programs(wh)
+    out: dict[str, set[str]] = {}
+    for r in query(wh, "SELECT run_id, experiment FROM runs").to_pylist():
+        out.setdefault(r["experiment"], set()).add(keys[r["run_id"]])
+    return out
+
+
+@pytest.mark.parametrize("binaries", [("solver", "fft"), ("a.out", "a.out")])
+def test_two_programs_from_one_folder_ingested_at_once_are_two_experiments(tmp_path, monkeypatch, binaries):
+    """Attack 13 F5: two ``synthtrace ingest`` of two programs' traces from one folder at the same moment each chose
+    the folder's experiment before the other had committed, so both landed in one experiment (a merge would mix
+    them); two ``a.out`` programs also both got the app ``a.out``. The placement is decided again at the commit,
+    under the writers' lock: the second to commit sees the first's program and goes apart, as it would after it."""
+    import warnings
+
+    from tests.test_programs import _scorep_archive
+
+    solver = ("solve_a", "assemble_a", "precond_a", "smooth_a", "restrict_a", "prolong_a")
+    fft = ("fft_b", "transpose_b", "pack_b", "unpack_b", "twiddle_b", "plan_b")
+    first = _scorep_archive(tmp_path / "campaign" / "scorep-1", binaries[0], solver)
+    second = _scorep_archive(tmp_path / "campaign" / "scorep-2", binaries[1], fft)
+    wh = Warehouse(tmp_path / "wh")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        notes = _interleaved(wh, first, second, monkeypatch)
+    assert any("while it was read, runs of another program" in n for n in notes), notes  # it says why
+    by_experiment = _programs_by_experiment(wh)
+    assert len(by_experiment) == 2 and all(len(p) == 1 for p in by_experiment.values()), by_experiment
+    apps = {r["app"] for r in query(wh, "SELECT app FROM runs").to_pylist()}
+    assert len(apps) == 2, apps  # the second a.out program has an app of its own, as when ingested after the first
+    # the folder's next trace of either program joins its program's runs
+    from synthtrace.warehouse.ingest import experiment_names
+
+    again = _scorep_archive(tmp_path / "campaign" / "scorep-3", binaries[0], solver)
+    solver_experiment = next(e for e, p in by_experiment.items() if p == {_key_of(wh, "scorep-1")})
+    assert experiment_names([again], wh)[0] == {again: solver_experiment}
+
+
+def _key_of(wh: Warehouse, run_name: str) -> str:
+    from synthtrace.warehouse.programs import run_programs
+
+    run_id = query(wh, f"SELECT run_id FROM runs WHERE run_name = '{run_name}'").to_pylist()[0]["run_id"]
+    return run_programs(wh)[run_id]

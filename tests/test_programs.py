@@ -211,3 +211,33 @@ def test_a_folder_of_two_a_out_programs_is_two_experiments(tmp_path, run_cli):
     placed = {name[-1]: e for name, e in runs_table(Warehouse(tmp_path / "wh")).select("run_name", "experiment")
               .iter_rows()}
     assert placed["4"] == placed["2"], placed
+
+
+def test_a_merged_export_names_the_program_binary_and_is_its_program_again(tmp_path, run_cli):
+    """Attack 13 (tiny): ``merge --export-prv`` wrote the reference trace's file stem (``night7``) where Extrae's
+    ``.pcf`` names the binary, in each caller line ``LINE (FILE, BINARY)`` (what Paraver shows, and what identifies the
+    program). The merged trace ingested again was then another app. It names the binary the runs record (``cg``)."""
+    import shutil
+
+    from synthtrace.simulator import ExperimentSpec, TruthStore, simulate_experiment
+
+    sim, src = tmp_path / "sim", tmp_path / "night7"
+    spec = ExperimentSpec(app="cg", pattern="halo", ranks=4, runs=2, iterations=20, seed=3)
+    simulate_experiment(sim, spec, TruthStore(sim / "ground_truth"))
+    src.mkdir()
+    for f in sorted(sim.rglob("cg.run*.*")):  # the same traces under another file name than the binary's
+        shutil.copyfile(f, src / f.name.replace("cg.", "night7.", 1))
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", src, "-w", wh)[0] == 0
+    out = tmp_path / "merged" / "cg"
+    code, _, err = run_cli("merge", "night7", "-w", wh, "--export-prv", out)
+    assert code == 0, err
+    lines = [v for etype, values in open_trace(out.with_suffix(".prv")).pcf.event_values.items()
+             if 80000000 <= etype < 80000100 for v in values.values() if "," in v]
+    assert lines and all(v.endswith(", cg)") for v in lines), lines
+    shutil.rmtree(src)  # the reference trace gone from disk: the binary its ingest recorded
+    assert run_cli("merge", "night7", "-w", wh, "--export-prv", tmp_path / "again")[0] == 0
+    assert ", cg)" in (tmp_path / "again.pcf").read_text() and "app)" not in (tmp_path / "again.pcf").read_text()
+    assert run_cli("ingest", out.with_suffix(".prv"), "-w", wh)[0] == 0
+    apps = dict(runs_table(Warehouse(wh)).select("run_name", "app").iter_rows())
+    assert apps == {"night7.run0": "cg", "night7.run1": "cg", "cg": "cg"}, apps

@@ -6,10 +6,13 @@ trace came from (what names its default experiment, :func:`~synthtrace.warehouse
 ``<program>`` the run's program identity (:func:`~synthtrace.warehouse.programs.program_identity`), both as
 :func:`~synthtrace.warehouse.names.file_name` makes them. An ingest writes its run's entry before its commit (a crash
 after the commit leaves no run unindexed) and again after it (a reader may have removed it meanwhile, its run not
-there yet). Readers never change it: an entry whose run is gone is skipped, and removed by ``runs rm``
-(:func:`forget_runs`) or left, if the run folder was deleted by hand; the run's experiment is read from the run
-itself (``runs move`` changes it without touching the index). A warehouse written before the index is
-indexed once, from its runs table, on the first read (:data:`COMPLETE` then marks it).
+there yet), under the program its commit decided. Commits that place runs take turns on the index's writers' lock
+(:meth:`~synthtrace.warehouse.layout.Warehouse.writers_lock` of :func:`index_root`), held from the placement's last
+decision to the entry written after the commit: a commit sees every run committed before it (attack 13 F5).
+Readers never change it: an entry whose run is gone is skipped, and removed by ``runs rm`` (:func:`forget_runs`)
+or left, if the run folder was deleted by hand; the run's experiment is read from the run itself (``runs move``
+changes it without touching the index). A warehouse written before the index is indexed once, from its runs table,
+on the first read (:data:`COMPLETE` then marks it).
 """
 from __future__ import annotations
 

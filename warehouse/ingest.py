@@ -1,9 +1,11 @@
 """Ingest one trace into the warehouse: atomic per run, idempotent by content hash (DESIGN §5, §11)."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shlex  # [helper security]
 import shutil
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,7 +26,7 @@ from synthtrace.tracelib.printable import unprintable
 from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse import folder_index
-from synthtrace.warehouse.programs import (choose_program, program_identity, program_keys, remember_program,
+from synthtrace.warehouse.programs import (Program, choose_program, program_identity, program_keys, remember_program,
                                            shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, name_from_folder
@@ -372,9 +374,12 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     ingested_at = datetime.now(UTC)
     _, stem_app, folder = default_names(path, None, None)
     placed = (folder, program_identity(program.key, stem_app), run_id)  # attack 12 F11/F12: its folder's index
+    plan = _Placement(path, run_id, ingested_at, folder, stem_app, program, app_name, exp_name,
+                      chosen=experiment is not None, app_chosen=app is not None, indexed=placed[1])
     try:
         with (folder_index.committing(wh, *placed),
-              wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists()) as stage):
+              wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists(),
+                        commit=lambda stage: plan.decided_at_commit(wh, stage)) as stage):
             reported = _Reported(progress)
             try:
                 summary = _write_run(source, run_id, stage, reported)
@@ -389,53 +394,144 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                                         "copy in progress?); nothing stored: ingest it again once it is complete")
             program.write(stage)  # issue 28 (models helper): the run's program, for unseen-program folds
             res = source.resources
-            pl.DataFrame(
-                [
-                    {
-                        "run_id": run_id,
-                        "run_name": run_name,
-                        "experiment": exp_name,
-                        "app": app_name,
-                        "started_at": date or source.started_at,
-                        "format": source.format,
-                        "source_path": str(path.resolve()),
-                        "source_bytes": sum(f.stat().st_size for f in source.content_files()),
-                        "n_appl": res["n_appl"],
-                        "n_tasks": res["n_tasks"],
-                        "n_threads": res["n_threads"],
-                        "n_nodes": res["n_nodes"],
-                        "duration_ns": res["duration_ns"],
-                        "counters": summary.counters,
-                        "n_bursts": summary.n_bursts,
-                        "n_mpi_calls": summary.n_calls,
-                        "warnings": summary.warnings,
-                        "ingested_at": ingested_at,
-                    }
-                ],
-                schema=RUN_SCHEMA,
-            ).write_parquet(stage / "run.parquet")
+            plan.row = {
+                "run_id": run_id,
+                "run_name": run_name,
+                "experiment": exp_name,
+                "app": app_name,
+                "started_at": date or source.started_at,
+                "format": source.format,
+                "source_path": str(path.resolve()),
+                "source_bytes": sum(f.stat().st_size for f in source.content_files()),
+                "n_appl": res["n_appl"],
+                "n_tasks": res["n_tasks"],
+                "n_threads": res["n_threads"],
+                "n_nodes": res["n_nodes"],
+                "duration_ns": res["duration_ns"],
+                "counters": summary.counters,
+                "n_bursts": summary.n_bursts,
+                "n_mpi_calls": summary.n_calls,
+                "warnings": summary.warnings,
+                "ingested_at": ingested_at,
+            }
+            plan.write_row(stage)
     except (OSError, pl.exceptions.ComputeError) as exc:  # disk full, quota, permissions: nothing was committed
         reason = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0]
         raise RunStoreError(
             f"{wh.root}: cannot store the run of {path} ({reason}); the warehouse is unchanged"
         ) from None
     row = existing_run(wh, run_id)
-    if row is None or row["ingested_at"] != ingested_at.replace(tzinfo=None) and row["ingested_at"] != ingested_at:
+    exp_name = plan.experiment
+    if not _ours(row, ingested_at):
         # another ingest of the same content committed first: it is that one's run, refused as when that one had
         # finished before this one began (attack 8 B4: a racing ingest into another experiment said "already", exit 0)
         if row is not None:
             _check_same_place(row, experiment, app, path)
         return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
                             "already", summary.n_bursts, summary.n_calls)
-    remember_program(wh, program, run_id)  # issue 26 item 6: the next ingest matches it without a scan of runs
-    if not folder_index.complete(wh):  # the first commit into a warehouse written before the index (or a new one)
-        _index_folders(wh)
     superseded = _runs_without_pcf(wh, source, path, run_id)
     for old in superseded:
         wh.remove(wh.run_dir(old))
         (wh.root / WITHOUT_PCF_INDEX / _source_key(path) / old).unlink(missing_ok=True)
     return IngestResult(path, run_id, run_name, exp_name, "ingested", summary.n_bursts, summary.n_calls,
-                        list(summary.warnings), superseded, _merge_notes(wh, exp_name, run_id))
+                        list(summary.warnings), superseded, [*plan.notes, *_merge_notes(wh, exp_name, run_id)])
+
+
+def _ours(row: dict | None, ingested_at: datetime) -> bool:
+    """Whether the stored runs ``row`` is the one this ingest, begun at ``ingested_at``, committed (not a concurrent
+    ingest's of the same content)."""
+    return row is not None and row["ingested_at"] in (ingested_at.replace(tzinfo=None), ingested_at)
+
+
+@dataclass
+class _Placement:
+    """Where an ingest puts its run: its program, app and experiment, chosen before the trace is read and decided
+    again at the commit (:meth:`decided_at_commit`), with the runs committed meanwhile in view."""
+
+    path: Path
+    run_id: str
+    ingested_at: datetime
+    folder: str  # the name of the trace's folder, as the folder index keys it
+    stem_app: str  # the app the trace's file name gives
+    program: Program
+    app: str
+    experiment: str
+    chosen: bool  # --experiment given: the experiment is the user's
+    app_chosen: bool  # --app given
+    indexed: str  # the program identity its folder's entry was written under before the commit
+    row: dict = field(default_factory=dict)  # the runs row staged
+    notes: list[str] = field(default_factory=list)
+
+    def write_row(self, stage: Path) -> None:
+        pl.DataFrame([self.row], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
+
+    @contextlib.contextmanager
+    def decided_at_commit(self, wh: Warehouse, stage: Path) -> Iterator[bool]:
+        """The commit of the run staged in ``stage`` (:meth:`Warehouse.staged`'s ``commit``), under the folder index's
+        writers' lock, held until the run is indexed: its program, app and default experiment are chosen again as
+        they would be had every run committed so far been there when the ingest began. Two ingests of two programs
+        from one folder at the same moment each chose the folder's experiment before the other had committed, and
+        landed in one (attack 13 F5): the second to commit now sees the first's program, and goes apart as it would
+        after it. Yields whether the staged run changed (its ``run.parquet``, ``program.json``)."""
+        with wh.writers_lock(folder_index.index_root(wh)):
+            changed = self._decide_again(wh, stage)
+            yield changed
+            if _ours(existing_run(wh, self.run_id), self.ingested_at):
+                self._index(wh)
+
+    def _decide_again(self, wh: Warehouse, stage: Path) -> bool:
+        """Choose the program, app and experiment again (the rules of :func:`~synthtrace.warehouse.programs.
+        choose_program` and :func:`experiment_names`, with the runs now stored); rewrite what changed in ``stage``."""
+        with warnings.catch_warnings(record=True) as said:  # said already at the first choice, unless it changes
+            warnings.simplefilter("always")
+            program = choose_program(wh, self.program.symbols)
+        app = self.app if self.app_chosen else program.app or self.stem_app
+        experiment, why = (self.experiment, "") if self.chosen else self._default_experiment(wh, program)
+        if (program.key, app, experiment) == (self.program.key, self.app, self.experiment):
+            return False
+        if app != self.app:
+            for w in said:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if experiment != self.experiment:
+            experiment = check_name(experiment)
+            refuse_foreign(wh.experiment_dir(experiment), "nothing was ingested")
+            self.notes.append(f"{self.path}: while it was read, {why}: it goes to experiment {experiment} "
+                              "(--experiment NAME chooses one)")
+        if program.key != self.program.key:
+            program.write(stage)
+        self.program, self.app, self.experiment = program, app, experiment
+        self.row.update(app=app, experiment=experiment)
+        self.write_row(stage)
+        return True
+
+    def _default_experiment(self, wh: Warehouse, program: Program) -> tuple[str, str]:
+        """The experiment :func:`experiment_names` gives the trace now: where its folder's stored runs of its program
+        went; else, when the folder's stored runs are of other programs, one named by its program, unless it was
+        placed apart from the folder's name already. With what, stored meanwhile, decides it (for its note)."""
+        stored = _folder_experiments(wh, [self.folder]).get(self.folder, {})
+        identity = file_name(program_identity(program.key, self.stem_app))
+        if identity in stored:
+            return stored[identity], (f"runs of its program from a folder named {self.folder} were stored in "
+                                      f"experiment {stored[identity]}")
+        if stored and self.experiment == check_name(self.folder):
+            others = ", ".join(sorted(set(stored.values())))
+            return (shown_name(self.program.symbols, program.key, self.stem_app),
+                    f"runs of another program from a folder named {self.folder} were stored (experiment {others}), "
+                    "and a folder of several programs gives an experiment per program, named by it")
+        return self.experiment, ""
+
+    def _index(self, wh: Warehouse) -> None:
+        """Index the run just committed: its program (:func:`~synthtrace.warehouse.programs.remember_program`) and
+        its folder's entry under the program decided at the commit (the entry written before it, when the program
+        changed, goes); a warehouse written before the folder index is indexed whole, once."""
+        remember_program(wh, self.program, self.run_id)  # issue 26 item 6: the next ingest matches it, no scan
+        if not folder_index.complete(wh):  # the first commit into a warehouse written before the index (or a new one)
+            _index_folders(wh)
+            return
+        identity = program_identity(self.program.key, self.stem_app)
+        folder_index.remember(wh, self.folder, identity, self.run_id)
+        if self.indexed != identity:
+            folder_index.forget(wh, self.folder, file_name(self.indexed), self.run_id)
 
 
 def _merge_notes(wh: Warehouse, experiment: str, run_id: str) -> list[str]:

@@ -66,17 +66,36 @@ STORED_FOLDER_FILES: tuple[frozenset[str], ...] = (
 
 def warehouse_holding(path: str | Path) -> Path | None:
     """The warehouse folder that ``path`` (links followed, as a write would follow them) is or lies in, or None.
-    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders; a stored
-    folder of one (:data:`STORED_FOLDER_FILES`), however reached, counts as a warehouse folder, and so does a
-    folder of nothing but stored folders (a ``runs/`` or ``experiments/`` reached through another mount). A folder
-    that merely holds a copy of one stored folder among the user's own is not (attack 12 F2: every output below
-    the folder holding a backup of a run was refused as "inside the warehouse")."""
+    A warehouse is known by its :data:`MARKER` file, or by its ``runs/`` and ``.staging/`` folders. A folder of one
+    reached through another mount (a bind mount or a container volume of ``runs/<id>``, ``runs/`` or
+    ``experiments/``) has neither above it: a mount point that is a stored folder (:data:`STORED_FOLDER_FILES`) or
+    holds nothing but stored folders counts as a warehouse folder too. A copy of a stored folder is no mount point,
+    and is the user's: neither the folder holding it (attack 12 F2: every output below the folder holding a backup
+    of a run was refused as "inside the warehouse"; attack 13 F3: so was every output beside a lone copied run) nor
+    the copy itself is a warehouse."""
+    mounts: frozenset[str] | None = None
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
         if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
             return folder
         if _stored_folder(folder) or _holds_stored_folders(folder):
-            return folder
+            mounts = mount_points() if mounts is None else mounts
+            if os.path.ismount(folder) or str(folder) in mounts:
+                return folder
     return None
+
+
+def mount_points() -> frozenset[str]:
+    """The mount points of this process's mount namespace (``/proc/self/mountinfo``, bind mounts on one file system
+    included, which :func:`os.path.ismount` cannot tell); empty where that file cannot be read (then only
+    :func:`os.path.ismount` tells a mount)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as fh:
+            text = fh.read()
+    except OSError:
+        return frozenset()
+    unescaped = (re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4])  # \040: a blank
+                 for line in text.splitlines() if len(fields := line.split(b" ")) > 4)
+    return frozenset(os.fsdecode(p) for p in unescaped)
 
 
 def _stored_folder(folder: Path) -> bool:
@@ -355,14 +374,17 @@ class Warehouse:
         return self.root / rel["target"], self.root / rel["old"], self.root / rel["new"]
 
     @contextlib.contextmanager
-    def staged(self, target: Path, *, replace: bool = False) -> Iterator[Path]:
+    def staged(self, target: Path, *, replace: bool = False,
+               commit: Callable[[Path], contextlib.AbstractContextManager[bool]] | None = None) -> Iterator[Path]:
         """Write into a staging directory; on success it is renamed to ``target`` in one step.
 
         On any error the staging directory is removed and ``target`` is left as it was. With ``replace`` an
         existing ``target`` is swapped out (renamed aside, then deleted), so readers see old or new, never a mix.
         The folder's checksums (:data:`MANIFEST`) are written into it last, before the rename. A ``target`` that is
         there and no commit's (a user's copy) is refused before anything is staged (:func:`~synthtrace.warehouse.
-        stored.refuse_foreign`).
+        stored.refuse_foreign`). ``commit(stage)``: a context entered once the stage is complete and held through the
+        rename (a lock under which a writer decides what it commits: an ingest's placement); it may change files of
+        the stage and then yields True (the checksums are written again); an error in it refuses the commit.
         """
         self.check_layout()
         from synthtrace.warehouse.stored import refuse_foreign  # stored reads manifests, which read records here
@@ -377,25 +399,13 @@ class Warehouse:
 
                 write_manifest(stage, target if target.is_dir() else None, target.name)
                 _fsync_tree(stage)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if target.exists():
-                    if not replace:
-                        shutil.rmtree(stage)  # someone committed the same content meanwhile
-                        return
-                    old = self._swap(stage, target, owner)
-                    COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
+                with commit(stage) if commit is not None else contextlib.nullcontext(False) as changed:
+                    if changed:
+                        write_manifest(stage, target if target.is_dir() else None, target.name)
+                        _fsync_tree(stage)
+                    old = self._commit(stage, target, owner, replace)
+                if old is not None:
                     shutil.rmtree(old, ignore_errors=True)
-                else:
-                    try:
-                        os.rename(stage, target)
-                    except OSError as exc:
-                        # another writer committed the same target between our exists() check and this rename
-                        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
-                            raise
-                        shutil.rmtree(stage)
-                        return
-                    COMMITTED.append(target)  # [helper races]
-                _fsync_dir(target.parent)
             except BaseException as exc:
                 os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
                 shutil.rmtree(stage, ignore_errors=True)
@@ -404,6 +414,31 @@ class Warehouse:
                 if os_error is not None:
                     raise os_error from None  # a full disk is one line at the CLI edge (issue 23 item 12)
                 raise
+
+    def _commit(self, stage: Path, target: Path, owner: str, replace: bool) -> Path | None:
+        """Rename the complete ``stage`` to ``target`` (:meth:`staged`); returns where a replaced folder now is (to
+        delete), else None. A ``target`` committed meanwhile by another writer (the same content) is kept, and the
+        stage removed, unless ``replace``."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            if not replace:
+                shutil.rmtree(stage)  # someone committed the same content meanwhile
+                return None
+            old = self._swap(stage, target, owner)
+            COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
+        else:
+            old = None
+            try:
+                os.rename(stage, target)
+            except OSError as exc:
+                # another writer committed the same target between our exists() check and this rename
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
+                    raise
+                shutil.rmtree(stage)
+                return None
+            COMMITTED.append(target)  # [helper races]
+        _fsync_dir(target.parent)
+        return old
 
     @contextlib.contextmanager
     def scratch(self, target: Path, what: str) -> Iterator[Path]:

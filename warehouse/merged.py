@@ -269,10 +269,12 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
     the other events are the reference run's. Resources, date,
     communicators and ``.row`` names come from the reference run's own trace when it is a Paraver file (``.prv`` or
     ``.prv.gz``) still on disk, else from the bursts' layout; counter event types follow the runs' ``.pcf`` files where
-    readable.
+    readable. The binary each caller line names (``LINE (FILE, BINARY)``, what identifies the program when the trace
+    is ingested again) is the one the reference trace's ``.pcf`` names, else the one its ingest recorded.
     """
     from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
     from synthtrace.tracelib.formats.paraver.writer import TraceMeta, write_paraver
+    from synthtrace.warehouse.programs import stored_program
 
     paths = dict(zip(exp.run_ids, exp.runs.get_column("source_path").to_list()))
     metas = {}
@@ -291,6 +293,8 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
         for name, label in m.counter_labels.items():
             meta.counter_labels.setdefault(name, label)
     ref = result.reference_run_id
+    if ref not in metas and isinstance(binary := stored_program(exp.wh, ref).get("binary"), str) and binary:
+        meta = replace(meta, binary=binary)  # no Paraver trace of it on disk: the binary its ingest recorded
     calls = (scan_parts(calls_file).sort(*THREAD_KEYS, "call_seq")
              if (calls_file := run_parts(exp.wh, ref, "mpi_calls.parquet")) else pl.DataFrame())
     names = merged.collect_schema().names()

@@ -277,6 +277,16 @@ def stored_programs(wh: Warehouse) -> dict[str, dict]:
     return dict(_stored(wh))
 
 
+def stored_program(wh: Warehouse, run_id: str) -> dict:
+    """The stored identity of run ``run_id`` (``program.json``: key, binary, symbols); empty when it has none (a run
+    stored before them) or it cannot be read."""
+    try:
+        stored = read_record(wh.run_dir(run_id) / PROGRAM_FILE)
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
 def run_programs(wh: Warehouse) -> dict[str, str]:
     """run_id -> program key, for the runs whose program was identified."""
     return {run_id: s["key"] for run_id, s in _stored(wh) if s.get("key")}

@@ -379,6 +379,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
     n_st, n_cn, n_ev, n_cm = fill[0], fill[1], fill[2], fill[3]
     fv = np.zeros(16, dtype=np.int64)
     slot_mask = slot_keys.shape[0] - 1
+    max_time = _INT64_MAX // scale  # the largest time (trace units) whose ns fit int64
     pos = cursor[0]
     line = cursor[1]
     status = _DONE
@@ -562,10 +563,10 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         k = 0
         if rtype == 1 and fv[6] < fv[5]:
             code = E_STATE_BACK
-        elif rtype <= 2 and (bigmask & (1 << 5) or fv[5] > _INT64_MAX // scale):
+        elif rtype <= 2 and (bigmask & (1 << 5) or fv[5] > max_time):
             code = E_NOT_INT64
             k = 6
-        elif rtype == 1 and (bigmask & (1 << 6) or fv[6] > _INT64_MAX // scale):
+        elif rtype == 1 and (bigmask & (1 << 6) or fv[6] > max_time):
             code = E_NOT_INT64
             k = 7
         # a time beyond the header's end: kept (Paraver loads it), counted and said once
@@ -579,7 +580,9 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                 elif n_cpus == 0 and cpu > _INT32_MAX:
                     code = E_CPU_INT32
                 else:
-                    t_id = _thread_id(fv[base + 2], fv[base + 3], fv[base + 4], appl_first_task, task_first_thread)
+                    # an event line's thread was found at its time field already, from the same fields
+                    t_id = tid if rtype == 2 else _thread_id(fv[base + 2], fv[base + 3], fv[base + 4],
+                                                              appl_first_task, task_first_thread)
                     if t_id < 0:
                         code = E_THREAD
                     elif side == 0:
@@ -589,7 +592,7 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
                     break
         if code == E_NONE and rtype == 3:
             for f in (5, 6, 11, 12):
-                if bigmask & (1 << f) or fv[f] > _INT64_MAX // scale:
+                if bigmask & (1 << f) or fv[f] > max_time:
                     code = E_NOT_INT64
                     k = f + 1
                     break
@@ -643,16 +646,18 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
         if rtype <= 2:
             if t_ns != last_time[tid]:
                 seen_n[tid] = 0
-            seen_line[tid, seen_n[tid] % REPEAT_WINDOW] = hsh
-            line_at[tid, seen_n[tid] % REPEAT_WINDOW] = block | ls
+            w = seen_n[tid] & (REPEAT_WINDOW - 1)  # a ring of REPEAT_WINDOW (a power of two) lines
+            seen_line[tid, w] = hsh
+            line_at[tid, w] = block | ls
             seen_n[tid] += 1
             last_time[tid] = t_ns
         elif rtype == 3:
             if t_ns != comm_time[tid]:
                 comm_time[tid] = t_ns
                 seen_n_comm[tid] = 0
-            seen_comm[tid, seen_n_comm[tid] % REPEAT_WINDOW] = hsh
-            comm_at[tid, seen_n_comm[tid] % REPEAT_WINDOW] = block | ls
+            w = seen_n_comm[tid] & (REPEAT_WINDOW - 1)
+            seen_comm[tid, w] = hsh
+            comm_at[tid, w] = block | ls
             seen_n_comm[tid] += 1
         if running:
             st_th[n_st] = tid

@@ -46,6 +46,7 @@ from synthtrace.tracelib.formats.paraver.event_types import (
                                                     COUNTER_SET_EVENT, MPI_TYPE_KINDS)
 from synthtrace.tracelib.formats.paraver.records import STATE_RUNNING
 from synthtrace.tracelib.formats.paraver.row import format_row
+from synthtrace.tracelib.formats.program import paraver_symbols
 from synthtrace.tracelib.schema import BURST_SCHEMA, EVENT_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 # ----------------------------------------------------------------------------------------------- MPI calls
@@ -144,7 +145,8 @@ class TraceMeta:
 
     @classmethod
     def from_trace(cls, trace: ParaverTrace) -> TraceMeta:
-        """The metadata of a trace read from disk (header, ``c:`` lines, ``.row`` names, counter types)."""
+        """The metadata of a trace read from disk (header, ``c:`` lines, ``.row`` names, counter types, and the binary
+        its ``.pcf``'s caller lines name, ``LINE (FILE, BINARY)``: else its file stem up to the first dot)."""
         h = trace.header
         comms: list[Communicator] = []
         with open(trace.path, "rb") as fh:
@@ -165,7 +167,8 @@ class TraceMeta:
         return cls(cpus_per_node=h.cpus_per_node, threads_per_task=h.threads_per_task, node_of_task=h.node_of_task,
                    started_at=h.started_at, communicators=tuple(comms),
                    row={k: list(v) for k, v in trace.row.levels.items()}, counter_types=types,
-                   counter_labels=labels, duration_ns=h.duration_ns, binary=trace.path.stem.split(".")[0])
+                   counter_labels=labels, duration_ns=h.duration_ns,
+                   binary=paraver_symbols(trace.pcf.event_values).binary or trace.path.stem.split(".")[0])
 
     @classmethod
     def simple(cls, n_tasks: int, *, cpus_per_node: Sequence[int] | None = None,
