@@ -435,3 +435,27 @@ def unwinding(root: Path) -> Variant:
     v.bursts = {(1, 1, 0, 20, "MPI_Barrier"): {}, (1, 1, 30, 60, "MPI_Allreduce"): {}, (1, 1, 70, 100, None): {}}
     v.calls = [(1, 1, "MPI_Barrier", 20, 30, None, None, 0, 0), (1, 1, "MPI_Allreduce", 60, 70, None, None, 0, 0)]
     return v
+
+
+def scorep_archive(root: Path, binary: str, functions: tuple[str, ...]) -> Path:
+    """A 4-rank Score-P-like archive whose program region records the executable ``/home/u/<folder>/<binary>``,
+    with the program's own ``functions``: its anchor."""
+    a = _Archive(root, ranks=4, threads=1)
+    a.d.region(binary, canonical_name=f"/home/u/{functions[0]}/{binary}", region_role=RegionRole.ARTIFICIAL,
+               paradigm=Paradigm.MEASUREMENT_SYSTEM)
+    for f in functions:
+        a.region(f, RegionRole.FUNCTION, Paradigm.COMPILER, f"{f}.c", 10)
+    a.mpi("MPI_Finalize")
+    events = [a.events(r) for r in range(4)]
+    for e in events:
+        e.program_begin(0, binary, [])
+    for i in range(10):
+        for r, e in enumerate(events):
+            base = 1000 + i * 10000
+            e.enter(base, functions[0], 0)
+            e.leave(base + 5000, functions[0], 100000 * (r + 1))
+    for e in events:
+        e.enter(900000, "MPI_Finalize")
+        e.leave(900100, "MPI_Finalize")
+        e.program_end(1000000, 0)
+    return a.close()

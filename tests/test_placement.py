@@ -141,12 +141,12 @@ def test_two_programs_from_one_folder_ingested_at_once_are_two_experiments(tmp_p
     under the writers' lock: the second to commit sees the first's program and goes apart, as it would after it."""
     import warnings
 
-    from tests.test_programs import _scorep_archive
+    from testing.otf2_variants import scorep_archive
 
     solver = ("solve_a", "assemble_a", "precond_a", "smooth_a", "restrict_a", "prolong_a")
     fft = ("fft_b", "transpose_b", "pack_b", "unpack_b", "twiddle_b", "plan_b")
-    first = _scorep_archive(tmp_path / "campaign" / "scorep-1", binaries[0], solver)
-    second = _scorep_archive(tmp_path / "campaign" / "scorep-2", binaries[1], fft)
+    first = scorep_archive(tmp_path / "campaign" / "scorep-1", binaries[0], solver)
+    second = scorep_archive(tmp_path / "campaign" / "scorep-2", binaries[1], fft)
     wh = Warehouse(tmp_path / "wh")
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
@@ -159,7 +159,7 @@ def test_two_programs_from_one_folder_ingested_at_once_are_two_experiments(tmp_p
     # the folder's next trace of either program joins its program's runs
     from synthtrace.warehouse.ingest import experiment_names
 
-    again = _scorep_archive(tmp_path / "campaign" / "scorep-3", binaries[0], solver)
+    again = scorep_archive(tmp_path / "campaign" / "scorep-3", binaries[0], solver)
     solver_experiment = next(e for e, p in by_experiment.items() if p == {_key_of(wh, "scorep-1")})
     assert experiment_names([again], wh)[0] == {again: solver_experiment}
 

@@ -19,6 +19,7 @@ from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.programs import run_programs
 from synthtrace.warehouse.runs import runs_table
 from testing.traces import JACOBI, LULESH_A, LULESH_B, PRIME, TRACES, copy_trace
+from testing.otf2_variants import scorep_archive
 
 SPOT = Path(__file__).parent / "data" / "spotcheck"
 
@@ -105,34 +106,6 @@ def test_a_model_not_clearly_better_than_the_mean_is_rejected(r2, mape, mean_map
     assert model_status(r2, mape, mean_mape) == status
 
 
-def _scorep_archive(root: Path, binary: str, functions: tuple[str, ...]) -> Path:
-    """A 4-rank Score-P-like archive whose program region records the executable ``/home/u/<folder>/<binary>``,
-    with the program's own ``functions``: its anchor."""
-    from otf2.enums import Paradigm, RegionRole
-
-    from testing.otf2_variants import _Archive
-
-    a = _Archive(root, ranks=4, threads=1)
-    a.d.region(binary, canonical_name=f"/home/u/{functions[0]}/{binary}", region_role=RegionRole.ARTIFICIAL,
-               paradigm=Paradigm.MEASUREMENT_SYSTEM)
-    for f in functions:
-        a.region(f, RegionRole.FUNCTION, Paradigm.COMPILER, f"{f}.c", 10)
-    a.mpi("MPI_Finalize")
-    events = [a.events(r) for r in range(4)]
-    for e in events:
-        e.program_begin(0, binary, [])
-    for i in range(10):
-        for r, e in enumerate(events):
-            base = 1000 + i * 10000
-            e.enter(base, functions[0], 0)
-            e.leave(base + 5000, functions[0], 100000 * (r + 1))
-    for e in events:
-        e.enter(900000, "MPI_Finalize")
-        e.leave(900100, "MPI_Finalize")
-        e.program_end(1000000, 0)
-    return a.close()
-
-
 def test_programs_that_share_a_binary_name_are_told_apart_by_their_symbols(tmp_path):
     """Attack 12 F4: the executable's file name alone was the program, so two unrelated codes both built as
     ``a.out`` (the compiler's default; ``python3`` for every mpi4py code) were one app and one program (detect's
@@ -145,7 +118,7 @@ def test_programs_that_share_a_binary_name_are_told_apart_by_their_symbols(tmp_p
     wh = Warehouse(tmp_path / "wh")
     names = {}
     for run, functions in (("s1", solver), ("f1", fft), ("s2", solver + ("norm_a",))):  # s2: another version
-        anchor = _scorep_archive(tmp_path / "campaign" / f"scorep-{run}", "a.out", functions)
+        anchor = scorep_archive(tmp_path / "campaign" / f"scorep-{run}", "a.out", functions)
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             names[run] = ingest_trace(wh, anchor, experiment="campaign").run_id
@@ -170,8 +143,8 @@ def test_an_index_written_before_shared_binary_names_counted_is_rebuilt(tmp_path
     from synthtrace.warehouse.programs import PROGRAM_INDEX
 
     wh = Warehouse(tmp_path / "wh")
-    solver = _scorep_archive(tmp_path / "c" / "scorep-s1", "a.out", ("solve_a", "assemble_a", "precond_a"))
-    fft = _scorep_archive(tmp_path / "c" / "scorep-f1", "a.out", ("fft_b", "transpose_b", "pack_b"))
+    solver = scorep_archive(tmp_path / "c" / "scorep-s1", "a.out", ("solve_a", "assemble_a", "precond_a"))
+    fft = scorep_archive(tmp_path / "c" / "scorep-f1", "a.out", ("fft_b", "transpose_b", "pack_b"))
     ingest_trace(wh, solver, experiment="c")
     shutil.rmtree(wh.root / PROGRAM_INDEX)  # as the old code left it: complete, without the a.out run
     (wh.root / PROGRAM_INDEX).mkdir(parents=True)
@@ -196,7 +169,7 @@ def test_a_folder_of_two_a_out_programs_is_two_experiments(tmp_path, run_cli):
     campaign = tmp_path / "campaign"
     for run, functions in (("20261201_0200_1", solver), ("20261201_0300_2", fft),
                            ("20261201_0400_3", solver + ("norm_a",))):
-        _scorep_archive(campaign / f"scorep-{run}", "a.out", functions)
+        scorep_archive(campaign / f"scorep-{run}", "a.out", functions)
     named, notes = experiment_names(find_traces([campaign]))
     by_run = {p.parent.name[-1]: e for p, e in named.items()}
     assert by_run["1"] == by_run["3"] != by_run["2"] and len(notes) == 1, (named, notes)
@@ -206,7 +179,7 @@ def test_a_folder_of_two_a_out_programs_is_two_experiments(tmp_path, run_cli):
     placed = {name[-1]: experiment for name, experiment in rows}
     assert placed["1"] == placed["3"] != placed["2"], placed
     # the next FFT run from that folder goes where the FFT's went (its symbols match the stored program)
-    _scorep_archive(campaign / "scorep-20261202_0100_4", "a.out", fft)
+    scorep_archive(campaign / "scorep-20261202_0100_4", "a.out", fft)
     assert run_cli("ingest", campaign / "scorep-20261202_0100_4", "-w", tmp_path / "wh")[0] == 0
     placed = {name[-1]: e for name, e in runs_table(Warehouse(tmp_path / "wh")).select("run_name", "experiment")
               .iter_rows()}
