@@ -14,8 +14,8 @@ from typing import BinaryIO
 
 from synthtrace.tracelib.errors import TraceFormatError
 
-#: largest .pcf/.row read (bytes); a larger one is refused. The parsed names of a file this size, of the shortest
-#: lines, take under 1 GB (measured: a 64 MiB .row of 2-character names took 1.65 GB)
+#: largest .row read (bytes); a larger one is not read (its trace is read without its names). The parsed names of a
+#: file this size, of the shortest lines, take under 1 GB (measured: a 64 MiB .row of 2-character names took 1.65 GB)
 MAX_COMPANION_BYTES = 32 << 20
 #: longest line decoded (bytes); a longer one is skipped
 MAX_LINE_BYTES = 64 << 10
