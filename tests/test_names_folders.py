@@ -142,3 +142,26 @@ def test_run_names_and_apps_from_a_file_name_are_nfc(tmp_path, run_cli):
     code, out, err = run_cli("runs", "rm", f"{NFC}.run1", "-w", wh)
     assert code == 0, err
     assert list(_placed(wh)) == [f"{NFC}.run0"]
+
+
+@pytest.mark.real_traces
+def test_runs_of_a_file_name_spelled_nfd_by_older_code_stay_one_program(tmp_path, monkeypatch):
+    """A folder of traces that record no program, named ``café.runN`` on a Mac and ingested by older code (its
+    program identity the stem's app as spelled, NFD): the next such trace is NFC, yet the same program, and goes to
+    the folder's experiment without a note of two applications."""
+    from types import SimpleNamespace
+
+    from synthtrace.warehouse import ingest, programs
+    from synthtrace.warehouse.ingest import experiment_names, ingest_trace
+
+    wh = Warehouse(tmp_path / "wh")
+    with monkeypatch.context() as m:  # the older code: no NFC for run names and apps
+        for module in (ingest, programs):
+            m.setattr(module, "unicodedata", SimpleNamespace(normalize=lambda _form, text: text))
+        old = ingest_trace(wh, copy_trace(PRIME, tmp_path / "exp", f"{NFD}.run0"))
+    assert old.experiment == "exp" and old.run_name == f"{NFD}.run0"
+    new = copy_trace(PRIME, tmp_path / "exp", f"{NFD}.run1")
+    new.with_suffix(".pcf").write_text(new.with_suffix(".pcf").read_text() + "\n")  # another run's content
+    assert experiment_names([new], wh) == ({new: "exp"}, [])
+    result = ingest_trace(wh, new)
+    assert (result.experiment, result.notes) == ("exp", []), result

@@ -94,18 +94,19 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     (``<run>/traces.otf2``): its run name is that folder's name and its experiment the folder holding the archive.
     The run name is in Unicode NFC (attack 14 F9: ``runs rm café.run1`` typed did not find the run a Mac named)."""
     run_name, folder = _trace_names(path)
+    run_name = unicodedata.normalize("NFC", run_name)
     return run_name, app or run_name.split(".")[0], experiment or name_from_folder(folder)
 
 
 def _trace_names(path: Path) -> tuple[str, str]:
-    """The run name (NFC) and the name of the folder that names the experiment of the trace at ``path``, as its
-    path gives them (:func:`default_names`)."""
+    """The run name and the name of the folder that names the experiment of the trace at ``path``, as its path
+    spells them (:func:`default_names`)."""
     path = path.resolve()
     holder = path.parent
     run_name = trace_stem(path)
     if path.suffix == ".otf2":
         run_name, holder = (path.parent.name, path.parent.parent) if path.stem == "traces" else (path.stem, path.parent)
-    return unicodedata.normalize("NFC", run_name), holder.name
+    return run_name, holder.name
 
 
 def _older_folder_names(path: Path) -> list[str]:
@@ -113,6 +114,17 @@ def _older_folder_names(path: Path) -> list[str]:
     (:func:`~synthtrace.warehouse.names.legacy_folder_names`): looked up too, so that a folder already ingested
     keeps going to its experiment."""
     return legacy_folder_names(_trace_names(path)[1])
+
+
+def _adopt_older_identity(stored: dict[str, str], identity: str, path: Path, key: str | None) -> None:
+    """File under ``identity`` (a program identity as its file name) the experiment that ``stored`` (identity ->
+    experiment, :func:`_folder_experiments`) holds under the identity older code gave the trace at ``path`` of
+    program ``key``: without a key, its stem's app as its file name spells it, not NFC (attack 14 F9). A folder of
+    such traces ingested before stays one program, in its experiment."""
+    stem_app = _trace_names(path)[0].split(".")[0]
+    older = None if key else file_name(stem_app)
+    if older is not None and older != identity and older in stored and identity not in stored:
+        stored[identity] = stored.pop(older)
 
 
 def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[dict[Path, str], list[str]]:
@@ -146,8 +158,9 @@ def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[di
         if opened.get(p, True) is None:
             continue  # does not open: no program of the folder's
         symbols = opened.get(p)
-        identity = program_identity(keys.get(p), stem_app)
-        program[p] = (file_name(identity), shown_name(symbols, keys.get(p), stem_app), folder)
+        identity = file_name(program_identity(keys.get(p), stem_app))
+        _adopt_older_identity(earlier.get(folder, {}), identity, p, keys.get(p))
+        program[p] = (identity, shown_name(symbols, keys.get(p), stem_app), folder)
     programs: dict[str, dict[str, str]] = {}  # folder -> identity's file name -> its name in the note
     for identity, shown, folder in program.values():
         programs.setdefault(folder, {})[identity] = shown
@@ -540,6 +553,7 @@ class _Placement:
         placed apart from the folder's name already. With what, stored meanwhile, decides it (for its note)."""
         stored = _folder_experiments(wh, {self.folder: self.older}).get(self.folder, {})
         identity = file_name(program_identity(program.key, self.stem_app))
+        _adopt_older_identity(stored, identity, self.path, program.key)
         placed = _placed_in(self.folder, identity, shown_name(self.program.symbols, program.key, self.stem_app),
                             stored, mixed=bool(stored))
         if identity in stored:
