@@ -2,7 +2,9 @@
 warehouse folder, ephemeral Prefect, no server)."""
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import time
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +21,17 @@ from synthtrace.tracelib.errors import BadInputError
 DEMO_APPS = {"stencil": "halo", "solver": "cg"}
 DEMO_REGRESSION = "more_instructions:stencil:4:0.3"  # the main kernel does 30 % more work from night 4
 DEMO_MARKER = ".synthtrace-demo"  # written first, so a demo killed half-way is still recognised as one
+
+
+def made_by_demo(out: Path) -> bool:
+    """Whether the folder ``out`` is one a demo made: its :data:`DEMO_MARKER` is a regular file (not a link). Only
+    such a folder is ever replaced: a ``drop/`` and a ``warehouse/`` are also the layout a user of ``nightly``
+    builds (attack 14 F16: a folder with a ``warehouse/`` was taken for a demo made before the marker, and deleted
+    whole, its real runs and traces with it)."""
+    try:
+        return stat.S_ISREG(os.lstat(out / DEMO_MARKER).st_mode)
+    except OSError:
+        return False
 
 
 def demo(
@@ -44,11 +57,12 @@ def demo(
 
     if nights < 1:
         raise BadInputError("--nights must be at least 1")
-    if out.exists() and not out.is_dir():
-        raise BadInputError(f"--out {out}: exists and is not a folder")
-    made_by_demo = (out / DEMO_MARKER).is_file() or (out / "warehouse").is_dir()  # (earlier demos: no marker)
-    if out.exists() and any(out.iterdir()) and not made_by_demo:
-        raise BadInputError(f"{out} exists and is not a synthtrace demo folder; choose another --out")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise BadInputError(f"--out {out}: exists and is not a folder (a link is not followed); choose another --out")
+    if out.exists() and any(out.iterdir()) and not made_by_demo(out):
+        raise BadInputError(f"--out {out}: exists and is not a synthtrace demo folder (no {DEMO_MARKER} file in it; "
+                            "a demo older than that file is deleted by hand); nothing was deleted: choose another "
+                            "--out")
     if fresh and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -332,17 +332,38 @@ def _flow_options(task_runner: Any = None) -> dict[str, Any]:
             "task_runner": task_runner or ThreadPoolTaskRunner(max_workers=cores())}
 
 
-def night_flow(tell: Progress = _silent, task_runner: Any = None) -> Flow:
-    """The nightly flow (its name :data:`FLOW_NAME` in Prefect) of a night someone watches: its progress goes to
-    ``tell``. Run in this process only (:func:`run_night`); the deployed flow is :func:`nightly_flow`."""
-    def watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                      found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
-        if _stop_now is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
-        return night(drop, warehouse, machine, skip, found, tell, settle_s, locked=True)  # run_night holds it
+#: the progress callback of the night :func:`run_night` runs in this process (:func:`_watched_night`). Kept out of
+#: the flow object: Prefect pickles that object (its function's closure, and a function not its module's by value with
+#: the globals it reads) into every task it hands a Dask worker process, and a progress display holds a lock, which
+#: ended every ``nightly --runner dask`` on its temporary cluster of processes (attack 14 F15)
+_tell: Progress = _silent
 
-    watched_night.__doc__ = nightly_flow.__doc__
-    return flow(watched_night, **_flow_options(task_runner))
+
+def _watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
+                   found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+    """:func:`nightly_flow` of a night someone watches (:data:`_tell`), run by :func:`run_night`, which holds the
+    night's locks. A module-level function: pickled by reference (its module and name), never by value."""
+    if _stop_now is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
+    return night(drop, warehouse, machine, skip, found, _tell, settle_s, locked=True)
+
+
+def night_flow(task_runner: Any = None) -> Flow:
+    """The nightly flow (its name :data:`FLOW_NAME` in Prefect) of a night someone watches: its progress goes to
+    :data:`_tell` (:func:`watched`). Run in this process only (:func:`run_night`); the deployed flow is
+    :func:`nightly_flow`."""
+    return flow(_watched_night, **_flow_options(task_runner), description=nightly_flow.__doc__)
+
+
+@contextlib.contextmanager
+def watched(tell: Progress) -> Iterator[None]:
+    """While the block runs, the night of :func:`night_flow` tells its progress to ``tell``."""
+    global _tell
+    before, _tell = _tell, tell
+    try:
+        yield
+    finally:
+        _tell = before
 
 
 @flow(**_flow_options())
@@ -560,12 +581,13 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
             raise read_only
         if server is None:
             start_prefect()
-        f = night_flow(progress or _silent, runner_)
+        f = night_flow(runner_)
         try:
             if server is not None:
                 _quiet_when_server_lost()
-            state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []), found=found,
-                      settle_s=settle_s, return_state=True)
+            with watched(progress or _silent):
+                state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []),
+                          found=found, settle_s=settle_s, return_state=True)
             if state.is_failed():
                 state.result()  # raises the flow's exception
             return state.result()

@@ -51,3 +51,43 @@ def test_demo_refuses_to_wipe_a_folder_it_did_not_make(tmp_path, run_cli):
     code, _, err = run_cli("demo", "--out", tmp_path)
     assert code == 2 and "not a synthtrace demo folder" in err
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("layout", ["nightly", "empty_warehouse", "linked_marker"])
+def test_demo_never_replaces_a_folder_without_its_marker(tmp_path, run_cli, monkeypatch, layout):
+    """Attack 14 F16: a folder with a ``warehouse/`` (a user's ``drop/`` + ``warehouse/``, the nightly layout) was
+    taken for a demo made before the marker and deleted whole. Only the demo's own marker file (a regular file, not
+    a link to one) makes a folder the demo's; anything else is refused in one line, nothing deleted."""
+    site = tmp_path / "site"
+    (site / "drop" / "e").mkdir(parents=True)
+    (site / "warehouse").mkdir()
+    (site / "drop" / "e" / "mine.txt").write_text("a user's file")
+    if layout == "nightly":
+        (site / "warehouse" / "runs").mkdir()
+        (site / "NOTES.txt").write_text("my notes")
+    elif layout == "linked_marker":
+        (tmp_path / "marker").write_text("made by synthtrace demo\n")
+        (site / ".synthtrace-demo").symlink_to(tmp_path / "marker")
+    before = sorted(p.relative_to(site) for p in site.rglob("*"))
+    monkeypatch.setattr("synthtrace.simulator.simulate_campaign", _never)  # refused before any work
+    code, stdout, err = run_cli("demo", "--out", site, "--nights", "1")
+    assert code == 2 and "not a synthtrace demo folder" in err and "nothing was deleted" in err
+    assert len(err.strip().splitlines()) == 1 and not stdout
+    assert sorted(p.relative_to(site) for p in site.rglob("*")) == before
+    assert (site / "drop" / "e" / "mine.txt").read_text() == "a user's file"
+
+
+def test_demo_refuses_a_link_as_its_folder(tmp_path, run_cli, monkeypatch):
+    """A link to a demo's folder is not followed (rmtree of a link fails half-way): one line, nothing deleted."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / ".synthtrace-demo").write_text("made by synthtrace demo\n")
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setattr("synthtrace.simulator.simulate_campaign", _never)
+    code, _, err = run_cli("demo", "--out", tmp_path / "link", "--nights", "1")
+    assert code == 2 and "a link is not followed" in err and len(err.strip().splitlines()) == 1
+    assert (real / ".synthtrace-demo").is_file()
+
+
+def _never(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the demo began its work in a folder it should have refused")

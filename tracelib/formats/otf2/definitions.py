@@ -235,19 +235,26 @@ def _metric_members(defs, anchor: Path, warns: list[str],
     """Per metric member id: name, how its values become counts (_CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT;
     _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its
     first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
-    not). Names are kept by ``escapes``."""
+    not). Names are kept by ``escapes``; one named like a key column, or like an earlier member but for letter case,
+    is renamed ``<name>_metric<ref>`` with a warning."""
     from otf2.enums import LocationType, MetricScope
 
     member_names: list[str] = []
     member_mode: list[int] = []
     member_type: list[int] = []
     member_id: dict[int, int] = {}
+    cased: dict[str, str] = {}  # name in lower case -> the first member's name
     for m in defs.metric_members:
         member_id[m._ref] = len(member_names)
         name = escapes.kept(str(m.name), f"name of metric member {m._ref}")
         if is_reserved_column(name):  # a metric never takes a key column's name (issue 23 item 7)
             renamed = unreserved_column(name, f"metric{m._ref}")
             warns.append(f"{anchor}: metric {name!r} is named like a column of every burst: read as {renamed!r}")
+            name = renamed
+        elif cased.setdefault(name.lower(), name) != name:  # attack 14 F17: SQL reads both names as one column
+            renamed = unreserved_column(name, f"metric{m._ref}")
+            warns.append(f"{anchor}: metrics {cased[name.lower()]!r} and {name!r} differ only in letter case, one "
+                         f"column to SQL: the second read as {renamed!r}")
             name = renamed
         member_names.append(name)
         member_mode.append(_metric_semantics(m.metric_mode.value))

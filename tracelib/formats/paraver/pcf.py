@@ -258,9 +258,11 @@ def _usable_column(name: str, etype: int) -> str:
 
 def _check_counter_names(cat: PcfCatalog) -> None:
     """Two counter types with one name would fold two counters into one column: as Paraver keeps both (by type),
-    the later type's column is ``NAME_TYPE`` (noted in ``renamed_lines``, which the reader warns of). A name that
-    is a key column, holds control characters, is too long or is a pattern is renamed too (said once per file)."""
-    seen: dict[str, int] = {}
+    the later type's column is ``NAME_TYPE`` (noted in ``renamed_lines``, which the reader warns of); so is the later
+    of two names that differ only in letter case (SQL reads both as one: attack 14 F17, ``papi_tot_ins`` answered
+    with ``PAPI_TOT_INS``'s values). A name that is a key column, holds control characters, is too long or is a
+    pattern is renamed too (said once per file)."""
+    seen: dict[str, tuple[str, int]] = {}  # name in lower case -> (the name, its first event type)
     unusable: list[tuple[int, str, str, str]] = []  # (line, name, why, column)
     for etype in sorted(t for t in cat.event_labels if is_counter_type(t)):
         name = cat.counter_name(etype)
@@ -273,12 +275,15 @@ def _check_counter_names(cat: PcfCatalog) -> None:
             cat.renamed_lines.append((cat.event_lines[etype], f"counter name {name!r} of event type {etype} is a "
                                       f"column of every burst: read as {cat.renamed[etype]!r}"))
             continue
-        if name in seen and not (is_absolute_counter(etype) != is_absolute_counter(seen[name])):
+        first, first_type = seen.get(name.lower(), (None, 0))
+        if first is not None and (first != name or is_absolute_counter(etype) == is_absolute_counter(first_type)):
             cat.renamed[etype] = f"{name}_{etype}"
-            cat.renamed_lines.append((cat.event_lines[etype], f"counter name {name!r} given to event types "
-                                      f"{seen[name]} and {etype}: the second read as {cat.renamed[etype]!r}"))
+            given = (f"counter name {name!r} given to event types {first_type} and {etype}" if first == name else
+                     f"counter names {first!r} (event type {first_type}) and {name!r} (event type {etype}) differ "
+                     "only in letter case, one column to SQL")
+            cat.renamed_lines.append((cat.event_lines[etype], f"{given}: the second read as {cat.renamed[etype]!r}"))
             continue
-        seen.setdefault(name, etype)
+        seen.setdefault(name.lower(), (name, etype))
     if unusable:
         line, name, problem, column = unusable[0]
         more = f" ({len(unusable)} counter names renamed so)" if len(unusable) > 1 else ""
