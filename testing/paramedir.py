@@ -1,7 +1,9 @@
 """Paraver's own loader as the oracle: paramedir (built from the public paraver-kernel repository) computes
 per-thread statistics of a trace from a histogram configuration, and these are compared with what synthtrace
 reads. paramedir is not on PyPI: point ``SYNTHTRACE_PARAMEDIR`` at the binary or put it on ``PATH``
-(benchmarks/results/paramedir.md says how to build it)."""
+(benchmarks/results/paramedir.md says how to build it). As a speed baseline, build it with ``./configure
+--with-debug-level=release``: paraver-kernel's default adds no optimisation flag (g++ -O0), which runs 5-6x slower
+(benchmarks/RESULTS.md, issue 27, session of Dec 4 perf15)."""
 from __future__ import annotations
 
 import os
