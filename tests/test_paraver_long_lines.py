@@ -9,6 +9,8 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,6 +96,34 @@ def test_a_long_line_is_refused_on_the_time_sorted_path_too(tmp_path, small_cap)
     with pytest.raises(TraceFormatError) as caught:
         ParaverTrace(prv).read_tables("r")
     assert caught.value.line == records[-1] + 2 and "record longer than" in caught.value.reason
+
+
+_READ_PEAK = """
+import sys, warnings
+from pathlib import Path
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
+warnings.simplefilter("ignore")
+try:
+    ParaverTrace(Path(sys.argv[1])).read_tables("r")
+    outcome = "read"
+except TraceFormatError as exc:
+    outcome = str(exc)
+# this process's own peak (VmHWM), not the spawning xdist worker's that ru_maxrss carries over at exec
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) >> 10)
+print(outcome)
+"""
+
+
+def test_a_long_record_line_is_refused_in_bounded_memory(tmp_path):
+    """Attack 14 F6 at the real cap: a 64 MiB record line (the old reader took ~20 times a line's bytes: 2.0 GB for
+    100 MB) is refused with its line while the reading process stays within a few hundred MiB."""
+    prv, lineno = _with_line(tmp_path / "t", _counters(64 << 20))
+    proc = subprocess.run([sys.executable, "-c", _READ_PEAK, str(prv)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    peak_mib, outcome = proc.stdout.splitlines()[-2:]
+    assert f":{lineno}: record longer than" in outcome, outcome
+    assert int(peak_mib) < 600, f"reading a trace with a 64 MiB line took {peak_mib} MiB"
 
 
 class _Trickle(io.RawIOBase):
