@@ -556,7 +556,7 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
         try:
             if server is not None:
                 _quiet_when_server_lost()
-            with watched(progress or _silent):
+            with watched(progress or _silent), quiet_dask() if runner == "dask" else contextlib.nullcontext():
                 state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []),
                           found=found, settle_s=settle_s, return_state=True)
             send_logs()
@@ -570,6 +570,20 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
                     "what the night's stages committed before is stored, nothing is half-written: start the server "
                     "and run the night again to finish it") from None
             raise
+
+
+@contextlib.contextmanager
+def quiet_dask() -> Iterator[None]:
+    """While the block runs, Dask's scheduler, nannies and client in this process log warnings and errors only:
+    their INFO records (~35 lines a night: addresses, workers registered and retired) buried the night's progress and
+    summary."""
+    logger = logging.getLogger("distributed")
+    before = logger.level
+    logger.setLevel(max(before, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 #: seconds the night's log records queued for the Prefect server have to reach it at the end of the night
