@@ -283,3 +283,39 @@ def test_the_other_run_s_sequence_table_is_let_go_before_its_pairs_are_checked(
         a, b = getattr(got, name), getattr(whole, name)
         assert a.schema == b.schema and _sorted(a).equals(_sorted(b)), name
     assert got.warnings == whole.warnings
+
+
+def test_messages_are_numbered_before_their_sorted_copy_is_made(monkeypatch):
+    """issue 23 (a 2 GB OTF2 archive's ingest, 6.45 M messages: 1,787 MB at the numbering of ``mpi_messages``):
+    ``_numbered`` sorted a copy of the messages by time and ranked them in their channels beside it (the channel
+    ids, the order and the rank arrays). The order and ``k`` are now found on the messages as they came, before any
+    sorted column exists; the rows come out in the same order with the same ``k``."""
+    import numpy as np
+
+    from synthtrace.tracelib.merge import messages
+
+    rng = np.random.default_rng(5)
+    n = 500
+    m = pl.DataFrame({
+        "appl": pl.Series([1] * n, dtype=pl.Int32), "comm": rng.integers(0, 3, n), "sender":
+        pl.Series(rng.integers(0, 4, n), dtype=pl.Int32), "receiver": pl.Series(rng.integers(0, 4, n), dtype=pl.Int32),
+        "tag": rng.integers(0, 2, n), "bytes": rng.integers(1, 99, n),
+        "s_thread": pl.Series([1] * n, dtype=pl.Int32), "s_call_seq": rng.integers(0, 99, n),
+        "s_time_ns": rng.permutation(n).astype(np.int64), "r_thread": pl.Series([1] * n, dtype=pl.Int32),
+        "r_call_seq": rng.integers(0, 99, n), "r_time_ns": rng.integers(0, 10 * n, n),
+        "c_call_seq": rng.integers(0, 9, n)})
+    sorted_frames: list[int] = []
+    channel_ids = messages._channel_ids
+
+    def watched(frame):
+        gc.collect()
+        sorted_frames.append(sum(1 for o in gc.get_objects() if isinstance(o, pl.DataFrame) and o.height == n
+                                 and "s_time_ns" in o.columns and o["s_time_ns"].is_sorted()))
+        return channel_ids(frame)
+
+    monkeypatch.setattr(messages, "_channel_ids", watched)
+    out = messages._numbered(m)
+    assert sorted_frames == [0]  # when the channels are ranked, no copy sorted by time is alive
+    assert out["s_time_ns"].to_list() == list(range(n))
+    window = m.sort("s_time_ns").with_columns(pl.int_range(pl.len()).over(messages.CHANNEL).alias("k"))["k"]
+    assert out["k"].to_list() == window.to_list()

@@ -117,7 +117,7 @@ def test_ingest_refuses_a_name_that_could_not_be_a_folder(tmp_path, run_cli, arg
     before = tree_digest(wh_root)
     code, out, err = run_cli("ingest", copy_trace(LULESH_B, tmp_path / "bad*folder"), "-w", wh_root, *args)
     if not args:
-        assert code == 0 and re.search(r"experiment bad_folder~[0-9a-f]{8}\)", out), (out, err)
+        assert code == 0 and re.search(r"experiment bad_folder~[0-9a-f]{16}\)", out), (out, err)
         return
     assert code == 2, (out, err)
     assert "experiment name" in err and len(err.strip().splitlines()) == 1, err

@@ -569,16 +569,14 @@ def test_grouped_pairing_keeps_self_communicators_and_sends_to_no_rank():
     assert_frame_equal(match_messages(p2p, ranks, {9}, group_rows=1), whole)
 
 
-def test_a_task_receiving_from_every_rank_is_paired_a_share_of_its_senders_at_a_time(monkeypatch):
-    """Attack 13 F8: the records were paired a group of whole receiving tasks at a time, so a run whose messages all
-    go to one rank (master/worker, a gather written with point-to-point, an I/O rank) was paired in one piece: 1.5 GB
-    for a 369 MB archive. Such a task's records are paired a group of sending tasks at a time, once its receives
-    are resolved (each Irecv's request time, each Mrecv's probe): no piece is far over the group size, and the
-    messages are those of the whole pairing (Irecvs completed in reverse order, blocking receives, an Mrecv)."""
+def _gather_records(senders: int = 12, steps: int = 40) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Point-to-point records of ``senders`` ranks sending to rank 0 every step (an Isend and a Send each; rank 0
+    posts an Irecv per sender and completes them in reverse, then blocking receives, the last sender's by
+    MPI_Mprobe + MPI_Mrecv), and the communicator's ranks."""
     from synthtrace.tracelib.formats.otf2 import messages
     from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
 
-    senders, steps, rows = 12, 40, []
+    rows = []
     pos = defaultdict(int)
 
     def record(task, kind, t, peer, tag, req):
@@ -604,6 +602,19 @@ def test_a_task_receiving_from_every_rank_is_paired_a_share_of_its_senders_at_a_
     ranks = pl.DataFrame({"comm": [0] * (senders + 1), "rank": list(range(senders + 1)),
                           "task": list(range(senders + 1))},
                          schema={"comm": pl.Int64, "rank": pl.Int64, "task": pl.Int32})
+    return p2p, ranks
+
+
+def test_a_task_receiving_from_every_rank_is_paired_a_share_of_its_senders_at_a_time(monkeypatch):
+    """Attack 13 F8: the records were paired a group of whole receiving tasks at a time, so a run whose messages all
+    go to one rank (master/worker, a gather written with point-to-point, an I/O rank) was paired in one piece: 1.5 GB
+    for a 369 MB archive. Such a task's records are paired a group of sending tasks at a time, once its receives
+    are resolved (each Irecv's request time, each Mrecv's probe): no piece is far over the group size, and the
+    messages are those of the whole pairing (Irecvs completed in reverse order, blocking receives, an Mrecv)."""
+    from synthtrace.tracelib.formats.otf2 import messages
+
+    senders, steps = 12, 40
+    p2p, ranks = _gather_records(senders, steps)
     whole = messages.match_messages(p2p, ranks, set(), group_rows=p2p.height)
     assert whole.height == 2 * senders * steps and whole["s_time_ns"].null_count() == 0
     assert whole["r_time_ns"].null_count() == 0
@@ -615,6 +626,36 @@ def test_a_task_receiving_from_every_rank_is_paired_a_share_of_its_senders_at_a_
                         or pairs(lf, *a))
     assert_frame_equal(messages.match_messages(p2p, ranks, set(), group_rows=200), whole)
     assert len(pieces) > 1 and max(pieces) <= 2 * 200, pieces  # a group of whole senders: ~200 records
+
+
+def test_a_big_receiver_s_spilled_records_are_parted_a_frame_at_a_time(monkeypatch, tmp_path):
+    """Attack 14 (a gather to rank 0, 64 ranks, 199 MB: 1,022 MB of memory, ~2.4 MB per MB of archive): the records
+    of a task receiving more than ``MATCH_ROWS`` were read back whole from the spill, copied, resolved and parted
+    in memory. Its bucket is now parted a spilled frame at a time (sends by sending task, receives by request id),
+    so neither the pairing nor the receives' look-ups ever see the task's records whole, and the messages are those
+    of the whole pairing."""
+    from synthtrace.tracelib.formats.otf2 import messages
+
+    p2p, ranks = _gather_records(senders=12, steps=40)
+    whole = messages.match_messages(p2p, ranks, set(), group_rows=p2p.height)
+    monkeypatch.setattr(messages, "MATCH_ROWS", 200)
+    monkeypatch.setattr(messages, "P2P_HOLD_BYTES", 1)  # every chunk spilled
+    seen: dict[str, list[int]] = defaultdict(list)
+    for name in ("_paired", "_resolved_receives"):
+        real = getattr(messages, name)
+        monkeypatch.setattr(messages, name, lambda frame, *a, _n=name, _f=real: seen[_n].append(frame.height)
+                            or _f(frame, *a))
+    pairs = messages._pairs
+    monkeypatch.setattr(messages, "_pairs", lambda lf, *a: seen["_pairs"].append(lf.select(pl.len()).collect().item())
+                        or pairs(lf, *a))
+    records = messages.P2pRecords(ranks, set(), tmp_path / "a.otf2", tmp_path / "p2p")
+    for _key, chunk in p2p.group_by("task", (pl.col("pos") - 1) // 50, maintain_order=True):  # as a reader does
+        records.add(chunk)
+    assert_frame_equal(records.matched(), whole)
+    to_rank_0 = p2p.filter((pl.col("task") == 0) | (pl.col("peer") == 0)).height
+    assert to_rank_0 == p2p.height > 4 * 200
+    assert max(seen["_pairs"]) <= 2 * 200 and max(seen["_resolved_receives"]) <= 2 * 200, dict(seen)
+    assert not seen["_paired"], dict(seen)  # the big receiver's bucket is never paired whole
 
 
 def test_streaming_parts_and_progress(synthetic):

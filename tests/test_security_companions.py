@@ -30,14 +30,7 @@ def _with_companion(dest: Path, suffix: str, data: bytes | None = None, size: in
 
 
 # ------------------------------------------------------------------------------ F5: companions of any size
-def test_row_beyond_the_cap_is_refused_in_one_line(tmp_path, run_cli):
-    """A 1 GB .row was read whole, decoded and split (3.3 GB of RAM) and accepted; now one line names it."""
-    prv = _with_companion(tmp_path / "t", ".row", size=MAX_COMPANION_BYTES + 1)
-    wh = tmp_path / "wh"
-    code, out, err = run_cli("ingest", prv, "-w", wh)
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert str(prv.with_suffix(".row")) in err and "MiB" in err
-    assert not wh.exists()  # nothing stored, not even an empty warehouse
+# a .row beyond the cap: not read, the trace ingested (attack 14 F13), tests/test_paraver_long_lines.py
 
 
 def test_pcf_beyond_the_cap_is_not_read_and_the_trace_is_ingested_without_names(tmp_path, run_cli):

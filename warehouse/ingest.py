@@ -5,9 +5,10 @@ import contextlib
 import itertools
 import shlex  # [helper security]
 import shutil
+import unicodedata
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.programs import (Program, choose_program, program_identity, program_keys, remember_program,
                                            shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, name_from_folder
+from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, legacy_folder_names, name_from_folder
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
 
@@ -89,14 +90,41 @@ def content_id(source: TraceSource) -> ContentId:
 
 def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[str, str, str]:
     """(run_name, app, experiment) per DESIGN §3: the trace's stem, the stem up to its first dot, the folder
-    holding the trace. An OTF2 archive is a folder of its own (``<run>/traces.otf2``): its run name is that
-    folder's name and its experiment the folder holding the archive."""
+    holding the trace (:func:`~synthtrace.warehouse.names.name_from_folder`). An OTF2 archive is a folder of its own
+    (``<run>/traces.otf2``): its run name is that folder's name and its experiment the folder holding the archive.
+    The run name is in Unicode NFC (attack 14 F9: ``runs rm café.run1`` typed did not find the run a Mac named)."""
+    run_name, folder = _trace_names(path)
+    run_name = unicodedata.normalize("NFC", run_name)
+    return run_name, app or run_name.split(".")[0], experiment or name_from_folder(folder)
+
+
+def _trace_names(path: Path) -> tuple[str, str]:
+    """The run name and the name of the folder that names the experiment of the trace at ``path``, as its path
+    spells them (:func:`default_names`)."""
     path = path.resolve()
     holder = path.parent
     run_name = trace_stem(path)
     if path.suffix == ".otf2":
         run_name, holder = (path.parent.name, path.parent.parent) if path.stem == "traces" else (path.stem, path.parent)
-    return run_name, app or run_name.split(".")[0], experiment or name_from_folder(holder.name)
+    return run_name, holder.name
+
+
+def _older_folder_names(path: Path) -> list[str]:
+    """The names older code filed the folder of the trace at ``path`` under in the folder index
+    (:func:`~synthtrace.warehouse.names.legacy_folder_names`): looked up too, so that a folder already ingested
+    keeps going to its experiment."""
+    return legacy_folder_names(_trace_names(path)[1])
+
+
+def _adopt_older_identity(stored: dict[str, str], identity: str, path: Path, key: str | None) -> None:
+    """File under ``identity`` (a program identity as its file name) the experiment that ``stored`` (identity ->
+    experiment, :func:`_folder_experiments`) holds under the identity older code gave the trace at ``path`` of
+    program ``key``: without a key, its stem's app as its file name spells it, not NFC (attack 14 F9). A folder of
+    such traces ingested before stays one program, in its experiment."""
+    stem_app = _trace_names(path)[0].split(".")[0]
+    older = None if key else file_name(stem_app)
+    if older is not None and older != identity and older in stored and identity not in stored:
+        stored[identity] = stored.pop(older)
 
 
 def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[dict[Path, str], list[str]]:
@@ -117,7 +145,10 @@ def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[di
     """
     named = {p: default_names(p, None, None) for p in paths}  # (run name, app from the stem, folder)
     stems = _apps_by_folder(named.values())
-    earlier = _folder_experiments(wh, stems) if wh is not None else {}
+    older: dict[str, set[str]] = {folder: set() for folder in stems}  # folder -> the names older code gave it
+    for p, (_, _, folder) in named.items():
+        older[folder].update(_older_folder_names(p))
+    earlier = _folder_experiments(wh, older) if wh is not None else {}
     opened = {p: _recorded_program(p) for p, (_, stem_app, folder) in named.items()
               if len(stems[folder]) > 1 or earlier.get(folder) or shared_binary(stem_app)}
     readable = [p for p, symbols in opened.items() if symbols is not None]
@@ -127,9 +158,9 @@ def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[di
         if opened.get(p, True) is None:
             continue  # does not open: no program of the folder's
         symbols = opened.get(p)
-        identity = program_identity(keys.get(p), stem_app)
-        shown = stem_app if symbols is None else shown_name(symbols, keys.get(p), stem_app)
-        program[p] = (file_name(identity), shown, folder)
+        identity = file_name(program_identity(keys.get(p), stem_app))
+        _adopt_older_identity(earlier.get(folder, {}), identity, p, keys.get(p))
+        program[p] = (identity, shown_name(symbols, keys.get(p), stem_app), folder)
     programs: dict[str, dict[str, str]] = {}  # folder -> identity's file name -> its name in the note
     for identity, shown, folder in program.values():
         programs.setdefault(folder, {})[identity] = shown
@@ -142,17 +173,26 @@ def experiment_names(paths: list[Path], wh: Warehouse | None = None) -> tuple[di
              "(--experiment NAME puts them all in one)" for folder, names in mixed.items()]
     out = {}
     for p, (_, stem_app, folder) in named.items():
-        identity, shown, _ = program.get(p, (None, stem_app, folder))
-        out[p] = earlier.get(folder, {}).get(identity) or (shown if folder in mixed else folder)
+        identity, shown, _ = program.get(p, (None, shown_name(None, None, stem_app), folder))
+        out[p] = _placed_in(folder, identity, shown, earlier.get(folder, {}), folder in mixed)
     return out, notes
 
 
-def _folder_experiments(wh: Warehouse, folders: Iterable[str]) -> dict[str, dict[str, str]]:
+def _placed_in(folder: str, identity: str | None, shown: str, stored: dict[str, str], mixed: bool) -> str:
+    """The default experiment of a trace from the folder that gives the name ``folder``, of program ``identity`` (as
+    its file name) shown as ``shown`` (:func:`~synthtrace.warehouse.programs.shown_name`), where ``stored`` (identity
+    -> experiment) says where the folder's earlier runs went: with its program's earlier runs; else, in a folder of
+    several programs (``mixed``), one named by its program; else the folder's (:func:`experiment_names`)."""
+    return stored.get(identity or "") or (shown if mixed else folder)
+
+
+def _folder_experiments(wh: Warehouse, folders: Mapping[str, Collection[str]]) -> dict[str, dict[str, str]]:
     """Trace folder name -> program identity (as its file name) -> the experiment of its first stored run (by run
-    id) from that folder, for ``folders``: from the index (:mod:`~synthtrace.warehouse.folder_index`), a run read per
-    program, an entry whose run is gone skipped (nothing written: a refused ingest changes nothing), a damaged run
-    skipped (its ingest replaces it); from the runs
-    table while the warehouse is not indexed yet (written before the index: its next commit indexes it)."""
+    id) from that folder, for each of ``folders`` (folder name -> the names older code gave it, looked up after it,
+    :func:`~synthtrace.warehouse.names.legacy_folder_names`): from the index
+    (:mod:`~synthtrace.warehouse.folder_index`), a run read per program, an entry whose run is gone skipped (nothing
+    written: a refused ingest changes nothing), a damaged run skipped (its ingest replaces it); from the runs table
+    while the warehouse is not indexed yet (written before the index: its next commit indexes it)."""
     out: dict[str, dict[str, str]] = {}
     if not wh.runs_dir.is_dir():
         return out
@@ -161,12 +201,13 @@ def _folder_experiments(wh: Warehouse, folders: Iterable[str]) -> dict[str, dict
             if folder in folders:
                 out.setdefault(folder, {}).setdefault(file_name(identity), experiment)
         return out
-    for folder in folders:
-        for program, run_ids in folder_index.folder_runs(wh, folder).items():
-            for run_id in run_ids:
-                if (row := existing_run(wh, run_id)) is not None:
-                    out.setdefault(folder, {})[program] = row["experiment"]
-                    break
+    for folder, older in folders.items():
+        for key in (folder, *sorted(older)):
+            for program, run_ids in folder_index.folder_runs(wh, key).items():
+                for run_id in run_ids if program not in out.get(folder, {}) else ():
+                    if (row := existing_run(wh, run_id)) is not None:
+                        out.setdefault(folder, {})[program] = row["experiment"]
+                        break
     return out
 
 
@@ -179,8 +220,9 @@ def _placed_runs(wh: Warehouse) -> Iterator[tuple[str, str, str, str]]:
     for run_id, run_name, app_name, source, experiment in runs.sort("run_id").select(
             "run_id", "run_name", "app", "source_path", "experiment").iter_rows():
         if source and experiment:
-            identity = (program_identity(stored[run_id].get("key"), run_name.split(".")[0]) if run_id in stored
-                        else app_name or run_name.split(".")[0])
+            stem = run_name.split(".")[0]
+            identity = (program_identity(stored[run_id].get("key"), stem) if run_id in stored
+                        else program_identity(None, app_name or stem))
             yield default_names(Path(source), None, None)[2], identity, run_id, experiment
 
 
@@ -374,8 +416,8 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     ingested_at = datetime.now(UTC)
     _, stem_app, folder = default_names(path, None, None)
     placed = (folder, program_identity(program.key, stem_app), run_id)  # attack 12 F11/F12: its folder's index
-    plan = _Placement(path, run_id, ingested_at, folder, stem_app, program, app_name, exp_name,
-                      chosen=experiment is not None, app_chosen=app is not None, indexed=placed[1])
+    plan = _Placement(path, run_id, ingested_at, folder, _older_folder_names(path), stem_app, program, app_name,
+                      exp_name, chosen=experiment is not None, app_chosen=app is not None, indexed=placed[1])
     try:
         with (folder_index.committing(wh, *placed),
               wh.staged(wh.run_dir(run_id), replace=wh.run_dir(run_id).exists(),
@@ -452,6 +494,7 @@ class _Placement:
     run_id: str
     ingested_at: datetime
     folder: str  # the name of the trace's folder, as the folder index keys it
+    older: list[str]  # the names older code indexed that folder under (names.legacy_folder_names)
     stem_app: str  # the app the trace's file name gives
     program: Program
     app: str
@@ -508,16 +551,18 @@ class _Placement:
         """The experiment :func:`experiment_names` gives the trace now: where its folder's stored runs of its program
         went; else, when the folder's stored runs are of other programs, one named by its program, unless it was
         placed apart from the folder's name already. With what, stored meanwhile, decides it (for its note)."""
-        stored = _folder_experiments(wh, [self.folder]).get(self.folder, {})
+        stored = _folder_experiments(wh, {self.folder: self.older}).get(self.folder, {})
         identity = file_name(program_identity(program.key, self.stem_app))
+        _adopt_older_identity(stored, identity, self.path, program.key)
+        placed = _placed_in(self.folder, identity, shown_name(self.program.symbols, program.key, self.stem_app),
+                            stored, mixed=bool(stored))
         if identity in stored:
-            return stored[identity], (f"runs of its program from a folder named {self.folder} were stored in "
-                                      f"experiment {stored[identity]}")
+            return placed, f"runs of its program from a folder named {self.folder} were stored in experiment {placed}"
         if stored and self.experiment == check_name(self.folder):
             others = ", ".join(sorted(set(stored.values())))
-            return (shown_name(self.program.symbols, program.key, self.stem_app),
-                    f"runs of another program from a folder named {self.folder} were stored (experiment {others}), "
-                    "and a folder of several programs gives an experiment per program, named by it")
+            return placed, (f"runs of another program from a folder named {self.folder} were stored (experiment "
+                            f"{others}), and a folder of several programs gives an experiment per program, named by "
+                            "it")
         return self.experiment, ""
 
     def _index(self, wh: Warehouse) -> None:

@@ -22,6 +22,11 @@ _FORBIDDEN = set("/\\*?[]{}")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
 #: characters of a name kept in its file name before the hash (file systems allow 255 bytes)
 _FILE_NAME_CHARS = 100
+#: bytes of the hash that ends a derived name (64 bits: a birthday search needs ~4e9 names for one pair)
+HASH_BYTES = 8
+#: how a derived name ends: ``~`` and the hex digits of a 4-byte (older code's) or 8-byte hash
+_DERIVED = re.compile(r"~([0-9a-f]{8}){1,2}\Z")
+_DERIVED_NOW = re.compile(rf"~[0-9a-f]{{{2 * HASH_BYTES}}}\Z")
 
 
 class InvalidNameError(BadInputError):
@@ -60,20 +65,45 @@ def check_name(name: str, what: str = "experiment") -> str:
 
 
 def name_from_folder(folder: str) -> str:
-    """The experiment name a folder's name gives (DESIGN §3): the folder's name itself when it is a valid name;
-    else (``run[3]``, ``out_{8x8}``, a blank at an end, over :data:`MAX_CHARS`: job-array folders) its printable
-    characters with the forbidden ones as ``_``, blanks and leading dots stripped, cut, then ``~`` and a hash of the
-    whole name, so that two such folders never share an experiment (attack 13 F6: the folder's name refused every
-    trace in it, and the night quarantined them)."""
-    if name_problem(folder) is None:
-        return folder
-    text = folder.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """The experiment name a folder's name gives (DESIGN §3), in NFC (a Mac's ``café[1]`` and the same name typed
+    are one: attack 14 F4): the folder's name itself when it is a valid name; else (``run[3]``, ``out_{8x8}``, a
+    blank at an end, over :data:`MAX_CHARS`: job-array folders) its printable characters with the forbidden ones as
+    ``_``, blanks and leading dots stripped, cut, then ``~`` and a 64-bit hash of the whole name (:func:`_hashed`),
+    so that two such folders never share an experiment (attack 13 F6: the folder's name refused every trace in it;
+    attack 14 F5: a 32-bit hash was matched in 11,488 tries). A valid name that ends as a derived one does
+    (``run_3_~`` and 8 or 16 hex digits) is derived too: it never joins ``run[3]``'s experiment."""
+    text = unicodedata.normalize("NFC", folder)
+    if name_problem(text) is None and not _DERIVED.search(text):
+        return text
+    return _hashed(_kept(text, MAX_BYTES - 1 - 2 * HASH_BYTES), text.encode("utf-8", "surrogateescape"))
+
+
+def legacy_folder_names(folder: str) -> list[str]:
+    """The name older code derived from a folder named ``folder`` when it differs from :func:`name_from_folder`'s
+    (before attack 14 F4/F5: the name as it came, not NFC, with a 32-bit hash): what the folder index filed that
+    folder's runs under, so that a folder already ingested keeps going to its experiment. Not a name that ends as
+    today's derived names do (a folder literally named so, ingested by older code, would otherwise find the runs
+    of the folder whose derived name it copies)."""
+    old = folder if name_problem(folder) is None else _hashed(_kept(folder, MAX_BYTES - 16),
+                                                             folder.encode("utf-8", "surrogateescape"), 4)
+    return [] if old == name_from_folder(folder) or _DERIVED_NOW.search(old) else [old]
+
+
+def _kept(text: str, max_bytes: int) -> str:
+    """What a derived name keeps of ``text`` before its hash: printable characters, the forbidden ones as ``_``,
+    without blanks at its ends or leading dots, at most :data:`_FILE_NAME_CHARS` characters and ``max_bytes``."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     kept = "".join("_" if c in _FORBIDDEN or not c.isprintable() else c for c in text).strip().lstrip(".")
     kept = kept[:_FILE_NAME_CHARS]
-    while len(kept.encode("utf-8")) > MAX_BYTES - 16:
+    while len(kept.encode("utf-8")) > max_bytes:
         kept = kept[:-1]
-    digest = hashlib.blake2b(folder.encode("utf-8", "surrogateescape"), digest_size=4).hexdigest()
-    return f"{kept.rstrip()}~{digest}"
+    return kept.rstrip()
+
+
+def _hashed(kept: str, whole: bytes, n_bytes: int = HASH_BYTES) -> str:
+    """``kept``, ``~`` and the blake2b hash of ``whole`` (``n_bytes`` bytes, in hex): the one step of every name
+    derived from another (:func:`name_from_folder`, :func:`file_name`)."""
+    return f"{kept}~{hashlib.blake2b(whole, digest_size=n_bytes).hexdigest()}"
 
 
 def name_option(value: str | None) -> str | None:
@@ -89,5 +119,4 @@ def file_name(name: str) -> str:
     safe = _UNSAFE_FILE_CHARS.sub("_", name)
     if safe == name and name.strip(".") and len(name) <= _FILE_NAME_CHARS:
         return name
-    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-    return f"{safe[:_FILE_NAME_CHARS].strip('.') or '_'}~{digest}"
+    return _hashed(safe[:_FILE_NAME_CHARS].strip(".") or "_", name.encode("utf-8", "surrogatepass"))

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import unicodedata
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ import polars as pl
 from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.formats.program import ProgramSymbols
 from synthtrace.warehouse.layout import Warehouse, read_record  # [helper security]
-from synthtrace.warehouse.names import name_problem
+from synthtrace.warehouse.names import name_from_folder, name_problem
 
 PROGRAM_FILE = "program.json"
 #: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id, binary}, and
@@ -210,19 +211,22 @@ def program_keys(wh: Warehouse | None, runs: Sequence[ProgramSymbols]) -> list[s
 
 def program_identity(key: str | None, stem_app: str) -> str:
     """What tells a run's program from another's where runs are placed in experiments: its program ``key`` (the
-    binary's name, or its symbols' program), else the app its file name gives (``stem_app``), never a name the user
-    chose with ``--app`` (attack 12 F11)."""
-    return key or stem_app
+    binary's name, or its symbols' program), else the app its file name gives (``stem_app``, in Unicode NFC: attack
+    14 F9, a Mac's ``café`` and the typed one were two apps), never a name the user chose with ``--app`` (attack 12
+    F11)."""
+    return key or unicodedata.normalize("NFC", stem_app)
 
 
-def shown_name(symbols: ProgramSymbols, key: str | None, stem_app: str) -> str:
-    """The name of a program (of ``key``, from ``symbols``) where an experiment is named by its program: its
-    binary's name when that is a valid experiment name, its shared binary name with the symbols' hash
-    (``a.out-1a2b3c4d``, as :func:`choose_program` names a second program under it), else ``stem_app``."""
-    name = symbols.binary
+def shown_name(symbols: ProgramSymbols | None, key: str | None, stem_app: str) -> str:
+    """The experiment name of a program (of ``key``, from ``symbols``; None: not read) where an experiment is named by
+    its program: its binary's name when that is a valid experiment name, its shared binary name with the symbols'
+    hash (``a.out-1a2b3c4d``, as :func:`choose_program` names a second program under it), else ``stem_app``; made
+    valid as a folder's name is (:func:`~synthtrace.warehouse.names.name_from_folder`: ``job[3]`` or a 130-character
+    stem refused a sound trace, attack 14 F7)."""
+    name = symbols.binary if symbols is not None else None
     if name and key and key.startswith("symbols:"):
         name = f"{name}-{key.removeprefix('symbols:')[:8]}"
-    return name if name and name_problem(name) is None else stem_app
+    return name_from_folder(name if name and name_problem(name) is None else stem_app)
 
 
 def _app_of(wh: Warehouse, run_id: str) -> str | None | bool:

@@ -61,20 +61,32 @@ def is_completion(call: pl.Expr) -> pl.Expr:
 
 
 def _numbered(m: pl.DataFrame) -> pl.DataFrame:
-    """``m`` with ``k``: the message's order among its channel's messages, by send time (then receive time)."""
-    m = (m.with_columns(pl.col("comm").fill_null(NO_COMM), pl.col("tag").fill_null(0))
-         .sort("s_time_ns", "r_time_ns", nulls_last=True, maintain_order=True))
-    return m.with_columns(pl.Series("k", _rank_in_channel(m))).select(
-        [pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
+    """``m`` with ``k``: the message's order among its channel's messages, by send time (then receive time); rows
+    in that order (a stable sort). The order and ``k`` are found on ``m`` as it is, then the columns are gathered
+    one at a time (issue 23: the sorted copy beside the ranking's arrays was the peak of a 2 GB OTF2 ingest)."""
+    m = m.with_columns(pl.col("comm").fill_null(NO_COMM), pl.col("tag").fill_null(0))
+    order = m.select(pl.arg_sort_by("s_time_ns", "r_time_ns", nulls_last=True, maintain_order=True)).to_series()
+    k = _rank_of(_channel_ids(m)[order.to_numpy()])
+    columns = []
+    for c, t in LOGICAL_MESSAGE_SCHEMA.items():
+        columns.append(pl.Series("k", k) if c == "k" else m.get_column(c).gather(order).cast(t))
+        if c != "k":
+            m = m.drop(c)
+    return pl.DataFrame(columns)
 
 
 def _rank_in_channel(m: pl.DataFrame) -> np.ndarray:
-    """Per row of ``m``, its rank among the earlier rows of its channel (int64). [helper reader] issue 27: a stable
-    sort by channel, not a window over it: ``int_range().over(CHANNEL)`` took 0.3 s for 130k messages each on a
-    channel of its own (a tag per iteration), a fifth of a records-dense ingest's Python-side time. The channel is
-    one dense int64 id, built a column at a time (:func:`_channel_ids`), so the sort holds one key, not ten
-    (issue 23: 2 x 5 key arrays were ~880 MB of a 2 GB OTF2 archive's 6.5 M messages)."""
-    ids = _channel_ids(m)
+    """Per row of ``m``, its rank among the earlier rows of its channel (int64): :func:`_rank_of` its
+    :func:`_channel_ids`."""
+    return _rank_of(_channel_ids(m))
+
+
+def _rank_of(ids: np.ndarray) -> np.ndarray:
+    """Per item of ``ids`` (channel ids), its rank among the earlier items of the same id (int64). [helper reader]
+    issue 27: a stable sort by channel, not a window over it: ``int_range().over(CHANNEL)`` took 0.3 s for 130k
+    messages each on a channel of its own (a tag per iteration), a fifth of a records-dense ingest's Python-side
+    time. The channel is one dense int64 id, built a column at a time (:func:`_channel_ids`), so the sort holds one
+    key, not ten (issue 23: 2 x 5 key arrays were ~880 MB of a 2 GB OTF2 archive's 6.5 M messages)."""
     order = np.argsort(ids, kind="stable")  # a channel's rows keep their order
     n = order.size
     ids = ids[order]

@@ -66,55 +66,152 @@ P2P_HOLD_BYTES = 64 * 2**20
 P2P_BUCKETS = 16
 
 
+class _Parts:
+    """Frames kept by key: in memory, or, with ``folder``, written there as uncompressed Parquet parts whenever
+    more than :data:`P2P_HOLD_BYTES` are held; :meth:`take` gives a key's frames back (and forgets them)."""
+
+    def __init__(self, folder: Path | None, names: Iterator[int]):
+        self.folder, self._names = folder, names
+        self._held: dict[object, list[pl.DataFrame]] = {}
+        self._files: dict[object, list[Path]] = {}
+        self._held_bytes = 0
+
+    def add(self, key: object, frame: pl.DataFrame) -> None:
+        self._held.setdefault(key, []).append(frame)
+        self._held_bytes += frame.estimated_size()
+        if self.folder is not None and self._held_bytes > P2P_HOLD_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for key, frames in self._held.items():
+            if frames:
+                self._files.setdefault(key, []).append(self.folder / f"p2p-{next(self._names):08d}.parquet")
+                pl.concat(frames).write_parquet(self._files[key][-1], compression="uncompressed", statistics=False)
+                frames.clear()
+        self._held_bytes = 0
+
+    def frames(self, key: object) -> Iterator[pl.DataFrame]:
+        """The frames of ``key`` one at a time (those written first), forgotten as they are given (the files stay
+        until the read's spill folder goes)."""
+        for f in self._files.pop(key, []):
+            yield pl.read_parquet(f)
+        held = self._held.pop(key, [])
+        self._held_bytes -= sum(frame.estimated_size() for frame in held)
+        while held:
+            yield held.pop(0)
+
+    def take(self, key: object) -> pl.DataFrame | None:
+        """The frames of ``key`` concatenated (None without any)."""
+        frames = list(self.frames(key))
+        return pl.concat(frames) if frames else None
+
+
 class P2pRecords:
     """The point-to-point records of one read of ``anchor``, judged as they come (:func:`check_peers`,
     :func:`check_sizes`) and kept by receiving task in :data:`P2P_BUCKETS` buckets: in memory, or, with
     ``folder``, written there as uncompressed Parquet parts whenever more than :data:`P2P_HOLD_BYTES` are held
     (issue 23: a run's records, ~0.6 bytes per byte of archive, were held and paired all at once). Each bucket is
-    read back and paired alone (:meth:`matched`)."""
+    read back and paired alone (:meth:`matched`); a bucket holding a task that receives more than
+    :data:`MATCH_ROWS` records is parted first, a frame at a time (:meth:`_paired_apart`)."""
 
     def __init__(self, comm_ranks: pl.DataFrame, self_comms: set[int], anchor: Path, folder: Path | None = None):
         self.comm_ranks, self.self_comms, self.anchor, self.folder = comm_ranks, self_comms, anchor, folder
-        self._held: list[list[pl.DataFrame]] = [[] for _ in range(P2P_BUCKETS)]
-        self._files: list[list[Path]] = [[] for _ in range(P2P_BUCKETS)]
-        self._held_bytes = 0
         self._names = itertools.count()
+        self._parts = _Parts(folder, self._names)
+        self._received: dict[int, int] = {}  # records per receiving task
 
     def add(self, p2p: pl.DataFrame) -> None:
         """Judge and keep a chunk of records (``_P2P_SCHEMA``)."""
         peers = peer_tasks(p2p, self.comm_ranks, self.self_comms)
         check_peers(p2p, peers, self.comm_ranks, self.anchor)  # security: issue 23 item 8
         check_sizes(p2p, self.anchor)
-        bucket = _receiving_tasks(p2p, peers) % P2P_BUCKETS
+        receivers = _receiving_tasks(p2p, peers)
+        tasks, counts = np.unique(receivers, return_counts=True)
+        for t, n in zip(tasks.tolist(), counts.tolist()):
+            self._received[t] = self._received.get(t, 0) + n
+        bucket = receivers % P2P_BUCKETS
         for b in np.unique(bucket):
-            self._held[b].append(p2p[np.flatnonzero(bucket == b)])
-        self._held_bytes += p2p.estimated_size()
-        if self.folder is not None and self._held_bytes > P2P_HOLD_BYTES:
-            self._spill()
-
-    def _spill(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for b, frames in enumerate(self._held):
-            if frames:
-                self._files[b].append(self.folder / f"p2p-{next(self._names):08d}.parquet")
-                pl.concat(frames).write_parquet(self._files[b][-1], compression="uncompressed", statistics=False)
-                frames.clear()
-        self._held_bytes = 0
+            self._parts.add(int(b), p2p[np.flatnonzero(bucket == b)])
 
     def matched(self, check_order: bool = True) -> pl.DataFrame:
         """The messages (:func:`match_messages`), paired a bucket at a time; ``check_order``: refuse a message a
         thread received from itself before sending it."""
         pieces, bad = [], []
         for b in range(P2P_BUCKETS):
-            frames = [pl.read_parquet(f) for f in self._files[b]] + self._held[b]
-            self._held[b] = []
-            if frames:
-                messages, violations = _paired(pl.concat(frames), self.comm_ranks, self.self_comms)
-                pieces.append(messages)
-                bad.append(violations)
+            big = sorted(t for t, n in self._received.items() if t % P2P_BUCKETS == b and n > MATCH_ROWS)
+            if big:
+                messages, violations = self._paired_apart(b, big)
+            elif (records := self._parts.take(b)) is not None:
+                messages, violations = _paired(records, self.comm_ranks, self.self_comms)
+                del records
+            else:
+                continue
+            pieces.append(messages)
+            bad.append(violations)
         if check_order and bad:
             _check_own_order(pl.concat(bad), self.anchor)
         return _sorted_by_columns(pieces) if pieces else pl.DataFrame(schema=MESSAGE_SCHEMA)
+
+    def _paired_apart(self, bucket: int, big: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """:func:`_paired` of a bucket holding tasks (``big``) that receive more than :data:`MATCH_ROWS` records
+        (a gather written with point-to-point, master/worker, an I/O rank; attack 14: its bucket was read, copied
+        and resolved whole, ~2.4 MB of memory per MB of archive), never holding the bucket: its frames are parted
+        one at a time into the other tasks' records and, per big task, its sends by sending task and its receives
+        by request (or message) id, ``shares`` ways; each share of receives is resolved (:func:`_resolved_receives`)
+        and parted by sending task, and each share of sending tasks is paired with its sends. MPI pairs within a
+        (sender, receiver, communicator, tag), and a receive's look-ups stay within its (thread, request id)."""
+        parts = _Parts(self.folder, self._names)
+        shares = {t: min(64, -(-self._received[t] // MATCH_ROWS)) for t in big}
+        for frame in self._parts.frames(bucket):
+            receivers = _receiving_tasks(frame, peer_tasks(frame, self.comm_ranks, self.self_comms))
+            kind = frame.get_column("kind").to_numpy()
+            is_send = np.isin(kind, _SEND_KINDS)
+            by_req = np.isin(kind, [_IRECV_REQ, _IRECV, _PROBE, _MRECV])  # receives with a look-up by id
+            share_of = np.where(is_send, frame.get_column("task").to_numpy(),
+                                np.where(by_req, frame.get_column("req").to_numpy().astype(np.int64) & (2**62 - 1),
+                                         frame.get_column("pos").to_numpy()))
+            mine = np.isin(receivers, big)
+            if not mine.all():
+                parts.add("rest", frame[np.flatnonzero(~mine)])
+            for t in big:
+                for side, rows in (("sends", is_send), ("receives", ~is_send)):
+                    at = np.flatnonzero((receivers == t) & rows)
+                    share = share_of[at] % shares[t]
+                    for s in np.unique(share):
+                        parts.add((side, t, int(s)), frame[at[share == s]])
+            del frame
+        pieces, bad = [], []
+        if (rest := parts.take("rest")) is not None:
+            messages, violations = _paired(rest, self.comm_ranks, self.self_comms)
+            del rest
+            pieces.append(messages)
+            bad.append(violations)
+        ranks = _peer_ranks(self.comm_ranks)
+        self_list = pl.Series(sorted(self.self_comms), dtype=pl.Int64).implode()
+        for t in big:
+            for s in range(shares[t]):
+                if (receives := parts.take(("receives", t, s))) is None:
+                    continue
+                resolved = _resolved_receives(receives, MATCH_ROWS)
+                del receives
+                share = peer_tasks(resolved, self.comm_ranks, self.self_comms) % shares[t]
+                for j in np.unique(share):
+                    parts.add(("resolved", t, int(j)), resolved[np.flatnonzero(share == j)])
+                del resolved
+            for j in range(shares[t]):
+                sends, receives = parts.take(("sends", t, j)), parts.take(("resolved", t, j))
+                if sends is None and receives is None:
+                    continue
+                halves = [] if sends is None else [sends.with_columns(pl.lit(None, pl.Int64).alias("req_ns"))]
+                part = pl.concat(halves + ([] if receives is None else [receives]))
+                del sends, receives, halves
+                m = _pairs(part.lazy(), ranks, self_list)
+                del part
+                bad.append(_own_order_violations(m))
+                pieces.append(_piece(m))
+                del m
+        return pl.concat(pieces), pl.concat(bad)
 
 
 def check_peers(p2p: pl.DataFrame, peers: np.ndarray, comm_ranks: pl.DataFrame, anchor: Path) -> None:
@@ -191,7 +288,7 @@ def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
     (:func:`_own_order_violations`, one per group of receiving tasks), unchecked."""
     if p2p.height == 0:
         return pl.DataFrame(schema=MESSAGE_SCHEMA), pl.DataFrame(schema=_VIOLATION_SCHEMA)
-    ranks = comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
+    ranks = _peer_ranks(comm_ranks)
     self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
     group_rows = MATCH_ROWS if group_rows is None else group_rows
     groups = [p2p] if p2p.height <= group_rows else _groups_of(
@@ -201,20 +298,30 @@ def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
     for part in parts:
         m = _pairs(part.lazy(), ranks, self_list)
         bad.append(_own_order_violations(m))
-        pieces.append(m.select(
-            pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
-            pl.col("s_task").cast(pl.Int32),
-            pl.col("s_thread").cast(pl.Int32),
-            pl.col("t").alias("s_time_ns").cast(pl.Int64),
-            pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
-            pl.col("r_task").cast(pl.Int32),
-            pl.col("r_thread").cast(pl.Int32),
-            pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
-            pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"),
-            pl.col("tag").cast(pl.Int64),
-        ))
+        pieces.append(_piece(m))
         del m
     return pl.concat(pieces), pl.concat(bad)
+
+
+def _peer_ranks(comm_ranks: pl.DataFrame) -> pl.LazyFrame:
+    """Each (communicator, rank) as the task it is, as :func:`_pairs` joins it."""
+    return comm_ranks.lazy().select("comm", pl.col("rank").alias("peer"), pl.col("task").alias("peer_task"))
+
+
+def _piece(m: pl.DataFrame) -> pl.DataFrame:
+    """The pairs ``m`` of :func:`_pairs` as messages (``MESSAGE_SCHEMA``)."""
+    return m.select(
+        pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
+        pl.col("s_task").cast(pl.Int32),
+        pl.col("s_thread").cast(pl.Int32),
+        pl.col("t").alias("s_time_ns").cast(pl.Int64),
+        pl.when(pl.col("r_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("r_appl"),
+        pl.col("r_task").cast(pl.Int32),
+        pl.col("r_thread").cast(pl.Int32),
+        pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
+        pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"),
+        pl.col("tag").cast(pl.Int64),
+    )
 
 
 def _groups_of(p2p: pl.DataFrame, tasks_of: np.ndarray, group_rows: int) -> Iterator[pl.DataFrame]:

@@ -1,9 +1,10 @@
 """Lines of a ``.pcf``/``.row`` companion file, read within bounds (issue 23 item 4, attack F5/F6).
 
 Paraver's own ``.pcf`` files are at most a few MB and a ``.row`` naming a million cpus and a million threads
-about 30 MB: a companion beyond :data:`MAX_COMPANION_BYTES` is refused (one error naming the file), and a line beyond
-:data:`MAX_LINE_BYTES` is never decoded: it is handed on as ``None`` for the parser to skip with its line number
-(Paraver skips lines it cannot read). Lines are split one at a time, never the whole file at once.
+about 30 MB: a companion beyond :data:`MAX_COMPANION_BYTES` is not read (the trace reader says so once and reads
+the trace with default names, attack 14 F13; :func:`read_companion` refuses it in one error naming the file), and a
+line beyond :data:`MAX_LINE_BYTES` is never decoded: it is handed on as ``None`` for the parser to skip with its line
+number (Paraver skips lines it cannot read). Lines are split one at a time, never the whole file at once.
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import BinaryIO
 
 from synthtrace.tracelib.errors import TraceFormatError
 
-#: largest .pcf/.row read (bytes); a larger one is refused. The parsed names of a file this size, of the shortest
-#: lines, take under 1 GB (measured: a 64 MiB .row of 2-character names took 1.65 GB)
+#: largest .row read (bytes); a larger one is not read (its trace is read without its names). The parsed names of a
+#: file this size, of the shortest lines, take under 1 GB (measured: a 64 MiB .row of 2-character names took 1.65 GB)
 MAX_COMPANION_BYTES = 32 << 20
 #: longest line decoded (bytes); a longer one is skipped
 MAX_LINE_BYTES = 64 << 10
@@ -25,16 +26,27 @@ MAX_LINE_BYTES = 64 << 10
 MAX_PCF_BYTES = 128 << 20
 
 
-def read_companion(path: Path) -> bytes:
-    """The bytes of a companion file of at most :data:`MAX_COMPANION_BYTES`; else :class:`TraceFormatError`."""
+def read_within_cap(path: Path) -> bytes | None:
+    """The bytes of a companion file of at most :data:`MAX_COMPANION_BYTES`, ``None`` for a larger one (never read
+    beyond the cap); a file that cannot be read is :class:`TraceFormatError`."""
     try:
         with path.open("rb") as fh:
             data = fh.read(MAX_COMPANION_BYTES + 1)
     except OSError as exc:
         raise TraceFormatError(path, None, f"cannot be read ({exc.strerror or exc})") from None
-    if len(data) > MAX_COMPANION_BYTES:
-        raise TraceFormatError(path, None, f"larger than {MAX_COMPANION_BYTES >> 20} MiB, far beyond any Paraver "
-                               f"{path.suffix} file: not read")
+    return data if len(data) <= MAX_COMPANION_BYTES else None
+
+
+def too_large(path: Path) -> str:
+    """Why a companion beyond :data:`MAX_COMPANION_BYTES` is not read."""
+    return f"larger than {MAX_COMPANION_BYTES >> 20} MiB, far beyond any Paraver {path.suffix} file: not read"
+
+
+def read_companion(path: Path) -> bytes:
+    """The bytes of a companion file of at most :data:`MAX_COMPANION_BYTES`; else :class:`TraceFormatError`."""
+    data = read_within_cap(path)
+    if data is None:
+        raise TraceFormatError(path, None, too_large(path))
     return data
 
 

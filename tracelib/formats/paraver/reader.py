@@ -42,7 +42,7 @@ from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, Tabl
                                          trace_stem)
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
 from synthtrace.tracelib.formats.gzip_name import gzip_named
-from synthtrace.tracelib.formats.paraver.companion_text import MAX_PCF_BYTES, read_companion
+from synthtrace.tracelib.formats.paraver.companion_text import MAX_PCF_BYTES, read_within_cap, too_large
 from synthtrace.tracelib.formats.paraver.pcf import MAX_VALUE_NAME_BYTES, PcfCatalog, parse_pcf, read_pcf
 from synthtrace.tracelib.formats.paraver import mpi_events
 from synthtrace.tracelib.domain.mpi_calls import EXTRAE_NAMES, MPI_KINDS
@@ -52,6 +52,7 @@ from synthtrace.tracelib.formats.paraver.event_types import (
 from synthtrace.tracelib.formats.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.formats.paraver.row import RowNames, parse_row
 from synthtrace.tracelib.formats.paraver.time_order import TimeSortedBody
+from synthtrace.tracelib.formats.paraver.tokenizer import MAX_SLOTS
 from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
 
 #: bytes of whole lines parsed at a time: three chunks are in flight (read ahead, assembled, written); 8 MiB
@@ -65,6 +66,13 @@ _CALLER_LINE = re.compile(r"^(?P<line>\d+) \((?P<file>[^,)]+)")
 #: Longest header line read (a header lists every task: 1,500 tasks take about 6 KB, a million about 4 MB).
 MAX_HEADER_BYTES = 64 * 1024 * 1024
 MIN_RECORD_BYTES = 16  # the shortest record line ("1:1:1:1:1:0:1:1\n")
+#: the widest record a trace may hold: the fixed fields (record type, cpu, appl, task, thread, time) and a
+#: ``:type:value`` pair of every counter type the reader keeps (MAX_SLOTS, 4,096), each number at its widest (a signed
+#: 64-bit value: 20 characters): about 168 KiB. Extrae's records are under 1 KiB.
+_WIDEST_RECORD = 6 * 21 + MAX_SLOTS * (1 + 20 + 1 + 20)
+#: longest body line read (bytes): six times the widest record (room for its other events); a longer line is refused
+#: (issue 23 F6). The header's cap (MAX_HEADER_BYTES) is larger: a header lists every task.
+MAX_RECORD_BYTES = 1 << 20
 MAX_IDLE_THREADS = 1 << 16  # threads a header may declare beyond those its file has room to describe
 MAX_THREADS = 1 << 24
 GZIP_RATIO = 64  # a compressed trace may describe this many times its size in threads
@@ -234,7 +242,7 @@ class ParaverTrace(TraceReader):
             self._warn(f"{self.path}:1: time unit {self.header.unit[:20]!r} is not one Paraver knows (_ns, _us, _ms): "
                        "read as microseconds, as Paraver reads it")
         self._check_declared_threads()
-        self._companion_bytes: list[bytes] = []
+        self._companion_bytes: list[bytes | Path] = []  # what was read of each, or the file not read
         self.pcf = self._read_pcf()
         self.row = self._companion(".row", parse_row, RowNames())
         self._warn_ignored_lines()
@@ -338,13 +346,21 @@ class ParaverTrace(TraceReader):
         """The parsed ``.pcf``/``.row`` beside the trace (its bytes kept: they are part of the run's content)."""
         path = companion(self.path, suffix)
         if not path.is_file():
-            msg = f"{self.path}: no {suffix} file beside the trace" + (
+            # attack 14: a FIFO or a device is never opened (it may block or never end), and said for what it is
+            msg = (f"{path}: not a regular file (a FIFO, a device or a folder): not read, as if there were no "
+                   f"{suffix} file beside the trace" if path.exists() else
+                   f"{self.path}: no {suffix} file beside the trace") + (
                 "; counters keep their numeric type as name (copy the .pcf beside it and ingest again: "
                 "the .pcf is part of the run's content, so that makes a new, named run)" if suffix == ".pcf" else "")
             warnings.warn(msg, MissingCompanionWarning, stacklevel=3)
             self.warnings.append(msg)
             return default
-        data = read_companion(path)  # [helper security2] issue 23 F5: size-capped, one error naming the file
+        data = read_within_cap(path)  # [helper security2] issue 23 F5: never read beyond the cap
+        if data is None:  # attack 14 F13: as for a .pcf, a side file is never a reason to refuse its trace
+            self._warn(f"{path}: {too_large(path)}, so the trace is read without its names (cpus, nodes and "
+                       "threads by number)")
+            self._companion_bytes.append(path)
+            return default
         self._companion_bytes.append(data)
         return parse(data, path)
 
@@ -386,18 +402,22 @@ class ParaverTrace(TraceReader):
         if not self.sort_records:
             with _opened(self.path) as fh:
                 self._check_prefix(fh, hasher)
-                yield from _line_blocks(fh, self.chunk_bytes, hasher.update)
+                yield from _line_blocks(fh, self.chunk_bytes, hasher.update, MAX_RECORD_BYTES)
             return
         with tempfile.TemporaryDirectory(prefix="synthtrace-sort-") as tmp:
             body = Path(tmp) / "body.prv"
+            line = self._body_line  # the copy's lines are counted: a line too long to sort is refused here
             with _opened(self.path) as fh, body.open("wb") as out:
                 self._check_prefix(fh, hasher)
-                while block := fh.read(1 << 24):
-                    hasher.update(block)
-                    out.write(block)
+                try:
+                    for block, _ in _line_blocks(fh, 1 << 24, hasher.update, MAX_RECORD_BYTES):
+                        out.write(block)
+                        line += int(np.count_nonzero(block == 10))
+                except _RecordTooLong as exc:
+                    raise TraceFormatError(self.path, line, str(exc)) from None
             self._sorted = TimeSortedBody(body, Path(tmp))
             with self._sorted.path.open("rb") as fh:
-                yield from _line_blocks(fh, self.chunk_bytes, None)
+                yield from _line_blocks(fh, self.chunk_bytes, None, MAX_RECORD_BYTES)
 
     def _check_prefix(self, fh: BinaryIO, hasher: ContentHasher) -> None:
         prefix = fh.read(len(self._prefix))
@@ -410,29 +430,36 @@ class ParaverTrace(TraceReader):
         """Parse the body chunk by chunk and name its MPI events; for a salvaged truncated trace the warning
         text comes last."""
         line = self._body_line
-        for block, whole in self._chunks(hasher):
-            if not whole:
-                if not self.salvage:
-                    raise TruncatedTraceError(
-                        self.path,
-                        line,
-                        "trace cut off mid-record (no newline at the end of the last line); --salvage keeps the "
-                        "complete records",
-                    )
-                yield f"{self.path}:{line}: dropped the incomplete last record (--salvage)"
-                return
-            try:
-                chunk = parser.parse(block, line)
-            except TraceFormatError as exc:
-                if not self.sort_records or exc.line is None:
-                    raise
-                # the line of the record in the file, not in the sorted copy
-                at = self._body_line + self._sorted.original_line(exc.line - self._body_line)
-                raise type(exc)(exc.path, at, exc.reason) from None
-            line += chunk.n_lines
-            yield _Prepared(chunk, converter.mpi_arrays(chunk.events), converter.events(chunk.events, run_id),
-                            converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(),
-                            block.size)
+        with contextlib.closing(self._chunks(hasher)) as blocks:
+            while True:
+                try:
+                    block, whole = next(blocks)
+                except StopIteration:
+                    return
+                except _RecordTooLong as exc:  # the line after the blocks parsed so far
+                    raise TraceFormatError(self.path, line, str(exc)) from None
+                if not whole:
+                    if not self.salvage:
+                        raise TruncatedTraceError(
+                            self.path,
+                            line,
+                            "trace cut off mid-record (no newline at the end of the last line); --salvage keeps the "
+                            "complete records",
+                        )
+                    yield f"{self.path}:{line}: dropped the incomplete last record (--salvage)"
+                    return
+                try:
+                    chunk = parser.parse(block, line)
+                except TraceFormatError as exc:
+                    if not self.sort_records or exc.line is None:
+                        raise
+                    # the line of the record in the file, not in the sorted copy
+                    at = self._body_line + self._sorted.original_line(exc.line - self._body_line)
+                    raise type(exc)(exc.path, at, exc.reason) from None
+                line += chunk.n_lines
+                yield _Prepared(chunk, converter.mpi_arrays(chunk.events), converter.events(chunk.events, run_id),
+                                converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(),
+                                block.size)
 
     def _parts(self, run_id: str, progress: Callable[[int], None] | None,
                calls: CallStore) -> Generator[TablePart, None, ReadSummary]:
@@ -496,7 +523,10 @@ class ParaverTrace(TraceReader):
             yield TablePart("events", events)
         hasher.update_files([p for p in (companion(self.path, ".pcf"),) if p.is_file()])  # streamed, as it was read
         for data in self._companion_bytes:
-            hasher.update(data)
+            if isinstance(data, Path):
+                hasher.update_files([data])  # streamed, as the .pcf is
+            else:
+                hasher.update(data)
         all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
         return ReadSummary(
             calls=calls.with_messages(all_messages), messages=all_messages, message_ends=calls.message_ends,
@@ -529,38 +559,82 @@ def _written_twice(lines: dict[int | str, int], mpi_entries: int) -> str:
             "events (its counters are counted once, a communication is one message, an MPI entry one call)")
 
 
-def _line_blocks(fh: BinaryIO, chunk_bytes: int,
-                 update: Callable[[memoryview], None] | None) -> Iterator[tuple[np.ndarray, bool]]:
+class _RecordTooLong(Exception):
+    """A body line longer than :data:`MAX_RECORD_BYTES` (raised by :func:`_line_blocks`; the reader, which knows
+    the line's number, turns it into a :class:`TraceFormatError`)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"record longer than {limit:,} bytes (no Paraver record is: one holding every counter "
+                         f"a trace may have takes under {_WIDEST_RECORD >> 10} KiB)")
+
+
+def _line_blocks(fh: BinaryIO, chunk_bytes: int, update: Callable[[memoryview], None] | None,
+                 max_line: int = 0) -> Iterator[tuple[np.ndarray, bool]]:
     """(block, whole) of the rest of ``fh``: blocks of about ``chunk_bytes`` of whole lines as a uint8 array
     (``whole`` True), then the bytes after the last newline if any (``whole`` False); every byte read is given
     to ``update``. The array is a view of a buffer reused for the next block. The first block is at most
-    :data:`FIRST_CHUNK_BYTES`: the assembling thread waits for it with nothing else to do (issue 27)."""
-    buf = bytearray(chunk_bytes + 1)
-    filled = 0
-    limit = min(FIRST_CHUNK_BYTES, chunk_bytes)
-    while True:
-        if filled == len(buf):  # a line longer than the buffer: read on into a buffer twice as long
-            bigger = bytearray(2 * len(buf))
-            bigger[:filled] = buf[:filled]
-            buf = bigger
-            limit = len(buf)
+    :data:`FIRST_CHUNK_BYTES`: the assembling thread waits for it with nothing else to do (issue 27).
+
+    Only ``\n`` ends a line (as Paraver's ``getline``): a ``\r`` is a byte of its line (the tokenizer takes
+    ``\r\n`` as a line end and a line of blanks and ``\r`` as blank), on the plain and the gzip path alike. A line
+    longer than ``max_line`` bytes (0: :data:`MAX_RECORD_BYTES`), within a block or across blocks, raises
+    :class:`_RecordTooLong` once the whole lines before it are given, so the buffer never exceeds
+    ``chunk_bytes + max_line`` (security, issue 23 F6: a 2 GB line took 17.7 GB). The work is linear in the bytes
+    read, however long a line: a byte is searched for newlines at most twice (:func:`_long_line`)."""
+    max_line = max_line or MAX_RECORD_BYTES
+    buf = bytearray(chunk_bytes + max_line + 1)
+    filled = 0  # bytes in buf
+    clean = 0  # leading bytes of buf known to hold no newline
+    want = min(FIRST_CHUNK_BYTES, chunk_bytes)  # bytes to gather before looking for the last newline
+    at_end = False
+    while not at_end:
         with memoryview(buf) as view:
-            n = fh.readinto(view[filled:limit])
-            limit = len(buf)
-            if n and update is not None:
-                update(view[filled: filled + n])
-        if not n:
-            break
-        filled += n
-        cut = buf.rfind(b"\n", 0, filled)
-        if cut < 0:
+            while filled < want:  # a gzip stream or a pipe may give less than asked
+                n = fh.readinto(view[filled:want])
+                if not n:
+                    at_end = True
+                    break
+                if update is not None:
+                    update(view[filled: filled + n])
+                filled += n
+        cut = buf.rfind(b"\n", clean, filled)
+        if cut < 0:  # still within the line that starts the buffer
+            clean = filled
+            if filled > max_line:
+                raise _RecordTooLong(max_line)
+            want = min(filled + chunk_bytes, len(buf))
             continue
+        if (start := _long_line(buf, filled, max_line)) >= 0:
+            if start:
+                yield np.frombuffer(buf, dtype=np.uint8, count=start), True  # the whole lines before it
+            raise _RecordTooLong(max_line)
         yield np.frombuffer(buf, dtype=np.uint8, count=cut + 1), True
         tail = filled - cut - 1
         buf[:tail] = buf[cut + 1: filled]
-        filled = tail
+        filled = clean = tail
+        want = min(tail + chunk_bytes, len(buf))
     if filled:
         yield np.frombuffer(buf, dtype=np.uint8, count=filled), False
+
+
+def _long_line(buf: bytearray, end: int, max_line: int) -> int:
+    """Start of the first line of ``buf[:end]`` longer than ``max_line`` bytes (its newline aside; the last line,
+    without one, up to ``end``), -1 when there is none. Each window of ``max_line // 2`` bytes is searched for a
+    newline: a longer line holds a whole window without one, and the search of a window ends at its first newline
+    (a few hundred bytes into it for real records), so a block of short lines costs a few searches."""
+    step = max(max_line // 2, 1)
+    at = 0
+    while at < end:
+        if buf.find(b"\n", at, min(at + step, end)) >= 0:
+            at += step
+            continue
+        start = buf.rfind(b"\n", 0, at) + 1
+        stop = buf.find(b"\n", at, end)
+        stop = end if stop < 0 else stop
+        if stop - start > max_line:
+            return start
+        at = stop + 1
+    return -1
 
 
 def _concat_events(*frames: pl.DataFrame) -> pl.DataFrame:
