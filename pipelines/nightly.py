@@ -11,10 +11,10 @@ time as the machine has cores (:func:`cores`): merges and ingests are CPU-bound.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -28,7 +28,7 @@ from prefect.futures import as_completed
 from prefect.states import Completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from synthtrace.pipelines import interrupts, jobs
+from synthtrace.pipelines import interrupts, jobs, server_watch
 from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError, TruncatedTraceError
 from synthtrace.warehouse import Warehouse
@@ -473,10 +473,11 @@ def start_prefect() -> None:
     timeouts = [max(configured, t) for t in STARTUP_TIMEOUTS_S]
     global _server
     for timeout in timeouts:
-        server = _server = SubprocessASGIServer()
+        server = _server = SubprocessASGIServer()  # the one this process runs, if any (a singleton)
         try:
-            server.start(timeout=timeout)
-            stopped_with_this_process(server.server_process.pid)
+            with server_watch.marking():  # the watcher first: a night killed while its server starts stops it too
+                server.start(timeout=timeout)
+            server_watch.watch(server.server_process.pid)  # one watcher per process, however many nights
             return
         except RuntimeError:
             server.stop()  # the process that did not answer in time; the retry starts a fresh one
@@ -484,36 +485,6 @@ def start_prefect() -> None:
         f"the local Prefect server did not start within {timeouts[0]} s, nor {timeouts[1]} s on retry (is the "
         "machine overloaded?); set PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or PREFECT_API_URL "
         "to a running server")
-
-
-#: the watcher of :func:`stopped_with_this_process`: it leaves its starter's process tree at once (a second fork),
-#: waits on pidfds (no polling) until the night or its server ends, and stops a server that outlived its night
-_WATCHER = """
-import os, select, signal, sys
-night, server = (os.pidfd_open(int(pid)) for pid in sys.argv[1:3])
-if os.fork():
-    os._exit(0)
-os.setsid()
-select.select([night, server], [], [])
-if not select.select([server], [], [], 0)[0]:
-    signal.pidfd_send_signal(server, signal.SIGTERM)
-    if not select.select([server], [], [], 5)[0]:
-        signal.pidfd_send_signal(server, signal.SIGKILL)
-"""
-
-
-def stopped_with_this_process(server_pid: int) -> None:
-    """Have the ephemeral server ``server_pid`` stopped when this process ends however it ends: a night killed by
-    a signal it cannot handle (SIGKILL from the OOM killer, SIGABRT from a failed allocation in Polars' Rust) left
-    its server running for good, ~130-190 MB each (attack 13 F4; atexit and the signal handlers never run then).
-    A small watcher process (no imports but the standard library's) does it. Where pidfds are missing (Linux
-    before 5.3) nothing is watched, as before."""
-    if not hasattr(os, "pidfd_open"):
-        return
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run([sys.executable, "-I", "-S", "-c", _WATCHER, str(os.getpid()), str(server_pid)],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=60, check=False)
 
 
 def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,
@@ -585,9 +556,10 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
         try:
             if server is not None:
                 _quiet_when_server_lost()
-            with watched(progress or _silent):
+            with watched(progress or _silent), quiet_dask() if runner == "dask" else contextlib.nullcontext():
                 state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []),
                           found=found, settle_s=settle_s, return_state=True)
+            send_logs()
             if state.is_failed():
                 state.result()  # raises the flow's exception
             return state.result()
@@ -598,6 +570,36 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
                     "what the night's stages committed before is stored, nothing is half-written: start the server "
                     "and run the night again to finish it") from None
             raise
+
+
+@contextlib.contextmanager
+def quiet_dask() -> Iterator[None]:
+    """While the block runs, Dask's scheduler, nannies and client in this process log warnings and errors only:
+    their INFO records (~35 lines a night: addresses, workers registered and retired) buried the night's progress and
+    summary."""
+    logger = logging.getLogger("distributed")
+    before = logger.level
+    logger.setLevel(max(before, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+#: seconds the night's log records queued for the Prefect server have to reach it at the end of the night
+LOG_SEND_S = 10.0
+
+
+def send_logs() -> None:
+    """Send the log records Prefect still holds for its server (its API log worker sends them in batches, every 2 s)
+    now, while the server runs: the console script's exit stops the ephemeral server first, so a night that logged a
+    warning in its last seconds ended with "--- Error logging to API --- / All connection attempts failed" under its
+    summary (attack 14 F8). Waits at most :data:`LOG_SEND_S`."""
+    from prefect.logging.handlers import APILogWorker
+
+    waiting = APILogWorker.drain_all(timeout=LOG_SEND_S)
+    if inspect.iscoroutine(waiting):  # called inside an event loop (a notebook): the records go in the background
+        waiting.close()
 
 
 #: the Prefect loggers whose records about a server that went away mid-night are its client's retries, said once
