@@ -37,6 +37,7 @@ from synthtrace.warehouse.drop import (
     CUT_GRACE_S,
     DEFAULT_SETTLE_S,
     STILL_WRITTEN,
+    check_drop,
     discover,
     drop_lock,
     files_state,
@@ -534,8 +535,7 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
         from prefect_dask import DaskTaskRunner
         runner_ = (DaskTaskRunner(address=dask_address) if dask_address else
                    DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1, "processes": True}))
-    if not Path(drop).is_dir():
-        raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
+    check_drop(Path(drop), wh.root)  # attack 14 F12, F14: nothing done for a drop folder no night may take
     # [helper edges] issue 23 A26: a configured server that does not answer is said every night, not only on one
     server = configured_server()  # with work (a night with nothing to do never reached its check)
     with contextlib.ExitStack() as held:
