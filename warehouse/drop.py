@@ -35,7 +35,7 @@ from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError, WarehouseError
 from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse, warehouse_holding
 from synthtrace.warehouse.names import file_name
 
 QUARANTINE = ".quarantine"
@@ -150,10 +150,47 @@ def _refuse_planted(path: Path, mode: int) -> None:
     link's target opened, a FIFO that blocked every night)."""
     if stat.S_ISREG(mode):
         return
-    what = ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
-            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device")
-    raise BadInputError(f"{path}: {what} where the nights' lock file belongs, not used as the lock: no night takes "
-                        "the drop folder's traces until it is removed")
+    raise BadInputError(f"{path}: {_kind(mode)} where the nights' lock file belongs, not used as the lock: no night "
+                        "takes the drop folder's traces until it is removed")
+
+
+def _kind(mode: int) -> str:
+    """What a ``st_mode`` (of ``lstat``) is, as the one-line errors name it."""
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a file" if stat.S_ISREG(mode) else "a device")
+
+
+def _not_quarantine(drop: Path) -> str | None:
+    """Why ``drop/.quarantine`` cannot take broken traces (something other than a real folder there: a link would
+    move them wherever it leads, the warehouse included; attack 14 F12), or None (a folder, or nothing yet)."""
+    path = drop / QUARANTINE
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISDIR(mode):
+        return None
+    return (f"{path}: {_kind(mode)} where the drop folder's quarantine folder belongs (a link is never followed): no "
+            "night takes the drop folder's traces until it is removed")
+
+
+def check_drop(drop: Path, warehouse: Path | None = None) -> None:
+    """Refuse, in one line, nothing done, a drop folder no night may take traces from: one that is not a folder,
+    one inside a warehouse or the warehouse ``warehouse`` itself (a night writes its lock file and quarantines
+    into its drop folder, and no command's output may land inside a warehouse: issue 23 item 2, attack 14 F14),
+    or one whose ``.quarantine`` is not a real folder (:func:`_not_quarantine`)."""
+    if not drop.is_dir():
+        what = "is not a folder" if drop.exists() else "does not exist"
+        raise BadInputError(f"--drop {drop}: {what} (create the drop folder first)")
+    home = warehouse_holding(drop)
+    if home is None and warehouse is not None and os.path.realpath(drop) == os.path.realpath(warehouse):
+        home = warehouse
+    if home is not None:
+        raise BadInputError(f"--drop {drop}: lies inside the warehouse {home} (a night writes its lock file and "
+                            "quarantine into its drop folder): nothing done; give a drop folder outside it")
+    if (why := _not_quarantine(drop)) is not None:
+        raise BadInputError(why)
 
 
 def _lock_holder(fd: int) -> str:
@@ -398,23 +435,58 @@ def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
 
     The folder is new for every trace (time stamp, trace name, random suffix), so two broken traces of one
     name never overwrite each other; the reason says where the trace came from. Returns that folder, or None when
-    the trace is gone (another night took it, its owner moved it): then no folder is left behind.
+    the trace is gone (another night took it, its owner moved it): then no folder is left behind. No link is
+    followed on the way: ``.quarantine`` and the trace's folder are opened without following one and the files
+    moved into the folder so opened (attack 14 F12: a link planted as ``.quarantine`` moved broken traces into the
+    warehouse); what is not a real folder there is an :class:`OSError` saying so (the trace stays where it is).
     """
     stamp = datetime.now(UTC)
     name = shown(path.name)
     short = name if len(name.encode("utf-8")) <= _NAME_BYTES else file_name(name)
-    dest = drop / QUARANTINE / f"{stamp:%Y%m%dT%H%M%S}-{short}-{uuid.uuid4().hex[:8]}"
-    dest.mkdir(parents=True)
-    main, *companions = trace_files(path) or [path]
-    try:  # the trace's own file first: once it is moved, no other night sees the trace
-        shutil.move(main, dest / main.name)
-    except FileNotFoundError:
-        dest.rmdir()
-        return None
-    for f in companions:
-        try:
-            shutil.move(f, dest / f.name)
-        except FileNotFoundError:  # a companion another night moved meanwhile
-            continue
-    (dest / REASON_FILE).write_text(f"{stamp.isoformat()}\n{shown(path)}\n{reason}\n", encoding="utf-8")
-    return dest
+    folder = f"{stamp:%Y%m%dT%H%M%S}-{short}-{uuid.uuid4().hex[:8]}"
+    with contextlib.ExitStack() as opened:
+        qfd = _open_folder(drop / QUARANTINE, made=True)
+        opened.callback(os.close, qfd)
+        os.mkdir(folder, dir_fd=qfd)
+        dfd = _open_folder(drop / QUARANTINE / folder, dir_fd=qfd)
+        opened.callback(os.close, dfd)
+        main, *companions = trace_files(path) or [path]
+        try:  # the trace's own file first: once it is moved, no other night sees the trace
+            _move_into(main, dfd)
+        except FileNotFoundError:
+            os.rmdir(folder, dir_fd=qfd)
+            return None
+        for f in companions:
+            with contextlib.suppress(FileNotFoundError):  # a companion another night moved meanwhile
+                _move_into(f, dfd)
+        fd = os.open(REASON_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=dfd)
+        with open(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"{stamp.isoformat()}\n{shown(path)}\n{reason}\n")
+    return drop / QUARANTINE / folder
+
+
+def _open_folder(path: Path, *, made: bool = False, dir_fd: int | None = None) -> int:
+    """A descriptor of the real folder at ``path`` (made first when ``made``; with ``dir_fd``, its name is taken in
+    that folder), never through a link: anything else there is an :class:`OSError` naming what it is."""
+    if made:
+        with contextlib.suppress(FileExistsError):  # mkdir never follows a link at the name
+            os.mkdir(path)
+    name = path.name if dir_fd is not None else path
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+        raise OSError(exc.errno, f"{path}: {_kind(mode)} where a quarantine folder belongs, not followed") from None
+
+
+def _move_into(src: Path, dfd: int) -> None:
+    """Move ``src`` (a file, or an OTF2 archive's folder) into the folder open as ``dfd``, under its own name."""
+    try:
+        os.rename(src, src.name, dst_dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.move(src, f"/proc/self/fd/{dfd}/{src.name}")  # another file system: copied into that same folder
