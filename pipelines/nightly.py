@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,12 +334,12 @@ def _flow_options(task_runner: Any = None) -> dict[str, Any]:
             "task_runner": task_runner or ThreadPoolTaskRunner(max_workers=cores())}
 
 
-#: the progress callback of the night :func:`run_night` runs in this process (:func:`_watched_night`). Kept out of
-#: the flow object: Prefect pickles that object (its function's closure, and a function not its module's by value with
-#: the globals it reads) into every task it hands a Dask worker process, and a progress display holds a lock, which
-#: ended every ``nightly --runner dask`` on its temporary cluster of processes (attack 14 F15)
-_tell: Progress = _silent
-
+#: the progress callback of the night :func:`run_night` runs (:func:`_watched_night`; per call, so two nights run by
+#: two threads each tell their own). Kept out of the flow object: Prefect pickles that object (its function's
+#: closure, and a function not its module's by value with the globals it reads) into every task it hands a Dask
+#: worker process, and a progress display holds a lock, which ended every ``nightly --runner dask`` on its
+#: temporary cluster of processes (attack 14 F15)
+_tell: ContextVar[Progress] = ContextVar("synthtrace_night_progress", default=_silent)
 
 def _watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
                    found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
@@ -346,7 +347,7 @@ def _watched_night(drop: str, warehouse: str, machine: str | None = None, skip: 
     night's locks. A module-level function: pickled by reference (its module and name), never by value."""
     if _stop_now is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
-    return night(drop, warehouse, machine, skip, found, _tell, settle_s, locked=True)
+    return night(drop, warehouse, machine, skip, found, _tell.get(), settle_s, locked=True)
 
 
 def night_flow(task_runner: Any = None) -> Flow:
@@ -359,12 +360,11 @@ def night_flow(task_runner: Any = None) -> Flow:
 @contextlib.contextmanager
 def watched(tell: Progress) -> Iterator[None]:
     """While the block runs, the night of :func:`night_flow` tells its progress to ``tell``."""
-    global _tell
-    before, _tell = _tell, tell
+    token = _tell.set(tell)
     try:
         yield
     finally:
-        _tell = before
+        _tell.reset(token)
 
 
 @flow(**_flow_options())

@@ -219,6 +219,7 @@ def test_dask_runner_on_a_temporary_cluster_of_processes(prefect_harness, tmp_pa
     code, out, err = run_cli("nightly", "--drop", drop, "-w", tmp_path / "wh", "--settle", "0", "--runner", "dask")
     assert code == 0 and "Traceback" not in err, err
     assert "distributed." not in err, err  # Dask's INFO records (~35 lines: addresses, workers) are not said
+    assert re.search(r"^ingest +.* 3/3 ", err, re.M) and re.search(r"^report +.* 1/1 ", err, re.M), err  # its bars
     assert "2 runs ingested, 1 quarantined" in out, out
     assert _count(tmp_path / "wh", "SELECT count(*) FROM runs") == 2
 

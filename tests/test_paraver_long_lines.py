@@ -70,6 +70,28 @@ def test_a_body_line_beyond_the_cap_is_refused_in_one_line(tmp_path, run_cli, sm
     assert not wh.exists()
 
 
+@pytest.mark.parametrize("compress", [False, True], ids=["prv", "prv.gz"])
+@pytest.mark.parametrize("kind", ["comment", "cr"])
+def test_a_long_line_before_the_first_record_is_refused_as_after_it(tmp_path, small_cap, kind, compress):
+    """The comments and blank lines between the header and the first record are held to the same cap (they were
+    taken up to the header's 64 MiB, a run of ``\\r`` as blank lines): the same line is refused before the first
+    record as after it."""
+    prv = copy_trace(PRIME, tmp_path / "t")
+    lines = prv.read_bytes().splitlines(keepends=True)
+    lines.insert(1, b"#" + b"x" * (2 * CAP) + b"\n" if kind == "comment" else b"\n" + b"\r" * (2 * CAP) + b"\n")
+    data = b"".join(lines)
+    if compress:
+        prv.unlink()
+        prv = prv.with_name(prv.name + ".gz")
+        prv.write_bytes(gzip.compress(data, compresslevel=1))
+    else:
+        prv.write_bytes(data)
+    with pytest.raises(TraceFormatError) as caught:
+        ParaverTrace(prv).read_tables("r")
+    assert caught.value.line == (2 if kind == "comment" else 3), caught.value
+    assert f"record longer than {CAP:,} bytes" in caught.value.reason
+
+
 def test_a_line_of_exactly_the_cap_is_read_and_one_byte_more_is_refused(tmp_path):
     """The real cap, 1 MiB: a record line (trailing blanks, which Paraver skips, make up its length) of exactly
     MAX_RECORD_BYTES bytes before its newline is read; one byte more is refused at its line."""
