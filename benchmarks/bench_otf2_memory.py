@@ -15,7 +15,11 @@ checkout or ``git archive`` export), with that tree's.
     python benchmarks/bench_otf2_memory.py --calls 3.16e6 20e6 [--before /tmp/base] [--phases]
 
 ``--calls`` 3.16 M is the 319 MB archive's count (1.02 M messages); 20 M calls (6.5 M messages) is a 2 GB
-archive of the same shape (OTF2 packs ~10 k calls per MB here).
+archive of the same shape (OTF2 packs ~10 k calls per MB here). ``--shape gather``: the same calls, but every rank
+sends to rank 0, which posts and completes one Irecv per sender each step (one task receiving every message:
+attack 14's gather written with point-to-point).
+
+    python benchmarks/bench_otf2_memory.py --calls 3.16e6 --shape gather --before /tmp/base
 """
 from __future__ import annotations
 
@@ -68,7 +72,7 @@ from synthtrace.tracelib.formats.source import ReadSummary, TraceReader
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_NODE_SCHEMA
 from synthtrace.warehouse.ingest import _write_run
 
-N_CALLS, RANKS, CHUNK_STEPS = int(float(sys.argv[1])), 16, 20_000
+N_CALLS, SHAPE, RANKS, CHUNK_STEPS = int(float(sys.argv[1])), sys.argv[2], 16, 20_000
 COUNTERS = ("PAPI_BR_MSP", "PAPI_L2_TCM", "PAPI_TOT_CYC")
 STEP_NS = 30_000
 
@@ -103,13 +107,20 @@ def calls_of(task, s0, s1):
 
 
 def records_of(task, s0, s1):
-    """The Isend, Irecv request and Irecv records of steps s0..s1 of a rank (a ring: to the right, from the left)."""
+    """The Isend, Irecv request and Irecv records of steps s0..s1 of a rank: in a ring, to the right and from the
+    left; in a gather, every other rank to rank 0 (task 1), which posts and completes a receive per sender."""
     steps = np.arange(s0, s1, dtype=np.int64)
     base = 1_000_000 + steps * STEP_NS
-    n = steps.size
     rank = task - 1
-    kinds = [(_ISEND, base + 26_010, (rank + 1) % RANKS, steps), (_IRECV_REQ, base + 26_410, 0, 10**9 + steps),
-             (_IRECV, base + 26_900, (rank - 1) % RANKS, 10**9 + steps)]
+    if SHAPE == "ring":
+        sends, receives = [(rank + 1) % RANKS], [(rank - 1) % RANKS]
+    else:
+        sends, receives = ([], list(range(1, RANKS))) if rank == 0 else ([0], [])
+    kinds = [(_ISEND, base + 26_010, peer, steps) for peer in sends]
+    for peer in receives:  # a request id per step (and sender)
+        req = 10**9 + (steps if SHAPE == "ring" else steps * RANKS + peer)
+        kinds += [(_IRECV_REQ, base + 26_410, 0, req), (_IRECV, base + 26_900, peer, req)]
+    n = steps.size
     frames = [pl.DataFrame({"task": np.full(n, task, np.int32), "thread": np.ones(n, np.int32),
                             "kind": np.full(n, k, np.int8), "time_ns": t, "pos": (t - 1_000_000) // 10,
                             "peer": np.full(n, peer, np.int64), "comm": np.zeros(n, np.int64),
@@ -153,12 +164,12 @@ print(json.dumps({**out, "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": usage.r
 '''
 
 
-def run(tree: Path, n_calls: float, phases: bool = False) -> dict:
+def run(tree: Path, n_calls: float, phases: bool = False, shape: str = "ring") -> dict:
     """One scale in a fresh process importing ``tree``'s code (as ``bench_ingest_equal`` does); ``phases``: print
     the peak resident size of each phase (innermost frames) on stderr."""
     env = {**os.environ, "PYTHONPATH": str(tree), **({"BENCH_PHASES": "1"} if phases else {})}
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, str(n_calls)], cwd=tree, capture_output=True,
-                         text=True, env=env)
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, str(n_calls), shape], cwd=tree,
+                         capture_output=True, text=True, env=env)
     if out.returncode:
         raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
     if phases:
@@ -171,12 +182,14 @@ def main() -> None:
     ap.add_argument("--calls", type=float, nargs="+", default=[3.16e6, 20e6], help="MPI calls of each scale")
     ap.add_argument("--before", type=Path, help="another checkout or export, measured the same way")
     ap.add_argument("--phases", action="store_true", help="also the peak of each phase (RSS sampled every 20 ms)")
+    ap.add_argument("--shape", choices=["ring", "gather"], default="ring",
+                    help="ring: each rank to the next; gather: every rank to rank 0 (one big receiver)")
     args = ap.parse_args()
     trees = [("now", ROOT)] + ([("before", args.before)] if args.before else [])
     print("| calls | messages | code | peak RSS MB | CPU s |\n|---|---|---|---|---|")
     for n in args.calls:
         for name, tree in trees:
-            r = run(tree, n, args.phases)
+            r = run(tree, n, args.phases, args.shape)
             print(f"| {r['calls']:,} | {r['messages']:,} | {name} | {r['peak_rss_mb']:,.0f} | {r['cpu_s']:.1f} |",
                   flush=True)
 

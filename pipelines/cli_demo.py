@@ -14,6 +14,7 @@ import typer
 from rich.panel import Panel
 
 from synthtrace.pipelines.cli_app import console, print_warning
+from synthtrace.pipelines.cli_base import check_folder
 from synthtrace.pipelines.cli_nightly import night_progress
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
@@ -59,6 +60,7 @@ def demo(
         raise BadInputError("--nights must be at least 1")
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise BadInputError(f"--out {out}: exists and is not a folder (a link is not followed); choose another --out")
+    check_folder(out, f"--out {out}")  # not inside a warehouse (issue 23 item 2), not under a file, writable
     if out.exists() and any(out.iterdir()) and not made_by_demo(out):
         raise BadInputError(f"--out {out}: exists and is not a synthtrace demo folder (no {DEMO_MARKER} file in it; "
                             "a demo older than that file is deleted by hand); nothing was deleted: choose another "

@@ -26,7 +26,7 @@ from synthtrace.pipelines.cli_base import progress_bar
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.pipelines.jobs import STAGES
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.warehouse.drop import DEFAULT_SETTLE_S
+from synthtrace.warehouse.drop import DEFAULT_SETTLE_S, check_drop
 
 if TYPE_CHECKING:
     from synthtrace.pipelines.nightly import NightSummary
@@ -76,8 +76,7 @@ def nightly(
     from synthtrace.pipelines.nightly import run_night
     from synthtrace.warehouse import Warehouse
 
-    _check_drop(drop)
-    with night_progress() as progress:
+    with night_progress() as progress:  # run_night checks the drop folder first (check_drop)
         summary = run_night(drop, Warehouse(warehouse), machine=str(machine) if machine else None, runner=runner.value,
                             dask_address=dask_address, skip=_check_skip(skip), progress=progress, settle_s=settle)
     _print_summary(summary)
@@ -143,7 +142,7 @@ def serve(
     from prefect.client.schemas.schedules import CronSchedule
 
     from synthtrace.pipelines.nightly import DEPLOYMENT_NAME, nightly_flow
-    _check_drop(drop)
+    check_drop(drop, warehouse)  # a typo in a cron line fails loudly, not a watch of an empty new folder
     try:
         schedule = CronSchedule(cron=cron, timezone=timezone)
     except ValueError as exc:  # pydantic's: which field, and why
@@ -155,13 +154,6 @@ def serve(
                     "settle_s": settle})
     console.print(f"serving {nightly_flow.name}/{DEPLOYMENT_NAME} on '{cron}' ({timezone}); Ctrl-C stops")
     prefect_serve(deployment, pause_on_shutdown=False, print_starting_message=False)
-
-
-def _check_drop(drop: Path) -> None:
-    """A drop folder must exist: a typo in a cron line must fail loudly, not watch an empty new folder."""
-    if not drop.is_dir():
-        what = "is not a folder" if drop.exists() else "does not exist"
-        raise BadInputError(f"--drop {drop}: {what} (create the drop folder first)")
 
 
 def _print_summary(summary: NightSummary) -> None:

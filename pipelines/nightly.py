@@ -11,13 +11,14 @@ time as the machine has cores (:func:`cores`): merges and ingests are CPU-bound.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from prefect.futures import as_completed
 from prefect.states import Completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from synthtrace.pipelines import interrupts, jobs
+from synthtrace.pipelines import interrupts, jobs, server_watch
 from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError, TruncatedTraceError
 from synthtrace.warehouse import Warehouse
@@ -36,6 +37,7 @@ from synthtrace.warehouse.drop import (
     CUT_GRACE_S,
     DEFAULT_SETTLE_S,
     STILL_WRITTEN,
+    check_drop,
     discover,
     drop_lock,
     files_state,
@@ -332,12 +334,12 @@ def _flow_options(task_runner: Any = None) -> dict[str, Any]:
             "task_runner": task_runner or ThreadPoolTaskRunner(max_workers=cores())}
 
 
-#: the progress callback of the night :func:`run_night` runs in this process (:func:`_watched_night`). Kept out of
-#: the flow object: Prefect pickles that object (its function's closure, and a function not its module's by value with
-#: the globals it reads) into every task it hands a Dask worker process, and a progress display holds a lock, which
-#: ended every ``nightly --runner dask`` on its temporary cluster of processes (attack 14 F15)
-_tell: Progress = _silent
-
+#: the progress callback of the night :func:`run_night` runs (:func:`_watched_night`; per call, so two nights run by
+#: two threads each tell their own). Kept out of the flow object: Prefect pickles that object (its function's
+#: closure, and a function not its module's by value with the globals it reads) into every task it hands a Dask
+#: worker process, and a progress display holds a lock, which ended every ``nightly --runner dask`` on its
+#: temporary cluster of processes (attack 14 F15)
+_tell: ContextVar[Progress] = ContextVar("synthtrace_night_progress", default=_silent)
 
 def _watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
                    found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
@@ -345,7 +347,7 @@ def _watched_night(drop: str, warehouse: str, machine: str | None = None, skip: 
     night's locks. A module-level function: pickled by reference (its module and name), never by value."""
     if _stop_now is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
-    return night(drop, warehouse, machine, skip, found, _tell, settle_s, locked=True)
+    return night(drop, warehouse, machine, skip, found, _tell.get(), settle_s, locked=True)
 
 
 def night_flow(task_runner: Any = None) -> Flow:
@@ -358,12 +360,11 @@ def night_flow(task_runner: Any = None) -> Flow:
 @contextlib.contextmanager
 def watched(tell: Progress) -> Iterator[None]:
     """While the block runs, the night of :func:`night_flow` tells its progress to ``tell``."""
-    global _tell
-    before, _tell = _tell, tell
+    token = _tell.set(tell)
     try:
         yield
     finally:
-        _tell = before
+        _tell.reset(token)
 
 
 @flow(**_flow_options())
@@ -473,10 +474,11 @@ def start_prefect() -> None:
     timeouts = [max(configured, t) for t in STARTUP_TIMEOUTS_S]
     global _server
     for timeout in timeouts:
-        server = _server = SubprocessASGIServer()
+        server = _server = SubprocessASGIServer()  # the one this process runs, if any (a singleton)
         try:
-            server.start(timeout=timeout)
-            stopped_with_this_process(server.server_process.pid)
+            with server_watch.marking():  # the watcher first: a night killed while its server starts stops it too
+                server.start(timeout=timeout)
+            server_watch.watch(server.server_process.pid)  # one watcher per process, however many nights
             return
         except RuntimeError:
             server.stop()  # the process that did not answer in time; the retry starts a fresh one
@@ -484,36 +486,6 @@ def start_prefect() -> None:
         f"the local Prefect server did not start within {timeouts[0]} s, nor {timeouts[1]} s on retry (is the "
         "machine overloaded?); set PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or PREFECT_API_URL "
         "to a running server")
-
-
-#: the watcher of :func:`stopped_with_this_process`: it leaves its starter's process tree at once (a second fork),
-#: waits on pidfds (no polling) until the night or its server ends, and stops a server that outlived its night
-_WATCHER = """
-import os, select, signal, sys
-night, server = (os.pidfd_open(int(pid)) for pid in sys.argv[1:3])
-if os.fork():
-    os._exit(0)
-os.setsid()
-select.select([night, server], [], [])
-if not select.select([server], [], [], 0)[0]:
-    signal.pidfd_send_signal(server, signal.SIGTERM)
-    if not select.select([server], [], [], 5)[0]:
-        signal.pidfd_send_signal(server, signal.SIGKILL)
-"""
-
-
-def stopped_with_this_process(server_pid: int) -> None:
-    """Have the ephemeral server ``server_pid`` stopped when this process ends however it ends: a night killed by
-    a signal it cannot handle (SIGKILL from the OOM killer, SIGABRT from a failed allocation in Polars' Rust) left
-    its server running for good, ~130-190 MB each (attack 13 F4; atexit and the signal handlers never run then).
-    A small watcher process (no imports but the standard library's) does it. Where pidfds are missing (Linux
-    before 5.3) nothing is watched, as before."""
-    if not hasattr(os, "pidfd_open"):
-        return
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run([sys.executable, "-I", "-S", "-c", _WATCHER, str(os.getpid()), str(server_pid)],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=60, check=False)
 
 
 def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,
@@ -563,8 +535,7 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
         from prefect_dask import DaskTaskRunner
         runner_ = (DaskTaskRunner(address=dask_address) if dask_address else
                    DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1, "processes": True}))
-    if not Path(drop).is_dir():
-        raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
+    check_drop(Path(drop), wh.root)  # attack 14 F12, F14: nothing done for a drop folder no night may take
     # [helper edges] issue 23 A26: a configured server that does not answer is said every night, not only on one
     server = configured_server()  # with work (a night with nothing to do never reached its check)
     with contextlib.ExitStack() as held:
@@ -585,9 +556,10 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
         try:
             if server is not None:
                 _quiet_when_server_lost()
-            with watched(progress or _silent):
+            with watched(progress or _silent), quiet_dask() if runner == "dask" else contextlib.nullcontext():
                 state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []),
                           found=found, settle_s=settle_s, return_state=True)
+            send_logs()
             if state.is_failed():
                 state.result()  # raises the flow's exception
             return state.result()
@@ -598,6 +570,36 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
                     "what the night's stages committed before is stored, nothing is half-written: start the server "
                     "and run the night again to finish it") from None
             raise
+
+
+@contextlib.contextmanager
+def quiet_dask() -> Iterator[None]:
+    """While the block runs, Dask's scheduler, nannies and client in this process log warnings and errors only:
+    their INFO records (~35 lines a night: addresses, workers registered and retired) buried the night's progress and
+    summary."""
+    logger = logging.getLogger("distributed")
+    before = logger.level
+    logger.setLevel(max(before, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+#: seconds the night's log records queued for the Prefect server have to reach it at the end of the night
+LOG_SEND_S = 10.0
+
+
+def send_logs() -> None:
+    """Send the log records Prefect still holds for its server (its API log worker sends them in batches, every 2 s)
+    now, while the server runs: the console script's exit stops the ephemeral server first, so a night that logged a
+    warning in its last seconds ended with "--- Error logging to API --- / All connection attempts failed" under its
+    summary (attack 14 F8). Waits at most :data:`LOG_SEND_S`."""
+    from prefect.logging.handlers import APILogWorker
+
+    waiting = APILogWorker.drain_all(timeout=LOG_SEND_S)
+    if inspect.iscoroutine(waiting):  # called inside an event loop (a notebook): the records go in the background
+        waiting.close()
 
 
 #: the Prefect loggers whose records about a server that went away mid-night are its client's retries, said once

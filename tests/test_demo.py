@@ -77,6 +77,19 @@ def test_demo_never_replaces_a_folder_without_its_marker(tmp_path, run_cli, monk
     assert (site / "drop" / "e" / "mine.txt").read_text() == "a user's file"
 
 
+@pytest.mark.parametrize("inside", ["runs/demo", "runs", ""])
+def test_demo_writes_nothing_inside_a_warehouse(tmp_path, run_cli, monkeypatch, inside):
+    """Issue 23 item 2: no command's output lands inside a warehouse: a new or empty folder in one was taken."""
+    from synthtrace.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh").ensure().root
+    monkeypatch.setattr("synthtrace.simulator.simulate_campaign", _never)
+    before = sorted(p.relative_to(wh) for p in wh.rglob("*"))
+    code, _, err = run_cli("demo", "--out", wh / inside, "--nights", "1")
+    assert code == 2 and "lies inside the warehouse" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.relative_to(wh) for p in wh.rglob("*")) == before
+
+
 def test_demo_refuses_a_link_as_its_folder(tmp_path, run_cli, monkeypatch):
     """A link to a demo's folder is not followed (rmtree of a link fails half-way): one line, nothing deleted."""
     real = tmp_path / "real"

@@ -210,13 +210,16 @@ def test_dask_runner_on_a_temporary_cluster_of_processes(prefect_harness, tmp_pa
     """Attack 14 F15: ``nightly --runner dask`` without ``--dask-address`` (a temporary local cluster of worker
     processes) failed every night, rc 1 and a ~290-line pickling traceback: Prefect pickles the flow object into
     every task it hands a worker process, and the night's flow held its progress display (a lock). The night runs
-    on the workers; one worker process of one thread (the night's cores), the command as a user runs it."""
+    on the workers; one worker process of one thread (the night's cores), the command as a user runs it, and the
+    night's output is its own (not Dask's log)."""
     pytest.importorskip("distributed")
     from synthtrace.pipelines import nightly
 
     monkeypatch.setattr(nightly, "cores", lambda: 1)
     code, out, err = run_cli("nightly", "--drop", drop, "-w", tmp_path / "wh", "--settle", "0", "--runner", "dask")
     assert code == 0 and "Traceback" not in err, err
+    assert "distributed." not in err, err  # Dask's INFO records (~35 lines: addresses, workers) are not said
+    assert re.search(r"^ingest +.* 3/3 ", err, re.M) and re.search(r"^report +.* 1/1 ", err, re.M), err  # its bars
     assert "2 runs ingested, 1 quarantined" in out, out
     assert _count(tmp_path / "wh", "SELECT count(*) FROM runs") == 2
 

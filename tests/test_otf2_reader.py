@@ -457,10 +457,13 @@ def test_messages_paired_a_group_of_receiving_tasks_at_a_time_are_the_whole_runs
     # the records kept in 3 buckets of receiving tasks, written to the spill folder at every chunk of 5 events
     monkeypatch.setattr(messages, "P2P_BUCKETS", 3)
     monkeypatch.setattr(messages, "P2P_HOLD_BYTES", 1)
-    spill = tmp_path / "spill"
+    spill, spilled_to = tmp_path / "spill", []  # each spill's folder (the files are deleted once read back)
+    spill_records = messages._Parts._spill
+    monkeypatch.setattr(messages._Parts, "_spill", lambda parts: spilled_to.append(parts.folder)
+                        or spill_records(parts))
     stream = Otf2Trace(anchor, chunk_events=5).read("r", spill=spill)
     bursts = pl.concat([p.frame for p in stream if p.table == "bursts"], how="diagonal_relaxed")
-    assert len(list((spill / "p2p").glob("p2p-*.parquet"))) >= 2
+    assert len(spilled_to) >= 2 and set(spilled_to) == {spill / "p2p"}
     assert_frame_equal(stream.summary.messages, ref_s.messages)
     assert_frame_equal(stream.summary.calls.collect(), ref_c)
     assert_frame_equal(bursts.select(ref_b.columns), ref_b)
@@ -652,6 +655,7 @@ def test_a_big_receiver_s_spilled_records_are_parted_a_frame_at_a_time(monkeypat
     for _key, chunk in p2p.group_by("task", (pl.col("pos") - 1) // 50, maintain_order=True):  # as a reader does
         records.add(chunk)
     assert_frame_equal(records.matched(), whole)
+    assert not list((tmp_path / "p2p").glob("*.parquet"))  # each spilled file deleted once read: disk stays flat
     to_rank_0 = p2p.filter((pl.col("task") == 0) | (pl.col("peer") == 0)).height
     assert to_rank_0 == p2p.height > 4 * 200
     assert max(seen["_pairs"]) <= 2 * 200 and max(seen["_resolved_receives"]) <= 2 * 200, dict(seen)

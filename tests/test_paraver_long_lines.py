@@ -9,6 +9,8 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,28 @@ def test_a_body_line_beyond_the_cap_is_refused_in_one_line(tmp_path, run_cli, sm
     assert not wh.exists()
 
 
+@pytest.mark.parametrize("compress", [False, True], ids=["prv", "prv.gz"])
+@pytest.mark.parametrize("kind", ["comment", "cr"])
+def test_a_long_line_before_the_first_record_is_refused_as_after_it(tmp_path, small_cap, kind, compress):
+    """The comments and blank lines between the header and the first record are held to the same cap (they were
+    taken up to the header's 64 MiB, a run of ``\\r`` as blank lines): the same line is refused before the first
+    record as after it."""
+    prv = copy_trace(PRIME, tmp_path / "t")
+    lines = prv.read_bytes().splitlines(keepends=True)
+    lines.insert(1, b"#" + b"x" * (2 * CAP) + b"\n" if kind == "comment" else b"\n" + b"\r" * (2 * CAP) + b"\n")
+    data = b"".join(lines)
+    if compress:
+        prv.unlink()
+        prv = prv.with_name(prv.name + ".gz")
+        prv.write_bytes(gzip.compress(data, compresslevel=1))
+    else:
+        prv.write_bytes(data)
+    with pytest.raises(TraceFormatError) as caught:
+        ParaverTrace(prv).read_tables("r")
+    assert caught.value.line == (2 if kind == "comment" else 3), caught.value
+    assert f"record longer than {CAP:,} bytes" in caught.value.reason
+
+
 def test_a_line_of_exactly_the_cap_is_read_and_one_byte_more_is_refused(tmp_path):
     """The real cap, 1 MiB: a record line (trailing blanks, which Paraver skips, make up its length) of exactly
     MAX_RECORD_BYTES bytes before its newline is read; one byte more is refused at its line."""
@@ -94,6 +118,34 @@ def test_a_long_line_is_refused_on_the_time_sorted_path_too(tmp_path, small_cap)
     with pytest.raises(TraceFormatError) as caught:
         ParaverTrace(prv).read_tables("r")
     assert caught.value.line == records[-1] + 2 and "record longer than" in caught.value.reason
+
+
+_READ_PEAK = """
+import sys, warnings
+from pathlib import Path
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
+warnings.simplefilter("ignore")
+try:
+    ParaverTrace(Path(sys.argv[1])).read_tables("r")
+    outcome = "read"
+except TraceFormatError as exc:
+    outcome = str(exc)
+# this process's own peak (VmHWM), not the spawning xdist worker's that ru_maxrss carries over at exec
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) >> 10)
+print(outcome)
+"""
+
+
+def test_a_long_record_line_is_refused_in_bounded_memory(tmp_path):
+    """Attack 14 F6 at the real cap: a 64 MiB record line (the old reader took ~20 times a line's bytes: 2.0 GB for
+    100 MB) is refused with its line while the reading process stays within a few hundred MiB."""
+    prv, lineno = _with_line(tmp_path / "t", _counters(64 << 20))
+    proc = subprocess.run([sys.executable, "-c", _READ_PEAK, str(prv)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    peak_mib, outcome = proc.stdout.splitlines()[-2:]
+    assert f":{lineno}: record longer than" in outcome, outcome
+    assert int(peak_mib) < 600, f"reading a trace with a 64 MiB line took {peak_mib} MiB"
 
 
 class _Trickle(io.RawIOBase):

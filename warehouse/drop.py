@@ -33,10 +33,11 @@ from pathlib import Path
 from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
 from synthtrace.tracelib.formats.source import find_traces
 from synthtrace.tracelib.printable import clipped
-from synthtrace.warehouse.errors import NightRunningError, WarehouseError
+from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
-from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.layout import Warehouse, warehouse_holding
 from synthtrace.warehouse.names import file_name
+from synthtrace.warehouse.night_lock import file_kind, take, unlocked
 
 QUARANTINE = ".quarantine"
 REASON_FILE = "reason.txt"
@@ -72,41 +73,52 @@ def drop_lock(drop: Path) -> Iterator[None]:
     folder's lock file another account made is opened read-only when it cannot be opened for writing (``flock``
     needs no write access; attack 12 F5: the folder lock it fell back to never met the file's, so two accounts'
     nights both ran); only a drop without the file that this process cannot write (a read-only drop: nothing in it
-    is moved, nothing to keep apart but the ingest) is locked by its own descriptor; the kernel releases either
-    with a killed night. A file system that refuses locks (Lustre without ``-o flock``) is said once, and the night
-    goes on unlocked."""
-    fd = _open_lock(drop)
+    is moved, nothing to keep apart but the ingest) is locked by its own descriptor, and so is a read-only drop
+    holding the file where the file system locks only a file open for writing (NFS; attack 14 F2: refused every
+    night as "another account's lock file"); the kernel releases either with a killed night. A file system that
+    refuses locks (Lustre without ``-o flock``) is said once, and the night goes on unlocked."""
+    fd, read_only = _open_lock(drop)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise NightRunningError(f"another night ({_lock_holder(fd)}) is taking the traces of the drop folder "
-                                        f"{drop}; this one did nothing: let it finish (or stop it), or run the nights "
-                                        "further apart") from None
-            if exc.errno == errno.EBADF and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
-                # attack 13 F2: NFS emulates flock by a byte-range lock, which an exclusive one needs written to
-                raise BadInputError(f"{drop / DROP_LOCK}: another account's lock file, which this account may only "
-                                    "read, and the drop folder's file system (NFS) locks only a file open for "
-                                    "writing: this night did nothing (it would run beside the other account's); "
-                                    "make the file group-writable (chmod g+w) or remove it") from None
-            warnings.warn(f"{drop}: the drop folder's file system refuses locks ({os.strerror(exc.errno)}): two "
-                          "nights from it at once (on two hosts) would both take its traces; run one night at a "
-                          "time, or mount it with locks", stacklevel=3)
+        def held_by() -> str:
+            return (f"another night ({_lock_holder(fd)}) is taking the traces of the drop folder {drop}; this one did "
+                    "nothing: let it finish (or stop it), or run the nights further apart")
+
+        refused = take(fd, held_by)
+        if refused is not None and refused.errno == errno.EBADF and \
+                fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            # attack 13 F2: NFS emulates flock by a byte-range lock, which an exclusive one needs written to
+            if not read_only:
+                raise BadInputError(f"{drop / DROP_LOCK}: {_whose(fd)} lock file, which this account may only read, "
+                                    "and the drop folder's file system (NFS) locks only a file open for writing: "
+                                    "this night did nothing (it would run beside the other account's); make the file "
+                                    "group-writable (chmod g+w) or remove it") from None
+            # attack 14 F2: a read-only drop (nothing in it is moved): locked by its folder, as one without the file
+            os.close(fd)
+            fd = os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            refused = take(fd, held_by)
+        if refused is not None:
+            unlocked(drop, "drop", refused, "two nights from it at once (on two hosts) would both take its traces")
         yield
     finally:
         os.close(fd)
 
 
-def _open_lock(drop: Path) -> int:
-    """A descriptor to ``flock`` for the drop folder ``drop``: its :data:`DROP_LOCK` file, made if missing (readable
-    by all, writable by whom the folder lets write: another account's night into a shared drop opens it for
-    writing too), opened read-only when it cannot be opened for writing (another account's file, a read-only
-    mount), refused when it cannot be opened at all; the folder itself only when there is no such file and it
-    cannot be made. Anything but a regular file under the name (a symbolic link, a folder, a FIFO, a device) is
-    refused (:func:`_refuse_planted`)."""
+def _whose(fd: int) -> str:
+    """Whose the open file ``fd`` is, as the lock's one-line errors say it: this account's own (a mode that keeps
+    it from writing it) or another account's."""
+    return "this account's read-only" if os.fstat(fd).st_uid == os.geteuid() else "another account's"
+
+
+def _open_lock(drop: Path) -> tuple[int, bool]:
+    """A descriptor to ``flock`` for the drop folder ``drop``, and whether the drop is on a read-only file system
+    (EROFS). The descriptor is of its :data:`DROP_LOCK` file, made if missing (readable by all, writable by whom
+    the folder lets write: another account's night into a shared drop opens it for writing too), opened read-only
+    when it cannot be opened for writing (another account's file, a read-only mount), refused when it cannot be
+    opened at all; the folder itself only when there is no such file and it cannot be made. Anything but a regular
+    file under the name (a symbolic link, a folder, a FIFO, a device) is refused (:func:`_refuse_planted`)."""
     path = drop / DROP_LOCK
     refused = (errno.EACCES, errno.EROFS, errno.EPERM)
+    read_only = False
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
@@ -114,10 +126,11 @@ def _open_lock(drop: Path) -> int:
     except OSError as exc:
         if exc.errno not in refused:
             raise
+        read_only = exc.errno == errno.EROFS
     else:
         with contextlib.suppress(OSError):  # the umask took the group's write away; a root-squashed NFS may refuse
             os.fchmod(fd, 0o644 | (os.stat(drop).st_mode & 0o022))
-        return fd
+        return fd, False
     for flags in (os.O_RDWR, os.O_RDONLY):
         try:
             _refuse_planted(path, os.lstat(path).st_mode)
@@ -130,18 +143,21 @@ def _open_lock(drop: Path) -> int:
                 _refuse_planted(path, stat.S_IFLNK if exc.errno == errno.ELOOP else stat.S_IFDIR)
             if exc.errno not in refused:
                 raise
+            read_only = read_only or exc.errno == errno.EROFS
             if flags == os.O_RDONLY:  # attack 13: another account's 0600 file; the folder's lock never meets it
-                raise BadInputError(f"{path}: another account's lock file, which this account cannot open: this "
-                                    "night did nothing (it would run beside that account's nights); make the file "
-                                    "readable (chmod a+r; group-writable on NFS) or remove it") from None
+                own = os.lstat(path).st_uid == os.geteuid()
+                raise BadInputError(f"{path}: {'this account' if own else 'another account'}'s lock file, which "
+                                    "this account cannot open: this night did nothing (it would run beside the nights "
+                                    "that hold it); make the file readable (chmod a+r; group-writable on NFS) "
+                                    "or remove it") from None
         else:
             try:
                 _refuse_planted(path, os.fstat(fd).st_mode)
             except BadInputError:
                 os.close(fd)
                 raise
-            return fd
-    return os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            return fd, read_only
+    return os.open(drop, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), read_only
 
 
 def _refuse_planted(path: Path, mode: int) -> None:
@@ -150,10 +166,40 @@ def _refuse_planted(path: Path, mode: int) -> None:
     link's target opened, a FIFO that blocked every night)."""
     if stat.S_ISREG(mode):
         return
-    what = ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
-            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device")
-    raise BadInputError(f"{path}: {what} where the nights' lock file belongs, not used as the lock: no night takes "
-                        "the drop folder's traces until it is removed")
+    raise BadInputError(f"{path}: {file_kind(mode)} where the nights' lock file belongs, not used as the lock: no "
+                        "night takes the drop folder's traces until it is removed")
+
+
+def _not_quarantine(drop: Path) -> str | None:
+    """Why ``drop/.quarantine`` cannot take broken traces (something other than a real folder there: a link would
+    move them wherever it leads, the warehouse included; attack 14 F12), or None (a folder, or nothing yet)."""
+    path = drop / QUARANTINE
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISDIR(mode):
+        return None
+    return (f"{path}: {file_kind(mode)} where the drop folder's quarantine folder belongs (a link is never "
+            "followed): no night takes the drop folder's traces until it is removed")
+
+
+def check_drop(drop: Path, warehouse: Path | None = None) -> None:
+    """Refuse, in one line, nothing done, a drop folder no night may take traces from: one that is not a folder,
+    one inside a warehouse or the warehouse ``warehouse`` itself (a night writes its lock file and quarantines
+    into its drop folder, and no command's output may land inside a warehouse: issue 23 item 2, attack 14 F14),
+    or one whose ``.quarantine`` is not a real folder (:func:`_not_quarantine`)."""
+    if not drop.is_dir():
+        what = "is not a folder" if drop.exists() else "does not exist"
+        raise BadInputError(f"--drop {drop}: {what} (create the drop folder first)")
+    home = warehouse_holding(drop)
+    if home is None and warehouse is not None and os.path.realpath(drop) == os.path.realpath(warehouse):
+        home = warehouse
+    if home is not None:
+        raise BadInputError(f"--drop {drop}: lies inside the warehouse {home} (a night writes its lock file and "
+                            "quarantine into its drop folder): nothing done; give a drop folder outside it")
+    if (why := _not_quarantine(drop)) is not None:
+        raise BadInputError(why)
 
 
 def _lock_holder(fd: int) -> str:
@@ -398,23 +444,58 @@ def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
 
     The folder is new for every trace (time stamp, trace name, random suffix), so two broken traces of one
     name never overwrite each other; the reason says where the trace came from. Returns that folder, or None when
-    the trace is gone (another night took it, its owner moved it): then no folder is left behind.
+    the trace is gone (another night took it, its owner moved it): then no folder is left behind. No link is
+    followed on the way: ``.quarantine`` and the trace's folder are opened without following one and the files
+    moved into the folder so opened (attack 14 F12: a link planted as ``.quarantine`` moved broken traces into the
+    warehouse); what is not a real folder there is an :class:`OSError` saying so (the trace stays where it is).
     """
     stamp = datetime.now(UTC)
     name = shown(path.name)
     short = name if len(name.encode("utf-8")) <= _NAME_BYTES else file_name(name)
-    dest = drop / QUARANTINE / f"{stamp:%Y%m%dT%H%M%S}-{short}-{uuid.uuid4().hex[:8]}"
-    dest.mkdir(parents=True)
-    main, *companions = trace_files(path) or [path]
-    try:  # the trace's own file first: once it is moved, no other night sees the trace
-        shutil.move(main, dest / main.name)
-    except FileNotFoundError:
-        dest.rmdir()
-        return None
-    for f in companions:
-        try:
-            shutil.move(f, dest / f.name)
-        except FileNotFoundError:  # a companion another night moved meanwhile
-            continue
-    (dest / REASON_FILE).write_text(f"{stamp.isoformat()}\n{shown(path)}\n{reason}\n", encoding="utf-8")
-    return dest
+    folder = f"{stamp:%Y%m%dT%H%M%S}-{short}-{uuid.uuid4().hex[:8]}"
+    with contextlib.ExitStack() as opened:
+        qfd = _open_folder(drop / QUARANTINE, made=True)
+        opened.callback(os.close, qfd)
+        os.mkdir(folder, dir_fd=qfd)
+        dfd = _open_folder(drop / QUARANTINE / folder, dir_fd=qfd)
+        opened.callback(os.close, dfd)
+        main, *companions = trace_files(path) or [path]
+        try:  # the trace's own file first: once it is moved, no other night sees the trace
+            _move_into(main, dfd)
+        except FileNotFoundError:
+            os.rmdir(folder, dir_fd=qfd)
+            return None
+        for f in companions:
+            with contextlib.suppress(FileNotFoundError):  # a companion another night moved meanwhile
+                _move_into(f, dfd)
+        fd = os.open(REASON_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=dfd)
+        with open(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"{stamp.isoformat()}\n{shown(path)}\n{reason}\n")
+    return drop / QUARANTINE / folder
+
+
+def _open_folder(path: Path, *, made: bool = False, dir_fd: int | None = None) -> int:
+    """A descriptor of the real folder at ``path`` (made first when ``made``; with ``dir_fd``, its name is taken in
+    that folder), never through a link: anything else there is an :class:`OSError` naming what it is."""
+    if made:
+        with contextlib.suppress(FileExistsError):  # mkdir never follows a link at the name
+            os.mkdir(path)
+    name = path.name if dir_fd is not None else path
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+        raise OSError(exc.errno, f"{path}: {file_kind(mode)} where a quarantine folder belongs, not followed") from None
+
+
+def _move_into(src: Path, dfd: int) -> None:
+    """Move ``src`` (a file, or an OTF2 archive's folder) into the folder open as ``dfd``, under its own name."""
+    try:
+        os.rename(src, src.name, dst_dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.move(src, f"/proc/self/fd/{dfd}/{src.name}")  # another file system: copied into that same folder

@@ -42,11 +42,24 @@ def mark_complete(wh: Warehouse) -> None:
     (index_root(wh) / COMPLETE).touch()
 
 
+#: how often :func:`remember` makes its folders again when a ``runs rm`` removed them between its mkdir and its touch
+_REMEMBER_TRIES = 8
+
+
 def remember(wh: Warehouse, folder: str, program: str, run_id: str) -> None:
-    """Index run ``run_id``, from the trace folder named ``folder``, of program identity ``program``."""
+    """Index run ``run_id``, from the trace folder named ``folder``, of program identity ``program``. A ``runs rm``
+    that emptied and removed the entry's folders between their mkdir and the entry's touch (:func:`_forget_entry`)
+    is met by making them again (attack 14 F11: the ingest failed, a sound trace refused); once the entry is there,
+    no ``rmdir`` removes its folder."""
     entry = index_root(wh) / file_name(folder) / file_name(program)
-    entry.mkdir(parents=True, exist_ok=True)
-    (entry / run_id).touch()
+    for attempt in range(_REMEMBER_TRIES):
+        entry.mkdir(parents=True, exist_ok=True)
+        try:
+            (entry / run_id).touch()
+            return
+        except FileNotFoundError:
+            if attempt == _REMEMBER_TRIES - 1:
+                raise
 
 
 @contextlib.contextmanager

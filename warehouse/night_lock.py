@@ -18,7 +18,8 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,36 +33,87 @@ NIGHT_LOCK = "night.lock"
 @contextlib.contextmanager
 def night_lock(wh: Warehouse, drop: str | Path) -> Iterator[None]:
     """Hold the night lock of ``wh`` (made with its layout) for the block, for a night over ``drop``; raise
-    :class:`NightRunningError` at once, nothing done, when another night holds it. A warehouse where the lock
-    cannot be written (read-only: no night can write it either) is not locked."""
+    :class:`NightRunningError` at once, nothing done, when another night holds it. Only a read-only warehouse
+    (a read-only mount, or one this account may not write: no night can write it either) is not locked; anything
+    else that keeps the lock file from being opened for writing (a socket, a link or a folder planted there,
+    another account's or an immutable file) is a :class:`WarehouseError`, nothing done (attack 14 F1: each ran
+    the night unlocked, beside another). A file system that refuses locks is said (:func:`unlocked`), and the night
+    goes on."""
     path = wh.ensure().journal_dir / NIGHT_LOCK
-    try:
-        wh.journal_dir.mkdir(exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EISDIR):  # a link or a folder planted there
-            raise WarehouseError(f"{path}: is not a lock file (a night's lock is a regular file); move it away"
-                                 ) from None
+    if (fd := _open_night_lock(wh, path)) is None:
         yield  # read-only: unlocked
         return
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise WarehouseError(f"{path}: is not a lock file (a night's lock is a regular file); move it away")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                yield  # a file system without locks: as before
-                return
-            raise NightRunningError(_held_by(fd, path, drop)) from None
-        holder = {"drop": str(Path(drop).absolute()), "pid": os.getpid(), "host": socket.gethostname(),
-                  "since": datetime.now(UTC).isoformat(timespec="seconds")}
-        with contextlib.suppress(OSError):  # who holds it is said to the next night; the lock holds without it
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(holder).encode(), 0)
+        if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
+            raise _not_a_lock(path, mode)
+        if (refused := take(fd, lambda: _held_by(fd, path, drop))) is not None:
+            unlocked(wh.root, "warehouse", refused, "two nights into it at once would both ingest and quarantine "
+                     "the same traces")
+        else:
+            holder = {"drop": str(Path(drop).absolute()), "pid": os.getpid(), "host": socket.gethostname(),
+                      "since": datetime.now(UTC).isoformat(timespec="seconds")}
+            with contextlib.suppress(OSError):  # who holds it is said to the next night; the lock holds without it
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(holder).encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _open_night_lock(wh: Warehouse, path: Path) -> int | None:
+    """The night lock file ``path`` of ``wh`` open for writing (made if missing), or None for a read-only warehouse
+    (EROFS, or EACCES where the warehouse folder itself may not be written); anything else a :class:`WarehouseError`
+    naming what is there."""
+    try:
+        wh.journal_dir.mkdir(exist_ok=True)
+        # O_NONBLOCK: a FIFO planted there never waits for a writer (it is refused once open)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.EROFS or (exc.errno == errno.EACCES and not os.access(wh.root, os.W_OK)):
+            return None
+        where = Path(os.fsdecode(exc.filename)) if exc.filename else path
+        try:
+            mode = os.lstat(where).st_mode
+        except OSError:
+            mode = 0
+        if where == path and mode and not stat.S_ISREG(mode):
+            raise _not_a_lock(path, mode) from None
+        why = " (another account's file, or an immutable one)" if exc.errno in (errno.EACCES, errno.EPERM) else ""
+        raise WarehouseError(f"{where}: the night lock cannot be opened for writing ({exc.strerror}{why}): this "
+                             "night did nothing (unlocked, it could run beside another night); move it away (a "
+                             "night makes a new one)") from None
+
+
+def _not_a_lock(path: Path, mode: int) -> WarehouseError:
+    return WarehouseError(f"{path}: {file_kind(mode)} where the night lock belongs (a regular file), not used as the "
+                          "lock: this night did nothing; move it away")
+
+
+def take(fd: int, held_by: Callable[[], str]) -> OSError | None:
+    """Take the exclusive ``flock`` of the open file ``fd`` at once: None when taken; raise
+    :class:`NightRunningError` with ``held_by()`` when another holds it; the error of a file system that refuses
+    locks (not taken: see :func:`unlocked`)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise NightRunningError(held_by()) from None
+        return exc
+    return None
+
+
+def unlocked(place: Path, what: str, refused: OSError, risk: str) -> None:
+    """Say once that the night runs unlocked over ``place`` (the ``what`` folder), whose file system refused the
+    lock (``refused``): Lustre without ``-o flock``, some FUSE mounts."""
+    warnings.warn(f"{place}: the {what} folder's file system refuses locks ({os.strerror(refused.errno or 0)}): "
+                  f"{risk}; run one night at a time, or mount it with locks", stacklevel=4)
+
+
+def file_kind(mode: int) -> str:
+    """What the file of ``st_mode`` ``mode`` (of ``lstat``) is, with its article, as the one-line errors name it."""
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a file" if stat.S_ISREG(mode) else "a device")
 
 
 def _held_by(fd: int, path: Path, drop: str | Path) -> str:

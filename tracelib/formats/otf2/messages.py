@@ -92,10 +92,12 @@ class _Parts:
         self._held_bytes = 0
 
     def frames(self, key: object) -> Iterator[pl.DataFrame]:
-        """The frames of ``key`` one at a time (those written first), forgotten as they are given (the files stay
-        until the read's spill folder goes)."""
+        """The frames of ``key`` one at a time (those written first), forgotten as they are given (a file is
+        deleted once read: parting a bucket writes it again, a share at a time)."""
         for f in self._files.pop(key, []):
-            yield pl.read_parquet(f)
+            frame = pl.read_parquet(f)
+            f.unlink()
+            yield frame
         held = self._held.pop(key, [])
         self._held_bytes -= sum(frame.estimated_size() for frame in held)
         while held:

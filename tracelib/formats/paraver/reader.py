@@ -274,11 +274,20 @@ class ParaverTrace(TraceReader):
                 line = fh.readline(MAX_HEADER_BYTES)
                 if not line or line[:1] not in _PREFIX_STARTS:
                     break
+                # a comment or blank line is held to the body's cap, as after the first record (a communicator
+                # line lists its tasks: the header's cap)
+                if line[:1] not in b"cCiI" and len(line) - line.endswith(b"\n") > MAX_RECORD_BYTES:
+                    raise TraceFormatError(self.path, n_lines + 1, str(_RecordTooLong(MAX_RECORD_BYTES)))
                 prefix += line
                 n_lines += 1
                 if line in (b"\n", b"\r\n"):  # a run of blank lines is taken in one piece, not line by line
                     ahead = fh.peek(1 << 16)
-                    blank = fh.read(min(len(ahead) - len(ahead.lstrip(b"\r\n")), MAX_HEADER_BYTES - len(prefix)))
+                    blank = ahead[: len(ahead) - len(ahead.lstrip(b"\r\n"))]
+                    # only \n and \r\n: from a bare \r on (one followed by \r, or last), a line of its own
+                    run = blank.find(b"\r\r")
+                    run = len(blank) if run < 0 else run
+                    run -= blank[:run].endswith(b"\r")
+                    blank = fh.read(min(run, MAX_HEADER_BYTES - len(prefix)))
                     prefix += blank
                     n_lines += blank.count(b"\n")
         try:
