@@ -31,3 +31,13 @@ def ctrl_c_when_busy(p: subprocess.Popen, cpu_s: float, timeout_s: float = 300) 
         return p.communicate(timeout=timeout_s)
     finally:
         p.kill()
+
+
+def server_alive(pid: int) -> bool:
+    """Whether ``pid`` runs a Prefect server (uvicorn); a zombie or a pid reused by another program is not (a server
+    re-parented to init is reaped by it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text(errors="replace").rsplit(")", 1)[1].split()[0]
+        return state != "Z" and "uvicorn" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False

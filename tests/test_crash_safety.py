@@ -14,6 +14,7 @@ import pytest
 from synthtrace.pipelines.jobs import JOBS
 from synthtrace.warehouse import Warehouse
 from testing.prefect_server import server_env
+from testing.processes import server_alive
 from testing.traces import LULESH_A
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]
@@ -250,17 +251,8 @@ def test_a_night_killed_by_a_signal_it_cannot_handle_takes_its_prefect_server_al
     assert p.returncode == -signal.SIGKILL, out.read_text()
     server = next(int(line) for line in out.read_text().splitlines() if line.strip().isdigit())
     deadline = time.monotonic() + 60
-    while _alive(server) and time.monotonic() < deadline:
+    while server_alive(server) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if alive := _alive(server):
+    if alive := server_alive(server):
         os.kill(server, signal.SIGKILL)
     assert not alive, "the night's Prefect server outlived it"
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie or a reused pid aside: the server is re-parented to init, which reaps it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text(errors="replace").rsplit(")", 1)[1].split()[0]
-        return state != "Z" and "uvicorn" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False

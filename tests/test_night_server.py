@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from testing.processes import server_alive
 from testing.traces import PRIME, copy_trace
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfds (before 5.3)")]
@@ -77,21 +78,12 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs a Prefect server (a zombie or a reused pid aside)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text(errors="replace").rsplit(")", 1)[1].split()[0]
-        return state != "Z" and "uvicorn" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
 def _gone_within(pid: int, seconds: float) -> bool:
     """Whether the server ``pid`` ends within ``seconds``; killed (and False) if not."""
     deadline = time.monotonic() + seconds
-    while _alive(pid) and time.monotonic() < deadline:
+    while server_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if alive := _alive(pid):
+    if alive := server_alive(pid):
         os.kill(pid, signal.SIGKILL)
     return not alive
 

@@ -26,6 +26,17 @@ pytestmark = pytest.mark.real_traces
 CAP = 64 << 10  # the cap the tests lower MAX_RECORD_BYTES to
 
 
+def _rewritten(prv: Path, data: bytes, compress: bool) -> Path:
+    """``prv`` rewritten to hold ``data``; gzip-compressed in its place (``.prv.gz``) with ``compress``."""
+    if not compress:
+        prv.write_bytes(data)
+        return prv
+    prv.unlink()
+    gz = prv.with_name(prv.name + ".gz")
+    gz.write_bytes(gzip.compress(data, compresslevel=1))
+    return gz
+
+
 def _with_line(dest: Path, line: bytes, compress: bool = False) -> tuple[Path, int]:
     """A copy of PRIME with ``line`` (its newline included) inserted after the first record line, and that line's
     1-based number; gzip-compressed (``.prv.gz``) with ``compress``."""
@@ -34,12 +45,7 @@ def _with_line(dest: Path, line: bytes, compress: bool = False) -> tuple[Path, i
     at = next(i for i, text in enumerate(lines) if text[:2] in (b"1:", b"2:")) + 1
     lines.insert(at, line)
     data = b"".join(lines)
-    if compress:
-        prv.unlink()
-        prv = prv.with_name(prv.name + ".gz")
-        prv.write_bytes(gzip.compress(data, compresslevel=1))
-    else:
-        prv.write_bytes(data)
+    prv = _rewritten(prv, data, compress)
     return prv, at + 1
 
 
@@ -80,12 +86,7 @@ def test_a_long_line_before_the_first_record_is_refused_as_after_it(tmp_path, sm
     lines = prv.read_bytes().splitlines(keepends=True)
     lines.insert(1, b"#" + b"x" * (2 * CAP) + b"\n" if kind == "comment" else b"\n" + b"\r" * (2 * CAP) + b"\n")
     data = b"".join(lines)
-    if compress:
-        prv.unlink()
-        prv = prv.with_name(prv.name + ".gz")
-        prv.write_bytes(gzip.compress(data, compresslevel=1))
-    else:
-        prv.write_bytes(data)
+    prv = _rewritten(prv, data, compress)
     with pytest.raises(TraceFormatError) as caught:
         ParaverTrace(prv).read_tables("r")
     assert caught.value.line == (2 if kind == "comment" else 3), caught.value
@@ -194,12 +195,7 @@ def test_a_crlf_trace_reads_as_its_lf_copy(tmp_path, compress):
     """Traces written on Windows end their lines with ``\\r\\n``: read as the same trace with ``\\n``."""
     prv = copy_trace(PRIME, tmp_path)
     data = prv.read_bytes().replace(b"\n", b"\r\n")
-    if compress:
-        prv.unlink()
-        prv = prv.with_name(prv.name + ".gz")
-        prv.write_bytes(gzip.compress(data, compresslevel=1))
-    else:
-        prv.write_bytes(data)
+    prv = _rewritten(prv, data, compress)
     crlf = ParaverTrace(prv, chunk_bytes=4096).read_tables("r")
     lf = ParaverTrace(PRIME).read_tables("r")
     assert crlf[0].equals(lf[0]) and crlf[1].equals(lf[1]) and crlf[2].warnings == ()
