@@ -144,6 +144,21 @@ def test_run_names_and_apps_from_a_file_name_are_nfc(tmp_path, run_cli):
     assert list(_placed(wh)) == [f"{NFC}.run0"]
 
 
+
+@pytest.mark.real_traces
+def test_a_run_name_is_found_however_it_is_typed_in_unicode(tmp_path, run_cli):
+    """F9, the other side: a run stored NFC (or NFD, by older code) is found by ``runs rm`` / ``runs move`` when its
+    name is typed in the other spelling (a name pasted from a Mac's file name is NFD): the names are compared NFC."""
+    folder = tmp_path / "nf"
+    copy_trace(PRIME, folder, f"{NFC}.run0")
+    copy_trace(JACOBI, folder, "other.run0")
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", folder, "-w", wh)
+    assert code == 0, err
+    code, out, err = run_cli("runs", "rm", f"{NFD}.run0", "-w", wh)
+    assert code == 0, err
+    assert list(_placed(wh)) == ["other.run0"]
+
 @pytest.mark.real_traces
 def test_runs_of_a_file_name_spelled_nfd_by_older_code_stay_one_program(tmp_path, monkeypatch):
     """A folder of traces that record no program, named ``café.runN`` on a Mac and ingested by older code (its

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+import unicodedata
 
 import polars as pl
 from synthtrace.tracelib.errors import BadInputError
@@ -43,8 +44,8 @@ def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     picked = []
     for ref in dict.fromkeys(refs):
         hit = runs.filter(pl.col("run_id") == ref)  # a whole id names its run, whatever another run is called
-        if hit.height == 0:
-            hit = runs.filter(pl.col("run_name") == ref)
+        if hit.height == 0:  # a name as typed matches however it is spelled in Unicode (a Mac's file names: NFD)
+            hit = runs.filter(pl.col("run_name").str.normalize("NFC") == unicodedata.normalize("NFC", ref))
         if hit.height == 0 and ref:
             hit = runs.filter(pl.col("run_id").str.starts_with(ref))
         if hit.height == 0:
