@@ -11,7 +11,11 @@ message in flight leaves one end out, which shifts the receiver's count on that 
 going to 0. A message is named by the count of the end that saw more of its channel: a rank whose trace starts an
 iteration late (tracing enabled late on it) misses the first message of every channel it sends on as well as of every
 channel it receives on, so its sends are counted on from its partner's receives, as its receives are from its
-partner's sends, and its messages get the names they have in a run where it started with the others.
+partner's sends, and its messages get the names they have in a run where it started with the others. Where the
+channels' counts and the ranks' starts tell the shift, they decide it over the channel's own times
+(:func:`_by_rank_starts`): a rank that holds ``D`` messages fewer than its partners on each of its channels, both
+ways, and whose trace starts later than the others' started ``D`` messages late (a trace starts once); a channel
+whose two ranks started with the others and saw as many of its messages has shift 0.
 
 The **ends** of a message are the bursts that produce and consume it: the burst closed by the call that sends it
 and the burst opened by the call that receives it (calls with exactly one message, a send or a receive, not both;
@@ -78,6 +82,61 @@ def _single(calls: pl.DataFrame, sending: bool) -> pl.DataFrame:
             .with_columns(pl.int_range(pl.len()).over(CHANNEL, order_by="t").alias("_k")))
 
 
+def _by_rank_starts(shift: pl.DataFrame, sends: pl.DataFrame, recvs: pl.DataFrame,
+                    first: pl.DataFrame) -> pl.DataFrame:
+    """``shift`` (CHANNEL, ``_shift``: the channels' decisive shifts) with the shifts the ranks' starts give.
+
+    A trace starts once: a rank whose trace began ``D`` messages late lacks the first ``D`` messages of every
+    channel it sends on *and* of every channel it receives on. The counts show it whatever the timing: on each of
+    its channels, both ways, it holds ``D`` (1..``MAX_SHIFT``) messages fewer than its partner (a whole program's
+    trace ends with no message in flight: ``MPI_Finalize`` waits for them). It lacks them at its start when its
+    first burst (``first``: appl, task, ``_t0``, ns) begins at least ``D / 2`` of its messages' period (the median
+    interval between a channel's messages at its end, median over its channels) after the ranks' median first
+    burst (a run's traces start together), else at its end. Its channels then take the shifts its start gives
+    (+D where it receives, -D where it sends; 0 when it stopped early) over their own fit: a posted receive lies
+    between two of its partner's sends, and ranks drift apart within a few messages, so one channel's first
+    messages may point at the wrong send where the rank's start does not. And a channel whose two ranks started
+    with the others (within half a period) and saw as many of its messages missed none at either end: shift 0
+    where the times did not decide."""
+    n = pl.len().cast(pl.Int64)
+    chan = (sends.group_by(CHANNEL).agg(n.alias("_ns"))
+            .join(recvs.group_by(CHANNEL).agg(n.alias("_nr")), on=CHANNEL, nulls_equal=True))
+    # per rank and channel end: how many messages fewer than its partner it holds
+    short = pl.concat([
+        chan.select(*CHANNEL, pl.col(me).alias("_me"), (sign * (pl.col("_nr") - pl.col("_ns"))).alias("_d"),
+                    pl.lit(sending).alias("_sends"))
+        for me, sign, sending in (("_src", 1, True), ("_dst", -1, False))])
+    period = (pl.concat([e.sort("t").group_by(CHANNEL).agg(pl.col("t").diff().median().alias("_p"))
+                         .select("appl", pl.col(me).alias("_me"), "_p")
+                         for e, me in ((sends, "_src"), (recvs, "_dst"))])
+              .filter(pl.col("_p") > 0).group_by("appl", "_me").agg(pl.col("_p").median()))
+    # each rank's delay: its first burst after the ranks' median first burst, in periods of its messages
+    delay = (first.with_columns(pl.col("_t0").median().over("appl").alias("_t0s"))
+             .join(period, left_on=["appl", "task"], right_on=["appl", "_me"])
+             .select("appl", pl.col("task").alias("_me"), ((pl.col("_t0") - pl.col("_t0s")) / pl.col("_p"))
+                     .alias("_late")))
+    late = (short.group_by("appl", "_me")
+            .agg(pl.col("_d").min().alias("_D"), pl.col("_d").max().alias("_hi"), pl.col("_sends").any().alias("_s"),
+                 (~pl.col("_sends")).any().alias("_r"))
+            .filter((pl.col("_D") == pl.col("_hi")) & pl.col("_D").is_between(1, MAX_SHIFT) & pl.col("_s")
+                    & pl.col("_r"))
+            .join(delay, on=["appl", "_me"]).select("appl", "_me", "_D", (pl.col("_late") >= 0.5 * pl.col("_D"))
+                                                    .alias("_at_start")))
+    own = (short.join(late, on=["appl", "_me"])
+           .select(*CHANNEL, pl.when(~pl.col("_at_start")).then(0).when(pl.col("_sends")).then(-pl.col("_D"))
+                   .otherwise(pl.col("_D")).cast(pl.Int64).alias("_own")))
+    together = delay.filter(pl.col("_late").abs() < 0.5).select("appl", "_me")
+    whole = (chan.filter(pl.col("_ns") == pl.col("_nr"))
+             .join(together, left_on=["appl", "_src"], right_on=["appl", "_me"])
+             .join(together, left_on=["appl", "_dst"], right_on=["appl", "_me"])
+             .select(*CHANNEL, pl.lit(0, pl.Int64).alias("_whole")))
+    # a channel between two late ranks is not short on either side (they started alike): their start gives nothing
+    return (shift.join(own, on=CHANNEL, how="full", nulls_equal=True, coalesce=True)
+            .join(whole, on=CHANNEL, how="full", nulls_equal=True, coalesce=True)
+            .select(*CHANNEL, pl.coalesce("_own", "_shift", "_whole").alias("_shift"))
+            .filter(pl.col("_shift").is_not_null()))
+
+
 def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
     """``smsg`` and ``rmsg`` (UInt64) of every row: the message its burst sends by its closing call and receives by its
     opening call, and ``schan`` / ``rchan``, their channels (rows of ``closing`` and ``opening``: appl, task,
@@ -103,6 +162,8 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
              .agg(pl.col("_shift").first(), pl.col("_gap").first().alias("_g0"),
                   pl.col("_gap").get(1, null_on_oob=True).alias("_g1"))
              .filter(pl.col("_g0") < DECISIVE * pl.col("_g1")).select(*CHANNEL, "_shift"))
+    first = opening.group_by("appl", pl.col("task").cast(pl.Int64)).agg(pl.col("t").min().alias("_t0"))
+    shift = _by_rank_starts(shift, sends, recvs, first)
 
     def named(e: pl.DataFrame, receiving: bool) -> pl.Series:
         # a message is named by the count of the end that saw more of its channel: receive k is send k + shift, so
