@@ -23,7 +23,7 @@ from synthtrace.pipelines.cli_base import print_merge_coverage_notes
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.names import name_option, spelled_option
+from synthtrace.warehouse.names import name_option
 
 TargetOption = Annotated[str, typer.Option("--target", help="What to predict: ipc (instructions per cycle) or tpi "
                                            "(time per instruction, ns).")]
@@ -187,8 +187,7 @@ def predict(
 
 def detect(
     app: Annotated[str | None, typer.Option("--app", help="Only this application, or every application whose name "
-                                            "starts with it (e.g. lulesh; default: every application).",
-                                            callback=spelled_option)] = None,
+                                            "starts with it (e.g. lulesh; default: every application).")] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
 ) -> None:
     """Find performance regressions in the nightly history of each application; writes the regressions view."""

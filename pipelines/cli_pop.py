@@ -15,7 +15,6 @@ from synthtrace.pipelines.report_pop import HYBRID, ROWS, band, format_value
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.replay import Network
 from synthtrace.warehouse import Warehouse
-from synthtrace.warehouse.names import spelled_option
 
 #: rich styles of POP's colour bands
 STYLES = {"good": "green", "fair": "yellow", "poor": "red", None: "dim"}
@@ -66,8 +65,7 @@ def pop_table(app: str, metrics: pl.DataFrame, scaling: pl.DataFrame, predicted:
 
 def pop(
     names: Annotated[list[str] | None, typer.Argument(
-        help="Applications or experiments (default: every application in the warehouse).",
-        callback=spelled_option)] = None,
+        help="Applications or experiments (default: every application in the warehouse).")] = None,
     warehouse: ReadWarehouseOption = DEFAULT_WAREHOUSE,
     scaling: Annotated[str, typer.Option(
         help="strong (the same problem on more cores) or weak (the problem grows with the cores).")] = "strong",

@@ -159,11 +159,13 @@ def test_a_run_name_is_found_however_it_is_typed_in_unicode(tmp_path, run_cli):
     assert code == 0, err
     assert list(_placed(wh)) == ["other.run0"]
 
-def test_an_app_named_by_its_binary_or_typed_is_one_spelling(tmp_path, run_cli):
+def test_an_app_named_by_its_binary_or_typed_is_one_spelling(tmp_path, run_cli, monkeypatch):
     """Session 15's note: a binary a Mac named ``café`` (NFD, as Score-P records the executable) and the same
     binary's name elsewhere (NFC) were two programs and two apps printing alike; ``detect --app café`` and ``pop
     café`` typed NFD found no application ``café`` stored NFC. A binary's name is NFC where it names the program
-    (programs.choose_program, program_keys), and names typed to look apps up are NFC."""
+    (programs.choose_program, program_keys); typed and stored apps are compared NFC (an app stored NFD by older code
+    is found too)."""
+    from synthtrace.warehouse import programs
     from synthtrace.warehouse.programs import run_programs
     from testing.otf2_variants import scorep_archive
 
@@ -179,6 +181,16 @@ def test_an_app_named_by_its_binary_or_typed_is_one_spelling(tmp_path, run_cli):
     assert code == 0 and out.startswith(f"{NFC}: 2 night(s) of history"), out + err
     code, out, err = run_cli("pop", NFD, "-w", wh)
     assert code == 0 and "scorep-20261201_0200_1" in out and "scorep-20261202_0200_2" in out, err
+    with monkeypatch.context() as m:  # an app stored NFD by older code
+        m.setattr(programs, "one_spelling", lambda text: text)
+        scorep_archive(tmp_path / "old" / "scorep-20261130_0200_0", NFD, (*functions, "norm_a"))
+        assert run_cli("ingest", tmp_path / "old", "-w", wh)[0] == 0
+    assert query(Warehouse(wh), "SELECT DISTINCT app FROM runs ORDER BY app").to_pylist() == [{"app": a}
+                                                                                            for a in sorted((NFC, NFD))]
+    code, out, err = run_cli("pop", NFC, "-w", wh)
+    assert code == 0 and "scorep-20261130_0200_0" in out and "scorep-20261201_0200_1" in out, err
+    code, out, err = run_cli("detect", "--app", NFC, "-w", wh)
+    assert code == 0 and out.count("night(s) of history") == 2, out + err  # café in both spellings
 
 
 @pytest.mark.real_traces

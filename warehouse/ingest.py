@@ -20,6 +20,7 @@ import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.heap import release_free_heap
+from synthtrace.tracelib.formats.row_order import stable_order
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import ProgramSymbols, program_symbols  # issue 28 (models helper)
@@ -40,6 +41,10 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
 #: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
 CONCURRENT_MESSAGES = 1_000_000
+#: messages numbered at once for mpi_messages.parquet: more are numbered and written a slice of their time order at
+#: a time (issue 23: the whole numbered table, ~92 bytes a message, beside the summary's messages and their ends,
+#: ~100 bytes a message, was the peak of a 2 GB OTF2 ingest)
+NUMBERED_SLICE = 250_000
 #: a table's streamed parts are gathered up to this many bytes in memory (Polars' estimate) into one file: the commit
 #: flushes every file of a run to disk one by one, 2-4 ms each on this project's virtual disks even for a file
 #: already there, and the LULESH tiling's 100 MB came as 39 files (13 chunks of 8 MiB x 3 tables); issue 27
@@ -621,18 +626,61 @@ class _Reported:
 def _write_logical_messages(stage: Path, run_id: str, summary: ReadSummary) -> None:
     """mpi_messages.parquet: one row per point-to-point message with its logical identity and both ends' thread,
     call_seq and time (:func:`synthtrace.tracelib.merge.messages.logical_messages`): from the ends the reader placed
-    in their calls (issue 27: once, for the calls' message columns too), else from the stored calls (then after
-    mpi_calls.parquet is written)."""
+    in their calls (issue 27: once, for the calls' message columns too; more than :data:`NUMBERED_SLICE` messages
+    a slice at a time, :func:`_numbered_in_slices`), else from the stored calls (then after mpi_calls.parquet is
+    written)."""
     from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages, logical_messages_at
 
-    if summary.message_ends is not None:
-        logical = logical_messages_at(summary.messages, summary.message_ends)
-    else:
+    if summary.message_ends is None:
         calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
-        logical = logical_messages(calls, summary.messages)
+        logical = logical_messages(calls, summary.messages).lazy()
+    elif summary.messages.height > NUMBERED_SLICE:
+        logical = _numbered_in_slices(summary.messages, summary.message_ends)
+    else:
+        logical = logical_messages_at(summary.messages, summary.message_ends).lazy()
     # streamed by row groups: an eager write of a 2 GB trace's 2.7 M messages held their encoded pages too (issue 27)
-    logical.lazy().select(pl.lit(run_id).alias("run_id"), pl.all()).sink_parquet(stage / "mpi_messages.parquet",
-                                                                                 **TABLE_PARQUET)
+    logical.select(pl.lit(run_id).alias("run_id"), pl.all()).sink_parquet(stage / "mpi_messages.parquet",
+                                                                          **TABLE_PARQUET)
+
+
+def _numbered_in_slices(messages: pl.DataFrame, ends: pl.DataFrame) -> pl.LazyFrame:
+    """:func:`~synthtrace.tracelib.merge.messages.logical_messages_at` of ``messages`` and their ``ends``, the
+    same rows in the same order, as a lazy source that numbers :data:`NUMBERED_SLICE` messages at a time (issue
+    23): the slices are consecutive runs of the numbering's order (send time, then receive time, NULLs last, ties
+    in the messages' order), so each slice comes out of it in the order it went in, and a message's ``k`` is its
+    rank in its channel within its slice plus the messages its channel had in the slices before (one row per
+    channel carried from slice to slice)."""
+    from polars.io.plugins import register_io_source
+
+    from synthtrace.tracelib.merge.messages import CHANNEL, LOGICAL_MESSAGE_SCHEMA, logical_messages_at
+
+    order = stable_order(messages, ["s_time_ns", "r_time_ns"])  # _numbered's order
+
+    def slices() -> Iterator[pl.DataFrame]:
+        before = pl.DataFrame(schema={**{c: LOGICAL_MESSAGE_SCHEMA[c] for c in CHANNEL}, "_n": pl.Int64})
+        for at in range(0, order.size, NUMBERED_SLICE):
+            rows = order[at: at + NUMBERED_SLICE]
+            part = logical_messages_at(messages[rows], ends[rows])
+            del rows
+            part = (part.join(before, on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
+                    .with_columns(pl.col("k") + pl.col("_n").fill_null(0)).drop("_n"))
+            counts = part.group_by(CHANNEL).agg(pl.len().cast(pl.Int64).alias("_n"))
+            before = pl.concat([before, counts]).group_by(CHANNEL).agg(pl.col("_n").sum())
+            yield part
+
+    def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+               _batch_size: int | None) -> Iterator[pl.DataFrame]:
+        left = n_rows
+        for part in slices():
+            part = part.select(with_columns) if with_columns is not None else part
+            part = part.filter(predicate) if predicate is not None else part
+            if left is not None:
+                part, left = part.head(left), left - min(left, part.height)
+            yield part
+            if left == 0:
+                return
+
+    return register_io_source(source, schema=LOGICAL_MESSAGE_SCHEMA)
 
 
 def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary: ReadSummary) -> None:

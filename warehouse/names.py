@@ -117,14 +117,6 @@ def name_option(value: str | None) -> str | None:
     return None if value is None else check_name(value)
 
 
-def spelled_option(value: str | list[str] | None) -> str | list[str] | None:
-    """Typer callback for names looked up among the stored ones, not made (``detect --app``, a prefix of the apps;
-    ``pop NAMES``): each in its one spelling (:func:`one_spelling`), None passed through."""
-    if value is None:
-        return None
-    return one_spelling(value) if isinstance(value, str) else [one_spelling(v) for v in value]
-
-
 def file_name(name: str) -> str:
     """A file name (without extension) for an experiment or application name, one per name: a name of letters,
     digits and ``_.+-`` only is its own file name; any other (``solver a``, ``a/b``, ``..``, a 300-character

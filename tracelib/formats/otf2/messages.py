@@ -11,6 +11,7 @@ import polars as pl
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA
 from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
+from synthtrace.tracelib.formats.row_order import stable_order
 
 _SEND_KINDS = [_SEND, _ISEND]
 _VIOLATION_SCHEMA = {"s_task": pl.Int32, "s_thread": pl.Int32, "tag": pl.Int64, "t": pl.Int64, "r_done": pl.Int64}
@@ -276,7 +277,7 @@ def _sorted_by_columns(pieces: list[pl.DataFrame]) -> pl.DataFrame:
     copies of a run's messages at once)."""
     messages = pl.concat(pieces, rechunk=False)
     pieces.clear()
-    order = messages.select(pl.arg_sort_by(*_ORDER, nulls_last=True)).to_series()
+    order = stable_order(messages, _ORDER)
     columns: list[pl.Series] = []
     for name in messages.columns:
         columns.append(messages.get_column(name).gather(order))
