@@ -84,57 +84,57 @@ def _single(calls: pl.DataFrame, sending: bool) -> pl.DataFrame:
 
 def _by_rank_starts(shift: pl.DataFrame, sends: pl.DataFrame, recvs: pl.DataFrame,
                     first: pl.DataFrame) -> pl.DataFrame:
-    """``shift`` (CHANNEL, ``_shift``: the channels' decisive shifts) with the shifts the ranks' starts give.
+    """Per channel, what to add to the count of each end to name its messages (CHANNEL, ``_sadd``, ``_radd``): from
+    the ranks' starts where the channel's counts confirm them, else from its fit (``shift``: CHANNEL, ``_shift``,
+    decisive shifts only; receive k is send k + shift: the end that saw fewer is counted on from the other's).
 
-    A trace starts once: a rank whose trace began ``D`` messages late lacks the first ``D`` messages of every
-    channel it sends on *and* of every channel it receives on. The counts show it whatever the timing: on each of
-    its channels, both ways, it holds ``D`` (1..``MAX_SHIFT``) messages fewer than its partner (a whole program's
-    trace ends with no message in flight: ``MPI_Finalize`` waits for them). It lacks them at its start when its
-    first burst (``first``: appl, task, ``_t0``, ns) begins at least ``D / 2`` of its messages' period (the median
-    interval between a channel's messages at its end, median over its channels) after the ranks' median first
-    burst (a run's traces start together), else at its end. Its channels then take the shifts its start gives
-    (+D where it receives, -D where it sends; 0 when it stopped early) over their own fit: a posted receive lies
-    between two of its partner's sends, and ranks drift apart within a few messages, so one channel's first
-    messages may point at the wrong send where the rank's start does not. And a channel whose two ranks started
-    with the others (within half a period) and saw as many of its messages missed none at either end: shift 0
-    where the times did not decide."""
+    A trace starts once: a rank whose trace began late lacks the first messages of every channel it sends on *and*
+    of every channel it receives on, as many as the channel carried before its first burst (``first``: appl, task,
+    ``_t0``, ns): its delay after the run's first burst (the ranks' traces start together) over the channel's period
+    (the median interval between its sends), rounded. A whole program's trace ends with no message in flight
+    (``MPI_Finalize`` waits for them), so the channel's counts confirm the starts when its sender sent as many
+    messages more than its receiver received as the receiver's start lost more than the sender's. Then the
+    messages are named as if both had started with the run: counted on by what each end's start lost. That decides
+    over the channel's own fit where a start lost messages (a posted receive lies between two of its partner's
+    sends, and ranks drift apart within a few messages, so the first messages' times may point at the wrong send;
+    several late ranks, neighbours too, each named from its own start), and names a channel whose fit did not
+    decide when neither start lost one."""
     n = pl.len().cast(pl.Int64)
-    chan = (sends.group_by(CHANNEL).agg(n.alias("_ns"))
-            .join(recvs.group_by(CHANNEL).agg(n.alias("_nr")), on=CHANNEL, nulls_equal=True))
-    # per rank and channel end: how many messages fewer than its partner it holds
-    short = pl.concat([
-        chan.select(*CHANNEL, pl.col(me).alias("_me"), (sign * (pl.col("_nr") - pl.col("_ns"))).alias("_d"),
-                    pl.lit(sending).alias("_sends"))
-        for me, sign, sending in (("_src", 1, True), ("_dst", -1, False))])
-    period = (pl.concat([e.sort("t").group_by(CHANNEL).agg(pl.col("t").diff().median().alias("_p"))
-                         .select("appl", pl.col(me).alias("_me"), "_p")
-                         for e, me in ((sends, "_src"), (recvs, "_dst"))])
-              .filter(pl.col("_p") > 0).group_by("appl", "_me").agg(pl.col("_p").median()))
-    # each rank's delay: its first burst after the ranks' median first burst, in periods of its messages
-    delay = (first.with_columns(pl.col("_t0").median().over("appl").alias("_t0s"))
-             .join(period, left_on=["appl", "task"], right_on=["appl", "_me"])
-             .select("appl", pl.col("task").alias("_me"), ((pl.col("_t0") - pl.col("_t0s")) / pl.col("_p"))
-                     .alias("_late")))
-    late = (short.group_by("appl", "_me")
-            .agg(pl.col("_d").min().alias("_D"), pl.col("_d").max().alias("_hi"), pl.col("_sends").any().alias("_s"),
-                 (~pl.col("_sends")).any().alias("_r"))
-            .filter((pl.col("_D") == pl.col("_hi")) & pl.col("_D").is_between(1, MAX_SHIFT) & pl.col("_s")
-                    & pl.col("_r"))
-            .join(delay, on=["appl", "_me"]).select("appl", "_me", "_D", (pl.col("_late") >= 0.5 * pl.col("_D"))
-                                                    .alias("_at_start")))
-    own = (short.join(late, on=["appl", "_me"])
-           .select(*CHANNEL, pl.when(~pl.col("_at_start")).then(0).when(pl.col("_sends")).then(-pl.col("_D"))
-                   .otherwise(pl.col("_D")).cast(pl.Int64).alias("_own")))
-    together = delay.filter(pl.col("_late").abs() < 0.5).select("appl", "_me")
-    whole = (chan.filter(pl.col("_ns") == pl.col("_nr"))
-             .join(together, left_on=["appl", "_src"], right_on=["appl", "_me"])
-             .join(together, left_on=["appl", "_dst"], right_on=["appl", "_me"])
-             .select(*CHANNEL, pl.lit(0, pl.Int64).alias("_whole")))
-    # a channel between two late ranks is not short on either side (they started alike): their start gives nothing
-    return (shift.join(own, on=CHANNEL, how="full", nulls_equal=True, coalesce=True)
-            .join(whole, on=CHANNEL, how="full", nulls_equal=True, coalesce=True)
-            .select(*CHANNEL, pl.coalesce("_own", "_shift", "_whole").alias("_shift"))
-            .filter(pl.col("_shift").is_not_null()))
+    t0 = first.select("appl", pl.col("task").cast(pl.Int64), "_t0")
+
+    def before(e: pl.DataFrame, start_of: str, name: str) -> pl.DataFrame:
+        # per channel: its messages at ``e``'s end passed a quarter of its period (the median interval between
+        # them) or more before the first burst of the other end's rank ``start_of`` (ranks start a little apart)
+        return (e.sort("t").join(t0, left_on=["appl", start_of], right_on=["appl", "task"])
+                .group_by(CHANNEL).agg((pl.col("t") < pl.col("_t0") - pl.col("t").diff().median() / 4).sum()
+                                       .cast(pl.Int64).alias(name)))
+
+    ends_ = (sends.group_by(CHANNEL).agg(n.alias("_ns"))
+             .join(recvs.group_by(CHANNEL).agg(n.alias("_nr")), on=CHANNEL, nulls_equal=True)
+             .join(before(recvs, "_src", "_es"), on=CHANNEL, nulls_equal=True)
+             .join(before(sends, "_dst", "_er"), on=CHANNEL, nulls_equal=True)
+             .with_columns((pl.col("_ns") - pl.col("_nr")).alias("_dn")))
+    # the sender's start lost m messages, the receiver's m + (sent - received): the m nearest what each end's
+    # partner did before it started (the ranks' clocks drift apart within an iteration or two), kept when each end
+    # lost some exactly when its partner had already passed messages of the channel (else the counts differ at the
+    # end, or the ranks started apart by less than a message)
+    lo = (-pl.col("_dn")).clip(lower_bound=0)
+    cost = (pl.col("_m") - pl.col("_es")).abs() + (pl.col("_m") + pl.col("_dn") - pl.col("_er")).abs()
+    kept = ((pl.col("_sadd") > 0) == (pl.col("_es") > 0)) & ((pl.col("_radd") > 0) == (pl.col("_er") > 0))
+    starts = (ends_.with_columns(pl.int_ranges(lo, lo + MAX_SHIFT + 1).alias("_m")).explode("_m")
+              .with_columns(cost.alias("_cost")).sort(*CHANNEL, "_cost", "_m").unique(CHANNEL, keep="first")
+              .select(*CHANNEL, pl.col("_m").alias("_sadd"), (pl.col("_m") + pl.col("_dn")).alias("_radd"), "_es",
+                      "_er")
+              .with_columns(kept.alias("_kept"), ((pl.col("_es") == 0) & (pl.col("_er") == 0)).alias("_none"))
+              .filter(pl.col("_kept") | pl.col("_none"))
+              .select(*CHANNEL, *[pl.when(pl.col("_kept")).then(pl.col(c)).otherwise(0).alias(c)
+                                  for c in ("_sadd", "_radd")]))
+    fit = shift.select(*CHANNEL, (-pl.col("_shift")).clip(lower_bound=0).alias("_fs"),
+                       pl.col("_shift").clip(lower_bound=0).alias("_fr"))
+    late = (pl.col("_sadd") > 0) | (pl.col("_radd") > 0)
+    return (starts.join(fit, on=CHANNEL, how="full", nulls_equal=True, coalesce=True)
+            .select(*CHANNEL, *[pl.when(late | pl.col("_fs").is_null()).then(pl.col(c)).otherwise(pl.col(f)).alias(c)
+                                for c, f in (("_sadd", "_fs"), ("_radd", "_fr"))]))
 
 
 def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
@@ -163,18 +163,19 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
                   pl.col("_gap").get(1, null_on_oob=True).alias("_g1"))
              .filter(pl.col("_g0") < DECISIVE * pl.col("_g1")).select(*CHANNEL, "_shift"))
     first = opening.group_by("appl", pl.col("task").cast(pl.Int64)).agg(pl.col("t").min().alias("_t0"))
-    shift = _by_rank_starts(shift, sends, recvs, first)
+    adds = _by_rank_starts(shift, sends, recvs, first)
 
     def named(e: pl.DataFrame, receiving: bool) -> pl.Series:
-        # a message is named by the count of the end that saw more of its channel: receive k is send k + shift, so
-        # a positive shift (the receiver's trace missed the first messages) moves the receives' count, a negative
-        # one (the sender's trace started later: a rank whose tracing began an iteration late) the sends'. Its
-        # messages are then named as in a run where it started with the others, both ways
-        e = e.join(shift, on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
-        k = pl.col("_k") + (pl.col("_shift").clip(lower_bound=0) if receiving
-                            else (-pl.col("_shift")).clip(lower_bound=0))
-        msg = (pl.when(pl.col("_shift").is_not_null())
-               .then(pl.struct(*CHANNEL, k.alias("_k")).hash(7).clip(UNNAMED + 1)).otherwise(UNNAMED))
+        # a message is named by its count in a trace that saw its whole channel: receive k is send k + shift, so a
+        # positive shift (the receiver's trace missed the first messages) moves the receives' count, a negative
+        # one (the sender's trace started later: a rank whose tracing began an iteration late) the sends'; where
+        # the ranks' starts tell, each end's count moves by the messages its start lost. Its messages are then
+        # named as in a run where it started with the others, both ways
+        add = "_radd" if receiving else "_sadd"
+        e = e.join(adds.select(*CHANNEL, add), on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
+        msg = (pl.when(pl.col(add).is_not_null())
+               .then(pl.struct(*CHANNEL, (pl.col("_k") + pl.col(add)).alias("_k")).hash(7).clip(UNNAMED + 1))
+               .otherwise(UNNAMED))
         out = np.zeros((2, closing.height), np.uint64)
         rows = e.get_column("_row").to_numpy()
         out[0, rows] = e.select(msg).to_series().to_numpy()
