@@ -5,8 +5,10 @@ runs them: the imports, opening the trace (header, .pcf/.row; the Numba warm-up 
 tokenized (the files hashed meanwhile, and the target context and tokenizer kernel loaded from Numba's cache: the
 start-up that nothing else can overlap), the first chunk assembled (the assembler's kernels loaded), the stream
 (tokenizer, assembler and Parquet writer threads), the messages placed in their calls, ``mpi_calls.parquet``
-written (messages tables beside it) and the commit. Per phase: wall, process CPU (all threads) and their ratio, the
-cores the phase kept busy. On two idle cores a phase takes at least max(its serial part, CPU / 2).
+written (messages tables beside it), the part writer drained (the last gathered parts), the run's last small files
+and checksums, the flush of every file to disk, and the rest of the commit. Per phase: wall, process CPU (all
+threads) and their ratio, the cores the phase kept busy. On two idle cores a phase takes at least max(its serial
+part, CPU / 2).
 
     python benchmarks/bench_ingest_phases.py TRACE [--rounds N]
 
@@ -74,6 +76,14 @@ def sink_marked(self, path, *a, **k):
         mark("mpi_calls.parquet written (messages tables beside it)")
     return out
 pl.LazyFrame.sink_parquet = sink_marked
+after(ingest.PartWriter, "close", "last parts and messages tables written (the writer drained)")
+from synthtrace.warehouse import layout
+fsync_tree = layout._fsync_tree
+def fsync_marked(root):
+    mark("run's last files and checksums written")
+    fsync_tree(root)
+    mark("run's files flushed to disk (fsync, one file at a time)")
+layout._fsync_tree = fsync_marked
 wh = tempfile.mkdtemp(prefix="bench-phases-")
 try:
     ingest.ingest_trace(Warehouse(wh), sys.argv[1])

@@ -20,6 +20,8 @@ sends to rank 0, which posts and completes one Irecv per sender each step (one t
 attack 14's gather written with point-to-point).
 
     python benchmarks/bench_otf2_memory.py --calls 3.16e6 --shape gather --before /tmp/base
+
+``--keep DIR`` leaves each run's tables in ``DIR/<code>-<calls>`` (to compare the two trees' tables).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r'''
-import json, os, resource, sys, tempfile, threading, time, traceback
+import contextlib, json, os, resource, sys, tempfile, threading, time, traceback
 
 
 def sample_phases(every_s=0.02):
@@ -154,7 +156,10 @@ class EndPhase(TraceReader):
 
 
 t = time.process_time()
-with tempfile.TemporaryDirectory() as tmp:
+keep = os.environ.get("BENCH_KEEP")  # a folder to write the run's tables to (kept), else a temporary one
+if keep:
+    Path(keep).mkdir(parents=True)
+with (contextlib.nullcontext(keep) if keep else tempfile.TemporaryDirectory()) as tmp:
     summary = _write_run(EndPhase(), "end", Path(tmp), None)
     stored = pl.scan_parquet(Path(tmp) / "mpi_calls.parquet").select(pl.len(), pl.col("bytes_sent").sum()).collect()
     out = {"calls": summary.n_calls, "messages": summary.messages.height, "stored_calls": stored.item(0, 0),
@@ -164,10 +169,12 @@ print(json.dumps({**out, "peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": usage.r
 '''
 
 
-def run(tree: Path, n_calls: float, phases: bool = False, shape: str = "ring") -> dict:
+def run(tree: Path, n_calls: float, phases: bool = False, shape: str = "ring", keep: Path | None = None) -> dict:
     """One scale in a fresh process importing ``tree``'s code (as ``bench_ingest_equal`` does); ``phases``: print
-    the peak resident size of each phase (innermost frames) on stderr."""
-    env = {**os.environ, "PYTHONPATH": str(tree), **({"BENCH_PHASES": "1"} if phases else {})}
+    the peak resident size of each phase (innermost frames) on stderr; ``keep``: a new folder the run's tables are
+    written to and left in (to compare two trees' tables), else a temporary one."""
+    env = {**os.environ, "PYTHONPATH": str(tree), **({"BENCH_PHASES": "1"} if phases else {}),
+           **({"BENCH_KEEP": str(keep)} if keep else {})}
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, str(n_calls), shape], cwd=tree,
                          capture_output=True, text=True, env=env)
     if out.returncode:
@@ -184,12 +191,13 @@ def main() -> None:
     ap.add_argument("--phases", action="store_true", help="also the peak of each phase (RSS sampled every 20 ms)")
     ap.add_argument("--shape", choices=["ring", "gather"], default="ring",
                     help="ring: each rank to the next; gather: every rank to rank 0 (one big receiver)")
+    ap.add_argument("--keep", type=Path, help="write each run's tables to KEEP/<code>-<calls> (a new folder)")
     args = ap.parse_args()
     trees = [("now", ROOT)] + ([("before", args.before)] if args.before else [])
     print("| calls | messages | code | peak RSS MB | CPU s |\n|---|---|---|---|---|")
     for n in args.calls:
         for name, tree in trees:
-            r = run(tree, n, args.phases, args.shape)
+            r = run(tree, n, args.phases, args.shape, args.keep / f"{name}-{n:g}" if args.keep else None)
             print(f"| {r['calls']:,} | {r['messages']:,} | {name} | {r['peak_rss_mb']:,.0f} | {r['cpu_s']:.1f} |",
                   flush=True)
 

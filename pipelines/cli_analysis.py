@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -35,6 +36,7 @@ from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
 from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.names import name_option
 
 if TYPE_CHECKING:
@@ -184,10 +186,27 @@ def report(
         target = stack.enter_context(output_target(out, "--out"))  # '-': stdout, wherever the shell put it
         # the PNGs are put in place only once the report is written: a failure leaves none of them (attack 6 F12)
         plot_dir = stack.enter_context(staged_folder(plots, "--plots")) if plots else None
-        build(wh, NightSettings(machine), target, experiment=experiment, thresholds=th, plot_dir=plot_dir,
-              on_step=step)
+        try:
+            build(wh, NightSettings(machine), target, experiment=experiment, thresholds=th, plot_dir=plot_dir,
+                  on_step=step)
+        except OSError as exc:  # issue 23: the warehouse's own write is not blamed on --out
+            if (stored := _warehouse_write(exc, wh, out)) is None:
+                raise
+            raise stored from None
     print_written(f"report written to {out}", out)
     print_merge_coverage_notes(map(wh.experiment, report_sections(wh, experiment)))  # also a banner of its section
+
+
+def _warehouse_write(exc: OSError, wh: Warehouse, out: Path) -> WarehouseError | None:
+    """``exc`` as one line naming the warehouse when it is a failed write inside it (the analysis' parts the report
+    keeps in its scratch: a full disk there), else None (the output's own write, said by ``--out``)."""
+    if exc.filename is None:
+        return None
+    path = Path(os.fsdecode(exc.filename))
+    if not path.resolve().is_relative_to(wh.root.resolve()):
+        return None
+    return WarehouseError(f"warehouse {wh.root}: cannot store the report's analysis in it ({path}: "
+                          f"{exc.strerror or exc}); no report was written to {out}")
 
 
 def machines(

@@ -445,18 +445,22 @@ def pop_tables(wh: Warehouse, names: list[str] | None = None, *, scaling: str = 
     import polars as pl
 
     from synthtrace.tracelib.domain.pop import pop_scaling
+    from synthtrace.warehouse.names import one_spelling
     from synthtrace.warehouse.pop_store import read_pop_metrics, write_pop_scaling
     from synthtrace.warehouse.runs import runs_table
 
     runs = runs_table(wh)
     if runs.height == 0:
         raise BadInputError(f"{wh.root}: no runs (ingest traces first)")
-    if names:
-        unknown = [n for n in names if n not in set(runs["app"].to_list()) | set(runs["experiment"].to_list())]
+    if names:  # stored and typed names compared in one spelling (NFC: a Mac's names are NFD)
+        typed = [one_spelling(n) for n in names]
+        app, experiment = (pl.col(c).str.normalize("NFC") for c in ("app", "experiment"))
+        known = {n for col in runs.select(app, experiment).iter_columns() for n in col.unique().to_list()}
+        unknown = [n for n, t in zip(names, typed) if t not in known]
         if unknown:
             raise BadInputError(f"{', '.join(map(repr, unknown))}: neither an application nor an experiment in "
                                 f"{wh.root} (applications: {', '.join(sorted(set(runs['app'].to_list())))})")
-        runs = runs.filter(pl.col("app").is_in(names) | pl.col("experiment").is_in(names))
+        runs = runs.filter(app.is_in(typed) | experiment.is_in(typed))
     notes: list[str] = []
     for experiment in sorted(set(runs["experiment"].to_list())):
         notes += pop_experiment(wh, experiment)[1]

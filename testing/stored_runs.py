@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 
+from synthtrace.tracelib.merge.merge_runs import RunTables
 from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.experiment import Experiment
+from synthtrace.warehouse.merged import merge_inputs
 from testing.traces import JACOBI, copy_trace
 
 
@@ -34,3 +38,14 @@ def another_run_of(prv: Path, dest: Path, day: int) -> Path:
     header, _, body = copy.read_bytes().partition(b"\n")
     copy.write_bytes(re.sub(rb"^#Paraver \(\d\d/", b"#Paraver (%02d/" % day, header) + b"\n" + body)
     return copy
+
+
+def whole_run_tables(exp: Experiment) -> list[RunTables]:
+    """Every run of ``exp`` with its whole stored tables (every column, as :meth:`Experiment.bursts` and
+    :meth:`Experiment.calls` read them), sorted by run name: the reference the merge's narrowed reads
+    (:func:`~synthtrace.warehouse.merged.merge_inputs`) are checked against."""
+    out = []
+    for r in merge_inputs(exp):
+        calls = exp.calls(r.run_id)
+        out.append(replace(r, bursts=exp.bursts(r.run_id), mpi_calls=calls if calls is not None else pl.DataFrame()))
+    return out

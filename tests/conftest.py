@@ -39,7 +39,7 @@ def pytest_xdist_setupnodes(config, specs):
 
 #: the files of the longest slow tests, longest first (minutes each on 2 cores: benchmarks/results/test_time.md)
 LONGEST_FIRST = ("test_readme.py", "test_archetypes_sim.py", "test_demo.py", "test_crash_safety.py",
-                 "test_serve_e2e.py", "test_nightly_flow.py", "test_fuzz_ingest.py")
+                 "test_serve_e2e.py", "test_nightly_flow.py", "test_fuzz_ingest.py", "test_night_server.py")
 
 
 def _run_order(item: pytest.Item) -> tuple[bool, int]:

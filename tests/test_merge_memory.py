@@ -21,6 +21,7 @@ from synthtrace.tracelib.merge.merge_runs import CALL_COLUMNS, MergeOptions, Mer
 from synthtrace.warehouse import merged as merged_module
 from synthtrace.warehouse.layout import Warehouse
 from testing.kernels import OTF2_PAIR
+from testing.stored_runs import whole_run_tables
 from testing.traces import LULESH_A, LULESH_B, copy_trace
 
 
@@ -43,7 +44,7 @@ def _assert_slim_merge_is_the_whole_merge(tmp: Path, traces: list[Path], options
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = merged_module.merge_stored(exp, options)
-        whole: MergeResult = merge_runs(exp.run_tables(), options, experiment=exp.name)
+        whole: MergeResult = merge_runs(whole_run_tables(exp), options, experiment=exp.name)
     (runs,) = seen
     for r in runs:  # what the merge holds: the calls' columns it reads, no run id
         names = r.mpi_calls.collect_schema().names()
@@ -198,7 +199,7 @@ def test_a_campaign_s_runs_are_let_go_once_aligned(tmp_path: Path, monkeypatch: 
         warnings.simplefilter("ignore")
         got = merged_module.merge_stored(exp, MergeOptions())
         monkeypatch.undo()
-        whole = merge_runs(exp.run_tables(), MergeOptions(), experiment=exp.name)
+        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
     assert alive == [0, 0]
     for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
                         ("merge_quality", whole.quality)):

@@ -20,7 +20,7 @@ from synthtrace.tracelib.merge.ranks import _profiles, profile_rows
 from synthtrace.warehouse import merged as merged_mod
 from synthtrace.warehouse.checksums import write_manifest
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.merged import StoredRun, export_merged, merge_stored
+from synthtrace.warehouse.merged import StoredRun, export_merged, merge_inputs, merge_stored
 from testing.simulator_campaigns import simulated
 
 
@@ -34,7 +34,7 @@ def _warehouse(tmp: Path, mechanism: str, seed: int = 0, **sizes) -> tuple[Wareh
 def _whole(wh: Warehouse, name: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return merge_runs(wh.experiment(name).run_tables(), MergeOptions(), experiment=name)
+        return merge_runs(merge_inputs(wh.experiment(name)), MergeOptions(), experiment=name)
 
 
 @pytest.mark.parametrize("mechanism", ["renumbered", "completion", "pairs8", "master_worker"])
@@ -168,7 +168,7 @@ def test_merge_reads_the_stored_logical_messages(tmp_path: Path) -> None:
     messages were kept is merged from its records, the same way."""
     wh, name = _warehouse(tmp_path, "completion", ranks=4, iterations=6)
     exp = wh.experiment(name)
-    runs = exp.run_tables()
+    runs = merge_inputs(exp)
     for r in runs:
         stored = pl.read_parquet(wh.run_dir(r.run_id) / "mpi_messages.parquet").drop("run_id")
         assert_frame_equal(r.messages, stored)
@@ -180,7 +180,7 @@ def test_merge_reads_the_stored_logical_messages(tmp_path: Path) -> None:
     for older in runs:  # as ingested before they were kept (its checksums without them too)
         (wh.run_dir(older.run_id) / "mpi_messages.parquet").unlink()
         write_manifest(wh.run_dir(older.run_id), folder=older.run_id)
-    assert all("k" not in r.messages.columns for r in exp.run_tables())
+    assert all("k" not in r.messages.columns for r in merge_inputs(exp))
     from_older = _whole(wh, name)
     for got in (from_records, from_older):
         assert_frame_equal(got.merged, from_stored.merged)

@@ -159,6 +159,40 @@ def test_a_run_name_is_found_however_it_is_typed_in_unicode(tmp_path, run_cli):
     assert code == 0, err
     assert list(_placed(wh)) == ["other.run0"]
 
+def test_an_app_named_by_its_binary_or_typed_is_one_spelling(tmp_path, run_cli, monkeypatch):
+    """Session 15's note: a binary a Mac named ``café`` (NFD, as Score-P records the executable) and the same
+    binary's name elsewhere (NFC) were two programs and two apps printing alike; ``detect --app café`` and ``pop
+    café`` typed NFD found no application ``café`` stored NFC. A binary's name is NFC where it names the program
+    (programs.choose_program, program_keys); typed and stored apps are compared NFC (an app stored NFD by older code
+    is found too)."""
+    from synthtrace.warehouse import programs
+    from synthtrace.warehouse.programs import run_programs
+    from testing.otf2_variants import scorep_archive
+
+    functions = ("solve_a", "assemble_a", "precond_a", "smooth_a")
+    scorep_archive(tmp_path / "mac" / "scorep-20261201_0200_1", NFD, functions)
+    scorep_archive(tmp_path / "linux" / "scorep-20261202_0200_2", NFC, functions)
+    wh = tmp_path / "wh"
+    code, _, err = run_cli("ingest", tmp_path / "mac", tmp_path / "linux", "-w", wh)
+    assert code == 0, err
+    assert query(Warehouse(wh), "SELECT DISTINCT app FROM runs").to_pylist() == [{"app": NFC}]
+    assert set(run_programs(Warehouse(wh)).values()) == {NFC}
+    code, out, err = run_cli("detect", "--app", NFD, "-w", wh)
+    assert code == 0 and out.startswith(f"{NFC}: 2 night(s) of history"), out + err
+    code, out, err = run_cli("pop", NFD, "-w", wh)
+    assert code == 0 and "scorep-20261201_0200_1" in out and "scorep-20261202_0200_2" in out, err
+    with monkeypatch.context() as m:  # an app stored NFD by older code
+        m.setattr(programs, "one_spelling", lambda text: text)
+        scorep_archive(tmp_path / "old" / "scorep-20261130_0200_0", NFD, (*functions, "norm_a"))
+        assert run_cli("ingest", tmp_path / "old", "-w", wh)[0] == 0
+    assert query(Warehouse(wh), "SELECT DISTINCT app FROM runs ORDER BY app").to_pylist() == [{"app": a}
+                                                                                            for a in sorted((NFC, NFD))]
+    code, out, err = run_cli("pop", NFC, "-w", wh)
+    assert code == 0 and "scorep-20261130_0200_0" in out and "scorep-20261201_0200_1" in out, err
+    code, out, err = run_cli("detect", "--app", NFC, "-w", wh)
+    assert code == 0 and out.count("night(s) of history") == 2, out + err  # café in both spellings
+
+
 @pytest.mark.real_traces
 def test_runs_of_a_file_name_spelled_nfd_by_older_code_stay_one_program(tmp_path, monkeypatch):
     """A folder of traces that record no program, named ``café.runN`` on a Mac and ingested by older code (its
@@ -171,8 +205,8 @@ def test_runs_of_a_file_name_spelled_nfd_by_older_code_stay_one_program(tmp_path
 
     wh = Warehouse(tmp_path / "wh")
     with monkeypatch.context() as m:  # the older code: no NFC for run names and apps
-        for module in (ingest, programs):
-            m.setattr(module, "unicodedata", SimpleNamespace(normalize=lambda _form, text: text))
+        m.setattr(ingest, "unicodedata", SimpleNamespace(normalize=lambda _form, text: text))
+        m.setattr(programs, "one_spelling", lambda text: text)
         old = ingest_trace(wh, copy_trace(PRIME, tmp_path / "exp", f"{NFD}.run0"))
     assert old.experiment == "exp" and old.run_name == f"{NFD}.run0"
     new = copy_trace(PRIME, tmp_path / "exp", f"{NFD}.run1")

@@ -220,6 +220,24 @@ def test_a_row_beyond_the_cap_is_not_read_and_the_trace_is_ingested(tmp_path, ru
     assert code == 0 and "already" in (again + err).lower(), again + err
 
 
+def test_read_row_beyond_the_cap_is_not_read_as_the_reader_does_not_read_it(tmp_path):
+    """Session 15's note: `read_row` (public) still refused a .row over 32 MiB (TraceFormatError) while the trace
+    reader reads the trace without it. One rule: no names, and the reader's words for why."""
+    from synthtrace.tracelib.formats.paraver import read_row
+
+    prv = copy_trace(PRIME, tmp_path / "t")
+    row = prv.with_suffix(".row")
+    os.truncate(row, MAX_COMPANION_BYTES + 1)
+    with pytest.warns(UserWarning) as said:
+        names = read_row(row)
+    assert names.levels == {} and names.names("CPU") == []
+    (line,) = [str(w.message) for w in said]
+    assert line.startswith(f"{row}: larger than 32 MiB") and line.endswith("not read"), line
+    with pytest.warns(UserWarning):
+        read = ParaverTrace(prv)
+    assert read.row.levels == {} and [w for w in read.warnings if w.startswith(line + ",")], read.warnings
+
+
 @pytest.mark.parametrize("suffix", [".pcf", ".row"])
 def test_a_side_file_that_is_a_fifo_is_said_to_be_no_regular_file(tmp_path, run_cli, suffix):
     """Attack 14, tiny item: a .pcf that is a FIFO (or a device) was reported as "no .pcf file beside the trace".

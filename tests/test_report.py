@@ -274,6 +274,46 @@ def test_a_report_on_a_full_disk_leaves_nothing_behind(tmp_path, mixed_wh, run_c
     assert not (wh / ".cache").exists()  # no empty cache folder of the sections not kept
 
 
+@pytest.mark.parametrize("full", ["warehouse", "output"])
+def test_a_full_disk_in_a_report_names_what_it_could_not_write(tmp_path, mixed_wh, run_cli, monkeypatch, full):
+    """Issue 23 (session 15's note): `report --out r.html` on a full warehouse disk said `--out` could not be written
+    although the write that failed was the warehouse's (the analysis' parts an experiment not analysed yet keeps in
+    its scratch). One line naming what failed, the warehouse or the output, and nothing half-written in either."""
+    import errno
+    import os
+    import shutil
+
+    from synthtrace.pipelines import report as report_mod
+    from synthtrace.warehouse import analysis_store
+
+    wh = Path(shutil.copytree(mixed_wh, tmp_path / "wh"))
+    shutil.rmtree(wh / ".cache", ignore_errors=True)
+    stored_before = sorted(p.relative_to(wh) for p in wh.rglob("*") if ".staging" not in p.parts)
+
+    def no_room(*_args, **_kwargs):  # a write() that fills the disk names no file
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    if full == "warehouse":
+        add = analysis_store.AnalysisParts.add
+        monkeypatch.setattr(analysis_store.AnalysisParts, "add",
+                            lambda self, name, df: no_room() if self.folder is not None else add(self, name, df))
+    else:
+        real = report_mod.write_atomically
+        monkeypatch.setattr(report_mod, "write_atomically", lambda path, write: real(path, no_room))
+    out = tmp_path / "r.html"
+    code, stdout, err = run_cli("report", "--out", out, "-w", wh)
+    assert code == 2 and stdout == "", err
+    (line,) = err.splitlines()
+    if full == "warehouse":  # before: "error: --out WH/experiments/mixed: cannot write it (No space left ...)"
+        assert line.startswith(f"error: warehouse {wh}: cannot store the report's analysis in it ({wh}/"), line
+        assert line.endswith(f"No space left on device); no report was written to {out}") and "--out" not in line
+    else:
+        assert line == f"error: --out {out}: cannot write it (No space left on device)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wh"]
+    assert sorted(p.relative_to(wh) for p in wh.rglob("*") if ".staging" not in p.parts) == stored_before
+    assert not any(p.is_file() for p in (wh / ".staging").rglob("*"))
+
+
 # ---------------------------------------------------------------------------------------------- issue 24 item 5
 def test_timeline_labels_time_under_the_bars():
     """The bars themselves carry time labels in readable units (they had none; only the roof panel did)."""

@@ -69,15 +69,26 @@ def test_a_run_whose_manifest_does_not_list_its_record_is_in_no_view(merged_lule
     (lambda d: {**d, "folder": 5}, 'key "folder": a number, not a string'),
     (lambda d: [d], "an array, not a JSON object"),
     ("folder", "it is a folder, not a file"),
-], ids=["files-list", "entry-string", "entry-short", "empty", "no-files", "folder-int", "array", "a-folder"])
-def test_a_manifest_not_of_its_shape_is_one_line_naming_the_key(merged_lulesh, tmp_path, run_cli, edit, said):
+    ("socket", "it is a socket, not a file"),  # was "a special file": named as the night lock names it (tidy16)
+], ids=["files-list", "entry-string", "entry-short", "empty", "no-files", "folder-int", "array", "a-folder",
+        "a-socket"])
+def test_a_manifest_not_of_its_shape_is_one_line_naming_the_key(merged_lulesh, tmp_path, run_cli, edit, said,
+                                                                monkeypatch):
     """Attack 9 C8 (b): a damaged manifest was said in Python's words ("'list' object has no attribute 'items'",
     "string index out of range", "[Errno 21] Is a directory: 9", "cannot be read: 'files'")."""
+    import socket
+
     wh = _copy(merged_lulesh, tmp_path)
-    if edit == "folder":
+    if edit in ("folder", "socket"):
         manifest = wh / "runs" / RUN_A / "checksums.json"
         manifest.unlink()
-        manifest.mkdir()
+        if edit == "folder":
+            manifest.mkdir()
+        else:  # bound by its relative name: a socket's path is at most 108 bytes
+            monkeypatch.chdir(manifest.parent)
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind(manifest.name)
+            monkeypatch.chdir(tmp_path)
     else:
         _edit(wh, edit)
     code, _, err = run_cli("sql", "SELECT count(*) FROM bursts", "-w", wh)

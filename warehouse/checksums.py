@@ -48,6 +48,7 @@ from pathlib import Path
 import xxhash
 
 from synthtrace.warehouse.layout import MANIFEST, MARKER, read_record
+from synthtrace.warehouse.night_lock import file_kind
 
 ALGORITHM = "xxh3_128"
 #: the largest manifest read, bytes (about 100 bytes a file)
@@ -135,7 +136,7 @@ def _manifest(path: str) -> Manifest | str | None | object:
     if key not in _MANIFESTS:
         try:
             if not stat.S_ISREG(st.st_mode):
-                raise ManifestShapeError(f"it is {_kind(st.st_mode)}, not a file")
+                raise ManifestShapeError(f"it is {file_kind(st.st_mode)}, not a file")
             if st.st_size > MAX_MANIFEST_BYTES:
                 raise ManifestShapeError(f"{st.st_size} bytes, more than a manifest's {MAX_MANIFEST_BYTES}")
             _MANIFESTS[key] = parse_manifest(read_record(Path(path), limit=MAX_MANIFEST_BYTES))
@@ -195,12 +196,6 @@ def _json_type(value: object) -> str:
     kinds = ((type(None), "null"), (bool, "true/false"), (int, "a number"), (float, "a number"), (str, "a string"),
              (list, "an array"), (dict, "an object"))
     return next((name for t, name in kinds if isinstance(value, t)), type(value).__name__)
-
-
-def _kind(mode: int) -> str:
-    """What a non-regular file of mode ``mode`` is, with its article."""
-    return ("a folder" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
-            else "a FIFO" if stat.S_ISFIFO(mode) else "a special file")
 
 
 def folder_manifest(folder: str) -> Manifest | str | None:

@@ -35,7 +35,7 @@ from synthtrace.warehouse.stored import stored_file
 
 if TYPE_CHECKING:
     from synthtrace.tracelib.domain.machine import Machine
-    from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult, RunTables
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions, MergeResult
     from synthtrace.warehouse.layout import Warehouse
 
 #: the experiment's record: ``experiments/<name>/experiment.json``
@@ -235,20 +235,6 @@ class Experiment:
     def calls(self, run_id: str) -> pl.DataFrame | None:
         """One run's MPI calls, or None when it has none."""
         return run_calls(self.wh, run_id)
-
-    def run_tables(self) -> list[RunTables]:
-        """Every run with its bursts and MPI calls, sorted by run name: what the merge aligns."""
-        from synthtrace.tracelib.merge.merge_runs import RunTables
-
-        self.require_runs()
-        out = []
-        for run_id, run_name in zip(self.run_ids, self.runs.get_column("run_name").to_list()):
-            calls = self.calls(run_id)
-            messages = message_table(self.wh.run_dir(run_id))
-            out.append(RunTables(run_id, run_name, self.bursts(run_id),
-                                 calls if calls is not None else pl.DataFrame(),
-                                 read_part(messages).drop("run_id", strict=False) if messages else None))
-        return out
 
     def trace(self, *, dram_from_uncore: bool = True) -> ExperimentTrace:
         """Its trace: merged when it was merged, else its runs' own bursts and calls (``dram_from_uncore``: with

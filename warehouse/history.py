@@ -36,6 +36,7 @@ from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.catalog import connect
 from synthtrace.warehouse.errors import UnknownExperimentError
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.names import one_spelling
 from synthtrace.warehouse.sql import duckdb_limits
 
 #: hardware quantities the history keeps (role -> column name in the history)
@@ -77,9 +78,10 @@ def match_apps(wh: Warehouse, app: str) -> list[str]:
     boundary, attack 10 D7; ``lu`` names no ``lulesh``). Raises :class:`UnknownAppError` naming the closest
     applications otherwise."""
     known = apps(wh)
-    if app in known:
-        return [app]
-    hits = [a for a in known if a.startswith(app) and app and _boundary(app[-1], a[len(app)])]
+    typed, spelled = one_spelling(app), [one_spelling(a) for a in known]  # a Mac's names (NFD) are the same names
+    if exact := [a for a, s in zip(known, spelled) if s == typed]:
+        return exact
+    hits = [a for a, s in zip(known, spelled) if s.startswith(typed) and typed and _boundary(typed[-1], s[len(typed)])]
     if hits:
         return hits
     def likeness(a: str) -> float:  # whole name, or the prefix of the same length (names are long stems)

@@ -20,6 +20,7 @@ import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.heap import release_free_heap
+from synthtrace.tracelib.formats.row_order import stable_order
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import ProgramSymbols, program_symbols  # issue 28 (models helper)
@@ -40,6 +41,14 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
 #: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
 CONCURRENT_MESSAGES = 1_000_000
+#: messages numbered at once for mpi_messages.parquet: more are numbered and written a slice of their time order at
+#: a time (issue 23: the whole numbered table, ~92 bytes a message, beside the summary's messages and their ends,
+#: ~100 bytes a message, was the peak of a 2 GB OTF2 ingest)
+NUMBERED_SLICE = 250_000
+#: a table's streamed parts are gathered up to this many bytes in memory (Polars' estimate) into one file: the commit
+#: flushes every file of a run to disk one by one, 2-4 ms each on this project's virtual disks even for a file
+#: already there, and the LULESH tiling's 100 MB came as 39 files (13 chunks of 8 MiB x 3 tables); issue 27
+PART_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -617,18 +626,61 @@ class _Reported:
 def _write_logical_messages(stage: Path, run_id: str, summary: ReadSummary) -> None:
     """mpi_messages.parquet: one row per point-to-point message with its logical identity and both ends' thread,
     call_seq and time (:func:`synthtrace.tracelib.merge.messages.logical_messages`): from the ends the reader placed
-    in their calls (issue 27: once, for the calls' message columns too), else from the stored calls (then after
-    mpi_calls.parquet is written)."""
+    in their calls (issue 27: once, for the calls' message columns too; more than :data:`NUMBERED_SLICE` messages
+    a slice at a time, :func:`_numbered_in_slices`), else from the stored calls (then after mpi_calls.parquet is
+    written)."""
     from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages, logical_messages_at
 
-    if summary.message_ends is not None:
-        logical = logical_messages_at(summary.messages, summary.message_ends)
-    else:
+    if summary.message_ends is None:
         calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
-        logical = logical_messages(calls, summary.messages)
+        logical = logical_messages(calls, summary.messages).lazy()
+    elif summary.messages.height > NUMBERED_SLICE:
+        logical = _numbered_in_slices(summary.messages, summary.message_ends)
+    else:
+        logical = logical_messages_at(summary.messages, summary.message_ends).lazy()
     # streamed by row groups: an eager write of a 2 GB trace's 2.7 M messages held their encoded pages too (issue 27)
-    logical.lazy().select(pl.lit(run_id).alias("run_id"), pl.all()).sink_parquet(stage / "mpi_messages.parquet",
-                                                                                 **TABLE_PARQUET)
+    logical.select(pl.lit(run_id).alias("run_id"), pl.all()).sink_parquet(stage / "mpi_messages.parquet",
+                                                                          **TABLE_PARQUET)
+
+
+def _numbered_in_slices(messages: pl.DataFrame, ends: pl.DataFrame) -> pl.LazyFrame:
+    """:func:`~synthtrace.tracelib.merge.messages.logical_messages_at` of ``messages`` and their ``ends``, the
+    same rows in the same order, as a lazy source that numbers :data:`NUMBERED_SLICE` messages at a time (issue
+    23): the slices are consecutive runs of the numbering's order (send time, then receive time, NULLs last, ties
+    in the messages' order), so each slice comes out of it in the order it went in, and a message's ``k`` is its
+    rank in its channel within its slice plus the messages its channel had in the slices before (one row per
+    channel carried from slice to slice)."""
+    from polars.io.plugins import register_io_source
+
+    from synthtrace.tracelib.merge.messages import CHANNEL, LOGICAL_MESSAGE_SCHEMA, logical_messages_at
+
+    order = stable_order(messages, ["s_time_ns", "r_time_ns"])  # _numbered's order
+
+    def slices() -> Iterator[pl.DataFrame]:
+        before = pl.DataFrame(schema={**{c: LOGICAL_MESSAGE_SCHEMA[c] for c in CHANNEL}, "_n": pl.Int64})
+        for at in range(0, order.size, NUMBERED_SLICE):
+            rows = order[at: at + NUMBERED_SLICE]
+            part = logical_messages_at(messages[rows], ends[rows])
+            del rows
+            part = (part.join(before, on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
+                    .with_columns(pl.col("k") + pl.col("_n").fill_null(0)).drop("_n"))
+            counts = part.group_by(CHANNEL).agg(pl.len().cast(pl.Int64).alias("_n"))
+            before = pl.concat([before, counts]).group_by(CHANNEL).agg(pl.col("_n").sum())
+            yield part
+
+    def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+               _batch_size: int | None) -> Iterator[pl.DataFrame]:
+        left = n_rows
+        for part in slices():
+            part = part.select(with_columns) if with_columns is not None else part
+            part = part.filter(predicate) if predicate is not None else part
+            if left is not None:
+                part, left = part.head(left), left - min(left, part.height)
+            yield part
+            if left == 0:
+                return
+
+    return register_io_source(source, schema=LOGICAL_MESSAGE_SCHEMA)
 
 
 def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary: ReadSummary) -> None:
@@ -641,6 +693,39 @@ def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary:
         writer.submit(_write_logical_messages, stage, run_id, summary)
 
 
+class _GatheredParts:
+    """The streamed parts of a run's tables (:class:`~synthtrace.tracelib.formats.source.TablePart`), gathered per
+    table into files of about :data:`PART_BYTES` (``part-00000.parquet``, ``part-00001.parquet``... in stream
+    order, so the rows stay in their order), written by ``writer``. Only parts of the same columns share a file (a
+    part of end-of-thread bursts has no counter columns: the view is the union by name)."""
+
+    def __init__(self, writer: PartWriter, stage: Path, tables: Iterable[str]):
+        self._writer, self._stage = writer, stage
+        self._numbers = {table: itertools.count() for table in tables}
+        self._held: dict[str, list[pl.DataFrame]] = {table: [] for table in self._numbers}
+        self._bytes = dict.fromkeys(self._numbers, 0)
+
+    def add(self, table: str, frame: pl.DataFrame) -> None:
+        if self._held[table] and frame.schema != self._held[table][0].schema:
+            self._write(table)
+        self._held[table].append(frame)
+        self._bytes[table] += frame.estimated_size()
+        if self._bytes[table] >= PART_BYTES:
+            self._write(table)
+
+    def flush(self) -> None:
+        """Write what every table holds."""
+        for table in self._held:
+            self._write(table)
+
+    def _write(self, table: str) -> None:
+        frames, self._held[table], self._bytes[table] = self._held[table], [], 0
+        if frames:
+            frame = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+            self._writer.write(frame, self._stage / table / f"part-{next(self._numbers[table]):05d}.parquet",
+                               **TABLE_PARQUET)
+
+
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
     """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
@@ -650,20 +735,21 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
     for sub in tables:
         (stage / sub).mkdir()
     stream = source.read(run_id, progress=progress, spill=stage / "_calls")
-    with PartWriter() as writer:
-        numbers = {table: itertools.count() for table in tables}
+    # room for the last part of each table and the messages' two tables at once: the calls' sink does not wait on them
+    with PartWriter(backlog=len(tables) + 2) as writer:
+        gathered = _GatheredParts(writer, stage, tables)
         for part in stream:
-            writer.write(part.frame, stage / part.table / f"part-{next(numbers[part.table]):05d}.parquet",
-                         **TABLE_PARQUET)
-    summary = stream.summary
-    del stream  # from here on the summary is the one holder of the calls, released once they are written
-    if summary.messages.height <= CONCURRENT_MESSAGES:  # the messages' tables in a second thread meanwhile
-        with PartWriter() as writer:
+            gathered.add(part.table, part.frame)
+        gathered.flush()  # the last parts are written in the writer's thread while the calls are written here
+        summary = stream.summary
+        del stream  # from here on the summary is the one holder of the calls, released once they are written
+        concurrent = summary.messages.height <= CONCURRENT_MESSAGES
+        if concurrent:  # the messages' tables in the writer's thread meanwhile
             _write_message_tables(writer, stage, run_id, summary)
             if summary.n_calls:
                 summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
-    else:  # many messages: one table at a time, the calls first, whose per-call message columns (about 40 bytes
-        # per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
+    if not concurrent:  # many messages: one table at a time, the calls first, whose per-call message columns (about
+        # 40 bytes per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
         if summary.n_calls:
             summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
         summary = replace(summary, calls=pl.LazyFrame())

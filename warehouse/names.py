@@ -54,6 +54,12 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def one_spelling(text: str) -> str:
+    """``text`` in Unicode NFC: the one spelling of a name the warehouse keeps or compares (``café`` typed, é one
+    character, and ``café`` from a Mac's file name, e and a combining accent, print alike: they are one name)."""
+    return unicodedata.normalize("NFC", text)
+
+
 def check_name(name: str, what: str = "experiment") -> str:
     """``name`` in Unicode NFC when valid; else :class:`InvalidNameError` (one line: the name and the reason). NFC:
     ``café`` typed (é one character) and ``café`` from a folder a Mac made (e and a combining accent) print alike,
@@ -61,7 +67,7 @@ def check_name(name: str, what: str = "experiment") -> str:
     if (problem := name_problem(name)) is not None:
         shown = name if len(name) <= 60 else name[:57] + "..."
         raise InvalidNameError(f"{what} name {shown!r} {problem}")
-    return unicodedata.normalize("NFC", name)
+    return one_spelling(name)
 
 
 def name_from_folder(folder: str) -> str:
@@ -72,7 +78,7 @@ def name_from_folder(folder: str) -> str:
     so that two such folders never share an experiment (attack 13 F6: the folder's name refused every trace in it;
     attack 14 F5: a 32-bit hash was matched in 11,488 tries). A valid name that ends as a derived one does
     (``run_3_~`` and 8 or 16 hex digits) is derived too: it never joins ``run[3]``'s experiment."""
-    text = unicodedata.normalize("NFC", folder)
+    text = one_spelling(folder)
     if name_problem(text) is None and not _DERIVED.search(text):
         return text
     return _hashed(_kept(text, MAX_BYTES - 1 - 2 * HASH_BYTES), text.encode("utf-8", "surrogateescape"))

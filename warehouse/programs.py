@@ -27,10 +27,9 @@ import json
 import os
 import re
 import shutil
-import unicodedata
 import uuid
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import polars as pl
 from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.formats.program import ProgramSymbols
 from synthtrace.warehouse.layout import Warehouse, read_record  # [helper security]
-from synthtrace.warehouse.names import name_from_folder, name_problem
+from synthtrace.warehouse.names import name_from_folder, name_problem, one_spelling
 
 PROGRAM_FILE = "program.json"
 #: index of the symbol-identified programs: ``<symbol set hash>.json`` = {key, symbols, run_id, binary}, and
@@ -190,6 +189,13 @@ def _best_match(symbols: frozenset[str], candidates: list[dict]) -> dict | None:
     return None if best is None else best[1]
 
 
+def _spelled(symbols: ProgramSymbols) -> ProgramSymbols:
+    """``symbols`` with its binary's name in its one spelling (:func:`~synthtrace.warehouse.names.one_spelling`,
+    NFC): a binary a Mac's file system named ``café`` (NFD) and the same binary built elsewhere are one program and
+    one app, as the names from the traces' file names are."""
+    return symbols if symbols.binary is None else replace(symbols, binary=one_spelling(symbols.binary))
+
+
 def program_keys(wh: Warehouse | None, runs: Sequence[ProgramSymbols]) -> list[str | None]:
     """The program key each of ``runs`` (traces not stored yet) is given by :func:`choose_program` when they are
     ingested one after the other into ``wh`` (None: an empty warehouse): a binary name that names a program is the
@@ -198,7 +204,7 @@ def program_keys(wh: Warehouse | None, runs: Sequence[ProgramSymbols]) -> list[s
     places traces in experiments (:func:`~synthtrace.warehouse.ingest.experiment_names`); writes nothing."""
     known = _candidates(wh, scan=False) if wh is not None and wh.runs_dir.is_dir() else []
     keys: list[str | None] = []
-    for symbols in runs:
+    for symbols in map(_spelled, runs):
         if _names_program(symbols.binary) or len(symbols.symbols) < MIN_SYMBOLS:
             keys.append(symbols.binary)
             continue
@@ -214,7 +220,7 @@ def program_identity(key: str | None, stem_app: str) -> str:
     binary's name, or its symbols' program), else the app its file name gives (``stem_app``, in Unicode NFC: attack
     14 F9, a Mac's ``café`` and the typed one were two apps), never a name the user chose with ``--app`` (attack 12
     F11)."""
-    return key or unicodedata.normalize("NFC", stem_app)
+    return key or one_spelling(stem_app)
 
 
 def shown_name(symbols: ProgramSymbols | None, key: str | None, stem_app: str) -> str:
@@ -242,6 +248,7 @@ def choose_program(wh: Warehouse, symbols: ProgramSymbols) -> Program:
     the cost does not depend on how many runs are stored). A binary name many programs share (:func:`shared_binary`)
     is matched by the symbols as a trace without one; the first such program keeps the name as its app, another one
     under the same name is ``<name>-<its symbols' hash>``, said in a warning (a note of the ingest)."""
+    symbols = _spelled(symbols)
     binary = symbols.binary
     if _names_program(binary):
         return Program(binary, binary, symbols)

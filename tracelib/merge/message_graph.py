@@ -11,7 +11,10 @@ message in flight leaves one end out, which shifts the receiver's count on that 
 going to 0. A message is named by the count of the end that saw more of its channel: a rank whose trace starts an
 iteration late (tracing enabled late on it) misses the first message of every channel it sends on as well as of every
 channel it receives on, so its sends are counted on from its partner's receives, as its receives are from its
-partner's sends, and its messages get the names they have in a run where it started with the others.
+partner's sends, and its messages get the names they have in a run where it started with the others. Where the
+channels' counts and the ranks' starts tell the shift, they decide it over the channel's own times
+(:func:`_by_rank_starts`): each end's start lost the messages its partner passed before it began, as the counts
+confirm (a trace starts once: a rank late on the channels it sends on is late on those it receives on).
 
 The **ends** of a message are the bursts that produce and consume it: the burst closed by the call that sends it
 and the burst opened by the call that receives it (calls with exactly one message, a send or a receive, not both;
@@ -78,6 +81,78 @@ def _single(calls: pl.DataFrame, sending: bool) -> pl.DataFrame:
             .with_columns(pl.int_range(pl.len()).over(CHANNEL, order_by="t").alias("_k")))
 
 
+def _by_rank_starts(shift: pl.DataFrame, sends: pl.DataFrame, recvs: pl.DataFrame,
+                    first: pl.DataFrame) -> pl.DataFrame:
+    """Per channel, what to add to the count of each end to name its messages (CHANNEL, ``_sadd``, ``_radd``): from
+    the ranks' starts where the channel's counts confirm them, else from its fit (``shift``: CHANNEL, ``_shift``,
+    decisive shifts only; receive k is send k + shift: the end that saw fewer is counted on from the other's).
+
+    A trace starts once: a rank whose trace began late lacks the first messages of every channel it sends on *and*
+    of every channel it receives on, as many as its partner's end of the channel passed (a quarter of the channel's
+    period or more) before the rank's first burst (``first``: appl, task, ``_t0``, ns; one run's clocks are
+    synchronised, and its traces start together). A whole program's trace ends with no message in flight
+    (``MPI_Finalize`` waits for them), so the channel's counts fix the difference: the receiver's start lost as
+    many messages more than the sender's as the sender sent more than the receiver received. Of the pairs that
+    fit the counts, the nearest what the partners passed is taken, and kept when each end lost some exactly when
+    its partner had passed some (else the counts differ at the end, or the clocks drifted within an iteration). A
+    rank whose kept ends agree on what it lost lost that on its other channels too, where their counts agree (two
+    late neighbours: neither passed a message before the other began). The messages are then named as if every
+    rank had started with the run: each end counted on by what its start lost. That decides over the channel's
+    own fit where a start lost messages (a posted receive lies between two of its partner's sends, and ranks drift
+    apart within a few messages, so the first messages' times may point at the wrong send); where no start lost
+    any and the fit did not decide, the channel has shift 0."""
+    n = pl.len().cast(pl.Int64)
+    t0 = first.select("appl", pl.col("task").cast(pl.Int64), "_t0")
+
+    def before(e: pl.DataFrame, start_of: str, name: str) -> pl.DataFrame:
+        # per channel: its messages at ``e``'s end passed a quarter of its period (the median interval between
+        # them) or more before the first burst of the other end's rank ``start_of`` (ranks start a little apart)
+        return (e.sort("t").join(t0, left_on=["appl", start_of], right_on=["appl", "task"])
+                .group_by(CHANNEL).agg((pl.col("t") < pl.col("_t0") - pl.col("t").diff().median() / 4).sum()
+                                       .cast(pl.Int64).alias(name)))
+
+    ends_ = (sends.group_by(CHANNEL).agg(n.alias("_ns"))
+             .join(recvs.group_by(CHANNEL).agg(n.alias("_nr")), on=CHANNEL, nulls_equal=True)
+             .join(before(recvs, "_src", "_es"), on=CHANNEL, nulls_equal=True)
+             .join(before(sends, "_dst", "_er"), on=CHANNEL, nulls_equal=True)
+             .with_columns((pl.col("_ns") - pl.col("_nr")).alias("_dn")))
+    # the sender's start lost m messages, the receiver's m + (sent - received): the m nearest what each end's
+    # partner did before it started (the ranks' clocks drift apart within an iteration or two), kept when each end
+    # lost some exactly when its partner had already passed messages of the channel (else the counts differ at the
+    # end, or the ranks started apart by less than a message)
+    lo = (-pl.col("_dn")).clip(lower_bound=0)
+    cost = (pl.col("_m") - pl.col("_es")).abs() + (pl.col("_m") + pl.col("_dn") - pl.col("_er")).abs()
+    kept = ((pl.col("_sadd") > 0) == (pl.col("_es") > 0)) & ((pl.col("_radd") > 0) == (pl.col("_er") > 0))
+    chosen = (ends_.with_columns(pl.int_ranges(lo, lo + MAX_SHIFT + 1).alias("_m")).explode("_m")
+              .with_columns(cost.alias("_cost")).sort(*CHANNEL, "_cost", "_m").unique(CHANNEL, keep="first")
+              .select(*CHANNEL, "_dn", pl.col("_m").alias("_sadd"), (pl.col("_m") + pl.col("_dn")).alias("_radd"),
+                      "_es", "_er")
+              .with_columns(((pl.col("_es") == 0) & (pl.col("_er") == 0)).alias("_none"))
+              .with_columns((kept & ~pl.col("_none")).alias("_kept")))
+    # a trace starts once: a rank whose kept channel ends agree on what its start lost lost that on its other
+    # channels too, where their counts agree (two late neighbours: neither passed a message before the other began)
+    kept_ends = chosen.filter("_kept")
+    lost = (pl.concat([kept_ends.select("appl", pl.col(me).alias("_me"), pl.col(add).alias("_L"))
+                       for me, add in (("_src", "_sadd"), ("_dst", "_radd"))])
+            .group_by("appl", "_me").agg(pl.col("_L").first(), pl.col("_L").n_unique().alias("_n"))
+            .filter(pl.col("_n") == 1).drop("_n"))
+    rest = (chosen.filter(~pl.col("_kept"))
+            .join(lost.rename({"_me": "_src", "_L": "_Ls"}), on=["appl", "_src"])
+            .join(lost.rename({"_me": "_dst", "_L": "_Ld"}), on=["appl", "_dst"])
+            .filter(pl.col("_Ld") - pl.col("_Ls") == pl.col("_dn"))
+            .select(*CHANNEL, pl.col("_Ls").alias("_sadd"), pl.col("_Ld").alias("_radd")))
+    starts = pl.concat([
+        kept_ends.select(*CHANNEL, "_sadd", "_radd"), rest,
+        chosen.filter(~pl.col("_kept") & pl.col("_none")).join(rest, on=CHANNEL, how="anti", nulls_equal=True)
+        .select(*CHANNEL, *[pl.lit(0, pl.Int64).alias(c) for c in ("_sadd", "_radd")])])
+    fit = shift.select(*CHANNEL, (-pl.col("_shift")).clip(lower_bound=0).alias("_fs"),
+                       pl.col("_shift").clip(lower_bound=0).alias("_fr"))
+    late = (pl.col("_sadd") > 0) | (pl.col("_radd") > 0)
+    return (starts.join(fit, on=CHANNEL, how="full", nulls_equal=True, coalesce=True)
+            .select(*CHANNEL, *[pl.when(late | pl.col("_fs").is_null()).then(pl.col(c)).otherwise(pl.col(f)).alias(c)
+                                for c, f in (("_sadd", "_fs"), ("_radd", "_fr"))]))
+
+
 def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
     """``smsg`` and ``rmsg`` (UInt64) of every row: the message its burst sends by its closing call and receives by its
     opening call, and ``schan`` / ``rchan``, their channels (rows of ``closing`` and ``opening``: appl, task,
@@ -103,17 +178,20 @@ def message_ends(closing: pl.DataFrame, opening: pl.DataFrame) -> pl.DataFrame:
              .agg(pl.col("_shift").first(), pl.col("_gap").first().alias("_g0"),
                   pl.col("_gap").get(1, null_on_oob=True).alias("_g1"))
              .filter(pl.col("_g0") < DECISIVE * pl.col("_g1")).select(*CHANNEL, "_shift"))
+    first = opening.group_by("appl", pl.col("task").cast(pl.Int64)).agg(pl.col("t").min().alias("_t0"))
+    adds = _by_rank_starts(shift, sends, recvs, first)
 
     def named(e: pl.DataFrame, receiving: bool) -> pl.Series:
-        # a message is named by the count of the end that saw more of its channel: receive k is send k + shift, so
-        # a positive shift (the receiver's trace missed the first messages) moves the receives' count, a negative
-        # one (the sender's trace started later: a rank whose tracing began an iteration late) the sends'. Its
-        # messages are then named as in a run where it started with the others, both ways
-        e = e.join(shift, on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
-        k = pl.col("_k") + (pl.col("_shift").clip(lower_bound=0) if receiving
-                            else (-pl.col("_shift")).clip(lower_bound=0))
-        msg = (pl.when(pl.col("_shift").is_not_null())
-               .then(pl.struct(*CHANNEL, k.alias("_k")).hash(7).clip(UNNAMED + 1)).otherwise(UNNAMED))
+        # a message is named by its count in a trace that saw its whole channel: receive k is send k + shift, so a
+        # positive shift (the receiver's trace missed the first messages) moves the receives' count, a negative
+        # one (the sender's trace started later: a rank whose tracing began an iteration late) the sends'; where
+        # the ranks' starts tell, each end's count moves by the messages its start lost. Its messages are then
+        # named as in a run where it started with the others, both ways
+        add = "_radd" if receiving else "_sadd"
+        e = e.join(adds.select(*CHANNEL, add), on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
+        msg = (pl.when(pl.col(add).is_not_null())
+               .then(pl.struct(*CHANNEL, (pl.col("_k") + pl.col(add)).alias("_k")).hash(7).clip(UNNAMED + 1))
+               .otherwise(UNNAMED))
         out = np.zeros((2, closing.height), np.uint64)
         rows = e.get_column("_row").to_numpy()
         out[0, rows] = e.select(msg).to_series().to_numpy()

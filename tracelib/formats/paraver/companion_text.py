@@ -2,9 +2,9 @@
 
 Paraver's own ``.pcf`` files are at most a few MB and a ``.row`` naming a million cpus and a million threads
 about 30 MB: a companion beyond :data:`MAX_COMPANION_BYTES` is not read (the trace reader says so once and reads
-the trace with default names, attack 14 F13; :func:`read_companion` refuses it in one error naming the file), and a
-line beyond :data:`MAX_LINE_BYTES` is never decoded: it is handed on as ``None`` for the parser to skip with its line
-number (Paraver skips lines it cannot read). Lines are split one at a time, never the whole file at once.
+the trace with default names, attack 14 F13; :func:`~synthtrace.tracelib.formats.paraver.row.read_row` likewise),
+and a line beyond :data:`MAX_LINE_BYTES` is never decoded: it is handed on as ``None`` for the parser to skip with its
+line number (Paraver skips lines it cannot read). Lines are split one at a time, never the whole file at once.
 """
 from __future__ import annotations
 
@@ -40,14 +40,6 @@ def read_within_cap(path: Path) -> bytes | None:
 def too_large(path: Path) -> str:
     """Why a companion beyond :data:`MAX_COMPANION_BYTES` is not read."""
     return f"larger than {MAX_COMPANION_BYTES >> 20} MiB, far beyond any Paraver {path.suffix} file: not read"
-
-
-def read_companion(path: Path) -> bytes:
-    """The bytes of a companion file of at most :data:`MAX_COMPANION_BYTES`; else :class:`TraceFormatError`."""
-    data = read_within_cap(path)
-    if data is None:
-        raise TraceFormatError(path, None, too_large(path))
-    return data
 
 
 def companion_lines(data: bytes) -> Iterator[tuple[int, str | None]]:

@@ -37,10 +37,11 @@ def mpi_rows(th: np.ndarray, t: np.ndarray, ty: np.ndarray, val: np.ndarray, n_t
     and a bit mask of the info columns present (uint8 [n]).
     """
     n = th.shape[0]
+    # every MPI row is written by the flush of its group: none of these needs filling first
     rows = np.empty(n, dtype=np.int64)
-    info = np.zeros((n, _N_INFO), dtype=np.int64)
-    has = np.zeros(n, dtype=np.uint8)
-    nxt = np.full(n, -1, dtype=np.int64)  # next MPI row of the same group
+    info = np.empty((n, _N_INFO), dtype=np.int64)
+    has = np.empty(n, dtype=np.uint8)
+    nxt = np.empty(n, dtype=np.int64)  # next MPI row of the same group, -1 after its last
     cur_t = np.full(n_threads, -1, dtype=np.int64)  # time of each thread's current group
     head = np.full(n_threads, -1, dtype=np.int64)
     tail = np.full(n_threads, -1, dtype=np.int64)
@@ -58,6 +59,7 @@ def mpi_rows(th: np.ndarray, t: np.ndarray, ty: np.ndarray, val: np.ndarray, n_t
         typ = ty[i]
         if _MPI_MIN <= typ <= _MPI_MAX:
             rows[m] = i
+            nxt[m] = -1
             if tail[k] >= 0:
                 nxt[tail[k]] = m
             else:

@@ -9,10 +9,11 @@ name holding control characters is kept escaped (``\x1b``), never raw, and said 
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, read_companion, too_long
+from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, read_within_cap, too_large, too_long
 from synthtrace.tracelib.printable import EscapedNames
 
 #: the levels Paraver's .row parser knows (tracelabels.h)
@@ -35,8 +36,17 @@ class RowNames:
 
 
 def read_row(path: str | Path) -> RowNames:
-    """Read a ``.row`` file (see :func:`parse_row`)."""
-    return parse_row(read_companion(Path(path)), path)
+    """Read a ``.row`` file (see :func:`parse_row`). One beyond
+    :data:`~synthtrace.tracelib.formats.paraver.companion_text.MAX_COMPANION_BYTES` is not read, as the trace reader
+    does not read it (attack 14 F13): no names, and a ``UserWarning`` saying why in the reader's words
+    (:func:`~synthtrace.tracelib.formats.paraver.companion_text.too_large`). A file that cannot be read is
+    :class:`~synthtrace.tracelib.errors.TraceFormatError`."""
+    path = Path(path)
+    data = read_within_cap(path)
+    if data is None:
+        warnings.warn(f"{path}: {too_large(path)}", UserWarning, stacklevel=2)
+        return RowNames()
+    return parse_row(data, path)
 
 
 def _statement(line: str) -> tuple[str, int] | str:
