@@ -368,7 +368,7 @@ def test_the_reference_s_sequence_table_is_spilled_while_the_other_run_s_is_buil
         warnings.simplefilter("ignore")
         got = merged_module.merge_stored(exp, MergeOptions())
         monkeypatch.undo()
-        whole = merge_runs(exp.run_tables(), MergeOptions(), experiment=exp.name)
+        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
     assert alive == [[], [False]]  # the other run's table is built without the reference's alive
     assert same == [True]
     assert len(read) == 2  # the reference's calls, the other run's: once each
