@@ -50,7 +50,7 @@ def test_messages_numbered_a_slice_at_a_time_are_the_whole_numbering(monkeypatch
 
 @real
 def test_an_ingest_numbers_its_messages_a_slice_at_a_time(monkeypatch, tmp_path, run_cli):
-    """Past NUMBERED_SLICE messages, no numbering sees more than a slice (a 2 GB OTF2 archive's whole numbered
+    """Past NUMBERED_AT_ONCE messages, no numbering sees more than a slice (a 2 GB OTF2 archive's whole numbered
     table, ~92 bytes a message, was held beside its messages and their ends: 1.5-1.6 GB at 6.45 M messages), and
     mpi_messages.parquet is the one numbered whole."""
     code, _, err = run_cli("ingest", PING, "-w", tmp_path / "whole")
@@ -63,6 +63,7 @@ def test_an_ingest_numbers_its_messages_a_slice_at_a_time(monkeypatch, tmp_path,
         return whole(records, ends)
 
     monkeypatch.setattr(merge_messages, "logical_messages_at", spy)
+    monkeypatch.setattr(ingest, "NUMBERED_AT_ONCE", 10, raising=False)
     monkeypatch.setattr(ingest, "NUMBERED_SLICE", 3, raising=False)
     code, _, err = run_cli("ingest", PING, "-w", tmp_path / "sliced")
     assert code == 0, err
@@ -96,3 +97,54 @@ def test_the_pairing_sorts_the_messages_without_a_multi_column_polars_sort(monke
 
     monkeypatch.setattr(pl, "arg_sort_by", refused)
     assert_frame_equal(otf2_messages._sorted_by_columns([messages[:200], messages[200:]]), expected)
+
+
+def _ring_records(ranks: int = 4, steps: int = 60) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Point-to-point records of ``ranks`` ranks in a ring (per step an Isend to the right, an Irecv request and
+    its completion from the left), in read order, and the communicator's ranks."""
+    from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND
+
+    rows = []
+    for task in range(ranks):
+        for k in range(steps):
+            t = 1_000 * k + task
+            rows += [(task, 1, _ISEND, t, 3 * k, (task + 1) % ranks, 0, 5, 64, 0),
+                     (task, 1, _IRECV_REQ, t + 1, 3 * k + 1, 0, 0, 0, 0, k),
+                     (task, 1, _IRECV, t + 500, 3 * k + 2, (task - 1) % ranks, 0, 5, 64, k)]
+    p2p = pl.DataFrame(rows, schema=otf2_messages._P2P_SCHEMA, orient="row")
+    comm_ranks = pl.DataFrame({"comm": [0] * ranks, "rank": list(range(ranks)), "task": list(range(ranks))},
+                              schema={"comm": pl.Int64, "rank": pl.Int64, "task": pl.Int32})
+    return p2p, comm_ranks
+
+
+@pytest.mark.parametrize("how", ["grouped", "parted"])
+def test_each_record_s_receiving_task_is_found_once(how, monkeypatch, tmp_path):
+    """The task a record's message goes to was looked up (``peer_tasks``) as the records came, to judge and bucket
+    them, and again for every record when its bucket was grouped (``_paired``) or parted a frame at a time
+    (``_paired_apart``): now once, kept with the records. Only the resolved receives' senders are looked up later
+    (a receive's sender, known once its request or probe is resolved). The messages are those of the whole
+    pairing."""
+    p2p, comm_ranks = _ring_records()
+    whole = otf2_messages.match_messages(p2p, comm_ranks, set(), group_rows=p2p.height)
+    assert whole.height == 4 * 60
+    received = p2p.height // 4  # each task receives the same number of records
+    monkeypatch.setattr(otf2_messages, "P2P_HOLD_BYTES", 1)  # every chunk spilled
+    if how == "grouped":  # one bucket of four receiving tasks, paired in groups of whole tasks
+        monkeypatch.setattr(otf2_messages, "P2P_BUCKETS", 1)
+        monkeypatch.setattr(otf2_messages, "MATCH_ROWS", received + received // 2)
+    else:  # every task a big receiver: its bucket parted a frame at a time
+        monkeypatch.setattr(otf2_messages, "MATCH_ROWS", received // 4)
+    looked_up: list[int] = []
+    real_peer_tasks = otf2_messages.peer_tasks
+
+    def spy(frame: pl.DataFrame, *args) -> np.ndarray:
+        if "req_ns" not in frame.columns:  # not a resolved receive's sender
+            looked_up.append(frame.height)
+        return real_peer_tasks(frame, *args)
+
+    monkeypatch.setattr(otf2_messages, "peer_tasks", spy)
+    records = otf2_messages.P2pRecords(comm_ranks, set(), tmp_path / "a.otf2", tmp_path / "p2p")
+    for _key, chunk in p2p.group_by("task", pl.col("pos") // 30, maintain_order=True):  # as a reader does
+        records.add(chunk)
+    assert_frame_equal(records.matched(), whole)
+    assert sum(looked_up) == p2p.height, looked_up

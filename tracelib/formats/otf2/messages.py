@@ -19,6 +19,8 @@ _VIOLATION_SCHEMA = {"s_task": pl.Int32, "s_thread": pl.Int32, "tag": pl.Int64, 
 _PEER_KINDS = [_SEND, _ISEND, _RECV, _IRECV]
 _P2P_SCHEMA = {"task": pl.Int32, "thread": pl.Int32, "kind": pl.Int8, "time_ns": pl.Int64, "pos": pl.Int64,
                "peer": pl.Int64, "comm": pl.Int64, "tag": pl.Int64, "size": pl.Int64, "req": pl.UInt64}
+#: the column the records are kept with (:func:`_with_receivers`): the task receiving each record's message
+_RECEIVER = "_receiver"
 
 
 def _matched_probes_as_receives(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -129,7 +131,9 @@ class P2pRecords:
         peers = peer_tasks(p2p, self.comm_ranks, self.self_comms)
         check_peers(p2p, peers, self.comm_ranks, self.anchor)  # security: issue 23 item 8
         check_sizes(p2p, self.anchor)
-        receivers = _receiving_tasks(p2p, peers)
+        p2p = _with_receivers(p2p, peers)
+        del peers
+        receivers = p2p.get_column(_RECEIVER).to_numpy()
         tasks, counts = np.unique(receivers, return_counts=True)
         for t, n in zip(tasks.tolist(), counts.tolist()):
             self._received[t] = self._received.get(t, 0) + n
@@ -167,7 +171,7 @@ class P2pRecords:
         parts = _Parts(self.folder, self._names)
         shares = {t: min(64, -(-self._received[t] // MATCH_ROWS)) for t in big}
         for frame in self._parts.frames(bucket):
-            receivers = _receiving_tasks(frame, peer_tasks(frame, self.comm_ranks, self.self_comms))
+            receivers = frame.get_column(_RECEIVER).to_numpy()
             kind = frame.get_column("kind").to_numpy()
             is_send = np.isin(kind, _SEND_KINDS)
             by_req = np.isin(kind, [_IRECV_REQ, _IRECV, _PROBE, _MRECV])  # receives with a look-up by id
@@ -258,7 +262,8 @@ def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[
     ``group_rows`` records, default :data:`MATCH_ROWS`): every record a message's pairing reads (its send, its
     receive, the receive's request and probe) has the same receiving task.
     """
-    messages, bad = _paired(p2p, comm_ranks, self_comms, group_rows)
+    messages, bad = _paired(_with_receivers(p2p, peer_tasks(p2p, comm_ranks, self_comms)), comm_ranks, self_comms,
+                            group_rows)
     if anchor is not None:
         _check_own_order(bad, anchor)
     return _sorted(messages)
@@ -294,8 +299,7 @@ def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
     ranks = _peer_ranks(comm_ranks)
     self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
     group_rows = MATCH_ROWS if group_rows is None else group_rows
-    groups = [p2p] if p2p.height <= group_rows else _groups_of(
-        p2p, _receiving_tasks(p2p, peer_tasks(p2p, comm_ranks, self_comms)), group_rows)
+    groups = [p2p] if p2p.height <= group_rows else _groups_of(p2p, p2p.get_column(_RECEIVER).to_numpy(), group_rows)
     parts = (part for group in groups for part in _sender_parts(group, comm_ranks, self_comms, group_rows))
     pieces, bad = [], []
     for part in parts:
@@ -375,11 +379,13 @@ def _resolved_receives(receives: pl.DataFrame, group_rows: int) -> pl.DataFrame:
     return pl.concat(out)
 
 
-def _receiving_tasks(p2p: pl.DataFrame, peers: np.ndarray) -> np.ndarray:
-    """Per record, the task that receives its message: a send's peer (``peers``: :func:`peer_tasks`), else the
-    record's own task (a receive, its Irecv request and its probe are read on the receiving task)."""
+def _with_receivers(p2p: pl.DataFrame, peers: np.ndarray) -> pl.DataFrame:
+    """``p2p`` with :data:`_RECEIVER`: per record, the task that receives its message: a send's peer (``peers``:
+    :func:`peer_tasks`), else the record's own task (a receive, its Irecv request and its probe are read on the
+    receiving task). Found once, as the records come, and kept with them for their buckets, groups and parts."""
     sends = np.isin(p2p.get_column("kind").to_numpy(), _SEND_KINDS)
-    return np.where(sends, peers, p2p.get_column("task").to_numpy())
+    return p2p.with_columns(pl.Series(_RECEIVER, np.where(sends, peers, p2p.get_column("task").to_numpy()),
+                                      dtype=pl.Int32))
 
 
 def _pairs(lf: pl.LazyFrame, ranks: pl.LazyFrame, self_list: pl.Series) -> pl.DataFrame:
