@@ -320,3 +320,62 @@ def test_messages_are_numbered_before_their_sorted_copy_is_made(monkeypatch):
     assert out["s_time_ns"].to_list() == list(range(n))
     window = m.sort("s_time_ns").with_columns(pl.int_range(pl.len()).over(messages.CHANNEL).alias("k"))["k"]
     assert out["k"].to_list() == window.to_list()
+
+
+# ------------------------------------------------------------------ the 2 x 550 MB peak (issue 23, mergemem16)
+def test_the_reference_s_sequence_table_is_spilled_while_the_other_run_s_is_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair (``merge_stored``: its scratch folder): the reference's sequence table is
+    written there and not alive while the other run's is built (at 2 x 550 MB that step peaked, ~0.25 GB of it the
+    reference's table); the alignment gets it back equal (every column, its order and types); each run's calls are
+    read once (the rank correspondence and the alignment share the other run's); the tables hold no gap cost column
+    (the aligner computes it from the duration); the merge committed is the merge of the whole tables."""
+    for t in (LULESH_A, LULESH_B):
+        synthtrace.ingest(str(tmp_path / "wh"), str(t), experiment="pair")
+    exp = Warehouse(tmp_path / "wh").experiment("pair")
+    tables: list[weakref.ref] = []
+    alive: list[list[bool]] = []  # at each sequence table's start, whether the tables made before are alive
+    columns: list[list[str]] = []
+    read: list[int] = []
+    same: list[bool] = []
+    first = tmp_path / "first-table.parquet"
+    sequence_table, align_runs = merge_runs_module.sequence_table, merge_runs_module.align_runs
+    calls_of = merge_runs_module.calls_of
+
+    def spy_seq(*args, **kwargs):
+        gc.collect()
+        alive.append([t() is not None for t in tables])
+        out = sequence_table(*args, **kwargs)
+        if not tables:
+            out.write_parquet(first)
+        tables.append(weakref.ref(out))
+        columns.append(out.columns)
+        return out
+
+    def spy_align(ref, *args, **kwargs):
+        made = pl.read_parquet(first)
+        same.append(ref.schema == made.schema and ref.equals(made))
+        return align_runs(ref, *args, **kwargs)
+
+    def spy_calls(run):
+        read.append(1)
+        return calls_of(run)
+
+    monkeypatch.setattr(merge_runs_module, "sequence_table", spy_seq)
+    monkeypatch.setattr(merge_runs_module, "align_runs", spy_align)
+    monkeypatch.setattr(merge_runs_module, "calls_of", spy_calls)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = merged_module.merge_stored(exp, MergeOptions())
+        monkeypatch.undo()
+        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
+    assert alive == [[], [False]]  # the other run's table is built without the reference's alive
+    assert same == [True]
+    assert len(read) == 2  # the reference's calls, the other run's: once each
+    assert all("gap" not in c for c in columns)
+    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
+                        ("merge_quality", whole.quality)):
+        committed = pl.read_parquet(exp.dir / f"{name}.parquet")
+        assert committed.schema == frame.schema
+        assert _sorted(committed).equals(_sorted(frame)), name
+    assert got.warnings == whole.warnings

@@ -90,13 +90,17 @@ def test_a_late_rank_is_placed_by_where_its_trace_starts(seed):
     assert set(q.get_column("verdict")) == {"ok"}, q.select("verdict", "verdict_reason")
 
 
-@pytest.mark.parametrize(("late", "seed"), [((1, 3), 0), ((2, 3), 1)], ids=["apart", "neighbours"])
+@pytest.mark.parametrize(("late", "seed"), [((1, 3), 0), ((2, 3), 1), ((2, 3), 12)],
+                         ids=["apart", "neighbours", "neighbours-drifted"])
 def test_several_late_ranks_are_each_placed_by_their_own_start(late, seed):
     """Two periodic ranks whose traces start an iteration late in the second run, apart (1 and 3: each lacks the
     first message of all its channels) or neighbours (2 and 3: their channel between them lacks none at either end,
-    their others one). Each channel is named by what each end's start lost. Before, both seeds left a rank an
+    their others one). Each channel is named by what each end's start lost. Before, the first two left a rank an
     iteration off with the verdict ``ok`` (also with a rule for one late rank short on every channel alike: the
-    neighbours are not, and two late ranks of four put the ranks' median start between the early and the late)."""
+    neighbours are not, and two late ranks of four put the ranks' median start between the early and the late).
+    Seed 12: the neighbours started so close together that neither passed a message before the other began; their
+    channel is named from what each lost on its others (a trace starts once); before, both ranks were left an
+    iteration off (``bad``)."""
     runs = make_runs(n_tasks=4, n_iters=300, n_runs=2, seed=seed, coll_every=0)
     for t in late:
         runs = [periodic_rank(r, t) for r in runs]

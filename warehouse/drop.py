@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
-from synthtrace.tracelib.formats.source import find_traces
+from synthtrace.tracelib.formats.source import find_traces, tree_entries
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
@@ -303,7 +303,7 @@ def _all_files(path: Path) -> list[Path]:
     out = []
     for part in trace_files(path):
         if part.is_dir() and not part.is_symlink():
-            out += [Path(top) / f for top, _, names in os.walk(part) for f in names]
+            out += [f for f in tree_entries(part) if not f.is_dir()]  # a deep chain: no recursion (F11)
         else:
             out.append(part)
     return sorted(out)
@@ -400,7 +400,7 @@ def _not_trace_files(drop: Path) -> list[LeftTrace]:
     from synthtrace.tracelib.formats.source import is_trace
 
     out = []
-    for p in sorted(drop.rglob("*")):
+    for p in sorted(tree_entries(drop)):
         if not is_trace(p) or p.is_file() or QUARANTINE in p.relative_to(drop).parts:
             continue
         try:

@@ -41,9 +41,11 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
 #: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
 CONCURRENT_MESSAGES = 1_000_000
-#: messages numbered at once for mpi_messages.parquet: more are numbered and written a slice of their time order at
-#: a time (issue 23: the whole numbered table, ~92 bytes a message, beside the summary's messages and their ends,
-#: ~100 bytes a message, was the peak of a 2 GB OTF2 ingest)
+#: up to this many messages, mpi_messages.parquet is numbered at once; more are numbered and written
+#: NUMBERED_SLICE of their time order at a time (issue 23: the whole numbered table, ~92 bytes a message, beside the
+#: summary's messages and their ends, ~100 bytes a message, was the peak of a 2 GB OTF2 ingest). Below it the whole
+#: numbering (~140 bytes a message at its peak) holds no more than the slices the sink takes ahead (about four)
+NUMBERED_AT_ONCE = 1_000_000
 NUMBERED_SLICE = 250_000
 #: a table's streamed parts are gathered up to this many bytes in memory (Polars' estimate) into one file: the commit
 #: flushes every file of a run to disk one by one, 2-4 ms each on this project's virtual disks even for a file
@@ -626,15 +628,15 @@ class _Reported:
 def _write_logical_messages(stage: Path, run_id: str, summary: ReadSummary) -> None:
     """mpi_messages.parquet: one row per point-to-point message with its logical identity and both ends' thread,
     call_seq and time (:func:`synthtrace.tracelib.merge.messages.logical_messages`): from the ends the reader placed
-    in their calls (issue 27: once, for the calls' message columns too; more than :data:`NUMBERED_SLICE` messages
-    a slice at a time, :func:`_numbered_in_slices`), else from the stored calls (then after mpi_calls.parquet is
-    written)."""
+    in their calls (issue 27: once, for the calls' message columns too; more than :data:`NUMBERED_AT_ONCE`
+    messages a slice at a time, :func:`_numbered_in_slices`), else from the stored calls (then after
+    mpi_calls.parquet is written)."""
     from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages, logical_messages_at
 
     if summary.message_ends is None:
         calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
         logical = logical_messages(calls, summary.messages).lazy()
-    elif summary.messages.height > NUMBERED_SLICE:
+    elif summary.messages.height > NUMBERED_AT_ONCE:
         logical = _numbered_in_slices(summary.messages, summary.message_ends)
     else:
         logical = logical_messages_at(summary.messages, summary.message_ends).lazy()

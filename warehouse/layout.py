@@ -498,13 +498,21 @@ class Warehouse:
     def writers_lock(self, target: Path) -> Iterator[None]:
         """Take turns with every other writer of ``target`` (a run or experiment folder), in any process: an
         exclusive lock on a file under ``.locks/``, held until the block ends (or its process dies). Not
-        re-entrant: a block holding it must not call :meth:`update_dir` on the same ``target``."""
+        re-entrant: a block holding it must not call :meth:`update_dir` on the same ``target``. The lock file is
+        opened as the night lock is (:func:`~synthtrace.warehouse.night_lock.open_lock`): a link, FIFO, socket or
+        second name planted there is refused in one line, nothing written (attack 16 F4: ``open(.., "w")`` emptied
+        what a link there pointed to, and waited on a FIFO for good)."""
+        from synthtrace.warehouse.night_lock import open_lock  # it builds on this module
+
         self.ensure()
-        lock_dir = self.staging_dir.parent / ".locks"
-        lock_dir.mkdir(exist_ok=True)
-        with open(lock_dir / f"{target.parent.name}.{target.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        self.journal_dir.mkdir(exist_ok=True)
+        fd = open_lock(self.journal_dir / f"{target.parent.name}.{target.name}.lock", "a writers' lock",
+                       "nothing was written")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
+        finally:
+            os.close(fd)
 
     def update_dir(self, target: Path, frames: dict[str, pl.DataFrame],
                    documents: dict[str, dict] | None = None, *, check: Callable[[], None] | None = None,

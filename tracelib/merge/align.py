@@ -58,7 +58,7 @@ two prepared runs and returns the **match table**: one row per reference burst w
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -251,8 +251,8 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     :func:`synthtrace.tracelib.merge.message_graph.message_ends`), ``repeat`` (a burst closed by a completion or
     polling call that also closed the burst before it: one unit with it), host (the row of the master burst whose
     epoch holds a worker thread's burst, -1 for other rows: :func:`synthtrace.tracelib.merge.pieces.host_rows`), ldur
-    (``log1p(duration / 1 us)``), gap (cost of leaving it unmatched), and ``f_<counter>`` = ``log1p(counter)`` (NaN
-    when not recorded) for each of ``features``.
+    (``log1p(duration / 1 us)``), and ``f_<counter>`` = ``log1p(counter)`` (NaN when not recorded) for each of
+    ``features``. The cost of leaving a burst unmatched is not a column: :func:`gap_costs` of its duration.
     """
     need = {*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site"}
     if missing := need - set(bursts.columns):
@@ -353,7 +353,6 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         pl.Series("repeat", repeat, pl.Boolean),
         pl.Series("host", host_rows(b), pl.Int64),
         pl.Series("ldur", np.log1p(dur / 1e3), pl.Float64),
-        pl.Series("gap", config.gap_base + config.gap_size * dur / (dur + config.gap_half_ns), pl.Float64),
         *[
             pl.col(f"_c_{i}").cast(pl.Float64).log1p().fill_null(float("nan")).alias(f"f_{f}")
             for i, f in enumerate(features)
@@ -912,7 +911,15 @@ def _behaviour_cost(ri: np.ndarray, oj: np.ndarray, ref: Side, oth: Side, prm: n
 
 
 # --------------------------------------------------------------------------------------------- driver
-def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
+def gap_costs(duration_ns: np.ndarray, config: AlignConfig) -> np.ndarray:
+    """The cost of leaving each burst unmatched (float64; ``duration_ns``: its duration, ns), see AlignConfig."""
+    dur = duration_ns.astype(np.float64)
+    return config.gap_base + config.gap_size * dur / (dur + config.gap_half_ns)
+
+
+def _arrays(t: pl.DataFrame, features: Sequence[str], config: AlignConfig) -> tuple:
+    """The rows of a sequence table as the kernels read them (:class:`Side` but ``pos``, then :class:`Times`); the
+    gap costs are computed here, not held in the table (issue 23)."""
     feats = (t.select([f"f_{f}" for f in features]).to_numpy().astype(np.float64, copy=False)
              if features else np.zeros((t.height, 0)))
     return (
@@ -924,10 +931,10 @@ def _arrays(t: pl.DataFrame, features: Sequence[str]) -> tuple:
                  t.get_column("lsig").to_numpy().view(np.int64)),
         t.get_column("osig").to_numpy().view(np.int64),
         np.ascontiguousarray(feats),
-        t.get_column("ldur").to_numpy().astype(np.float64),
+        t.get_column("ldur").to_numpy().astype(np.float64, copy=False),  # the table's own (read-only) buffer
         t.get_column("start_ns").to_numpy().astype(np.float64),
         t.get_column("end_ns").to_numpy().astype(np.float64),
-        t.get_column("gap").to_numpy().astype(np.float64),
+        gap_costs(t.get_column("duration_ns").to_numpy(), config),
     )
 
 
@@ -955,6 +962,24 @@ def _through_hosts(ref: pl.DataFrame, other: pl.DataFrame, other_row: np.ndarray
     out = other_row.copy()
     out[worker] = got.fill_null(-1).to_numpy()
     return out
+
+
+def _realigner(out: np.ndarray, sides: tuple[Side, Side], times: tuple[Times, Times],
+               offsets: tuple[np.ndarray, np.ndarray], config: AlignConfig, prm: np.ndarray,
+               new_pos: list[np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The re-alignment :func:`message_graph.follow_messages` calls: threads ``t`` of the pairs ``out`` aligned
+    again on ``anchors`` (positions from ``sides``' and written to ``new_pos``); ``offsets``: the threads' first
+    rows in both runs."""
+    (ref_side, oth_side), (r_time, o_time), (r_off, o_off) = sides, times, offsets
+
+    def realign(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+        o = out.copy()
+        r_s, o_s = ref_side._replace(pos=ref_side.pos.copy()), oth_side._replace(pos=oth_side.pos.copy())
+        _align_threads(Threads(r_off[t], r_off[t + 1], o_off[t], o_off[t + 1]), anchors, r_s, o_s, r_time,
+                       o_time, config.band, config.max_cells, prm, o)
+        new_pos[:] = [r_s.pos, o_s.pos]
+        return o
+    return realign
 
 
 def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
@@ -998,8 +1023,8 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     o_off = np.r_[0, np.cumsum(o_bounds[:, 1] - o_bounds[:, 0])].astype(np.int64)
     # the key pairs first: the aligner's arrays (~1/3 of a sequence table) are not held while they are found
     kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur))
-    ref_arrays = _arrays(ref, features)
-    other_arrays = _arrays(other, features)
+    ref_arrays = _arrays(ref, features, config)
+    other_arrays = _arrays(other, features, config)
     rs, rl, ro, rf, rd, rt0, rt1, rg = (ref_arrays if r_rows.size == ref.height
                                         else (x[r_rows] for x in ref_arrays))
     os_, ol, oo, of, od, ot0, ot1, og = (other_arrays if o_rows.size == other.height
@@ -1041,17 +1066,12 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
             op[pj[keyed]] = 0.0
     if config.message_graph and config.anchors:  # the partners' messages give anchors: none without anchors
         new_pos: list[np.ndarray] = []  # the positions the re-alignment wrote (kept for the threads it moved)
-
-        def realign(t: np.ndarray, anchors: np.ndarray) -> np.ndarray:
-            o = out.copy()
-            r_s, o_s = ref_side._replace(pos=rp.copy()), oth_side._replace(pos=op.copy())
-            _align_threads(Threads(r_off[t], r_off[t + 1], o_off[t], o_off[t + 1]), anchors, r_s, o_s, r_time,
-                           o_time, config.band, config.max_cells, prm, o)
-            new_pos[:] = [r_s.pos, o_s.pos]
-            return o
         r_ends, o_ends = ends(ref), ends(other)
-        out, moved = follow_messages(out, Ends(*(x[r_rows] for x in r_ends)), Ends(*(x[o_rows] for x in o_ends)),
-                                     r_off, o_off, realign)
+        # the kept rows' ends (a copy only when a thread of one run is not in the other)
+        out, moved = follow_messages(out, r_ends if r_rows.size == ref.height else Ends(*(x[r_rows] for x in r_ends)),
+                                     o_ends if o_rows.size == other.height else Ends(*(x[o_rows] for x in o_ends)),
+                                     r_off, o_off, _realigner(out, (ref_side, oth_side), (r_time, o_time),
+                                                              (r_off, o_off), config, prm, new_pos))
         for t in moved:  # the thread's new positions, and the iteration offset its partners' messages gave it
             rp[r_off[t]:r_off[t + 1]] = new_pos[0][r_off[t]:r_off[t + 1]]
             op[o_off[t]:o_off[t + 1]] = new_pos[1][o_off[t]:o_off[t + 1]]
@@ -1103,6 +1123,10 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         lined[li] = True
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
+    # what the pairing alone read (times, kept rows' copies, positions), not held while the pairs are scored and
+    # the match table is made (issue 23: the alignment's peak was there)
+    del ref_side, oth_side, r_time, o_time, rs, rl, ro, rf, rd, rt0, rt1, rg, os_, ol, oo, of, od, ot0, ot1
+    del og, r_pos, o_pos, out
     rp_all = np.zeros(ref.height)
     rp_all[r_rows] = rp
     op_all = np.zeros(other.height)
@@ -1117,6 +1141,9 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     score, same = _score_kernel(other_row, Side(*ref_arrays[:5], rp_all, ref_arrays[7]),
                                 Side(*other_arrays[:5], op_all, other_arrays[7]), prm, config.peer_score,
                                 config.sub_score, config.timing_only_factor if timing_only else 1.0, named)
+    del ref_arrays, other_arrays, rp, op, rp_all, op_all  # the kernels' arrays: not held while the table is made
+    undecidable, orphan_ref = kp.undecidable, kp.orphan_ref  # of the key pairs, what the table reads
+    del kp, ki, kj, chain, mi, mj, anchor, r_keep, o_keep, r_rows, o_rows
     hit = other_row >= 0
     safe = np.maximum(other_row, 0)
     o_seq = other.get_column("burst_seq").to_numpy()[safe]
@@ -1141,6 +1168,6 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         bracketed(r_tid, agree, hit),
         # [helper merge-iter] the burst lies in an iteration span one run has more of, whose place the data cannot
         # tell (anchors.KeyPairs.undecidable): its partner is one of several interchangeable bursts
-        pl.Series("ambiguous_span", kp.undecidable, pl.Boolean),
+        pl.Series("ambiguous_span", undecidable, pl.Boolean),
         # the burst works on an arrived message the other run does not have (anchors.orphans): no counterpart
-        pl.Series("message_absent", kp.orphan_ref & ~hit, pl.Boolean))
+        pl.Series("message_absent", orphan_ref & ~hit, pl.Boolean))

@@ -476,17 +476,49 @@ def _call_histogram(calls: pl.DataFrame) -> str:
 
 
 # --------------------------------------------------------------------------------------------- merge
+class SpilledSequence(NamedTuple):
+    """A sequence table spilled to a Parquet file (:meth:`Reference.spilled`): the file holds its columns but
+    ``from_units``, which are the units table's; ``columns``: the table's column order."""
+
+    path: Path
+    from_units: tuple[str, ...]
+    columns: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Reference:
     """The reference run prepared once: its units, sequence table, logical messages, opening messages, counters."""
 
     run: RunTables
     units: Units
-    seq: pl.DataFrame
+    seq: pl.DataFrame | SpilledSequence  # its sequence table, or where it was spilled to (:meth:`spilled`)
     messages: pl.DataFrame
     opened: pl.DataFrame
     counters: list[str]
     structure: CallStructure
+
+    def sequence(self) -> pl.DataFrame:
+        """The reference's sequence table (read back whole when it was spilled)."""
+        if isinstance(self.seq, pl.DataFrame):
+            return self.seq
+        own = pl.read_parquet(self.seq.path)
+        return pl.concat([own, self.units.table.select(self.seq.from_units)], how="horizontal").select(
+            self.seq.columns)
+
+    def spilled(self, folder: Path | None) -> Reference:
+        """This reference with its sequence table written to ``folder`` instead of held: the other runs' sequence
+        tables are built without it alive, each alignment reads it back and lets it go (issue 23: ~0.2 kB per
+        reference burst). The columns equal to the units table's (keys, times, call) are not written but taken
+        from it again, so that the table read back shares their buffers as the table built did; one row group,
+        one chunk per column. Itself when ``folder`` is None."""
+        if folder is None or not isinstance(self.seq, pl.DataFrame):
+            return self
+        seq, table = self.seq, self.units.table
+        shared = tuple(c for c in seq.columns if c in table.columns and table.height == seq.height
+                       and table.schema[c] == seq.schema[c] and seq.get_column(c).equals(table.get_column(c)))
+        path = folder / "reference-sequence.parquet"
+        seq.drop(shared).write_parquet(path, row_group_size=max(seq.height, 1))
+        return replace(self, seq=SpilledSequence(path, shared, tuple(seq.columns)))
 
     @classmethod
     def of(cls, ref: RunTables, options: MergeOptions, counters: list[str] | None = None,
@@ -503,13 +535,34 @@ class Reference:
         return cls(ref, u, seq, messages, opened_by(ref.bursts, calls, messages), counters, CallStructure.of(calls))
 
 
-def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions) -> dict[int, int] | None:
+def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
+                        messages: pl.DataFrame | None = None) -> dict[int, int] | None:
     """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.rank_mapping`),
-    None when they correspond as numbered or ``map_ranks`` is off."""
+    None when they correspond as numbered or ``map_ranks`` is off. ``messages``: ``o``'s logical messages when
+    already derived (else derived from its calls)."""
     if not options.map_ranks:
         return None
-    return rank_mapping(ref.run.bursts, message_counts(ref.messages), o.bursts,
-                        message_counts(logical_messages(calls_of(o), o.messages)), (ref.run.run_name, o.run_name))
+    if messages is None:
+        messages = logical_messages(calls_of(o), o.messages)
+    return rank_mapping(ref.run.bursts, message_counts(ref.messages), o.bursts, message_counts(messages),
+                        (ref.run.run_name, o.run_name))
+
+
+class CallsRead:
+    """A run's MPI calls read once and its logical messages, handed to :func:`_align_other`, which takes them
+    (:meth:`take`): the giver holds no reference, so they go when the aligner lets them go (issue 23)."""
+
+    def __init__(self, run: RunTables):
+        self._calls: pl.DataFrame | None = calls_of(run)
+        self.messages: pl.DataFrame | None = logical_messages(self._calls, run.messages)
+
+    def take(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The calls and logical messages, no longer held here."""
+        calls, messages = self._calls, self.messages
+        if calls is None or messages is None:
+            raise RuntimeError("the run's calls were already taken")
+        self._calls = self.messages = None
+        return calls, messages
 
 
 def renumbered_note(ref: RunTables, o: RunTables, renum: dict[int, int]) -> str:
@@ -530,14 +583,15 @@ def timing_only_note(ref: RunTables, o: RunTables, features: Sequence[str]) -> s
 
 
 def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, counters: list[str],
-                 options: MergeOptions, own: Own = None) -> AlignedRun:
+                 options: MergeOptions, own: Own = None, read: CallsRead | None = None) -> AlignedRun:
     """Align one other run (its tasks renumbered by ``renum``) to the reference: its match table, tallies and
     choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
+    ``read``: the run's calls and logical messages already read (taken from it), else read here.
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts. What
     the checks read of the run's calls is derived before the alignment, which does not hold them (issue 23)."""
-    bursts, calls = o.bursts, calls_of(o)
-    messages = logical_messages(calls, o.messages)
+    bursts = o.bursts
+    calls, messages = (read or CallsRead(o)).take()
     mapped = o
     if renum:
         bursts, calls, messages = renumber(o.bursts, calls, renum, messages)
@@ -558,11 +612,13 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     o_structure = CallStructure.of(calls, sites).table(sites)
     del calls, messages
     release_free_heap()  # what the sequence table's NumPy work freed, before the alignment's own (issue 23)
-    m = align_runs(ref.seq, o_seq, feats, options.align)
-    m = m.with_columns(arrival_tolerant(ref.seq, o_seq, m))  # receives that follow arrival say nothing
-    units_tally = _same_program_tally(ref.structure.table(sites), o_structure, ref.seq, o_seq,
+    ref_seq = ref.sequence()
+    m = align_runs(ref_seq, o_seq, feats, options.align)
+    m = m.with_columns(arrival_tolerant(ref_seq, o_seq, m))  # receives that follow arrival say nothing
+    units_tally = _same_program_tally(ref.structure.table(sites), o_structure, ref_seq, o_seq,
                                       m.get_column("other_seq").is_not_null(), options, own)
-    del o_seq, o_structure  # the run's sequence table is let go before the checks of the pairs (issue 23)
+    # the sequence tables (the reference's read back when spilled) are let go before the checks of the pairs
+    del ref_seq, o_seq, o_structure
     release_free_heap()
     reference, source, share = ref.run.bursts, bursts, None
     if ref.units.split or o_units.split:
@@ -870,7 +926,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     notes: list[str] = []
     counters_of = {r.run_id: r.counters for r in (ref_run, *others)}
     ref = Reference.of(ref_run, options, counters_of[ref_run.run_id],
-                       compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others]))
+                       compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others])
+                       ).spilled(spill)  # not held while the other runs' sequence tables are built
     check_counters(ref_run, others, counters_of,
                    lambda r: (ref.messages if r is ref_run
                               else logical_messages(calls_of(r), messages_of(r))).height > 0, options)
@@ -888,14 +945,15 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     for j, lazy in enumerate(others):
         o = loaded(lazy)
         check_same_layout(ref_run, o)  # the same tasks and threads, whatever their numbering
-        renum = rank_correspondence(ref, o, options)
+        read = CallsRead(o)  # its calls read once, for the rank correspondence and the alignment
+        renum = rank_correspondence(ref, o, options, read.messages)
         release_free_heap()  # what its reading of the run's calls freed
         if renum:
             notes.append(renumbered_note(ref_run, o, renum))
         common = [c for c in ref.counters if c in counters_of[o.run_id]]
         if msg := timing_only_note(ref_run, o, pick_features(common)):
             notes.append(msg)
-        info = _align_other(ref, o, renum, counters_of[o.run_id], options)
+        info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read)
         check_same_program(ref_run, info.run, info.tally, options, notes)
         compared[o.run_id] = Compared(info.common, info.features)
         tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally, info.sample, info.run_sample
@@ -909,7 +967,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             rows.write_parquet(matches[-1])
         else:
             matches.append(rows)
-        del o, info, rows  # the run's tables, its match table and source: not held while the next is aligned
+        del o, read, info, rows  # the run's tables, its match table and source: not held while the next is aligned
         release_free_heap()  # and what they took handed back before the next is read
         if on_step:
             on_step(f"aligned {lazy.run_name}", n_steps)
@@ -930,7 +988,7 @@ def _with_estimates(merged: pl.DataFrame, ref: Reference, aligned: dict[str, Ali
     """``merged`` with a flagged estimate for every transferred counter's unmatched bursts (``estimate_unmatched``)
     and the quality rows' ``estimated_share``."""
     own_seq = (sequence_table(ref.run.bursts, calls_of(ref.run), [], options.align) if ref.units.split
-               else ref.seq)
+               else ref.sequence())
     flags, rows = [], []
     n_ref = merged.height
     for q in transfer.quality:

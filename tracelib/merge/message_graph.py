@@ -13,9 +13,8 @@ iteration late (tracing enabled late on it) misses the first message of every ch
 channel it receives on, so its sends are counted on from its partner's receives, as its receives are from its
 partner's sends, and its messages get the names they have in a run where it started with the others. Where the
 channels' counts and the ranks' starts tell the shift, they decide it over the channel's own times
-(:func:`_by_rank_starts`): a rank that holds ``D`` messages fewer than its partners on each of its channels, both
-ways, and whose trace starts later than the others' started ``D`` messages late (a trace starts once); a channel
-whose two ranks started with the others and saw as many of its messages has shift 0.
+(:func:`_by_rank_starts`): each end's start lost the messages its partner passed before it began, as the counts
+confirm (a trace starts once: a rank late on the channels it sends on is late on those it receives on).
 
 The **ends** of a message are the bursts that produce and consume it: the burst closed by the call that sends it
 and the burst opened by the call that receives it (calls with exactly one message, a send or a receive, not both;
@@ -89,16 +88,19 @@ def _by_rank_starts(shift: pl.DataFrame, sends: pl.DataFrame, recvs: pl.DataFram
     decisive shifts only; receive k is send k + shift: the end that saw fewer is counted on from the other's).
 
     A trace starts once: a rank whose trace began late lacks the first messages of every channel it sends on *and*
-    of every channel it receives on, as many as the channel carried before its first burst (``first``: appl, task,
-    ``_t0``, ns): its delay after the run's first burst (the ranks' traces start together) over the channel's period
-    (the median interval between its sends), rounded. A whole program's trace ends with no message in flight
-    (``MPI_Finalize`` waits for them), so the channel's counts confirm the starts when its sender sent as many
-    messages more than its receiver received as the receiver's start lost more than the sender's. Then the
-    messages are named as if both had started with the run: counted on by what each end's start lost. That decides
-    over the channel's own fit where a start lost messages (a posted receive lies between two of its partner's
-    sends, and ranks drift apart within a few messages, so the first messages' times may point at the wrong send;
-    several late ranks, neighbours too, each named from its own start), and names a channel whose fit did not
-    decide when neither start lost one."""
+    of every channel it receives on, as many as its partner's end of the channel passed (a quarter of the channel's
+    period or more) before the rank's first burst (``first``: appl, task, ``_t0``, ns; one run's clocks are
+    synchronised, and its traces start together). A whole program's trace ends with no message in flight
+    (``MPI_Finalize`` waits for them), so the channel's counts fix the difference: the receiver's start lost as
+    many messages more than the sender's as the sender sent more than the receiver received. Of the pairs that
+    fit the counts, the nearest what the partners passed is taken, and kept when each end lost some exactly when
+    its partner had passed some (else the counts differ at the end, or the clocks drifted within an iteration). A
+    rank whose kept ends agree on what it lost lost that on its other channels too, where their counts agree (two
+    late neighbours: neither passed a message before the other began). The messages are then named as if every
+    rank had started with the run: each end counted on by what its start lost. That decides over the channel's
+    own fit where a start lost messages (a posted receive lies between two of its partner's sends, and ranks drift
+    apart within a few messages, so the first messages' times may point at the wrong send); where no start lost
+    any and the fit did not decide, the channel has shift 0."""
     n = pl.len().cast(pl.Int64)
     t0 = first.select("appl", pl.col("task").cast(pl.Int64), "_t0")
 
@@ -121,14 +123,28 @@ def _by_rank_starts(shift: pl.DataFrame, sends: pl.DataFrame, recvs: pl.DataFram
     lo = (-pl.col("_dn")).clip(lower_bound=0)
     cost = (pl.col("_m") - pl.col("_es")).abs() + (pl.col("_m") + pl.col("_dn") - pl.col("_er")).abs()
     kept = ((pl.col("_sadd") > 0) == (pl.col("_es") > 0)) & ((pl.col("_radd") > 0) == (pl.col("_er") > 0))
-    starts = (ends_.with_columns(pl.int_ranges(lo, lo + MAX_SHIFT + 1).alias("_m")).explode("_m")
+    chosen = (ends_.with_columns(pl.int_ranges(lo, lo + MAX_SHIFT + 1).alias("_m")).explode("_m")
               .with_columns(cost.alias("_cost")).sort(*CHANNEL, "_cost", "_m").unique(CHANNEL, keep="first")
-              .select(*CHANNEL, pl.col("_m").alias("_sadd"), (pl.col("_m") + pl.col("_dn")).alias("_radd"), "_es",
-                      "_er")
-              .with_columns(kept.alias("_kept"), ((pl.col("_es") == 0) & (pl.col("_er") == 0)).alias("_none"))
-              .filter(pl.col("_kept") | pl.col("_none"))
-              .select(*CHANNEL, *[pl.when(pl.col("_kept")).then(pl.col(c)).otherwise(0).alias(c)
-                                  for c in ("_sadd", "_radd")]))
+              .select(*CHANNEL, "_dn", pl.col("_m").alias("_sadd"), (pl.col("_m") + pl.col("_dn")).alias("_radd"),
+                      "_es", "_er")
+              .with_columns(((pl.col("_es") == 0) & (pl.col("_er") == 0)).alias("_none"))
+              .with_columns((kept & ~pl.col("_none")).alias("_kept")))
+    # a trace starts once: a rank whose kept channel ends agree on what its start lost lost that on its other
+    # channels too, where their counts agree (two late neighbours: neither passed a message before the other began)
+    kept_ends = chosen.filter("_kept")
+    lost = (pl.concat([kept_ends.select("appl", pl.col(me).alias("_me"), pl.col(add).alias("_L"))
+                       for me, add in (("_src", "_sadd"), ("_dst", "_radd"))])
+            .group_by("appl", "_me").agg(pl.col("_L").first(), pl.col("_L").n_unique().alias("_n"))
+            .filter(pl.col("_n") == 1).drop("_n"))
+    rest = (chosen.filter(~pl.col("_kept"))
+            .join(lost.rename({"_me": "_src", "_L": "_Ls"}), on=["appl", "_src"])
+            .join(lost.rename({"_me": "_dst", "_L": "_Ld"}), on=["appl", "_dst"])
+            .filter(pl.col("_Ld") - pl.col("_Ls") == pl.col("_dn"))
+            .select(*CHANNEL, pl.col("_Ls").alias("_sadd"), pl.col("_Ld").alias("_radd")))
+    starts = pl.concat([
+        kept_ends.select(*CHANNEL, "_sadd", "_radd"), rest,
+        chosen.filter(~pl.col("_kept") & pl.col("_none")).join(rest, on=CHANNEL, how="anti", nulls_equal=True)
+        .select(*CHANNEL, *[pl.lit(0, pl.Int64).alias(c) for c in ("_sadd", "_radd")])])
     fit = shift.select(*CHANNEL, (-pl.col("_shift")).clip(lower_bound=0).alias("_fs"),
                        pl.col("_shift").clip(lower_bound=0).alias("_fr"))
     late = (pl.col("_sadd") > 0) | (pl.col("_radd") > 0)
