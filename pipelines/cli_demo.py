@@ -35,6 +35,19 @@ def made_by_demo(out: Path) -> bool:
         return False
 
 
+def _check_not_around_cwd(out: Path) -> None:
+    """Refuse, nothing deleted, to replace ``out`` when it is the working folder or holds it (``--out .``, ``..``):
+    deleting it would leave this process nowhere (attack 16 F8: emptied, then "error: .: Invalid argument")."""
+    try:
+        cwd = Path.cwd()
+    except OSError:  # the working folder was removed under us: nothing of it can be held
+        return
+    if cwd == (where := out.resolve()) or where in cwd.parents:
+        raise BadInputError(f"--out {out}: is the working folder or holds it ({cwd}), and replacing the earlier demo "
+                            "there would delete the folder you are in: nothing was deleted; run from outside it, or "
+                            "give --out its path from there")
+
+
 def demo(
     out: Annotated[Path, typer.Option("--out", help="Folder for the demo's drop folder, warehouse and report.")] = Path(
         "synthtrace-demo"
@@ -66,6 +79,7 @@ def demo(
                             "a demo older than that file is deleted by hand); nothing was deleted: choose another "
                             "--out")
     if fresh and out.exists():
+        _check_not_around_cwd(out)
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / DEMO_MARKER).write_text("made by synthtrace demo; the next demo with this --out replaces this folder\n")

@@ -63,7 +63,9 @@ def nightly(
     dask_address: Annotated[
         str | None,
         typer.Option(
-            help="Scheduler of an existing Dask cluster (tcp://host:8786); a temporary local cluster when omitted."
+            help="Scheduler of an existing Dask cluster (tcp://host:8786); a temporary local cluster when omitted. "
+            "Start its workers with PREFECT_API_URL set to the night's Prefect server (a worker without one starts "
+            "a server of its own, ~220 MB, and the night warns)."
         ),
     ] = None,
     skip: SkipOption = None,

@@ -530,11 +530,6 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
     at once, for traces known to be complete). The drop folder's lock and the warehouse's night lock are held
     throughout (another night on either: one line, exit 75). A warehouse this process cannot write is not locked: a
     night with nothing to do needs no write access; one with work says the warehouse is read-only, nothing done."""
-    runner_ = None
-    if runner == "dask":
-        from prefect_dask import DaskTaskRunner
-        runner_ = (DaskTaskRunner(address=dask_address) if dask_address else
-                   DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1, "processes": True}))
     check_drop(Path(drop), wh.root)  # attack 14 F12, F14: nothing done for a drop folder no night may take
     # [helper edges] issue 23 A26: a configured server that does not answer is said every night, not only on one
     server = configured_server()  # with work (a night with nothing to do never reached its check)
@@ -552,7 +547,7 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
             raise read_only
         if server is None:
             start_prefect()
-        f = night_flow(runner_)
+        f = night_flow(dask_runner(dask_address, server or _server.api_url) if runner == "dask" else None)
         try:
             if server is not None:
                 _quiet_when_server_lost()
@@ -570,6 +565,53 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
                     "what the night's stages committed before is stored, nothing is half-written: start the server "
                     "and run the night again to finish it") from None
             raise
+
+
+def dask_runner(address: str | None, api_url: str) -> Any:
+    """The Dask task runner of a night on the Prefect server at ``api_url``: on the cluster whose scheduler is at
+    ``address``, or on a temporary local cluster of :func:`cores` worker processes of one thread that report to that
+    server (PREFECT_API_URL in their environment). A worker with no PREFECT_API_URL starts a Prefect server of its
+    own (~220 MB), where the night's task runs are recorded, outside the night's watch: a night killed by SIGKILL
+    left it running for good (attack 16 F2). An external cluster's workers are warned about
+    (:func:`warn_workers_without_server`)."""
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        warn_workers_without_server(address, api_url)
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1, "processes": True,
+                                          "env": {"PREFECT_API_URL": api_url}})
+
+
+#: seconds to reach an external Dask cluster's scheduler to ask its workers for their Prefect server
+DASK_ASK_S = 30
+
+
+def _worker_api_url() -> str | None:
+    """The Prefect server a Dask worker's task runs report to (PREFECT_API_URL, environment or profile); None when
+    it would start one of its own. Run on each worker (module-level: pickled by reference)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value() or None
+
+
+def warn_workers_without_server(address: str, api_url: str) -> None:
+    """Say on stderr (one line) which workers of the Dask cluster at ``address`` have no PREFECT_API_URL: each
+    would start a Prefect server of its own (~220 MB, for as long as the worker runs) and record the night's task
+    runs there, not on the night's server ``api_url``. Nothing when the cluster cannot be asked (the night then
+    says why it cannot reach it)."""
+    from distributed import Client
+
+    try:
+        with quiet_dask(), Client(address, timeout=DASK_ASK_S) as client:
+            urls = client.run(_worker_api_url)
+    except Exception:  # the runner's own connection reports an unreachable cluster
+        return
+    if bare := sorted(w for w, url in urls.items() if url is None):
+        who = f"Dask workers {', '.join(bare)} have" if len(bare) > 1 else f"Dask worker {bare[0]} has"
+        sys.stderr.write(f"warning: {who} no PREFECT_API_URL: each starts a Prefect server of its own (~220 MB, as "
+                         f"long as it runs) and records the night's task runs there; start them with "
+                         f"PREFECT_API_URL={api_url}\n")
 
 
 @contextlib.contextmanager

@@ -281,3 +281,40 @@ def test_what_is_named_as_a_trace_but_is_no_trace_file_is_said(tmp_path):
         "loop.prv": "is a link that leads to no file (dangling, or a loop of links), not a trace file: not read",
         "gone.prv": "is a link that leads to no file (dangling, or a loop of links), not a trace file: not read",
         "d.prv": "is a folder (the traces inside it are read), not a trace file: not read"}
+
+
+def _deep_chain(top: Path, depth: int) -> Path:
+    """``top/a/a/.../a``, ``depth`` folders deep (made a level at a time, from inside: no path longer than one name)."""
+    here = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("a", dir_fd=here)
+            below = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=here)
+            os.close(here)
+            here = below
+    finally:
+        os.close(here)
+    return top.joinpath(*["a"] * depth)
+
+
+@pytest.mark.real_traces
+def test_a_folder_chain_thousands_deep_in_the_drop_is_searched_as_any_folder(tmp_path, run_cli):
+    """Attack 16 F11: a chain of folders ~1,000 deep in the drop folder stopped every night with a RecursionError
+    (Python 3.11's ``Path.rglob`` recursed once per level), the sound traces beside it never ingested; ``ingest``
+    of the folder too. Now the traces beside it and the one at its bottom are found and ingested."""
+    drop, wh = tmp_path / "drop", tmp_path / "wh"
+    copy_trace(PRIME, drop / "e")
+    bottom = _deep_chain(drop, 1200)
+    copy_trace(JACOBI, bottom)
+    try:
+        found = discover(drop, Warehouse(wh), settle_s=0)
+        assert sorted(d.path.name for d in found.new) == sorted([PRIME.name, JACOBI.name]), found
+        assert found.skipped == [] and found.waiting == []
+        code, _, err = run_cli("ingest", drop, "-w", wh)
+        assert code == 0, err
+        assert sorted(name for name, _ in _runs(wh)) == sorted([PRIME.name[:-4], JACOBI.name[:-4]])
+    finally:  # bottom up: 3.11's shutil.rmtree (pytest's clean-up of old temporary folders) recurses per level too
+        for f in bottom.iterdir():
+            f.unlink()
+        for folder in [bottom, *bottom.parents][:1200]:
+            folder.rmdir()

@@ -101,6 +101,25 @@ def test_a_folder_ingested_by_the_older_naming_keeps_going_to_its_experiment(tmp
     assert ingest_trace(wh, new).experiment == old.experiment  # decided again at the commit: the same
 
 
+@pytest.mark.real_traces
+@pytest.mark.parametrize(("stored", "now"), [("NFD", "NFC"), ("NFC", "NFD")])
+@pytest.mark.parametrize("name", [f"{NFC}[1]", NFC])
+def test_a_folder_ingested_by_the_older_naming_is_joined_by_its_other_spelling(tmp_path, monkeypatch, stored, now,
+                                                                               name):
+    """Attack 16 F9: older code stored a Mac's NFD folder ``café[1]`` as ``café_1_~a7bd35ce``; the same folder
+    copied or typed in NFC started a new experiment (only the legacy name of the spelling at hand was looked up),
+    while the NFD spelling joined. Both spellings are one folder: each joins the experiment of the other's runs."""
+    from synthtrace.warehouse import ingest
+    from synthtrace.warehouse.ingest import ingest_trace
+
+    wh = Warehouse(tmp_path / "wh")
+    with monkeypatch.context() as m:
+        m.setattr(ingest, "name_from_folder", _old_name_from_folder)
+        old = ingest_trace(wh, copy_trace(LULESH_A, tmp_path / "old" / unicodedata.normalize(stored, name)))
+    new = ingest_trace(wh, copy_trace(LULESH_B, tmp_path / "new" / unicodedata.normalize(now, name)))
+    assert new.experiment == old.experiment, (new.experiment, old.experiment)
+
+
 # ------------------------------------------------------------------ F7: experiments named by a trace's stem
 @pytest.mark.real_traces
 @pytest.mark.parametrize("stem", ["job[3]", "c" * 130])

@@ -17,7 +17,7 @@ import pytest
 
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.errors import NightRunningError
-from synthtrace.warehouse.night_lock import NIGHT_LOCK, night_lock
+from synthtrace.warehouse.night_lock import NIGHT_LOCK, NIGHT_RECORD, night_lock
 from testing.traces import JACOBI, PRIME, copy_trace
 
 #: a night taking nothing from the drop folder: its traces were just written (the default settle time is 60 s)
@@ -58,7 +58,7 @@ def test_a_second_night_stops_at_once_and_touches_nothing(tmp_path, run_cli):
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    assert "pid" in (wh / ".locks" / NIGHT_LOCK).read_text()  # the dead night's record stays: it holds nobody
+    assert "pid" in (wh / ".locks" / NIGHT_RECORD).read_text()  # the dead night's record stays: it holds nobody
     with night_lock(Warehouse(wh), drop):
         pass
 

@@ -50,7 +50,7 @@ def test_messages_numbered_a_slice_at_a_time_are_the_whole_numbering(monkeypatch
 
 @real
 def test_an_ingest_numbers_its_messages_a_slice_at_a_time(monkeypatch, tmp_path, run_cli):
-    """Past NUMBERED_SLICE messages, no numbering sees more than a slice (a 2 GB OTF2 archive's whole numbered
+    """Past NUMBERED_AT_ONCE messages, no numbering sees more than a slice (a 2 GB OTF2 archive's whole numbered
     table, ~92 bytes a message, was held beside its messages and their ends: 1.5-1.6 GB at 6.45 M messages), and
     mpi_messages.parquet is the one numbered whole."""
     code, _, err = run_cli("ingest", PING, "-w", tmp_path / "whole")
@@ -63,6 +63,7 @@ def test_an_ingest_numbers_its_messages_a_slice_at_a_time(monkeypatch, tmp_path,
         return whole(records, ends)
 
     monkeypatch.setattr(merge_messages, "logical_messages_at", spy)
+    monkeypatch.setattr(ingest, "NUMBERED_AT_ONCE", 10, raising=False)
     monkeypatch.setattr(ingest, "NUMBERED_SLICE", 3, raising=False)
     code, _, err = run_cli("ingest", PING, "-w", tmp_path / "sliced")
     assert code == 0, err

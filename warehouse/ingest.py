@@ -28,8 +28,8 @@ from synthtrace.tracelib.printable import unprintable
 from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse import folder_index
-from synthtrace.warehouse.programs import (Program, choose_program, program_identity, program_keys, remember_program,
-                                           shared_binary, shown_name, stored_programs)
+from synthtrace.warehouse.programs import (INDEX_COMPLETE, PROGRAM_INDEX, Program, choose_program, program_identity,
+                                           program_keys, remember_program, shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, legacy_folder_names, name_from_folder
 from synthtrace.warehouse.runs import runs_table
@@ -41,9 +41,11 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
 #: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
 CONCURRENT_MESSAGES = 1_000_000
-#: messages numbered at once for mpi_messages.parquet: more are numbered and written a slice of their time order at
-#: a time (issue 23: the whole numbered table, ~92 bytes a message, beside the summary's messages and their ends,
-#: ~100 bytes a message, was the peak of a 2 GB OTF2 ingest)
+#: up to this many messages, mpi_messages.parquet is numbered at once; more are numbered and written
+#: NUMBERED_SLICE of their time order at a time (issue 23: the whole numbered table, ~92 bytes a message, beside the
+#: summary's messages and their ends, ~100 bytes a message, was the peak of a 2 GB OTF2 ingest). Below it the whole
+#: numbering (~140 bytes a message at its peak) holds no more than the slices the sink takes ahead (about four)
+NUMBERED_AT_ONCE = 1_000_000
 NUMBERED_SLICE = 250_000
 #: a table's streamed parts are gathered up to this many bytes in memory (Polars' estimate) into one file: the commit
 #: flushes every file of a run to disk one by one, 2-4 ms each on this project's virtual disks even for a file
@@ -480,7 +482,11 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
             _check_same_place(row, experiment, app, path)
         return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
                             "already", summary.n_bursts, summary.n_calls)
-    superseded = _runs_without_pcf(wh, source, path, run_id)
+    try:
+        superseded = _runs_without_pcf(wh, source, path, run_id)
+    except OSError as exc:  # attack 16 F5: the run is stored; this was "error: .../.complete: No space left ..."
+        superseded = []
+        _unindexed(wh, path, run_id, exp_name, exc)
     for old in superseded:
         wh.remove(wh.run_dir(old))
         (wh.root / WITHOUT_PCF_INDEX / _source_key(path) / old).unlink(missing_ok=True)
@@ -529,7 +535,10 @@ class _Placement:
             changed = self._decide_again(wh, stage)
             yield changed
             if _ours(existing_run(wh, self.run_id), self.ingested_at):
-                self._index(wh)
+                try:
+                    self._index(wh)
+                except OSError as exc:  # attack 16 F5: committed, so never "the warehouse is unchanged"
+                    _unindexed(wh, self.path, self.run_id, self.experiment, exc)
 
     def _decide_again(self, wh: Warehouse, stage: Path) -> bool:
         """Choose the program, app and experiment again (the rules of :func:`~synthtrace.warehouse.programs.
@@ -588,6 +597,20 @@ class _Placement:
             folder_index.forget(wh, self.folder, file_name(self.indexed), self.run_id)
 
 
+def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSError) -> None:
+    """Say that run ``run_id``, committed, is stored though the indexes written after its commit (folders, programs,
+    runs read without a .pcf) could not be (a full disk or inode table: attack 16 F5 said "the warehouse is
+    unchanged", or gave a bare path, while the run was there); their completeness marks go, so the next ingest
+    rebuilds them from the stored runs, this one with them (removing a file needs no space)."""
+    for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
+                 wh.root / WITHOUT_PCF_INDEX / ".complete"):
+        with contextlib.suppress(OSError):
+            mark.unlink(missing_ok=True)
+    reason = exc.strerror or str(exc)
+    warnings.warn(f"{path}: stored as run {run_id} (experiment {experiment}), but the warehouse's indexes could not "
+                  f"be written after it ({reason}): the next ingest rebuilds them from the stored runs", stacklevel=3)
+
+
 def _merge_notes(wh: Warehouse, experiment: str, run_id: str) -> list[str]:
     """The note for a run ingested into an experiment merged without it (attack 12 F9: its merge was then analysed
     and exported without a word; the night merges it again, a user must be told)."""
@@ -626,15 +649,15 @@ class _Reported:
 def _write_logical_messages(stage: Path, run_id: str, summary: ReadSummary) -> None:
     """mpi_messages.parquet: one row per point-to-point message with its logical identity and both ends' thread,
     call_seq and time (:func:`synthtrace.tracelib.merge.messages.logical_messages`): from the ends the reader placed
-    in their calls (issue 27: once, for the calls' message columns too; more than :data:`NUMBERED_SLICE` messages
-    a slice at a time, :func:`_numbered_in_slices`), else from the stored calls (then after mpi_calls.parquet is
-    written)."""
+    in their calls (issue 27: once, for the calls' message columns too; more than :data:`NUMBERED_AT_ONCE`
+    messages a slice at a time, :func:`_numbered_in_slices`), else from the stored calls (then after
+    mpi_calls.parquet is written)."""
     from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages, logical_messages_at
 
     if summary.message_ends is None:
         calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
         logical = logical_messages(calls, summary.messages).lazy()
-    elif summary.messages.height > NUMBERED_SLICE:
+    elif summary.messages.height > NUMBERED_AT_ONCE:
         logical = _numbered_in_slices(summary.messages, summary.message_ends)
     else:
         logical = logical_messages_at(summary.messages, summary.message_ends).lazy()

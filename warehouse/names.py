@@ -85,14 +85,21 @@ def name_from_folder(folder: str) -> str:
 
 
 def legacy_folder_names(folder: str) -> list[str]:
-    """The name older code derived from a folder named ``folder`` when it differs from :func:`name_from_folder`'s
+    """The names older code derived from a folder named ``folder`` when they differ from :func:`name_from_folder`'s
     (before attack 14 F4/F5: the name as it came, not NFC, with a 32-bit hash): what the folder index filed that
-    folder's runs under, so that a folder already ingested keeps going to its experiment. Not a name that ends as
-    today's derived names do (a folder literally named so, ingested by older code, would otherwise find the runs
-    of the folder whose derived name it copies)."""
-    old = folder if name_problem(folder) is None else _hashed(_kept(folder, MAX_BYTES - 16),
-                                                             folder.encode("utf-8", "surrogateescape"), 4)
-    return [] if old == name_from_folder(folder) or _DERIVED_NOW.search(old) else [old]
+    folder's runs under, so that a folder already ingested keeps going to its experiment. Those of both spellings of
+    the folder, NFC and NFD (attack 16 F9: a Mac's NFD folder, stored by older code, and the same folder copied or
+    typed in NFC are one folder today; only the spelling at hand was looked up). Not a name that ends as today's
+    derived names do (a folder literally named so, ingested by older code, would otherwise find the runs of the
+    folder whose derived name it copies)."""
+    today = name_from_folder(folder)
+    out: list[str] = []
+    for spelling in (folder, one_spelling(folder), unicodedata.normalize("NFD", folder)):
+        old = spelling if name_problem(spelling) is None else _hashed(_kept(spelling, MAX_BYTES - 16),
+                                                                     spelling.encode("utf-8", "surrogateescape"), 4)
+        if old != today and old not in out and not _DERIVED_NOW.search(old):
+            out.append(old)
+    return out
 
 
 def _kept(text: str, max_bytes: int) -> str:

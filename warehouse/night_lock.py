@@ -5,9 +5,10 @@ one, or one quarantine a trace the other was ingesting.
 A night holds ``WAREHOUSE/.locks/night.lock`` locked (``flock``, as the writers' leases of
 :meth:`~synthtrace.warehouse.layout.Warehouse.lease`) from before it discovers anything until it ends. The lock
 is the kernel's: a night that is killed releases it with its process, on any host that shares the file system's
-locks, so no pid is judged alive or dead. The file says who holds it (drop folder, pid, host, since when), for the
-one line the other night stops with (:class:`~synthtrace.warehouse.errors.NightRunningError`). The file stays: a
-removed lock file would let a third night lock a new one beside a holder of the old.
+locks, so no pid is judged alive or dead. ``night.holder.json`` beside it says who holds it (drop folder, pid,
+host, since when), for the one line the other night stops with
+(:class:`~synthtrace.warehouse.errors.NightRunningError`); the lock file itself is never written (attack 16 F1). The
+file stays: a removed lock file would let a third night lock a new one beside a holder of the old.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse
 
 #: the file a night holds locked, under the warehouse's ``.locks/``
 NIGHT_LOCK = "night.lock"
+#: who holds it (drop folder, pid, host, since when), beside it: the lock file itself is never written
+NIGHT_RECORD = "night.holder.json"
 
 
 @contextlib.contextmanager
@@ -43,50 +46,84 @@ def night_lock(wh: Warehouse, drop: str | Path) -> Iterator[None]:
     if (fd := _open_night_lock(wh, path)) is None:
         yield  # read-only: unlocked
         return
+    record = path.with_name(NIGHT_RECORD)
     try:
-        if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
-            raise _not_a_lock(path, mode)
-        if (refused := take(fd, lambda: _held_by(fd, path, drop))) is not None:
+        if (refused := take(fd, lambda: _held_by(record, path, drop))) is not None:
             unlocked(wh.root, "warehouse", refused, "two nights into it at once would both ingest and quarantine "
                      "the same traces")
         else:
-            holder = {"drop": str(Path(drop).absolute()), "pid": os.getpid(), "host": socket.gethostname(),
-                      "since": datetime.now(UTC).isoformat(timespec="seconds")}
-            with contextlib.suppress(OSError):  # who holds it is said to the next night; the lock holds without it
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, json.dumps(holder).encode(), 0)
+            _write_record(record, {"drop": str(Path(drop).absolute()), "pid": os.getpid(),
+                                   "host": socket.gethostname(),
+                                   "since": datetime.now(UTC).isoformat(timespec="seconds")})
         yield
     finally:
         os.close(fd)  # releases the lock
 
 
 def _open_night_lock(wh: Warehouse, path: Path) -> int | None:
-    """The night lock file ``path`` of ``wh`` open for writing (made if missing), or None for a read-only warehouse
-    (EROFS, or EACCES where the warehouse folder itself may not be written); anything else a :class:`WarehouseError`
+    """The night lock file ``path`` of ``wh`` open (:func:`open_lock`), or None for a read-only warehouse (EROFS,
+    or EACCES where the warehouse folder itself may not be written); anything else a :class:`WarehouseError`
     naming what is there."""
     try:
         wh.journal_dir.mkdir(exist_ok=True)
-        # O_NONBLOCK: a FIFO planted there never waits for a writer (it is refused once open)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        return open_lock(path, "the night lock", "this night did nothing")
     except OSError as exc:
         if exc.errno == errno.EROFS or (exc.errno == errno.EACCES and not os.access(wh.root, os.W_OK)):
             return None
         where = Path(os.fsdecode(exc.filename)) if exc.filename else path
-        try:
-            mode = os.lstat(where).st_mode
-        except OSError:
-            mode = 0
-        if where == path and mode and not stat.S_ISREG(mode):
-            raise _not_a_lock(path, mode) from None
         why = " (another account's file, or an immutable one)" if exc.errno in (errno.EACCES, errno.EPERM) else ""
         raise WarehouseError(f"{where}: the night lock cannot be opened for writing ({exc.strerror}{why}): this "
                              "night did nothing (unlocked, it could run beside another night); move it away (a "
                              "night makes a new one)") from None
 
 
-def _not_a_lock(path: Path, mode: int) -> WarehouseError:
-    return WarehouseError(f"{path}: {file_kind(mode)} where the night lock belongs (a regular file), not used as the "
-                          "lock: this night did nothing; move it away")
+#: how a lock file is opened: made if missing, never truncated, a link never followed, a FIFO never waited on
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_lock(path: Path, what: str, undone: str) -> int:
+    """``path``, the lock file of ``what`` ("the night lock"), open to ``flock`` (made if missing, never truncated
+    nor written). Anything there but a regular file of this one name (a link, a FIFO, a socket, a folder, a second
+    name of another file: attack 14 F1, attack 16 F1/F4) is a :class:`WarehouseError` naming it and ``undone``
+    ("nothing was written"); another failure to open it is the ``OSError``."""
+    try:
+        fd = os.open(path, _LOCK_FLAGS, 0o644)
+    except OSError:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise _not_a_lock(path, st, what, undone) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise _not_a_lock(path, st, what, undone)
+    return fd
+
+
+def _not_a_lock(path: Path, st: os.stat_result, what: str, undone: str) -> WarehouseError:
+    kind = (file_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else
+            f"a file of {st.st_nlink} names (a hard link: its other name may be anyone's file)")
+    return WarehouseError(f"{path}: {kind} where {what} belongs (a regular file of one name), not used as the "
+                          f"lock: {undone}; move it away")
+
+
+def _write_record(record: Path, holder: dict[str, object]) -> None:
+    """Say who holds the night lock in ``record``: written into a file this process makes (``O_EXCL``) and renamed
+    over the last night's, so no byte of another file is ever written (attack 16 F1: a hard link as the lock file
+    had its target, a run's file, truncated and rewritten). The lock holds without it: a failure is ignored."""
+    tmp = record.with_name(f".{record.name}.{os.getpid()}.new")
+    with contextlib.suppress(OSError):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, json.dumps(holder).encode())
+        finally:
+            os.close(fd)
+        os.rename(tmp, record)
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
 
 
 def take(fd: int, held_by: Callable[[], str]) -> OSError | None:
@@ -116,10 +153,15 @@ def file_kind(mode: int) -> str:
             "a file" if stat.S_ISREG(mode) else "a device")
 
 
-def _held_by(fd: int, path: Path, drop: str | Path) -> str:
-    """The line a night stops with when the night of the record in the lock file ``fd`` holds it."""
-    try:
-        holder = json.loads(os.pread(fd, MAX_RECORD_BYTES, 0) or b"{}")
+def _held_by(record: Path, path: Path, drop: str | Path) -> str:
+    """The line a night stops with when the night of the holder ``record`` holds the lock file ``path``."""
+    try:  # never a link followed nor a FIFO waited on: only a regular file is read
+        fd = os.open(record, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            data = os.pread(fd, MAX_RECORD_BYTES, 0) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        finally:
+            os.close(fd)
+        holder = json.loads(data or b"{}")
     except (OSError, ValueError):
         holder = {}
     if not isinstance(holder, dict):

@@ -357,10 +357,12 @@ def _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et, doff, ne
 @cached_njit
 def _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx):
     """Where each sample goes: the first burst of its thread ending at or after it, if that burst starts before it.
-    Returns per sample its final burst's output row (-1: none, -2: an open burst, carried)."""
+    Returns per sample its final burst's output row (-1: none, -2: an open burst, carried) and, for the carried
+    ones, that open burst's index (else -1)."""
     bp = np.arange(b_t0.shape[0])
     _sort_segments(bp, boff, b_t1)
     dest = np.empty(sm_th.shape[0], dtype=np.int64)
+    open_b = _filled(sm_th.shape[0], -1)
     cur = np.empty(n_threads, dtype=np.int64)
     for t in range(n_threads):
         cur[t] = boff[t]
@@ -390,8 +392,79 @@ def _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx):
             continue
         b = bp[c]
         if b_t0[b] < x:
-            dest[i] = fidx[b] if final[b] else -2
-    return dest
+            if final[b]:
+                dest[i] = fidx[b]
+            else:
+                dest[i] = -2
+                open_b[i] = b
+    return dest, open_b
+
+
+#: carried samples beyond which those bound for one burst or call are folded into one (a count): below it the
+#: fold would cost more than it saves
+FOLD_CARRIED_SAMPLES = 1 << 16
+
+
+@cached_njit
+def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_bursts, n_codes, n_threads, w_th, w_t,
+                  fold_above):
+    """The carried samples (rows ``carry_sm`` of the chunk's), those bound for one destination folded into the
+    latest of them holding their sum, when there are more than ``fold_above``: a record repeating a counter
+    thousands of times, or a long burst or call sampled often, would otherwise hold memory growing with the file
+    until its burst or call ends (attack 16 F3). Returns the kept rows and their values.
+
+    Only samples before their thread's horizon are folded: every record before it has been seen, so
+    - a sample in an open burst (``open_b``) stays in it: the burst's start is settled and a record that could end
+      it comes after the horizon;
+    - a sample waiting for a call (``cdest`` -2) goes to the latest-started of the waiting entries before it
+      (``w_th``/``w_t``) that ends first, and each of those ends after the horizon: samples with the same waiting
+      entries before them go to one call.
+    """
+    value = sm_v[carry_sm]
+    if carry_sm.shape[0] <= fold_above:
+        return carry_sm, value
+    key = _filled(n_bursts, -1)  # open burst -> its slot
+    n_open = 0
+    for j in range(carry_sm.shape[0]):
+        b = open_b[carry_sm[j]]
+        if b >= 0 and key[b] < 0:
+            key[b] = n_open
+            n_open += 1
+    wp, woff = _group_by_thread(w_th, n_threads)
+    _sort_segments(wp, woff, w_t)
+    rep = _filled((n_open + w_th.shape[0] + n_threads) * n_codes, -1)  # slot x counter -> the row holding the sum
+    kept = np.ones(carry_sm.shape[0], dtype=np.bool_)
+    for j in range(carry_sm.shape[0]):
+        i = carry_sm[j]
+        t = sm_th[i]
+        x = sm_t[i]
+        if x >= horizon[t]:
+            continue
+        if open_b[i] >= 0:
+            slot = key[open_b[i]]
+        elif cdest[i] == -2:
+            lo, hi = woff[t], woff[t + 1]
+            while lo < hi:  # the waiting entries of the thread starting before x
+                mid = (lo + hi) // 2
+                if w_t[wp[mid]] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            slot = n_open + woff[t] + t + (lo - woff[t])
+        else:
+            continue
+        s = slot * n_codes + sm_c[i]
+        r = rep[s]
+        if r < 0:
+            rep[s] = j
+        elif x >= sm_t[carry_sm[r]]:  # the latest one holds the sum
+            value[j] += value[r]
+            kept[r] = False
+            rep[s] = j
+        else:
+            value[r] += value[j]
+            kept[j] = False
+    return carry_sm[kept], value[kept]
 
 
 @cached_njit
@@ -496,9 +569,10 @@ def _carried(n_threads, n_entries, ip, b_th, b_t1, b_first, final, ek, et, doff)
 
 @cached_njit
 def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t, sm_c, sm_v, n_codes, en_th, en_t,
-              horizon, next_seq, c_th, c_t0, c_t1, w_th, w_t):
+              horizon, next_seq, c_th, c_t0, c_t1, w_th, w_t, fold_above):
     """Merge intervals into bursts, sum samples into the final ones and the other samples into the calls
-    (``c_*``, grouped by thread in start order), number the bursts; see BurstAssembler._close_bursts."""
+    (``c_*``, grouped by thread in start order), number the bursts, fold the carried samples (beyond
+    ``fold_above`` of them, :func:`_folded_carry`); see BurstAssembler._close_bursts."""
     ip, ioff = _group_by_thread(iv_th, n_threads)
     _sort_segments(ip, ioff, iv_t0)
     ek, et, doff = _entries_by_time(n_threads, en_th, en_t)
@@ -513,7 +587,7 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
             n_repeated += 1
     fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry = _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et,
                                                                   doff, next_seq)
-    dest = _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx)
+    dest, open_b = _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx)
     codes, sums, has = _counter_sums(o_th.shape[0], n_codes, sm_c, sm_v, dest)
     cdest = _sample_calls(n_threads, sm_th, sm_t, dest, c_th, c_t0, c_t1, w_th, w_t)
     c_codes, c_sums, c_has = _counter_sums(c_th.shape[0], n_codes, sm_c, sm_v, cdest)
@@ -535,9 +609,11 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
         elif cdest[i] == -1:
             loose_sm[n_loose] = i
             n_loose += 1
+    carry_sm, carry_value = _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, b_th.shape[0],
+                                          n_codes, n_threads, w_th, w_t, fold_above)
     carry_iv, keep = _carried(n_threads, en_th.shape[0], ip, b_th, b_t1, b_first, final, ek, et, doff)
     return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm,
-            loose_sm, keep, n_repeated)
+            carry_value, loose_sm, keep, n_repeated)
 
 
 @cached_njit
@@ -812,15 +888,16 @@ class BurstAssembler:
         entries = self._recent_entries.concat(mpi.take(np.flatnonzero(mpi.call >= 0)))
         order = self._thread_order()
         n_codes = max(len(self._counters.names), 1)
-        (th, cpu, t0, t1, seq, entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm, loose_sm,
-         keep, n_repeated) = _assemble(
+        (th, cpu, t0, t1, seq, entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm, carry_value,
+         loose_sm, keep, n_repeated) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
             samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
             entries.thread, entries.time_ns, h, self._burst_next,
-            *spans, *waiting)
+            *spans, *waiting, FOLD_CARRIED_SAMPLES)
         self.repeated_bursts += n_repeated
         self._intervals = intervals.take(carry_iv)
         self._samples = samples.take(carry_sm)
+        self._samples.value = carry_value
         if loose_sm.size and self.keep_loose:
             self.loose.append(samples.take(loose_sm))
         self._recent_entries = entries.take(keep)

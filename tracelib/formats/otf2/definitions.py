@@ -13,6 +13,7 @@ import polars as pl
 
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
+from synthtrace.tracelib.formats.counter_columns import CounterColumns
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
 from synthtrace.tracelib.printable import EscapedNames, escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
@@ -236,26 +237,32 @@ def _metric_members(defs, anchor: Path, warns: list[str],
     _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its
     first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
     not). Names are kept by ``escapes``; one named like a key column, or like an earlier member but for letter case,
-    is renamed ``<name>_metric<ref>`` with a warning."""
+    is renamed ``<name>_metric<ref>`` with a warning; so is one named
+    exactly like an earlier member, and a new name some member already holds is renamed again (attack 16 F7/F7b)."""
     from otf2.enums import LocationType, MetricScope
 
     member_names: list[str] = []
     member_mode: list[int] = []
     member_type: list[int] = []
     member_id: dict[int, int] = {}
-    cased: dict[str, str] = {}  # name in lower case -> the first member's name
+    columns = CounterColumns()
     for m in defs.metric_members:
         member_id[m._ref] = len(member_names)
-        name = escapes.kept(str(m.name), f"name of metric member {m._ref}")
+        name, whose = escapes.kept(str(m.name), f"name of metric member {m._ref}"), f"metric member {m._ref}"
+        fallback = unreserved_column(name, f"metric{m._ref}")
         if is_reserved_column(name):  # a metric never takes a key column's name (issue 23 item 7)
-            renamed = unreserved_column(name, f"metric{m._ref}")
-            warns.append(f"{anchor}: metric {name!r} is named like a column of every burst: read as {renamed!r}")
-            name = renamed
-        elif cased.setdefault(name.lower(), name) != name:  # attack 14 F17: SQL reads both names as one column
-            renamed = unreserved_column(name, f"metric{m._ref}")
-            warns.append(f"{anchor}: metrics {cased[name.lower()]!r} and {name!r} differ only in letter case, one "
-                         f"column to SQL: the second read as {renamed!r}")
-            name = renamed
+            column = columns.claim(fallback, fallback, whose)
+            warns.append(f"{anchor}: metric {name!r} is named like a column of every burst: read as {column!r}"
+                         f"{columns.clash_note(fallback, column)}")
+            name = column
+        elif (owner := columns.owner(name)) is not None:  # attack 14 F17, 16 F7b: SQL reads both as one column
+            column = columns.claim(name, fallback, whose)
+            given = (f"metric {name!r} is the name of {owner[1]} too" if owner[0] == name else
+                     f"metrics {owner[0]!r} and {name!r} differ only in letter case, one column to SQL")
+            warns.append(f"{anchor}: {given}: the second read as {column!r}{columns.clash_note(fallback, column)}")
+            name = column
+        else:
+            columns.claim(name, name, whose)
         member_names.append(name)
         member_mode.append(_metric_semantics(m.metric_mode.value))
         vt = m.value_type.value

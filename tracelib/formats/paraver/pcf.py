@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.formats.counter_columns import CounterColumns
 from synthtrace.tracelib.formats.paraver.companion_text import companion_lines, file_lines, too_long
 from synthtrace.tracelib.formats.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
 from synthtrace.tracelib.printable import escaped
@@ -261,30 +262,47 @@ def _check_counter_names(cat: PcfCatalog) -> None:
     the later type's column is ``NAME_TYPE`` (noted in ``renamed_lines``, which the reader warns of); so is the later
     of two names that differ only in letter case (SQL reads both as one: attack 14 F17, ``papi_tot_ins`` answered
     with ``PAPI_TOT_INS``'s values). A name that is a key column, holds control characters, is too long or is a
-    pattern is renamed too (said once per file)."""
-    seen: dict[str, tuple[str, int]] = {}  # name in lower case -> (the name, its first event type)
-    unusable: list[tuple[int, str, str, str]] = []  # (line, name, why, column)
+    pattern is renamed too (said once per file). A new name taken by another counter is renamed again (attack 16
+    F7): every column unique in letter case. The one exception: a counter's relative and absolute types (Extrae
+    adds 1,000,000 for the latter) of one exact name share its column."""
+    columns = CounterColumns()
+    first_type: dict[str, int] = {}  # a name some counter holds as its own -> that counter's event type
+    unusable: list[tuple[int, str, str, int]] = []  # (line, name, why, event type)
     for etype in sorted(t for t in cat.event_labels if is_counter_type(t)):
-        name = cat.counter_name(etype)
+        name, whose = cat.counter_name(etype), f"event type {etype}"
         if (problem := _column_problem(name)) is not None:
             cat.renamed[etype] = _usable_column(name, etype)
-            unusable.append((cat.event_lines[etype], name, problem, cat.renamed[etype]))
+            unusable.append((cat.event_lines[etype], name, problem, etype))
             name = cat.renamed[etype]
         if is_reserved_column(name):  # security (issue 23 item 7): a counter never takes a key column's name
-            cat.renamed[etype] = unreserved_column(name, str(etype))
+            fallback = unreserved_column(name, str(etype))
+            cat.renamed[etype] = columns.claim(fallback, fallback, whose)
             cat.renamed_lines.append((cat.event_lines[etype], f"counter name {name!r} of event type {etype} is a "
-                                      f"column of every burst: read as {cat.renamed[etype]!r}"))
+                                      f"column of every burst: read as {cat.renamed[etype]!r}"
+                                      f"{columns.clash_note(fallback, cat.renamed[etype])}"))
             continue
-        first, first_type = seen.get(name.lower(), (None, 0))
-        if first is not None and (first != name or is_absolute_counter(etype) == is_absolute_counter(first_type)):
-            cat.renamed[etype] = f"{name}_{etype}"
-            given = (f"counter name {name!r} given to event types {first_type} and {etype}" if first == name else
-                     f"counter names {first!r} (event type {first_type}) and {name!r} (event type {etype}) differ "
-                     "only in letter case, one column to SQL")
-            cat.renamed_lines.append((cat.event_lines[etype], f"{given}: the second read as {cat.renamed[etype]!r}"))
+        owner = columns.owner(name)
+        first = first_type.get(name)
+        if owner is None or (owner[0] == name and first is not None
+                             and is_absolute_counter(etype) != is_absolute_counter(first)):
+            if owner is None:
+                columns.claim(name, name, whose)
+                first_type[name] = etype
             continue
-        seen.setdefault(name.lower(), (name, etype))
+        fallback = f"{name}_{etype}"
+        cat.renamed[etype] = column = columns.claim(name, fallback, whose)
+        if owner[0] == name and first is not None:
+            given = f"counter name {name!r} given to event types {first} and {etype}"
+        elif first_type.get(owner[0]) is not None:
+            given = (f"counter names {owner[0]!r} ({owner[1]}) and {name!r} (event type {etype}) differ only in letter "
+                     "case, one column to SQL")
+        else:
+            given = (f"counter name {name!r} of event type {etype} is, to SQL, the column {owner[0]!r} given to "
+                     f"{owner[1]}")
+        cat.renamed_lines.append((cat.event_lines[etype], f"{given}: the second read as {column!r}"
+                                  f"{columns.clash_note(fallback, column)}"))
     if unusable:
-        line, name, problem, column = unusable[0]
+        line, name, problem, etype = unusable[0]
         more = f" ({len(unusable)} counter names renamed so)" if len(unusable) > 1 else ""
-        cat.renamed_lines.append((line, f"counter name {_shown(name)!r} {problem}: read as {column!r}{more}"))
+        cat.renamed_lines.append((line, f"counter name {_shown(name)!r} {problem}: read as "
+                                  f"{cat.counter_name(etype)!r}{more}"))
