@@ -186,20 +186,27 @@ def _not_quarantine(drop: Path) -> str | None:
 
 def check_drop(drop: Path, warehouse: Path | None = None) -> None:
     """Refuse, in one line, nothing done, a drop folder no night may take traces from: one that is not a folder,
-    one inside a warehouse or the warehouse ``warehouse`` itself (a night writes its lock file and quarantines
-    into its drop folder, and no command's output may land inside a warehouse: issue 23 item 2, attack 14 F14),
+    one inside a warehouse or inside the ``warehouse`` folder, made yet or not (a night writes its lock file and
+    quarantines into its drop folder, and no command's output may land inside a warehouse: issue 23 item 2, attack
+    14 F14, attack 16 F6),
     or one whose ``.quarantine`` is not a real folder (:func:`_not_quarantine`)."""
     if not drop.is_dir():
         what = "is not a folder" if drop.exists() else "does not exist"
         raise BadInputError(f"--drop {drop}: {what} (create the drop folder first)")
     home = warehouse_holding(drop)
-    if home is None and warehouse is not None and os.path.realpath(drop) == os.path.realpath(warehouse):
+    if home is None and warehouse is not None and _under(drop, warehouse):  # attack 16 F6: made by this night
         home = warehouse
     if home is not None:
         raise BadInputError(f"--drop {drop}: lies inside the warehouse {home} (a night writes its lock file and "
                             "quarantine into its drop folder): nothing done; give a drop folder outside it")
     if (why := _not_quarantine(drop)) is not None:
         raise BadInputError(why)
+
+
+def _under(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it, both resolved (links followed, as a write follows them)."""
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return real == top or top in real.parents
 
 
 def _lock_holder(fd: int) -> str:

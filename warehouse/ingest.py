@@ -28,8 +28,8 @@ from synthtrace.tracelib.printable import unprintable
 from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse import folder_index
-from synthtrace.warehouse.programs import (Program, choose_program, program_identity, program_keys, remember_program,
-                                           shared_binary, shown_name, stored_programs)
+from synthtrace.warehouse.programs import (INDEX_COMPLETE, PROGRAM_INDEX, Program, choose_program, program_identity,
+                                           program_keys, remember_program, shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, legacy_folder_names, name_from_folder
 from synthtrace.warehouse.runs import runs_table
@@ -482,7 +482,11 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
             _check_same_place(row, experiment, app, path)
         return IngestResult(path, run_id, row["run_name"] if row else run_name, row["experiment"] if row else exp_name,
                             "already", summary.n_bursts, summary.n_calls)
-    superseded = _runs_without_pcf(wh, source, path, run_id)
+    try:
+        superseded = _runs_without_pcf(wh, source, path, run_id)
+    except OSError as exc:  # attack 16 F5: the run is stored; this was "error: .../.complete: No space left ..."
+        superseded = []
+        _unindexed(wh, path, run_id, exp_name, exc)
     for old in superseded:
         wh.remove(wh.run_dir(old))
         (wh.root / WITHOUT_PCF_INDEX / _source_key(path) / old).unlink(missing_ok=True)
@@ -531,7 +535,10 @@ class _Placement:
             changed = self._decide_again(wh, stage)
             yield changed
             if _ours(existing_run(wh, self.run_id), self.ingested_at):
-                self._index(wh)
+                try:
+                    self._index(wh)
+                except OSError as exc:  # attack 16 F5: committed, so never "the warehouse is unchanged"
+                    _unindexed(wh, self.path, self.run_id, self.experiment, exc)
 
     def _decide_again(self, wh: Warehouse, stage: Path) -> bool:
         """Choose the program, app and experiment again (the rules of :func:`~synthtrace.warehouse.programs.
@@ -588,6 +595,20 @@ class _Placement:
         folder_index.remember(wh, self.folder, identity, self.run_id)
         if self.indexed != identity:
             folder_index.forget(wh, self.folder, file_name(self.indexed), self.run_id)
+
+
+def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSError) -> None:
+    """Say that run ``run_id``, committed, is stored though the indexes written after its commit (folders, programs,
+    runs read without a .pcf) could not be (a full disk or inode table: attack 16 F5 said "the warehouse is
+    unchanged", or gave a bare path, while the run was there); their completeness marks go, so the next ingest
+    rebuilds them from the stored runs, this one with them (removing a file needs no space)."""
+    for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
+                 wh.root / WITHOUT_PCF_INDEX / ".complete"):
+        with contextlib.suppress(OSError):
+            mark.unlink(missing_ok=True)
+    reason = exc.strerror or str(exc)
+    warnings.warn(f"{path}: stored as run {run_id} (experiment {experiment}), but the warehouse's indexes could not "
+                  f"be written after it ({reason}): the next ingest rebuilds them from the stored runs", stacklevel=3)
 
 
 def _merge_notes(wh: Warehouse, experiment: str, run_id: str) -> list[str]:

@@ -41,6 +41,9 @@ MARKER = "synthtrace-warehouse"
 MANIFEST = "checksums.json"
 
 
+#: what :meth:`Warehouse.ensure` makes in a new warehouse before its marker
+_MADE_BEFORE_MARKER = frozenset({"runs", "experiments", ".staging"})
+
 #: why an existing warehouse cannot be written: a read-only mount, or no write permission for this user
 _CANNOT_WRITE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
@@ -226,6 +229,8 @@ class Warehouse:
             raise WarehouseError(f"{self.root}: exists and is not a folder")
         self.check_layout()
         existed = self.root.is_dir()
+        if existed:
+            self._check_new_in_empty()
         try:
             for d in (self.runs_dir, self.experiments_dir, self.staging_dir):
                 d.mkdir(parents=True, exist_ok=True)
@@ -236,6 +241,22 @@ class Warehouse:
             raise WarehouseError(f"{self.root}: cannot create the warehouse ({exc.strerror})") from None
         self._clear_stale_staging()
         return self
+
+    def _check_new_in_empty(self) -> None:
+        """Refuse to make a new warehouse in a folder that holds something else (attack 16 F6: ``ingest -w ~/thesis``
+        made the user's folder a warehouse, and every output under it was then refused as inside one): a folder is
+        taken as it is when it is a warehouse already (:func:`warehouse_holding`'s signs), or holds only what
+        :meth:`ensure` makes before the marker (another writer making it at the same moment)."""
+        if (self.root / MARKER).is_file() or (self.runs_dir.is_dir() and self.staging_dir.is_dir()):
+            return
+        try:
+            others = sorted(p.name for p in self.root.iterdir() if p.name not in _MADE_BEFORE_MARKER)
+        except OSError:  # not readable: the writes below say why
+            return
+        if others:
+            shown = ", ".join(repr(n) for n in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise WarehouseError(f"{self.root}: not a synthtrace warehouse (no {MARKER} file) and not empty (it holds "
+                                 f"{shown}); nothing was made: give --warehouse a new or empty folder")
 
     def _refuse_read_only(self, exc: OSError) -> None:
         """Raise :class:`ReadOnlyWarehouseError` when ``exc`` says the warehouse cannot be written (a read-only
