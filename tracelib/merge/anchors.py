@@ -427,8 +427,10 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     straight = rank_within(ti) == o_place
     chain = np.zeros(ri.size, bool)
     chain[straight] = longest_chain(tid[straight], oj[straight])
+    del it, tid, ti, o_order, o_place, straight  # the chain's transients: not held through the message pairs
     msg = ["_tid", "_it", "osig", "_mrank"]
-    rm, om = (k.with_columns(pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
+    # the keys' columns the message pairs read, not all of them, copied for the rows that start with a message
+    rm, om = (k.select("_tid", "_it", "_row", pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
               for k, t in ((rk, ref), (ok, other)))
     rm, om = (m.with_columns(pl.Series("_mrank", rank_within(m.select("_tid", "_it", "osig")))) for m in (rm, om))
     mi, mj = _join_pairs(rm, om, msg)
