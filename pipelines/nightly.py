@@ -10,6 +10,7 @@ time as the machine has cores (:func:`cores`): merges and ingests are CPU-bound.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import inspect
 import logging
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from prefect import Flow, flow, get_run_logger, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -433,8 +434,9 @@ def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator
         sys.stderr.flush()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
-        if _server is not None:
-            with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):
+            _server_stderr.stopping = True  # its shutdown records to the server's log, not after the stop line
+            if _server is not None:
                 _server.stop()
         os._exit(interrupts.exit_code())
 
@@ -476,9 +478,10 @@ def start_prefect() -> None:
     for timeout in timeouts:
         server = _server = SubprocessASGIServer()  # the one this process runs, if any (a singleton)
         try:
-            with server_watch.marking():  # the watcher first: a night killed while its server starts stops it too
-                server.start(timeout=timeout)
+            with server_watch.marking(), _server_stderr.starting():  # the watcher first: a night killed while
+                server.start(timeout=timeout)  # its server starts stops it too
             server_watch.watch(server.server_process.pid)  # one watcher per process, however many nights
+            atexit.register(stop_server)  # before Prefect's own stop (atexit runs the last registered first)
             return
         except RuntimeError:
             server.stop()  # the process that did not answer in time; the retry starts a fresh one
@@ -486,6 +489,89 @@ def start_prefect() -> None:
         f"the local Prefect server did not start within {timeouts[0]} s, nor {timeouts[1]} s on retry (is the "
         "machine overloaded?); set PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or PREFECT_API_URL "
         "to a running server")
+
+
+class _ServerStderr:
+    """The ephemeral server's standard error, a pipe this process forwards to its own stderr while the server serves
+    (its real errors show), and into :data:`SERVER_LOG` once the server is being stopped: a night of many task runs
+    ended with the server's shutdown records under its summary, "task_run_recorder - Error flushing 1 events" and
+    CancelledError tracebacks (attack 16 F10), its services cancelled while they still wrote the night's last task
+    runs (those records are lost with or without them)."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """While the block starts the server, the processes this process starts write their stderr to the pipe
+        (file descriptor 2 is the pipe; what this process writes meanwhile is forwarded as well)."""
+        read, write = os.pipe()
+        own = os.dup(2)
+        os.dup2(write, 2)
+        os.close(write)
+        self.stopping = False
+        self.thread = threading.Thread(target=self._forward, args=(read, own), name="synthtrace-server-stderr",
+                                       daemon=True)
+        self.thread.start()
+        try:
+            yield
+        finally:
+            os.dup2(own, 2)  # this process's stderr again; the pipe's write end is the server's alone
+
+    def _forward(self, read: int, own: int) -> None:
+        log = None
+        try:
+            while chunk := os.read(read, 65536):
+                if not self.stopping:
+                    os.write(own, chunk)
+                    continue
+                if log is None:
+                    log = _open_server_log()
+                if log is not None:
+                    log.write(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(read)
+            os.close(own)
+            if log is not None:
+                log.close()
+
+    def stopped(self, timeout_s: float) -> None:
+        """Wait at most ``timeout_s`` for the stopped server's last records to reach :data:`SERVER_LOG`."""
+        if self.thread is not None:
+            self.thread.join(timeout_s)
+
+
+def _open_server_log() -> IO[bytes] | None:
+    """:data:`SERVER_LOG`, to append to; None when it cannot be written."""
+    from prefect.settings import PREFECT_HOME
+
+    try:
+        path = Path(PREFECT_HOME.value()) / SERVER_LOG
+        log = path.open("ab")
+        log.write(f"--- the ephemeral server of night process {os.getpid()} stopping\n".encode())
+        return log
+    except OSError:
+        return None
+
+
+#: the file, in PREFECT_HOME, that keeps what the ephemeral server writes while it stops
+SERVER_LOG = "synthtrace-server-stop.log"
+_server_stderr = _ServerStderr()
+#: seconds the stopped server's last records have to reach :data:`SERVER_LOG`
+SERVER_LOG_S = 10.0
+
+
+def stop_server() -> None:
+    """Stop the ephemeral server this process started (at exit, or with a night stopped at once): what it writes
+    while it stops goes to :data:`SERVER_LOG`, not under the night's summary."""
+    if _server is None or _server.server_process is None:
+        return
+    _server_stderr.stopping = True
+    _server.stop()
+    _server_stderr.stopped(SERVER_LOG_S)
 
 
 def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,

@@ -127,3 +127,20 @@ def test_nights_in_one_process_share_one_watcher_and_end_with_their_summary(tmp_
     assert [line.rsplit("watchers: ", 1)[-1] for line in nights[:2]] == ["1", "1"], nights
     assert "Error logging to API" not in p.stderr and "connection attempts failed" not in p.stderr, p.stderr
     assert p.stdout.rstrip().endswith("stages not run: merge, archetypes, pop, detect, retrain, report"), p.stdout
+
+
+def test_a_night_of_many_task_runs_ends_with_its_summary_not_the_servers_shutdown(tmp_path):
+    """Attack 16 F10: a night of 60+ traces (80 broken one-line traces, each quarantined by a task of its own) ended
+    with the ephemeral server's shutdown under its summary: "task_run_recorder - Error flushing 1 events" and
+    CancelledError tracebacks, its services cancelled while they still recorded the night's last task runs. What the
+    server writes while it stops goes to its log in PREFECT_HOME."""
+    drop = tmp_path / "drop" / "e"
+    drop.mkdir(parents=True)
+    for n in range(80):
+        (drop / f"b{n}.prv").write_text("#Paraver broken\n")
+    p = subprocess.run([sys.executable, "-c", "import sys; from synthtrace.pipelines.cli import main; "
+                        "sys.exit(main(sys.argv[1:]))", "nightly", "--drop", str(drop.parent), "-w",
+                        str(tmp_path / "wh"), "--settle", "0", "--skip", "report", "--skip", "retrain"],
+                       capture_output=True, text=True, env=_env(tmp_path), timeout=600, check=False)
+    assert p.returncode == 0 and "night: 0 runs ingested, 80 quarantined" in p.stdout, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr and "ERROR" not in p.stderr, p.stderr[-3000:]
