@@ -208,6 +208,7 @@ def damaged_family(base: Path, n: int, rnd: random.Random, case_timeout_s: float
             case = base / f"damaged-{i}"
             wh = case / "wh"
             shutil.copytree(stored, wh, symlinks=True)
+            (case / "out").mkdir()  # the folder of the outputs of report/export: an output's folder is not made
             files = sorted(wh.glob(pattern))
             for f in files:
                 f.write_bytes(kinds[kind](f.read_bytes()))

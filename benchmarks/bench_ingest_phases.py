@@ -5,7 +5,7 @@ runs them: the imports, opening the trace (header, .pcf/.row; the Numba warm-up 
 tokenized (the files hashed meanwhile, and the target context and tokenizer kernel loaded from Numba's cache: the
 start-up that nothing else can overlap), the first chunk assembled (the assembler's kernels loaded), the stream
 (tokenizer, assembler and Parquet writer threads), the messages placed in their calls, ``mpi_calls.parquet``
-written (messages tables beside it), the part writer drained (the last gathered parts), the run's last small files
+written (messages tables beside it), the part writer drained (its first close), the run's last small files
 and checksums, the flush of every file to disk, and the rest of the commit. Per phase: wall, process CPU (all
 threads) and their ratio, the cores the phase kept busy. On two idle cores a phase takes at least max(its serial
 part, CPU / 2).
@@ -76,7 +76,7 @@ def sink_marked(self, path, *a, **k):
         mark("mpi_calls.parquet written (messages tables beside it)")
     return out
 pl.LazyFrame.sink_parquet = sink_marked
-after(ingest.PartWriter, "close", "last parts and messages tables written (the writer drained)")
+after(ingest.PartWriter, "close", "part writer drained (its first close)")
 from synthtrace.warehouse import layout
 fsync_tree = layout._fsync_tree
 def fsync_marked(root):

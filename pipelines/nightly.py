@@ -478,10 +478,11 @@ def start_prefect() -> None:
     for timeout in timeouts:
         server = _server = SubprocessASGIServer()  # the one this process runs, if any (a singleton)
         try:
-            with server_watch.marking(), _server_stderr.starting():  # the watcher first: a night killed while
-                server.start(timeout=timeout)  # its server starts stops it too
+            if not server.running:  # else started by an earlier night of this process
+                with server_watch.marking(), _server_stderr.starting():  # the watcher first: a night killed while
+                    server.start(timeout=timeout)  # its server starts stops it too
+                atexit.register(stop_server)  # before Prefect's own stop (atexit runs the last registered first)
             server_watch.watch(server.server_process.pid)  # one watcher per process, however many nights
-            atexit.register(stop_server)  # before Prefect's own stop (atexit runs the last registered first)
             return
         except RuntimeError:
             server.stop()  # the process that did not answer in time; the retry starts a fresh one
@@ -506,8 +507,12 @@ class _ServerStderr:
     def starting(self) -> Iterator[None]:
         """While the block starts the server, the processes this process starts write their stderr to the pipe
         (file descriptor 2 is the pipe; what this process writes meanwhile is forwarded as well)."""
+        try:
+            own = os.dup(2)
+        except OSError:  # no stderr (closed): the server gets none either
+            yield
+            return
         read, write = os.pipe()
-        own = os.dup(2)
         os.dup2(write, 2)
         os.close(write)
         self.stopping = False

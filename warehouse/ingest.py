@@ -47,10 +47,6 @@ CONCURRENT_MESSAGES = 1_000_000
 #: numbering (~140 bytes a message at its peak) holds no more than the slices the sink takes ahead (about four)
 NUMBERED_AT_ONCE = 1_000_000
 NUMBERED_SLICE = 250_000
-#: a table's streamed parts are gathered up to this many bytes in memory (Polars' estimate) into one file: the commit
-#: flushes every file of a run to disk one by one, 2-4 ms each on this project's virtual disks even for a file
-#: already there, and the LULESH tiling's 100 MB came as 39 files (13 chunks of 8 MiB x 3 tables); issue 27
-PART_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -716,39 +712,6 @@ def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary:
         writer.submit(_write_logical_messages, stage, run_id, summary)
 
 
-class _GatheredParts:
-    """The streamed parts of a run's tables (:class:`~synthtrace.tracelib.formats.source.TablePart`), gathered per
-    table into files of about :data:`PART_BYTES` (``part-00000.parquet``, ``part-00001.parquet``... in stream
-    order, so the rows stay in their order), written by ``writer``. Only parts of the same columns share a file (a
-    part of end-of-thread bursts has no counter columns: the view is the union by name)."""
-
-    def __init__(self, writer: PartWriter, stage: Path, tables: Iterable[str]):
-        self._writer, self._stage = writer, stage
-        self._numbers = {table: itertools.count() for table in tables}
-        self._held: dict[str, list[pl.DataFrame]] = {table: [] for table in self._numbers}
-        self._bytes = dict.fromkeys(self._numbers, 0)
-
-    def add(self, table: str, frame: pl.DataFrame) -> None:
-        if self._held[table] and frame.schema != self._held[table][0].schema:
-            self._write(table)
-        self._held[table].append(frame)
-        self._bytes[table] += frame.estimated_size()
-        if self._bytes[table] >= PART_BYTES:
-            self._write(table)
-
-    def flush(self) -> None:
-        """Write what every table holds."""
-        for table in self._held:
-            self._write(table)
-
-    def _write(self, table: str) -> None:
-        frames, self._held[table], self._bytes[table] = self._held[table], [], 0
-        if frames:
-            frame = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
-            self._writer.write(frame, self._stage / table / f"part-{next(self._numbers[table]):05d}.parquet",
-                               **TABLE_PARQUET)
-
-
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
     """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
@@ -758,21 +721,20 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
     for sub in tables:
         (stage / sub).mkdir()
     stream = source.read(run_id, progress=progress, spill=stage / "_calls")
-    # room for the last part of each table and the messages' two tables at once: the calls' sink does not wait on them
-    with PartWriter(backlog=len(tables) + 2) as writer:
-        gathered = _GatheredParts(writer, stage, tables)
+    with PartWriter() as writer:
+        numbers = {table: itertools.count() for table in tables}
         for part in stream:
-            gathered.add(part.table, part.frame)
-        gathered.flush()  # the last parts are written in the writer's thread while the calls are written here
-        summary = stream.summary
-        del stream  # from here on the summary is the one holder of the calls, released once they are written
-        concurrent = summary.messages.height <= CONCURRENT_MESSAGES
-        if concurrent:  # the messages' tables in the writer's thread meanwhile
+            writer.write(part.frame, stage / part.table / f"part-{next(numbers[part.table]):05d}.parquet",
+                         **TABLE_PARQUET)
+    summary = stream.summary
+    del stream  # from here on the summary is the one holder of the calls, released once they are written
+    if summary.messages.height <= CONCURRENT_MESSAGES:  # the messages' tables in a second thread meanwhile
+        with PartWriter() as writer:
             _write_message_tables(writer, stage, run_id, summary)
             if summary.n_calls:
                 summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
-    if not concurrent:  # many messages: one table at a time, the calls first, whose per-call message columns (about
-        # 40 bytes per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
+    else:  # many messages: one table at a time, the calls first, whose per-call message columns (about 40 bytes
+        # per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
         if summary.n_calls:
             summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
         summary = replace(summary, calls=pl.LazyFrame())
