@@ -169,6 +169,27 @@ def _another_day(prv: Path, dest: Path, day: int) -> Path:
     return copy
 
 
+def _spied_and_whole(exp, monkeypatch: pytest.MonkeyPatch):
+    """The merge ``merge_stored`` commits with the spies set on ``monkeypatch`` (undone after it), and the merge of
+    the experiment's whole tables."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = merged_module.merge_stored(exp, MergeOptions())
+        monkeypatch.undo()
+        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
+    return got, whole
+
+
+def _assert_committed_is_whole(exp, got, whole) -> None:
+    """The committed merge tables and warnings are those of the merge of the whole tables."""
+    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
+                        ("merge_quality", whole.quality)):
+        committed = pl.read_parquet(exp.dir / f"{name}.parquet")
+        assert committed.schema == frame.schema
+        assert _sorted(committed).equals(_sorted(frame)), name
+    assert got.warnings == whole.warnings
+
+
 def test_a_campaign_s_runs_are_let_go_once_aligned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of a 3-run campaign of the real LULESH traces (the 4+4 run, the same on another day, the 7+1 run):
     while a run is aligned, nothing of the run aligned before it is alive (its bursts, its match table, the
@@ -195,18 +216,9 @@ def test_a_campaign_s_runs_are_let_go_once_aligned(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(merge_runs_module, "_align_other", spy_other)
     monkeypatch.setattr(merge_runs_module, "align_runs", spy_align)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        got = merged_module.merge_stored(exp, MergeOptions())
-        monkeypatch.undo()
-        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
+    got, whole = _spied_and_whole(exp, monkeypatch)
     assert alive == [0, 0]
-    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
-                        ("merge_quality", whole.quality)):
-        committed = pl.read_parquet(exp.dir / f"{name}.parquet")
-        assert committed.schema == frame.schema
-        assert _sorted(committed).equals(_sorted(frame)), name
-    assert got.warnings == whole.warnings
+    _assert_committed_is_whole(exp, got, whole)
 
 
 # ------------------------------------------------------------------ the 2 x 550 MB peak (issue 23, mergemem14)
@@ -364,21 +376,12 @@ def test_the_reference_s_sequence_table_is_spilled_while_the_other_run_s_is_buil
     monkeypatch.setattr(merge_runs_module, "sequence_table", spy_seq)
     monkeypatch.setattr(merge_runs_module, "align_runs", spy_align)
     monkeypatch.setattr(merge_runs_module, "calls_of", spy_calls)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        got = merged_module.merge_stored(exp, MergeOptions())
-        monkeypatch.undo()
-        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
+    got, whole = _spied_and_whole(exp, monkeypatch)
     assert alive == [[], [False]]  # the other run's table is built without the reference's alive
     assert same == [True]
     assert len(read) == 2  # the reference's calls, the other run's: once each
     assert all("gap" not in c for c in columns)
-    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
-                        ("merge_quality", whole.quality)):
-        committed = pl.read_parquet(exp.dir / f"{name}.parquet")
-        assert committed.schema == frame.schema
-        assert _sorted(committed).equals(_sorted(frame)), name
-    assert got.warnings == whole.warnings
+    _assert_committed_is_whole(exp, got, whole)
 
 
 def _bracketed_by_window(thread, agree, matched) -> pl.Series:

@@ -33,6 +33,15 @@ def right_per_task(ref, other, matches: pl.DataFrame) -> dict[int, float]:
     return dict(t.group_by("task").agg(ok.fill_null(False).mean()).sort("task").iter_rows())
 
 
+def assert_placed_right_and_said_ok(runs) -> None:
+    """The merge of the two runs matches >= 99.5 % of every task's bursts right and says ``ok`` of every rank."""
+    res = merge_runs(tables(runs))
+    right = right_per_task(runs[0], runs[1], res.matches)
+    assert min(right.values()) >= 0.995, right
+    q = res.quality.filter(pl.col("method") != "recorded")
+    assert set(q.get_column("verdict")) == {"ok"}, q.select("verdict", "verdict_reason")
+
+
 def late_periodic(seed: int) -> list:
     """4 ranks x 300 iterations, no collective; rank 3 does the same work every iteration and its trace starts one
     iteration later in the second run: its own call sequence and counters fit either iteration offset."""
@@ -48,11 +57,7 @@ def test_partners_messages_pin_down_a_rank_its_own_sequence_cannot(seed):
     named an iteration off in the second run and the merge followed them (rank 3 and, seed 1, rank 2 2 % right,
     seed 0 silently ``ok``)."""
     runs = late_periodic(seed)
-    res = merge_runs(tables(runs))
-    right = right_per_task(runs[0], runs[1], res.matches)
-    assert min(right.values()) >= 0.995, right
-    q = res.quality.filter(pl.col("method") != "recorded")
-    assert set(q.get_column("verdict")) == {"ok"}, q.select("verdict", "verdict_reason")
+    assert_placed_right_and_said_ok(runs)
 
 
 def test_a_late_rank_s_messages_are_named_as_where_it_started_with_the_others():
@@ -83,11 +88,7 @@ def test_a_late_rank_is_placed_by_where_its_trace_starts(seed):
     the first run either; seeds 11 and 41 put its receives a message off against its sends. Rank 3 was left an
     iteration off (2-62 % right), the verdict ``ok`` but for 41 (``bad``)."""
     runs = late_periodic(seed)
-    res = merge_runs(tables(runs))
-    right = right_per_task(runs[0], runs[1], res.matches)
-    assert min(right.values()) >= 0.995, right
-    q = res.quality.filter(pl.col("method") != "recorded")
-    assert set(q.get_column("verdict")) == {"ok"}, q.select("verdict", "verdict_reason")
+    assert_placed_right_and_said_ok(runs)
 
 
 @pytest.mark.parametrize(("late", "seed"), [((1, 3), 0), ((2, 3), 1), ((2, 3), 12)],
@@ -105,11 +106,7 @@ def test_several_late_ranks_are_each_placed_by_their_own_start(late, seed):
     for t in late:
         runs = [periodic_rank(r, t) for r in runs]
         runs[1] = late_start(runs[1], t)
-    res = merge_runs(tables(runs))
-    right = right_per_task(runs[0], runs[1], res.matches)
-    assert min(right.values()) >= 0.995, right
-    q = res.quality.filter(pl.col("method") != "recorded")
-    assert set(q.get_column("verdict")) == {"ok"}, q.select("verdict", "verdict_reason")
+    assert_placed_right_and_said_ok(runs)
 
 
 def _exchange(late: dict[int, tuple[int, int]], n: int = 6) -> pl.DataFrame:

@@ -20,6 +20,7 @@ import xxhash
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.heap import release_free_heap
+from synthtrace.tracelib.formats.part_source import lazy_parts
 from synthtrace.tracelib.formats.row_order import stable_order
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
@@ -669,8 +670,6 @@ def _numbered_in_slices(messages: pl.DataFrame, ends: pl.DataFrame) -> pl.LazyFr
     in the messages' order), so each slice comes out of it in the order it went in, and a message's ``k`` is its
     rank in its channel within its slice plus the messages its channel had in the slices before (one row per
     channel carried from slice to slice)."""
-    from polars.io.plugins import register_io_source
-
     from synthtrace.tracelib.merge.messages import CHANNEL, LOGICAL_MESSAGE_SCHEMA, logical_messages_at
 
     order = stable_order(messages, ["s_time_ns", "r_time_ns"])  # _numbered's order
@@ -687,19 +686,7 @@ def _numbered_in_slices(messages: pl.DataFrame, ends: pl.DataFrame) -> pl.LazyFr
             before = pl.concat([before, counts]).group_by(CHANNEL).agg(pl.col("_n").sum())
             yield part
 
-    def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
-               _batch_size: int | None) -> Iterator[pl.DataFrame]:
-        left = n_rows
-        for part in slices():
-            part = part.select(with_columns) if with_columns is not None else part
-            part = part.filter(predicate) if predicate is not None else part
-            if left is not None:
-                part, left = part.head(left), left - min(left, part.height)
-            yield part
-            if left == 0:
-                return
-
-    return register_io_source(source, schema=LOGICAL_MESSAGE_SCHEMA)
+    return lazy_parts(slices, LOGICAL_MESSAGE_SCHEMA)
 
 
 def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary: ReadSummary) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from polars.io.plugins import register_io_source
 
 from synthtrace.tracelib.formats.heap import release_free_heap
+from synthtrace.tracelib.formats.part_source import lazy_parts
 from synthtrace.tracelib.formats.bursts import (columns_of_messages, message_ends, message_ends_in_parts, message_rows,
                                                 packed_thread_keys, placed_rows, placed_rows_in_parts,
                                                 with_message_columns, writable)
@@ -130,22 +130,15 @@ class CallStore:
         if self._files:
             release_free_heap()
 
-        def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
-                   _batch_size: int | None) -> Iterator[pl.DataFrame]:
-            left, at = n_rows, 0
+        def parts() -> Iterator[pl.DataFrame]:
+            at = 0
             for part in self._parts():
                 part = part.select(pl.col(c) if c in part.columns else pl.lit(None, t).alias(c)
                                    for c, t in schema.items())
                 part, at = with_message_columns(part, placed.columns(at, part.height)), at + part.height
-                part = part.select(with_columns) if with_columns is not None else part
-                part = part.filter(predicate) if predicate is not None else part
-                if left is not None:
-                    part, left = part.head(left), left - min(left, part.height)
                 yield part
-                if left == 0:
-                    return
 
-        return register_io_source(source, schema=schema)
+        return lazy_parts(parts, schema)
 
 
 class _PlacedMessages:
