@@ -18,18 +18,28 @@ def _sums(wh: Path, sql: str) -> dict:
     return query(Warehouse(wh), sql).to_pylist()[0]
 
 
+def _ingested_relabelled(tmp_path: Path, run_cli, labels: dict[str, str]) -> tuple[Path, str]:
+    """PRIME ingested (exit 0) with its .pcf's counter lines relabelled (``"type OLD": "type NEW"``): the warehouse
+    and what the ingest said on stderr."""
+    prv = copy_trace(PRIME, tmp_path / "relabelled")
+    pcf = prv.with_suffix(".pcf")
+    text = pcf.read_text()
+    for old, new in labels.items():
+        text = text.replace(old, new)
+    pcf.write_text(text)
+    wh = tmp_path / "wh"
+    code, _, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 0, err
+    return wh, err
+
+
 @pytest.mark.real_traces
 def test_pcf_counters_differing_only_in_case_keep_their_own_values(tmp_path, run_cli):
     """PAPI_TOT_CYC labelled ``papi_tot_ins`` beside PAPI_TOT_INS: the view showed it as ``papi_tot_ins_1`` and
     ``sum(papi_tot_ins)`` summed the instructions."""
     from synthtrace import read_trace
 
-    prv = copy_trace(PRIME, tmp_path / "case")
-    pcf = prv.with_suffix(".pcf")
-    pcf.write_text(pcf.read_text().replace("42000059 PAPI_TOT_CYC", "42000059 papi_tot_ins"))
-    wh = tmp_path / "wh"
-    code, _, err = run_cli("ingest", prv, "-w", wh)
-    assert code == 0, err
+    wh, err = _ingested_relabelled(tmp_path, run_cli, {"42000059 PAPI_TOT_CYC": "42000059 papi_tot_ins"})
     assert "counter names 'PAPI_TOT_INS' (event type 42000050) and 'papi_tot_ins' (event type 42000059) differ " \
            "only in letter case, one column to SQL: the second read as 'papi_tot_ins_42000059'" in err, err
     counters = _sums(wh, "SELECT counters FROM runs")["counters"]
@@ -76,13 +86,8 @@ def test_pcf_renamed_counter_never_takes_another_counters_column(tmp_path, run_c
     PAPI_BR_INS labelled ``papi_tot_ins_42000059``: one column held branches + cycles, not a word said."""
     from synthtrace import read_trace
 
-    prv = copy_trace(PRIME, tmp_path / "clash")
-    pcf = prv.with_suffix(".pcf")
-    pcf.write_text(pcf.read_text().replace("42000059 PAPI_TOT_CYC", "42000059 papi_tot_ins")
-                   .replace("42000055 PAPI_BR_INS", "42000055 papi_tot_ins_42000059"))
-    wh = tmp_path / "wh"
-    code, _, err = run_cli("ingest", prv, "-w", wh)
-    assert code == 0, err
+    wh, err = _ingested_relabelled(tmp_path, run_cli, {"42000059 PAPI_TOT_CYC": "42000059 papi_tot_ins",
+                                                        "42000055 PAPI_BR_INS": "42000055 papi_tot_ins_42000059"})
     assert "the second read as 'papi_tot_ins_42000059_2' ('papi_tot_ins_42000059' being event type 42000055's " \
            "column)" in err, err
     counters = _sums(wh, "SELECT counters FROM runs")["counters"]

@@ -984,7 +984,8 @@ class _Names:
     def __init__(self) -> None:
         self.names: list[str] = []
         self._code: dict[str, int] = {}
-        self._column = pl.Series([""], dtype=pl.String)  # the names as a column, rebuilt when names are added
+        self._column = pl.Series([""], dtype=pl.String)  # the names as a column (``[""]`` for none) ...
+        self._column_of = 0  # ... built of this many names
 
     def code(self, name: str) -> int:
         code = self._code.get(name)
@@ -997,8 +998,8 @@ class _Names:
         """The strings of ``codes`` as a column ``name``, NULL where a code is -1."""
         missing = codes < 0
         idx = pl.Series(np.ma.masked_array(codes, mask=missing) if missing.any() else codes)
-        if len(self.names) > self._column.len() or (self.names and self._column[0] != self.names[0]):
-            self._column = pl.Series(self.names, dtype=pl.String)
+        if self._column_of != len(self.names):  # names were added since
+            self._column, self._column_of = pl.Series(self.names, dtype=pl.String), len(self.names)
         return self._column.gather(idx).alias(name)
 
 
