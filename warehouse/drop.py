@@ -37,7 +37,7 @@ from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
 from synthtrace.warehouse.layout import Warehouse, warehouse_holding
 from synthtrace.warehouse.names import file_name
-from synthtrace.warehouse.night_lock import file_kind, take, unlocked
+from synthtrace.warehouse.night_lock import file_kind, lock_holders, take, unlocked
 
 QUARANTINE = ".quarantine"
 REASON_FILE = "reason.txt"
@@ -211,15 +211,8 @@ def _under(path: Path, folder: Path) -> bool:
 
 def _lock_holder(fd: int) -> str:
     """Who holds the ``flock`` of the open file ``fd``: ``pid P: its command line`` from the kernel's lock table
-    (``/proc/locks``, pids as this process sees them), or that it is not known (another host)."""
-    st = os.fstat(fd)
-    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
-            pids = [f[4] for f in map(str.split, fh) if len(f) > 5 and f[1] == "FLOCK" and f[5] == key]
-    except OSError:
-        pids = []
-    if not pids:
+    (:func:`~synthtrace.warehouse.night_lock.lock_holders`), or that it is not known (another host)."""
+    if not (pids := lock_holders(fd)):
         return "on another host, or its process not known here"
     try:
         with open(f"/proc/{pids[0]}/cmdline", "rb") as fh:
