@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from synthtrace.tracelib.atomic_file import lies_in
 from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
 from synthtrace.tracelib.formats.source import find_traces, tree_entries
 from synthtrace.tracelib.printable import clipped
@@ -194,19 +195,13 @@ def check_drop(drop: Path, warehouse: Path | None = None) -> None:
         what = "is not a folder" if drop.exists() else "does not exist"
         raise BadInputError(f"--drop {drop}: {what} (create the drop folder first)")
     home = warehouse_holding(drop)
-    if home is None and warehouse is not None and _under(drop, warehouse):  # attack 16 F6: made by this night
+    if home is None and warehouse is not None and lies_in(drop, warehouse):  # attack 16 F6: made by this night
         home = warehouse
     if home is not None:
         raise BadInputError(f"--drop {drop}: lies inside the warehouse {home} (a night writes its lock file and "
                             "quarantine into its drop folder): nothing done; give a drop folder outside it")
     if (why := _not_quarantine(drop)) is not None:
         raise BadInputError(why)
-
-
-def _under(path: Path, folder: Path) -> bool:
-    """Whether ``path`` is ``folder`` or lies below it, both resolved (links followed, as a write follows them)."""
-    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
-    return real == top or top in real.parents
 
 
 def _lock_holder(fd: int) -> str:
