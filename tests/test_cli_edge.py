@@ -330,6 +330,38 @@ def test_ctrl_c_during_ingest_says_aborted_and_keeps_nothing_half_written(tmp_pa
     assert again.returncode == 0 and "ingested as" in again.stdout, again.stderr
 
 
+@pytest.mark.parametrize("folder", ["run", "scratch"])
+def test_ctrl_c_right_after_a_stage_is_made_leaves_no_stage(tmp_path, folder):
+    """Issue 23 (the flake of test_ctrl_c_during_ingest_..., session 16): a Ctrl-C that Python raised as the stage's
+    ``mkdir`` returned (a signal that came during the system call) escaped before the block that removes the stage
+    was entered: ``.staging/<id>.<hash>.L<lease>`` stayed. The interrupt is injected there, in the console script's
+    process (which ends without the interpreter's teardown); ``scratch``: a merge's spill folder, made the same way."""
+    script = textwrap.dedent(f"""
+        import pathlib, sys
+        from synthtrace.pipelines import cli
+        made = pathlib.Path.mkdir
+
+        def mkdir(self, *args, **kwargs):
+            made(self, *args, **kwargs)
+            if self.parent.name == ".staging" and ".L" in self.name and self.name.startswith("merge-") == {
+                folder == "scratch"}:
+                raise KeyboardInterrupt  # as Python raises a SIGINT received during os.mkdir
+
+        pathlib.Path.mkdir = mkdir
+        sys.exit(cli.main())
+        """)
+    wh = tmp_path / "wh"
+    if folder == "scratch":
+        a, b = copy_trace(PRIME, tmp_path / "a", "pa"), copy_trace(PRIME, tmp_path / "b", "pb")
+        assert synthtrace("ingest", a, b, "-w", wh, "--experiment", "e").returncode == 0
+        args = ["merge", "e", "-w", wh]
+    else:
+        args = ["ingest", PRIME, "-w", wh]
+    p = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 130 and p.stderr.strip().splitlines()[-1] == "aborted", (p.returncode, p.stderr)
+    assert not (wh / ".staging").is_dir() or list((wh / ".staging").iterdir()) == []
+
+
 def test_every_help_example_parses_with_the_commands_own_options(tmp_path, monkeypatch):
     """The examples ending each command's --help name only options and values the command takes (parsed by the
     command itself, nothing run; the default warehouse is there, as where a user types them), and every command
