@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse import night_lock as night_lock_module
 from synthtrace.warehouse.errors import NightRunningError
 from synthtrace.warehouse.night_lock import NIGHT_LOCK, NIGHT_RECORD, night_lock
 
@@ -69,12 +70,16 @@ def test_a_night_killed_before_renaming_its_record_leaves_nothing_once_the_lock_
     assert {p.name for p in (wh / ".locks").iterdir()} == {NIGHT_LOCK, NIGHT_RECORD}
 
 
-@pytest.mark.parametrize("before", ["a dead night", "a live process's ended night"])
-def test_a_refusal_never_names_a_night_that_holds_nothing(tmp_path, before):
+@pytest.mark.parametrize(("before", "lock_table"), [("a dead night", True), ("a live process's ended night", True),
+                                                     ("a dead night", False)])
+def test_a_refusal_never_names_a_night_that_holds_nothing(tmp_path, monkeypatch, before, lock_table):
     """The record left by the night before (its process dead, or alive and holding nothing: a `serve` between
-    nights) while another night holds the lock and has not written its own: the holder is said unknown."""
+    nights) while another night holds the lock and has not written its own: the holder is said unknown. Without
+    the kernel's lock table (not Linux), a dead night's record is known by its pid."""
     wh, drop = tmp_path / "wh", tmp_path / "drop"
     drop.mkdir()
+    if not lock_table:
+        monkeypatch.setattr(night_lock_module, "lock_holders", lambda fd: None)
     if before == "a dead night":
         subprocess.run([sys.executable, "-c", "import sys\nfrom synthtrace.warehouse import Warehouse\nfrom "
                         "synthtrace.warehouse.night_lock import night_lock\nwith night_lock(Warehouse(sys.argv[1]), "
