@@ -128,6 +128,19 @@ def test_a_crlf_comment_of_exactly_the_cap_is_read(tmp_path, at):
     assert ParaverTrace(prv).read_tables("r")[0].height == ParaverTrace(PRIME).read_tables("r")[0].height
 
 
+@pytest.mark.parametrize("compress", [False, True], ids=["prv", "prv.gz"])
+def test_a_trace_whose_lines_end_with_cr_only_says_so(tmp_path, run_cli, compress):
+    """Attack 16: a ``.prv`` whose lines end with CR only (an old Mac's text) was refused as "broken Paraver header:
+    1 applications declared but 54018 described" (its whole text one header line); now the line says why."""
+    prv = copy_trace(PRIME, tmp_path / "t")
+    prv = _rewritten(prv, prv.read_bytes().replace(b"\n", b"\r"), compress)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{prv}:1: lines end with CR only" in err, err
+    assert not wh.exists()
+
+
 def test_a_long_line_is_refused_on_the_time_sorted_path_too(tmp_path, small_cap):
     """A trace whose records are out of time order is copied and sorted before it is read: a line over the cap
     is refused there too, at its line of the file, before anything is sorted."""

@@ -268,6 +268,9 @@ class ParaverTrace(TraceReader):
                 raise TraceFormatError(self.path, 1, "'new format' trace (paraver-kernel's internal record layout, "
                                        "TraceBodyIO_v2), which paramedir does not load either: only '#Paraver (' "
                                        "traces are read")
+            if not first.endswith(b"\n") and b"\r" in first.rstrip(b"\r"):  # the whole text (or 64 MiB) one line
+                raise TraceFormatError(self.path, 1, "lines end with CR only (no LF), which Paraver does not read as "
+                                       "line ends: convert them (tr '\\r' '\\n')")
             if len(first) > MAX_HEADER_BYTES:
                 raise TraceFormatError(self.path, 1, f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
             while len(prefix) < MAX_HEADER_BYTES:
