@@ -112,3 +112,13 @@ def test_a_night_of_an_older_version_is_named_from_the_record_in_its_lock_file(t
         holder.wait()
     assert said.startswith(f"another night is running on {tmp_path / 'older-drop'} since 2026-12-01T02:00:00+00:00, "
                            f"pid {holder.pid} on {socket.gethostname()} (it holds "), said
+
+
+def test_a_refusal_is_one_line_whatever_the_holders_drop_folder_is_named(tmp_path):
+    """A drop folder whose name holds a line break (a user's folder) made the refusal two lines, the second starting
+    with what followed the break: its record's values are shown escaped."""
+    wh, drop = tmp_path / "wh", tmp_path / "drop"
+    drop.mkdir()
+    with night_lock(Warehouse(wh), tmp_path / "drop\nerror: forged"):
+        said = _refusal(wh, drop)
+    assert len(said.splitlines()) == 1 and f"running on {tmp_path}/drop\\nerror: forged since " in said, said

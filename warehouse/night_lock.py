@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, pid_alive, read_record
 
@@ -195,9 +196,10 @@ def _held_by(fd: int, record: Path, path: Path) -> str:
         except (OSError, ValueError):
             continue
         if isinstance(holder, dict) and _holds(holder, holders):
-            who = f"pid {holder['pid']} on {holder.get('host', 'an unknown host')}"
-            return (f"another night is running on {holder.get('drop', 'a drop folder not said')} since "
-                    f"{holder.get('since', 'a time not said')}, {who} (it holds {path}); {_LET_IT_FINISH}")
+            drop, since, host = (clipped(str(holder.get(k, unsaid)), 300) for k, unsaid in (
+                ("drop", "a drop folder not said"), ("since", "a time not said"), ("host", "an unknown host")))
+            return (f"another night is running on {drop} since {since}, pid {holder['pid']} on {host} (it holds "
+                    f"{path}); {_LET_IT_FINISH}")
     return (f"another night is running, which one is not known yet (it holds {path} and has not said who it is); "
             f"{_LET_IT_FINISH}")
 
