@@ -416,6 +416,9 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     refuse_foreign(wh.experiment_dir(exp_name), "nothing was ingested")  # attack 11 E1: its writers would adopt it
     if (what := unprintable(run_name)) is not None:  # a newline or an escape sequence would forge output lines
         raise InvalidNameError(f"{str(path)!r}: the trace's name holds {what}; rename the file")
+    if not run_name.replace(".", "").strip():  # attack 16: ``..prv``, `` .prv``: a blank run and app name
+        raise InvalidNameError(f"{str(path)!r}: the trace's name is blank (nothing but dots and blanks before its "
+                               "suffix); rename the file")
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
         _check_same_place(row, experiment, app, path)
