@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-import unicodedata
 
 import polars as pl
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.errors import DamagedPartError, ForeignFolderError, UnknownExperimentError
 from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
-from synthtrace.warehouse.names import name_problem
+from synthtrace.warehouse.names import name_problem, one_spelling
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
 from synthtrace.warehouse.stored import damaged_runs, judge, refuse_foreign, stored_folders
@@ -45,7 +44,7 @@ def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     for ref in dict.fromkeys(refs):
         hit = runs.filter(pl.col("run_id") == ref)  # a whole id names its run, whatever another run is called
         if hit.height == 0:  # a name as typed matches however it is spelled in Unicode (a Mac's file names: NFD)
-            hit = runs.filter(pl.col("run_name").str.normalize("NFC") == unicodedata.normalize("NFC", ref))
+            hit = runs.filter(pl.col("run_name").str.normalize("NFC") == one_spelling(ref))
         if hit.height == 0 and ref:
             hit = runs.filter(pl.col("run_id").str.starts_with(ref))
         if hit.height == 0:
