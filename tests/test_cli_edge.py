@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from synthtrace.pipelines.cli import main
-from testing.traces import JACOBI, PRIME, copy_trace, ingested
+from testing.traces import JACOBI, PRIME, copy_trace, ingested, tree_digest
 
 
 def synthtrace(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -360,6 +360,24 @@ def test_ctrl_c_right_after_a_stage_is_made_leaves_no_stage(tmp_path, folder):
     p = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 130 and p.stderr.strip().splitlines()[-1] == "aborted", (p.returncode, p.stderr)
     assert not (wh / ".staging").is_dir() or list((wh / ".staging").iterdir()) == []
+
+
+@pytest.mark.parametrize("ref", ["whole", "prefix"])
+def test_runs_rm_of_a_run_folder_that_is_a_link_says_so_and_follows_nothing(tmp_path, run_cli, ref):
+    """Attack 16: `runs rm ID` of a run whose ``runs/<id>`` is a link (to a copy elsewhere) said "no run"; now one
+    line saying it is a link, not followed, exit 2: the link and what it points at stay."""
+    wh = ingested(tmp_path, "prime", PRIME)
+    (run_dir,) = (wh / "runs").iterdir()
+    elsewhere = tmp_path / "elsewhere" / run_dir.name
+    elsewhere.parent.mkdir()
+    run_dir.rename(elsewhere)
+    run_dir.symlink_to(elsewhere)
+    before = tree_digest(elsewhere)
+    code, out, err = run_cli("runs", "rm", run_dir.name if ref == "whole" else run_dir.name[:6], "-w", wh)
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {run_dir}: a link, not a run folder of this warehouse; not followed, nothing was changed (remove the "
+        "link itself to drop it)"], err
+    assert run_dir.is_symlink() and tree_digest(elsewhere) == before
 
 
 def test_every_help_example_parses_with_the_commands_own_options(tmp_path, monkeypatch):

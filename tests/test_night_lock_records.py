@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse import night_lock as night_lock_module
 from synthtrace.warehouse.errors import NightRunningError
 from synthtrace.warehouse.night_lock import NIGHT_LOCK, NIGHT_RECORD, night_lock
 
@@ -69,12 +70,16 @@ def test_a_night_killed_before_renaming_its_record_leaves_nothing_once_the_lock_
     assert {p.name for p in (wh / ".locks").iterdir()} == {NIGHT_LOCK, NIGHT_RECORD}
 
 
-@pytest.mark.parametrize("before", ["a dead night", "a live process's ended night"])
-def test_a_refusal_never_names_a_night_that_holds_nothing(tmp_path, before):
+@pytest.mark.parametrize(("before", "lock_table"), [("a dead night", True), ("a live process's ended night", True),
+                                                     ("a dead night", False)])
+def test_a_refusal_never_names_a_night_that_holds_nothing(tmp_path, monkeypatch, before, lock_table):
     """The record left by the night before (its process dead, or alive and holding nothing: a `serve` between
-    nights) while another night holds the lock and has not written its own: the holder is said unknown."""
+    nights) while another night holds the lock and has not written its own: the holder is said unknown. Without
+    the kernel's lock table (not Linux), a dead night's record is known by its pid."""
     wh, drop = tmp_path / "wh", tmp_path / "drop"
     drop.mkdir()
+    if not lock_table:
+        monkeypatch.setattr(night_lock_module, "lock_holders", lambda fd: None)
     if before == "a dead night":
         subprocess.run([sys.executable, "-c", "import sys\nfrom synthtrace.warehouse import Warehouse\nfrom "
                         "synthtrace.warehouse.night_lock import night_lock\nwith night_lock(Warehouse(sys.argv[1]), "
@@ -107,3 +112,13 @@ def test_a_night_of_an_older_version_is_named_from_the_record_in_its_lock_file(t
         holder.wait()
     assert said.startswith(f"another night is running on {tmp_path / 'older-drop'} since 2026-12-01T02:00:00+00:00, "
                            f"pid {holder.pid} on {socket.gethostname()} (it holds "), said
+
+
+def test_a_refusal_is_one_line_whatever_the_holders_drop_folder_is_named(tmp_path):
+    """A drop folder whose name holds a line break (a user's folder) made the refusal two lines, the second starting
+    with what followed the break: its record's values are shown escaped."""
+    wh, drop = tmp_path / "wh", tmp_path / "drop"
+    drop.mkdir()
+    with night_lock(Warehouse(wh), tmp_path / "drop\nerror: forged"):
+        said = _refusal(wh, drop)
+    assert len(said.splitlines()) == 1 and f"running on {tmp_path}/drop\\nerror: forged since " in said, said

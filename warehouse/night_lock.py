@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, pid_alive, read_record
 
@@ -195,9 +196,10 @@ def _held_by(fd: int, record: Path, path: Path) -> str:
         except (OSError, ValueError):
             continue
         if isinstance(holder, dict) and _holds(holder, holders):
-            who = f"pid {holder['pid']} on {holder.get('host', 'an unknown host')}"
-            return (f"another night is running on {holder.get('drop', 'a drop folder not said')} since "
-                    f"{holder.get('since', 'a time not said')}, {who} (it holds {path}); {_LET_IT_FINISH}")
+            drop, since, host = (clipped(str(holder.get(k, unsaid)), 300) for k, unsaid in (
+                ("drop", "a drop folder not said"), ("since", "a time not said"), ("host", "an unknown host")))
+            return (f"another night is running on {drop} since {since}, pid {holder['pid']} on {host} (it holds "
+                    f"{path}); {_LET_IT_FINISH}")
     return (f"another night is running, which one is not known yet (it holds {path} and has not said who it is); "
             f"{_LET_IT_FINISH}")
 
@@ -206,12 +208,15 @@ _LET_IT_FINISH = "this one did nothing: let it finish (or stop it), or run the n
 
 
 def _holds(holder: dict[str, Any], holders: list[int] | None) -> bool:
-    """Whether the night of the holder record ``holder`` holds the lock whose holders' pids, as this host sees
-    them, are ``holders`` (None: not known). A record of this host names a live process among them; one of
-    another host is taken at its word, unless the holder is seen here."""
+    """Whether the night of the holder record ``holder`` holds the lock whose holders' pids, as this process sees
+    them, are ``holders`` (None: the kernel's table not readable). A holder seen here must be the record's (of this
+    host, its pid); without the table, a record of this host names a live process. A holder not seen here (on
+    another host, or in another pid namespace: a container of the same host name) cannot be judged: its record is
+    taken at its word."""
     pid = holder.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool):
         return False
-    if holder.get("host") != socket.gethostname():
-        return not holders
-    return pid_alive(pid) and (holders is None or pid in holders)
+    here = holder.get("host") == socket.gethostname()
+    if holders:
+        return here and pid in holders
+    return not (here and holders is None) or pid_alive(pid)
