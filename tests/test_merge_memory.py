@@ -490,3 +490,43 @@ def test_the_alignment_hands_its_pairing_s_arrays_back_before_scoring_and_the_ma
     for name in ("merged", "matches", "quality"):
         assert _sorted(getattr(whole, name)).equals(_sorted(getattr(plain, name))), name
 
+
+def test_the_sequence_table_hands_the_call_searches_back_and_joins_message_ends_on_keys_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair: each sequence table hands the free heap back after its closing and
+    opening calls are found (their sort and search arrays, ~100 MB at 2 x 550 MB, stayed in glibc's arenas while
+    Polars' allocator grew for the message ends), and the message ends are joined on copies of the rows' keys and
+    row and of the messages' keys and names alone (the joins carried the rows' call names and every message
+    column, the sequence table's peak)."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    events: list[str] = []
+    joined: list[tuple[set[str], set[str]]] = []
+    closing_rows, logical_ends, join = align_module._closing_rows, align_module.logical_ends, pl.DataFrame.join
+
+    def spy_closing(*args):
+        events.append("search")
+        return closing_rows(*args)
+
+    def spy_join(self, other, *args, **kwargs):
+        joined.append((set(self.columns), set(other.columns)))
+        return join(self, other, *args, **kwargs)
+
+    def spy_ends(*args):
+        events.append("ends")
+        with monkeypatch.context() as m:
+            m.setattr(pl.DataFrame, "join", spy_join)
+            return logical_ends(*args)
+
+    monkeypatch.setattr(align_module, "_closing_rows", spy_closing)
+    monkeypatch.setattr(align_module, "logical_ends", spy_ends)
+    monkeypatch.setattr(align_module, "release_free_heap", lambda: events.append("release"), raising=False)
+    _merge(runs, MergeOptions())
+    assert events.count("ends") >= 2
+    for i, e in enumerate(events):
+        if e == "ends":  # a hand-back after the last search of the calls before these message ends
+            before = events[:i]
+            assert "release" in before[len(before) - before[::-1].index("search"):], events
+    row_keys = {"appl", "task", "thread", "_close_seq", "_open_seq", "_row"}
+    message_keys = {"appl", "sender", "receiver", "s_thread", "s_call_seq", "r_thread", "r_call_seq", "c_call_seq",
+                    "_msg", "_chan", "_n"}
+    assert joined and all(left <= row_keys and right <= message_keys and len(right) <= 7 for left, right in joined)

@@ -295,6 +295,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
                                     pl.col("call_seq").gather(idx).alias("_open_seq"),
                                     *[pl.col(k).gather(idx).alias(f"open_{k}") for k in OPEN_ONLY]))
         del c, c_tid, rows, idx  # the calls' copy: not held while the signatures and message ends are made
+        release_free_heap()  # and what the closing and opening calls' searches freed
     else:
         b = b.with_columns(*[pl.lit(None, t).alias(k) for k, t in call_cols.items()],
                            pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"),
