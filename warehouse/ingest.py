@@ -5,7 +5,6 @@ import contextlib
 import itertools
 import shlex  # [helper security]
 import shutil
-import unicodedata
 import warnings
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -32,7 +31,8 @@ from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.programs import (INDEX_COMPLETE, PROGRAM_INDEX, Program, choose_program, program_identity,
                                            program_keys, remember_program, shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, legacy_folder_names, name_from_folder
+from synthtrace.warehouse.names import (InvalidNameError, check_name, file_name, legacy_folder_names,
+                                        name_from_folder, one_spelling)
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
 
@@ -102,7 +102,7 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     (``<run>/traces.otf2``): its run name is that folder's name and its experiment the folder holding the archive.
     The run name is in Unicode NFC (attack 14 F9: ``runs rm café.run1`` typed did not find the run a Mac named)."""
     run_name, folder = _trace_names(path)
-    run_name = unicodedata.normalize("NFC", run_name)
+    run_name = one_spelling(run_name)
     return run_name, app or run_name.split(".")[0], experiment or name_from_folder(folder)
 
 
@@ -325,6 +325,9 @@ def existing_run(wh: Warehouse, run_id: str) -> dict | None:
 #: where the runs ingested without their ``.pcf`` are indexed by source path (``<key>/<run_id>``, empty files), so
 #: that a later ingest of the same trace with its ``.pcf`` finds the runs it replaces without reading every stored run
 WITHOUT_PCF_INDEX = Path(".index") / "without_pcf"
+#: the file in :data:`WITHOUT_PCF_INDEX` saying that every stored run is in it (a warehouse written before the index
+#: is indexed once, when it is missing)
+WITHOUT_PCF_COMPLETE = WITHOUT_PCF_INDEX / ".complete"
 
 
 def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: str) -> list[str]:
@@ -360,8 +363,7 @@ def _source_key(path: Path) -> str:
 def _without_pcf_index(wh: Warehouse) -> Path:
     """The folder of :data:`WITHOUT_PCF_INDEX`; a warehouse written before it existed is indexed once (every run
     whose row says it was read without a .pcf)."""
-    index = wh.root / WITHOUT_PCF_INDEX
-    complete = index / ".complete"
+    index, complete = wh.root / WITHOUT_PCF_INDEX, wh.root / WITHOUT_PCF_COMPLETE
     if not complete.is_file():
         for run_file in wh.runs_dir.glob("*/run.parquet"):
             row = existing_run(wh, run_file.parent.name)
@@ -404,7 +406,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     another experiment than ``experiment``; the warehouse is then unchanged. ``known``: the trace's id as discovery
     hashed it, used instead of hashing the files again while they are unchanged since.
     """
-    path = Path(path)
+    path, app = Path(path), None if app is None else one_spelling(app)  # as --app is (a Mac's NFD name, tidy16)
     source = open_trace(path, salvage=salvage)
     signature = _stat_signature(source.content_files())
     trusted = known is not None and tuple(map(tuple, known.signature)) == signature
@@ -416,6 +418,9 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     refuse_foreign(wh.experiment_dir(exp_name), "nothing was ingested")  # attack 11 E1: its writers would adopt it
     if (what := unprintable(run_name)) is not None:  # a newline or an escape sequence would forge output lines
         raise InvalidNameError(f"{str(path)!r}: the trace's name holds {what}; rename the file")
+    if not run_name.replace(".", "").strip():  # attack 16: ``..prv``, `` .prv``: a blank run and app name
+        raise InvalidNameError(f"{str(path)!r}: the trace's name is blank (nothing but dots and blanks before its "
+                               "suffix); rename the file")
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
         _check_same_place(row, experiment, app, path)
@@ -600,7 +605,7 @@ def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSE
     unchanged", or gave a bare path, while the run was there); their completeness marks go, so the next ingest
     rebuilds them from the stored runs, this one with them (removing a file needs no space)."""
     for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
-                 wh.root / WITHOUT_PCF_INDEX / ".complete"):
+                 wh.root / WITHOUT_PCF_COMPLETE):
         with contextlib.suppress(OSError):
             mark.unlink(missing_ok=True)
     reason = exc.strerror or str(exc)
@@ -679,7 +684,6 @@ def _numbered_in_slices(messages: pl.DataFrame, ends: pl.DataFrame) -> pl.LazyFr
         for at in range(0, order.size, NUMBERED_SLICE):
             rows = order[at: at + NUMBERED_SLICE]
             part = logical_messages_at(messages[rows], ends[rows])
-            del rows
             part = (part.join(before, on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
                     .with_columns(pl.col("k") + pl.col("_n").fill_null(0)).drop("_n"))
             counts = part.group_by(CHANNEL).agg(pl.len().cast(pl.Int64).alias("_n"))
