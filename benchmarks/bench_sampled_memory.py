@@ -5,9 +5,13 @@ Cases, each ``--mb`` MB (.prv), ingested with ``synthtrace ingest`` in a fresh p
 - ``records``: prime_v0 with records of ~1 MB each repeating one counter (``:42000050:<value>``), 16 tasks in turn,
   times rising, after its body line 1,500 (the attacker's file);
 - ``burst``: one thread running for 1,000 s, sampled at distinct times (one counter a line);
-- ``call``: the same inside one MPI call.
+- ``call``: the same inside one MPI call;
+- ``wide-N`` (attack 17 F3, ``--wide N,...``): one thread, N bursts (running 5 ns, idle 5 ns), each with one sample of
+  counter type 42000000 + i % 4,096; by the code of ``--before-rev`` only up to ``--before-wide-max`` bursts (it
+  needed 2.3 GB for 60,000).
 
-    python benchmarks/bench_sampled_memory.py --before-rev 166fd2a [--mb 300]
+    python benchmarks/bench_sampled_memory.py --before-rev 166fd2a [--mb 300] [--wide 60000,150000,600000]
+    python benchmarks/bench_sampled_memory.py --before-rev c31a993 --only-wide --wide 20000,60000,600000
 """
 from __future__ import annotations
 
@@ -60,10 +64,24 @@ def _sampled(folder: Path, name: str, mb: int, before: bytes, after: bytes) -> P
     return prv
 
 
+def _wide(folder: Path, n: int, types: int = 4096) -> Path:
+    prv = folder / f"wide-{n}.prv"
+    with prv.open("wb") as out:
+        out.write(b"#Paraver (01/01/2020 at 00:00):%d_ns:1(1):1:1(1:1)\n" % (n * 10 + 100))
+        for s in range(0, n, 100_000):
+            out.write(b"".join(b"1:1:1:1:1:%d:%d:1\n2:1:1:1:1:%d:%d:1\n1:1:1:1:1:%d:%d:0\n"
+                               % (10 * i, 10 * i + 5, 10 * i + 2, 42000000 + i % types, 10 * i + 5, 10 * i + 10)
+                               for i in range(s, min(n, s + 100_000))))
+    return prv
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--before-rev", required=True)
     ap.add_argument("--mb", type=int, default=300)
+    ap.add_argument("--wide", default="", help="bursts of the wide cases, comma-separated")
+    ap.add_argument("--before-wide-max", type=int, default=60_000)
+    ap.add_argument("--only-wide", action="store_true", help="skip the records, burst and call cases")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-sampled-") as tmp:
@@ -73,11 +91,17 @@ def main() -> None:
                  "burst": lambda f: _sampled(f, "burst", args.mb, b"1:1:1:1:1:0:1000000000000:1\n", b""),
                  "call": lambda f: _sampled(f, "call", args.mb, b"1:1:1:1:1:0:500:1\n2:1:1:1:1:500:50000002:9\n",
                                             b"2:1:1:1:1:999999999999:50000002:0\n")}
+        if args.only_wide:
+            cases = {}
+        for n in (int(x) for x in args.wide.split(",") if x):
+            cases[f"wide-{n}"] = lambda f, n=n: _wide(f, n)
         for what, make in cases.items():
             folder = tmp / what
             folder.mkdir()
             trace = make(folder)
             for side, root in sides.items():
+                if what.startswith("wide-") and side != "this checkout" and int(what[5:]) > args.before_wide_max:
+                    continue
                 r = _run(CHILD_CLI_INGEST, str(trace), str(tmp / "wh"), root=root)
                 print(f"{what} [{side}]: rc {r['code']}, {r['peak_rss_mb']:.0f} MB, cpu {r['cpu']:.1f} s", flush=True)
                 rows.append((what, trace.stat().st_size / 1e6, side, r))

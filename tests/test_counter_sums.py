@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats import bursts
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
+from synthtrace.tracelib.schema import counter_columns
 
 HEADER = b"#Paraver (01/01/26 at 00:00):1000000000_ns:1(1):1:1(1:1)\n"
 PAPI_TOT_INS = 42000050
@@ -65,3 +68,56 @@ def test_sums_within_int64_are_kept(tmp_path):
             + _samples(1, 103, 5) + b"1:1:1:1:1:10000:20000:0\n")
     b, _, _ = ParaverTrace(_write(tmp_path, body)).read_tables("r")
     assert b.get_column("PAPI_TOT_INS").to_list()[0] == 2**63 - 1
+
+
+# ------------------------------------------------------------------------- attack 17 F3: wide, sparse counters
+def _wide(tmp_path: Path, n_bursts: int, n_types: int) -> Path:
+    """The attacker's file: ``n_bursts`` bursts (running 5 ns, idle 5 ns), each with one sample of counter type
+    42000000 + i % ``n_types``, of value i + 1."""
+    body = b"".join(b"1:1:1:1:1:%d:%d:1\n2:1:1:1:1:%d:%d:%d\n1:1:1:1:1:%d:%d:0\n"
+                    % (10 * i, 10 * i + 5, 10 * i + 2, 42000000 + i % n_types, i + 1, 10 * i + 5, 10 * i + 10)
+                    for i in range(n_bursts))
+    prv = tmp_path / "wide.prv"
+    prv.write_bytes(HEADER + body)
+    return prv
+
+
+def test_sums_cost_per_sample_not_per_counter_and_row():
+    """50,000 rows, 4,096 counters, one sample each: the sums were a dense 4,096 x 50,000 matrix (1.8 GB)."""
+    n, n_codes = 50_000, 4096
+    rows = np.arange(n, dtype=np.int64)
+    codes = (rows % n_codes).astype(np.int32)
+    out = bursts._counter_sums(n_codes, codes, rows + 1, rows[::-1].copy())
+    assert out[-1] == -1 and sum(a.size for a in out[:4]) <= 3 * n + n_codes + 1
+    used, off, row, total = out[:4]
+    k = 7  # counter 7: samples 7, 4103, ... at rows n - 1 - i, ascending
+    assert used[k] == k and row[off[k]:off[k + 1]].tolist() == sorted(n - 1 - i for i in range(k, n, n_codes))
+    assert total[off[k]:off[k + 1]].tolist() == [i + 1 for i in sorted(range(k, n, n_codes), reverse=True)]
+
+
+def test_a_chunk_of_many_sparse_counters_streams_in_bounded_parts(tmp_path, monkeypatch):
+    """3,000 bursts, each one sample of one of 512 counters, in one chunk: one part of 3,000 x 512 cells was built
+    (the attacker's 60,000 x 4,096: 2.3 GB). Now each part holds at most MAX_PART_CELLS cells (rows x counter
+    columns present), and the run's bursts are the same."""
+    monkeypatch.setattr(bursts, "MAX_PART_CELLS", 20_000, raising=False)
+    prv = _wide(tmp_path, 3000, 512)
+    stream = ParaverTrace(prv).read("r")
+    parts = [p.frame for p in stream if p.table == "bursts"]
+    cells = [p.height * len(counter_columns(p)) for p in parts]
+    assert len(parts) > 1 and max(cells) <= 20_000, cells
+    whole = pl.concat(parts, how="diagonal_relaxed").sort("burst_seq")
+    assert whole.height == 3000 and whole.get_column("burst_seq").to_list() == list(range(3000))
+    for i in (0, 511, 512, 1777, 2999):
+        row = whole.row(i, named=True)
+        name = f"{42000000 + i % 512}"
+        held = {c: v for c, v in row.items() if c in counter_columns(whole) and v is not None}
+        assert len(held) == 1 and next(iter(held.values())) == i + 1 and next(iter(held)).endswith(name), held
+
+
+def test_parts_and_whole_frames_agree(tmp_path, monkeypatch):
+    """`feed` (one frame) is the parts of `feed_parts` put together, counter columns sorted by name."""
+    monkeypatch.setattr(bursts, "MAX_PART_CELLS", 500, raising=False)
+    b, _, _ = ParaverTrace(_wide(tmp_path, 400, 40)).read_tables("r")
+    names = counter_columns(b)
+    assert names == sorted(names) and len(names) == 40 and b.height == 400
+    assert b.select(pl.sum_horizontal(names)).to_series().to_list() == list(range(1, 401))

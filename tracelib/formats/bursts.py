@@ -141,6 +141,17 @@ class ArrayBatch:
     messages: pl.DataFrame  # MESSAGE_SCHEMA
 
 
+def _whole(parts: tuple[Iterator[pl.DataFrame], Iterator[pl.DataFrame]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The bursts' and the calls' parts of :meth:`BurstAssembler.feed_parts`, each concatenated into one frame (a
+    counter absent from a part is NULL in its rows; the counter columns sorted by name, as in each part)."""
+    out = []
+    for p in parts:
+        frame = pl.concat(list(p), how="diagonal")
+        counters = counter_columns(frame)
+        out.append(frame.select(*(c for c in frame.columns if c not in counters), *sorted(counters)))
+    return out[0], out[1]
+
+
 def _empty(schema: dict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
@@ -409,6 +420,11 @@ def _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx):
     return dest, open_b
 
 
+#: cells (rows x counter columns) of one part of a chunk's bursts or calls at most (:func:`_part_bounds`): 8 Mi,
+#: about 75 MB as Int64 with validity; a real trace's chunk (8 MiB of records, about 60 counters) fits in one
+MAX_PART_CELLS = 1 << 23
+
+
 #: carried samples beyond which those bound for one burst or call are folded into one (a count): below it the
 #: fold would cost more than it saves
 FOLD_CARRIED_SAMPLES = 1 << 16
@@ -479,36 +495,97 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
 
 
 @cached_njit
-def _counter_sums(n_rows, n_codes, sm_c, sm_v, dest):
-    """Per counter present (rows: counter codes in order, ``codes``) and destination row (columns; ``dest`` >= 0,
-    e.g. a final burst or a call): the sum of its samples and whether one was seen; and the first sample whose add
-    passed int64 (-1: none; the sums are then not to be used)."""
-    used = np.zeros(n_codes, dtype=np.bool_)
+def _counter_sums(n_codes, sm_c, sm_v, dest):
+    """Per counter present and destination row (``dest`` >= 0, e.g. a final burst or a call), the sum of its samples,
+    sparse: cost per sample, not per counter x row (attack 17 F3: 4,096 counter types each in a few of 50,000 bursts
+    made a 1.8 GB matrix). The samples are sorted by (counter, row), stable, and each run of them added up in the
+    order read. Returns (counter codes present, in code order; offsets of each one's cells; each cell's row,
+    ascending within its counter; its sum) and the first sample whose add passed int64 (-1: none; the sums are then
+    not to be used)."""
+    off = np.zeros(n_codes + 1, dtype=np.int64)
     for i in range(dest.shape[0]):
         if dest[i] >= 0:
-            used[sm_c[i]] = True
-    col = _filled(n_codes, -1)
+            off[sm_c[i] + 1] += 1
     n_used = 0
     for c in range(n_codes):
-        if used[c]:
-            col[c] = n_used
+        if off[c + 1]:
             n_used += 1
-    codes = np.empty(n_used, dtype=np.int64)
-    for c in range(n_codes):
-        if used[c]:
-            codes[col[c]] = c
-    sums = np.zeros((n_used, n_rows), dtype=np.int64)
-    has = np.zeros((n_used, n_rows), dtype=np.bool_)
+        off[c + 1] += off[c]
+    m = off[n_codes]
+    nxt = off[:n_codes].copy()
+    perm = np.empty(m, dtype=np.int64)
     for i in range(dest.shape[0]):
-        r = dest[i]
-        if r >= 0:
-            k = col[sm_c[i]]
-            total = sums[k, r] + sm_v[i]
-            if _overflows(sums[k, r], sm_v[i], total):
-                return codes, sums, has, i
-            sums[k, r] = total
-            has[k, r] = True
-    return codes, sums, has, -1
+        if dest[i] >= 0:
+            perm[nxt[sm_c[i]]] = i
+            nxt[sm_c[i]] += 1
+    _sort_segments(perm, off, dest)
+    codes = np.empty(n_used, dtype=np.int64)
+    cell_off = np.empty(n_used + 1, dtype=np.int64)
+    row = np.empty(m, dtype=np.int64)
+    total = np.empty(m, dtype=np.int64)
+    k = 0
+    n = 0
+    for c in range(n_codes):
+        if off[c + 1] == off[c]:
+            continue
+        codes[k] = c
+        cell_off[k] = n
+        k += 1
+        for p in range(off[c], off[c + 1]):
+            i = perm[p]
+            if n > cell_off[k - 1] and row[n - 1] == dest[i]:
+                s = total[n - 1] + sm_v[i]
+                if _overflows(total[n - 1], sm_v[i], s):
+                    return codes, cell_off, row, total, i
+                total[n - 1] = s
+            else:
+                row[n] = dest[i]
+                total[n] = sm_v[i]
+                n += 1
+    cell_off[n_used] = n
+    return codes, cell_off, row[:n], total[:n], -1
+
+
+@cached_njit
+def _part_bounds(n_rows, cell_off, cell_row, max_cells):
+    """Where a table of ``n_rows`` rows with the counter cells of :func:`_counter_sums` is cut into parts of
+    consecutive rows, each with at most ``max_cells`` cells (rows x the counters present in them; one row at least):
+    the first row of each part and ``n_rows`` (a part's dense counter columns are then bounded, whatever the
+    trace's counters, attack 17 F3)."""
+    n_used = cell_off.shape[0] - 1
+    per_row = np.zeros(n_rows + 1, dtype=np.int64)  # the cells by row: offsets ...
+    for j in range(cell_off[n_used]):
+        per_row[cell_row[j] + 1] += 1
+    for r in range(n_rows):
+        per_row[r + 1] += per_row[r]
+    nxt = per_row[:n_rows].copy()
+    counter = np.empty(cell_off[n_used], dtype=np.int64)  # ... and their counters
+    for k in range(n_used):
+        for j in range(cell_off[k], cell_off[k + 1]):
+            counter[nxt[cell_row[j]]] = k
+            nxt[cell_row[j]] += 1
+    seen = _filled(n_used, -1)  # the last part holding each counter
+    bounds = np.empty(n_rows + 2, dtype=np.int64)
+    bounds[0] = 0
+    n_parts = 0
+    start = 0
+    present = 0
+    for r in range(n_rows):
+        new = 0
+        for j in range(per_row[r], per_row[r + 1]):
+            if seen[counter[j]] != n_parts:
+                new += 1
+        if r > start and (r - start + 1) * (present + new) > max_cells:
+            n_parts += 1
+            bounds[n_parts] = r
+            start = r
+            present = 0
+            new = per_row[r + 1] - per_row[r]
+        for j in range(per_row[r], per_row[r + 1]):
+            seen[counter[j]] = n_parts
+        present += new
+    bounds[n_parts + 1] = n_rows
+    return bounds[:n_parts + 2]
 
 
 @cached_njit
@@ -604,11 +681,10 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry = _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et,
                                                                   doff, next_seq)
     dest, open_b = _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx)
-    codes, sums, has, wrapped = _counter_sums(o_th.shape[0], n_codes, sm_c, sm_v, dest)
+    cells = _counter_sums(n_codes, sm_c, sm_v, dest)
     cdest = _sample_calls(n_threads, sm_th, sm_t, dest, c_th, c_t0, c_t1, w_th, w_t)
-    c_codes, c_sums, c_has, c_wrapped = _counter_sums(c_th.shape[0], n_codes, sm_c, sm_v, cdest)
-    if wrapped < 0:
-        wrapped = c_wrapped
+    c_cells = _counter_sums(n_codes, sm_c, sm_v, cdest)
+    wrapped = cells[4] if cells[4] >= 0 else c_cells[4]
     n_carry = 0
     n_loose = 0
     for i in range(dest.shape[0]):
@@ -632,8 +708,8 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     if wrapped < 0:
         wrapped = f_wrapped
     carry_iv, keep = _carried(n_threads, en_th.shape[0], ip, b_th, b_t1, b_first, final, ek, et, doff)
-    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm,
-            carry_value, loose_sm, keep, n_repeated, wrapped)
+    return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, cells[:4], c_cells[:4], carry_iv, carry_sm, carry_value,
+            loose_sm, keep, n_repeated, wrapped)
 
 
 @cached_njit
@@ -865,6 +941,16 @@ class BurstAssembler:
     def feed(
         self, batch: RecordBatch | ArrayBatch, horizon: pl.DataFrame | np.ndarray
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The final bursts and calls of the records so far, each as one frame (see :meth:`feed_parts`)."""
+        return _whole(self.feed_parts(batch, horizon))
+
+    def feed_parts(
+        self, batch: RecordBatch | ArrayBatch, horizon: pl.DataFrame | np.ndarray
+    ) -> tuple[Iterator[pl.DataFrame], Iterator[pl.DataFrame]]:
+        """:meth:`feed` in parts of consecutive rows whose cells (rows x the counter columns present in them) are at
+        most :data:`MAX_PART_CELLS`, one part at a time, so that a trace of many counters each in few bursts streams
+        in bounded pieces (attack 17 F3). The parts are built as they are taken: take them all before the next
+        feed (the calls first, then the bursts, or either)."""
         if isinstance(batch, RecordBatch):
             batch = self._to_arrays(batch)
         h = self._horizon(horizon)
@@ -878,10 +964,15 @@ class BurstAssembler:
         return bursts, calls
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The bursts and calls still open, each as one frame (see :meth:`finish_parts`)."""
+        return _whole(self.finish_parts())
+
+    def finish_parts(self) -> tuple[Iterator[pl.DataFrame], Iterator[pl.DataFrame]]:
+        """The bursts and calls still open, in parts as :meth:`feed_parts` gives them."""
         empty = ArrayBatch(
             IntervalArrays.empty(), SampleArrays.empty(), MpiArrays.empty(), _empty(MESSAGE_SCHEMA)
         )
-        return self.feed(empty, np.full(self.n_threads, NEVER, dtype=np.int64))
+        return self.feed_parts(empty, np.full(self.n_threads, NEVER, dtype=np.int64))
 
     # ------------------------------------------------------------------ steps
     def _numbered(self, tid: np.ndarray, nxt: np.ndarray) -> np.ndarray:
@@ -895,23 +986,45 @@ class BurstAssembler:
         nxt[tid[starts]] += np.diff(np.append(starts, n))
         return seq
 
-    def _counter_columns(self, codes: np.ndarray, sums: np.ndarray, has: np.ndarray) -> list[pl.Series]:
-        """One Int64 column per counter code present (NULL where no sample), sorted by name; the names join
-        :attr:`counters`."""
-        names = sorted((self._counters.names[c], i) for i, c in enumerate(codes.tolist()))
+    def _with_counters(self, table: pl.DataFrame, cells: tuple[np.ndarray, ...]) -> Iterator[pl.DataFrame]:
+        """``table`` with one Int64 column per counter present (NULL where no sample; sorted by name) from the
+        sparse sums ``cells`` of :func:`_counter_sums`, in the parts :func:`_part_bounds` cuts, each holding the
+        columns of the counters present in its rows. The names join :attr:`counters` at once; the parts are built
+        as they are taken."""
+        codes, cell_off, row, value = cells
+        names = sorted((self._counters.names[c], k) for k, c in enumerate(codes.tolist()))
         self.counters = sorted(set(self.counters) | {n for n, _ in names})
-        return [pl.Series(name, np.ma.masked_array(sums[i], mask=~has[i])) for name, i in names]
+        bounds = _part_bounds(table.height, cell_off, row, MAX_PART_CELLS)
+
+        def parts() -> Iterator[pl.DataFrame]:
+            # each counter's cells (ascending rows) at every bound: one search per counter, not per part
+            at = [cell_off[k] + np.searchsorted(row[cell_off[k]:cell_off[k + 1]], bounds) for _, k in names]
+            for p in range(bounds.size - 1):
+                a, n = int(bounds[p]), int(bounds[p + 1] - bounds[p])
+                columns = []
+                for (name, _), pos in zip(names, at):
+                    lo, hi = pos[p], pos[p + 1]
+                    if lo < hi:
+                        dense = np.zeros(n, np.int64)
+                        dense[row[lo:hi] - a] = value[lo:hi]
+                        absent = np.ones(n, np.bool_)
+                        absent[row[lo:hi] - a] = False
+                        columns.append(pl.Series(name, np.ma.masked_array(dense, mask=absent)))
+                yield table.slice(a, n).with_columns(columns) if columns else table.slice(a, n)
+
+        return parts()
 
     def _close_bursts(self, intervals: IntervalArrays, samples: SampleArrays, mpi: MpiArrays, h: np.ndarray,
                       calls: pl.DataFrame, spans: tuple[np.ndarray, np.ndarray, np.ndarray],
-                      waiting: tuple[np.ndarray, np.ndarray]) -> tuple[pl.DataFrame, pl.DataFrame]:
+                      waiting: tuple[np.ndarray, np.ndarray]) -> tuple[Iterator[pl.DataFrame], Iterator[pl.DataFrame]]:
         """The final bursts, and ``calls`` (whose thread ids, starts and ends are ``spans``) with the counters
-        measured inside them; the samples neither holds are kept in :attr:`loose`."""
+        measured inside them, in parts (:meth:`_with_counters`); the samples neither holds are kept in
+        :attr:`loose`."""
         entries = self._recent_entries.concat(mpi.take(np.flatnonzero(mpi.call >= 0)))
         order = self._thread_order()
         n_codes = max(len(self._counters.names), 1)
-        (th, cpu, t0, t1, seq, entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm, carry_value,
-         loose_sm, keep, n_repeated, wrapped) = _assemble(
+        (th, cpu, t0, t1, seq, entry, cells, c_cells, carry_iv, carry_sm, carry_value, loose_sm, keep, n_repeated,
+         wrapped) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
             samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
             entries.thread, entries.time_ns, h, self._burst_next,
@@ -934,11 +1047,9 @@ class BurstAssembler:
             constant("run_id", self.run_id, pl.String, th.size),
             pl.Series("appl", self._appl[th]), pl.Series("task", self._task[th]), pl.Series("thread", self._thread[th]),
             pl.Series("burst_seq", seq), _cpu_series(cpu), pl.Series("start_ns", t0), pl.Series("end_ns", t1),
-            pl.Series("duration_ns", t1 - t0), *closing, *self._counter_columns(codes, sums, has),
+            pl.Series("duration_ns", t1 - t0), *closing,
         ])
-        if c_codes.size:
-            calls = calls.with_columns(self._counter_columns(c_codes, c_sums, c_has))
-        return bursts, calls
+        return self._with_counters(bursts, cells), self._with_counters(calls, c_cells)
 
     def _refuse_sum(self, samples: SampleArrays, row: int) -> None:
         """Refuse the trace: the sum sample ``row`` joins passes int64 (a wrapped number stored as a count would be

@@ -42,12 +42,15 @@ class _ReadState:
     last_ns: int = 0
     p2p: P2pRecords | None = None
 
-    def assembled(self, bursts: pl.DataFrame, calls: pl.DataFrame, store: CallStore) -> Iterator[TablePart]:
-        """The assembler's output: calls to the store, bursts as a part."""
-        store.add(calls)
-        self.n_bursts += bursts.height
-        if bursts.height:
-            yield TablePart("bursts", bursts)
+    def assembled(self, bursts: Iterator[pl.DataFrame], calls: Iterator[pl.DataFrame],
+                  store: CallStore) -> Iterator[TablePart]:
+        """The assembler's parts (:meth:`BurstAssembler.feed_parts`): calls to the store, bursts streamed."""
+        for part in calls:
+            store.add(part)
+        for part in bursts:
+            self.n_bursts += part.height
+            if part.height:
+                yield TablePart("bursts", part)
 
 
 class Otf2Trace(TraceReader):
@@ -157,7 +160,7 @@ class Otf2Trace(TraceReader):
                             {"appl": [1], "task": [loc.task], "thread": [loc.thread], "time_ns": [horizon]},
                             schema=HORIZON_SCHEMA,
                         )
-                        yield from read.assembled(*assembler.feed(batch, h), calls)
+                        yield from read.assembled(*assembler.feed_parts(batch, h), calls)
                         if events.height:
                             read.n_events += events.height
                             yield TablePart("events", events)
@@ -165,7 +168,7 @@ class Otf2Trace(TraceReader):
                 with contextlib.suppress(Exception):
                     _otf2.Reader_CloseEvtFiles(handle)
                 reader.close()
-        yield from read.assembled(*assembler.finish(), calls)
+        yield from read.assembled(*assembler.finish_parts(), calls)
         matched = read.p2p.matched(check_order=not self.salvage)
         for said in check_pairing(matched, self.path, self.salvage, self._twins):  # attack 8 B8: moved events files
             self._warn(said)

@@ -491,6 +491,17 @@ class ParaverTrace(TraceReader):
         n_bursts = n_uncore = n_events = 0
         last_time = parser.last_time
         hasher = ContentHasher()
+
+        def assembled(bursts: Iterator[pl.DataFrame], new_calls: Iterator[pl.DataFrame]) -> Iterator[TablePart]:
+            """The assembler's parts: calls to the store, bursts streamed (attack 17 F3: one part at a time)."""
+            nonlocal n_bursts
+            for part in new_calls:
+                calls.add(part)
+            for part in bursts:
+                n_bursts += part.height
+                if part.height:
+                    yield TablePart("bursts", part)
+
         for item in read_ahead(self._prepared(parser, converter, hasher, run_id)):
             if isinstance(item, str):
                 self._warn(item)
@@ -504,11 +515,7 @@ class ParaverTrace(TraceReader):
                 n_uncore += samples.height
                 yield TablePart("uncore", samples)
             last_time = item.horizon
-            bursts, new_calls = assembler.feed(converter.batch(item), last_time)
-            n_bursts += bursts.height
-            calls.add(new_calls)
-            if bursts.height:
-                yield TablePart("bursts", bursts)
+            yield from assembled(*assembler.feed_parts(converter.batch(item), last_time))
             if (events := _concat_events(item.events, converter.loose_samples(run_id))).height:
                 n_events += events.height
                 yield TablePart("events", events)
@@ -520,17 +527,13 @@ class ParaverTrace(TraceReader):
         if not any(n_records.values()):
             raise TraceFormatError(self.path, self._body_line, "no records after the header (an empty trace body, "
                                    "which Paraver refuses too)")
-        bursts, new_calls = assembler.finish()
-        n_bursts += bursts.height
+        yield from assembled(*assembler.finish_parts())
         if assembler.repeated_bursts:
             self._warn(f"{self.path}: {assembler.repeated_bursts} bursts repeat the one before them on their thread "
                        "(the same start and end: state records written twice, e.g. a thread's file merged twice?); "
                        "kept as read, each a burst of its own")
         if said := _written_twice(repeated, assembler.repeated_mpi_entries):
             self._warn(f"{self.path}: {said}")
-        calls.add(new_calls)
-        if bursts.height:
-            yield TablePart("bursts", bursts)
         if (events := converter.loose_samples(run_id)).height:
             n_events += events.height
             yield TablePart("events", events)
