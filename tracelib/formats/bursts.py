@@ -420,9 +420,11 @@ def _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx):
     return dest, open_b
 
 
-#: cells (rows x counter columns) of one part of a chunk's bursts or calls at most (:func:`_part_bounds`): 8 Mi,
-#: about 75 MB as Int64 with validity; a real trace's chunk (8 MiB of records, about 60 counters) fits in one
-MAX_PART_CELLS = 1 << 23
+#: cells (rows x counter columns) of one part of a chunk's bursts or calls at most (:func:`_part_bounds`): 1 Mi,
+#: about 9 MB as Int64 with validity; a real trace's chunk (8 MiB of records: some 10,000 bursts of up to 60
+#: counters) fits in one. Measured on 600,000 bursts of one of 4,096 counters each: peak RSS of the read 511 MB at
+#: 1 Mi cells, 4.3 GB at 2 Mi (parts of ~1,450 x 1,450 cells; not understood, benchmarks/RESULTS.md)
+MAX_PART_CELLS = 1 << 20
 
 
 #: carried samples beyond which those bound for one burst or call are folded into one (a count): below it the
