@@ -530,3 +530,33 @@ def test_the_sequence_table_hands_the_call_searches_back_and_joins_message_ends_
     message_keys = {"appl", "sender", "receiver", "s_thread", "s_call_seq", "r_thread", "r_call_seq", "c_call_seq",
                     "_msg", "_chan", "_n"}
     assert joined and all(left <= row_keys and right <= message_keys and len(right) <= 7 for left, right in joined)
+
+
+def test_the_key_pairs_hand_the_heap_back_before_their_joins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair: ``key_pairs`` hands the free heap back before the keys' join, before the
+    message pairs' and before the arrivals' (what the clocks, offsets, iteration paths and chain freed stayed in
+    glibc's arenas while Polars' allocator grew for the joins' hash tables: ``key_pairs``' peak at 2 x 550 MB)."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    events: list[str] = []
+    join_pairs, arrival_pairs = anchors._join_pairs, anchors.arrival_pairs
+
+    def spy_join(rk, ok, on):
+        events.append("join " + ",".join(on))
+        return join_pairs(rk, ok, on)
+
+    def spy_arrivals(*args):
+        events.append("arrivals")
+        with monkeypatch.context() as m:  # the joins inside are the arrivals' own
+            m.setattr(anchors, "_join_pairs", join_pairs)
+            return arrival_pairs(*args)
+
+    monkeypatch.setattr(anchors, "_join_pairs", spy_join)
+    monkeypatch.setattr(anchors, "arrival_pairs", spy_arrivals)
+    monkeypatch.setattr(anchors, "release_free_heap", lambda: events.append("release"), raising=False)
+    _merge(runs, MergeOptions())
+    steps = [e for e in events if e != "release"][:3]
+    assert steps == ["join " + ",".join(anchors.ON), "join _tid,_it,osig,_mrank", "arrivals"], events
+    for step in steps:  # each right after a hand-back
+        at = events.index(step)
+        assert at > 0 and events[at - 1] == "release", events
+
