@@ -33,6 +33,7 @@ from synthtrace.pipelines.cli_base import (
     staged_folder,
 )
 from synthtrace.pipelines.cli_examples import epilog
+from synthtrace.tracelib.atomic_file import lies_in
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
 from synthtrace.warehouse import Warehouse
@@ -203,7 +204,7 @@ def _warehouse_write(exc: OSError, wh: Warehouse, out: Path) -> WarehouseError |
     if exc.filename is None:
         return None
     path = Path(os.fsdecode(exc.filename))
-    if not path.resolve().is_relative_to(wh.root.resolve()):
+    if not lies_in(path, wh.root):
         return None
     return WarehouseError(f"warehouse {wh.root}: cannot store the report's analysis in it ({path}: "
                           f"{exc.strerror or exc}); no report was written to {out}")

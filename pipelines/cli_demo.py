@@ -17,6 +17,7 @@ from synthtrace.pipelines.cli_app import console, print_warning
 from synthtrace.pipelines.cli_base import check_folder
 from synthtrace.pipelines.cli_nightly import night_progress
 from synthtrace.pipelines.cli_examples import epilog
+from synthtrace.tracelib.atomic_file import lies_in
 from synthtrace.tracelib.errors import BadInputError
 
 DEMO_APPS = {"stencil": "halo", "solver": "cg"}
@@ -42,7 +43,7 @@ def _check_not_around_cwd(out: Path) -> None:
         cwd = Path.cwd()
     except OSError:  # the working folder was removed under us: nothing of it can be held
         return
-    if cwd == (where := out.resolve()) or where in cwd.parents:
+    if lies_in(cwd, out):
         raise BadInputError(f"--out {out}: is the working folder or holds it ({cwd}), and replacing the earlier demo "
                             "there would delete the folder you are in: nothing was deleted; run from outside it, or "
                             "give --out its path from there")

@@ -435,9 +435,7 @@ def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator
         with contextlib.suppress(Exception):
             sys.stdout.flush()
         with contextlib.suppress(Exception):
-            _server_stderr.stopping = True  # its shutdown records to the server's log, not after the stop line
-            if _server is not None:
-                _server.stop()
+            stop_server(log_wait_s=0)  # its shutdown records to the server's log, not after the stop line
         os._exit(interrupts.exit_code())
 
     if threading.current_thread() is not threading.main_thread():
@@ -481,7 +479,8 @@ def start_prefect() -> None:
             if not server.running:  # else started by an earlier night of this process
                 with server_watch.marking(), _server_stderr.starting():  # the watcher first: a night killed while
                     server.start(timeout=timeout)  # its server starts stops it too
-                atexit.register(stop_server)  # before Prefect's own stop (atexit runs the last registered first)
+                atexit.unregister(stop_server)  # once however many times it restarts, and after Prefect's own
+                atexit.register(stop_server)  # stop, which each start registers: atexit runs the last registered first
             server_watch.watch(server.server_process.pid)  # one watcher per process, however many nights
             return
         except RuntimeError:
@@ -569,14 +568,15 @@ _server_stderr = _ServerStderr()
 SERVER_LOG_S = 10.0
 
 
-def stop_server() -> None:
+def stop_server(log_wait_s: float = SERVER_LOG_S) -> None:
     """Stop the ephemeral server this process started (at exit, or with a night stopped at once): what it writes
-    while it stops goes to :data:`SERVER_LOG`, not under the night's summary."""
+    while it stops goes to :data:`SERVER_LOG`, not under the night's summary; its last records are waited for at
+    most ``log_wait_s`` seconds (0: a night stopped at once does not wait)."""
     if _server is None or _server.server_process is None:
         return
     _server_stderr.stopping = True
     _server.stop()
-    _server_stderr.stopped(SERVER_LOG_S)
+    _server_stderr.stopped(log_wait_s)
 
 
 def nothing_to_do(drop: Path, wh: Warehouse, skip: list[str] | None = None,

@@ -8,17 +8,30 @@ import time
 from pathlib import Path
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process and its live descendants, in seconds (Linux /proc).
-    [helper security, issue 23 F3: `sql` computes in a child process]"""
+def descendants(pid: int) -> list[int]:
+    """The live descendants of process ``pid``, each before its own (Linux /proc); none once it has ended. A process
+    whose parent ended (re-parented to init) is no longer among them."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
                     for c in (task / "children").read_text().split()]
     except (FileNotFoundError, ProcessLookupError):  # it ended meanwhile
+        return []
+    return [d for c in children for d in (c, *descendants(c))]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process and its live descendants, in seconds (Linux /proc).
+    [helper security, issue 23 F3: `sql` computes in a child process]"""
+    return sum(_own_cpu_seconds(p) for p in (pid, *descendants(pid)))
+
+
+def _own_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the live process ``pid`` alone, in seconds; 0 once it has ended."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
         return 0.0
-    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return own + sum(cpu_seconds(c) for c in children)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def ctrl_c_when_busy(p: subprocess.Popen, cpu_s: float, timeout_s: float = 300) -> tuple[str, str]:

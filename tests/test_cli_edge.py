@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from synthtrace.pipelines.cli import main
-from testing.traces import JACOBI, PRIME, copy_trace, ingested
+from testing.traces import JACOBI, PRIME, copy_trace, ingested, tree_digest
 
 
 def synthtrace(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -328,6 +328,56 @@ def test_ctrl_c_during_ingest_says_aborted_and_keeps_nothing_half_written(tmp_pa
     assert not (wh / ".staging").is_dir() or list((wh / ".staging").iterdir()) == []
     again = synthtrace("ingest", big_lulesh, "-w", wh)
     assert again.returncode == 0 and "ingested as" in again.stdout, again.stderr
+
+
+@pytest.mark.parametrize("folder", ["run", "scratch"])
+def test_ctrl_c_right_after_a_stage_is_made_leaves_no_stage(tmp_path, folder):
+    """Issue 23 (the flake of test_ctrl_c_during_ingest_..., session 16): a Ctrl-C that Python raised as the stage's
+    ``mkdir`` returned (a signal that came during the system call) escaped before the block that removes the stage
+    was entered: ``.staging/<id>.<hash>.L<lease>`` stayed. The interrupt is injected there, in the console script's
+    process (which ends without the interpreter's teardown); ``scratch``: a merge's spill folder, made the same way."""
+    script = textwrap.dedent(f"""
+        import pathlib, sys
+        from synthtrace.pipelines import cli
+        made = pathlib.Path.mkdir
+
+        def mkdir(self, *args, **kwargs):
+            made(self, *args, **kwargs)
+            if self.parent.name == ".staging" and ".L" in self.name and self.name.startswith("merge-") == {
+                folder == "scratch"}:
+                raise KeyboardInterrupt  # as Python raises a SIGINT received during os.mkdir
+
+        pathlib.Path.mkdir = mkdir
+        sys.exit(cli.main())
+        """)
+    wh = tmp_path / "wh"
+    if folder == "scratch":
+        a, b = copy_trace(PRIME, tmp_path / "a", "pa"), copy_trace(PRIME, tmp_path / "b", "pb")
+        assert synthtrace("ingest", a, b, "-w", wh, "--experiment", "e").returncode == 0
+        args = ["merge", "e", "-w", wh]
+    else:
+        args = ["ingest", PRIME, "-w", wh]
+    p = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 130 and p.stderr.strip().splitlines()[-1] == "aborted", (p.returncode, p.stderr)
+    assert not (wh / ".staging").is_dir() or list((wh / ".staging").iterdir()) == []
+
+
+@pytest.mark.parametrize("ref", ["whole", "prefix"])
+def test_runs_rm_of_a_run_folder_that_is_a_link_says_so_and_follows_nothing(tmp_path, run_cli, ref):
+    """Attack 16: `runs rm ID` of a run whose ``runs/<id>`` is a link (to a copy elsewhere) said "no run"; now one
+    line saying it is a link, not followed, exit 2: the link and what it points at stay."""
+    wh = ingested(tmp_path, "prime", PRIME)
+    (run_dir,) = (wh / "runs").iterdir()
+    elsewhere = tmp_path / "elsewhere" / run_dir.name
+    elsewhere.parent.mkdir()
+    run_dir.rename(elsewhere)
+    run_dir.symlink_to(elsewhere)
+    before = tree_digest(elsewhere)
+    code, out, err = run_cli("runs", "rm", run_dir.name if ref == "whole" else run_dir.name[:6], "-w", wh)
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {run_dir}: a link, not a run folder of this warehouse; not followed, nothing was changed (remove the "
+        "link itself to drop it)"], err
+    assert run_dir.is_symlink() and tree_digest(elsewhere) == before
 
 
 def test_every_help_example_parses_with_the_commands_own_options(tmp_path, monkeypatch):

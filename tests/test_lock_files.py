@@ -90,8 +90,9 @@ def test_the_night_lock_file_is_never_written(tmp_path):
     """A lock file made by an older night holds its record: left as it is; who holds it is said beside it."""
     wh, drop = tmp_path / "wh", tmp_path / "drop"
     drop.mkdir()
-    lock = Warehouse(wh).ensure().journal_dir / NIGHT_LOCK
-    wh.joinpath(".locks").mkdir(exist_ok=True)
+    journal = Warehouse(wh).ensure().journal_dir
+    journal.mkdir()
+    lock = journal / NIGHT_LOCK
     lock.write_text("older bytes")
     with night_lock(Warehouse(wh), drop):
         assert f'"pid": {os.getpid()}' in (lock.parent / NIGHT_RECORD).read_text()

@@ -338,6 +338,8 @@ def test_verdict_says_what_is_wrong():
     assert v == "suspect" and why.startswith("30 matched bursts >= 10 us (3.0%)") and "task 3" in why
     assert verdict(PairSignals(0.0, 0.0, 1.0, 1.0, 0, opened_other=60, long_matched=1000), False)[0] == "bad"
     assert verdict(PairSignals(0.0, 0.0, 1.0, 1.0, 0, opened_other=2, long_matched=1000), False) == ("ok", "")
+    assert verdict(PairSignals(0.0, 0.0, 1.0, 1.0, 1), False) == (
+        "bad", "1 thread(s) disagree with their partners' messages both ways: misaligned")
 
 
 # ----------------------------------------------------------------------------------------------- rank correspondence

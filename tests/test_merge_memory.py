@@ -11,6 +11,7 @@ import warnings
 import weakref
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -480,3 +481,95 @@ def test_the_runs_bursts_are_not_held_through_the_alignment(tmp_path: Path, monk
     assert held == [False]
     assert len(columns) == 2 and not any("cpu" in c for c in columns)
     _assert_committed_is_whole(exp, got, whole)
+
+
+def test_the_alignment_hands_its_pairing_s_arrays_back_before_scoring_and_the_match_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair: the arrays the aligner's kernels read (signatures, counters, times, gap
+    costs of both runs) are dead and the free heap handed back before the pairs are scored, and the scoring's
+    arrays are dead and the heap handed back before the match table is made (issue 23: ``align_runs`` held them,
+    or what glibc kept of them, while it built the table, its peak at 2 x 550 MB); the merge is the whole one."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    events: list[tuple[str, list[weakref.ref]]] = []
+    align_threads, score_kernel, bracketed = (align_module._align_threads, align_module._score_kernel,
+                                              align_module.bracketed)
+
+    def arrays(*sides) -> list[weakref.ref]:
+        return [weakref.ref(a) for s in sides for a in s if isinstance(a, np.ndarray) and a.size]
+
+    def spy_align(threads, anchor, ref, oth, r_time, o_time, *rest):
+        events.append(("align", arrays(ref, oth, r_time, o_time)))
+        return align_threads(threads, anchor, ref, oth, r_time, o_time, *rest)
+
+    def spy_score(out, ref, oth, *rest):
+        events.append(("score", arrays(ref._replace(pos=np.zeros(0)), oth._replace(pos=np.zeros(0)))))
+        return score_kernel(out, ref, oth, *rest)
+
+    def spy_release() -> None:
+        events.append(("release", []))
+        for name, refs in events:  # every array seen so far: which are still alive
+            if name != "release":
+                events[-1][1].append(any(r() is not None for r in refs))
+
+    def spy_bracketed(*args):
+        events.append(("table", []))
+        return bracketed(*args)
+
+    monkeypatch.setattr(align_module, "_align_threads", spy_align)
+    monkeypatch.setattr(align_module, "_score_kernel", spy_score)
+    monkeypatch.setattr(align_module, "release_free_heap", spy_release, raising=False)
+    monkeypatch.setattr(align_module, "bracketed", spy_bracketed)
+    whole = _merge(runs, MergeOptions())
+    names = [n for n, _ in events]
+    assert names.count("table") == 1
+    score, table = names.index("score"), names.index("table")
+    # between the pairing and the scores, a hand-back with no array the aligner read alive
+    assert any(n == "release" and not any(alive) for n, alive in events[names.index("align"):score])
+    # between the scores and the table, a hand-back with no array of the pairing's nor the scoring's alive
+    assert any(n == "release" and not any(alive) for n, alive in events[score:table])
+    # the same merge, the hand-backs left out
+    monkeypatch.undo()
+    plain = _merge(runs, MergeOptions())
+    for name in ("merged", "matches", "quality"):
+        assert _sorted(getattr(whole, name)).equals(_sorted(getattr(plain, name))), name
+
+
+def test_the_sequence_table_hands_the_call_searches_back_and_joins_message_ends_on_keys_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair: each sequence table hands the free heap back after its closing and
+    opening calls are found (their sort and search arrays, ~100 MB at 2 x 550 MB, stayed in glibc's arenas while
+    Polars' allocator grew for the message ends), and the message ends are joined on copies of the rows' keys and
+    row and of the messages' keys and names alone (the joins carried the rows' call names and every message
+    column, the sequence table's peak)."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    events: list[str] = []
+    joined: list[tuple[set[str], set[str]]] = []
+    closing_rows, logical_ends, join = align_module._closing_rows, align_module.logical_ends, pl.DataFrame.join
+
+    def spy_closing(*args):
+        events.append("search")
+        return closing_rows(*args)
+
+    def spy_join(self, other, *args, **kwargs):
+        joined.append((set(self.columns), set(other.columns)))
+        return join(self, other, *args, **kwargs)
+
+    def spy_ends(*args):
+        events.append("ends")
+        with monkeypatch.context() as m:
+            m.setattr(pl.DataFrame, "join", spy_join)
+            return logical_ends(*args)
+
+    monkeypatch.setattr(align_module, "_closing_rows", spy_closing)
+    monkeypatch.setattr(align_module, "logical_ends", spy_ends)
+    monkeypatch.setattr(align_module, "release_free_heap", lambda: events.append("release"), raising=False)
+    _merge(runs, MergeOptions())
+    assert events.count("ends") >= 2
+    for i, e in enumerate(events):
+        if e == "ends":  # a hand-back after the last search of the calls before these message ends
+            before = events[:i]
+            assert "release" in before[len(before) - before[::-1].index("search"):], events
+    row_keys = {"appl", "task", "thread", "_close_seq", "_open_seq", "_row"}
+    message_keys = {"appl", "sender", "receiver", "s_thread", "s_call_seq", "r_thread", "r_call_seq", "c_call_seq",
+                    "_msg", "_chan", "_n"}
+    assert joined and all(left <= row_keys and right <= message_keys and len(right) <= 7 for left, right in joined)

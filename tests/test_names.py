@@ -125,6 +125,30 @@ def test_ingest_refuses_a_name_that_could_not_be_a_folder(tmp_path, run_cli, arg
 
 
 @pytest.mark.real_traces
+def test_an_app_given_from_python_is_stored_in_nfc(tmp_path):
+    """``--app`` is NFC at the CLI edge (check_name); ``ingest_trace(app=...)`` called from Python stored the name as
+    it came (a Mac's NFD ``café`` another app than the typed one, tidy16): now NFC too, with the default names."""
+    from synthtrace.warehouse.ingest import ingest_trace
+
+    wh = Warehouse(tmp_path / "wh")
+    res = ingest_trace(wh, copy_trace(LULESH_A, tmp_path / "t", "cafe\u0301.run1"), app="cafe\u0301")
+    row = pl.read_parquet(wh.run_dir(res.run_id) / "run.parquet").row(0, named=True)
+    assert (row["app"], row["run_name"]) == ("caf\u00e9", "caf\u00e9.run1")
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("stem", [".", " ", ". ."])
+def test_a_trace_named_only_by_dots_or_blanks_is_refused(tmp_path, run_cli, stem):
+    """Attack 16: ``..prv`` and `` .prv`` were ingested with a blank app (its experiment a bare hash) and a run named
+    ``.`` or `` ``; now one line naming the file, exit 2, nothing stored."""
+    prv = copy_trace(LULESH_A, tmp_path / "t", stem)
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    assert code == 2 and err.strip().splitlines() == [f"error: {str(prv)!r}: the trace's name is blank (nothing but "
+                                                      "dots and blanks before its suffix); rename the file"]
+    assert not (tmp_path / "wh").exists()
+
+
+@pytest.mark.real_traces
 def test_a_name_typed_in_two_unicode_forms_is_one_experiment(tmp_path, run_cli):
     """Attack 12 (tiny): ``--experiment café`` typed (é: U+00E9, NFC) and ``café`` as a Mac names a drop folder (e and
     U+0301, NFD) made two experiments that ``runs`` and ``sql`` printed identically, each merged and analysed alone.

@@ -217,14 +217,12 @@ def test_runs_of_a_file_name_spelled_nfd_by_older_code_stay_one_program(tmp_path
     """A folder of traces that record no program, named ``café.runN`` on a Mac and ingested by older code (its
     program identity the stem's app as spelled, NFD): the next such trace is NFC, yet the same program, and goes to
     the folder's experiment without a note of two applications."""
-    from types import SimpleNamespace
-
     from synthtrace.warehouse import ingest, programs
     from synthtrace.warehouse.ingest import experiment_names, ingest_trace
 
     wh = Warehouse(tmp_path / "wh")
     with monkeypatch.context() as m:  # the older code: no NFC for run names and apps
-        m.setattr(ingest, "unicodedata", SimpleNamespace(normalize=lambda _form, text: text))
+        m.setattr(ingest, "one_spelling", lambda text: text)
         m.setattr(programs, "one_spelling", lambda text: text)
         old = ingest_trace(wh, copy_trace(PRIME, tmp_path / "exp", f"{NFD}.run0"))
     assert old.experiment == "exp" and old.run_name == f"{NFD}.run0"

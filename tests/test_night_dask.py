@@ -3,6 +3,7 @@
 the night left running for good, and an external cluster's workers kept one as long as they ran)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from testing.processes import descendants
 from testing.traces import PRIME, copy_trace
 
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]  # a Dask cluster of processes and a night
@@ -29,22 +31,11 @@ sys.exit(main(["nightly", "--drop", sys.argv[1], "-w", sys.argv[2], "--settle", 
 
 def _servers_below(pid: int) -> set[int]:
     """The Prefect servers (uvicorn processes) among the descendants of ``pid`` now (Linux /proc)."""
-    parent: dict[int, int] = {}
-    servers = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            parent[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if b"prefect.server.api.server" in (proc / "cmdline").read_bytes():
-                servers.append(int(proc.name))
-        except (OSError, IndexError, ValueError):
-            continue
     found = set()
-    for server in servers:
-        p = server
-        while p > 1 and p != pid:
-            p = parent.get(p, 0)
-        if p == pid:
-            found.add(server)
+    for p in descendants(pid):
+        with contextlib.suppress(OSError):
+            if b"prefect.server.api.server" in Path(f"/proc/{p}/cmdline").read_bytes():
+                found.add(p)
     return found
 
 

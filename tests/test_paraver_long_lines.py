@@ -93,18 +93,52 @@ def test_a_long_line_before_the_first_record_is_refused_as_after_it(tmp_path, sm
     assert f"record longer than {CAP:,} bytes" in caught.value.reason
 
 
-def test_a_line_of_exactly_the_cap_is_read_and_one_byte_more_is_refused(tmp_path):
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_a_line_of_exactly_the_cap_is_read_and_one_byte_more_is_refused(tmp_path, end):
     """The real cap, 1 MiB: a record line (trailing blanks, which Paraver skips, make up its length) of exactly
-    MAX_RECORD_BYTES bytes before its newline is read; one byte more is refused at its line."""
+    MAX_RECORD_BYTES bytes before its line end is read; one byte more is refused at its line. In a CRLF trace the
+    ``\r`` of the line end is not the record's (attack 16: it counted, and a CRLF record of exactly 1 MiB was
+    refused)."""
+    def crlf(prv: Path) -> Path:
+        if end == b"\r\n":
+            prv.write_bytes(prv.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+        return prv
+
     record = _counters(1000)[:-1]
     exact = record + b" " * (reader.MAX_RECORD_BYTES - len(record)) + b"\n"
-    prv, _ = _with_line(tmp_path / "a", exact)
-    base = ParaverTrace(PRIME).read_tables("r")[2].events.height
+    prv = crlf(_with_line(tmp_path / "a", exact)[0])
+    base = ParaverTrace(crlf(copy_trace(PRIME, tmp_path / "base"))).read_tables("r")[2].events.height
     assert ParaverTrace(prv).read_tables("r")[2].events.height > base
     prv, lineno = _with_line(tmp_path / "b", exact[:-1] + b" \n")
     with pytest.raises(TraceFormatError) as caught:
-        ParaverTrace(prv).read_tables("r")
+        ParaverTrace(crlf(prv)).read_tables("r")
     assert caught.value.line == lineno and f"record longer than {reader.MAX_RECORD_BYTES:,} bytes" in str(caught.value)
+
+
+@pytest.mark.parametrize("at", ["prefix", "body"])
+def test_a_crlf_comment_of_exactly_the_cap_is_read(tmp_path, at):
+    """A comment line of exactly MAX_RECORD_BYTES bytes before its ``\r\n`` is read before the first record (the
+    prefix is read apart) and after it, as an LF one is."""
+    comment = b"#" + b"x" * (reader.MAX_RECORD_BYTES - 1) + b"\r\n"
+    prv = _with_line(tmp_path / "t", comment)[0]
+    if at == "prefix":
+        prv = copy_trace(PRIME, tmp_path / "p")
+        lines = prv.read_bytes().splitlines(keepends=True)
+        prv.write_bytes(b"".join([lines[0], comment, *lines[1:]]))
+    assert ParaverTrace(prv).read_tables("r")[0].height == ParaverTrace(PRIME).read_tables("r")[0].height
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["prv", "prv.gz"])
+def test_a_trace_whose_lines_end_with_cr_only_says_so(tmp_path, run_cli, compress):
+    """Attack 16: a ``.prv`` whose lines end with CR only (an old Mac's text) was refused as "broken Paraver header:
+    1 applications declared but 54018 described" (its whole text one header line); now the line says why."""
+    prv = copy_trace(PRIME, tmp_path / "t")
+    prv = _rewritten(prv, prv.read_bytes().replace(b"\n", b"\r"), compress)
+    wh = tmp_path / "wh"
+    code, out, err = run_cli("ingest", prv, "-w", wh)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{prv}:1: lines end with CR only" in err, err
+    assert not wh.exists()
 
 
 def test_a_long_line_is_refused_on_the_time_sorted_path_too(tmp_path, small_cap):

@@ -67,6 +67,12 @@ def resolved_target(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(path))
 
 
+def lies_in(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it, both with every symbolic link followed (where a write to
+    ``path`` lands, below where ``folder`` really is)."""
+    return resolved_target(path).is_relative_to(resolved_target(folder))
+
+
 def _write_into_stream(target: Path, mode: int, write: Callable[[Path], object]) -> None:
     """``write(target)`` into a character device or a FIFO, which is opened (and so truncated) by the writer."""
     if stat.S_ISFIFO(mode):

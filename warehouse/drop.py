@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from synthtrace.tracelib.atomic_file import lies_in
 from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
 from synthtrace.tracelib.formats.source import find_traces, tree_entries
 from synthtrace.tracelib.printable import clipped
@@ -37,7 +38,7 @@ from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
 from synthtrace.warehouse.layout import Warehouse, warehouse_holding
 from synthtrace.warehouse.names import file_name
-from synthtrace.warehouse.night_lock import file_kind, take, unlocked
+from synthtrace.warehouse.night_lock import file_kind, lock_holders, take, unlocked
 
 QUARANTINE = ".quarantine"
 REASON_FILE = "reason.txt"
@@ -194,7 +195,7 @@ def check_drop(drop: Path, warehouse: Path | None = None) -> None:
         what = "is not a folder" if drop.exists() else "does not exist"
         raise BadInputError(f"--drop {drop}: {what} (create the drop folder first)")
     home = warehouse_holding(drop)
-    if home is None and warehouse is not None and _under(drop, warehouse):  # attack 16 F6: made by this night
+    if home is None and warehouse is not None and lies_in(drop, warehouse):  # attack 16 F6: made by this night
         home = warehouse
     if home is not None:
         raise BadInputError(f"--drop {drop}: lies inside the warehouse {home} (a night writes its lock file and "
@@ -203,23 +204,10 @@ def check_drop(drop: Path, warehouse: Path | None = None) -> None:
         raise BadInputError(why)
 
 
-def _under(path: Path, folder: Path) -> bool:
-    """Whether ``path`` is ``folder`` or lies below it, both resolved (links followed, as a write follows them)."""
-    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
-    return real == top or top in real.parents
-
-
 def _lock_holder(fd: int) -> str:
     """Who holds the ``flock`` of the open file ``fd``: ``pid P: its command line`` from the kernel's lock table
-    (``/proc/locks``, pids as this process sees them), or that it is not known (another host)."""
-    st = os.fstat(fd)
-    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
-            pids = [f[4] for f in map(str.split, fh) if len(f) > 5 and f[1] == "FLOCK" and f[5] == key]
-    except OSError:
-        pids = []
-    if not pids:
+    (:func:`~synthtrace.warehouse.night_lock.lock_holders`), or that it is not known (another host)."""
+    if not (pids := lock_holders(fd)):
         return "on another host, or its process not known here"
     try:
         with open(f"/proc/{pids[0]}/cmdline", "rb") as fh:

@@ -5,7 +5,6 @@ import contextlib
 import itertools
 import shlex  # [helper security]
 import shutil
-import unicodedata
 import warnings
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -32,7 +31,8 @@ from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.programs import (INDEX_COMPLETE, PROGRAM_INDEX, Program, choose_program, program_identity,
                                            program_keys, remember_program, shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
-from synthtrace.warehouse.names import InvalidNameError, check_name, file_name, legacy_folder_names, name_from_folder
+from synthtrace.warehouse.names import (InvalidNameError, check_name, file_name, legacy_folder_names,
+                                        name_from_folder, one_spelling)
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
 
@@ -102,7 +102,7 @@ def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[
     (``<run>/traces.otf2``): its run name is that folder's name and its experiment the folder holding the archive.
     The run name is in Unicode NFC (attack 14 F9: ``runs rm café.run1`` typed did not find the run a Mac named)."""
     run_name, folder = _trace_names(path)
-    run_name = unicodedata.normalize("NFC", run_name)
+    run_name = one_spelling(run_name)
     return run_name, app or run_name.split(".")[0], experiment or name_from_folder(folder)
 
 
@@ -404,7 +404,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     another experiment than ``experiment``; the warehouse is then unchanged. ``known``: the trace's id as discovery
     hashed it, used instead of hashing the files again while they are unchanged since.
     """
-    path = Path(path)
+    path, app = Path(path), None if app is None else one_spelling(app)  # as --app is (a Mac's NFD name, tidy16)
     source = open_trace(path, salvage=salvage)
     signature = _stat_signature(source.content_files())
     trusted = known is not None and tuple(map(tuple, known.signature)) == signature
@@ -416,6 +416,9 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     refuse_foreign(wh.experiment_dir(exp_name), "nothing was ingested")  # attack 11 E1: its writers would adopt it
     if (what := unprintable(run_name)) is not None:  # a newline or an escape sequence would forge output lines
         raise InvalidNameError(f"{str(path)!r}: the trace's name holds {what}; rename the file")
+    if not run_name.replace(".", "").strip():  # attack 16: ``..prv``, `` .prv``: a blank run and app name
+        raise InvalidNameError(f"{str(path)!r}: the trace's name is blank (nothing but dots and blanks before its "
+                               "suffix); rename the file")
     wh.ensure()
     if (row := existing_run(wh, run_id)) is not None:
         _check_same_place(row, experiment, app, path)

@@ -413,8 +413,8 @@ class Warehouse:
         refuse_foreign(target)
         with self.lease() as owner:  # [helper races] attack 7 A6: what it stages is judged by this lease
             stage = self.staging_dir / f"{target.name}.{uuid.uuid4().hex[:8]}.{owner}"
-            stage.mkdir(parents=True)
             try:
+                stage.mkdir(parents=True)  # inside: a Ctrl-C raised as mkdir returns is removed too (issue 23)
                 yield stage
                 from synthtrace.warehouse.checksums import write_manifest  # checksums reads records with this module
 
@@ -472,11 +472,11 @@ class Warehouse:
         with self.lease() as owner:
             folder = self.staging_dir / f"{what}-{target.name}.{uuid.uuid4().hex[:8]}.{owner}"
             try:
-                folder.mkdir(parents=True)
-            except OSError as exc:  # the first write of a merge that reads its runs from a spill (dc6588f)
-                self._refuse_read_only(exc)
-                raise
-            try:
+                try:  # inside the block that removes it: a Ctrl-C raised as mkdir returns (issue 23)
+                    folder.mkdir(parents=True)
+                except OSError as exc:  # the first write of a merge that reads its runs from a spill (dc6588f)
+                    self._refuse_read_only(exc)
+                    raise
                 yield folder
             except Exception as exc:
                 os_error = None if isinstance(exc, SynthtraceError) else os_error_within(exc, target)

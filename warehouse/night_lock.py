@@ -7,8 +7,11 @@ A night holds ``WAREHOUSE/.locks/night.lock`` locked (``flock``, as the writers'
 is the kernel's: a night that is killed releases it with its process, on any host that shares the file system's
 locks, so no pid is judged alive or dead. ``night.holder.json`` beside it says who holds it (drop folder, pid,
 host, since when), for the one line the other night stops with
-(:class:`~synthtrace.warehouse.errors.NightRunningError`); the lock file itself is never written (attack 16 F1). The
-file stays: a removed lock file would let a third night lock a new one beside a holder of the old.
+(:class:`~synthtrace.warehouse.errors.NightRunningError`); the lock file itself is never written (attack 16 F1), but
+a night of an older version wrote its record there, and it is read there too. A record is believed only of a night
+that holds the lock (on this host: a live pid among the lock's holders); else the holder is said unknown (one that
+has not written its record yet). The file stays: a removed lock file would let a third night lock a new one beside
+a holder of the old.
 """
 from __future__ import annotations
 
@@ -23,9 +26,11 @@ import warnings
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import NightRunningError, WarehouseError
-from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse
+from synthtrace.warehouse.layout import Warehouse, pid_alive, read_record
 
 #: the file a night holds locked, under the warehouse's ``.locks/``
 NIGHT_LOCK = "night.lock"
@@ -48,10 +53,11 @@ def night_lock(wh: Warehouse, drop: str | Path) -> Iterator[None]:
         return
     record = path.with_name(NIGHT_RECORD)
     try:
-        if (refused := take(fd, lambda: _held_by(record, path, drop))) is not None:
+        if (refused := take(fd, lambda: _held_by(fd, record, path))) is not None:
             unlocked(wh.root, "warehouse", refused, "two nights into it at once would both ingest and quarantine "
                      "the same traces")
         else:
+            _clear_unrenamed(record)
             _write_record(record, {"drop": str(Path(drop).absolute()), "pid": os.getpid(),
                                    "host": socket.gethostname(),
                                    "since": datetime.now(UTC).isoformat(timespec="seconds")})
@@ -153,21 +159,64 @@ def file_kind(mode: int) -> str:
             "a file" if stat.S_ISREG(mode) else "a device")
 
 
-def _held_by(record: Path, path: Path, drop: str | Path) -> str:
-    """The line a night stops with when the night of the holder ``record`` holds the lock file ``path``."""
-    try:  # never a link followed nor a FIFO waited on: only a regular file is read
-        fd = os.open(record, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def _clear_unrenamed(record: Path) -> None:
+    """Remove the holder records (``.<record>.<pid>.new``, :func:`_write_record`) that nights killed between writing
+    and renaming one left under ``record``'s folder. Called by the night that has just taken the lock: only a holder
+    writes one, so every one there is of a night that has ended (no pid judged)."""
+    prefix = f".{record.name}."
+    for left in record.parent.glob(f"{prefix}*.new"):
+        if left.name.removeprefix(prefix).removesuffix(".new").isdigit():
+            with contextlib.suppress(OSError):  # a folder planted under such a name: left as it is
+                left.unlink()
+
+
+def lock_holders(fd: int) -> list[int] | None:
+    """The pids holding a ``flock`` of the open file ``fd``, from the kernel's lock table (``/proc/locks``, pids as
+    this process sees them: a holder on another host, or in another pid namespace, is not among them); None where
+    the table cannot be read (not Linux)."""
+    st = os.fstat(fd)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            return [int(f[4]) for f in map(str.split, fh) if len(f) > 5 and f[1] == "FLOCK" and f[5] == key
+                    and f[4].isdigit()]
+    except OSError:
+        return None
+
+
+def _held_by(fd: int, record: Path, path: Path) -> str:
+    """The line a night stops with when another holds the lock file ``path`` (open as ``fd``), naming that night
+    from its holder ``record`` or, for a night of an older version, from the record it wrote into ``path``
+    itself; the holder is said unknown when neither is of a night that holds the lock (its record not written
+    yet, in the moment after it took the lock)."""
+    holders = lock_holders(fd)
+    for source in (record, path):
         try:
-            data = os.pread(fd, MAX_RECORD_BYTES, 0) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-        finally:
-            os.close(fd)
-        holder = json.loads(data or b"{}")
-    except (OSError, ValueError):
-        holder = {}
-    if not isinstance(holder, dict):
-        holder = {}
-    other = holder.get("drop")
-    since = holder.get("since", "a moment ago (still starting)")
-    who = f"pid {holder['pid']} on {holder.get('host', 'an unknown host')}" if "pid" in holder else "pid not said yet"
-    return (f"another night is running on {other or drop} since {since}, {who} (it holds {path}); this one did "
-            "nothing: let it finish (or stop it), or run the nights further apart")
+            holder = read_record(source)
+        except (OSError, ValueError):
+            continue
+        if isinstance(holder, dict) and _holds(holder, holders):
+            drop, since, host = (clipped(str(holder.get(k, unsaid)), 300) for k, unsaid in (
+                ("drop", "a drop folder not said"), ("since", "a time not said"), ("host", "an unknown host")))
+            return (f"another night is running on {drop} since {since}, pid {holder['pid']} on {host} (it holds "
+                    f"{path}); {_LET_IT_FINISH}")
+    return (f"another night is running, which one is not known yet (it holds {path} and has not said who it is); "
+            f"{_LET_IT_FINISH}")
+
+
+_LET_IT_FINISH = "this one did nothing: let it finish (or stop it), or run the nights further apart"
+
+
+def _holds(holder: dict[str, Any], holders: list[int] | None) -> bool:
+    """Whether the night of the holder record ``holder`` holds the lock whose holders' pids, as this process sees
+    them, are ``holders`` (None: the kernel's table not readable). A holder seen here must be the record's (of this
+    host, its pid); without the table, a record of this host names a live process. A holder not seen here (on
+    another host, or in another pid namespace: a container of the same host name) cannot be judged: its record is
+    taken at its word."""
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return False
+    here = holder.get("host") == socket.gethostname()
+    if holders:
+        return here and pid in holders
+    return not (here and holders is None) or pid_alive(pid)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-import unicodedata
 
 import polars as pl
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import folder_index
-from synthtrace.warehouse.errors import DamagedPartError, UnknownExperimentError
+from synthtrace.warehouse.errors import DamagedPartError, ForeignFolderError, UnknownExperimentError
 from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
-from synthtrace.warehouse.names import name_problem
+from synthtrace.warehouse.names import name_problem, one_spelling
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
 from synthtrace.warehouse.stored import damaged_runs, judge, refuse_foreign, stored_folders
@@ -45,16 +44,30 @@ def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     for ref in dict.fromkeys(refs):
         hit = runs.filter(pl.col("run_id") == ref)  # a whole id names its run, whatever another run is called
         if hit.height == 0:  # a name as typed matches however it is spelled in Unicode (a Mac's file names: NFD)
-            hit = runs.filter(pl.col("run_name").str.normalize("NFC") == unicodedata.normalize("NFC", ref))
+            hit = runs.filter(pl.col("run_name").str.normalize("NFC") == one_spelling(ref))
         if hit.height == 0 and ref:
             hit = runs.filter(pl.col("run_id").str.starts_with(ref))
         if hit.height == 0:
+            _refuse_a_link(wh, ref)
             raise UnknownExperimentError(f"no run {ref!r} in {wh.root} (see `synthtrace runs`)")
         if hit.height > 1:
             ids = ", ".join(f"{i} ({e})" for i, e in hit.select("run_id", "experiment").iter_rows())
             raise UnknownExperimentError(f"run {ref!r} is ambiguous: {ids}; name it by run id")
         picked.append(hit)
     return pl.concat(picked).unique("run_id", keep="first", maintain_order=True)
+
+
+def _refuse_a_link(wh: Warehouse, ref: str) -> None:
+    """Raise :class:`ForeignFolderError` when ``ref``, which names no run, is the id (or the one id prefix) of an
+    entry of ``runs/`` that is a link: the run listing leaves it out, and it is never followed (attack 16: `runs rm`
+    of such a run said "no run")."""
+    try:
+        linked = [p for p in wh.runs_dir.iterdir() if ref and p.name.startswith(ref) and p.is_symlink()]
+    except OSError:
+        return
+    if len(linked) == 1:
+        raise ForeignFolderError(f"{linked[0]}: a link, not a run folder of this warehouse; not followed, nothing "
+                                 "was changed (remove the link itself to drop it)")
 
 
 def _damaged_run_rows(wh: Warehouse, damaged: dict[str, str]) -> pl.DataFrame:

@@ -69,6 +69,7 @@ from numba import njit, prange
 from synthtrace.tracelib.merge.anchors import force_pairs, key_pairs, key_repair
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.message_graph import (
     MESSAGE_COLUMNS, Ends, agreement, bracketed, disagreeing, ends, follow_messages, logical_ends, message_ends)
 from synthtrace.tracelib.merge.messages import POLLING_CALLS, is_completion
@@ -294,6 +295,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
                                     pl.col("call_seq").gather(idx).alias("_open_seq"),
                                     *[pl.col(k).gather(idx).alias(f"open_{k}") for k in OPEN_ONLY]))
         del c, c_tid, rows, idx  # the calls' copy: not held while the signatures and message ends are made
+        release_free_heap()  # and what the closing and opening calls' searches freed
     else:
         b = b.with_columns(*[pl.lit(None, t).alias(k) for k, t in call_cols.items()],
                            pl.lit(None, pl.Int32).alias("open_peer"), pl.lit(None, pl.Int64).alias("open_bytes"),
@@ -1004,6 +1006,56 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     its partners' is re-aligned on the pairs their messages imply (:func:`message_graph.follow_messages`).
     """
     timing_only = len(features) == 0
+    prm = _parameters(config, timing_only)
+    # each step a function: what it reads dies when it returns, and its NumPy garbage is handed back (glibc keeps
+    # what NumPy frees in its arenas; Polars' allocations come from another allocator) before the next step
+    # allocates (issue 23: the alignment's peak was the match table built over the pairing's arrays)
+    paired = _pair(ref, other, features, config, prm)
+    release_free_heap()
+    score, same = _scores(ref, other, features, config, prm, paired, timing_only)
+    release_free_heap()
+    return _match_table(ref, other, paired, score, same)
+
+
+class _Paired(NamedTuple):
+    """What :func:`_pair` leaves for the scores and the match table (per row of the runs' sequence tables)."""
+
+    other_row: np.ndarray  # int64 per reference row: the matched row of the other table, -1 unmatched
+    ref_pos: np.ndarray  # float64 per reference row: relative position in its segment (0: named pair)
+    other_pos: np.ndarray  # float64 per other row: idem
+    named: np.ndarray  # bool per reference row: a pair structure alone names, kept whatever its behaviour
+    ref_iteration: np.ndarray  # int64 per reference row (anchors.KeyPairs)
+    other_iteration: np.ndarray  # int64 per other row, in the reference's numbering (shifted by follow_messages)
+    undecidable: np.ndarray  # bool per reference row (anchors.KeyPairs)
+    orphan_ref: np.ndarray  # bool per reference row (anchors.KeyPairs)
+
+
+def _parameters(config: AlignConfig, timing_only: bool) -> np.ndarray:
+    """The kernels' parameter vector (``P_*``) of ``config``."""
+    w_dur = config.w_dur_timing_only if timing_only else config.w_dur
+    prm = np.empty(P_SUB_DUR + 1, np.float64)
+    prm[[P_BONUS, P_W_PEER, P_W_FEAT, P_W_DUR, P_W_POS, P_REJ_FEAT, P_REJ_DUR, P_TRIM_TOL, P_W_SUB, P_SUB_FEAT,
+         P_SUB_DUR]] = (config.bonus, config.w_peer, config.w_feat, w_dur, config.w_pos, config.reject_feat,
+                        config.reject_dur, config.trim_tol, config.w_sub, config.sub_feat, config.sub_dur)
+    return prm
+
+
+def _scores(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], config: AlignConfig, prm: np.ndarray,
+            paired: _Paired, timing_only: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Match score (float64) and signature agreement (bool) of every reference row's pair; a pair whose behaviour
+    is implausibly far apart is unmatched in ``paired.other_row`` (:func:`_score_kernel`). The kernels' arrays are
+    built again here (the pairing's died with it) and die on return."""
+    rs, rl, ro, rf, rd, _, _, rg = _arrays(ref, features, config)
+    os_, ol, oo, of, od, _, _, og = _arrays(other, features, config)
+    return _score_kernel(paired.other_row, Side(rs, rl, ro, rf, rd, paired.ref_pos, rg),
+                         Side(os_, ol, oo, of, od, paired.other_pos, og), prm, config.peer_score, config.sub_score,
+                         config.timing_only_factor if timing_only else 1.0, paired.named)
+
+
+def _pair(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], config: AlignConfig,
+          prm: np.ndarray) -> _Paired:
+    """The pairs of :func:`align_runs` (unscored): key pairs, the aligner, the message graph, arrivals, orphans,
+    lines and worker threads through their hosts."""
     r_tid = ref.get_column("_tid").to_numpy()
     o_tid = other.get_column("_tid").to_numpy()
     threads = np.intersect1d(np.unique(r_tid), np.unique(o_tid))
@@ -1023,6 +1075,7 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
     o_off = np.r_[0, np.cumsum(o_bounds[:, 1] - o_bounds[:, 0])].astype(np.int64)
     # the key pairs first: the aligner's arrays (~1/3 of a sequence table) are not held while they are found
     kp = key_pairs(ref, other, features, (config.reject_feat, config.reject_dur), (config.sub_feat, config.sub_dur))
+    release_free_heap()  # what finding them freed, before the aligner's arrays are made
     ref_arrays = _arrays(ref, features, config)
     other_arrays = _arrays(other, features, config)
     rs, rl, ro, rf, rd, rt0, rt1, rg = (ref_arrays if r_rows.size == ref.height
@@ -1046,11 +1099,6 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         chain = np.zeros(0, bool)
     anchor = np.full(r_rows.size, -1, np.int64)
     anchor[ki[chain]] = kj[chain]
-    w_dur = config.w_dur_timing_only if timing_only else config.w_dur
-    prm = np.empty(P_SUB_DUR + 1, np.float64)
-    prm[[P_BONUS, P_W_PEER, P_W_FEAT, P_W_DUR, P_W_POS, P_REJ_FEAT, P_REJ_DUR, P_TRIM_TOL, P_W_SUB, P_SUB_FEAT,
-         P_SUB_DUR]] = (config.bonus, config.w_peer, config.w_feat, w_dur, config.w_pos, config.reject_feat,
-                        config.reject_dur, config.trim_tol, config.w_sub, config.sub_feat, config.sub_dur)
     out = np.empty(r_rows.size, np.int64)
     rp = np.zeros(r_rows.size)
     op = np.zeros(o_rows.size)
@@ -1123,10 +1171,6 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         lined[li] = True
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
-    # what the pairing alone read (times, kept rows' copies, positions), not held while the pairs are scored and
-    # the match table is made (issue 23: the alignment's peak was there)
-    del ref_side, oth_side, r_time, o_time, rs, rl, ro, rf, rd, rt0, rt1, rg, os_, ol, oo, of, od, ot0, ot1
-    del og, r_pos, o_pos, out
     rp_all = np.zeros(ref.height)
     rp_all[r_rows] = rp
     op_all = np.zeros(other.height)
@@ -1138,24 +1182,27 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         named |= ref.get_column("host").to_numpy() >= 0
         rp_all[named] = 0.0
         op_all[other.get_column("host").to_numpy() >= 0] = 0.0
-    score, same = _score_kernel(other_row, Side(*ref_arrays[:5], rp_all, ref_arrays[7]),
-                                Side(*other_arrays[:5], op_all, other_arrays[7]), prm, config.peer_score,
-                                config.sub_score, config.timing_only_factor if timing_only else 1.0, named)
-    del ref_arrays, other_arrays, rp, op, rp_all, op_all  # the kernels' arrays: not held while the table is made
-    undecidable, orphan_ref = kp.undecidable, kp.orphan_ref  # of the key pairs, what the table reads
-    del kp, ki, kj, chain, mi, mj, anchor, r_keep, o_keep, r_rows, o_rows
+    return _Paired(other_row, rp_all, op_all, named, r_it, o_it, kp.undecidable, kp.orphan_ref)
+
+
+def _match_table(ref: pl.DataFrame, other: pl.DataFrame, paired: _Paired, score: np.ndarray,
+                 same: np.ndarray) -> pl.DataFrame:
+    """:func:`align_runs`' table of ``paired`` and its scores (see there)."""
+    other_row, r_it, o_it = paired.other_row, paired.ref_iteration, paired.other_iteration
+    r_tid = ref.get_column("_tid").to_numpy()
     hit = other_row >= 0
     safe = np.maximum(other_row, 0)
+    miss = np.flatnonzero(~hit)
     o_seq = other.get_column("burst_seq").to_numpy()[safe]
     r_amsg = ref.get_column("amsg").to_numpy()
     by_message = hit & (r_amsg != 0) & (r_amsg == other.get_column("amsg").to_numpy()[safe])
     agree = agreement(ends(ref), ends(other), other_row)
     misaligned = disagreeing(ends(ref), r_tid, agree).filter("misaligned").get_column("t").to_numpy()
     return ref.select(*THREAD_KEYS, "burst_seq").with_columns(
-        pl.Series("other_seq", o_seq, pl.Int64).scatter(np.flatnonzero(~hit), None),
-        pl.Series("other_row", other_row, pl.Int64).scatter(np.flatnonzero(~hit), None),
-        pl.Series("match_score", score, pl.Float64).scatter(np.flatnonzero(~hit), None),
-        pl.Series("same_sig", same, pl.Boolean).scatter(np.flatnonzero(~hit), None),
+        pl.Series("other_seq", o_seq, pl.Int64).scatter(miss, None),
+        pl.Series("other_row", other_row, pl.Int64).scatter(miss, None),
+        pl.Series("match_score", score, pl.Float64).scatter(miss, None),
+        pl.Series("same_sig", same, pl.Boolean).scatter(miss, None),
         # the pair lies in the same iteration of both runs' own call sequences (NULL: unmatched, no clock, or both
         # work on one message both runs name, wherever each run's clock puts it)
         pl.Series("same_iter", r_it == o_it[safe], pl.Boolean).scatter(
@@ -1168,6 +1215,6 @@ def align_runs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str],
         bracketed(r_tid, agree, hit),
         # [helper merge-iter] the burst lies in an iteration span one run has more of, whose place the data cannot
         # tell (anchors.KeyPairs.undecidable): its partner is one of several interchangeable bursts
-        pl.Series("ambiguous_span", undecidable, pl.Boolean),
+        pl.Series("ambiguous_span", paired.undecidable, pl.Boolean),
         # the burst works on an arrived message the other run does not have (anchors.orphans): no counterpart
-        pl.Series("message_absent", orphan_ref & ~hit, pl.Boolean))
+        pl.Series("message_absent", paired.orphan_ref & ~hit, pl.Boolean))

@@ -233,11 +233,18 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     posts = pl.col("mpi_call").fill_null("").str.starts_with("MPI_I")
     opened_by_completion = ~pl.col("_open_call").fill_null("").str.starts_with("MPI_I")
     keys = ["appl", "task", "thread"]
-    sends = b.join(m, left_on=[*keys, "_close_seq"], right_on=["appl", "sender", "s_thread", "s_call_seq"])
+    # each join of the rows' keys, row and message alone (a join's output carries every column of both sides:
+    # the rows' call names were copied per message end, issue 23)
+    closing, opening = [*keys, "_close_seq", "_row"], [*keys, "_open_seq", "_row"]
+    ends_ = ["_msg", "_chan"]
+    sends = b.select(closing).join(m.select("appl", "sender", "s_thread", "s_call_seq", *ends_),
+                                   left_on=[*keys, "_close_seq"], right_on=["appl", "sender", "s_thread", "s_call_seq"])
+    received = m.select("appl", "receiver", "r_thread", "r_call_seq", *ends_)
     recvs = pl.concat([
-        b.filter(posts).join(m, left_on=[*keys, "_close_seq"], right_on=["appl", "receiver", "r_thread", "r_call_seq"]),
-        b.filter(opened_by_completion).join(m, left_on=[*keys, "_open_seq"],
-                                            right_on=["appl", "receiver", "r_thread", "r_call_seq"])],
+        b.filter(posts).select(closing).join(received, left_on=[*keys, "_close_seq"],
+                                             right_on=["appl", "receiver", "r_thread", "r_call_seq"]),
+        b.filter(opened_by_completion).select(opening).join(received, left_on=[*keys, "_open_seq"],
+                                                            right_on=["appl", "receiver", "r_thread", "r_call_seq"])],
         how="diagonal_relaxed")
     out = np.zeros((4, bursts.height), np.uint64)
     for i, e in enumerate((sends, recvs)):  # a row that is the end of several messages keeps its first
@@ -251,8 +258,8 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
                                                                         pl.col("_msg").first())  # [helper merge-pieces]
             .filter(pl.col("_n") == 1))
     one = ~pl.col("_open_call").fill_null("").is_in(list(NOT_ARRIVAL_CALLS))
-    arr = (b.filter(one).join(done, left_on=[*keys, "_open_seq"], right_on=["appl", "receiver", "r_thread",
-                                                                            "c_call_seq"])
+    arr = (b.filter(one).select(opening).join(done, left_on=[*keys, "_open_seq"],
+                                              right_on=["appl", "receiver", "r_thread", "c_call_seq"])
            .select("_row", "_chan", "_msg"))
     achan = np.zeros(bursts.height, np.uint64)
     achan[arr.get_column("_row").to_numpy()] = arr.get_column("_chan").to_numpy()

@@ -268,6 +268,9 @@ class ParaverTrace(TraceReader):
                 raise TraceFormatError(self.path, 1, "'new format' trace (paraver-kernel's internal record layout, "
                                        "TraceBodyIO_v2), which paramedir does not load either: only '#Paraver (' "
                                        "traces are read")
+            if not first.endswith(b"\n") and b"\r" in first.rstrip(b"\r"):  # the whole text (or 64 MiB) one line
+                raise TraceFormatError(self.path, 1, "lines end with CR only (no LF), which Paraver does not read as "
+                                       "line ends: convert them (tr '\\r' '\\n')")
             if len(first) > MAX_HEADER_BYTES:
                 raise TraceFormatError(self.path, 1, f"header line longer than {MAX_HEADER_BYTES >> 20} MiB")
             while len(prefix) < MAX_HEADER_BYTES:
@@ -276,7 +279,8 @@ class ParaverTrace(TraceReader):
                     break
                 # a comment or blank line is held to the body's cap, as after the first record (a communicator
                 # line lists its tasks: the header's cap)
-                if line[:1] not in b"cCiI" and len(line) - line.endswith(b"\n") > MAX_RECORD_BYTES:
+                length = _line_bytes(line, 0, len(line) - line.endswith(b"\n"))
+                if line[:1] not in b"cCiI" and length > MAX_RECORD_BYTES:
                     raise TraceFormatError(self.path, n_lines + 1, str(_RecordTooLong(MAX_RECORD_BYTES)))
                 prefix += line
                 n_lines += 1
@@ -586,10 +590,11 @@ def _line_blocks(fh: BinaryIO, chunk_bytes: int, update: Callable[[memoryview], 
 
     Only ``\n`` ends a line (as Paraver's ``getline``): a ``\r`` is a byte of its line (the tokenizer takes
     ``\r\n`` as a line end and a line of blanks and ``\r`` as blank), on the plain and the gzip path alike. A line
-    longer than ``max_line`` bytes (0: :data:`MAX_RECORD_BYTES`), within a block or across blocks, raises
-    :class:`_RecordTooLong` once the whole lines before it are given, so the buffer never exceeds
-    ``chunk_bytes + max_line`` (security, issue 23 F6: a 2 GB line took 17.7 GB). The work is linear in the bytes
-    read, however long a line: a byte is searched for newlines at most twice (:func:`_long_line`)."""
+    longer than ``max_line`` bytes (0: :data:`MAX_RECORD_BYTES`; a CRLF line end's ``\r`` not counted), within a
+    block or across blocks, raises :class:`_RecordTooLong` once the whole lines before it are given, so the buffer
+    never exceeds ``chunk_bytes + max_line + 1`` (security, issue 23 F6: a 2 GB line took 17.7 GB). The work is
+    linear in the bytes read, however long a line: a byte is searched for newlines at most twice
+    (:func:`_long_line`)."""
     max_line = max_line or MAX_RECORD_BYTES
     buf = bytearray(chunk_bytes + max_line + 1)
     filled = 0  # bytes in buf
@@ -609,7 +614,7 @@ def _line_blocks(fh: BinaryIO, chunk_bytes: int, update: Callable[[memoryview], 
         cut = buf.rfind(b"\n", clean, filled)
         if cut < 0:  # still within the line that starts the buffer
             clean = filled
-            if filled > max_line:
+            if _line_bytes(buf, 0, filled) > max_line:
                 raise _RecordTooLong(max_line)
             want = min(filled + chunk_bytes, len(buf))
             continue
@@ -640,10 +645,16 @@ def _long_line(buf: bytearray, end: int, max_line: int) -> int:
         start = buf.rfind(b"\n", 0, at) + 1
         stop = buf.find(b"\n", at, end)
         stop = end if stop < 0 else stop
-        if stop - start > max_line:
+        if _line_bytes(buf, start, stop) > max_line:
             return start
         at = stop + 1
     return -1
+
+
+def _line_bytes(buf: bytes | bytearray, start: int, stop: int) -> int:
+    """Bytes of the line ``buf[start:stop]`` (its ``\n`` left out) held to the record cap: the ``\r`` that ends it
+    is the CRLF line end's, not the record's (attack 16: a CRLF record of exactly 1 MiB was refused)."""
+    return stop - start - (stop > start and buf[stop - 1] == ord("\r"))
 
 
 def _concat_events(*frames: pl.DataFrame) -> pl.DataFrame:
