@@ -411,7 +411,8 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
     """The carried samples (rows ``carry_sm`` of the chunk's), those bound for one destination folded into the
     latest of them holding their sum, when there are more than ``fold_above``: a record repeating a counter
     thousands of times, or a long burst or call sampled often, would otherwise hold memory growing with the file
-    until its burst or call ends (attack 16 F3). Returns the kept rows and their values.
+    until its burst or call ends (attack 16 F3). Returns the kept rows and their values. Memory: ~24 B per carried
+    sample (the rows sorted by slot and counter), never slots x counter types (attack 17 F5).
 
     Only samples before their thread's horizon are folded: every record before it has been seen, so
     - a sample in an open burst (``open_b``) stays in it: the burst's start is settled and a record that could end
@@ -432,8 +433,7 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
             n_open += 1
     wp, woff = _group_by_thread(w_th, n_threads)
     _sort_segments(wp, woff, w_t)
-    rep = _filled((n_open + w_th.shape[0] + n_threads) * n_codes, -1)  # slot x counter -> the row holding the sum
-    kept = np.ones(carry_sm.shape[0], dtype=np.bool_)
+    group = _filled(carry_sm.shape[0], -1)  # slot x counter of each row folded, -1: kept as it is
     for j in range(carry_sm.shape[0]):
         i = carry_sm[j]
         t = sm_th[i]
@@ -453,17 +453,29 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
             slot = n_open + woff[t] + t + (lo - woff[t])
         else:
             continue
-        s = slot * n_codes + sm_c[i]
-        r = rep[s]
-        if r < 0:
-            rep[s] = j
-        elif x >= sm_t[carry_sm[r]]:  # the latest one holds the sum
-            value[j] += value[r]
-            kept[r] = False
-            rep[s] = j
-        else:
-            value[r] += value[j]
-            kept[j] = False
+        group[j] = slot * n_codes + sm_c[i]
+    # the rows by group, in row order within one
+    order = np.argsort(group, kind="mergesort")
+    kept = np.ones(carry_sm.shape[0], dtype=np.bool_)
+    a = 0
+    while a < order.shape[0]:
+        g = group[order[a]]
+        b = a + 1
+        while b < order.shape[0] and group[order[b]] == g:
+            b += 1
+        if g >= 0:  # the latest row (the last of equal times) holds the group's sum
+            hold = order[a]
+            total = value[hold]
+            kept[hold] = False
+            for k in range(a + 1, b):
+                j = order[k]
+                total += value[j]
+                kept[j] = False
+                if sm_t[carry_sm[j]] >= sm_t[carry_sm[hold]]:
+                    hold = j
+            kept[hold] = True
+            value[hold] = total
+        a = b
     return carry_sm[kept], value[kept]
 
 
