@@ -14,7 +14,8 @@ from synthtrace.tracelib.formats import bursts
 
 
 def _old_fold(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_codes, w_th, w_t):
-    """The old kernel's answer (its loop, with a dict for its slot x counter table): the kept rows and values."""
+    """The old kernel's answer (its loop, with a dict for its slot x counter table): the kept rows, their values and
+    the first sample whose add passed int64 (-1: none)."""
     value = sm_v[carry_sm].tolist()
     key: dict[int, int] = {}
     for i in carry_sm:
@@ -40,24 +41,24 @@ def _old_fold(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_codes
         r = rep.get(s)
         if r is None:
             rep[s] = j
-        elif x >= sm_t[carry_sm[r]]:
-            value[j] += value[r]
-            kept[r] = False
-            rep[s] = j
         else:
-            value[r] += value[j]
-            kept[j] = False
+            hold, other = (j, r) if x >= sm_t[carry_sm[r]] else (r, j)
+            value[hold] += value[other]
+            if not -(2**63) <= value[hold] < 2**63:
+                return carry_sm, None, int(i)
+            kept[other] = False
+            rep[s] = hold
     keep = np.array(kept, dtype=bool)
-    return carry_sm[keep], np.array(value, dtype=np.int64)[keep]
+    return carry_sm[keep], np.array(value, dtype=np.int64)[keep], -1
 
 
-def _case(rng: np.random.Generator, n_threads: int, n_codes: int, n_sm: int):
+def _case(rng: np.random.Generator, n_threads: int, n_codes: int, n_sm: int, big: bool):
     """A random chunk's samples and what the assembler would hand the fold: open bursts, waiting entries, times
-    with many ties, horizons cutting some samples off."""
+    with many ties, horizons cutting some samples off; ``big``: values near 2^62, whose sums pass int64."""
     sm_th = rng.integers(0, n_threads, n_sm)
     sm_t = rng.integers(0, 40, n_sm)
     sm_c = rng.integers(0, n_codes, n_sm)
-    sm_v = rng.integers(-1000, 1000, n_sm)
+    sm_v = rng.integers(-1000, 1000, n_sm) + (rng.integers(-2, 8, n_sm) << 60 if big else 0)
     n_bursts = int(rng.integers(1, 8))
     open_b = np.where(rng.random(n_sm) < 0.5, rng.integers(0, n_bursts, n_sm), -1)
     cdest = np.where(rng.random(n_sm) < 0.7, -2, -1)
@@ -69,18 +70,23 @@ def _case(rng: np.random.Generator, n_threads: int, n_codes: int, n_sm: int):
     return carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_bursts, w_th, w_t
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_the_fold_keeps_what_the_old_kernel_kept(seed):
+@pytest.mark.parametrize("big", [False, True], ids=["sums", "int64-passed"])
+@pytest.mark.parametrize("seed", range(30))
+def test_the_fold_keeps_what_the_old_kernel_kept(seed, big):
+    """The same rows kept with the same sums; or, a sum passing int64, the same sample named."""
     rng = np.random.default_rng(seed)
     n_threads, n_codes = int(rng.integers(1, 6)), int(rng.integers(1, 5))
-    carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_bursts, w_th, w_t = _case(rng, n_threads, n_codes,
-                                                                                         int(rng.integers(1, 400)))
-    rows, values = bursts._folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_bursts, n_codes,
-                                        n_threads, w_th, w_t, 0)[:2]
-    old_rows, old_values = _old_fold(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_codes, w_th, w_t)
-    assert rows.tolist() == old_rows.tolist()
-    assert values.tolist() == old_values.tolist()
-    assert values.sum() == sm_v[carry_sm].sum()  # folded, nothing lost
+    carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_bursts, w_th, w_t = _case(
+        rng, n_threads, n_codes, int(rng.integers(1, 400)), big)
+    rows, values, wrapped = bursts._folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_bursts,
+                                                 n_codes, n_threads, w_th, w_t, 0)
+    old_rows, old_values, old_wrapped = _old_fold(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_codes,
+                                                  w_th, w_t)
+    assert wrapped == old_wrapped
+    if wrapped < 0:
+        assert rows.tolist() == old_rows.tolist()
+        assert values.tolist() == old_values.tolist()
+        assert sum(values.tolist()) == sum(sm_v[carry_sm].tolist())  # folded, nothing lost
 
 
 def test_the_fold_allocates_per_carried_sample_not_per_declared_thread_and_counter():
