@@ -218,7 +218,8 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     site) of the channel's first recorded end there that post one message (a send or a receive), hold no record
     and came before that end and before the partner's first call. A call that more than one channel could have
     lost is counted for none of them (two late partners served by one call site). ``lost`` is NULL for a channel
-    whose loss cannot be counted: such a call, or a channel of a rank that lost messages on another channel (it
+    whose loss cannot be counted: such a call, an end that started late itself (two late partners: what each
+    posted before its own start is in no trace), or a channel of a rank that lost messages on another channel (it
     started late) whose other end's records lie in calls that complete messages (``MPI_Testsome``: how many a call
     completed is no count of what was posted), so that its messages are left unnamed rather than named off.
     Channels with nothing lost are left out."""
@@ -257,9 +258,13 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     # a rank that lost messages on one channel started late: its channels whose loss no call can count (their
     # other end's records lie in completion calls) are not named
     late = sides.filter(pl.col("_c") > 0).select("appl", "_partner", pl.lit(True).alias("_late")).unique()
-    per = sides.join(late, on=["appl", "_partner"], how="left").with_columns(pl.col("_late").fill_null(False))
+    per = (sides.join(late, on=["appl", "_partner"], how="left")
+           .join(late.rename({"_partner": "task", "_late": "_self"}), on=["appl", "task"], how="left")
+           .with_columns(pl.col("_late", "_self").fill_null(False)))
+    # an end that started late itself counts only what its partner posted after that start: not the channel's loss
     return (per.group_by(CHANNEL).agg(pl.col("_c").max().fill_null(0).alias("lost"),
-                                      pl.col("_amb").fill_null(False).any().alias("_amb"),
+                                      (pl.col("_amb").fill_null(False) | (pl.col("_self") & (pl.col("_c") > 0)))
+                                      .any().alias("_amb"),
                                       (pl.col("_late") & ~pl.col("_countable")).any().alias("_blind"))
             .with_columns(pl.when(pl.col("_amb") | ((pl.col("lost") == 0) & pl.col("_blind"))).then(None)
                           .otherwise(pl.col("lost")).alias("lost"))
