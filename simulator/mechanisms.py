@@ -71,6 +71,9 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
                     with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
+``late_trace``      run 1's trace of its last rank starts at outer iteration 2 (tracing turned on late on it): its
+                    events before, and every communication record with an end there, are missing (Extrae's merger
+                    leaves unmatched communications out); its partners' calls that posted them stay
 ``rendezvous``      messages above a 64 KiB eager limit wait for their receive to be posted before their data
                     travels (the MPI libraries' rendezvous protocol): Send, Sendrecv and the sender's Wait last
                     as long as the receiver takes to post its receive
@@ -220,6 +223,10 @@ class CampaignSpec:
     os_noise_p: float = 0.004  # share of bursts > 20 us the OS stretches (1.3-4 x)
     late_start_ns: float = 0.0  # run 1's last rank starts this much later (a slow launch on its node)
     eager_limit: int = 0  # bytes: larger messages use the rendezvous protocol (0: every message eager)
+    #: (run, rank from 0, outer iteration), repeated for more ranks: that run's trace of that rank starts at that
+    #: iteration (tracing turned on late on it); its events before, and every communication record with an end
+    #: there, are missing
+    late_trace: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -907,6 +914,15 @@ def _noisy(spec: CampaignSpec) -> CampaignSpec:
                    shape=Shape(topology="graph", completion="waitall", coll_every=5))
 
 
+@mechanism("late_trace", "run 1's trace of its last rank starts at outer iteration 2 (tracing turned on late on one "
+           "rank): its events before and the communication records with an end there are missing (Extrae's merger "
+           "leaves unmatched communications out), so its channels' records start 2 iterations in; Testsome "
+           "between interior chunks, Waitany per face, no collective", 8, 30)
+def _late_trace(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.2, late_trace=(1, spec.ranks - 1, 2),
+                   shape=Shape(topology="graph", completion="testsome", chunks=4, coll_every=0))
+
+
 @mechanism("mixed", "a random valid application per seed with several later mechanisms at once (exchange style, "
            "completion calls, Iallreduce, row/column collectives, refinement, clocks, layout, flushes, threads, "
            "ANY_SOURCE receives, renumbering)", 12, 30)
@@ -1039,6 +1055,10 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
         name = f"{spec.app}.run{r}"
         bursts, calls, msgs, events, truth = _tables(ex, spec, model, timing, placement, machine.cores_per_node,
                                                      sets[r], name, rng, r)
+        for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3):
+            if run == r:
+                bursts, calls, msgs, events, truth = _traced_from(rank + 1, iteration, bursts, calls, msgs, events,
+                                                                  truth)
         if r == spec.renumber_run:
             perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
@@ -1054,6 +1074,27 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
     truth = _spans(pl.concat(truths), spec)
     truth.write_parquet(d / "truth.parquet")
     return Campaign(spec, traces, truth, sets)
+
+
+def _traced_from(task: int, iteration: int, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame,
+                 events: pl.DataFrame, truth: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
+    """The tables of a run whose trace of ``task`` (1-based) starts at its first burst of outer ``iteration``: its
+    bursts, calls, events and truth rows before that time are gone (its truth renumbered from 0, as the reader
+    numbers), and so is every communication record with an end on ``task`` before it. A Paraver record holds both
+    ends; Extrae's merger writes one only when it pairs a traced send with a traced receive (the others are
+    counted as unmatched and left out), and OTF2 pairs the halves of a message the same way. The partners' calls
+    that sent or received the missing messages stay, with neither peer nor bytes (a Paraver trace carries them
+    in the records only)."""
+    t0 = truth.filter((pl.col("task") == task) & (pl.col("iteration") >= iteration)).get_column("start_ns").min()
+    before = (pl.col("task") == task) & (pl.col("start_ns") < t0)
+    gone = truth.filter(before).height
+    truth = truth.filter(~before).with_columns(
+        pl.when(pl.col("task") == task).then(pl.col("burst_seq") - gone).otherwise(pl.col("burst_seq"))
+        .alias("burst_seq"))
+    lost = (((pl.col("s_task") == task) & (pl.col("s_time_ns") < t0))
+            | ((pl.col("r_task") == task) & (pl.col("r_time_ns") < t0)))
+    return (bursts.filter(~before), calls.filter(~before), msgs.filter(~lost),
+            events.filter(~((pl.col("task") == task) & (pl.col("time_ns") < t0))), truth)
 
 
 def _renumbered(perm: np.ndarray, *frames: pl.DataFrame) -> tuple[pl.DataFrame, ...]:

@@ -371,3 +371,25 @@ def late_start(run: SynthRun, task: int, iterations: int = 1) -> SynthRun:
     gone = run.bursts.filter(cut).select("task", "burst_seq")
     return replace(run, bursts=run.bursts.filter(~cut), mpi_calls=run.mpi_calls.filter(~cut),
                    truth=run.truth.join(gone, on=["task", "burst_seq"], how="anti"))
+
+
+def other_input_pair(out, seed: int, ranks: int = 6, iterations: int = 12) -> list:
+    """Two Paraver traces of one experiment that are **not** the same program on the same input (``out/<app>.run0``
+    and ``.run1``; returns their .prv paths): run 0 of the simulator's ``plain`` campaign ``seed``, and run 1 of the
+    same application (same ranks, neighbours, message sizes and call structure) on another input deck: 2.5 x the
+    interior work, computed by other kernels (their per-instruction rates differ). Two runs of one program differ
+    by noise, arrival order, polling and timing, never by the work and the rates of the same burst at once."""
+    import shutil
+    from pathlib import Path
+
+    from synthtrace.simulator import mechanisms as mech
+    out = Path(out)
+    same = mech.campaign("plain", seed, ranks=ranks, iterations=iterations)
+    other = replace(same, shape=replace(same.shape, interior_ins=same.shape.interior_ins * 2.5, varying=True))
+    traces = [mech.simulate(out / f"deck{i}", spec).traces[i] for i, spec in enumerate((same, other))]
+    paths = []
+    for prv in traces:
+        for ext in (".prv", ".pcf", ".row"):
+            shutil.copy(prv.with_suffix(ext), out / prv.with_suffix(ext).name)
+        paths.append(out / prv.name)
+    return paths

@@ -38,6 +38,6 @@ def test_an_index_write_failing_after_the_commit_says_the_run_is_stored(tmp_path
     code, _, err = run_cli("ingest", copy_trace(JACOBI, drop), "-w", wh)  # the disk has room again
     assert code == 0 and "could not be written" not in err, err
     assert (wh / PROGRAM_INDEX / INDEX_COMPLETE).is_file()
-    assert (wh / ingest_module.WITHOUT_PCF_INDEX / ".complete").is_file()
+    assert (wh / ingest_module.WITHOUT_PCF_COMPLETE).is_file()
     assert folder_index.complete(Warehouse(wh))
     assert run_id in {p.name for p in folder_index.index_root(Warehouse(wh)).rglob("*")}

@@ -5,6 +5,7 @@ warnings) is the merge of the whole tables, on the real LULESH and OTF2 pairs.""
 from __future__ import annotations
 
 import gc
+import inspect
 import re
 import warnings
 import weakref
@@ -207,7 +208,8 @@ def test_a_campaign_s_runs_are_let_go_once_aligned(tmp_path: Path, monkeypatch: 
 
     def spy_other(ref, o, *args, **kwargs):
         info = align_other(ref, o, *args, **kwargs)
-        runs.append([weakref.ref(f) for f in (o.bursts, info.run.bursts, info.matches, info.source)])
+        runs.append([weakref.ref(f) for f in (o.bursts, info.run.bursts, info.matches, info.source)
+                     if isinstance(f, pl.DataFrame)])  # a stored run's bursts are a lazy scan, read when needed
         return info
 
     def spy_align(*args, **kwargs):
@@ -438,6 +440,47 @@ def test_message_pairs_copy_only_the_key_columns_they_read(tmp_path: Path, monke
     _merge(runs, MergeOptions())
     want = sorted(["_tid", "_it", "_row", "osig", "_mrank"])
     assert seen and all(r == want and o == want for r, o in seen)
+
+
+# ------------------------------------------------------------------ the runs' bursts through align_runs (issue 23)
+def test_the_runs_bursts_are_not_held_through_the_alignment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair (``merge_stored``: the runs' bursts spilled and handed as lazy scans): the
+    sequence tables are built from the bursts' columns the steps before the alignment read (no ``cpu``, no counter
+    it neither compares nor weighs work by); while ``align_runs`` runs, no frame of either run's bursts is alive
+    (they are read again after it: ~0.15 GB at 2 x 550 MB), nor its units' table; ``_align_other`` holds no
+    reference to the other run's calls while its sequence table is built (handed over once what the checks read of
+    them is derived: they go when the table lets them go, not held after it); the merge committed is the merge of
+    the whole tables."""
+    for t in (LULESH_A, LULESH_B):
+        synthtrace.ingest(str(tmp_path / "wh"), str(t), experiment="pair")
+    exp = Warehouse(tmp_path / "wh").experiment("pair")
+    columns: list[list[str]] = []
+    held: list[bool] = []
+    alive: list[tuple[int, int]] = []
+    sequence_table, align_runs = merge_runs_module.sequence_table, merge_runs_module.align_runs
+
+    def spy_seq(bursts, calls, *args, **kwargs):
+        columns.append(bursts.columns)
+        other = inspect.currentframe().f_back.f_code.co_name == "_align_other"
+        handed, kept = [calls], weakref.ref(calls)
+        del calls  # the spy holds none: the table is handed the only reference the caller gives
+        out = sequence_table(bursts, handed.pop(), *args, **kwargs)
+        if other:
+            gc.collect()
+            held.append(kept() is not None)
+        return out
+
+    def spy_align(*args, **kwargs):
+        alive.append((_frames_with("cpu"), _frames_with("call_site")))
+        return align_runs(*args, **kwargs)
+
+    monkeypatch.setattr(merge_runs_module, "sequence_table", spy_seq)
+    monkeypatch.setattr(merge_runs_module, "align_runs", spy_align)
+    got, whole = _spied_and_whole(exp, monkeypatch)
+    assert alive == [(0, 0)]  # neither run's bursts (cpu, call_site), nor calls (call_site)
+    assert held == [False]
+    assert len(columns) == 2 and not any("cpu" in c for c in columns)
+    _assert_committed_is_whole(exp, got, whole)
 
 
 def test_the_alignment_hands_its_pairing_s_arrays_back_before_scoring_and_the_match_table(

@@ -325,6 +325,9 @@ def existing_run(wh: Warehouse, run_id: str) -> dict | None:
 #: where the runs ingested without their ``.pcf`` are indexed by source path (``<key>/<run_id>``, empty files), so
 #: that a later ingest of the same trace with its ``.pcf`` finds the runs it replaces without reading every stored run
 WITHOUT_PCF_INDEX = Path(".index") / "without_pcf"
+#: the file in :data:`WITHOUT_PCF_INDEX` saying that every stored run is in it (a warehouse written before the index
+#: is indexed once, when it is missing)
+WITHOUT_PCF_COMPLETE = WITHOUT_PCF_INDEX / ".complete"
 
 
 def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: str) -> list[str]:
@@ -360,8 +363,7 @@ def _source_key(path: Path) -> str:
 def _without_pcf_index(wh: Warehouse) -> Path:
     """The folder of :data:`WITHOUT_PCF_INDEX`; a warehouse written before it existed is indexed once (every run
     whose row says it was read without a .pcf)."""
-    index = wh.root / WITHOUT_PCF_INDEX
-    complete = index / ".complete"
+    index, complete = wh.root / WITHOUT_PCF_INDEX, wh.root / WITHOUT_PCF_COMPLETE
     if not complete.is_file():
         for run_file in wh.runs_dir.glob("*/run.parquet"):
             row = existing_run(wh, run_file.parent.name)
@@ -603,7 +605,7 @@ def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSE
     unchanged", or gave a bare path, while the run was there); their completeness marks go, so the next ingest
     rebuilds them from the stored runs, this one with them (removing a file needs no space)."""
     for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
-                 wh.root / WITHOUT_PCF_INDEX / ".complete"):
+                 wh.root / WITHOUT_PCF_COMPLETE):
         with contextlib.suppress(OSError):
             mark.unlink(missing_ok=True)
     reason = exc.strerror or str(exc)
@@ -682,7 +684,6 @@ def _numbered_in_slices(messages: pl.DataFrame, ends: pl.DataFrame) -> pl.LazyFr
         for at in range(0, order.size, NUMBERED_SLICE):
             rows = order[at: at + NUMBERED_SLICE]
             part = logical_messages_at(messages[rows], ends[rows])
-            del rows
             part = (part.join(before, on=CHANNEL, how="left", nulls_equal=True, maintain_order="left")
                     .with_columns(pl.col("k") + pl.col("_n").fill_null(0)).drop("_n"))
             counts = part.group_by(CHANNEL).agg(pl.len().cast(pl.Int64).alias("_n"))

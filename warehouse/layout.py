@@ -41,9 +41,6 @@ MARKER = "synthtrace-warehouse"
 MANIFEST = "checksums.json"
 
 
-#: what :meth:`Warehouse.ensure` makes in a new warehouse before its marker
-_MADE_BEFORE_MARKER = frozenset({"runs", "experiments", ".staging"})
-
 #: why an existing warehouse cannot be written: a read-only mount, or no write permission for this user
 _CANNOT_WRITE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
@@ -78,13 +75,19 @@ def warehouse_holding(path: str | Path) -> Path | None:
     the copy itself is a warehouse."""
     mounts: frozenset[str] | None = None
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
-        if (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir()):
+        if _marked(Warehouse(folder)):
             return folder
         if _stored_folder(folder) or _holds_stored_folders(folder):
             mounts = mount_points() if mounts is None else mounts
             if os.path.ismount(folder) or str(folder) in mounts:
                 return folder
     return None
+
+
+def _marked(wh: Warehouse) -> bool:
+    """Whether ``wh``'s folder bears a warehouse's signs: its :data:`MARKER` file, or its ``runs/`` and
+    ``.staging/`` folders."""
+    return (wh.root / MARKER).is_file() or (wh.runs_dir.is_dir() and wh.staging_dir.is_dir())
 
 
 def mount_points() -> frozenset[str]:
@@ -202,9 +205,14 @@ class Warehouse:
 
     # ------------------------------------------------------------------ writing
     @property
+    def made_dirs(self) -> tuple[Path, ...]:
+        """The folders :meth:`ensure` makes in a new warehouse, before its marker."""
+        return self.runs_dir, self.experiments_dir, self.staging_dir
+
+    @property
     def layout_dirs(self) -> tuple[Path, ...]:
         """The folders every writer writes in (and cleans, for ``.staging``)."""
-        return self.runs_dir, self.experiments_dir, self.staging_dir, self.root / ".locks"
+        return *self.made_dirs, self.root / ".locks"
 
     def check_layout(self) -> None:
         """Refuse a warehouse whose layout folders (:attr:`layout_dirs`) are not its own folders: a symbolic link
@@ -232,7 +240,7 @@ class Warehouse:
         if existed:
             self._check_new_in_empty()
         try:
-            for d in (self.runs_dir, self.experiments_dir, self.staging_dir):
+            for d in self.made_dirs:
                 d.mkdir(parents=True, exist_ok=True)
             (self.root / MARKER).touch(exist_ok=True)
         except OSError as exc:
@@ -247,10 +255,11 @@ class Warehouse:
         made the user's folder a warehouse, and every output under it was then refused as inside one): a folder is
         taken as it is when it is a warehouse already (:func:`warehouse_holding`'s signs), or holds only what
         :meth:`ensure` makes before the marker (another writer making it at the same moment)."""
-        if (self.root / MARKER).is_file() or (self.runs_dir.is_dir() and self.staging_dir.is_dir()):
+        if _marked(self):
             return
+        made = {d.name for d in self.made_dirs}
         try:
-            others = sorted(p.name for p in self.root.iterdir() if p.name not in _MADE_BEFORE_MARKER)
+            others = sorted(p.name for p in self.root.iterdir() if p.name not in made)
         except OSError:  # not readable: the writes below say why
             return
         if others:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -28,6 +29,7 @@ import polars as pl
 
 from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.domain.mpi_calls import MPI_KINDS, mpi_kind
+from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import MASK, packed, thread_key, unpacked
 
@@ -187,6 +189,13 @@ def _filled(n: int, value: int) -> np.ndarray:
     for i in range(n):
         a[i] = value
     return a
+
+
+@cached_njit
+def _overflows(a: int, b: int, s: int) -> bool:
+    """Whether ``s``, the int64 sum ``a + b`` as the machine wraps it, wrapped: the sign of both terms differs from
+    the sign of the result (one compare per add)."""
+    return ((a ^ s) & (b ^ s)) < 0
 
 
 @cached_njit
@@ -411,7 +420,9 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
     """The carried samples (rows ``carry_sm`` of the chunk's), those bound for one destination folded into the
     latest of them holding their sum, when there are more than ``fold_above``: a record repeating a counter
     thousands of times, or a long burst or call sampled often, would otherwise hold memory growing with the file
-    until its burst or call ends (attack 16 F3). Returns the kept rows and their values.
+    until its burst or call ends (attack 16 F3). Returns the kept rows, their values and the first sample (row of
+    the chunk's) whose add passed int64 (-1: none; the values are then not to be used). Memory: ~24 B per carried
+    sample (the rows sorted by slot and counter), never slots x counter types (attack 17 F5).
 
     Only samples before their thread's horizon are folded: every record before it has been seen, so
     - a sample in an open burst (``open_b``) stays in it: the burst's start is settled and a record that could end
@@ -422,7 +433,7 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
     """
     value = sm_v[carry_sm]
     if carry_sm.shape[0] <= fold_above:
-        return carry_sm, value
+        return carry_sm, value, -1
     key = _filled(n_bursts, -1)  # open burst -> its slot
     n_open = 0
     for j in range(carry_sm.shape[0]):
@@ -432,8 +443,7 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
             n_open += 1
     wp, woff = _group_by_thread(w_th, n_threads)
     _sort_segments(wp, woff, w_t)
-    rep = _filled((n_open + w_th.shape[0] + n_threads) * n_codes, -1)  # slot x counter -> the row holding the sum
-    kept = np.ones(carry_sm.shape[0], dtype=np.bool_)
+    group = _filled(carry_sm.shape[0], -1)  # slot x counter of each row folded, -1: kept as it is
     for j in range(carry_sm.shape[0]):
         i = carry_sm[j]
         t = sm_th[i]
@@ -453,24 +463,44 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
             slot = n_open + woff[t] + t + (lo - woff[t])
         else:
             continue
-        s = slot * n_codes + sm_c[i]
-        r = rep[s]
-        if r < 0:
-            rep[s] = j
-        elif x >= sm_t[carry_sm[r]]:  # the latest one holds the sum
-            value[j] += value[r]
-            kept[r] = False
-            rep[s] = j
-        else:
-            value[r] += value[j]
-            kept[j] = False
-    return carry_sm[kept], value[kept]
+        group[j] = slot * n_codes + sm_c[i]
+    # the rows by group, in row order within one
+    order = np.argsort(group, kind="mergesort")
+    kept = np.ones(carry_sm.shape[0], dtype=np.bool_)
+    wrapped = carry_sm.shape[0]  # the first row (in row order) whose add to its group's sum passed int64
+    a = 0
+    while a < order.shape[0]:
+        g = group[order[a]]
+        b = a + 1
+        while b < order.shape[0] and group[order[b]] == g:
+            b += 1
+        if g >= 0:  # the latest row (the last of equal times) holds the group's sum, added in row order
+            hold = order[a]
+            total = value[hold]
+            kept[hold] = False
+            for k in range(a + 1, b):
+                j = order[k]
+                s = total + value[j]
+                if _overflows(total, value[j], s):
+                    wrapped = min(wrapped, j)
+                    break
+                total = s
+                kept[j] = False
+                if sm_t[carry_sm[j]] >= sm_t[carry_sm[hold]]:
+                    hold = j
+            kept[hold] = True
+            value[hold] = total
+        a = b
+    if wrapped < carry_sm.shape[0]:
+        return carry_sm, value, carry_sm[wrapped]
+    return carry_sm[kept], value[kept], -1
 
 
 @cached_njit
 def _counter_sums(n_rows, n_codes, sm_c, sm_v, dest):
     """Per counter present (rows: counter codes in order, ``codes``) and destination row (columns; ``dest`` >= 0,
-    e.g. a final burst or a call): the sum of its samples and whether one was seen."""
+    e.g. a final burst or a call): the sum of its samples and whether one was seen; and the first sample whose add
+    passed int64 (-1: none; the sums are then not to be used)."""
     used = np.zeros(n_codes, dtype=np.bool_)
     for i in range(dest.shape[0]):
         if dest[i] >= 0:
@@ -491,9 +521,12 @@ def _counter_sums(n_rows, n_codes, sm_c, sm_v, dest):
         r = dest[i]
         if r >= 0:
             k = col[sm_c[i]]
-            sums[k, r] += sm_v[i]
+            total = sums[k, r] + sm_v[i]
+            if _overflows(sums[k, r], sm_v[i], total):
+                return codes, sums, has, i
+            sums[k, r] = total
             has[k, r] = True
-    return codes, sums, has
+    return codes, sums, has, -1
 
 
 @cached_njit
@@ -572,7 +605,8 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
               horizon, next_seq, c_th, c_t0, c_t1, w_th, w_t, fold_above):
     """Merge intervals into bursts, sum samples into the final ones and the other samples into the calls
     (``c_*``, grouped by thread in start order), number the bursts, fold the carried samples (beyond
-    ``fold_above`` of them, :func:`_folded_carry`); see BurstAssembler._close_bursts."""
+    ``fold_above`` of them, :func:`_folded_carry`); see BurstAssembler._close_bursts. The last value returned is the
+    first sample (row of the chunk's) whose add to a sum passed int64, -1 for none."""
     ip, ioff = _group_by_thread(iv_th, n_threads)
     _sort_segments(ip, ioff, iv_t0)
     ek, et, doff = _entries_by_time(n_threads, en_th, en_t)
@@ -588,9 +622,11 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     fidx, o_th, o_cpu, o_t0, o_t1, o_seq, o_entry = _final_bursts(thread_order, b_cpu, b_t0, b_t1, boff, final, ek, et,
                                                                   doff, next_seq)
     dest, open_b = _sample_bursts(n_threads, sm_th, sm_t, b_t0, b_t1, boff, final, fidx)
-    codes, sums, has = _counter_sums(o_th.shape[0], n_codes, sm_c, sm_v, dest)
+    codes, sums, has, wrapped = _counter_sums(o_th.shape[0], n_codes, sm_c, sm_v, dest)
     cdest = _sample_calls(n_threads, sm_th, sm_t, dest, c_th, c_t0, c_t1, w_th, w_t)
-    c_codes, c_sums, c_has = _counter_sums(c_th.shape[0], n_codes, sm_c, sm_v, cdest)
+    c_codes, c_sums, c_has, c_wrapped = _counter_sums(c_th.shape[0], n_codes, sm_c, sm_v, cdest)
+    if wrapped < 0:
+        wrapped = c_wrapped
     n_carry = 0
     n_loose = 0
     for i in range(dest.shape[0]):
@@ -609,11 +645,13 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
         elif cdest[i] == -1:
             loose_sm[n_loose] = i
             n_loose += 1
-    carry_sm, carry_value = _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, b_th.shape[0],
-                                          n_codes, n_threads, w_th, w_t, fold_above)
+    carry_sm, carry_value, f_wrapped = _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon,
+                                                     b_th.shape[0], n_codes, n_threads, w_th, w_t, fold_above)
+    if wrapped < 0:
+        wrapped = f_wrapped
     carry_iv, keep = _carried(n_threads, en_th.shape[0], ip, b_th, b_t1, b_first, final, ek, et, doff)
     return (o_th, o_cpu, o_t0, o_t1, o_seq, o_entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm,
-            carry_value, loose_sm, keep, n_repeated)
+            carry_value, loose_sm, keep, n_repeated, wrapped)
 
 
 @cached_njit
@@ -700,12 +738,14 @@ class BurstAssembler:
     ``finish()`` returns the rest. Counter columns are named after the counters.
 
     ``threads`` registers (appl, task, thread) triples up front: thread id i is the i-th triple (the Paraver
-    reader passes the header's threads so that its ids are the assembler's).
+    reader passes the header's threads so that its ids are the assembler's). ``source``: the trace's file, which an
+    error names (:class:`~synthtrace.tracelib.errors.TraceFormatError`: a counter's sum beyond int64).
     """
 
     def __init__(self, run_id: str, threads: Sequence[tuple[int, int, int]] | None = None, *,
-                 keep_loose: bool = False):
+                 keep_loose: bool = False, source: str | Path = "<records>"):
         self.run_id = run_id
+        self.source = str(source)  # the trace's file, named by the errors
         self.keep_loose = keep_loose
         self._key_to_id: dict[int, int] = {}
         self._appl = np.empty(0, np.int32)
@@ -889,11 +929,13 @@ class BurstAssembler:
         order = self._thread_order()
         n_codes = max(len(self._counters.names), 1)
         (th, cpu, t0, t1, seq, entry, codes, sums, has, c_codes, c_sums, c_has, carry_iv, carry_sm, carry_value,
-         loose_sm, keep, n_repeated) = _assemble(
+         loose_sm, keep, n_repeated, wrapped) = _assemble(
             self.n_threads, order, intervals.thread, intervals.cpu, intervals.start_ns, intervals.end_ns,
             samples.thread, samples.time_ns, samples.counter, samples.value, n_codes,
             entries.thread, entries.time_ns, h, self._burst_next,
             *spans, *waiting, FOLD_CARRIED_SAMPLES)
+        if wrapped >= 0:
+            self._refuse_sum(samples, wrapped)
         self.repeated_bursts += n_repeated
         self._intervals = intervals.take(carry_iv)
         self._samples = samples.take(carry_sm)
@@ -915,6 +957,15 @@ class BurstAssembler:
         if c_codes.size:
             calls = calls.with_columns(self._counter_columns(c_codes, c_sums, c_has))
         return bursts, calls
+
+    def _refuse_sum(self, samples: SampleArrays, row: int) -> None:
+        """Refuse the trace: the sum sample ``row`` joins passes int64 (a wrapped number stored as a count would be
+        wrong silently, attack 17 F1); each sample fits, the reader checks that, but not the sum of many."""
+        t = int(samples.thread[row])
+        raise TraceFormatError(self.source, None, (
+            f"counter {self._counters.names[int(samples.counter[row])]} of thread {self._appl[t]}:{self._task[t]}:"
+            f"{self._thread[t]}: the sum of its samples in one burst or MPI call passes int64 "
+            f"({_MAX_I64}) at the sample at {int(samples.time_ns[row])} ns; no real counter gets there"))
 
     def take_loose(self) -> SampleArrays:
         """The counter samples found so far that neither a burst nor an MPI call holds (emptied)."""

@@ -223,7 +223,8 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     completed exactly one and is no set-completing call nor a test (``MPI_Waitall``, ``MPI_Test``, ...): the burst that
     follows an ``MPI_Waitany`` or an ``MPI_ANY_SOURCE`` receive works on the message that arrived (0: none);
     ``amsg``: that message's name (as ``rmsg``)."""
-    name = pl.struct("appl", "comm", "sender", "receiver", "tag", "k").hash(7).clip(UNNAMED + 1)
+    name = (pl.when(pl.col("k").is_null()).then(pl.lit(UNNAMED, pl.UInt64))  # a message no count names
+            .otherwise(pl.struct("appl", "comm", "sender", "receiver", "tag", "k").hash(7).clip(UNNAMED + 1)))
     chan = pl.struct("appl", "comm", "sender", "receiver", "tag", "bytes").hash(7).clip(1)
     m = messages.select(pl.col("appl").cast(pl.Int32), pl.col("sender").cast(pl.Int32),
                         pl.col("receiver").cast(pl.Int32), pl.col("s_thread").cast(pl.Int32), "s_call_seq",

@@ -12,7 +12,10 @@ call of its thread that holds the message's logical time (its ``call_seq``), the
 call's. Without communication records the send ends come from the calls that send one message (``peer`` and
 ``bytes_sent``); receive ends are named only on channels where every receive is a call that receives that
 channel's messages one at a time (a completion call that completes a run-dependent number of messages names
-none). Never a size summed over what a completion call happened to complete.
+none). Never a size summed over what a completion call happened to complete. A channel's records begin where
+both its ends are traced: where a rank's trace started late, its partners' calls that posted the messages before
+are counted (:func:`lost_at_start`) and the channel is numbered from the run's start, or left unnamed (``k``
+NULL) when no call can count them.
 
 :func:`message_counts` is the compact per-channel table the cross-rank steps work from (rank correspondence,
 same-program check): messages and bytes per (appl, comm, sender, receiver, tag, bytes).
@@ -48,6 +51,8 @@ POLLING_CALLS: tuple[str, ...] = (*calls_with(roles=("test", "probe"), blocking=
 #: the columns of the MPI calls :func:`logical_messages` reads
 CALL_COLUMNS: tuple[str, ...] = ("appl", "task", "thread", "call_seq", "mpi_call", "start_ns", "end_ns", "bytes_sent",
                                  "bytes_recv", "peer", "n_messages", "comm", "tag")
+#: calls that post exactly one message each, whose end a whole trace's records always hold
+POSTING_CALLS: tuple[str, ...] = calls_with(roles=("send", "recv"))
 #: the communicator of a point-to-point message whose call names none
 NO_COMM = -1
 COUNT_SCHEMA: dict[str, pl.DataType] = {
@@ -194,12 +199,93 @@ def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None) -
     if records is not None and "k" in records.columns:  # already logical (the warehouse's mpi_messages)
         if "c_call_seq" not in records.columns:  # stored before the completing call was kept: not known
             records = records.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
-        return records.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
+        return _from_run_start(calls, records.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()]))
     if calls.height == 0 or "peer" not in calls.columns:
         return pl.DataFrame(schema=LOGICAL_MESSAGE_SCHEMA)
     if records is not None and records.height:
-        return _from_records(calls, records)
+        return _from_run_start(calls, _from_records(calls, records))
     return _from_calls(calls)
+
+
+def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """Per channel of a run's logical messages named from its communication records (CHANNEL, ``lost``: Int64),
+    the messages its records lack at its start because one end's trace started late (tracing turned on late on a
+    rank, a rank whose first records were lost): a record needs both ends traced (Extrae's merger leaves an
+    unmatched send or receive out; OTF2's halves are paired the same way), so the channel's records begin where
+    its later end's trace does, while its partner's calls that posted the earlier messages are there, without a
+    record. A trace starts once per rank, and MPI's non-overtaking rule makes the lost messages the channel's
+    first: they are counted on the end whose partner was not traced yet, as its calls at the site (call name and
+    site) of the channel's first recorded end there that post one message (a send or a receive), hold no record
+    and came before that end and before the partner's first call. A call that more than one channel could have
+    lost is counted for none of them (two late partners served by one call site). ``lost`` is NULL for a channel
+    whose loss cannot be counted: such a call, an end that started late itself (two late partners: what each
+    posted before its own start is in no trace), or a channel of a rank that lost messages on another channel (it
+    started late) whose other end's records lie in calls that complete messages (``MPI_Testsome``: how many a call
+    completed is no count of what was posted), so that its messages are left unnamed rather than named off.
+    Channels with nothing lost are left out."""
+    keys = ["appl", "task", "thread", "call_seq"]
+    site = [c for c in ("mpi_call", "call_site") if c in calls.columns]
+    c = calls.select(pl.col("appl").cast(pl.Int32), pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32),
+                     "call_seq", "start_ns", *site)
+    m = messages.filter(pl.col("sender").is_not_null() & pl.col("receiver").is_not_null())
+    unrecorded = c.filter(pl.col("mpi_call").is_in(list(POSTING_CALLS)))
+    for t, h, q in (("sender", "s_thread", "s_call_seq"), ("receiver", "r_thread", "r_call_seq"),
+                    ("receiver", "r_thread", "c_call_seq")):  # one anti-join a column of ends: no 3 x M frame
+        unrecorded = unrecorded.join(m.select("appl", pl.col(t).alias("task"), pl.col(h).alias("thread"),
+                                              pl.col(q).alias("call_seq")), on=keys, how="anti")
+    unrecorded = unrecorded.select("appl", "task", "thread", *site, pl.col("start_ns").alias("_u"))
+    if unrecorded.height == 0:
+        return pl.DataFrame(schema={**{k: LOGICAL_MESSAGE_SCHEMA[k] for k in CHANNEL}, "lost": pl.Int64})
+    t0 = c.group_by("appl", "task").agg(pl.col("start_ns").min().alias("_t0"))
+    # per channel and side: the call holding the channel's first recorded end there, and the partner's start
+    first = pl.concat([
+        m.filter(pl.col("k") == pl.col("k").min().over(CHANNEL))
+        .select(*CHANNEL, pl.col(me).alias("task"), pl.col(h).alias("thread"), pl.col(q).alias("call_seq"),
+                pl.col(other).alias("_partner"))
+        for me, h, q, other in (("sender", "s_thread", "s_call_seq", "receiver"),
+                                ("receiver", "r_thread", "r_call_seq", "sender"))]).drop_nulls(["call_seq"])
+    first = (first.join(c, on=keys).join(t0.rename({"task": "_partner"}), on=["appl", "_partner"])
+             .select(*CHANNEL, "task", "thread", "_partner", *site,
+                     pl.min_horizontal("start_ns", "_t0").alias("_before"),
+                     pl.col("mpi_call").is_in(list(POSTING_CALLS)).alias("_countable")))
+    cand = (unrecorded.with_row_index("_call").join(first.drop("_partner", "_countable"),
+                                                    on=["appl", "task", "thread", *site])
+            .filter(pl.col("_u") < pl.col("_before"))
+            .with_columns(pl.len().over("_call").alias("_n")))
+    sides = first.join(cand.group_by([*CHANNEL, "task"]).agg((pl.col("_n") == 1).sum().cast(pl.Int64).alias("_c"),
+                                                              (pl.col("_n") > 1).any().alias("_amb")),
+                       on=[*CHANNEL, "task"], how="left", nulls_equal=True)
+    # a rank that lost messages on one channel started late: its channels whose loss no call can count (their
+    # other end's records lie in completion calls) are not named
+    late = sides.filter(pl.col("_c") > 0).select("appl", "_partner", pl.lit(True).alias("_late")).unique()
+    per = (sides.join(late, on=["appl", "_partner"], how="left")
+           .join(late.rename({"_partner": "task", "_late": "_self"}), on=["appl", "task"], how="left")
+           .with_columns(pl.col("_late", "_self").fill_null(False)))
+    # an end that started late itself counts only what its partner posted after that start: not the channel's loss
+    return (per.group_by(CHANNEL).agg(pl.col("_c").max().fill_null(0).alias("lost"),
+                                      (pl.col("_amb").fill_null(False) | (pl.col("_self") & (pl.col("_c") > 0)))
+                                      .any().alias("_amb"),
+                                      (pl.col("_late") & ~pl.col("_countable")).any().alias("_blind"))
+            .with_columns(pl.when(pl.col("_amb") | ((pl.col("lost") == 0) & pl.col("_blind"))).then(None)
+                          .otherwise(pl.col("lost")).alias("lost"))
+            .filter(pl.col("lost").is_null() | (pl.col("lost") > 0))
+            .select(*[pl.col(k).cast(LOGICAL_MESSAGE_SCHEMA[k]) for k in CHANNEL], "lost"))
+
+
+def _from_run_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """``messages`` (named from records) with each channel's ``k`` counted from the run's start: plus the messages
+    its records lack there (:func:`lost_at_start`), so that a message has its name of a run whose traces all
+    started together; NULL (unnamed) where that loss cannot be counted."""
+    if messages.height == 0 or not {"start_ns", "mpi_call"} <= set(calls.columns):
+        return messages
+    lost = lost_at_start(calls, messages)
+    if lost.height == 0:
+        return messages
+    return (messages.join(lost.with_columns(pl.lit(True).alias("_in")), on=CHANNEL, how="left", nulls_equal=True,
+                          maintain_order="left")
+            .with_columns(pl.when(pl.col("_in") & pl.col("lost").is_null()).then(None)
+                          .otherwise(pl.col("k") + pl.col("lost").fill_null(0)).alias("k"))
+            .drop("lost", "_in"))
 
 
 def logical_collectives(calls: pl.DataFrame) -> pl.DataFrame:

@@ -141,7 +141,7 @@ class Otf2Trace(TraceReader):
         import _otf2
 
         self.warnings = list(self.defs.warnings)  # what reading adds is found again on every read
-        assembler = BurstAssembler(run_id)
+        assembler = BurstAssembler(run_id, source=self.path)
         read = _ReadState(run_id, p2p=P2pRecords(self.defs.comm_ranks, self.defs.self_comms, self.path,
                                                  calls.folder / "p2p" if calls.folder is not None else None))
         with _captured_otf2_errors() as messages:

@@ -483,7 +483,7 @@ class ParaverTrace(TraceReader):
         the caller's thread.
         """
         parser = RecordParser(self.header, self.path)
-        assembler = BurstAssembler(run_id, threads=parser.threads, keep_loose=True)
+        assembler = BurstAssembler(run_id, threads=parser.threads, keep_loose=True, source=self.path)
         converter = _EventConverter(self.pcf, self.path, assembler, parser)
         messages: list[pl.DataFrame] = []
         n_records: dict[int, int] = {}
