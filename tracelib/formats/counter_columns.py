@@ -9,6 +9,10 @@ from typing import NamedTuple
 
 from synthtrace.tracelib.schema import is_reserved_column
 
+#: the most counters one trace may hold (Paraver's counter types, OTF2's metric members): the assembler sums them
+#: per burst and call, so a file defining thousands is refused in one line, not read into gigabytes
+MAX_COUNTERS = 4096
+
 
 class Claim(NamedTuple):
     """A column given to a counter: the column, whose it is (``event type 42000050``) and, when the counter holds

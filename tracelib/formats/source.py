@@ -318,6 +318,21 @@ def _walked(folder: Path) -> Iterator[os.DirEntry]:
                     stack.append(Path(entry.path))
 
 
+def usable(path: Path) -> bool:
+    """Whether the path ``path`` (as found) can be opened at all; a warning naming it when it cannot: longer than
+    the system's limit (PATH_MAX: a folder chain whose names add up past 4,096 bytes on Linux), which no file call
+    takes (attack 17 F2: one such trace in a drop folder stopped every night before the traces beside it)."""
+    try:
+        os.stat(path, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            return True  # gone meanwhile, or unreadable: the reader says so for this trace alone
+        warnings.warn(f"{str(path)[:200]}...: not read (its path is {len(os.fsencode(path)):,} bytes, longer than "
+                      "this system takes: move or rename its folders)", stacklevel=3)
+        return False
+    return True
+
+
 def find_traces(paths: list[Path]) -> list[Path]:
     """Trace files among ``paths``: files as given, folders searched recursively, sorted by path. A trace reached
     twice (through a link beside it) is found once, by its own path where there is one ([helper security] attack 6
@@ -326,7 +341,7 @@ def find_traces(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found.extend(sorted(q for e in files_under(p) if is_trace(q := Path(e.path))))
+            found.extend(sorted(q for e in files_under(p) if is_trace(q := Path(e.path)) and usable(q)))
         else:
             found.append(p)
     unique: dict[str, Path] = {}
