@@ -109,12 +109,13 @@ def unit_of(rel: Sequence[str]) -> tuple[str, ...]:
 def judge(root: str | os.PathLike, unit: Sequence[str]) -> Folder:
     """The verdict on the stored folder ``unit`` (path parts below the warehouse ``root``)."""
     folder = os.path.join(os.fspath(root), *unit)
-    if len(unit) == 2 and unit[0] in NAMED_TOPS and os.path.islink(folder):
+    named = len(unit) == 2 and unit[0] in NAMED_TOPS
+    if named and os.path.islink(folder):
         # attack 17 F6: a link where a stored folder belongs is read nowhere (the query snapshots open folders
         # without following links; the experiments' readers and writers ask here), whatever it points to
         return Folder(None, f"a symbolic link to {os.readlink(folder)!r}, not a folder the warehouse wrote")
     manifest = folder_manifest(folder)
-    foreign = _foreign(folder, unit, manifest) if len(unit) == 2 and unit[0] in NAMED_TOPS else None
+    foreign = _foreign(folder, unit, manifest) if named else None
     return Folder(manifest, None if foreign is None else f"{foreign}: a copy no commit wrote",
                   incomplete(unit, manifest))
 
@@ -302,8 +303,9 @@ def refuse_foreign(folder: Path, what: str = "nothing was written") -> None:
     is there and is not the stored folder of its name: a writer must neither commit into a user's copy (its files
     would become stored data: attack 11 E1) nor replace it (attack 10 D8). ``what``: what the refusal left undone."""
     if (folder.is_dir() or folder.is_symlink()) and (why := Folder.at(folder).foreign) is not None:
-        raise ForeignFolderError(f"{folder}: not a folder of the warehouse ({why}); {what}: "
-                                 "move that folder out of the warehouse, or choose another name")
+        remedy = ("remove the link itself (what it points to is not touched)" if folder.is_symlink() else
+                  "move that folder out of the warehouse, or choose another name")
+        raise ForeignFolderError(f"{folder}: not a folder of the warehouse ({why}); {what}: {remedy}")
 
 
 def foreign_folders(root: str | os.PathLike) -> list[str]:

@@ -282,9 +282,10 @@ def _check_counter_names(cat: PcfCatalog) -> None:
             continue
         owner = columns.owner(name)
         first = owner.own if owner is not None and owner.column == name else None  # the type holding it as its own
-        if owner is None or (first is not None and is_absolute_counter(etype) != is_absolute_counter(first)):
-            if owner is None:
-                columns.claim(name, name, whose, own=etype)
+        if owner is None:
+            columns.claim(name, name, whose, own=etype)
+            continue
+        if first is not None and is_absolute_counter(etype) != is_absolute_counter(first):
             continue
         fallback = f"{name}_{etype}"
         cat.renamed[etype] = column = columns.claim(name, fallback, whose)
