@@ -57,7 +57,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
-from synthtrace.tracelib.merge.ranks import rank_mapping, renumber, renumber_calls
+from synthtrace.tracelib.merge.ranks import WORK, rank_mapping, renumber, renumber_calls, renumber_columns
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
@@ -77,6 +77,10 @@ KEYS = [*THREAD_KEYS, "burst_seq"]
 #: read with these alone, not their counters, kind, cpu, root, duration nor run id (~40% of a run's calls table)
 CALL_COLUMNS = [*THREAD_KEYS, "call_seq", "mpi_call", "start_ns", "end_ns", "bytes_sent", "bytes_recv", "peer",
                 "n_messages", "comm", "tag", "call_site"]
+#: the bursts' columns the steps before the alignment read (units, sequence table, rank correspondence, opening
+#: messages) besides the counters compared and the work counters (:data:`~synthtrace.tracelib.merge.ranks.WORK`):
+#: a stored run's bursts are read with these alone before it is aligned, whole after (issue 23: :func:`bursts_of`)
+ALIGN_COLUMNS = (*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site")
 
 QUALITY_SCHEMA: dict[str, pl.DataType] = {
     "experiment": pl.String(), "counter": pl.String(), "source_run": pl.String(), "source_run_id": pl.String(),
@@ -163,10 +167,32 @@ def messages_of(run: RunTables) -> pl.DataFrame | None:
 
 
 def loaded(run: RunTables) -> RunTables:
-    """``run`` with its bursts (sorted as :func:`sort_bursts` sorts them) and communication records read, its calls
-    as they are (read where the merge derives what it needs from them)."""
-    bursts = run.bursts.collect() if isinstance(run.bursts, pl.LazyFrame) else run.bursts
-    return replace(run, bursts=sort_bursts(bursts), messages=messages_of(run))
+    """``run`` with its communication records read, its bursts sorted as :func:`sort_bursts` sorts them when they
+    are a frame (a lazy scan is kept: read where the merge needs them, :func:`bursts_of`), its calls as they are
+    (read where the merge derives what it needs from them)."""
+    bursts = run.bursts if isinstance(run.bursts, pl.LazyFrame) else sort_bursts(run.bursts)
+    return replace(run, bursts=bursts, messages=messages_of(run))
+
+
+def bursts_of(run: RunTables, features: Sequence[str] | None = None) -> pl.DataFrame:
+    """The bursts of ``run`` (as :func:`loaded` leaves it) sorted as :func:`sort_bursts` sorts them. A lazy scan is
+    read now: with ``features`` (the counters an alignment compares), only what the steps before the alignment read
+    (:data:`ALIGN_COLUMNS`, ``features``, the work counters), else whole; the row order is the same either way (the
+    sort is by thread and ``burst_seq``, stable). A frame is returned as it is (a projection of it would free
+    nothing: its holder keeps it whole). Issue 23: the alignment holds no run's bursts, which it never reads."""
+    b = run.bursts
+    if not isinstance(b, pl.LazyFrame):
+        return b
+    if features is not None:
+        keep = {*ALIGN_COLUMNS, *features, *WORK}
+        b = b.select(c for c in b.collect_schema().names() if c in keep)
+    return sort_bursts(b.collect())
+
+
+def _units_over(u: Units, bursts: pl.DataFrame) -> Units:
+    """``u``, the units of a projection of ``bursts`` (:func:`bursts_of`), over ``bursts`` whole: the same units,
+    their table with every column (rebuilt when a unit has several pieces: its counters are their sums)."""
+    return units(bursts) if u.split else replace(u, table=bursts)
 
 
 @dataclass(frozen=True)
@@ -421,20 +447,15 @@ def choose_reference(runs: Sequence[RunTables], reference: str | None) -> int:
     raise UnknownReferenceError(f"reference run {reference!r} is not in the experiment (runs: {names})")
 
 
-def _layout(r: RunTables) -> pl.DataFrame:
-    """The distinct (appl, task, thread) of a run's bursts (bursts sorted as by :func:`sort_bursts`)."""
-    k = r.bursts.select(*THREAD_KEYS)
+def _layout(bursts: pl.DataFrame) -> pl.DataFrame:
+    """The distinct (appl, task, thread) of a run's ``bursts`` (sorted as by :func:`sort_bursts`)."""
+    k = bursts.select(*THREAD_KEYS)
     if k.height == 0:
         return k
     cols = [k.get_column(c).to_numpy() for c in THREAD_KEYS]
     new = np.ones(k.height, bool)
     new[1:] = np.any([c[1:] != c[:-1] for c in cols], axis=0)
     return k.filter(pl.Series(new))
-
-
-def check_same_layout(ref: RunTables, other: RunTables) -> None:
-    """Raise :class:`NotSameProgramError` when the two runs do not have the same tasks and threads."""
-    same_layout(_layout(ref), _layout(other), ref.run_name, other.run_name)
 
 
 def same_layout(a: pl.DataFrame, b: pl.DataFrame, name_a: str, name_b: str) -> None:
@@ -487,7 +508,9 @@ class SpilledSequence(NamedTuple):
 
 @dataclass(frozen=True)
 class Reference:
-    """The reference run prepared once: its units, sequence table, logical messages, opening messages, counters."""
+    """The reference run prepared once: its units, sequence table, logical messages, opening messages, counters.
+    ``run``'s bursts are a frame or a lazy scan, read again where the steps after an alignment need them
+    (:meth:`whole`); ``units``' table then holds what the sequence table takes from it (issue 23)."""
 
     run: RunTables
     units: Units
@@ -497,28 +520,40 @@ class Reference:
     counters: list[str]
     structure: CallStructure
 
+    def whole(self) -> tuple[pl.DataFrame, Units]:
+        """The reference's bursts whole (read again from a lazy scan) and its units over them."""
+        if not isinstance(self.run.bursts, pl.LazyFrame):
+            return self.run.bursts, self.units
+        bursts = bursts_of(self.run)
+        return bursts, _units_over(self.units, bursts)
+
     def sequence(self) -> pl.DataFrame:
         """The reference's sequence table (read back whole when it was spilled)."""
         if isinstance(self.seq, pl.DataFrame):
             return self.seq
         own = pl.read_parquet(self.seq.path)
-        return pl.concat([own, self.units.table.select(self.seq.from_units)], how="horizontal").select(
-            self.seq.columns)
+        if self.seq.from_units:
+            own = pl.concat([own, self.units.table.select(self.seq.from_units)], how="horizontal")
+        return own.select(self.seq.columns)
 
     def spilled(self, folder: Path | None) -> Reference:
         """This reference with its sequence table written to ``folder`` instead of held: the other runs' sequence
         tables are built without it alive, each alignment reads it back and lets it go (issue 23: ~0.2 kB per
-        reference burst). The columns equal to the units table's (keys, times, call) are not written but taken
-        from it again, so that the table read back shares their buffers as the table built did; one row group,
-        one chunk per column. Itself when ``folder`` is None."""
+        reference burst); one row group, one chunk per column. When the run's bursts are a frame, the columns equal
+        to the units table's (keys, times, call) are not written but taken from it again, so that the table read
+        back shares their buffers as the table built did; when they are a lazy scan (read again by :meth:`whole`),
+        nothing of the run is alive to share with: the table is written whole and the units keep no table.
+        Itself when ``folder`` is None."""
         if folder is None or not isinstance(self.seq, pl.DataFrame):
             return self
-        seq, table = self.seq, self.units.table
-        shared = tuple(c for c in seq.columns if c in table.columns and table.height == seq.height
-                       and table.schema[c] == seq.schema[c] and seq.get_column(c).equals(table.get_column(c)))
+        seq, table, lazy = self.seq, self.units.table, isinstance(self.run.bursts, pl.LazyFrame)
+        shared = () if lazy else tuple(
+            c for c in seq.columns if c in table.columns and table.height == seq.height
+            and table.schema[c] == seq.schema[c] and seq.get_column(c).equals(table.get_column(c)))
         path = folder / "reference-sequence.parquet"
         seq.drop(shared).write_parquet(path, row_group_size=max(seq.height, 1))
-        return replace(self, seq=SpilledSequence(path, shared, tuple(seq.columns)))
+        u = replace(self.units, table=pl.DataFrame()) if lazy else self.units
+        return replace(self, units=u, seq=SpilledSequence(path, shared, tuple(seq.columns)))
 
     @classmethod
     def of(cls, ref: RunTables, options: MergeOptions, counters: list[str] | None = None,
@@ -526,43 +561,46 @@ class Reference:
         """``features``: the counters the alignments compare (:func:`compared_features`; default: ``counters``),
         the only ones the sequence table carries (issue 23: one Float64 column per counter and burst)."""
         counters = ref.counters if counters is None else counters
+        features = counters if features is None else features
         calls = calls_of(ref)
         messages = logical_messages(calls, ref.messages)
-        u = units(ref.bursts)
+        bursts = bursts_of(ref, features)  # a lazy scan's: what the steps before the alignments read
+        u = units(bursts)
         release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
-        seq = sequence_table(u.table, calls, counters if features is None else features, options.align,
-                             messages if ref.messages is not None else None)
-        return cls(ref, u, seq, messages, opened_by(ref.bursts, calls, messages), counters, CallStructure.of(calls))
+        seq = sequence_table(u.table, calls, features, options.align, messages if ref.messages is not None else None)
+        return cls(ref, u, seq, messages, opened_by(bursts, calls, messages), counters, CallStructure.of(calls))
 
 
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
                         messages: pl.DataFrame | None = None) -> dict[int, int] | None:
     """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.rank_mapping`),
     None when they correspond as numbered or ``map_ranks`` is off. ``messages``: ``o``'s logical messages when
-    already derived (else derived from its calls)."""
+    already derived (else derived from its calls); ``o``'s bursts a frame (a lazy scan is read)."""
     if not options.map_ranks:
         return None
     if messages is None:
         messages = logical_messages(calls_of(o), o.messages)
-    return rank_mapping(ref.run.bursts, message_counts(ref.messages), o.bursts, message_counts(messages),
-                        (ref.run.run_name, o.run_name))
+    return rank_mapping(bursts_of(ref.run, ()), message_counts(ref.messages), bursts_of(o, ()),
+                        message_counts(messages), (ref.run.run_name, o.run_name))
 
 
-class CallsRead:
-    """A run's MPI calls read once and its logical messages, handed to :func:`_align_other`, which takes them
+class RunRead:
+    """A run's bursts as the steps before its alignment read them (:func:`bursts_of` with the ``features`` it
+    compares), its MPI calls read once and its logical messages, handed to :func:`_align_other`, which takes them
     (:meth:`take`): the giver holds no reference, so they go when the aligner lets them go (issue 23)."""
 
-    def __init__(self, run: RunTables):
+    def __init__(self, run: RunTables, features: Sequence[str]):
+        self.bursts: pl.DataFrame | None = bursts_of(run, features)
         self._calls: pl.DataFrame | None = calls_of(run)
         self.messages: pl.DataFrame | None = logical_messages(self._calls, run.messages)
 
-    def take(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """The calls and logical messages, no longer held here."""
-        calls, messages = self._calls, self.messages
-        if calls is None or messages is None:
-            raise RuntimeError("the run's calls were already taken")
-        self._calls = self.messages = None
-        return calls, messages
+    def take(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """The bursts, calls and logical messages, no longer held here."""
+        bursts, calls, messages = self.bursts, self._calls, self.messages
+        if bursts is None or calls is None or messages is None:
+            raise RuntimeError("the run's tables were already taken")
+        self.bursts = self._calls = self.messages = None
+        return bursts, calls, messages
 
 
 def renumbered_note(ref: RunTables, o: RunTables, renum: dict[int, int]) -> str:
@@ -583,34 +621,39 @@ def timing_only_note(ref: RunTables, o: RunTables, features: Sequence[str]) -> s
 
 
 def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, counters: list[str],
-                 options: MergeOptions, own: Own = None, read: CallsRead | None = None) -> AlignedRun:
+                 options: MergeOptions, own: Own = None, read: RunRead | None = None) -> AlignedRun:
     """Align one other run (its tasks renumbered by ``renum``) to the reference: its match table, tallies and
     choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
-    ``read``: the run's calls and logical messages already read (taken from it), else read here.
+    ``read``: the run's bursts, calls and logical messages already read (taken from it), else read here.
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts. What
-    the checks read of the run's calls is derived before the alignment, which does not hold them (issue 23)."""
-    bursts = o.bursts
-    calls, messages = (read or CallsRead(o)).take()
+    the checks read of the run's calls is derived before its sequence table, which is handed the calls (not held
+    here); the alignment holds neither the calls nor the runs' bursts (a lazy scan's are read again whole after it:
+    issue 23)."""
+    common = [c for c in ref.counters if c in counters]
+    feats = pick_features(common)
+    bursts, calls, messages = (read or RunRead(o, feats)).take()
     mapped = o
     if renum:
-        bursts, calls, messages = renumber(o.bursts, calls, renum, messages)
+        bursts, calls, messages = renumber(bursts, calls, renum, messages)
         bursts = sort_bursts(bursts)
         mapped = replace(o, bursts=bursts, mpi_calls=calls if isinstance(o.mpi_calls, pl.DataFrame)
                          else renumber_calls(o.mpi_calls, renum))
-    common = [c for c in ref.counters if c in counters]
-    feats = pick_features(common)
     o_units = units(bursts)
-    release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
-    # message ends are named from the communication records when the run has them (exact pairing); from the calls,
-    # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
-    o_seq = sequence_table(o_units.table, calls, feats, options.align,
-                           messages if o.messages is not None else None)
     # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
     o_opened = opened_by(bursts, calls, messages)
     sites = ref.structure.sites and sites_named(calls)
     o_structure = CallStructure.of(calls, sites).table(sites)
-    del calls, messages
+    # message ends are named from the communication records when the run has them (exact pairing); from the calls,
+    # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
+    handed = [calls, messages if o.messages is not None else None]
+    del calls, messages  # the sequence table holds the only reference (issue 23)
+    release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
+    o_seq = sequence_table(o_units.table, handed.pop(0), feats, options.align, handed.pop())
+    lazy = isinstance(o.bursts, pl.LazyFrame)
+    if lazy:  # the projection read for the steps above: read again whole after the alignment
+        bursts = mapped = None
+        o_units = replace(o_units, table=pl.DataFrame())
     release_free_heap()  # what the sequence table's NumPy work freed, before the alignment's own (issue 23)
     ref_seq = ref.sequence()
     m = align_runs(ref_seq, o_seq, feats, options.align)
@@ -620,17 +663,24 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     # the sequence tables (the reference's read back when spilled) are let go before the checks of the pairs
     del ref_seq, o_seq, o_structure
     release_free_heap()
-    reference, source, share = ref.run.bursts, bursts, None
-    if ref.units.split or o_units.split:
-        ex = expand(ref.run.bursts, ref.units, bursts, o_units, m, common)
+    if lazy:  # both runs' bursts whole, read again
+        bursts = bursts_of(o)
+        if renum:
+            bursts = sort_bursts(renumber_columns(bursts, renum, ("task",)))
+        o_units = _units_over(o_units, bursts)
+        mapped = replace(o, bursts=bursts, mpi_calls=renumber_calls(o.mpi_calls, renum) if renum else o.mpi_calls)
+    ref_bursts, ref_units = ref.whole()
+    reference, source, share = ref_bursts, bursts, None
+    if ref_units.split or o_units.split:
+        ex = expand(ref_bursts, ref_units, bursts, o_units, m, common)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
-    del o_units
-    rows = own.rows(ref.run.bursts) if own else None
+    del o_units, ref_units
+    rows = own.rows(ref_bursts) if own else None
     partner_pairs = None
     if rows is not None:  # the tasks this merge reports: the others were loaded as their partners
-        partner_pairs = m.filter(~own.rows_of(ref.run.bursts)).select(*KEYS, "other_seq")
+        partner_pairs = m.filter(~own.rows_of(ref_bursts)).select(*KEYS, "other_seq")
         m, reference, share = m[rows], reference[rows], (share[rows] if share is not None else None)
-    r_bursts = ref.run.bursts if rows is None else ref.run.bursts[rows]
+    r_bursts = ref_bursts if rows is None else ref_bursts[rows]
     long_ref = r_bursts.get_column("duration_ns") >= options.min_error_duration_ns
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
@@ -920,7 +970,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     if len(runs) < 2:
         raise TooFewRunsError(f"experiment {experiment!r} has {len(runs)} run(s); merging needs at least two")
     ri = choose_reference(runs, options.reference)
-    # every frame below shares the row order of its run's sorted bursts: values move by row index, not by joins
+    # every frame below shares the row order of its run's sorted bursts: values move by row index, not by joins;
+    # a run's bursts given as a lazy scan are read where they are needed (bursts_of), not held (issue 23)
     ref_run = loaded(runs[ri])
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
@@ -931,8 +982,11 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     check_counters(ref_run, others, counters_of,
                    lambda r: (ref.messages if r is ref_run
                               else logical_messages(calls_of(r), messages_of(r))).height > 0, options)
-    n_ref = ref_run.bursts.height
-    long_ref = ref_run.bursts.get_column("duration_ns") >= options.min_error_duration_ns
+    head = bursts_of(ref_run, ref.counters)
+    n_ref, ref_layout = head.height, _layout(head)
+    long_ref = head.get_column("duration_ns") >= options.min_error_duration_ns
+    recorded = Recorded.of(head, ref.counters, long_ref)
+    del head
     n_counters = len({c for r in (ref_run, *others) for c in counters_of[r.run_id]})
     n_steps = len(others) + n_counters
     compared: dict[str, Compared] = {}
@@ -944,13 +998,16 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
         o = loaded(lazy)
-        check_same_layout(ref_run, o)  # the same tasks and threads, whatever their numbering
-        read = CallsRead(o)  # its calls read once, for the rank correspondence and the alignment
-        renum = rank_correspondence(ref, o, options, read.messages)
+        common = [c for c in ref.counters if c in counters_of[o.run_id]]
+        # its bursts as the steps before the alignment read them and its calls, read once for the rank
+        # correspondence and the alignment
+        read = RunRead(o, pick_features(common))
+        # the same tasks and threads, whatever their numbering
+        same_layout(ref_layout, _layout(read.bursts), ref_run.run_name, o.run_name)
+        renum = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)
         release_free_heap()  # what its reading of the run's calls freed
         if renum:
             notes.append(renumbered_note(ref_run, o, renum))
-        common = [c for c in ref.counters if c in counters_of[o.run_id]]
         if msg := timing_only_note(ref_run, o, pick_features(common)):
             notes.append(msg)
         info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read)
@@ -972,8 +1029,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         if on_step:
             on_step(f"aligned {lazy.run_name}", n_steps)
     transfer = decide(ref_run, ref.counters, others, counters_of, compared, tallies, samples, run_samples,
-                      Recorded.of(ref_run.bursts, ref.counters, long_ref), options, notes, on_step, n_steps)
-    merged = merged_rows(ref_run.bursts, pairs, transfer, experiment, ref_run)
+                      recorded, options, notes, on_step, n_steps)
+    merged = merged_rows(bursts_of(ref_run), pairs, transfer, experiment, ref_run)
     quality_rows = transfer.quality
     if options.estimate_unmatched:
         merged, quality_rows = _with_estimates(merged, ref, whole, transfer, options)
@@ -987,7 +1044,8 @@ def _with_estimates(merged: pl.DataFrame, ref: Reference, aligned: dict[str, Ali
                     options: MergeOptions) -> tuple[pl.DataFrame, list[QualityRow]]:
     """``merged`` with a flagged estimate for every transferred counter's unmatched bursts (``estimate_unmatched``)
     and the quality rows' ``estimated_share``."""
-    own_seq = (sequence_table(ref.run.bursts, calls_of(ref.run), [], options.align) if ref.units.split
+    ref_bursts, ref_units = ref.whole()
+    own_seq = (sequence_table(ref_bursts, calls_of(ref.run), [], options.align) if ref_units.split
                else ref.sequence())
     flags, rows = [], []
     n_ref = merged.height
@@ -997,7 +1055,7 @@ def _with_estimates(merged: pl.DataFrame, ref: Reference, aligned: dict[str, Ali
             rows.append(q)
             continue
         c, info = q.counter, aligned[run_id]
-        guess = _estimates(ref.run, info.run, c, transfer.plans[c], own_seq, sequence_table(
+        guess = _estimates(ref_bursts, info.run, c, transfer.plans[c], own_seq, sequence_table(
             info.run.bursts, calls_of(info.run), [], options.align))
         values = merged.get_column(c)
         est = values.is_null() & guess.is_not_null()
@@ -1043,9 +1101,10 @@ def _share(flags: pl.Series, among: pl.Series) -> float | None:
     return float((flags & among).sum()) / k if k else None
 
 
-def _estimates(ref: RunTables, src: RunTables, counter: str, plan: Plan, ref_seq: pl.DataFrame,
+def _estimates(ref_bursts: pl.DataFrame, src: RunTables, counter: str, plan: Plan, ref_seq: pl.DataFrame,
                src_seq: pl.DataFrame) -> pl.Series:
-    """A flagged estimate of ``counter`` for every reference burst, from source bursts closed by the same call.
+    """A flagged estimate of ``counter`` for every reference burst (``ref_bursts``), from source bursts closed by
+    the same call.
 
     With a work counter w: median of counter / w over the source bursts of the same thread and loose signature,
     times the reference burst's w; without: the median of counter over those bursts. Falls back to the same loose
@@ -1058,7 +1117,7 @@ def _estimates(ref: RunTables, src: RunTables, counter: str, plan: Plan, ref_seq
     by_thread_sig = s.group_by(*THREAD_KEYS, "lsig").agg(pl.col("_v").median().alias("_a"))
     by_sig = s.group_by("appl", "lsig").agg(pl.col("_v").median().alias("_b"))
     by_thread = s.group_by(*THREAD_KEYS).agg(pl.col("_v").median().alias("_c"))
-    r = pl.concat([ref_seq.select(*THREAD_KEYS, "lsig"), ref.bursts.select(use[1:])], how="horizontal")
+    r = pl.concat([ref_seq.select(*THREAD_KEYS, "lsig"), ref_bursts.select(use[1:])], how="horizontal")
     r = (r.join(by_thread_sig, on=[*THREAD_KEYS, "lsig"], how="left", maintain_order="left")
          .join(by_sig, on=["appl", "lsig"], how="left", maintain_order="left")
          .join(by_thread, on=THREAD_KEYS, how="left", maintain_order="left"))
