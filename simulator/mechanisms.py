@@ -223,9 +223,10 @@ class CampaignSpec:
     os_noise_p: float = 0.004  # share of bursts > 20 us the OS stretches (1.3-4 x)
     late_start_ns: float = 0.0  # run 1's last rank starts this much later (a slow launch on its node)
     eager_limit: int = 0  # bytes: larger messages use the rendezvous protocol (0: every message eager)
-    #: (run, rank from 0, outer iteration): that run's trace of that rank starts at that iteration (tracing turned on
-    #: late on one rank); its events before, and every communication record with an end there, are missing
-    late_trace: tuple[int, int, int] = ()
+    #: (run, rank from 0, outer iteration), repeated for more ranks: that run's trace of that rank starts at that
+    #: iteration (tracing turned on late on it); its events before, and every communication record with an end
+    #: there, are missing
+    late_trace: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -1054,9 +1055,10 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
         name = f"{spec.app}.run{r}"
         bursts, calls, msgs, events, truth = _tables(ex, spec, model, timing, placement, machine.cores_per_node,
                                                      sets[r], name, rng, r)
-        if spec.late_trace and spec.late_trace[0] == r:
-            bursts, calls, msgs, events, truth = _traced_from(spec.late_trace[1] + 1, spec.late_trace[2], bursts,
-                                                              calls, msgs, events, truth)
+        for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3):
+            if run == r:
+                bursts, calls, msgs, events, truth = _traced_from(rank + 1, iteration, bursts, calls, msgs, events,
+                                                                  truth)
         if r == spec.renumber_run:
             perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)

@@ -318,3 +318,31 @@ def test_a_folder_chain_thousands_deep_in_the_drop_is_searched_as_any_folder(tmp
             f.unlink()
         for folder in [bottom, *bottom.parents][:1200]:
             folder.rmdir()
+
+
+def test_a_trace_whose_path_passes_the_system_limit_is_passed_over_and_the_rest_ingested(tmp_path, run_cli):
+    """Attack 17 F2: a trace at the bottom of folders whose names add up past PATH_MAX (4,096 bytes on Linux) is a
+    path no file call takes: ``ingest`` of the folder and every night stopped at it ("File name too long", exit 2)
+    before the sound traces beside it. Now it is passed over with one warning naming it and its length, the others
+    ingested; the night's discovery the same."""
+    drop, wh = tmp_path / "drop", tmp_path / "wh"
+    copy_trace(PRIME, drop / "e")
+    fd = os.open(drop, os.O_RDONLY)
+    depth = 0
+    try:  # built through folder descriptors: no path of the chain is ever passed whole
+        while len(os.fsencode(drop)) + 201 * (depth + 1) < 4080:  # the last folder's path stays under 4,096
+            os.mkdir("d" * 200, dir_fd=fd)
+            inner = os.open("d" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd, depth = inner, depth + 1
+        out = os.open("t" * 240 + ".prv", os.O_WRONLY | os.O_CREAT, dir_fd=fd)  # its own path passes it
+        os.write(out, PRIME.read_bytes())
+        os.close(out)
+    finally:
+        os.close(fd)
+    with pytest.warns(UserWarning, match=r"not read \(its path is 4,[0-9]{3} bytes, longer than this system takes"):
+        found = discover(drop, Warehouse(wh), settle_s=0)
+    assert [d.path.name for d in found.new] == [PRIME.name] and found.skipped == [], found
+    code, _, err = run_cli("ingest", drop, "-w", wh)
+    assert code == 0 and err.count("its path is") == 1, err
+    assert [name for name, _ in _runs(wh)] == [PRIME.name[:-4]]

@@ -498,7 +498,8 @@ def test_the_alignment_hands_its_pairing_s_arrays_back_before_scoring_and_the_ma
         return [weakref.ref(a) for s in sides for a in s if isinstance(a, np.ndarray) and a.size]
 
     def spy_align(threads, anchor, ref, oth, r_time, o_time, *rest):
-        events.append(("align", arrays(ref, oth, r_time, o_time)))
+        # the positions it writes are the scores' (not copied): every other array
+        events.append(("align", arrays(ref._replace(pos=np.zeros(0)), oth._replace(pos=np.zeros(0)), r_time, o_time)))
         return align_threads(threads, anchor, ref, oth, r_time, o_time, *rest)
 
     def spy_score(out, ref, oth, *rest):
@@ -573,3 +574,70 @@ def test_the_sequence_table_hands_the_call_searches_back_and_joins_message_ends_
     message_keys = {"appl", "sender", "receiver", "s_thread", "s_call_seq", "r_thread", "r_call_seq", "c_call_seq",
                     "_msg", "_chan", "_n"}
     assert joined and all(left <= row_keys and right <= message_keys and len(right) <= 7 for left, right in joined)
+
+
+def test_the_key_pairs_hand_the_heap_back_before_their_joins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair: ``key_pairs`` hands the free heap back before the keys' join, before the
+    message pairs' and before the arrivals' (what the clocks, offsets, iteration paths and chain freed stayed in
+    glibc's arenas while Polars' allocator grew for the joins' hash tables: ``key_pairs``' peak at 2 x 550 MB)."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    events: list[str] = []
+    join_pairs, arrival_pairs = anchors._join_pairs, anchors.arrival_pairs
+
+    def spy_join(rk, ok, on):
+        events.append("join " + ",".join(on))
+        return join_pairs(rk, ok, on)
+
+    def spy_arrivals(*args):
+        events.append("arrivals")
+        with monkeypatch.context() as m:  # the joins inside are the arrivals' own
+            m.setattr(anchors, "_join_pairs", join_pairs)
+            return arrival_pairs(*args)
+
+    monkeypatch.setattr(anchors, "_join_pairs", spy_join)
+    monkeypatch.setattr(anchors, "arrival_pairs", spy_arrivals)
+    monkeypatch.setattr(anchors, "release_free_heap", lambda: events.append("release"), raising=False)
+    _merge(runs, MergeOptions())
+    steps = [e for e in events if e != "release"][:3]
+    assert steps == ["join " + ",".join(anchors.ON), "join _tid,_it,osig,_mrank", "arrivals"], events
+    for step in steps:  # each right after a hand-back
+        at = events.index(step)
+        assert at > 0 and events[at - 1] == "release", events
+
+
+def test_the_aligner_s_anchors_die_with_its_call_and_the_positions_are_not_copied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge`` of the real LULESH pair (every thread in both runs): the anchors handed to the aligner's kernel
+    are dead, and the heap handed back, before the message graph follows the partners' messages, and the pairs
+    are scored on the very position arrays the kernel wrote (a copy of both, and the anchors, were held to the
+    alignment's end, its peak at 2 x 550 MB)."""
+    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    events: list[str] = []
+    seen: dict[str, object] = {}
+    align_threads, follow, score_kernel = (align_module._align_threads, align_module.follow_messages,
+                                           align_module._score_kernel)
+
+    def spy_align(threads, anchor, ref, oth, *rest):
+        if "anchor" not in seen:  # the first call: the whole alignment (the others: the re-alignments)
+            seen.update(anchor=weakref.ref(anchor), pos=(ref.pos, oth.pos))
+        events.append("align")
+        return align_threads(threads, anchor, ref, oth, *rest)
+
+    def spy_follow(*args):
+        events.append("follow")
+        seen["anchor alive"] = seen["anchor"]() is not None
+        return follow(*args)
+
+    def spy_score(out, ref, oth, *rest):
+        seen["scored on"] = (ref.pos, oth.pos)
+        return score_kernel(out, ref, oth, *rest)
+
+    monkeypatch.setattr(align_module, "_align_threads", spy_align)
+    monkeypatch.setattr(align_module, "follow_messages", spy_follow)
+    monkeypatch.setattr(align_module, "_score_kernel", spy_score)
+    monkeypatch.setattr(align_module, "release_free_heap", lambda: events.append("release"), raising=False)
+    _merge(runs, MergeOptions())
+    assert seen["anchor alive"] is False
+    first = events.index("align")
+    assert events[first:first + 3] == ["align", "release", "follow"], events
+    assert all(a is b for a, b in zip(seen["scored on"], seen["pos"]))

@@ -120,9 +120,8 @@ def test_a_crlf_comment_of_exactly_the_cap_is_read(tmp_path, at):
     """A comment line of exactly MAX_RECORD_BYTES bytes before its ``\r\n`` is read before the first record (the
     prefix is read apart) and after it, as an LF one is."""
     comment = b"#" + b"x" * (reader.MAX_RECORD_BYTES - 1) + b"\r\n"
-    prv = _with_line(tmp_path / "t", comment)[0]
+    prv = _with_line(tmp_path / "t", comment)[0] if at == "body" else copy_trace(PRIME, tmp_path / "p")
     if at == "prefix":
-        prv = copy_trace(PRIME, tmp_path / "p")
         lines = prv.read_bytes().splitlines(keepends=True)
         prv.write_bytes(b"".join([lines[0], comment, *lines[1:]]))
     assert ParaverTrace(prv).read_tables("r")[0].height == ParaverTrace(PRIME).read_tables("r")[0].height

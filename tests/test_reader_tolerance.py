@@ -196,6 +196,25 @@ def test_broken_header_is_one_line(tmp_path, run_cli, kind):
     assert not list((wh / "runs").glob("*"))
 
 
+def test_more_threads_than_the_reader_takes_is_one_line_before_anything_is_allocated(tmp_path, run_cli):
+    """Attack 17: the reader keeps ~0.7 kB per declared thread, so a 115 MB trace declaring 7.2 M threads (room for
+    them: 16 bytes a thread) took over 3.5 GB. A trace declaring more than MAX_THREADS (2^20) threads is refused in
+    one line saying the reader's limit, nothing stored; a file with room for them (its size here is a hole)."""
+    from synthtrace.tracelib.formats.paraver.reader import MAX_THREADS
+
+    n = MAX_THREADS + 1
+    prv = copy_trace(PRIME, tmp_path / "wide")
+    _header(prv, PRIME_HEADER.format(tasks=PRIME_TASKS.replace("1:4", f"{n - 15}:4")))
+    with prv.open("r+b") as f:
+        f.truncate(32 * n)
+    code, out, err = run_cli("ingest", prv, "-w", tmp_path / "wh")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0] == (f"error: {prv}:1: header declares {n:,} threads (tasks x threads), more than this reader "
+                        f"takes ({MAX_THREADS:,}: it keeps ~0.7 kB per declared thread)"), err
+    assert not (tmp_path / "wh" / "runs").exists() or not list((tmp_path / "wh" / "runs").iterdir())
+
+
 def test_header_only_trace_is_refused(tmp_path, run_cli):
     prv = copy_trace(PRIME, tmp_path / "empty")
     prv.write_text(prv.read_text().split("\n1:", 1)[0] + "\n")

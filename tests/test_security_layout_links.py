@@ -31,3 +31,31 @@ def test_a_layout_folder_that_is_a_link_is_refused_and_nothing_where_it_points_c
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and str(link) in lines[0] and "symbolic link" in lines[0], err
     assert tree_digest(victim) == before and link.is_symlink()
+
+
+@pytest.mark.real_traces
+def test_an_experiment_folder_that_is_a_link_is_read_by_no_command_and_no_writer_replaces_it(
+        merged_lulesh, tmp_path, run_cli):
+    """attack 17 F6: ``experiments/<name> -> /elsewhere`` (a merged experiment moved out and linked back) was read by
+    ``report`` and ``export`` as the experiment's merge, and ``pop``/``archetypes`` replaced the link with a folder
+    built from the outside files. Now it is read nowhere (as a linked ``runs/<id>`` is not), ``runs`` says so, and
+    every writer refuses it in one line naming it; nothing where it points changes."""
+    wh, outside, out = tmp_path / "wh", tmp_path / "outside", tmp_path / "out"
+    shutil.copytree(merged_lulesh, wh, symlinks=True)
+    out.mkdir()
+    link = wh / "experiments" / "lulesh-8r"
+    shutil.move(link, outside)
+    link.symlink_to(outside, target_is_directory=True)
+    before = tree_digest(outside)
+
+    code, _, err = run_cli("export", "lulesh-8r", "--format", "pipit", "--output", out / "e.csv", "-w", wh)
+    assert code == 2 and "no merged trace" in err and not (out / "e.csv").exists(), err
+    code, _, err = run_cli("sql", "SELECT count(*) AS n FROM merged_bursts", "-w", wh, "--format", "csv")
+    assert code == 2 and "no experiment has been merged" in err, err
+    code, text, err = run_cli("runs", "-w", wh)
+    assert code == 0 and str(link) in err and "symbolic link" in err, err
+    for command in (("pop",), ("archetypes", "lulesh-8r"), ("merge", "lulesh-8r")):
+        code, _, err = run_cli(*command, "-w", wh)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and str(link) in lines[0] and "symbolic link" in lines[0], (command, err)
+        assert link.is_symlink() and tree_digest(outside) == before, command

@@ -396,7 +396,10 @@ def _not_trace_files(drop: Path) -> list[LeftTrace]:
 
     out = []
     for p in sorted(tree_entries(drop)):
-        if not is_trace(p) or p.is_file() or QUARANTINE in p.relative_to(drop).parts:
+        try:
+            if not is_trace(p) or p.is_file() or QUARANTINE in p.relative_to(drop).parts:
+                continue
+        except OSError:  # a path too long to take (find_traces warned of it, attack 17 F2)
             continue
         try:
             mode = p.stat().st_mode

@@ -94,7 +94,7 @@ def legacy_folder_names(folder: str) -> list[str]:
     folder whose derived name it copies)."""
     today = name_from_folder(folder)
     out: list[str] = []
-    for spelling in (folder, one_spelling(folder), unicodedata.normalize("NFD", folder)):
+    for spelling in dict.fromkeys((folder, one_spelling(folder), unicodedata.normalize("NFD", folder))):
         old = spelling if name_problem(spelling) is None else _hashed(_kept(spelling, MAX_BYTES - 16),
                                                                      spelling.encode("utf-8", "surrogateescape"), 4)
         if old != today and old not in out and not _DERIVED_NOW.search(old):

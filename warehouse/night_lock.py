@@ -219,4 +219,6 @@ def _holds(holder: dict[str, Any], holders: list[int] | None) -> bool:
     here = holder.get("host") == socket.gethostname()
     if holders:
         return here and pid in holders
-    return not (here and holders is None) or pid_alive(pid)
+    if holders is None and here:
+        return pid_alive(pid)
+    return True

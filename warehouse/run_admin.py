@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import polars as pl
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import folder_index
-from synthtrace.warehouse.errors import DamagedPartError, ForeignFolderError, UnknownExperimentError
+from synthtrace.warehouse.errors import DamagedPartError, UnknownExperimentError
 from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
 from synthtrace.warehouse.names import name_problem, one_spelling
 from synthtrace.warehouse.runs import runs_table
@@ -66,8 +66,7 @@ def _refuse_a_link(wh: Warehouse, ref: str) -> None:
     except OSError:
         return
     if len(linked) == 1:
-        raise ForeignFolderError(f"{linked[0]}: a link, not a run folder of this warehouse; not followed, nothing "
-                                 "was changed (remove the link itself to drop it)")
+        refuse_foreign(linked[0], "nothing was changed")
 
 
 def _damaged_run_rows(wh: Warehouse, damaged: dict[str, str]) -> pl.DataFrame:

@@ -109,8 +109,14 @@ def unit_of(rel: Sequence[str]) -> tuple[str, ...]:
 def judge(root: str | os.PathLike, unit: Sequence[str]) -> Folder:
     """The verdict on the stored folder ``unit`` (path parts below the warehouse ``root``)."""
     folder = os.path.join(os.fspath(root), *unit)
+    named = len(unit) == 2 and unit[0] in NAMED_TOPS
+    if named and os.path.islink(folder):
+        # attack 17 F6: a link where a stored folder belongs is read nowhere (the query snapshots open folders
+        # without following links; the experiments' readers and writers ask here), whatever it points to
+        return Folder(None, f"a symbolic link to {os.readlink(folder)!r}, not a folder the warehouse wrote")
     manifest = folder_manifest(folder)
-    return Folder(manifest, _foreign(folder, unit, manifest) if len(unit) == 2 and unit[0] in NAMED_TOPS else None,
+    foreign = _foreign(folder, unit, manifest) if named else None
+    return Folder(manifest, None if foreign is None else f"{foreign}: a copy no commit wrote",
                   incomplete(unit, manifest))
 
 
@@ -275,11 +281,11 @@ def stored_file(folder: Path, name: str) -> Path | None:
     return next(iter(stored_parts(folder, name)), None)
 
 
-def _folders(root: str | os.PathLike, top: str) -> list[str]:
-    """The names of the folders (not links) in ``root/top``, sorted."""
+def _folders(root: str | os.PathLike, top: str, links: bool = False) -> list[str]:
+    """The names of the folders in ``root/top``, sorted: not links, unless ``links`` (then also every link there)."""
     try:
         with os.scandir(os.path.join(os.fspath(root), top)) as entries:
-            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) or (links and e.is_symlink()))
     except OSError:
         return []
 
@@ -296,16 +302,17 @@ def refuse_foreign(folder: Path, what: str = "nothing was written") -> None:
     """Raise :class:`ForeignFolderError` when ``folder`` (an entry of a named top folder: ``experiments/<name>``)
     is there and is not the stored folder of its name: a writer must neither commit into a user's copy (its files
     would become stored data: attack 11 E1) nor replace it (attack 10 D8). ``what``: what the refusal left undone."""
-    if folder.is_dir() and (why := Folder.at(folder).foreign) is not None:
-        raise ForeignFolderError(f"{folder}: not a folder of the warehouse ({why}: a copy no commit wrote); {what}: "
-                                 "move that folder out of the warehouse, or choose another name")
+    if (folder.is_dir() or folder.is_symlink()) and (why := Folder.at(folder).foreign) is not None:
+        remedy = ("remove the link itself (what it points to is not touched)" if folder.is_symlink() else
+                  "move that folder out of the warehouse, or choose another name")
+        raise ForeignFolderError(f"{folder}: not a folder of the warehouse ({why}); {what}: {remedy}")
 
 
 def foreign_folders(root: str | os.PathLike) -> list[str]:
     """One line for each folder in ``runs/`` and ``experiments/`` that no reader reads because it is not the stored
     folder its name says (:func:`judge`): what ``synthtrace runs`` warns about."""
-    return [f"{os.path.join(os.fspath(root), top, name)}: not read ({why}: a copy no commit wrote); move it out of "
-            "the warehouse" for top in ("runs", "experiments") for name in _folders(root, top)
+    return [f"{os.path.join(os.fspath(root), top, name)}: not read ({why}); move it out of the warehouse"
+            for top in ("runs", "experiments") for name in _folders(root, top, links=True)
             if (why := judge(root, (top, name)).foreign) is not None]
 
 

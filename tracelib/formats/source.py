@@ -286,6 +286,20 @@ def tree_entries(folder: Path) -> Iterator[Path]:
     ``Path.rglob`` recurses once per level, so a drop folder holding a chain ~1,000 deep stopped every night with a
     RecursionError). Links to folders are listed, never entered. A folder that cannot be listed is skipped, as
     ``rglob`` skips it; said in a warning unless for want of permission (as before)."""
+    return (Path(entry.path) for entry in _walked(folder))
+
+
+def files_under(folder: Path) -> Iterator[os.DirEntry]:
+    """The files under ``folder`` (links to files included, as :meth:`Path.is_file` counts them), walked as
+    :func:`tree_entries` walks: as listing entries, whose ``stat()`` the listing caches (no path stat'ed twice)."""
+    for entry in _walked(folder):
+        with contextlib.suppress(OSError):
+            if entry.is_file():
+                yield entry
+
+
+def _walked(folder: Path) -> Iterator[os.DirEntry]:
+    """The listing entries of :func:`tree_entries`."""
     stack = [folder]
     while stack:
         current = stack.pop()
@@ -295,14 +309,28 @@ def tree_entries(folder: Path) -> Iterator[Path]:
         except PermissionError:
             continue
         except OSError as exc:
-            warnings.warn(f"{current}: not searched for traces ({exc.strerror or exc})", stacklevel=2)
+            warnings.warn(f"{current}: not searched for traces ({exc.strerror or exc})", stacklevel=3)
             continue
         for entry in entries:
-            path = current / entry.name
-            yield path
+            yield entry
             with contextlib.suppress(OSError):
                 if entry.is_dir(follow_symlinks=False):
-                    stack.append(path)
+                    stack.append(Path(entry.path))
+
+
+def usable(path: Path) -> bool:
+    """Whether the path ``path`` (as found) can be opened at all; a warning naming it when it cannot: longer than
+    the system's limit (PATH_MAX: a folder chain whose names add up past 4,096 bytes on Linux), which no file call
+    takes (attack 17 F2: one such trace in a drop folder stopped every night before the traces beside it)."""
+    try:
+        os.stat(path, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            return True  # gone meanwhile, or unreadable: the reader says so for this trace alone
+        warnings.warn(f"{str(path)[:200]}...: not read (its path is {len(os.fsencode(path)):,} bytes, longer than "
+                      "this system takes: move or rename its folders)", stacklevel=3)
+        return False
+    return True
 
 
 def find_traces(paths: list[Path]) -> list[Path]:
@@ -313,7 +341,7 @@ def find_traces(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found.extend(sorted(q for q in tree_entries(p) if is_trace(q) and q.is_file()))
+            found.extend(sorted(q for e in files_under(p) if is_trace(q := Path(e.path)) and usable(q)))
         else:
             found.append(p)
     unique: dict[str, Path] = {}
@@ -328,6 +356,6 @@ def trace_bytes(path: Path) -> int:
     """Bytes a reader will go through for the trace at ``path`` (an OTF2 anchor counts its whole archive)."""
     if path.suffix == ".otf2":
         folder, defs = path.with_suffix(""), path.with_suffix(".def")
-        events = sum(f.stat().st_size for f in tree_entries(folder) if f.is_file()) if folder.is_dir() else 0
+        events = sum(f.stat().st_size for f in files_under(folder)) if folder.is_dir() else 0
         return path.stat().st_size + (defs.stat().st_size if defs.is_file() else 0) + events
     return path.stat().st_size

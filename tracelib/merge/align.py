@@ -1052,6 +1052,24 @@ def _scores(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], con
                          config.timing_only_factor if timing_only else 1.0, paired.named)
 
 
+def _anchor(ri: np.ndarray, oj: np.ndarray, rows: int) -> np.ndarray:
+    """Per kept reference row (``rows`` of them), the kept other row it is anchored to (-1: none); ``ri``, ``oj``:
+    the anchors' positions."""
+    anchor = np.full(rows, -1, np.int64)
+    anchor[ri] = oj
+    return anchor
+
+
+def _every_row(values: np.ndarray, rows: np.ndarray, height: int) -> np.ndarray:
+    """``values`` of the kept ``rows`` of a table of ``height`` rows, 0.0 on the others (``values`` itself, no copy,
+    when every row is kept)."""
+    if rows.size == height:
+        return values
+    out = np.zeros(height)
+    out[rows] = values
+    return out
+
+
 def _pair(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], config: AlignConfig,
           prm: np.ndarray) -> _Paired:
     """The pairs of :func:`align_runs` (unscored): key pairs, the aligner, the message graph, arrivals, orphans,
@@ -1097,15 +1115,14 @@ def _pair(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], confi
     else:
         ki = kj = mi = mj = np.zeros(0, np.int64)
         chain = np.zeros(0, bool)
-    anchor = np.full(r_rows.size, -1, np.int64)
-    anchor[ki[chain]] = kj[chain]
     out = np.empty(r_rows.size, np.int64)
     rp = np.zeros(r_rows.size)
     op = np.zeros(o_rows.size)
     ref_side, oth_side = Side(rs, rl, ro, rf, rd, rp, rg), Side(os_, ol, oo, of, od, op, og)
     r_time, o_time = Times(rt0, rt1), Times(ot0, ot1)
-    _align_threads(Threads(r_off[:-1], r_off[1:], o_off[:-1], o_off[1:]), anchor, ref_side, oth_side, r_time, o_time,
-                   config.band, config.max_cells, prm, out)
+    _align_threads(Threads(r_off[:-1], r_off[1:], o_off[:-1], o_off[1:]), _anchor(ki[chain], kj[chain], r_rows.size),
+                   ref_side, oth_side, r_time, o_time, config.band, config.max_cells, prm, out)
+    release_free_heap()  # the anchors (made for this call alone) and the kernel's own work
     for pi, pj in ((ki, kj), (mi, mj)):  # key pairs, then message pairs, outrank what behaviour chose
         if pi.size:
             out = key_repair(out, pi, pj)
@@ -1171,10 +1188,7 @@ def _pair(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], confi
         lined[li] = True
     other_row = np.full(ref.height, -1, np.int64)
     other_row[r_rows] = np.where(out >= 0, o_rows[np.maximum(out, 0)], -1)
-    rp_all = np.zeros(ref.height)
-    rp_all[r_rows] = rp
-    op_all = np.zeros(other.height)
-    op_all[o_rows] = op
+    rp_all, op_all = _every_row(rp, r_rows, ref.height), _every_row(op, o_rows, other.height)
     hosted = _through_hosts(ref, other, other_row)
     named = lined.copy()  # scored but kept whatever their behaviour
     if hosted is not None:  # worker threads' units: their master's match, no position term

@@ -46,6 +46,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.iterations import iteration_paths
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.messages import POLLING_CALLS
@@ -408,6 +409,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
           .drop("_rit"))
     undecidable = np.zeros(ref.height, bool)
     undecidable[paths.undecided] = True
+    release_free_heap()  # what the clocks, offsets and iteration paths freed, before the keys' join
     ri, oj = _join_pairs(rk, ok, ON)
     if paths.ref.size:  # bursts of iterations that pair burst by burst, where their own work places them
         order = np.argsort(np.r_[ri, paths.ref], kind="stable")
@@ -428,6 +430,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     chain = np.zeros(ri.size, bool)
     chain[straight] = longest_chain(tid[straight], oj[straight])
     del it, tid, ti, o_order, o_place, straight  # the chain's transients: not held through the message pairs
+    release_free_heap()  # and what the join and the chain freed, before the message pairs'
     msg = ["_tid", "_it", "osig", "_mrank"]
     # the keys' columns the message pairs read, not all of them, copied for the rows that start with a message
     rm, om = (k.select("_tid", "_it", "_row", pl.Series("osig", t.get_column("osig"))).filter(pl.col("osig") != 0)
@@ -438,6 +441,7 @@ def key_pairs(ref: pl.DataFrame, other: pl.DataFrame, features: Sequence[str], r
     clocked = [(k.get_column("_clock").is_not_null() & k.get_column("_it").is_not_null()).to_numpy() for k in (rk, ok)]
     r_it = np.where(clocked[0], rk.get_column("_it").fill_null(-1).to_numpy(), -1)
     o_it = np.where(clocked[1], ok.get_column("_it").fill_null(-1).to_numpy(), -1)
+    release_free_heap()  # and theirs, before the arrivals' joins and the orphans'
     ai, aj = arrival_pairs(ref, other, rk, ok)
     # one message's work: alike in both runs; its duration, where counters tell the work, only within the rejection
     # limit (a processing burst slowed by noise or a busy node)

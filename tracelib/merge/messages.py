@@ -51,8 +51,10 @@ POLLING_CALLS: tuple[str, ...] = (*calls_with(roles=("test", "probe"), blocking=
 #: the columns of the MPI calls :func:`logical_messages` reads
 CALL_COLUMNS: tuple[str, ...] = ("appl", "task", "thread", "call_seq", "mpi_call", "start_ns", "end_ns", "bytes_sent",
                                  "bytes_recv", "peer", "n_messages", "comm", "tag")
-#: calls that post exactly one message each, whose end a whole trace's records always hold
-POSTING_CALLS: tuple[str, ...] = calls_with(roles=("send", "recv"))
+#: calls that post exactly one message each way they go (a send, a receive, or one of each: ``MPI_Sendrecv``),
+#: whose ends a whole trace's records always hold
+POSTING_CALLS: tuple[str, ...] = calls_with(roles=("send", "recv", "sendrecv"))
+_POSTING_WAYS = {"s": calls_with(roles=("send", "sendrecv")), "r": calls_with(roles=("recv", "sendrecv"))}
 #: the communicator of a point-to-point message whose call names none
 NO_COMM = -1
 COUNT_SCHEMA: dict[str, pl.DataType] = {
@@ -215,10 +217,12 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     its later end's trace does, while its partner's calls that posted the earlier messages are there, without a
     record. A trace starts once per rank, and MPI's non-overtaking rule makes the lost messages the channel's
     first: they are counted on the end whose partner was not traced yet, as its calls at the site (call name and
-    site) of the channel's first recorded end there that post one message (a send or a receive), hold no record
-    and came before that end and before the partner's first call. A call that more than one channel could have
+    site) of the channel's first recorded end there that post one message that way (a send, a receive, either
+    half of an ``MPI_Sendrecv``), hold no end of that way and came before that end and before the partner's first
+    call. A call that more than one channel could have
     lost is counted for none of them (two late partners served by one call site). ``lost`` is NULL for a channel
-    whose loss cannot be counted: such a call, or a channel of a rank that lost messages on another channel (it
+    whose loss cannot be counted: such a call, an end that started late itself (two late partners: what each
+    posted before its own start is in no trace), or a channel of a rank that lost messages on another channel (it
     started late) whose other end's records lie in calls that complete messages (``MPI_Testsome``: how many a call
     completed is no count of what was posted), so that its messages are left unnamed rather than named off.
     Channels with nothing lost are left out."""
@@ -227,12 +231,19 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     c = calls.select(pl.col("appl").cast(pl.Int32), pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32),
                      "call_seq", "start_ns", *site)
     m = messages.filter(pl.col("sender").is_not_null() & pl.col("receiver").is_not_null())
-    unrecorded = c.filter(pl.col("mpi_call").is_in(list(POSTING_CALLS)))
-    for t, h, q in (("sender", "s_thread", "s_call_seq"), ("receiver", "r_thread", "r_call_seq"),
-                    ("receiver", "r_thread", "c_call_seq")):  # one anti-join a column of ends: no 3 x M frame
-        unrecorded = unrecorded.join(m.select("appl", pl.col(t).alias("task"), pl.col(h).alias("thread"),
-                                              pl.col(q).alias("call_seq")), on=keys, how="anti")
-    unrecorded = unrecorded.select("appl", "task", "thread", *site, pl.col("start_ns").alias("_u"))
+    def without(f: pl.DataFrame, t: str, h: str, q: str) -> pl.DataFrame:
+        ends_ = m.select("appl", pl.col(t).alias("task"), pl.col(h).alias("thread"), pl.col(q).alias("call_seq"))
+        return f.join(ends_, on=keys, how="anti")
+
+    def posting(way: str) -> pl.DataFrame:
+        return c.filter(pl.col("mpi_call").is_in(list(_POSTING_WAYS[way])))
+    # per way (send, receive): the calls posting one message that way holding no end of it (one anti-join a
+    # column of ends)
+    unrecorded = pl.concat([
+        without(posting("s"), "sender", "s_thread", "s_call_seq").with_columns(pl.lit("s").alias("_way")),
+        without(without(posting("r"), "receiver", "r_thread", "r_call_seq"), "receiver", "r_thread", "c_call_seq")
+        .with_columns(pl.lit("r").alias("_way"))]).select("appl", "task", "thread", *site, "_way",
+                                                           pl.col("start_ns").alias("_u"))
     if unrecorded.height == 0:
         return pl.DataFrame(schema={**{k: LOGICAL_MESSAGE_SCHEMA[k] for k in CHANNEL}, "lost": pl.Int64})
     t0 = c.group_by("appl", "task").agg(pl.col("start_ns").min().alias("_t0"))
@@ -240,26 +251,31 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     first = pl.concat([
         m.filter(pl.col("k") == pl.col("k").min().over(CHANNEL))
         .select(*CHANNEL, pl.col(me).alias("task"), pl.col(h).alias("thread"), pl.col(q).alias("call_seq"),
-                pl.col(other).alias("_partner"))
-        for me, h, q, other in (("sender", "s_thread", "s_call_seq", "receiver"),
-                                ("receiver", "r_thread", "r_call_seq", "sender"))]).drop_nulls(["call_seq"])
+                pl.col(other).alias("_partner"), pl.lit(way).alias("_way"))
+        for me, h, q, other, way in (("sender", "s_thread", "s_call_seq", "receiver", "s"),
+                                     ("receiver", "r_thread", "r_call_seq", "sender", "r"))]).drop_nulls(["call_seq"])
     first = (first.join(c, on=keys).join(t0.rename({"task": "_partner"}), on=["appl", "_partner"])
-             .select(*CHANNEL, "task", "thread", "_partner", *site,
+             .select(*CHANNEL, "task", "thread", "_partner", "_way", *site,
                      pl.min_horizontal("start_ns", "_t0").alias("_before"),
                      pl.col("mpi_call").is_in(list(POSTING_CALLS)).alias("_countable")))
     cand = (unrecorded.with_row_index("_call").join(first.drop("_partner", "_countable"),
-                                                    on=["appl", "task", "thread", *site])
+                                                    on=["appl", "task", "thread", "_way", *site])
             .filter(pl.col("_u") < pl.col("_before"))
             .with_columns(pl.len().over("_call").alias("_n")))
-    sides = first.join(cand.group_by([*CHANNEL, "task"]).agg((pl.col("_n") == 1).sum().cast(pl.Int64).alias("_c"),
-                                                              (pl.col("_n") > 1).any().alias("_amb")),
-                       on=[*CHANNEL, "task"], how="left", nulls_equal=True)
+    sides = first.join(cand.group_by([*CHANNEL, "task", "_way"])
+                       .agg((pl.col("_n") == 1).sum().cast(pl.Int64).alias("_c"),
+                            (pl.col("_n") > 1).any().alias("_amb")),
+                       on=[*CHANNEL, "task", "_way"], how="left", nulls_equal=True)
     # a rank that lost messages on one channel started late: its channels whose loss no call can count (their
     # other end's records lie in completion calls) are not named
     late = sides.filter(pl.col("_c") > 0).select("appl", "_partner", pl.lit(True).alias("_late")).unique()
-    per = sides.join(late, on=["appl", "_partner"], how="left").with_columns(pl.col("_late").fill_null(False))
+    per = (sides.join(late, on=["appl", "_partner"], how="left")
+           .join(late.rename({"_partner": "task", "_late": "_self"}), on=["appl", "task"], how="left")
+           .with_columns(pl.col("_late", "_self").fill_null(False)))
+    # an end that started late itself counts only what its partner posted after that start: not the channel's loss
     return (per.group_by(CHANNEL).agg(pl.col("_c").max().fill_null(0).alias("lost"),
-                                      pl.col("_amb").fill_null(False).any().alias("_amb"),
+                                      (pl.col("_amb").fill_null(False) | (pl.col("_self") & (pl.col("_c") > 0)))
+                                      .any().alias("_amb"),
                                       (pl.col("_late") & ~pl.col("_countable")).any().alias("_blind"))
             .with_columns(pl.when(pl.col("_amb") | ((pl.col("lost") == 0) & pl.col("_blind"))).then(None)
                           .otherwise(pl.col("lost")).alias("lost"))

@@ -13,7 +13,7 @@ import polars as pl
 
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
-from synthtrace.tracelib.formats.counter_columns import CounterColumns
+from synthtrace.tracelib.formats.counter_columns import MAX_COUNTERS, CounterColumns
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
 from synthtrace.tracelib.printable import EscapedNames, escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
@@ -238,9 +238,13 @@ def _metric_members(defs, anchor: Path, warns: list[str],
     first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
     not). Names are kept by ``escapes``; one named like a key column, or like an earlier member but for letter case,
     is renamed ``<name>_metric<ref>`` with a warning; so is one named
-    exactly like an earlier member, and a new name some member already holds is renamed again (attack 16 F7/F7b)."""
+    exactly like an earlier member, and a new name some member already holds is renamed again (attack 16 F7/F7b).
+    More than MAX_COUNTERS members: refused."""
     from otf2.enums import LocationType, MetricScope
 
+    if len(defs.metric_members) > MAX_COUNTERS:  # each a counter summed per burst and call (attack 17 F4)
+        raise TraceFormatError(anchor, None, f"{len(defs.metric_members)} metric members defined: at most "
+                                             f"{MAX_COUNTERS} counters per trace (as Paraver's counter types)")
     member_names: list[str] = []
     member_mode: list[int] = []
     member_type: list[int] = []

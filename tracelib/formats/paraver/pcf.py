@@ -266,7 +266,6 @@ def _check_counter_names(cat: PcfCatalog) -> None:
     F7): every column unique in letter case. The one exception: a counter's relative and absolute types (Extrae
     adds 1,000,000 for the latter) of one exact name share its column."""
     columns = CounterColumns()
-    first_type: dict[str, int] = {}  # a name some counter holds as its own -> that counter's event type
     unusable: list[tuple[int, str, str, int]] = []  # (line, name, why, event type)
     for etype in sorted(t for t in cat.event_labels if is_counter_type(t)):
         name, whose = cat.counter_name(etype), f"event type {etype}"
@@ -282,18 +281,17 @@ def _check_counter_names(cat: PcfCatalog) -> None:
                                       f"{columns.clash_note(fallback, cat.renamed[etype])}"))
             continue
         owner = columns.owner(name)
-        first = first_type.get(name)
-        if owner is None or (owner[0] == name and first is not None
-                             and is_absolute_counter(etype) != is_absolute_counter(first)):
-            if owner is None:
-                columns.claim(name, name, whose)
-                first_type[name] = etype
+        first = owner.own if owner is not None and owner.column == name else None  # the type holding it as its own
+        if owner is None:
+            columns.claim(name, name, whose, own=etype)
+            continue
+        if first is not None and is_absolute_counter(etype) != is_absolute_counter(first):
             continue
         fallback = f"{name}_{etype}"
         cat.renamed[etype] = column = columns.claim(name, fallback, whose)
-        if owner[0] == name and first is not None:
+        if first is not None:
             given = f"counter name {name!r} given to event types {first} and {etype}"
-        elif first_type.get(owner[0]) is not None:
+        elif owner.own is not None:
             given = (f"counter names {owner[0]!r} ({owner[1]}) and {name!r} (event type {etype}) differ only in letter "
                      "case, one column to SQL")
         else:

@@ -74,7 +74,11 @@ _WIDEST_RECORD = 6 * 21 + MAX_SLOTS * (1 + 20 + 1 + 20)
 #: (issue 23 F6). The header's cap (MAX_HEADER_BYTES) is larger: a header lists every task.
 MAX_RECORD_BYTES = 1 << 20
 MAX_IDLE_THREADS = 1 << 16  # threads a header may declare beyond those its file has room to describe
-MAX_THREADS = 1 << 24
+#: threads a trace may declare (tasks x threads): the reader keeps ~0.5-0.7 kB per declared thread (the tokenizer's
+#: repeat window, the thread table, the assembler's registry), so 2^20 of them take ~0.7 GB and the whole ingest stays
+#: under 1.5 GB (attack 17: 2.1 M declared threads took 1.4 GB, 7.2 M over 3.5 GB). Extrae's largest runs declare a
+#: few hundred thousand.
+MAX_THREADS = 1 << 20
 GZIP_RATIO = 64  # a compressed trace may describe this many times its size in threads
 _PREFIX_STARTS = frozenset([b"c", b"C", b"i", b"I", b"#", b"\n", b"\r"])  # communicator, comment, blank lines
 
@@ -304,6 +308,9 @@ class ParaverTrace(TraceReader):
         """Refuse a header whose declared threads the file cannot hold, before anything is allocated for them."""
         n = self.resources["n_threads"]
         room = self.size * (GZIP_RATIO if gzip_named(self.path) else 1) // MIN_RECORD_BYTES
+        if n > MAX_THREADS and n <= MAX_IDLE_THREADS + room:
+            raise TraceFormatError(self.path, 1, f"header declares {n:,} threads (tasks x threads), more than this "
+                                   f"reader takes ({MAX_THREADS:,}: it keeps ~0.7 kB per declared thread)")
         if n > MAX_THREADS or n > MAX_IDLE_THREADS + room:
             raise TraceFormatError(self.path, 1, f"broken Paraver header: header declares {n} threads, "
                                    f"more than a file of {self.size} bytes can describe "

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from synthtrace.tracelib.jit import cached_njit
+from synthtrace.tracelib.formats.counter_columns import MAX_COUNTERS
 from synthtrace.tracelib.formats.paraver.event_types import COUNTER_TYPE_MAX, COUNTER_TYPE_MIN
 
 # ---------------------------------------------------------------------------------------------- error codes
@@ -49,8 +50,8 @@ E_ORDER = 16
 E_TOO_MANY_TYPES = 17
 
 
-SLOT_TABLE = 1 << 13  # open-addressing table of counter types (power of two)
-MAX_SLOTS = SLOT_TABLE // 2  # distinct counter types per trace
+MAX_SLOTS = MAX_COUNTERS  # distinct counter types per trace
+SLOT_TABLE = 2 * MAX_SLOTS  # open-addressing table of counter types (a power of two, half full at most)
 MAX_ABSOLUTE = 64  # distinct absolute (cumulative) counter types per trace
 REPEAT_WINDOW = 8  # lines per thread and time remembered to recognise a line written twice
 N_COUNTS = 10  # Tokens.n_records: see there
