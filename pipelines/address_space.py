@@ -13,6 +13,7 @@ import ctypes
 import errno
 import os
 import resource
+import sys
 
 #: address space a command needs before its pools (bytes: the interpreter, the libraries mapped, LLVM) and per
 #: pool thread: one thread per GiB beyond the first (a merge at 2 GiB with two threads aborted in Arrow where one
@@ -28,6 +29,15 @@ _M_ARENA_MAX = -8
 #: limit and falls back to 128 MiB when it does not: a merge passed at 1.6 and 2.0 GiB and failed at 1.85-1.95 GiB,
 #: where the 1 GiB reservation fit and left too little for the rest, attack 7 A27)
 _MIMALLOC_ARENA_RESERVE = "64MiB"
+#: the settings of Polars' jemalloc (its symbols prefixed _rjem_), read once, when Polars is loaded
+_JEMALLOC_CONF = "_RJEM_MALLOC_CONF"
+#: when Polars' jemalloc hands back the pages it freed (ms: dirty, then muzzy, i.e. lazily freed but still resident).
+#: Polars 2.x's own setting, 500 / 1000 ms (``polars/__init__.py``, which appends ours after it: ours wins), kept
+#: freed pages resident at the peak of a merge of 2 x 550 MB runs (issue 23, benchmarks/RESULTS.md, session 17): 250 /
+#: 250 ms gave ~20 MB less at no measurable CPU cost (merge 38.4-38.6 s against 38.1-38.9 s); 100 / 100 ms ~40 MB
+#: less for +6 % CPU; 0 / 0 ms ~80 MB less for +15 % CPU on the merge and +14 % on an ingest (every free handed
+#: back, every reuse a page fault again)
+JEMALLOC_DECAY = "dirty_decay_ms:250,muzzy_decay_ms:250"
 
 
 def address_space_limit() -> int | None:
@@ -38,10 +48,9 @@ def address_space_limit() -> int | None:
 
 def fit_to_address_space() -> int | None:
     """Under a limit: at most two malloc arenas (glibc; a no-op elsewhere) and thread pools of one thread per GiB
-    beyond the first (at least one, at most one per core), unless the user set a pool's size; Polars' jemalloc
-    with one arena (its per-core arenas' reservations made an allocation fail with an abort, not a MemoryError);
-    Arrow's mimalloc reserving 64 MiB at a time, not 1 GiB (so that what fits grows with the limit).
-    Call before Polars, Numba or DuckDB is imported. Returns the limit (bytes) or None."""
+    beyond the first (at least one, at most one per core), unless the user set a pool's size; Arrow's mimalloc
+    reserving 64 MiB at a time, not 1 GiB (so that what fits grows with the limit); Polars' jemalloc is set by
+    :func:`configure_jemalloc`. Call before Polars, Numba or DuckDB is imported. Returns the limit (bytes) or None."""
     limit = address_space_limit()
     if limit is None:
         return None
@@ -52,9 +61,19 @@ def fit_to_address_space() -> int | None:
     threads = max(1, min(os.cpu_count() or 1, (limit - _BASE) // _PER_THREAD))
     for name in _POOL_VARIABLES:
         os.environ.setdefault(name, str(threads))
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1")  # Polars' jemalloc (its symbols prefixed _rjem_)
     os.environ.setdefault("MIMALLOC_ARENA_RESERVE", _MIMALLOC_ARENA_RESERVE)  # Arrow's mimalloc
     return limit
+
+
+def configure_jemalloc(limited: bool) -> None:
+    """Polars' jemalloc settings for a command, unless the user set their own (``_RJEM_MALLOC_CONF``) or Polars is
+    loaded already (it read them then; a host process keeps its own): freed pages handed back after
+    :data:`JEMALLOC_DECAY`, and under an address-space limit (``limited``) one arena (its per-core arenas'
+    reservations made an allocation fail with an abort, not a MemoryError). For the console script only, before
+    Polars is imported: a library must not change its host's allocator (``import synthtrace`` sets nothing)."""
+    if _JEMALLOC_CONF in os.environ or "polars" in sys.modules:
+        return
+    os.environ[_JEMALLOC_CONF] = f"narenas:1,{JEMALLOC_DECAY}" if limited else JEMALLOC_DECAY
 
 
 def out_of_memory_line(exc: BaseException) -> str | None:

@@ -152,9 +152,10 @@ def show_warnings() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code. A Ctrl-C anywhere in it, the imports
     before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal."""
-    from synthtrace.pipelines.address_space import fit_to_address_space
+    from synthtrace.pipelines.address_space import configure_jemalloc, fit_to_address_space
 
-    fit_to_address_space()  # before any library that starts threads is loaded (attack 7 A10)
+    # before any library that starts threads or allocates is loaded (attack 7 A10; issue 23: Polars' jemalloc)
+    configure_jemalloc(fit_to_address_space() is not None)
     from synthtrace.pipelines import interrupts  # [helper races] attack 6 F22/F15: SIGTERM stops as Ctrl-C does;
 
     restore = interrupts.arm()  # the line says what the command had stored when it stopped
