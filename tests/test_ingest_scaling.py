@@ -120,14 +120,15 @@ def test_runs_of_one_program_stay_one_program_when_its_first_run_is_removed(tmp_
 @pytest.mark.parametrize("trace", [LULESH_A, TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"], ids=["prv", "otf2"])
 def test_stored_logical_messages_are_those_of_the_stored_calls(tmp_path, trace):
     """Ingest places each message in its calls once (for the calls' message columns and for mpi_messages): the
-    stored mpi_messages equal logical_messages computed afresh from the stored calls and communication records,
-    the call that completed each receive included."""
+    stored mpi_messages, read as the merge reads them (``logical_messages`` over the stored table: each channel
+    numbered from the run's start, ``messages.lost_at_start``), equal logical_messages computed afresh from the
+    stored calls and communication records, the call that completed each receive included."""
     from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages
 
     wh = Warehouse(tmp_path / "wh")
     run = wh.run_dir(ingest_trace(wh, trace).run_id)
+    calls = pl.read_parquet(run / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
     stored = pl.read_parquet(run / "mpi_messages.parquet").drop("run_id")
-    fresh = logical_messages(pl.read_parquet(run / "mpi_calls.parquet", columns=list(CALL_COLUMNS)),
-                             pl.read_parquet(run / "messages.parquet"))
+    fresh = logical_messages(calls, pl.read_parquet(run / "messages.parquet"))
     assert stored.height and stored["c_call_seq"].null_count() < stored.height
-    assert stored.equals(fresh)
+    assert logical_messages(calls, stored).equals(fresh)
