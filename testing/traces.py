@@ -44,3 +44,16 @@ def ingested(root: Path, folder: str, *traces: Path) -> Path:
         copy_trace(prv, root / folder)
     assert main(["ingest", str(root / folder), "-w", str(root / "wh")]) == 0
     return root / "wh"
+
+
+#: a small ``.pcf``: counter PAPI_TOT_INS (event type 42000050) and MPI_Reduce (type 50000002, value 9)
+SAMPLED_PCF = ("EVENT_TYPE\n7  42000050  PAPI_TOT_INS [Instr completed]\n\n"
+               "EVENT_TYPE\n9  50000002  MPI Collective Comm\nVALUES\n0  Outside MPI\n9  MPI_Reduce\n")
+
+
+def written_trace(prv: Path, header: bytes, body: bytes) -> Path:
+    """A hand-written Paraver trace at ``prv``: ``header`` (its first line) and record lines ``body``, with the
+    :data:`SAMPLED_PCF` beside it; returns ``prv``."""
+    prv.write_bytes(header + body)
+    prv.with_suffix(".pcf").write_text(SAMPLED_PCF)
+    return prv

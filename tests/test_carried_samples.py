@@ -12,7 +12,7 @@ import pytest
 from synthtrace.tracelib.formats import bursts
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 
-from testing.traces import ALL_PARAVER
+from testing.traces import ALL_PARAVER, written_trace
 
 HEADER = b"#Paraver (01/01/26 at 00:00):1000000000000_ns:1(2):1:2(1:1,1:1)\n"
 PAPI_TOT_INS = 42000050
@@ -20,12 +20,7 @@ N_SAMPLES = 200_000
 
 
 def _write(tmp_path: Path, body: bytes) -> Path:
-    prv = tmp_path / "sampled.prv"
-    prv.write_bytes(HEADER + body)
-    (tmp_path / "sampled.pcf").write_text(
-        "EVENT_TYPE\n7  42000050  PAPI_TOT_INS [Instr completed]\n\n"
-        "EVENT_TYPE\n9  50000002  MPI Collective Comm\nVALUES\n0  Outside MPI\n9  MPI_Reduce\n")
-    return prv
+    return written_trace(tmp_path / "sampled.prv", HEADER, body)
 
 
 def _samples(task: int, n: int, t0: int, step: int) -> bytes:

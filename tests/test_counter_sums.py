@@ -14,18 +14,14 @@ from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats import bursts
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from synthtrace.tracelib.schema import counter_columns
+from testing.traces import written_trace
 
 HEADER = b"#Paraver (01/01/26 at 00:00):1000000000_ns:1(1):1:1(1:1)\n"
 PAPI_TOT_INS = 42000050
 
 
 def _write(tmp_path: Path, body: bytes) -> Path:
-    prv = tmp_path / "summed.prv"
-    prv.write_bytes(HEADER + body)
-    (tmp_path / "summed.pcf").write_text(
-        "EVENT_TYPE\n7  42000050  PAPI_TOT_INS [Instr completed]\n\n"
-        "EVENT_TYPE\n9  50000002  MPI Collective Comm\nVALUES\n0  Outside MPI\n9  MPI_Reduce\n")
-    return prv
+    return written_trace(tmp_path / "summed.prv", HEADER, body)
 
 
 def _samples(n: int, t0: int, value: int) -> bytes:
