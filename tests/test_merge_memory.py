@@ -78,10 +78,9 @@ def test_lulesh_merge_of_the_columns_it_reads_is_the_whole_merge(tmp_path: Path,
 
 
 # ------------------------------------------------------------------ what the alignment holds (issue 23, step 2)
-def _pair_runs(tmp: Path, traces: list[Path]) -> list[RunTables]:
-    for t in traces:
-        synthtrace.ingest(str(tmp / "wh"), str(t), experiment="pair")
-    return merged_module.merge_inputs(Warehouse(tmp / "wh").experiment("pair"))
+def _pair_runs(merged_lulesh: Path) -> list[RunTables]:
+    """The LULESH pair's merge inputs, read from the session's ingested warehouse (reading writes nothing there)."""
+    return merged_module.merge_inputs(Warehouse(merged_lulesh).experiment("lulesh-8r"))
 
 
 def _merge(runs: list[RunTables], options: MergeOptions) -> MergeResult:
@@ -103,11 +102,12 @@ def test_join_by_threads_is_the_join() -> None:
         assert _sorted(got).equals(_sorted(whole)), rows
 
 
-def test_lulesh_alignment_a_thread_at_a_time_is_the_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lulesh_alignment_a_thread_at_a_time_is_the_whole(
+        merged_lulesh: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real LULESH pair merged with the runs' keys joined one thread at a time gives the merge of the whole
     joins (every table, every column; the warnings), and the sequence tables carry the counters the alignment
     compares only (2 of the reference's 5: one Float64 column per burst each)."""
-    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    runs = _pair_runs(merged_lulesh)
     whole = _merge(runs, MergeOptions())
     seqs: list[pl.DataFrame] = []
     groups: list[int] = []
@@ -231,12 +231,12 @@ def _frames_with(column: str) -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, pl.DataFrame) and column in o.columns)
 
 
-def test_the_sequence_table_lets_the_calls_copy_go_before_it_grows(tmp_path: Path,
+def test_the_sequence_table_lets_the_calls_copy_go_before_it_grows(merged_lulesh: Path, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """``sequence_table`` of the real LULESH pair: once the calls closing and opening each burst are gathered, its
     copy of the calls (``_csig``) and the gathered call columns (``open_peer``, ...) are not alive while the table
     takes its message ends, hosts and features (``host_rows``: the step after), and the merge is the whole one."""
-    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    runs = _pair_runs(merged_lulesh)
     whole = _merge(runs, MergeOptions())
     seen: list[tuple[int, int]] = []
     host_rows = align_module.host_rows
@@ -253,14 +253,14 @@ def test_the_sequence_table_lets_the_calls_copy_go_before_it_grows(tmp_path: Pat
         assert a.schema == b.schema and _sorted(a).equals(_sorted(b)), name
 
 
-def test_the_other_run_s_sequence_table_is_let_go_before_its_pairs_are_checked(
+def test_the_other_run_s_sequence_table_is_let_go_before_its_pairs_are_checked(merged_lulesh: Path,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of the real LULESH pair: once the other run is aligned and its same-program sums taken, its sequence
     table (~290 MB at 550 MB per run) is not alive while its pairs are checked (``_check_opened``: the step that
     peaked at 2 x 550 MB); the reference's is (later runs align to it); the free heap (the table's NumPy-backed
     columns, the alignment's arrays) is handed back before the checks and before each sequence table; the merge is
     the whole one."""
-    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    runs = _pair_runs(merged_lulesh)
     whole = _merge(runs, MergeOptions())
     tables: list[weakref.ref] = []
     alive: list[list[bool]] = []
@@ -422,12 +422,13 @@ def test_messages_are_bracketed_by_a_kernel_not_a_window_over_the_rows(monkeypat
         assert got.to_list() == w.to_list()
 
 
-def test_message_pairs_copy_only_the_key_columns_they_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_message_pairs_copy_only_the_key_columns_they_read(
+        merged_lulesh: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of the real LULESH pair: the message pairs are joined on copies of the runs' rows that start with a
     message holding only the keys they are joined and ranked on and the row (a copy of every logical key column
     of those rows, ~1 M per 550 MB run, was alive through the join, at ``key_pairs``' peak), and the merge is the
     one of the whole keys."""
-    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    runs = _pair_runs(merged_lulesh)
     join_pairs = anchors._join_pairs
     seen: list[tuple[list[str], list[str]]] = []
 
@@ -483,13 +484,13 @@ def test_the_runs_bursts_are_not_held_through_the_alignment(tmp_path: Path, monk
     _assert_committed_is_whole(exp, got, whole)
 
 
-def test_the_alignment_hands_its_pairing_s_arrays_back_before_scoring_and_the_match_table(
+def test_the_alignment_hands_its_pairing_s_arrays_back_before_scoring_and_the_match_table(merged_lulesh: Path,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of the real LULESH pair: the arrays the aligner's kernels read (signatures, counters, times, gap
     costs of both runs) are dead and the free heap handed back before the pairs are scored, and the scoring's
     arrays are dead and the heap handed back before the match table is made (issue 23: ``align_runs`` held them,
     or what glibc kept of them, while it built the table, its peak at 2 x 550 MB); the merge is the whole one."""
-    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    runs = _pair_runs(merged_lulesh)
     events: list[tuple[str, list[weakref.ref]]] = []
     align_threads, score_kernel, bracketed = (align_module._align_threads, align_module._score_kernel,
                                               align_module.bracketed)
@@ -535,14 +536,14 @@ def test_the_alignment_hands_its_pairing_s_arrays_back_before_scoring_and_the_ma
         assert _sorted(getattr(whole, name)).equals(_sorted(getattr(plain, name))), name
 
 
-def test_the_sequence_table_hands_the_call_searches_back_and_joins_message_ends_on_keys_alone(
+def test_the_sequence_table_hands_the_call_searches_back_and_joins_message_ends_on_keys_alone(merged_lulesh: Path,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of the real LULESH pair: each sequence table hands the free heap back after its closing and
     opening calls are found (their sort and search arrays, ~100 MB at 2 x 550 MB, stayed in glibc's arenas while
     Polars' allocator grew for the message ends), and the message ends are joined on copies of the rows' keys and
     row and of the messages' keys and names alone (the joins carried the rows' call names and every message
     column, the sequence table's peak)."""
-    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    runs = _pair_runs(merged_lulesh)
     events: list[str] = []
     joined: list[tuple[set[str], set[str]]] = []
     closing_rows, logical_ends, join = align_module._closing_rows, align_module.logical_ends, pl.DataFrame.join
@@ -576,11 +577,12 @@ def test_the_sequence_table_hands_the_call_searches_back_and_joins_message_ends_
     assert joined and all(left <= row_keys and right <= message_keys and len(right) <= 7 for left, right in joined)
 
 
-def test_the_key_pairs_hand_the_heap_back_before_their_joins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_pairs_hand_the_heap_back_before_their_joins(
+        merged_lulesh: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of the real LULESH pair: ``key_pairs`` hands the free heap back before the keys' join, before the
     message pairs' and before the arrivals' (what the clocks, offsets, iteration paths and chain freed stayed in
     glibc's arenas while Polars' allocator grew for the joins' hash tables: ``key_pairs``' peak at 2 x 550 MB)."""
-    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    runs = _pair_runs(merged_lulesh)
     events: list[str] = []
     join_pairs, arrival_pairs = anchors._join_pairs, anchors.arrival_pairs
 
@@ -605,13 +607,13 @@ def test_the_key_pairs_hand_the_heap_back_before_their_joins(tmp_path: Path, mon
         assert at > 0 and events[at - 1] == "release", events
 
 
-def test_the_aligner_s_anchors_die_with_its_call_and_the_positions_are_not_copied(
+def test_the_aligner_s_anchors_die_with_its_call_and_the_positions_are_not_copied(merged_lulesh: Path,
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of the real LULESH pair (every thread in both runs): the anchors handed to the aligner's kernel
     are dead, and the heap handed back, before the message graph follows the partners' messages, and the pairs
     are scored on the very position arrays the kernel wrote (a copy of both, and the anchors, were held to the
     alignment's end, its peak at 2 x 550 MB)."""
-    runs = _pair_runs(tmp_path, [LULESH_A, LULESH_B])
+    runs = _pair_runs(merged_lulesh)
     events: list[str] = []
     seen: dict[str, object] = {}
     align_threads, follow, score_kernel = (align_module._align_threads, align_module.follow_messages,
