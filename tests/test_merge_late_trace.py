@@ -81,6 +81,25 @@ def test_the_lost_messages_are_counted_on_the_partner_that_posted_them(tmp_path)
     assert run1.filter(pl.col("receiver") == 8).get_column("k").min() == 2
 
 
+def test_a_stored_table_is_numbered_from_the_run_start_once_when_read(tmp_path):
+    """The warehouse stores a run's messages in the records' own numbering (ingest's fallback without placed ends
+    included) and the merge numbers them from the run's start when it reads them (``logical_messages`` over the
+    stored table): the late rank's messages get the names they get from the records directly, not shifted twice
+    (before, the fallback stored them already shifted and the read shifted them again: 2 messages off)."""
+    from synthtrace.warehouse import ingest
+
+    c = mech.simulate(tmp_path, mech.campaign("late_trace", 0))
+    _, calls, summary = ParaverTrace(c.traces[1]).read_tables(c.traces[1].stem)
+    fresh = logical_messages(calls, summary.messages)
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    calls.write_parquet(stage / "mpi_calls.parquet")
+    ingest._write_logical_messages(stage, "r", replace(summary, message_ends=None))  # the fallback path
+    stored = pl.read_parquet(stage / "mpi_messages.parquet").drop("run_id")
+    assert lost_at_start(calls, fresh.filter(pl.col("k").is_not_null())).height  # a late rank: something to shift
+    assert logical_messages(calls, stored).equals(fresh)
+
+
 def _calls_and_messages(prv):
     _, calls, summary = ParaverTrace(prv).read_tables(prv.stem)
     return calls, logical_messages(calls, summary.messages)

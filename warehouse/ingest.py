@@ -658,7 +658,7 @@ def _write_logical_messages(stage: Path, run_id: str, summary: ReadSummary) -> N
 
     if summary.message_ends is None:
         calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
-        logical = logical_messages(calls, summary.messages).lazy()
+        logical = logical_messages(calls, summary.messages, from_run_start=False).lazy()  # numbered so when read
     elif summary.messages.height > NUMBERED_AT_ONCE:
         logical = _numbered_in_slices(summary.messages, summary.message_ends)
     else:

@@ -189,7 +189,8 @@ def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:
     return out.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
 
 
-def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None) -> pl.DataFrame:
+def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None, *,
+                     from_run_start: bool = True) -> pl.DataFrame:
     """One row per point-to-point message of a run (:data:`LOGICAL_MESSAGE_SCHEMA`): its logical identity
     (appl, comm, sender, receiver, tag, k; ``comm`` ``NO_COMM`` when the calls name none, ``tag`` 0 when the
     trace has none), its size (bytes), both ends (thread, call_seq, logical time ns; NULL for an end outside
@@ -197,15 +198,19 @@ def logical_messages(calls: pl.DataFrame, records: pl.DataFrame | None = None) -
     the record's physical receive time, e.g. the ``MPI_Waitany`` that completed an ``MPI_Irecv``; the receiving
     call when the trace records the receive at its completion or has no physical time). ``records``: the run's
     communication records (MESSAGE_SCHEMA; a table that is already logical, as the warehouse's ``mpi_messages``,
-    is returned as it is), else the ends come from the calls alone (see the module docstring)."""
+    is returned as it is), else the ends come from the calls alone (see the module docstring). ``from_run_start``:
+    each channel recorded from records numbered from the run's start (:func:`lost_at_start`); False for the table a
+    warehouse stores (the records' own numbering), which its reader numbers so when it reads it: never twice."""
     if records is not None and "k" in records.columns:  # already logical (the warehouse's mpi_messages)
         if "c_call_seq" not in records.columns:  # stored before the completing call was kept: not known
             records = records.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
-        return _from_run_start(calls, records.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()]))
+        logical = records.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
+        return _from_run_start(calls, logical) if from_run_start else logical
     if calls.height == 0 or "peer" not in calls.columns:
         return pl.DataFrame(schema=LOGICAL_MESSAGE_SCHEMA)
     if records is not None and records.height:
-        return _from_run_start(calls, _from_records(calls, records))
+        logical = _from_records(calls, records)
+        return _from_run_start(calls, logical) if from_run_start else logical
     return _from_calls(calls)
 
 
