@@ -210,21 +210,23 @@ def _overflows(a: int, b: int, s: int) -> bool:
 
 
 @cached_njit
-def _group_by_thread(th: np.ndarray, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stable counting sort by thread id: (permutation, offsets [n_threads + 1])."""
-    off = np.zeros(n_threads + 1, dtype=np.int64)
-    for i in range(th.shape[0]):
-        off[th[i] + 1] += 1
-    for t in range(n_threads):
-        off[t + 1] += off[t]
-    nxt = np.empty(n_threads, dtype=np.int64)
-    for t in range(n_threads):
-        nxt[t] = off[t]
-    perm = np.empty(th.shape[0], dtype=np.int64)
-    for i in range(th.shape[0]):
-        t = th[i]
-        perm[nxt[t]] = i
-        nxt[t] += 1
+def _group_by_key(key: np.ndarray, n_keys: int, gate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stable counting sort of the rows by ``key`` (in [0, ``n_keys``)), the rows whose ``gate`` is negative left
+    out (``gate`` is ``key`` to keep every row of non-negative keys): (the rows in key order, offsets of each key's
+    run [n_keys + 1])."""
+    off = np.zeros(n_keys + 1, dtype=np.int64)
+    for i in range(key.shape[0]):
+        if gate[i] >= 0:
+            off[key[i] + 1] += 1
+    for k in range(n_keys):
+        off[k + 1] += off[k]
+    nxt = off[:n_keys].copy()
+    perm = np.empty(off[n_keys], dtype=np.int64)
+    for i in range(key.shape[0]):
+        if gate[i] >= 0:
+            k = key[i]
+            perm[nxt[k]] = i
+            nxt[k] += 1
     return perm, off
 
 
@@ -277,7 +279,7 @@ def _sort_segments(perm: np.ndarray, off: np.ndarray, key: np.ndarray) -> None:
 def _entries_by_time(n_threads, en_th, en_t):
     """MPI entries per thread in time order, one per (thread, time): the first given. Returns (entry rows, their
     times, offsets of each thread's run)."""
-    ep, eoff = _group_by_thread(en_th, n_threads)
+    ep, eoff = _group_by_key(en_th, n_threads, en_th)
     _sort_segments(ep, eoff, en_t)
     ek = np.empty(ep.shape[0], dtype=np.int64)
     et = np.empty(ep.shape[0], dtype=np.int64)
@@ -459,7 +461,7 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
         if b >= 0 and key[b] < 0:
             key[b] = n_open
             n_open += 1
-    wp, woff = _group_by_thread(w_th, n_threads)
+    wp, woff = _group_by_key(w_th, n_threads, w_th)
     _sort_segments(wp, woff, w_t)
     group = _filled(carry_sm.shape[0], -1)  # slot x counter of each row folded, -1: kept as it is
     for j in range(carry_sm.shape[0]):
@@ -522,23 +524,13 @@ def _counter_sums(n_codes, sm_c, sm_v, dest):
     order read. Returns (counter codes present, in code order; offsets of each one's cells; each cell's row,
     ascending within its counter; its sum) and the first sample whose add passed int64 (-1: none; the sums are then
     not to be used)."""
-    off = np.zeros(n_codes + 1, dtype=np.int64)
-    for i in range(dest.shape[0]):
-        if dest[i] >= 0:
-            off[sm_c[i] + 1] += 1
+    perm, off = _group_by_key(sm_c, n_codes, dest)
+    _sort_segments(perm, off, dest)
     n_used = 0
     for c in range(n_codes):
-        if off[c + 1]:
+        if off[c + 1] > off[c]:
             n_used += 1
-        off[c + 1] += off[c]
     m = off[n_codes]
-    nxt = off[:n_codes].copy()
-    perm = np.empty(m, dtype=np.int64)
-    for i in range(dest.shape[0]):
-        if dest[i] >= 0:
-            perm[nxt[sm_c[i]]] = i
-            nxt[sm_c[i]] += 1
-    _sort_segments(perm, off, dest)
     codes = np.empty(n_used, dtype=np.int64)
     cell_off = np.empty(n_used + 1, dtype=np.int64)
     row = np.empty(m, dtype=np.int64)
@@ -573,17 +565,11 @@ def _part_bounds(n_rows, cell_off, cell_row, max_cells):
     the first row of each part and ``n_rows`` (a part's dense counter columns are then bounded, whatever the
     trace's counters, attack 17 F3)."""
     n_used = cell_off.shape[0] - 1
-    per_row = np.zeros(n_rows + 1, dtype=np.int64)  # the cells by row: offsets ...
-    for j in range(cell_off[n_used]):
-        per_row[cell_row[j] + 1] += 1
-    for r in range(n_rows):
-        per_row[r + 1] += per_row[r]
-    nxt = per_row[:n_rows].copy()
-    counter = np.empty(cell_off[n_used], dtype=np.int64)  # ... and their counters
+    counter_of = np.empty(cell_off[n_used], dtype=np.int64)  # each cell's counter
     for k in range(n_used):
         for j in range(cell_off[k], cell_off[k + 1]):
-            counter[nxt[cell_row[j]]] = k
-            nxt[cell_row[j]] += 1
+            counter_of[j] = k
+    by_row, per_row = _group_by_key(cell_row, n_rows, cell_row)  # the cells by row (in counter order within one)
     seen = _filled(n_used, -1)  # the last part holding each counter
     bounds = np.empty(n_rows + 2, dtype=np.int64)
     bounds[0] = 0
@@ -593,7 +579,7 @@ def _part_bounds(n_rows, cell_off, cell_row, max_cells):
     for r in range(n_rows):
         new = 0
         for j in range(per_row[r], per_row[r + 1]):
-            if seen[counter[j]] != n_parts:
+            if seen[counter_of[by_row[j]]] != n_parts:
                 new += 1
         if r > start and (r - start + 1) * (present + new) > max_cells:
             n_parts += 1
@@ -602,7 +588,7 @@ def _part_bounds(n_rows, cell_off, cell_row, max_cells):
             present = 0
             new = per_row[r + 1] - per_row[r]
         for j in range(per_row[r], per_row[r + 1]):
-            seen[counter[j]] = n_parts
+            seen[counter_of[by_row[j]]] = n_parts
         present += new
     bounds[n_parts + 1] = n_rows
     return bounds[:n_parts + 2]
@@ -686,7 +672,7 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     (``c_*``, grouped by thread in start order), number the bursts, fold the carried samples (beyond
     ``fold_above`` of them, :func:`_folded_carry`); see BurstAssembler._close_bursts. The last value returned is the
     first sample (row of the chunk's) whose add to a sum passed int64, -1 for none."""
-    ip, ioff = _group_by_thread(iv_th, n_threads)
+    ip, ioff = _group_by_key(iv_th, n_threads, iv_th)
     _sort_segments(ip, ioff, iv_t0)
     ek, et, doff = _entries_by_time(n_threads, en_th, en_t)
     b_th, b_cpu, b_t0, b_t1, b_first, boff = _merged_intervals(n_threads, ip, ioff, iv_cpu, iv_t0, iv_t1, et, doff)
@@ -755,7 +741,7 @@ def _pair(n_threads, thread_order, th, t, horizon, never, kind, call, site, cpu,
     their exit and events at or after the horizon (threads whose horizon is not ``never``), and the number of
     entries dropped as repeated.
     """
-    perm, off = _group_by_thread(th, n_threads)
+    perm, off = _group_by_key(th, n_threads, th)
     _sort_segments(perm, off, t)
     n = th.shape[0]
     slot_row = np.empty(n, dtype=np.int64)
