@@ -1217,24 +1217,30 @@ def _containing_call(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray, mk: np.ndar
 @cached_njit
 def _add_messages(rows, t, peer_m, tag_m, size_m, mark, add, n_msg, best, peer, tag, side):
     """One side's messages (``mark`` 1 sent, 2 received; sent ones first) into the per-call columns of
-    :func:`_message_columns`: a call's first message is its earliest of the first side that has one."""
+    :func:`_message_columns`: a call's first message is its earliest of the first side that has one. Returns the
+    first message whose add to its call's bytes passed int64 (-1: none; the sums are then not to be used)."""
     for i in range(rows.shape[0]):
         r = rows[i]
         if r < 0:
             continue
-        add[r] += size_m[i]
+        s = add[r] + size_m[i]
+        if _overflows(add[r], size_m[i], s):
+            return i
+        add[r] = s
         n_msg[r] += 1
         if (side[r] == 0 or side[r] == mark) and t[i] < best[r]:
             best[r] = t[i]
             peer[r] = peer_m[i]
             tag[r] = tag_m[i]
             side[r] = mark
+    return -1
 
 
 @cached_njit
 def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, peer_r, tag_r, size_r):
     """Per call: bytes sent and received by its messages, their number, and the peer and tag of its first
-    message (the earliest sent one, else the earliest received one; ``side`` 0: no message)."""
+    message (the earliest sent one, else the earliest received one; ``side`` 0: no message); and the first sent
+    and the first received message whose add passed int64 (-1: none)."""
     add_s = np.zeros(n_calls, dtype=np.int64)
     add_r = np.zeros(n_calls, dtype=np.int64)
     n_msg = np.zeros(n_calls, dtype=np.int32)
@@ -1242,9 +1248,10 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     tag = np.zeros(n_calls, dtype=np.int64)
     side = np.zeros(n_calls, dtype=np.uint8)
     best = np.full(n_calls, _MAX_I64, dtype=np.int64)
-    _add_messages(row_s, t_s, peer_s, tag_s, size_s, 1, add_s, n_msg, best, peer, tag, side)
-    _add_messages(row_r, t_r, peer_r, tag_r, size_r, 2, add_r, n_msg, best, peer, tag, side)
-    return add_s, add_r, n_msg, peer, tag, side
+    wrapped_s = _add_messages(row_s, t_s, peer_s, tag_s, size_s, 1, add_s, n_msg, best, peer, tag, side)
+    wrapped_r = -1 if wrapped_s >= 0 else _add_messages(row_r, t_r, peer_r, tag_r, size_r, 2, add_r, n_msg, best,
+                                                         peer, tag, side)
+    return add_s, add_r, n_msg, peer, tag, side, wrapped_s, wrapped_r
 
 
 def packed_thread_keys(frame: pl.DataFrame, prefix: str = "") -> np.ndarray:
@@ -1370,19 +1377,44 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame,
 
 
 def columns_of_messages(n_calls: int, sent: pl.DataFrame, row_s: np.ndarray, received: pl.DataFrame,
-                        row_r: np.ndarray) -> pl.DataFrame:
+                        row_r: np.ndarray, source: str | Path = "<records>") -> pl.DataFrame:
     """:func:`message_columns` of ``n_calls`` calls from the messages ``sent`` by them (MESSAGE_SCHEMA rows, each
     sent by call ``row_s``) and those ``received`` (by call ``row_r``; -1: by none of them). Messages of one call
-    count in the order given (the earliest one names its peer and tag; the first of equal times)."""
+    count in the order given (the earliest one names its peer and tag; the first of equal times). A call whose
+    messages' bytes pass int64 is refused (:class:`TraceFormatError` naming ``source``, the trace's file)."""
     s = {c: writable(sent.get_column(c).cast(pl.Int64)) for c in ("s_time_ns", "r_task", "tag", "size")}
     r = {c: writable(received.get_column(c).cast(pl.Int64)) for c in ("r_time_ns", "s_task", "tag", "size")}
-    add_s, add_r, n_msg, peer, tag, side = _message_columns(
+    add_s, add_r, n_msg, peer, tag, side, wrapped_s, wrapped_r = _message_columns(
         n_calls, row_s, s["s_time_ns"], s["r_task"], s["tag"], s["size"],
         row_r, r["r_time_ns"], r["s_task"], r["tag"], r["size"])
+    for wrapped, frame, p, what in ((wrapped_s, sent, "s", "sent"), (wrapped_r, received, "r", "received")):
+        if wrapped >= 0:
+            appl, task, thread, time = (frame.get_column(f"{p}_{c}")[int(wrapped)] for c in (*THREAD_KEYS, "time_ns"))
+            raise TraceFormatError(source, None, (
+                f"the bytes of the messages one MPI call of thread {appl}:{task}:{thread} {what} pass int64 "
+                f"({_MAX_I64}) at the message {what} at {time} ns; no real message gets there"))
     none = side == 0
     return pl.DataFrame({"_add_sent": add_s, "_add_recv": add_r,
                          "peer": np.ma.masked_array(peer, mask=none), "tag": np.ma.masked_array(tag, mask=none),
                          "n_messages": n_msg})
+
+
+def refuse_wrapped_message_bytes(source: str | Path, messages: pl.DataFrame, ends: pl.DataFrame) -> None:
+    """Refuse the trace at ``source`` now (:class:`TraceFormatError`, as :func:`columns_of_messages` would while
+    the calls stream out, naming no file) when the bytes of the messages one MPI call sends or receives pass int64.
+    ``ends``: :func:`message_ends` of ``messages``, which names each side's call by its thread and ``call_seq``.
+    No sum can pass when the messages' count times their largest size does not (any real trace: one reduction)."""
+    size = messages.get_column("size")
+    lo, hi = size.min(), size.max()
+    if lo is None or max(-lo, hi) * messages.height <= _MAX_I64:
+        return
+    keys = [np.stack([packed_thread_keys(messages, f"{p}_"),
+                      ends.get_column(f"{p}_call_seq").fill_null(-1).to_numpy()]) for p in ("s", "r")]
+    _, call = np.unique(np.concatenate(keys, axis=1), axis=1, return_inverse=True)  # a call's id: (thread, call_seq)
+    held = np.concatenate([k[1] >= 0 for k in keys])
+    rows = np.where(held, call.reshape(-1), -1).astype(np.int64)
+    columns_of_messages(int(call.max()) + 1, messages, rows[:messages.height], messages, rows[messages.height:],
+                        source)
 
 
 def message_ends(spans: pl.DataFrame, rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> pl.DataFrame:
