@@ -188,8 +188,10 @@ def _warm_up() -> None:
                          converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(),
                          len(buf))
         messages.append(item.messages)
-        calls.add(assembler.feed(converter.batch(item), item.horizon)[1])
-    calls.add(assembler.finish()[1])
+        for part in assembler.feed_parts(converter.batch(item), item.horizon)[1]:  # the bursts' parts: not built
+            calls.add(part)
+    for part in assembler.finish_parts()[1]:
+        calls.add(part)
     converter.loose_samples("warm-up")
     calls.with_messages(pl.concat(messages)).collect()
 
