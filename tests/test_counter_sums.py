@@ -155,6 +155,18 @@ def test_a_call_s_received_bytes_beyond_int64_are_refused(tmp_path):
         ParaverTrace(prv).read_tables("r")
 
 
+def test_an_otf2_call_s_message_bytes_beyond_int64_are_refused_naming_the_archive(tmp_path, run_cli):
+    """The same in an OTF2 archive (two messages of 2^62 bytes in one MPI_Send and one MPI_Recv): refused before any
+    call is stored, in one line naming the archive (it said ``<records>``)."""
+    from testing import hostile_otf2
+
+    anchor = hostile_otf2.write(tmp_path / "wrap", "msg_bytes_wrap")
+    code, _, err = run_cli("ingest", anchor, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(anchor) in err and "int64" in err and "<records>" not in err, err
+    assert not (tmp_path / "wh").exists()
+
+
 def test_message_bytes_within_int64_are_kept(tmp_path):
     """Up to int64's largest value exactly: kept as summed, on both sides."""
     _, calls, _ = ParaverTrace(_messages(tmp_path, (2**62, 2**62 - 1))).read_tables("r")
