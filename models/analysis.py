@@ -22,6 +22,7 @@ from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryE
 from synthtrace.models.archetypes import ArchetypeRules, Thresholds
 from synthtrace.tracelib.domain.counters import resolve
 from synthtrace.tracelib.domain.machine import Machine, load_machine
+from synthtrace.tracelib.domain.sums import float_sum
 from synthtrace.tracelib.domain.metrics import (
     assign_phases,
     burst_metrics,
@@ -80,7 +81,7 @@ def _unit_rows(df: pl.DataFrame, unit: str) -> pl.DataFrame:
 def mix(archetypes: pl.DataFrame | pl.LazyFrame | StoredParts) -> pl.DataFrame:
     """The archetype mix: per unit and archetype, count, total time (s) and share of the unit's time."""
     return (archetypes.lazy().group_by("unit", "archetype")
-            .agg(pl.len().alias("count"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
+            .agg(pl.len().alias("count"), (float_sum(pl.col("duration_ns")) * 1e-9).alias("time_s"))
             .with_columns((pl.col("time_s") / pl.col("time_s").sum().over("unit")).alias("time_share"))
             .sort("unit", "time_s", descending=[False, True]).collect())
 
