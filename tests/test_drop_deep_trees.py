@@ -12,7 +12,7 @@ import pytest
 from synthtrace.tracelib.folder_tree import remove_tree
 from synthtrace.warehouse import Warehouse
 from tests.test_drop_folder import _deep_chain
-from testing.traces import PRIME, copy_trace
+from testing.traces import JACOBI, PRIME, copy_trace
 
 DEPTH = 1200
 
@@ -98,3 +98,21 @@ def test_a_query_beside_a_deep_chain_planted_as_a_killed_query_s_links_answers(w
     code, out, err = run_cli("sql", "-w", wh_path, "SELECT count(*) AS n FROM runs")
     assert code == 0 and "1" in out, (out, err)
     assert not planted.exists()
+
+
+def test_an_ingest_that_rebuilds_the_program_index_beside_a_deep_chain_in_it_works(wh_path, tmp_path, run_cli):
+    """The program index is rebuilt aside and the old one removed (after a run's removal): a chain planted in it
+    stopped that ingest with a RecursionError and left the old index in ``.index`` for good."""
+    from synthtrace.warehouse.programs import INDEX_COMPLETE, PROGRAM_INDEX
+
+    traces = tmp_path / "traces"
+    copy_trace(PRIME, traces)
+    copy_trace(JACOBI, traces)
+    assert run_cli("ingest", traces / PRIME.name, "-w", wh_path)[0] == 0
+    index = wh_path / PROGRAM_INDEX
+    (index / "junk").mkdir()
+    _deep_chain(index / "junk", DEPTH)
+    (index / INDEX_COMPLETE).unlink()  # as a run's removal leaves it
+    code, out, err = run_cli("ingest", traces / JACOBI.name, "-w", wh_path)
+    assert code == 0 and "ingested as" in out + err, (out, err)
+    assert not [p for p in index.parent.iterdir() if p.name.endswith(".old")]
