@@ -12,7 +12,8 @@ from testing.traces import JACOBI, PRIME, copy_trace, tree_digest
 
 
 @pytest.mark.real_traces
-@pytest.mark.parametrize("folder", ["runs", "experiments", ".staging", ".locks"])
+@pytest.mark.parametrize("folder", ["runs", "experiments", ".staging", ".locks", "models", "predictions",
+                                    "regressions", "pop", ".index", ".cache"])
 def test_a_layout_folder_that_is_a_link_is_refused_and_nothing_where_it_points_changes(tmp_path, run_cli, folder):
     drop = copy_trace(PRIME, tmp_path / "drop").parent
     wh = tmp_path / "wh"
