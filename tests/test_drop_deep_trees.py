@@ -84,3 +84,17 @@ def test_the_report_of_an_experiment_whose_folder_holds_a_deep_chain_is_written(
     _deep_chain(junk, DEPTH)
     code, out, err = run_cli("report", "-w", wh_path, "--out", tmp_path / "r.html")
     assert code == 0 and (tmp_path / "r.html").is_file(), (out, err)
+
+
+def test_a_query_beside_a_deep_chain_planted_as_a_killed_query_s_links_answers(wh_path, tmp_path, run_cli):
+    """Whoever may query may write in ``.staging``; each query removes the links folders of killed queries there:
+    one planted holding a deep chain stopped every query with a RecursionError."""
+    traces = tmp_path / "traces"
+    copy_trace(PRIME, traces)
+    assert run_cli("ingest", traces / PRIME.name, "-w", wh_path)[0] == 0
+    planted = Warehouse(wh_path).staging_dir / "query.abcdef012345.999999.gone"
+    planted.mkdir()
+    _deep_chain(planted, DEPTH)
+    code, out, err = run_cli("sql", "-w", wh_path, "SELECT count(*) AS n FROM runs")
+    assert code == 0 and "1" in out, (out, err)
+    assert not planted.exists()
