@@ -14,15 +14,17 @@ provisional (the label while it is provisional; for insufficient_counters the be
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
 from synthtrace.models.archetype_discovery import ArchetypeDiscovery, DiscoveryError
 from synthtrace.models.archetypes import ArchetypeRules, Thresholds
-from synthtrace.tracelib.domain.counters import resolve
+from synthtrace.tracelib.domain.counters import CounterMap, resolve
 from synthtrace.tracelib.domain.machine import Machine, load_machine
+from synthtrace.tracelib.domain.sums import float_sum
 from synthtrace.tracelib.domain.metrics import (
+    BURST_ID_COLUMNS,
     assign_phases,
     burst_metrics,
     combine_phase_units,
@@ -33,7 +35,15 @@ from synthtrace.tracelib.domain.metrics import (
     source_keys,
     world_collectives,
 )
-from synthtrace.warehouse.analysis_store import AnalysisInput, AnalysisParts, StoredParts, TraceWindows
+from synthtrace.tracelib.domain.uncore import DRAM_CAS_COLUMN
+from synthtrace.warehouse.analysis_store import (
+    BURST_ORDER,
+    WINDOW_KEYS,
+    AnalysisInput,
+    AnalysisParts,
+    StoredParts,
+    TraceWindows,
+)
 from synthtrace.warehouse.experiment import ExperimentTrace
 
 ARCHETYPE_COLUMNS: dict[str, pl.DataType] = {
@@ -80,7 +90,7 @@ def _unit_rows(df: pl.DataFrame, unit: str) -> pl.DataFrame:
 def mix(archetypes: pl.DataFrame | pl.LazyFrame | StoredParts) -> pl.DataFrame:
     """The archetype mix: per unit and archetype, count, total time (s) and share of the unit's time."""
     return (archetypes.lazy().group_by("unit", "archetype")
-            .agg(pl.len().alias("count"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
+            .agg(pl.len().alias("count"), (float_sum(pl.col("duration_ns")) * 1e-9).alias("time_s"))
             .with_columns((pl.col("time_s") / pl.col("time_s").sum().over("unit")).alias("time_share"))
             .sort("unit", "time_s", descending=[False, True]).collect())
 
@@ -90,6 +100,15 @@ def mix(archetypes: pl.DataFrame | pl.LazyFrame | StoredParts) -> pl.DataFrame:
 DISCOVERY_SAMPLE_ROWS = 200_000
 #: what :func:`mpi_metrics` reads of the burst a call closes
 _CLOSING = ["experiment", "run_id", "appl", "task", "thread", "end_ns", "flops", "instructions"]
+
+
+def metric_inputs(names: list[str], cmap: CounterMap) -> list[str]:
+    """The columns of a bursts-like frame (column ``names``, in order) the metrics, rules and discovery read: its
+    keys and times and the counters ``cmap`` (resolved on all of ``names``) gives a role. A run sampling thousands
+    of counter types no role knows is read as these few (attack 18 F2: not bursts x counter types)."""
+    used = {*BURST_ID_COLUMNS, *BURST_ORDER, *WINDOW_KEYS, DRAM_CAS_COLUMN, *cmap.fp_arith}
+    used |= {c for cols in cmap.columns.values() for c in cols}
+    return [c for c in names if c in used]
 
 
 def _frames_of(bursts: pl.DataFrame, calls: pl.DataFrame | None) -> list[TraceWindows]:
@@ -152,6 +171,7 @@ def analyse_windows(traces: list[TraceWindows], parts: AnalysisParts, *, machine
             rid = trace.bursts.select(pl.col("run_id").first()).collect().item()
         rps = ranks_per_socket(trace.bursts, machine, (n_nodes or {}).get(rid))
         cmap = resolve(trace.bursts)
+        trace = replace(trace, bursts=trace.bursts.select(metric_inputs(trace.bursts.collect_schema().names(), cmap)))
         rules = ArchetypeRules(machine, thresholds, ranks_per_socket=rps, counter_map=cmap).fit()
         world = _world(trace)
         units, n, closing = [], 0, None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from synthtrace.tracelib.domain.sums import exact_sum, float_sum
 from synthtrace.warehouse.history import HISTORY_ROLES, site_rank_table
 from synthtrace.warehouse.layout import Warehouse
 
@@ -26,9 +27,10 @@ def with_app_total(t: pl.DataFrame) -> pl.DataFrame:
     keys = ["app", "experiment", "run_id", "started_at", "n_tasks", "n_threads", "appl", "task", "thread"]
     total = t.group_by(keys).agg(
         pl.lit(APP_TOTAL).alias("call_site"), pl.lit(1, pl.Int64).alias("visits"),
-        pl.col("compute_ns").sum(), pl.col("compute_ns").sum().alias("compute_med_ns"), pl.col("mpi_ns").sum(),
-        pl.col("mpi_ns").sum().alias("mpi_med_ns"), pl.col("mpi_calls").sum(), pl.col("mpi_bytes").sum(),
-        *[pl.when(pl.col(r).is_not_null().all()).then(pl.col(r).sum()).alias(r) for r in HISTORY_ROLES])
+        exact_sum(pl.col("compute_ns")), exact_sum(pl.col("compute_ns")).alias("compute_med_ns"),
+        exact_sum(pl.col("mpi_ns")), exact_sum(pl.col("mpi_ns")).alias("mpi_med_ns"), pl.col("mpi_calls").sum(),
+        exact_sum(pl.col("mpi_bytes")),
+        *[pl.when(pl.col(r).is_not_null().all()).then(exact_sum(pl.col(r))).alias(r) for r in HISTORY_ROLES])
     return pl.concat([t, total.select(t.columns)], how="vertical_relaxed")
 
 
@@ -69,9 +71,9 @@ def site_signals(t: pl.DataFrame) -> pl.DataFrame:
     per_run = t.group_by("app", "config", "point", "run_id", "started_at", "call_site").agg(
         pl.col("compute_med_ns").mean().alias("_comp"), pl.col("mpi_med_ns").mean().alias("_mpi"),
         pl.col("visits").sum().alias("_visits"), pl.col("mpi_calls").sum().alias("_calls"),
-        pl.col("mpi_bytes").sum().alias("_bytes"),
+        float_sum(pl.col("mpi_bytes")).alias("_bytes"),
         pl.col("compute_med_ns").max().alias("_cmax"),
-        *[pl.col(r).sum().alias(r) for r in HISTORY_ROLES],
+        *[float_sum(pl.col(r)).alias(r) for r in HISTORY_ROLES],
         *[pl.col(r).is_not_null().all().alias(f"_has_{r}") for r in HISTORY_ROLES],
     ).with_columns(*[pl.when(pl.col(f"_has_{r}")).then(pl.col(r)).alias(r) for r in HISTORY_ROLES])
     ins = pl.col("ins")

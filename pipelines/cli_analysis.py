@@ -36,6 +36,7 @@ from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.atomic_file import lies_in
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import load_machine
+from synthtrace.tracelib.domain.sums import float_sum
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.names import name_option
@@ -74,7 +75,7 @@ def provisional_mix(archetypes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     from synthtrace.models.analysis import mix
     from synthtrace.models.archetypes import INSUFFICIENT
     prov = (archetypes.lazy().filter(pl.col("provisional").is_not_null() & (pl.col("archetype") != INSUFFICIENT))
-            .group_by("unit", "archetype").agg((pl.col("duration_ns").sum() * 1e-9).alias("_prov_s")).collect())
+            .group_by("unit", "archetype").agg((float_sum(pl.col("duration_ns")) * 1e-9).alias("_prov_s")).collect())
     return (
         mix(archetypes)
         .join(prov, on=["unit", "archetype"], how="left", maintain_order="left")
@@ -90,10 +91,10 @@ def undecided_lines(archetypes: pl.DataFrame | pl.LazyFrame) -> list[str]:
     ns = pl.col("duration_ns")
     open_ = b.filter(pl.col("provisional").is_not_null())
     total, n_insufficient, insufficient_ns, n_open, open_ns = b.select(
-        ns.sum().alias("total"), (pl.col("archetype") == INSUFFICIENT).sum().alias("n_insufficient"),
-        ns.filter(pl.col("archetype") == INSUFFICIENT).sum().alias("insufficient_ns"),
+        float_sum(ns).alias("total"), (pl.col("archetype") == INSUFFICIENT).sum().alias("n_insufficient"),
+        float_sum(ns.filter(pl.col("archetype") == INSUFFICIENT)).alias("insufficient_ns"),
         pl.col("provisional").is_not_null().sum().alias("n_open"),
-        ns.filter(pl.col("provisional").is_not_null()).sum().alias("open_ns"),
+        float_sum(ns.filter(pl.col("provisional").is_not_null())).alias("open_ns"),
     ).collect().row(0)
     total = total or 1
     lines = []
@@ -103,7 +104,7 @@ def undecided_lines(archetypes: pl.DataFrame | pl.LazyFrame) -> list[str]:
     if n_open:
         def by_time(col: str) -> str:
             t = (open_.select(col, "duration_ns").explode(col).drop_nulls(col).group_by(col)
-                 .agg(pl.col("duration_ns").sum()).sort("duration_ns", descending=True).collect())
+                 .agg(float_sum(pl.col("duration_ns"))).sort("duration_ns", descending=True).collect())
             return ", ".join(f"{c} ({ns / total:.0%})" for c, ns in t.iter_rows())
         lines.append(f"provisional labels on {open_ns / total:.1%} of burst time; "
                      f"could also be: {by_time('could_also_be') or '-'}; counters that would decide: "

@@ -46,6 +46,8 @@ from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.domain.machine import Machine, MachineProfileError
 from synthtrace.tracelib.domain.counters import same_quantity
 from synthtrace.tracelib.domain.metrics import MISSING_ROLES, ranks_per_socket
+from synthtrace.tracelib.folder_tree import walk
+from synthtrace.tracelib.domain.sums import float_sum
 from synthtrace.warehouse.analysis_store import (
     AnalysisParts,
     experiments,
@@ -676,7 +678,7 @@ def _counter_advice(arch: pl.DataFrame | pl.LazyFrame, bm: pl.DataFrame | pl.Laz
 
     need = (insuff.select("missing_counters", "duration_ns").explode("missing_counters")
             .drop_nulls("missing_counters")
-            .group_by("missing_counters").agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9)
+            .group_by("missing_counters").agg(pl.len().alias("bursts"), (float_sum(pl.col("duration_ns")) * 1e-9)
                                                                          .alias("time_s"))
             .collect(engine="streaming")
             .with_columns(pl.col("missing_counters").map_elements(is_recorded, return_dtype=pl.Boolean)
@@ -701,7 +703,7 @@ def _counter_advice(arch: pl.DataFrame | pl.LazyFrame, bm: pl.DataFrame | pl.Laz
                      "counter (no other run can supply them).</p>")
     if n_sampled:
         prov = (insuff.group_by("provisional")
-                .agg(pl.len().alias("bursts"), (pl.col("duration_ns").sum() * 1e-9).alias("time_s"))
+                .agg(pl.len().alias("bursts"), (float_sum(pl.col("duration_ns")) * 1e-9).alias("time_s"))
                 .collect(engine="streaming").sort("time_s", descending=True))
         parts += ["<p class='note'>Provisional archetypes of the bursts with samples (first rule that fires among "
                   "those the counters decide):</p>", _table(prov)]
@@ -840,8 +842,9 @@ def section_key(wh: Warehouse, name: str, machine: Machine, thresholds: Threshol
     """What an experiment's section is drawn from: its runs (ids name their content), the files of its folder
     (merge, analysis; by size and modification time), the machine profile and the thresholds."""
     folder = wh.experiment_dir(name)
+    below = (Path(here, n) for here, _, names in walk(folder) for n in names)  # any depth: rglob recursed per level
     files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
-                   for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+                   for p in below if p.is_file()) if folder.is_dir() else []
     runs = runs_table(wh).filter(pl.col("experiment") == name)["run_id"].sort().to_list()
     what = [SECTION_FORMAT, runs, files, machine.as_dict(), machine.source, thresholds and thresholds.as_dict()]
     return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()[:20]

@@ -227,6 +227,9 @@ class CampaignSpec:
     #: iteration (tracing turned on late on it); its events before, and every communication record with an end
     #: there, are missing
     late_trace: tuple[int, ...] = ()
+    #: the traces' format: "prv" (Paraver, as Extrae writes it) or "otf2" (an archive per run, as Score-P writes
+    #: it: see :mod:`.otf2_out`)
+    trace_format: str = "prv"
 
     @property
     def name(self) -> str:
@@ -1055,8 +1058,10 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
         name = f"{spec.app}.run{r}"
         bursts, calls, msgs, events, truth = _tables(ex, spec, model, timing, placement, machine.cores_per_node,
                                                      sets[r], name, rng, r)
+        halves, traced_from = msgs, {}  # OTF2 keeps each traced half of a message (a reader pairs them)
         for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3):
             if run == r:
+                traced_from[rank + 1] = _trace_start(rank + 1, iteration, truth)
                 bursts, calls, msgs, events, truth = _traced_from(rank + 1, iteration, bursts, calls, msgs, events,
                                                                   truth)
         if r == spec.renumber_run:
@@ -1069,11 +1074,24 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
                          communicators=tuple(Communicator(1, c, tuple(int(t) + 1 for t in m))
                                              for c, m in {WORLD: tuple(range(P)), **comms}.items()),
                          node_names=placement.node_names, binary=spec.app)
-        traces.append(write_paraver(d / name, bursts, calls, meta, messages=msgs, counters=sets[r], events=events))
+        if spec.trace_format == "otf2":
+            if r == spec.renumber_run or spec.shape.threads > 1:
+                raise BadInputError("the OTF2 output writes neither renumbered runs nor threads")
+            from synthtrace.simulator.otf2_out import write_otf2
+            traces.append(write_otf2(d / name, bursts, calls, halves, sets[r], traced_from))
+        else:
+            traces.append(write_paraver(d / name, bursts, calls, meta, messages=msgs, counters=sets[r],
+                                        events=events))
         truths.append(truth)
     truth = _spans(pl.concat(truths), spec)
     truth.write_parquet(d / "truth.parquet")
     return Campaign(spec, traces, truth, sets)
+
+
+def _trace_start(task: int, iteration: int, truth: pl.DataFrame) -> int:
+    """The time (ns) the trace of ``task`` (1-based) starts when it starts at outer ``iteration``: its first burst's
+    there."""
+    return int(truth.filter((pl.col("task") == task) & (pl.col("iteration") >= iteration)).get_column("start_ns").min())
 
 
 def _traced_from(task: int, iteration: int, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame,
@@ -1085,7 +1103,7 @@ def _traced_from(task: int, iteration: int, bursts: pl.DataFrame, calls: pl.Data
     counted as unmatched and left out), and OTF2 pairs the halves of a message the same way. The partners' calls
     that sent or received the missing messages stay, with neither peer nor bytes (a Paraver trace carries them
     in the records only)."""
-    t0 = truth.filter((pl.col("task") == task) & (pl.col("iteration") >= iteration)).get_column("start_ns").min()
+    t0 = _trace_start(task, iteration, truth)
     before = (pl.col("task") == task) & (pl.col("start_ns") < t0)
     gone = truth.filter(before).height
     truth = truth.filter(~before).with_columns(

@@ -5,6 +5,7 @@
 ``huge_metric`` (a double reading beyond 2^63), ``peer_outside`` (a send to rank 99 of a world of 2),
 ``timestamp_2_63`` (an event at tick >= 2^63 on a clock whose offset is 0), ``key_metric`` (a metric named
 ``task``), ``high_offset`` (a valid archive whose clock offset is beyond 2^63 ticks: a TSC after long uptime).
+Written on request only: ``msg_bytes_wrap`` (two messages of 2^62 bytes sent by one call and received by one call).
 """
 from __future__ import annotations
 
@@ -58,13 +59,14 @@ def write(root: Path, defect: str, *, peer: int = 99, reading: float | None = No
                                             for k in range(len(extra.members))])
         call = "MPI_Send" if rank == 0 else "MPI_Recv"
         e.enter(100, call, ins=100)
-        length = 2**64 - 1 if defect == "msg_len_huge" else 64
+        length = {"msg_len_huge": 2**64 - 1, "msg_bytes_wrap": 2**62}.get(defect, 64)
         tag = 2**32 - 1 if defect == "tag_huge" else 7
-        if rank == 0:
-            e.mpi_send(110, peer if defect == "peer_outside" else 0 if defect == "self_message" else 1, a.world, tag,
-                       length)
-        else:
-            e.mpi_recv(110, 99 if defect == "recv_peer_outside" else 0, a.world, tag, length)
+        for at in (110, 120) if defect == "msg_bytes_wrap" else (110,):
+            if rank == 0:
+                e.mpi_send(at, peer if defect == "peer_outside" else 0 if defect == "self_message" else 1, a.world,
+                           tag, length)
+            else:
+                e.mpi_recv(at, 99 if defect == "recv_peer_outside" else 0, a.world, tag, length)
         e.leave(200, call, ins=5)
         if extra is not None and defect in _READINGS:
             value = reading if reading is not None and defect != "key_metric" else _READINGS[defect]

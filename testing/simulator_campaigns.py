@@ -14,6 +14,7 @@ from synthtrace.simulator import ExperimentSpec, TruthStore, Variation, simulate
 from synthtrace.simulator.counter_model import COUNTERS
 from synthtrace.simulator.mpi_exec import NO_MATCH_BIT
 from synthtrace.tracelib.merge.merge_runs import RunTables
+from synthtrace.tracelib.formats.otf2 import Otf2Trace
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from testing.merge_campaigns import SynthRun
 
@@ -135,15 +136,18 @@ def plain_size(seed: int) -> tuple[int, int]:
 
 def read_campaign(c) -> list[RunTables]:
     """The runs of a simulated campaign (:class:`synthtrace.simulator.mechanisms.Campaign`) read back from their
-    Paraver traces, run 0 first (run_id = the trace's stem), with the traces' communication records when the
-    merge takes them (as the warehouse gives them to ``synthtrace merge``)."""
+    Paraver traces or OTF2 archives, run 0 first (run_id = the trace's stem, an archive's folder name), with the
+    traces' communication records when the merge takes them (as the warehouse gives them to ``synthtrace
+    merge``)."""
     from dataclasses import fields
     takes_messages = "messages" in {f.name for f in fields(RunTables)}  # the merge of issue 22 reads them
     out = []
-    for prv in c.traces:
-        bursts, calls, summary = ParaverTrace(prv).read_tables(prv.stem)
+    for path in c.traces:
+        name = path.parent.name if path.suffix == ".otf2" else path.stem  # an OTF2 run is its archive's folder
+        reader = Otf2Trace(path) if path.suffix == ".otf2" else ParaverTrace(path)
+        bursts, calls, summary = reader.read_tables(name)
         extra = {"messages": summary.messages} if takes_messages else {}
-        out.append(RunTables(prv.stem, prv.stem, bursts, calls, **extra))
+        out.append(RunTables(name, name, bursts, calls, **extra))
     return out
 
 

@@ -466,3 +466,29 @@ def test_machine_toml_beside_the_traces_is_used(run_cli, tmp_path):
     (folder / "machine.toml").write_text("name = 'broken'\nsockets = 2\n")
     code, _, err = run_cli("archetypes", "p", "--no-discover", "-w", w)
     assert code == 2 and "machine.toml" in err and len(err.strip().splitlines()) == 1
+
+
+def test_times_summed_over_many_threads_never_wrap(tmp_path, run_cli):
+    """Attack 18 F1: six threads' bursts of 2^61 ns each (a legal header: 2^20 threads with 2.4 hours of bursts
+    each pass 2^63 ns too) summed to a negative time in the archetype mix and the POP table; the mix shows the sum,
+    and the POP table's total past int64 ns is stored NULL, never wrapped."""
+    from testing.traces import written_trace
+
+    t, n = 2**61, 6
+    header = b"#Paraver (01/01/26 at 00:00):%d_ns:1(%d):1:%d(%s)\n" % (2 * t + 10, n, n, b",".join([b"1:1"] * n))
+    body = b"".join(b"1:1:1:%d:1:0:%d:1\n2:1:1:%d:1:5:42000050:1000\n1:1:1:%d:1:%d:%d:0\n" % (k, t, k, k, t, 2 * t)
+                    for k in range(1, n + 1))
+    (tmp_path / "exp").mkdir()
+    written_trace(tmp_path / "exp" / "big.prv", header, body)
+    wh = tmp_path / "wh"
+    code, _, err = run_cli("ingest", tmp_path / "exp", "-w", wh)
+    assert code == 0, err
+    code, out, err = run_cli("archetypes", "-w", wh, "exp")
+    assert code == 0, err
+    (burst_row,) = [line for line in out.splitlines() if "│ burst" in line]
+    assert f"{n * t * 1e-9:.3e}" in burst_row, out
+    code, _, err = run_cli("pop", "-w", wh, "exp")
+    assert code == 0, err
+    code, out, err = run_cli("sql", "SELECT useful_sum_ns, useful_max_ns FROM pop_metrics", "-w", wh, "-f", "json")
+    assert code == 0, err
+    assert json.loads(out) == [{"useful_sum_ns": None, "useful_max_ns": t}]

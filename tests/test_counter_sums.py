@@ -29,15 +29,20 @@ def _samples(n: int, t0: int, value: int) -> bytes:
     return b"".join(b"2:1:1:1:1:%d:%d:%d\n" % (t0 + i, PAPI_TOT_INS, value) for i in range(n))
 
 
-def test_a_burst_sum_beyond_int64_is_refused_in_one_line(tmp_path, run_cli):
-    """Three samples of 2^62 in one burst: stored as -2^62, blamed on a counter 'read lower than before'."""
-    prv = _write(tmp_path, b"1:1:1:1:1:0:10000:1\n" + _samples(3, 100, 2**62) + b"1:1:1:1:1:10000:20000:0\n")
-    wh = tmp_path / "wh"
+def _assert_ingest_refuses(prv: Path, run_cli, *words: str) -> None:
+    """``synthtrace ingest prv`` exits 2 with one error line naming the file and ``words``, and stores nothing."""
+    wh = prv.parent / "wh"
     code, out, err = run_cli("ingest", prv, "-w", wh)
     lines = [x for x in err.strip().splitlines() if not x.startswith("warning:")]
     assert code == 2 and len(lines) == 1, err
-    assert all(w in lines[0] for w in (str(prv), "PAPI_TOT_INS", "thread 1:1:1", "at 101 ns", "int64")), err
+    assert all(w in lines[0] for w in (str(prv), *words)), err
     assert not wh.exists()
+
+
+def test_a_burst_sum_beyond_int64_is_refused_in_one_line(tmp_path, run_cli):
+    """Three samples of 2^62 in one burst: stored as -2^62, blamed on a counter 'read lower than before'."""
+    prv = _write(tmp_path, b"1:1:1:1:1:0:10000:1\n" + _samples(3, 100, 2**62) + b"1:1:1:1:1:10000:20000:0\n")
+    _assert_ingest_refuses(prv, run_cli, "PAPI_TOT_INS", "thread 1:1:1", "at 101 ns", "int64")
 
 
 def test_a_call_sum_beyond_int64_is_refused(tmp_path):
@@ -117,3 +122,53 @@ def test_parts_and_whole_frames_agree(tmp_path, monkeypatch):
     names = counter_columns(b)
     assert names == sorted(names) and len(names) == 40 and b.height == 400
     assert b.select(pl.sum_horizontal(names)).to_series().to_list() == list(range(1, 401))
+
+
+# ------------------------------------------------------------------ a call's message bytes (attack 17, left by F1)
+TWO_TASKS = b"#Paraver (01/01/26 at 00:00):1000000000_ns:1(2):1:2(1:1,1:1)\n"
+
+
+def _messages(tmp_path: Path, sizes: tuple[int, int], two_sends: bool = False) -> Path:
+    """Task 1 sends two messages of ``sizes`` bytes (at 150 and 160 ns) from one call (MPI_Reduce at 100-200 ns;
+    ``two_sends``: the second from another call, 160-170 ns) to task 2, which receives both in one call
+    (300-500 ns, at 400 and 410 ns)."""
+    send = (b"2:1:1:1:1:100:50000002:9\n3:1:1:1:1:150:150:2:1:2:1:400:400:%d:1\n" % sizes[0]
+            + (b"2:1:1:1:1:155:50000002:0\n1:1:1:1:1:155:160:1\n2:1:1:1:1:160:50000002:9\n" if two_sends else b"")
+            + b"3:1:1:1:1:160:160:2:1:2:1:410:410:%d:1\n" % sizes[1]
+            + (b"2:1:1:1:1:170:50000002:0\n1:1:1:1:1:170:1000:1\n" if two_sends
+               else b"2:1:1:1:1:200:50000002:0\n1:1:1:1:1:200:1000:1\n"))
+    body = (b"1:1:1:1:1:0:100:1\n1:2:1:2:1:0:300:1\n" + send
+            + b"2:2:1:2:1:300:50000002:9\n2:2:1:2:1:500:50000002:0\n1:2:1:2:1:500:1000:1\n")
+    return written_trace(tmp_path / "messages.prv", TWO_TASKS, body)
+
+
+def test_a_call_s_sent_bytes_beyond_int64_are_refused_in_one_line(tmp_path, run_cli):
+    """Two messages of 2^62 bytes sent by one call: its bytes_sent was stored as -2^63 (the per-call add of the
+    messages' sizes wrapped unchecked)."""
+    _assert_ingest_refuses(_messages(tmp_path, (2**62, 2**62)), run_cli, "thread 1:1:1", "sent", "at 160 ns", "int64")
+
+
+def test_a_call_s_received_bytes_beyond_int64_are_refused(tmp_path):
+    """The same messages sent by two calls, received by one: the receiving call's bytes_recv."""
+    prv = _messages(tmp_path, (2**62, 2**62), two_sends=True)
+    with pytest.raises(TraceFormatError, match=r"one MPI call of thread 1:2:1 received pass int64 .* at 410 ns"):
+        ParaverTrace(prv).read_tables("r")
+
+
+def test_an_otf2_call_s_message_bytes_beyond_int64_are_refused_naming_the_archive(tmp_path, run_cli):
+    """The same in an OTF2 archive (two messages of 2^62 bytes in one MPI_Send and one MPI_Recv): refused before any
+    call is stored, in one line naming the archive (it said ``<records>``)."""
+    from testing import hostile_otf2
+
+    anchor = hostile_otf2.write(tmp_path / "wrap", "msg_bytes_wrap")
+    code, _, err = run_cli("ingest", anchor, "-w", tmp_path / "wh")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(anchor) in err and "int64" in err and "<records>" not in err, err
+    assert not (tmp_path / "wh").exists()
+
+
+def test_message_bytes_within_int64_are_kept(tmp_path):
+    """Up to int64's largest value exactly: kept as summed, on both sides."""
+    _, calls, _ = ParaverTrace(_messages(tmp_path, (2**62, 2**62 - 1))).read_tables("r")
+    assert calls.get_column("bytes_sent").to_list() == [2**63 - 1, 0]
+    assert calls.get_column("bytes_recv").to_list() == [0, 2**63 - 1]

@@ -31,11 +31,38 @@ def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.sort(frame.columns, nulls_last=True)
 
 
+def _stored(tmp: Path, traces: list[Path], experiment: str = "pair"):
+    """The experiment of ``traces`` ingested into the warehouse ``tmp/wh``."""
+    for t in traces:
+        synthtrace.ingest(str(tmp / "wh"), str(t), experiment=experiment)
+    return Warehouse(tmp / "wh").experiment(experiment)
+
+
+def _spied_and_whole(exp, monkeypatch: pytest.MonkeyPatch,
+                     options: MergeOptions = MergeOptions()) -> tuple[MergeResult, MergeResult]:
+    """The merge ``merge_stored`` commits with the spies set on ``monkeypatch`` (undone after it), and the merge of
+    the experiment's whole tables."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = merged_module.merge_stored(exp, options)
+        monkeypatch.undo()
+        whole = merge_runs(whole_run_tables(exp), options, experiment=exp.name)
+    return got, whole
+
+
+def _assert_committed_is_whole(exp, got: MergeResult, whole: MergeResult) -> None:
+    """The committed merge tables and warnings are those of the merge of the whole tables."""
+    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
+                        ("merge_quality", whole.quality)):
+        committed = pl.read_parquet(exp.dir / f"{name}.parquet")
+        assert committed.schema == frame.schema
+        assert _sorted(committed).equals(_sorted(frame)), name
+    assert got.warnings == whole.warnings
+
+
 def _assert_slim_merge_is_the_whole_merge(tmp: Path, traces: list[Path], options: MergeOptions,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    for t in traces:
-        synthtrace.ingest(str(tmp / "wh"), str(t), experiment="pair")
-    exp = Warehouse(tmp / "wh").experiment("pair")
+    exp = _stored(tmp, traces)
     seen: list[list[RunTables]] = []
 
     def spy(runs, *args, **kwargs):
@@ -43,23 +70,14 @@ def _assert_slim_merge_is_the_whole_merge(tmp: Path, traces: list[Path], options
         return merge_runs(runs, *args, **kwargs)
 
     monkeypatch.setattr(merged_module, "merge_runs", spy)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        got = merged_module.merge_stored(exp, options)
-        whole: MergeResult = merge_runs(whole_run_tables(exp), options, experiment=exp.name)
+    got, whole = _spied_and_whole(exp, monkeypatch, options)
     (runs,) = seen
     for r in runs:  # what the merge holds: the calls' columns it reads, no run id
         names = r.mpi_calls.collect_schema().names()
         assert names == [c for c in CALL_COLUMNS if c in names]
         assert "run_id" not in r.bursts.lazy().collect_schema().names()
         assert r.mpi_calls.lazy().select(pl.len()).collect().item() > 0
-    committed = {n: pl.read_parquet(exp.dir / f"{n}.parquet") for n in ("merged_bursts", "merge_matches",
-                                                                           "merge_quality")}
-    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
-                        ("merge_quality", whole.quality)):
-        assert committed[name].schema == frame.schema
-        assert _sorted(committed[name]).equals(_sorted(frame)), name
-    assert got.warnings == whole.warnings
+    _assert_committed_is_whole(exp, got, whole)
 
 
 def test_otf2_merge_of_the_columns_it_reads_is_the_whole_merge(tmp_path: Path,
@@ -158,7 +176,7 @@ def test_no_run_calls_held_while_aligning(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(merge_runs_module, "align_runs", spy)
     _assert_slim_merge_is_the_whole_merge(tmp_path, OTF2_PAIR, MergeOptions(allow_timing_only=True), monkeypatch)
-    assert alive[0] == 0  # the whole-run merge of merge_stored (the second: the whole tables, held by the test)
+    assert alive == [0]  # the whole-run merge of merge_stored (the spies are undone before the whole tables')
 
 
 # ------------------------------------------------------------------ a campaign's runs one at a time (issue 23, F8)
@@ -171,36 +189,13 @@ def _another_day(prv: Path, dest: Path, day: int) -> Path:
     return copy
 
 
-def _spied_and_whole(exp, monkeypatch: pytest.MonkeyPatch):
-    """The merge ``merge_stored`` commits with the spies set on ``monkeypatch`` (undone after it), and the merge of
-    the experiment's whole tables."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        got = merged_module.merge_stored(exp, MergeOptions())
-        monkeypatch.undo()
-        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
-    return got, whole
-
-
-def _assert_committed_is_whole(exp, got, whole) -> None:
-    """The committed merge tables and warnings are those of the merge of the whole tables."""
-    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
-                        ("merge_quality", whole.quality)):
-        committed = pl.read_parquet(exp.dir / f"{name}.parquet")
-        assert committed.schema == frame.schema
-        assert _sorted(committed).equals(_sorted(frame)), name
-    assert got.warnings == whole.warnings
-
-
 def test_a_campaign_s_runs_are_let_go_once_aligned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of a 3-run campaign of the real LULESH traces (the 4+4 run, the same on another day, the 7+1 run):
     while a run is aligned, nothing of the run aligned before it is alive (its bursts, its match table, the
     bursts its values come from): memory does not grow with the number of runs (attack 12 F8: 7 runs of 270 MB
     needed 2.66 GB, 2 of them 1.07 GB); and the merge committed is the merge of the whole tables (every table and
     column, the warnings)."""
-    for t in (LULESH_A, _another_day(LULESH_A, tmp_path / "traces", 22), LULESH_B):
-        synthtrace.ingest(str(tmp_path / "wh"), str(t), experiment="three")
-    exp = Warehouse(tmp_path / "wh").experiment("three")
+    exp = _stored(tmp_path, [LULESH_A, _another_day(LULESH_A, tmp_path / "traces", 22), LULESH_B], "three")
     assert len(exp.run_ids) == 3
     runs: list[list[weakref.ref]] = []  # per other run aligned, its frames
     alive: list[int] = []
@@ -345,9 +340,7 @@ def test_the_reference_s_sequence_table_is_spilled_while_the_other_run_s_is_buil
     reference's table); the alignment gets it back equal (every column, its order and types); each run's calls are
     read once (the rank correspondence and the alignment share the other run's); the tables hold no gap cost column
     (the aligner computes it from the duration); the merge committed is the merge of the whole tables."""
-    for t in (LULESH_A, LULESH_B):
-        synthtrace.ingest(str(tmp_path / "wh"), str(t), experiment="pair")
-    exp = Warehouse(tmp_path / "wh").experiment("pair")
+    exp = _stored(tmp_path, [LULESH_A, LULESH_B])
     tables: list[weakref.ref] = []
     alive: list[list[bool]] = []  # at each sequence table's start, whether the tables made before are alive
     columns: list[list[str]] = []
@@ -426,8 +419,7 @@ def test_message_pairs_copy_only_the_key_columns_they_read(
         merged_lulesh: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge`` of the real LULESH pair: the message pairs are joined on copies of the runs' rows that start with a
     message holding only the keys they are joined and ranked on and the row (a copy of every logical key column
-    of those rows, ~1 M per 550 MB run, was alive through the join, at ``key_pairs``' peak), and the merge is the
-    one of the whole keys."""
+    of those rows, ~1 M per 550 MB run, was alive through the join, at ``key_pairs``' peak)."""
     runs = _pair_runs(merged_lulesh)
     join_pairs = anchors._join_pairs
     seen: list[tuple[list[str], list[str]]] = []
@@ -452,9 +444,7 @@ def test_the_runs_bursts_are_not_held_through_the_alignment(tmp_path: Path, monk
     reference to the other run's calls while its sequence table is built (handed over once what the checks read of
     them is derived: they go when the table lets them go, not held after it); the merge committed is the merge of
     the whole tables."""
-    for t in (LULESH_A, LULESH_B):
-        synthtrace.ingest(str(tmp_path / "wh"), str(t), experiment="pair")
-    exp = Warehouse(tmp_path / "wh").experiment("pair")
+    exp = _stored(tmp_path, [LULESH_A, LULESH_B])
     columns: list[list[str]] = []
     held: list[bool] = []
     alive: list[tuple[int, int]] = []
@@ -481,6 +471,27 @@ def test_the_runs_bursts_are_not_held_through_the_alignment(tmp_path: Path, monk
     assert alive == [(0, 0)]  # neither run's bursts (cpu, call_site), nor calls (call_site)
     assert held == [False]
     assert len(columns) == 2 and not any("cpu" in c for c in columns)
+    _assert_committed_is_whole(exp, got, whole)
+
+
+def test_the_reference_s_bursts_are_read_whole_once_after_the_alignments(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge --estimate-unmatched`` of the real OTF2 pair (``merge_stored``: the runs' bursts handed as lazy scans):
+    the other run's bursts are read whole once (after its alignment), the reference's once for that alignment and
+    once for the merged rows and their estimates (read again for the estimates before: note17), and the merge
+    committed is the merge of the whole tables."""
+    exp = _stored(tmp_path, OTF2_PAIR)
+    read: list[str] = []
+    bursts_of = merge_runs_module.bursts_of
+
+    def spy(run, features=None):
+        if features is None:
+            read.append(run.run_name)
+        return bursts_of(run, features)
+
+    monkeypatch.setattr(merge_runs_module, "bursts_of", spy)
+    got, whole = _spied_and_whole(exp, monkeypatch, MergeOptions(allow_timing_only=True, estimate_unmatched=True))
+    assert len(read) == 3 and read.count(got.reference_run) == 2, read
     _assert_committed_is_whole(exp, got, whole)
 
 

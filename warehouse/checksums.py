@@ -47,6 +47,7 @@ from pathlib import Path
 
 import xxhash
 
+from synthtrace.tracelib.folder_tree import walk
 from synthtrace.warehouse.layout import MANIFEST, MARKER, read_record
 from synthtrace.warehouse.night_lock import file_kind
 
@@ -93,7 +94,7 @@ def write_manifest(stage: Path, previous: Path | None = None, folder: str | None
     damage."""
     before = _manifest(str(previous / MANIFEST)) if previous is not None else None
     files: dict[str, list] = {}
-    for dirpath, _, names in os.walk(stage):
+    for dirpath, _, names in walk(stage):  # any depth (issue 23: os.walk recursed per level)
         for name in names:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, stage)

@@ -341,14 +341,15 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
 
     out, seen, waiting, skipped = [], set(), [], []
     traces = []
-    for p in find_traces([drop]):
+    not_files = _NotTraceFiles(drop)
+    for p in find_traces([drop], not_files.add):  # one walk of the drop folder for both (issue 23)
         if QUARANTINE in p.relative_to(drop).parts:
             continue
         if is_utf8(p):
             traces.append(p)
         else:
             skipped.append(LeftTrace(shown(p), "its path is not UTF-8 (a Latin-1 or Windows name?); rename it"))
-    skipped += _not_trace_files(drop)
+    skipped += not_files.left()
     experiments, _ = experiment_names(traces, wh)  # where the folders' runs went
     inside = os.path.realpath(drop)
     for path in traces:
@@ -387,29 +388,50 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
     return Discovery(out, waiting, skipped)
 
 
-def _not_trace_files(drop: Path) -> list[LeftTrace]:
-    """What under ``drop`` (not its quarantine) is named as a trace but is no trace file, each with why it is not
-    read: a FIFO, a folder (searched, not read as a trace), a link that leads to no file (dangling, or a loop), a
-    socket or a device. The search for traces passes them by (only files are traces); a night said nothing of them,
-    while it said a link out of the folder (attack 10)."""
-    from synthtrace.tracelib.formats.source import is_trace
+#: entries named as traces that are no trace files a night lists by name, the first by path; the others are counted
+#: (issue 23: a drop folder may hold any number, and every one of them was listed, in memory and in the summary)
+LISTED_NOT_FILES = 100
 
-    out = []
-    for p in sorted(tree_entries(drop)):
-        try:
-            if not is_trace(p) or p.is_file() or QUARANTINE in p.relative_to(drop).parts:
-                continue
-        except OSError:  # a path too long to take (find_traces warned of it, attack 17 F2)
-            continue
-        try:
-            mode = p.stat().st_mode
-        except OSError:
-            why = "is a link that leads to no file (dangling, or a loop of links)"
-        else:
-            why = ("is a folder (the traces inside it are read)" if stat.S_ISDIR(mode) else
-                   "is a FIFO (a named pipe)" if stat.S_ISFIFO(mode) else "is a socket or a device")
-        out.append(LeftTrace(shown(p), f"{why}, not a trace file: not read"))
-    return out
+
+class _NotTraceFiles:
+    """What under a drop folder (not its quarantine) is named as a trace but is no trace file, each with why it is
+    not read: a FIFO, a folder (searched, not read as a trace), a link that leads to no file (dangling, or a loop),
+    a socket or a device. The search for traces passes them by (only files are traces); a night said nothing of
+    them, while it said a link out of the folder (attack 10). Given by the search's walk (:meth:`add`), they are
+    counted and the first :data:`LISTED_NOT_FILES` by path kept: memory bounded however many there are."""
+
+    def __init__(self, drop: Path):
+        self.drop = drop
+        self.count = 0
+        self._first: list[Path] = []
+
+    def add(self, entry: os.DirEntry) -> None:
+        """Take ``entry`` (named as a trace, no file: :func:`~synthtrace.tracelib.formats.source.find_traces`)."""
+        path = Path(entry.path)
+        if QUARANTINE in path.relative_to(self.drop).parts:
+            return
+        self.count += 1
+        self._first.append(path)
+        if len(self._first) >= 2 * LISTED_NOT_FILES:
+            self._first = sorted(self._first)[:LISTED_NOT_FILES]
+
+    def left(self) -> list[LeftTrace]:
+        """The first :data:`LISTED_NOT_FILES` by path with why each is not read, and a line counting the rest."""
+        out = []
+        for p in sorted(self._first)[:LISTED_NOT_FILES]:
+            try:
+                mode = p.stat().st_mode
+            except OSError:
+                why = "is a link that leads to no file (dangling, or a loop of links)"
+            else:
+                why = ("is a folder (the traces inside it are read)" if stat.S_ISDIR(mode) else
+                       "is a FIFO (a named pipe)" if stat.S_ISFIFO(mode) else "is a socket or a device")
+            out.append(LeftTrace(shown(p), f"{why}, not a trace file: not read"))
+        if (more := self.count - len(out)) > 0:
+            out.append(LeftTrace(shown(self.drop), f"{more:,} more entries named as traces that are no trace "
+                                                   "files (folders, FIFOs, links that lead to no file), not listed: "
+                                                   "not read"))
+        return out
 
 
 def _outside(path: Path, inside: str) -> Path | None:

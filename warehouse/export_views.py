@@ -25,6 +25,10 @@ CALL_KEYS = [*THREAD_KEYS, "call_seq"]
 #: the rows (bursts, MPI calls) an export reads at a time (the default of the ``rows`` below): a window's frames
 #: take ~1 kB a row at most
 EXPORT_WINDOW_ROWS = 200_000
+#: the cells (rows x columns) an export reads at a time: a window of a wide trace (a run sampling thousands of
+#: counter types, each a column) holds fewer rows (attack 18 F2: 10,000 bursts x 4,096 counter columns in one
+#: window took 1.9 GB); a trace of up to 40 columns keeps :data:`EXPORT_WINDOW_ROWS`
+EXPORT_WINDOW_CELLS = 8_000_000
 #: the slices of a trace's time span whose rows are counted to cut it into windows of time
 _TIME_SLICES = 4096
 
@@ -119,6 +123,13 @@ def export_scans(wh: Warehouse, experiment: str) -> ExportScans:
                        scan_parts([messages]) if messages is not None and messages.is_file() else None)
 
 
+def window_rows(scans: Sequence[pl.LazyFrame | None], rows: int | None = None) -> int:
+    """The rows of ``scans`` an export reads at a time: ``rows`` (:data:`EXPORT_WINDOW_ROWS`), fewer when the
+    widest of ``scans`` would pass :data:`EXPORT_WINDOW_CELLS` cells."""
+    width = max((len(s.collect_schema()) for s in scans if s is not None), default=1)
+    return max(1, min(rows or EXPORT_WINDOW_ROWS, EXPORT_WINDOW_CELLS // max(1, width)))
+
+
 def _at_or_after(keys: Sequence[str], point: Sequence[int]) -> pl.Expr:
     """Rows whose ``keys`` come at or after ``point`` in lexicographic order."""
     expr = pl.col(keys[-1]) >= point[-1]
@@ -196,7 +207,7 @@ def in_time(column: str, lo: int | None, hi: int | None) -> pl.Expr:
 def write_csv(out: BinaryIO, scans: ExportScans, rows: int | None = None) -> int:
     """The bursts as CSV (one row per burst, as :func:`load_export_tables` gives them), a window at a time;
     returns the bursts written."""
-    rows = rows or EXPORT_WINDOW_ROWS
+    rows = window_rows([scans.bursts], rows)
     n = 0
     for i, where in enumerate(key_windows(scans.bursts, BURST_KEYS, rows)):
         window = scans.bursts_in(where)
@@ -208,9 +219,9 @@ def write_csv(out: BinaryIO, scans: ExportScans, rows: int | None = None) -> int
 def write_pipit(out: BinaryIO, scans: ExportScans, rows: int | None = None) -> None:
     """Pipit's events table (:func:`~synthtrace.tracelib.formats.exports.pipit_events`) as CSV, a window of time
     at a time, each window's readings carried on into the next."""
-    rows = rows or EXPORT_WINDOW_ROWS
     first = process_numbers(scans.tasks())
     tables = [scans.bursts] + ([scans.calls] if scans.calls is not None and scans.count("calls") else [])
+    rows = window_rows(tables, rows)
     totals = None
     for i, (lo, hi) in enumerate(time_windows(tables, rows)):
         starts, ends = in_time("start_ns", lo, hi), in_time("end_ns", lo, hi)
@@ -227,8 +238,8 @@ def write_pipit(out: BinaryIO, scans: ExportScans, rows: int | None = None) -> N
 def write_perfetto(out: BinaryIO, scans: ExportScans, name: str, rows: int | None = None) -> None:
     """Chrome/Perfetto trace JSON (:func:`~synthtrace.tracelib.formats.exports.write_perfetto`), a window at a
     time."""
-    rows = rows or EXPORT_WINDOW_ROWS
     keys = [*THREAD_KEYS, "start_ns"]
-    bursts = (scans.bursts_in(w) for w in key_windows(scans.bursts, keys, rows))
-    calls = (scans.calls_in(w) for w in key_windows(scans.calls, keys, rows)) if scans.calls is not None else ()
+    bursts = (scans.bursts_in(w) for w in key_windows(scans.bursts, keys, window_rows([scans.bursts], rows)))
+    calls = (scans.calls_in(w) for w in key_windows(scans.calls, keys, window_rows([scans.calls], rows))
+             ) if scans.calls is not None else ()
     write_perfetto_windows(out, scans.tasks(calls=False), bursts, calls, name)

@@ -37,7 +37,7 @@ from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import (InvalidNameError, check_name, file_name, legacy_folder_names,
                                         name_from_folder, one_spelling)
 from synthtrace.warehouse.runs import runs_table
-from synthtrace.warehouse.stored import damaged_runs, refuse_foreign
+from synthtrace.warehouse.stored import Folder, damaged_runs, refuse_foreign
 
 RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files kept as run_id
 #: how a run's big tables are written: zstd level 1 stores them as small as the default level 3 (within 0.5 % on
@@ -317,10 +317,13 @@ class PartWriter:
 
 
 def existing_run(wh: Warehouse, run_id: str) -> dict | None:
-    """The stored runs row of ``run_id``; None when there is none or its ``run.parquet`` is damaged (the run is
-    then ingested again, replacing the damaged directory)."""
+    """The stored runs row of ``run_id``; None when there is none, when its folder is none a reader reads (a link,
+    a copy, an incomplete commit: :func:`~synthtrace.warehouse.stored.judge`; attack 18 F5: a linked run was
+    "already ingested" and read nowhere; the writer then refuses a link or a copy, and replaces an incomplete
+    commit) or when its ``run.parquet`` is damaged (the run is then ingested again, replacing the damaged
+    directory)."""
     f = wh.run_dir(run_id) / "run.parquet"
-    if not f.is_file():
+    if not f.is_file() or not Folder.at(f.parent).lists(f.name):
         return None
     try:
         if content_damage(f) is not None:  # [helper integrity] issue 23: damaged though it decodes

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synthtrace.tracelib.errors import SynthtraceError
+from synthtrace.tracelib.folder_tree import copy_tree, remove_tree, walk
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.names import check_name
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:  # polars costs ~0.3 s to import; `runs` and `sql` never need 
     from synthtrace.warehouse.experiment import Experiment
 
 MARKER = "synthtrace-warehouse"
+#: the top folders writers make when first needed (beside runs/, experiments/, .staging/): attack 18 F7, a link at
+#: one of them was written through (a model trained, predictions and index entries stored outside the warehouse)
+WRITTEN_TOPS = (".locks", "models", "predictions", "regressions", "pop", ".index", ".cache")
 #: the checksums of a stored folder's files (:mod:`synthtrace.warehouse.checksums`), written by :meth:`Warehouse.staged`
 MANIFEST = "checksums.json"
 
@@ -211,8 +215,9 @@ class Warehouse:
 
     @property
     def layout_dirs(self) -> tuple[Path, ...]:
-        """The folders every writer writes in (and cleans, for ``.staging``)."""
-        return *self.made_dirs, self.root / ".locks"
+        """The folders writers write in (and clean, for ``.staging``), made as they are first needed but
+        :attr:`made_dirs`: each is refused as a link by every writer (:meth:`check_layout`)."""
+        return *self.made_dirs, *(self.root / top for top in WRITTEN_TOPS)
 
     def check_layout(self) -> None:
         """Refuse a warehouse whose layout folders (:attr:`layout_dirs`) are not its own folders: a symbolic link
@@ -310,7 +315,7 @@ class Warehouse:
             if d.name.endswith(_SWAP_SUFFIX) and not d.is_dir():  # not a writer's journal (they are in .locks)
                 d.unlink(missing_ok=True)
                 continue
-            shutil.rmtree(d, ignore_errors=True)
+            remove_tree(d, ignore_errors=True)
         for lease in [*self.journal_dir.glob(f"L*{_LEASE_SUFFIX}"), *self.journal_dir.glob(".L*.new")]:
             _lease_held(lease)  # [helper races] the leases of writers gone (and of those killed taking one)
 
@@ -374,7 +379,7 @@ class Warehouse:
             except (OSError, ValueError, KeyError, TypeError):
                 # written but cut (no rename had started, see _swap), or not one this warehouse's writers write
                 if journal.is_dir() and not journal.is_symlink():
-                    shutil.rmtree(journal, ignore_errors=True)  # a folder named like one (attack 6 F18)
+                    remove_tree(journal, ignore_errors=True)  # a folder named like one (attack 6 F18)
                 else:
                     journal.unlink(missing_ok=True)
                 continue
@@ -435,10 +440,10 @@ class Warehouse:
                         _fsync_tree(stage)
                     old = self._commit(stage, target, owner, replace)
                 if old is not None:
-                    shutil.rmtree(old, ignore_errors=True)
+                    remove_tree(old, ignore_errors=True)
             except BaseException as exc:
                 os_error = os_error_within(exc, target)  # before the stage goes: its space tells a full disk
-                shutil.rmtree(stage, ignore_errors=True)
+                remove_tree(stage, ignore_errors=True)
                 if (apart := self._apart(exc, target)) is not None:
                     raise apart from None
                 if os_error is not None:
@@ -452,7 +457,7 @@ class Warehouse:
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists():
             if not replace:
-                shutil.rmtree(stage)  # someone committed the same content meanwhile
+                remove_tree(stage)  # someone committed the same content meanwhile
                 return None
             old = self._swap(stage, target, owner)
             COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
@@ -464,7 +469,7 @@ class Warehouse:
                 # another writer committed the same target between our exists() check and this rename
                 if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
                     raise
-                shutil.rmtree(stage)
+                remove_tree(stage)
                 return None
             COMMITTED.append(target)  # [helper races]
         _fsync_dir(target.parent)
@@ -493,7 +498,7 @@ class Warehouse:
                     raise os_error from None
                 raise
             finally:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder, ignore_errors=True)
 
     def _swap(self, stage: Path, target: Path, owner: str) -> Path:
         """Put ``stage`` in the place of the directory ``target``; returns where the old one now is (to delete).
@@ -574,7 +579,7 @@ class Warehouse:
                             continue
                         mode = entry.lstat().st_mode
                         if stat.S_ISDIR(mode):
-                            shutil.copytree(entry, stage / entry.name, copy_function=link_or_copy, ignore=not_kept)
+                            copy_tree(entry, stage / entry.name, copy_function=link_or_copy, ignore=not_kept)
                         elif stat.S_ISREG(mode) and was.lists(entry.name):
                             link_or_copy(entry, stage / entry.name)
                 for name, df in frames.items():
@@ -610,7 +615,7 @@ class Warehouse:
                     raise apart from None
                 raise
             COMMITTED.append(target)  # [helper races] removed: committed
-            shutil.rmtree(gone, ignore_errors=True)
+            remove_tree(gone, ignore_errors=True)
 
 
 #: [helper races] every folder this process committed (renamed into place or removed), in order: the CLI says
@@ -686,7 +691,8 @@ def _full_file_system(target: Path) -> bool:
 
 
 def _not_regular(folder: str, names: list[str]) -> set[str]:
-    """``shutil.copytree`` ignore function: the entries of ``folder`` that are neither regular files nor folders."""
+    """:func:`~synthtrace.tracelib.folder_tree.copy_tree` ignore function: the entries of ``folder`` that are
+    neither regular files nor folders."""
     keep = (stat.S_ISREG, stat.S_ISDIR)
     return {n for n in names if not any(k(os.lstat(os.path.join(folder, n)).st_mode) for k in keep)}
 
@@ -740,7 +746,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def _fsync_tree(root: Path) -> None:
-    for dirpath, _, files in os.walk(root):
+    for dirpath, _, files in walk(root):  # any depth (issue 23: os.walk recursed per level)
         for f in files:
             fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
             try:

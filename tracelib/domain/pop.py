@@ -36,6 +36,7 @@ import polars as pl
 from synthtrace.tracelib.domain.counters import resolve
 from synthtrace.tracelib.domain.metrics import ratios, safe_div
 from synthtrace.tracelib.domain.replay import Network, replay, replay_calls
+from synthtrace.tracelib.domain.sums import exact_sum, float_sum
 from synthtrace.tracelib.thread_key import thread_key
 from synthtrace.tracelib.errors import BadInputError
 
@@ -126,13 +127,13 @@ def pop_metrics(threads: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     per_run = threads.group_by("run_id").agg(
         pl.struct("appl", "task").n_unique().cast(pl.Int32).alias("n_ranks"),
         pl.len().alias("_n_units"),
-        pl.col("useful_ns").sum().alias("useful_sum_ns"),
+        exact_sum(pl.col("useful_ns")).alias("useful_sum_ns"),
         pl.col("useful_ns").mean().alias("useful_mean_ns"),
         pl.col("useful_ns").max().alias("useful_max_ns"),
-        pl.col("instructions").sum().alias("_ins"), pl.col("instructions_ns").sum().alias("_ins_ns"),
-        pl.col("cycles").sum().alias("_cyc"), pl.col("cycles_ns").sum().alias("_cyc_ns"),
+        pl.col("instructions").sum().alias("_ins"), float_sum(pl.col("instructions_ns")).alias("_ins_ns"),
+        pl.col("cycles").sum().alias("_cyc"), float_sum(pl.col("cycles_ns")).alias("_cyc_ns"),
         pl.col("paired_instructions").sum().alias("_pins"), pl.col("paired_cycles").sum().alias("_pcyc"),
-        pl.col("counted_ns").sum().alias("_counted"),
+        float_sum(pl.col("counted_ns")).alias("_counted"),
     )
     threads_per_rank = threads.group_by("run_id", "appl", "task").agg(pl.len().alias("_k"), pl.col("mpi_ns").max())
     hybrid = threads_per_rank.group_by("run_id").agg(pl.col("_k").max().cast(pl.Int32).alias("n_threads"),

@@ -210,21 +210,23 @@ def _overflows(a: int, b: int, s: int) -> bool:
 
 
 @cached_njit
-def _group_by_thread(th: np.ndarray, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stable counting sort by thread id: (permutation, offsets [n_threads + 1])."""
-    off = np.zeros(n_threads + 1, dtype=np.int64)
-    for i in range(th.shape[0]):
-        off[th[i] + 1] += 1
-    for t in range(n_threads):
-        off[t + 1] += off[t]
-    nxt = np.empty(n_threads, dtype=np.int64)
-    for t in range(n_threads):
-        nxt[t] = off[t]
-    perm = np.empty(th.shape[0], dtype=np.int64)
-    for i in range(th.shape[0]):
-        t = th[i]
-        perm[nxt[t]] = i
-        nxt[t] += 1
+def _group_by_key(key: np.ndarray, n_keys: int, gate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stable counting sort of the rows by ``key`` (in [0, ``n_keys``)), the rows whose ``gate`` is negative left
+    out (``gate`` is ``key`` to keep every row of non-negative keys): (the rows in key order, offsets of each key's
+    run [n_keys + 1])."""
+    off = np.zeros(n_keys + 1, dtype=np.int64)
+    for i in range(key.shape[0]):
+        if gate[i] >= 0:
+            off[key[i] + 1] += 1
+    for k in range(n_keys):
+        off[k + 1] += off[k]
+    nxt = off[:n_keys].copy()
+    perm = np.empty(off[n_keys], dtype=np.int64)
+    for i in range(key.shape[0]):
+        if gate[i] >= 0:
+            k = key[i]
+            perm[nxt[k]] = i
+            nxt[k] += 1
     return perm, off
 
 
@@ -277,7 +279,7 @@ def _sort_segments(perm: np.ndarray, off: np.ndarray, key: np.ndarray) -> None:
 def _entries_by_time(n_threads, en_th, en_t):
     """MPI entries per thread in time order, one per (thread, time): the first given. Returns (entry rows, their
     times, offsets of each thread's run)."""
-    ep, eoff = _group_by_thread(en_th, n_threads)
+    ep, eoff = _group_by_key(en_th, n_threads, en_th)
     _sort_segments(ep, eoff, en_t)
     ek = np.empty(ep.shape[0], dtype=np.int64)
     et = np.empty(ep.shape[0], dtype=np.int64)
@@ -459,7 +461,7 @@ def _folded_carry(carry_sm, open_b, cdest, sm_th, sm_t, sm_c, sm_v, horizon, n_b
         if b >= 0 and key[b] < 0:
             key[b] = n_open
             n_open += 1
-    wp, woff = _group_by_thread(w_th, n_threads)
+    wp, woff = _group_by_key(w_th, n_threads, w_th)
     _sort_segments(wp, woff, w_t)
     group = _filled(carry_sm.shape[0], -1)  # slot x counter of each row folded, -1: kept as it is
     for j in range(carry_sm.shape[0]):
@@ -522,23 +524,13 @@ def _counter_sums(n_codes, sm_c, sm_v, dest):
     order read. Returns (counter codes present, in code order; offsets of each one's cells; each cell's row,
     ascending within its counter; its sum) and the first sample whose add passed int64 (-1: none; the sums are then
     not to be used)."""
-    off = np.zeros(n_codes + 1, dtype=np.int64)
-    for i in range(dest.shape[0]):
-        if dest[i] >= 0:
-            off[sm_c[i] + 1] += 1
+    perm, off = _group_by_key(sm_c, n_codes, dest)
+    _sort_segments(perm, off, dest)
     n_used = 0
     for c in range(n_codes):
-        if off[c + 1]:
+        if off[c + 1] > off[c]:
             n_used += 1
-        off[c + 1] += off[c]
     m = off[n_codes]
-    nxt = off[:n_codes].copy()
-    perm = np.empty(m, dtype=np.int64)
-    for i in range(dest.shape[0]):
-        if dest[i] >= 0:
-            perm[nxt[sm_c[i]]] = i
-            nxt[sm_c[i]] += 1
-    _sort_segments(perm, off, dest)
     codes = np.empty(n_used, dtype=np.int64)
     cell_off = np.empty(n_used + 1, dtype=np.int64)
     row = np.empty(m, dtype=np.int64)
@@ -573,17 +565,11 @@ def _part_bounds(n_rows, cell_off, cell_row, max_cells):
     the first row of each part and ``n_rows`` (a part's dense counter columns are then bounded, whatever the
     trace's counters, attack 17 F3)."""
     n_used = cell_off.shape[0] - 1
-    per_row = np.zeros(n_rows + 1, dtype=np.int64)  # the cells by row: offsets ...
-    for j in range(cell_off[n_used]):
-        per_row[cell_row[j] + 1] += 1
-    for r in range(n_rows):
-        per_row[r + 1] += per_row[r]
-    nxt = per_row[:n_rows].copy()
-    counter = np.empty(cell_off[n_used], dtype=np.int64)  # ... and their counters
+    counter_of = np.empty(cell_off[n_used], dtype=np.int64)  # each cell's counter
     for k in range(n_used):
         for j in range(cell_off[k], cell_off[k + 1]):
-            counter[nxt[cell_row[j]]] = k
-            nxt[cell_row[j]] += 1
+            counter_of[j] = k
+    by_row, per_row = _group_by_key(cell_row, n_rows, cell_row)  # the cells by row (in counter order within one)
     seen = _filled(n_used, -1)  # the last part holding each counter
     bounds = np.empty(n_rows + 2, dtype=np.int64)
     bounds[0] = 0
@@ -593,7 +579,7 @@ def _part_bounds(n_rows, cell_off, cell_row, max_cells):
     for r in range(n_rows):
         new = 0
         for j in range(per_row[r], per_row[r + 1]):
-            if seen[counter[j]] != n_parts:
+            if seen[counter_of[by_row[j]]] != n_parts:
                 new += 1
         if r > start and (r - start + 1) * (present + new) > max_cells:
             n_parts += 1
@@ -602,7 +588,7 @@ def _part_bounds(n_rows, cell_off, cell_row, max_cells):
             present = 0
             new = per_row[r + 1] - per_row[r]
         for j in range(per_row[r], per_row[r + 1]):
-            seen[counter[j]] = n_parts
+            seen[counter_of[by_row[j]]] = n_parts
         present += new
     bounds[n_parts + 1] = n_rows
     return bounds[:n_parts + 2]
@@ -686,7 +672,7 @@ def _assemble(n_threads, thread_order, iv_th, iv_cpu, iv_t0, iv_t1, sm_th, sm_t,
     (``c_*``, grouped by thread in start order), number the bursts, fold the carried samples (beyond
     ``fold_above`` of them, :func:`_folded_carry`); see BurstAssembler._close_bursts. The last value returned is the
     first sample (row of the chunk's) whose add to a sum passed int64, -1 for none."""
-    ip, ioff = _group_by_thread(iv_th, n_threads)
+    ip, ioff = _group_by_key(iv_th, n_threads, iv_th)
     _sort_segments(ip, ioff, iv_t0)
     ek, et, doff = _entries_by_time(n_threads, en_th, en_t)
     b_th, b_cpu, b_t0, b_t1, b_first, boff = _merged_intervals(n_threads, ip, ioff, iv_cpu, iv_t0, iv_t1, et, doff)
@@ -755,7 +741,7 @@ def _pair(n_threads, thread_order, th, t, horizon, never, kind, call, site, cpu,
     their exit and events at or after the horizon (threads whose horizon is not ``never``), and the number of
     entries dropped as repeated.
     """
-    perm, off = _group_by_thread(th, n_threads)
+    perm, off = _group_by_key(th, n_threads, th)
     _sort_segments(perm, off, t)
     n = th.shape[0]
     slot_row = np.empty(n, dtype=np.int64)
@@ -1231,24 +1217,30 @@ def _containing_call(ck: np.ndarray, cs: np.ndarray, ce: np.ndarray, mk: np.ndar
 @cached_njit
 def _add_messages(rows, t, peer_m, tag_m, size_m, mark, add, n_msg, best, peer, tag, side):
     """One side's messages (``mark`` 1 sent, 2 received; sent ones first) into the per-call columns of
-    :func:`_message_columns`: a call's first message is its earliest of the first side that has one."""
+    :func:`_message_columns`: a call's first message is its earliest of the first side that has one. Returns the
+    first message whose add to its call's bytes passed int64 (-1: none; the sums are then not to be used)."""
     for i in range(rows.shape[0]):
         r = rows[i]
         if r < 0:
             continue
-        add[r] += size_m[i]
+        s = add[r] + size_m[i]
+        if _overflows(add[r], size_m[i], s):
+            return i
+        add[r] = s
         n_msg[r] += 1
         if (side[r] == 0 or side[r] == mark) and t[i] < best[r]:
             best[r] = t[i]
             peer[r] = peer_m[i]
             tag[r] = tag_m[i]
             side[r] = mark
+    return -1
 
 
 @cached_njit
 def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, peer_r, tag_r, size_r):
     """Per call: bytes sent and received by its messages, their number, and the peer and tag of its first
-    message (the earliest sent one, else the earliest received one; ``side`` 0: no message)."""
+    message (the earliest sent one, else the earliest received one; ``side`` 0: no message); and the first sent
+    and the first received message whose add passed int64 (-1: none)."""
     add_s = np.zeros(n_calls, dtype=np.int64)
     add_r = np.zeros(n_calls, dtype=np.int64)
     n_msg = np.zeros(n_calls, dtype=np.int32)
@@ -1256,9 +1248,10 @@ def _message_columns(n_calls, row_s, t_s, peer_s, tag_s, size_s, row_r, t_r, pee
     tag = np.zeros(n_calls, dtype=np.int64)
     side = np.zeros(n_calls, dtype=np.uint8)
     best = np.full(n_calls, _MAX_I64, dtype=np.int64)
-    _add_messages(row_s, t_s, peer_s, tag_s, size_s, 1, add_s, n_msg, best, peer, tag, side)
-    _add_messages(row_r, t_r, peer_r, tag_r, size_r, 2, add_r, n_msg, best, peer, tag, side)
-    return add_s, add_r, n_msg, peer, tag, side
+    wrapped_s = _add_messages(row_s, t_s, peer_s, tag_s, size_s, 1, add_s, n_msg, best, peer, tag, side)
+    wrapped_r = -1 if wrapped_s >= 0 else _add_messages(row_r, t_r, peer_r, tag_r, size_r, 2, add_r, n_msg, best,
+                                                         peer, tag, side)
+    return add_s, add_r, n_msg, peer, tag, side, wrapped_s, wrapped_r
 
 
 def packed_thread_keys(frame: pl.DataFrame, prefix: str = "") -> np.ndarray:
@@ -1384,19 +1377,44 @@ def message_columns(spans: pl.DataFrame, messages: pl.DataFrame,
 
 
 def columns_of_messages(n_calls: int, sent: pl.DataFrame, row_s: np.ndarray, received: pl.DataFrame,
-                        row_r: np.ndarray) -> pl.DataFrame:
+                        row_r: np.ndarray, source: str | Path = "<records>") -> pl.DataFrame:
     """:func:`message_columns` of ``n_calls`` calls from the messages ``sent`` by them (MESSAGE_SCHEMA rows, each
     sent by call ``row_s``) and those ``received`` (by call ``row_r``; -1: by none of them). Messages of one call
-    count in the order given (the earliest one names its peer and tag; the first of equal times)."""
+    count in the order given (the earliest one names its peer and tag; the first of equal times). A call whose
+    messages' bytes pass int64 is refused (:class:`TraceFormatError` naming ``source``, the trace's file)."""
     s = {c: writable(sent.get_column(c).cast(pl.Int64)) for c in ("s_time_ns", "r_task", "tag", "size")}
     r = {c: writable(received.get_column(c).cast(pl.Int64)) for c in ("r_time_ns", "s_task", "tag", "size")}
-    add_s, add_r, n_msg, peer, tag, side = _message_columns(
+    add_s, add_r, n_msg, peer, tag, side, wrapped_s, wrapped_r = _message_columns(
         n_calls, row_s, s["s_time_ns"], s["r_task"], s["tag"], s["size"],
         row_r, r["r_time_ns"], r["s_task"], r["tag"], r["size"])
+    for wrapped, frame, p, what in ((wrapped_s, sent, "s", "sent"), (wrapped_r, received, "r", "received")):
+        if wrapped >= 0:
+            appl, task, thread, time = (frame.get_column(f"{p}_{c}")[int(wrapped)] for c in (*THREAD_KEYS, "time_ns"))
+            raise TraceFormatError(source, None, (
+                f"the bytes of the messages one MPI call of thread {appl}:{task}:{thread} {what} pass int64 "
+                f"({_MAX_I64}) at the message {what} at {time} ns; no real message gets there"))
     none = side == 0
     return pl.DataFrame({"_add_sent": add_s, "_add_recv": add_r,
                          "peer": np.ma.masked_array(peer, mask=none), "tag": np.ma.masked_array(tag, mask=none),
                          "n_messages": n_msg})
+
+
+def refuse_wrapped_message_bytes(source: str | Path, messages: pl.DataFrame, ends: pl.DataFrame) -> None:
+    """Refuse the trace at ``source`` now (:class:`TraceFormatError`, as :func:`columns_of_messages` would while
+    the calls stream out, naming no file) when the bytes of the messages one MPI call sends or receives pass int64.
+    ``ends``: :func:`message_ends` of ``messages``, which names each side's call by its thread and ``call_seq``.
+    No sum can pass when the messages' count times their largest size does not (any real trace: one reduction)."""
+    size = messages.get_column("size")
+    lo, hi = size.min(), size.max()
+    if lo is None or max(-lo, hi) * messages.height <= _MAX_I64:
+        return
+    keys = [np.stack([packed_thread_keys(messages, f"{p}_"),
+                      ends.get_column(f"{p}_call_seq").fill_null(-1).to_numpy()]) for p in ("s", "r")]
+    _, call = np.unique(np.concatenate(keys, axis=1), axis=1, return_inverse=True)  # a call's id: (thread, call_seq)
+    held = np.concatenate([k[1] >= 0 for k in keys])
+    rows = np.where(held, call.reshape(-1), -1).astype(np.int64)
+    columns_of_messages(int(call.max()) + 1, messages, rows[:messages.height], messages, rows[messages.height:],
+                        source)
 
 
 def message_ends(spans: pl.DataFrame, rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> pl.DataFrame:

@@ -32,6 +32,9 @@ MPI_COLOUR = "thread_state_runnable"
 
 #: rows per batch of trace events turned into JSON at a time (bounds the export's memory: ~1 kB of JSON a row)
 PERFETTO_BATCH_ROWS = 50_000
+#: cells (rows x columns) per batch at most: a wide trace's events (thousands of counter args each) come fewer at a
+#: time (attack 18 F2); a frame of up to 32 columns keeps :data:`PERFETTO_BATCH_ROWS`
+PERFETTO_BATCH_CELLS = 1_600_000
 
 
 def _microseconds(column: str) -> pl.Expr:
@@ -102,8 +105,9 @@ def write_perfetto_windows(out: BinaryIO, tasks: pl.DataFrame, bursts: Iterable[
     for frames, events in windows:
         for frame in frames:
             frame = frame.sort([*THREAD_KEYS, "start_ns"]) if "start_ns" in frame.columns else frame
-            for at in range(0, frame.height, PERFETTO_BATCH_ROWS):
-                out.write(sep + _json_rows(events(frame.slice(at, PERFETTO_BATCH_ROWS))))
+            batch = max(1, min(PERFETTO_BATCH_ROWS, PERFETTO_BATCH_CELLS // max(1, frame.width)))
+            for at in range(0, frame.height, batch):
+                out.write(sep + _json_rows(events(frame.slice(at, batch))))
                 sep = b","
     out.write(b'],"displayTimeUnit":"ns","otherData":{"generator":"synthtrace","trace":' + json.dumps(name).encode()
               + b"}}")

@@ -179,12 +179,21 @@ OTF2_SUFFIX = ".otf2"
 def is_paraver(path: Path) -> bool:
     """Whether ``path`` names a Paraver trace (``.prv``, or ``.prv.gz`` with ``.gz`` in any case:
     :func:`~synthtrace.tracelib.formats.gzip_name.gzip_named`)."""
-    return without_gzip(path.name).endswith(PARAVER_SUFFIX)
+    return _paraver_name(path.name)
+
+
+def _paraver_name(name: str) -> bool:
+    return without_gzip(name).endswith(PARAVER_SUFFIX)
 
 
 def is_trace(path: Path) -> bool:
     """Whether ``path`` names a trace file synthtrace reads (a Paraver trace or an OTF2 anchor)."""
-    return is_paraver(path) or path.name.endswith(OTF2_SUFFIX)
+    return is_trace_name(path.name)
+
+
+def is_trace_name(name: str) -> bool:
+    """:func:`is_trace` of a file name (no path object made: a folder's listing is judged name by name)."""
+    return _paraver_name(name) or name.endswith(OTF2_SUFFIX)
 
 
 def trace_stem(path: Path) -> str:
@@ -298,24 +307,32 @@ def files_under(folder: Path) -> Iterator[os.DirEntry]:
                 yield entry
 
 
+def named_as_traces(folder: Path) -> Iterator[os.DirEntry]:
+    """The entries under ``folder`` whose name is a trace's (:func:`is_trace_name`), files or not, walked once as
+    :func:`tree_entries` walks; every other entry is passed by its name alone (issue 23: a drop folder holding
+    500,000 other files made a path object of each, twice a night)."""
+    return (entry for entry in _walked(folder) if is_trace_name(entry.name))
+
+
 def _walked(folder: Path) -> Iterator[os.DirEntry]:
-    """The listing entries of :func:`tree_entries`."""
+    """The listing entries of :func:`tree_entries`, each folder's as its listing gives them (one listing open at a
+    time; no folder's entries held in a list: issue 23, one folder of 500,000 files held them all). A folder whose
+    listing fails (at its start or part way) is warned about once, what it listed before kept."""
     stack = [folder]
     while stack:
         current = stack.pop()
         try:
             with os.scandir(current) as listing:
-                entries = list(listing)
+                for entry in listing:
+                    yield entry
+                    with contextlib.suppress(OSError):
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(Path(entry.path))
         except PermissionError:
             continue
         except OSError as exc:
             warnings.warn(f"{current}: not searched for traces ({exc.strerror or exc})", stacklevel=3)
             continue
-        for entry in entries:
-            yield entry
-            with contextlib.suppress(OSError):
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
 
 
 def usable(path: Path) -> bool:
@@ -333,17 +350,43 @@ def usable(path: Path) -> bool:
     return True
 
 
-def find_traces(paths: list[Path]) -> list[Path]:
+def find_traces(paths: list[Path], not_files: Callable[[os.DirEntry], object] | None = None) -> list[Path]:
     """Trace files among ``paths``: files as given, folders searched recursively, sorted by path. A trace reached
     twice (through a link beside it) is found once, by its own path where there is one ([helper security] attack 6
     F13: a link in a drop folder was ingested as a second run, its companions looked for beside the link). A link
-    stays a link: a night's quarantine moves the link, never a trace outside its drop folder."""
+    stays a link: a night's quarantine moves the link, never a trace outside its drop folder. ``not_files`` is
+    handed, from the same walk, every entry of a searched folder named as a trace that is no file (a folder, a
+    FIFO, a link that leads to no file): the night lists them without walking its drop folder twice."""
     found: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found.extend(sorted(q for e in files_under(p) if is_trace(q := Path(e.path)) and usable(q)))
+            found.extend(_traces_in(p, not_files))
         else:
             found.append(p)
+    return _once_each(found)
+
+
+def _traces_in(folder: Path, not_files: Callable[[os.DirEntry], object] | None) -> list[Path]:
+    """The trace files under ``folder`` (links to files included) whose path a file call takes (:func:`usable`),
+    sorted by path; the other entries named as traces to ``not_files`` (:func:`find_traces`)."""
+    out = []
+    for entry in named_as_traces(folder):
+        try:
+            is_file = entry.is_file()
+        except OSError as exc:  # a loop of links is no file; a path too long to take (attack 17 F2) is neither
+            if exc.errno != errno.ELOOP:
+                continue
+            is_file = False
+        if is_file:
+            if usable(path := Path(entry.path)):
+                out.append(path)
+        elif not_files is not None:
+            not_files(entry)
+    return sorted(out)
+
+
+def _once_each(found: list[Path]) -> list[Path]:
+    """``found`` with a file reached twice (through a link) kept once, by its own path where there is one."""
     unique: dict[str, Path] = {}
     for q in found:
         real = os.path.realpath(q)

@@ -72,7 +72,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.message_graph import (
     MESSAGE_COLUMNS, Ends, agreement, bracketed, disagreeing, ends, follow_messages, logical_ends, message_ends)
-from synthtrace.tracelib.merge.messages import POLLING_CALLS, is_completion
+from synthtrace.tracelib.merge.messages import BY_ARRIVAL_CALLS, POLLING_CALLS, is_completion
 from synthtrace.tracelib.merge.pieces import host_rows
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.tracelib.thread_key import thread_key
@@ -270,11 +270,13 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     # the MPI call closing each burst: same thread, call start == burst end (first such call)
     if calls.height:
         # a completion call (Wait/Test families) posts no message: which messages it completed depends on their
-        # arrival, so its partner and sizes stay out of every signature (its communicator stays)
+        # arrival, so its partner and sizes stay out of every signature; its communicator too when what it completed
+        # depends on arrival (an OTF2 reader names it from the records it holds: a Testsome's is the world's in one
+        # run, none in the other; mergeacc18)
         posts = ~is_completion(pl.col("mpi_call"))
+        fixed = ~pl.col("mpi_call").is_in(list(BY_ARRIVAL_CALLS)).fill_null(False)
         c = _sorted_by_thread(calls.select(thread_id(), "call_seq", "start_ns", "end_ns", "appl",
-                                           *[(pl.col(k).cast(t) if k == "comm" else
-                                              pl.when(posts).then(pl.col(k).cast(t)).alias(k))
+                                           *[pl.when(fixed if k == "comm" else posts).then(pl.col(k).cast(t)).alias(k)
                                              if k in calls.columns else pl.lit(None, t).alias(k)
                                              for k, t in call_cols.items()],
                                            pl.struct("mpi_call", "call_site").hash(SIG_SEED).alias("_csig"),

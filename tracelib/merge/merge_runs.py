@@ -586,11 +586,14 @@ def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
 
 class RunRead:
     """A run's bursts as the steps before its alignment read them (:func:`bursts_of` with the ``features`` it
-    compares), its MPI calls read once and its logical messages, handed to :func:`_align_other`, which takes them
-    (:meth:`take`): the giver holds no reference, so they go when the aligner lets them go (issue 23)."""
+    compares: :func:`pick_features` of the reference counters it records, ``common``), its MPI calls read once and
+    its logical messages, handed to :func:`_align_other`, which takes them (:meth:`take`): the giver holds no
+    reference, so they go when the aligner lets them go (issue 23)."""
 
-    def __init__(self, run: RunTables, features: Sequence[str]):
-        self.bursts: pl.DataFrame | None = bursts_of(run, features)
+    def __init__(self, run: RunTables, common: Sequence[str]):
+        self.common = list(common)
+        self.features = pick_features(self.common)
+        self.bursts: pl.DataFrame | None = bursts_of(run, self.features)
         self._calls: pl.DataFrame | None = calls_of(run)
         self.messages: pl.DataFrame | None = logical_messages(self._calls, run.messages)
 
@@ -624,15 +627,16 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                  options: MergeOptions, own: Own = None, read: RunRead | None = None) -> AlignedRun:
     """Align one other run (its tasks renumbered by ``renum``) to the reference: its match table, tallies and
     choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
-    ``read``: the run's bursts, calls and logical messages already read (taken from it), else read here.
+    ``read``: the run's bursts, calls and logical messages already read (taken from it) with the counters it shares
+    with the reference and compares, else read here.
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts. What
     the checks read of the run's calls is derived before its sequence table, which is handed the calls (not held
     here); the alignment holds neither the calls nor the runs' bursts (a lazy scan's are read again whole after it:
     issue 23)."""
-    common = [c for c in ref.counters if c in counters]
-    feats = pick_features(common)
-    bursts, calls, messages = (read or RunRead(o, feats)).take()
+    read = read or RunRead(o, [c for c in ref.counters if c in counters])
+    common, feats = read.common, read.features
+    bursts, calls, messages = read.take()
     mapped = o
     if renum:
         bursts, calls, messages = renumber(bursts, calls, renum, messages)
@@ -998,17 +1002,16 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
         o = loaded(lazy)
-        common = [c for c in ref.counters if c in counters_of[o.run_id]]
         # its bursts as the steps before the alignment read them and its calls, read once for the rank
         # correspondence and the alignment
-        read = RunRead(o, pick_features(common))
+        read = RunRead(o, [c for c in ref.counters if c in counters_of[o.run_id]])
         # the same tasks and threads, whatever their numbering
         same_layout(ref_layout, _layout(read.bursts), ref_run.run_name, o.run_name)
         renum = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)
         release_free_heap()  # what its reading of the run's calls freed
         if renum:
             notes.append(renumbered_note(ref_run, o, renum))
-        if msg := timing_only_note(ref_run, o, pick_features(common)):
+        if msg := timing_only_note(ref_run, o, read.features):
             notes.append(msg)
         info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read)
         check_same_program(ref_run, info.run, info.tally, options, notes)
@@ -1030,22 +1033,23 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             on_step(f"aligned {lazy.run_name}", n_steps)
     transfer = decide(ref_run, ref.counters, others, counters_of, compared, tallies, samples, run_samples,
                       recorded, options, notes, on_step, n_steps)
-    merged = merged_rows(bursts_of(ref_run), pairs, transfer, experiment, ref_run)
+    ref_bursts = bursts_of(ref_run)  # a lazy scan's read once, for the merged rows and their estimates
+    merged = merged_rows(ref_bursts, pairs, transfer, experiment, ref_run)
     quality_rows = transfer.quality
     if options.estimate_unmatched:
-        merged, quality_rows = _with_estimates(merged, ref, whole, transfer, options)
+        merged, quality_rows = _with_estimates(merged, ref, ref_bursts, whole, transfer, options)
+    del ref_bursts
     quality = pl.DataFrame([{**asdict(q), "experiment": experiment, "reference_run": ref_run.run_name,
                              "n_bursts": n_ref} for q in quality_rows], schema=QUALITY_SCHEMA)
     return MergeResult(experiment, ref_run.run_id, ref_run.run_name, merged, quality,
                        PartedTable(matches) if spill is not None else pl.concat(matches), notes)
 
 
-def _with_estimates(merged: pl.DataFrame, ref: Reference, aligned: dict[str, AlignedRun], transfer: Transfer,
-                    options: MergeOptions) -> tuple[pl.DataFrame, list[QualityRow]]:
+def _with_estimates(merged: pl.DataFrame, ref: Reference, ref_bursts: pl.DataFrame, aligned: dict[str, AlignedRun],
+                    transfer: Transfer, options: MergeOptions) -> tuple[pl.DataFrame, list[QualityRow]]:
     """``merged`` with a flagged estimate for every transferred counter's unmatched bursts (``estimate_unmatched``)
-    and the quality rows' ``estimated_share``."""
-    ref_bursts, ref_units = ref.whole()
-    own_seq = (sequence_table(ref_bursts, calls_of(ref.run), [], options.align) if ref_units.split
+    and the quality rows' ``estimated_share``; ``ref_bursts``: the reference's bursts whole (:func:`bursts_of`)."""
+    own_seq = (sequence_table(ref_bursts, calls_of(ref.run), [], options.align) if ref.units.split
                else ref.sequence())
     flags, rows = [], []
     n_ref = merged.height

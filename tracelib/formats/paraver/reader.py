@@ -28,6 +28,7 @@ from synthtrace.tracelib.formats.bursts import (
     MpiArrays,
     SampleArrays,
     constant,
+    refuse_wrapped_message_bytes,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.jit import gc_paused, load_numba_extensions, settle_long_lived
@@ -187,8 +188,10 @@ def _warm_up() -> None:
                          converter.messages(chunk.comms), parser.last_time.copy(), parser.counter_types.copy(),
                          len(buf))
         messages.append(item.messages)
-        calls.add(assembler.feed(converter.batch(item), item.horizon)[1])
-    calls.add(assembler.finish()[1])
+        for part in assembler.feed_parts(converter.batch(item), item.horizon)[1]:  # the bursts' parts: not built
+            calls.add(part)
+    for part in assembler.finish_parts()[1]:
+        calls.add(part)
     converter.loose_samples("warm-up")
     calls.with_messages(pl.concat(messages)).collect()
 
@@ -551,8 +554,10 @@ class ParaverTrace(TraceReader):
             else:
                 hasher.update(data)
         all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
+        with_messages = calls.with_messages(all_messages)
+        refuse_wrapped_message_bytes(self.path, all_messages, calls.message_ends)  # before any call is stored
         return ReadSummary(
-            calls=calls.with_messages(all_messages), messages=all_messages, message_ends=calls.message_ends,
+            calls=with_messages, messages=all_messages, message_ends=calls.message_ends,
             thread_nodes=converter.thread_nodes(),
             counters=tuple(assembler.counters), n_bursts=n_bursts, n_calls=calls.n_calls, n_uncore=n_uncore,
             n_events=n_events,
