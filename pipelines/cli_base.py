@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NoReturn, Self
+from typing import IO, TYPE_CHECKING, Any, NoReturn, Self
 
 from rich.console import Console
 from rich.text import Text
@@ -45,7 +45,12 @@ if TYPE_CHECKING:
     from synthtrace.warehouse.experiment import Experiment
 
 class _Console(Console):
-    """A rich console whose closed output (``| head -1``) ends the command quietly (:class:`OutputClosed`)."""
+    """A rich console whose closed output (``| head -1``) ends the command quietly (:class:`OutputClosed`), and whose
+    plain-text lines show control characters escaped (attack 18 F6: a file name's newline split a line, its escape
+    sequence recoloured the terminal)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(escaped(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
     def on_broken_pipe(self) -> None:
         """Rich's own exits 1 (a command that failed, to a script); [helper edges] issue 23: exit 141, quietly."""
@@ -78,8 +83,10 @@ def write_stdout(text: str) -> None:
 
 
 def _say(label: str, style: str, message: str) -> None:
+    """``label`` and ``message`` as one line on stderr: a control character in it (a file name's newline or escape
+    sequence, attack 18 F6) is shown escaped, never played by the terminal."""
     try:
-        err_console.print(Text.assemble((label, style), " ", message), soft_wrap=True)
+        err_console.print(Text.assemble((label, style), " ", escaped(message)), soft_wrap=True)
     except OutputClosed:  # [helper edges] nobody reads stderr any more (`2>&1 | head -0`): the exit code still says
         pass  # it (an error stays exit 2, not 141)
 

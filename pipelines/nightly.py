@@ -33,6 +33,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from synthtrace.pipelines import interrupts, jobs, server_watch
 from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError, TruncatedTraceError
+from synthtrace.tracelib.printable import escaped
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import (
     CUT_GRACE_S,
@@ -192,7 +193,8 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
             return {"status": "failed", "path": str(path), "reason": f"{reason} (and not quarantined: {move_exc})"}
         if where is None:
             return left("skipped", GONE)
-        get_run_logger().warning("quarantined %s in %s: %s", path.name, where, reason)
+        get_run_logger().warning("quarantined %s in %s: %s", escaped(path.name), escaped(str(where)),
+                                 escaped(reason))  # attack 18 F6: a name's newline split the log line
         return {"status": "quarantined", "path": str(path), "reason": reason, "to": str(where)}
     return {"status": res.status, "path": str(path), "run_id": res.run_id, "run_name": res.run_name,
             "experiment": res.experiment, "n_bursts": res.n_bursts}

@@ -12,7 +12,7 @@ import pytest
 from synthtrace.tracelib.folder_tree import remove_tree
 from synthtrace.warehouse import Warehouse
 from tests.test_drop_folder import _deep_chain
-from testing.traces import PRIME, copy_trace
+from testing.traces import JACOBI, PRIME, copy_trace
 
 DEPTH = 1200
 
@@ -84,3 +84,35 @@ def test_the_report_of_an_experiment_whose_folder_holds_a_deep_chain_is_written(
     _deep_chain(junk, DEPTH)
     code, out, err = run_cli("report", "-w", wh_path, "--out", tmp_path / "r.html")
     assert code == 0 and (tmp_path / "r.html").is_file(), (out, err)
+
+
+def test_a_query_beside_a_deep_chain_planted_as_a_killed_query_s_links_answers(wh_path, tmp_path, run_cli):
+    """Whoever may query may write in ``.staging``; each query removes the links folders of killed queries there:
+    one planted holding a deep chain stopped every query with a RecursionError."""
+    traces = tmp_path / "traces"
+    copy_trace(PRIME, traces)
+    assert run_cli("ingest", traces / PRIME.name, "-w", wh_path)[0] == 0
+    planted = Warehouse(wh_path).staging_dir / "query.abcdef012345.999999.gone"
+    planted.mkdir()
+    _deep_chain(planted, DEPTH)
+    code, out, err = run_cli("sql", "-w", wh_path, "SELECT count(*) AS n FROM runs")
+    assert code == 0 and "1" in out, (out, err)
+    assert not planted.exists()
+
+
+def test_an_ingest_that_rebuilds_the_program_index_beside_a_deep_chain_in_it_works(wh_path, tmp_path, run_cli):
+    """The program index is rebuilt aside and the old one removed (after a run's removal): a chain planted in it
+    stopped that ingest with a RecursionError and left the old index in ``.index`` for good."""
+    from synthtrace.warehouse.programs import INDEX_COMPLETE, PROGRAM_INDEX
+
+    traces = tmp_path / "traces"
+    copy_trace(PRIME, traces)
+    copy_trace(JACOBI, traces)
+    assert run_cli("ingest", traces / PRIME.name, "-w", wh_path)[0] == 0
+    index = wh_path / PROGRAM_INDEX
+    (index / "junk").mkdir()
+    _deep_chain(index / "junk", DEPTH)
+    (index / INDEX_COMPLETE).unlink()  # as a run's removal leaves it
+    code, out, err = run_cli("ingest", traces / JACOBI.name, "-w", wh_path)
+    assert code == 0 and "ingested as" in out + err, (out, err)
+    assert not [p for p in index.parent.iterdir() if p.name.endswith(".old")]

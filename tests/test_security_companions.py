@@ -315,3 +315,14 @@ def test_a_bad_machine_toml_is_named_in_the_report_and_refused_for_its_experimen
     assert f"prime: not analysed: {bad}: sockets = inf must be a whole number" in out_html.read_text()
     code, out, err = run_cli("report", "--experiment", "prime", "-o", tmp_path / "one.html", "-w", wh)
     assert code == 2 and len(err.strip().splitlines()) == 1 and f"{bad}: sockets" in err, err
+
+
+def test_a_warning_about_a_path_with_control_characters_is_one_escaped_line(tmp_path, run_cli):
+    """attack 18 F6: a trace in a folder named ``we<LF>ird\\x1b[31m`` without its .pcf: the warning naming it was
+    split over two lines and its escape sequence played by the terminal."""
+    prv = copy_trace(PRIME, tmp_path / "we\nird\x1b[31m")
+    prv.with_suffix(".pcf").unlink()
+    code, out, err = run_cli("ingest", prv, "--experiment", "x", "-w", tmp_path / "wh")
+    (warning,) = [line for line in err.splitlines() if "no .pcf" in line]
+    assert code == 0 and warning.startswith("warning: ") and "we\\nird\\x1b[31m" in warning, err
+    assert "\x1b" not in out + err

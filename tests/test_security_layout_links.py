@@ -12,7 +12,8 @@ from testing.traces import JACOBI, PRIME, copy_trace, tree_digest
 
 
 @pytest.mark.real_traces
-@pytest.mark.parametrize("folder", ["runs", "experiments", ".staging", ".locks"])
+@pytest.mark.parametrize("folder", ["runs", "experiments", ".staging", ".locks", "models", "predictions",
+                                    "regressions", "pop", ".index", ".cache"])
 def test_a_layout_folder_that_is_a_link_is_refused_and_nothing_where_it_points_changes(tmp_path, run_cli, folder):
     drop = copy_trace(PRIME, tmp_path / "drop").parent
     wh = tmp_path / "wh"
@@ -59,3 +60,44 @@ def test_an_experiment_folder_that_is_a_link_is_read_by_no_command_and_no_writer
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and str(link) in lines[0] and "symbolic link" in lines[0], (command, err)
         assert link.is_symlink() and tree_digest(outside) == before, command
+
+
+@pytest.mark.real_traces
+def test_a_top_folder_that_is_a_link_is_read_by_no_command(merged_lulesh, tmp_path, run_cli):
+    """attack 18 F3: ``experiments -> /elsewhere`` (the whole folder moved out and linked back) was refused by every
+    writer but read by ``report``/``export`` as the warehouse's experiments; ``runs -> /elsewhere`` gave an empty
+    ``runs`` table without a word. Now a linked top folder is read nowhere and ``runs`` names it."""
+    wh, out = tmp_path / "wh", tmp_path / "out"
+    shutil.copytree(merged_lulesh, wh, symlinks=True)
+    out.mkdir()
+    for top in ("experiments", "runs"):
+        link, outside = wh / top, tmp_path / f"outside-{top}"
+        shutil.move(link, outside)
+        link.symlink_to(outside, target_is_directory=True)
+        before = tree_digest(outside)
+        if top == "experiments":  # the merged trace lives there
+            code, _, err = run_cli("export", "lulesh-8r", "--format", "pipit", "--output", out / "e.csv", "-w", wh)
+            assert code == 2 and "no merged trace" in err and not (out / "e.csv").exists(), err
+        code, _, err = run_cli("runs", "-w", wh)
+        assert code == 0 and f"{link}: not read" in err and "symbolic link" in err, (top, err)
+        assert tree_digest(outside) == before
+        link.unlink()
+        shutil.move(outside, link)
+
+
+@pytest.mark.real_traces
+def test_a_trace_whose_run_folder_is_a_link_is_not_already_ingested(tmp_path, run_cli):
+    """attack 18 F5: with ``runs/<id>`` moved out and linked back (no reader reads it), ingest of its trace said
+    "already ingested" (exit 0) and every night skipped it: the trace was reported stored and read nowhere. Now the
+    ingest refuses in one line naming the link, which it leaves alone."""
+    drop = copy_trace(PRIME, tmp_path / "drop").parent
+    wh, outside = tmp_path / "wh", tmp_path / "outside"
+    assert run_cli("ingest", drop, "-w", wh)[0] == 0
+    (run,) = (wh / "runs").iterdir()
+    shutil.move(run, outside)
+    run.symlink_to(outside, target_is_directory=True)
+    before = tree_digest(outside)
+    code, out, err = run_cli("ingest", drop, "-w", wh)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and str(run) in lines[0] and "remove the link" in lines[0], (out, err)
+    assert "already ingested" not in out + err and run.is_symlink() and tree_digest(outside) == before

@@ -38,6 +38,9 @@ if TYPE_CHECKING:  # polars costs ~0.3 s to import; `runs` and `sql` never need 
     from synthtrace.warehouse.experiment import Experiment
 
 MARKER = "synthtrace-warehouse"
+#: the top folders writers make when first needed (beside runs/, experiments/, .staging/): attack 18 F7, a link at
+#: one of them was written through (a model trained, predictions and index entries stored outside the warehouse)
+WRITTEN_TOPS = (".locks", "models", "predictions", "regressions", "pop", ".index", ".cache")
 #: the checksums of a stored folder's files (:mod:`synthtrace.warehouse.checksums`), written by :meth:`Warehouse.staged`
 MANIFEST = "checksums.json"
 
@@ -212,8 +215,9 @@ class Warehouse:
 
     @property
     def layout_dirs(self) -> tuple[Path, ...]:
-        """The folders every writer writes in (and cleans, for ``.staging``)."""
-        return *self.made_dirs, self.root / ".locks"
+        """The folders writers write in (and clean, for ``.staging``), made as they are first needed but
+        :attr:`made_dirs`: each is refused as a link by every writer (:meth:`check_layout`)."""
+        return *self.made_dirs, *(self.root / top for top in WRITTEN_TOPS)
 
     def check_layout(self) -> None:
         """Refuse a warehouse whose layout folders (:attr:`layout_dirs`) are not its own folders: a symbolic link

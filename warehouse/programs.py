@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import uuid
 import warnings
 from dataclasses import dataclass, replace
@@ -36,6 +35,7 @@ from pathlib import Path
 import polars as pl
 
 from synthtrace.tracelib.atomic_file import write_atomically
+from synthtrace.tracelib.folder_tree import remove_tree
 from synthtrace.tracelib.formats.program import ProgramSymbols
 from synthtrace.warehouse.layout import Warehouse, read_record  # [helper security]
 from synthtrace.warehouse.names import name_from_folder, name_problem, one_spelling
@@ -150,8 +150,8 @@ def _program_index(wh: Warehouse) -> Path:
     try:
         os.rename(built, index)
     except OSError:  # another ingest put its index in place meanwhile: use that one
-        shutil.rmtree(built, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
+        remove_tree(built, ignore_errors=True)
+    remove_tree(old, ignore_errors=True)
     return index
 
 

@@ -27,7 +27,6 @@ import fnmatch
 import os
 import re
 import resource
-import shutil
 import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from synthtrace.tracelib.folder_tree import remove_tree
 from synthtrace.warehouse.parts import content_check, first_damaged, may_be_damage
 from synthtrace.warehouse.catalog import VIEW_FILES, view_files
 from synthtrace.warehouse.errors import DamagedPartError, WarehouseError
@@ -189,7 +189,7 @@ def pinned(wh: Warehouse, views: Iterable[str], leave_out: Iterable[str] = ()) -
         yield snap
     finally:
         if snap.links is not None:
-            shutil.rmtree(snap.links, ignore_errors=True)
+            remove_tree(snap.links, ignore_errors=True)
         held.close()
         for fd in snap._held.values():
             if isinstance(fd, int):
@@ -312,7 +312,7 @@ def release(wh: Warehouse, pid: int) -> None:
     """Remove the links of the query process ``pid`` (ended, killed or not), and its lease (a query killed at its
     time limit left its ``.locks/<owner>.lease`` for the next writer: the warehouse changed by a read)."""
     for d in wh.staging_dir.glob(f"{_PREFIX}*.{pid}.*"):  # [helper races] query.<id>.<pid>.<owner>
-        shutil.rmtree(d, ignore_errors=True)
+        remove_tree(d, ignore_errors=True)
         wh.owner_alive(d.name.rsplit(".", 1)[-1])  # a lease nobody holds is removed
 
 
@@ -324,7 +324,7 @@ def _links_folder(wh: Warehouse, owner: str) -> Path | None:
             return None  # a link planted in the warehouse: the links would go wherever it points
         for d in wh.staging_dir.glob(f"{_PREFIX}*"):
             if not wh.owner_alive(d.name.rsplit(".", 1)[-1]):  # [helper races] attack 7 A6: by lease, not pid
-                shutil.rmtree(d, ignore_errors=True)
+                remove_tree(d, ignore_errors=True)
         links = wh.staging_dir / f"{_PREFIX}{uuid.uuid4().hex[:12]}.{os.getpid()}.{owner}"
         links.mkdir(mode=0o700)
         return links

@@ -110,14 +110,23 @@ def judge(root: str | os.PathLike, unit: Sequence[str]) -> Folder:
     """The verdict on the stored folder ``unit`` (path parts below the warehouse ``root``)."""
     folder = os.path.join(os.fspath(root), *unit)
     named = len(unit) == 2 and unit[0] in NAMED_TOPS
-    if named and os.path.islink(folder):
-        # attack 17 F6: a link where a stored folder belongs is read nowhere (the query snapshots open folders
-        # without following links; the experiments' readers and writers ask here), whatever it points to
-        return Folder(None, f"a symbolic link to {os.readlink(folder)!r}, not a folder the warehouse wrote")
+    if named and (why := _linked(os.fspath(root), unit)) is not None:
+        return Folder(None, why)
     manifest = folder_manifest(folder)
     foreign = _foreign(folder, unit, manifest) if named else None
     return Folder(manifest, None if foreign is None else f"{foreign}: a copy no commit wrote",
                   incomplete(unit, manifest))
+
+
+def _linked(root: str, unit: Sequence[str]) -> str | None:
+    """Why the entry ``unit`` of a named top folder is read nowhere because it or its top folder is a symbolic link
+    (attack 17 F6, attack 18 F3: the query snapshots open folders without following links; the other readers and
+    the writers ask here), whatever it points to; None when neither is."""
+    top = os.path.join(root, unit[0])
+    for link, what in ((os.path.join(top, unit[1]), "a symbolic link"), (top, f"in {unit[0]}/, a symbolic link")):
+        if os.path.islink(link):
+            return f"{what} to {os.readlink(link)!r}, not a folder the warehouse wrote"
+    return None
 
 
 def incomplete(unit: Sequence[str], manifest: Manifest | str | None) -> str | None:
@@ -311,9 +320,16 @@ def refuse_foreign(folder: Path, what: str = "nothing was written") -> None:
 def foreign_folders(root: str | os.PathLike) -> list[str]:
     """One line for each folder in ``runs/`` and ``experiments/`` that no reader reads because it is not the stored
     folder its name says (:func:`judge`): what ``synthtrace runs`` warns about."""
-    return [f"{os.path.join(os.fspath(root), top, name)}: not read ({why}); move it out of the warehouse"
-            for top in ("runs", "experiments") for name in _folders(root, top, links=True)
-            if (why := judge(root, (top, name)).foreign) is not None]
+    out = []
+    for top in ("runs", "experiments"):
+        folder = os.path.join(os.fspath(root), top)
+        if os.path.islink(folder):  # attack 18 F3: one line for the top folder, not one per entry
+            out.append(f"{folder}: not read (a symbolic link to {os.readlink(folder)!r}, not a folder of the "
+                       "warehouse); replace it with a folder")
+            continue
+        out += [f"{os.path.join(folder, name)}: not read ({why}); move it out of the warehouse"
+                for name in _folders(root, top, links=True) if (why := judge(root, (top, name)).foreign) is not None]
+    return out
 
 
 def incomplete_runs(root: str | os.PathLike, skip: Iterable[str] = ()) -> dict[str, str]:
