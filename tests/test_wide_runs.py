@@ -116,3 +116,26 @@ def test_a_wide_export_holds_a_bounded_number_of_cells(wide_wh, run_cli, monkeyp
     assert max(h * w for h, w in windows) <= cells
     assert max(batches, default=0) <= cells
     assert out.read_bytes() == whole.read_bytes()
+
+
+def test_parts_of_other_counter_columns_are_scanned_as_one(tmp_path):
+    """The stored parts of a wide run each hold some of its counter columns: :func:`scan_parts` reads them as one
+    scan of their union (the old union of one scan per part, each widened to every column, took 500 MB to plan
+    for 149 parts of 4,096 columns), the frame the union by name gives; parts whose types differ are still
+    unioned with their types widened."""
+    from synthtrace.warehouse.parts import scan_parts
+
+    frames = [pl.DataFrame({"appl": [1, 1], "burst_seq": [2 * i, 2 * i + 1], str(UNKNOWN_BASE + i): [i, None]},
+                           schema_overrides={"appl": pl.Int32}) for i in range(5)]
+    paths = []
+    for i, f in enumerate(frames):
+        paths.append(tmp_path / f"part-{i}.parquet")
+        f.write_parquet(paths[-1])
+    scan = scan_parts(paths)
+    assert scan.select("appl").explain().count("Parquet SCAN") == 1
+    assert scan.collect().equals(pl.concat(frames, how="diagonal_relaxed"))
+    other = tmp_path / "part-wide-int.parquet"
+    frames.append(frames[0].with_columns(pl.col("appl").cast(pl.Int64)))
+    frames[-1].write_parquet(other)
+    got = scan_parts([*paths, other]).collect()
+    assert got.equals(pl.concat(frames, how="diagonal_relaxed")) and got.schema["appl"] == pl.Int64

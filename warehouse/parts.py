@@ -206,6 +206,16 @@ def scan_parts(paths: Iterable[str | os.PathLike]) -> pl.LazyFrame:
 
     paths = list(paths)
     check_parts(paths)
+    if len(paths) > 1:
+        # parts whose columns agree in type: one scan of their union, absent columns NULL (attack 18 F2: the union
+        # of 149 parts of ~1,000 of 4,096 counter columns each, planned part by part, took 500 MB to plan)
+        schemas = [schema_of(p) for p in paths]
+        union: dict[str, Any] = {}
+        for s in schemas:
+            for name, dtype in s.items():
+                union.setdefault(name, dtype)
+        if all(union[name] == dtype for s in schemas for name, dtype in s.items()):
+            return pl.scan_parquet(paths, schema=union, missing_columns="insert", hive_partitioning=False)
     return pl.concat([pl.scan_parquet(p) for p in paths], how="diagonal_relaxed")
 
 
