@@ -421,6 +421,23 @@ def test_written_trace_calls_and_messages_read_back_exactly(synthetic):
     assert summary.n_records[3] == 5 and summary.n_records[4] == 4
 
 
+def test_an_irecv_s_completion_is_the_call_that_completed_it(synthetic):
+    """Rank 2's ``MPI_Irecv`` (call 2) posts the tag-6 receive, its ``MPI_Wait`` (call 3) holds the ``MpiIrecv``
+    event that completed it: the message is received at the Irecv and completed by the Wait (the merge ties the
+    burst after the completing call to the message). Before (otf2done18) the reader's messages had no completion
+    time, and the Irecv was named the completing call too."""
+    from synthtrace.tracelib.merge.messages import logical_messages
+
+    _, calls, summary = Otf2Trace(synthetic).read_tables("run")
+    wait = calls.filter((pl.col("task") == 2) & (pl.col("call_seq") == 3)).row(0, named=True)
+    got = logical_messages(calls, summary.messages).sort("tag").select("tag", "r_call_seq", "c_call_seq").rows()
+    assert got == [(5, 1, 1), (6, 2, 3)]  # the blocking MPI_Recv completes itself
+    ends = summary.message_ends.select("r_call_seq", "c_call_seq").rows()  # as ingest stores them
+    assert ends == [(1, 1), (2, 3)]
+    recv, irecv = summary.messages.sort("tag").select("r_time_ns", "r_phys_ns").rows()
+    assert recv[1] == recv[0] and irecv[0] < wait["start_ns"] < irecv[1] < wait["end_ns"]  # the MpiIrecv's time
+
+
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13])
 def test_chunk_size_changes_nothing(synthetic, chunk):
     ref_b, ref_c, ref_s = Otf2Trace(synthetic).read_tables("r")

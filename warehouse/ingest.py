@@ -12,20 +12,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import polars as pl
 import xxhash
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, TraceChangedError
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.part_source import lazy_parts
 from synthtrace.tracelib.formats.row_order import stable_order
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
-from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA, counter_columns
+from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import ProgramSymbols, program_symbols  # issue 28 (models helper)
 from synthtrace.tracelib.printable import unprintable
 from synthtrace.warehouse.checksums import content_damage
@@ -50,11 +47,6 @@ CONCURRENT_MESSAGES = 1_000_000
 #: summary's messages and their ends, ~100 bytes a message, was the peak of a 2 GB OTF2 ingest). Below it the whole
 #: numbering (~140 bytes a message at its peak) holds no more than the slices the sink takes ahead (about four)
 NUMBERED_AT_ONCE = 1_000_000
-#: above this many counter columns, mpi_calls.parquet is written by :func:`_sparse_calls` (a real trace has up to
-#: some 60 counters: polars' sink, which pyarrow's writer would not beat, 45 MB more to import)
-SPARSE_CALL_COUNTERS = 64
-#: rows of a row group of mpi_calls.parquet written by :func:`_sparse_calls`
-CALL_ROW_GROUP_ROWS = 1 << 17
 NUMBERED_SLICE = 250_000
 
 
@@ -714,55 +706,6 @@ def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary:
         writer.submit(_write_logical_messages, stage, run_id, summary)
 
 
-def _write_calls(calls: pl.LazyFrame, path: Path) -> None:
-    """Write ``calls`` (streamed part by part) to ``path`` as :data:`TABLE_PARQUET`: polars' sink, or with more
-    than :data:`SPARSE_CALL_COUNTERS` counter columns :func:`_sparse_calls`."""
-    if len(counter_columns(calls)) > SPARSE_CALL_COUNTERS:
-        _sparse_calls(calls, path)
-    else:
-        calls.sink_parquet(path, **TABLE_PARQUET)
-
-
-def _sparse_calls(calls: pl.LazyFrame, path: Path) -> None:
-    """:func:`_write_calls` in row groups of :data:`CALL_ROW_GROUP_ROWS` rows whose columns NULL throughout a part
-    share one array of NULLs: memory follows the samples, not calls x counter types (issue 23: polars' sink of
-    1 M calls each sampling one of 4,096 counter types, a column each, took over 1 GB; it holds its row group's
-    NULLs). The file's columns, types and values are the sink's."""
-    import pyarrow.parquet as pq  # 45 MB: only for such traces
-
-    schema = pl.DataFrame(schema=calls.collect_schema()).to_arrow(compat_level=pl.CompatLevel.oldest()).schema
-    held: list[pa.Table] = []  # parts of the row group, without their all-NULL columns
-    with pq.ParquetWriter(path, schema, compression=TABLE_PARQUET["compression"],
-                          compression_level=TABLE_PARQUET["compression_level"],
-                          write_statistics=TABLE_PARQUET["statistics"]) as writer:
-        for part in calls.collect_batches():
-            present = [c for c, n in zip(part.columns, part.null_count().row(0)) if n < part.height]
-            held.append(part.select(present).to_arrow(compat_level=pl.CompatLevel.oldest()))
-            if sum(t.num_rows for t in held) >= CALL_ROW_GROUP_ROWS:
-                writer.write_table(_row_group(held, schema), row_group_size=CALL_ROW_GROUP_ROWS << 1)
-                held = []
-        if held:
-            writer.write_table(_row_group(held, schema), row_group_size=CALL_ROW_GROUP_ROWS << 1)
-
-
-def _row_group(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    """``parts`` one after the other with every column of ``schema``: those a part lacks are NULL, one shared
-    array per type and length (no copy of any part)."""
-    import pyarrow as pa
-
-    nulls: dict[tuple[pa.DataType, int], pa.Array] = {}
-
-    def chunks(field: pa.Field) -> Iterator[pa.Array]:
-        for part in parts:
-            if field.name in part.column_names:
-                yield from part.column(field.name).chunks
-            else:
-                key = (field.type, part.num_rows)
-                yield nulls[key] if key in nulls else nulls.setdefault(key, pa.nulls(part.num_rows, field.type))
-
-    return pa.Table.from_arrays([pa.chunked_array(list(chunks(f)), f.type) for f in schema], schema=schema)
-
-
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
     """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
@@ -783,11 +726,11 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         with PartWriter() as writer:
             _write_message_tables(writer, stage, run_id, summary)
             if summary.n_calls:
-                _write_calls(summary.calls, stage / "mpi_calls.parquet")
+                summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
     else:  # many messages: one table at a time, the calls first, whose per-call message columns (about 40 bytes
         # per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
         if summary.n_calls:
-            _write_calls(summary.calls, stage / "mpi_calls.parquet")
+            summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
         summary = replace(summary, calls=pl.LazyFrame())
         release_free_heap()  # what writing the calls freed, before the messages are numbered
         with PartWriter(background=False) as writer:

@@ -23,11 +23,6 @@ from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_col
 HOLD_BYTES = 256 * 1024 * 1024
 #: once a trace has spilled, the calls added since are written as a part when they hold this many bytes
 SPILL_PART_BYTES = 8 * 1024 * 1024
-#: cells (rows x counter columns, present or NULL) of a spilled part and of a part handed to the sink at most: a
-#: trace of many counter types each in few calls (4,096 types, one sample a call) is never joined or widened into
-#: frames of every row x every counter (issue 23: 1 M such calls took 1.5 GB); 1 Mi cells, about 9 MB as Int64
-#: with validity, holds a real trace's parts whole (some 10,000 calls of up to 60 counters)
-MAX_PART_CELLS = 1 << 20
 
 
 class CallStore:
@@ -64,26 +59,19 @@ class CallStore:
             self._spill()
 
     def _spill(self) -> None:
-        """Write the calls held in memory to the folder, in parts of about :data:`SPILL_PART_BYTES` whose rows x
-        counter columns (of any of their calls) stay within :data:`MAX_PART_CELLS` (from then on every call goes
-        there)."""
+        """Write the calls held in memory to the folder, in parts of about :data:`SPILL_PART_BYTES` (from then on
+        every call goes there)."""
         group: list[pl.DataFrame] = []
-        size, rows, counters = 0, 0, set()
-        for frame in self._frames:
-            more = counters.union(counter_columns(frame))
-            if group and (size > SPILL_PART_BYTES or (rows + frame.height) * len(more) > MAX_PART_CELLS):
-                self._write_part(group)
-                group, size, rows, more = [], 0, 0, set(counter_columns(frame))
+        size = 0
+        for i, frame in enumerate(self._frames):
             group.append(frame)
-            size, rows, counters = size + frame.estimated_size(), rows + frame.height, more
-        if group:
-            self._write_part(group)
+            size += frame.estimated_size()
+            if size > SPILL_PART_BYTES or i == len(self._frames) - 1:
+                self._files.append(self.folder / f"part-{next(self._names):08d}.parquet")
+                pl.concat(group, how="diagonal").write_parquet(self._files[-1], compression="uncompressed",
+                                                               statistics=False)
+                group, size = [], 0
         self._frames, self._held_bytes = [], 0
-
-    def _write_part(self, group: list[pl.DataFrame]) -> None:
-        """Spill ``group`` (consecutive calls) as one uncompressed part, its columns the union of theirs."""
-        self._files.append(self.folder / f"part-{next(self._names):08d}.parquet")
-        pl.concat(group, how="diagonal").write_parquet(self._files[-1], compression="uncompressed", statistics=False)
 
     def _parts(self, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
         """The calls kept, in the order added, part by part (spilled parts, else the frames held); only ``columns``
@@ -123,8 +111,7 @@ class CallStore:
         :attr:`message_ends` (the messages placed in their calls once, for both).
 
         The calls come from a lazy source that attaches the messages part by part, so that a sink streams them
-        (issue 27: a 2 GB trace's 8 M calls are never one frame); each part is widened to every counter column
-        in slices of at most :data:`MAX_PART_CELLS` cells (issue 23: many counter types)."""
+        (issue 27: a 2 GB trace's 8 M calls are never one frame)."""
         schema = {**MPI_CALL_SCHEMA, **{c: pl.Int64 for c in sorted(self._counters)}}
         if not self.n_calls:
             self.message_ends = message_ends(pl.DataFrame(schema={"call_seq": pl.Int64, "comm": pl.Int64}),
@@ -143,17 +130,13 @@ class CallStore:
         if self._files:
             release_free_heap()
 
-        height = max(1, MAX_PART_CELLS // max(1, len(self._counters)))  # rows of a part widened to every counter
-
         def parts() -> Iterator[pl.DataFrame]:
             at = 0
             for part in self._parts():
-                for first in range(0, part.height, height):
-                    piece = part.slice(first, height)
-                    piece = piece.select(pl.col(c) if c in piece.columns else pl.lit(None, t).alias(c)
-                                         for c, t in schema.items())
-                    piece, at = with_message_columns(piece, placed.columns(at, piece.height)), at + piece.height
-                    yield piece
+                part = part.select(pl.col(c) if c in part.columns else pl.lit(None, t).alias(c)
+                                   for c, t in schema.items())
+                part, at = with_message_columns(part, placed.columns(at, part.height)), at + part.height
+                yield part
 
         return lazy_parts(parts, schema)
 

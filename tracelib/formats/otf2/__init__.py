@@ -26,8 +26,9 @@ Model of an OTF2 run (``Otf2Trace``):
   (``name (file:line)``).
 - **messages**: ``MpiSend``/``MpiIsend`` matched with ``MpiRecv``/``MpiIrecv`` per (sender rank, receiver rank,
   communicator, tag) in order (MPI's non-overtaking rule); an ``MpiIrecv`` counts at the time of its
-  ``MpiIrecvRequest`` (the logical receive, as Extrae records it), an ``MpiMrecv`` is a receive from the sender,
-  communicator and tag of the ``MpiProbe`` that found its message. Unmatched halves are kept with one side NULL,
+  ``MpiIrecvRequest`` (the logical receive, as Extrae records it) and completes at its own time (``r_phys_ns``,
+  in the wait or test that completed it, as Paraver's physical receive), an ``MpiMrecv`` is a receive from the
+  sender, communicator and tag of the ``MpiProbe`` that found its message. Unmatched halves are kept with one side NULL,
   and said in one warning; a run where most receives have no send is refused (``--salvage`` reads it, warned).
 - **which events file is whose**: OTF2 names no location inside an events file (its chunks hold event numbers and
   times only). A file with more events than its location's definition announces is refused; events files moved

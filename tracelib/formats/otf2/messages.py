@@ -14,6 +14,10 @@ from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, 
 from synthtrace.tracelib.formats.row_order import stable_order
 
 _SEND_KINDS = [_SEND, _ISEND]
+#: the messages of an OTF2 run: MESSAGE_SCHEMA and ``r_phys_ns``, the receive's completion (ns): its ``MpiRecv`` or
+#: ``MpiIrecv`` event, in the call that completed it (the wait or test of an ``MPI_Irecv``, whose logical receive
+#: time ``r_time_ns`` is its ``MpiIrecvRequest``), as the Paraver reader keeps a record's physical receive time
+OTF2_MESSAGE_SCHEMA = {**MESSAGE_SCHEMA, "r_phys_ns": pl.Int64}
 _VIOLATION_SCHEMA = {"s_task": pl.Int32, "s_thread": pl.Int32, "tag": pl.Int64, "t": pl.Int64, "r_done": pl.Int64}
 #: the records that name the rank they send to or receive from (a probe's rank is its Mrecv's)
 _PEER_KINDS = [_SEND, _ISEND, _RECV, _IRECV]
@@ -158,7 +162,7 @@ class P2pRecords:
             bad.append(violations)
         if check_order and bad:
             _check_own_order(pl.concat(bad), self.anchor)
-        return _sorted_by_columns(pieces) if pieces else pl.DataFrame(schema=MESSAGE_SCHEMA)
+        return _sorted_by_columns(pieces) if pieces else pl.DataFrame(schema=OTF2_MESSAGE_SCHEMA)
 
     def _paired_apart(self, bucket: int, big: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
         """:func:`_paired` of a bucket holding tasks (``big``) that receive more than :data:`MATCH_ROWS` records
@@ -252,7 +256,7 @@ MATCH_ROWS = 250_000
 
 def match_messages(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
                    anchor: Path | None = None, group_rows: int | None = None) -> pl.DataFrame:
-    """Pair send and receive records into messages (``MESSAGE_SCHEMA``).
+    """Pair send and receive records into messages (:data:`OTF2_MESSAGE_SCHEMA`).
 
     Sends and receives between the same ranks on the same communicator with the same tag match in order (MPI's
     non-overtaking rule): sends in send order, receives in order of their logical time (an ``MpiIrecv`` counts at
@@ -295,7 +299,7 @@ def _paired(p2p: pl.DataFrame, comm_ranks: pl.DataFrame, self_comms: set[int],
     """:func:`match_messages` unsorted, and the messages a thread received from itself before sending them
     (:func:`_own_order_violations`, one per group of receiving tasks), unchecked."""
     if p2p.height == 0:
-        return pl.DataFrame(schema=MESSAGE_SCHEMA), pl.DataFrame(schema=_VIOLATION_SCHEMA)
+        return pl.DataFrame(schema=OTF2_MESSAGE_SCHEMA), pl.DataFrame(schema=_VIOLATION_SCHEMA)
     ranks = _peer_ranks(comm_ranks)
     self_list = pl.Series(sorted(self_comms), dtype=pl.Int64).implode()
     group_rows = MATCH_ROWS if group_rows is None else group_rows
@@ -316,7 +320,7 @@ def _peer_ranks(comm_ranks: pl.DataFrame) -> pl.LazyFrame:
 
 
 def _piece(m: pl.DataFrame) -> pl.DataFrame:
-    """The pairs ``m`` of :func:`_pairs` as messages (``MESSAGE_SCHEMA``)."""
+    """The pairs ``m`` of :func:`_pairs` as messages (:data:`OTF2_MESSAGE_SCHEMA`)."""
     return m.select(
         pl.when(pl.col("s_task").is_not_null()).then(pl.lit(1)).cast(pl.Int32).alias("s_appl"),
         pl.col("s_task").cast(pl.Int32),
@@ -328,6 +332,7 @@ def _piece(m: pl.DataFrame) -> pl.DataFrame:
         pl.col("r_t").alias("r_time_ns").cast(pl.Int64),
         pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"),
         pl.col("tag").cast(pl.Int64),
+        pl.col("r_done").alias("r_phys_ns").cast(pl.Int64),
     )
 
 
