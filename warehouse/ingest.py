@@ -40,6 +40,10 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 #: how a run's big tables are written: zstd level 1 stores them as small as the default level 3 (within 0.5 % on
 #: bursts and calls) for 20-25 % less CPU time; statistics let DuckDB skip row groups
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
+#: cells (rows x columns) of a row group of mpi_calls.parquet at most: Polars' sink holds a whole row group as it
+#: writes it, so a table of thousands of counter columns (1 M calls each sampling one of 4,096 counter types: 82,000-row
+#: groups x 4,115 columns, ~900 MB) gets shorter groups; a table of up to 256 columns keeps Polars' own
+CALL_ROW_GROUP_CELLS = 64 * 2**20
 #: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
 CONCURRENT_MESSAGES = 1_000_000
 #: up to this many messages, mpi_messages.parquet is numbered at once; more are numbered and written
@@ -706,6 +710,15 @@ def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary:
         writer.submit(_write_logical_messages, stage, run_id, summary)
 
 
+def _sink_calls(calls: pl.LazyFrame, path: Path) -> None:
+    """mpi_calls.parquet from the calls' lazy source, streamed, in row groups of at most
+    :data:`CALL_ROW_GROUP_CELLS` cells once the table is wider than 256 columns (issue 23: memory follows the row
+    group, not calls x counter types)."""
+    rows = CALL_ROW_GROUP_CELLS // max(1, len(calls.collect_schema()))
+    wide = {"row_group_size": rows} if rows < CALL_ROW_GROUP_CELLS // 256 else {}
+    calls.sink_parquet(path, **TABLE_PARQUET, **wide)
+
+
 def _write_run(source: TraceSource, run_id: str, stage: Path,
                progress: Callable[[int], None] | None) -> ReadSummary:
     """Read ``source`` into the staging directory of its run: bursts, uncore and events parts as they come, then
@@ -726,11 +739,11 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         with PartWriter() as writer:
             _write_message_tables(writer, stage, run_id, summary)
             if summary.n_calls:
-                summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
+                _sink_calls(summary.calls, stage / "mpi_calls.parquet")
     else:  # many messages: one table at a time, the calls first, whose per-call message columns (about 40 bytes
         # per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
         if summary.n_calls:
-            summary.calls.sink_parquet(stage / "mpi_calls.parquet", **TABLE_PARQUET)
+            _sink_calls(summary.calls, stage / "mpi_calls.parquet")
         summary = replace(summary, calls=pl.LazyFrame())
         release_free_heap()  # what writing the calls freed, before the messages are numbered
         with PartWriter(background=False) as writer:
