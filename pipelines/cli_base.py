@@ -33,6 +33,7 @@ from synthtrace.tracelib.atomic_file import (
     write_atomically,
 )
 from synthtrace.tracelib.errors import BadInputError, OutputClosed
+from synthtrace.tracelib.folder_tree import remove_tree
 from synthtrace.tracelib.formats.gzip_name import without_gzip
 from synthtrace.tracelib.printable import escaped  # [helper security2]
 
@@ -368,7 +369,7 @@ def held_folder(parent: Path, prefix: str, said: str | None = None) -> Iterator[
 
     for stale in parent.glob(f"{glob.escape(prefix)}.*{_PART}"):
         if stale.is_dir() and not stale.is_symlink() and _unheld(stale):
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_tree(stale, ignore_errors=True)
             if said:
                 print_warning(f"{said}: an earlier write there was stopped before it ended (killed); its part "
                               f"folder {stale.name} was removed")
@@ -382,8 +383,8 @@ def held_folder(parent: Path, prefix: str, said: str | None = None) -> Iterator[
         new.rename(folder)
         yield folder
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        shutil.rmtree(new, ignore_errors=True)
+        remove_tree(folder, ignore_errors=True)
+        remove_tree(new, ignore_errors=True)
         os.close(fd)
 
 
@@ -429,10 +430,10 @@ def staged_folder(folder: Path, option: str) -> Iterator[Path]:
                     place_file(src, dest)
             except BaseException:
                 if made:  # nothing of this command stays in a folder it made
-                    shutil.rmtree(folder, ignore_errors=True)
+                    remove_tree(folder, ignore_errors=True)
                 raise
         finally:
-            shutil.rmtree(stage, ignore_errors=True)
+            remove_tree(stage, ignore_errors=True)
 
 
 def _named_in(exc: BaseException, stage: Path, folder: Path) -> BaseException:

@@ -116,3 +116,17 @@ def test_an_ingest_that_rebuilds_the_program_index_beside_a_deep_chain_in_it_wor
     code, out, err = run_cli("ingest", traces / JACOBI.name, "-w", wh_path)
     assert code == 0 and "ingested as" in out + err, (out, err)
     assert not [p for p in index.parent.iterdir() if p.name.endswith(".old")]
+
+
+def test_a_stale_part_folder_beside_an_output_holding_a_deep_chain_is_removed(wh_path, tmp_path):
+    """A killed command's part folder beside an output (``.x.csv.<id>.part``, removed by the next write there)
+    holding a deep chain: shutil.rmtree's RecursionError escaped its ignore_errors and stopped the write. (wh_path:
+    tmp_path removed without recursion after the test, whatever it left.)"""
+    from synthtrace.pipelines.cli_base import held_folder
+
+    stale = tmp_path / ".x.csv.0123abcd.part"
+    stale.mkdir()
+    _deep_chain(stale, DEPTH)
+    with held_folder(tmp_path, ".x.csv") as folder:
+        assert folder.is_dir() and not stale.exists()
+    assert not folder.exists()

@@ -91,8 +91,8 @@ def test_a_wide_export_holds_a_bounded_number_of_cells(wide_wh, run_cli, monkeyp
     whole = tmp_path / f"whole.{fmt}"
     assert run_cli("export", "wide", "-f", fmt, "-o", whole, "-w", wide_wh)[0] == 0
     cells = 2_000
-    monkeypatch.setattr(export_views, "EXPORT_WINDOW_CELLS", cells, raising=False)
-    monkeypatch.setattr(exports, "PERFETTO_BATCH_CELLS", cells, raising=False)
+    monkeypatch.setattr(export_views, "EXPORT_WINDOW_CELLS", cells)
+    monkeypatch.setattr(exports, "PERFETTO_BATCH_CELLS", cells)
     windows: list[tuple[int, int]] = []
     batches: list[int] = []
     read, to_json = export_views.ExportScans.bursts_in, exports._json_rows

@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-from synthtrace.tracelib.formats.exports import pipit_window, process_numbers, write_perfetto_windows
+from synthtrace.tracelib.formats.exports import pipit_window, process_numbers, rows_within, write_perfetto_windows
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.warehouse.analysis_store import read_analysis
 from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
@@ -127,7 +127,7 @@ def window_rows(scans: Sequence[pl.LazyFrame | None], rows: int | None = None) -
     """The rows of ``scans`` an export reads at a time: ``rows`` (:data:`EXPORT_WINDOW_ROWS`), fewer when the
     widest of ``scans`` would pass :data:`EXPORT_WINDOW_CELLS` cells."""
     width = max((len(s.collect_schema()) for s in scans if s is not None), default=1)
-    return max(1, min(rows or EXPORT_WINDOW_ROWS, EXPORT_WINDOW_CELLS // max(1, width)))
+    return rows_within(EXPORT_WINDOW_CELLS, width, rows or EXPORT_WINDOW_ROWS)
 
 
 def _at_or_after(keys: Sequence[str], point: Sequence[int]) -> pl.Expr:

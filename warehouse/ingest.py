@@ -42,8 +42,10 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
 #: cells (rows x columns) of a row group of mpi_calls.parquet at most: Polars' sink holds a whole row group as it
 #: writes it, so a table of thousands of counter columns (1 M calls each sampling one of 4,096 counter types: 82,000-row
-#: groups x 4,115 columns, ~900 MB) gets shorter groups; a table of up to 256 columns keeps Polars' own
+#: groups x 4,115 columns, ~900 MB) gets shorter groups ...
 CALL_ROW_GROUP_CELLS = 64 * 2**20
+#: ... when it has more columns than this (a narrower table keeps Polars' own row groups)
+WIDE_CALLS_COLUMNS = 256
 #: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
 CONCURRENT_MESSAGES = 1_000_000
 #: up to this many messages, mpi_messages.parquet is numbered at once; more are numbered and written
@@ -712,10 +714,10 @@ def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary:
 
 def _sink_calls(calls: pl.LazyFrame, path: Path) -> None:
     """mpi_calls.parquet from the calls' lazy source, streamed, in row groups of at most
-    :data:`CALL_ROW_GROUP_CELLS` cells once the table is wider than 256 columns (issue 23: memory follows the row
-    group, not calls x counter types)."""
-    rows = CALL_ROW_GROUP_CELLS // max(1, len(calls.collect_schema()))
-    wide = {"row_group_size": rows} if rows < CALL_ROW_GROUP_CELLS // 256 else {}
+    :data:`CALL_ROW_GROUP_CELLS` cells once the table has more than :data:`WIDE_CALLS_COLUMNS` columns (issue 23:
+    memory follows the row group, not calls x counter types)."""
+    width = len(calls.collect_schema())
+    wide = {"row_group_size": CALL_ROW_GROUP_CELLS // width} if width > WIDE_CALLS_COLUMNS else {}
     calls.sink_parquet(path, **TABLE_PARQUET, **wide)
 
 

@@ -122,11 +122,17 @@ def _linked(root: str, unit: Sequence[str]) -> str | None:
     """Why the entry ``unit`` of a named top folder is read nowhere because it or its top folder is a symbolic link
     (attack 17 F6, attack 18 F3: the query snapshots open folders without following links; the other readers and
     the writers ask here), whatever it points to; None when neither is."""
-    top = os.path.join(root, unit[0])
-    for link, what in ((os.path.join(top, unit[1]), "a symbolic link"), (top, f"in {unit[0]}/, a symbolic link")):
-        if os.path.islink(link):
-            return f"{what} to {os.readlink(link)!r}, not a folder the warehouse wrote"
-    return None
+    entry = os.path.join(root, *unit)
+    if os.path.islink(entry):
+        return f"a symbolic link to {os.readlink(entry)!r}, not a folder the warehouse wrote"
+    return None if (why := _top_link(root, unit[0])) is None else f"in {unit[0]}/, {why}"
+
+
+def _top_link(root: str | os.PathLike, top: str) -> str | None:
+    """Why the top folder ``top`` of the warehouse ``root`` is read nowhere (a symbolic link), or None."""
+    folder = os.path.join(os.fspath(root), top)
+    return f"a symbolic link to {os.readlink(folder)!r}, not a folder the warehouse wrote" if os.path.islink(folder) \
+        else None
 
 
 def incomplete(unit: Sequence[str], manifest: Manifest | str | None) -> str | None:
@@ -323,9 +329,8 @@ def foreign_folders(root: str | os.PathLike) -> list[str]:
     out = []
     for top in ("runs", "experiments"):
         folder = os.path.join(os.fspath(root), top)
-        if os.path.islink(folder):  # attack 18 F3: one line for the top folder, not one per entry
-            out.append(f"{folder}: not read (a symbolic link to {os.readlink(folder)!r}, not a folder of the "
-                       "warehouse); replace it with a folder")
+        if (linked := _top_link(root, top)) is not None:  # attack 18 F3: one line for the top folder, not one per entry
+            out.append(f"{folder}: not read ({linked}); replace it with a folder")
             continue
         out += [f"{os.path.join(folder, name)}: not read ({why}); move it out of the warehouse"
                 for name in _folders(root, top, links=True) if (why := judge(root, (top, name)).foreign) is not None]

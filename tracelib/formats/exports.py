@@ -37,6 +37,12 @@ PERFETTO_BATCH_ROWS = 50_000
 PERFETTO_BATCH_CELLS = 1_600_000
 
 
+def rows_within(cells: int, width: int, rows: int) -> int:
+    """The rows (``rows`` at most, one at least) of a table ``width`` columns wide that hold at most ``cells`` cells:
+    what a window of a wide export reads or writes at a time (attack 18 F2)."""
+    return max(1, min(rows, cells // max(1, width)))
+
+
 def _microseconds(column: str) -> pl.Expr:
     """The ns of ``column`` in µs, each the double nearest to the exact quotient, so that it prints as the exact
     decimal (1.2 for 1200 ns). Polars divides by a constant as a product with its inverse, which is not always the
@@ -105,7 +111,7 @@ def write_perfetto_windows(out: BinaryIO, tasks: pl.DataFrame, bursts: Iterable[
     for frames, events in windows:
         for frame in frames:
             frame = frame.sort([*THREAD_KEYS, "start_ns"]) if "start_ns" in frame.columns else frame
-            batch = max(1, min(PERFETTO_BATCH_ROWS, PERFETTO_BATCH_CELLS // max(1, frame.width)))
+            batch = rows_within(PERFETTO_BATCH_CELLS, frame.width, PERFETTO_BATCH_ROWS)
             for at in range(0, frame.height, batch):
                 out.write(sep + _json_rows(events(frame.slice(at, batch))))
                 sep = b","

@@ -186,13 +186,9 @@ def _paraver_name(name: str) -> bool:
     return without_gzip(name).endswith(PARAVER_SUFFIX)
 
 
-def is_trace(path: Path) -> bool:
-    """Whether ``path`` names a trace file synthtrace reads (a Paraver trace or an OTF2 anchor)."""
-    return is_trace_name(path.name)
-
-
 def is_trace_name(name: str) -> bool:
-    """:func:`is_trace` of a file name (no path object made: a folder's listing is judged name by name)."""
+    """Whether the file name ``name`` names a trace file synthtrace reads (a Paraver trace or an OTF2 anchor; no
+    path object made: a folder's listing is judged name by name)."""
     return _paraver_name(name) or name.endswith(OTF2_SUFFIX)
 
 
