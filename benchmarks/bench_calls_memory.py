@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_ingest import _run, exported  # noqa: E402
 from benchmarks.bench_long_lines import CHILD_CLI_INGEST  # noqa: E402
-from benchmarks.machine import machine_description  # noqa: E402
+from benchmarks.bench_sampled_memory import print_peak_table  # noqa: E402
 
 TYPES = 4096
 FIRST_COUNTER = 42000000
@@ -80,14 +80,10 @@ def main() -> None:
                 r = _run(CHILD_CLI_INGEST, str(trace), str(tmp / "wh"), root=root)
                 print(f"calls-{n} [{side}]: rc {r['code']}, {r['peak_rss_mb']:.0f} MB, cpu {r['cpu']:.1f} s",
                       flush=True)
-                rows.append((n, trace.stat().st_size / 1e6, side, r))
+                rows.append((f"{n:,}", trace.stat().st_size / 1e6, side, r))
                 shutil.rmtree(tmp / "wh", ignore_errors=True)
             trace.unlink()
-    print(f"\nMachine: {machine_description()}.")
-    print("| calls | .prv | code | exit | peak RSS | CPU | load |\n|---|---|---|---|---|---|---|")
-    for n, size, side, r in rows:
-        print(f"| {n:,} | {size:,.0f} MB | {side} | {r['code']} | {r['peak_rss_mb']:,.0f} MB | {r['cpu']:.1f} s | "
-              f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
+    print_peak_table("calls", rows)
 
 
 if __name__ == "__main__":

@@ -107,8 +107,13 @@ def main() -> None:
                 rows.append((what, trace.stat().st_size / 1e6, side, r))
                 shutil.rmtree(tmp / "wh", ignore_errors=True)
             shutil.rmtree(folder)
+    print_peak_table("case", rows)
+
+
+def print_peak_table(first: str, rows: list) -> None:
+    """The machine and a Markdown table of ``rows`` (case, input MB, code side, :func:`bench_ingest._run` result)."""
     print(f"\nMachine: {machine_description()}.")
-    print("| case | size | code | exit | peak RSS | CPU | load |\n|---|---|---|---|---|---|---|")
+    print(f"| {first} | size | code | exit | peak RSS | CPU | load |\n|---|---|---|---|---|---|---|")
     for what, size, side, r in rows:
         print(f"| {what} | {size:,.0f} MB | {side} | {r['code']} | {r['peak_rss_mb']:,.0f} MB | {r['cpu']:.1f} s | "
               f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
