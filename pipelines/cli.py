@@ -143,8 +143,11 @@ LIBRARY_WARNINGS = (r"The '\w+' attribute with value .* was provided to the `Fie
 
 
 def show_warnings() -> None:
-    """Every warning shown once where it is raised (a trace's, the analysis'), but :data:`LIBRARY_WARNINGS`."""
+    """Every warning shown once where it is raised (a trace's, the analysis'), but :data:`LIBRARY_WARNINGS` and
+    ResourceWarning: "unclosed file <_io.FileIO name=18 ...>" when some code's file is collected is a note to the
+    developer of that code (Python hides it outside development mode), not a line a user can act on."""
     warnings.simplefilter("default")
+    warnings.simplefilter("ignore", ResourceWarning)
     for message in LIBRARY_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
 
