@@ -13,6 +13,8 @@ import polars as pl
 
 #: cells (rows x columns) of a block of a wide table read or written at once
 BLOCK_CELLS = 4_000_000
+#: a table of more columns is written a block at a time (:func:`written`), not by Polars' sink
+WIDE_COLUMNS = 256
 
 
 def block_rows(columns: int) -> int:
@@ -64,7 +66,7 @@ def written(blocks: Iterable[pl.DataFrame], path: Path) -> pl.LazyFrame:
         for b in blocks:
             t = b.to_arrow()
             if writer is None:
-                writer = pq.ParquetWriter(path, t.schema)
+                writer = pq.ParquetWriter(path, t.schema, compression="zstd")
             writer.write_table(t)
     finally:
         if writer is not None:
