@@ -8,7 +8,8 @@ completed it, paired by request id. A reader matches the halves of a message fro
 location whose trace started late (tracing turned on late, its first events lost) has no events before that time,
 while its partners' halves of the messages it exchanged before are there.
 
-Only what the merge's campaigns use is written: one thread per rank, ``MPI_COMM_WORLD``, blocking collectives.
+Only what the merge's campaigns use is written: one thread per rank, ``MPI_COMM_WORLD`` and duplicates of it
+(point-to-point messages only), blocking collectives.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from synthtrace.simulator.mpi_exec import WORLD
 from synthtrace.tracelib.errors import BadInputError
 
 #: blocking collectives the archive can record, by MPI call name
@@ -30,9 +32,9 @@ _SITE = re.compile(r"^(.*) \((.+):(\d+)\)$")
 def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame, counters: list[str],
                traced_from: dict[int, int] | None = None) -> Path:
     """Write one run (the simulator's tables: ``bursts`` with ``counters``, ``calls``, ``msgs`` with logical and
-    physical times) as an OTF2 archive in ``root``; returns its anchor (``root/traces.otf2``). ``traced_from``: task
-    (1-based) -> the time (ns) its trace starts: its bursts and calls must already start there, and its halves of
-    the messages before are left out (its partners' halves stay)."""
+    physical times and communicator) as an OTF2 archive in ``root``; returns its anchor (``root/traces.otf2``).
+    ``traced_from``: task (1-based) -> the time (ns) its trace starts: its bursts and calls must already start
+    there, and its halves of the messages before are left out (its partners' halves stay)."""
     import otf2
     from otf2.enums import (Base, CollectiveOp, GroupType, LocationGroupType, LocationType, MetricMode,
                             MetricOccurrence, MetricType, Paradigm, RecorderKind, RegionRole, Type)
@@ -52,6 +54,9 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
                 members=locs)
         world = d.comm("MPI_COMM_WORLD", d.group("world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
                                                  members=list(range(ranks))))
+        # duplicates of the world (MPI_Comm_dup) the messages name, by the simulator's communicator id
+        comm_of = {WORLD: world} | {c: d.comm(f"MPI_COMM_WORLD dup {c}", world.group, parent=world)
+                                    for c in sorted(set(msgs.get_column("comm").to_list()) - {WORLD})}
         regions: dict[str, object] = {}
 
         def region(name: str, mpi: bool) -> object:
@@ -96,12 +101,13 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
                 for m in by_call.get(i, []):
                     t = min(max(int(m["time_ns"]), s), x)
                     peer, tag, size, req, kind = m["peer"] - 1, m["tag"], m["size"], m["req"], m["kind"]
+                    comm = comm_of[m["comm"]]
                     if kind == "irecv_request":
                         ev.mpi_irecv_request(t, req)
                     elif kind in ("isend", "irecv"):
-                        (ev.mpi_isend if kind == "isend" else ev.mpi_irecv)(t, peer, world, tag, size, req)
+                        (ev.mpi_isend if kind == "isend" else ev.mpi_irecv)(t, peer, comm, tag, size, req)
                     else:
-                        (ev.mpi_send if kind == "send" else ev.mpi_recv)(t, peer, world, tag, size)
+                        (ev.mpi_send if kind == "send" else ev.mpi_recv)(t, peer, comm, tag, size)
                 if op:
                     ev.mpi_collective_end(x, getattr(CollectiveOp, op), world,
                                           call["root"] if call["root"] is not None else 0xFFFFFFFF,
@@ -117,8 +123,8 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
 
 def _message_events(calls: pl.DataFrame, msgs: pl.DataFrame, starts: dict[int, int]) -> pl.DataFrame:
     """Per message half traced, its events: task, ``call`` (index among the task's calls by start), time_ns, kind
-    (send, isend, recv, irecv_request, irecv), peer task, tag, size, request id. A half on a task whose trace starts
-    after it is left out."""
+    (send, isend, recv, irecv_request, irecv), peer task, tag, size, request id, communicator. A half on a task whose
+    trace starts after it (or in a call before that) is left out."""
     c = (calls.sort("task", "start_ns")
          .select(pl.col("task").cast(pl.Int32), "start_ns", "end_ns", "mpi_call",
                  pl.int_range(pl.len()).over("task").alias("call")))
@@ -126,13 +132,14 @@ def _message_events(calls: pl.DataFrame, msgs: pl.DataFrame, starts: dict[int, i
 
     def at(task: str, time: str, peer: str, traced: bool = True) -> pl.DataFrame:
         e = (m.select(pl.col(task).cast(pl.Int32).alias("task"), pl.col(time).cast(pl.Int64).alias("time_ns"),
-                      pl.col(peer).cast(pl.Int32).alias("peer"), "tag", "size", "req")
+                      pl.col(peer).cast(pl.Int32).alias("peer"), "tag", "size", "req", "comm")
              .sort("time_ns")
              .join_asof(c.sort("start_ns"), left_on="time_ns", right_on="start_ns", by="task", strategy="backward",
                         check_sortedness=False))
         first = pl.col("task").replace_strict(starts, default=None, return_dtype=pl.Int64) if starts else None
-        if first is not None:
-            e = e.filter(first.is_null() | (pl.col("time_ns") >= first)) if traced else e
+        if first is not None and traced:  # a late task's half outside its first traced call (a completion at the
+            # exit of the call before its trace began, e.g. a Waitall ending where its first burst starts) is lost
+            e = e.filter(first.is_null() | ((pl.col("time_ns") >= first) & pl.col("call").is_not_null()))
         if traced and e.filter(pl.col("call").is_null() | (pl.col("time_ns") > pl.col("end_ns"))).height:
             raise BadInputError("a message end outside any MPI call: not written as OTF2")
         return e
@@ -147,5 +154,5 @@ def _message_events(calls: pl.DataFrame, msgs: pl.DataFrame, starts: dict[int, i
     req = post.filter(pl.col("req").is_in(nonblocking.implode())).with_columns(pl.lit("irecv_request").alias("kind"))
     done = done.with_columns(pl.when(pl.col("req").is_in(nonblocking.implode())).then(pl.lit("irecv"))
                              .otherwise(pl.lit("recv")).alias("kind"))
-    cols = ["task", "call", "time_ns", "kind", "peer", "tag", "size", "req"]
+    cols = ["task", "call", "time_ns", "kind", "peer", "tag", "size", "req", "comm"]
     return pl.concat([x.select(cols) for x in (send, req, done)])
