@@ -1059,6 +1059,8 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
     P = spec.ranks
     if P < 2 or spec.iterations < 2:
         raise BadInputError("a campaign needs at least 2 ranks and 2 iterations")
+    if spec.trace_format == "otf2" and (0 <= spec.renumber_run < spec.runs or spec.shape.threads > 1):
+        raise BadInputError("the OTF2 output writes neither renumbered runs nor threads")
     exp_rng = _rng(spec.seed, spec.mechanism, "experiment")
     sigma = draw_noise_sizes(exp_rng)
     sets = [list(c) for c in spec.counter_sets] or assign_counter_sets(spec.runs, 4, exp_rng)
@@ -1085,12 +1087,11 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
         name = f"{spec.app}.run{r}"
         bursts, calls, msgs, events, truth = _tables(ex, spec, model, timing, placement, machine.cores_per_node,
                                                      sets[r], name, rng, r)
-        halves, traced_from = msgs, {}  # OTF2 keeps each traced half of a message (a reader pairs them)
-        for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3):
-            if run == r:
-                traced_from[rank + 1] = _trace_start(rank + 1, iteration, truth)
-                bursts, calls, msgs, events, truth = _traced_from(rank + 1, iteration, bursts, calls, msgs, events,
-                                                                  truth)
+        halves = msgs  # OTF2 keeps each traced half of a message (a reader pairs them)
+        traced_from = {rank + 1: _trace_start(rank + 1, iteration, truth)
+                       for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3) if run == r}
+        if traced_from:
+            bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
         if r == spec.renumber_run:
             perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
@@ -1103,8 +1104,6 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
                                                           **({dup: tuple(range(P))} if dup else {})}.items()),
                          node_names=placement.node_names, binary=spec.app)
         if spec.trace_format == "otf2":
-            if r == spec.renumber_run or spec.shape.threads > 1:
-                raise BadInputError("the OTF2 output writes neither renumbered runs nor threads")
             from synthtrace.simulator.otf2_out import write_otf2
             traces.append(write_otf2(d / name, bursts, calls, halves, sets[r], traced_from))
         else:
@@ -1122,25 +1121,25 @@ def _trace_start(task: int, iteration: int, truth: pl.DataFrame) -> int:
     return int(truth.filter((pl.col("task") == task) & (pl.col("iteration") >= iteration)).get_column("start_ns").min())
 
 
-def _traced_from(task: int, iteration: int, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame,
+def _traced_from(starts: dict[int, int], bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame,
                  events: pl.DataFrame, truth: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
-    """The tables of a run whose trace of ``task`` (1-based) starts at its first burst of outer ``iteration``: its
-    bursts, calls, events and truth rows before that time are gone (its truth renumbered from 0, as the reader
-    numbers), and so is every communication record with an end on ``task`` before it. A Paraver record holds both
-    ends; Extrae's merger writes one only when it pairs a traced send with a traced receive (the others are
-    counted as unmatched and left out), and OTF2 pairs the halves of a message the same way. The partners' calls
-    that sent or received the missing messages stay, with neither peer nor bytes (a Paraver trace carries them
-    in the records only)."""
-    t0 = _trace_start(task, iteration, truth)
-    before = (pl.col("task") == task) & (pl.col("start_ns") < t0)
-    gone = truth.filter(before).height
-    truth = truth.filter(~before).with_columns(
-        pl.when(pl.col("task") == task).then(pl.col("burst_seq") - gone).otherwise(pl.col("burst_seq"))
-        .alias("burst_seq"))
-    lost = (((pl.col("s_task") == task) & (pl.col("s_time_ns") < t0))
-            | ((pl.col("r_task") == task) & (pl.col("r_time_ns") < t0)))
+    """The tables of a run whose traces of the tasks of ``starts`` (1-based task -> the time (ns) its trace starts:
+    :func:`_trace_start`) start late: their bursts, calls, events and truth rows before that time are gone (their
+    truth renumbered from 0, as the reader numbers), and so is every communication record with an end on such a
+    task before it. A Paraver record holds both ends; Extrae's merger writes one only when it pairs a traced send
+    with a traced receive (the others are counted as unmatched and left out), and OTF2 pairs the halves of a
+    message the same way. The partners' calls that sent or received the missing messages stay, with neither peer
+    nor bytes (a Paraver trace carries them in the records only)."""
+    def t0(task: str) -> pl.Expr:  # the trace start of the row's task (NULL: traced from its start)
+        return pl.col(task).replace_strict(starts, default=None, return_dtype=pl.Int64)
+
+    before = (pl.col("start_ns") < t0("task")).fill_null(False)
+    gone = truth.filter(before).group_by("task").len()
+    truth = (truth.filter(~before).join(gone, on="task", how="left", maintain_order="left")
+             .with_columns(pl.col("burst_seq") - pl.col("len").fill_null(0)).drop("len"))
+    lost = ((pl.col("s_time_ns") < t0("s_task")) | (pl.col("r_time_ns") < t0("r_task"))).fill_null(False)
     return (bursts.filter(~before), calls.filter(~before), msgs.filter(~lost),
-            events.filter(~((pl.col("task") == task) & (pl.col("time_ns") < t0))), truth)
+            events.filter(~(pl.col("time_ns") < t0("task")).fill_null(False)), truth)
 
 
 def _renumbered(perm: np.ndarray, *frames: pl.DataFrame) -> tuple[pl.DataFrame, ...]:

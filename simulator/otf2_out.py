@@ -13,20 +13,16 @@ Only what the merge's campaigns use is written: one thread per rank, ``MPI_COMM_
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from synthtrace.simulator.mpi_exec import WORLD
+from synthtrace.tracelib.domain.mpi_calls import MPI_CALLS
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.paraver.writer import _SITE_FULL as SITE  # a call site "func (file:line)"
 
-#: blocking collectives the archive can record, by MPI call name
-_COLLECTIVES = {"MPI_Barrier": "BARRIER", "MPI_Bcast": "BCAST", "MPI_Reduce": "REDUCE", "MPI_Allreduce": "ALLREDUCE",
-                "MPI_Allgather": "ALLGATHER", "MPI_Alltoall": "ALLTOALL", "MPI_Gather": "GATHER",
-                "MPI_Scatter": "SCATTER"}
-_SITE = re.compile(r"^(.*) \((.+):(\d+)\)$")
 
 
 def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame, counters: list[str],
@@ -43,6 +39,9 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
         raise BadInputError("the OTF2 output writes one thread per rank")
     ranks = int(bursts.get_column("task").max())
     starts = traced_from or {}
+    # blocking collectives the archive can record: the catalogue's whose name OTF2 has an operation for
+    collectives = {n: getattr(CollectiveOp, n[4:].upper()) for n, c in MPI_CALLS.items()
+                   if c.kind == "collective" and c.blocking and hasattr(CollectiveOp, n[4:].upper())}
     root = Path(root)
     with otf2.writer.open(str(root), timer_resolution=10**9) as w:
         d = w.definitions
@@ -62,13 +61,13 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
         def region(name: str, mpi: bool) -> object:
             if name not in regions:
                 if mpi:
-                    role = (RegionRole.COLL_ALL2ALL if name in _COLLECTIVES else RegionRole.POINT2POINT
+                    role = (RegionRole.COLL_ALL2ALL if name in collectives else RegionRole.POINT2POINT
                             if "send" in name.lower() or "recv" in name.lower() else RegionRole.FUNCTION)
                     regions[name] = d.region(name, region_role=role, paradigm=Paradigm.MPI)
                 else:
-                    m = _SITE.match(name)
-                    kw = {"source_file": m[2], "begin_line_number": int(m[3])} if m else {}
-                    regions[name] = d.region(m[1] if m else name, region_role=RegionRole.FUNCTION,
+                    m = SITE.match(name)
+                    kw = {"source_file": m["file"], "begin_line_number": int(m["line"])} if m else {}
+                    regions[name] = d.region(m["func"] if m else name, region_role=RegionRole.FUNCTION,
                                              paradigm=Paradigm.COMPILER, **kw)
             return regions[name]
 
@@ -95,8 +94,8 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
                 ev.enter(s, region(site, False))
                 ev.metric(s, papi, reading)
                 ev.enter(s, region(call["mpi_call"], True))
-                op = _COLLECTIVES.get(call["mpi_call"])
-                if op:
+                op = collectives.get(call["mpi_call"])
+                if op is not None:
                     ev.mpi_collective_begin(s)
                 for m in by_call.get(i, []):
                     t = min(max(int(m["time_ns"]), s), x)
@@ -108,8 +107,8 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
                         (ev.mpi_isend if kind == "isend" else ev.mpi_irecv)(t, peer, comm, tag, size, req)
                     else:
                         (ev.mpi_send if kind == "send" else ev.mpi_recv)(t, peer, comm, tag, size)
-                if op:
-                    ev.mpi_collective_end(x, getattr(CollectiveOp, op), world,
+                if op is not None:
+                    ev.mpi_collective_end(x, op, world,
                                           call["root"] if call["root"] is not None else 0xFFFFFFFF,
                                           int(call["bytes_sent"] or 0), int(call["bytes_recv"] or 0))
                 ev.metric(x, papi, reading)
@@ -130,29 +129,32 @@ def _message_events(calls: pl.DataFrame, msgs: pl.DataFrame, starts: dict[int, i
                  pl.int_range(pl.len()).over("task").alias("call")))
     m = msgs.with_row_index("req").with_columns(pl.col("req").cast(pl.Int64))
 
-    def at(task: str, time: str, peer: str, traced: bool = True) -> pl.DataFrame:
-        e = (m.select(pl.col(task).cast(pl.Int32).alias("task"), pl.col(time).cast(pl.Int64).alias("time_ns"),
-                      pl.col(peer).cast(pl.Int32).alias("peer"), "tag", "size", "req", "comm")
-             .sort("time_ns")
-             .join_asof(c.sort("start_ns"), left_on="time_ns", right_on="start_ns", by="task", strategy="backward",
-                        check_sortedness=False))
-        first = pl.col("task").replace_strict(starts, default=None, return_dtype=pl.Int64) if starts else None
-        if first is not None and traced:  # a late task's half outside its first traced call (a completion at the
-            # exit of the call before its trace began, e.g. a Waitall ending where its first burst starts) is lost
+    first = pl.col("task").replace_strict(starts, default=None, return_dtype=pl.Int64)
+
+    def at(task: str, time: str, peer: str) -> pl.DataFrame:
+        """The halves of ``m`` ended at ``time`` on ``task``, each in the call of its task holding that time."""
+        return (m.select(pl.col(task).cast(pl.Int32).alias("task"), pl.col(time).cast(pl.Int64).alias("time_ns"),
+                         pl.col(peer).cast(pl.Int32).alias("peer"), "tag", "size", "req", "comm")
+                .sort("time_ns")
+                .join_asof(c.sort("start_ns"), left_on="time_ns", right_on="start_ns", by="task",
+                           strategy="backward", check_sortedness=False))
+
+    def traced(e: pl.DataFrame) -> pl.DataFrame:
+        """The halves of ``e`` traced: a late task's half outside its first traced call (a completion at the exit
+        of the call before its trace began, e.g. a Waitall ending where its first burst starts) is lost."""
+        if starts:
             e = e.filter(first.is_null() | ((pl.col("time_ns") >= first) & pl.col("call").is_not_null()))
-        if traced and e.filter(pl.col("call").is_null() | (pl.col("time_ns") > pl.col("end_ns"))).height:
+        if e.filter(pl.col("call").is_null() | (pl.col("time_ns") > pl.col("end_ns"))).height:
             raise BadInputError("a message end outside any MPI call: not written as OTF2")
         return e
 
-    send = at("s_task", "s_time_ns", "r_task").with_columns(
+    send = traced(at("s_task", "s_time_ns", "r_task")).with_columns(
         pl.when(pl.col("mpi_call").is_in(["MPI_Isend", "MPI_Start"])).then(pl.lit("isend"))
         .otherwise(pl.lit("send")).alias("kind"))
-    post = at("r_task", "r_time_ns", "s_task")
-    done = at("r_task", "r_phys_ns", "s_task")
-    nonblocking = at("r_task", "r_time_ns", "s_task", traced=False).filter(
-        pl.col("mpi_call") == "MPI_Irecv").get_column("req")
-    req = post.filter(pl.col("req").is_in(nonblocking.implode())).with_columns(pl.lit("irecv_request").alias("kind"))
-    done = done.with_columns(pl.when(pl.col("req").is_in(nonblocking.implode())).then(pl.lit("irecv"))
-                             .otherwise(pl.lit("recv")).alias("kind"))
+    posted = at("r_task", "r_time_ns", "s_task")
+    nonblocking = posted.filter(pl.col("mpi_call") == "MPI_Irecv").get_column("req").implode()
+    req = traced(posted).filter(pl.col("req").is_in(nonblocking)).with_columns(pl.lit("irecv_request").alias("kind"))
+    done = traced(at("r_task", "r_phys_ns", "s_task")).with_columns(
+        pl.when(pl.col("req").is_in(nonblocking)).then(pl.lit("irecv")).otherwise(pl.lit("recv")).alias("kind"))
     cols = ["task", "call", "time_ns", "kind", "peer", "tag", "size", "req", "comm"]
     return pl.concat([x.select(cols) for x in (send, req, done)])
