@@ -386,8 +386,8 @@ def test_an_experiment_over_the_cap_is_predicted_a_window_at_a_time(campaign, tr
     windows: list[int] = []
     read_windows = training_data.burst_windows
 
-    def counted(wh, experiment):
-        for w in read_windows(wh, experiment):
+    def counted(wh, experiment, *left_out):
+        for w in read_windows(wh, experiment, *left_out):
             windows.append(w.height)
             yield w
 
