@@ -473,6 +473,13 @@ def same_layout(a: pl.DataFrame, b: pl.DataFrame, name_a: str, name_b: str) -> N
                                   + (f" (e.g. appl/task/thread {only} only in {name_a!r})" if only else ""))
 
 
+def shared_counters(ref_counters: Sequence[str], counters: Sequence[str]) -> list[str]:
+    """The reference counters ``counters`` has too (in the reference's order): what an other run's alignment may
+    compare and its transfer choice is tested on."""
+    has = set(counters)
+    return [c for c in ref_counters if c in has]
+
+
 def pick_features(common: Sequence[str]) -> list[str]:
     """Reference counters used to compare bursts: up to MAX_FEATURES common counters, stable ones first."""
     first = [c for c in FEATURE_PRIORITY if c in common]
@@ -485,7 +492,7 @@ def compared_features(ref_counters: Sequence[str], others: Sequence[Sequence[str
     with the reference; ``others``: each other run's counters)."""
     out: list[str] = []
     for counters in others:
-        out += [f for f in pick_features([c for c in ref_counters if c in counters]) if f not in out]
+        out += [f for f in pick_features(shared_counters(ref_counters, counters)) if f not in out]
     return out
 
 
@@ -634,7 +641,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     the checks read of the run's calls is derived before its sequence table, which is handed the calls (not held
     here); the alignment holds neither the calls nor the runs' bursts (a lazy scan's are read again whole after it:
     issue 23)."""
-    read = read or RunRead(o, [c for c in ref.counters if c in counters])
+    read = read or RunRead(o, shared_counters(ref.counters, counters))
     common, feats = read.common, read.features
     bursts, calls, messages = read.take()
     mapped = o
@@ -1004,7 +1011,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         o = loaded(lazy)
         # its bursts as the steps before the alignment read them and its calls, read once for the rank
         # correspondence and the alignment
-        read = RunRead(o, [c for c in ref.counters if c in counters_of[o.run_id]])
+        read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
         # the same tasks and threads, whatever their numbering
         same_layout(ref_layout, _layout(read.bursts), ref_run.run_name, o.run_name)
         renum = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)

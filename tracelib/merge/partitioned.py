@@ -47,7 +47,7 @@ from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedR
                                                   _align_other, check_counters, compared_features, check_same_program,
                                                   choose_reference, decide, merged_rows, paired_rows, pick_features,
                                                   provenance,
-                                                  renumbered_note, same_layout, timing_only_note)
+                                                  renumbered_note, same_layout, shared_counters, timing_only_note)
 from synthtrace.tracelib.merge.ranks import rank_mapping
 from synthtrace.tracelib.thread_key import appl_base, task_key
 
@@ -223,7 +223,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
             on_step(f"{o.run_name}: work profiles read, tasks put in correspondence", 0)
         if renum[o.run_id]:
             notes.append(renumbered_note(ref, o, renum[o.run_id]))
-        common = [c for c in counters_of[ref.run_id] if c in counters_of[o.run_id]]
+        common = shared_counters(counters_of[ref.run_id], counters_of[o.run_id])
         if msg := timing_only_note(ref, o, pick_features(common)):
             notes.append(msg)
     # per task (reference numbering): bursts of every run, and partners in any run
