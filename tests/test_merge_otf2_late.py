@@ -20,6 +20,7 @@ import pytest
 
 import synthtrace.simulator.mechanisms as mech
 from synthtrace.tracelib.formats.otf2 import Otf2Trace
+from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from synthtrace.tracelib.merge.messages import logical_messages, repaired_halves
 from testing.simulator_campaigns import merge_campaign
 
@@ -54,9 +55,10 @@ def test_the_late_ranks_messages_get_their_names_of_a_whole_trace(tmp_path):
     late = mech.simulate(tmp_path / "late", _otf2(0))
     (wc, wm), (lc, lm) = (_read(c.traces[1]) for c in (whole, late))
     shift = lc.get_column("start_ns").min() - wc.get_column("start_ns").min()  # the reader's times start at 0
-    late_first = lc.filter(pl.col("task") == 8).get_column("call_seq").min()
-    assert late_first == 0
     gone = wc.filter(pl.col("task") == 8).height - lc.filter(pl.col("task") == 8).height  # rank 8's calls lost
+    # rank 8's trace begins late: its first call there is its whole trace's call ``gone``, at the same time
+    starts = [c.filter(pl.col("task") == 8).sort("call_seq").get_column("start_ns") for c in (wc, lc)]
+    assert gone > 0 and starts[0][gone] + shift == starts[1][0] and starts[1].len() == starts[0].len() - gone
     ids = ["sender", "receiver", "tag", "k"]
     w = wm.with_columns(pl.col("s_time_ns", "r_time_ns") + shift,
                         *[pl.when(pl.col(w) == 8).then(pl.col(c) - gone).otherwise(pl.col(c)).alias(c)
@@ -73,7 +75,8 @@ def test_the_late_ranks_messages_get_their_names_of_a_whole_trace(tmp_path):
 def test_halves_that_fit_no_trace_span_leave_their_channel_unnamed():
     """A channel whose short end (task 2) traced one receive fewer, and whose partner's sends lie both before
     that end's trace began and after it ended: whether the missing receive was the first or the last is not
-    known, so the channel is returned to be left unnamed and keeps the reader's pairing."""
+    known, so the channel is returned to be left unnamed and keeps the reader's pairing and its lone half (before
+    (tidy19): paired again from its first message, the lone send dropped)."""
     calls = pl.DataFrame({"appl": [1] * 4, "task": [1, 1, 2, 2], "start_ns": [0, 900, 200, 600],
                           "end_ns": [10, 910, 210, 610]})
     row = dict(appl=1, comm=0, sender=1, receiver=2, tag=5, bytes=8, s_thread=1, r_thread=1, c_call_seq=None)
@@ -82,9 +85,70 @@ def test_halves_that_fit_no_trace_span_leave_their_channel_unnamed():
         {**row, "k": 1, "s_call_seq": 1, "s_time_ns": 905, "r_call_seq": None, "r_time_ns": None}])
     out, unknown = repaired_halves(calls, messages)
     assert unknown.select("sender", "receiver", "tag").rows() == [(1, 2, 5)]
-    assert out.height == 1 and out.get_column("r_time_ns").to_list() == [205]
+    assert out.sort("s_time_ns").select("s_time_ns", "r_time_ns").rows() == [(5, 205), (905, None)]
+
+
+def _halves(rows: list[tuple[int, int | None, int | None]]) -> pl.DataFrame:
+    """Messages from task 1 to task 2 (tag 5) as the reader pairs them: (comm, send time, receive time)."""
+    row = dict(appl=1, sender=1, receiver=2, tag=5, k=0, bytes=8, s_thread=1, r_thread=1, s_call_seq=0,
+               r_call_seq=0, c_call_seq=None)
+    return pl.DataFrame([{**row, "comm": c, "s_time_ns": s, "r_time_ns": r} for c, s, r in rows])
+
+
+def test_a_late_ranks_halves_are_paired_again_within_their_communicator():
+    """Task 2 traced from 100 ns; task 1 sent it one message on each of communicators 0 and 1 before (5, 6 ns)
+    and one after (300, 310 ns); task 2 posted its receive on 1 (320 ns) before its receive on 0 (330 ns). The
+    reader pairs within a communicator, each receive with the lost message; paired again from each
+    communicator's last message: 300 -> 330 on 0, 310 -> 320 on 1 (before (tidy19): 300 -> 320, a send on 0
+    with the receive on 1)."""
+    calls = pl.DataFrame({"appl": [1] * 4, "task": [1, 1, 2, 2], "start_ns": [0, 900, 100, 900],
+                          "end_ns": [10, 1000, 110, 1000]})
+    out, unknown = repaired_halves(calls, _halves([(0, 5, 330), (0, 300, None), (1, 6, 320), (1, 310, None)]))
+    assert unknown.height == 0
+    assert out.sort("comm").select("comm", "s_time_ns", "r_time_ns").rows() == [(0, 300, 330), (1, 310, 320)]
+
+
+def test_lone_receives_naming_no_communicator_beside_two_keep_their_pairing():
+    """Task 1 traced from 100 ns and task 2 traced whole: task 2's receives of the messages task 1 sent before
+    (50, 60 ns) have no send, and no communicator (OTF2 names it in the completing call), while the channel's
+    sends are on two: which receive is which communicator's is not known, so nothing is paired again or dropped
+    and the channels are returned to be left unnamed."""
+    calls = pl.DataFrame({"appl": [1] * 4, "task": [1, 1, 2, 2], "start_ns": [100, 900, 0, 900],
+                          "end_ns": [110, 1000, 10, 1000]})
+    messages = _halves([(0, 300, 50), (-1, None, 330), (1, 310, 60), (-1, None, 320)])
+    out, unknown = repaired_halves(calls, messages)
+    assert sorted(unknown.get_column("comm").to_list()) == [-1, 0, 1]
+    assert out.sort("comm", "r_time_ns").select("comm", "s_time_ns", "r_time_ns").rows() == [
+        (-1, None, 320), (-1, None, 330), (0, 300, 50), (1, 310, 60)]
 
 
 def _read(anchor):
-    _, calls, summary = Otf2Trace(anchor).read_tables(anchor.parent.name)
+    reader = Otf2Trace(anchor) if anchor.suffix == ".otf2" else ParaverTrace(anchor)
+    _, calls, summary = reader.read_tables(anchor.stem)
     return calls, logical_messages(calls, summary.messages)
+
+
+def _two_comms(seed: int, fmt: str, **kw) -> mech.CampaignSpec:
+    """late_trace's program with its halo also exchanged on a duplicate of the world (same tag, ANY_SOURCE
+    receives; the duplicate's receives posted before the world's, its sends after them)."""
+    spec = mech.campaign("late_trace", seed)
+    return replace(spec, shape=replace(spec.shape, dup_comm=True, recv_any=True), trace_format=fmt, **kw)
+
+
+@pytest.mark.parametrize("fmt", ["otf2", "prv"])
+def test_halves_on_two_communicators_are_never_paired_across_them(fmt, tmp_path):
+    """MPI's non-overtaking order holds per (source, tag, communicator) only. Run 1 written whole and with rank 8
+    traced late: every message of the late trace with both ends pairs a send with a receive of its own
+    communicator (a channel whose halves cannot be told apart keeps the reader's pairing, unnamed). Before (OTF2):
+    the late rank's channels were paired again by position over both communicators, 336 of 1,176 messages a send
+    of one with the receive of the other's message (unnamed, but their ends in the bursts' signatures)."""
+    whole = mech.simulate(tmp_path / "whole", _two_comms(0, fmt, late_trace=()))
+    late = mech.simulate(tmp_path / "late", _two_comms(0, fmt))
+    (wc, wm), (lc, lm) = (_read(c.traces[1]) for c in (whole, late))
+    assert wm.get_column("comm").n_unique() == 2
+    shift = lc.get_column("start_ns").min() - wc.get_column("start_ns").min()
+    true_comm = wm.select("receiver", pl.col("r_time_ns") + shift, pl.col("comm").alias("true_comm"))
+    paired = lm.filter(pl.col("s_time_ns").is_not_null() & pl.col("r_time_ns").is_not_null())
+    j = paired.join(true_comm, on=["receiver", "r_time_ns"], how="left")
+    assert j.get_column("true_comm").null_count() == 0
+    assert (j.get_column("comm") == j.get_column("true_comm")).all(), j.filter(pl.col("comm") != pl.col("true_comm"))

@@ -308,9 +308,11 @@ def repaired_halves(calls: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.Dat
     after some of its partner's halves and ended after all of them, its last when it ended before some and began
     before all: the halves are paired from the channel's last (first) message, and the partner's halves no end
     traced are dropped (their calls then hold no message: :func:`lost_at_start` counts them). A channel that fits
-    neither (both, or halves lost at both ends) keeps its pairing, and is returned to be left unnamed. Halves are
-    paired within (appl, sender, receiver, tag): a receive half without its send has no communicator (OTF2 names
-    it in the call that completed it), a paired message takes its send's."""
+    neither (both, or halves lost at both ends) keeps its pairing and its lone halves, and is returned to be left
+    unnamed. Halves are paired within (appl, sender, receiver, tag, communicator): MPI orders messages per
+    communicator only. A receive half without its send may name no communicator (``NO_COMM``: OTF2 names it in the
+    call that completed it; a paired message takes its send's): where its sender, receiver and tag are used on one
+    communicator it is that one's, where on several its channels keep their pairing, unnamed (tidy19)."""
     none = pl.DataFrame(schema={k: LOGICAL_MESSAGE_SCHEMA[k] for k in CHANNEL})
     lone_r, lone_s = pl.col("s_time_ns").is_null(), pl.col("r_time_ns").is_null()
     # a table named from calls alone has no receive end where none is named: a channel is paired again only when
@@ -319,7 +321,7 @@ def repaired_halves(calls: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.Dat
     if not messages.select((lone_r | lone_s).any()).item():
         return messages, none
     bad = (messages.group_by(key).agg(lone_r.any().alias("_r"), lone_s.any().alias("_s"),
-                                           (~lone_r & ~lone_s).any().alias("_p"))
+                                      (~lone_r & ~lone_s).any().alias("_p"))
            .filter(pl.col("_r") | (pl.col("_s") & pl.col("_p"))).select(key))
     if bad.height == 0:
         return messages, none
@@ -327,12 +329,23 @@ def repaired_halves(calls: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.Dat
     mask = messages.select(pl.struct(key).is_in(bad.select(pl.struct(key).implode()).to_series())).to_series()
     hit, keep = messages.filter(mask), messages.filter(~mask)
     del mask
-    sends = (hit.filter(~lone_r).select(*key, "comm", *_SEND_END).sort("s_time_ns")
-             .with_columns(pl.int_range(pl.len()).over(key).alias("_i"), pl.len().over(key).alias("_n")))
-    recvs = (hit.filter(~lone_s).select(*key, *_RECV_END).sort("r_time_ns")
-             .with_columns(pl.int_range(pl.len()).over(key).alias("_i"), pl.len().over(key).alias("_n")))
-    counts = (bad.join(sends.group_by(key).agg(pl.len().alias("_ns")), on=key, how="left", nulls_equal=True)
-              .join(recvs.group_by(key).agg(pl.len().alias("_nr")), on=key, how="left", nulls_equal=True)
+    # the pairing group: the key, and the communicator where the key's halves name several (NO_COMM: the only one
+    # named, or none); a key with several whose halves do not all name theirs has no group ("?")
+    known = pl.col("comm") != NO_COMM
+    multi = pl.col("comm").filter(known).n_unique().over(key) > 1
+    hit = hit.with_columns(pl.when(~multi).then(pl.lit(NO_COMM, pl.Int64)).when((~known).any().over(key))
+                           .then(None).otherwise(pl.col("comm")).alias("_c"))
+    group = [*key, "_c"]
+    bad = (hit.filter(pl.col("_c").is_not_null())
+           .group_by(group).agg(lone_r.any().alias("_r"), lone_s.any().alias("_s"),
+                                (~lone_r & ~lone_s).any().alias("_p"))
+           .filter(pl.col("_r") | (pl.col("_s") & pl.col("_p"))).select(group))
+    sends = (hit.filter(~lone_r).select(*group, "comm", *_SEND_END).sort("s_time_ns")
+             .with_columns(pl.int_range(pl.len()).over(group).alias("_i"), pl.len().over(group).alias("_n")))
+    recvs = (hit.filter(~lone_s).select(*group, *_RECV_END).sort("r_time_ns")
+             .with_columns(pl.int_range(pl.len()).over(group).alias("_i"), pl.len().over(group).alias("_n")))
+    counts = (bad.join(sends.group_by(group).agg(pl.len().alias("_ns")), on=group, how="left", nulls_equal=True)
+              .join(recvs.group_by(group).agg(pl.len().alias("_nr")), on=group, how="left", nulls_equal=True)
               .with_columns(pl.col("_ns", "_nr").fill_null(0)))
     # the end that traced fewer halves (its task), its trace's span, and the partner's halves before and after it
     span = (calls.group_by(pl.col("appl").cast(pl.Int32), pl.col("task").cast(pl.Int32).alias("_short"))
@@ -342,26 +355,33 @@ def repaired_halves(calls: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.Dat
                                  .alias("_short"), short_is_r.alias("_short_r")).join(span, on=["appl", "_short"],
                                                                                       how="left")
     partner = pl.concat([
-        sends.join(counts.filter("_short_r"), on=key, nulls_equal=True)
-        .select(*key, pl.col("s_time_ns").alias("_t"), "_t0", "_t1"),
-        recvs.join(counts.filter(~pl.col("_short_r")), on=key, nulls_equal=True)
-        .select(*key, pl.col("r_time_ns").alias("_t"), "_t0", "_t1")])
-    side = partner.group_by(key).agg((pl.col("_t") < pl.col("_t0")).any().alias("_before"),
-                                         (pl.col("_t") > pl.col("_t1")).any().alias("_after"))
-    mode = (counts.join(side, on=key, how="left", nulls_equal=True)
-            .select(*key, pl.when(pl.col("_ns") == pl.col("_nr")).then(pl.lit("?"))
+        sends.join(counts.filter("_short_r"), on=group, nulls_equal=True)
+        .select(*group, pl.col("s_time_ns").alias("_t"), "_t0", "_t1"),
+        recvs.join(counts.filter(~pl.col("_short_r")), on=group, nulls_equal=True)
+        .select(*group, pl.col("r_time_ns").alias("_t"), "_t0", "_t1")])
+    side = partner.group_by(group).agg((pl.col("_t") < pl.col("_t0")).any().alias("_before"),
+                                       (pl.col("_t") > pl.col("_t1")).any().alias("_after"))
+    mode = (counts.join(side, on=group, how="left", nulls_equal=True)
+            .select(*group, pl.when(pl.col("_ns") == pl.col("_nr")).then(pl.lit("?"))
                     .when(pl.col("_before").fill_null(False) & ~pl.col("_after").fill_null(False)).then(pl.lit("tail"))
                     .when(pl.col("_after").fill_null(False) & ~pl.col("_before").fill_null(False)).then(pl.lit("head"))
-                    .otherwise(pl.lit("?")).alias("_mode")))
+                    .otherwise(pl.lit("?")).alias("_mode"))
+            .filter(pl.col("_mode") != "?"))
+    # the groups paired again; the others keep the reader's pairing and their lone halves, unnamed when undecided
+    again = hit.select(pl.struct(group).is_in(mode.select(pl.struct(group).implode()).to_series())
+                       .fill_null(False)).to_series()
+    kept = hit.filter(~again)
+    lone = kept.select(pl.struct(group).is_in(bad.select(pl.struct(group).implode()).to_series())
+                       .fill_null(False)).to_series()  # a group holding lone halves that fits neither end
+    unknown = kept.filter(pl.col("_c").is_null() | lone).select(CHANNEL).unique()
     # a half's place counted from the channel's first message ("head") or its last ("tail")
     at = pl.when(pl.col("_mode") == "tail").then(pl.col("_n") - 1 - pl.col("_i")).otherwise(pl.col("_i")).alias("_j")
-    sends, recvs = (x.join(mode, on=key, nulls_equal=True).with_columns(at).drop("_i", "_n")
+    sends, recvs = (x.join(mode, on=group, nulls_equal=True).with_columns(at).drop("_i", "_n")
                     for x in (sends, recvs))
-    paired = (sends.join(recvs.drop("_mode"), on=[*key, "_j"], how="inner", nulls_equal=True)
+    paired = (sends.join(recvs.drop("_mode"), on=[*group, "_j"], how="inner", nulls_equal=True)
               .sort("s_time_ns").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(CHANNEL).alias("k")))
-    out = pl.concat([keep.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()]),
-                     paired.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])], rechunk=False)
-    unknown = paired.filter(pl.col("_mode") == "?").select(CHANNEL).unique()
+    out = pl.concat([x.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
+                     for x in (keep, kept, paired)], rechunk=False)
     return out, unknown
 
 
