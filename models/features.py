@@ -317,9 +317,10 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
     names = [c for c in feats.columns if feats[c].is_not_null().any() and not feats[c].is_nan().all()]
     X = feats.select(names).cast(pl.Float64).to_numpy() if names else np.empty((frame.height, 0))
     tframe, tcounters = unify_aliases(frame, all_counters)
+    # with_columns: a target without its counters is a literal NULL, one per burst (a select gave one value)
     y = (
-        tframe.select(_target_expr(target, resolve(tcounters)).alias("y"))
-        .to_series()
+        tframe.with_columns(_target_expr(target, resolve(tcounters)).alias("_target"))
+        .get_column("_target")
         .cast(pl.Float64)
         .fill_null(np.nan)
         .to_numpy()
