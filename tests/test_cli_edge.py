@@ -315,11 +315,11 @@ def test_simulate_into_a_path_under_a_file_is_one_line(tmp_path):
 def test_ctrl_c_during_ingest_says_aborted_and_keeps_nothing_half_written(tmp_path, big_lulesh):
     """Ctrl-C half-way through an ingest: 'aborted' (typer would end silently with 130), exit 130, no staging
     left, and the same ingest afterwards stores the run."""
-    from testing.processes import ctrl_c_when_busy
+    from testing.processes import ctrl_c_when_busy, interruptible
 
     wh = tmp_path / "wh"
-    p = subprocess.Popen([sys.executable, "-m", "synthtrace.pipelines.cli", "ingest", str(big_lulesh), "-w", str(wh)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = interruptible([sys.executable, "-m", "synthtrace.pipelines.cli", "ingest", str(big_lulesh), "-w", str(wh)],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, err = ctrl_c_when_busy(p, cpu_s=2.0)
     if p.returncode == 0:
         pytest.skip("the ingest ended before it could be interrupted")

@@ -152,3 +152,24 @@ def test_halves_on_two_communicators_are_never_paired_across_them(fmt, tmp_path)
     j = paired.join(true_comm, on=["receiver", "r_time_ns"], how="left")
     assert j.get_column("true_comm").null_count() == 0
     assert (j.get_column("comm") == j.get_column("true_comm")).all(), j.filter(pl.col("comm") != pl.col("true_comm"))
+
+
+def test_messages_lost_on_two_communicators_at_one_call_site_are_counted_on_each(tmp_path):
+    """Both communicators' sends and receives are made at the same call sites (``halo.c:88``/``97``): the calls
+    that posted rank 8's lost messages are told apart by their communicator (Paraver: the duplicate's calls name
+    it), so every message of the late trace is named, with its whole trace's name and ends, and the merge places
+    the late run right. Before (tidy19): a call either communicator's channel could have lost was counted for
+    neither, 448 of 1,408 messages unnamed, and the merge 87.5 % right with the verdict ``ok`` (seed 1)."""
+    spec = mech.campaign("late_trace", 1)
+    dup = replace(spec, shape=replace(spec.shape, dup_comm=True))
+    whole = mech.simulate(tmp_path / "whole", replace(dup, late_trace=()))
+    late = mech.simulate(tmp_path / "late", dup)
+    (wc, wm), (lc, lm) = (_read(c.traces[1]) for c in (whole, late))
+    assert lm.get_column("k").null_count() == 0
+    shift = lc.get_column("start_ns").min() - wc.get_column("start_ns").min()
+    ids = ["comm", "sender", "receiver", "tag", "k"]
+    j = lm.join(wm.with_columns(pl.col("s_time_ns", "r_time_ns") + shift), on=ids, how="left", suffix="_w")
+    assert (j.get_column("s_time_ns") == j.get_column("s_time_ns_w")).all()
+    assert (j.get_column("r_time_ns") == j.get_column("r_time_ns_w")).all()
+    o = merge_campaign(late)
+    assert o.right >= 0.995 or o.verdict != "ok", (o.right, o.verdict)

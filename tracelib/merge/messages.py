@@ -227,20 +227,23 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     unmatched send or receive out; OTF2's halves are paired the same way), so the channel's records begin where
     its later end's trace does, while its partner's calls that posted the earlier messages are there, without a
     record. A trace starts once per rank, and MPI's non-overtaking rule makes the lost messages the channel's
-    first: they are counted on the end whose partner was not traced yet, as its calls at the site (call name and
-    site) of the channel's first recorded end there that post one message that way (a send, a receive, either
-    half of an ``MPI_Sendrecv``), hold no end of that way and came before that end and before the partner's first
-    call. A call that more than one channel could have
-    lost is counted for none of them (two late partners served by one call site). ``lost`` is NULL for a channel
+    first: they are counted on the end whose partner was not traced yet, as its calls at the site (call name,
+    caller and the communicator the call names) of the channel's first recorded end there that post one message
+    that way (a send, a receive, either half of an ``MPI_Sendrecv``), hold no end of that way and came before that
+    end and before the partner's first call. A call that more than one channel could have lost is counted for none
+    of them (two late partners served by one call site). ``lost`` is NULL for a channel
     whose loss cannot be counted: such a call, an end that started late itself (two late partners: what each
     posted before its own start is in no trace), or a channel of a rank that lost messages on another channel (it
     started late) whose other end's records lie in calls that complete messages (``MPI_Testsome``: how many a call
     completed is no count of what was posted), so that its messages are left unnamed rather than named off.
     Channels with nothing lost are left out."""
     keys = ["appl", "task", "thread", "call_seq"]
+    # a call's site: its name, caller and communicator (two communicators' calls at one caller told apart, tidy19)
     site = [c for c in ("mpi_call", "call_site") if c in calls.columns]
+    comm = [pl.col("comm").cast(pl.Int64).fill_null(NO_COMM).alias("_comm")] if "comm" in calls.columns else []
+    site += ["_comm"] if comm else []
     c = calls.select(pl.col("appl").cast(pl.Int32), pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32),
-                     "call_seq", "start_ns", *site)
+                     "call_seq", "start_ns", *[s for s in site if s != "_comm"], *comm)
     m = messages.filter(pl.col("sender").is_not_null() & pl.col("receiver").is_not_null())
     def without(f: pl.DataFrame, t: str, h: str, q: str) -> pl.DataFrame:
         ends_ = m.select("appl", pl.col(t).alias("task"), pl.col(h).alias("thread"), pl.col(q).alias("call_seq"))
