@@ -73,6 +73,13 @@ class Folder:
         return (self.foreign is None and self.incomplete is None
                 and (not isinstance(self.manifest, Manifest) or rel in self.manifest.files))
 
+    def holds(self, rel: str) -> bool:
+        """Whether the sub-folder ``rel`` (``/``-separated) holds stored data of it: a file its manifest lists is
+        below it (True for a folder stored without a readable manifest: nothing to judge by)."""
+        if not isinstance(self.manifest, Manifest):
+            return True
+        return rel in _listed_folders(self.manifest.files)
+
     def missing(self, patterns: Iterable[Sequence[str]], present: Iterable[str]) -> list[str]:
         """The files (``/``-separated, sorted) its manifest lists that match one of ``patterns`` (path parts below
         the folder, glob patterns) but are not in ``present``."""
@@ -88,6 +95,12 @@ class Folder:
                 out.update(rel for rel in files if rel not in have and rel.count("/") == len(pattern) - 1
                            and _matches(rel.split("/"), list(pattern)))
         return sorted(out)
+
+
+def _listed_folders(files: Iterable[str]) -> frozenset[str]:
+    """Every folder (``/``-separated) that holds one of ``files`` (``/``-separated), at any depth."""
+    return frozenset("/".join(parts[:depth]) for rel in files for parts in [rel.split("/")]
+                     for depth in range(1, len(parts)))
 
 
 @functools.cache
