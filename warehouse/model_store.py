@@ -28,8 +28,8 @@ import polars as pl
 
 from synthtrace.warehouse.analysis_store import MERGED_FILE, experiments
 from synthtrace.warehouse.runs import runs_table
-from synthtrace.warehouse.stored import stored_file, stored_folders
-from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
+from synthtrace.warehouse.stored import stored_file, stored_folders, top_link_line
+from synthtrace.warehouse.errors import ForeignFolderError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
 from synthtrace.warehouse.names import file_name
 from synthtrace.warehouse.checksums import content_damage
@@ -126,6 +126,8 @@ def read_models(wh: Warehouse) -> pl.DataFrame:
     names another folder, is not a model: attack 11 E5 listed one model three times); a record that cannot be read
     raises ArtifactIntegrityError."""
     root = models_dir(wh)
+    if (line := top_link_line(wh.root, root.name)) is not None:  # attack 19 F12: was "no models", the link unnamed
+        raise ForeignFolderError(line)
     files = [f for name in stored_folders(wh.root, root.name)
              if is_own_file(root, f := root / name / RECORD)] if root.is_dir() else []
     if not files:

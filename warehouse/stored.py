@@ -148,6 +148,14 @@ def _top_link(root: str | os.PathLike, top: str) -> str | None:
         else None
 
 
+def top_link_line(root: str | os.PathLike, top: str) -> str | None:
+    """The one line for the top folder ``top`` of the warehouse ``root`` when it is a symbolic link (read nowhere:
+    attack 18 F3 for ``runs/``, attack 19 F12 for ``models/`` and ``predictions/``), or None."""
+    if (linked := _top_link(root, top)) is None:
+        return None
+    return f"{os.path.join(os.fspath(root), top)}: not read ({linked}); replace it with a folder"
+
+
 def incomplete(unit: Sequence[str], manifest: Manifest | str | None) -> str | None:
     """Why the stored folder ``unit`` (path parts below the root) with ``manifest`` is not a whole commit, or
     None: a run folder whose manifest does not list its record, ``run.parquet`` (attack 9 C8: a hand-edited
@@ -385,8 +393,8 @@ def foreign_folders(root: str | os.PathLike) -> list[str]:
     out = []
     for top in ("runs", "experiments"):
         folder = os.path.join(os.fspath(root), top)
-        if (linked := _top_link(root, top)) is not None:  # attack 18 F3: one line for the top folder, not one per entry
-            out.append(f"{folder}: not read ({linked}); replace it with a folder")
+        if (line := top_link_line(root, top)) is not None:  # attack 18 F3: one line for the top folder, not one per
+            out.append(line)  # entry
             continue
         out += [f"{os.path.join(folder, name)}: not read ({why}); move it out of the warehouse"
                 for name in _folders(root, top, links=True) if (why := judge(root, (top, name)).foreign) is not None]
