@@ -209,3 +209,22 @@ def test_an_otf2_persistent_campaign_with_a_rank_traced_late_is_placed_right(see
     assert o.verdict != "refused", o.message
     assert o.right >= 0.995 or o.verdict != "ok", (o.right, o.verdict)
 
+
+def test_a_lone_receive_keeps_the_communicator_its_record_names(tmp_path):
+    """The halo also on a duplicate of the world with ``MPI_Irecv(MPI_ANY_SOURCE)`` receives (whose request records
+    name no communicator), rank 8 traced late in run 1, as OTF2: every message of the late trace is named, with its
+    whole trace's name and ends, and the merge places the late run right. Before (tidy19, left): the receives of
+    the messages rank 8 sent before its trace began, without a send, named no communicator (the reader kept none
+    and their calls name none), so rank 8's sending channels were left unnamed: 180 of 1,188 messages."""
+    whole = mech.simulate(tmp_path / "whole", _two_comms(0, "otf2", late_trace=()))
+    late = mech.simulate(tmp_path / "late", _two_comms(0, "otf2"))
+    (wc, wm), (lc, lm) = (_read(c.traces[1]) for c in (whole, late))
+    assert lm.get_column("k").null_count() == 0 and (lm.get_column("comm") >= 0).all()
+    others = [c.filter(pl.col("task") != 8).get_column("start_ns").min() for c in (lc, wc)]
+    ids = ["comm", "sender", "receiver", "tag", "k"]
+    j = lm.join(wm.with_columns(pl.col("s_time_ns", "r_time_ns") + others[0] - others[1]), on=ids, how="left",
+                suffix="_w")
+    assert (j.get_column("s_time_ns") == j.get_column("s_time_ns_w")).all()
+    assert (j.get_column("r_time_ns") == j.get_column("r_time_ns_w")).all()
+    o = merge_campaign(late)
+    assert o.right >= 0.995 or o.verdict != "ok", (o.right, o.verdict)

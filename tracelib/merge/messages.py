@@ -150,15 +150,19 @@ def logical_messages_at(records: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFra
     """:func:`logical_messages` of communication records whose ends are already placed in their calls (reader
     (issue 27): the reader places them once for the calls' message columns). ``ends``: per row of ``records``,
     ``s_call_seq``, ``s_comm``, ``r_call_seq``, ``r_comm`` of the calls holding the send and the receive (NULL:
-    none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known)."""
+    none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known). A
+    message's communicator is its sending call's, else the one its records name (``comm``, kept by the OTF2
+    reader: a receive whose send was not traced, in a call that names none), else its receiving call's."""
     if "c_call_seq" not in ends.columns:
         ends = ends.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
+    named = pl.col("comm").cast(pl.Int64) if "comm" in records.columns else pl.lit(None, pl.Int64)
     # one expression, no frame kept here: _numbered's sorted copy then has no unsorted one beside it ([helper
     # reader] issue 27: 270 MB less at the peak of a 2 GB trace's ingest)
     return _numbered(pl.concat([records.select(
         pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").alias("sender"),
         pl.col("r_task").alias("receiver"), "tag", pl.col("size").alias("bytes"), "s_thread", "s_time_ns", "r_thread",
-        "r_time_ns"), ends], how="horizontal").with_columns(pl.coalesce("s_comm", "r_comm").alias("comm")))
+        "r_time_ns", named.alias("_named")), ends], how="horizontal")
+        .with_columns(pl.coalesce("s_comm", "_named", "r_comm").alias("comm")))
 
 
 def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:
