@@ -36,6 +36,7 @@ from synthtrace.tracelib.domain.metrics import (
     world_collectives,
 )
 from synthtrace.tracelib.domain.uncore import DRAM_CAS_COLUMN
+from synthtrace.tracelib.schema import counter_columns
 from synthtrace.warehouse.analysis_store import (
     BURST_ORDER,
     WINDOW_KEYS,
@@ -168,7 +169,9 @@ def analyse_windows(traces: list[TraceWindows], parts: AnalysisParts, *, machine
         trace.prepare(parts, f"dram-{k}")  # the run's uncore DRAM CAS apportioned a window of time at a time
         names = trace.bursts.collect_schema().names()  # once (review: it was collected four times a trace)
         cmap = resolve(names)
-        trace = replace(trace, bursts=trace.bursts.select(metric_inputs(names, cmap)))
+        trace = replace(trace, bursts=trace.bursts.select(metric_inputs(names, cmap)),
+                        # the calls' measures read keys, times and bytes, never a counter (attack 19 F6)
+                        calls=None if trace.calls is None else trace.calls.drop(counter_columns(trace.calls)))
         rid = trace.bursts.select(pl.col("run_id").first()).collect().item() if "run_id" in names else None
         # its threads, read once as a frame (no other schema to collect): what the ranks per socket count
         threads = trace.bursts.select([c for c in ("appl", "task", "thread") if c in names]).unique().collect()

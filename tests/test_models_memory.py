@@ -28,10 +28,10 @@ def _unknown(columns: list[str]) -> list[str]:
     return [c for c in columns if c.isdigit() and int(c) >= UNKNOWN_BASE]
 
 
-def _traces(folder: Path) -> Path:
+def _traces(folder: Path, learnable: bool = False) -> Path:
     """A narrow run (300 bursts of 1e5-1e6 instructions with cycles, L1 misses, branches and a native counter no
-    role knows) and a wide run (2 x 240 bursts of under 1e4 instructions, each also sampling one of ``UNKNOWN``
-    unnamed counter types): one experiment's folder."""
+    role knows) and a wide run (2 x 240 bursts of under 1e4 instructions, or 2-3e4 when ``learnable``, each also
+    sampling one of ``UNKNOWN`` unnamed counter types): one experiment's folder."""
     folder.mkdir(parents=True)
     rnd = random.Random(4)
     lines = ["#Paraver (01/01/26 at 00:00):400000000_ns:1(1):1:1(1:1)"]
@@ -52,7 +52,8 @@ def _traces(folder: Path) -> Path:
         for i in range(240):
             s = 10_000 * i
             lines += [f"1:{task}:1:{task}:1:{s}:{s + 6_000}:1",
-                      f"2:{task}:1:{task}:1:{s + 3_000}:42000050:{1000 + 7 * i + task}:42000059:{2000 + 3 * i}"
+                      f"2:{task}:1:{task}:1:{s + 3_000}:42000050:{1000 + 7 * i + task + 19_000 * learnable}"
+                      f":42000059:{2000 + 3 * i + 8_000 * learnable}"
                       f":{UNKNOWN_BASE + i % UNKNOWN}:{i + 1}",
                       f"1:{task}:1:{task}:1:{s + 6_000}:{s + 10_000}:0"]
     (folder / "wide.prv").write_text("\n".join(lines) + "\n")
@@ -145,3 +146,20 @@ def test_the_analysis_collects_a_traces_schema_once(wide_wh, monkeypatch):
     monkeypatch.setattr(pl.LazyFrame, "collect_schema", counted)
     analysis.analyse_windows(traces, AnalysisParts(), discover=False)
     assert [asked.get(id(t.bursts), 0) for t in traces] == [1] * len(traces)
+
+
+def test_a_counter_on_under_one_percent_of_a_runs_bursts_is_neither_read_nor_a_feature(tmp_path, monkeypatch):
+    """The wide run's bursts are ones a predictor learns from (>= 1e4 instructions, cycles), each with one of 120
+    unnamed counter types: each type has values on 4 of its 480 bursts (0.8 %), under MIN_GENERIC_SHARE. ``train``
+    reads none of them (the old reader held them all and made each a feature: 120 rate features missing on 99 %
+    of the bursts; 4,096 such types were bursts x 4,096 values to hold); the native counter the narrow run records
+    on every burst stays a feature."""
+    synthtrace.ingest(str(tmp_path / "wh"), str(_traces(tmp_path / "w", learnable=True)), experiment="w")
+    wh = Warehouse(tmp_path / "wh")
+    seen: list[list[str]] = []
+    fit = registry.train
+    monkeypatch.setattr(registry, "train", lambda frame, *a, **k: seen.append(frame.columns) or fit(frame, *a, **k))
+    model = train(wh, "ipc", "hgb", now=NOW)
+    assert _unknown(seen[0]) == [] and "MY_NATIVE" in seen[0]
+    assert not [f for f in model.features if _unknown([f.removeprefix("rate:")])]
+    assert "rate:MY_NATIVE" in model.features and model.record["n_rows"] == 780

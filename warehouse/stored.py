@@ -253,9 +253,51 @@ class Stored:
         if not (missing := self.folder(unit).missing(patterns, present)):
             return
         here = os.path.join(self.root, *unit)
+        refuse_linked(here, missing)  # attack 19 F3: a listed file the snapshot left out for being a link
         missing = [m for m in missing if not os.path.lexists(os.path.join(here, m))]
         if missing and os.path.isfile(os.path.join(here, MANIFEST)):
             raise missing_file(os.path.join(here, *missing[0].split("/")), len(missing) - 1)
+
+
+def linked_member(folder: str | os.PathLike, rels: Iterable[str]) -> str | None:
+    """The first path (below the stored ``folder``) among the files ``rels`` (``/``-separated below it) and the
+    folders between that is a symbolic link, or None: one ``lstat`` per file and per folder between (each once).
+    A file not there is none (its absence is told apart)."""
+    here, seen = os.fspath(folder), set()
+    for rel in rels:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            sub = "/".join(parts[:depth])
+            if sub in seen:
+                continue
+            seen.add(sub)
+            try:
+                if stat.S_ISLNK(os.lstat(os.path.join(here, sub)).st_mode):
+                    return sub
+            except OSError:
+                break  # not there (or not a folder): nothing below it is reached through a link
+    return None
+
+
+def linked_error(folder: str | os.PathLike, sub: str) -> DamagedPartError:
+    """The error for the member ``sub`` (``/``-separated) of the stored ``folder`` that is a symbolic link
+    (attack 19 F3): never read through, never left out without a word."""
+    from synthtrace.warehouse.parts import damaged
+
+    path = os.path.join(os.fspath(folder), *sub.split("/"))
+    try:
+        to = f"a symbolic link to {os.readlink(path)!r}"
+    except OSError:
+        to = "a symbolic link"
+    return damaged(path, f"{to}: a stored folder holds its own files, never a link; not read",
+                   what="a linked member of a stored folder")
+
+
+def refuse_linked(folder: str | os.PathLike, rels: Iterable[str]) -> None:
+    """Raise :func:`linked_error` when one of the files ``rels`` of the stored ``folder`` is a symbolic link or is
+    reached through one below it (:func:`linked_member`)."""
+    if (sub := linked_member(folder, rels)) is not None:
+        raise linked_error(folder, sub)
 
 
 def missing_file(path: str | os.PathLike, more: int = 0) -> DamagedPartError:
@@ -277,6 +319,7 @@ def stored_parts(folder: Path, pattern: str, verdict: Folder | None = None) -> l
     if verdict.incomplete is not None:
         raise incomplete_commit(folder, verdict.incomplete)
     found = sorted(p for p in folder.glob(pattern) if verdict.lists(p.relative_to(folder).as_posix()))
+    refuse_linked(folder, (p.relative_to(folder).as_posix() for p in found))  # attack 19 F3: glob follows links
     if missing := verdict.missing([pattern.split("/")], (p.relative_to(folder).as_posix() for p in found)):
         raise missing_file(folder / missing[0], len(missing) - 1)
     return found
@@ -340,14 +383,18 @@ def foreign_folders(root: str | os.PathLike) -> list[str]:
 def incomplete_runs(root: str | os.PathLike, skip: Iterable[str] = ()) -> dict[str, str]:
     """Run id -> the one line about its first missing file, for each run (but ``skip``) of the warehouse ``root``
     missing a file its manifest lists (a copy cut short, attack 8 B2): ``synthtrace runs`` still lists it (its
-    record is sound) and says so, where every read of the missing file is refused. A ``stat`` per listed file."""
+    record is sound) and says so, where every read of the missing file is refused; so for a listed file that is a
+    symbolic link or reached through one (attack 19 F3: :func:`linked_error`). A ``stat`` per listed file."""
     out: dict[str, str] = {}
     for run_id in _folders(root, "runs"):
         if run_id in skip or not isinstance((verdict := judge(root, ("runs", run_id))).manifest, Manifest):
             continue
         here = os.path.join(os.fspath(root), "runs", run_id)
-        if verdict.foreign is None and verdict.incomplete is None and (
-                missing := [f for f in verdict.manifest.files if not os.path.lexists(os.path.join(here, f))]):
+        if verdict.foreign is not None or verdict.incomplete is not None:
+            continue
+        if (sub := linked_member(here, sorted(verdict.manifest.files))) is not None:  # attack 19 F3
+            out[run_id] = str(linked_error(here, sub))
+        elif missing := [f for f in verdict.manifest.files if not os.path.lexists(os.path.join(here, f))]:
             if os.path.isfile(os.path.join(here, MANIFEST)):  # not a run removed meanwhile
                 out[run_id] = str(missing_file(os.path.join(here, sorted(missing)[0]), len(missing) - 1))
     return out
