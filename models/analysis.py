@@ -167,7 +167,7 @@ def analyse_windows(traces: list[TraceWindows], parts: AnalysisParts, *, machine
     burst_parts: list[int] = []  # archetypes parts holding bursts (cluster columns filled in after discovery)
     for k, trace in enumerate(traces):
         trace.prepare(parts, f"dram-{k}")  # the run's uncore DRAM CAS apportioned a window of time at a time
-        names = trace.bursts.collect_schema().names()  # once (review: it was collected four times a trace)
+        names = trace.bursts.collect_schema().names()  # once (review: it was collected six times a trace)
         cmap = resolve(names)
         trace = replace(trace, bursts=trace.bursts.select(metric_inputs(names, cmap)),
                         # the calls' measures read keys, times and bytes, never a counter (attack 19 F6)

@@ -396,7 +396,7 @@ def _run(wh: Warehouse, sql: str, spill: Path, fetch: Callable[[engine.DuckDBPyC
         except (engine.BinderException, engine.CatalogException) as exc:
             from synthtrace.warehouse.query_errors import explain
 
-            if (said := explain(con, exc, views)) is None:
+            if (said := explain(con, exc, views, wh.root)) is None:
                 raise
             raise QueryError(f"query failed: {said}") from None
     except engine.PermissionException as exc:

@@ -73,6 +73,13 @@ class Folder:
         return (self.foreign is None and self.incomplete is None
                 and (not isinstance(self.manifest, Manifest) or rel in self.manifest.files))
 
+    def holds(self, rel: str) -> bool:
+        """Whether the sub-folder ``rel`` (``/``-separated) holds stored data of it: a file its manifest lists is
+        below it (True for a folder stored without a readable manifest: nothing to judge by)."""
+        if not isinstance(self.manifest, Manifest):
+            return True
+        return rel in _listed_folders(self.manifest.files)
+
     def missing(self, patterns: Iterable[Sequence[str]], present: Iterable[str]) -> list[str]:
         """The files (``/``-separated, sorted) its manifest lists that match one of ``patterns`` (path parts below
         the folder, glob patterns) but are not in ``present``."""
@@ -88,6 +95,12 @@ class Folder:
                 out.update(rel for rel in files if rel not in have and rel.count("/") == len(pattern) - 1
                            and _matches(rel.split("/"), list(pattern)))
         return sorted(out)
+
+
+def _listed_folders(files: Iterable[str]) -> frozenset[str]:
+    """Every folder (``/``-separated) that holds one of ``files`` (``/``-separated), at any depth."""
+    return frozenset("/".join(parts[:depth]) for rel in files for parts in [rel.split("/")]
+                     for depth in range(1, len(parts)))
 
 
 @functools.cache
@@ -133,6 +146,14 @@ def _top_link(root: str | os.PathLike, top: str) -> str | None:
     folder = os.path.join(os.fspath(root), top)
     return f"a symbolic link to {os.readlink(folder)!r}, not a folder the warehouse wrote" if os.path.islink(folder) \
         else None
+
+
+def top_link_line(root: str | os.PathLike, top: str) -> str | None:
+    """The one line for the top folder ``top`` of the warehouse ``root`` when it is a symbolic link (read nowhere:
+    attack 18 F3 for ``runs/``, attack 19 F12 for ``models/`` and ``predictions/``), or None."""
+    if (linked := _top_link(root, top)) is None:
+        return None
+    return f"{os.path.join(os.fspath(root), top)}: not read ({linked}); replace it with a folder"
 
 
 def incomplete(unit: Sequence[str], manifest: Manifest | str | None) -> str | None:
@@ -372,8 +393,8 @@ def foreign_folders(root: str | os.PathLike) -> list[str]:
     out = []
     for top in ("runs", "experiments"):
         folder = os.path.join(os.fspath(root), top)
-        if (linked := _top_link(root, top)) is not None:  # attack 18 F3: one line for the top folder, not one per entry
-            out.append(f"{folder}: not read ({linked}); replace it with a folder")
+        if (line := top_link_line(root, top)) is not None:  # attack 18 F3: one line for the top folder, not one per
+            out.append(line)  # entry
             continue
         out += [f"{os.path.join(folder, name)}: not read ({why}); move it out of the warehouse"
                 for name in _folders(root, top, links=True) if (why := judge(root, (top, name)).foreign) is not None]
