@@ -670,7 +670,7 @@ def _counter_advice(arch: pl.DataFrame | pl.LazyFrame, bm: pl.DataFrame | pl.Laz
         insuff = insuff.with_columns(pl.lit(True).alias("_sampled"))
     n_sampled, n_unsampled, unsampled_ns = insuff.select(
         pl.col("_sampled").sum().alias("n"), (~pl.col("_sampled")).sum().alias("u"),
-        pl.col("duration_ns").filter(~pl.col("_sampled")).sum().alias("u_ns")).collect(engine="streaming").row(0)
+        float_sum(pl.col("duration_ns").filter(~pl.col("_sampled"))).alias("u_ns")).collect(engine="streaming").row(0)
     insuff = insuff.filter(pl.col("_sampled"))
 
     def is_recorded(label: str) -> bool:
