@@ -36,6 +36,7 @@ from synthtrace.tracelib.domain.metrics import (
     world_collectives,
 )
 from synthtrace.tracelib.domain.uncore import DRAM_CAS_COLUMN
+from synthtrace.tracelib.schema import counter_columns
 from synthtrace.warehouse.analysis_store import (
     BURST_ORDER,
     WINDOW_KEYS,
@@ -166,12 +167,15 @@ def analyse_windows(traces: list[TraceWindows], parts: AnalysisParts, *, machine
     burst_parts: list[int] = []  # archetypes parts holding bursts (cluster columns filled in after discovery)
     for k, trace in enumerate(traces):
         trace.prepare(parts, f"dram-{k}")  # the run's uncore DRAM CAS apportioned a window of time at a time
-        rid = None
-        if "run_id" in trace.bursts.collect_schema():
-            rid = trace.bursts.select(pl.col("run_id").first()).collect().item()
-        rps = ranks_per_socket(trace.bursts, machine, (n_nodes or {}).get(rid))
-        cmap = resolve(trace.bursts)
-        trace = replace(trace, bursts=trace.bursts.select(metric_inputs(trace.bursts.collect_schema().names(), cmap)))
+        names = trace.bursts.collect_schema().names()  # once (review: it was collected six times a trace)
+        cmap = resolve(names)
+        trace = replace(trace, bursts=trace.bursts.select(metric_inputs(names, cmap)),
+                        # the calls' measures read keys, times and bytes, never a counter (attack 19 F6)
+                        calls=None if trace.calls is None else trace.calls.drop(counter_columns(trace.calls)))
+        rid = trace.bursts.select(pl.col("run_id").first()).collect().item() if "run_id" in names else None
+        # its threads, read once as a frame (no other schema to collect): what the ranks per socket count
+        threads = trace.bursts.select([c for c in ("appl", "task", "thread") if c in names]).unique().collect()
+        rps = ranks_per_socket(threads, machine, (n_nodes or {}).get(rid))
         rules = ArchetypeRules(machine, thresholds, ranks_per_socket=rps, counter_map=cmap).fit()
         world = _world(trace)
         units, n, closing = [], 0, None

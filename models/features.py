@@ -19,7 +19,9 @@ handle them: gradient boosting and random forests natively, the linear baseline 
 """
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +76,10 @@ MPI_FAMILIES: dict[str, tuple[str, ...]] = {
 ARCHETYPE_VOCAB: tuple[str, ...] = BURST_ARCHETYPES
 #: bursts with fewer instructions are left out of training and evaluation (their rates are noise)
 MIN_INSTRUCTIONS: float = 1e4
+#: a counter no role knows feeds a feature only when it has values on at least this share of the bursts of its
+#: trace that a predictor learns from (:func:`feature_columns`): every counter a run records on each of its bursts
+#: does, and one of k counter sets rotated per burst does up to k = 100
+MIN_GENERIC_SHARE: float = 0.01
 
 
 class UnknownTargetError(BadInputError):
@@ -138,6 +144,81 @@ def is_cycle_counter(counter: str) -> bool:
     if role is not None:
         return role in CYCLE_ROLES
     return bool(_CYCLE_NAME.search(counter))
+
+
+def role_counters(counters: list[str]) -> set[str]:
+    """The counters of ``counters`` a role of the catalogue knows (every alias of it: :func:`unify_aliases` coalesces
+    them) or an FP_ARITH class: the ones role features, archetypes and targets are made of."""
+    return {c for c in counters if canonical(c) is not None} | set(resolve(counters).fp_arith)
+
+
+def generic_counters(counters: list[str]) -> list[str]:
+    """The counters of ``counters`` that make generic ``rate:<counter>`` features (events per instruction): no role
+    knows them and their name does not say they count cycles or time; in their order."""
+    known = role_counters(counters)
+    return [c for c in counters if c not in known and not is_cycle_counter(c)]
+
+
+def model_columns(schema: Mapping[str, pl.DataType], generic: Iterable[str] = ()) -> list[str]:
+    """The columns of a bursts-like frame with ``schema`` that features and targets read, in its order: every
+    column that is not a counter (keys, times, the closing MPI call), the counters of :func:`role_counters`, and
+    the counters of ``generic`` (issue 23: a run sampling thousands of counter types no role knows is read as
+    these few, not as bursts x counter types)."""
+    counters = counter_columns(pl.DataFrame(schema=schema))
+    keep = role_counters(counters) | set(generic)
+    known = set(counters)
+    return [c for c in schema if c not in known or c in keep]
+
+
+def feature_columns(target: str | None = None) -> Callable[[pl.LazyFrame], list[str]]:
+    """What computing features reads of one stored trace's bursts (a lazy ``scan`` given to the returned
+    function): :func:`model_columns` with the generic counters that give a ``rate:<counter>`` feature values.
+
+    Without ``target``: those with a value on a burst that counted instructions (any other's feature is NULL on
+    every burst: :func:`build_features` drops it). With a ``target``: those with values on two bursts or more
+    that a predictor of it learns from (at least :data:`MIN_INSTRUCTIONS` instructions and the target's other
+    ingredient: cycles, or the duration): any other's feature has fewer than two values there, and training drops
+    it as uninformative. Either way a counter on fewer than :data:`MIN_GENERIC_SHARE` of those bursts of the trace
+    is left out too (a run sampling one of 4,096 counter types per burst: 4,096 features missing on 99.98 % of the
+    bursts, bursts x 4,096 values to hold). Only the instructions, that ingredient and the generic counters are
+    read (streamed); nothing when the scan has no instructions column.
+    """
+    def choose(scan: pl.LazyFrame) -> list[str]:
+        schema = scan.collect_schema()
+        counters = counter_columns(pl.DataFrame(schema=schema))
+        candidates = generic_counters(counters)
+        rows = _rows_with_rates(counters, schema, target)
+        if rows is None or not candidates:
+            return model_columns(schema)
+        *found, n = scan.select([(pl.col(c).is_not_null() & rows).sum() for c in candidates] + [rows.sum()]).collect(
+            engine="streaming").row(0)
+        least = max(1 if target is None else 2, math.ceil(MIN_GENERIC_SHARE * n))
+        return model_columns(schema, [c for c, k in zip(candidates, found) if k >= least])
+
+    return choose
+
+
+def _rows_with_rates(counters: list[str], schema: Mapping[str, pl.DataType], target: str | None) -> pl.Expr | None:
+    """True on every burst where :func:`feature_columns` looks for generic counter values (raw values: a superset
+    of the bursts left after aliases are coalesced and impossible values dropped); None when no burst can be one."""
+    def above(role: str, floor: float) -> pl.Expr | None:
+        cols = [c for c in counters if canonical(c) == role]
+        return pl.any_horizontal([(pl.col(c) > floor).fill_null(False) for c in cols]) if cols else None
+
+    if target is None:
+        return above("ins", 0)
+    check_target(target)
+    ins = above("ins", MIN_INSTRUCTIONS * (1 - 1e-9))  # below the 1e4 that trainable_mask's log10 keeps
+    other = above("cyc", 0) if target == "ipc" else (
+        (pl.col("duration_ns") > 0).fill_null(False) if "duration_ns" in schema else None)
+    return None if ins is None or other is None else ins & other
+
+
+def prediction_columns(features: list[str]) -> Callable[[pl.LazyFrame], list[str]]:
+    """What a model of ``features`` reads of a bursts scan: :func:`model_columns` with the generic counters of
+    its ``rate:<counter>`` features."""
+    generic = [f.removeprefix("rate:") for f in features if f.startswith("rate:")]
+    return lambda scan: model_columns(scan.collect_schema(), generic)
 
 
 def unify_aliases(frame: pl.DataFrame, counters: list[str]) -> tuple[pl.DataFrame, list[str]]:
@@ -230,9 +311,7 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
             exprs.append(_safe_ratio(cmap.expr(num), denom, scale).alias(name))
         else:
             exprs.append(pl.lit(None, pl.Float64).alias(name))
-    catalogued = {c for cols in cmap.columns.values() for c in cols} | set(cmap.fp_arith)
-    generic = sorted(c for c in allowed if c not in catalogued and canonical(c) is None)
-    for c in generic:
+    for c in sorted(generic_counters(allowed)):
         exprs.append(_safe_ratio(pl.col(c).cast(pl.Float64), ins).alias(f"rate:{c}") if cmap.has("ins")
                      else pl.lit(None, pl.Float64).alias(f"rate:{c}"))
     exprs += _mpi_family_exprs(frame)
@@ -245,9 +324,10 @@ def build_features(frame: pl.DataFrame, target: str, *, counters: list[str] | No
     names = [c for c in feats.columns if feats[c].is_not_null().any() and not feats[c].is_nan().all()]
     X = feats.select(names).cast(pl.Float64).to_numpy() if names else np.empty((frame.height, 0))
     tframe, tcounters = unify_aliases(frame, all_counters)
+    # with_columns: a target without its counters is a literal NULL, one per burst (a select gave one value)
     y = (
-        tframe.select(_target_expr(target, resolve(tcounters)).alias("y"))
-        .to_series()
+        tframe.with_columns(_target_expr(target, resolve(tcounters)).alias("_target"))
+        .get_column("_target")
         .cast(pl.Float64)
         .fill_null(np.nan)
         .to_numpy()

@@ -188,7 +188,7 @@ def train(frame: pl.DataFrame, info: dict, target: str = "ipc", kind: str = "hgb
         "model_id": model_id, "target": target, "kind": kind, "seed": seed, "created_at": created,
         "experiments": info["experiments"], "apps": sorted(set(table.groups.tolist())), "run_ids": info["run_ids"],
         "n_rows": int(table.X.shape[0]), "data_hash": data_hash(table), "features": table.features,
-        "counters": sorted(table.counters),
+        "counters": sorted({*table.counters, *info.get("unread", ())}),  # what the bursts recorded, read or not
         "cv_r2": cv.scores["r2"] if cv else None, "cv_mape": cv.scores["mape"] if cv else None,
         "cv_folds": cv.n_splits if cv else None, "train_r2": insample["r2"], "train_mape": insample["mape"],
         "metrics": json.dumps(metrics, default=float), "params": json.dumps(est.get_params(deep=True), default=repr),
@@ -229,14 +229,15 @@ def measured_features(features: list[str]) -> list[str]:
     return [f for f in features if not f.startswith(("mpi_", "arch_"))]
 
 
-def predict_frame(model: TrainedModel, frame: pl.DataFrame, *, some_measured: bool = True) -> pl.DataFrame:
+def predict_frame(model: TrainedModel, frame: pl.DataFrame, *, some_measured: bool = True,
+                  unread: list[str] = ()) -> pl.DataFrame:
     """Predictions of ``model`` for every burst of a bursts-like frame: keys, predicted, actual (NULL if unknown).
 
     A burst with none of the model's measured features (:func:`measured_features`: the counters were not recorded)
     is predicted NULL, not from the model's default branches; when no burst has any,
     :class:`NothingToPredictFromError` (attack 7 A12: a model of PAPI_TOT_INS rates stored 42 'predictions' for an
     experiment that recorded no instructions; ``some_measured=False``: a window of a larger frame, whose bursts may
-    all be NULL)."""
+    all be NULL; ``unread``: counters the bursts recorded that were not read, named in that error too)."""
     table = build_features(frame, model.record["target"])
     X = table.select(model.features)
     measured = [i for i, f in enumerate(model.features) if f in measured_features(model.features)]
@@ -245,7 +246,7 @@ def predict_frame(model: TrainedModel, frame: pl.DataFrame, *, some_measured: bo
         raise NothingToPredictFromError(
             f"model {model.model_id} reads {', '.join(measured_features(model.features))}; no burst has any of "
             f"them (their counters: {', '.join(model.record.get('counters') or []) or 'none recorded'}; the bursts "
-            f"have {', '.join(table.counters) or 'no counter'})")
+            f"have {', '.join(sorted({*table.counters, *unread})) or 'no counter'})")
     with threadpool_limits(1):
         pred = model.estimator.predict(X) if X.shape[0] else np.empty(0)
     keys = table.keys
@@ -295,10 +296,11 @@ def predictions(model: TrainedModel, frame: pl.DataFrame, experiment: str, *,
 
 
 def window_predictions(model: TrainedModel, windows: Iterable[pl.DataFrame], experiment: str, *,
-                       now: datetime | None = None) -> pl.DataFrame:
+                       now: datetime | None = None, unread: list[str] = ()) -> pl.DataFrame:
     """:func:`predictions` of an experiment read a window of bursts at a time (each window's features and rows
     only; attack 12 F7: ``predict`` over the 4.7 M bursts of a 2 GB run aborted under a 4 GB limit): the same rows,
-    and the same refusal when no burst of any window has the model's measured features."""
+    and the same refusal when no burst of any window has the model's measured features (``unread``: the counters
+    recorded that were not read, :func:`predict_frame`)."""
     now = now or datetime.now(UTC)
     parts, first = [], None
     for window in windows:
@@ -309,5 +311,5 @@ def window_predictions(model: TrainedModel, windows: Iterable[pl.DataFrame], exp
         raise NoTrainingDataError(f"experiment {experiment!r} has no bursts to predict")
     out = _sorted_rows(pl.concat(parts))
     if out.get_column("predicted").null_count() == out.height:
-        predict_frame(model, first)  # no window had a measured feature: raises NothingToPredictFromError
+        predict_frame(model, first, unread=unread)  # no window had a measured feature: NothingToPredictFromError
     return out

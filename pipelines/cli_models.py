@@ -98,10 +98,11 @@ def train(
 
 def _print_comparison(wh: Warehouse, target: str, kind: str, experiments: list[str] | None, seed: int,
                       folds: int) -> None:
+    from synthtrace.models.features import feature_columns
     from synthtrace.models.predictors import compare_counter_sets
     from synthtrace.models.training_data import comparison_plan, load_bursts
     from synthtrace.warehouse.runs import runs_table
-    plan = comparison_plan(*load_bursts(wh, experiments), runs_table(wh))
+    plan = comparison_plan(*load_bursts(wh, experiments, columns=feature_columns()), runs_table(wh))
     if plan is None:
         err_console.print("comparison skipped: the experiments were recorded with one counter set", highlight=False)
         return

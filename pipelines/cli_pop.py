@@ -13,6 +13,7 @@ from synthtrace.pipelines.cli_app import DEFAULT_WAREHOUSE, ReadWarehouseOption,
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.pipelines.report_pop import HYBRID, ROWS, band, format_value
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.printable import escaped
 from synthtrace.tracelib.domain.replay import Network
 from synthtrace.warehouse import Warehouse
 
@@ -53,7 +54,8 @@ def pop_table(app: str, metrics: pl.DataFrame, scaling: pl.DataFrame, predicted:
     t = Table(title=f"POP efficiency of {app} ({scaling['scaling'].first() or 'strong'} scaling)")
     t.add_column("metric", no_wrap=True)
     for r in df.iter_rows(named=True):
-        t.add_column(f"{r['run_name']}\n{r['n_ranks']} x {r['n_threads']}", justify="right")
+        # a Text header: its line break is the layout's, the run's name in it escaped (print_table escapes str ones)
+        t.add_column(Text(f"{escaped(r['run_name'])}\n{r['n_ranks']} x {r['n_threads']}"), justify="right")
     for label, col, kind in ROWS:
         if col in HYBRID and not hybrid:
             continue

@@ -28,6 +28,8 @@ from synthtrace.warehouse.names import name_option
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from synthtrace.warehouse.run_admin import AdminResult
+
 #: the choices of ``sql --format``, as typer lists them
 OutputFormat = Enum("OutputFormat", {name: name for name in FORMAT.choices}, type=str)
 
@@ -140,7 +142,7 @@ def runs_rm(run_refs: RunRefs, warehouse: ReadWarehouseOption = DEFAULT_WAREHOUS
     for run_id, name, exp in res.runs.select("run_id", "run_name", "experiment").iter_rows():
         what = f"{name}, experiment {exp}" if name is not None else "its record damaged"  # attack 8 B6
         console.print(f"removed run {run_id} ({what})", soft_wrap=True, markup=False, emoji=False)
-    _say_invalidated(res.invalidated)
+    _say_invalidated(res)
 
 
 @runs_app.command("move", epilog=epilog("runs move"))
@@ -159,13 +161,16 @@ def runs_move(
         console.print(f"nothing to move: the runs are already in experiment {experiment}", soft_wrap=True)
     for run_id, name, exp in res.runs.select("run_id", "run_name", "experiment").iter_rows():
         console.print(f"moved run {run_id} ({name}) from experiment {exp} to {experiment}", soft_wrap=True)
-    _say_invalidated(res.invalidated)
+    _say_invalidated(res)
 
 
-def _say_invalidated(names: list[str]) -> None:
-    for name in names:
+def _say_invalidated(res: AdminResult) -> None:
+    for name in res.invalidated:
         console.print(f"experiment {name}: merged data and analysis removed (its runs changed); "
                       f"rebuild with `synthtrace merge {name}`", soft_wrap=True)
+    for name in res.unpredicted:
+        console.print(f"experiment {name}: predictions removed (its runs changed); predict again with "
+                      f"`synthtrace predict --experiment {name}`", soft_wrap=True)
 
 
 def sql(

@@ -294,11 +294,12 @@ def train(wh: Warehouse, target: str = "ipc", kind: str = "hgb", *, experiments:
     """
     from synthtrace.models.registry import TrainedModel, check_request
     from synthtrace.models.registry import train as fit_model
+    from synthtrace.models.features import feature_columns
     from synthtrace.models.training_data import TRAIN_BURSTS_PER_EXPERIMENT, load_bursts
     from synthtrace.warehouse.model_store import model_record, write_model
 
     check_request(target, kind, seed)
-    frame, info = load_bursts(wh, experiments, TRAIN_BURSTS_PER_EXPERIMENT)
+    frame, info = load_bursts(wh, experiments, TRAIN_BURSTS_PER_EXPERIMENT, columns=feature_columns(target))
     if on_step:
         on_step("bursts read")
     model, artifact = fit_model(frame, {**info, "warehouse": str(wh.root)}, target, kind, seed=seed,
@@ -311,12 +312,14 @@ def predict(wh: Warehouse, experiment: str, model_id: str | None = None, *, targ
             store: bool = True, now: datetime | None = None) -> tuple[TrainedModel, pl.DataFrame]:
     """Apply a registered model (``model_id``, else the newest, of ``target`` if given) to one experiment's bursts
     and (``store``) write them to the predictions view."""
+    from synthtrace.models.features import prediction_columns
     from synthtrace.models.registry import load, window_predictions
-    from synthtrace.models.training_data import prediction_windows
+    from synthtrace.models.training_data import prediction_input
     from synthtrace.warehouse.model_store import write_predictions
 
     model = load(wh, model_id, target)
-    out = window_predictions(model, prediction_windows(wh, experiment), experiment, now=now)
+    bursts = prediction_input(wh, experiment, columns=prediction_columns(model.features))
+    out = window_predictions(model, bursts.windows, experiment, now=now, unread=bursts.unread)
     if store:
         write_predictions(wh, model.model_id, experiment, out)
     return model, out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import inspect
 import logging
 import os
@@ -296,8 +297,8 @@ def _night(drop: str, warehouse: str, machine: str | None, skip: list[str] | Non
                  and (job.name in p.stages or job.name in stale.get(p.experiment, ()))]
         done = _experiment_stage(job, wh, items, settings, summary, tell)
         for p in items:
-            if p.experiment in done:
-                mark_experiment(wh, p, [job.name], invalidates=job.invalidates)
+            if p.experiment in done and _recorded(summary, job.name, [p.experiment], functools.partial(
+                    mark_experiment, wh, p, [job.name], invalidates=job.invalidates)):
                 stale.setdefault(p.experiment, set()).update(job.invalidates)
             else:
                 failed.add(p.experiment)
@@ -318,11 +319,25 @@ def _night(drop: str, warehouse: str, machine: str | None, skip: list[str] | Non
         completed.append(job.name)
         summary.record(job, out["ok"])
     if completed:
-        mark_global(wh, state, completed)
+        _recorded(summary, ", ".join(completed), [], functools.partial(mark_global, wh, state, completed))
     if summary.report is None and "report" not in skipped and (wh.root / "report.html").is_file():
         summary.report = str(wh.root / "report.html")
     _publish(summary)
     return Completed(message=summary.message(), data=summary)
+
+
+def _recorded(summary: NightSummary, stage: str, args: list[str], write: Callable[[], None]) -> bool:
+    """Write the night's record that ``stage`` is done (for ``args``); a record that cannot be written (a full disk,
+    attack 19 F7) is that stage's failure in the summary, as any other: it stays pending and runs again next night,
+    and the night goes on. Returns whether the record was written."""
+    try:
+        write()
+    except (OSError, SynthtraceError) as exc:
+        text = f"its record of the night could not be written ({one_line(exc)}); it runs again next night"
+        get_run_logger().warning("%s %s failed: %s", stage, " ".join(args), text)
+        summary.errors.append({"stage": stage, "args": args, "error": text})
+        return False
+    return True
 
 
 def _note_left(summary: NightSummary, items: list[dict[str, Any]]) -> None:

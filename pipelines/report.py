@@ -23,6 +23,7 @@ import html
 import io
 import json
 import math
+import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator
@@ -46,7 +47,7 @@ from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.domain.machine import Machine, MachineProfileError
 from synthtrace.tracelib.domain.counters import same_quantity
 from synthtrace.tracelib.domain.metrics import MISSING_ROLES, ranks_per_socket
-from synthtrace.tracelib.folder_tree import walk
+from synthtrace.tracelib.formats.source import files_under
 from synthtrace.tracelib.domain.sums import float_sum
 from synthtrace.warehouse.analysis_store import (
     AnalysisParts,
@@ -669,7 +670,7 @@ def _counter_advice(arch: pl.DataFrame | pl.LazyFrame, bm: pl.DataFrame | pl.Laz
         insuff = insuff.with_columns(pl.lit(True).alias("_sampled"))
     n_sampled, n_unsampled, unsampled_ns = insuff.select(
         pl.col("_sampled").sum().alias("n"), (~pl.col("_sampled")).sum().alias("u"),
-        pl.col("duration_ns").filter(~pl.col("_sampled")).sum().alias("u_ns")).collect(engine="streaming").row(0)
+        float_sum(pl.col("duration_ns").filter(~pl.col("_sampled"))).alias("u_ns")).collect(engine="streaming").row(0)
     insuff = insuff.filter(pl.col("_sampled"))
 
     def is_recorded(label: str) -> bool:
@@ -842,9 +843,9 @@ def section_key(wh: Warehouse, name: str, machine: Machine, thresholds: Threshol
     """What an experiment's section is drawn from: its runs (ids name their content), the files of its folder
     (merge, analysis; by size and modification time), the machine profile and the thresholds."""
     folder = wh.experiment_dir(name)
-    below = (Path(here, n) for here, _, names in walk(folder) for n in names)  # any depth: rglob recursed per level
-    files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
-                   for p in below if p.is_file()) if folder.is_dir() else []
+    # any depth, no linked folder entered; each file stat'ed once (a listing entry keeps its stat)
+    files = sorted((os.path.relpath(e.path, folder), st.st_size, st.st_mtime_ns)
+                   for e in files_under(folder) for st in (e.stat(),)) if folder.is_dir() else []
     runs = runs_table(wh).filter(pl.col("experiment") == name)["run_id"].sort().to_list()
     what = [SECTION_FORMAT, runs, files, machine.as_dict(), machine.source, thresholds and thresholds.as_dict()]
     return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()[:20]

@@ -179,6 +179,9 @@ class Shape:
     threads: int = 1  # threads per rank (OpenMP): each parallel region is a burst on every thread
     locks: bool = False  # worker threads wait for a lock 0-2 times per region (when: timing), cutting their burst
     recv_any: bool = False  # halo receives posted as MPI_Irecv(MPI_ANY_SOURCE): which face each takes follows arrival
+    #: the halo also exchanged on a duplicate of the world (MPI_Comm_dup, :func:`dup_communicator`) with the same
+    #: tag, completed by an MPI_Waitall of its own: its receives posted before the world's, its sends after them
+    dup_comm: bool = False
     any_tag: bool = False  # farm: MPI_ANY_TAG receives; workers also report progress (a small message, its own tag)
 
 
@@ -401,6 +404,16 @@ def sub_communicators(spec: CampaignSpec) -> dict[int, tuple[int, ...]]:
     return rows | cols
 
 
+#: the executor matches point-to-point messages by tag: a message on the duplicate communicator has its tag plus this
+#: (MPI matches within a communicator), the trace's tag is the program's
+DUP_TAG = 1 << 20
+
+
+def dup_communicator(spec: CampaignSpec) -> int | None:
+    """The id of the world's duplicate (``Shape.dup_comm``; after the row and column communicators), else None."""
+    return max(sub_communicators(spec), default=WORLD) + 1 if spec.shape.dup_comm else None
+
+
 def comm_of(comms: dict[int, tuple[int, ...]], task: int, kind: str) -> int:
     """The id of ``task``'s row (``kind`` "row") or column communicator."""
     ids = sorted(c for c, m in comms.items() if task in m)
@@ -484,6 +497,12 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
         ins = 3.0e5 * w + sum(4000.0 + size_out[dst] / 16 for dst in nb)
         ids = yield Call("MPI_Startall", boundary, ins, lid(task, it, inner, 20), sites("halo.c:97"), posts=posts)
         recv, sends = list(ids[:len(nb)]), list(ids[len(nb):])
+    if s.dup_comm:  # the duplicate's receives before the world's, its sends after them (MPI orders per communicator)
+        dup, dup_reqs = dup_communicator(lg.spec), []
+        for d, src in enumerate(nb):
+            dup_reqs.append((yield Call("MPI_Irecv", poll, 500.0, lid(task, it, inner, 110 + d), sites("halo.c:88"),
+                                        peer=ANY if s.recv_any else src, tag=TAG_HALO + DUP_TAG, size=size_in[src],
+                                        comm=dup)))
     for d, src in enumerate(nb if s.exchange != "persistent" else []):
         recv.append((yield Call("MPI_Irecv", pack if d == 0 else poll, 6000.0 if d == 0 else 500.0,
                                 lid(task, it, inner, 10 + d), sites("halo.c:88"), peer=ANY if s.recv_any else src,
@@ -492,6 +511,11 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
         ins = 3.0e5 * w if d == 0 else 4000.0 + size_out[dst] / 16
         sends.append((yield Call("MPI_Isend", boundary if d == 0 else pack, ins, lid(task, it, inner, 20 + d),
                                  sites("halo.c:97"), peer=dst, tag=TAG_HALO, size=size_out[dst])))
+    if s.dup_comm:
+        for d, dst in enumerate(nb):
+            dup_reqs.append((yield Call("MPI_Isend", pack, 4000.0 + size_out[dst] / 16, lid(task, it, inner, 120 + d),
+                                        sites("halo.c:97"), peer=dst, tag=TAG_HALO + DUP_TAG, size=size_out[dst],
+                                        comm=dup)))
     if housekeeping:
         yield Call("MPI_Iprobe", poll, 3 * POLL_INS, lid(task, it, inner, 30) | 1 << 8, sites("control.c:41"),
                    peer=ANY, tag=TAG_STOP, role=HOUSEKEEPING)
@@ -547,6 +571,8 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
             pending = [r for r in pending if r not in done]
             sub, ins, kk = min(sub + 1, MAX_POLLS), POLL_INS, poll
         yield Call("MPI_Waitall", pack, 2.0e4, lid(task, it, inner, 51), sites("halo.c:140"), reqs=tuple(sends))
+    if s.dup_comm and nb:
+        yield Call("MPI_Waitall", pack, 2.0e4, lid(task, it, inner, 130), sites("halo.c:140"), reqs=tuple(dup_reqs))
 
 
 def _sendrecv_exchange(task: int, it: int, inner: int, nb: list[int], w: float, kern: int, sites: Sites,
@@ -1033,12 +1059,15 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
     P = spec.ranks
     if P < 2 or spec.iterations < 2:
         raise BadInputError("a campaign needs at least 2 ranks and 2 iterations")
+    if spec.trace_format == "otf2" and (0 <= spec.renumber_run < spec.runs or spec.shape.threads > 1):
+        raise BadInputError("the OTF2 output writes neither renumbered runs nor threads")
     exp_rng = _rng(spec.seed, spec.mechanism, "experiment")
     sigma = draw_noise_sizes(exp_rng)
     sets = [list(c) for c in spec.counter_sets] or assign_counter_sets(spec.runs, 4, exp_rng)
     lg = Logic.draw(spec)
     T = spec.shape.threads
     comms = sub_communicators(spec)
+    dup = dup_communicator(spec)
     d = Path(out_dir) / spec.name
     d.mkdir(parents=True, exist_ok=True)
     traces, truths = [], []
@@ -1058,12 +1087,11 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
         name = f"{spec.app}.run{r}"
         bursts, calls, msgs, events, truth = _tables(ex, spec, model, timing, placement, machine.cores_per_node,
                                                      sets[r], name, rng, r)
-        halves, traced_from = msgs, {}  # OTF2 keeps each traced half of a message (a reader pairs them)
-        for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3):
-            if run == r:
-                traced_from[rank + 1] = _trace_start(rank + 1, iteration, truth)
-                bursts, calls, msgs, events, truth = _traced_from(rank + 1, iteration, bursts, calls, msgs, events,
-                                                                  truth)
+        halves = msgs  # OTF2 keeps each traced half of a message (a reader pairs them)
+        traced_from = {rank + 1: _trace_start(rank + 1, iteration, truth)
+                       for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3) if run == r}
+        if traced_from:
+            bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
         if r == spec.renumber_run:
             perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
@@ -1072,11 +1100,10 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
                          threads_per_task=(tuple([T] * P),),
                          node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),),
                          communicators=tuple(Communicator(1, c, tuple(int(t) + 1 for t in m))
-                                             for c, m in {WORLD: tuple(range(P)), **comms}.items()),
+                                             for c, m in {WORLD: tuple(range(P)), **comms,
+                                                          **({dup: tuple(range(P))} if dup else {})}.items()),
                          node_names=placement.node_names, binary=spec.app)
         if spec.trace_format == "otf2":
-            if r == spec.renumber_run or spec.shape.threads > 1:
-                raise BadInputError("the OTF2 output writes neither renumbered runs nor threads")
             from synthtrace.simulator.otf2_out import write_otf2
             traces.append(write_otf2(d / name, bursts, calls, halves, sets[r], traced_from))
         else:
@@ -1094,25 +1121,25 @@ def _trace_start(task: int, iteration: int, truth: pl.DataFrame) -> int:
     return int(truth.filter((pl.col("task") == task) & (pl.col("iteration") >= iteration)).get_column("start_ns").min())
 
 
-def _traced_from(task: int, iteration: int, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame,
+def _traced_from(starts: dict[int, int], bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame,
                  events: pl.DataFrame, truth: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
-    """The tables of a run whose trace of ``task`` (1-based) starts at its first burst of outer ``iteration``: its
-    bursts, calls, events and truth rows before that time are gone (its truth renumbered from 0, as the reader
-    numbers), and so is every communication record with an end on ``task`` before it. A Paraver record holds both
-    ends; Extrae's merger writes one only when it pairs a traced send with a traced receive (the others are
-    counted as unmatched and left out), and OTF2 pairs the halves of a message the same way. The partners' calls
-    that sent or received the missing messages stay, with neither peer nor bytes (a Paraver trace carries them
-    in the records only)."""
-    t0 = _trace_start(task, iteration, truth)
-    before = (pl.col("task") == task) & (pl.col("start_ns") < t0)
-    gone = truth.filter(before).height
-    truth = truth.filter(~before).with_columns(
-        pl.when(pl.col("task") == task).then(pl.col("burst_seq") - gone).otherwise(pl.col("burst_seq"))
-        .alias("burst_seq"))
-    lost = (((pl.col("s_task") == task) & (pl.col("s_time_ns") < t0))
-            | ((pl.col("r_task") == task) & (pl.col("r_time_ns") < t0)))
+    """The tables of a run whose traces of the tasks of ``starts`` (1-based task -> the time (ns) its trace starts:
+    :func:`_trace_start`) start late: their bursts, calls, events and truth rows before that time are gone (their
+    truth renumbered from 0, as the reader numbers), and so is every communication record with an end on such a
+    task before it. A Paraver record holds both ends; Extrae's merger writes one only when it pairs a traced send
+    with a traced receive (the others are counted as unmatched and left out), and OTF2 pairs the halves of a
+    message the same way. The partners' calls that sent or received the missing messages stay, with neither peer
+    nor bytes (a Paraver trace carries them in the records only)."""
+    def t0(task: str) -> pl.Expr:  # the trace start of the row's task (NULL: traced from its start)
+        return pl.col(task).replace_strict(starts, default=None, return_dtype=pl.Int64)
+
+    before = (pl.col("start_ns") < t0("task")).fill_null(False)
+    gone = truth.filter(before).group_by("task").len()
+    truth = (truth.filter(~before).join(gone, on="task", how="left", maintain_order="left")
+             .with_columns(pl.col("burst_seq") - pl.col("len").fill_null(0)).drop("len"))
+    lost = ((pl.col("s_time_ns") < t0("s_task")) | (pl.col("r_time_ns") < t0("r_task"))).fill_null(False)
     return (bursts.filter(~before), calls.filter(~before), msgs.filter(~lost),
-            events.filter(~((pl.col("task") == task) & (pl.col("time_ns") < t0))), truth)
+            events.filter(~(pl.col("time_ns") < t0("task")).fill_null(False)), truth)
 
 
 def _renumbered(perm: np.ndarray, *frames: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
@@ -1171,7 +1198,7 @@ def _tables(ex, spec: CampaignSpec, model: CounterModel, timing: Timing, placeme
     calls = pl.DataFrame({"appl": np.ones(n, np.int32), "task": task1, "thread": thread1, "cpu": cpu,
                           "mpi_call": call, "start_ns": end, "end_ns": exit, "call_site": site,
                           "bytes_sent": np.where(coll, b["csend"], 0), "bytes_recv": np.where(coll, b["crecv"], 0),
-                          "comm": pl.Series(np.where(coll, b["comm"], 0)).replace(0, None),
+                          "comm": pl.Series(np.where(coll | (b["comm"] != WORLD), b["comm"], 0)).replace(0, None),
                           "root": pl.Series(np.where(coll & (b["root"] >= 0), b["root"], -1)).replace(-1, None)
                           .cast(pl.Int32)}).filter(pl.Series(has_call))
     flush = b["call"] == "FLUSH"
@@ -1200,7 +1227,9 @@ def _tables(ex, spec: CampaignSpec, model: CounterModel, timing: Timing, placeme
         "s_time_ns": clock(v["s_l"], src), "s_phys_ns": clock(v["s_p"], src),
         "r_appl": one, "r_task": (dst + 1).astype(np.int32), "r_thread": one, "r_cpu": cpu_d,
         "r_time_ns": clock(np.where(received, r_l, 0.0), dst), "r_phys_ns": clock(np.maximum(v["r_p"], 0.0), dst),
-        "size": v["size"].astype(np.int64), "tag": v["tag"].astype(np.int64)}).filter(pl.Series(v["r_p"] >= 0))
+        "size": v["size"].astype(np.int64), "tag": v["tag"].astype(np.int64) % DUP_TAG,
+        "comm": np.where(v["tag"] >= DUP_TAG, dup_communicator(spec) or WORLD, WORLD).astype(np.int64)}
+    ).filter(pl.Series(v["r_p"] >= 0))
     # the calls' bytes as a tracer records them: a collective's own sizes plus the messages each call sent and
     # received (the writer keeps only the collective part for its 50100001/2 events)
     added = message_columns(calls.select("appl", "task", "thread", "start_ns", "end_ns"), msgs.select(*MESSAGE_SCHEMA))

@@ -8,31 +8,29 @@ completed it, paired by request id. A reader matches the halves of a message fro
 location whose trace started late (tracing turned on late, its first events lost) has no events before that time,
 while its partners' halves of the messages it exchanged before are there.
 
-Only what the merge's campaigns use is written: one thread per rank, ``MPI_COMM_WORLD``, blocking collectives.
+Only what the merge's campaigns use is written: one thread per rank, ``MPI_COMM_WORLD`` and duplicates of it
+(point-to-point messages only), blocking collectives.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from synthtrace.simulator.mpi_exec import WORLD
+from synthtrace.tracelib.domain.mpi_calls import MPI_CALLS
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.formats.paraver.writer import _SITE_FULL as SITE  # a call site "func (file:line)"
 
-#: blocking collectives the archive can record, by MPI call name
-_COLLECTIVES = {"MPI_Barrier": "BARRIER", "MPI_Bcast": "BCAST", "MPI_Reduce": "REDUCE", "MPI_Allreduce": "ALLREDUCE",
-                "MPI_Allgather": "ALLGATHER", "MPI_Alltoall": "ALLTOALL", "MPI_Gather": "GATHER",
-                "MPI_Scatter": "SCATTER"}
-_SITE = re.compile(r"^(.*) \((.+):(\d+)\)$")
 
 
 def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.DataFrame, counters: list[str],
                traced_from: dict[int, int] | None = None) -> Path:
     """Write one run (the simulator's tables: ``bursts`` with ``counters``, ``calls``, ``msgs`` with logical and
-    physical times) as an OTF2 archive in ``root``; returns its anchor (``root/traces.otf2``). ``traced_from``: task
-    (1-based) -> the time (ns) its trace starts: its bursts and calls must already start there, and its halves of
-    the messages before are left out (its partners' halves stay)."""
+    physical times and communicator) as an OTF2 archive in ``root``; returns its anchor (``root/traces.otf2``).
+    ``traced_from``: task (1-based) -> the time (ns) its trace starts: its bursts and calls must already start
+    there, and its halves of the messages before are left out (its partners' halves stay)."""
     import otf2
     from otf2.enums import (Base, CollectiveOp, GroupType, LocationGroupType, LocationType, MetricMode,
                             MetricOccurrence, MetricType, Paradigm, RecorderKind, RegionRole, Type)
@@ -41,6 +39,9 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
         raise BadInputError("the OTF2 output writes one thread per rank")
     ranks = int(bursts.get_column("task").max())
     starts = traced_from or {}
+    # blocking collectives the archive can record: the catalogue's whose name OTF2 has an operation for
+    collectives = {n: getattr(CollectiveOp, n[4:].upper()) for n, c in MPI_CALLS.items()
+                   if c.kind == "collective" and c.blocking and hasattr(CollectiveOp, n[4:].upper())}
     root = Path(root)
     with otf2.writer.open(str(root), timer_resolution=10**9) as w:
         d = w.definitions
@@ -52,18 +53,21 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
                 members=locs)
         world = d.comm("MPI_COMM_WORLD", d.group("world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
                                                  members=list(range(ranks))))
+        # duplicates of the world (MPI_Comm_dup) the messages name, by the simulator's communicator id
+        comm_of = {WORLD: world} | {c: d.comm(f"MPI_COMM_WORLD dup {c}", world.group, parent=world)
+                                    for c in sorted(set(msgs.get_column("comm").to_list()) - {WORLD})}
         regions: dict[str, object] = {}
 
         def region(name: str, mpi: bool) -> object:
             if name not in regions:
                 if mpi:
-                    role = (RegionRole.COLL_ALL2ALL if name in _COLLECTIVES else RegionRole.POINT2POINT
+                    role = (RegionRole.COLL_ALL2ALL if name in collectives else RegionRole.POINT2POINT
                             if "send" in name.lower() or "recv" in name.lower() else RegionRole.FUNCTION)
                     regions[name] = d.region(name, region_role=role, paradigm=Paradigm.MPI)
                 else:
-                    m = _SITE.match(name)
-                    kw = {"source_file": m[2], "begin_line_number": int(m[3])} if m else {}
-                    regions[name] = d.region(m[1] if m else name, region_role=RegionRole.FUNCTION,
+                    m = SITE.match(name)
+                    kw = {"source_file": m["file"], "begin_line_number": int(m["line"])} if m else {}
+                    regions[name] = d.region(m["func"] if m else name, region_role=RegionRole.FUNCTION,
                                              paradigm=Paradigm.COMPILER, **kw)
             return regions[name]
 
@@ -90,20 +94,21 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
                 ev.enter(s, region(site, False))
                 ev.metric(s, papi, reading)
                 ev.enter(s, region(call["mpi_call"], True))
-                op = _COLLECTIVES.get(call["mpi_call"])
-                if op:
+                op = collectives.get(call["mpi_call"])
+                if op is not None:
                     ev.mpi_collective_begin(s)
                 for m in by_call.get(i, []):
                     t = min(max(int(m["time_ns"]), s), x)
                     peer, tag, size, req, kind = m["peer"] - 1, m["tag"], m["size"], m["req"], m["kind"]
+                    comm = comm_of[m["comm"]]
                     if kind == "irecv_request":
                         ev.mpi_irecv_request(t, req)
                     elif kind in ("isend", "irecv"):
-                        (ev.mpi_isend if kind == "isend" else ev.mpi_irecv)(t, peer, world, tag, size, req)
+                        (ev.mpi_isend if kind == "isend" else ev.mpi_irecv)(t, peer, comm, tag, size, req)
                     else:
-                        (ev.mpi_send if kind == "send" else ev.mpi_recv)(t, peer, world, tag, size)
-                if op:
-                    ev.mpi_collective_end(x, getattr(CollectiveOp, op), world,
+                        (ev.mpi_send if kind == "send" else ev.mpi_recv)(t, peer, comm, tag, size)
+                if op is not None:
+                    ev.mpi_collective_end(x, op, world,
                                           call["root"] if call["root"] is not None else 0xFFFFFFFF,
                                           int(call["bytes_sent"] or 0), int(call["bytes_recv"] or 0))
                 ev.metric(x, papi, reading)
@@ -117,35 +122,39 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
 
 def _message_events(calls: pl.DataFrame, msgs: pl.DataFrame, starts: dict[int, int]) -> pl.DataFrame:
     """Per message half traced, its events: task, ``call`` (index among the task's calls by start), time_ns, kind
-    (send, isend, recv, irecv_request, irecv), peer task, tag, size, request id. A half on a task whose trace starts
-    after it is left out."""
+    (send, isend, recv, irecv_request, irecv), peer task, tag, size, request id, communicator. A half on a task whose
+    trace starts after it (or in a call before that) is left out."""
     c = (calls.sort("task", "start_ns")
          .select(pl.col("task").cast(pl.Int32), "start_ns", "end_ns", "mpi_call",
                  pl.int_range(pl.len()).over("task").alias("call")))
     m = msgs.with_row_index("req").with_columns(pl.col("req").cast(pl.Int64))
 
-    def at(task: str, time: str, peer: str, traced: bool = True) -> pl.DataFrame:
-        e = (m.select(pl.col(task).cast(pl.Int32).alias("task"), pl.col(time).cast(pl.Int64).alias("time_ns"),
-                      pl.col(peer).cast(pl.Int32).alias("peer"), "tag", "size", "req")
-             .sort("time_ns")
-             .join_asof(c.sort("start_ns"), left_on="time_ns", right_on="start_ns", by="task", strategy="backward",
-                        check_sortedness=False))
-        first = pl.col("task").replace_strict(starts, default=None, return_dtype=pl.Int64) if starts else None
-        if first is not None:
-            e = e.filter(first.is_null() | (pl.col("time_ns") >= first)) if traced else e
-        if traced and e.filter(pl.col("call").is_null() | (pl.col("time_ns") > pl.col("end_ns"))).height:
+    first = pl.col("task").replace_strict(starts, default=None, return_dtype=pl.Int64)
+
+    def at(task: str, time: str, peer: str) -> pl.DataFrame:
+        """The halves of ``m`` ended at ``time`` on ``task``, each in the call of its task holding that time."""
+        return (m.select(pl.col(task).cast(pl.Int32).alias("task"), pl.col(time).cast(pl.Int64).alias("time_ns"),
+                         pl.col(peer).cast(pl.Int32).alias("peer"), "tag", "size", "req", "comm")
+                .sort("time_ns")
+                .join_asof(c.sort("start_ns"), left_on="time_ns", right_on="start_ns", by="task",
+                           strategy="backward", check_sortedness=False))
+
+    def traced(e: pl.DataFrame) -> pl.DataFrame:
+        """The halves of ``e`` traced: a late task's half outside its first traced call (a completion at the exit
+        of the call before its trace began, e.g. a Waitall ending where its first burst starts) is lost."""
+        if starts:
+            e = e.filter(first.is_null() | ((pl.col("time_ns") >= first) & pl.col("call").is_not_null()))
+        if e.filter(pl.col("call").is_null() | (pl.col("time_ns") > pl.col("end_ns"))).height:
             raise BadInputError("a message end outside any MPI call: not written as OTF2")
         return e
 
-    send = at("s_task", "s_time_ns", "r_task").with_columns(
+    send = traced(at("s_task", "s_time_ns", "r_task")).with_columns(
         pl.when(pl.col("mpi_call").is_in(["MPI_Isend", "MPI_Start"])).then(pl.lit("isend"))
         .otherwise(pl.lit("send")).alias("kind"))
-    post = at("r_task", "r_time_ns", "s_task")
-    done = at("r_task", "r_phys_ns", "s_task")
-    nonblocking = at("r_task", "r_time_ns", "s_task", traced=False).filter(
-        pl.col("mpi_call") == "MPI_Irecv").get_column("req")
-    req = post.filter(pl.col("req").is_in(nonblocking.implode())).with_columns(pl.lit("irecv_request").alias("kind"))
-    done = done.with_columns(pl.when(pl.col("req").is_in(nonblocking.implode())).then(pl.lit("irecv"))
-                             .otherwise(pl.lit("recv")).alias("kind"))
-    cols = ["task", "call", "time_ns", "kind", "peer", "tag", "size", "req"]
+    posted = at("r_task", "r_time_ns", "s_task")
+    nonblocking = posted.filter(pl.col("mpi_call") == "MPI_Irecv").get_column("req").implode()
+    req = traced(posted).filter(pl.col("req").is_in(nonblocking)).with_columns(pl.lit("irecv_request").alias("kind"))
+    done = traced(at("r_task", "r_phys_ns", "s_task")).with_columns(
+        pl.when(pl.col("req").is_in(nonblocking)).then(pl.lit("irecv")).otherwise(pl.lit("recv")).alias("kind"))
+    cols = ["task", "call", "time_ns", "kind", "peer", "tag", "size", "req", "comm"]
     return pl.concat([x.select(cols) for x in (send, req, done)])

@@ -34,11 +34,25 @@ def _own_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """In the child before exec: SIGINT at its default action and not blocked."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def interruptible(args: list[str], **popen_kwargs: object) -> subprocess.Popen:
+    """``args`` started as a terminal starts a foreground command, whose Ctrl-C reaches it: SIGINT at its default and
+    not blocked, whatever this process inherited. A test run started in the background of a non-interactive shell
+    (``cmd &`` in a script, as CI jobs and batch scripts do) has SIGINT ignored, as POSIX has such shells do; a child
+    inherits that, and a command then rightly goes on through a Ctrl-C (session 18's whole-suite runs: `sql` ran its
+    query to the end and exited 0)."""
+    return subprocess.Popen(args, preexec_fn=_sigint_as_a_terminal_gives_it, **popen_kwargs)
+
+
 def ctrl_c_when_busy(p: subprocess.Popen, cpu_s: float, timeout_s: float = 300, wall_s: float = 60) -> tuple[str, str]:
-    """Send SIGINT to ``p`` once it has used ``cpu_s`` seconds of CPU (its imports done, its work under way, however
-    loaded the machine), or at the latest after ``wall_s`` seconds (session 18: in three loaded whole-suite runs the
-    CPU of `sql`'s query child was not seen, the query ran to its end, 110 s, and the test saw exit 0; cause not
-    found), and return its (stdout, stderr) once it ends."""
+    """Send SIGINT to ``p`` (started by :func:`interruptible`) once it has used ``cpu_s`` seconds of CPU (its
+    imports done, its work under way, however loaded the machine), or at the latest after ``wall_s`` seconds, and
+    return its (stdout, stderr) once it ends."""
     end = time.monotonic() + wall_s
     try:
         while p.poll() is None and cpu_seconds(p.pid) < cpu_s and time.monotonic() < end:

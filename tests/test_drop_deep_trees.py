@@ -130,3 +130,39 @@ def test_a_stale_part_folder_beside_an_output_holding_a_deep_chain_is_removed(wh
     with held_folder(tmp_path, ".x.csv") as folder:
         assert folder.is_dir() and not stale.exists()
     assert not folder.exists()
+
+
+PAST_PATH_MAX = 3000  # "a/" per level: 6,000 bytes, past Linux's 4,096-byte PATH_MAX
+
+
+def test_a_chain_past_path_max_in_an_experiment_folder_is_one_short_line_naming_it(wh_path):
+    """Attack 19 F4: archetypes of an experiment holding a folder chain 3,000 deep failed with one 4,124-character
+    line of ``d/d/d...`` (the staged copy's path past PATH_MAX) and no advice, every time. Now one short line naming
+    the planted folder and what to do; the stored folder unchanged, nothing left in ``.staging``."""
+    from synthtrace.warehouse.errors import WarehouseError
+
+    wh = Warehouse(wh_path).ensure()
+    target = wh.experiments_dir / "e"
+    wh.update_dir(target, {"a": pl.DataFrame({"x": [1]})})
+    (target / "junk").mkdir()
+    _deep_chain(target / "junk", PAST_PATH_MAX)
+    with pytest.raises(WarehouseError) as caught:
+        wh.update_dir(target, {"b": pl.DataFrame({"x": [2]})})
+    said = str(caught.value)
+    assert len(said) < 400 and "\n" not in said, said
+    assert said.startswith(f"{target / 'junk'}: ") and "move that folder out of the warehouse" in said, said
+    assert not (target / "b.parquet").exists() and list(wh.staging_dir.iterdir()) == []
+
+
+def test_runs_move_of_a_run_whose_bursts_hold_a_chain_past_path_max_names_it(wh_path, tmp_path, run_cli):
+    """Attack 19 F4, in a run's ``bursts/``: `runs move` said the same 4 kB line. The line names ``bursts/a``
+    (the first folder on the way that no commit wrote), not the run's own ``bursts``."""
+    traces = tmp_path / "traces"
+    copy_trace(PRIME, traces)
+    assert run_cli("ingest", traces / PRIME.name, "-w", wh_path)[0] == 0
+    run = next(Warehouse(wh_path).runs_dir.iterdir())
+    _deep_chain(run / "bursts", PAST_PATH_MAX)
+    code, out, err = run_cli("runs", "move", run.name, "--experiment", "other", "-w", wh_path)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and len(lines[0]) < 400, err
+    assert f"{run / 'bursts' / 'a'}: " in lines[0] and "move that folder out of the warehouse" in lines[0], err

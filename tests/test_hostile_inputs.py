@@ -307,3 +307,41 @@ def test_a_what_if_network_with_a_figure_that_is_no_number_is_refused(latency, b
 
     with pytest.raises(BadInputError, match=r"latency must be 0 to 1e\+06 us and bandwidth 1e-06 to 1e\+06 GB/s"):
         Network.of(latency, bandwidth)
+
+
+# ----------------------------------------------------------------------------- attack 19 F1: paths not UTF-8
+def test_a_trace_under_a_folder_whose_name_is_not_utf8_is_stored_with_the_byte_escaped(tmp_path, run_cli,
+                                                                                       monkeypatch):
+    """Attack 19 F1: a trace whose file name is UTF-8 under a folder named in Latin-1 (a cluster's folder; or the
+    working directory) ended in a UnicodeEncodeError traceback writing the run's row (its ``source_path``: Parquet
+    text is UTF-8) and stored nothing. It is ingested now, ``source_path`` holding the byte as ``\\xff``; the same
+    trace again is found ingested (the index of runs without a .pcf hashed the path's text too)."""
+    import os
+
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    copy_trace(PRIME, folder)
+    for _ in range(2):
+        code, out, err = run_cli("ingest", folder, "-w", tmp_path / "wh")
+        assert code == 0 and "Traceback" not in err, err
+    assert "already ingested" in out, out
+    monkeypatch.chdir(folder)  # the trace named from a working directory not UTF-8, into another warehouse
+    code, _, err = run_cli("ingest", next(folder.glob("*.prv")).name, "-w", tmp_path / "wh2")
+    assert code == 0, err
+    for wh in ("wh", "wh2"):
+        code, out, err = run_cli("sql", "SELECT source_path FROM runs", "-w", tmp_path / wh, "-f", "csv")
+        assert code == 0 and out.splitlines()[1] == f'"{tmp_path}/caf\\xe9/{next(folder.glob("*.prv")).name}"', out
+
+
+def test_a_warehouse_whose_path_is_not_utf8_is_refused_in_one_line(tmp_path, run_cli):
+    """Attack 19 F1: ``ingest -w $'wh\\xff'`` ended in a 40-line traceback from Polars' Parquet writer (``TypeError:
+    Object does not have a .write() method``), which cannot open such a path. One line now, naming the byte and the
+    folder (as ``ls -b`` shows it); nothing is made."""
+    import os
+
+    wh = Path(os.fsdecode(bytes(tmp_path) + b"/wh\xff"))
+    code, out, err = run_cli("ingest", copy_trace(PRIME, tmp_path / "t"), "-w", wh)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and not out, err
+    assert lines[0].startswith(f"error: {tmp_path}/wh\\xff: the warehouse's path holds a byte that is not UTF-8 "
+                               "(0xFF)"), lines
+    assert not wh.exists()

@@ -13,6 +13,7 @@ from synthtrace.pipelines.jobs import retrain as retrain_step
 from testing.traces import tree_digest
 from testing.model_campaigns import (
     ALL_COUNTERS, predictor_campaign, random_app, regression_campaign, simulate_run, write_run)
+from synthtrace.warehouse.errors import QueryError
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.model_store import models_dir, read_models
 from synthtrace.warehouse.sql import query
@@ -281,3 +282,27 @@ def test_predict_scores_the_bursts_the_model_learned_from(run_cli, merged_lulesh
     n, shorter = int(m[2]), int(m[3])
     stored = sql(w, "SELECT count(*) AS n, count(actual) AS k FROM predictions")
     assert shorter > 0 and n + shorter == stored["k"][0] <= stored["n"][0]  # every burst is still predicted
+
+
+def test_predictions_of_an_experiment_whose_runs_changed_are_removed_with_them(run_cli, wh):
+    """Attack 19 F14: `runs rm` and `runs move` removed an experiment's merge and analysis but not its predictions:
+    the predictions view still gave rows of a removed run, and of an experiment left with no run. They are that
+    experiment's derived data too: removed (and said) when its runs change; other experiments' predictions stay."""
+    assert run_cli("train", "--target", "ipc", "--model", "linear", "--experiments", "app0-exp,app1-exp",
+                   "--folds", "2", "-w", wh)[0] == 0
+    for experiment in ("app0-exp", "app1-exp"):
+        assert run_cli("predict", "--experiment", experiment, "-w", wh)[0] == 0
+    runs = sql(wh, "SELECT run_id, experiment FROM runs WHERE experiment IN ('app0-exp', 'app1-exp')")
+    gone = runs.filter(pl.col("experiment") == "app0-exp")["run_id"][0]
+    moved = runs.filter(pl.col("experiment") == "app1-exp")["run_id"][0]
+    kept_before = sql(wh, "SELECT * FROM predictions WHERE experiment = 'app1-exp' ORDER BY ALL")
+    code, out, err = run_cli("runs", "rm", gone, "-w", wh)
+    assert code == 0 and "experiment app0-exp: predictions removed" in out, (out, err)
+    assert sql(wh, "SELECT count(*) AS n FROM predictions WHERE experiment = 'app0-exp'")["n"][0] == 0
+    assert sql(wh, "SELECT * FROM predictions WHERE experiment = 'app1-exp' ORDER BY ALL").equals(kept_before)
+    code, out, err = run_cli("runs", "move", moved, "--experiment", "elsewhere", "-w", wh)
+    assert code == 0 and "experiment app1-exp: predictions removed" in out, (out, err)
+    with pytest.raises(QueryError, match="nothing has been predicted yet"):  # no experiment has predictions left
+        sql(wh, "SELECT count(*) AS n FROM predictions")
+    assert run_cli("predict", "--experiment", "app1-exp", "-w", wh)[0] == 0  # what is left predicts again
+    assert sql(wh, "SELECT count(DISTINCT run_id) AS n FROM predictions")["n"][0] >= 1

@@ -73,3 +73,27 @@ def test_a_run_that_could_not_be_stored_leaves_its_trace_for_the_next_night(tmp_
     out = nightly.ingest_task.fn(item, str(drop), wh)
     assert out["status"] == "failed" and "No such file" in out["reason"]
     assert (drop / PRIME.name).is_file() and not (drop / ".quarantine").exists()
+
+
+def test_a_night_whose_record_of_a_done_job_cannot_be_written_says_so_in_its_summary(
+        prefect_harness, tmp_path, monkeypatch):
+    """Attack 19 F7: on a full disk the night's record that a job is done for an experiment (`mark_experiment`)
+    raised outside every stage's catch: Prefect's 30-line traceback, the night ended, its later stages neither run
+    nor reported. It is the job's failure for that experiment, said in the summary as any stage failure: the job
+    stays pending (done again next night), the experiment's later jobs wait, the night goes on and ends."""
+    import errno
+
+    from synthtrace.pipelines import nightly
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "wh" / "experiments" / "prime"))
+
+    monkeypatch.setattr(nightly, "mark_experiment", disk_full)
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "prime")
+    wh = Warehouse(tmp_path / "wh")
+    first_job = next(j.name for j in jobs.JOBS if j.scope == "experiment")
+    summary = nightly.run_night(drop, wh, skip=["report", "retrain"], settle_s=0)
+    assert [r["run_name"] for r in summary.ingested] == ["prime_v0"]
+    assert [(e["stage"], e["args"]) for e in summary.errors] == [(first_job, ["prime"])], summary.errors
+    assert "No space left on device" in summary.errors[0]["error"]

@@ -39,6 +39,9 @@ def test_pop_prints_each_application_and_stores_the_views(run_cli, warehouse):
         assert row in out
     # one scale per application: the user is told the scalability rows need two
     assert "lulesh: every run is at one scale (8 ranks x 1 threads)" in out
+    # each run's column is headed by its name over its ranks x threads, two lines (attack 19: a literal "\n" since
+    # the headers' control characters were escaped)
+    assert "\\n" not in out and "8 x 1" in out and "16 x 1" in out
     m = _sql(run_cli, warehouse, "SELECT * FROM pop_metrics ORDER BY run_name")
     assert m["run_name"].to_list() == sorted(["lulesh_4+4_with_uncores_sockets1+2.chop_5it",
                                              "lulesh_7+1_with_uncores_sockets1+2.chop8", "prime_v0"])

@@ -363,6 +363,22 @@ def test_bursts_without_the_models_counters_are_not_predicted_from_nothing(campa
         predict_frame(model, frame.with_columns([pl.lit(None, frame.schema[c]).alias(c) for c in counters]))
 
 
+def test_bursts_without_any_counter_are_refused_in_one_error(campaign, trained):
+    """Bursts that recorded no counter at all (the real ping-pong-otf2 trace: OTF2 without PAPI metrics) stopped
+    ``predict`` with Polars' 'Series actual, length 1 doesn't match the DataFrame height of 42' (the target of no
+    counters was one literal NULL, not one per burst): the error names the model and what it reads."""
+    from synthtrace.models.registry import NothingToPredictFromError, load, predict_frame
+    from synthtrace.tracelib.schema import counter_columns
+
+    root, frame = campaign
+    model = load(Warehouse(root), trained.model_id)
+    bare = frame.filter(pl.col("experiment") == "app1-exp").drop(counter_columns(frame))
+    table = build_features(bare, "ipc")
+    assert table.y.shape == (bare.height,) and np.isnan(table.y).all()
+    with pytest.raises(NothingToPredictFromError, match="no burst has any of them .*the bursts have no counter"):
+        predict_frame(model, bare)
+
+
 @pytest.mark.real_traces
 def test_an_experiment_over_the_cap_is_predicted_a_window_at_a_time(campaign, trained, monkeypatch, tmp_path):
     """Attack 12 F7: ``predict`` read every burst of the experiment whole (4.7 M bursts of a 2 GB run: SIGABRT
@@ -386,8 +402,8 @@ def test_an_experiment_over_the_cap_is_predicted_a_window_at_a_time(campaign, tr
     windows: list[int] = []
     read_windows = training_data.burst_windows
 
-    def counted(wh, experiment):
-        for w in read_windows(wh, experiment):
+    def counted(wh, experiment, *left_out):
+        for w in read_windows(wh, experiment, *left_out):
             windows.append(w.height)
             yield w
 

@@ -493,3 +493,32 @@ def test_top_consumers_joined_a_window_at_a_time_are_the_whole_joins(tmp_path, m
     monkeypatch.setattr(report_mod, "TOP_CONSUMER_WINDOW", 100)
     assert pl.scan_parquet(folder / "burst_metrics.parquet").select(pl.len()).collect().item() > 500
     assert_frame_equal(report_mod._top_consumers(bm, arch), whole, check_exact=False, rel_tol=1e-12)
+
+
+def test_a_sections_key_follows_its_files_at_any_depth_and_enters_no_linked_folder(tmp_path, mixed_wh):
+    """:func:`section_key` lists the experiment folder's files with the project's walker (``files_under``,
+    tidy19): a file three folders down that changes size changes the key; a link to a folder elsewhere is not
+    entered (the files there are not the experiment's); the same state gives the same key."""
+    import shutil
+
+    from synthtrace.pipelines.report import section_key
+    from synthtrace.warehouse.layout import Warehouse
+
+    wh = Warehouse(Path(shutil.copytree(mixed_wh, tmp_path / "wh", symlinks=True)))
+    key = lambda: section_key(wh, "lulesh", TEST_MACHINE, None)  # noqa: E731
+    wh.experiment_dir("lulesh").mkdir(parents=True, exist_ok=True)
+    (wh.experiment_dir("lulesh") / "note.json").write_text("{}")
+    before = key()
+    assert key() == before
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "big.parquet").write_bytes(b"x" * 1000)
+    (wh.experiment_dir("lulesh") / "linked").symlink_to(outside, target_is_directory=True)
+    assert key() == before
+    deep = wh.experiment_dir("lulesh") / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "part.parquet").write_bytes(b"1")
+    one = key()
+    assert one != before
+    (deep / "part.parquet").write_bytes(b"12")
+    assert key() not in (before, one)

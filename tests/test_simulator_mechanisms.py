@@ -572,3 +572,17 @@ def test_two_runs_generated_at_once_keep_their_own_gather_truth():
     together = _rank0_lids([rank0(), rank0()], [3, 3, 1, 2], [0] * 25 + [1] * n + [0] * n)
     assert together[0] == alone
     assert together[1] == alone
+
+
+@pytest.mark.parametrize("change", [dict(renumber_run=1), dict(mechanism="hybrid")])
+def test_an_otf2_campaign_it_cannot_write_is_refused_before_any_run(change, tmp_path):
+    """The OTF2 output writes neither renumbered runs nor threads: refused before the first run is simulated
+    (tidy19: checked once, no longer inside the loop over runs, after writing the runs before)."""
+    from dataclasses import replace
+
+    from synthtrace.tracelib.errors import BadInputError
+
+    spec = campaign(change.pop("mechanism", "late_trace"), 0, ranks=4, iterations=3)
+    with pytest.raises(BadInputError, match="neither renumbered runs nor threads"):
+        simulate(tmp_path, replace(spec, trace_format="otf2", **change))
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))

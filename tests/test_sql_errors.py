@@ -94,3 +94,38 @@ def test_a_failed_query_leaves_no_folder_made_for_its_output(lulesh_wh, tmp_path
     assert "PAPI_TOT_INZ" in err and not out.exists()
     code, _, err = run_cli("sql", "SELECT 42 AS answer", "-w", lulesh_wh, "--output", out)
     assert code == 0 and out.read_text() == '"answer"\n42\n', err
+
+
+
+def test_a_failed_allocation_in_a_parquet_read_is_the_memory_limit_not_damage(lulesh_wh, tmp_path, run_cli,
+                                                                             monkeypatch):
+    """Attack 19 F9: `select * from mpi_calls --format csv` over 40,000 calls of 4,115 columns at the default 1 GiB
+    cap said "...mpi_calls.parquet: a damaged stored Parquet file (malloc of size 131072 failed); remove the run
+    (`synthtrace runs rm ...`) and ingest its trace again" of a sound file. DuckDB's "Out of Memory Error" came out
+    of Arrow's stream as an OSError (raised again as DuckDB's out-of-memory error, the OSError its context), which
+    was taken for a reader's failure; the search for the damaged file then read its row groups under the same cap,
+    and pyarrow's failed allocation was given as the damage. Both failures, raised where they were, are the
+    memory limit's line now; nothing is written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import synthtrace.warehouse.sql as sql
+
+    real_batches = sql._batches
+
+    class OutOfMemoryStream:  # DuckDB's stream at the cap, as Arrow hands it over
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            raise OSError("Out of Memory Error: ArrowBuffer: failed to allocate 65536 bytes\n\nPossible solutions:")
+
+    def read_row_group(*_args, **_kwargs):  # pyarrow under the same cap
+        raise pa.ArrowMemoryError("malloc of size 131072 failed")
+
+    monkeypatch.setattr(sql, "_batches", lambda _reader: real_batches(OutOfMemoryStream()))
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", read_row_group)
+    out = tmp_path / "s.csv"
+    err = one_error_line(run_cli, "SELECT * FROM mpi_calls", "-w", lulesh_wh, "-f", "csv", "--output", out)
+    assert err.startswith("error: query needs more than its memory or temporary-disk limit (see --memory-limit"), err
+    assert "damaged" not in err and "runs rm" not in err and not out.exists()

@@ -179,11 +179,11 @@ def test_ctrl_c_stops_a_running_query(sealed_wh):
     import subprocess
     import sys
 
-    from testing.processes import ctrl_c_when_busy
+    from testing.processes import ctrl_c_when_busy, interruptible
 
     endless = "SELECT count(*) FROM range(1000000000000)"
-    p = subprocess.Popen([sys.executable, "-m", "synthtrace.pipelines.cli", "sql", endless, "-w", str(sealed_wh),
-                          "--timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = interruptible([sys.executable, "-m", "synthtrace.pipelines.cli", "sql", endless, "-w", str(sealed_wh),
+                      "--timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, err = ctrl_c_when_busy(p, cpu_s=2.0)  # the query is running once it burns CPU
     assert p.returncode == 130 and err.strip().splitlines() == ["aborted"], (p.returncode, err)
 

@@ -18,9 +18,10 @@ UNKNOWN = 60
 UNKNOWN_BASE = 45_000_000
 
 
-def _wide_trace(folder: Path, bursts: int = 240, unknown: int = UNKNOWN) -> Path:
+def _wide_trace(folder: Path, bursts: int = 240, unknown: int = UNKNOWN, *, in_calls: bool = False) -> Path:
     """A Paraver trace of 2 tasks whose bursts of 600 ns each read PAPI_TOT_INS, PAPI_TOT_CYC and one of
-    ``unknown`` counter types no role knows (0: none)."""
+    ``unknown`` counter types no role knows (0: none); ``in_calls``: an MPI_Allreduce after each burst, and the
+    unknown counter sampled at the call's exit instead (a counter inside the call)."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = [f"#Paraver (01/01/26 at 00:00):{1000 * bursts + 1000}_ns:1(2):1:2(1:1,1:1)"]
     for t in (1, 2):
@@ -28,8 +29,11 @@ def _wide_trace(folder: Path, bursts: int = 240, unknown: int = UNKNOWN) -> Path
             s = 1000 * i
             other = f":{UNKNOWN_BASE + i % unknown}:{i + 1}" if unknown else ""
             lines += [f"1:{t}:1:{t}:1:{s}:{s + 600}:1",
-                      f"2:{t}:1:{t}:1:{s + 300}:42000050:{1000 + 7 * i + t}:42000059:{2000 + 3 * i}{other}",
+                      f"2:{t}:1:{t}:1:{s + 300}:42000050:{1000 + 7 * i + t}:42000059:{2000 + 3 * i}"
+                      f"{'' if in_calls else other}",
                       f"1:{t}:1:{t}:1:{s + 600}:{s + 1000}:0"]
+            if in_calls:
+                lines += [f"2:{t}:1:{t}:1:{s + 600}:50000002:10", f"2:{t}:1:{t}:1:{s + 700}:50000002:0{other}"]
     prv = folder / "wide.prv"
     prv.write_text("\n".join(lines) + "\n")
     (folder / "wide.pcf").write_text("EVENT_TYPE\n7  42000050 PAPI_TOT_INS [Instr completed]\n"
@@ -57,27 +61,37 @@ def test_the_analysis_never_holds_the_counters_no_role_knows(wide_wh, run_cli, m
     """``archetypes`` measures windows of the stored bursts holding their keys, times and the counters a role
     knows, never the 60 unknown ones (the old reader held them all: bursts x counter types); what it commits is
     the analysis of the same run without them."""
+    seen = _classified_seeing(wide_wh, "burst_metrics", run_cli, monkeypatch)
+    assert seen and all("PAPI_TOT_INS" in s and "PAPI_TOT_CYC" in s for s in seen)
+    assert [_unknown(s) for s in seen] == [[] for _ in seen]
+    _assert_same_analysis(wide_wh, ("archetypes", "burst_metrics", "phase_metrics"))
+
+
+def _classified_seeing(wh: Path, measure: str, run_cli, monkeypatch) -> list[list[str]]:
+    """The columns of each frame ``analysis.<measure>`` was given while ``archetypes`` classified experiments
+    ``wide`` and ``narrow`` of ``wh``."""
     from synthtrace.models import analysis
 
     seen: list[list[str]] = []
-    measure = analysis.burst_metrics
+    real = getattr(analysis, measure)
 
-    def spy(bursts, *args, **kwargs):
-        seen.append(list(bursts.columns))
-        return measure(bursts, *args, **kwargs)
+    def spy(frame, *args, **kwargs):
+        seen.append(list(frame.columns))
+        return real(frame, *args, **kwargs)
 
-    monkeypatch.setattr(analysis, "burst_metrics", spy)
+    monkeypatch.setattr(analysis, measure, spy)
     for experiment in ("wide", "narrow"):
-        code, _, err = run_cli("archetypes", experiment, "-w", wide_wh)
+        code, _, err = run_cli("archetypes", experiment, "-w", wh)
         assert code == 0, err
-    assert seen and all("PAPI_TOT_INS" in s and "PAPI_TOT_CYC" in s for s in seen)
-    assert [_unknown(s) for s in seen] == [[] for _ in seen]
-    wh = Warehouse(wide_wh)
-    for frame in ("archetypes", "burst_metrics", "phase_metrics"):
-        wide, narrow = (pl.read_parquet(wh.experiment(e).dir / f"{frame}.parquet").drop("experiment", "run_id",
-                                                                                          strict=False)
-                        for e in ("wide", "narrow"))
-        assert wide.equals(narrow), frame
+    return seen
+
+
+def _assert_same_analysis(wh: Path, frames: tuple[str, ...]) -> None:
+    """The analysis tables ``frames`` committed for experiments ``wide`` and ``narrow`` of ``wh`` are equal."""
+    for frame in frames:
+        wide, narrow = (pl.read_parquet(Warehouse(wh).experiment(e).dir / f"{frame}.parquet").drop(
+            "experiment", "run_id", strict=False) for e in ("wide", "narrow"))
+        assert wide.height and wide.equals(narrow), frame
 
 
 @pytest.mark.parametrize("fmt", ["csv", "pipit", "perfetto"])
@@ -139,3 +153,19 @@ def test_parts_of_other_counter_columns_are_scanned_as_one(tmp_path):
     frames[-1].write_parquet(other)
     got = scan_parts([*paths, other]).collect()
     assert got.equals(pl.concat(frames, how="diagonal_relaxed")) and got.schema["appl"] == pl.Int64
+
+
+def test_the_analysis_never_holds_the_call_counters_no_role_knows(tmp_path, run_cli, monkeypatch):
+    """Attack 19 F6: a run whose MPI calls each sample one of 4,096 counter types (40,000 calls, a 4 MB trace) was
+    killed at 3 GB by ``archetypes``: the bursts were narrowed to what a role reads (attack 18 F2) but each window's
+    calls were read with every counter column. The calls' measures read their keys, times and bytes only; what
+    ``archetypes`` commits is the analysis of the same run without the counters."""
+    wh = tmp_path / "wh"
+    for experiment, unknown in (("wide", UNKNOWN), ("narrow", 0)):
+        synthtrace.ingest(str(wh), str(_wide_trace(tmp_path / experiment, unknown=unknown, in_calls=True)),
+                          experiment=experiment)
+    stored = Warehouse(wh).experiment("wide").trace(dram_from_uncore=False).calls
+    assert len(_unknown(stored.columns)) == UNKNOWN
+    seen = _classified_seeing(wh, "mpi_metrics", run_cli, monkeypatch)
+    assert seen and [_unknown(s) for s in seen] == [[] for _ in seen]
+    _assert_same_analysis(wh, ("archetypes", "mpi_metrics", "phase_metrics"))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import shlex  # [helper security]
 import shutil
 import warnings
@@ -347,7 +348,7 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     files = source.content_files()
     if source.format != "paraver":
         return []
-    entry = _without_pcf_index(wh) / _source_key(path)
+    entry = _without_pcf_index(wh) / _source_key(source_text(path))
     if not any(f.suffix == ".pcf" for f in files):
         entry.mkdir(parents=True, exist_ok=True)
         (entry / run_id).touch()
@@ -356,7 +357,7 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     found = []
     for old in sorted(entry.iterdir()) if entry.is_dir() else []:
         row = existing_run(wh, old.name) if old.name != run_id else None
-        if (row and row["source_path"] == str(path.resolve()) and row["source_bytes"] == size_without_pcf
+        if (row and row["source_path"] == source_text(path) and row["source_bytes"] == size_without_pcf
                 and any("no .pcf file" in w for w in row["warnings"] or [])):
             found.append(row["run_id"])
         elif row is None:  # removed or moved away since: forget it
@@ -364,9 +365,31 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     return found
 
 
-def _source_key(path: Path) -> str:
-    """The index key of a trace's resolved path (a hash: paths may be long or hold any character)."""
-    return xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
+def source_text(path: Path) -> str:
+    """The resolved path of the trace at ``path`` as its run's ``source_path`` stores it: a byte of a folder's name
+    that is not UTF-8 (a cluster's folder named in Latin-1) as ``\\xNN``, as ``ls -b`` shows it (Parquet holds
+    UTF-8 text only: attack 19 F1); every other character as it is (a terminal is shown it escaped: the CLI's
+    outputs)."""
+    return os.fsencode(path.resolve()).decode("utf-8", "backslashreplace")
+
+
+def _check_utf8_warehouse(wh: Warehouse) -> None:
+    """Refuse a warehouse whose path holds a byte that is not UTF-8, in one line naming it: Polars' Parquet writer
+    cannot open such a path (a 40-line TypeError traceback, attack 19 F1), and every stored file is written by it."""
+    root = os.fsencode(wh.root)  # as the writers are given it (a relative path under a Latin-1 folder is fine)
+    try:
+        root.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WarehouseError(
+            f"{root.decode('utf-8', 'backslashreplace')}: the warehouse's path holds a byte that is not UTF-8 "
+            f"(0x{root[exc.start]:02X}) at byte {exc.start + 1}, which the Parquet writer cannot open; nothing was "
+            "ingested: use a warehouse whose path is UTF-8 (rename that folder, or give another -w)") from None
+
+
+def _source_key(source_path: str) -> str:
+    """The index key of a trace's ``source_path`` (:func:`source_text`; a hash: paths may be long or hold any
+    character)."""
+    return xxhash.xxh3_64_hexdigest(source_path.encode())
 
 
 def _without_pcf_index(wh: Warehouse) -> Path:
@@ -377,8 +400,8 @@ def _without_pcf_index(wh: Warehouse) -> Path:
         for run_file in wh.runs_dir.glob("*/run.parquet"):
             row = existing_run(wh, run_file.parent.name)
             if row and row["source_path"] and any("no .pcf file" in w for w in row["warnings"] or []):
-                (index / _source_key(Path(row["source_path"]))).mkdir(parents=True, exist_ok=True)
-                (index / _source_key(Path(row["source_path"])) / row["run_id"]).touch()
+                (index / _source_key(row["source_path"])).mkdir(parents=True, exist_ok=True)
+                (index / _source_key(row["source_path"]) / row["run_id"]).touch()
         index.mkdir(parents=True, exist_ok=True)
         complete.touch()
     return index
@@ -416,6 +439,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     hashed it, used instead of hashing the files again while they are unchanged since.
     """
     path, app = Path(path), None if app is None else one_spelling(app)  # as --app is (a Mac's NFD name, tidy16)
+    _check_utf8_warehouse(wh)
     source = open_trace(path, salvage=salvage)
     signature = _stat_signature(source.content_files())
     trusted = known is not None and tuple(map(tuple, known.signature)) == signature
@@ -465,7 +489,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                 "app": app_name,
                 "started_at": date or source.started_at,
                 "format": source.format,
-                "source_path": str(path.resolve()),
+                "source_path": source_text(path),
                 "source_bytes": sum(f.stat().st_size for f in source.content_files()),
                 "n_appl": res["n_appl"],
                 "n_tasks": res["n_tasks"],
@@ -500,7 +524,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
         _unindexed(wh, path, run_id, exp_name, exc)
     for old in superseded:
         wh.remove(wh.run_dir(old))
-        (wh.root / WITHOUT_PCF_INDEX / _source_key(path) / old).unlink(missing_ok=True)
+        (wh.root / WITHOUT_PCF_INDEX / _source_key(source_text(path)) / old).unlink(missing_ok=True)
     return IngestResult(path, run_id, run_name, exp_name, "ingested", summary.n_bursts, summary.n_calls,
                         list(summary.warnings), superseded, [*plan.notes, *_merge_notes(wh, exp_name, run_id)])
 

@@ -579,7 +579,12 @@ class Warehouse:
                             continue
                         mode = entry.lstat().st_mode
                         if stat.S_ISDIR(mode):
-                            copy_tree(entry, stage / entry.name, copy_function=link_or_copy, ignore=not_kept)
+                            try:
+                                copy_tree(entry, stage / entry.name, copy_function=link_or_copy, ignore=not_kept)
+                            except OSError as exc:
+                                if exc.errno != errno.ENAMETOOLONG or not exc.filename:
+                                    raise
+                                raise _too_deep(target, os.path.relpath(exc.filename, stage), was) from None
                         elif stat.S_ISREG(mode) and was.lists(entry.name):
                             link_or_copy(entry, stage / entry.name)
                 for name, df in frames.items():
@@ -688,6 +693,21 @@ def _full_file_system(target: Path) -> bool:
     except OSError:
         return False
     return st is not None and st.f_bavail * st.f_frsize < FULL_FILE_SYSTEM_BYTES
+
+
+def _too_deep(target: Path, rel: str, was: Any) -> WarehouseError:
+    """The one line for a copy of ``target`` (a stored folder, :meth:`Warehouse.update_dir`) that failed at its
+    path ``rel`` (below it) because folders nest there past the longest path the system names (attack 19 F4: a
+    4 kB line of ``d/d/d...`` with no advice): the shallowest folder on the way that holds nothing its manifest
+    (``was``: its :class:`~synthtrace.warehouse.stored.Folder`) lists, and what to do."""
+    from synthtrace.tracelib.printable import clipped
+
+    parts = rel.split(os.sep)
+    depth = next((d for d in range(1, len(parts)) if not was.holds("/".join(parts[:d]))), 1)
+    named = os.path.join(target, *parts[:depth])
+    return WarehouseError(f"{clipped(named, 200)}: folders nested over {len(parts) - depth:,} levels deep below it, "
+                          "past the longest path the system can name, that no commit of the warehouse wrote; nothing "
+                          "was changed: move that folder out of the warehouse")
 
 
 def _not_regular(folder: str, names: list[str]) -> set[str]:

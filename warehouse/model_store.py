@@ -17,19 +17,21 @@ This module also reads what training needs: the application of each experiment a
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import re
 import struct
 import zipfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
 
 from synthtrace.warehouse.analysis_store import MERGED_FILE, experiments
 from synthtrace.warehouse.runs import runs_table
-from synthtrace.warehouse.stored import stored_file, stored_folders
-from synthtrace.warehouse.errors import UnknownExperimentError, WarehouseError
+from synthtrace.warehouse.stored import stored_file, stored_folders, top_link_line
+from synthtrace.warehouse.errors import ForeignFolderError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
 from synthtrace.warehouse.names import file_name
 from synthtrace.warehouse.checksums import content_damage
@@ -126,6 +128,8 @@ def read_models(wh: Warehouse) -> pl.DataFrame:
     names another folder, is not a model: attack 11 E5 listed one model three times); a record that cannot be read
     raises ArtifactIntegrityError."""
     root = models_dir(wh)
+    if (line := top_link_line(wh.root, root.name)) is not None:  # attack 19 F12: was "no models", the link unnamed
+        raise ForeignFolderError(line)
     files = [f for name in stored_folders(wh.root, root.name)
              if is_own_file(root, f := root / name / RECORD)] if root.is_dir() else []
     if not files:
@@ -228,13 +232,35 @@ def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.D
     wh.ensure()
     target = predictions_dir(wh) / model_id
     name = f"{file_name(experiment)}.parquet"
+    with _restaged(wh, target, {name}) as stage:
+        frame.select(list(PREDICTION_SCHEMA)).cast(PREDICTION_SCHEMA).write_parquet(stage / name)
+    return target / name
+
+
+def remove_predictions(wh: Warehouse, experiments: Iterable[str]) -> list[str]:
+    """Remove every model's predictions of ``experiments`` (their runs changed: attack 19 F14, the view gave rows
+    of removed runs), each model's folder in one commit; returns the experiments that had some, in name order."""
+    root = predictions_dir(wh)
+    files = {f"{file_name(e)}.parquet": e for e in experiments}
+    had: set[str] = set()
+    for model in stored_folders(wh.root, root.name) if root.is_dir() else []:
+        target = root / model
+        if gone := {n for n in files if is_own_file(target, target / n)}:
+            with _restaged(wh, target, gone):
+                pass
+            had.update(files[n] for n in gone)
+    return sorted(had)
+
+
+@contextlib.contextmanager
+def _restaged(wh: Warehouse, target: Path, without: set[str]) -> Iterator[Path]:
+    """A stage of ``target`` holding its files but those named in ``without``; committed in one rename on exit."""
     with wh.staged(target, replace=True) as stage:
         if target.is_dir():
             for entry in target.iterdir():
-                if entry.name != name and entry.is_file():
+                if entry.name not in without and entry.is_file():
                     link_or_copy(entry, stage / entry.name)
-        frame.select(list(PREDICTION_SCHEMA)).cast(PREDICTION_SCHEMA).write_parquet(stage / name)
-    return target / name
+        yield stage
 
 
 # ------------------------------------------------------------------------------------------ training data

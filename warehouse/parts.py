@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -42,6 +43,10 @@ _REMEDY = {
                    "application's alerts then start afresh)",
     "pop": "compute the POP tables again (`synthtrace pop`)",
 }
+#: a reader's text for an allocation that failed (DuckDB's "Out of Memory Error: ArrowBuffer: failed to allocate
+#: 65536 bytes" as Arrow's stream hands it over, an OSError; Arrow's "malloc of size 131072 failed"): the process's
+#: memory, never the file's damage (attack 19 F9)
+_ALLOCATION_FAILED = re.compile(r"^Out of Memory Error|\bmalloc of size \d+ failed|std::bad_alloc")
 #: OSError numbers that are the machine's, not the file's (reported as they are)
 _MACHINE_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EISDIR,
                    errno.ENOTDIR, errno.ELOOP, errno.EINTR}
@@ -72,7 +77,7 @@ def frame_damage(path: str | os.PathLike) -> str | None:
     try:
         pq.read_metadata(path)
     except (pa.ArrowException, OSError) as exc:
-        if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:
+        if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS or allocation_failed(exc):
             raise
         return _reason(exc)
     return None
@@ -142,22 +147,34 @@ def page_damage(path: str | os.PathLike) -> str | None:
             for i in range(f.num_row_groups):
                 f.read_row_group(i, use_threads=False)
     except (pa.ArrowException, OSError) as exc:
-        if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:
-            raise
+        if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS or allocation_failed(exc):
+            raise  # under a query's cap, a row group of 4,115 columns did not fit (attack 19 F9): not the file's
         return _reason(exc)
     return None
 
 
 def may_be_damage(exc: BaseException) -> bool:
     """Whether ``exc`` (or an error it was raised from or while handling) is a Parquet reader's failure that a
-    damaged file can cause: worth looking for the file (on failure only; a sound warehouse costs nothing)."""
+    damaged file can cause: worth looking for the file (on failure only; a sound warehouse costs nothing). Never
+    when an allocation failed on the way (:func:`allocation_failed`: the query's memory cap, attack 19 F9)."""
     seen: set[int] = set()
+    chain: list[BaseException] = []
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if _reader_failure(e):
-            return True
+        chain.append(e)
         e = e.__cause__ or e.__context__
+    return not any(map(allocation_failed, chain)) and any(map(_reader_failure, chain))
+
+
+def allocation_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a reader's report of an allocation that failed (memory, never the file's damage)."""
+    if isinstance(exc, MemoryError) or _ALLOCATION_FAILED.search(str(exc)) is not None:
+        return True
+    if "_duckdb" in sys.modules or "duckdb" in sys.modules:
+        from synthtrace.warehouse import engine
+
+        return isinstance(exc, engine.OutOfMemoryException)
     return False
 
 

@@ -18,7 +18,7 @@ from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import read_part, scan_parts, schema_of
 from synthtrace.warehouse.runs import run_parts
-from synthtrace.warehouse.stored import Stored
+from synthtrace.warehouse.stored import Stored, refuse_linked
 
 POP_METRICS = "pop_metrics"
 POP_SCALING = "pop_scaling"
@@ -74,6 +74,8 @@ def read_pop_metrics(wh: Warehouse) -> pl.DataFrame:
     stored = Stored(wh.root)  # never a copied experiment folder's (attack 8 B1)
     files = sorted(f for f in wh.experiments_dir.glob(f"*/{POP_METRICS}.parquet")
                    if stored.keep(("experiments", f.parent.name, f.name))) if wh.experiments_dir.is_dir() else []
+    for f in files:  # attack 19 F3: a linked table is refused, never read through
+        refuse_linked(f.parent, [f.name])
     frames = [read_part(f) for f in files]
     empty = pl.DataFrame(schema=POP_METRICS_SCHEMA)
     return pl.concat([empty, *frames], how="diagonal_relaxed") if frames else empty

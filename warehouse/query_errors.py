@@ -6,6 +6,7 @@ it did not exist. :func:`explain` turns both into one line naming what the wareh
 """
 from __future__ import annotations
 
+import os
 import re
 
 from synthtrace.tracelib.domain.counters import closest
@@ -36,12 +37,13 @@ _NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
             "UHUGEINT", "FLOAT", "DOUBLE"}
 
 
-def explain(con: engine.DuckDBPyConnection, error: engine.Error, views: set[str]) -> str | None:
+def explain(con: engine.DuckDBPyConnection, error: engine.Error, views: set[str],
+            root: str | os.PathLike | None = None) -> str | None:
     """One line for ``error`` naming what exists, or None when DuckDB's own first line says it best. ``views``:
-    the warehouse views the query names."""
+    the warehouse views the query names; ``root``: the warehouse (a view's top folder that is a link is named)."""
     text = str(error)
     if isinstance(error, engine.CatalogException) and (m := _MISSING_TABLE.search(text)):
-        return _missing_view(con, m.group(1).strip('"').lower())
+        return _missing_view(con, m.group(1).strip('"').lower(), root)
     if isinstance(error, engine.BinderException) and (m := _MISSING_COLUMN.search(text)):
         return _missing_column(con, m.group(1), views)
     return None
@@ -57,8 +59,13 @@ def _columns(con: engine.DuckDBPyConnection, view: str) -> list[tuple[str, str]]
     return [(r[0], r[1]) for r in con.execute(f'DESCRIBE "{view}"').fetchall()]
 
 
-def _missing_view(con: engine.DuckDBPyConnection, name: str) -> str:
+def _missing_view(con: engine.DuckDBPyConnection, name: str, root: str | os.PathLike | None = None) -> str:
     if name in VIEW_FILES:
+        from synthtrace.warehouse.stored import top_link_line
+
+        top = VIEW_FILES[name].split("/")[0]
+        if root is not None and (line := top_link_line(root, top)) is not None:  # attack 19 F12: not "no model
+            return f"{name}: {line}"  # has been trained yet" when models/ is a link
         why = FILLED_BY.get(name, "nothing has been stored in it yet")
         return f"{name}: {why}"
     views = list(VIEW_FILES)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.errors import DamagedPartError, UnknownExperimentError
+from synthtrace.warehouse.model_store import remove_predictions
 from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
 from synthtrace.warehouse.names import name_problem, one_spelling
 from synthtrace.warehouse.runs import runs_table
@@ -30,6 +31,8 @@ class AdminResult:
 
     runs: pl.DataFrame
     invalidated: list[str]
+    #: the experiments whose predictions were removed (their runs changed)
+    unpredicted: list[str] = field(default_factory=list)
 
 
 def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
@@ -173,10 +176,11 @@ def remove_runs(wh: Warehouse, refs: Sequence[str]) -> AdminResult:
     removed. A run another admin removed meanwhile is left out of the result."""
     with _runs_locked(wh, resolve_runs(wh, refs)) as runs:
         invalidated = invalidate_experiments(wh, _experiments_of(runs))
+        unpredicted = remove_predictions(wh, _experiments_of(runs))
         for run_id in runs.get_column("run_id"):
             wh.remove(wh.run_dir(run_id))
         folder_index.forget_runs(wh, runs.get_column("run_id"))
-    return AdminResult(runs, invalidated)
+    return AdminResult(runs, invalidated, unpredicted)
 
 
 def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResult:
@@ -194,14 +198,16 @@ def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResul
         runs = now.filter(pl.col("experiment").ne_missing(experiment))
         if runs.height == 0:
             return AdminResult(runs, [])
-        invalidated = invalidate_experiments(wh, [*runs.get_column("experiment").drop_nulls().to_list(), experiment])
+        changed = [*runs.get_column("experiment").drop_nulls().to_list(), experiment]
+        invalidated = invalidate_experiments(wh, changed)
+        unpredicted = remove_predictions(wh, changed)
         for run_id in runs.get_column("run_id"):
             run_dir = wh.run_dir(run_id)
             row = read_part(run_dir / "run.parquet")
             wh.update_dir(
                 run_dir, {"run": row.with_columns(pl.lit(experiment, row.schema["experiment"]).alias("experiment"))}
             )
-    return AdminResult(runs, invalidated)
+    return AdminResult(runs, invalidated, unpredicted)
 
 
 def _check_experiment_name(wh: Warehouse, name: str) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -13,7 +13,7 @@ from synthtrace.warehouse import snapshot
 from synthtrace.warehouse.errors import RunsChangedError
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import name_problem
-from synthtrace.warehouse.parts import read_part, read_parts
+from synthtrace.warehouse.parts import read_part, read_parts, scan_parts
 from synthtrace.warehouse.stored import Folder, judge, missing_file, stored_parts
 
 
@@ -111,8 +111,11 @@ def _reading(wh: Warehouse, run_id: str) -> Iterator[None]:
         raise missing_file(exc.filename or wh.run_dir(run_id)) from None
 
 
-def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> pl.DataFrame:
-    """The bursts of one run (its parts unioned by name), sorted by thread and burst_seq; empty if none.
+def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True,
+               leave_out: Collection[str] = ()) -> pl.DataFrame:
+    """The bursts of one run (its parts unioned by name), sorted by thread and burst_seq; empty if none. The
+    columns ``leave_out`` are not read (a scan's projection: what a model reads of a run sampling thousands of
+    counter types).
 
     With ``dram_from_uncore`` and uncore memory-controller samples stored with the run, a ``DRAM_CAS`` column
     is added: the node's measured CAS counts apportioned to its bursts (:mod:`synthtrace.tracelib.domain.uncore`).
@@ -122,7 +125,7 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True) -> 
     if not parts:
         return pl.DataFrame()
     with _reading(wh, run_id):
-        bursts = read_parts(parts).sort(
+        bursts = (scan_parts(parts).drop(leave_out, strict=False).collect() if leave_out else read_parts(parts)).sort(
             "appl", "task", "thread", "burst_seq"
         )
         uncore = run_parts(wh, run_id, "uncore/*.parquet", folder) if dram_from_uncore else []

@@ -73,6 +73,13 @@ class Folder:
         return (self.foreign is None and self.incomplete is None
                 and (not isinstance(self.manifest, Manifest) or rel in self.manifest.files))
 
+    def holds(self, rel: str) -> bool:
+        """Whether the sub-folder ``rel`` (``/``-separated) holds stored data of it: a file its manifest lists is
+        below it (True for a folder stored without a readable manifest: nothing to judge by)."""
+        if not isinstance(self.manifest, Manifest):
+            return True
+        return rel in _listed_folders(self.manifest.files)
+
     def missing(self, patterns: Iterable[Sequence[str]], present: Iterable[str]) -> list[str]:
         """The files (``/``-separated, sorted) its manifest lists that match one of ``patterns`` (path parts below
         the folder, glob patterns) but are not in ``present``."""
@@ -88,6 +95,12 @@ class Folder:
                 out.update(rel for rel in files if rel not in have and rel.count("/") == len(pattern) - 1
                            and _matches(rel.split("/"), list(pattern)))
         return sorted(out)
+
+
+def _listed_folders(files: Iterable[str]) -> frozenset[str]:
+    """Every folder (``/``-separated) that holds one of ``files`` (``/``-separated), at any depth."""
+    return frozenset("/".join(parts[:depth]) for rel in files for parts in [rel.split("/")]
+                     for depth in range(1, len(parts)))
 
 
 @functools.cache
@@ -133,6 +146,14 @@ def _top_link(root: str | os.PathLike, top: str) -> str | None:
     folder = os.path.join(os.fspath(root), top)
     return f"a symbolic link to {os.readlink(folder)!r}, not a folder the warehouse wrote" if os.path.islink(folder) \
         else None
+
+
+def top_link_line(root: str | os.PathLike, top: str) -> str | None:
+    """The one line for the top folder ``top`` of the warehouse ``root`` when it is a symbolic link (read nowhere:
+    attack 18 F3 for ``runs/``, attack 19 F12 for ``models/`` and ``predictions/``), or None."""
+    if (linked := _top_link(root, top)) is None:
+        return None
+    return f"{os.path.join(os.fspath(root), top)}: not read ({linked}); replace it with a folder"
 
 
 def incomplete(unit: Sequence[str], manifest: Manifest | str | None) -> str | None:
@@ -253,9 +274,51 @@ class Stored:
         if not (missing := self.folder(unit).missing(patterns, present)):
             return
         here = os.path.join(self.root, *unit)
+        refuse_linked(here, missing)  # attack 19 F3: a listed file the snapshot left out for being a link
         missing = [m for m in missing if not os.path.lexists(os.path.join(here, m))]
         if missing and os.path.isfile(os.path.join(here, MANIFEST)):
             raise missing_file(os.path.join(here, *missing[0].split("/")), len(missing) - 1)
+
+
+def linked_member(folder: str | os.PathLike, rels: Iterable[str]) -> str | None:
+    """The first path (below the stored ``folder``) among the files ``rels`` (``/``-separated below it) and the
+    folders between that is a symbolic link, or None: one ``lstat`` per file and per folder between (each once).
+    A file not there is none (its absence is told apart)."""
+    here, seen = os.fspath(folder), set()
+    for rel in rels:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            sub = "/".join(parts[:depth])
+            if sub in seen:
+                continue
+            seen.add(sub)
+            try:
+                if stat.S_ISLNK(os.lstat(os.path.join(here, sub)).st_mode):
+                    return sub
+            except OSError:
+                break  # not there (or not a folder): nothing below it is reached through a link
+    return None
+
+
+def linked_error(folder: str | os.PathLike, sub: str) -> DamagedPartError:
+    """The error for the member ``sub`` (``/``-separated) of the stored ``folder`` that is a symbolic link
+    (attack 19 F3): never read through, never left out without a word."""
+    from synthtrace.warehouse.parts import damaged
+
+    path = os.path.join(os.fspath(folder), *sub.split("/"))
+    try:
+        to = f"a symbolic link to {os.readlink(path)!r}"
+    except OSError:
+        to = "a symbolic link"
+    return damaged(path, f"{to}: a stored folder holds its own files, never a link; not read",
+                   what="a linked member of a stored folder")
+
+
+def refuse_linked(folder: str | os.PathLike, rels: Iterable[str]) -> None:
+    """Raise :func:`linked_error` when one of the files ``rels`` of the stored ``folder`` is a symbolic link or is
+    reached through one below it (:func:`linked_member`)."""
+    if (sub := linked_member(folder, rels)) is not None:
+        raise linked_error(folder, sub)
 
 
 def missing_file(path: str | os.PathLike, more: int = 0) -> DamagedPartError:
@@ -277,6 +340,7 @@ def stored_parts(folder: Path, pattern: str, verdict: Folder | None = None) -> l
     if verdict.incomplete is not None:
         raise incomplete_commit(folder, verdict.incomplete)
     found = sorted(p for p in folder.glob(pattern) if verdict.lists(p.relative_to(folder).as_posix()))
+    refuse_linked(folder, (p.relative_to(folder).as_posix() for p in found))  # attack 19 F3: glob follows links
     if missing := verdict.missing([pattern.split("/")], (p.relative_to(folder).as_posix() for p in found)):
         raise missing_file(folder / missing[0], len(missing) - 1)
     return found
@@ -329,8 +393,8 @@ def foreign_folders(root: str | os.PathLike) -> list[str]:
     out = []
     for top in ("runs", "experiments"):
         folder = os.path.join(os.fspath(root), top)
-        if (linked := _top_link(root, top)) is not None:  # attack 18 F3: one line for the top folder, not one per entry
-            out.append(f"{folder}: not read ({linked}); replace it with a folder")
+        if (line := top_link_line(root, top)) is not None:  # attack 18 F3: one line for the top folder, not one per
+            out.append(line)  # entry
             continue
         out += [f"{os.path.join(folder, name)}: not read ({why}); move it out of the warehouse"
                 for name in _folders(root, top, links=True) if (why := judge(root, (top, name)).foreign) is not None]
@@ -340,16 +404,35 @@ def foreign_folders(root: str | os.PathLike) -> list[str]:
 def incomplete_runs(root: str | os.PathLike, skip: Iterable[str] = ()) -> dict[str, str]:
     """Run id -> the one line about its first missing file, for each run (but ``skip``) of the warehouse ``root``
     missing a file its manifest lists (a copy cut short, attack 8 B2): ``synthtrace runs`` still lists it (its
-    record is sound) and says so, where every read of the missing file is refused. A ``stat`` per listed file."""
+    record is sound) and says so, where every read of the missing file is refused; so for a listed file that is a
+    symbolic link or reached through one (attack 19 F3: :func:`linked_error`). A ``stat`` per listed file."""
     out: dict[str, str] = {}
     for run_id in _folders(root, "runs"):
         if run_id in skip or not isinstance((verdict := judge(root, ("runs", run_id))).manifest, Manifest):
             continue
         here = os.path.join(os.fspath(root), "runs", run_id)
-        if verdict.foreign is None and verdict.incomplete is None and (
-                missing := [f for f in verdict.manifest.files if not os.path.lexists(os.path.join(here, f))]):
+        if verdict.foreign is not None or verdict.incomplete is not None:
+            continue
+        if (sub := linked_member(here, sorted(verdict.manifest.files))) is not None:  # attack 19 F3
+            out[run_id] = str(linked_error(here, sub))
+        elif missing := [f for f in verdict.manifest.files if not os.path.lexists(os.path.join(here, f))]:
             if os.path.isfile(os.path.join(here, MANIFEST)):  # not a run removed meanwhile
                 out[run_id] = str(missing_file(os.path.join(here, sorted(missing)[0]), len(missing) - 1))
+    return out
+
+
+def linked_experiment_members(root: str | os.PathLike) -> list[str]:
+    """One line for each experiment folder of the warehouse ``root`` that its manifest's files reach through a
+    symbolic link (its first such member: :func:`linked_error`), the line every reader of it refuses with (attack
+    19 F3): what ``synthtrace runs`` warns about beside the runs' (:func:`incomplete_runs`). A ``stat`` per listed
+    file."""
+    out = []
+    for name in _folders(root, "experiments"):
+        verdict = judge(root, ("experiments", name))
+        here = os.path.join(os.fspath(root), "experiments", name)
+        if verdict.foreign is None and isinstance(verdict.manifest, Manifest) and (
+                sub := linked_member(here, sorted(verdict.manifest.files))) is not None:
+            out.append(str(linked_error(here, sub)))
     return out
 
 

@@ -32,6 +32,11 @@ MIN_SPAN_NS = 1_000  # intervals shorter than this are judged as this long (time
 #: roles that count events of a subset of the instructions (at most one per instruction)
 PER_INSTRUCTION_ROLES = ("l1_dcm", "l1_icm", "l2_dcm", "l3_tcm", "br_ins", "br_msp", "itlb_miss", "dtlb_miss")
 CYCLE_ROLES = ("cyc", "ref_cyc")
+#: columns of the frame schemas whose counting queries :class:`AnomalyTally` keeps at most (the query of a
+#: 1,043-column schema holds ~7 MB of Polars expressions): parts of calls or bursts sampling thousands of counter
+#: types each hold a schema of their own, and the kept queries grew with the parts (issue 23: ~560 MB at 1 M calls of
+#: 4,096 counter types); a real trace's parts share a few narrow schemas, all kept
+QUERY_COLUMNS = 8192
 
 #: rule -> what it means, as said in warnings (in the order rules are judged)
 RULES: dict[str, str] = {
@@ -120,21 +125,16 @@ class AnomalyTally:
 
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
     examples: dict[tuple[str, str], str] = field(default_factory=dict)
-    #: per frame schema seen: the first rule each counter breaks and the query counting them ([helper reader]
-    #: issue 27: built once per schema, not per part: 4 % of an ingest's CPU)
+    #: per frame schema seen lately (the least recently used first; together at most :data:`QUERY_COLUMNS`
+    #: columns, the last always kept): the first rule each counter breaks and the query counting them ([helper
+    #: reader] issue 27: built once per schema, not per part: 4 % of an ingest's CPU)
     _queries: dict[tuple, tuple[dict[str, pl.Expr], list[tuple[str, str]], list[pl.Expr]]] = field(
         default_factory=dict)
+    _query_columns: int = 0  # columns of the schemas in _queries
 
     def add(self, frame: pl.DataFrame, what: str) -> None:
         """Judge the counter values of ``frame`` (``what``: ``burst`` or ``MPI call``, for the examples)."""
-        schema = tuple(frame.schema.items())
-        if schema not in self._queries:
-            rules = anomaly_rules(frame.schema)
-            # one pass counting every (counter, rule) at once; rows are looked at only where something is found
-            first = {c: _first_rule(checks) for c, checks in rules.items()}
-            names = [(c, r) for c, checks in rules.items() for r, _ in checks]
-            self._queries[schema] = first, names, _first_broken_counts(rules)
-        first, names, query = self._queries[schema]
+        first, names, query = self._query(tuple(frame.schema.items()))
         if not frame.height or not names:
             return
         counts = frame.select(query).row(0)
@@ -146,6 +146,23 @@ class AnomalyTally:
             if key not in self.examples:
                 row = frame.with_row_index("_row").filter(first[counter] == rule).row(0, named=True)
                 self.examples[key] = _example(row, counter, rule, what)
+
+    def _query(self, schema: tuple) -> tuple[dict[str, pl.Expr], list[tuple[str, str]], list[pl.Expr]]:
+        """The rules of ``schema`` (a frame's (name, dtype) pairs): built once while it is among the schemas kept."""
+        if schema in self._queries:
+            self._queries[schema] = self._queries.pop(schema)  # the most recently used last
+            return self._queries[schema]
+        rules = anomaly_rules(dict(schema))
+        # one pass counting every (counter, rule) at once; rows are looked at only where something is found
+        first = {c: _first_rule(checks) for c, checks in rules.items()}
+        names = [(c, r) for c, checks in rules.items() for r, _ in checks]
+        while self._queries and self._query_columns + len(schema) > QUERY_COLUMNS:
+            oldest = next(iter(self._queries))
+            del self._queries[oldest]
+            self._query_columns -= len(oldest)
+        self._queries[schema] = first, names, _first_broken_counts(rules)
+        self._query_columns += len(schema)
+        return self._queries[schema]
 
     def add_samples(self, samples: pl.DataFrame) -> None:
         """Judge counter samples of one counter per row (``counter``, ``value``: the uncore samples), by the

@@ -19,6 +19,7 @@ from synthtrace.tracelib.domain.counter_sanity import without_anomalies
 from synthtrace.tracelib.domain.counters import CounterMap, resolve
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.domain.machine import Machine
+from synthtrace.tracelib.domain.sums import float_sum
 
 #: identity columns carried from the input into the metric frames when present
 BURST_ID_COLUMNS = ("experiment", "run_id", "appl", "task", "thread", "burst_seq", "cpu", "start_ns", "end_ns",
@@ -175,6 +176,11 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
     return lf.drop([f"_{r}" for r in roles]).collect()
 
 
+def call_bytes() -> pl.Expr:
+    """A call's bytes sent + received (float: each fits int64, their sum may not)."""
+    return pl.col("bytes_sent").fill_null(0).cast(pl.Float64) + pl.col("bytes_recv").fill_null(0).cast(pl.Float64)
+
+
 # ============================================================================ phases
 def world_collectives(calls: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """The collective calls on a world communicator: one whose collectives every task of the appl calls.
@@ -224,8 +230,9 @@ def assign_phases(bursts: pl.DataFrame, calls: pl.DataFrame | None, *,
     return tag(bursts), (tag(calls) if calls is not None else None)
 
 
-#: per phase unit (source, appl, phase, task, thread): what :func:`phase_units` sums (ns and counts: exact in any
-#: order, so a window's sums add up to the whole trace's), takes the minimum and the maximum of
+#: per phase unit (source, appl, phase, task, thread): what :func:`phase_units` sums (ns, bytes and counts, as float
+#: sums: exact in any order below 2^53, so a window's sums add up to the whole trace's; never wrapped past int64),
+#: takes the minimum and the maximum of
 _UNIT_SUMS = ("useful_ns", "mpi_ns", "network_bytes", "_bytes", "_msgs", "flops", "instructions", "dram_bytes")
 _UNIT_MIN, _UNIT_MAX = ("_s", "_cs"), ("_e", "_ce")
 
@@ -238,30 +245,29 @@ def phase_units(bursts: pl.DataFrame, calls: pl.DataFrame | None) -> pl.DataFram
     unit = [*src, "appl", "phase", "task", "thread"]
     b_cols = [c for c in ("flops", "instructions", "dram_bytes") if c in bursts.columns]
     b = bursts.group_by(unit).agg(
-        pl.col("duration_ns").sum().alias("useful_ns"),
+        float_sum(pl.col("duration_ns")).alias("useful_ns"),
         pl.col("start_ns").min().alias("_s"),
         pl.col("end_ns").max().alias("_e"),
         *[
-            pl.col(c).sum().alias(c)
+            float_sum(pl.col(c)).alias(c)
             if c != "flops"
-            else pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
+            else pl.when(pl.col(c).is_not_null().any()).then(float_sum(pl.col(c))).alias(c)
             for c in b_cols
         ],
     )
     if calls is not None and calls.height:
-        c = calls.with_columns(
-            (pl.col("bytes_sent").fill_null(0) + pl.col("bytes_recv").fill_null(0)).cast(pl.Float64).alias("_bytes"))
+        c = calls.with_columns(call_bytes().alias("_bytes"))
         c = c.with_columns(pl.when((pl.col("_bytes") > 0) | (pl.col("mpi_kind") == "collective"))
                            .then(pl.max_horizontal(pl.col("n_messages").fill_null(0), 1)).otherwise(0).alias("_msgs"))
         cagg = c.group_by(unit).agg(
-            pl.col("duration_ns").sum().alias("mpi_ns"),
+            float_sum(pl.col("duration_ns")).alias("mpi_ns"),
             pl.col("start_ns").min().alias("_cs"), pl.col("end_ns").max().alias("_ce"),
-            pl.col("bytes_sent").fill_null(0).sum().cast(pl.Float64).alias("network_bytes"),
-            pl.col("_bytes").sum(), pl.col("_msgs").sum().cast(pl.Int64))
+            float_sum(pl.col("bytes_sent").fill_null(0)).alias("network_bytes"),
+            float_sum(pl.col("_bytes")), float_sum(pl.col("_msgs")))
         return b.join(cagg, on=unit, how="full", coalesce=True)
-    return b.with_columns(pl.lit(None, pl.Int64).alias("mpi_ns"), pl.lit(None, pl.Int64).alias("_cs"),
+    return b.with_columns(pl.lit(None, pl.Float64).alias("mpi_ns"), pl.lit(None, pl.Int64).alias("_cs"),
                           pl.lit(None, pl.Int64).alias("_ce"), pl.lit(None, pl.Float64).alias("network_bytes"),
-                          pl.lit(None, pl.Float64).alias("_bytes"), pl.lit(None, pl.Int64).alias("_msgs"))
+                          pl.lit(None, pl.Float64).alias("_bytes"), pl.lit(None, pl.Float64).alias("_msgs"))
 
 
 def combine_phase_units(parts: list[pl.DataFrame]) -> pl.DataFrame:
@@ -272,7 +278,7 @@ def combine_phase_units(parts: list[pl.DataFrame]) -> pl.DataFrame:
     if len(parts) == 1:
         return units
     return units.group_by(unit).agg(
-        *[pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c) for c in _UNIT_SUMS
+        *[pl.when(pl.col(c).is_not_null().any()).then(float_sum(pl.col(c))).alias(c) for c in _UNIT_SUMS
           if c in units.columns],
         *[pl.col(c).min() for c in _UNIT_MIN], *[pl.col(c).max() for c in _UNIT_MAX])
 
@@ -367,7 +373,7 @@ def mpi_metrics(calls: pl.DataFrame, machine: Machine, bursts: pl.DataFrame | No
     if "n_messages" not in c.columns:
         c = c.with_columns(pl.lit(None, pl.Int32).alias("n_messages"))
     c = c.with_columns(
-        (pl.col("bytes_sent").fill_null(0) + pl.col("bytes_recv").fill_null(0)).cast(pl.Float64).alias("bytes"),
+        call_bytes().alias("bytes"),
         (pl.col("duration_ns").cast(pl.Float64) * 1e-9).alias("duration_s"),
     ).with_columns(
         (pl.col("bytes") / pl.max_horizontal(pl.col("n_messages").fill_null(0), 1)).alias("mean_message_bytes"),

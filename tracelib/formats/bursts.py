@@ -1399,24 +1399,6 @@ def columns_of_messages(n_calls: int, sent: pl.DataFrame, row_s: np.ndarray, rec
                          "n_messages": n_msg})
 
 
-def refuse_wrapped_message_bytes(source: str | Path, messages: pl.DataFrame, ends: pl.DataFrame) -> None:
-    """Refuse the trace at ``source`` now (:class:`TraceFormatError`, as :func:`columns_of_messages` would while
-    the calls stream out, naming no file) when the bytes of the messages one MPI call sends or receives pass int64.
-    ``ends``: :func:`message_ends` of ``messages``, which names each side's call by its thread and ``call_seq``.
-    No sum can pass when the messages' count times their largest size does not (any real trace: one reduction)."""
-    size = messages.get_column("size")
-    lo, hi = size.min(), size.max()
-    if lo is None or max(-lo, hi) * messages.height <= _MAX_I64:
-        return
-    keys = [np.stack([packed_thread_keys(messages, f"{p}_"),
-                      ends.get_column(f"{p}_call_seq").fill_null(-1).to_numpy()]) for p in ("s", "r")]
-    _, call = np.unique(np.concatenate(keys, axis=1), axis=1, return_inverse=True)  # a call's id: (thread, call_seq)
-    held = np.concatenate([k[1] >= 0 for k in keys])
-    rows = np.where(held, call.reshape(-1), -1).astype(np.int64)
-    columns_of_messages(int(call.max()) + 1, messages, rows[:messages.height], messages, rows[messages.height:],
-                        source)
-
-
 def message_ends(spans: pl.DataFrame, rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> pl.DataFrame:
     """Per message (the rows of :func:`message_rows`): ``s_call_seq``/``s_comm`` of the call holding its send side,
     ``r_call_seq``/``r_comm`` of the one holding its receive side (NULL: none) and ``c_call_seq`` of the call that

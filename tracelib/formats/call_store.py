@@ -105,10 +105,12 @@ class CallStore:
         rows = placed_rows_in_parts(self._span_parts, messages) if self._files else None
         return rows if rows is not None else placed_rows(*self._spans(), messages)
 
-    def with_messages(self, messages: pl.DataFrame) -> pl.LazyFrame:
+    def with_messages(self, messages: pl.DataFrame, source: str | Path = "<records>") -> pl.LazyFrame:
         """Every call kept, in the order added, with bytes, peer, tag and message counts from ``messages``, and one
         column per counter measured inside calls (sorted by name; NULL where a call has no sample). Sets
-        :attr:`message_ends` (the messages placed in their calls once, for both).
+        :attr:`message_ends` (the messages placed in their calls once, for both). The trace at ``source`` is refused
+        here (:class:`~synthtrace.tracelib.errors.TraceFormatError` naming it) when the bytes of the messages one call
+        sends or receives pass int64, before any call is stored (the stream would refuse them naming no file).
 
         The calls come from a lazy source that attaches the messages part by part, so that a sink streams them
         (issue 27: a 2 GB trace's 8 M calls are never one frame)."""
@@ -121,6 +123,7 @@ class CallStore:
             self._spill()
             release_free_heap()  # what streaming freed, before the placing allocates (a big trace: it spilled)
         rows = self._placed(messages)
+        self._refuse_wrapped_message_bytes(source, messages, rows)
         if self._files:
             release_free_heap()  # what placing them freed
         self.message_ends = (message_ends_in_parts(lambda: self._parts(["call_seq", "comm"]), rows) if self._files
@@ -139,6 +142,17 @@ class CallStore:
                 yield part
 
         return lazy_parts(parts, schema)
+
+    def _refuse_wrapped_message_bytes(self, source: str | Path, messages: pl.DataFrame,
+                                      rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Refuse the trace at ``source`` when the bytes of the messages one call sends or receives pass int64
+        (``rows``: the calls holding each message's two ends, :func:`message_rows`). No sum can pass when the
+        messages' count times their largest size does not (any real trace: one reduction)."""
+        size = messages.get_column("size")
+        lo, hi = size.min(), size.max()
+        if lo is None or max(-lo, hi) * messages.height <= np.iinfo(np.int64).max:
+            return
+        columns_of_messages(self.n_calls, messages, rows[0], messages, rows[1], source)
 
 
 class _PlacedMessages:

@@ -150,15 +150,19 @@ def logical_messages_at(records: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFra
     """:func:`logical_messages` of communication records whose ends are already placed in their calls (reader
     (issue 27): the reader places them once for the calls' message columns). ``ends``: per row of ``records``,
     ``s_call_seq``, ``s_comm``, ``r_call_seq``, ``r_comm`` of the calls holding the send and the receive (NULL:
-    none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known)."""
+    none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known). A
+    message's communicator is its sending call's, else the one its records name (``comm``, kept by the OTF2
+    reader: a receive whose send was not traced, in a call that names none), else its receiving call's."""
     if "c_call_seq" not in ends.columns:
         ends = ends.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
+    named = pl.col("comm").cast(pl.Int64) if "comm" in records.columns else pl.lit(None, pl.Int64)
     # one expression, no frame kept here: _numbered's sorted copy then has no unsorted one beside it ([helper
     # reader] issue 27: 270 MB less at the peak of a 2 GB trace's ingest)
     return _numbered(pl.concat([records.select(
         pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").alias("sender"),
         pl.col("r_task").alias("receiver"), "tag", pl.col("size").alias("bytes"), "s_thread", "s_time_ns", "r_thread",
-        "r_time_ns"), ends], how="horizontal").with_columns(pl.coalesce("s_comm", "r_comm").alias("comm")))
+        "r_time_ns", named.alias("_named")), ends], how="horizontal")
+        .with_columns(pl.coalesce("s_comm", "_named", "r_comm").alias("comm")))
 
 
 def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:
@@ -227,20 +231,23 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     unmatched send or receive out; OTF2's halves are paired the same way), so the channel's records begin where
     its later end's trace does, while its partner's calls that posted the earlier messages are there, without a
     record. A trace starts once per rank, and MPI's non-overtaking rule makes the lost messages the channel's
-    first: they are counted on the end whose partner was not traced yet, as its calls at the site (call name and
-    site) of the channel's first recorded end there that post one message that way (a send, a receive, either
-    half of an ``MPI_Sendrecv``), hold no end of that way and came before that end and before the partner's first
-    call. A call that more than one channel could have
-    lost is counted for none of them (two late partners served by one call site). ``lost`` is NULL for a channel
+    first: they are counted on the end whose partner was not traced yet, as its calls at the site (call name,
+    caller and the communicator the call names) of the channel's first recorded end there that post one message
+    that way (a send, a receive, either half of an ``MPI_Sendrecv``), hold no end of that way and came before that
+    end and before the partner's first call. A call that more than one channel could have lost is counted for none
+    of them (two late partners served by one call site). ``lost`` is NULL for a channel
     whose loss cannot be counted: such a call, an end that started late itself (two late partners: what each
     posted before its own start is in no trace), or a channel of a rank that lost messages on another channel (it
     started late) whose other end's records lie in calls that complete messages (``MPI_Testsome``: how many a call
     completed is no count of what was posted), so that its messages are left unnamed rather than named off.
     Channels with nothing lost are left out."""
     keys = ["appl", "task", "thread", "call_seq"]
+    # a call's site: its name, caller and communicator (two communicators' calls at one caller told apart, tidy19)
     site = [c for c in ("mpi_call", "call_site") if c in calls.columns]
+    comm = [pl.col("comm").cast(pl.Int64).fill_null(NO_COMM).alias("_comm")] if "comm" in calls.columns else []
+    site += ["_comm"] if comm else []
     c = calls.select(pl.col("appl").cast(pl.Int32), pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32),
-                     "call_seq", "start_ns", *site)
+                     "call_seq", "start_ns", *[s for s in site if s != "_comm"], *comm)
     m = messages.filter(pl.col("sender").is_not_null() & pl.col("receiver").is_not_null())
     def without(f: pl.DataFrame, t: str, h: str, q: str) -> pl.DataFrame:
         ends_ = m.select("appl", pl.col(t).alias("task"), pl.col(h).alias("thread"), pl.col(q).alias("call_seq"))
@@ -298,41 +305,58 @@ _SEND_END = ["s_thread", "s_call_seq", "s_time_ns", "bytes"]
 _RECV_END = ["r_thread", "r_call_seq", "r_time_ns", "c_call_seq"]
 
 
-def repaired_halves(calls: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``messages`` with the channels that hold lone halves paired again, and those of them whose pairing is not
-    known (CHANNEL). An OTF2 archive has no message records: its reader pairs a channel's k-th send event with its
-    k-th receive event, so a channel one end of which traced fewer of its messages (a rank whose trace began late:
-    its first events are in no file) gets each receive paired with a later message's send, and lone halves at the
-    channel's end (mergeacc18: the late rank 3 % right, the merge ``ok``). A trace starts and ends once per rank,
-    and MPI's non-overtaking order makes the missing halves a channel's first when the end that traced fewer began
-    after some of its partner's halves and ended after all of them, its last when it ended before some and began
-    before all: the halves are paired from the channel's last (first) message, and the partner's halves no end
-    traced are dropped (their calls then hold no message: :func:`lost_at_start` counts them). A channel that fits
-    neither (both, or halves lost at both ends) keeps its pairing, and is returned to be left unnamed. Halves are
-    paired within (appl, sender, receiver, tag): a receive half without its send has no communicator (OTF2 names
-    it in the call that completed it), a paired message takes its send's."""
+def repaired_halves(calls: pl.DataFrame,
+                    messages: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """``messages`` with the channels that hold lone halves paired again, those of them whose pairing is not known
+    (CHANNEL), and per channel paired again from its last message the messages lost at its start (CHANNEL, ``lost``:
+    the partner's halves dropped; NULL when the partner is itself an end that traced fewer from its channel's start,
+    so began late: what it posted before is in no trace). An OTF2 archive has no message records: its reader pairs a
+    channel's k-th send event with its k-th receive event, so a channel one end of which traced fewer of its messages
+    (a rank whose trace began late: its first events are in no file) gets each receive paired with a later message's
+    send, and lone halves at the channel's end (mergeacc18: the late rank 3 % right, the merge ``ok``). A trace
+    starts and ends once per rank, and MPI's non-overtaking order makes the missing halves a channel's first when the
+    end that traced fewer began after some of its partner's halves and ended after all of them, its last when it
+    ended before some and began before all: the halves are paired from the channel's last (first) message, and the
+    partner's halves no end traced are dropped (counted as the channel's loss at its start: :func:`_lost_halves`). A
+    channel that fits neither (both, or halves lost at both ends) keeps its pairing and its lone halves, and is
+    returned to be left unnamed. Halves are paired within (appl, sender, receiver, tag, communicator): MPI orders
+    messages per communicator only. A receive half without its send may name no communicator (``NO_COMM``: OTF2 names
+    it in the call that completed it; a paired message takes its send's): where its sender, receiver and tag are used
+    on one communicator it is that one's, where on several its channels keep their pairing, unnamed (tidy19)."""
     none = pl.DataFrame(schema={k: LOGICAL_MESSAGE_SCHEMA[k] for k in CHANNEL})
+    no_loss = none.with_columns(pl.lit(None, pl.Int64).alias("lost"))
     lone_r, lone_s = pl.col("s_time_ns").is_null(), pl.col("r_time_ns").is_null()
     # a table named from calls alone has no receive end where none is named: a channel is paired again only when
     # its records hold receive halves (a receive without a send is a record's alone)
     key = ["appl", "sender", "receiver", "tag"]
     if not messages.select((lone_r | lone_s).any()).item():
-        return messages, none
+        return messages, none, no_loss
     bad = (messages.group_by(key).agg(lone_r.any().alias("_r"), lone_s.any().alias("_s"),
-                                           (~lone_r & ~lone_s).any().alias("_p"))
+                                      (~lone_r & ~lone_s).any().alias("_p"))
            .filter(pl.col("_r") | (pl.col("_s") & pl.col("_p"))).select(key))
     if bad.height == 0:
-        return messages, none
+        return messages, none, no_loss
     # issue 23: a mask and two filters, not a semi and an anti join (each a copy of the run's messages)
     mask = messages.select(pl.struct(key).is_in(bad.select(pl.struct(key).implode()).to_series())).to_series()
     hit, keep = messages.filter(mask), messages.filter(~mask)
     del mask
-    sends = (hit.filter(~lone_r).select(*key, "comm", *_SEND_END).sort("s_time_ns")
-             .with_columns(pl.int_range(pl.len()).over(key).alias("_i"), pl.len().over(key).alias("_n")))
-    recvs = (hit.filter(~lone_s).select(*key, *_RECV_END).sort("r_time_ns")
-             .with_columns(pl.int_range(pl.len()).over(key).alias("_i"), pl.len().over(key).alias("_n")))
-    counts = (bad.join(sends.group_by(key).agg(pl.len().alias("_ns")), on=key, how="left", nulls_equal=True)
-              .join(recvs.group_by(key).agg(pl.len().alias("_nr")), on=key, how="left", nulls_equal=True)
+    # the pairing group: the key, and the communicator where the key's halves name several (NO_COMM: the only one
+    # named, or none); a key with several whose halves do not all name theirs has no group ("?")
+    known = pl.col("comm") != NO_COMM
+    multi = pl.col("comm").filter(known).n_unique().over(key) > 1
+    hit = hit.with_columns(pl.when(~multi).then(pl.lit(NO_COMM, pl.Int64)).when((~known).any().over(key))
+                           .then(None).otherwise(pl.col("comm")).alias("_c"))
+    group = [*key, "_c"]
+    bad = (hit.filter(pl.col("_c").is_not_null())
+           .group_by(group).agg(lone_r.any().alias("_r"), lone_s.any().alias("_s"),
+                                (~lone_r & ~lone_s).any().alias("_p"))
+           .filter(pl.col("_r") | (pl.col("_s") & pl.col("_p"))).select(group))
+    sends = (hit.filter(~lone_r).select(*group, "comm", *_SEND_END).sort("s_time_ns")
+             .with_columns(pl.int_range(pl.len()).over(group).alias("_i"), pl.len().over(group).alias("_n")))
+    recvs = (hit.filter(~lone_s).select(*group, *_RECV_END).sort("r_time_ns")
+             .with_columns(pl.int_range(pl.len()).over(group).alias("_i"), pl.len().over(group).alias("_n")))
+    counts = (bad.join(sends.group_by(group).agg(pl.len().alias("_ns")), on=group, how="left", nulls_equal=True)
+              .join(recvs.group_by(group).agg(pl.len().alias("_nr")), on=group, how="left", nulls_equal=True)
               .with_columns(pl.col("_ns", "_nr").fill_null(0)))
     # the end that traced fewer halves (its task), its trace's span, and the partner's halves before and after it
     span = (calls.group_by(pl.col("appl").cast(pl.Int32), pl.col("task").cast(pl.Int32).alias("_short"))
@@ -342,27 +366,69 @@ def repaired_halves(calls: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.Dat
                                  .alias("_short"), short_is_r.alias("_short_r")).join(span, on=["appl", "_short"],
                                                                                       how="left")
     partner = pl.concat([
-        sends.join(counts.filter("_short_r"), on=key, nulls_equal=True)
-        .select(*key, pl.col("s_time_ns").alias("_t"), "_t0", "_t1"),
-        recvs.join(counts.filter(~pl.col("_short_r")), on=key, nulls_equal=True)
-        .select(*key, pl.col("r_time_ns").alias("_t"), "_t0", "_t1")])
-    side = partner.group_by(key).agg((pl.col("_t") < pl.col("_t0")).any().alias("_before"),
-                                         (pl.col("_t") > pl.col("_t1")).any().alias("_after"))
-    mode = (counts.join(side, on=key, how="left", nulls_equal=True)
-            .select(*key, pl.when(pl.col("_ns") == pl.col("_nr")).then(pl.lit("?"))
+        sends.join(counts.filter("_short_r"), on=group, nulls_equal=True)
+        .select(*group, pl.col("s_time_ns").alias("_t"), "_t0", "_t1"),
+        recvs.join(counts.filter(~pl.col("_short_r")), on=group, nulls_equal=True)
+        .select(*group, pl.col("r_time_ns").alias("_t"), "_t0", "_t1")])
+    side = partner.group_by(group).agg((pl.col("_t") < pl.col("_t0")).any().alias("_before"),
+                                       (pl.col("_t") > pl.col("_t1")).any().alias("_after"))
+    mode = (counts.join(side, on=group, how="left", nulls_equal=True)
+            .select(*group, pl.when(pl.col("_ns") == pl.col("_nr")).then(pl.lit("?"))
                     .when(pl.col("_before").fill_null(False) & ~pl.col("_after").fill_null(False)).then(pl.lit("tail"))
                     .when(pl.col("_after").fill_null(False) & ~pl.col("_before").fill_null(False)).then(pl.lit("head"))
-                    .otherwise(pl.lit("?")).alias("_mode")))
+                    .otherwise(pl.lit("?")).alias("_mode"))
+            .filter(pl.col("_mode") != "?"))
+    # the groups paired again; the others keep the reader's pairing and their lone halves, unnamed when undecided
+    again = hit.select(pl.struct(group).is_in(mode.select(pl.struct(group).implode()).to_series())
+                       .fill_null(False)).to_series()
+    kept = hit.filter(~again)
+    lone = kept.select(pl.struct(group).is_in(bad.select(pl.struct(group).implode()).to_series())
+                       .fill_null(False)).to_series()  # a group holding lone halves that fits neither end
+    unknown = kept.filter(pl.col("_c").is_null() | lone).select(CHANNEL).unique()
     # a half's place counted from the channel's first message ("head") or its last ("tail")
     at = pl.when(pl.col("_mode") == "tail").then(pl.col("_n") - 1 - pl.col("_i")).otherwise(pl.col("_i")).alias("_j")
-    sends, recvs = (x.join(mode, on=key, nulls_equal=True).with_columns(at).drop("_i", "_n")
+    sends, recvs = (x.join(mode, on=group, nulls_equal=True).with_columns(at).drop("_i", "_n")
                     for x in (sends, recvs))
-    paired = (sends.join(recvs.drop("_mode"), on=[*key, "_j"], how="inner", nulls_equal=True)
+    paired = (sends.join(recvs.drop("_mode"), on=[*group, "_j"], how="inner", nulls_equal=True)
               .sort("s_time_ns").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(CHANNEL).alias("k")))
-    out = pl.concat([keep.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()]),
-                     paired.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])], rechunk=False)
-    unknown = paired.filter(pl.col("_mode") == "?").select(CHANNEL).unique()
-    return out, unknown
+    out = pl.concat([x.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
+                     for x in (keep, kept, paired)], rechunk=False)
+    return out, unknown, _lost_halves(counts, mode, paired, group)
+
+
+def _lost_halves(counts: pl.DataFrame, mode: pl.DataFrame, paired: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Per channel :func:`repaired_halves` paired from its last message, the messages lost at its start: the
+    partner's halves the short end did not trace (a lone half is its partner's record of a message, so this counts
+    what no call of the partner need post alone: a persistent request's ``MPI_Startall`` posts several, attack 19
+    F10), NULL when the partner is the short end of a channel paired so itself (its trace began late too)."""
+    tail = counts.join(mode.filter(pl.col("_mode") == "tail").select(group), on=group, nulls_equal=True)
+    late = tail.select("appl", "_short").unique()
+    long_end = pl.when(pl.col("_short_r")).then(pl.col("sender")).otherwise(pl.col("receiver"))
+    fewer = (pl.col("_ns").cast(pl.Int64) - pl.col("_nr").cast(pl.Int64)).abs()  # counts are UInt32
+    tail = (tail.with_columns(long_end.alias("_long"), fewer.alias("lost"))
+            .join(late.rename({"_short": "_long"}).with_columns(pl.lit(True).alias("_late")), on=["appl", "_long"],
+                  how="left")
+            .with_columns(pl.when(pl.col("_late").fill_null(False)).then(None).otherwise(pl.col("lost"))
+                          .alias("lost")))
+    channels = paired.select(*group, "comm").unique()
+    return (tail.join(channels, on=group, nulls_equal=True)
+            .select(*[pl.col(k).cast(LOGICAL_MESSAGE_SCHEMA[k]) for k in CHANNEL], "lost").unique())
+
+
+def _with_dropped(counted: pl.DataFrame, dropped: pl.DataFrame) -> pl.DataFrame:
+    """The messages lost at each channel's start (CHANNEL, ``lost``): those :func:`lost_at_start` counted on the
+    partner's calls, and on a channel :func:`repaired_halves` paired again from its end the partner's halves it
+    dropped (``dropped``), exact whatever the calls (a lone half is the partner's record of one message of that
+    channel), NULL (not known) where a count of calls differs from them. Before (attack 19 F10): a channel whose
+    partner posted its messages with ``MPI_Startall`` (no call posting one message to count) was numbered from its
+    first traced message, the late rank's every message named as the one an iteration or two before."""
+    if dropped.height == 0:
+        return counted
+    both = counted.join(dropped.rename({"lost": "_d"}).with_columns(pl.lit(True).alias("_in")), on=CHANNEL,
+                        how="full", coalesce=True, nulls_equal=True)
+    return both.select(*CHANNEL, pl.when(~pl.col("_in").fill_null(False)).then(pl.col("lost"))
+                       .when(pl.col("lost").is_null() | (pl.col("lost") == pl.col("_d"))).then(pl.col("_d"))
+                       .otherwise(None).alias("lost"))
 
 
 def _from_run_start(calls: pl.DataFrame, box: list[pl.DataFrame]) -> pl.DataFrame:
@@ -375,8 +441,8 @@ def _from_run_start(calls: pl.DataFrame, box: list[pl.DataFrame]) -> pl.DataFram
     messages = box.pop()
     if messages.height == 0 or not {"start_ns", "end_ns", "mpi_call"} <= set(calls.columns):
         return messages
-    messages, unknown = repaired_halves(calls, messages)
-    lost = lost_at_start(calls, messages)
+    messages, unknown, dropped = repaired_halves(calls, messages)
+    lost = _with_dropped(lost_at_start(calls, messages), dropped)
     lost = pl.concat([lost.join(unknown, on=CHANNEL, how="anti", nulls_equal=True),
                       unknown.with_columns(pl.lit(None, pl.Int64).alias("lost"))])
     if lost.height == 0:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from synthtrace.tracelib.formats.bursts import HORIZON_SCHEMA, BurstAssembler, RecordBatch, refuse_wrapped_message_bytes
+from synthtrace.tracelib.formats.bursts import HORIZON_SCHEMA, BurstAssembler, RecordBatch
 from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
@@ -172,8 +172,7 @@ class Otf2Trace(TraceReader):
         matched = read.p2p.matched(check_order=not self.salvage)
         for said in check_pairing(matched, self.path, self.salvage, self._twins):  # attack 8 B8: moved events files
             self._warn(said)
-        with_messages = calls.with_messages(matched)
-        refuse_wrapped_message_bytes(self.path, matched, calls.message_ends)  # before any call is stored
+        with_messages = calls.with_messages(matched, self.path)  # refuses wrapped message bytes
         return ReadSummary(
             calls=with_messages, messages=matched, message_ends=calls.message_ends,
             thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),

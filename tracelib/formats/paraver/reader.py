@@ -28,7 +28,6 @@ from synthtrace.tracelib.formats.bursts import (
     MpiArrays,
     SampleArrays,
     constant,
-    refuse_wrapped_message_bytes,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.jit import gc_paused, load_numba_extensions, settle_long_lived
@@ -554,8 +553,7 @@ class ParaverTrace(TraceReader):
             else:
                 hasher.update(data)
         all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
-        with_messages = calls.with_messages(all_messages)
-        refuse_wrapped_message_bytes(self.path, all_messages, calls.message_ends)  # before any call is stored
+        with_messages = calls.with_messages(all_messages, self.path)  # refuses wrapped message bytes
         return ReadSummary(
             calls=with_messages, messages=all_messages, message_ends=calls.message_ends,
             thread_nodes=converter.thread_nodes(),
