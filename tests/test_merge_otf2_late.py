@@ -228,3 +228,20 @@ def test_a_lone_receive_keeps_the_communicator_its_record_names(tmp_path):
     assert (j.get_column("r_time_ns") == j.get_column("r_time_ns_w")).all()
     o = merge_campaign(late)
     assert o.right >= 0.995 or o.verdict != "ok", (o.right, o.verdict)
+
+
+def test_halves_dropped_at_a_channels_start_count_its_loss_unless_the_partner_began_late_too():
+    """Task 1 traced whole, task 2 from 100 ns, task 3 from 200 ns. On 1 -> 2 task 1's send at 5 ns has no receive:
+    one message lost at the channel's start. On 2 -> 3 task 2's send at 150 ns has none either, but task 2 began
+    late itself (the short end of 1 -> 2): what it sent before 100 ns is in no trace, so that loss is not known."""
+    calls = pl.DataFrame({"appl": [1] * 6, "task": [1, 1, 2, 2, 3, 3], "start_ns": [0, 900, 100, 900, 200, 900],
+                          "end_ns": [10, 1000, 110, 1000, 210, 1000]})
+    row = dict(appl=1, comm=0, tag=5, k=0, bytes=8, s_thread=1, r_thread=1, s_call_seq=0, r_call_seq=0,
+               c_call_seq=None)
+    messages = pl.DataFrame([{**row, "sender": s, "receiver": r, "s_time_ns": t, "r_time_ns": u}
+                             for s, r, t, u in [(1, 2, 5, 330), (1, 2, 300, None), (2, 3, 150, 420),
+                                                (2, 3, 400, None)]])
+    out, unknown, lost = repaired_halves(calls, messages)
+    assert unknown.height == 0
+    assert out.sort("sender").select("sender", "s_time_ns", "r_time_ns").rows() == [(1, 300, 330), (2, 400, 420)]
+    assert lost.sort("sender").select("sender", "receiver", "lost").rows() == [(1, 2, 1), (2, 3, None)]

@@ -243,11 +243,11 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     Channels with nothing lost are left out."""
     keys = ["appl", "task", "thread", "call_seq"]
     # a call's site: its name, caller and communicator (two communicators' calls at one caller told apart, tidy19)
-    site = [c for c in ("mpi_call", "call_site") if c in calls.columns]
+    base = [c for c in ("mpi_call", "call_site") if c in calls.columns]
     comm = [pl.col("comm").cast(pl.Int64).fill_null(NO_COMM).alias("_comm")] if "comm" in calls.columns else []
-    site += ["_comm"] if comm else []
+    site = [*base, *(["_comm"] if comm else [])]
     c = calls.select(pl.col("appl").cast(pl.Int32), pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32),
-                     "call_seq", "start_ns", *[s for s in site if s != "_comm"], *comm)
+                     "call_seq", "start_ns", *base, *comm)
     m = messages.filter(pl.col("sender").is_not_null() & pl.col("receiver").is_not_null())
     def without(f: pl.DataFrame, t: str, h: str, q: str) -> pl.DataFrame:
         ends_ = m.select("appl", pl.col(t).alias("task"), pl.col(h).alias("thread"), pl.col(q).alias("call_seq"))
