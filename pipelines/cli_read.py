@@ -36,6 +36,7 @@ from synthtrace.pipelines.cli_base import (
 )
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.formats.gzip_name import gzip_named
+from synthtrace.tracelib.printable import escaped
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -232,11 +233,32 @@ def _write_arrow(table: pa.Table, fmt: str, output: Path | None, gzipped: bool =
         write_output(output, lambda p: pq.write_table(table, p))
         return
     buf = io.BytesIO()
-    pacsv.write_csv(table, buf)
+    pacsv.write_csv(table if output is not None else _terminal_safe(table), buf)
     if output is None:
         write_stdout(buf.getvalue().decode())
     else:
         _write_bytes(output, buf.getvalue(), gzipped)
+
+
+def _terminal_safe(table: pa.Table) -> pa.Table:
+    """``table`` as standard output shows it: control characters in its column names and text cells escaped
+    (:func:`~synthtrace.tracelib.printable.escaped`, as the table output and every message are), so a stored value
+    cannot play on the terminal (attack 19 F5: a trace's folder named ``ESC]0;...BEL`` set the window title through
+    ``sql --format csv``). Only the cells that need it are converted; a file written with ``--output`` keeps the
+    values as stored."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = []
+    for column in table.columns:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            column = column.combine_chunks()
+            raw = pc.fill_null(pc.invert(pc.utf8_is_printable(column)), False)
+            if pc.any(raw).as_py():
+                shown = [escaped(v) for v in pc.filter(column, raw).to_pylist()]
+                column = pc.replace_with_mask(column, raw, pa.array(shown, type=column.type))
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=[escaped(n) for n in table.column_names])
 
 
 def _json_value(v: object) -> object:

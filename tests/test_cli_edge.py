@@ -704,3 +704,26 @@ def test_an_unclosed_file_collected_during_a_command_is_not_a_line_of_its_output
         gc.collect()
         warnings.warn("x.prv: 2 bursts repeat the one before them", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["x.prv: 2 bursts repeat the one before them"]
+
+
+def test_sql_on_standard_output_shows_control_characters_escaped_and_a_file_keeps_them(tmp_path, run_cli):
+    """Attack 19 F5: a trace under a folder named ``x ESC]0;PWNED BEL esc`` is ingested (only a trace's own name is
+    refused for such characters) and its ``source_path`` stored as it is; ``sql --format csv`` printed it raw, and
+    the terminal set its window title (any sequence plays: colours, cursor moves, clearing). Every format on
+    standard output shows it escaped now, column names too, as the table output and every message do; a file
+    written with --output keeps the value as stored."""
+    from testing.traces import PRIME, copy_trace
+
+    folder = tmp_path / "x\x1b]0;PWNED\x07esc"
+    copy_trace(PRIME, folder)
+    assert run_cli("ingest", folder, "-w", tmp_path / "wh")[0] == 0
+    query = "SELECT source_path AS \"p\x1b[31m\", 'a' || chr(10) || 'b' AS two FROM runs"
+    for fmt in ("csv", "json", "table"):
+        code, out, err = run_cli("sql", query, "-w", tmp_path / "wh", "-f", fmt)
+        assert code == 0 and out.strip(), err
+        assert "\x1b" not in out and "\x07" not in out, (fmt, out)
+    code, out, _ = run_cli("sql", query, "-w", tmp_path / "wh", "-f", "csv")
+    assert out.splitlines() == ['"p\\x1b[31m","two"', f'"{folder}/prime_v0.prv","a\\nb"'.replace(
+        "\x1b", "\\x1b").replace("\x07", "\\x07")], out
+    code, _, err = run_cli("sql", "SELECT source_path FROM runs", "-w", tmp_path / "wh", "--output", tmp_path / "o.csv")
+    assert code == 0 and (tmp_path / "o.csv").read_text().splitlines()[1] == f'"{folder}/prime_v0.prv"', err

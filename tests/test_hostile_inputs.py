@@ -345,3 +345,21 @@ def test_a_warehouse_whose_path_is_not_utf8_is_refused_in_one_line(tmp_path, run
     assert lines[0].startswith(f"error: {tmp_path}/wh\\xff: the warehouse's path holds a byte that is not UTF-8 "
                                "(0xFF)"), lines
     assert not wh.exists()
+
+
+def test_a_warehouse_renamed_to_a_path_that_is_not_utf8_is_refused_by_every_writer(tmp_path, run_cli):
+    """Review of attack 19 F1's fix: only ingest checked the warehouse's path, so a warehouse renamed to such a
+    path after it was made still gave Polars' TypeError traceback on every command (its readers cannot open it
+    either). One line, naming the byte, nothing changed."""
+    import os
+
+    made = tmp_path / "wh"
+    assert run_cli("ingest", copy_trace(PRIME, tmp_path / "t"), "-w", made)[0] == 0
+    wh = Path(os.fsdecode(bytes(tmp_path) + b"/wh\xff"))
+    made.rename(wh)
+    before = tree_digest(wh)
+    code, out, err = run_cli("archetypes", "t", "-w", wh)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "the warehouse's path holds a byte that is not UTF-8 (0xFF)" in lines[0], lines
+    assert tree_digest(wh) == before

@@ -57,3 +57,6 @@ def test_a_linked_experiment_table_is_refused_not_called_missing(merged_lulesh, 
     _one_line_naming(code, err, link)  # was "no experiment has been merged yet"
     code, out, err = run_cli("export", "lulesh-8r", "-w", wh, "--format", "csv", "--output", tmp_path / "e.csv")
     _one_line_naming(code, err, link)
+    code, out, err = run_cli("runs", "-w", wh)  # named where the runs are listed, as a run's linked member
+    said = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert code == 0 and len(said) == 1 and str(link) in said[0] and "symbolic link" in said[0], err

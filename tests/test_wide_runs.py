@@ -61,27 +61,37 @@ def test_the_analysis_never_holds_the_counters_no_role_knows(wide_wh, run_cli, m
     """``archetypes`` measures windows of the stored bursts holding their keys, times and the counters a role
     knows, never the 60 unknown ones (the old reader held them all: bursts x counter types); what it commits is
     the analysis of the same run without them."""
+    seen = _classified_seeing(wide_wh, "burst_metrics", run_cli, monkeypatch)
+    assert seen and all("PAPI_TOT_INS" in s and "PAPI_TOT_CYC" in s for s in seen)
+    assert [_unknown(s) for s in seen] == [[] for _ in seen]
+    _assert_same_analysis(wide_wh, ("archetypes", "burst_metrics", "phase_metrics"))
+
+
+def _classified_seeing(wh: Path, measure: str, run_cli, monkeypatch) -> list[list[str]]:
+    """The columns of each frame ``analysis.<measure>`` was given while ``archetypes`` classified experiments
+    ``wide`` and ``narrow`` of ``wh``."""
     from synthtrace.models import analysis
 
     seen: list[list[str]] = []
-    measure = analysis.burst_metrics
+    real = getattr(analysis, measure)
 
-    def spy(bursts, *args, **kwargs):
-        seen.append(list(bursts.columns))
-        return measure(bursts, *args, **kwargs)
+    def spy(frame, *args, **kwargs):
+        seen.append(list(frame.columns))
+        return real(frame, *args, **kwargs)
 
-    monkeypatch.setattr(analysis, "burst_metrics", spy)
+    monkeypatch.setattr(analysis, measure, spy)
     for experiment in ("wide", "narrow"):
-        code, _, err = run_cli("archetypes", experiment, "-w", wide_wh)
+        code, _, err = run_cli("archetypes", experiment, "-w", wh)
         assert code == 0, err
-    assert seen and all("PAPI_TOT_INS" in s and "PAPI_TOT_CYC" in s for s in seen)
-    assert [_unknown(s) for s in seen] == [[] for _ in seen]
-    wh = Warehouse(wide_wh)
-    for frame in ("archetypes", "burst_metrics", "phase_metrics"):
-        wide, narrow = (pl.read_parquet(wh.experiment(e).dir / f"{frame}.parquet").drop("experiment", "run_id",
-                                                                                          strict=False)
-                        for e in ("wide", "narrow"))
-        assert wide.equals(narrow), frame
+    return seen
+
+
+def _assert_same_analysis(wh: Path, frames: tuple[str, ...]) -> None:
+    """The analysis tables ``frames`` committed for experiments ``wide`` and ``narrow`` of ``wh`` are equal."""
+    for frame in frames:
+        wide, narrow = (pl.read_parquet(Warehouse(wh).experiment(e).dir / f"{frame}.parquet").drop(
+            "experiment", "run_id", strict=False) for e in ("wide", "narrow"))
+        assert wide.height and wide.equals(narrow), frame
 
 
 @pytest.mark.parametrize("fmt", ["csv", "pipit", "perfetto"])
@@ -150,27 +160,12 @@ def test_the_analysis_never_holds_the_call_counters_no_role_knows(tmp_path, run_
     killed at 3 GB by ``archetypes``: the bursts were narrowed to what a role reads (attack 18 F2) but each window's
     calls were read with every counter column. The calls' measures read their keys, times and bytes only; what
     ``archetypes`` commits is the analysis of the same run without the counters."""
-    from synthtrace.models import analysis
-
     wh = tmp_path / "wh"
     for experiment, unknown in (("wide", UNKNOWN), ("narrow", 0)):
         synthtrace.ingest(str(wh), str(_wide_trace(tmp_path / experiment, unknown=unknown, in_calls=True)),
                           experiment=experiment)
     stored = Warehouse(wh).experiment("wide").trace(dram_from_uncore=False).calls
     assert len(_unknown(stored.columns)) == UNKNOWN
-    seen: list[list[str]] = []
-    measure = analysis.mpi_metrics
-
-    def spy(calls, *args, **kwargs):
-        seen.append(list(calls.columns))
-        return measure(calls, *args, **kwargs)
-
-    monkeypatch.setattr(analysis, "mpi_metrics", spy)
-    for experiment in ("wide", "narrow"):
-        code, _, err = run_cli("archetypes", experiment, "-w", wh)
-        assert code == 0, err
+    seen = _classified_seeing(wh, "mpi_metrics", run_cli, monkeypatch)
     assert seen and [_unknown(s) for s in seen] == [[] for _ in seen]
-    for frame in ("archetypes", "mpi_metrics", "phase_metrics"):
-        wide, narrow = (pl.read_parquet(Warehouse(wh).experiment(e).dir / f"{frame}.parquet").drop(
-            "experiment", "run_id", strict=False) for e in ("wide", "narrow"))
-        assert wide.height and wide.equals(narrow), frame
+    _assert_same_analysis(wh, ("archetypes", "mpi_metrics", "phase_metrics"))

@@ -373,19 +373,6 @@ def source_text(path: Path) -> str:
     return os.fsencode(path.resolve()).decode("utf-8", "backslashreplace")
 
 
-def _check_utf8_warehouse(wh: Warehouse) -> None:
-    """Refuse a warehouse whose path holds a byte that is not UTF-8, in one line naming it: Polars' Parquet writer
-    cannot open such a path (a 40-line TypeError traceback, attack 19 F1), and every stored file is written by it."""
-    root = os.fsencode(wh.root)  # as the writers are given it (a relative path under a Latin-1 folder is fine)
-    try:
-        root.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise WarehouseError(
-            f"{root.decode('utf-8', 'backslashreplace')}: the warehouse's path holds a byte that is not UTF-8 "
-            f"(0x{root[exc.start]:02X}) at byte {exc.start + 1}, which the Parquet writer cannot open; nothing was "
-            "ingested: use a warehouse whose path is UTF-8 (rename that folder, or give another -w)") from None
-
-
 def _source_key(source_path: str) -> str:
     """The index key of a trace's ``source_path`` (:func:`source_text`; a hash: paths may be long or hold any
     character)."""
@@ -439,7 +426,6 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
     hashed it, used instead of hashing the files again while they are unchanged since.
     """
     path, app = Path(path), None if app is None else one_spelling(app)  # as --app is (a Mac's NFD name, tidy16)
-    _check_utf8_warehouse(wh)
     source = open_trace(path, salvage=salvage)
     signature = _stat_signature(source.content_files())
     trusted = known is not None and tuple(map(tuple, known.signature)) == signature

@@ -165,11 +165,28 @@ def is_own_file(root: Path, path: Path) -> bool:
     return regular and os.path.realpath(path) == os.path.join(os.path.realpath(root), os.path.relpath(path, root))
 
 
+def _refuse_path_not_utf8(root: Path) -> None:
+    """Refuse, in one line naming it, a warehouse whose path holds a byte that is not UTF-8: Polars' Parquet reader
+    and writer, which read and write every stored table, cannot open such a path (a 40-line TypeError traceback,
+    attack 19 F1), also for a warehouse renamed so after it was made. The path as given (a relative one under a
+    Latin-1 folder is fine)."""
+    raw = os.fsencode(root)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WarehouseError(
+            f"{raw.decode('utf-8', 'backslashreplace')}: the warehouse's path holds a byte that is not UTF-8 "
+            f"(0x{raw[exc.start]:02X}) at byte {exc.start + 1}, which the Parquet reader and writer cannot open; "
+            "nothing was read or written: use a warehouse whose path is UTF-8 (rename that folder, or give another "
+            "-w)") from None
+
+
 class Warehouse:
     """A warehouse folder. Creating the object does not touch the disk; :meth:`ensure` does."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        _refuse_path_not_utf8(self.root)
 
     # ------------------------------------------------------------------ paths
     @property

@@ -40,7 +40,7 @@ from synthtrace.warehouse import capped_child, engine, snapshot
 from synthtrace.warehouse.catalog import VIEW_FILES, connect, warm_empty_views
 from synthtrace.warehouse.errors import QueryError, ReadOnlyQueryError
 from synthtrace.warehouse.layout import Warehouse, pid_alive
-from synthtrace.warehouse.stored import damaged_runs, foreign_folders, incomplete_runs
+from synthtrace.warehouse.stored import damaged_runs, foreign_folders, incomplete_runs, linked_experiment_members
 
 if TYPE_CHECKING:  # pyarrow costs ~0.3 s to import: `synthtrace sql` prints its rows without it
     import pyarrow as pa
@@ -273,7 +273,7 @@ def runs_rows(wh: Warehouse, sql: str) -> tuple[list[str], list[tuple[Any, ...]]
     columns, rows = query_rows(wh, sql, leave_out=[f"runs/{r}" for r in damaged])
     warnings = [*foreign_folders(wh.root),
                 *(f"{line}; it is not listed" for line in damaged.values()),  # each line names its runs rm
-                *incomplete_runs(wh.root, damaged).values()]
+                *incomplete_runs(wh.root, damaged).values(), *linked_experiment_members(wh.root)]
     return columns, rows, warnings
 
 

@@ -421,6 +421,21 @@ def incomplete_runs(root: str | os.PathLike, skip: Iterable[str] = ()) -> dict[s
     return out
 
 
+def linked_experiment_members(root: str | os.PathLike) -> list[str]:
+    """One line for each experiment folder of the warehouse ``root`` that its manifest's files reach through a
+    symbolic link (its first such member: :func:`linked_error`), the line every reader of it refuses with (attack
+    19 F3): what ``synthtrace runs`` warns about beside the runs' (:func:`incomplete_runs`). A ``stat`` per listed
+    file."""
+    out = []
+    for name in _folders(root, "experiments"):
+        verdict = judge(root, ("experiments", name))
+        here = os.path.join(os.fspath(root), "experiments", name)
+        if verdict.foreign is None and isinstance(verdict.manifest, Manifest) and (
+                sub := linked_member(here, sorted(verdict.manifest.files))) is not None:
+            out.append(str(linked_error(here, sub)))
+    return out
+
+
 def damaged_runs(root: str | os.PathLike) -> dict[str, str]:
     """Run id -> the one line about it, for each run of the warehouse ``root`` whose record (``run.parquet``) or
     checksums are damaged or missing, or whose manifest does not list its record (:func:`incomplete`): no read of

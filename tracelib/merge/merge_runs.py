@@ -50,6 +50,7 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, written
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, call_structure, opened_by, opened_differently,
@@ -150,7 +151,9 @@ class RunTables:
         cols = counter_columns(self.bursts)
         if not cols:
             return []
-        nn = self.bursts.lazy().select(pl.col(c).is_not_null().any() for c in cols).collect().row(0)
+        # a lazy scan streamed: its counter columns are never held whole (issue 23, attack 18 F2)
+        nn = self.bursts.lazy().select(pl.col(c).is_not_null().any() for c in cols).collect(
+            engine="streaming" if isinstance(self.bursts, pl.LazyFrame) else "auto").row(0)
         return [c for c, has in zip(cols, nn) if has]
 
 
@@ -187,6 +190,31 @@ def bursts_of(run: RunTables, features: Sequence[str] | None = None) -> pl.DataF
         keep = {*ALIGN_COLUMNS, *features, *WORK}
         b = b.select(c for c in b.collect_schema().names() if c in keep)
     return sort_bursts(b.collect())
+
+
+def narrow_read(run: RunTables, columns: Sequence[str],
+                renum: dict[int, int] | None = None) -> tuple[pl.DataFrame, pl.Series]:
+    """The bursts of ``run`` (a lazy scan) with ``columns`` alone (those it has), their tasks renumbered by
+    ``renum``, sorted as :func:`sort_bursts` sorts them, and each row's row number in the scan (where its other
+    columns are read, a block at a time: :func:`synthtrace.tracelib.merge.blocks.gathered`)."""
+    b = run.bursts
+    assert isinstance(b, pl.LazyFrame), "a frame's columns are all held already"
+    keep = set(columns)
+    got = b.with_row_index("_scan_row").select(
+        *[c for c in b.collect_schema().names() if c in keep], pl.col("_scan_row").cast(pl.Int64)).collect()
+    if renum:
+        got = renumber_columns(got, renum, ("task",))
+    got = sort_bursts(got)
+    return got.drop("_scan_row"), got.get_column("_scan_row")
+
+
+def narrow_columns(features: Sequence[str], common: Sequence[str]) -> list[str]:
+    """The bursts' columns the steps after an alignment read of both runs besides the common counters' values on
+    the choice sample and the transferred ones (:data:`ALIGN_COLUMNS`, the work counters, ``features``, the
+    pairs' work and rate counters)."""
+    work = work_counter(common)
+    rate = next((c for c in common if c != work), None)
+    return list(dict.fromkeys([*ALIGN_COLUMNS, *WORK, *features, *(c for c in (work, rate) if c)]))
 
 
 def _units_over(u: Units, bursts: pl.DataFrame) -> Units:
@@ -251,8 +279,15 @@ class PartedTable:
         return self.lazy().collect()
 
     def write_parquet(self, path: Path | str, **options) -> None:
-        """The parts as one Parquet file (streamed)."""
-        self.lazy().sink_parquet(path, **options)
+        """The parts as one Parquet file (streamed). A table wider than
+        :data:`~synthtrace.tracelib.merge.blocks.WIDE_COLUMNS` (a merged table has a column per counter of any run)
+        is written a part at a time, one row group each (:func:`~synthtrace.tracelib.merge.blocks.written`): Polars'
+        sink held its rows whole (issue 23: 725 MB for 10,000 bursts x 6,144 columns)."""
+        scan = self.lazy()
+        if scan.collect_schema().len() <= WIDE_COLUMNS:
+            scan.sink_parquet(path, **options)
+        else:
+            written((pl.read_parquet(p) for p in self.parts), Path(path))
 
 
 @dataclass
@@ -342,6 +377,9 @@ class AlignedRun(Compared):
     sample: Sample
     run_sample: pl.DataFrame
     partner_pairs: pl.DataFrame | None = None
+    #: both runs' bursts read a block at a time (:class:`WideRows`), None when ``reference`` and ``source`` hold
+    #: every column
+    wide: WideRows | None = None
 
     @property
     def pairs(self) -> Pairs:
@@ -353,8 +391,42 @@ class AlignedRun(Compared):
         keeps of a run once the next is aligned): the reference's common counters, the matched bursts' ``counters``
         gathered (row i of ``source`` matched to reference row i; NULL when unmatched), the score and share."""
         p = self.pairs
+        if self.wide is not None:
+            return WidePairs(self.wide.ref_scan, self.wide.ref_rows, self.wide.src_scan,
+                             self.wide.src_rows.gather(p.other_row), p.score)
         return Pairs(p.reference.select(self.common), p.source.select(pl.col(c).gather(p.other_row) for c in counters),
                      paired_rows(p.other_row), p.score, p.share)
+
+
+@dataclass(frozen=True)
+class WideRows:
+    """Where the columns a merge does not hold of two aligned runs are read (issue 23): each run's lazy scan and,
+    per row of its narrow bursts (:func:`narrow_read`), its row in the scan."""
+
+    ref_scan: pl.LazyFrame
+    ref_rows: pl.Series
+    src_scan: pl.LazyFrame
+    src_rows: pl.Series
+
+
+@dataclass(frozen=True)
+class WidePairs:
+    """:class:`Pairs` whose counters are read a block of reference bursts at a time (:meth:`block`): per reference
+    burst, its row in the reference's scan, the matched burst's row in the source's scan (NULL: unmatched) and the
+    match score."""
+
+    ref_scan: pl.LazyFrame
+    ref_rows: pl.Series
+    src_scan: pl.LazyFrame
+    src_rows: pl.Series
+    score: pl.Series
+
+    def block(self, start: int, n: int, ref_columns: Sequence[str], src_columns: Sequence[str]) -> Pairs:
+        """The pairs of reference bursts ``start`` .. ``start + n - 1``: the reference's ``ref_columns``, the
+        matched bursts' ``src_columns``."""
+        src = gathered(self.src_scan, self.src_rows.slice(start, n), src_columns)
+        return Pairs(gathered(self.ref_scan, self.ref_rows.slice(start, n), ref_columns), src,
+                     paired_rows(self.src_rows.slice(start, n)), self.score.slice(start, n), None)
 
 
 class Pairs(NamedTuple):
@@ -368,6 +440,14 @@ class Pairs(NamedTuple):
     score: pl.Series
     share: pl.Series | None
 
+    def block(self, start: int, n: int, ref_columns: Sequence[str], src_columns: Sequence[str]) -> Pairs:
+        """The pairs of reference bursts ``start`` .. ``start + n - 1`` (held: as :meth:`AlignedRun.kept_pairs`
+        keeps them, source row i matched to reference row i)."""
+        del ref_columns, src_columns
+        return Pairs(self.reference.slice(start, n), self.source.slice(start, n),
+                     paired_rows(self.other_row.slice(start, n)), self.score.slice(start, n),
+                     self.share.slice(start, n) if self.share is not None else None)
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -377,8 +457,8 @@ class Sample:
     matched to row i; NULL when unmatched), ``matches`` (the match table's rows, ``other_row`` indexing ``source``)
     and ``long`` (bursts >= ``min_error_duration_ns``)."""
 
-    reference: pl.DataFrame
-    source: pl.DataFrame
+    reference: pl.DataFrame | pl.LazyFrame  # a lazy scan of the files a wide merge wrote (:func:`_wide_samples`)
+    source: pl.DataFrame | pl.LazyFrame
     matches: pl.DataFrame
     long: pl.Series
 
@@ -388,6 +468,12 @@ class Sample:
         ref, src, m, long = (pl.concat([getattr(p, f) for p in parts]) for f in ("reference", "source", "matches",
                                                                                 "long"))
         return Sample(ref, src, _paired(m), long)
+
+
+def _named(frame: pl.DataFrame | pl.LazyFrame) -> list[str]:
+    """The keys, call site and call of a choice sample's ``reference`` (a frame or a lazy scan)."""
+    names = frame.collect_schema().names()
+    return [c for c in (*THREAD_KEYS, "call_site", "mpi_call") if c in names]
 
 
 def paired_rows(other_row: pl.Series) -> pl.Series:
@@ -631,11 +717,14 @@ def timing_only_note(ref: RunTables, o: RunTables, features: Sequence[str]) -> s
 
 
 def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, counters: list[str],
-                 options: MergeOptions, own: Own = None, read: RunRead | None = None) -> AlignedRun:
+                 options: MergeOptions, own: Own = None, read: RunRead | None = None,
+                 spill: Path | None = None) -> AlignedRun:
     """Align one other run (its tasks renumbered by ``renum``) to the reference: its match table, tallies and
     choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
     ``read``: the run's bursts, calls and logical messages already read (taken from it) with the counters it shares
-    with the reference and compares, else read here.
+    with the reference and compares, else read here. ``spill``: an empty folder; when given and both runs' bursts are
+    lazy scans whose units are single bursts, their counter columns are not read whole after the alignment but a
+    block at a time where needed (:class:`WideRows`; the choice sample's written there: issue 23, attack 18 F2).
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts. What
     the checks read of the run's calls is derived before its sequence table, which is handed the calls (not held
@@ -662,6 +751,8 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
     o_seq = sequence_table(o_units.table, handed.pop(0), feats, options.align, handed.pop())
     lazy = isinstance(o.bursts, pl.LazyFrame)
+    wide = (lazy and spill is not None and own is None and isinstance(ref.run.bursts, pl.LazyFrame)
+            and not (o_units.split or ref.units.split))
     if lazy:  # the projection read for the steps above: read again whole after the alignment
         bursts = mapped = None
         o_units = replace(o_units, table=pl.DataFrame())
@@ -674,13 +765,22 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     # the sequence tables (the reference's read back when spilled) are let go before the checks of the pairs
     del ref_seq, o_seq, o_structure
     release_free_heap()
-    if lazy:  # both runs' bursts whole, read again
+    wide_rows: WideRows | None = None
+    if wide:  # both runs' bursts with the columns read of every row; their counters where they are needed
+        narrow = narrow_columns(feats, common)
+        bursts, o_rows = narrow_read(o, narrow, renum)
+        ref_bursts, ref_rows = narrow_read(ref.run, narrow)
+        wide_rows = WideRows(ref.run.bursts, ref_rows, o.bursts, o_rows)  # type: ignore[arg-type]
+        o_units, ref_units = _units_over(o_units, bursts), _units_over(ref.units, ref_bursts)
+        mapped = replace(o, bursts=bursts, mpi_calls=renumber_calls(o.mpi_calls, renum) if renum else o.mpi_calls)
+    elif lazy:  # both runs' bursts whole, read again
         bursts = bursts_of(o)
         if renum:
             bursts = sort_bursts(renumber_columns(bursts, renum, ("task",)))
         o_units = _units_over(o_units, bursts)
         mapped = replace(o, bursts=bursts, mpi_calls=renumber_calls(o.mpi_calls, renum) if renum else o.mpi_calls)
-    ref_bursts, ref_units = ref.whole()
+    if not wide:
+        ref_bursts, ref_units = ref.whole()
     reference, source, share = ref_bursts, bursts, None
     if ref_units.split or o_units.split:
         ex = expand(ref_bursts, ref_units, bursts, o_units, m, common)
@@ -705,16 +805,52 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                     same_sig=int(m.get_column("same_sig").fill_null(False).sum()), pairs=sig)
     at = own.sample(m, own.starts, own.total) if own else sample_rows(m.height)
     picked = m[at]
-    sample = Sample(reference.select(*THREAD_KEYS, *[c for c in ("call_site", "mpi_call") if c in reference.columns],
-                                     *common)[at],
-                    source.select(pl.col(common).gather(picked.get_column("other_row"))),
-                    _paired(picked.drop("other_seq")), long_ref[at])
-    own_bursts = bursts if not own else bursts.filter(own.rows_of(bursts))
-    run_sample = own_bursts[own.sample(own_bursts, own.other_starts, own.other_total) if own
-                            else sample_rows(bursts.height)]
+    named = [*THREAD_KEYS, *[c for c in ("call_site", "mpi_call") if c in reference.columns]]
+    if wide_rows is not None and spill is not None:
+        sample, run_sample = _wide_samples(wide_rows, reference.select(named), at, picked, long_ref[at], bursts, common,
+                                           [c for c in counters if c not in bursts.columns], spill)
+    else:
+        sample = Sample(reference.select(*named, *common)[at],
+                        source.select(pl.col(common).gather(picked.get_column("other_row"))),
+                        _paired(picked.drop("other_seq")), long_ref[at])
+        own_bursts = bursts if not own else bursts.filter(own.rows_of(bursts))
+        run_sample = own_bursts[own.sample(own_bursts, own.other_starts, own.other_total) if own
+                                else sample_rows(bursts.height)]
     return AlignedRun(run=mapped, original=o, renumbered=renum, matches=m, common=tuple(common),
                       features=tuple(feats), reference=reference, source=source, share=share, tally=tally,
-                      sample=sample, run_sample=run_sample, partner_pairs=partner_pairs)
+                      sample=sample, run_sample=run_sample, partner_pairs=partner_pairs, wide=wide_rows)
+
+
+def _wide_samples(rows: WideRows, named: pl.DataFrame, at: np.ndarray, picked: pl.DataFrame, long: pl.Series,
+                  bursts: pl.DataFrame, common: Sequence[str], counters: Sequence[str],
+                  spill: Path) -> tuple[Sample, pl.DataFrame]:
+    """The choice sample of a pair of runs read a block at a time (:class:`WideRows`) and written to ``spill`` (its
+    frames lazy scans of the files; columns read where they are compared: issue 23), and the run sample that
+    rescaling is chosen on: its rows that recorded every common counter (the only rows
+    :func:`synthtrace.tracelib.merge.transfer.rescale_counter` reads of it, which drops a row missing any), with
+    ``bursts``' columns and the run's other ``counters``. ``named``: the reference bursts' keys, call and site;
+    ``picked``: the sample's rows of the match table."""
+    other = picked.get_column("other_row")
+    step = block_rows(len(common) + named.width)
+    starts = range(0, max(len(at), 1), step)  # one block at least: the files hold the sample's schema
+    ref = written((pl.concat([named[at[a:a + step]], gathered(rows.ref_scan, rows.ref_rows.gather(at[a:a + step]),
+                                                                common)], how="horizontal") for a in starts),
+                  spill / "sample-reference.parquet")
+    src = written((gathered(rows.src_scan, rows.src_rows.gather(other.slice(a, step)), common) for a in starts),
+                  spill / "sample-source.parquet")
+    sample = Sample(ref, src, _paired(picked.drop("other_seq")), long)
+    own = sample_rows(bursts.height)
+    kept = []
+    extra = [c for c in counters if c not in common]
+    step = block_rows(len(common) + len(extra))
+    for a in range(0, max(len(own), 1), step):
+        part = own[a:a + step]
+        got = gathered(rows.src_scan, rows.src_rows.gather(part), [*common, *extra])
+        full = pl.concat([bursts[part].drop(common, strict=False), got], how="horizontal")
+        kept.append(full.filter(pl.all_horizontal(pl.col(c).is_not_null() for c in common)) if common
+                    else full.clear())
+    run_sample = pl.concat(kept) if kept else bursts.clear()
+    return sample, run_sample
 
 
 @dataclass(frozen=True)
@@ -831,6 +967,17 @@ class Recorded:
         return cls(bursts.height, int(long.sum()),
                    {c: (int(got.get_column(c)[0]), int(got.get_column(f"_l_{c}")[0])) for c in counters})
 
+    @classmethod
+    def scanned(cls, bursts: pl.LazyFrame, counters: Sequence[str], min_duration_ns: int) -> Recorded:
+        """:meth:`of` a lazy scan, streamed (its counter columns are never held whole: issue 23), ``long`` the bursts
+        of at least ``min_duration_ns``."""
+        long = pl.col("duration_ns") >= min_duration_ns
+        got = bursts.select(pl.len().alias("_rows"), long.sum().alias("_long"),
+                            *[pl.col(c).is_not_null().sum().alias(c) for c in counters],
+                            *[(pl.col(c).is_not_null() & long).sum().alias(f"_l_{c}") for c in counters]
+                            ).collect(engine="streaming").row(0, named=True)
+        return cls(int(got["_rows"]), int(got["_long"]), {c: (int(got[c]), int(got[f"_l_{c}"])) for c in counters})
+
     def __add__(self, other: Recorded) -> Recorded:
         return Recorded(self.rows + other.rows, self.long + other.long,
                         {c: (a + other.values[c][0], b + other.values[c][1]) for c, (a, b) in self.values.items()})
@@ -866,7 +1013,9 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         info, s = aligned[o.run_id], samples[o.run_id]
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
-        shift = pair_signals(s.reference, s.source, s.matches, work, rate, s.long).work_shift if work else None
+        read = [c for c in dict.fromkeys([work, rate]) if c]  # what the signals read of a sample on disk
+        shift = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
+                             s.matches, work, rate, s.long).work_shift if work else None
         sig = tallies[o.run_id].signals(shift)
         verdicts[o.run_id] = (sig, verdict(sig, not info.features))
         if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
@@ -881,7 +1030,7 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
             if partner:
                 s = samples[partner.run_id]
                 e = relative_errors(transferred(s.reference, s.source, s.matches.get_column("other_row"), c, Plan()),
-                                    s.reference.get_column(c), s.long)
+                                    frame_of(s.reference, [c]).to_series(), s.long)
                 cross = float(e.median()) if e.len() else None
             source[c] = None
             quality.append(QualityRow(
@@ -993,10 +1142,13 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     check_counters(ref_run, others, counters_of,
                    lambda r: (ref.messages if r is ref_run
                               else logical_messages(calls_of(r), messages_of(r))).height > 0, options)
-    head = bursts_of(ref_run, ref.counters)
+    if isinstance(ref_run.bursts, pl.LazyFrame):  # its counters counted streaming, never held whole (issue 23)
+        head = bursts_of(ref_run, ())
+        recorded = Recorded.scanned(ref_run.bursts, ref.counters, options.min_error_duration_ns)
+    else:
+        head = ref_run.bursts
+        recorded = Recorded.of(head, ref.counters, head.get_column("duration_ns") >= options.min_error_duration_ns)
     n_ref, ref_layout = head.height, _layout(head)
-    long_ref = head.get_column("duration_ns") >= options.min_error_duration_ns
-    recorded = Recorded.of(head, ref.counters, long_ref)
     del head
     n_counters = len({c for r in (ref_run, *others) for c in counters_of[r.run_id]})
     n_steps = len(others) + n_counters
@@ -1004,7 +1156,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     tallies: dict[str, Tally] = {}
     samples: dict[str, Sample] = {}
     run_samples: dict[str, pl.DataFrame] = {}
-    pairs: dict[str, Pairs] = {}  # the runs that recorded a counter the reference did not: a source of it
+    pairs: dict[str, Pairs | WidePairs] = {}  # the runs that recorded a counter the reference did not: a source
     whole: dict[str, AlignedRun] = {}  # estimate_unmatched reads the source runs' bursts and calls again
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
@@ -1020,7 +1172,11 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             notes.append(renumbered_note(ref_run, o, renum))
         if msg := timing_only_note(ref_run, o, read.features):
             notes.append(msg)
-        info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read)
+        own_spill = None
+        if spill is not None and not options.estimate_unmatched:  # the choice samples of wide runs written there
+            own_spill = spill / f"run-{j:04d}"
+            own_spill.mkdir()
+        info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read, spill=own_spill)
         check_same_program(ref_run, info.run, info.tally, options, notes)
         compared[o.run_id] = Compared(info.common, info.features)
         tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally, info.sample, info.run_sample
@@ -1040,16 +1196,48 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             on_step(f"aligned {lazy.run_name}", n_steps)
     transfer = decide(ref_run, ref.counters, others, counters_of, compared, tallies, samples, run_samples,
                       recorded, options, notes, on_step, n_steps)
-    ref_bursts = bursts_of(ref_run)  # a lazy scan's read once, for the merged rows and their estimates
-    merged = merged_rows(ref_bursts, pairs, transfer, experiment, ref_run)
     quality_rows = transfer.quality
-    if options.estimate_unmatched:
-        merged, quality_rows = _with_estimates(merged, ref, ref_bursts, whole, transfer, options)
-    del ref_bursts
+    if spill is not None and isinstance(ref_run.bursts, pl.LazyFrame) and not options.estimate_unmatched:
+        merged: pl.DataFrame | PartedTable = _merged_blocks(ref_run, pairs, transfer, experiment, spill)
+    else:
+        ref_bursts = bursts_of(ref_run)  # a lazy scan's read once, for the merged rows and their estimates
+        merged = merged_rows(ref_bursts, pairs, transfer, experiment, ref_run)  # type: ignore[arg-type]
+        if options.estimate_unmatched:
+            merged, quality_rows = _with_estimates(merged, ref, ref_bursts, whole, transfer, options)
+        del ref_bursts
     quality = pl.DataFrame([{**asdict(q), "experiment": experiment, "reference_run": ref_run.run_name,
                              "n_bursts": n_ref} for q in quality_rows], schema=QUALITY_SCHEMA)
-    return MergeResult(experiment, ref_run.run_id, ref_run.run_name, merged, quality,
+    return MergeResult(experiment, ref_run.run_id, ref_run.run_name, merged, quality,  # type: ignore[arg-type]
                        PartedTable(matches) if spill is not None else pl.concat(matches), notes)
+
+
+def _merged_blocks(ref_run: RunTables, pairs: Mapping[str, Pairs | WidePairs], transfer: Transfer, experiment: str,
+                   spill: Path) -> PartedTable:
+    """The merged rows (:func:`merged_rows`) of the reference's bursts (a lazy scan) a block of bursts at a time,
+    each block's counters read then and written to ``spill`` (issue 23, attack 18 F2: the merged table has a column
+    per counter of any run; held whole it is bursts x counter types)."""
+    keys, rows = narrow_read(ref_run, KEYS)
+    del keys
+    rec = [c for c in transfer.counters if transfer.source[c] is None]
+    by_run: dict[str, tuple[list[str], list[str]]] = {}  # per source run: the reference's and its columns read
+    for c in transfer.counters:
+        run_id = transfer.source[c]
+        if run_id is None:
+            continue
+        plan = transfer.plans[c]
+        ref_cols, src_cols = by_run.setdefault(run_id, ([], []))
+        ref_cols += [x for x in (plan.work, plan.rescale_by) if x and x not in ref_cols]
+        src_cols += [x for x in (c, plan.work, plan.rescale_by) if x and x not in src_cols]
+    step = block_rows(len(BASE_COLUMNS) + len(rec) + sum(len(a) + len(b) for a, b in by_run.values())
+                      + len(transfer.counters))
+    files = []
+    for k, a in enumerate(range(0, max(rows.len(), 1), step)):
+        n = min(step, rows.len() - a)
+        block = gathered(ref_run.bursts, rows.slice(a, n), [*BASE_COLUMNS, *rec])  # type: ignore[arg-type]
+        got = {r: p.block(a, n, *by_run[r]) for r, p in pairs.items() if r in by_run}
+        files.append(spill / f"merged-{k:05d}.parquet")
+        merged_rows(block, got, transfer, experiment, ref_run).write_parquet(files[-1])
+    return PartedTable(files)
 
 
 def _with_estimates(merged: pl.DataFrame, ref: Reference, ref_bursts: pl.DataFrame, aligned: dict[str, AlignedRun],

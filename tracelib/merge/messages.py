@@ -150,15 +150,19 @@ def logical_messages_at(records: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFra
     """:func:`logical_messages` of communication records whose ends are already placed in their calls (reader
     (issue 27): the reader places them once for the calls' message columns). ``ends``: per row of ``records``,
     ``s_call_seq``, ``s_comm``, ``r_call_seq``, ``r_comm`` of the calls holding the send and the receive (NULL:
-    none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known)."""
+    none), optionally ``c_call_seq``, the call that completed the receive (NULL when not given: not known). A
+    message's communicator is its sending call's, else the one its records name (``comm``, kept by the OTF2
+    reader: a receive whose send was not traced, in a call that names none), else its receiving call's."""
     if "c_call_seq" not in ends.columns:
         ends = ends.with_columns(pl.lit(None, pl.Int64).alias("c_call_seq"))
+    named = pl.col("comm").cast(pl.Int64) if "comm" in records.columns else pl.lit(None, pl.Int64)
     # one expression, no frame kept here: _numbered's sorted copy then has no unsorted one beside it ([helper
     # reader] issue 27: 270 MB less at the peak of a 2 GB trace's ingest)
     return _numbered(pl.concat([records.select(
         pl.coalesce("s_appl", "r_appl").cast(pl.Int32).alias("appl"), pl.col("s_task").alias("sender"),
         pl.col("r_task").alias("receiver"), "tag", pl.col("size").alias("bytes"), "s_thread", "s_time_ns", "r_thread",
-        "r_time_ns"), ends], how="horizontal").with_columns(pl.coalesce("s_comm", "r_comm").alias("comm")))
+        "r_time_ns", named.alias("_named")), ends], how="horizontal")
+        .with_columns(pl.coalesce("s_comm", "_named", "r_comm").alias("comm")))
 
 
 def _from_calls(calls: pl.DataFrame) -> pl.DataFrame:
@@ -239,11 +243,11 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     Channels with nothing lost are left out."""
     keys = ["appl", "task", "thread", "call_seq"]
     # a call's site: its name, caller and communicator (two communicators' calls at one caller told apart, tidy19)
-    site = [c for c in ("mpi_call", "call_site") if c in calls.columns]
+    base = [c for c in ("mpi_call", "call_site") if c in calls.columns]
     comm = [pl.col("comm").cast(pl.Int64).fill_null(NO_COMM).alias("_comm")] if "comm" in calls.columns else []
-    site += ["_comm"] if comm else []
+    site = [*base, *(["_comm"] if comm else [])]
     c = calls.select(pl.col("appl").cast(pl.Int32), pl.col("task").cast(pl.Int32), pl.col("thread").cast(pl.Int32),
-                     "call_seq", "start_ns", *[s for s in site if s != "_comm"], *comm)
+                     "call_seq", "start_ns", *base, *comm)
     m = messages.filter(pl.col("sender").is_not_null() & pl.col("receiver").is_not_null())
     def without(f: pl.DataFrame, t: str, h: str, q: str) -> pl.DataFrame:
         ends_ = m.select("appl", pl.col(t).alias("task"), pl.col(h).alias("thread"), pl.col(q).alias("call_seq"))
@@ -301,33 +305,37 @@ _SEND_END = ["s_thread", "s_call_seq", "s_time_ns", "bytes"]
 _RECV_END = ["r_thread", "r_call_seq", "r_time_ns", "c_call_seq"]
 
 
-def repaired_halves(calls: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``messages`` with the channels that hold lone halves paired again, and those of them whose pairing is not
-    known (CHANNEL). An OTF2 archive has no message records: its reader pairs a channel's k-th send event with its
-    k-th receive event, so a channel one end of which traced fewer of its messages (a rank whose trace began late:
-    its first events are in no file) gets each receive paired with a later message's send, and lone halves at the
-    channel's end (mergeacc18: the late rank 3 % right, the merge ``ok``). A trace starts and ends once per rank,
-    and MPI's non-overtaking order makes the missing halves a channel's first when the end that traced fewer began
-    after some of its partner's halves and ended after all of them, its last when it ended before some and began
-    before all: the halves are paired from the channel's last (first) message, and the partner's halves no end
-    traced are dropped (their calls then hold no message: :func:`lost_at_start` counts them). A channel that fits
-    neither (both, or halves lost at both ends) keeps its pairing and its lone halves, and is returned to be left
-    unnamed. Halves are paired within (appl, sender, receiver, tag, communicator): MPI orders messages per
-    communicator only. A receive half without its send may name no communicator (``NO_COMM``: OTF2 names it in the
-    call that completed it; a paired message takes its send's): where its sender, receiver and tag are used on one
-    communicator it is that one's, where on several its channels keep their pairing, unnamed (tidy19)."""
+def repaired_halves(calls: pl.DataFrame,
+                    messages: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """``messages`` with the channels that hold lone halves paired again, those of them whose pairing is not known
+    (CHANNEL), and per channel paired again from its last message the messages lost at its start (CHANNEL, ``lost``:
+    the partner's halves dropped; NULL when the partner is itself an end that traced fewer from its channel's start,
+    so began late: what it posted before is in no trace). An OTF2 archive has no message records: its reader pairs a
+    channel's k-th send event with its k-th receive event, so a channel one end of which traced fewer of its messages
+    (a rank whose trace began late: its first events are in no file) gets each receive paired with a later message's
+    send, and lone halves at the channel's end (mergeacc18: the late rank 3 % right, the merge ``ok``). A trace
+    starts and ends once per rank, and MPI's non-overtaking order makes the missing halves a channel's first when the
+    end that traced fewer began after some of its partner's halves and ended after all of them, its last when it
+    ended before some and began before all: the halves are paired from the channel's last (first) message, and the
+    partner's halves no end traced are dropped (counted as the channel's loss at its start: :func:`_lost_halves`). A
+    channel that fits neither (both, or halves lost at both ends) keeps its pairing and its lone halves, and is
+    returned to be left unnamed. Halves are paired within (appl, sender, receiver, tag, communicator): MPI orders
+    messages per communicator only. A receive half without its send may name no communicator (``NO_COMM``: OTF2 names
+    it in the call that completed it; a paired message takes its send's): where its sender, receiver and tag are used
+    on one communicator it is that one's, where on several its channels keep their pairing, unnamed (tidy19)."""
     none = pl.DataFrame(schema={k: LOGICAL_MESSAGE_SCHEMA[k] for k in CHANNEL})
+    no_loss = none.with_columns(pl.lit(None, pl.Int64).alias("lost"))
     lone_r, lone_s = pl.col("s_time_ns").is_null(), pl.col("r_time_ns").is_null()
     # a table named from calls alone has no receive end where none is named: a channel is paired again only when
     # its records hold receive halves (a receive without a send is a record's alone)
     key = ["appl", "sender", "receiver", "tag"]
     if not messages.select((lone_r | lone_s).any()).item():
-        return messages, none
+        return messages, none, no_loss
     bad = (messages.group_by(key).agg(lone_r.any().alias("_r"), lone_s.any().alias("_s"),
                                       (~lone_r & ~lone_s).any().alias("_p"))
            .filter(pl.col("_r") | (pl.col("_s") & pl.col("_p"))).select(key))
     if bad.height == 0:
-        return messages, none
+        return messages, none, no_loss
     # issue 23: a mask and two filters, not a semi and an anti join (each a copy of the run's messages)
     mask = messages.select(pl.struct(key).is_in(bad.select(pl.struct(key).implode()).to_series())).to_series()
     hit, keep = messages.filter(mask), messages.filter(~mask)
@@ -385,7 +393,42 @@ def repaired_halves(calls: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.Dat
               .sort("s_time_ns").with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(CHANNEL).alias("k")))
     out = pl.concat([x.select([pl.col(c).cast(t) for c, t in LOGICAL_MESSAGE_SCHEMA.items()])
                      for x in (keep, kept, paired)], rechunk=False)
-    return out, unknown
+    return out, unknown, _lost_halves(counts, mode, paired, group)
+
+
+def _lost_halves(counts: pl.DataFrame, mode: pl.DataFrame, paired: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Per channel :func:`repaired_halves` paired from its last message, the messages lost at its start: the
+    partner's halves the short end did not trace (a lone half is its partner's record of a message, so this counts
+    what no call of the partner need post alone: a persistent request's ``MPI_Startall`` posts several, attack 19
+    F10), NULL when the partner is the short end of a channel paired so itself (its trace began late too)."""
+    tail = counts.join(mode.filter(pl.col("_mode") == "tail").select(group), on=group, nulls_equal=True)
+    late = tail.select("appl", "_short").unique()
+    long_end = pl.when(pl.col("_short_r")).then(pl.col("sender")).otherwise(pl.col("receiver"))
+    fewer = (pl.col("_ns").cast(pl.Int64) - pl.col("_nr").cast(pl.Int64)).abs()  # counts are UInt32
+    tail = (tail.with_columns(long_end.alias("_long"), fewer.alias("lost"))
+            .join(late.rename({"_short": "_long"}).with_columns(pl.lit(True).alias("_late")), on=["appl", "_long"],
+                  how="left")
+            .with_columns(pl.when(pl.col("_late").fill_null(False)).then(None).otherwise(pl.col("lost"))
+                          .alias("lost")))
+    channels = paired.select(*group, "comm").unique()
+    return (tail.join(channels, on=group, nulls_equal=True)
+            .select(*[pl.col(k).cast(LOGICAL_MESSAGE_SCHEMA[k]) for k in CHANNEL], "lost").unique())
+
+
+def _with_dropped(counted: pl.DataFrame, dropped: pl.DataFrame) -> pl.DataFrame:
+    """The messages lost at each channel's start (CHANNEL, ``lost``): those :func:`lost_at_start` counted on the
+    partner's calls, and on a channel :func:`repaired_halves` paired again from its end the partner's halves it
+    dropped (``dropped``), exact whatever the calls (a lone half is the partner's record of one message of that
+    channel), NULL (not known) where a count of calls differs from them. Before (attack 19 F10): a channel whose
+    partner posted its messages with ``MPI_Startall`` (no call posting one message to count) was numbered from its
+    first traced message, the late rank's every message named as the one an iteration or two before."""
+    if dropped.height == 0:
+        return counted
+    both = counted.join(dropped.rename({"lost": "_d"}).with_columns(pl.lit(True).alias("_in")), on=CHANNEL,
+                        how="full", coalesce=True, nulls_equal=True)
+    return both.select(*CHANNEL, pl.when(~pl.col("_in").fill_null(False)).then(pl.col("lost"))
+                       .when(pl.col("lost").is_null() | (pl.col("lost") == pl.col("_d"))).then(pl.col("_d"))
+                       .otherwise(None).alias("lost"))
 
 
 def _from_run_start(calls: pl.DataFrame, box: list[pl.DataFrame]) -> pl.DataFrame:
@@ -398,8 +441,8 @@ def _from_run_start(calls: pl.DataFrame, box: list[pl.DataFrame]) -> pl.DataFram
     messages = box.pop()
     if messages.height == 0 or not {"start_ns", "end_ns", "mpi_call"} <= set(calls.columns):
         return messages
-    messages, unknown = repaired_halves(calls, messages)
-    lost = lost_at_start(calls, messages)
+    messages, unknown, dropped = repaired_halves(calls, messages)
+    lost = _with_dropped(lost_at_start(calls, messages), dropped)
     lost = pl.concat([lost.join(unknown, on=CHANNEL, how="anti", nulls_equal=True),
                       unknown.with_columns(pl.lit(None, pl.Int64).alias("lost"))])
     if lost.height == 0:

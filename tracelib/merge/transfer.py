@@ -29,9 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.merge.blocks import frame_of
+
 RATIO_CLIP = (0.25, 4.0)
 WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
 CHOICE_SAMPLE = 100_000  # bursts looked at to choose a rescaling counter
+MIN_COVARY_ROWS = 20  # bursts with every counter compared that a co-variation is measured on (else none is)
 AUTO_RESCALE = (0.95, 1.0, False)  # (min correlation, max exponent, clip) of rescaling chosen by default
 WORK_NOISE = 5.0  # work ratios within this many times the median |log ratio| of the pairs count as noise,
 WORK_TOL_MAX = math.log(1.02)  # ... but never beyond 2 %: instruction counts of the same code repeat closer than that
@@ -93,6 +96,8 @@ def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str]
     """
     if bursts.height > CHOICE_SAMPLE:  # a choice, not an estimate: a regular sample of bursts is plenty
         bursts = bursts.gather_every(bursts.height // CHOICE_SAMPLE + 1)
+    if bursts.height < MIN_COVARY_ROWS:  # fewer than the co-variation below needs, whatever the columns: none
+        return None  # (a merge's run sample keeps the rows that recorded every common counter: often none)
     work = next((c for c in WORK_COUNTERS if c in candidates and c != target), None) or \
         _best_correlated(bursts, target, candidates)
     rest = [c for c in candidates if c not in (target, work)]
@@ -103,7 +108,7 @@ def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str]
     logs = (bursts.select(*group, *[pl.col(c).cast(pl.Float64).log1p().alias(f"_{i}") for i, c in enumerate(names)])
             .drop_nulls(subset=[f"_{i}" for i in range(len(names))])
             .filter(pl.len().over(group) >= 3))
-    if logs.height < 20:
+    if logs.height < MIN_COVARY_ROWS:
         return None
     rates = logs.select(*group, *[(pl.col(f"_{i}") - pl.col("_1")).alias(f"r{i}") for i in range(len(names))])
     dev = rates.select([(pl.col(f"r{i}") - pl.col(f"r{i}").mean().over(group)).alias(f"r{i}")
@@ -131,11 +136,13 @@ def _ratio(ref_val: pl.Expr, src_val: pl.Expr, exponent: float) -> pl.Expr:
     return pl.when(src_val > 0).then(r.clip(lo, hi).pow(exponent)).otherwise(1.0).fill_null(1.0)
 
 
-def transferred(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, counter: str,
-                plan: Plan) -> pl.Series:
+def transferred(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame | pl.LazyFrame,
+                other_row: pl.Series, counter: str, plan: Plan) -> pl.Series:
     """Float64 value of ``counter`` for every reference burst (row order of ``ref_bursts``) under ``plan``, from
-    the source burst at ``other_row`` (NULL where NULL: unmatched)."""
+    the source burst at ``other_row`` (NULL where NULL: unmatched). Lazy scans are read for the columns used."""
     used = [c for c in dict.fromkeys([counter, plan.work, plan.rescale_by]) if c]
+    src_bursts = frame_of(src_bursts, used)
+    ref_bursts = frame_of(ref_bursts, [c for c in used if c != counter])
     sv = src_bursts.select(pl.col(c).gather(other_row).alias(f"_s_{c}") for c in used).with_columns(
         ref_bursts.select(pl.col(c).alias(f"_r_{c}") for c in used if c != counter))
     val = pl.col(f"_s_{counter}").cast(pl.Float64)
@@ -196,8 +203,8 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
         if r and c != work:
             plans["rescaled"] = Plan(work, *r, tol) if work else Plan(None, *r)
         for kind, plan in plans.items():
-            e = relative_errors(transferred(ref_bursts, src_bursts, other_row, c, plan), ref_bursts.get_column(c),
-                                long_ref)
+            e = relative_errors(transferred(ref_bursts, src_bursts, other_row, c, plan),
+                                frame_of(ref_bursts, [c]).to_series(), long_ref)
             if e.len():
                 errs[kind][c] = (float(e.median()), float(e.quantile(0.95)))
         if c == work and c in errs["verbatim"]:  # the work counter itself is only ever copied
@@ -215,8 +222,9 @@ def _work_noise(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: p
                 long_ref: pl.Series) -> float:
     """``WORK_NOISE`` times the median |log work ratio| of the long matched pairs, at most ``WORK_TOL_MAX``: the
     instructions counter's own run-to-run noise, below which a ratio says nothing about the work (log units)."""
-    r = pl.DataFrame({"a": ref_bursts.get_column(work).cast(pl.Float64),
-                      "b": src_bursts.get_column(work).cast(pl.Float64).gather(other_row), "k": long_ref})
+    r = pl.DataFrame({"a": frame_of(ref_bursts, [work]).to_series().cast(pl.Float64),
+                      "b": frame_of(src_bursts, [work]).to_series().cast(pl.Float64).gather(other_row),
+                      "k": long_ref})
     med = r.filter(pl.col("k") & (pl.col("a") > 0) & (pl.col("b") > 0)).select(
         (pl.col("a") / pl.col("b")).log().abs().median()).item()
     return min(WORK_NOISE * float(med or 0.0), WORK_TOL_MAX)

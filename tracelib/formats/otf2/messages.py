@@ -16,8 +16,10 @@ from synthtrace.tracelib.formats.row_order import stable_order
 _SEND_KINDS = [_SEND, _ISEND]
 #: the messages of an OTF2 run: MESSAGE_SCHEMA and ``r_phys_ns``, the receive's completion (ns): its ``MpiRecv`` or
 #: ``MpiIrecv`` event, in the call that completed it (the wait or test of an ``MPI_Irecv``, whose logical receive
-#: time ``r_time_ns`` is its ``MpiIrecvRequest``), as the Paraver reader keeps a record's physical receive time
-OTF2_MESSAGE_SCHEMA = {**MESSAGE_SCHEMA, "r_phys_ns": pl.Int64}
+#: time ``r_time_ns`` is its ``MpiIrecvRequest``), as the Paraver reader keeps a record's physical receive time; and
+#: ``comm``, the communicator the halves name (a receive's own when it has no send: its call may name none, an
+#: ``MPI_Irecv(MPI_ANY_SOURCE)`` whose request record names no communicator)
+OTF2_MESSAGE_SCHEMA = {**MESSAGE_SCHEMA, "r_phys_ns": pl.Int64, "comm": pl.Int64}
 _VIOLATION_SCHEMA = {"s_task": pl.Int32, "s_thread": pl.Int32, "tag": pl.Int64, "t": pl.Int64, "r_done": pl.Int64}
 #: the records that name the rank they send to or receive from (a probe's rank is its Mrecv's)
 _PEER_KINDS = [_SEND, _ISEND, _RECV, _IRECV]
@@ -333,6 +335,7 @@ def _piece(m: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce("s_size", "r_size").cast(pl.Int64).alias("size"),
         pl.col("tag").cast(pl.Int64),
         pl.col("r_done").alias("r_phys_ns").cast(pl.Int64),
+        pl.col("comm").cast(pl.Int64),
     )
 
 

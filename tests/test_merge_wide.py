@@ -1,0 +1,89 @@
+"""A merge of runs whose bursts each sample one of many counter types holds a bounded number of cells whatever the
+number of types (issue 23, attack 18 F2: two such runs of 10,000 bursts and 4,096 types, 0.85 MB of trace each,
+took 2.2 GB to merge, every run read whole as bursts x counter types Int64 cells), and merges as the whole tables
+do."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import synthtrace
+from synthtrace.tracelib.merge import blocks
+from synthtrace.tracelib.merge.merge_runs import MergeOptions, merge_runs
+from synthtrace.warehouse import merged as merged_module
+from synthtrace.warehouse.layout import Warehouse
+from testing.stored_runs import whole_run_tables
+
+BURSTS = 600
+#: columns of a burst besides its counters (keys, times, call, site, cpu) and a margin
+NARROW = 16
+
+
+def wide_pair(folder: Path, n: int, types: int) -> Path:
+    """Two one-thread runs of ``n`` bursts of one program, burst i of run r sampling counter type 42000000 +
+    r * types / 2 + i % ``types`` (half the types in common), with values that differ between the runs."""
+    folder.mkdir()
+    for r in (0, 1):
+        with (folder / f"a.run{r}.prv").open("wb") as f:
+            f.write(b"#Paraver (01/01/26 at 00:00):%d_ns:1(1):1:1(1:1)\n" % (10 * n + 10))
+            for i in range(n):
+                f.write(b"1:1:1:1:1:%d:%d:1\n2:1:1:1:1:%d:%d:%d\n1:1:1:1:1:%d:%d:0\n"
+                        % (10 * i, 10 * i + 5, 10 * i + 2, 42000000 + r * (types // 2) + i % types,
+                           (i + 1) * (r + 1) + i % 7, 10 * i + 5, 10 * i + 10))
+    return folder
+
+
+@pytest.mark.parametrize("types", [64, pytest.param(512, marks=pytest.mark.slow)])
+def test_wide_runs_merge_in_blocks_of_bounded_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   types: int) -> None:
+    """Every frame the merge reads from the runs' scans holds at most a block of cells beyond a few columns per
+    burst, with 64 counter types as with 512 (the whole runs: 600 bursts x ~520 columns); the committed merge is
+    the merge of the whole tables."""
+    synthtrace.ingest(str(tmp_path / "wh"), str(wide_pair(tmp_path / "w", BURSTS, types)), experiment="w")
+    exp = Warehouse(tmp_path / "wh").experiment("w")
+    monkeypatch.setattr(blocks, "BLOCK_CELLS", 20_000)
+    seen: list[tuple[int, int]] = []
+    collect, merging = pl.LazyFrame.collect, [False]
+
+    def spy_collect(self, *args, **kwargs):
+        got = collect(self, *args, **kwargs)
+        if merging[0]:
+            seen.append(got.shape)
+        return got
+
+    def spy_merge(*args, **kwargs):
+        merging[0] = True
+        try:
+            return merge_runs(*args, **kwargs)
+        finally:
+            merging[0] = False
+
+    monkeypatch.setattr(pl.LazyFrame, "collect", spy_collect)
+    monkeypatch.setattr(merged_module, "merge_runs", spy_merge)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        merged_module.merge_stored(exp, MergeOptions())
+        monkeypatch.undo()
+        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
+    assert seen
+    assert max(h * w for h, w in seen) <= 20_000 + BURSTS * NARROW, max(seen, key=lambda s: s[0] * s[1])
+    assert whole.merged.width > types  # a column per counter of either run
+    for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
+                        ("merge_quality", whole.quality)):
+        committed = pl.read_parquet(exp.dir / f"{name}.parquet")
+        assert committed.schema == frame.schema, name
+        assert committed.sort(committed.columns, nulls_last=True).equals(frame.sort(frame.columns, nulls_last=True))
+
+
+def test_gathered_rows_are_the_rows_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of a scan read a window at a time are the rows asked for, in order, NULL for a NULL row number."""
+    frame = pl.DataFrame({"a": range(100), "b": [str(i) for i in range(100)]})
+    rows = pl.Series([5, None, 99, 0, 5, 42, 43, None, 7], dtype=pl.Int64)
+    for cells in (1, 10, 1_000):
+        monkeypatch.setattr(blocks, "BLOCK_CELLS", cells)
+        got = blocks.gathered(frame.lazy(), rows, ["b", "a"])
+        assert got.equals(frame.select("b", "a")[[5, 0, 99, 0, 5, 42, 43, 0, 7]].with_columns(
+            pl.when(rows.is_null()).then(None).otherwise(pl.all()).name.keep())), cells
