@@ -87,6 +87,7 @@ The calls carry the bytes of their messages (a tracer's sizes; a collective's ow
 """
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -300,6 +301,11 @@ class Logic:
     epochs: list[list[list[int]]]  # neighbours per regrid epoch (epoch 0 = ``nb``)
     refine: np.ndarray  # (iterations + 1, ranks) refinement factor of each rank's bytes and work (1: none)
 
+    @functools.cached_property
+    def dup(self) -> int | None:
+        """The id of the world's duplicate communicator (:func:`dup_communicator`), once per campaign."""
+        return dup_communicator(self.spec)
+
     def nb_at(self, it: int) -> list[list[int]]:
         """Neighbours per task in outer iteration ``it``."""
         every = self.spec.shape.regrid_every
@@ -498,7 +504,7 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
         ids = yield Call("MPI_Startall", boundary, ins, lid(task, it, inner, 20), sites("halo.c:97"), posts=posts)
         recv, sends = list(ids[:len(nb)]), list(ids[len(nb):])
     if s.dup_comm:  # the duplicate's receives before the world's, its sends after them (MPI orders per communicator)
-        dup, dup_reqs = dup_communicator(lg.spec), []
+        dup, dup_reqs = lg.dup, []
         for d, src in enumerate(nb):
             dup_reqs.append((yield Call("MPI_Irecv", poll, 500.0, lid(task, it, inner, 110 + d), sites("halo.c:88"),
                                         peer=ANY if s.recv_any else src, tag=TAG_HALO + DUP_TAG, size=size_in[src],

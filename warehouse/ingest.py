@@ -348,7 +348,8 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     files = source.content_files()
     if source.format != "paraver":
         return []
-    entry = _without_pcf_index(wh) / _source_key(source_text(path))
+    src = source_text(path)
+    entry = _without_pcf_index(wh) / _source_key(src)
     if not any(f.suffix == ".pcf" for f in files):
         entry.mkdir(parents=True, exist_ok=True)
         (entry / run_id).touch()
@@ -357,7 +358,7 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     found = []
     for old in sorted(entry.iterdir()) if entry.is_dir() else []:
         row = existing_run(wh, old.name) if old.name != run_id else None
-        if (row and row["source_path"] == source_text(path) and row["source_bytes"] == size_without_pcf
+        if (row and row["source_path"] == src and row["source_bytes"] == size_without_pcf
                 and any("no .pcf file" in w for w in row["warnings"] or [])):
             found.append(row["run_id"])
         elif row is None:  # removed or moved away since: forget it
