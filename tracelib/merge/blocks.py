@@ -37,18 +37,12 @@ def gathered(scan: pl.LazyFrame, rows: pl.Series | np.ndarray, columns: Sequence
     wanted = at.drop_nulls().unique().sort().to_numpy()
     if not len(wanted) or not columns:
         return pl.DataFrame({c: pl.Series(c, [None] * at.len(), schema[c]) for c in columns})
-    span = block_rows(len(columns))
-    # windows of wanted rows whose extent stays within a block, cut greedily (a lone row far away is its own)
-    starts = [0]
-    for i in range(1, len(wanted)):
-        if wanted[i] - wanted[starts[-1]] >= span:
-            starts.append(i)
+    # the wanted rows of each block of block_rows(...) rows of the scan: a window read spans at most one block
     parts = []
-    for k, s in enumerate(starts):
-        e = starts[k + 1] if k + 1 < len(starts) else len(wanted)
-        lo, hi = int(wanted[s]), int(wanted[e - 1])
+    for rows_in in np.split(wanted, np.flatnonzero(np.diff(wanted // block_rows(len(columns)))) + 1):
+        lo, hi = int(rows_in[0]), int(rows_in[-1])
         window = scan.select(columns).slice(lo, hi - lo + 1).collect()
-        parts.append(window[wanted[s:e] - lo])
+        parts.append(window[rows_in - lo])
     got = pl.concat(parts) if len(parts) > 1 else parts[0]
     # each asked row's place among the distinct rows read (NULL stays NULL)
     place = pl.Series(np.searchsorted(wanted, at.fill_null(0).to_numpy()), dtype=pl.Int64)
