@@ -130,7 +130,6 @@ class AnomalyTally:
     #: reader] issue 27: built once per schema, not per part: 4 % of an ingest's CPU)
     _queries: dict[tuple, tuple[dict[str, pl.Expr], list[tuple[str, str]], list[pl.Expr]]] = field(
         default_factory=dict)
-    _query_columns: int = 0  # columns of the schemas in _queries
 
     def add(self, frame: pl.DataFrame, what: str) -> None:
         """Judge the counter values of ``frame`` (``what``: ``burst`` or ``MPI call``, for the examples)."""
@@ -156,12 +155,9 @@ class AnomalyTally:
         # one pass counting every (counter, rule) at once; rows are looked at only where something is found
         first = {c: _first_rule(checks) for c, checks in rules.items()}
         names = [(c, r) for c, checks in rules.items() for r, _ in checks]
-        while self._queries and self._query_columns + len(schema) > QUERY_COLUMNS:
-            oldest = next(iter(self._queries))
-            del self._queries[oldest]
-            self._query_columns -= len(oldest)
+        while self._queries and sum(map(len, self._queries)) + len(schema) > QUERY_COLUMNS:
+            del self._queries[next(iter(self._queries))]  # the least recently used
         self._queries[schema] = first, names, _first_broken_counts(rules)
-        self._query_columns += len(schema)
         return self._queries[schema]
 
     def add_samples(self, samples: pl.DataFrame) -> None:
