@@ -805,7 +805,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                     same_sig=int(m.get_column("same_sig").fill_null(False).sum()), pairs=sig)
     at = own.sample(m, own.starts, own.total) if own else sample_rows(m.height)
     picked = m[at]
-    named = [*THREAD_KEYS, *[c for c in ("call_site", "mpi_call") if c in reference.columns]]
+    named = _named(reference)
     if wide_rows is not None and spill is not None:
         sample, run_sample = _wide_samples(wide_rows, reference.select(named), at, picked, long_ref[at], bursts, common,
                                            [c for c in counters if c not in bursts.columns], spill)
@@ -1216,8 +1216,7 @@ def _merged_blocks(ref_run: RunTables, pairs: Mapping[str, Pairs | WidePairs], t
     """The merged rows (:func:`merged_rows`) of the reference's bursts (a lazy scan) a block of bursts at a time,
     each block's counters read then and written to ``spill`` (issue 23, attack 18 F2: the merged table has a column
     per counter of any run; held whole it is bursts x counter types)."""
-    keys, rows = narrow_read(ref_run, KEYS)
-    del keys
+    rows = narrow_read(ref_run, KEYS)[1]
     rec = [c for c in transfer.counters if transfer.source[c] is None]
     by_run: dict[str, tuple[list[str], list[str]]] = {}  # per source run: the reference's and its columns read
     for c in transfer.counters:
