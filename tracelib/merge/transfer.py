@@ -202,9 +202,11 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
         r = rescale_counter(src_bursts if src_run is None else src_run, c, others)
         if r and c != work:
             plans["rescaled"] = Plan(work, *r, tol) if work else Plan(None, *r)
+        # the columns every plan of ``c`` reads, read once (a wide merge's samples are lazy scans of files)
+        used = list(dict.fromkeys(x for p in plans.values() for x in (c, p.work, p.rescale_by) if x))
+        ref_c, src_c = frame_of(ref_bursts, used), frame_of(src_bursts, used)
         for kind, plan in plans.items():
-            e = relative_errors(transferred(ref_bursts, src_bursts, other_row, c, plan),
-                                frame_of(ref_bursts, [c]).to_series(), long_ref)
+            e = relative_errors(transferred(ref_c, src_c, other_row, c, plan), ref_c.get_column(c), long_ref)
             if e.len():
                 errs[kind][c] = (float(e.median()), float(e.quantile(0.95)))
         if c == work and c in errs["verbatim"]:  # the work counter itself is only ever copied
