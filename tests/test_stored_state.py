@@ -425,6 +425,32 @@ def test_pop_reads_what_the_commits_wrote(merged_lulesh, tmp_path, run_cli):
     assert code == 0 and after == before, (before, after, err)
 
 
+@pytest.mark.real_traces
+@pytest.mark.parametrize("table, how", [("experiments/lulesh-8r/pop_metrics.parquet", "missing"),
+                                        ("experiments/lulesh-8r/pop_metrics.parquet", "linked"),
+                                        ("pop/pop_scaling.parquet", "linked")])
+def test_the_pop_tables_are_read_as_their_commits_wrote_them(merged_lulesh, tmp_path, run_cli, table, how):
+    """pop_store read the POP tables by hand where the other stores ask ``stored_file``: an experiment's
+    pop_metrics.parquet that its manifest lists and that is missing was skipped (the report said "No POP table
+    yet", exit 0), and a pop_scaling.parquet replaced by a link to an outside copy was read through. Both are one
+    line naming the file, as any stored file's (a linked pop_metrics.parquet already was)."""
+    wh = _copy(merged_lulesh, tmp_path)
+    code, _, err = run_cli("pop", "lulesh-8r", "-w", wh)
+    assert code == 0, err
+    stored = wh / table
+    if how == "linked":
+        outside = tmp_path / "outside" / stored.name
+        outside.parent.mkdir()
+        shutil.move(stored, outside)
+        os.symlink(outside, stored)
+    else:
+        stored.unlink()
+    code, _, err = run_cli("report", "-w", wh, "-o", tmp_path / "report.html")
+    line = _one_error_line(err)
+    assert code == 2 and str(stored) in line, err
+    assert ("symbolic link" in line and "not read" in line) if how == "linked" else "missing" in line, line
+
+
 @pytest.mark.slow
 @pytest.mark.real_traces
 def test_a_copied_experiment_folder_is_neither_analysed_nor_trained_on(merged_lulesh, tmp_path, run_cli):
