@@ -50,7 +50,7 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, written
+from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, group_rows, written
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, call_structure, opened_by, opened_differently,
@@ -281,13 +281,14 @@ class PartedTable:
     def write_parquet(self, path: Path | str, **options) -> None:
         """The parts as one Parquet file (streamed). A table wider than
         :data:`~synthtrace.tracelib.merge.blocks.WIDE_COLUMNS` (a merged table has a column per counter of any run)
-        is written a part at a time, one row group each (:func:`~synthtrace.tracelib.merge.blocks.written`): Polars'
-        sink held its rows whole (issue 23: 725 MB for 10,000 bursts x 6,144 columns)."""
+        is written a part at a time in row groups of :func:`~synthtrace.tracelib.merge.blocks.group_rows` rows
+        (:func:`~synthtrace.tracelib.merge.blocks.written`): Polars' sink held its rows whole (issue 23: 725 MB for
+        10,000 bursts x 6,144 columns)."""
         scan = self.lazy()
-        if scan.collect_schema().len() <= WIDE_COLUMNS:
+        if (width := scan.collect_schema().len()) <= WIDE_COLUMNS:
             scan.sink_parquet(path, **options)
-        else:
-            written((pl.read_parquet(p) for p in self.parts), Path(path))
+        else:  # in row groups sized for its width: the writer keeps state per column chunk until its footer
+            written((pl.read_parquet(p) for p in self.parts), Path(path), group_rows(self.height, width))
 
 
 @dataclass
