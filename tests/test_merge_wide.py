@@ -155,3 +155,29 @@ def test_a_run_removed_while_it_is_copied_is_said_so(tmp_path: Path, monkeypatch
     with pytest.raises(RunsChangedError, match="removed while it was read"):
         merged_module.merge_inputs(exp, tmp_path / "spill")
 
+
+def test_the_reference_is_read_narrow_once_and_no_folder_is_made_unused(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blockwise merge reads the reference's narrow columns from its wide scan once, not again after each other
+    run's alignment and for the merged rows; a merge that writes no choice sample of a run (its runs given as
+    frames, read whole) makes no folder for it."""
+    from synthtrace.tracelib.merge import merge_runs as merge_module
+
+    synthtrace.ingest(str(tmp_path / "wh"), str(wide_pair(tmp_path / "w", 200, 16)), experiment="w")
+    exp = Warehouse(tmp_path / "wh").experiment("w")
+    reads: list[str] = []
+    narrow_read = merge_module.narrow_read
+
+    def spy(run, *args, **kwargs):
+        reads.append(run.run_id)
+        return narrow_read(run, *args, **kwargs)
+
+    monkeypatch.setattr(merge_module, "narrow_read", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = merged_module.merge_stored(exp, MergeOptions())
+        assert reads.count(result.reference_run_id) == 1, reads
+        spill = tmp_path / "spill"
+        spill.mkdir()
+        merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name, spill=spill)
+    assert not [p.name for p in spill.iterdir() if p.is_dir()]
