@@ -8,11 +8,14 @@ sample of counter type 42000000 + i % 4,096 (value i + 1) on its exit line; the 
     python benchmarks/bench_calls_memory.py --before-rev be8caae --calls 60000,150000,400000,1000000,2000000 \
         [--before-max 1000000]
     python benchmarks/bench_calls_memory.py --write 1000000 --out /tmp/calls.prv   # the trace alone
+    python benchmarks/bench_calls_memory.py --footer 100   # what a Parquet writer keeps per row group, alone
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -55,6 +58,33 @@ def write_calls_trace(prv: Path, n: int, types: int = TYPES) -> Path:
     return prv
 
 
+def footer_growth(writer: str, groups: int, rows: int = 1024, width: int = 4115) -> float:
+    """MB of RSS a Parquet writer (``polars``: a lazy sink; ``pyarrow``: ParquetWriter) gains writing ``groups`` row
+    groups of ``rows`` x ``width`` Int64 columns, all NULL but the first (zstd 1, statistics): its per-column-chunk
+    state kept until the footer. Run each writer in a fresh process."""
+    import numpy as np
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    def rss_mb() -> float:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    frame = pl.DataFrame([pl.Series("c0", np.arange(rows))] +
+                         [pl.Series(f"c{i}", [None] * rows, pl.Int64) for i in range(1, width)])
+    table = frame.to_arrow()
+    with tempfile.TemporaryDirectory(prefix="bench-footer-") as tmp:
+        before = rss_mb()
+        if writer == "polars":
+            pl.concat([frame.lazy()] * groups).sink_parquet(f"{tmp}/f.parquet", row_group_size=rows,
+                                                            compression="zstd", compression_level=1, statistics=True)
+        else:
+            with pq.ParquetWriter(f"{tmp}/f.parquet", table.schema, compression="zstd", compression_level=1,
+                                  write_statistics=True) as out:
+                for _ in range(groups):
+                    out.write_table(table, row_group_size=rows)
+        return rss_mb() - before
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--before-rev", help="the code to compare with (a git revision)")
@@ -62,7 +92,19 @@ def main() -> None:
     ap.add_argument("--before-max", type=int, default=1_000_000, help="the before code only up to this many calls")
     ap.add_argument("--write", type=int, help="only write a trace of this many calls to --out")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--footer", type=int, help="only measure each Parquet writer's RSS growth over this many groups")
+    ap.add_argument("--writer", choices=("polars", "pyarrow"), help=argparse.SUPPRESS)  # --footer's child
     args = ap.parse_args()
+    if args.footer and args.writer:
+        print(f"{footer_growth(args.writer, args.footer):.0f}")
+        return
+    if args.footer:
+        for writer in ("polars", "pyarrow"):
+            grown = float(subprocess.run([sys.executable, __file__, "--footer", str(args.footer), "--writer", writer],
+                                         capture_output=True, text=True, check=True).stdout)
+            print(f"{writer}: +{grown:,.0f} MB after {args.footer} row groups of 1,024 rows x 4,115 columns "
+                  f"({grown * 2**20 / (args.footer * 4115):,.0f} B per column chunk)")
+        return
     if args.write:
         write_calls_trace(args.out, args.write)
         return
