@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import shlex  # [helper security]
@@ -349,10 +350,9 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     if source.format != "paraver":
         return []
     src = source_text(path)
-    entry = _without_pcf_index(wh) / _source_key(src)
+    entry = _not_linked(wh, _without_pcf_index(wh) / _source_key(src))
     if not any(f.suffix == ".pcf" for f in files):
-        entry.mkdir(parents=True, exist_ok=True)
-        (entry / run_id).touch()
+        _mark(wh, entry, run_id)
         return []
     size_without_pcf = sum(f.stat().st_size for f in files if f.suffix != ".pcf")
     found = []
@@ -388,11 +388,29 @@ def _without_pcf_index(wh: Warehouse) -> Path:
         for run_file in wh.runs_dir.glob("*/run.parquet"):
             row = existing_run(wh, run_file.parent.name)
             if row and row["source_path"] and any("no .pcf file" in w for w in row["warnings"] or []):
-                (index / _source_key(row["source_path"])).mkdir(parents=True, exist_ok=True)
-                (index / _source_key(row["source_path"]) / row["run_id"]).touch()
-        index.mkdir(parents=True, exist_ok=True)
-        complete.touch()
-    return index
+                _mark(wh, index / _source_key(row["source_path"]), row["run_id"])
+        _mark(wh, index, complete.name)
+    return _not_linked(wh, index)
+
+
+def _not_linked(wh: Warehouse, path: Path) -> Path:
+    """``path``, inside ``wh``, when none of its parts below the warehouse's root is a symbolic link; else an
+    :class:`OSError` naming the link (attack 20 F5: a link planted at ``.index/without_pcf/<key>`` had the next
+    ingest delete every file of the folder it pointed to). An index is never read or written through a link."""
+    at = wh.root
+    for part in path.relative_to(wh.root).parts:
+        at = at / part
+        if at.is_symlink():
+            raise OSError(errno.ELOOP, f"{at} is a symbolic link, not followed (nothing it points to was read or "
+                          "changed): remove it")
+    return path
+
+
+def _mark(wh: Warehouse, folder: Path, name: str) -> None:
+    """Make the empty file ``folder/name`` of an index (and ``folder``), never through a symbolic link
+    (:func:`_not_linked`; the file itself opened with ``O_NOFOLLOW``)."""
+    _not_linked(wh, folder).mkdir(parents=True, exist_ok=True)
+    os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
 
 
 def _check_same_place(row: dict, experiment: str | None, app: str | None, path: Path) -> None:
@@ -626,7 +644,8 @@ def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSE
     rebuilds them from the stored runs, this one with them (removing a file needs no space)."""
     for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
                  wh.root / WITHOUT_PCF_COMPLETE):
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # never through a link (attack 20 F5): a file of its target is not ours
+            _not_linked(wh, mark.parent)
             mark.unlink(missing_ok=True)
     reason = exc.strerror or str(exc)
     warnings.warn(f"{path}: stored as run {run_id} (experiment {experiment}), but the warehouse's indexes could not "
