@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import math
 import os
 import shlex  # [helper security]
 import shutil
@@ -42,12 +43,14 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 #: how a run's big tables are written: zstd level 1 stores them as small as the default level 3 (within 0.5 % on
 #: bursts and calls) for 20-25 % less CPU time; statistics let DuckDB skip row groups
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
-#: cells (rows x columns) of a row group of mpi_calls.parquet at most: Polars' sink holds a whole row group as it
-#: writes it, so a table of thousands of counter columns (1 M calls each sampling one of 4,096 counter types: 82,000-row
-#: groups x 4,115 columns, ~900 MB) gets shorter groups ...
-CALL_ROW_GROUP_CELLS = 64 * 2**20
-#: ... when it has more columns than this (a narrower table keeps Polars' own row groups)
+#: a table of mpi_calls.parquet with more columns than this (thousands of counter types) is written by
+#: :func:`_write_wide_calls`; a narrower one (every real trace) by Polars' sink, in Polars' own row groups
 WIDE_CALLS_COLUMNS = 256
+#: a wide calls table's row groups have about sqrt(this x calls) rows: what the writer holds is the row group's
+#: cells (at most 8 bytes each: rows x columns x 8) plus ~1 KB of footer state per column chunk until the file
+#: ends (groups x columns x 1 KB); their sum is least for groups of sqrt(calls x 1 KB / 8 B) rows, whatever the
+#: width (issue 23: 1 M calls of 4,096 counter types, ~11,000-row groups)
+CALL_GROUP_ROWS_PER_CALL = 128
 #: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
 CONCURRENT_MESSAGES = 1_000_000
 #: up to this many messages, mpi_messages.parquet is numbered at once; more are numbered and written
@@ -742,13 +745,48 @@ def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary:
         writer.submit(_write_logical_messages, stage, run_id, summary)
 
 
-def _sink_calls(calls: pl.LazyFrame, path: Path) -> None:
-    """mpi_calls.parquet from the calls' lazy source, streamed, in row groups of at most
-    :data:`CALL_ROW_GROUP_CELLS` cells once the table has more than :data:`WIDE_CALLS_COLUMNS` columns (issue 23:
-    memory follows the row group, not calls x counter types)."""
-    width = len(calls.collect_schema())
-    wide = {"row_group_size": CALL_ROW_GROUP_CELLS // width} if width > WIDE_CALLS_COLUMNS else {}
-    calls.sink_parquet(path, **TABLE_PARQUET, **wide)
+def _sink_calls(calls: pl.LazyFrame, path: Path, n_calls: int) -> None:
+    """mpi_calls.parquet from the ``n_calls`` calls' lazy source, streamed: by Polars' sink, or by
+    :func:`_write_wide_calls` when the table has more than :data:`WIDE_CALLS_COLUMNS` columns."""
+    if len(calls.collect_schema()) > WIDE_CALLS_COLUMNS:
+        _write_wide_calls(calls, path, max(1, math.isqrt(CALL_GROUP_ROWS_PER_CALL * n_calls)))
+    else:
+        calls.sink_parquet(path, **TABLE_PARQUET)
+
+
+def _write_wide_calls(calls: pl.LazyFrame, path: Path, rows: int) -> None:
+    """The calls' table, of thousands of columns, written to ``path`` with :data:`TABLE_PARQUET`'s compression and
+    statistics in row groups of ``rows`` rows, by pyarrow's writer: Polars 2.1's sink keeps ~4 KB of footer state
+    per column chunk until the file ends (issue 23: 1 M calls x 4,115 columns in 62 row groups, ~1 GB), pyarrow's
+    ~0.8 KB. A column NULL throughout a part of the source is one shared NULL array, not a dense one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pl.DataFrame(schema=calls.collect_schema()).to_arrow().schema
+    nulls: dict[tuple[int, pa.DataType], pa.Array] = {}
+
+    def arrow(part: pl.DataFrame) -> pa.Table:
+        empty = {c for c, n in zip(part.columns, part.null_count().row(0)) if n == part.height}
+        present = part.drop(empty).to_arrow()
+        return pa.Table.from_arrays(
+            [nulls.setdefault((part.height, f.type), pa.nulls(part.height, f.type)) if f.name in empty
+             else present.column(f.name) for f in schema], schema=schema)
+
+    held: list[pa.Table] = []
+    n_held = 0
+    with pq.ParquetWriter(path, schema, compression=TABLE_PARQUET["compression"],
+                          compression_level=TABLE_PARQUET["compression_level"],
+                          write_statistics=TABLE_PARQUET["statistics"]) as writer:
+        for part in calls.collect_batches():
+            held.append(arrow(part))
+            n_held += part.height
+            if n_held >= rows:
+                table = pa.concat_tables(held)
+                whole = n_held - n_held % rows
+                writer.write_table(table.slice(0, whole), row_group_size=rows)
+                held, n_held = [table.slice(whole)], n_held - whole
+        if n_held:
+            writer.write_table(pa.concat_tables(held), row_group_size=rows)
 
 
 def _write_run(source: TraceSource, run_id: str, stage: Path,
@@ -771,11 +809,11 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         with PartWriter() as writer:
             _write_message_tables(writer, stage, run_id, summary)
             if summary.n_calls:
-                _sink_calls(summary.calls, stage / "mpi_calls.parquet")
+                _sink_calls(summary.calls, stage / "mpi_calls.parquet", summary.n_calls)
     else:  # many messages: one table at a time, the calls first, whose per-call message columns (about 40 bytes
         # per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
         if summary.n_calls:
-            _sink_calls(summary.calls, stage / "mpi_calls.parquet")
+            _sink_calls(summary.calls, stage / "mpi_calls.parquet", summary.n_calls)
         summary = replace(summary, calls=pl.LazyFrame())
         release_free_heap()  # what writing the calls freed, before the messages are numbered
         with PartWriter(background=False) as writer:
