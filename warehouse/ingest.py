@@ -528,7 +528,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                             "already", summary.n_bursts, summary.n_calls)
     try:
         superseded = _runs_without_pcf(wh, source, path, run_id)
-    except OSError as exc:  # attack 16 F5: the run is stored; this was "error: .../.complete: No space left ..."
+    except (OSError, MemoryError) as exc:  # attack 16 F5, attack 20 F8: the run is stored; this was "error: ..."
         superseded = []
         _unindexed(wh, path, run_id, exp_name, exc)
     for old in superseded:
@@ -589,7 +589,7 @@ class _Placement:
             if _ours(existing_run(wh, self.run_id), self.ingested_at):
                 try:
                     self._index(wh)
-                except OSError as exc:  # attack 16 F5: committed, so never "the warehouse is unchanged"
+                except (OSError, MemoryError) as exc:  # attack 16 F5, 20 F8: committed, so never said failed
                     _unindexed(wh, self.path, self.run_id, self.experiment, exc)
 
     def _decide_again(self, wh: Warehouse, stage: Path) -> bool:
@@ -649,17 +649,18 @@ class _Placement:
             folder_index.forget(wh, self.folder, file_name(self.indexed), self.run_id)
 
 
-def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSError) -> None:
+def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSError | MemoryError) -> None:
     """Say that run ``run_id``, committed, is stored though the indexes written after its commit (folders, programs,
     runs read without a .pcf) could not be (a full disk or inode table: attack 16 F5 said "the warehouse is
-    unchanged", or gave a bare path, while the run was there); their completeness marks go, so the next ingest
-    rebuilds them from the stored runs, this one with them (removing a file needs no space)."""
+    unchanged", or gave a bare path, while the run was there; memory running out: attack 20 F8 said "error: out of
+    memory", exit 1, the run stored whole and unindexed); their completeness marks go, so the next ingest rebuilds
+    them from the stored runs, this one with them (removing a file needs no space)."""
     for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
                  wh.root / WITHOUT_PCF_COMPLETE):
         with contextlib.suppress(OSError):  # never through a link (attack 20 F5): a file of its target is not ours
             _not_linked(wh, mark.parent)
             mark.unlink(missing_ok=True)
-    reason = exc.strerror or str(exc)
+    reason = "out of memory" if isinstance(exc, MemoryError) else exc.strerror or str(exc)
     warnings.warn(f"{path}: stored as run {run_id} (experiment {experiment}), but the warehouse's indexes could not "
                   f"be written after it ({reason}): the next ingest rebuilds them from the stored runs", stacklevel=3)
 
