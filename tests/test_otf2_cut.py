@@ -72,7 +72,7 @@ def test_a_cut_events_file_is_refused_before_the_library_reads_it(archive, tmp_p
     with pytest.raises(TruncatedTraceError) as raised:
         Otf2Trace(cut / "traces.otf2")
     assert raised.value.path == str(cut / "traces" / "0.evt")
-    assert f"ends at byte {size}" in raised.value.reason and "--salvage" in raised.value.reason
+    assert f"({size} bytes)" in raised.value.reason and "--salvage" in raised.value.reason
 
 
 @pytest.mark.parametrize("where", ["at-the-chunk-boundary", "inside-a-chunk-header", "inside-a-record"])
@@ -95,7 +95,7 @@ def test_salvage_reads_exactly_the_events_whole_before_the_cut(archive, tmp_path
         assert n == in_first
     assert summary.last_time_ns == _last_time(n)  # the original's first n events, not stale or garbage ones
     cut_said = [str(w.message) for w in said if "cut short" in str(w.message)]
-    assert len(cut_said) == 1 and f"ends at byte {size}" in cut_said[0] and f"{n} of the {N_EVENTS}" in cut_said[0]
+    assert len(cut_said) == 1 and f"({size} bytes)" in cut_said[0] and f"{n} of the {N_EVENTS}" in cut_said[0]
 
 
 def test_an_events_file_cut_inside_its_first_chunk_header_reads_no_event(archive, tmp_path):
@@ -116,3 +116,59 @@ def test_whole_archives_are_not_said_cut(archive):
             warnings.simplefilter("always")
             Otf2Trace(anchor).read_tables("r")
         assert not [w for w in said if "cut short" in str(w.message)], anchor
+
+
+def _ping_pong(tmp_path: Path) -> Path:
+    from testing.traces import TRACES
+
+    copy = tmp_path / "pp"
+    shutil.copytree(TRACES / "otf2" / "ping-pong-otf2", copy)
+    for f in (copy / "traces").iterdir():
+        f.chmod(0o644)
+    return copy
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("damage", ["end-of-file-record-overwritten", "record-type-zeroed"])
+def test_a_full_size_events_file_without_its_end_of_file_record_is_refused(tmp_path, damage):
+    """Attack 20 F10: the file keeps its size but its END_OF_FILE record is gone (its last 2 bytes overwritten), or
+    a record's type byte is zeroed (OTF2's END_OF_CHUNK token): libotf2 then "loads the next chunk" from its buffer's
+    uninitialised bytes. Refused up front naming the file; salvaged, the events before it are read."""
+    archive = _ping_pong(tmp_path)
+    evt = archive / "traces" / "0.evt"
+    data = bytearray(evt.read_bytes())
+    assert data[-2:] == bytes([2, 1]) and data[18] == 5  # END_OF_FILE, END_OF_BUFFER; the first timestamp
+    if damage == "end-of-file-record-overwritten":
+        data[-2:] = bytes([5, 0])
+    else:
+        data[27] = 0  # the record after the first timestamp
+    evt.write_bytes(bytes(data))
+    with pytest.raises(TruncatedTraceError) as raised:
+        Otf2Trace(archive / "traces.otf2")
+    assert raised.value.path == str(evt) and "cut short, no end-of-file record" in raised.value.reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, calls, summary = Otf2Trace(archive / "traces.otf2", salvage=True).read_tables("r")
+    rank0 = calls.filter(calls["task"] == 1).height
+    assert rank0 == (20 if damage == "end-of-file-record-overwritten" else 0)
+
+
+@pytest.mark.real_traces
+def test_the_event_a_library_failure_names_counts_every_record_read(tmp_path, monkeypatch):
+    """Attack 20 F11: the library failing mid-read was said at "event 44" when 60 events had been read (only the
+    region records were counted, not the message records). Here it fails after 7 events and 5 more."""
+    import _otf2
+
+    archive = _ping_pong(tmp_path)
+    real, calls_made = _otf2.Reader_ReadLocalEvents, []
+
+    def failing(handle, evt_reader, want):
+        calls_made.append(want)
+        if len(calls_made) == 2:
+            real(handle, evt_reader, 5)  # delivered to the callbacks, then the failure
+            raise _otf2.Error(_otf2.ERROR_INVALID_DATA)
+        return real(handle, evt_reader, want)
+
+    monkeypatch.setattr(_otf2, "Reader_ReadLocalEvents", failing)
+    with pytest.raises(TruncatedTraceError, match=r"0\.evt: event 13: "):
+        Otf2Trace(archive / "traces.otf2", chunk_events=7).read_tables("r")

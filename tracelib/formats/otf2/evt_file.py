@@ -50,8 +50,8 @@ class CutEvents:
 
     def reason(self, announced: int) -> str:
         """The refusal, for a location whose definitions announce ``announced`` events."""
-        return (f"cut short: the file ends at byte {self.size} {self.where}, before OTF2's end-of-file record: "
-                f"{self.whole} of the {announced} events the definitions announce are whole")
+        return (f"cut short, no end-of-file record ({self.size} bytes): {self.where}; {self.whole} of the "
+                f"{announced} events the definitions announce are whole")
 
 
 def cut_short(path: str | os.PathLike, chunk_size: int) -> CutEvents | None:
@@ -68,16 +68,17 @@ def cut_short(path: str | os.PathLike, chunk_size: int) -> CutEvents | None:
             if start:
                 fh.seek(start - max(chunk_size, _HEADER_BYTES))
                 before = _event_numbers(fh.read(_HEADER_BYTES))[1]
-            where = f"inside the header of the chunk at byte {start}"
+            where = f"the file ends inside the header of the chunk at byte {start}"
             return None if before is None else CutEvents(size, before, where)
     first, _ = _event_numbers(chunk)
     if first is None:
         return None
-    kind, _, events = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little")
-    if kind == _AT_END_OF_CHUNK:
-        return CutEvents(size, first - 1 + events, f"with the chunk at byte {start}, which announces another")
+    kind, at, events = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little")
+    if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on from there
+        return CutEvents(size, first - 1 + events, f"an end-of-chunk record at byte {start + at} ends the last "
+                         f"chunk (from byte {start}) and no chunk follows")
     if kind == _PAST_THE_BYTES:
-        return CutEvents(size, first - 1 + events, f"inside a record of the chunk at byte {start}")
+        return CutEvents(size, first - 1 + events, f"the file ends inside the record at byte {start + at}")
     return None
 
 

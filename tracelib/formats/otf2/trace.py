@@ -222,12 +222,12 @@ class Otf2Trace(TraceReader):
             try:
                 n = _otf2.Reader_ReadLocalEvents(handle, evt_reader, want) if want > 0 else 0
             except _otf2.Error as exc:
-                cut = TruncatedTraceError(loc.evt_file, None, f"event {n_read + len(buf.r_pos)}: "
+                n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
+                cut = TruncatedTraceError(loc.evt_file, None, f"event {n_read + n + 1}: "
                                           + _library_reason(exc, messages))
                 if not self.salvage:
                     raise cut from None
                 self._warn(f"{cut} (--salvage: kept the events before the cut)")
-                n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
                 final = True
             n_read += n
             final = final or n < want or want <= 0 or n_read == limit
