@@ -37,7 +37,8 @@ class AdminResult:
 
 def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     """The rows of the runs named by ``refs`` (a run id, a unique prefix of one, or a run name that is unique in the
-    warehouse); raises :class:`UnknownExperimentError` naming the first reference that matches no run or several.
+    warehouse and the prefix of no other run's id); raises :class:`UnknownExperimentError` naming the first
+    reference that matches no run or several.
     A run whose record or checksums are damaged (:func:`~synthtrace.warehouse.stored.damaged_runs`) is named by
     its id (or a prefix) only; its row holds the id, the experiment(s) it may be in (:func:`_damaged_run_rows`)
     and, in ``damaged``, the line about it (attack 8 B6: such a run could not be removed)."""
@@ -47,9 +48,12 @@ def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     for ref in dict.fromkeys(refs):
         hit = runs.filter(pl.col("run_id") == ref)  # a whole id names its run, whatever another run is called
         if hit.height == 0:  # a name as typed matches however it is spelled in Unicode (a Mac's file names: NFD)
-            hit = runs.filter(pl.col("run_name").str.normalize("NFC") == one_spelling(ref))
-        if hit.height == 0 and ref:
-            hit = runs.filter(pl.col("run_id").str.starts_with(ref))
+            named = runs.filter(pl.col("run_name").str.normalize("NFC") == one_spelling(ref))
+            # a name that is also the prefix of another run's id names two runs (attack 20 F14: `runs rm d46a`
+            # removed the run named d46a when the user meant the id d46a6b...)
+            prefixed = runs.filter(pl.col("run_id").str.starts_with(ref)) if ref else runs.clear()
+            hit = pl.concat([named, prefixed]).unique("run_id", keep="first", maintain_order=True) \
+                if named.height else prefixed
         if hit.height == 0:
             _refuse_a_link(wh, ref)
             raise UnknownExperimentError(f"no run {ref!r} in {wh.root} (see `synthtrace runs`)")
