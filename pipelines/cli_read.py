@@ -230,7 +230,10 @@ def _write_arrow(table: pa.Table, fmt: str, output: Path | None, gzipped: bool =
     import pyarrow.parquet as pq
 
     if fmt == "parquet":
-        write_output(output, lambda p: pq.write_table(table, p))
+        def written(p: Path) -> None:  # opened by Python: pyarrow takes a path as UTF-8 text (attack 20 F4)
+            with p.open("wb") as fh:
+                pq.write_table(table, fh)
+        write_output(output, written)
         return
     buf = io.BytesIO()
     pacsv.write_csv(table if output is not None else _terminal_safe(table), buf)
