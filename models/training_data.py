@@ -15,6 +15,7 @@ types per burst was read as bursts x 4,096 columns).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,8 +71,8 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None, max_per_exp
         merged_file = merged_bursts_file(wh.experiment_dir(exp))  # its manifest read once
         if merged_file is not None:
             merged.append(exp)
-        stride = _stride(wh, merged_file, ids, max_per_experiment)
-        left_out = _left_out(wh, merged_file, ids, columns)
+        stored = _Stored(wh, merged_file, ids)
+        stride, left_out = stored.stride(max_per_experiment), stored.left_out(columns)
         if stride > 1:
             sampled[exp] = 1 / stride
             df = _sampled(wh, exp, stride, left_out)
@@ -91,30 +92,41 @@ def load_bursts(wh: Warehouse, experiments: list[str] | None = None, max_per_exp
     return frame, info | ({"sampled": sampled} if sampled else {}) | ({"unread": sorted(unread)} if unread else {})
 
 
-def _stride(wh: Warehouse, merged_file: Path | None, run_ids: list[str], cap: int | None) -> int:
-    """1 when the experiment (its merged bursts' file, else its runs) holds at most ``cap`` bursts (or no cap), else
-    the k of a 1-in-k sample of them."""
-    if cap is None:
-        return 1
-    files = [merged_file] if merged_file is not None else [
-        p for r in run_ids for p in run_parts(wh, r, "bursts/*.parquet")]
-    n = scan_parts(files).select(pl.len()).collect().item() if files else 0  # footers checked: damage is one line
-    return max(1, -(-n // cap))
+@dataclass
+class _Stored:
+    """An experiment's stored traces: its merged bursts' file ``merged_file``, else the bursts of its runs
+    ``run_ids``; each run's parts listed, and every file checked and its schema read, once (:attr:`scans`) for
+    both the sample's stride and the columns left out."""
 
+    wh: Warehouse
+    merged_file: Path | None
+    run_ids: list[str]
 
-def _left_out(wh: Warehouse, merged_file: Path | None, run_ids: list[str], columns: ColumnChoice | None) -> set[str]:
-    """The counter columns of an experiment (its merged bursts' file, else its runs ``run_ids``) that ``columns``
-    chooses to read of none of its stored traces (empty without a choice: every column is read)."""
-    if columns is None:
-        return set()
-    scans = [scan_parts([merged_file])] if merged_file is not None else [
-        scan_parts(parts) for r in run_ids if (parts := run_parts(wh, r, "bursts/*.parquet"))]
-    read: set[str] = set()
-    counters: set[str] = set()
-    for scan in scans:
-        read |= set(columns(scan))
-        counters |= set(counter_columns(scan))
-    return counters - read
+    @functools.cached_property
+    def scans(self) -> list[pl.LazyFrame]:
+        """A lazy scan per stored trace (a run without bursts has none); footers checked: damage is one line."""
+        if self.merged_file is not None:
+            return [scan_parts([self.merged_file])]
+        return [scan_parts(parts) for r in self.run_ids if (parts := run_parts(self.wh, r, "bursts/*.parquet"))]
+
+    def stride(self, cap: int | None) -> int:
+        """1 when the experiment holds at most ``cap`` bursts (or no cap), else the k of a 1-in-k sample of them."""
+        if cap is None:
+            return 1
+        n = sum(scan.select(pl.len()).collect().item() for scan in self.scans)
+        return max(1, -(-n // cap))
+
+    def left_out(self, columns: ColumnChoice | None) -> set[str]:
+        """The counter columns that ``columns`` chooses to read of none of the stored traces (empty without a
+        choice: every column is read)."""
+        if columns is None:
+            return set()
+        read: set[str] = set()
+        counters: set[str] = set()
+        for scan in self.scans:
+            read |= set(columns(scan))
+            counters |= set(counter_columns(scan))
+        return counters - read
 
 
 def _whole(wh: Warehouse, merged_file: Path | None, run_ids: list[str], left_out: set[str] = frozenset()
@@ -155,8 +167,9 @@ def prediction_input(wh: Warehouse, experiment: str, cap: int | None = None, *,
         known = sorted(set(runs["experiment"].to_list())) if runs.height else []
         raise UnknownExperimentError(f"no experiment {experiment!r} in {wh.root}"
                                      + (f" (experiments: {', '.join(known)})" if known else " (nothing ingested)"))
-    left_out = _left_out(wh, merged_file, ids, columns)
-    if _stride(wh, merged_file, ids, TRAIN_BURSTS_PER_EXPERIMENT if cap is None else cap) > 1:
+    stored = _Stored(wh, merged_file, ids)
+    left_out = stored.left_out(columns)
+    if stored.stride(TRAIN_BURSTS_PER_EXPERIMENT if cap is None else cap) > 1:
         windows = burst_windows(wh, experiment, left_out)
     else:
         windows = iter([_whole(wh, merged_file, ids, left_out)])

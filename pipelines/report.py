@@ -271,7 +271,7 @@ def timeline_bars(arch: pl.DataFrame | pl.LazyFrame, ranks: pl.DataFrame, t0: in
     short = (units.filter(pl.col("duration_ns") < width)
              .with_columns(((pl.col("start_ns") - t0) // width).alias("_bin"))
              .group_by("unit", "_y", "_bin", "_lab", "_insuff")
-             .agg(pl.col("duration_ns").sum().alias("_ns"), pl.len().cast(pl.UInt32).alias("_n"))
+             .agg(float_sum(pl.col("duration_ns")).alias("_ns"), pl.len().cast(pl.UInt32).alias("_n"))
              .sort("unit", "_y", "_bin", "_lab", nulls_last=True)
              .with_columns(pl.col("_ns").cum_sum().over("unit", "_y", "_bin").alias("_end"))
              .with_columns(((pl.col("_bin") * width + pl.col("_end") - pl.col("_ns")) * 1e-9).alias("_x0"),

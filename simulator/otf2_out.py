@@ -21,7 +21,7 @@ import polars as pl
 from synthtrace.simulator.mpi_exec import WORLD
 from synthtrace.tracelib.domain.mpi_calls import MPI_CALLS
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.formats.paraver.writer import _SITE_FULL as SITE  # a call site "func (file:line)"
+from synthtrace.tracelib.formats.paraver.writer import SITE_FULL
 
 
 
@@ -65,7 +65,7 @@ def write_otf2(root: Path, bursts: pl.DataFrame, calls: pl.DataFrame, msgs: pl.D
                             if "send" in name.lower() or "recv" in name.lower() else RegionRole.FUNCTION)
                     regions[name] = d.region(name, region_role=role, paradigm=Paradigm.MPI)
                 else:
-                    m = SITE.match(name)
+                    m = SITE_FULL.match(name)
                     kw = {"source_file": m["file"], "begin_line_number": int(m["line"])} if m else {}
                     regions[name] = d.region(m["func"] if m else name, region_role=RegionRole.FUNCTION,
                                              paradigm=Paradigm.COMPILER, **kw)

@@ -4,6 +4,7 @@ took 2.2 GB to merge, every run read whole as bursts x counter types Int64 cells
 do."""
 from __future__ import annotations
 
+import shutil
 import warnings
 from pathlib import Path
 
@@ -14,6 +15,9 @@ import synthtrace
 from synthtrace.tracelib.merge import blocks
 from synthtrace.tracelib.merge.merge_runs import MergeOptions, merge_runs
 from synthtrace.warehouse import merged as merged_module
+from synthtrace.warehouse import parts as parts_module
+from synthtrace.warehouse import runs as runs_module
+from synthtrace.warehouse.errors import RunsChangedError
 from synthtrace.warehouse.layout import Warehouse
 from testing.stored_runs import whole_run_tables
 
@@ -87,3 +91,93 @@ def test_gathered_rows_are_the_rows_asked_for(monkeypatch: pytest.MonkeyPatch) -
         got = blocks.gathered(frame.lazy(), rows, ["b", "a"])
         assert got.equals(frame.select("b", "a")[[5, 0, 99, 0, 5, 42, 43, 0, 7]].with_columns(
             pl.when(rows.is_null()).then(None).otherwise(pl.all()).name.keep())), cells
+
+
+def test_a_wide_runs_copy_holds_a_block_of_cells_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merge's copy of a stored run (``runs.run_bursts_to``) reads its parts a block of at most
+    ``BLOCK_CELLS`` cells at a time and writes row groups sized for its width (``blocks.group_rows``), not by
+    Polars' sink of the union of its parts (issue 23: 2.7 GB for a run of 150,000 bursts of 4,096 counter types),
+    and the copy is the run's bursts."""
+    import pyarrow.parquet as pq
+
+    synthtrace.ingest(str(tmp_path / "wh"), str(wide_pair(tmp_path / "w", BURSTS, 64)), experiment="w")
+    exp = Warehouse(tmp_path / "wh").experiment("w")
+    monkeypatch.setattr(blocks, "BLOCK_CELLS", 2_000)
+    read: list[tuple[int, int]] = []
+    written: list[tuple[int, int]] = []
+    batches, write = pq.ParquetFile.iter_batches, pq.ParquetWriter.write_table
+
+    def spy_batches(self, *args, **kwargs):
+        for b in batches(self, *args, **kwargs):
+            read.append((b.num_rows, b.num_columns))
+            yield b
+
+    def spy_write(self, table, *args, **kwargs):
+        written.append((table.num_rows, table.num_columns))
+        return write(self, table, *args, **kwargs)
+
+    def no_sink(*args, **kwargs):
+        raise AssertionError("a wide run copied by Polars' sink of its parts' union")
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy_batches)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", spy_write)
+    monkeypatch.setattr(pl.LazyFrame, "sink_parquet", no_sink)
+    out, spill = tmp_path / "copy.parquet", tmp_path / "spill"
+    spill.mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        merged_module.merge_inputs(exp, spill)  # the copy of each run into an empty folder
+        assert runs_module.run_bursts_to(exp.wh, exp.run_ids[0], out)
+    width = len(pl.read_parquet_schema(out))
+    rows = blocks.group_rows(BURSTS, width)
+    monkeypatch.undo()
+    assert read and written
+    assert max(r * c for r, c in read) <= 2_000, max(read, key=lambda t: t[0] * t[1])
+    assert max(r for r, _ in written) <= rows < BURSTS, (written, rows)
+    stored = exp.bursts(exp.run_ids[0]).drop("run_id")
+    assert stored.width > 64
+    assert pl.read_parquet(out).equals(stored)
+
+
+def test_a_run_removed_while_it_is_copied_is_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run removed (``runs rm``) after the merge's copy listed its parts is RunsChangedError, the one line that
+    says to merge again, not a file-not-found error of Polars or pyarrow."""
+    synthtrace.ingest(str(tmp_path / "wh"), str(wide_pair(tmp_path / "w", 50, 8)), experiment="w")
+    exp = Warehouse(tmp_path / "wh").experiment("w")
+    check = parts_module.check_parts
+
+    def check_then_remove(paths, *args, **kwargs):
+        check(paths, *args, **kwargs)
+        shutil.rmtree(exp.wh.run_dir(exp.run_ids[0]))
+
+    monkeypatch.setattr(parts_module, "check_parts", check_then_remove)
+    (tmp_path / "spill").mkdir()
+    with pytest.raises(RunsChangedError, match="removed while it was read"):
+        merged_module.merge_inputs(exp, tmp_path / "spill")
+
+
+def test_the_reference_is_read_narrow_once_and_no_folder_is_made_unused(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blockwise merge reads the reference's narrow columns from its wide scan once, not again after each other
+    run's alignment and for the merged rows; a merge that writes no choice sample of a run (its runs given as
+    frames, read whole) makes no folder for it."""
+    from synthtrace.tracelib.merge import merge_runs as merge_module
+
+    synthtrace.ingest(str(tmp_path / "wh"), str(wide_pair(tmp_path / "w", 200, 16)), experiment="w")
+    exp = Warehouse(tmp_path / "wh").experiment("w")
+    reads: list[str] = []
+    narrow_read = merge_module.narrow_read
+
+    def spy(run, *args, **kwargs):
+        reads.append(run.run_id)
+        return narrow_read(run, *args, **kwargs)
+
+    monkeypatch.setattr(merge_module, "narrow_read", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = merged_module.merge_stored(exp, MergeOptions())
+        assert reads.count(result.reference_run_id) == 1, reads
+        spill = tmp_path / "spill"
+        spill.mkdir()
+        merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name, spill=spill)
+    assert not [p.name for p in spill.iterdir() if p.is_dir()]

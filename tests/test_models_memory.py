@@ -163,3 +163,31 @@ def test_a_counter_on_under_one_percent_of_a_runs_bursts_is_neither_read_nor_a_f
     assert _unknown(seen[0]) == [] and "MY_NATIVE" in seen[0]
     assert not [f for f in model.features if _unknown([f.removeprefix("rate:")])]
     assert "rate:MY_NATIVE" in model.features and model.record["n_rows"] == 780
+
+
+def test_loading_an_experiment_lists_and_checks_each_runs_parts_once(wide_wh, monkeypatch):
+    """Review (issue 23): the sample's stride and the counters left out each listed every run's parts and checked
+    (hashed, footers read) every part again; ``train`` lists and checks them once before it reads them."""
+    from collections import Counter
+
+    from synthtrace.models.features import feature_columns
+
+    listed, checked = Counter(), Counter()
+    list_parts, scan = training_data.run_parts, training_data.scan_parts
+
+    def counted_list(wh, run_id, pattern, *args):
+        listed[run_id, pattern] += 1
+        return list_parts(wh, run_id, pattern, *args)
+
+    def counted_scan(paths):
+        paths = list(paths)
+        checked.update(map(str, paths))
+        return scan(paths)
+
+    monkeypatch.setattr(training_data, "run_parts", counted_list)
+    monkeypatch.setattr(training_data, "scan_parts", counted_scan)
+    frame, _ = training_data.load_bursts(wide_wh, None, training_data.TRAIN_BURSTS_PER_EXPERIMENT,
+                                         columns=feature_columns("ipc"))
+    assert frame.height == 300 + 480
+    assert len(listed) == 2 and set(listed.values()) == {1}, listed
+    assert checked and set(checked.values()) == {1}, checked

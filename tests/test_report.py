@@ -478,6 +478,23 @@ def test_a_long_timeline_is_drawn_per_pixel_keeping_each_ranks_time_per_archetyp
     assert (pixels["_x0"] >= 0).all()
 
 
+def test_a_timeline_pixel_whose_units_sum_past_int64_is_drawn_as_long_as_they_are():
+    """A column's short units were summed in Int64 (report.py's timeline bins): five bursts of 2^61 ns in one
+    (row, column, archetype) wrapped to a negative length, drawn backwards. Summed as floats (sums.float_sum, as
+    the rest of the code sums times), the bar is as long as the five."""
+    from synthtrace.pipelines.report import timeline_bars
+
+    short, long = 2**61, 3 * 2**61  # a column (bins=1) is as wide as the long burst: the five others are shorter
+    arch = pl.DataFrame({"unit": ["burst"] * 6, "task": [1] * 6, "thread": [1] * 6, "start_ns": [0] * 6,
+                         "duration_ns": [long] + [short] * 5, "archetype": ["compute_bound"] * 6,
+                         "provisional": [None] * 6}, schema_overrides={"provisional": pl.String})
+    ranks = pl.DataFrame({"task": [1], "thread": [1], "_y": [0]})
+    bars, per_pixel = timeline_bars(arch, ranks, 0, max_units=2, bins=1)
+    assert per_pixel and bars.height == 2 and (bars["_len"] >= 0).all(), bars
+    summed = bars.filter(pl.col("_n") == 5)
+    assert summed.height == 1 and summed["_len"].item() == pytest.approx(5 * short * 1e-9, rel=1e-12), bars
+
+
 def test_top_consumers_joined_a_window_at_a_time_are_the_whole_joins(tmp_path, mixed_wh, run_cli, monkeypatch):
     """Issue 23: the top consumers join the stored bursts with their labels a window at a time (the whole join took
     0.9 GB for a 2 GB trace); with windows of 100 bursts the table is the one-window table."""

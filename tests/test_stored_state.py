@@ -230,6 +230,32 @@ def test_a_listed_file_that_is_missing_is_one_line_naming_it(merged_lulesh, tmp_
     assert tree_digest(wh) == before
 
 
+@pytest.mark.real_traces
+def test_the_runs_listing_looks_at_each_listed_file_once(merged_lulesh, tmp_path, monkeypatch):
+    """The listing's check of the runs' listed files (a link among them, one missing) ``lstat``-ed every file twice
+    (once for links, once more for missing ones): a ``stat`` per listed file, as its docstring says."""
+    from collections import Counter
+
+    from synthtrace.warehouse.stored import incomplete_runs
+
+    wh = _copy(merged_lulesh, tmp_path)
+    run = wh / "runs" / RUN_A
+    (run / "bursts" / "part-00000.parquet").unlink()
+    looked, real = Counter(), os.lstat
+
+    def counting(path, *args, **kw):
+        looked[os.fspath(path)] += 1
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(os, "lstat", counting)
+    lines = incomplete_runs(wh)
+    monkeypatch.undo()
+    assert list(lines) == [RUN_A] and "part-00000.parquet" in lines[RUN_A] and "missing" in lines[RUN_A], lines
+    inside = [f"{wh / 'runs' / run_id}{os.sep}" for run_id in (RUN_A, RUN_B)]  # the runs' members
+    listed = {p: n for p, n in looked.items() if p.startswith(tuple(inside)) and not p.endswith("checksums.json")}
+    assert len(listed) > 10 and max(listed.values()) == 1, Counter(listed).most_common(3)
+
+
 # ---------------------------------------------------------------------------------------------------- B3
 @pytest.mark.real_traces
 def test_a_run_removed_while_the_merge_reads_it_is_one_line(merged_lulesh, tmp_path, run_cli, monkeypatch):
@@ -397,6 +423,32 @@ def test_pop_reads_what_the_commits_wrote(merged_lulesh, tmp_path, run_cli):
     code, after, err = run_cli("pop", "lulesh-8r", "-w", wh)
     before, after = before.replace(str(clean), str(wh)), after
     assert code == 0 and after == before, (before, after, err)
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("table, how", [("experiments/lulesh-8r/pop_metrics.parquet", "missing"),
+                                        ("experiments/lulesh-8r/pop_metrics.parquet", "linked"),
+                                        ("pop/pop_scaling.parquet", "linked")])
+def test_the_pop_tables_are_read_as_their_commits_wrote_them(merged_lulesh, tmp_path, run_cli, table, how):
+    """pop_store read the POP tables by hand where the other stores ask ``stored_file``: an experiment's
+    pop_metrics.parquet that its manifest lists and that is missing was skipped (the report said "No POP table
+    yet", exit 0), and a pop_scaling.parquet replaced by a link to an outside copy was read through. Both are one
+    line naming the file, as any stored file's (a linked pop_metrics.parquet already was)."""
+    wh = _copy(merged_lulesh, tmp_path)
+    code, _, err = run_cli("pop", "lulesh-8r", "-w", wh)
+    assert code == 0, err
+    stored = wh / table
+    if how == "linked":
+        outside = tmp_path / "outside" / stored.name
+        outside.parent.mkdir()
+        shutil.move(stored, outside)
+        os.symlink(outside, stored)
+    else:
+        stored.unlink()
+    code, _, err = run_cli("report", "-w", wh, "-o", tmp_path / "report.html")
+    line = _one_error_line(err)
+    assert code == 2 and str(stored) in line, err
+    assert ("symbolic link" in line and "not read" in line) if how == "linked" else "missing" in line, line
 
 
 @pytest.mark.slow

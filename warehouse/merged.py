@@ -27,7 +27,6 @@ from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.source import is_paraver
 from synthtrace.tracelib.merge.merge_runs import (CALL_COLUMNS, MergeOptions, MergeResult, PartedTable, RunTables,
                                                   merge_runs)
-from synthtrace.tracelib.merge.blocks import block_rows
 from synthtrace.tracelib.merge.messages import message_counts
 from synthtrace.tracelib.merge.ranks import profile_rows
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
@@ -35,7 +34,7 @@ from synthtrace.tracelib.thread_key import task_key
 from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, message_table
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import check_parts, read_part, scan_parts
-from synthtrace.warehouse.runs import check_runs_still_in, run_parts
+from synthtrace.warehouse.runs import check_runs_still_in, run_bursts_to, run_parts
 
 #: an experiment whose runs hold more bursts than this (all runs) is merged a group of tasks at a time
 PARTITION_BURSTS = 2_000_000
@@ -181,7 +180,7 @@ def merge_inputs(exp: Experiment, spill: Path | None = None) -> list[RunTables]:
         bursts: pl.DataFrame | pl.LazyFrame
         if spill is not None:
             path = spill / f"bursts-{run_id}.parquet"
-            if not _streamed(exp.wh, run_id, path):  # one row group: read back in one chunk per column, as it is
+            if not run_bursts_to(exp.wh, run_id, path):  # one row group: read back in one chunk per column, as it is
                 # now (the alignment's to_numpy calls copy a column of several chunks whole)
                 bursts = exp.bursts(run_id).drop("run_id", strict=False)
                 bursts.write_parquet(path, row_group_size=max(bursts.height, 1))
@@ -196,23 +195,6 @@ def merge_inputs(exp: Experiment, spill: Path | None = None) -> list[RunTables]:
                                                                                                strict=False)
         out.append(RunTables(run_id, run_name, bursts, calls, messages))
     return out
-
-
-def _streamed(wh: Warehouse, run_id: str, path: Path) -> bool:
-    """Whether the run's stored bursts were written to ``path`` (without the run id) streamed, never held whole:
-    when they need no sorting (their parts in thread and ``burst_seq`` order, as ingest writes a run of one thread)
-    nor uncore samples apportioned (issue 23, attack 18 F2: a run whose bursts sample one of 4,096 counter types,
-    held whole, is bursts x 4,096 Int64 cells); written in blocks of
-    :data:`~synthtrace.tracelib.merge.blocks.BLOCK_CELLS` cells."""
-    parts = run_parts(wh, run_id, "bursts/*.parquet")
-    if not parts or run_parts(wh, run_id, "uncore/*.parquet"):
-        return False
-    scan = scan_parts(parts).drop("run_id", strict=False)
-    keys = scan.select(*THREAD_KEYS, "burst_seq").collect()
-    if not keys.equals(keys.sort(*THREAD_KEYS, "burst_seq")):
-        return False
-    scan.sink_parquet(path, row_group_size=block_rows(len(scan.collect_schema())))
-    return True
 
 
 def _partitionable(exp: Experiment) -> bool:

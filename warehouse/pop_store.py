@@ -18,7 +18,7 @@ from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import read_part, scan_parts, schema_of
 from synthtrace.warehouse.runs import run_parts
-from synthtrace.warehouse.stored import Stored, refuse_linked
+from synthtrace.warehouse.stored import stored_file, stored_folders
 
 POP_METRICS = "pop_metrics"
 POP_SCALING = "pop_scaling"
@@ -70,13 +70,11 @@ def needs_stored_messages(calls: pl.DataFrame | pl.LazyFrame | None, messages: p
 
 
 def read_pop_metrics(wh: Warehouse) -> pl.DataFrame:
-    """Every experiment's POP table, one row per run (typed and empty when none was computed)."""
-    stored = Stored(wh.root)  # never a copied experiment folder's (attack 8 B1)
-    files = sorted(f for f in wh.experiments_dir.glob(f"*/{POP_METRICS}.parquet")
-                   if stored.keep(("experiments", f.parent.name, f.name))) if wh.experiments_dir.is_dir() else []
-    for f in files:  # attack 19 F3: a linked table is refused, never read through
-        refuse_linked(f.parent, [f.name])
-    frames = [read_part(f) for f in files]
+    """Every experiment's POP table, one row per run (typed and empty when none was computed): each stored
+    experiment's (never a copied folder's: attack 8 B1) as its commit wrote it (:func:`stored_file`: a linked table
+    is refused, attack 19 F3; one its manifest lists that is missing is DamagedPartError)."""
+    frames = [read_part(f) for name in stored_folders(wh.root, "experiments")
+              if (f := stored_file(wh.experiments_dir / name, f"{POP_METRICS}.parquet")) is not None]
     empty = pl.DataFrame(schema=POP_METRICS_SCHEMA)
     return pl.concat([empty, *frames], how="diagonal_relaxed") if frames else empty
 
@@ -87,5 +85,7 @@ def write_pop_scaling(wh: Warehouse, scaling: pl.DataFrame) -> None:
 
 
 def read_pop_scaling(wh: Warehouse) -> pl.DataFrame:
-    f = wh.root / POP_DIR / f"{POP_SCALING}.parquet"
-    return read_part(f) if f.is_file() else pl.DataFrame(schema=POP_SCALING_SCHEMA)
+    """The warehouse's scaling table (typed and empty when none was written), as its commit wrote it
+    (:func:`stored_file`, as :func:`read_pop_metrics`)."""
+    f = stored_file(wh.root / POP_DIR, f"{POP_SCALING}.parquet")
+    return read_part(f) if f is not None else pl.DataFrame(schema=POP_SCALING_SCHEMA)

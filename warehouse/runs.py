@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import polars as pl
-from synthtrace.tracelib.schema import RUN_SCHEMA
+import pyarrow as pa
+import pyarrow.parquet as pq
+from synthtrace.tracelib.merge.blocks import block_rows, group_rows, written
+from synthtrace.tracelib.schema import RUN_SCHEMA, THREAD_KEYS
 from synthtrace.tracelib.domain.uncore import attribute_dram_cas
 from synthtrace.warehouse import snapshot
 from synthtrace.warehouse.errors import RunsChangedError
@@ -135,6 +138,52 @@ def run_bursts(wh: Warehouse, run_id: str, *, dram_from_uncore: bool = True,
                 raise missing_file(wh.run_dir(run_id) / "threads.parquet")
             bursts = attribute_dram_cas(bursts, read_parts(uncore), read_part(threads[0]))
     return bursts
+
+
+#: how :func:`run_bursts_to` writes its copy (a scratch file of the merge): neither compressed, dictionary-encoded
+#: nor with statistics (issue 23: at 4,106 columns the encodings took 3/4 of the copy's time, and the statistics
+#: add to what the writer keeps per column chunk until its footer)
+SCRATCH_PARQUET = {"compression": "none", "use_dictionary": False, "write_statistics": False}
+
+
+def run_bursts_to(wh: Warehouse, run_id: str, path: Path) -> bool:
+    """Whether the run's stored bursts were copied to the Parquet file ``path`` (without the run id) a block at a
+    time, never held whole: when they need no sorting (their parts in thread and ``burst_seq`` order, as ingest
+    writes a run of one thread) nor uncore samples apportioned (else False, nothing written: read them with
+    :func:`run_bursts`). Each part is read a block of :data:`~synthtrace.tracelib.merge.blocks.BLOCK_CELLS` cells
+    of the copy's columns at a time, the columns it lacks added as NULL, and written by pyarrow in row groups
+    sized for the copy's width (:func:`~synthtrace.tracelib.merge.blocks.group_rows`). Issue 23: Polars' sink of
+    the union of a wide run's 149 parts of ~1,000 of 4,096 counter columns each took 2.7 GB for 150,000 bursts."""
+    folder = run_folder(wh, run_id)
+    parts = run_parts(wh, run_id, "bursts/*.parquet", folder)
+    if not parts or run_parts(wh, run_id, "uncore/*.parquet", folder):
+        return False
+    with _reading(wh, run_id):
+        scan = scan_parts(parts).drop("run_id", strict=False)
+        keys = scan.select(*THREAD_KEYS, "burst_seq").collect()
+        schema = scan.head(0).collect().to_arrow().schema
+    if not keys.equals(keys.sort(*THREAD_KEYS, "burst_seq")):
+        return False
+    written(_part_blocks(wh, run_id, parts, schema), path, group_rows(keys.height, len(schema)), **SCRATCH_PARQUET)
+    return True
+
+
+def _part_blocks(wh: Warehouse, run_id: str, parts: Sequence[Path], schema: pa.Schema) -> Iterator[pa.Table]:
+    """The rows of run ``run_id``'s ``parts`` in order, a block of ``schema``'s columns at a time (at least one
+    block: a copy has the schema), the columns a part lacks NULL (one shared array per type). Its reads are guarded
+    (:func:`_reading`), not what its consumer does with the blocks."""
+    with _reading(wh, run_id):
+        for p in parts:
+            with pq.ParquetFile(p) as f:
+                have = set(f.schema_arrow.names)
+                for batch in f.iter_batches(batch_size=block_rows(len(schema)),
+                                            columns=[c for c in schema.names if c in have]):
+                    nulls: dict[pa.DataType, pa.Array] = {}
+                    yield pa.Table.from_arrays(
+                        [batch.column(c.name).cast(c.type) if c.name in have
+                         else nulls.setdefault(c.type, pa.nulls(batch.num_rows, c.type)) for c in schema],
+                        schema=schema)
+    yield schema.empty_table()
 
 
 def run_calls(wh: Warehouse, run_id: str) -> pl.DataFrame | None:

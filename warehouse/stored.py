@@ -280,24 +280,28 @@ class Stored:
             raise missing_file(os.path.join(here, *missing[0].split("/")), len(missing) - 1)
 
 
-def linked_member(folder: str | os.PathLike, rels: Iterable[str]) -> str | None:
-    """The first path (below the stored ``folder``) among the files ``rels`` (``/``-separated below it) and the
-    folders between that is a symbolic link, or None: one ``lstat`` per file and per folder between (each once).
-    A file not there is none (its absence is told apart)."""
-    here, seen = os.fspath(folder), set()
+def member_faults(folder: str | os.PathLike, rels: Iterable[str]) -> tuple[str | None, list[str]]:
+    """What is wrong with the files ``rels`` (``/``-separated below the stored ``folder``): the first path among
+    them and the folders between that is a symbolic link (None: none; then nothing more is looked at), and the
+    files not there (in the order of ``rels``). One ``lstat`` per file and per folder between, each once."""
+    here = os.fspath(folder)
+    seen: dict[str, bool | None] = {}  # path -> a link (None: not there)
+    missing: list[str] = []
     for rel in rels:
         parts = rel.split("/")
         for depth in range(1, len(parts) + 1):
             sub = "/".join(parts[:depth])
-            if sub in seen:
-                continue
-            seen.add(sub)
-            try:
-                if stat.S_ISLNK(os.lstat(os.path.join(here, sub)).st_mode):
-                    return sub
-            except OSError:
-                break  # not there (or not a folder): nothing below it is reached through a link
-    return None
+            if sub not in seen:
+                try:
+                    seen[sub] = stat.S_ISLNK(os.lstat(os.path.join(here, sub)).st_mode)
+                except OSError:
+                    seen[sub] = None  # not there (or not a folder): nothing below it is there either
+                if seen[sub]:
+                    return sub, []
+            if seen[sub] is None:
+                missing.append(rel)
+                break
+    return None, missing
 
 
 def linked_error(folder: str | os.PathLike, sub: str) -> DamagedPartError:
@@ -316,8 +320,8 @@ def linked_error(folder: str | os.PathLike, sub: str) -> DamagedPartError:
 
 def refuse_linked(folder: str | os.PathLike, rels: Iterable[str]) -> None:
     """Raise :func:`linked_error` when one of the files ``rels`` of the stored ``folder`` is a symbolic link or is
-    reached through one below it (:func:`linked_member`)."""
-    if (sub := linked_member(folder, rels)) is not None:
+    reached through one below it (:func:`member_faults`)."""
+    if (sub := member_faults(folder, rels)[0]) is not None:
         raise linked_error(folder, sub)
 
 
@@ -401,23 +405,32 @@ def foreign_folders(root: str | os.PathLike) -> list[str]:
     return out
 
 
+def _listed_faults(root: str | os.PathLike, top: str, skip: Iterable[str] = ()
+                   ) -> Iterable[tuple[str, str, str | None, list[str]]]:
+    """(name, path, first linked member, missing files: :func:`member_faults`) of each folder (but ``skip``) in
+    ``root/top`` that is the stored folder of its name with a readable manifest, for the files it lists."""
+    skip = set(skip)
+    for name in _folders(root, top):
+        if name in skip:
+            continue
+        verdict = judge(root, (top, name))
+        if verdict.foreign is not None or verdict.incomplete is not None or not isinstance(verdict.manifest, Manifest):
+            continue
+        here = os.path.join(os.fspath(root), top, name)
+        yield name, here, *member_faults(here, sorted(verdict.manifest.files))
+
+
 def incomplete_runs(root: str | os.PathLike, skip: Iterable[str] = ()) -> dict[str, str]:
     """Run id -> the one line about its first missing file, for each run (but ``skip``) of the warehouse ``root``
     missing a file its manifest lists (a copy cut short, attack 8 B2): ``synthtrace runs`` still lists it (its
     record is sound) and says so, where every read of the missing file is refused; so for a listed file that is a
     symbolic link or reached through one (attack 19 F3: :func:`linked_error`). A ``stat`` per listed file."""
     out: dict[str, str] = {}
-    for run_id in _folders(root, "runs"):
-        if run_id in skip or not isinstance((verdict := judge(root, ("runs", run_id))).manifest, Manifest):
-            continue
-        here = os.path.join(os.fspath(root), "runs", run_id)
-        if verdict.foreign is not None or verdict.incomplete is not None:
-            continue
-        if (sub := linked_member(here, sorted(verdict.manifest.files))) is not None:  # attack 19 F3
-            out[run_id] = str(linked_error(here, sub))
-        elif missing := [f for f in verdict.manifest.files if not os.path.lexists(os.path.join(here, f))]:
-            if os.path.isfile(os.path.join(here, MANIFEST)):  # not a run removed meanwhile
-                out[run_id] = str(missing_file(os.path.join(here, sorted(missing)[0]), len(missing) - 1))
+    for run_id, here, linked, missing in _listed_faults(root, "runs", skip):
+        if linked is not None:  # attack 19 F3
+            out[run_id] = str(linked_error(here, linked))
+        elif missing and os.path.isfile(os.path.join(here, MANIFEST)):  # not a run removed meanwhile
+            out[run_id] = str(missing_file(os.path.join(here, missing[0]), len(missing) - 1))
     return out
 
 
@@ -426,14 +439,8 @@ def linked_experiment_members(root: str | os.PathLike) -> list[str]:
     symbolic link (its first such member: :func:`linked_error`), the line every reader of it refuses with (attack
     19 F3): what ``synthtrace runs`` warns about beside the runs' (:func:`incomplete_runs`). A ``stat`` per listed
     file."""
-    out = []
-    for name in _folders(root, "experiments"):
-        verdict = judge(root, ("experiments", name))
-        here = os.path.join(os.fspath(root), "experiments", name)
-        if verdict.foreign is None and isinstance(verdict.manifest, Manifest) and (
-                sub := linked_member(here, sorted(verdict.manifest.files))) is not None:
-            out.append(str(linked_error(here, sub)))
-    return out
+    return [str(linked_error(here, linked)) for _, here, linked, _ in _listed_faults(root, "experiments")
+            if linked is not None]
 
 
 def damaged_runs(root: str | os.PathLike) -> dict[str, str]:

@@ -12,8 +12,8 @@ import polars as pl
 
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.part_source import lazy_parts
-from synthtrace.tracelib.formats.bursts import (columns_of_messages, message_ends, message_ends_in_parts, message_rows,
-                                                packed_thread_keys, placed_rows, placed_rows_in_parts,
+from synthtrace.tracelib.formats.bursts import (_MAX_I64, columns_of_messages, message_ends, message_ends_in_parts,
+                                                message_rows, packed_thread_keys, placed_rows, placed_rows_in_parts,
                                                 with_message_columns, writable)
 from synthtrace.tracelib.schema import MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
@@ -150,7 +150,7 @@ class CallStore:
         messages' count times their largest size does not (any real trace: one reduction)."""
         size = messages.get_column("size")
         lo, hi = size.min(), size.max()
-        if lo is None or max(-lo, hi) * messages.height <= np.iinfo(np.int64).max:
+        if lo is None or max(-lo, hi) * messages.height <= _MAX_I64:
             return
         columns_of_messages(self.n_calls, messages, rows[0], messages, rows[1], source)
 

@@ -5,21 +5,37 @@ one of 4,096 counter types is 4,096 mostly-NULL Int64 columns; held whole, 10,00
 A block holds at most ``BLOCK_CELLS`` cells (rows x columns): ~36 MB of Int64 values with their validity."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 #: cells (rows x columns) of a block of a wide table read or written at once
 BLOCK_CELLS = 4_000_000
 #: a table of more columns is written a block at a time (:func:`written`), not by Polars' sink
 WIDE_COLUMNS = 256
+#: bytes pyarrow's Parquet writer keeps per column chunk (row group x column) until it closes the file, its footer
+#: included (measured: ~0.8 kB held while writing, as much again while the footer is serialised)
+FOOTER_BYTES = 1_600
+#: bytes a cell of a row group takes while it is written (an Int64 value and its validity bit)
+CELL_BYTES = 9
 
 
 def block_rows(columns: int) -> int:
     """Rows of a block of ``columns`` columns (at least one)."""
     return max(1, BLOCK_CELLS // max(columns, 1))
+
+
+def group_rows(rows: int, columns: int) -> int:
+    """Rows of a row group of a table of ``rows`` x ``columns`` written by :func:`written`: a block
+    (:func:`block_rows`), or more when the writer's footer state would outgrow a row group: then
+    sqrt(``rows`` x FOOTER_BYTES / CELL_BYTES), where the two are the same size (issue 23: the copy of a run of
+    150,000 bursts x 4,106 columns in row groups of a block, 154 of them, held 1.2 GB of footer)."""
+    return max(block_rows(columns), math.isqrt(rows * FOOTER_BYTES // CELL_BYTES))
 
 
 def frame_of(frame: pl.DataFrame | pl.LazyFrame, columns: Sequence[str]) -> pl.DataFrame:
@@ -50,18 +66,28 @@ def gathered(scan: pl.LazyFrame, rows: pl.Series | np.ndarray, columns: Sequence
     return got.select(pl.all().gather(place))
 
 
-def written(blocks: Iterable[pl.DataFrame], path: Path) -> pl.LazyFrame:
-    """The frames ``blocks`` (of one schema, produced one at a time) written to ``path`` as the row groups of one
-    Parquet file, and a lazy scan of it (a column of it is read in one go, whatever its number of blocks)."""
+def written(blocks: Iterable[pl.DataFrame | pa.Table], path: Path, rows: int | None = None,
+            **options: Any) -> pl.LazyFrame:
+    """The frames or Arrow tables ``blocks`` (of one schema, at least one, produced one at a time) written to
+    ``path`` as one Parquet file, and a lazy scan of it (a column of it is read in one go, whatever its number of
+    blocks). Row groups: each block one, or with ``rows``, ``rows`` rows each (the blocks held until they reach it,
+    see :func:`group_rows`). ``options``: pyarrow's ``ParquetWriter`` options (default zstd-compressed)."""
     import pyarrow.parquet as pq
 
-    writer = None
+    writer, held, n, wrote = None, [], 0, False
     try:
         for b in blocks:
-            t = b.to_arrow()
+            t = b if isinstance(b, pa.Table) else b.to_arrow()
             if writer is None:
-                writer = pq.ParquetWriter(path, t.schema, compression="zstd")
-            writer.write_table(t)
+                writer = pq.ParquetWriter(path, t.schema, **{"compression": "zstd", **options})
+            held.append(t)
+            n += t.num_rows
+            if rows is None or n >= rows:
+                whole, k = pa.concat_tables(held), n if rows is None else n - n % rows
+                writer.write_table(whole.slice(0, k), row_group_size=rows)
+                held, n, wrote = [whole.slice(k)], n - k, True
+        if writer is not None and (n or not wrote):  # the last rows, or the schema of no rows
+            writer.write_table(pa.concat_tables(held))
     finally:
         if writer is not None:
             writer.close()

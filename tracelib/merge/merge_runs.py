@@ -50,7 +50,7 @@ import polars as pl
 
 from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, written
+from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, group_rows, written
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
                                               arrival_tolerant, call_structure, opened_by, opened_differently,
@@ -217,6 +217,42 @@ def narrow_columns(features: Sequence[str], common: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([*ALIGN_COLUMNS, *WORK, *features, *(c for c in (work, rate) if c)]))
 
 
+@dataclass(frozen=True)
+class Blockwise:
+    """A merge that reads the runs' counter columns a block at a time (issue 23, attack 18 F2: a run sampling
+    4,096 counter types held whole is bursts x 4,096 cells): the reference's bursts are a lazy scan, a ``spill``
+    folder takes what it writes, and unmatched bursts are not estimated (the estimates read the source runs whole).
+    ``columns``: the reference's columns the steps after every other run's alignment read (:func:`narrow_columns`
+    of each), read from its scan once (:meth:`reference_rows`)."""
+
+    spill: Path
+    reference: RunTables
+    columns: tuple[str, ...]
+
+    @classmethod
+    def of(cls, ref: RunTables, spill: Path | None, options: MergeOptions,
+           columns: Sequence[str]) -> Blockwise | None:
+        """The blockwise merge of ``ref``, None when the merge reads the runs whole."""
+        if spill is None or not isinstance(ref.bursts, pl.LazyFrame) or options.estimate_unmatched:
+            return None
+        return cls(spill, ref, tuple(columns))
+
+    def run_folder(self, j: int) -> Path:
+        """Where the choice sample of the ``j``-th other run is written (made when it is: :func:`_wide_samples`)."""
+        return self.spill / f"run-{j:04d}"
+
+    def reference_rows(self, columns: Sequence[str]) -> tuple[pl.DataFrame, pl.Series]:
+        """:func:`narrow_read` of the reference with ``columns`` (those of :attr:`columns` it has): read from its
+        scan on the first call and written to the spill folder, read back from there by the later ones."""
+        path = self.spill / "reference-narrow.parquet"
+        if not path.is_file():
+            got, rows = narrow_read(self.reference, self.columns)
+            got.with_columns(rows).write_parquet(path)
+        keep = set(columns)
+        got = pl.read_parquet(path, columns=[c for c in pl.read_parquet_schema(path) if c in keep or c == "_scan_row"])
+        return got.drop("_scan_row"), got.get_column("_scan_row")
+
+
 def _units_over(u: Units, bursts: pl.DataFrame) -> Units:
     """``u``, the units of a projection of ``bursts`` (:func:`bursts_of`), over ``bursts`` whole: the same units,
     their table with every column (rebuilt when a unit has several pieces: its counters are their sums)."""
@@ -281,13 +317,14 @@ class PartedTable:
     def write_parquet(self, path: Path | str, **options) -> None:
         """The parts as one Parquet file (streamed). A table wider than
         :data:`~synthtrace.tracelib.merge.blocks.WIDE_COLUMNS` (a merged table has a column per counter of any run)
-        is written a part at a time, one row group each (:func:`~synthtrace.tracelib.merge.blocks.written`): Polars'
-        sink held its rows whole (issue 23: 725 MB for 10,000 bursts x 6,144 columns)."""
+        is written a part at a time in row groups of :func:`~synthtrace.tracelib.merge.blocks.group_rows` rows
+        (:func:`~synthtrace.tracelib.merge.blocks.written`): Polars' sink held its rows whole (issue 23: 725 MB for
+        10,000 bursts x 6,144 columns)."""
         scan = self.lazy()
-        if scan.collect_schema().len() <= WIDE_COLUMNS:
+        if (width := scan.collect_schema().len()) <= WIDE_COLUMNS:
             scan.sink_parquet(path, **options)
-        else:
-            written((pl.read_parquet(p) for p in self.parts), Path(path))
+        else:  # in row groups sized for its width: the writer keeps state per column chunk until its footer
+            written((pl.read_parquet(p) for p in self.parts), Path(path), group_rows(self.height, width))
 
 
 @dataclass
@@ -718,13 +755,14 @@ def timing_only_note(ref: RunTables, o: RunTables, features: Sequence[str]) -> s
 
 def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, counters: list[str],
                  options: MergeOptions, own: Own = None, read: RunRead | None = None,
-                 spill: Path | None = None) -> AlignedRun:
+                 blocks: Blockwise | None = None, spill: Path | None = None) -> AlignedRun:
     """Align one other run (its tasks renumbered by ``renum``) to the reference: its match table, tallies and
     choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
     ``read``: the run's bursts, calls and logical messages already read (taken from it) with the counters it shares
-    with the reference and compares, else read here. ``spill``: an empty folder; when given and both runs' bursts are
-    lazy scans whose units are single bursts, their counter columns are not read whole after the alignment but a
-    block at a time where needed (:class:`WideRows`; the choice sample's written there: issue 23, attack 18 F2).
+    with the reference and compares, else read here. ``blocks``: the merge is blockwise (:class:`Blockwise`, with
+    ``spill``: a folder not there yet); then, when the run's bursts are a lazy scan and both runs' units are single
+    bursts, their counter columns are not read whole after the alignment but a block at a time where needed
+    (:class:`WideRows`; the choice sample's written to ``spill``: issue 23, attack 18 F2).
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts. What
     the checks read of the run's calls is derived before its sequence table, which is handed the calls (not held
@@ -751,8 +789,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
     o_seq = sequence_table(o_units.table, handed.pop(0), feats, options.align, handed.pop())
     lazy = isinstance(o.bursts, pl.LazyFrame)
-    wide = (lazy and spill is not None and own is None and isinstance(ref.run.bursts, pl.LazyFrame)
-            and not (o_units.split or ref.units.split))
+    wide = lazy and blocks is not None and spill is not None and not (o_units.split or ref.units.split)
     if lazy:  # the projection read for the steps above: read again whole after the alignment
         bursts = mapped = None
         o_units = replace(o_units, table=pl.DataFrame())
@@ -769,7 +806,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     if wide:  # both runs' bursts with the columns read of every row; their counters where they are needed
         narrow = narrow_columns(feats, common)
         bursts, o_rows = narrow_read(o, narrow, renum)
-        ref_bursts, ref_rows = narrow_read(ref.run, narrow)
+        ref_bursts, ref_rows = blocks.reference_rows(narrow)  # type: ignore[union-attr]
         wide_rows = WideRows(ref.run.bursts, ref_rows, o.bursts, o_rows)  # type: ignore[arg-type]
         o_units, ref_units = _units_over(o_units, bursts), _units_over(ref.units, ref_bursts)
         mapped = replace(o, bursts=bursts, mpi_calls=renumber_calls(o.mpi_calls, renum) if renum else o.mpi_calls)
@@ -831,6 +868,7 @@ def _wide_samples(rows: WideRows, named: pl.DataFrame, at: np.ndarray, picked: p
     ``bursts``' columns and the run's other ``counters``. ``named``: the reference bursts' keys, call and site;
     ``picked``: the sample's rows of the match table."""
     other = picked.get_column("other_row")
+    spill.mkdir()
     step = block_rows(len(common) + named.width)
     starts = range(0, max(len(at), 1), step)  # one block at least: the files hold the sample's schema
     ref = written((pl.concat([named[at[a:a + step]], gathered(rows.ref_scan, rows.ref_rows.gather(at[a:a + step]),
@@ -1150,6 +1188,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         recorded = Recorded.of(head, ref.counters, head.get_column("duration_ns") >= options.min_error_duration_ns)
     n_ref, ref_layout = head.height, _layout(head)
     del head
+    blocks = Blockwise.of(ref_run, spill, options, list(dict.fromkeys(
+        c for o in others for common in [shared_counters(ref.counters, counters_of[o.run_id])]
+        for c in narrow_columns(pick_features(common), common))))
     n_counters = len({c for r in (ref_run, *others) for c in counters_of[r.run_id]})
     n_steps = len(others) + n_counters
     compared: dict[str, Compared] = {}
@@ -1172,11 +1213,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             notes.append(renumbered_note(ref_run, o, renum))
         if msg := timing_only_note(ref_run, o, read.features):
             notes.append(msg)
-        own_spill = None
-        if spill is not None and not options.estimate_unmatched:  # the choice samples of wide runs written there
-            own_spill = spill / f"run-{j:04d}"
-            own_spill.mkdir()
-        info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read, spill=own_spill)
+        info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read, blocks=blocks,
+                            spill=blocks.run_folder(j) if blocks else None)
         check_same_program(ref_run, info.run, info.tally, options, notes)
         compared[o.run_id] = Compared(info.common, info.features)
         tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally, info.sample, info.run_sample
@@ -1197,8 +1235,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     transfer = decide(ref_run, ref.counters, others, counters_of, compared, tallies, samples, run_samples,
                       recorded, options, notes, on_step, n_steps)
     quality_rows = transfer.quality
-    if spill is not None and isinstance(ref_run.bursts, pl.LazyFrame) and not options.estimate_unmatched:
-        merged: pl.DataFrame | PartedTable = _merged_blocks(ref_run, pairs, transfer, experiment, spill)
+    if blocks is not None:
+        merged: pl.DataFrame | PartedTable = _merged_blocks(blocks, pairs, transfer, experiment)
     else:
         ref_bursts = bursts_of(ref_run)  # a lazy scan's read once, for the merged rows and their estimates
         merged = merged_rows(ref_bursts, pairs, transfer, experiment, ref_run)  # type: ignore[arg-type]
@@ -1211,12 +1249,13 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                        PartedTable(matches) if spill is not None else pl.concat(matches), notes)
 
 
-def _merged_blocks(ref_run: RunTables, pairs: Mapping[str, Pairs | WidePairs], transfer: Transfer, experiment: str,
-                   spill: Path) -> PartedTable:
+def _merged_blocks(blocks: Blockwise, pairs: Mapping[str, Pairs | WidePairs], transfer: Transfer,
+                   experiment: str) -> PartedTable:
     """The merged rows (:func:`merged_rows`) of the reference's bursts (a lazy scan) a block of bursts at a time,
     each block's counters read then and written to ``spill`` (issue 23, attack 18 F2: the merged table has a column
     per counter of any run; held whole it is bursts x counter types)."""
-    rows = narrow_read(ref_run, KEYS)[1]
+    ref_run, spill = blocks.reference, blocks.spill
+    rows = blocks.reference_rows(KEYS)[1]
     rec = [c for c in transfer.counters if transfer.source[c] is None]
     by_run: dict[str, tuple[list[str], list[str]]] = {}  # per source run: the reference's and its columns read
     for c in transfer.counters:

@@ -412,7 +412,9 @@ class ParaverWriter:
 
 
 # ----------------------------------------------------------------------------------------------- call sites
-_SITE_FULL = re.compile(r"^(?P<func>.+) \((?P<file>[^,)]+):(?P<line>\d+)\)$")
+#: a call site as the readers render a resolved one, "func (file:line)" (the Paraver writer and the simulator's OTF2
+#: writer parse it back)
+SITE_FULL = re.compile(r"^(?P<func>.+) \((?P<file>[^,)]+):(?P<line>\d+)\)$")
 _SITE_RAW = re.compile(r"^(?P<func>.+) \(line (?P<value>\d+)\)$")
 
 
@@ -427,7 +429,7 @@ class CallSites:
     line_labels: dict[int, str] = field(default_factory=dict)
 
     def add(self, sites: Iterable[str]) -> None:
-        parsed = [(s, _SITE_FULL.match(s), _SITE_RAW.match(s)) for s in sorted(set(sites))]
+        parsed = [(s, SITE_FULL.match(s), _SITE_RAW.match(s)) for s in sorted(set(sites))]
         raw_values = {int(raw["value"]) for _, full, raw in parsed if raw and not full}
         nxt = max([2, *raw_values, *self.line_labels]) + 1
         for s, full, raw in parsed:
@@ -449,7 +451,7 @@ class CallSites:
         """(70000001 value, 80000001 value) of a call-site string."""
         if site is None:
             return None, None
-        full, raw = _SITE_FULL.match(site), _SITE_RAW.match(site)
+        full, raw = SITE_FULL.match(site), _SITE_RAW.match(site)
         func = full["func"] if full else raw["func"] if raw else site
         if full:
             return self.functions[func], self.lines[f"{full['line']} ({full['file']}, {self.binary})"]
