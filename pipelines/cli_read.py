@@ -313,7 +313,8 @@ def _write_parquet(path: Path, schema: pa.Schema, batches: Iterator[pa.RecordBat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with pq.ParquetWriter(path, schema) as writer:
+    # opened by Python: pyarrow takes a path as UTF-8 text (attack 20 F4)
+    with path.open("wb") as fh, pq.ParquetWriter(fh, schema) as writer:
         group: list[pa.RecordBatch] = []
         rows = size = 0
         wrote = False

@@ -79,7 +79,7 @@ def warehouse_holding(path: str | Path) -> Path | None:
     the copy itself is a warehouse."""
     mounts: frozenset[str] | None = None
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
-        if _marked(Warehouse(folder)):
+        if _marked(folder):  # its path alone: an output's folder need not be UTF-8, a warehouse's must (attack 20 F4)
             return folder
         if _stored_folder(folder) or _holds_stored_folders(folder):
             mounts = mount_points() if mounts is None else mounts
@@ -88,10 +88,10 @@ def warehouse_holding(path: str | Path) -> Path | None:
     return None
 
 
-def _marked(wh: Warehouse) -> bool:
-    """Whether ``wh``'s folder bears a warehouse's signs: its :data:`MARKER` file, or its ``runs/`` and
-    ``.staging/`` folders."""
-    return (wh.root / MARKER).is_file() or (wh.runs_dir.is_dir() and wh.staging_dir.is_dir())
+def _marked(folder: Path) -> bool:
+    """Whether ``folder`` bears a warehouse's signs: its :data:`MARKER` file, or its ``runs/`` and ``.staging/``
+    folders (those of :class:`Warehouse`)."""
+    return (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir())
 
 
 def mount_points() -> frozenset[str]:
@@ -277,7 +277,7 @@ class Warehouse:
         made the user's folder a warehouse, and every output under it was then refused as inside one): a folder is
         taken as it is when it is a warehouse already (:func:`warehouse_holding`'s signs), or holds only what
         :meth:`ensure` makes before the marker (another writer making it at the same moment)."""
-        if _marked(self):
+        if _marked(self.root):
             return
         made = {d.name for d in self.made_dirs}
         try:
