@@ -1,5 +1,6 @@
-"""Where the events of an OTF2 events file end (issue 23, attack 9 C9: ``cat 1.evt 1.evt > 1.evt`` ingested as the
-original, silently).
+"""Where the events of an OTF2 events file end: bytes after its END_OF_FILE record (issue 23, attack 9 C9: ``cat
+1.evt 1.evt > 1.evt`` ingested as the original, silently), and a file cut before it (a copy interrupted, a job
+killed while it flushed).
 
 The OTF2 library reads a location's events up to the file's END_OF_FILE record and never looks further, so bytes
 after it (an appended copy, another tool's leftovers) are not read by it or by any tool built on it. They are said
@@ -7,26 +8,78 @@ after it (an appended copy, another tool's leftovers) are not read by it or by a
 read them, so the run is what the archive describes; the warning names the file and the byte where the unread data
 starts.
 
+A file cut before its END_OF_FILE record is worse: the library reads a whole chunk into a buffer of the chunk size,
+and past a short file's end it parses the buffer's uninitialised bytes as records (valgrind: "conditional jump
+depends on uninitialised value" in ``otf2_buffer_read_header``). What it then returns depends on what the heap held:
+garbage events, an error, or a crash of the process (a pytest worker died on it). :func:`cut_short` finds such a
+file from its own bytes before the library reads it, and how many events are whole before the cut, so a reader can
+refuse it or (salvage) ask the library for those events alone.
+
 An events file is a sequence of chunks of the archive's event chunk size (bytes), the last one cut where its data
 ends. Each chunk starts with a header: the token :data:`_CHUNK_HEADER`, the endianness byte, and the numbers of its
-first and last event (8 bytes each). Then come records: a timestamp (:data:`_TIMESTAMP` and 8 bytes), an attribute
-list or an event (its type byte, then its length in one byte, or 0xFF and 8 bytes, then that many bytes), and at
-the end of a full chunk :data:`_END_OF_CHUNK` (the rest of the chunk unused), at the end of the file
-:data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``). Only the chunk headers (18 bytes
-each) and the records of the last chunk are read.
+first and last event (8 bytes each, counted from 1). Then come records: a timestamp (:data:`_TIMESTAMP` and 8
+bytes), an attribute list (:data:`_ATTRIBUTE_LIST`) or an event (its type byte, then its length in one byte, or 0xFF
+and 8 bytes, then that many bytes), and at the end of a full chunk :data:`_END_OF_CHUNK` (the rest of the chunk
+unused), at the end of the file :data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``). Only
+the chunk headers (18 bytes each) and the records of the last chunk are read.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from synthtrace.tracelib.jit import cached_njit
 
-_END_OF_CHUNK, _END_OF_BUFFER, _END_OF_FILE, _CHUNK_HEADER, _TIMESTAMP = 0, 1, 2, 3, 5
+_END_OF_CHUNK, _END_OF_BUFFER, _END_OF_FILE, _CHUNK_HEADER, _TIMESTAMP, _ATTRIBUTE_LIST = 0, 1, 2, 3, 5, 6
 _HEADER_BYTES = 18  # token, endianness, first event number, last event number
 _ENDIANNESS = {0x42: "little", 0x23: "big"}
+# how the walk of a chunk's records ends (:func:`_walk`)
+_AT_END_OF_FILE, _AT_END_OF_CHUNK, _PAST_THE_BYTES, _NOT_FOLLOWED = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class CutEvents:
+    """An events file that ends before OTF2's END_OF_FILE record."""
+
+    size: int  # bytes of the file
+    whole: int  # events whole before the cut (count, from the file's start)
+    where: str  # where the file ends, for a message
+
+    def reason(self, announced: int) -> str:
+        """The refusal, for a location whose definitions announce ``announced`` events."""
+        return (f"cut short, no end-of-file record ({self.size} bytes): {self.where}; {self.whole} of the "
+                f"{announced} events the definitions announce are whole")
+
+
+def cut_short(path: str | os.PathLike, chunk_size: int) -> CutEvents | None:
+    """The events file ``path`` (chunks of ``chunk_size`` bytes) as cut before its END_OF_FILE record, from its last
+    chunk's header and records; None when that chunk ends with the record, or when its layout cannot be followed
+    (left to the library, which refuses what it cannot read)."""
+    size = os.path.getsize(path)
+    start = (max(size, 1) - 1) // max(chunk_size, _HEADER_BYTES) * max(chunk_size, _HEADER_BYTES)
+    with open(Path(path), "rb") as fh:
+        fh.seek(start)
+        chunk = fh.read(size - start)
+        if len(chunk) < _HEADER_BYTES:  # the last chunk's header itself is cut: the chunk before ends the events
+            before = 0
+            if start:
+                fh.seek(start - max(chunk_size, _HEADER_BYTES))
+                before = _event_numbers(fh.read(_HEADER_BYTES))[1]
+            where = f"the file ends inside the header of the chunk at byte {start}"
+            return None if before is None else CutEvents(size, before, where)
+    first, _ = _event_numbers(chunk)
+    if first is None:
+        return None
+    kind, at, events = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little")
+    if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on from there
+        return CutEvents(size, first - 1 + events, f"an end-of-chunk record at byte {start + at} ends the last "
+                         f"chunk (from byte {start}) and no chunk follows")
+    if kind == _PAST_THE_BYTES:
+        return CutEvents(size, first - 1 + events, f"the file ends inside the record at byte {start + at}")
+    return None
 
 
 def trailing_bytes(path: str | os.PathLike, chunk_size: int, n_events: int) -> tuple[int, int] | None:
@@ -40,59 +93,72 @@ def trailing_bytes(path: str | os.PathLike, chunk_size: int, n_events: int) -> t
         if start is None:
             return None
         fh.seek(start)
-        end = _end_of_file(fh.read(min(chunk_size, size - start)))
-    if end is None or start + end >= size:
+        chunk = fh.read(min(chunk_size, size - start))
+    kind, end, _ = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little")
+    if kind != _AT_END_OF_FILE or start + end >= size:
         return None
     return start + end, size - start - end
+
+
+def _event_numbers(head: bytes) -> tuple[int | None, int | None]:
+    """(first, last) event numbers of a chunk header; (None, None) when ``head`` is not one."""
+    if len(head) < _HEADER_BYTES or head[0] != _CHUNK_HEADER or head[1] not in _ENDIANNESS:
+        return None, None
+    order = _ENDIANNESS[head[1]]
+    return int.from_bytes(head[2:10], order), int.from_bytes(head[10:18], order)
 
 
 def _last_chunk(fh, size: int, chunk_size: int, n_events: int) -> int | None:
     """The offset of the chunk holding event ``n_events`` (the last announced), from the chunk headers."""
     for offset in range(0, size, max(chunk_size, _HEADER_BYTES)):
         fh.seek(offset)
-        head = fh.read(_HEADER_BYTES)
-        if len(head) < _HEADER_BYTES or head[0] != _CHUNK_HEADER or head[1] not in _ENDIANNESS:
+        last = _event_numbers(fh.read(_HEADER_BYTES))[1]
+        if last is None:
             return None
-        last = int.from_bytes(head[10:18], _ENDIANNESS[head[1]])
         if last >= n_events:
             return offset
     return None
 
 
-def _end_of_file(chunk: bytes) -> int | None:
-    """The offset in ``chunk`` (the last chunk, from its header) just after its END_OF_FILE record and the
-    END_OF_BUFFER that follows it; None when a record runs past the chunk or the chunk ends first."""
-    end = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little")
-    return None if end < 0 else int(end)
-
-
 @cached_njit
-def _walk(chunk: np.ndarray, little: bool) -> int:
-    """:func:`_end_of_file` over the chunk's bytes (uint8): the offset, or -1. Compiled: a Python loop took ~40 ms
-    of CPU for a full 1 MiB chunk, a location's last chunk at OTF2's default chunk size."""
-    at, n = _HEADER_BYTES, chunk.size
+def _walk(chunk: np.ndarray, little: bool) -> tuple[int, int, int]:
+    """The records of a chunk (uint8, from its header): (how the walk ends, the offset after the last whole record
+    or after the END_OF_FILE record and the END_OF_BUFFER that follows it, events whole before that). Ends:
+    :data:`_AT_END_OF_FILE`, :data:`_AT_END_OF_CHUNK` (a full chunk, another follows), :data:`_PAST_THE_BYTES` (the
+    bytes end inside a record or without an end record), :data:`_NOT_FOLLOWED` (a token no chunk holds there).
+    Compiled: a Python loop took ~40 ms of CPU for a full 1 MiB chunk, a location's last chunk at OTF2's default
+    chunk size."""
+    at, n, events = _HEADER_BYTES, chunk.size, 0
     while at < n:
         token = chunk[at]
         if token == _END_OF_FILE:
-            return at + 2 if at + 1 < n and chunk[at + 1] == _END_OF_BUFFER else at + 1
-        if token == _END_OF_CHUNK or token == _END_OF_BUFFER or token == _CHUNK_HEADER:
-            return -1  # not the end of a file's last chunk
+            return _AT_END_OF_FILE, (at + 2 if at + 1 < n and chunk[at + 1] == _END_OF_BUFFER else at + 1), events
+        if token == _END_OF_CHUNK:
+            return _AT_END_OF_CHUNK, at, events
+        if token == _END_OF_BUFFER or token == _CHUNK_HEADER:
+            return _NOT_FOLLOWED, at, events
         if token == _TIMESTAMP:
+            if at + 9 > n:
+                return _PAST_THE_BYTES, at, events
             at += 9
             continue
         if at + 1 >= n:
-            return -1
+            return _PAST_THE_BYTES, at, events
         length = np.int64(chunk[at + 1])
-        at += 2
+        body = at + 2
         if length == 0xFF:  # a long record: its length in the next 8 bytes
-            if at + 8 > n:
-                return -1
+            if body + 8 > n:
+                return _PAST_THE_BYTES, at, events
             length = np.int64(0)
             for i in range(8):
-                byte = np.int64(chunk[at + i] if little else chunk[at + 7 - i])
+                byte = np.int64(chunk[body + i] if little else chunk[body + 7 - i])
                 length |= byte << np.int64(8 * i)
-            at += 8
+            body += 8
             if length < 0:
-                return -1
-        at += length
-    return -1
+                return _NOT_FOLLOWED, at, events
+        if body + length > n:
+            return _PAST_THE_BYTES, at, events
+        at = body + length
+        if token != _ATTRIBUTE_LIST:
+            events += 1
+    return _PAST_THE_BYTES, at, events

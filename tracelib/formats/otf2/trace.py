@@ -18,7 +18,7 @@ from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceRead
 from synthtrace.tracelib.formats.otf2.definitions import (_check_location_files, _identical_event_files, _Location,
                                                           _read_definitions, _validate_archive)
 from synthtrace.tracelib.formats.otf2.events import _clear, _EventBuffer
-from synthtrace.tracelib.formats.otf2.evt_file import trailing_bytes
+from synthtrace.tracelib.formats.otf2.evt_file import cut_short, trailing_bytes
 from synthtrace.tracelib.formats.otf2.library import (
     _callback_setter,
     _captured_otf2_errors,
@@ -73,6 +73,7 @@ class Otf2Trace(TraceReader):
             reader = self._open_reader(messages)
             try:
                 self.defs = _read_definitions(reader, self.path)
+                chunk_size = _event_chunk_size(reader.handle)
             except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
                 raise TraceFormatError(self.path.with_suffix(".def"), None,
                                        f"inconsistent OTF2 definitions ({type(exc).__name__}: {exc})") from None
@@ -92,9 +93,27 @@ class Otf2Trace(TraceReader):
                 self._unread.append(loc)
                 self.defs.warnings.append(f"{exc.path}: {exc.reason.split(';')[0]}: read without its events "
                                           "(--salvage)")
+        self._whole = self._cut_files(chunk_size)
         self._twins = _identical_event_files(self._read_locations)  # attack 8 B8: an events file copied over another
         for said in self.defs.warnings:  # said once per open, as the Paraver reader says its header's and .pcf's
             self._warn(said)
+
+    def _cut_files(self, chunk_size: int) -> dict[int, int]:
+        """The events whole before the cut (count) of each location (by ref) whose events file ends before its
+        END_OF_FILE record, said under salvage and refused otherwise, before the library reads one: past a short
+        file's end it parses uninitialised memory (:func:`~.evt_file.cut_short`)."""
+        whole: dict[int, int] = {}
+        for loc in self._read_locations:
+            cut = cut_short(loc.evt_file, chunk_size)
+            if cut is None:
+                continue
+            if not self.salvage:
+                raise TruncatedTraceError(loc.evt_file, None, f"{cut.reason(loc.n_events)} (copied or written only "
+                                          "in part? --salvage reads them)")
+            whole[loc.ref] = cut.whole
+            self.defs.warnings.append(f"{loc.evt_file}: {cut.reason(loc.n_events)} (--salvage: kept the events "
+                                      "before the cut)")
+        return whole
 
     def _warn(self, message: str) -> None:
         """Say ``message`` on the terminal (the CLI prints each warning once) and keep it with the read's summary
@@ -104,13 +123,41 @@ class Otf2Trace(TraceReader):
         self.warnings.append(message)
 
     def _open_reader(self, messages: list[str]):
+        """The wheel's reader of the archive. A folder above it whose name is not UTF-8 (a cluster's Latin-1 name)
+        is reached through ``/proc/self/fd``: the wheel passes the path to libotf2 as UTF-8 text only, and refused
+        such an archive as "not a readable OTF2 archive (UnicodeEncodeError)" (attack 20 F2); the folder's
+        descriptor is closed by the reader's ``close``."""
+        import os
+        import weakref
+
         import otf2
 
+        def not_utf8(text: str) -> bool:  # holds a byte of a name that is not UTF-8, as Python holds one
+            return any("\udc80" <= c <= "\udcff" for c in text)
+
+        anchor, fd = str(self.path), None
+        if not_utf8(anchor) and not not_utf8(self.path.name) and Path("/proc/self/fd").is_dir():
+            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            anchor = f"/proc/self/fd/{fd}/{self.path.name}"
         try:
             with _python_callback_errors(messages):
-                return otf2.reader.Reader(str(self.path))
+                reader = otf2.reader.Reader(anchor)
+            if fd is not None:  # closed when the reader is (once: a finalizer runs once), else when it is freed
+                done, library_close = weakref.finalize(reader, os.close, fd), reader.close
+                fd = None
+
+                def close() -> None:
+                    try:
+                        library_close()
+                    finally:
+                        done()
+                reader.close = close
+            return reader
         except Exception as exc:  # the library raises its own errors (and KeyError etc. on garbage)
             raise TraceFormatError(self.path, None, _library_reason(exc, messages)) from None
+        finally:
+            if fd is not None:  # the reader did not open
+                os.close(fd)
 
     # ------------------------------------------------------------------ identity and resources
     @property
@@ -197,19 +244,21 @@ class Otf2Trace(TraceReader):
         except _otf2.Error as exc:
             raise TraceFormatError(loc.evt_file, None, _library_reason(exc, messages)) from None
         n_read, reported, final = 0, 0, False
+        limit = self._whole.get(loc.ref)  # a cut file: never past its whole events (the library reads garbage there)
         while not final:
+            want = self.chunk_events if limit is None else min(self.chunk_events, limit - n_read)
             try:
-                n = _otf2.Reader_ReadLocalEvents(handle, evt_reader, self.chunk_events)
+                n = _otf2.Reader_ReadLocalEvents(handle, evt_reader, want) if want > 0 else 0
             except _otf2.Error as exc:
-                cut = TruncatedTraceError(loc.evt_file, None, f"event {n_read + len(buf.r_pos)}: "
+                n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
+                cut = TruncatedTraceError(loc.evt_file, None, f"event {n_read + n + 1}: "
                                           + _library_reason(exc, messages))
                 if not self.salvage:
                     raise cut from None
                 self._warn(f"{cut} (--salvage: kept the events before the cut)")
-                n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
                 final = True
             n_read += n
-            final = final or n < self.chunk_events
+            final = final or n < want or want <= 0 or n_read == limit
             for k, arr in ((1, buf.r_pos), (2, buf.m_pos), (3, buf.p_pos), (4, buf.c_pos)):
                 read.n_records[k] += len(arr)
             batch, p2p, horizon = conv.convert(buf, final)
@@ -234,7 +283,7 @@ class Otf2Trace(TraceReader):
             if not any(str(loc.evt_file) in w for w in self.warnings):
                 self._warn(f"{cut} (--salvage: kept the events before the cut)")
         if loc.n_events and n_read == loc.n_events:  # attack 9 C9: `cat 1.evt 1.evt > 1.evt` read as the original
-            self._say_trailing(loc, _otf2.Reader_GetChunkSize(handle)[0])
+            self._say_trailing(loc, _event_chunk_size(handle))
         read.last_ns = max(read.last_ns, conv.state.last_ns)
         self._location_warnings(conv)
 
@@ -286,3 +335,10 @@ class Otf2Trace(TraceReader):
         if conv.dropped_open_call:
             self._warn(f"{loc.evt_file}: rank {loc.task - 1} ends inside {conv.dropped_open_call}; "
                                  "that call was dropped")
+
+
+def _event_chunk_size(handle) -> int:
+    """The archive's chunk size of events files (bytes), from the open reader ``handle``."""
+    import _otf2
+
+    return int(_otf2.Reader_GetChunkSize(handle)[0])
