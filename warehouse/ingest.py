@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
+import math
 import os
 import shlex  # [helper security]
 import shutil
@@ -25,7 +27,7 @@ from synthtrace.tracelib.formats.row_order import stable_order
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import ProgramSymbols, program_symbols  # issue 28 (models helper)
-from synthtrace.tracelib.printable import unprintable
+from synthtrace.tracelib.printable import storable, unprintable, utf8_bytes, utf8_text
 from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse import folder_index
@@ -41,12 +43,14 @@ RUN_ID_CHARS = 16  # hex characters of the xxh3-128 hash of the trace's files ke
 #: how a run's big tables are written: zstd level 1 stores them as small as the default level 3 (within 0.5 % on
 #: bursts and calls) for 20-25 % less CPU time; statistics let DuckDB skip row groups
 TABLE_PARQUET = {"compression": "zstd", "compression_level": 1, "statistics": True}
-#: cells (rows x columns) of a row group of mpi_calls.parquet at most: Polars' sink holds a whole row group as it
-#: writes it, so a table of thousands of counter columns (1 M calls each sampling one of 4,096 counter types: 82,000-row
-#: groups x 4,115 columns, ~900 MB) gets shorter groups ...
-CALL_ROW_GROUP_CELLS = 64 * 2**20
-#: ... when it has more columns than this (a narrower table keeps Polars' own row groups)
+#: a table of mpi_calls.parquet with more columns than this (thousands of counter types) is written by
+#: :func:`_write_wide_calls`; a narrower one (every real trace) by Polars' sink, in Polars' own row groups
 WIDE_CALLS_COLUMNS = 256
+#: a wide calls table's row groups have about sqrt(this x calls) rows: what the writer holds is the row group's
+#: cells (at most 8 bytes each: rows x columns x 8) plus ~1 KB of footer state per column chunk until the file
+#: ends (groups x columns x 1 KB); their sum is least for groups of sqrt(calls x 1 KB / 8 B) rows, whatever the
+#: width (issue 23: 1 M calls of 4,096 counter types, ~11,000-row groups)
+CALL_GROUP_ROWS_PER_CALL = 128
 #: up to this many point-to-point messages, their tables are written while the calls stream to Parquet
 CONCURRENT_MESSAGES = 1_000_000
 #: up to this many messages, mpi_messages.parquet is numbered at once; more are numbered and written
@@ -238,7 +242,7 @@ def _placed_runs(wh: Warehouse) -> Iterator[tuple[str, str, str, str]]:
             stem = run_name.split(".")[0]
             identity = (program_identity(stored[run_id].get("key"), stem) if run_id in stored
                         else program_identity(None, app_name or stem))
-            yield default_names(Path(source), None, None)[2], identity, run_id, experiment
+            yield default_names(Path(os.fsdecode(utf8_bytes(source))), None, None)[2], identity, run_id, experiment
 
 
 def _index_folders(wh: Warehouse) -> None:
@@ -349,10 +353,9 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     if source.format != "paraver":
         return []
     src = source_text(path)
-    entry = _without_pcf_index(wh) / _source_key(src)
+    entry = _not_linked(wh, _without_pcf_index(wh) / _source_key(src))
     if not any(f.suffix == ".pcf" for f in files):
-        entry.mkdir(parents=True, exist_ok=True)
-        (entry / run_id).touch()
+        _mark(wh, entry, run_id)
         return []
     size_without_pcf = sum(f.stat().st_size for f in files if f.suffix != ".pcf")
     found = []
@@ -369,9 +372,10 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
 def source_text(path: Path) -> str:
     """The resolved path of the trace at ``path`` as its run's ``source_path`` stores it: a byte of a folder's name
     that is not UTF-8 (a cluster's folder named in Latin-1) as ``\\xNN``, as ``ls -b`` shows it (Parquet holds
-    UTF-8 text only: attack 19 F1); every other character as it is (a terminal is shown it escaped: the CLI's
-    outputs)."""
-    return os.fsencode(path.resolve()).decode("utf-8", "backslashreplace")
+    UTF-8 text only: attack 19 F1), a backslash as ``\\\\`` (one path, one text: attack 20 F3;
+    :func:`~synthtrace.tracelib.printable.utf8_text`); every other character as it is (a terminal is shown it
+    escaped: the CLI's outputs)."""
+    return utf8_text(os.fsencode(path.resolve()))
 
 
 def _source_key(source_path: str) -> str:
@@ -388,11 +392,29 @@ def _without_pcf_index(wh: Warehouse) -> Path:
         for run_file in wh.runs_dir.glob("*/run.parquet"):
             row = existing_run(wh, run_file.parent.name)
             if row and row["source_path"] and any("no .pcf file" in w for w in row["warnings"] or []):
-                (index / _source_key(row["source_path"])).mkdir(parents=True, exist_ok=True)
-                (index / _source_key(row["source_path"]) / row["run_id"]).touch()
-        index.mkdir(parents=True, exist_ok=True)
-        complete.touch()
-    return index
+                _mark(wh, index / _source_key(row["source_path"]), row["run_id"])
+        _mark(wh, index, complete.name)
+    return _not_linked(wh, index)
+
+
+def _not_linked(wh: Warehouse, path: Path) -> Path:
+    """``path``, inside ``wh``, when none of its parts below the warehouse's root is a symbolic link; else an
+    :class:`OSError` naming the link (attack 20 F5: a link planted at ``.index/without_pcf/<key>`` had the next
+    ingest delete every file of the folder it pointed to). An index is never read or written through a link."""
+    at = wh.root
+    for part in path.relative_to(wh.root).parts:
+        at = at / part
+        if at.is_symlink():
+            raise OSError(errno.ELOOP, f"{at} is a symbolic link, not followed (nothing it points to was read or "
+                          "changed): remove it")
+    return path
+
+
+def _mark(wh: Warehouse, folder: Path, name: str) -> None:
+    """Make the empty file ``folder/name`` of an index (and ``folder``), never through a symbolic link
+    (:func:`_not_linked`; the file itself opened with ``O_NOFOLLOW``)."""
+    _not_linked(wh, folder).mkdir(parents=True, exist_ok=True)
+    os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
 
 
 def _check_same_place(row: dict, experiment: str | None, app: str | None, path: Path) -> None:
@@ -506,7 +528,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                             "already", summary.n_bursts, summary.n_calls)
     try:
         superseded = _runs_without_pcf(wh, source, path, run_id)
-    except OSError as exc:  # attack 16 F5: the run is stored; this was "error: .../.complete: No space left ..."
+    except (OSError, MemoryError) as exc:  # attack 16 F5, attack 20 F8: the run is stored; this was "error: ..."
         superseded = []
         _unindexed(wh, path, run_id, exp_name, exc)
     for old in superseded:
@@ -520,6 +542,10 @@ def _ours(row: dict | None, ingested_at: datetime) -> bool:
     """Whether the stored runs ``row`` is the one this ingest, begun at ``ingested_at``, committed (not a concurrent
     ingest's of the same content)."""
     return row is not None and row["ingested_at"] in (ingested_at.replace(tzinfo=None), ingested_at)
+
+
+#: the runs row's columns that hold a list of texts
+_TEXT_LISTS = ("counters", "warnings")
 
 
 @dataclass
@@ -543,7 +569,11 @@ class _Placement:
     notes: list[str] = field(default_factory=list)
 
     def write_row(self, stage: Path) -> None:
-        pl.DataFrame([self.row], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
+        """Stage the runs row, every text in it as a stored table holds it (a reader's warning quoting a path whose
+        folder is not UTF-8 raised UnicodeEncodeError: attack 20 F1)."""
+        row = {k: [storable(t) for t in v] if k in _TEXT_LISTS and v is not None else
+               storable(v) if isinstance(v, str) else v for k, v in self.row.items()}
+        pl.DataFrame([row], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
 
     @contextlib.contextmanager
     def decided_at_commit(self, wh: Warehouse, stage: Path) -> Iterator[bool]:
@@ -559,7 +589,7 @@ class _Placement:
             if _ours(existing_run(wh, self.run_id), self.ingested_at):
                 try:
                     self._index(wh)
-                except OSError as exc:  # attack 16 F5: committed, so never "the warehouse is unchanged"
+                except (OSError, MemoryError) as exc:  # attack 16 F5, 20 F8: committed, so never said failed
                     _unindexed(wh, self.path, self.run_id, self.experiment, exc)
 
     def _decide_again(self, wh: Warehouse, stage: Path) -> bool:
@@ -619,16 +649,18 @@ class _Placement:
             folder_index.forget(wh, self.folder, file_name(self.indexed), self.run_id)
 
 
-def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSError) -> None:
+def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSError | MemoryError) -> None:
     """Say that run ``run_id``, committed, is stored though the indexes written after its commit (folders, programs,
     runs read without a .pcf) could not be (a full disk or inode table: attack 16 F5 said "the warehouse is
-    unchanged", or gave a bare path, while the run was there); their completeness marks go, so the next ingest
-    rebuilds them from the stored runs, this one with them (removing a file needs no space)."""
+    unchanged", or gave a bare path, while the run was there; memory running out: attack 20 F8 said "error: out of
+    memory", exit 1, the run stored whole and unindexed); their completeness marks go, so the next ingest rebuilds
+    them from the stored runs, this one with them (removing a file needs no space)."""
     for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
                  wh.root / WITHOUT_PCF_COMPLETE):
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # never through a link (attack 20 F5): a file of its target is not ours
+            _not_linked(wh, mark.parent)
             mark.unlink(missing_ok=True)
-    reason = exc.strerror or str(exc)
+    reason = "out of memory" if isinstance(exc, MemoryError) else exc.strerror or str(exc)
     warnings.warn(f"{path}: stored as run {run_id} (experiment {experiment}), but the warehouse's indexes could not "
                   f"be written after it ({reason}): the next ingest rebuilds them from the stored runs", stacklevel=3)
 
@@ -723,13 +755,48 @@ def _write_message_tables(writer: PartWriter, stage: Path, run_id: str, summary:
         writer.submit(_write_logical_messages, stage, run_id, summary)
 
 
-def _sink_calls(calls: pl.LazyFrame, path: Path) -> None:
-    """mpi_calls.parquet from the calls' lazy source, streamed, in row groups of at most
-    :data:`CALL_ROW_GROUP_CELLS` cells once the table has more than :data:`WIDE_CALLS_COLUMNS` columns (issue 23:
-    memory follows the row group, not calls x counter types)."""
-    width = len(calls.collect_schema())
-    wide = {"row_group_size": CALL_ROW_GROUP_CELLS // width} if width > WIDE_CALLS_COLUMNS else {}
-    calls.sink_parquet(path, **TABLE_PARQUET, **wide)
+def _sink_calls(calls: pl.LazyFrame, path: Path, n_calls: int) -> None:
+    """mpi_calls.parquet from the ``n_calls`` calls' lazy source, streamed: by Polars' sink, or by
+    :func:`_write_wide_calls` when the table has more than :data:`WIDE_CALLS_COLUMNS` columns."""
+    if len(calls.collect_schema()) > WIDE_CALLS_COLUMNS:
+        _write_wide_calls(calls, path, max(1, math.isqrt(CALL_GROUP_ROWS_PER_CALL * n_calls)))
+    else:
+        calls.sink_parquet(path, **TABLE_PARQUET)
+
+
+def _write_wide_calls(calls: pl.LazyFrame, path: Path, rows: int) -> None:
+    """The calls' table, of thousands of columns, written to ``path`` with :data:`TABLE_PARQUET`'s compression and
+    statistics in row groups of ``rows`` rows, by pyarrow's writer: Polars 2.1's sink keeps ~4 KB of footer state
+    per column chunk until the file ends (issue 23: 1 M calls x 4,115 columns in 62 row groups, ~1 GB), pyarrow's
+    ~0.8 KB. A column NULL throughout a part of the source is one shared NULL array, not a dense one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pl.DataFrame(schema=calls.collect_schema()).to_arrow().schema
+    nulls: dict[tuple[int, pa.DataType], pa.Array] = {}
+
+    def arrow(part: pl.DataFrame) -> pa.Table:
+        empty = {c for c, n in zip(part.columns, part.null_count().row(0)) if n == part.height}
+        present = part.drop(empty).to_arrow()
+        return pa.Table.from_arrays(
+            [nulls.setdefault((part.height, f.type), pa.nulls(part.height, f.type)) if f.name in empty
+             else present.column(f.name) for f in schema], schema=schema)
+
+    held: list[pa.Table] = []
+    n_held = 0
+    with pq.ParquetWriter(path, schema, compression=TABLE_PARQUET["compression"],
+                          compression_level=TABLE_PARQUET["compression_level"],
+                          write_statistics=TABLE_PARQUET["statistics"]) as writer:
+        for part in calls.collect_batches():
+            held.append(arrow(part))
+            n_held += part.height
+            if n_held >= rows:
+                table = pa.concat_tables(held)
+                whole = n_held - n_held % rows
+                writer.write_table(table.slice(0, whole), row_group_size=rows)
+                held, n_held = [table.slice(whole)], n_held - whole
+        if n_held:
+            writer.write_table(pa.concat_tables(held), row_group_size=rows)
 
 
 def _write_run(source: TraceSource, run_id: str, stage: Path,
@@ -752,11 +819,11 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
         with PartWriter() as writer:
             _write_message_tables(writer, stage, run_id, summary)
             if summary.n_calls:
-                _sink_calls(summary.calls, stage / "mpi_calls.parquet")
+                _sink_calls(summary.calls, stage / "mpi_calls.parquet", summary.n_calls)
     else:  # many messages: one table at a time, the calls first, whose per-call message columns (about 40 bytes
         # per call) are then released before the messages are numbered (issue 27: memory of a 2 GB trace)
         if summary.n_calls:
-            _sink_calls(summary.calls, stage / "mpi_calls.parquet")
+            _sink_calls(summary.calls, stage / "mpi_calls.parquet", summary.n_calls)
         summary = replace(summary, calls=pl.LazyFrame())
         release_free_heap()  # what writing the calls freed, before the messages are numbered
         with PartWriter(background=False) as writer:
