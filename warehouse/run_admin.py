@@ -17,7 +17,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.errors import DamagedPartError, UnknownExperimentError
 from synthtrace.warehouse.model_store import remove_predictions
-from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
+from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record, refuse_linked_members
 from synthtrace.warehouse.names import name_problem, one_spelling
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
@@ -202,6 +202,8 @@ def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResul
         runs = now.filter(pl.col("experiment").ne_missing(experiment))
         if runs.height == 0:
             return AdminResult(runs, [])
+        for run_id in runs.get_column("run_id"):  # attack 20 F6: refused before any merge or prediction goes
+            refuse_linked_members(wh.run_dir(run_id))
         changed = [*runs.get_column("experiment").drop_nulls().to_list(), experiment]
         invalidated = invalidate_experiments(wh, changed)
         unpredicted = remove_predictions(wh, changed)
