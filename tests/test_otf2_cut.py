@@ -119,13 +119,9 @@ def test_whole_archives_are_not_said_cut(archive):
 
 
 def _ping_pong(tmp_path: Path) -> Path:
-    from testing.traces import TRACES
+    from testing.traces import copy_archive
 
-    copy = tmp_path / "pp"
-    shutil.copytree(TRACES / "otf2" / "ping-pong-otf2", copy)
-    for f in (copy / "traces").iterdir():
-        f.chmod(0o644)
-    return copy
+    return copy_archive("ping-pong-otf2", tmp_path / "pp")
 
 
 @pytest.mark.real_traces
