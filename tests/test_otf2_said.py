@@ -12,8 +12,6 @@ from testing.traces import TRACES, copy_archive
 
 pytestmark = pytest.mark.real_traces
 
-PING_PONG = TRACES / "otf2" / "ping-pong-otf2"
-
 
 def _archive(tmp_path: Path) -> Path:
     return copy_archive("ping-pong-otf2", tmp_path / "pp")
