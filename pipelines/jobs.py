@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.printable import utf8_path
 from synthtrace.warehouse.stale_stages import MERGE_INVALIDATES
 
 if TYPE_CHECKING:
@@ -397,7 +398,7 @@ def _run_pop(wh: Warehouse, run: dict[str, Any], network: Any = None) -> tuple[A
     inputs, notes = run_pop_inputs(wh, run["run_id"]), []
     messages = inputs.messages
     if needs_stored_messages(inputs.calls, messages):
-        source = Path(run["source_path"] or "")
+        source = utf8_path(run["source_path"] or "")
         if source.is_file():  # ingested before its messages were kept: read them from the trace
             from synthtrace.tracelib.formats.source import open_trace
 

@@ -54,3 +54,29 @@ def test_a_link_below_the_without_pcf_index_is_never_followed(tmp_path, run_cli,
     assert "ingested as jacobi-2d-imper_v0" in out, out
     assert "is a symbolic link, not followed" in err, err
     assert _runs(wh) == 2
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("planted", ["folders", "a-folder", "programs"])
+def test_a_link_in_the_folder_and_program_indexes_is_never_followed(tmp_path, run_cli, planted):
+    """The same for ``.index/folders`` (its whole folder, or one trace folder's entry) and ``.index/programs``:
+    the ingest made folders and empty files through the link (and ``runs rm`` removed files named by run ids in
+    it). Now nothing of the link's target changes; the ingest refuses or warns naming the link."""
+    from synthtrace.warehouse import folder_index
+    from synthtrace.warehouse.programs import PROGRAM_INDEX
+
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", copy_trace(PRIME, tmp_path / "first"), "-w", wh)[0] == 0  # the indexes exist
+    victim = tmp_path / "victim"
+    before = _victim(victim)
+    index = {"folders": folder_index.index_root(Warehouse(wh)), "programs": wh / PROGRAM_INDEX,
+             "a-folder": folder_index.index_root(Warehouse(wh)) / "src"}[planted]
+    if index.exists():
+        import shutil
+
+        shutil.rmtree(index)
+    index.symlink_to(victim, target_is_directory=True)
+    code, out, err = run_cli("ingest", copy_trace(JACOBI, tmp_path / "src"), "-w", wh)
+    assert {p.name: p.read_text() for p in victim.rglob("*") if p.is_file()} == before, (out, err)
+    assert sorted(p.name for p in victim.iterdir()) == sorted(before), "written into the link's target"
+    assert "is a symbolic link, not followed" in err, (code, out, err)

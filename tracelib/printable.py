@@ -5,9 +5,11 @@ let trace content print its own ``error:`` lines, clear the screen or set the wi
 """
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 
 
 def escaped(text: str) -> str:
@@ -33,6 +35,11 @@ def utf8_bytes(text: str) -> bytes:
     """The bytes :func:`utf8_text` made ``text`` of (a lone backslash, as older code stored it, kept as it is)."""
     return _UTF8_ESCAPE.sub(lambda m: "\\" if m[1] == "\\" else chr(0xDC00 + int(m[1][1:], 16)),
                             text).encode("utf-8", "surrogateescape")
+
+
+def utf8_path(text: str) -> Path:
+    """The path a stored ``text`` names (a run's ``source_path``: :func:`utf8_text` of the path's bytes)."""
+    return Path(os.fsdecode(utf8_bytes(text)))
 
 
 def storable(text: str) -> str:

@@ -175,10 +175,12 @@ def _picklable(exc: BaseException) -> BaseException:
 
 
 def _write(fd: int, frame: tuple[str, Any]) -> None:
+    """``frame`` pickled into ``fd``, its length first (written apart: no second copy of a large item)."""
     data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_LENGTH.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view):]
+    for part in (_LENGTH.pack(len(data)), data):
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def _frames(fd: int, deadline: float | None) -> Iterator[tuple[str, Any]]:

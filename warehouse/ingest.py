@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import math
 import os
@@ -31,6 +30,7 @@ from synthtrace.tracelib.printable import storable, unprintable, utf8_bytes, utf
 from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse import folder_index
+from synthtrace.warehouse.index_files import mark_file, not_linked
 from synthtrace.warehouse.programs import (INDEX_COMPLETE, PROGRAM_INDEX, Program, choose_program, program_identity,
                                            program_keys, remember_program, shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
@@ -353,9 +353,9 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     if source.format != "paraver":
         return []
     src = source_text(path)
-    entry = _not_linked(wh, _without_pcf_index(wh) / _source_key(src))
+    entry = not_linked(wh, _without_pcf_index(wh) / _source_key(src))
     if not any(f.suffix == ".pcf" for f in files):
-        _mark(wh, entry, run_id)
+        mark_file(wh, entry, run_id)
         return []
     size_without_pcf = sum(f.stat().st_size for f in files if f.suffix != ".pcf")
     found = []
@@ -392,29 +392,9 @@ def _without_pcf_index(wh: Warehouse) -> Path:
         for run_file in wh.runs_dir.glob("*/run.parquet"):
             row = existing_run(wh, run_file.parent.name)
             if row and row["source_path"] and any("no .pcf file" in w for w in row["warnings"] or []):
-                _mark(wh, index / _source_key(row["source_path"]), row["run_id"])
-        _mark(wh, index, complete.name)
-    return _not_linked(wh, index)
-
-
-def _not_linked(wh: Warehouse, path: Path) -> Path:
-    """``path``, inside ``wh``, when none of its parts below the warehouse's root is a symbolic link; else an
-    :class:`OSError` naming the link (attack 20 F5: a link planted at ``.index/without_pcf/<key>`` had the next
-    ingest delete every file of the folder it pointed to). An index is never read or written through a link."""
-    at = wh.root
-    for part in path.relative_to(wh.root).parts:
-        at = at / part
-        if at.is_symlink():
-            raise OSError(errno.ELOOP, f"{at} is a symbolic link, not followed (nothing it points to was read or "
-                          "changed): remove it")
-    return path
-
-
-def _mark(wh: Warehouse, folder: Path, name: str) -> None:
-    """Make the empty file ``folder/name`` of an index (and ``folder``), never through a symbolic link
-    (:func:`_not_linked`; the file itself opened with ``O_NOFOLLOW``)."""
-    _not_linked(wh, folder).mkdir(parents=True, exist_ok=True)
-    os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+                mark_file(wh, index / _source_key(row["source_path"]), row["run_id"])
+        mark_file(wh, index, complete.name)
+    return not_linked(wh, index)
 
 
 def _check_same_place(row: dict, experiment: str | None, app: str | None, path: Path) -> None:
@@ -658,7 +638,7 @@ def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSE
     for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
                  wh.root / WITHOUT_PCF_COMPLETE):
         with contextlib.suppress(OSError):  # never through a link (attack 20 F5): a file of its target is not ours
-            _not_linked(wh, mark.parent)
+            not_linked(wh, mark.parent)
             mark.unlink(missing_ok=True)
     reason = "out of memory" if isinstance(exc, MemoryError) else exc.strerror or str(exc)
     warnings.warn(f"{path}: stored as run {run_id} (experiment {experiment}), but the warehouse's indexes could not "
