@@ -407,9 +407,10 @@ def _unheld(folder: Path) -> bool:
 def staged_folder(folder: Path, option: str) -> Iterator[Path]:
     """A private folder (hidden, beside ``folder``) to write the files of ``folder`` into; when the block ends well
     each is put at its place in ``folder`` (made if missing; a file of the same name replaced) by
-    :data:`OUTPUT_RULE`, so a folder watcher (a nightly drop folder) never sees a file half written. A block that
-    fails (a full disk, Ctrl-C) leaves nothing behind, not its files, not the folders made for them; an OSError is
-    one line naming the file it was writing (``option``: how that line names ``folder``)."""
+    :data:`OUTPUT_RULE` (:func:`check_linked_places`, all checked before any is put), so a folder watcher (a nightly
+    drop folder) never sees a file half written. A block that fails (a full disk, Ctrl-C) leaves nothing behind, not
+    its files, not the folders made for them; an OSError is one line naming the file it was writing (``option``:
+    how that line names ``folder``)."""
     folder = folder.absolute()
     with _folder_made(folder.parent, option, folder):
         stage = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.part"
@@ -421,11 +422,12 @@ def staged_folder(folder: Path, option: str) -> Iterator[Path]:
                 if (named := _named_in(exc, stage, folder)) is exc:
                     raise
                 raise named from None
+            placed = [(src, folder / src.relative_to(stage)) for src in sorted(stage.rglob("*")) if not src.is_dir()]
+            check_linked_places(folder, (dest for _, dest in placed), option)
             made = not folder.exists()
             folder.mkdir(exist_ok=True)
             try:
-                for src in sorted(p for p in stage.rglob("*") if not p.is_dir()):
-                    dest = folder / src.relative_to(stage)
+                for src, dest in placed:
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     place_file(src, dest)
             except BaseException:
@@ -434,6 +436,18 @@ def staged_folder(folder: Path, option: str) -> Iterator[Path]:
                 raise
         finally:
             remove_tree(stage, ignore_errors=True)
+
+
+def check_linked_places(folder: Path, places: Iterable[Path], option: str) -> None:
+    """Refuse by :func:`output_file` each file ``places`` of the output ``folder`` (checked when its command began:
+    :func:`check_folder`) whose place a symbolic link decides, its name or a folder between being one (attack 20
+    F15/F16: a link at a PNG's or a trace's name to a stored run's ``run.parquet`` was written through, the run's
+    record replaced): a link into a warehouse is refused, one elsewhere followed, as for ``--output``. A place no link
+    decides lies in ``folder``: one ``realpath`` per file."""
+    real = resolved_target(folder)
+    for place in places:
+        if resolved_target(place) != real / place.relative_to(folder):
+            output_file(place, option)
 
 
 def _named_in(exc: BaseException, stage: Path, folder: Path) -> BaseException:

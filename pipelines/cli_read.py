@@ -15,7 +15,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -29,12 +29,13 @@ from synthtrace.pipelines.cli_base import (
     gzip_stream,
     output_file,
     output_option,
+    output_path,
     print_table,
     print_warning,
     write_output,
     write_stdout,
 )
-from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.formats.gzip_name import gzip_named
 from synthtrace.tracelib.printable import escaped
 
@@ -140,7 +141,13 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
                temp_limit: str | None = None) -> None:
     """Answer a read-only query in ``format`` (one of :data:`SQL_FORMATS`; None: by ``output``'s extension, else
     table) on stdout or in ``output``; ``timeout`` in seconds, ``memory_limit``/``temp_limit`` sizes (None: the
-    default limits)."""
+    default limits).
+
+    An ``output`` file is written as the result comes (:func:`_stream_to_file`): this process holds a batch at a
+    time (a Parquet row group at most), and the result is not capped. Standard output, a FIFO or a device gets the
+    result once the query has ended whole (nothing of a refused query is shown): it is held meanwhile, within the
+    memory limit together with the query's own memory (attack 19 F13)."""
+    from synthtrace.tracelib.atomic_file import is_stream
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TEMP_LIMIT, DEFAULT_TIMEOUT_S, query, query_rows
 
@@ -152,20 +159,64 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
     format, gzipped = output_format(output, format)
     limits = {"timeout_s": DEFAULT_TIMEOUT_S if timeout is None else timeout,
               "memory_limit": memory_limit or DEFAULT_MEMORY_LIMIT, "temp_limit": temp_limit or DEFAULT_TEMP_LIMIT}
+    if output is not None and not is_stream(output_path(output)):
+        _stream_to_file(wh, statement, format, output, gzipped, limits)
+        return
     if format in ("csv", "parquet"):  # Arrow writes these (nested columns and all)
         # security (issue 23): for_parquet, marked one-line edit
-        _write_arrow(query(wh, statement, flat=format == "csv", for_parquet=format == "parquet", **limits), format,
-                     output, gzipped)
+        table = query(wh, statement, flat=format == "csv", for_parquet=format == "parquet", **limits)
+        if output is None:  # shown as it comes from Arrow's batches, each made terminal-safe
+            import pyarrow as pa
+
+            safe = [_terminal_safe(pa.Table.from_batches([b], schema=table.schema)) for b in table.to_batches()]
+            for chunk in _csv_chunks(_terminal_safe(table.schema.empty_table()).schema, safe):
+                write_stdout(chunk.decode())
+        else:
+            write_output(output, _file_writer(format, output, gzipped, table.schema, iter(table.to_batches())))
         return
     columns, rows = query_rows(wh, statement, **limits)
     if format == "table" and output is None:
         print_rows(columns, rows)
         return
-    text = _render(columns, rows, format)
+    pieces = _text_pieces(columns, [rows], format)
     if output is None:
-        write_stdout(text)
+        for piece in pieces:
+            write_stdout(piece)
     else:
-        _write_bytes(output, text.encode(), gzipped)
+        write_output(output, _file_writer(format, output, gzipped, columns, iter([rows])))
+
+
+class _QueryEnded(BaseException):
+    """A query's own error (:class:`SynthtraceError`) carried out of an output's write block, which reads a library's
+    error text or a full disk as the output's (:func:`~synthtrace.pipelines.cli_base.write_output`): raised again
+    as it was outside the block."""
+
+    def __init__(self, error: SynthtraceError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _stream_to_file(wh: Any, statement: str, fmt: str, output: Path, gzipped: bool, limits: dict[str, Any]) -> None:
+    """The answer of ``statement`` written into the file ``output`` as its batches come (:func:`write_output`: whole
+    or not at all; a refused or stopped query leaves no file)."""
+    from synthtrace.warehouse.sql import query_rows_stream, query_stream
+
+    def written(part: Path) -> None:
+        try:
+            if fmt in ("csv", "parquet"):
+                query_stream(wh, statement, lambda schema, batches: _file_writer(fmt, output, gzipped, schema,
+                                                                                 batches)(part),
+                             flat=fmt == "csv", for_parquet=fmt == "parquet", **limits)
+            else:
+                query_rows_stream(wh, statement, lambda columns, batches: _file_writer(fmt, output, gzipped, columns,
+                                                                                       batches)(part), **limits)
+        except SynthtraceError as exc:
+            raise _QueryEnded(exc) from None
+
+    try:
+        write_output(output, written)
+    except _QueryEnded as ended:
+        raise ended.error from None
 
 
 #: packings a file name can promise that no output is written in (only ``.gz`` is): refused, never written plain
@@ -212,32 +263,74 @@ def output_format(output: Path | None, format: str | None) -> tuple[str, bool]:
     return format, gzipped
 
 
-def _write_bytes(output: Path, data: bytes, gzipped: bool) -> None:
-    """``data`` into the file ``output``, gzip-compressed when ``gzipped`` (:func:`gzip_stream`)."""
-    def written(p: Path) -> None:
-        if not gzipped:
-            p.write_bytes(data)
+#: the most bytes (Arrow's) of a Parquet row group ``sql --output x.parquet`` gathers before writing it; a row group
+#: is otherwise up to pyarrow's 1 Mi rows, as ``pq.write_table`` of the whole result wrote it
+PARQUET_GROUP_BYTES = 128 << 20
+_PARQUET_GROUP_ROWS = 1 << 20
+
+
+def _file_writer(fmt: str, output: Path, gzipped: bool, head: Any, batches: Iterator[Any]) -> Callable[[Path], None]:
+    """What writes a result into a file opened afresh (``output``'s part file): ``head`` and ``batches`` are the
+    schema and Arrow batches (``csv``, of a ``flat`` query; ``parquet``) or the column names and batches of rows
+    (``json``, ``table``); the text formats gzip-compressed when ``gzipped`` (:func:`gzip_stream`)."""
+    def written(part: Path) -> None:
+        if fmt == "parquet":
+            _write_parquet(part, head, batches)
             return
-        with p.open("wb") as raw, gzip_stream(raw, output) as fh:
-            fh.write(data)
-    write_output(output, written)
+        with part.open("wb") as raw, (gzip_stream(raw, output) if gzipped else raw) as fh:
+            pieces = _csv_chunks(head, batches) if fmt == "csv" else (p.encode() for p in _text_pieces(head, batches,
+                                                                                                          fmt))
+            for piece in pieces:
+                fh.write(piece)
+    return written
 
 
-def _write_arrow(table: pa.Table, fmt: str, output: Path | None, gzipped: bool = False) -> None:
-    """CSV (of a table :func:`~synthtrace.warehouse.sql.query` made ``flat``: nested columns as JSON text) to
-    ``output`` (gzip-compressed when ``gzipped``) or stdout, or Parquet to ``output``."""
+def _csv_chunks(schema: pa.Schema, batches: Iterable[pa.RecordBatch | pa.Table]) -> Iterator[bytes]:
+    """CSV of ``batches`` (of a ``flat`` query: nested columns as JSON text) a batch at a time, the header first:
+    the bytes ``pyarrow.csv.write_csv`` makes of the whole table."""
     import pyarrow.csv as pacsv
+
+    buf = io.BytesIO()
+    writer: pacsv.CSVWriter | None = None
+    for batch in batches:
+        if writer is None:
+            writer = pacsv.CSVWriter(buf, batch.schema)
+        writer.write(batch)
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+    if writer is None:  # no batch: the header alone
+        pacsv.write_csv(schema.empty_table(), buf)
+    else:
+        writer.close()
+    if buf.getvalue():
+        yield buf.getvalue()
+
+
+def _write_parquet(path: Path, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:
+    """``batches`` into the Parquet file ``path`` in row groups of up to 1 Mi rows (pyarrow's default) and
+    :data:`PARQUET_GROUP_BYTES`: the bytes ``pq.write_table`` made of a whole result under that size."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if fmt == "parquet":
-        write_output(output, lambda p: pq.write_table(table, p))
-        return
-    buf = io.BytesIO()
-    pacsv.write_csv(table if output is not None else _terminal_safe(table), buf)
-    if output is None:
-        write_stdout(buf.getvalue().decode())
-    else:
-        _write_bytes(output, buf.getvalue(), gzipped)
+    # opened by Python: pyarrow takes a path as UTF-8 text (attack 20 F4)
+    with path.open("wb") as fh, pq.ParquetWriter(fh, schema) as writer:
+        group: list[pa.RecordBatch] = []
+        rows = size = 0
+        wrote = False
+        for batch in batches:
+            group.append(batch)
+            rows, size = rows + batch.num_rows, size + batch.nbytes
+            while rows >= _PARQUET_GROUP_ROWS or (size >= PARQUET_GROUP_BYTES and rows):
+                table = pa.Table.from_batches(group, schema=schema)
+                n = min(rows, _PARQUET_GROUP_ROWS)
+                writer.write_table(table.slice(0, n))
+                wrote = True
+                group = table.slice(n).to_batches()
+                rows -= n
+                size = sum(b.nbytes for b in group)
+        if group or not wrote:
+            writer.write_table(pa.Table.from_batches(group, schema=schema))
 
 
 def _terminal_safe(table: pa.Table) -> pa.Table:
@@ -273,13 +366,22 @@ def _json_value(v: object) -> object:
     return v
 
 
-def _render(columns: list[str], rows: list[tuple], fmt: str) -> str:
-    """Rows as JSON records (NaN and infinities as null), or as tab-separated text with a header line."""
+def _text_pieces(columns: list[str], batches: Iterable[list[tuple]], fmt: str) -> Iterator[str]:
+    """Rows, a batch at a time, as one JSON list of records (NaN and infinities as null: the text ``json.dumps``
+    makes of the whole list), or as tab-separated text with a header line."""
     if fmt == "json":
-        records = [dict(zip(columns, map(_json_value, r))) for r in rows]
-        return json.dumps(records, default=str, indent=None, allow_nan=False) + "\n"
-    lines = ["\t".join(columns), *("\t".join("" if v is None else str(v) for v in r) for r in rows)]
-    return "\n".join(lines) + "\n"
+        sep = "["
+        for rows in batches:
+            if rows:
+                yield sep + ", ".join(json.dumps(dict(zip(columns, map(_json_value, r))), default=str, indent=None,
+                                                 allow_nan=False) for r in rows)
+                sep = ", "
+        yield ("[" if sep == "[" else "") + "]\n"
+        return
+    yield "\t".join(columns) + "\n"
+    for rows in batches:
+        if rows:
+            yield "".join("\t".join("" if v is None else str(v) for v in r) + "\n" for r in rows)
 
 
 def print_rows(columns: list[str], rows: list[tuple], title: str | None = None, limit: int = 200) -> None:

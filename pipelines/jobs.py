@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.printable import utf8_path
 from synthtrace.warehouse.stale_stages import MERGE_INVALIDATES
 
 if TYPE_CHECKING:
@@ -311,17 +312,25 @@ def train(wh: Warehouse, target: str = "ipc", kind: str = "hgb", *, experiments:
 def predict(wh: Warehouse, experiment: str, model_id: str | None = None, *, target: str | None = None,
             store: bool = True, now: datetime | None = None) -> tuple[TrainedModel, pl.DataFrame]:
     """Apply a registered model (``model_id``, else the newest, of ``target`` if given) to one experiment's bursts
-    and (``store``) write them to the predictions view."""
+    and (``store``) write them to the predictions view; :class:`~synthtrace.warehouse.errors.RunsChangedError`,
+    nothing written, when a run left or joined the experiment while it was predicted (``runs rm|move``)."""
+    import polars as pl
+
     from synthtrace.models.features import prediction_columns
     from synthtrace.models.registry import load, window_predictions
     from synthtrace.models.training_data import prediction_input
     from synthtrace.warehouse.model_store import write_predictions
+    from synthtrace.warehouse.runs import check_runs_still_in, run_folders, runs_table
 
     model = load(wh, model_id, target)
+    folders = run_folders(wh)  # before the runs are read: a run written since is one that may have joined
+    runs = runs_table(wh)
+    had = runs.filter(pl.col("experiment") == experiment).get_column("run_id").to_list() if runs.height else []
     bursts = prediction_input(wh, experiment, columns=prediction_columns(model.features))
     out = window_predictions(model, bursts.windows, experiment, now=now, unread=bursts.unread)
-    if store:
-        write_predictions(wh, model.model_id, experiment, out)
+    if store:  # attack 20 F7: a run removed or moved meanwhile (its rows, or a merge of it) is never committed
+        write_predictions(wh, model.model_id, experiment, out, check=lambda: check_runs_still_in(
+            wh, experiment, had, "it was predicted", had=had, folders=folders))
     return model, out
 
 
@@ -389,7 +398,7 @@ def _run_pop(wh: Warehouse, run: dict[str, Any], network: Any = None) -> tuple[A
     inputs, notes = run_pop_inputs(wh, run["run_id"]), []
     messages = inputs.messages
     if needs_stored_messages(inputs.calls, messages):
-        source = Path(run["source_path"] or "")
+        source = utf8_path(run["source_path"] or "")
         if source.is_file():  # ingested before its messages were kept: read them from the trace
             from synthtrace.tracelib.formats.source import open_trace
 

@@ -27,6 +27,17 @@ def copy_trace(prv: Path, dest: Path, stem: str | None = None) -> Path:
     return dest / f"{stem}.prv"
 
 
+def copy_archive(name: str, dest: Path) -> Path:
+    """Copy the real OTF2 archive ``TRACES/otf2/<name>`` to ``dest`` (its files writable, to damage); returns
+    ``dest``."""
+    shutil.copytree(TRACES / "otf2" / name, dest)
+    for f in (dest / "traces").iterdir():
+        f.chmod(0o644)
+    for f in dest.glob("traces.*"):
+        f.chmod(0o644)
+    return dest
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     """Every file under ``root`` with a hash of its bytes (to prove a warehouse is unchanged)."""
     if not root.exists():

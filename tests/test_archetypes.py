@@ -448,10 +448,15 @@ def test_presets_cover_the_common_cpus(run_cli):
 
 
 @pytest.mark.real_traces
-def test_machine_toml_beside_the_traces_is_used(run_cli, tmp_path):
+@pytest.mark.parametrize("name", [b"traces", b"tr\xffaces", b"tr\\xffaces"], ids=["utf8", "latin1", "backslash"])
+def test_machine_toml_beside_the_traces_is_used(run_cli, tmp_path, name):
+    """Also beside traces in a folder whose name is not UTF-8 or holds a backslash: the stored ``source_path``
+    (``\\xNN`` for such a byte, a doubled backslash) is decoded back to the folder (before: the default preset)."""
+    import os
+
     from synthtrace.tracelib.domain.machine import PRESET_DIR
     from testing.traces import copy_trace
-    folder = tmp_path / "traces"
+    folder = tmp_path / os.fsdecode(name)
     copy_trace(PRIME, folder)
     (folder / "machine.toml").write_text((PRESET_DIR / "skylake-sp.toml").read_text().replace(
         'name = "Skylake-SP (2x Xeon Platinum 8160)"', 'name = "our Skylake cluster"'))

@@ -129,15 +129,29 @@ def test_os_error_on_a_user_path_is_one_line(wh, tmp_path, args):
 def test_a_failed_write_leaves_no_partial_file(wh, tmp_path, monkeypatch, capsys):
     """The disk fills up while `sql -o` writes its CSV: one line, exit 2, and no truncated file that looks valid
     (nor a hidden part file) is left; an older file of that name is kept as it was."""
-    write_bytes = Path.write_bytes
+    real_open = Path.open
 
-    def write_then_fail(path: Path, data: bytes) -> None:
-        write_bytes(path, data[: len(data) // 2])
-        raise OSError(28, "No space left on device")
+    class Filling:  # a file whose first write stores half its bytes, then finds the disk full
+        def __init__(self, f):
+            self.f = f
 
-    monkeypatch.setattr(Path, "write_bytes", write_then_fail)
+        def write(self, data: bytes) -> int:
+            self.f.write(data[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            self.f.close()
+
+    def open_filling(path: Path, mode: str = "r", *args, **kwargs):
+        f = real_open(path, mode, *args, **kwargs)
+        return Filling(f) if "w" in mode else f
+
     old = tmp_path / "old.csv"
     old.write_text("kept\n")
+    monkeypatch.setattr(Path, "open", open_filling)  # Path.write_bytes opens through it too
     for target in (tmp_path / "new.csv", old):
         assert main(["sql", "SELECT 1 AS a, 2 AS b", "-w", str(wh), "-f", "csv", "-o", str(target)]) == 2
         err = capsys.readouterr().err

@@ -4,6 +4,7 @@ refused for another run's removal. The window (microseconds) is widened here: th
 ingest's mkdir and its touch."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from synthtrace.warehouse import Warehouse
@@ -14,17 +15,17 @@ from synthtrace.warehouse.folder_index import folder_runs, forget_runs, remember
 def test_remember_survives_a_runs_rm_that_removes_its_emptied_folder(tmp_path, monkeypatch):
     wh = Warehouse(tmp_path / "wh")
     remember(wh, "F", "prog", "run_a")
-    real_touch = Path.touch
+    real_open = os.open
     raced = []
 
-    def touch(self, *args, **kw):
-        if not raced and self.name == "run_b":  # a `runs rm run_a` in between the mkdir and the touch
+    def create(path, *args, **kw):
+        if not raced and Path(path).name == "run_b":  # a `runs rm run_a` in between the mkdir and the file's create
             raced.append(True)
             forget_runs(wh, ["run_a"])
             assert not (folder_index.index_root(wh) / "F").exists()
-        return real_touch(self, *args, **kw)
+        return real_open(path, *args, **kw)
 
-    monkeypatch.setattr(Path, "touch", touch)
+    monkeypatch.setattr(os, "open", create)
     remember(wh, "F", "prog", "run_b")
     assert raced == [True]
     assert folder_runs(wh, "F") == {"prog": ["run_b"]}

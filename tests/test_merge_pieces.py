@@ -75,3 +75,24 @@ def test_a_worker_region_belongs_to_its_masters_epoch():
     assert u.size.tolist() == [1, 1, 1, 2, 1, 1, 1]
     assert u.table.filter(pl.col("thread") == 2, pl.col("task") == 1).get_column("PAPI_TOT_INS").to_list() == [
         290 + 540, 810]
+
+
+def test_a_unit_whose_pieces_sum_past_int64_is_unknown_not_wrapped():
+    """tidy20 (issue 23's sums): a unit's counters and time were its pieces' plain Int64 sums: two pieces of 2^62
+    instructions each (each within counter_sanity's 2^62 per interval) made a unit of -2^63. Past int64 the unit's
+    value is unknown (NULL), as every other sum of the project (tracelib/domain/sums.py); below it, exact."""
+    big = 1 << 62
+
+    def row(thread, seq, start, end, ins, call=None):
+        return {"appl": 1, "task": 1, "thread": thread, "burst_seq": seq, "start_ns": start, "end_ns": end,
+                "duration_ns": end - start, "mpi_call": call, "PAPI_TOT_INS": ins}
+    b = pl.DataFrame([
+        row(1, 0, 0, 100, 5, "MPI_Init"), row(1, 1, 200, 1_000, 7, "MPI_Barrier"),
+        row(1, 2, 1_005, 1_300, 9, "MPI_Barrier"),
+        row(2, 0, 210, 500, big), row(2, 1, 510, 900, big),  # one worker region in two pieces
+        row(2, 2, 1_010, 1_100, big - 1), row(2, 3, 1_110, 1_200, 1),  # the next epoch's: just within int64
+    ])
+    u = units(b)
+    workers = u.table.filter(pl.col("thread") == 2)
+    assert workers.get_column("PAPI_TOT_INS").to_list() == [None, big]
+    assert workers.get_column("duration_ns").to_list() == [290 + 390, 90 + 90]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from synthtrace.tracelib.errors import TruncatedTraceError
+from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.formats.otf2 import Otf2Trace
 
 CHUNK = 256 * 1024  # OTF2's smallest events chunk (bytes)
@@ -119,13 +119,9 @@ def test_whole_archives_are_not_said_cut(archive):
 
 
 def _ping_pong(tmp_path: Path) -> Path:
-    from testing.traces import TRACES
+    from testing.traces import copy_archive
 
-    copy = tmp_path / "pp"
-    shutil.copytree(TRACES / "otf2" / "ping-pong-otf2", copy)
-    for f in (copy / "traces").iterdir():
-        f.chmod(0o644)
-    return copy
+    return copy_archive("ping-pong-otf2", tmp_path / "pp")
 
 
 @pytest.mark.real_traces
@@ -172,3 +168,40 @@ def test_the_event_a_library_failure_names_counts_every_record_read(tmp_path, mo
     monkeypatch.setattr(_otf2, "Reader_ReadLocalEvents", failing)
     with pytest.raises(TruncatedTraceError, match=r"0\.evt: event 13: "):
         Otf2Trace(archive / "traces.otf2", chunk_events=7).read_tables("r")
+
+
+@pytest.mark.real_traces
+@pytest.mark.parametrize("damage", ["cut-in-half", "zeroed-inside"])
+def test_damaged_global_definitions_are_refused_before_the_library_reads_them(tmp_path, damage):
+    """Attack 20 F17: ``traces.def`` cut in half, or 500 bytes zeroed inside it (a zero where a record starts is
+    OTF2's end-of-chunk token): libotf2 "loaded the next chunk" from uninitialised memory (valgrind), and what it
+    made of it decided the outcome. Refused up front in one line naming the file."""
+    archive = _ping_pong(tmp_path)
+    defs = archive / "traces.def"
+    data = bytearray(defs.read_bytes())
+    if damage == "cut-in-half":
+        data = data[:len(data) // 2]
+    else:
+        data[2000:2500] = bytes(500)
+    defs.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError) as raised:
+        Otf2Trace(archive / "traces.otf2")
+    assert raised.value.path == str(defs) and raised.value.reason.startswith("damaged OTF2 definitions")
+
+
+@pytest.mark.real_traces
+def test_damaged_local_definitions_are_refused_or_their_location_salvaged(tmp_path):
+    """Attack 20 F17: ``1.def`` without its last 2 bytes (its end-of-file record): libotf2 read past it. Refused
+    naming the file; --salvage reads the trace without that location, and says so."""
+    archive = _ping_pong(tmp_path)
+    local = archive / "traces" / "1.def"
+    local.write_bytes(local.read_bytes()[:-2])
+    with pytest.raises(TraceFormatError) as raised:
+        Otf2Trace(archive / "traces.otf2")
+    assert raised.value.path == str(local), raised.value
+    assert "damaged OTF2 definitions" in raised.value.reason
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        _, calls, _ = Otf2Trace(archive / "traces.otf2", salvage=True).read_tables("r")
+    assert set(calls.get_column("task").to_list()) == {1}
+    assert any(str(local) in str(w.message) and "read without its events" in str(w.message) for w in said)

@@ -4,24 +4,17 @@ announce (``cat 1.evt 1.evt > 1.evt``, which OTF2 reads as the original) are sai
 they start. Cases on the real ping-pong archive."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from testing.traces import TRACES
+from testing.traces import TRACES, copy_archive
 
 pytestmark = pytest.mark.real_traces
 
-PING_PONG = TRACES / "otf2" / "ping-pong-otf2"
-
 
 def _archive(tmp_path: Path) -> Path:
-    archive = tmp_path / "pp"
-    shutil.copytree(PING_PONG, archive)
-    for f in (archive / "traces").iterdir():
-        f.chmod(0o644)
-    return archive
+    return copy_archive("ping-pong-otf2", tmp_path / "pp")
 
 
 def _warnings(err: str) -> list[str]:

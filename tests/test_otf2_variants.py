@@ -198,8 +198,8 @@ def test_truncated_event_file_is_refused_or_salvaged(tmp_path):
     v = ov.mpi(tmp_path / "p")
     f = v.anchor.with_suffix("") / "1.evt"
     f.write_bytes(f.read_bytes()[: f.stat().st_size * 2 // 3])
-    with pytest.raises(TruncatedTraceError, match=r"1\.evt: cut short, no end-of-file record \(\d+ bytes\).*; \d+ of the \d+ "
-                       "events the definitions announce are whole"):
+    with pytest.raises(TruncatedTraceError, match=r"1\.evt: cut short, no end-of-file record \(\d+ bytes\).*; "
+                       r"\d+ of the \d+ events the definitions announce are whole"):
         Otf2Trace(v.anchor).read_tables()
     _, calls, summary = Otf2Trace(v.anchor, salvage=True).read_tables()
     kept = calls.filter(pl.col("task") == 2).select("mpi_call", "start_ns", "end_ns").rows()

@@ -5,8 +5,11 @@ let trace content print its own ``error:`` lines, clear the screen or set the wi
 """
 from __future__ import annotations
 
+import os
+import re
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 
 
 def escaped(text: str) -> str:
@@ -15,6 +18,43 @@ def escaped(text: str) -> str:
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
                    for c in text)
+
+
+def utf8_text(raw: bytes) -> str:
+    """The bytes ``raw`` (a path) as text Parquet can hold, one to one: a byte that is not UTF-8 as ``\\xNN`` (as
+    ``ls -b`` shows it), a backslash as ``\\\\`` (so that a folder named ``d\\xff`` and one named ``d`` and byte
+    0xFF differ: attack 20 F3), every other character as it is. :func:`utf8_bytes` is its inverse."""
+    return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+
+
+#: an escape :func:`utf8_text` writes: a doubled backslash, or a byte that is not UTF-8 (0x80-0xFF)
+_UTF8_ESCAPE = re.compile(r"\\(\\|x[89a-f][0-9a-f])")
+
+
+def utf8_bytes(text: str) -> bytes:
+    """The bytes :func:`utf8_text` made ``text`` of (a lone backslash, as older code stored it, kept as it is)."""
+    return _UTF8_ESCAPE.sub(lambda m: "\\" if m[1] == "\\" else chr(0xDC00 + int(m[1][1:], 16)),
+                            text).encode("utf-8", "surrogateescape")
+
+
+def utf8_path(text: str) -> Path:
+    """The path a stored ``text`` names (a run's ``source_path``: :func:`utf8_text` of the path's bytes)."""
+    return Path(os.fsdecode(utf8_bytes(text)))
+
+
+def storable(text: str) -> str:
+    """``text`` as a stored table holds it (UTF-8 only): itself when it is UTF-8, else :func:`utf8_text` of its bytes
+    (a path not UTF-8 that a reader's warning quotes: attack 20 F1)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")  # a byte of a file name, as Python holds it
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "surrogatepass")  # any other lone surrogate: its three bytes
+    return utf8_text(raw)
 
 
 def clipped(text: str, limit: int = 60) -> str:

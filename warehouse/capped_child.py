@@ -13,7 +13,8 @@ it has grown, nor stopped mid-computation from Python. So the work runs in a chi
   gets :class:`ChildTimedOut`; Ctrl-C in the parent kills it too (the child ignores SIGINT), and it dies with
   the thread that forked it (``PR_SET_PDEATHSIG``), so a killed caller leaves no query running;
 - what it produces comes back item by item through a pipe (pickled, length-prefixed), so the child holds one
-  item at a time and the parent what it keeps.
+  item at a time and the parent what it keeps; the work can weigh what the parent keeps against its own growth
+  (:func:`grown_bytes`: one budget for both processes).
 
 Fork, not spawn: the child starts in a few milliseconds with every module the parent imported (a fresh
 interpreter would import DuckDB and pyarrow again, ~0.5 s). The child must not use thread pools the parent
@@ -42,6 +43,8 @@ _PR_SET_PDEATHSIG = 1
 #: signals a child dies of when an allocation fails where nobody checks (an abort on an uncaught std::bad_alloc, a
 #: write through a null pointer) or the kernel's OOM killer chose it
 _MEMORY_DEATHS = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGKILL}
+#: in a child of :func:`stream`: its private resident memory when it started (bytes; see :func:`grown_bytes`)
+_started_anon = 0
 
 
 class ChildError(SynthtraceError):
@@ -58,11 +61,23 @@ class ChildTimedOut(ChildError):
 
 def data_segment_bytes() -> int:
     """The calling process's data segment now (``VmData``: what ``RLIMIT_DATA`` counts), in bytes."""
+    return _status_bytes(b"VmData:")
+
+
+def _status_bytes(field: bytes) -> int:
+    """A size field of this process's ``/proc/self/status`` (``VmData:``, ``RssAnon:``), in bytes; 0 without it."""
     with open("/proc/self/status", "rb") as f:
         for line in f:
-            if line.startswith(b"VmData:"):
+            if line.startswith(field):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def grown_bytes() -> int:
+    """In a child of :func:`stream`: the private memory it has taken since it started (growth of ``RssAnon``, the
+    resident pages it does not share with its parent), in bytes. Its data segment is no such measure: DuckDB
+    reserves ~1 GB of it that it never touches."""
+    return max(0, _status_bytes(b"RssAnon:") - _started_anon)
 
 
 def thread_stack_bytes() -> int:
@@ -112,8 +127,10 @@ def stream(work: Callable[[Callable[[Any], None]], None], *, allowance_bytes: in
 
 def _child(work: Callable[[Callable[[Any], None]], None], out: int, parent: int, allowance_bytes: int) -> None:
     """The child's whole life: never returns (``os._exit``), whatever happens."""
+    global _started_anon
     code = 0
     try:
+        _started_anon = _status_bytes(b"RssAnon:")
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills this process
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the parent died before the line above
@@ -158,10 +175,12 @@ def _picklable(exc: BaseException) -> BaseException:
 
 
 def _write(fd: int, frame: tuple[str, Any]) -> None:
+    """``frame`` pickled into ``fd``, its length first (written apart: no second copy of a large item)."""
     data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_LENGTH.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view):]
+    for part in (_LENGTH.pack(len(data)), data):
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def _frames(fd: int, deadline: float | None) -> Iterator[tuple[str, Any]]:

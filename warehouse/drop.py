@@ -460,7 +460,10 @@ def trace_files(path: Path) -> list[Path]:
 
 
 def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
-    """Move a broken trace, whole, into a folder of its own under ``drop/.quarantine`` with a ``reason.txt``.
+    """Move a broken trace, whole, into a folder of its own under ``drop/.quarantine`` with a ``reason.txt``. A
+    companion another trace of its folder reads too (``x.pcf`` of a broken ``x.prv.gz`` beside a sound ``x.prv``:
+    :func:`shared_companions`) is copied, not moved, and the reason says so (attack 20 F13: the next night ingested
+    the sound trace without its .pcf and .row).
 
     The folder is new for every trace (time stamp, trace name, random suffix), so two broken traces of one
     name never overwrite each other; the reason says where the trace came from. Returns that folder, or None when
@@ -485,14 +488,53 @@ def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
         except FileNotFoundError:
             os.rmdir(folder, dir_fd=qfd)
             return None
+        shared = shared_companions(main, companions)
         for f in companions:
             with contextlib.suppress(FileNotFoundError):  # a companion another night moved meanwhile
-                _move_into(f, dfd)
+                if f in shared:
+                    _copy_into(f, dfd)
+                else:
+                    _move_into(f, dfd)
         fd = os.open(REASON_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                      dir_fd=dfd)
         with open(fd, "w", encoding="utf-8") as fh:
             fh.write(f"{stamp.isoformat()}\n{shown(path)}\n{reason}\n")
+            for f, users in shared.items():
+                fh.write(f"{shown(f.name)}: copied, left in place for {', '.join(shown(u.name) for u in users)}\n")
     return drop / QUARANTINE / folder
+
+
+def shared_companions(path: Path, companions: list[Path]) -> dict[Path, list[Path]]:
+    """Each of ``companions`` (files of the trace at ``path``: :func:`trace_files`) that another trace of the same
+    folder is read with too (``x.prv`` and ``x.prv.gz`` share ``x.pcf`` and ``x.row``), with those traces. Only
+    names of the trace's stem are looked at: one listing of its folder, no file opened."""
+    from synthtrace.tracelib.formats.source import is_trace_name, trace_stem
+
+    stem = trace_stem(path)
+    try:
+        with os.scandir(path.parent) as entries:
+            others = [path.parent / e.name for e in entries
+                      if e.name != path.name and is_trace_name(e.name) and trace_stem(Path(e.name)) == stem]
+    except OSError:
+        return {}
+    users = {o: set(trace_files(o)[1:]) for o in sorted(others)}
+    return {f: used for f in companions if (used := [o for o, files in users.items() if f in files])}
+
+
+def _copy_into(src: Path, dfd: int) -> None:
+    """Copy the file ``src`` into the folder open as ``dfd``, under its own name; a link is copied as a link (never
+    followed: what it leads to is not read)."""
+    if src.is_symlink():
+        os.symlink(os.readlink(src), src.name, dir_fd=dfd)
+        return
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as source:
+        if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+            raise OSError(errno.EINVAL, f"{shown(src)}: not a regular file, not copied into the quarantine")
+        out = os.open(src.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                      dir_fd=dfd)
+        with open(out, "wb") as target:
+            shutil.copyfileobj(source, target)
 
 
 def _open_folder(path: Path, *, made: bool = False, dir_fd: int | None = None) -> int:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from synthtrace.tracelib.printable import utf8_path
 from synthtrace.warehouse.checksums import Recorded, recorded
 from synthtrace.warehouse.errors import RunsChangedError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import read_record
@@ -159,9 +160,9 @@ class Experiment:
         return {r: int(n) for r, n in zip(self.run_ids, self.runs.get_column("n_nodes").to_list()) if n is not None}
 
     @property
-    def source_paths(self) -> list[str]:
+    def source_paths(self) -> list[Path]:
         """Where its runs' traces were read from (what a ``machine.toml`` is looked for beside)."""
-        return self.runs.get_column("source_path").drop_nulls().to_list()
+        return [utf8_path(text) for text in self.runs.get_column("source_path").drop_nulls().to_list()]
 
     def machine(self, spec: str | None = None) -> Machine:
         """Its machine profile: ``spec`` (``--machine``: preset or TOML file) when given, else the ``machine.toml``

@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from synthtrace.warehouse.index_files import mark_file, not_linked
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.names import file_name
 
@@ -38,8 +39,7 @@ def complete(wh: Warehouse) -> bool:
 
 
 def mark_complete(wh: Warehouse) -> None:
-    index_root(wh).mkdir(parents=True, exist_ok=True)
-    (index_root(wh) / COMPLETE).touch()
+    mark_file(wh, index_root(wh), COMPLETE)
 
 
 #: how often :func:`remember` makes its folders again when a ``runs rm`` removed them between its mkdir and its touch
@@ -53,9 +53,8 @@ def remember(wh: Warehouse, folder: str, program: str, run_id: str) -> None:
     no ``rmdir`` removes its folder."""
     entry = index_root(wh) / file_name(folder) / file_name(program)
     for attempt in range(_REMEMBER_TRIES):
-        entry.mkdir(parents=True, exist_ok=True)
         try:
-            (entry / run_id).touch()
+            mark_file(wh, entry, run_id)
             return
         except FileNotFoundError:
             if attempt == _REMEMBER_TRIES - 1:
@@ -90,10 +89,15 @@ def forget_runs(wh: Warehouse, run_ids: Iterable[str]) -> None:
     """Remove the entries of runs a writer removed (``runs rm``), wherever their folder and program put them."""
     wanted = set(run_ids)
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        for folder in index_root(wh).iterdir():
-            for program in folder.iterdir() if folder.is_dir() else ():
-                for run_id in wanted.intersection(e.name for e in program.iterdir()) if program.is_dir() else ():
+        for folder in _folders(not_linked(wh, index_root(wh))):  # a link's target is not the index (attack 20 F5)
+            for program in _folders(folder):
+                for run_id in wanted.intersection(e.name for e in program.iterdir()):
                     _forget_entry(program / run_id)
+
+
+def _folders(folder: Path) -> list[Path]:
+    """The folders in ``folder``, links left out."""
+    return [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
 
 
 def _forget_entry(entry: Path) -> None:

@@ -26,10 +26,11 @@ from synthtrace.tracelib.formats.row_order import stable_order
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import ProgramSymbols, program_symbols  # issue 28 (models helper)
-from synthtrace.tracelib.printable import unprintable
+from synthtrace.tracelib.printable import storable, unprintable, utf8_bytes, utf8_text
 from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse import folder_index
+from synthtrace.warehouse.index_files import mark_file, not_linked
 from synthtrace.warehouse.programs import (INDEX_COMPLETE, PROGRAM_INDEX, Program, choose_program, program_identity,
                                            program_keys, remember_program, shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
@@ -241,7 +242,7 @@ def _placed_runs(wh: Warehouse) -> Iterator[tuple[str, str, str, str]]:
             stem = run_name.split(".")[0]
             identity = (program_identity(stored[run_id].get("key"), stem) if run_id in stored
                         else program_identity(None, app_name or stem))
-            yield default_names(Path(source), None, None)[2], identity, run_id, experiment
+            yield default_names(Path(os.fsdecode(utf8_bytes(source))), None, None)[2], identity, run_id, experiment
 
 
 def _index_folders(wh: Warehouse) -> None:
@@ -352,10 +353,9 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
     if source.format != "paraver":
         return []
     src = source_text(path)
-    entry = _without_pcf_index(wh) / _source_key(src)
+    entry = not_linked(wh, _without_pcf_index(wh) / _source_key(src))
     if not any(f.suffix == ".pcf" for f in files):
-        entry.mkdir(parents=True, exist_ok=True)
-        (entry / run_id).touch()
+        mark_file(wh, entry, run_id)
         return []
     size_without_pcf = sum(f.stat().st_size for f in files if f.suffix != ".pcf")
     found = []
@@ -372,9 +372,10 @@ def _runs_without_pcf(wh: Warehouse, source: TraceSource, path: Path, run_id: st
 def source_text(path: Path) -> str:
     """The resolved path of the trace at ``path`` as its run's ``source_path`` stores it: a byte of a folder's name
     that is not UTF-8 (a cluster's folder named in Latin-1) as ``\\xNN``, as ``ls -b`` shows it (Parquet holds
-    UTF-8 text only: attack 19 F1); every other character as it is (a terminal is shown it escaped: the CLI's
-    outputs)."""
-    return os.fsencode(path.resolve()).decode("utf-8", "backslashreplace")
+    UTF-8 text only: attack 19 F1), a backslash as ``\\\\`` (one path, one text: attack 20 F3;
+    :func:`~synthtrace.tracelib.printable.utf8_text`); every other character as it is (a terminal is shown it
+    escaped: the CLI's outputs)."""
+    return utf8_text(os.fsencode(path.resolve()))
 
 
 def _source_key(source_path: str) -> str:
@@ -391,11 +392,9 @@ def _without_pcf_index(wh: Warehouse) -> Path:
         for run_file in wh.runs_dir.glob("*/run.parquet"):
             row = existing_run(wh, run_file.parent.name)
             if row and row["source_path"] and any("no .pcf file" in w for w in row["warnings"] or []):
-                (index / _source_key(row["source_path"])).mkdir(parents=True, exist_ok=True)
-                (index / _source_key(row["source_path"]) / row["run_id"]).touch()
-        index.mkdir(parents=True, exist_ok=True)
-        complete.touch()
-    return index
+                mark_file(wh, index / _source_key(row["source_path"]), row["run_id"])
+        mark_file(wh, index, complete.name)
+    return not_linked(wh, index)
 
 
 def _check_same_place(row: dict, experiment: str | None, app: str | None, path: Path) -> None:
@@ -509,7 +508,7 @@ def ingest_trace(wh: Warehouse, path: str | Path, *, experiment: str | None = No
                             "already", summary.n_bursts, summary.n_calls)
     try:
         superseded = _runs_without_pcf(wh, source, path, run_id)
-    except OSError as exc:  # attack 16 F5: the run is stored; this was "error: .../.complete: No space left ..."
+    except (OSError, MemoryError) as exc:  # attack 16 F5, attack 20 F8: the run is stored; this was "error: ..."
         superseded = []
         _unindexed(wh, path, run_id, exp_name, exc)
     for old in superseded:
@@ -523,6 +522,10 @@ def _ours(row: dict | None, ingested_at: datetime) -> bool:
     """Whether the stored runs ``row`` is the one this ingest, begun at ``ingested_at``, committed (not a concurrent
     ingest's of the same content)."""
     return row is not None and row["ingested_at"] in (ingested_at.replace(tzinfo=None), ingested_at)
+
+
+#: the runs row's columns that hold a list of texts
+_TEXT_LISTS = ("counters", "warnings")
 
 
 @dataclass
@@ -546,7 +549,11 @@ class _Placement:
     notes: list[str] = field(default_factory=list)
 
     def write_row(self, stage: Path) -> None:
-        pl.DataFrame([self.row], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
+        """Stage the runs row, every text in it as a stored table holds it (a reader's warning quoting a path whose
+        folder is not UTF-8 raised UnicodeEncodeError: attack 20 F1)."""
+        row = {k: [storable(t) for t in v] if k in _TEXT_LISTS and v is not None else
+               storable(v) if isinstance(v, str) else v for k, v in self.row.items()}
+        pl.DataFrame([row], schema=RUN_SCHEMA).write_parquet(stage / "run.parquet")
 
     @contextlib.contextmanager
     def decided_at_commit(self, wh: Warehouse, stage: Path) -> Iterator[bool]:
@@ -562,7 +569,7 @@ class _Placement:
             if _ours(existing_run(wh, self.run_id), self.ingested_at):
                 try:
                     self._index(wh)
-                except OSError as exc:  # attack 16 F5: committed, so never "the warehouse is unchanged"
+                except (OSError, MemoryError) as exc:  # attack 16 F5, 20 F8: committed, so never said failed
                     _unindexed(wh, self.path, self.run_id, self.experiment, exc)
 
     def _decide_again(self, wh: Warehouse, stage: Path) -> bool:
@@ -622,16 +629,18 @@ class _Placement:
             folder_index.forget(wh, self.folder, file_name(self.indexed), self.run_id)
 
 
-def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSError) -> None:
+def _unindexed(wh: Warehouse, path: Path, run_id: str, experiment: str, exc: OSError | MemoryError) -> None:
     """Say that run ``run_id``, committed, is stored though the indexes written after its commit (folders, programs,
     runs read without a .pcf) could not be (a full disk or inode table: attack 16 F5 said "the warehouse is
-    unchanged", or gave a bare path, while the run was there); their completeness marks go, so the next ingest
-    rebuilds them from the stored runs, this one with them (removing a file needs no space)."""
+    unchanged", or gave a bare path, while the run was there; memory running out: attack 20 F8 said "error: out of
+    memory", exit 1, the run stored whole and unindexed); their completeness marks go, so the next ingest rebuilds
+    them from the stored runs, this one with them (removing a file needs no space)."""
     for mark in (folder_index.index_root(wh) / folder_index.COMPLETE, wh.root / PROGRAM_INDEX / INDEX_COMPLETE,
                  wh.root / WITHOUT_PCF_COMPLETE):
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # never through a link (attack 20 F5): a file of its target is not ours
+            not_linked(wh, mark.parent)
             mark.unlink(missing_ok=True)
-    reason = exc.strerror or str(exc)
+    reason = "out of memory" if isinstance(exc, MemoryError) else exc.strerror or str(exc)
     warnings.warn(f"{path}: stored as run {run_id} (experiment {experiment}), but the warehouse's indexes could not "
                   f"be written after it ({reason}): the next ingest rebuilds them from the stored runs", stacklevel=3)
 

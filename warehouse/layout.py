@@ -23,7 +23,7 @@ import re
 import shutil
 import stat
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +79,7 @@ def warehouse_holding(path: str | Path) -> Path | None:
     the copy itself is a warehouse."""
     mounts: frozenset[str] | None = None
     for folder in (real := Path(os.path.realpath(path)), *real.parents):
-        if _marked(Warehouse(folder)):
+        if _marked(folder):  # its path alone: an output's folder need not be UTF-8, a warehouse's must (attack 20 F4)
             return folder
         if _stored_folder(folder) or _holds_stored_folders(folder):
             mounts = mount_points() if mounts is None else mounts
@@ -88,10 +88,10 @@ def warehouse_holding(path: str | Path) -> Path | None:
     return None
 
 
-def _marked(wh: Warehouse) -> bool:
-    """Whether ``wh``'s folder bears a warehouse's signs: its :data:`MARKER` file, or its ``runs/`` and
-    ``.staging/`` folders."""
-    return (wh.root / MARKER).is_file() or (wh.runs_dir.is_dir() and wh.staging_dir.is_dir())
+def _marked(folder: Path) -> bool:
+    """Whether ``folder`` bears a warehouse's signs: its :data:`MARKER` file, or its ``runs/`` and ``.staging/``
+    folders (those of :class:`Warehouse`)."""
+    return (folder / MARKER).is_file() or ((folder / "runs").is_dir() and (folder / ".staging").is_dir())
 
 
 def mount_points() -> frozenset[str]:
@@ -277,7 +277,7 @@ class Warehouse:
         made the user's folder a warehouse, and every output under it was then refused as inside one): a folder is
         taken as it is when it is a warehouse already (:func:`warehouse_holding`'s signs), or holds only what
         :meth:`ensure` makes before the marker (another writer making it at the same moment)."""
-        if _marked(self):
+        if _marked(self.root):
             return
         made = {d.name for d in self.made_dirs}
         try:
@@ -576,13 +576,16 @@ class Warehouse:
         computed from has changed). Only regular files and folders are kept: a FIFO, socket, device or link found
         there is not ours and is left out (opening a FIFO would block the writer for good); so is a file the
         folder's manifest does not list (put there by hand: the new manifest would make it stored data, attack 8
-        B1). ``drop``: names of files of the folder not kept (computed from what this update replaces)."""
+        B1). A file it lists that is a link, or lies in a linked folder, is refused as the readers refuse it
+        (:func:`refuse_linked_members`), unless this update replaces or drops it. ``drop``: names of files of the
+        folder not kept (computed from what this update replaces)."""
         from synthtrace.warehouse.stored import Folder  # stored reads manifests, which read records with this module
 
         mine = {f"{n}.parquet" for n in frames} | {f"{n}.json" for n in (documents or {})} | set(drop)
         with self.writers_lock(target):
             if check is not None:
                 check()  # under the lock: what it checked cannot change before the swap
+            refuse_linked_members(target, mine)
             with self.staged(target, replace=True) as stage:
                 if target.is_dir():
                     was = Folder.of(target)
@@ -725,6 +728,25 @@ def _too_deep(target: Path, rel: str, was: Any) -> WarehouseError:
     return WarehouseError(f"{clipped(named, 200)}: folders nested over {len(parts) - depth:,} levels deep below it, "
                           "past the longest path the system can name, that no commit of the warehouse wrote; nothing "
                           "was changed: move that folder out of the warehouse")
+
+
+def refuse_linked_members(target: Path, replaced: Collection[str] = ()) -> None:
+    """Raise the readers' one line (:func:`~synthtrace.warehouse.stored.linked_error`, attack 19 F3) when a file the
+    stored folder ``target`` holds by its manifest (any file, for a folder without a readable one) is a symbolic link
+    or lies in a linked folder below it, but for those below the top names ``replaced`` (an update writes them anew
+    or drops them). A writer that rebuilds the folder keeps only its own files: such a member was left out of the
+    new manifest, its rows lost without a word (attack 20 F6, ``runs move``). Nothing is changed; a ``target`` that
+    is not there passes."""
+    from synthtrace.warehouse.checksums import Manifest  # checksums reads records with this module
+    from synthtrace.warehouse.stored import Folder, refuse_linked
+
+    if not target.is_dir():
+        return
+    listed = Folder.of(target).manifest
+    rels = (listed.files if isinstance(listed, Manifest) else  # relpath: "/"-separated on POSIX
+            (os.path.relpath(os.path.join(here, n), target)
+             for here, subs, names in walk(target) for n in subs + names))
+    refuse_linked(target, (rel for rel in rels if rel.split("/", 1)[0] not in replaced))
 
 
 def _not_regular(folder: str, names: list[str]) -> set[str]:

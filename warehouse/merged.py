@@ -29,6 +29,7 @@ from synthtrace.tracelib.merge.merge_runs import (CALL_COLUMNS, MergeOptions, Me
                                                   merge_runs)
 from synthtrace.tracelib.merge.messages import message_counts
 from synthtrace.tracelib.merge.ranks import profile_rows
+from synthtrace.tracelib.printable import utf8_path
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import task_key
 from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, message_table
@@ -285,8 +286,9 @@ def export_merged(exp: Experiment, result: MergeResult, out_stem: str | Path) ->
 
     paths = dict(zip(exp.run_ids, exp.runs.get_column("source_path").to_list()))
     metas = {}
-    for run_id, path in paths.items():
-        if path and is_paraver(Path(path)) and Path(path).is_file():
+    for run_id, text in paths.items():
+        path = utf8_path(text) if text else None
+        if path and is_paraver(path) and path.is_file():
             try:
                 metas[run_id] = TraceMeta.from_trace(ParaverTrace(path))
             except SynthtraceError:

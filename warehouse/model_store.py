@@ -23,7 +23,7 @@ import io
 import re
 import struct
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -33,7 +33,7 @@ from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.stored import stored_file, stored_folders, top_link_line
 from synthtrace.warehouse.errors import ForeignFolderError, UnknownExperimentError, WarehouseError
 from synthtrace.warehouse.layout import Warehouse, is_own_file, link_or_copy
-from synthtrace.warehouse.names import file_name
+from synthtrace.warehouse.names import file_name, name_problem
 from synthtrace.warehouse.checksums import content_damage
 
 ARTIFACT = "model.skops"
@@ -227,13 +227,23 @@ def check_members(data: bytes, what: str) -> None:
                       "(members overlap)")
 
 
-def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.DataFrame) -> Path:
-    """Replace one experiment's predictions of a model atomically; returns the file."""
+def write_predictions(wh: Warehouse, model_id: str, experiment: str, frame: pl.DataFrame, *,
+                      check: Callable[[], None] | None = None) -> Path:
+    """Replace one experiment's predictions of a model atomically; returns the file. The commit holds the
+    experiment's writers' lock, which ``runs rm|move`` hold while they change its runs and remove its predictions
+    (:func:`remove_predictions`); ``check()`` runs first under it and raises to refuse the commit (the runs the
+    frame was computed from have changed: attack 20 F7, the view kept 2,140 rows of a run removed meanwhile)."""
     wh.ensure()
     target = predictions_dir(wh) / model_id
     name = f"{file_name(experiment)}.parquet"
-    with _restaged(wh, target, {name}) as stage:
-        frame.select(list(PREDICTION_SCHEMA)).cast(PREDICTION_SCHEMA).write_parquet(stage / name)
+    # a name no experiment may have (no run is in it, no admin locks it) has no folder to lock
+    locked = wh.writers_lock(wh.experiment_dir(experiment)) if name_problem(experiment) is None \
+        else contextlib.nullcontext()
+    with locked:
+        if check is not None:
+            check()
+        with _restaged(wh, target, {name}) as stage:
+            frame.select(list(PREDICTION_SCHEMA)).cast(PREDICTION_SCHEMA).write_parquet(stage / name)
     return target / name
 
 

@@ -37,6 +37,7 @@ import polars as pl
 from synthtrace.tracelib.atomic_file import write_atomically
 from synthtrace.tracelib.folder_tree import remove_tree
 from synthtrace.tracelib.formats.program import ProgramSymbols
+from synthtrace.warehouse.index_files import not_linked
 from synthtrace.warehouse.layout import Warehouse, read_record  # [helper security]
 from synthtrace.warehouse.names import name_from_folder, name_problem, one_spelling
 
@@ -134,7 +135,7 @@ def _program_index(wh: Warehouse) -> Path:
     """The folder of :data:`PROGRAM_INDEX`, built from every stored ``program.json`` when it is not complete (a
     warehouse written before it, or one whose indexed run was removed). It is built aside and renamed into place, so
     a concurrent ingest sees the old index or the whole new one."""
-    index = wh.root / PROGRAM_INDEX
+    index = not_linked(wh, wh.root / PROGRAM_INDEX)  # never through a link (attack 20 F5)
     if (index / INDEX_COMPLETE).is_file():
         return index
     index.parent.mkdir(parents=True, exist_ok=True)

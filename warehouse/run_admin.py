@@ -17,7 +17,7 @@ from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import folder_index
 from synthtrace.warehouse.errors import DamagedPartError, UnknownExperimentError
 from synthtrace.warehouse.model_store import remove_predictions
-from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record
+from synthtrace.warehouse.layout import MAX_RECORD_BYTES, Warehouse, is_own_file, read_record, refuse_linked_members
 from synthtrace.warehouse.names import name_problem, one_spelling
 from synthtrace.warehouse.runs import runs_table
 from synthtrace.warehouse.parts import read_part
@@ -37,7 +37,8 @@ class AdminResult:
 
 def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     """The rows of the runs named by ``refs`` (a run id, a unique prefix of one, or a run name that is unique in the
-    warehouse); raises :class:`UnknownExperimentError` naming the first reference that matches no run or several.
+    warehouse and the prefix of no other run's id); raises :class:`UnknownExperimentError` naming the first
+    reference that matches no run or several.
     A run whose record or checksums are damaged (:func:`~synthtrace.warehouse.stored.damaged_runs`) is named by
     its id (or a prefix) only; its row holds the id, the experiment(s) it may be in (:func:`_damaged_run_rows`)
     and, in ``damaged``, the line about it (attack 8 B6: such a run could not be removed)."""
@@ -47,9 +48,12 @@ def resolve_runs(wh: Warehouse, refs: Sequence[str]) -> pl.DataFrame:
     for ref in dict.fromkeys(refs):
         hit = runs.filter(pl.col("run_id") == ref)  # a whole id names its run, whatever another run is called
         if hit.height == 0:  # a name as typed matches however it is spelled in Unicode (a Mac's file names: NFD)
-            hit = runs.filter(pl.col("run_name").str.normalize("NFC") == one_spelling(ref))
-        if hit.height == 0 and ref:
-            hit = runs.filter(pl.col("run_id").str.starts_with(ref))
+            named = runs.filter(pl.col("run_name").str.normalize("NFC") == one_spelling(ref))
+            # a name that is also the prefix of another run's id names two runs (attack 20 F14: `runs rm d46a`
+            # removed the run named d46a when the user meant the id d46a6b...)
+            prefixed = runs.filter(pl.col("run_id").str.starts_with(ref)) if ref else runs.clear()
+            hit = pl.concat([named, prefixed]).unique("run_id", keep="first", maintain_order=True) \
+                if named.height else prefixed
         if hit.height == 0:
             _refuse_a_link(wh, ref)
             raise UnknownExperimentError(f"no run {ref!r} in {wh.root} (see `synthtrace runs`)")
@@ -198,6 +202,8 @@ def move_runs(wh: Warehouse, refs: Sequence[str], experiment: str) -> AdminResul
         runs = now.filter(pl.col("experiment").ne_missing(experiment))
         if runs.height == 0:
             return AdminResult(runs, [])
+        for run_id in runs.get_column("run_id"):  # attack 20 F6: refused before any merge or prediction goes
+            refuse_linked_members(wh.run_dir(run_id))
         changed = [*runs.get_column("experiment").drop_nulls().to_list(), experiment]
         invalidated = invalidate_experiments(wh, changed)
         unpredicted = remove_predictions(wh, changed)

@@ -12,8 +12,10 @@ Three walls, each enough on its own for what it guards:
    (DuckDB has no statement timeout) or at Ctrl-C, whose memory the kernel caps: DuckDB's memory limit does not
    see every allocation (one huge scalar, issue 23 F3). DuckDB's memory and its spill files are capped too
    (:data:`DEFAULT_MEMORY_LIMIT`, :data:`DEFAULT_TEMP_LIMIT`; by default DuckDB takes 80 % of the machine's
-   memory and unbounded temporary disk), and so is the result it hands over (in batches, refused past the memory
-   limit).
+   memory and unbounded temporary disk), and so is the result it hands over (in batches): a caller that keeps the
+   result (the terminal's table, CSV or JSON) has it refused once what it holds and the query process's own growth
+   pass the memory limit together (one cap for both processes); a caller that writes the batches out as they come
+   (:func:`query_stream`, ``--output`` files) holds one at a time, and the result is not capped.
 
 A query that races a writer (a run removed, an experiment re-merged) reads the warehouse as it was when it
 started: its files are held by links (:mod:`~synthtrace.warehouse.snapshot`), never a refusal, never half a change.
@@ -22,6 +24,7 @@ changed them meanwhile (one line after a few such changes in a row), never half 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -33,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.warehouse import capped_child, engine, snapshot
@@ -74,6 +77,12 @@ _NOT_PARQUET = re.compile(r"\b(INTERVAL|UNION)\b", re.IGNORECASE)
 _SPILL_PREFIX = "synthtrace-sql-"
 #: rows fetched at a time while the result's size is checked against the memory limit
 _BATCH_ROWS = 65536
+#: at most this many cells (rows x columns) fetched at a time as Python rows: 65,536 rows of a 4,107-column result
+#: were ~2 GB of tuples, past the cap of the process that fetched them (attack 19 F13)
+_BATCH_CELLS = 1 << 20
+T = TypeVar("T")
+#: the share of the memory limit a kept result may take whatever the query process itself has grown by
+RESULT_SHARE = 0.25
 #: words of a query that list the catalog (SHOW TABLES, DESCRIBE, information_schema.tables, duckdb_views(), ...):
 #: such a query gets every view
 _CATALOG_WORDS = re.compile(r"show|describe|information_schema|(duckdb|pg|pragma|sqlite)_\w*")
@@ -176,8 +185,23 @@ def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_
     """
     import pyarrow as pa
 
+    schema, batches = query_stream(wh, sql, lambda head, items: (head, list(items)), timeout_s=timeout_s, flat=flat,
+                                   for_parquet=for_parquet, memory_limit=memory_limit, temp_limit=temp_limit,
+                                   kept=True)
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def query_stream(wh: Warehouse, sql: str, consume: Callable[[pa.Schema, Iterator[pa.RecordBatch]], T], *,
+                 timeout_s: float | None = DEFAULT_TIMEOUT_S, flat: bool = False, for_parquet: bool = False,
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_limit: str = DEFAULT_TEMP_LIMIT, kept: bool = False
+                 ) -> T:
+    """:func:`query`'s answer as ``consume(schema, batches)`` makes of it, its Arrow batches handed over as the
+    query process sends them (what ``consume`` returns is returned). ``kept``: ``consume`` keeps the batches (they
+    are refused past the memory limit together with the query process's own growth); else it lets each go (writes
+    it to a file) and the result is not capped. ``consume`` is called again, from the first batch, when the files
+    of a read bound by path changed under it (see :func:`_answer`): it must start what it makes again."""
     engine.relation_api()  # con.sql and Arrow results
-    budget = size_bytes(memory_limit, "--memory-limit")
+    weigh = _weigher(kept, memory_limit)
 
     def produce(con: engine.DuckDBPyConnection, text: str, send: Callable[[Any], None]) -> None:
         rel = con.sql(text)
@@ -185,14 +209,32 @@ def query(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_
             rel = _as_text(rel, _csv_kind if flat else _parquet_kind)
         reader = rel.to_arrow_reader(_BATCH_ROWS)
         send(reader.schema)
-        held = 0
         for batch in _batches(reader):
-            held += batch.nbytes
-            _check_result_size(held, budget, memory_limit)
+            weigh(batch.nbytes)
             send(batch)
 
-    schema, *batches = _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit))
-    return pa.Table.from_batches(batches, schema=schema)
+    return _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit), consume)
+
+
+def _weigher(kept: bool, memory_limit: str) -> Callable[[int], None]:
+    """In the query process: what weighs each item before it is sent, given its size in bytes. When the caller
+    keeps the items, the result is refused (:func:`_check_result_size`) once their total passes what this process's
+    own growth (:func:`~synthtrace.warehouse.capped_child.grown_bytes`) leaves of ``memory_limit``: one cap for both
+    processes (attack 19 F13: the caller gathered up to the whole cap beside the query process's own 0.5 GB, a
+    1.75 GB tree at the default 1 GiB). A result may always take :data:`RESULT_SHARE` of the cap (a count over wide
+    files grows the query process past a 16 MiB cap by reading their metadata alone). Otherwise nothing is
+    weighed."""
+    budget = size_bytes(memory_limit, "--memory-limit")
+    held = 0
+
+    def weigh(size: int) -> None:
+        nonlocal held
+        if kept:
+            held += size
+            _check_result_size(held, max(budget - capped_child.grown_bytes(), int(budget * RESULT_SHARE)),
+                               memory_limit)
+
+    return weigh
 
 
 def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
@@ -249,19 +291,29 @@ def query_rows(wh: Warehouse, sql: str, *, timeout_s: float | None = DEFAULT_TIM
     """:func:`query` as (column names, rows of Python values), without importing pyarrow (the CLI's table and JSON
     output), from the engine alone (:mod:`~synthtrace.warehouse.engine`). ``leave_out``: stored folders the views
     do not read (``runs/<id>``: the damaged runs ``synthtrace runs`` lists apart)."""
-    budget = size_bytes(memory_limit, "--memory-limit")
+    columns, batches = query_rows_stream(wh, sql, lambda head, items: (head, list(items)), timeout_s=timeout_s,
+                                         memory_limit=memory_limit, temp_limit=temp_limit, leave_out=leave_out,
+                                         kept=True)
+    return columns, [row for batch in batches for row in batch]
+
+
+def query_rows_stream(wh: Warehouse, sql: str, consume: Callable[[list[str], Iterator[list[tuple[Any, ...]]]], T],
+                      *, timeout_s: float | None = DEFAULT_TIMEOUT_S, memory_limit: str = DEFAULT_MEMORY_LIMIT,
+                      temp_limit: str = DEFAULT_TEMP_LIMIT, leave_out: Iterable[str] = (), kept: bool = False) -> T:
+    """:func:`query_rows`' answer as ``consume(column names, batches of rows)`` makes of it, as
+    :func:`query_stream` hands over Arrow batches (``kept``, and a new call from the first batch, likewise)."""
+    weigh = _weigher(kept, memory_limit)
 
     def produce(con: engine.DuckDBPyConnection, text: str, send: Callable[[Any], None]) -> None:
         con.execute(text)
-        send([d[0] for d in con.description or ()])
-        held = 0
-        while batch := con.fetchmany(_BATCH_ROWS):
-            held += _rows_bytes(batch)
-            _check_result_size(held, budget, memory_limit)
+        columns = [d[0] for d in con.description or ()]
+        send(columns)
+        rows = max(1, min(_BATCH_ROWS, _BATCH_CELLS // max(1, len(columns))))
+        while batch := con.fetchmany(rows):
+            weigh(_rows_bytes(batch))
             send(batch)
 
-    columns, *batches = _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit), frozenset(leave_out))
-    return columns, [row for batch in batches for row in batch]
+    return _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit), consume, frozenset(leave_out))
 
 
 def runs_rows(wh: Warehouse, sql: str) -> tuple[list[str], list[tuple[Any, ...]], list[str]]:
@@ -295,11 +347,12 @@ def _value_bytes(value: Any) -> int:
 
 
 def _check_result_size(held: int, budget: int, memory_limit: str) -> None:
-    """Refuse a result past ``budget`` bytes (DuckDB's cap bounds what it computes, not the result it hands over:
-    ``SELECT * FROM range(1e9)`` would fill the machine's memory in Python)."""
+    """Refuse a result of ``held`` bytes past ``budget`` bytes (DuckDB's cap bounds what it computes, not the result
+    it hands over: ``SELECT * FROM range(1e9)`` would fill the machine's memory in Python)."""
     if held > budget:
-        raise QueryError(f"query result larger than its memory limit ({memory_limit}, see --memory-limit): "
-                         "add a LIMIT, aggregate, or select fewer columns")
+        raise QueryError(f"query result larger than its memory limit ({memory_limit}, see --memory-limit; the "
+                         "result held for the terminal and the query's own memory share it): add a LIMIT, "
+                         "aggregate, select fewer columns, or write it to a file with --output")
 
 
 def memory_allowance(memory_limit: str) -> int:
@@ -315,11 +368,13 @@ Produce = Callable[[Any, str, Callable[[Any], None]], None]
 
 
 def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, caps: tuple[str, str],
-            leave_out: frozenset[str] = frozenset()) -> list[Any]:
+            consume: Callable[[Any, Iterator[Any]], T], leave_out: frozenset[str] = frozenset()) -> T:
     """Check ``sql`` and run it in a child process (:mod:`~synthtrace.warehouse.capped_child`) on a sealed
     connection over the files of the views it names, held from before it starts
-    (:mod:`~synthtrace.warehouse.snapshot`: a concurrent writer cannot take them away); the items ``produce``
-    sends, as they come.
+    (:mod:`~synthtrace.warehouse.snapshot`: a concurrent writer cannot take them away); what ``consume(first item,
+    the other items as they come)`` makes of the items ``produce`` sends (called again, from the first item, when
+    the files of a read bound by path changed under it: the changed read's items end in
+    :class:`~synthtrace.warehouse.snapshot.SnapshotChanged`).
 
     ``caps``: (memory limit, temporary-disk limit). DuckDB gets both; the child's data segment may grow by
     :func:`memory_allowance` (DuckDB builds a scalar such as ``repeat('x', 1 << 30)`` outside its memory limit) and
@@ -346,9 +401,14 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
 
     deadline = None if timeout_s is None else time.monotonic() + timeout_s  # one limit for every attempt
 
-    def attempt() -> list[Any]:
+    def attempt() -> T:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return list(capped_child.stream(work, allowance_bytes=allowance, deadline_s=left, on_exit=ended))
+        # closed however consume ends (a full disk): the child is killed, not left blocked on its pipe
+        with contextlib.closing(capped_child.stream(work, allowance_bytes=allowance, deadline_s=left,
+                                                    on_exit=ended)) as items:
+            for first in items:
+                return consume(first, items)
+            raise capped_child.ChildError("the child process sent no answer")
 
     try:  # read again (a new child) when the files, bound by path, changed under the query
         return snapshot.retried(wh, attempt)

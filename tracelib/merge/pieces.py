@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.domain.sums import exact_sum
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import thread_key
 from synthtrace.tracelib.merge.transfer import work_counter
@@ -107,11 +108,19 @@ def units(bursts: pl.DataFrame) -> Units:
     table = (bursts.with_columns(pl.Series("_unit", unit))
              .group_by("_unit", maintain_order=True)
              .agg(*[pl.col(c).first() for c in (*THREAD_KEYS, "cpu", "start_ns") if c in bursts.columns],
-                  *[pl.col(c).last() for c in last], pl.col("duration_ns").sum(),
-                  # a counter is known for a unit only when every piece recorded it
-                  *[pl.when(pl.col(c).null_count() == 0).then(pl.col(c).sum()).alias(c) for c in counters])
+                  *[pl.col(c).last() for c in last], _unit_sum("duration_ns", bursts.schema),
+                  # a counter is known for a unit only when every piece recorded it (and its sum is within int64)
+                  *[pl.when(pl.col(c).null_count() == 0).then(_unit_sum(c, bursts.schema)).alias(c)
+                    for c in counters])
              .select(bursts.columns))
     return Units(unit, first, size, table)
+
+
+def _unit_sum(column: str, schema: pl.Schema) -> pl.Expr:
+    """A unit's sum of its pieces' ``column``: exact for integers (NULL past int64, never wrapped), as summed for
+    floats."""
+    expr, dtype = pl.col(column), schema[column]
+    return (exact_sum(expr).cast(dtype, strict=False) if dtype.is_integer() else expr.sum()).alias(column)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import polars as pl
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
 from synthtrace.tracelib.formats.counter_columns import MAX_COUNTERS, CounterColumns
+from synthtrace.tracelib.formats.otf2.evt_file import definitions_damage
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
 from synthtrace.tracelib.printable import EscapedNames, escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
@@ -345,6 +346,8 @@ def _validate_archive(anchor: Path) -> Path:
         head = fh.read(16)
     if len(head) < 16 or head[:1] != _FILE_MAGIC:
         raise TraceFormatError(global_defs, None, "not an OTF2 definitions file (empty, truncated or bad magic)")
+    if (damage := definitions_damage(global_defs)) is not None:
+        raise TraceFormatError(global_defs, None, damage)
     if not anchor.with_suffix("").is_dir():
         raise TraceFormatError(anchor.with_suffix(""), None, "missing event folder of the OTF2 archive")
     return anchor
@@ -364,6 +367,9 @@ def _check_location_files(loc: _Location) -> bool:
             head = fh.read(16)
         if len(head) < 16 or head[:1] != _FILE_MAGIC:
             raise TraceFormatError(f, None, f"not an OTF2 {what} file (empty, truncated or bad magic)")
+    if (damage := definitions_damage(loc.def_file)) is not None:
+        raise TraceFormatError(loc.def_file, None, f"{damage}; --salvage reads the trace without location "
+                               f"{loc.ref} (rank {loc.task - 1}, thread {loc.thread})")
     return True
 
 

@@ -13,7 +13,8 @@ and past a short file's end it parses the buffer's uninitialised bytes as record
 depends on uninitialised value" in ``otf2_buffer_read_header``). What it then returns depends on what the heap held:
 garbage events, an error, or a crash of the process (a pytest worker died on it). :func:`cut_short` finds such a
 file from its own bytes before the library reads it, and how many events are whole before the cut, so a reader can
-refuse it or (salvage) ask the library for those events alone.
+refuse it or (salvage) ask the library for those events alone. Definitions files share the layout without
+timestamps; :func:`definitions_damage` finds one cut or zeroed the same way (attack 20 F17).
 
 An events file is a sequence of chunks of the archive's event chunk size (bytes), the last one cut where its data
 ends. Each chunk starts with a header: the token :data:`_CHUNK_HEADER`, the endianness byte, and the numbers of its
@@ -35,6 +36,7 @@ from synthtrace.tracelib.jit import cached_njit
 
 _END_OF_CHUNK, _END_OF_BUFFER, _END_OF_FILE, _CHUNK_HEADER, _TIMESTAMP, _ATTRIBUTE_LIST = 0, 1, 2, 3, 5, 6
 _HEADER_BYTES = 18  # token, endianness, first event number, last event number
+_SMALLEST_CHUNK, _LARGEST_CHUNK = 256 * 1024, 16 * 1024 * 1024  # OTF2_CHUNK_SIZE_MIN, _MAX (bytes)
 _ENDIANNESS = {0x42: "little", 0x23: "big"}
 # how the walk of a chunk's records ends (:func:`_walk`)
 _AT_END_OF_FILE, _AT_END_OF_CHUNK, _PAST_THE_BYTES, _NOT_FOLLOWED = 0, 1, 2, 3
@@ -73,13 +75,39 @@ def cut_short(path: str | os.PathLike, chunk_size: int) -> CutEvents | None:
     first, _ = _event_numbers(chunk)
     if first is None:
         return None
-    kind, at, events = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little")
+    kind, at, events = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", True)
     if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on from there
         return CutEvents(size, first - 1 + events, f"an end-of-chunk record at byte {start + at} ends the last "
                          f"chunk (from byte {start}) and no chunk follows")
     if kind == _PAST_THE_BYTES:
-        return CutEvents(size, first - 1 + events, f"the file ends inside the record at byte {start + at}")
+        return CutEvents(size, first - 1 + events, _ends(start + at, size))
     return None
+
+
+def definitions_damage(path: str | os.PathLike) -> str | None:
+    """Why the definitions file ``path`` cannot be read whole, from its first chunk's records (attack 20 F17: cut,
+    or a record's type byte zeroed, libotf2 parsed uninitialised memory past the data); None when the chunk ends
+    with the END_OF_FILE record, or when the file may hold further chunks (larger than OTF2's smallest chunk: their
+    size is the anchor's, and the library reads them)."""
+    size = os.path.getsize(path)
+    with open(Path(path), "rb") as fh:
+        chunk = fh.read(min(size, _LARGEST_CHUNK))
+    if _event_numbers(chunk)[0] is None:
+        return None
+    kind, at, _ = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", False)
+    if kind == _AT_END_OF_CHUNK and size <= _SMALLEST_CHUNK:
+        return (f"damaged OTF2 definitions ({size} bytes): an end-of-chunk record at byte {at} and no chunk after "
+                "it (a record's type byte zeroed?)")
+    if kind == _PAST_THE_BYTES and len(chunk) == size:
+        return f"damaged OTF2 definitions ({size} bytes): cut short, {_ends(at, size)} (copy the archive again)"
+    return None
+
+
+def _ends(at: int, size: int) -> str:
+    """Where a file of ``size`` bytes whose records were walked to byte ``at`` ends."""
+    if at < size:
+        return f"the file ends inside the record at byte {at}"
+    return "the file ends after a whole record, without the end-of-file record"
 
 
 def trailing_bytes(path: str | os.PathLike, chunk_size: int, n_events: int) -> tuple[int, int] | None:
@@ -94,7 +122,7 @@ def trailing_bytes(path: str | os.PathLike, chunk_size: int, n_events: int) -> t
             return None
         fh.seek(start)
         chunk = fh.read(min(chunk_size, size - start))
-    kind, end, _ = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little")
+    kind, end, _ = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", True)
     if kind != _AT_END_OF_FILE or start + end >= size:
         return None
     return start + end, size - start - end
@@ -121,9 +149,11 @@ def _last_chunk(fh, size: int, chunk_size: int, n_events: int) -> int | None:
 
 
 @cached_njit
-def _walk(chunk: np.ndarray, little: bool) -> tuple[int, int, int]:
-    """The records of a chunk (uint8, from its header): (how the walk ends, the offset after the last whole record
-    or after the END_OF_FILE record and the END_OF_BUFFER that follows it, events whole before that). Ends:
+def _walk(chunk: np.ndarray, little: bool, timed: bool) -> tuple[int, int, int]:
+    """The records of a chunk (uint8, from its header) of an events file (``timed``: timestamp and attribute list
+    tokens) or a definitions file (none: every record has a length): (how the walk ends, the offset after the last
+    whole record or after the END_OF_FILE record and the END_OF_BUFFER that follows it, events whole before that).
+    Ends:
     :data:`_AT_END_OF_FILE`, :data:`_AT_END_OF_CHUNK` (a full chunk, another follows), :data:`_PAST_THE_BYTES` (the
     bytes end inside a record or without an end record), :data:`_NOT_FOLLOWED` (a token no chunk holds there).
     Compiled: a Python loop took ~40 ms of CPU for a full 1 MiB chunk, a location's last chunk at OTF2's default
@@ -137,7 +167,7 @@ def _walk(chunk: np.ndarray, little: bool) -> tuple[int, int, int]:
             return _AT_END_OF_CHUNK, at, events
         if token == _END_OF_BUFFER or token == _CHUNK_HEADER:
             return _NOT_FOLLOWED, at, events
-        if token == _TIMESTAMP:
+        if timed and token == _TIMESTAMP:
             if at + 9 > n:
                 return _PAST_THE_BYTES, at, events
             at += 9
@@ -159,6 +189,6 @@ def _walk(chunk: np.ndarray, little: bool) -> tuple[int, int, int]:
         if body + length > n:
             return _PAST_THE_BYTES, at, events
         at = body + length
-        if token != _ATTRIBUTE_LIST:
+        if not (timed and token == _ATTRIBUTE_LIST):
             events += 1
     return _PAST_THE_BYTES, at, events

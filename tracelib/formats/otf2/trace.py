@@ -123,13 +123,41 @@ class Otf2Trace(TraceReader):
         self.warnings.append(message)
 
     def _open_reader(self, messages: list[str]):
+        """The wheel's reader of the archive. A folder above it whose name is not UTF-8 (a cluster's Latin-1 name)
+        is reached through ``/proc/self/fd``: the wheel passes the path to libotf2 as UTF-8 text only, and refused
+        such an archive as "not a readable OTF2 archive (UnicodeEncodeError)" (attack 20 F2); the folder's
+        descriptor is closed by the reader's ``close``."""
+        import os
+        import weakref
+
         import otf2
 
+        def not_utf8(text: str) -> bool:  # holds a byte of a name that is not UTF-8, as Python holds one
+            return any("\udc80" <= c <= "\udcff" for c in text)
+
+        anchor, fd = str(self.path), None
+        if not_utf8(anchor) and not not_utf8(self.path.name) and Path("/proc/self/fd").is_dir():
+            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            anchor = f"/proc/self/fd/{fd}/{self.path.name}"
         try:
             with _python_callback_errors(messages):
-                return otf2.reader.Reader(str(self.path))
+                reader = otf2.reader.Reader(anchor)
+            if fd is not None:  # closed when the reader is (once: a finalizer runs once), else when it is freed
+                done, library_close = weakref.finalize(reader, os.close, fd), reader.close
+                fd = None
+
+                def close() -> None:
+                    try:
+                        library_close()
+                    finally:
+                        done()
+                reader.close = close
+            return reader
         except Exception as exc:  # the library raises its own errors (and KeyError etc. on garbage)
             raise TraceFormatError(self.path, None, _library_reason(exc, messages)) from None
+        finally:
+            if fd is not None:  # the reader did not open
+                os.close(fd)
 
     # ------------------------------------------------------------------ identity and resources
     @property

@@ -1,0 +1,105 @@
+"""Peak memory of ``synthtrace merge`` of two wide runs (issue 23, attack 18 F2): two one-thread runs of N bursts of
+5 ns, burst i of run0 sampling counter type 42000000 + i % 4096, of run1 42002048 + i % 4096 (2,048 types in
+common, 2,048 of each its own; values differ), no .pcf. Each size is ingested once (by this tree), then merged by
+each tree in a fresh process at ``nice -n 10``: peak RSS from ``/usr/bin/time -f %M``, the process killed when its
+RSS passes ``--cap`` MB (sampled every 0.5 s), wall time and exit code.
+
+    python benchmarks/bench_merge_memory_wide.py 40000 150000                      # this checkout
+    python benchmarks/bench_merge_memory_wide.py 40000 --tree /tmp/before --tmp /tmp/x   # also a tree of REV
+                                                      # (git archive REV | tar -x -C /tmp/before)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.machine import machine_description  # noqa: E402
+
+TYPES = 4096
+
+
+def wide_pair(folder: Path, n: int, types: int = TYPES) -> Path:
+    """The two runs' traces in ``folder`` (see the module docstring)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for r, shift in ((0, 0), (1, types // 2)):
+        with (folder / f"a.run{r}.prv").open("wb") as f:
+            f.write(b"#Paraver (01/01/26 at 00:00):%d_ns:1(1):1:1(1:1)\n" % (10 * n + 10))
+            for i in range(n):
+                f.write(b"1:1:1:1:1:%d:%d:1\n2:1:1:1:1:%d:%d:%d\n1:1:1:1:1:%d:%d:0\n"
+                        % (10 * i, 10 * i + 5, 10 * i + 2, 42000000 + shift + i % types, (i + 1) * (r + 1) + i % 7,
+                           10 * i + 5, 10 * i + 10))
+    return folder
+
+
+def cli(tree: Path, *args: str) -> list[str]:
+    """The command line running ``synthtrace ARGS`` with the code of ``tree``."""
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree)!r}); "
+            "from synthtrace.pipelines.cli import main; sys.exit(main(sys.argv[1:]))", *args]
+
+
+def measured(cmd: list[str], cap_mb: int) -> tuple[int, float, int, bool, str]:
+    """Peak RSS (MB, GNU time's), wall (s), exit code, whether it was killed past ``cap_mb``, its last error line."""
+    with tempfile.NamedTemporaryFile("r") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.monotonic()
+        p = subprocess.Popen(["nice", "-n", "10", "/usr/bin/time", "-f", "%M", "-o", out.name, *cmd],
+                             stdout=subprocess.DEVNULL, stderr=err)
+        killed = False
+        while p.poll() is None:
+            for child in _children(p.pid):
+                try:
+                    rss = int(Path(f"/proc/{child}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                except (OSError, ValueError):
+                    continue
+                if rss > cap_mb << 20:
+                    os.kill(child, 9)
+                    killed = True
+            time.sleep(0.5)
+        wall = time.monotonic() - start
+        text = Path(out.name).read_text().split()
+        err.seek(0)
+        said = [line for line in err.read().splitlines() if line.strip()]
+        return ((int(text[-1]) // 1024 if text and text[-1].isdigit() else 0), wall, p.returncode, killed,
+                said[-1] if said and p.returncode else "")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes below ``pid`` (time's child, the merge)."""
+    try:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [int(c) for c in found] + [g for c in found for g in _children(int(c))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sizes", nargs="*", type=int, default=[40_000, 150_000],
+                    help="bursts per run (more than 2,048: below, the runs share no counter type)")
+    ap.add_argument("--tree", type=Path, action="append", default=[], help="also merge with this tree's code")
+    ap.add_argument("--cap", type=int, default=3_000, help="kill a merge past this RSS (MB)")
+    ap.add_argument("--tmp", type=Path, help="where the traces and warehouses go (default: a temporary folder)")
+    a = ap.parse_args()
+    print(machine_description())
+    with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
+        for n in a.sizes:
+            traces, wh = wide_pair(Path(tmp) / f"m{n}", n), Path(tmp) / f"wh{n}"
+            subprocess.run(cli(ROOT, "ingest", "-w", str(wh), str(traces)), check=True, capture_output=True)
+            for tree in (ROOT, *a.tree):
+                copy = Path(tmp) / "wh-merge"
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(wh, copy)
+                peak, wall, rc, killed, said = measured(cli(tree, "merge", "-w", str(copy), f"m{n}"), a.cap)
+                print(f"{n:>8,} bursts  {tree}: {'killed past ' + str(a.cap) + ' MB' if killed else f'{peak:,} MB'}"
+                      f"  rc {rc}  {wall:,.0f} s  {said[:100]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
