@@ -264,8 +264,10 @@ def remove_predictions(wh: Warehouse, experiments: Iterable[str]) -> list[str]:
 
 @contextlib.contextmanager
 def _restaged(wh: Warehouse, target: Path, without: set[str]) -> Iterator[Path]:
-    """A stage of ``target`` holding its files but those named in ``without``; committed in one rename on exit."""
-    with wh.staged(target, replace=True) as stage:
+    """A stage of ``target`` holding its files but those named in ``without``; committed in one rename on exit.
+    Commits of one ``target`` take turns (its writers' lock, taken after any experiment's): each rebuilds the whole
+    folder, so one made meanwhile would be lost (another experiment's predictions) or undone (a removal)."""
+    with wh.writers_lock(target), wh.staged(target, replace=True) as stage:
         if target.is_dir():
             for entry in target.iterdir():
                 if entry.name not in without and entry.is_file():
