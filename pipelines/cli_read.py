@@ -168,7 +168,7 @@ def answer_sql(statement: str, warehouse: Path = DEFAULT_WAREHOUSE, format: str 
         if output is None:  # shown as it comes from Arrow's batches, each made terminal-safe
             import pyarrow as pa
 
-            safe = [_terminal_safe(pa.Table.from_batches([b], schema=table.schema)) for b in table.to_batches()]
+            safe = (_terminal_safe(pa.Table.from_batches([b], schema=table.schema)) for b in table.to_batches())
             for chunk in _csv_chunks(_terminal_safe(table.schema.empty_table()).schema, safe):
                 write_stdout(chunk.decode())
         else:

@@ -26,7 +26,7 @@ from synthtrace.tracelib.formats.row_order import stable_order
 from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import ProgramSymbols, program_symbols  # issue 28 (models helper)
-from synthtrace.tracelib.printable import storable, unprintable, utf8_bytes, utf8_text
+from synthtrace.tracelib.printable import storable, unprintable, utf8_path, utf8_text
 from synthtrace.warehouse.checksums import content_damage
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse import folder_index
@@ -242,7 +242,7 @@ def _placed_runs(wh: Warehouse) -> Iterator[tuple[str, str, str, str]]:
             stem = run_name.split(".")[0]
             identity = (program_identity(stored[run_id].get("key"), stem) if run_id in stored
                         else program_identity(None, app_name or stem))
-            yield default_names(Path(os.fsdecode(utf8_bytes(source))), None, None)[2], identity, run_id, experiment
+            yield default_names(utf8_path(source), None, None)[2], identity, run_id, experiment
 
 
 def _index_folders(wh: Warehouse) -> None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # polars costs ~0.3 s to import; `runs` and `sql` never need 
     import polars as pl
 
     from synthtrace.warehouse.experiment import Experiment
+    from synthtrace.warehouse.stored import Folder
 
 MARKER = "synthtrace-warehouse"
 #: the top folders writers make when first needed (beside runs/, experiments/, .staging/): attack 18 F7, a link at
@@ -585,10 +586,10 @@ class Warehouse:
         with self.writers_lock(target):
             if check is not None:
                 check()  # under the lock: what it checked cannot change before the swap
-            refuse_linked_members(target, mine)
+            was = Folder.of(target) if target.is_dir() else None
+            refuse_linked_members(target, mine, was)
             with self.staged(target, replace=True) as stage:
-                if target.is_dir():
-                    was = Folder.of(target)
+                if was is not None:
 
                     def not_kept(folder: str, names: list[str]) -> set[str]:
                         rel = os.path.relpath(folder, target)
@@ -730,19 +731,19 @@ def _too_deep(target: Path, rel: str, was: Any) -> WarehouseError:
                           "was changed: move that folder out of the warehouse")
 
 
-def refuse_linked_members(target: Path, replaced: Collection[str] = ()) -> None:
+def refuse_linked_members(target: Path, replaced: Collection[str] = (), folder: Folder | None = None) -> None:
     """Raise the readers' one line (:func:`~synthtrace.warehouse.stored.linked_error`, attack 19 F3) when a file the
     stored folder ``target`` holds by its manifest (any file, for a folder without a readable one) is a symbolic link
     or lies in a linked folder below it, but for those below the top names ``replaced`` (an update writes them anew
     or drops them). A writer that rebuilds the folder keeps only its own files: such a member was left out of the
     new manifest, its rows lost without a word (attack 20 F6, ``runs move``). Nothing is changed; a ``target`` that
-    is not there passes."""
+    is not there passes. ``folder``: ``target`` as :meth:`Folder.of` read it already."""
     from synthtrace.warehouse.checksums import Manifest  # checksums reads records with this module
     from synthtrace.warehouse.stored import Folder, refuse_linked
 
     if not target.is_dir():
         return
-    listed = Folder.of(target).manifest
+    listed = (folder or Folder.of(target)).manifest
     rels = (listed.files if isinstance(listed, Manifest) else  # relpath: "/"-separated on POSIX
             (os.path.relpath(os.path.join(here, n), target)
              for here, subs, names in walk(target) for n in subs + names))
