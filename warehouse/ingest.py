@@ -746,37 +746,31 @@ def _sink_calls(calls: pl.LazyFrame, path: Path, n_calls: int) -> None:
 
 def _write_wide_calls(calls: pl.LazyFrame, path: Path, rows: int) -> None:
     """The calls' table, of thousands of columns, written to ``path`` with :data:`TABLE_PARQUET`'s compression and
-    statistics in row groups of ``rows`` rows, by pyarrow's writer: Polars 2.1's sink keeps ~4 KB of footer state
-    per column chunk until the file ends (issue 23: 1 M calls x 4,115 columns in 62 row groups, ~1 GB), pyarrow's
-    ~0.8 KB. A column NULL throughout a part of the source is one shared NULL array, not a dense one."""
+    statistics in row groups of ``rows`` rows, by pyarrow's writer (:func:`~synthtrace.tracelib.merge.blocks.
+    written`): Polars 2.1's sink keeps ~4 KB of footer state per column chunk until the file ends (issue 23: 1 M
+    calls x 4,115 columns in 62 row groups, ~1 GB), pyarrow's ~0.8 KB. A column NULL throughout a part of the source
+    is one shared NULL array, not a dense one."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from synthtrace.tracelib.merge.blocks import written
 
     schema = pl.DataFrame(schema=calls.collect_schema()).to_arrow().schema
     nulls: dict[tuple[int, pa.DataType], pa.Array] = {}
 
+    def null_column(n: int, kind: pa.DataType) -> pa.Array:
+        if (n, kind) not in nulls:
+            nulls[n, kind] = pa.nulls(n, kind)
+        return nulls[n, kind]
+
     def arrow(part: pl.DataFrame) -> pa.Table:
         empty = {c for c, n in zip(part.columns, part.null_count().row(0)) if n == part.height}
         present = part.drop(empty).to_arrow()
-        return pa.Table.from_arrays(
-            [nulls.setdefault((part.height, f.type), pa.nulls(part.height, f.type)) if f.name in empty
-             else present.column(f.name) for f in schema], schema=schema)
+        return pa.Table.from_arrays([null_column(part.height, f.type) if f.name in empty
+                                     else present.column(f.name) for f in schema], schema=schema)
 
-    held: list[pa.Table] = []
-    n_held = 0
-    with pq.ParquetWriter(path, schema, compression=TABLE_PARQUET["compression"],
-                          compression_level=TABLE_PARQUET["compression_level"],
-                          write_statistics=TABLE_PARQUET["statistics"]) as writer:
-        for part in calls.collect_batches():
-            held.append(arrow(part))
-            n_held += part.height
-            if n_held >= rows:
-                table = pa.concat_tables(held)
-                whole = n_held - n_held % rows
-                writer.write_table(table.slice(0, whole), row_group_size=rows)
-                held, n_held = [table.slice(whole)], n_held - whole
-        if n_held:
-            writer.write_table(pa.concat_tables(held), row_group_size=rows)
+    written((arrow(part) for part in calls.collect_batches()), path, rows,
+            compression=TABLE_PARQUET["compression"], compression_level=TABLE_PARQUET["compression_level"],
+            write_statistics=TABLE_PARQUET["statistics"])
 
 
 def _write_run(source: TraceSource, run_id: str, stage: Path,
