@@ -459,3 +459,20 @@ def scorep_archive(root: Path, binary: str, functions: tuple[str, ...]) -> Path:
         e.leave(900100, "MPI_Finalize")
         e.program_end(1000000, 0)
     return a.close()
+
+
+def region_steps(root: Path, steps: int, chunk_bytes: int) -> Path:
+    """One rank entering and leaving one region ``steps`` times (an Enter at 1000 + 10 i ticks, its Leave 5 ticks
+    later; 10^9 ticks per second), its events written in chunks of ``chunk_bytes``: an events file of several chunks
+    at OTF2's smallest chunk (256 KiB). Returns ``root``."""
+    with otf2.writer.open(str(root), timer_resolution=10**9, chunk_size_events=chunk_bytes) as w:
+        d = w.definitions
+        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
+                                 system_tree_parent=d.system_tree_node("node"))
+        region = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER)
+        events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
+                                                         group=group))
+        for i in range(steps):
+            events.enter(1000 + 10 * i, region)
+            events.leave(1005 + 10 * i, region)
+    return root

@@ -23,20 +23,9 @@ N_EVENTS = 60_000  # an Enter and a Leave of one region per step of 10 ticks
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory) -> Path:
     """One rank's events in three chunks, written by the ``otf2`` wheel."""
-    import otf2
-    from otf2.enums import LocationGroupType, LocationType, Paradigm, RegionRole
+    from testing.otf2_variants import region_steps
 
-    root = tmp_path_factory.mktemp("otf2cut") / "whole"
-    with otf2.writer.open(str(root), timer_resolution=10**9, chunk_size_events=CHUNK) as w:
-        d = w.definitions
-        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
-                                 system_tree_parent=d.system_tree_node("node"))
-        region = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER)
-        events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
-                                                         group=group))
-        for i in range(N_EVENTS // 2):
-            events.enter(1000 + 10 * i, region)
-            events.leave(1005 + 10 * i, region)
+    root = region_steps(tmp_path_factory.mktemp("otf2cut") / "whole", N_EVENTS // 2, CHUNK)
     assert (root / "traces" / "0.evt").stat().st_size > 2 * CHUNK
     return root
 

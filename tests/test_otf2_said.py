@@ -60,22 +60,11 @@ def test_data_after_the_announced_events_is_said_with_its_offset(tmp_path, run_c
 def test_data_after_the_last_of_several_chunks_is_found(tmp_path):
     """An events file of several chunks (OTF2's smallest chunk, 256 KiB): only the chunk headers and the last
     chunk are read; the file as written has nothing after its events, a copy appended or zeros have."""
-    import otf2
-    from otf2.enums import LocationGroupType, LocationType, Paradigm, RegionRole
-
     from synthtrace.tracelib.formats.otf2.evt_file import trailing_bytes
+    from testing.otf2_variants import region_steps
 
     chunk = 256 * 1024
-    with otf2.writer.open(str(tmp_path / "a"), timer_resolution=10**9, chunk_size_events=chunk) as w:
-        d = w.definitions
-        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
-                                 system_tree_parent=d.system_tree_node("node"))
-        region = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER)
-        events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
-                                                         group=group))
-        for i in range(30_000):
-            events.enter(1000 + 10 * i, region)
-            events.leave(1005 + 10 * i, region)
+    region_steps(tmp_path / "a", 30_000, chunk)
     evt = tmp_path / "a" / "traces" / "0.evt"
     data = evt.read_bytes()
     assert len(data) > 2 * chunk and trailing_bytes(evt, chunk, 60_000) is None
