@@ -144,10 +144,12 @@ def _whole(wh: Warehouse, merged_file: Path | None, run_ids: list[str], left_out
 @dataclass
 class PredictionInput:
     """What ``predict`` reads of an experiment: ``windows``, its bursts (all in one frame when it holds at most the
-    cap, else a window at a time), and ``unread``, the counter columns left out (the model reads none of them)."""
+    cap, else a window at a time), ``unread``, the counter columns left out (the model reads none of them), and
+    ``run_ids``, the runs it was read from."""
 
     windows: Iterator[pl.DataFrame]
     unread: list[str]
+    run_ids: list[str]  # the experiment's runs when it was read (by run name)
 
 
 def prediction_input(wh: Warehouse, experiment: str, cap: int | None = None, *,
@@ -173,7 +175,7 @@ def prediction_input(wh: Warehouse, experiment: str, cap: int | None = None, *,
         windows = burst_windows(wh, experiment, left_out)
     else:
         windows = iter([_whole(wh, merged_file, ids, left_out)])
-    return PredictionInput(windows, sorted(left_out))
+    return PredictionInput(windows, sorted(left_out), ids)
 
 
 def burst_windows(wh: Warehouse, experiment: str, left_out: set[str] = frozenset()) -> Iterator[pl.DataFrame]:

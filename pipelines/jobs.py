@@ -314,19 +314,16 @@ def predict(wh: Warehouse, experiment: str, model_id: str | None = None, *, targ
     """Apply a registered model (``model_id``, else the newest, of ``target`` if given) to one experiment's bursts
     and (``store``) write them to the predictions view; :class:`~synthtrace.warehouse.errors.RunsChangedError`,
     nothing written, when a run left or joined the experiment while it was predicted (``runs rm|move``)."""
-    import polars as pl
-
     from synthtrace.models.features import prediction_columns
     from synthtrace.models.registry import load, window_predictions
     from synthtrace.models.training_data import prediction_input
     from synthtrace.warehouse.model_store import write_predictions
-    from synthtrace.warehouse.runs import check_runs_still_in, run_folders, runs_table
+    from synthtrace.warehouse.runs import check_runs_still_in, run_folders
 
     model = load(wh, model_id, target)
     folders = run_folders(wh)  # before the runs are read: a run written since is one that may have joined
-    runs = runs_table(wh)
-    had = runs.filter(pl.col("experiment") == experiment).get_column("run_id").to_list() if runs.height else []
     bursts = prediction_input(wh, experiment, columns=prediction_columns(model.features))
+    had = bursts.run_ids
     out = window_predictions(model, bursts.windows, experiment, now=now, unread=bursts.unread)
     if store:  # attack 20 F7: a run removed or moved meanwhile (its rows, or a merge of it) is never committed
         write_predictions(wh, model.model_id, experiment, out, check=lambda: check_runs_still_in(

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from synthtrace.tracelib.atomic_file import lies_in
 from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
-from synthtrace.tracelib.formats.source import find_traces, tree_entries
+from synthtrace.tracelib.formats.source import find_traces, is_trace_name, trace_stem, tree_entries
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import WarehouseError
 from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
@@ -508,8 +508,6 @@ def shared_companions(path: Path, companions: list[Path]) -> dict[Path, list[Pat
     """Each of ``companions`` (files of the trace at ``path``: :func:`trace_files`) that another trace of the same
     folder is read with too (``x.prv`` and ``x.prv.gz`` share ``x.pcf`` and ``x.row``), with those traces. Only
     names of the trace's stem are looked at: one listing of its folder, no file opened."""
-    from synthtrace.tracelib.formats.source import is_trace_name, trace_stem
-
     stem = trace_stem(path)
     try:
         with os.scandir(path.parent) as entries:
