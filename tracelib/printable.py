@@ -42,14 +42,21 @@ def utf8_path(text: str) -> Path:
     return Path(os.fsdecode(utf8_bytes(text)))
 
 
+def is_utf8(text: str | os.PathLike) -> bool:
+    """Whether ``text`` (a path) is UTF-8: False when it holds a byte a Latin-1 tool or a Windows share wrote, which
+    Python holds as a lone surrogate."""
+    try:
+        os.fspath(text).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def storable(text: str) -> str:
     """``text`` as a stored table holds it (UTF-8 only): itself when it is UTF-8, else :func:`utf8_text` of its bytes
     (a path not UTF-8 that a reader's warning quotes: attack 20 F1)."""
-    try:
-        text.encode("utf-8")
+    if is_utf8(text):
         return text
-    except UnicodeEncodeError:
-        pass
     try:
         raw = text.encode("utf-8", "surrogateescape")  # a byte of a file name, as Python holds it
     except UnicodeEncodeError:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from synthtrace.tracelib.atomic_file import lies_in
 from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
+from synthtrace.tracelib.printable import is_utf8
 from synthtrace.tracelib.formats.source import find_traces, is_trace_name, trace_stem, tree_entries
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import WarehouseError
@@ -250,15 +251,6 @@ def shown(path: str | Path) -> str:
     """A path as text any output takes (JSON, a terminal, a Prefect artifact): bytes that are not UTF-8 as
     ``\\xNN`` escapes."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def is_utf8(path: Path) -> bool:
-    """True when the path's bytes are UTF-8 (a name from a Latin-1 tool or a Windows share may not be)."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def is_machine_error(exc: BaseException) -> bool:

@@ -26,6 +26,7 @@ from synthtrace.tracelib.formats.otf2.library import (
     _python_callback_errors,
 )
 from synthtrace.tracelib.formats.otf2.messages import P2pRecords, check_pairing
+from synthtrace.tracelib.printable import is_utf8
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
 DEFAULT_CHUNK_EVENTS = 200_000
@@ -132,11 +133,8 @@ class Otf2Trace(TraceReader):
 
         import otf2
 
-        def not_utf8(text: str) -> bool:  # holds a byte of a name that is not UTF-8, as Python holds one
-            return any("\udc80" <= c <= "\udcff" for c in text)
-
         anchor, fd = str(self.path), None
-        if not_utf8(anchor) and not not_utf8(self.path.name) and Path("/proc/self/fd").is_dir():
+        if not is_utf8(anchor) and is_utf8(self.path.name) and Path("/proc/self/fd").is_dir():
             fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             anchor = f"/proc/self/fd/{fd}/{self.path.name}"
         try:
