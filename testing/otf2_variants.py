@@ -476,3 +476,22 @@ def region_steps(root: Path, steps: int, chunk_bytes: int) -> Path:
             events.enter(1000 + 10 * i, region)
             events.leave(1005 + 10 * i, region)
     return root
+
+
+def wide_definitions(root: Path, regions: int, chunk_bytes: int) -> Path:
+    """One rank entering and leaving each of ``regions`` regions (names of 40 characters and more), its
+    definitions written in chunks of ``chunk_bytes``: a global definitions file over OTF2's smallest chunk (256
+    KiB) from about 4,000 regions. Returns ``root``."""
+    with otf2.writer.open(str(root), timer_resolution=10**9, chunk_size_definitions=chunk_bytes) as w:
+        d = w.definitions
+        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
+                                 system_tree_parent=d.system_tree_node("node"))
+        events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
+                                                         group=group))
+        for i in range(regions):
+            region = d.region(f"solver_kernel_{i:06d}_with_a_long_generated_name", region_role=RegionRole.FUNCTION,
+                              paradigm=Paradigm.COMPILER, source_file=f"src/generated/kernel_{i:06d}.c",
+                              begin_line_number=i + 1)
+            events.enter(1000 + 10 * i, region)
+            events.leave(1005 + 10 * i, region)
+    return root

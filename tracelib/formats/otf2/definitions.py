@@ -14,13 +14,12 @@ import polars as pl
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
 from synthtrace.tracelib.formats.counter_columns import MAX_COUNTERS, CounterColumns
-from synthtrace.tracelib.formats.otf2.evt_file import definitions_damage
+from synthtrace.tracelib.formats.otf2.evt_file import FILE_MAGIC, EventsEnd, definitions_damage, events_end
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
 from synthtrace.tracelib.printable import EscapedNames, escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
 
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
-_FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events)
 # how a metric member's values become counts: running total with 0 at the start / reading to difference /
 # count since the previous reading / count until the next reading / an absolute value (a gauge: no count)
 _CUM_ZERO, _CUM, _DELTA_LAST, _DELTA_NEXT, _GAUGE = 0, 1, 2, 3, 4
@@ -327,7 +326,8 @@ def _communicators(defs, loc_key: dict[int, tuple[int, int]]) -> tuple[pl.DataFr
 
 
 def _validate_archive(anchor: Path) -> Path:
-    """Check the files of an OTF2 archive before the C library sees them; returns the anchor path."""
+    """Check the files of an OTF2 archive before the C library sees them (the global definitions' records:
+    :func:`_check_global_definitions`, once the anchor's chunk size is known); returns the anchor path."""
     if anchor.is_dir():
         anchors = sorted(anchor.glob("*.otf2"))
         if len(anchors) != 1:
@@ -337,40 +337,43 @@ def _validate_archive(anchor: Path) -> Path:
         raise TraceFormatError(anchor, None, "no such file")
     with open(anchor, "rb") as fh:
         head = fh.read(16)
-    if len(head) < 8 or head[:1] != _FILE_MAGIC or head[2:6] != b"OTF2":
+    if len(head) < 8 or head[:1] != FILE_MAGIC or head[2:6] != b"OTF2":
         raise TraceFormatError(anchor, None, "not an OTF2 anchor file (bad magic)")
     global_defs = anchor.with_suffix(".def")
     if not global_defs.is_file():
         raise TraceFormatError(global_defs, None, "missing global definitions file of the OTF2 archive")
-    with open(global_defs, "rb") as fh:
-        head = fh.read(16)
-    if len(head) < 16 or head[:1] != _FILE_MAGIC:
-        raise TraceFormatError(global_defs, None, "not an OTF2 definitions file (empty, truncated or bad magic)")
-    if (damage := definitions_damage(global_defs)) is not None:
-        raise TraceFormatError(global_defs, None, damage)
     if not anchor.with_suffix("").is_dir():
         raise TraceFormatError(anchor.with_suffix(""), None, "missing event folder of the OTF2 archive")
     return anchor
 
 
-def _check_location_files(loc: _Location) -> bool:
-    """Whether the location's files are there to read; False for a location that recorded no events and has no
-    event file (OTF2 writes the files of a location only when it has events); raises for missing or damaged ones."""
+def _check_global_definitions(anchor: Path, chunk_size: int) -> None:
+    """Refuse the archive's global definitions file when it is no OTF2 file or is cut or damaged
+    (:func:`~.evt_file.definitions_damage`; ``chunk_size``: the anchor's, bytes), before the library reads it."""
+    global_defs = anchor.with_suffix(".def")
+    if (damage := definitions_damage(global_defs, chunk_size)) is not None:
+        raise TraceFormatError(global_defs, None, damage)
+
+
+def _check_location_files(loc: _Location, def_chunk_size: int, evt_chunk_size: int) -> EventsEnd | None:
+    """How the location's events file ends (:func:`~.evt_file.events_end`: cut, or bytes after its events); None
+    for a location that recorded no events and has no event file (OTF2 writes the files of a location only when it
+    has events); raises for missing or damaged ones. Its files are in chunks of ``def_chunk_size`` and
+    ``evt_chunk_size`` bytes (the anchor's) and each is opened once."""
     if loc.n_events == 0 and not loc.evt_file.exists():
-        return False
+        return None
     for f, what in ((loc.def_file, "local definitions"), (loc.evt_file, "events")):
         if not f.is_file():
             announced = f" ({loc.n_events} events announced)" if what == "events" else ""
             raise TraceFormatError(f, None, f"missing {what} file of location {loc.ref} (rank {loc.task - 1}, "
                                    f"thread {loc.thread}){announced}; --salvage reads the trace without it")
-        with open(f, "rb") as fh:
-            head = fh.read(16)
-        if len(head) < 16 or head[:1] != _FILE_MAGIC:
-            raise TraceFormatError(f, None, f"not an OTF2 {what} file (empty, truncated or bad magic)")
-    if (damage := definitions_damage(loc.def_file)) is not None:
+    if (damage := definitions_damage(loc.def_file, def_chunk_size, "local definitions")) is not None:
         raise TraceFormatError(loc.def_file, None, f"{damage}; --salvage reads the trace without location "
                                f"{loc.ref} (rank {loc.task - 1}, thread {loc.thread})")
-    return True
+    end = events_end(loc.evt_file, evt_chunk_size, loc.n_events)
+    if end.not_otf2:
+        raise TraceFormatError(loc.evt_file, None, "not an OTF2 events file (empty, truncated or bad magic)")
+    return end
 
 
 
