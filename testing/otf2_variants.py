@@ -495,3 +495,38 @@ def wide_definitions(root: Path, regions: int, chunk_bytes: int) -> Path:
             events.enter(1000 + 10 * i, region)
             events.leave(1005 + 10 * i, region)
     return root
+
+
+def shared_member(root: Path, recorder: str) -> Variant:
+    """One rank whose cycle counter ``CYC`` (ACCUMULATED_START) is a member of two metrics: a class of it alone,
+    read at the Enter and Leave of MPI_Barrier calls at 100 / 200, 400 / 500 and 600 / 700 ns, and ``recorder``
+    (``class``: a class ``[L2, CYC]``, whose members are not contiguous in definition order; ``instance``: a metric
+    instance of that class recorded by the rank for itself) read at 300 and 500 ns. The writer defines ``CYC`` once
+    (identical definitions share one reference): one counter sampled by both metrics."""
+    a = _Archive(root, ranks=1, threads=1)
+    a.mpi("MPI_Barrier")
+    cyc = a.member("CYC", MetricMode.ACCUMULATED_START, Type.UINT64)
+    l2 = a.member("L2", MetricMode.ACCUMULATED_START, Type.UINT64)
+    alone = a.d.metric_class([cyc], MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+    other = a.d.metric_class([l2, cyc], MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+    if recorder == "instance":
+        other = a.d.metric_instance(other, a.locs[(0, 0)], scope=a.locs[(0, 0)])
+    ev = a.w.event_writer_from_location(a.locs[(0, 0)])
+    ev.program_begin(a.ticks(0), "shared", [])
+    ev.enter(a.ticks(0), a.regions["main"])
+    for ns, metric, values, kind in ((100, alone, [100], "enter"), (200, alone, [150], "leave"),
+                                     (300, other, [7, 250], None), (400, alone, [300], "enter"),
+                                     (500, other, [9, 330], "leave"), (600, alone, [400], "enter"),
+                                     (700, None, None, "leave")):
+        if metric is not None:
+            ev.metric(a.ticks(ns), metric, values)
+        if kind is not None:
+            getattr(ev, kind)(a.ticks(ns), a.regions["MPI_Barrier"])
+    ev.leave(a.ticks(800), a.regions["main"])
+    ev.program_end(a.ticks(800), 0)
+    v = Variant(anchor=a.close(), n_tasks=1, n_threads=1)
+    # CYC counts from 0 at the start: 100 by 100 ns; 300 - 150 over [200, 400]; 400 - 330 over [500, 600]. L2 is
+    # read at 300 and 500 alone: its first reading counts from 0 (7, in [200, 400]), its second is inside a call
+    v.bursts = {(1, 1, 0, 100, "MPI_Barrier"): {"CYC": 100}, (1, 1, 200, 400, "MPI_Barrier"): {"CYC": 150, "L2": 7},
+                (1, 1, 500, 600, "MPI_Barrier"): {"CYC": 70}, (1, 1, 700, 800, None): {}}
+    return v

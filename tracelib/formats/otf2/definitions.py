@@ -65,7 +65,8 @@ class _Definitions:
     member_names: list[str]  # one entry per metric member id
     member_mode: np.ndarray  # _CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT / _GAUGE per member id
     member_type: np.ndarray  # 0 signed, 1 unsigned, 2 floating point per member id
-    metric_base: dict[int, int]  # metric ref -> first member id
+    metric_members: np.ndarray  # member ids (int64) of every metric, each metric's as a run from metric_base
+    metric_base: dict[int, int]  # metric ref -> where its member ids start in metric_members
     metric_count: dict[int, int]  # metric ref -> number of members
     comm_ranks: pl.DataFrame  # comm, rank, task, thread: who is rank r of communicator c
     self_comms: set[int]
@@ -131,7 +132,8 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
     escapes = EscapedNames()  # security (attack 8 B7): names with control characters are stored escaped
     locations, loc_key, n_tasks, n_nodes = _locations(defs, anchor, warns, escapes)
     names, is_mpi, kinds, sites = _regions(defs, escapes)
-    member_names, member_mode, member_type, metric_base, metric_count = _metric_members(defs, anchor, warns, escapes)
+    member_names, member_mode, member_type, metric_members, metric_base, metric_count = _metric_members(
+        defs, anchor, warns, escapes)
     if (note := escapes.note()) is not None:  # said on the terminal by the reader, with every warning here
         warns.append(f"{anchor.with_suffix('.def')}: {note}, the first the {escapes.first}")
     comm_ranks, self_comms = _communicators(defs, loc_key)
@@ -143,7 +145,8 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
         locations=locations, n_tasks=n_tasks, n_nodes=n_nodes,
         region_names=names, region_is_mpi=is_mpi, region_kind=kinds, region_site=sites,
         member_names=member_names, member_mode=np.array(member_mode, dtype=np.int8),
-        member_type=np.array(member_type, dtype=np.int8), metric_base=metric_base, metric_count=metric_count,
+        member_type=np.array(member_type, dtype=np.int8), metric_members=metric_members, metric_base=metric_base,
+        metric_count=metric_count,
         comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns, anchor=anchor, program=_program(defs, escapes))
 
 
@@ -231,14 +234,17 @@ def _program(defs, escapes: EscapedNames) -> str | None:
     return None
 
 
-def _metric_members(defs, anchor: Path, warns: list[str],
-                    escapes: EscapedNames) -> tuple[list[str], list[int], list[int], dict[int, int], dict[int, int]]:
+def _metric_members(defs, anchor: Path, warns: list[str], escapes: EscapedNames
+                    ) -> tuple[list[str], list[int], list[int], np.ndarray, dict[int, int], dict[int, int]]:
     """Per metric member id: name, how its values become counts (_CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT;
-    _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its
-    first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
-    not). Names are kept by ``escapes``; one named like a key column, or like an earlier member but for letter case,
-    is renamed ``<name>_metric<ref>`` with a warning; so is one named
-    exactly like an earlier member, and a new name some member already holds is renamed again (attack 16 F7/F7b).
+    _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); the member ids of
+    every metric (class or instance) in one array, and per metric ref where its run starts and its count. A member
+    has one id whatever metrics record it: one counter sampled by each (session 21: the members of a metric not
+    contiguous in definition order were copied to new ids, one copy per metric, and a member recorded by two
+    metrics (the writer gives identical definitions one reference) was two counters of one name, each counting
+    from its own readings). Names are kept by ``escapes``; one named like a key column, or like an earlier member
+    but for letter case, is renamed ``<name>_metric<ref>`` with a warning; so is one named exactly like an earlier
+    member, and a new name some member already holds is renamed again (attack 16 F7/F7b).
     More than MAX_COUNTERS members: refused."""
     from otf2.enums import LocationType, MetricScope
 
@@ -286,21 +292,15 @@ def _metric_members(defs, anchor: Path, warns: list[str],
         elif scope != MetricScope.LOCATION:
             warns.append(f"{anchor}: metric {names} counts a whole {scope_name}; it is read as a counter of the "
                          f"thread that records it ({recorder.name!r})")
-    # a metric (class or instance) -> its members as a contiguous run of ids
+    metric_ids: list[int] = []
     metric_base: dict[int, int] = {}
     metric_count: dict[int, int] = {}
     for metric in defs.metrics:
         cls = getattr(metric, "metric_class", None) or metric
-        ids = [member_id[m._ref] for m in cls.members]
-        if ids and ids == list(range(ids[0], ids[0] + len(ids))):
-            metric_base[metric._ref], metric_count[metric._ref] = ids[0], len(ids)
-        else:  # members not contiguous in definition order: append a private copy
-            metric_base[metric._ref], metric_count[metric._ref] = len(member_names), len(ids)
-            for i in ids:
-                member_names.append(member_names[i])
-                member_mode.append(member_mode[i])
-                member_type.append(member_type[i])
-    return member_names, member_mode, member_type, metric_base, metric_count
+        metric_base[metric._ref], metric_count[metric._ref] = len(metric_ids), len(cls.members)
+        metric_ids.extend(member_id[m._ref] for m in cls.members)
+    return (member_names, member_mode, member_type, np.array(metric_ids, dtype=np.int64), metric_base,
+            metric_count)
 
 
 def _communicators(defs, loc_key: dict[int, tuple[int, int]]) -> tuple[pl.DataFrame, set[int]]:
