@@ -80,13 +80,13 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
     read from the start to find it, and it is walked too. The file's first 16 bytes are checked in the same open."""
     size = os.path.getsize(path)
     step = max(chunk_size, _HEADER_BYTES)
-    start = (max(size, 1) - 1) // step * step
+    start = _last_start(size, step)
     with open(Path(path), "rb") as fh:
-        head = fh.read(16)
+        head = fh.read(size if start == 0 else 16)
         if len(head) < 16 or head[:1] != FILE_MAGIC:
             return EventsEnd(not_otf2=True)
         fh.seek(start)
-        chunk = fh.read(size - start)
+        chunk = head if start == 0 else fh.read(size - start)
         if len(chunk) < _HEADER_BYTES:  # the last chunk's header itself is cut: the chunk before ends the events
             before = 0
             if start:
@@ -96,7 +96,7 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
             return EventsEnd() if before is None else EventsEnd(cut=CutEvents(size, before, where))
         first, last = _event_numbers(chunk)
         if first is not None:
-            kind, at, events = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", True)
+            kind, at, events = _walk_chunk(chunk, True)
             if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on
                 return EventsEnd(cut=CutEvents(size, first - 1 + events, f"an end-of-chunk record at byte "
                                                f"{start + at} ends the last chunk (from byte {start}) and no chunk "
@@ -110,7 +110,7 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
             return EventsEnd()
         fh.seek(held)
         chunk = fh.read(min(step, size - held))
-    kind, end, _ = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", True)
+    kind, end, _ = _walk_chunk(chunk, True)
     return EventsEnd(trailing=_unread_after(held + end, size) if kind == _AT_END_OF_FILE else None)
 
 
@@ -138,7 +138,7 @@ def skipped_events(path: str | os.PathLike, chunk_size: int) -> list[SkippedEven
             first, last = _event_numbers(chunk)
             if first is None:
                 break
-            kind, at, events = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", True)
+            kind, at, events = _walk_chunk(chunk, True)
             if kind == _AT_END_OF_CHUNK and first + events <= last:
                 skipped.append(SkippedEvents(start + at, first + events, last))
     return skipped
@@ -159,7 +159,7 @@ def definitions_damage(path: str | os.PathLike, chunk_size: int, what: str = "de
     library)."""
     size = os.path.getsize(path)
     step = min(max(chunk_size, _HEADER_BYTES), _LARGEST_CHUNK)
-    start = (max(size, 1) - 1) // step * step
+    start = _last_start(size, step)
     with open(Path(path), "rb") as fh:
         head = fh.read(min(size, step) if start == 0 else 16)
         if len(head) < 16 or head[:1] != FILE_MAGIC:
@@ -171,7 +171,7 @@ def definitions_damage(path: str | os.PathLike, chunk_size: int, what: str = "de
                 f"at byte {start} (copy the archive again)")
     if _event_numbers(chunk)[0] is None:
         return None
-    kind, at, _ = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", False)
+    kind, at, _ = _walk_chunk(chunk, False)
     if kind == _AT_END_OF_CHUNK:
         return (f"damaged OTF2 definitions ({size} bytes): an end-of-chunk record at byte {start + at} and no chunk "
                 "after it (a record's type byte zeroed?)")
@@ -186,6 +186,16 @@ def _ends(at: int, size: int) -> str:
     if at < size:
         return f"the file ends inside the record at byte {at}"
     return "the file ends after a whole record, without the end-of-file record"
+
+
+def _last_start(size: int, step: int) -> int:
+    """The offset of the last chunk (of ``step`` bytes) of a file of ``size`` bytes."""
+    return (max(size, 1) - 1) // step * step
+
+
+def _walk_chunk(chunk: bytes, timed: bool) -> tuple[int, int, int]:
+    """:func:`_walk` of a chunk whose header has been checked (:func:`_event_numbers`)."""
+    return _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", timed)
 
 
 def _event_numbers(head: bytes) -> tuple[int | None, int | None]:
