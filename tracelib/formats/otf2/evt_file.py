@@ -26,7 +26,10 @@ bytes), an attribute list (:data:`_ATTRIBUTE_LIST`) or an event (its type byte, 
 and 8 bytes, then that many bytes), and at the end of a full chunk :data:`_END_OF_CHUNK` (the rest of the chunk
 unused), at the end of the file :data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``). Only
 the chunk headers (18 bytes each) and the records of the last chunk are read, unless a location's events fall
-short (:func:`skipped_events`).
+short (:func:`skipped_events`). The events whole in a cut file are counted from the headers of its complete
+chunks, each checked against the chunk before, its bytes and the definitions (:func:`_chained_events`), never
+from one header's numbers as read (attack 21 F3: a last header saying its chunk starts at event 2^62 had libotf2
+asked for that many events, past the cut).
 """
 from __future__ import annotations
 
