@@ -7,6 +7,13 @@ RSS passes ``--cap`` MB (sampled every 0.5 s), wall time and exit code.
     python benchmarks/bench_merge_memory_wide.py 40000 150000                      # this checkout
     python benchmarks/bench_merge_memory_wide.py 40000 --tree /tmp/before --tmp /tmp/x   # also a tree of REV
                                                       # (git archive REV | tar -x -C /tmp/before)
+    python benchmarks/bench_merge_memory_wide.py 10000 --estimate     # merge --estimate-unmatched
+    python benchmarks/bench_merge_memory_wide.py 10000 --partitioned  # the partitioned merge (below)
+
+``--partitioned``: two-task runs (:func:`wide_ring`: each burst closed by an MPI_Send or MPI_Recv, one message a
+step, so that the runs store logical messages) merged by ``merge_stored(..., partition_bursts=0)``: the path
+``synthtrace merge`` takes for an experiment of more than ``PARTITION_BURSTS`` bursts whose runs store logical
+messages and no uncore samples, without ``--estimate-unmatched``.
 """
 from __future__ import annotations
 
@@ -37,6 +44,32 @@ def wide_pair(folder: Path, n: int, types: int = TYPES) -> Path:
                         % (10 * i, 10 * i + 5, 10 * i + 2, 42000000 + shift + i % types, (i + 1) * (r + 1) + i % 7,
                            10 * i + 5, 10 * i + 10))
     return folder
+
+
+def wide_ring(folder: Path, n: int, types: int = TYPES) -> Path:
+    """Two runs of two one-thread tasks, ``n`` steps: task 1's burst closed by an MPI_Send to task 2, whose burst
+    is closed by the MPI_Recv; burst i of either task samples the counter type of :func:`wide_pair`'s burst i."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for r, shift in ((0, 0), (1, types // 2)):
+        with (folder / f"a.run{r}.prv").open("wb") as f:
+            f.write(b"#Paraver (01/01/26 at 00:00):%d_ns:1(2):1:2(1:1,1:1)\n" % (10 * n + 10))
+            for i in range(n):
+                t, c = 10 * i, 42000000 + shift + i % types
+                for task, call, end in ((1, 1, 7), (2, 2, 8)):
+                    f.write(b"1:%d:1:%d:1:%d:%d:1\n2:%d:1:%d:1:%d:50000001:%d:%d:%d\n1:%d:1:%d:1:%d:%d:10\n"
+                            b"2:%d:1:%d:1:%d:50000001:0\n"
+                            % (task, task, t, t + 5, task, task, t + 5, call, c, (i + 1) * (r + 1) + i % 7 + task,
+                               task, task, t + 5, t + end, task, task, t + end))
+                f.write(b"3:1:1:1:1:%d:%d:2:1:2:1:%d:%d:8:0\n" % (t + 5, t + 5, t + 5, t + 8))
+    return folder
+
+
+def partitioned(tree: Path, wh: Path, experiment: str) -> list[str]:
+    """The command line merging ``experiment`` of ``wh`` by the partitioned merge, with the code of ``tree``."""
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree)!r}); "
+            "from synthtrace.warehouse.layout import Warehouse; "
+            "from synthtrace.warehouse.merged import MergeOptions, merge_stored; "
+            f"merge_stored(Warehouse({str(wh)!r}).experiment({experiment!r}), MergeOptions(), partition_bursts=0)"]
 
 
 def cli(tree: Path, *args: str) -> list[str]:
@@ -86,17 +119,21 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, action="append", default=[], help="also merge with this tree's code")
     ap.add_argument("--cap", type=int, default=3_000, help="kill a merge past this RSS (MB)")
     ap.add_argument("--tmp", type=Path, help="where the traces and warehouses go (default: a temporary folder)")
+    ap.add_argument("--estimate", action="store_true", help="merge with --estimate-unmatched")
+    ap.add_argument("--partitioned", action="store_true", help="two-task runs merged by the partitioned merge")
     a = ap.parse_args()
     print(machine_description())
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
         for n in a.sizes:
-            traces, wh = wide_pair(Path(tmp) / f"m{n}", n), Path(tmp) / f"wh{n}"
+            traces, wh = (wide_ring if a.partitioned else wide_pair)(Path(tmp) / f"m{n}", n), Path(tmp) / f"wh{n}"
             subprocess.run(cli(ROOT, "ingest", "-w", str(wh), str(traces)), check=True, capture_output=True)
             for tree in (ROOT, *a.tree):
                 copy = Path(tmp) / "wh-merge"
                 shutil.rmtree(copy, ignore_errors=True)
                 shutil.copytree(wh, copy)
-                peak, wall, rc, killed, said = measured(cli(tree, "merge", "-w", str(copy), f"m{n}"), a.cap)
+                merge = ["merge", "-w", str(copy), f"m{n}", *(["--estimate-unmatched"] if a.estimate else [])]
+                cmd = partitioned(tree, copy, f"m{n}") if a.partitioned else cli(tree, *merge)
+                peak, wall, rc, killed, said = measured(cmd, a.cap)
                 print(f"{n:>8,} bursts  {tree}: {'killed past ' + str(a.cap) + ' MB' if killed else f'{peak:,} MB'}"
                       f"  rc {rc}  {wall:,.0f} s  {said[:100]}", flush=True)
 

@@ -26,28 +26,35 @@ BURSTS = 600
 NARROW = 16
 
 
-def wide_pair(folder: Path, n: int, types: int) -> Path:
+def wide_pair(folder: Path, n: int, types: int, gap: int = 0) -> Path:
     """Two one-thread runs of ``n`` bursts of one program, burst i of run r sampling counter type 42000000 +
-    r * types / 2 + i % ``types`` (half the types in common), with values that differ between the runs."""
+    r * types / 2 + i % ``types`` (half the types in common), with values that differ between the runs; with
+    ``gap``, every ``gap``-th burst of run 1 is left out (its time idle): run 0's has no match there."""
     folder.mkdir()
     for r in (0, 1):
         with (folder / f"a.run{r}.prv").open("wb") as f:
             f.write(b"#Paraver (01/01/26 at 00:00):%d_ns:1(1):1:1(1:1)\n" % (10 * n + 10))
             for i in range(n):
+                if r and gap and i % gap == gap // 2:
+                    continue
                 f.write(b"1:1:1:1:1:%d:%d:1\n2:1:1:1:1:%d:%d:%d\n1:1:1:1:1:%d:%d:0\n"
                         % (10 * i, 10 * i + 5, 10 * i + 2, 42000000 + r * (types // 2) + i % types,
                            (i + 1) * (r + 1) + i % 7, 10 * i + 5, 10 * i + 10))
     return folder
 
 
-@pytest.mark.parametrize("types", [64, pytest.param(512, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(("types", "estimate"), [(64, False), (64, True),
+                                                  pytest.param(512, False, marks=pytest.mark.slow)])
 def test_wide_runs_merge_in_blocks_of_bounded_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   types: int) -> None:
+                                                   types: int, estimate: bool) -> None:
     """Every frame the merge reads from the runs' scans holds at most a block of cells beyond a few columns per
-    burst, with 64 counter types as with 512 (the whole runs: 600 bursts x ~520 columns); the committed merge is
-    the merge of the whole tables."""
-    synthtrace.ingest(str(tmp_path / "wh"), str(wide_pair(tmp_path / "w", BURSTS, types)), experiment="w")
+    burst, with 64 counter types as with 512 (the whole runs: 600 bursts x ~520 columns), and with the unmatched
+    bursts estimated (``--estimate-unmatched``: bursts of run 0 without a match); the committed merge is the merge
+    of the whole tables."""
+    traces = wide_pair(tmp_path / "w", BURSTS, types, gap=40 if estimate else 0)
+    synthtrace.ingest(str(tmp_path / "wh"), str(traces), experiment="w")
     exp = Warehouse(tmp_path / "wh").experiment("w")
+    options = MergeOptions(estimate_unmatched=estimate)
     monkeypatch.setattr(blocks, "BLOCK_CELLS", 20_000)
     seen: list[tuple[int, int]] = []
     collect, merging = pl.LazyFrame.collect, [False]
@@ -69,9 +76,10 @@ def test_wide_runs_merge_in_blocks_of_bounded_cells(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(merged_module, "merge_runs", spy_merge)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        merged_module.merge_stored(exp, MergeOptions())
+        merged_module.merge_stored(exp, options)
         monkeypatch.undo()
-        whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
+        whole = merge_runs(whole_run_tables(exp), options, experiment=exp.name)
+    assert whole.merged.get_column("estimated").any() == estimate
     assert seen
     assert max(h * w for h, w in seen) <= 20_000 + BURSTS * NARROW, max(seen, key=lambda s: s[0] * s[1])
     assert whole.merged.width > types  # a column per counter of either run
@@ -187,7 +195,8 @@ def test_a_wide_runs_counters_are_counted_a_few_columns_a_pass(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Which counters a run's copy recorded, and how many values each (the reference's), are streamed at most
     ``WIDE_COLUMNS`` columns a pass (issue 23: one pass over the 4,106 columns of a run of 150,000 bursts decoded
-    several of its row groups of 5,152 rows x 4,106 columns at once, 1.1 GB), and are what the whole table says."""
+    several of its row groups of 5,152 rows x 4,106 columns at once, 1.1 GB), and are what the whole table says;
+    so are the partitioned merge's counters of the stored run (:meth:`StoredRun.counters`, over its parts)."""
     from synthtrace.tracelib.merge import merge_runs as merge_module
 
     synthtrace.ingest(str(tmp_path / "wh"), str(wide_pair(tmp_path / "w", 200, 64)), experiment="w")
@@ -208,7 +217,8 @@ def test_a_wide_runs_counters_are_counted_a_few_columns_a_pass(tmp_path: Path,
     monkeypatch.setattr(pl.LazyFrame, "collect", spy)
     counters = run.counters
     recorded = merge_module.Recorded.scanned(run.bursts, counters, 0)
+    stored = merged_module.StoredRun(exp.wh, run.run_id, run.run_name).counters()
     monkeypatch.undo()
     assert len(counters) == 64 and widths and max(widths) <= 16, widths
-    assert counters == whole.counters
+    assert counters == whole.counters == stored
     assert recorded == merge_module.Recorded.of(whole.bursts, counters, pl.repeat(True, 200, eager=True))

@@ -30,7 +30,7 @@ from synthtrace.tracelib.merge.merge_runs import (CALL_COLUMNS, MergeOptions, Me
 from synthtrace.tracelib.merge.messages import message_counts
 from synthtrace.tracelib.merge.ranks import profile_rows
 from synthtrace.tracelib.printable import utf8_path
-from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.tracelib.thread_key import task_key
 from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, message_table
 from synthtrace.warehouse.layout import Warehouse
@@ -118,10 +118,9 @@ class StoredRun:
         return self._threads
 
     def counters(self) -> list[str]:
-        b = self._bursts()
-        cols = counter_columns(b)
-        got = b.select(pl.col(c).is_not_null().any() for c in cols).collect().row(0) if cols else ()
-        return [c for c, has in zip(cols, got) if has]
+        """:attr:`RunTables.counters <synthtrace.tracelib.merge.merge_runs.RunTables.counters>` of the stored parts,
+        streamed a few columns a pass (issue 23: a run of thousands of counter types)."""
+        return RunTables(self.run_id, self.run_name, self._bursts(), pl.DataFrame()).counters
 
     def message_counts(self) -> pl.DataFrame:
         logical = self.dir / "mpi_messages.parquet"

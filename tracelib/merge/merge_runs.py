@@ -229,26 +229,34 @@ def narrow_columns(features: Sequence[str], common: Sequence[str]) -> list[str]:
 @dataclass(frozen=True)
 class Blockwise:
     """A merge that reads the runs' counter columns a block at a time (issue 23, attack 18 F2: a run sampling
-    4,096 counter types held whole is bursts x 4,096 cells): the reference's bursts are a lazy scan, a ``spill``
-    folder takes what it writes, and unmatched bursts are not estimated (the estimates read the source runs whole).
+    4,096 counter types held whole is bursts x 4,096 cells): the reference's bursts are a lazy scan and a ``spill``
+    folder takes what it writes (unmatched bursts' estimates too: :class:`Estimates`).
     ``columns``: the reference's columns the steps after every other run's alignment read (:func:`narrow_columns`
-    of each), read from its scan once (:meth:`reference_rows`)."""
+    of each), read from its scan once (:meth:`reference_rows`); ``run``: the other run being aligned (its index
+    among them: :meth:`of_run`), None before."""
 
     spill: Path
     reference: RunTables
     columns: tuple[str, ...]
+    run: int | None = None
 
     @classmethod
-    def of(cls, ref: RunTables, spill: Path | None, options: MergeOptions,
-           columns: Sequence[str]) -> Blockwise | None:
+    def of(cls, ref: RunTables, spill: Path | None, columns: Sequence[str]) -> Blockwise | None:
         """The blockwise merge of ``ref``, None when the merge reads the runs whole."""
-        if spill is None or not isinstance(ref.bursts, pl.LazyFrame) or options.estimate_unmatched:
+        if spill is None or not isinstance(ref.bursts, pl.LazyFrame):
             return None
         return cls(spill, ref, tuple(columns))
 
-    def run_folder(self, j: int) -> Path:
-        """Where the choice sample of the ``j``-th other run is written (made when it is: :func:`_wide_samples`)."""
-        return self.spill / f"run-{j:04d}"
+    def of_run(self, j: int) -> Blockwise:
+        """This merge as it aligns the ``j``-th other run."""
+        return replace(self, run=j)
+
+    @property
+    def run_folder(self) -> Path:
+        """Where the choice sample of the other run being aligned is written (made when it is:
+        :func:`_wide_samples`)."""
+        assert self.run is not None, "no other run is being aligned"
+        return self.spill / f"run-{self.run:04d}"
 
     def reference_rows(self, columns: Sequence[str]) -> tuple[pl.DataFrame, pl.Series]:
         """:func:`narrow_read` of the reference with ``columns`` (those of :attr:`columns` it has): read from its
@@ -307,6 +315,12 @@ class MergeOptions:
     align: AlignConfig = field(default_factory=AlignConfig)
 
 
+#: Polars' ``write_parquet`` options a wide :class:`PartedTable` is written with, by their pyarrow names (Polars'
+#: compression "uncompressed" is pyarrow's "none")
+ARROW_OPTIONS = {"compression": "compression", "compression_level": "compression_level",
+                 "statistics": "write_statistics"}
+
+
 class PartedTable:
     """A table written part by part as Parquet files, read or written whole without holding it in memory."""
 
@@ -324,16 +338,22 @@ class PartedTable:
         return self.lazy().collect()
 
     def write_parquet(self, path: Path | str, **options) -> None:
-        """The parts as one Parquet file (streamed). A table wider than
-        :data:`~synthtrace.tracelib.merge.blocks.WIDE_COLUMNS` (a merged table has a column per counter of any run)
-        is written a part at a time in row groups of :func:`~synthtrace.tracelib.merge.blocks.group_rows` rows
-        (:func:`~synthtrace.tracelib.merge.blocks.written`): Polars' sink held its rows whole (issue 23: 725 MB for
-        10,000 bursts x 6,144 columns)."""
+        """The parts as one Parquet file (streamed), ``options`` Polars' (``DataFrame.write_parquet``). A table wider
+        than :data:`~synthtrace.tracelib.merge.blocks.WIDE_COLUMNS` (a merged table has a column per counter of any
+        run) is written a part at a time in row groups of :func:`~synthtrace.tracelib.merge.blocks.group_rows` rows
+        (:func:`~synthtrace.tracelib.merge.blocks.written`: Polars' sink held its rows whole, issue 23: 725 MB for
+        10,000 bursts x 6,144 columns), ``options`` passed as pyarrow's (:data:`ARROW_OPTIONS`); any other is
+        refused (TypeError), not dropped."""
         scan = self.lazy()
         if (width := scan.collect_schema().len()) <= WIDE_COLUMNS:
             scan.sink_parquet(path, **options)
-        else:  # in row groups sized for its width: the writer keeps state per column chunk until its footer
-            written((pl.read_parquet(p) for p in self.parts), Path(path), group_rows(self.height, width))
+            return
+        if unknown := sorted(set(options) - set(ARROW_OPTIONS)):
+            raise TypeError(f"PartedTable.write_parquet of a wide table takes no option {', '.join(unknown)}")
+        # in row groups sized for its width: the writer keeps state per column chunk until its footer
+        written((pl.read_parquet(p) for p in self.parts), Path(path), group_rows(self.height, width),
+                **{ARROW_OPTIONS[k]: ("none" if (k, v) == ("compression", "uncompressed") else v)
+                   for k, v in options.items()})
 
 
 @dataclass
@@ -764,14 +784,15 @@ def timing_only_note(ref: RunTables, o: RunTables, features: Sequence[str]) -> s
 
 def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, counters: list[str],
                  options: MergeOptions, own: Own = None, read: RunRead | None = None,
-                 blocks: Blockwise | None = None, spill: Path | None = None) -> AlignedRun:
+                 blocks: Blockwise | None = None) -> AlignedRun:
     """Align one other run (its tasks renumbered by ``renum``) to the reference: its match table, tallies and
     choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
     ``read``: the run's bursts, calls and logical messages already read (taken from it) with the counters it shares
-    with the reference and compares, else read here. ``blocks``: the merge is blockwise (:class:`Blockwise`, with
-    ``spill``: a folder not there yet); then, when the run's bursts are a lazy scan and both runs' units are single
-    bursts, their counter columns are not read whole after the alignment but a block at a time where needed
-    (:class:`WideRows`; the choice sample's written to ``spill``: issue 23, attack 18 F2).
+    with the reference and compares, else read here. ``blocks``: the merge is blockwise (:class:`Blockwise`, as it
+    aligns this run: :meth:`Blockwise.of_run`); then, when the run's bursts are a lazy scan and both runs' units
+    are single bursts, their counter columns are not read whole after the alignment but a block at a time where
+    needed (:class:`WideRows`; the choice sample's written to its :attr:`~Blockwise.run_folder`: issue 23, attack
+    18 F2).
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts. What
     the checks read of the run's calls is derived before its sequence table, which is handed the calls (not held
@@ -798,7 +819,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
     o_seq = sequence_table(o_units.table, handed.pop(0), feats, options.align, handed.pop())
     lazy = isinstance(o.bursts, pl.LazyFrame)
-    wide = lazy and blocks is not None and spill is not None and not (o_units.split or ref.units.split)
+    wide = lazy and blocks is not None and not (o_units.split or ref.units.split)
     if lazy:  # the projection read for the steps above: read again whole after the alignment
         bursts = mapped = None
         o_units = replace(o_units, table=pl.DataFrame())
@@ -852,9 +873,9 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     at = own.sample(m, own.starts, own.total) if own else sample_rows(m.height)
     picked = m[at]
     named = _named(reference)
-    if wide_rows is not None and spill is not None:
+    if wide_rows is not None and blocks is not None:
         sample, run_sample = _wide_samples(wide_rows, reference.select(named), at, picked, long_ref[at], bursts, common,
-                                           [c for c in counters if c not in bursts.columns], spill)
+                                           [c for c in counters if c not in bursts.columns], blocks.run_folder)
     else:
         sample = Sample(reference.select(*named, *common)[at],
                         source.select(pl.col(common).gather(picked.get_column("other_row"))),
@@ -1197,7 +1218,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         recorded = Recorded.of(head, ref.counters, head.get_column("duration_ns") >= options.min_error_duration_ns)
     n_ref, ref_layout = head.height, _layout(head)
     del head
-    blocks = Blockwise.of(ref_run, spill, options, list(dict.fromkeys(
+    blocks = Blockwise.of(ref_run, spill, list(dict.fromkeys(
         c for o in others for common in [shared_counters(ref.counters, counters_of[o.run_id])]
         for c in narrow_columns(pick_features(common), common))))
     n_counters = len({c for r in (ref_run, *others) for c in counters_of[r.run_id]})
@@ -1222,8 +1243,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             notes.append(renumbered_note(ref_run, o, renum))
         if msg := timing_only_note(ref_run, o, read.features):
             notes.append(msg)
-        info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read, blocks=blocks,
-                            spill=blocks.run_folder(j) if blocks else None)
+        info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read,
+                            blocks=blocks.of_run(j) if blocks else None)
         check_same_program(ref_run, info.run, info.tally, options, notes)
         compared[o.run_id] = Compared(info.common, info.features)
         tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally, info.sample, info.run_sample
@@ -1244,14 +1265,18 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     transfer = decide(ref_run, ref.counters, others, counters_of, compared, tallies, samples, run_samples,
                       recorded, options, notes, on_step, n_steps)
     quality_rows = transfer.quality
+    estimates = Estimates.of(ref, whole, transfer, options) if options.estimate_unmatched else None
     if blocks is not None:
-        merged: pl.DataFrame | PartedTable = _merged_blocks(blocks, pairs, transfer, experiment)
+        merged: pl.DataFrame | PartedTable
+        merged, estimated = _merged_blocks(blocks, pairs, transfer, experiment, estimates)
     else:
-        ref_bursts = bursts_of(ref_run)  # a lazy scan's read once, for the merged rows and their estimates
+        ref_bursts = bursts_of(ref_run)  # a lazy scan's read once, for the merged rows
         merged = merged_rows(ref_bursts, pairs, transfer, experiment, ref_run)  # type: ignore[arg-type]
-        if options.estimate_unmatched:
-            merged, quality_rows = _with_estimates(merged, ref, ref_bursts, whole, transfer, options)
         del ref_bursts
+        if estimates is not None:
+            merged, estimated = estimates.block(merged, 0)
+    if estimates is not None:
+        quality_rows = estimates.quality(quality_rows, estimated, n_ref)
     quality = pl.DataFrame([{**asdict(q), "experiment": experiment, "reference_run": ref_run.run_name,
                              "n_bursts": n_ref} for q in quality_rows], schema=QUALITY_SCHEMA)
     return MergeResult(experiment, ref_run.run_id, ref_run.run_name, merged, quality,  # type: ignore[arg-type]
@@ -1259,10 +1284,11 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
 
 
 def _merged_blocks(blocks: Blockwise, pairs: Mapping[str, Pairs | WidePairs], transfer: Transfer,
-                   experiment: str) -> PartedTable:
+                   experiment: str, estimates: Estimates | None) -> tuple[PartedTable, dict[str, int]]:
     """The merged rows (:func:`merged_rows`) of the reference's bursts (a lazy scan) a block of bursts at a time,
-    each block's counters read then and written to ``spill`` (issue 23, attack 18 F2: the merged table has a column
-    per counter of any run; held whole it is bursts x counter types)."""
+    each block's counters read then, its unmatched bursts estimated with ``estimates`` (when given), and written to
+    ``spill`` (issue 23, attack 18 F2: the merged table has a column per counter of any run; held whole it is bursts
+    x counter types); and per transferred counter, its bursts estimated (:meth:`Estimates.block`)."""
     ref_run, spill = blocks.reference, blocks.spill
     rows = blocks.reference_rows(KEYS)[1]
     rec = [c for c in transfer.counters if transfer.source[c] is None]
@@ -1275,43 +1301,23 @@ def _merged_blocks(blocks: Blockwise, pairs: Mapping[str, Pairs | WidePairs], tr
         ref_cols, src_cols = by_run.setdefault(run_id, ([], []))
         ref_cols += [x for x in (plan.work, plan.rescale_by) if x and x not in ref_cols]
         src_cols += [x for x in (c, plan.work, plan.rescale_by) if x and x not in src_cols]
+    # an estimate's medians of three groups are joined to each row beside the guess
+    guesses = 4 * (len(transfer.counters) - len(rec)) if estimates is not None else 0
     step = block_rows(len(BASE_COLUMNS) + len(rec) + sum(len(a) + len(b) for a, b in by_run.values())
-                      + len(transfer.counters))
-    files = []
+                      + len(transfer.counters) + guesses)
+    files: list[Path] = []
+    estimated: dict[str, int] = {}
     for k, a in enumerate(range(0, max(rows.len(), 1), step)):
         n = min(step, rows.len() - a)
         block = gathered(ref_run.bursts, rows.slice(a, n), [*BASE_COLUMNS, *rec])  # type: ignore[arg-type]
         got = {r: p.block(a, n, *by_run[r]) for r, p in pairs.items() if r in by_run}
         files.append(spill / f"merged-{k:05d}.parquet")
-        merged_rows(block, got, transfer, experiment, ref_run).write_parquet(files[-1])
-    return PartedTable(files)
-
-
-def _with_estimates(merged: pl.DataFrame, ref: Reference, ref_bursts: pl.DataFrame, aligned: dict[str, AlignedRun],
-                    transfer: Transfer, options: MergeOptions) -> tuple[pl.DataFrame, list[QualityRow]]:
-    """``merged`` with a flagged estimate for every transferred counter's unmatched bursts (``estimate_unmatched``)
-    and the quality rows' ``estimated_share``; ``ref_bursts``: the reference's bursts whole (:func:`bursts_of`)."""
-    own_seq = (sequence_table(ref_bursts, calls_of(ref.run), [], options.align) if ref.units.split
-               else ref.sequence())
-    flags, rows = [], []
-    n_ref = merged.height
-    for q in transfer.quality:
-        run_id = transfer.source[q.counter]
-        if run_id is None:
-            rows.append(q)
-            continue
-        c, info = q.counter, aligned[run_id]
-        guess = _estimates(ref_bursts, info.run, c, transfer.plans[c], own_seq, sequence_table(
-            info.run.bursts, calls_of(info.run), [], options.align))
-        values = merged.get_column(c)
-        est = values.is_null() & guess.is_not_null()
-        merged = merged.with_columns(pl.when(est).then(guess).otherwise(values).alias(c), est.alias(f"_est_{c}"))
-        flags.append(pl.col(f"_est_{c}"))
-        rows.append(replace(q, estimated_share=float(est.mean()) if n_ref else 0.0))
-    if flags:
-        merged = merged.with_columns(pl.any_horizontal(flags).alias("estimated")).drop(
-            [f"_est_{q.counter}" for q in transfer.quality if transfer.source[q.counter] is not None])
-    return merged, rows
+        out = merged_rows(block, got, transfer, experiment, ref_run)
+        if estimates is not None:
+            out, counts = estimates.block(out, a)
+            estimated = {c: estimated.get(c, 0) + v for c, v in counts.items()}
+        out.write_parquet(files[-1])
+    return PartedTable(files), estimated
 
 
 def provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
@@ -1347,27 +1353,101 @@ def _share(flags: pl.Series, among: pl.Series) -> float | None:
     return float((flags & among).sum()) / k if k else None
 
 
-def _estimates(ref_bursts: pl.DataFrame, src: RunTables, counter: str, plan: Plan, ref_seq: pl.DataFrame,
-               src_seq: pl.DataFrame) -> pl.Series:
-    """A flagged estimate of ``counter`` for every reference burst (``ref_bursts``), from source bursts closed by
-    the same call.
+#: the groups of bursts an unmatched burst's estimate is the median of, the first with a value
+ESTIMATE_GROUPS = ((*THREAD_KEYS, "lsig"), ("appl", "lsig"), tuple(THREAD_KEYS))
 
-    With a work counter w: median of counter / w over the source bursts of the same thread and loose signature,
-    times the reference burst's w; without: the median of counter over those bursts. Falls back to the same loose
+
+@dataclass(frozen=True)
+class Estimates:
+    """``estimate_unmatched``'s flagged estimate of a transferred counter for a reference burst: with the counter's
+    work counter w, the median of counter / w over the source bursts of the same thread and loose signature, times
+    the reference burst's w; without, the median of the counter over those bursts. Falls back to the same loose
     signature on any thread, then to the thread's median.
-    """
-    use = [counter, *([plan.work] if plan.work else [])]
-    s = pl.concat([src_seq.select(*THREAD_KEYS, "lsig"), src.bursts.select(use)], how="horizontal")
-    v = pl.col(counter).cast(pl.Float64)
-    s = s.with_columns((v / pl.col(plan.work).cast(pl.Float64).replace(0, None) if plan.work else v).alias("_v"))
-    by_thread_sig = s.group_by(*THREAD_KEYS, "lsig").agg(pl.col("_v").median().alias("_a"))
-    by_sig = s.group_by("appl", "lsig").agg(pl.col("_v").median().alias("_b"))
-    by_thread = s.group_by(*THREAD_KEYS).agg(pl.col("_v").median().alias("_c"))
-    r = pl.concat([ref_seq.select(*THREAD_KEYS, "lsig"), ref_bursts.select(use[1:])], how="horizontal")
-    r = (r.join(by_thread_sig, on=[*THREAD_KEYS, "lsig"], how="left", maintain_order="left")
-         .join(by_sig, on=["appl", "lsig"], how="left", maintain_order="left")
-         .join(by_thread, on=THREAD_KEYS, how="left", maintain_order="left"))
-    est = pl.coalesce("_a", "_b", "_c")
-    if plan.work:
-        est = est * pl.col(plan.work).cast(pl.Float64)
-    return r.select(est.round().cast(pl.Int64).alias("_est")).get_column("_est")
+
+    ``groups``: per reference burst (sorted), its keys and loose signature; ``medians``: per source run, per group
+    of :data:`ESTIMATE_GROUPS`, its groups' keys and a column of medians per counter it is the source of (small:
+    groups x counters, read from the source's bursts a few counters at a time: issue 23); ``plans``: the
+    transferred counters' plans."""
+
+    groups: pl.DataFrame
+    medians: dict[str, list[pl.DataFrame]]
+    plans: dict[str, Plan]
+
+    @classmethod
+    def of(cls, ref: Reference, aligned: Mapping[str, AlignedRun], transfer: Transfer,
+           options: MergeOptions) -> Estimates:
+        """The estimates of the counters ``transfer`` takes from the runs ``aligned`` (their bursts as aligned:
+        whole, or narrow with :class:`WideRows`)."""
+        keys = [*THREAD_KEYS, "lsig"]
+        if ref.units.split:  # the reference's sequence table is its units': one of its bursts is needed
+            own = sequence_table(bursts_of(ref.run, ()), calls_of(ref.run), [], options.align)
+        else:
+            own = ref.sequence()
+        plans = {c: transfer.plans[c] for c in transfer.counters if transfer.source[c] is not None}
+        medians = {}
+        for run_id in dict.fromkeys(transfer.source[c] for c in plans):
+            info = aligned[run_id]  # type: ignore[index]
+            counters = [c for c in plans if transfer.source[c] == run_id]
+            seq = sequence_table(info.run.bursts, calls_of(info.run), [], options.align).select(keys)  # type: ignore[arg-type]
+            medians[run_id] = _medians(seq, info, counters, plans)  # type: ignore[index]
+        return cls(own.select(keys), medians, plans)
+
+    def block(self, merged: pl.DataFrame, start: int) -> tuple[pl.DataFrame, dict[str, int]]:
+        """``merged`` (the merged rows of the reference bursts ``start`` .. ``start + merged.height - 1``) with each
+        transferred counter's estimate where it is NULL and estimated, ``estimated`` set where any is; and per
+        counter, its bursts estimated."""
+        if not self.plans:
+            return merged, {}
+        works = list(dict.fromkeys(p.work for p in self.plans.values() if p.work))
+        r = pl.concat([self.groups.slice(start, merged.height), merged.select(works)], how="horizontal")
+        guess = []
+        for m in self.medians.values():
+            counters = [c for c in m[0].columns if c in self.plans]
+            got = r
+            for i, (group, frame) in enumerate(zip(ESTIMATE_GROUPS, m)):
+                got = got.join(frame.rename({c: f"_{i}_{c}" for c in counters}), on=list(group), how="left",
+                               maintain_order="left")
+            guess.append(got.select(self._guess(c) for c in counters))
+        g = pl.concat(guess, how="horizontal")
+        est = {c: merged.get_column(c).is_null() & g.get_column(c).is_not_null() for c in self.plans}
+        out = merged.with_columns(*[pl.when(est[c]).then(g.get_column(c)).otherwise(pl.col(c)).alias(c)
+                                    for c in self.plans],
+                                  pl.any_horizontal(list(est.values())).alias("estimated"))
+        return out, {c: int(e.sum()) for c, e in est.items()}
+
+    def _guess(self, counter: str) -> pl.Expr:
+        """A burst's estimate of ``counter`` from its groups' medians (columns ``_<group>_<counter>``)."""
+        est = pl.coalesce(*[f"_{i}_{counter}" for i in range(len(ESTIMATE_GROUPS))])
+        if work := self.plans[counter].work:
+            est = est * pl.col(work).cast(pl.Float64)
+        return est.round().cast(pl.Int64).alias(counter)
+
+    def quality(self, rows: Sequence[QualityRow], estimated: Mapping[str, int], n_ref: int) -> list[QualityRow]:
+        """The quality ``rows`` with each transferred counter's ``estimated_share`` (``estimated``: its bursts
+        estimated, of ``n_ref``)."""
+        return [replace(q, estimated_share=estimated.get(q.counter, 0) / n_ref if n_ref else 0.0)
+                if q.counter in self.plans else q for q in rows]
+
+
+def _medians(seq: pl.DataFrame, info: AlignedRun, counters: Sequence[str],
+             plans: Mapping[str, Plan]) -> list[pl.DataFrame]:
+    """Per group of :data:`ESTIMATE_GROUPS`, the medians of ``counters`` (per their plans: over their work counter)
+    over a source run's bursts (``seq``: their keys and loose signatures, in the order of ``info.run``'s bursts),
+    its counter columns read a block at a time (:class:`WideRows`) or taken from its bursts whole."""
+    works = list(dict.fromkeys(plans[c].work for c in counters if plans[c].work))
+    step = max(1, block_rows(seq.height) - len(works))  # columns of a block of cells of seq.height rows
+    parts: list[list[pl.DataFrame]] = [[] for _ in ESTIMATE_GROUPS]
+    for a in range(0, len(counters), step):
+        chunk = list(counters[a:a + step])
+        read = [*chunk, *(w for w in works if w not in chunk)]
+        if info.wide is not None:
+            values = gathered(info.wide.src_scan, info.wide.src_rows, read)
+        else:
+            values = info.run.bursts.select(read)  # type: ignore[union-attr]
+        s = pl.concat([seq, values], how="horizontal")
+        v = {c: pl.col(c).cast(pl.Float64) / pl.col(w).cast(pl.Float64).replace(0, None) if (w := plans[c].work)
+             else pl.col(c).cast(pl.Float64) for c in chunk}
+        for i, group in enumerate(ESTIMATE_GROUPS):
+            got = s.group_by(*group, maintain_order=True).agg(v[c].median().alias(c) for c in chunk)
+            parts[i].append(got if a == 0 else got.drop(group))
+    return [pl.concat(p, how="horizontal") for p in parts]
