@@ -51,8 +51,8 @@ CAP_CASES = [
      ("-f", "csv")),
     ("string_agg of 2 GB -o parquet", "SELECT length(string_agg(repeat('x', 100000), ',')) AS n FROM range(20000)",
      ("-o", "{out}/r.parquet")),
-    ("one 2 GiB scalar", "SELECT length(repeat('x', 1 << 31)) AS n", ("-f", "csv")),
-    ("one 2 GiB scalar -o parquet", "SELECT length(repeat('x', 1 << 31)) AS n", ("-o", "{out}/r.parquet")),
+    ("one 2 GB scalar", "SELECT length(repeat('x', 2000000000)) AS n", ("-f", "csv")),
+    ("one 2 GB scalar -o parquet", "SELECT length(repeat('x', 2000000000)) AS n", ("-o", "{out}/r.parquet")),
 ]
 #: with --all: the formats rendered from Python rows (a JSON file of 40,000 wide bursts is ~3 GB of nulls)
 ROW_CASES = [
