@@ -54,11 +54,13 @@ class CutEvents:
     size: int  # bytes of the file
     whole: int  # events whole before the cut (count, from the file's start)
     where: str  # where the file ends, for a message
+    damaged: bool = False  # the events end at a damaged byte, not at the file's end
 
     def reason(self, announced: int) -> str:
         """The refusal, for a location whose definitions announce ``announced`` events."""
-        return (f"cut short, no end-of-file record ({self.size} bytes): {self.where}; {self.whole} of the "
-                f"{announced} events the definitions announce are whole")
+        what = "damaged" if self.damaged else "cut short, no end-of-file record"
+        return (f"{what} ({self.size} bytes): {self.where}; {self.whole} of the {announced} events the "
+                "definitions announce are whole")
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,9 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
                                                "follows"))
             if kind == _PAST_THE_BYTES:
                 return EventsEnd(cut=CutEvents(size, first - 1 + events, _ends(start + at, size)))
+            if kind == _NOT_FOLLOWED:  # attack 21 F4: libotf2 looped on it for good, its memory growing
+                return EventsEnd(cut=CutEvents(size, first - 1 + events, f"the record at byte {start + at} (token "
+                                               f"{chunk[at]}) cannot be followed", damaged=True))
             if kind == _AT_END_OF_FILE and last >= n_events and (first <= n_events or start == 0):
                 return EventsEnd(trailing=_unread_after(start + at, size))
         held = _last_chunk(fh, size, step, n_events)
