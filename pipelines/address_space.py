@@ -44,8 +44,8 @@ JEMALLOC_DECAY = "dirty_decay_ms:250,muzzy_decay_ms:250"
 MB = 10**6
 #: the address space (MB) each command needs at the least, below which it cannot run at all: a Python library that
 #: could not be mapped, a MemoryError, a Rust or LLVM abort (exit 134, no line: attack 18 F4, attack 20 F9) or a crash
-#: at exit (SIGSEGV after the out-of-memory line). Measured on the project's own machine (2 cores, Python 3.11,
-#: Polars 1.x, pyarrow, Numba, DuckDB as installed) by bisection with ``prlimit --as`` to 8 MB (4 MB for --help),
+#: at exit (SIGSEGV after the out-of-memory line). Measured on the project's own machine (2 cores, Python 3.11, Polars
+#: 2.1, pyarrow 26, Numba 0.68, DuckDB 2.0) by bisection with ``prlimit --as`` to 8 MB (--help: 4 MB; demo: 32 MB),
 #: benchmarks/bench_address_floors.py, figures in benchmarks/RESULTS.md (session 21, edges21); each constant is the
 #: highest limit seen failing, so no limit a command was seen working under is refused. ``ingest``: one real Paraver
 #: trace (prime_v0, 300 kB) into a new warehouse; ``runs``, ``sql``, ``report``: a warehouse holding it; ``merge``:
@@ -54,7 +54,7 @@ MB = 10**6
 #: --help's floor below), which no use of them goes under. Bigger inputs need more: those fail as before, with
 #: :func:`out_of_memory_line`.
 COMMAND_FLOORS_MB: dict[str, int] = {
-    "ingest": 875, "runs": 197, "sql": 197, "merge": 1016, "report": 1079, "demo": 737,
+    "ingest": 875, "runs": 197, "sql": 197, "merge": 1016, "report": 1079, "demo": 1474,
     "simulate": 859, "plan": 221, "nightly": 737, "serve": 737, "archetypes": 217, "machines": 217,
     "train": 217, "models": 217, "predict": 217, "detect": 217, "pop": 536,
 }
