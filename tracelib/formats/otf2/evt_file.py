@@ -26,12 +26,15 @@ bytes), an attribute list (:data:`_ATTRIBUTE_LIST`) or an event (its type byte, 
 and 8 bytes, then that many bytes), and at the end of a full chunk :data:`_END_OF_CHUNK` (the rest of the chunk
 unused), at the end of the file :data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``). Only
 the chunk headers (18 bytes each) and the records of the last chunk are read, unless a location's events fall
-short (:func:`skipped_events`).
+short (:func:`skipped_events`). The events whole in a cut file are counted from the headers of its complete
+chunks, each checked against the chunk before, its bytes and the definitions (:func:`_chained_events`), never
+from one header's numbers as read (attack 21 F3: a last header saying its chunk starts at event 2^62 had libotf2
+asked for that many events, past the cut).
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,15 +55,29 @@ class CutEvents:
     """An events file that ends before OTF2's END_OF_FILE record."""
 
     size: int  # bytes of the file
-    whole: int  # events whole before the cut (count, from the file's start)
+    whole: int  # events whole before the cut (count, from the file's start), or before ``damage``
     where: str  # where the file ends, for a message
-    damaged: bool = False  # the events end at a damaged byte, not at the file's end
+    damage: HeaderDamage | None = None  # a chunk header that disagrees: ``whole`` counts the chunks before it
+    damaged: bool = False  # the events end at a damaged record (attack 21 F4), not at the file's end
 
     def reason(self, announced: int) -> str:
         """The refusal, for a location whose definitions announce ``announced`` events."""
+        if self.damage is not None:
+            return (f"damaged chunk header at byte {self.damage.at} of an events file cut short ({self.size} "
+                    f"bytes, {self.where}): {self.damage.why}; the chunks before it hold {self.whole} of the "
+                    f"{announced} events the definitions announce")
         what = "damaged" if self.damaged else "cut short, no end-of-file record"
         return (f"{what} ({self.size} bytes): {self.where}; {self.whole} of the {announced} events the "
                 "definitions announce are whole")
+
+
+@dataclass(frozen=True)
+class HeaderDamage:
+    """A chunk header whose event numbers do not follow the chunk before, or hold more events than the chunk's
+    bytes or the definitions can (attack 21 F3: a cut file's last header said its chunk starts at event 2^62)."""
+
+    at: int  # byte offset of the chunk header
+    why: str  # what it says and what was expected, for a message
 
 
 @dataclass(frozen=True)
@@ -90,24 +107,23 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
         fh.seek(start)
         chunk = head if start == 0 else fh.read(size - start)
         if len(chunk) < _HEADER_BYTES:  # the last chunk's header itself is cut: the chunk before ends the events
-            before = 0
-            if start:
-                fh.seek(start - step)
-                before = _event_numbers(fh.read(_HEADER_BYTES))[1]
+            before, damage = _chained_events(fh, start, step, n_events)
             where = f"the file ends inside the header of the chunk at byte {start}"
-            return EventsEnd() if before is None else EventsEnd(cut=CutEvents(size, before, where))
+            return EventsEnd(cut=CutEvents(size, before, where, damage))
         first, last = _event_numbers(chunk)
         if first is not None:
             kind, at, events = _walk_chunk(chunk, True)
             if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on
-                return EventsEnd(cut=CutEvents(size, first - 1 + events, f"an end-of-chunk record at byte "
-                                               f"{start + at} ends the last chunk (from byte {start}) and no chunk "
-                                               "follows"))
+                where = (f"an end-of-chunk record at byte {start + at} ends the last chunk (from byte {start}) and "
+                         "no chunk follows")
+                return EventsEnd(cut=_cut_after(fh, start, step, first, events, n_events, size, where))
             if kind == _PAST_THE_BYTES:
-                return EventsEnd(cut=CutEvents(size, first - 1 + events, _ends(start + at, size)))
+                return EventsEnd(cut=_cut_after(fh, start, step, first, events, n_events, size,
+                                                _ends(start + at, size)))
             if kind == _NOT_FOLLOWED:  # attack 21 F4: libotf2 looped on it for good, its memory growing
-                return EventsEnd(cut=CutEvents(size, first - 1 + events, f"the record at byte {start + at} (token "
-                                               f"{chunk[at]}) cannot be followed", damaged=True))
+                where = f"the record at byte {start + at} (token {chunk[at]}) cannot be followed"
+                cut = _cut_after(fh, start, step, first, events, n_events, size, where)
+                return EventsEnd(cut=replace(cut, damaged=True))
             if kind == _AT_END_OF_FILE and last >= n_events and (first <= n_events or start == 0):
                 return EventsEnd(trailing=_unread_after(start + at, size))
         held = _last_chunk(fh, size, step, n_events)
@@ -201,6 +217,49 @@ def _last_start(size: int, step: int) -> int:
 def _walk_chunk(chunk: bytes, timed: bool) -> tuple[int, int, int]:
     """:func:`_walk` of a chunk whose header has been checked (:func:`_event_numbers`)."""
     return _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", timed)
+
+
+def _cut_after(fh, start: int, step: int, first: int, events: int, n_events: int, size: int,
+               where: str) -> CutEvents:
+    """The events whole in a file of ``size`` bytes cut inside its last chunk (at byte ``start``, its header
+    numbering its first event ``first``, ``events`` of its records whole), told by ``where``: the complete chunks'
+    events, from their headers (:func:`_chained_events`), and the last chunk's, never more than the definitions
+    announce (``n_events``). A header that disagrees is the damage; the chunks before it hold ``whole``."""
+    held, damage = _chained_events(fh, start, step, n_events)
+    if damage is None:
+        damage = _disagreement(start, first, held + events, held, n_events, events)
+    return CutEvents(size, held if damage is not None else held + events, where, damage)
+
+
+def _chained_events(fh, end: int, step: int, n_events: int) -> tuple[int, HeaderDamage | None]:
+    """The events of the chunks (of ``step`` bytes) of ``fh`` before byte ``end``, from their headers alone (18
+    bytes read per chunk): each must number its events on from the chunk before's, hold no more than its bytes
+    can, and none past the ``n_events`` the definitions announce. (events of the chunks before the first header
+    that disagrees, that header; None when all agree)."""
+    most = (step - _HEADER_BYTES) // 2  # an event record is 2 bytes at least: its type and its length
+    held = 0
+    for offset in range(0, end, step):
+        fh.seek(offset)
+        first, last = _event_numbers(fh.read(_HEADER_BYTES))
+        if (damage := _disagreement(offset, first, last, held, n_events, most)) is not None:
+            return held, damage
+        held = last
+    return held, None
+
+
+def _disagreement(at: int, first: int | None, last: int | None, held: int, n_events: int,
+                  most: int) -> HeaderDamage | None:
+    """Why the header at byte ``at`` numbering events ``first`` to ``last`` cannot follow chunks holding ``held``
+    events in a file of ``n_events`` (announced), its chunk holding ``most`` events at most; None when it can."""
+    if first is None or last is None:
+        return HeaderDamage(at, "no chunk header there")
+    if first != held + 1:
+        return HeaderDamage(at, f"it numbers its first event {first} where {held + 1} follows the chunk before")
+    if last > n_events:
+        return HeaderDamage(at, f"it reaches event {last}, past the {n_events} the definitions announce")
+    if not 0 <= last - held <= most:
+        return HeaderDamage(at, f"it numbers its events {first} to {last}, where its bytes hold 0 to {most}")
+    return None
 
 
 def _event_numbers(head: bytes) -> tuple[int | None, int | None]:

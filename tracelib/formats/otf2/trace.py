@@ -114,11 +114,14 @@ class Otf2Trace(TraceReader):
             if cut is None:
                 continue
             if not self.salvage:
+                if cut.damage is not None:
+                    raise TraceFormatError(loc.evt_file, None, f"{cut.reason(loc.n_events)} (--salvage reads those)")
                 raise TruncatedTraceError(loc.evt_file, None, f"{cut.reason(loc.n_events)} (copied or written only "
                                           "in part? --salvage reads them)")
             whole[loc.ref] = cut.whole
-            self.defs.warnings.append(f"{loc.evt_file}: {cut.reason(loc.n_events)} (--salvage: kept the events "
-                                      "before the cut)")
+            kept = ("the events before the cut" if cut.damage is None else
+                    f"the {cut.whole} events of the chunks before byte {cut.damage.at}, dropped the chunks from it")
+            self.defs.warnings.append(f"{loc.evt_file}: {cut.reason(loc.n_events)} (--salvage: kept {kept})")
         return whole
 
     def _warn(self, message: str) -> None:
