@@ -34,7 +34,7 @@ asked for that many events, past the cut).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +58,7 @@ class CutEvents:
     whole: int  # events whole before the cut (count, from the file's start), or before ``damage``
     where: str  # where the file ends, for a message
     damage: HeaderDamage | None = None  # a chunk header that disagrees: ``whole`` counts the chunks before it
+    damaged: bool = False  # the events end at a damaged record (attack 21 F4), not at the file's end
 
     def reason(self, announced: int) -> str:
         """The refusal, for a location whose definitions announce ``announced`` events."""
@@ -65,8 +66,9 @@ class CutEvents:
             return (f"damaged chunk header at byte {self.damage.at} of an events file cut short ({self.size} "
                     f"bytes, {self.where}): {self.damage.why}; the chunks before it hold {self.whole} of the "
                     f"{announced} events the definitions announce")
-        return (f"cut short, no end-of-file record ({self.size} bytes): {self.where}; {self.whole} of the "
-                f"{announced} events the definitions announce are whole")
+        what = "damaged" if self.damaged else "cut short, no end-of-file record"
+        return (f"{what} ({self.size} bytes): {self.where}; {self.whole} of the {announced} events the "
+                "definitions announce are whole")
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,10 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
             if kind == _PAST_THE_BYTES:
                 return EventsEnd(cut=_cut_after(fh, start, step, first, events, n_events, size,
                                                 _ends(start + at, size)))
+            if kind == _NOT_FOLLOWED:  # attack 21 F4: libotf2 looped on it for good, its memory growing
+                where = f"the record at byte {start + at} (token {chunk[at]}) cannot be followed"
+                cut = _cut_after(fh, start, step, first, events, n_events, size, where)
+                return EventsEnd(cut=replace(cut, damaged=True))
             if kind == _AT_END_OF_FILE and last >= n_events and (first <= n_events or start == 0):
                 return EventsEnd(trailing=_unread_after(start + at, size))
         held = _last_chunk(fh, size, step, n_events)
