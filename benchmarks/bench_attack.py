@@ -366,7 +366,11 @@ def _kill_a_query(base: Path, rnd: random.Random, expected: tuple) -> str | None
     proc.wait()
     proc.stdout.close()
     deadline = time.monotonic() + 10
-    while (alive := [c for c in children if _running(c)]) and time.monotonic() < deadline:
+
+    def held() -> list[str]:  # links of a query whose lease is held: one forked after the children were sampled
+        return [p.name for p in wh.staging_dir.glob("query.*") if wh.owner_alive(p.name.rsplit(".", 1)[-1])]
+
+    while (alive := [c for c in children if _running(c)] or held()) and time.monotonic() < deadline:
         time.sleep(0.05)
     if alive:
         return f"the query process {alive} outlived its killed caller"
@@ -417,7 +421,9 @@ def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
             time.sleep(rnd.uniform(0.0, 0.05))
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
-        out["window_kills"] += mode == "swap_window" and os.WTERMSIG(status) == signal.SIGKILL
+        if not os.WIFSIGNALED(status):  # the writer writes until killed: it failed, and nothing was killed
+            out["violations"].append((k, mode, f"the writer exited {os.WEXITSTATUS(status)} before its kill"))
+        out["window_kills"] += mode == "swap_window" and os.WIFSIGNALED(status)  # only SIGKILL is ever sent
         out["recovered_new"] += mode != "remove" and not target.exists()
         Warehouse(root).ensure()  # the next writer recovers
         if (why := _folder_problem(target, mode)) is not None:
@@ -449,10 +455,11 @@ def _run_churn(root: Path, stop_after_s: float, pause_s: float = 0.05) -> None:
 
 
 def query_family(base: Path, n: int, by_path: bool = False, pause_s: float = 0.05) -> dict:
-    """``n`` queries from two threads during the churn of :func:`_run_churn`. ``by_path``: the warehouse's
-    ``.staging`` is a link (to a folder on the same file system), so queries cannot take links and bind the files by
-    path (as without write access to it) while the writer still commits; a query may then be refused with one line
-    after repeated changes (counted as ``refused``), never answered with a mixed state."""
+    """``n`` queries from two threads during the churn of :func:`_run_churn`. ``by_path``: the queries find no room
+    for links in ``.staging`` (as without write access to it) and bind the files by path while the writer still
+    commits; a query may then be refused with one line after repeated changes (counted as ``refused``), never
+    answered with a mixed state. A writer that stops before the last query is a violation: queries of a warehouse
+    nobody changes prove nothing (``.staging`` made a link stopped it at its first commit, attack 6 F2)."""
     from synthtrace.pipelines.cli import main
     from synthtrace.warehouse.errors import WarehouseError
     from synthtrace.warehouse.layout import Warehouse
@@ -462,21 +469,26 @@ def query_family(base: Path, n: int, by_path: bool = False, pause_s: float = 0.0
     root = base / ("wh-queries-by-path" if by_path else "wh-queries")
     assert main(["ingest", str(PRIME), "-w", str(root)]) == 0
     wh = Warehouse(root)
-    if by_path:
-        shutil.rmtree(wh.staging_dir)
-        (base / "staging-elsewhere").mkdir()
-        wh.staging_dir.symlink_to(base / "staging-elsewhere")
     one = query_rows(wh, _COUNTS)[1][0]
     whole = {one, tuple(2 * v for v in one)}
     out = {"queries": 0, "two_runs_seen": 0, "refused": 0, "violations": [], "one_run": list(one),
            "churn_pause_s": pause_s}
     lock = threading.Lock()
+    writer_error = base / f"{root.name}.writer-error"
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
             _run_churn(root, 3600, pause_s)
+        except BaseException:
+            import traceback
+
+            writer_error.write_text(traceback.format_exc())
         finally:
             os._exit(0)
+    if by_path:  # the readers alone cannot take links (no room in .staging); the writer commits as ever
+        from synthtrace.warehouse import snapshot
+
+        links_folder, snapshot._links_folder = snapshot._links_folder, lambda *_: None
 
     def reader(count: int) -> None:
         for _ in range(count):
@@ -503,8 +515,15 @@ def query_family(base: Path, n: int, by_path: bool = False, pause_s: float = 0.0
         for t in threads:
             t.join()
     finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        stopped = os.waitpid(pid, os.WNOHANG)[0] == pid  # the writer churns until killed: else it failed
+        if not stopped:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        if by_path:
+            snapshot._links_folder = links_folder
+    if stopped:
+        why = writer_error.read_text().strip().splitlines()[-1] if writer_error.exists() else "no error written"
+        out["violations"].append(f"the churning writer stopped before the queries ended: {why}")
     return out
 
 
@@ -633,7 +652,8 @@ def sql_family(base: Path, part: tuple[int, int] = (1, 1)) -> dict:
                 res = {"code": -9, "stderr": f"probe died: {type(exc).__name__}", "peak_mb": 0, "seconds": 0.0}
             out["cases"] += 1
             out["exit0" if res["code"] == 0 else "exit2"] += res["code"] in (0, 2)
-            out["peak_mb"] = max(out["peak_mb"], res["peak_mb"])
+            if res["peak_mb"] > out["peak_mb"]:
+                out["peak_mb"], out["peak_case"] = res["peak_mb"], [statement[:120], fmt]
             out["max_seconds"] = max(out["max_seconds"], res["seconds"])
             if (why := _sql_violation(res, refused)) is not None:
                 out["violations"].append((statement[:80], fmt, why, res["stderr"][-300:]))
@@ -706,7 +726,7 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=0)
     ap.add_argument("--queries", type=int, default=0)
     ap.add_argument("--queries-by-path", type=int, default=0,
-                    help="the query family with .staging a link: queries bind by path")
+                    help="the query family with no room for links in .staging: queries bind by path")
     ap.add_argument("--churn-pause-s", type=float, default=0.05,
                     help="--queries-by-path: the writer pauses up to this long after each change")
     ap.add_argument("--sql", action="store_true", help="the hostile statements of SQL_CASES")
@@ -813,10 +833,10 @@ def write_report(store: Path, out: Path, heading: str = RUN_HEADING, title: str 
                      f"{len(q['violations'])} | | {q['seconds']:.0f} |")
     for key in sorted(k for k in fam if k.startswith("queries_by_path@")):
         q, pause = fam[key], key.split("@")[1]
-        lines.append(f"| queries bound by path (no links: `.staging` a link) during runs add/rm/replace, the writer "
-                     f"pausing up to {pause} s after each change | {q['queries']} ({q['two_runs_seen']} saw 2 runs, "
-                     f"{q['refused']} refused with one line after repeated changes) | | | {len(q['violations'])} | | "
-                     f"{q['seconds']:.0f} |")
+        lines.append(f"| queries bound by path (no room for links in `.staging`) during runs add/rm/replace, "
+                     f"the writer pausing up to {pause} s after each change | {q['queries']} ({q['two_runs_seen']} "
+                     f"saw 2 runs, {q['refused']} refused with one line after repeated changes) | | | "
+                     f"{len(q['violations'])} | | {q['seconds']:.0f} |")
     if (s := fam.get("sql")) is not None:
         lines.append(f"| hostile `sql` statements x formats (--memory-limit {SQL_MEMORY_LIMIT}, --timeout "
                      f"{SQL_TIMEOUT_S}) | {s['cases']} | {s['exit0']} | {s['exit2']} | {len(s['violations'])} | "

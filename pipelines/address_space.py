@@ -40,6 +40,35 @@ _JEMALLOC_CONF = "_RJEM_MALLOC_CONF"
 JEMALLOC_DECAY = "dirty_decay_ms:250,muzzy_decay_ms:250"
 
 
+#: MB as ``prlimit --as`` and the address-space figures below count them (bytes)
+MB = 10**6
+#: the address space (MB) each command needs at the least, below which it cannot run at all: a Python library that
+#: could not be mapped, a MemoryError, a Rust or LLVM abort (exit 134, no line: attack 18 F4, attack 20 F9) or a crash
+#: at exit (SIGSEGV after the out-of-memory line). Measured on the project's own machine (2 cores, Python 3.11, Polars
+#: 2.1, pyarrow 26, Numba 0.68, DuckDB 2.0) by bisection with ``prlimit --as`` to 8 MB (--help: 4 MB; demo: 32 MB),
+#: benchmarks/bench_address_floors.py, figures in benchmarks/RESULTS.md (session 21, edges21); each constant is the
+#: highest limit seen failing, so no limit a command was seen working under is refused. ``ingest``: one real Paraver
+#: trace (prime_v0, 300 kB) into a new warehouse; ``runs``, ``sql``, ``report``: a warehouse holding it; ``merge``:
+#: the two LULESH runs; ``demo``: its default campaign. Commands not run on data here (simulate, plan, nightly,
+#: serve, archetypes, machines, train, models, predict, detect, pop) take what importing their module needs (their
+#: --help's floor below), which no use of them goes under. Bigger inputs need more: those fail as before, with
+#: :func:`out_of_memory_line`.
+COMMAND_FLOORS_MB: dict[str, int] = {
+    "ingest": 875, "runs": 197, "sql": 197, "merge": 1016, "report": 1079, "demo": 1474,
+    "simulate": 859, "plan": 221, "nightly": 737, "serve": 737, "archetypes": 217, "machines": 217,
+    "train": 217, "models": 217, "predict": 217, "detect": 217, "pop": 536,
+}
+#: what ``synthtrace COMMAND --help`` needs (MB), the command's module imported to print it (the same bisection);
+#: ``--version``, ``--help`` and the commands absent here (ingest, runs, sql and export: read without their
+#: module) answered at 64 MB, the lowest limit tried
+HELP_FLOORS_MB: dict[str, int] = {
+    "simulate": 859, "plan": 221, "merge": 871, "nightly": 737, "serve": 737, "demo": 737, "archetypes": 217,
+    "machines": 217, "report": 217, "train": 217, "models": 217, "predict": 217, "detect": 217, "pop": 536,
+}
+#: what asks a command for its help rather than running it
+_HELP_OPTIONS = frozenset(["--help", "-h"])
+
+
 def address_space_limit() -> int | None:
     """The process's address-space limit (bytes), None when unlimited."""
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
@@ -94,3 +123,20 @@ def out_of_memory_line(exc: BaseException) -> str | None:
     where = (f"under the address-space limit of {limit / (1 << 30):.2f} GiB (ulimit -v): raise it, or run where "
              "more memory may be reserved" if limit is not None else "the machine has no more to give")
     return f"out of memory ({text or 'an allocation failed'}); {where}"
+
+
+def too_small_line(args: list[str], limit: int | None) -> str | None:
+    """The one line refusing the command line ``args`` (without the program's name) when the address-space limit
+    (``limit``, bytes; None: unlimited) is below what its command needs (:data:`COMMAND_FLOORS_MB`,
+    :data:`HELP_FLOORS_MB` when it asks for help); None when it may run. Called before Polars, Arrow, Numba or
+    DuckDB is loaded: a failed allocation inside them may abort the process, which no handler can turn into a line."""
+    if limit is None or not args:
+        return None
+    command = args[0]
+    helping = not _HELP_OPTIONS.isdisjoint(args[1:])
+    floor_mb = (HELP_FLOORS_MB if helping else COMMAND_FLOORS_MB).get(command)
+    if floor_mb is None or limit >= floor_mb * MB:
+        return None
+    what = f"{command} --help" if helping else command
+    return (f"address-space limit {limit // MB} MB (ulimit -v) is below the {floor_mb} MB synthtrace's {what} needs; "
+            f"raise it with ulimit -v {-(-floor_mb * MB // 1024)} (KiB) or more")

@@ -155,10 +155,17 @@ def show_warnings() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code. A Ctrl-C anywhere in it, the imports
     before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal."""
-    from synthtrace.pipelines.address_space import configure_jemalloc, fit_to_address_space
+    from synthtrace.pipelines.address_space import configure_jemalloc, fit_to_address_space, too_small_line
 
     # before any library that starts threads or allocates is loaded (attack 7 A10; issue 23: Polars' jemalloc)
-    configure_jemalloc(fit_to_address_space() is not None)
+    limit = fit_to_address_space()
+    configure_jemalloc(limit is not None)
+    if (refused := too_small_line(sys.argv[1:] if argv is None else list(argv), limit)) is not None:
+        # attack 20 F9: below its floor a command died in Arrow's or Polars' allocator (exit 134, no line)
+        from synthtrace.pipelines.cli_base import print_error
+
+        print_error(refused)
+        return 1
     from synthtrace.pipelines import interrupts  # [helper races] attack 6 F22/F15: SIGTERM stops as Ctrl-C does;
 
     restore = interrupts.arm()  # the line says what the command had stored when it stopped

@@ -30,6 +30,7 @@ from synthtrace.tracelib.atomic_file import (
     output_refusal,
     place_file,
     resolved_target,
+    unheld,
     write_atomically,
 )
 from synthtrace.tracelib.errors import BadInputError, OutputClosed
@@ -368,7 +369,7 @@ def held_folder(parent: Path, prefix: str, said: str | None = None) -> Iterator[
     import fcntl
 
     for stale in parent.glob(f"{glob.escape(prefix)}.*{_PART}"):
-        if stale.is_dir() and not stale.is_symlink() and _unheld(stale):
+        if stale.is_dir() and not stale.is_symlink() and unheld(stale):
             remove_tree(stale, ignore_errors=True)
             if said:
                 print_warning(f"{said}: an earlier write there was stopped before it ended (killed); its part "
@@ -386,21 +387,6 @@ def held_folder(parent: Path, prefix: str, said: str | None = None) -> Iterator[
         remove_tree(folder, ignore_errors=True)
         remove_tree(new, ignore_errors=True)
         os.close(fd)
-
-
-def _unheld(folder: Path) -> bool:
-    """Whether no process holds ``folder`` locked (its writer is gone); a folder that cannot be looked at counts as
-    held: nothing is removed on a guess."""
-    import fcntl
-
-    with contextlib.ExitStack() as opened:
-        try:
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            opened.callback(os.close, fd)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released with the descriptor
-        except OSError:
-            return False
-    return True
 
 
 @contextlib.contextmanager

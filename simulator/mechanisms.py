@@ -549,17 +549,16 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
         yield Call("MPI_Waitall", kern if first < 0 else pack, max(ins, 3000.0),
                    lid(task, it, inner, 50 if first < 0 else 80 + first), sites("halo.c:140"), reqs=tuple(sends))
     elif mode == "waitany":
-        prev = None
+        ins, name, work = interior, lid(task, it, inner, 50), kern  # the interior's rest, then each face's unpacking
         for _ in range(len(pending)):
-            ins = interior if prev is None else 2.0e4 + size_in[nb[recv.index(prev)]] / 8
-            pos = 50 if prev is None else 80 + recv.index(prev)  # unpacking follows the message it received
-            prev = yield Call("MPI_Waitany", kern if prev is None else pack, max(ins, 3000.0),
-                              lid(task, it, inner, pos), sites("halo.c:131"), reqs=tuple(pending))
+            got = yield Call("MPI_Waitany", work, max(ins, 3000.0), name, sites("halo.c:131"), reqs=tuple(pending),
+                             status=s.recv_any)
+            prev = got[0] if s.recv_any else got
             pending.remove(prev)
-        ins, pos = (interior, 50) if prev is None else (2.0e4 + size_in[nb[recv.index(prev)]] / 8,
-                                                        80 + recv.index(prev))
-        yield Call("MPI_Waitall", kern if prev is None else pack, max(ins, 3000.0), lid(task, it, inner, pos),
-                   sites("halo.c:140"), reqs=tuple(sends))
+            ins, name = _unpacking(task, it, inner, lg, got if s.recv_any else (prev, nb[recv.index(prev)], None, 0),
+                                   recv, size_in)
+            work = pack
+        yield Call("MPI_Waitall", work, max(ins, 3000.0), name, sites("halo.c:140"), reqs=tuple(sends))
     elif mode == "waitall":
         yield Call("MPI_Waitall", kern, interior, lid(task, it, inner, 50), sites("halo.c:131"),
                    reqs=tuple(recv + sends))
@@ -579,6 +578,21 @@ def _exchange(task: int, it: int, inner: int, nb: list[int], lg: Logic, w: float
         yield Call("MPI_Waitall", pack, 2.0e4, lid(task, it, inner, 51), sites("halo.c:140"), reqs=tuple(sends))
     if s.dup_comm and nb:
         yield Call("MPI_Waitall", pack, 2.0e4, lid(task, it, inner, 130), sites("halo.c:140"), reqs=tuple(dup_reqs))
+
+
+def _unpacking(task: int, it: int, inner: int, lg: Logic, status: tuple, recv: list[int],
+               size_in: dict[int, int]) -> tuple[float, int]:
+    """(instructions, logical id) of the burst unpacking the face a ``MPI_Waitany`` completed: ``status`` is
+    (request, source, bytes or None, the sending call's lid or 0). The work follows the face that came (its bytes),
+    and so does the identity: a receive posted for ``MPI_ANY_SOURCE`` holds whichever message arrived, so the code
+    after it learns the source from the status and unpacks that neighbour's face; the burst is the message's
+    (sender, and the sender's exchange that sent it, which a fast neighbour may have sent for the next exchange),
+    not the request's (its place among the receives says nothing about what came into it)."""
+    _, src, size, sent_by = status
+    if not sent_by:  # a receive naming its source: the request is the face
+        return 2.0e4 + size_in[src] / 8, lid(task, it, inner, 80 + recv.index(status[0]))
+    s_it, s_inner = ((sent_by >> 44) & ITER_MASK) - 2, (sent_by >> 34) & 1023
+    return 2.0e4 + size / 8, lid(task, s_it, s_inner, 80 + lg.nb_at(s_it)[task].index(src))
 
 
 def _sendrecv_exchange(task: int, it: int, inner: int, nb: list[int], w: float, kern: int, sites: Sites,

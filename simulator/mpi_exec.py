@@ -8,7 +8,8 @@ serves next all follow from when messages arrive, as in a real run. Nothing here
 A program is a generator per rank that yields :class:`Call` objects (the computation burst before the call, then the
 call) and receives the call's outcome: a ``Recv``/``Iprobe`` from ``ANY`` gets the source task index (``None`` when
 an ``Iprobe`` found nothing; a ``Recv`` with tag ``ANY``, MPI_ANY_TAG, gets (source, bytes, tag)), ``Waitany`` the
-request completed, ``Test``/``Testsome`` the requests completed (a tuple, maybe empty), ``Isend``/``Irecv`` their
+request completed (with ``Call.status``, as MPI_Status tells it: (request, source, bytes, the sending call's
+``lid``)), ``Test``/``Testsome`` the requests completed (a tuple, maybe empty), ``Isend``/``Irecv`` their
 request id. A program ends with ``Call("END", ...)`` (the last burst, no call). Rules (MPI's): messages between two
 ranks on one (communicator, tag) are received in the order they were sent (non-overtaking: a later one never arrives
 earlier); a receive from a given source takes that channel's next message in the order the receives were posted; a
@@ -75,6 +76,9 @@ class Call:
     posts: tuple[tuple[str, int, int, int], ...] = ()  # Sendrecv/Start(all): ("send" | "recv", peer, tag, bytes)
     comm: int = 1  # the communicator of a collective (see ``Executor(comms=)``)
     whole_ins: float = 0.0  # a burst a flush cut in two: the whole burst's instructions (0: ``ins``)
+    #: Waitany: the outcome names the message it completed (MPI_Status: a receive posted for ANY_SOURCE holds
+    #: whichever message came), (request, source, bytes, the sending call's ``lid``); source None for a send
+    status: bool = False
 
 
 Program = Generator[Call, object, None]
@@ -143,6 +147,7 @@ class _Msg:
     r_c: float = -1.0  # entry of the call that completed it
     ready: float = -1.0  # when the receiver can match it: its arrival (eager), its envelope's (rendezvous)
     xfer: float = 0.0  # rendezvous: the data's transfer time once the receive is posted (0: eager)
+    sent_by: int = 0  # the ``lid`` of the sending call (the program's name of the send)
 
 
 @dataclass
@@ -303,7 +308,7 @@ class Executor:
         arrival = r.entry + transfer
         if q and q[-1].arrival < INF:
             arrival = max(arrival, q[-1].arrival + 1.0)  # non-overtaking
-        m = _Msg(r.task, peer, tag, len(q), size, r.entry, exit, arrival, ready=arrival)
+        m = _Msg(r.task, peer, tag, len(q), size, r.entry, exit, arrival, ready=arrival, sent_by=r.call.lid)
         if size > self.t.eager_limit:  # rendezvous: the envelope now, the data once the receive is posted
             m.arrival, m.xfer = INF, transfer
             m.ready = r.entry + self.t.latency_ns(r.task, peer)
@@ -682,7 +687,9 @@ class Executor:
             self._finish(r, exit, done)
             return
         self._complete(r, [best], exit)
-        self._finish(r, exit, best)
+        m = r.reqs[best].msg if r.reqs[best].kind == "recv" else None
+        self._finish(r, exit, best if not c.status else
+                     (best, None, None, None) if m is None else (best, m.src, m.size, m.sent_by))
 
     def _collective(self, comm: int) -> None:
         entries = dict(self.coll_in.pop(comm))

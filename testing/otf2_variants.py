@@ -476,3 +476,57 @@ def region_steps(root: Path, steps: int, chunk_bytes: int) -> Path:
             events.enter(1000 + 10 * i, region)
             events.leave(1005 + 10 * i, region)
     return root
+
+
+def wide_definitions(root: Path, regions: int, chunk_bytes: int) -> Path:
+    """One rank entering and leaving each of ``regions`` regions (names of 40 characters and more), its
+    definitions written in chunks of ``chunk_bytes``: a global definitions file over OTF2's smallest chunk (256
+    KiB) from about 4,000 regions. Returns ``root``."""
+    with otf2.writer.open(str(root), timer_resolution=10**9, chunk_size_definitions=chunk_bytes) as w:
+        d = w.definitions
+        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
+                                 system_tree_parent=d.system_tree_node("node"))
+        events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
+                                                         group=group))
+        for i in range(regions):
+            region = d.region(f"solver_kernel_{i:06d}_with_a_long_generated_name", region_role=RegionRole.FUNCTION,
+                              paradigm=Paradigm.COMPILER, source_file=f"src/generated/kernel_{i:06d}.c",
+                              begin_line_number=i + 1)
+            events.enter(1000 + 10 * i, region)
+            events.leave(1005 + 10 * i, region)
+    return root
+
+
+def shared_member(root: Path, recorder: str) -> Variant:
+    """One rank whose cycle counter ``CYC`` (ACCUMULATED_START) is a member of two metrics: a class of it alone,
+    read at the Enter and Leave of MPI_Barrier calls at 100 / 200, 400 / 500 and 600 / 700 ns, and ``recorder``
+    (``class``: a class ``[L2, CYC]``, whose members are not contiguous in definition order; ``instance``: a metric
+    instance of that class recorded by the rank for itself) read at 300 and 500 ns. The writer defines ``CYC`` once
+    (identical definitions share one reference): one counter sampled by both metrics."""
+    a = _Archive(root, ranks=1, threads=1)
+    a.mpi("MPI_Barrier")
+    cyc = a.member("CYC", MetricMode.ACCUMULATED_START, Type.UINT64)
+    l2 = a.member("L2", MetricMode.ACCUMULATED_START, Type.UINT64)
+    alone = a.d.metric_class([cyc], MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+    other = a.d.metric_class([l2, cyc], MetricOccurrence.SYNCHRONOUS_STRICT, RecorderKind.CPU)
+    if recorder == "instance":
+        other = a.d.metric_instance(other, a.locs[(0, 0)], scope=a.locs[(0, 0)])
+    ev = a.w.event_writer_from_location(a.locs[(0, 0)])
+    ev.program_begin(a.ticks(0), "shared", [])
+    ev.enter(a.ticks(0), a.regions["main"])
+    for ns, metric, values, kind in ((100, alone, [100], "enter"), (200, alone, [150], "leave"),
+                                     (300, other, [7, 250], None), (400, alone, [300], "enter"),
+                                     (500, other, [9, 330], "leave"), (600, alone, [400], "enter"),
+                                     (700, None, None, "leave")):
+        if metric is not None:
+            ev.metric(a.ticks(ns), metric, values)
+        if kind is not None:
+            getattr(ev, kind)(a.ticks(ns), a.regions["MPI_Barrier"])
+    ev.leave(a.ticks(800), a.regions["main"])
+    ev.program_end(a.ticks(800), 0)
+    v = Variant(anchor=a.close(), n_tasks=1, n_threads=1)
+    # CYC counts from 0 at the start: 100 by 100 ns; 300 - 150 over [200, 400]; 400 - 330 over [500, 600]. L2 is
+    # read at 300 and 500 alone: its first reading counts from 0 (7, in [200, 400]), its second is inside a call
+    v.bursts = {(1, 1, 0, 100, "MPI_Barrier"): {"CYC": 100}, (1, 1, 200, 400, "MPI_Barrier"): {"CYC": 150, "L2": 7},
+                (1, 1, 500, 600, "MPI_Barrier"): {"CYC": 70}, (1, 1, 700, 800, None): {}}
+    return v

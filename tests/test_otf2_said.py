@@ -60,25 +60,25 @@ def test_data_after_the_announced_events_is_said_with_its_offset(tmp_path, run_c
 def test_data_after_the_last_of_several_chunks_is_found(tmp_path):
     """An events file of several chunks (OTF2's smallest chunk, 256 KiB): only the chunk headers and the last
     chunk are read; the file as written has nothing after its events, a copy appended or zeros have."""
-    from synthtrace.tracelib.formats.otf2.evt_file import trailing_bytes
+    from synthtrace.tracelib.formats.otf2.evt_file import events_end
     from testing.otf2_variants import region_steps
 
     chunk = 256 * 1024
     region_steps(tmp_path / "a", 30_000, chunk)
     evt = tmp_path / "a" / "traces" / "0.evt"
     data = evt.read_bytes()
-    assert len(data) > 2 * chunk and trailing_bytes(evt, chunk, 60_000) is None
+    assert len(data) > 2 * chunk and events_end(evt, chunk, 60_000).trailing is None
     evt.write_bytes(data + data)
-    assert trailing_bytes(evt, chunk, 60_000) == (len(data), len(data))
+    assert events_end(evt, chunk, 60_000).trailing == (len(data), len(data))
     evt.write_bytes(data + bytes(100))
-    assert trailing_bytes(evt, chunk, 60_000) == (len(data), 100)
+    assert events_end(evt, chunk, 60_000).trailing == (len(data), 100)
 
 
 @pytest.mark.parametrize("order", ["little", "big"])
 def test_a_long_record_is_stepped_over_by_its_eight_byte_length(tmp_path, order):
     """A record of 255 bytes or more has 0xFF as its length byte and its length in the next 8 bytes, in the file's
     byte order (OTF2_Buffer.h): stepped over whole, so its payload's bytes are never read as tokens."""
-    from synthtrace.tracelib.formats.otf2.evt_file import trailing_bytes
+    from synthtrace.tracelib.formats.otf2.evt_file import events_end
 
     mark = {"little": 0x42, "big": 0x23}[order]
     header = bytes([3, mark]) + (1).to_bytes(8, order) + (2).to_bytes(8, order)
@@ -86,9 +86,9 @@ def test_a_long_record_is_stepped_over_by_its_eight_byte_length(tmp_path, order)
     body = header + bytes([5]) + (7).to_bytes(8, order) + long_record + bytes([12, 1, 3, 2, 1])
     evt = tmp_path / "0.evt"
     evt.write_bytes(body)
-    assert trailing_bytes(evt, 1 << 20, 2) is None
+    assert events_end(evt, 1 << 20, 2).trailing is None
     evt.write_bytes(body + b"appended")
-    assert trailing_bytes(evt, 1 << 20, 2) == (len(body), 8)
+    assert events_end(evt, 1 << 20, 2).trailing == (len(body), 8)
 
 
 def _written_twice(source: Path, root: Path, how: str, every: int = 1) -> Path:

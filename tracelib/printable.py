@@ -13,11 +13,19 @@ from pathlib import Path
 
 
 def escaped(text: str) -> str:
-    """``text`` with every non-printable character as its Python escape (``\\n``, ``\\x1b``, ``\\u2028``)."""
+    """``text`` with every non-printable character as its Python escape (``\\n``, ``\\x1b``, ``\\u2028``); a byte
+    of a name that is not UTF-8 (Python's surrogate escape, U+DC80-U+DCFF) as ``\\xNN``, as :func:`utf8_text`
+    stores it (attack 21 F8: messages said ``\\udcff`` where the stored text says ``\\xff``)."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in text)
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    """The escape of the non-printable character ``c`` (see :func:`escaped`)."""
+    if "\udc80" <= c <= "\udcff":
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def utf8_text(raw: bytes) -> str:

@@ -7,8 +7,11 @@ the kernel can hold a process to a size whatever allocates in it, and a process 
 it has grown, nor stopped mid-computation from Python. So the work runs in a child forked for it:
 
 - its data segment (``RLIMIT_DATA``: heap and private writable mappings, what every allocator grows) is capped
-  at what it inherited plus the allowance it is given: past it an allocation fails (DuckDB and Arrow raise their
-  out-of-memory errors, Python its ``MemoryError``) and the child reports :class:`ChildOutOfMemory`;
+  at what it holds once the work's ``reserve`` has run plus the allowance it is given: past it an allocation fails
+  (DuckDB and Arrow raise their out-of-memory errors, Python its ``MemoryError``) and the child reports
+  :class:`ChildOutOfMemory`. ``reserve`` takes up front the address space an allocator reserves without using it
+  (pyarrow's mimalloc maps a 1 GiB arena at its first allocation, ~4 MB of it resident: attack 21 F2), so the
+  allowance counts memory the work uses, not what an allocator set aside;
 - past the deadline it is killed (a scalar function does not look at DuckDB's interrupt flag) and the caller
   gets :class:`ChildTimedOut`; Ctrl-C in the parent kills it too (the child ignores SIGINT), and it dies with
   the thread that forked it (``PR_SET_PDEATHSIG``), so a killed caller leaves no query running;
@@ -88,17 +91,19 @@ def thread_stack_bytes() -> int:
 
 
 def stream(work: Callable[[Callable[[Any], None]], None], *, allowance_bytes: int,
-           deadline_s: float | None, on_exit: Callable[[int], None] | None = None) -> Iterator[Any]:
+           deadline_s: float | None, on_exit: Callable[[int], None] | None = None,
+           reserve: Callable[[], None] | None = None) -> Iterator[Any]:
     """The items ``work(send)`` sends, run in a forked child whose data segment may grow by ``allowance_bytes``
-    over what it inherited, killed after ``deadline_s`` seconds (None: never). An exception ``work`` raises is
-    raised here (pickled; :class:`ChildError` when it cannot be). ``on_exit(pid)`` runs once the child has ended
-    (to remove what a killed child left behind). Leaving the loop early kills the child."""
+    over what it holds once ``reserve()`` has run in it (None: over what it inherited), killed after ``deadline_s``
+    seconds (None: never). An exception ``work`` raises is raised here (pickled; :class:`ChildError` when it cannot
+    be). ``on_exit(pid)`` runs once the child has ended (to remove what a killed child left behind). Leaving the
+    loop early kills the child."""
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child (coverage does not follow a fork)
         os.close(read_fd)
-        _child(work, write_fd, parent, allowance_bytes)
+        _child(work, write_fd, parent, allowance_bytes, reserve)
     os.close(write_fd)
     ended = False
     try:
@@ -125,7 +130,8 @@ def stream(work: Callable[[Callable[[Any], None]], None], *, allowance_bytes: in
             on_exit(pid)
 
 
-def _child(work: Callable[[Callable[[Any], None]], None], out: int, parent: int, allowance_bytes: int) -> None:
+def _child(work: Callable[[Callable[[Any], None]], None], out: int, parent: int, allowance_bytes: int,
+           reserve: Callable[[], None] | None) -> None:
     """The child's whole life: never returns (``os._exit``), whatever happens."""
     global _started_anon
     code = 0
@@ -140,6 +146,8 @@ def _child(work: Callable[[Callable[[Any], None]], None], out: int, parent: int,
             _write(out, ("item", item))
 
         try:
+            if reserve is not None:
+                reserve()
             _cap_data_segment(allowance_bytes)
             work(send)
             _write(out, ("end", None))

@@ -23,7 +23,8 @@ from synthtrace.tracelib.errors import BadInputError, RecordsOutOfOrderError, Tr
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.part_source import lazy_parts
 from synthtrace.tracelib.formats.row_order import stable_order
-from synthtrace.tracelib.formats.source import ContentHasher, ReadSummary, TraceSource, open_trace, trace_stem
+from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, TraceSource, open_trace, stem_program,
+                                                trace_stem)
 from synthtrace.tracelib.schema import EVENT_SCHEMA, RUN_SCHEMA
 from synthtrace.tracelib.formats.program import ProgramSymbols, program_symbols  # issue 28 (models helper)
 from synthtrace.tracelib.printable import storable, unprintable, utf8_path, utf8_text
@@ -108,13 +109,14 @@ def content_id(source: TraceSource) -> ContentId:
 
 
 def default_names(path: Path, experiment: str | None, app: str | None) -> tuple[str, str, str]:
-    """(run_name, app, experiment) per DESIGN §3: the trace's stem, the stem up to its first dot, the folder
+    """(run_name, app, experiment) per DESIGN §3: the trace's stem, the stem up to its first dot (leading dots aside:
+    :func:`~synthtrace.tracelib.formats.source.stem_program`), the folder
     holding the trace (:func:`~synthtrace.warehouse.names.name_from_folder`). An OTF2 archive is a folder of its own
     (``<run>/traces.otf2``): its run name is that folder's name and its experiment the folder holding the archive.
     The run name is in Unicode NFC (attack 14 F9: ``runs rm café.run1`` typed did not find the run a Mac named)."""
     run_name, folder = _trace_names(path)
     run_name = one_spelling(run_name)
-    return run_name, app or run_name.split(".")[0], experiment or name_from_folder(folder)
+    return run_name, app or stem_program(run_name), experiment or name_from_folder(folder)
 
 
 def _trace_names(path: Path) -> tuple[str, str]:
@@ -239,7 +241,7 @@ def _placed_runs(wh: Warehouse) -> Iterator[tuple[str, str, str, str]]:
     for run_id, run_name, app_name, source, experiment in runs.sort("run_id").select(
             "run_id", "run_name", "app", "source_path", "experiment").iter_rows():
         if source and experiment:
-            stem = run_name.split(".")[0]
+            stem = stem_program(run_name)
             identity = (program_identity(stored[run_id].get("key"), stem) if run_id in stored
                         else program_identity(None, app_name or stem))
             yield default_names(utf8_path(source), None, None)[2], identity, run_id, experiment

@@ -213,7 +213,17 @@ def query_stream(wh: Warehouse, sql: str, consume: Callable[[pa.Schema, Iterator
             weigh(batch.nbytes)
             send(batch)
 
-    return _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit), consume)
+    return _answer(wh, sql, timeout_s, produce, (memory_limit, temp_limit), consume, reserve=reserve_arrow_pool)
+
+
+def reserve_arrow_pool() -> None:
+    """In the query process, before its memory cap is measured: pyarrow's memory pool takes the address space it
+    reserves at its first allocation (mimalloc's arena: 1 GiB of data segment, a few MB of it resident), so the cap
+    counts what the query uses of it, not the reservation (attack 21 F2: a result streamed at ~180 MB resident was
+    refused at the default 1 GiB cap)."""
+    import pyarrow as pa
+
+    pa.allocate_buffer(1)
 
 
 def _weigher(kept: bool, memory_limit: str) -> Callable[[int], None]:
@@ -368,7 +378,8 @@ Produce = Callable[[Any, str, Callable[[Any], None]], None]
 
 
 def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, caps: tuple[str, str],
-            consume: Callable[[Any, Iterator[Any]], T], leave_out: frozenset[str] = frozenset()) -> T:
+            consume: Callable[[Any, Iterator[Any]], T], leave_out: frozenset[str] = frozenset(),
+            reserve: Callable[[], None] | None = None) -> T:
     """Check ``sql`` and run it in a child process (:mod:`~synthtrace.warehouse.capped_child`) on a sealed
     connection over the files of the views it names, held from before it starts
     (:mod:`~synthtrace.warehouse.snapshot`: a concurrent writer cannot take them away); what ``consume(first item,
@@ -379,7 +390,8 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
     ``caps``: (memory limit, temporary-disk limit). DuckDB gets both; the child's data segment may grow by
     :func:`memory_allowance` (DuckDB builds a scalar such as ``repeat('x', 1 << 30)`` outside its memory limit) and
     it is killed after ``timeout_s`` seconds (a scalar function does not look at DuckDB's interrupt flag), or at
-    Ctrl-C. ``leave_out``: stored folders not read (:func:`~synthtrace.warehouse.snapshot.pinned`)."""
+    Ctrl-C. ``leave_out``: stored folders not read (:func:`~synthtrace.warehouse.snapshot.pinned`); ``reserve``: run
+    in the child before its cap is measured (:func:`~synthtrace.warehouse.capped_child.stream`)."""
     wh = wh.existing()
     timeout_s = check_timeout(timeout_s)
     memory_limit, temp_limit = caps
@@ -405,7 +417,7 @@ def _answer(wh: Warehouse, sql: str, timeout_s: float | None, produce: Produce, 
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         # closed however consume ends (a full disk): the child is killed, not left blocked on its pipe
         with contextlib.closing(capped_child.stream(work, allowance_bytes=allowance, deadline_s=left,
-                                                    on_exit=ended)) as items:
+                                                    on_exit=ended, reserve=reserve)) as items:
             for first in items:
                 return consume(first, items)
             raise capped_child.ChildError("the child process sent no answer")

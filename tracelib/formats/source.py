@@ -201,6 +201,12 @@ def trace_stem(path: Path) -> str:
     return path.stem
 
 
+def stem_program(stem: str) -> str:
+    """The program a trace's stem (:func:`trace_stem`) names: up to its first dot (``lulesh.run0`` -> ``lulesh``),
+    dots that lead or stand alone aside (``.x`` -> ``x``, not blank); the stem itself if it is nothing else."""
+    return next((part for part in stem.split(".") if part.strip()), stem)
+
+
 def open_bytes(path: Path) -> BinaryIO:
     """The bytes of a trace file as a reader sees them: decompressed when it is gzip-compressed (``.gz``), with a
     bound on how far it may inflate (security, issue 23 item 4: :mod:`~synthtrace.tracelib.formats.bounded_gzip`)."""

@@ -464,8 +464,10 @@ class _LocationConverter:
             self._refuse_reference(f"metric {int(refs[i])}", int(t_ns[i]))
         base, size = lut_base[refs][rec], lut_size[refs][rec]
         ok = (base >= 0) & (within < size)
-        ok[ok] = d.member_mode[(base + within)[ok]] != _GAUGE
-        member, raw, rec = (base + within)[ok], vals[ok], rec[ok]
+        member = np.full(ok.size, -1, dtype=np.int64)  # a value past its metric's members: none
+        member[ok] = d.metric_members[(base + within)[ok]]
+        ok[ok] = d.member_mode[member[ok]] != _GAUGE
+        member, raw, rec = member[ok], vals[ok], rec[ok]
         value = raw.view(np.int64).copy()
         fl = d.member_type[member] == 2
         if fl.any():

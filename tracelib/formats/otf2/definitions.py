@@ -14,13 +14,12 @@ import polars as pl
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
 from synthtrace.tracelib.formats.counter_columns import MAX_COUNTERS, CounterColumns
-from synthtrace.tracelib.formats.otf2.evt_file import definitions_damage
+from synthtrace.tracelib.formats.otf2.evt_file import FILE_MAGIC, EventsEnd, definitions_damage, events_end
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
 from synthtrace.tracelib.printable import EscapedNames, escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
 
 _UNDEFINED_U64 = 0xFFFFFFFFFFFFFFFF
-_FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events)
 # how a metric member's values become counts: running total with 0 at the start / reading to difference /
 # count since the previous reading / count until the next reading / an absolute value (a gauge: no count)
 _CUM_ZERO, _CUM, _DELTA_LAST, _DELTA_NEXT, _GAUGE = 0, 1, 2, 3, 4
@@ -66,7 +65,8 @@ class _Definitions:
     member_names: list[str]  # one entry per metric member id
     member_mode: np.ndarray  # _CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT / _GAUGE per member id
     member_type: np.ndarray  # 0 signed, 1 unsigned, 2 floating point per member id
-    metric_base: dict[int, int]  # metric ref -> first member id
+    metric_members: np.ndarray  # member ids (int64) of every metric, each metric's as a run from metric_base
+    metric_base: dict[int, int]  # metric ref -> where its member ids start in metric_members
     metric_count: dict[int, int]  # metric ref -> number of members
     comm_ranks: pl.DataFrame  # comm, rank, task, thread: who is rank r of communicator c
     self_comms: set[int]
@@ -132,7 +132,8 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
     escapes = EscapedNames()  # security (attack 8 B7): names with control characters are stored escaped
     locations, loc_key, n_tasks, n_nodes = _locations(defs, anchor, warns, escapes)
     names, is_mpi, kinds, sites = _regions(defs, escapes)
-    member_names, member_mode, member_type, metric_base, metric_count = _metric_members(defs, anchor, warns, escapes)
+    member_names, member_mode, member_type, metric_members, metric_base, metric_count = _metric_members(
+        defs, anchor, warns, escapes)
     if (note := escapes.note()) is not None:  # said on the terminal by the reader, with every warning here
         warns.append(f"{anchor.with_suffix('.def')}: {note}, the first the {escapes.first}")
     comm_ranks, self_comms = _communicators(defs, loc_key)
@@ -144,7 +145,8 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
         locations=locations, n_tasks=n_tasks, n_nodes=n_nodes,
         region_names=names, region_is_mpi=is_mpi, region_kind=kinds, region_site=sites,
         member_names=member_names, member_mode=np.array(member_mode, dtype=np.int8),
-        member_type=np.array(member_type, dtype=np.int8), metric_base=metric_base, metric_count=metric_count,
+        member_type=np.array(member_type, dtype=np.int8), metric_members=metric_members, metric_base=metric_base,
+        metric_count=metric_count,
         comm_ranks=comm_ranks, self_comms=self_comms, warnings=warns, anchor=anchor, program=_program(defs, escapes))
 
 
@@ -232,14 +234,17 @@ def _program(defs, escapes: EscapedNames) -> str | None:
     return None
 
 
-def _metric_members(defs, anchor: Path, warns: list[str],
-                    escapes: EscapedNames) -> tuple[list[str], list[int], list[int], dict[int, int], dict[int, int]]:
+def _metric_members(defs, anchor: Path, warns: list[str], escapes: EscapedNames
+                    ) -> tuple[list[str], list[int], list[int], np.ndarray, dict[int, int], dict[int, int]]:
     """Per metric member id: name, how its values become counts (_CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT;
-    _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); per metric ref its
-    first member id and count (the members of a metric as a contiguous run of ids, copied to the end when they are
-    not). Names are kept by ``escapes``; one named like a key column, or like an earlier member but for letter case,
-    is renamed ``<name>_metric<ref>`` with a warning; so is one named
-    exactly like an earlier member, and a new name some member already holds is renamed again (attack 16 F7/F7b).
+    _GAUGE: not kept, with a warning) and value type (0 signed, 1 unsigned, 2 floating point); the member ids of
+    every metric (class or instance) in one array, and per metric ref where its run starts and its count. A member
+    has one id whatever metrics record it: one counter sampled by each (session 21: the members of a metric not
+    contiguous in definition order were copied to new ids, one copy per metric, and a member recorded by two
+    metrics (the writer gives identical definitions one reference) was two counters of one name, each counting
+    from its own readings). Names are kept by ``escapes``; one named like a key column, or like an earlier member
+    but for letter case, is renamed ``<name>_metric<ref>`` with a warning; so is one named exactly like an earlier
+    member, and a new name some member already holds is renamed again (attack 16 F7/F7b).
     More than MAX_COUNTERS members: refused."""
     from otf2.enums import LocationType, MetricScope
 
@@ -287,21 +292,15 @@ def _metric_members(defs, anchor: Path, warns: list[str],
         elif scope != MetricScope.LOCATION:
             warns.append(f"{anchor}: metric {names} counts a whole {scope_name}; it is read as a counter of the "
                          f"thread that records it ({recorder.name!r})")
-    # a metric (class or instance) -> its members as a contiguous run of ids
+    metric_ids: list[int] = []
     metric_base: dict[int, int] = {}
     metric_count: dict[int, int] = {}
     for metric in defs.metrics:
         cls = getattr(metric, "metric_class", None) or metric
-        ids = [member_id[m._ref] for m in cls.members]
-        if ids and ids == list(range(ids[0], ids[0] + len(ids))):
-            metric_base[metric._ref], metric_count[metric._ref] = ids[0], len(ids)
-        else:  # members not contiguous in definition order: append a private copy
-            metric_base[metric._ref], metric_count[metric._ref] = len(member_names), len(ids)
-            for i in ids:
-                member_names.append(member_names[i])
-                member_mode.append(member_mode[i])
-                member_type.append(member_type[i])
-    return member_names, member_mode, member_type, metric_base, metric_count
+        metric_base[metric._ref], metric_count[metric._ref] = len(metric_ids), len(cls.members)
+        metric_ids.extend(member_id[m._ref] for m in cls.members)
+    return (member_names, member_mode, member_type, np.array(metric_ids, dtype=np.int64), metric_base,
+            metric_count)
 
 
 def _communicators(defs, loc_key: dict[int, tuple[int, int]]) -> tuple[pl.DataFrame, set[int]]:
@@ -327,7 +326,8 @@ def _communicators(defs, loc_key: dict[int, tuple[int, int]]) -> tuple[pl.DataFr
 
 
 def _validate_archive(anchor: Path) -> Path:
-    """Check the files of an OTF2 archive before the C library sees them; returns the anchor path."""
+    """Check the files of an OTF2 archive before the C library sees them (the global definitions' records:
+    :func:`_check_global_definitions`, once the anchor's chunk size is known); returns the anchor path."""
     if anchor.is_dir():
         anchors = sorted(anchor.glob("*.otf2"))
         if len(anchors) != 1:
@@ -337,40 +337,43 @@ def _validate_archive(anchor: Path) -> Path:
         raise TraceFormatError(anchor, None, "no such file")
     with open(anchor, "rb") as fh:
         head = fh.read(16)
-    if len(head) < 8 or head[:1] != _FILE_MAGIC or head[2:6] != b"OTF2":
+    if len(head) < 8 or head[:1] != FILE_MAGIC or head[2:6] != b"OTF2":
         raise TraceFormatError(anchor, None, "not an OTF2 anchor file (bad magic)")
     global_defs = anchor.with_suffix(".def")
     if not global_defs.is_file():
         raise TraceFormatError(global_defs, None, "missing global definitions file of the OTF2 archive")
-    with open(global_defs, "rb") as fh:
-        head = fh.read(16)
-    if len(head) < 16 or head[:1] != _FILE_MAGIC:
-        raise TraceFormatError(global_defs, None, "not an OTF2 definitions file (empty, truncated or bad magic)")
-    if (damage := definitions_damage(global_defs)) is not None:
-        raise TraceFormatError(global_defs, None, damage)
     if not anchor.with_suffix("").is_dir():
         raise TraceFormatError(anchor.with_suffix(""), None, "missing event folder of the OTF2 archive")
     return anchor
 
 
-def _check_location_files(loc: _Location) -> bool:
-    """Whether the location's files are there to read; False for a location that recorded no events and has no
-    event file (OTF2 writes the files of a location only when it has events); raises for missing or damaged ones."""
+def _check_global_definitions(anchor: Path, chunk_size: int) -> None:
+    """Refuse the archive's global definitions file when it is no OTF2 file or is cut or damaged
+    (:func:`~.evt_file.definitions_damage`; ``chunk_size``: the anchor's, bytes), before the library reads it."""
+    global_defs = anchor.with_suffix(".def")
+    if (damage := definitions_damage(global_defs, chunk_size)) is not None:
+        raise TraceFormatError(global_defs, None, damage)
+
+
+def _check_location_files(loc: _Location, def_chunk_size: int, evt_chunk_size: int) -> EventsEnd | None:
+    """How the location's events file ends (:func:`~.evt_file.events_end`: cut, or bytes after its events); None
+    for a location that recorded no events and has no event file (OTF2 writes the files of a location only when it
+    has events); raises for missing or damaged ones. Its files are in chunks of ``def_chunk_size`` and
+    ``evt_chunk_size`` bytes (the anchor's) and each is opened once."""
     if loc.n_events == 0 and not loc.evt_file.exists():
-        return False
+        return None
     for f, what in ((loc.def_file, "local definitions"), (loc.evt_file, "events")):
         if not f.is_file():
             announced = f" ({loc.n_events} events announced)" if what == "events" else ""
             raise TraceFormatError(f, None, f"missing {what} file of location {loc.ref} (rank {loc.task - 1}, "
                                    f"thread {loc.thread}){announced}; --salvage reads the trace without it")
-        with open(f, "rb") as fh:
-            head = fh.read(16)
-        if len(head) < 16 or head[:1] != _FILE_MAGIC:
-            raise TraceFormatError(f, None, f"not an OTF2 {what} file (empty, truncated or bad magic)")
-    if (damage := definitions_damage(loc.def_file)) is not None:
+    if (damage := definitions_damage(loc.def_file, def_chunk_size, "local definitions")) is not None:
         raise TraceFormatError(loc.def_file, None, f"{damage}; --salvage reads the trace without location "
                                f"{loc.ref} (rank {loc.task - 1}, thread {loc.thread})")
-    return True
+    end = events_end(loc.evt_file, evt_chunk_size, loc.n_events)
+    if end.not_otf2:
+        raise TraceFormatError(loc.evt_file, None, "not an OTF2 events file (empty, truncated or bad magic)")
+    return end
 
 
 

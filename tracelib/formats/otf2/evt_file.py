@@ -4,17 +4,20 @@ killed while it flushed).
 
 The OTF2 library reads a location's events up to the file's END_OF_FILE record and never looks further, so bytes
 after it (an appended copy, another tool's leftovers) are not read by it or by any tool built on it. They are said
-(:func:`trailing_bytes`), not refused: the events the definitions announce were read whole, as Vampir and Scalasca
+(:attr:`EventsEnd.trailing`), not refused: the events the definitions announce were read whole, as Vampir and Scalasca
 read them, so the run is what the archive describes; the warning names the file and the byte where the unread data
 starts.
 
 A file cut before its END_OF_FILE record is worse: the library reads a whole chunk into a buffer of the chunk size,
 and past a short file's end it parses the buffer's uninitialised bytes as records (valgrind: "conditional jump
 depends on uninitialised value" in ``otf2_buffer_read_header``). What it then returns depends on what the heap held:
-garbage events, an error, or a crash of the process (a pytest worker died on it). :func:`cut_short` finds such a
+garbage events, an error, or a crash of the process (a pytest worker died on it). :func:`events_end` finds such a
 file from its own bytes before the library reads it, and how many events are whole before the cut, so a reader can
-refuse it or (salvage) ask the library for those events alone. Definitions files share the layout without
-timestamps; :func:`definitions_damage` finds one cut or zeroed the same way (attack 20 F17).
+refuse it or (salvage) ask the library for those events alone; the same walk finds bytes after the END_OF_FILE
+record. An END_OF_CHUNK record before a chunk's last event (a record's type byte zeroed) in a chunk other than the
+last makes libotf2 skip the chunk's rest and go on with the next chunk: :func:`skipped_events` says which events.
+Definitions files share the layout without timestamps; :func:`definitions_damage` finds one cut or zeroed the same
+way (attack 20 F17).
 
 An events file is a sequence of chunks of the archive's event chunk size (bytes), the last one cut where its data
 ends. Each chunk starts with a header: the token :data:`_CHUNK_HEADER`, the endianness byte, and the numbers of its
@@ -22,12 +25,16 @@ first and last event (8 bytes each, counted from 1). Then come records: a timest
 bytes), an attribute list (:data:`_ATTRIBUTE_LIST`) or an event (its type byte, then its length in one byte, or 0xFF
 and 8 bytes, then that many bytes), and at the end of a full chunk :data:`_END_OF_CHUNK` (the rest of the chunk
 unused), at the end of the file :data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``). Only
-the chunk headers (18 bytes each) and the records of the last chunk are read.
+the chunk headers (18 bytes each) and the records of the last chunk are read, unless a location's events fall
+short (:func:`skipped_events`). The events whole in a cut file are counted from the headers of its complete
+chunks, each checked against the chunk before, its bytes and the definitions (:func:`_chained_events`), never
+from one header's numbers as read (attack 21 F3: a last header saying its chunk starts at event 2^62 had libotf2
+asked for that many events, past the cut).
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +43,8 @@ from synthtrace.tracelib.jit import cached_njit
 
 _END_OF_CHUNK, _END_OF_BUFFER, _END_OF_FILE, _CHUNK_HEADER, _TIMESTAMP, _ATTRIBUTE_LIST = 0, 1, 2, 3, 5, 6
 _HEADER_BYTES = 18  # token, endianness, first event number, last event number
-_SMALLEST_CHUNK, _LARGEST_CHUNK = 256 * 1024, 16 * 1024 * 1024  # OTF2_CHUNK_SIZE_MIN, _MAX (bytes)
+_LARGEST_CHUNK = 16 * 1024 * 1024  # OTF2_CHUNK_SIZE_MAX (bytes)
+FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events): a chunk header's token
 _ENDIANNESS = {0x42: "little", 0x23: "big"}
 # how the walk of a chunk's records ends (:func:`_walk`)
 _AT_END_OF_FILE, _AT_END_OF_CHUNK, _PAST_THE_BYTES, _NOT_FOLLOWED = 0, 1, 2, 3
@@ -47,59 +55,150 @@ class CutEvents:
     """An events file that ends before OTF2's END_OF_FILE record."""
 
     size: int  # bytes of the file
-    whole: int  # events whole before the cut (count, from the file's start)
+    whole: int  # events whole before the cut (count, from the file's start), or before ``damage``
     where: str  # where the file ends, for a message
+    damage: HeaderDamage | None = None  # a chunk header that disagrees: ``whole`` counts the chunks before it
+    damaged: bool = False  # the events end at a damaged record (attack 21 F4), not at the file's end
 
     def reason(self, announced: int) -> str:
         """The refusal, for a location whose definitions announce ``announced`` events."""
-        return (f"cut short, no end-of-file record ({self.size} bytes): {self.where}; {self.whole} of the "
-                f"{announced} events the definitions announce are whole")
+        if self.damage is not None:
+            return (f"damaged chunk header at byte {self.damage.at} of an events file cut short ({self.size} "
+                    f"bytes, {self.where}): {self.damage.why}; the chunks before it hold {self.whole} of the "
+                    f"{announced} events the definitions announce")
+        what = "damaged" if self.damaged else "cut short, no end-of-file record"
+        return (f"{what} ({self.size} bytes): {self.where}; {self.whole} of the {announced} events the "
+                "definitions announce are whole")
 
 
-def cut_short(path: str | os.PathLike, chunk_size: int) -> CutEvents | None:
-    """The events file ``path`` (chunks of ``chunk_size`` bytes) as cut before its END_OF_FILE record, from its last
-    chunk's header and records; None when that chunk ends with the record, or when its layout cannot be followed
-    (left to the library, which refuses what it cannot read)."""
+@dataclass(frozen=True)
+class HeaderDamage:
+    """A chunk header whose event numbers do not follow the chunk before, or hold more events than the chunk's
+    bytes or the definitions can (attack 21 F3: a cut file's last header said its chunk starts at event 2^62)."""
+
+    at: int  # byte offset of the chunk header
+    why: str  # what it says and what was expected, for a message
+
+
+@dataclass(frozen=True)
+class EventsEnd:
+    """How an events file ends, from one walk of its last chunk: cut before its END_OF_FILE record, or with bytes
+    after it that OTF2 never reads; neither when it ends as written, or when its layout cannot be followed (left to
+    the library, which refuses what it cannot read)."""
+
+    cut: CutEvents | None = None
+    trailing: tuple[int, int] | None = None  # (byte offset where the unread data starts, bytes of it)
+    not_otf2: bool = False  # the file's first 16 bytes are no OTF2 chunk header (empty, truncated, bad magic)
+
+
+def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> EventsEnd:
+    """How the events file ``path`` (chunks of ``chunk_size`` bytes) of a location whose definitions announce
+    ``n_events`` events ends, from its last chunk's header and records, walked once (session 21: the cut and the
+    bytes after the END_OF_FILE record were two reads and two walks of that chunk). Only when the chunk holding the
+    last announced event is not the last one (a copy appended: ``cat 1.evt 1.evt > 1.evt``) are the chunk headers
+    read from the start to find it, and it is walked too. The file's first 16 bytes are checked in the same open."""
     size = os.path.getsize(path)
-    start = (max(size, 1) - 1) // max(chunk_size, _HEADER_BYTES) * max(chunk_size, _HEADER_BYTES)
+    step = max(chunk_size, _HEADER_BYTES)
+    start = _last_start(size, step)
     with open(Path(path), "rb") as fh:
+        head = fh.read(size if start == 0 else 16)
+        if len(head) < 16 or head[:1] != FILE_MAGIC:
+            return EventsEnd(not_otf2=True)
         fh.seek(start)
-        chunk = fh.read(size - start)
+        chunk = head if start == 0 else fh.read(size - start)
         if len(chunk) < _HEADER_BYTES:  # the last chunk's header itself is cut: the chunk before ends the events
-            before = 0
-            if start:
-                fh.seek(start - max(chunk_size, _HEADER_BYTES))
-                before = _event_numbers(fh.read(_HEADER_BYTES))[1]
+            before, damage = _chained_events(fh, start, step, n_events)
             where = f"the file ends inside the header of the chunk at byte {start}"
-            return None if before is None else CutEvents(size, before, where)
-    first, _ = _event_numbers(chunk)
-    if first is None:
-        return None
-    kind, at, events = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", True)
-    if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on from there
-        return CutEvents(size, first - 1 + events, f"an end-of-chunk record at byte {start + at} ends the last "
-                         f"chunk (from byte {start}) and no chunk follows")
-    if kind == _PAST_THE_BYTES:
-        return CutEvents(size, first - 1 + events, _ends(start + at, size))
-    return None
+            return EventsEnd(cut=CutEvents(size, before, where, damage))
+        first, last = _event_numbers(chunk)
+        if first is not None:
+            kind, at, events = _walk_chunk(chunk, True)
+            if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on
+                where = (f"an end-of-chunk record at byte {start + at} ends the last chunk (from byte {start}) and "
+                         "no chunk follows")
+                return EventsEnd(cut=_cut_after(fh, start, step, first, events, n_events, size, where))
+            if kind == _PAST_THE_BYTES:
+                return EventsEnd(cut=_cut_after(fh, start, step, first, events, n_events, size,
+                                                _ends(start + at, size)))
+            if kind == _NOT_FOLLOWED:  # attack 21 F4: libotf2 looped on it for good, its memory growing
+                where = f"the record at byte {start + at} (token {chunk[at]}) cannot be followed"
+                cut = _cut_after(fh, start, step, first, events, n_events, size, where)
+                return EventsEnd(cut=replace(cut, damaged=True))
+            if kind == _AT_END_OF_FILE and last >= n_events and (first <= n_events or start == 0):
+                return EventsEnd(trailing=_unread_after(start + at, size))
+        held = _last_chunk(fh, size, step, n_events)
+        if held is None or held == start:
+            return EventsEnd()
+        fh.seek(held)
+        chunk = fh.read(min(step, size - held))
+    kind, end, _ = _walk_chunk(chunk, True)
+    return EventsEnd(trailing=_unread_after(held + end, size) if kind == _AT_END_OF_FILE else None)
 
 
-def definitions_damage(path: str | os.PathLike) -> str | None:
-    """Why the definitions file ``path`` cannot be read whole, from its first chunk's records (attack 20 F17: cut,
-    or a record's type byte zeroed, libotf2 parsed uninitialised memory past the data); None when the chunk ends
-    with the END_OF_FILE record, or when the file may hold further chunks (larger than OTF2's smallest chunk: their
-    size is the anchor's, and the library reads them)."""
+@dataclass(frozen=True)
+class SkippedEvents:
+    """Events of a chunk that OTF2 skips without a word: an END_OF_CHUNK record before the chunk's last event (a
+    record's type byte zeroed) ends the chunk for libotf2, which goes on with the next one."""
+
+    at: int  # byte offset of the END_OF_CHUNK record
+    first: int  # first event skipped (number, counted from 1)
+    last: int  # last event skipped
+
+
+def skipped_events(path: str | os.PathLike, chunk_size: int) -> list[SkippedEvents]:
+    """The events OTF2 skips in the chunks (of ``chunk_size`` bytes) of the events file ``path`` before its last
+    one, from each chunk's header and records; empty when every chunk's records reach its last event (or the
+    layout cannot be followed). Every chunk but the last is read, one at a time: for a location whose events fell
+    short of those its definitions announce, to say why (the last chunk is :func:`events_end`'s)."""
     size = os.path.getsize(path)
+    step = max(chunk_size, _HEADER_BYTES)
+    skipped: list[SkippedEvents] = []
     with open(Path(path), "rb") as fh:
-        chunk = fh.read(min(size, _LARGEST_CHUNK))
+        for start in range(0, size - step, step):  # a chunk follows each of these
+            chunk = fh.read(step)
+            first, last = _event_numbers(chunk)
+            if first is None:
+                break
+            kind, at, events = _walk_chunk(chunk, True)
+            if kind == _AT_END_OF_CHUNK and first + events <= last:
+                skipped.append(SkippedEvents(start + at, first + events, last))
+    return skipped
+
+
+def _unread_after(end: int, size: int) -> tuple[int, int] | None:
+    """(``end``, bytes from it to ``size``) when a file of ``size`` bytes goes on after its END_OF_FILE record,
+    which ends at byte ``end``."""
+    return (end, size - end) if end < size else None
+
+
+def definitions_damage(path: str | os.PathLike, chunk_size: int, what: str = "definitions") -> str | None:
+    """Why the definitions file ``path`` (chunks of ``chunk_size`` bytes, the anchor's) cannot be read: not an
+    OTF2 file (its first 16 bytes), or, from its last chunk's records, cut or with a record's type byte zeroed
+    (attack 20 F17: libotf2 parsed uninitialised memory past the data); None when that chunk ends with the
+    END_OF_FILE record, or when its layout cannot be followed. One open; at most one chunk (<= 16 MiB) and the
+    file's first 16 bytes are read, whatever the file's size (session 21: a file over 256 KiB was left to the
+    library)."""
+    size = os.path.getsize(path)
+    step = min(max(chunk_size, _HEADER_BYTES), _LARGEST_CHUNK)
+    start = _last_start(size, step)
+    with open(Path(path), "rb") as fh:
+        head = fh.read(min(size, step) if start == 0 else 16)
+        if len(head) < 16 or head[:1] != FILE_MAGIC:
+            return f"not an OTF2 {what} file (empty, truncated or bad magic)"
+        fh.seek(start)
+        chunk = head if start == 0 else fh.read(size - start)
+    if len(chunk) < _HEADER_BYTES:
+        return (f"damaged OTF2 definitions ({size} bytes): cut short, the file ends inside the header of the chunk "
+                f"at byte {start} (copy the archive again)")
     if _event_numbers(chunk)[0] is None:
         return None
-    kind, at, _ = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", False)
-    if kind == _AT_END_OF_CHUNK and size <= _SMALLEST_CHUNK:
-        return (f"damaged OTF2 definitions ({size} bytes): an end-of-chunk record at byte {at} and no chunk after "
-                "it (a record's type byte zeroed?)")
-    if kind == _PAST_THE_BYTES and len(chunk) == size:
-        return f"damaged OTF2 definitions ({size} bytes): cut short, {_ends(at, size)} (copy the archive again)"
+    kind, at, _ = _walk_chunk(chunk, False)
+    if kind == _AT_END_OF_CHUNK:
+        return (f"damaged OTF2 definitions ({size} bytes): an end-of-chunk record at byte {start + at} and no chunk "
+                "after it (a record's type byte zeroed?)")
+    if kind == _PAST_THE_BYTES:
+        return (f"damaged OTF2 definitions ({size} bytes): cut short, {_ends(start + at, size)} (copy the archive "
+                "again)")
     return None
 
 
@@ -110,22 +209,57 @@ def _ends(at: int, size: int) -> str:
     return "the file ends after a whole record, without the end-of-file record"
 
 
-def trailing_bytes(path: str | os.PathLike, chunk_size: int, n_events: int) -> tuple[int, int] | None:
-    """(byte offset where the unread data starts, bytes of it) for the events file ``path`` of a location whose
-    definitions announce ``n_events`` events, written in chunks of ``chunk_size`` bytes; None when nothing follows
-    its END_OF_FILE record, or when its layout cannot be followed (its events were read by the library: a layout
-    this does not know is not said)."""
-    size = os.path.getsize(path)
-    with open(Path(path), "rb") as fh:
-        start = _last_chunk(fh, size, chunk_size, n_events)
-        if start is None:
-            return None
-        fh.seek(start)
-        chunk = fh.read(min(chunk_size, size - start))
-    kind, end, _ = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", True)
-    if kind != _AT_END_OF_FILE or start + end >= size:
-        return None
-    return start + end, size - start - end
+def _last_start(size: int, step: int) -> int:
+    """The offset of the last chunk (of ``step`` bytes) of a file of ``size`` bytes."""
+    return (max(size, 1) - 1) // step * step
+
+
+def _walk_chunk(chunk: bytes, timed: bool) -> tuple[int, int, int]:
+    """:func:`_walk` of a chunk whose header has been checked (:func:`_event_numbers`)."""
+    return _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", timed)
+
+
+def _cut_after(fh, start: int, step: int, first: int, events: int, n_events: int, size: int,
+               where: str) -> CutEvents:
+    """The events whole in a file of ``size`` bytes cut inside its last chunk (at byte ``start``, its header
+    numbering its first event ``first``, ``events`` of its records whole), told by ``where``: the complete chunks'
+    events, from their headers (:func:`_chained_events`), and the last chunk's, never more than the definitions
+    announce (``n_events``). A header that disagrees is the damage; the chunks before it hold ``whole``."""
+    held, damage = _chained_events(fh, start, step, n_events)
+    if damage is None:
+        damage = _disagreement(start, first, held + events, held, n_events, events)
+    return CutEvents(size, held if damage is not None else held + events, where, damage)
+
+
+def _chained_events(fh, end: int, step: int, n_events: int) -> tuple[int, HeaderDamage | None]:
+    """The events of the chunks (of ``step`` bytes) of ``fh`` before byte ``end``, from their headers alone (18
+    bytes read per chunk): each must number its events on from the chunk before's, hold no more than its bytes
+    can, and none past the ``n_events`` the definitions announce. (events of the chunks before the first header
+    that disagrees, that header; None when all agree)."""
+    most = (step - _HEADER_BYTES) // 2  # an event record is 2 bytes at least: its type and its length
+    held = 0
+    for offset in range(0, end, step):
+        fh.seek(offset)
+        first, last = _event_numbers(fh.read(_HEADER_BYTES))
+        if (damage := _disagreement(offset, first, last, held, n_events, most)) is not None:
+            return held, damage
+        held = last
+    return held, None
+
+
+def _disagreement(at: int, first: int | None, last: int | None, held: int, n_events: int,
+                  most: int) -> HeaderDamage | None:
+    """Why the header at byte ``at`` numbering events ``first`` to ``last`` cannot follow chunks holding ``held``
+    events in a file of ``n_events`` (announced), its chunk holding ``most`` events at most; None when it can."""
+    if first is None or last is None:
+        return HeaderDamage(at, "no chunk header there")
+    if first != held + 1:
+        return HeaderDamage(at, f"it numbers its first event {first} where {held + 1} follows the chunk before")
+    if last > n_events:
+        return HeaderDamage(at, f"it reaches event {last}, past the {n_events} the definitions announce")
+    if not 0 <= last - held <= most:
+        return HeaderDamage(at, f"it numbers its events {first} to {last}, where its bytes hold 0 to {most}")
+    return None
 
 
 def _event_numbers(head: bytes) -> tuple[int | None, int | None]:

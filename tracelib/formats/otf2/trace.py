@@ -15,10 +15,11 @@ from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
 from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceReader
-from synthtrace.tracelib.formats.otf2.definitions import (_check_location_files, _identical_event_files, _Location,
-                                                          _read_definitions, _validate_archive)
+from synthtrace.tracelib.formats.otf2.definitions import (_check_global_definitions, _check_location_files,
+                                                          _identical_event_files, _Location, _read_definitions,
+                                                          _validate_archive)
 from synthtrace.tracelib.formats.otf2.events import _clear, _EventBuffer
-from synthtrace.tracelib.formats.otf2.evt_file import cut_short, trailing_bytes
+from synthtrace.tracelib.formats.otf2.evt_file import EventsEnd, skipped_events
 from synthtrace.tracelib.formats.otf2.library import (
     _callback_setter,
     _captured_otf2_errors,
@@ -71,10 +72,11 @@ class Otf2Trace(TraceReader):
         self.salvage = salvage
         self.warnings: list[str] = []
         with _captured_otf2_errors() as messages:
+            self._event_chunk, def_chunk = self._chunk_sizes(messages)
+            _check_global_definitions(self.path, def_chunk)
             reader = self._open_reader(messages)
             try:
                 self.defs = _read_definitions(reader, self.path)
-                chunk_size = _event_chunk_size(reader.handle)
             except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
                 raise TraceFormatError(self.path.with_suffix(".def"), None,
                                        f"inconsistent OTF2 definitions ({type(exc).__name__}: {exc})") from None
@@ -83,9 +85,11 @@ class Otf2Trace(TraceReader):
         if not self.defs.locations:
             raise TraceFormatError(self.path.with_suffix(".def"), None, "OTF2 archive defines no CPU locations")
         self._unread: list[_Location] = []  # locations without events, or (salvage) whose files are lost
+        ends: dict[int, EventsEnd] = {}  # location ref -> how its events file ends
         for loc in self.defs.locations:
             try:
-                if _check_location_files(loc):
+                if (end := _check_location_files(loc, def_chunk, self._event_chunk)) is not None:
+                    ends[loc.ref] = end
                     continue
                 self._unread.append(loc)
             except TraceFormatError as exc:
@@ -94,26 +98,30 @@ class Otf2Trace(TraceReader):
                 self._unread.append(loc)
                 self.defs.warnings.append(f"{exc.path}: {exc.reason.split(';')[0]}: read without its events "
                                           "(--salvage)")
-        self._whole = self._cut_files(chunk_size)
+        self._trailing = {ref: end.trailing for ref, end in ends.items() if end.trailing is not None}
+        self._whole = self._cut_files(ends)
         self._twins = _identical_event_files(self._read_locations)  # attack 8 B8: an events file copied over another
         for said in self.defs.warnings:  # said once per open, as the Paraver reader says its header's and .pcf's
             self._warn(said)
 
-    def _cut_files(self, chunk_size: int) -> dict[int, int]:
+    def _cut_files(self, ends: dict[int, EventsEnd]) -> dict[int, int]:
         """The events whole before the cut (count) of each location (by ref) whose events file ends before its
-        END_OF_FILE record, said under salvage and refused otherwise, before the library reads one: past a short
-        file's end it parses uninitialised memory (:func:`~.evt_file.cut_short`)."""
+        END_OF_FILE record (``ends``), said under salvage and refused otherwise, before the library reads one: past
+        a short file's end it parses uninitialised memory (:func:`~.evt_file.events_end`)."""
         whole: dict[int, int] = {}
         for loc in self._read_locations:
-            cut = cut_short(loc.evt_file, chunk_size)
+            cut = ends[loc.ref].cut
             if cut is None:
                 continue
             if not self.salvage:
+                if cut.damage is not None:
+                    raise TraceFormatError(loc.evt_file, None, f"{cut.reason(loc.n_events)} (--salvage reads those)")
                 raise TruncatedTraceError(loc.evt_file, None, f"{cut.reason(loc.n_events)} (copied or written only "
                                           "in part? --salvage reads them)")
             whole[loc.ref] = cut.whole
-            self.defs.warnings.append(f"{loc.evt_file}: {cut.reason(loc.n_events)} (--salvage: kept the events "
-                                      "before the cut)")
+            kept = ("the events before the cut" if cut.damage is None else
+                    f"the {cut.whole} events of the chunks before byte {cut.damage.at}, dropped the chunks from it")
+            self.defs.warnings.append(f"{loc.evt_file}: {cut.reason(loc.n_events)} (--salvage: kept {kept})")
         return whole
 
     def _warn(self, message: str) -> None:
@@ -123,20 +131,48 @@ class Otf2Trace(TraceReader):
         warnings.warn(message, UserWarning, stacklevel=3)
         self.warnings.append(message)
 
+    def _library_anchor(self) -> tuple[str, int | None]:
+        """The anchor's path as libotf2 can open it, and the folder descriptor it goes through (None: none). A
+        folder above it whose name is not UTF-8 (a cluster's Latin-1 name) is reached through ``/proc/self/fd``:
+        the wheel passes the path to libotf2 as UTF-8 text only, and refused such an archive as "not a readable
+        OTF2 archive (UnicodeEncodeError)" (attack 20 F2). The caller closes the descriptor."""
+        import os
+
+        if not is_utf8(str(self.path)) and is_utf8(self.path.name) and Path("/proc/self/fd").is_dir():
+            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            return f"/proc/self/fd/{fd}/{self.path.name}", fd
+        return str(self.path), None
+
+    def _chunk_sizes(self, messages: list[str]) -> tuple[int, int]:
+        """The archive's chunk sizes of events and definitions files (bytes), from its anchor file: libotf2 opened
+        without the wheel, whose reader reads the global definitions as it opens (they are checked first)."""
+        import os
+
+        import _otf2
+
+        anchor, fd = self._library_anchor()
+        try:
+            handle = _otf2.Reader_Open(anchor)
+            try:
+                events, definitions = _otf2.Reader_GetChunkSize(handle)
+            finally:
+                _otf2.Reader_Close(handle)
+        except Exception as exc:  # the library raises its own errors
+            raise TraceFormatError(self.path, None, _library_reason(exc, messages)) from None
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return int(events), int(definitions)
+
     def _open_reader(self, messages: list[str]):
-        """The wheel's reader of the archive. A folder above it whose name is not UTF-8 (a cluster's Latin-1 name)
-        is reached through ``/proc/self/fd``: the wheel passes the path to libotf2 as UTF-8 text only, and refused
-        such an archive as "not a readable OTF2 archive (UnicodeEncodeError)" (attack 20 F2); the folder's
-        descriptor is closed by the reader's ``close``."""
+        """The wheel's reader of the archive (through ``/proc/self/fd`` where :meth:`_library_anchor` says; the
+        folder's descriptor is then closed by the reader's ``close``)."""
         import os
         import weakref
 
         import otf2
 
-        anchor, fd = str(self.path), None
-        if not is_utf8(anchor) and is_utf8(self.path.name) and Path("/proc/self/fd").is_dir():
-            fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            anchor = f"/proc/self/fd/{fd}/{self.path.name}"
+        anchor, fd = self._library_anchor()
         try:
             with _python_callback_errors(messages):
                 reader = otf2.reader.Reader(anchor)
@@ -274,25 +310,38 @@ class Otf2Trace(TraceReader):
                                    f"announce for location {loc.ref} (rank {loc.task - 1}, thread {loc.thread}): the "
                                    "events file of another location or another run (restore the archive)")
         if loc.n_events and n_read < loc.n_events:
-            cut = TruncatedTraceError(loc.evt_file, None, f"{n_read} of the {loc.n_events} events the definitions "
-                                      "announce")
-            if not self.salvage:
-                raise cut
-            if not any(str(loc.evt_file) in w for w in self.warnings):
-                self._warn(f"{cut} (--salvage: kept the events before the cut)")
+            self._fell_short(loc, n_read)
         if loc.n_events and n_read == loc.n_events:  # attack 9 C9: `cat 1.evt 1.evt > 1.evt` read as the original
-            self._say_trailing(loc, _event_chunk_size(handle))
+            self._say_trailing(loc)
         read.last_ns = max(read.last_ns, conv.state.last_ns)
         self._location_warnings(conv)
 
-    def _say_trailing(self, loc: _Location, chunk_size: int) -> None:
+    def _fell_short(self, loc: _Location, n_read: int) -> None:
+        """Refuse (salvage: say) a location whose ``n_read`` events fall short of those its definitions announce:
+        as chunks whose rest OTF2 skipped (an end-of-chunk record before a chunk's last event, a record's type
+        byte zeroed: the events after them were read, :func:`~.evt_file.skipped_events`), else as cut."""
+        skipped = skipped_events(loc.evt_file, self._event_chunk)
+        if skipped:
+            n = sum(s.last - s.first + 1 for s in skipped)
+            where = ", ".join(f"{s.first} to {s.last} (end-of-chunk record at byte {s.at})" for s in skipped[:3])
+            more = f" and {len(skipped) - 3} more chunks" if len(skipped) > 3 else ""
+            reason = (f"{n} of the {loc.n_events} events the definitions announce are skipped by OTF2: events "
+                      f"{where}{more}, each chunk ended early by a record's type byte zeroed?")
+            if not self.salvage:
+                raise TraceFormatError(loc.evt_file, None, f"{reason} (--salvage reads the others)")
+            self._warn(f"{loc.evt_file}: {reason} (--salvage: kept the {n_read} others)")
+            return
+        cut = TruncatedTraceError(loc.evt_file, None, f"{n_read} of the {loc.n_events} events the definitions "
+                                  "announce")
+        if not self.salvage:
+            raise cut
+        if not any(str(loc.evt_file) in w for w in self.warnings):
+            self._warn(f"{cut} (--salvage: kept the events before the cut)")
+
+    def _say_trailing(self, loc: _Location) -> None:
         """Warn of bytes after the events the definitions announce for ``loc`` (OTF2 reads up to the file's
-        END_OF_FILE record; chunks of ``chunk_size`` bytes): said, not refused (:mod:`.evt_file`)."""
-        try:
-            extra = trailing_bytes(loc.evt_file, chunk_size, loc.n_events)
-        except (OSError, IndexError):
-            return  # read by the library already; a layout that cannot be followed here is not said
-        if extra is not None:
+        END_OF_FILE record; found as the trace opened): said, not refused (:mod:`.evt_file`)."""
+        if (extra := self._trailing.get(loc.ref)) is not None:
             at, n = extra
             self._warn(f"{loc.evt_file}: {n} bytes after the {loc.n_events} events the definitions announce for "
                        f"location {loc.ref} (from byte {at}) are not read: OTF2 ends the events there (data appended "
@@ -334,9 +383,3 @@ class Otf2Trace(TraceReader):
             self._warn(f"{loc.evt_file}: rank {loc.task - 1} ends inside {conv.dropped_open_call}; "
                                  "that call was dropped")
 
-
-def _event_chunk_size(handle) -> int:
-    """The archive's chunk size of events files (bytes), from the open reader ``handle``."""
-    import _otf2
-
-    return int(_otf2.Reader_GetChunkSize(handle)[0])

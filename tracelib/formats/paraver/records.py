@@ -116,6 +116,9 @@ def error_reason(code: int, line: bytes, k: int, prev_ns: int, header: ParaverHe
     if code == tk.E_ORDER:
         return (f"record out of time order: {num(5) * scale} ns after {prev_ns} ns on "
                 f"appl {num(2)} task {num(3)} thread {num(4)}")
+    if code == tk.E_STATE_OVERLAP:
+        return (f"state record of appl {num(2)} task {num(3)} thread {num(4)} begins at {num(5) * scale} ns, before "
+                f"the thread's previous state ends at {prev_ns} ns: a thread's states must not overlap")
     if code == tk.E_TOO_MANY_TYPES:
         return (f"counter type {_field_text(line, k)} is one too many: at most {tk.MAX_SLOTS} counter types "
                 f"({tk.MAX_ABSOLUTE} absolute ones) per trace")

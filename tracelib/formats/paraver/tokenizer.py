@@ -48,6 +48,7 @@ E_NOT_INT64 = 14
 E_CPU_INT32 = 15
 E_ORDER = 16
 E_TOO_MANY_TYPES = 17
+E_STATE_OVERLAP = 18
 
 
 MAX_SLOTS = MAX_COUNTERS  # distinct counter types per trace
@@ -83,6 +84,7 @@ class TokenizerState:
     appl_first_task: np.ndarray  # int64 [n_appl + 1]
     task_first_thread: np.ndarray  # int64 [n_tasks + 1]
     last_time: np.ndarray = field(init=False)  # int64 [n_threads]
+    state_end: np.ndarray = field(init=False)  # int64 [n_threads]: end (ns) of its last state record, -1: none
     slot_keys: np.ndarray = field(init=False)  # int64 [SLOT_TABLE]: counter type, -1 empty
     slot_index: np.ndarray = field(init=False)  # int32 [SLOT_TABLE]: its slot
     slot_type: np.ndarray = field(init=False)  # int64 [MAX_SLOTS]: counter type of each slot
@@ -94,6 +96,7 @@ class TokenizerState:
     def __post_init__(self) -> None:
         n_threads = int(self.task_first_thread[-1])
         self.last_time = np.full(n_threads, -1, dtype=np.int64)
+        self.state_end = np.full(n_threads, -1, dtype=np.int64)
         self.slot_keys = np.full(SLOT_TABLE, -1, dtype=np.int64)
         self.slot_index = np.zeros(SLOT_TABLE, dtype=np.int32)
         self.slot_type = np.zeros(MAX_SLOTS, dtype=np.int64)
@@ -353,8 +356,8 @@ def _fail(err: np.ndarray, code: int, line: int, field: int, line_start: int) ->
 
 
 @cached_njit
-def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarray, slots: CounterSlots,
-              seen: SeenLines, out: Outputs, at: Progress) -> int:
+def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarray, state_end: np.ndarray,
+              slots: CounterSlots, seen: SeenLines, out: Outputs, at: Progress) -> int:
     """Tokenize ``buf[at.cursor[0]:n_bytes]`` (whole lines; ``at.cursor[1]``: number of the line before;
     ``at.cursor[2]``: the block's number, for the places of the lines it remembers).
 
@@ -628,6 +631,12 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             n_cn = n_cn0
             n_ev = n_ev0
             continue
+        # ---- a thread's states are one timeline: paraver-kernel draws each from its begin to the next one's begin,
+        # so a state beginning inside the previous one has no one reading (two Running ones counted the overlap twice)
+        if rtype == 1 and t_ns < state_end[tid]:
+            status = _fail(err, E_STATE_OVERLAP, line, 0, ls)
+            err[4] = state_end[tid]
+            break
         # ---- room for this line's outputs, else suspend before it
         running = rtype == 1 and fv[7] == 1
         if running and n_st == st_th.shape[0]:
@@ -652,6 +661,8 @@ def _tokenize(buf: np.ndarray, n_bytes: int, res: Resources, last_time: np.ndarr
             line_at[tid, w] = block | ls
             seen_n[tid] += 1
             last_time[tid] = t_ns
+            if rtype == 1:
+                state_end[tid] = fv[6] * scale
         elif rtype == 3:
             if t_ns != comm_time[tid]:
                 comm_time[tid] = t_ns
@@ -737,7 +748,7 @@ def tokenize(buf: np.ndarray, first_line: int, state: TokenizerState, capacity: 
     res = Resources(s.time_scale, s.max_raw_time, s.n_cpus, s.appl_first_task, s.task_first_thread)
     slots = CounterSlots(s.slot_keys, s.slot_index, s.slot_type, s.slot_abs, s.counts)
     while True:
-        status = _tokenize(buf, buf.shape[0], res, s.last_time, slots, s.seen, out, at)
+        status = _tokenize(buf, buf.shape[0], res, s.last_time, s.state_end, slots, s.seen, out, at)
         if status <= 0:
             break
         n_st, n_cn, n_ev, n_cm = (int(x) for x in at.fill)

@@ -47,6 +47,7 @@ from synthtrace.tracelib.formats.paraver.event_types import (
 from synthtrace.tracelib.formats.paraver.records import STATE_RUNNING
 from synthtrace.tracelib.formats.paraver.row import format_row
 from synthtrace.tracelib.formats.program import paraver_symbols
+from synthtrace.tracelib.formats.source import stem_program, trace_stem
 from synthtrace.tracelib.schema import BURST_SCHEMA, EVENT_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 # ----------------------------------------------------------------------------------------------- MPI calls
@@ -168,7 +169,8 @@ class TraceMeta:
                    started_at=h.started_at, communicators=tuple(comms),
                    row={k: list(v) for k, v in trace.row.levels.items()}, counter_types=types,
                    counter_labels=labels, duration_ns=h.duration_ns,
-                   binary=paraver_symbols(trace.pcf.event_values).binary or trace.path.stem.split(".")[0])
+                   binary=paraver_symbols(trace.pcf.event_values).binary
+                   or stem_program(trace_stem(trace.path)))
 
     @classmethod
     def simple(cls, n_tasks: int, *, cpus_per_node: Sequence[int] | None = None,
