@@ -9,11 +9,16 @@ RSS passes ``--cap`` MB (sampled every 0.5 s), wall time and exit code.
                                                       # (git archive REV | tar -x -C /tmp/before)
     python benchmarks/bench_merge_memory_wide.py 10000 --estimate     # merge --estimate-unmatched
     python benchmarks/bench_merge_memory_wide.py 10000 --partitioned  # the partitioned merge (below)
+    python benchmarks/bench_merge_memory_wide.py 150000 --commit      # the merged table's commit alone (below)
 
 ``--partitioned``: two-task runs (:func:`wide_ring`: each burst closed by an MPI_Send or MPI_Recv, one message a
 step, so that the runs store logical messages) merged by ``merge_stored(..., partition_bursts=0)``: the path
 ``synthtrace merge`` takes for an experiment of more than ``PARTITION_BURSTS`` bursts whose runs store logical
 messages and no uncore samples, without ``--estimate-unmatched``.
+
+``--commit``: the merged table of N bursts alone, as a blockwise merge leaves it (parts of ``block_rows`` rows, its
+columns those of the wide pair's merge: the keys and times, 6,144 counters of which two have a value per row, the
+score), written as one file by ``PartedTable.write_parquet`` (what the commit does) in a fresh process.
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -70,6 +77,38 @@ def partitioned(tree: Path, wh: Path, experiment: str) -> list[str]:
             "from synthtrace.warehouse.layout import Warehouse; "
             "from synthtrace.warehouse.merged import MergeOptions, merge_stored; "
             f"merge_stored(Warehouse({str(wh)!r}).experiment({experiment!r}), MergeOptions(), partition_bursts=0)"]
+
+
+def merged_parts(folder: Path, n: int, types: int = TYPES) -> list[Path]:
+    """The parts of a merged table of ``n`` bursts of the wide pair (see ``--commit``), written to ``folder``: those
+    of the first ``types`` rows made, the others copies of them (as many values a row, the same keys)."""
+    from synthtrace.tracelib.merge.blocks import block_rows
+    from synthtrace.tracelib.merge.merge_runs import BASE_COLUMNS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    counters = [str(42000000 + t) for t in range(types + types // 2)]
+    step, parts = block_rows(len(BASE_COLUMNS) + 2 * len(counters)), []
+    period = -(-types // step)  # parts of ``types`` rows or more
+    for k, a in enumerate(range(0, n, step)):
+        parts.append(folder / f"merged-{k:05d}.parquet")
+        if k >= period and a + step <= n:  # as the part a period before: two values a row, its keys
+            shutil.copyfile(parts[k - period], parts[k])
+            continue
+        i = pl.int_range(a, min(a + step, n), eager=True)
+        base = pl.DataFrame({c: i for c in BASE_COLUMNS})
+        own, other = pl.col("i") % types, pl.col("i") % types + types // 2
+        values = pl.DataFrame({"i": i}).select(pl.when((own == t) | (other == t)).then(pl.col("i")).alias(c)
+                                               for t, c in enumerate(counters))
+        pl.concat([base, values, pl.DataFrame({"match_score": i.cast(pl.Float64)})],
+                  how="horizontal").write_parquet(parts[-1])
+    return parts
+
+
+def committed(tree: Path, parts: list[Path], out: Path) -> list[str]:
+    """The command line writing ``parts`` as one file ``out`` as a merge's commit does, with the code of ``tree``."""
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree)!r}); "
+            "from synthtrace.tracelib.merge.merge_runs import PartedTable; "
+            f"PartedTable({[str(p) for p in parts]!r}).write_parquet({str(out)!r}, statistics=True)"]
 
 
 def cli(tree: Path, *args: str) -> list[str]:
@@ -121,10 +160,18 @@ def main() -> None:
     ap.add_argument("--tmp", type=Path, help="where the traces and warehouses go (default: a temporary folder)")
     ap.add_argument("--estimate", action="store_true", help="merge with --estimate-unmatched")
     ap.add_argument("--partitioned", action="store_true", help="two-task runs merged by the partitioned merge")
+    ap.add_argument("--commit", action="store_true", help="the commit of the merged table alone")
     a = ap.parse_args()
     print(machine_description())
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
         for n in a.sizes:
+            if a.commit:
+                parts = merged_parts(Path(tmp) / f"parts{n}", n)
+                for tree in (ROOT, *a.tree):
+                    peak, wall, rc, _, said = measured(committed(tree, parts, Path(tmp) / "merged.parquet"), a.cap)
+                    print(f"{n:>8,} bursts' commit, {len(parts)} parts  {tree}: {peak:,} MB  rc {rc}  {wall:,.0f} s"
+                          f"  {said[:100]}", flush=True)
+                continue
             traces, wh = (wide_ring if a.partitioned else wide_pair)(Path(tmp) / f"m{n}", n), Path(tmp) / f"wh{n}"
             subprocess.run(cli(ROOT, "ingest", "-w", str(wh), str(traces)), check=True, capture_output=True)
             for tree in (ROOT, *a.tree):
