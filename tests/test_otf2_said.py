@@ -91,6 +91,21 @@ def test_a_long_record_is_stepped_over_by_its_eight_byte_length(tmp_path, order)
     assert events_end(evt, 1 << 20, 2).trailing == (len(body), 8)
 
 
+def test_a_copy_appended_to_a_file_whose_last_chunk_is_full_is_found(tmp_path):
+    """review21: a file ending exactly on a chunk boundary with a copy appended (``cat 1.evt 1.evt``): the copy's
+    last chunk looks whole on its own (its END_OF_FILE after the last announced event); the headers say the
+    original's chunk holds that event, and the bytes after it are said."""
+    from synthtrace.tracelib.formats.otf2.evt_file import events_end
+
+    header = bytes([3, 0x42]) + (1).to_bytes(8, "little") + (2).to_bytes(8, "little")
+    body = header + bytes([5]) + (7).to_bytes(8, "little") + bytes([20, 3, 9, 9, 9]) + bytes([12, 1, 3, 2, 1])
+    evt = tmp_path / "0.evt"
+    evt.write_bytes(body)
+    assert events_end(evt, len(body), 2).trailing is None
+    evt.write_bytes(body + body)
+    assert events_end(evt, len(body), 2).trailing == (len(body), len(body))
+
+
 def _written_twice(source: Path, root: Path, how: str, every: int = 1) -> Path:
     """``source`` rewritten by the ``otf2`` wheel's writer (read back as the original), with every ``every``-th MPI
     call of each rank written with a record twice in place: ``each`` (its Enter, MpiSend/MpiRecv/collective records

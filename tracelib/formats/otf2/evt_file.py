@@ -94,9 +94,9 @@ class EventsEnd:
 def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> EventsEnd:
     """How the events file ``path`` (chunks of ``chunk_size`` bytes) of a location whose definitions announce
     ``n_events`` events ends, from its last chunk's header and records, walked once (session 21: the cut and the
-    bytes after the END_OF_FILE record were two reads and two walks of that chunk). Only when the chunk holding the
-    last announced event is not the last one (a copy appended: ``cat 1.evt 1.evt > 1.evt``) are the chunk headers
-    read from the start to find it, and it is walked too. The file's first 16 bytes are checked in the same open."""
+    bytes after the END_OF_FILE record were two reads and two walks of that chunk). The chunk holding the last
+    announced event is found from the chunk headers (18 bytes each); when it is not the last one (a copy appended:
+    ``cat 1.evt 1.evt > 1.evt``) it is walked too. The file's first 16 bytes are checked in the same open."""
     size = os.path.getsize(path)
     step = max(chunk_size, _HEADER_BYTES)
     start = _last_start(size, step)
@@ -111,6 +111,7 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
             where = f"the file ends inside the header of the chunk at byte {start}"
             return EventsEnd(cut=CutEvents(size, before, where, damage))
         first, last = _event_numbers(chunk)
+        ended_at = None  # where the last chunk's END_OF_FILE record ends, when that chunk holds the last event
         if first is not None:
             kind, at, events = _walk_chunk(chunk, True)
             if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on
@@ -125,8 +126,12 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
                 cut = _cut_after(fh, start, step, first, events, n_events, size, where)
                 return EventsEnd(cut=replace(cut, damaged=True))
             if kind == _AT_END_OF_FILE and last >= n_events and (first <= n_events or start == 0):
-                return EventsEnd(trailing=_unread_after(start + at, size))
-        held = _last_chunk(fh, size, step, n_events)
+                ended_at = start + at
+        # the chunk holding the last announced event, from the headers: a copy appended to a file whose last chunk
+        # was full looks whole from its own last chunk (review21: the bytes after the original went unsaid)
+        held = start if start == 0 else _last_chunk(fh, size, step, n_events)
+        if held == start and ended_at is not None:
+            return EventsEnd(trailing=_unread_after(ended_at, size))
         if held is None or held == start:
             return EventsEnd()
         fh.seek(held)
