@@ -34,6 +34,7 @@ asked for that many events, past the cut).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -243,9 +244,7 @@ def _chained_events(fh, end: int, step: int, n_events: int) -> tuple[int, Header
     that disagrees, that header; None when all agree)."""
     most = (step - _HEADER_BYTES) // 2  # an event record is 2 bytes at least: its type and its length
     held = 0
-    for offset in range(0, end, step):
-        fh.seek(offset)
-        first, last = _event_numbers(fh.read(_HEADER_BYTES))
+    for offset, first, last in _chunk_headers(fh, end, step):
         if (damage := _disagreement(offset, first, last, held, n_events, most)) is not None:
             return held, damage
         held = last
@@ -277,14 +276,20 @@ def _event_numbers(head: bytes) -> tuple[int | None, int | None]:
 
 def _last_chunk(fh, size: int, chunk_size: int, n_events: int) -> int | None:
     """The offset of the chunk holding event ``n_events`` (the last announced), from the chunk headers."""
-    for offset in range(0, size, max(chunk_size, _HEADER_BYTES)):
-        fh.seek(offset)
-        last = _event_numbers(fh.read(_HEADER_BYTES))[1]
+    for offset, _, last in _chunk_headers(fh, size, max(chunk_size, _HEADER_BYTES)):
         if last is None:
             return None
         if last >= n_events:
             return offset
     return None
+
+
+def _chunk_headers(fh, end: int, step: int) -> Iterator[tuple[int, int | None, int | None]]:
+    """(offset, first event, last event) of each chunk header of ``fh`` (chunks of ``step`` bytes) before byte
+    ``end``: 18 bytes read per chunk (:func:`_event_numbers`)."""
+    for offset in range(0, end, step):
+        fh.seek(offset)
+        yield offset, *_event_numbers(fh.read(_HEADER_BYTES))
 
 
 @cached_njit
