@@ -199,6 +199,7 @@ class RunPlan:
     tail: int = 0
     checkpoint: bool = False
     at: int = -1
+    extra_reduce: bool = False  # [plan22] another binary version: a second Allreduce after every outer one
 
 
 @dataclass(frozen=True)
@@ -480,6 +481,9 @@ def spmd(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
             if s.coll_every and it % s.coll_every == s.coll_every - 1:
                 yield Call("MPI_Allreduce", dot, 2.0e4 * lg.rank_work[task], lid(task, it, 512 * ps, 70),
                            sites("solver.c:57"), size=8, cost_ns=1500.0 * np.log2(P + 1))
+                if plan.extra_reduce:
+                    yield Call("MPI_Allreduce", dot, 3.0e4 * lg.rank_work[task], lid(task, it, 512 * ps, 71),
+                               sites("solver.c:77"), size=8, cost_ns=1500.0 * np.log2(P + 1))
     yield from _epilogue(task, spec.iterations, sites)
 
 
@@ -1348,3 +1352,10 @@ def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:
     return truth.with_columns(
         pl.when(span).then(pl.col("iteration")).otherwise(None).cast(pl.Int64).alias("span"),
         pl.when(span).then(pl.col("logical_id").and_(INNER_MASK)).otherwise(None).alias("span_class"))
+
+
+@mechanism("version_reduce", "[plan22] another binary version in run 1: a second MPI_Allreduce (after a small "
+           "compute) follows every outer one, every other call alike (not the same program: flag or refuse)", 8, 20)
+def _version_reduce(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="ring", exchange="persistent"),
+                   plans=(RunPlan(), RunPlan(extra_reduce=True)))
