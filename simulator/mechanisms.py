@@ -1114,11 +1114,12 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
                        for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3) if run == r}
         if traced_from:
             bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
+        run_comms = {WORLD: tuple(range(P)), **comms, **({dup: tuple(range(P))} if dup else {})}
         if r == spec.renumber_run:
             perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
-        run_comms = {WORLD: tuple(range(P)), **comms, **({dup: tuple(range(P))} if dup else {})}
+            run_comms = {c: tuple(sorted(int(perm[t]) for t in m)) for c, m in run_comms.items()}  # as its tracer
         if r == spec.comm_ids_run:
             run_comms, calls, msgs, halves = shifted_comm_ids(run_comms, calls, msgs, halves)
         meta = TraceMeta(cpus_per_node=(machine.cores_per_node,) * len(placement.node_names),
@@ -1375,3 +1376,4 @@ COMM_ID_SHIFT = 4
 def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, comm_ids_run=1, shape=Shape(topology="torus", completion="waitall", sub_comms=True,
                                                      coll_every=0, dup_comm=True))
+

@@ -15,8 +15,9 @@ import synthtrace.simulator.mechanisms as mech
 from synthtrace.tracelib.formats.otf2 import Otf2Trace
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
 from synthtrace.tracelib.formats.source import COMMUNICATOR_SCHEMA
-from synthtrace.tracelib.merge.communicators import communicator_map
-from synthtrace.tracelib.merge.merge_runs import merge_runs
+from synthtrace.tracelib.merge.communicators import communicator_map, renamed_communicators
+from synthtrace.tracelib.merge.merge_runs import RunTables, merge_runs
+from synthtrace.tracelib.thread_key import ID_BITS
 from testing.simulator_campaigns import mechanism_score, merge_campaign, read_campaign
 
 TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
@@ -85,6 +86,24 @@ def test_duplicates_pair_in_creation_order_and_the_rest_get_ids_no_reference_com
     unknown = {to[12], to[8]}
     assert len(unknown) == 2 and not unknown & {1, 5, 6, 7, 9, 12, 8}
     assert uneven.select("members", "alike", "ref_alike").rows() == [("1,2,3,4", 3, 2)]
+
+
+def test_a_renumbered_runs_members_are_compared_in_the_references_numbering():
+    """A run whose roles sit on other ranks (tasks 1 and 3, 2 and 4 swapped: a reordering MPI_Cart_create) lists
+    other ranks as the members of the same communicator: as numbered, its row of roles 1-2 looks like the
+    reference's other row; in the reference's numbering (the rank correspondence's) it is the same row."""
+    ref = _members({1: [1, 2, 3, 4], 2: [1, 2], 3: [3, 4]})
+    other = _members({1: [1, 2, 3, 4], 2: [3, 4], 3: [1, 2]})
+    calls = pl.DataFrame({"appl": [1, 1], "task": [3, 1], "comm": [2, 3]}, schema={"appl": pl.Int32,
+                                                                                    "task": pl.Int32, "comm": pl.Int64})
+    run = RunTables("b", "b", pl.DataFrame(), calls, communicators=other)
+    reference = RunTables("a", "a", pl.DataFrame(), calls.head(0), communicators=ref)
+    as_numbered = renamed_communicators(run, reference)
+    assert as_numbered.run.mpi_calls.get_column("comm").to_list() == [3, 2]
+    renum = {(1 << ID_BITS) | a: b for a, b in ((1, 3), (3, 1), (2, 4), (4, 2))}
+    renumbered = renamed_communicators(run, reference, renum)
+    assert renumbered.moved is None and renumbered.run.mpi_calls.get_column("comm").to_list() == [2, 3]
+    assert not renumbered.same_ids(as_numbered)
 
 
 def test_otf2_communicators_come_from_their_groups():

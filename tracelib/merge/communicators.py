@@ -12,17 +12,22 @@ A communicator whose member set the reference lacks gets an id no reference comm
 have no counterpart). Runs without a stored members table (ingested before it was kept, or traces that declare
 none) keep their ids: the merge compares them as numbers, as before.
 
-What is not mapped: a communicator id a call names that its trace does not declare keeps its number; member sets
-are compared in each run's own task numbering, before a rank renumbering (:mod:`synthtrace.tracelib.merge.ranks`),
-so a run whose tasks are renumbered keeps the ids of the communicators whose members differ as numbered.
+Member sets are compared in the run's own task numbering first (the rank correspondence counts messages per
+communicator), then again in the reference's when the rank correspondence renumbers the run's tasks
+(:mod:`synthtrace.tracelib.merge.ranks`: a run whose program placed its roles on other ranks, e.g. a reordering
+MPI_Cart_create, lists other world ranks as the members of the same communicator). A communicator id a call names
+that its trace does not declare keeps its number.
 Point-to-point messages need no mapping of their peers: Extrae's communication records and the OTF2 reader's
 (:func:`~synthtrace.tracelib.formats.otf2.messages.peer_tasks`) name world tasks, not communicator ranks."""
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import polars as pl
+
+from synthtrace.tracelib.merge.ranks import renumber_columns
 
 if TYPE_CHECKING:
     from synthtrace.tracelib.merge.merge_runs import RunTables
@@ -69,19 +74,37 @@ def _columns(frame: pl.DataFrame | pl.LazyFrame) -> list[str]:
     return frame.collect_schema().names()
 
 
-def on_reference_communicators(run: RunTables, reference: RunTables) -> tuple[RunTables, list[str]]:
-    """``run`` with its calls' and messages' communicator ids the reference's (:func:`communicator_map`), and what
-    the merge notes of it; ``run`` as it is when either run has no members table or the ids already agree."""
+@dataclass(frozen=True)
+class Renamed:
+    """A run with its communicator ids the reference's (:func:`renamed_communicators`): ``run``, the ids it
+    rewrote (``moved``: appl, comm, to; None: none) and what the merge notes of it."""
+
+    run: RunTables
+    moved: pl.DataFrame | None
+    notes: list[str]
+
+    def same_ids(self, other: Renamed) -> bool:
+        """Whether ``other`` rewrote the same ids to the same ones."""
+        if self.moved is None or other.moved is None:
+            return self.moved is None and other.moved is None
+        return self.moved.equals(other.moved)
+
+
+def renamed_communicators(run: RunTables, reference: RunTables, renum: Mapping[int, int] | None = None) -> Renamed:
+    """``run`` with its calls' and messages' communicator ids the reference's (:func:`communicator_map` of the
+    members, in the reference's task numbering when ``renum``, the rank correspondence's packed task key -> task,
+    is given); ``run`` as it is when either run has no members table or the ids already agree."""
     if run.communicators is None or reference.communicators is None or not run.communicators.height \
             or not reference.communicators.height:
-        return run, []
-    mapping, uneven = communicator_map(reference.communicators, run.communicators)
+        return Renamed(run, None, [])
+    members = renumber_columns(run.communicators, dict(renum), ("task",)) if renum else run.communicators
+    mapping, uneven = communicator_map(reference.communicators, members)
     notes = [f"{run.run_name}: {r['alike']} communicator(s) of tasks {{{r['members']}}} (appl {r['appl']}) where "
              f"{reference.run_name} has {r['ref_alike']}: paired in the order the runs created them, which may "
              "not be the same communicators" for r in uneven.iter_rows(named=True)]
     moved = mapping.filter(pl.col("comm") != pl.col("to"))
     if not moved.height:
-        return run, notes
+        return Renamed(run, None, notes)
     calls = run.mpi_calls
     if "comm" in _columns(calls):
         calls = _renamed(calls, "appl", moved)
@@ -91,4 +114,4 @@ def on_reference_communicators(run: RunTables, reference: RunTables) -> tuple[Ru
     shown = ", ".join(f"{c}->{t}" for c, t in moved.select("comm", "to").head(8).iter_rows())
     notes.append(f"{run.run_name}: {moved.height} communicator id(s) renamed to {reference.run_name}'s by their "
                  f"members ({shown}{', ...' if moved.height > 8 else ''})")
-    return replace(run, mpi_calls=calls, messages=messages), notes
+    return Renamed(replace(run, mpi_calls=calls, messages=messages), moved, notes)
