@@ -74,6 +74,19 @@ def test_a_bad_communicator_line_is_skipped_with_a_warning(tmp_path):
     assert _sets(trace.communicators) == {1: [1, 2], 3: [2]}
 
 
+def test_a_header_listing_too_many_members_keeps_none(tmp_path, monkeypatch):
+    """The header may be 64 MiB of c: lines: past MAX_MEMBERS members none are kept (said, with the line), and the
+    trace is read as one without them (its communicator ids compared as numbers)."""
+    import synthtrace.tracelib.formats.paraver.communicators as paraver_comms
+    monkeypatch.setattr(paraver_comms, "MAX_MEMBERS", 3)
+    prv = tmp_path / "t.prv"
+    prv.write_text("#Paraver (01/01/2020 at 00:00):1000_ns:1(2):1:2(1:1,1:1),2\n"
+                   "c:1:1:2:1:2\nc:1:2:2:1:2\n1:1:1:1:1:0:1000:1\n1:2:1:2:1:0:1000:1\n")
+    with pytest.warns(UserWarning, match=re.escape(f"{prv}:3: the communicator lines list more than 3 members")):
+        trace = ParaverTrace(prv)
+    assert trace.communicators.height == 0
+
+
 def test_duplicates_pair_in_creation_order_and_the_rest_get_ids_no_reference_communicator_has():
     """The world and its duplicates (one member set) pair in id order; a run holding more of them than the
     reference says which set is ambiguous; a communicator whose members the reference lacks, or an extra
