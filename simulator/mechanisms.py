@@ -1348,3 +1348,11 @@ def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:
     return truth.with_columns(
         pl.when(span).then(pl.col("iteration")).otherwise(None).cast(pl.Int64).alias("span"),
         pl.when(span).then(pl.col("logical_id").and_(INNER_MASK)).otherwise(None).alias("span_class"))
+
+
+# [noise22] added at the end so that other sessions' additions merge cleanly
+@mechanism("dynamic_farm", "dynamic scheduling: a task farm handing 6 tasks per worker an iteration to whichever "
+           "worker asks first (network jitter 0.3), so a worker's k-th task is another job in each run and its "
+           "burst does another job's work", 6, 30)
+def _dynamic_farm(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.3, shape=Shape(farm=True, topology="none", tasks_per_worker=6, coll_every=0))
