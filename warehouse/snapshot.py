@@ -127,14 +127,16 @@ class Snapshot:
         a query must not read a large warehouse twice). A damaged one is
         :class:`~synthtrace.warehouse.errors.DamagedPartError`; a mismatch because a writer replaced the folder
         since it was linked (the checksums are read at the file's place, which now holds another version) is
-        :class:`SnapshotChanged` (the read is made again)."""
+        :class:`SnapshotChanged` (the read is made again), and so is a file bound by path that a writer removed
+        between the lookup of its checksums and its own (bench21 B1: a bare FileNotFoundError)."""
         for files in self.files.values():
             for f in files:
                 place = self.place(f)
                 try:
                     content_check(f, place, thorough=False)
-                except DamagedPartError:
-                    if self.moved() or not _same_inode(f, place):
+                except (DamagedPartError, FileNotFoundError) as exc:
+                    if self.moved() or (not _same_inode(f, place) if isinstance(exc, DamagedPartError)
+                                        else self.by_path):
                         raise SnapshotChanged(f"{self.root}: changed while it was read") from None
                     raise
 
