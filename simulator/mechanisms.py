@@ -234,6 +234,9 @@ class CampaignSpec:
     #: the traces' format: "prv" (Paraver, as Extrae writes it) or "otf2" (an archive per run, as Score-P writes
     #: it: see :mod:`.otf2_out`)
     trace_format: str = "prv"
+    #: [ranks22] the renumbered run numbers logical rank r as (r + shift) % ranks (a rotation: roles from a split key
+    #: or the placement) instead of a random permutation (0: random)
+    renumber_shift: int = 0
 
     @property
     def name(self) -> str:
@@ -1113,7 +1116,8 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
         if traced_from:
             bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
         if r == spec.renumber_run:
-            perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
+            perm = ((np.arange(P) + spec.renumber_shift) % P if spec.renumber_shift
+                    else _rng(spec.seed, spec.mechanism, "perm").permutation(P))
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
         meta = TraceMeta(cpus_per_node=(machine.cores_per_node,) * len(placement.node_names),
@@ -1348,3 +1352,24 @@ def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:
     return truth.with_columns(
         pl.when(span).then(pl.col("iteration")).otherwise(None).cast(pl.Int64).alias("span"),
         pl.when(span).then(pl.col("logical_id").and_(INNER_MASK)).otherwise(None).alias("span_class"))
+
+
+# ---------------------------------------------------------------------------------------------------- ranks22
+@mechanism("rotated_ring", "run 1 numbers logical rank r as r + 1 on a symmetric 8-rank ring (a rotation: the "
+           "message graph maps onto itself), ranks nearly alike (work 1 % apart)", 8, 20)
+def _rotated_ring(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, renumber_shift=1,
+                   shape=Shape(topology="ring", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.01))
+
+
+@mechanism("rotated_torus", "run 1 numbers logical rank r as r + 1 on a symmetric 4x4 torus (the torus relabelled, "
+           "not one of its symmetries), ranks nearly alike (work 3 % apart)", 16, 12)
+def _rotated_torus(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, renumber_shift=1,
+                   shape=Shape(topology="torus", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.03))
+
+
+@mechanism("rotated_torus_alike", "as rotated_torus with ranks alike (the same work): only the messages tell "
+           "which task is which, up to the torus's symmetries", 16, 12)
+def _rotated_torus_alike(spec: CampaignSpec) -> CampaignSpec:
+    return replace(_rotated_torus(spec), shape=replace(_rotated_torus(spec).shape, rank_sigma=0.0))
