@@ -239,6 +239,10 @@ class _Candidates:
                 partner = np.empty(cols.size, np.int64)
                 partner[cols] = rows
                 self.blocks.append((start, bh, partner))
+        #: the behaviour assignment as a numbering (the tasks of an appl without profiles as numbered)
+        self.assigned = np.arange(nodes.size)
+        for start, _, partner in self.blocks:
+            self.assigned[start:start + partner.size] = start + partner
 
     def closer(self, o: int, refs: np.ndarray) -> np.ndarray:
         """``refs`` (reference nodes) ordered by behaviour: other node ``o``'s partner in the behaviour assignment
@@ -250,6 +254,17 @@ class _Candidates:
                 d = np.where(refs == start + partner[o - start], -1.0, d)
                 return refs[np.argsort(d, kind="stable")]
         return refs
+
+    def surest(self, others: np.ndarray) -> int:
+        """Of other nodes ``others``, the one whose behaviour singles out its partner best (the widest gap between
+        its nearest reference task and the next, over the profiles' noise): the search's first pin."""
+        gap = np.full(others.size, -np.inf)
+        for start, bh, _ in self.blocks:
+            inside = (others >= start) & (others < start + bh.oth_tasks.size)
+            if inside.any() and bh.ref_tasks.size > 1:
+                cols = np.sort(bh.cost[:, others[inside] - start], axis=0)
+                gap[inside] = (cols[1] - cols[0]) / np.maximum(cols[0], NOISE_FLOOR)
+        return int(others[int(np.argmax(gap))])
 
     def distance(self, perm: np.ndarray) -> float:
         """The behaviour distance of a numbering (sum over tasks of the mean |log1p work difference|)."""
@@ -321,7 +336,8 @@ def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
     if not np.array_equal(nodes, oth_bursts.select(task_key().unique().sort()).to_series().to_numpy()):
         return None
     c = _Candidates(nodes, behaviours)
-    perms = numberings(nodes, ref_counts, oth_counts, c.closer)
+    got = numberings(nodes, ref_counts, oth_counts, c.closer, c.surest)
+    perms = got.found
     if not perms:
         return None
     ident = np.arange(nodes.size)
@@ -348,6 +364,14 @@ def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
         if not ev.clear:
             tie = (f"{what}: took [{c.moved(chosen)}], [{c.moved(runner)}] fits alike ({ev.a:.2%} vs {ev.b:.2%} "
                    f"work difference on {ev.cells} profile cells)")
+    if tie is None and not got.complete:
+        # the search was bounded: a numbering it did not reach may fit better; behaviour alone (the assignment
+        # ignoring the messages) says so when it fits clearly better than the numbering taken
+        ev = _evidence(c, c.assigned, chosen, noise)
+        if ev.clear:
+            tie = (f"{what}: took [{c.moved(chosen)}]; the search of numberings was bounded and task behaviour "
+                   f"alone fits another clearly better ({ev.a:.2%} vs {ev.b:.2%} work difference on {ev.cells} "
+                   "profile cells)")
     mapping = c.mapping(chosen)
     if mapping is not None and (fit := explained(ref_counts, oth_counts, mapping)) is not None \
             and fit.explained < min_explained:

@@ -21,6 +21,7 @@ exactly but took 0.1-6 s per isomorphism at 64-1024 tasks here (benchmarks/RESUL
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -36,18 +37,24 @@ MAX_PINS = 16
 BRANCH, BRANCH_DEPTH = 4, 3
 #: numberings the search completes at most
 MAX_NUMBERINGS = 64
-#: edge visits of the colour refinement the search may spend (a ring of 1024 tasks: ~2e6 per anchor)
-WORK_BUDGET = 20_000_000
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+#: edge visits of the colour refinement the search may spend (a ring of 1024 tasks: ~2e6 per first pin, a 32x32
+#: torus ~0.5e6)
+WORK_BUDGET = 8_000_000
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each value (splitmix64's finaliser), wrapping."""
-    with np.errstate(over="ignore"):
-        z = (x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) & _MASK
-        z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK
-        z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK
-        return z ^ (z >> np.uint64(31))
+    """A 64-bit hash of each value (splitmix64's finaliser; unsigned arithmetic wraps)."""
+    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+class Numberings(NamedTuple):
+    """The numberings found and whether the search tried every choice (else some were left untried: bounded)."""
+
+    found: list[np.ndarray]
+    complete: bool
 
 
 class Graphs:
@@ -78,11 +85,11 @@ class Graphs:
         out_h, in_h = _mix(self.kind * 2), _mix(self.kind * 2 + 1)
         while True:
             self.work += self.src.size
-            with np.errstate(over="ignore"):
-                acc = _mix(colours)
-                np.add.at(acc, self.src, _mix(out_h ^ colours[self.dst].astype(np.uint64)))
-                np.add.at(acc, self.dst, _mix(in_h ^ colours[self.src].astype(np.uint64)))
-                key = _mix(acc ^ _mix(colours.astype(np.uint64) + np.uint64(1)))  # 64-bit: collisions negligible
+            c = colours.astype(np.uint64)
+            acc = _mix(c)
+            np.add.at(acc, self.src, _mix(out_h ^ c[self.dst]))
+            np.add.at(acc, self.dst, _mix(in_h ^ c[self.src]))
+            key = _mix(acc ^ _mix(c + np.uint64(1)))  # 64-bit: collisions negligible
             new = np.unique(key, return_inverse=True)[1].reshape(-1)
             if new.max(initial=0) == colours.max(initial=0):
                 return new
@@ -116,21 +123,25 @@ class Graphs:
 
 
 def numberings(nodes: np.ndarray, ref_counts: pl.DataFrame, oth_counts: pl.DataFrame,
-               closer: Callable[[int, np.ndarray], np.ndarray]) -> list[np.ndarray]:
-    """The numberings (perm[other task index] = reference task index, both over ``nodes``: sorted task keys) that
-    carry the other run's message graph onto the reference's, distinct: the one as it is when it does, and those a
+               closer: Callable[[int, np.ndarray], np.ndarray],
+               first: Callable[[np.ndarray], int] | None = None) -> Numberings:
+    """The :class:`Numberings` (perm[other task index] = reference task index, both over ``nodes``: sorted task keys)
+    that carry the other run's message graph onto the reference's, distinct: the one as it is when it does, and those a
     bounded search finds: pins tried in ``closer`` order (``MAX_ANCHORS`` images of the anchor, ``BRANCH`` choices
     at the ``BRANCH_DEPTH`` pins after it, the first choice deeper), at most ``MAX_NUMBERINGS`` numberings and
-    ``WORK_BUDGET`` edge visits of the refinement; [] when the graphs differ."""
+    ``WORK_BUDGET`` edge visits of the refinement; [] when the graphs differ. ``first(others)``: which of the other
+    tasks ``others`` (the first colour to pin) to pin first (default: the first; the rank correspondence gives the one
+    whose behaviour singles out its partner best)."""
     g = Graphs(nodes, ref_counts, oth_counts)
     n = g.n
     if not n or not g.complete or g.src.size == 0:
-        return []
+        return Numberings([], True)
     found: dict[bytes, np.ndarray] = {}
     ident = np.arange(n)
     if g.carries(ident):
         found[ident.tobytes()] = ident
     left = [MAX_NUMBERINGS]
+    cut = [False]  # a choice left untried
 
     def search(colours: np.ndarray, depth: int) -> None:
         counts_r = np.bincount(colours[:n], minlength=colours.max() + 1)
@@ -147,12 +158,16 @@ def numberings(nodes: np.ndarray, ref_counts: pl.DataFrame, oth_counts: pl.DataF
                 found.setdefault(perm.tobytes(), perm)
             return
         cls = int(np.flatnonzero(counts_r > 1)[np.argmin(counts_r[counts_r > 1])])
-        o = int(np.flatnonzero(colours[n:] == cls)[0])
+        others = np.flatnonzero(colours[n:] == cls)
+        o = int(first(others)) if depth == 0 and first is not None else int(others[0])
         width = MAX_ANCHORS if depth == 0 else BRANCH if depth <= BRANCH_DEPTH else 1
-        for r in closer(o, np.flatnonzero(colours[:n] == cls))[:width]:
+        choices = closer(o, np.flatnonzero(colours[:n] == cls))
+        cut[0] |= choices.size > width
+        for r in choices[:width]:
             if left[0] <= 0 or g.work > WORK_BUDGET:
+                cut[0] = True
                 return
             search(g.pinned(colours, int(r), o), depth + 1)
 
     search(g.start, 0)
-    return list(found.values())
+    return Numberings(list(found.values()), not cut[0])
