@@ -237,6 +237,8 @@ class CampaignSpec:
     #: [ranks22] the renumbered run numbers logical rank r as (r + shift) % ranks (a rotation: roles from a split key
     #: or the placement) instead of a random permutation (0: random)
     renumber_shift: int = 0
+    #: this run's tracer gives the communicators other than the world other ids (:func:`shifted_comm_ids`)
+    comm_ids_run: int = -1
 
     @property
     def name(self) -> str:
@@ -1115,17 +1117,20 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
                        for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3) if run == r}
         if traced_from:
             bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
+        run_comms = {WORLD: tuple(range(P)), **comms, **({dup: tuple(range(P))} if dup else {})}
         if r == spec.renumber_run:
             perm = ((np.arange(P) + spec.renumber_shift) % P if spec.renumber_shift
                     else _rng(spec.seed, spec.mechanism, "perm").permutation(P))
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
+            run_comms = {c: tuple(sorted(int(perm[t]) for t in m)) for c, m in run_comms.items()}  # as its tracer
+        if r == spec.comm_ids_run:
+            run_comms, calls, msgs, halves = shifted_comm_ids(run_comms, calls, msgs, halves)
         meta = TraceMeta(cpus_per_node=(machine.cores_per_node,) * len(placement.node_names),
                          threads_per_task=(tuple([T] * P),),
                          node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),),
                          communicators=tuple(Communicator(1, c, tuple(int(t) + 1 for t in m))
-                                             for c, m in {WORLD: tuple(range(P)), **comms,
-                                                          **({dup: tuple(range(P))} if dup else {})}.items()),
+                                             for c, m in run_comms.items()),
                          node_names=placement.node_names, binary=spec.app)
         if spec.trace_format == "otf2":
             from synthtrace.simulator.otf2_out import write_otf2
@@ -1352,6 +1357,29 @@ def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:
     return truth.with_columns(
         pl.when(span).then(pl.col("iteration")).otherwise(None).cast(pl.Int64).alias("span"),
         pl.when(span).then(pl.col("logical_id").and_(INNER_MASK)).otherwise(None).alias("span_class"))
+
+
+def shifted_comm_ids(comms: dict[int, tuple[int, ...]], *frames: pl.DataFrame
+                     ) -> tuple[dict[int, tuple[int, ...]], ...]:
+    """The communicators of a run whose tracer numbered the ones after the world :data:`COMM_ID_SHIFT` further
+    (Extrae numbers communicators per run as it sees them created: a library that made its own first shifts the
+    program's), and ``frames`` (calls, messages) with their ``comm`` column so numbered: the same communicators, with
+    the same members, under ids another run gives other communicators."""
+    moved = {c: c + COMM_ID_SHIFT if c != WORLD else c for c in comms}
+    renamed = tuple(f.with_columns(pl.col("comm").replace(list(moved), list(moved.values())))
+                    if "comm" in f.columns else f for f in frames)
+    return ({moved[c]: m for c, m in comms.items()}, *renamed)
+
+
+#: how far :func:`shifted_comm_ids` moves the ids: a 4x4 grid's row communicators take its columns' ids
+COMM_ID_SHIFT = 4
+
+
+@mechanism("sub_comms_ids", "sub_comms with a duplicate of the world, run 1's tracer numbering the communicators "
+           "after the world 4 further (its rows under the reference's column ids)", 16, 20)
+def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, comm_ids_run=1, shape=Shape(topology="torus", completion="waitall", sub_comms=True,
+                                                     coll_every=0, dup_comm=True))
 
 
 # ---------------------------------------------------------------------------------------------------- ranks22

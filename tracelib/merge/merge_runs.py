@@ -58,6 +58,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
+from synthtrace.tracelib.merge.communicators import renamed_communicators
 from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondence, renumber, renumber_calls,
                                              renumber_columns)
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, Choice, Plan, choose, relative_errors,
@@ -145,6 +146,9 @@ class RunTables:
     #: logical messages come from the calls alone (:mod:`synthtrace.tracelib.merge.messages`); a lazy scan is read
     #: as the bursts are
     messages: pl.DataFrame | pl.LazyFrame | None = None
+    #: the members of the communicators the trace declares (COMMUNICATOR_SCHEMA of
+    #: :mod:`synthtrace.tracelib.formats.source`); None: not known, the merge compares communicator ids as numbers
+    communicators: pl.DataFrame | None = None
 
     @property
     def counters(self) -> list[str]:
@@ -1236,7 +1240,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     whole: dict[str, AlignedRun] = {}  # estimate_unmatched reads the source runs' bursts and calls again
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
-        o = loaded(lazy)
+        raw = loaded(lazy)
+        ids = renamed_communicators(raw, ref_run)  # communicator ids are per-run handles: matched by members
+        o = ids.run
         # its bursts as the steps before the alignment read them and its calls, read once for the rank
         # correspondence and the alignment
         read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
@@ -1244,6 +1250,11 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         same_layout(ref_layout, _layout(read.bursts), ref_run.run_name, o.run_name)
         corr = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)
         renum = corr.mapping
+        if renum and not ids.same_ids(again := renamed_communicators(raw, ref_run, renum)):  # members renumbered
+            ids, o = again, again.run
+            read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
+        notes.extend(ids.notes)
+        del raw
         release_free_heap()  # what its reading of the run's calls freed
         if renum:
             notes.append(renumbered_note(ref_run, o, renum))
