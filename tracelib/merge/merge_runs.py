@@ -407,9 +407,11 @@ class Tally:
         """Share of reference bursts matched."""
         return self.matched / self.rows if self.rows else 0.0
 
-    def signals(self, work_shift: float | None) -> PairSignals:
-        """The :class:`PairSignals` of the sums (``work_shift`` from the choice sample: a median)."""
-        return replace(self.pairs, work_shift=work_shift)
+    def signals(self, sampled: PairSignals | None) -> PairSignals:
+        """The :class:`PairSignals` of the sums, their medians (``work_shift``, ``work_noise``) from the choice
+        sample's (``sampled``)."""
+        return replace(self.pairs, work_shift=sampled.work_shift if sampled else None,
+                       work_noise=sampled.work_noise if sampled else None)
 
     def tied(self, tie: str | None) -> Tally:
         """[ranks22] The tally with the rank correspondence's tie (:class:`Correspondence`) in its signals."""
@@ -1091,9 +1093,9 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
         read = [c for c in dict.fromkeys([work, rate]) if c]  # what the signals read of a sample on disk
-        shift = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
-                             s.matches, work, rate, s.long).work_shift if work else None
-        sig = tallies[o.run_id].signals(shift)
+        sampled = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
+                               s.matches, work, rate, s.long) if work else None
+        sig = tallies[o.run_id].signals(sampled)
         verdicts[o.run_id] = (sig, verdict(sig, not info.features))
         if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
             notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
