@@ -234,6 +234,9 @@ class CampaignSpec:
     #: the traces' format: "prv" (Paraver, as Extrae writes it) or "otf2" (an archive per run, as Score-P writes
     #: it: see :mod:`.otf2_out`)
     trace_format: str = "prv"
+    #: [ranks22] the renumbered run numbers logical rank r as (r + shift) % ranks (a rotation: roles from a split key
+    #: or the placement) instead of a random permutation (0: random)
+    renumber_shift: int = 0
     #: this run's tracer gives the communicators other than the world other ids (:func:`shifted_comm_ids`)
     comm_ids_run: int = -1
 
@@ -1116,7 +1119,8 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
             bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
         run_comms = {WORLD: tuple(range(P)), **comms, **({dup: tuple(range(P))} if dup else {})}
         if r == spec.renumber_run:
-            perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
+            perm = ((np.arange(P) + spec.renumber_shift) % P if spec.renumber_shift
+                    else _rng(spec.seed, spec.mechanism, "perm").permutation(P))
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
             run_comms = {c: tuple(sorted(int(perm[t]) for t in m)) for c, m in run_comms.items()}  # as its tracer
@@ -1377,3 +1381,31 @@ def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, comm_ids_run=1, shape=Shape(topology="torus", completion="waitall", sub_comms=True,
                                                      coll_every=0, dup_comm=True))
 
+
+# [noise22] added at the end so that other sessions' additions merge cleanly
+@mechanism("dynamic_farm", "dynamic scheduling: a task farm handing 6 tasks per worker an iteration to whichever "
+           "worker asks first (network jitter 0.3), so a worker's k-th task is another job in each run and its "
+           "burst does another job's work", 6, 30)
+def _dynamic_farm(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.3, shape=Shape(farm=True, topology="none", tasks_per_worker=6, coll_every=0))
+
+
+# ---------------------------------------------------------------------------------------------------- ranks22
+@mechanism("rotated_ring", "run 1 numbers logical rank r as r + 1 on a symmetric 8-rank ring (a rotation: the "
+           "message graph maps onto itself), ranks nearly alike (work 1 % apart)", 8, 20)
+def _rotated_ring(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, renumber_shift=1,
+                   shape=Shape(topology="ring", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.01))
+
+
+@mechanism("rotated_torus", "run 1 numbers logical rank r as r + 1 on a symmetric 4x4 torus (the torus relabelled, "
+           "not one of its symmetries), ranks nearly alike (work 3 % apart)", 16, 12)
+def _rotated_torus(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, renumber_shift=1,
+                   shape=Shape(topology="torus", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.03))
+
+
+@mechanism("rotated_torus_alike", "as rotated_torus with ranks alike (the same work): only the messages tell "
+           "which task is which, up to the torus's symmetries", 16, 12)
+def _rotated_torus_alike(spec: CampaignSpec) -> CampaignSpec:
+    return replace(_rotated_torus(spec), shape=replace(_rotated_torus(spec).shape, rank_sigma=0.0))
