@@ -69,6 +69,9 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
 ``tail``            run 1 makes 2 more outer iterations at the end, run 2 (with ``runs=3``) 2 fewer
 ``renumbered`` / ``renumbered_torus``   run 1's MPI ranks numbered by a random permutation (``MPI_Cart_create``
                     with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
+``rotated_ring`` / ``rotated_torus`` / ``rotated_torus_alike``   run 1 numbers logical rank r as r + 1 (roles
+                    from a split key or the placement): on a symmetric ring (one of its symmetries), a 4x4 torus
+                    (relabelled), ranks 1-3 % apart / alike (``CampaignSpec.renumber_shift``)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
 ``late_trace``      run 1's trace of its last rank starts at outer iteration 2 (tracing turned on late on it): its
