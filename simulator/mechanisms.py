@@ -69,6 +69,9 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
 ``tail``            run 1 makes 2 more outer iterations at the end, run 2 (with ``runs=3``) 2 fewer
 ``renumbered`` / ``renumbered_torus``   run 1's MPI ranks numbered by a random permutation (``MPI_Cart_create``
                     with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
+``rotated_ring`` / ``rotated_torus`` / ``rotated_torus_alike``   run 1 numbers logical rank r as r + 1 (roles
+                    from a split key or the placement): on a symmetric ring (one of its symmetries), a 4x4 torus
+                    (relabelled), ranks 1-3 % apart / alike (``CampaignSpec.renumber_shift``)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
 ``late_trace``      run 1's trace of its last rank starts at outer iteration 2 (tracing turned on late on it): its
@@ -235,6 +238,11 @@ class CampaignSpec:
     #: the traces' format: "prv" (Paraver, as Extrae writes it) or "otf2" (an archive per run, as Score-P writes
     #: it: see :mod:`.otf2_out`)
     trace_format: str = "prv"
+    #: [ranks22] the renumbered run numbers logical rank r as (r + shift) % ranks (a rotation: roles from a split key
+    #: or the placement) instead of a random permutation (0: random)
+    renumber_shift: int = 0
+    #: this run's tracer gives the communicators other than the world other ids (:func:`shifted_comm_ids`)
+    comm_ids_run: int = -1
 
     @property
     def name(self) -> str:
@@ -1116,16 +1124,20 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
                        for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3) if run == r}
         if traced_from:
             bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
+        run_comms = {WORLD: tuple(range(P)), **comms, **({dup: tuple(range(P))} if dup else {})}
         if r == spec.renumber_run:
-            perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
+            perm = ((np.arange(P) + spec.renumber_shift) % P if spec.renumber_shift
+                    else _rng(spec.seed, spec.mechanism, "perm").permutation(P))
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
+            run_comms = {c: tuple(sorted(int(perm[t]) for t in m)) for c, m in run_comms.items()}  # as its tracer
+        if r == spec.comm_ids_run:
+            run_comms, calls, msgs, halves = shifted_comm_ids(run_comms, calls, msgs, halves)
         meta = TraceMeta(cpus_per_node=(machine.cores_per_node,) * len(placement.node_names),
                          threads_per_task=(tuple([T] * P),),
                          node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),),
                          communicators=tuple(Communicator(1, c, tuple(int(t) + 1 for t in m))
-                                             for c, m in {WORLD: tuple(range(P)), **comms,
-                                                          **({dup: tuple(range(P))} if dup else {})}.items()),
+                                             for c, m in run_comms.items()),
                          node_names=placement.node_names, binary=spec.app)
         if spec.trace_format == "otf2":
             from synthtrace.simulator.otf2_out import write_otf2
@@ -1359,3 +1371,53 @@ def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:
 def _version_reduce(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, shape=Shape(topology="ring", exchange="persistent"),
                    plans=(RunPlan(), RunPlan(extra_reduce=True)))
+def shifted_comm_ids(comms: dict[int, tuple[int, ...]], *frames: pl.DataFrame
+                     ) -> tuple[dict[int, tuple[int, ...]], ...]:
+    """The communicators of a run whose tracer numbered the ones after the world :data:`COMM_ID_SHIFT` further
+    (Extrae numbers communicators per run as it sees them created: a library that made its own first shifts the
+    program's), and ``frames`` (calls, messages) with their ``comm`` column so numbered: the same communicators, with
+    the same members, under ids another run gives other communicators."""
+    moved = {c: c + COMM_ID_SHIFT if c != WORLD else c for c in comms}
+    renamed = tuple(f.with_columns(pl.col("comm").replace(list(moved), list(moved.values())))
+                    if "comm" in f.columns else f for f in frames)
+    return ({moved[c]: m for c, m in comms.items()}, *renamed)
+
+
+#: how far :func:`shifted_comm_ids` moves the ids: a 4x4 grid's row communicators take its columns' ids
+COMM_ID_SHIFT = 4
+
+
+@mechanism("sub_comms_ids", "sub_comms with a duplicate of the world, run 1's tracer numbering the communicators "
+           "after the world 4 further (its rows under the reference's column ids)", 16, 20)
+def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, comm_ids_run=1, shape=Shape(topology="torus", completion="waitall", sub_comms=True,
+                                                     coll_every=0, dup_comm=True))
+
+
+# [noise22] added at the end so that other sessions' additions merge cleanly
+@mechanism("dynamic_farm", "dynamic scheduling: a task farm handing 6 tasks per worker an iteration to whichever "
+           "worker asks first (network jitter 0.3), so a worker's k-th task is another job in each run and its "
+           "burst does another job's work", 6, 30)
+def _dynamic_farm(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.3, shape=Shape(farm=True, topology="none", tasks_per_worker=6, coll_every=0))
+
+
+# ---------------------------------------------------------------------------------------------------- ranks22
+@mechanism("rotated_ring", "run 1 numbers logical rank r as r + 1 on a symmetric 8-rank ring (a rotation: the "
+           "message graph maps onto itself), ranks nearly alike (work 1 % apart)", 8, 20)
+def _rotated_ring(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, renumber_shift=1,
+                   shape=Shape(topology="ring", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.01))
+
+
+@mechanism("rotated_torus", "run 1 numbers logical rank r as r + 1 on a symmetric 4x4 torus (the torus relabelled, "
+           "not one of its symmetries), ranks nearly alike (work 3 % apart)", 16, 12)
+def _rotated_torus(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, renumber_shift=1,
+                   shape=Shape(topology="torus", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.03))
+
+
+@mechanism("rotated_torus_alike", "as rotated_torus with ranks alike (the same work): only the messages tell "
+           "which task is which, up to the torus's symmetries", 16, 12)
+def _rotated_torus_alike(spec: CampaignSpec) -> CampaignSpec:
+    return replace(_rotated_torus(spec), shape=replace(_rotated_torus(spec).shape, rank_sigma=0.0))

@@ -58,7 +58,9 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
-from synthtrace.tracelib.merge.ranks import WORK, rank_mapping, renumber, renumber_calls, renumber_columns
+from synthtrace.tracelib.merge.communicators import renamed_communicators
+from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondence, renumber, renumber_calls,
+                                             renumber_columns)
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, DURATION, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
@@ -144,6 +146,9 @@ class RunTables:
     #: logical messages come from the calls alone (:mod:`synthtrace.tracelib.merge.messages`); a lazy scan is read
     #: as the bursts are
     messages: pl.DataFrame | pl.LazyFrame | None = None
+    #: the members of the communicators the trace declares (COMMUNICATOR_SCHEMA of
+    #: :mod:`synthtrace.tracelib.formats.source`); None: not known, the merge compares communicator ids as numbers
+    communicators: pl.DataFrame | None = None
 
     @property
     def counters(self) -> list[str]:
@@ -404,9 +409,15 @@ class Tally:
         """Share of reference bursts matched."""
         return self.matched / self.rows if self.rows else 0.0
 
-    def signals(self, work_shift: float | None) -> PairSignals:
-        """The :class:`PairSignals` of the sums (``work_shift`` from the choice sample: a median)."""
-        return replace(self.pairs, work_shift=work_shift)
+    def signals(self, sampled: PairSignals | None) -> PairSignals:
+        """The :class:`PairSignals` of the sums, their medians (``work_shift``, ``work_noise``) from the choice
+        sample's (``sampled``)."""
+        return replace(self.pairs, work_shift=sampled.work_shift if sampled else None,
+                       work_noise=sampled.work_noise if sampled else None)
+
+    def tied(self, tie: str | None) -> Tally:
+        """[ranks22] The tally with the rank correspondence's tie (:class:`Correspondence`) in its signals."""
+        return replace(self, pairs=replace(self.pairs, rank_tie=tie)) if tie else self
 
 
 @dataclass(frozen=True)
@@ -735,15 +746,15 @@ class Reference:
 
 
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
-                        messages: pl.DataFrame | None = None) -> dict[int, int] | None:
-    """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.rank_mapping`),
-    None when they correspond as numbered or ``map_ranks`` is off. ``messages``: ``o``'s logical messages when
+                        messages: pl.DataFrame | None = None) -> Correspondence:
+    """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.correspondence`),
+    as numbered when ``map_ranks`` is off. ``messages``: ``o``'s logical messages when
     already derived (else derived from its calls); ``o``'s bursts a frame (a lazy scan is read)."""
     if not options.map_ranks:
-        return None
+        return Correspondence(None)
     if messages is None:
         messages = logical_messages(calls_of(o), o.messages)
-    return rank_mapping(bursts_of(ref.run, ()), message_counts(ref.messages), bursts_of(o, ()),
+    return correspondence(bursts_of(ref.run, ()), message_counts(ref.messages), bursts_of(o, ()),
                         message_counts(messages), (ref.run.run_name, o.run_name))
 
 
@@ -1112,9 +1123,9 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
         read = [c for c in dict.fromkeys([work, rate]) if c]  # what the signals read of a sample on disk
-        shift = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
-                             s.matches, work, rate, s.long).work_shift if work else None
-        sig = tallies[o.run_id].signals(shift)
+        sampled = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
+                               s.matches, work, rate, s.long) if work else None
+        sig = tallies[o.run_id].signals(sampled)
         verdicts[o.run_id] = (sig, verdict(sig, not info.features))
         if verdicts[o.run_id][1][0] == "ok" and (why := other_structure(ref, o, tallies[o.run_id])):
             verdicts[o.run_id] = (sig, ("suspect", why))
@@ -1267,13 +1278,21 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     whole: dict[str, AlignedRun] = {}  # estimate_unmatched reads the source runs' bursts and calls again
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
-        o = loaded(lazy)
+        raw = loaded(lazy)
+        ids = renamed_communicators(raw, ref_run)  # communicator ids are per-run handles: matched by members
+        o = ids.run
         # its bursts as the steps before the alignment read them and its calls, read once for the rank
         # correspondence and the alignment
         read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
         # the same tasks and threads, whatever their numbering
         same_layout(ref_layout, _layout(read.bursts), ref_run.run_name, o.run_name)
-        renum = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)
+        corr = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)
+        renum = corr.mapping
+        if renum and not ids.same_ids(again := renamed_communicators(raw, ref_run, renum)):  # members renumbered
+            ids, o = again, again.run
+            read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
+        notes.extend(ids.notes)
+        del raw
         release_free_heap()  # what its reading of the run's calls freed
         if renum:
             notes.append(renumbered_note(ref_run, o, renum))
@@ -1283,7 +1302,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                             blocks=blocks.of_run(j) if blocks else None)
         check_same_program(ref_run, info.run, info.tally, options, notes)
         compared[o.run_id] = Compared(info.common, info.features)
-        tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally, info.sample, info.run_sample
+        tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally.tied(corr.tie), info.sample, \
+            info.run_sample
         if set(counters_of[o.run_id]) - set(ref.counters):
             pairs[o.run_id] = info.kept_pairs(counters_of[o.run_id])
         if options.estimate_unmatched:

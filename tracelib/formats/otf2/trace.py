@@ -17,7 +17,7 @@ from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
 from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceReader
 from synthtrace.tracelib.formats.otf2.definitions import (_check_global_definitions, _check_location_files,
                                                           _identical_event_files, _Location, _read_definitions,
-                                                          _validate_archive)
+                                                          _validate_archive, communicator_members)
 from synthtrace.tracelib.formats.otf2.events import _clear, _EventBuffer
 from synthtrace.tracelib.formats.otf2.evt_file import EventsEnd, skipped_events
 from synthtrace.tracelib.formats.otf2.library import (
@@ -260,7 +260,8 @@ class Otf2Trace(TraceReader):
             calls=with_messages, messages=matched, message_ends=calls.message_ends,
             thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
             counters=tuple(assembler.counters), n_bursts=read.n_bursts, n_calls=calls.n_calls, n_uncore=0,
-            n_events=read.n_events, n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings))
+            n_events=read.n_events, n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings),
+            communicators=communicator_members(self.defs.comm_ranks, self.defs.self_comms))
 
     def _location_chunks(self, _otf2, handle, loc: _Location, setters: dict, messages: list[str],
                          read: _ReadState, progress: Callable[[int], None] | None) -> Iterator[tuple[RecordBatch, int]]:
