@@ -72,6 +72,8 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
 ``rotated_ring`` / ``rotated_torus`` / ``rotated_torus_alike``   run 1 numbers logical rank r as r + 1 (roles
                     from a split key or the placement): on a symmetric ring (one of its symmetries), a 4x4 torus
                     (relabelled), ranks 1-3 % apart / alike (``CampaignSpec.renumber_shift``)
+``version_reduce``  run 1 is another binary version: a second ``MPI_Allreduce`` after every outer one (not the
+                    same program: the merge must flag or refuse it)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
 ``late_trace``      run 1's trace of its last rank starts at outer iteration 2 (tracing turned on late on it): its
@@ -1371,6 +1373,8 @@ def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:
 def _version_reduce(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, shape=Shape(topology="ring", exchange="persistent"),
                    plans=(RunPlan(), RunPlan(extra_reduce=True)))
+
+
 def shifted_comm_ids(comms: dict[int, tuple[int, ...]], *frames: pl.DataFrame
                      ) -> tuple[dict[int, tuple[int, ...]], ...]:
     """The communicators of a run whose tracer numbered the ones after the world :data:`COMM_ID_SHIFT` further
