@@ -39,10 +39,6 @@ from synthtrace.tracelib.merge.blocks import frame_of
 RATIO_CLIP = (0.25, 4.0)
 WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
 CHOICE_SAMPLE = 100_000  # bursts looked at to choose a rescaling counter
-#: bursts shorter than this (ns) are glue between back-to-back calls, other code than the compute bursts that
-#: calls of the same site close (branchy call set-up at a low IPC): left out of the co-variation, as the merge
-#: leaves them out of every error it measures (MergeOptions.min_error_duration_ns)
-MIN_COVARY_NS = 10_000
 MIN_COVARY_ROWS = 20  # bursts with every counter compared that a co-variation is measured on (else none is)
 AUTO_RESCALE = (0.95, 1.0, False)  # (min correlation, max exponent, clip) of rescaling chosen by default
 WORK_NOISE = 5.0  # work ratios within this many times the median |log ratio| of the pairs count as noise,
@@ -115,9 +111,7 @@ def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str]
     """The reference counter to rescale ``target`` by, and the exponent, chosen on the source run's own bursts.
 
     Bursts closed by the same call on the same thread (the same code position, iteration after iteration) vary
-    only by what varies between runs too: clock, contention, OS noise; bursts shorter than ``MIN_COVARY_NS``
-    (glue between back-to-back calls: other code at the same position) are left out. Within such groups, the
-    per-instruction
+    only by what varies between runs too: clock, contention, OS noise. Within such groups, the per-instruction
     rates ``log(target / work)`` and ``log(candidate / work)`` (work: instructions when recorded by both runs,
     else the candidate whose log values correlate best with the target) are compared; the candidate whose rate
     co-varies best with the target's, if the correlation reaches ``min_corr``, is returned with the regression
@@ -125,8 +119,6 @@ def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str]
     more than its partner, by a part of its own that rescaling would amplify) as exponent. None when nothing
     co-varies.
     """
-    if "duration_ns" in bursts.columns:  # glue and compute bursts closed by one call differ in code, not clock
-        bursts = bursts.filter(pl.col("duration_ns") >= MIN_COVARY_NS)
     if bursts.height > CHOICE_SAMPLE:  # a choice, not an estimate: a regular sample of bursts is plenty
         bursts = bursts.gather_every(bursts.height // CHOICE_SAMPLE + 1)
     if bursts.height < MIN_COVARY_ROWS:  # fewer than the co-variation below needs, whatever the columns: none
@@ -215,11 +207,14 @@ class Choice:
         unseen, so only a partner that carries it nearly whole is trusted. A counter that counts time follows the
         reference burst's duration (``per_ns``) when no common counter counts time (none carries the runs' clocks)
         and no co-variation rescaling was chosen for it."""
+        # a count of time co-varies with a common count of time by the clock both follow: no common counter is
+        # needed to test that (reference cycles by cycles)
+        clocked = counts_time(counter) and not self.forbidden and any(counts_time(c) for c in common)
         r = (rescale_counter(src_bursts, counter, common, *(() if self.forced else AUTO_RESCALE))
-             if self.rescale else None)
+             if self.rescale or clocked else None)
         if r:
             return Plan(self.work, r[0], r[1], self.work_tol)
-        by_ns = counts_time(counter) and not self.forbidden and not any(counts_time(c) for c in common)
+        by_ns = counts_time(counter) and not self.forbidden and not clocked
         return Plan(per_ns=True) if by_ns else Plan(self.work, work_tol=self.work_tol)
 
     def error(self, plan: Plan) -> tuple[float | None, float | None]:
