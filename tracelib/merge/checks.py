@@ -180,6 +180,9 @@ class PairSignals:
     undecided: int = 0
     long_total: int = 0  # [helper merge-scale] long reference bursts (coverage_long's denominator)
     agree_checked: int = 0  # [helper merge-scale] pairs whose message agreement was checked (msg_agreement's)
+    # [order22] long reference bursts whose pair was dropped: the work after a message ran on into the next call's
+    # phase in one run, so no burst of the other run holds theirs (arrival_order.ran_on; their values are NULL)
+    ran_on: int = 0
 
     def __add__(self, other: PairSignals) -> PairSignals:
         """[helper merge-scale] The signals of two disjoint groups of reference tasks: counts add, a share is its
@@ -493,6 +496,12 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
                            "cannot tell: their partners are interchangeable (merge_matches.ambiguous)")
     if opened > SUSPECT_MISFIT:
         return "suspect", opened_why
+    ran_on = sig.ran_on / sig.long_total if sig.long_total else 0.0  # [order22]
+    if ran_on > SUSPECT_MISFIT:
+        return "suspect", (f"{sig.ran_on} bursts >= 10 us ({ran_on:.1%}) hold work that ran on past a message's "
+                           "processing into another call's phase in one run (the messages arrived in another "
+                           "order): no burst of the other run holds the same work, their values are NULL "
+                           "(arrival_order.ran_on)")
     unpaired_share = sig.unpaired / sig.long_matched if sig.long_matched else 0.0
     if unpaired_share > SUSPECT_MISFIT:
         return "suspect", (f"{sig.unpaired} bursts >= 10 us ({unpaired_share:.1%}) left unmatched across from "
