@@ -1379,12 +1379,13 @@ def reports(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
         got = yield Call("MPI_Waitall", interior, lg.spec.shape.interior_ins * w, lid(task, it, 0, 50),
                          sites("halo.c:131"), reqs=tuple(recv + sends), status=task != 0)
         if task != 0:
-            for src in got[:len(recv)]:  # request i: the face it took
-                yield Call("MPI_Send", pack, 1.5e5 * lg.rank_work[src], lid(task, it, 0, 80 + nb.index(src)),
+            for src in got[:len(recv)]:  # request i: the face it took (its work follows its bytes)
+                unpack = 1.5e5 * lg.bytes(src, task, it) / spec.shape.face_bytes
+                yield Call("MPI_Send", pack, unpack, lid(task, it, 0, 80 + nb.index(src)),
                            sites("gather.c:12"), peer=0, tag=TAG_GATHER, size=64)
             ins, name = 4.0e5 * w, lid(task, it, 0, 60)
         else:
-            ins, name = 1.5e5 * sum(lg.rank_work[src] for src in nb), lid(task, it, 0, 80)
+            ins, name = 1.5e5 * sum(lg.bytes(src, 0, it) for src in nb) / spec.shape.face_bytes, lid(0, it, 0, 80)
             taken: dict[int, int] = {}
             for _ in range(sum(len(lg.nb_at(it)[r]) for r in range(1, P))):
                 src, _size = yield Call("MPI_Recv", red, ins, name, sites("gather.c:33"), peer=ANY, tag=TAG_GATHER,
@@ -1405,7 +1406,7 @@ PROGRAMS = {}
            "reported to rank 0 (MPI_Send), which takes the reports by Recv(ANY_SOURCE); the last report's processing "
            "runs into the update (mergeattack21 M5, M6)", 8, 12)
 def _reports_any(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, jitter=0.3, shape=Shape(topology="ring", symmetric=True, coll_every=1))
+    return replace(spec, jitter=0.3, shape=Shape(topology="ring", rank_sigma=0.02, coll_every=1))
 
 
 PROGRAMS["reports_any"] = reports
