@@ -67,7 +67,8 @@ def request_bursts(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataF
     """Per burst in the span after a set completion (:data:`MULTI_COMPLETION_CALLS` that completed two receives or
     more, each naming the call that posted it), the message of the request it works on (:data:`REQUEST_SCHEMA`): the
     span's j-th burst takes the j-th request's (requests in posting order). The span is the burst the completion
-    opened and the bursts after it opened by sends (:data:`SPAN_CALLS`), at most one per request."""
+    opened and the bursts after it opened by sends (:data:`SPAN_CALLS`), at most one per request; a span of one
+    burst (the work on the whole set) names none."""
     empty = pl.DataFrame(schema=REQUEST_SCHEMA)
     if messages is None or messages.height == 0 or calls.height == 0 or bursts.height == 0:
         return empty
@@ -91,7 +92,9 @@ def request_bursts(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataF
     goes_on = pl.col("_by").is_in(list(SPAN_CALLS)).fill_null(False)
     b = (b.with_columns((~goes_on).cum_sum().over(THREAD_KEYS).alias("_span"))
          .with_columns(pl.col("_open").first().over(*THREAD_KEYS, "_span").alias("call_seq"),
-                       pl.int_range(pl.len(), dtype=pl.Int64).over(*THREAD_KEYS, "_span").alias("_j")))
+                       pl.int_range(pl.len(), dtype=pl.Int64).over(*THREAD_KEYS, "_span").alias("_j"),
+                       pl.len().over(*THREAD_KEYS, "_span").alias("_in_span"))
+         .filter(pl.col("_in_span") >= 2))  # one burst after the set works on all of it: no request order
     return (b.join(done, on=[*THREAD_KEYS, "call_seq", "_j"])
             .select([pl.col(k).cast(v) for k, v in REQUEST_SCHEMA.items()]))
 
@@ -168,18 +171,16 @@ def by_request(ref_requests: pl.DataFrame, other_requests: pl.DataFrame, referen
     r = ref_requests.join(_rows(reference), on=_BK).select("_r", *THREAD_KEYS, *MESSAGE_KEY)
     at = (r.join(pairs, on="_r").join(o, on="_o", suffix="_p")
           .filter(~pl.all_horizontal(pl.col(c) == pl.col(f"{c}_p") for c in MESSAGE_KEY))
-          .join(o.rename({"_o": "_t"}), on=MESSAGE_KEY, how="left"))
+          .join(o.rename({"_o": "_t"}), on=MESSAGE_KEY))  # a message no request burst of the other run holds: none
     if at.height == 0:
         return other_row, none, none
     twin = at.get_column("_t")
-    at = at.with_columns(pl.Series("_pw", ow[at.get_column("_o").to_numpy()]),
-                         pl.Series("_tw", ow[twin.fill_null(0).to_numpy()]).scatter(
-                             np.flatnonzero(twin.is_null().to_numpy()), None))
+    at = at.with_columns(pl.Series("_pw", ow[at.get_column("_o").to_numpy()]), pl.Series("_tw", ow[twin.to_numpy()]))
     # per thread, the typical distance of each candidate to the reference burst's work: the burst of the same
     # work differs by the runs' noise only, another message's by the difference of the work too
     d_pos = (pl.col("_w") - pl.col("_pw")).abs().median().over(THREAD_KEYS)
     d_twin = (pl.col("_w") - pl.col("_tw")).abs().median().over(THREAD_KEYS)
-    follows = (d_pos > CLEARER * pl.max_horizontal(d_twin, NOISE_FLOOR)).fill_null(False) & pl.col("_t").is_not_null()
+    follows = (d_pos > CLEARER * pl.max_horizontal(d_twin, NOISE_FLOOR)).fill_null(False)
     stays = (d_twin > CLEARER * pl.max_horizontal(d_pos, NOISE_FLOOR)).fill_null(False)
     moved, undecided = at.filter(follows), at.filter(~follows & ~stays)
     rows = other_row.cast(pl.Int64).fill_null(-1).to_numpy().copy()
