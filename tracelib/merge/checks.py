@@ -44,6 +44,11 @@ counters both runs recorded:
   however alike its iterations look. One channel disagreeing one way is a channel whose shift a run's timing got
   wrong (ranks that drift apart), not a misalignment. Messages are judged whatever the length of their bursts.
 
+- **work that ran on** ([order22] :mod:`synthtrace.tracelib.merge.arrival_order`): pairs dropped because the work after
+  a message ran on into another call's phase in one run (``ran_on``; suspect above ``SUSPECT_MISFIT`` of the long
+  reference bursts, their values NULL); spans after a set completion whose requests hold other messages in the two
+  runs are re-paired by message where the work says so, else flagged as ``msg_mismatch``.
+
 Verdict per (experiment, counter): ``bad`` when the share of checked pairs in ambiguous spans, the share of long
 matched pairs opened by other messages or the misfit share exceeds ``BAD_MISFIT``, coverage is below
 ``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the share of long matched pairs
