@@ -1392,7 +1392,7 @@ def reports(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
                                         size=64)
                 k = taken.get(src, 0)
                 taken[src] = k + 1
-                ins, name = 1.0e5 * (1 + src % 3), lid(0, it, k, 300 + src)
+                ins, name = 1.0e5 * (1 + src), lid(0, it, k, 300 + src)  # work that tells the sources apart
             ins, name = ins + 4.0e5 * w, lid(0, it, k, 300 + src, 1)  # the last report's processing and the update
         yield Call("MPI_Allreduce", dot, ins, name, sites("solver.c:57"), size=8, cost_ns=1500.0 * np.log2(P + 1))
     yield from _epilogue(task, spec.iterations, sites)

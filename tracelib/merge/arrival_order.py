@@ -57,6 +57,9 @@ _BK = [*THREAD_KEYS, "burst_seq"]
 #: one pairing fits the work clearly better than the other when its typical distance (median |log ratio|) is this
 #: many times smaller; distances under the floor (log) are noise alike (instructions of one burst vary ~0.1-1 %)
 CLEARER, NOISE_FLOOR = 3.0, 0.002
+#: two bursts hold the same work when their work differs by less than this (log), or than ``CLEARER`` times their
+#: thread's typical pair difference where that is larger (the values a merge transfers are read within ~2 %)
+SAME_WORK = 0.02
 
 
 def _keys() -> list[pl.Expr]:
@@ -129,22 +132,32 @@ def ran_on(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, reference: pl.D
            other_row: pl.Series, ref_work: pl.Series, other_work: pl.Series, tolerance: float) -> pl.Series:
     """Per reference row: no burst of the other run holds its work (see the module docstring): the pair's closing
     calls differ (:func:`closing_unit`), or its opening message's twin (the other run's burst opened by the same
-    message at the same call) is closed by another call, and the work differs from that burst's by more than
-    ``tolerance`` (log). ``*_opened``: :func:`synthtrace.tracelib.merge.checks.opened_by` of both runs (the other's
-    numbered as the reference's); ``*_work``: per row, the bursts' work (instructions, or duration)."""
+    message at the same call) is closed by another call, the work differs from that burst's by more than
+    ``tolerance`` (log) and from its pair's by more than the thread's noise (:data:`SAME_WORK`: a pair of the same
+    work is kept whatever opened it). ``*_opened``: :func:`synthtrace.tracelib.merge.checks.opened_by` of both runs
+    (the other's numbered as the reference's); ``*_work``: per row, the bursts' work (instructions, or duration)."""
     rc, oc = closing_unit(reference), closing_unit(source)
     rw, ow = ref_work.cast(pl.Float64).log(), other_work.cast(pl.Float64).log()
     hit = other_row.is_not_null()
     at = other_row.fill_null(0)
-    pair = (hit & (rc != oc.gather(at)) & ((rw - ow.gather(at)).abs() > tolerance)).fill_null(False)
+    dw = (rw - ow.gather(at)).abs()
+    pair = (hit & (rc != oc.gather(at)) & (dw > tolerance)).fill_null(False)
     if ref_opened.height == 0 or other_opened.height == 0:
         return pair
+    # the pair's own distance against its thread's noise: a pair of the same work (the position is the identity,
+    # or the messages' processing is alike) differs by that noise only
+    keys = reference.select(*_keys())
+    noise = (keys.with_columns(dw.alias("_d"), hit.alias("_h"))
+             .select(pl.max_horizontal(pl.lit(SAME_WORK), CLEARER * pl.col("_d").filter(pl.col("_h")).median()
+                                        .over(THREAD_KEYS)).alias("_n")).to_series())
+    other_work_pair = (~hit | (dw > noise)).fill_null(True)
     twin = (ref_opened.join(_rows(reference), on=_BK)
             .join(other_opened.join(_rows(source).rename({"_r": "_t"}), on=_BK).drop(_BK),
                   on=[*MESSAGE_KEY, "site"])
             .select("_r", "_t"))
     r, t = twin.get_column("_r"), twin.get_column("_t")
-    off = (rc.gather(r) != oc.gather(t)) & ((rw.gather(r) - ow.gather(t)).abs() > tolerance)
+    off = ((rc.gather(r) != oc.gather(t)) & ((rw.gather(r) - ow.gather(t)).abs() > tolerance)
+           & other_work_pair.gather(r))
     flagged = r.filter(off.fill_null(False)).unique().to_numpy()
     out = pair.to_numpy().copy()
     out[flagged] = True
