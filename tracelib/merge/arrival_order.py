@@ -150,7 +150,7 @@ def ran_on(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, reference: pl.D
     noise = (keys.with_columns(dw.alias("_d"), hit.alias("_h"))
              .select(pl.max_horizontal(pl.lit(SAME_WORK), CLEARER * pl.col("_d").filter(pl.col("_h")).median()
                                         .over(THREAD_KEYS)).alias("_n")).to_series())
-    other_work_pair = (~hit | (dw > noise)).fill_null(True)
+    other_work_pair = (hit & (dw > noise)).fill_null(False)  # an unmatched burst has nothing to drop
     twin = (ref_opened.join(_rows(reference), on=_BK)
             .join(other_opened.join(_rows(source).rename({"_r": "_t"}), on=_BK).drop(_BK),
                   on=[*MESSAGE_KEY, "site"])
