@@ -436,7 +436,7 @@ def pop_experiment(wh: Warehouse, experiment: str) -> tuple[pl.DataFrame, list[s
     for run in runs.iter_rows(named=True):
         res, why = _run_pop(wh, run)
         threads.append(res.threads)
-        rows.append({"run_id": run["run_id"], "runtime_ns": run["duration_ns"],
+        rows.append({"run_id": run["run_id"], "runtime_ns": res.runtime_ns(run["duration_ns"]),
                      "ideal_runtime_ns": res.ideal_runtime_ns})
         notes += why
     per_run = labels.join(pl.DataFrame(rows, schema={"run_id": pl.String, "runtime_ns": pl.Int64,

@@ -234,6 +234,8 @@ class CampaignSpec:
     #: the traces' format: "prv" (Paraver, as Extrae writes it) or "otf2" (an archive per run, as Score-P writes
     #: it: see :mod:`.otf2_out`)
     trace_format: str = "prv"
+    #: this run's tracer gives the communicators other than the world other ids (:func:`shifted_comm_ids`)
+    comm_ids_run: int = -1
 
     @property
     def name(self) -> str:
@@ -1112,16 +1114,19 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
                        for run, rank, iteration in zip(*[iter(spec.late_trace)] * 3) if run == r}
         if traced_from:
             bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
+        run_comms = {WORLD: tuple(range(P)), **comms, **({dup: tuple(range(P))} if dup else {})}
         if r == spec.renumber_run:
             perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
+            run_comms = {c: tuple(sorted(int(perm[t]) for t in m)) for c, m in run_comms.items()}  # as its tracer
+        if r == spec.comm_ids_run:
+            run_comms, calls, msgs, halves = shifted_comm_ids(run_comms, calls, msgs, halves)
         meta = TraceMeta(cpus_per_node=(machine.cores_per_node,) * len(placement.node_names),
                          threads_per_task=(tuple([T] * P),),
                          node_of_task=(tuple(int(n) + 1 for n in placement.node_of_task),),
                          communicators=tuple(Communicator(1, c, tuple(int(t) + 1 for t in m))
-                                             for c, m in {WORLD: tuple(range(P)), **comms,
-                                                          **({dup: tuple(range(P))} if dup else {})}.items()),
+                                             for c, m in run_comms.items()),
                          node_names=placement.node_names, binary=spec.app)
         if spec.trace_format == "otf2":
             from synthtrace.simulator.otf2_out import write_otf2
@@ -1410,3 +1415,34 @@ def _reports_any(spec: CampaignSpec) -> CampaignSpec:
 
 
 PROGRAMS["reports_any"] = reports
+
+
+def shifted_comm_ids(comms: dict[int, tuple[int, ...]], *frames: pl.DataFrame
+                     ) -> tuple[dict[int, tuple[int, ...]], ...]:
+    """The communicators of a run whose tracer numbered the ones after the world :data:`COMM_ID_SHIFT` further
+    (Extrae numbers communicators per run as it sees them created: a library that made its own first shifts the
+    program's), and ``frames`` (calls, messages) with their ``comm`` column so numbered: the same communicators, with
+    the same members, under ids another run gives other communicators."""
+    moved = {c: c + COMM_ID_SHIFT if c != WORLD else c for c in comms}
+    renamed = tuple(f.with_columns(pl.col("comm").replace(list(moved), list(moved.values())))
+                    if "comm" in f.columns else f for f in frames)
+    return ({moved[c]: m for c, m in comms.items()}, *renamed)
+
+
+#: how far :func:`shifted_comm_ids` moves the ids: a 4x4 grid's row communicators take its columns' ids
+COMM_ID_SHIFT = 4
+
+
+@mechanism("sub_comms_ids", "sub_comms with a duplicate of the world, run 1's tracer numbering the communicators "
+           "after the world 4 further (its rows under the reference's column ids)", 16, 20)
+def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, comm_ids_run=1, shape=Shape(topology="torus", completion="waitall", sub_comms=True,
+                                                     coll_every=0, dup_comm=True))
+
+
+# [noise22] added at the end so that other sessions' additions merge cleanly
+@mechanism("dynamic_farm", "dynamic scheduling: a task farm handing 6 tasks per worker an iteration to whichever "
+           "worker asks first (network jitter 0.3), so a worker's k-th task is another job in each run and its "
+           "burst does another job's work", 6, 30)
+def _dynamic_farm(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.3, shape=Shape(farm=True, topology="none", tasks_per_worker=6, coll_every=0))

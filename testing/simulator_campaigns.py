@@ -146,7 +146,7 @@ def read_campaign(c) -> list[RunTables]:
         name = path.parent.name if path.suffix == ".otf2" else path.stem  # an OTF2 run is its archive's folder
         reader = Otf2Trace(path) if path.suffix == ".otf2" else ParaverTrace(path)
         bursts, calls, summary = reader.read_tables(name)
-        extra = {"messages": summary.messages} if takes_messages else {}
+        extra = {"messages": summary.messages, "communicators": summary.communicators} if takes_messages else {}
         out.append(RunTables(name, name, bursts, calls, **extra))
     return out
 

@@ -49,7 +49,9 @@ def test_condition_matched_right_and_verdict_ok(condition):
     for other in runs[1:]:
         right, n = score(runs[0], other, res.matches)
         assert n > 1000 and right >= 0.995, (condition, other.run_id, right)
-    assert set(transferred(res).get_column("verdict")) == {"ok"}, transferred(res).select("verdict", "verdict_reason")
+    # [noise22] every burst's work moving by tens of percent (work_var 0.3): its values are another work's
+    expected = {"suspect"} if condition == "dynamic load balancing" else {"ok"}
+    assert set(transferred(res).get_column("verdict")) == expected, transferred(res).select("verdict", "verdict_reason")
 
 
 def test_any_source_order_and_extra_calls_do_not_make_false_anchors():
@@ -446,7 +448,8 @@ def test_work_that_varies_from_burst_to_burst_is_no_code_version(tmp_path):
     """Dynamic load balancing (the simulator's work_sigma 0.3: every burst's work a per-run lognormal factor) makes
     the same burst execute tens of percent more or fewer instructions in one run than in the other; over the 800
     pairs of a call site their median ratio is off by a few percent by chance. That is no other code version or
-    input: the merge is right and says `ok` without a warning. Before: bench_merge_stress's condition (seed 1)
+    input: the merge is right and gives no warning (its verdict is `suspect`, noise22: every burst's work moves,
+    so its merged values are another work's, as far off as the work). Before: bench_merge_stress's condition (seed 1)
     matched 99.94 % right but was `suspect`, "matched bursts execute x0.966 the instructions" (the halo's post
     site, 13 % of the instructions, median x0.966 at 1.7 standard errors). A code version (main kernel +25 %)
     stays warned (test_simulator_other_program_or_input_is_warned_or_refused)."""
@@ -456,4 +459,7 @@ def test_work_that_varies_from_burst_to_burst_is_no_code_version(tmp_path):
     res = merge_runs(tables(runs))
     right, n = score(runs[0], runs[1], res.matches)
     assert n > 1000 and right >= 0.995, right
-    assert set(transferred(res).get_column("verdict")) == {"ok"} and not res.warnings, res.warnings
+    # [noise22] no code version (no warning), but every burst's work moves: its merged values are another work's
+    q = transferred(res)
+    assert set(q.get_column("verdict")) == {"suspect"} and not res.warnings, res.warnings
+    assert all("does not repeat" in r for r in q.get_column("verdict_reason")), q.get_column("verdict_reason")[0]

@@ -53,6 +53,8 @@ MERGE_FILES: tuple[str, ...] = ("merged_bursts", "merge_quality", "merge_matches
 LOGICAL_MESSAGES = "mpi_messages.parquet"
 #: the trace's communication records (the merge numbers them into logical messages itself)
 MESSAGE_RECORDS = "messages.parquet"
+#: the members of the communicators the trace declares (COMMUNICATOR_SCHEMA); a run stored without it: none known
+COMMUNICATORS = "communicators.parquet"
 
 
 def message_table(run_dir: Path) -> Path | None:
@@ -65,6 +67,13 @@ def message_table(run_dir: Path) -> Path | None:
     if logical is not None and "c_call_seq" in schema_of(logical):
         return logical
     return stored_file(run_dir, MESSAGE_RECORDS)
+
+
+def communicator_table(run_dir: Path) -> pl.DataFrame | None:
+    """The members of a stored run's communicators (COMMUNICATOR_SCHEMA), None when it has none stored (a run
+    ingested before they were kept, or whose trace declares none: the merge then compares communicator ids)."""
+    path = stored_file(run_dir, COMMUNICATORS)
+    return read_part(path) if path is not None else None
 
 
 def merged_run_ids(folder: Path) -> set[str] | None:

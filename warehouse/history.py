@@ -180,7 +180,7 @@ def site_rank_table(wh: Warehouse, app: str | list[str] | None = None) -> pl.Dat
         with tempfile.TemporaryDirectory(prefix="synthtrace-history-") as spill:
             # attack 11 E7: without caps DuckDB took 2.6 GB over one 2 GB run; capped as `synthtrace sql` is, it
             # spills its aggregates to a folder of its own (a reader may not write the warehouse)
-            con = connect(wh, views=HISTORY_VIEWS, files=snap.files, also_allowed=snap.originals,
+            con = connect(wh, views=HISTORY_VIEWS, files=snap.duckdb_files(), also_allowed=snap.originals,
                           temp_directory=spill, settings=duckdb_limits())
             try:
                 return _site_rank_table(con, app)

@@ -35,6 +35,7 @@ from synthtrace.warehouse.index_files import mark_file, not_linked
 from synthtrace.warehouse.programs import (INDEX_COMPLETE, PROGRAM_INDEX, Program, choose_program, program_identity,
                                            program_keys, remember_program, shared_binary, shown_name, stored_programs)
 from synthtrace.warehouse.layout import Warehouse
+from synthtrace.warehouse.experiment import COMMUNICATORS
 from synthtrace.warehouse.names import (InvalidNameError, check_name, file_name, legacy_folder_names,
                                         name_from_folder, one_spelling)
 from synthtrace.warehouse.runs import runs_table
@@ -816,4 +817,6 @@ def _write_run(source: TraceSource, run_id: str, stage: Path,
     if not summary.n_events:
         pl.DataFrame(schema=EVENT_SCHEMA).write_parquet(stage / "events" / "part-00000.parquet")
     summary.anomalies.write_parquet(stage / "counter_anomalies.parquet")
+    if summary.communicators.height:  # the merge maps communicators across runs by them (ids are per-run handles)
+        summary.communicators.write_parquet(stage / COMMUNICATORS)
     return summary

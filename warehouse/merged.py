@@ -32,7 +32,7 @@ from synthtrace.tracelib.merge.ranks import profile_rows
 from synthtrace.tracelib.printable import utf8_path
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.tracelib.thread_key import task_key
-from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, message_table
+from synthtrace.warehouse.experiment import LOGICAL_MESSAGES, Experiment, communicator_table, message_table
 from synthtrace.warehouse.layout import Warehouse
 from synthtrace.warehouse.parts import check_parts, read_part, scan_parts
 from synthtrace.warehouse.runs import check_runs_still_in, run_bursts_to, run_parts
@@ -155,7 +155,7 @@ class StoredRun:
         if sent is not None:  # each message once, in the order the run stored them
             inside = self._tables()["sent"][1].is_in(keys).fill_null(False)
             messages = pl.concat([sent, received.filter(~inside)]).sort("_row").drop("_row")
-        return RunTables(self.run_id, self.run_name, bursts, calls, messages)
+        return RunTables(self.run_id, self.run_name, bursts, calls, messages, communicator_table(self.dir))
 
 
 def merge_calls(calls: pl.LazyFrame) -> pl.LazyFrame:
@@ -193,7 +193,7 @@ def merge_inputs(exp: Experiment, spill: Path | None = None) -> list[RunTables]:
         if messages is not None:
             messages = (scan_parts([messages]) if spill is not None else read_part(messages)).drop("run_id",
                                                                                                strict=False)
-        out.append(RunTables(run_id, run_name, bursts, calls, messages))
+        out.append(RunTables(run_id, run_name, bursts, calls, messages, communicator_table(exp.wh.run_dir(run_id))))
     return out
 
 

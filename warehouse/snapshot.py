@@ -49,6 +49,8 @@ _LEFT_OUT = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP}
 _ATTEMPTS = 50
 #: times a read bound by path is made again because a writer changed what it read, before it is refused
 BY_PATH_ATTEMPTS = 5
+#: the characters DuckDB expands in a file's path (``{`` is literal to it)
+_GLOB = re.compile(r"[*?\[]")
 _HOLD_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC  # holds the inode; opens no content (a FIFO cannot block)
 
 Folder = tuple[int, list[str]]  # a folder's descriptor and its entry names, as listed once
@@ -83,14 +85,34 @@ class Snapshot:
     _origin: dict[str, str] = field(default_factory=dict)  # link name -> path below the warehouse root
     #: by path: folder (2 parts) -> its descriptor, or its identity when too many to hold (see :func:`_hold_units`)
     _held: dict[tuple[str, ...], int | tuple[int, ...]] = field(default_factory=dict)
+    #: a descriptor of ``root`` while DuckDB reads through it (:meth:`duckdb_files`), closed with the snapshot
+    _root_fd: int | None = None
 
     @property
     def originals(self) -> list[str]:
         """The warehouse paths of the linked files (a query may also name them itself)."""
         return [str(self.root / rel) for rel in self._origin.values()]
 
+    def duckdb_files(self) -> dict[str, list[str]]:
+        """:attr:`files` as DuckDB must be given them to read each file itself and no other: it expands a path
+        holding ``*``, ``?`` or ``[`` as a pattern (attack 21 F6: a warehouse at ``/data/wh*`` read ``/data/whA``'s
+        files too, one under ``w[1]`` failed every query on a sibling whose name is not UTF-8). Such a path is
+        given through a descriptor of the root held until the snapshot ends (``/proc/self/fd/<n>/``, which no
+        listing of the root's parent follows), the part below the root escaped (``[*]``: DuckDB's literal ``*``)."""
+        if not any(_GLOB.search(f) for files in self.files.values() for f in files):
+            return self.files
+        if self._root_fd is None:
+            self._root_fd = os.open(self.root, _DIR_FLAGS & ~os.O_NOFOLLOW)  # the root itself may be a link
+        base = f"/proc/self/fd/{self._root_fd}"
+        return {view: [f if not _GLOB.search(f) else
+                       f"{base}/{_GLOB.sub(lambda m: f'[{m[0]}]', os.path.relpath(f, self.root))}" for f in files]
+                for view, files in self.files.items()}
+
     def named(self, text: str) -> str:
-        """``text`` with every link path of this snapshot replaced by the file's warehouse path."""
+        """``text`` with every link path of this snapshot replaced by the file's warehouse path (a path given to
+        DuckDB through the root's descriptor, :meth:`duckdb_files`, too)."""
+        if self._root_fd is not None:
+            text = re.sub(re.escape(f"/proc/self/fd/{self._root_fd}") + r"(?=/)", lambda _: str(self.root), text)
         if self.links is None:
             return text
         pattern = re.escape(str(self.links)) + r"/(\d+\.parquet)"
@@ -127,14 +149,16 @@ class Snapshot:
         a query must not read a large warehouse twice). A damaged one is
         :class:`~synthtrace.warehouse.errors.DamagedPartError`; a mismatch because a writer replaced the folder
         since it was linked (the checksums are read at the file's place, which now holds another version) is
-        :class:`SnapshotChanged` (the read is made again)."""
+        :class:`SnapshotChanged` (the read is made again), and so is a file bound by path that a writer removed
+        between the lookup of its checksums and its own (bench21 B1: a bare FileNotFoundError)."""
         for files in self.files.values():
             for f in files:
                 place = self.place(f)
                 try:
                     content_check(f, place, thorough=False)
-                except DamagedPartError:
-                    if self.moved() or not _same_inode(f, place):
+                except (DamagedPartError, FileNotFoundError) as exc:
+                    if self.moved() or (not _same_inode(f, place) if isinstance(exc, DamagedPartError)
+                                        else self.by_path):
                         raise SnapshotChanged(f"{self.root}: changed while it was read") from None
                     raise
 
@@ -195,6 +219,9 @@ def pinned(wh: Warehouse, views: Iterable[str], leave_out: Iterable[str] = ()) -
             if isinstance(fd, int):
                 os.close(fd)
         snap._held.clear()
+        if snap._root_fd is not None:
+            os.close(snap._root_fd)
+            snap._root_fd = None
 
 
 def retried(wh: Warehouse, attempt: Callable[[], T]) -> T:

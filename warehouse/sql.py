@@ -460,7 +460,7 @@ def _run(wh: Warehouse, sql: str, spill: Path, fetch: Callable[[engine.DuckDBPyC
     views, snap = listing
     con = None
     try:
-        con = connect(wh, temp_directory=spill, views=views, settings=limits, files=snap.files,
+        con = connect(wh, temp_directory=spill, views=views, settings=limits, files=snap.duckdb_files(),
                       also_allowed=snap.originals)
         check_read_only(sql, con)  # before anything runs; parsed by this connection (no second database)
         try:

@@ -259,6 +259,12 @@ class RunPop:
     threads: pl.DataFrame
     ideal_runtime_ns: int | None
     n_released: int
+    last_end_ns: int | None = None  # the end of the last burst or MPI call of a computation thread (ns)
+
+    def runtime_ns(self, duration_ns: int) -> int:
+        """The run's span (ns): the trace's duration (its header's), or the end of its last burst or MPI call when
+        records lie past it (Paraver keeps them; edges21: pop's efficiencies went above 100 %)."""
+        return max(int(duration_ns), self.last_end_ns or 0)
 
 
 def thread_ends(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | pl.LazyFrame | None,
@@ -278,8 +284,15 @@ def pop_of_run(bursts: pl.DataFrame | pl.LazyFrame, calls: pl.DataFrame | pl.Laz
     (:func:`~synthtrace.tracelib.domain.replay.replay_calls`)."""
     threads = thread_useful(bursts, calls)
     if calls is None or calls.lazy().select(pl.len()).collect().item() == 0:
-        return RunPop(threads, None, 0)
+        return RunPop(threads, None, 0, _last_end(thread_ends(bursts, None, threads)))
     keys = threads.select(thread_key().alias("k")).get_column("k")
     mine = replay_calls(calls.lazy().filter(thread_key().is_in(keys.implode())))  # computation threads only
-    res = replay(mine, messages, thread_ends(bursts, mine, threads), network, replayed_calls=False)
-    return RunPop(threads, res.runtime_ns, res.n_released)
+    ends = thread_ends(bursts, mine, threads)
+    res = replay(mine, messages, ends, network, replayed_calls=False)
+    return RunPop(threads, res.runtime_ns, res.n_released, _last_end(ends))
+
+
+def _last_end(ends: pl.DataFrame) -> int | None:
+    """The latest of the threads' ends (:func:`thread_ends`, ns); None for no thread."""
+    last = ends.get_column("end_ns").max()
+    return None if last is None else int(last)

@@ -26,6 +26,9 @@ from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_KEYS, UNCORE_SCHEMA
 
 
 Table = Literal["bursts", "uncore", "events"]
+#: who belongs to each communicator a trace declares: one row per (appl, comm, task); ``comm`` is the id the trace's
+#: calls name it by (a per-run handle), ``task`` 1-based (NULL: MPI_COMM_SELF as OTF2 declares it, one id for all)
+COMMUNICATOR_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "comm": pl.Int64(), "task": pl.Int32()}
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class ReadSummary:
     events: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=EVENT_SCHEMA))
     #: impossible counter values of the bursts and calls, per counter and rule (ANOMALY_SCHEMA)
     anomalies: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ANOMALY_SCHEMA))
+    #: the members of the communicators the trace declares (COMMUNICATOR_SCHEMA; empty: it declares none)
+    communicators: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=COMMUNICATOR_SCHEMA))
 
 
 class TableStream:

@@ -15,6 +15,11 @@ counters both runs recorded:
   contention); both at once means another burst. The rate is compared with the task's typical rate difference
   between the runs (its median over the task's pairs): a run on slower nodes, at another clock or with more
   ranks per node runs every burst of a task at another rate;
+- **work against the noise** (:mod:`synthtrace.tracelib.merge.noise`): a pair whose instructions differ by more
+  than ``NOISE_K`` times the campaign's own run-to-run noise (the lower quartile of the pairs' absolute log
+  ratios, at least 0.5 %) does other work in each run (dynamic scheduling: jobs handed out in arrival order,
+  OpenMP ``schedule(dynamic)`` chunks), so its merged values are another piece of work's; so are every burst's
+  where the median pair differs by more than ``NOISE_CEILING``;
 - **coverage**: the share of long reference bursts matched;
 - **work shift**: the median log ratio of the pairs' instructions, over all pairs or, when larger, over the pairs
   of one call site that holds at least ``SITE_MIN_SHARE`` of the instructions; the same program on the same input
@@ -52,7 +57,8 @@ counters both runs recorded:
 Verdict per (experiment, counter): ``bad`` when the share of checked pairs in ambiguous spans, the share of long
 matched pairs opened by other messages or the misfit share exceeds ``BAD_MISFIT``, coverage is below
 ``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the share of long matched pairs
-opened by other messages, the ambiguous-span or the misfit share exceeds ``SUSPECT_MISFIT``, coverage is below
+opened by other messages, the ambiguous-span or the misfit share exceeds ``SUSPECT_MISFIT``, more than
+``OFF_NOISE_SUSPECT`` of the long matched pairs lie off the noise (or the median pair does), coverage is below
 ``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or matching used timing only without the
 logical messages vouching for it (:attr:`PairSignals.validated_by_messages`); else ``ok``. A recorded counter is
 ``ok``. The experiment's verdict is the worst of its counters'.
@@ -68,6 +74,7 @@ import polars as pl
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
 from synthtrace.tracelib.merge.messages import CHANNEL, COMPLETION_CALLS, POLLING_CALLS
+from synthtrace.tracelib.merge.noise import WorkNoise, work_noise
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 #: the keys of a task (its node: the rates of its bursts shift together between runs)
@@ -188,6 +195,8 @@ class PairSignals:
     # [order22] long reference bursts whose pair was dropped: the work after a message ran on into the next call's
     # phase in one run, so no burst of the other run holds theirs (arrival_order.ran_on; their values are NULL)
     ran_on: int = 0
+    # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample)
+    work_noise: WorkNoise | None = field(default=None, metadata={"per": None})
 
     def __add__(self, other: PairSignals) -> PairSignals:
         """[helper merge-scale] The signals of two disjoint groups of reference tasks: counts add, a share is its
@@ -235,7 +244,8 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
         misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
         return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided, **counts)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
-    f = pl.concat([ref_bursts.select(*[pl.col(k) for k in TASK_KEYS],
+    keys = THREAD_KEYS if "thread" in ref_bursts.columns else TASK_KEYS
+    f = pl.concat([ref_bursts.select(*[pl.col(k) for k in keys],
                                      *[pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols]),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
                                      for c in cols)], how="horizontal").filter(matched)
@@ -253,8 +263,9 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     site = (ref_bursts.select(pl.coalesce(named_by).cast(pl.String)).to_series() if named_by
             else pl.repeat(None, ref_bursts.height, dtype=pl.String, eager=True)).filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
+    noise = work_noise(f.select(*keys, dw.alias("dw"))) if "thread" in f.columns else None
     return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided,
-                       **counts)
+                       work_noise=noise, **counts)
 
 
 def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:
@@ -458,8 +469,9 @@ def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | N
     one call site (the call closing them) holding at least ``SITE_MIN_SHARE`` of the reference's instructions over
     at least ``SITE_MIN_PAIRS`` pairs: a code version that changes one kernel changes only its bursts, which the
     median over all bursts (mostly short glue between calls) may not see. A median less than ``SHIFT_Z`` standard
-    errors from 0 is no shift (0.0): the work of each burst varies from run to run (dynamic load balancing, by tens
-    of percent in the simulator's ``work_sigma``) and its median over a few hundred pairs by a few percent."""
+    errors from 0 is no shift (0.0): where the work of each burst varies from run to run (dynamic load balancing,
+    by tens of percent in the simulator's ``work_sigma``: a suspect merge for :mod:`.noise`, not another code
+    version) its median over a few hundred pairs varies by a few percent."""
     finite = pairs.filter(pl.col("dw").is_finite())
     if overall is not None and finite.height and abs(overall) <= SHIFT_Z * finite.select(
             _median_error(pl.col("dw"))).item():
@@ -517,6 +529,8 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
                            "logical messages the runs disagree on (merge_matches.ambiguous)")
     if misfit is not None and misfit > SUSPECT_MISFIT:
         return "suspect", f"{misfit:.1%} of matched bursts differ in work and rate"
+    if sig.work_noise is not None and sig.work_noise.suspect:  # [noise22]
+        return "suspect", sig.work_noise.reason()
     if coverage_long is not None and coverage_long < SUSPECT_COVERAGE:
         return "suspect", f"{coverage_long:.0%} of bursts >= 10 us matched"
     if work_shift is not None and abs(work_shift) > WORK_SHIFT:

@@ -59,6 +59,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
+from synthtrace.tracelib.merge.communicators import renamed_communicators
 from synthtrace.tracelib.merge.ranks import WORK, rank_mapping, renumber, renumber_calls, renumber_columns
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
@@ -145,6 +146,9 @@ class RunTables:
     #: logical messages come from the calls alone (:mod:`synthtrace.tracelib.merge.messages`); a lazy scan is read
     #: as the bursts are
     messages: pl.DataFrame | pl.LazyFrame | None = None
+    #: the members of the communicators the trace declares (COMMUNICATOR_SCHEMA of
+    #: :mod:`synthtrace.tracelib.formats.source`); None: not known, the merge compares communicator ids as numbers
+    communicators: pl.DataFrame | None = None
 
     @property
     def counters(self) -> list[str]:
@@ -403,9 +407,11 @@ class Tally:
         """Share of reference bursts matched."""
         return self.matched / self.rows if self.rows else 0.0
 
-    def signals(self, work_shift: float | None) -> PairSignals:
-        """The :class:`PairSignals` of the sums (``work_shift`` from the choice sample: a median)."""
-        return replace(self.pairs, work_shift=work_shift)
+    def signals(self, sampled: PairSignals | None) -> PairSignals:
+        """The :class:`PairSignals` of the sums, their medians (``work_shift``, ``work_noise``) from the choice
+        sample's (``sampled``)."""
+        return replace(self.pairs, work_shift=sampled.work_shift if sampled else None,
+                       work_noise=sampled.work_noise if sampled else None)
 
 
 @dataclass(frozen=True)
@@ -1101,9 +1107,9 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
         read = [c for c in dict.fromkeys([work, rate]) if c]  # what the signals read of a sample on disk
-        shift = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
-                             s.matches, work, rate, s.long).work_shift if work else None
-        sig = tallies[o.run_id].signals(shift)
+        sampled = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
+                               s.matches, work, rate, s.long) if work else None
+        sig = tallies[o.run_id].signals(sampled)
         verdicts[o.run_id] = (sig, verdict(sig, not info.features))
         if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
             notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
@@ -1250,13 +1256,20 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     whole: dict[str, AlignedRun] = {}  # estimate_unmatched reads the source runs' bursts and calls again
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
-        o = loaded(lazy)
+        raw = loaded(lazy)
+        ids = renamed_communicators(raw, ref_run)  # communicator ids are per-run handles: matched by members
+        o = ids.run
         # its bursts as the steps before the alignment read them and its calls, read once for the rank
         # correspondence and the alignment
         read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
         # the same tasks and threads, whatever their numbering
         same_layout(ref_layout, _layout(read.bursts), ref_run.run_name, o.run_name)
         renum = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)
+        if renum and not ids.same_ids(again := renamed_communicators(raw, ref_run, renum)):  # members renumbered
+            ids, o = again, again.run
+            read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
+        notes.extend(ids.notes)
+        del raw
         release_free_heap()  # what its reading of the run's calls freed
         if renum:
             notes.append(renumbered_note(ref_run, o, renum))

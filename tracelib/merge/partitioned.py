@@ -41,6 +41,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.merge.align import sort_bursts
+from synthtrace.tracelib.merge.communicators import renamed_communicators
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError,
@@ -255,7 +256,10 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         for j, o in enumerate(others):
             own = OwnTasks(frozenset(g.tasks), starts[ref.run_id], totals[ref.run_id], starts[o.run_id],
                            totals[o.run_id])
-            o_run = o.load([inverse[o.run_id].get(k, k) for k in keys])
+            ids = renamed_communicators(o.load([inverse[o.run_id].get(k, k) for k in keys]), r_run, renum[o.run_id])
+            o_run = ids.run  # communicator ids are per-run handles: matched by members
+            if gi == 0:
+                notes.extend(ids.notes)
             aligned[o.run_id] = info = _align_other(r, o_run, renum[o.run_id], counters_of[o.run_id], options, own)
             out.tallies[o.run_id], out.samples[o.run_id] = info.tally, info.sample
             out.run_samples[o.run_id] = info.run_sample

@@ -15,6 +15,7 @@ from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
 from synthtrace.tracelib.formats.counter_columns import MAX_COUNTERS, CounterColumns
 from synthtrace.tracelib.formats.otf2.evt_file import FILE_MAGIC, EventsEnd, definitions_damage, events_end
+from synthtrace.tracelib.formats.source import COMMUNICATOR_SCHEMA
 from synthtrace.tracelib.formats.paraver.header import MAX_ID
 from synthtrace.tracelib.printable import EscapedNames, escaped
 from synthtrace.tracelib.schema import is_reserved_column, unreserved_column
@@ -323,6 +324,16 @@ def _communicators(defs, loc_key: dict[int, tuple[int, int]]) -> tuple[pl.DataFr
     comm_ranks = pl.DataFrame(rows, schema={"comm": pl.Int64, "rank": pl.Int64, "task": pl.Int32,
                                             "thread": pl.Int32}, orient="row")
     return comm_ranks, self_comms
+
+
+def communicator_members(comm_ranks: pl.DataFrame, self_comms: set[int]) -> pl.DataFrame:
+    """The members of every communicator (COMMUNICATOR_SCHEMA, appl 1 as the reader numbers OTF2's tasks; a thread's
+    task once): OTF2 defines each communicator by a group of locations, and its id is a per-archive definition
+    reference. MPI_COMM_SELF, defined once for every process, is one row with a NULL task."""
+    members = comm_ranks.select(pl.lit(1, pl.Int32).alias("appl"), "comm", "task").unique(maintain_order=True)
+    own = pl.DataFrame({"appl": [1] * len(self_comms), "comm": sorted(self_comms), "task": [None] * len(self_comms)},
+                       schema=COMMUNICATOR_SCHEMA)
+    return pl.concat([members.cast(COMMUNICATOR_SCHEMA), own])  # type: ignore[arg-type]
 
 
 def _validate_archive(anchor: Path) -> Path:

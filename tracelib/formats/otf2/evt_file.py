@@ -53,20 +53,23 @@ _AT_END_OF_FILE, _AT_END_OF_CHUNK, _PAST_THE_BYTES, _NOT_FOLLOWED = 0, 1, 2, 3
 
 @dataclass(frozen=True)
 class CutEvents:
-    """An events file that ends before OTF2's END_OF_FILE record."""
+    """An events file that ends before OTF2's END_OF_FILE record, or whose chunks are out of sequence: its events
+    can be read only up to ``whole``."""
 
     size: int  # bytes of the file
     whole: int  # events whole before the cut (count, from the file's start), or before ``damage``
     where: str  # where the file ends, for a message
     damage: HeaderDamage | None = None  # a chunk header that disagrees: ``whole`` counts the chunks before it
     damaged: bool = False  # the events end at a damaged record (attack 21 F4), not at the file's end
+    whole_file: bool = False  # the file ends with its END_OF_FILE record; a chunk header within is ``damage``
 
     def reason(self, announced: int) -> str:
         """The refusal, for a location whose definitions announce ``announced`` events."""
         if self.damage is not None:
-            return (f"damaged chunk header at byte {self.damage.at} of an events file cut short ({self.size} "
-                    f"bytes, {self.where}): {self.damage.why}; the chunks before it hold {self.whole} of the "
-                    f"{announced} events the definitions announce")
+            what = "an events file" if self.whole_file else "an events file cut short"
+            return (f"damaged chunk header at byte {self.damage.at} of {what} ({self.size} bytes, {self.where}): "
+                    f"{self.damage.why}; the chunks before it hold {self.whole} of the {announced} events the "
+                    "definitions announce")
         what = "damaged" if self.damaged else "cut short, no end-of-file record"
         return (f"{what} ({self.size} bytes): {self.where}; {self.whole} of the {announced} events the "
                 "definitions announce are whole")
@@ -130,7 +133,10 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
                 ended_at = start + at
         # the chunk holding the last announced event, from the headers: a copy appended to a file whose last chunk
         # was full looks whole from its own last chunk (review21: the bytes after the original went unsaid)
-        held = start if start == 0 else _last_chunk(fh, size, step, n_events)
+        held, before, damage = (start, 0, None) if start == 0 else _last_chunk(fh, size, step, n_events)
+        if damage is not None:
+            where = f"its chunks out of sequence from byte {damage.at} (a chunk copied over another?)"
+            return EventsEnd(cut=CutEvents(size, before, where, damage, whole_file=True))
         if held == start and ended_at is not None:
             return EventsEnd(trailing=_unread_after(ended_at, size))
         if held is None or held == start:
@@ -274,14 +280,23 @@ def _event_numbers(head: bytes) -> tuple[int | None, int | None]:
     return int.from_bytes(head[2:10], order), int.from_bytes(head[10:18], order)
 
 
-def _last_chunk(fh, size: int, chunk_size: int, n_events: int) -> int | None:
-    """The offset of the chunk holding event ``n_events`` (the last announced), from the chunk headers."""
-    for offset, _, last in _chunk_headers(fh, size, max(chunk_size, _HEADER_BYTES)):
-        if last is None:
-            return None
+def _last_chunk(fh, size: int, step: int, n_events: int) -> tuple[int | None, int, HeaderDamage | None]:
+    """The chunk holding event ``n_events`` (the last announced) of a file of ``size`` bytes in chunks of ``step``,
+    from the chunk headers, each checked against the chunk before (attack 21 F7: a chunk copied over the next, or
+    two chunks swapped, had libotf2 read one chunk's events twice and drop the other's, said as one record out of
+    order): (its offset, or None when no chunk reaches it; the events of the chunks before it or before the first
+    header that disagrees; that header, or None). A chunk past the announced events is the holding one (the events
+    file of another location: refused once read, attack 8 B8); the chunks after it are not chained (a copy
+    appended: ``cat 1.evt 1.evt``)."""
+    most = (step - _HEADER_BYTES) // 2
+    held = 0
+    for offset, first, last in _chunk_headers(fh, size, step):
+        if (damage := _disagreement(offset, first, last, held, max(n_events, last or 0), most)) is not None:
+            return None, held, damage
         if last >= n_events:
-            return offset
-    return None
+            return offset, held, None
+        held = last
+    return None, held, None
 
 
 def _chunk_headers(fh, end: int, step: int) -> Iterator[tuple[int, int | None, int | None]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
+import sys
+import threading
 from collections.abc import Iterator
 
 _ERROR_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
@@ -47,6 +49,43 @@ def _python_callback_errors(messages: list[str]) -> Iterator[None]:
         lines = [ln.strip() for ln in captured.getvalue().splitlines() if ln.strip()]
         if lines:
             messages.append(lines[-1][:200])
+        raise_callback_interrupt()
+
+
+@contextlib.contextmanager
+def callback_interrupts() -> Iterator[None]:
+    """While the C library calls Python back, keep a Ctrl-C or SIGTERM (a KeyboardInterrupt raised by the signal
+    handler inside a ctypes callback) for :func:`raise_callback_interrupt`: ctypes cannot raise from a callback, it
+    reports the exception to ``sys.unraisablehook`` ("Exception ignored on calling ctypes callback function") and the
+    C library reads on, so the signal was lost. Signals reach only the main thread; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = sys.unraisablehook
+
+    def keep(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt | SystemExit):
+            _interrupts.setdefault(threading.get_ident(), unraisable.exc_value)
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = keep
+    try:
+        yield
+        raise_callback_interrupt()
+    finally:
+        sys.unraisablehook = previous
+        _interrupts.pop(threading.get_ident(), None)
+
+
+_interrupts: dict[int, BaseException] = {}  # thread id -> the interrupt a callback of that thread met
+
+
+def raise_callback_interrupt() -> None:
+    """Raise the interrupt a callback of this thread met since the last call (see :func:`callback_interrupts`)."""
+    exc = _interrupts.pop(threading.get_ident(), None)
+    if exc is not None:
+        raise exc
 
 
 def _library_reason(exc: BaseException, messages: list[str]) -> str:

@@ -17,7 +17,7 @@ from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
 from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceReader
 from synthtrace.tracelib.formats.otf2.definitions import (_check_global_definitions, _check_location_files,
                                                           _identical_event_files, _Location, _read_definitions,
-                                                          _validate_archive)
+                                                          _validate_archive, communicator_members)
 from synthtrace.tracelib.formats.otf2.events import _clear, _EventBuffer
 from synthtrace.tracelib.formats.otf2.evt_file import EventsEnd, skipped_events
 from synthtrace.tracelib.formats.otf2.library import (
@@ -25,6 +25,8 @@ from synthtrace.tracelib.formats.otf2.library import (
     _captured_otf2_errors,
     _library_reason,
     _python_callback_errors,
+    callback_interrupts,
+    raise_callback_interrupt,
 )
 from synthtrace.tracelib.formats.otf2.messages import P2pRecords, check_pairing
 from synthtrace.tracelib.printable import is_utf8
@@ -71,7 +73,7 @@ class Otf2Trace(TraceReader):
         self.chunk_events = int(chunk_events)
         self.salvage = salvage
         self.warnings: list[str] = []
-        with _captured_otf2_errors() as messages:
+        with _captured_otf2_errors() as messages, callback_interrupts():
             self._event_chunk, def_chunk = self._chunk_sizes(messages)
             _check_global_definitions(self.path, def_chunk)
             reader = self._open_reader(messages)
@@ -228,7 +230,7 @@ class Otf2Trace(TraceReader):
         assembler = BurstAssembler(run_id, source=self.path)
         read = _ReadState(run_id, p2p=P2pRecords(self.defs.comm_ranks, self.defs.self_comms, self.path,
                                                  calls.folder / "p2p" if calls.folder is not None else None))
-        with _captured_otf2_errors() as messages:
+        with _captured_otf2_errors() as messages, callback_interrupts():
             reader = self._open_reader(messages)
             handle = reader.handle
             try:
@@ -258,7 +260,8 @@ class Otf2Trace(TraceReader):
             calls=with_messages, messages=matched, message_ends=calls.message_ends,
             thread_nodes=pl.DataFrame(schema=THREAD_NODE_SCHEMA),
             counters=tuple(assembler.counters), n_bursts=read.n_bursts, n_calls=calls.n_calls, n_uncore=0,
-            n_events=read.n_events, n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings))
+            n_events=read.n_events, n_records=read.n_records, last_time_ns=read.last_ns, warnings=tuple(self.warnings),
+            communicators=communicator_members(self.defs.comm_ranks, self.defs.self_comms))
 
     def _location_chunks(self, _otf2, handle, loc: _Location, setters: dict, messages: list[str],
                          read: _ReadState, progress: Callable[[int], None] | None) -> Iterator[tuple[RecordBatch, int]]:
@@ -282,7 +285,7 @@ class Otf2Trace(TraceReader):
         while not final:
             want = self.chunk_events if limit is None else min(self.chunk_events, limit - n_read)
             try:
-                n = _otf2.Reader_ReadLocalEvents(handle, evt_reader, want) if want > 0 else 0
+                n = _read_local_events(_otf2, handle, evt_reader, want) if want > 0 else 0
             except _otf2.Error as exc:
                 n = len(buf.r_pos) + len(buf.m_pos) + len(buf.p_pos) + len(buf.c_pos)
                 cut = TruncatedTraceError(loc.evt_file, None, f"event {n_read + n + 1}: "
@@ -383,3 +386,11 @@ class Otf2Trace(TraceReader):
             self._warn(f"{loc.evt_file}: rank {loc.task - 1} ends inside {conv.dropped_open_call}; "
                                  "that call was dropped")
 
+
+def _read_local_events(_otf2, handle, evt_reader, want: int) -> int:
+    """Read up to ``want`` events of one location through the callbacks; a Ctrl-C or SIGTERM one of them met stops
+    the read here (also when it made the C library stop with an error, which is then no cut)."""
+    try:
+        return _otf2.Reader_ReadLocalEvents(handle, evt_reader, want)
+    finally:
+        raise_callback_interrupt()

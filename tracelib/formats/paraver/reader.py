@@ -41,6 +41,7 @@ from synthtrace.tracelib.errors import (
 from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
+from synthtrace.tracelib.formats.paraver.communicators import communicator_members
 from synthtrace.tracelib.formats.gzip_name import gzip_named
 from synthtrace.tracelib.formats.paraver.companion_text import MAX_PCF_BYTES, read_within_cap, too_large
 from synthtrace.tracelib.formats.paraver.pcf import MAX_VALUE_NAME_BYTES, PcfCatalog, parse_pcf, read_pcf
@@ -248,6 +249,9 @@ class ParaverTrace(TraceReader):
             self._warn(f"{self.path}:1: time unit {self.header.unit[:20]!r} is not one Paraver knows (_ns, _us, _ms): "
                        "read as microseconds, as Paraver reads it")
         self._check_declared_threads()
+        self.communicators, said_comms = communicator_members(self._prefix, str(self.path))
+        for said in said_comms:
+            self._warn(said)
         self._companion_bytes: list[bytes | Path] = []  # what was read of each, or the file not read
         self.pcf = self._read_pcf()
         self.row = self._companion(".row", parse_row, RowNames())
@@ -560,7 +564,7 @@ class ParaverTrace(TraceReader):
             counters=tuple(assembler.counters), n_bursts=n_bursts, n_calls=calls.n_calls, n_uncore=n_uncore,
             n_events=n_events,
             n_records=n_records, last_time_ns=max(int(last_time.max(initial=0)), 0), warnings=tuple(self.warnings),
-            content_hash=hasher.hexdigest())
+            content_hash=hasher.hexdigest(), communicators=self.communicators)
 
 
 def _written_twice(lines: dict[int | str, int], mpi_entries: int) -> str:

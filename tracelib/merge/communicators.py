@@ -1,0 +1,117 @@
+"""Communicators matched across runs by their members.
+
+A trace names a communicator by a per-run handle (Extrae numbers them in the order the run created them, OTF2 by
+definition reference), so two runs of one program may give one communicator other ids: a row communicator of a
+4x4 grid is 17 in one run and 24 in another. Collectives are named ``(appl, comm, k)`` and calls' signatures hold
+the communicator (:mod:`synthtrace.tracelib.merge.messages`, :mod:`synthtrace.tracelib.merge.align`), so the other
+run's ids are rewritten to the reference's before it is aligned (:func:`on_reference_communicators`): a
+communicator is the reference's communicator with the same member tasks. Several communicators of one member set
+(MPI_COMM_WORLD and its duplicates, or two splits alike) are paired in the order of their ids, which is the order
+the runs created them; when the runs hold a different number of them the pairing is a guess, and the merge says so.
+A communicator whose member set the reference lacks gets an id no reference communicator has (its collectives then
+have no counterpart). Runs without a stored members table (ingested before it was kept, or traces that declare
+none) keep their ids: the merge compares them as numbers, as before.
+
+Member sets are compared in the run's own task numbering first (the rank correspondence counts messages per
+communicator), then again in the reference's when the rank correspondence renumbers the run's tasks
+(:mod:`synthtrace.tracelib.merge.ranks`: a run whose program placed its roles on other ranks, e.g. a reordering
+MPI_Cart_create, lists other world ranks as the members of the same communicator). A communicator id a call names
+that its trace does not declare keeps its number.
+Point-to-point messages need no mapping of their peers: Extrae's communication records and the OTF2 reader's
+(:func:`~synthtrace.tracelib.formats.otf2.messages.peer_tasks`) name world tasks, not communicator ranks."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from synthtrace.tracelib.merge.ranks import renumber_columns
+
+if TYPE_CHECKING:
+    from synthtrace.tracelib.merge.merge_runs import RunTables
+
+#: the member set of an MPI_COMM_SELF that OTF2 defines once for every process (its task NULL)
+_SELF = "self"
+
+
+def _member_sets(members: pl.DataFrame) -> pl.DataFrame:
+    """Per communicator: appl, comm, its member set as one key (sorted tasks) and ``nth``, its place (1, 2, ...)
+    among the communicators of the same set in id order (the order the run created them)."""
+    key = (pl.when(pl.col("task").is_null().all()).then(pl.lit(_SELF))
+           .otherwise(pl.col("task").drop_nulls().sort().cast(pl.String).str.join(",")))
+    return (members.group_by("appl", "comm").agg(key.alias("members"))
+            .with_columns(pl.col("comm").rank("ordinal").over("appl", "members").alias("nth")))
+
+
+def communicator_map(reference: pl.DataFrame, other: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The reference's id of each communicator of ``other`` (both COMMUNICATOR_SCHEMA): ``(appl, comm, to)``, one
+    row per communicator of ``other`` (``to``: an id no communicator of either run has when the reference has
+    no communicator of its member set, or fewer of them), and the member sets the runs hold a different number of
+    communicators of (``appl, members, alike, ref_alike``: their pairing by order is ambiguous)."""
+    ref, own = _member_sets(reference), _member_sets(other)
+    paired = own.join(ref.select("appl", "members", "nth", pl.col("comm").alias("to")),
+                      on=["appl", "members", "nth"], how="left")
+    fresh = max(int(ref.get_column("comm").max() or 0), int(own.get_column("comm").max() or 0)) + 1
+    mapped = paired.with_columns(pl.coalesce("to", fresh + pl.int_range(pl.len()).over("to")).alias("to"))
+    alike = [s.group_by("appl", "members").agg(pl.len().alias(name)) for s, name in ((own, "alike"),
+                                                                                      (ref, "ref_alike"))]
+    uneven = alike[0].join(alike[1], on=["appl", "members"]).filter(pl.col("alike") != pl.col("ref_alike"))
+    return mapped.select("appl", "comm", "to").sort("appl", "comm"), uneven
+
+
+def _renamed(frame: pl.DataFrame | pl.LazyFrame, appl: str, mapping: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:
+    """``frame`` with its ``comm`` column rewritten by ``mapping`` (appl, comm, to) within each ``appl`` value."""
+    comm = pl.col("comm")
+    for (a,), part in mapping.group_by("appl"):
+        comm = pl.when(pl.col(appl) == a).then(comm.replace(part.get_column("comm"), part.get_column("to"))
+                                               ).otherwise(comm)
+    return frame.with_columns(comm.cast(pl.Int64).alias("comm"))
+
+
+def _columns(frame: pl.DataFrame | pl.LazyFrame) -> list[str]:
+    return frame.collect_schema().names()
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A run with its communicator ids the reference's (:func:`renamed_communicators`): ``run``, the ids it
+    rewrote (``moved``: appl, comm, to; None: none) and what the merge notes of it."""
+
+    run: RunTables
+    moved: pl.DataFrame | None
+    notes: list[str]
+
+    def same_ids(self, other: Renamed) -> bool:
+        """Whether ``other`` rewrote the same ids to the same ones."""
+        if self.moved is None or other.moved is None:
+            return self.moved is None and other.moved is None
+        return self.moved.equals(other.moved)
+
+
+def renamed_communicators(run: RunTables, reference: RunTables, renum: Mapping[int, int] | None = None) -> Renamed:
+    """``run`` with its calls' and messages' communicator ids the reference's (:func:`communicator_map` of the
+    members, in the reference's task numbering when ``renum``, the rank correspondence's packed task key -> task,
+    is given); ``run`` as it is when either run has no members table or the ids already agree."""
+    if run.communicators is None or reference.communicators is None or not run.communicators.height \
+            or not reference.communicators.height:
+        return Renamed(run, None, [])
+    members = renumber_columns(run.communicators, dict(renum), ("task",)) if renum else run.communicators
+    mapping, uneven = communicator_map(reference.communicators, members)
+    notes = [f"{run.run_name}: {r['alike']} communicator(s) of tasks {{{r['members']}}} (appl {r['appl']}) where "
+             f"{reference.run_name} has {r['ref_alike']}: paired in the order the runs created them, which may "
+             "not be the same communicators" for r in uneven.iter_rows(named=True)]
+    moved = mapping.filter(pl.col("comm") != pl.col("to"))
+    if not moved.height:
+        return Renamed(run, None, notes)
+    calls = run.mpi_calls
+    if "comm" in _columns(calls):
+        calls = _renamed(calls, "appl", moved)
+    messages = run.messages
+    if messages is not None and "comm" in (names := _columns(messages)):
+        messages = _renamed(messages, "appl" if "appl" in names else "s_appl", moved)
+    shown = ", ".join(f"{c}->{t}" for c, t in moved.select("comm", "to").head(8).iter_rows())
+    notes.append(f"{run.run_name}: {moved.height} communicator id(s) renamed to {reference.run_name}'s by their "
+                 f"members ({shown}{', ...' if moved.height > 8 else ''})")
+    return Renamed(replace(run, mpi_calls=calls, messages=messages), moved, notes)

@@ -1,0 +1,133 @@
+"""The campaign's own run-to-run noise in the work of matched bursts, and the pairs that stand outside it.
+
+Two runs of one program on one input retire the same instructions in the same burst: what differs is counting
+noise (an interrupt's or a page fault's few instructions, skid at the counter's read), a fraction of a percent
+(healthy rings and tori: median 0.3 %, 99th percentile under 1 %). Instructions of one burst differ between runs
+by more only where the burst's *work* differs:
+
+- work handed out as the timing falls: a master giving the next job to whichever worker asked
+  (``MPI_Recv(MPI_ANY_SOURCE)``), OpenMP ``schedule(dynamic)``/``guided`` giving the next chunk to whichever
+  thread is free, work stealing. A rank's k-th job burst, a thread's burst of a parallel loop, holds other jobs or
+  chunks in each run: its counters from the other run are another piece of work's, and rescaling them by the
+  instructions helps only as far as the pieces run at one rate;
+- waiting counted inside a burst: an OpenMP barrier's or a lock's spin, a user-level polling loop without an MPI
+  call. The extra instructions are the wait's, at the spin loop's rates, not the kernel's;
+- a solver whose iteration count differs between runs changes the calls too (the alignment's business, not this).
+
+None of these leaves a burst's per-burst values transferable within the noise. The measure is robust: the
+noise scale is the lower quartile of the long matched pairs' absolute log ratios of instructions (floored at
+``NOISE_FLOOR``: a campaign quieter than that makes no 1 % pair an outlier). Counting noise is the machine's and
+the tracer's, alike for every thread, so the quiet quarter of the pairs measures it even where most bursts' work
+moves (an OpenMP loop's three dynamically scheduled worker threads of four: their median would hide them). A pair
+is **off the noise** when its log ratio exceeds ``NOISE_K`` times the scale. A campaign whose median pair differs
+by more than
+``NOISE_CEILING`` has no reproducible work per burst at all (every burst's work moves: the simulator's
+``work_sigma``, a per-run random factor on every burst, models exactly that), and its per-burst values are as far
+off as its scale says.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+from synthtrace.tracelib.schema import THREAD_KEYS
+
+#: the quantile of the pairs' absolute log ratios that measures the counting noise (the quiet quarter)
+NOISE_QUANTILE = 0.25
+#: the smallest noise scale (log): instructions of one burst in two runs differ by ~0.3 % (median), < 1 % (p99)
+NOISE_FLOOR = math.log(1.005)
+#: a pair is off the noise beyond this many times the scale (>= 5 % at the floor)
+NOISE_K = 10.0
+#: a campaign whose median pair differs by more than this (log) has no reproducible work per burst
+NOISE_CEILING = math.log(1.05)
+#: the share of long matched pairs off the noise that makes a merge suspect
+OFF_NOISE_SUSPECT = 0.02
+#: threads (ranks) named in the reason, the most affected first
+NAMED_THREADS = 6
+
+
+@dataclass(frozen=True)
+class WorkNoise:
+    """The instructions of the long matched pairs against the campaign's own run-to-run noise (logs: natural log
+    ratios of the two bursts' instructions): ``median`` of their absolute values, ``scale`` their lower quartile
+    (``NOISE_QUANTILE``) floored at ``NOISE_FLOOR``, ``judged`` pairs, ``off`` pairs beyond ``NOISE_K`` x
+    ``scale`` and ``size`` their median absolute log ratio; ``where``: the threads holding them in words,
+    ``threaded``: some of those are not a task's first thread (OpenMP workers)."""
+
+    median: float
+    scale: float
+    judged: int
+    off: int
+    size: float | None
+    where: str
+    threaded: bool
+
+    @property
+    def share(self) -> float:
+        """The share of judged pairs off the noise, in [0, 1]."""
+        return self.off / self.judged if self.judged else 0.0
+
+    @property
+    def irreproducible(self) -> bool:
+        """The median pair already differs beyond ``NOISE_CEILING``: no burst's work repeats between the runs."""
+        return self.median > NOISE_CEILING
+
+    @property
+    def suspect(self) -> bool:
+        """The merged values of some bursts are another piece of work's (see the module docstring)."""
+        return self.irreproducible or self.share > OFF_NOISE_SUSPECT
+
+    def reason(self) -> str:
+        """The verdict's reason, in words: which bursts, how much, what it likely means."""
+        cause = ("likely OpenMP loop chunks handed to whichever thread is free, schedule(dynamic) or guided, or a "
+                 "wait spun inside the bursts" if self.threaded else
+                 "likely work handed out in arrival order, a master giving the next job to whichever worker asks or "
+                 "dynamic load balancing, or a wait spun inside the bursts")
+        if self.irreproducible:
+            return (f"matched bursts >= 10 us differ from their match by a median {_pct(self.median)} in instructions "
+                    f"(two runs of one program on one input: < 1 %): the work of a burst does not repeat between the "
+                    f"runs, {cause}; merged values are another burst's work's, off per burst by as much")
+        return (f"{self.off} of {self.judged} matched bursts >= 10 us ({self.share:.1%}) execute other instructions "
+                f"than their match, beyond {NOISE_K:g} x the runs' own noise ({_pct(self.scale)}; these differ by a "
+                f"median {_pct(self.size or 0.0)}), on {self.where}: the work in these bursts moves between the runs, "
+                f"{cause}; their merged values are another piece of work's")
+
+
+def _pct(log_ratio: float) -> str:
+    """A log ratio as the percentage it is off by (``0.095`` -> ``10 %``)."""
+    p = 100.0 * math.expm1(abs(log_ratio))
+    return f"{p:.1f} %" if p < 10 else f"{p:.0f} %"
+
+
+def work_noise(pairs: pl.DataFrame) -> WorkNoise | None:
+    """The :class:`WorkNoise` of long matched pairs (``pairs``: appl, task, thread of the reference burst and ``dw``,
+    the log ratio of the two bursts' instructions); None without a pair of finite ratio."""
+    p = pairs.filter(pl.col("dw").is_finite()).select(*THREAD_KEYS, pl.col("dw").abs().alias("d"))
+    if p.height == 0:
+        return None
+    d = p.get_column("d")
+    median = float(d.median())  # type: ignore[arg-type]
+    scale = max(float(d.quantile(NOISE_QUANTILE, "linear")), NOISE_FLOOR)  # type: ignore[arg-type]
+    off = p.filter(pl.col("d") > NOISE_K * scale)
+    per_thread = (p.group_by(THREAD_KEYS).agg(pl.len().alias("n"))
+                  .join(off.group_by(THREAD_KEYS).agg(pl.len().alias("k")), on=THREAD_KEYS)
+                  .sort("k", *THREAD_KEYS, descending=[True, False, False, False]))
+    return WorkNoise(median=median, scale=scale, judged=p.height, off=off.height,
+                     size=float(off.get_column("d").median()) if off.height else None,  # type: ignore[arg-type]
+                     where=_threads_in_words(per_thread, bool(p.get_column("thread").gt(1).any())),
+                     threaded=bool(per_thread.get_column("thread").gt(1).any()))
+
+
+def _threads_in_words(per_thread: pl.DataFrame, threads: bool) -> str:
+    """The threads (appl, task, thread, ``k`` of ``n`` pairs off the noise) in words, the most affected first: tasks
+    alone in a campaign without a second thread (``threads``)."""
+    if per_thread.height == 0:
+        return "no thread"
+    head = per_thread.head(NAMED_THREADS)
+    ranks = not threads
+    names = [f"task {t}" if ranks else f"task {t} thread {h}" for t, h in head.select("task", "thread").iter_rows()]
+    counts = [f"{k} of {n}" for k, n in head.select("k", "n").iter_rows()]
+    more = f" and {per_thread.height - head.height} more" if per_thread.height > head.height else ""
+    return ", ".join(f"{a} ({b})" for a, b in zip(names, counts)) + more
