@@ -12,7 +12,7 @@ writer is open and after ``close()``, and the footer's bytes per chunk in the fi
 commit could take. ``cells N``: the first nine parts of the wide pair's merged table of N bursts
 (``bench_merge_memory_wide.merged_parts``: one row group of 2,666 rows at 40,000 bursts) read and held, RSS growth
 per cell (the values are 8 B a cell and a validity bit), by Polars, by pyarrow (threads or not), and by pyarrow from
-the same parts written as uncompressed Arrow IPC files.
+the same parts written as Arrow IPC files (uncompressed, LZ4).
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ print((r1 - r0) / chunks, (r2 - r0) / chunks, os.path.getsize({path!r}) / (group
 
 CELLS = RSS + """
 import glob, pyarrow as pa, pyarrow.parquet as pq, polars as pl
-parts = sorted(glob.glob({folder!r} + "/merged-*.{ext}"))[:9]
+parts = sorted(glob.glob({folder!r} + "/merged-?????.{ext}"))[:9]
 r0 = rss()
 held = [{read} for p in parts]
 cells = sum(h.num_rows * h.num_columns if isinstance(h, pa.Table) else h.height * h.width for h in held)
@@ -61,6 +61,7 @@ READERS = {
     "pyarrow, threads (pq.read_table)": ("parquet", "pq.read_table(p)"),
     "pyarrow, one thread": ("parquet", "pq.read_table(p, use_threads=False)"),
     "pyarrow, Arrow IPC parts": ("arrow", "pa.ipc.open_file(p).read_all()"),
+    "pyarrow, LZ4-compressed Arrow IPC parts": ("lz4.arrow", "pa.ipc.open_file(p).read_all()"),
 }
 
 
@@ -83,13 +84,15 @@ def cells(tmp: Path, n: int) -> None:
     from benchmarks.bench_merge_memory_wide import merged_parts
 
     parts = merged_parts(tmp / "parts", n)
-    for p in parts[:9]:  # the same parts as Arrow IPC files, uncompressed
+    for p in parts[:9]:  # the same parts as Arrow IPC files, uncompressed and LZ4-compressed
         table = pq.read_table(p)
-        with pa.ipc.new_file(p.with_suffix(".arrow"), table.schema) as f:
-            f.write_table(table)
+        for suffix, compression in ((".arrow", None), (".lz4.arrow", "lz4")):
+            with pa.ipc.new_file(p.with_suffix(suffix), table.schema,
+                                 options=pa.ipc.IpcWriteOptions(compression=compression)) as f:
+                f.write_table(table)
     for label, (ext, read) in READERS.items():
         per_cell = float(run(CELLS.format(folder=str(tmp / "parts"), ext=ext, read=read)))
-        print(f"{label:36s} {per_cell:6.1f} B resident a cell", flush=True)
+        print(f"{label:40s} {per_cell:6.1f} B resident a cell", flush=True)
 
 
 def main() -> None:

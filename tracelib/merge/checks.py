@@ -195,6 +195,7 @@ class PairSignals:
     # [order22] long reference bursts whose pair was dropped: the work after a message ran on into the next call's
     # phase in one run, so no burst of the other run holds theirs (arrival_order.ran_on; their values are NULL)
     ran_on: int = 0
+    rank_tie: str = ""  # [ranks22] why the task numbering is one of several the data cannot tell apart (ranks.py)
     # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample)
     work_noise: WorkNoise | None = field(default=None, metadata={"per": None})
 
@@ -507,6 +508,8 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
     if spans > BAD_MISFIT:
         return "bad", (f"{sig.inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the "
                        "runs disagree on: misaligned (an iteration one run has and the other has not?)")
+    if sig.rank_tie:  # [ranks22]
+        return "suspect", sig.rank_tie
     if sig.undecided:  # [helper merge-iter]
         return "suspect", (f"an undecidable span: {sig.undecided} matched bursts >= 10 us lie in iterations one run "
                            "has more of than the other, alike in work and rates, so where the extra ones lie the data "

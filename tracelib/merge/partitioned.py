@@ -49,7 +49,7 @@ from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedR
                                                   choose_reference, decide, merged_rows, paired_rows, pick_features,
                                                   provenance,
                                                   renumbered_note, same_layout, shared_counters, timing_only_note)
-from synthtrace.tracelib.merge.ranks import rank_mapping
+from synthtrace.tracelib.merge.ranks import Correspondence, correspondence
 from synthtrace.tracelib.thread_key import appl_base, task_key
 
 #: rounds of aligning groups again with their partners' partners (each round: the groups whose partners' pairs
@@ -213,13 +213,15 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     threads = {r.run_id: r.threads() for r in sources}
     notes: list[str] = []
     renum: dict[str, dict[int, int] | None] = {}
+    ties: dict[str, str | None] = {}  # [ranks22] the rank correspondences' ties, for the verdicts
     ref_profile = ref.profile_rows() if options.map_ranks else None
     if on_step and ref_profile is not None:
         on_step(f"{ref.run_name}: work profiles read", 0)  # the total is known once the groups are
     for o in others:
         same_layout(threads[ref.run_id], threads[o.run_id], ref.run_name, o.run_name)
-        renum[o.run_id] = (rank_mapping(ref_profile, counts[ref.run_id], o.profile_rows(), counts[o.run_id],
-                                        (ref.run_name, o.run_name)) if options.map_ranks else None)
+        corr = (correspondence(ref_profile, counts[ref.run_id], o.profile_rows(), counts[o.run_id],
+                               (ref.run_name, o.run_name)) if options.map_ranks else Correspondence(None))
+        renum[o.run_id], ties[o.run_id] = corr.mapping, corr.tie
         if on_step and options.map_ranks:
             on_step(f"{o.run_name}: work profiles read, tasks put in correspondence", 0)
         if renum[o.run_id]:
@@ -318,7 +320,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     if unsettled:
         notes.append(f"{len(unsettled)} of {len(groups)} groups of tasks were aligned with partners whose own "
                      f"partners did not fit the memory bound: their pairs may differ from the merge of the whole runs")
-    tallies = {o.run_id: sum((d.tallies[o.run_id] for d in done), Tally()) for o in others}
+    tallies = {o.run_id: sum((d.tallies[o.run_id] for d in done), Tally()).tied(ties[o.run_id]) for o in others}
     recorded = done[0].recorded
     for d in done[1:]:
         recorded = recorded + d.recorded
