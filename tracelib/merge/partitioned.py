@@ -41,7 +41,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.merge.align import sort_bursts
-from synthtrace.tracelib.merge.communicators import renamed_communicators
+from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError,
@@ -73,6 +73,9 @@ class RunSource(Protocol):
 
     def message_counts(self) -> pl.DataFrame:
         """The whole run's logical message counts (:func:`synthtrace.tracelib.merge.messages.message_counts`)."""
+
+    def communicators(self) -> pl.DataFrame | None:
+        """The members of the run's communicators (:attr:`RunTables.communicators`; None: not known)."""
 
     def profile_rows(self) -> pl.DataFrame:
         """:func:`synthtrace.tracelib.merge.ranks.profile_rows` of the whole run's bursts."""
@@ -209,6 +212,8 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     others = sorted((r for i, r in enumerate(sources) if i != ri), key=lambda r: (r.run_name, r.run_id))
     counters_of = {r.run_id: r.counters() for r in sources}
     counts = {r.run_id: r.message_counts() for r in sources}
+    for o in others:  # communicator ids are per-run handles: the rank correspondence counts by members
+        counts[o.run_id] = on_reference_ids(counts[o.run_id], ref.communicators(), o.communicators())
     check_counters(ref, others, counters_of, lambda r: int(counts[r.run_id].get_column("n").sum()) > 0, options)
     threads = {r.run_id: r.threads() for r in sources}
     notes: list[str] = []
