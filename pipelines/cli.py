@@ -117,14 +117,24 @@ def _quick(argv: list[str]) -> int | None:
     """Answer ``synthtrace``, ``synthtrace --help`` and ``synthtrace --version`` without building the typer
     application (most of a command's start-up); None for anything else."""
     if argv in ([], ["--help"]):
-        sys.stdout.write(root_help())
-        return 0
-    if argv == ["--version"]:
+        text = root_help()
+    elif argv == ["--version"]:
         from synthtrace import __version__
 
-        sys.stdout.write(f"synthtrace {__version__}\n")
-        return 0
-    return None
+        text = f"synthtrace {__version__}\n"
+    else:
+        return None
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:  # attack 21 F9: `--help > /dev/full` was a traceback
+        if exc.errno == errno.EPIPE:
+            return _output_closed()
+        from synthtrace.pipelines.cli_base import print_error, stdout_failure
+
+        print_error(str(stdout_failure(exc)))
+        return 2
+    return 0
 
 
 class _ClosedOutput(io.TextIOBase):

@@ -52,7 +52,12 @@ class _Console(Console):
     sequence recoloured the terminal)."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
-        super().print(*(escaped(o) if isinstance(o, str) else o for o in objects), **kwargs)
+        try:
+            super().print(*(escaped(o) if isinstance(o, str) else o for o in objects), **kwargs)
+        except OSError as exc:  # rich ends a closed pipe itself (on_broken_pipe)
+            if self.stderr:
+                raise
+            raise stdout_failure(exc) from None
 
     def on_broken_pipe(self) -> None:
         """Rich's own exits 1 (a command that failed, to a script); [helper edges] issue 23: exit 141, quietly."""
@@ -74,14 +79,25 @@ def closed_output(stream: IO[str]) -> NoReturn:
     raise OutputClosed
 
 
+def stdout_failure(exc: OSError) -> BadInputError:
+    """The error for standard output that cannot be written (``> /dev/full``, a full disk or quota under a
+    redirection; attack 21 F9: "[Errno 28] No space left on device" named no output), what is still buffered for
+    it dropped so that the interpreter's last flush does not fail again (exit 120 and a traceback)."""
+    with contextlib.suppress(OutputClosed):
+        closed_output(sys.stdout)
+    return BadInputError(f"standard output: cannot write it ({exc.strerror or exc})")
+
+
 def write_stdout(text: str) -> None:
     """``text`` on standard output as it is (CSV, JSON, a rendered plan), written now: a reader that closed it
-    ends the command quietly (:func:`closed_output`)."""
+    ends the command quietly (:func:`closed_output`); one that cannot take it is :func:`stdout_failure`."""
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
         closed_output(sys.stdout)
+    except OSError as exc:
+        raise stdout_failure(exc) from None
 
 
 def _say(label: str, style: str, message: str) -> None:

@@ -69,6 +69,9 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
 ``tail``            run 1 makes 2 more outer iterations at the end, run 2 (with ``runs=3``) 2 fewer
 ``renumbered`` / ``renumbered_torus``   run 1's MPI ranks numbered by a random permutation (``MPI_Cart_create``
                     with reorder) on an irregular graph / a symmetric torus (only the ranks' work tells them apart)
+``rotated_ring`` / ``rotated_torus`` / ``rotated_torus_alike``   run 1 numbers logical rank r as r + 1 (roles
+                    from a split key or the placement): on a symmetric ring (one of its symmetries), a 4x4 torus
+                    (relabelled), ranks 1-3 % apart / alike (``CampaignSpec.renumber_shift``)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
 ``late_trace``      run 1's trace of its last rank starts at outer iteration 2 (tracing turned on late on it): its
@@ -234,6 +237,9 @@ class CampaignSpec:
     #: the traces' format: "prv" (Paraver, as Extrae writes it) or "otf2" (an archive per run, as Score-P writes
     #: it: see :mod:`.otf2_out`)
     trace_format: str = "prv"
+    #: [ranks22] the renumbered run numbers logical rank r as (r + shift) % ranks (a rotation: roles from a split key
+    #: or the placement) instead of a random permutation (0: random)
+    renumber_shift: int = 0
     #: this run's tracer gives the communicators other than the world other ids (:func:`shifted_comm_ids`)
     comm_ids_run: int = -1
 
@@ -1116,7 +1122,8 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
             bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
         run_comms = {WORLD: tuple(range(P)), **comms, **({dup: tuple(range(P))} if dup else {})}
         if r == spec.renumber_run:
-            perm = _rng(spec.seed, spec.mechanism, "perm").permutation(P)
+            perm = ((np.arange(P) + spec.renumber_shift) % P if spec.renumber_shift
+                    else _rng(spec.seed, spec.mechanism, "perm").permutation(P))
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
             run_comms = {c: tuple(sorted(int(perm[t]) for t in m)) for c, m in run_comms.items()}  # as its tracer
@@ -1376,3 +1383,24 @@ COMM_ID_SHIFT = 4
 def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, comm_ids_run=1, shape=Shape(topology="torus", completion="waitall", sub_comms=True,
                                                      coll_every=0, dup_comm=True))
+
+
+# ---------------------------------------------------------------------------------------------------- ranks22
+@mechanism("rotated_ring", "run 1 numbers logical rank r as r + 1 on a symmetric 8-rank ring (a rotation: the "
+           "message graph maps onto itself), ranks nearly alike (work 1 % apart)", 8, 20)
+def _rotated_ring(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, renumber_shift=1,
+                   shape=Shape(topology="ring", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.01))
+
+
+@mechanism("rotated_torus", "run 1 numbers logical rank r as r + 1 on a symmetric 4x4 torus (the torus relabelled, "
+           "not one of its symmetries), ranks nearly alike (work 3 % apart)", 16, 12)
+def _rotated_torus(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, renumber_shift=1,
+                   shape=Shape(topology="torus", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.03))
+
+
+@mechanism("rotated_torus_alike", "as rotated_torus with ranks alike (the same work): only the messages tell "
+           "which task is which, up to the torus's symmetries", 16, 12)
+def _rotated_torus_alike(spec: CampaignSpec) -> CampaignSpec:
+    return replace(_rotated_torus(spec), shape=replace(_rotated_torus(spec).shape, rank_sigma=0.0))

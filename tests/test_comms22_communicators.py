@@ -172,3 +172,32 @@ def test_the_members_are_stored_with_the_run_and_the_merge_uses_them(run_cli, sh
     right = mechanism_score(shifted.truth, shifted.traces[0].stem, shifted.traces[1].stem,
                             matches.with_columns(pl.col("other_run").alias("other_run_id")))[0]
     assert right >= 0.995
+
+
+def test_the_partitioned_merge_maps_them_as_the_whole_merge(shifted, tmp_path):
+    """A merge a few tasks at a time (stored runs above the partition threshold): the rank correspondence's
+    message counts and each group's calls carry the reference's ids, and the result is the whole runs' merge.
+    Before: refused (the counts compared the shifted ids)."""
+    import warnings
+
+    from polars.testing import assert_frame_equal
+
+    import synthtrace
+    from synthtrace.tracelib.merge.merge_runs import MergeOptions
+    from synthtrace.tracelib.merge.partitioned import merge_partitioned
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.merged import StoredRun, merge_inputs
+
+    for t in shifted.traces:
+        synthtrace.ingest(str(tmp_path / "wh"), str(t), experiment="x")
+    wh = Warehouse(tmp_path / "wh")
+    exp = wh.experiment("x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = merge_runs(merge_inputs(exp), MergeOptions(), experiment="x")
+        sources = [StoredRun(wh, r, exp.run_names[r]) for r in exp.run_ids]
+        per_task = sum(s.threads().get_column("bursts").sum() for s in sources) // 16
+        part = merge_partitioned(sources, tmp_path / "spill", MergeOptions(), "x", budget=5 * per_task)
+    assert set(part.quality.get_column("verdict")) == {"ok"}
+    assert_frame_equal(part.merged.collect(), whole.merged, check_exact=False, rel_tol=1e-9)
+    assert sorted(part.warnings) == sorted(whole.warnings)

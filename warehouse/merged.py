@@ -122,6 +122,9 @@ class StoredRun:
         streamed a few columns a pass (issue 23: a run of thousands of counter types)."""
         return RunTables(self.run_id, self.run_name, self._bursts(), pl.DataFrame()).counters
 
+    def communicators(self) -> pl.DataFrame | None:
+        return communicator_table(self.dir)
+
     def message_counts(self) -> pl.DataFrame:
         logical = self.dir / "mpi_messages.parquet"
         return message_counts(scan_parts([logical])).collect()

@@ -187,6 +187,7 @@ class PairSignals:
     undecided: int = 0
     long_total: int = 0  # [helper merge-scale] long reference bursts (coverage_long's denominator)
     agree_checked: int = 0  # [helper merge-scale] pairs whose message agreement was checked (msg_agreement's)
+    rank_tie: str = ""  # [ranks22] why the task numbering is one of several the data cannot tell apart (ranks.py)
     # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample)
     work_noise: WorkNoise | None = field(default=None, metadata={"per": None})
 
@@ -499,6 +500,8 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
     if spans > BAD_MISFIT:
         return "bad", (f"{sig.inconsistent} matched bursts >= 10 us ({spans:.0%}) lie between logical messages the "
                        "runs disagree on: misaligned (an iteration one run has and the other has not?)")
+    if sig.rank_tie:  # [ranks22]
+        return "suspect", sig.rank_tie
     if sig.undecided:  # [helper merge-iter]
         return "suspect", (f"an undecidable span: {sig.undecided} matched bursts >= 10 us lie in iterations one run "
                            "has more of than the other, alike in work and rates, so where the extra ones lie the data "

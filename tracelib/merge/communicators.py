@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
@@ -32,6 +32,7 @@ from synthtrace.tracelib.merge.ranks import renumber_columns
 if TYPE_CHECKING:
     from synthtrace.tracelib.merge.merge_runs import RunTables
 
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 #: the member set of an MPI_COMM_SELF that OTF2 defines once for every process (its task NULL)
 _SELF = "self"
 
@@ -61,16 +62,21 @@ def communicator_map(reference: pl.DataFrame, other: pl.DataFrame) -> tuple[pl.D
     return mapped.select("appl", "comm", "to").sort("appl", "comm"), uneven
 
 
-def _renamed(frame: pl.DataFrame | pl.LazyFrame, appl: str, mapping: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:
-    """``frame`` with its ``comm`` column rewritten by ``mapping`` (appl, comm, to) within each ``appl`` value."""
+def _renamed(frame: Frame | None, moved: pl.DataFrame) -> Frame | None:
+    """``frame`` with its ``comm`` column (when it has one) rewritten by ``moved`` (appl, comm, to) within each
+    appl (its ``appl`` column, a communication record's ``s_appl``)."""
+    names = _columns(frame) if frame is not None else []
+    if frame is None or "comm" not in names:
+        return frame
+    appl = "appl" if "appl" in names else "s_appl"
     comm = pl.col("comm")
-    for (a,), part in mapping.group_by("appl"):
+    for (a,), part in moved.group_by("appl"):
         comm = pl.when(pl.col(appl) == a).then(comm.replace(part.get_column("comm"), part.get_column("to"))
                                                ).otherwise(comm)
     return frame.with_columns(comm.cast(pl.Int64).alias("comm"))
 
 
-def _columns(frame: pl.DataFrame | pl.LazyFrame) -> list[str]:
+def _columns(frame: Frame) -> list[str]:
     return frame.collect_schema().names()
 
 
@@ -105,13 +111,19 @@ def renamed_communicators(run: RunTables, reference: RunTables, renum: Mapping[i
     moved = mapping.filter(pl.col("comm") != pl.col("to"))
     if not moved.height:
         return Renamed(run, None, notes)
-    calls = run.mpi_calls
-    if "comm" in _columns(calls):
-        calls = _renamed(calls, "appl", moved)
-    messages = run.messages
-    if messages is not None and "comm" in (names := _columns(messages)):
-        messages = _renamed(messages, "appl" if "appl" in names else "s_appl", moved)
+    calls, messages = _renamed(run.mpi_calls, moved), _renamed(run.messages, moved)
     shown = ", ".join(f"{c}->{t}" for c, t in moved.select("comm", "to").head(8).iter_rows())
     notes.append(f"{run.run_name}: {moved.height} communicator id(s) renamed to {reference.run_name}'s by their "
                  f"members ({shown}{', ...' if moved.height > 8 else ''})")
     return Renamed(replace(run, mpi_calls=calls, messages=messages), moved, notes)
+
+
+def on_reference_ids(frame: pl.DataFrame, reference: pl.DataFrame | None, members: pl.DataFrame | None
+                     ) -> pl.DataFrame:
+    """``frame`` (a run's calls, messages or message counts) with its communicator ids the reference's: those of
+    the reference's communicators (``reference`` members) with the members ``members`` of the frame's run's
+    (:func:`communicator_map`); as it is when either is unknown."""
+    if reference is None or members is None or not reference.height or not members.height:
+        return frame
+    moved = communicator_map(reference, members)[0].filter(pl.col("comm") != pl.col("to"))
+    return _renamed(frame, moved) if moved.height else frame

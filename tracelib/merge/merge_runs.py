@@ -59,7 +59,8 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.communicators import renamed_communicators
-from synthtrace.tracelib.merge.ranks import WORK, rank_mapping, renumber, renumber_calls, renumber_columns
+from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondence, renumber, renumber_calls,
+                                             renumber_columns)
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
@@ -412,6 +413,10 @@ class Tally:
         return replace(self.pairs, work_shift=sampled.work_shift if sampled else None,
                        work_noise=sampled.work_noise if sampled else None)
 
+    def tied(self, tie: str | None) -> Tally:
+        """[ranks22] The tally with the rank correspondence's tie (:class:`Correspondence`) in its signals."""
+        return replace(self, pairs=replace(self.pairs, rank_tie=tie)) if tie else self
+
 
 @dataclass(frozen=True)
 class Compared:
@@ -737,15 +742,15 @@ class Reference:
 
 
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
-                        messages: pl.DataFrame | None = None) -> dict[int, int] | None:
-    """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.rank_mapping`),
-    None when they correspond as numbered or ``map_ranks`` is off. ``messages``: ``o``'s logical messages when
+                        messages: pl.DataFrame | None = None) -> Correspondence:
+    """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.correspondence`),
+    as numbered when ``map_ranks`` is off. ``messages``: ``o``'s logical messages when
     already derived (else derived from its calls); ``o``'s bursts a frame (a lazy scan is read)."""
     if not options.map_ranks:
-        return None
+        return Correspondence(None)
     if messages is None:
         messages = logical_messages(calls_of(o), o.messages)
-    return rank_mapping(bursts_of(ref.run, ()), message_counts(ref.messages), bursts_of(o, ()),
+    return correspondence(bursts_of(ref.run, ()), message_counts(ref.messages), bursts_of(o, ()),
                         message_counts(messages), (ref.run.run_name, o.run_name))
 
 
@@ -1245,7 +1250,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
         # the same tasks and threads, whatever their numbering
         same_layout(ref_layout, _layout(read.bursts), ref_run.run_name, o.run_name)
-        renum = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)
+        corr = rank_correspondence(ref, replace(o, bursts=read.bursts), options, read.messages)
+        renum = corr.mapping
         if renum and not ids.same_ids(again := renamed_communicators(raw, ref_run, renum)):  # members renumbered
             ids, o = again, again.run
             read = RunRead(o, shared_counters(ref.counters, counters_of[o.run_id]))
@@ -1260,7 +1266,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
                             blocks=blocks.of_run(j) if blocks else None)
         check_same_program(ref_run, info.run, info.tally, options, notes)
         compared[o.run_id] = Compared(info.common, info.features)
-        tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally, info.sample, info.run_sample
+        tallies[o.run_id], samples[o.run_id], run_samples[o.run_id] = info.tally.tied(corr.tie), info.sample, \
+            info.run_sample
         if set(counters_of[o.run_id]) - set(ref.counters):
             pairs[o.run_id] = info.kept_pairs(counters_of[o.run_id])
         if options.estimate_unmatched:

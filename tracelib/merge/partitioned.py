@@ -41,7 +41,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.merge.align import sort_bursts
-from synthtrace.tracelib.merge.communicators import renamed_communicators
+from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError,
@@ -49,7 +49,7 @@ from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedR
                                                   choose_reference, decide, merged_rows, paired_rows, pick_features,
                                                   provenance,
                                                   renumbered_note, same_layout, shared_counters, timing_only_note)
-from synthtrace.tracelib.merge.ranks import rank_mapping
+from synthtrace.tracelib.merge.ranks import Correspondence, correspondence
 from synthtrace.tracelib.thread_key import appl_base, task_key
 
 #: rounds of aligning groups again with their partners' partners (each round: the groups whose partners' pairs
@@ -73,6 +73,9 @@ class RunSource(Protocol):
 
     def message_counts(self) -> pl.DataFrame:
         """The whole run's logical message counts (:func:`synthtrace.tracelib.merge.messages.message_counts`)."""
+
+    def communicators(self) -> pl.DataFrame | None:
+        """The members of the run's communicators (:attr:`RunTables.communicators`; None: not known)."""
 
     def profile_rows(self) -> pl.DataFrame:
         """:func:`synthtrace.tracelib.merge.ranks.profile_rows` of the whole run's bursts."""
@@ -209,17 +212,21 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     others = sorted((r for i, r in enumerate(sources) if i != ri), key=lambda r: (r.run_name, r.run_id))
     counters_of = {r.run_id: r.counters() for r in sources}
     counts = {r.run_id: r.message_counts() for r in sources}
+    for o in others:  # communicator ids are per-run handles: the rank correspondence counts by members
+        counts[o.run_id] = on_reference_ids(counts[o.run_id], ref.communicators(), o.communicators())
     check_counters(ref, others, counters_of, lambda r: int(counts[r.run_id].get_column("n").sum()) > 0, options)
     threads = {r.run_id: r.threads() for r in sources}
     notes: list[str] = []
     renum: dict[str, dict[int, int] | None] = {}
+    ties: dict[str, str | None] = {}  # [ranks22] the rank correspondences' ties, for the verdicts
     ref_profile = ref.profile_rows() if options.map_ranks else None
     if on_step and ref_profile is not None:
         on_step(f"{ref.run_name}: work profiles read", 0)  # the total is known once the groups are
     for o in others:
         same_layout(threads[ref.run_id], threads[o.run_id], ref.run_name, o.run_name)
-        renum[o.run_id] = (rank_mapping(ref_profile, counts[ref.run_id], o.profile_rows(), counts[o.run_id],
-                                        (ref.run_name, o.run_name)) if options.map_ranks else None)
+        corr = (correspondence(ref_profile, counts[ref.run_id], o.profile_rows(), counts[o.run_id],
+                               (ref.run_name, o.run_name)) if options.map_ranks else Correspondence(None))
+        renum[o.run_id], ties[o.run_id] = corr.mapping, corr.tie
         if on_step and options.map_ranks:
             on_step(f"{o.run_name}: work profiles read, tasks put in correspondence", 0)
         if renum[o.run_id]:
@@ -318,7 +325,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     if unsettled:
         notes.append(f"{len(unsettled)} of {len(groups)} groups of tasks were aligned with partners whose own "
                      f"partners did not fit the memory bound: their pairs may differ from the merge of the whole runs")
-    tallies = {o.run_id: sum((d.tallies[o.run_id] for d in done), Tally()) for o in others}
+    tallies = {o.run_id: sum((d.tallies[o.run_id] for d in done), Tally()).tied(ties[o.run_id]) for o in others}
     recorded = done[0].recorded
     for d in done[1:]:
         recorded = recorded + d.recorded

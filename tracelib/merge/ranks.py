@@ -15,12 +15,26 @@ timing-free facts only:
   instructions (or duration, in microseconds) of the first ``PROFILE`` bursts it closes, in order: the same
   logical bursts do the same work in every run, and a rank's share of the domain shows in it.
 
-The numbering as it is is kept unless another explains the messages clearly better (``CLEARLY`` more), or, when
-both explain them alike (a ring or a torus looks the same rotated), unless behaviour tells the tasks apart clearly
-(the behaviour assignment's profile distance below ``BEHAVIOUR_CLEARLY`` times the numbering's): ties go to the
-numbering as it is. The other numbering tried is the assignment of tasks that minimises the profile distance
-(Hungarian method, SciPy's ``linear_sum_assignment``). When no numbering explains ``MIN_EXPLAINED`` of the
-messages, the correspondence cannot be decided and :class:`RankCorrespondenceError` says so in one line.
+First the **message graph** (:mod:`synthtrace.tracelib.merge.symmetries`): the numberings that carry the other
+run's graph onto the reference's (the numbering as it is when it does, else a relabelling, each composed with the
+graph's symmetries: a ring's or a torus's rotations). Among them behaviour decides, on the profile cells where two
+numberings put reference work apart by more than ``INFORMATIVE`` times the cross-run noise (elsewhere the choice
+changes nothing that can be seen): the numbering as it is is kept unless another fits clearly better (its mean
+difference to the other run under ``BEHAVIOUR_CLEARLY`` of the numbering's, on ``MIN_CELLS`` cells or more); a
+numbering moved to must fit clearly better than the next best too. When it does not (or another only leans better,
+``Z_LEANS`` standard errors), the correspondence is a **tie**: the numbering taken is kept and the verdict of the
+run's counters is ``suspect``, its reason naming the tie and the other numbering. Without a tie-breaking signal
+and with the numbering as it is among the candidates (a ring numbered alike in both runs, ranks alike), it is kept
+silently: the launchers number runs alike unless the program renumbers, and the merged values of alike ranks
+differ only by noise.
+
+When the graphs do not map onto each other (messages one run lacks, communicators numbered otherwise), the
+numbering as it is is kept unless another explains the messages clearly better (``CLEARLY`` more), or, when both
+explain them alike, unless behaviour tells the tasks apart clearly (the behaviour assignment's profile distance
+below ``BEHAVIOUR_CLEARLY`` times the numbering's). The other numbering tried is the assignment of tasks that
+minimises the profile distance (Hungarian method, SciPy's ``linear_sum_assignment``). When no numbering explains
+``MIN_EXPLAINED`` of the messages, the correspondence cannot be decided and :class:`RankCorrespondenceError` says
+so in one line.
 """
 from __future__ import annotations
 
@@ -34,7 +48,8 @@ from scipy.optimize import linear_sum_assignment
 
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.messages import CHANNEL
-from synthtrace.tracelib.thread_key import task_int, task_key, task_of
+from synthtrace.tracelib.merge.symmetries import numberings
+from synthtrace.tracelib.thread_key import MASK, task_int, task_key, task_of
 
 #: share of the messages a numbering must explain to be taken
 MIN_EXPLAINED = 0.9
@@ -44,6 +59,14 @@ CLEARLY = 0.05
 BEHAVIOUR_CLEARLY = 0.5
 WORK = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")
 PROFILE = 64  # bursts per closing call in a task's work profile
+#: profile cells tell two numberings apart where they put reference work this many times the cross-run noise apart
+INFORMATIVE = 3.0
+#: the cross-run noise (median |log1p work difference| under the best numbering) is taken as at least this
+NOISE_FLOOR = 1e-3
+#: profile cells needed to weigh two numberings
+MIN_CELLS = 8
+#: a numbering leans better than another when its paired cell differences are this many standard errors apart
+Z_LEANS = 3.0
 
 
 class RankCorrespondenceError(BadInputError):
@@ -125,21 +148,24 @@ def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray
     return p, p.get_column("task").unique().sort().to_numpy()
 
 
-class Assignment(NamedTuple):
-    """The behaviour assignment of tasks: {appl << ID_BITS | other task: reference task}, its profile distance and
-    that of the numbering as it is (sums over tasks of the mean |log1p work difference|; 0 without profiles)."""
+class Behaviour(NamedTuple):
+    """The work profiles of one appl's tasks in two runs: the tasks (sorted), the profile cubes (task x cell,
+    ``log1p`` work, NaN where absent) and the cost (reference task x other task: mean |difference| over common
+    cells; 1e6 for a pair without one)."""
 
-    mapping: dict[int, int]
-    distance: float
-    as_numbered: float
+    ref_tasks: np.ndarray
+    oth_tasks: np.ndarray
+    ref_cube: np.ndarray
+    oth_cube: np.ndarray
+    cost: np.ndarray
 
 
-def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> Assignment:
-    """The assignment minimising the distance of work profiles, per appl: the mean |difference| of the first
-    bursts' work, call by call (a missing optional call shifts only its own profile)."""
-    mapping: dict[int, int] = {}
-    distance = as_numbered = 0.0
-    for appl in ref.get_column("appl").unique().to_list():
+def _behaviours(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, Behaviour]:
+    """Per appl with a common closing call and as many tasks in both runs: the :class:`Behaviour` of its tasks (the
+    mean |difference| of the first bursts' work, call by call: a missing optional call shifts only its own
+    profile)."""
+    out: dict[int, Behaviour] = {}
+    for appl in ref.get_column("appl").unique().sort().to_list():
         pr, tr = _profiles(ref, appl)
         po, to = _profiles(other, appl)
         keys = sorted(set(pr.get_column("key")) & set(po.get_column("key")))
@@ -160,40 +186,239 @@ def _assignment(ref: pl.DataFrame, other: pl.DataFrame) -> Assignment:
             warnings.simplefilter("ignore", RuntimeWarning)  # a pair of tasks without a common burst: NaN, then 1e6
             for r in range(tr.size):  # one reference task at a time: memory O(tasks x profile), not O(tasks^2 x ...)
                 cost[r] = np.nan_to_num(np.nanmean(np.abs(a[r][None, :] - b), axis=1), nan=1e6)
+        out[int(appl)] = Behaviour(tr, to, a, b, cost)
+    return out
+
+
+class Assignment(NamedTuple):
+    """The behaviour assignment of tasks: {appl << ID_BITS | other task: reference task}, its profile distance and
+    that of the numbering as it is (sums over tasks of the mean |log1p work difference|; 0 without profiles)."""
+
+    mapping: dict[int, int]
+    distance: float
+    as_numbered: float
+
+
+def _assignment(behaviours: dict[int, Behaviour]) -> Assignment:
+    """The assignment minimising the distance of work profiles, per appl (Hungarian method)."""
+    mapping: dict[int, int] = {}
+    distance = as_numbered = 0.0
+    for appl, bh in behaviours.items():
+        tr, to, cost = bh.ref_tasks, bh.oth_tasks, bh.cost
         rows, cols = linear_sum_assignment(cost)
         distance += float(cost[rows, cols].sum())
         same = tr[:, None] == to[None, :]
         as_numbered += float(cost[same].sum()) if same.sum() == tr.size else float("inf")
-        mapping.update({task_int(int(appl), int(to[c])): int(tr[r]) for r, c in zip(rows, cols)})
+        mapping.update({task_int(appl, int(to[c])): int(tr[r]) for r, c in zip(rows, cols)})
     return Assignment(mapping, distance, as_numbered)
 
 
-def rank_mapping(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts: pl.DataFrame,
-                 oth_counts: pl.DataFrame, names: tuple[str, str],
-                 min_explained: float = MIN_EXPLAINED) -> dict[int, int] | None:
-    """None when the tasks correspond as numbered; else {appl << ID_BITS | other task: reference task} to renumber
-    the other run with (:func:`renumber`). ``*_counts``: the runs' logical message counts
-    (:func:`synthtrace.tracelib.merge.messages.message_counts`).
+class Correspondence(NamedTuple):
+    """The rank correspondence of one other run: ``mapping`` ({appl << ID_BITS | other task: reference task}; None:
+    as numbered) and ``tie``: why the numbering taken is one of several the data cannot tell apart (the message
+    graph's symmetries, task behaviour alike), in words for the verdict; None when it is not."""
+
+    mapping: dict[int, int] | None
+    tie: str | None = None
+
+
+class _Candidates:
+    """The numberings that carry the other run's message graph onto the reference's
+    (:func:`synthtrace.tracelib.merge.symmetries.numberings`) and their behaviour: ``nodes`` the task keys (sorted,
+    the same in both runs), a numbering perm[other node] = reference node."""
+
+    def __init__(self, nodes: np.ndarray, behaviours: dict[int, Behaviour]):
+        self.nodes = nodes
+        # (first node, behaviour, behaviour assignment: partner[other task] = reference task) per appl
+        self.blocks: list[tuple[int, Behaviour, np.ndarray]] = []
+        for appl, bh in behaviours.items():
+            keys = np.array([task_int(appl, int(t)) for t in bh.ref_tasks], np.int64)
+            start = int(np.searchsorted(nodes, keys[0]))
+            if np.array_equal(nodes[start:start + keys.size], keys) and np.array_equal(bh.ref_tasks, bh.oth_tasks):
+                rows, cols = linear_sum_assignment(bh.cost)
+                partner = np.empty(cols.size, np.int64)
+                partner[cols] = rows
+                self.blocks.append((start, bh, partner))
+        #: the behaviour assignment as a numbering (the tasks of an appl without profiles as numbered)
+        self.assigned = np.arange(nodes.size)
+        for start, _, partner in self.blocks:
+            self.assigned[start:start + partner.size] = start + partner
+
+    def closer(self, o: int, refs: np.ndarray) -> np.ndarray:
+        """``refs`` (reference nodes) ordered by behaviour: other node ``o``'s partner in the behaviour assignment
+        first (the assignment is consistent over all tasks, a task's own nearest may not be), then by distance."""
+        for start, bh, partner in self.blocks:
+            if start <= o < start + bh.oth_tasks.size:
+                inside = (refs >= start) & (refs < start + bh.ref_tasks.size)
+                d = np.where(inside, bh.cost[(refs - start).clip(0, bh.ref_tasks.size - 1), o - start], np.inf)
+                d = np.where(refs == start + partner[o - start], -1.0, d)
+                return refs[np.argsort(d, kind="stable")]
+        return refs
+
+    def surest(self, others: np.ndarray) -> int:
+        """Of other nodes ``others``, the one whose behaviour singles out its partner best (the widest gap between
+        its nearest reference task and the next, over the profiles' noise): the search's first pin."""
+        gap = np.full(others.size, -np.inf)
+        for start, bh, _ in self.blocks:
+            inside = (others >= start) & (others < start + bh.oth_tasks.size)
+            if inside.any() and bh.ref_tasks.size > 1:
+                cols = np.sort(bh.cost[:, others[inside] - start], axis=0)
+                gap[inside] = (cols[1] - cols[0]) / np.maximum(cols[0], NOISE_FLOOR)
+        return int(others[int(np.argmax(gap))])
+
+    def distance(self, perm: np.ndarray) -> float:
+        """The behaviour distance of a numbering (sum over tasks of the mean |log1p work difference|)."""
+        return float(sum(bh.cost[perm[s:s + bh.oth_tasks.size] - s, np.arange(bh.oth_tasks.size)].sum()
+                         for s, bh, _ in self.blocks))
+
+    def cells(self, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(reference profile cells under ``perm``, the other run's cells), flat, aligned."""
+        a = [bh.ref_cube[perm[s:s + bh.oth_tasks.size] - s].ravel() for s, bh, _ in self.blocks]
+        b = [bh.oth_cube.ravel() for _, bh, _ in self.blocks]
+        return (np.concatenate(a), np.concatenate(b)) if a else (np.empty(0), np.empty(0))
+
+    def mapping(self, perm: np.ndarray) -> dict[int, int] | None:
+        """A numbering as {appl << ID_BITS | other task: reference task}; None for the one as it is."""
+        if np.array_equal(perm, np.arange(perm.size)):
+            return None
+        return {int(self.nodes[o]): int(self.nodes[r]) & MASK for o, r in enumerate(perm)}
+
+    def moved(self, perm: np.ndarray, limit: int = 4) -> str:
+        """A numbering in words: its first moves, other task -> reference task."""
+        moves = [f"{int(self.nodes[o]) & MASK}->{int(self.nodes[r]) & MASK}" for o, r in enumerate(perm) if o != r]
+        return ", ".join(moves[:limit]) + (", ..." if len(moves) > limit else "") if moves else "as numbered"
+
+
+class Evidence(NamedTuple):
+    """Behaviour evidence for numbering ``a`` over ``b``, on the profile cells where the two put reference tasks
+    of different work (more than ``INFORMATIVE`` x the cross-run noise apart): how many (``cells``), the mean
+    |log1p work difference| to the other run under each (``a``, ``b``), and ``z``: the mean of the paired
+    differences (b's minus a's) over its standard error."""
+
+    cells: int
+    a: float
+    b: float
+    z: float
+
+    @property
+    def clear(self) -> bool:
+        """``a`` fits clearly better: on enough cells, under ``BEHAVIOUR_CLEARLY`` of ``b``'s difference."""
+        return self.cells >= MIN_CELLS and self.a < BEHAVIOUR_CLEARLY * self.b
+
+    @property
+    def leans(self) -> bool:
+        """``a`` fits better beyond chance (``z`` >= ``Z_LEANS``) though maybe not clearly."""
+        return self.cells >= MIN_CELLS and self.z >= Z_LEANS
+
+
+def _evidence(c: _Candidates, a: np.ndarray, b: np.ndarray, noise: float) -> Evidence:
+    ra, o = c.cells(a)
+    rb, _ = c.cells(b)
+    use = np.isfinite(ra) & np.isfinite(rb) & np.isfinite(o) & (np.abs(ra - rb) > INFORMATIVE * noise)
+    if not use.any():
+        return Evidence(0, 0.0, 0.0, 0.0)
+    da, db = np.abs(ra[use] - o[use]), np.abs(rb[use] - o[use])
+    d = db - da
+    se = float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else 0.0
+    return Evidence(int(use.sum()), float(da.mean()), float(db.mean()), float(d.mean() / se) if se > 0 else 0.0)
+
+
+def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts: pl.DataFrame,
+                 oth_counts: pl.DataFrame, behaviours: dict[int, Behaviour], names: tuple[str, str],
+                 min_explained: float) -> Correspondence | None:
+    """The correspondence among the numberings that carry the message graph onto the reference's (its symmetries
+    and relabellings), chosen by behaviour; None when the graphs do not map onto each other (or the numbering
+    chosen does not explain ``min_explained`` of the messages). The numbering as it is, when it is one, is kept
+    unless another fits behaviour clearly better (:attr:`Evidence.clear`); when another leans better without a
+    margin, or the numbering as it is is none and the best fitting one does not fit clearly better than the next,
+    the correspondence is a tie (:attr:`Correspondence.tie`)."""
+    nodes = ref_bursts.select(task_key().unique().sort()).to_series().to_numpy()
+    if not np.array_equal(nodes, oth_bursts.select(task_key().unique().sort()).to_series().to_numpy()):
+        return None
+    c = _Candidates(nodes, behaviours)
+    got = numberings(nodes, ref_counts, oth_counts, c.closer, c.surest)
+    perms = got.found
+    if not perms:
+        return None
+    ident = np.arange(nodes.size)
+    ranked = sorted(perms, key=c.distance)
+    best = ranked[0]
+    ra, o = c.cells(best)
+    both = np.isfinite(ra) & np.isfinite(o)
+    noise = max(float(np.median(np.abs(ra[both] - o[both]))) if both.any() else 0.0, NOISE_FLOOR)
+    has_ident = any(np.array_equal(p, ident) for p in perms)
+    what = (f"runs {names[0]!r} and {names[1]!r}: the message graph maps onto itself under other numberings and "
+            "task behaviour cannot tell them apart with a margin (which task is which is a guess; ranks.py)")
+    tie: str | None = None
+    chosen = best
+    if has_ident and not np.array_equal(best, ident):
+        ev = _evidence(c, best, ident, noise)
+        if not ev.clear:
+            chosen = ident
+            if ev.leans:
+                tie = (f"{what}: kept the numbering as it is, behaviour leans to [{c.moved(best)}] ({ev.a:.2%} vs "
+                       f"{ev.b:.2%} work difference on {ev.cells} profile cells)")
+    if tie is None and not (has_ident and np.array_equal(chosen, ident)) and len(ranked) > 1:
+        runner = next(p for p in ranked if not np.array_equal(p, chosen))
+        ev = _evidence(c, chosen, runner, noise)
+        if not ev.clear:
+            tie = (f"{what}: took [{c.moved(chosen)}], [{c.moved(runner)}] fits alike ({ev.a:.2%} vs {ev.b:.2%} "
+                   f"work difference on {ev.cells} profile cells)")
+    if tie is None and not got.complete:
+        # the search was bounded: a numbering it did not reach may fit better; behaviour alone (the assignment
+        # ignoring the messages) says so when it fits clearly better than the numbering taken
+        ev = _evidence(c, c.assigned, chosen, noise)
+        if ev.clear:
+            tie = (f"{what}: took [{c.moved(chosen)}]; the search of numberings was bounded and task behaviour "
+                   f"alone fits another clearly better ({ev.a:.2%} vs {ev.b:.2%} work difference on {ev.cells} "
+                   "profile cells)")
+    mapping = c.mapping(chosen)
+    if mapping is not None and (fit := explained(ref_counts, oth_counts, mapping)) is not None \
+            and fit.explained < min_explained:
+        return None
+    return Correspondence(mapping, tie)
+
+
+def correspondence(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts: pl.DataFrame,
+                   oth_counts: pl.DataFrame, names: tuple[str, str],
+                   min_explained: float = MIN_EXPLAINED) -> Correspondence:
+    """The :class:`Correspondence` of the other run's tasks to the reference's. ``*_counts``: the runs' logical
+    message counts (:func:`synthtrace.tracelib.merge.messages.message_counts`). The numberings that carry the
+    message graph onto the reference's are asked first (:func:`_by_symmetry`); when the graphs differ, the numbering
+    as it is and the behaviour assignment are weighed by the messages they explain.
 
     Raises :class:`RankCorrespondenceError` when no numbering tried explains ``min_explained`` of the messages.
     """
+    behaviours = _behaviours(ref_bursts, oth_bursts)
+    if ref_counts.height and oth_counts.height and (
+            found := _by_symmetry(ref_bursts, ref_counts, oth_bursts, oth_counts, behaviours, names,
+                                  min_explained)) is not None:
+        return found
     as_numbered = explained(ref_counts, oth_counts)
     if as_numbered is None:  # no messages: nothing tells the tasks apart but behaviour, and ties keep the numbering
         as_numbered = Fit(1.0, 1.0)
-    best = _assignment(ref_bursts, oth_bursts)
+    best = _assignment(behaviours)
     moves = any(task_of(k) != v for k, v in best.mapping.items())
     mapped = (explained(ref_counts, oth_counts, best.mapping) if moves else None) or as_numbered
     if moves and mapped.explained >= min_explained and (
             mapped.score > as_numbered.score + CLEARLY
             or (as_numbered.explained < min_explained and mapped.score > as_numbered.score)
             or (mapped.score >= as_numbered.score - 1e-9 and best.distance < BEHAVIOUR_CLEARLY * best.as_numbered)):
-        return best.mapping
+        return Correspondence(best.mapping)
     if as_numbered.explained >= min_explained:
-        return None
+        return Correspondence(None)
     raise RankCorrespondenceError(
         f"runs {names[0]!r} and {names[1]!r}: cannot tell which task is which: {as_numbered.explained:.0%} of "
         f"their logical messages agree as numbered and {mapped.explained:.0%} under the best match of task "
         f"behaviour (needs {min_explained:.0%}); not the same program or decomposition?")
+
+
+def rank_mapping(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts: pl.DataFrame,
+                 oth_counts: pl.DataFrame, names: tuple[str, str],
+                 min_explained: float = MIN_EXPLAINED) -> dict[int, int] | None:
+    """None when the tasks correspond as numbered; else {appl << ID_BITS | other task: reference task} to renumber
+    the other run with (:func:`renumber`): the mapping of :func:`correspondence`."""
+    return correspondence(ref_bursts, ref_counts, oth_bursts, oth_counts, names, min_explained).mapping
 
 
 def renumber_columns(df: pl.DataFrame, mapping: dict[int, int], columns: Sequence[str]) -> pl.DataFrame:
