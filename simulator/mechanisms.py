@@ -1447,14 +1447,6 @@ def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
                                                      coll_every=0, dup_comm=True))
 
 
-# [noise22] added at the end so that other sessions' additions merge cleanly
-@mechanism("dynamic_farm", "dynamic scheduling: a task farm handing 6 tasks per worker an iteration to whichever "
-           "worker asks first (network jitter 0.3), so a worker's k-th task is another job in each run and its "
-           "burst does another job's work", 6, 30)
-def _dynamic_farm(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, jitter=0.3, shape=Shape(farm=True, topology="none", tasks_per_worker=6, coll_every=0))
-
-
 # ---------------------------------------------------------------------------------------------------- ranks22
 @mechanism("rotated_ring", "run 1 numbers logical rank r as r + 1 on a symmetric 8-rank ring (a rotation: the "
            "message graph maps onto itself), ranks nearly alike (work 1 % apart)", 8, 20)
