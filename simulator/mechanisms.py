@@ -1112,7 +1112,7 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
         freq = run_clock(machine.frequency_ghz * 1e9, 0.004, rng)
         model = CounterModel(machine, machine.dram_share(float(min(P, rpn) * T)), freq, sigma, ALL_KERNELS)
         timing = _timing(spec, machine, r, placement.node_of_task, model, rng)
-        program = farm if spec.shape.farm else spmd
+        program = PROGRAMS.get(spec.mechanism) or (farm if spec.shape.farm else spmd)
         programs = [program(t, lg, spec.plan(r), _rng(spec.seed, spec.mechanism, r, t, "prog")) for t in range(P)]
         start = rng.uniform(5_000, 80_000, P)
         if r == 1:
@@ -1375,6 +1375,68 @@ def _version_reduce(spec: CampaignSpec) -> CampaignSpec:
                    plans=(RunPlan(), RunPlan(extra_reduce=True)))
 
 
+# ------------------------------------------------------------------------------------------ order22 (mergeattack21)
+def reports(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
+    """Halo exchange whose receives are posted for ``MPI_ANY_SOURCE`` and completed by one ``MPI_Waitall``, then, per
+    request in request order, the unpacking of the face it took (its source from the status: its work and identity
+    the sender's) and an ``MPI_Send`` reporting it to rank 0; rank 0 (receives naming their sources) unpacks both
+    faces at once, then takes the reports with ``MPI_Recv(ANY_SOURCE)`` and processes each (work and identity the
+    message's: (source -> 0, k)); the last report's processing runs on into the update before the ``MPI_Allreduce``
+    (no MPI call between: one burst, an identity of its own). Which face a request holds and which report comes last
+    follow arrival (mergeattack21 M5, M6)."""
+    spec = lg.spec
+    P, sites = spec.ranks, Sites(spec.shape.sites)
+    yield from _prologue(task, sites, P)
+    pack, poll, red, dot = kid("pack_halo"), kid("poll"), kid("reduce_results"), kid("dot")
+    boundary, interior = kid("stencil_boundary"), kid("stencil_interior")
+    for it in range(spec.iterations):
+        nb = lg.nb_at(it)[task]
+        w = lg.rank_work[task] * lg.iter_work[it]
+        recv, sends = [], []
+        for d, src in enumerate(nb):
+            recv.append((yield Call("MPI_Irecv", pack if d == 0 else poll, 6000.0 if d == 0 else 500.0,
+                                    lid(task, it, 0, 10 + d), sites("halo.c:88"), peer=src if task == 0 else ANY,
+                                    tag=TAG_HALO, size=lg.bytes(src, task, it))))
+        for d, dst in enumerate(nb):
+            sends.append((yield Call("MPI_Isend", boundary if d == 0 else pack, 3.0e5 * w if d == 0 else 4000.0,
+                                     lid(task, it, 0, 20 + d), sites("halo.c:97"), peer=dst, tag=TAG_HALO,
+                                     size=lg.bytes(task, dst, it))))
+        got = yield Call("MPI_Waitall", interior, lg.spec.shape.interior_ins * w, lid(task, it, 0, 50),
+                         sites("halo.c:131"), reqs=tuple(recv + sends), status=task != 0)
+        if task != 0:
+            for src in got[:len(recv)]:  # request i: the face it took (its work follows its bytes)
+                unpack = 1.5e5 * lg.bytes(src, task, it) / spec.shape.face_bytes
+                yield Call("MPI_Send", pack, unpack, lid(task, it, 0, 80 + nb.index(src)),
+                           sites("gather.c:12"), peer=0, tag=TAG_GATHER, size=64)
+            ins, name = 4.0e5 * w, lid(task, it, 0, 60)
+        else:
+            ins, name = 1.5e5 * sum(lg.bytes(src, 0, it) for src in nb) / spec.shape.face_bytes, lid(0, it, 0, 80)
+            taken: dict[int, int] = {}
+            for _ in range(sum(len(lg.nb_at(it)[r]) for r in range(1, P))):
+                src, _size = yield Call("MPI_Recv", red, ins, name, sites("gather.c:33"), peer=ANY, tag=TAG_GATHER,
+                                        size=64)
+                k = taken.get(src, 0)
+                taken[src] = k + 1
+                ins, name = 1.0e5 * (1 + src), lid(0, it, k, 300 + src)  # work that tells the sources apart
+            ins, name = ins + 4.0e5 * w, lid(0, it, k, 300 + src, 1)  # the last report's processing and the update
+        yield Call("MPI_Allreduce", dot, ins, name, sites("solver.c:57"), size=8, cost_ns=1500.0 * np.log2(P + 1))
+    yield from _epilogue(task, spec.iterations, sites)
+
+
+#: mechanism -> its program, for the mechanisms whose program is neither :func:`spmd` nor :func:`farm`
+PROGRAMS = {}
+
+
+@mechanism("reports_any", "ring exchange by Irecv(ANY_SOURCE) + Waitall, each face unpacked in request order and "
+           "reported to rank 0 (MPI_Send), which takes the reports by Recv(ANY_SOURCE); the last report's processing "
+           "runs into the update (mergeattack21 M5, M6)", 8, 12)
+def _reports_any(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, jitter=0.3, shape=Shape(topology="ring", rank_sigma=0.02, coll_every=1))
+
+
+PROGRAMS["reports_any"] = reports
+
+
 def shifted_comm_ids(comms: dict[int, tuple[int, ...]], *frames: pl.DataFrame
                      ) -> tuple[dict[int, tuple[int, ...]], ...]:
     """The communicators of a run whose tracer numbered the ones after the world :data:`COMM_ID_SHIFT` further
@@ -1396,14 +1458,6 @@ COMM_ID_SHIFT = 4
 def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, comm_ids_run=1, shape=Shape(topology="torus", completion="waitall", sub_comms=True,
                                                      coll_every=0, dup_comm=True))
-
-
-# [noise22] added at the end so that other sessions' additions merge cleanly
-@mechanism("dynamic_farm", "dynamic scheduling: a task farm handing 6 tasks per worker an iteration to whichever "
-           "worker asks first (network jitter 0.3), so a worker's k-th task is another job in each run and its "
-           "burst does another job's work", 6, 30)
-def _dynamic_farm(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, jitter=0.3, shape=Shape(farm=True, topology="none", tasks_per_worker=6, coll_every=0))
 
 
 # ---------------------------------------------------------------------------------------------------- ranks22

@@ -77,7 +77,8 @@ class Call:
     comm: int = 1  # the communicator of a collective (see ``Executor(comms=)``)
     whole_ins: float = 0.0  # a burst a flush cut in two: the whole burst's instructions (0: ``ins``)
     #: Waitany: the outcome names the message it completed (MPI_Status: a receive posted for ANY_SOURCE holds
-    #: whichever message came), (request, source, bytes, the sending call's ``lid``); source None for a send
+    #: whichever message came), (request, source, bytes, the sending call's ``lid``); source None for a send;
+    #: a Waitall over ANY_SOURCE receives: the source of each of its requests (None for a send)
     status: bool = False
 
 
@@ -670,7 +671,9 @@ class Executor:
                 return
             exit = max([r.entry, *ready]) + self.t.call_ns
             self._complete(r, pending, exit)
-            self._finish(r, exit)
+            # [order22] with ``status``: each request's source (None for a send), as the MPI_Status array tells it
+            self._finish(r, exit, tuple(r.reqs[i].msg.src if r.reqs[i].kind == "recv" and r.reqs[i].msg else None
+                                        for i in c.reqs) if c.status else None)
             return
         if not pending:
             raise DeadlockError(f"rank {r.task}: {c.name} with no pending request")

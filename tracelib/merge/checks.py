@@ -49,6 +49,11 @@ counters both runs recorded:
   however alike its iterations look. One channel disagreeing one way is a channel whose shift a run's timing got
   wrong (ranks that drift apart), not a misalignment. Messages are judged whatever the length of their bursts.
 
+- **work that ran on** ([order22] :mod:`synthtrace.tracelib.merge.arrival_order`): pairs dropped because the work after
+  a message ran on into another call's phase in one run (``ran_on``; suspect above ``SUSPECT_MISFIT`` of the long
+  reference bursts, their values NULL); spans after a set completion whose requests hold other messages in the two
+  runs are re-paired by message where the work says so, else flagged as ``msg_mismatch``.
+
 Verdict per (experiment, counter): ``bad`` when the share of checked pairs in ambiguous spans, the share of long
 matched pairs opened by other messages or the misfit share exceeds ``BAD_MISFIT``, coverage is below
 ``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the share of long matched pairs
@@ -207,6 +212,9 @@ class PairSignals:
     undecided: int = 0
     long_total: int = 0  # [helper merge-scale] long reference bursts (coverage_long's denominator)
     agree_checked: int = 0  # [helper merge-scale] pairs whose message agreement was checked (msg_agreement's)
+    # [order22] long reference bursts whose pair was dropped: the work after a message ran on into the next call's
+    # phase in one run, so no burst of the other run holds theirs (arrival_order.ran_on; their values are NULL)
+    ran_on: int = 0
     rank_tie: str = ""  # [ranks22] why the task numbering is one of several the data cannot tell apart (ranks.py)
     # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample)
     work_noise: WorkNoise | None = field(default=None, metadata={"per": None})
@@ -528,6 +536,12 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
                            "cannot tell: their partners are interchangeable (merge_matches.ambiguous)")
     if opened > SUSPECT_MISFIT:
         return "suspect", opened_why
+    ran_on = sig.ran_on / sig.long_total if sig.long_total else 0.0  # [order22]
+    if ran_on > SUSPECT_MISFIT:
+        return "suspect", (f"{sig.ran_on} bursts >= 10 us ({ran_on:.1%}) hold work that ran on past a message's "
+                           "processing into another call's phase in one run (the messages arrived in another "
+                           "order): no burst of the other run holds the same work, their values are NULL "
+                           "(arrival_order.ran_on)")
     unpaired_share = sig.unpaired / sig.long_matched if sig.long_matched else 0.0
     if unpaired_share > SUSPECT_MISFIT:
         return "suspect", (f"{sig.unpaired} bursts >= 10 us ({unpaired_share:.1%}) left unmatched across from "

@@ -57,6 +57,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               opened_differently, pair_signals, sites_named, structure_kinds,
                                               structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
+from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.communicators import renamed_communicators
 from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondence, renumber, renumber_calls,
@@ -693,6 +694,8 @@ class Reference:
     opened: pl.DataFrame
     counters: list[str]
     structure: CallStructure
+    #: [order22] the requests' messages of the bursts after set completions (arrival_order.request_bursts)
+    requests: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=REQUEST_SCHEMA))
 
     def whole(self) -> tuple[pl.DataFrame, Units]:
         """The reference's bursts whole (read again from a lazy scan) and its units over them."""
@@ -742,7 +745,8 @@ class Reference:
         u = units(bursts)
         release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
         seq = sequence_table(u.table, calls, features, options.align, messages if ref.messages is not None else None)
-        return cls(ref, u, seq, messages, opened_by(bursts, calls, messages), counters, CallStructure.of(calls))
+        return cls(ref, u, seq, messages, opened_by(bursts, calls, messages), counters, CallStructure.of(calls),
+                   request_bursts(bursts, calls, messages))
 
 
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
@@ -825,6 +829,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     o_units = units(bursts)
     # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
     o_opened = opened_by(bursts, calls, messages)
+    o_requests = request_bursts(bursts, calls, messages)  # [order22]
     sites = ref.structure.sites and sites_named(calls)
     o_structure = CallStructure.of(calls, sites).table(sites)
     # message ends are named from the communication records when the run has them (exact pairing); from the calls,
@@ -877,8 +882,14 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     long_ref = r_bursts.get_column("duration_ns") >= options.min_error_duration_ns
     work = work_counter(common)
     rate = next((c for c in common if c != work), None)
+    arrival = None
+    if share is None:  # [order22] single bursts both sides: pairs that follow arrival (arrival_order)
+        w = work or "duration_ns"
+        m, arrival = follow_arrival(ref.opened, o_opened, ref.requests, o_requests, m, reference, source,
+                                    reference.get_column(w), source.get_column(w),
+                                    POSITION_BY_WORK if work else POSITION_BY_TIME)
     sig = pair_signals(reference, source, m, work, rate, long_ref)
-    m, sig = _check_opened(ref.opened, o_opened, m, reference, source, work, sig, long_ref)
+    m, sig = _check_opened(ref.opened, o_opened, m, reference, source, work, sig, long_ref, arrival)
     sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
     matched = m.get_column("other_seq").is_not_null()
@@ -973,8 +984,8 @@ Own = OwnTasks | None
 
 
 def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFrame, reference: pl.DataFrame,
-                  source: pl.DataFrame, work: str | None, sig: PairSignals,
-                  long_ref: pl.Series) -> tuple[pl.DataFrame, PairSignals]:
+                  source: pl.DataFrame, work: str | None, sig: PairSignals, long_ref: pl.Series,
+                  arrival: ArrivalPairs | None = None) -> tuple[pl.DataFrame, PairSignals]:
     """The match table with ``msg_mismatch`` (the pair's bursts were opened by the completion of different messages:
     :func:`synthtrace.tracelib.merge.checks.opened_differently`; ``opened``: the other run's, numbered as the
     reference's) and the signals with its counts."""
@@ -985,8 +996,16 @@ def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFram
     long_matched = long_ref & m.get_column("other_row").is_not_null()
     other = flags.get_column("opened_other").fill_null(False)
     example = flags.get_column("opened_what").filter(other & long_matched).head(1).to_list()
+    ran_on = 0
+    if arrival is not None:  # [order22] requests whose messages arrived in another order, undecided by the work
+        undecided = arrival.undecided & m.get_column("other_row").is_not_null()
+        if not example and (undecided & long_matched).any():
+            task = m.get_column("task").filter(undecided & long_matched).head(1).item()
+            example = [f"task {task}'s burst after a set of requests that hold other messages in the two runs"]
+        other = other | undecided
+        ran_on = int((arrival.ran_on & long_ref).sum())
     m = m.with_columns(other.alias("msg_mismatch"))
-    return m, replace(sig, opened_other=int((other & long_matched).sum()),
+    return m, replace(sig, opened_other=int((other & long_matched).sum()), ran_on=ran_on,
                       opened_checked=int((flags.get_column("opened_checked").fill_null(False) & long_matched).sum()),
                       long_matched=int(long_matched.sum()), opened_example=example[0] if example else "")
 
