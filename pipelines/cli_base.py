@@ -79,10 +79,13 @@ def closed_output(stream: IO[str]) -> NoReturn:
     raise OutputClosed
 
 
-def stdout_failure(exc: OSError) -> BadInputError:
+def stdout_failure(exc: OSError) -> OSError | BadInputError:
     """The error for standard output that cannot be written (``> /dev/full``, a full disk or quota under a
     redirection; attack 21 F9: "[Errno 28] No space left on device" named no output), what is still buffered for
-    it dropped so that the interpreter's last flush does not fail again (exit 120 and a traceback)."""
+    it dropped so that the interpreter's last flush does not fail again (exit 120 and a traceback). ``exc`` itself
+    for one closed from the start (EBADF, whose line already says so)."""
+    if exc.errno == errno.EBADF:
+        return exc
     with contextlib.suppress(OutputClosed):
         closed_output(sys.stdout)
     return BadInputError(f"standard output: cannot write it ({exc.strerror or exc})")

@@ -72,6 +72,8 @@ simulator's usual differences (placement, clock, counter noise, OS noise, exit s
 ``rotated_ring`` / ``rotated_torus`` / ``rotated_torus_alike``   run 1 numbers logical rank r as r + 1 (roles
                     from a split key or the placement): on a symmetric ring (one of its symmetries), a 4x4 torus
                     (relabelled), ranks 1-3 % apart / alike (``CampaignSpec.renumber_shift``)
+``version_reduce``  run 1 is another binary version: a second ``MPI_Allreduce`` after every outer one (not the
+                    same program: the merge must flag or refuse it)
 ``irecv_any``       halo receives posted as ``MPI_Irecv(MPI_ANY_SOURCE)``: which face each takes follows arrival
 ``noisy``           OS noise on 5 % of the bursts, one rank of run 1 launched 30 ms late
 ``late_trace``      run 1's trace of its last rank starts at outer iteration 2 (tracing turned on late on it): its
@@ -202,6 +204,7 @@ class RunPlan:
     tail: int = 0
     checkpoint: bool = False
     at: int = -1
+    extra_reduce: bool = False  # [plan22] another binary version: a second Allreduce after every outer one
 
 
 @dataclass(frozen=True)
@@ -488,6 +491,9 @@ def spmd(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
             if s.coll_every and it % s.coll_every == s.coll_every - 1:
                 yield Call("MPI_Allreduce", dot, 2.0e4 * lg.rank_work[task], lid(task, it, 512 * ps, 70),
                            sites("solver.c:57"), size=8, cost_ns=1500.0 * np.log2(P + 1))
+                if plan.extra_reduce:
+                    yield Call("MPI_Allreduce", dot, 3.0e4 * lg.rank_work[task], lid(task, it, 512 * ps, 71),
+                               sites("solver.c:77"), size=8, cost_ns=1500.0 * np.log2(P + 1))
     yield from _epilogue(task, spec.iterations, sites)
 
 
@@ -1362,6 +1368,13 @@ def _spans(truth: pl.DataFrame, spec: CampaignSpec) -> pl.DataFrame:
         pl.when(span).then(pl.col("logical_id").and_(INNER_MASK)).otherwise(None).alias("span_class"))
 
 
+@mechanism("version_reduce", "[plan22] another binary version in run 1: a second MPI_Allreduce (after a small "
+           "compute) follows every outer one, every other call alike (not the same program: flag or refuse)", 8, 20)
+def _version_reduce(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, shape=Shape(topology="ring", exchange="persistent"),
+                   plans=(RunPlan(), RunPlan(extra_reduce=True)))
+
+
 # ------------------------------------------------------------------------------------------ order22 (mergeattack21)
 def reports(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
     """Halo exchange whose receives are posted for ``MPI_ANY_SOURCE`` and completed by one ``MPI_Waitall``, then, per
@@ -1445,14 +1458,6 @@ COMM_ID_SHIFT = 4
 def _sub_comms_ids(spec: CampaignSpec) -> CampaignSpec:
     return replace(spec, comm_ids_run=1, shape=Shape(topology="torus", completion="waitall", sub_comms=True,
                                                      coll_every=0, dup_comm=True))
-
-
-# [noise22] added at the end so that other sessions' additions merge cleanly
-@mechanism("dynamic_farm", "dynamic scheduling: a task farm handing 6 tasks per worker an iteration to whichever "
-           "worker asks first (network jitter 0.3), so a worker's k-th task is another job in each run and its "
-           "burst does another job's work", 6, 30)
-def _dynamic_farm(spec: CampaignSpec) -> CampaignSpec:
-    return replace(spec, jitter=0.3, shape=Shape(farm=True, topology="none", tasks_per_worker=6, coll_every=0))
 
 
 # ---------------------------------------------------------------------------------------------------- ranks22

@@ -59,7 +59,7 @@ def test_every_bursts_work_moving_is_no_noise_to_hide_behind():
 @pytest.mark.parametrize("name, seed, ranks, iterations, where", [
     # M1: a master hands the next job to whichever worker asked (Recv(ANY_SOURCE)): a worker's k-th job burst is
     # another job in each run
-    ("dynamic_farm", 2, 5, 12, "arrival order"),
+    ("master_worker", 2, 5, 12, "arrival order"),
     # M2: OpenMP worker threads whose share of a parallel region's work differs from run to run (dynamic schedule)
     ("hybrid", 0, 4, 12, "schedule(dynamic)"),
 ])

@@ -105,6 +105,9 @@ OPENED_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "task": pl.Int32(),
                                          "site": pl.String()}
 
 
+#: below this share of one run's consecutive unit pairs of a kind the other run has (:func:`kinds_share`), the runs
+#: look like two code versions: a run cut short or an iteration more repeats the same kinds
+SAME_KINDS = 0.9
 #: calls whose number follows timing (a loop polls or completes until its messages came): a run of them is one unit
 POLL_UNIT_CALLS: tuple[str, ...] = tuple(sorted({*COMPLETION_CALLS, *POLLING_CALLS}))
 _POLL_UNIT = 0  # the token of such a run (never the hash of a call)
@@ -148,6 +151,23 @@ def structure_sums(ref: pl.DataFrame, other: pl.DataFrame) -> tuple[int, int, in
     """:func:`structure_counts` of two runs' :func:`call_structure` tables (computed with the same ``sites``)."""
     common = ref.join(other, on=[*THREAD_KEYS, "a", "b"]).select(pl.min_horizontal("n", "n_right").sum()).item()
     return int(ref.get_column("n").sum()), int(other.get_column("n").sum()), int(common or 0)
+
+
+def structure_kinds(ref: pl.DataFrame, other: pl.DataFrame) -> tuple[int, int]:
+    """(reference's, other's) consecutive unit pairs of two runs' :func:`call_structure` tables whose kind (thread,
+    unit, next unit) the other run has at all, however often: a run cut short or an iteration more repeats the same
+    kinds a different number of times; another code version (a collective more per iteration) makes kinds of its
+    own, every iteration. Additive over groups of tasks."""
+    keys = [*THREAD_KEYS, "a", "b"]
+    known = [a.join(b.select(keys), on=keys, how="semi").get_column("n").sum() for a, b in ((ref, other), (other, ref))]
+    return int(known[0] or 0), int(known[1] or 0)
+
+
+def kinds_share(n_ref: int, n_other: int, ref_known: int, other_known: int) -> float | None:
+    """The smaller of the two runs' shares of consecutive unit pairs whose kind the other run has
+    (:func:`structure_kinds`), in [0, 1]; None when neither run has two consecutive calls."""
+    shares = [k / n for n, k in ((n_ref, ref_known), (n_other, other_known)) if n]
+    return min(shares) if shares else None
 
 
 def structure_share(n_ref: int, n_other: int, n_common: int) -> float | None:

@@ -52,17 +52,17 @@ from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_ta
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, group_rows, written
 from synthtrace.tracelib.formats.heap import release_free_heap
-from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, WORK_SHIFT, PairSignals,
-                                              arrival_tolerant, call_structure, opened_by, opened_differently,
-                                              pair_signals, sites_named, structure_share, structure_sums, unpaired,
-                                              verdict)
+from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, SAME_KINDS, WORK_SHIFT,
+                                              PairSignals, arrival_tolerant, call_structure, kinds_share, opened_by,
+                                              opened_differently, pair_signals, sites_named, structure_kinds,
+                                              structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.communicators import renamed_communicators
 from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondence, renumber, renumber_calls,
                                              renumber_columns)
-from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, Choice, Plan, choose, relative_errors,
+from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, DURATION, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
@@ -396,6 +396,8 @@ class Tally:
     structure_ref: int = 0
     structure_other: int = 0
     structure_common: int = 0
+    structure_ref_known: int = 0  # [plan22] each run's pairs of a kind the other run has (checks.structure_kinds)
+    structure_other_known: int = 0
     units_long_matched: int = 0
     units_long_ref: int = 0
     units_long_other: int = 0
@@ -472,8 +474,10 @@ class AlignedRun(Compared):
         if self.wide is not None:
             return WidePairs(self.wide.ref_scan, self.wide.ref_rows, self.wide.src_scan,
                              self.wide.src_rows.gather(p.other_row), p.score)
-        return Pairs(p.reference.select(self.common), p.source.select(pl.col(c).gather(p.other_row) for c in counters),
-                     paired_rows(p.other_row), p.score, p.share)
+        read = dict.fromkeys([*counters, DURATION])  # [plan22] the duration: what a per-ns plan reads
+        return Pairs(p.reference.select(*dict.fromkeys([*self.common, DURATION])),
+                     p.source.select(pl.col(c).gather(p.other_row) for c in read), paired_rows(p.other_row), p.score,
+                     p.share)
 
 
 @dataclass(frozen=True)
@@ -1021,9 +1025,22 @@ def _same_program_tally(r_structure: pl.DataFrame, o_structure: pl.DataFrame, re
     # [helper merge-verdict] consecutive calls per thread, polls and completion calls collapsed; sites count when
     # both runs name them
     n_ref, n_other, n_common = structure_sums(r_structure, o_structure)
+    r_known, o_known = structure_kinds(r_structure, o_structure)
     return Tally(units_long_matched=int((matched & r_long).sum()), units_long_ref=int(r_long.sum()),
                  units_long_other=int(o_long.sum()), structure_ref=n_ref, structure_other=n_other,
-                 structure_common=n_common)
+                 structure_common=n_common, structure_ref_known=r_known, structure_other_known=o_known)
+
+
+def other_structure(ref: RunTables, o: RunTables, t: Tally) -> str | None:
+    """Why the runs look like two versions of the program (mergeattack22 N3: a collective more per iteration in
+    one run, every other call alike), or None: less than ``SAME_KINDS`` of one run's consecutive MPI calls
+    (per thread, polling and completion loops collapsed) follow each other in a way the other run ever does."""
+    share = kinds_share(t.structure_ref, t.structure_other, t.structure_ref_known, t.structure_other_known)
+    if share is None or share >= SAME_KINDS:
+        return None
+    return (f"another call structure: {1 - share:.0%} of the MPI calls of {ref.run_name!r} or {o.run_name!r} "
+            "(per thread, polling and completion loops collapsed) follow each other in a way the other run never "
+            "does: another code version (a call more per iteration)?")
 
 
 def check_same_program(ref: RunTables, o: RunTables, t: Tally, options: MergeOptions, notes: list[str],
@@ -1081,6 +1098,19 @@ class Recorded:
                         {c: (a + other.values[c][0], b + other.values[c][1]) for c, (a, b) in self.values.items()})
 
 
+def unverified(plan: Plan) -> tuple[str, str]:
+    """(verdict, reason) of a counter from a run sharing no counter with the reference, whose pairs the logical
+    messages validated (mergeattack22 N2): no counter can estimate the error, so ``ok`` means the matched burst's
+    count, which does not depend on timing, copied; a count of time (cycles) at the reference burst's duration
+    rests on the two runs' clocks alike: ``suspect``."""
+    if plan.per_ns:
+        return "suspect", ("unverified: no counter in common with the reference to estimate the error; a count of "
+                           "time taken at the other run's rate per ns over the reference burst's duration (right "
+                           "only where both runs' clocks ran alike)")
+    return "ok", ("unverified: no counter in common with the reference to estimate the error; the pairs are "
+                  "validated by the logical messages and the values are the matched bursts' counts")
+
+
 @dataclass(frozen=True)
 class Transfer:
     """How the counters move, decided once over the whole runs: per counter the source run (None: recorded by the
@@ -1116,6 +1146,9 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
                                s.matches, work, rate, s.long) if work else None
         sig = tallies[o.run_id].signals(sampled)
         verdicts[o.run_id] = (sig, verdict(sig, not info.features))
+        if verdicts[o.run_id][1][0] == "ok" and (why := other_structure(ref, o, tallies[o.run_id])):
+            verdicts[o.run_id] = (sig, ("suspect", why))
+            notes.append(why)
         if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
             notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
                          f"instructions of {ref.run_name!r}'s: not the same input or code version?")
@@ -1149,6 +1182,8 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         plans[c], source[c] = plan, src.run_id
         err, err95 = choices[src.run_id].error(plan)
         sig, (v, why) = verdicts[src.run_id]
+        if v == "ok" and not info.common:
+            v, why = unverified(plan)
         quality.append(QualityRow(
             counter=c, source_run=src.run_name, source_run_id=src.run_id, method=plan.method,
             rescaled_by=plan.label, coverage=t.rate, coverage_long=sig.coverage_long, estimated_share=0.0,
@@ -1174,7 +1209,8 @@ def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, Pairs], transfer: T
             continue
         info = aligned[run_id]
         v = transferred(info.reference, info.source, info.other_row, c, transfer.plans[c])
-        if info.share is not None:  # a piece's share of the other run's whole unit (tracelib.merge.pieces)
+        # a piece's share of the other run's whole unit (tracelib.merge.pieces); per ns, its own duration is
+        if info.share is not None and not transfer.plans[c].per_ns:
             v = v * info.share
         values.append(v.round().cast(pl.Int64).alias(c))
     used = sorted({r for r in transfer.source.values() if r is not None}, key=list(aligned).index)
@@ -1338,8 +1374,8 @@ def _merged_blocks(blocks: Blockwise, pairs: Mapping[str, Pairs | WidePairs], tr
             continue
         plan = transfer.plans[c]
         ref_cols, src_cols = by_run.setdefault(run_id, ([], []))
-        ref_cols += [x for x in (plan.work, plan.rescale_by) if x and x not in ref_cols]
-        src_cols += [x for x in (c, plan.work, plan.rescale_by) if x and x not in src_cols]
+        ref_cols += [x for x in plan.reads if x not in ref_cols]
+        src_cols += [x for x in (c, *plan.reads) if x not in src_cols]
     # an estimate's medians of three groups are joined to each row beside the guess
     guesses = 4 * (len(transfer.counters) - len(rec)) if estimates is not None else 0
     step = block_rows(len(BASE_COLUMNS) + len(rec) + sum(len(a) + len(b) for a, b in by_run.values())

@@ -373,8 +373,8 @@ def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
                    f"alone fits another clearly better ({ev.a:.2%} vs {ev.b:.2%} work difference on {ev.cells} "
                    "profile cells)")
     mapping = c.mapping(chosen)
-    if mapping is not None and (fit := explained(ref_counts, oth_counts, mapping)) is not None \
-            and fit.explained < min_explained:
+    # the graphs leave counts aside: a numbering whose runs' message proportions differ is weighed as before
+    if (fit := explained(ref_counts, oth_counts, mapping)) is not None and fit.explained < min_explained:
         return None
     return Correspondence(mapping, tie)
 

@@ -11,14 +11,18 @@ A **plan** says how the value of a counter recorded by the source run becomes th
 - ``rescaled``: also the rate of a co-varying reference counter ``r`` (e.g. cycles for reference cycles): the
   value times ``work_ratio ** (1 - b) * r_ratio ** b``, with ``r`` and the exponent ``b`` chosen on the source
   run's own bursts by :func:`rescale_counter` (rates that co-vary at one code position, iteration after
-  iteration, co-vary between runs: clock, contention, OS noise). Ratios are clipped to ``RATIO_CLIP``.
+  iteration, co-vary between runs: clock, contention, OS noise). Ratios are clipped to ``RATIO_CLIP``;
+- ``per_ns``: for a counter that counts time (cycles, reference cycles: :data:`TIME_ROLES`) from a run sharing
+  no counter that counts time, its rate per ns times the reference burst's duration. Such a counter follows the run's
+  clock and placement (ranks a few percent faster or slower in each run), which the reference burst's own duration
+  carries and the other run's value does not; it is not copied (``--no-rescale``: copied or per instruction).
 
 **Choice (leave-one-out).** Each counter both runs recorded is transferred as an unknown counter would be, under
 each plan, and compared with what the reference run recorded (median relative error over matched bursts of at
 least 10 us). ``per_ins`` is used when its error is no worse than ``verbatim``'s; co-variation rescaling is used
-where it is no worse than that, and where no common counter can test it (e.g. only instructions and cycles in
-common), on the strength of the source run's own co-variation alone. ``--rescale`` forces it, ``--no-rescale``
-forbids it.
+where it is no worse than that, never where no common counter can test it (e.g. only instructions and cycles in
+common: the source run's own co-variation alone cannot tell a clock from a difference in code). ``--rescale``
+forces it, ``--no-rescale`` forbids it.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.domain.counters import canonical
 from synthtrace.tracelib.merge.blocks import frame_of
 
 RATIO_CLIP = (0.25, 4.0)
@@ -38,6 +43,9 @@ MIN_COVARY_ROWS = 20  # bursts with every counter compared that a co-variation i
 AUTO_RESCALE = (0.95, 1.0, False)  # (min correlation, max exponent, clip) of rescaling chosen by default
 WORK_NOISE = 5.0  # work ratios within this many times the median |log ratio| of the pairs count as noise,
 WORK_TOL_MAX = math.log(1.02)  # ... but never beyond 2 %: instruction counts of the same code repeat closer than that
+#: the counter roles (tracelib.domain.counters) that count time while a burst runs: transferred per ns
+TIME_ROLES = ("cyc", "ref_cyc")
+DURATION = "duration_ns"
 
 
 @dataclass(frozen=True)
@@ -48,18 +56,35 @@ class Plan:
     rescale_by: str | None = None
     exponent: float = 0.0
     work_tol: float = 0.0  # work ratios within exp(+-work_tol) are run-to-run noise of the counter: taken as 1
+    per_ns: bool = False  # scaled by the duration ratio instead (a counter that counts time)
 
     @property
     def method(self) -> str:
-        """``transferred``, ``transferred_per_ins`` or ``transferred_rescaled`` (merge_quality's ``method``)."""
+        """``transferred``, ``transferred_per_ins``, ``transferred_rescaled`` or ``transferred_per_ns``
+        (merge_quality's ``method``)."""
+        if self.per_ns:
+            return "transferred_per_ns"
         return "transferred_rescaled" if self.rescale_by else "transferred_per_ins" if self.work else "transferred"
 
     @property
+    def reads(self) -> tuple[str, ...]:
+        """The columns besides the counter that the plan reads of both runs' bursts."""
+        return (DURATION,) if self.per_ns else tuple(c for c in (self.work, self.rescale_by) if c)
+
+    @property
     def label(self) -> str | None:
-        """``rescaled_by`` of merge_quality: e.g. ``PAPI_TOT_INS x PAPI_TOT_CYC^0.93``, None for verbatim."""
+        """``rescaled_by`` of merge_quality: e.g. ``PAPI_TOT_INS x PAPI_TOT_CYC^0.93``, ``duration_ns``, None for
+        verbatim."""
+        if self.per_ns:
+            return DURATION
         parts = ([f"{self.work}^{1 - self.exponent:.2f}" if self.rescale_by else self.work] if self.work else []) + (
             [f"{self.rescale_by}^{self.exponent:.2f}"] if self.rescale_by else [])
         return " x ".join(parts) or None
+
+
+def counts_time(counter: str) -> bool:
+    """Whether ``counter`` counts time while a burst runs (cycles, reference cycles: :data:`TIME_ROLES`)."""
+    return canonical(counter) in TIME_ROLES
 
 
 def work_counter(common: Sequence[str]) -> str | None:
@@ -140,12 +165,15 @@ def transferred(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFram
                 other_row: pl.Series, counter: str, plan: Plan) -> pl.Series:
     """Float64 value of ``counter`` for every reference burst (row order of ``ref_bursts``) under ``plan``, from
     the source burst at ``other_row`` (NULL where NULL: unmatched). Lazy scans are read for the columns used."""
-    used = [c for c in dict.fromkeys([counter, plan.work, plan.rescale_by]) if c]
+    used = list(dict.fromkeys([counter, *plan.reads]))
     src_bursts = frame_of(src_bursts, used)
     ref_bursts = frame_of(ref_bursts, [c for c in used if c != counter])
     sv = src_bursts.select(pl.col(c).gather(other_row).alias(f"_s_{c}") for c in used).with_columns(
         ref_bursts.select(pl.col(c).alias(f"_r_{c}") for c in used if c != counter))
     val = pl.col(f"_s_{counter}").cast(pl.Float64)
+    if plan.per_ns:
+        return sv.select((val * _ratio(pl.col(f"_r_{DURATION}"), pl.col(f"_s_{DURATION}"), 1.0)).alias(counter)
+                         ).get_column(counter)
     if plan.work:
         w = _ratio(pl.col(f"_r_{plan.work}"), pl.col(f"_s_{plan.work}"), 1.0)
         val = val * pl.when(w.log().abs() <= plan.work_tol).then(1.0).otherwise(w.pow(1.0 - plan.exponent))
@@ -171,17 +199,28 @@ class Choice:
     loo: dict[str, tuple[float, float] | None]
     forced: bool = False
     work_tol: float = 0.0
+    forbidden: bool = False  # --no-rescale: neither co-variation nor duration rescales anything
 
     def plan(self, src_bursts: pl.DataFrame, counter: str, common: Sequence[str]) -> Plan:
         """The plan for ``counter`` (a counter the reference run lacks). Unless forced, rescaling needs a strong
         co-variation and a slope of at most 1 (``AUTO_RESCALE``): the counter's own run-to-run variation is
-        unseen, so only a partner that carries it nearly whole is trusted."""
+        unseen, so only a partner that carries it nearly whole is trusted. A counter that counts time follows the
+        reference burst's duration (``per_ns``) when no common counter counts time (none carries the runs' clocks)
+        and no co-variation rescaling was chosen for it."""
+        # a count of time co-varies with a common count of time by the clock both follow: no common counter is
+        # needed to test that (reference cycles by cycles)
+        clocked = counts_time(counter) and not self.forbidden and any(counts_time(c) for c in common)
         r = (rescale_counter(src_bursts, counter, common, *(() if self.forced else AUTO_RESCALE))
-             if self.rescale else None)
-        return Plan(self.work, r[0], r[1], self.work_tol) if r else Plan(self.work, work_tol=self.work_tol)
+             if self.rescale or clocked else None)
+        if r:
+            return Plan(self.work, r[0], r[1], self.work_tol)
+        by_ns = counts_time(counter) and not self.forbidden and not clocked
+        return Plan(per_ns=True) if by_ns else Plan(self.work, work_tol=self.work_tol)
 
     def error(self, plan: Plan) -> tuple[float | None, float | None]:
-        """Leave-one-out (median, p95) of the kind of ``plan``."""
+        """Leave-one-out (median, p95) of the kind of ``plan`` (None, None for ``per_ns``: not tested)."""
+        if plan.per_ns:
+            return None, None
         kind = "rescaled" if plan.rescale_by else "per_ins" if plan.work else "verbatim"
         return self.loo.get(kind) or self.loo.get("per_ins" if plan.work else "verbatim") or (None, None)
 
@@ -214,10 +253,10 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
     loo = {k: (max(m for m, _ in v.values()), max(p for _, p in v.values())) if v else None
            for k, v in errs.items()}
     use_work = bool(work) and _no_worse(errs["per_ins"], errs["verbatim"])
-    forced = rescale is True
-    if rescale is None:
-        rescale = _no_worse(errs["rescaled"], errs["per_ins" if use_work else "verbatim"])
-    return Choice(work if use_work else None, rescale, loo, forced, tol)
+    forced, forbidden = rescale is True, rescale is False
+    if rescale is None:  # a rescaling no common counter could test is never chosen (mergeattack22 N4)
+        rescale = bool(errs["rescaled"]) and _no_worse(errs["rescaled"], errs["per_ins" if use_work else "verbatim"])
+    return Choice(work if use_work else None, rescale, loo, forced, tol, forbidden)
 
 
 def _work_noise(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str,
