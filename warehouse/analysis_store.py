@@ -299,7 +299,7 @@ class AnalysisParts:
     def get(self, name: str, i: int) -> pl.DataFrame:
         """Part ``i`` of frame ``name``."""
         part = self.parts[name][i]
-        return part if self.folder is None else pl.read_parquet(part)
+        return part if self.folder is None else pl.read_parquet(part, glob=False)
 
     def replace(self, name: str, i: int, df: pl.DataFrame) -> None:
         """Put ``df`` in place of part ``i`` of frame ``name``."""
@@ -316,7 +316,7 @@ class AnalysisParts:
         parts = self.parts[name]
         if self.folder is None:
             return pl.concat([p.lazy() for p in parts], how="diagonal_relaxed")
-        return pl.concat([pl.scan_parquet(p) for p in parts], how="diagonal_relaxed")
+        return pl.concat([pl.scan_parquet(p, glob=False) for p in parts], how="diagonal_relaxed")
 
     def frame(self, name: str, empty: pl.DataFrame) -> pl.DataFrame | StoredParts:
         """Frame ``name`` (``empty`` when it has no part): whole in memory, else :class:`StoredParts`."""

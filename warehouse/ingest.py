@@ -334,7 +334,7 @@ def existing_run(wh: Warehouse, run_id: str) -> dict | None:
     try:
         if content_damage(f) is not None:  # [helper integrity] issue 23: damaged though it decodes
             return None
-        return pl.read_parquet(f).row(0, named=True)
+        return pl.read_parquet(f, glob=False).row(0, named=True)
     except (OSError, pl.exceptions.PolarsError, IndexError):
         return None
 
@@ -692,7 +692,7 @@ def _write_logical_messages(stage: Path, run_id: str, summary: ReadSummary) -> N
     from synthtrace.tracelib.merge.messages import CALL_COLUMNS, logical_messages, logical_messages_at
 
     if summary.message_ends is None:
-        calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS))
+        calls = pl.read_parquet(stage / "mpi_calls.parquet", columns=list(CALL_COLUMNS), glob=False)
         logical = logical_messages(calls, summary.messages, from_run_start=False).lazy()  # numbered so when read
     elif summary.messages.height > NUMBERED_AT_ONCE:
         logical = _numbered_in_slices(summary.messages, summary.message_ends)

@@ -108,7 +108,7 @@ class StoredRun:
                  for f in sorted((self.spill / name / f"_b={b}").glob("*.parquet"))]
         if not files:
             return frame.head(0).collect()
-        return pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed").filter(
+        return pl.concat([pl.scan_parquet(f, glob=False) for f in files], how="diagonal_relaxed").filter(
             key.is_in(list(keys))).collect()
 
     def threads(self) -> pl.DataFrame:
@@ -187,7 +187,7 @@ def merge_inputs(exp: Experiment, spill: Path | None = None) -> list[RunTables]:
                 # now (the alignment's to_numpy calls copy a column of several chunks whole)
                 bursts = exp.bursts(run_id).drop("run_id", strict=False)
                 bursts.write_parquet(path, row_group_size=max(bursts.height, 1))
-            bursts = pl.scan_parquet(path)
+            bursts = pl.scan_parquet(path, glob=False)
         else:
             bursts = exp.bursts(run_id).drop("run_id", strict=False)
         files = run_parts(exp.wh, run_id, "mpi_calls.parquet")

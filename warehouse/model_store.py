@@ -114,7 +114,7 @@ def _read_record(path: Path) -> pl.DataFrame:
     try:
         if reason := content_damage(path):  # [helper integrity] issue 23: a damaged page is not read as a record
             raise OSError(reason)
-        return pl.read_parquet(path)
+        return pl.read_parquet(path, glob=False)
     except (OSError, pl.exceptions.PolarsError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ArtifactIntegrityError(f"{path}: the model record cannot be read (altered or damaged: {reason}); "

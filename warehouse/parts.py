@@ -195,13 +195,13 @@ def _reader_failure(e: BaseException) -> bool:
 
 
 def read_part(path: str | os.PathLike, **options: Any) -> pl.DataFrame:
-    """``pl.read_parquet(path, **options)``, its content checked first (:func:`content_check`); a damaged file is
-    :class:`DamagedPartError`."""
+    """``pl.read_parquet(path, **options)`` of the file itself (no glob: a ``[`` in a warehouse's path is a name), its
+    content checked first (:func:`content_check`); a damaged file is :class:`DamagedPartError`."""
     import polars as pl
 
     content_check(path)
     try:
-        return pl.read_parquet(path, **options)
+        return pl.read_parquet(path, **options, glob=False)
     except (pl.exceptions.ComputeError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:
             raise
@@ -232,8 +232,8 @@ def scan_parts(paths: Iterable[str | os.PathLike]) -> pl.LazyFrame:
             for name, dtype in s.items():
                 union.setdefault(name, dtype)
         if all(union[name] == dtype for s in schemas for name, dtype in s.items()):
-            return pl.scan_parquet(paths, schema=union, missing_columns="insert", hive_partitioning=False)
-    return pl.concat([pl.scan_parquet(p) for p in paths], how="diagonal_relaxed")
+            return pl.scan_parquet(paths, schema=union, missing_columns="insert", hive_partitioning=False, glob=False)
+    return pl.concat([pl.scan_parquet(p, glob=False) for p in paths], how="diagonal_relaxed")
 
 
 def schema_of(path: str | os.PathLike) -> dict[str, Any]:
@@ -241,6 +241,6 @@ def schema_of(path: str | os.PathLike) -> dict[str, Any]:
     import polars as pl
 
     try:
-        return dict(pl.read_parquet_schema(path))
+        return dict(pl.scan_parquet(path, glob=False).collect_schema())  # read_parquet_schema globs the path
     except pl.exceptions.ComputeError as exc:
         raise damaged(path, _reason(exc)) from None

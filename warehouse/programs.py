@@ -239,7 +239,7 @@ def shown_name(symbols: ProgramSymbols | None, key: str | None, stem_app: str) -
 def _app_of(wh: Warehouse, run_id: str) -> str | None | bool:
     """The stored app of run ``run_id``; False when the run is gone (or its row unreadable)."""
     try:
-        return pl.read_parquet(wh.run_dir(run_id) / "run.parquet", columns=["app"]).get_column("app")[0]
+        return pl.read_parquet(wh.run_dir(run_id) / "run.parquet", columns=["app"], glob=False).get_column("app")[0]
     except (OSError, pl.exceptions.PolarsError, IndexError):
         return False
 

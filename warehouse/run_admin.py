@@ -88,7 +88,7 @@ def _damaged_run_rows(wh: Warehouse, damaged: dict[str, str]) -> pl.DataFrame:
         with contextlib.suppress(Exception):  # a damaged file may fail any way: then the merge records tell
             if not is_own_file(wh.root, record) or record.stat().st_size > MAX_RECORD_BYTES:
                 raise ValueError("not a run record")  # a link, a FIFO (it would block): not read
-            own = pl.read_parquet(record, columns=["experiment"]).item(0, 0)
+            own = pl.read_parquet(record, columns=["experiment"], glob=False).item(0, 0)
             if isinstance(own, str) and name_problem(own) is None and wh.experiment_dir(own).is_dir():
                 places.add(own)
         if not places:

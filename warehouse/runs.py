@@ -29,7 +29,7 @@ def runs_table(wh: Warehouse, leave_out: Iterable[str] = ()) -> pl.DataFrame:
         files = snap.files.get("runs", [])
         if not files:
             return pl.DataFrame(schema=RUN_SCHEMA)
-        return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+        return pl.concat([pl.read_parquet(f, glob=False) for f in files], how="diagonal_relaxed")
 
     return snapshot.read_whole(wh, ["runs"], read, [f"runs/{r}" for r in leave_out])
 

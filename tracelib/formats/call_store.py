@@ -77,7 +77,7 @@ class CallStore:
         """The calls kept, in the order added, part by part (spilled parts, else the frames held); only ``columns``
         (of MPI_CALL_SCHEMA: every part has them) when given."""
         if self._files:
-            yield from (pl.read_parquet(f, columns=columns) for f in self._files)
+            yield from (pl.read_parquet(f, columns=columns, glob=False) for f in self._files)
         else:
             yield from (f.select(columns) if columns is not None else f for f in self._frames)
 

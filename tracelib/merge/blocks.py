@@ -91,4 +91,4 @@ def written(blocks: Iterable[pl.DataFrame | pa.Table], path: Path, rows: int | N
     finally:
         if writer is not None:
             writer.close()
-    return pl.scan_parquet(path)
+    return pl.scan_parquet(path, glob=False)

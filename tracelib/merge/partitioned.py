@@ -180,14 +180,14 @@ def _disagreeing(spill: Path, gi: int, n_others: int) -> set[int]:
     for any other run (from the groups' ``partners-`` and the tasks' ``matches-`` files in ``spill``)."""
     off: set[int] = set()
     for j in range(n_others):
-        mine = pl.read_parquet(spill / f"partners-{j:04d}-{gi:05d}.parquet")
+        mine = pl.read_parquet(spill / f"partners-{j:04d}-{gi:05d}.parquet", glob=False)
         if not mine.height:
             continue
         tasks = mine.select(task_key().unique()).to_series().to_list()
         files = [f for t in sorted(tasks) if (f := spill / f"matches-{j:04d}-{t:012d}.parquet").is_file()]
         if not files:
             continue
-        theirs = (pl.scan_parquet(files).filter(task_key().is_in(tasks))
+        theirs = (pl.scan_parquet(files, glob=False).filter(task_key().is_in(tasks))
                   .select(*KEYS, "other_burst_seq").collect())
         diff = mine.join(theirs, on=KEYS, how="left").filter(
             pl.col("other_seq").ne_missing(pl.col("other_burst_seq")))
@@ -345,7 +345,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
                       {k: pl.concat(v) for k, v in run_samples.items()}, recorded, options, notes)
     merged: list[Path] = []
     for gi, p in enumerate(parts):
-        part = pl.read_parquet(p)
+        part = pl.read_parquet(p, glob=False)
         pairs = {o.run_id: _pairs_of(part, j, aligned[o.run_id].common, counters_of[o.run_id])
                  for j, o in enumerate(others)}
         merged.append(spill / p.name.replace("pairs-", "merged-"))

@@ -104,7 +104,7 @@ class _Parts:
         """The frames of ``key`` one at a time (those written first), forgotten as they are given (a file is
         deleted once read: parting a bucket writes it again, a share at a time)."""
         for f in self._files.pop(key, []):
-            frame = pl.read_parquet(f)
+            frame = pl.read_parquet(f, glob=False)
             f.unlink()
             yield frame
         held = self._held.pop(key, [])

@@ -24,21 +24,22 @@ class TimeSortedBody:
         self.path = folder / "sorted.prv"
         self._order = folder / "order.parquet"
         tail = _cut_partial_last_line(body)
-        (pl.scan_csv(body, has_header=False, separator="\x1f", quote_char=None, schema={"line": pl.String})
+        (pl.scan_csv(body, has_header=False, separator="\x1f", quote_char=None, schema={"line": pl.String}, glob=False)
          .with_row_index("body_line")
          .with_columns(pl.col("line").str.split(":").list.get(TIME_FIELD, null_on_oob=True)
                        .cast(pl.Int64, strict=False).alias("time"))
          .sort("time", maintain_order=True)
          .select("line", "body_line")
          .sink_parquet(self._order))
-        pl.scan_parquet(self._order).select("line").sink_csv(self.path, include_header=False, quote_style="never")
+        (pl.scan_parquet(self._order, glob=False).select("line")
+         .sink_csv(self.path, include_header=False, quote_style="never"))
         if tail:
             with self.path.open("ab") as fh:
                 fh.write(tail)
 
     def original_line(self, sorted_line: int) -> int:
         """The 0-based line of the body that stands at 0-based line ``sorted_line`` of the sorted body."""
-        rows = pl.scan_parquet(self._order).slice(sorted_line, 1).select("body_line").collect()
+        rows = pl.scan_parquet(self._order, glob=False).slice(sorted_line, 1).select("body_line").collect()
         return int(rows.item()) if rows.height else sorted_line
 
 
