@@ -119,6 +119,7 @@ def test_a_renumbered_runs_members_are_compared_in_the_references_numbering():
     assert not renumbered.same_ids(as_numbered)
 
 
+@pytest.mark.skipif(not PING_PONG.is_file(), reason="the real traces are not here")
 def test_otf2_communicators_come_from_their_groups():
     """Score-P's ping-pong: two communicators of both ranks (the world and the one the messages name) and
     MPI_COMM_SELF, defined once (no members); the two real runs define them alike."""

@@ -54,3 +54,16 @@ def test_cycles_from_a_run_sharing_no_counter_follow_the_reference_duration(tmp_
     for c in ("PAPI_TOT_CYC", "PAPI_L3_TCM", "PAPI_BR_MSP"):
         assert q[c]["verdict_reason"].startswith("unverified"), q[c]
         assert q[c]["estimated_error"] is None
+
+
+def test_cycles_at_the_reference_duration_are_suspect_whatever_else_is_common(tmp_path):
+    """review22: the same untested plan (cycles from a run whose only common counter is instructions, taken per ns
+    over the reference burst's duration) was ``ok`` with no reason, where from a run sharing no counter it is
+    ``suspect``: no common count of time tests either."""
+    sets = (("PAPI_TOT_INS", "PAPI_L1_DCM", "PAPI_L2_DCM"), ("PAPI_TOT_INS", "PAPI_TOT_CYC", "PAPI_BR_MSP"))
+    res, _ = _merged(tmp_path, "placement", sets)
+    q = {r["counter"]: r for r in res.quality.iter_rows(named=True)}
+    assert q["PAPI_TOT_CYC"]["method"] == "transferred_per_ns"
+    assert q["PAPI_TOT_CYC"]["verdict"] == "suspect", q["PAPI_TOT_CYC"]
+    assert q["PAPI_TOT_CYC"]["verdict_reason"].startswith("unverified: a count of time"), q["PAPI_TOT_CYC"]
+    assert q["PAPI_BR_MSP"]["verdict"] == "ok"  # a count per instruction, tested by the common instructions

@@ -272,7 +272,8 @@ class Blockwise:
             got, rows = narrow_read(self.reference, self.columns)
             got.with_columns(rows).write_parquet(path)
         keep = set(columns)
-        got = pl.read_parquet(path, columns=[c for c in pl.read_parquet_schema(path) if c in keep or c == "_scan_row"])
+        names = pl.scan_parquet(path, glob=False).collect_schema().names()
+        got = pl.read_parquet(path, columns=[c for c in names if c in keep or c == "_scan_row"], glob=False)
         return got.drop("_scan_row"), got.get_column("_scan_row")
 
 
@@ -335,10 +336,10 @@ class PartedTable:
 
     @property
     def height(self) -> int:
-        return sum(pl.scan_parquet(p).select(pl.len()).collect().item() for p in self.parts)
+        return sum(pl.scan_parquet(p, glob=False).select(pl.len()).collect().item() for p in self.parts)
 
     def lazy(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.parts)
+        return pl.scan_parquet(self.parts, glob=False)
 
     def collect(self) -> pl.DataFrame:
         return self.lazy().collect()
@@ -357,7 +358,7 @@ class PartedTable:
         if unknown := sorted(set(options) - set(ARROW_OPTIONS)):
             raise TypeError(f"PartedTable.write_parquet of a wide table takes no option {', '.join(unknown)}")
         # in row groups sized for its width: the writer keeps state per column chunk until its footer
-        written((pl.read_parquet(p) for p in self.parts), Path(path), group_rows(self.height, width),
+        written((pl.read_parquet(p, glob=False) for p in self.parts), Path(path), group_rows(self.height, width),
                 **{ARROW_OPTIONS[k]: ("none" if (k, v) == ("compression", "uncompressed") else v)
                    for k, v in options.items()})
 
@@ -708,7 +709,7 @@ class Reference:
         """The reference's sequence table (read back whole when it was spilled)."""
         if isinstance(self.seq, pl.DataFrame):
             return self.seq
-        own = pl.read_parquet(self.seq.path)
+        own = pl.read_parquet(self.seq.path, glob=False)
         if self.seq.from_units:
             own = pl.concat([own, self.units.table.select(self.seq.from_units)], how="horizontal")
         return own.select(self.seq.columns)
@@ -1098,15 +1099,17 @@ class Recorded:
                         {c: (a + other.values[c][0], b + other.values[c][1]) for c, (a, b) in self.values.items()})
 
 
-def unverified(plan: Plan) -> tuple[str, str]:
-    """(verdict, reason) of a counter from a run sharing no counter with the reference, whose pairs the logical
-    messages validated (mergeattack22 N2): no counter can estimate the error, so ``ok`` means the matched burst's
-    count, which does not depend on timing, copied; a count of time (cycles) at the reference burst's duration
-    rests on the two runs' clocks alike: ``suspect``."""
+def unverified(plan: Plan, common: bool) -> tuple[str, str]:
+    """(verdict, reason) of a counter whose plan nothing tests: from a run sharing no counter with the reference
+    (``common`` False), whose pairs the logical messages validated (mergeattack22 N2), ``ok`` means the matched
+    burst's count, which does not depend on timing, copied; a count of time (cycles) at the reference burst's
+    duration (``per_ns``, whatever else is common: no common count of time carries the runs' clocks) rests on the
+    two runs' clocks alike: ``suspect`` (review22: it was ``ok`` with no reason when instructions were common)."""
     if plan.per_ns:
-        return "suspect", ("unverified: no counter in common with the reference to estimate the error; a count of "
-                           "time taken at the other run's rate per ns over the reference burst's duration (right "
-                           "only where both runs' clocks ran alike)")
+        none_common = "no counter in common with the reference to estimate the error; " if not common else ""
+        return "suspect", (f"unverified: {none_common}a count of time taken at the other run's rate per ns over the "
+                           "reference burst's duration, no common count of time to test it (right only where both "
+                           "runs' clocks ran alike)")
     return "ok", ("unverified: no counter in common with the reference to estimate the error; the pairs are "
                   "validated by the logical messages and the values are the matched bursts' counts")
 
@@ -1182,8 +1185,8 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         plans[c], source[c] = plan, src.run_id
         err, err95 = choices[src.run_id].error(plan)
         sig, (v, why) = verdicts[src.run_id]
-        if v == "ok" and not info.common:
-            v, why = unverified(plan)
+        if v == "ok" and (plan.per_ns or not info.common):
+            v, why = unverified(plan, bool(info.common))
         quality.append(QualityRow(
             counter=c, source_run=src.run_name, source_run_id=src.run_id, method=plan.method,
             rescaled_by=plan.label, coverage=t.rate, coverage_long=sig.coverage_long, estimated_share=0.0,
