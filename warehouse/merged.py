@@ -16,6 +16,8 @@ with a predicate on the task) when their bursts exceed ``PARTITION_BURSTS``: the
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import replace
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -123,6 +125,11 @@ class StoredRun:
         return RunTables(self.run_id, self.run_name, self._bursts(), pl.DataFrame()).counters
 
     def communicators(self) -> pl.DataFrame | None:
+        return self._members
+
+    @functools.cached_property
+    def _members(self) -> pl.DataFrame | None:
+        """The run's communicator members, read once (review22: every group read them again, up to 8 M rows)."""
         return communicator_table(self.dir)
 
     def message_counts(self) -> pl.DataFrame:
@@ -158,7 +165,7 @@ class StoredRun:
         if sent is not None:  # each message once, in the order the run stored them
             inside = self._tables()["sent"][1].is_in(keys).fill_null(False)
             messages = pl.concat([sent, received.filter(~inside)]).sort("_row").drop("_row")
-        return RunTables(self.run_id, self.run_name, bursts, calls, messages, communicator_table(self.dir))
+        return RunTables(self.run_id, self.run_name, bursts, calls, messages, self._members)
 
 
 def merge_calls(calls: pl.LazyFrame) -> pl.LazyFrame:

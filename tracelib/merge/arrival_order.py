@@ -41,11 +41,9 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
-from synthtrace.tracelib.merge.messages import CHANNEL, COMPLETION_CALLS, MULTI_COMPLETION_CALLS, POLLING_CALLS
+from synthtrace.tracelib.merge.messages import CHANNEL, MULTI_COMPLETION_CALLS, POLL_UNIT_CALLS
 from synthtrace.tracelib.schema import THREAD_KEYS
 
-#: calls whose number and place follow timing (a loop tests until its message came): one closing call
-POLL_UNIT_CALLS: tuple[str, ...] = tuple(sorted({*COMPLETION_CALLS, *POLLING_CALLS}))
 #: calls after which the work of a set completion's span goes on (a report sent per message)
 SPAN_CALLS: tuple[str, ...] = calls_with(roles=("send",))
 #: the identity of a message (its channel and order on it) as the request tables name it

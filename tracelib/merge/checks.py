@@ -73,7 +73,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
-from synthtrace.tracelib.merge.messages import CHANNEL, COMPLETION_CALLS, POLLING_CALLS
+from synthtrace.tracelib.merge.messages import CHANNEL, POLL_UNIT_CALLS
 from synthtrace.tracelib.merge.noise import WorkNoise, work_noise
 from synthtrace.tracelib.schema import THREAD_KEYS
 
@@ -108,8 +108,6 @@ OPENED_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "task": pl.Int32(),
 #: below this share of one run's consecutive unit pairs of a kind the other run has (:func:`kinds_share`), the runs
 #: look like two code versions: a run cut short or an iteration more repeats the same kinds
 SAME_KINDS = 0.9
-#: calls whose number follows timing (a loop polls or completes until its messages came): a run of them is one unit
-POLL_UNIT_CALLS: tuple[str, ...] = tuple(sorted({*COMPLETION_CALLS, *POLLING_CALLS}))
 _POLL_UNIT = 0  # the token of such a run (never the hash of a call)
 
 

@@ -52,6 +52,9 @@ MULTI_COMPLETION_CALLS: tuple[str, ...] = tuple(c for c in COMPLETION_CALLS if c
 NOT_ARRIVAL_CALLS: tuple[str, ...] = tuple(sorted({*MULTI_COMPLETION_CALLS, *calls_with(roles=("test",))}))
 #: calls that poll (a loop of them collapses into one unit)
 POLLING_CALLS: tuple[str, ...] = (*calls_with(roles=("test", "probe"), blocking=False), )
+#: calls whose number follows timing (a loop polls or completes until its messages came): a run of them is one unit
+#: when the merge compares call structures or the calls closing two bursts
+POLL_UNIT_CALLS: tuple[str, ...] = tuple(sorted({*COMPLETION_CALLS, *POLLING_CALLS}))
 #: the columns of the MPI calls :func:`logical_messages` reads
 CALL_COLUMNS: tuple[str, ...] = ("appl", "task", "thread", "call_seq", "mpi_call", "start_ns", "end_ns", "bytes_sent",
                                  "bytes_recv", "peer", "n_messages", "comm", "tag")

@@ -111,7 +111,7 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
         fh.seek(start)
         chunk = head if start == 0 else fh.read(size - start)
         if len(chunk) < _HEADER_BYTES:  # the last chunk's header itself is cut: the chunk before ends the events
-            before, damage = _chained_events(fh, start, step, n_events)
+            before, damage, _ = _chained_events(fh, start, step, n_events)
             where = f"the file ends inside the header of the chunk at byte {start}"
             return EventsEnd(cut=CutEvents(size, before, where, damage))
         first, last = _event_numbers(chunk)
@@ -133,7 +133,8 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
                 ended_at = start + at
         # the chunk holding the last announced event, from the headers: a copy appended to a file whose last chunk
         # was full looks whole from its own last chunk (review21: the bytes after the original went unsaid)
-        held, before, damage = (start, 0, None) if start == 0 else _last_chunk(fh, size, step, n_events)
+        before, damage, held = ((0, None, start) if start == 0 else
+                                _chained_events(fh, size, step, n_events, to_last=True))
         if damage is not None:
             where = f"its chunks out of sequence from byte {damage.at} (a chunk copied over another?)"
             return EventsEnd(cut=CutEvents(size, before, where, damage, whole_file=True))
@@ -237,24 +238,32 @@ def _cut_after(fh, start: int, step: int, first: int, events: int, n_events: int
     numbering its first event ``first``, ``events`` of its records whole), told by ``where``: the complete chunks'
     events, from their headers (:func:`_chained_events`), and the last chunk's, never more than the definitions
     announce (``n_events``). A header that disagrees is the damage; the chunks before it hold ``whole``."""
-    held, damage = _chained_events(fh, start, step, n_events)
+    held, damage, _ = _chained_events(fh, start, step, n_events)
     if damage is None:
         damage = _disagreement(start, first, held + events, held, n_events, events)
     return CutEvents(size, held if damage is not None else held + events, where, damage)
 
 
-def _chained_events(fh, end: int, step: int, n_events: int) -> tuple[int, HeaderDamage | None]:
+def _chained_events(fh, end: int, step: int, n_events: int, *,
+                    to_last: bool = False) -> tuple[int, HeaderDamage | None, int | None]:
     """The events of the chunks (of ``step`` bytes) of ``fh`` before byte ``end``, from their headers alone (18
     bytes read per chunk): each must number its events on from the chunk before's, hold no more than its bytes
     can, and none past the ``n_events`` the definitions announce. (events of the chunks before the first header
-    that disagrees, that header; None when all agree)."""
+    that disagrees, that header or None, None). With ``to_last`` the walk ends at the chunk holding event
+    ``n_events`` (the last announced; a chunk past it is that chunk: the events file of another location, refused
+    once read, attack 8 B8), whose offset is the third item, the events before it the first; the chunks after it
+    are not chained (a copy appended: ``cat 1.evt 1.evt``). Attack 21 F7: a chunk copied over the next, or two
+    chunks swapped, had libotf2 read one chunk's events twice and drop the other's."""
     most = (step - _HEADER_BYTES) // 2  # an event record is 2 bytes at least: its type and its length
     held = 0
     for offset, first, last in _chunk_headers(fh, end, step):
-        if (damage := _disagreement(offset, first, last, held, n_events, most)) is not None:
-            return held, damage
+        bound = max(n_events, last or 0) if to_last else n_events
+        if (damage := _disagreement(offset, first, last, held, bound, most)) is not None:
+            return held, damage, None
+        if to_last and last >= n_events:
+            return held, None, offset
         held = last
-    return held, None
+    return held, None, None
 
 
 def _disagreement(at: int, first: int | None, last: int | None, held: int, n_events: int,
@@ -278,25 +287,6 @@ def _event_numbers(head: bytes) -> tuple[int | None, int | None]:
         return None, None
     order = _ENDIANNESS[head[1]]
     return int.from_bytes(head[2:10], order), int.from_bytes(head[10:18], order)
-
-
-def _last_chunk(fh, size: int, step: int, n_events: int) -> tuple[int | None, int, HeaderDamage | None]:
-    """The chunk holding event ``n_events`` (the last announced) of a file of ``size`` bytes in chunks of ``step``,
-    from the chunk headers, each checked against the chunk before (attack 21 F7: a chunk copied over the next, or
-    two chunks swapped, had libotf2 read one chunk's events twice and drop the other's, said as one record out of
-    order): (its offset, or None when no chunk reaches it; the events of the chunks before it or before the first
-    header that disagrees; that header, or None). A chunk past the announced events is the holding one (the events
-    file of another location: refused once read, attack 8 B8); the chunks after it are not chained (a copy
-    appended: ``cat 1.evt 1.evt``)."""
-    most = (step - _HEADER_BYTES) // 2
-    held = 0
-    for offset, first, last in _chunk_headers(fh, size, step):
-        if (damage := _disagreement(offset, first, last, held, max(n_events, last or 0), most)) is not None:
-            return None, held, damage
-        if last >= n_events:
-            return offset, held, None
-        held = last
-    return None, held, None
 
 
 def _chunk_headers(fh, end: int, step: int) -> Iterator[tuple[int, int | None, int | None]]:
