@@ -35,6 +35,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.counters import canonical
 from synthtrace.tracelib.merge.blocks import frame_of
+from synthtrace.tracelib.merge.noise import long_pairs, typical
 
 RATIO_CLIP = (0.25, 4.0)
 WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
@@ -231,7 +232,8 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
     ``src_run``: the source run's own bursts (or a regular sample of them) the rescaling counters are chosen on
     (default ``src_bursts``)."""
     work = work_counter(common)
-    tol = _work_noise(ref_bursts, src_bursts, other_row, work, long_ref) if work else 0.0
+    tol = min(WORK_NOISE * typical(long_pairs(ref_bursts, src_bursts, other_row, work, long_ref)),
+              WORK_TOL_MAX) if work else 0.0
     errs: dict[str, dict[str, tuple[float, float]]] = {"verbatim": {}, "per_ins": {}, "rescaled": {}}
     for c in common:
         others = [x for x in common if x != c]
@@ -257,18 +259,6 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
     if rescale is None:  # a rescaling no common counter could test is never chosen (mergeattack22 N4)
         rescale = bool(errs["rescaled"]) and _no_worse(errs["rescaled"], errs["per_ins" if use_work else "verbatim"])
     return Choice(work if use_work else None, rescale, loo, forced, tol, forbidden)
-
-
-def _work_noise(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str,
-                long_ref: pl.Series) -> float:
-    """``WORK_NOISE`` times the median |log work ratio| of the long matched pairs, at most ``WORK_TOL_MAX``: the
-    instructions counter's own run-to-run noise, below which a ratio says nothing about the work (log units)."""
-    r = pl.DataFrame({"a": frame_of(ref_bursts, [work]).to_series().cast(pl.Float64),
-                      "b": frame_of(src_bursts, [work]).to_series().cast(pl.Float64).gather(other_row),
-                      "k": long_ref})
-    med = r.filter(pl.col("k") & (pl.col("a") > 0) & (pl.col("b") > 0)).select(
-        (pl.col("a") / pl.col("b")).log().abs().median()).item()
-    return min(WORK_NOISE * float(med or 0.0), WORK_TOL_MAX)
 
 
 def _no_worse(new: dict[str, tuple[float, float]], old: dict[str, tuple[float, float]]) -> bool:
