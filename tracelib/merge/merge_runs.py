@@ -554,9 +554,9 @@ class Sample:
 
 
 def _named(frame: pl.DataFrame | pl.LazyFrame) -> list[str]:
-    """The keys, call site and call of a choice sample's ``reference`` (a frame or a lazy scan)."""
+    """The keys, call site, call and duration of a choice sample's ``reference`` (a frame or a lazy scan)."""
     names = frame.collect_schema().names()
-    return [c for c in (*THREAD_KEYS, "call_site", "mpi_call") if c in names]
+    return [c for c in (*THREAD_KEYS, "call_site", "mpi_call", "duration_ns") if c in names]
 
 
 def paired_rows(other_row: pl.Series) -> pl.Series:
@@ -905,7 +905,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                                            [c for c in counters if c not in bursts.columns], blocks.run_folder)
     else:
         sample = Sample(reference.select(*named, *common)[at],
-                        source.select(pl.col(common).gather(picked.get_column("other_row"))),
+                        source.select(pl.col(*common, "duration_ns").gather(picked.get_column("other_row"))),
                         _paired(picked.drop("other_seq")), long_ref[at])
         own_bursts = bursts if not own else bursts.filter(own.rows_of(bursts))
         run_sample = own_bursts[own.sample(own_bursts, own.other_starts, own.other_total) if own
@@ -931,7 +931,8 @@ def _wide_samples(rows: WideRows, named: pl.DataFrame, at: np.ndarray, picked: p
     ref = written((pl.concat([named[at[a:a + step]], gathered(rows.ref_scan, rows.ref_rows.gather(at[a:a + step]),
                                                                 common)], how="horizontal") for a in starts),
                   spill / "sample-reference.parquet")
-    src = written((gathered(rows.src_scan, rows.src_rows.gather(other.slice(a, step)), common) for a in starts),
+    src = written((gathered(rows.src_scan, rows.src_rows.gather(other.slice(a, step)), [*common, "duration_ns"])
+                   for a in starts),
                   spill / "sample-source.parquet")
     sample = Sample(ref, src, _paired(picked.drop("other_seq")), long)
     own = sample_rows(bursts.height)
@@ -1103,8 +1104,9 @@ def unverified(plan: Plan, common: bool) -> tuple[str, str]:
     """(verdict, reason) of a counter whose plan nothing tests: from a run sharing no counter with the reference
     (``common`` False), whose pairs the logical messages validated (mergeattack22 N2), ``ok`` means the matched
     burst's count, which does not depend on timing, copied; a count of time (cycles) at the reference burst's
-    duration (``per_ns``, whatever else is common: no common count of time carries the runs' clocks) rests on the
-    two runs' clocks alike: ``suspect`` (review22: it was ``ok`` with no reason when instructions were common)."""
+    duration (``per_ns`` with no common count of time carrying its clock to test it, whatever else is common) rests
+    on the two runs' clocks alike: ``suspect`` (review22: it was ``ok`` with no reason when instructions were
+    common)."""
     if plan.per_ns:
         none_common = "no counter in common with the reference to estimate the error; " if not common else ""
         return "suspect", (f"unverified: {none_common}a count of time taken at the other run's rate per ns over the "
@@ -1180,12 +1182,13 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         info, t, s = aligned[src.run_id], tallies[src.run_id], samples[src.run_id]
         if src.run_id not in choices:
             choices[src.run_id] = choose(s.reference, s.source, s.matches.get_column("other_row"), list(info.common),
-                                         s.long, options.rescale, run_samples[src.run_id])
+                                         s.long, options.rescale, run_samples[src.run_id],
+                                         options.min_error_duration_ns)
         plan = choices[src.run_id].plan(run_samples[src.run_id], c, list(info.common))
         plans[c], source[c] = plan, src.run_id
-        err, err95 = choices[src.run_id].error(plan)
+        err, err95 = choices[src.run_id].error(plan, c)
         sig, (v, why) = verdicts[src.run_id]
-        if v == "ok" and (plan.per_ns or not info.common):
+        if v == "ok" and ((plan.per_ns and err is None) or not info.common):
             v, why = unverified(plan, bool(info.common))
         quality.append(QualityRow(
             counter=c, source_run=src.run_name, source_run_id=src.run_id, method=plan.method,
