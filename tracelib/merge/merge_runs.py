@@ -891,10 +891,13 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         m, arrival = follow_arrival(ref.opened, o_opened, ref.requests, o_requests, m, reference, source,
                                     reference.get_column(w), source.get_column(w),
                                     POSITION_BY_WORK if work else POSITION_BY_TIME)
-    sig = pair_signals(reference, source, m, work, rate, long_ref)
+    # [verdict23] the misfit judges the pairs before ran_on's drop, and the unpaired count leaves them to ran_on's
+    judged = m if arrival is None else m.with_columns(arrival.paired)
+    sig = pair_signals(reference, source, judged, work, rate, long_ref, arrival.ran_on if arrival else None)
     m, sig = _check_opened(ref.opened, o_opened, m, reference, source, work, sig, long_ref, arrival)
-    sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
+    sig = replace(sig, unpaired=unpaired(judged, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
+    del judged
     matched = m.get_column("other_seq").is_not_null()
     tally = replace(units_tally, rows=m.height, matched=int(matched.sum()),
                     score_sum=float(m.get_column("match_score").sum() or 0.0),
@@ -1000,16 +1003,21 @@ def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFram
     long_matched = long_ref & m.get_column("other_row").is_not_null()
     other = flags.get_column("opened_other").fill_null(False)
     example = flags.get_column("opened_what").filter(other & long_matched).head(1).to_list()
-    ran_on = 0
+    ran_on = n_undecided = 0
+    undecided_example = ""
+    flagged = other
     if arrival is not None:  # [order22] requests whose messages arrived in another order, undecided by the work
-        undecided = arrival.undecided & m.get_column("other_row").is_not_null()
-        if not example and (undecided & long_matched).any():
+        # [verdict23] counted apart from the pairs opened by other messages: undecided, not wrong (suspect, never bad)
+        undecided = arrival.undecided & m.get_column("other_row").is_not_null() & ~other
+        if (undecided & long_matched).any():
             task = m.get_column("task").filter(undecided & long_matched).head(1).item()
-            example = [f"task {task}'s burst after a set of requests that hold other messages in the two runs"]
-        other = other | undecided
+            undecided_example = f"task {task}'s burst after a set of requests"
+        n_undecided = int((undecided & long_matched).sum())
+        flagged = other | undecided
         ran_on = int((arrival.ran_on & long_ref).sum())
-    m = m.with_columns(other.alias("msg_mismatch"))
+    m = m.with_columns(flagged.alias("msg_mismatch"))
     return m, replace(sig, opened_other=int((other & long_matched).sum()), ran_on=ran_on,
+                      arrival_undecided=n_undecided, arrival_example=undecided_example,
                       opened_checked=int((flags.get_column("opened_checked").fill_null(False) & long_matched).sum()),
                       long_matched=int(long_matched.sum()), opened_example=example[0] if example else "")
 
