@@ -519,6 +519,24 @@ def region_steps(root: Path, steps: int, chunk_bytes: int) -> Path:
     return root
 
 
+def many_ranks(root: Path, ranks: int) -> Path:
+    """``ranks`` processes of one thread (an events file and a local definitions file each: an archive of 2 x ranks
+    + 2 files, as Score-P writes a run of that many ranks), each entering and leaving ``main`` once, rank r at 1000 + r
+    ticks for 1000 ticks (10^9 ticks per second). Returns the anchor."""
+    with otf2.writer.open(str(root), timer_resolution=10**9) as w:
+        d = w.definitions
+        node = d.system_tree_node("node")
+        main = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER)
+        for r in range(ranks):
+            group = d.location_group(f"rank {r}", location_group_type=LocationGroupType.PROCESS,
+                                     system_tree_parent=node)
+            events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
+                                                             group=group))
+            events.enter(1000 + r, main)
+            events.leave(2000 + r, main)
+    return root / "traces.otf2"
+
+
 def wide_definitions(root: Path, regions: int, chunk_bytes: int) -> Path:
     """One rank entering and leaving each of ``regions`` regions (names of 40 characters and more), its
     definitions written in chunks of ``chunk_bytes``: a global definitions file over OTF2's smallest chunk (256
