@@ -386,19 +386,25 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
                       {k: pl.concat(v, how="diagonal_relaxed") for k, v in run_samples.items()}, recorded, options,
                       notes)
     merged: list[Path] = []
+    valued: list[Recorded] = []  # the transferred values each part got (merge_quality's coverage)
     for gi, p in enumerate(parts):
         part = pl.read_parquet(p, glob=False)
         folder = spill / "groups" / part.get_column("_group")[0]
         pairs = {o.run_id: _pairs_of(part, j, aligned[o.run_id].common, counters_of[o.run_id], folder)
                  for j, o in enumerate(others)}
         reference = replace(_as_run(ref), bursts=pl.scan_parquet(folder / "reference.parquet", glob=False))
-        merged += merged_blocks(reference, part.get_column("_ref_row"), pairs, transfer, experiment,
-                                spill / p.name.replace("pairs-", "merged-").removesuffix(".parquet"))[0]
+        files, _, got = merged_blocks(reference, part.get_column("_ref_row"), pairs, transfer, experiment,
+                                      spill / p.name.replace("pairs-", "merged-").removesuffix(".parquet"),
+                                      options.min_error_duration_ns)
+        merged += files
+        valued.append(got)
         p.unlink()
         if on_step:
             on_step(f"part {gi + 1}/{len(parts)} written", n_steps)
     quality = pl.DataFrame([{**q.__dict__, "experiment": experiment, "reference_run": ref.run_name,
-                             "n_bursts": recorded.rows if recorded else 0} for q in transfer.quality],
+                             "n_bursts": recorded.rows if recorded else 0}
+                            for q in (sum(valued[1:], valued[0]).covered(transfer.quality) if valued
+                                      else transfer.quality)],
                            schema=QUALITY_SCHEMA)
     return MergeResult(experiment, ref.run_id, ref.run_name, PartedTable(merged), quality,
                        PartedTable(matches), notes)
