@@ -37,19 +37,33 @@ def _captured_otf2_errors() -> Iterator[list[str]]:
         register(previous, None)
 
 
+class _CallbackTraceback(io.StringIO):
+    """Where the otf2 wheel's definition callbacks write the traceback of the exception they caught (their bare
+    ``except:`` catches a KeyboardInterrupt too): that exception, while it is handled, is a Ctrl-C or SIGTERM when
+    it is a KeyboardInterrupt (or SystemExit), kept for :func:`raise_callback_interrupt` as an interrupt
+    :func:`callback_interrupts` saw is (attack 22 F5: it was printed and its last line taken as the reason why a
+    sound archive was "not a readable OTF2 archive (KeyboardInterrupt)")."""
+
+    def write(self, text: str) -> int:
+        if isinstance(handled := sys.exc_info()[1], KeyboardInterrupt | SystemExit):
+            _interrupts.setdefault(threading.get_ident(), handled)
+        return super().write(text)
+
+
 @contextlib.contextmanager
 def _python_callback_errors(messages: list[str]) -> Iterator[None]:
     """The otf2 wheel's definition callbacks write the traceback of an exception they meet (an undecodable
-    name, a duplicate definition in a damaged archive) to stderr: capture it, keep its last line as a reason."""
-    captured = io.StringIO()
+    name, a duplicate definition in a damaged archive) to stderr: capture it, keep its last line as a reason; a
+    Ctrl-C or SIGTERM one of them met is raised instead."""
+    captured = _CallbackTraceback()
     try:
         with contextlib.redirect_stderr(captured):
             yield
     finally:
+        raise_callback_interrupt()
         lines = [ln.strip() for ln in captured.getvalue().splitlines() if ln.strip()]
         if lines:
             messages.append(lines[-1][:200])
-        raise_callback_interrupt()
 
 
 @contextlib.contextmanager
