@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from benchmarks.bench_ranks22 import edges
+from benchmarks.bench_ranks22 import edges, print_table
 from synthtrace.tracelib.merge import symmetries
 from synthtrace.tracelib.thread_key import task_int
 
@@ -60,11 +60,7 @@ def main() -> None:
     ap.add_argument("--shift", type=int, default=5)
     ap.add_argument("--timeout", type=int, default=120, help="seconds a case may take (then reported as > it)")
     args = ap.parse_args()
-    rows = [case(t, n, args.shift, args.timeout) for t in args.topology for n in args.ranks]
-    cols = list(rows[0])
-    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
-    for r in rows:
-        print("| " + " | ".join(str(r[c]) for c in cols) + " |", flush=True)
+    print_table([case(t, n, args.shift, args.timeout) for t in args.topology for n in args.ranks])
 
 
 if __name__ == "__main__":
