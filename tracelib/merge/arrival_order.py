@@ -22,7 +22,8 @@ Two ways a program's work follows arrival order that the aligner's position and 
   The trace names the request each message matched: a Paraver record's logical receive time lies in the posting
   ``MPI_Irecv`` (``r_call_seq``), its physical receive time in the completing call (``c_call_seq``).
   :func:`request_bursts` gives the j-th burst after such a completion (the span up to the next call that waits,
-  receives or is collective: sends in between, e.g. a report per message) the message of the j-th request.
+  receives or is collective: sends in between, e.g. a report per message, up to a send back on one of the set's
+  channels, which starts the next exchange) the message of the j-th request.
 
 Which model is right, position (the code after the set does the same whatever came) or message (it unpacks what
 came: the usual code, since the status says whose data it is), the calls cannot say; the work can. The burst of the
@@ -41,7 +42,9 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
-from synthtrace.tracelib.merge.messages import CHANNEL, MULTI_COMPLETION_CALLS, POLL_UNIT_CALLS
+from synthtrace.tracelib.merge.checks import call_unit
+from synthtrace.tracelib.merge.messages import CHANNEL, MULTI_COMPLETION_CALLS, NO_COMM
+from synthtrace.tracelib.merge.noise import NOISE_FLOOR
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 #: calls after which the work of a set completion's span goes on (a report sent per message)
@@ -53,8 +56,8 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "task": pl.Int32()
                                           "receiver": pl.Int32(), "tag": pl.Int64(), "k": pl.Int64()}
 _BK = [*THREAD_KEYS, "burst_seq"]
 #: one pairing fits the work clearly better than the other when its typical distance (median |log ratio|) is this
-#: many times smaller; distances under the floor (log) are noise alike (instructions of one burst vary ~0.1-1 %)
-CLEARER, NOISE_FLOOR = 3.0, 0.002
+#: many times smaller; distances under noise.NOISE_FLOOR (log) are noise alike
+CLEARER = 3.0
 #: two bursts hold the same work when their work differs by less than this (log), or than ``CLEARER`` times their
 #: thread's typical pair difference where that is larger (the values a merge transfers are read within ~2 %)
 SAME_WORK = 0.02
@@ -68,8 +71,9 @@ def request_bursts(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataF
     """Per burst in the span after a set completion (:data:`MULTI_COMPLETION_CALLS` that completed two receives or
     more, each naming the call that posted it), the message of the request it works on (:data:`REQUEST_SCHEMA`): the
     span's j-th burst takes the j-th request's (requests in posting order). The span is the burst the completion
-    opened and the bursts after it opened by sends (:data:`SPAN_CALLS`), at most one per request; a span of one
-    burst (the work on the whole set) names none."""
+    opened and the bursts after it opened by sends (:data:`SPAN_CALLS`), at most one per request, up to the first
+    send to a task the set received from on that communicator and tag (the next exchange's: its work is the next
+    iteration's packing, not the requests' messages); a span of one burst (the work on the whole set) names none."""
     empty = pl.DataFrame(schema=REQUEST_SCHEMA)
     if messages is None or messages.height == 0 or calls.height == 0 or bursts.height == 0:
         return empty
@@ -87,13 +91,22 @@ def request_bursts(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataF
     if done.height == 0:
         return empty
     opening = calls.select(*_keys(), pl.col("end_ns").alias("start_ns"), pl.col("call_seq").alias("_open"),
-                           pl.col("mpi_call").alias("_by")).unique([*THREAD_KEYS, "start_ns"], keep="first")
+                           pl.col("mpi_call").alias("_by"), pl.col("peer").cast(pl.Int32).alias("_peer"),
+                           pl.col("comm").cast(pl.Int64).fill_null(NO_COMM).alias("_comm"),
+                           pl.col("tag").fill_null(0).alias("_tag")).unique([*THREAD_KEYS, "start_ns"], keep="first")
     b = (bursts.select(*_keys(), "burst_seq", "start_ns").sort(*THREAD_KEYS, "start_ns")
          .join(opening, on=[*THREAD_KEYS, "start_ns"], how="left", maintain_order="left"))
     goes_on = pl.col("_by").is_in(list(SPAN_CALLS)).fill_null(False)
     b = (b.with_columns((~goes_on).cum_sum().over(THREAD_KEYS).alias("_span"))
-         .with_columns(pl.col("_open").first().over(*THREAD_KEYS, "_span").alias("call_seq"),
-                       pl.int_range(pl.len(), dtype=pl.Int64).over(*THREAD_KEYS, "_span").alias("_j"),
+         .with_columns(pl.col("_open").first().over(*THREAD_KEYS, "_span").alias("call_seq")))
+    # [verdict23] a send back on one of the set's channels (to a task it received from, on that communicator and
+    # tag) starts the next exchange (the next iteration's sends): the span ends before it
+    back = (done.select(*THREAD_KEYS, "call_seq", pl.col("comm").alias("_comm"),
+                        pl.col("sender").cast(pl.Int32).alias("_peer"), pl.col("tag").alias("_tag"))
+            .unique().with_columns(pl.lit(True).alias("_back")))
+    b = (b.join(back, on=[*THREAD_KEYS, "call_seq", "_comm", "_peer", "_tag"], how="left", maintain_order="left")
+         .filter(~(goes_on & pl.col("_back").fill_null(False)).cum_sum().over(THREAD_KEYS, "_span").cast(pl.Boolean))
+         .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(*THREAD_KEYS, "_span").alias("_j"),
                        pl.len().over(*THREAD_KEYS, "_span").alias("_in_span"))
          .filter(pl.col("_in_span") >= 2))  # one burst after the set works on all of it: no request order
     return (b.join(done, on=[*THREAD_KEYS, "call_seq", "_j"])
@@ -101,12 +114,9 @@ def request_bursts(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataF
 
 
 def closing_unit(bursts: pl.DataFrame) -> pl.Series:
-    """Per burst, the call closing it as the checks compare it (UInt64): its call and call site, a poll or completion
-    call whatever it is (:data:`POLL_UNIT_CALLS`), none at a thread's end."""
-    site = pl.col("call_site").fill_null("") if "call_site" in bursts.columns else pl.lit("")
-    poll = pl.col("mpi_call").is_in(list(POLL_UNIT_CALLS)).fill_null(False)
-    return bursts.select(pl.when(poll).then(pl.lit("poll")).otherwise(
-        pl.concat_str(pl.col("mpi_call").fill_null("none"), pl.lit("@"), site)).hash(13)).to_series()
+    """Per burst, the call closing it as the structure checks name it (:func:`synthtrace.tracelib.merge.checks.
+    call_unit`: its call and call site, a poll or completion call whatever it is; none at a thread's end)."""
+    return bursts.select(call_unit(bursts)).to_series()
 
 
 def _rows(frame: pl.DataFrame) -> pl.DataFrame:
@@ -119,11 +129,13 @@ class ArrivalPairs:
     """What :func:`follow_arrival` did to a match table: per reference row, ``ran_on`` (its pair was dropped: no
     burst of the other run holds its work) and ``reordered`` (re-paired by the request its message matched) and
     ``undecided`` (its span's requests hold other messages in the two runs and the work cannot tell position from
-    message: flagged like ``msg_mismatch``)."""
+    message: flagged like ``msg_mismatch``); ``paired``: the other run's row each reference row was paired with
+    before the drop (the pairs the misfit judges: a misaligned pair the drop removed is still a misaligned one)."""
 
     ran_on: pl.Series
     reordered: pl.Series
     undecided: pl.Series
+    paired: pl.Series
 
 
 def ran_on(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, reference: pl.DataFrame, source: pl.DataFrame,
@@ -217,11 +229,12 @@ def follow_arrival(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, ref_req
     row, reordered, undecided = by_request(ref_requests, other_requests, reference, source, before, ref_work,
                                            other_work)
     dropped = ran_on(ref_opened, other_opened, reference, source, row, ref_work, other_work, tolerance)
-    row = row.scatter(np.flatnonzero(dropped.to_numpy()), None) if dropped.any() else row
+    # scatter writes into the Series it is called on (``row`` may be ``before`` itself): a copy keeps both
+    paired, row = row, (row.clone().scatter(np.flatnonzero(dropped.to_numpy()), None) if dropped.any() else row)
     changed = (row.ne_missing(before.cast(pl.Int64))).fill_null(False)
     seq = source.get_column("burst_seq").gather(row.fill_null(0)).alias("_seq")
     m = matches.with_columns(row.alias("other_row"),
                              pl.when(changed).then(pl.when(row.is_not_null()).then(seq)).otherwise(pl.col("other_seq"))
                              .alias("other_seq"),
                              pl.when(row.is_null()).then(None).otherwise(pl.col("match_score")).alias("match_score"))
-    return m, ArrivalPairs(dropped, reordered, undecided & ~dropped & ~reordered)
+    return m, ArrivalPairs(dropped, reordered, undecided & ~dropped & ~reordered, paired.alias("other_row"))

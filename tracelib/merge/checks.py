@@ -51,8 +51,10 @@ counters both runs recorded:
 
 - **work that ran on** ([order22] :mod:`synthtrace.tracelib.merge.arrival_order`): pairs dropped because the work after
   a message ran on into another call's phase in one run (``ran_on``; suspect above ``SUSPECT_MISFIT`` of the long
-  reference bursts, their values NULL); spans after a set completion whose requests hold other messages in the two
-  runs are re-paired by message where the work says so, else flagged as ``msg_mismatch``.
+  reference bursts, their values NULL; the misfit judges them before the drop, the unpaired count never); spans
+  after a set completion whose requests hold other messages in the two runs are re-paired by message where the
+  work says so, else flagged as ``msg_mismatch`` and counted apart (``arrival_undecided``: suspect above
+  ``SUSPECT_MISFIT``, never bad: undecided is not wrong).
 
 Verdict per (experiment, counter): ``bad`` when the share of checked pairs in ambiguous spans, the share of long
 matched pairs opened by other messages or the misfit share exceeds ``BAD_MISFIT``, coverage is below
@@ -74,7 +76,7 @@ import polars as pl
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
 from synthtrace.tracelib.merge.messages import CHANNEL, POLL_UNIT_CALLS
-from synthtrace.tracelib.merge.noise import WorkNoise, work_noise
+from synthtrace.tracelib.merge.noise import WorkNoise
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 #: the keys of a task (its node: the rates of its bursts shift together between runs)
@@ -111,6 +113,15 @@ SAME_KINDS = 0.9
 _POLL_UNIT = 0  # the token of such a run (never the hash of a call)
 
 
+def call_unit(frame: pl.DataFrame, sites: bool = True) -> pl.Expr:
+    """A call of ``frame`` (a calls or bursts table: its ``mpi_call``, the burst's closing call) as the structure
+    checks name it (UInt64): its call and, with ``sites``, its call site (never its partner), or one token for every
+    poll and completion call (:data:`POLL_UNIT_CALLS`), whatever it is."""
+    poll = pl.col("mpi_call").is_in(list(POLL_UNIT_CALLS)).fill_null(False)
+    name = pl.struct("mpi_call", "call_site") if sites and "call_site" in frame.columns else pl.col("mpi_call")
+    return pl.when(poll).then(pl.lit(_POLL_UNIT, pl.UInt64)).otherwise(name.hash(7).replace(_POLL_UNIT, 1))
+
+
 def call_structure(calls: pl.DataFrame, sites: bool = True) -> pl.DataFrame:
     """A run's MPI call sequence as timing-free structure: per thread, the counts of consecutive pairs of units
     (appl, task, thread, ``a``, ``b``, ``n``). A unit is a call other than a poll or a completion call, named by
@@ -121,12 +132,8 @@ def call_structure(calls: pl.DataFrame, sites: bool = True) -> pl.DataFrame:
     if calls.height == 0:
         return pl.DataFrame(schema={**{k: pl.Int32 for k in THREAD_KEYS}, "a": pl.UInt64, "b": pl.UInt64,
                                     "n": pl.UInt32})
-    poll = pl.col("mpi_call").is_in(list(POLL_UNIT_CALLS)).fill_null(False)
     in_run = (pl.col("a") == _POLL_UNIT) & (pl.col("a").shift(1).over(THREAD_KEYS) == _POLL_UNIT)
-    name = pl.struct("mpi_call", "call_site") if sites and "call_site" in calls.columns else pl.col("mpi_call")
-    u = (calls.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "call_seq",
-                      pl.when(poll).then(pl.lit(_POLL_UNIT, pl.UInt64)).otherwise(name.hash(7).replace(_POLL_UNIT, 1))
-                      .alias("a"))
+    u = (calls.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "call_seq", call_unit(calls, sites).alias("a"))
          .sort(*THREAD_KEYS, "call_seq")
          .filter(~in_run.fill_null(False)))
     return (u.with_columns(pl.col("a").shift(-1).over(THREAD_KEYS).alias("b")).drop_nulls("b")
@@ -193,7 +200,7 @@ class PairSignals:
     merge's tallies)."""
 
     # [helper merge-scale] a share's metadata names its denominator (a count field), so that ``+`` can add it
-    misfit: float | None = field(metadata={"per": "long_matched"})
+    misfit: float | None = field(metadata={"per": "misfit_judged"})
     work_shift: float | None = field(metadata={"per": None})  # a median: not additive (from a sample)
     coverage_long: float | None = field(metadata={"per": "long_total"})
     msg_agreement: float | None = field(metadata={"per": "agree_checked"})
@@ -214,7 +221,15 @@ class PairSignals:
     # phase in one run, so no burst of the other run holds theirs (arrival_order.ran_on; their values are NULL)
     ran_on: int = 0
     rank_tie: str = ""  # [ranks22] why the task numbering is one of several the data cannot tell apart (ranks.py)
-    # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample)
+    # [verdict23] long pairs the misfit judged: the long matched pairs and those dropped after as ``ran_on`` (a
+    # misaligned pair whose work differs is still misaligned evidence: counted once, as a misfit, before the drop)
+    misfit_judged: int = 0
+    # [verdict23] long matched pairs after a set completion whose requests hold other messages in the two runs, where
+    # the work cannot tell position from message (arrival_order.by_request): undecided, not wrong; one example
+    arrival_undecided: int = 0
+    arrival_example: str = ""
+    # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample:
+    # noise.work_noise of the choice sample's pairs, set by the merge; pair_signals leaves it None)
     work_noise: WorkNoise | None = field(default=None, metadata={"per": None})
 
     def __add__(self, other: PairSignals) -> PairSignals:
@@ -244,11 +259,14 @@ class PairSignals:
 
 
 def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl.DataFrame, work: str | None,
-                 rate: str | None, long_ref: pl.Series) -> PairSignals:
-    """The :class:`PairSignals` of a match table of :func:`synthtrace.tracelib.merge.align.align_runs`."""
+                 rate: str | None, long_ref: pl.Series, dropped: pl.Series | None = None) -> PairSignals:
+    """The :class:`PairSignals` of a match table of :func:`synthtrace.tracelib.merge.align.align_runs`. ``dropped``:
+    the rows whose pair (still in ``matches``) is dropped after the checks (:func:`synthtrace.tracelib.merge.
+    arrival_order.ran_on`): the misfit judges them, every other signal counts them unmatched."""
     other_row = matches.get_column("other_row")
     n_long = int(long_ref.sum())
-    matched = other_row.is_not_null() & long_ref
+    judged = other_row.is_not_null() & long_ref
+    matched = judged if dropped is None else judged & ~dropped
     cov = float(matched.sum()) / n_long if n_long else None
     agree = matches.get_column("msg_agree").mean()
     off_ranks = matches.filter("msg_misaligned").select(pl.struct("appl", "task", "thread").n_unique()).item()
@@ -258,16 +276,17 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     undecided = (int((matches.get_column("ambiguous_span").fill_null(False) & matched).sum())  # [helper merge-iter]
                  if "ambiguous_span" in matches.columns else 0)
     counts = dict(long_total=n_long, long_matched=int(matched.sum()),  # [helper merge-scale] the shares' counts
-                  agree_checked=int(matches.get_column("msg_agree").is_not_null().sum()))
-    if work is None or not matched.any():
-        misfit = float((off_iter & matched).sum()) / int(matched.sum()) if matched.any() else None
+                  agree_checked=int(matches.get_column("msg_agree").is_not_null().sum()),
+                  misfit_judged=int(judged.sum()))
+    if work is None or not judged.any():
+        misfit = float((off_iter & judged).sum()) / int(judged.sum()) if judged.any() else None
         return PairSignals(misfit, None, cov, agree, off_ranks, *spans, undecided=undecided, **counts)
     cols = [c for c in dict.fromkeys([work, rate]) if c]
     keys = THREAD_KEYS if "thread" in ref_bursts.columns else TASK_KEYS
     f = pl.concat([ref_bursts.select(*[pl.col(k) for k in keys],
                                      *[pl.col(c).cast(pl.Float64).log().alias(f"r_{c}") for c in cols]),
                    src_bursts.select(pl.col(c).cast(pl.Float64).gather(other_row).log().alias(f"s_{c}")
-                                     for c in cols)], how="horizontal").filter(matched)
+                                     for c in cols)], how="horizontal").filter(judged)
     dw = pl.col(f"r_{work}") - pl.col(f"s_{work}")
     off = dw.abs() > MISFIT_LOG
     if rate and rate != work:
@@ -275,16 +294,16 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
         # it with more ranks in one run runs every burst at another rate (up to x3), which is no misalignment
         dr = pl.col(f"r_{rate}") - pl.col(f"s_{rate}") - dw
         off = off & ((dr - dr.filter(dr.is_finite()).median().over(TASK_KEYS)).abs() > MISFIT_LOG)
-    off = off.fill_null(False) | pl.Series(off_iter).filter(matched)
-    s = f.select(off.mean().alias("m"), dw.median().alias("w")).row(0)
+    off = off.fill_null(False) | pl.Series(off_iter).filter(judged)
+    misfit = f.select(off.mean()).item()
+    f = f.filter(matched.filter(judged))  # the work of the pairs the merge keeps
     # the call closing each burst (its source location where the trace has one) names the code it runs
     named_by = [c for c in ("call_site", "mpi_call") if c in ref_bursts.columns]
     site = (ref_bursts.select(pl.coalesce(named_by).cast(pl.String)).to_series() if named_by
             else pl.repeat(None, ref_bursts.height, dtype=pl.String, eager=True)).filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
-    noise = work_noise(f.select(*keys, dw.alias("dw"))) if "thread" in f.columns else None
-    return PairSignals(s[0], _largest_site_shift(pairs, s[1]), cov, agree, off_ranks, *spans, undecided=undecided,
-                       work_noise=noise, **counts)
+    shift = _largest_site_shift(pairs, pairs.get_column("dw").median() if pairs.height else None)
+    return PairSignals(misfit, shift, cov, agree, off_ranks, *spans, undecided=undecided, **counts)
 
 
 def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:
@@ -534,6 +553,12 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
                            "cannot tell: their partners are interchangeable (merge_matches.ambiguous)")
     if opened > SUSPECT_MISFIT:
         return "suspect", opened_why
+    undecided = sig.arrival_undecided / sig.long_matched if sig.long_matched else 0.0  # [verdict23]
+    if undecided > SUSPECT_MISFIT:
+        return "suspect", (f"{sig.arrival_undecided} matched bursts >= 10 us ({undecided:.1%}) work on requests that "
+                           f"hold other messages in the two runs (e.g. {sig.arrival_example}), and their work cannot "
+                           "tell whether the code after the completion follows the request's position or its message: "
+                           "their values may be another message's (merge_matches.msg_mismatch)")
     ran_on = sig.ran_on / sig.long_total if sig.long_total else 0.0  # [order22]
     if ran_on > SUSPECT_MISFIT:
         return "suspect", (f"{sig.ran_on} bursts >= 10 us ({ran_on:.1%}) hold work that ran on past a message's "

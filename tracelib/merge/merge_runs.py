@@ -27,9 +27,11 @@ name). A matched reference burst gets the source burst's value by the plan :mod:
 chooses by leave-one-out (as recorded, per instruction, or also rescaled by a co-varying counter); an unmatched
 one gets NULL, or, with ``estimate_unmatched``, an estimate flagged in ``estimated`` (never a silent guess).
 
-**Quality.** ``coverage`` is the share of reference bursts that got a matched (not estimated) value,
-``coverage_long`` the same among bursts of at least ``min_error_duration_ns`` (polling iterations that one run
-repeated more often than the other have no counterpart, so ``coverage`` is lower where polling differs).
+**Quality.** ``coverage`` is the share of reference bursts that got a value (not estimated): matched, and the
+counter recorded there (a source run's multiplexed counter sets or a rank without counters leave matched bursts
+NULL), ``coverage_long`` the same among bursts of at least ``min_error_duration_ns`` (polling iterations that one
+run repeated more often than the other have no counterpart, so ``coverage`` is lower where polling differs);
+``coverage + estimated_share`` is at most 1.
 ``estimated_error`` / ``estimated_error_p95``: the leave-one-out (median, p95) relative error of the counter's plan
 over the common counters (the largest over them). ``cross_run_diff`` is, for a counter both runs recorded, the
 median relative difference between the two runs' values of matched bursts: the natural variation a merge cannot
@@ -57,6 +59,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               opened_differently, pair_signals, sites_named, structure_kinds,
                                               structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
+from synthtrace.tracelib.merge.noise import long_pairs, work_noise
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.communicators import renamed_communicators
@@ -554,9 +557,9 @@ class Sample:
 
 
 def _named(frame: pl.DataFrame | pl.LazyFrame) -> list[str]:
-    """The keys, call site and call of a choice sample's ``reference`` (a frame or a lazy scan)."""
+    """The keys, call site, call and duration of a choice sample's ``reference`` (a frame or a lazy scan)."""
     names = frame.collect_schema().names()
-    return [c for c in (*THREAD_KEYS, "call_site", "mpi_call") if c in names]
+    return [c for c in (*THREAD_KEYS, "call_site", "mpi_call", "duration_ns") if c in names]
 
 
 def paired_rows(other_row: pl.Series) -> pl.Series:
@@ -889,10 +892,13 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         m, arrival = follow_arrival(ref.opened, o_opened, ref.requests, o_requests, m, reference, source,
                                     reference.get_column(w), source.get_column(w),
                                     POSITION_BY_WORK if work else POSITION_BY_TIME)
-    sig = pair_signals(reference, source, m, work, rate, long_ref)
+    # [verdict23] the misfit judges the pairs before ran_on's drop, and the unpaired count leaves them to ran_on's
+    judged = m if arrival is None else m.with_columns(arrival.paired)
+    sig = pair_signals(reference, source, judged, work, rate, long_ref, arrival.ran_on if arrival else None)
     m, sig = _check_opened(ref.opened, o_opened, m, reference, source, work, sig, long_ref, arrival)
-    sig = replace(sig, unpaired=unpaired(m, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
+    sig = replace(sig, unpaired=unpaired(judged, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
                                          options.min_error_duration_ns))
+    del judged
     matched = m.get_column("other_seq").is_not_null()
     tally = replace(units_tally, rows=m.height, matched=int(matched.sum()),
                     score_sum=float(m.get_column("match_score").sum() or 0.0),
@@ -905,7 +911,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                                            [c for c in counters if c not in bursts.columns], blocks.run_folder)
     else:
         sample = Sample(reference.select(*named, *common)[at],
-                        source.select(pl.col(common).gather(picked.get_column("other_row"))),
+                        source.select(pl.col(*common, "duration_ns").gather(picked.get_column("other_row"))),
                         _paired(picked.drop("other_seq")), long_ref[at])
         own_bursts = bursts if not own else bursts.filter(own.rows_of(bursts))
         run_sample = own_bursts[own.sample(own_bursts, own.other_starts, own.other_total) if own
@@ -931,7 +937,8 @@ def _wide_samples(rows: WideRows, named: pl.DataFrame, at: np.ndarray, picked: p
     ref = written((pl.concat([named[at[a:a + step]], gathered(rows.ref_scan, rows.ref_rows.gather(at[a:a + step]),
                                                                 common)], how="horizontal") for a in starts),
                   spill / "sample-reference.parquet")
-    src = written((gathered(rows.src_scan, rows.src_rows.gather(other.slice(a, step)), common) for a in starts),
+    src = written((gathered(rows.src_scan, rows.src_rows.gather(other.slice(a, step)), [*common, "duration_ns"])
+                   for a in starts),
                   spill / "sample-source.parquet")
     sample = Sample(ref, src, _paired(picked.drop("other_seq")), long)
     own = sample_rows(bursts.height)
@@ -997,16 +1004,21 @@ def _check_opened(ref_opened: pl.DataFrame, opened: pl.DataFrame, m: pl.DataFram
     long_matched = long_ref & m.get_column("other_row").is_not_null()
     other = flags.get_column("opened_other").fill_null(False)
     example = flags.get_column("opened_what").filter(other & long_matched).head(1).to_list()
-    ran_on = 0
+    ran_on = n_undecided = 0
+    undecided_example = ""
+    flagged = other
     if arrival is not None:  # [order22] requests whose messages arrived in another order, undecided by the work
-        undecided = arrival.undecided & m.get_column("other_row").is_not_null()
-        if not example and (undecided & long_matched).any():
+        # [verdict23] counted apart from the pairs opened by other messages: undecided, not wrong (suspect, never bad)
+        undecided = arrival.undecided & m.get_column("other_row").is_not_null() & ~other
+        if (undecided & long_matched).any():
             task = m.get_column("task").filter(undecided & long_matched).head(1).item()
-            example = [f"task {task}'s burst after a set of requests that hold other messages in the two runs"]
-        other = other | undecided
+            undecided_example = f"task {task}'s burst after a set of requests"
+        n_undecided = int((undecided & long_matched).sum())
+        flagged = other | undecided
         ran_on = int((arrival.ran_on & long_ref).sum())
-    m = m.with_columns(other.alias("msg_mismatch"))
+    m = m.with_columns(flagged.alias("msg_mismatch"))
     return m, replace(sig, opened_other=int((other & long_matched).sum()), ran_on=ran_on,
+                      arrival_undecided=n_undecided, arrival_example=undecided_example,
                       opened_checked=int((flags.get_column("opened_checked").fill_null(False) & long_matched).sum()),
                       long_matched=int(long_matched.sum()), opened_example=example[0] if example else "")
 
@@ -1094,17 +1106,36 @@ class Recorded:
         got = dict(zip((e.meta.output_name() for e in exprs), streamed_row(bursts, exprs)))
         return cls(int(got["_rows"]), int(got["_long"]), {c: (int(got[c]), int(got[f"_l_{c}"])) for c in counters})
 
+    @classmethod
+    def valued(cls, merged: pl.DataFrame, transfer: Transfer, min_duration_ns: int) -> Recorded:
+        """The transferred counters of ``merged`` (merged rows, before estimates) that got a value: a counter the
+        source run recorded only part of the time (multiplexed counter sets, a rank without counters) is NULL on
+        matched bursts too (mergeattack22 N5)."""
+        moved = [c for c in transfer.counters if transfer.source[c] is not None]
+        return cls.of(merged, moved, merged.get_column("duration_ns") >= min_duration_ns)
+
     def __add__(self, other: Recorded) -> Recorded:
         return Recorded(self.rows + other.rows, self.long + other.long,
                         {c: (a + other.values[c][0], b + other.values[c][1]) for c, (a, b) in self.values.items()})
+
+    def coverage(self, counter: str) -> tuple[float, float | None]:
+        """(coverage, coverage_long) of ``counter``: the shares of bursts (all, long) with a value."""
+        got, got_long = self.values[counter]
+        return got / self.rows if self.rows else 0.0, got_long / self.long if self.long else None
+
+    def covered(self, rows: Sequence[QualityRow]) -> list[QualityRow]:
+        """The quality ``rows`` with the coverage of the counters counted here."""
+        return [replace(q, **dict(zip(("coverage", "coverage_long"), self.coverage(q.counter))))
+                if q.counter in self.values else q for q in rows]
 
 
 def unverified(plan: Plan, common: bool) -> tuple[str, str]:
     """(verdict, reason) of a counter whose plan nothing tests: from a run sharing no counter with the reference
     (``common`` False), whose pairs the logical messages validated (mergeattack22 N2), ``ok`` means the matched
     burst's count, which does not depend on timing, copied; a count of time (cycles) at the reference burst's
-    duration (``per_ns``, whatever else is common: no common count of time carries the runs' clocks) rests on the
-    two runs' clocks alike: ``suspect`` (review22: it was ``ok`` with no reason when instructions were common)."""
+    duration (``per_ns`` with no common count of time carrying its clock to test it, whatever else is common) rests
+    on the two runs' clocks alike: ``suspect`` (review22: it was ``ok`` with no reason when instructions were
+    common)."""
     if plan.per_ns:
         none_common = "no counter in common with the reference to estimate the error; " if not common else ""
         return "suspect", (f"unverified: {none_common}a count of time taken at the other run's rate per ns over the "
@@ -1145,8 +1176,11 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
         read = [c for c in dict.fromkeys([work, rate]) if c]  # what the signals read of a sample on disk
-        sampled = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
-                               s.matches, work, rate, s.long) if work else None
+        ref_sample, src_sample = frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read)
+        sampled = pair_signals(ref_sample, src_sample, s.matches, work, rate, s.long) if work else None
+        if sampled and work and "thread" in ref_sample.columns:  # [verdict23] the sample's noise, read once here
+            sampled = replace(sampled, work_noise=work_noise(long_pairs(
+                ref_sample, src_sample, s.matches.get_column("other_row"), work, s.long)))
         sig = tallies[o.run_id].signals(sampled)
         verdicts[o.run_id] = (sig, verdict(sig, not info.features))
         if verdicts[o.run_id][1][0] == "ok" and (why := other_structure(ref, o, tallies[o.run_id])):
@@ -1169,9 +1203,8 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
             source[c] = None
             quality.append(QualityRow(
                 counter=c, source_run=ref.run_name, source_run_id=ref.run_id, method="recorded", rescaled_by=None,
-                coverage=recorded.values[c][0] / recorded.rows if recorded.rows else 0.0,
-                coverage_long=recorded.values[c][1] / recorded.long if recorded.long else None,
-                estimated_share=0.0, estimated_error=0.0, estimated_error_p95=0.0, cross_run_diff=cross,
+                coverage=recorded.coverage(c)[0], coverage_long=recorded.coverage(c)[1], estimated_share=0.0,
+                estimated_error=0.0, estimated_error_p95=0.0, cross_run_diff=cross,
                 match_rate=1.0, mean_match_score=1.0, comm_agreement=1.0, msg_agreement=None, misfit=None,
                 verdict="ok", verdict_reason=None))
             continue
@@ -1180,12 +1213,13 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         info, t, s = aligned[src.run_id], tallies[src.run_id], samples[src.run_id]
         if src.run_id not in choices:
             choices[src.run_id] = choose(s.reference, s.source, s.matches.get_column("other_row"), list(info.common),
-                                         s.long, options.rescale, run_samples[src.run_id])
+                                         s.long, options.rescale, run_samples[src.run_id],
+                                         options.min_error_duration_ns)
         plan = choices[src.run_id].plan(run_samples[src.run_id], c, list(info.common))
         plans[c], source[c] = plan, src.run_id
-        err, err95 = choices[src.run_id].error(plan)
+        err, err95 = choices[src.run_id].error(plan, c)
         sig, (v, why) = verdicts[src.run_id]
-        if v == "ok" and (plan.per_ns or not info.common):
+        if v == "ok" and ((plan.per_ns and err is None) or not info.common):
             v, why = unverified(plan, bool(info.common))
         quality.append(QualityRow(
             counter=c, source_run=src.run_name, source_run_id=src.run_id, method=plan.method,
@@ -1342,17 +1376,19 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
             on_step(f"aligned {lazy.run_name}", n_steps)
     transfer = decide(ref_run, ref.counters, others, counters_of, compared, tallies, samples, run_samples,
                       recorded, options, notes, on_step, n_steps)
-    quality_rows = transfer.quality
     estimates = Estimates.of(ref, whole, transfer, options) if options.estimate_unmatched else None
     if blocks is not None:
         merged: pl.DataFrame | PartedTable
-        merged, estimated = _merged_blocks(blocks, pairs, transfer, experiment, estimates)
+        merged, estimated, valued = _merged_blocks(blocks, pairs, transfer, experiment, estimates,
+                                                   options.min_error_duration_ns)
     else:
         ref_bursts = bursts_of(ref_run)  # a lazy scan's read once, for the merged rows
         merged = merged_rows(ref_bursts, pairs, transfer, experiment, ref_run)  # type: ignore[arg-type]
         del ref_bursts
+        valued = Recorded.valued(merged, transfer, options.min_error_duration_ns)
         if estimates is not None:
             merged, estimated = estimates.block(merged, 0)
+    quality_rows = valued.covered(transfer.quality)
     if estimates is not None:
         quality_rows = estimates.quality(quality_rows, estimated, n_ref)
     quality = pl.DataFrame([{**asdict(q), "experiment": experiment, "reference_run": ref_run.run_name,
@@ -1362,11 +1398,13 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
 
 
 def _merged_blocks(blocks: Blockwise, pairs: Mapping[str, Pairs | WidePairs], transfer: Transfer,
-                   experiment: str, estimates: Estimates | None) -> tuple[PartedTable, dict[str, int]]:
+                   experiment: str, estimates: Estimates | None,
+                   min_duration_ns: int) -> tuple[PartedTable, dict[str, int], Recorded]:
     """The merged rows (:func:`merged_rows`) of the reference's bursts (a lazy scan) a block of bursts at a time,
     each block's counters read then, its unmatched bursts estimated with ``estimates`` (when given), and written to
     ``spill`` (issue 23, attack 18 F2: the merged table has a column per counter of any run; held whole it is bursts
-    x counter types); and per transferred counter, its bursts estimated (:meth:`Estimates.block`)."""
+    x counter types); per transferred counter, its bursts estimated (:meth:`Estimates.block`), and the transferred
+    values (:meth:`Recorded.valued`, bursts of at least ``min_duration_ns`` long)."""
     ref_run, spill = blocks.reference, blocks.spill
     rows = blocks.reference_rows(KEYS)[1]
     rec = [c for c in transfer.counters if transfer.source[c] is None]
@@ -1385,17 +1423,19 @@ def _merged_blocks(blocks: Blockwise, pairs: Mapping[str, Pairs | WidePairs], tr
                       + len(transfer.counters) + guesses)
     files: list[Path] = []
     estimated: dict[str, int] = {}
+    valued: list[Recorded] = []
     for k, a in enumerate(range(0, max(rows.len(), 1), step)):
         n = min(step, rows.len() - a)
         block = gathered(ref_run.bursts, rows.slice(a, n), [*BASE_COLUMNS, *rec])  # type: ignore[arg-type]
         got = {r: p.block(a, n, *by_run[r]) for r, p in pairs.items() if r in by_run}
         files.append(spill / f"merged-{k:05d}.parquet")
         out = merged_rows(block, got, transfer, experiment, ref_run)
+        valued.append(Recorded.valued(out, transfer, min_duration_ns))
         if estimates is not None:
             out, counts = estimates.block(out, a)
             estimated = {c: estimated.get(c, 0) + v for c, v in counts.items()}
         out.write_parquet(files[-1])
-    return PartedTable(files), estimated
+    return PartedTable(files), estimated, sum(valued[1:], valued[0])  # one block at least
 
 
 def provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:

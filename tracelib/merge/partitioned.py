@@ -344,17 +344,22 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
                       {k: Sample.concat(v) for k, v in samples.items()},
                       {k: pl.concat(v) for k, v in run_samples.items()}, recorded, options, notes)
     merged: list[Path] = []
+    valued: list[Recorded] = []  # the transferred values each part got (merge_quality's coverage)
     for gi, p in enumerate(parts):
         part = pl.read_parquet(p, glob=False)
         pairs = {o.run_id: _pairs_of(part, j, aligned[o.run_id].common, counters_of[o.run_id])
                  for j, o in enumerate(others)}
         merged.append(spill / p.name.replace("pairs-", "merged-"))
-        merged_rows(part, pairs, transfer, experiment, ref).write_parquet(merged[-1])
+        rows = merged_rows(part, pairs, transfer, experiment, ref)
+        valued.append(Recorded.valued(rows, transfer, options.min_error_duration_ns))
+        rows.write_parquet(merged[-1])
         p.unlink()
         if on_step:
             on_step(f"part {gi + 1}/{len(parts)} written", n_steps)
     quality = pl.DataFrame([{**q.__dict__, "experiment": experiment, "reference_run": ref.run_name,
-                             "n_bursts": recorded.rows if recorded else 0} for q in transfer.quality],
+                             "n_bursts": recorded.rows if recorded else 0}
+                            for q in (sum(valued[1:], valued[0]).covered(transfer.quality) if valued
+                                      else transfer.quality)],
                            schema=QUALITY_SCHEMA)
     return MergeResult(experiment, ref.run_id, ref.run_name, PartedTable(merged), quality,
                        PartedTable(matches), notes)

@@ -12,17 +12,23 @@ A **plan** says how the value of a counter recorded by the source run becomes th
   value times ``work_ratio ** (1 - b) * r_ratio ** b``, with ``r`` and the exponent ``b`` chosen on the source
   run's own bursts by :func:`rescale_counter` (rates that co-vary at one code position, iteration after
   iteration, co-vary between runs: clock, contention, OS noise). Ratios are clipped to ``RATIO_CLIP``;
-- ``per_ns``: for a counter that counts time (cycles, reference cycles: :data:`TIME_ROLES`) from a run sharing
-  no counter that counts time, its rate per ns times the reference burst's duration. Such a counter follows the run's
-  clock and placement (ranks a few percent faster or slower in each run), which the reference burst's own duration
-  carries and the other run's value does not; it is not copied (``--no-rescale``: copied or per instruction).
+- ``per_ns``: for a counter that counts time (cycles, reference cycles: :data:`TIME_ROLES`), its rate per ns times
+  the reference burst's duration. Such a counter follows the run's clock and placement (ranks a few percent faster
+  or slower in each run), which the reference burst's own duration carries and the other run's value does not.
+  Reference cycles tick at the nominal clock, so they follow the duration wherever the core runs; core cycles
+  follow it times the core's clock (turbo, DVFS: per node and run), which no duration carries.
 
 **Choice (leave-one-out).** Each counter both runs recorded is transferred as an unknown counter would be, under
 each plan, and compared with what the reference run recorded (median relative error over matched bursts of at
-least 10 us). ``per_ins`` is used when its error is no worse than ``verbatim``'s; co-variation rescaling is used
-where it is no worse than that, never where no common counter can test it (e.g. only instructions and cycles in
-common: the source run's own co-variation alone cannot tell a clock from a difference in code). ``--rescale``
-forces it, ``--no-rescale`` forbids it.
+least ``min_duration_ns``). ``per_ins`` is used when its error is no worse than ``verbatim``'s; co-variation
+rescaling is used where it is no worse than that, never where no common counter can test it (e.g. only
+instructions and cycles in common: the source run's own co-variation alone cannot tell a clock from a difference
+in code). A count of time goes ``per_ns`` where that, tested on the common counts of time that carry its clock
+(core cycles test any; reference cycles only reference cycles), is no worse than the kind chosen for the other
+counters; where no common count of time tests it, ``per_ns`` untested (merge_quality: "unverified"). A choice a
+test rejected is never replaced by an untested one. Co-variations are measured on bursts of at least
+``min_duration_ns``: glue bursts between back-to-back calls run other code than the compute bursts the same call
+closes (mergeattack22 N4). ``--rescale`` forces rescaling, ``--no-rescale`` forbids it and ``per_ns``.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.counters import canonical
 from synthtrace.tracelib.merge.blocks import frame_of
+from synthtrace.tracelib.merge.noise import long_pairs, typical
 
 RATIO_CLIP = (0.25, 4.0)
 WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
@@ -107,18 +114,23 @@ def _best_correlated(bursts: pl.DataFrame, target: str, candidates: Sequence[str
 
 
 def rescale_counter(bursts: pl.DataFrame, target: str, candidates: Sequence[str],
-                    min_corr: float = 0.5, max_exponent: float = 1.5, clip: bool = True) -> tuple[str, float] | None:
+                    min_corr: float = 0.5, max_exponent: float = 1.5, clip: bool = True,
+                    min_duration_ns: int = 0) -> tuple[str, float] | None:
     """The reference counter to rescale ``target`` by, and the exponent, chosen on the source run's own bursts.
 
     Bursts closed by the same call on the same thread (the same code position, iteration after iteration) vary
-    only by what varies between runs too: clock, contention, OS noise. Within such groups, the per-instruction
-    rates ``log(target / work)`` and ``log(candidate / work)`` (work: instructions when recorded by both runs,
-    else the candidate whose log values correlate best with the target) are compared; the candidate whose rate
+    only by what varies between runs too: clock, contention, OS noise; bursts shorter than ``min_duration_ns`` (glue
+    between back-to-back calls: other code at the same position, whose rates differ by code) are left out. Within
+    such groups, the per-instruction rates ``log(target / work)`` and ``log(candidate / work)`` (work: instructions
+    when recorded by both runs, else the candidate whose log values correlate best with the target) are compared;
+    the candidate whose rate
     co-varies best with the target's, if the correlation reaches ``min_corr``, is returned with the regression
     slope (clipped to [0, ``max_exponent``]; with ``clip`` False a slope beyond it gives None: the counter varies
     more than its partner, by a part of its own that rescaling would amplify) as exponent. None when nothing
     co-varies.
     """
+    if min_duration_ns and DURATION in bursts.columns:
+        bursts = bursts.filter(pl.col(DURATION) >= min_duration_ns)
     if bursts.height > CHOICE_SAMPLE:  # a choice, not an estimate: a regular sample of bursts is plenty
         bursts = bursts.gather_every(bursts.height // CHOICE_SAMPLE + 1)
     if bursts.height < MIN_COVARY_ROWS:  # fewer than the co-variation below needs, whatever the columns: none
@@ -192,57 +204,83 @@ def relative_errors(pred: pl.Series, true: pl.Series, among: pl.Series) -> pl.Se
 @dataclass(frozen=True)
 class Choice:
     """The plans of one source run: per-instruction transfer or not, rescaling allowed or not, and the
-    leave-one-out (median, p95) error of each kind over the common counters (None: not testable)."""
+    leave-one-out (median, p95) error of each kind (``verbatim``, ``per_ins``, ``rescaled``, ``per_ns``) per common
+    counter it was tested on (``tested``; ``loo``: the worst over them, None: not testable)."""
 
     work: str | None
     rescale: bool
-    loo: dict[str, tuple[float, float] | None]
+    tested: dict[str, dict[str, tuple[float, float]]]
     forced: bool = False
     work_tol: float = 0.0
     forbidden: bool = False  # --no-rescale: neither co-variation nor duration rescales anything
+    min_duration_ns: int = 0  # bursts shorter than this are left out of co-variations (glue between calls)
+
+    @property
+    def kind(self) -> str:
+        """The kind chosen for counters that do not count time: ``rescaled``, ``per_ins`` or ``verbatim``."""
+        return "rescaled" if self.rescale else "per_ins" if self.work else "verbatim"
+
+    @property
+    def loo(self) -> dict[str, tuple[float, float] | None]:
+        """Per kind, the (median, p95) error of its worst tested counter (None: no counter tested it)."""
+        return {k: _worst(v) for k, v in self.tested.items()}
+
+    def by_duration(self, counter: str) -> dict[str, tuple[float, float]]:
+        """The ``per_ns`` errors of the common counts of time that test ``counter`` (a count of time): core cycles
+        carry the core's clock and the burst's duration, so they test any; reference cycles only reference cycles
+        (they carry no core clock)."""
+        role = canonical(counter)
+        return {c: e for c, e in self.tested.get("per_ns", {}).items() if canonical(c) in ("cyc", role)}
 
     def plan(self, src_bursts: pl.DataFrame, counter: str, common: Sequence[str]) -> Plan:
         """The plan for ``counter`` (a counter the reference run lacks). Unless forced, rescaling needs a strong
         co-variation and a slope of at most 1 (``AUTO_RESCALE``): the counter's own run-to-run variation is
-        unseen, so only a partner that carries it nearly whole is trusted. A counter that counts time follows the
-        reference burst's duration (``per_ns``) when no common counter counts time (none carries the runs' clocks)
-        and no co-variation rescaling was chosen for it."""
-        # a count of time co-varies with a common count of time by the clock both follow: no common counter is
-        # needed to test that (reference cycles by cycles)
-        clocked = counts_time(counter) and not self.forbidden and any(counts_time(c) for c in common)
-        r = (rescale_counter(src_bursts, counter, common, *(() if self.forced else AUTO_RESCALE))
-             if self.rescale or clocked else None)
+        unseen, so only a partner that carries it nearly whole is trusted. A count of time follows the reference
+        burst's duration (``per_ns``) unless a test on the common counts of time found the chosen kind better (or
+        rescaling is forced or forbidden); a rejected kind is never used."""
+        timed = counts_time(counter) and not self.forbidden
+        tested = self.by_duration(counter) if timed else {}
+        by_ns = timed and (not tested or _no_worse(tested, self.tested[self.kind]))
+        if by_ns and not self.forced:
+            return Plan(per_ns=True)
+        r = (rescale_counter(src_bursts, counter, common, *(() if self.forced else AUTO_RESCALE),
+                             min_duration_ns=self.min_duration_ns) if self.rescale else None)
         if r:
             return Plan(self.work, r[0], r[1], self.work_tol)
-        by_ns = counts_time(counter) and not self.forbidden and not clocked
         return Plan(per_ns=True) if by_ns else Plan(self.work, work_tol=self.work_tol)
 
-    def error(self, plan: Plan) -> tuple[float | None, float | None]:
-        """Leave-one-out (median, p95) of the kind of ``plan`` (None, None for ``per_ns``: not tested)."""
+    def error(self, plan: Plan, counter: str) -> tuple[float | None, float | None]:
+        """Leave-one-out (median, p95) of the kind of ``plan`` for ``counter`` (None, None: not tested)."""
         if plan.per_ns:
-            return None, None
+            return _worst(self.by_duration(counter)) or (None, None)
         kind = "rescaled" if plan.rescale_by else "per_ins" if plan.work else "verbatim"
-        return self.loo.get(kind) or self.loo.get("per_ins" if plan.work else "verbatim") or (None, None)
+        loo = self.loo
+        return loo.get(kind) or loo.get("per_ins" if plan.work else "verbatim") or (None, None)
 
 
 def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, common: Sequence[str],
-           long_ref: pl.Series, rescale: bool | None, src_run: pl.DataFrame | None = None) -> Choice:
+           long_ref: pl.Series, rescale: bool | None, src_run: pl.DataFrame | None = None,
+           min_duration_ns: int = 0) -> Choice:
     """Leave-one-out over the common counters (see the module docstring); ``rescale`` None: by the estimate.
     ``src_run``: the source run's own bursts (or a regular sample of them) the rescaling counters are chosen on
-    (default ``src_bursts``)."""
+    (default ``src_bursts``); ``per_ns`` is tested where both samples carry ``duration_ns``."""
     work = work_counter(common)
-    tol = _work_noise(ref_bursts, src_bursts, other_row, work, long_ref) if work else 0.0
-    errs: dict[str, dict[str, tuple[float, float]]] = {"verbatim": {}, "per_ins": {}, "rescaled": {}}
+    tol = min(WORK_NOISE * typical(long_pairs(ref_bursts, src_bursts, other_row, work, long_ref)),
+              WORK_TOL_MAX) if work else 0.0
+    timed = all(DURATION in f.collect_schema().names() for f in (ref_bursts, src_bursts))
+    errs: dict[str, dict[str, tuple[float, float]]] = {"verbatim": {}, "per_ins": {}, "rescaled": {}, "per_ns": {}}
     for c in common:
         others = [x for x in common if x != c]
         plans = {"verbatim": Plan()}
         if work and c != work:
             plans["per_ins"] = Plan(work, work_tol=tol)
-        r = rescale_counter(src_bursts if src_run is None else src_run, c, others)
+        r = rescale_counter(src_bursts if src_run is None else src_run, c, others, min_duration_ns=min_duration_ns)
         if r and c != work:
             plans["rescaled"] = Plan(work, *r, tol) if work else Plan(None, *r)
+        if timed and counts_time(c):
+            plans["per_ns"] = Plan(per_ns=True)
         # the columns every plan of ``c`` reads, read once (a wide merge's samples are lazy scans of files)
-        used = list(dict.fromkeys(x for p in plans.values() for x in (c, p.work, p.rescale_by) if x))
+        used = list(dict.fromkeys(x for p in plans.values() for x in (c, *p.reads)))
         ref_c, src_c = frame_of(ref_bursts, used), frame_of(src_bursts, used)
         for kind, plan in plans.items():
             e = relative_errors(transferred(ref_c, src_c, other_row, c, plan), ref_c.get_column(c), long_ref)
@@ -250,25 +288,16 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
                 errs[kind][c] = (float(e.median()), float(e.quantile(0.95)))
         if c == work and c in errs["verbatim"]:  # the work counter itself is only ever copied
             errs["per_ins"][c] = errs["verbatim"][c]
-    loo = {k: (max(m for m, _ in v.values()), max(p for _, p in v.values())) if v else None
-           for k, v in errs.items()}
     use_work = bool(work) and _no_worse(errs["per_ins"], errs["verbatim"])
     forced, forbidden = rescale is True, rescale is False
     if rescale is None:  # a rescaling no common counter could test is never chosen (mergeattack22 N4)
         rescale = bool(errs["rescaled"]) and _no_worse(errs["rescaled"], errs["per_ins" if use_work else "verbatim"])
-    return Choice(work if use_work else None, rescale, loo, forced, tol, forbidden)
+    return Choice(work if use_work else None, rescale, errs, forced, tol, forbidden, min_duration_ns)
 
 
-def _work_noise(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str,
-                long_ref: pl.Series) -> float:
-    """``WORK_NOISE`` times the median |log work ratio| of the long matched pairs, at most ``WORK_TOL_MAX``: the
-    instructions counter's own run-to-run noise, below which a ratio says nothing about the work (log units)."""
-    r = pl.DataFrame({"a": frame_of(ref_bursts, [work]).to_series().cast(pl.Float64),
-                      "b": frame_of(src_bursts, [work]).to_series().cast(pl.Float64).gather(other_row),
-                      "k": long_ref})
-    med = r.filter(pl.col("k") & (pl.col("a") > 0) & (pl.col("b") > 0)).select(
-        (pl.col("a") / pl.col("b")).log().abs().median()).item()
-    return min(WORK_NOISE * float(med or 0.0), WORK_TOL_MAX)
+def _worst(errors: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
+    """The highest median and the highest p95 over ``errors`` (per counter: (median, p95)); None when empty."""
+    return (max(m for m, _ in errors.values()), max(p for _, p in errors.values())) if errors else None
 
 
 def _no_worse(new: dict[str, tuple[float, float]], old: dict[str, tuple[float, float]]) -> bool:
