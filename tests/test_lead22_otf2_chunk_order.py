@@ -13,6 +13,7 @@ import pytest
 
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.otf2 import Otf2Trace
+from synthtrace.tracelib.formats.source import ReadSummary
 
 CHUNK = 256 * 1024  # OTF2's smallest events chunk (bytes)
 STEPS = 60_000  # an Enter and a Leave of one region per step: five chunks
@@ -70,13 +71,18 @@ def test_salvage_reads_the_chunks_before_the_one_out_of_sequence(archive, tmp_pa
     damaged_at = 3 * CHUNK if case == "chunk-2-copied-over-3" else CHUNK
     original = (archive / "traces" / "0.evt").read_bytes()
     kept = _first_event(original, damaged_at) - 1  # the events of the chunks before it, as written
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        _, _, summary = Otf2Trace(_rearranged(archive, tmp_path, chunks) / "traces.otf2",
-                                  salvage=True).read_tables("r")
-    damage = [str(w.message) for w in said if "damaged chunk header" in str(w.message)]
+    said, summary = salvaged(_rearranged(archive, tmp_path, chunks) / "traces.otf2")
+    damage = [w for w in said if "damaged chunk header" in w]
     assert len(damage) == 1 and f"kept the {kept} events of the chunks before byte {damaged_at}" in damage[0]
     assert sum(summary.n_records.values()) <= kept
+
+
+def salvaged(anchor: Path) -> tuple[list[str], ReadSummary]:
+    """(the warnings said, the summary) of reading the archive ``anchor`` under --salvage."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        _, _, summary = Otf2Trace(anchor, salvage=True).read_tables("r")
+    return [str(w.message) for w in said], summary
 
 
 def test_the_whole_file_reads_as_before(archive):

@@ -24,12 +24,13 @@ ends. Each chunk starts with a header: the token :data:`_CHUNK_HEADER`, the endi
 first and last event (8 bytes each, counted from 1). Then come records: a timestamp (:data:`_TIMESTAMP` and 8
 bytes), an attribute list (:data:`_ATTRIBUTE_LIST`) or an event (its type byte, then its length in one byte, or 0xFF
 and 8 bytes, then that many bytes), and at the end of a full chunk :data:`_END_OF_CHUNK` (the rest of the chunk
-unused), at the end of the file :data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``). Only
-the chunk headers (18 bytes each) and the records of the last chunk are read, unless a location's events fall
-short (:func:`skipped_events`). The events whole in a cut file are counted from the headers of its complete
-chunks, each checked against the chunk before, its bytes and the definitions (:func:`_chained_events`), never
-from one header's numbers as read (attack 21 F3: a last header saying its chunk starts at event 2^62 had libotf2
-asked for that many events, past the cut).
+unused), at the end of the file :data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``). A file
+of one chunk is read once; one of several is read one chunk at a time, each chunk's header and records (the
+timestamps of a location's records never go back from one chunk to the next, attack 22 F1); they are read again
+when a location's events fall short (:func:`skipped_events`). The events whole in a cut file are counted from
+the headers of its complete chunks, each checked against the chunk before, its bytes and the definitions
+(:func:`_chained_events`), never from one header's numbers as read (attack 21 F3: a last header saying its chunk
+starts at event 2^62 had libotf2 asked for that many events, past the cut).
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class CutEvents:
     size: int  # bytes of the file
     whole: int  # events whole before the cut (count, from the file's start), or before ``damage``
     where: str  # where the file ends, for a message
-    damage: HeaderDamage | None = None  # a chunk header that disagrees: ``whole`` counts the chunks before it
+    damage: ChunkDamage | None = None  # a chunk out of sequence: ``whole`` counts the chunks before it
     damaged: bool = False  # the events end at a damaged record (attack 21 F4), not at the file's end
     whole_file: bool = False  # the file ends with its END_OF_FILE record; a chunk header within is ``damage``
 
@@ -67,7 +68,7 @@ class CutEvents:
         """The refusal, for a location whose definitions announce ``announced`` events."""
         if self.damage is not None:
             what = "an events file" if self.whole_file else "an events file cut short"
-            return (f"damaged chunk header at byte {self.damage.at} of {what} ({self.size} bytes, {self.where}): "
+            return (f"{self.damage.what} at byte {self.damage.at} of {what} ({self.size} bytes, {self.where}): "
                     f"{self.damage.why}; the chunks before it hold {self.whole} of the {announced} events the "
                     "definitions announce")
         what = "damaged" if self.damaged else "cut short, no end-of-file record"
@@ -76,12 +77,15 @@ class CutEvents:
 
 
 @dataclass(frozen=True)
-class HeaderDamage:
+class ChunkDamage:
     """A chunk header whose event numbers do not follow the chunk before, or hold more events than the chunk's
-    bytes or the definitions can (attack 21 F3: a cut file's last header said its chunk starts at event 2^62)."""
+    bytes or the definitions can (attack 21 F3: a cut file's last header said its chunk starts at event 2^62); or
+    a chunk whose first timestamp goes back before the last of the chunk before it (attack 22 F1: a chunk copied
+    over the next, or two swapped, the headers edited to chain)."""
 
     at: int  # byte offset of the chunk header
     why: str  # what it says and what was expected, for a message
+    what: str = "damaged chunk header"  # what is damaged there, for a message
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,7 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
         # the chunk holding the last announced event, from the headers: a copy appended to a file whose last chunk
         # was full looks whole from its own last chunk (review21: the bytes after the original went unsaid)
         before, damage, held = ((0, None, start) if start == 0 else
-                                _chained_events(fh, size, step, n_events, to_last=True))
+                                _chained_events(fh, size, step, n_events, to_last=True, read=(start, chunk)))
         if damage is not None:
             where = f"its chunks out of sequence from byte {damage.at} (a chunk copied over another?)"
             return EventsEnd(cut=CutEvents(size, before, where, damage, whole_file=True))
@@ -228,8 +232,16 @@ def _last_start(size: int, step: int) -> int:
 
 
 def _walk_chunk(chunk: bytes, timed: bool) -> tuple[int, int, int]:
-    """:func:`_walk` of a chunk whose header has been checked (:func:`_event_numbers`)."""
-    return _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", timed)
+    """:func:`_walk` of a chunk whose header has been checked (:func:`_event_numbers`): how it ends, where, and
+    the events whole before that."""
+    return _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", timed)[:3]
+
+
+def _time_span(chunk: bytes) -> tuple[int, int] | None:
+    """(first, last) timestamps (clock ticks) of the records of an events chunk whose header has been checked, as
+    far as :func:`_walk` follows them; None when it holds none."""
+    stamps, first, last = _walk(np.frombuffer(chunk, dtype=np.uint8), _ENDIANNESS[chunk[1]] == "little", True)[3:]
+    return (int(first), int(last)) if stamps else None
 
 
 def _cut_after(fh, start: int, step: int, first: int, events: int, n_events: int, size: int,
@@ -244,40 +256,57 @@ def _cut_after(fh, start: int, step: int, first: int, events: int, n_events: int
     return CutEvents(size, held if damage is not None else held + events, where, damage)
 
 
-def _chained_events(fh, end: int, step: int, n_events: int, *,
-                    to_last: bool = False) -> tuple[int, HeaderDamage | None, int | None]:
-    """The events of the chunks (of ``step`` bytes) of ``fh`` before byte ``end``, from their headers alone (18
-    bytes read per chunk): each must number its events on from the chunk before's, hold no more than its bytes
-    can, and none past the ``n_events`` the definitions announce. (events of the chunks before the first header
-    that disagrees, that header or None, None). With ``to_last`` the walk ends at the chunk holding event
-    ``n_events`` (the last announced; a chunk past it is that chunk: the events file of another location, refused
-    once read, attack 8 B8), whose offset is the third item, the events before it the first; the chunks after it
-    are not chained (a copy appended: ``cat 1.evt 1.evt``). Attack 21 F7: a chunk copied over the next, or two
-    chunks swapped, had libotf2 read one chunk's events twice and drop the other's."""
+def _chained_events(fh, end: int, step: int, n_events: int, *, to_last: bool = False,
+                    read: tuple[int, bytes] | None = None) -> tuple[int, ChunkDamage | None, int | None]:
+    """The events of the chunks (of ``step`` bytes) of ``fh`` before byte ``end``, from their headers: each must number
+    its events on from the chunk before's, hold no more than its bytes can, and none past the ``n_events`` the
+    definitions announce; and its first timestamp must not go back before the last of the chunk before it (a location's
+    events are written by one thread in time order; attack 22 F1: a chunk copied over the next, or two swapped, with the
+    headers edited to chain; each chunk is read, one at a time, and its records walked for it). (events of the chunks
+    before the first chunk out of sequence, its damage or None, None). With ``to_last`` the walk ends at the chunk
+    holding event ``n_events`` (the last announced; a chunk past it is that chunk: the events file of another location,
+    refused once read, attack 8 B8), whose offset is the third item, the events before it the first; the chunks after it
+    are not chained (a copy appended: ``cat 1.evt 1.evt``). Attack 21 F7: a chunk copied over the next, or two chunks
+    swapped, had libotf2 read one chunk's events twice and drop the other's. ``read``: (offset, bytes) of a chunk
+    the caller has read already (the last one), not read again."""
     most = (step - _HEADER_BYTES) // 2  # an event record is 2 bytes at least: its type and its length
-    held = 0
-    for offset, first, last in _chunk_headers(fh, end, step):
+    held, time_before = 0, None  # events of the chunks chained, the last timestamp of the last one (ticks)
+    for offset, chunk in _chunks(fh, end, step, read):
+        first, last = _event_numbers(chunk)
         bound = max(n_events, last or 0) if to_last else n_events
         if (damage := _disagreement(offset, first, last, held, bound, most)) is not None:
             return held, damage, None
+        if (span := _time_span(chunk)) is not None:
+            if time_before is not None and span[0] < time_before:
+                return held, _time_going_back(offset, span[0], time_before), None
+            time_before = span[1]
         if to_last and last >= n_events:
             return held, None, offset
         held = last
     return held, None, None
 
 
+def _time_going_back(at: int, first: int, before: int) -> ChunkDamage:
+    """The damage of the chunk at byte ``at`` whose first timestamp ``first`` is before ``before``, the last of the
+    chunk before it (clock ticks)."""
+    return ChunkDamage(at, f"its first timestamp ({first} clock ticks) is before the last of the chunk before it "
+                       f"({before}), where one thread wrote the location's events in time order: a chunk copied "
+                       "over another or two swapped (its events would be read twice or out of place)",
+                       "chunk out of time order")
+
+
 def _disagreement(at: int, first: int | None, last: int | None, held: int, n_events: int,
-                  most: int) -> HeaderDamage | None:
+                  most: int) -> ChunkDamage | None:
     """Why the header at byte ``at`` numbering events ``first`` to ``last`` cannot follow chunks holding ``held``
     events in a file of ``n_events`` (announced), its chunk holding ``most`` events at most; None when it can."""
     if first is None or last is None:
-        return HeaderDamage(at, "no chunk header there")
+        return ChunkDamage(at, "no chunk header there")
     if first != held + 1:
-        return HeaderDamage(at, f"it numbers its first event {first} where {held + 1} follows the chunk before")
+        return ChunkDamage(at, f"it numbers its first event {first} where {held + 1} follows the chunk before")
     if last > n_events:
-        return HeaderDamage(at, f"it reaches event {last}, past the {n_events} the definitions announce")
+        return ChunkDamage(at, f"it reaches event {last}, past the {n_events} the definitions announce")
     if not 0 <= last - held <= most:
-        return HeaderDamage(at, f"it numbers its events {first} to {last}, where its bytes hold 0 to {most}")
+        return ChunkDamage(at, f"it numbers its events {first} to {last}, where its bytes hold 0 to {most}")
     return None
 
 
@@ -289,55 +318,71 @@ def _event_numbers(head: bytes) -> tuple[int | None, int | None]:
     return int.from_bytes(head[2:10], order), int.from_bytes(head[10:18], order)
 
 
-def _chunk_headers(fh, end: int, step: int) -> Iterator[tuple[int, int | None, int | None]]:
-    """(offset, first event, last event) of each chunk header of ``fh`` (chunks of ``step`` bytes) before byte
-    ``end``: 18 bytes read per chunk (:func:`_event_numbers`)."""
+def _chunks(fh, end: int, step: int, read: tuple[int, bytes] | None) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of each chunk of ``fh`` (chunks of ``step`` bytes) before byte ``end``, one at a time; the
+    chunk ``read`` (offset, bytes) as given."""
     for offset in range(0, end, step):
+        if read is not None and offset == read[0]:
+            yield read
+            continue
         fh.seek(offset)
-        yield offset, *_event_numbers(fh.read(_HEADER_BYTES))
+        yield offset, fh.read(min(step, end - offset))
 
 
 @cached_njit
-def _walk(chunk: np.ndarray, little: bool, timed: bool) -> tuple[int, int, int]:
+def _walk(chunk: np.ndarray, little: bool, timed: bool) -> tuple[int, int, int, int, np.uint64, np.uint64]:
     """The records of a chunk (uint8, from its header) of an events file (``timed``: timestamp and attribute list
     tokens) or a definitions file (none: every record has a length): (how the walk ends, the offset after the last
-    whole record or after the END_OF_FILE record and the END_OF_BUFFER that follows it, events whole before that).
+    whole record or after the END_OF_FILE record and the END_OF_BUFFER that follows it, events whole before that,
+    and the timestamps walked: how many, the first and the last (clock ticks)).
     Ends:
     :data:`_AT_END_OF_FILE`, :data:`_AT_END_OF_CHUNK` (a full chunk, another follows), :data:`_PAST_THE_BYTES` (the
     bytes end inside a record or without an end record), :data:`_NOT_FOLLOWED` (a token no chunk holds there).
     Compiled: a Python loop took ~40 ms of CPU for a full 1 MiB chunk, a location's last chunk at OTF2's default
     chunk size."""
     at, n, events = _HEADER_BYTES, chunk.size, 0
+    stamps, first, last = 0, np.uint64(0), np.uint64(0)
     while at < n:
         token = chunk[at]
         if token == _END_OF_FILE:
-            return _AT_END_OF_FILE, (at + 2 if at + 1 < n and chunk[at + 1] == _END_OF_BUFFER else at + 1), events
+            end = at + 2 if at + 1 < n and chunk[at + 1] == _END_OF_BUFFER else at + 1
+            return _AT_END_OF_FILE, end, events, stamps, first, last
         if token == _END_OF_CHUNK:
-            return _AT_END_OF_CHUNK, at, events
+            return _AT_END_OF_CHUNK, at, events, stamps, first, last
         if token == _END_OF_BUFFER or token == _CHUNK_HEADER:
-            return _NOT_FOLLOWED, at, events
+            return _NOT_FOLLOWED, at, events, stamps, first, last
         if timed and token == _TIMESTAMP:
             if at + 9 > n:
-                return _PAST_THE_BYTES, at, events
+                return _PAST_THE_BYTES, at, events, stamps, first, last
+            last = _uint64_at(chunk, at + 1, little)
+            first = last if stamps == 0 else first
+            stamps += 1
             at += 9
             continue
         if at + 1 >= n:
-            return _PAST_THE_BYTES, at, events
+            return _PAST_THE_BYTES, at, events, stamps, first, last
         length = np.int64(chunk[at + 1])
         body = at + 2
         if length == 0xFF:  # a long record: its length in the next 8 bytes
             if body + 8 > n:
-                return _PAST_THE_BYTES, at, events
-            length = np.int64(0)
-            for i in range(8):
-                byte = np.int64(chunk[body + i] if little else chunk[body + 7 - i])
-                length |= byte << np.int64(8 * i)
+                return _PAST_THE_BYTES, at, events, stamps, first, last
+            length = np.int64(_uint64_at(chunk, body, little))
             body += 8
             if length < 0:
-                return _NOT_FOLLOWED, at, events
+                return _NOT_FOLLOWED, at, events, stamps, first, last
         if body + length > n:
-            return _PAST_THE_BYTES, at, events
+            return _PAST_THE_BYTES, at, events, stamps, first, last
         at = body + length
         if not (timed and token == _ATTRIBUTE_LIST):
             events += 1
-    return _PAST_THE_BYTES, at, events
+    return _PAST_THE_BYTES, at, events, stamps, first, last
+
+
+@cached_njit
+def _uint64_at(chunk: np.ndarray, at: int, little: bool) -> np.uint64:
+    """The 8 bytes of ``chunk`` from ``at`` as an unsigned number, in the chunk's byte order."""
+    value = np.uint64(0)
+    for i in range(8):
+        byte = np.uint64(chunk[at + i] if little else chunk[at + 7 - i])
+        value |= byte << np.uint64(8 * i)
+    return value

@@ -22,12 +22,16 @@ def communicator_members(prefix: bytes, path: str) -> tuple[pl.DataFrame, list[s
     """The members of the communicators the ``c:`` lines of ``prefix`` (the header and the lines after it, as the
     reader gathered them) declare: one row per (appl, comm, task) (COMMUNICATOR_SCHEMA), and what to warn of: a
     line skipped (not of the form above, its count of tasks not N, or a task or application outside 1..2**31-1),
-    or every line when they list more than :data:`MAX_MEMBERS` members. Paraver reads such lines without using
-    them for the records, so a bad one is skipped, not refused."""
+    or every line when they list more than :data:`MAX_MEMBERS` members; a communicator defined again with other
+    members (attack 22: a comm id written three times had the union of their members) keeps its first line's and
+    the others are said (the same members again, in any order, are one definition: members are what is stored).
+    Paraver reads such lines without using them for the records, so a bad one is skipped, not refused."""
     appls: list[int] = []
     comms: list[int] = []
     tasks: list[np.ndarray] = []
     skipped: list[int] = []
+    defined: dict[tuple[int, int], tuple[int, int]] = {}  # (appl, comm) -> its first line, its index in tasks
+    redefined: list[tuple[int, tuple[int, int]]] = []  # (line, (appl, comm)) defined again with other members
     total = 0
     for number, line in enumerate(prefix.split(b"\n"), start=1):
         if not line.startswith(b"c:"):
@@ -38,16 +42,28 @@ def communicator_members(prefix: bytes, path: str) -> tuple[pl.DataFrame, list[s
                 members.size and not (members.min() > 0 and members.max() < 2**31)):
             skipped.append(number)
             continue
+        key = (int(m.group(1)), int(m.group(2)))
+        if (first := defined.get(key)) is not None:
+            if not np.array_equal(np.unique(tasks[first[1]]), np.unique(members)):
+                redefined.append((number, key))
+            continue
+        defined[key] = (number, len(tasks))
         total += members.size
         if total > MAX_MEMBERS:
             return pl.DataFrame(schema=COMMUNICATOR_SCHEMA), [
                 f"{path}:{number}: the communicator lines list more than {MAX_MEMBERS:,} members: none kept (a merge "
                 "compares this run's communicator ids as numbers)"]
-        appls.append(int(m.group(1)))
-        comms.append(int(m.group(2)))
+        appls.append(key[0])
+        comms.append(key[1])
         tasks.append(members)
     warnings = [f"{path}:{skipped[0]}: communicator line skipped: not 'c:APPL:ID:N' followed by N task numbers"
                 + (f" ({len(skipped)} lines skipped)" if len(skipped) > 1 else "")] if skipped else []
+    if redefined:
+        number, (appl, comm) = redefined[0]
+        warnings.append(f"{path}:{number}: communicator {comm} of application {appl} defined again with other "
+                        f"members (first at line {defined[(appl, comm)][0]}): the first definition kept"
+                        + (f" ({len(redefined)} lines defining a communicator again skipped)"
+                           if len(redefined) > 1 else ""))
     sizes = np.array([t.size for t in tasks], dtype=np.int64)
     frame = pl.DataFrame({"appl": np.repeat(np.array(appls, dtype=np.int64), sizes),
                           "comm": np.repeat(np.array(comms, dtype=np.int64), sizes),

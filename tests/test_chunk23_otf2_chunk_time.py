@@ -1,0 +1,66 @@
+"""An OTF2 events chunk copied over the next, or two chunks swapped, with the 18-byte chunk headers edited back to
+the numbers the file had (attack 22 F1): the headers chain, so the check of attack 21 F7 passed, and libotf2 read
+one chunk's events twice and dropped the other's (95,323 events lost, exit 0, one "records before the previous"
+warning), or read swapped chunks silently reordered. A location's events file is written by one thread in time
+order: a chunk whose first timestamp goes back before the last of the chunk before it is damage. The file is
+refused naming the file, the chunk's byte and why; --salvage reads the chunks before it."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.formats.otf2 import Otf2Trace
+
+from tests import test_lead22_otf2_chunk_order as chunk_order
+
+CHUNK, _first_event = chunk_order.CHUNK, chunk_order._first_event
+archive = chunk_order.archive  # one rank's events in five chunks of 256 KiB, as attack 21 F7's test writes them
+
+
+def _headers_kept(archive: Path, tmp_path: Path, chunks: list[int]) -> Path:
+    """A copy of ``archive`` whose events file's first chunks hold the records of ``chunks`` (indices into the
+    original's) under the original's chunk headers (18 bytes each): the event numbers chain as written."""
+    copy = tmp_path / "rearranged"
+    shutil.copytree(archive, copy)
+    evt = copy / "traces" / "0.evt"
+    data = bytearray(evt.read_bytes())
+    original = bytes(data)
+    assert len(original) > len(chunks) * CHUNK  # every chunk moved is whole
+    for place, source in enumerate(chunks):
+        at = place * CHUNK
+        data[at + 18:at + CHUNK] = original[source * CHUNK + 18:(source + 1) * CHUNK]
+    evt.write_bytes(bytes(data))
+    return copy
+
+
+#: chunk order of the first chunks -> byte of the first chunk whose time goes back before the chunk before it
+CASES = {"chunk-2-copied-over-3": ([0, 1, 2, 2], 3 * CHUNK), "chunks-2-and-3-swapped": ([0, 1, 3, 2], 3 * CHUNK),
+         "chunks-0-and-3-swapped": ([3, 1, 2, 0], CHUNK)}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_chunk_going_back_in_time_is_refused_naming_the_byte(archive, tmp_path, case):
+    chunks, damaged_at = CASES[case]
+    copy = _headers_kept(archive, tmp_path, chunks)
+    with pytest.raises(TraceFormatError) as raised:
+        Otf2Trace(copy / "traces.otf2").read_tables("r")
+    assert Path(raised.value.path) == copy / "traces" / "0.evt"
+    reason = raised.value.reason
+    assert f"chunk out of time order at byte {damaged_at} of an events file" in reason
+    assert "before the last of the chunk before it" in reason
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", list(CASES))
+def test_salvage_reads_the_chunks_before_the_one_going_back(archive, tmp_path, case):
+    chunks, damaged_at = CASES[case]
+    kept = _first_event((archive / "traces" / "0.evt").read_bytes(), damaged_at) - 1
+    said, summary = chunk_order.salvaged(_headers_kept(archive, tmp_path, chunks) / "traces.otf2")
+    damage = [w for w in said if "before the last of the chunk before it" in w]
+    assert len(damage) == 1 and f"kept the {kept} events of the chunks before byte {damaged_at}" in damage[0]
+    assert sum(summary.n_records.values()) == kept
+    assert not [w for w in said if "records with a timestamp before" in w]
