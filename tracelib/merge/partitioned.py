@@ -265,9 +265,9 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     for r in sources:
         for t, n in per_task[r.run_id].items():
             load[t] = load.get(t, 0) + n
-        m = renum.get(r.run_id)
+        m = _packed(renum.get(r.run_id))  # the other runs' partners in the reference's numbering
         for a, bs in _partners(counts[r.run_id]).items():
-            partners.setdefault(m.get(a, a) if m else a, set()).update(_mapped(bs, m))
+            partners.setdefault(m.get(a, a), set()).update(m.get(b, b) for b in bs)
     groups = task_groups(load, partners, budget)
     inverse = {o.run_id: {v_key: k for k, v_key in _packed(renum[o.run_id]).items()} for o in others}
     starts = {r.run_id: _starts(per_task[r.run_id]) for r in sources}
@@ -422,11 +422,6 @@ def _by_task(frame: pl.DataFrame, spill: Path, name: str) -> None:
 def _packed(mapping: dict[int, int] | None) -> dict[int, int]:
     """{own packed key: reference packed key} of a rank mapping ({own packed key: reference task})."""
     return {k: appl_base(k) + v for k, v in (mapping or {}).items()}
-
-
-def _mapped(keys: set[int], mapping: dict[int, int] | None) -> set[int]:
-    m = _packed(mapping)
-    return {m.get(k, k) for k in keys}
 
 
 def _bursts_per_task(threads: pl.DataFrame, mapping: dict[int, int] | None) -> dict[int, int]:
