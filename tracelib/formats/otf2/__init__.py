@@ -48,10 +48,12 @@ bounded by the chunk size; only the point-to-point records wait for the end (mes
 
 Modules, one job each: ``library`` (ctypes bindings of the C library, its errors), ``definitions`` (global
 definitions, archive checks), ``events`` (buffering one location's raw events), ``convert`` (events to bursts,
-calls, samples), ``messages`` (send/receive matching), ``trace`` (the driver, :class:`Otf2Trace`).
+calls, samples), ``messages`` (send/receive matching), ``trace`` (the driver, :class:`Otf2Trace`), ``stopping``
+(a read stopped from another thread: :func:`stop_reads`, or the ``stop`` event given to :class:`Otf2Trace`).
 """
 from __future__ import annotations
 
+from synthtrace.tracelib.formats.otf2.stopping import stop_reads
 from synthtrace.tracelib.formats.otf2.trace import Otf2Trace
 
-__all__ = ["Otf2Trace"]
+__all__ = ["Otf2Trace", "stop_reads"]
