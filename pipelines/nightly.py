@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import functools
 import inspect
+import json
 import logging
 import os
 import signal
@@ -40,6 +41,7 @@ from synthtrace.warehouse.drop import (
     CUT_GRACE_S,
     DEFAULT_SETTLE_S,
     STILL_WRITTEN,
+    FilesState,
     check_drop,
     discover,
     drop_lock,
@@ -133,10 +135,11 @@ def discovered(drop: str | Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE
     """The traces of the drop folder (:func:`~synthtrace.warehouse.drop.discover`) as the flow takes them (JSON):
     each new one hashed once (its id and files' stat go to its ingest, ``known``, which then does not hash it again;
     ``files``: its files' state, checked again before the ingest); the others with a ``status`` (``waiting``,
-    ``skipped``) and the reason, their path escaped where it is not UTF-8."""
+    ``skipped``) and the reason, their path escaped where it is not UTF-8. Each a few hundred bytes however many
+    files its trace has (:class:`~synthtrace.warehouse.drop.FilesState`)."""
     found = discover(Path(drop), wh, settle_s)
-    return ([{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment, "files": d.files,
-              "known": [d.known.run_id, [list(s) for s in d.known.signature]] if d.known else None}
+    return ([{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment,
+              "files": list(d.files) if d.files else None, "known": list(d.known) if d.known else None}
              for d in found.new]
             + [{"path": t.path, "status": "waiting", "reason": t.reason} for t in found.waiting]
             + [{"path": t.path, "status": "skipped", "reason": t.reason} for t in found.skipped])
@@ -144,6 +147,27 @@ def discovered(drop: str | Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE
 
 def _to_ingest(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [f for f in found if "status" not in f]
+
+
+#: the file, in the night's scratch folder under the warehouse's ``.staging``, that lists what discovery found
+MANIFEST = "found.jsonl"
+
+
+def write_manifest(folder: Path, found: list[dict[str, Any]]) -> str:
+    """Write ``found`` (:func:`discovered`) into ``folder`` as :data:`MANIFEST`, one JSON line per trace; returns
+    its path, which the flow takes as its parameter (:func:`read_manifest`): the list itself as a parameter grows
+    with the drop, and Prefect refuses a flow run whose parameters pass 512 KB (attack 22 F3: one 3,000-location
+    OTF2 archive under an absolute path, and the night never ran again)."""
+    path = folder / MANIFEST
+    with path.open("w", encoding="utf-8") as out:
+        out.writelines(json.dumps(item) + "\n" for item in found)
+    return str(path)
+
+
+def read_manifest(path: str) -> list[dict[str, Any]]:
+    """The traces :func:`write_manifest` wrote into ``path``."""
+    with open(path, encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
 
 
 @task(name="discover")
@@ -170,10 +194,11 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
     changed = f"{STILL_WRITTEN} (its files changed since it was found)"
     if not path.exists():
         return left("skipped", GONE)
-    if "files" in item and files_state(path) != item["files"]:
+    found_state = FilesState(*item["files"]) if item.get("files") else None
+    if found_state is not None and files_state(path) != found_state:
         return left("waiting", changed)
     try:
-        known = ContentId(item["known"][0], tuple(map(tuple, item["known"][1]))) if item.get("known") else None
+        known = ContentId(*item["known"]) if item.get("known") else None
         res = jobs.ingest(wh, path, default_experiment=item["experiment"], known=known)
     except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
         reason = one_line(exc)
@@ -182,7 +207,7 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
             return {"status": "failed", "path": str(path), "reason": reason}
         if not path.exists():
             return left("skipped", GONE)
-        if isinstance(exc, TraceChangedError) or ("files" in item and files_state(path) != item["files"]):
+        if isinstance(exc, TraceChangedError) or (found_state is not None and files_state(path) != found_state):
             return left("waiting", changed)
         cut = isinstance(exc, TruncatedTraceError)
         if cut and (age := unsettled_for(files_state(path), CUT_GRACE_S)) is not None:
@@ -234,28 +259,28 @@ def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settin
 
 # ---------------------------------------------------------------------------------------------- flow
 def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-          found: list[dict[str, Any]] | None = None, tell: Progress = _silent,
+          manifest: str | None = None, tell: Progress = _silent,
           settle_s: float = DEFAULT_SETTLE_S, *, locked: bool = False) -> NightSummary:
     """One night, inside a flow: ingest what cluster jobs dropped, then every job of :data:`jobs.JOBS` not in
     ``skip``, in order: an experiment job on the experiments it has not completed on for their current runs (or that
     a job before it redid tonight, see ``Job.invalidates``), skipping an experiment once one of its jobs failed
-    tonight; a warehouse job when the warehouse changed since it last completed. ``found``: the new traces when
-    the caller has discovered them already (:func:`discovered`). ``tell`` hears the progress. ``settle_s``: seconds
-    a trace's files must have been unchanged for the night to take it (:mod:`synthtrace.warehouse.drop`). The night
-    holds the drop folder's and the warehouse's night locks (:func:`~synthtrace.warehouse.drop.drop_lock`,
-    :func:`~synthtrace.warehouse.night_lock.night_lock`; ``locked``: the caller holds them already), or stops at once
-    when another night holds one."""
+    tonight; a warehouse job when the warehouse changed since it last completed. ``manifest``: the file listing the
+    new traces when the caller has discovered them already (:func:`write_manifest`). ``tell`` hears the progress.
+    ``settle_s``: seconds a trace's files must have been unchanged for the night to take it
+    (:mod:`synthtrace.warehouse.drop`). The night holds the drop folder's and the warehouse's night locks
+    (:func:`~synthtrace.warehouse.drop.drop_lock`, :func:`~synthtrace.warehouse.night_lock.night_lock`; ``locked``:
+    the caller holds them already), or stops at once when another night holds one."""
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
     with contextlib.ExitStack() as held:
         if not locked:
             held.enter_context(drop_lock(Path(drop)))
             held.enter_context(night_lock(Warehouse(warehouse), drop))
-        return _night(drop, warehouse, machine, skip, found, tell, settle_s)
+        return _night(drop, warehouse, machine, skip, manifest, tell, settle_s)
 
 
 def _night(drop: str, warehouse: str, machine: str | None, skip: list[str] | None,
-           found: list[dict[str, Any]] | None, tell: Progress, settle_s: float) -> NightSummary:
+           manifest: str | None, tell: Progress, settle_s: float) -> NightSummary:
     """:func:`night`, its lock held."""
     summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
     skipped = set(skip or ())
@@ -264,10 +289,11 @@ def _night(drop: str, warehouse: str, machine: str | None, skip: list[str] | Non
     settings = jobs.NightSettings(machine=machine)
 
     tell("discover", 0, 1)
-    if found is None:
+    if manifest is None:
         found = discover_task(drop, wh, settle_s)
     else:
         wh.ensure()
+        found = read_manifest(manifest)
     tell("discover", 1, 1)
     _note_left(summary, found)
     new = _to_ingest(found)
@@ -360,12 +386,12 @@ def _flow_options(task_runner: Any = None) -> dict[str, Any]:
 _tell: ContextVar[Progress] = ContextVar("synthtrace_night_progress", default=_silent)
 
 def _watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                   found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+                   manifest: str | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
     """:func:`nightly_flow` of a night someone watches (:data:`_tell`), run by :func:`run_night`, which holds the
     night's locks. A module-level function: pickled by reference (its module and name), never by value."""
     if _stop_now is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
-    return night(drop, warehouse, machine, skip, found, _tell.get(), settle_s, locked=True)
+    return night(drop, warehouse, machine, skip, manifest, _tell.get(), settle_s, locked=True)
 
 
 def night_flow(task_runner: Any = None) -> Flow:
@@ -387,13 +413,13 @@ def watched(tell: Progress) -> Iterator[None]:
 
 @flow(**_flow_options())
 def nightly_flow(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                 found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+                 manifest: str | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
     """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night left
-    unfinished), publish the results. ``skip`` names later stages not to run tonight; ``found``: the new traces,
-    when discovered before the flow started (else the flow discovers them); ``settle_s``: seconds a trace's files
-    must have been unchanged to be taken tonight. The flow ``synthtrace serve`` deploys (a module-level function:
-    its entrypoint must import)."""
-    return night(drop, warehouse, machine, skip, found, settle_s=settle_s)
+    unfinished), publish the results. ``skip`` names later stages not to run tonight; ``manifest``: the file
+    listing the new traces, when discovered before the flow started (:func:`write_manifest`; else the flow discovers
+    them); ``settle_s``: seconds a trace's files must have been unchanged to be taken tonight. The flow
+    ``synthtrace serve`` deploys (a module-level function: its entrypoint must import)."""
+    return night(drop, warehouse, machine, skip, manifest, settle_s=settle_s)
 
 
 def _publish(summary: NightSummary) -> None:
@@ -653,6 +679,8 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
             return quiet
         if read_only is not None:
             raise read_only
+        manifest = write_manifest(held.enter_context(wh.ensure().scratch(wh.root, "night")), found)
+        del found  # the flow reads it back
         if server is None:
             start_prefect()
         f = night_flow(dask_runner(dask_address, server or _server.api_url) if runner == "dask" else None)
@@ -661,7 +689,7 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
                 _quiet_when_server_lost()
             with watched(progress or _silent), quiet_dask() if runner == "dask" else contextlib.nullcontext():
                 state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []),
-                          found=found, settle_s=settle_s, return_state=True)
+                          manifest=manifest, settle_s=settle_s, return_state=True)
             send_logs()
             if state.is_failed():
                 state.result()  # raises the flow's exception

@@ -42,7 +42,9 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
-from synthtrace.tracelib.merge.messages import CHANNEL, MULTI_COMPLETION_CALLS, NO_COMM, POLL_UNIT_CALLS
+from synthtrace.tracelib.merge.checks import call_unit
+from synthtrace.tracelib.merge.messages import CHANNEL, MULTI_COMPLETION_CALLS, NO_COMM
+from synthtrace.tracelib.merge.noise import NOISE_FLOOR
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 #: calls after which the work of a set completion's span goes on (a report sent per message)
@@ -54,8 +56,8 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {"appl": pl.Int32(), "task": pl.Int32()
                                           "receiver": pl.Int32(), "tag": pl.Int64(), "k": pl.Int64()}
 _BK = [*THREAD_KEYS, "burst_seq"]
 #: one pairing fits the work clearly better than the other when its typical distance (median |log ratio|) is this
-#: many times smaller; distances under the floor (log) are noise alike (instructions of one burst vary ~0.1-1 %)
-CLEARER, NOISE_FLOOR = 3.0, 0.002
+#: many times smaller; distances under noise.NOISE_FLOOR (log) are noise alike
+CLEARER = 3.0
 #: two bursts hold the same work when their work differs by less than this (log), or than ``CLEARER`` times their
 #: thread's typical pair difference where that is larger (the values a merge transfers are read within ~2 %)
 SAME_WORK = 0.02
@@ -112,12 +114,9 @@ def request_bursts(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataF
 
 
 def closing_unit(bursts: pl.DataFrame) -> pl.Series:
-    """Per burst, the call closing it as the checks compare it (UInt64): its call and call site, a poll or completion
-    call whatever it is (:data:`POLL_UNIT_CALLS`), none at a thread's end."""
-    site = pl.col("call_site").fill_null("") if "call_site" in bursts.columns else pl.lit("")
-    poll = pl.col("mpi_call").is_in(list(POLL_UNIT_CALLS)).fill_null(False)
-    return bursts.select(pl.when(poll).then(pl.lit("poll")).otherwise(
-        pl.concat_str(pl.col("mpi_call").fill_null("none"), pl.lit("@"), site)).hash(13)).to_series()
+    """Per burst, the call closing it as the structure checks name it (:func:`synthtrace.tracelib.merge.checks.
+    call_unit`: its call and call site, a poll or completion call whatever it is; none at a thread's end)."""
+    return bursts.select(call_unit(bursts)).to_series()
 
 
 def _rows(frame: pl.DataFrame) -> pl.DataFrame:

@@ -76,7 +76,7 @@ import polars as pl
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
 from synthtrace.tracelib.merge.messages import CHANNEL, POLL_UNIT_CALLS
-from synthtrace.tracelib.merge.noise import WorkNoise, work_noise
+from synthtrace.tracelib.merge.noise import WorkNoise
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 #: the keys of a task (its node: the rates of its bursts shift together between runs)
@@ -113,6 +113,15 @@ SAME_KINDS = 0.9
 _POLL_UNIT = 0  # the token of such a run (never the hash of a call)
 
 
+def call_unit(frame: pl.DataFrame, sites: bool = True) -> pl.Expr:
+    """A call of ``frame`` (a calls or bursts table: its ``mpi_call``, the burst's closing call) as the structure
+    checks name it (UInt64): its call and, with ``sites``, its call site (never its partner), or one token for every
+    poll and completion call (:data:`POLL_UNIT_CALLS`), whatever it is."""
+    poll = pl.col("mpi_call").is_in(list(POLL_UNIT_CALLS)).fill_null(False)
+    name = pl.struct("mpi_call", "call_site") if sites and "call_site" in frame.columns else pl.col("mpi_call")
+    return pl.when(poll).then(pl.lit(_POLL_UNIT, pl.UInt64)).otherwise(name.hash(7).replace(_POLL_UNIT, 1))
+
+
 def call_structure(calls: pl.DataFrame, sites: bool = True) -> pl.DataFrame:
     """A run's MPI call sequence as timing-free structure: per thread, the counts of consecutive pairs of units
     (appl, task, thread, ``a``, ``b``, ``n``). A unit is a call other than a poll or a completion call, named by
@@ -123,12 +132,8 @@ def call_structure(calls: pl.DataFrame, sites: bool = True) -> pl.DataFrame:
     if calls.height == 0:
         return pl.DataFrame(schema={**{k: pl.Int32 for k in THREAD_KEYS}, "a": pl.UInt64, "b": pl.UInt64,
                                     "n": pl.UInt32})
-    poll = pl.col("mpi_call").is_in(list(POLL_UNIT_CALLS)).fill_null(False)
     in_run = (pl.col("a") == _POLL_UNIT) & (pl.col("a").shift(1).over(THREAD_KEYS) == _POLL_UNIT)
-    name = pl.struct("mpi_call", "call_site") if sites and "call_site" in calls.columns else pl.col("mpi_call")
-    u = (calls.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "call_seq",
-                      pl.when(poll).then(pl.lit(_POLL_UNIT, pl.UInt64)).otherwise(name.hash(7).replace(_POLL_UNIT, 1))
-                      .alias("a"))
+    u = (calls.select(*[pl.col(k).cast(pl.Int32) for k in THREAD_KEYS], "call_seq", call_unit(calls, sites).alias("a"))
          .sort(*THREAD_KEYS, "call_seq")
          .filter(~in_run.fill_null(False)))
     return (u.with_columns(pl.col("a").shift(-1).over(THREAD_KEYS).alias("b")).drop_nulls("b")
@@ -223,7 +228,8 @@ class PairSignals:
     # the work cannot tell position from message (arrival_order.by_request): undecided, not wrong; one example
     arrival_undecided: int = 0
     arrival_example: str = ""
-    # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample)
+    # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample:
+    # noise.work_noise of the choice sample's pairs, set by the merge; pair_signals leaves it None)
     work_noise: WorkNoise | None = field(default=None, metadata={"per": None})
 
     def __add__(self, other: PairSignals) -> PairSignals:
@@ -296,9 +302,8 @@ def pair_signals(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, matches: pl
     site = (ref_bursts.select(pl.coalesce(named_by).cast(pl.String)).to_series() if named_by
             else pl.repeat(None, ref_bursts.height, dtype=pl.String, eager=True)).filter(matched)
     pairs = f.select(dw.alias("dw"), pl.col(f"r_{work}").exp().alias("work")).with_columns(site.alias("site"))
-    noise = work_noise(f.select(*keys, dw.alias("dw"))) if "thread" in f.columns else None
     shift = _largest_site_shift(pairs, pairs.get_column("dw").median() if pairs.height else None)
-    return PairSignals(misfit, shift, cov, agree, off_ranks, *spans, undecided=undecided, work_noise=noise, **counts)
+    return PairSignals(misfit, shift, cov, agree, off_ranks, *spans, undecided=undecided, **counts)
 
 
 def _unique_calls(bursts: pl.DataFrame) -> pl.DataFrame:

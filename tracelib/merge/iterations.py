@@ -41,6 +41,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from synthtrace.tracelib.merge.noise import NOISE_FLOOR  # an iteration's cost is noise below it (log units)
+
 #: offsets searched beyond the iteration-count difference (iterations)
 ITERATION_SLACK = 2
 #: at most this many iterations of difference are placed (beyond: one offset, as before)
@@ -52,8 +54,6 @@ MIN_ITERATIONS = 8
 ITERATION_GAP = 6.0
 #: a thread's iteration cost counts at most this many noise units (one disturbed iteration never decides alone)
 COST_CAP = 30.0
-#: noise floor of an iteration's cost (log units): counters repeat to ~0.1 % in the same program on the same input
-NOISE_FLOOR = 0.002
 #: an iteration is decided when its best offset's mean cost is at most this share of the next best's ...
 DECIDE_RATIO = 0.5
 #: ... and below it by at least this many noise units (divided by the square root of the threads judged)

@@ -59,6 +59,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               opened_differently, pair_signals, sites_named, structure_kinds,
                                               structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
+from synthtrace.tracelib.merge.noise import long_pairs, work_noise
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.communicators import renamed_communicators
@@ -1175,8 +1176,11 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
         read = [c for c in dict.fromkeys([work, rate]) if c]  # what the signals read of a sample on disk
-        sampled = pair_signals(frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read),
-                               s.matches, work, rate, s.long) if work else None
+        ref_sample, src_sample = frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read)
+        sampled = pair_signals(ref_sample, src_sample, s.matches, work, rate, s.long) if work else None
+        if sampled and work and "thread" in ref_sample.columns:  # [verdict23] the sample's noise, read once here
+            sampled = replace(sampled, work_noise=work_noise(long_pairs(
+                ref_sample, src_sample, s.matches.get_column("other_row"), work, s.long)))
         sig = tallies[o.run_id].signals(sampled)
         verdicts[o.run_id] = (sig, verdict(sig, not info.features))
         if verdicts[o.run_id][1][0] == "ok" and (why := other_structure(ref, o, tallies[o.run_id])):

@@ -16,10 +16,11 @@ by more only where the burst's *work* differs:
 
 None of these leaves a burst's per-burst values transferable within the noise. The measure is robust: the
 noise scale is the lower quartile of the long matched pairs' absolute log ratios of instructions (floored at
-``NOISE_FLOOR``: a campaign quieter than that makes no 1 % pair an outlier). Counting noise is the machine's and
+``NOISE_FLOOR``, the counting noise itself). Counting noise is the machine's and
 the tracer's, alike for every thread, so the quiet quarter of the pairs measures it even where most bursts' work
 moves (an OpenMP loop's three dynamically scheduled worker threads of four: their median would hide them). A pair
-is **off the noise** when its log ratio exceeds ``NOISE_K`` times the scale. A campaign whose median pair differs
+is **off the noise** when its log ratio exceeds ``NOISE_K`` times the scale and ``NOISE_CEILING`` (a campaign
+quieter than that makes no 1-4 % pair an outlier). A campaign whose median pair differs
 by more than
 ``NOISE_CEILING`` has no reproducible work per burst at all (every burst's work moves: the simulator's
 ``work_sigma``, a per-run random factor on every burst, models exactly that), and its per-burst values are as far
@@ -32,15 +33,18 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from synthtrace.tracelib.merge.blocks import frame_of
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 #: the quantile of the pairs' absolute log ratios that measures the counting noise (the quiet quarter)
 NOISE_QUANTILE = 0.25
-#: the smallest noise scale (log): instructions of one burst in two runs differ by ~0.3 % (median), < 1 % (p99)
-NOISE_FLOOR = math.log(1.005)
-#: a pair is off the noise beyond this many times the scale (>= 5 % at the floor)
+#: the run-to-run counting noise of one burst's instructions (log), below which no campaign's noise is taken: two
+#: runs differ by ~0.1-0.3 % (median), < 1 % (p99). The merge's one floor (iterations, arrival_order use it too)
+NOISE_FLOOR = 0.002
+#: a pair is off the noise beyond this many times the scale (and beyond ``NOISE_CEILING``)
 NOISE_K = 10.0
-#: a campaign whose median pair differs by more than this (log) has no reproducible work per burst
+#: a campaign whose median pair differs by more than this (log) has no reproducible work per burst; no pair within
+#: it is off the noise
 NOISE_CEILING = math.log(1.05)
 #: the share of long matched pairs off the noise that makes a merge suspect
 OFF_NOISE_SUSPECT = 0.02
@@ -52,8 +56,8 @@ NAMED_THREADS = 6
 class WorkNoise:
     """The instructions of the long matched pairs against the campaign's own run-to-run noise (logs: natural log
     ratios of the two bursts' instructions): ``median`` of their absolute values, ``scale`` their lower quartile
-    (``NOISE_QUANTILE``) floored at ``NOISE_FLOOR``, ``judged`` pairs, ``off`` pairs beyond ``NOISE_K`` x
-    ``scale`` and ``size`` their median absolute log ratio; ``where``: the threads holding them in words,
+    (``NOISE_QUANTILE``) floored at ``NOISE_FLOOR``, ``judged`` pairs, ``off`` pairs beyond :attr:`limit` and
+    ``size`` their median absolute log ratio; ``where``: the threads holding them in words,
     ``threaded``: some of those are not a task's first thread (OpenMP workers)."""
 
     median: float
@@ -63,6 +67,12 @@ class WorkNoise:
     size: float | None
     where: str
     threaded: bool
+
+    @property
+    def limit(self) -> float:
+        """The absolute log ratio beyond which a pair is off the noise: ``NOISE_K`` x ``scale``, at least
+        ``NOISE_CEILING``."""
+        return off_limit(self.scale)
 
     @property
     def share(self) -> float:
@@ -90,7 +100,8 @@ class WorkNoise:
                     f"(two runs of one program on one input: < 1 %): the work of a burst does not repeat between the "
                     f"runs, {cause}; merged values are another burst's work's, off per burst by as much")
         return (f"{self.off} of {self.judged} matched bursts >= 10 us ({self.share:.1%}) execute other instructions "
-                f"than their match, beyond {NOISE_K:g} x the runs' own noise ({_pct(self.scale)}; these differ by a "
+                f"than their match, beyond {_pct(self.limit)} ({NOISE_K:g} x the runs' own noise "
+                f"{_pct(self.scale)}, at least {_pct(NOISE_CEILING)}; these differ by a "
                 f"median {_pct(self.size or 0.0)}), on {self.where}: the work in these bursts moves between the runs, "
                 f"{cause}; their merged values are another piece of work's")
 
@@ -99,6 +110,31 @@ def _pct(log_ratio: float) -> str:
     """A log ratio as the percentage it is off by (``0.095`` -> ``10 %``)."""
     p = 100.0 * math.expm1(abs(log_ratio))
     return f"{p:.1f} %" if p < 10 else f"{p:.0f} %"
+
+
+def off_limit(scale: float) -> float:
+    """The absolute log ratio beyond which a pair is off a campaign's noise of ``scale`` (log)."""
+    return max(NOISE_K * scale, NOISE_CEILING)
+
+
+def long_pairs(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame | pl.LazyFrame,
+               other_row: pl.Series, work: str, long_ref: pl.Series) -> pl.DataFrame:
+    """The long matched pairs (``long_ref`` reference rows whose ``other_row`` indexes ``src_bursts``) as
+    :func:`work_noise` takes them: the reference burst's appl, task, thread and ``dw``, the log ratio of the two
+    bursts' ``work`` (instructions); pairs with a count <= 0 left out. The one estimate of the pairs' run-to-run
+    noise: the verdict (:func:`work_noise`) and the transfer's work tolerance (:func:`typical`) read it."""
+    names = ref_bursts.collect_schema().names() if isinstance(ref_bursts, pl.LazyFrame) else ref_bursts.columns
+    keys = [k for k in THREAD_KEYS if k in names]
+    ref = frame_of(ref_bursts, [*keys, work])
+    src = frame_of(src_bursts, [work]).to_series().cast(pl.Float64).gather(other_row)
+    a = ref.get_column(work).cast(pl.Float64)
+    return (ref.select(*keys).with_columns((a / src).log().alias("dw"))
+            .filter(long_ref & other_row.is_not_null() & (a > 0) & (src > 0)))
+
+
+def typical(pairs: pl.DataFrame) -> float:
+    """The median absolute log ratio of :func:`long_pairs` (0.0 without a pair)."""
+    return float(pairs.get_column("dw").abs().median() or 0.0)  # type: ignore[arg-type]
 
 
 def work_noise(pairs: pl.DataFrame) -> WorkNoise | None:
@@ -110,7 +146,7 @@ def work_noise(pairs: pl.DataFrame) -> WorkNoise | None:
     d = p.get_column("d")
     median = float(d.median())  # type: ignore[arg-type]
     scale = max(float(d.quantile(NOISE_QUANTILE, "linear")), NOISE_FLOOR)  # type: ignore[arg-type]
-    off = p.filter(pl.col("d") > NOISE_K * scale)
+    off = p.filter(pl.col("d") > off_limit(scale))
     per_thread = (p.group_by(THREAD_KEYS).agg(pl.len().alias("n"))
                   .join(off.group_by(THREAD_KEYS).agg(pl.len().alias("k")), on=THREAD_KEYS)
                   .sort("k", *THREAD_KEYS, descending=[True, False, False, False]))

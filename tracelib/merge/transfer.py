@@ -41,6 +41,7 @@ import polars as pl
 
 from synthtrace.tracelib.domain.counters import canonical
 from synthtrace.tracelib.merge.blocks import frame_of
+from synthtrace.tracelib.merge.noise import long_pairs, typical
 
 RATIO_CLIP = (0.25, 4.0)
 WORK_COUNTERS = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")  # instructions first
@@ -264,7 +265,8 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
     ``src_run``: the source run's own bursts (or a regular sample of them) the rescaling counters are chosen on
     (default ``src_bursts``); ``per_ns`` is tested where both samples carry ``duration_ns``."""
     work = work_counter(common)
-    tol = _work_noise(ref_bursts, src_bursts, other_row, work, long_ref) if work else 0.0
+    tol = min(WORK_NOISE * typical(long_pairs(ref_bursts, src_bursts, other_row, work, long_ref)),
+              WORK_TOL_MAX) if work else 0.0
     timed = all(DURATION in f.collect_schema().names() for f in (ref_bursts, src_bursts))
     errs: dict[str, dict[str, tuple[float, float]]] = {"verbatim": {}, "per_ins": {}, "rescaled": {}, "per_ns": {}}
     for c in common:
@@ -296,18 +298,6 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
 def _worst(errors: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
     """The highest median and the highest p95 over ``errors`` (per counter: (median, p95)); None when empty."""
     return (max(m for m, _ in errors.values()), max(p for _, p in errors.values())) if errors else None
-
-
-def _work_noise(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, work: str,
-                long_ref: pl.Series) -> float:
-    """``WORK_NOISE`` times the median |log work ratio| of the long matched pairs, at most ``WORK_TOL_MAX``: the
-    instructions counter's own run-to-run noise, below which a ratio says nothing about the work (log units)."""
-    r = pl.DataFrame({"a": frame_of(ref_bursts, [work]).to_series().cast(pl.Float64),
-                      "b": frame_of(src_bursts, [work]).to_series().cast(pl.Float64).gather(other_row),
-                      "k": long_ref})
-    med = r.filter(pl.col("k") & (pl.col("a") > 0) & (pl.col("b") > 0)).select(
-        (pl.col("a") / pl.col("b")).log().abs().median()).item()
-    return min(WORK_NOISE * float(med or 0.0), WORK_TOL_MAX)
 
 
 def _no_worse(new: dict[str, tuple[float, float]], old: dict[str, tuple[float, float]]) -> bool:
