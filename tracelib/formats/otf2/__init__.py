@@ -13,8 +13,8 @@ Model of an OTF2 run (``Otf2Trace``):
   worker thread (thread > 1) between thread teams (``ThreadTeamEnd`` of its last team to the next
   ``ThreadTeamBegin``) waits in the OpenMP runtime: no burst there. Nor inside the measurement system's own
   regions (Score-P's ``TRACE BUFFER FLUSH``, ``MEASUREMENT OFF``): a computation around a buffer flush is two
-  bursts, the first closed by no call, as Extrae's flush state cuts a Paraver Running burst. Calling-context enters/leaves (unwinding mode)
-  arrive as Enter/Leave of their region (the C library's fallback).
+  bursts, the first closed by no call, as Extrae's flush state cuts a Paraver Running burst. Calling-context
+  enters/leaves (unwinding mode) arrive as Enter/Leave of their region (the C library's fallback).
 - **counters**: Metric records (Score-P attaches them to Enter/Leave). Per metric member, ``ACCUMULATED_START``
   values are running totals from the start of the measurement (baseline 0), other accumulated values are readings
   that get differenced (modulo 2^64), ``*_LAST`` / ``RELATIVE_POINT`` values already count the interval since the
