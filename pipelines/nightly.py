@@ -17,9 +17,11 @@ import inspect
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
@@ -35,6 +37,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from synthtrace.pipelines import interrupts, jobs, server_watch
 from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError, TruncatedTraceError
+from synthtrace.tracelib.formats.otf2.stopping import stop_reads
 from synthtrace.tracelib.printable import escaped
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import (
@@ -183,8 +186,20 @@ GONE = "gone since it was found (another night took it, or its owner moved it)"
 def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
     """Ingest one trace. Whatever it raises, the trace is quarantined and the night goes on, unless the failure says
     nothing about the trace: the machine's or the warehouse's (disk full, read-only warehouse, a stage gone: the
-    trace stays, a stage error), a trace gone meanwhile (skipped), or one whose files changed since discovery (still
-    being written: it waits for a later night, and is never quarantined)."""
+    trace stays, a stage error), a trace gone meanwhile (skipped), one whose files changed since discovery (still
+    being written: it waits for a later night, and is never quarantined), or a read the stopped night ended."""
+    return _ingested(item, drop, wh)
+
+
+def _ingested(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
+    """:func:`ingest_task`'s work, counted as a running job (:data:`_jobs`). A module-level function: a Dask worker
+    gets the task's function pickled by value with the globals it reads, and a lock cannot be pickled."""
+    with _jobs.running() as may_start:
+        return _ingest(item, drop, wh) if may_start else {"status": "failed", "path": item["path"],
+                                                          "reason": NOT_STARTED}
+
+
+def _ingest(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
     path = Path(item["path"])
 
     def left(status: str, reason: str) -> dict[str, Any]:
@@ -201,6 +216,8 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
         known = ContentId(*item["known"]) if item.get("known") else None
         res = jobs.ingest(wh, path, default_experiment=item["experiment"], known=known)
     except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
+        if interrupts.received is not None:  # the night is stopping: its read was ended, the trace is sound
+            raise
         reason = one_line(exc)
         if is_machine_error(exc) or is_warehouse_error(exc, wh):
             get_run_logger().warning("not ingested %s: %s", path, reason)
@@ -232,11 +249,19 @@ def stage_task(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightS
     ``{"ok": result}``, or ``{"error": ...}`` when it fails (one experiment's failure is reported and retried next
     night, never allowed to end this one)."""
     try:
-        return {"ok": jobs.job(stage).run(wh, *args, settings)}
+        return _stage_run(stage, wh, args, settings)
     except Exception as exc:  # reported in the summary; the stage stays pending
         text = one_line(exc)
         get_run_logger().warning("%s %s failed: %s", stage, " ".join(map(str, args)), text)
         return {"error": text, "stage": stage, "args": [str(a) for a in args]}
+
+
+def _stage_run(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightSettings) -> dict[str, Any]:
+    """:func:`stage_task`'s work, counted as a running job (see :func:`_ingested`)."""
+    with _jobs.running() as may_start:
+        if not may_start:
+            return {"error": NOT_STARTED, "stage": stage, "args": [str(a) for a in args]}
+        return {"ok": jobs.job(stage).run(wh, *args, settings)}
 
 
 def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settings: jobs.NightSettings,
@@ -458,28 +483,102 @@ _stop_now: Callable[[int, Any], None] | None = None
 _server: Any = None
 
 
+class _RunningJobs:
+    """The night's jobs (ingests, stages) running in the task runner's threads, for a stopped night to wait for
+    (:func:`stopping_at_once`): a job the stop asked to end removes what it was writing as it ends. A job in the main
+    thread is not counted: the stop's handler runs there, in its place."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._count = 0
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[bool]:
+        """Count the block as a running job; yields whether it may start (not once the night is stopping: the task
+        runner starts the jobs it holds while the stop waits for the running ones)."""
+        counted = threading.current_thread() is not threading.main_thread()
+        with self._changed:
+            self._count += counted
+        try:
+            yield interrupts.received is None
+        finally:
+            with self._changed:
+                self._count -= counted
+                self._changed.notify_all()
+
+    def wait_ended(self, timeout_s: float, asking: Callable[[], object]) -> None:
+        """Wait at most ``timeout_s`` for the running jobs to end, calling ``asking()`` (which asks them to) every
+        :data:`ASK_EVERY_S`: a job that starts another read meanwhile is asked again."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self._count and (left := deadline - time.monotonic()) > 0:
+                asking()
+                self._changed.wait(min(left, ASK_EVERY_S))
+
+
+_jobs = _RunningJobs()
+#: folders of the night's own a stopped night removes before it ends (the process ends without unwinding)
+_removed_on_stop: list[Path] = []
+
+
+@contextlib.contextmanager
+def _removed_when_stopped(folder: Path) -> Iterator[Path]:
+    """While the block runs, a stopped night removes ``folder`` (its manifest's scratch folder) before it ends."""
+    _removed_on_stop.append(folder)
+    try:
+        yield folder
+    finally:
+        _removed_on_stop.remove(folder)
+
+
+#: seconds a stopped night waits for its running jobs to end, each removing what it was writing (an OTF2 read ends at
+#: its next location or chunk, :func:`~synthtrace.tracelib.formats.otf2.stop_reads`); a batch system's
+#: SIGKILL follows its SIGTERM some 30 s later
+STOP_WAIT_S = 5.0
+#: seconds between two asks of a stopped night's jobs to end
+ASK_EVERY_S = 0.2
+#: the reason of a job a stopped night did not start
+NOT_STARTED = "not started: the night was stopped"
+
+
 @contextlib.contextmanager
 def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator[None]:
     """While the block runs a night in this process, Ctrl-C or SIGTERM (``timeout``, a batch system's ``scancel``
-    or time limit, with SIGKILL some 30 s later) ends the process at once: one line saying what the night had
-    stored (:func:`~synthtrace.pipelines.interrupts.stopped_line`), ``before_exit()`` (a progress display put
-    away), the ephemeral server stopped, exit 128 + the signal. Unwinding would instead wait for the running
-    stages' threads, and Prefect would report the crash to a server the same signal stopped, retrying for a minute
-    with a page of tracebacks. Stopping at any moment leaves the warehouse whole: every stage commits by one
-    rename, and the next night finishes what this one left (:mod:`~synthtrace.warehouse.night_state`)."""
+    or time limit, with SIGKILL some 30 s later) ends the process at once: ``before_exit()`` (a progress display put
+    away), the running jobs asked to stop and waited for at most :data:`STOP_WAIT_S` (each removes what it was
+    writing; attack 22 F6: the process ended under a worker thread still writing, its stage left), one line on the
+    real stderr saying what the night had stored (:func:`~synthtrace.pipelines.interrupts.stopped_line`), the
+    ephemeral server stopped, exit 128 + the signal; a second signal ends it without waiting. Unwinding would
+    instead wait for the running stages' threads to finish, and Prefect would report the crash to a server the same
+    signal stopped, retrying for a minute with a page of tracebacks. Stopping at any moment leaves the warehouse
+    whole: every stage commits by one rename, and the next night finishes what this one left
+    (:mod:`~synthtrace.warehouse.night_state`)."""
     global _stop_now
+    stopping: list[int] = []
 
-    def stop_now(signum: int, frame: Any) -> None:
-        interrupts.received = signum
-        with contextlib.suppress(Exception):
-            before_exit()
-        sys.stderr.write(f"{interrupts.stopped_line()}; the next night finishes what this one left\n")
-        sys.stderr.flush()
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
+    def end() -> None:
+        line = f"{interrupts.stopped_line()}; the next night finishes what this one left\n"
+        for stream in (sys.stderr, sys.stdout):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        with contextlib.suppress(OSError):  # the real stderr: a reader's thread may have sys.stderr redirected (F6)
+            os.write(2, line.encode(errors="backslashreplace"))
         with contextlib.suppress(Exception):
             stop_server(log_wait_s=0)  # its shutdown records to the server's log, not after the stop line
         os._exit(interrupts.exit_code())
+
+    def stop_now(signum: int, frame: Any) -> None:
+        if stopping:  # a second signal while the jobs are waited for: no more waiting
+            end()
+        stopping.append(signum)
+        interrupts.received = signum
+        logging.disable(logging.CRITICAL)  # the stopped jobs' crash reports (Prefect's) are no news
+        with contextlib.suppress(Exception):
+            before_exit()
+        _jobs.wait_ended(STOP_WAIT_S, stop_reads)
+        for folder in list(_removed_on_stop):
+            shutil.rmtree(folder, ignore_errors=True)
+        end()
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -679,7 +778,8 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
             return quiet
         if read_only is not None:
             raise read_only
-        manifest = write_manifest(held.enter_context(wh.ensure().scratch(wh.root, "night")), found)
+        manifest = write_manifest(held.enter_context(_removed_when_stopped(
+            held.enter_context(wh.ensure().scratch(wh.root, "night")))), found)
         del found  # the flow reads it back
         if server is None:
             start_prefect()
