@@ -6,13 +6,17 @@ row group being gathered. Each measure runs in a fresh process; figures are resi
 
     python benchmarks/bench_commit_memory.py chunks          # writer state per column chunk, by writer option
     python benchmarks/bench_commit_memory.py cells 40000     # resident bytes per cell of parts read, by reader
+    python benchmarks/bench_commit_memory.py commit 40000    # the whole commit, by part format and group_rows' fit
 
 ``chunks``: 60 row groups of 10 rows x 6,155 Int64 columns (mostly NULL), RSS growth per column chunk while the
 writer is open and after ``close()``, and the footer's bytes per chunk in the file, for the writer options the
 commit could take. ``cells N``: the first nine parts of the wide pair's merged table of N bursts
 (``bench_merge_memory_wide.merged_parts``: one row group of 2,666 rows at 40,000 bursts) read and held, RSS growth
 per cell (the values are 8 B a cell and a validity bit), by Polars, by pyarrow (threads or not), and by pyarrow from
-the same parts written as Arrow IPC files (uncompressed, LZ4).
+the same parts written as Arrow IPC files (uncompressed, LZ4). ``commit N``: every part of that table written as
+one file by :func:`synthtrace.tracelib.merge.blocks.written` in row groups of ``group_rows`` rows (as
+``PartedTable.write_parquet`` does), the parts read as Parquet by Polars or as LZ4 Arrow IPC by pyarrow, with
+``CELL_BYTES`` and ``FOOTER_BYTES`` as now or re-fitted: peak RSS of a fresh process (``/usr/bin/time``).
 """
 from __future__ import annotations
 
@@ -95,14 +99,55 @@ def cells(tmp: Path, n: int) -> None:
         print(f"{label:40s} {per_cell:6.1f} B resident a cell", flush=True)
 
 
+COMMIT = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+import polars as pl, pyarrow as pa
+from synthtrace.tracelib.merge import blocks
+blocks.CELL_BYTES, blocks.FOOTER_BYTES = {cell}, {footer}
+parts = sorted(Path({folder!r}).glob("*{ext}"))
+stored = sorted(Path({folder!r}).glob("*.parquet"))
+height = sum(pl.scan_parquet(p).select(pl.len()).collect().item() for p in stored)
+width = pl.scan_parquet(stored[0]).collect_schema().len()
+def read(p):
+    return pl.read_parquet(p) if {ext!r} == ".parquet" else pa.ipc.open_file(pa.OSFile(str(p))).read_all()
+blocks.written((read(p) for p in parts), Path({out!r}), blocks.group_rows(height, width), compression="zstd",
+               write_statistics=True)
+print(blocks.group_rows(height, width))
+"""
+#: part format (suffix), CELL_BYTES, FOOTER_BYTES
+COMMITS = ((".parquet", 9, 1_600), (".parquet", 19, 1_000), (".lz4.arrow", 14, 1_000), (".lz4.arrow", 9, 1_600),
+           (".lz4.arrow", 28, 1_000))
+
+
+def commit(tmp: Path, n: int) -> None:
+    import polars as pl
+
+    from benchmarks.bench_merge_memory_wide import merged_parts
+
+    for p in merged_parts(tmp / "parts", n):
+        pl.read_parquet(p).write_ipc(p.with_suffix(".lz4.arrow"), compression="lz4")
+    for ext, cell, footer in COMMITS:
+        code = COMMIT.format(root=str(ROOT), cell=cell, footer=footer, folder=str(tmp / "parts"), ext=ext,
+                             out=str(tmp / "out.parquet"))
+        with tempfile.NamedTemporaryFile("r") as t:
+            rows = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", t.name, sys.executable, "-c", code], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+            peak = int(Path(t.name).read_text().split()[-1]) // 1024
+        print(f"parts {ext:11s} CELL_BYTES {cell:3d} FOOTER_BYTES {footer:5,d}: row groups of {rows} rows, "
+              f"peak {peak:,} MB", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["chunks", "cells"])
+    ap.add_argument("what", choices=["chunks", "cells", "commit"])
     ap.add_argument("bursts", nargs="?", type=int, default=40_000, help="bursts of the merged table (cells)")
     a = ap.parse_args()
     print(machine_description())
     with tempfile.TemporaryDirectory() as tmp:
-        chunks(Path(tmp)) if a.what == "chunks" else cells(Path(tmp), a.bursts)
+        {"chunks": lambda: chunks(Path(tmp)), "cells": lambda: cells(Path(tmp), a.bursts),
+         "commit": lambda: commit(Path(tmp), a.bursts)}[a.what]()
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ trace = Otf2Trace(sys.argv[1])
 import otf2
 reader = otf2.reader.Reader(str(trace.path))
 h = reader.handle
-trace._read_local_definitions(_otf2, h, [])
+trace._read_local_definitions(_otf2, h, [], lambda: None)
 n = 0
 for loc in trace.defs.locations:
     buf = _EventBuffer()

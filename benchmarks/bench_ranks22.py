@@ -81,7 +81,11 @@ def main() -> None:
     ap.add_argument("--topology", nargs="*", default=["torus", "ring"])
     ap.add_argument("--shift", type=int, default=5)
     args = ap.parse_args()
-    rows = [case(t, n, args.shift) for t in args.topology for n in args.ranks]
+    print_table([case(t, n, args.shift) for t in args.topology for n in args.ranks])
+
+
+def print_table(rows: list[dict]) -> None:
+    """``rows`` (dicts with the same keys) as a Markdown table on standard output."""
     cols = list(rows[0])
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:

@@ -321,6 +321,12 @@ def _run_app(args: list[str]) -> int:
         return 0
     except click.exceptions.ClickException as exc:
         return _usage_error(exc)
+    except OSError as exc:  # attack 22 F4: typer prints a command's help itself; into `> /dev/full` it raised
+        if exc.filename is not None or exc.errno == errno.EPIPE or "--help" not in args:
+            raise
+        from synthtrace.pipelines.cli_base import stdout_failure
+
+        raise stdout_failure(exc) from None
     if result == ABORTED:  # typer turns Ctrl-C into Exit(130), which standalone_mode=False returns, silently
         raise KeyboardInterrupt
     return result if isinstance(result, int) else 0

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, Self
 from rich.console import Console
 from rich.text import Text
 
+from synthtrace.pipelines import interrupts
 from synthtrace.tracelib.atomic_file import (
     is_stream,
     output_refusal,
@@ -83,12 +84,15 @@ def stdout_failure(exc: OSError) -> OSError | BadInputError:
     """The error for standard output that cannot be written (``> /dev/full``, a full disk or quota under a
     redirection; attack 21 F9: "[Errno 28] No space left on device" named no output), what is still buffered for
     it dropped so that the interpreter's last flush does not fail again (exit 120 and a traceback). ``exc`` itself
-    for one closed from the start (EBADF, whose line already says so)."""
+    for one closed from the start (EBADF, whose line already says so). What the command stored before is said
+    (attack 22 F4: ``merge EXP > /dev/full`` had stored the merge; a script seeing exit 2 ran it again)."""
     if exc.errno == errno.EBADF:
         return exc
     with contextlib.suppress(OutputClosed):
         closed_output(sys.stdout)
-    return BadInputError(f"standard output: cannot write it ({exc.strerror or exc})")
+    done = interrupts.committed()
+    stored = f"; it stored {interrupts.stored_what(done)} before, whole: only printing failed" if done else ""
+    return BadInputError(f"standard output: cannot write it ({exc.strerror or exc}){stored}")
 
 
 def write_stdout(text: str) -> None:

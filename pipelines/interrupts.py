@@ -60,8 +60,12 @@ def stopped_line() -> str:
     done = committed()
     if not done:
         return f"{how}: nothing was stored" if received == signal.SIGTERM else how
-    what = f"{done[-1]}" if len(done) == 1 else f"{len(done)} changes (the last {done[-1]})"
-    return f"{how} after it stored {what}; what it stored is whole and stays"
+    return f"{how} after it stored {stored_what(done)}; what it stored is whole and stays"
+
+
+def stored_what(done: list[Path]) -> str:
+    """What a line says of the commits ``done`` (in order, at least one): the one, or how many and the last."""
+    return f"{done[-1]}" if len(done) == 1 else f"{len(done)} changes (the last {done[-1]})"
 
 def committed() -> list[Path]:
     """What the command committed to a warehouse (runs, experiment files, models, removals), in order."""

@@ -14,11 +14,14 @@ import atexit
 import contextlib
 import functools
 import inspect
+import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
@@ -34,12 +37,14 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from synthtrace.pipelines import interrupts, jobs, server_watch
 from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError, TruncatedTraceError
+from synthtrace.tracelib.formats.otf2.stopping import stop_reads
 from synthtrace.tracelib.printable import escaped
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import (
     CUT_GRACE_S,
     DEFAULT_SETTLE_S,
     STILL_WRITTEN,
+    FilesState,
     check_drop,
     discover,
     drop_lock,
@@ -133,10 +138,11 @@ def discovered(drop: str | Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE
     """The traces of the drop folder (:func:`~synthtrace.warehouse.drop.discover`) as the flow takes them (JSON):
     each new one hashed once (its id and files' stat go to its ingest, ``known``, which then does not hash it again;
     ``files``: its files' state, checked again before the ingest); the others with a ``status`` (``waiting``,
-    ``skipped``) and the reason, their path escaped where it is not UTF-8."""
+    ``skipped``) and the reason, their path escaped where it is not UTF-8. Each a few hundred bytes however many
+    files its trace has (:class:`~synthtrace.warehouse.drop.FilesState`)."""
     found = discover(Path(drop), wh, settle_s)
-    return ([{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment, "files": d.files,
-              "known": [d.known.run_id, [list(s) for s in d.known.signature]] if d.known else None}
+    return ([{"path": str(d.path), "run_id": d.run_id, "experiment": d.experiment,
+              "files": list(d.files) if d.files else None, "known": list(d.known) if d.known else None}
              for d in found.new]
             + [{"path": t.path, "status": "waiting", "reason": t.reason} for t in found.waiting]
             + [{"path": t.path, "status": "skipped", "reason": t.reason} for t in found.skipped])
@@ -144,6 +150,27 @@ def discovered(drop: str | Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE
 
 def _to_ingest(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [f for f in found if "status" not in f]
+
+
+#: the file, in the night's scratch folder under the warehouse's ``.staging``, that lists what discovery found
+MANIFEST = "found.jsonl"
+
+
+def write_manifest(folder: Path, found: list[dict[str, Any]]) -> str:
+    """Write ``found`` (:func:`discovered`) into ``folder`` as :data:`MANIFEST`, one JSON line per trace; returns
+    its path, which the flow takes as its parameter (:func:`read_manifest`): the list itself as a parameter grows
+    with the drop, and Prefect refuses a flow run whose parameters pass 512 KB (attack 22 F3: one 3,000-location
+    OTF2 archive under an absolute path, and the night never ran again)."""
+    path = folder / MANIFEST
+    with path.open("w", encoding="utf-8") as out:
+        out.writelines(json.dumps(item) + "\n" for item in found)
+    return str(path)
+
+
+def read_manifest(path: str) -> list[dict[str, Any]]:
+    """The traces :func:`write_manifest` wrote into ``path``."""
+    with open(path, encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
 
 
 @task(name="discover")
@@ -159,8 +186,20 @@ GONE = "gone since it was found (another night took it, or its owner moved it)"
 def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
     """Ingest one trace. Whatever it raises, the trace is quarantined and the night goes on, unless the failure says
     nothing about the trace: the machine's or the warehouse's (disk full, read-only warehouse, a stage gone: the
-    trace stays, a stage error), a trace gone meanwhile (skipped), or one whose files changed since discovery (still
-    being written: it waits for a later night, and is never quarantined)."""
+    trace stays, a stage error), a trace gone meanwhile (skipped), one whose files changed since discovery (still
+    being written: it waits for a later night, and is never quarantined), or a read the stopped night ended."""
+    return _ingested(item, drop, wh)
+
+
+def _ingested(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
+    """:func:`ingest_task`'s work, counted as a running job (:data:`_jobs`). A module-level function: a Dask worker
+    gets the task's function pickled by value with the globals it reads, and a lock cannot be pickled."""
+    with _jobs.running() as may_start:
+        return _ingest(item, drop, wh) if may_start else {"status": "failed", "path": item["path"],
+                                                          "reason": NOT_STARTED}
+
+
+def _ingest(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
     path = Path(item["path"])
 
     def left(status: str, reason: str) -> dict[str, Any]:
@@ -170,19 +209,22 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
     changed = f"{STILL_WRITTEN} (its files changed since it was found)"
     if not path.exists():
         return left("skipped", GONE)
-    if "files" in item and files_state(path) != item["files"]:
+    found_state = FilesState(*item["files"]) if item.get("files") else None
+    if found_state is not None and files_state(path) != found_state:
         return left("waiting", changed)
     try:
-        known = ContentId(item["known"][0], tuple(map(tuple, item["known"][1]))) if item.get("known") else None
+        known = ContentId(*item["known"]) if item.get("known") else None
         res = jobs.ingest(wh, path, default_experiment=item["experiment"], known=known)
     except Exception as exc:  # any failure of one trace, even a bug's, must not end the night
+        if interrupts.received is not None:  # the night is stopping: its read was ended, the trace is sound
+            raise
         reason = one_line(exc)
         if is_machine_error(exc) or is_warehouse_error(exc, wh):
             get_run_logger().warning("not ingested %s: %s", path, reason)
             return {"status": "failed", "path": str(path), "reason": reason}
         if not path.exists():
             return left("skipped", GONE)
-        if isinstance(exc, TraceChangedError) or ("files" in item and files_state(path) != item["files"]):
+        if isinstance(exc, TraceChangedError) or (found_state is not None and files_state(path) != found_state):
             return left("waiting", changed)
         cut = isinstance(exc, TruncatedTraceError)
         if cut and (age := unsettled_for(files_state(path), CUT_GRACE_S)) is not None:
@@ -207,11 +249,19 @@ def stage_task(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightS
     ``{"ok": result}``, or ``{"error": ...}`` when it fails (one experiment's failure is reported and retried next
     night, never allowed to end this one)."""
     try:
-        return {"ok": jobs.job(stage).run(wh, *args, settings)}
+        return _stage_run(stage, wh, args, settings)
     except Exception as exc:  # reported in the summary; the stage stays pending
         text = one_line(exc)
         get_run_logger().warning("%s %s failed: %s", stage, " ".join(map(str, args)), text)
         return {"error": text, "stage": stage, "args": [str(a) for a in args]}
+
+
+def _stage_run(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightSettings) -> dict[str, Any]:
+    """:func:`stage_task`'s work, counted as a running job (see :func:`_ingested`)."""
+    with _jobs.running() as may_start:
+        if not may_start:
+            return {"error": NOT_STARTED, "stage": stage, "args": [str(a) for a in args]}
+        return {"ok": jobs.job(stage).run(wh, *args, settings)}
 
 
 def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settings: jobs.NightSettings,
@@ -234,28 +284,28 @@ def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settin
 
 # ---------------------------------------------------------------------------------------------- flow
 def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-          found: list[dict[str, Any]] | None = None, tell: Progress = _silent,
+          manifest: str | None = None, tell: Progress = _silent,
           settle_s: float = DEFAULT_SETTLE_S, *, locked: bool = False) -> NightSummary:
     """One night, inside a flow: ingest what cluster jobs dropped, then every job of :data:`jobs.JOBS` not in
     ``skip``, in order: an experiment job on the experiments it has not completed on for their current runs (or that
     a job before it redid tonight, see ``Job.invalidates``), skipping an experiment once one of its jobs failed
-    tonight; a warehouse job when the warehouse changed since it last completed. ``found``: the new traces when
-    the caller has discovered them already (:func:`discovered`). ``tell`` hears the progress. ``settle_s``: seconds
-    a trace's files must have been unchanged for the night to take it (:mod:`synthtrace.warehouse.drop`). The night
-    holds the drop folder's and the warehouse's night locks (:func:`~synthtrace.warehouse.drop.drop_lock`,
-    :func:`~synthtrace.warehouse.night_lock.night_lock`; ``locked``: the caller holds them already), or stops at once
-    when another night holds one."""
+    tonight; a warehouse job when the warehouse changed since it last completed. ``manifest``: the file listing the
+    new traces when the caller has discovered them already (:func:`write_manifest`). ``tell`` hears the progress.
+    ``settle_s``: seconds a trace's files must have been unchanged for the night to take it
+    (:mod:`synthtrace.warehouse.drop`). The night holds the drop folder's and the warehouse's night locks
+    (:func:`~synthtrace.warehouse.drop.drop_lock`, :func:`~synthtrace.warehouse.night_lock.night_lock`; ``locked``:
+    the caller holds them already), or stops at once when another night holds one."""
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
     with contextlib.ExitStack() as held:
         if not locked:
             held.enter_context(drop_lock(Path(drop)))
             held.enter_context(night_lock(Warehouse(warehouse), drop))
-        return _night(drop, warehouse, machine, skip, found, tell, settle_s)
+        return _night(drop, warehouse, machine, skip, manifest, tell, settle_s)
 
 
 def _night(drop: str, warehouse: str, machine: str | None, skip: list[str] | None,
-           found: list[dict[str, Any]] | None, tell: Progress, settle_s: float) -> NightSummary:
+           manifest: str | None, tell: Progress, settle_s: float) -> NightSummary:
     """:func:`night`, its lock held."""
     summary = NightSummary(drop=str(drop), warehouse=str(warehouse))
     skipped = set(skip or ())
@@ -264,10 +314,11 @@ def _night(drop: str, warehouse: str, machine: str | None, skip: list[str] | Non
     settings = jobs.NightSettings(machine=machine)
 
     tell("discover", 0, 1)
-    if found is None:
+    if manifest is None:
         found = discover_task(drop, wh, settle_s)
     else:
         wh.ensure()
+        found = read_manifest(manifest)
     tell("discover", 1, 1)
     _note_left(summary, found)
     new = _to_ingest(found)
@@ -360,12 +411,12 @@ def _flow_options(task_runner: Any = None) -> dict[str, Any]:
 _tell: ContextVar[Progress] = ContextVar("synthtrace_night_progress", default=_silent)
 
 def _watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                   found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+                   manifest: str | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
     """:func:`nightly_flow` of a night someone watches (:data:`_tell`), run by :func:`run_night`, which holds the
     night's locks. A module-level function: pickled by reference (its module and name), never by value."""
     if _stop_now is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
-    return night(drop, warehouse, machine, skip, found, _tell.get(), settle_s, locked=True)
+    return night(drop, warehouse, machine, skip, manifest, _tell.get(), settle_s, locked=True)
 
 
 def night_flow(task_runner: Any = None) -> Flow:
@@ -387,13 +438,13 @@ def watched(tell: Progress) -> Iterator[None]:
 
 @flow(**_flow_options())
 def nightly_flow(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                 found: list[dict[str, Any]] | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+                 manifest: str | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
     """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night left
-    unfinished), publish the results. ``skip`` names later stages not to run tonight; ``found``: the new traces,
-    when discovered before the flow started (else the flow discovers them); ``settle_s``: seconds a trace's files
-    must have been unchanged to be taken tonight. The flow ``synthtrace serve`` deploys (a module-level function:
-    its entrypoint must import)."""
-    return night(drop, warehouse, machine, skip, found, settle_s=settle_s)
+    unfinished), publish the results. ``skip`` names later stages not to run tonight; ``manifest``: the file
+    listing the new traces, when discovered before the flow started (:func:`write_manifest`; else the flow discovers
+    them); ``settle_s``: seconds a trace's files must have been unchanged to be taken tonight. The flow
+    ``synthtrace serve`` deploys (a module-level function: its entrypoint must import)."""
+    return night(drop, warehouse, machine, skip, manifest, settle_s=settle_s)
 
 
 def _publish(summary: NightSummary) -> None:
@@ -432,28 +483,102 @@ _stop_now: Callable[[int, Any], None] | None = None
 _server: Any = None
 
 
+class _RunningJobs:
+    """The night's jobs (ingests, stages) running in the task runner's threads, for a stopped night to wait for
+    (:func:`stopping_at_once`): a job the stop asked to end removes what it was writing as it ends. A job in the main
+    thread is not counted: the stop's handler runs there, in its place."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._count = 0
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[bool]:
+        """Count the block as a running job; yields whether it may start (not once the night is stopping: the task
+        runner starts the jobs it holds while the stop waits for the running ones)."""
+        counted = threading.current_thread() is not threading.main_thread()
+        with self._changed:
+            self._count += counted
+        try:
+            yield interrupts.received is None
+        finally:
+            with self._changed:
+                self._count -= counted
+                self._changed.notify_all()
+
+    def wait_ended(self, timeout_s: float, asking: Callable[[], object]) -> None:
+        """Wait at most ``timeout_s`` for the running jobs to end, calling ``asking()`` (which asks them to) every
+        :data:`ASK_EVERY_S`: a job that starts another read meanwhile is asked again."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self._count and (left := deadline - time.monotonic()) > 0:
+                asking()
+                self._changed.wait(min(left, ASK_EVERY_S))
+
+
+_jobs = _RunningJobs()
+#: folders of the night's own a stopped night removes before it ends (the process ends without unwinding)
+_removed_on_stop: list[Path] = []
+
+
+@contextlib.contextmanager
+def _removed_when_stopped(folder: Path) -> Iterator[Path]:
+    """While the block runs, a stopped night removes ``folder`` (its manifest's scratch folder) before it ends."""
+    _removed_on_stop.append(folder)
+    try:
+        yield folder
+    finally:
+        _removed_on_stop.remove(folder)
+
+
+#: seconds a stopped night waits for its running jobs to end, each removing what it was writing (an OTF2 read ends at
+#: its next location or chunk, :func:`~synthtrace.tracelib.formats.otf2.stop_reads`); a batch system's
+#: SIGKILL follows its SIGTERM some 30 s later
+STOP_WAIT_S = 5.0
+#: seconds between two asks of a stopped night's jobs to end
+ASK_EVERY_S = 0.2
+#: the reason of a job a stopped night did not start
+NOT_STARTED = "not started: the night was stopped"
+
+
 @contextlib.contextmanager
 def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator[None]:
     """While the block runs a night in this process, Ctrl-C or SIGTERM (``timeout``, a batch system's ``scancel``
-    or time limit, with SIGKILL some 30 s later) ends the process at once: one line saying what the night had
-    stored (:func:`~synthtrace.pipelines.interrupts.stopped_line`), ``before_exit()`` (a progress display put
-    away), the ephemeral server stopped, exit 128 + the signal. Unwinding would instead wait for the running
-    stages' threads, and Prefect would report the crash to a server the same signal stopped, retrying for a minute
-    with a page of tracebacks. Stopping at any moment leaves the warehouse whole: every stage commits by one
-    rename, and the next night finishes what this one left (:mod:`~synthtrace.warehouse.night_state`)."""
+    or time limit, with SIGKILL some 30 s later) ends the process at once: ``before_exit()`` (a progress display put
+    away), the running jobs asked to stop and waited for at most :data:`STOP_WAIT_S` (each removes what it was
+    writing; attack 22 F6: the process ended under a worker thread still writing, its stage left), one line on the
+    real stderr saying what the night had stored (:func:`~synthtrace.pipelines.interrupts.stopped_line`), the
+    ephemeral server stopped, exit 128 + the signal; a second signal ends it without waiting. Unwinding would
+    instead wait for the running stages' threads to finish, and Prefect would report the crash to a server the same
+    signal stopped, retrying for a minute with a page of tracebacks. Stopping at any moment leaves the warehouse
+    whole: every stage commits by one rename, and the next night finishes what this one left
+    (:mod:`~synthtrace.warehouse.night_state`)."""
     global _stop_now
+    stopping: list[int] = []
 
-    def stop_now(signum: int, frame: Any) -> None:
-        interrupts.received = signum
-        with contextlib.suppress(Exception):
-            before_exit()
-        sys.stderr.write(f"{interrupts.stopped_line()}; the next night finishes what this one left\n")
-        sys.stderr.flush()
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
+    def end() -> None:
+        line = f"{interrupts.stopped_line()}; the next night finishes what this one left\n"
+        for stream in (sys.stderr, sys.stdout):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        with contextlib.suppress(OSError):  # the real stderr: a reader's thread may have sys.stderr redirected (F6)
+            os.write(2, line.encode(errors="backslashreplace"))
         with contextlib.suppress(Exception):
             stop_server(log_wait_s=0)  # its shutdown records to the server's log, not after the stop line
         os._exit(interrupts.exit_code())
+
+    def stop_now(signum: int, frame: Any) -> None:
+        if stopping:  # a second signal while the jobs are waited for: no more waiting
+            end()
+        stopping.append(signum)
+        interrupts.received = signum
+        logging.disable(logging.CRITICAL)  # the stopped jobs' crash reports (Prefect's) are no news
+        with contextlib.suppress(Exception):
+            before_exit()
+        _jobs.wait_ended(STOP_WAIT_S, stop_reads)
+        for folder in list(_removed_on_stop):
+            shutil.rmtree(folder, ignore_errors=True)
+        end()
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -653,6 +778,9 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
             return quiet
         if read_only is not None:
             raise read_only
+        manifest = write_manifest(held.enter_context(_removed_when_stopped(
+            held.enter_context(wh.ensure().scratch(wh.root, "night")))), found)
+        del found  # the flow reads it back
         if server is None:
             start_prefect()
         f = night_flow(dask_runner(dask_address, server or _server.api_url) if runner == "dask" else None)
@@ -661,7 +789,7 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
                 _quiet_when_server_lost()
             with watched(progress or _silent), quiet_dask() if runner == "dask" else contextlib.nullcontext():
                 state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []),
-                          found=found, settle_s=settle_s, return_state=True)
+                          manifest=manifest, settle_s=settle_s, return_state=True)
             send_logs()
             if state.is_failed():
                 state.result()  # raises the flow's exception

@@ -413,6 +413,47 @@ def clock_offsets(root: Path) -> Variant:
     return v
 
 
+def measurement(root: Path) -> Variant:
+    """Score-P's own time inside a run: one rank whose tracer flushes its buffer (region ``TRACE BUFFER FLUSH``,
+    paradigm MEASUREMENT_SYSTEM, role ARTIFICIAL, as in the real ping-pong archives' definitions) in the middle of
+    a computation [300, 800] and once inside an MPI call [1020, 1080], and whose recording is switched off
+    (``MEASUREMENT OFF``, paradigm USER, role ARTIFICIAL) over [1200, 5000]. Metrics are read at every Enter/Leave,
+    the flush's and the switch's too. Their time and counts belong to no burst: the computation around a flush is
+    two bursts (as Extrae's flush state cuts Paraver's Running state), the first closed by no call."""
+    a = _Archive(root, ranks=1, threads=1)
+    a.mpi("MPI_Barrier", "MPI_Finalize")
+    flush, off = "TRACE BUFFER FLUSH", "MEASUREMENT OFF"
+    a.region(flush, RegionRole.ARTIFICIAL, Paradigm.MEASUREMENT_SYSTEM)
+    a.region(off, RegionRole.ARTIFICIAL, Paradigm.USER)
+    e = a.events(0)
+    e.program_begin(0, "measurement", [])
+    e.enter(5, "main", ins=500)
+    e.enter(100, "MPI_Barrier", ins=1000)
+    e.leave(200, "MPI_Barrier", ins=50)
+    e.enter(300, flush, ins=2000)
+    e.leave(800, flush, ins=60_000)  # the tracer's I/O code
+    e.enter(1000, "MPI_Barrier", ins=3000)
+    e.enter(1020, flush, ins=10)
+    e.leave(1080, flush, ins=7000)
+    e.leave(1100, "MPI_Barrier", ins=20)
+    e.enter(1200, off, ins=400)
+    e.leave(5000, off, ins=90_000)  # what ran while nothing was recorded
+    e.enter(5100, "MPI_Finalize", ins=700)
+    e.leave(5200, "MPI_Finalize", ins=10)
+    e.leave(5300, "main", ins=300)
+    e.program_end(5400, 0)
+    v = Variant(anchor=a.close(), n_tasks=1, n_threads=1)
+    v.bursts = {(1, 1, 0, 100, "MPI_Barrier"): {"PAPI_TOT_INS": 1500},
+                (1, 1, 200, 300, None): {"PAPI_TOT_INS": 2000},  # cut by the flush: no call closes it
+                (1, 1, 800, 1000, "MPI_Barrier"): {"PAPI_TOT_INS": 3000},
+                (1, 1, 1100, 1200, None): {"PAPI_TOT_INS": 400},  # cut by the recording switched off
+                (1, 1, 5000, 5100, "MPI_Finalize"): {"PAPI_TOT_INS": 700},
+                (1, 1, 5200, 5400, None): {"PAPI_TOT_INS": 300}}
+    v.calls = [(1, 1, "MPI_Barrier", 100, 200, None, None, 0, 0), (1, 1, "MPI_Barrier", 1000, 1100, None, None, 0, 0),
+               (1, 1, "MPI_Finalize", 5100, 5200, None, None, 0, 0)]
+    return v
+
+
 def unwinding(root: Path) -> Variant:
     """Score-P with unwinding (``SCOREP_ENABLE_UNWINDING``): regions are entered and left as calling contexts
     (``CallingContextEnter/Leave``), not Enter/Leave. One rank: main [10, 90] calls MPI_Barrier [20, 30] and
@@ -476,6 +517,24 @@ def region_steps(root: Path, steps: int, chunk_bytes: int) -> Path:
             events.enter(1000 + 10 * i, region)
             events.leave(1005 + 10 * i, region)
     return root
+
+
+def many_ranks(root: Path, ranks: int) -> Path:
+    """``ranks`` processes of one thread (an events file and a local definitions file each: an archive of 2 x ranks
+    + 2 files, as Score-P writes a run of that many ranks), each entering and leaving ``main`` once, rank r at 1000 + r
+    ticks for 1000 ticks (10^9 ticks per second). Returns the anchor."""
+    with otf2.writer.open(str(root), timer_resolution=10**9) as w:
+        d = w.definitions
+        node = d.system_tree_node("node")
+        main = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER)
+        for r in range(ranks):
+            group = d.location_group(f"rank {r}", location_group_type=LocationGroupType.PROCESS,
+                                     system_tree_parent=node)
+            events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
+                                                             group=group))
+            events.enter(1000 + r, main)
+            events.leave(2000 + r, main)
+    return root / "traces.otf2"
 
 
 def wide_definitions(root: Path, regions: int, chunk_bytes: int) -> Path:

@@ -18,9 +18,32 @@ from testing.traces import TRACES
 PING = TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"
 
 
-def _ingest_signalled_at_event(signum: int, tmp_path) -> subprocess.CompletedProcess:
-    """``synthtrace ingest PING`` in a fresh interpreter whose reader gets ``signum`` at its 5th region event."""
-    script = textwrap.dedent(f"""
+def ingest_signalled(patch: str, tmp_path) -> subprocess.CompletedProcess:
+    """``synthtrace ingest PING`` in a fresh interpreter that runs ``patch`` (Python source that makes the reader
+    send itself a signal) first."""
+    script = textwrap.dedent(patch) + textwrap.dedent("""
+        from synthtrace.pipelines.cli import main
+        sys.exit(main(sys.argv[1:]))
+    """)
+    return subprocess.run([sys.executable, "-c", script, "ingest", str(PING), "-w", str(tmp_path / "wh")],
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def assert_stopped(p: subprocess.CompletedProcess, tmp_path, code: int, line: str) -> None:
+    """The ingest by :func:`ingest_signalled` ended with ``code`` and the one ``line``, nothing stored."""
+    assert p.returncode == code and p.stderr.splitlines() == [line], (p.returncode, p.stderr)
+    assert not (tmp_path / "wh" / "runs").exists() or not any((tmp_path / "wh" / "runs").iterdir())
+
+
+#: (signal, exit code, the one line on stderr) of a command stopped before it stored anything
+STOPPED = [(signal.SIGINT, 130, "aborted"), (signal.SIGTERM, 143, "terminated (SIGTERM): nothing was stored")]
+
+
+@pytest.mark.skipif(not PING.exists(), reason="needs ../shared/traces")
+@pytest.mark.parametrize(("signum", "code", "line"), STOPPED)
+def test_a_signal_inside_the_otf2_event_callbacks_stops_the_ingest(tmp_path, signum, code, line):
+    """The reader gets ``signum`` at its 5th region event."""
+    p = ingest_signalled(f"""
         import os, sys
         from synthtrace.tracelib.formats.otf2 import events, library
         seen = [0]
@@ -32,19 +55,5 @@ def _ingest_signalled_at_event(signum: int, tmp_path) -> subprocess.CompletedPro
                 return fn(*args)
             return library._FP_REGION(signalled)
         events._FP_REGION = region
-        from synthtrace.pipelines.cli import main
-        sys.exit(main(sys.argv[1:]))
-    """)
-    return subprocess.run([sys.executable, "-c", script, "ingest", str(PING), "-w", str(tmp_path / "wh")],
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
-@pytest.mark.skipif(not PING.exists(), reason="needs ../shared/traces")
-@pytest.mark.parametrize(("signum", "code", "line"), [
-    (signal.SIGINT, 130, "aborted"),
-    (signal.SIGTERM, 143, "terminated (SIGTERM): nothing was stored"),
-])
-def test_a_signal_inside_the_otf2_event_callbacks_stops_the_ingest(tmp_path, signum, code, line):
-    p = _ingest_signalled_at_event(signum, tmp_path)
-    assert p.returncode == code and p.stderr.splitlines() == [line], (p.returncode, p.stderr)
-    assert not (tmp_path / "wh" / "runs").exists() or not any((tmp_path / "wh" / "runs").iterdir())
+    """, tmp_path)
+    assert_stopped(p, tmp_path, code, line)

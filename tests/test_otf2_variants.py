@@ -24,6 +24,7 @@ VARIANTS = {
     "clock_1MHz": lambda root: ov.clock(root, 10**6, 1_700_000_000 * 10**6),  # gettimeofday in us since the epoch
     "clock_offsets": ov.clock_offsets,
     "unwinding": ov.unwinding,
+    "measurement": ov.measurement,
 }
 
 
@@ -80,7 +81,7 @@ def test_absolute_metric_is_a_level_not_a_count(variants):
                "records it ('Master thread')" in w for w in summary.warnings)
 
 
-@pytest.mark.parametrize("name", ["metrics", "mpi", "hybrid"])
+@pytest.mark.parametrize("name", ["metrics", "mpi", "hybrid", "measurement"])
 def test_chunking_changes_nothing(variants, name):
     ref = Otf2Trace(variants[name].anchor).read_tables("r")
     for chunk in (1, 3, 7):

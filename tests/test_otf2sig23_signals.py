@@ -7,21 +7,16 @@ bare ``except:`` and print its traceback; the signal is sent here from inside on
 of a Region definition, called by its callback), as a real one arrives: between two definitions."""
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-from testing.traces import TRACES
-
-PING = TRACES / "otf2" / "ping-pong-otf2" / "traces.otf2"
+from tests.test_lead22_otf2_signals import PING, STOPPED, assert_stopped, ingest_signalled
 
 
-def _ingest_signalled_at_region(signum: int, tmp_path) -> subprocess.CompletedProcess:
-    """``synthtrace ingest PING`` in a fresh interpreter that gets ``signum`` at its 3rd global Region definition."""
-    script = textwrap.dedent(f"""
+@pytest.mark.skipif(not PING.exists(), reason="needs ../shared/traces")
+@pytest.mark.parametrize(("signum", "code", "line"), STOPPED)
+def test_a_signal_inside_the_global_definitions_stops_the_ingest(tmp_path, signum, code, line):
+    """The reader gets ``signum`` at its 3rd global Region definition."""
+    p = ingest_signalled(f"""
         import os, sys
         from otf2 import definitions
         construct, seen = definitions.Region._construct, [0]
@@ -31,22 +26,8 @@ def _ingest_signalled_at_region(signum: int, tmp_path) -> subprocess.CompletedPr
                 os.kill(os.getpid(), {int(signum)})
             return construct(*args)
         definitions.Region._construct = classmethod(signalled)
-        from synthtrace.pipelines.cli import main
-        sys.exit(main(sys.argv[1:]))
-    """)
-    return subprocess.run([sys.executable, "-c", script, "ingest", str(PING), "-w", str(tmp_path / "wh")],
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
-@pytest.mark.skipif(not PING.exists(), reason="needs ../shared/traces")
-@pytest.mark.parametrize(("signum", "code", "line"), [
-    (signal.SIGINT, 130, "aborted"),
-    (signal.SIGTERM, 143, "terminated (SIGTERM): nothing was stored"),
-])
-def test_a_signal_inside_the_global_definitions_stops_the_ingest(tmp_path, signum, code, line):
-    p = _ingest_signalled_at_region(signum, tmp_path)
-    assert p.returncode == code and p.stderr.splitlines() == [line], (p.returncode, p.stderr)
-    assert not (tmp_path / "wh" / "runs").exists() or not any((tmp_path / "wh" / "runs").iterdir())
+    """, tmp_path)
+    assert_stopped(p, tmp_path, code, line)
 
 
 @pytest.mark.skipif(not PING.exists(), reason="needs ../shared/traces")

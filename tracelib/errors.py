@@ -60,3 +60,16 @@ class OutputClosed(BaseException):
 
 class MissingCompanionWarning(UserWarning):
     """A ``.pcf`` or ``.row`` file is missing; the trace is still usable."""
+
+
+class ReadStopped(SynthtraceError):
+    """A trace's read stopped because its caller asked, from another thread (a Ctrl-C or SIGTERM reaches the main
+    thread only; a worker reading a trace is told through the reader, :func:`~synthtrace.tracelib.formats.otf2.
+    stop_reads`). The trace is not at fault (no :class:`BadInputError`); nothing of it is stored. Exit code 130, a
+    Ctrl-C's."""
+
+    exit_code = 130
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        super().__init__(f"{self.path}: read stopped (its caller asked)")

@@ -26,9 +26,10 @@ import time
 import uuid
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from synthtrace.tracelib.atomic_file import lies_in
 from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
@@ -36,7 +37,7 @@ from synthtrace.tracelib.printable import is_utf8
 from synthtrace.tracelib.formats.source import find_traces, is_trace_name, trace_stem, tree_entries
 from synthtrace.tracelib.printable import clipped
 from synthtrace.warehouse.errors import WarehouseError
-from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names
+from synthtrace.warehouse.ingest import ContentId, RunStoreError, content_id, experiment_names, stat_digest
 from synthtrace.warehouse.layout import Warehouse, warehouse_holding
 from synthtrace.warehouse.names import file_name
 from synthtrace.warehouse.night_lock import file_kind, lock_holders, take, unlocked
@@ -226,7 +227,7 @@ class DroppedTrace:
     run_id: str | None  # None when the file could not even be opened (it will be quarantined)
     experiment: str  # where its run goes (:func:`~synthtrace.warehouse.ingest.experiment_names`)
     known: ContentId | None = None  # its id with the files' stat when hashed: the ingest need not hash it again
-    files: list[list[str | int]] = field(default_factory=list)  # :func:`files_state` when discovered
+    files: FilesState | None = None  # :func:`files_state` when discovered
 
 
 @dataclass(frozen=True)
@@ -296,26 +297,36 @@ def _all_files(path: Path) -> list[Path]:
     return sorted(out)
 
 
-def files_state(path: Path) -> list[list[str | int]]:
-    """[name, size, mtime in ns] of every file of the trace at ``path``: equal states mean unchanged files. The
-    names escaped (:func:`shown`): a state travels as JSON."""
-    state = []
+class FilesState(NamedTuple):
+    """The state of every file of a trace (:func:`files_state`): equal states mean unchanged files. A few dozen bytes
+    however many files the trace has (a 10k-rank OTF2 archive has 20k): it travels as JSON (a list) in the night's
+    task parameters, and a list of every file passed Prefect's limit on them (attack 22 F3)."""
+
+    count: int  # files
+    latest_ns: int  # the latest modification time, ns since the epoch (0: no file)
+    digest: str  # of every file's name, size and mtime (:func:`~synthtrace.warehouse.ingest.stat_digest`)
+
+
+def files_state(path: Path) -> FilesState:
+    """The :class:`FilesState` of the trace at ``path``: its files (:func:`_all_files`) with their size and
+    modification time (a file gone meanwhile is not in it)."""
+    entries = []
     for f in _all_files(path):
         try:
             st = f.stat()
         except FileNotFoundError:  # gone meanwhile: it is not in the state
             continue
-        state.append([shown(f), st.st_size, st.st_mtime_ns])
-    return state
+        entries.append((shown(f), st.st_size, st.st_mtime_ns))
+    return FilesState(len(entries), max((e[2] for e in entries), default=0), stat_digest(entries))
 
 
-def unsettled_for(state: list[list[str | int]], settle_s: float, now_s: float | None = None) -> float | None:
+def unsettled_for(state: FilesState, settle_s: float, now_s: float | None = None) -> float | None:
     """None when every file of a trace in ``state`` (:func:`files_state`) has been unchanged for ``settle_s``
     seconds; else the seconds since its latest change (negative for a time stamp in the future: a file server
     whose clock runs ahead, taken as a change just now). ``settle_s`` 0 takes every trace at once."""
-    if settle_s <= 0 or not state:
+    if settle_s <= 0 or not state.count:
         return None
-    age = (time.time() if now_s is None else now_s) - max(int(s[2]) for s in state) / 1e9
+    age = (time.time() if now_s is None else now_s) - state.latest_ns / 1e9
     return None if age >= settle_s else age
 
 

@@ -27,10 +27,11 @@ import polars as pl
 from synthtrace.tracelib.errors import SynthtraceError
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.source import is_paraver
-from synthtrace.tracelib.merge.merge_runs import (CALL_COLUMNS, MergeOptions, MergeResult, PartedTable, RunTables,
-                                                  merge_runs)
+from synthtrace.tracelib.merge.blocks import block_rows, group_rows, written
+from synthtrace.tracelib.merge.merge_runs import (ALIGN_COLUMNS, CALL_COLUMNS, MergeOptions, MergeResult, PartedTable,
+                                                  RunTables, merge_runs)
 from synthtrace.tracelib.merge.messages import message_counts
-from synthtrace.tracelib.merge.ranks import profile_rows
+from synthtrace.tracelib.merge.ranks import WORK, profile_rows
 from synthtrace.tracelib.printable import utf8_path
 from synthtrace.tracelib.schema import THREAD_KEYS
 from synthtrace.tracelib.thread_key import task_key
@@ -46,6 +47,8 @@ SPLIT_BUCKETS = 16
 #: bursts (all runs) one group of a partitioned merge loads at once, its tasks' partners included (about 1 kB each
 #: while aligned)
 GROUP_BURSTS = 400_000
+#: the bursts' columns the rank correspondence reads of the work profiles (issue 23: not a wide run's counters)
+PROFILE_COLUMNS = (*ALIGN_COLUMNS, *WORK)
 
 
 class StoredRun:
@@ -97,21 +100,50 @@ class StoredRun:
                 pl.PartitionBy(self.spill / name, key="_b", include_key=False), mkdir=True)
         self._split = True
 
-    def _read(self, name: str, keys: Sequence[int]) -> pl.DataFrame | None:
-        """The rows of table ``name`` whose split key is one of ``keys`` (None: the run has no such table)."""
+    def _scan(self, name: str, keys: Sequence[int]) -> list[pl.LazyFrame] | None:
+        """Scans holding every row of table ``name`` whose split key is one of ``keys`` (among others: filter them;
+        the split buckets of those keys, else the run's table), None when the run has no such table."""
         tables = self._tables()
         if name not in tables:
             return None
         frame, key = tables[name]
         if self.spill is None:
-            return frame.filter(key.is_in(list(keys))).collect()
+            return [frame]
         bucket = self._bucket(key)[1]
         files = [f for b in sorted({bucket(k) for k in keys})
                  for f in sorted((self.spill / name / f"_b={b}").glob("*.parquet"))]
-        if not files:
-            return frame.head(0).collect()
-        return pl.concat([pl.scan_parquet(f, glob=False) for f in files], how="diagonal_relaxed").filter(
-            key.is_in(list(keys))).collect()
+        return [pl.scan_parquet(f, glob=False) for f in files] or [frame.head(0)]
+
+    def _read(self, name: str, keys: Sequence[int], columns: Sequence[str] | None = None) -> pl.DataFrame | None:
+        """The rows of table ``name`` whose split key is one of ``keys``, with ``columns`` alone (those it has;
+        default all), None when the run has no such table."""
+        scans = self._scan(name, keys)
+        if scans is None:
+            return None
+        frame = pl.concat(scans, how="diagonal_relaxed").filter(self._tables()[name][1].is_in(list(keys)))
+        if columns is not None:
+            keep = set(columns)
+            frame = frame.select(c for c in frame.collect_schema().names() if c in keep)
+        return frame.collect()
+
+    def _bursts_to(self, keys: Sequence[int], path: Path) -> pl.LazyFrame:
+        """The bursts of the tasks ``keys`` written to ``path`` a block of cells at a time and scanned from there
+        (issue 23: a wide run's group is bursts x counter types; read whole, 10,000 steps of two tasks took
+        more than 3 GB)."""
+        scans, key = self._scan("bursts", keys), task_key().is_in(list(keys))
+        empty = pl.concat(scans, how="diagonal_relaxed").head(0).collect()  # the union of the scans' columns
+        step = block_rows(empty.width)
+
+        def blocks() -> Iterator[pl.DataFrame]:
+            yield empty
+            for scan in scans:
+                rows = scan.select(pl.len()).collect().item()
+                for a in range(0, rows, step):
+                    got = scan.slice(a, step).filter(key).collect()
+                    if got.height:
+                        yield pl.concat([empty, got], how="diagonal_relaxed")
+        n = int(self.threads().filter(key).get_column("bursts").sum())
+        return written(blocks(), path, group_rows(n, empty.width))
 
     def threads(self) -> pl.DataFrame:
         if self._threads is None:
@@ -151,13 +183,19 @@ class StoredRun:
 
     def profile_rows(self) -> pl.DataFrame:
         self._split_by_task()
-        return pl.concat([profile_rows(self._read("bursts", keys).sort(*THREAD_KEYS, "burst_seq"))
+        return pl.concat([profile_rows(self._read("bursts", keys, PROFILE_COLUMNS).sort(*THREAD_KEYS, "burst_seq"))
                           for keys in self._chunks()])
 
-    def load(self, tasks: Sequence[int]) -> RunTables:
+    def load(self, tasks: Sequence[int], bursts_to: Path | None = None) -> RunTables:
+        """The run restricted to ``tasks``; with ``bursts_to`` (and a spill folder), its bursts written there and
+        handed as a lazy scan of that file (:meth:`_bursts_to`), else read into a frame sorted by thread."""
         self._split_by_task()
         keys = list(tasks)
-        bursts = self._read("bursts", keys).sort(*THREAD_KEYS, "burst_seq")
+        bursts: pl.DataFrame | pl.LazyFrame
+        if bursts_to is not None and self.spill is not None:
+            bursts = self._bursts_to(keys, bursts_to)
+        else:
+            bursts = self._read("bursts", keys).sort(*THREAD_KEYS, "burst_seq")
         calls = self._read("calls", keys)
         calls = calls.sort(*THREAD_KEYS, "call_seq") if calls is not None else pl.DataFrame()
         sent, received = self._read("sent", keys), self._read("received", keys)

@@ -551,8 +551,11 @@ class Sample:
     @staticmethod
     def concat(parts: Sequence[Sample]) -> Sample:
         """The samples of consecutive groups of tasks as one (``other_row`` renumbered)."""
-        ref, src, m, long = (pl.concat([getattr(p, f) for p in parts]) for f in ("reference", "source", "matches",
-                                                                                "long"))
+        def joined(frames: list) -> pl.DataFrame | pl.LazyFrame:  # a wide group's are scans: all lazy then
+            lazy = any(isinstance(f, pl.LazyFrame) for f in frames)
+            return pl.concat([f.lazy() if lazy else f for f in frames], how="diagonal_relaxed" if lazy else "vertical")
+        ref, src, m, long = (joined([getattr(p, f) for p in parts]) for f in ("reference", "source", "matches",
+                                                                              "long"))
         return Sample(ref, src, _paired(m), long)
 
 
@@ -882,6 +885,8 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     if rows is not None:  # the tasks this merge reports: the others were loaded as their partners
         partner_pairs = m.filter(~own.rows_of(ref_bursts)).select(*KEYS, "other_seq")
         m, reference, share = m[rows], reference[rows], (share[rows] if share is not None else None)
+        if wide_rows is not None:  # the scan rows of the reported bursts, in the match table's order
+            wide_rows = replace(wide_rows, ref_rows=wide_rows.ref_rows.gather(rows))
     r_bursts = ref_bursts if rows is None else ref_bursts[rows]
     long_ref = r_bursts.get_column("duration_ns") >= options.min_error_duration_ns
     work = work_counter(common)
@@ -904,32 +909,36 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
                     score_sum=float(m.get_column("match_score").sum() or 0.0),
                     same_sig=int(m.get_column("same_sig").fill_null(False).sum()), pairs=sig)
     at = own.sample(m, own.starts, own.total) if own else sample_rows(m.height)
+    if own:  # the run's own sample: its rows of the tasks reported, as sampled in the whole run
+        own_rows = np.flatnonzero(own.rows_of(bursts).to_numpy())
+        run_rows = own_rows[own.sample(bursts[own_rows], own.other_starts, own.other_total)]
+    else:
+        run_rows = sample_rows(bursts.height)
     picked = m[at]
     named = _named(reference)
     if wide_rows is not None and blocks is not None:
-        sample, run_sample = _wide_samples(wide_rows, reference.select(named), at, picked, long_ref[at], bursts, common,
-                                           [c for c in counters if c not in bursts.columns], blocks.run_folder)
+        sample, run_sample = _wide_samples(wide_rows, reference.select(named), at, picked, long_ref[at], bursts,
+                                           run_rows, common, [c for c in counters if c not in bursts.columns],
+                                           blocks.run_folder)
     else:
         sample = Sample(reference.select(*named, *common)[at],
                         source.select(pl.col(*common, "duration_ns").gather(picked.get_column("other_row"))),
                         _paired(picked.drop("other_seq")), long_ref[at])
-        own_bursts = bursts if not own else bursts.filter(own.rows_of(bursts))
-        run_sample = own_bursts[own.sample(own_bursts, own.other_starts, own.other_total) if own
-                                else sample_rows(bursts.height)]
+        run_sample = bursts[run_rows]
     return AlignedRun(run=mapped, original=o, renumbered=renum, matches=m, common=tuple(common),
                       features=tuple(feats), reference=reference, source=source, share=share, tally=tally,
                       sample=sample, run_sample=run_sample, partner_pairs=partner_pairs, wide=wide_rows)
 
 
 def _wide_samples(rows: WideRows, named: pl.DataFrame, at: np.ndarray, picked: pl.DataFrame, long: pl.Series,
-                  bursts: pl.DataFrame, common: Sequence[str], counters: Sequence[str],
+                  bursts: pl.DataFrame, own: np.ndarray, common: Sequence[str], counters: Sequence[str],
                   spill: Path) -> tuple[Sample, pl.DataFrame]:
     """The choice sample of a pair of runs read a block at a time (:class:`WideRows`) and written to ``spill`` (its
     frames lazy scans of the files; columns read where they are compared: issue 23), and the run sample that
     rescaling is chosen on: its rows that recorded every common counter (the only rows
     :func:`synthtrace.tracelib.merge.transfer.rescale_counter` reads of it, which drops a row missing any), with
-    ``bursts``' columns and the run's other ``counters``. ``named``: the reference bursts' keys, call and site;
-    ``picked``: the sample's rows of the match table."""
+    ``bursts``' columns and the run's other ``counters`` (``own``: the rows of ``bursts`` it samples). ``named``:
+    the reference bursts' keys, call and site; ``picked``: the sample's rows of the match table."""
     other = picked.get_column("other_row")
     spill.mkdir()
     step = block_rows(len(common) + named.width)
@@ -941,7 +950,6 @@ def _wide_samples(rows: WideRows, named: pl.DataFrame, at: np.ndarray, picked: p
                    for a in starts),
                   spill / "sample-source.parquet")
     sample = Sample(ref, src, _paired(picked.drop("other_seq")), long)
-    own = sample_rows(bursts.height)
     kept = []
     extra = [c for c in counters if c not in common]
     step = block_rows(len(common) + len(extra))
@@ -1400,13 +1408,21 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
 def _merged_blocks(blocks: Blockwise, pairs: Mapping[str, Pairs | WidePairs], transfer: Transfer,
                    experiment: str, estimates: Estimates | None,
                    min_duration_ns: int) -> tuple[PartedTable, dict[str, int], Recorded]:
-    """The merged rows (:func:`merged_rows`) of the reference's bursts (a lazy scan) a block of bursts at a time,
-    each block's counters read then, its unmatched bursts estimated with ``estimates`` (when given), and written to
-    ``spill`` (issue 23, attack 18 F2: the merged table has a column per counter of any run; held whole it is bursts
-    x counter types); per transferred counter, its bursts estimated (:meth:`Estimates.block`), and the transferred
-    values (:meth:`Recorded.valued`, bursts of at least ``min_duration_ns`` long)."""
-    ref_run, spill = blocks.reference, blocks.spill
-    rows = blocks.reference_rows(KEYS)[1]
+    """:func:`merged_blocks` of the reference's bursts (a lazy scan) whole, written to the ``spill`` folder."""
+    files, estimated, valued = merged_blocks(blocks.reference, blocks.reference_rows(KEYS)[1], pairs, transfer,
+                                             experiment, blocks.spill / "merged", min_duration_ns, estimates)
+    return PartedTable(files), estimated, valued
+
+
+def merged_blocks(ref_run: RunTables, rows: pl.Series, pairs: Mapping[str, Pairs | WidePairs], transfer: Transfer,
+                  experiment: str, stem: Path, min_duration_ns: int, estimates: Estimates | None = None
+                  ) -> tuple[list[Path], dict[str, int], Recorded]:
+    """The merged rows (:func:`merged_rows`) of the reference's bursts at ``rows`` of its lazy scan (``pairs``: per
+    other run, the pairs of those rows), a block of bursts at a time, each block's counters read then, its unmatched
+    bursts estimated with ``estimates`` (when given), and written as ``<stem>-<block>.parquet`` (issue 23, attack
+    18 F2: the merged table has a column per counter of any run; held whole it is bursts x counter types); per
+    transferred counter, its bursts estimated (:meth:`Estimates.block`), and the transferred values
+    (:meth:`Recorded.valued`, bursts of at least ``min_duration_ns`` long)."""
     rec = [c for c in transfer.counters if transfer.source[c] is None]
     by_run: dict[str, tuple[list[str], list[str]]] = {}  # per source run: the reference's and its columns read
     for c in transfer.counters:
@@ -1428,14 +1444,14 @@ def _merged_blocks(blocks: Blockwise, pairs: Mapping[str, Pairs | WidePairs], tr
         n = min(step, rows.len() - a)
         block = gathered(ref_run.bursts, rows.slice(a, n), [*BASE_COLUMNS, *rec])  # type: ignore[arg-type]
         got = {r: p.block(a, n, *by_run[r]) for r, p in pairs.items() if r in by_run}
-        files.append(spill / f"merged-{k:05d}.parquet")
+        files.append(stem.with_name(f"{stem.name}-{k:05d}.parquet"))
         out = merged_rows(block, got, transfer, experiment, ref_run)
         valued.append(Recorded.valued(out, transfer, min_duration_ns))
         if estimates is not None:
             out, counts = estimates.block(out, a)
             estimated = {c: estimated.get(c, 0) + v for c, v in counts.items()}
         out.write_parquet(files[-1])
-    return PartedTable(files), estimated, sum(valued[1:], valued[0])  # one block at least
+    return files, estimated, sum(valued[1:], valued[0])  # one block at least
 
 
 def provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:

@@ -279,8 +279,9 @@ def lost_at_start(calls: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
              .select(*CHANNEL, "task", "thread", "_partner", "_way", *site,
                      pl.min_horizontal("start_ns", "_t0").alias("_before"),
                      pl.col("mpi_call").is_in(list(POSTING_CALLS)).alias("_countable")))
+    # a trace without caller events has no call site (NULL): one site, alike on both sides
     cand = (unrecorded.with_row_index("_call").join(first.drop("_partner", "_countable"),
-                                                    on=["appl", "task", "thread", "_way", *site])
+                                                    on=["appl", "task", "thread", "_way", *site], nulls_equal=True)
             .filter(pl.col("_u") < pl.col("_before"))
             .with_columns(pl.len().over("_call").alias("_n")))
     sides = first.join(cand.group_by([*CHANNEL, "task", "_way"])

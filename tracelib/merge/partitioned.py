@@ -32,6 +32,7 @@ of one call over all threads), runs whose bursts take DRAM_CAS from uncore sampl
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,14 +41,13 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.merge.align import sort_bursts
 from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators
-from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, MergeOptions,
+from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, Blockwise, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
-                                                  Reference, RunTables, Sample, Tally, TooFewRunsError,
+                                                  Reference, RunTables, Sample, Tally, TooFewRunsError, WidePairs,
                                                   _align_other, check_counters, compared_features, check_same_program,
-                                                  choose_reference, decide, merged_rows, paired_rows, pick_features,
-                                                  provenance,
+                                                  choose_reference, decide, merged_blocks, narrow_columns,
+                                                  paired_rows, pick_features, provenance,
                                                   renumbered_note, same_layout, shared_counters, timing_only_note)
 from synthtrace.tracelib.merge.ranks import Correspondence, correspondence
 from synthtrace.tracelib.thread_key import appl_base, task_key
@@ -80,9 +80,10 @@ class RunSource(Protocol):
     def profile_rows(self) -> pl.DataFrame:
         """:func:`synthtrace.tracelib.merge.ranks.profile_rows` of the whole run's bursts."""
 
-    def load(self, tasks: Sequence[int]) -> RunTables:
+    def load(self, tasks: Sequence[int], bursts_to: Path | None = None) -> RunTables:
         """The run restricted to ``tasks``: their bursts and MPI calls, and the communication records with an end
-        on one of them."""
+        on one of them; with ``bursts_to``, the bursts may be a lazy scan of that file, written then (kept until the
+        merge ends)."""
 
 
 @dataclass(frozen=True)
@@ -145,9 +146,13 @@ def _partners(counts: pl.DataFrame) -> dict[int, set[int]]:
 
 
 def _part_columns(j: int, info: AlignedRun, counters: Sequence[str]) -> list[pl.Series]:
-    """What a part keeps of other run ``j``'s pairs: the reference's common counters (``_r{j}_``), the matched
-    bursts' counters (``_s{j}_``, NULL when unmatched), the match score and the piece's share."""
+    """What a part keeps of other run ``j``'s pairs: the matched bursts' rows in the run's file of the group
+    (``_src_row{j}``, NULL when unmatched) when its counters are read a block at a time
+    (:class:`~synthtrace.tracelib.merge.merge_runs.WideRows`), else the reference's common counters (``_r{j}_``),
+    the matched bursts' counters (``_s{j}_``) and the piece's share; and the match score."""
     p = info.kept_pairs(counters)
+    if isinstance(p, WidePairs):
+        return [p.src_rows.alias(f"_src_row{j}"), p.score.alias(f"_score{j}")]
     cols = [p.reference.get_column(c).alias(f"_r{j}_{c}") for c in info.common]
     cols += [p.source.get_column(c).alias(f"_s{j}_{c}") for c in counters]
     cols += [p.score.alias(f"_score{j}"), (p.share if p.share is not None else pl.Series([1.0] * p.score.len()))
@@ -155,13 +160,32 @@ def _part_columns(j: int, info: AlignedRun, counters: Sequence[str]) -> list[pl.
     return cols
 
 
-def _pairs_of(part: pl.DataFrame, j: int, common: Sequence[str], counters: Sequence[str]) -> Pairs:
-    """Other run ``j``'s pairs back from a part (row i of ``source`` matched to reference row i)."""
+def _pairs_of(part: pl.DataFrame, j: int, common: Sequence[str], counters: Sequence[str],
+              folder: Path) -> Pairs | WidePairs:
+    """Other run ``j``'s pairs back from a part (row i of ``source`` matched to reference row i), their counters
+    read from the group's files in ``folder`` when the part keeps the rows they are at."""
     score = part.get_column(f"_score{j}")
+    if f"_src_row{j}" in part.columns:
+        return WidePairs(pl.scan_parquet(folder / "reference.parquet", glob=False), part.get_column("_ref_row"),
+                         pl.scan_parquet(folder / f"other-{j:04d}.parquet", glob=False),
+                         part.get_column(f"_src_row{j}"), score)
     row = paired_rows(score).alias("other_row")
     return Pairs(part.select(pl.col(f"_r{j}_{c}").alias(c) for c in common),
                  part.select(pl.col(f"_s{j}_{c}").alias(c) for c in counters), row, score,
                  part.get_column(f"_share{j}"))
+
+
+def _scanned(run: RunTables, path: Path) -> RunTables:
+    """``run`` as loaded to ``path``: its bursts a lazy scan of that file (a frame's written there now)."""
+    if isinstance(run.bursts, pl.DataFrame):
+        run.bursts.write_parquet(path)
+        return replace(run, bursts=pl.scan_parquet(path, glob=False))
+    return run
+
+
+def _as_run(source: RunSource) -> RunTables:
+    """A run's identity as :func:`~synthtrace.tracelib.merge.merge_runs.merged_rows` reads it."""
+    return RunTables(source.run_id, source.run_name, pl.DataFrame(), pl.DataFrame())
 
 
 @dataclass
@@ -241,9 +265,9 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     for r in sources:
         for t, n in per_task[r.run_id].items():
             load[t] = load.get(t, 0) + n
-        m = renum.get(r.run_id)
+        m = _packed(renum.get(r.run_id))  # the other runs' partners in the reference's numbering
         for a, bs in _partners(counts[r.run_id]).items():
-            partners.setdefault(m.get(a, a) if m else a, set()).update(_mapped(bs, m))
+            partners.setdefault(m.get(a, a), set()).update(m.get(b, b) for b in bs)
     groups = task_groups(load, partners, budget)
     inverse = {o.run_id: {v_key: k for k, v_key in _packed(renum[o.run_id]).items()} for o in others}
     starts = {r.run_id: _starts(per_task[r.run_id]) for r in sources}
@@ -251,32 +275,49 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     spill.mkdir(parents=True, exist_ok=True)
     n_steps = len(groups) + len(load) + (len(sources) if options.map_ranks else 0)  # groups, parts (a task's)
     aligned: dict[str, AlignedRun] = {}  # the last group's (decide() reads the common counters and features)
+    features = compared_features(counters_of[ref.run_id], [counters_of[o.run_id] for o in others])
+    narrow = list(dict.fromkeys(c for o in others for common in [shared_counters(counters_of[ref.run_id],
+                                                                                 counters_of[o.run_id])]
+                                for c in narrow_columns(pick_features(common), common)))
+
+    loads = itertools.count()  # each alignment of a group reads its runs into a folder of its own
 
     def aligned_group(gi: int, g: Group, keys: Sequence[int]) -> GroupResult:
         """Group ``g`` aligned with the tasks ``keys`` loaded (its tasks first): its part, provenance and
-        partners' pairs written to ``spill``, its sums and samples returned."""
-        r_run = ref.load(keys)
-        r_run = replace(r_run, bursts=sort_bursts(r_run.bursts))
-        r = Reference.of(r_run, options, counters_of[ref.run_id],
-                         compared_features(counters_of[ref.run_id], [counters_of[o.run_id] for o in others]))
+        partners' pairs written to ``spill``, its sums and samples returned. The runs' bursts are read as lazy scans
+        of files in the group's folder, their counters a block at a time where needed (issue 23: a wide run's
+        group read whole took more than 3 GB): the part keeps each reference burst's row in the reference's file
+        and, per other run, its matched burst's (:class:`~synthtrace.tracelib.merge.merge_runs.WideRows`), or the
+        matched bursts' counters when its units are split."""
+        folder = spill / "groups" / f"{next(loads):05d}"
+        folder.mkdir(parents=True)
+        r_run = _scanned(ref.load(keys, folder / "reference.parquet"), folder / "reference.parquet")
+        r = Reference.of(r_run, options, counters_of[ref.run_id], features)
+        blocks = Blockwise(folder, r_run, tuple(narrow))
+        own = frozenset(g.tasks)
         out = GroupResult({}, {}, {}, None)
+        ref_keys, ref_rows = blocks.reference_rows(KEYS)
+        mine = OwnTasks(own, {}, 0, {}, 0).rows(ref_keys)
+        columns = [ref_keys[mine].select("appl", "task"), ref_rows.gather(mine).alias("_ref_row").to_frame()]
         for j, o in enumerate(others):
-            own = OwnTasks(frozenset(g.tasks), starts[ref.run_id], totals[ref.run_id], starts[o.run_id],
-                           totals[o.run_id])
-            ids = renamed_communicators(o.load([inverse[o.run_id].get(k, k) for k in keys]), r_run, renum[o.run_id])
+            tasks = OwnTasks(own, starts[ref.run_id], totals[ref.run_id], starts[o.run_id], totals[o.run_id])
+            path = folder / f"other-{j:04d}.parquet"
+            loaded = _scanned(o.load([inverse[o.run_id].get(k, k) for k in keys], path), path)
+            ids = renamed_communicators(loaded, r_run, renum[o.run_id])
             o_run = ids.run  # communicator ids are per-run handles: matched by members
             if gi == 0:
                 notes.extend(ids.notes)
-            aligned[o.run_id] = info = _align_other(r, o_run, renum[o.run_id], counters_of[o.run_id], options, own)
+            aligned[o.run_id] = info = _align_other(r, o_run, renum[o.run_id], counters_of[o.run_id], options, tasks,
+                                                    blocks=blocks.of_run(j))
             out.tallies[o.run_id], out.samples[o.run_id] = info.tally, info.sample
             out.run_samples[o.run_id] = info.run_sample
             _by_task(provenance(experiment, info), spill, f"matches-{j:04d}")
             info.partner_pairs.write_parquet(spill / f"partners-{j:04d}-{gi:05d}.parquet")
-        ref_own = r_run.bursts[OwnTasks(frozenset(g.tasks), {}, 0, {}, 0).rows(r_run.bursts)]
-        long_own = ref_own.get_column("duration_ns") >= options.min_error_duration_ns
-        out.recorded = Recorded.of(ref_own, counters_of[ref.run_id], long_own)
-        _by_task(pl.concat([ref_own, pl.DataFrame([c for j, o in enumerate(others) for c in _part_columns(
-            j, aligned[o.run_id], counters_of[o.run_id])])], how="horizontal"), spill, "pairs")
+            columns.append(pl.DataFrame(_part_columns(j, info, counters_of[o.run_id])))
+        out.recorded = Recorded.scanned(r_run.bursts.filter(task_key().is_in(list(own))),  # type: ignore[union-attr]
+                                        counters_of[ref.run_id], options.min_error_duration_ns)
+        _by_task(pl.concat(columns, how="horizontal").with_columns(pl.lit(folder.name).alias("_group")), spill,
+                 "pairs")
         return out
 
     done: list[GroupResult] = []
@@ -342,17 +383,21 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
                            calls="the MPI calls of its tasks differ")
     transfer = decide(ref, counters_of[ref.run_id], others, counters_of, aligned, tallies,
                       {k: Sample.concat(v) for k, v in samples.items()},
-                      {k: pl.concat(v) for k, v in run_samples.items()}, recorded, options, notes)
+                      {k: pl.concat(v, how="diagonal_relaxed") for k, v in run_samples.items()}, recorded, options,
+                      notes)
     merged: list[Path] = []
     valued: list[Recorded] = []  # the transferred values each part got (merge_quality's coverage)
     for gi, p in enumerate(parts):
         part = pl.read_parquet(p, glob=False)
-        pairs = {o.run_id: _pairs_of(part, j, aligned[o.run_id].common, counters_of[o.run_id])
+        folder = spill / "groups" / part.get_column("_group")[0]
+        pairs = {o.run_id: _pairs_of(part, j, aligned[o.run_id].common, counters_of[o.run_id], folder)
                  for j, o in enumerate(others)}
-        merged.append(spill / p.name.replace("pairs-", "merged-"))
-        rows = merged_rows(part, pairs, transfer, experiment, ref)
-        valued.append(Recorded.valued(rows, transfer, options.min_error_duration_ns))
-        rows.write_parquet(merged[-1])
+        reference = replace(_as_run(ref), bursts=pl.scan_parquet(folder / "reference.parquet", glob=False))
+        files, _, got = merged_blocks(reference, part.get_column("_ref_row"), pairs, transfer, experiment,
+                                      spill / p.name.replace("pairs-", "merged-").removesuffix(".parquet"),
+                                      options.min_error_duration_ns)
+        merged += files
+        valued.append(got)
         p.unlink()
         if on_step:
             on_step(f"part {gi + 1}/{len(parts)} written", n_steps)
@@ -377,11 +422,6 @@ def _by_task(frame: pl.DataFrame, spill: Path, name: str) -> None:
 def _packed(mapping: dict[int, int] | None) -> dict[int, int]:
     """{own packed key: reference packed key} of a rank mapping ({own packed key: reference task})."""
     return {k: appl_base(k) + v for k, v in (mapping or {}).items()}
-
-
-def _mapped(keys: set[int], mapping: dict[int, int] | None) -> set[int]:
-    m = _packed(mapping)
-    return {m.get(k, k) for k in keys}
 
 
 def _bursts_per_task(threads: pl.DataFrame, mapping: dict[int, int] | None) -> dict[int, int]:

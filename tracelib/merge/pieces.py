@@ -8,8 +8,9 @@ piece's start to the last one's end, closed by the last one's call, named by the
 then goes back to the reference run's bursts (:func:`expand`): where the two matched units have as many
 pieces, each with about the same share of its unit's work (cut at the same points), the pieces pair one to
 one; otherwise every reference piece takes the other unit whole, apportioned by its share of its own unit's
-work (instructions when recorded, else running time). A piece of one run is so never paired
-with a neighbouring burst of the other.
+work (instructions when recorded, else running time), unless the reference's own common counters show that its
+pieces ran at other rates (:func:`_uneven`: then the unit's pieces get no match). A piece of one run is so never
+paired with a neighbouring burst of the other.
 
 A **worker thread** (a thread of a task whose MPI calls another thread, its **master**, makes: OpenMP workers) has no
 call to close a unit: its bursts are cut by barriers, lock waits and the tracer's flushes at points that timing
@@ -28,6 +29,7 @@ import polars as pl
 from synthtrace.tracelib.domain.sums import exact_sum
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import thread_key
+from synthtrace.tracelib.merge.noise import NOISE_FLOOR, off_limit
 from synthtrace.tracelib.merge.transfer import work_counter
 
 
@@ -152,6 +154,36 @@ def _work_shares(bursts: pl.DataFrame, u: Units, work: str | None) -> np.ndarray
         return np.where(unit_w > 0, w.to_numpy() / unit_w, np.nan)
 
 
+def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, apportioned: np.ndarray,
+            common: list[str], work: str | None) -> np.ndarray:
+    """Per reference unit: whether its pieces ran at other rates (mergeattack23 P1), so that no piece's value is
+    its share of the unit's. A unit the other run cuts elsewhere is apportioned by work (``share``), which is
+    right only where the unit's code is one kernel at one rate; a tracer's flush inside a unit of two kernels
+    leaves pieces of other rates. The reference shows it on its own counters: a common counter (other than the
+    work) apportioned like the transferred ones misses what the piece recorded by more than a pair of one
+    campaign is allowed to (:func:`noise.off_limit` at the counting noise). Pieces with fewer than
+    ``MIN_JUDGED_COUNT`` of a counter (either way) are not judged on it."""
+    uneven = np.zeros(ref_units.size.size, bool)
+    rates = [c for c in common if c != work and c in ref_bursts.columns and c in ref_units.table.columns]
+    if not apportioned.any() or not rates:
+        return uneven
+    at = np.flatnonzero(apportioned & np.isfinite(share))
+    units_at = ref_units.unit[at]
+    limit = off_limit(NOISE_FLOOR)
+    for c in rates:
+        rec = ref_bursts.get_column(c).cast(pl.Float64).gather(at).fill_null(np.nan).to_numpy()
+        pred = ref_units.table.get_column(c).cast(pl.Float64).gather(units_at).fill_null(np.nan).to_numpy() * share[at]
+        judged = (rec >= MIN_JUDGED_COUNT) & (pred >= MIN_JUDGED_COUNT)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            off = judged & (np.abs(np.log(pred / rec)) > limit)
+        uneven[units_at[off]] = True
+    return uneven
+
+
+#: a piece's count of a counter below which its ratio to the apportioned count is not judged (counting noise)
+MIN_JUDGED_COUNT = 1000
+
+
 def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFrame, other_units: Units,
            unit_matches: pl.DataFrame, common: list[str]) -> Expanded:
     """Per reference burst, its source row and share (see the module docstring) from the match table of the two
@@ -177,6 +209,7 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
     slot[multi] = other_bursts.height + np.arange(multi.size)
     row = np.where(one_to_one, other_units.first[vs] + piece,
                    np.where(other_units.size[vs] > 1, slot[vs], other_units.first[vs]))
+    hit &= ~_uneven(ref_bursts, ref_units, ref_share, hit & ~one_to_one & (ref_units.size[u] > 1), common, work)[u]
     row = np.where(hit, row, -1)
     source = pl.concat([other_bursts, other_units.table[multi]]) if multi.size else other_bursts
     apportion = hit & ~one_to_one & (ref_units.size[u] > 1)

@@ -14,9 +14,14 @@ the reference's (given a colour of their own) and the colours refined again; a n
 colour holds one task of each run, and checked edge by edge. The pins are tried in the order ``closer`` gives (the
 tasks' behaviour): ``MAX_ANCHORS`` choices for the first, ``BRANCH`` for the next ``BRANCH_DEPTH``, the first
 choice deeper, after ``MAX_PINS`` the colours left paired as ``closer`` pairs them (a star's leaves); the search
-stops at ``MAX_NUMBERINGS`` numberings or ``WORK_BUDGET`` edge visits. Cost: O(edges x refinement rounds) per pin,
-in NumPy (a ring of n tasks needs about n/2 rounds, a torus its diameter). networkx's VF2 enumerates isomorphisms
-exactly but took 0.1-6 s per isomorphism at 64-1024 tasks here (benchmarks/RESULTS.md, session 22, ranks22).
+stops at ``MAX_NUMBERINGS`` numberings or ``WORK_BUDGET`` units of work (edge visits, counted inside the
+refinement too: a search that reaches it stops where it is and says it was bounded). The refinement revisits only
+the tasks next to a colour that split in the round before, and of a colour that split all its parts but the
+largest (Hopcroft's rule: the counts into the largest follow from the others'), so a pin costs O(edges x log tasks)
+at most, whatever the rounds (a ring of n tasks needs about n/2 rounds after a pin, a torus its diameter): a Numba
+kernel. Revisiting every edge each round took 1.4 s at 4k ring tasks, 33 s at 16k, > 400 s at 64k (review22 item
+1; benchmarks/bench_symmetries_scale.py). networkx's VF2 enumerates isomorphisms exactly but took 0.1-6 s per
+isomorphism at 64-1024 tasks here (benchmarks/RESULTS.md, session 22, ranks22).
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.merge.messages import CHANNEL
 from synthtrace.tracelib.thread_key import ID_BITS, task_key
 
@@ -42,19 +48,112 @@ MAX_NUMBERINGS = 64
 WORK_BUDGET = 8_000_000
 
 
+_GOLDEN, _MUL1, _MUL2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
 def _mix(x: np.ndarray) -> np.ndarray:
     """A 64-bit hash of each value (splitmix64's finaliser; unsigned arithmetic wraps)."""
-    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = x.astype(np.uint64) + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MUL1
+    z = (z ^ (z >> np.uint64(27))) * _MUL2
     return z ^ (z >> np.uint64(31))
 
 
+@cached_njit
+def _mix_one(z: np.uint64) -> np.uint64:
+    """:func:`_mix` of one unsigned value, in a kernel."""
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MUL1
+    z = (z ^ (z >> np.uint64(27))) * _MUL2
+    return z ^ (z >> np.uint64(31))
+
+
+@cached_njit
+def _refined(colours: np.ndarray, queue: np.ndarray, sizes: np.ndarray, next_id: int, ptr: np.ndarray,
+             nbr: np.ndarray, kind_hash: np.ndarray, budget: int) -> int:
+    """Refines ``colours`` (a colour id per node, in place) to the coarsest equitable partition, starting from the
+    nodes in ``queue`` (whole colours; the partition is equitable with respect to every other colour). A round
+    gives each node next to a queued node the multiset of (``kind_hash``, colour) over its queued neighbours (node
+    ``q``'s entries ``ptr[q]:ptr[q + 1]`` of ``nbr``/``kind_hash``), splits each colour by it, and queues the parts
+    that took a new id: every part but the largest when the whole colour was reached, else every part reached.
+    ``sizes``: nodes per colour id, room for ``next_id`` + nodes. Returns the work (edge visits + nodes reached +
+    rounds); past ``budget`` it stops where it is (the colours then part-refined)."""
+    m = colours.size
+    acc = np.zeros(m, np.uint64)
+    seen = np.zeros(m, np.bool_)
+    touched = np.empty(m, np.int64)
+    work = 0
+    while queue.size > 0:
+        nt = 0
+        for q in queue:
+            cq = np.uint64(colours[q])
+            for e in range(ptr[q], ptr[q + 1]):
+                w = nbr[e]
+                if not seen[w]:
+                    seen[w] = True
+                    touched[nt] = w
+                    nt += 1
+                acc[w] += _mix_one(kind_hash[e] ^ cq)
+            work += ptr[q + 1] - ptr[q]
+        work += nt + 1
+        if work > budget:
+            return work
+        t = touched[:nt].copy()
+        sig = acc[t]
+        by_sig = np.argsort(sig, kind="mergesort")
+        order = by_sig[np.argsort(colours[t][by_sig], kind="mergesort")]
+        t, sig = t[order], sig[order]
+        col = colours[t]
+        for u in range(nt):
+            acc[t[u]] = 0
+            seen[t[u]] = False
+        queued = np.empty(nt, np.int64)
+        nq = 0
+        i = 0
+        while i < nt:  # colour col[i]: its reached nodes t[i:j], by signature
+            j = i
+            while j < nt and col[j] == col[i]:
+                j += 1
+            x = col[i]
+            keep = -1  # the part that keeps the id (-1: the nodes not reached keep it)
+            if j - i == sizes[x]:
+                longest, g = 0, i
+                while g < j:
+                    k = g
+                    while k < j and sig[k] == sig[g]:
+                        k += 1
+                    if k - g > longest:
+                        longest, keep = k - g, g
+                    g = k
+                if longest == j - i:  # not split
+                    i = j
+                    continue
+            g = i
+            while g < j:
+                k = g
+                while k < j and sig[k] == sig[g]:
+                    k += 1
+                if g != keep:
+                    sizes[next_id] = k - g
+                    sizes[x] -= k - g
+                    for u in range(g, k):
+                        colours[t[u]] = next_id
+                        queued[nq] = t[u]
+                        nq += 1
+                    next_id += 1
+                g = k
+            i = j
+        queue = queued[:nq].copy()
+    return work
+
+
 class Numberings(NamedTuple):
-    """The numberings found and whether the search tried every choice (else some were left untried: bounded)."""
+    """The numberings found, whether the search tried every choice (else some were left untried: bounded) and its
+    work (edge visits, nodes reached and rounds of the refinement, edges checked)."""
 
     found: list[np.ndarray]
     complete: bool
+    work: int = 0
 
 
 class Graphs:
@@ -75,40 +174,49 @@ class Graphs:
         self.src, self.dst = (si + off)[known], (ri + off)[known]
         self.kind = both.get_column("kind").to_numpy()[known]
         self.complete = bool(known.all())
-        self.work = 0  # edge visits of the refinement so far
+        self.work = 0  # work of the refinement so far (edge visits, nodes reached, rounds)
+        # node q's neighbours each taking (edge kind and direction, q's colour): its out-edges' targets, its in-edges'
+        # sources
+        by = np.concatenate([self.src, self.dst])
+        order = np.argsort(by, kind="stable")
+        self.nbr = np.concatenate([self.dst, self.src])[order]
+        self.kind_hash = np.concatenate([_mix(self.kind * 2 + 1), _mix(self.kind * 2)])[order]
+        self.ptr = np.searchsorted(by[order], np.arange(2 * self.n + 1)).astype(np.int64)
         appl = _mix(nodes >> np.int64(ID_BITS))
         self.start = self.refine(np.concatenate([appl, appl]))
 
-    def refine(self, colours: np.ndarray) -> np.ndarray:
-        """Colour refinement from ``colours`` (one per node of both graphs) until the number of colours holds."""
-        colours = np.unique(colours, return_inverse=True)[1]
-        out_h, in_h = _mix(self.kind * 2), _mix(self.kind * 2 + 1)
-        while True:
-            self.work += self.src.size
-            c = colours.astype(np.uint64)
-            acc = _mix(c)
-            np.add.at(acc, self.src, _mix(out_h ^ c[self.dst]))
-            np.add.at(acc, self.dst, _mix(in_h ^ c[self.src]))
-            key = _mix(acc ^ _mix(c + np.uint64(1)))  # 64-bit: collisions negligible
-            new = np.unique(key, return_inverse=True)[1].reshape(-1)
-            if new.max(initial=0) == colours.max(initial=0):
-                return new
-            colours = new
+    def refine(self, colours: np.ndarray, queue: np.ndarray | None = None) -> np.ndarray | None:
+        """The coarsest equitable refinement of ``colours`` (one per node of both graphs; equitable with respect to
+        every colour but those of the nodes ``queue``, default all), colours numbered 0..k-1; None when it would
+        take the work past ``WORK_BUDGET``."""
+        colours = np.unique(colours, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        k = int(colours.max(initial=-1)) + 1
+        sizes = np.zeros(k + colours.size, np.int64)
+        sizes[:k] = np.bincount(colours, minlength=k)
+        queue = np.arange(colours.size, dtype=np.int64) if queue is None else queue.astype(np.int64)
+        self.work += int(_refined(colours, queue, sizes, k, self.ptr, self.nbr, self.kind_hash,
+                                  WORK_BUDGET - self.work))
+        if self.work > WORK_BUDGET:
+            return None
+        return np.unique(colours, return_inverse=True)[1].reshape(-1)
 
     def carries(self, perm: np.ndarray) -> bool:
         """Whether ``perm`` (perm[other task index] = reference task index) carries the other graph onto the
         reference's, edge kinds included."""
         n = np.int64(self.n)
+        self.work += self.src.size
         ref, oth = self.src < n, self.src >= n
         code = lambda s, d, k: np.sort((s * n + d) * (int(self.kind.max(initial=0)) + 1) + k)  # noqa: E731
         mapped = code(perm[self.src[oth] - n], perm[self.dst[oth] - n], self.kind[oth])
         return bool(np.array_equal(code(self.src[ref], self.dst[ref], self.kind[ref]), mapped))
 
-    def pinned(self, colours: np.ndarray, r: int, o: int) -> np.ndarray:
-        """``colours`` with reference node ``r`` and other node ``n + o`` given a colour of their own, refined."""
+    def pinned(self, colours: np.ndarray, r: int, o: int) -> np.ndarray | None:
+        """``colours`` (equitable) with reference node ``r`` and other node ``n + o`` given a colour of their own,
+        refined (None: past the budget)."""
         c = colours.copy()
-        c[[r, self.n + o]] = c.max() + 1
-        return self.refine(c)
+        pin = np.array([r, self.n + o])
+        c[pin] = c.max() + 1
+        return self.refine(c, pin)
 
     def paired(self, colours: np.ndarray, closer: Callable[[int, np.ndarray], np.ndarray]) -> np.ndarray:
         """A numbering pairing the tasks of each colour as ``closer`` orders them, one other task after another."""
@@ -129,9 +237,9 @@ def numberings(nodes: np.ndarray, ref_counts: pl.DataFrame, oth_counts: pl.DataF
     that carry the other run's message graph onto the reference's, distinct: the one as it is when it does, and those a
     bounded search finds: pins tried in ``closer`` order (``MAX_ANCHORS`` images of the anchor, ``BRANCH`` choices
     at the ``BRANCH_DEPTH`` pins after it, the first choice deeper), at most ``MAX_NUMBERINGS`` numberings and
-    ``WORK_BUDGET`` edge visits of the refinement; [] when the graphs differ. ``first(others)``: which of the other
-    tasks ``others`` (the first colour to pin) to pin first (default: the first; the rank correspondence gives the one
-    whose behaviour singles out its partner best)."""
+    ``WORK_BUDGET`` units of work (:attr:`Numberings.work`); [] when the graphs differ. ``first(others)``: which of
+    the other tasks ``others`` (the first colour to pin) to pin first (default: the first; the rank correspondence
+    gives the one whose behaviour singles out its partner best)."""
     g = Graphs(nodes, ref_counts, oth_counts)
     n = g.n
     if not n or not g.complete or g.src.size == 0:
@@ -140,10 +248,13 @@ def numberings(nodes: np.ndarray, ref_counts: pl.DataFrame, oth_counts: pl.DataF
     ident = np.arange(n)
     if g.carries(ident):
         found[ident.tobytes()] = ident
+    if g.start is None:  # the refinement alone went past the budget
+        return Numberings(list(found.values()), False, g.work)
     left = [MAX_NUMBERINGS]
     cut = [False]  # a choice left untried
 
     def search(colours: np.ndarray, depth: int) -> None:
+        g.work += colours.size
         counts_r = np.bincount(colours[:n], minlength=colours.max() + 1)
         if not np.array_equal(counts_r, np.bincount(colours[n:], minlength=colours.max() + 1)):
             return
@@ -164,10 +275,11 @@ def numberings(nodes: np.ndarray, ref_counts: pl.DataFrame, oth_counts: pl.DataF
         choices = closer(o, np.flatnonzero(colours[:n] == cls))
         cut[0] |= choices.size > width
         for r in choices[:width]:
-            if left[0] <= 0 or g.work > WORK_BUDGET:
+            pinned = g.pinned(colours, int(r), o) if left[0] > 0 and g.work <= WORK_BUDGET else None
+            if pinned is None:
                 cut[0] = True
                 return
-            search(g.pinned(colours, int(r), o), depth + 1)
+            search(pinned, depth + 1)
 
     search(g.start, 0)
-    return Numberings(list(found.values()), not cut[0])
+    return Numberings(list(found.values()), not cut[0], g.work)

@@ -11,8 +11,10 @@ Model of an OTF2 run (``Otf2Trace``):
   the ``Enter`` of the next, and from the last ``Leave`` to the location's last event. A region is MPI when its
   paradigm is MPI or its name starts with ``MPI_``; MPI regions nested in MPI regions belong to the outer call. A
   worker thread (thread > 1) between thread teams (``ThreadTeamEnd`` of its last team to the next
-  ``ThreadTeamBegin``) waits in the OpenMP runtime: no burst there. Calling-context enters/leaves (unwinding mode)
-  arrive as Enter/Leave of their region (the C library's fallback).
+  ``ThreadTeamBegin``) waits in the OpenMP runtime: no burst there. Nor inside the measurement system's own
+  regions (Score-P's ``TRACE BUFFER FLUSH``, ``MEASUREMENT OFF``): a computation around a buffer flush is two
+  bursts, the first closed by no call, as Extrae's flush state cuts a Paraver Running burst. Calling-context
+  enters/leaves (unwinding mode) arrive as Enter/Leave of their region (the C library's fallback).
 - **counters**: Metric records (Score-P attaches them to Enter/Leave). Per metric member, ``ACCUMULATED_START``
   values are running totals from the start of the measurement (baseline 0), other accumulated values are readings
   that get differenced (modulo 2^64), ``*_LAST`` / ``RELATIVE_POINT`` values already count the interval since the
@@ -46,10 +48,12 @@ bounded by the chunk size; only the point-to-point records wait for the end (mes
 
 Modules, one job each: ``library`` (ctypes bindings of the C library, its errors), ``definitions`` (global
 definitions, archive checks), ``events`` (buffering one location's raw events), ``convert`` (events to bursts,
-calls, samples), ``messages`` (send/receive matching), ``trace`` (the driver, :class:`Otf2Trace`).
+calls, samples), ``messages`` (send/receive matching), ``trace`` (the driver, :class:`Otf2Trace`), ``stopping``
+(a read stopped from another thread: :func:`stop_reads`, or the ``stop`` event given to :class:`Otf2Trace`).
 """
 from __future__ import annotations
 
+from synthtrace.tracelib.formats.otf2.stopping import stop_reads
 from synthtrace.tracelib.formats.otf2.trace import Otf2Trace
 
-__all__ = ["Otf2Trace"]
+__all__ = ["Otf2Trace", "stop_reads"]

@@ -57,6 +57,8 @@ class _LocationState:
     last_ns: int = 0
     team_depth: int = 0  # thread teams the location is in (ThreadTeamBegin minus ThreadTeamEnd)
     idle_from: int | None = None  # ns of the ThreadTeamEnd that left the location idle (worker threads)
+    measuring_depth: int = 0  # measurement-system regions open (Enter minus Leave)
+    measuring_from: int | None = None  # ns of the Enter of the outermost one still open
     idle: list[tuple[int, int]] = field(default_factory=list)  # idle (start, end) ns not yet behind closed bursts
     prev_reading: dict[int, int] = field(default_factory=dict)  # member id -> last cumulative reading
     next_pending: dict[int, int] = field(default_factory=dict)  # member id -> value waiting for the next reading
@@ -75,6 +77,14 @@ _TWIN_FIELDS = {"r": ("kind", "time", "ref"), "p": ("kind", "time", "peer", "com
 _DTYPES = {"kind": np.uint8, "time": np.uint64, "ref": np.uint32, "pos": np.uint64, "n": np.uint8,
            "peer": np.uint32, "comm": np.uint32, "tag": np.uint32, "len": np.uint64, "req": np.uint64,
            "root": np.uint32, "sent": np.uint64, "recv": np.uint64}
+
+
+def _union(gaps: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) ns of the union of ``gaps`` (intervals of two kinds may overlap), sorted and disjoint."""
+    gs, ge = (np.array(x, dtype=np.int64) for x in zip(*sorted(gaps)))
+    reach = np.maximum.accumulate(ge)
+    new = np.concatenate([[True], gs[1:] > reach[:-1]])  # a gap that starts past every earlier one's end
+    return gs[new], np.maximum.reduceat(ge, np.flatnonzero(new))
 
 
 def _first_per_slot(slot: np.ndarray, values: np.ndarray, target: np.ndarray) -> None:
@@ -303,7 +313,9 @@ class _LocationConverter:
             starts, ends = np.append(starts, st.open_start), np.append(ends, st.last_ns)
             st.open_start = None
         if self.loc.thread > 1:  # a worker thread between thread teams waits in the runtime: no burst there
-            starts, ends = self._without_idle(kind, ns, starts, ends)
+            self._team_gaps(kind, ns)
+        self._measurement_gaps(kind, ns, is_region & d.region_is_measurement[np.where(valid, ref, 0)], final)
+        starts, ends = self._without_gaps(starts, ends)
         if ends.size:
             st.closed_until = max(st.closed_until, int(ends.max()))
         iv = pl.DataFrame({"start_ns": starts.astype(np.int64), "end_ns": ends.astype(np.int64)})
@@ -337,11 +349,9 @@ class _LocationConverter:
         return intervals, self._mpi_rows(slot_ns[:n_closed], ns[exits], slot_ref[:n_closed], slot_site[:n_closed],
                                          info[:, :n_closed])
 
-    def _without_idle(self, kind: np.ndarray, ns: np.ndarray, starts: np.ndarray,
-                      ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The bursts (sorted, disjoint ns intervals) less the times the location belongs to no thread team (from
-        the ThreadTeamEnd that leaves its last team to the next ThreadTeamBegin): a burst spanning such a gap is
-        cut in two. Gaps are kept until the bursts closed pass them (a burst can span chunks)."""
+    def _team_gaps(self, kind: np.ndarray, ns: np.ndarray) -> None:
+        """Keep the times this worker thread belongs to no thread team (from the ThreadTeamEnd that leaves its last
+        team to the next ThreadTeamBegin) as gaps (:meth:`_without_gaps`)."""
         st = self.state
         team = np.flatnonzero((kind == _TEAM_BEGIN) | (kind == _TEAM_END))
         step = np.where(kind[team] == _TEAM_BEGIN, 1, -1)
@@ -357,9 +367,35 @@ class _LocationConverter:
         st.idle.extend(zip(open_t[:close_t.size].tolist(), close_t.tolist()))
         st.idle_from = int(open_t[-1]) if open_t.size > close_t.size else None
         st.team_depth = max(int(after[-1]), 0) if after.size else st.team_depth
+
+    def _measurement_gaps(self, kind: np.ndarray, ns: np.ndarray, measurement: np.ndarray, final: bool) -> None:
+        """Keep the times inside the measurement system's own regions (Score-P's buffer flush, recording switched
+        off: ``region_is_measurement``) as gaps (:meth:`_without_gaps`): the tracer's I/O is not the program's
+        work, and Extrae's flush state likewise cuts a Paraver Running burst. A reading at the region's Leave
+        counts the region and lands on the next burst's start, which a burst's counts leave out (start < t)."""
+        st = self.state
+        rows = np.flatnonzero(measurement & (kind <= _LEAVE))
+        step = np.where(kind[rows] == _ENTER, 1, -1)
+        after = st.measuring_depth + np.cumsum(step)
+        open_t = ns[rows[(step > 0) & (after == 1)]]
+        close_t = ns[rows[(step < 0) & (after <= 0) & (after - step > 0)]]
+        if st.measuring_from is not None:
+            open_t = np.concatenate([[st.measuring_from], open_t])
+        st.idle.extend(zip(open_t[:close_t.size].tolist(), close_t.tolist()))
+        st.measuring_from = int(open_t[-1]) if open_t.size > close_t.size else None
+        st.measuring_depth = max(int(after[-1]), 0) if after.size else st.measuring_depth
+        if final and st.measuring_from is not None:  # the location ends with recording off: nothing after it
+            st.idle.append((st.measuring_from, max(st.last_ns, st.measuring_from)))
+            st.measuring_from = None
+
+    def _without_gaps(self, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bursts (sorted, disjoint ns intervals) less the gaps kept so far (:meth:`_team_gaps`,
+        :meth:`_measurement_gaps`): a burst spanning a gap is cut in two. Gaps are kept until the bursts closed
+        pass them (a burst can span chunks)."""
+        st = self.state
         if not st.idle or not starts.size:
             return starts, ends
-        gs, ge = (np.array(x, dtype=np.int64) for x in zip(*st.idle))
+        gs, ge = _union(st.idle)
         lo = np.searchsorted(ge, starts, side="right")  # the first gap ending after each burst's start
         n = np.maximum(np.searchsorted(gs, ends, side="left") - lo, 0)  # gaps that begin before its end
         burst = np.repeat(np.arange(starts.size), n + 1)
@@ -370,7 +406,7 @@ class _LocationConverter:
         p_end = np.minimum(np.where(k == n[burst], ends[burst], gs[np.clip(g, 0, last)]), ends[burst])
         keep = p_end > p_start
         closed = int(ends.max())
-        st.idle = [gap for gap in st.idle if gap[1] > closed]
+        st.idle = [(int(a), int(b)) for a, b in zip(gs, ge) if b > closed]
         return p_start[keep], p_end[keep]
 
     def _attach(self, a: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarray, info: np.ndarray) -> None:

@@ -63,6 +63,7 @@ class _Definitions:
     region_is_mpi: np.ndarray  # bool per region ref
     region_kind: list[str]  # MPI kind per region ref
     region_site: list[str | None]  # call-site label per region ref (non-MPI regions)
+    region_is_measurement: np.ndarray  # bool per region ref: the tracer's own time (buffer flush, recording off)
     member_names: list[str]  # one entry per metric member id
     member_mode: np.ndarray  # _CUM_ZERO / _CUM / _DELTA_LAST / _DELTA_NEXT / _GAUGE per member id
     member_type: np.ndarray  # 0 signed, 1 unsigned, 2 floating point per member id
@@ -132,7 +133,7 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
     warns: list[str] = []
     escapes = EscapedNames()  # security (attack 8 B7): names with control characters are stored escaped
     locations, loc_key, n_tasks, n_nodes = _locations(defs, anchor, warns, escapes)
-    names, is_mpi, kinds, sites = _regions(defs, escapes)
+    names, is_mpi, kinds, sites, is_measurement = _regions(defs, escapes)
     member_names, member_mode, member_type, metric_members, metric_base, metric_count = _metric_members(
         defs, anchor, warns, escapes)
     if (note := escapes.note()) is not None:  # said on the terminal by the reader, with every warning here
@@ -145,6 +146,7 @@ def _read_definitions(reader, anchor: Path) -> _Definitions:
         realtime_ns=int(realtime) if realtime is not None and int(realtime) != _UNDEFINED_U64 else None,
         locations=locations, n_tasks=n_tasks, n_nodes=n_nodes,
         region_names=names, region_is_mpi=is_mpi, region_kind=kinds, region_site=sites,
+        region_is_measurement=is_measurement,
         member_names=member_names, member_mode=np.array(member_mode, dtype=np.int8),
         member_type=np.array(member_type, dtype=np.int8), metric_members=metric_members, metric_base=metric_base,
         metric_count=metric_count,
@@ -195,15 +197,40 @@ def _locations(defs, anchor: Path, warns: list[str],
     return locations, loc_key, len(process_groups), len(nodes)
 
 
-def _regions(defs, escapes: EscapedNames) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | None]]:
+#: the regions Score-P enters for its own work (canonical names): writing its buffer out, and the time recording
+#: was switched off (SCOREP_RECORDING_OFF); neither is the program's
+MEASUREMENT_REGIONS = ("TRACE BUFFER FLUSH", "MEASUREMENT OFF")
+
+
+def _is_measurement(r) -> bool:
+    """Whether region ``r`` is the measurement system's own time inside a run (:data:`MEASUREMENT_REGIONS`, or an
+    artificial region of paradigm MEASUREMENT_SYSTEM other than the whole program's, :func:`_program`)."""
+    from otf2.enums import Paradigm, RegionRole
+
+    if r.region_role != RegionRole.ARTIFICIAL:
+        return False
+    return (str(r.canonical_name or r.name or "") in MEASUREMENT_REGIONS
+            or (r.paradigm == Paradigm.MEASUREMENT_SYSTEM and not _is_program(r)))
+
+
+def _is_program(r) -> bool:
+    """Whether region ``r`` is the whole program's (canonically the executable's path, named by its file name)."""
+    path = str(r.canonical_name or "")
+    return path.startswith("/") and bool(r.name) and os.path.basename(path) == str(r.name)
+
+
+def _regions(defs, escapes: EscapedNames
+             ) -> tuple[list[str], np.ndarray, list[MpiKind], list[str | None], np.ndarray]:
     """Per region ref: its name, whether it is an MPI region (paradigm MPI or an ``MPI_`` name), its MPI kind and,
-    for the other regions, its call-site label (``name (file:line)``); names and files kept by ``escapes``."""
+    for the other regions, its call-site label (``name (file:line)``); names and files kept by ``escapes``; and
+    whether it is the measurement system's own time (:func:`_is_measurement`: no burst holds it)."""
     from otf2.enums import Paradigm
 
     regions = list(defs.regions)
     n_reg = max((r._ref for r in regions), default=-1) + 1
     names = [f"region_{i}" for i in range(n_reg)]
     is_mpi = np.zeros(max(n_reg, 1), dtype=bool)
+    is_measurement = np.zeros(max(n_reg, 1), dtype=bool)
     kinds: list[MpiKind] = ["other"] * n_reg
     sites: list[str | None] = [None] * n_reg
     for r in regions:
@@ -212,13 +239,14 @@ def _regions(defs, escapes: EscapedNames) -> tuple[list[str], np.ndarray, list[M
         role = r.region_role.value if r.region_role is not None else None
         mpi = r.paradigm == Paradigm.MPI or name.upper().startswith("MPI_")
         is_mpi[r._ref] = mpi
+        is_measurement[r._ref] = not mpi and _is_measurement(r)
         if mpi:
             kinds[r._ref] = region_kind(name, role)
         else:
             src = r.source_file
             src = src and escapes.kept(os.path.basename(str(src)), f"source file of region {r._ref}")
             sites[r._ref] = f"{name} ({src}:{r.begin_line_number})" if src else name
-    return names, is_mpi, kinds, sites
+    return names, is_mpi, kinds, sites, is_measurement
 
 
 def _program(defs, escapes: EscapedNames) -> str | None:
@@ -228,9 +256,7 @@ def _program(defs, escapes: EscapedNames) -> str | None:
     from otf2.enums import Paradigm, RegionRole
 
     for r in defs.regions:
-        path = str(r.canonical_name or "")
-        if (r.paradigm == Paradigm.MEASUREMENT_SYSTEM and r.region_role == RegionRole.ARTIFICIAL
-                and path.startswith("/") and r.name and os.path.basename(path) == str(r.name)):
+        if r.paradigm == Paradigm.MEASUREMENT_SYSTEM and r.region_role == RegionRole.ARTIFICIAL and _is_program(r):
             return escapes.kept(str(r.name), f"name of region {r._ref}")
     return None
 

@@ -50,14 +50,56 @@ class _CallbackTraceback(io.StringIO):
         return super().write(text)
 
 
+class _ThreadStderr:
+    """``sys.stderr`` while threads capture the wheel's tracebacks: a capturing thread's writes go to its capture,
+    every other thread's to the stream before. ``contextlib.redirect_stderr`` swaps the stream of every thread: a
+    Ctrl-C's "aborted" line, written by the main thread while a worker read a big archive's global definitions, went
+    into the worker's capture and was never printed (attack 22 F6: exit 130, nothing on stderr)."""
+
+    def __init__(self, before):
+        self.before = before
+        self.captures: dict[int, io.StringIO] = {}  # thread id -> its capture
+
+    def _stream(self):
+        return self.captures.get(threading.get_ident(), self.before)
+
+    def write(self, text: str) -> int:
+        return self._stream().write(text)
+
+    def flush(self) -> None:
+        self._stream().flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream(), name)
+
+
+_stderr_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _thread_stderr(capture: io.StringIO) -> Iterator[None]:
+    """Send this thread's writes to ``sys.stderr`` (and no other thread's) to ``capture`` meanwhile."""
+    with _stderr_lock:
+        routed = sys.stderr if isinstance(sys.stderr, _ThreadStderr) else _ThreadStderr(sys.stderr)
+        sys.stderr = routed
+        routed.captures[threading.get_ident()] = capture
+    try:
+        yield
+    finally:
+        with _stderr_lock:
+            routed.captures.pop(threading.get_ident(), None)
+            if not routed.captures and sys.stderr is routed:
+                sys.stderr = routed.before
+
+
 @contextlib.contextmanager
 def _python_callback_errors(messages: list[str]) -> Iterator[None]:
     """The otf2 wheel's definition callbacks write the traceback of an exception they meet (an undecodable
-    name, a duplicate definition in a damaged archive) to stderr: capture it, keep its last line as a reason; a
-    Ctrl-C or SIGTERM one of them met is raised instead."""
+    name, a duplicate definition in a damaged archive) to stderr: capture this thread's, keep its last line as a
+    reason; a Ctrl-C or SIGTERM one of them met is raised instead."""
     captured = _CallbackTraceback()
     try:
-        with contextlib.redirect_stderr(captured):
+        with _thread_stderr(captured):
             yield
     finally:
         raise_callback_interrupt()

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from synthtrace.tracelib.formats.otf2.library import (
     raise_callback_interrupt,
 )
 from synthtrace.tracelib.formats.otf2.messages import P2pRecords, check_pairing
+from synthtrace.tracelib.formats.otf2.stopping import stoppable
 from synthtrace.tracelib.printable import is_utf8
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
@@ -57,6 +59,35 @@ class _ReadState:
                 yield TablePart("bursts", part)
 
 
+class _SharedParts:
+    """The parts of consecutive locations joined until a table's hold ``rows`` rows (bounded memory): one part per
+    location and table made a run of 3,000 locations 6,000 files of a row or two, whose removal after a Ctrl-C took
+    8-14 s (attack 22 F7: a file the kernel has written back costs milliseconds to unlink), as slow to read."""
+
+    def __init__(self, rows: int):
+        self.rows = rows
+        self._held: dict[str, list[pl.DataFrame]] = {}
+        self._n_held: dict[str, int] = {}  # table -> rows held
+
+    def add(self, parts: Iterable[TablePart]) -> Iterator[TablePart]:
+        """Hold ``parts``; yield a table's held frames as one part once they reach :attr:`rows` rows."""
+        for part in parts:
+            self._held.setdefault(part.table, []).append(part.frame)
+            self._n_held[part.table] = self._n_held.get(part.table, 0) + part.frame.height
+            if self._n_held[part.table] >= self.rows:
+                yield self._joined(part.table)
+
+    def rest(self) -> Iterator[TablePart]:
+        """The frames still held, one part per table."""
+        for table in list(self._held):
+            yield self._joined(table)
+
+    def _joined(self, table: str) -> TablePart:
+        self._n_held.pop(table)
+        held = self._held.pop(table)  # the columns of a counter some locations lack: NULL, as a read of parts has it
+        return TablePart(table, held[0] if len(held) == 1 else pl.concat(held, how="diagonal_relaxed"))
+
+
 class Otf2Trace(TraceReader):
     """One OTF2 archive on disk (its ``.otf2`` anchor file): definitions, resources and a streaming table reader.
 
@@ -68,11 +99,20 @@ class Otf2Trace(TraceReader):
 
     format = "otf2"
 
-    def __init__(self, path: str | Path, *, chunk_events: int = DEFAULT_CHUNK_EVENTS, salvage: bool = False):
+    def __init__(self, path: str | Path, *, chunk_events: int = DEFAULT_CHUNK_EVENTS, salvage: bool = False,
+                 stop: threading.Event | None = None):
+        """``stop``: set (from another thread), it stops the opening and every read of the archive
+        (:mod:`.stopping`)."""
         self.path = _validate_archive(Path(path))
         self.chunk_events = int(chunk_events)
         self.salvage = salvage
+        self.stop = stop
         self.warnings: list[str] = []
+        with stoppable(self.path, stop) as check:
+            self._open(check)
+
+    def _open(self, check: Callable[[], None]) -> None:
+        """Read the definitions and check every location's files (``check`` raises when the opening is stopped)."""
         with _captured_otf2_errors() as messages, callback_interrupts():
             self._event_chunk, def_chunk = self._chunk_sizes(messages)
             _check_global_definitions(self.path, def_chunk)
@@ -89,13 +129,14 @@ class Otf2Trace(TraceReader):
         self._unread: list[_Location] = []  # locations without events, or (salvage) whose files are lost
         ends: dict[int, EventsEnd] = {}  # location ref -> how its events file ends
         for loc in self.defs.locations:
+            check()
             try:
                 if (end := _check_location_files(loc, def_chunk, self._event_chunk)) is not None:
                     ends[loc.ref] = end
                     continue
                 self._unread.append(loc)
             except TraceFormatError as exc:
-                if not salvage:
+                if not self.salvage:
                     raise
                 self._unread.append(loc)
                 self.defs.warnings.append(f"{exc.path}: {exc.reason.split(';')[0]}: read without its events "
@@ -230,28 +271,30 @@ class Otf2Trace(TraceReader):
         assembler = BurstAssembler(run_id, source=self.path)
         read = _ReadState(run_id, p2p=P2pRecords(self.defs.comm_ranks, self.defs.self_comms, self.path,
                                                  calls.folder / "p2p" if calls.folder is not None else None))
-        with _captured_otf2_errors() as messages, callback_interrupts():
+        shared = _SharedParts(self.chunk_events)
+        with _captured_otf2_errors() as messages, callback_interrupts(), stoppable(self.path, self.stop) as check:
             reader = self._open_reader(messages)
             handle = reader.handle
             try:
-                self._read_local_definitions(_otf2, handle, messages)
+                self._read_local_definitions(_otf2, handle, messages, check)
                 setters = {name: _callback_setter(name) for name in _EventBuffer().callbacks()}
                 for loc in self._read_locations:
                     for batch, horizon, events in self._location_chunks(_otf2, handle, loc, setters, messages, read,
-                                                                        progress):
+                                                                        progress, check):
                         h = pl.DataFrame(
                             {"appl": [1], "task": [loc.task], "thread": [loc.thread], "time_ns": [horizon]},
                             schema=HORIZON_SCHEMA,
                         )
-                        yield from read.assembled(*assembler.feed_parts(batch, h), calls)
+                        yield from shared.add(read.assembled(*assembler.feed_parts(batch, h), calls))
                         if events.height:
                             read.n_events += events.height
-                            yield TablePart("events", events)
+                            yield from shared.add([TablePart("events", events)])
             finally:
                 with contextlib.suppress(Exception):
                     _otf2.Reader_CloseEvtFiles(handle)
                 reader.close()
-        yield from read.assembled(*assembler.finish_parts(), calls)
+        yield from shared.add(read.assembled(*assembler.finish_parts(), calls))
+        yield from shared.rest()
         matched = read.p2p.matched(check_order=not self.salvage)
         for said in check_pairing(matched, self.path, self.salvage, self._twins):  # attack 8 B8: moved events files
             self._warn(said)
@@ -264,9 +307,11 @@ class Otf2Trace(TraceReader):
             communicators=communicator_members(self.defs.comm_ranks, self.defs.self_comms))
 
     def _location_chunks(self, _otf2, handle, loc: _Location, setters: dict, messages: list[str],
-                         read: _ReadState, progress: Callable[[int], None] | None) -> Iterator[tuple[RecordBatch, int]]:
+                         read: _ReadState, progress: Callable[[int], None] | None,
+                         check: Callable[[], None]) -> Iterator[tuple[RecordBatch, int]]:
         """The events of one location, ``chunk_events`` at a time, as (record batch, horizon ns); the C library's
-        failures and a location that ends before the events its definitions announce are bad input."""
+        failures and a location that ends before the events its definitions announce are bad input. ``check``
+        raises before a chunk when the read is stopped."""
         buf = _EventBuffer()
         pointers = buf.callbacks()  # referenced until the location is read: the C library calls them
         conv = _LocationConverter(self.defs, loc, self.path, read.run_id)
@@ -283,6 +328,7 @@ class Otf2Trace(TraceReader):
         n_read, reported, final = 0, 0, False
         limit = self._whole.get(loc.ref)  # a cut file: never past its whole events (the library reads garbage there)
         while not final:
+            check()
             want = self.chunk_events if limit is None else min(self.chunk_events, limit - n_read)
             try:
                 n = _read_local_events(_otf2, handle, evt_reader, want) if want > 0 else 0
@@ -355,13 +401,15 @@ class Otf2Trace(TraceReader):
         """The CPU locations whose events are read: all but those without events (or, salvaged, without files)."""
         return [loc for loc in self.defs.locations if loc not in self._unread]
 
-    def _read_local_definitions(self, _otf2, handle, messages: list[str]) -> None:
-        """Select the CPU locations to read and read their local definitions (mapping tables, clock offsets)."""
+    def _read_local_definitions(self, _otf2, handle, messages: list[str], check: Callable[[], None]) -> None:
+        """Select the CPU locations to read and read their local definitions (mapping tables, clock offsets);
+        ``check`` raises before each location's when the read is stopped."""
         for loc in self._read_locations:
             _otf2.Reader_SelectLocation(handle, loc.ref)
         try:
             _otf2.Reader_OpenDefFiles(handle)
             for loc in self._read_locations:
+                check()
                 def_reader = _otf2.Reader_GetDefReader(handle, loc.ref)
                 if def_reader:
                     with _python_callback_errors(messages):
