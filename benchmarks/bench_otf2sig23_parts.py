@@ -4,10 +4,10 @@ Ctrl-C sent ``--at`` s into it takes to end it, for each interpreter given (one 
     python benchmarks/bench_otf2sig23_parts.py [--archive A/traces.otf2 | --ranks 3000] \\
         --python before=/work/venv/bin/python@/tmp/old-checkout --python after=.venv/bin/python [--at 40]
 
-Without ``--archive`` an archive of ``--ranks`` single-threaded ranks is written (tests/test_otf2sig23_parts.py's
-``many_ranks``). Prints one line per interpreter. Each child runs in the folder after ``@`` (a checkout, e.g.
-``git archive REV | tar -x -C DIR``), else in a temporary one: ``python -c`` puts its working folder first on
-``sys.path``, so the ``synthtrace`` package there is the one imported.
+Without ``--archive`` an archive of ``--ranks`` single-threaded ranks is written (testing/otf2_variants.py's
+``many_ranks`` with ``barrier``). Prints one line per interpreter. Each child runs in the folder after ``@`` (a
+checkout, e.g. ``git archive REV | tar -x -C DIR``), else in a temporary one: ``python -c`` puts its working folder
+first on ``sys.path``, so the ``synthtrace`` package there is the one imported.
 """
 from __future__ import annotations
 
@@ -58,9 +58,9 @@ def main() -> None:
         archive = args.archive
         if archive is None:
             sys.path.insert(0, str(ROOT))
-            from tests.test_otf2sig23_parts import many_ranks
+            from testing.otf2_variants import many_ranks
 
-            archive = many_ranks(work / "archive", args.ranks)
+            archive = many_ranks(work / "archive", args.ranks, barrier=True)
         for label, python in (spec.split("=", 1) for spec in args.python):
             python, _, checkout = python.partition("@")
             cwd = Path(checkout) if checkout else work

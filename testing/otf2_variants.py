@@ -419,14 +419,18 @@ def measurement(root: Path) -> Variant:
     a computation [300, 800] and once inside an MPI call [1020, 1080], and whose recording is switched off
     (``MEASUREMENT OFF``, paradigm USER, role ARTIFICIAL) over [1200, 5000]. Metrics are read at every Enter/Leave,
     the flush's and the switch's too. Their time and counts belong to no burst: the computation around a flush is
-    two bursts (as Extrae's flush state cuts Paraver's Running state), the first closed by no call."""
+    two bursts (as Extrae's flush state cuts Paraver's Running state), the first closed by no call. The whole run
+    lies inside another artificial region of the measurement system, the program's, named as a program without a
+    path (review23: taken as the tracer's own time, it dropped every burst)."""
     a = _Archive(root, ranks=1, threads=1)
     a.mpi("MPI_Barrier", "MPI_Finalize")
-    flush, off = "TRACE BUFFER FLUSH", "MEASUREMENT OFF"
+    flush, off, program = "TRACE BUFFER FLUSH", "MEASUREMENT OFF", "measurement"
     a.region(flush, RegionRole.ARTIFICIAL, Paradigm.MEASUREMENT_SYSTEM)
     a.region(off, RegionRole.ARTIFICIAL, Paradigm.USER)
+    a.region(program, RegionRole.ARTIFICIAL, Paradigm.MEASUREMENT_SYSTEM)
     e = a.events(0)
     e.program_begin(0, "measurement", [])
+    e.enter(1, program)
     e.enter(5, "main", ins=500)
     e.enter(100, "MPI_Barrier", ins=1000)
     e.leave(200, "MPI_Barrier", ins=50)
@@ -441,6 +445,7 @@ def measurement(root: Path) -> Variant:
     e.enter(5100, "MPI_Finalize", ins=700)
     e.leave(5200, "MPI_Finalize", ins=10)
     e.leave(5300, "main", ins=300)
+    e.leave(5390, program)
     e.program_end(5400, 0)
     v = Variant(anchor=a.close(), n_tasks=1, n_threads=1)
     v.bursts = {(1, 1, 0, 100, "MPI_Barrier"): {"PAPI_TOT_INS": 1500},
@@ -519,21 +524,29 @@ def region_steps(root: Path, steps: int, chunk_bytes: int) -> Path:
     return root
 
 
-def many_ranks(root: Path, ranks: int) -> Path:
+def many_ranks(root: Path, ranks: int, barrier: bool = False) -> Path:
     """``ranks`` processes of one thread (an events file and a local definitions file each: an archive of 2 x ranks
     + 2 files, as Score-P writes a run of that many ranks), each entering and leaving ``main`` once, rank r at 1000 + r
-    ticks for 1000 ticks (10^9 ticks per second). Returns the anchor."""
+    ticks for 1000 ticks (10^9 ticks per second); with ``barrier``, rank r enters main at 1000, calls MPI_Barrier
+    from 5000 + r to 6000 + r and leaves main at 10000 + r (two bursts per rank). Returns the anchor."""
     with otf2.writer.open(str(root), timer_resolution=10**9) as w:
         d = w.definitions
         node = d.system_tree_node("node")
         main = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER)
+        mpi = d.region("MPI_Barrier", region_role=RegionRole.BARRIER, paradigm=Paradigm.MPI) if barrier else None
         for r in range(ranks):
-            group = d.location_group(f"rank {r}", location_group_type=LocationGroupType.PROCESS,
+            group = d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
                                      system_tree_parent=node)
             events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
                                                              group=group))
-            events.enter(1000 + r, main)
-            events.leave(2000 + r, main)
+            if mpi is None:
+                events.enter(1000 + r, main)
+                events.leave(2000 + r, main)
+                continue
+            events.enter(1000, main)
+            events.enter(5000 + r, mpi)
+            events.leave(6000 + r, mpi)
+            events.leave(10000 + r, main)
     return root / "traces.otf2"
 
 

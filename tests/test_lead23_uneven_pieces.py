@@ -1,4 +1,4 @@
-"""A unit cut in pieces by the tracer (a buffer flush) at another point in every run is apportioned by work: right
+"""Transfer choices the lead and review23 found wrong. A unit cut in pieces by the tracer (a buffer flush) at another point in every run is apportioned by work: right
 only where the unit runs at one rate. Where the reference's own common counters show its pieces ran at other rates
 (a flush between two kernels), no piece is given its share of the other run's unit (mergeattack23 P1: `ok` at
 91-96 % right, the wrong bursts exactly the flushed pieces)."""
@@ -18,7 +18,7 @@ def _bursts(rows: list[tuple[int, int, int, str | None, int, int]]) -> pl.DataFr
                          for seq, s, e, call, ins, cyc in rows])
 
 
-def _expanded(piece_cycles: tuple[int, int]) -> pl.DataFrame:
+def _expanded(piece_cycles: tuple[int, int], min_duration_ns: int = 0) -> pl.DataFrame:
     # the reference's unit 1 is cut by a flush at 300..350 ns into two pieces of equal instructions; the other run
     # reads it whole
     ref = _bursts([(0, 0, 100, "MPI_Init", 500, 900), (1, 100, 300, None, 10_000, piece_cycles[0]),
@@ -28,7 +28,7 @@ def _expanded(piece_cycles: tuple[int, int]) -> pl.DataFrame:
                                  "same_iter": [True, True], "msg_agree": [True, True],
                                  "msg_misaligned": [False, False], "msg_consistent": [True, True],
                                  "ambiguous_span": [False, False], "message_absent": [False, False]})
-    ex = expand(ref, units(ref), other, units(other), unit_matches, [INS, CYC])
+    ex = expand(ref, units(ref), other, units(other), unit_matches, [INS, CYC], min_duration_ns)
     return ex.matches.with_columns(ex.share)
 
 
@@ -45,3 +45,24 @@ def test_pieces_of_other_rates_take_nothing_of_the_other_unit():
     m = _expanded((5_000, 15_000))
     assert m.get_column("other_row").to_list() == [0, None, None]
     assert m.get_column("other_seq").to_list() == [0, None, None]
+
+
+def test_pieces_too_short_to_judge_keep_their_share():
+    """Pieces shorter than the merge's error threshold (here 200 and 650 ns against 10 us) are not judged: a short
+    piece next to a flush runs the tracer's probe and cold caches (review23), and its rates say little."""
+    m = _expanded((5_000, 15_000), min_duration_ns=10_000)
+    assert m.get_column("other_row").to_list() == [0, 1, 1]
+
+
+def test_a_count_of_time_goes_per_ns_only_when_compared_with_a_kind_tested_on_it():
+    """Rescaling chosen on cache counters but never tested on core cycles: per ns, worse than per instruction on
+    cycles (5 % against 1 %), is not taken for reference cycles as if nothing spoke against it (review23)."""
+    from synthtrace.tracelib.merge.transfer import Choice
+
+    tested = {"verbatim": {CYC: (0.02, 0.03), "PAPI_L1_DCM": (0.05, 0.08)},
+              "per_ins": {CYC: (0.01, 0.02), "PAPI_L1_DCM": (0.03, 0.05)},
+              "rescaled": {"PAPI_L1_DCM": (0.02, 0.03)}, "per_ns": {CYC: (0.05, 0.08)}}
+    choice = Choice(INS, True, tested)
+    few = _bursts([(0, 0, 100, "MPI_Init", 500, 900)])  # too few bursts to rescale anything by
+    plan = choice.plan(few, "PAPI_REF_CYC", [INS, CYC, "PAPI_L1_DCM"])
+    assert not plan.per_ns and plan.work == INS

@@ -7,37 +7,15 @@ and a file whose data the kernel has already written back costs milliseconds to 
 still). A stored run of 6,000 files was as slow to read or remove afterwards."""
 from __future__ import annotations
 
-from pathlib import Path
-
-import otf2
 import polars as pl
-from otf2.enums import LocationGroupType, LocationType, Paradigm, RegionRole
+
+from testing.otf2_variants import many_ranks
 
 RANKS = 120
 
 
-def many_ranks(root: Path, ranks: int) -> Path:
-    """An archive of ``ranks`` single-threaded ranks, rank r entering main at 1000 ns, MPI_Barrier from 5000 + r to
-    6000 + r and leaving main at 10000 + r: two bursts per rank. Returns its anchor."""
-    with otf2.writer.open(str(root), timer_resolution=10**9) as w:
-        d = w.definitions
-        node = d.system_tree_node("node")
-        main = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.COMPILER)
-        barrier = d.region("MPI_Barrier", region_role=RegionRole.BARRIER, paradigm=Paradigm.MPI)
-        for r in range(ranks):
-            group = d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
-                                     system_tree_parent=node)
-            events = w.event_writer_from_location(d.location("Master thread", type=LocationType.CPU_THREAD,
-                                                             group=group))
-            events.enter(1000, main)
-            events.enter(5000 + r, barrier)
-            events.leave(6000 + r, barrier)
-            events.leave(10000 + r, main)
-    return root / "traces.otf2"
-
-
 def test_the_locations_of_an_archive_share_their_part_files(tmp_path, run_cli):
-    anchor = many_ranks(tmp_path / "many", RANKS)
+    anchor = many_ranks(tmp_path / "many", RANKS, barrier=True)
     code, _, err = run_cli("ingest", anchor, "-w", tmp_path / "wh")
     assert code == 0, err
     (run,) = (tmp_path / "wh" / "runs").iterdir()

@@ -877,7 +877,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         ref_bursts, ref_units = ref.whole()
     reference, source, share = ref_bursts, bursts, None
     if ref_units.split or o_units.split:
-        ex = expand(ref_bursts, ref_units, bursts, o_units, m, common)
+        ex = expand(ref_bursts, ref_units, bursts, o_units, m, common, options.min_error_duration_ns)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
     del o_units, ref_units
     rows = own.rows(ref_bursts) if own else None

@@ -155,19 +155,21 @@ def _work_shares(bursts: pl.DataFrame, u: Units, work: str | None) -> np.ndarray
 
 
 def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, apportioned: np.ndarray,
-            common: list[str], work: str | None) -> np.ndarray:
+            common: list[str], work: str | None, min_duration_ns: int) -> np.ndarray:
     """Per reference unit: whether its pieces ran at other rates (mergeattack23 P1), so that no piece's value is
     its share of the unit's. A unit the other run cuts elsewhere is apportioned by work (``share``), which is
     right only where the unit's code is one kernel at one rate; a tracer's flush inside a unit of two kernels
     leaves pieces of other rates. The reference shows it on its own counters: a common counter (other than the
     work) apportioned like the transferred ones misses what the piece recorded by more than a pair of one
-    campaign is allowed to (:func:`noise.off_limit` at the counting noise). Pieces with fewer than
-    ``MIN_JUDGED_COUNT`` of a counter (either way) are not judged on it."""
+    campaign is allowed to (:func:`noise.off_limit` at the counting noise). Pieces shorter than ``min_duration_ns``
+    (the merge's error threshold: a short piece next to a flush runs the tracer's probe and cold caches) are not
+    judged, nor pieces with fewer than ``MIN_JUDGED_COUNT`` of a counter (either way) on that counter."""
     uneven = np.zeros(ref_units.size.size, bool)
     rates = [c for c in common if c != work and c in ref_bursts.columns and c in ref_units.table.columns]
     if not apportioned.any() or not rates:
         return uneven
-    at = np.flatnonzero(apportioned & np.isfinite(share))
+    long = ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns
+    at = np.flatnonzero(apportioned & np.isfinite(share) & long)
     units_at = ref_units.unit[at]
     limit = off_limit(NOISE_FLOOR)
     for c in rates:
@@ -185,9 +187,10 @@ MIN_JUDGED_COUNT = 1000
 
 
 def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFrame, other_units: Units,
-           unit_matches: pl.DataFrame, common: list[str]) -> Expanded:
+           unit_matches: pl.DataFrame, common: list[str], min_duration_ns: int = 0) -> Expanded:
     """Per reference burst, its source row and share (see the module docstring) from the match table of the two
-    runs' units (``unit_matches``, one row per reference unit, ``other_row`` a unit row of ``other_units``)."""
+    runs' units (``unit_matches``, one row per reference unit, ``other_row`` a unit row of ``other_units``);
+    ``min_duration_ns``: the shortest piece whose rates are judged (:func:`_uneven`)."""
     u = ref_units.unit
     v = unit_matches.get_column("other_row").fill_null(-1).to_numpy()[u]
     hit = v >= 0
@@ -209,7 +212,8 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
     slot[multi] = other_bursts.height + np.arange(multi.size)
     row = np.where(one_to_one, other_units.first[vs] + piece,
                    np.where(other_units.size[vs] > 1, slot[vs], other_units.first[vs]))
-    hit &= ~_uneven(ref_bursts, ref_units, ref_share, hit & ~one_to_one & (ref_units.size[u] > 1), common, work)[u]
+    apportioned = hit & ~one_to_one & (ref_units.size[u] > 1)
+    hit &= ~_uneven(ref_bursts, ref_units, ref_share, apportioned, common, work, min_duration_ns)[u]
     row = np.where(hit, row, -1)
     source = pl.concat([other_bursts, other_units.table[multi]]) if multi.size else other_bursts
     apportion = hit & ~one_to_one & (ref_units.size[u] > 1)

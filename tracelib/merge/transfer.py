@@ -240,7 +240,10 @@ class Choice:
         rescaling is forced or forbidden); a rejected kind is never used."""
         timed = counts_time(counter) and not self.forbidden
         tested = self.by_duration(counter) if timed else {}
-        by_ns = timed and (not tested or _no_worse(tested, self.tested[self.kind]))
+        chosen = self.tested[self.kind]
+        if not chosen.keys() & tested.keys():  # the chosen kind was not tested on those counts: the kind under it
+            chosen = self.tested["per_ins" if self.work else "verbatim"]  # was (review23: else nothing compared)
+        by_ns = timed and (not tested or _no_worse(tested, chosen))
         if by_ns and not self.forced:
             return Plan(per_ns=True)
         r = (rescale_counter(src_bursts, counter, common, *(() if self.forced else AUTO_RESCALE),

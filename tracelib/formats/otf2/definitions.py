@@ -198,19 +198,17 @@ def _locations(defs, anchor: Path, warns: list[str],
 
 
 #: the regions Score-P enters for its own work (canonical names): writing its buffer out, and the time recording
-#: was switched off (SCOREP_RECORDING_OFF); neither is the program's
+#: was switched off (SCOREP_RECORDING_OFF); neither is the program's. Only these: another artificial region of the
+#: measurement system (the whole program's, whatever its name) taken as a gap would drop every burst it encloses
 MEASUREMENT_REGIONS = ("TRACE BUFFER FLUSH", "MEASUREMENT OFF")
 
 
 def _is_measurement(r) -> bool:
-    """Whether region ``r`` is the measurement system's own time inside a run (:data:`MEASUREMENT_REGIONS`, or an
-    artificial region of paradigm MEASUREMENT_SYSTEM other than the whole program's, :func:`_program`)."""
-    from otf2.enums import Paradigm, RegionRole
+    """Whether region ``r`` is the measurement system's own time inside a run: an artificial region named as one of
+    :data:`MEASUREMENT_REGIONS`."""
+    from otf2.enums import RegionRole
 
-    if r.region_role != RegionRole.ARTIFICIAL:
-        return False
-    return (str(r.canonical_name or r.name or "") in MEASUREMENT_REGIONS
-            or (r.paradigm == Paradigm.MEASUREMENT_SYSTEM and not _is_program(r)))
+    return r.region_role == RegionRole.ARTIFICIAL and str(r.canonical_name or r.name or "") in MEASUREMENT_REGIONS
 
 
 def _is_program(r) -> bool:

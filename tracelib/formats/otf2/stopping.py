@@ -14,7 +14,7 @@ from pathlib import Path
 from synthtrace.tracelib.errors import ReadStopped
 
 _running: set[threading.Event] = set()  # what stop_reads sets: one event per read running now
-_lock = threading.Lock()
+_lock = threading.RLock()  # stop_reads runs in a signal handler, maybe while its own thread holds it
 
 
 def stop_reads() -> int:
