@@ -421,7 +421,8 @@ def measurement(root: Path) -> Variant:
     the flush's and the switch's too. Their time and counts belong to no burst: the computation around a flush is
     two bursts (as Extrae's flush state cuts Paraver's Running state), the first closed by no call. The whole run
     lies inside another artificial region of the measurement system, the program's, named as a program without a
-    path (review23: taken as the tracer's own time, it dropped every burst)."""
+    path (review23: taken as the tracer's own time, it dropped every burst). The trace begins inside a flush (its
+    Leave at 1 ns, no Enter: attack 23 F1, it kept every later flush of the chunk from cutting a burst)."""
     a = _Archive(root, ranks=1, threads=1)
     a.mpi("MPI_Barrier", "MPI_Finalize")
     flush, off, program = "TRACE BUFFER FLUSH", "MEASUREMENT OFF", "measurement"
@@ -430,6 +431,7 @@ def measurement(root: Path) -> Variant:
     a.region(program, RegionRole.ARTIFICIAL, Paradigm.MEASUREMENT_SYSTEM)
     e = a.events(0)
     e.program_begin(0, "measurement", [])
+    e.leave(1, flush)  # the trace begins inside a flush: a Leave with no Enter (attack 23 F1)
     e.enter(1, program)
     e.enter(5, "main", ins=500)
     e.enter(100, "MPI_Barrier", ins=1000)

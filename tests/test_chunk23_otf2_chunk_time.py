@@ -2,8 +2,10 @@
 the numbers the file had (attack 22 F1): the headers chain, so the check of attack 21 F7 passed, and libotf2 read
 one chunk's events twice and dropped the other's (95,323 events lost, exit 0, one "records before the previous"
 warning), or read swapped chunks silently reordered. A location's events file is written by one thread in time
-order: a chunk whose first timestamp goes back before the last of the chunk before it is damage. The file is
-refused naming the file, the chunk's byte and why; --salvage reads the chunks before it."""
+order: a chunk that begins no later than the chunk before it began is damage (a chunk copied over the next begins
+where its original did; of two swapped, the later begins first). The file is refused naming the file, the chunk's
+byte and why; --salvage reads the chunks before it. A clock stepping back a tick where a chunk begins is not
+(attack 23 F8: the whole trace was refused, --salvage dropped the rest of the location)."""
 from __future__ import annotations
 
 import shutil
@@ -51,7 +53,7 @@ def test_a_chunk_going_back_in_time_is_refused_naming_the_byte(archive, tmp_path
     assert Path(raised.value.path) == copy / "traces" / "0.evt"
     reason = raised.value.reason
     assert f"chunk out of time order at byte {damaged_at} of an events file" in reason
-    assert "before the last of the chunk before it" in reason
+    assert "no later than the chunk before it began" in reason
 
 
 @pytest.mark.timeout(120)
@@ -60,7 +62,38 @@ def test_salvage_reads_the_chunks_before_the_one_going_back(archive, tmp_path, c
     chunks, damaged_at = CASES[case]
     kept = _first_event((archive / "traces" / "0.evt").read_bytes(), damaged_at) - 1
     said, summary = chunk_order.salvaged(_headers_kept(archive, tmp_path, chunks) / "traces.otf2")
-    damage = [w for w in said if "before the last of the chunk before it" in w]
+    damage = [w for w in said if "no later than the chunk before it began" in w]
     assert len(damage) == 1 and f"kept the {kept} events of the chunks before byte {damaged_at}" in damage[0]
     assert sum(summary.n_records.values()) == kept
     assert not [w for w in said if "records with a timestamp before" in w]
+
+
+def _stamps(data: bytes, start: int) -> list[tuple[int, int]]:
+    """(byte, ticks) of the timestamp records (token 5, 8 bytes little-endian) of the chunk at ``start``, as far as
+    the records are small (type, length byte, body): enough for the chunk's first and last."""
+    at, out = start + 18, []
+    while at < start + CHUNK:
+        if data[at] == 5:
+            out.append((at, int.from_bytes(data[at + 1:at + 9], "little")))
+            at += 9
+        elif data[at] in (0, 1, 2):
+            break
+        else:
+            at += 2 + data[at + 1]
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_a_clock_stepping_back_a_tick_where_a_chunk_begins_is_read(archive, tmp_path):
+    """Chunk 1's first timestamp one tick before chunk 0's last (a TSC stepping back at a buffer flush): the file is
+    read whole, as a step back inside a chunk is, not refused as a chunk copied over another."""
+    copy = tmp_path / "tsc"
+    shutil.copytree(archive, copy)
+    evt = copy / "traces" / "0.evt"
+    data = bytearray(evt.read_bytes())
+    (at, _), last = _stamps(data, CHUNK)[0], _stamps(data, 0)[-1][1]
+    data[at + 1:at + 9] = (last - 1).to_bytes(8, "little")
+    evt.write_bytes(bytes(data))
+    whole = Otf2Trace(archive / "traces.otf2").read_tables("r")[2]
+    stepped = Otf2Trace(copy / "traces.otf2").read_tables("r")[2]
+    assert sum(stepped.n_records.values()) == sum(whole.n_records.values())

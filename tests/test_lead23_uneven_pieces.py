@@ -1,7 +1,8 @@
-"""Transfer choices the lead and review23 found wrong. A unit cut in pieces by the tracer (a buffer flush) at another point in every run is apportioned by work: right
-only where the unit runs at one rate. Where the reference's own common counters show its pieces ran at other rates
-(a flush between two kernels), no piece is given its share of the other run's unit (mergeattack23 P1: `ok` at
-91-96 % right, the wrong bursts exactly the flushed pieces)."""
+"""Transfer choices the lead and review23 found wrong. A unit cut in pieces by the tracer (a buffer flush) at
+another point in every run is apportioned by work: right only where the unit runs at one rate. Where the
+reference's own common counters show its pieces ran at other rates (a flush between two kernels), no piece is given
+its share of the other run's unit (mergeattack23 P1: `ok` at 91-96 % right, the wrong bursts exactly the flushed
+pieces). A count of time goes per ns only when compared with a kind tested on the common counts of time."""
 from __future__ import annotations
 
 import polars as pl

@@ -376,9 +376,13 @@ class _LocationConverter:
         st = self.state
         rows = np.flatnonzero(measurement & (kind <= _LEAVE))
         step = np.where(kind[rows] == _ENTER, 1, -1)
-        after = st.measuring_depth + np.cumsum(step)
-        open_t = ns[rows[(step > 0) & (after == 1)]]
-        close_t = ns[rows[(step < 0) & (after <= 0) & (after - step > 0)]]
+        # the depth never goes below 0: a Leave with no Enter (the trace begins inside a flush) is passed over, not
+        # carried as a debt that kept every later flush of the batch from opening a gap (attack 23 F1)
+        walk = st.measuring_depth + np.cumsum(step)
+        after = walk - np.minimum(np.minimum.accumulate(walk), 0) if walk.size else walk
+        before = np.concatenate([[st.measuring_depth], after[:-1]])
+        open_t = ns[rows[(step > 0) & (before == 0)]]
+        close_t = ns[rows[(step < 0) & (before == 1)]]
         if st.measuring_from is not None:
             open_t = np.concatenate([[st.measuring_from], open_t])
         st.idle.extend(zip(open_t[:close_t.size].tolist(), close_t.tolist()))

@@ -80,8 +80,8 @@ class CutEvents:
 class ChunkDamage:
     """A chunk header whose event numbers do not follow the chunk before, or hold more events than the chunk's
     bytes or the definitions can (attack 21 F3: a cut file's last header said its chunk starts at event 2^62); or
-    a chunk whose first timestamp goes back before the last of the chunk before it (attack 22 F1: a chunk copied
-    over the next, or two swapped, the headers edited to chain)."""
+    a chunk that begins no later than the chunk before it began (attack 22 F1: a chunk copied over the next, or two
+    swapped, the headers edited to chain)."""
 
     at: int  # byte offset of the chunk header
     why: str  # what it says and what was expected, for a message
@@ -260,9 +260,11 @@ def _chained_events(fh, end: int, step: int, n_events: int, *, to_last: bool = F
                     read: tuple[int, bytes] | None = None) -> tuple[int, ChunkDamage | None, int | None]:
     """The events of the chunks (of ``step`` bytes) of ``fh`` before byte ``end``, from their headers: each must number
     its events on from the chunk before's, hold no more than its bytes can, and none past the ``n_events`` the
-    definitions announce; and its first timestamp must not go back before the last of the chunk before it (a location's
-    events are written by one thread in time order; attack 22 F1: a chunk copied over the next, or two swapped, with the
-    headers edited to chain; each chunk is read, one at a time, and its records walked for it). (events of the chunks
+    definitions announce; and it must begin after the chunk before it began (a location's events are written by one
+    thread in time order; attack 22 F1: a chunk copied over the next begins where its original did, of two swapped the
+    later begins first; each chunk is read, one at a time, and its records walked for it). Not before the last of the
+    chunk before: a clock that steps back a tick where a chunk begins (a TSC, attack 23 F8) is the warning it is
+    inside a chunk, not damage. (events of the chunks
     before the first chunk out of sequence, its damage or None, None). With ``to_last`` the walk ends at the chunk
     holding event ``n_events`` (the last announced; a chunk past it is that chunk: the events file of another location,
     refused once read, attack 8 B8), whose offset is the third item, the events before it the first; the chunks after it
@@ -270,16 +272,16 @@ def _chained_events(fh, end: int, step: int, n_events: int, *, to_last: bool = F
     swapped, had libotf2 read one chunk's events twice and drop the other's. ``read``: (offset, bytes) of a chunk
     the caller has read already (the last one), not read again."""
     most = (step - _HEADER_BYTES) // 2  # an event record is 2 bytes at least: its type and its length
-    held, time_before = 0, None  # events of the chunks chained, the last timestamp of the last one (ticks)
+    held, before = 0, None  # events of the chunks chained, the (first, last) timestamps of the last one (ticks)
     for offset, chunk in _chunks(fh, end, step, read):
         first, last = _event_numbers(chunk)
         bound = max(n_events, last or 0) if to_last else n_events
         if (damage := _disagreement(offset, first, last, held, bound, most)) is not None:
             return held, damage, None
         if (span := _time_span(chunk)) is not None:
-            if time_before is not None and span[0] < time_before:
-                return held, _time_going_back(offset, span[0], time_before), None
-            time_before = span[1]
+            if before is not None and (span[0] < before[0] or span[0] == before[0] < before[1]):
+                return held, _time_going_back(offset, span[0], before[0]), None
+            before = span
         if to_last and last >= n_events:
             return held, None, offset
         held = last
@@ -287,10 +289,10 @@ def _chained_events(fh, end: int, step: int, n_events: int, *, to_last: bool = F
 
 
 def _time_going_back(at: int, first: int, before: int) -> ChunkDamage:
-    """The damage of the chunk at byte ``at`` whose first timestamp ``first`` is before ``before``, the last of the
-    chunk before it (clock ticks)."""
-    return ChunkDamage(at, f"its first timestamp ({first} clock ticks) is before the last of the chunk before it "
-                       f"({before}), where one thread wrote the location's events in time order: a chunk copied "
+    """The damage of the chunk at byte ``at`` whose first timestamp ``first`` is not after ``before``, the first of
+    the chunk before it (clock ticks)."""
+    return ChunkDamage(at, f"it begins ({first} clock ticks) no later than the chunk before it began ({before}), "
+                       f"where one thread wrote the location's events in time order: a chunk copied "
                        "over another or two swapped (its events would be read twice or out of place)",
                        "chunk out of time order")
 
