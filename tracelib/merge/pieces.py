@@ -155,13 +155,16 @@ def _work_shares(bursts: pl.DataFrame, u: Units, work: str | None) -> np.ndarray
 
 
 def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, apportioned: np.ndarray,
-            common: list[str], work: str | None, min_duration_ns: int) -> np.ndarray:
+            common: list[str], work: str | None, min_duration_ns: int,
+            pair_noise: dict[str, float]) -> np.ndarray:
     """Per reference unit: whether its pieces ran at other rates (mergeattack23 P1), so that no piece's value is
     its share of the unit's. A unit the other run cuts elsewhere is apportioned by work (``share``), which is
     right only where the unit's code is one kernel at one rate; a tracer's flush inside a unit of two kernels
     leaves pieces of other rates. The reference shows it on its own counters: a common counter (other than the
     work) apportioned like the transferred ones misses what the piece recorded by more than a pair of one
-    campaign is allowed to (:func:`noise.off_limit` at the counting noise). Pieces shorter than ``min_duration_ns``
+    campaign is allowed to (:func:`noise.off_limit` at the counter's own run-to-run noise per burst,
+    ``pair_noise``: the median |log ratio| of the long bursts paired one to one, floored at the counting noise; a
+    count that follows timing, cycles, varies per burst with it). Pieces shorter than ``min_duration_ns``
     (the merge's error threshold: a short piece next to a flush runs the tracer's probe and cold caches) are not
     judged, nor pieces with fewer than ``MIN_JUDGED_COUNT`` of a counter (either way) on that counter."""
     uneven = np.zeros(ref_units.size.size, bool)
@@ -171,8 +174,8 @@ def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, appor
     long = ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns
     at = np.flatnonzero(apportioned & np.isfinite(share) & long)
     units_at = ref_units.unit[at]
-    limit = off_limit(NOISE_FLOOR)
     for c in rates:
+        limit = off_limit(max(pair_noise.get(c, 0.0), NOISE_FLOOR))
         rec = ref_bursts.get_column(c).cast(pl.Float64).gather(at).fill_null(np.nan).to_numpy()
         pred = ref_units.table.get_column(c).cast(pl.Float64).gather(units_at).fill_null(np.nan).to_numpy() * share[at]
         judged = (rec >= MIN_JUDGED_COUNT) & (pred >= MIN_JUDGED_COUNT)
@@ -180,6 +183,21 @@ def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, appor
             off = judged & (np.abs(np.log(pred / rec)) > limit)
         uneven[units_at[off]] = True
     return uneven
+
+
+def _pair_noise(ref_bursts: pl.DataFrame, other_bursts: pl.DataFrame, ref_rows: np.ndarray, other_rows: np.ndarray,
+                common: list[str]) -> dict[str, float]:
+    """Per common counter, the median |log ratio| of its values over the given pairs of bursts (rows of the two runs,
+    paired one to one): the counter's run-to-run noise per burst (0 without a pair)."""
+    out: dict[str, float] = {}
+    for c in common:
+        if c not in ref_bursts.columns or c not in other_bursts.columns or not ref_rows.size:
+            continue
+        a = ref_bursts.get_column(c).cast(pl.Float64).gather(ref_rows).fill_null(np.nan).to_numpy()
+        b = other_bursts.get_column(c).cast(pl.Float64).gather(other_rows).fill_null(np.nan).to_numpy()
+        ok = (a > 0) & (b > 0)
+        out[c] = float(np.median(np.abs(np.log(a[ok] / b[ok])))) if ok.any() else 0.0
+    return out
 
 
 #: a piece's count of a counter below which its ratio to the apportioned count is not judged (counting noise)
@@ -213,7 +231,11 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
     row = np.where(one_to_one, other_units.first[vs] + piece,
                    np.where(other_units.size[vs] > 1, slot[vs], other_units.first[vs]))
     apportioned = hit & ~one_to_one & (ref_units.size[u] > 1)
-    hit &= ~_uneven(ref_bursts, ref_units, ref_share, apportioned, common, work, min_duration_ns)[u]
+    if apportioned.any():
+        single = np.flatnonzero(hit & (ref_units.size[u] == 1) & (other_units.size[vs] == 1)
+                                & (ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns))
+        noise = _pair_noise(ref_bursts, other_bursts, single, other_units.first[vs[single]], common)
+        hit &= ~_uneven(ref_bursts, ref_units, ref_share, apportioned, common, work, min_duration_ns, noise)[u]
     row = np.where(hit, row, -1)
     source = pl.concat([other_bursts, other_units.table[multi]]) if multi.size else other_bursts
     apportion = hit & ~one_to_one & (ref_units.size[u] > 1)
