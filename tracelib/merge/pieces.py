@@ -29,7 +29,7 @@ import polars as pl
 from synthtrace.tracelib.domain.sums import exact_sum
 from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
 from synthtrace.tracelib.thread_key import thread_key
-from synthtrace.tracelib.merge.noise import NOISE_FLOOR, off_limit
+from synthtrace.tracelib.merge.noise import NOISE_FLOOR, long_pairs, off_limit
 from synthtrace.tracelib.merge.transfer import work_counter
 
 
@@ -185,21 +185,6 @@ def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, appor
     return uneven
 
 
-def _pair_noise(ref_bursts: pl.DataFrame, other_bursts: pl.DataFrame, ref_rows: np.ndarray, other_rows: np.ndarray,
-                common: list[str]) -> dict[str, float]:
-    """Per common counter, the median |log ratio| of its values over the given pairs of bursts (rows of the two runs,
-    paired one to one): the counter's run-to-run noise per burst (0 without a pair)."""
-    out: dict[str, float] = {}
-    for c in common:
-        if c not in ref_bursts.columns or c not in other_bursts.columns or not ref_rows.size:
-            continue
-        a = ref_bursts.get_column(c).cast(pl.Float64).gather(ref_rows).fill_null(np.nan).to_numpy()
-        b = other_bursts.get_column(c).cast(pl.Float64).gather(other_rows).fill_null(np.nan).to_numpy()
-        ok = (a > 0) & (b > 0)
-        out[c] = float(np.median(np.abs(np.log(a[ok] / b[ok])))) if ok.any() else 0.0
-    return out
-
-
 #: a piece's count of a counter below which its ratio to the apportioned count is not judged (counting noise)
 MIN_JUDGED_COUNT = 1000
 
@@ -232,9 +217,12 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
                    np.where(other_units.size[vs] > 1, slot[vs], other_units.first[vs]))
     apportioned = hit & ~one_to_one & (ref_units.size[u] > 1)
     if apportioned.any():
-        single = np.flatnonzero(hit & (ref_units.size[u] == 1) & (other_units.size[vs] == 1)
-                                & (ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns))
-        noise = _pair_noise(ref_bursts, other_bursts, single, other_units.first[vs[single]], common)
+        # each counter's run-to-run noise per burst: the median |log ratio| of the long bursts paired one to one
+        single = pl.Series(hit & (ref_units.size[u] == 1) & (other_units.size[vs] == 1)
+                           & (ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns))
+        paired = pl.Series("other_row", other_units.first[vs], pl.Int64)
+        noise = {c: float(long_pairs(ref_bursts, other_bursts, paired, c, single).get_column("dw").abs().median()
+                          or 0.0) for c in common if c in ref_bursts.columns and c in other_bursts.columns}
         hit &= ~_uneven(ref_bursts, ref_units, ref_share, apportioned, common, work, min_duration_ns, noise)[u]
     row = np.where(hit, row, -1)
     source = pl.concat([other_bursts, other_units.table[multi]]) if multi.size else other_bursts
