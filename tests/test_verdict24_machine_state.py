@@ -16,21 +16,9 @@ import polars as pl
 import pytest
 
 import synthtrace.simulator.mechanisms as mech
-import synthtrace.tracelib.merge.merge_runs as merge_runs_module
 from synthtrace.tracelib.merge.noise import machine_state
 from testing.simulator_campaigns import merge_campaign
-
-
-def _verdicts(monkeypatch) -> list:
-    """The (signals, (verdict, reason)) of every transferred run the merges below judge."""
-    seen: list = []
-    judge = merge_runs_module.verdict
-
-    def spy(sig, timing_only):
-        seen.append((sig, judge(sig, timing_only)))
-        return seen[-1][1]
-    monkeypatch.setattr(merge_runs_module, "verdict", spy)
-    return seen
+from tests.test_verdict23_rules import _verdicts
 
 
 def test_tasks_sharing_their_node_with_another_job_are_named(tmp_path, monkeypatch):
