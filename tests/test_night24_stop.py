@@ -18,15 +18,22 @@ from testing.traces import copy_archive
 pytestmark = [pytest.mark.real_traces, pytest.mark.slow]  # nights as processes
 
 
-def _night(hook: str, drop: Path, wh: Path, env: dict) -> subprocess.CompletedProcess:
-    """``nightly`` over ``drop`` in a process that runs ``hook`` (Python) before the CLI."""
+#: the one line of a night stopped before it stored anything
+ABORTED = "aborted; the next night finishes what this one left"
+
+
+def _night(hook: str, tmp_path: Path, env: dict) -> tuple[subprocess.CompletedProcess, Path]:
+    """``nightly`` over a drop holding the real ping-pong archive, into the warehouse it returns, in a process that
+    runs ``hook`` (Python) before the CLI."""
+    drop, wh = tmp_path / "drop", tmp_path / "wh"
+    copy_archive("ping-pong-otf2", drop / "pp")
     script = "\n".join(textwrap.dedent(part) for part in (hook, """
         import sys
         from synthtrace.pipelines.cli import main
         sys.exit(main(sys.argv[1:]))
     """))
     return subprocess.run([sys.executable, "-c", script, "nightly", "--drop", str(drop), "-w", str(wh), "--settle",
-                           "0"], capture_output=True, text=True, timeout=600, env=env, check=False)
+                           "0"], capture_output=True, text=True, timeout=600, env=env, check=False), wh
 
 
 #: the first commit of a worker thread (the ingest's run) sends SIGINT, then goes on once the stop has begun (the
@@ -49,12 +56,9 @@ _COMMIT_AFTER_THE_STOP_BEGAN = """
 
 
 def test_a_commit_racing_a_night_s_stop_is_refused_and_the_line_says_what_is_stored(tmp_path, prefect_api):
-    drop, wh = tmp_path / "drop", tmp_path / "wh"
-    copy_archive("ping-pong-otf2", drop / "pp")
-    p = _night(_COMMIT_AFTER_THE_STOP_BEGAN, drop, wh, server_env(tmp_path / "prefect", prefect_api))
-    assert p.returncode == 130, (p.returncode, p.stderr[-3000:])
+    p, wh = _night(_COMMIT_AFTER_THE_STOP_BEGAN, tmp_path, server_env(tmp_path / "prefect", prefect_api))
     said = [line for line in p.stderr.splitlines() if line.startswith("aborted")]
-    assert said == ["aborted; the next night finishes what this one left"], p.stderr[-3000:]
+    assert (p.returncode, said) == (130, [ABORTED]), p.stderr[-3000:]
     assert not any((wh / "runs").iterdir())  # the line said nothing was stored: nothing was
     assert list((wh / ".staging").iterdir()) == []  # the refused commit's stage went with it
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
@@ -83,11 +87,8 @@ _STOP_AS_THE_SERVER_STARTS = """
 
 
 def test_ctrl_c_while_the_night_s_server_starts_is_said_in_one_line(tmp_path):
-    drop, wh = tmp_path / "drop", tmp_path / "wh"
-    copy_archive("ping-pong-otf2", drop / "pp")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update({"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_EPHEMERAL_ENABLED": "true"})
-    p = _night(_STOP_AS_THE_SERVER_STARTS, drop, wh, env)
-    assert p.returncode == 130, (p.returncode, p.stderr[-3000:])
-    assert p.stderr.splitlines() == ["aborted; the next night finishes what this one left"], p.stderr[-3000:]
+    p, wh = _night(_STOP_AS_THE_SERVER_STARTS, tmp_path, env)
+    assert (p.returncode, p.stderr.splitlines()) == (130, [ABORTED]), p.stderr[-3000:]
     assert not any((wh / "runs").iterdir())
