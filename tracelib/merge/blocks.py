@@ -66,6 +66,23 @@ def gathered(scan: pl.LazyFrame, rows: pl.Series | np.ndarray, columns: Sequence
     return got.select(pl.all().gather(place))
 
 
+def nulls_shared(table: pa.Table, nulls: dict[pa.DataType, pa.Array]) -> pa.Table:
+    """``table`` with each of its fixed-width columns that is NULL throughout made a slice of one NULL array of its
+    type (kept in ``nulls``, grown as needed): held, such a column costs nothing, not 8 B a row. Issue 23: a merged
+    table has a column per counter of any run and a burst has values in a few: the commit of the 40,000-burst wide
+    merge gathers row groups of 2,666 rows x 6,155 columns from parts of 325 rows where ~90 % of the columns are
+    NULL (it peaked at 872 MB, 376 MB with the NULLs shared)."""
+    columns = []
+    for column in table.columns:
+        if column.null_count == len(column) and pa.types.is_primitive(column.type) and len(column):
+            shared = nulls.get(column.type)
+            if shared is None or len(shared) < len(column):
+                shared = nulls[column.type] = pa.nulls(len(column), column.type)
+            column = shared.slice(0, len(column))
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
 def written(blocks: Iterable[pl.DataFrame | pa.Table], path: Path, rows: int | None = None,
             **options: Any) -> pl.LazyFrame:
     """The frames or Arrow tables ``blocks`` (of one schema, at least one, produced one at a time) written to
@@ -74,10 +91,12 @@ def written(blocks: Iterable[pl.DataFrame | pa.Table], path: Path, rows: int | N
     see :func:`group_rows`). ``options``: pyarrow's ``ParquetWriter`` options (default zstd-compressed)."""
     import pyarrow.parquet as pq
 
-    writer, held, n, wrote = None, [], 0, False
+    writer, held, n, wrote, nulls = None, [], 0, False, {}
     try:
         for b in blocks:
             t = b if isinstance(b, pa.Table) else b.to_arrow()
+            if rows is not None:  # held until its row group is full: its NULL columns take no memory of their own
+                t = nulls_shared(t, nulls)
             if writer is None:
                 writer = pq.ParquetWriter(path, t.schema, **{"compression": "zstd", **options})
             held.append(t)
