@@ -85,7 +85,10 @@ class ChunkDamage:
     """A chunk header whose event numbers do not follow the chunk before, or hold more events than the chunk's
     bytes or the definitions can (attack 21 F3: a cut file's last header said its chunk starts at event 2^62); or
     a chunk that begins no later than the chunk before it began (attack 22 F1: a chunk copied over the next, or two
-    swapped, the headers edited to chain)."""
+    swapped, the headers edited to chain). Not found: a chunk of another location copied over the same-numbered
+    chunk, its times in step with this location's (attack 23 F10): nothing in its header or times tells them
+    apart (the region or metric references of its records could, only in archives whose locations map references
+    of their own, and only by walking every record: not done)."""
 
     at: int  # byte offset of the chunk header
     why: str  # what it says and what was expected, for a message
