@@ -43,12 +43,13 @@ from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, Tabl
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
 from synthtrace.tracelib.formats.paraver.communicators import communicator_members
 from synthtrace.tracelib.formats.gzip_name import gzip_named
+from synthtrace.tracelib.formats.untraced import UntracedMarks
 from synthtrace.tracelib.formats.paraver.companion_text import MAX_PCF_BYTES, read_within_cap, too_large
 from synthtrace.tracelib.formats.paraver.pcf import MAX_VALUE_NAME_BYTES, PcfCatalog, parse_pcf, read_pcf
 from synthtrace.tracelib.formats.paraver import mpi_events
 from synthtrace.tracelib.domain.mpi_calls import EXTRAE_NAMES, MPI_KINDS
 from synthtrace.tracelib.formats.paraver.event_types import (
-    CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS,
+    CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS, TRACING_EVENT, TRACING_OFF,
                                                     UNCORE_BASE)
 from synthtrace.tracelib.formats.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.formats.paraver.row import RowNames, parse_row
@@ -510,6 +511,7 @@ class ParaverTrace(TraceReader):
         n_bursts = n_uncore = n_events = 0
         last_time = parser.last_time
         hasher = ContentHasher()
+        untraced = UntracedMarks()  # where Extrae_shutdown switched a thread's recording off
 
         def assembled(bursts: Iterator[pl.DataFrame], new_calls: Iterator[pl.DataFrame]) -> Iterator[TablePart]:
             """The assembler's parts: calls to the store, bursts streamed (attack 17 F3: one part at a time)."""
@@ -519,7 +521,7 @@ class ParaverTrace(TraceReader):
             for part in bursts:
                 n_bursts += part.height
                 if part.height:
-                    yield TablePart("bursts", part)
+                    yield TablePart("bursts", untraced.marked(part))
 
         for item in read_ahead(self._prepared(parser, converter, hasher, run_id)):
             if isinstance(item, str):
@@ -534,6 +536,7 @@ class ParaverTrace(TraceReader):
                 n_uncore += samples.height
                 yield TablePart("uncore", samples)
             last_time = item.horizon
+            untraced.add(item.events.filter((pl.col("type") == TRACING_EVENT) & (pl.col("value") == TRACING_OFF)))
             yield from assembled(*assembler.feed_parts(converter.batch(item), last_time))
             if (events := _concat_events(item.events, converter.loose_samples(run_id))).height:
                 n_events += events.height
