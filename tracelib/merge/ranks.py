@@ -176,10 +176,11 @@ def _behaviours(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, Behaviour]:
 
         def cube(p: pl.DataFrame, tasks: np.ndarray, keys: list) -> np.ndarray:
             a = np.full((tasks.size, len(keys), PROFILE), np.nan)
-            q = p.filter(pl.col("key").is_in(keys))
-            a[np.searchsorted(tasks, q.get_column("task").to_numpy()),
-              np.searchsorted(keys, q.get_column("key").to_numpy()), q.get_column("k").to_numpy()] = \
-                q.get_column("w").to_numpy()
+            # the key's index taken in Polars: a NumPy array of the keys is a Python string per profile cell
+            q = p.filter(pl.col("key").is_in(keys)).with_columns(
+                pl.col("key").replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64))
+            a[np.searchsorted(tasks, q.get_column("task").to_numpy()), q.get_column("key").to_numpy(),
+              q.get_column("k").to_numpy()] = q.get_column("w").to_numpy()
             return a
 
         a, b = cube(pr, tr, keys).reshape(tr.size, -1), cube(po, to, keys).reshape(to.size, -1)
