@@ -1532,6 +1532,47 @@ def _sends_first(spec: CampaignSpec) -> CampaignSpec:
 PROGRAMS["sends_first"] = sends_first
 
 
+# ------------------------------------------------------------------------------------ verdict24 (mergeattack23 P2)
+@dataclass(frozen=True)
+class SharedNodePlan(RunPlan):
+    """A run whose ``tasks`` (indices) share their node with another, memory-hungry job: their kernels run as
+    :data:`CONTENDED` says, the same instructions with more misses and cycles per instruction."""
+
+    tasks: tuple[int, ...] = ()
+
+
+#: kernels as they run beside another job's memory traffic: the same instructions at more cycles and misses per
+#: instruction (the interior stencil at axpy's rates, ~x1.13; the boundary stencil at spmv's, ~x2.2, the packing at
+#: the boundary stencil's, ~x1.27): ~x1.2 the cycles per instruction of a task's long bursts
+CONTENDED = {kid("stencil_interior"): kid("axpy"), kid("stencil_boundary"): kid("spmv"),
+             kid("pack_halo"): kid("stencil_boundary")}
+
+
+def shared_node(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
+    """:func:`spmd`, its kernels contended (:data:`CONTENDED`) on the tasks a :class:`SharedNodePlan` names."""
+    program = spmd(task, lg, plan, run_rng)
+    if not (isinstance(plan, SharedNodePlan) and task in plan.tasks):
+        return (yield from program)
+    reply = None
+    while True:
+        try:
+            call = program.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        reply = yield replace(call, kernel=CONTENDED.get(call.kernel, call.kernel))
+
+
+@mechanism("shared_node", "run 1's tasks 0-3 (of 16, 4 per node) share their node with another job: their "
+           "kernels run at ~x1.13-2.2 the cycles and misses per instruction, ~x1.2 per task (mergeattack23 P2)", 16,
+           30)
+def _shared_node(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, ranks_per_node=(4,) * spec.runs, plans=(RunPlan(), SharedNodePlan(tasks=(0, 1, 2, 3))),
+                   shape=Shape(topology="torus", completion="waitall", coll_every=5))
+
+
+PROGRAMS["shared_node"] = shared_node
+
+
 # ------------------------------------------------------------------------------------------------------- torus24
 def translated(P: int) -> tuple[int, ...]:
     """The trace rank of each logical rank on the periodic torus of ``P`` ranks moved one step along x (a

@@ -49,6 +49,11 @@ counters both runs recorded:
   however alike its iterations look. One channel disagreeing one way is a channel whose shift a run's timing got
   wrong (ranks that drift apart), not a misalignment. Messages are judged whatever the length of their bursts.
 
+- **machine state** ([verdict24] :func:`synthtrace.tracelib.merge.noise.machine_state`): the long pairs' cycles per
+  instruction per task (summed over the task's pairs), against the other tasks' spread: a task beyond ``RATE_K``
+  times it (at least ``RATE_FLOOR``), or every task beyond ``RATE_SHIFT``, ran in another machine state in the other
+  run (a job sharing its node, another build or data layout); node clocks and placement move tasks by a few percent;
+
 - **work that ran on** ([order22] :mod:`synthtrace.tracelib.merge.arrival_order`): pairs dropped because the work after
   a message ran on into another call's phase in one run (``ran_on``; suspect above ``SUSPECT_MISFIT`` of the long
   reference bursts, their values NULL; the misfit judges them before the drop, the unpaired count never); spans
@@ -60,7 +65,8 @@ Verdict per (experiment, counter): ``bad`` when the share of checked pairs in am
 matched pairs opened by other messages or the misfit share exceeds ``BAD_MISFIT``, coverage is below
 ``BAD_COVERAGE`` or a thread is misaligned by its messages; ``suspect`` when the share of long matched pairs
 opened by other messages, the ambiguous-span or the misfit share exceeds ``SUSPECT_MISFIT``, more than
-``OFF_NOISE_SUSPECT`` of the long matched pairs lie off the noise (or the median pair does), coverage is below
+``OFF_NOISE_SUSPECT`` of the long matched pairs lie off the noise (or the median pair does), some tasks or all ran
+in another machine state (:attr:`PairSignals.machine`), coverage is below
 ``SUSPECT_COVERAGE``, the work shifts by more than ``WORK_SHIFT`` or matching used timing only without the
 logical messages vouching for it (:attr:`PairSignals.validated_by_messages`); else ``ok``. A recorded counter is
 ``ok``. The experiment's verdict is the worst of its counters'.
@@ -76,7 +82,7 @@ import polars as pl
 from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.message_graph import agreement, bracketed, ends
 from synthtrace.tracelib.merge.messages import CHANNEL, POLL_UNIT_CALLS
-from synthtrace.tracelib.merge.noise import WorkNoise
+from synthtrace.tracelib.merge.noise import MachineState, WorkNoise
 from synthtrace.tracelib.schema import THREAD_KEYS
 
 #: the keys of a task (its node: the rates of its bursts shift together between runs)
@@ -231,6 +237,9 @@ class PairSignals:
     # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample:
     # noise.work_noise of the choice sample's pairs, set by the merge; pair_signals leaves it None)
     work_noise: WorkNoise | None = field(default=None, metadata={"per": None})
+    # [verdict24] the pairs' cycles per instruction per task (noise.machine_state of the choice sample's pairs, set
+    # by the merge): a median, not additive
+    machine: MachineState | None = field(default=None, metadata={"per": None})
 
     def __add__(self, other: PairSignals) -> PairSignals:
         """[helper merge-scale] The signals of two disjoint groups of reference tasks: counts add, a share is its
@@ -577,6 +586,8 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
         return "suspect", f"{misfit:.1%} of matched bursts differ in work and rate"
     if sig.work_noise is not None and sig.work_noise.suspect:  # [noise22]
         return "suspect", sig.work_noise.reason()
+    if sig.machine is not None and sig.machine.suspect:  # [verdict24]
+        return "suspect", sig.machine.reason()
     if coverage_long is not None and coverage_long < SUSPECT_COVERAGE:
         return "suspect", f"{coverage_long:.0%} of bursts >= 10 us matched"
     if work_shift is not None and abs(work_shift) > WORK_SHIFT:

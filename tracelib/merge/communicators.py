@@ -18,7 +18,12 @@ communicator), then again in the reference's when the rank correspondence renumb
 MPI_Cart_create, lists other world ranks as the members of the same communicator). A communicator id a call names
 that its trace does not declare keeps its number.
 Point-to-point messages need no mapping of their peers: Extrae's communication records and the OTF2 reader's
-(:func:`~synthtrace.tracelib.formats.otf2.messages.peer_tasks`) name world tasks, not communicator ranks."""
+(:func:`~synthtrace.tracelib.formats.otf2.messages.peer_tasks`) name world tasks, not communicator ranks. Their
+communicator is another matter: Extrae's records name none (the point-to-point calls' ``comm`` is NULL), Score-P's
+name the OTF2 communicator. When one run names it and the reference does not (the same program traced by the two
+tools), the run's point-to-point calls and messages name none either; when the reference names it and the run does
+not, the run's are put on the communicator the reference's name most (its world communicator): messages on another
+communicator, which Extrae's records cannot tell apart, stay on that one (mergeattack23 P6)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
+from synthtrace.tracelib.domain.mpi_calls import calls_with
 from synthtrace.tracelib.merge.ranks import renumber_columns
 
 if TYPE_CHECKING:
@@ -35,6 +41,11 @@ if TYPE_CHECKING:
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 #: the member set of an MPI_COMM_SELF that OTF2 defines once for every process (its task NULL)
 _SELF = "self"
+#: the calls of a point-to-point message's two ends, and every point-to-point call (completion calls take the
+#: communicator of the receives they complete in the OTF2 reader)
+_ENDS = calls_with(roles=("send", "recv", "sendrecv"))
+_POINT_TO_POINT = calls_with(roles=("send", "recv", "sendrecv", "probe", "wait", "test", "init", "start", "ready",
+                                    "cancel", "free"))
 
 
 def _member_sets(members: pl.DataFrame) -> pl.DataFrame:
@@ -96,10 +107,66 @@ class Renamed:
         return self.moved.equals(other.moved)
 
 
+def _point_to_point_comms(run: RunTables) -> pl.DataFrame | None:
+    """Per appl, the communicator ``run``'s point-to-point sends and receives name most (appl, comm; comm NULL when
+    they name none); None when it has no such call."""
+    if not isinstance(run.mpi_calls, (pl.DataFrame, pl.LazyFrame)) or not {"appl", "mpi_call", "comm"} <= set(
+            _columns(run.mpi_calls)):
+        return None
+    ends = run.mpi_calls.lazy().filter(pl.col("mpi_call").is_in(list(_ENDS)))
+    most = (ends.group_by("appl", "comm").agg(pl.len().alias("_n"))
+            .sort("appl", pl.col("comm").is_not_null(), "_n", descending=[False, True, True])
+            .unique("appl", keep="first").select("appl", "comm").collect())
+    return most if most.height else None
+
+
+def _point_to_point_on(run: RunTables, comms: pl.DataFrame | None) -> RunTables:
+    """``run`` with its point-to-point calls' and messages' communicator NULL (``comms`` None) or, where NULL, its
+    appl's in ``comms`` (appl, comm)."""
+    def comm(appl: str) -> pl.Expr:
+        if comms is None:
+            return pl.lit(None, pl.Int64)
+        return pl.col("comm").fill_null(pl.col(appl).replace_strict(comms.get_column("appl"), comms.get_column("comm"),
+                                                                    default=None))
+    p2p = pl.col("mpi_call").is_in(list(_POINT_TO_POINT))
+    calls = run.mpi_calls.with_columns(pl.when(p2p).then(comm("appl")).otherwise(pl.col("comm")).cast(pl.Int64)
+                                       .alias("comm"))
+    messages = run.messages
+    if messages is not None and "comm" in (names := _columns(messages)):
+        messages = messages.with_columns(comm("appl" if "appl" in names else "s_appl").cast(pl.Int64).alias("comm"))
+    return replace(run, mpi_calls=calls, messages=messages)
+
+
+def tool_neutral(run: RunTables, reference: RunTables) -> tuple[RunTables, list[str]]:
+    """``run`` (its communicator ids the reference's already) with its point-to-point communicators named as the
+    reference names them (see the module docstring: Extrae names none, Score-P the OTF2 communicator) and what the
+    merge notes of it."""
+    ours, theirs = _point_to_point_comms(run), _point_to_point_comms(reference)
+    if ours is None or theirs is None:
+        return run, []
+    named, ref_named = (bool(f.get_column("comm").is_not_null().any()) for f in (ours, theirs))
+    if named == ref_named:
+        return run, []
+    # the run's (Extrae's) on the communicator the reference's name most: its world communicator
+    run = _point_to_point_on(run, theirs if ref_named else None)
+    said, does = ("names", "does not") if named else ("does not name", "does")
+    return run, [f"{run.run_name} {said} the communicator of its point-to-point messages where {reference.run_name} "
+                 f"{does} (traced by another tool: Extrae names none, Score-P does): compared as the reference "
+                 "names them"]
+
+
 def renamed_communicators(run: RunTables, reference: RunTables, renum: Mapping[int, int] | None = None) -> Renamed:
     """``run`` with its calls' and messages' communicator ids the reference's (:func:`communicator_map` of the
     members, in the reference's task numbering when ``renum``, the rank correspondence's packed task key -> task,
-    is given); ``run`` as it is when either run has no members table or the ids already agree."""
+    is given) and its point-to-point ones named as the reference names them (:func:`tool_neutral`); ``run`` as it
+    is when either run has no members table or the ids already agree, and both name those alike."""
+    renamed = _renamed_ids(run, reference, renum)
+    neutral, notes = tool_neutral(renamed.run, reference)
+    return replace(renamed, run=neutral, notes=notes + renamed.notes)
+
+
+def _renamed_ids(run: RunTables, reference: RunTables, renum: Mapping[int, int] | None) -> Renamed:
+    """:func:`renamed_communicators` but the naming of the point-to-point communicators."""
     if run.communicators is None or reference.communicators is None or not run.communicators.height \
             or not reference.communicators.height:
         return Renamed(run, None, [])

@@ -59,7 +59,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               opened_differently, pair_signals, sites_named, structure_kinds,
                                               structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
-from synthtrace.tracelib.merge.noise import long_pairs, work_noise
+from synthtrace.tracelib.merge.noise import core_cycles, long_pairs, rate_state, work_noise
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units
 from synthtrace.tracelib.merge.communicators import renamed_communicators
@@ -415,10 +415,11 @@ class Tally:
         return self.matched / self.rows if self.rows else 0.0
 
     def signals(self, sampled: PairSignals | None) -> PairSignals:
-        """The :class:`PairSignals` of the sums, their medians (``work_shift``, ``work_noise``) from the choice
-        sample's (``sampled``)."""
+        """The :class:`PairSignals` of the sums, their medians (``work_shift``, ``work_noise``, ``machine``) from the
+        choice sample's (``sampled``)."""
         return replace(self.pairs, work_shift=sampled.work_shift if sampled else None,
-                       work_noise=sampled.work_noise if sampled else None)
+                       work_noise=sampled.work_noise if sampled else None,
+                       machine=sampled.machine if sampled else None)
 
     def tied(self, tie: str | None) -> Tally:
         """[ranks22] The tally with the rank correspondence's tie (:class:`Correspondence`) in its signals."""
@@ -1183,12 +1184,15 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         info, s = aligned[o.run_id], samples[o.run_id]
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
-        read = [c for c in dict.fromkeys([work, rate]) if c]  # what the signals read of a sample on disk
+        cycles = core_cycles(info.common)
+        read = [c for c in dict.fromkeys([work, rate, cycles]) if c]  # what the signals read of a sample on disk
         ref_sample, src_sample = frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read)
         sampled = pair_signals(ref_sample, src_sample, s.matches, work, rate, s.long) if work else None
         if sampled and work and "thread" in ref_sample.columns:  # [verdict23] the sample's noise, read once here
-            sampled = replace(sampled, work_noise=work_noise(long_pairs(
-                ref_sample, src_sample, s.matches.get_column("other_row"), work, s.long)))
+            other_row = s.matches.get_column("other_row")
+            noise = work_noise(long_pairs(ref_sample, src_sample, other_row, work, s.long))
+            state = rate_state(ref_sample, src_sample, other_row, work, cycles, s.long) if cycles else None
+            sampled = replace(sampled, work_noise=noise, machine=state)  # [verdict24] the tasks' machine state
         sig = tallies[o.run_id].signals(sampled)
         verdicts[o.run_id] = (sig, verdict(sig, not info.features))
         if verdicts[o.run_id][1][0] == "ok" and (why := other_structure(ref, o, tallies[o.run_id])):

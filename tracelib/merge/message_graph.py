@@ -273,8 +273,32 @@ def logical_ends(bursts: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
 
 
 def ends(t: pl.DataFrame) -> Ends:
-    """The message ends of a sequence table (columns ``smsg``, ``rmsg``)."""
-    return Ends(*(t.get_column(c).to_numpy() for c in ("smsg", "rmsg", "schan", "rchan")))
+    """The message ends of a sequence table (columns ``smsg``, ``rmsg``, ``schan``, ``rchan`` and, when it has it,
+    ``_tid``, the row's thread), less those on a channel several threads of a task send or receive on: with
+    ``MPI_THREAD_MULTIPLE`` two threads receiving on one (communicator, source, tag) take its messages in the order
+    they posted their receives, and two threads sending on one interleave as they run, so which thread holds the
+    k-th message follows timing and differs per run (mergeattack23 P8). Such a message names no thread's position:
+    its ends are left unnamed (0), unchecked."""
+    e = Ends(*(t.get_column(c).to_numpy() for c in ("smsg", "rmsg", "schan", "rchan")))
+    if "_tid" not in t.columns:
+        return e
+    tid = t.get_column("_tid").to_numpy()
+    shared = np.union1d(_shared_channels(e.send_chan, tid), _shared_channels(e.recv_chan, tid))
+    if not shared.size:
+        return e
+    return e._replace(send=np.where(np.isin(e.send_chan, shared), 0, e.send).astype(np.uint64),
+                      recv=np.where(np.isin(e.recv_chan, shared), 0, e.recv).astype(np.uint64))
+
+
+def _shared_channels(chan: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """The channels (nonzero values of ``chan``, one per row) that rows of more than one thread (``tid``) hold."""
+    held = chan > 0
+    c, t = chan[held], tid[held]
+    order = np.lexsort((t, c))
+    c, t = c[order], t[order]
+    pair = np.r_[True, (c[1:] != c[:-1]) | (t[1:] != t[:-1])] if c.size else np.zeros(0, bool)
+    c = c[pair]  # one per (channel, thread), by channel
+    return np.unique(c[1:][c[1:] == c[:-1]])
 
 
 def _pairs(e: Ends) -> tuple[np.ndarray, np.ndarray]:

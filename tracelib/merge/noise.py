@@ -29,10 +29,12 @@ off as its scale says.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
+from synthtrace.tracelib.domain.counters import canonical
 from synthtrace.tracelib.merge.blocks import frame_of
 from synthtrace.tracelib.schema import THREAD_KEYS
 
@@ -167,3 +169,108 @@ def _threads_in_words(per_thread: pl.DataFrame, threads: bool) -> str:
     counts = [f"{k} of {n}" for k, n in head.select("k", "n").iter_rows()]
     more = f" and {per_thread.height - head.height} more" if per_thread.height > head.height else ""
     return ", ".join(f"{a} ({b})" for a, b in zip(names, counts)) + more
+
+
+#: a task runs in another machine state in the other run when its median log ratio of cycles per instruction lies
+#: this many robust standard deviations (1.4826 x the median absolute deviation) of the tasks' medians from their
+#: median, and at least ``RATE_FLOOR`` from it: node clocks and placement move a task's cycles per instruction by
+#: a few percent between runs (the LULESH 4+4 / 7+1 pair: tasks within -6.4 % .. +6.2 %, spread 2.8 %)
+RATE_K = 3.0
+RATE_FLOOR = math.log(1.08)
+#: every task's cycles per instruction moved by more than this (log) between the runs: another build, data layout,
+#: page size or clock setting (turbo and placement move the median task by a few percent)
+RATE_SHIFT = math.log(1.10)
+#: tasks needed to judge one against the others' spread, and long pairs a task needs to be judged
+RATE_MIN_TASKS, RATE_MIN_PAIRS = 4, 5
+#: the robust standard deviation of a normal sample: this many median absolute deviations
+MAD_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class MachineState:
+    """The cycles per instruction of the long matched pairs between the reference and another run, per task (logs:
+    natural log ratios, reference over other run): ``shift``, the median task's; ``spread``, the tasks' robust
+    standard deviation around it; ``outliers``: the tasks beyond :data:`RATE_K` x ``spread`` (at least
+    :data:`RATE_FLOOR`) from ``shift``, with their log ratio (task, log), and ``judged``, the tasks judged;
+    ``counter``: the core cycles counter. Two runs
+    of one program on one machine state execute a burst at the same cycles per instruction, give or take the clock
+    and the placement's few percent; a task running at another rate in the other run (a job sharing its node, another
+    socket or build) also misses caches and memory otherwise, so counters transferred from that run are another
+    machine state's."""
+
+    counter: str
+    shift: float
+    spread: float
+    outliers: tuple[tuple[int, float], ...]
+    judged: int
+
+    @property
+    def suspect(self) -> bool:
+        """Some tasks, or all, ran at another rate in the other run."""
+        return bool(self.outliers) or abs(self.shift) > RATE_SHIFT
+
+    def reason(self) -> str:
+        """The verdict's reason, in words: which tasks, by how much, what it likely means."""
+        counter = self.counter
+        if abs(self.shift) > RATE_SHIFT:
+            return (f"the other run executes the same instructions at x{math.exp(-self.shift):.3f} the reference's "
+                    f"cycles per instruction ({counter}) on every task: another machine state (another build, data "
+                    "layout, page size or clock setting); its cache and memory counters likely differ as much or more, "
+                    "so the values transferred from it are that run's, not the reference's")
+        tasks = sorted(t for t, _ in self.outliers)
+        ratios = [math.exp(-d) for _, d in self.outliers]
+        return (f"tasks {_task_ranges(tasks)} ({len(tasks)} of {self.judged}) run at x{min(ratios):.3f}"
+                + (f"-{max(ratios):.3f}" if max(ratios) > min(ratios) + 5e-4 else "")
+                + f" the reference's cycles per instruction ({counter}) in the other run, the other tasks at "
+                f"x{math.exp(-self.shift):.3f} (spread {_pct(self.spread)}): another machine state on those tasks "
+                "(another job sharing their node, another socket or placement); the values transferred to their bursts "
+                "are that state's, their cache and memory counters likely off as much or more")
+
+
+def _task_ranges(tasks: list[int]) -> str:
+    """Sorted task numbers in words, consecutive ones as ranges (``1-8, 12``)."""
+    runs: list[list[int]] = []
+    for t in tasks:
+        if runs and t == runs[-1][-1] + 1:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
+def core_cycles(common: Sequence[str]) -> str | None:
+    """The core cycles counter among ``common`` (None when there is none): reference cycles tick at the nominal
+    clock, so their count per instruction carries each node's turbo clock, not the machine state alone."""
+    return next((c for c in common if canonical(c) == "cyc"), None)
+
+
+def rate_state(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame | pl.LazyFrame,
+               other_row: pl.Series, work: str, cycles: str, long_ref: pl.Series) -> MachineState | None:
+    """The :class:`MachineState` of the long matched pairs (``long_ref`` reference rows whose ``other_row`` indexes
+    ``src_bursts``), from their ``cycles`` per ``work`` (instructions)."""
+    ref = frame_of(ref_bursts, ["appl", "task", work, cycles])
+    src = frame_of(src_bursts, [work, cycles]).select(pl.all().cast(pl.Float64).gather(other_row).name.prefix("o_"))
+    both = pl.concat([ref, src], how="horizontal").filter(long_ref & other_row.is_not_null())
+    positive = pl.all_horizontal(pl.col(work, cycles, f"o_{work}", f"o_{cycles}").cast(pl.Float64) > 0)
+    return machine_state(both.filter(positive).rename({work: "w", cycles: "c", f"o_{work}": "o_w",
+                                                       f"o_{cycles}": "o_c"}), cycles)
+
+
+def machine_state(pairs: pl.DataFrame, counter: str) -> MachineState | None:
+    """The :class:`MachineState` of long matched pairs (``pairs``: appl, task of the reference burst, ``w``, ``c``
+    its instructions and cycles (``counter``), ``o_w``, ``o_c`` its match's, all > 0); None without a task of
+    ``RATE_MIN_PAIRS`` pairs. A task's cycles per instruction are its pairs' sums': a contended node slows its
+    memory-bound bursts, which need not be most of them but hold most of its cycles."""
+    ratio = (pl.col("c").sum() * pl.col("o_w").sum() / (pl.col("w").sum() * pl.col("o_c").sum())).log()
+    per_task = (pairs.group_by("appl", "task").agg(ratio.alias("dw"), pl.len().alias("n"))
+                .filter((pl.col("n") >= RATE_MIN_PAIRS) & pl.col("dw").is_finite()))
+    if per_task.height == 0:
+        return None
+    d = per_task.get_column("dw")
+    shift = float(d.median())  # type: ignore[arg-type]
+    spread = MAD_SIGMA * float((d - shift).abs().median())  # type: ignore[arg-type]
+    outliers: tuple[tuple[int, float], ...] = ()
+    if per_task.height >= RATE_MIN_TASKS:
+        off = per_task.filter((pl.col("dw") - shift).abs() > max(RATE_K * spread, RATE_FLOOR)).sort("task")
+        outliers = tuple(zip(off.get_column("task").to_list(), off.get_column("dw").to_list()))
+    return MachineState(counter=counter, shift=shift, spread=spread, outliers=outliers, judged=per_task.height)

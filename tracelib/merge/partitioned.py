@@ -33,6 +33,8 @@ of one call over all threads), runs whose bursts take DRAM_CAS from uncore sampl
 from __future__ import annotations
 
 import itertools
+import shutil
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -191,12 +193,14 @@ def _as_run(source: RunSource) -> RunTables:
 @dataclass
 class GroupResult:
     """What a group of a partitioned merge keeps in memory, per other run: its tallies, its share of the choice
-    sample and of the run's own sample; and the reference's recorded values of its tasks."""
+    sample and of the run's own sample; the reference's recorded values of its tasks; and the folder its runs'
+    bursts were loaded to (its parts read their rows there)."""
 
     tallies: dict[str, Tally]
     samples: dict[str, Sample]
     run_samples: dict[str, pl.DataFrame]
     recorded: Recorded | None
+    folder: Path
 
 
 def _disagreeing(spill: Path, gi: int, n_others: int) -> set[int]:
@@ -295,7 +299,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         r = Reference.of(r_run, options, counters_of[ref.run_id], features)
         blocks = Blockwise(folder, r_run, tuple(narrow))
         own = frozenset(g.tasks)
-        out = GroupResult({}, {}, {}, None)
+        out = GroupResult({}, {}, {}, None, folder)
         ref_keys, ref_rows = blocks.reference_rows(KEYS)
         mine = OwnTasks(own, {}, 0, {}, 0).rows(ref_keys)
         columns = [ref_keys[mine].select("appl", "task"), ref_rows.gather(mine).alias("_ref_row").to_frame()]
@@ -357,7 +361,9 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         check = set(redo) | {gi for gi in range(len(groups)) if closure[gi] & moved}
         for gi in redo:
             g = groups[gi]
+            superseded = done[gi].folder  # review23 item 7: its parts read the new folder, this one no more
             done[gi] = aligned_group(gi, g, [*g.tasks, *sorted(closure[gi] - set(g.tasks))])
+            shutil.rmtree(superseded)
             if on_step:
                 on_step(f"group {gi + 1}/{len(groups)} aligned again with its partners' partners "
                         f"({len(closure[gi]) - len(g.tasks)} tasks loaded beside its own)", n_steps)
@@ -373,7 +379,8 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     samples = {o.run_id: [d.samples[o.run_id] for d in done] for o in others}
     run_samples = {o.run_id: [d.run_samples[o.run_id] for d in done] for o in others}
     tasks = sorted(load)  # the parts in the order of the whole run: by task
-    parts = [f for t in tasks if (f := spill / f"pairs-{t:012d}.parquet").is_file()]
+    parts = [(t, f) for t in tasks if (f := spill / f"pairs-{t:012d}.parquet").is_file()]
+    unwritten = Counter(owner[t] for t, _ in parts)  # per group, its parts not yet written as merged rows
     matches = [f for j in range(len(others)) for t in tasks
                if (f := spill / f"matches-{j:04d}-{t:012d}.parquet").is_file()]
     for f in spill.glob("partners-*.parquet"):
@@ -387,7 +394,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
                       notes)
     merged: list[Path] = []
     valued: list[Recorded] = []  # the transferred values each part got (merge_quality's coverage)
-    for gi, p in enumerate(parts):
+    for gi, (t, p) in enumerate(parts):
         part = pl.read_parquet(p, glob=False)
         folder = spill / "groups" / part.get_column("_group")[0]
         pairs = {o.run_id: _pairs_of(part, j, aligned[o.run_id].common, counters_of[o.run_id], folder)
@@ -399,6 +406,9 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         merged += files
         valued.append(got)
         p.unlink()
+        unwritten[owner[t]] -= 1
+        if not unwritten[owner[t]]:  # review23 item 7: a group's spilled bursts go once its parts are merged
+            shutil.rmtree(folder)
         if on_step:
             on_step(f"part {gi + 1}/{len(parts)} written", n_steps)
     quality = pl.DataFrame([{**q.__dict__, "experiment": experiment, "reference_run": ref.run_name,

@@ -51,17 +51,9 @@ WORK_BUDGET = 8_000_000
 _GOLDEN, _MUL1, _MUL2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each value (splitmix64's finaliser; unsigned arithmetic wraps)."""
-    z = x.astype(np.uint64) + _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _MUL1
-    z = (z ^ (z >> np.uint64(27))) * _MUL2
-    return z ^ (z >> np.uint64(31))
-
-
 @cached_njit
-def _mix_one(z: np.uint64) -> np.uint64:
-    """:func:`_mix` of one unsigned value, in a kernel."""
+def _mix(z: np.uint64 | np.ndarray) -> np.uint64 | np.ndarray:
+    """A 64-bit hash of an unsigned value or of each of an array's (splitmix64's finaliser; arithmetic wraps)."""
     z = z + _GOLDEN
     z = (z ^ (z >> np.uint64(30))) * _MUL1
     z = (z ^ (z >> np.uint64(27))) * _MUL2
@@ -93,7 +85,7 @@ def _refined(colours: np.ndarray, queue: np.ndarray, sizes: np.ndarray, next_id:
                     seen[w] = True
                     touched[nt] = w
                     nt += 1
-                acc[w] += _mix_one(kind_hash[e] ^ cq)
+                acc[w] += _mix(kind_hash[e] ^ cq)
             work += ptr[q + 1] - ptr[q]
         work += nt + 1
         if work > budget:
@@ -180,9 +172,10 @@ class Graphs:
         by = np.concatenate([self.src, self.dst])
         order = np.argsort(by, kind="stable")
         self.nbr = np.concatenate([self.dst, self.src])[order]
-        self.kind_hash = np.concatenate([_mix(self.kind * 2 + 1), _mix(self.kind * 2)])[order]
+        kind = self.kind.astype(np.uint64)
+        self.kind_hash = np.concatenate([_mix(kind * np.uint64(2) + np.uint64(1)), _mix(kind * np.uint64(2))])[order]
         self.ptr = np.searchsorted(by[order], np.arange(2 * self.n + 1)).astype(np.int64)
-        appl = _mix(nodes >> np.int64(ID_BITS))
+        appl = _mix((nodes >> np.int64(ID_BITS)).astype(np.uint64))
         self.start = self.refine(np.concatenate([appl, appl]))
 
     def refine(self, colours: np.ndarray, queue: np.ndarray | None = None) -> np.ndarray | None:
@@ -218,13 +211,26 @@ class Graphs:
         c[pin] = c.max() + 1
         return self.refine(c, pin)
 
-    def paired(self, colours: np.ndarray, closer: Callable[[int, np.ndarray], np.ndarray]) -> np.ndarray:
-        """A numbering pairing the tasks of each colour as ``closer`` orders them, one other task after another."""
+    def paired(self, colours: np.ndarray, closer: Callable[[int, np.ndarray], np.ndarray],
+               pair: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> np.ndarray | None:
+        """A numbering pairing the tasks of each colour (as many of each run: checked before): ``pair(others,
+        refs)`` (the reference tasks paired with the other tasks, one assignment per colour) when given, else as
+        ``closer`` orders the reference tasks left, one other task after another. The reference tasks weighed count
+        as work (a star's leaves one at a time: ~n^2 / 2, attack23 F3); None when it would take the work past
+        ``WORK_BUDGET``."""
         n = self.n
         perm = np.full(n, -1, np.int64)
-        for cls in np.unique(colours[n:]):
-            rs = np.flatnonzero(colours[:n] == cls)
-            for o in np.flatnonzero(colours[n:] == cls):
+        by_ref, by_oth = np.argsort(colours[:n], kind="stable"), np.argsort(colours[n:], kind="stable")
+        bounds = np.flatnonzero(np.diff(colours[:n][by_ref])) + 1
+        for rs, os in zip(np.split(by_ref, bounds), np.split(by_oth, bounds)):
+            if rs.size == 1 or pair is not None:
+                perm[os] = rs if rs.size == 1 else pair(os, rs)
+                self.work += rs.size
+                continue
+            for o in os:
+                self.work += rs.size
+                if self.work > WORK_BUDGET:
+                    return None
                 perm[o] = pick = int(closer(int(o), rs)[0])
                 rs = rs[rs != pick]
         return perm
@@ -232,14 +238,17 @@ class Graphs:
 
 def numberings(nodes: np.ndarray, ref_counts: pl.DataFrame, oth_counts: pl.DataFrame,
                closer: Callable[[int, np.ndarray], np.ndarray],
-               first: Callable[[np.ndarray], int] | None = None) -> Numberings:
+               first: Callable[[np.ndarray], int] | None = None,
+               pair: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Numberings:
     """The :class:`Numberings` (perm[other task index] = reference task index, both over ``nodes``: sorted task keys)
     that carry the other run's message graph onto the reference's, distinct: the one as it is when it does, and those a
     bounded search finds: pins tried in ``closer`` order (``MAX_ANCHORS`` images of the anchor, ``BRANCH`` choices
     at the ``BRANCH_DEPTH`` pins after it, the first choice deeper), at most ``MAX_NUMBERINGS`` numberings and
     ``WORK_BUDGET`` units of work (:attr:`Numberings.work`); [] when the graphs differ. ``first(others)``: which of
     the other tasks ``others`` (the first colour to pin) to pin first (default: the first; the rank correspondence
-    gives the one whose behaviour singles out its partner best)."""
+    gives the one whose behaviour singles out its partner best). ``pair(others, refs)``: the colours left after
+    ``MAX_PINS`` pins paired at once (:meth:`Graphs.paired`; default: as ``closer`` orders them, one at a time); a
+    search whose work is past the budget pairs no more."""
     g = Graphs(nodes, ref_counts, oth_counts)
     n = g.n
     if not n or not g.complete or g.src.size == 0:
@@ -259,11 +268,14 @@ def numberings(nodes: np.ndarray, ref_counts: pl.DataFrame, oth_counts: pl.DataF
         if not np.array_equal(counts_r, np.bincount(colours[n:], minlength=colours.max() + 1)):
             return
         if counts_r.max(initial=0) <= 1 or depth > MAX_PINS:
-            perm = np.empty(n, np.int64)
             if counts_r.max(initial=0) <= 1:
+                perm = np.empty(n, np.int64)
                 perm[np.argsort(colours[n:])] = np.argsort(colours[:n])
-            else:  # colours still shared by several tasks after MAX_PINS pins (a star's leaves)
-                perm = g.paired(colours, closer)
+            else:  # colours still shared by several tasks after MAX_PINS pins (a star's leaves): pairing is work
+                perm = g.paired(colours, closer, pair) if g.work <= WORK_BUDGET else None
+                if perm is None:  # the budget is spent (attack23 F3)
+                    cut[0] = True
+                    return
             left[0] -= 1
             if g.carries(perm):
                 found.setdefault(perm.tobytes(), perm)

@@ -163,7 +163,8 @@ class Otf2Trace(TraceReader):
                                           "in part? --salvage reads them)")
             whole[loc.ref] = cut.whole
             kept = ("the events before the cut" if cut.damage is None else
-                    f"the {cut.whole} events of the chunks before byte {cut.damage.at}, dropped the chunks from it")
+                    f"the {cut.whole} events of the chunks before byte {cut.damage.kept_before}, dropped the "
+                    f"{max(loc.n_events - cut.whole, 0)} from it")
             self.defs.warnings.append(f"{loc.evt_file}: {cut.reason(loc.n_events)} (--salvage: kept {kept})")
         return whole
 
