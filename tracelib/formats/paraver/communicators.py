@@ -17,8 +17,9 @@ from synthtrace.tracelib.formats.source import COMMUNICATOR_SCHEMA
 
 #: members and lines kept over all lines, a line counted as one member whatever it lists (a 100,000-rank Extrae
 #: run: world, a self per task and a row and column split are 200,000 lines of 400,000 members); a header listing
-#: more (the header may be 64 MiB of them) keeps none: the merge then compares ids
-MAX_MEMBERS = 1 << 23
+#: more (the header may be 64 MiB of them) keeps none: the merge then compares ids. 8.3M empty lines (64 MiB)
+#: under 1 << 23 held 960 MB while read; past 1 << 22 the read stops where the count passes it
+MAX_MEMBERS = 1 << 22
 #: bytes of communicator lines parsed at once (the parse holds ~30 bytes per byte of a block while it runs)
 BLOCK_BYTES = 4 << 20
 #: digits of APPL, COMM and N at most (more: the line is skipped)
