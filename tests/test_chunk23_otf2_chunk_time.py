@@ -60,10 +60,12 @@ def test_a_chunk_going_back_in_time_is_refused_naming_the_byte(archive, tmp_path
 @pytest.mark.parametrize("case", list(CASES))
 def test_salvage_reads_the_chunks_before_the_one_going_back(archive, tmp_path, case):
     chunks, damaged_at = CASES[case]
-    kept = _first_event((archive / "traces" / "0.evt").read_bytes(), damaged_at) - 1
+    # of two swapped the first is out of place too: dropped from it (reader24, chunk23's leftover)
+    kept_before = {"chunks-2-and-3-swapped": 2 * CHUNK, "chunks-0-and-3-swapped": 0}.get(case, damaged_at)
+    kept = _first_event((archive / "traces" / "0.evt").read_bytes(), kept_before) - 1 if kept_before else 0
     said, summary = chunk_order.salvaged(_headers_kept(archive, tmp_path, chunks) / "traces.otf2")
     damage = [w for w in said if "no later than the chunk before it began" in w]
-    assert len(damage) == 1 and f"kept the {kept} events of the chunks before byte {damaged_at}" in damage[0]
+    assert len(damage) == 1 and f"kept the {kept} events of the chunks before byte {kept_before}" in damage[0]
     assert sum(summary.n_records.values()) == kept
     assert not [w for w in said if "records with a timestamp before" in w]
 

@@ -458,7 +458,8 @@ def test_cli_merge_writes_views_and_remerge_replaces(lulesh_wh, capsys):
     # provenance: one row per (reference burst, other run), in the other run's own numbering
     prov = query(Warehouse(lulesh_wh), "select * from merge_matches").to_pylist()
     assert list(prov[0]) == ["experiment", "appl", "task", "thread", "burst_seq", "other_run", "other_run_id",
-                             "other_task", "other_thread", "other_burst_seq", "score", "ambiguous", "msg_mismatch"]
+                             "other_task", "other_thread", "other_burst_seq", "score", "ambiguous", "msg_mismatch",
+                             "share"]
     assert len(prov) == 848 and {r["other_run"] for r in prov} == {LULESH_A.stem}
     # issue 22: ambiguous marks a pair whose bracketing logical messages disagree; never on an unmatched burst
     assert all(r["ambiguous"] in (False, True) for r in prov)

@@ -235,6 +235,15 @@ def test_split_reference_pieces_share_the_other_run_s_whole_burst():
     assert m.height > 100 and set(m.get_column("len")) == {2}
     rel = m.select(((pl.col("PAPI_L2_DCM") / pl.col("whole")) - 1).abs().median()).item()
     assert rel < 0.01, rel
+    # [flush24] each piece's values are its share of the whole burst's: estimates (right here, where the burst runs
+    # at one rate throughout, which the common counters cannot show for the others), flagged as such
+    pieces = res.matches.join(t1.filter(pl.col("unit").is_in(split.implode())).select(*KEYS), on=KEYS)
+    pieces = pieces.filter(pl.col("other_burst_seq").is_not_null())
+    assert pieces.height > 200 and (pieces.get_column("share") < 1).all()
+    assert (res.matches.get_column("share") < 1).sum() == pieces.height
+    moved = res.quality.filter(pl.col("method").str.starts_with("transferred"))
+    assert set(moved.get_column("verdict")) == {"suspect"}
+    assert moved.get_column("verdict_reason").str.contains("apportioned by work").all()
 
 
 def test_master_worker_results_follow_their_message_and_misalignment_is_flagged():

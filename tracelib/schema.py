@@ -25,6 +25,12 @@ BURST_SCHEMA: dict[str, pl.DataType] = {
     "call_site": pl.String(),  # caller of that MPI call, "function (file:line)" when the .pcf resolves it
 }
 
+#: An optional Boolean column of the bursts table (a reader that can tell writes it on every burst; absent: False):
+#: the thread's recording was switched off where the burst ends (Extrae_shutdown, event 40000012 value 0 and the
+#: "Tracing Disabled" state; Score-P's MEASUREMENT OFF region), so the work after it up to the next burst is in no
+#: record: the burst is not a piece of the one after the gap (mergeattack23 P4).
+UNTRACED_AFTER = "untraced_after"
+
 MPI_CALL_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "appl": pl.Int32(),
@@ -72,7 +78,7 @@ RUN_SCHEMA: dict[str, pl.DataType] = {
 #: the columns a bursts-like (or MPI-call) table carries besides its counters: BURST_SCHEMA, MPI_CALL_SCHEMA, and
 #: what a merged, labelled or analysed experiment adds
 NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | frozenset(MPI_CALL_SCHEMA) | {
-    "experiment", "run_name", "app", "match_score", "estimated", "phase", "archetype", "confidence"}
+    "experiment", "run_name", "app", "match_score", "estimated", "phase", "archetype", "confidence", UNTRACED_AFTER}
 
 
 _RESERVED_LOWER = frozenset(c.lower() for c in NON_COUNTER_COLUMNS)

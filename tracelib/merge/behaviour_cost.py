@@ -10,7 +10,7 @@ O(n^3), attack23 F4): costs are computed for the pairs asked only, and the assig
 matching (SciPy's ``min_weight_full_bipartite_matching``) over a sparse graph: each other task's
 ``NEIGHBOURS`` nearest reference tasks in the profiles' leading principal components (a KD-tree) and its
 same-position task (so that a full matching always exists), weighed by their exact costs. The assignment is then
-the best among those candidates: exact whenever every task's partner is among its nearest in profile.
+the best among those candidates (the exact one whenever its pairs all are candidates). Memory O(tasks x cells).
 """
 from __future__ import annotations
 

@@ -237,6 +237,14 @@ class PairSignals:
     # [noise22] the pairs' instructions against the campaign's own noise: a median, not additive (from a sample:
     # noise.work_noise of the choice sample's pairs, set by the merge; pair_signals leaves it None)
     work_noise: WorkNoise | None = field(default=None, metadata={"per": None})
+    # [flush24] long reference bursts left unmatched because they or their match border a span one run's recording
+    # was off in (Extrae_shutdown, Score-P measurement off): part of a phase each (pieces.without_untraced)
+    untraced: int = 0
+    # [flush24] long reference pieces of a unit the other run cuts elsewhere (a buffer flush): apportioned its unit's
+    # values by work (estimates at the unit's average rates: pieces.expand), or left NULL where the reference's own
+    # counters show its pieces ran at other rates (``uneven``: pieces._uneven)
+    apportioned: int = 0
+    uneven: int = 0
     # [verdict24] the pairs' cycles per instruction per task (noise.machine_state of the choice sample's pairs, set
     # by the merge): a median, not additive
     machine: MachineState | None = field(default=None, metadata={"per": None})
@@ -368,9 +376,29 @@ def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataFrame 
             .select(pl.col("appl").cast(pl.Int32), pl.col("receiver").cast(pl.Int32).alias("task"),
                     pl.col("r_thread").cast(pl.Int32).alias("thread"), pl.col("c_call_seq").alias("call_seq"),
                     *OPEN_CHANNEL[1:], "k")
-            .join(opening, on=[*THREAD_KEYS, "call_seq"]))
+            .join(opening, on=[*THREAD_KEYS, "call_seq"])
+            .join(_completed_unrecorded(messages), on=[*THREAD_KEYS, "call_seq"], how="anti"))
     return (bursts.select(*keys, "burst_seq", "start_ns").join(done, on=[*THREAD_KEYS, "start_ns"])
             .select([pl.col(k).cast(v) for k, v in OPENED_SCHEMA.items()]).unique())
+
+
+def _completed_unrecorded(messages: pl.DataFrame) -> pl.DataFrame:
+    """The receiver's completing calls (appl, task, thread, call_seq) that may have completed messages no record
+    holds: on a channel that lost its first messages (a partner whose trace began late: its ``k``, numbered from the
+    run's start by :func:`synthtrace.tracelib.merge.messages.lost_at_start`, begins above 0), every completing call
+    of the receiving thread up to the one that completed the channel's first recorded message (which may have
+    completed an earlier one too). The set such a call completed is the recorded part of what it received
+    (rank_traced_late_ref: a reference burst after the messages from task 4 matched to the one after those from
+    tasks 4 and 6), which is no other arrival order."""
+    keys = [pl.col("appl").cast(pl.Int32), pl.col("receiver").cast(pl.Int32).alias("task"),
+            pl.col("r_thread").cast(pl.Int32).alias("thread")]
+    named = messages.filter(pl.col("c_call_seq").is_not_null() & pl.col("k").is_not_null())
+    first = (named.group_by(OPEN_CHANNEL).agg(pl.col("k").min().alias("_k0"), pl.col("c_call_seq", "r_thread")
+                                              .sort_by("k").first())
+             .filter(pl.col("_k0") > 0).select(*keys, pl.col("c_call_seq").alias("_c0"))
+             .group_by(THREAD_KEYS).agg(pl.col("_c0").max()))
+    return (named.select(*keys, pl.col("c_call_seq").alias("call_seq")).unique().join(first, on=THREAD_KEYS)
+            .filter(pl.col("call_seq") <= pl.col("_c0")).select(*THREAD_KEYS, "call_seq"))
 
 
 def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, matches: pl.DataFrame,
@@ -534,6 +562,19 @@ def _largest_site_shift(pairs: pl.DataFrame, overall: float | None) -> float | N
     return overall
 
 
+#: [flush24] what the verdict says of long reference bursts whose phase the two runs cut otherwise (after "N bursts")
+UNTRACED_WHY = ("border a span where one run's recording was switched off (Extrae_shutdown/restart, Score-P "
+                "measurement off): each holds part of a phase whose rest the other run recorded in one burst; their "
+                "values are NULL")
+UNEVEN_WHY = ("are pieces of a phase the tracer cut (a buffer flush) elsewhere in the other run, and their own "
+              "counters show they ran at other rates than the phase as a whole: no share of it is theirs, their "
+              "values are NULL")
+APPORTIONED_WHY = ("are pieces of a phase the tracer cut (a buffer flush) elsewhere in the other run: their values "
+                   "are the phase's apportioned by work, estimates right only where the phase runs at one rate "
+                   "throughout, which the counters both runs recorded cannot show for the others "
+                   "(merge_matches.share < 1)")
+
+
 def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
     """(verdict, reason) of a transferred counter from the :class:`PairSignals` of its source run (``timing_only``:
     matched without a common counter)."""
@@ -574,6 +615,10 @@ def verdict(sig: PairSignals, timing_only: bool) -> tuple[str, str]:
                            "processing into another call's phase in one run (the messages arrived in another "
                            "order): no burst of the other run holds the same work, their values are NULL "
                            "(arrival_order.ran_on)")
+    for n, why in ((sig.untraced, UNTRACED_WHY), (sig.uneven, UNEVEN_WHY), (sig.apportioned, APPORTIONED_WHY)):
+        share = n / sig.long_total if sig.long_total else 0.0  # [flush24] phases cut otherwise in the two runs
+        if share > SUSPECT_MISFIT:
+            return "suspect", f"{n} bursts >= 10 us ({share:.1%}) {why}"
     unpaired_share = sig.unpaired / sig.long_matched if sig.long_matched else 0.0
     if unpaired_share > SUSPECT_MISFIT:
         return "suspect", (f"{sig.unpaired} bursts >= 10 us ({unpaired_share:.1%}) left unmatched across from "

@@ -11,7 +11,9 @@ and MPI calls as read by a trace reader or from the warehouse) and returns a :cl
   just before or after the pair disagree between the runs (the pair lies in a span the data did not place, e.g.
   around an iteration one run has and the other has not) and ``msg_mismatch``: the two bursts were opened by the
   completion of different messages (an ``MPI_Waitany`` or ``MPI_ANY_SOURCE`` receive that returned another
-  partner's message in the other run), so the values come from the work on another message.
+  partner's message in the other run), so the values come from the work on another message; ``share``: below 1, a
+  piece of a phase the other run cut elsewhere (a buffer flush), given that share of the other burst's values (an
+  estimate at the phase's average rates: pieces.expand).
 
 **Before aligning**, each other run's task numbering is checked against the reference's
 (:mod:`synthtrace.tracelib.merge.ranks`: renumbered when the message graph says so, refused when it cannot tell), and
@@ -61,13 +63,13 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.noise import core_cycles, long_pairs, rate_state, work_noise
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
-from synthtrace.tracelib.merge.pieces import Units, expand, units
+from synthtrace.tracelib.merge.pieces import Units, expand, units, without_untraced
 from synthtrace.tracelib.merge.communicators import renamed_communicators
 from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondence, renumber, renumber_calls,
                                              renumber_columns)
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, DURATION, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
-from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.schema import THREAD_KEYS, UNTRACED_AFTER, counter_columns
 from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
 
 #: rescaling by a co-varying reference counter unless told otherwise: None = chosen by the leave-one-out estimate
@@ -87,7 +89,8 @@ CALL_COLUMNS = [*THREAD_KEYS, "call_seq", "mpi_call", "start_ns", "end_ns", "byt
 #: the bursts' columns the steps before the alignment read (units, sequence table, rank correspondence, opening
 #: messages) besides the counters compared and the work counters (:data:`~synthtrace.tracelib.merge.ranks.WORK`):
 #: a stored run's bursts are read with these alone before it is aligned, whole after (issue 23: :func:`bursts_of`)
-ALIGN_COLUMNS = (*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site")
+ALIGN_COLUMNS = (*THREAD_KEYS, "burst_seq", "start_ns", "end_ns", "duration_ns", "mpi_call", "call_site",
+                 UNTRACED_AFTER)
 
 QUALITY_SCHEMA: dict[str, pl.DataType] = {
     "experiment": pl.String(), "counter": pl.String(), "source_run": pl.String(), "source_run_id": pl.String(),
@@ -103,6 +106,7 @@ MATCHES_SCHEMA: dict[str, pl.DataType] = {
     "experiment": pl.String(), "appl": pl.Int32(), "task": pl.Int32(), "thread": pl.Int32(), "burst_seq": pl.Int64(),
     "other_run": pl.String(), "other_run_id": pl.String(), "other_task": pl.Int32(), "other_thread": pl.Int32(),
     "other_burst_seq": pl.Int64(), "score": pl.Float64(), "ambiguous": pl.Boolean(), "msg_mismatch": pl.Boolean(),
+    "share": pl.Float64(),  # [flush24] < 1: a piece apportioned that share of the other burst (an estimate)
 }
 
 
@@ -855,6 +859,8 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     ref_seq = ref.sequence()
     m = align_runs(ref_seq, o_seq, feats, options.align)
     m = m.with_columns(arrival_tolerant(ref_seq, o_seq, m))  # receives that follow arrival say nothing
+    m, untraced = without_untraced(m, ref.units, o_units)  # [flush24] P4: a phase cut where recording was off
+    untraced = pl.Series(untraced[ref.units.unit])
     units_tally = _same_program_tally(ref.structure.table(sites), o_structure, ref_seq, o_seq,
                                       m.get_column("other_seq").is_not_null(), options, own)
     # the sequence tables (the reference's read back when spilled) are let go before the checks of the pairs
@@ -880,12 +886,16 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     if ref_units.split or o_units.split:
         ex = expand(ref_bursts, ref_units, bursts, o_units, m, common, options.min_error_duration_ns)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
+        apportioned, uneven = pl.Series(ex.apportioned), pl.Series(ex.uneven)
+    else:
+        apportioned = uneven = pl.Series(np.zeros(ref_bursts.height, bool))
     del o_units, ref_units
     rows = own.rows(ref_bursts) if own else None
     partner_pairs = None
     if rows is not None:  # the tasks this merge reports: the others were loaded as their partners
         partner_pairs = m.filter(~own.rows_of(ref_bursts)).select(*KEYS, "other_seq")
         m, reference, share = m[rows], reference[rows], (share[rows] if share is not None else None)
+        untraced, apportioned, uneven = untraced.gather(rows), apportioned.gather(rows), uneven.gather(rows)
         if wide_rows is not None:  # the scan rows of the reported bursts, in the match table's order
             wide_rows = replace(wide_rows, ref_rows=wide_rows.ref_rows.gather(rows))
     r_bursts = ref_bursts if rows is None else ref_bursts[rows]
@@ -902,8 +912,10 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     judged = m if arrival is None else m.with_columns(arrival.paired)
     sig = pair_signals(reference, source, judged, work, rate, long_ref, arrival.ran_on if arrival else None)
     m, sig = _check_opened(ref.opened, o_opened, m, reference, source, work, sig, long_ref, arrival)
-    sig = replace(sig, unpaired=unpaired(judged, source.select(*THREAD_KEYS, "duration_ns"), long_ref,
-                                         options.min_error_duration_ns))
+    sig = replace(sig, unpaired=unpaired(judged, source.select(*THREAD_KEYS, "duration_ns"),
+                                         long_ref & ~untraced & ~uneven, options.min_error_duration_ns),
+                  untraced=int((long_ref & untraced).sum()), uneven=int((long_ref & uneven).sum()),
+                  apportioned=int((long_ref & apportioned).sum()))
     del judged
     matched = m.get_column("other_seq").is_not_null()
     tally = replace(units_tally, rows=m.height, matched=int(matched.sum()),
@@ -915,7 +927,8 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         run_rows = own_rows[own.sample(bursts[own_rows], own.other_starts, own.other_total)]
     else:
         run_rows = sample_rows(bursts.height)
-    picked = m[at]
+    picked = m[at].with_columns(  # [flush24] each row's share of its unit: per_ns is tested on whole bursts only
+        pl.Series("share", share.gather(at) if share is not None else np.ones(len(at)), pl.Float64))
     named = _named(reference)
     if wide_rows is not None and blocks is not None:
         sample, run_sample = _wide_samples(wide_rows, reference.select(named), at, picked, long_ref[at], bursts,
@@ -1226,7 +1239,7 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         if src.run_id not in choices:
             choices[src.run_id] = choose(s.reference, s.source, s.matches.get_column("other_row"), list(info.common),
                                          s.long, options.rescale, run_samples[src.run_id],
-                                         options.min_error_duration_ns)
+                                         options.min_error_duration_ns, s.matches.get_column("share"))
         plan = choices[src.run_id].plan(run_samples[src.run_id], c, list(info.common))
         plans[c], source[c] = plan, src.run_id
         err, err95 = choices[src.run_id].error(plan, c)
@@ -1482,7 +1495,9 @@ def provenance(experiment: str, info: AlignedRun) -> pl.DataFrame:
                      how="horizontal").select(
         pl.lit(experiment).alias("experiment"), *KEYS, pl.lit(orig.run_name).alias("other_run"),
         pl.lit(orig.run_id).alias("other_run_id"), "other_task", "other_thread", "other_burst_seq", "score",
-        "ambiguous", "msg_mismatch")
+        "ambiguous", "msg_mismatch",
+        (info.share if info.share is not None else pl.repeat(1.0, m.height, eager=True)).cast(pl.Float64)
+        .alias("share"))
 
 
 def _share(flags: pl.Series, among: pl.Series) -> float | None:

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.domain.sums import exact_sum
-from synthtrace.tracelib.schema import THREAD_KEYS, counter_columns
+from synthtrace.tracelib.schema import THREAD_KEYS, UNTRACED_AFTER, counter_columns
 from synthtrace.tracelib.thread_key import thread_key
 from synthtrace.tracelib.merge.noise import NOISE_FLOOR, long_pairs, off_limit
 from synthtrace.tracelib.merge.transfer import work_counter
@@ -45,6 +45,9 @@ class Units:
     first: np.ndarray
     size: np.ndarray
     table: pl.DataFrame
+    #: per unit, how it borders spans its thread's recording was off in (:func:`untraced_edges`): bit 1 it ends
+    #: where recording stopped, bit 2 it begins where recording resumed; 0 neither
+    untraced: np.ndarray | None = None
 
     @property
     def split(self) -> bool:
@@ -100,11 +103,15 @@ def units(bursts: pl.DataFrame) -> Units:
         hu = np.where(host >= 0, master_unit[np.maximum(host, 0)], -1)
         tid = bursts.select(thread_key()).to_series().to_numpy()
         piece[:-1] |= (hu[:-1] >= 0) & (hu[:-1] == hu[1:]) & (tid[:-1] == tid[1:])
+    off, after = untraced_edges(bursts)
+    piece &= ~off  # a burst its thread's recording stopped after closes its unit as a call does (P4)
     unit = np.cumsum(~piece) - ~piece  # a piece belongs to the unit of the burst after it
     first = np.flatnonzero(np.r_[True, unit[1:] != unit[:-1]]) if n else np.zeros(0, np.int64)
     size = np.diff(np.r_[first, n])
+    last = np.r_[first[1:] - 1, n - 1] if n else first
+    untraced = np.where(off[last], ENDS_UNTRACED, 0) | np.where(after[first], BEGINS_UNTRACED, 0)
     if not piece.any():
-        return Units(unit, first, size, bursts)
+        return Units(unit, first, size, bursts, untraced)
     counters = counter_columns(bursts)
     last = [c for c in bursts.columns if c not in (*counters, "start_ns", "cpu", "duration_ns", *THREAD_KEYS)]
     table = (bursts.with_columns(pl.Series("_unit", unit))
@@ -115,7 +122,46 @@ def units(bursts: pl.DataFrame) -> Units:
                   *[pl.when(pl.col(c).null_count() == 0).then(_unit_sum(c, bursts.schema)).alias(c)
                     for c in counters])
              .select(bursts.columns))
-    return Units(unit, first, size, table)
+    return Units(unit, first, size, table, untraced)
+
+
+#: :attr:`Units.untraced` bits: the unit ends where its thread's recording stopped / begins where it resumed
+ENDS_UNTRACED, BEGINS_UNTRACED = 1, 2
+
+
+def untraced_edges(bursts: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``bursts`` (sorted by thread, then ``burst_seq``): whether its thread's recording was switched
+    off where it ends (:data:`UNTRACED_AFTER`; False when the reader could not tell), and whether it begins where
+    recording resumed (the burst before it on its thread was so cut)."""
+    n = bursts.height
+    if UNTRACED_AFTER not in bursts.columns or not n:
+        return np.zeros(n, bool), np.zeros(n, bool)
+    flag = pl.col(UNTRACED_AFTER).fill_null(False)
+    flags = bursts.select(flag.alias("off"), flag.shift(1, fill_value=False).over(THREAD_KEYS).alias("after"))
+    return flags.get_column("off").to_numpy(), flags.get_column("after").to_numpy()
+
+
+def without_untraced(unit_matches: pl.DataFrame, ref_units: Units, other_units: Units) -> tuple[pl.DataFrame,
+                                                                                              np.ndarray]:
+    """``unit_matches`` (one row per reference unit, ``other_row`` a unit row of ``other_units``) with no match where
+    the two units border spans their runs did not record otherwise (:attr:`Units.untraced`): a burst cut by
+    Extrae_shutdown or Score-P's measurement off, or begun by the restart, holds part of a phase that a run
+    recording it whole holds in one burst with work the other never recorded (mergeattack23 P4). Two runs that
+    switched recording off at the same point (the same window in every run) still pair. Also, per reference unit,
+    whether it borders such a span without a counterpart cut alike (matched or not by the alignment)."""
+    other = unit_matches.get_column("other_row")
+    matched = other.is_not_null().to_numpy()
+    ref_cut = ref_units.untraced if ref_units.untraced is not None else np.zeros(matched.size, np.int64)
+    o_cut = other_units.untraced if other_units.untraced is not None else np.zeros(other_units.size.size, np.int64)
+    untraced = ref_cut != 0
+    if ref_cut.any() or o_cut.any():
+        untraced[matched] = ref_cut[matched] != o_cut[other.drop_nulls().to_numpy()]
+    dropped = matched & untraced
+    if not dropped.any():
+        return unit_matches, untraced
+    gone = pl.Series(dropped)
+    return unit_matches.with_columns(pl.when(gone).then(None).otherwise(pl.col(c)).alias(c)
+                                     for c in ("other_seq", "other_row", "match_score")), untraced
 
 
 def _unit_sum(column: str, schema: pl.Schema) -> pl.Expr:
@@ -139,6 +185,10 @@ class Expanded:
     source: pl.DataFrame
     reference: pl.DataFrame
     share: pl.Series
+    #: per reference burst: apportioned a share of the other run's unit (an estimate: its unit's average rates)
+    apportioned: np.ndarray | None = None
+    #: per reference burst: left unmatched because its unit's pieces ran at other rates (:func:`_uneven`)
+    uneven: np.ndarray | None = None
 
 
 #: pieces of two units pair one to one when each one's share of its unit's work differs by at most this
@@ -223,7 +273,11 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
         paired = pl.Series("other_row", other_units.first[vs], pl.Int64)
         noise = {c: float(long_pairs(ref_bursts, other_bursts, paired, c, single).get_column("dw").abs().median()
                           or 0.0) for c in common if c in ref_bursts.columns and c in other_bursts.columns}
-        hit &= ~_uneven(ref_bursts, ref_units, ref_share, apportioned, common, work, min_duration_ns, noise)[u]
+        uneven = apportioned & _uneven(ref_bursts, ref_units, ref_share, apportioned, common, work, min_duration_ns,
+                                       noise)[u]
+        hit &= ~uneven
+    else:
+        uneven = apportioned
     row = np.where(hit, row, -1)
     source = pl.concat([other_bursts, other_units.table[multi]]) if multi.size else other_bursts
     apportion = hit & ~one_to_one & (ref_units.size[u] > 1)
@@ -241,4 +295,4 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
     matches = ref_bursts.select(*THREAD_KEYS, "burst_seq").with_columns(
         source.get_column("burst_seq").gather(safe).scatter(gone, None).alias("other_seq"),
         pl.Series("other_row", row, pl.Int64).scatter(gone, None), *per_unit.get_columns())
-    return Expanded(matches, source, reference, share.alias("share"))
+    return Expanded(matches, source, reference, share.alias("share"), apportion, uneven)

@@ -263,15 +263,18 @@ class Choice:
 
 def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Series, common: Sequence[str],
            long_ref: pl.Series, rescale: bool | None, src_run: pl.DataFrame | None = None,
-           min_duration_ns: int = 0) -> Choice:
+           min_duration_ns: int = 0, share: pl.Series | None = None) -> Choice:
     """Leave-one-out over the common counters (see the module docstring); ``rescale`` None: by the estimate.
     ``src_run``: the source run's own bursts (or a regular sample of them) the rescaling counters are chosen on
-    (default ``src_bursts``); ``per_ns`` is tested where both samples carry ``duration_ns``."""
+    (default ``src_bursts``); ``per_ns`` is tested where both samples carry ``duration_ns``, on the pairs of whole
+    bursts only (``share``: each reference row's share of its unit, :class:`pieces.Expanded`; a piece's counters
+    are its unit's sums, its duration its own: review23)."""
     work = work_counter(common)
     tol = min(WORK_NOISE * typical(long_pairs(ref_bursts, src_bursts, other_row, work, long_ref)),
               WORK_TOL_MAX) if work else 0.0
     timed = all(DURATION in f.collect_schema().names() for f in (ref_bursts, src_bursts))
     errs: dict[str, dict[str, tuple[float, float]]] = {"verbatim": {}, "per_ins": {}, "rescaled": {}, "per_ns": {}}
+    whole = long_ref if share is None else long_ref & (share.fill_null(1.0) >= 1.0)
     for c in common:
         others = [x for x in common if x != c]
         plans = {"verbatim": Plan()}
@@ -286,7 +289,8 @@ def choose(ref_bursts: pl.DataFrame, src_bursts: pl.DataFrame, other_row: pl.Ser
         used = list(dict.fromkeys(x for p in plans.values() for x in (c, *p.reads)))
         ref_c, src_c = frame_of(ref_bursts, used), frame_of(src_bursts, used)
         for kind, plan in plans.items():
-            e = relative_errors(transferred(ref_c, src_c, other_row, c, plan), ref_c.get_column(c), long_ref)
+            among = whole if plan.per_ns else long_ref
+            e = relative_errors(transferred(ref_c, src_c, other_row, c, plan), ref_c.get_column(c), among)
             if e.len():
                 errs[kind][c] = (float(e.median()), float(e.quantile(0.95)))
         if c == work and c in errs["verbatim"]:  # the work counter itself is only ever copied

@@ -20,7 +20,8 @@ from synthtrace.tracelib.formats.bursts import (
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.paraver.event_types import USER_FUNCTION_EVENT
 from synthtrace.tracelib.schema import EVENT_SCHEMA
-from synthtrace.tracelib.formats.otf2.definitions import _CUM, _CUM_ZERO, _DELTA_NEXT, _GAUGE, _Definitions, _Location
+from synthtrace.tracelib.formats.otf2.definitions import (
+    _CUM, _CUM_ZERO, _DELTA_NEXT, _GAUGE, RECORDING_OFF_REGION, _Definitions, _Location)
 from synthtrace.tracelib.formats.otf2.events import (
     _ENTER, _IRECV_REQ, _LEAVE, _MRECV, _TEAM_BEGIN, _TEAM_END, _EventBuffer,
                                              _np)
@@ -103,6 +104,10 @@ class _LocationConverter:
     def __init__(self, defs: _Definitions, loc: _Location, path: Path, run_id: str = ""):
         self.defs, self.loc, self.path, self.run_id = defs, loc, path, run_id
         self.events = pl.DataFrame(schema=EVENT_SCHEMA)  # the last chunk's user-region events
+        #: the last chunk's times (appl, task, thread, time_ns) recording was switched off (mergeattack23 P4)
+        self.untraced_at = pl.DataFrame(schema={"time_ns": pl.Int64})
+        self._recording_off = defs.region_is_measurement & (np.array(defs.region_names, dtype=object)
+                                                            == RECORDING_OFF_REGION)
         self.state = _LocationState()
         self.n_out_of_order = 0
         #: MPI records (an MPI call's Enter or Leave, a message or collective record) alike in time and every field
@@ -315,6 +320,8 @@ class _LocationConverter:
         if self.loc.thread > 1:  # a worker thread between thread teams waits in the runtime: no burst there
             self._team_gaps(kind, ns)
         self._measurement_gaps(kind, ns, is_region & d.region_is_measurement[np.where(valid, ref, 0)], final)
+        off = np.flatnonzero(is_region & (kind == _ENTER) & self._recording_off[np.where(valid, ref, 0)])
+        self.untraced_at = self._with_keys(pl.DataFrame({"time_ns": ns[off].astype(np.int64)})).drop("cpu")
         starts, ends = self._without_gaps(starts, ends)
         if ends.size:
             st.closed_until = max(st.closed_until, int(ends.max()))

@@ -201,6 +201,8 @@ def _locations(defs, anchor: Path, warns: list[str],
 #: was switched off (SCOREP_RECORDING_OFF); neither is the program's. Only these: another artificial region of the
 #: measurement system (the whole program's, whatever its name) taken as a gap would drop every burst it encloses
 MEASUREMENT_REGIONS = ("TRACE BUFFER FLUSH", "MEASUREMENT OFF")
+#: of those, the one the program's work goes on unrecorded in (the bursts around it are not one: mergeattack23 P4)
+RECORDING_OFF_REGION = MEASUREMENT_REGIONS[1]
 
 
 def _is_measurement(r) -> bool:

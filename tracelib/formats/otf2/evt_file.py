@@ -24,16 +24,17 @@ ends. Each chunk starts with a header: the token :data:`_CHUNK_HEADER`, the endi
 first and last event (8 bytes each, counted from 1). Then come records: a timestamp (:data:`_TIMESTAMP` and 8
 bytes), an attribute list (:data:`_ATTRIBUTE_LIST`) or an event (its type byte, then its length in one byte, or 0xFF
 and 8 bytes, then that many bytes), and at the end of a full chunk :data:`_END_OF_CHUNK` (the rest of the chunk
-unused), at the end of the file :data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``). A file
-of one chunk is read once; one of several is read one chunk at a time, each chunk's header and records (the
-timestamps of a location's records never go back from one chunk to the next, attack 22 F1); they are read again
-when a location's events fall short (:func:`skipped_events`). The events whole in a cut file are counted from
-the headers of its complete chunks, each checked against the chunk before, its bytes and the definitions
-(:func:`_chained_events`), never from one header's numbers as read (attack 21 F3: a last header saying its chunk
-starts at event 2^62 had libotf2 asked for that many events, past the cut).
+unused), at the end of the file :data:`_END_OF_FILE` and :data:`_END_OF_BUFFER` (OTF2's ``OTF2_Buffer.h``).
+A file of one chunk is read once; of one of several, each chunk's header and first record, its first timestamp (a chunk
+never begins before the chunk before it began, attack 22 F1; review23: each chunk was read whole and walked), and the
+last chunk whole; every chunk is read when a location's events fall short (:func:`skipped_events`). The events whole in
+a cut file are counted from the headers of its complete chunks, each checked against the chunk before, its bytes and the
+definitions (:func:`_chained_events`), never from one header's numbers as read (attack 21 F3: a last header saying its
+chunk starts at event 2^62 had libotf2 asked for that many events, past the cut).
 """
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -45,6 +46,7 @@ from synthtrace.tracelib.jit import cached_njit
 
 _END_OF_CHUNK, _END_OF_BUFFER, _END_OF_FILE, _CHUNK_HEADER, _TIMESTAMP, _ATTRIBUTE_LIST = 0, 1, 2, 3, 5, 6
 _HEADER_BYTES = 18  # token, endianness, first event number, last event number
+_FIRST_RECORD = _HEADER_BYTES + 9  # a chunk's header and its first record, the timestamp of its first event
 _LARGEST_CHUNK = 16 * 1024 * 1024  # OTF2_CHUNK_SIZE_MAX (bytes)
 FILE_MAGIC = b"\x03"  # first byte of every OTF2 file (anchor, definitions, events): a chunk header's token
 _ENDIANNESS = {0x42: "little", 0x23: "big"}
@@ -68,9 +70,11 @@ class CutEvents:
         """The refusal, for a location whose definitions announce ``announced`` events."""
         if self.damage is not None:
             what = "an events file" if self.whole_file else "an events file cut short"
+            before = ("it" if self.damage.dropped in (None, self.damage.at) else
+                      f"byte {self.damage.dropped} (the first chunk that began after it)")
             return (f"{self.damage.what} at byte {self.damage.at} of {what} ({self.size} bytes, {self.where}): "
-                    f"{self.damage.why}; the chunks before it hold {self.whole} of the {announced} events the "
-                    "definitions announce")
+                    f"{self.damage.why}; the chunks before {before} hold {self.whole} of the {announced} events "
+                    "the definitions announce")
         what = "damaged" if self.damaged else "cut short, no end-of-file record"
         return (f"{what} ({self.size} bytes): {self.where}; {self.whole} of the {announced} events the "
                 "definitions announce are whole")
@@ -81,11 +85,20 @@ class ChunkDamage:
     """A chunk header whose event numbers do not follow the chunk before, or hold more events than the chunk's
     bytes or the definitions can (attack 21 F3: a cut file's last header said its chunk starts at event 2^62); or
     a chunk that begins no later than the chunk before it began (attack 22 F1: a chunk copied over the next, or two
-    swapped, the headers edited to chain)."""
+    swapped, the headers edited to chain). Not found: a chunk of another location copied over the same-numbered
+    chunk, its times in step with this location's (attack 23 F10): nothing in its header or times tells them
+    apart (the region or metric references of its records could, only in archives whose locations map references
+    of their own, and only by walking every record: not done)."""
 
     at: int  # byte offset of the chunk header
     why: str  # what it says and what was expected, for a message
     what: str = "damaged chunk header"  # what is damaged there, for a message
+    dropped: int | None = None  # byte of the first chunk out of place, when not ``at`` (of two swapped, the first)
+
+    @property
+    def kept_before(self) -> int:
+        """Byte of the first chunk a salvage drops: the chunks before it are read."""
+        return self.at if self.dropped is None else self.dropped
 
 
 @dataclass(frozen=True)
@@ -125,13 +138,13 @@ def events_end(path: str | os.PathLike, chunk_size: int, n_events: int) -> Event
             if kind == _AT_END_OF_CHUNK:  # a full chunk's end, or a record's type byte zeroed: OTF2 reads on
                 where = (f"an end-of-chunk record at byte {start + at} ends the last chunk (from byte {start}) and "
                          "no chunk follows")
-                return EventsEnd(cut=_cut_after(fh, start, step, first, events, n_events, size, where))
+                return EventsEnd(cut=_cut_after(fh, start, step, first, events, n_events, size, where, chunk))
             if kind == _PAST_THE_BYTES:
                 return EventsEnd(cut=_cut_after(fh, start, step, first, events, n_events, size,
-                                                _ends(start + at, size)))
+                                                _ends(start + at, size), chunk))
             if kind == _NOT_FOLLOWED:  # attack 21 F4: libotf2 looped on it for good, its memory growing
                 where = f"the record at byte {start + at} (token {chunk[at]}) cannot be followed"
-                cut = _cut_after(fh, start, step, first, events, n_events, size, where)
+                cut = _cut_after(fh, start, step, first, events, n_events, size, where, chunk)
                 return EventsEnd(cut=replace(cut, damaged=True))
             if kind == _AT_END_OF_FILE and last >= n_events and (first <= n_events or start == 0):
                 ended_at = start + at
@@ -245,56 +258,111 @@ def _time_span(chunk: bytes) -> tuple[int, int] | None:
 
 
 def _cut_after(fh, start: int, step: int, first: int, events: int, n_events: int, size: int,
-               where: str) -> CutEvents:
+               where: str, chunk: bytes) -> CutEvents:
     """The events whole in a file of ``size`` bytes cut inside its last chunk (at byte ``start``, its header
     numbering its first event ``first``, ``events`` of its records whole), told by ``where``: the complete chunks'
     events, from their headers (:func:`_chained_events`), and the last chunk's, never more than the definitions
-    announce (``n_events``). A header that disagrees is the damage; the chunks before it hold ``whole``."""
-    held, damage, _ = _chained_events(fh, start, step, n_events)
+    announce (``n_events``). A header that disagrees, or the last chunk (``chunk``) beginning out of time, is the
+    damage; the chunks before it hold ``whole``."""
+    held, damage, _ = _chained_events(fh, start, step, n_events, cut=chunk)
     if damage is None:
         damage = _disagreement(start, first, held + events, held, n_events, events)
     return CutEvents(size, held if damage is not None else held + events, where, damage)
 
 
 def _chained_events(fh, end: int, step: int, n_events: int, *, to_last: bool = False,
-                    read: tuple[int, bytes] | None = None) -> tuple[int, ChunkDamage | None, int | None]:
+                    read: tuple[int, bytes] | None = None,
+                    cut: bytes | None = None) -> tuple[int, ChunkDamage | None, int | None]:
     """The events of the chunks (of ``step`` bytes) of ``fh`` before byte ``end``, from their headers: each must number
     its events on from the chunk before's, hold no more than its bytes can, and none past the ``n_events`` the
-    definitions announce; and it must begin after the chunk before it began (a location's events are written by one
-    thread in time order; attack 22 F1: a chunk copied over the next begins where its original did, of two swapped the
-    later begins first; each chunk is read, one at a time, and its records walked for it). Not before the last of the
-    chunk before: a clock that steps back a tick where a chunk begins (a TSC, attack 23 F8) is the warning it is
-    inside a chunk, not damage. (events of the chunks
-    before the first chunk out of sequence, its damage or None, None). With ``to_last`` the walk ends at the chunk
-    holding event ``n_events`` (the last announced; a chunk past it is that chunk: the events file of another location,
-    refused once read, attack 8 B8), whose offset is the third item, the events before it the first; the chunks after it
-    are not chained (a copy appended: ``cat 1.evt 1.evt``). Attack 21 F7: a chunk copied over the next, or two chunks
-    swapped, had libotf2 read one chunk's events twice and drop the other's. ``read``: (offset, bytes) of a chunk
-    the caller has read already (the last one), not read again."""
+    definitions announce; and it must begin after the chunk before it began (:func:`_out_of_time`). (events of the
+    chunks before the first chunk out of sequence or out of place, its damage or None, None). With ``to_last`` the
+    walk ends at the chunk holding event ``n_events`` (the last announced; a chunk past it is that chunk: the events
+    file of another location, refused once read, attack 8 B8), whose offset is the third item, the events before it
+    the first; the chunks after it are not chained (a copy appended: ``cat 1.evt 1.evt``). Attack 21 F7: a chunk
+    copied over the next, or two chunks swapped, had libotf2 read one chunk's events twice and drop the other's.
+    ``read``: (offset, bytes) of a chunk the caller has read already (the last one), not read again. ``cut``: the
+    bytes of the chunk at ``end``, cut short (its events are counted from its records, not its header), whose
+    beginning is checked too (chunk23: a cut last chunk copied over another was kept whole by --salvage)."""
     most = (step - _HEADER_BYTES) // 2  # an event record is 2 bytes at least: its type and its length
-    held, before = 0, None  # events of the chunks chained, the (first, last) timestamps of the last one (ticks)
-    for offset, chunk in _chunks(fh, end, step, read):
-        first, last = _event_numbers(chunk)
+    held = 0  # events of the chunks chained
+    begun: list[_Begun] = []
+    for offset, head in _chunk_heads(fh, end, step, read):
+        first, last = _event_numbers(head)
         bound = max(n_events, last or 0) if to_last else n_events
         if (damage := _disagreement(offset, first, last, held, bound, most)) is not None:
             return held, damage, None
-        if (span := _time_span(chunk)) is not None:
-            if before is not None and (span[0] < before[0] or span[0] == before[0] < before[1]):
-                return held, _time_going_back(offset, span[0], before[0]), None
-            before = span
+        if (late := _out_of_time(fh, offset, head, min(step, end - offset), begun, held)) is not None:
+            return late
         if to_last and last >= n_events:
             return held, None, offset
         held = last
+    if cut is not None and (late := _out_of_time(fh, end, cut, len(cut), begun, held)) is not None:
+        return late
     return held, None, None
 
 
-def _time_going_back(at: int, first: int, before: int) -> ChunkDamage:
+@dataclass(frozen=True)
+class _Begun:
+    """A chunk chained: where it begins in time (its first timestamp, clock ticks) and in the file (byte), and the
+    events of the chunks before it (count)."""
+
+    time: int
+    at: int
+    held: int
+
+
+def _out_of_time(fh, offset: int, head: bytes, size: int, begun: list[_Begun],
+                 held: int) -> tuple[int, ChunkDamage, None] | None:
+    """(events of the chunks before the first one out of place, the damage, None) when the chunk at byte ``offset``
+    (``size`` bytes, ``head`` its first ones) begins no later than the chunk before it began (``begun``, the chunks
+    before it; ``held`` their events): a location's events are written by one thread in time order (attack 22 F1: a
+    chunk copied over the next begins where its original did; of two swapped the later begins first). Not when it
+    begins before the last timestamp of the chunk before: a clock that steps back a tick where a chunk begins (a
+    TSC, attack 23 F8) is the warning it is inside a chunk. The chunks out of place begin with the first one that
+    began after this one (of two swapped, the one before it: chunk23 kept it under --salvage). None when it is in
+    place, and it is added to ``begun``. Its first timestamp is read from its first record (review23: each chunk
+    read whole and walked was ~4.5 s per GiB when an archive opened); the chunk before is walked for its last only
+    when both begin at the same tick."""
+    time = _first_time(fh, offset, head, size)
+    if time is None:
+        return None
+    if begun and (time < begun[-1].time or time == begun[-1].time and _spans_time(fh, begun[-1].at, offset)):
+        place = bisect.bisect_right([b.time for b in begun], time)  # the first chunk that began after this one
+        dropped = begun[place] if place < len(begun) else _Begun(time, offset, held)
+        return dropped.held, _time_going_back(offset, time, begun[-1].time, dropped.at), None
+    begun.append(_Begun(time, offset, held))
+    return None
+
+
+def _first_time(fh, offset: int, head: bytes, size: int) -> int | None:
+    """The first timestamp (clock ticks) of the events chunk at byte ``offset`` of ``fh`` (``size`` bytes, ``head``
+    its first ones, its header checked): from its first record, the timestamp OTF2 writes before a chunk's first
+    event; else from its records walked (None: it holds none)."""
+    if len(head) >= _FIRST_RECORD and head[_HEADER_BYTES] == _TIMESTAMP:
+        return int.from_bytes(head[_HEADER_BYTES + 1:_FIRST_RECORD], _ENDIANNESS[head[1]])
+    if len(head) < size:
+        fh.seek(offset)
+        head = fh.read(size)
+    span = _time_span(head)
+    return None if span is None else span[0]
+
+
+def _spans_time(fh, offset: int, end: int) -> bool:
+    """Whether the events chunk at byte ``offset`` of ``fh`` (ending by byte ``end``) holds more than one timestamp
+    value (its last after its first)."""
+    fh.seek(offset)
+    span = _time_span(fh.read(end - offset))
+    return span is not None and span[1] > span[0]
+
+
+def _time_going_back(at: int, first: int, before: int, dropped: int) -> ChunkDamage:
     """The damage of the chunk at byte ``at`` whose first timestamp ``first`` is not after ``before``, the first of
-    the chunk before it (clock ticks)."""
+    the chunk before it (clock ticks); the chunks from byte ``dropped`` are out of place."""
     return ChunkDamage(at, f"it begins ({first} clock ticks) no later than the chunk before it began ({before}), "
                        f"where one thread wrote the location's events in time order: a chunk copied "
                        "over another or two swapped (its events would be read twice or out of place)",
-                       "chunk out of time order")
+                       "chunk out of time order", dropped)
 
 
 def _disagreement(at: int, first: int | None, last: int | None, held: int, n_events: int,
@@ -320,15 +388,15 @@ def _event_numbers(head: bytes) -> tuple[int | None, int | None]:
     return int.from_bytes(head[2:10], order), int.from_bytes(head[10:18], order)
 
 
-def _chunks(fh, end: int, step: int, read: tuple[int, bytes] | None) -> Iterator[tuple[int, bytes]]:
-    """(offset, bytes) of each chunk of ``fh`` (chunks of ``step`` bytes) before byte ``end``, one at a time; the
-    chunk ``read`` (offset, bytes) as given."""
+def _chunk_heads(fh, end: int, step: int, read: tuple[int, bytes] | None) -> Iterator[tuple[int, bytes]]:
+    """(offset, header and first record) of each chunk of ``fh`` (chunks of ``step`` bytes) before byte ``end``; the
+    chunk ``read`` (offset, bytes) as given, whole."""
     for offset in range(0, end, step):
         if read is not None and offset == read[0]:
             yield read
             continue
         fh.seek(offset)
-        yield offset, fh.read(min(step, end - offset))
+        yield offset, fh.read(min(_FIRST_RECORD, end - offset))
 
 
 @cached_njit

@@ -16,6 +16,7 @@ from synthtrace.tracelib.formats.call_store import CallStore
 from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
 from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceReader
+from synthtrace.tracelib.formats.untraced import UntracedMarks
 from synthtrace.tracelib.formats.otf2.definitions import (_check_global_definitions, _check_location_files,
                                                           _identical_event_files, _Location, _read_definitions,
                                                           _validate_archive, communicator_members)
@@ -47,6 +48,7 @@ class _ReadState:
     n_records: dict[int, int] = field(default_factory=lambda: {1: 0, 2: 0, 3: 0, 4: 0})
     last_ns: int = 0
     p2p: P2pRecords | None = None
+    untraced: UntracedMarks = field(default_factory=UntracedMarks)  # where recording was switched off
 
     def assembled(self, bursts: Iterator[pl.DataFrame], calls: Iterator[pl.DataFrame],
                   store: CallStore) -> Iterator[TablePart]:
@@ -56,7 +58,7 @@ class _ReadState:
         for part in bursts:
             self.n_bursts += part.height
             if part.height:
-                yield TablePart("bursts", part)
+                yield TablePart("bursts", self.untraced.marked(part))
 
 
 class _SharedParts:
@@ -163,7 +165,8 @@ class Otf2Trace(TraceReader):
                                           "in part? --salvage reads them)")
             whole[loc.ref] = cut.whole
             kept = ("the events before the cut" if cut.damage is None else
-                    f"the {cut.whole} events of the chunks before byte {cut.damage.at}, dropped the chunks from it")
+                    f"the {cut.whole} events of the chunks before byte {cut.damage.kept_before}, dropped the "
+                    f"{max(loc.n_events - cut.whole, 0)} from it")
             self.defs.warnings.append(f"{loc.evt_file}: {cut.reason(loc.n_events)} (--salvage: kept {kept})")
         return whole
 
@@ -348,6 +351,7 @@ class Otf2Trace(TraceReader):
             _clear(buf)
             if p2p.height:
                 read.p2p.add(p2p)
+            read.untraced.add(conv.untraced_at)
             yield batch, horizon, conv.events
             if progress:
                 done = evt_bytes if final else min(evt_bytes, evt_bytes * n_read // max(loc.n_events, 1))

@@ -27,3 +27,5 @@ PRESET_BASE, NATIVE_BASE, UNCORE_BASE = 42_000_000, 44_000_000, 46_000_000
 USER_FUNCTION_EVENT = 60_000_019
 #: application begin/end, and the active hardware counter set
 APPL_EVENT, COUNTER_SET_EVENT = 40_000_001, 41_999_999
+#: Extrae's tracing switch (Extrae_shutdown / Extrae_restart): value 0 where recording stops, 1 where it resumes
+TRACING_EVENT, TRACING_OFF = 40_000_012, 0

@@ -43,15 +43,17 @@ from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, Tabl
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
 from synthtrace.tracelib.formats.paraver.communicators import communicator_members
 from synthtrace.tracelib.formats.gzip_name import gzip_named
+from synthtrace.tracelib.formats.untraced import UntracedMarks
 from synthtrace.tracelib.formats.paraver.companion_text import MAX_PCF_BYTES, read_within_cap, too_large
 from synthtrace.tracelib.formats.paraver.pcf import MAX_VALUE_NAME_BYTES, PcfCatalog, parse_pcf, read_pcf
 from synthtrace.tracelib.formats.paraver import mpi_events
 from synthtrace.tracelib.domain.mpi_calls import EXTRAE_NAMES, MPI_KINDS
 from synthtrace.tracelib.formats.paraver.event_types import (
-    CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS,
+    CALLER_LINE_TYPE, CALLER_TYPE, MPI_EVENT_TYPES, MPI_TYPE_KINDS, TRACING_EVENT, TRACING_OFF,
                                                     UNCORE_BASE)
 from synthtrace.tracelib.formats.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.formats.paraver.row import RowNames, parse_row
+from synthtrace.tracelib.formats.otf2.stopping import stoppable
 from synthtrace.tracelib.formats.paraver.time_order import TimeSortedBody
 from synthtrace.tracelib.formats.paraver.tokenizer import MAX_SLOTS
 from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
@@ -230,8 +232,11 @@ class ParaverTrace(TraceReader):
     """
 
     def __init__(self, path: str | Path, *, salvage: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 sort_records: bool = False):
+                 sort_records: bool = False, stop: threading.Event | None = None):
+        """``stop``: set (from another thread), it stops every read at its next chunk, as
+        :func:`~synthtrace.tracelib.formats.otf2.stopping.stop_reads` does (:class:`ReadStopped`)."""
         self.path = Path(path)
+        self.stop = stop
         self.salvage = salvage
         self.chunk_bytes = chunk_bytes
         self.sort_records = sort_records
@@ -413,7 +418,8 @@ class ParaverTrace(TraceReader):
         stays that of the file on disk, and line numbers in later errors are those of the sorted body."""
         if self.sort_records:  # sorted already: the order cannot be the trouble
             raise cause
-        trace = ParaverTrace(self.path, salvage=self.salvage, chunk_bytes=self.chunk_bytes, sort_records=True)
+        trace = ParaverTrace(self.path, salvage=self.salvage, chunk_bytes=self.chunk_bytes, sort_records=True,
+                             stop=self.stop)
         trace._warn(f"{cause.path}:{cause.line}: {cause.reason}: the records were sorted by time before reading, "
                     "as Paraver sorts them")
         return trace
@@ -456,8 +462,9 @@ class ParaverTrace(TraceReader):
         """Parse the body chunk by chunk and name its MPI events; for a salvaged truncated trace the warning
         text comes last."""
         line = self._body_line
-        with contextlib.closing(self._chunks(hasher)) as blocks:
+        with contextlib.closing(self._chunks(hasher)) as blocks, stoppable(self.path, self.stop) as check:
             while True:
+                check()  # a night stopped (attack 23, review 6b: a Paraver ingest read on to its end)
                 try:
                     block, whole = next(blocks)
                 except StopIteration:
@@ -504,6 +511,7 @@ class ParaverTrace(TraceReader):
         n_bursts = n_uncore = n_events = 0
         last_time = parser.last_time
         hasher = ContentHasher()
+        untraced = UntracedMarks()  # where Extrae_shutdown switched a thread's recording off
 
         def assembled(bursts: Iterator[pl.DataFrame], new_calls: Iterator[pl.DataFrame]) -> Iterator[TablePart]:
             """The assembler's parts: calls to the store, bursts streamed (attack 17 F3: one part at a time)."""
@@ -513,7 +521,7 @@ class ParaverTrace(TraceReader):
             for part in bursts:
                 n_bursts += part.height
                 if part.height:
-                    yield TablePart("bursts", part)
+                    yield TablePart("bursts", untraced.marked(part))
 
         for item in read_ahead(self._prepared(parser, converter, hasher, run_id)):
             if isinstance(item, str):
@@ -528,6 +536,7 @@ class ParaverTrace(TraceReader):
                 n_uncore += samples.height
                 yield TablePart("uncore", samples)
             last_time = item.horizon
+            untraced.add(item.events.filter((pl.col("type") == TRACING_EVENT) & (pl.col("value") == TRACING_OFF)))
             yield from assembled(*assembler.feed_parts(converter.batch(item), last_time))
             if (events := _concat_events(item.events, converter.loose_samples(run_id))).height:
                 n_events += events.height
