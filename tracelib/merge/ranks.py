@@ -324,19 +324,23 @@ class _Candidates:
                 return refs[np.argsort(d, kind="stable")]
         return refs
 
-    def pair(self, others: np.ndarray, refs: np.ndarray) -> np.ndarray:
+    def pair(self, others: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, int]:
         """Reference nodes ``refs`` paired with other nodes ``others`` (a colour the search left shared, as many of
         each): each other node's partner in the behaviour assignment where it is among ``refs``, the few others
         left as :meth:`closer` orders the references left (up to ``PAIR_CLOSER``, then in order): one assignment,
-        not one ordering of all ``refs`` per other node (attack23 F3: a star of 16k ranks, 400 s)."""
+        not one ordering of all ``refs`` per other node (attack23 F3: a star of 16k ranks, 400 s). Also how many
+        reference nodes were weighed (``refs`` once, then the free ones of each :meth:`closer` call: the search's
+        work)."""
         got = self.assigned[others]
         left = ~np.isin(got, refs)
         free = np.setdiff1d(refs, got[~left])
+        weighed = refs.size
         for i in np.flatnonzero(left)[:PAIR_CLOSER]:
+            weighed += free.size
             got[i] = pick = int(self.closer(int(others[i]), free)[0])
             free = free[free != pick]
         got[np.flatnonzero(left)[PAIR_CLOSER:]] = free
-        return got
+        return got, weighed
 
     def surest(self, others: np.ndarray) -> int:
         """Of other nodes ``others``, the one whose behaviour singles out its partner best (the widest gap between
