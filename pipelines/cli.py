@@ -203,9 +203,9 @@ def _main(argv: list[str] | None) -> int:
     if len(args) == 2 and args[0] == "--show-completion":
         # the script of a named shell, through click's completion variable: typer's own option only detects the
         # shell from the processes above, which a container or a CI job may not have
-        os.environ["_SYNTHTRACE_COMPLETE"] = f"source_{args[1]}"
+        os.environ[COMPLETE_VAR] = f"source_{args[1]}"
         args = []
-    completing = "_SYNTHTRACE_COMPLETE" in os.environ
+    completing = COMPLETE_VAR in os.environ
     if not completing and (code := _quick(args)) is not None:
         return code
     from synthtrace.pipelines.cli_base import print_error, print_warning
@@ -284,6 +284,8 @@ def _interrupted(exc: BaseException) -> bool:
 
 #: the exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
 ABORTED = 130
+#: the environment variable through which click prints a shell's completion script
+COMPLETE_VAR = "_SYNTHTRACE_COMPLETE"
 #: the shells typer installs completion for
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 
@@ -322,7 +324,8 @@ def _run_app(args: list[str]) -> int:
     except click.exceptions.ClickException as exc:
         return _usage_error(exc)
     except OSError as exc:  # attack 22 F4: typer prints a command's help itself; into `> /dev/full` it raised
-        if exc.filename is not None or exc.errno == errno.EPIPE or "--help" not in args:
+        printed_by_typer = "--help" in args or COMPLETE_VAR in os.environ  # attack 23 F9: a completion
+        if exc.filename is not None or exc.errno == errno.EPIPE or not printed_by_typer:  # script too
             raise
         from synthtrace.pipelines.cli_base import stdout_failure
 

@@ -1,7 +1,9 @@
 """``synthtrace simulate``: write simulated multi-run campaigns (Paraver traces + Parquet ground truth)."""
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -42,7 +44,7 @@ from synthtrace.simulator.engine import DEFAULT_DATE
 from synthtrace.simulator.pmu import DEFAULT_SLOTS
 from synthtrace.simulator.truth import TRUTH_DIR
 from synthtrace.simulator.variants import DEFAULT_SPREAD, app_variants
-from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.domain.machine import load_machine
 
 
@@ -177,7 +179,7 @@ def simulate(
     labeller = simulator_labeller if labels else None
     began = time.perf_counter()
     # written aside and moved in when whole: a full disk or Ctrl-C leaves nothing half made (attack 6 F12)
-    with staged_folder(out_dir, "OUT_DIR") as stage, \
+    with _simulator_faults(out_dir), staged_folder(out_dir, "OUT_DIR") as stage, \
             progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                          TimeRemainingColumn()) as bar:
         truth = TruthStore(stage / TRUTH_DIR)
@@ -201,6 +203,23 @@ def simulate(
     console.print(f"{len(results)} experiment(s), {sum(len(r.traces) for r in results)} traces, {size / 1e6:.1f} MB "
                   f"in {elapsed:.1f} s; ground truth in {out_dir / TRUTH_DIR}"
                   + (f"; {len(injections)} injected regression(s)" if nights else ""), soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _simulator_faults(out_dir: Path) -> Iterator[None]:
+    """A fault of the simulator itself (an exception no input check foresaw) is one line, exit 1, nothing written
+    into ``out_dir`` (attack 23 F2: an IndexError's traceback); a user's error, the machine's (a full disk, no
+    memory) and a Ctrl-C are said as for any command."""
+    from synthtrace.pipelines.address_space import out_of_memory_line
+    from synthtrace.pipelines.cli import _interrupted
+
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, SynthtraceError | OSError) or out_of_memory_line(exc) is not None or _interrupted(exc):
+            raise
+        raise SynthtraceError(f"the simulator failed ({type(exc).__name__}: {exc}), a fault of synthtrace: nothing "
+                              f"was written into {out_dir}; please report it with the command") from exc
 
 
 def _machine_dict(spec: ExperimentSpec) -> dict:

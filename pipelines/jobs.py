@@ -73,14 +73,18 @@ def merge(wh: Warehouse, experiment: str, settings: NightSettings = NightSetting
     """The night's merge stage: merge ``experiment`` if it has two runs or more, else do nothing.
 
     Returns a summary (experiment, reference run, bursts, counters with their coverage, verdict) or None when
-    there was nothing to merge. Bad input raises as on the command line.
+    there was nothing to merge. Bad input raises as on the command line. A stopped night
+    (:func:`~synthtrace.tracelib.formats.otf2.stopping.stop_reads`) ends it at its next step (a run read, aligned,
+    a group, a counter) with :class:`~synthtrace.tracelib.errors.ReadStopped`, nothing committed.
     """
+    from synthtrace.tracelib.formats.otf2.stopping import stoppable
     from synthtrace.tracelib.merge.checks import worst
 
     exp = wh.experiment(experiment)
     if exp.require_runs().runs.height < 2:
         return None
-    result = merge_experiment(exp, recorded_options(exp))
+    with stoppable(exp.dir, None) as check:  # review 23 (6b): a night's merge was waited for 5 s, then cut
+        result = merge_experiment(exp, recorded_options(exp), lambda what, total: check())
     return {"experiment": experiment, "reference_run": result.reference_run, "n_bursts": result.merged.height,
             "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list())),
             "verdict": worst(result.quality.get_column("verdict"))}

@@ -55,7 +55,7 @@ from synthtrace.warehouse.drop import (
     unsettled_for,
 )
 from synthtrace.warehouse.ingest import ContentId
-from synthtrace.warehouse.layout import ReadOnlyWarehouseError
+from synthtrace.warehouse.layout import ReadOnlyWarehouseError, close_commits
 from synthtrace.warehouse.night_lock import night_lock
 from synthtrace.warehouse.night_state import RECORD as NIGHT_RECORD
 from synthtrace.warehouse.night_state import (
@@ -545,7 +545,8 @@ NOT_STARTED = "not started: the night was stopped"
 def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator[None]:
     """While the block runs a night in this process, Ctrl-C or SIGTERM (``timeout``, a batch system's ``scancel``
     or time limit, with SIGKILL some 30 s later) ends the process at once: ``before_exit()`` (a progress display put
-    away), the running jobs asked to stop and waited for at most :data:`STOP_WAIT_S` (each removes what it was
+    away), no commit let in any more (:func:`~synthtrace.warehouse.layout.close_commits`), the running jobs asked to
+    stop and waited for at most :data:`STOP_WAIT_S` (each removes what it was
     writing; attack 22 F6: the process ended under a worker thread still writing, its stage left), one line on the
     real stderr saying what the night had stored (:func:`~synthtrace.pipelines.interrupts.stopped_line`), the
     ephemeral server stopped, exit 128 + the signal; a second signal ends it without waiting. Unwinding would
@@ -555,14 +556,17 @@ def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator
     (:mod:`~synthtrace.warehouse.night_state`)."""
     global _stop_now
     stopping: list[int] = []
+    said_to: list[int] = []  # the stderr the night began with, for its one line
 
     def end() -> None:
         line = f"{interrupts.stopped_line()}; the next night finishes what this one left\n"
         for stream in (sys.stderr, sys.stdout):
             with contextlib.suppress(Exception):
                 stream.flush()
-        with contextlib.suppress(OSError):  # the real stderr: a reader's thread may have sys.stderr redirected (F6)
-            os.write(2, line.encode(errors="backslashreplace"))
+        # the real stderr: a reader's thread may have sys.stderr redirected (attack 22 F6), and while the server
+        # starts file descriptor 2 is its pipe, whose forwarding the exit cuts short (attack 23 F7: exit 130, silent)
+        with contextlib.suppress(OSError):
+            os.write(said_to[0] if said_to else 2, line.encode(errors="backslashreplace"))
         with contextlib.suppress(Exception):
             stop_server(log_wait_s=0)  # its shutdown records to the server's log, not after the stop line
         os._exit(interrupts.exit_code())
@@ -572,6 +576,7 @@ def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator
             end()
         stopping.append(signum)
         interrupts.received = signum
+        close_commits(STOP_WAIT_S)  # what the line says is stored is all that is: a job's later commit is refused
         logging.disable(logging.CRITICAL)  # the stopped jobs' crash reports (Prefect's) are no news
         with contextlib.suppress(Exception):
             before_exit()
@@ -583,6 +588,8 @@ def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    with contextlib.suppress(OSError):  # no stderr (closed): the line is written to none
+        said_to.append(os.dup(2))
     previous = {s: signal.signal(s, stop_now) for s in (signal.SIGINT, signal.SIGTERM)}
     _stop_now = stop_now
     try:
@@ -591,6 +598,8 @@ def stopping_at_once(before_exit: Callable[[], None] = lambda: None) -> Iterator
         _stop_now = None
         for s, handler in previous.items():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        for fd in said_to:
+            os.close(fd)
 
 
 def configured_server() -> str | None:

@@ -112,8 +112,9 @@ class ExperimentSpec:
     def validate(self) -> None:
         if self.pattern not in PATTERNS:
             raise BadInputError(f"unknown pattern {self.pattern!r} (known: {', '.join(PATTERNS)})")
-        if not 1 <= self.ranks <= 4095:
-            raise BadInputError(f"--ranks must be between 1 and 4095 (got {self.ranks})")
+        if not 1 <= self.ranks <= (most := PATTERNS[self.pattern].max_ranks):
+            raise BadInputError(f"--ranks must be between 1 and {most} for the {self.pattern} pattern "
+                                f"(got {self.ranks})")
         if not 1 <= self.iterations <= MAX_ITERATIONS:
             raise BadInputError(f"--iterations must be between 1 and {MAX_ITERATIONS:,} (got {self.iterations})")
         if not (math.isfinite(self.scale) and 0 < self.scale <= MAX_SCALE):

@@ -15,8 +15,9 @@ import pytest
 
 from synthtrace.simulator.mechanisms import campaign, simulate
 from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
-from synthtrace.tracelib.merge.checks import (OPENED_SCHEMA, PairSignals, opened_by, opened_differently,
-                                              pair_signals, placed_by_unique_call, unpaired, verdict)
+from synthtrace.tracelib.merge.checks import (OPENED_SCHEMA, PairSignals, _completed_unrecorded, opened_by,
+                                              opened_differently, pair_signals, placed_by_unique_call, unpaired,
+                                              verdict)
 from synthtrace.tracelib.merge.merge_runs import merge_runs
 from synthtrace.tracelib.merge.messages import COUNT_SCHEMA, logical_messages
 from synthtrace.tracelib.merge.ranks import RankCorrespondenceError, rank_mapping
@@ -324,8 +325,14 @@ def test_paraver_records_keep_the_completing_call(tmp_path):
     j = m.join(ends, on=["r_task", "r_phys_ns"], how="left").join(posts, on=["r_task", "r_time_ns"], how="left")
     assert set(j.get_column("completing").to_list()) <= {"MPI_Wait", "MPI_Waitall"}
     assert set(j.get_column("posting").to_list()) == {"MPI_Irecv"}
-    opened = opened_by(bursts, calls, logical_messages(calls, m))
-    assert opened.height == m.height
+    logical = logical_messages(calls, m)
+    opened = opened_by(bursts, calls, logical)
+    # [verdict24] a completion up to the first record of a channel the chopped window cut may hold an unrecorded
+    # message: not checked (7 of 484 here)
+    unsure = logical.join(_completed_unrecorded(logical), how="semi", left_on=["appl", "receiver", "r_thread",
+                                                                                "c_call_seq"],
+                          right_on=["appl", "task", "thread", "call_seq"]).height
+    assert unsure < 0.02 * m.height and opened.height == m.height - unsure
 
 
 def test_verdict_says_what_is_wrong():

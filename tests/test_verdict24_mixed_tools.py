@@ -8,11 +8,15 @@ logical messages agreed). The run's point-to-point communicators are now named a
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 
 import pytest
 
 import synthtrace.simulator.mechanisms as mech
+from synthtrace.pipelines.cli import main
+from synthtrace.warehouse import Warehouse
+from synthtrace.warehouse.sql import query
 from testing.simulator_campaigns import merge_campaign
 
 
@@ -35,3 +39,19 @@ def test_runs_traced_by_extrae_and_score_p_merge(both_tools, reference):
     assert o.verdict == "ok", (o.verdict, o.message)
     assert o.right >= 0.995, o.right
     assert "traced by another tool" in o.message
+
+
+def test_an_ingested_mixed_campaign_merges(both_tools, tmp_path):
+    """The same through ``synthtrace ingest`` and ``synthtrace merge``: the warehouse keeps the messages logical
+    (Extrae's point-to-point communicator stored as -1, Score-P's as its id). Failed first: exit 2, refused ("cannot tell which task is which")."""
+    prv, otf2 = both_tools
+    camp = tmp_path / "mixed"
+    camp.mkdir()
+    for suffix in (".prv", ".pcf", ".row"):
+        shutil.copy(prv.traces[0].with_suffix(suffix), camp)
+    shutil.copytree(otf2.traces[1].parent, camp / otf2.traces[1].parent.name)
+    w = tmp_path / "wh"
+    assert main(["ingest", str(camp), "--experiment", "mixed", "-w", str(w)]) == 0
+    assert main(["merge", "mixed", "-w", str(w)]) == 0
+    verdicts = query(Warehouse(w), "select verdict from merge_quality").column("verdict").to_pylist()
+    assert verdicts and set(verdicts) == {"ok"}, verdicts

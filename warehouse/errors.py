@@ -39,3 +39,8 @@ class NightRunningError(SynthtraceError):
     and batch wrappers read as "not now"), not 1 (the night failed) nor 0 (the night ran)."""
 
     exit_code = 75
+
+
+class CommitsClosedError(SynthtraceError):
+    """A commit refused because this process is stopping (a night stopped at once,
+    :func:`~synthtrace.warehouse.layout.close_commits`): its stage is removed, the warehouse left as it was."""

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from synthtrace.tracelib.errors import SynthtraceError
 from synthtrace.tracelib.folder_tree import copy_tree, remove_tree, walk
-from synthtrace.warehouse.errors import WarehouseError
+from synthtrace.warehouse.errors import CommitsClosedError, WarehouseError
 from synthtrace.warehouse.names import check_name
 
 if TYPE_CHECKING:  # polars costs ~0.3 s to import; `runs` and `sql` never need it
@@ -473,23 +474,24 @@ class Warehouse:
         delete), else None. A ``target`` committed meanwhile by another writer (the same content) is kept, and the
         stage removed, unless ``replace``."""
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():
-            if not replace:
-                remove_tree(stage)  # someone committed the same content meanwhile
-                return None
-            old = self._swap(stage, target, owner)
-            COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
-        else:
-            old = None
-            try:
-                os.rename(stage, target)
-            except OSError as exc:
-                # another writer committed the same target between our exists() check and this rename
-                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
-                    raise
-                remove_tree(stage)
-                return None
-            COMMITTED.append(target)  # [helper races]
+        with _open_commits(target):
+            if target.exists():
+                if not replace:
+                    remove_tree(stage)  # someone committed the same content meanwhile
+                    return None
+                old = self._swap(stage, target, owner)
+                COMMITTED.append(target)  # [helper races] attack 6 F22: a Ctrl-C after this says it was stored
+            else:
+                old = None
+                try:
+                    os.rename(stage, target)
+                except OSError as exc:
+                    # another writer committed the same target between our exists() check and this rename
+                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
+                        raise
+                    remove_tree(stage)
+                    return None
+                COMMITTED.append(target)  # [helper races]
         _fsync_dir(target.parent)
         return old
 
@@ -634,19 +636,44 @@ class Warehouse:
         """Remove a run or experiment directory whole (renamed aside first, so it disappears at once)."""
         if target.exists():
             gone = self.staging_dir / f"{target.name}.rm.{uuid.uuid4().hex[:8]}.{os.getpid()}"
-            try:
-                os.rename(target, gone)
-            except OSError as exc:
-                if (apart := self._apart(exc, target)) is not None:
-                    raise apart from None
-                raise
-            COMMITTED.append(target)  # [helper races] removed: committed
+            with _open_commits(target):
+                try:
+                    os.rename(target, gone)
+                except OSError as exc:
+                    if (apart := self._apart(exc, target)) is not None:
+                        raise apart from None
+                    raise
+                COMMITTED.append(target)  # [helper races] removed: committed
             remove_tree(gone, ignore_errors=True)
 
 
 #: [helper races] every folder this process committed (renamed into place or removed), in order: the CLI says
 #: what a command had stored when a signal stopped it (pipelines/interrupts.py)
 COMMITTED: list[Path] = []
+#: held while a commit of this process renames into place and is counted in :data:`COMMITTED`; re-entrant: a signal
+#: handler closing the commits may run in the thread it interrupted mid-commit
+_commit_gate = threading.RLock()
+#: set once by :func:`close_commits`: every later commit of this process is refused
+_commits_closed = threading.Event()
+
+
+def close_commits(timeout_s: float) -> None:
+    """Refuse every later commit of this process (:class:`CommitsClosedError`, its stage removed), after waiting at
+    most ``timeout_s`` seconds for one renaming now: what :data:`COMMITTED` holds then is all the process stores (a
+    night stopped at once says it, then ends; attack 23 F11: a worker committed after the line)."""
+    acquired = _commit_gate.acquire(timeout=timeout_s)
+    _commits_closed.set()
+    if acquired:
+        _commit_gate.release()
+
+
+@contextlib.contextmanager
+def _open_commits(target: Path) -> Iterator[None]:
+    """Hold :data:`_commit_gate` for a commit of ``target``; :class:`CommitsClosedError` once they are closed."""
+    with _commit_gate:
+        if _commits_closed.is_set():
+            raise CommitsClosedError(f"{target}: not committed: this process is stopping")
+        yield
 _SWAP_SUFFIX = ".swap.json"
 _RENAME_EXCHANGE = 2  # renameat2 flag (linux/fs.h)
 _AT_FDCWD = -100

@@ -67,6 +67,7 @@ class Pattern:
     kernels: tuple[str, ...] = ()
     sites: tuple[tuple[str, str, int], ...] = ()
     message_bytes: int = 0  # the pattern's main message size (scaled by ``AppParams.msg_scale`` into ``self.m``)
+    max_ranks: int = 4095  # the most ranks whose bursts the logical ids tell apart (builder.logical_id: 12-bit task)
 
     def __init__(self, params: AppParams, rng: np.random.Generator):
         self.params = params

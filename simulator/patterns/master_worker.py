@@ -4,8 +4,11 @@ as it comes; a Bcast ends the round. Task sizes are heavy-tailed, so results arr
 run (the master's burst sequence is permuted) and the rounds are load-imbalanced. Workers alternate between an
 interpreter-like kernel (front-end bound) and a branchy search (bad speculation).
 
-Logical identity on the master follows the worker a burst serves (slot 200 + worker: processing its result,
-400 + worker: decoding its status, 600 + worker: polling while its result is the next to come), not the position.
+Logical identity on the master follows the worker a burst serves (slot :data:`PROCESS` + worker: processing its
+result, :data:`RECV` + worker: decoding its status, :data:`POLL` + worker: polling while its result is the next to
+come, :data:`SEND` + worker: sending its task), not the position. Each family holds :data:`MAX_WORKERS` slots, so
+that no two bursts of a run share an id (attack 23 F2: with families 100 apart, worker 50's send was the first
+poll's slot 150 from 51 ranks on, and the ground truth's burst matching failed).
 """
 from __future__ import annotations
 
@@ -18,6 +21,13 @@ from synthtrace.simulator.patterns.base import SITE_CONTROL, WORLD_COMM, AppPara
 TASK_BYTES, RESULT_BYTES = 4 * 1024, 48 * 1024
 TAG_TASK, TAG_RESULT = 1, 2
 POLL_INS = 12_000.0  # the master's polling loop also services its own bookkeeping
+#: workers a run may have: the master's four slot families of one slot per worker fill the 12-bit slot of a
+#: logical id (:func:`~synthtrace.simulator.builder.logical_id`) up to 4080
+MAX_WORKERS = 995
+#: the first slot of each family of the master's bursts that serve one worker (+ the worker's rank)
+SEND, PROCESS, RECV, POLL = (100 + k * MAX_WORKERS for k in range(4))
+#: the slot of the master's first wait for a result (it serves no worker yet)
+FIRST_WAIT = 50
 
 
 class MasterWorker(Pattern):
@@ -29,6 +39,7 @@ class MasterWorker(Pattern):
              ("worker_loop", "farm.c", 140), ("worker_loop", "farm.c", 152), ("end_round", "farm.c", 110))
 
     message_bytes = RESULT_BYTES
+    max_ranks = 1 + MAX_WORKERS
 
     def __init__(self, params: AppParams, rng: np.random.Generator):
         super().__init__(params, rng)
@@ -73,7 +84,7 @@ class MasterWorker(Pattern):
             start[:, 0] = t
             ex = np.zeros(shape)
             ex[:, 0] = send_exit[:, wk]
-            b.pair(w, start, call=CALL["MPI_Send"], exit=ex, slot=100 + wk, site=self.site(0), mask=is_master,
+            b.pair(w, start, call=CALL["MPI_Send"], exit=ex, slot=SEND + wk, site=self.site(0), mask=is_master,
                    p2p=(self.task_bytes, 0, wk, TAG_TASK, 1))
             t = send_exit[:, wk]
         master_free = t
@@ -108,10 +119,10 @@ class MasterWorker(Pattern):
             wk = order[:, k]
             if prev is None:
                 w = b.work(kid("poll"), 3000.0)
-                slot = np.full(B, 150)
+                slot = np.full(B, FIRST_WAIT)
             else:
                 w = b.work(kid("reduce_results"), proc_ins[rows, prev][:, None])
-                slot = 200 + prev
+                slot = PROCESS + prev
             entry = np.zeros(shape)
             entry[:, 0] = t + w.dur[:, 0]
             ready = np.zeros(shape)
@@ -120,7 +131,7 @@ class MasterWorker(Pattern):
                 entry,
                 ready,
                 call=CALL["MPI_Iprobe"],
-                slot=(600 + wk)[:, None],
+                slot=(POLL + wk)[:, None],
                 site=self.site(1),
                 mask=is_master,
                 poll_ins=POLL_INS,
@@ -138,7 +149,7 @@ class MasterWorker(Pattern):
                 start,
                 call=CALL["MPI_Recv"],
                 exit=ex,
-                slot=(400 + wk)[:, None],
+                slot=(RECV + wk)[:, None],
                 site=self.site(2),
                 mask=is_master,
                 p2p=(0, self.result_bytes, wk[:, None], TAG_RESULT, 1),
@@ -153,7 +164,7 @@ class MasterWorker(Pattern):
         w = w_last.where(is_master, w_wait)
         start = np.where(is_master, t[:, None], res_exit)
         start = b.housekeeping(start, slot=30, site=SITE_CONTROL)
-        slot = np.where(is_master, (200 + prev)[:, None], 40)
+        slot = np.where(is_master, (PROCESS + prev)[:, None], 40)
         exit = b.close(start + w.dur, net.bcast(8, P), last=True)
         b.pair(w, start, call=CALL["MPI_Bcast"], exit=exit, slot=slot, site=self.site(5), coll=(8, 8, 0, WORLD_COMM),
                world=True)

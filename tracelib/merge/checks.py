@@ -376,9 +376,29 @@ def opened_by(bursts: pl.DataFrame, calls: pl.DataFrame, messages: pl.DataFrame 
             .select(pl.col("appl").cast(pl.Int32), pl.col("receiver").cast(pl.Int32).alias("task"),
                     pl.col("r_thread").cast(pl.Int32).alias("thread"), pl.col("c_call_seq").alias("call_seq"),
                     *OPEN_CHANNEL[1:], "k")
-            .join(opening, on=[*THREAD_KEYS, "call_seq"]))
+            .join(opening, on=[*THREAD_KEYS, "call_seq"])
+            .join(_completed_unrecorded(messages), on=[*THREAD_KEYS, "call_seq"], how="anti"))
     return (bursts.select(*keys, "burst_seq", "start_ns").join(done, on=[*THREAD_KEYS, "start_ns"])
             .select([pl.col(k).cast(v) for k, v in OPENED_SCHEMA.items()]).unique())
+
+
+def _completed_unrecorded(messages: pl.DataFrame) -> pl.DataFrame:
+    """The receiver's completing calls (appl, task, thread, call_seq) that may have completed messages no record
+    holds: on a channel that lost its first messages (a partner whose trace began late: its ``k``, numbered from the
+    run's start by :func:`synthtrace.tracelib.merge.messages.lost_at_start`, begins above 0), every completing call
+    of the receiving thread up to the one that completed the channel's first recorded message (which may have
+    completed an earlier one too). The set such a call completed is the recorded part of what it received
+    (rank_traced_late_ref: a reference burst after the messages from task 4 matched to the one after those from
+    tasks 4 and 6), which is no other arrival order."""
+    keys = [pl.col("appl").cast(pl.Int32), pl.col("receiver").cast(pl.Int32).alias("task"),
+            pl.col("r_thread").cast(pl.Int32).alias("thread")]
+    named = messages.filter(pl.col("c_call_seq").is_not_null() & pl.col("k").is_not_null())
+    first = (named.group_by(OPEN_CHANNEL).agg(pl.col("k").min().alias("_k0"), pl.col("c_call_seq", "r_thread")
+                                              .sort_by("k").first())
+             .filter(pl.col("_k0") > 0).select(*keys, pl.col("c_call_seq").alias("_c0"))
+             .group_by(THREAD_KEYS).agg(pl.col("_c0").max()))
+    return (named.select(*keys, pl.col("c_call_seq").alias("call_seq")).unique().join(first, on=THREAD_KEYS)
+            .filter(pl.col("call_seq") <= pl.col("_c0")).select(*THREAD_KEYS, "call_seq"))
 
 
 def opened_differently(ref_opened: pl.DataFrame, other_opened: pl.DataFrame, matches: pl.DataFrame,

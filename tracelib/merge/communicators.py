@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, TypeVar
 import polars as pl
 
 from synthtrace.tracelib.domain.mpi_calls import calls_with
+from synthtrace.tracelib.merge.messages import NO_COMM
 from synthtrace.tracelib.merge.ranks import renumber_columns
 
 if TYPE_CHECKING:
@@ -121,19 +122,20 @@ def _point_to_point_comms(run: RunTables) -> pl.DataFrame | None:
 
 
 def _point_to_point_on(run: RunTables, comms: pl.DataFrame | None) -> RunTables:
-    """``run`` with its point-to-point calls' and messages' communicator NULL (``comms`` None) or, where NULL, its
-    appl's in ``comms`` (appl, comm)."""
-    def comm(appl: str) -> pl.Expr:
+    """``run`` with its point-to-point calls' and messages' communicator unnamed (``comms`` None: NULL, its logical
+    messages' ``NO_COMM``) or, where unnamed, its appl's in ``comms`` (appl, comm)."""
+    def comm(appl: str, unnamed: pl.Expr) -> pl.Expr:
         if comms is None:
-            return pl.lit(None, pl.Int64)
-        return pl.col("comm").fill_null(pl.col(appl).replace_strict(comms.get_column("appl"), comms.get_column("comm"),
-                                                                    default=None))
+            return unnamed
+        named = pl.col(appl).replace_strict(comms.get_column("appl"), comms.get_column("comm"), default=None)
+        return pl.when(pl.col("comm").is_null() | (pl.col("comm") == NO_COMM)).then(named).otherwise(pl.col("comm"))
     p2p = pl.col("mpi_call").is_in(list(_POINT_TO_POINT))
-    calls = run.mpi_calls.with_columns(pl.when(p2p).then(comm("appl")).otherwise(pl.col("comm")).cast(pl.Int64)
-                                       .alias("comm"))
+    calls = run.mpi_calls.with_columns(pl.when(p2p).then(comm("appl", pl.lit(None, pl.Int64)))
+                                       .otherwise(pl.col("comm")).cast(pl.Int64).alias("comm"))
     messages = run.messages
     if messages is not None and "comm" in (names := _columns(messages)):
-        messages = messages.with_columns(comm("appl" if "appl" in names else "s_appl").cast(pl.Int64).alias("comm"))
+        messages = messages.with_columns(comm("appl" if "appl" in names else "s_appl", pl.lit(NO_COMM, pl.Int64))
+                                         .cast(pl.Int64).alias("comm"))
     return replace(run, mpi_calls=calls, messages=messages)
 
 

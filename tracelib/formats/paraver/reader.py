@@ -53,6 +53,7 @@ from synthtrace.tracelib.formats.paraver.event_types import (
                                                     UNCORE_BASE)
 from synthtrace.tracelib.formats.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.formats.paraver.row import RowNames, parse_row
+from synthtrace.tracelib.formats.otf2.stopping import stoppable
 from synthtrace.tracelib.formats.paraver.time_order import TimeSortedBody
 from synthtrace.tracelib.formats.paraver.tokenizer import MAX_SLOTS
 from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
@@ -231,8 +232,11 @@ class ParaverTrace(TraceReader):
     """
 
     def __init__(self, path: str | Path, *, salvage: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 sort_records: bool = False):
+                 sort_records: bool = False, stop: threading.Event | None = None):
+        """``stop``: set (from another thread), it stops every read at its next chunk, as
+        :func:`~synthtrace.tracelib.formats.otf2.stopping.stop_reads` does (:class:`ReadStopped`)."""
         self.path = Path(path)
+        self.stop = stop
         self.salvage = salvage
         self.chunk_bytes = chunk_bytes
         self.sort_records = sort_records
@@ -414,7 +418,8 @@ class ParaverTrace(TraceReader):
         stays that of the file on disk, and line numbers in later errors are those of the sorted body."""
         if self.sort_records:  # sorted already: the order cannot be the trouble
             raise cause
-        trace = ParaverTrace(self.path, salvage=self.salvage, chunk_bytes=self.chunk_bytes, sort_records=True)
+        trace = ParaverTrace(self.path, salvage=self.salvage, chunk_bytes=self.chunk_bytes, sort_records=True,
+                             stop=self.stop)
         trace._warn(f"{cause.path}:{cause.line}: {cause.reason}: the records were sorted by time before reading, "
                     "as Paraver sorts them")
         return trace
@@ -457,8 +462,9 @@ class ParaverTrace(TraceReader):
         """Parse the body chunk by chunk and name its MPI events; for a salvaged truncated trace the warning
         text comes last."""
         line = self._body_line
-        with contextlib.closing(self._chunks(hasher)) as blocks:
+        with contextlib.closing(self._chunks(hasher)) as blocks, stoppable(self.path, self.stop) as check:
             while True:
+                check()  # a night stopped (attack 23, review 6b: a Paraver ingest read on to its end)
                 try:
                     block, whole = next(blocks)
                 except StopIteration:
