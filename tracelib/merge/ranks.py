@@ -324,33 +324,36 @@ class _Candidates:
                 return refs[np.argsort(d, kind="stable")]
         return refs
 
-    def pair(self, others: np.ndarray, refs: np.ndarray) -> np.ndarray:
+    def pair(self, others: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, int]:
         """Reference nodes ``refs`` paired with other nodes ``others`` (a colour the search left shared, as many of
         each): each other node's partner in the behaviour assignment where it is among ``refs``, the few others
         left as :meth:`closer` orders the references left (up to ``PAIR_CLOSER``, then in order): one assignment,
-        not one ordering of all ``refs`` per other node (attack23 F3: a star of 16k ranks, 400 s)."""
+        not one ordering of all ``refs`` per other node (attack23 F3: a star of 16k ranks, 400 s). Also how many
+        reference nodes were weighed (``refs`` once, then the free ones of each :meth:`closer` call: the search's
+        work)."""
         got = self.assigned[others]
         left = ~np.isin(got, refs)
         free = np.setdiff1d(refs, got[~left])
+        weighed = refs.size
         for i in np.flatnonzero(left)[:PAIR_CLOSER]:
+            weighed += free.size
             got[i] = pick = int(self.closer(int(others[i]), free)[0])
             free = free[free != pick]
         got[np.flatnonzero(left)[PAIR_CLOSER:]] = free
-        return got
+        return got, weighed
 
     def surest(self, others: np.ndarray) -> int:
         """Of other nodes ``others``, the one whose behaviour singles out its partner best (the widest gap between
         its nearest reference task and the next, over the profiles' noise): the search's first pin."""
         gap = np.full(others.size, -np.inf)
-        for start, wc in self.work:  # a sample of the others (cells x tasks within CLOSER_CELLS)
-            refs = np.arange(start, start + wc.tasks.size)
-            inside = np.flatnonzero((others >= start) & (others < start + wc.tasks.size))
-            take = inside[::max(1, -(-inside.size * refs.size * wc.ref.shape[1] // CLOSER_CELLS))]
-            for i in take:
-                d = np.sort(_mean_gap(wc.ref, wc.oth[others[i] - start][None, :]))
-                if d.size > 1 and np.isfinite(d[1]):
-                    gap[i] = (d[1] - d[0]) / max(d[0], NOISE_FLOOR)
-        if self.work:
+        # on the long bursts' work when every other task can be weighed within CLOSER_CELLS (a sample would miss the
+        # few tasks whose work stands out, the ones that single out their partner: a ring of 4k ranks 1 % apart)
+        if self.work and sum(wc.tasks.size ** 2 * wc.ref.shape[1] for _, wc in self.work) <= CLOSER_CELLS:
+            for start, wc in self.work:
+                for i in np.flatnonzero((others >= start) & (others < start + wc.tasks.size)):
+                    d = np.sort(_mean_gap(wc.ref, wc.oth[others[i] - start][None, :]))
+                    if d.size > 1 and np.isfinite(d[1]):
+                        gap[i] = (d[1] - d[0]) / max(d[0], NOISE_FLOOR)
             return int(others[int(np.argmax(gap))])
         for start, bh, _ in self.blocks:
             inside = (others >= start) & (others < start + bh.oth_tasks.size)
