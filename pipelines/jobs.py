@@ -75,7 +75,8 @@ def merge(wh: Warehouse, experiment: str, settings: NightSettings = NightSetting
     Returns a summary (experiment, reference run, bursts, counters with their coverage, verdict) or None when
     there was nothing to merge. Bad input raises as on the command line. A stopped night
     (:func:`~synthtrace.tracelib.formats.otf2.stopping.stop_reads`) ends it at its next step (a run read, aligned,
-    a group, a counter) with :class:`~synthtrace.tracelib.errors.ReadStopped`, nothing committed.
+    a group, a counter) with :class:`~synthtrace.tracelib.errors.ReadStopped`, nothing committed; a stop after
+    the commit lets the stage end with its summary.
     """
     from synthtrace.tracelib.formats.otf2.stopping import stoppable
     from synthtrace.tracelib.merge.checks import worst
@@ -84,7 +85,8 @@ def merge(wh: Warehouse, experiment: str, settings: NightSettings = NightSetting
     if exp.require_runs().runs.height < 2:
         return None
     with stoppable(exp.dir, None) as check:  # review 23 (6b): a night's merge was waited for 5 s, then cut
-        result = merge_experiment(exp, recorded_options(exp), lambda what, total: check())
+        # a stop once "written" is reported would raise over a merge already stored (review24 F10)
+        result = merge_experiment(exp, recorded_options(exp), lambda what, total: what == "written" or check())
     return {"experiment": experiment, "reference_run": result.reference_run, "n_bursts": result.merged.height,
             "coverage": dict(zip(result.quality["counter"].to_list(), result.quality["coverage"].to_list())),
             "verdict": worst(result.quality.get_column("verdict"))}

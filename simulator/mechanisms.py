@@ -205,6 +205,9 @@ class RunPlan:
     checkpoint: bool = False
     at: int = -1
     extra_reduce: bool = False  # [plan22] another binary version: a second Allreduce after every outer one
+    #: [torus24] the trace's rank of each logical rank when this run is the renumbered one (empty: as drawn by the
+    #: campaign): what follows the placement rather than the role (the MPI library's glue) follows these
+    trace_ranks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1128,7 +1131,8 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
             bursts, calls, msgs, events, truth = _traced_from(traced_from, bursts, calls, msgs, events, truth)
         run_comms = {WORLD: tuple(range(P)), **comms, **({dup: tuple(range(P))} if dup else {})}
         if r == spec.renumber_run:
-            perm = ((np.arange(P) + spec.renumber_shift) % P if spec.renumber_shift
+            perm = (np.array(spec.plan(r).trace_ranks) if spec.plan(r).trace_ranks
+                    else (np.arange(P) + spec.renumber_shift) % P if spec.renumber_shift
                     else _rng(spec.seed, spec.mechanism, "perm").permutation(P))
             bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
@@ -1567,3 +1571,51 @@ def _shared_node(spec: CampaignSpec) -> CampaignSpec:
 
 
 PROGRAMS["shared_node"] = shared_node
+
+
+# ------------------------------------------------------------------------------------------------------- torus24
+def translated(P: int) -> tuple[int, ...]:
+    """The trace rank of each logical rank on the periodic torus of ``P`` ranks moved one step along x (a
+    translation: an automorphism of the torus, so the message graph is the same under both numberings)."""
+    px, _ = grid(P)
+    return tuple((r // px) * px + (r % px + 1) % px for r in range(P))
+
+
+def subdomains(task: int, lg: Logic, plan: RunPlan, run_rng: np.random.Generator):
+    """Halo exchange on a periodic torus whose ranks do the same work on average, each rank's kernels varying per
+    iteration with its subdomain (+-3 %, the same in every run): Irecv and Isend per neighbour, the boundary packed
+    before each Isend, the interior before the Waitall, a dot product before the Allreduce. The glue before each
+    Irecv and Waitall is the MPI library's (shared-memory or network paths to the rank's peers): it follows the
+    rank's place (``RunPlan.trace_ranks``), not its role (mergeattack23 P9)."""
+    spec = lg.spec
+    P, sites = spec.ranks, Sites(spec.shape.sites)
+    work = np.exp(0.03 * _rng(spec.seed, spec.mechanism, "subdomain").standard_normal((spec.iterations, P)))
+    place = plan.trace_ranks[task] if plan.trace_ranks else task
+    glue = 600.0 * np.exp(0.3 * _rng(spec.seed, spec.mechanism, "glue").standard_normal((P, 8)))[place]
+    yield from _prologue(task, sites, P)
+    pack, poll, interior = kid("pack_halo"), kid("poll"), kid("stencil_interior")
+    for it in range(spec.iterations):
+        nb = lg.nb_at(it)[task]
+        w = work[it, task]
+        reqs = []
+        for d, src in enumerate(nb):
+            reqs.append((yield Call("MPI_Irecv", poll, glue[d % 4], lid(task, it, 0, 10 + d), sites("halo.c:88"),
+                                    peer=src, tag=TAG_HALO, size=lg.bytes(src, task, it))))
+        for d, dst in enumerate(nb):
+            reqs.append((yield Call("MPI_Isend", pack, 2.0e5 * w, lid(task, it, 0, 20 + d), sites("halo.c:97"),
+                                    peer=dst, tag=TAG_HALO, size=lg.bytes(task, dst, it))))
+        yield Call("MPI_Waitall", poll, glue[4], lid(task, it, 0, 50), sites("halo.c:131"), reqs=tuple(reqs))
+        yield Call("MPI_Allreduce", interior, spec.shape.interior_ins * w, lid(task, it, 0, 70), sites("solver.c:57"),
+                   size=8, cost_ns=1500.0 * np.log2(P + 1))
+    yield from _epilogue(task, spec.iterations, sites)
+
+
+@mechanism("translated_torus", "run 1's roles moved one rank along x on a periodic 4x4 torus (a translation: the "
+           "message graph maps onto itself), ranks alike on average and told apart only by their work per iteration "
+           "(+-3 %); the glue between MPI calls follows the rank's place (mergeattack23 P9)", 16, 12)
+def _translated_torus(spec: CampaignSpec) -> CampaignSpec:
+    return replace(spec, renumber_run=1, plans=(RunPlan(), RunPlan(trace_ranks=translated(spec.ranks))),
+                   shape=Shape(topology="torus", symmetric=True, completion="waitall", coll_every=1, rank_sigma=0.0))
+
+
+PROGRAMS["translated_torus"] = subdomains

@@ -17,8 +17,10 @@ timing-free facts only:
 
 First the **message graph** (:mod:`synthtrace.tracelib.merge.symmetries`): the numberings that carry the other
 run's graph onto the reference's (the numbering as it is when it does, else a relabelling, each composed with the
-graph's symmetries: a ring's or a torus's rotations). Among them behaviour decides, on the profile cells where two
-numberings put reference work apart by more than ``INFORMATIVE`` times the cross-run noise (elsewhere the choice
+graph's symmetries: a ring's or a torus's rotations). Among them behaviour decides, burst by burst, on the long
+bursts' cells (``LONG_NS``; all the profile's when too few are long: the glue between MPI calls follows a rank's
+placement, not its role, mergeattack23 P9) where two numberings put reference work apart by more than
+``INFORMATIVE`` times the cross-run noise (the median difference under the best numbering; elsewhere the choice
 changes nothing that can be seen): the numbering as it is is kept unless another fits clearly better (its mean
 difference to the other run under ``BEHAVIOUR_CLEARLY`` of the numbering's, on ``MIN_CELLS`` cells or more); a
 numbering moved to must fit clearly better than the next best too. When it does not (or another only leans better,
@@ -69,6 +71,13 @@ MIN_CELLS = 8
 PAIR_CLOSER = 64
 #: a numbering leans better than another when its paired cell differences are this many standard errors apart
 Z_LEANS = 3.0
+#: bursts at least this long (ns; the merge's ``min_error_duration_ns``) carry the program's work. The glue between
+#: two MPI calls is the library's and the tracer's few instructions, which follow the rank's placement (which peers
+#: share its node), not its role: numberings are told apart on the long bursts when there are enough of them
+LONG_NS = 10_000
+#: reference tasks whose work cells :meth:`_Candidates.closer` compares one other task's with at once, at most
+#: (cells x tasks; beyond, the behaviour cost orders them): the search's pins stay cheap at any size
+CLOSER_CELLS = 4_000_000
 
 
 class RankCorrespondenceError(BadInputError):
@@ -137,17 +146,65 @@ def profile_rows(bursts: pl.DataFrame) -> pl.DataFrame:  # [helper merge-scale] 
 
 
 def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray]:
-    """(profile rows: task, key, k, w; the tasks): per task of ``appl`` and closing call (call, call site), ``log1p`` of
-    the work of its first ``PROFILE`` bursts in order (NaN past the end): instructions, else microseconds."""
+    """(profile rows: task, key, k, w, long; the tasks): per task of ``appl`` and closing call (call, call site),
+    ``log1p`` of the work of its first ``PROFILE`` bursts in order (NaN past the end): instructions, else
+    microseconds; ``long``: the burst lasts ``LONG_NS`` or more."""
     work = next((c for c in WORK if c in bursts.columns), None)
     w = pl.col(work).cast(pl.Float64) if work else pl.col("duration_ns").cast(pl.Float64) / 1e3
     key = _profile_key()
     # a run of bursts closed by one call (a polling loop, completion calls as messages arrive) is one unit: its
     # first burst (the work before the loop) stands for it
-    p = (bursts.filter(pl.col("appl") == appl).select("task", "thread", key.alias("key"), w.log1p().alias("w"))
+    p = (bursts.filter(pl.col("appl") == appl)
+         .select("task", "thread", key.alias("key"), w.log1p().alias("w"),
+                 (pl.col("duration_ns") >= LONG_NS).alias("long"))
          .filter(pl.col("key") != pl.col("key").shift(1).over("task", "thread"))
          .with_columns(pl.int_range(pl.len()).over("task", "key").alias("k")).filter(pl.col("k") < PROFILE))
     return p, p.get_column("task").unique().sort().to_numpy()
+
+
+def _cube(p: pl.DataFrame, tasks: np.ndarray, keys: list[str]) -> np.ndarray:
+    """Profile rows ``p`` (task, key, k, w) as a task x (key, k) array of ``log1p`` work (NaN where absent)."""
+    a = np.full((tasks.size, len(keys), PROFILE), np.nan)
+    # the key's index taken in Polars: a NumPy array of the keys is a Python string per profile cell
+    q = p.filter(pl.col("key").is_in(keys)).with_columns(
+        pl.col("key").replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64))
+    a[np.searchsorted(tasks, q.get_column("task").to_numpy()), q.get_column("key").to_numpy(),
+      q.get_column("k").to_numpy()] = q.get_column("w").to_numpy()
+    return a.reshape(tasks.size, -1)
+
+
+class WorkCells(NamedTuple):
+    """One appl's work on its long bursts (``LONG_NS``) in two runs: task x profile cell, ``log1p`` work, NaN where
+    a run has no long burst there; tasks sorted, the same in both runs."""
+
+    tasks: np.ndarray
+    ref: np.ndarray
+    oth: np.ndarray
+
+
+def _work_cells(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, WorkCells]:
+    """Per appl with the same tasks in both runs and ``MIN_CELLS`` long-burst cells or more per task (the median
+    task): the :class:`WorkCells` that tell numberings apart by the program's work, burst by burst over the
+    iterations (ranks alike on average differ iteration by iteration with their subdomains)."""
+    out: dict[int, WorkCells] = {}
+    for appl in ref.get_column("appl").unique().sort().to_list():
+        pr, tr = _profiles(ref, appl)
+        po, to = _profiles(other, appl)
+        pr, po = pr.filter("long"), po.filter("long")
+        keys = sorted(set(pr.get_column("key")) & set(po.get_column("key")))
+        if not keys or not np.array_equal(tr, to):
+            continue
+        a, b = _cube(pr, tr, keys), _cube(po, to, keys)
+        if min(np.median(np.isfinite(a).sum(axis=1)), np.median(np.isfinite(b).sum(axis=1))) >= MIN_CELLS:
+            out[int(appl)] = WorkCells(tr, a, b)
+    return out
+
+
+def _mean_gap(ref: np.ndarray, oth: np.ndarray) -> np.ndarray:
+    """Per row, the mean |difference| of ``ref`` and ``oth`` (broadcast) over the cells both have; inf without one."""
+    d = np.abs(ref - oth)
+    n = np.isfinite(d).sum(axis=-1)
+    return np.where(n > 0, np.nansum(d, axis=-1) / np.maximum(n, 1), np.inf)
 
 
 class Behaviour(NamedTuple):
@@ -173,17 +230,7 @@ def _behaviours(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, Behaviour]:
         keys = sorted(set(pr.get_column("key")) & set(po.get_column("key")))
         if not keys or tr.size != to.size:
             continue
-
-        def cube(p: pl.DataFrame, tasks: np.ndarray, keys: list) -> np.ndarray:
-            a = np.full((tasks.size, len(keys), PROFILE), np.nan)
-            # the key's index taken in Polars: a NumPy array of the keys is a Python string per profile cell
-            q = p.filter(pl.col("key").is_in(keys)).with_columns(
-                pl.col("key").replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64))
-            a[np.searchsorted(tasks, q.get_column("task").to_numpy()), q.get_column("key").to_numpy(),
-              q.get_column("k").to_numpy()] = q.get_column("w").to_numpy()
-            return a
-
-        a, b = cube(pr, tr, keys).reshape(tr.size, -1), cube(po, to, keys).reshape(to.size, -1)
+        a, b = _cube(pr, tr, keys), _cube(po, to, keys)
         cost = BehaviourCost(a, b)
         out[int(appl)] = Behaviour(tr, to, a, b, cost)
     return out
@@ -223,10 +270,20 @@ class Correspondence(NamedTuple):
 class _Candidates:
     """The numberings that carry the other run's message graph onto the reference's
     (:func:`synthtrace.tracelib.merge.symmetries.numberings`) and their behaviour: ``nodes`` the task keys (sorted,
-    the same in both runs), a numbering perm[other node] = reference node."""
+    the same in both runs), a numbering perm[other node] = reference node. Where the appls have long bursts enough
+    (``work``, :func:`_work_cells`) numberings are weighed on those alone, burst by burst: the glue bursts' few
+    instructions follow the placement, and averaged with the program's work they could make the numbering as it is
+    look closest when the program's roles moved (mergeattack23 P9)."""
 
-    def __init__(self, nodes: np.ndarray, behaviours: dict[int, Behaviour]):
+    def __init__(self, nodes: np.ndarray, behaviours: dict[int, Behaviour], work: dict[int, WorkCells] | None = None):
         self.nodes = nodes
+        #: (first node, work cells) per appl weighed on its long bursts
+        self.work: list[tuple[int, WorkCells]] = []
+        for appl, wc in (work or {}).items():
+            keys = np.array([task_int(appl, int(t)) for t in wc.tasks], np.int64)
+            start = int(np.searchsorted(nodes, keys[0]))
+            if np.array_equal(nodes[start:start + keys.size], keys):
+                self.work.append((start, wc))
         # (first node, behaviour, behaviour assignment: partner[other task] = reference task) per appl
         self.blocks: list[tuple[int, Behaviour, np.ndarray]] = []
         for appl, bh in behaviours.items():
@@ -239,9 +296,25 @@ class _Candidates:
         for start, _, partner in self.blocks:
             self.assigned[start:start + partner.size] = start + partner
 
+    def _gaps(self, o: int, refs: np.ndarray) -> np.ndarray | None:
+        """The long-burst work distance of other node ``o`` to each reference node of ``refs`` (inf outside its appl);
+        None when ``o``'s appl has no work cells or they are too many to compare at once (``CLOSER_CELLS``)."""
+        for start, wc in self.work:
+            if start <= o < start + wc.tasks.size:
+                if refs.size * wc.ref.shape[1] > CLOSER_CELLS:
+                    return None
+                inside = (refs >= start) & (refs < start + wc.tasks.size)
+                d = np.full(refs.size, np.inf)
+                d[inside] = _mean_gap(wc.ref[refs[inside] - start], wc.oth[o - start][None, :])
+                return d
+        return None
+
     def closer(self, o: int, refs: np.ndarray) -> np.ndarray:
-        """``refs`` (reference nodes) ordered by behaviour: other node ``o``'s partner in the behaviour assignment
-        first (the assignment is consistent over all tasks, a task's own nearest may not be), then by distance."""
+        """``refs`` (reference nodes) ordered by behaviour: by long-burst work when there is (:meth:`_gaps`), else
+        other node ``o``'s partner in the behaviour assignment first (the assignment is consistent over all tasks,
+        a task's own nearest may not be), then by distance."""
+        if (d := self._gaps(o, refs)) is not None:
+            return refs[np.argsort(d, kind="stable")]
         for start, bh, partner in self.blocks:
             if start <= o < start + bh.oth_tasks.size:
                 inside = (refs >= start) & (refs < start + bh.ref_tasks.size)
@@ -251,24 +324,37 @@ class _Candidates:
                 return refs[np.argsort(d, kind="stable")]
         return refs
 
-    def pair(self, others: np.ndarray, refs: np.ndarray) -> np.ndarray:
+    def pair(self, others: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, int]:
         """Reference nodes ``refs`` paired with other nodes ``others`` (a colour the search left shared, as many of
         each): each other node's partner in the behaviour assignment where it is among ``refs``, the few others
         left as :meth:`closer` orders the references left (up to ``PAIR_CLOSER``, then in order): one assignment,
-        not one ordering of all ``refs`` per other node (attack23 F3: a star of 16k ranks, 400 s)."""
+        not one ordering of all ``refs`` per other node (attack23 F3: a star of 16k ranks, 400 s). Also how many
+        reference nodes were weighed (``refs`` once, then the free ones of each :meth:`closer` call: the search's
+        work)."""
         got = self.assigned[others]
         left = ~np.isin(got, refs)
         free = np.setdiff1d(refs, got[~left])
+        weighed = refs.size
         for i in np.flatnonzero(left)[:PAIR_CLOSER]:
+            weighed += free.size
             got[i] = pick = int(self.closer(int(others[i]), free)[0])
             free = free[free != pick]
         got[np.flatnonzero(left)[PAIR_CLOSER:]] = free
-        return got
+        return got, weighed
 
     def surest(self, others: np.ndarray) -> int:
         """Of other nodes ``others``, the one whose behaviour singles out its partner best (the widest gap between
         its nearest reference task and the next, over the profiles' noise): the search's first pin."""
         gap = np.full(others.size, -np.inf)
+        # on the long bursts' work when every other task can be weighed within CLOSER_CELLS (a sample would miss the
+        # few tasks whose work stands out, the ones that single out their partner: a ring of 4k ranks 1 % apart)
+        if self.work and sum(wc.tasks.size ** 2 * wc.ref.shape[1] for _, wc in self.work) <= CLOSER_CELLS:
+            for start, wc in self.work:
+                for i in np.flatnonzero((others >= start) & (others < start + wc.tasks.size)):
+                    d = np.sort(_mean_gap(wc.ref, wc.oth[others[i] - start][None, :]))
+                    if d.size > 1 and np.isfinite(d[1]):
+                        gap[i] = (d[1] - d[0]) / max(d[0], NOISE_FLOOR)
+            return int(others[int(np.argmax(gap))])
         for start, bh, _ in self.blocks:
             inside = (others >= start) & (others < start + bh.oth_tasks.size)
             if inside.any() and bh.ref_tasks.size > 1:
@@ -277,12 +363,20 @@ class _Candidates:
         return int(others[int(np.argmax(gap))])
 
     def distance(self, perm: np.ndarray) -> float:
-        """The behaviour distance of a numbering (sum over tasks of the mean |log1p work difference|)."""
+        """The behaviour distance of a numbering (sum over tasks of the mean |log1p work difference|: of the long
+        bursts when there are work cells)."""
+        if self.work:
+            return float(sum(np.where(np.isfinite(g := _mean_gap(wc.ref[perm[s:s + wc.tasks.size] - s], wc.oth)),
+                                      g, 0.0).sum() for s, wc in self.work))
         return float(sum(bh.cost.pairs(perm[s:s + bh.oth_tasks.size] - s, np.arange(bh.oth_tasks.size)).sum()
                          for s, bh, _ in self.blocks))
 
     def cells(self, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(reference profile cells under ``perm``, the other run's cells), flat, aligned."""
+        """(reference profile cells under ``perm``, the other run's cells), flat, aligned: the long bursts' when there
+        are work cells."""
+        if self.work:
+            return (np.concatenate([wc.ref[perm[s:s + wc.tasks.size] - s].ravel() for s, wc in self.work]),
+                    np.concatenate([wc.oth.ravel() for _, wc in self.work]))
         a = [bh.ref_cube[perm[s:s + bh.oth_tasks.size] - s].ravel() for s, bh, _ in self.blocks]
         b = [bh.oth_cube.ravel() for _, bh, _ in self.blocks]
         return (np.concatenate(a), np.concatenate(b)) if a else (np.empty(0), np.empty(0))
@@ -345,7 +439,7 @@ def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
     nodes = ref_bursts.select(task_key().unique().sort()).to_series().to_numpy()
     if not np.array_equal(nodes, oth_bursts.select(task_key().unique().sort()).to_series().to_numpy()):
         return None
-    c = _Candidates(nodes, behaviours)
+    c = _Candidates(nodes, behaviours, _work_cells(ref_bursts, oth_bursts))
     got = numberings(nodes, ref_counts, oth_counts, c.closer, c.surest, c.pair)
     perms = got.found
     if not perms:

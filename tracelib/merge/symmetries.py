@@ -212,9 +212,10 @@ class Graphs:
         return self.refine(c, pin)
 
     def paired(self, colours: np.ndarray, closer: Callable[[int, np.ndarray], np.ndarray],
-               pair: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> np.ndarray | None:
+               pair: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, int]] | None = None) -> np.ndarray | None:
         """A numbering pairing the tasks of each colour (as many of each run: checked before): ``pair(others,
-        refs)`` (the reference tasks paired with the other tasks, one assignment per colour) when given, else as
+        refs)`` (the reference tasks paired with the other tasks, one assignment per colour, and how many reference
+        tasks it weighed) when given, else as
         ``closer`` orders the reference tasks left, one other task after another. The reference tasks weighed count
         as work (a star's leaves one at a time: ~n^2 / 2, attack23 F3); None when it would take the work past
         ``WORK_BUDGET``."""
@@ -223,9 +224,15 @@ class Graphs:
         by_ref, by_oth = np.argsort(colours[:n], kind="stable"), np.argsort(colours[n:], kind="stable")
         bounds = np.flatnonzero(np.diff(colours[:n][by_ref])) + 1
         for rs, os in zip(np.split(by_ref, bounds), np.split(by_oth, bounds)):
-            if rs.size == 1 or pair is not None:
-                perm[os] = rs if rs.size == 1 else pair(os, rs)
-                self.work += rs.size
+            if rs.size == 1:
+                perm[os] = rs
+                self.work += 1
+                continue
+            if pair is not None:
+                perm[os], weighed = pair(os, rs)
+                self.work += weighed
+                if self.work > WORK_BUDGET:
+                    return None
                 continue
             for o in os:
                 self.work += rs.size
@@ -239,7 +246,7 @@ class Graphs:
 def numberings(nodes: np.ndarray, ref_counts: pl.DataFrame, oth_counts: pl.DataFrame,
                closer: Callable[[int, np.ndarray], np.ndarray],
                first: Callable[[np.ndarray], int] | None = None,
-               pair: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> Numberings:
+               pair: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, int]] | None = None) -> Numberings:
     """The :class:`Numberings` (perm[other task index] = reference task index, both over ``nodes``: sorted task keys)
     that carry the other run's message graph onto the reference's, distinct: the one as it is when it does, and those a
     bounded search finds: pins tried in ``closer`` order (``MAX_ANCHORS`` images of the anchor, ``BRANCH`` choices

@@ -1,4 +1,6 @@
-"""Stopping OTF2 reads from another thread (attack 22 F6/F7). A Ctrl-C or SIGTERM reaches the main thread only,
+"""Stopping reads and merges from another thread (attack 22 F6/F7; since night24 also Paraver reads and a night's
+merge, which take ``stop=`` / :func:`stoppable` too: the module stays here, where OTF2 reads first needed it).
+A Ctrl-C or SIGTERM reaches the main thread only,
 where it stops a read as a KeyboardInterrupt (:func:`~.library.callback_interrupts`); a worker thread reading an
 archive (the nightly flow's) read on to its end meanwhile. :func:`stop_reads` tells every read running in the
 process to stop; a read also stops when the ``stop`` event its caller gave is set. Either way the read raises

@@ -93,20 +93,35 @@ def _parsed(data: np.ndarray, number: np.ndarray, first: np.ndarray, end: np.nda
                                      long, long + 1, [0, first.size])))
     parts, total = [], 0
     for a, b in zip(cuts, cuts[1:]):
-        part = _block(data, first[a:b], end[a:b])
-        counted = np.cumsum(part[-1]) + total
+        counted = np.cumsum(_costs(data, first[a:b], end[a:b])) + total  # before the parse: one line may be 64 MiB
         if counted[-1] > MAX_MEMBERS:
             return int(number[a + np.flatnonzero(counted > MAX_MEMBERS)[0]])
         total = int(counted[-1])
-        parts.append(part[:-1])
+        parts.append(_block(data, first[a:b], end[a:b]))
     appl, comm, valid, counts, tasks = ([np.concatenate([p[i] for p in parts]) for i in range(5)] if parts
                                        else [np.empty(0, np.int64)] * 5)
     return _Lines(number, appl, comm, valid.astype(bool), counts, tasks)
 
 
+def _costs(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """What each line whose text after ``c:`` is ``data[first:end]`` counts toward :data:`MAX_MEMBERS`: 1 + the
+    numbers (digit runs) it lists after its third, valid or not. Holds 2 bytes per byte of one line, 10 of a block
+    of lines (at most 2 :data:`BLOCK_BYTES`); the parse holds ~30 (one 30 MiB line took 640 MB before the cap)."""
+    span = data[first[0]:end[-1] + 1]
+    digit = (span - np.uint8(ord("0"))) < 10
+    starts = np.empty_like(digit)  # a digit after a non-digit (the byte before ``first`` is the ``:`` of ``c:``)
+    starts[0] = digit[0]
+    np.greater(digit[1:], digit[:-1], out=starts[1:])
+    del digit
+    if first.size == 1:  # a long line is a block of its own: counted without the 8 bytes a byte reduceat casts to
+        runs = np.array([np.count_nonzero(starts)])
+    else:  # an empty line's segment is its \n (not a digit)
+        runs = np.add.reduceat(starts, np.column_stack((first, end)).ravel() - first[0], dtype=np.int64)[::2]
+    return np.maximum(runs - 3, 0) + 1
+
+
 def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(appl, comm, valid, task counts, tasks, cost) of the lines whose text after ``c:`` is ``data[first:end]``:
-    the cost of a line is 1 + the numbers it lists after its third, valid or not."""
+    """(appl, comm, valid, task counts, tasks) of the lines whose text after ``c:`` is ``data[first:end]``."""
     if first.size == 1:
         text = data[first[0]:end[0] + 1]
     else:
@@ -131,11 +146,10 @@ def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.nda
     run_start = np.flatnonzero(digit & ~np.concatenate(([False], digit[:-1])))
     run_end = np.flatnonzero(digit & ~np.append(digit[1:], False)) + 1
     runs = np.diff(np.concatenate(([0], np.searchsorted(run_start, line_end))))
-    cost = np.maximum(runs - 3, 0) + 1
     valid &= runs >= 3
     if not valid.any():
         nothing = np.zeros(first.size, np.int64)
-        return nothing, nothing, valid, nothing, np.empty(0, np.int64), cost
+        return nothing, nothing, valid, nothing, np.empty(0, np.int64)
     # the digit runs as numbers, in order (a run past int64 reads as its largest value)
     spaced = np.where(digit, text, ord(" ")).tobytes()
     value = np.fromstring(spaced, dtype=np.int64, sep=" ")
@@ -153,8 +167,7 @@ def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.nda
         valid[np.repeat(np.arange(first.size), counts)[out_of_range]] = False
         tasks = tasks[np.repeat(valid, counts)]
         counts = np.where(valid, counts, 0)
-    return (np.where(valid, value[head[:, 0]], 0), np.where(valid, value[head[:, 1]], 0), valid, counts, tasks,
-            cost)
+    return np.where(valid, value[head[:, 0]], 0), np.where(valid, value[head[:, 1]], 0), valid, counts, tasks
 
 
 def _first_definitions(lines: _Lines, path: str) -> tuple[np.ndarray, list[str]]:
