@@ -43,7 +43,8 @@ def test_runs_traced_by_extrae_and_score_p_merge(both_tools, reference):
 
 def test_an_ingested_mixed_campaign_merges(both_tools, tmp_path):
     """The same through ``synthtrace ingest`` and ``synthtrace merge``: the warehouse keeps the messages logical
-    (Extrae's point-to-point communicator stored as -1, Score-P's as its id). Failed first: exit 2, refused ("cannot tell which task is which")."""
+    (Extrae's point-to-point communicator stored as -1, Score-P's as its id). Failed first: exit 2, refused
+    ("cannot tell which task is which")."""
     prv, otf2 = both_tools
     camp = tmp_path / "mixed"
     camp.mkdir()

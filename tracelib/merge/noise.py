@@ -174,11 +174,12 @@ def _threads_in_words(per_thread: pl.DataFrame, threads: bool) -> str:
 #: a task runs in another machine state in the other run when its median log ratio of cycles per instruction lies
 #: this many robust standard deviations (1.4826 x the median absolute deviation) of the tasks' medians from their
 #: median, and at least ``RATE_FLOOR`` from it: node clocks and placement move a task's cycles per instruction by
-#: a few percent between runs (the LULESH 4+4 / 7+1 pair: tasks within -6.4 % .. +6.2 %, spread 2.8 %)
+#: a few percent between runs (the LULESH 4+4 / 7+1 pair: the median task -2.8 %, spread 0.3 %, no task out)
 RATE_K = 3.0
 RATE_FLOOR = math.log(1.08)
-#: every task's cycles per instruction moved by more than this (log) between the runs: another build, data layout,
-#: page size or clock setting (turbo and placement move the median task by a few percent)
+#: every task's cycles per instruction moved by more than this (log) between the runs: another placement (ranks
+#: per node sharing memory bandwidth), build, data layout, page size or clock setting (turbo and a like placement
+#: move the median task by a few percent)
 RATE_SHIFT = math.log(1.10)
 #: tasks needed to judge one against the others' spread, and long pairs a task needs to be judged
 RATE_MIN_TASKS, RATE_MIN_PAIRS = 4, 5
@@ -214,9 +215,10 @@ class MachineState:
         counter = self.counter
         if abs(self.shift) > RATE_SHIFT:
             return (f"the other run executes the same instructions at x{math.exp(-self.shift):.3f} the reference's "
-                    f"cycles per instruction ({counter}) on every task: another machine state (another build, data "
-                    "layout, page size or clock setting); its cache and memory counters likely differ as much or more, "
-                    "so the values transferred from it are that run's, not the reference's")
+                    f"cycles per instruction ({counter}) on every task: another machine state (another placement of "
+                    "ranks on nodes, build, data layout, page size or clock setting); its cache and memory counters "
+                    "likely differ as much or more, so the values transferred from it are that run's, not the "
+                    "reference's")
         tasks = sorted(t for t, _ in self.outliers)
         ratios = [math.exp(-d) for _, d in self.outliers]
         return (f"tasks {_task_ranges(tasks)} ({len(tasks)} of {self.judged}) run at x{min(ratios):.3f}"
