@@ -69,3 +69,22 @@ def test_every_task_at_another_rate_is_another_build():
     state = machine_state(_pairs({t: 1.15 * (1 + 0.02 * math.sin(t)) for t in range(1, 17)}), "PAPI_TOT_CYC")
     assert state.suspect and not state.outliers
     assert "on every task" in state.reason() and "x1.15" in state.reason(), state.reason()
+
+
+def test_counts_of_retired_instructions_stay_ok_in_another_machine_state(tmp_path):
+    """review24 F5: the machine state moves cache and memory counts, not how many instructions, branches, loads or
+    stores retire. In the same contended campaign the branch instructions transferred from run 1 keep ``ok`` while
+    its misses are ``suspect``. Failed first: PAPI_BR_INS ``suspect`` with the misses."""
+    from synthtrace.tracelib.merge.merge_runs import merge_runs
+
+    got = {}
+
+    def merged(runs):
+        got["result"] = merge_runs(runs)
+        return got["result"]
+
+    merge_campaign(mech.simulate(tmp_path, mech.campaign("shared_node", 0)), merged)
+    q = got["result"].quality.filter(pl.col("method") != "recorded")
+    verdicts = dict(zip(q.get_column("counter").to_list(), q.get_column("verdict").to_list()))
+    assert verdicts["PAPI_BR_INS"] == "ok", verdicts
+    assert verdicts["PAPI_L3_TCM"] == "suspect", verdicts

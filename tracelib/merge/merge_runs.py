@@ -61,7 +61,7 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               opened_differently, pair_signals, sites_named, structure_kinds,
                                               structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
-from synthtrace.tracelib.merge.noise import core_cycles, long_pairs, rate_state, work_noise
+from synthtrace.tracelib.merge.noise import core_cycles, long_pairs, machine_invariant, rate_state, work_noise
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units, without_untraced
 from synthtrace.tracelib.merge.communicators import renamed_communicators
@@ -1192,7 +1192,8 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
     plans: dict[str, Plan] = {}
     source: dict[str, str | None] = {}
     choices: dict[str, Choice] = {}
-    verdicts: dict[str, tuple[PairSignals, tuple[str, str]]] = {}
+    # per other run: its signals, its verdict, and its verdict for counts the machine state cannot change
+    verdicts: dict[str, tuple[PairSignals, tuple[str, str], tuple[str, str]]] = {}
     for o in others:
         info, s = aligned[o.run_id], samples[o.run_id]
         work = work_counter(info.common)
@@ -1207,10 +1208,12 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
             state = rate_state(ref_sample, src_sample, other_row, work, cycles, s.long) if cycles else None
             sampled = replace(sampled, work_noise=noise, machine=state)  # [verdict24] the tasks' machine state
         sig = tallies[o.run_id].signals(sampled)
-        verdicts[o.run_id] = (sig, verdict(sig, not info.features))
-        if verdicts[o.run_id][1][0] == "ok" and (why := other_structure(ref, o, tallies[o.run_id])):
-            verdicts[o.run_id] = (sig, ("suspect", why))
+        judged = verdict(sig, not info.features)
+        retired = verdict(replace(sig, machine=None), not info.features) if sig.machine is not None else judged
+        if "ok" in (judged[0], retired[0]) and (why := other_structure(ref, o, tallies[o.run_id])):
+            judged, retired = (("suspect", why) if v[0] == "ok" else v for v in (judged, retired))
             notes.append(why)
+        verdicts[o.run_id] = (sig, judged, retired)
         if sig.work_shift is not None and abs(sig.work_shift) > WORK_SHIFT:
             notes.append(f"matched bursts of {o.run_name!r} execute x{math.exp(sig.work_shift):.3f} the "
                          f"instructions of {ref.run_name!r}'s: not the same input or code version?")
@@ -1243,7 +1246,8 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         plan = choices[src.run_id].plan(run_samples[src.run_id], c, list(info.common))
         plans[c], source[c] = plan, src.run_id
         err, err95 = choices[src.run_id].error(plan, c)
-        sig, (v, why) = verdicts[src.run_id]
+        sig, judged, retired = verdicts[src.run_id]
+        v, why = retired if machine_invariant(c) else judged
         if v == "ok" and ((plan.per_ns and err is None) or not info.common):
             v, why = unverified(plan, bool(info.common))
         quality.append(QualityRow(

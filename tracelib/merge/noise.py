@@ -240,6 +240,17 @@ def _task_ranges(tasks: list[int]) -> str:
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
 
 
+#: counts of retired instructions (all, branches, loads, stores): the program's work, which no machine state changes
+#: (FP operations are left out: some PMUs count them as issued, re-issued on cache misses)
+RETIRED_ROLES = ("ins", "br_ins", "ld_ins", "sr_ins")
+
+
+def machine_invariant(counter: str) -> bool:
+    """True for a count of retired instructions (:data:`RETIRED_ROLES`): another machine state cannot change it, so
+    :class:`MachineState` does not make it suspect (review24 F5)."""
+    return canonical(counter) in RETIRED_ROLES
+
+
 def core_cycles(common: Sequence[str]) -> str | None:
     """The core cycles counter among ``common`` (None when there is none): reference cycles tick at the nominal
     clock, so their count per instruction carries each node's turbo clock, not the machine state alone."""
