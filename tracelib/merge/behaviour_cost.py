@@ -38,12 +38,12 @@ NO_COMMON = 1e6
 _CELLS_AT_ONCE = 1 << 18
 
 
-def _pair_costs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The mean |difference| of rows ``a[i]`` and ``b[i]`` over their common (non-NaN) cells, ``NO_COMMON`` without
-    one: one cost per row."""
+def mean_gap(a: np.ndarray, b: np.ndarray, missing: float = NO_COMMON) -> np.ndarray:
+    """The mean |difference| of rows ``a[i]`` and ``b[i]`` (broadcast) over their common (non-NaN) cells,
+    ``missing`` without one: one cost per row."""
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a pair of tasks without a common cell: NaN, then NO_COMMON
-        return np.nan_to_num(np.nanmean(np.abs(a - b), axis=1), nan=NO_COMMON)
+        warnings.simplefilter("ignore", RuntimeWarning)  # a pair of tasks without a common cell: NaN, then missing
+        return np.nan_to_num(np.nanmean(np.abs(a - b), axis=-1), nan=missing)
 
 
 class BehaviourCost:
@@ -61,7 +61,7 @@ class BehaviourCost:
         """The whole matrix (reference task x other task), built only up to ``DENSE_TASKS`` tasks."""
         cost = np.empty((self.n, self.n))
         for r in range(self.n):  # one reference task at a time: memory O(tasks x cells), not O(tasks^2 x cells)
-            cost[r] = _pair_costs(self.ref[r][None, :], self.oth)
+            cost[r] = mean_gap(self.ref[r][None, :], self.oth)
         return cost
 
     def pairs(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -72,7 +72,7 @@ class BehaviourCost:
         out = np.empty(rows.size)
         step = max(1, _CELLS_AT_ONCE // max(1, self.ref.shape[1]))
         for i in range(0, rows.size, step):
-            out[i:i + step] = _pair_costs(self.ref[rows[i:i + step]], self.oth[cols[i:i + step]])
+            out[i:i + step] = mean_gap(self.ref[rows[i:i + step]], self.oth[cols[i:i + step]])
         return out
 
     def column(self, o: int, rows: np.ndarray) -> np.ndarray:

@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.behaviour_cost import BehaviourCost
+from synthtrace.tracelib.merge.behaviour_cost import BehaviourCost, mean_gap
 from synthtrace.tracelib.merge.messages import CHANNEL
 from synthtrace.tracelib.merge.symmetries import numberings
 from synthtrace.tracelib.thread_key import MASK, task_int, task_key, task_of
@@ -200,13 +200,6 @@ def _work_cells(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, WorkCells]:
     return out
 
 
-def _mean_gap(ref: np.ndarray, oth: np.ndarray) -> np.ndarray:
-    """Per row, the mean |difference| of ``ref`` and ``oth`` (broadcast) over the cells both have; inf without one."""
-    d = np.abs(ref - oth)
-    n = np.isfinite(d).sum(axis=-1)
-    return np.where(n > 0, np.nansum(d, axis=-1) / np.maximum(n, 1), np.inf)
-
-
 class Behaviour(NamedTuple):
     """The work profiles of one appl's tasks in two runs: the tasks (sorted), the profile cubes (task x cell,
     ``log1p`` work, NaN where absent) and the cost of pairing them (:class:`BehaviourCost`: reference task x other
@@ -305,7 +298,7 @@ class _Candidates:
                     return None
                 inside = (refs >= start) & (refs < start + wc.tasks.size)
                 d = np.full(refs.size, np.inf)
-                d[inside] = _mean_gap(wc.ref[refs[inside] - start], wc.oth[o - start][None, :])
+                d[inside] = mean_gap(wc.ref[refs[inside] - start], wc.oth[o - start][None, :], np.inf)
                 return d
         return None
 
@@ -351,7 +344,7 @@ class _Candidates:
         if self.work and sum(wc.tasks.size ** 2 * wc.ref.shape[1] for _, wc in self.work) <= CLOSER_CELLS:
             for start, wc in self.work:
                 for i in np.flatnonzero((others >= start) & (others < start + wc.tasks.size)):
-                    d = np.sort(_mean_gap(wc.ref, wc.oth[others[i] - start][None, :]))
+                    d = np.sort(mean_gap(wc.ref, wc.oth[others[i] - start][None, :], np.inf))
                     if d.size > 1 and np.isfinite(d[1]):
                         gap[i] = (d[1] - d[0]) / max(d[0], NOISE_FLOOR)
             return int(others[int(np.argmax(gap))])
@@ -366,8 +359,7 @@ class _Candidates:
         """The behaviour distance of a numbering (sum over tasks of the mean |log1p work difference|: of the long
         bursts when there are work cells)."""
         if self.work:
-            return float(sum(np.where(np.isfinite(g := _mean_gap(wc.ref[perm[s:s + wc.tasks.size] - s], wc.oth)),
-                                      g, 0.0).sum() for s, wc in self.work))
+            return float(sum(mean_gap(wc.ref[perm[s:s + wc.tasks.size] - s], wc.oth, 0.0).sum() for s, wc in self.work))
         return float(sum(bh.cost.pairs(perm[s:s + bh.oth_tasks.size] - s, np.arange(bh.oth_tasks.size)).sum()
                          for s, bh, _ in self.blocks))
 
