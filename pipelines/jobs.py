@@ -74,11 +74,11 @@ def merge(wh: Warehouse, experiment: str, settings: NightSettings = NightSetting
 
     Returns a summary (experiment, reference run, bursts, counters with their coverage, verdict) or None when
     there was nothing to merge. Bad input raises as on the command line. A stopped night
-    (:func:`~synthtrace.tracelib.formats.otf2.stopping.stop_reads`) ends it at its next step (a run read, aligned,
+    (:func:`~synthtrace.tracelib.read_stop.stop_reads`) ends it at its next step (a run read, aligned,
     a group, a counter) with :class:`~synthtrace.tracelib.errors.ReadStopped`, nothing committed; a stop after
     the commit lets the stage end with its summary.
     """
-    from synthtrace.tracelib.formats.otf2.stopping import stoppable
+    from synthtrace.tracelib.read_stop import stoppable
     from synthtrace.tracelib.merge.checks import worst
 
     exp = wh.experiment(experiment)

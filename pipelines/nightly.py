@@ -37,7 +37,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from synthtrace.pipelines import interrupts, jobs, server_watch
 from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError, TruncatedTraceError
-from synthtrace.tracelib.formats.otf2.stopping import stop_reads
+from synthtrace.tracelib.read_stop import stop_reads
 from synthtrace.tracelib.printable import escaped
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.drop import (

@@ -73,7 +73,7 @@ def test_a_later_read_is_not_stopped_by_an_earlier_stop(tmp_path):
 def test_stop_reads_from_a_signal_handler_while_its_thread_registers_a_read():
     """A Ctrl-C handler calls stop_reads in the main thread, which may be inside stoppable's registration at that
     moment (review23): the registry's lock must let its own thread in, or the handler waits for ever."""
-    from synthtrace.tracelib.formats.otf2 import stopping
+    from synthtrace.tracelib import read_stop as stopping
 
     def handler_inside_registration() -> None:
         with stopping._lock:  # the thread is inside stoppable's add/discard when the signal arrives

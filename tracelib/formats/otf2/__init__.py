@@ -53,7 +53,7 @@ calls, samples), ``messages`` (send/receive matching), ``trace`` (the driver, :c
 """
 from __future__ import annotations
 
-from synthtrace.tracelib.formats.otf2.stopping import stop_reads
+from synthtrace.tracelib.read_stop import stop_reads
 from synthtrace.tracelib.formats.otf2.trace import Otf2Trace
 
 __all__ = ["Otf2Trace", "stop_reads"]

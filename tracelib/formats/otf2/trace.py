@@ -31,7 +31,7 @@ from synthtrace.tracelib.formats.otf2.library import (
     raise_callback_interrupt,
 )
 from synthtrace.tracelib.formats.otf2.messages import P2pRecords, check_pairing
-from synthtrace.tracelib.formats.otf2.stopping import stoppable
+from synthtrace.tracelib.read_stop import stoppable
 from synthtrace.tracelib.printable import is_utf8
 from synthtrace.tracelib.schema import THREAD_NODE_SCHEMA
 
@@ -104,7 +104,7 @@ class Otf2Trace(TraceReader):
     def __init__(self, path: str | Path, *, chunk_events: int = DEFAULT_CHUNK_EVENTS, salvage: bool = False,
                  stop: threading.Event | None = None):
         """``stop``: set (from another thread), it stops the opening and every read of the archive
-        (:mod:`.stopping`)."""
+        (:mod:`synthtrace.tracelib.read_stop`)."""
         self.path = _validate_archive(Path(path))
         self.chunk_events = int(chunk_events)
         self.salvage = salvage

@@ -53,7 +53,7 @@ from synthtrace.tracelib.formats.paraver.event_types import (
                                                     UNCORE_BASE)
 from synthtrace.tracelib.formats.paraver.records import EventArrays, ParsedChunk, RecordParser
 from synthtrace.tracelib.formats.paraver.row import RowNames, parse_row
-from synthtrace.tracelib.formats.otf2.stopping import stoppable
+from synthtrace.tracelib.read_stop import stoppable
 from synthtrace.tracelib.formats.paraver.time_order import TimeSortedBody
 from synthtrace.tracelib.formats.paraver.tokenizer import MAX_SLOTS
 from synthtrace.tracelib.schema import EVENT_SCHEMA, THREAD_NODE_SCHEMA, UNCORE_SCHEMA
@@ -234,7 +234,7 @@ class ParaverTrace(TraceReader):
     def __init__(self, path: str | Path, *, salvage: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  sort_records: bool = False, stop: threading.Event | None = None):
         """``stop``: set (from another thread), it stops every read at its next chunk, as
-        :func:`~synthtrace.tracelib.formats.otf2.stopping.stop_reads` does (:class:`ReadStopped`)."""
+        :func:`~synthtrace.tracelib.read_stop.stop_reads` does (:class:`ReadStopped`)."""
         self.path = Path(path)
         self.stop = stop
         self.salvage = salvage

@@ -1,8 +1,7 @@
-"""Stopping reads and merges from another thread (attack 22 F6/F7; since night24 also Paraver reads and a night's
-merge, which take ``stop=`` / :func:`stoppable` too: the module stays here, where OTF2 reads first needed it).
-A Ctrl-C or SIGTERM reaches the main thread only,
-where it stops a read as a KeyboardInterrupt (:func:`~.library.callback_interrupts`); a worker thread reading an
-archive (the nightly flow's) read on to its end meanwhile. :func:`stop_reads` tells every read running in the
+"""Stopping reads and merges from another thread (attack 22 F6/F7): OTF2 and Paraver reads and a night's merge
+take ``stop=`` / :func:`stoppable`. A Ctrl-C or SIGTERM reaches the main thread only, where it stops a read as a
+KeyboardInterrupt (:func:`~synthtrace.tracelib.formats.otf2.library.callback_interrupts`); a worker thread reading
+an archive (the nightly flow's) read on to its end meanwhile. :func:`stop_reads` tells every read running in the
 process to stop; a read also stops when the ``stop`` event its caller gave is set. Either way the read raises
 :class:`~synthtrace.tracelib.errors.ReadStopped` at its next location, local definitions reader or chunk of events;
 the global definitions, which the ``otf2`` wheel reads in one call, are read to their end first."""
@@ -20,7 +19,7 @@ _lock = threading.RLock()  # stop_reads runs in a signal handler, maybe while it
 
 
 def stop_reads() -> int:
-    """Stop every OTF2 read running in this process, in any thread (reads started later are not stopped); returns
+    """Stop every read running in this process, in any thread (reads started later are not stopped); returns
     how many were told (count)."""
     with _lock:
         running = list(_running)
