@@ -4,22 +4,25 @@ data losses and peak memory.
 Families (each counted; the run fails loudly if one case breaks its invariant):
 
 1. **Paraver**: ``--paraver N`` structure-aware cases (:mod:`testing.attack_cases`: semantic defects of short real
-   traces, floods, gzip; ``--fresh-share`` of them drawn from the defects added by the second rerun) plus the gzip
-   bomb, each ``synthtrace ingest``-ed by one long-lived worker process (a fresh process per case costs seconds of
-   imports on a loaded machine; a case that takes longer than ``--case-timeout-s`` is a hang, and the worker is
-   started again). Invariant: exit 0, or exit 2 with one ``error:`` line; no traceback; a refused trace leaves no
-   run, no staging and no new warehouse.
+   traces, floods, gzip; ``--fresh-share`` of them drawn from the defects added by the second rerun and by session
+   25's: hostile, redefined and over-the-cap ``c:`` lines, a body cut mid-record) plus the gzip bomb,
+   ``--salvage-share`` of them ingested with ``--salvage``, each ``synthtrace ingest``-ed by one long-lived worker
+   process (a fresh process per case costs seconds of imports on a loaded machine; a case that takes longer than
+   ``--case-timeout-s`` is a hang, and the worker is started again). Invariant: exit 0, or exit 2 with one ``error:``
+   line; no traceback; a refused trace leaves no run, no staging and no new warehouse.
 2. **OTF2**: ``--otf2 N`` archives with one semantic defect each (:mod:`testing.hostile_otf2`, the fresh ones in the
-   same share), same invariant. The worker's peak RSS over both families is the memory figure.
+   same share, with them the damaged chunks of a multi-chunk archive: copied, swapped, cut, garbled), same
+   invariant. The worker's peak RSS over both families is the memory figure.
 3. **Damaged stored files** (``--damaged N``): commands and night stages' readers on the merged LULESH pair with one
    stored table's files damaged (random bytes, a cut footer, zero bytes, a damaged page), in the same worker:
    exit 0 or one error line, a damaged frame or page always refused naming a damaged file, nothing stored changed.
 4. **Kills**: ``--kills N`` writers SIGKILLed at a random moment, in turn: swapping an experiment folder
    (``Warehouse.staged(replace=True)``), the same without atomic exchange killed exactly between the two renames,
    removing and storing a folder again (``remove``/``staged``), replacing one file of a folder
-   (``update_dir``), and a ``synthtrace sql`` process holding its query's files. After each kill the next writer
+   (``update_dir``), a ``synthtrace sql`` process holding its query's files, and a ``synthtrace ingest`` of a
+   real trace or a multi-chunk OTF2 archive (SIGKILL, or SIGINT as a Ctrl-C). After each kill the next writer
    (or query) must leave the folder whole, old or new (never mixed, never lost), ``.staging`` empty, and no link
-   of the killed query behind.
+   of the killed query behind; a stopped ingest leaves no run or the whole run, as its Ctrl-C line says.
 5. **Queries**: ``--queries N`` queries from two threads while a forked writer adds and removes a second run and
    replaces the first by a new copy of itself: every answer must be a consistent state (the ``runs``, ``bursts``
    and ``mpi_calls`` counts of 1 or 2 whole runs) and no query may fail. ``--queries-by-path N``: the same with
@@ -150,15 +153,17 @@ class _Worker:
 
 
 def ingest_family(cases: list[dict], case_timeout_s: float) -> dict:
-    """Feed ``cases`` to one worker; counts, violations, peak MB."""
+    """Feed ``cases`` to one worker; counts, violations, peak MB. A case's own ``timeout_s`` overrides
+    ``case_timeout_s``."""
     worker = _Worker()
     out = {"cases": 0, "exit0": 0, "exit2": 0, "violations": [], "peak_mb": 0, "by_defect": {}}
     try:
         for case in cases:
-            res = worker.ask(case, case_timeout_s)
+            timeout_s = case.get("timeout_s", case_timeout_s)
+            res = worker.ask(case, timeout_s)
             out["cases"] += 1
             if res is None:
-                out["violations"].append((case["defect"], f"no answer within {case_timeout_s:.0f} s (hang or crash)",
+                out["violations"].append((case["defect"], f"no answer within {timeout_s:.0f} s (hang or crash)",
                                           case["paths"]))
                 continue
             out["peak_mb"] = max(out["peak_mb"], res["peak_mb"])
@@ -251,8 +256,10 @@ _COUNTS = "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts), (S
 
 # ------------------------------------------------------------------------------------------------------- kills
 KILL_MODES = ("swap_window", "swap", "remove", "update", "query", "ingest_kill", "ingest_int")
-#: the command line as the console script runs it (a signal after the command is said too)
-_CLI = "import sys; from synthtrace.pipelines.cli import main; sys.exit(main())"
+#: the command line as the console script runs it from a terminal (a signal after the command is said too): Ctrl-C
+#: raises KeyboardInterrupt even when this bench was started in the background (SIGINT then ignored, inherited)
+_CLI = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from synthtrace.pipelines.cli import main; sys.exit(main())")
 
 
 def _window_renames(rnd: random.Random) -> None:
@@ -770,10 +777,13 @@ def snapshot_cost(base: Path, n_runs: int) -> dict:
 
 # -------------------------------------------------------------------------------------------------------- main
 def _paraver_cases(base: Path, n: int, rnd: random.Random, fresh_share: float, salvage_share: float) -> list[dict]:
-    from testing.attack_cases import (FRESH_PARAVER_DEFECTS, PARAVER_DEFECTS, SESSION25_PARAVER_DEFECTS, gzip_bomb,
-                                      paraver_case)
+    from testing.attack_cases import (FRESH_PARAVER_DEFECTS, OVER_CAP, PARAVER_DEFECTS, SESSION25_PARAVER_DEFECTS,
+                                      gzip_bomb, paraver_case)
 
     cases = [{"paths": [str(gzip_bomb(base / "bomb"))], "warehouse": str(base / "bomb-wh"), "defect": "gzip_bomb"}]
+    if n:  # the c: lines past the reader's cap, once: minutes of a loaded machine's CPU
+        cap = paraver_case(base / "cap", rnd, OVER_CAP)[0]
+        cases.append({"paths": [str(cap)], "warehouse": str(base / "cap-wh"), "defect": OVER_CAP, "timeout_s": 1200})
     for k in range(n):
         pool = FRESH_PARAVER_DEFECTS + SESSION25_PARAVER_DEFECTS if rnd.random() < fresh_share else PARAVER_DEFECTS
         prv, defect = paraver_case(base / f"p{k}", rnd, rnd.choice(pool))

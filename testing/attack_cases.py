@@ -8,6 +8,7 @@ Every case must end in exit 0 or in exit 2 with one error line, never a tracebac
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import random
 import shutil
@@ -34,13 +35,15 @@ FRESH_PARAVER_DEFECTS = (
 #: defects added by session 25's rerun for what landed since session 22 (the column-wise ``c:`` lines, their cap and
 #: redefinitions; a body cut mid-record for ``--salvage``): drawn with the fresh ones by the attack bench only
 SESSION25_PARAVER_DEFECTS = (
-    "comm_redefined", "comm_hostile_lines", "comm_flood", "comm_over_cap", "comm_after_records", "comm_task_outside",
-    "cut_short",
+    "comm_redefined", "comm_hostile_lines", "comm_flood", "comm_after_records", "comm_task_outside", "cut_short",
 )
+#: past the reader's cap of c: lines (~58 MB, a minute of CPU or more to refuse): one case per bench chunk, as the bomb
+OVER_CAP = "comm_over_cap"
 #: fields of a hostile ``c:`` line: digits past int64 and the header digit caps, signs, blanks, bytes no number holds
+#: (no NUL: the file would be refused as binary before its lines are read)
 _COMM_ATOMS = (b"1", b"2", b"0", b"4", b"99", b"9" * 19, b"9" * 25, b"9" * 400, b"-1", b"+3", b" ", b"\t", b"\r",
-               b"", b"x", b"1e5", b"2147483647", b"2147483648", b"18446744073709551616", b"0" * 40 + b"1", b"\x00",
-               b"\xff", b"0x10", b"1.5", b"\xc3\xa9")
+               b"", b"x", b"1e5", b"2147483647", b"2147483648", b"18446744073709551616", b"0" * 40 + b"1", b"\xff",
+               b"0x10", b"1.5", b"\xc3\xa9")
 _KEY_NAMES = ("task", "run_id", "START_NS", "burst_seq", "_hidden", "Duration_ns", "mpi_call")
 _BOMB_NEWLINES = 80 << 20  # a gzip bomb: 80 MiB of newlines in about 80 KB
 
@@ -73,7 +76,7 @@ def paraver_case(dest: Path, rnd: random.Random, defect: str | None = None, max_
     src = rnd.choice(PARAVER_SOURCES)
     head, records = _cut(src, rnd, max_records)
     pcf = src.with_suffix(".pcf").read_text()
-    if defect in FRESH_PARAVER_DEFECTS or defect in SESSION25_PARAVER_DEFECTS:
+    if defect in FRESH_PARAVER_DEFECTS or defect in SESSION25_PARAVER_DEFECTS or defect == OVER_CAP:
         return _fresh_case(dest, rnd, defect, src, head, records, pcf)
     header = _fields(head[0])
     text_header = head[0].rstrip(b"\r\n").decode()
@@ -270,19 +273,40 @@ def _hostile_communicators(rnd: random.Random, defect: str, head: list[bytes],
         members = [str(rnd.randint(1, 64)).encode() for _ in range(rnd.randint(0, 5))]
         extra = [_join([b"c", b"1", rnd.choice([b"1", b"2", b"3"]), str(len(members)).encode(), *members])
                  for _ in range(rnd.randint(1, 4))]
-    elif defect == "comm_hostile_lines":
-        extra = [b"c:" + b":".join(rnd.choice(_COMM_ATOMS) for _ in range(rnd.randint(0, 9))) + b"\n"
+    elif defect == "comm_hostile_lines":  # random fields, or a valid line with one field (or its end) hostile
+        extra = [b"c:" + b":".join(_near_valid_communicator(rnd) if rnd.random() < 0.5 else
+                                   [rnd.choice(_COMM_ATOMS) for _ in range(rnd.randint(0, 9))]) + b"\n"
                  for _ in range(rnd.randint(1, 40))]
     elif defect == "comm_flood":
-        extra = [b"c:1:%d:2:%d:%d\n" % (100 + k, k % 7 + 1, k % 5 + 1) for k in range(300_000)]
+        extra = [_communicator_block("flood")]
     elif defect == "comm_over_cap":
-        extra = [b"c:1:%d:0\n" % (10 + k) for k in range((1 << 22) + rnd.randint(1, 5000))]
+        extra = [_communicator_block("over_cap"), b"".join(b"c:1:%d:0\n" % -k for k in range(rnd.randint(1, 5000)))]
     elif defect == "comm_task_outside":
         extra = [_join([b"c", b"1", b"77", b"3", b"1", str(rnd.choice([5000, 2**31 - 1, 2**31])).encode(), b"2"])]
     else:  # comm_after_records: a communicator line where records are
         records.insert(rnd.randint(0, len(records)), b"c:1:50:2:1:2\n")
         return head, records
     return head + extra, records
+
+
+@functools.cache
+def _communicator_block(kind: str) -> bytes:
+    """300,000 valid lines of two members (``flood``), or 4,194,304 empty ones, the reader's cap (``over_cap``),
+    made once per process (seconds each)."""
+    if kind == "flood":
+        return b"".join(b"c:1:%d:2:%d:%d\n" % (100 + k, k % 7 + 1, k % 5 + 1) for k in range(300_000))
+    return b"".join(b"c:1:%d:0\n" % (10 + k) for k in range(1 << 22))
+
+
+def _near_valid_communicator(rnd: random.Random) -> list[bytes]:
+    """The fields after ``c:`` of a line ``APPL:ID:N:TASK...`` with N one off at times, and one field (or the end)
+    hostile at times."""
+    tasks = [str(rnd.randint(1, 16)).encode() for _ in range(rnd.randint(0, 6))]
+    fields = [b"1", str(rnd.randint(1, 9)).encode(), str(len(tasks) + rnd.choice([0, 0, 0, 1, -1])).encode(), *tasks]
+    if rnd.random() < 0.5:
+        fields[rnd.randrange(len(fields))] = rnd.choice(_COMM_ATOMS)
+    fields[-1] += rnd.choice([b"", b"", b" ", b"\r", b"  ", b":", b" x", b"\t"])
+    return fields
 
 
 # ---------------------------------------------------------------------------------- damaged stored Parquet files
