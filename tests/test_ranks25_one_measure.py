@@ -9,14 +9,16 @@ their place."""
 from __future__ import annotations
 
 import tracemalloc
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 
 from benchmarks.bench_ranks22 import bursts, edges
 from synthtrace.tracelib.merge import ranks
+from synthtrace.tracelib.merge.merge_runs import renumbered_note
 from synthtrace.tracelib.thread_key import task_int
-from tests.test_rankscale24_scale import _renumbered_workers, _star
+from tests.test_rankscale24_scale import _renumbered_workers, _star, _star_bursts
 
 
 def test_the_rank_correspondence_holds_its_work_profiles_once():
@@ -72,3 +74,18 @@ def test_a_star_s_workers_are_paired_by_their_work_not_their_place():
     corr = ranks.correspondence(_placed_star_bursts(n, np.arange(n), 1), _star(n, np.arange(n)),
                                 _placed_star_bursts(n, perm, 2), _star(n, perm), ("ref", "other"))
     assert corr.mapping == {task_int(1, int(perm[t]) + 1): t + 1 for t in range(n)}
+    assert corr.note is None  # 64 tasks: the assignment is the proven optimum
+
+
+def test_a_renumbering_the_nearest_candidates_assignment_decided_says_it_is_no_proven_optimum():
+    """A star of 2,048 tasks (above ``DENSE_TASKS``) whose workers are renumbered, paired by the behaviour
+    assignment among each task's nearest candidates: the merge's note of the renumbered run says that assignment is
+    not a proven optimum (before: said in behaviour_cost's docstring only)."""
+    n, shift = 2048, 7
+    perm = _renumbered_workers(n, shift)
+    corr = ranks.correspondence(_star_bursts(n, np.arange(n), 1), _star(n, np.arange(n)),
+                                _star_bursts(n, perm, 2), _star(n, perm), ("ref", "other"))
+    assert corr.mapping == {task_int(1, int(perm[t]) + 1): t + 1 for t in range(n)}
+    assert corr.note is not None and "not a proven optimum" in corr.note
+    run = SimpleNamespace(run_name="run1")
+    assert corr.note in renumbered_note(SimpleNamespace(run_name="run0"), run, corr.mapping, corr.note)

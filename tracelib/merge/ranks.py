@@ -48,7 +48,8 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.behaviour_cost import BehaviourCost, chunks, mean_gap, paired_gaps
+from synthtrace.tracelib.merge.behaviour_cost import (DENSE_TASKS, NEIGHBOURS, BehaviourCost, chunks, mean_gap,
+                                                     paired_gaps)
 from synthtrace.tracelib.merge.messages import CHANNEL
 from synthtrace.tracelib.merge.symmetries import numberings
 from synthtrace.tracelib.thread_key import MASK, task_int, task_key, task_of
@@ -61,6 +62,8 @@ CLEARLY = 0.05
 BEHAVIOUR_CLEARLY = 0.5
 WORK = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")
 PROFILE = 64  # bursts per closing call in a task's work profile
+#: bursts a task's work profile is read from at a time, about (whole tasks: the windows' memory stays bounded)
+PROFILE_ROWS_AT_ONCE = 1 << 20
 #: profile cells tell two numberings apart where they put reference work this many times the cross-run noise apart
 INFORMATIVE = 3.0
 #: the cross-run noise (median |log1p work difference| under the best numbering) is taken as at least this
@@ -148,21 +151,33 @@ def profile_rows(bursts: pl.DataFrame) -> pl.DataFrame:  # [helper merge-scale] 
 def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray]:
     """(profile rows: task, key, k, w, long; the tasks): per task of ``appl`` and closing call (call, call site),
     ``log1p`` of the work of its first ``PROFILE`` bursts in order (NaN past the end): instructions, else
-    microseconds; ``long``: the burst lasts ``LONG_NS`` or more."""
+    microseconds; ``long``: the burst lasts ``LONG_NS`` or more. Read a block of whole tasks at a time (about
+    ``PROFILE_ROWS_AT_ONCE`` bursts): the windows over tasks and threads never span the whole run (16k ranks:
+    issue 23)."""
     work = next((c for c in WORK if c in bursts.columns), None)
     w = pl.col(work).cast(pl.Float64) if work else pl.col("duration_ns").cast(pl.Float64) / 1e3
     call, site = pl.col("mpi_call").fill_null(""), pl.col("call_site").fill_null("")
-    # a run of bursts closed by one call (a polling loop, completion calls as messages arrive) is one unit: its
-    # first burst (the work before the loop) stands for it. Lazy, the key's string built on the rows kept: the
-    # run's other columns (its counters) and every burst's key are never copied (16k ranks: issue 23)
-    p = (bursts.lazy().filter(pl.col("appl") == appl)
-         .select("task", "thread", call.alias("_call"), site.alias("_site"), w.log1p().alias("w"),
-                 (pl.col("duration_ns") >= LONG_NS).alias("long"))
-         .filter(((pl.col("_call") != pl.col("_call").shift(1).over("task", "thread"))
-                  | (pl.col("_site") != pl.col("_site").shift(1).over("task", "thread"))).fill_null(False))
-         .with_columns(pl.int_range(pl.len()).over("task", "_call", "_site").alias("k")).filter(pl.col("k") < PROFILE)
-         .select("task", "thread", pl.concat_str("_call", pl.lit("@"), "_site").alias("key"), "w", "long", "k")
-         .collect())
+    mine = bursts.lazy().filter(pl.col("appl") == appl)
+    tasks = mine.select(pl.col("task").unique().sort()).collect().get_column("task").to_numpy()
+    step = max(1, int(tasks.size * PROFILE_ROWS_AT_ONCE // max(1, bursts.height)))
+    parts = []
+    for i in range(0, tasks.size, step):
+        # a run of bursts closed by one call (a polling loop, completion calls as messages arrive) is one unit: its
+        # first burst (the work before the loop) stands for it. Lazy, the key's string built on the rows kept: the
+        # run's other columns (its counters) and every burst's key are never copied
+        parts.append(
+            mine.filter(pl.col("task").is_between(tasks[i], tasks[min(i + step, tasks.size) - 1]))
+            .select("task", "thread", call.alias("_call"), site.alias("_site"), w.log1p().alias("w"),
+                    (pl.col("duration_ns") >= LONG_NS).alias("long"))
+            .filter(((pl.col("_call") != pl.col("_call").shift(1).over("task", "thread"))
+                     | (pl.col("_site") != pl.col("_site").shift(1).over("task", "thread"))).fill_null(False))
+            .with_columns(pl.int_range(pl.len(), dtype=pl.Int32).over("task", "_call", "_site").alias("k"))
+            .filter(pl.col("k") < PROFILE)
+            .select("task", pl.concat_str("_call", pl.lit("@"), "_site").cast(pl.Categorical).alias("key"), "w", "long",
+                    "k")
+            .collect())
+    p = pl.concat(parts) if parts else mine.select("task", key=pl.lit("", pl.Categorical), w=pl.lit(0.0),
+                                                   long=pl.lit(False), k=pl.lit(0, pl.Int32)).clear().collect()
     return p, p.get_column("task").unique().sort().to_numpy()
 
 
@@ -267,11 +282,24 @@ def _assignment(behaviours: dict[int, Behaviour]) -> Assignment:
 
 class Correspondence(NamedTuple):
     """The rank correspondence of one other run: ``mapping`` ({appl << ID_BITS | other task: reference task}; None:
-    as numbered) and ``tie``: why the numbering taken is one of several the data cannot tell apart (the message
-    graph's symmetries, task behaviour alike), in words for the verdict; None when it is not."""
+    as numbered), ``tie``: why the numbering taken is one of several the data cannot tell apart (the message
+    graph's symmetries, task behaviour alike), in words for the verdict, None when it is not; ``note``: for the
+    merge's notes, how sure the renumbering is when a behaviour assignment that is not a proven optimum took part
+    (above ``DENSE_TASKS`` tasks, :func:`approximate_note`)."""
 
     mapping: dict[int, int] | None
     tie: str | None = None
+    note: str | None = None
+
+
+def approximate_note(behaviours: dict[int, Behaviour]) -> str | None:
+    """Words for the merge's notes when the behaviour assignment of some appl is the best among each task's nearest
+    candidates, not the proven optimum (above ``DENSE_TASKS`` tasks); None when every one is exact."""
+    big = [bh.ref_tasks.size for bh in behaviours.values() if not bh.cost.exact]
+    if not big:
+        return None
+    return (f"tasks paired by work profile over {max(big)} tasks: the behaviour assignment is the best among each "
+            f"task's {NEIGHBOURS} nearest in profile, not a proven optimum (exact up to {DENSE_TASKS} tasks)")
 
 
 class _Candidates:
@@ -295,10 +323,14 @@ class _Candidates:
                 self.blocks.append((start, bh, bh.cost.partner))
                 if bh.long:
                     self.work.append((start, bh))
-        #: the behaviour assignment as a numbering (the tasks of an appl without profiles as numbered)
+        #: the behaviour assignment as a numbering (the tasks of an appl without profiles as numbered), whether it
+        #: is exact per node, and whether :meth:`pair` followed one that is not
         self.assigned = np.arange(nodes.size)
-        for start, _, partner in self.blocks:
+        self.exact = np.ones(nodes.size, bool)
+        for start, bh, partner in self.blocks:
             self.assigned[start:start + partner.size] = start + partner
+            self.exact[start:start + partner.size] = bh.cost.exact
+        self.assignment_used = False
 
     def _gaps(self, o: int, refs: np.ndarray) -> np.ndarray | None:
         """The long-burst work distance of other node ``o`` to each reference node of ``refs`` (inf outside its appl);
@@ -337,6 +369,7 @@ class _Candidates:
         reference nodes were weighed (``refs`` once, then the free ones of each :meth:`closer` call: the search's
         work)."""
         got = self.assigned[others]
+        self.assignment_used = self.assignment_used or not self.exact[others].all()
         left = ~np.isin(got, refs)
         free = np.setdiff1d(refs, got[~left])
         weighed = refs.size
@@ -489,7 +522,7 @@ def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
     # the graphs leave counts aside: a numbering whose runs' message proportions differ is weighed as before
     if (fit := explained(ref_counts, oth_counts, mapping)) is not None and fit.explained < min_explained:
         return None
-    return Correspondence(mapping, tie)
+    return Correspondence(mapping, tie, approximate_note(behaviours) if mapping and c.assignment_used else None)
 
 
 def correspondence(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts: pl.DataFrame,
@@ -517,7 +550,7 @@ def correspondence(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_burst
             mapped.score > as_numbered.score + CLEARLY
             or (as_numbered.explained < min_explained and mapped.score > as_numbered.score)
             or (mapped.score >= as_numbered.score - 1e-9 and best.distance < BEHAVIOUR_CLEARLY * best.as_numbered)):
-        return Correspondence(best.mapping)
+        return Correspondence(best.mapping, note=approximate_note(behaviours))
     if as_numbered.explained >= min_explained:
         return Correspondence(None)
     raise RankCorrespondenceError(
