@@ -8,7 +8,6 @@ between MPI calls follow a rank's place, not its role (mergeattack23 P9), and pa
 their place."""
 from __future__ import annotations
 
-import tracemalloc
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,6 +17,7 @@ from benchmarks.bench_ranks22 import bursts, edges
 from synthtrace.tracelib.merge import ranks
 from synthtrace.tracelib.merge.merge_runs import renumbered_note
 from synthtrace.tracelib.thread_key import task_int
+from testing.held import traced_peak
 from tests.test_rankscale24_scale import _renumbered_workers, _star, _star_bursts
 
 
@@ -29,13 +29,7 @@ def test_the_rank_correspondence_holds_its_work_profiles_once():
     ref_b, oth_b = bursts(n, 0, 1), bursts(n, shift, 2)
     ref_c, oth_c = edges("ring", n, 0), edges("ring", n, shift)
     ranks.correspondence(ref_b, ref_c, oth_b, oth_c, ("ref", "other"))  # the modules it imports, loaded
-    tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0]
-        corr = ranks.correspondence(ref_b, ref_c, oth_b, oth_c, ("ref", "other"))
-        peak = tracemalloc.get_traced_memory()[1] - start
-    finally:
-        tracemalloc.stop()
+    corr, peak = traced_peak(lambda: ranks.correspondence(ref_b, ref_c, oth_b, oth_c, ("ref", "other")))
     profile = n * 3 * ranks.PROFILE * 8  # one run's profile cells, float64 (bytes)
     assert peak < 6 * profile, f"peak {peak / profile:.1f} x one run's profiles"
     assert corr.tie is None
