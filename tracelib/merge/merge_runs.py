@@ -52,7 +52,8 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
+from synthtrace.tracelib.merge.align import (AlignConfig, align_runs, sequence_table, site_counts, sites_compared,
+                                             sort_bursts)
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, group_rows, written
 from synthtrace.tracelib.formats.heap import release_free_heap
@@ -761,6 +762,17 @@ class Reference:
                    request_bursts(bursts, calls, messages))
 
 
+def with_sites(options: MergeOptions, counts: Mapping[str, pl.DataFrame], reference: str,
+               notes: list[str]) -> MergeOptions:
+    """``options`` with the call sites left out of every signature when the runs do not all name them alike
+    (:func:`~synthtrace.tracelib.merge.align.sites_compared` of their ``counts``, by run name), said in ``notes``."""
+    compared, note = sites_compared(counts, reference)
+    if compared or not options.align.sites:
+        return options
+    notes.append(note or "call sites left out of the alignment")
+    return replace(options, align=replace(options.align, sites=False))
+
+
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
                         messages: pl.DataFrame | None = None) -> Correspondence:
     """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.correspondence`),
@@ -842,7 +854,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
     o_opened = opened_by(bursts, calls, messages)
     o_requests = request_bursts(bursts, calls, messages)  # [order22]
-    sites = ref.structure.sites and sites_named(calls)
+    sites = options.align.sites and ref.structure.sites and sites_named(calls)
     o_structure = CallStructure.of(calls, sites).table(sites)
     # message ends are named from the communication records when the run has them (exact pairing); from the calls,
     # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
@@ -1335,6 +1347,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_run = loaded(runs[ri])
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
+    options = with_sites(options, {r.run_name: site_counts(r.mpi_calls) for r in (ref_run, *others)},
+                         ref_run.run_name, notes)
     counters_of = {r.run_id: r.counters for r in (ref_run, *others)}
     ref = Reference.of(ref_run, options, counters_of[ref_run.run_id],
                        compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others])
