@@ -187,9 +187,6 @@ class AlignConfig:
     # by position alone (the aligner before the arrival pairs, for tests of the checks and benchmarks)
     arrival: bool = True
     arrival_tol: float = 0.1
-    # call sites enter the signatures (False: every run's calls compared as naming none; the merge sets it when its
-    # runs do not all name them alike: :func:`sites_compared`)
-    sites: bool = True
 
 
 # --------------------------------------------------------------------------------------------- preparation
@@ -272,9 +269,8 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
     call_cols = {"peer": pl.Int32, "bytes_sent": pl.Int64, "bytes_recv": pl.Int64, "comm": pl.Int64,
                  "tag": pl.Int64, "n_messages": pl.Int32}
     thr = THREAD_KEYS
-    site = pl.col("call_site") if config.sites else pl.lit(None, pl.String).alias("call_site")
     b = (bursts.select(*[pl.col(k).cast(pl.Int32) for k in thr], "burst_seq", "start_ns", "end_ns", "duration_ns",
-                       "mpi_call", site, *[pl.col(f).alias(f"_c_{i}") for i, f in enumerate(features)])
+                       "mpi_call", "call_site", *[pl.col(f).alias(f"_c_{i}") for i, f in enumerate(features)])
          .with_columns(thread_id()))
     b = _sorted_by_thread(b, "burst_seq")
     # the MPI call closing each burst: same thread, call start == burst end (first such call)
@@ -290,7 +286,7 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
                                            *[pl.when(fixed if k == "comm" else posts).then(pl.col(k).cast(t)).alias(k)
                                              if k in calls.columns else pl.lit(None, t).alias(k)
                                              for k, t in call_cols.items()],
-                                           pl.struct("mpi_call", site).hash(SIG_SEED).alias("_csig"),
+                                           pl.struct("mpi_call", "call_site").hash(SIG_SEED).alias("_csig"),
                                            pl.col("mpi_call").cast(pl.String)),
                               "call_seq")
         b_tid, c_tid = b.get_column("_tid").to_numpy(), c.get_column("_tid").to_numpy()
@@ -385,7 +381,7 @@ def site_counts(calls: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
 
 
 def sites_compared(counts: Mapping[str, pl.DataFrame], reference: str) -> tuple[bool, str | None]:
-    """Whether call sites enter the signatures of a merge's runs (:attr:`AlignConfig.sites`), from each run's
+    """Whether a merge compares its runs' call sites (in the burst signatures and the checks), from each run's
     :func:`site_counts` (by run name; ``reference``: the reference's name), and what the merge notes when they do
     not. A call site is a tool's name for a place in the code: Extrae's caller events name the calling function and
     line ("exchange (halo.c:88)"), or nothing when the run was traced without them; Score-P names the enclosing

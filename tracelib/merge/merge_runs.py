@@ -762,15 +762,24 @@ class Reference:
                    request_bursts(bursts, calls, messages))
 
 
-def with_sites(options: MergeOptions, counts: Mapping[str, pl.DataFrame], reference: str,
-               notes: list[str]) -> MergeOptions:
-    """``options`` with the call sites left out of every signature when the runs do not all name them alike
-    (:func:`~synthtrace.tracelib.merge.align.sites_compared` of their ``counts``, by run name), said in ``notes``."""
+def sites_kept(counts: Mapping[str, pl.DataFrame], reference: str, notes: list[str]) -> bool:
+    """Whether the merge compares its runs' call sites (:func:`~synthtrace.tracelib.merge.align.sites_compared` of
+    their ``counts``, by run name); when not, said in ``notes``."""
     compared, note = sites_compared(counts, reference)
-    if compared or not options.align.sites:
-        return options
-    notes.append(note or "call sites left out of the alignment")
-    return replace(options, align=replace(options.align, sites=False))
+    if not compared:
+        notes.append(note or "call sites left out of the alignment")
+    return compared
+
+
+def without_sites(run: RunTables) -> RunTables:
+    """``run`` as the merge compares it when its runs do not all name call sites alike (:func:`sites_kept`): its
+    bursts' and calls' ``call_site`` NULL, so that no signature, structure or check compares them. The merged table
+    takes the reference's call sites from the run as read."""
+    def unnamed(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
+        if "call_site" not in frame.collect_schema().names():
+            return frame
+        return frame.with_columns(pl.lit(None, pl.String).alias("call_site"))
+    return replace(run, bursts=unnamed(run.bursts), mpi_calls=unnamed(run.mpi_calls))
 
 
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
@@ -854,7 +863,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     # [helper merge-verdict] the opening messages from the logical messages the aligner uses (one identity)
     o_opened = opened_by(bursts, calls, messages)
     o_requests = request_bursts(bursts, calls, messages)  # [order22]
-    sites = options.align.sites and ref.structure.sites and sites_named(calls)
+    sites = ref.structure.sites and sites_named(calls)
     o_structure = CallStructure.of(calls, sites).table(sites)
     # message ends are named from the communication records when the run has them (exact pairing); from the calls,
     # the channels' counts are shifted by time instead (a window that cuts a message in flight shifts them)
@@ -1347,10 +1356,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_run = loaded(runs[ri])
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
-    options = with_sites(options, {r.run_name: site_counts(r.mpi_calls) for r in (ref_run, *others)},
-                         ref_run.run_name, notes)
+    sites = sites_kept({r.run_name: site_counts(r.mpi_calls) for r in (ref_run, *others)}, ref_run.run_name, notes)
     counters_of = {r.run_id: r.counters for r in (ref_run, *others)}
-    ref = Reference.of(ref_run, options, counters_of[ref_run.run_id],
+    ref = Reference.of(ref_run if sites else without_sites(ref_run), options, counters_of[ref_run.run_id],
                        compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others])
                        ).spilled(spill)  # not held while the other runs' sequence tables are built
     check_counters(ref_run, others, counters_of,
@@ -1377,7 +1385,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     whole: dict[str, AlignedRun] = {}  # estimate_unmatched reads the source runs' bursts and calls again
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
-        raw = loaded(lazy)
+        raw = loaded(lazy) if sites else without_sites(loaded(lazy))
         ids = renamed_communicators(raw, ref_run)  # communicator ids are per-run handles: matched by members
         o = ids.run
         # its bursts as the steps before the alignment read them and its calls, read once for the rank
