@@ -97,3 +97,21 @@ def test_a_dynamic_farm_traced_by_both_tools_aligns(tmp_path):
     o = merge_campaign(mech.Campaign(spec, [extrae.traces[0], score_p.traces[1]], extrae.truth, extrae.counters))
     assert o.right >= 0.995, (o.verdict, o.right, o.message)
     assert o.verdict != "bad", (o.verdict, o.message)
+
+
+def test_real_traces_name_their_call_sites_in_each_tool_s_words():
+    """Real data: the two LULESH runs (Extrae, callers with lines) name their call sites alike, so the merge compares
+    them; a real Score-P archive (its enclosing region, "int main(int, char**) (ping-pong.c:5)") and a real Extrae
+    trace name none alike, nor does the prime run whose callers Extrae could not resolve ("Unresolved")."""
+    from synthtrace.tracelib.formats.otf2 import Otf2Trace
+    from synthtrace.tracelib.formats.paraver.reader import ParaverTrace
+    from synthtrace.tracelib.merge.align import site_counts, sites_compared
+    from testing.kernels import OTF2_PAIR
+    from testing.traces import LULESH_A, LULESH_B, PRIME
+    counts = {p.stem: site_counts(ParaverTrace(p).read_tables(p.stem)[1]) for p in (LULESH_A, LULESH_B, PRIME)}
+    counts["ping-pong"] = site_counts(Otf2Trace(OTF2_PAIR[1]).read_tables("ping-pong")[1])
+    a, b = LULESH_A.stem, LULESH_B.stem
+    assert sites_compared({a: counts[a], b: counts[b]}, a) == (True, None)
+    for other in ("ping-pong", PRIME.stem):
+        compared, note = sites_compared({a: counts[a], other: counts[other]}, a)
+        assert not compared and other in note and "otherwise" in note, note
