@@ -62,7 +62,8 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               opened_differently, pair_signals, sites_named, structure_kinds,
                                               structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
-from synthtrace.tracelib.merge.noise import core_cycles, long_pairs, machine_invariant, rate_state, work_noise
+from synthtrace.tracelib.merge.noise import (MachineState, long_pairs, machine_invariant, rate_counters, rate_state,
+                                             work_noise)
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units, without_untraced
 from synthtrace.tracelib.merge.communicators import renamed_communicators
@@ -70,7 +71,7 @@ from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondenc
                                              renumber_columns)
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, DURATION, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
-from synthtrace.tracelib.schema import THREAD_KEYS, UNTRACED_AFTER, counter_columns
+from synthtrace.tracelib.schema import OTHER_STATE, THREAD_KEYS, UNTRACED_AFTER, counter_columns
 from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
 
 #: rescaling by a co-varying reference counter unless told otherwise: None = chosen by the leave-one-out estimate
@@ -1197,6 +1198,9 @@ class Transfer:
     source: dict[str, str | None]
     plans: dict[str, Plan]
     quality: list[QualityRow]
+    #: the source runs some or all of whose tasks ran in another machine state (their bursts are flagged in
+    #: ``other_machine_state``)
+    states: dict[str, MachineState] = field(default_factory=dict)
 
 
 def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables], counters_of: dict[str, list[str]],
@@ -1219,14 +1223,14 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         info, s = aligned[o.run_id], samples[o.run_id]
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
-        cycles = core_cycles(info.common)
-        read = [c for c in dict.fromkeys([work, rate, cycles]) if c]  # what the signals read of a sample on disk
+        rates = rate_counters(info.common)
+        read = [c for c in dict.fromkeys([work, rate, *rates]) if c]  # what the signals read of a sample on disk
         ref_sample, src_sample = frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read)
         sampled = pair_signals(ref_sample, src_sample, s.matches, work, rate, s.long) if work else None
         if sampled and work and "thread" in ref_sample.columns:  # [verdict23] the sample's noise, read once here
             other_row = s.matches.get_column("other_row")
             noise = work_noise(long_pairs(ref_sample, src_sample, other_row, work, s.long))
-            state = rate_state(ref_sample, src_sample, other_row, work, cycles, s.long) if cycles else None
+            state = rate_state(ref_sample, src_sample, other_row, work, rates, s.long) if rates else None
             sampled = replace(sampled, work_noise=noise, machine=state)  # [verdict24] the tasks' machine state
         sig = tallies[o.run_id].signals(sampled)
         judged = verdict(sig, not info.features)
@@ -1268,7 +1272,7 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         plans[c], source[c] = plan, src.run_id
         err, err95 = choices[src.run_id].error(plan, c)
         sig, judged, retired = verdicts[src.run_id]
-        v, why = retired if machine_invariant(c) else judged
+        v, why = retired if machine_invariant(c, plan.per_ns) else judged
         if v == "ok" and ((plan.per_ns and err is None) or not info.common):
             v, why = unverified(plan, bool(info.common))
         quality.append(QualityRow(
@@ -1280,7 +1284,8 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
             misfit=sig.misfit, verdict=v, verdict_reason=why or None))
     if on_step and all_counters:
         on_step(f"merged {all_counters[-1]}", n_steps)
-    return Transfer(all_counters, source, plans, quality)
+    states = {r: v[0].machine for r, v in verdicts.items() if v[0].machine is not None and v[0].machine.suspect}
+    return Transfer(all_counters, source, plans, quality, states)
 
 
 def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, Pairs], transfer: Transfer, experiment: str,
@@ -1309,7 +1314,21 @@ def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, Pairs], transfer: T
              .otherwise(pl.min_horizontal(cols))) if cols else pl.lit(1.0)
     return out.select(pl.lit(experiment).alias("experiment"), pl.lit(ref.run_id).alias("run_id"),
                       pl.lit(ref.run_name).alias("run_name"), *BASE_COLUMNS, *transfer.counters,
-                      score.cast(pl.Float64).alias("match_score"), pl.lit(False).alias("estimated"))
+                      score.cast(pl.Float64).alias("match_score"), pl.lit(False).alias("estimated"),
+                      other_state(transfer).alias(OTHER_STATE))
+
+
+def other_state(transfer: Transfer) -> pl.Expr:
+    """[contention25] True on a merged burst (columns appl, task and the counters) whose transferred values came
+    from a run in another machine state on its task (:attr:`Transfer.states`): a value of a counter that state
+    moves (:func:`~synthtrace.tracelib.merge.noise.machine_invariant`: not a count of retired instructions)."""
+    flags = []
+    for run_id, state in transfer.states.items():
+        moved = [c for c in transfer.counters
+                 if transfer.source[c] == run_id and not machine_invariant(c, transfer.plans[c].per_ns)]
+        if moved:
+            flags.append(state.flagged() & pl.any_horizontal(pl.col(c).is_not_null() for c in moved))
+    return pl.any_horizontal(flags) if flags else pl.lit(False)
 
 
 def check_counters(ref: RunTables, others: Sequence[RunTables], counters_of: dict[str, list[str]],
