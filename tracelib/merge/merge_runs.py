@@ -52,7 +52,8 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
+from synthtrace.tracelib.merge.align import (AlignConfig, align_runs, sequence_table, site_counts, sites_compared,
+                                             sort_bursts)
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, group_rows, written
 from synthtrace.tracelib.formats.heap import release_free_heap
@@ -762,6 +763,26 @@ class Reference:
                    request_bursts(bursts, calls, messages))
 
 
+def sites_kept(counts: Mapping[str, pl.DataFrame], reference: str, notes: list[str]) -> bool:
+    """Whether the merge compares its runs' call sites (:func:`~synthtrace.tracelib.merge.align.sites_compared` of
+    their ``counts``, by run name); when not, said in ``notes``."""
+    compared, note = sites_compared(counts, reference)
+    if not compared:
+        notes.append(note or "call sites left out of the alignment")
+    return compared
+
+
+def without_sites(run: RunTables) -> RunTables:
+    """``run`` as the merge compares it when its runs do not all name call sites alike (:func:`sites_kept`): its
+    bursts' and calls' ``call_site`` NULL, so that no signature, structure or check compares them. The merged table
+    takes the reference's call sites from the run as read."""
+    def unnamed(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
+        if "call_site" not in frame.collect_schema().names():
+            return frame
+        return frame.with_columns(pl.lit(None, pl.String).alias("call_site"))
+    return replace(run, bursts=unnamed(run.bursts), mpi_calls=unnamed(run.mpi_calls))
+
+
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
                         messages: pl.DataFrame | None = None) -> Correspondence:
     """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.correspondence`),
@@ -1354,8 +1375,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_run = loaded(runs[ri])
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
+    sites = sites_kept({r.run_name: site_counts(r.mpi_calls) for r in (ref_run, *others)}, ref_run.run_name, notes)
     counters_of = {r.run_id: r.counters for r in (ref_run, *others)}
-    ref = Reference.of(ref_run, options, counters_of[ref_run.run_id],
+    ref = Reference.of(ref_run if sites else without_sites(ref_run), options, counters_of[ref_run.run_id],
                        compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others])
                        ).spilled(spill)  # not held while the other runs' sequence tables are built
     check_counters(ref_run, others, counters_of,
@@ -1382,7 +1404,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     whole: dict[str, AlignedRun] = {}  # estimate_unmatched reads the source runs' bursts and calls again
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
-        raw = loaded(lazy)
+        raw = loaded(lazy) if sites else without_sites(loaded(lazy))
         ids = renamed_communicators(raw, ref_run)  # communicator ids are per-run handles: matched by members
         o = ids.run
         # its bursts as the steps before the alignment read them and its calls, read once for the rank
