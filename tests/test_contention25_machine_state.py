@@ -151,3 +151,24 @@ def test_lulesh_placed_otherwise_keeps_reference_cycles_per_ns_unflagged(monkeyp
         (pl.col("duration_ns") >= 10_000) & pl.col("PAPI_REF_CYC").is_not_null())
     assert j.select(((pl.col("PAPI_REF_CYC") - pl.col("t")).abs() / pl.col("t")).median()).item() <= 0.01
     assert not res.merged.get_column(OTHER_STATE).any()
+
+
+def test_a_task_with_few_misses_is_not_judged_on_them():
+    """A task that misses the cache a few times per burst (a rank doing little memory work: tens of misses in all)
+    differs between runs by its counting noise alone (1/sqrt(count): ~20 %), not by its machine state; the other
+    tasks' sums of 10^5 misses agree within 1 %. Only counts large enough to show a few percent are judged.
+    Failed first: task 16 named ('run at x1.200 the reference's misses per instruction')."""
+    import numpy as np
+
+    from synthtrace.tracelib.merge.noise import machine_state
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for task in range(1, 17):
+        w = rng.uniform(1e6, 2e6, 10)
+        rate = 3e-6 if task == 16 else 1e-2  # misses per instruction
+        rows.append(pl.DataFrame({"appl": 1, "task": task, "w": w, "c": rng.poisson(w * rate).astype(float),
+                                  "o_w": w, "o_c": rng.poisson(w * rate).astype(float)}))
+    pairs = pl.concat(rows).filter((pl.col("c") > 0) & (pl.col("o_c") > 0))
+    state = machine_state(pairs, "PAPI_L3_TCM", "misses per instruction")
+    assert state is not None and not state.suspect, state.reason()

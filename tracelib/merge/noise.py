@@ -184,6 +184,9 @@ RATE_FLOOR = math.log(1.08)
 RATE_SHIFT = math.log(1.10)
 #: tasks needed to judge one against the others' spread, and long pairs a task needs to be judged
 RATE_MIN_TASKS, RATE_MIN_PAIRS = 4, 5
+#: events (cycles, misses) a task's pairs must count in each run to be judged: a count of k events is off by its
+#: counting noise, ~1/sqrt(k) (1 % at 10,000); a rank missing a cache a few dozen times shows no machine state
+RATE_MIN_EVENTS = 10_000
 #: the robust standard deviation of a normal sample: this many median absolute deviations
 MAD_SIGMA = 1.4826
 
@@ -314,11 +317,13 @@ def rate_state(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame
 def machine_state(pairs: pl.DataFrame, counter: str, measure: str = "cycles per instruction") -> MachineState | None:
     """The :class:`MachineState` of long matched pairs (``pairs``: appl, task of the reference burst, ``w``, ``c``
     its instructions and cycles or misses (``counter``: ``measure`` in words), ``o_w``, ``o_c`` its match's, all
-    > 0); None without a task of ``RATE_MIN_PAIRS`` pairs. A task's rate is its pairs' sums': a contended node slows
-    its memory-bound bursts, which need not be most of them but hold most of its cycles."""
+    > 0); None without a task of ``RATE_MIN_PAIRS`` pairs counting ``RATE_MIN_EVENTS`` in each run. A task's rate
+    is its pairs' sums': a contended node slows its memory-bound bursts, which need not be most of them but hold
+    most of its cycles."""
     ratio = (pl.col("c").sum() * pl.col("o_w").sum() / (pl.col("w").sum() * pl.col("o_c").sum())).log()
-    per_task = (pairs.group_by("appl", "task").agg(ratio.alias("dw"), pl.len().alias("n"))
-                .filter((pl.col("n") >= RATE_MIN_PAIRS) & pl.col("dw").is_finite()))
+    events = pl.min_horizontal(pl.col("c").sum(), pl.col("o_c").sum())
+    per_task = (pairs.group_by("appl", "task").agg(ratio.alias("dw"), pl.len().alias("n"), events.alias("k"))
+                .filter((pl.col("n") >= RATE_MIN_PAIRS) & (pl.col("k") >= RATE_MIN_EVENTS) & pl.col("dw").is_finite()))
     if per_task.height == 0:
         return None
     d = per_task.get_column("dw")
