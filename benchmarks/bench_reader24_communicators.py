@@ -1,8 +1,10 @@
 """What reading a ``.prv`` header's communicator lines holds (attack 23 F6): a header of 64 MiB of empty
 communicator lines (``c:1:<id>:0``, ~4.7M lines) or of one line listing ~8M tasks, read by
 ``communicator_members`` as it was at ``--base`` and as it is, each in a child process (its peak RSS, MB).
+``--padded`` (issue 23, mem25): instead, one line of 3 tasks under the cap padded with blanks after them, or with
+leading zeros before its first task.
 
-usage: python benchmarks/bench_reader24_communicators.py [--base COMMIT] [--mib 63]"""
+usage: python benchmarks/bench_reader24_communicators.py [--base COMMIT] [--mib 63] [--padded]"""
 from __future__ import annotations
 
 import argparse
@@ -45,10 +47,19 @@ def _headers(folder: Path, mib: int) -> dict[str, Path]:
     return {"empty lines": empty, "one wide line": wide}
 
 
+def _padded(folder: Path, mib: int) -> dict[str, Path]:
+    """Two headers of one valid line listing 3 tasks, ``mib`` MiB of blanks or zeros in it, written into ``folder``."""
+    blanks, zeros = folder / "blanks.prv", folder / "zeros.prv"
+    blanks.write_bytes(HEAD + b"c:1:1:3:1:2:3" + b" " * (mib << 20) + b"\n")
+    zeros.write_bytes(HEAD + b"c:1:1:3:" + b"0" * (mib << 20) + b"1:2:3\n")
+    return {"one line padded with blanks": blanks, "one line padded with leading zeros": zeros}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="2ef7c60", help="the commit to compare with")
     parser.add_argument("--mib", type=int, default=63, help="size of each header (MiB)")
+    parser.add_argument("--padded", action="store_true", help="lines of 3 tasks padded with blanks or zeros")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     folder = Path(tempfile.mkdtemp(prefix="bench-comms-"))
@@ -57,7 +68,7 @@ def main() -> None:
                                      capture_output=True, text=True).stdout)
     print("| header | module | RSS before the call (MB) | peak RSS (MB) | s | rows | warnings |")
     print("|---|---|---|---|---|---|---|")
-    for name, header in _headers(folder, args.mib).items():
+    for name, header in (_padded if args.padded else _headers)(folder, args.mib).items():
         for label, module in ((args.base, before), ("worktree", root / MODULE)):
             out = subprocess.run([sys.executable, "-c", CHILD, str(module), str(header)], check=True,
                                  capture_output=True, text=True).stdout.split()

@@ -4,12 +4,11 @@ checked. Each line's count toward the cap (its digit runs) is now taken first, 2
 the cap is not parsed."""
 from __future__ import annotations
 
-import tracemalloc
-
 import pytest
 
 from synthtrace.tracelib.formats.paraver import communicators
 from synthtrace.tracelib.formats.paraver.communicators import communicator_members
+from testing.held import traced_peak
 
 HEAD = b"#Paraver (01/01/2020 at 00:00):1000_ns:1(4):1:4(1:1,1:1,1:1,1:1)\n"
 CAP_SAID = ("the communicator lines list more than {:,} members (a line counted as one): none kept (a merge compares "
@@ -25,12 +24,7 @@ def test_one_40_mib_line_past_the_cap_is_refused_holding_a_few_bytes_a_byte(tmp_
     path.write_bytes(HEAD + b"c:1:1:%d" % tasks + (separator + b"7") * tasks + b"\n")
     prefix = path.read_bytes()
     communicator_members(HEAD + b"c:1:1:1:1\n", str(path))  # what loads once
-    tracemalloc.start()
-    try:
-        frame, said = communicator_members(prefix, str(path))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    (frame, said), peak = traced_peak(lambda: communicator_members(prefix, str(path)))
     assert frame.height == 0 and said == [f"{path}:2: " + CAP_SAID.format(communicators.MAX_MEMBERS)]
     assert peak / len(prefix) < 4, f"{peak / len(prefix):.1f} bytes held per byte of the line"
 

@@ -5,13 +5,13 @@ lines are parsed with numpy over the header's bytes, a few MiB at a time."""
 from __future__ import annotations
 
 import random
-import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from synthtrace.tracelib.formats.paraver import communicators
 from synthtrace.tracelib.formats.paraver.communicators import communicator_members
+from testing.held import traced_peak
 
 TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "paraver"
 HEAD = b"#Paraver (01/01/2020 at 00:00):1000_ns:1(4):1:4(1:1,1:1,1:1,1:1)\n"
@@ -103,11 +103,6 @@ def test_empty_communicator_lines_hold_no_python_object_each(monkeypatch):
     lines = 200_000
     prefix = HEAD + b"".join(b"c:1:%d:0\n" % comm for comm in range(1, lines + 1))
     communicator_members(prefix[:4096], "t.prv")  # what loads once
-    tracemalloc.start()
-    try:
-        frame, said = communicator_members(prefix, "t.prv")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    (frame, said), peak = traced_peak(lambda: communicator_members(prefix, "t.prv"))
     assert frame.height == 0 and not said
     assert peak / lines < 120, f"{peak / lines:.0f} bytes per line"

@@ -24,7 +24,8 @@ MAX_MEMBERS = 1 << 22
 BLOCK_BYTES = 4 << 20
 #: digits of APPL, COMM and N at most (more: the line is skipped)
 _HEAD_DIGITS = np.array([10, 18, 10])
-_SPACE = np.frombuffer(b" \t\r\x0b\x0c", np.uint8)  # what bytes.rstrip strips from a line, its \n aside
+#: numbers of this many digits or more of a line longer than a block are cut short before its parse (:func:`_shortened`)
+SHORTENED_RUN = 64
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,11 @@ def _costs(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
     """(appl, comm, valid, task counts, tasks) of the lines whose text after ``c:`` is ``data[first:end]``."""
-    if first.size == 1:
+    lengths = end - first
+    if lengths.size == 1 and lengths[0] > BLOCK_BYTES:
+        text = np.frombuffer(_shortened(data[first[0]:end[0]]) + b"\n", np.uint8)
+        lengths = np.array([text.size - 1])
+    elif first.size == 1:
         text = data[first[0]:end[0] + 1]
     else:
         inside = np.zeros(end[-1] + 2 - first[0], np.int8)
@@ -130,19 +135,12 @@ def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.nda
         inside[end + 1 - first[0]] -= 1
         text = data[first[0]:end[-1] + 1][np.cumsum(inside[:-1], dtype=np.int8).astype(bool)]  # each \n kept
         del inside
-    line_end = np.cumsum(end + 1 - first) - 1  # offset of each line's \n in text
+    line_end = np.cumsum(lengths + 1) - 1  # offset of each line's \n in text
     digit = (text >= ord("0")) & (text <= ord("9"))
-    space = np.isin(text, _SPACE)
-    colon = text == ord(":")
-    # valid: `D(:D)*` then spaces (D: digits), so only digits, ':', spaces and the \n, a space followed by a space
-    # or the \n, a ':' and the line's first byte by a digit (the text ends with a \n: nothing follows it)
-    wrong = ~(digit | space | colon | (text == ord("\n")))
-    wrong[:-1] |= space[:-1] & ~(space[1:] | (text[1:] == ord("\n")))
-    wrong[:-1] |= colon[:-1] & ~digit[1:]
-    del space, colon
+    wrong = _misplaced(text[:-1], text[1:])  # the text ends with a \n: nothing follows it
     valid = np.ones(first.size, bool)
     valid[np.searchsorted(line_end, np.flatnonzero(wrong))] = False
-    valid &= digit[line_end - (end - first)]
+    valid &= digit[line_end - lengths]
     run_start = np.flatnonzero(digit & ~np.concatenate(([False], digit[:-1])))
     run_end = np.flatnonzero(digit & ~np.append(digit[1:], False)) + 1
     runs = np.diff(np.concatenate(([0], np.searchsorted(run_start, line_end))))
@@ -168,6 +166,71 @@ def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.nda
         tasks = tasks[np.repeat(valid, counts)]
         counts = np.where(valid, counts, 0)
     return np.where(valid, value[head[:, 0]], 0), np.where(valid, value[head[:, 1]], 0), valid, counts, tasks
+
+
+def _blank(text: np.ndarray) -> np.ndarray:
+    """Whether each byte is one bytes.rstrip strips from a line, its \\n aside: `` \\t\\r\\x0b\\x0c`` (1 byte held a
+    byte: np.isin held 14)."""
+    return (text == ord(" ")) | (text == ord("\t")) | (text - np.uint8(ord("\x0b")) < 3)
+
+
+def _misplaced(text: np.ndarray, following: np.ndarray) -> np.ndarray:
+    """Whether each byte of ``text`` (``following``: the byte after each) breaks the form of a line, ``D(:D)*`` then
+    blanks (D: digits): a byte other than a digit, ':', a blank or \\n, a blank followed by other than a blank or
+    \\n, a ':' by other than a digit. (A line must also begin with a digit.)"""
+    space = _blank(text)
+    wrong = ~((text - np.uint8(ord("0")) < 10) | space | (text == ord(":")) | (text == ord("\n")))
+    wrong |= space & ~(_blank(following) | (following == ord("\n")))
+    wrong |= (text == ord(":")) & (following - np.uint8(ord("0")) >= 10)
+    return wrong
+
+
+def _shortened(line: np.ndarray) -> bytes:
+    """``line`` (a ``c:`` line's bytes after ``c:``, its \\n aside) as short a line parsed alike, looked at
+    :data:`BLOCK_BYTES` at a time: ``:`` if it is not of the form (skipped either way); else without its trailing
+    blanks, each number of :data:`SHORTENED_RUN` digits or more cut to at most 19 leading zeros (still longer than
+    any head field's 18 digits; its value kept) and 20 significant digits (past int64: read as its largest value
+    either way). A line padded with megabytes of blanks or zeros is parsed holding its numbers' bounds (8 bytes a
+    number), not ~13 bytes a byte of it."""
+    step, blank_at = BLOCK_BYTES, line.size
+    for a in range(0, line.size, step):
+        window, following = line[a:a + step], line[a + 1:a + step + 1]
+        if following.size < window.size:
+            following = np.append(following, np.uint8(ord("\n")))
+        if _misplaced(window, following).any():
+            return b":"
+        if blank_at == line.size and (blanks := np.flatnonzero(_blank(window))).size:
+            blank_at = a + int(blanks[0])
+    body = line[:blank_at]  # digits and ':' only
+    colons = np.concatenate([np.flatnonzero(body[a:a + step] == ord(":")) + a for a in range(0, body.size, step)]
+                            + [np.empty(0, np.int64)])
+    start, end = np.concatenate(([0], colons + 1)), np.append(colons, body.size)
+    long = end - start >= SHORTENED_RUN
+    start, end = start[long], end[long]
+    if not start.size:
+        return body.tobytes()
+    significant = end.copy()  # each long number's first digit other than 0 (its end: none)
+    for a in range(0, body.size, step):
+        window = body[a:a + step]
+        at = np.flatnonzero((window != ord("0")) & (window != ord(":"))) + a
+        if not at.size:
+            continue
+        k = np.minimum(np.searchsorted(at, start), at.size - 1)  # the first at or after each number's start
+        found = (significant == end) & (at[k] >= start) & (at[k] < end)
+        significant[found] = at[k][found]
+    cut_from = np.column_stack((start + 19, significant + 20)).ravel()  # sorted, disjoint spans of digits dropped
+    cut_to = np.column_stack((significant, end)).ravel()
+    cut = cut_from < cut_to
+    cut_from, cut_to = cut_from[cut], cut_to[cut]
+    kept = []
+    for a in range(0, body.size, step):
+        window = body[a:a + step]
+        spans = slice(np.searchsorted(cut_to, a, "right"), np.searchsorted(cut_from, a + window.size))
+        inside = np.zeros(window.size + 1, np.int8)
+        np.add.at(inside, np.clip(cut_from[spans] - a, 0, window.size), 1)
+        np.add.at(inside, np.clip(cut_to[spans] - a, 0, window.size), -1)
+        kept.append(window[np.cumsum(inside[:-1], dtype=np.int8) == 0].tobytes())
+    return b"".join(kept)
 
 
 def _first_definitions(lines: _Lines, path: str) -> tuple[np.ndarray, list[str]]:
