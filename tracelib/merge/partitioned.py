@@ -264,7 +264,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         if on_step and options.map_ranks:
             on_step(f"{o.run_name}: work profiles read, tasks put in correspondence", 0)
         if renum[o.run_id]:
-            notes.append(renumbered_note(ref, o, renum[o.run_id]))
+            notes.append(renumbered_note(ref, o, renum[o.run_id], corr.note))
         common = shared_counters(counters_of[ref.run_id], counters_of[o.run_id])
         if msg := timing_only_note(ref, o, pick_features(common)):
             notes.append(msg)
