@@ -19,7 +19,7 @@ import pytest
 
 import synthtrace.simulator.mechanisms as mech
 from synthtrace.tracelib.merge.merge_runs import merge_runs
-from testing.simulator_campaigns import merge_campaign
+from testing.simulator_campaigns import ingested, merge_campaign
 
 
 @pytest.fixture(scope="module")
@@ -129,25 +129,16 @@ def test_an_ingested_mixed_campaign_merged_in_groups_is_the_whole_merge(tools, t
     Failed first: the partitioned merge refused it (its rank correspondence counted the Score-P run's messages on
     the world's communicator, the Extrae run's on none: "0% of their logical messages agree"); verdict24 had named
     the run's point-to-point communicator as the reference's in the whole-run merge only."""
-    import shutil
     import warnings
 
     from polars.testing import assert_frame_equal
 
-    from synthtrace.pipelines.cli import main
     from synthtrace.tracelib.merge.merge_runs import MergeOptions
     from synthtrace.tracelib.merge.partitioned import merge_partitioned
     from synthtrace.warehouse import Warehouse
     from synthtrace.warehouse.merged import StoredRun, merge_inputs
     prv, otf2 = tools
-    camp = tmp_path / "mixed"
-    camp.mkdir()
-    for suffix in (".prv", ".pcf", ".row"):
-        shutil.copy(prv.traces[0].with_suffix(suffix), camp)
-    shutil.copytree(otf2.traces[1].parent, camp / otf2.traces[1].parent.name)
-    w = tmp_path / "wh"
-    assert main(["ingest", str(camp), "--experiment", "mixed", "-w", str(w)]) == 0
-    wh = Warehouse(w)
+    wh = Warehouse(ingested([prv.traces[0], otf2.traces[1]], tmp_path, "mixed"))
     exp = wh.experiment("mixed")
     whole = merge_runs(merge_inputs(exp), MergeOptions(), "mixed")
     sources = [StoredRun(wh, r, exp.run_names[r]) for r in exp.run_ids]
