@@ -43,7 +43,7 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators
+from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators, tool_neutral_counts
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, Blockwise, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError, WidePairs,
@@ -245,7 +245,8 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     counters_of = {r.run_id: r.counters() for r in sources}
     counts = {r.run_id: r.message_counts() for r in sources}
     for o in others:  # communicator ids are per-run handles: the rank correspondence counts by members
-        counts[o.run_id] = on_reference_ids(counts[o.run_id], ref.communicators(), o.communicators())
+        counts[o.run_id] = tool_neutral_counts(on_reference_ids(counts[o.run_id], ref.communicators(),
+                                                                o.communicators()), counts[ref.run_id])
     check_counters(ref, others, counters_of, lambda r: int(counts[r.run_id].get_column("n").sum()) > 0, options)
     threads = {r.run_id: r.threads() for r in sources}
     notes: list[str] = []
