@@ -30,6 +30,8 @@ BURST_SCHEMA: dict[str, pl.DataType] = {
 #: "Tracing Disabled" state; Score-P's MEASUREMENT OFF region), so the work after it up to the next burst is in no
 #: record: the burst is not a piece of the one after the gap (mergeattack23 P4).
 UNTRACED_AFTER = "untraced_after"
+#: [contention25] merged_bursts' flag: the burst's transferred values are another machine state's
+OTHER_STATE = "other_machine_state"
 
 MPI_CALL_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
@@ -78,7 +80,8 @@ RUN_SCHEMA: dict[str, pl.DataType] = {
 #: the columns a bursts-like (or MPI-call) table carries besides its counters: BURST_SCHEMA, MPI_CALL_SCHEMA, and
 #: what a merged, labelled or analysed experiment adds
 NON_COUNTER_COLUMNS: frozenset[str] = frozenset(BURST_SCHEMA) | frozenset(MPI_CALL_SCHEMA) | {
-    "experiment", "run_name", "app", "match_score", "estimated", "phase", "archetype", "confidence", UNTRACED_AFTER}
+    "experiment", "run_name", "app", "match_score", "estimated", "phase", "archetype", "confidence", UNTRACED_AFTER,
+    OTHER_STATE}
 
 
 _RESERVED_LOWER = frozenset(c.lower() for c in NON_COUNTER_COLUMNS)

@@ -28,6 +28,7 @@ from synthtrace.tracelib.errors import SynthtraceError
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.formats.source import is_paraver
 from synthtrace.tracelib.merge.blocks import block_rows, group_rows, written
+from synthtrace.tracelib.merge.align import site_counts
 from synthtrace.tracelib.merge.merge_runs import (ALIGN_COLUMNS, CALL_COLUMNS, MergeOptions, MergeResult, PartedTable,
                                                   RunTables, merge_runs)
 from synthtrace.tracelib.merge.messages import message_counts
@@ -180,6 +181,10 @@ class StoredRun:
             n += b
         if chunk:
             yield chunk
+
+    def call_sites(self) -> pl.DataFrame:
+        calls = run_parts(self.wh, self.run_id, "mpi_calls.parquet")
+        return site_counts(scan_parts(calls)) if calls else site_counts(pl.DataFrame())
 
     def profile_rows(self) -> pl.DataFrame:
         self._split_by_task()

@@ -58,7 +58,7 @@ two prepared runs and returns the **match table**: one row per reference burst w
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -67,7 +67,7 @@ import polars as pl
 from numba import njit, prange
 
 from synthtrace.tracelib.merge.anchors import force_pairs, key_pairs, key_repair
-from synthtrace.tracelib.domain.mpi_calls import calls_with
+from synthtrace.tracelib.domain.mpi_calls import MPI_CALLS, calls_with
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.message_graph import (
@@ -84,6 +84,12 @@ _INF = 1e300
 #: the blocking completion calls, and the loose signature every burst one of them closes has in the kernels
 WAIT_CALLS: tuple[str, ...] = calls_with(roles=("wait",))
 WAIT_LSIG = np.int64(0x5A17_C1A5)
+#: the least share of a run's calls at call sites the other run names too for two runs to name their sites alike
+#: (:func:`sites_compared`): the same tool and build name every site alike but an optional call's
+SITES_ALIKE = 0.5
+#: the calls whose communicator no record of theirs names (neither point-to-point nor collective: start-up,
+#: communicator and group management, one-sided, I/O): whether a trace gives them one depends on the tool
+UNRECORDED_COMM_CALLS: tuple[str, ...] = tuple(sorted(n for n, c in MPI_CALLS.items() if c.kind == "other"))
 #: the calls that receive one message and return with it (MPI_Recv, MPI_Sendrecv, ...)
 BLOCKING_RECEIVES: tuple[str, ...] = calls_with(roles=("recv", "sendrecv"), blocking=True)
 # the weights of AlignConfig as the compiled kernels get them: one float64 array, read by these indices (compile-time
@@ -272,9 +278,10 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         # a completion call (Wait/Test families) posts no message: which messages it completed depends on their
         # arrival, so its partner and sizes stay out of every signature; its communicator too when what it completed
         # depends on arrival (an OTF2 reader names it from the records it holds: a Testsome's is the world's in one
-        # run, none in the other; mergeacc18)
+        # run, none in the other; mergeacc18), and of a call that is neither point-to-point nor collective: a tool
+        # names one there or not (Extrae may give MPI_Init the world's, Score-P writes no record in it; mixed25)
         posts = ~is_completion(pl.col("mpi_call"))
-        fixed = ~pl.col("mpi_call").is_in(list(BY_ARRIVAL_CALLS)).fill_null(False)
+        fixed = ~pl.col("mpi_call").is_in([*BY_ARRIVAL_CALLS, *UNRECORDED_COMM_CALLS]).fill_null(False)
         c = _sorted_by_thread(calls.select(thread_id(), "call_seq", "start_ns", "end_ns", "appl",
                                            *[pl.when(fixed if k == "comm" else posts).then(pl.col(k).cast(t)).alias(k)
                                              if k in calls.columns else pl.lit(None, t).alias(k)
@@ -363,6 +370,44 @@ def sequence_table(bursts: pl.DataFrame, calls: pl.DataFrame, features: Sequence
         ],
     )
     return b.drop(*[f"_c_{i}" for i in range(len(features))])
+
+
+
+def site_counts(calls: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """A run's MPI calls per call site they name (``call_site``; ``n``: calls); no row for the calls naming none."""
+    if "call_site" not in calls.collect_schema().names():
+        return pl.DataFrame(schema={"call_site": pl.String, "n": pl.UInt32})
+    return calls.lazy().select("call_site").drop_nulls().group_by("call_site").agg(pl.len().alias("n")).collect()
+
+
+def sites_compared(counts: Mapping[str, pl.DataFrame], reference: str) -> tuple[bool, str | None]:
+    """Whether a merge compares its runs' call sites (in the burst signatures and the checks), from each run's
+    :func:`site_counts` (by run name; ``reference``: the reference's name), and what the merge notes when they do
+    not. A call site is a tool's name for a place in the code: Extrae's caller events name the calling function and
+    line ("exchange (halo.c:88)"), or nothing when the run was traced without them; Score-P names the enclosing
+    region ("int main(int, char**)"); another build moves the lines. So the sites are compared only when every run
+    names them alike: each run that names some has at least :data:`SITES_ALIKE` of its calls at a site the
+    reference names, and the reference as many at sites the run names; else no run's are (mergeattack23 P6: no
+    signature of a Score-P run equalled one of an Extrae run without callers, 19.5 % right)."""
+    ref = counts[reference]
+    named = {name: c for name, c in counts.items() if c.height}
+    if not named or (ref.height and len(named) == len(counts) and all(
+            _share_at(c, ref) >= SITES_ALIKE and _share_at(ref, c) >= SITES_ALIKE for c in named.values())):
+        return True, None
+    unnamed = sorted(name for name in counts if name not in named)
+    other = sorted(name for name in named if name != reference and name not in unnamed
+                   and min(_share_at(named[name], ref), _share_at(ref, named[name])) < SITES_ALIKE)
+    why = ([f"{', '.join(unnamed)} name(s) none"] if unnamed else []) + (
+        [f"{', '.join(other)} name(s) them otherwise than {reference} (another tool or build)"] if other and ref.height
+        else [])
+    return False, f"call sites left out of the alignment: {'; '.join(why)}"
+
+
+def _share_at(a: pl.DataFrame, b: pl.DataFrame) -> float:
+    """The share of the calls of :func:`site_counts` ``a`` at a site ``b`` names too."""
+    total = int(a.get_column("n").sum())
+    common = int(a.join(b.select("call_site"), on="call_site", how="semi").get_column("n").sum())
+    return common / total if total else 0.0
 
 
 # --------------------------------------------------------------------------------------------- kernel

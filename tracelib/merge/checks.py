@@ -53,6 +53,9 @@ counters both runs recorded:
   instruction per task (summed over the task's pairs), against the other tasks' spread: a task beyond ``RATE_K``
   times it (at least ``RATE_FLOOR``), or every task beyond ``RATE_SHIFT``, ran in another machine state in the other
   run (a job sharing its node, another build or data layout); node clocks and placement move tasks by a few percent;
+  the same per cache counter both runs recorded ([contention25] misses per instruction, which the clocks do not
+  move: a contended node hidden in the clocks' spread); merged_bursts' ``other_machine_state`` marks those tasks'
+  bursts that got values from that run;
 
 - **work that ran on** ([order22] :mod:`synthtrace.tracelib.merge.arrival_order`): pairs dropped because the work after
   a message ran on into another call's phase in one run (``ran_on``; suspect above ``SUSPECT_MISFIT`` of the long

@@ -52,7 +52,8 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.merge.align import AlignConfig, align_runs, sequence_table, sort_bursts
+from synthtrace.tracelib.merge.align import (AlignConfig, align_runs, sequence_table, site_counts, sites_compared,
+                                             sort_bursts)
 from synthtrace.tracelib.errors import BadInputError
 from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, group_rows, written
 from synthtrace.tracelib.formats.heap import release_free_heap
@@ -61,7 +62,8 @@ from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK
                                               opened_differently, pair_signals, sites_named, structure_kinds,
                                               structure_share, structure_sums, unpaired, verdict)
 from synthtrace.tracelib.merge.messages import logical_messages, message_counts
-from synthtrace.tracelib.merge.noise import core_cycles, long_pairs, machine_invariant, rate_state, work_noise
+from synthtrace.tracelib.merge.noise import (MachineState, long_pairs, machine_invariant, rate_counters, rate_state,
+                                             work_noise)
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
 from synthtrace.tracelib.merge.pieces import Units, expand, units, without_untraced
 from synthtrace.tracelib.merge.communicators import renamed_communicators
@@ -69,7 +71,7 @@ from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondenc
                                              renumber_columns)
 from synthtrace.tracelib.merge.transfer import (CHOICE_SAMPLE, DURATION, Choice, Plan, choose, relative_errors,
                                                 transferred, work_counter)
-from synthtrace.tracelib.schema import THREAD_KEYS, UNTRACED_AFTER, counter_columns
+from synthtrace.tracelib.schema import OTHER_STATE, THREAD_KEYS, UNTRACED_AFTER, counter_columns
 from synthtrace.tracelib.thread_key import appl_base, task_key, task_of
 
 #: rescaling by a co-varying reference counter unless told otherwise: None = chosen by the leave-one-out estimate
@@ -761,6 +763,26 @@ class Reference:
                    request_bursts(bursts, calls, messages))
 
 
+def sites_kept(counts: Mapping[str, pl.DataFrame], reference: str, notes: list[str]) -> bool:
+    """Whether the merge compares its runs' call sites (:func:`~synthtrace.tracelib.merge.align.sites_compared` of
+    their ``counts``, by run name); when not, said in ``notes``."""
+    compared, note = sites_compared(counts, reference)
+    if not compared:
+        notes.append(note or "call sites left out of the alignment")
+    return compared
+
+
+def without_sites(run: RunTables) -> RunTables:
+    """``run`` as the merge compares it when its runs do not all name call sites alike (:func:`sites_kept`): its
+    bursts' and calls' ``call_site`` NULL, so that no signature, structure or check compares them. The merged table
+    takes the reference's call sites from the run as read."""
+    def unnamed(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
+        if "call_site" not in frame.collect_schema().names():
+            return frame
+        return frame.with_columns(pl.lit(None, pl.String).alias("call_site"))
+    return replace(run, bursts=unnamed(run.bursts), mpi_calls=unnamed(run.mpi_calls))
+
+
 def rank_correspondence(ref: Reference, o: RunTables, options: MergeOptions,
                         messages: pl.DataFrame | None = None) -> Correspondence:
     """The renumbering of ``o``'s tasks as the reference's (:func:`synthtrace.tracelib.merge.ranks.correspondence`),
@@ -796,11 +818,12 @@ class RunRead:
         return bursts, calls, messages
 
 
-def renumbered_note(ref: RunTables, o: RunTables, renum: dict[int, int]) -> str:
+def renumbered_note(ref: RunTables, o: RunTables, renum: dict[int, int], sure: str | None = None) -> str:
+    """The note of a renumbered run; ``sure``: how sure the correspondence is (:attr:`Correspondence.note`)."""
     moved = sorted((task_of(k), v) for k, v in renum.items() if task_of(k) != v)
     return (f"run {o.run_name!r} numbers its tasks differently from {ref.run_name!r}: mapped by its "
             f"logical messages and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
-            f"{', ...' if len(moved) > 8 else ''})")
+            f"{', ...' if len(moved) > 8 else ''})" + (f"; {sure}" if sure else ""))
 
 
 def timing_only_note(ref: RunTables, o: RunTables, features: Sequence[str]) -> str | None:
@@ -1176,6 +1199,9 @@ class Transfer:
     source: dict[str, str | None]
     plans: dict[str, Plan]
     quality: list[QualityRow]
+    #: the source runs some or all of whose tasks ran in another machine state (their bursts are flagged in
+    #: ``other_machine_state``)
+    states: dict[str, MachineState] = field(default_factory=dict)
 
 
 def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables], counters_of: dict[str, list[str]],
@@ -1198,14 +1224,14 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         info, s = aligned[o.run_id], samples[o.run_id]
         work = work_counter(info.common)
         rate = next((c for c in info.common if c != work), None)
-        cycles = core_cycles(info.common)
-        read = [c for c in dict.fromkeys([work, rate, cycles]) if c]  # what the signals read of a sample on disk
+        rates = rate_counters(info.common)
+        read = [c for c in dict.fromkeys([work, rate, *rates]) if c]  # what the signals read of a sample on disk
         ref_sample, src_sample = frame_of(s.reference, [*_named(s.reference), *read]), frame_of(s.source, read)
         sampled = pair_signals(ref_sample, src_sample, s.matches, work, rate, s.long) if work else None
         if sampled and work and "thread" in ref_sample.columns:  # [verdict23] the sample's noise, read once here
             other_row = s.matches.get_column("other_row")
             noise = work_noise(long_pairs(ref_sample, src_sample, other_row, work, s.long))
-            state = rate_state(ref_sample, src_sample, other_row, work, cycles, s.long) if cycles else None
+            state = rate_state(ref_sample, src_sample, other_row, work, rates, s.long) if rates else None
             sampled = replace(sampled, work_noise=noise, machine=state)  # [verdict24] the tasks' machine state
         sig = tallies[o.run_id].signals(sampled)
         judged = verdict(sig, not info.features)
@@ -1247,7 +1273,7 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
         plans[c], source[c] = plan, src.run_id
         err, err95 = choices[src.run_id].error(plan, c)
         sig, judged, retired = verdicts[src.run_id]
-        v, why = retired if machine_invariant(c) else judged
+        v, why = retired if machine_invariant(c, plan.per_ns) else judged
         if v == "ok" and ((plan.per_ns and err is None) or not info.common):
             v, why = unverified(plan, bool(info.common))
         quality.append(QualityRow(
@@ -1259,7 +1285,8 @@ def decide(ref: RunTables, ref_counters: list[str], others: Sequence[RunTables],
             misfit=sig.misfit, verdict=v, verdict_reason=why or None))
     if on_step and all_counters:
         on_step(f"merged {all_counters[-1]}", n_steps)
-    return Transfer(all_counters, source, plans, quality)
+    states = {r: v[0].machine for r, v in verdicts.items() if v[0].machine is not None and v[0].machine.suspect}
+    return Transfer(all_counters, source, plans, quality, states)
 
 
 def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, Pairs], transfer: Transfer, experiment: str,
@@ -1288,7 +1315,21 @@ def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, Pairs], transfer: T
              .otherwise(pl.min_horizontal(cols))) if cols else pl.lit(1.0)
     return out.select(pl.lit(experiment).alias("experiment"), pl.lit(ref.run_id).alias("run_id"),
                       pl.lit(ref.run_name).alias("run_name"), *BASE_COLUMNS, *transfer.counters,
-                      score.cast(pl.Float64).alias("match_score"), pl.lit(False).alias("estimated"))
+                      score.cast(pl.Float64).alias("match_score"), pl.lit(False).alias("estimated"),
+                      other_state(transfer).alias(OTHER_STATE))
+
+
+def other_state(transfer: Transfer) -> pl.Expr:
+    """[contention25] True on a merged burst (columns appl, task and the counters) whose transferred values came
+    from a run in another machine state on its task (:attr:`Transfer.states`): a value of a counter that state
+    moves (:func:`~synthtrace.tracelib.merge.noise.machine_invariant`: not a count of retired instructions)."""
+    flags = []
+    for run_id, state in transfer.states.items():
+        moved = [c for c in transfer.counters
+                 if transfer.source[c] == run_id and not machine_invariant(c, transfer.plans[c].per_ns)]
+        if moved:
+            flags.append(state.flagged() & pl.any_horizontal(pl.col(c).is_not_null() for c in moved))
+    return pl.any_horizontal(flags) if flags else pl.lit(False)
 
 
 def check_counters(ref: RunTables, others: Sequence[RunTables], counters_of: dict[str, list[str]],
@@ -1335,8 +1376,9 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_run = loaded(runs[ri])
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
+    sites = sites_kept({r.run_name: site_counts(r.mpi_calls) for r in (ref_run, *others)}, ref_run.run_name, notes)
     counters_of = {r.run_id: r.counters for r in (ref_run, *others)}
-    ref = Reference.of(ref_run, options, counters_of[ref_run.run_id],
+    ref = Reference.of(ref_run if sites else without_sites(ref_run), options, counters_of[ref_run.run_id],
                        compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others])
                        ).spilled(spill)  # not held while the other runs' sequence tables are built
     check_counters(ref_run, others, counters_of,
@@ -1363,7 +1405,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     whole: dict[str, AlignedRun] = {}  # estimate_unmatched reads the source runs' bursts and calls again
     matches: list[pl.DataFrame | Path] = []
     for j, lazy in enumerate(others):
-        raw = loaded(lazy)
+        raw = loaded(lazy) if sites else without_sites(loaded(lazy))
         ids = renamed_communicators(raw, ref_run)  # communicator ids are per-run handles: matched by members
         o = ids.run
         # its bursts as the steps before the alignment read them and its calls, read once for the rank
@@ -1380,7 +1422,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         del raw
         release_free_heap()  # what its reading of the run's calls freed
         if renum:
-            notes.append(renumbered_note(ref_run, o, renum))
+            notes.append(renumbered_note(ref_run, o, renum, corr.note))
         if msg := timing_only_note(ref_run, o, read.features):
             notes.append(msg)
         info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read,

@@ -37,6 +37,7 @@ import polars as pl
 from synthtrace.tracelib.domain.counters import canonical
 from synthtrace.tracelib.merge.blocks import frame_of
 from synthtrace.tracelib.schema import THREAD_KEYS
+from synthtrace.tracelib.thread_key import task_int, task_key
 
 #: the quantile of the pairs' absolute log ratios that measures the counting noise (the quiet quarter)
 NOISE_QUANTILE = 0.25
@@ -183,6 +184,9 @@ RATE_FLOOR = math.log(1.08)
 RATE_SHIFT = math.log(1.10)
 #: tasks needed to judge one against the others' spread, and long pairs a task needs to be judged
 RATE_MIN_TASKS, RATE_MIN_PAIRS = 4, 5
+#: events (cycles, misses) a task's pairs must count in each run to be judged: a count of k events is off by its
+#: counting noise, ~1/sqrt(k) (1 % at 10,000); a rank missing a cache a few dozen times shows no machine state
+RATE_MIN_EVENTS = 10_000
 #: the robust standard deviation of a normal sample: this many median absolute deviations
 MAD_SIGMA = 1.4826
 
@@ -204,18 +208,31 @@ class MachineState:
     spread: float
     outliers: tuple[tuple[int, float], ...]
     judged: int
+    #: (appl, task) of the outliers (the bursts :meth:`flagged` marks)
+    keys: tuple[tuple[int, int], ...] = ()
+    #: what the rate counts per instruction, in words: the clock moves cycles, not misses
+    measure: str = "cycles per instruction"
 
     @property
     def suspect(self) -> bool:
         """Some tasks, or all, ran at another rate in the other run."""
         return bool(self.outliers) or abs(self.shift) > RATE_SHIFT
 
+    def flagged(self) -> pl.Expr:
+        """True on the reference bursts (columns appl, task) of the tasks that ran in another machine state in the
+        other run: every task when the whole run did, none when the state is not suspect."""
+        if abs(self.shift) > RATE_SHIFT:
+            return pl.lit(True)
+        if not self.keys:
+            return pl.lit(False)
+        return task_key().is_in([task_int(a, t) for a, t in self.keys])
+
     def reason(self) -> str:
         """The verdict's reason, in words: which tasks, by how much, what it likely means."""
-        counter = self.counter
+        counter, measure = self.counter, self.measure
         if abs(self.shift) > RATE_SHIFT:
             return (f"the other run executes the same instructions at x{math.exp(-self.shift):.3f} the reference's "
-                    f"cycles per instruction ({counter}) on every task: another machine state (another placement of "
+                    f"{measure} ({counter}) on every task: another machine state (another placement of "
                     "ranks on nodes, build, data layout, page size or clock setting); its cache and memory counters "
                     "likely differ as much or more, so the values transferred from it are that run's, not the "
                     "reference's")
@@ -223,7 +240,7 @@ class MachineState:
         ratios = [math.exp(-d) for _, d in self.outliers]
         return (f"tasks {_task_ranges(tasks)} ({len(tasks)} of {self.judged}) run at x{min(ratios):.3f}"
                 + (f"-{max(ratios):.3f}" if max(ratios) > min(ratios) + 5e-4 else "")
-                + f" the reference's cycles per instruction ({counter}) in the other run, the other tasks at "
+                + f" the reference's {measure} ({counter}) in the other run, the other tasks at "
                 f"x{math.exp(-self.shift):.3f} (spread {_pct(self.spread)}): another machine state on those tasks "
                 "(another job sharing their node, another socket or placement); the values transferred to their bursts "
                 "are that state's, their cache and memory counters likely off as much or more")
@@ -245,10 +262,13 @@ def _task_ranges(tasks: list[int]) -> str:
 RETIRED_ROLES = ("ins", "br_ins", "ld_ins", "sr_ins")
 
 
-def machine_invariant(counter: str) -> bool:
-    """True for a count of retired instructions (:data:`RETIRED_ROLES`): another machine state cannot change it, so
-    :class:`MachineState` does not make it suspect (review24 F5)."""
-    return canonical(counter) in RETIRED_ROLES
+def machine_invariant(counter: str, per_ns: bool = False) -> bool:
+    """True for a count of retired instructions (:data:`RETIRED_ROLES`), and for reference cycles transferred per ns
+    (``per_ns``: they tick at the nominal clock while the core runs, so the reference burst's own duration gives
+    them): another machine state cannot change it, so :class:`MachineState` does not make it suspect (review24 F5,
+    contention25)."""
+    role = canonical(counter)
+    return role in RETIRED_ROLES or (per_ns and role == "ref_cyc")
 
 
 def core_cycles(common: Sequence[str]) -> str | None:
@@ -257,33 +277,63 @@ def core_cycles(common: Sequence[str]) -> str | None:
     return next((c for c in common if canonical(c) == "cyc"), None)
 
 
+#: cache misses (L1 data, L2, last level): per instruction, a node's clock (DVFS, turbo) does not move them, so
+#: where the nodes' clocks spread the tasks' cycles per instruction by several percent between two runs (hiding a
+#: contended node's x1.1, mergeattack23 P2), a cache counter both runs recorded still shows the node that ran beside
+#: another job's memory traffic or in another share of a cache (another placement)
+MISS_ROLES = ("l1_dcm", "l2_dcm", "l3_tcm")
+
+
+def rate_counters(common: Sequence[str]) -> list[str]:
+    """The counters among ``common`` whose count per instruction shows the machine state: core cycles first
+    (:func:`core_cycles`), then the cache misses (:data:`MISS_ROLES`)."""
+    cycles = core_cycles(common)
+    return [*([cycles] if cycles else []), *(c for c in common if canonical(c) in MISS_ROLES)]
+
+
 def rate_state(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame | pl.LazyFrame,
-               other_row: pl.Series, work: str, cycles: str, long_ref: pl.Series) -> MachineState | None:
+               other_row: pl.Series, work: str, counters: Sequence[str], long_ref: pl.Series) -> MachineState | None:
     """The :class:`MachineState` of the long matched pairs (``long_ref`` reference rows whose ``other_row`` indexes
-    ``src_bursts``), from their ``cycles`` per ``work`` (instructions)."""
-    ref = frame_of(ref_bursts, ["appl", "task", work, cycles])
-    src = frame_of(src_bursts, [work, cycles]).select(pl.all().cast(pl.Float64).gather(other_row).name.prefix("o_"))
+    ``src_bursts``), from each of ``counters`` (:func:`rate_counters`) per ``work`` (instructions): of those that
+    are suspect, the one naming the most tasks (every task when the whole run moved), else the first."""
+    ref = frame_of(ref_bursts, ["appl", "task", work, *counters])
+    src = frame_of(src_bursts, [work, *counters]).select(
+        pl.all().cast(pl.Float64).gather(other_row).name.prefix("o_"))
     both = pl.concat([ref, src], how="horizontal").filter(long_ref & other_row.is_not_null())
-    positive = pl.all_horizontal(pl.col(work, cycles, f"o_{work}", f"o_{cycles}").cast(pl.Float64) > 0)
-    return machine_state(both.filter(positive).rename({work: "w", cycles: "c", f"o_{work}": "o_w",
-                                                       f"o_{cycles}": "o_c"}), cycles)
+    states = []
+    for c in counters:
+        positive = pl.all_horizontal(pl.col(work, c, f"o_{work}", f"o_{c}").cast(pl.Float64) > 0)
+        pairs = both.filter(positive).select("appl", "task", pl.col(work).alias("w"), pl.col(c).alias("c"),
+                                             pl.col(f"o_{work}").alias("o_w"), pl.col(f"o_{c}").alias("o_c"))
+        measure = "cycles per instruction" if canonical(c) == "cyc" else "misses per instruction"
+        if (state := machine_state(pairs, c, measure)) is not None:
+            states.append(state)
+    suspect = [s for s in states if s.suspect]
+    if suspect:
+        return max(suspect, key=lambda s: s.judged if abs(s.shift) > RATE_SHIFT else len(s.outliers))
+    return states[0] if states else None
 
 
-def machine_state(pairs: pl.DataFrame, counter: str) -> MachineState | None:
+def machine_state(pairs: pl.DataFrame, counter: str, measure: str = "cycles per instruction") -> MachineState | None:
     """The :class:`MachineState` of long matched pairs (``pairs``: appl, task of the reference burst, ``w``, ``c``
-    its instructions and cycles (``counter``), ``o_w``, ``o_c`` its match's, all > 0); None without a task of
-    ``RATE_MIN_PAIRS`` pairs. A task's cycles per instruction are its pairs' sums': a contended node slows its
-    memory-bound bursts, which need not be most of them but hold most of its cycles."""
+    its instructions and cycles or misses (``counter``: ``measure`` in words), ``o_w``, ``o_c`` its match's, all
+    > 0); None without a task of ``RATE_MIN_PAIRS`` pairs counting ``RATE_MIN_EVENTS`` in each run. A task's rate
+    is its pairs' sums': a contended node slows its memory-bound bursts, which need not be most of them but hold
+    most of its cycles."""
     ratio = (pl.col("c").sum() * pl.col("o_w").sum() / (pl.col("w").sum() * pl.col("o_c").sum())).log()
-    per_task = (pairs.group_by("appl", "task").agg(ratio.alias("dw"), pl.len().alias("n"))
-                .filter((pl.col("n") >= RATE_MIN_PAIRS) & pl.col("dw").is_finite()))
+    events = pl.min_horizontal(pl.col("c").sum(), pl.col("o_c").sum())
+    per_task = (pairs.group_by("appl", "task").agg(ratio.alias("dw"), pl.len().alias("n"), events.alias("k"))
+                .filter((pl.col("n") >= RATE_MIN_PAIRS) & (pl.col("k") >= RATE_MIN_EVENTS) & pl.col("dw").is_finite()))
     if per_task.height == 0:
         return None
     d = per_task.get_column("dw")
     shift = float(d.median())  # type: ignore[arg-type]
     spread = MAD_SIGMA * float((d - shift).abs().median())  # type: ignore[arg-type]
     outliers: tuple[tuple[int, float], ...] = ()
+    keys: tuple[tuple[int, int], ...] = ()
     if per_task.height >= RATE_MIN_TASKS:
-        off = per_task.filter((pl.col("dw") - shift).abs() > max(RATE_K * spread, RATE_FLOOR)).sort("task")
+        off = per_task.filter((pl.col("dw") - shift).abs() > max(RATE_K * spread, RATE_FLOOR)).sort("appl", "task")
         outliers = tuple(zip(off.get_column("task").to_list(), off.get_column("dw").to_list()))
-    return MachineState(counter=counter, shift=shift, spread=spread, outliers=outliers, judged=per_task.height)
+        keys = tuple(zip(off.get_column("appl").to_list(), off.get_column("task").to_list()))
+    return MachineState(counter=counter, shift=shift, spread=spread, outliers=outliers, judged=per_task.height,
+                        keys=keys, measure=measure)

@@ -43,14 +43,15 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators
+from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators, tool_neutral_counts
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, Blockwise, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError, WidePairs,
                                                   _align_other, check_counters, compared_features, check_same_program,
                                                   choose_reference, decide, merged_blocks, narrow_columns,
                                                   paired_rows, pick_features, provenance,
-                                                  renumbered_note, same_layout, shared_counters, timing_only_note)
+                                                  renumbered_note, same_layout, shared_counters, timing_only_note,
+                                                  sites_kept, without_sites)
 from synthtrace.tracelib.merge.ranks import Correspondence, correspondence
 from synthtrace.tracelib.thread_key import appl_base, task_key
 
@@ -81,6 +82,9 @@ class RunSource(Protocol):
 
     def profile_rows(self) -> pl.DataFrame:
         """:func:`synthtrace.tracelib.merge.ranks.profile_rows` of the whole run's bursts."""
+
+    def call_sites(self) -> pl.DataFrame:
+        """:func:`synthtrace.tracelib.merge.align.site_counts` of the whole run's MPI calls."""
 
     def load(self, tasks: Sequence[int], bursts_to: Path | None = None) -> RunTables:
         """The run restricted to ``tasks``: their bursts and MPI calls, and the communication records with an end
@@ -241,10 +245,12 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     counters_of = {r.run_id: r.counters() for r in sources}
     counts = {r.run_id: r.message_counts() for r in sources}
     for o in others:  # communicator ids are per-run handles: the rank correspondence counts by members
-        counts[o.run_id] = on_reference_ids(counts[o.run_id], ref.communicators(), o.communicators())
+        counts[o.run_id] = tool_neutral_counts(on_reference_ids(counts[o.run_id], ref.communicators(),
+                                                                o.communicators()), counts[ref.run_id])
     check_counters(ref, others, counters_of, lambda r: int(counts[r.run_id].get_column("n").sum()) > 0, options)
     threads = {r.run_id: r.threads() for r in sources}
     notes: list[str] = []
+    sites = sites_kept({r.run_name: r.call_sites() for r in sources}, ref.run_name, notes)
     renum: dict[str, dict[int, int] | None] = {}
     ties: dict[str, str | None] = {}  # [ranks22] the rank correspondences' ties, for the verdicts
     ref_profile = ref.profile_rows() if options.map_ranks else None
@@ -258,7 +264,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         if on_step and options.map_ranks:
             on_step(f"{o.run_name}: work profiles read, tasks put in correspondence", 0)
         if renum[o.run_id]:
-            notes.append(renumbered_note(ref, o, renum[o.run_id]))
+            notes.append(renumbered_note(ref, o, renum[o.run_id], corr.note))
         common = shared_counters(counters_of[ref.run_id], counters_of[o.run_id])
         if msg := timing_only_note(ref, o, pick_features(common)):
             notes.append(msg)
@@ -296,7 +302,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         folder = spill / "groups" / f"{next(loads):05d}"
         folder.mkdir(parents=True)
         r_run = _scanned(ref.load(keys, folder / "reference.parquet"), folder / "reference.parquet")
-        r = Reference.of(r_run, options, counters_of[ref.run_id], features)
+        r = Reference.of(r_run if sites else without_sites(r_run), options, counters_of[ref.run_id], features)
         blocks = Blockwise(folder, r_run, tuple(narrow))
         own = frozenset(g.tasks)
         out = GroupResult({}, {}, {}, None, folder)
@@ -307,7 +313,7 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
             tasks = OwnTasks(own, starts[ref.run_id], totals[ref.run_id], starts[o.run_id], totals[o.run_id])
             path = folder / f"other-{j:04d}.parquet"
             loaded = _scanned(o.load([inverse[o.run_id].get(k, k) for k in keys], path), path)
-            ids = renamed_communicators(loaded, r_run, renum[o.run_id])
+            ids = renamed_communicators(loaded if sites else without_sites(loaded), r_run, renum[o.run_id])
             o_run = ids.run  # communicator ids are per-run handles: matched by members
             if gi == 0:
                 notes.extend(ids.notes)
