@@ -4,22 +4,25 @@ data losses and peak memory.
 Families (each counted; the run fails loudly if one case breaks its invariant):
 
 1. **Paraver**: ``--paraver N`` structure-aware cases (:mod:`testing.attack_cases`: semantic defects of short real
-   traces, floods, gzip; ``--fresh-share`` of them drawn from the defects added by the second rerun) plus the gzip
-   bomb, each ``synthtrace ingest``-ed by one long-lived worker process (a fresh process per case costs seconds of
-   imports on a loaded machine; a case that takes longer than ``--case-timeout-s`` is a hang, and the worker is
-   started again). Invariant: exit 0, or exit 2 with one ``error:`` line; no traceback; a refused trace leaves no
-   run, no staging and no new warehouse.
+   traces, floods, gzip; ``--fresh-share`` of them drawn from the defects added by the second rerun and by session
+   25's: hostile, redefined and over-the-cap ``c:`` lines, a body cut mid-record) plus the gzip bomb,
+   ``--salvage-share`` of them ingested with ``--salvage``, each ``synthtrace ingest``-ed by one long-lived worker
+   process (a fresh process per case costs seconds of imports on a loaded machine; a case that takes longer than
+   ``--case-timeout-s`` is a hang, and the worker is started again). Invariant: exit 0, or exit 2 with one ``error:``
+   line; no traceback; a refused trace leaves no run, no staging and no new warehouse.
 2. **OTF2**: ``--otf2 N`` archives with one semantic defect each (:mod:`testing.hostile_otf2`, the fresh ones in the
-   same share), same invariant. The worker's peak RSS over both families is the memory figure.
+   same share, with them the damaged chunks of a multi-chunk archive: copied, swapped, cut, garbled), same
+   invariant. The worker's peak RSS over both families is the memory figure.
 3. **Damaged stored files** (``--damaged N``): commands and night stages' readers on the merged LULESH pair with one
    stored table's files damaged (random bytes, a cut footer, zero bytes, a damaged page), in the same worker:
    exit 0 or one error line, a damaged frame or page always refused naming a damaged file, nothing stored changed.
 4. **Kills**: ``--kills N`` writers SIGKILLed at a random moment, in turn: swapping an experiment folder
    (``Warehouse.staged(replace=True)``), the same without atomic exchange killed exactly between the two renames,
    removing and storing a folder again (``remove``/``staged``), replacing one file of a folder
-   (``update_dir``), and a ``synthtrace sql`` process holding its query's files. After each kill the next writer
+   (``update_dir``), a ``synthtrace sql`` process holding its query's files, and a ``synthtrace ingest`` of a
+   real trace or a multi-chunk OTF2 archive (SIGKILL, or SIGINT as a Ctrl-C). After each kill the next writer
    (or query) must leave the folder whole, old or new (never mixed, never lost), ``.staging`` empty, and no link
-   of the killed query behind.
+   of the killed query behind; a stopped ingest leaves no run or the whole run, as its Ctrl-C line says.
 5. **Queries**: ``--queries N`` queries from two threads while a forked writer adds and removes a second run and
    replaces the first by a new copy of itself: every answer must be a consistent state (the ``runs``, ``bursts``
    and ``mpi_calls`` counts of 1 or 2 whole runs) and no query may fail. ``--queries-by-path N``: the same with
@@ -73,7 +76,8 @@ for line in sys.stdin:
     t0 = time.monotonic()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            code = main(case["args"] if "args" in case else ["ingest", *case["paths"], "-w", case["warehouse"]])
+            code = main(case["args"] if "args" in case else ["ingest", *case["paths"], "-w", case["warehouse"],
+                                                             *(["--salvage"] if case.get("salvage") else [])])
         except BaseException:
             code = -1
             err.write(traceback.format_exc())
@@ -149,20 +153,22 @@ class _Worker:
 
 
 def ingest_family(cases: list[dict], case_timeout_s: float) -> dict:
-    """Feed ``cases`` to one worker; counts, violations, peak MB."""
+    """Feed ``cases`` to one worker; counts, violations, peak MB. A case's own ``timeout_s`` overrides
+    ``case_timeout_s``."""
     worker = _Worker()
     out = {"cases": 0, "exit0": 0, "exit2": 0, "violations": [], "peak_mb": 0, "by_defect": {}}
     try:
         for case in cases:
-            res = worker.ask(case, case_timeout_s)
+            timeout_s = case.get("timeout_s", case_timeout_s)
+            res = worker.ask(case, timeout_s)
             out["cases"] += 1
             if res is None:
-                out["violations"].append((case["defect"], f"no answer within {case_timeout_s:.0f} s (hang or crash)",
+                out["violations"].append((case["defect"], f"no answer within {timeout_s:.0f} s (hang or crash)",
                                           case["paths"]))
                 continue
             out["peak_mb"] = max(out["peak_mb"], res["peak_mb"])
             out["exit0" if res["code"] == 0 else "exit2"] += res["code"] in (0, 2)
-            d = out["by_defect"].setdefault(case["defect"], [0, 0])
+            d = out["by_defect"].setdefault(case["defect"] + ("/salvage" if case.get("salvage") else ""), [0, 0])
             d[0 if res["code"] == 0 else 1] += 1
             if (why := _violation(case, res)) is not None:
                 out["violations"].append((case["defect"], why, case["paths"], res["stderr"][-500:],
@@ -249,7 +255,11 @@ def _damaged_violation(res: dict, files: list[Path], frame: bool, before: dict, 
 _COUNTS = "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM bursts), (SELECT count(*) FROM mpi_calls)"
 
 # ------------------------------------------------------------------------------------------------------- kills
-KILL_MODES = ("swap_window", "swap", "remove", "update", "query")
+KILL_MODES = ("swap_window", "swap", "remove", "update", "query", "ingest_kill", "ingest_int")
+#: the command line as the console script runs it from a terminal (a signal after the command is said too): Ctrl-C
+#: raises KeyboardInterrupt even when this bench was started in the background (SIGINT then ignored, inherited)
+_CLI = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from synthtrace.pipelines.cli import main; sys.exit(main())")
 
 
 def _window_renames(rnd: random.Random) -> None:
@@ -382,19 +392,83 @@ def _kill_a_query(base: Path, rnd: random.Random, expected: tuple) -> str | None
     return None
 
 
+def _ingest_process(trace: Path, root: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _CLI, "ingest", str(trace), "-w", str(root)], text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # this checkout's code
+
+
+def _ingest_whole(trace: Path, root: Path) -> tuple[float, tuple]:
+    """(seconds, the counts of :data:`_COUNTS`) of one ingest of ``trace`` left to end."""
+    from synthtrace.warehouse.layout import Warehouse
+    from synthtrace.warehouse.sql import query_rows
+
+    t0 = time.monotonic()
+    proc = _ingest_process(trace, root)
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"could not ingest {trace}: {err[-500:]}")
+    return time.monotonic() - t0, query_rows(Warehouse(root), _COUNTS)[1][0]
+
+
+def _stop_an_ingest(root: Path, trace: Path, whole: tuple[float, tuple], sig: int, rnd: random.Random) -> str | None:
+    """``synthtrace ingest`` of ``trace`` sent ``sig`` (SIGKILL, or SIGINT as a Ctrl-C) at a random moment of the
+    time a whole ingest took (``whole``: its seconds and counts). After the next writer's recovery the warehouse
+    holds no run or the whole run (every file matching its folder's checksums, the counts of a whole ingest) and an
+    empty ``.staging``; a Ctrl-C ends in exit 0, or 130 with one line that says what was stored, as stored."""
+    from synthtrace.warehouse.checksums import content_damage
+    from synthtrace.warehouse.layout import MANIFEST, Warehouse
+    from synthtrace.warehouse.sql import query_rows
+
+    proc = _ingest_process(trace, root)
+    time.sleep(rnd.uniform(0.0, whole[0]))
+    proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return f"the ingest did not end within 300 s of {signal.Signals(sig).name}"
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("warning:", "note:"))]
+    if "Traceback" in err or proc.returncode not in ((0, -signal.SIGKILL) if sig == signal.SIGKILL else (0, 130)):
+        return f"exit {proc.returncode}: {err[-300:]}"
+    if proc.returncode == 130 and len(lines) != 1:
+        return f"exit 130 with {len(lines)} lines: {err[-300:]}"
+    if not root.exists():
+        return None if proc.returncode != 0 else "exit 0 and no warehouse"
+    wh = Warehouse(root).ensure()  # the next writer recovers
+    runs = sorted(p for p in wh.runs_dir.iterdir()) if wh.runs_dir.is_dir() else []
+    said_stored = proc.returncode == 0 or "stored" in (lines or [""])[-1]
+    if len(runs) > 1 or (proc.returncode != -signal.SIGKILL and said_stored != bool(runs)):
+        return f"exit {proc.returncode}, said {lines[-1:]}, and {len(runs)} runs stored"
+    for run in runs:
+        files = [f for f in run.rglob("*") if f.is_file() and f.name != MANIFEST]
+        if not (run / "run.parquet").is_file() or any(content_damage(f) is not None for f in files):
+            return f"a part run stored: {sorted(f.name for f in files)[:12]}"
+        if (got := query_rows(wh, _COUNTS)[1][0]) != whole[1]:
+            return f"the stored run counts {got}, a whole ingest {whole[1]}"
+    if left := list(wh.staging_dir.iterdir()):
+        return f"left in .staging: {[p.name for p in left]}"
+    return None
+
+
 def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
     import polars as pl
 
     from synthtrace.pipelines.cli import main
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.sql import query_rows
-    from testing.traces import PRIME
+    from testing import hostile_otf2
+    from testing.traces import LULESH_A, PRIME
 
     out = {"kills": 0, "by_mode": {m: 0 for m in KILL_MODES}, "window_kills": 0, "recovered_new": 0,
            "violations": []}
     kq = base / "wh-kill-query"
     assert main(["ingest", str(PRIME), "-w", str(kq)]) == 0
     expected = query_rows(Warehouse(kq), _COUNTS)[1][0]
+    # a real trace and a multi-chunk OTF2 archive (the chunk checks, the read's stop checks), each ingested once whole
+    traces = [LULESH_A, hostile_otf2.chunked(base / "kill-chunked")] if n > KILL_MODES.index("ingest_kill") else []
+    wholes = [_ingest_whole(t, base / f"kill-whole-{i}") for i, t in enumerate(traces)]
     for k in range(n):
         mode = KILL_MODES[k % len(KILL_MODES)]
         out["kills"] += 1
@@ -402,6 +476,13 @@ def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
         if mode == "query":
             if (why := _kill_a_query(base, rnd, expected)) is not None:
                 out["violations"].append((k, mode, why))
+            continue
+        if mode.startswith("ingest"):
+            i = (k // len(KILL_MODES)) % len(traces)
+            sig = signal.SIGKILL if mode == "ingest_kill" else signal.SIGINT
+            if (why := _stop_an_ingest(base / f"k{k}", traces[i], wholes[i], sig, rnd)) is not None:
+                out["violations"].append((k, mode, traces[i].name, why))
+            shutil.rmtree(base / f"k{k}", ignore_errors=True)
             continue
         root = base / f"k{k}"
         wh = Warehouse(root).ensure()
@@ -695,26 +776,33 @@ def snapshot_cost(base: Path, n_runs: int) -> dict:
 
 
 # -------------------------------------------------------------------------------------------------------- main
-def _paraver_cases(base: Path, n: int, rnd: random.Random, fresh_share: float) -> list[dict]:
-    from testing.attack_cases import FRESH_PARAVER_DEFECTS, PARAVER_DEFECTS, gzip_bomb, paraver_case
+def _paraver_cases(base: Path, n: int, rnd: random.Random, fresh_share: float, salvage_share: float) -> list[dict]:
+    from testing.attack_cases import (FRESH_PARAVER_DEFECTS, OVER_CAP, PARAVER_DEFECTS, SESSION25_PARAVER_DEFECTS,
+                                      gzip_bomb, paraver_case)
 
     cases = [{"paths": [str(gzip_bomb(base / "bomb"))], "warehouse": str(base / "bomb-wh"), "defect": "gzip_bomb"}]
+    if n:  # the c: lines past the reader's cap, once: minutes of a loaded machine's CPU
+        cap = paraver_case(base / "cap", rnd, OVER_CAP)[0]
+        cases.append({"paths": [str(cap)], "warehouse": str(base / "cap-wh"), "defect": OVER_CAP, "timeout_s": 1200})
     for k in range(n):
-        pool = FRESH_PARAVER_DEFECTS if rnd.random() < fresh_share else PARAVER_DEFECTS
+        pool = FRESH_PARAVER_DEFECTS + SESSION25_PARAVER_DEFECTS if rnd.random() < fresh_share else PARAVER_DEFECTS
         prv, defect = paraver_case(base / f"p{k}", rnd, rnd.choice(pool))
-        cases.append({"paths": [str(prv)], "warehouse": str(base / f"p{k}-wh"), "defect": defect})
+        cases.append({"paths": [str(prv)], "warehouse": str(base / f"p{k}-wh"), "defect": defect,
+                      "salvage": rnd.random() < salvage_share})
     return cases
 
 
-def _otf2_cases(base: Path, n: int, rnd: random.Random, fresh_share: float) -> list[dict]:
+def _otf2_cases(base: Path, n: int, rnd: random.Random, fresh_share: float, salvage_share: float) -> list[dict]:
     from testing import hostile_otf2
     from testing.attack_cases import otf2_case
 
     cases = []
     for k in range(n):
-        pool = hostile_otf2.FRESH_DEFECTS if rnd.random() < fresh_share else hostile_otf2.DEFECTS
-        anchor, defect = otf2_case(base / f"o{k}" / "archive", rnd, pool)
-        cases.append({"paths": [str(anchor)], "warehouse": str(base / f"o{k}-wh"), "defect": defect})
+        pool = (hostile_otf2.FRESH_DEFECTS + hostile_otf2.CHUNK_DEFECTS if rnd.random() < fresh_share
+                else hostile_otf2.DEFECTS)
+        anchor, defect = otf2_case(base / f"o{k}" / "archive", rnd, pool, base / "chunked")
+        cases.append({"paths": [str(anchor)], "warehouse": str(base / f"o{k}-wh"), "defect": defect,
+                      "salvage": rnd.random() < salvage_share})
     return cases
 
 
@@ -734,6 +822,7 @@ def main() -> int:
     ap.add_argument("--snapshot-runs", type=int, default=0, help="time a query's file snapshot over N runs")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--fresh-share", type=float, default=0.5, help="of the ingest cases, from the fresh defects")
+    ap.add_argument("--salvage-share", type=float, default=0.3, help="of the ingest cases, ingested with --salvage")
     ap.add_argument("--case-timeout-s", type=float, default=180.0, help="one ingest case; past it, a hang")
     ap.add_argument("--store", type=Path, default=ROOT / "benchmarks" / "results" / "attack_run6.json")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "attack.md")
@@ -748,9 +837,9 @@ def main() -> int:
     try:
         for family, wanted, run in (
             ("paraver", args.paraver, lambda: ingest_family(
-                _paraver_cases(base, args.paraver, rnd, args.fresh_share), args.case_timeout_s)),
+                _paraver_cases(base, args.paraver, rnd, args.fresh_share, args.salvage_share), args.case_timeout_s)),
             ("otf2", args.otf2, lambda: ingest_family(
-                _otf2_cases(base, args.otf2, rnd, args.fresh_share), args.case_timeout_s)),
+                _otf2_cases(base, args.otf2, rnd, args.fresh_share, args.salvage_share), args.case_timeout_s)),
             ("damaged", args.damaged, lambda: damaged_family(base, args.damaged, rnd, args.case_timeout_s)),
             ("kills", args.kills, lambda: kill_family(base, args.kills, rnd)),
             ("queries", args.queries, lambda: query_family(base, args.queries)),

@@ -8,6 +8,7 @@ Every case must end in exit 0 or in exit 2 with one error line, never a tracebac
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import random
 import shutil
@@ -31,6 +32,18 @@ FRESH_PARAVER_DEFECTS = (
     "state_value_huge", "message_to_self", "message_backwards", "header_extra_fields", "truncated_gzip",
     "multi_member_gzip", "utf8_bom", "header_only", "event_no_pairs", "cpu_zero", "task_zero",
 )
+#: defects added by session 25's rerun for what landed since session 22 (the column-wise ``c:`` lines, their cap and
+#: redefinitions; a body cut mid-record for ``--salvage``): drawn with the fresh ones by the attack bench only
+SESSION25_PARAVER_DEFECTS = (
+    "comm_redefined", "comm_hostile_lines", "comm_flood", "comm_after_records", "comm_task_outside", "cut_short",
+)
+#: past the reader's cap of c: lines (~58 MB, a minute of CPU or more to refuse): one case per bench chunk, as the bomb
+OVER_CAP = "comm_over_cap"
+#: fields of a hostile ``c:`` line: digits past int64 and the header digit caps, signs, blanks, bytes no number holds
+#: (no NUL: the file would be refused as binary before its lines are read)
+_COMM_ATOMS = (b"1", b"2", b"0", b"4", b"99", b"9" * 19, b"9" * 25, b"9" * 400, b"-1", b"+3", b" ", b"\t", b"\r",
+               b"", b"x", b"1e5", b"2147483647", b"2147483648", b"18446744073709551616", b"0" * 40 + b"1", b"\xff",
+               b"0x10", b"1.5", b"\xc3\xa9")
 _KEY_NAMES = ("task", "run_id", "START_NS", "burst_seq", "_hidden", "Duration_ns", "mpi_call")
 _BOMB_NEWLINES = 80 << 20  # a gzip bomb: 80 MiB of newlines in about 80 KB
 
@@ -63,7 +76,7 @@ def paraver_case(dest: Path, rnd: random.Random, defect: str | None = None, max_
     src = rnd.choice(PARAVER_SOURCES)
     head, records = _cut(src, rnd, max_records)
     pcf = src.with_suffix(".pcf").read_text()
-    if defect in FRESH_PARAVER_DEFECTS:
+    if defect in FRESH_PARAVER_DEFECTS or defect in SESSION25_PARAVER_DEFECTS or defect == OVER_CAP:
         return _fresh_case(dest, rnd, defect, src, head, records, pcf)
     header = _fields(head[0])
     text_header = head[0].rstrip(b"\r\n").decode()
@@ -156,9 +169,14 @@ def gzip_bomb(dest: Path) -> Path:
     return prv
 
 
-def otf2_case(dest: Path, rnd: random.Random, defects: tuple[str, ...] = hostile_otf2.DEFECTS) -> tuple[Path, str]:
-    """An OTF2 archive with one random defect of ``defects`` and random parameters (peer rank, metric reading)."""
+def otf2_case(dest: Path, rnd: random.Random, defects: tuple[str, ...] = hostile_otf2.DEFECTS,
+              chunk_source: Path | None = None) -> tuple[Path, str]:
+    """An OTF2 archive with one random defect of ``defects`` and random parameters (peer rank, metric reading);
+    a :data:`~testing.hostile_otf2.CHUNK_DEFECTS` one damages a copy of the multi-chunk archive written once at
+    ``chunk_source`` (by default beside ``dest``)."""
     defect = rnd.choice(defects)
+    if defect in hostile_otf2.CHUNK_DEFECTS:
+        return hostile_otf2.chunk_damaged(dest, defect, rnd, chunk_source or dest.with_name("chunked")), defect
     reading = rnd.choice([float("nan"), float("inf"), float("-inf"), 1e19, -1e30, 2.0**63, 123.0])
     peer = rnd.choice([2, 3, 99, 2**31 - 1, 2**32 - 2])
     anchor = hostile_otf2.write(dest, defect, peer=peer, reading=reading if defect in hostile_otf2.REFUSED else None)
@@ -225,7 +243,11 @@ def _fresh_case(dest: Path, rnd: random.Random, defect: str, src: Path, head: li
         f = _fields(records[i])
         f[1 if defect == "cpu_zero" else 3] = b"0"
         records[i] = _join(f)
+    elif defect.startswith("comm_"):
+        head, records = _hostile_communicators(rnd, defect, head, records)
     body = b"".join(head + records)
+    if defect == "cut_short" and records:  # cut inside the body, most often mid-record (no newline at the end)
+        body = body[:rnd.randint(len(b"".join(head)) + 1, len(body) - 1)]
     if defect == "utf8_bom":
         body = b"\xef\xbb\xbf" + body
     if defect in ("truncated_gzip", "multi_member_gzip"):
@@ -240,6 +262,51 @@ def _fresh_case(dest: Path, rnd: random.Random, defect: str, src: Path, head: li
     (dest / f"{stem}.pcf").write_bytes(pcf.encode("utf-8", "surrogateescape"))
     (dest / f"{stem}.row").write_bytes(row)
     return prv, defect
+
+
+def _hostile_communicators(rnd: random.Random, defect: str, head: list[bytes],
+                           records: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """(header lines, records) with the ``c:`` lines of a ``comm_*`` defect of :data:`SESSION25_PARAVER_DEFECTS`:
+    the world redefined with other members, a mix of malformed lines, 300,000 valid ones, 4.2M empty ones (past
+    the reader's cap of 4,194,304 lines and members, ~50 MB), lines among the records, members beyond the tasks."""
+    if defect == "comm_redefined":
+        members = [str(rnd.randint(1, 64)).encode() for _ in range(rnd.randint(0, 5))]
+        extra = [_join([b"c", b"1", rnd.choice([b"1", b"2", b"3"]), str(len(members)).encode(), *members])
+                 for _ in range(rnd.randint(1, 4))]
+    elif defect == "comm_hostile_lines":  # random fields, or a valid line with one field (or its end) hostile
+        extra = [b"c:" + b":".join(_near_valid_communicator(rnd) if rnd.random() < 0.5 else
+                                   [rnd.choice(_COMM_ATOMS) for _ in range(rnd.randint(0, 9))]) + b"\n"
+                 for _ in range(rnd.randint(1, 40))]
+    elif defect == "comm_flood":
+        extra = [_communicator_block("flood")]
+    elif defect == "comm_over_cap":
+        extra = [_communicator_block("over_cap"), b"".join(b"c:1:%d:0\n" % -k for k in range(rnd.randint(1, 5000)))]
+    elif defect == "comm_task_outside":
+        extra = [_join([b"c", b"1", b"77", b"3", b"1", str(rnd.choice([5000, 2**31 - 1, 2**31])).encode(), b"2"])]
+    else:  # comm_after_records: a communicator line where records are
+        records.insert(rnd.randint(0, len(records)), b"c:1:50:2:1:2\n")
+        return head, records
+    return head + extra, records
+
+
+@functools.cache
+def _communicator_block(kind: str) -> bytes:
+    """300,000 valid lines of two members (``flood``), or 4,194,304 empty ones, the reader's cap (``over_cap``),
+    made once per process (seconds each)."""
+    if kind == "flood":
+        return b"".join(b"c:1:%d:2:%d:%d\n" % (100 + k, k % 7 + 1, k % 5 + 1) for k in range(300_000))
+    return b"".join(b"c:1:%d:0\n" % (10 + k) for k in range(1 << 22))
+
+
+def _near_valid_communicator(rnd: random.Random) -> list[bytes]:
+    """The fields after ``c:`` of a line ``APPL:ID:N:TASK...`` with N one off at times, and one field (or the end)
+    hostile at times."""
+    tasks = [str(rnd.randint(1, 16)).encode() for _ in range(rnd.randint(0, 6))]
+    fields = [b"1", str(rnd.randint(1, 9)).encode(), str(len(tasks) + rnd.choice([0, 0, 0, 1, -1])).encode(), *tasks]
+    if rnd.random() < 0.5:
+        fields[rnd.randrange(len(fields))] = rnd.choice(_COMM_ATOMS)
+    fields[-1] += rnd.choice([b"", b"", b" ", b"\r", b"  ", b":", b" x", b"\t"])
+    return fields
 
 
 # ---------------------------------------------------------------------------------- damaged stored Parquet files

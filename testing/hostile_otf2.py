@@ -9,6 +9,8 @@ Written on request only: ``msg_bytes_wrap`` (two messages of 2^62 bytes sent by 
 """
 from __future__ import annotations
 
+import random
+import shutil
 from pathlib import Path
 
 from otf2.enums import MetricMode, MetricOccurrence, Paradigm, RecorderKind, RegionRole, Type
@@ -91,3 +93,76 @@ def write(root: Path, defect: str, *, peer: int = 99, reading: float | None = No
         e.leave(end, "main")
         e.program_end(end, 0)
     return a.close()
+
+
+# ------------------------------------------------------------------------ damaged chunks of a multi-chunk archive
+#: damages of the events or definitions of a two-rank archive whose events files span several chunks (added by
+#: session 25's rerun for what landed since session 22: the chunk order and time checks, cut files, ``--salvage``);
+#: drawn with the fresh ones by the attack bench only
+CHUNK_DEFECTS = ("chunk_copied", "chunks_swapped", "chunk_headers_kept", "evt_cut", "chunk_header_garbled",
+                 "evt_byte_flipped", "evt_zero_run", "evt_appended_copy", "evt_empty", "def_cut", "local_def_cut")
+CHUNK = 256 * 1024  # OTF2's smallest events chunk (bytes)
+_CHUNK_HEADER = 18  # bytes of an events chunk's header (token, first and last event numbers)
+_CHUNK_STEPS = 14_000  # messages of rank 0 to rank 1: four chunks or so per events file
+
+
+def chunked(root: Path) -> Path:
+    """Rank 0 sending :data:`_CHUNK_STEPS` messages to rank 1, each rank's events in chunks of :data:`CHUNK`
+    bytes; returns the anchor."""
+    a = _Archive(root, ranks=2, threads=1, chunk_bytes=CHUNK)
+    a.mpi("MPI_Send", "MPI_Recv")
+    for rank in range(2):
+        e = a.events(rank)
+        e.program_begin(0, "chunked", [])
+        e.enter(0, "main")
+        call = "MPI_Send" if rank == 0 else "MPI_Recv"
+        for k in range(_CHUNK_STEPS):
+            at = 1000 + 100 * k
+            e.enter(at, call, ins=100)
+            if rank == 0:
+                e.mpi_send(at + 10, 1, a.world, 7, 64)
+            else:
+                e.mpi_recv(at + 15, 0, a.world, 7, 64)
+            e.leave(at + 20, call, ins=5)
+        end = 1000 + 100 * _CHUNK_STEPS
+        e.leave(end, "main")
+        e.program_end(end, 0)
+    return a.close()
+
+
+def chunk_damaged(root: Path, defect: str, rnd: random.Random, source: Path) -> Path:
+    """A copy under ``root`` of the archive :func:`chunked` wrote at ``source`` (written there on first use), with
+    one :data:`CHUNK_DEFECTS` ``defect`` at a random place of a random rank's files; returns its anchor."""
+    if not (source / "traces.otf2").exists():
+        chunked(source)
+    shutil.copytree(source, root)
+    rank = rnd.randrange(2)
+    target = root / ("traces.def" if defect == "def_cut" else f"traces/{rank}.def" if defect == "local_def_cut"
+                     else f"traces/{rank}.evt")
+    data = bytearray(target.read_bytes())
+    whole = len(data) // CHUNK  # chunks of full size
+    if defect in ("def_cut", "local_def_cut", "evt_cut"):
+        data = data[:rnd.randrange(1, len(data))]
+    elif defect == "chunk_copied":
+        i = rnd.randrange(whole - 1)
+        data[(i + 1) * CHUNK:(i + 2) * CHUNK] = data[i * CHUNK:(i + 1) * CHUNK]
+    elif defect in ("chunks_swapped", "chunk_headers_kept"):
+        i, j = sorted(rnd.sample(range(whole), 2))
+        skip = _CHUNK_HEADER if defect == "chunk_headers_kept" else 0  # the headers chain as written
+        a, b = bytes(data[i * CHUNK + skip:(i + 1) * CHUNK]), bytes(data[j * CHUNK + skip:(j + 1) * CHUNK])
+        data[i * CHUNK + skip:(i + 1) * CHUNK], data[j * CHUNK + skip:(j + 1) * CHUNK] = b, a
+    elif defect == "chunk_header_garbled":
+        at = rnd.randrange(-(-len(data) // CHUNK)) * CHUNK
+        for _ in range(rnd.randint(1, 4)):
+            data[at + rnd.randrange(_CHUNK_HEADER)] = rnd.randrange(256)
+    elif defect == "evt_byte_flipped":
+        data[rnd.randrange(len(data))] ^= 1 << rnd.randrange(8)
+    elif defect == "evt_zero_run":
+        at, n = rnd.randrange(len(data)), rnd.randint(1, 4096)
+        data[at:at + n] = bytes(len(data[at:at + n]))
+    elif defect == "evt_appended_copy":
+        data = data + data
+    else:  # evt_empty
+        data = bytearray()
+    target.write_bytes(bytes(data))
+    return root / "traces.otf2"

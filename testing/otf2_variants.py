@@ -57,9 +57,12 @@ class _Archive:
     """A Score-P-like archive being written: one node, process groups per rank, Score-P location ids, the MPI
     COMM_LOCATIONS group of the master threads and MPI_COMM_WORLD."""
 
-    def __init__(self, root: Path, ranks: int, threads: int, *, resolution: int = 10**9, offset: int = 0):
+    def __init__(self, root: Path, ranks: int, threads: int, *, resolution: int = 10**9, offset: int = 0,
+                 chunk_bytes: int | None = None):
+        """``chunk_bytes``: the events chunk size (bytes; the wheel's default when None)."""
         self.root, self.resolution, self.offset = root, resolution, offset
-        self.writer = otf2.writer.open(str(root), timer_resolution=resolution)
+        chunking = {} if chunk_bytes is None else {"chunk_size_events": chunk_bytes}
+        self.writer = otf2.writer.open(str(root), timer_resolution=resolution, **chunking)
         self.w = self.writer.__enter__()
         d = self.d = self.w.definitions
         node = d.system_tree_node("node0")

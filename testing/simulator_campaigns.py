@@ -151,6 +151,26 @@ def read_campaign(c) -> list[RunTables]:
     return out
 
 
+def ingested(traces: list[Path], root: Path, experiment: str) -> Path:
+    """``traces`` (Paraver traces with their .pcf/.row, OTF2 archives' anchor files) copied into one campaign folder
+    under ``root`` and ingested as ``experiment`` into the warehouse ``root / "wh"``, which is returned."""
+    import shutil
+
+    from synthtrace.pipelines.cli import main
+    camp = root / experiment
+    camp.mkdir(parents=True)
+    for t in traces:
+        if t.suffix == ".otf2":
+            shutil.copytree(t.parent, camp / t.parent.name)
+        else:
+            for suffix in (".prv", ".pcf", ".row"):
+                shutil.copy(t.with_suffix(suffix), camp)
+    w = root / "wh"
+    if main(["ingest", str(camp), "--experiment", experiment, "-w", str(w)]) != 0:
+        raise RuntimeError(f"ingest of {camp} failed")
+    return w
+
+
 def mechanism_score(truth: pl.DataFrame, ref: str, other: str, matches: pl.DataFrame,
                     min_ns: int = 10_000) -> tuple[float, float, int, int, float | None, float]:
     """(right, right_span, scored, in_span, span_marked, moved) of the reference run ``ref``'s bursts against run

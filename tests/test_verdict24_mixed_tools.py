@@ -8,7 +8,6 @@ logical messages agreed). The run's point-to-point communicators are now named a
 """
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 
 import pytest
@@ -17,7 +16,7 @@ import synthtrace.simulator.mechanisms as mech
 from synthtrace.pipelines.cli import main
 from synthtrace.warehouse import Warehouse
 from synthtrace.warehouse.sql import query
-from testing.simulator_campaigns import merge_campaign
+from testing.simulator_campaigns import ingested, merge_campaign
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +45,7 @@ def test_an_ingested_mixed_campaign_merges(both_tools, tmp_path):
     (Extrae's point-to-point communicator stored as -1, Score-P's as its id). Failed first: exit 2, refused
     ("cannot tell which task is which")."""
     prv, otf2 = both_tools
-    camp = tmp_path / "mixed"
-    camp.mkdir()
-    for suffix in (".prv", ".pcf", ".row"):
-        shutil.copy(prv.traces[0].with_suffix(suffix), camp)
-    shutil.copytree(otf2.traces[1].parent, camp / otf2.traces[1].parent.name)
-    w = tmp_path / "wh"
-    assert main(["ingest", str(camp), "--experiment", "mixed", "-w", str(w)]) == 0
+    w = ingested([prv.traces[0], otf2.traces[1]], tmp_path, "mixed")
     assert main(["merge", "mixed", "-w", str(w)]) == 0
     verdicts = query(Warehouse(w), "select verdict from merge_quality").column("verdict").to_pylist()
     assert verdicts and set(verdicts) == {"ok"}, verdicts

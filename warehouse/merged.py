@@ -186,10 +186,11 @@ class StoredRun:
         calls = run_parts(self.wh, self.run_id, "mpi_calls.parquet")
         return site_counts(scan_parts(calls)) if calls else site_counts(pl.DataFrame())
 
-    def profile_rows(self) -> pl.DataFrame:
+    def profile_rows(self, sites: bool = True) -> pl.DataFrame:
         self._split_by_task()
-        return pl.concat([profile_rows(self._read("bursts", keys, PROFILE_COLUMNS).sort(*THREAD_KEYS, "burst_seq"))
-                          for keys in self._chunks()])
+        unnamed = [] if sites else [pl.lit(None, pl.String).alias("call_site")]  # the units cut as compared
+        return pl.concat([profile_rows(self._read("bursts", keys, PROFILE_COLUMNS).with_columns(*unnamed)
+                                       .sort(*THREAD_KEYS, "burst_seq")) for keys in self._chunks()])
 
     def load(self, tasks: Sequence[int], bursts_to: Path | None = None) -> RunTables:
         """The run restricted to ``tasks``; with ``bursts_to`` (and a spill folder), its bursts written there and

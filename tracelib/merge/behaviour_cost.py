@@ -46,6 +46,22 @@ def mean_gap(a: np.ndarray, b: np.ndarray, missing: float = NO_COMMON) -> np.nda
         return np.nan_to_num(np.nanmean(np.abs(a - b), axis=-1), nan=missing)
 
 
+def chunks(rows: int, cells: int) -> range:
+    """The starts of blocks of rows of ``cells`` cells each compared at a time (``_CELLS_AT_ONCE`` cells a block)."""
+    return range(0, rows, max(1, _CELLS_AT_ONCE // max(1, cells)))
+
+
+def paired_gaps(ref: np.ndarray, oth: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                missing: float = NO_COMMON) -> np.ndarray:
+    """:func:`mean_gap` of rows ``ref[rows[i]]`` and ``oth[cols[i]]``, a block of pairs at a time: the temporaries
+    stay ~2 MiB whatever the tasks and cells."""
+    out = np.empty(rows.size)
+    step = chunks(rows.size, ref.shape[1]).step
+    for i in range(0, rows.size, step):
+        out[i:i + step] = mean_gap(ref[rows[i:i + step]], oth[cols[i:i + step]], missing)
+    return out
+
+
 class BehaviourCost:
     """The costs of pairing reference tasks (rows of ``ref``: task x profile cell) with the other run's (rows of
     ``oth``), as many in both runs; indices are row positions."""
@@ -69,11 +85,7 @@ class BehaviourCost:
         rows, cols = np.asarray(rows, np.int64), np.asarray(cols, np.int64)
         if self.exact:
             return self._matrix[rows, cols]
-        out = np.empty(rows.size)
-        step = max(1, _CELLS_AT_ONCE // max(1, self.ref.shape[1]))
-        for i in range(0, rows.size, step):
-            out[i:i + step] = mean_gap(self.ref[rows[i:i + step]], self.oth[cols[i:i + step]])
-        return out
+        return paired_gaps(self.ref, self.oth, rows, cols)
 
     def column(self, o: int, rows: np.ndarray) -> np.ndarray:
         """The costs of other task ``o`` with reference tasks ``rows``."""
@@ -89,7 +101,7 @@ class BehaviourCost:
                                  / (np.isfinite(self.ref).sum(axis=0) + np.isfinite(self.oth).sum(axis=0)))
 
         def centred(x: np.ndarray) -> np.ndarray:
-            y = x - fill
+            y = x - fill.astype(x.dtype)  # the profiles' own precision: a float32 cube is not copied as float64
             y[np.isnan(y)] = 0.0
             return y
 

@@ -818,11 +818,12 @@ class RunRead:
         return bursts, calls, messages
 
 
-def renumbered_note(ref: RunTables, o: RunTables, renum: dict[int, int]) -> str:
+def renumbered_note(ref: RunTables, o: RunTables, renum: dict[int, int], sure: str | None = None) -> str:
+    """The note of a renumbered run; ``sure``: how sure the correspondence is (:attr:`Correspondence.note`)."""
     moved = sorted((task_of(k), v) for k, v in renum.items() if task_of(k) != v)
     return (f"run {o.run_name!r} numbers its tasks differently from {ref.run_name!r}: mapped by its "
             f"logical messages and task behaviour ({', '.join(f'{a}->{b}' for a, b in moved[:8])}"
-            f"{', ...' if len(moved) > 8 else ''})")
+            f"{', ...' if len(moved) > 8 else ''})" + (f"; {sure}" if sure else ""))
 
 
 def timing_only_note(ref: RunTables, o: RunTables, features: Sequence[str]) -> str | None:
@@ -1421,7 +1422,7 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
         del raw
         release_free_heap()  # what its reading of the run's calls freed
         if renum:
-            notes.append(renumbered_note(ref_run, o, renum))
+            notes.append(renumbered_note(ref_run, o, renum, corr.note))
         if msg := timing_only_note(ref_run, o, read.features):
             notes.append(msg)
         info = _align_other(ref, o, renum, counters_of[o.run_id], options, read=read,

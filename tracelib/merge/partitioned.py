@@ -43,7 +43,7 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators
+from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators, tool_neutral_counts
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, Blockwise, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
                                                   Reference, RunTables, Sample, Tally, TooFewRunsError, WidePairs,
@@ -80,8 +80,10 @@ class RunSource(Protocol):
     def communicators(self) -> pl.DataFrame | None:
         """The members of the run's communicators (:attr:`RunTables.communicators`; None: not known)."""
 
-    def profile_rows(self) -> pl.DataFrame:
-        """:func:`synthtrace.tracelib.merge.ranks.profile_rows` of the whole run's bursts."""
+    def profile_rows(self, sites: bool = True) -> pl.DataFrame:
+        """:func:`synthtrace.tracelib.merge.ranks.profile_rows` of the whole run's bursts; ``sites`` False: of its
+        bursts with ``call_site`` NULL, as the merge compares runs that do not name call sites alike
+        (:func:`~synthtrace.tracelib.merge.merge_runs.without_sites`)."""
 
     def call_sites(self) -> pl.DataFrame:
         """:func:`synthtrace.tracelib.merge.align.site_counts` of the whole run's MPI calls."""
@@ -245,25 +247,26 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     counters_of = {r.run_id: r.counters() for r in sources}
     counts = {r.run_id: r.message_counts() for r in sources}
     for o in others:  # communicator ids are per-run handles: the rank correspondence counts by members
-        counts[o.run_id] = on_reference_ids(counts[o.run_id], ref.communicators(), o.communicators())
+        counts[o.run_id] = tool_neutral_counts(on_reference_ids(counts[o.run_id], ref.communicators(),
+                                                                o.communicators()), counts[ref.run_id])
     check_counters(ref, others, counters_of, lambda r: int(counts[r.run_id].get_column("n").sum()) > 0, options)
     threads = {r.run_id: r.threads() for r in sources}
     notes: list[str] = []
     sites = sites_kept({r.run_name: r.call_sites() for r in sources}, ref.run_name, notes)
     renum: dict[str, dict[int, int] | None] = {}
     ties: dict[str, str | None] = {}  # [ranks22] the rank correspondences' ties, for the verdicts
-    ref_profile = ref.profile_rows() if options.map_ranks else None
+    ref_profile = ref.profile_rows(sites) if options.map_ranks else None
     if on_step and ref_profile is not None:
         on_step(f"{ref.run_name}: work profiles read", 0)  # the total is known once the groups are
     for o in others:
         same_layout(threads[ref.run_id], threads[o.run_id], ref.run_name, o.run_name)
-        corr = (correspondence(ref_profile, counts[ref.run_id], o.profile_rows(), counts[o.run_id],
+        corr = (correspondence(ref_profile, counts[ref.run_id], o.profile_rows(sites), counts[o.run_id],
                                (ref.run_name, o.run_name)) if options.map_ranks else Correspondence(None))
         renum[o.run_id], ties[o.run_id] = corr.mapping, corr.tie
         if on_step and options.map_ranks:
             on_step(f"{o.run_name}: work profiles read, tasks put in correspondence", 0)
         if renum[o.run_id]:
-            notes.append(renumbered_note(ref, o, renum[o.run_id]))
+            notes.append(renumbered_note(ref, o, renum[o.run_id], corr.note))
         common = shared_counters(counters_of[ref.run_id], counters_of[o.run_id])
         if msg := timing_only_note(ref, o, pick_features(common)):
             notes.append(msg)

@@ -41,14 +41,15 @@ so in one line.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.behaviour_cost import BehaviourCost, mean_gap
+from synthtrace.tracelib.merge.behaviour_cost import (DENSE_TASKS, NEIGHBOURS, BehaviourCost, chunks, mean_gap,
+                                                     paired_gaps)
 from synthtrace.tracelib.merge.messages import CHANNEL
 from synthtrace.tracelib.merge.symmetries import numberings
 from synthtrace.tracelib.thread_key import MASK, task_int, task_key, task_of
@@ -61,6 +62,8 @@ CLEARLY = 0.05
 BEHAVIOUR_CLEARLY = 0.5
 WORK = ("PAPI_TOT_INS", "INST_RETIRED:ANY", "INST_RETIRED:ANY_P", "INST_RETIRED")
 PROFILE = 64  # bursts per closing call in a task's work profile
+#: bursts a task's work profile is read from at a time, about (whole tasks: the windows' memory stays bounded)
+PROFILE_ROWS_AT_ONCE = 1 << 20
 #: profile cells tell two numberings apart where they put reference work this many times the cross-run noise apart
 INFORMATIVE = 3.0
 #: the cross-run noise (median |log1p work difference| under the best numbering) is taken as at least this
@@ -148,84 +151,110 @@ def profile_rows(bursts: pl.DataFrame) -> pl.DataFrame:  # [helper merge-scale] 
 def _profiles(bursts: pl.DataFrame, appl: int) -> tuple[pl.DataFrame, np.ndarray]:
     """(profile rows: task, key, k, w, long; the tasks): per task of ``appl`` and closing call (call, call site),
     ``log1p`` of the work of its first ``PROFILE`` bursts in order (NaN past the end): instructions, else
-    microseconds; ``long``: the burst lasts ``LONG_NS`` or more."""
+    microseconds; ``long``: the burst lasts ``LONG_NS`` or more. Read a block of whole tasks at a time (about
+    ``PROFILE_ROWS_AT_ONCE`` bursts): the windows over tasks and threads never span the whole run (16k ranks:
+    issue 23)."""
     work = next((c for c in WORK if c in bursts.columns), None)
     w = pl.col(work).cast(pl.Float64) if work else pl.col("duration_ns").cast(pl.Float64) / 1e3
-    key = _profile_key()
-    # a run of bursts closed by one call (a polling loop, completion calls as messages arrive) is one unit: its
-    # first burst (the work before the loop) stands for it
-    p = (bursts.filter(pl.col("appl") == appl)
-         .select("task", "thread", key.alias("key"), w.log1p().alias("w"),
-                 (pl.col("duration_ns") >= LONG_NS).alias("long"))
-         .filter(pl.col("key") != pl.col("key").shift(1).over("task", "thread"))
-         .with_columns(pl.int_range(pl.len()).over("task", "key").alias("k")).filter(pl.col("k") < PROFILE))
+    call, site = pl.col("mpi_call").fill_null(""), pl.col("call_site").fill_null("")
+    mine = bursts.lazy().filter(pl.col("appl") == appl)
+    tasks = mine.select(pl.col("task").unique().sort()).collect().get_column("task").to_numpy()
+    step = max(1, int(tasks.size * PROFILE_ROWS_AT_ONCE // max(1, bursts.height)))
+    parts = []
+    for i in range(0, tasks.size, step):
+        # a run of bursts closed by one call (a polling loop, completion calls as messages arrive) is one unit: its
+        # first burst (the work before the loop) stands for it. Lazy, the key's string built on the rows kept: the
+        # run's other columns (its counters) and every burst's key are never copied
+        parts.append(
+            mine.filter(pl.col("task").is_between(tasks[i], tasks[min(i + step, tasks.size) - 1]))
+            .select("task", "thread", call.alias("_call"), site.alias("_site"), w.log1p().alias("w"),
+                    (pl.col("duration_ns") >= LONG_NS).alias("long"))
+            .filter(((pl.col("_call") != pl.col("_call").shift(1).over("task", "thread"))
+                     | (pl.col("_site") != pl.col("_site").shift(1).over("task", "thread"))).fill_null(False))
+            .with_columns(pl.int_range(pl.len(), dtype=pl.Int32).over("task", "_call", "_site").alias("k"))
+            .filter(pl.col("k") < PROFILE)
+            .select("task", pl.concat_str("_call", pl.lit("@"), "_site").cast(pl.Categorical).alias("key"), "w", "long",
+                    "k")
+            .collect())
+    p = pl.concat(parts) if parts else mine.select("task", key=pl.lit("", pl.Categorical), w=pl.lit(0.0),
+                                                   long=pl.lit(False), k=pl.lit(0, pl.Int32)).clear().collect()
     return p, p.get_column("task").unique().sort().to_numpy()
 
 
-def _cube(p: pl.DataFrame, tasks: np.ndarray, keys: list[str]) -> np.ndarray:
-    """Profile rows ``p`` (task, key, k, w) as a task x (key, k) array of ``log1p`` work (NaN where absent)."""
-    a = np.full((tasks.size, len(keys), PROFILE), np.nan)
+def _cube(p: pl.DataFrame, tasks: np.ndarray, keys: list[str], long: bool = False) -> np.ndarray:
+    """Profile rows ``p`` (task, key, k, w; only the long ones when ``long``) as a task x (key, k) array of ``log1p``
+    work (NaN where absent), float32: ``log1p`` of up to 1e13 instructions is below 32, where float32 resolves 2e-6,
+    far under the runs' noise (``NOISE_FLOOR``), at half the bytes (16k tasks x 50 closing calls x ``PROFILE``
+    cells: 210 MB a run)."""
+    a = np.full((tasks.size, len(keys), PROFILE), np.nan, np.float32)
     # the key's index taken in Polars: a NumPy array of the keys is a Python string per profile cell
-    q = p.filter(pl.col("key").is_in(keys)).with_columns(
-        pl.col("key").replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64))
+    q = (_rows(p, keys, long).select("task", pl.col("key").replace_strict(keys, list(range(len(keys))),
+                                                                          return_dtype=pl.Int64), "k", "w")
+         .collect())
     a[np.searchsorted(tasks, q.get_column("task").to_numpy()), q.get_column("key").to_numpy(),
       q.get_column("k").to_numpy()] = q.get_column("w").to_numpy()
     return a.reshape(tasks.size, -1)
 
 
-class WorkCells(NamedTuple):
-    """One appl's work on its long bursts (``LONG_NS``) in two runs: task x profile cell, ``log1p`` work, NaN where
-    a run has no long burst there; tasks sorted, the same in both runs."""
-
-    tasks: np.ndarray
-    ref: np.ndarray
-    oth: np.ndarray
+def _rows(p: pl.DataFrame, keys: list[str] | None = None, long: bool = False) -> pl.LazyFrame:
+    """Profile rows ``p`` of ``keys`` (all when None), only the long ones when ``long``: lazy, not copied."""
+    q = p.lazy()
+    q = q.filter(pl.col("key").is_in(keys)) if keys is not None else q
+    return q.filter("long") if long else q
 
 
-def _work_cells(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, WorkCells]:
-    """Per appl with the same tasks in both runs and ``MIN_CELLS`` long-burst cells or more per task (the median
-    task): the :class:`WorkCells` that tell numberings apart by the program's work, burst by burst over the
-    iterations (ranks alike on average differ iteration by iteration with their subdomains)."""
-    out: dict[int, WorkCells] = {}
-    for appl in ref.get_column("appl").unique().sort().to_list():
-        pr, tr = _profiles(ref, appl)
-        po, to = _profiles(other, appl)
-        pr, po = pr.filter("long"), po.filter("long")
-        keys = sorted(set(pr.get_column("key")) & set(po.get_column("key")))
-        if not keys or not np.array_equal(tr, to):
-            continue
-        a, b = _cube(pr, tr, keys), _cube(po, to, keys)
-        if min(np.median(np.isfinite(a).sum(axis=1)), np.median(np.isfinite(b).sum(axis=1))) >= MIN_CELLS:
-            out[int(appl)] = WorkCells(tr, a, b)
-    return out
+def _common_keys(pr: pl.DataFrame, po: pl.DataFrame, long: bool = False) -> list[str]:
+    """The keys both runs' profile rows have (of their long rows when ``long``), sorted."""
+    def keys(p: pl.DataFrame) -> set[str]:
+        return set(_rows(p, long=long).select(pl.col("key").unique()).collect().get_column("key"))
+    return sorted(keys(pr) & keys(po))
+
+
+def _cells_per_task(p: pl.DataFrame, tasks: np.ndarray, keys: list[str], long: bool) -> np.ndarray:
+    """How many profile cells of ``keys`` (the long ones when ``long``) each task of ``tasks`` has a finite work in
+    (counts)."""
+    got = _rows(p, keys, long).filter(pl.col("w").is_finite()).group_by("task").len().collect()
+    counts = np.zeros(tasks.size, np.int64)
+    counts[np.searchsorted(tasks, got.get_column("task").to_numpy())] = got.get_column("len").to_numpy()
+    return counts
 
 
 class Behaviour(NamedTuple):
     """The work profiles of one appl's tasks in two runs: the tasks (sorted), the profile cubes (task x cell,
-    ``log1p`` work, NaN where absent) and the cost of pairing them (:class:`BehaviourCost`: reference task x other
-    task, by position, computed for the pairs asked above ``DENSE_TASKS`` tasks)."""
+    ``log1p`` work, NaN where absent), the cost of pairing them (:class:`BehaviourCost`: reference task x other
+    task, by position, computed for the pairs asked above ``DENSE_TASKS`` tasks) and ``long``: whether the cells are
+    the long bursts' alone (``LONG_NS``; the tasks the same in both runs)."""
 
     ref_tasks: np.ndarray
     oth_tasks: np.ndarray
     ref_cube: np.ndarray
     oth_cube: np.ndarray
     cost: BehaviourCost
+    long: bool = False
 
 
 def _behaviours(ref: pl.DataFrame, other: pl.DataFrame) -> dict[int, Behaviour]:
     """Per appl with a common closing call and as many tasks in both runs: the :class:`Behaviour` of its tasks (the
     mean |difference| of the first bursts' work, call by call: a missing optional call shifts only its own
-    profile)."""
+    profile). One measure for every use (the search's pins and orderings, a colour's pairing, the assignment): the
+    long bursts' cells when the same tasks have ``MIN_CELLS`` or more of them in both runs (the median task), else
+    every burst's. The long bursts tell numberings apart by the program's work, burst by burst over the iterations
+    (ranks alike on average differ iteration by iteration with their subdomains); the glue between MPI calls follows
+    a rank's placement, not its role (mergeattack23 P9). One pair of cubes per appl (16k ranks: issue 23)."""
     out: dict[int, Behaviour] = {}
     for appl in ref.get_column("appl").unique().sort().to_list():
         pr, tr = _profiles(ref, appl)
         po, to = _profiles(other, appl)
-        keys = sorted(set(pr.get_column("key")) & set(po.get_column("key")))
-        if not keys or tr.size != to.size:
+        if tr.size != to.size:
             continue
-        a, b = _cube(pr, tr, keys), _cube(po, to, keys)
-        cost = BehaviourCost(a, b)
-        out[int(appl)] = Behaviour(tr, to, a, b, cost)
+        keys, long = _common_keys(pr, po, long=True), False
+        if np.array_equal(tr, to) and keys:
+            long = min(np.median(_cells_per_task(pr, tr, keys, True)),
+                       np.median(_cells_per_task(po, to, keys, True))) >= MIN_CELLS
+        if not long and not (keys := _common_keys(pr, po)):
+            continue
+        a, b = _cube(pr, tr, keys, long), _cube(po, to, keys, long)
+        out[int(appl)] = Behaviour(tr, to, a, b, BehaviourCost(a, b), long)
     return out
 
 
@@ -253,52 +282,67 @@ def _assignment(behaviours: dict[int, Behaviour]) -> Assignment:
 
 class Correspondence(NamedTuple):
     """The rank correspondence of one other run: ``mapping`` ({appl << ID_BITS | other task: reference task}; None:
-    as numbered) and ``tie``: why the numbering taken is one of several the data cannot tell apart (the message
-    graph's symmetries, task behaviour alike), in words for the verdict; None when it is not."""
+    as numbered), ``tie``: why the numbering taken is one of several the data cannot tell apart (the message
+    graph's symmetries, task behaviour alike), in words for the verdict, None when it is not; ``note``: for the
+    merge's notes, how sure the renumbering is when a behaviour assignment that is not a proven optimum took part
+    (above ``DENSE_TASKS`` tasks, :func:`approximate_note`)."""
 
     mapping: dict[int, int] | None
     tie: str | None = None
+    note: str | None = None
+
+
+def approximate_note(behaviours: dict[int, Behaviour]) -> str | None:
+    """Words for the merge's notes when the behaviour assignment of some appl is the best among each task's nearest
+    candidates, not the proven optimum (above ``DENSE_TASKS`` tasks); None when every one is exact."""
+    big = [bh.ref_tasks.size for bh in behaviours.values() if not bh.cost.exact]
+    if not big:
+        return None
+    return (f"tasks paired by work profile over {max(big)} tasks: the behaviour assignment is the best among each "
+            f"task's {NEIGHBOURS} nearest in profile, not a proven optimum (exact up to {DENSE_TASKS} tasks)")
 
 
 class _Candidates:
     """The numberings that carry the other run's message graph onto the reference's
     (:func:`synthtrace.tracelib.merge.symmetries.numberings`) and their behaviour: ``nodes`` the task keys (sorted,
-    the same in both runs), a numbering perm[other node] = reference node. Where the appls have long bursts enough
-    (``work``, :func:`_work_cells`) numberings are weighed on those alone, burst by burst: the glue bursts' few
-    instructions follow the placement, and averaged with the program's work they could make the numbering as it is
-    look closest when the program's roles moved (mergeattack23 P9)."""
+    the same in both runs), a numbering perm[other node] = reference node. Where an appl's behaviour is the long
+    bursts' (``work``, :attr:`Behaviour.long`) numberings are weighed on its cells burst by burst, the others' left
+    aside: averaged with the glue's, the program's work could make the numbering as it is look closest when the
+    program's roles moved (mergeattack23 P9)."""
 
-    def __init__(self, nodes: np.ndarray, behaviours: dict[int, Behaviour], work: dict[int, WorkCells] | None = None):
+    def __init__(self, nodes: np.ndarray, behaviours: dict[int, Behaviour]):
         self.nodes = nodes
-        #: (first node, work cells) per appl weighed on its long bursts
-        self.work: list[tuple[int, WorkCells]] = []
-        for appl, wc in (work or {}).items():
-            keys = np.array([task_int(appl, int(t)) for t in wc.tasks], np.int64)
-            start = int(np.searchsorted(nodes, keys[0]))
-            if np.array_equal(nodes[start:start + keys.size], keys):
-                self.work.append((start, wc))
         # (first node, behaviour, behaviour assignment: partner[other task] = reference task) per appl
         self.blocks: list[tuple[int, Behaviour, np.ndarray]] = []
+        #: (first node, behaviour) per appl weighed on its long bursts
+        self.work: list[tuple[int, Behaviour]] = []
         for appl, bh in behaviours.items():
             keys = np.array([task_int(appl, int(t)) for t in bh.ref_tasks], np.int64)
             start = int(np.searchsorted(nodes, keys[0]))
             if np.array_equal(nodes[start:start + keys.size], keys) and np.array_equal(bh.ref_tasks, bh.oth_tasks):
                 self.blocks.append((start, bh, bh.cost.partner))
-        #: the behaviour assignment as a numbering (the tasks of an appl without profiles as numbered)
+                if bh.long:
+                    self.work.append((start, bh))
+        #: the behaviour assignment as a numbering (the tasks of an appl without profiles as numbered), whether it
+        #: is exact per node, and whether :meth:`pair` followed one that is not
         self.assigned = np.arange(nodes.size)
-        for start, _, partner in self.blocks:
+        self.exact = np.ones(nodes.size, bool)
+        for start, bh, partner in self.blocks:
             self.assigned[start:start + partner.size] = start + partner
+            self.exact[start:start + partner.size] = bh.cost.exact
+        self.assignment_used = False
 
     def _gaps(self, o: int, refs: np.ndarray) -> np.ndarray | None:
         """The long-burst work distance of other node ``o`` to each reference node of ``refs`` (inf outside its appl);
         None when ``o``'s appl has no work cells or they are too many to compare at once (``CLOSER_CELLS``)."""
-        for start, wc in self.work:
-            if start <= o < start + wc.tasks.size:
-                if refs.size * wc.ref.shape[1] > CLOSER_CELLS:
+        for start, bh in self.work:
+            if start <= o < start + bh.ref_tasks.size:
+                if refs.size * bh.ref_cube.shape[1] > CLOSER_CELLS:
                     return None
-                inside = (refs >= start) & (refs < start + wc.tasks.size)
+                inside = (refs >= start) & (refs < start + bh.ref_tasks.size)
                 d = np.full(refs.size, np.inf)
-                d[inside] = mean_gap(wc.ref[refs[inside] - start], wc.oth[o - start][None, :], np.inf)
+                rows = refs[inside] - start
+                d[inside] = paired_gaps(bh.ref_cube, bh.oth_cube, rows, np.full(rows.size, o - start), np.inf)
                 return d
         return None
 
@@ -325,6 +369,7 @@ class _Candidates:
         reference nodes were weighed (``refs`` once, then the free ones of each :meth:`closer` call: the search's
         work)."""
         got = self.assigned[others]
+        self.assignment_used = self.assignment_used or not self.exact[others].all()
         left = ~np.isin(got, refs)
         free = np.setdiff1d(refs, got[~left])
         weighed = refs.size
@@ -341,10 +386,10 @@ class _Candidates:
         gap = np.full(others.size, -np.inf)
         # on the long bursts' work when every other task can be weighed within CLOSER_CELLS (a sample would miss the
         # few tasks whose work stands out, the ones that single out their partner: a ring of 4k ranks 1 % apart)
-        if self.work and sum(wc.tasks.size ** 2 * wc.ref.shape[1] for _, wc in self.work) <= CLOSER_CELLS:
-            for start, wc in self.work:
-                for i in np.flatnonzero((others >= start) & (others < start + wc.tasks.size)):
-                    d = np.sort(mean_gap(wc.ref, wc.oth[others[i] - start][None, :], np.inf))
+        if self.work and sum(bh.ref_tasks.size ** 2 * bh.ref_cube.shape[1] for _, bh in self.work) <= CLOSER_CELLS:
+            for start, bh in self.work:
+                for i in np.flatnonzero((others >= start) & (others < start + bh.ref_tasks.size)):
+                    d = np.sort(mean_gap(bh.ref_cube, bh.oth_cube[others[i] - start][None, :], np.inf))
                     if d.size > 1 and np.isfinite(d[1]):
                         gap[i] = (d[1] - d[0]) / max(d[0], NOISE_FLOOR)
             return int(others[int(np.argmax(gap))])
@@ -359,19 +404,20 @@ class _Candidates:
         """The behaviour distance of a numbering (sum over tasks of the mean |log1p work difference|: of the long
         bursts when there are work cells)."""
         if self.work:
-            return float(sum(mean_gap(wc.ref[perm[s:s + wc.tasks.size] - s], wc.oth, 0.0).sum() for s, wc in self.work))
+            return float(sum(paired_gaps(bh.ref_cube, bh.oth_cube, perm[s:s + bh.ref_tasks.size] - s,
+                                         np.arange(bh.oth_tasks.size), 0.0).sum() for s, bh in self.work))
         return float(sum(bh.cost.pairs(perm[s:s + bh.oth_tasks.size] - s, np.arange(bh.oth_tasks.size)).sum()
                          for s, bh, _ in self.blocks))
 
-    def cells(self, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(reference profile cells under ``perm``, the other run's cells), flat, aligned: the long bursts' when there
-        are work cells."""
-        if self.work:
-            return (np.concatenate([wc.ref[perm[s:s + wc.tasks.size] - s].ravel() for s, wc in self.work]),
-                    np.concatenate([wc.oth.ravel() for _, wc in self.work]))
-        a = [bh.ref_cube[perm[s:s + bh.oth_tasks.size] - s].ravel() for s, bh, _ in self.blocks]
-        b = [bh.oth_cube.ravel() for _, bh, _ in self.blocks]
-        return (np.concatenate(a), np.concatenate(b)) if a else (np.empty(0), np.empty(0))
+    def cells(self, *perms: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+        """Blocks of (reference profile cells under each of ``perms``, ..., the other run's cells), flat, aligned: the
+        long bursts' when there are work cells; a block of tasks at a time (``behaviour_cost.chunks``), never the
+        whole cubes copied."""
+        for s, bh in self.work or [(s, bh) for s, bh, _ in self.blocks]:
+            block = chunks(bh.oth_tasks.size, bh.oth_cube.shape[1])
+            for i in block:
+                yield (*(bh.ref_cube[p[s + i:s + i + block.step] - s].ravel() for p in perms),
+                       bh.oth_cube[i:i + block.step].ravel())
 
     def mapping(self, perm: np.ndarray) -> dict[int, int] | None:
         """A numbering as {appl << ID_BITS | other task: reference task}; None for the one as it is."""
@@ -408,15 +454,19 @@ class Evidence(NamedTuple):
 
 
 def _evidence(c: _Candidates, a: np.ndarray, b: np.ndarray, noise: float) -> Evidence:
-    ra, o = c.cells(a)
-    rb, _ = c.cells(b)
-    use = np.isfinite(ra) & np.isfinite(rb) & np.isfinite(o) & (np.abs(ra - rb) > INFORMATIVE * noise)
-    if not use.any():
+    # running sums (float64) over blocks of tasks: the informative cells may be all of them (16k tasks)
+    cells, sa, sb, sd, sd2 = 0, 0.0, 0.0, 0.0, 0.0
+    for ra, rb, o in c.cells(a, b):
+        use = np.isfinite(ra) & np.isfinite(rb) & np.isfinite(o) & (np.abs(ra - rb) > INFORMATIVE * noise)
+        da = np.abs(ra[use] - o[use]).astype(np.float64)
+        db = np.abs(rb[use] - o[use]).astype(np.float64)
+        cells, sa, sb, sd, sd2 = cells + da.size, sa + da.sum(), sb + db.sum(), sd + (db - da).sum(), \
+            sd2 + ((db - da) ** 2).sum()
+    if not cells:
         return Evidence(0, 0.0, 0.0, 0.0)
-    da, db = np.abs(ra[use] - o[use]), np.abs(rb[use] - o[use])
-    d = db - da
-    se = float(d.std(ddof=1)) / np.sqrt(d.size) if d.size > 1 else 0.0
-    return Evidence(int(use.sum()), float(da.mean()), float(db.mean()), float(d.mean() / se) if se > 0 else 0.0)
+    mean = sd / cells
+    se = float(np.sqrt(max(sd2 - cells * mean ** 2, 0.0) / (cells - 1) / cells)) if cells > 1 else 0.0
+    return Evidence(cells, sa / cells, sb / cells, mean / se if se > 0 else 0.0)
 
 
 def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts: pl.DataFrame,
@@ -431,7 +481,7 @@ def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
     nodes = ref_bursts.select(task_key().unique().sort()).to_series().to_numpy()
     if not np.array_equal(nodes, oth_bursts.select(task_key().unique().sort()).to_series().to_numpy()):
         return None
-    c = _Candidates(nodes, behaviours, _work_cells(ref_bursts, oth_bursts))
+    c = _Candidates(nodes, behaviours)
     got = numberings(nodes, ref_counts, oth_counts, c.closer, c.surest, c.pair)
     perms = got.found
     if not perms:
@@ -439,9 +489,9 @@ def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
     ident = np.arange(nodes.size)
     ranked = sorted(perms, key=c.distance)
     best = ranked[0]
-    ra, o = c.cells(best)
-    both = np.isfinite(ra) & np.isfinite(o)
-    noise = max(float(np.median(np.abs(ra[both] - o[both]))) if both.any() else 0.0, NOISE_FLOOR)
+    gaps = np.concatenate([np.abs(ra - o)[np.isfinite(ra) & np.isfinite(o)] for ra, o in c.cells(best)] or
+                          [np.empty(0)])
+    noise = max(float(np.median(gaps)) if gaps.size else 0.0, NOISE_FLOOR)
     has_ident = any(np.array_equal(p, ident) for p in perms)
     what = (f"runs {names[0]!r} and {names[1]!r}: the message graph maps onto itself under other numberings and "
             "task behaviour cannot tell them apart with a margin (which task is which is a guess; ranks.py)")
@@ -472,7 +522,7 @@ def _by_symmetry(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts:
     # the graphs leave counts aside: a numbering whose runs' message proportions differ is weighed as before
     if (fit := explained(ref_counts, oth_counts, mapping)) is not None and fit.explained < min_explained:
         return None
-    return Correspondence(mapping, tie)
+    return Correspondence(mapping, tie, approximate_note(behaviours) if mapping and c.assignment_used else None)
 
 
 def correspondence(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_bursts: pl.DataFrame,
@@ -500,7 +550,7 @@ def correspondence(ref_bursts: pl.DataFrame, ref_counts: pl.DataFrame, oth_burst
             mapped.score > as_numbered.score + CLEARLY
             or (as_numbered.explained < min_explained and mapped.score > as_numbered.score)
             or (mapped.score >= as_numbered.score - 1e-9 and best.distance < BEHAVIOUR_CLEARLY * best.as_numbered)):
-        return Correspondence(best.mapping)
+        return Correspondence(best.mapping, note=approximate_note(behaviours))
     if as_numbered.explained >= min_explained:
         return Correspondence(None)
     raise RankCorrespondenceError(
