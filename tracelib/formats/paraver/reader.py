@@ -30,7 +30,7 @@ from synthtrace.tracelib.formats.bursts import (
     constant,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
-from synthtrace.tracelib.jit import gc_paused, load_numba_extensions, settle_long_lived
+from synthtrace.tracelib.jit import DISPOSABLE_THREADS, gc_paused, load_numba_extensions, settle_long_lived
 from synthtrace.tracelib.errors import (
     MissingCompanionWarning,
     RecordsOutOfOrderError,
@@ -217,8 +217,10 @@ def start_warm_up() -> None:
 
         # not a daemon: the interpreter's exit waits for it. A daemon thread still inside LLVM when a short command
         # ended was unwound by the finalising interpreter through a C++ catch(...): "FATAL: exception not rethrown",
-        # exit 134 after a committed ingest (issue 23, attack 7 A5)
+        # exit 134 after a committed ingest (issue 23, attack 7 A5). The console script's own end does not wait for
+        # it (DISPOSABLE_THREADS: os._exit, no teardown)
         _warm_up_thread = threading.Thread(target=run, name="synthtrace-numba-warm-up", daemon=False)
+        DISPOSABLE_THREADS.add(_warm_up_thread)
         _warm_up_thread.start()
 
 
