@@ -80,10 +80,3 @@ def test_a_paraver_collective_of_negative_size_is_refused(tmp_path, run_cli, val
     prv = _rewritten_prime(tmp_path / "t", ":50100001:4", f":50100001:{value}")
     err = _refused(run_cli, prv, tmp_path / "wh")
     assert re.search(r"prime_v0\.prv:\d+: a collective of -\d+ bytes", err), err
-
-
-def test_a_paraver_collective_rooted_outside_the_tasks_is_refused(tmp_path, run_cli):
-    """prime_v0's roots (event 50100003) rewritten to 99999, outside its 16 tasks, were kept on 38 calls."""
-    prv = _rewritten_prime(tmp_path / "t", ":50100003:1", ":50100003:99999")
-    err = _refused(run_cli, prv, tmp_path / "wh")
-    assert re.search(r"prime_v0\.prv:\d+: .*rooted at rank 99999 of the world, outside its 16 ranks", err), err

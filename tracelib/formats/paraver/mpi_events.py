@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from synthtrace.tracelib.errors import TraceFormatError
-from synthtrace.tracelib.formats.collectives import first_bad_size, first_root_outside, root_reason, size_reason
+from synthtrace.tracelib.formats.collectives import first_bad_size, size_reason
 from synthtrace.tracelib.jit import cached_njit
 from synthtrace.tracelib.formats.paraver.event_types import (
     CALLER_LINE_TYPE, CALLER_TYPE, COLLECTIVE_INFO_TYPES, INFO_TYPES,
@@ -131,20 +131,14 @@ def factorize_pairs(a: np.ndarray, b: np.ndarray):
 
 
 def check_collectives(info: np.ndarray, has: np.ndarray, time_ns: np.ndarray, line: np.ndarray,
-                      n_ranks: np.ndarray, path: str | Path) -> None:
-    """Refuse an MPI entry (:func:`mpi_rows`' ``info``/``has``; its ``time_ns``, file ``line`` and the ranks (count)
-    of its application) whose collective size (bytes, events 50100001/50100002) is negative (an unsigned 2^64 - 1
-    reads -1) or whose root (50100003) is no rank of its application, as a message of negative size or to a task
-    outside the header is refused."""
+                      path: str | Path) -> None:
+    """Refuse an MPI entry (:func:`mpi_rows`' ``info``/``has``; its ``time_ns`` and file ``line``) whose collective
+    size (bytes, events 50100001/50100002) is negative (an unsigned 2^64 - 1 reads -1), as a message of negative
+    size is refused. The root (50100003) is not judged: Extrae writes it as a flag on the root task's own record
+    (prime_v0: value 1 on rank 0's 38 rooted calls, on no other task), not as a rank, so no range holds for it."""
     for c in (0, 1):
         sized = np.flatnonzero(has & (1 << c) > 0)
         bad = first_bad_size(info[sized, c])
         if bad >= 0:
             i = sized[bad]
             raise TraceFormatError(path, int(line[i]), size_reason(int(info[i, c]), int(time_ns[i])))
-    rooted = np.flatnonzero(has & 4 > 0)
-    bad = first_root_outside(info[rooted, 2], n_ranks[rooted])
-    if bad >= 0:
-        i = rooted[bad]
-        raise TraceFormatError(path, int(line[i]), root_reason(int(info[i, 2]), int(n_ranks[i]), None,
-                                                               int(time_ns[i])))

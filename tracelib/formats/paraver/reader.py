@@ -834,9 +834,7 @@ class _EventConverter:
         site of their time."""
         rows, info, has = mpi_events.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
         typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
-        appl = self.parser.thread_columns(ev.thread[rows])[0]
-        world = np.array([len(tasks) for tasks in self.parser.header.threads_per_task], dtype=np.int64)
-        mpi_events.check_collectives(info, has, ev.time_ns[rows], line, world[appl - 1], self.path)
+        mpi_events.check_collectives(info, has, ev.time_ns[rows], line, self.path)
         entry = val != 0
         # call names, checked against the .pcf in the order of their first line
         e_idx = np.flatnonzero(entry)
