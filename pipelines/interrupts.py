@@ -84,8 +84,12 @@ def end_process(code: int) -> None:
     ephemeral Prefect server stopped, logs flushed), its output is flushed, and the process exits without the
     interpreter's teardown, so that a signal is never lost there: one that comes meanwhile is said in one line and
     is the exit code (128 + it). Returns (the interpreter ends as usual) while a thread other than the main one
-    and not a daemon runs: its work must finish first."""
-    if any(t.is_alive() and not t.daemon and t is not threading.main_thread() for t in threading.enumerate()):
+    and not a daemon runs: its work must finish first, unless nothing it does is stored (the kernels' warm-up:
+    :data:`~synthtrace.tracelib.jit.DISPOSABLE_THREADS`)."""
+    from synthtrace.tracelib.jit import DISPOSABLE_THREADS
+
+    if any(t.is_alive() and not t.daemon and t is not threading.main_thread() and t not in DISPOSABLE_THREADS
+           for t in threading.enumerate()):
         return
     late: list[int] = []
     for s in (signal.SIGINT, signal.SIGTERM):

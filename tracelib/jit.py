@@ -15,6 +15,7 @@ import os
 import threading
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,6 +34,11 @@ def _held_back(modules: list[str]) -> Iterator[None]:
             if sys.modules.get(m, 0) is None:
                 del sys.modules[m]
 
+
+#: threads whose work nothing stores (the kernels' warm-up): the console script ends its process without waiting for
+#: them (:func:`synthtrace.pipelines.interrupts.end_process`, no interpreter teardown to unwind them). A Ctrl-C can
+#: leave Numba's compiler lock held by the main thread, and a warm-up waiting on it would never end (bench25 H1)
+DISPOSABLE_THREADS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
 _gc_pauses = 0  # pauses under way
 _gc_was_enabled = True  # whether the collector was on when the first of them began

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 import polars as pl
 
@@ -177,6 +178,10 @@ def _threads_in_words(per_thread: pl.DataFrame, threads: bool) -> str:
 #: median, and at least ``RATE_FLOOR`` from it: node clocks and placement move a task's cycles per instruction by
 #: a few percent between runs (the LULESH 4+4 / 7+1 pair: the median task -2.8 %, spread 0.3 %, no task out)
 RATE_K = 3.0
+#: chance that a campaign of no machine-state difference has a task beyond the threshold, whatever its tasks: among
+#: n tasks the threshold is the normal quantile of 1 - RATE_ALPHA / 2n (~5.0 robust sigmas at 16,384 tasks, whose
+#: ~6 pairs a task scatter by the bursts' own run-to-run misses; review25 F1), at least RATE_K
+RATE_ALPHA = 0.01
 RATE_FLOOR = math.log(1.08)
 #: every task's cycles per instruction moved by more than this (log) between the runs: another placement (ranks
 #: per node sharing memory bandwidth), build, data layout, page size or clock setting (turbo and a like placement
@@ -195,9 +200,9 @@ MAD_SIGMA = 1.4826
 class MachineState:
     """The cycles per instruction of the long matched pairs between the reference and another run, per task (logs:
     natural log ratios, reference over other run): ``shift``, the median task's; ``spread``, the tasks' robust
-    standard deviation around it; ``outliers``: the tasks beyond :data:`RATE_K` x ``spread`` (at least
-    :data:`RATE_FLOOR`) from ``shift``, with their log ratio (task, log), and ``judged``, the tasks judged;
-    ``counter``: the core cycles counter. Two runs
+    standard deviation around it; ``outliers``: the tasks beyond :data:`RATE_K` (more among many tasks:
+    :data:`RATE_ALPHA`) x ``spread`` (at least :data:`RATE_FLOOR`) from ``shift``, with their log ratio (task,
+    log), and ``judged``, the tasks judged; ``counter``: the core cycles counter. Two runs
     of one program on one machine state execute a burst at the same cycles per instruction, give or take the clock
     and the placement's few percent; a task running at another rate in the other run (a job sharing its node, another
     socket or build) also misses caches and memory otherwise, so counters transferred from that run are another
@@ -212,6 +217,8 @@ class MachineState:
     keys: tuple[tuple[int, int], ...] = ()
     #: what the rate counts per instruction, in words: the clock moves cycles, not misses
     measure: str = "cycles per instruction"
+    #: the other measures' states (:func:`rate_state`): the suspect ones' tasks are flagged too (review25 F2)
+    others: tuple[MachineState, ...] = ()
 
     @property
     def suspect(self) -> bool:
@@ -221,14 +228,22 @@ class MachineState:
     def flagged(self) -> pl.Expr:
         """True on the reference bursts (columns appl, task) of the tasks that ran in another machine state in the
         other run: every task when the whole run did, none when the state is not suspect."""
-        if abs(self.shift) > RATE_SHIFT:
+        if any(abs(s.shift) > RATE_SHIFT for s in (self, *self.others) if s.suspect):
             return pl.lit(True)
-        if not self.keys:
+        keys = {k for s in (self, *self.others) if s.suspect for k in s.keys}
+        if not keys:
             return pl.lit(False)
-        return task_key().is_in([task_int(a, t) for a, t in self.keys])
+        return task_key().is_in([task_int(a, t) for a, t in sorted(keys)])
 
     def reason(self) -> str:
-        """The verdict's reason, in words: which tasks, by how much, what it likely means."""
+        """The verdict's reason, in words: which tasks, by how much, what it likely means; then, briefly, the
+        other suspect measures' tasks."""
+        also = [f"tasks {_task_ranges(sorted(t for t, _ in s.outliers))} in {s.measure} ({s.counter})"
+                if abs(s.shift) <= RATE_SHIFT else f"every task in {s.measure} ({s.counter})"
+                for s in self.others if s.suspect]
+        return self._lead_reason() + (f"; also {', '.join(also)}" if also else "")
+
+    def _lead_reason(self) -> str:
         counter, measure = self.counter, self.measure
         if abs(self.shift) > RATE_SHIFT:
             return (f"the other run executes the same instructions at x{math.exp(-self.shift):.3f} the reference's "
@@ -295,7 +310,8 @@ def rate_state(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame
                other_row: pl.Series, work: str, counters: Sequence[str], long_ref: pl.Series) -> MachineState | None:
     """The :class:`MachineState` of the long matched pairs (``long_ref`` reference rows whose ``other_row`` indexes
     ``src_bursts``), from each of ``counters`` (:func:`rate_counters`) per ``work`` (instructions): of those that
-    are suspect, the one naming the most tasks (every task when the whole run moved), else the first."""
+    are suspect, the one naming the most tasks (every task when the whole run moved), else the first, with the
+    other measures' states in ``others``."""
     ref = frame_of(ref_bursts, ["appl", "task", work, *counters])
     src = frame_of(src_bursts, [work, *counters]).select(
         pl.all().cast(pl.Float64).gather(other_row).name.prefix("o_"))
@@ -308,10 +324,12 @@ def rate_state(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame
         measure = "cycles per instruction" if canonical(c) == "cyc" else "misses per instruction"
         if (state := machine_state(pairs, c, measure)) is not None:
             states.append(state)
+    if not states:
+        return None
     suspect = [s for s in states if s.suspect]
-    if suspect:
-        return max(suspect, key=lambda s: s.judged if abs(s.shift) > RATE_SHIFT else len(s.outliers))
-    return states[0] if states else None
+    lead = max(suspect, key=lambda s: s.judged if abs(s.shift) > RATE_SHIFT else len(s.outliers)) if suspect \
+        else states[0]
+    return replace(lead, others=tuple(s for s in states if s is not lead))
 
 
 def machine_state(pairs: pl.DataFrame, counter: str, measure: str = "cycles per instruction") -> MachineState | None:
@@ -332,7 +350,8 @@ def machine_state(pairs: pl.DataFrame, counter: str, measure: str = "cycles per 
     outliers: tuple[tuple[int, float], ...] = ()
     keys: tuple[tuple[int, int], ...] = ()
     if per_task.height >= RATE_MIN_TASKS:
-        off = per_task.filter((pl.col("dw") - shift).abs() > max(RATE_K * spread, RATE_FLOOR)).sort("appl", "task")
+        k = max(RATE_K, NormalDist().inv_cdf(1 - RATE_ALPHA / (2 * per_task.height)))
+        off = per_task.filter((pl.col("dw") - shift).abs() > max(k * spread, RATE_FLOOR)).sort("appl", "task")
         outliers = tuple(zip(off.get_column("task").to_list(), off.get_column("dw").to_list()))
         keys = tuple(zip(off.get_column("appl").to_list(), off.get_column("task").to_list()))
     return MachineState(counter=counter, shift=shift, spread=spread, outliers=outliers, judged=per_task.height,

@@ -416,8 +416,8 @@ class _Candidates:
         for s, bh in self.work or [(s, bh) for s, bh, _ in self.blocks]:
             block = chunks(bh.oth_tasks.size, bh.oth_cube.shape[1])
             for i in block:
-                yield (*(bh.ref_cube[p[s + i:s + i + block.step] - s].ravel() for p in perms),
-                       bh.oth_cube[i:i + block.step].ravel())
+                end = min(i + block.step, bh.oth_tasks.size)  # this appl's tasks only: the next appl's follow in p
+                yield (*(bh.ref_cube[p[s + i:s + end] - s].ravel() for p in perms), bh.oth_cube[i:end].ravel())
 
     def mapping(self, perm: np.ndarray) -> dict[int, int] | None:
         """A numbering as {appl << ID_BITS | other task: reference task}; None for the one as it is."""

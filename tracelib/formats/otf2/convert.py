@@ -18,6 +18,8 @@ from synthtrace.tracelib.formats.bursts import (
     RecordBatch,
 )
 from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.formats.collectives import (
+    SIZE_LIMIT, first_bad_size, first_root_outside, root_reason, size_reason)
 from synthtrace.tracelib.formats.paraver.event_types import USER_FUNCTION_EVENT
 from synthtrace.tracelib.schema import EVENT_SCHEMA
 from synthtrace.tracelib.formats.otf2.definitions import (
@@ -118,6 +120,8 @@ class _LocationConverter:
         self._kinds = pl.Series("kind", defs.region_kind, dtype=pl.String)
         self._sites = pl.Series("call_site", defs.region_site, dtype=pl.String)
         self._counters = pl.Series("counter", defs.member_names, dtype=pl.String)
+        #: communicators (sorted) and their ranks (count), read on first need
+        self._n_ranks: tuple[np.ndarray, np.ndarray] | None = None
 
     def _with_keys(self, df: pl.DataFrame) -> pl.DataFrame:
         return df.with_columns(pl.lit(1, pl.Int32).alias("appl"), pl.lit(self.loc.task, pl.Int32).alias("task"),
@@ -430,19 +434,62 @@ class _LocationConverter:
 
         k, inside = owner(a["c_pos"])
         if k.size:
+            c_ns = a["c_ns"][inside]
             for row, col in ((2, "c_sent"), (3, "c_recv")):
+                sizes = a[col][inside]
+                self._check_collective_size(sizes.astype(np.int64), c_ns)
                 add = np.zeros(info.shape[1], dtype=np.int64)
-                np.add.at(add, k, a[col][inside].astype(np.int64))
+                np.add.at(add, k, sizes.astype(np.int64))
                 touched = np.zeros(info.shape[1], dtype=bool)
                 touched[k] = True
-                info[row] = np.where(touched, np.where(info[row] >= 0, info[row], 0) + add, info[row])
-            _first_per_slot(k, a["c_comm"][inside].astype(np.int64), info[0])
+                # several collectives of one call sum past int64 (float64 sum: no wrap) or wrap it negative
+                total = np.zeros(info.shape[1], dtype=np.float64)
+                np.add.at(total, k, sizes.astype(np.float64))
+                total += np.where(touched & (info[row] > 0), info[row], 0).astype(np.float64)
+                summed = np.where(touched, np.where(info[row] >= 0, info[row], 0) + add, info[row])
+                wrapped = np.flatnonzero(touched & ((total >= SIZE_LIMIT) | (summed < 0)))
+                if wrapped.size:
+                    slot = int(wrapped[0])
+                    raise TraceFormatError(self.path, None, f"task {self.loc.task} thread {self.loc.thread}: "
+                                           + size_reason(int(total[slot]), int(c_ns[np.argmax(k == slot)])))
+                info[row] = summed
+            comm = a["c_comm"][inside].astype(np.int64)
+            _first_per_slot(k, comm, info[0])
             root = a["c_root"][inside].astype(np.int64)
             has_root = root < _ROOT_SPECIAL
+            n_ranks = self._comm_sizes(comm[has_root])
+            bad = first_root_outside(root[has_root], n_ranks)
+            if bad >= 0:
+                raise TraceFormatError(self.path, None, f"task {self.loc.task} thread {self.loc.thread}: "
+                                       + root_reason(int(root[has_root][bad]), int(n_ranks[bad]),
+                                                     int(comm[has_root][bad]), int(c_ns[has_root][bad])))
             _first_per_slot(k[has_root], root[has_root], info[1])
         p2p = ~np.isin(a["p_kind"], [_IRECV_REQ, _MRECV])  # records that name their communicator
         k, inside = owner(a["p_pos"][p2p])
         _first_per_slot(k, a["p_comm"][p2p][inside].astype(np.int64), info[0])
+
+    def _check_collective_size(self, sizes: np.ndarray, ns: np.ndarray) -> None:
+        """Refuse a collective record's size (bytes, int64: a uint64 of 2^63 or more reads negative) as a point-to-point
+        message's is refused (:func:`~synthtrace.tracelib.formats.otf2.messages.check_sizes`)."""
+        bad = first_bad_size(sizes)
+        if bad >= 0:
+            raise TraceFormatError(self.path, None, f"task {self.loc.task} thread {self.loc.thread}: "
+                                   + size_reason(int(sizes[bad]) % 2**64, int(ns[bad])))
+
+    def _comm_sizes(self, comm: np.ndarray) -> np.ndarray:
+        """Ranks (count) of each communicator ``comm``: 1 for a self communicator, the world's for one with no
+        definition."""
+        if self._n_ranks is None:
+            per = self.defs.comm_ranks.group_by("comm").agg(pl.col("rank").n_unique()).sort("comm")
+            own = sorted(self.defs.self_comms)
+            keys = np.concatenate([per["comm"].to_numpy(), np.array(own, dtype=np.int64)])
+            order = np.argsort(keys, kind="stable")
+            sizes = np.concatenate([per["rank"].to_numpy().astype(np.int64), np.ones(len(own), dtype=np.int64)])
+            self._n_ranks = (keys[order], sizes[order])
+        keys, sizes = self._n_ranks
+        at = np.clip(np.searchsorted(keys, comm), 0, max(keys.size - 1, 0))
+        known = (keys[at] == comm) if keys.size else np.zeros(comm.size, dtype=bool)
+        return np.where(known, sizes[at] if keys.size else 0, self.defs.n_tasks)
 
     def _mpi_rows(self, entry_ns: np.ndarray, exit_ns: np.ndarray, ref: np.ndarray, site: np.ndarray,
                   info: np.ndarray) -> pl.DataFrame:

@@ -30,7 +30,7 @@ from synthtrace.tracelib.formats.bursts import (
     constant,
 )
 from synthtrace.tracelib.formats.call_store import CallStore
-from synthtrace.tracelib.jit import gc_paused, load_numba_extensions, settle_long_lived
+from synthtrace.tracelib.jit import DISPOSABLE_THREADS, gc_paused, load_numba_extensions, settle_long_lived
 from synthtrace.tracelib.errors import (
     MissingCompanionWarning,
     RecordsOutOfOrderError,
@@ -217,8 +217,10 @@ def start_warm_up() -> None:
 
         # not a daemon: the interpreter's exit waits for it. A daemon thread still inside LLVM when a short command
         # ended was unwound by the finalising interpreter through a C++ catch(...): "FATAL: exception not rethrown",
-        # exit 134 after a committed ingest (issue 23, attack 7 A5)
+        # exit 134 after a committed ingest (issue 23, attack 7 A5). The console script's own end does not wait for
+        # it (DISPOSABLE_THREADS: os._exit, no teardown)
         _warm_up_thread = threading.Thread(target=run, name="synthtrace-numba-warm-up", daemon=False)
+        DISPOSABLE_THREADS.add(_warm_up_thread)
         _warm_up_thread.start()
 
 
@@ -832,6 +834,7 @@ class _EventConverter:
         site of their time."""
         rows, info, has = mpi_events.mpi_rows(ev.thread, ev.time_ns, ev.type, ev.value, len(self.parser.threads))
         typ, val, line = ev.type[rows], ev.value[rows], ev.line[rows]
+        mpi_events.check_collectives(info, has, ev.time_ns[rows], line, self.path)
         entry = val != 0
         # call names, checked against the .pcf in the order of their first line
         e_idx = np.flatnonzero(entry)
