@@ -1,5 +1,6 @@
 """What a collective record may say, the same rules for every trace reader as for a point-to-point message: a size
-(bytes) no signed 64-bit column holds is refused, and so is a root that is no rank of its communicator."""
+(bytes) no signed 64-bit column holds is refused (one wording for both: :func:`size_reason`), and so is a root that
+is no rank of its communicator."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,11 +22,11 @@ def first_root_outside(roots: np.ndarray, n_ranks: np.ndarray) -> int:
     return int(bad[0]) if bad.size else -1
 
 
-def size_reason(size: int, time_ns: int) -> str:
-    """Why a collective of ``size`` bytes (as read: OTF2's uint64 of 2^63 or more reads negative) at ``time_ns``
-    is refused."""
-    return (f"a collective of {size} bytes at {time_ns} ns: a size is no negative number and no more than "
-            f"{SIZE_LIMIT - 1} bytes (a signed 64-bit size)")
+def size_reason(what: str, size: int, time_ns: int) -> str:
+    """Why ``what`` ("a message", "a collective") of ``size`` bytes at ``time_ns`` is refused: a uint64 of 2^63 or
+    more (OTF2; give it unsigned) is past what a signed 64-bit column holds, a negative size (Paraver) is none."""
+    why = "past what a signed 64-bit size holds" if size >= SIZE_LIMIT else "a size is no negative number"
+    return f"{what} of {size} bytes at {time_ns} ns, {why}"
 
 
 def root_reason(root: int, n_ranks: int, comm: int | None, time_ns: int) -> str:

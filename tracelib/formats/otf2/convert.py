@@ -436,23 +436,21 @@ class _LocationConverter:
         if k.size:
             c_ns = a["c_ns"][inside]
             for row, col in ((2, "c_sent"), (3, "c_recv")):
-                sizes = a[col][inside]
-                self._check_collective_size(sizes.astype(np.int64), c_ns)
-                add = np.zeros(info.shape[1], dtype=np.int64)
-                np.add.at(add, k, sizes.astype(np.int64))
+                sizes = a[col][inside].astype(np.int64)
+                self._check_collective_size(sizes, c_ns)  # each record's size, then each call's sum
                 touched = np.zeros(info.shape[1], dtype=bool)
                 touched[k] = True
-                # several collectives of one call sum past int64 (float64 sum: no wrap) or wrap it negative
-                total = np.zeros(info.shape[1], dtype=np.float64)
+                summed = np.where(touched & (info[row] > 0), info[row], 0)
+                # several collectives of one call may sum past int64: summed in float64 first, which cannot wrap
+                total = summed.astype(np.float64)
                 np.add.at(total, k, sizes.astype(np.float64))
-                total += np.where(touched & (info[row] > 0), info[row], 0).astype(np.float64)
-                summed = np.where(touched, np.where(info[row] >= 0, info[row], 0) + add, info[row])
-                wrapped = np.flatnonzero(touched & ((total >= SIZE_LIMIT) | (summed < 0)))
-                if wrapped.size:
-                    slot = int(wrapped[0])
+                if (over := np.flatnonzero(total >= SIZE_LIMIT)).size:
+                    slot = int(over[0])
                     raise TraceFormatError(self.path, None, f"task {self.loc.task} thread {self.loc.thread}: "
-                                           + size_reason(int(total[slot]), int(c_ns[np.argmax(k == slot)])))
-                info[row] = summed
+                                           + size_reason("a collective", int(total[slot]),
+                                                         int(c_ns[np.argmax(k == slot)])))
+                np.add.at(summed, k, sizes)
+                info[row] = np.where(touched, summed, info[row])
             comm = a["c_comm"][inside].astype(np.int64)
             _first_per_slot(k, comm, info[0])
             root = a["c_root"][inside].astype(np.int64)
@@ -474,7 +472,7 @@ class _LocationConverter:
         bad = first_bad_size(sizes)
         if bad >= 0:
             raise TraceFormatError(self.path, None, f"task {self.loc.task} thread {self.loc.thread}: "
-                                   + size_reason(int(sizes[bad]) % 2**64, int(ns[bad])))
+                                   + size_reason("a collective", int(sizes[bad]) % 2**64, int(ns[bad])))
 
     def _comm_sizes(self, comm: np.ndarray) -> np.ndarray:
         """Ranks (count) of each communicator ``comm``: 1 for a self communicator, the world's for one with no

@@ -10,6 +10,7 @@ import polars as pl
 
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA
+from synthtrace.tracelib.formats.collectives import size_reason
 from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
 from synthtrace.tracelib.formats.row_order import stable_order
 
@@ -247,8 +248,8 @@ def check_sizes(p2p: pl.DataFrame, anchor: Path) -> None:
     bad = p2p.filter((pl.col("size") < 0) & (pl.col("kind") != _PROBE)).head(1)
     if bad.height:
         r = bad.row(0, named=True)
-        raise TraceFormatError(anchor, None, f"task {r['task']} thread {r['thread']}: a message of "
-                               f"{r['size'] % 2**64} bytes at {r['time_ns']} ns, past what a signed 64-bit size holds")
+        raise TraceFormatError(anchor, None, f"task {r['task']} thread {r['thread']}: "
+                               + size_reason("a message", r["size"] % 2**64, r["time_ns"]))
 
 
 #: send and receive records paired at a time: the records of whole receiving tasks, up to about this many (issue

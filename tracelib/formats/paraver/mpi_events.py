@@ -141,4 +141,4 @@ def check_collectives(info: np.ndarray, has: np.ndarray, time_ns: np.ndarray, li
         bad = first_bad_size(info[sized, c])
         if bad >= 0:
             i = sized[bad]
-            raise TraceFormatError(path, int(line[i]), size_reason(int(info[i, c]), int(time_ns[i])))
+            raise TraceFormatError(path, int(line[i]), size_reason("a collective", int(info[i, c]), int(time_ns[i])))
