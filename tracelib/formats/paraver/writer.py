@@ -7,7 +7,8 @@ Conventions (as in the real Extrae traces under ``../shared/traces/paraver``):
 - a state record ``1:cpu:appl:task:thread:begin:end:state`` per Running interval (state 1) and per MPI call
   (Extrae's MPI states: 10 Immediate Send, 11 Immediate Receive, 8 Wait/WaitAll, 13 Group Communication, ...);
 - the MPI entry event ``50000001..3:<call id>`` carries, on the same record, the collective's 501000xx sizes, root
-  flag (``50100003:1`` on the root's own call only, :mod:`.collective_roots`) and communicator, the counter deltas of the burst that the call closes and the caller events
+  flag (``50100003:1`` on the root's own call only, :mod:`.collective_roots`) and communicator, the counter
+  deltas of the burst that the call closes and the caller events
   ``70000001:<function>:80000001:<line>``; the exit ``50000001..3:0`` is its own record at the exit time, and the
   counters measured inside the call ("exit counters") follow on a separate record at the same time;
 - communication records ``3:`` with logical send = the sender's call entry, physical send = its exit, logical
