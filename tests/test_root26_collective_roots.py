@@ -108,14 +108,14 @@ def test_simulated_roots_are_flags_and_read_back(tmp_path):
     assert both.height == read.height and both.filter(pl.col("root").ne_missing(pl.col("truth"))).height == 0
 
 
-def _with_extra_flags(prv: Path, out: Path, where: list[tuple[int, int]]) -> Path:
-    """``prv`` copied to ``out`` (with its .pcf and .row) with 50100003:1 added to the entries of (task, call id)
-    at their first occurrence."""
+def _with_extra_flags(prv: Path, out: Path, where: list[tuple[int, int, int]]) -> Path:
+    """``prv`` copied to ``out`` (with its .pcf and .row) with 50100003:value added to the entries of (task, call
+    id, value) at their first occurrence."""
     lines = prv.read_text().splitlines(keepends=True)
-    for task, call_id in where:
+    for task, call_id, value in where:
         i = next(i for i, ln in enumerate(lines) if ln.startswith("2:") and int(ln.split(":")[3]) == task
                  and f":50000002:{call_id}:" in ln and ":50100003:" not in ln)
-        lines[i] = lines[i].rstrip("\n") + ":50100003:1\n"
+        lines[i] = lines[i].rstrip("\n") + f":50100003:{value}\n"
     target = out / prv.name
     out.mkdir()
     target.write_text("".join(lines))
@@ -126,11 +126,12 @@ def _with_extra_flags(prv: Path, out: Path, where: list[tuple[int, int]]) -> Pat
 
 def test_two_flags_in_one_collective_and_a_flag_on_an_allreduce_are_said(tmp_path):
     """A second member flagged in the first Bcast: one line naming it, that Bcast's root unknown (NULL) on every
-    member, the other roots kept; a flag on an Allreduce (no root): one line, ignored. Warned, not refused: Paraver
-    reads such a trace, and nothing but the root depends on the flag."""
+    member, the other roots kept; a flag on an Allreduce (no root): one line, ignored (a 0 there, "not the root",
+    is no flag: not said). Warned, not refused: Paraver reads such a trace, and nothing but the root depends on
+    the flag."""
     prv, calls = _written(tmp_path / "w")
     allreduce = 10
-    bad = _with_extra_flags(prv, tmp_path / "bad", [(1, 7), (2, allreduce)])
+    bad = _with_extra_flags(prv, tmp_path / "bad", [(1, 7, 1), (2, allreduce, 1), (3, allreduce, 0)])
     _, read, summary = ParaverTrace(bad).read_tables("x")
     said = [w for w in summary.warnings if "50100003" in w]
     assert len(said) == 2

@@ -100,14 +100,16 @@ class RootFlags:
 
     def roots(self) -> list[str]:
         """Each collective's root (:meth:`with_roots` puts it on the calls); what to warn of, one line a kind:
-        flags on calls that have no root or name no communicator (ignored), and collectives with flags on more
-        than one member that are not the old form (its root left NULL)."""
+        flags other than 0 on calls that have no root or name no communicator (ignored), and collectives with
+        flags on more than one member that are not the old form (its root left NULL)."""
         carriers = pl.concat(self._carriers) if self._carriers else pl.DataFrame(schema={
             **{c: t for c, t in _RANKS_SCHEMA.items() if c in _MEMBER}, "mpi_kind": pl.String,
             "mpi_call": pl.String, "start_ns": pl.Int64, "root": pl.Int32, "_instance": pl.Int64,
             "_flag_rank": pl.Int64})
         said = []
-        stray = carriers.filter(~pl.col("mpi_call").is_in(ROOTED_CALLS) | pl.col("_instance").is_null())
+        # a 0 on a call without a root says "not the root" (Extrae writes no 0; the mergeattack23 generator does)
+        stray = carriers.filter((~pl.col("mpi_call").is_in(ROOTED_CALLS) | pl.col("_instance").is_null())
+                                & (pl.col("root") != 0))
         if stray.height:
             first = stray.row(0, named=True)
             said.append(f"{stray.height} calls that have no root carry the root flag of a collective (event "
