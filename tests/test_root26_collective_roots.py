@@ -141,3 +141,35 @@ def test_two_flags_in_one_collective_and_a_flag_on_an_allreduce_are_said(tmp_pat
     first_bcast = pl.col("start_ns") < 1_100
     expected = calls.with_columns(pl.when(first_bcast).then(None).otherwise(pl.col("root")).alias("root"))
     assert _roots(read) == _roots(expected.cast({"root": pl.Int32}))
+
+
+def test_roots_survive_spilled_calls_small_parts_and_a_second_pass(tmp_path, monkeypatch):
+    """24 tasks x 90 collectives (Bcast and Reduce rooted at a moving rank, Allreduce), read in small parts with the
+    calls spilled to Parquet parts that group them otherwise: every member's call names its collective's root, and
+    a second pass over the calls (a second query) names the same roots."""
+    from synthtrace.tracelib.formats import bursts as bursts_module
+    from synthtrace.tracelib.formats import call_store
+
+    n_tasks, n_calls = 24, 90
+    task = [t for t in range(1, n_tasks + 1) for _ in range(n_calls)]
+    seq = [s for _ in range(n_tasks) for s in range(n_calls)]
+    name = [("MPI_Bcast", "MPI_Reduce", "MPI_Allreduce")[s % 3] for s in seq]
+    root = [None if s % 3 == 2 else (s * 7) % n_tasks for s in seq]
+    start = [1_000 * (s + 1) + t for s, t in zip(seq, task, strict=True)]
+    calls = pl.DataFrame({"appl": 1, "task": task, "thread": 1, "call_seq": seq, "cpu": task, "mpi_call": name,
+                          "mpi_kind": "collective", "start_ns": start, "end_ns": [s + 100 for s in start],
+                          "duration_ns": 100, "bytes_sent": 8, "bytes_recv": 8, "n_messages": 0, "comm": 1,
+                          "root": root})
+    bursts = calls.select("appl", "task", "thread", pl.col("call_seq").alias("burst_seq"), "cpu", "mpi_call",
+                          (pl.col("start_ns") - 800).alias("start_ns"), pl.col("start_ns").alias("end_ns"),
+                          pl.lit(800).alias("PAPI_TOT_INS"))
+    prv = write_paraver(tmp_path / "moving", bursts, calls, TraceMeta.simple(n_tasks), counters=["PAPI_TOT_INS"])
+    monkeypatch.setattr(bursts_module, "MAX_PART_CELLS", 4096)
+    monkeypatch.setattr(call_store, "HOLD_BYTES", 1 << 14)
+    monkeypatch.setattr(call_store, "SPILL_PART_BYTES", 1 << 15)
+    stream = ParaverTrace(prv).read("r", spill=tmp_path / "spill")
+    for _ in stream:
+        pass
+    assert len(list((tmp_path / "spill").glob("*.parquet"))) > 1
+    first, second = stream.summary.calls.collect(), stream.summary.calls.collect()
+    assert _roots(first) == _roots(second) == _roots(calls.cast({"root": pl.Int32}))
