@@ -5,7 +5,8 @@ OP") as a FLAG: value 1 on the root task's own entry record of the collective, n
 Only MPI_Bcast, MPI_Reduce, MPI_Gather(v) and MPI_Scatter(v) (and their non-blocking forms) are flagged: a Bcast or
 Reduce on the member whose rank in the communicator is the root, a Gather or Scatter on the member whose task index
 (0-based, in the application) equals the root's rank in the communicator (the merger compares the two numbers; on
-MPI_COMM_WORLD it is the same member).
+MPI_COMM_WORLD it is the same member). Dimemas' translator (prv2dim) reads it the same way: "is root?", value 1,
+the root of each (communicator, k-th collective) the task that carries it.
 
 The tidy ``root`` column holds the root's rank in the collective's communicator (0-based; what OTF2 records) on
 every member's call of that collective, NULL where the call has no root or no member carries the flag. A member's
