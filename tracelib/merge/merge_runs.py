@@ -763,10 +763,11 @@ class Reference:
                    request_bursts(bursts, calls, messages))
 
 
-def sites_kept(counts: Mapping[str, pl.DataFrame], reference: str, notes: list[str]) -> bool:
+def sites_kept(counts: Mapping[str, pl.DataFrame], reference: str, names: Mapping[str, str],
+               notes: list[str]) -> bool:
     """Whether the merge compares its runs' call sites (:func:`~synthtrace.tracelib.merge.align.sites_compared` of
-    their ``counts``, by run name); when not, said in ``notes``."""
-    compared, note = sites_compared(counts, reference)
+    their ``counts``, by run id; ``names``: the runs' names); when not, said in ``notes``."""
+    compared, note = sites_compared(counts, reference, names)
     if not compared:
         notes.append(note or "call sites left out of the alignment")
     return compared
@@ -1376,7 +1377,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_run = loaded(runs[ri])
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
-    sites = sites_kept({r.run_name: site_counts(r.mpi_calls) for r in (ref_run, *others)}, ref_run.run_name, notes)
+    sites = sites_kept({r.run_id: site_counts(r.mpi_calls) for r in (ref_run, *others)}, ref_run.run_id,
+                       {r.run_id: r.run_name for r in (ref_run, *others)}, notes)
     counters_of = {r.run_id: r.counters for r in (ref_run, *others)}
     ref = Reference.of(ref_run if sites else without_sites(ref_run), options, counters_of[ref_run.run_id],
                        compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others])
