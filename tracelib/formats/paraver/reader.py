@@ -256,7 +256,8 @@ class ParaverTrace(TraceReader):
             self._warn(f"{self.path}:1: time unit {self.header.unit[:20]!r} is not one Paraver knows (_ns, _us, _ms): "
                        "read as microseconds, as Paraver reads it")
         self._check_declared_threads()
-        self.communicators, said_comms = communicator_members(self._prefix, str(self.path))
+        self.communicators, said_comms = communicator_members(self._prefix, str(self.path),
+                                                                 [len(t) for t in self.header.threads_per_task])
         for said in said_comms:
             self._warn(said)
         self._companion_bytes: list[bytes | Path] = []  # what was read of each, or the file not read
