@@ -173,3 +173,22 @@ def test_roots_survive_spilled_calls_small_parts_and_a_second_pass(tmp_path, mon
     assert len(list((tmp_path / "spill").glob("*.parquet"))) > 1
     first, second = stream.summary.calls.collect(), stream.summary.calls.collect()
     assert _roots(first) == _roots(second) == _roots(calls.cast({"root": pl.Int32}))
+
+
+def test_paraver_and_otf2_of_one_simulated_run_name_the_same_roots(tmp_path):
+    """The checkpoint mechanism's run 1 (a Gather rooted at rank 0 inside one iteration) written as a .prv and as
+    an OTF2 archive: both readers name root 0 on every member's Gather, the .prv carrying the flag once."""
+    import dataclasses as dc
+
+    from synthtrace.simulator import mechanisms as mech
+    from synthtrace.tracelib.formats.otf2 import Otf2Trace
+
+    spec = mech.campaign("checkpoint", 3, ranks=4, iterations=6, runs=2)
+    prv = mech.simulate(tmp_path / "prv", spec).traces[1]
+    otf2 = mech.simulate(tmp_path / "otf2", dc.replace(spec, trace_format="otf2")).traces[1]
+    gathers = []
+    for calls in (ParaverTrace(prv).read_tables("p")[1], Otf2Trace(otf2).read_tables("o")[1]):
+        gathers.append(calls.filter(pl.col("mpi_call") == "MPI_Gather").select("task", "root").sort("task").rows())
+    assert gathers[0] == gathers[1] == [(t, 0) for t in range(1, 5)]
+    flags = [ln for ln in Path(prv).read_text().splitlines() if ln.startswith("2:") and ":50100003:" in ln]
+    assert len(flags) == 1 and flags[0].split(":")[3] == "1"
