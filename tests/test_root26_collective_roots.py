@@ -141,3 +141,72 @@ def test_two_flags_in_one_collective_and_a_flag_on_an_allreduce_are_said(tmp_pat
     first_bcast = pl.col("start_ns") < 1_100
     expected = calls.with_columns(pl.when(first_bcast).then(None).otherwise(pl.col("root")).alias("root"))
     assert _roots(read) == _roots(expected.cast({"root": pl.Int32}))
+
+
+def test_roots_survive_spilled_calls_small_parts_and_a_second_pass(tmp_path, monkeypatch):
+    """24 tasks x 90 collectives (Bcast and Reduce rooted at a moving rank, Allreduce), read in small parts with the
+    calls spilled to Parquet parts that group them otherwise: every member's call names its collective's root, and
+    a second pass over the calls (a second query) names the same roots."""
+    from synthtrace.tracelib.formats import bursts as bursts_module
+    from synthtrace.tracelib.formats import call_store
+
+    n_tasks, n_calls = 24, 90
+    task = [t for t in range(1, n_tasks + 1) for _ in range(n_calls)]
+    seq = [s for _ in range(n_tasks) for s in range(n_calls)]
+    name = [("MPI_Bcast", "MPI_Reduce", "MPI_Allreduce")[s % 3] for s in seq]
+    root = [None if s % 3 == 2 else (s * 7) % n_tasks for s in seq]
+    start = [1_000 * (s + 1) + t for s, t in zip(seq, task, strict=True)]
+    calls = pl.DataFrame({"appl": 1, "task": task, "thread": 1, "call_seq": seq, "cpu": task, "mpi_call": name,
+                          "mpi_kind": "collective", "start_ns": start, "end_ns": [s + 100 for s in start],
+                          "duration_ns": 100, "bytes_sent": 8, "bytes_recv": 8, "n_messages": 0, "comm": 1,
+                          "root": root})
+    bursts = calls.select("appl", "task", "thread", pl.col("call_seq").alias("burst_seq"), "cpu", "mpi_call",
+                          (pl.col("start_ns") - 800).alias("start_ns"), pl.col("start_ns").alias("end_ns"),
+                          pl.lit(800).alias("PAPI_TOT_INS"))
+    prv = write_paraver(tmp_path / "moving", bursts, calls, TraceMeta.simple(n_tasks), counters=["PAPI_TOT_INS"])
+    monkeypatch.setattr(bursts_module, "MAX_PART_CELLS", 4096)
+    monkeypatch.setattr(call_store, "HOLD_BYTES", 1 << 14)
+    monkeypatch.setattr(call_store, "SPILL_PART_BYTES", 1 << 15)
+    stream = ParaverTrace(prv).read("r", spill=tmp_path / "spill")
+    for _ in stream:
+        pass
+    assert len(list((tmp_path / "spill").glob("*.parquet"))) > 1
+    first, second = stream.summary.calls.collect(), stream.summary.calls.collect()
+    assert _roots(first) == _roots(second) == _roots(calls.cast({"root": pl.Int32}))
+
+
+def test_paraver_and_otf2_of_one_simulated_run_name_the_same_roots(tmp_path):
+    """The checkpoint mechanism's run 1 (a Gather rooted at rank 0 inside one iteration) written as a .prv and as
+    an OTF2 archive: both readers name root 0 on every member's Gather, the .prv carrying the flag once."""
+    import dataclasses as dc
+
+    from synthtrace.simulator import mechanisms as mech
+    from synthtrace.tracelib.formats.otf2 import Otf2Trace
+
+    spec = mech.campaign("checkpoint", 3, ranks=4, iterations=6, runs=2)
+    prv = mech.simulate(tmp_path / "prv", spec).traces[1]
+    otf2 = mech.simulate(tmp_path / "otf2", dc.replace(spec, trace_format="otf2")).traces[1]
+    gathers = []
+    for calls in (ParaverTrace(prv).read_tables("p")[1], Otf2Trace(otf2).read_tables("o")[1]):
+        gathers.append(calls.filter(pl.col("mpi_call") == "MPI_Gather").select("task", "root").sort("task").rows())
+    assert gathers[0] == gathers[1] == [(t, 0) for t in range(1, 5)]
+    flags = [ln for ln in Path(prv).read_text().splitlines() if ln.startswith("2:") and ":50100003:" in ln]
+    assert len(flags) == 1 and flags[0].split(":")[3] == "1"
+
+
+def test_a_member_missing_a_collective_leaves_that_communicators_roots_unknown(tmp_path):
+    """Task 4's first Bcast not recorded (a trace cut mid-collective): its k-th collective on the world is not the
+    others' k-th, so the world's roots are NULL on every call, said in one line; communicator 5's kept."""
+    bursts, calls = _rooted_tables()
+    lost = (pl.col("task") == 4) & (pl.col("start_ns") < 1_100)
+    calls = calls.filter(~lost)
+    bursts = bursts.with_columns(pl.when(lost.not_() | pl.col("mpi_call").is_null()).then(pl.col("mpi_call"))
+                                 .alias("mpi_call"))
+    meta = TraceMeta.simple(4)
+    meta = dataclasses.replace(meta, communicators=(*meta.communicators, Communicator(1, 5, _SUB)))
+    prv = write_paraver(tmp_path / "cut", bursts, calls, meta, counters=["PAPI_TOT_INS"])
+    _, read, summary = ParaverTrace(prv).read_tables("x")
+    said = [w for w in summary.warnings if "different numbers of collectives" in w]
+    assert len(said) == 1 and "communicator 1 of application 1: 3 to 4" in said[0]
+    expected = calls.with_columns(pl.when(pl.col("comm") == 5).then(pl.col("root")).alias("root"))
+    assert _roots(read) == _roots(expected.cast({"root": pl.Int32}))
