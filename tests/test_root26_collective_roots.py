@@ -192,3 +192,21 @@ def test_paraver_and_otf2_of_one_simulated_run_name_the_same_roots(tmp_path):
     assert gathers[0] == gathers[1] == [(t, 0) for t in range(1, 5)]
     flags = [ln for ln in Path(prv).read_text().splitlines() if ln.startswith("2:") and ":50100003:" in ln]
     assert len(flags) == 1 and flags[0].split(":")[3] == "1"
+
+
+def test_a_member_missing_a_collective_leaves_that_communicators_roots_unknown(tmp_path):
+    """Task 4's first Bcast not recorded (a trace cut mid-collective): its k-th collective on the world is not the
+    others' k-th, so the world's roots are NULL on every call, said in one line; communicator 5's kept."""
+    bursts, calls = _rooted_tables()
+    lost = (pl.col("task") == 4) & (pl.col("start_ns") < 1_100)
+    calls = calls.filter(~lost)
+    bursts = bursts.with_columns(pl.when(lost.not_() | pl.col("mpi_call").is_null()).then(pl.col("mpi_call"))
+                                 .alias("mpi_call"))
+    meta = TraceMeta.simple(4)
+    meta = dataclasses.replace(meta, communicators=(*meta.communicators, Communicator(1, 5, _SUB)))
+    prv = write_paraver(tmp_path / "cut", bursts, calls, meta, counters=["PAPI_TOT_INS"])
+    _, read, summary = ParaverTrace(prv).read_tables("x")
+    said = [w for w in summary.warnings if "different numbers of collectives" in w]
+    assert len(said) == 1 and "communicator 1 of application 1: 3 to 4" in said[0]
+    expected = calls.with_columns(pl.when(pl.col("comm") == 5).then(pl.col("root")).alias("root"))
+    assert _roots(read) == _roots(expected.cast({"root": pl.Int32}))

@@ -80,6 +80,14 @@ class CollectiveNumbers:
         self._seen = pl.concat([self._seen.join(counts, on=_MEMBER, how="anti"), counts.select(self._seen.columns)])
         return out
 
+    def uneven(self) -> pl.DataFrame:
+        """The communicators (appl, comm) whose tasks were numbered different counts of collectives so far (a
+        trace cut mid-collective, or records lost: the k-th of one task is then not the k-th of another), with
+        the fewest and most (``_fewest``, ``_most``)."""
+        per = self._seen.group_by("appl", "comm", maintain_order=True).agg(
+            pl.col("_seen").min().alias("_fewest"), pl.col("_seen").max().alias("_most"))
+        return per.filter(pl.col("_fewest") != pl.col("_most"))
+
 
 class RootFlags:
     """Reads the root flags of one Paraver trace: :meth:`add` sees every part of its calls as read (``root`` the
@@ -102,7 +110,8 @@ class RootFlags:
     def roots(self) -> list[str]:
         """Each collective's root (:meth:`with_roots` puts it on the calls); what to warn of, one line a kind:
         flags other than 0 on calls that have no root or name no communicator (ignored), and collectives with
-        flags on more than one member that are not the old form (its root left NULL)."""
+        flags on more than one member that are not the old form (its root left NULL), and communicators whose
+        members recorded different numbers of collectives (their roots left NULL)."""
         carriers = pl.concat(self._carriers) if self._carriers else pl.DataFrame(schema={
             **{c: t for c, t in _RANKS_SCHEMA.items() if c in _MEMBER}, "mpi_kind": pl.String,
             "mpi_call": pl.String, "start_ns": pl.Int64, "root": pl.Int32, "_instance": pl.Int64,
@@ -117,6 +126,15 @@ class RootFlags:
                         f"50100003; Extrae writes it on a Bcast, Reduce, Gather or Scatter only), first "
                         f"{first['mpi_call']} of task {first['task']} at {first['start_ns']} ns: ignored")
         rooted = carriers.filter(pl.col("mpi_call").is_in(ROOTED_CALLS) & pl.col("_instance").is_not_null())
+        uneven = self._read.uneven().join(rooted.select("appl", "comm").unique(), on=["appl", "comm"])
+        if uneven.height:
+            first = uneven.row(0, named=True)
+            said.append(f"{uneven.height} communicators holding rooted collectives have members that recorded "
+                        f"different numbers of collectives on them (first communicator {first['comm']} of "
+                        f"application {first['appl']}: {first['_fewest']} to {first['_most']}; a trace cut "
+                        f"mid-collective?), so which call of each member is which collective is unknown: their "
+                        f"roots are left unknown (NULL)")
+            rooted = rooted.join(uneven, on=["appl", "comm"], how="anti")
         per = rooted.group_by(_INSTANCE, maintain_order=True).agg(
             pl.len().alias("_n"), pl.col("root").n_unique().alias("_values"), pl.col("root").first().alias("_value"),
             pl.col("_flag_rank").first().alias("_flag"), pl.col("task").sort().alias("_tasks"),
