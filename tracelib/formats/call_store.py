@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.formats.heap import release_free_heap
+from synthtrace.tracelib.formats.held_frames import HeldFrames
 from synthtrace.tracelib.formats.part_source import lazy_parts
 from synthtrace.tracelib.formats.bursts import (_MAX_I64, columns_of_messages, message_ends, message_ends_in_parts,
                                                 message_rows, packed_thread_keys, placed_rows, placed_rows_in_parts,
@@ -34,7 +35,7 @@ class CallStore:
         self.folder = folder
         self._on_add = on_add
         self.n_calls = 0
-        self._frames: list[pl.DataFrame] = []
+        self._frames = HeldFrames()  # one frame per chunk added, the small ones joined a few dozen at a time
         self._held_bytes = 0
         self._files: list[Path] = []
         self._names = itertools.count()
@@ -71,7 +72,7 @@ class CallStore:
                 pl.concat(group, how="diagonal").write_parquet(self._files[-1], compression="uncompressed",
                                                                statistics=False)
                 group, size = [], 0
-        self._frames, self._held_bytes = [], 0
+        self._frames, self._held_bytes = HeldFrames(), 0
 
     def _parts(self, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
         """The calls kept, in the order added, part by part (spilled parts, else the frames held); only ``columns``
