@@ -39,10 +39,13 @@ def _read(prv: Path) -> tuple[pl.DataFrame, list[str]]:
     return members, [str(w.message) for w in said if "communicator" in str(w.message)]
 
 
-@pytest.mark.parametrize(("line", "named"), [(b"c:1:77:3:1:5000:2", "task 5000 (the header declares 16)"),
-                                             (b"c:1:77:3:1:2:2147483648", "task 2147483648 (the header declares 16)"),
-                                             (b"c:1:77:2:17:1", "task 17 (the header declares 16)"),
-                                             (b"c:2:77:2:1:2", "application 2 (the header declares 1)")])
+IN_ALL = "(the header declares tasks 1 to 16 in all)"
+
+
+@pytest.mark.parametrize(("line", "named"), [
+    (b"c:1:77:3:1:5000:2", f"task 5000 {IN_ALL}"), (b"c:1:77:3:1:2:2147483648", f"task 2147483648 {IN_ALL}"),
+    (b"c:1:77:2:17:1", f"task 17 {IN_ALL}"),
+    (b"c:2:77:2:1:2", "application 2 (the header declares applications 1 to 1)")])
 def test_a_member_the_header_lacks_is_skipped_and_said_with_its_line(tmp_path, line, named):
     prv, number = _with_lines(tmp_path, "prime_v0", [line])
     members, said = _read(prv)
@@ -60,4 +63,5 @@ def test_members_past_their_application_but_within_the_trace_are_kept(tmp_path):
     members, said = _read(prv)
     world = members.filter(pl.col("comm") == 1).get_column("task").sort().to_list()
     assert world == list(range(1, 13)) and members.filter(pl.col("comm") == 91).get_column("task").to_list() == [20]
-    assert len(said) == 1 and said[0].startswith(f"{prv}:{number}: ") and "task 21 (the header declares 20)" in said[0]
+    assert len(said) == 1 and said[0].startswith(f"{prv}:{number}: ")
+    assert "task 21 (the header declares tasks 1 to 20 in all)" in said[0]

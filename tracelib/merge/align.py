@@ -392,7 +392,14 @@ def sites_compared(counts: Mapping[str, pl.DataFrame], reference: str,
     :data:`SITES_ALIKE` of its calls at a site the reference names, and the reference as many at sites the run names;
     else no run's are (mergeattack23 P6: no signature of a Score-P run equalled one of an Extrae run without callers,
     19.5 % right). Keyed by id, not name: one experiment can hold two runs of one name (one trace stem ingested from
-    two folders), which a name would fold into one (review25 M2)."""
+    two folders), which a name would fold into one (review25 M2).
+
+    One decision for the whole campaign, not one per pair: in a mixed campaign (two Extrae runs and a Score-P run)
+    the Extrae pair is compared without its sites too. The reference's signatures, call structure and opened
+    messages are built once and serve every other run, in the whole merge and in each group of the partitioned one;
+    per pair they would be built twice over the reference (its time and memory, issue 23) for what the sites do not
+    add: the calls, their partners, bytes and order already tell the bursts apart (22 simulator mechanisms merged
+    with and without sites: the same verdicts and the same share right, benchmarks/RESULTS.md, sites26)."""
     ref = counts[reference]
     named = {run: c for run, c in counts.items() if c.height}
     if not named or (ref.height and len(named) == len(counts) and all(

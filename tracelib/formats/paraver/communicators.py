@@ -265,11 +265,12 @@ def _declared_only(lines: _Lines, tasks: np.ndarray, path: str) -> tuple[_Lines,
     at = np.flatnonzero(undeclared)
     line, appl = at[0], int(lines.appl[at[0]])
     if not declared[line]:
-        named = f"application {appl} (the header declares {tasks.size})"
+        named = f"application {appl} (the header declares applications 1 to {tasks.size})"
     else:
         first = np.cumsum(lines.counts)[line] - lines.counts[line]
         task = int(lines.tasks[first + np.flatnonzero(outside[first:first + lines.counts[line]])[0]])
-        named = f"task {task if task < INT64_MAX else f'{INT64_MAX} or more'} (the header declares {tasks.sum()})"
+        named = (f"task {task if task < INT64_MAX else f'{INT64_MAX} or more'} (the header declares tasks 1 to "
+                 f"{tasks.sum()} in all)")
     said = (f"{path}:{lines.number[line]}: communicator line skipped: it names {named}, so it could match no "
             "other run's communicator" + (f" ({at.size} such lines skipped)" if at.size > 1 else ""))
     valid = lines.valid & ~undeclared
