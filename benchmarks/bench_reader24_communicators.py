@@ -2,7 +2,7 @@
 communicator lines (``c:1:<id>:0``, ~4.7M lines) or of one line listing ~8M tasks, read by
 ``communicator_members`` as it was at ``--base`` and as it is, each in a child process (its peak RSS, MB).
 ``--padded`` (issue 23, mem25): instead, one line of 3 tasks under the cap padded with blanks after them, or with
-leading zeros before its first task.
+leading zeros before its first task, or one line of zero-padded 63-digit numbers (parafix26).
 
 usage: python benchmarks/bench_reader24_communicators.py [--base COMMIT] [--mib 63] [--padded]"""
 from __future__ import annotations
@@ -16,13 +16,15 @@ from pathlib import Path
 MODULE = "tracelib/formats/paraver/communicators.py"
 HEAD = b"#Paraver (01/01/2020 at 00:00):1000_ns:1(1):1:1(1:1)\n"
 CHILD = """
-import importlib.util, resource, sys, time
+import importlib.util, inspect, resource, sys, time
 spec = importlib.util.spec_from_file_location("communicators_read", sys.argv[1])
 module = importlib.util.module_from_spec(spec); sys.modules[spec.name] = module; spec.loader.exec_module(module)
 prefix = open(sys.argv[2], "rb").read()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
 start = time.perf_counter()
-frame, said = module.communicator_members(prefix, "t.prv")
+tasks = ((1 << 21) - 1,)  # every task these headers list is declared (a module since parafix26 checks it)
+declared = "tasks" in inspect.signature(module.communicator_members).parameters
+frame, said = module.communicator_members(prefix, "t.prv", *((tasks,) if declared else ()))
 print(f"{before} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10} {time.perf_counter() - start:.1f} "
       f"{frame.height} {len(said)}")
 """
@@ -48,11 +50,15 @@ def _headers(folder: Path, mib: int) -> dict[str, Path]:
 
 
 def _padded(folder: Path, mib: int) -> dict[str, Path]:
-    """Two headers of one valid line listing 3 tasks, ``mib`` MiB of blanks or zeros in it, written into ``folder``."""
-    blanks, zeros = folder / "blanks.prv", folder / "zeros.prv"
+    """Headers of one valid line listing 3 tasks, ``mib`` MiB of blanks or zeros in it, and of one line of ``mib``
+    MiB of zero-padded 63-digit numbers (review25 C1), written into ``folder``."""
+    blanks, zeros, padded = folder / "blanks.prv", folder / "zeros.prv", folder / "padded63.prv"
     blanks.write_bytes(HEAD + b"c:1:1:3:1:2:3" + b" " * (mib << 20) + b"\n")
     zeros.write_bytes(HEAD + b"c:1:1:3:" + b"0" * (mib << 20) + b"1:2:3\n")
-    return {"one line padded with blanks": blanks, "one line padded with leading zeros": zeros}
+    numbers = (mib << 20) // 64
+    padded.write_bytes(HEAD + b"c:1:1:%d:" % numbers + b":".join([b"0" * 62 + b"1"] * numbers) + b"\n")
+    return {"one line padded with blanks": blanks, "one line padded with leading zeros": zeros,
+            "one line of zero-padded 63-digit numbers": padded}
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from synthtrace.tracelib.domain.counters import CounterMap, resolve
 from synthtrace.tracelib.domain.machine import Machine, load_machine
 from synthtrace.tracelib.domain.sums import float_sum
 from synthtrace.tracelib.domain.metrics import (
+    BURST_FLAG_COLUMNS,
     BURST_ID_COLUMNS,
     assign_phases,
     burst_metrics,
@@ -107,7 +108,7 @@ def metric_inputs(names: list[str], cmap: CounterMap) -> list[str]:
     """The columns of a bursts-like frame (column ``names``, in order) the metrics, rules and discovery read: its
     keys and times and the counters ``cmap`` (resolved on all of ``names``) gives a role. A run sampling thousands
     of counter types no role knows is read as these few (attack 18 F2: not bursts x counter types)."""
-    used = {*BURST_ID_COLUMNS, *BURST_ORDER, *WINDOW_KEYS, DRAM_CAS_COLUMN, *cmap.fp_arith}
+    used = {*BURST_ID_COLUMNS, *BURST_FLAG_COLUMNS, *BURST_ORDER, *WINDOW_KEYS, DRAM_CAS_COLUMN, *cmap.fp_arith}
     used |= {c for cols in cmap.columns.values() for c in cols}
     return [c for c in names if c in used]
 

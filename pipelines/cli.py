@@ -1,4 +1,5 @@
-"""The ``synthtrace`` command line (DESIGN §10): the console script's entry point.
+"""The ``synthtrace`` command line (DESIGN §10): :func:`main`, called by the console script's entry point
+(:mod:`synthtrace.pipelines.entry`).
 
 Each command group lives in its own ``pipelines/cli_*.py`` module with a ``register(app)`` function; the typer
 application that loads them lives in :mod:`synthtrace.pipelines.cli_app`. This module imports neither typer nor
@@ -14,6 +15,7 @@ import errno
 import io
 import os
 import shutil
+import signal
 import sys
 import textwrap
 import warnings
@@ -162,30 +164,38 @@ def show_warnings() -> None:
         warnings.filterwarnings("ignore", message=message)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, deferred: list[int] | None = None) -> int:
     """Entry point of the console script; returns the process exit code. A Ctrl-C anywhere in it, the imports
-    before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal."""
-    from synthtrace.pipelines.address_space import configure_jemalloc, fit_to_address_space, too_small_line
+    before a command starts included, is "aborted" and exit code 130, never a traceback or a death by the signal.
+    ``deferred``: the console script's (:mod:`synthtrace.pipelines.entry`) SIGINTs noted before this call, which
+    then hands Ctrl-C back to Python's handler inside this guard."""
+    from synthtrace.pipelines import interrupts  # [helper races] attack 6 F22/F15: SIGTERM stops as Ctrl-C does
 
-    # before any library that starts threads or allocates is loaded (attack 7 A10; issue 23: Polars' jemalloc)
-    limit = fit_to_address_space()
-    configure_jemalloc(limit is not None)
-    if (refused := too_small_line(sys.argv[1:] if argv is None else list(argv), limit)) is not None:
-        # attack 20 F9: below its floor a command died in Arrow's or Polars' allocator (exit 134, no line)
-        from synthtrace.pipelines.cli_base import print_error
-
-        print_error(refused)
-        return 1
-    from synthtrace.pipelines import interrupts  # [helper races] attack 6 F22/F15: SIGTERM stops as Ctrl-C does;
-
-    restore = interrupts.arm()  # the line says what the command had stored when it stopped
+    restore = None
     try:  # [helper security, issue 23 session 6 item 3] a Ctrl-C while the modules below were imported escaped
+        if deferred is not None:  # bench25 M1: one before this block was a traceback
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if deferred:
+                raise KeyboardInterrupt(signal.Signals(deferred[0]).name)
+        from synthtrace.pipelines.address_space import configure_jemalloc, fit_to_address_space, too_small_line
+
+        # before any library that starts threads or allocates is loaded (attack 7 A10; issue 23: Polars' jemalloc)
+        limit = fit_to_address_space()
+        configure_jemalloc(limit is not None)
+        if (refused := too_small_line(sys.argv[1:] if argv is None else list(argv), limit)) is not None:
+            # attack 20 F9: below its floor a command died in Arrow's or Polars' allocator (exit 134, no line)
+            from synthtrace.pipelines.cli_base import print_error
+
+            print_error(refused)
+            return 1
+        restore = interrupts.arm()  # the line says what the command had stored when it stopped
         code = _main(argv)
     except KeyboardInterrupt:
         sys.stderr.write(interrupts.stopped_line() + "\n")
         code = interrupts.exit_code()
     finally:
-        restore()
+        if restore is not None:
+            restore()
     if argv is None:  # [helper races] the console script: a signal after the command is said too (F22)
         interrupts.end_process(code)
     return code

@@ -76,7 +76,9 @@ def pair_records(pb: PairBlock, tabs: RecordTables, *, begin: np.ndarray | None 
         "line": tabs.site_line[c["site"]],
         "cs": np.where(coll, c["coll_send"], -1),
         "cr": np.where(coll, c["coll_recv"], -1),
-        "root": c["root"],
+        # Extrae's root flag (50100003:1) on the root's own call only; every simulated collective is on the world,
+        # where a task's rank is its index (:mod:`~synthtrace.tracelib.formats.paraver.collective_roots`)
+        "root": np.where((c["root"] >= 0) & (c["root"] == c["task"]), 1, -1),
         "comm": c["comm"],
     }
     k = len(tabs.counter_types)

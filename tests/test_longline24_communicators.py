@@ -11,6 +11,7 @@ from synthtrace.tracelib.formats.paraver.communicators import communicator_membe
 from testing.held import traced_peak
 
 HEAD = b"#Paraver (01/01/2020 at 00:00):1000_ns:1(4):1:4(1:1,1:1,1:1,1:1)\n"
+TASKS = (4,)  # HEAD's
 CAP_SAID = ("the communicator lines list more than {:,} members (a line counted as one): none kept (a merge compares "
             "this run's communicator ids as numbers)")
 
@@ -23,8 +24,8 @@ def test_one_40_mib_line_past_the_cap_is_refused_holding_a_few_bytes_a_byte(tmp_
     path = tmp_path / "long.prv"
     path.write_bytes(HEAD + b"c:1:1:%d" % tasks + (separator + b"7") * tasks + b"\n")
     prefix = path.read_bytes()
-    communicator_members(HEAD + b"c:1:1:1:1\n", str(path))  # what loads once
-    (frame, said), peak = traced_peak(lambda: communicator_members(prefix, str(path)))
+    communicator_members(HEAD + b"c:1:1:1:1\n", str(path), TASKS)  # what loads once
+    (frame, said), peak = traced_peak(lambda: communicator_members(prefix, str(path), TASKS))
     assert frame.height == 0 and said == [f"{path}:2: " + CAP_SAID.format(communicators.MAX_MEMBERS)]
     assert peak / len(prefix) < 4, f"{peak / len(prefix):.1f} bytes held per byte of the line"
 
@@ -38,7 +39,7 @@ def test_the_cap_counts_each_line_one_and_its_numbers_after_the_third(monkeypatc
     monkeypatch.setattr(communicators, "MAX_MEMBERS", 100)
     prefix = (HEAD + b"c:1:1:50" + b"".join(b":%d" % t for t in range(1, 51)) + b"\n"
               + b"c:1:2:%d " % listed + b" ".join(b"%d" % t for t in range(1, listed + 1)) + b"\nc:\n")
-    frame, said = communicator_members(prefix, "t.prv")
+    frame, said = communicator_members(prefix, "t.prv", (50,))  # an application of 50 tasks
     if kept:
         assert frame.height == 50 and len(said) == 1 and "communicator line skipped" in said[0]
     else:

@@ -11,17 +11,22 @@ import pytest
 
 from synthtrace.tracelib.formats.paraver import communicators
 from synthtrace.tracelib.formats.paraver.communicators import communicator_members
+from synthtrace.tracelib.formats.paraver.header import parse_header
 from testing.held import traced_peak
 
 TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "paraver"
 HEAD = b"#Paraver (01/01/2020 at 00:00):1000_ns:1(4):1:4(1:1,1:1,1:1,1:1)\n"
+TASKS = (4,)  # HEAD's
+TWO_APPLICATIONS = b"#Paraver (01/01/2020 at 00:00):1000_ns:1(4):2:3(1:1,1:1,1:1),2(1:1,1:1)\n"  # (3, 2) tasks
 
 
-def _reference(prefix: bytes) -> tuple[list[tuple[int, int, int]], list[int], list[int]]:
+def _reference(prefix: bytes, tasks: tuple[int, ...] = TASKS
+               ) -> tuple[list[tuple[int, int, int]], list[int], list[int], list[int]]:
     """The rules of ``communicator_members`` read line by line: (its rows, the lines skipped, the lines defining a
-    communicator again with other members)."""
+    communicator again with other members, the lines naming an application the header lacks or a task past all
+    its applications' tasks)."""
     rows: list[tuple[int, int, int]] = []
-    skipped, redefined, defined = [], [], {}
+    skipped, redefined, undeclared, defined = [], [], [], {}
     for number, line in enumerate(prefix.split(b"\n"), start=1):
         if not line.startswith(b"c:"):
             continue
@@ -30,17 +35,20 @@ def _reference(prefix: bytes) -> tuple[list[tuple[int, int, int]], list[int], li
                 len(f) > limit for f, limit in zip(fields, (10, 18, 10))):
             skipped.append(number)
             continue
-        appl, comm, n, *tasks = map(int, fields)
-        if n != len(tasks) or not 0 < appl < 2**31 or not all(0 < t < 2**31 for t in tasks):
+        appl, comm, n, *members = map(int, fields)
+        if n != len(members):
             skipped.append(number)
             continue
+        if not 1 <= appl <= len(tasks) or not all(1 <= t <= sum(tasks) for t in members):
+            undeclared.append(number)
+            continue
         if (appl, comm) in defined:
-            if set(defined[(appl, comm)]) != set(tasks):
+            if set(defined[(appl, comm)]) != set(members):
                 redefined.append(number)
             continue
-        defined[(appl, comm)] = tasks
-        rows += [(appl, comm, t) for t in dict.fromkeys(tasks)]
-    return rows, skipped, redefined
+        defined[(appl, comm)] = members
+        rows += [(appl, comm, t) for t in dict.fromkeys(members)]
+    return rows, skipped, redefined, undeclared
 
 
 def _hostile_line(rng: random.Random) -> str:
@@ -63,14 +71,18 @@ def test_random_communicator_lines_are_read_by_the_documented_rules(monkeypatch,
     rng = random.Random(24)
     for _ in range(300):
         lines = [_hostile_line(rng) for _ in range(rng.randint(0, 12))]
-        prefix = HEAD + "\n".join(lines).encode() + rng.choice([b"\n", b""])
-        rows, skipped, redefined = _reference(prefix)
-        frame, said = communicator_members(prefix, "t.prv")
+        prefix = TWO_APPLICATIONS + "\n".join(lines).encode() + rng.choice([b"\n", b""])
+        rows, skipped, redefined, undeclared = _reference(prefix, (3, 2))
+        frame, said = communicator_members(prefix, "t.prv", (3, 2))
         assert frame.rows() == rows, prefix
         assert [s for s in said if "skipped: not" in s] == ([f"t.prv:{skipped[0]}: communicator line skipped: not "
                                                               "'c:APPL:ID:N' followed by N task numbers" +
                                                               (f" ({len(skipped)} lines skipped)" if len(skipped) > 1
                                                                else "")] if skipped else []), prefix
+        outside = [s for s in said if "could match no other run's" in s]
+        assert len(outside) == bool(undeclared) and (not undeclared or outside[0].startswith(
+            f"t.prv:{undeclared[0]}: ") and outside[0].endswith(
+            f" ({len(undeclared)} such lines skipped)" if len(undeclared) > 1 else "communicator")), prefix
         again = [s for s in said if "defined again" in s]
         assert len(again) == bool(redefined) and (not redefined or again[0].startswith(f"t.prv:{redefined[0]}:"))
 
@@ -81,16 +93,18 @@ def test_random_communicator_lines_are_read_by_the_documented_rules(monkeypatch,
 def test_the_real_traces_communicators_are_read_as_their_lines_say(name):
     with (TRACES / f"{name}.prv").open("rb") as fh:
         prefix = b"".join(line for _, line in zip(range(200), fh))
-    frame, said = communicator_members(prefix, "t.prv")
-    rows, skipped, redefined = _reference(prefix)
-    assert frame.height > 0 and frame.rows() == rows and not skipped and not redefined and not said
+    tasks = tuple(map(len, parse_header(prefix.split(b"\n", 1)[0].decode()).threads_per_task))
+    frame, said = communicator_members(prefix, "t.prv", tasks)
+    rows, skipped, redefined, undeclared = _reference(prefix, tasks)
+    assert frame.height > 0 and frame.rows() == rows and not skipped and not redefined and not undeclared
+    assert not said
 
 
 def test_each_empty_communicator_line_counts_toward_the_cap(monkeypatch):
     """Lines of no members cost too: past MAX_MEMBERS lines and members none are kept, said with the line."""
     monkeypatch.setattr(communicators, "MAX_MEMBERS", 100)
     prefix = HEAD + b"".join(b"c:1:%d:0\n" % comm for comm in range(1, 151))
-    frame, said = communicator_members(prefix, "t.prv")
+    frame, said = communicator_members(prefix, "t.prv", TASKS)
     assert frame.height == 0
     assert said == ["t.prv:102: the communicator lines list more than 100 members (a line counted as one): none "
                     "kept (a merge compares this run's communicator ids as numbers)"]
@@ -102,7 +116,7 @@ def test_empty_communicator_lines_hold_no_python_object_each(monkeypatch):
     monkeypatch.setattr(communicators, "BLOCK_BYTES", 1 << 16)
     lines = 200_000
     prefix = HEAD + b"".join(b"c:1:%d:0\n" % comm for comm in range(1, lines + 1))
-    communicator_members(prefix[:4096], "t.prv")  # what loads once
-    (frame, said), peak = traced_peak(lambda: communicator_members(prefix, "t.prv"))
+    communicator_members(prefix[:4096], "t.prv", TASKS)  # what loads once
+    (frame, said), peak = traced_peak(lambda: communicator_members(prefix, "t.prv", TASKS))
     assert frame.height == 0 and not said
     assert peak / lines < 120, f"{peak / lines:.0f} bytes per line"

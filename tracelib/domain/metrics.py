@@ -18,12 +18,16 @@ import polars as pl
 from synthtrace.tracelib.domain.counter_sanity import without_anomalies
 from synthtrace.tracelib.domain.counters import CounterMap, resolve
 from synthtrace.tracelib.errors import BadInputError
+from synthtrace.tracelib.schema import OTHER_STATE, UNTRACED_AFTER
 from synthtrace.tracelib.domain.machine import Machine
 from synthtrace.tracelib.domain.sums import float_sum
 
 #: identity columns carried from the input into the metric frames when present
 BURST_ID_COLUMNS = ("experiment", "run_id", "appl", "task", "thread", "burst_seq", "cpu", "start_ns", "end_ns",
                     "duration_ns", "mpi_call", "call_site", "match_score", "phase")
+#: per-burst quality flags a merged (or ingested) bursts table may carry, passed through to the metrics so a
+#: metric computed from estimated values, another machine state's values or a burst before an untraced gap says so
+BURST_FLAG_COLUMNS = ("estimated", UNTRACED_AFTER, OTHER_STATE)
 CALL_ID_COLUMNS = ("experiment", "run_id", "appl", "task", "thread", "call_seq", "mpi_call", "mpi_kind", "start_ns",
                    "end_ns", "duration_ns", "comm", "peer", "root", "call_site", "phase")
 #: columns that identify one trace inside a frame holding several (a merged experiment, or runs of one)
@@ -93,7 +97,9 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
     - ``attainable_flop_rate`` (FLOP/s, cache-aware: the lowest roof over the levels measured), ``bound_by``
       (``compute``/``dram``/``l3``/``l2``), ``roof_fraction`` (achieved / attainable) and ``roof_distance``
       (decades below the roof, log10(attainable / achieved));
-    - ``missing_roles``: the counter roles (see :mod:`synthtrace.tracelib.domain.counters`) NULL or absent on the burst.
+    - ``missing_roles``: the counter roles (see :mod:`synthtrace.tracelib.domain.counters`) NULL or absent on the burst;
+    - the flags of :data:`BURST_FLAG_COLUMNS` the input carries, unchanged (a merged burst's ``estimated``,
+      ``other_machine_state``; ``untraced_after``).
 
     Counter values no PMU can produce (:mod:`synthtrace.tracelib.domain.counter_sanity`) count as missing.
     """
@@ -107,6 +113,7 @@ def burst_metrics(bursts: pl.DataFrame | pl.LazyFrame, machine: Machine, *, rank
     if "end_ns" not in names and "start_ns" in names:
         lf = lf.with_columns((pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"))
         keep.insert(keep.index("duration_ns"), "end_ns")
+    keep += [c for c in BURST_FLAG_COLUMNS if c in names]
 
     roles = ["ins", "cyc", "l1_dcm", "l2_dcm", "l3_tcm", "l1_icm", "itlb_miss", "br_ins", "br_msp", "stall_cyc",
              "fp_ins", "vec_ins", "fp_ops", "dram_cas"]

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.formats.heap import release_free_heap
+from synthtrace.tracelib.formats.held_frames import HeldFrames
 from synthtrace.tracelib.formats.part_source import lazy_parts
 from synthtrace.tracelib.formats.bursts import (_MAX_I64, columns_of_messages, message_ends, message_ends_in_parts,
                                                 message_rows, packed_thread_keys, placed_rows, placed_rows_in_parts,
@@ -34,7 +35,7 @@ class CallStore:
         self.folder = folder
         self._on_add = on_add
         self.n_calls = 0
-        self._frames: list[pl.DataFrame] = []
+        self._frames = HeldFrames()  # one frame per chunk added, the small ones joined a few dozen at a time
         self._held_bytes = 0
         self._files: list[Path] = []
         self._names = itertools.count()
@@ -71,7 +72,7 @@ class CallStore:
                 pl.concat(group, how="diagonal").write_parquet(self._files[-1], compression="uncompressed",
                                                                statistics=False)
                 group, size = [], 0
-        self._frames, self._held_bytes = [], 0
+        self._frames, self._held_bytes = HeldFrames(), 0
 
     def _parts(self, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
         """The calls kept, in the order added, part by part (spilled parts, else the frames held); only ``columns``
@@ -105,7 +106,9 @@ class CallStore:
         rows = placed_rows_in_parts(self._span_parts, messages) if self._files else None
         return rows if rows is not None else placed_rows(*self._spans(), messages)
 
-    def with_messages(self, messages: pl.DataFrame, source: str | Path = "<records>") -> pl.LazyFrame:
+    def with_messages(self, messages: pl.DataFrame, source: str | Path = "<records>",
+                      each_pass: Callable[[], Callable[[pl.DataFrame], pl.DataFrame]] | None = None
+                      ) -> pl.LazyFrame:
         """Every call kept, in the order added, with bytes, peer, tag and message counts from ``messages``, and one
         column per counter measured inside calls (sorted by name; NULL where a call has no sample). Sets
         :attr:`message_ends` (the messages placed in their calls once, for both). The trace at ``source`` is refused
@@ -113,7 +116,9 @@ class CallStore:
         sends or receives pass int64, before any call is stored (the stream would refuse them naming no file).
 
         The calls come from a lazy source that attaches the messages part by part, so that a sink streams them
-        (issue 27: a 2 GB trace's 8 M calls are never one frame)."""
+        (issue 27: a 2 GB trace's 8 M calls are never one frame). ``each_pass()``, called as each pass over them
+        starts, gives a function that sees every part (same rows and columns) in the order added, before the
+        messages are attached."""
         schema = {**MPI_CALL_SCHEMA, **{c: pl.Int64 for c in sorted(self._counters)}}
         if not self.n_calls:
             self.message_ends = message_ends(pl.DataFrame(schema={"call_seq": pl.Int64, "comm": pl.Int64}),
@@ -134,10 +139,11 @@ class CallStore:
             release_free_heap()
 
         def parts() -> Iterator[pl.DataFrame]:
-            at = 0
+            at, edit = 0, each_pass() if each_pass is not None else None
             for part in self._parts():
                 part = part.select(pl.col(c) if c in part.columns else pl.lit(None, t).alias(c)
                                    for c, t in schema.items())
+                part = edit(part) if edit is not None else part
                 part, at = with_message_columns(part, placed.columns(at, part.height)), at + part.height
                 yield part
 

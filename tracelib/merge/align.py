@@ -58,6 +58,7 @@ two prepared runs and returns the **match table**: one row per reference burst w
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -380,27 +381,44 @@ def site_counts(calls: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     return calls.lazy().select("call_site").drop_nulls().group_by("call_site").agg(pl.len().alias("n")).collect()
 
 
-def sites_compared(counts: Mapping[str, pl.DataFrame], reference: str) -> tuple[bool, str | None]:
+def sites_compared(counts: Mapping[str, pl.DataFrame], reference: str,
+                   names: Mapping[str, str] | None = None) -> tuple[bool, str | None]:
     """Whether a merge compares its runs' call sites (in the burst signatures and the checks), from each run's
-    :func:`site_counts` (by run name; ``reference``: the reference's name), and what the merge notes when they do
-    not. A call site is a tool's name for a place in the code: Extrae's caller events name the calling function and
-    line ("exchange (halo.c:88)"), or nothing when the run was traced without them; Score-P names the enclosing
-    region ("int main(int, char**)"); another build moves the lines. So the sites are compared only when every run
-    names them alike: each run that names some has at least :data:`SITES_ALIKE` of its calls at a site the
-    reference names, and the reference as many at sites the run names; else no run's are (mergeattack23 P6: no
-    signature of a Score-P run equalled one of an Extrae run without callers, 19.5 % right)."""
+    :func:`site_counts` (by run id; ``reference``: the reference's id; ``names``: the runs' names for the note, the
+    ids by default), and what the merge notes when they do not. A call site is a tool's name for a place in the
+    code: Extrae's caller events name the calling function and line ("exchange (halo.c:88)"), or nothing when the
+    run was traced without them; Score-P names the enclosing region ("int main(int, char**)"); another build moves
+    the lines. So the sites are compared only when every run names them alike: each run that names some has at least
+    :data:`SITES_ALIKE` of its calls at a site the reference names, and the reference as many at sites the run names;
+    else no run's are (mergeattack23 P6: no signature of a Score-P run equalled one of an Extrae run without callers,
+    19.5 % right). Keyed by id, not name: one experiment can hold two runs of one name (one trace stem ingested from
+    two folders), which a name would fold into one (review25 M2).
+
+    One decision for the whole campaign, not one per pair: in a mixed campaign (two Extrae runs and a Score-P run)
+    the Extrae pair is compared without its sites too. The reference's signatures, call structure and opened
+    messages are built once and serve every other run, in the whole merge and in each group of the partitioned one;
+    per pair they would be built twice over the reference (its time and memory, issue 23) for what the sites do not
+    add: the calls, their partners, bytes and order already tell the bursts apart (22 simulator mechanisms merged
+    with and without sites: the same verdicts and the same share right, benchmarks/RESULTS.md, sites26)."""
     ref = counts[reference]
-    named = {name: c for name, c in counts.items() if c.height}
+    named = {run: c for run, c in counts.items() if c.height}
     if not named or (ref.height and len(named) == len(counts) and all(
             _share_at(c, ref) >= SITES_ALIKE and _share_at(ref, c) >= SITES_ALIKE for c in named.values())):
         return True, None
-    unnamed = sorted(name for name in counts if name not in named)
-    other = sorted(name for name in named if name != reference and name not in unnamed
-                   and min(_share_at(named[name], ref), _share_at(ref, named[name])) < SITES_ALIKE)
+    label = _run_labels(list(counts), names or {run: run for run in counts})
+    unnamed = sorted(label[run] for run in counts if run not in named)
+    other = sorted(label[run] for run in named if run != reference
+                   and min(_share_at(named[run], ref), _share_at(ref, named[run])) < SITES_ALIKE)
     why = ([f"{', '.join(unnamed)} name(s) none"] if unnamed else []) + (
-        [f"{', '.join(other)} name(s) them otherwise than {reference} (another tool or build)"] if other and ref.height
-        else [])
+        [f"{', '.join(other)} name(s) them otherwise than {label[reference]} (another tool or build)"]
+        if other and ref.height else [])
     return False, f"call sites left out of the alignment: {'; '.join(why)}"
+
+
+def _run_labels(runs: list[str], names: Mapping[str, str]) -> dict[str, str]:
+    """Each run id's name in words, ``name (run id)`` where another run has the same name."""
+    seen = Counter(names[run] for run in runs)
+    return {run: names[run] if seen[names[run]] == 1 else f"{names[run]} (run {run})" for run in runs}
 
 
 def _share_at(a: pl.DataFrame, b: pl.DataFrame) -> float:

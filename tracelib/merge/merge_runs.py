@@ -769,10 +769,11 @@ class Reference:
                    request_bursts(bursts, calls, messages))
 
 
-def sites_kept(counts: Mapping[str, pl.DataFrame], reference: str, notes: list[str]) -> bool:
+def sites_kept(counts: Mapping[str, pl.DataFrame], reference: str, names: Mapping[str, str],
+               notes: list[str]) -> bool:
     """Whether the merge compares its runs' call sites (:func:`~synthtrace.tracelib.merge.align.sites_compared` of
-    their ``counts``, by run name); when not, said in ``notes``."""
-    compared, note = sites_compared(counts, reference)
+    their ``counts``, by run id; ``names``: the runs' names); when not, said in ``notes``."""
+    compared, note = sites_compared(counts, reference, names)
     if not compared:
         notes.append(note or "call sites left out of the alignment")
     return compared
@@ -1395,16 +1396,17 @@ def merged_rows(ref_bursts: pl.DataFrame, aligned: dict[str, Pairs], transfer: T
                       other_state(transfer).alias(OTHER_STATE))
 
 
-def other_state(transfer: Transfer) -> pl.Expr:
-    """[contention25] True on a merged burst (columns appl, task and the counters) whose transferred values came
-    from a run in another machine state on its task (:attr:`Transfer.states`): a value of a counter that state
-    moves (:func:`~synthtrace.tracelib.merge.noise.machine_invariant`: not a count of retired instructions)."""
+def other_state(transfer: Transfer, taken: Callable[[str], pl.Expr] = lambda c: pl.col(c).is_not_null()) -> pl.Expr:
+    """[contention25] True on a merged burst (columns appl, task and the counters) whose values came from a run in
+    another machine state on its task (:attr:`Transfer.states`): a value (``taken(counter)`` True: transferred, or
+    estimated from that run's bursts, sites26) of a counter that state moves
+    (:func:`~synthtrace.tracelib.merge.noise.machine_invariant`: not a count of retired instructions)."""
     flags = []
     for run_id, state in transfer.states.items():
         moved = [c for c in transfer.counters
                  if transfer.source[c] == run_id and not machine_invariant(c, transfer.plans[c].per_ns)]
         if moved:
-            flags.append(state.flagged() & pl.any_horizontal(pl.col(c).is_not_null() for c in moved))
+            flags.append(state.flagged() & pl.any_horizontal(taken(c) for c in moved))
     return pl.any_horizontal(flags) if flags else pl.lit(False)
 
 
@@ -1452,7 +1454,8 @@ def merge_runs(runs: Sequence[RunTables], options: MergeOptions = MergeOptions()
     ref_run = loaded(runs[ri])
     others = sorted((r for i, r in enumerate(runs) if i != ri), key=lambda r: (r.run_name, r.run_id))
     notes: list[str] = []
-    sites = sites_kept({r.run_name: site_counts(r.mpi_calls) for r in (ref_run, *others)}, ref_run.run_name, notes)
+    sites = sites_kept({r.run_id: site_counts(r.mpi_calls) for r in (ref_run, *others)}, ref_run.run_id,
+                       {r.run_id: r.run_name for r in (ref_run, *others)}, notes)
     counters_of = {r.run_id: r.counters for r in (ref_run, *others)}
     ref = Reference.of(ref_run if sites else without_sites(ref_run), options, counters_of[ref_run.run_id],
                        compared_features(counters_of[ref_run.run_id], [counters_of[o.run_id] for o in others])
@@ -1642,11 +1645,13 @@ class Estimates:
     ``groups``: per reference burst (sorted), its keys and loose signature; ``medians``: per source run, per group
     of :data:`ESTIMATE_GROUPS`, its groups' keys and a column of medians per counter it is the source of (small:
     groups x counters, read from the source's bursts a few counters at a time: issue 23); ``plans``: the
-    transferred counters' plans."""
+    transferred counters' plans; ``transfer``: whose source runs' machine states flag the estimates too (an
+    estimate is the medians of the source run's bursts, of the burst's own thread first: its state's values)."""
 
     groups: pl.DataFrame
     medians: dict[str, list[pl.DataFrame]]
     plans: dict[str, Plan]
+    transfer: Transfer
 
     @classmethod
     def of(cls, ref: Reference, aligned: Mapping[str, AlignedRun], transfer: Transfer,
@@ -1665,12 +1670,13 @@ class Estimates:
             counters = [c for c in plans if transfer.source[c] == run_id]
             seq = sequence_table(info.run.bursts, calls_of(info.run), [], options.align).select(keys)  # type: ignore[arg-type]
             medians[run_id] = _medians(seq, info, counters, plans)  # type: ignore[index]
-        return cls(own.select(keys), medians, plans)
+        return cls(own.select(keys), medians, plans, transfer)
 
     def block(self, merged: pl.DataFrame, start: int) -> tuple[pl.DataFrame, dict[str, int]]:
         """``merged`` (the merged rows of the reference bursts ``start`` .. ``start + merged.height - 1``) with each
-        transferred counter's estimate where it is NULL and estimated, ``estimated`` set where any is; and per
-        counter, its bursts estimated."""
+        transferred counter's estimate where it is NULL and estimated, ``estimated`` set where any is,
+        ``other_machine_state`` where an estimate came from a run in another state on the burst's task
+        (:func:`other_state`); and per counter, its bursts estimated."""
         if not self.plans:
             return merged, {}
         works = list(dict.fromkeys(p.work for p in self.plans.values() if p.work))
@@ -1687,7 +1693,8 @@ class Estimates:
         est = {c: merged.get_column(c).is_null() & g.get_column(c).is_not_null() for c in self.plans}
         out = merged.with_columns(*[pl.when(est[c]).then(g.get_column(c)).otherwise(pl.col(c)).alias(c)
                                     for c in self.plans],
-                                  pl.any_horizontal(list(est.values())).alias("estimated"))
+                                  pl.any_horizontal(list(est.values())).alias("estimated"),
+                                  pl.col(OTHER_STATE) | other_state(self.transfer, lambda c: pl.lit(est[c])))
         return out, {c: int(e.sum()) for c, e in est.items()}
 
     def _guess(self, counter: str) -> pl.Expr:

@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from statistics import NormalDist
 
 import polars as pl
+from scipy.special import stdtrit
 
 from synthtrace.tracelib.domain.counters import canonical
 from synthtrace.tracelib.merge.blocks import frame_of
@@ -178,9 +178,15 @@ def _threads_in_words(per_thread: pl.DataFrame, threads: bool) -> str:
 #: median, and at least ``RATE_FLOOR`` from it: node clocks and placement move a task's cycles per instruction by
 #: a few percent between runs (the LULESH 4+4 / 7+1 pair: the median task -2.8 %, spread 0.3 %, no task out)
 RATE_K = 3.0
-#: chance that a campaign of no machine-state difference has a task beyond the threshold, whatever its tasks: among
-#: n tasks the threshold is the normal quantile of 1 - RATE_ALPHA / 2n (~5.0 robust sigmas at 16,384 tasks, whose
-#: ~6 pairs a task scatter by the bursts' own run-to-run misses; review25 F1), at least RATE_K
+#: chance that a campaign of no machine-state difference has a task beyond the threshold, whatever its tasks and
+#: measures: among n tasks judged on m measures (cycles, misses of each cache level per instruction) the threshold is
+#: Student's t quantile of 1 - RATE_ALPHA / 2nm at (n - 1) / 2 degrees of freedom, at least RATE_K. The tail over
+#: the tasks (~5 robust sigmas at 16,384 tasks, whose ~6 pairs a task scatter by the bursts' own run-to-run misses:
+#: review25 F1) and over the measures (sites26: each measure at 1 % made 4 measures' campaigns suspect several times
+#: as often); t, not the normal, because the spread is itself estimated from the n tasks, by their median absolute
+#: deviation, which is as uncertain as a standard deviation of about half as many values (its efficiency on normal
+#: data is 37 %): with the normal quantile a campaign of 64 tasks of pure noise had an outlier 5 % of the time a
+#: measure, 16 tasks 11 % (benchmarks/bench_state_noise.py)
 RATE_ALPHA = 0.01
 RATE_FLOOR = math.log(1.08)
 #: every task's cycles per instruction moved by more than this (log) between the runs: another placement (ranks
@@ -316,14 +322,15 @@ def rate_state(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame
     src = frame_of(src_bursts, [work, *counters]).select(
         pl.all().cast(pl.Float64).gather(other_row).name.prefix("o_"))
     both = pl.concat([ref, src], how="horizontal").filter(long_ref & other_row.is_not_null())
-    states = []
+    judged = []  # each measure's tasks judged, before any is judged: the threshold counts the measures
     for c in counters:
         positive = pl.all_horizontal(pl.col(work, c, f"o_{work}", f"o_{c}").cast(pl.Float64) > 0)
         pairs = both.filter(positive).select("appl", "task", pl.col(work).alias("w"), pl.col(c).alias("c"),
                                              pl.col(f"o_{work}").alias("o_w"), pl.col(f"o_{c}").alias("o_c"))
         measure = "cycles per instruction" if canonical(c) == "cyc" else "misses per instruction"
-        if (state := machine_state(pairs, c, measure)) is not None:
-            states.append(state)
+        if (per_task := task_rates(pairs)).height:
+            judged.append((per_task, c, measure))
+    states = [state_of(per_task, c, measure, len(judged)) for per_task, c, measure in judged]
     if not states:
         return None
     suspect = [s for s in states if s.suspect]
@@ -332,25 +339,37 @@ def rate_state(ref_bursts: pl.DataFrame | pl.LazyFrame, src_bursts: pl.DataFrame
     return replace(lead, others=tuple(s for s in states if s is not lead))
 
 
-def machine_state(pairs: pl.DataFrame, counter: str, measure: str = "cycles per instruction") -> MachineState | None:
+def machine_state(pairs: pl.DataFrame, counter: str, measure: str = "cycles per instruction",
+                  measures: int = 1) -> MachineState | None:
     """The :class:`MachineState` of long matched pairs (``pairs``: appl, task of the reference burst, ``w``, ``c``
     its instructions and cycles or misses (``counter``: ``measure`` in words), ``o_w``, ``o_c`` its match's, all
-    > 0); None without a task of ``RATE_MIN_PAIRS`` pairs counting ``RATE_MIN_EVENTS`` in each run. A task's rate
-    is its pairs' sums': a contended node slows its memory-bound bursts, which need not be most of them but hold
-    most of its cycles."""
+    > 0), one of ``measures`` judged on the same pairs (:func:`state_of`); None without a task judged
+    (:func:`task_rates`)."""
+    per_task = task_rates(pairs)
+    return state_of(per_task, counter, measure, measures) if per_task.height else None
+
+
+def task_rates(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Per task (appl, task) of :func:`machine_state`'s ``pairs`` with ``RATE_MIN_PAIRS`` pairs counting
+    ``RATE_MIN_EVENTS`` in each run: ``dw``, the log ratio of its rate (events per instruction) in the reference over
+    the other run's. A task's rate is its pairs' sums': a contended node slows its memory-bound bursts, which need not
+    be most of them but hold most of its cycles."""
     ratio = (pl.col("c").sum() * pl.col("o_w").sum() / (pl.col("w").sum() * pl.col("o_c").sum())).log()
     events = pl.min_horizontal(pl.col("c").sum(), pl.col("o_c").sum())
-    per_task = (pairs.group_by("appl", "task").agg(ratio.alias("dw"), pl.len().alias("n"), events.alias("k"))
-                .filter((pl.col("n") >= RATE_MIN_PAIRS) & (pl.col("k") >= RATE_MIN_EVENTS) & pl.col("dw").is_finite()))
-    if per_task.height == 0:
-        return None
+    return (pairs.group_by("appl", "task").agg(ratio.alias("dw"), pl.len().alias("n"), events.alias("k"))
+            .filter((pl.col("n") >= RATE_MIN_PAIRS) & (pl.col("k") >= RATE_MIN_EVENTS) & pl.col("dw").is_finite()))
+
+
+def state_of(per_task: pl.DataFrame, counter: str, measure: str, measures: int) -> MachineState:
+    """The :class:`MachineState` of :func:`task_rates` (at least one task) on one of ``measures`` judged: the
+    outlier threshold is the tail of :data:`RATE_ALPHA` over the tasks and the measures."""
     d = per_task.get_column("dw")
     shift = float(d.median())  # type: ignore[arg-type]
     spread = MAD_SIGMA * float((d - shift).abs().median())  # type: ignore[arg-type]
     outliers: tuple[tuple[int, float], ...] = ()
     keys: tuple[tuple[int, int], ...] = ()
     if per_task.height >= RATE_MIN_TASKS:
-        k = max(RATE_K, NormalDist().inv_cdf(1 - RATE_ALPHA / (2 * per_task.height)))
+        k = max(RATE_K, float(stdtrit((per_task.height - 1) / 2, 1 - RATE_ALPHA / (2 * per_task.height * measures))))
         off = per_task.filter((pl.col("dw") - shift).abs() > max(k * spread, RATE_FLOOR)).sort("appl", "task")
         outliers = tuple(zip(off.get_column("task").to_list(), off.get_column("dw").to_list()))
         keys = tuple(zip(off.get_column("appl").to_list(), off.get_column("task").to_list()))

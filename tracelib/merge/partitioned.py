@@ -266,7 +266,8 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
     check_counters(ref, others, counters_of, lambda r: int(counts[r.run_id].get_column("n").sum()) > 0, options)
     threads = {r.run_id: r.threads() for r in sources}
     notes: list[str] = []
-    sites = sites_kept({r.run_name: r.call_sites() for r in sources}, ref.run_name, notes)
+    sites = sites_kept({r.run_id: r.call_sites() for r in sources}, ref.run_id, {r.run_id: r.run_name for r in sources},
+                       notes)
     renum: dict[str, dict[int, int] | None] = {}
     ties: dict[str, str | None] = {}  # [ranks22] the rank correspondences' ties, for the verdicts
     ref_profile = ref.profile_rows(sites) if options.map_ranks else None

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from synthtrace.tracelib.errors import TraceFormatError
+from synthtrace.tracelib.file_kind import not_a_file
 from synthtrace.tracelib.domain.mpi_calls import MpiKind, mpi_kind
 from synthtrace.tracelib.formats.counter_columns import MAX_COUNTERS, CounterColumns
 from synthtrace.tracelib.formats.otf2.evt_file import FILE_MAGIC, EventsEnd, definitions_damage, events_end
@@ -402,8 +403,11 @@ def _check_location_files(loc: _Location, def_chunk_size: int, evt_chunk_size: i
     for f, what in ((loc.def_file, "local definitions"), (loc.evt_file, "events")):
         if not f.is_file():
             announced = f" ({loc.n_events} events announced)" if what == "events" else ""
-            raise TraceFormatError(f, None, f"missing {what} file of location {loc.ref} (rank {loc.task - 1}, "
-                                   f"thread {loc.thread}){announced}; --salvage reads the trace without it")
+            there = not_a_file(f)  # attack25 N1: a folder, a FIFO, a link to /dev/zero was "missing"
+            raise TraceFormatError(f, None, f"{'missing ' if there is None else ''}{what} file of location {loc.ref} "
+                                   f"(rank {loc.task - 1}, thread {loc.thread}){announced}"
+                                   f"{'' if there is None else f' is {there}, no regular file'}; "
+                                   "--salvage reads the trace without it")
     if (damage := definitions_damage(loc.def_file, def_chunk_size, "local definitions")) is not None:
         raise TraceFormatError(loc.def_file, None, f"{damage}; --salvage reads the trace without location "
                                f"{loc.ref} (rank {loc.task - 1}, thread {loc.thread})")

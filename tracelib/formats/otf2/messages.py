@@ -11,6 +11,7 @@ import polars as pl
 from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA
 from synthtrace.tracelib.formats.collectives import size_reason
+from synthtrace.tracelib.formats.held_frames import HeldFrames
 from synthtrace.tracelib.formats.otf2.events import _IRECV, _IRECV_REQ, _ISEND, _MRECV, _PROBE, _RECV, _SEND
 from synthtrace.tracelib.formats.row_order import stable_order
 
@@ -82,12 +83,12 @@ class _Parts:
 
     def __init__(self, folder: Path | None, names: Iterator[int]):
         self.folder, self._names = folder, names
-        self._held: dict[object, list[pl.DataFrame]] = {}
+        self._held: dict[object, HeldFrames] = {}
         self._files: dict[object, list[Path]] = {}
         self._held_bytes = 0
 
     def add(self, key: object, frame: pl.DataFrame) -> None:
-        self._held.setdefault(key, []).append(frame)
+        self._held.setdefault(key, HeldFrames()).append(frame)
         self._held_bytes += frame.estimated_size()
         if self.folder is not None and self._held_bytes > P2P_HOLD_BYTES:
             self._spill()

@@ -13,6 +13,7 @@ import polars as pl
 
 from synthtrace.tracelib.formats.bursts import HORIZON_SCHEMA, BurstAssembler, RecordBatch
 from synthtrace.tracelib.formats.call_store import CallStore
+from synthtrace.tracelib.formats.held_frames import HeldFrames
 from synthtrace.tracelib.errors import TraceFormatError, TruncatedTraceError
 from synthtrace.tracelib.formats.otf2.convert import _LocationConverter
 from synthtrace.tracelib.formats.source import ReadSummary, TablePart, TraceReader
@@ -68,13 +69,13 @@ class _SharedParts:
 
     def __init__(self, rows: int):
         self.rows = rows
-        self._held: dict[str, list[pl.DataFrame]] = {}
+        self._held: dict[str, HeldFrames] = {}
         self._n_held: dict[str, int] = {}  # table -> rows held
 
     def add(self, parts: Iterable[TablePart]) -> Iterator[TablePart]:
         """Hold ``parts``; yield a table's held frames as one part once they reach :attr:`rows` rows."""
         for part in parts:
-            self._held.setdefault(part.table, []).append(part.frame)
+            self._held.setdefault(part.table, HeldFrames()).append(part.frame)
             self._n_held[part.table] = self._n_held.get(part.table, 0) + part.frame.height
             if self._n_held[part.table] >= self.rows:
                 yield self._joined(part.table)

@@ -8,7 +8,8 @@ The lines are parsed column-wise (numpy over the header's bytes, a few MiB of li
 object per line: a 64 MiB header of empty communicator lines held ~450 bytes per line (attack 23 F6: 2.5 GB)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -24,8 +25,11 @@ MAX_MEMBERS = 1 << 22
 BLOCK_BYTES = 4 << 20
 #: digits of APPL, COMM and N at most (more: the line is skipped)
 _HEAD_DIGITS = np.array([10, 18, 10])
-#: numbers of this many digits or more of a line longer than a block are cut short before its parse (:func:`_shortened`)
-SHORTENED_RUN = 64
+#: numbers of this many digits or more of a line longer than a block are cut short before its parse
+#: (:func:`_shortened`): one more than the cut leaves (39), so every number the cut can shorten is cut
+SHORTENED_RUN = 40
+#: what a number past int64 reads as (numpy's parse keeps its largest value)
+INT64_MAX = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
@@ -40,41 +44,46 @@ class _Lines:
     tasks: np.ndarray  # int64
 
 
-def communicator_members(prefix: bytes, path: str) -> tuple[pl.DataFrame, list[str]]:
+def communicator_members(prefix: bytes, path: str, tasks: Sequence[int]) -> tuple[pl.DataFrame, list[str]]:
     """The members of the communicators the ``c:`` lines of ``prefix`` (the header and the lines after it, as the
-    reader gathered them) declare: one row per (appl, comm, task) (COMMUNICATOR_SCHEMA), and what to warn of: a
-    line skipped (not of the form above, its count of tasks not N, or a task or application outside 1..2**31-1),
-    or every line when they list more than :data:`MAX_MEMBERS` members and lines; a communicator defined again
-    with other members (attack 22: a comm id written three times had the union of their members) keeps its first
-    line's and the others are said (the same members again, in any order, are one definition: members are what is
-    stored). Paraver reads such lines without using them for the records, so a bad one is skipped, not refused."""
+    reader gathered them) declare, ``tasks[a - 1]`` the tasks the header declares for application ``a``: one row
+    per (appl, comm, task) (COMMUNICATOR_SCHEMA), and what to warn of: a line skipped (not of the form above or its
+    count of tasks not N; or an application the header does not declare, or a task past all its applications'
+    tasks: such a communicator could never match another run's), or every line when they list more than
+    :data:`MAX_MEMBERS` members and lines; a communicator defined again with other members (attack 22: a comm id
+    written three times had the union of their members) keeps its first line's and the others are said (the same
+    members again, in any order, are one definition: members are what is stored). Paraver reads such lines without
+    using them for the records (paraver-kernel keeps them as text), so a bad one is skipped, not refused."""
     if not prefix.endswith(b"\n"):
         prefix += b"\n"
     data = np.frombuffer(prefix, np.uint8)
-    number, first, end = _communicator_lines(prefix, data)
+    number, first, end = _communicator_lines(data)
     lines = _parsed(data, number, first, end)
     if isinstance(lines, int):
         return pl.DataFrame(schema=COMMUNICATOR_SCHEMA), [
             f"{path}:{lines}: the communicator lines list more than {MAX_MEMBERS:,} members (a line counted as one): "
             "none kept (a merge compares this run's communicator ids as numbers)"]
-    kept, warnings = _first_definitions(lines, path)
+    skipped = lines.number[~lines.valid]
+    warnings = [f"{path}:{skipped[0]}: communicator line skipped: not 'c:APPL:ID:N' followed by N task numbers"
+                + (f" ({skipped.size} lines skipped)" if skipped.size > 1 else "")] if skipped.size else []
+    lines, undeclared = _declared_only(lines, np.asarray(tasks, np.int64), path)
+    kept, redefined = _first_definitions(lines, path)
+    warnings += undeclared + redefined
     line_of_task = np.repeat(np.arange(lines.number.size), lines.counts)[np.repeat(kept, lines.counts)]
     frame = pl.DataFrame({"appl": lines.appl[line_of_task].astype(np.int32), "comm": lines.comm[line_of_task],
                           "task": lines.tasks[np.repeat(kept, lines.counts)].astype(np.int32)})
     return frame.unique(maintain_order=True), warnings
 
 
-def _communicator_lines(prefix: bytes, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _communicator_lines(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(1-based line number, offset of the byte after ``c:``, offset of the line's ``\\n``) of each line of
-    ``prefix`` (ending with ``\\n``; ``data``, its bytes as uint8) that begins with ``c:``. The lines' ends are
-    found :data:`BLOCK_BYTES` at a time: 8 bytes held for every line of a header followed by 64 MiB of blank lines
-    took 986 MB."""
+    ``data`` (a header's bytes as uint8, ending with ``\\n``) that begins with ``c:``. The lines' ends are found
+    :data:`BLOCK_BYTES` bytes at a time, a long line's too: 8 bytes held for every line of a header followed by 64 MiB
+    of blank lines took 986 MB."""
     numbers, firsts, ends = [], [], []
-    counted, begin = 0, 0  # lines before ``begin``, the first byte of the block
-    while begin < data.size:
-        stop = begin + BLOCK_BYTES
-        stop = data.size if stop >= data.size else prefix.index(b"\n", stop) + 1
-        end = np.flatnonzero(data[begin:stop] == ord("\n")) + begin
+    counted, begin = 0, 0  # lines ended before the window, the first byte of the first line not ended
+    for window in range(0, data.size, BLOCK_BYTES):  # a line longer than a window is looked at a window at a time
+        end = np.flatnonzero(data[window:window + BLOCK_BYTES] == ord("\n")) + window
         start = np.concatenate(([begin], end[:-1] + 1))
         is_c = end - start >= 2
         at = start[is_c]
@@ -82,7 +91,7 @@ def _communicator_lines(prefix: bytes, data: np.ndarray) -> tuple[np.ndarray, np
         numbers.append(np.flatnonzero(is_c) + counted + 1)
         firsts.append(start[is_c] + 2)
         ends.append(end[is_c])
-        counted, begin = counted + end.size, stop
+        counted, begin = counted + end.size, (end[-1] + 1 if end.size else begin)
     return np.concatenate(numbers), np.concatenate(firsts), np.concatenate(ends)
 
 
@@ -106,19 +115,30 @@ def _parsed(data: np.ndarray, number: np.ndarray, first: np.ndarray, end: np.nda
 
 def _costs(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> np.ndarray:
     """What each line whose text after ``c:`` is ``data[first:end]`` counts toward :data:`MAX_MEMBERS`: 1 + the
-    numbers (digit runs) it lists after its third, valid or not. Holds 2 bytes per byte of one line, 10 of a block
-    of lines (at most 2 :data:`BLOCK_BYTES`); the parse holds ~30 (one 30 MiB line took 640 MB before the cap)."""
+    numbers (digit runs) it lists after its third, valid or not. Holds 10 bytes per byte of a block of lines (at most
+    2 :data:`BLOCK_BYTES`), and of one long line 2 bytes per byte of a :data:`BLOCK_BYTES` window of it (was 2 per
+    byte of the line: the peak of a long line cut short); the parse holds ~8 per byte of what it parses."""
+    if first.size == 1:
+        return np.maximum(np.array([_digit_runs(data[first[0]:end[0]])]) - 3, 0) + 1
     span = data[first[0]:end[-1] + 1]
     digit = (span - np.uint8(ord("0"))) < 10
     starts = np.empty_like(digit)  # a digit after a non-digit (the byte before ``first`` is the ``:`` of ``c:``)
     starts[0] = digit[0]
     np.greater(digit[1:], digit[:-1], out=starts[1:])
     del digit
-    if first.size == 1:  # a long line is a block of its own: counted without the 8 bytes a byte reduceat casts to
-        runs = np.array([np.count_nonzero(starts)])
-    else:  # an empty line's segment is its \n (not a digit)
-        runs = np.add.reduceat(starts, np.column_stack((first, end)).ravel() - first[0], dtype=np.int64)[::2]
+    # an empty line's segment is its \n (not a digit)
+    runs = np.add.reduceat(starts, np.column_stack((first, end)).ravel() - first[0], dtype=np.int64)[::2]
     return np.maximum(runs - 3, 0) + 1
+
+
+def _digit_runs(line: np.ndarray) -> int:
+    """The runs of digits in ``line`` (bytes after a ``:``), looked at :data:`BLOCK_BYTES` at a time."""
+    runs, after_digit = 0, False
+    for a in range(0, line.size, BLOCK_BYTES):
+        digit = (line[a:a + BLOCK_BYTES] - np.uint8(ord("0"))) < 10
+        runs += np.count_nonzero(digit[1:] > digit[:-1]) + int(digit[0] and not after_digit)
+        after_digit = bool(digit[-1])
+    return int(runs)
 
 
 def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -155,16 +175,11 @@ def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.nda
     head = np.concatenate(([0], np.cumsum(runs)[:-1]))[:, None] + np.arange(3)  # each line's first three runs
     head[~valid] = 0
     valid &= ((run_end[head] - run_start[head]) <= _HEAD_DIGITS).all(axis=1)
-    valid &= (value[head[:, 2]] == runs - 3) & (value[head[:, 0]] > 0) & (value[head[:, 0]] < 2**31)
+    valid &= value[head[:, 2]] == runs - 3
     is_task = np.repeat(valid, runs)
     is_task[head[valid].ravel()] = False
     tasks, counts = value[is_task], np.where(valid, runs - 3, 0)
     del is_task, run_end, run_start
-    out_of_range = (tasks <= 0) | (tasks >= 2**31)
-    if out_of_range.any():
-        valid[np.repeat(np.arange(first.size), counts)[out_of_range]] = False
-        tasks = tasks[np.repeat(valid, counts)]
-        counts = np.where(valid, counts, 0)
     return np.where(valid, value[head[:, 0]], 0), np.where(valid, value[head[:, 1]], 0), valid, counts, tasks
 
 
@@ -190,8 +205,10 @@ def _shortened(line: np.ndarray) -> bytes:
     :data:`BLOCK_BYTES` at a time: ``:`` if it is not of the form (skipped either way); else without its trailing
     blanks, each number of :data:`SHORTENED_RUN` digits or more cut to at most 19 leading zeros (still longer than
     any head field's 18 digits; its value kept) and 20 significant digits (past int64: read as its largest value
-    either way). A line padded with megabytes of blanks or zeros is parsed holding its numbers' bounds (8 bytes a
-    number), not ~13 bytes a byte of it."""
+    either way), so at most 39 digits. Trailing blanks and the long numbers' padding are then not parsed (the parse
+    holds ~8 bytes a byte of what it parses: a 24 MiB line of zero-padded 63-digit numbers held 8.0 bytes a byte
+    before :data:`SHORTENED_RUN` was 40, 3.3 since); numbers of fewer digits are parsed whole, ~8 bytes a byte of
+    them (a 64 MiB line of 39-digit numbers, ~0.5 GB)."""
     step, blank_at = BLOCK_BYTES, line.size
     for a in range(0, line.size, step):
         window, following = line[a:a + step], line[a + 1:a + step + 1]
@@ -199,8 +216,8 @@ def _shortened(line: np.ndarray) -> bytes:
             following = np.append(following, np.uint8(ord("\n")))
         if _misplaced(window, following).any():
             return b":"
-        if blank_at == line.size and (blanks := np.flatnonzero(_blank(window))).size:
-            blank_at = a + int(blanks[0])
+        if blank_at == line.size and (blank := _blank(window)).any():  # argmax: 8 bytes a blank not held
+            blank_at = a + int(blank.argmax())
     body = line[:blank_at]  # digits and ':' only
     colons = np.concatenate([np.flatnonzero(body[a:a + step] == ord(":")) + a for a in range(0, body.size, step)]
                             + [np.empty(0, np.int64)])
@@ -233,9 +250,37 @@ def _shortened(line: np.ndarray) -> bytes:
     return b"".join(kept)
 
 
+def _declared_only(lines: _Lines, tasks: np.ndarray, path: str) -> tuple[_Lines, list[str]]:
+    """``lines`` without those naming an application the header does not declare (``tasks[a - 1]``: the tasks of
+    application ``a``) or a task past all the applications' tasks together, and what to warn of: the first such
+    line, what it names, how many there are. A member may pass its own application's tasks: both real LULESH traces
+    (an application of 8 tasks beside one of 12 uncore readers) list tasks 1..12 in application 1's world and self
+    communicators; but every traced rank is a task of the trace, so a member past them all is no rank at all."""
+    declared = (lines.appl >= 1) & (lines.appl <= tasks.size)
+    outside = (lines.tasks < 1) | (lines.tasks > tasks.sum())
+    undeclared = lines.valid & ~declared
+    undeclared[np.repeat(np.arange(lines.number.size, dtype=np.int32), lines.counts)[outside]] = True  # 4 B a member
+    if not undeclared.any():
+        return lines, []
+    at = np.flatnonzero(undeclared)
+    line, appl = at[0], int(lines.appl[at[0]])
+    if not declared[line]:
+        named = f"application {appl} (the header declares applications 1 to {tasks.size})"
+    else:
+        first = np.cumsum(lines.counts)[line] - lines.counts[line]
+        task = int(lines.tasks[first + np.flatnonzero(outside[first:first + lines.counts[line]])[0]])
+        named = (f"task {task if task < INT64_MAX else f'{INT64_MAX} or more'} (the header declares tasks 1 to "
+                 f"{tasks.sum()} in all)")
+    said = (f"{path}:{lines.number[line]}: communicator line skipped: it names {named}, so it could match no "
+            "other run's communicator" + (f" ({at.size} such lines skipped)" if at.size > 1 else ""))
+    valid = lines.valid & ~undeclared
+    return replace(lines, valid=valid, counts=np.where(valid, lines.counts, 0),
+                   tasks=lines.tasks[np.repeat(valid, lines.counts)]), [said]
+
+
 def _first_definitions(lines: _Lines, path: str) -> tuple[np.ndarray, list[str]]:
-    """(whether each line is the first valid definition of its (appl, comm), what to warn of: the lines skipped,
-    the lines defining a communicator again with other members)."""
+    """(whether each line is the first valid definition of its (appl, comm), what to warn of: the lines defining a
+    communicator again with other members)."""
     index = np.flatnonzero(lines.valid)
     index = index[np.lexsort((index, lines.comm[index], lines.appl[index]))]  # by (appl, comm), then line
     starts = np.ones(index.size, bool)  # each line whose (appl, comm) the line before it in this order lacks
@@ -243,9 +288,7 @@ def _first_definitions(lines: _Lines, path: str) -> tuple[np.ndarray, list[str]]
     kept = np.zeros(lines.number.size, bool)
     kept[index[starts]] = True
     again, first = index[~starts], index[starts][np.cumsum(starts)[~starts] - 1]
-    skipped = lines.number[~lines.valid]
-    warnings = [f"{path}:{skipped[0]}: communicator line skipped: not 'c:APPL:ID:N' followed by N task numbers"
-                + (f" ({skipped.size} lines skipped)" if skipped.size > 1 else "")] if skipped.size else []
+    warnings = []
     other = again[_other_members(lines, again, first)]
     if other.size:
         line, of = other.min(), first[np.flatnonzero(again == other.min())[0]]

@@ -134,8 +134,8 @@ def check_collectives(info: np.ndarray, has: np.ndarray, time_ns: np.ndarray, li
                       path: str | Path) -> None:
     """Refuse an MPI entry (:func:`mpi_rows`' ``info``/``has``; its ``time_ns`` and file ``line``) whose collective
     size (bytes, events 50100001/50100002) is negative (an unsigned 2^64 - 1 reads -1), as a message of negative
-    size is refused. The root (50100003) is not judged: Extrae writes it as a flag on the root task's own record
-    (prime_v0: value 1 on rank 0's 38 rooted calls, on no other task), not as a rank, so no range holds for it."""
+    size is refused. The root (50100003) is not judged here: Extrae writes it as a flag on the root task's own
+    record (prime_v0: value 1 on rank 0's 38 rooted calls, on no other task), read by :mod:`.collective_roots`."""
     for c in (0, 1):
         sized = np.flatnonzero(has & (1 << c) > 0)
         bad = first_bad_size(info[sized, c])

@@ -41,6 +41,7 @@ from synthtrace.tracelib.errors import (
 from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
+from synthtrace.tracelib.formats.paraver.collective_roots import RootFlags
 from synthtrace.tracelib.formats.paraver.communicators import communicator_members
 from synthtrace.tracelib.formats.gzip_name import gzip_named
 from synthtrace.tracelib.formats.untraced import UntracedMarks
@@ -256,7 +257,8 @@ class ParaverTrace(TraceReader):
             self._warn(f"{self.path}:1: time unit {self.header.unit[:20]!r} is not one Paraver knows (_ns, _us, _ms): "
                        "read as microseconds, as Paraver reads it")
         self._check_declared_threads()
-        self.communicators, said_comms = communicator_members(self._prefix, str(self.path))
+        self.communicators, said_comms = communicator_members(self._prefix, str(self.path),
+                                                                 [len(t) for t in self.header.threads_per_task])
         for said in said_comms:
             self._warn(said)
         self._companion_bytes: list[bytes | Path] = []  # what was read of each, or the file not read
@@ -514,11 +516,13 @@ class ParaverTrace(TraceReader):
         last_time = parser.last_time
         hasher = ContentHasher()
         untraced = UntracedMarks()  # where Extrae_shutdown switched a thread's recording off
+        roots = RootFlags(self.communicators)  # 50100003 flags the root's own call: its rank is known at the end
 
         def assembled(bursts: Iterator[pl.DataFrame], new_calls: Iterator[pl.DataFrame]) -> Iterator[TablePart]:
             """The assembler's parts: calls to the store, bursts streamed (attack 17 F3: one part at a time)."""
             nonlocal n_bursts
             for part in new_calls:
+                roots.add(part)
                 calls.add(part)
             for part in bursts:
                 n_bursts += part.height
@@ -567,8 +571,11 @@ class ParaverTrace(TraceReader):
                 hasher.update_files([data])  # streamed, as the .pcf is
             else:
                 hasher.update(data)
+        for said in roots.roots():
+            self._warn(f"{self.path}: {said}")
         all_messages = pl.concat(messages) if messages else pl.DataFrame(schema=MESSAGE_SCHEMA)
-        with_messages = calls.with_messages(all_messages, self.path)  # refuses wrapped message bytes
+        with_messages = calls.with_messages(all_messages, self.path,  # refuses wrapped message bytes
+                                            each_pass=roots.with_roots)
         return ReadSummary(
             calls=with_messages, messages=all_messages, message_ends=calls.message_ends,
             thread_nodes=converter.thread_nodes(),

@@ -7,7 +7,8 @@ Conventions (as in the real Extrae traces under ``../shared/traces/paraver``):
 - a state record ``1:cpu:appl:task:thread:begin:end:state`` per Running interval (state 1) and per MPI call
   (Extrae's MPI states: 10 Immediate Send, 11 Immediate Receive, 8 Wait/WaitAll, 13 Group Communication, ...);
 - the MPI entry event ``50000001..3:<call id>`` carries, on the same record, the collective's 501000xx sizes, root
-  and communicator, the counter deltas of the burst that the call closes and the caller events
+  flag (``50100003:1`` on the root's own call only, :mod:`.collective_roots`) and communicator, the counter
+  deltas of the burst that the call closes and the caller events
   ``70000001:<function>:80000001:<line>``; the exit ``50000001..3:0`` is its own record at the exit time, and the
   counters measured inside the call ("exit counters") follow on a separate record at the same time;
 - communication records ``3:`` with logical send = the sender's call entry, physical send = its exit, logical
@@ -37,6 +38,7 @@ import polars as pl
 from synthtrace.tracelib.formats.bursts import MESSAGE_SCHEMA, message_columns
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
 from synthtrace.tracelib.formats.paraver.counter_types import CounterInfo, catalogue
+from synthtrace.tracelib.formats.paraver.collective_roots import member_ranks, root_flags
 from synthtrace.tracelib.formats.paraver.header import ParaverHeader, format_header
 from synthtrace.tracelib.formats.paraver.pcf import is_counter_type
 from synthtrace.tracelib.domain.mpi_calls import PLACEHOLDER, calls_with, mpi_call, mpi_kind_of
@@ -47,7 +49,7 @@ from synthtrace.tracelib.formats.paraver.event_types import (
 from synthtrace.tracelib.formats.paraver.records import STATE_RUNNING
 from synthtrace.tracelib.formats.paraver.row import format_row
 from synthtrace.tracelib.formats.program import paraver_symbols
-from synthtrace.tracelib.formats.source import stem_program, trace_stem
+from synthtrace.tracelib.formats.source import COMMUNICATOR_SCHEMA, stem_program, trace_stem
 from synthtrace.tracelib.schema import BURST_SCHEMA, EVENT_SCHEMA, MPI_CALL_SCHEMA, THREAD_KEYS, counter_columns
 
 # ----------------------------------------------------------------------------------------------- MPI calls
@@ -686,6 +688,9 @@ def write_paraver(stem: str | Path, bursts: Table, mpi_calls: Table, meta: Trace
         .join(site_frame, on="call_site", how="left")
     )
 
+    ranks = member_ranks(pl.DataFrame(
+        [(c.appl, c.comm_id, t) for c in meta.communicators for t in c.tasks], schema=COMMUNICATOR_SCHEMA,
+        orient="row"))
     thread_cpu = bursts.group_by(THREAD_KEYS).agg(pl.col("cpu").first().alias("_tcpu")).collect()
     events = events.lazy() if events is not None else pl.LazyFrame(schema=EVENT_SCHEMA)
     messages = (messages.join(thread_cpu.rename({"appl": "s_appl", "task": "s_task", "thread": "s_thread"}),
@@ -719,7 +724,7 @@ def write_paraver(stem: str | Path, bursts: Table, mpi_calls: Table, meta: Trace
             recs = _table_records(bursts.filter(window("start_ns")).select(used).collect(),
                                   bursts.filter(window("end_ns")).select(used).collect(),
                                   _calls_of(calls.filter(window("start_ns")).collect(), via_msgs, id_frame,
-                                            site_frame),
+                                            site_frame, ranks),
                                   dangling.filter(window("start_ns")), messages.filter(window("s_time_ns")),
                                   _events_of(events.filter(window("time_ns")).select(
                                       *THREAD_KEYS, "time_ns", "type", "value").collect(), thread_cpu), cols,
@@ -743,11 +748,12 @@ def _events_of(events: pl.DataFrame, thread_cpu: pl.DataFrame) -> pl.DataFrame:
 
 
 def _calls_of(calls: pl.DataFrame, via_msgs: pl.DataFrame, id_frame: pl.DataFrame,
-              site_frame: pl.DataFrame) -> pl.DataFrame:
-    """Calls as the records need them: with their call ids and states (``id_frame``), caller ids (``site_frame``)
-    and the bytes their messages do not account for (``_csend``/``_crecv``: the collective part; ``via_msgs``: the
-    messages' bytes per call)."""
-    calls = (calls.join(via_msgs, on=[*THREAD_KEYS, "start_ns"], how="left")
+              site_frame: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    """Calls as the records need them: with their call ids and states (``id_frame``), caller ids (``site_frame``),
+    the bytes their messages do not account for (``_csend``/``_crecv``: the collective part; ``via_msgs``: the
+    messages' bytes per call) and ``root`` as Extrae's flag (1 on the root's own call; ``ranks``:
+    :func:`~synthtrace.tracelib.formats.paraver.collective_roots.member_ranks` of the trace's communicators)."""
+    calls = (root_flags(calls, ranks).join(via_msgs, on=[*THREAD_KEYS, "start_ns"], how="left")
              .join(id_frame, on=["mpi_kind", "mpi_call"], how="left")
              .join(site_frame, on="call_site", how="left")
              .with_columns((pl.col("bytes_sent").fill_null(0) - pl.col("_msent").fill_null(0)).alias("_csend"),
