@@ -1,55 +1,82 @@
-"""How often the merge's machine-state check calls a campaign of no machine-state difference ``suspect`` (sites26).
+"""How often the merge's machine-state check calls a campaign of no machine-state difference ``suspect``, and how
+often it names one contended task (sites26, alpha26).
 
-Each campaign: ``--tasks`` tasks x ``--pairs`` long matched pairs, the reference and the other run executing the same
-instructions at the same rates (cycles, L1/L2/last-level misses per instruction), each burst's four counts off by an
-independent log-normal ``--sigma`` in each run (the bursts' own run-to-run variability; LLC misses of one code vary
-several % a burst). ``before``: the rule before sites26 (each measure at RATE_ALPHA, the normal quantile);
-``after``: :func:`synthtrace.tracelib.merge.noise.rate_state` suspect (the t quantile over the tasks and the
-measures judged). Prints the campaigns suspect by each, on the same campaigns.
+Each campaign (testing/noise_campaigns.py): ``--tasks`` tasks x ``--pairs`` long matched pairs, the reference and the
+other run executing the same instructions at the same rates (cycles, L1/L2/last-level misses per instruction), each
+burst's four counts off by an independent log-normal ``--sigma`` in each run; with ``--contended FACTOR`` task 1
+misses the last-level cache x FACTOR as often in the other run, and a campaign counts when it is suspect with task 1
+(alone) named on that measure. Rules, on the same campaigns: ``normal`` (before sites26: each measure at
+RATE_ALPHA, the normal quantile of 1 - RATE_ALPHA / 2n), ``t(n-1)/2`` (sites26: Student's t quantile of
+1 - RATE_ALPHA / 2nm at (n - 1) / 2 degrees of freedom), ``now``: :func:`synthtrace.tracelib.merge.noise.rate_state`.
 
     nice -n 10 python benchmarks/bench_state_noise.py --campaigns 2000 --tasks 64 --pairs 20 --sigma 0.1
+    nice -n 10 python benchmarks/bench_state_noise.py --campaigns 500 --tasks 8 --contended 2
+    nice -n 10 python benchmarks/bench_state_noise.py --null-table   # the source of noise.STATE_T_DF
 """
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
 import polars as pl
+from scipy.optimize import brentq
+from scipy.special import stdtrit
 
 from synthtrace.tracelib.merge.noise import (MAD_SIGMA, RATE_ALPHA, RATE_FLOOR, RATE_K, RATE_MIN_TASKS, RATE_SHIFT,
                                              rate_state, task_rates)
 
-#: the counters and their events per instruction
-RATES = {"PAPI_TOT_CYC": 1.0, "PAPI_L1_DCM": 2e-2, "PAPI_L2_DCM": 5e-3, "PAPI_L3_TCM": 1e-3}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from testing.noise_campaigns import RATES, noise_runs
+
+#: a rule's threshold (robust sigmas) by tasks judged and measures judged
+Threshold = Callable[[int, int], float]
+OLD_RULES: dict[str, Threshold] = {
+    "normal": lambda n, m: NormalDist().inv_cdf(1 - RATE_ALPHA / (2 * n)),
+    "t(n-1)/2": lambda n, m: float(stdtrit((n - 1) / 2, 1 - RATE_ALPHA / (2 * n * m))),
+}
 
 
-def campaign(rng: np.random.Generator, tasks: int, pairs: int, sigma: float) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The reference's and the other run's bursts of one noise-only campaign (row i of one matched to row i)."""
-    n = tasks * pairs
-    w = rng.uniform(1e6, 1e7, n)
-    keys = {"appl": np.ones(n, np.int64), "task": np.repeat(np.arange(1, tasks + 1), pairs)}
-
-    def run() -> dict[str, np.ndarray]:
-        return {c: w * r * np.exp(rng.normal(0.0, sigma, n)) for c, r in RATES.items()}
-    return pl.DataFrame({**keys, "PAPI_TOT_INS": w, **run()}), pl.DataFrame({"PAPI_TOT_INS": w, **run()})
-
-
-def before_sites26(ref: pl.DataFrame, src: pl.DataFrame) -> bool:
-    """The rule before sites26: some measure has a task beyond the normal quantile of 1 - RATE_ALPHA / 2n robust
-    sigmas (at least RATE_K, RATE_FLOOR) of its own, or every task beyond RATE_SHIFT."""
+def old_rule_names(ref: pl.DataFrame, src: pl.DataFrame, threshold: Threshold) -> set[int] | None:
+    """The tasks an older rule names (every measure's outliers beyond max(RATE_K, threshold) robust sigmas, at
+    least RATE_FLOOR), the empty set when it calls the campaign suspect for a shift of every task, None when not
+    suspect."""
+    named: set[int] = set()
+    suspect = False
     for c in RATES:
         pairs = ref.select("appl", "task", pl.col("PAPI_TOT_INS").alias("w"), pl.col(c).alias("c")).with_columns(
             src.select(pl.col("PAPI_TOT_INS").alias("o_w"), pl.col(c).alias("o_c")))
-        d = task_rates(pairs).get_column("dw")
+        rates = task_rates(pairs)
+        d = rates.get_column("dw")
         if d.len() < RATE_MIN_TASKS:
             continue
         shift = float(d.median())  # type: ignore[arg-type]
         spread = MAD_SIGMA * float((d - shift).abs().median())  # type: ignore[arg-type]
-        k = max(RATE_K, NormalDist().inv_cdf(1 - RATE_ALPHA / (2 * d.len())))
-        if abs(shift) > RATE_SHIFT or float((d - shift).abs().max()) > max(k * spread, RATE_FLOOR):  # type: ignore[arg-type]
-            return True
-    return False
+        k = max(RATE_K, threshold(d.len(), len(RATES)))
+        off = rates.filter((pl.col("dw") - shift).abs() > max(k * spread, RATE_FLOOR)).get_column("task").to_list()
+        suspect |= abs(shift) > RATE_SHIFT or bool(off)
+        named |= set(off)
+    return named if suspect else None
+
+
+def null_table(draws: int, measures: int, seed: int) -> None:
+    """Print, by tasks n, the 1 - RATE_ALPHA / measures quantile of max |d - median| / (MAD_SIGMA x MAD) over n
+    normal tasks and the degrees of freedom whose t quantile of 1 - RATE_ALPHA / 2n measures equals it."""
+    rng = np.random.default_rng(seed)
+    for n in [*range(4, 17), 24, 32, 48, 64, 128]:
+        stats = []
+        for _ in range(max(1, draws // 20_000)):
+            d = rng.standard_normal((20_000, n))
+            dev = np.abs(d - np.median(d, axis=1, keepdims=True))
+            stats.append(dev.max(axis=1) / (MAD_SIGMA * np.median(dev, axis=1)))
+        q = float(np.quantile(np.concatenate(stats), 1 - RATE_ALPHA / measures))
+        p = 1 - RATE_ALPHA / (2 * n * measures)
+        df = brentq(lambda v, p=p, q=q: float(stdtrit(v, p)) - q, 0.05, 5000.0)
+        print(f"{n:4d} tasks: null quantile {q:7.2f}, t at (n-1)/2 {float(stdtrit((n - 1) / 2, p)):7.2f}, "
+              f"df {df:6.2f}")
 
 
 def main() -> None:
@@ -59,18 +86,29 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--sigma", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=26)
+    ap.add_argument("--contended", type=float, default=None, metavar="FACTOR",
+                    help="task 1's last-level misses x FACTOR in the other run: count the campaigns naming it")
+    ap.add_argument("--null-table", action="store_true", help="simulate the statistic's null quantile by tasks")
+    ap.add_argument("--draws", type=int, default=1_000_000, help="--null-table: draws a task count")
     a = ap.parse_args()
+    if a.null_table:
+        null_table(a.draws, len(RATES), a.seed)
+        return
     rng = np.random.default_rng(a.seed)
-    before = after = 0
+    contended = {1: a.contended} if a.contended else None
+    counts = dict.fromkeys([*OLD_RULES, "now"], 0)
     for _ in range(a.campaigns):
-        ref, src = campaign(rng, a.tasks, a.pairs, a.sigma)
+        ref, src = noise_runs(rng, a.tasks, a.pairs, a.sigma, contended)
         rows = pl.Series("other_row", np.arange(ref.height))
         state = rate_state(ref, src, rows, "PAPI_TOT_INS", list(RATES), pl.Series(np.ones(ref.height, bool)))
-        after += bool(state is not None and state.suspect)
-        before += before_sites26(ref, src)
-    print(f"{a.campaigns} campaigns x {a.tasks} tasks x {a.pairs} pairs, sigma {a.sigma}: suspect "
-          f"before sites26 {before} ({before / a.campaigns:.2%}), after {after} "
-          f"({after / a.campaigns:.2%})")
+        now = None
+        if state is not None and state.suspect:
+            now = {t for s in (state, *state.others) if s.suspect for t, _ in s.outliers}
+        for name, named in [*((n, old_rule_names(ref, src, k)) for n, k in OLD_RULES.items()), ("now", now)]:
+            counts[name] += named is not None and (not contended or named == {1})
+    what = f"named task 1 (x{a.contended})" if contended else "suspect on noise alone"
+    print(f"{a.campaigns} campaigns x {a.tasks} tasks x {a.pairs} pairs, sigma {a.sigma}: {what}: "
+          + ", ".join(f"{k} {v} ({v / a.campaigns:.1%})" for k, v in counts.items()))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from testing.noise_campaigns import noise_pairs
 from synthtrace.tracelib.merge.noise import machine_state, rate_state
 
 TASKS, PAIRS = 16_384, 6
@@ -20,16 +21,7 @@ def _pairs(sigma: float, seed: int, contended: dict[int, float] | None = None) -
     """Long matched pairs of ``TASKS`` tasks x ``PAIRS``, no machine-state difference: each burst's last-level
     misses (~1e-3 per instruction, >= 1,000 a burst) off by an independent log-normal ``sigma`` in each run;
     ``contended``: task -> factor on its misses in the other run."""
-    rng = np.random.default_rng(seed)
-    n = TASKS * PAIRS
-    task = np.repeat(np.arange(1, TASKS + 1), PAIRS)
-    w = rng.uniform(1e6, 1e7, n)
-    factor = np.ones(n)
-    for t, f in (contended or {}).items():
-        factor[task == t] = f
-    return pl.DataFrame({"appl": np.ones(n, np.int64), "task": task, "w": w,
-                         "c": w * 1e-3 * np.exp(rng.normal(0, sigma, n)), "o_w": w,
-                         "o_c": w * 1e-3 * factor * np.exp(rng.normal(0, sigma, n))})
+    return noise_pairs(np.random.default_rng(seed), TASKS, PAIRS, sigma, contended)
 
 
 @pytest.mark.parametrize("sigma", [0.03, 0.05])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,44 @@ def gathered(scan: pl.LazyFrame, rows: pl.Series | np.ndarray, columns: Sequence
     place = pl.Series(np.searchsorted(wanted, at.fill_null(0).to_numpy()), dtype=pl.Int64)
     place = place.scatter(np.flatnonzero(at.is_null().to_numpy()), None) if at.null_count() else place
     return got.select(pl.all().gather(place))
+
+
+@dataclass(frozen=True)
+class ScanRows:
+    """Rows of a run's stored bursts read a block at a time (:func:`gathered`): per row, its row in ``scan`` (NULL:
+    none) and, where its unit's sums stand for its own values (a burst cut in pieces, :mod:`~synthtrace.tracelib.
+    merge.pieces`), its unit's row in ``units``, a scan of units' sums of some columns (NULL: its own values)."""
+
+    scan: pl.LazyFrame
+    rows: pl.Series
+    units: pl.LazyFrame | None = None
+    unit_rows: pl.Series | None = None
+
+    def gather(self, at: pl.Series | np.ndarray) -> ScanRows:
+        """The rows ``at`` of these (a NULL gives a row of none)."""
+        return ScanRows(self.scan, self.rows.gather(at), self.units,
+                        None if self.unit_rows is None else self.unit_rows.gather(at))
+
+    def slice(self, start: int, n: int) -> ScanRows:
+        """Rows ``start`` .. ``start + n - 1`` of these."""
+        return ScanRows(self.scan, self.rows.slice(start, n), self.units,
+                        None if self.unit_rows is None else self.unit_rows.slice(start, n))
+
+    @property
+    def found(self) -> pl.Series:
+        """Per row, NULL where it has no values (neither a row of the scan nor a unit's), not NULL elsewhere."""
+        return self.rows if self.unit_rows is None else self.rows.fill_null(self.unit_rows)
+
+    def read(self, columns: Sequence[str]) -> pl.DataFrame:
+        """The ``columns`` of these rows, those the units hold their units' where they stand for the row's own."""
+        got = gathered(self.scan, self.rows, columns)
+        if self.units is None or self.unit_rows is None or not self.unit_rows.is_not_null().any():
+            return got
+        held = set(self.units.collect_schema().names())
+        summed = [c for c in columns if c in held]
+        sums, at = gathered(self.units, self.unit_rows, summed), self.unit_rows.is_not_null()
+        return got.with_columns(pl.when(at).then(sums.get_column(c)).otherwise(got.get_column(c)).alias(c)
+                                for c in summed)
 
 
 def nulls_shared(table: pa.Table, nulls: dict[pa.DataType, pa.Array]) -> pa.Table:

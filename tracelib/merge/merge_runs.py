@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -55,7 +55,8 @@ import polars as pl
 from synthtrace.tracelib.merge.align import (AlignConfig, align_runs, sequence_table, site_counts, sites_compared,
                                              sort_bursts)
 from synthtrace.tracelib.errors import BadInputError
-from synthtrace.tracelib.merge.blocks import WIDE_COLUMNS, block_rows, frame_of, gathered, group_rows, written
+from synthtrace.tracelib.merge.blocks import (WIDE_COLUMNS, ScanRows, block_rows, frame_of, gathered, group_rows,
+                                              written)
 from synthtrace.tracelib.formats.heap import release_free_heap
 from synthtrace.tracelib.merge.checks import (POSITION_BY_TIME, POSITION_BY_WORK, SAME_KINDS, WORK_SHIFT,
                                               PairSignals, arrival_tolerant, call_structure, kinds_share, opened_by,
@@ -65,7 +66,7 @@ from synthtrace.tracelib.merge.messages import logical_messages, message_counts
 from synthtrace.tracelib.merge.noise import (MachineState, long_pairs, machine_invariant, rate_counters, rate_state,
                                              work_noise)
 from synthtrace.tracelib.merge.arrival_order import REQUEST_SCHEMA, ArrivalPairs, follow_arrival, request_bursts
-from synthtrace.tracelib.merge.pieces import Units, expand, units, without_untraced
+from synthtrace.tracelib.merge.pieces import CounterBatches, Units, expand, summed, units, without_untraced
 from synthtrace.tracelib.merge.communicators import renamed_communicators
 from synthtrace.tracelib.merge.ranks import (WORK, Correspondence, correspondence, renumber, renumber_calls,
                                              renumber_columns)
@@ -271,7 +272,13 @@ class Blockwise:
         """Where the choice sample of the other run being aligned is written (made when it is:
         :func:`_wide_samples`)."""
         assert self.run is not None, "no other run is being aligned"
-        return self.spill / f"run-{self.run:04d}"
+        return self.units_paths(self.spill, self.run)[1].parent
+
+    @staticmethod
+    def units_paths(spill: Path, run: int) -> tuple[Path, Path]:
+        """Where a blockwise merge spilling to ``spill`` writes its reference's multi-piece units' sums and those of
+        its ``run``-th other run (:func:`unit_sums`)."""
+        return spill / "reference-units.parquet", spill / f"run-{run:04d}" / "units.parquet"
 
     def reference_rows(self, columns: Sequence[str]) -> tuple[pl.DataFrame, pl.Series]:
         """:func:`narrow_read` of the reference with ``columns`` (those of :attr:`columns` it has): read from its
@@ -483,8 +490,7 @@ class AlignedRun(Compared):
         gathered (row i of ``source`` matched to reference row i; NULL when unmatched), the score and share."""
         p = self.pairs
         if self.wide is not None:
-            return WidePairs(self.wide.ref_scan, self.wide.ref_rows, self.wide.src_scan,
-                             self.wide.src_rows.gather(p.other_row), p.score)
+            return WidePairs(self.wide.ref, self.wide.src.gather(p.other_row), p.score, p.share)
         read = dict.fromkeys([*counters, DURATION])  # [plan22] the duration: what a per-ns plan reads
         return Pairs(p.reference.select(*dict.fromkeys([*self.common, DURATION])),
                      p.source.select(pl.col(c).gather(p.other_row) for c in read), paired_rows(p.other_row), p.score,
@@ -493,33 +499,33 @@ class AlignedRun(Compared):
 
 @dataclass(frozen=True)
 class WideRows:
-    """Where the columns a merge does not hold of two aligned runs are read (issue 23): each run's lazy scan and,
-    per row of its narrow bursts (:func:`narrow_read`), its row in the scan."""
+    """Where the columns a merge does not hold of two aligned runs are read (issue 23): per row of
+    :attr:`AlignedRun.reference` and of :attr:`AlignedRun.source`, its row in its run's lazy scan or its unit's
+    sums' (:func:`unit_sums`: an apportioned reference burst, a multi-piece unit of the source); per burst of the
+    other run (its narrow bursts, :func:`narrow_read`), its row in its scan (``run_rows``)."""
 
-    ref_scan: pl.LazyFrame
-    ref_rows: pl.Series
-    src_scan: pl.LazyFrame
-    src_rows: pl.Series
+    ref: ScanRows
+    src: ScanRows
+    run_rows: pl.Series
 
 
 @dataclass(frozen=True)
 class WidePairs:
     """:class:`Pairs` whose counters are read a block of reference bursts at a time (:meth:`block`): per reference
-    burst, its row in the reference's scan, the matched burst's row in the source's scan (NULL: unmatched) and the
-    match score."""
+    burst, where its values are read, where the matched source row's are (none: unmatched), the match score and
+    its share of the matched unit (None: 1)."""
 
-    ref_scan: pl.LazyFrame
-    ref_rows: pl.Series
-    src_scan: pl.LazyFrame
-    src_rows: pl.Series
+    ref: ScanRows
+    src: ScanRows
     score: pl.Series
+    share: pl.Series | None = None
 
     def block(self, start: int, n: int, ref_columns: Sequence[str], src_columns: Sequence[str]) -> Pairs:
         """The pairs of reference bursts ``start`` .. ``start + n - 1``: the reference's ``ref_columns``, the
         matched bursts' ``src_columns``."""
-        src = gathered(self.src_scan, self.src_rows.slice(start, n), src_columns)
-        return Pairs(gathered(self.ref_scan, self.ref_rows.slice(start, n), ref_columns), src,
-                     paired_rows(self.src_rows.slice(start, n)), self.score.slice(start, n), None)
+        src = self.src.slice(start, n)
+        return Pairs(self.ref.slice(start, n).read(ref_columns), src.read(src_columns), paired_rows(src.found),
+                     self.score.slice(start, n), self.share.slice(start, n) if self.share is not None else None)
 
 
 class Pairs(NamedTuple):
@@ -844,10 +850,10 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     choice sample (:class:`AlignedRun`) over the reference bursts of the tasks ``own`` names (all when None).
     ``read``: the run's bursts, calls and logical messages already read (taken from it) with the counters it shares
     with the reference and compares, else read here. ``blocks``: the merge is blockwise (:class:`Blockwise`, as it
-    aligns this run: :meth:`Blockwise.of_run`); then, when the run's bursts are a lazy scan and both runs' units
-    are single bursts, their counter columns are not read whole after the alignment but a block at a time where
-    needed (:class:`WideRows`; the choice sample's written to its :attr:`~Blockwise.run_folder`: issue 23, attack
-    18 F2).
+    aligns this run: :meth:`Blockwise.of_run`); then, when the run's bursts are a lazy scan, their counter columns
+    are not read whole after the alignment but a block at a time where needed (:class:`WideRows`; the choice
+    sample's written to its :attr:`~Blockwise.run_folder`, split units' sums beside it: :func:`unit_sums`; issue 23,
+    attack 18 F2).
 
     Units (:mod:`synthtrace.tracelib.merge.pieces`) are aligned, then taken back to the reference's bursts. What
     the checks read of the run's calls is derived before its sequence table, which is handed the calls (not held
@@ -875,7 +881,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
     release_free_heap()  # what reading the calls freed, before the sequence table's peak (issue 23)
     o_seq = sequence_table(o_units.table, handed.pop(0), feats, options.align, handed.pop())
     lazy = isinstance(o.bursts, pl.LazyFrame)
-    wide = lazy and blocks is not None and not (o_units.split or ref.units.split)
+    wide = lazy and blocks is not None
     if lazy:  # the projection read for the steps above: read again whole after the alignment
         bursts = mapped = None
         o_units = replace(o_units, table=pl.DataFrame())
@@ -895,7 +901,8 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         narrow = narrow_columns(feats, common)
         bursts, o_rows = narrow_read(o, narrow, renum)
         ref_bursts, ref_rows = blocks.reference_rows(narrow)  # type: ignore[union-attr]
-        wide_rows = WideRows(ref.run.bursts, ref_rows, o.bursts, o_rows)  # type: ignore[arg-type]
+        wide_rows = WideRows(ScanRows(ref.run.bursts, ref_rows), ScanRows(o.bursts, o_rows),  # type: ignore[arg-type]
+                             o_rows)
         o_units, ref_units = _units_over(o_units, bursts), _units_over(ref.units, ref_bursts)
         mapped = replace(o, bursts=bursts, mpi_calls=renumber_calls(o.mpi_calls, renum) if renum else o.mpi_calls)
     elif lazy:  # both runs' bursts whole, read again
@@ -908,9 +915,12 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         ref_bursts, ref_units = ref.whole()
     reference, source, share = ref_bursts, bursts, None
     if ref_units.split or o_units.split:
-        ex = expand(ref_bursts, ref_units, bursts, o_units, m, common, options.min_error_duration_ns)
+        ex = expand(ref_bursts, ref_units, bursts, o_units, m, common, options.min_error_duration_ns,
+                    _counter_batches(wide_rows, ref_units) if wide_rows is not None else None)
         m, source, reference, share = ex.matches, ex.source, ex.reference, ex.share
         apportioned, uneven = pl.Series(ex.apportioned), pl.Series(ex.uneven)
+        if wide_rows is not None:  # the units' sums the pairs read, written a block at a time
+            wide_rows = _with_units(wide_rows, blocks, ref_units, o_units, ex.apportioned)  # type: ignore[arg-type]
     else:
         apportioned = uneven = pl.Series(np.zeros(ref_bursts.height, bool))
     del o_units, ref_units
@@ -921,7 +931,7 @@ def _align_other(ref: Reference, o: RunTables, renum: dict[int, int] | None, cou
         m, reference, share = m[rows], reference[rows], (share[rows] if share is not None else None)
         untraced, apportioned, uneven = untraced.gather(rows), apportioned.gather(rows), uneven.gather(rows)
         if wide_rows is not None:  # the scan rows of the reported bursts, in the match table's order
-            wide_rows = replace(wide_rows, ref_rows=wide_rows.ref_rows.gather(rows))
+            wide_rows = replace(wide_rows, ref=wide_rows.ref.gather(rows))
     r_bursts = ref_bursts if rows is None else ref_bursts[rows]
     long_ref = r_bursts.get_column("duration_ns") >= options.min_error_duration_ns
     work = work_counter(common)
@@ -978,14 +988,12 @@ def _wide_samples(rows: WideRows, named: pl.DataFrame, at: np.ndarray, picked: p
     ``bursts``' columns and the run's other ``counters`` (``own``: the rows of ``bursts`` it samples). ``named``:
     the reference bursts' keys, call and site; ``picked``: the sample's rows of the match table."""
     other = picked.get_column("other_row")
-    spill.mkdir()
+    spill.mkdir(exist_ok=True)  # made by :func:`_with_units` when a unit is split
     step = block_rows(len(common) + named.width)
     starts = range(0, max(len(at), 1), step)  # one block at least: the files hold the sample's schema
-    ref = written((pl.concat([named[at[a:a + step]], gathered(rows.ref_scan, rows.ref_rows.gather(at[a:a + step]),
-                                                                common)], how="horizontal") for a in starts),
-                  spill / "sample-reference.parquet")
-    src = written((gathered(rows.src_scan, rows.src_rows.gather(other.slice(a, step)), [*common, "duration_ns"])
-                   for a in starts),
+    ref = written((pl.concat([named[at[a:a + step]], rows.ref.gather(at[a:a + step]).read(common)], how="horizontal")
+                   for a in starts), spill / "sample-reference.parquet")
+    src = written((rows.src.gather(other.slice(a, step)).read([*common, "duration_ns"]) for a in starts),
                   spill / "sample-source.parquet")
     sample = Sample(ref, src, _paired(picked.drop("other_seq")), long)
     kept = []
@@ -993,12 +1001,80 @@ def _wide_samples(rows: WideRows, named: pl.DataFrame, at: np.ndarray, picked: p
     step = block_rows(len(common) + len(extra))
     for a in range(0, max(len(own), 1), step):
         part = own[a:a + step]
-        got = gathered(rows.src_scan, rows.src_rows.gather(part), [*common, *extra])
+        got = gathered(rows.src.scan, rows.run_rows.gather(part), [*common, *extra])
         full = pl.concat([bursts[part].drop(common, strict=False), got], how="horizontal")
         kept.append(full.filter(pl.all_horizontal(pl.col(c).is_not_null() for c in common)) if common
                     else full.clear())
     run_sample = pl.concat(kept) if kept else bursts.clear()
     return sample, run_sample
+
+
+def _counter_batches(rows: WideRows, ref_units: Units) -> CounterBatches:
+    """The common counters :func:`~synthtrace.tracelib.merge.pieces.expand` judges pieces' rates on, read from the
+    runs' scans (``rows``: the reference's bursts' and the run's, before the expansion) a batch of counters at a
+    time, the reference units' sums of the batch taken then (issue 23: wide runs hold no counter column whole)."""
+    def batches(common: Sequence[str]) -> Iterator[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
+        ref_names, run_names = (set(s.collect_schema().names()) for s in (rows.ref.scan, rows.src.scan))
+        step = block_rows(max(rows.ref.rows.len(), rows.run_rows.len()))  # counters of a block of cells
+        for a in range(0, len(common), step):
+            batch = common[a:a + step]
+            ref = rows.ref.read([c for c in batch if c in ref_names])
+            table = (ref.with_columns(pl.Series("_unit", ref_units.unit)).group_by("_unit", maintain_order=True)
+                     .agg(summed(ref.columns, ref.schema)).drop("_unit"))
+            yield ref, gathered(rows.src.scan, rows.run_rows, [c for c in batch if c in run_names]), table
+    return batches
+
+
+def _with_units(rows: WideRows, blocks: Blockwise, ref_units: Units, o_units: Units,
+                apportioned: np.ndarray) -> WideRows:
+    """``rows`` (before :func:`~synthtrace.tracelib.merge.pieces.expand`) as the expanded pairs read them: the
+    source's rows followed by the run's multi-piece units (their sums), the reference's ``apportioned`` bursts
+    read with their units' sums; each run's units' sums written where :meth:`Blockwise.units_paths` says."""
+    ref_path, src_path = blocks.units_paths(blocks.spill, blocks.run)  # type: ignore[arg-type]
+    multi = int((o_units.size > 1).sum())
+    src = rows.src
+    if multi:
+        src_path.parent.mkdir(exist_ok=True)
+        names = rows.src.scan.collect_schema().names()
+        sums = unit_sums(rows.src.scan, rows.run_rows, o_units,
+                         ["duration_ns", *counter_columns(rows.src.scan)] if "duration_ns" in names
+                         else counter_columns(rows.src.scan), src_path)
+        n = rows.run_rows.len()
+        src = ScanRows(src.scan, pl.concat([src.rows, pl.Series([None] * multi, dtype=pl.Int64)]), sums,
+                       pl.Series(np.arange(-n, multi), dtype=pl.Int64).scatter(np.arange(n), None))
+    ref = rows.ref
+    if apportioned.any():
+        if not ref_path.is_file():  # the reference's units are the same for every other run
+            unit_sums(ref.scan, ref.rows, ref_units, counter_columns(ref.scan), ref_path)
+        slot = np.cumsum(ref_units.size > 1) - 1  # each multi-piece unit's row among them
+        at = pl.Series(slot[ref_units.unit], dtype=pl.Int64).scatter(np.flatnonzero(~apportioned), None)
+        ref = ScanRows(ref.scan, ref.rows, pl.scan_parquet(ref_path, glob=False), at)
+    return WideRows(ref, src, rows.run_rows)
+
+
+def unit_sums(scan: pl.LazyFrame, rows: pl.Series, u: Units, columns: Sequence[str], path: Path) -> pl.LazyFrame:
+    """The multi-piece units of ``u`` (over bursts whose rows in ``scan`` are ``rows``) with their ``columns``'
+    sums (:func:`~synthtrace.tracelib.merge.pieces.summed`), in unit order, written to ``path`` a block of
+    pieces at a time (issue 23), and a scan of it."""
+    multi = np.flatnonzero(u.size > 1)
+    ends = np.cumsum(u.size[multi])
+    schema = scan.select(columns).collect_schema()
+    step = block_rows(len(columns))
+
+    def blocks() -> Iterator[pl.DataFrame]:
+        a = 0
+        while True:  # whole units of about a block of pieces (one unit at least; one empty block for no unit)
+            b = max(a + 1, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + step, side="right")))
+            chunk = multi[a:b]
+            sizes = u.size[chunk]
+            piece = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+            got = gathered(scan, rows.gather(np.repeat(u.first[chunk], sizes) + piece), columns)
+            yield (got.with_columns(pl.Series("_unit", np.repeat(np.arange(chunk.size), sizes)))
+                   .group_by("_unit", maintain_order=True).agg(summed(columns, schema)).drop("_unit"))
+            a = b
+            if a >= multi.size:
+                return
+    return written(blocks(), path)
 
 
 @dataclass(frozen=True)
@@ -1647,7 +1723,7 @@ def _medians(seq: pl.DataFrame, info: AlignedRun, counters: Sequence[str],
         chunk = list(counters[a:a + step])
         read = [*chunk, *(w for w in works if w not in chunk)]
         if info.wide is not None:
-            values = gathered(info.wide.src_scan, info.wide.src_rows, read)
+            values = gathered(info.wide.src.scan, info.wide.run_rows, read)
         else:
             values = info.run.bursts.select(read)  # type: ignore[union-attr]
         s = pl.concat([seq, values], how="horizontal")

@@ -180,7 +180,7 @@ def _threads_in_words(per_thread: pl.DataFrame, threads: bool) -> str:
 RATE_K = 3.0
 #: chance that a campaign of no machine-state difference has a task beyond the threshold, whatever its tasks and
 #: measures: among n tasks judged on m measures (cycles, misses of each cache level per instruction) the threshold is
-#: Student's t quantile of 1 - RATE_ALPHA / 2nm at (n - 1) / 2 degrees of freedom, at least RATE_K. The tail over
+#: Student's t quantile of 1 - RATE_ALPHA / 2nm (:func:`state_threshold`), at least RATE_K. The tail over
 #: the tasks (~5 robust sigmas at 16,384 tasks, whose ~6 pairs a task scatter by the bursts' own run-to-run misses:
 #: review25 F1) and over the measures (sites26: each measure at 1 % made 4 measures' campaigns suspect several times
 #: as often); t, not the normal, because the spread is itself estimated from the n tasks, by their median absolute
@@ -360,6 +360,23 @@ def task_rates(pairs: pl.DataFrame) -> pl.DataFrame:
             .filter((pl.col("n") >= RATE_MIN_PAIRS) & (pl.col("k") >= RATE_MIN_EVENTS) & pl.col("dw").is_finite()))
 
 
+#: degrees of freedom of Student's t whose quantile of 1 - RATE_ALPHA / 2nm is the 1 - RATE_ALPHA / m quantile of
+#: the statistic judged, max |d - median| / (MAD_SIGMA x MAD) over n tasks of normal noise, by n (alpha26: 10^6
+#: simulated draws a size, m = 4, benchmarks/bench_state_noise.py --null-table; the fit holds within 2 % over
+#: m = 1-4). At few tasks the MAD's own noise sets the tail, and an even count's median (the middle two's mean)
+#: steadies it: about n // 2, not (n - 1) / 2, which was 1.2-3.5x too strict at 4-8 tasks (review26 F1)
+STATE_T_DF = {4: 2.16, 5: 2.11, 6: 3.10, 7: 3.09, 8: 4.00, 9: 3.97, 10: 4.86, 11: 4.84, 12: 5.72, 13: 5.70,
+              14: 6.54, 15: 6.52, 16: 7.40}
+
+
+def state_threshold(tasks: int, measures: int) -> float:
+    """The outlier threshold (robust standard deviations) among ``tasks`` tasks judged on ``measures`` measures:
+    Student's t quantile of 1 - RATE_ALPHA / 2nm, at :data:`STATE_T_DF` degrees of freedom up to 16 tasks, beyond
+    at (n - 1) / 2 (at most 4 % below the simulated null quantile from 16 to 128 tasks)."""
+    df = STATE_T_DF.get(tasks, (tasks - 1) / 2)
+    return float(stdtrit(df, 1 - RATE_ALPHA / (2 * tasks * measures)))
+
+
 def state_of(per_task: pl.DataFrame, counter: str, measure: str, measures: int) -> MachineState:
     """The :class:`MachineState` of :func:`task_rates` (at least one task) on one of ``measures`` judged: the
     outlier threshold is the tail of :data:`RATE_ALPHA` over the tasks and the measures."""
@@ -369,7 +386,7 @@ def state_of(per_task: pl.DataFrame, counter: str, measure: str, measures: int) 
     outliers: tuple[tuple[int, float], ...] = ()
     keys: tuple[tuple[int, int], ...] = ()
     if per_task.height >= RATE_MIN_TASKS:
-        k = max(RATE_K, float(stdtrit((per_task.height - 1) / 2, 1 - RATE_ALPHA / (2 * per_task.height * measures))))
+        k = max(RATE_K, state_threshold(per_task.height, measures))
         off = per_task.filter((pl.col("dw") - shift).abs() > max(k * spread, RATE_FLOOR)).sort("appl", "task")
         outliers = tuple(zip(off.get_column("task").to_list(), off.get_column("dw").to_list()))
         keys = tuple(zip(off.get_column("appl").to_list(), off.get_column("task").to_list()))

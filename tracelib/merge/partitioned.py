@@ -43,6 +43,7 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
+from synthtrace.tracelib.merge.blocks import ScanRows
 from synthtrace.tracelib.merge.communicators import on_reference_ids, renamed_communicators, tool_neutral_counts
 from synthtrace.tracelib.merge.merge_runs import (KEYS, QUALITY_SCHEMA, AlignedRun, Blockwise, MergeOptions,
                                                   MergeResult, OwnTasks, Pairs, PartedTable, Recorded,
@@ -154,33 +155,46 @@ def _partners(counts: pl.DataFrame) -> dict[int, set[int]]:
 
 
 def _part_columns(j: int, info: AlignedRun, counters: Sequence[str]) -> list[pl.Series]:
-    """What a part keeps of other run ``j``'s pairs: the matched bursts' rows in the run's file of the group
-    (``_src_row{j}``, NULL when unmatched) when its counters are read a block at a time
-    (:class:`~synthtrace.tracelib.merge.merge_runs.WideRows`), else the reference's common counters (``_r{j}_``),
-    the matched bursts' counters (``_s{j}_``) and the piece's share; and the match score."""
+    """What a part keeps of other run ``j``'s pairs: when its counters are read a block at a time
+    (:class:`~synthtrace.tracelib.merge.merge_runs.WideRows`), the matched bursts' rows in the run's file of the
+    group (``_src_row{j}``, NULL when unmatched or a unit of several pieces) and where units' sums stand for them
+    (``_src_unit{j}``: the matched unit's row in the run's units' sums; ``_ref_unit{j}``: an apportioned reference
+    burst's unit's in the reference's), else the reference's common counters (``_r{j}_``) and the matched bursts'
+    counters (``_s{j}_``); the piece's share and the match score."""
     p = info.kept_pairs(counters)
+    share = (p.share if p.share is not None else pl.Series([1.0] * p.score.len())).cast(pl.Float64)
+    tail = [p.score.alias(f"_score{j}"), share.alias(f"_share{j}")]
     if isinstance(p, WidePairs):
-        return [p.src_rows.alias(f"_src_row{j}"), p.score.alias(f"_score{j}")]
+        units = [r.alias(name) for r, name in ((p.src.unit_rows, f"_src_unit{j}"), (p.ref.unit_rows, f"_ref_unit{j}"))
+                 if r is not None]
+        return [p.src.rows.alias(f"_src_row{j}"), *units, *tail]
     cols = [p.reference.get_column(c).alias(f"_r{j}_{c}") for c in info.common]
     cols += [p.source.get_column(c).alias(f"_s{j}_{c}") for c in counters]
-    cols += [p.score.alias(f"_score{j}"), (p.share if p.share is not None else pl.Series([1.0] * p.score.len()))
-             .cast(pl.Float64).alias(f"_share{j}")]
-    return cols
+    return cols + tail
 
 
 def _pairs_of(part: pl.DataFrame, j: int, common: Sequence[str], counters: Sequence[str],
               folder: Path) -> Pairs | WidePairs:
     """Other run ``j``'s pairs back from a part (row i of ``source`` matched to reference row i), their counters
     read from the group's files in ``folder`` when the part keeps the rows they are at."""
-    score = part.get_column(f"_score{j}")
+    score, share = part.get_column(f"_score{j}"), part.get_column(f"_share{j}")
     if f"_src_row{j}" in part.columns:
-        return WidePairs(pl.scan_parquet(folder / "reference.parquet", glob=False), part.get_column("_ref_row"),
-                         pl.scan_parquet(folder / f"other-{j:04d}.parquet", glob=False),
-                         part.get_column(f"_src_row{j}"), score)
+        ref_units, src_units = Blockwise.units_paths(folder, j)
+        return WidePairs(_scan_rows(part, folder / "reference.parquet", "_ref_row", f"_ref_unit{j}", ref_units),
+                         _scan_rows(part, folder / f"other-{j:04d}.parquet", f"_src_row{j}", f"_src_unit{j}",
+                                    src_units), score, share)
     row = paired_rows(score).alias("other_row")
     return Pairs(part.select(pl.col(f"_r{j}_{c}").alias(c) for c in common),
-                 part.select(pl.col(f"_s{j}_{c}").alias(c) for c in counters), row, score,
-                 part.get_column(f"_share{j}"))
+                 part.select(pl.col(f"_s{j}_{c}").alias(c) for c in counters), row, score, share)
+
+
+def _scan_rows(part: pl.DataFrame, file: Path, rows: str, unit_rows: str, units: Path) -> ScanRows:
+    """The rows of ``file`` a part's column ``rows`` names, the sums in ``units`` standing for them at the rows its
+    column ``unit_rows`` names (when it has that column)."""
+    scan = pl.scan_parquet(file, glob=False)
+    if unit_rows not in part.columns:
+        return ScanRows(scan, part.get_column(rows))
+    return ScanRows(scan, part.get_column(rows), pl.scan_parquet(units, glob=False), part.get_column(unit_rows))
 
 
 def _scanned(run: RunTables, path: Path) -> RunTables:
@@ -300,8 +314,8 @@ def merge_partitioned(sources: Sequence[RunSource], spill: Path, options: MergeO
         partners' pairs written to ``spill``, its sums and samples returned. The runs' bursts are read as lazy scans
         of files in the group's folder, their counters a block at a time where needed (issue 23: a wide run's
         group read whole took more than 3 GB): the part keeps each reference burst's row in the reference's file
-        and, per other run, its matched burst's (:class:`~synthtrace.tracelib.merge.merge_runs.WideRows`), or the
-        matched bursts' counters when its units are split."""
+        and, per other run, its matched burst's or the rows of units' sums written there when a unit is split
+        (:class:`~synthtrace.tracelib.merge.merge_runs.WideRows`)."""
         folder = spill / "groups" / f"{next(loads):05d}"
         folder.mkdir(parents=True)
         r_run = _scanned(ref.load(keys, folder / "reference.parquet"), folder / "reference.parquet")

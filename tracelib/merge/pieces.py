@@ -21,6 +21,7 @@ unit, hosted by that master unit (:func:`host_rows`), and the worker's unit is m
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,12 +118,17 @@ def units(bursts: pl.DataFrame) -> Units:
     table = (bursts.with_columns(pl.Series("_unit", unit))
              .group_by("_unit", maintain_order=True)
              .agg(*[pl.col(c).first() for c in (*THREAD_KEYS, "cpu", "start_ns") if c in bursts.columns],
-                  *[pl.col(c).last() for c in last], _unit_sum("duration_ns", bursts.schema),
-                  # a counter is known for a unit only when every piece recorded it (and its sum is within int64)
-                  *[pl.when(pl.col(c).null_count() == 0).then(_unit_sum(c, bursts.schema)).alias(c)
-                    for c in counters])
+                  *[pl.col(c).last() for c in last], *summed(["duration_ns", *counters], bursts.schema))
              .select(bursts.columns))
     return Units(unit, first, size, table, untraced)
+
+
+def summed(columns: Sequence[str], schema: pl.Schema) -> list[pl.Expr]:
+    """A unit's ``columns`` (of ``schema``: ``duration_ns`` and counters) from its pieces' (an aggregation over the
+    pieces of a unit): the running time summed; a counter summed where every piece recorded it (and its sum is
+    within int64), else NULL."""
+    return [_unit_sum(c, schema) if c == "duration_ns"
+            else pl.when(pl.col(c).null_count() == 0).then(_unit_sum(c, schema)).alias(c) for c in columns]
 
 
 #: :attr:`Units.untraced` bits: the unit ends where its thread's recording stopped / begins where it resumed
@@ -204,8 +210,8 @@ def _work_shares(bursts: pl.DataFrame, u: Units, work: str | None) -> np.ndarray
         return np.where(unit_w > 0, w.to_numpy() / unit_w, np.nan)
 
 
-def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, apportioned: np.ndarray,
-            common: list[str], work: str | None, min_duration_ns: int,
+def _uneven(long: np.ndarray, ref_values: pl.DataFrame, ref_table: pl.DataFrame, ref_units: Units,
+            share: np.ndarray, apportioned: np.ndarray, common: list[str], work: str | None,
             pair_noise: dict[str, float]) -> np.ndarray:
     """Per reference unit: whether its pieces ran at other rates (mergeattack23 P1), so that no piece's value is
     its share of the unit's. A unit the other run cuts elsewhere is apportioned by work (``share``), which is
@@ -214,20 +220,20 @@ def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, appor
     work) apportioned like the transferred ones misses what the piece recorded by more than a pair of one
     campaign is allowed to (:func:`noise.off_limit` at the counter's own run-to-run noise per burst,
     ``pair_noise``: the median |log ratio| of the long bursts paired one to one, floored at the counting noise; a
-    count that follows timing, cycles, varies per burst with it). Pieces shorter than ``min_duration_ns``
-    (the merge's error threshold: a short piece next to a flush runs the tracer's probe and cold caches) are not
-    judged, nor pieces with fewer than ``MIN_JUDGED_COUNT`` of a counter (either way) on that counter."""
+    count that follows timing, cycles, varies per burst with it). Pieces not ``long`` (shorter than
+    the merge's error threshold: a short piece next to a flush runs the tracer's probe and cold caches) are not
+    judged, nor pieces with fewer than ``MIN_JUDGED_COUNT`` of a counter (either way) on that counter.
+    ``ref_values``, ``ref_table``: the reference bursts' and units' values of the counters judged here."""
     uneven = np.zeros(ref_units.size.size, bool)
-    rates = [c for c in common if c != work and c in ref_bursts.columns and c in ref_units.table.columns]
+    rates = [c for c in common if c != work and c in ref_values.columns and c in ref_table.columns]
     if not apportioned.any() or not rates:
         return uneven
-    long = ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns
     at = np.flatnonzero(apportioned & np.isfinite(share) & long)
     units_at = ref_units.unit[at]
     for c in rates:
         limit = off_limit(max(pair_noise.get(c, 0.0), NOISE_FLOOR))
-        rec = ref_bursts.get_column(c).cast(pl.Float64).gather(at).fill_null(np.nan).to_numpy()
-        pred = ref_units.table.get_column(c).cast(pl.Float64).gather(units_at).fill_null(np.nan).to_numpy() * share[at]
+        rec = ref_values.get_column(c).cast(pl.Float64).gather(at).fill_null(np.nan).to_numpy()
+        pred = ref_table.get_column(c).cast(pl.Float64).gather(units_at).fill_null(np.nan).to_numpy() * share[at]
         judged = (rec >= MIN_JUDGED_COUNT) & (pred >= MIN_JUDGED_COUNT)
         with np.errstate(invalid="ignore", divide="ignore"):
             off = judged & (np.abs(np.log(pred / rec)) > limit)
@@ -235,15 +241,32 @@ def _uneven(ref_bursts: pl.DataFrame, ref_units: Units, share: np.ndarray, appor
     return uneven
 
 
+def _held(ref_bursts: pl.DataFrame, other_bursts: pl.DataFrame, ref_units: Units) -> CounterBatches:
+    """The :data:`CounterBatches` of frames that hold every counter: one batch, the counters each has."""
+    def batches(common: Sequence[str]) -> Iterator[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
+        ref, other, table = (f.select(c for c in common if c in f.columns)
+                             for f in (ref_bursts, other_bursts, ref_units.table))
+        yield ref, other, table
+    return batches
+
+
 #: a piece's count of a counter below which its ratio to the apportioned count is not judged (counting noise)
 MIN_JUDGED_COUNT = 1000
 
 
+#: the common counters' values :func:`expand` judges pieces' rates on, a batch of counters at a time: given the
+#: counters, per batch (reference bursts, other bursts, reference units' table) with the batch's counters, rows as
+#: ``ref_bursts``, ``other_bursts`` and ``ref_units.table`` (issue 23: a wide run's are read from its file)
+CounterBatches = Callable[[Sequence[str]], Iterator[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]]]
+
+
 def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFrame, other_units: Units,
-           unit_matches: pl.DataFrame, common: list[str], min_duration_ns: int = 0) -> Expanded:
+           unit_matches: pl.DataFrame, common: list[str], min_duration_ns: int = 0,
+           counters: CounterBatches | None = None) -> Expanded:
     """Per reference burst, its source row and share (see the module docstring) from the match table of the two
     runs' units (``unit_matches``, one row per reference unit, ``other_row`` a unit row of ``other_units``);
-    ``min_duration_ns``: the shortest piece whose rates are judged (:func:`_uneven`)."""
+    ``min_duration_ns``: the shortest piece whose rates are judged (:func:`_uneven`); ``counters``: where the
+    common counters' values are read (None: the frames given, which hold them)."""
     u = ref_units.unit
     v = unit_matches.get_column("other_row").fill_null(-1).to_numpy()[u]
     hit = v >= 0
@@ -271,10 +294,15 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
         single = pl.Series(hit & (ref_units.size[u] == 1) & (other_units.size[vs] == 1)
                            & (ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns))
         paired = pl.Series("other_row", other_units.first[vs], pl.Int64)
-        noise = {c: float(long_pairs(ref_bursts, other_bursts, paired, c, single).get_column("dw").abs().median()
-                          or 0.0) for c in common if c in ref_bursts.columns and c in other_bursts.columns}
-        uneven = apportioned & _uneven(ref_bursts, ref_units, ref_share, apportioned, common, work, min_duration_ns,
-                                       noise)[u]
+        long = ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns
+        uneven_units = np.zeros(ref_units.size.size, bool)
+        for ref_values, other_values, ref_table in (counters or _held(ref_bursts, other_bursts, ref_units))(common):
+            keyed = ref_bursts.select(THREAD_KEYS).hstack(ref_values)
+            noise = {c: float(long_pairs(keyed, other_values, paired, c, single).get_column("dw").abs().median()
+                              or 0.0) for c in ref_values.columns if c in other_values.columns}
+            uneven_units |= _uneven(long, ref_values, ref_table, ref_units, ref_share, apportioned, common, work,
+                                    noise)
+        uneven = apportioned & uneven_units[u]
         hit &= ~uneven
     else:
         uneven = apportioned
