@@ -147,20 +147,18 @@ class RootFlags:
         ranked = (pl.col("_value").cast(pl.Int64) >= 0) & (pl.col("_value").cast(pl.Int64) < pl.col("_members"))
         self._roots = per.select(*_INSTANCE, pl.when(pl.col("_n") == 1).then(pl.col("_flag"))
                                  .when(old_form & ranked).then(pl.col("_value").cast(pl.Int64)).alias("_root"))
-        outside = per.filter(old_form & ~ranked)
-        if outside.height:
-            first = outside.row(0, named=True)
-            said.append(f"{outside.height} collectives name as their root (event 50100003 on every member) a rank "
-                        f"outside their communicator, first {first['mpi_call']} at {first['start_ns']} ns on "
-                        f"communicator {first['comm']} of application {first['appl']}: root {first['_value']} of "
-                        f"{first['_members']} members: their root is left unknown (NULL)")
-        twice = per.filter((pl.col("_n") > 1) & ~old_form)
-        if twice.height:
-            first = twice.row(0, named=True)
-            said.append(f"{twice.height} collectives carry the root flag (event 50100003) on more than one member "
-                        f"(Extrae writes it on the root's call only), first {first['mpi_call']} at "
-                        f"{first['start_ns']} ns on communicator {first['comm']} of application {first['appl']}, "
-                        f"tasks {', '.join(map(str, first['_tasks'][:8]))}: their root is left unknown (NULL)")
+        unknown = (
+            (per.filter(old_form & ~ranked), "name as their root (event 50100003 on every member) a rank outside "
+             "their communicator", lambda r: f": root {r['_value']} of {r['_members']} members"),
+            (per.filter((pl.col("_n") > 1) & ~old_form), "carry the root flag (event 50100003) on more than one "
+             "member (Extrae writes it on the root's call only)",
+             lambda r: f", tasks {', '.join(map(str, r['_tasks'][:8]))}"))
+        for rows, what, detail in unknown:
+            if rows.height:
+                first = rows.row(0, named=True)
+                said.append(f"{rows.height} collectives {what}, first {first['mpi_call']} at {first['start_ns']} ns "
+                            f"on communicator {first['comm']} of application {first['appl']}{detail(first)}: "
+                            f"their root is left unknown (NULL)")
         self._carriers = []
         return said
 
