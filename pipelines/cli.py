@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None, *, deferred: list[int] | None = None) ->
     from synthtrace.pipelines import interrupts  # [helper races] attack 6 F22/F15: SIGTERM stops as Ctrl-C does
 
     restore = None
+    interrupts.reset()
     try:  # [helper security, issue 23 session 6 item 3] a Ctrl-C while the modules below were imported escaped
         if deferred is not None:  # bench25 M1: one before this block was a traceback
             signal.signal(signal.SIGINT, signal.default_int_handler)

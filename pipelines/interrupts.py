@@ -30,12 +30,18 @@ received: int | None = None
 _before = 0
 
 
+def reset() -> None:
+    """Forget the previous command's stop and count what is committed from now on (an in-process caller runs
+    several commands: a Ctrl-C before :func:`arm` must not say the previous one's commits, review26 F4)."""
+    global received, _before
+    received, _before = None, len(_all_committed())
+
+
 def arm() -> Callable[[], None]:
     """Make SIGTERM stop the command as Ctrl-C does, and count what is committed from now on (before the command
     runs); returns what puts the SIGTERM handler back (an in-process caller keeps its own). Outside the main thread
     (where no handler can be set) only the counting."""
-    global received, _before
-    received, _before = None, len(_all_committed())
+    reset()
     try:
         previous = signal.signal(signal.SIGTERM, _stop)
     except ValueError:

@@ -210,3 +210,44 @@ def test_a_member_missing_a_collective_leaves_that_communicators_roots_unknown(t
     assert len(said) == 1 and "communicator 1 of application 1: 3 to 4" in said[0]
     expected = calls.with_columns(pl.when(pl.col("comm") == 5).then(pl.col("root")).alias("root"))
     assert _roots(read) == _roots(expected.cast({"root": pl.Int32}))
+
+
+def _every_member_carries(tmp_path: Path, value: int) -> Path:
+    """prime_v0 (real) with the first MPI_Bcast's entry record of each of its 16 tasks carrying 50100003:value
+    (the project's old form: the root's rank on every member) and task 1's own flag removed."""
+    out, seen = [], set()
+    for line in PRIME.read_text().splitlines(keepends=True):
+        fields = line.split(":")
+        if fields[0] == "2" and ":50000002:7:" in line and fields[1] not in seen:
+            seen.add(fields[1])
+            line = line.replace(":50100003:1:", ":").replace(":50100004:1:", f":50100004:1:50100003:{value}:")
+        out.append(line)
+    assert len(seen) == 16
+    target = tmp_path / PRIME.name
+    target.write_text("".join(out))
+    for suffix in (".pcf", ".row"):
+        target.with_suffix(suffix).write_bytes(PRIME.with_suffix(suffix).read_bytes())
+    return target
+
+
+@pytest.mark.skipif(not PRIME.is_file(), reason="real traces not found")
+@pytest.mark.parametrize("value", [99999, 16])
+def test_an_old_form_root_outside_its_communicator_is_said_and_unknown(tmp_path, value):
+    """attack26 A1: every member of prime's first Bcast (16 members) names root ``value``, no rank of that
+    communicator: one line naming it, that Bcast's root NULL on every member, the 37 other rooted collectives' root
+    0 kept. Failed first: stored as root 99999 (16) on 16 calls, nothing said."""
+    _, calls, summary = ParaverTrace(_every_member_carries(tmp_path, value)).read_tables("x")
+    said = [w for w in summary.warnings if "outside their communicator" in w]
+    assert len(said) == 1 and f"root {value} of 16 members" in said[0], summary.warnings
+    rooted = calls.filter(pl.col("mpi_call").is_in(["MPI_Bcast", "MPI_Reduce"]))
+    assert rooted.filter(pl.col("root").is_null()).height == 16
+    assert set(rooted.get_column("root").drop_nulls()) == {0}
+
+
+@pytest.mark.skipif(not PRIME.is_file(), reason="real traces not found")
+def test_an_old_form_root_inside_its_communicator_is_read_as_that_rank(tmp_path):
+    """The same with rank 3 (a member's): read as 3 on the 16 members, nothing said of it."""
+    _, calls, summary = ParaverTrace(_every_member_carries(tmp_path, 3)).read_tables("x")
+    assert not [w for w in summary.warnings if "50100003" in w], summary.warnings
+    rooted = calls.filter(pl.col("mpi_call").is_in(["MPI_Bcast", "MPI_Reduce"]))
+    assert rooted.filter(pl.col("root") == 3).height == 16 and rooted.get_column("root").null_count() == 0

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from synthtrace.tracelib.atomic_file import lies_in
+from synthtrace.tracelib.atomic_file import lies_in, write_atomically
 from synthtrace.tracelib.errors import BadInputError, TraceUnreadableError
 from synthtrace.tracelib.printable import is_utf8
 from synthtrace.tracelib.formats.source import find_traces, is_trace_name, trace_stem, tree_entries
@@ -44,6 +44,10 @@ from synthtrace.warehouse.night_lock import file_kind, lock_holders, take, unloc
 
 QUARANTINE = ".quarantine"
 REASON_FILE = "reason.txt"
+#: the hidden list, in a quarantine folder, of the files still to move into it (each source path, NUL-ended, after a
+#: "m" to move or "c" to copy): written before the first move, removed after the last, so that a night killed
+#: between two moves (kill -9, the OOM killer) is finished by the next (attack 26 A2)
+MOVES_FILE = ".moves"
 #: seconds every file of a trace must have kept its size and modification time before a night takes it: longer
 #: than the pause between a writer's files (mpi2prv's .prv, then .pcf/.row) and than NFS attribute caching (3-60 s)
 DEFAULT_SETTLE_S = 60.0
@@ -342,7 +346,8 @@ def discover(drop: Path, wh: Warehouse, settle_s: float = DEFAULT_SETTLE_S) -> D
     """
     from synthtrace.tracelib.formats.source import open_trace
 
-    out, seen, waiting, skipped = [], set(), [], []
+    out, seen, waiting = [], set(), []
+    skipped = finish_quarantines(drop)  # before the walk: what a killed night left in the drop is taken, not read
     traces = []
     not_files = _NotTraceFiles(drop)
     for p in find_traces([drop], not_files.add):  # one walk of the drop folder for both (issue 23)
@@ -486,25 +491,82 @@ def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
         dfd = _open_folder(drop / QUARANTINE / folder, dir_fd=qfd)
         opened.callback(os.close, dfd)
         main, *companions = trace_files(path) or [path]
+        shared = shared_companions(main, companions)
+        here = Path(f"/proc/self/fd/{dfd}")
+        # the reason and the list of moves first: a night killed between two moves leaves a folder that says why
+        # and where from, and the next night finishes it (attack 26 A2: the trace's .pcf/.row stayed in the drop)
+        write_atomically(here / REASON_FILE, lambda tmp: tmp.write_text(
+            f"{stamp.isoformat()}\n{shown(path)}\n{reason}\n"
+            + "".join(f"{shown(f.name)}: copied, left in place for {', '.join(shown(u.name) for u in users)}\n"
+                      for f, users in shared.items()), encoding="utf-8"))
+        write_atomically(here / MOVES_FILE, lambda tmp: tmp.write_bytes(b"".join(
+            (b"c" if f in shared else b"m") + os.fsencode(os.path.abspath(f)) + b"\0" for f in [main, *companions])))
         try:  # the trace's own file first: once it is moved, no other night sees the trace
             _move_into(main, dfd)
-        except FileNotFoundError:
+        except OSError as exc:  # nothing moved: no folder left behind (a later night would try its moves again)
+            for name in (REASON_FILE, MOVES_FILE):
+                os.unlink(name, dir_fd=dfd)
             os.rmdir(folder, dir_fd=qfd)
-            return None
-        shared = shared_companions(main, companions)
-        for f in companions:
-            with contextlib.suppress(FileNotFoundError):  # a companion another night moved meanwhile
-                if f in shared:
-                    _copy_into(f, dfd)
-                else:
-                    _move_into(f, dfd)
-        fd = os.open(REASON_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=dfd)
-        with open(fd, "w", encoding="utf-8") as fh:
-            fh.write(f"{stamp.isoformat()}\n{shown(path)}\n{reason}\n")
-            for f, users in shared.items():
-                fh.write(f"{shown(f.name)}: copied, left in place for {', '.join(shown(u.name) for u in users)}\n")
+            if isinstance(exc, FileNotFoundError):
+                return None
+            raise
+        _finish_moves(dfd)
     return drop / QUARANTINE / folder
+
+
+def _finish_moves(dfd: int) -> list[Path]:
+    """Move (or copy) into the quarantine folder open as ``dfd`` every file its :data:`MOVES_FILE` lists that is
+    still where it was, then remove that list. Returns the files so taken (none when there is no list)."""
+    try:
+        fd = os.open(MOVES_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+    except FileNotFoundError:
+        return []
+    with open(fd, "rb") as fh:
+        records = [r for r in fh.read().split(b"\0") if r]
+    taken = []
+    for record in records:
+        src = Path(os.fsdecode(record[1:]))
+        with contextlib.suppress(FileNotFoundError):  # moved already, or by another night meanwhile
+            if record[:1] == b"c":
+                if not os.path.lexists(os.path.join(f"/proc/self/fd/{dfd}", src.name)):
+                    _copy_into(src, dfd)
+                    taken.append(src)
+            else:
+                _move_into(src, dfd)
+                taken.append(src)
+    os.unlink(MOVES_FILE, dir_fd=dfd)
+    return taken
+
+
+def finish_quarantines(drop: Path) -> list[LeftTrace]:
+    """Finish the moves of every quarantine folder of ``drop`` a killed night left half done (its
+    :data:`MOVES_FILE` still there): one note per file so moved, naming it and the folder. A folder that cannot be
+    finished (a read-only drop) is a note too; the next night tries again."""
+    notes = []
+    try:
+        qfd = _open_folder(drop / QUARANTINE)
+    except OSError:  # no quarantine yet (or not a real folder: check_drop refuses the night before this)
+        return notes
+    try:
+        with os.scandir(qfd) as entries:
+            folders = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        for name in folders:
+            folder = drop / QUARANTINE / name
+            try:
+                dfd = _open_folder(folder, dir_fd=qfd)
+                try:
+                    taken = _finish_moves(dfd)
+                finally:
+                    os.close(dfd)
+            except OSError as exc:
+                notes.append(LeftTrace(shown(folder), f"a quarantine a killed night left half done, not finished "
+                                                      f"(tried again next night): {exc}"))
+                continue
+            notes += [LeftTrace(shown(src), f"moved into {shown(folder)}, the quarantine a killed night left half "
+                                            "done") for src in taken]
+    finally:
+        os.close(qfd)
+    return notes
 
 
 def shared_companions(path: Path, companions: list[Path]) -> dict[Path, list[Path]]:

@@ -110,8 +110,9 @@ class RootFlags:
     def roots(self) -> list[str]:
         """Each collective's root (:meth:`with_roots` puts it on the calls); what to warn of, one line a kind:
         flags other than 0 on calls that have no root or name no communicator (ignored), and collectives with
-        flags on more than one member that are not the old form (its root left NULL), and communicators whose
-        members recorded different numbers of collectives (their roots left NULL)."""
+        flags on more than one member that are not the old form (its root left NULL), old-form collectives naming a
+        rank outside their communicator (left NULL), and communicators whose members recorded different numbers of
+        collectives (their roots left NULL)."""
         carriers = pl.concat(self._carriers) if self._carriers else pl.DataFrame(schema={
             **{c: t for c, t in _RANKS_SCHEMA.items() if c in _MEMBER}, "mpi_kind": pl.String,
             "mpi_call": pl.String, "start_ns": pl.Int64, "root": pl.Int32, "_instance": pl.Int64,
@@ -142,15 +143,22 @@ class RootFlags:
         sizes = self._ranks.group_by("appl", "comm").agg(pl.col("_members").first())
         per = per.join(sizes, on=["appl", "comm"], how="left", maintain_order="left")
         old_form = (pl.col("_n") > 1) & (pl.col("_values") == 1) & (pl.col("_n") == pl.col("_members"))
+        # attack26 A1: the old form's value is a rank, so it must be one of the communicator's
+        ranked = (pl.col("_value").cast(pl.Int64) >= 0) & (pl.col("_value").cast(pl.Int64) < pl.col("_members"))
         self._roots = per.select(*_INSTANCE, pl.when(pl.col("_n") == 1).then(pl.col("_flag"))
-                                 .when(old_form).then(pl.col("_value").cast(pl.Int64)).alias("_root"))
-        twice = per.filter((pl.col("_n") > 1) & ~old_form)
-        if twice.height:
-            first = twice.row(0, named=True)
-            said.append(f"{twice.height} collectives carry the root flag (event 50100003) on more than one member "
-                        f"(Extrae writes it on the root's call only), first {first['mpi_call']} at "
-                        f"{first['start_ns']} ns on communicator {first['comm']} of application {first['appl']}, "
-                        f"tasks {', '.join(map(str, first['_tasks'][:8]))}: their root is left unknown (NULL)")
+                                 .when(old_form & ranked).then(pl.col("_value").cast(pl.Int64)).alias("_root"))
+        unknown = (
+            (per.filter(old_form & ~ranked), "name as their root (event 50100003 on every member) a rank outside "
+             "their communicator", lambda r: f": root {r['_value']} of {r['_members']} members"),
+            (per.filter((pl.col("_n") > 1) & ~old_form), "carry the root flag (event 50100003) on more than one "
+             "member (Extrae writes it on the root's call only)",
+             lambda r: f", tasks {', '.join(map(str, r['_tasks'][:8]))}"))
+        for rows, what, detail in unknown:
+            if rows.height:
+                first = rows.row(0, named=True)
+                said.append(f"{rows.height} collectives {what}, first {first['mpi_call']} at {first['start_ns']} ns "
+                            f"on communicator {first['comm']} of application {first['appl']}{detail(first)}: "
+                            f"their root is left unknown (NULL)")
         self._carriers = []
         return said
 
