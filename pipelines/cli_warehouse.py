@@ -23,6 +23,7 @@ from synthtrace.pipelines.cli_read import (APP, EXPERIMENT, FORMAT, MEMORY_LIMIT
                                            TEMP_LIMIT, TIMEOUT, answer_sql, list_runs)
 from synthtrace.pipelines.cli_examples import epilog
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError
+from synthtrace.tracelib.file_kind import not_a_file
 from synthtrace.warehouse.names import name_option
 
 if TYPE_CHECKING:
@@ -217,11 +218,7 @@ def _not_a_trace_path(path: Path) -> str | None:
         return f"a link to {os.readlink(path)}, which does not exist" if path.is_symlink() else "no such file or folder"
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
-    kind = next((name for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-                 if test(mode)), "a special file")
-    via = f"a link to {os.readlink(path)}, " if path.is_symlink() else ""
-    return f"{via}{kind}, not a regular file: a trace is a file or a folder of them"
+    return f"{not_a_file(path)}, not a regular file: a trace is a file or a folder of them"
 
 
 def register(app: typer.Typer) -> None:

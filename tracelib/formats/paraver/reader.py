@@ -41,6 +41,7 @@ from synthtrace.tracelib.errors import (
 from synthtrace.tracelib.formats.source import (ContentHasher, ReadSummary, TablePart, TraceReader, open_bytes, reading,
                                          trace_stem)
 from synthtrace.tracelib.formats.paraver.header import PARAVER_UNITS, ParaverHeader, parse_header
+from synthtrace.tracelib.file_kind import not_a_file
 from synthtrace.tracelib.formats.paraver.collective_roots import RootFlags
 from synthtrace.tracelib.formats.paraver.communicators import communicator_members
 from synthtrace.tracelib.formats.gzip_name import gzip_named
@@ -382,7 +383,7 @@ class ParaverTrace(TraceReader):
         path = companion(self.path, suffix)
         if not path.is_file():
             # attack 14: a FIFO or a device is never opened (it may block or never end), and said for what it is
-            msg = (f"{path}: not a regular file (a FIFO, a device or a folder): not read, as if there were no "
+            msg = (f"{path}: {not_a_file(path)}, not a regular file: not read, as if there were no "
                    f"{suffix} file beside the trace" if path.exists() else
                    f"{self.path}: no {suffix} file beside the trace") + (
                 "; counters keep their numeric type as name (copy the .pcf beside it and ingest again: "
