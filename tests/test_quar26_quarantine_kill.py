@@ -59,3 +59,24 @@ def test_a_trace_gone_before_its_move_leaves_no_folder(tmp_path):
         p.unlink()
     assert quarantine(drop, prv, "cut short") is None
     assert list((drop / QUARANTINE).iterdir()) == []
+
+
+def test_a_planted_list_of_moves_takes_no_file_outside_the_drops_traces(tmp_path):
+    """The drop is writable by every job: a quarantine folder's list of moves written by one of them, naming a file
+    elsewhere (the user's data, another quarantine's trace), must not make the night move it. Failed first: the
+    outside file was moved into the quarantine."""
+    drop = tmp_path / "drop"
+    (drop / "ok").mkdir(parents=True)
+    outside = tmp_path / "data.bin"
+    outside.write_bytes(b"the user's data")
+    quarantined = drop / QUARANTINE / "earlier" / "x.prv"
+    quarantined.parent.mkdir(parents=True)
+    quarantined.write_bytes(b"kept")
+    planted = drop / QUARANTINE / "planted"
+    planted.mkdir()
+    (planted / drop_mod.MOVES_FILE).write_bytes(b"".join(b"m" + bytes(p) + b"\0" for p in (outside, quarantined)))
+    found = discover(drop, Warehouse(tmp_path / "wh"), settle_s=0)
+    assert outside.read_bytes() == b"the user's data" and quarantined.read_bytes() == b"kept"
+    assert list(planted.iterdir()) == []
+    said = {Path(t.path).name: t.reason for t in found.skipped}
+    assert set(said) == {"data.bin", "x.prv"} and all("outside the drop's traces" in r for r in said.values())

@@ -510,22 +510,27 @@ def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
             if isinstance(exc, FileNotFoundError):
                 return None
             raise
-        _finish_moves(dfd)
+        _finish_moves(dfd, drop)
     return drop / QUARANTINE / folder
 
 
-def _finish_moves(dfd: int) -> list[Path]:
+def _finish_moves(dfd: int, drop: Path) -> tuple[list[Path], list[Path]]:
     """Move (or copy) into the quarantine folder open as ``dfd`` every file its :data:`MOVES_FILE` lists that is
-    still where it was, then remove that list. Returns the files so taken (none when there is no list)."""
+    still where it was, then remove that list. Returns the files so taken and those refused: a listed file outside
+    ``drop``'s traces (anywhere else, or in its quarantine) is never taken, whoever wrote the list (review26 of
+    attack26 A2: the drop is writable by every job, so a planted list would move any file the night can)."""
     try:
         fd = os.open(MOVES_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
     except FileNotFoundError:
-        return []
+        return [], []
     with open(fd, "rb") as fh:
         records = [r for r in fh.read().split(b"\0") if r]
-    taken = []
+    taken, refused = [], []
     for record in records:
         src = Path(os.fsdecode(record[1:]))
+        if not lies_in(src.parent, drop) or lies_in(src.parent, drop / QUARANTINE):
+            refused.append(src)
+            continue
         with contextlib.suppress(FileNotFoundError):  # moved already, or by another night meanwhile
             if record[:1] == b"c":
                 if not os.path.lexists(os.path.join(f"/proc/self/fd/{dfd}", src.name)):
@@ -535,7 +540,7 @@ def _finish_moves(dfd: int) -> list[Path]:
                 _move_into(src, dfd)
                 taken.append(src)
     os.unlink(MOVES_FILE, dir_fd=dfd)
-    return taken
+    return taken, refused
 
 
 def finish_quarantines(drop: Path) -> list[LeftTrace]:
@@ -555,7 +560,7 @@ def finish_quarantines(drop: Path) -> list[LeftTrace]:
             try:
                 dfd = _open_folder(folder, dir_fd=qfd)
                 try:
-                    taken = _finish_moves(dfd)
+                    taken, refused = _finish_moves(dfd, drop)
                 finally:
                     os.close(dfd)
             except OSError as exc:
@@ -564,6 +569,8 @@ def finish_quarantines(drop: Path) -> list[LeftTrace]:
                 continue
             notes += [LeftTrace(shown(src), f"moved into {shown(folder)}, the quarantine a killed night left half "
                                             "done") for src in taken]
+            notes += [LeftTrace(shown(src), f"not moved into {shown(folder)}: its list of moves names a file outside "
+                                            "the drop's traces") for src in refused]
     finally:
         os.close(qfd)
     return notes
