@@ -262,11 +262,11 @@ CounterBatches = Callable[[Sequence[str]], Iterator[tuple[pl.DataFrame, pl.DataF
 
 def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFrame, other_units: Units,
            unit_matches: pl.DataFrame, common: list[str], min_duration_ns: int = 0,
-           counters: CounterBatches | None = None) -> Expanded:
+           counter_batches: CounterBatches | None = None) -> Expanded:
     """Per reference burst, its source row and share (see the module docstring) from the match table of the two
     runs' units (``unit_matches``, one row per reference unit, ``other_row`` a unit row of ``other_units``);
-    ``min_duration_ns``: the shortest piece whose rates are judged (:func:`_uneven`); ``counters``: where the
-    common counters' values are read (None: the frames given, which hold them)."""
+    ``min_duration_ns``: the shortest piece whose rates are judged (:func:`_uneven`); ``counter_batches``: where
+    the common counters' values are read (None: the frames given, which hold them)."""
     u = ref_units.unit
     v = unit_matches.get_column("other_row").fill_null(-1).to_numpy()[u]
     hit = v >= 0
@@ -296,7 +296,8 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
         paired = pl.Series("other_row", other_units.first[vs], pl.Int64)
         long = ref_bursts.get_column("duration_ns").to_numpy() >= min_duration_ns
         uneven_units = np.zeros(ref_units.size.size, bool)
-        for ref_values, other_values, ref_table in (counters or _held(ref_bursts, other_bursts, ref_units))(common):
+        batches = counter_batches or _held(ref_bursts, other_bursts, ref_units)
+        for ref_values, other_values, ref_table in batches(common):
             keyed = ref_bursts.select(THREAD_KEYS).hstack(ref_values)
             noise = {c: float(long_pairs(keyed, other_values, paired, c, single).get_column("dw").abs().median()
                               or 0.0) for c in ref_values.columns if c in other_values.columns}
@@ -308,7 +309,7 @@ def expand(ref_bursts: pl.DataFrame, ref_units: Units, other_bursts: pl.DataFram
         uneven = apportioned
     row = np.where(hit, row, -1)
     source = pl.concat([other_bursts, other_units.table[multi]]) if multi.size else other_bursts
-    apportion = hit & ~one_to_one & (ref_units.size[u] > 1)
+    apportion = apportioned & hit  # the apportioned units whose pieces' rates held
     share = pl.Series(np.where(apportion & np.isfinite(ref_share), ref_share, 1.0))
     reference = ref_bursts
     if apportion.any():
