@@ -17,6 +17,7 @@ from synthtrace.tracelib.merge import blocks
 from synthtrace.tracelib.merge.merge_runs import MergeOptions, merge_runs
 from synthtrace.warehouse import merged as merged_module
 from synthtrace.warehouse.layout import Warehouse
+from testing.frames_read import frames_read
 from testing.stored_runs import whole_run_tables
 
 STEPS = 300
@@ -39,21 +40,7 @@ def test_a_wide_partitioned_merge_holds_a_block_of_cells_at_a_time(tmp_path: Pat
         whole = merge_runs(whole_run_tables(exp), MergeOptions(), experiment=exp.name)
     assert whole.merged.width > TYPES  # a column per counter of either run
     monkeypatch.setattr(blocks, "BLOCK_CELLS", CELLS)
-    seen: list[tuple[int, int]] = []
-    collect, read = pl.LazyFrame.collect, pl.read_parquet
-
-    def spy_collect(self, *args, **kwargs):
-        got = collect(self, *args, **kwargs)
-        seen.append(got.shape)
-        return got
-
-    def spy_read(*args, **kwargs):
-        got = read(*args, **kwargs)
-        seen.append(got.shape)
-        return got
-
-    monkeypatch.setattr(pl.LazyFrame, "collect", spy_collect)
-    monkeypatch.setattr(pl, "read_parquet", spy_read)
+    seen = frames_read(monkeypatch)
     steps: list[str] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -61,7 +48,7 @@ def test_a_wide_partitioned_merge_holds_a_block_of_cells_at_a_time(tmp_path: Pat
     monkeypatch.undo()
     assert any(s.startswith("group 1/") for s in steps)  # the partitioned merge
     rows = 2 * STEPS  # a run's bursts in a group
-    assert max(h * w for h, w in seen) <= CELLS + rows * NARROW, max(seen, key=lambda s: s[0] * s[1])
+    assert max(h * len(cols) for h, cols in seen) <= CELLS + rows * NARROW, max(seen, key=lambda s: s[0] * len(s[1]))
     for name, frame in (("merged_bursts", whole.merged), ("merge_matches", whole.matches),
                         ("merge_quality", whole.quality)):
         committed = pl.read_parquet(exp.dir / f"{name}.parquet")
