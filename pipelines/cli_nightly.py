@@ -37,6 +37,12 @@ SettleOption = Annotated[
     float, typer.Option("--settle", min=0, max=7 * 24 * 3600, metavar="SECONDS",
                         help="Take a trace only once all its files have kept their size and time for this long (a job "
                              "may still be writing it); 0 takes every trace at once.")]
+MemoryOption = Annotated[
+    int | None, typer.Option("--memory-mb", min=64, metavar="MB",
+                             help="The night's memory target: its ingests and merges run side by side only while their "
+                                  "estimated working sets fit in it (one larger than it runs alone). Default: "
+                                  "SYNTHTRACE_NIGHT_MEMORY_MB, else 1500 or half the memory available (the cgroup's "
+                                  "limit on a batch node), whichever is less.")]
 SkipOption = Annotated[list[str] | None, typer.Option("--skip", help=f"A later stage not to run ({', '.join(STAGES)}); "
                                                       "repeatable.")]
 
@@ -70,6 +76,7 @@ def nightly(
     ] = None,
     skip: SkipOption = None,
     settle: SettleOption = DEFAULT_SETTLE_S,
+    memory_mb: MemoryOption = None,
 ) -> None:
     """Run the nightly flow once (ephemeral Prefect, no server needed)."""
     from synthtrace.pipelines.prefect_api import api_url_from_environment
@@ -80,7 +87,8 @@ def nightly(
 
     with night_progress() as progress:  # run_night checks the drop folder first (check_drop)
         summary = run_night(drop, Warehouse(warehouse), machine=str(machine) if machine else None, runner=runner.value,
-                            dask_address=dask_address, skip=_check_skip(skip), progress=progress, settle_s=settle)
+                            dask_address=dask_address, skip=_check_skip(skip), progress=progress, settle_s=settle,
+                            memory_mb=memory_mb)
     _print_summary(summary)
     if summary.errors:  # [helper security2] issue 23 F4: a night whose stages failed does not exit 0 (cron mails it)
         raise typer.Exit(1)

@@ -505,6 +505,45 @@ def pop(wh: Warehouse, experiment: str, settings: NightSettings = NightSettings(
             "notes": tables.notes}
 
 
+# ---------------------------------------------------------------------------------------------- working sets
+# What each job of a night adds to its process's memory (MB), for the night's budget
+# (:mod:`~synthtrace.pipelines.memory_budget`); measured with benchmarks/bench_night_memory.py (benchmarks/RESULTS.md,
+# "session 27, nightmem27"): peak RSS of the job's stage less the night's base.
+#: an ingest's working set per MB of trace on disk, its floor, and its ceiling: the readers stream a trace part by
+#: part, so a large trace's ingest levels off (a 1 GB and a 2 GB LULESH ~650 MB alike, issue 23 A21)
+INGEST_MB_PER_MB = 3.0
+INGEST_FLOOR_MB = 40
+INGEST_CEILING_MB = 700
+#: how many times larger a gzip-compressed trace is once read (Paraver text compresses 5-10 times)
+GZIP_RATIO = 6
+#: an experiment stage's floor (MB), and its working set per stored burst of the experiment's runs (bytes)
+STAGE_FLOOR_MB = 40
+MERGE_BYTES = 1000.0
+ARCHETYPES_BYTES = 1000.0
+POP_BYTES = 500.0
+
+
+def ingest_working_mb(path: Path) -> int:
+    """The estimated working set of ingesting the trace at ``path`` (MB), from its bytes on disk (a gzip-compressed
+    one counted as :data:`GZIP_RATIO` times them); the floor for a trace gone or unreadable."""
+    from synthtrace.tracelib.formats.gzip_name import gzip_named
+    from synthtrace.warehouse.drop import trace_bytes
+
+    try:
+        on_disk_mb = trace_bytes(path) / 2**20 * (GZIP_RATIO if gzip_named(path) else 1)
+    except OSError:  # gone or unreadable meanwhile: its ingest says so
+        on_disk_mb = 0.0
+    return int(min(INGEST_CEILING_MB, INGEST_FLOOR_MB + INGEST_MB_PER_MB * on_disk_mb))
+
+
+def stage_working_mb(wh: Warehouse, job: Job, experiment: str) -> int:
+    """The estimated working set of ``job`` on ``experiment`` (MB), from the bursts stored in its runs (their
+    ``n_bursts``, read from the runs table, no run's data); the floor for an experiment with no run."""
+    runs = wh.experiment(experiment).runs
+    bursts = int(runs.get_column("n_bursts").sum() or 0) if runs.height else 0
+    return int(STAGE_FLOOR_MB + job.bytes_per_burst * bursts / 2**20)
+
+
 # ---------------------------------------------------------------------------------------------- the night's jobs
 @dataclass(frozen=True)
 class Job:
@@ -521,13 +560,16 @@ class Job:
     run: Callable[..., Any]
     invalidates: tuple[str, ...] = ()
     summary: str | None = None
+    #: its working set per burst stored in the experiment's runs (bytes; scope ``experiment``), for the night's
+    #: memory budget (:func:`stage_working_mb`)
+    bytes_per_burst: float = 0.0
 
 
 #: the night's stages, in order
 JOBS: tuple[Job, ...] = (
-    Job("merge", "experiment", merge, invalidates=MERGE_INVALIDATES, summary="merged"),
-    Job("archetypes", "experiment", archetypes, summary="archetypes"),
-    Job("pop", "experiment", pop),
+    Job("merge", "experiment", merge, invalidates=MERGE_INVALIDATES, summary="merged", bytes_per_burst=MERGE_BYTES),
+    Job("archetypes", "experiment", archetypes, summary="archetypes", bytes_per_burst=ARCHETYPES_BYTES),
+    Job("pop", "experiment", pop, bytes_per_burst=POP_BYTES),
     Job("detect", "warehouse", detect, summary="alerts"),
     Job("retrain", "warehouse", retrain),
     Job("report", "warehouse", report, summary="report"),

@@ -35,6 +35,7 @@ from prefect.states import Completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from synthtrace.pipelines import interrupts, jobs, server_watch
+from synthtrace.pipelines.memory_budget import PROCESS_BUDGET, jobs_mb, local_workers, night_memory_mb
 from synthtrace.pipelines.prefect_api import PrefectUnavailableError, check_prefect_api
 from synthtrace.tracelib.errors import BadInputError, SynthtraceError, TraceChangedError, TruncatedTraceError
 from synthtrace.tracelib.read_stop import stop_reads
@@ -192,9 +193,10 @@ def ingest_task(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any
 
 
 def _ingested(item: dict[str, Any], drop: str, wh: Warehouse) -> dict[str, Any]:
-    """:func:`ingest_task`'s work, counted as a running job (:data:`_jobs`). A module-level function: a Dask worker
-    gets the task's function pickled by value with the globals it reads, and a lock cannot be pickled."""
-    with _jobs.running() as may_start:
+    """:func:`ingest_task`'s work, counted as a running job (:data:`_jobs`) once its estimated working set fits in
+    the night's memory budget (:data:`~synthtrace.pipelines.memory_budget.PROCESS_BUDGET`). A module-level function:
+    a Dask worker gets the task's function pickled by value with the globals it reads, and a lock cannot be pickled."""
+    with PROCESS_BUDGET.held(jobs.ingest_working_mb(Path(item["path"]))), _jobs.running() as may_start:
         return _ingest(item, drop, wh) if may_start else {"status": "failed", "path": item["path"],
                                                           "reason": NOT_STARTED}
 
@@ -257,11 +259,14 @@ def stage_task(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightS
 
 
 def _stage_run(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightSettings) -> dict[str, Any]:
-    """:func:`stage_task`'s work, counted as a running job (see :func:`_ingested`)."""
-    with _jobs.running() as may_start:
+    """:func:`stage_task`'s work, counted as a running job within the memory budget (see :func:`_ingested`); a
+    warehouse stage runs alone (no other job runs beside it) and holds nothing of the budget."""
+    job = jobs.job(stage)
+    working_mb = jobs.stage_working_mb(wh, job, args[0]) if job.scope == "experiment" else 0
+    with PROCESS_BUDGET.held(working_mb), _jobs.running() as may_start:
         if not may_start:
             return {"error": NOT_STARTED, "stage": stage, "args": [str(a) for a in args]}
-        return {"ok": jobs.job(stage).run(wh, *args, settings)}
+        return {"ok": job.run(wh, *args, settings)}
 
 
 def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settings: jobs.NightSettings,
@@ -285,7 +290,7 @@ def _experiment_stage(job: jobs.Job, wh: Warehouse, items: list[Pending], settin
 # ---------------------------------------------------------------------------------------------- flow
 def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
           manifest: str | None = None, tell: Progress = _silent,
-          settle_s: float = DEFAULT_SETTLE_S, *, locked: bool = False) -> NightSummary:
+          settle_s: float = DEFAULT_SETTLE_S, *, locked: bool = False, memory_mb: int | None = None) -> NightSummary:
     """One night, inside a flow: ingest what cluster jobs dropped, then every job of :data:`jobs.JOBS` not in
     ``skip``, in order: an experiment job on the experiments it has not completed on for their current runs (or that
     a job before it redid tonight, see ``Job.invalidates``), skipping an experiment once one of its jobs failed
@@ -294,13 +299,17 @@ def night(drop: str, warehouse: str, machine: str | None = None, skip: list[str]
     ``settle_s``: seconds a trace's files must have been unchanged for the night to take it
     (:mod:`synthtrace.warehouse.drop`). The night holds the drop folder's and the warehouse's night locks
     (:func:`~synthtrace.warehouse.drop.drop_lock`, :func:`~synthtrace.warehouse.night_lock.night_lock`; ``locked``:
-    the caller holds them already), or stops at once when another night holds one."""
+    the caller holds them already), or stops at once when another night holds one. ``memory_mb``: the night's memory
+    target (:func:`~synthtrace.pipelines.memory_budget.night_memory_mb`; None: the environment's or the default):
+    its ingests and experiment stages run side by side only while their estimated working sets fit in what the
+    process's base leaves of it."""
     if not Path(drop).is_dir():
         raise BadInputError(f"{drop}: the drop folder does not exist (or is not a folder)")
     with contextlib.ExitStack() as held:
         if not locked:
             held.enter_context(drop_lock(Path(drop)))
             held.enter_context(night_lock(Warehouse(warehouse), drop))
+        PROCESS_BUDGET.resize(jobs_mb(night_memory_mb(memory_mb)))
         return _night(drop, warehouse, machine, skip, manifest, tell, settle_s)
 
 
@@ -411,12 +420,13 @@ def _flow_options(task_runner: Any = None) -> dict[str, Any]:
 _tell: ContextVar[Progress] = ContextVar("synthtrace_night_progress", default=_silent)
 
 def _watched_night(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                   manifest: str | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+                   manifest: str | None = None, settle_s: float = DEFAULT_SETTLE_S,
+                   memory_mb: int | None = None) -> NightSummary:
     """:func:`nightly_flow` of a night someone watches (:data:`_tell`), run by :func:`run_night`, which holds the
     night's locks. A module-level function: pickled by reference (its module and name), never by value."""
     if _stop_now is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_now)  # Prefect's engine put its own (crash reports) in its place
-    return night(drop, warehouse, machine, skip, manifest, _tell.get(), settle_s, locked=True)
+    return night(drop, warehouse, machine, skip, manifest, _tell.get(), settle_s, locked=True, memory_mb=memory_mb)
 
 
 def night_flow(task_runner: Any = None) -> Flow:
@@ -438,13 +448,15 @@ def watched(tell: Progress) -> Iterator[None]:
 
 @flow(**_flow_options())
 def nightly_flow(drop: str, warehouse: str, machine: str | None = None, skip: list[str] | None = None,
-                 manifest: str | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+                 manifest: str | None = None, settle_s: float = DEFAULT_SETTLE_S,
+                 memory_mb: int | None = None) -> NightSummary:
     """One night: ingest what cluster jobs dropped, merge and analyse what changed (or what a killed night left
     unfinished), publish the results. ``skip`` names later stages not to run tonight; ``manifest``: the file
     listing the new traces, when discovered before the flow started (:func:`write_manifest`; else the flow discovers
-    them); ``settle_s``: seconds a trace's files must have been unchanged to be taken tonight. The flow
-    ``synthtrace serve`` deploys (a module-level function: its entrypoint must import)."""
-    return night(drop, warehouse, machine, skip, manifest, settle_s=settle_s)
+    them); ``settle_s``: seconds a trace's files must have been unchanged to be taken tonight; ``memory_mb``: the
+    night's memory target (MB; None: SYNTHTRACE_NIGHT_MEMORY_MB or the default). The flow ``synthtrace serve``
+    deploys (a module-level function: its entrypoint must import)."""
+    return night(drop, warehouse, machine, skip, manifest, settle_s=settle_s, memory_mb=memory_mb)
 
 
 def _publish(summary: NightSummary) -> None:
@@ -765,14 +777,19 @@ def _new_warehouse(wh: Warehouse) -> bool:
 
 def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
               runner: str = "thread", dask_address: str | None = None, skip: list[str] | None = None,
-              progress: Progress | None = None, settle_s: float = DEFAULT_SETTLE_S) -> NightSummary:
+              progress: Progress | None = None, settle_s: float = DEFAULT_SETTLE_S,
+              memory_mb: int | None = None) -> NightSummary:
     """Run the flow once in this process (ephemeral Prefect unless PREFECT_API_URL is set); ``progress`` is
-    called as stages advance. A night with nothing to do returns at once, without Prefect (a configured server is
-    checked all the same). ``settle_s``: seconds a trace's files must have been unchanged to be taken tonight (0:
-    at once, for traces known to be complete). The drop folder's lock and the warehouse's night lock are held
-    throughout (another night on either: one line, exit 75). A warehouse this process cannot write is not locked: a
-    night with nothing to do needs no write access; one with work says the warehouse is read-only, nothing done."""
+    called as stages advance. ``memory_mb``: the night's memory target (MB; None: SYNTHTRACE_NIGHT_MEMORY_MB or the
+    default, :func:`~synthtrace.pipelines.memory_budget.night_memory_mb`), which the ingests and experiment stages
+    running side by side share (a temporary Dask cluster: as many workers as fit in it). A night with nothing to do
+    returns at once, without Prefect (a configured server is checked all the same). ``settle_s``: seconds a trace's
+    files must have been unchanged to be taken tonight (0: at once, for traces known to be complete). The drop
+    folder's lock and the warehouse's night lock are held throughout (another night on either: one line, exit 75). A
+    warehouse this process cannot write is not locked: a night with nothing to do needs no write access; one with
+    work says the warehouse is read-only, nothing done."""
     check_drop(Path(drop), wh.root)  # attack 14 F12, F14: nothing done for a drop folder no night may take
+    memory_mb = night_memory_mb(memory_mb)  # a bad SYNTHTRACE_NIGHT_MEMORY_MB: one line, nothing done
     # [helper edges] issue 23 A26: a configured server that does not answer is said every night, not only on one
     server = configured_server()  # with work (a night with nothing to do never reached its check)
     with contextlib.ExitStack() as held:
@@ -792,13 +809,13 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
         del found  # the flow reads it back
         if server is None:
             start_prefect()
-        f = night_flow(dask_runner(dask_address, server or _server.api_url) if runner == "dask" else None)
+        f = night_flow(dask_runner(dask_address, server or _server.api_url, memory_mb) if runner == "dask" else None)
         try:
             if server is not None:
                 _quiet_when_server_lost()
             with watched(progress or _silent), quiet_dask() if runner == "dask" else contextlib.nullcontext():
                 state = f(drop=str(drop), warehouse=str(wh.root), machine=machine, skip=list(skip or []),
-                          manifest=manifest, settle_s=settle_s, return_state=True)
+                          manifest=manifest, settle_s=settle_s, memory_mb=memory_mb, return_state=True)
             send_logs()
             if state.is_failed():
                 state.result()  # raises the flow's exception
@@ -812,10 +829,12 @@ def run_night(drop: Path, wh: Warehouse, machine: str | None = None,
             raise
 
 
-def dask_runner(address: str | None, api_url: str) -> Any:
+def dask_runner(address: str | None, api_url: str, memory_mb: int | None = None) -> Any:
     """The Dask task runner of a night on the Prefect server at ``api_url``: on the cluster whose scheduler is at
-    ``address``, or on a temporary local cluster of :func:`cores` worker processes of one thread that report to that
-    server (PREFECT_API_URL in their environment). A worker with no PREFECT_API_URL starts a Prefect server of its
+    ``address``, or on a temporary local cluster of worker processes of one thread that report to that server
+    (PREFECT_API_URL in their environment): :func:`cores` of them, or fewer, as many as the night's memory target
+    ``memory_mb`` holds (:func:`~synthtrace.pipelines.memory_budget.local_workers`; an external cluster's workers are
+    its own). A worker with no PREFECT_API_URL starts a Prefect server of its
     own (~220 MB), where the night's task runs are recorded, outside the night's watch: a night killed by SIGKILL
     left it running for good (attack 16 F2). An external cluster's workers are warned about
     (:func:`warn_workers_without_server`)."""
@@ -824,7 +843,8 @@ def dask_runner(address: str | None, api_url: str) -> Any:
     if address:
         warn_workers_without_server(address, api_url)
         return DaskTaskRunner(address=address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": cores(), "threads_per_worker": 1, "processes": True,
+    workers = local_workers(night_memory_mb(memory_mb), cores(), jobs.INGEST_CEILING_MB)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
                                           "env": {"PREFECT_API_URL": api_url}})
 
 

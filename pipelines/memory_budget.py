@@ -1,0 +1,144 @@
+"""The night's memory budget (issue 23: a night's process <= 1.5 GB on every input): the night's jobs run as threads
+of one process (:mod:`~synthtrace.pipelines.nightly`), each holding its estimated working set (MB) from one budget
+while it runs, and waiting while the sum would pass it. A job larger than the whole budget runs alone: never a
+deadlock, never a refusal. Plain Python, no Prefect: the task wrappers use it around their jobs.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from synthtrace.tracelib.errors import BadInputError
+
+#: the environment variable that sets the night's memory target (MB), as ``synthtrace nightly --memory-mb`` does
+MEMORY_ENV = "SYNTHTRACE_NIGHT_MEMORY_MB"
+#: the night's memory target when none is set (MB): issue 23's bound on a night's process
+TARGET_MB = 1500
+#: the share of the memory available at the night's start (the machine's, or its cgroup's limit) the default takes
+AVAILABLE_SHARE = 0.5
+#: what the night's process holds besides its jobs (MB): Python, Polars, DuckDB, scikit-learn and Prefect's client
+#: loaded, measured at ~380 MB while a night ingests small traces (attack26 N1; benchmarks/bench_night_memory.py)
+PROCESS_BASE_MB = 400
+#: the least the jobs of a night share (MB), whatever the target: a smaller budget would only run them one at a time
+LEAST_JOBS_MB = 256
+
+
+class MemoryBudget:
+    """``capacity_mb`` shared by threads: :meth:`held` blocks until its share fits beside what the others hold.
+    Records the most MB and the most holders ever held at once (:attr:`peak_mb`, :attr:`peak_holders`)."""
+
+    def __init__(self, capacity_mb: int) -> None:
+        self._changed = threading.Condition()
+        self.capacity_mb = max(1, capacity_mb)
+        self.held_mb = 0
+        self.holders = 0
+        self.peak_mb = 0
+        self.peak_holders = 0
+
+    def resize(self, capacity_mb: int) -> None:
+        """Change the capacity (a night's setting); the jobs holding their share keep it."""
+        with self._changed:
+            self.capacity_mb = max(1, capacity_mb)
+            self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def held(self, mb: int) -> Iterator[int]:
+        """Hold ``mb`` (the job's estimate) while the block runs, once it fits; a job of more than the capacity waits
+        until nothing else is held and takes the whole budget (runs alone). Yields the MB held. Released however the
+        block ends (an exception, a stop)."""
+        with self._changed:
+            share = min(max(mb, 1), self.capacity_mb)
+            while self.held_mb + share > self.capacity_mb and self.holders:
+                self._changed.wait()
+                share = min(max(mb, 1), self.capacity_mb)  # resized meanwhile
+            self.held_mb += share
+            self.holders += 1
+            self.peak_mb = max(self.peak_mb, self.held_mb)
+            self.peak_holders = max(self.peak_holders, self.holders)
+        try:
+            yield share
+        finally:
+            with self._changed:
+                self.held_mb -= share
+                self.holders -= 1
+                self._changed.notify_all()
+
+
+#: the budget of the jobs of this process's nights (one process, one memory: two nights in it share it)
+PROCESS_BUDGET = MemoryBudget(TARGET_MB - PROCESS_BASE_MB)
+
+
+def night_memory_mb(setting: int | None = None) -> int:
+    """The night's memory target (MB): ``setting`` (``--memory-mb``), else :data:`MEMORY_ENV`, else the least of
+    :data:`TARGET_MB` and :data:`AVAILABLE_SHARE` of the memory available now (:func:`available_mb`). Raises
+    :class:`~synthtrace.tracelib.errors.BadInputError` for an environment value that is no positive whole number."""
+    if setting is not None:
+        return setting
+    if (text := os.environ.get(MEMORY_ENV, "").strip()):
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise BadInputError(f"{MEMORY_ENV}={text!r}: not a positive whole number of MB")
+        return value
+    available = available_mb()
+    return TARGET_MB if available is None else min(TARGET_MB, int(available * AVAILABLE_SHARE))
+
+
+def jobs_mb(target_mb: int) -> int:
+    """The MB the night's jobs share under a process target of ``target_mb``: what the process's base leaves."""
+    return max(LEAST_JOBS_MB, target_mb - PROCESS_BASE_MB)
+
+
+def local_workers(target_mb: int, cores: int, job_mb: int) -> int:
+    """The worker processes of a temporary Dask cluster whose sum fits in ``target_mb`` beside the night's own
+    process: each a process's base plus the largest job it runs (``job_mb``), at most ``cores``, at least one. (Dask's
+    own ``memory_limit`` pauses a worker past it; it bounds no sum.)"""
+    return max(1, min(cores, (target_mb - PROCESS_BASE_MB) // (PROCESS_BASE_MB + job_mb)))
+
+
+def available_mb() -> int | None:
+    """The memory this process may still take (MB): the machine's available memory (``MemAvailable``), or less when
+    its cgroup (a batch job's share of the node) has a limit; None where neither can be read."""
+    found = [mb for mb in (_meminfo_available_mb(), _cgroup_left_mb()) if mb is not None]
+    return min(found) if found else None
+
+
+def _meminfo_available_mb() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_left_mb(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The cgroup's limit less its usage (MB): cgroup v2 ``memory.max`` / ``memory.current`` of this process's group
+    (``/proc/self/cgroup``'s ``0::`` line), v1 ``memory.limit_in_bytes`` / ``memory.usage_in_bytes``; None without
+    a limit."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        number, controllers, group = line.split(":", 2)
+        if number == "0" and controllers == "":
+            files = (root / group.lstrip("/") / "memory.max", root / group.lstrip("/") / "memory.current")
+        elif "memory" in controllers.split(","):
+            folder = root / "memory" / group.lstrip("/")
+            files = (folder / "memory.limit_in_bytes", folder / "memory.usage_in_bytes")
+        else:
+            continue
+        try:
+            limit, used = (f.read_text().strip() for f in files)
+            if limit != "max" and int(limit) < 1 << 60:  # v1 writes "no limit" as a huge number
+                return max(0, int(limit) - int(used)) // 2**20
+        except (OSError, ValueError):
+            continue
+    return None
