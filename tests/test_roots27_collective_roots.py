@@ -78,6 +78,7 @@ def test_flags_on_several_members_of_an_undeclared_sub_communicator_are_said(tmp
         "root").to_list() == [1, 1]
 
 
+@pytest.mark.real_traces
 @pytest.mark.skipif(not PRIME.is_file(), reason="real traces not found")
 def test_prime_without_its_communicator_lines_still_names_rank_0(tmp_path):
     """prime_v0 (Extrae, 16 tasks) with its 17 ``c:`` lines cut: its Bcasts and Reduces are on a communicator of

@@ -10,6 +10,7 @@ import threading
 import time
 
 import polars as pl
+import pytest
 
 from synthtrace.simulator import engine
 from synthtrace.simulator.counter_model import COUNTERS
@@ -86,6 +87,7 @@ def test_an_abort_drops_the_truth_batch_in_flight_at_its_next_slice(monkeypatch)
     assert labels.burst_rows == [100] and truth.appended == []
 
 
+@pytest.mark.slow
 def test_a_sigtermed_simulate_exits_143_and_leaves_nothing(tmp_path):
     """`synthtrace simulate` (64 ranks x 300 iterations x 2 runs, ~1 M truth rows) stopped by SIGTERM once its
     first ground-truth batch is on disk (the next in flight): exit 143, one 'terminated (SIGTERM)' line, nothing in

@@ -51,9 +51,13 @@ def member_ranks(members: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flag_rank(ranks: pl.DataFrame, calls: pl.DataFrame) -> pl.Series:
-    """The root rank (0-based, in the communicator) a flag on each of ``calls`` (appl, task, comm, mpi_call) names."""
-    known = calls.select(_MEMBER + ["mpi_call"]).join(ranks, on=_MEMBER, how="left", maintain_order="left")
-    return known.select(pl.when(pl.col("mpi_call").is_in(FLAGGED_BY_TASK_INDEX) | pl.col("_rank").is_null())
+    """The root rank (0-based, in the communicator) a flag on each of ``calls`` (appl, task, comm, mpi_call) names;
+    NULL on a call of a task that is no member of its declared communicator (attack27 A1: it names no rank there)."""
+    declared = ranks.select("appl", "comm").unique().with_columns(pl.lit(True).alias("_declared"))
+    known = (calls.select(_MEMBER + ["mpi_call"]).join(ranks, on=_MEMBER, how="left", maintain_order="left")
+             .join(declared, on=["appl", "comm"], how="left", maintain_order="left"))
+    return known.select(pl.when(pl.col("_rank").is_null() & pl.col("_declared")).then(None)
+                        .when(pl.col("mpi_call").is_in(FLAGGED_BY_TASK_INDEX) | pl.col("_rank").is_null())
                         .then(pl.col("task").cast(pl.Int64) - 1).otherwise(pl.col("_rank")).alias("_flag_rank")
                         ).to_series()
 
@@ -125,8 +129,9 @@ class RootFlags:
         flags other than 0 on calls that have no root or name no communicator (ignored), and collectives with
         flags on more than one member that are not the old form (its root left NULL), old-form collectives naming a
         rank outside their communicator (left NULL), communicators whose members recorded different numbers of
-        collectives (their roots left NULL), and collectives on undeclared communicators of some of the
-        application's tasks whose flags name no rank there (left NULL)."""
+        collectives (their roots left NULL), collectives whose one flag is on a task outside their declared
+        communicator (left NULL), and collectives on undeclared communicators of some of the application's tasks
+        whose flags name no rank there (left NULL)."""
         carriers = pl.concat(self._carriers) if self._carriers else pl.DataFrame(schema={
             **{c: t for c, t in _RANKS_SCHEMA.items() if c in _MEMBER}, "mpi_kind": pl.String,
             "mpi_call": pl.String, "start_ns": pl.Int64, "root": pl.Int32, "_instance": pl.Int64,
@@ -160,7 +165,12 @@ class RootFlags:
         ranked = (pl.col("_value").cast(pl.Int64) >= 0) & (pl.col("_value").cast(pl.Int64) < pl.col("_members"))
         # review26 F7: without the members a Bcast's or Reduce's flag names a task, not a rank (Gather's: both)
         flag_names_rank = pl.col("_members").is_not_null() | pl.col("mpi_call").is_in(FLAGGED_BY_TASK_INDEX)
-        self._roots = per.select(*_INSTANCE, pl.when((pl.col("_n") == 1) & flag_names_rank).then(pl.col("_flag"))
+        # attack27 A1: one flag, on a task that is no member of the declared communicator or (a Gather's task
+        # index) past its size, names no rank of it
+        flag_ranked = pl.col("_flag").is_not_null() & (pl.col("_members").is_null()
+                                                       | (pl.col("_flag") < pl.col("_members")))
+        self._roots = per.select(*_INSTANCE, pl.when((pl.col("_n") == 1) & flag_names_rank & flag_ranked)
+                                 .then(pl.col("_flag"))
                                  .when(old_form & ranked).then(pl.col("_value").cast(pl.Int64)).alias("_root"))
         undeclared = per.filter(pl.col("_members").is_null() & ~((pl.col("_n") == 1) & flag_names_rank))
         if undeclared.height:
@@ -168,6 +178,9 @@ class RootFlags:
         unknown = (
             (per.filter(old_form & ~ranked), "name as their root (event 50100003 on every member) a rank outside "
              "their communicator", lambda r: f": root {r['_value']} of {r['_members']} members"),
+            (per.filter((pl.col("_n") == 1) & pl.col("_members").is_not_null() & ~flag_ranked), "carry the root "
+             "flag (event 50100003) on a task that is no member of their communicator, or whose task index is past "
+             "its size", lambda r: f", task {r['_tasks'][0]} of {r['_members']} members"),
             (per.filter((pl.col("_n") > 1) & ~old_form), "carry the root flag (event 50100003) on more than one "
              "member (Extrae writes it on the root's call only)",
              lambda r: f", tasks {', '.join(map(str, r['_tasks'][:8]))}"))
